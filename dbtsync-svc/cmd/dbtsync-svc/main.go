@@ -1,0 +1,84 @@
+// Command dbtsync-svc turns dbt projects into data-model branches. `dbtsync-svc` serves
+// the API; `dbtsync-svc worker` consumes the job queue.
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/analyticsco/platform/dbtsync-svc/config"
+	"github.com/analyticsco/platform/libs/identity"
+	"github.com/analyticsco/platform/libs/mongox"
+	"github.com/analyticsco/platform/libs/obs"
+	"github.com/analyticsco/platform/libs/server"
+)
+
+const serviceName = "dbtsync-svc"
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, serviceName+":", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	mode := "api"
+	if len(args) > 0 {
+		mode = args[0]
+	}
+	if mode != "api" && mode != "worker" {
+		return fmt.Errorf("unknown mode %q: run with no argument for the API or with `worker`", mode)
+	}
+	cfg, err := config.Load()
+	if err != nil {
+		return err
+	}
+	name := serviceName
+	if mode == "worker" {
+		name = "dbtsync-worker"
+	}
+	proc, err := server.Start(name, cfg.Common, cfg)
+	if err != nil {
+		return err
+	}
+	defer proc.Close()
+	signer, err := identity.NewSigner(cfg.IdentitySigningKey)
+	if err != nil {
+		return err
+	}
+	client, err := mongox.Connect(proc.Ctx, cfg.MongoURI, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = client.Disconnect(context.Background()) }()
+	nc, err := nats.Connect(cfg.NATSURL, nats.Name(name), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true))
+	if err != nil {
+		return fmt.Errorf("NATS_URL: %w", err)
+	}
+	defer nc.Drain()
+
+	api := http.NewServeMux()
+	api.HandleFunc("/", server.NotFound)
+
+	h := server.Handler(server.Options{
+		Service:  name,
+		Logger:   proc.Logger,
+		Registry: obs.NewRegistry(),
+		API:      identity.Require(signer, api),
+		Checks: []server.Check{
+			{Name: "mongodb", Check: mongox.Ping(client)},
+			{Name: "nats", Check: func(context.Context) error {
+				if !nc.IsConnected() {
+					return fmt.Errorf("not connected (%s)", nc.Status())
+				}
+				return nil
+			}},
+		},
+	})
+	return server.Run(proc.Ctx, proc.Logger, cfg.HTTPAddr, h, cfg.ShutdownTimeout)
+}

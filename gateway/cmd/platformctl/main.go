@@ -1,0 +1,265 @@
+// Command platformctl administers the identity store: accounts, deployments, users, API
+// keys and bearer tokens, and seeds the demo data the local stack and tests use.
+//
+// It connects to MongoDB directly (MONGODB_URI, MONGODB_DATABASE) and signs bearer
+// tokens with AUTH_JWT_PRIVATE_KEY_FILE. Unset values are read from the local stack's
+// PLATFORM_STACK_FILE (default .data/stack.json), so `make seed` needs no setup.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/analyticsco/platform/gateway/internal/credentials"
+	"github.com/analyticsco/platform/gateway/internal/platformctl"
+	"github.com/analyticsco/platform/gateway/internal/store"
+	"github.com/analyticsco/platform/libs/mongox"
+)
+
+const usage = `platformctl administers the platform's identity store.
+
+Usage:
+  platformctl seed [--json]
+  platformctl accounts create --name NAME --plan free|premium|enterprise [--embedding] [--creator-mode] [--external-user-limit N] [--default-tenant NAME]
+  platformctl deployments create --account ID --name NAME [--production-branch main]
+  platformctl users create --account ID --username NAME --email EMAIL --role viewer|ai_bi_user|developer|admin [--first-name NAME]
+  platformctl keys create --user ID --kind account|personal [--scope ID,ID] [--name NAME] [--ttl DURATION]
+  platformctl keys revoke --id KEYID
+  platformctl tokens issue --user ID [--ttl 1h]
+
+Output is JSON (--json is accepted everywhere and is the default).
+
+Environment (unset values come from PLATFORM_STACK_FILE, default .data/stack.json):
+  MONGODB_URI, MONGODB_DATABASE (identity), AUTH_JWT_PRIVATE_KEY_FILE,
+  AUTH_JWT_ISSUER, AUTH_JWT_AUDIENCE, GATEWAY_URL
+`
+
+func main() {
+	if err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "platformctl:", err)
+		os.Exit(1)
+	}
+}
+
+type env struct {
+	mongoURI, database, privateKeyFile, issuer, audience, gateway string
+}
+
+func loadEnv() (env, error) {
+	e := env{
+		mongoURI: os.Getenv("MONGODB_URI"), database: os.Getenv("MONGODB_DATABASE"),
+		privateKeyFile: os.Getenv("AUTH_JWT_PRIVATE_KEY_FILE"), issuer: os.Getenv("AUTH_JWT_ISSUER"),
+		audience: os.Getenv("AUTH_JWT_AUDIENCE"), gateway: os.Getenv("GATEWAY_URL"),
+	}
+	stackFile := os.Getenv("PLATFORM_STACK_FILE")
+	if stackFile == "" {
+		stackFile = ".data/stack.json"
+	}
+	if raw, err := os.ReadFile(stackFile); err == nil {
+		var st struct {
+			Gateway           string `json:"gateway"`
+			MongoURI          string `json:"mongodbUri"`
+			JWTPrivateKeyFile string `json:"jwtPrivateKeyFile"`
+			JWTIssuer         string `json:"jwtIssuer"`
+			JWTAudience       string `json:"jwtAudience"`
+		}
+		if err := json.Unmarshal(raw, &st); err != nil {
+			return e, fmt.Errorf("%s: %w", stackFile, err)
+		}
+		fill := func(dst *string, v string) {
+			if *dst == "" {
+				*dst = v
+			}
+		}
+		fill(&e.mongoURI, st.MongoURI)
+		fill(&e.privateKeyFile, st.JWTPrivateKeyFile)
+		fill(&e.issuer, st.JWTIssuer)
+		fill(&e.audience, st.JWTAudience)
+		fill(&e.gateway, st.Gateway)
+	}
+	if e.database == "" {
+		e.database = "identity"
+	}
+	if e.issuer == "" {
+		e.issuer = "https://auth.platform.local"
+	}
+	if e.audience == "" {
+		e.audience = "platform-api"
+	}
+	if e.gateway == "" {
+		e.gateway = "http://127.0.0.1:8080"
+	}
+	if e.mongoURI == "" {
+		return e, errors.New("MONGODB_URI is not set and no local stack file was found: start the stack with `make run` or set MONGODB_URI")
+	}
+	return e, nil
+}
+
+func run(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	cmd := args[0]
+	rest := args[1:]
+	if cmd != "seed" {
+		if len(args) < 2 {
+			return fmt.Errorf("%s needs a subcommand\n\n%s", cmd, usage)
+		}
+		cmd, rest = args[0]+" "+args[1], args[2:]
+	}
+	e, err := loadEnv()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	client, err := mongox.Connect(ctx, e.mongoURI, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = client.Disconnect(context.Background()) }()
+	st := store.New(client.Database(e.database))
+	if err := st.EnsureIndexes(ctx); err != nil {
+		return err
+	}
+	issuer := func() (credentials.Issuer, error) {
+		if e.privateKeyFile == "" {
+			return credentials.Issuer{}, errors.New("AUTH_JWT_PRIVATE_KEY_FILE is not set: bearer tokens cannot be signed")
+		}
+		key, err := credentials.LoadEd25519PrivateKey(e.privateKeyFile)
+		if err != nil {
+			return credentials.Issuer{}, err
+		}
+		return credentials.Issuer{Key: key, KeyID: credentials.KeyID(key.Public()), Issuer: e.issuer, Audience: e.audience}, nil
+	}
+	fs := flag.NewFlagSet("platformctl "+cmd, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Bool("json", true, "JSON output (always on)")
+	var result any
+	switch cmd {
+	case "seed":
+		if err := fs.Parse(rest); err != nil {
+			return err
+		}
+		is, err := issuer()
+		if err != nil {
+			return err
+		}
+		result, err = platformctl.Seed(ctx, st, is, e.gateway)
+		if err != nil {
+			return err
+		}
+	case "accounts create":
+		name := fs.String("name", "", "account name")
+		plan := fs.String("plan", store.PlanFree, "plan")
+		embedding := fs.Bool("embedding", false, "embedding enabled")
+		creator := fs.Bool("creator-mode", false, "useCreatorMode tenant flag")
+		limit := fs.Int64("external-user-limit", store.DefaultExternalUserLimit, "external-user limit")
+		tenant := fs.String("default-tenant", "", "default embed tenant name")
+		if err := fs.Parse(rest); err != nil {
+			return err
+		}
+		result, err = st.UpsertAccount(ctx, store.AccountSpec{Name: *name, Plan: *plan, EmbeddingEnabled: *embedding,
+			UseCreatorMode: *creator, ExternalUserLimit: *limit, DefaultEmbedTenant: *tenant})
+	case "deployments create":
+		acct := fs.Int64("account", 0, "account id")
+		name := fs.String("name", "", "deployment name")
+		branch := fs.String("production-branch", "main", "production branch")
+		if err := fs.Parse(rest); err != nil {
+			return err
+		}
+		result, err = st.UpsertDeployment(ctx, *acct, *name, *branch)
+	case "users create":
+		acct := fs.Int64("account", 0, "account id")
+		username := fs.String("username", "", "username")
+		email := fs.String("email", "", "email")
+		first := fs.String("first-name", "", "first name")
+		role := fs.String("role", "viewer", "role")
+		if err := fs.Parse(rest); err != nil {
+			return err
+		}
+		result, err = st.UpsertUser(ctx, store.UserSpec{AccountID: *acct, Username: *username, Email: *email, FirstName: *first, Role: *role})
+	case "keys create":
+		userID := fs.Int64("user", 0, "owner user id")
+		kind := fs.String("kind", "account", "account or personal")
+		scope := fs.String("scope", "", "comma-separated deployment ids")
+		name := fs.String("name", "", "a label for the key")
+		ttl := fs.Duration("ttl", 0, "expiry (0 = none)")
+		if err := fs.Parse(rest); err != nil {
+			return err
+		}
+		u, err := st.User(ctx, *userID)
+		if err != nil {
+			return fmt.Errorf("user %d: %w", *userID, err)
+		}
+		ids, err := parseIDs(*scope)
+		if err != nil {
+			return err
+		}
+		key, err := platformctl.CreateKey(ctx, st, u, *kind, ids, *name, *ttl)
+		if err != nil {
+			return err
+		}
+		keyID, _, _ := credentials.ParseAPIKey(key)
+		result = map[string]any{"id": keyID, "key": key, "kind": *kind, "scope": ids, "userId": u.ID}
+	case "keys revoke":
+		id := fs.String("id", "", "key id")
+		if err := fs.Parse(rest); err != nil {
+			return err
+		}
+		if err := st.RevokeAPIKey(ctx, *id); err != nil {
+			return fmt.Errorf("key %s: %w", *id, err)
+		}
+		result = map[string]any{"id": *id, "revoked": true}
+	case "tokens issue":
+		userID := fs.Int64("user", 0, "user id")
+		ttl := fs.Duration("ttl", time.Hour, "token lifetime")
+		if err := fs.Parse(rest); err != nil {
+			return err
+		}
+		if _, err := st.User(ctx, *userID); err != nil {
+			return fmt.Errorf("user %d: %w", *userID, err)
+		}
+		is, err := issuer()
+		if err != nil {
+			return err
+		}
+		tok, exp, err := is.Issue(*userID, *ttl)
+		if err != nil {
+			return err
+		}
+		result = map[string]any{"token": tok, "expiresAt": exp.UTC().Format(time.RFC3339)}
+	default:
+		return fmt.Errorf("unknown command %q\n\n%s", cmd, usage)
+	}
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(result)
+}
+
+func parseIDs(s string) ([]int64, error) {
+	var out []int64
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		id, err := strconv.ParseInt(p, 10, 64)
+		if err != nil || id <= 0 {
+			return nil, fmt.Errorf("--scope: %q is not a deployment id", p)
+		}
+		out = append(out, id)
+	}
+	return out, nil
+}

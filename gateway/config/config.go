@@ -1,0 +1,38 @@
+// Package config is the gateway's configuration, read from the environment.
+package config
+
+import (
+	"time"
+
+	"github.com/analyticsco/platform/libs/config"
+)
+
+// Config is everything the gateway reads from its environment.
+type Config struct {
+	config.Common
+	Addr               string          `env:"GATEWAY_ADDR" default:"127.0.0.1:8080" help:"listen address"`
+	WorkspaceURL       string          `env:"WORKSPACE_URL" default:"http://127.0.0.1:8081" help:"base URL of workspace-svc"`
+	EmbedURL           string          `env:"EMBED_URL" default:"http://127.0.0.1:8082" help:"base URL of embed-svc"`
+	DBTSyncURL         string          `env:"DBTSYNC_URL" default:"http://127.0.0.1:8083" help:"base URL of dbtsync-svc"`
+	MongoURI           string          `env:"MONGODB_URI" default:"mongodb://127.0.0.1:27018/" secret:"true" help:"MongoDB connection string (may hold a password)"`
+	MongoDatabase      string          `env:"MONGODB_DATABASE" default:"identity" help:"database of the identity store (accounts, deployments, users, API keys)"`
+	IdentitySigningKey string          `env:"IDENTITY_SIGNING_KEY" required:"true" secret:"true" help:"base64 HMAC key (at least 32 bytes) that signs the identity forwarded to services"`
+	JWTIssuer          string          `env:"AUTH_JWT_ISSUER" default:"https://auth.platform.local" help:"required iss of bearer tokens"`
+	JWTAudience        string          `env:"AUTH_JWT_AUDIENCE" default:"platform-api" help:"required aud of bearer tokens"`
+	JWTPublicKeysFile  string          `env:"AUTH_JWT_PUBLIC_KEYS_FILE" help:"PEM file with one or more Ed25519 or RSA public keys that sign bearer tokens"`
+	JWKSURL            string          `env:"AUTH_JWKS_URL" help:"JWKS URL with the bearer-token signing keys (alternative or addition to the PEM file)"`
+	JWKSRefresh        time.Duration   `env:"AUTH_JWKS_REFRESH" default:"5m" help:"how often AUTH_JWKS_URL is fetched again (an unknown kid also triggers a fetch)"`
+	AuthCacheTTL       time.Duration   `env:"AUTH_CACHE_TTL" default:"30s" help:"how long a verified credential is cached (never past its expiry; key revocations are picked up within AUTH_REVOCATION_POLL)"`
+	RevocationPoll     time.Duration   `env:"AUTH_REVOCATION_POLL" default:"1s" help:"how often the gateway looks for revoked API keys and changed users"`
+	BodyLimitDefault   config.ByteSize `env:"BODY_LIMIT_DEFAULT" default:"1MiB" help:"largest request body on every route but dbt-sync"`
+	BodyLimitDBTSync   config.ByteSize `env:"BODY_LIMIT_DBT_SYNC" default:"256MiB" help:"largest request body on the dbt-sync route (uploaded manifests)"`
+	UpstreamTimeout    time.Duration   `env:"UPSTREAM_TIMEOUT" default:"30s" help:"how long the gateway waits for a service's response headers"`
+	DialTimeout        time.Duration   `env:"UPSTREAM_DIAL_TIMEOUT" default:"2s" help:"how long the gateway waits to connect to a service before answering 502"`
+}
+
+// Load reads the configuration from the environment.
+func Load() (Config, error) {
+	var c Config
+	err := config.Load(&c)
+	return c, err
+}

@@ -1,0 +1,240 @@
+// Package auth turns the credential of a request into a verified principal. Verified
+// credentials and the records behind them are cached so the hot path does no database
+// work, but never past a token's expiry, and a revoked key, a changed user or account is
+// evicted by a poller within one poll interval on every replica.
+package auth
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/analyticsco/platform/gateway/internal/credentials"
+	"github.com/analyticsco/platform/gateway/internal/store"
+	"github.com/analyticsco/platform/libs/identity"
+)
+
+// ErrUnauthenticated means the credential is missing, malformed, unknown, expired,
+// revoked or wrongly signed: 401.
+var ErrUnauthenticated = errors.New("unauthenticated")
+
+// Directory is what the authenticator reads from the identity store.
+type Directory interface {
+	Account(ctx context.Context, id int64) (store.Account, error)
+	Deployment(ctx context.Context, id int64) (store.Deployment, error)
+	User(ctx context.Context, id int64) (store.User, error)
+	APIKey(ctx context.Context, id string) (store.APIKey, error)
+	ChangedSince(ctx context.Context, since time.Time) (store.Changes, error)
+}
+
+// Authenticator verifies bearer tokens and API keys.
+type Authenticator struct {
+	dir      Directory
+	verifier *Verifier
+	ttl      time.Duration
+	now      func() time.Time
+	log      *slog.Logger
+
+	tokens      *ttlCache[string, tokenEntry]
+	users       *ttlCache[int64, store.User]
+	accounts    *ttlCache[int64, store.Account]
+	deployments *ttlCache[int64, store.Deployment]
+	keys        *ttlCache[string, store.APIKey]
+}
+
+type tokenEntry struct {
+	userID int64
+}
+
+// Options configure an Authenticator.
+type Options struct {
+	Directory Directory
+	Verifier  *Verifier
+	CacheTTL  time.Duration
+	Now       func() time.Time
+	Logger    *slog.Logger
+}
+
+// New returns an authenticator.
+func New(o Options) *Authenticator {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.CacheTTL <= 0 {
+		o.CacheTTL = 30 * time.Second
+	}
+	return &Authenticator{
+		dir: o.Directory, verifier: o.Verifier, ttl: o.CacheTTL, now: o.Now, log: o.Logger,
+		tokens:      newTTLCache[string, tokenEntry](100_000, o.Now),
+		users:       newTTLCache[int64, store.User](100_000, o.Now),
+		accounts:    newTTLCache[int64, store.Account](10_000, o.Now),
+		deployments: newTTLCache[int64, store.Deployment](100_000, o.Now),
+		keys:        newTTLCache[string, store.APIKey](100_000, o.Now),
+	}
+}
+
+// Bearer authenticates a user bearer token.
+func (a *Authenticator) Bearer(ctx context.Context, token string) (*identity.Principal, error) {
+	var userID int64
+	if e, ok := a.tokens.get(token); ok {
+		userID = e.userID
+	} else {
+		claims, err := a.verifier.Verify(token)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrUnauthenticated, err)
+		}
+		userID, err = claims.UserID()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrUnauthenticated, err)
+		}
+		// Cached until the token's own expiry at the latest: a hit is then as good as a
+		// fresh verification.
+		exp := claims.ExpiresAt.Time
+		if limit := a.now().Add(a.ttl); limit.Before(exp) {
+			exp = limit
+		}
+		a.tokens.put(token, tokenEntry{userID: userID}, exp)
+	}
+	u, err := a.user(ctx, userID)
+	if err != nil {
+		return nil, err
+	}
+	acct, err := a.Account(ctx, u.AccountID)
+	if err != nil {
+		return nil, err
+	}
+	return &identity.Principal{Credential: identity.CredentialBearer, Account: acct.Identity(), User: u.Identity()}, nil
+}
+
+// APIKey authenticates an API key.
+func (a *Authenticator) APIKey(ctx context.Context, raw string) (*identity.Principal, error) {
+	keyID, hash, ok := credentials.ParseAPIKey(raw)
+	if !ok {
+		return nil, fmt.Errorf("%w: malformed API key", ErrUnauthenticated)
+	}
+	k, ok := a.keys.get(keyID)
+	if !ok {
+		var err error
+		k, err = a.dir.APIKey(ctx, keyID)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, fmt.Errorf("%w: unknown API key", ErrUnauthenticated)
+		}
+		if err != nil {
+			return nil, err
+		}
+		a.keys.put(keyID, k, a.now().Add(a.ttl))
+	}
+	// The hash is compared on every request, cached or not, so a cache entry can never
+	// authenticate a different secret.
+	if subtle.ConstantTimeCompare(hash[:], k.SecretHash) != 1 {
+		return nil, fmt.Errorf("%w: unknown API key", ErrUnauthenticated)
+	}
+	if k.RevokedAt != nil {
+		return nil, fmt.Errorf("%w: API key revoked", ErrUnauthenticated)
+	}
+	if k.ExpiresAt != nil && !a.now().Before(*k.ExpiresAt) {
+		return nil, fmt.Errorf("%w: API key expired", ErrUnauthenticated)
+	}
+	u, err := a.user(ctx, k.UserID)
+	if err != nil {
+		return nil, err
+	}
+	acct, err := a.Account(ctx, k.AccountID)
+	if err != nil {
+		return nil, err
+	}
+	return &identity.Principal{Credential: identity.CredentialAPIKey, Account: acct.Identity(), User: u.Identity(),
+		KeyID: k.ID, KeyKind: k.Kind, KeyScope: k.Scope}, nil
+}
+
+func (a *Authenticator) user(ctx context.Context, id int64) (store.User, error) {
+	if u, ok := a.users.get(id); ok {
+		return u, nil
+	}
+	u, err := a.dir.User(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return u, fmt.Errorf("%w: user %d no longer exists", ErrUnauthenticated, id)
+	}
+	if err != nil {
+		return u, err
+	}
+	a.users.put(id, u, a.now().Add(a.ttl))
+	return u, nil
+}
+
+// Account returns an account, cached.
+func (a *Authenticator) Account(ctx context.Context, id int64) (store.Account, error) {
+	if acct, ok := a.accounts.get(id); ok {
+		return acct, nil
+	}
+	acct, err := a.dir.Account(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return acct, fmt.Errorf("%w: account %d no longer exists", ErrUnauthenticated, id)
+	}
+	if err != nil {
+		return acct, err
+	}
+	a.accounts.put(id, acct, a.now().Add(a.ttl))
+	return acct, nil
+}
+
+// Deployment returns a deployment, cached; store.ErrNotFound when there is none.
+func (a *Authenticator) Deployment(ctx context.Context, id int64) (store.Deployment, error) {
+	if d, ok := a.deployments.get(id); ok {
+		return d, nil
+	}
+	d, err := a.dir.Deployment(ctx, id)
+	if err != nil {
+		return d, err
+	}
+	a.deployments.put(id, d, a.now().Add(a.ttl))
+	return d, nil
+}
+
+// WatchChanges evicts changed keys, users, accounts and deployments from the caches,
+// polling every interval until ctx ends. Each poll looks back one extra interval so a
+// write racing the previous poll is not missed.
+func (a *Authenticator) WatchChanges(ctx context.Context, interval time.Duration) {
+	since := a.now().Add(-interval)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		polled := a.now()
+		if err := a.Evict(ctx, since); err != nil {
+			if a.log != nil && ctx.Err() == nil {
+				a.log.Warn("polling identity changes failed; caches expire on their TTL", "err", err)
+			}
+			continue
+		}
+		since = polled.Add(-interval)
+	}
+}
+
+// Evict drops everything changed since the given time from the caches.
+func (a *Authenticator) Evict(ctx context.Context, since time.Time) error {
+	ch, err := a.dir.ChangedSince(ctx, since)
+	if err != nil {
+		return err
+	}
+	for _, id := range ch.Keys {
+		a.keys.delete(id)
+	}
+	for _, id := range ch.Users {
+		a.users.delete(id)
+	}
+	for _, id := range ch.Accounts {
+		a.accounts.delete(id)
+	}
+	for _, id := range ch.Deployments {
+		a.deployments.delete(id)
+	}
+	return nil
+}

@@ -1,0 +1,212 @@
+package auth
+
+import (
+	"context"
+	"crypto"
+	"crypto/ed25519"
+	"crypto/rsa"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/analyticsco/platform/gateway/internal/credentials"
+)
+
+// KeySet holds the public keys that may sign bearer tokens: static keys from a PEM file
+// and, optionally, keys fetched from a JWKS URL (refreshed periodically and when a token
+// names an unknown kid, at most once per minRefresh).
+type KeySet struct {
+	mu         sync.RWMutex
+	static     map[string]crypto.PublicKey
+	fetched    map[string]crypto.PublicKey
+	jwksURL    string
+	client     *http.Client
+	lastFetch  time.Time
+	minRefresh time.Duration
+}
+
+// NewKeySet builds a key set from static keys and an optional JWKS URL.
+func NewKeySet(static []crypto.PublicKey, jwksURL string) *KeySet {
+	ks := &KeySet{static: map[string]crypto.PublicKey{}, fetched: map[string]crypto.PublicKey{}, jwksURL: jwksURL,
+		client: &http.Client{Timeout: 5 * time.Second}, minRefresh: 10 * time.Second}
+	for _, k := range static {
+		ks.static[credentials.KeyID(k)] = k
+	}
+	return ks
+}
+
+// Refresh fetches the JWKS now (no-op without a URL).
+func (ks *KeySet) Refresh(ctx context.Context) error {
+	if ks.jwksURL == "" {
+		return nil
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, ks.jwksURL, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := ks.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("fetch JWKS: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("fetch JWKS: status %d", resp.StatusCode)
+	}
+	keys, err := ParseJWKS(http.MaxBytesReader(nil, resp.Body, 1<<20))
+	if err != nil {
+		return err
+	}
+	ks.mu.Lock()
+	ks.fetched = keys
+	ks.lastFetch = time.Now()
+	ks.mu.Unlock()
+	return nil
+}
+
+// Run refreshes the JWKS every interval until ctx ends.
+func (ks *KeySet) Run(ctx context.Context, interval time.Duration) {
+	if ks.jwksURL == "" {
+		return
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		_ = ks.Refresh(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (ks *KeySet) lookup(kid string) (crypto.PublicKey, []crypto.PublicKey) {
+	ks.mu.RLock()
+	defer ks.mu.RUnlock()
+	if kid != "" {
+		if k, ok := ks.static[kid]; ok {
+			return k, nil
+		}
+		if k, ok := ks.fetched[kid]; ok {
+			return k, nil
+		}
+		return nil, nil
+	}
+	all := make([]crypto.PublicKey, 0, len(ks.static)+len(ks.fetched))
+	for _, k := range ks.static {
+		all = append(all, k)
+	}
+	for _, k := range ks.fetched {
+		all = append(all, k)
+	}
+	return nil, all
+}
+
+func (ks *KeySet) keyfunc(t *jwt.Token) (any, error) {
+	kid, _ := t.Header["kid"].(string)
+	k, all := ks.lookup(kid)
+	if k == nil && kid != "" && ks.jwksURL != "" {
+		ks.mu.RLock()
+		stale := time.Since(ks.lastFetch) > ks.minRefresh
+		ks.mu.RUnlock()
+		if stale {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			_ = ks.Refresh(ctx)
+			cancel()
+			k, all = ks.lookup(kid)
+		}
+	}
+	if k != nil {
+		return k, nil
+	}
+	if len(all) == 0 {
+		return nil, errors.New("unknown signing key")
+	}
+	set := jwt.VerificationKeySet{}
+	for _, k := range all {
+		set.Keys = append(set.Keys, k)
+	}
+	return set, nil
+}
+
+// ParseJWKS parses the Ed25519 (OKP) and RSA keys of a JWK set, by kid.
+func ParseJWKS(r interface{ Read([]byte) (int, error) }) (map[string]crypto.PublicKey, error) {
+	var doc struct {
+		Keys []struct {
+			Kty string `json:"kty"`
+			Crv string `json:"crv"`
+			Kid string `json:"kid"`
+			Use string `json:"use"`
+			X   string `json:"x"`
+			N   string `json:"n"`
+			E   string `json:"e"`
+		} `json:"keys"`
+	}
+	if err := json.NewDecoder(r).Decode(&doc); err != nil {
+		return nil, fmt.Errorf("parse JWKS: %w", err)
+	}
+	out := map[string]crypto.PublicKey{}
+	for _, k := range doc.Keys {
+		if k.Use != "" && k.Use != "sig" {
+			continue
+		}
+		var pub crypto.PublicKey
+		switch {
+		case k.Kty == "OKP" && k.Crv == "Ed25519":
+			x, err := base64.RawURLEncoding.DecodeString(k.X)
+			if err != nil || len(x) != ed25519.PublicKeySize {
+				continue
+			}
+			pub = ed25519.PublicKey(x)
+		case k.Kty == "RSA":
+			n, err1 := base64.RawURLEncoding.DecodeString(k.N)
+			e, err2 := base64.RawURLEncoding.DecodeString(k.E)
+			if err1 != nil || err2 != nil || len(e) > 4 {
+				continue
+			}
+			pub = &rsa.PublicKey{N: new(big.Int).SetBytes(n), E: int(new(big.Int).SetBytes(e).Int64())}
+		default:
+			continue
+		}
+		kid := k.Kid
+		if kid == "" {
+			kid = credentials.KeyID(pub)
+		}
+		out[kid] = pub
+	}
+	return out, nil
+}
+
+// Verifier verifies bearer JWTs: EdDSA or RS256 only, exp required, issuer and audience
+// checked.
+type Verifier struct {
+	keys   *KeySet
+	parser *jwt.Parser
+}
+
+// NewVerifier returns a verifier for tokens of issuer and audience.
+func NewVerifier(keys *KeySet, issuer, audience string, now func() time.Time) *Verifier {
+	return &Verifier{keys: keys, parser: jwt.NewParser(
+		jwt.WithValidMethods([]string{"EdDSA", "RS256"}),
+		jwt.WithExpirationRequired(),
+		jwt.WithIssuer(issuer),
+		jwt.WithAudience(audience),
+		jwt.WithTimeFunc(now),
+	)}
+}
+
+// Verify checks a token and returns its claims.
+func (v *Verifier) Verify(token string) (*credentials.Claims, error) {
+	var c credentials.Claims
+	if _, err := v.parser.ParseWithClaims(token, &c, v.keys.keyfunc); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}

@@ -1,0 +1,459 @@
+// Package gateway is the platform's front door: it matches a route, authenticates the
+// credential the route accepts, checks that a deployment in the path (or, for
+// generate-session, in the body) belongs to the caller's account and key scope, signs
+// the verified principal for the service, and proxies the request.
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/analyticsco/platform/gateway/internal/auth"
+	"github.com/analyticsco/platform/gateway/internal/store"
+	"github.com/analyticsco/platform/libs/httpx"
+	"github.com/analyticsco/platform/libs/identity"
+	"github.com/analyticsco/platform/libs/logging"
+	"github.com/analyticsco/platform/libs/mongox"
+	"github.com/analyticsco/platform/libs/obs"
+	"github.com/analyticsco/platform/libs/server"
+)
+
+// EmbedAuthenticator verifies embed session tokens (signature, expiry and revocation).
+type EmbedAuthenticator interface {
+	Embed(ctx context.Context, token string) (*identity.Principal, error)
+}
+
+// Options configure the gateway handler.
+type Options struct {
+	Auth            *auth.Authenticator
+	Embed           EmbedAuthenticator // nil: embed tokens are not accepted
+	Signer          *identity.Signer
+	Upstreams       map[string]*url.URL // "workspace-svc", "embed-svc", "dbtsync-svc"
+	BodyLimit       int64
+	BigBodyLimit    int64
+	UpstreamTimeout time.Duration
+	DialTimeout     time.Duration
+	OpenAPIJSON     []byte
+	Logger          *slog.Logger
+	Metrics         *obs.HTTPMetrics
+}
+
+// Gateway is the HTTP handler of the public API.
+type Gateway struct {
+	o       Options
+	proxies map[service]*httputil.ReverseProxy
+	tracer  trace.Tracer
+	prop    propagation.TextMapPropagator
+}
+
+type ctxKey int
+
+const (
+	ctxPrincipal ctxKey = iota
+	ctxService
+)
+
+// New builds the gateway.
+func New(o Options) (*Gateway, error) {
+	g := &Gateway{o: o, proxies: map[service]*httputil.ReverseProxy{}, tracer: otel.Tracer("gateway"), prop: otel.GetTextMapPropagator()}
+	transport := &http.Transport{
+		Proxy:                 nil,
+		DialContext:           (&net.Dialer{Timeout: o.DialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          2048,
+		MaxIdleConnsPerHost:   512,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: o.UpstreamTimeout,
+		ExpectContinueTimeout: time.Second,
+		DisableCompression:    true, // pass bodies through as the service encoded them
+		WriteBufferSize:       32 << 10,
+		ReadBufferSize:        32 << 10,
+	}
+	pool := &bufferPool{}
+	for _, s := range []service{svcWorkspace, svcEmbed, svcDBTSync} {
+		target, ok := o.Upstreams[s.String()]
+		if !ok {
+			return nil, fmt.Errorf("gateway: no upstream URL for %s", s)
+		}
+		s := s
+		g.proxies[s] = &httputil.ReverseProxy{
+			Rewrite: func(pr *httputil.ProxyRequest) {
+				pr.SetURL(target)
+				pr.SetXForwarded()
+				g.prop.Inject(pr.In.Context(), propagation.HeaderCarrier(pr.Out.Header))
+			},
+			Transport:    transport,
+			BufferPool:   pool,
+			ErrorHandler: g.upstreamError(s),
+			ModifyResponse: func(resp *http.Response) error {
+				// Services set their own request id; the client sees the gateway's.
+				resp.Header.Del(server.RequestIDHeader)
+				return nil
+			},
+		}
+	}
+	return g, nil
+}
+
+type bufferPool struct{ p sync.Pool }
+
+func (b *bufferPool) Get() []byte {
+	if v := b.p.Get(); v != nil {
+		return *v.(*[]byte)
+	}
+	return make([]byte, 32<<10)
+}
+
+func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
+
+// ServeHTTP handles one request.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rid := server.RequestID(r)
+	info := &logging.RequestInfo{ID: rid}
+	ctx := logging.WithRequest(r.Context(), info)
+	ctx = g.prop.Extract(ctx, propagation.HeaderCarrier(r.Header))
+	rt, matched := match(r.URL.Path)
+	info.Route = rt.name
+	if !matched {
+		info.Route = "unmatched"
+	}
+	ctx, span := g.tracer.Start(ctx, info.Route, trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(attribute.String("http.request.method", r.Method)))
+	rec := &obs.StatusRecorder{ResponseWriter: w}
+	w.Header().Set(server.RequestIDHeader, rid)
+	defer func() {
+		code := rec.Code()
+		span.SetAttributes(attribute.Int("http.response.status_code", code))
+		if code >= 500 {
+			span.SetStatus(codes.Error, http.StatusText(code))
+		}
+		span.End()
+		elapsed := time.Since(start)
+		if g.o.Metrics != nil {
+			g.o.Metrics.Observe(info.Route, r.Method, code, elapsed)
+		}
+		if code >= 400 {
+			level := slog.LevelInfo
+			if code >= 500 {
+				level = slog.LevelWarn
+			}
+			g.o.Logger.Log(ctx, level, "request", "method", r.Method, "path", r.URL.Path, "status", code, "duration_ms", float64(elapsed.Microseconds())/1000)
+		}
+	}()
+	// Identity headers are ours alone: whatever a client sends under that prefix is gone
+	// before anything reads the request.
+	for k := range r.Header {
+		if strings.HasPrefix(k, identity.HeaderPrefix) {
+			delete(r.Header, k)
+		}
+	}
+	r = r.WithContext(ctx)
+	if !matched {
+		if r.URL.Path == "/api/v1/openapi.json" && len(g.o.OpenAPIJSON) > 0 {
+			if r.Method != http.MethodGet && r.Method != http.MethodHead {
+				rec.Header().Set("Allow", "GET, HEAD")
+				httpx.WriteError(rec, http.StatusMethodNotAllowed, "method "+r.Method+" is not allowed on /api/v1/openapi.json")
+				return
+			}
+			rec.Header().Set("Content-Type", "application/json")
+			_, _ = rec.Write(g.o.OpenAPIJSON)
+			return
+		}
+		httpx.WriteError(rec, http.StatusNotFound, "no route for "+r.URL.Path)
+		return
+	}
+	limit := g.o.BodyLimit
+	if rt.bigBody {
+		limit = g.o.BigBodyLimit
+	}
+	if r.ContentLength > limit {
+		httpx.WriteError(rec, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than the limit of %d bytes for this route", limit))
+		return
+	}
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = http.MaxBytesReader(rec, r.Body, limit)
+	}
+	p, err := g.authorize(r, rt)
+	if err != nil {
+		g.writeAuthError(rec, r, rt, err)
+		return
+	}
+	p.RequestID = rid
+	// Public routes get a signed anonymous principal too, so a service can tell a request
+	// that came through the gateway from one that bypassed it.
+	hdr, err := g.o.Signer.Sign(p)
+	if err != nil {
+		httpx.Internal(rec, r, g.o.Logger, err)
+		return
+	}
+	r.Header.Set(identity.Header, hdr)
+	r.Header.Set(server.RequestIDHeader, rid)
+	g.proxies[rt.svc].ServeHTTP(rec, r)
+}
+
+// authError is an authorization failure with its status and message.
+type authError struct {
+	status int
+	msg    string
+}
+
+func (e *authError) Error() string { return e.msg }
+
+func unauthorized(msg string) error { return &authError{http.StatusUnauthorized, msg} }
+func forbidden(msg string) error    { return &authError{http.StatusForbidden, msg} }
+func notFound(msg string) error     { return &authError{http.StatusNotFound, msg} }
+
+func (g *Gateway) writeAuthError(w http.ResponseWriter, r *http.Request, rt route, err error) {
+	var ae *authError
+	switch {
+	case errors.As(err, &ae):
+		if ae.status == http.StatusUnauthorized {
+			w.Header().Set("WWW-Authenticate", challenge(rt.policy))
+		}
+		httpx.WriteError(w, ae.status, ae.msg)
+	case errors.Is(err, auth.ErrUnauthenticated):
+		w.Header().Set("WWW-Authenticate", challenge(rt.policy))
+		httpx.WriteError(w, http.StatusUnauthorized, "invalid credentials: "+strings.TrimPrefix(err.Error(), "unauthenticated: "))
+	case mongox.Unavailable(err):
+		g.o.Logger.WarnContext(r.Context(), "identity store unavailable", "err", err)
+		w.Header().Set("Retry-After", "1")
+		httpx.WriteError(w, http.StatusServiceUnavailable, "authentication is temporarily unavailable; retry shortly")
+	default:
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			httpx.WriteError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than the limit of %d bytes for this route", mbe.Limit))
+			return
+		}
+		httpx.Internal(w, r, g.o.Logger, err)
+	}
+}
+
+func challenge(p policy) string {
+	switch p {
+	case policyGenerateSession, policyTenantAdmin:
+		return `Api-Key realm="platform"`
+	case policyRevoke, policyAccountAdmin:
+		return `Api-Key realm="platform", Bearer realm="platform"`
+	}
+	return `Bearer realm="platform"`
+}
+
+// credential splits the Authorization header into its scheme and value.
+func credential(r *http.Request) (scheme, value string) {
+	h := r.Header.Get("Authorization")
+	scheme, value, ok := strings.Cut(h, " ")
+	if !ok {
+		return "", ""
+	}
+	return strings.ToLower(scheme), strings.TrimSpace(value)
+}
+
+func (g *Gateway) authorize(r *http.Request, rt route) (*identity.Principal, error) {
+	if rt.policy == policyPublic {
+		return &identity.Principal{Credential: identity.CredentialNone}, nil
+	}
+	scheme, value := credential(r)
+	if value == "" {
+		return nil, unauthorized(missingCredential(rt.policy))
+	}
+	ctx := r.Context()
+	var (
+		p   *identity.Principal
+		err error
+	)
+	switch {
+	case scheme == "api-key" && acceptsAPIKey(rt.policy):
+		p, err = g.o.Auth.APIKey(ctx, value)
+	case scheme == "bearer" && rt.policy == policyEmbedToken:
+		p, err = g.embed(ctx, value)
+	case scheme == "bearer" && rt.policy == policyRevoke:
+		p, err = g.o.Auth.Bearer(ctx, value)
+		if errors.Is(err, auth.ErrUnauthenticated) && g.o.Embed != nil {
+			// Not a user token: it may be an embed session token.
+			p, err = g.embed(ctx, value)
+		}
+	case scheme == "bearer" && acceptsBearer(rt.policy):
+		p, err = g.o.Auth.Bearer(ctx, value)
+	default:
+		return nil, unauthorized(missingCredential(rt.policy))
+	}
+	if err != nil {
+		return nil, err
+	}
+	switch rt.policy {
+	case policyGenerateSession:
+		if err := requireAdminAccountKey(p, "mint embed sessions"); err != nil {
+			return nil, err
+		}
+		if p.Account.Plan != store.PlanPremium && p.Account.Plan != store.PlanEnterprise {
+			return nil, forbidden("embed sessions need the premium or enterprise plan; this account is on " + p.Account.Plan)
+		}
+		if !p.Account.EmbeddingEnabled {
+			return nil, forbidden("embedding is not enabled for this account")
+		}
+		id, err := bodyDeploymentID(r)
+		if err != nil {
+			return nil, err
+		}
+		if id > 0 {
+			if err := g.attachDeployment(ctx, p, id, true); err != nil {
+				return nil, err
+			}
+		}
+	case policyRevoke:
+		if !isAdmin(p) {
+			return nil, forbidden("revoking embed sessions requires an admin")
+		}
+		if !p.Account.EmbeddingEnabled {
+			return nil, forbidden("embedding is not enabled for this account")
+		}
+	case policyTenantAdmin:
+		if err := requireAdminAccountKey(p, "manage embed tenants"); err != nil {
+			return nil, err
+		}
+	case policyAccountAdmin:
+		if !p.HasRole(identity.RoleAdmin) {
+			return nil, forbidden("this endpoint requires an admin")
+		}
+	}
+	if rt.deployment > 0 {
+		if err := g.attachDeployment(ctx, p, rt.deployment, p.Credential == identity.CredentialAPIKey); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+func (g *Gateway) embed(ctx context.Context, token string) (*identity.Principal, error) {
+	if g.o.Embed == nil {
+		return nil, unauthorized("embed session tokens are not accepted by this gateway")
+	}
+	return g.o.Embed.Embed(ctx, token)
+}
+
+func isAdmin(p *identity.Principal) bool {
+	if p.Credential == identity.CredentialEmbed {
+		return p.Embed != nil && p.Embed.Internal && p.HasRole(identity.RoleAdmin)
+	}
+	return p.HasRole(identity.RoleAdmin)
+}
+
+func requireAdminAccountKey(p *identity.Principal, what string) error {
+	if p.KeyKind != identity.KeyAccount {
+		return forbidden("a personal API key cannot " + what + "; use an account API key")
+	}
+	if !p.HasRole(identity.RoleAdmin) {
+		return forbidden("only an admin's account API key can " + what)
+	}
+	return nil
+}
+
+func acceptsAPIKey(p policy) bool {
+	return p == policyGenerateSession || p == policyRevoke || p == policyTenantAdmin || p == policyAccountAdmin
+}
+
+func acceptsBearer(p policy) bool {
+	return p == policyBearer || p == policyRevoke || p == policyAccountAdmin
+}
+
+func missingCredential(p policy) string {
+	switch p {
+	case policyGenerateSession, policyTenantAdmin:
+		return "this endpoint requires an Authorization: Api-Key <key> header"
+	case policyRevoke:
+		return "this endpoint requires an admin's Authorization: Api-Key <key> or Bearer <token> header"
+	case policyAccountAdmin:
+		return "this endpoint requires an admin's Authorization: Api-Key <key> or Bearer <token> header"
+	case policyEmbedToken:
+		return "this endpoint requires an Authorization: Bearer <embed session token> header"
+	}
+	return "this endpoint requires an Authorization: Bearer <token> header"
+}
+
+// attachDeployment checks that deployment id belongs to the caller's account (404
+// otherwise, exactly as for a deployment that does not exist) and, when checkScope, to
+// the API key's scope (403), and records it on the principal.
+func (g *Gateway) attachDeployment(ctx context.Context, p *identity.Principal, id int64, checkScope bool) error {
+	d, err := g.o.Auth.Deployment(ctx, id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && d.AccountID != p.Account.ID) {
+		return notFound(fmt.Sprintf("deployment %d not found", id))
+	}
+	if err != nil {
+		return err
+	}
+	if p.Credential == identity.CredentialEmbed && (p.Embed == nil || p.Embed.DeploymentID != id) {
+		return notFound(fmt.Sprintf("deployment %d not found", id))
+	}
+	if checkScope && !p.InScope(id) {
+		return forbidden(fmt.Sprintf("this API key is scoped to other deployments than %d", id))
+	}
+	p.Deployment = &identity.Deployment{ID: id, ProductionBranch: d.ProductionBranch}
+	return nil
+}
+
+// bodyDeploymentID reads the request body (already size-limited), leaves a copy for the
+// proxy, and returns its deploymentId when that is a positive integer. Anything else is
+// left for the service, which validates the whole body and answers 400.
+func bodyDeploymentID(r *http.Request) (int64, error) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return 0, nil
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return 0, err
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	var peek struct {
+		DeploymentID json.RawMessage `json:"deploymentId"`
+	}
+	if json.Unmarshal(body, &peek) != nil || len(peek.DeploymentID) == 0 {
+		return 0, nil
+	}
+	id, ok := parseID(string(peek.DeploymentID))
+	if !ok {
+		return 0, nil
+	}
+	return id, nil
+}
+
+func (g *Gateway) upstreamError(s service) func(http.ResponseWriter, *http.Request, error) {
+	return func(w http.ResponseWriter, r *http.Request, err error) {
+		var mbe *http.MaxBytesError
+		var ne net.Error
+		switch {
+		case errors.As(err, &mbe):
+			httpx.WriteError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than the limit of %d bytes for this route", mbe.Limit))
+		case errors.Is(err, context.Canceled):
+			// The client went away; nobody reads this answer.
+			w.WriteHeader(http.StatusBadGateway)
+		case errors.Is(err, syscall.ECONNREFUSED):
+			w.Header().Set("Retry-After", "1")
+			httpx.WriteError(w, http.StatusServiceUnavailable, s.String()+" is unavailable; retry shortly")
+		case errors.As(err, &ne) && ne.Timeout():
+			httpx.WriteError(w, http.StatusGatewayTimeout, s.String()+" did not answer in time")
+		default:
+			g.o.Logger.WarnContext(r.Context(), "upstream error", "service", s.String(), "err", err)
+			httpx.WriteError(w, http.StatusBadGateway, s.String()+" failed to answer")
+		}
+	}
+}

@@ -1,0 +1,175 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"crypto"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/analyticsco/platform/gateway/internal/auth"
+	"github.com/analyticsco/platform/gateway/internal/credentials"
+	"github.com/analyticsco/platform/gateway/internal/gateway"
+	"github.com/analyticsco/platform/gateway/internal/platformctl"
+	"github.com/analyticsco/platform/gateway/internal/store"
+	"github.com/analyticsco/platform/libs/devstack"
+	"github.com/analyticsco/platform/libs/identity"
+	"github.com/analyticsco/platform/libs/mongox"
+)
+
+// echoed is what the echo services answer: who they are and what reached them.
+type echoed struct {
+	Service   string              `json:"service"`
+	Path      string              `json:"path"`
+	Principal *identity.Principal `json:"principal"`
+	Headers   map[string][]string `json:"headers"`
+	BodyLen   int                 `json:"bodyLen"`
+}
+
+type harness struct {
+	t        *testing.T
+	st       *store.Store
+	authn    *auth.Authenticator
+	seed     platformctl.SeedOutput
+	issuer   credentials.Issuer
+	gw       *httptest.Server
+	signer   *identity.Signer
+	upstream map[string]*httptest.Server
+	clock    *fakeClock
+	extra    map[string]string // more credentials created by the harness
+}
+
+type fakeClock struct{ offset time.Duration }
+
+func (c *fakeClock) now() time.Time { return time.Now().Add(c.offset) }
+
+// newHarness starts FerretDB (behind the serializing proxy), seeds the identity store,
+// and runs the real gateway in front of three echo services that verify the forwarded
+// identity exactly as the real services do.
+func newHarness(t *testing.T, opts ...func(*gateway.Options)) *harness {
+	t.Helper()
+	ctx := context.Background()
+	m := devstack.MongoForTest(t)
+	client, err := mongox.Connect(ctx, m.URI, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	st := store.New(client.Database(devstack.UniqueName(t, "identity")))
+	if err := st.EnsureIndexes(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
+	issuer := credentials.Issuer{Key: priv, KeyID: credentials.KeyID(pub), Issuer: "https://auth.test", Audience: "platform-api"}
+	seed, err := platformctl.Seed(ctx, st, issuer, "http://gateway.test")
+	if err != nil {
+		t.Fatalf("seed: %v", err)
+	}
+	var key [32]byte
+	_, _ = rand.Read(key[:])
+	signer, err := identity.NewSigner(base64.StdEncoding.EncodeToString(key[:]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, st: st, seed: seed, issuer: issuer, signer: signer, upstream: map[string]*httptest.Server{}, clock: &fakeClock{}, extra: map[string]string{}}
+	upstreams := map[string]*url.URL{}
+	for _, name := range []string{"workspace-svc", "embed-svc", "dbtsync-svc"} {
+		name := name
+		srv := httptest.NewServer(identity.Require(signer, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(echoed{Service: name, Path: r.URL.Path, Principal: identity.FromContext(r.Context()), Headers: r.Header, BodyLen: len(body)})
+		})))
+		t.Cleanup(srv.Close)
+		h.upstream[name] = srv
+		u, _ := url.Parse(srv.URL)
+		upstreams[name] = u
+	}
+	h.authn = auth.New(auth.Options{
+		Directory: st,
+		Verifier:  auth.NewVerifier(auth.NewKeySet([]crypto.PublicKey{pub}, ""), issuer.Issuer, issuer.Audience, h.clock.now),
+		CacheTTL:  time.Minute,
+		Now:       h.clock.now,
+	})
+	o := gateway.Options{
+		Auth:            h.authn,
+		Signer:          signer,
+		Upstreams:       upstreams,
+		BodyLimit:       1 << 20,
+		BigBodyLimit:    8 << 20,
+		UpstreamTimeout: 5 * time.Second,
+		DialTimeout:     time.Second,
+		OpenAPIJSON:     []byte(`{"openapi":"3.0.3"}`),
+		Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+	for _, f := range opts {
+		f(&o)
+	}
+	gw, err := gateway.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.gw = httptest.NewServer(gw)
+	t.Cleanup(h.gw.Close)
+	return h
+}
+
+
+func (h *harness) acme() platformctl.SeedAccount    { return h.seed.Accounts["acme"] }
+func (h *harness) globex() platformctl.SeedAccount  { return h.seed.Accounts["globex"] }
+func (h *harness) initech() platformctl.SeedAccount { return h.seed.Accounts["initech"] }
+
+// do sends a request through the gateway and returns the status, headers and body.
+func (h *harness) do(method, path, authz string, body any, hdr ...string) (int, http.Header, []byte) {
+	h.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		rd = bytes.NewReader(b)
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		raw, _ := json.Marshal(b)
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, h.gw.URL+path, rd)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if authz != "" {
+		req.Header.Set("Authorization", authz)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, raw
+}
+
+// token issues a bearer token for userID with the harness issuer.
+func (h *harness) token(userID int64, ttl time.Duration) string {
+	tok, _, err := h.issuer.Issue(userID, ttl)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return tok
+}

@@ -1,0 +1,116 @@
+package gateway
+
+import (
+	"path"
+	"strconv"
+	"strings"
+)
+
+// service names the upstream a route goes to.
+type service int
+
+const (
+	svcNone service = iota
+	svcWorkspace
+	svcEmbed
+	svcDBTSync
+)
+
+func (s service) String() string {
+	switch s {
+	case svcWorkspace:
+		return "workspace-svc"
+	case svcEmbed:
+		return "embed-svc"
+	case svcDBTSync:
+		return "dbtsync-svc"
+	}
+	return "gateway"
+}
+
+// policy is how a route authenticates and authorizes.
+type policy int
+
+const (
+	policyPublic          policy = iota // no credential (the credential is in the body)
+	policyBearer                        // a user's bearer token
+	policyGenerateSession               // an account API key of an admin; deployment from the body
+	policyRevoke                        // an admin's API key or bearer token, or an embed token
+	policyTenantAdmin                   // an account API key of an admin
+	policyAccountAdmin                  // an admin's API key or bearer token
+	policyEmbedToken                    // an embed session token
+)
+
+// route is the outcome of matching a request path.
+type route struct {
+	name       string // metrics and log label
+	svc        service
+	policy     policy
+	deployment int64 // the {deploymentId} of the path, 0 when there is none
+	bigBody    bool  // manifest uploads: the dbt-sync body limit applies
+}
+
+// match maps a path to its route. Paths that are not in their clean form are not
+// matched, so "/api/v1/deployments/1/../2/folders" can never be checked against one
+// deployment and served for another.
+func match(p string) (route, bool) {
+	if p == "" || path.Clean(p) != p {
+		return route{}, false
+	}
+	switch {
+	case strings.HasPrefix(p, "/api/v1/deployments/"):
+		idPart, rest, _ := strings.Cut(strings.TrimPrefix(p, "/api/v1/deployments/"), "/")
+		id, ok := parseID(idPart)
+		if !ok || rest == "" {
+			return route{}, false
+		}
+		first, _, _ := strings.Cut(rest, "/")
+		switch first {
+		case "workspace", "folders", "workbooks", "reports":
+			return route{name: first, svc: svcWorkspace, policy: policyBearer, deployment: id}, true
+		case "dbt-sync":
+			return route{name: "dbt-sync", svc: svcDBTSync, policy: policyBearer, deployment: id, bigBody: rest == "dbt-sync"}, true
+		case "dbt-git-integration":
+			return route{name: "dbt-git-integration", svc: svcDBTSync, policy: policyBearer, deployment: id}, true
+		case "token":
+			if rest == "token" {
+				return route{name: "data-token", svc: svcEmbed, policy: policyEmbedToken, deployment: id}, true
+			}
+		}
+		return route{}, false
+	case strings.HasPrefix(p, "/build/api/v1/"):
+		r := route{name: "build", svc: svcDBTSync, policy: policyBearer}
+		if rest, ok := strings.CutPrefix(p, "/build/api/v1/deployments/"); ok {
+			idPart, _, _ := strings.Cut(rest, "/")
+			id, ok := parseID(idPart)
+			if !ok {
+				return route{}, false
+			}
+			r.deployment = id
+		}
+		return r, true
+	case p == "/api/v1/embed/generate-session":
+		return route{name: "generate-session", svc: svcEmbed, policy: policyGenerateSession}, true
+	case p == "/api/v1/embed/session/revoke":
+		return route{name: "revoke", svc: svcEmbed, policy: policyRevoke}, true
+	case p == "/api/v1/embed/session/exchange", p == "/api/v1/embed/.well-known/jwks.json":
+		return route{name: strings.TrimPrefix(p, "/api/v1/embed/"), svc: svcEmbed, policy: policyPublic}, true
+	case p == "/api/v1/embed/session", p == "/api/v1/embed/session/ai-credentials":
+		return route{name: strings.TrimPrefix(p, "/api/v1/embed/"), svc: svcEmbed, policy: policyEmbedToken}, true
+	case strings.HasPrefix(p, "/api/v1/embed-tenants/"):
+		return route{name: "embed-tenants", svc: svcEmbed, policy: policyTenantAdmin}, true
+	case p == "/api/v1/groups", strings.HasPrefix(p, "/api/v1/groups/"):
+		return route{name: "groups", svc: svcEmbed, policy: policyAccountAdmin}, true
+	case p == "/api/v1/user-attributes", strings.HasPrefix(p, "/api/v1/user-attributes/"):
+		return route{name: "user-attributes", svc: svcEmbed, policy: policyAccountAdmin}, true
+	}
+	return route{}, false
+}
+
+func parseID(s string) (int64, bool) {
+	if s == "" || len(s) > 18 || s[0] == '0' {
+		return 0, false
+	}
+	id, err := strconv.ParseInt(s, 10, 64)
+	return id, err == nil && id > 0
+}

@@ -1,0 +1,382 @@
+// Package store is the gateway's identity store in MongoDB: accounts, deployments,
+// users and API keys. Only a SHA-256 hash of an API key's secret is stored.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/analyticsco/platform/libs/identity"
+	"github.com/analyticsco/platform/libs/mongox"
+)
+
+// Sentinel errors; the transport maps them to status codes.
+var (
+	ErrNotFound = errors.New("not found")
+	ErrConflict = errors.New("already exists")
+	ErrInvalid  = errors.New("invalid")
+)
+
+// Plans.
+const (
+	PlanFree       = "free"
+	PlanPremium    = "premium"
+	PlanEnterprise = "enterprise"
+)
+
+// DefaultExternalUserLimit is the external-user limit of a new account.
+const DefaultExternalUserLimit = 10000
+
+// Account is a customer account.
+type Account struct {
+	ID                 int64     `bson:"_id" json:"id"`
+	Name               string    `bson:"name" json:"name"`
+	Plan               string    `bson:"plan" json:"plan"`
+	EmbeddingEnabled   bool      `bson:"embeddingEnabled" json:"embeddingEnabled"`
+	UseCreatorMode     bool      `bson:"useCreatorMode" json:"useCreatorMode"`
+	DefaultEmbedTenant string    `bson:"defaultEmbedTenant" json:"defaultEmbedTenant"`
+	ExternalUserLimit  int64     `bson:"externalUserLimit" json:"externalUserLimit"`
+	CreatedAt          time.Time `bson:"createdAt" json:"createdAt"`
+	UpdatedAt          time.Time `bson:"updatedAt" json:"updatedAt"`
+}
+
+// Identity returns what services see of the account.
+func (a Account) Identity() identity.Account {
+	return identity.Account{ID: a.ID, Plan: a.Plan, EmbeddingEnabled: a.EmbeddingEnabled, UseCreatorMode: a.UseCreatorMode,
+		DefaultEmbedTenant: a.DefaultEmbedTenant, ExternalUserLimit: a.ExternalUserLimit}
+}
+
+// Deployment belongs to one account.
+type Deployment struct {
+	ID               int64     `bson:"_id" json:"id"`
+	AccountID        int64     `bson:"accountId" json:"accountId"`
+	Name             string    `bson:"name" json:"name"`
+	ProductionBranch string    `bson:"productionBranch" json:"productionBranch"`
+	CreatedAt        time.Time `bson:"createdAt" json:"createdAt"`
+	UpdatedAt        time.Time `bson:"updatedAt" json:"updatedAt"`
+}
+
+// User is an internal user of one account.
+type User struct {
+	ID        int64     `bson:"_id" json:"id"`
+	AccountID int64     `bson:"accountId" json:"accountId"`
+	Username  string    `bson:"username" json:"username"`
+	Email     string    `bson:"email" json:"email"`
+	FirstName string    `bson:"firstName" json:"firstName"`
+	Picture   string    `bson:"picture" json:"picture"`
+	Role      string    `bson:"role" json:"role"`
+	CreatedAt time.Time `bson:"createdAt" json:"createdAt"`
+	UpdatedAt time.Time `bson:"updatedAt" json:"updatedAt"`
+}
+
+// Identity returns what services see of the user.
+func (u User) Identity() *identity.User {
+	return &identity.User{ID: u.ID, Username: u.Username, Email: u.Email, FirstName: u.FirstName, Picture: u.Picture, Role: u.Role}
+}
+
+// APIKey is an API key's record; the secret itself is never stored.
+type APIKey struct {
+	ID         string     `bson:"_id" json:"id"`
+	AccountID  int64      `bson:"accountId" json:"accountId"`
+	UserID     int64      `bson:"userId" json:"userId"`
+	Kind       string     `bson:"kind" json:"kind"`
+	Name       string     `bson:"name" json:"name"`
+	Scope      []int64    `bson:"scope" json:"scope"`
+	SecretHash []byte     `bson:"secretHash" json:"-"`
+	CreatedAt  time.Time  `bson:"createdAt" json:"createdAt"`
+	UpdatedAt  time.Time  `bson:"updatedAt" json:"updatedAt"`
+	ExpiresAt  *time.Time `bson:"expiresAt,omitempty" json:"expiresAt,omitempty"`
+	RevokedAt  *time.Time `bson:"revokedAt,omitempty" json:"revokedAt,omitempty"`
+}
+
+// Store is the identity store.
+type Store struct {
+	db           *mongo.Database
+	accounts     *mongo.Collection
+	deployments  *mongo.Collection
+	users        *mongo.Collection
+	keys         *mongo.Collection
+	accountIDs   *mongox.IDAllocator
+	deploymentID *mongox.IDAllocator
+	userIDs      *mongox.IDAllocator
+	now          func() time.Time
+}
+
+// New returns a store on db.
+func New(db *mongo.Database) *Store {
+	counters := db.Collection("counters")
+	return &Store{
+		db:           db,
+		accounts:     db.Collection("accounts"),
+		deployments:  db.Collection("deployments"),
+		users:        db.Collection("users"),
+		keys:         db.Collection("api_keys"),
+		accountIDs:   mongox.NewIDAllocator(counters, "accounts", 1),
+		deploymentID: mongox.NewIDAllocator(counters, "deployments", 1),
+		userIDs:      mongox.NewIDAllocator(counters, "users", 1),
+		now:          func() time.Time { return time.Now().UTC().Truncate(time.Millisecond) },
+	}
+}
+
+// EnsureIndexes creates the unique indexes the store relies on.
+func (s *Store) EnsureIndexes(ctx context.Context) error {
+	unique := options.Index().SetUnique(true)
+	for _, ix := range []struct {
+		c    *mongo.Collection
+		keys bson.D
+	}{
+		{s.accounts, bson.D{{Key: "name", Value: 1}}},
+		{s.users, bson.D{{Key: "username", Value: 1}}},
+		{s.deployments, bson.D{{Key: "accountId", Value: 1}, {Key: "name", Value: 1}}},
+	} {
+		if _, err := ix.c.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: ix.keys, Options: unique}); err != nil {
+			return fmt.Errorf("create index on %s: %w", ix.c.Name(), err)
+		}
+	}
+	return nil
+}
+
+// Ping checks the database.
+func (s *Store) Ping(ctx context.Context) error { return s.db.Client().Ping(ctx, nil) }
+
+// AccountSpec describes an account to create or update by name.
+type AccountSpec struct {
+	Name               string
+	Plan               string
+	EmbeddingEnabled   bool
+	UseCreatorMode     bool
+	DefaultEmbedTenant string
+	ExternalUserLimit  int64
+}
+
+// UpsertAccount creates the account named spec.Name or updates its settings.
+func (s *Store) UpsertAccount(ctx context.Context, spec AccountSpec) (Account, error) {
+	switch spec.Plan {
+	case PlanFree, PlanPremium, PlanEnterprise:
+	default:
+		return Account{}, fmt.Errorf("%w: plan must be free, premium or enterprise", ErrInvalid)
+	}
+	if spec.Name == "" {
+		return Account{}, fmt.Errorf("%w: account name is required", ErrInvalid)
+	}
+	if spec.ExternalUserLimit <= 0 {
+		spec.ExternalUserLimit = DefaultExternalUserLimit
+	}
+	if spec.DefaultEmbedTenant == "" {
+		spec.DefaultEmbedTenant = "default"
+	}
+	id, err := s.accountIDs.Next(ctx)
+	if err != nil {
+		return Account{}, err
+	}
+	now := s.now()
+	var a Account
+	err = s.accounts.FindOneAndUpdate(ctx, bson.D{{Key: "name", Value: spec.Name}}, bson.D{
+		{Key: "$set", Value: bson.D{
+			{Key: "plan", Value: spec.Plan}, {Key: "embeddingEnabled", Value: spec.EmbeddingEnabled},
+			{Key: "useCreatorMode", Value: spec.UseCreatorMode}, {Key: "defaultEmbedTenant", Value: spec.DefaultEmbedTenant},
+			{Key: "externalUserLimit", Value: spec.ExternalUserLimit}, {Key: "updatedAt", Value: now},
+		}},
+		{Key: "$setOnInsert", Value: bson.D{{Key: "_id", Value: id}, {Key: "createdAt", Value: now}}},
+	}, options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)).Decode(&a)
+	return a, wrap(err)
+}
+
+// UpsertDeployment creates the deployment named name in the account, or updates it.
+func (s *Store) UpsertDeployment(ctx context.Context, accountID int64, name, productionBranch string) (Deployment, error) {
+	if name == "" || productionBranch == "" {
+		return Deployment{}, fmt.Errorf("%w: deployment name and production branch are required", ErrInvalid)
+	}
+	if _, err := s.Account(ctx, accountID); err != nil {
+		return Deployment{}, err
+	}
+	id, err := s.deploymentID.Next(ctx)
+	if err != nil {
+		return Deployment{}, err
+	}
+	now := s.now()
+	var d Deployment
+	err = s.deployments.FindOneAndUpdate(ctx, bson.D{{Key: "accountId", Value: accountID}, {Key: "name", Value: name}}, bson.D{
+		{Key: "$set", Value: bson.D{{Key: "productionBranch", Value: productionBranch}, {Key: "updatedAt", Value: now}}},
+		{Key: "$setOnInsert", Value: bson.D{{Key: "_id", Value: id}, {Key: "createdAt", Value: now}}},
+	}, options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)).Decode(&d)
+	return d, wrap(err)
+}
+
+// UserSpec describes a user to create or update by username.
+type UserSpec struct {
+	AccountID int64
+	Username  string
+	Email     string
+	FirstName string
+	Picture   string
+	Role      string
+}
+
+// UpsertUser creates the user with spec.Username in the account, or updates it. A
+// username belongs to one account; reusing another account's username is a conflict.
+func (s *Store) UpsertUser(ctx context.Context, spec UserSpec) (User, error) {
+	if !identity.ValidRole(spec.Role) {
+		return User{}, fmt.Errorf("%w: role must be viewer, ai_bi_user, developer or admin", ErrInvalid)
+	}
+	if spec.Username == "" || spec.Email == "" {
+		return User{}, fmt.Errorf("%w: username and email are required", ErrInvalid)
+	}
+	if _, err := s.Account(ctx, spec.AccountID); err != nil {
+		return User{}, err
+	}
+	id, err := s.userIDs.Next(ctx)
+	if err != nil {
+		return User{}, err
+	}
+	now := s.now()
+	var u User
+	err = s.users.FindOneAndUpdate(ctx, bson.D{{Key: "username", Value: spec.Username}, {Key: "accountId", Value: spec.AccountID}}, bson.D{
+		{Key: "$set", Value: bson.D{
+			{Key: "email", Value: spec.Email}, {Key: "firstName", Value: spec.FirstName}, {Key: "picture", Value: spec.Picture},
+			{Key: "role", Value: spec.Role}, {Key: "updatedAt", Value: now},
+		}},
+		{Key: "$setOnInsert", Value: bson.D{{Key: "_id", Value: id}, {Key: "createdAt", Value: now}}},
+	}, options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)).Decode(&u)
+	return u, wrap(err)
+}
+
+// InsertAPIKey stores a new key record.
+func (s *Store) InsertAPIKey(ctx context.Context, k APIKey) error {
+	now := s.now()
+	k.CreatedAt, k.UpdatedAt = now, now
+	if k.Scope == nil {
+		k.Scope = []int64{}
+	}
+	_, err := s.keys.InsertOne(ctx, k)
+	return wrap(err)
+}
+
+// RevokeAPIKey marks a key revoked; revoking twice is a no-op.
+func (s *Store) RevokeAPIKey(ctx context.Context, keyID string) error {
+	now := s.now()
+	res, err := s.keys.UpdateOne(ctx, bson.D{{Key: "_id", Value: keyID}, {Key: "revokedAt", Value: nil}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "revokedAt", Value: now}, {Key: "updatedAt", Value: now}}}})
+	if err != nil {
+		return wrap(err)
+	}
+	if res.MatchedCount == 0 {
+		if _, err := s.APIKey(ctx, keyID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Account returns an account by id.
+func (s *Store) Account(ctx context.Context, id int64) (Account, error) {
+	var a Account
+	return a, wrap(s.accounts.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&a))
+}
+
+// AccountByName returns an account by name.
+func (s *Store) AccountByName(ctx context.Context, name string) (Account, error) {
+	var a Account
+	return a, wrap(s.accounts.FindOne(ctx, bson.D{{Key: "name", Value: name}}).Decode(&a))
+}
+
+// Deployment returns a deployment by id.
+func (s *Store) Deployment(ctx context.Context, id int64) (Deployment, error) {
+	var d Deployment
+	return d, wrap(s.deployments.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&d))
+}
+
+// Deployments returns an account's deployments by id.
+func (s *Store) Deployments(ctx context.Context, accountID int64) ([]Deployment, error) {
+	cur, err := s.deployments.Find(ctx, bson.D{{Key: "accountId", Value: accountID}}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
+	if err != nil {
+		return nil, wrap(err)
+	}
+	var out []Deployment
+	return out, wrap(cur.All(ctx, &out))
+}
+
+// User returns a user by id.
+func (s *Store) User(ctx context.Context, id int64) (User, error) {
+	var u User
+	return u, wrap(s.users.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&u))
+}
+
+// UserByUsername returns a user of the account by username.
+func (s *Store) UserByUsername(ctx context.Context, accountID int64, username string) (User, error) {
+	var u User
+	return u, wrap(s.users.FindOne(ctx, bson.D{{Key: "accountId", Value: accountID}, {Key: "username", Value: username}}).Decode(&u))
+}
+
+// APIKey returns a key record by id.
+func (s *Store) APIKey(ctx context.Context, id string) (APIKey, error) {
+	var k APIKey
+	return k, wrap(s.keys.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&k))
+}
+
+// Changes lists what changed at or after since, so caches can evict it.
+type Changes struct {
+	Keys        []string
+	Users       []int64
+	Accounts    []int64
+	Deployments []int64
+}
+
+// ChangedSince returns the ids of records updated at or after since.
+func (s *Store) ChangedSince(ctx context.Context, since time.Time) (Changes, error) {
+	var ch Changes
+	filter := bson.D{{Key: "updatedAt", Value: bson.D{{Key: "$gte", Value: since}}}}
+	proj := options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}})
+	var strIDs []struct {
+		ID string `bson:"_id"`
+	}
+	cur, err := s.keys.Find(ctx, filter, proj)
+	if err == nil {
+		err = cur.All(ctx, &strIDs)
+	}
+	if err != nil {
+		return ch, wrap(err)
+	}
+	for _, d := range strIDs {
+		ch.Keys = append(ch.Keys, d.ID)
+	}
+	for _, c := range []struct {
+		coll *mongo.Collection
+		dst  *[]int64
+	}{{s.users, &ch.Users}, {s.accounts, &ch.Accounts}, {s.deployments, &ch.Deployments}} {
+		var ids []struct {
+			ID int64 `bson:"_id"`
+		}
+		cur, err := c.coll.Find(ctx, filter, proj)
+		if err == nil {
+			err = cur.All(ctx, &ids)
+		}
+		if err != nil {
+			return ch, wrap(err)
+		}
+		for _, d := range ids {
+			*c.dst = append(*c.dst, d.ID)
+		}
+	}
+	return ch, nil
+}
+
+func wrap(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, mongo.ErrNoDocuments):
+		return ErrNotFound
+	case mongo.IsDuplicateKeyError(err):
+		return fmt.Errorf("%w: %v", ErrConflict, err)
+	case mongox.Unavailable(err):
+		return fmt.Errorf("%w: %v", mongox.ErrUnavailable, err)
+	}
+	return err
+}

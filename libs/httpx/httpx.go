@@ -1,0 +1,152 @@
+// Package httpx holds the HTTP plumbing every service shares: the JSON error body,
+// strict JSON request decoding and JSON responses.
+package httpx
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"reflect"
+	"strings"
+
+	"github.com/analyticsco/platform/libs/logging"
+)
+
+// Error is a client-facing error: an HTTP status and a message naming what was wrong.
+// It is also the JSON error body: {"status": 404, "message": "folder 12 not found"}.
+type Error struct {
+	Status  int    `json:"status"`
+	Message string `json:"message"`
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// StatusCode lets go-kit's DefaultErrorEncoder and others pick the status.
+func (e *Error) StatusCode() int { return e.Status }
+
+// Errorf builds an *Error.
+func Errorf(status int, format string, args ...any) *Error {
+	return &Error{Status: status, Message: fmt.Sprintf(format, args...)}
+}
+
+// WriteJSON writes v as JSON with the given status.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// WriteError writes the JSON error body.
+func WriteError(w http.ResponseWriter, status int, message string) {
+	WriteJSON(w, status, Error{Status: status, Message: message})
+}
+
+// WriteErr writes err: an *Error as itself, anything else as a logged 500 whose body
+// says only "internal error" and the request id.
+func WriteErr(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err error) {
+	var e *Error
+	if errors.As(err, &e) {
+		WriteError(w, e.Status, e.Message)
+		return
+	}
+	Internal(w, r, logger, err)
+}
+
+// Internal logs err with its request id and answers a 500 that reveals nothing else.
+func Internal(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err error) {
+	rid := logging.RequestID(r.Context())
+	logger.ErrorContext(r.Context(), "internal error", "err", err, "method", r.Method, "path", r.URL.Path)
+	WriteError(w, http.StatusInternalServerError, "internal error (request id "+rid+")")
+}
+
+// DecodeJSON decodes the request body into dst strictly: the content type must be
+// JSON (415), unknown fields, wrong types, malformed JSON and trailing data are 400 with
+// a message naming the field, and a body over the limit set by http.MaxBytesReader is 413.
+func DecodeJSON(r *http.Request, dst any) error {
+	if err := RequireJSON(r); err != nil {
+		return err
+	}
+	return DecodeJSONBody(r.Body, dst)
+}
+
+// RequireJSON answers 415 unless the request says its body is JSON.
+func RequireJSON(r *http.Request) error {
+	ct := r.Header.Get("Content-Type")
+	mt, _, err := mime.ParseMediaType(ct)
+	if ct == "" || err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+		return Errorf(http.StatusUnsupportedMediaType, "Content-Type must be application/json")
+	}
+	return nil
+}
+
+// DecodeJSONBody is DecodeJSON without the content-type check.
+func DecodeJSONBody(body io.Reader, dst any) error {
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return JSONError(err)
+	}
+	if dec.More() {
+		return Errorf(http.StatusBadRequest, "request body must be a single JSON object")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return Errorf(http.StatusBadRequest, "request body must be a single JSON object")
+	}
+	return nil
+}
+
+// JSONError turns an encoding/json error into a client error naming the field.
+func JSONError(err error) error {
+	var (
+		syntax  *json.SyntaxError
+		typ     *json.UnmarshalTypeError
+		maxSize *http.MaxBytesError
+		client  *Error
+	)
+	switch {
+	case errors.As(err, &client):
+		return client
+	case errors.As(err, &maxSize):
+		return Errorf(http.StatusRequestEntityTooLarge, "request body is larger than %d bytes", maxSize.Limit)
+	case errors.Is(err, io.EOF):
+		return Errorf(http.StatusBadRequest, "request body is empty: a JSON object is required")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return Errorf(http.StatusBadRequest, "malformed JSON: unexpected end of input")
+	case errors.As(err, &syntax):
+		return Errorf(http.StatusBadRequest, "malformed JSON at byte %d: %s", syntax.Offset, syntax.Error())
+	case errors.As(err, &typ):
+		if typ.Field == "" {
+			return Errorf(http.StatusBadRequest, "request body must be %s, not %s", jsonKind(typ.Type), typ.Value)
+		}
+		return Errorf(http.StatusBadRequest, "field %q must be %s, not %s", typ.Field, jsonKind(typ.Type), typ.Value)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return Errorf(http.StatusBadRequest, "unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
+	default:
+		return Errorf(http.StatusBadRequest, "malformed JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+}
+
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	default:
+		return "an object"
+	}
+}

@@ -1,0 +1,169 @@
+// Package mongox connects to MongoDB with the command monitoring every service uses:
+// a span per command, and an optional counter so tests and benchmarks can count round
+// trips (the honest cost measure on FerretDB, whose timings say nothing about MongoDB).
+package mongox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// CommandCounter counts the commands a client sends, by command name.
+type CommandCounter struct {
+	total  atomic.Int64
+	mu     sync.Mutex
+	byName map[string]int64
+}
+
+// Total is the number of commands started since the last Reset.
+func (c *CommandCounter) Total() int64 { return c.total.Load() }
+
+// ByName returns a copy of the per-command counts.
+func (c *CommandCounter) ByName() map[string]int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]int64, len(c.byName))
+	for k, v := range c.byName {
+		out[k] = v
+	}
+	return out
+}
+
+// Reset sets the counts to zero.
+func (c *CommandCounter) Reset() {
+	c.mu.Lock()
+	c.byName = nil
+	c.total.Store(0)
+	c.mu.Unlock()
+}
+
+func (c *CommandCounter) add(name string) {
+	c.total.Add(1)
+	c.mu.Lock()
+	if c.byName == nil {
+		c.byName = map[string]int64{}
+	}
+	c.byName[name]++
+	c.mu.Unlock()
+}
+
+// handshake commands are the driver's own connection upkeep, not our round trips.
+var handshake = map[string]bool{"hello": true, "isMaster": true, "ismaster": true, "saslStart": true, "saslContinue": true, "endSessions": true, "ping": true, "buildInfo": true, "getFreeMonitoringStatus": true}
+
+// Connect opens a client for uri with a span per command, counting commands in
+// counter when it is not nil.
+func Connect(ctx context.Context, uri string, counter *CommandCounter) (*mongo.Client, error) {
+	tracer := otel.Tracer("mongo")
+	var spans sync.Map // request id -> trace.Span
+	monitor := &event.CommandMonitor{
+		Started: func(ctx context.Context, e *event.CommandStartedEvent) {
+			if counter != nil && !handshake[e.CommandName] {
+				counter.add(e.CommandName)
+			}
+			_, span := tracer.Start(ctx, "mongo."+e.CommandName, trace.WithSpanKind(trace.SpanKindClient),
+				trace.WithAttributes(attribute.String("db.system", "mongodb"), attribute.String("db.name", e.DatabaseName), attribute.String("db.operation", e.CommandName)))
+			spans.Store(e.RequestID, span)
+		},
+		Succeeded: func(_ context.Context, e *event.CommandSucceededEvent) {
+			if s, ok := spans.LoadAndDelete(e.RequestID); ok {
+				s.(trace.Span).End()
+			}
+		},
+		Failed: func(_ context.Context, e *event.CommandFailedEvent) {
+			if s, ok := spans.LoadAndDelete(e.RequestID); ok {
+				span := s.(trace.Span)
+				span.SetStatus(codes.Error, e.Failure.Error())
+				span.End()
+			}
+		},
+	}
+	opts := options.Client().ApplyURI(uri).SetMonitor(monitor).
+		SetServerSelectionTimeout(5 * time.Second).SetConnectTimeout(5 * time.Second)
+	client, err := mongo.Connect(opts)
+	if err != nil {
+		return nil, fmt.Errorf("mongo connect: %w", err)
+	}
+	return client, nil
+}
+
+// Ping is a readiness check.
+func Ping(client *mongo.Client) func(context.Context) error {
+	return func(ctx context.Context) error {
+		return client.Ping(ctx, nil)
+	}
+}
+
+// IsDuplicateKey reports a unique-index violation.
+func IsDuplicateKey(err error) bool { return mongo.IsDuplicateKeyError(err) }
+
+// ErrUnavailable wraps errors that mean the database could not be reached.
+var ErrUnavailable = errors.New("database unavailable")
+
+// Unavailable reports whether err means the database could not be reached (a
+// timeout, a network error, no server selectable), as opposed to a bad command.
+func Unavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) || mongo.IsTimeout(err) || mongo.IsNetworkError(err) {
+		return true
+	}
+	var sse topology.ServerSelectionError
+	return errors.As(err, &sse) || errors.Is(err, mongo.ErrClientDisconnected)
+}
+
+// IDAllocator hands out integer ids from blocks reserved atomically in a counters
+// collection, so several replicas allocate at once without contending on one document
+// per id: one findAndModify per block of Block ids.
+type IDAllocator struct {
+	coll  *mongo.Collection
+	name  string
+	block int64
+	mu    sync.Mutex
+	next  int64
+	limit int64
+}
+
+// NewIDAllocator allocates ids named name (the counter document's _id) in blocks.
+func NewIDAllocator(counters *mongo.Collection, name string, block int64) *IDAllocator {
+	if block < 1 {
+		block = 1
+	}
+	return &IDAllocator{coll: counters, name: name, block: block}
+}
+
+// Next returns a fresh id (ids start at 1 and never repeat).
+func (a *IDAllocator) Next(ctx context.Context) (int64, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.next == 0 || a.next > a.limit {
+		var doc struct {
+			Seq int64 `bson:"seq"`
+		}
+		err := a.coll.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: a.name}},
+			bson.D{{Key: "$inc", Value: bson.D{{Key: "seq", Value: a.block}}}},
+			options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)).Decode(&doc)
+		if err != nil {
+			return 0, fmt.Errorf("allocate ids %s: %w", a.name, err)
+		}
+		a.limit = doc.Seq
+		a.next = doc.Seq - a.block + 1
+	}
+	id := a.next
+	a.next++
+	return id, nil
+}

@@ -1,0 +1,85 @@
+package obs
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// NewRegistry returns a registry with the Go runtime and process collectors.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// HTTPMetrics are <service>_http_requests_total{route,method,code} and
+// <service>_http_request_duration_seconds{route,method}.
+type HTTPMetrics struct {
+	Requests *prometheus.CounterVec
+	Duration *prometheus.HistogramVec
+}
+
+// NewHTTPMetrics registers the HTTP metrics of service (a name such as "workspace_svc").
+func NewHTTPMetrics(reg prometheus.Registerer, service string) *HTTPMetrics {
+	prefix := MetricPrefix(service)
+	m := &HTTPMetrics{
+		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: prefix + "_http_requests_total",
+			Help: "HTTP requests by route, method and status code.",
+		}, []string{"route", "method", "code"}),
+		Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    prefix + "_http_request_duration_seconds",
+			Help:    "HTTP request latency by route and method.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"route", "method"}),
+	}
+	reg.MustRegister(m.Requests, m.Duration)
+	return m
+}
+
+// MetricPrefix turns a service name such as "workspace-svc" into "workspace_svc".
+func MetricPrefix(service string) string { return strings.ReplaceAll(service, "-", "_") }
+
+// Observe records one request.
+func (m *HTTPMetrics) Observe(route, method string, code int, elapsed time.Duration) {
+	m.Requests.WithLabelValues(route, method, strconv.Itoa(code)).Inc()
+	m.Duration.WithLabelValues(route, method).Observe(elapsed.Seconds())
+}
+
+// StatusRecorder remembers the status code a handler wrote.
+type StatusRecorder struct {
+	http.ResponseWriter
+	Status int
+}
+
+// WriteHeader records the status.
+func (s *StatusRecorder) WriteHeader(code int) {
+	if s.Status == 0 {
+		s.Status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+// Write records an implicit 200.
+func (s *StatusRecorder) Write(b []byte) (int, error) {
+	if s.Status == 0 {
+		s.Status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (s *StatusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// Code is the status written, 200 when the handler wrote nothing.
+func (s *StatusRecorder) Code() int {
+	if s.Status == 0 {
+		return http.StatusOK
+	}
+	return s.Status
+}

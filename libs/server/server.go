@@ -1,0 +1,197 @@
+// Package server runs a service's HTTP server the same way everywhere: request ids,
+// logs, metrics and spans around the API, /healthz, /readyz and /metrics beside it,
+// and a graceful shutdown when the context ends (SIGINT or SIGTERM in main).
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"regexp"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/analyticsco/platform/libs/httpx"
+	"github.com/analyticsco/platform/libs/logging"
+	"github.com/analyticsco/platform/libs/obs"
+)
+
+// Check is one readiness check of a dependency.
+type Check struct {
+	Name  string
+	Check func(context.Context) error
+}
+
+// Options configure Handler and Run.
+type Options struct {
+	Service  string // e.g. "workspace-svc"
+	Logger   *slog.Logger
+	Registry *prometheus.Registry
+	API      http.Handler // the service's routes
+	Checks   []Check      // readiness checks, each run with a short timeout
+}
+
+// RequestIDHeader is the header that carries the request id.
+const RequestIDHeader = "X-Request-Id"
+
+var validRequestID = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// NewRequestID returns a random 16-byte hex id.
+func NewRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// RequestID returns the request's id header if it is well formed, or a fresh one.
+func RequestID(r *http.Request) string {
+	if id := r.Header.Get(RequestIDHeader); validRequestID.MatchString(id) {
+		return id
+	}
+	return NewRequestID()
+}
+
+// Handler builds the process's root handler.
+func Handler(o Options) http.Handler {
+	metrics := obs.NewHTTPMetrics(o.Registry, o.Service)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.Handle("GET /readyz", Ready(o.Checks))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{}))
+	api := instrument(o, metrics)
+	mux.Handle("/", otelhttp.NewHandler(api, o.Service, otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
+		return r.Method // renamed to the matched route once routing has happened
+	})))
+	return mux
+}
+
+func instrument(o Options, metrics *obs.HTTPMetrics) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		info := &logging.RequestInfo{ID: RequestID(r)}
+		w.Header().Set(RequestIDHeader, info.ID)
+		rec := &obs.StatusRecorder{ResponseWriter: w}
+		ctx := logging.WithRequest(r.Context(), info)
+		r = r.WithContext(ctx)
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				o.Logger.ErrorContext(ctx, "panic", "panic", v, "stack", string(stack()))
+				if rec.Status == 0 {
+					httpx.WriteError(rec, http.StatusInternalServerError, "internal error (request id "+info.ID+")")
+				}
+			}
+			route := r.Pattern
+			if route == "" {
+				route = "unmatched"
+			}
+			info.Route = route
+			trace.SpanFromContext(ctx).SetName(route)
+			elapsed := time.Since(start)
+			metrics.Observe(route, r.Method, rec.Code(), elapsed)
+			level := slog.LevelInfo
+			if rec.Code() >= 500 {
+				level = slog.LevelError
+			}
+			o.Logger.Log(ctx, level, "request", "method", r.Method, "path", r.URL.Path, "status", rec.Code(), "duration_ms", float64(elapsed.Microseconds())/1000)
+		}()
+		o.API.ServeHTTP(rec, r)
+	})
+}
+
+// Ready answers 200 when every check passes and 503 naming the failures otherwise.
+func Ready(checks []Check) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		results := make(map[string]string, len(checks))
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		failed := false
+		for _, c := range checks {
+			wg.Add(1)
+			go func(c Check) {
+				defer wg.Done()
+				status := "ok"
+				if err := c.Check(ctx); err != nil {
+					status = err.Error()
+				}
+				mu.Lock()
+				results[c.Name] = status
+				if status != "ok" {
+					failed = true
+				}
+				mu.Unlock()
+			}(c)
+		}
+		wg.Wait()
+		code := http.StatusOK
+		status := "ready"
+		if failed {
+			code, status = http.StatusServiceUnavailable, "not ready"
+		}
+		httpx.WriteJSON(w, code, map[string]any{"status": status, "checks": results})
+	})
+}
+
+// SignalContext is canceled on SIGINT or SIGTERM.
+func SignalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+// Run serves h on addr until ctx ends, then shuts down gracefully within timeout.
+func Run(ctx context.Context, logger *slog.Logger, addr string, h http.Handler, timeout time.Duration) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	return Serve(ctx, logger, ln, h, timeout)
+}
+
+// Serve is Run on an existing listener.
+func Serve(ctx context.Context, logger *slog.Logger, ln net.Listener, h http.Handler, timeout time.Duration) error {
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       5 * time.Minute, // uploads of large manifests
+		WriteTimeout:      5 * time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	logger.Info("listening", "addr", ln.Addr().String())
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down", "timeout", timeout.String())
+	sctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		_ = srv.Close()
+		return err
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

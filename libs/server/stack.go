@@ -1,0 +1,5 @@
+package server
+
+import "runtime/debug"
+
+func stack() []byte { return debug.Stack() }
