@@ -1,0 +1,10 @@
+#!/bin/sh
+# build-bin compiles the main packages it is given into /out, static and stripped.
+# Used by deploy/Dockerfile; GOOS, GOARCH and CGO_ENABLED=0 come from the stage's ENV.
+set -eu
+if go list -deps "$@" | grep -q '^github.com/analyticsco/platform/libs/devstack'; then
+  echo "build-bin: $* imports github.com/analyticsco/platform/libs/devstack; production binaries must not" >&2
+  exit 1
+fi
+mkdir -p /out
+go build -trimpath -ldflags='-s -w' -o /out/ "$@"
