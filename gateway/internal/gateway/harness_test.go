@@ -124,7 +124,6 @@ func newHarness(t *testing.T, opts ...func(*gateway.Options)) *harness {
 	return h
 }
 
-
 func (h *harness) acme() platformctl.SeedAccount    { return h.seed.Accounts["acme"] }
 func (h *harness) globex() platformctl.SeedAccount  { return h.seed.Accounts["globex"] }
 func (h *harness) initech() platformctl.SeedAccount { return h.seed.Accounts["initech"] }
