@@ -1,0 +1,188 @@
+// Package gatewaytest runs the real gateway in-process for other modules' black-box
+// tests: a seeded identity store on the given MongoDB, the production route table,
+// authentication and identity signing, in front of the services under test. Tests talk
+// to URL with the credentials in Seed, exactly as clients talk to the deployed gateway.
+// Only tests import it.
+package gatewaytest
+
+import (
+	"context"
+	"crypto"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/analyticsco/platform/gateway/internal/auth"
+	"github.com/analyticsco/platform/gateway/internal/credentials"
+	"github.com/analyticsco/platform/gateway/internal/gateway"
+	"github.com/analyticsco/platform/gateway/internal/platformctl"
+	"github.com/analyticsco/platform/gateway/internal/store"
+	"github.com/analyticsco/platform/libs/identity"
+	"github.com/analyticsco/platform/libs/mongox"
+)
+
+// Re-exported seed shapes, so tests can read Seed without importing internals.
+type (
+	SeedOutput     = platformctl.SeedOutput
+	SeedAccount    = platformctl.SeedAccount
+	SeedUser       = platformctl.SeedUser
+	SeedDeployment = platformctl.SeedDeployment
+)
+
+// Options configure Start.
+type Options struct {
+	MongoURI string // required: the identity store lives in a fresh database on it
+	Database string // defaults to a unique name
+	// Upstream URLs by service name ("workspace-svc", "embed-svc", "dbtsync-svc");
+	// missing ones point at a closed port (the gateway answers 503 for them).
+	Upstreams map[string]string
+	// SigningKey is the base64 identity key shared with the services; generated when "".
+	SigningKey string
+	// Embed verifies embed session tokens, when the test has one.
+	Embed gateway.EmbedAuthenticator
+	// Configure may adjust the gateway options last.
+	Configure func(*gateway.Options)
+}
+
+// Stack is a running in-process gateway with its seeded identity store.
+type Stack struct {
+	URL        string
+	Seed       SeedOutput
+	SigningKey string
+	Signer     *identity.Signer
+	issuer     credentials.Issuer
+	st         *store.Store
+}
+
+// NewSigningKey returns a random base64 identity signing key.
+func NewSigningKey() string {
+	var key [32]byte
+	_, _ = rand.Read(key[:])
+	return base64.StdEncoding.EncodeToString(key[:])
+}
+
+// Start runs the gateway until the test ends.
+func Start(t testing.TB, o Options) *Stack {
+	t.Helper()
+	ctx := context.Background()
+	client, err := mongox.Connect(ctx, o.MongoURI, nil)
+	if err != nil {
+		t.Fatalf("gatewaytest: %v", err)
+	}
+	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	if o.Database == "" {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		o.Database = "identity_" + base64.RawURLEncoding.EncodeToString(b[:])
+		o.Database = sanitize(o.Database)
+	}
+	st := store.New(client.Database(o.Database))
+	if err := st.EnsureIndexes(ctx); err != nil {
+		t.Fatalf("gatewaytest: %v", err)
+	}
+	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
+	issuer := credentials.Issuer{Key: priv, KeyID: credentials.KeyID(pub), Issuer: "https://auth.platform.test", Audience: "platform-api"}
+	if o.SigningKey == "" {
+		o.SigningKey = NewSigningKey()
+	}
+	signer, err := identity.NewSigner(o.SigningKey)
+	if err != nil {
+		t.Fatalf("gatewaytest: %v", err)
+	}
+	upstreams := map[string]*url.URL{}
+	for _, name := range []string{"workspace-svc", "embed-svc", "dbtsync-svc"} {
+		raw := o.Upstreams[name]
+		if raw == "" {
+			raw = "http://127.0.0.1:1" // nothing listens: 503
+		}
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatalf("gatewaytest: upstream %s: %v", name, err)
+		}
+		upstreams[name] = u
+	}
+	authn := auth.New(auth.Options{
+		Directory: st,
+		Verifier:  auth.NewVerifier(auth.NewKeySet([]crypto.PublicKey{pub}, ""), issuer.Issuer, issuer.Audience, nil),
+		CacheTTL:  30 * time.Second,
+	})
+	wctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go authn.WatchChanges(wctx, 200*time.Millisecond)
+	gopts := gateway.Options{
+		Auth:            authn,
+		Embed:           o.Embed,
+		Signer:          signer,
+		Upstreams:       upstreams,
+		BodyLimit:       1 << 20,
+		BigBodyLimit:    256 << 20,
+		UpstreamTimeout: 30 * time.Second,
+		DialTimeout:     time.Second,
+		OpenAPIJSON:     []byte(`{}`),
+		Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+	if o.Configure != nil {
+		o.Configure(&gopts)
+	}
+	gw, err := gateway.New(gopts)
+	if err != nil {
+		t.Fatalf("gatewaytest: %v", err)
+	}
+	srv := httptest.NewServer(gw)
+	t.Cleanup(srv.Close)
+	seed, err := platformctl.Seed(ctx, st, issuer, srv.URL)
+	if err != nil {
+		t.Fatalf("gatewaytest: seed: %v", err)
+	}
+	return &Stack{URL: srv.URL, Seed: seed, SigningKey: o.SigningKey, Signer: signer, issuer: issuer, st: st}
+}
+
+// Token issues a bearer token for a user, valid for ttl (negative: already expired).
+func (s *Stack) Token(t testing.TB, userID int64, ttl time.Duration) string {
+	t.Helper()
+	tok, _, err := s.issuer.Issue(userID, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// CreateUser adds a user to an account and returns it with a fresh bearer token.
+func (s *Stack) CreateUser(t testing.TB, accountID int64, username, role string) SeedUser {
+	t.Helper()
+	u, err := s.st.UpsertUser(context.Background(), store.UserSpec{AccountID: accountID, Username: username, Email: username + "@example.test", Role: role})
+	if err != nil {
+		t.Fatalf("gatewaytest: create user: %v", err)
+	}
+	return SeedUser{ID: u.ID, Username: u.Username, Email: u.Email, Role: u.Role, Bearer: s.Token(t, u.ID, time.Hour)}
+}
+
+// CreateAPIKey creates an API key for a user ("account" or "personal", optional scope).
+func (s *Stack) CreateAPIKey(t testing.TB, userID int64, kind string, scope ...int64) string {
+	t.Helper()
+	u, err := s.st.User(context.Background(), userID)
+	if err != nil {
+		t.Fatalf("gatewaytest: %v", err)
+	}
+	key, err := platformctl.CreateKey(context.Background(), s.st, u, kind, scope, "test", 0)
+	if err != nil {
+		t.Fatalf("gatewaytest: create key: %v", err)
+	}
+	return key
+}
+
+func sanitize(s string) string {
+	out := []byte(s)
+	for i, c := range out {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			out[i] = '_'
+		}
+	}
+	return string(out)
+}
