@@ -1,0 +1,75 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"sync"
+)
+
+// console serialises whole lines from the runner and its children onto one
+// writer, each prefixed with "[<name>] ", so outputs never interleave mid-line.
+type console struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func newConsole(w io.Writer) *console { return &console{w: w} }
+
+func (c *console) line(name string, b []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	buf := make([]byte, 0, len(name)+3+len(b)+1)
+	buf = append(buf, '[')
+	buf = append(buf, name...)
+	buf = append(buf, "] "...)
+	buf = append(buf, b...)
+	buf = append(buf, '\n')
+	_, _ = c.w.Write(buf)
+}
+
+// Printf writes one prefixed line.
+func (c *console) Printf(name, format string, args ...any) {
+	c.line(name, []byte(fmt.Sprintf(format, args...)))
+}
+
+// Writer returns a writer that re-prints each line it receives with name's prefix.
+func (c *console) Writer(name string) *lineWriter { return &lineWriter{c: c, name: name} }
+
+type lineWriter struct {
+	c    *console
+	name string
+
+	mu      sync.Mutex
+	partial []byte
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.partial = append(w.partial, p...)
+	for {
+		i := bytes.IndexByte(w.partial, '\n')
+		if i < 0 {
+			break
+		}
+		w.c.line(w.name, bytes.TrimRight(w.partial[:i], "\r"))
+		w.partial = w.partial[i+1:]
+	}
+	// A child printing a huge line without newline must not grow us forever.
+	if len(w.partial) > 64<<10 {
+		w.c.line(w.name, w.partial)
+		w.partial = nil
+	}
+	return len(p), nil
+}
+
+// Flush prints a trailing line that had no newline.
+func (w *lineWriter) Flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.partial) > 0 {
+		w.c.line(w.name, w.partial)
+		w.partial = nil
+	}
+}

@@ -1,0 +1,145 @@
+// Command devstack runs the local platform stack in the foreground: embedded
+// FerretDB (behind the serialising proxy), NATS JetStream and redis-server,
+// then every service binary from BIN_DIR, each prefixed in the output.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// Usage is printed by -h.
+const Usage = `devstack runs the local platform stack in the foreground (make run).
+
+It starts embedded FerretDB (behind a serialising wire-protocol proxy), NATS
+with JetStream and a redis-server child process, creates signing keys once
+under $DATA_DIR/keys, then starts workspace-svc, embed-svc, dbtsync-svc, the
+dbtsync worker and the gateway from $BIN_DIR, waits for each GET /readyz, and
+writes $DATA_DIR/stack.json for the seeding CLI (platformctl seed). Ctrl-C
+stops everything; if any process dies, everything stops and devstack exits 1.
+
+Environment:
+  DATA_DIR             data directory (default .data): mongo/, nats/, redis/, keys/, stack.json
+  BIN_DIR              directory holding the service binaries (default bin)
+  GATEWAY_ADDR         gateway listen address (default 127.0.0.1:8080)
+  WORKSPACE_ADDR       workspace-svc listen address (default 127.0.0.1:8081)
+  EMBED_ADDR           embed-svc listen address (default 127.0.0.1:8082)
+  DBTSYNC_ADDR         dbtsync-svc listen address (default 127.0.0.1:8083)
+  DBTSYNC_WORKER_ADDR  dbtsync worker (dbtsync-svc worker) HTTP address (default 127.0.0.1:8084)
+  MONGODB_URI          use this MongoDB instead of starting embedded FerretDB
+  NATS_URL             use this NATS instead of starting embedded nats-server
+  REDIS_URL            use this Redis instead of starting redis-server
+  LOG_LEVEL            passed to every service (default info); also devstack's own level
+  DEVSTACK_MONGO_ADDR  embedded MongoDB (proxy) address (default 127.0.0.1:27018; "random" = free port)
+  DEVSTACK_NATS_ADDR   embedded NATS address (default 127.0.0.1:4223; "random" = free port)
+  DEVSTACK_REDIS_ADDR  redis-server address (default 127.0.0.1:6380; "random" = free port)
+
+Every service gets the parent environment plus MONGODB_URI, NATS_URL,
+REDIS_URL, IDENTITY_SIGNING_KEY, LOG_LEVEL, OTEL_SERVICE_NAME and its own
+variables (HTTP_ADDR, DBT_CREDENTIALS_KEY, the gateway's upstream URLs and
+AUTH_JWT_* settings). redis-server must be installed (apt-get install -y redis-server).
+`
+
+// config is read from the environment once, in main.
+type config struct {
+	DataDir string
+	BinDir  string
+
+	GatewayAddr       string
+	WorkspaceAddr     string
+	EmbedAddr         string
+	DBTSyncAddr       string
+	DBTSyncWorkerAddr string
+
+	// External servers; empty means start one embedded.
+	MongoURI string
+	NATSURL  string
+	RedisURL string
+
+	// Embedded servers' addresses; "" means a free port.
+	MongoAddr string
+	NATSAddr  string
+	RedisAddr string
+
+	LogLevel string
+}
+
+func configFromEnv() (config, error) {
+	get := func(key, def string) string {
+		if v := os.Getenv(key); v != "" {
+			return v
+		}
+		return def
+	}
+	embeddedAddr := func(key, def string) string {
+		v := get(key, def)
+		if v == "random" {
+			return ""
+		}
+		return v
+	}
+	cfg := config{
+		DataDir:           get("DATA_DIR", ".data"),
+		BinDir:            get("BIN_DIR", "bin"),
+		GatewayAddr:       get("GATEWAY_ADDR", "127.0.0.1:8080"),
+		WorkspaceAddr:     get("WORKSPACE_ADDR", "127.0.0.1:8081"),
+		EmbedAddr:         get("EMBED_ADDR", "127.0.0.1:8082"),
+		DBTSyncAddr:       get("DBTSYNC_ADDR", "127.0.0.1:8083"),
+		DBTSyncWorkerAddr: get("DBTSYNC_WORKER_ADDR", "127.0.0.1:8084"),
+		MongoURI:          os.Getenv("MONGODB_URI"),
+		NATSURL:           os.Getenv("NATS_URL"),
+		RedisURL:          os.Getenv("REDIS_URL"),
+		MongoAddr:         embeddedAddr("DEVSTACK_MONGO_ADDR", "127.0.0.1:27018"),
+		NATSAddr:          embeddedAddr("DEVSTACK_NATS_ADDR", "127.0.0.1:4223"),
+		RedisAddr:         embeddedAddr("DEVSTACK_REDIS_ADDR", "127.0.0.1:6380"),
+		LogLevel:          get("LOG_LEVEL", "info"),
+	}
+	var err error
+	// Absolute paths: they are handed to children and written to stack.json.
+	if cfg.DataDir, err = filepath.Abs(cfg.DataDir); err != nil {
+		return cfg, err
+	}
+	if cfg.BinDir, err = filepath.Abs(cfg.BinDir); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+func main() {
+	flag.Usage = func() { fmt.Fprint(flag.CommandLine.Output(), Usage) }
+	flag.Parse()
+
+	out := newConsole(os.Stdout)
+	cfg, err := configFromEnv()
+	if err != nil {
+		out.Printf("devstack", "config: %v", err)
+		os.Exit(1)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	logger := slog.New(slog.NewTextHandler(out.Writer("devstack"), &slog.HandlerOptions{Level: parseLevel(cfg.LogLevel)}))
+	if err := run(ctx, cfg, out, logger); err != nil {
+		out.Printf("devstack", "error: %v", err)
+		os.Exit(1)
+	}
+}
+
+func parseLevel(s string) slog.Level {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(strings.ToUpper(s))); err != nil {
+		return slog.LevelInfo
+	}
+	return l
+}
+
+// errChildDied is returned by run after shutting down because a child exited.
+var errChildDied = errors.New("a process exited unexpectedly")

@@ -1,0 +1,313 @@
+// Package wireproxy is a MongoDB wire-protocol proxy that executes one command
+// at a time across all client connections.
+//
+// FerretDB v1 runs update and findAndModify as read-then-write without a lock,
+// so concurrent $inc or conditional updates lose writes. Putting this proxy in
+// front makes every command atomic with respect to every other one, which is
+// what tests of optimistic concurrency and counters need from a dev database.
+// It is a dev/test tool: throughput is one command at a time by design.
+package wireproxy
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+)
+
+// MaxMessageSize is the largest message the proxy forwards. It is above
+// MongoDB's and FerretDB's maxMessageSizeBytes (48,000,000), so anything a
+// conforming driver sends fits; bigger messages close the connection.
+const MaxMessageSize = 48 << 20
+
+// Message header and opcodes, see
+// https://www.mongodb.com/docs/manual/reference/mongodb-wire-protocol/
+const (
+	headerLen = 16
+
+	opUpdate      = 2001
+	opInsert      = 2002
+	opDelete      = 2006
+	opKillCursors = 2007
+	opMsg         = 2013
+
+	flagChecksumPresent = 1 << 0
+	flagMoreToCome      = 1 << 1
+	flagExhaustAllowed  = 1 << 16
+)
+
+// ErrMessageTooLarge is returned when a peer announces a message above MaxMessageSize.
+var ErrMessageTooLarge = errors.New("wireproxy: message larger than MaxMessageSize")
+
+// ErrBadHeader is returned for a message length below the 16-byte header.
+var ErrBadHeader = errors.New("wireproxy: message length shorter than its header")
+
+var errClosed = errors.New("wireproxy: proxy closed")
+
+// Proxy forwards MongoDB wire-protocol traffic to one upstream, serialised.
+type Proxy struct {
+	upstream string
+	ln       net.Listener
+	logger   *slog.Logger
+
+	// turn is the global lock: a token in the channel means a command is in
+	// flight. A channel rather than a sync.Mutex so waiters can give up on Close.
+	turn chan struct{}
+	done chan struct{}
+
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool
+
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+}
+
+// Listen starts a proxy on addr ("127.0.0.1:0" for a random port) forwarding
+// to the MongoDB server at upstream ("host:port"). Each client connection gets
+// its own upstream connection, so per-connection server state (cursors,
+// sessions) keeps its meaning.
+func Listen(addr, upstream string, logger *slog.Logger) (*Proxy, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("wireproxy: listen on %s: %w", addr, err)
+	}
+	p := &Proxy{
+		upstream: upstream,
+		ln:       ln,
+		logger:   logger.With("component", "wireproxy"),
+		turn:     make(chan struct{}, 1),
+		done:     make(chan struct{}),
+		conns:    make(map[net.Conn]struct{}),
+	}
+	p.wg.Add(1)
+	go p.acceptLoop()
+	return p, nil
+}
+
+// Addr is the address the proxy listens on.
+func (p *Proxy) Addr() net.Addr { return p.ln.Addr() }
+
+// Close stops accepting, closes every client and upstream connection and
+// waits for all proxy goroutines to return. It is idempotent.
+func (p *Proxy) Close() error {
+	var err error
+	p.closeOnce.Do(func() {
+		close(p.done)
+		err = p.ln.Close()
+		p.mu.Lock()
+		p.closed = true
+		for c := range p.conns {
+			_ = c.Close()
+		}
+		p.mu.Unlock()
+		p.wg.Wait()
+	})
+	return err
+}
+
+func (p *Proxy) acceptLoop() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			select {
+			case <-p.done:
+				return
+			default:
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Temporary errors (EMFILE and the like): back off briefly
+			// instead of spinning, as net/http does.
+			p.logger.Warn("accept failed", "err", err)
+			select {
+			case <-p.done:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			continue
+		}
+		p.wg.Add(1)
+		go p.serve(c)
+	}
+}
+
+// track registers conns so Close can interrupt blocked reads; false once closed.
+func (p *Proxy) track(cs ...net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	for _, c := range cs {
+		p.conns[c] = struct{}{}
+	}
+	return true
+}
+
+func (p *Proxy) untrack(cs ...net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range cs {
+		delete(p.conns, c)
+	}
+}
+
+func (p *Proxy) serve(client net.Conn) {
+	defer p.wg.Done()
+	defer client.Close()
+	if !p.track(client) {
+		return
+	}
+	defer p.untrack(client)
+
+	up, err := net.DialTimeout("tcp", p.upstream, 10*time.Second)
+	if err != nil {
+		p.logger.Warn("dial upstream failed", "upstream", p.upstream, "err", err)
+		return
+	}
+	defer up.Close()
+	if !p.track(up) {
+		return
+	}
+	defer p.untrack(up)
+
+	cr := bufio.NewReaderSize(client, 64<<10)
+	ur := bufio.NewReaderSize(up, 64<<10)
+	for {
+		msg, err := ReadMessage(cr)
+		if err != nil {
+			p.logEnd("client", err)
+			return
+		}
+		expectReply := prepareRequest(msg)
+		replies, err := p.roundTrip(up, ur, msg, expectReply)
+		if err != nil {
+			p.logEnd("upstream", err)
+			return
+		}
+		// Replies are written after the lock is released: the command has
+		// already completed upstream, and a slow client must not stall others.
+		for _, r := range replies {
+			if _, err := client.Write(r); err != nil {
+				p.logEnd("client", err)
+				return
+			}
+		}
+	}
+}
+
+func (p *Proxy) logEnd(side string, err error) {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
+		return
+	}
+	if errors.Is(err, ErrMessageTooLarge) || errors.Is(err, ErrBadHeader) {
+		p.logger.Warn("closing connection", "side", side, "err", err)
+		return
+	}
+	p.logger.Debug("connection ended", "side", side, "err", err)
+}
+
+// roundTrip forwards one request and collects its replies while holding the
+// global lock, so no other command runs upstream in between.
+func (p *Proxy) roundTrip(up net.Conn, ur *bufio.Reader, msg []byte, expectReply bool) ([][]byte, error) {
+	select {
+	case p.turn <- struct{}{}:
+	case <-p.done:
+		return nil, errClosed
+	}
+	defer func() { <-p.turn }()
+
+	if _, err := up.Write(msg); err != nil {
+		return nil, err
+	}
+	if !expectReply {
+		return nil, nil
+	}
+	var replies [][]byte
+	for {
+		r, err := ReadMessage(ur)
+		if err != nil {
+			return nil, err
+		}
+		replies = append(replies, r)
+		// An exhaust reply with moreToCome is followed by more replies to the
+		// same request; the last one clears the flag.
+		if !(opCode(r) == opMsg && msgFlags(r)&flagMoreToCome != 0) {
+			return replies, nil
+		}
+	}
+}
+
+// prepareRequest reports whether the server will answer msg, and clears
+// exhaustAllowed so the server never starts an open-ended reply stream that
+// would hold the global lock (the driver then simply polls).
+func prepareRequest(msg []byte) (expectReply bool) {
+	switch opCode(msg) {
+	case opMsg:
+		flags := msgFlags(msg)
+		if flags&flagExhaustAllowed != 0 && flags&flagChecksumPresent == 0 {
+			// With a checksum the flag is covered by CRC-32C; leave it and
+			// rely on roundTrip reading the whole stream.
+			binary.LittleEndian.PutUint32(msg[headerLen:], flags&^flagExhaustAllowed)
+		}
+		return flags&flagMoreToCome == 0
+	case opUpdate, opInsert, opDelete, opKillCursors:
+		// Legacy fire-and-forget opcodes never get a reply.
+		return false
+	default:
+		// OP_QUERY (handshake), OP_GET_MORE, OP_COMPRESSED and anything else:
+		// one reply. FerretDB advertises no compressors, so OP_COMPRESSED does
+		// not occur in practice.
+		return true
+	}
+}
+
+func opCode(msg []byte) int32 { return int32(binary.LittleEndian.Uint32(msg[12:16])) }
+
+func msgFlags(msg []byte) uint32 {
+	if len(msg) < headerLen+4 {
+		return 0
+	}
+	return binary.LittleEndian.Uint32(msg[headerLen : headerLen+4])
+}
+
+// ReadMessage reads one whole wire-protocol message (header included) framed
+// by its 4-byte little-endian messageLength.
+func ReadMessage(r io.Reader) ([]byte, error) {
+	var hdr [headerLen]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, err
+	}
+	n := int64(int32(binary.LittleEndian.Uint32(hdr[:4])))
+	switch {
+	case n < headerLen:
+		return nil, fmt.Errorf("%w: %d", ErrBadHeader, n)
+	case n > MaxMessageSize:
+		return nil, fmt.Errorf("%w: %d bytes", ErrMessageTooLarge, n)
+	}
+	msg := make([]byte, n)
+	copy(msg, hdr[:])
+	if _, err := io.ReadFull(r, msg[headerLen:]); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	return msg, nil
+}
