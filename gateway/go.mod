@@ -51,7 +51,6 @@ require (
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
-	github.com/redis/go-redis/v9 v9.23.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
 	github.com/xdg-go/pbkdf2 v1.0.0 // indirect
 	github.com/xdg-go/scram v1.2.0 // indirect
@@ -91,4 +90,7 @@ replace github.com/analyticsco/platform/libs => ../libs
 
 replace github.com/analyticsco/platform/libs/devstack => ../libs/devstack
 
-require github.com/analyticsco/platform/libs/devstack v0.0.0
+require (
+	github.com/analyticsco/platform/libs/devstack v0.0.0
+	github.com/redis/go-redis/v9 v9.23.0
+)

@@ -18,8 +18,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/analyticsco/platform/gateway/internal/auth"
 	"github.com/analyticsco/platform/gateway/internal/credentials"
+	"github.com/analyticsco/platform/gateway/internal/embedauth"
 	"github.com/analyticsco/platform/gateway/internal/gateway"
 	"github.com/analyticsco/platform/gateway/internal/platformctl"
 	"github.com/analyticsco/platform/gateway/internal/store"
@@ -44,8 +47,13 @@ type Options struct {
 	Upstreams map[string]string
 	// SigningKey is the base64 identity key shared with the services; generated when "".
 	SigningKey string
-	// Embed verifies embed session tokens, when the test has one.
-	Embed gateway.EmbedAuthenticator
+	// Embed verifies embed session tokens. When nil and RedisURL is set, the gateway's
+	// real verifier is used: embed-svc's JWKS (EmbedJWKSURL, default the embed-svc
+	// upstream's JWKS path) and revocations in Redis.
+	Embed        gateway.EmbedAuthenticator
+	RedisURL     string
+	EmbedJWKSURL string
+	EmbedIssuer  string // default https://embed.platform.local
 	// Configure may adjust the gateway options last.
 	Configure func(*gateway.Options)
 }
@@ -115,6 +123,23 @@ func Start(t testing.TB, o Options) *Stack {
 	wctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go authn.WatchChanges(wctx, 200*time.Millisecond)
+	if o.Embed == nil && o.RedisURL != "" {
+		ropts, err := redis.ParseURL(o.RedisURL)
+		if err != nil {
+			t.Fatalf("gatewaytest: %v", err)
+		}
+		rdb := redis.NewClient(ropts)
+		t.Cleanup(func() { _ = rdb.Close() })
+		jwks := o.EmbedJWKSURL
+		if jwks == "" {
+			jwks = upstreams["embed-svc"].String() + embedauth.JWKSPath
+		}
+		if o.EmbedIssuer == "" {
+			o.EmbedIssuer = "https://embed.platform.local"
+		}
+		keys := auth.NewKeySet(nil, jwks).WithRequestDecorator(embedauth.SignedRequest(signer))
+		o.Embed = embedauth.New(keys, o.EmbedIssuer, rdb, authn, nil)
+	}
 	gopts := gateway.Options{
 		Auth:            authn,
 		Embed:           o.Embed,

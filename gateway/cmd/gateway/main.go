@@ -10,12 +10,15 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/analyticsco/platform/gateway/config"
 	"github.com/analyticsco/platform/gateway/internal/auth"
 	"github.com/analyticsco/platform/gateway/internal/credentials"
+	"github.com/analyticsco/platform/gateway/internal/embedauth"
 	"github.com/analyticsco/platform/gateway/internal/gateway"
 	"github.com/analyticsco/platform/gateway/internal/openapi"
 	"github.com/analyticsco/platform/gateway/internal/store"
@@ -78,6 +81,20 @@ func run() error {
 	})
 	go authn.WatchChanges(ctx, cfg.RevocationPoll)
 
+	ropts, err := redis.ParseURL(cfg.RedisURL)
+	if err != nil {
+		return fmt.Errorf("REDIS_URL: %w", err)
+	}
+	rdb := redis.NewClient(ropts)
+	defer rdb.Close()
+	embedJWKS := cfg.EmbedJWKSURL
+	if embedJWKS == "" {
+		embedJWKS = strings.TrimSuffix(cfg.EmbedURL, "/") + embedauth.JWKSPath
+	}
+	embedKeys := auth.NewKeySet(nil, embedJWKS).WithRequestDecorator(embedauth.SignedRequest(signer))
+	go embedKeys.Run(ctx, cfg.JWKSRefresh)
+	embed := embedauth.New(embedKeys, cfg.EmbedTokenIssuer, rdb, authn, nil)
+
 	upstreams := map[string]*url.URL{}
 	for name, raw := range map[string]string{"workspace-svc": cfg.WorkspaceURL, "embed-svc": cfg.EmbedURL, "dbtsync-svc": cfg.DBTSyncURL} {
 		u, err := url.Parse(raw)
@@ -93,6 +110,7 @@ func run() error {
 	reg := obs.NewRegistry()
 	gw, err := gateway.New(gateway.Options{
 		Auth:            authn,
+		Embed:           embed,
 		Signer:          signer,
 		Upstreams:       upstreams,
 		BodyLimit:       int64(cfg.BodyLimitDefault),

@@ -21,6 +21,9 @@ import (
 // revoked or wrongly signed: 401.
 var ErrUnauthenticated = errors.New("unauthenticated")
 
+// ErrUnavailable means a store needed to check the credential could not be reached: 503.
+var ErrUnavailable = errors.New("credential store unavailable")
+
 // Directory is what the authenticator reads from the identity store.
 type Directory interface {
 	Account(ctx context.Context, id int64) (store.Account, error)
@@ -38,11 +41,11 @@ type Authenticator struct {
 	now      func() time.Time
 	log      *slog.Logger
 
-	tokens      *ttlCache[string, tokenEntry]
-	users       *ttlCache[int64, store.User]
-	accounts    *ttlCache[int64, store.Account]
-	deployments *ttlCache[int64, store.Deployment]
-	keys        *ttlCache[string, store.APIKey]
+	tokens      *Cache[string, tokenEntry]
+	users       *Cache[int64, store.User]
+	accounts    *Cache[int64, store.Account]
+	deployments *Cache[int64, store.Deployment]
+	keys        *Cache[string, store.APIKey]
 }
 
 type tokenEntry struct {
@@ -68,18 +71,18 @@ func New(o Options) *Authenticator {
 	}
 	return &Authenticator{
 		dir: o.Directory, verifier: o.Verifier, ttl: o.CacheTTL, now: o.Now, log: o.Logger,
-		tokens:      newTTLCache[string, tokenEntry](100_000, o.Now),
-		users:       newTTLCache[int64, store.User](100_000, o.Now),
-		accounts:    newTTLCache[int64, store.Account](10_000, o.Now),
-		deployments: newTTLCache[int64, store.Deployment](100_000, o.Now),
-		keys:        newTTLCache[string, store.APIKey](100_000, o.Now),
+		tokens:      NewCache[string, tokenEntry](100_000, o.Now),
+		users:       NewCache[int64, store.User](100_000, o.Now),
+		accounts:    NewCache[int64, store.Account](10_000, o.Now),
+		deployments: NewCache[int64, store.Deployment](100_000, o.Now),
+		keys:        NewCache[string, store.APIKey](100_000, o.Now),
 	}
 }
 
 // Bearer authenticates a user bearer token.
 func (a *Authenticator) Bearer(ctx context.Context, token string) (*identity.Principal, error) {
 	var userID int64
-	if e, ok := a.tokens.get(token); ok {
+	if e, ok := a.tokens.Get(token); ok {
 		userID = e.userID
 	} else {
 		claims, err := a.verifier.Verify(token)
@@ -96,7 +99,7 @@ func (a *Authenticator) Bearer(ctx context.Context, token string) (*identity.Pri
 		if limit := a.now().Add(a.ttl); limit.Before(exp) {
 			exp = limit
 		}
-		a.tokens.put(token, tokenEntry{userID: userID}, exp)
+		a.tokens.Put(token, tokenEntry{userID: userID}, exp)
 	}
 	u, err := a.user(ctx, userID)
 	if err != nil {
@@ -115,7 +118,7 @@ func (a *Authenticator) APIKey(ctx context.Context, raw string) (*identity.Princ
 	if !ok {
 		return nil, fmt.Errorf("%w: malformed API key", ErrUnauthenticated)
 	}
-	k, ok := a.keys.get(keyID)
+	k, ok := a.keys.Get(keyID)
 	if !ok {
 		var err error
 		k, err = a.dir.APIKey(ctx, keyID)
@@ -125,7 +128,7 @@ func (a *Authenticator) APIKey(ctx context.Context, raw string) (*identity.Princ
 		if err != nil {
 			return nil, err
 		}
-		a.keys.put(keyID, k, a.now().Add(a.ttl))
+		a.keys.Put(keyID, k, a.now().Add(a.ttl))
 	}
 	// The hash is compared on every request, cached or not, so a cache entry can never
 	// authenticate a different secret.
@@ -150,8 +153,13 @@ func (a *Authenticator) APIKey(ctx context.Context, raw string) (*identity.Princ
 		KeyID: k.ID, KeyKind: k.Kind, KeyScope: k.Scope}, nil
 }
 
+// User returns a user, cached; ErrUnauthenticated when it no longer exists.
+func (a *Authenticator) User(ctx context.Context, id int64) (store.User, error) {
+	return a.user(ctx, id)
+}
+
 func (a *Authenticator) user(ctx context.Context, id int64) (store.User, error) {
-	if u, ok := a.users.get(id); ok {
+	if u, ok := a.users.Get(id); ok {
 		return u, nil
 	}
 	u, err := a.dir.User(ctx, id)
@@ -161,13 +169,13 @@ func (a *Authenticator) user(ctx context.Context, id int64) (store.User, error) 
 	if err != nil {
 		return u, err
 	}
-	a.users.put(id, u, a.now().Add(a.ttl))
+	a.users.Put(id, u, a.now().Add(a.ttl))
 	return u, nil
 }
 
 // Account returns an account, cached.
 func (a *Authenticator) Account(ctx context.Context, id int64) (store.Account, error) {
-	if acct, ok := a.accounts.get(id); ok {
+	if acct, ok := a.accounts.Get(id); ok {
 		return acct, nil
 	}
 	acct, err := a.dir.Account(ctx, id)
@@ -177,20 +185,20 @@ func (a *Authenticator) Account(ctx context.Context, id int64) (store.Account, e
 	if err != nil {
 		return acct, err
 	}
-	a.accounts.put(id, acct, a.now().Add(a.ttl))
+	a.accounts.Put(id, acct, a.now().Add(a.ttl))
 	return acct, nil
 }
 
 // Deployment returns a deployment, cached; store.ErrNotFound when there is none.
 func (a *Authenticator) Deployment(ctx context.Context, id int64) (store.Deployment, error) {
-	if d, ok := a.deployments.get(id); ok {
+	if d, ok := a.deployments.Get(id); ok {
 		return d, nil
 	}
 	d, err := a.dir.Deployment(ctx, id)
 	if err != nil {
 		return d, err
 	}
-	a.deployments.put(id, d, a.now().Add(a.ttl))
+	a.deployments.Put(id, d, a.now().Add(a.ttl))
 	return d, nil
 }
 
@@ -225,16 +233,16 @@ func (a *Authenticator) Evict(ctx context.Context, since time.Time) error {
 		return err
 	}
 	for _, id := range ch.Keys {
-		a.keys.delete(id)
+		a.keys.Delete(id)
 	}
 	for _, id := range ch.Users {
-		a.users.delete(id)
+		a.users.Delete(id)
 	}
 	for _, id := range ch.Accounts {
-		a.accounts.delete(id)
+		a.accounts.Delete(id)
 	}
 	for _, id := range ch.Deployments {
-		a.deployments.delete(id)
+		a.deployments.Delete(id)
 	}
 	return nil
 }

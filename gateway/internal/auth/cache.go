@@ -5,15 +5,14 @@ import (
 	"time"
 )
 
-// ttlCache is a bounded map whose entries expire. When full it drops arbitrary
+// Cache is a bounded map whose entries expire. When full it drops arbitrary
 // entries (Go's map order is random), which bounds memory without an LRU's upkeep on
 // the hot path.
-type ttlCache[K comparable, V any] struct {
-	mu   sync.RWMutex
-	m    map[K]ttlEntry[V]
-	max  int
-	now  func() time.Time
-	hits func()
+type Cache[K comparable, V any] struct {
+	mu  sync.RWMutex
+	m   map[K]ttlEntry[V]
+	max int
+	now func() time.Time
 }
 
 type ttlEntry[V any] struct {
@@ -21,11 +20,13 @@ type ttlEntry[V any] struct {
 	exp time.Time
 }
 
-func newTTLCache[K comparable, V any](max int, now func() time.Time) *ttlCache[K, V] {
-	return &ttlCache[K, V]{m: make(map[K]ttlEntry[V]), max: max, now: now}
+// NewCache returns a cache of at most max entries using now as its clock.
+func NewCache[K comparable, V any](max int, now func() time.Time) *Cache[K, V] {
+	return &Cache[K, V]{m: make(map[K]ttlEntry[V]), max: max, now: now}
 }
 
-func (c *ttlCache[K, V]) get(k K) (V, bool) {
+// Get returns the value of k unless it is missing or expired.
+func (c *Cache[K, V]) Get(k K) (V, bool) {
 	c.mu.RLock()
 	e, ok := c.m[k]
 	c.mu.RUnlock()
@@ -36,7 +37,8 @@ func (c *ttlCache[K, V]) get(k K) (V, bool) {
 	return e.v, true
 }
 
-func (c *ttlCache[K, V]) put(k K, v V, exp time.Time) {
+// Put stores v under k until exp.
+func (c *Cache[K, V]) Put(k K, v V, exp time.Time) {
 	c.mu.Lock()
 	if len(c.m) >= c.max {
 		n := c.max / 10
@@ -51,18 +53,9 @@ func (c *ttlCache[K, V]) put(k K, v V, exp time.Time) {
 	c.mu.Unlock()
 }
 
-func (c *ttlCache[K, V]) delete(k K) {
+// Delete removes k.
+func (c *Cache[K, V]) Delete(k K) {
 	c.mu.Lock()
 	delete(c.m, k)
-	c.mu.Unlock()
-}
-
-func (c *ttlCache[K, V]) deleteFunc(fn func(V) bool) {
-	c.mu.Lock()
-	for k, e := range c.m {
-		if fn(e.v) {
-			delete(c.m, k)
-		}
-	}
 	c.mu.Unlock()
 }

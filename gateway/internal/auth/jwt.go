@@ -30,6 +30,9 @@ type KeySet struct {
 	client     *http.Client
 	lastFetch  time.Time
 	minRefresh time.Duration
+	// decorate, when set, adds headers to the JWKS request (the gateway's own signed
+	// identity when the keys are served by one of our services).
+	decorate func(*http.Request) error
 }
 
 // NewKeySet builds a key set from static keys and an optional JWKS URL.
@@ -42,6 +45,19 @@ func NewKeySet(static []crypto.PublicKey, jwksURL string) *KeySet {
 	return ks
 }
 
+// WithRequestDecorator sets a function that prepares each JWKS request.
+func (ks *KeySet) WithRequestDecorator(f func(*http.Request) error) *KeySet {
+	ks.decorate = f
+	return ks
+}
+
+// WithMinRefresh sets how often at most an unknown kid may trigger a JWKS fetch
+// (default 10s: a flood of tokens with made-up kids must not become a flood of fetches).
+func (ks *KeySet) WithMinRefresh(d time.Duration) *KeySet {
+	ks.minRefresh = d
+	return ks
+}
+
 // Refresh fetches the JWKS now (no-op without a URL).
 func (ks *KeySet) Refresh(ctx context.Context) error {
 	if ks.jwksURL == "" {
@@ -50,6 +66,11 @@ func (ks *KeySet) Refresh(ctx context.Context) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, ks.jwksURL, nil)
 	if err != nil {
 		return err
+	}
+	if ks.decorate != nil {
+		if err := ks.decorate(req); err != nil {
+			return err
+		}
 	}
 	resp, err := ks.client.Do(req)
 	if err != nil {
@@ -87,6 +108,10 @@ func (ks *KeySet) Run(ctx context.Context, interval time.Duration) {
 	}
 }
 
+// Keyfunc is a jwt.Keyfunc over the set: the key named by kid (fetching the JWKS again
+// when the kid is unknown), or every key when the token names none.
+var _ jwt.Keyfunc = (*KeySet)(nil).Keyfunc
+
 func (ks *KeySet) lookup(kid string) (crypto.PublicKey, []crypto.PublicKey) {
 	ks.mu.RLock()
 	defer ks.mu.RUnlock()
@@ -109,7 +134,7 @@ func (ks *KeySet) lookup(kid string) (crypto.PublicKey, []crypto.PublicKey) {
 	return nil, all
 }
 
-func (ks *KeySet) keyfunc(t *jwt.Token) (any, error) {
+func (ks *KeySet) Keyfunc(t *jwt.Token) (any, error) {
 	kid, _ := t.Header["kid"].(string)
 	k, all := ks.lookup(kid)
 	if k == nil && kid != "" && ks.jwksURL != "" {
@@ -205,7 +230,7 @@ func NewVerifier(keys *KeySet, issuer, audience string, now func() time.Time) *V
 // Verify checks a token and returns its claims.
 func (v *Verifier) Verify(token string) (*credentials.Claims, error) {
 	var c credentials.Claims
-	if _, err := v.parser.ParseWithClaims(token, &c, v.keys.keyfunc); err != nil {
+	if _, err := v.parser.ParseWithClaims(token, &c, v.keys.Keyfunc); err != nil {
 		return nil, err
 	}
 	return &c, nil

@@ -233,7 +233,7 @@ func (g *Gateway) writeAuthError(w http.ResponseWriter, r *http.Request, rt rout
 	case errors.Is(err, auth.ErrUnauthenticated):
 		w.Header().Set("WWW-Authenticate", challenge(rt.policy))
 		httpx.WriteError(w, http.StatusUnauthorized, "invalid credentials: "+strings.TrimPrefix(err.Error(), "unauthenticated: "))
-	case mongox.Unavailable(err):
+	case mongox.Unavailable(err) || errors.Is(err, auth.ErrUnavailable):
 		g.o.Logger.WarnContext(r.Context(), "identity store unavailable", "err", err)
 		w.Header().Set("Retry-After", "1")
 		httpx.WriteError(w, http.StatusServiceUnavailable, "authentication is temporarily unavailable; retry shortly")

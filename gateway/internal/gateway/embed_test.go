@@ -1,0 +1,232 @@
+package gateway_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/analyticsco/platform/gateway/internal/auth"
+	"github.com/analyticsco/platform/gateway/internal/embedauth"
+	"github.com/analyticsco/platform/gateway/internal/gateway"
+	"github.com/analyticsco/platform/libs/devstack"
+	"github.com/analyticsco/platform/libs/identity"
+)
+
+// embedKeys plays embed-svc's side of the contract: a JWKS endpoint (which, like every
+// service route, demands the gateway's signed identity) and tokens signed by its keys.
+type embedKeys struct {
+	mu      sync.Mutex
+	keys    map[string]ed25519.PrivateKey
+	current string
+	fetches int
+	signer  *identity.Signer
+}
+
+func (k *embedKeys) rotate(t *testing.T) {
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	kid := fmt.Sprintf("k%d", len(k.keys)+1)
+	k.keys[kid] = priv
+	k.current = kid
+}
+
+func (k *embedKeys) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if _, err := k.signer.Verify(r.Header.Get(identity.Header)); err != nil {
+		w.WriteHeader(401)
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.fetches++
+	var keys []map[string]string
+	for kid, priv := range k.keys {
+		keys = append(keys, map[string]string{"kty": "OKP", "crv": "Ed25519", "kid": kid, "use": "sig", "alg": "EdDSA",
+			"x": base64.RawURLEncoding.EncodeToString(priv.Public().(ed25519.PublicKey))})
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{"keys": keys})
+}
+
+func (k *embedKeys) token(t *testing.T, claims embedauth.Claims) string {
+	k.mu.Lock()
+	kid, priv := k.current, k.keys[k.current]
+	k.mu.Unlock()
+	if claims.Issuer == "" {
+		claims.Issuer = "https://embed.test"
+	}
+	if claims.Audience == nil {
+		claims.Audience = jwt.ClaimStrings{embedauth.Audience}
+	}
+	if claims.ExpiresAt == nil {
+		claims.ExpiresAt = jwt.NewNumericDate(time.Now().Add(24 * time.Hour))
+	}
+	tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, claims)
+	tok.Header["kid"] = kid
+	s, err := tok.SignedString(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestEmbedTokens(t *testing.T) {
+	red := devstack.RedisForTest(t)
+	ropts, _ := redis.ParseURL(red.URL)
+	rdb := redis.NewClient(ropts)
+	defer rdb.Close()
+	ek := &embedKeys{keys: map[string]ed25519.PrivateKey{}}
+	ek.rotate(t)
+	jwks := httptest.NewServer(ek)
+	defer jwks.Close()
+
+	var h *harness
+	h = newHarness(t, func(o *gateway.Options) {
+		ek.signer = o.Signer
+		keys := auth.NewKeySet(nil, jwks.URL).WithRequestDecorator(embedauth.SignedRequest(o.Signer)).WithMinRefresh(0)
+		o.Embed = embedauth.New(keys, "https://embed.test", rdb, o.Auth, nil)
+	})
+	acme, globex := h.acme(), h.globex()
+	a1, a2 := acme.Deployments[0].ID, acme.Deployments[1].ID
+	external := embedauth.Claims{RegisteredClaims: jwt.RegisteredClaims{Subject: "ext-user"}, SessionID: "sid-ext", AccountID: acme.ID,
+		DeploymentID: a1, Branch: "main", Tenant: "acme-default", Settings: json.RawMessage(`{"allowAi":false}`)}
+	tok := ek.token(t, external)
+	bearer := "Bearer " + tok
+
+	t.Run("embed-routes-get-the-session-principal", func(t *testing.T) {
+		for _, p := range []string{"/api/v1/embed/session", "/api/v1/embed/session/ai-credentials", fmt.Sprintf("/api/v1/deployments/%d/token", a1)} {
+			code, _, body := h.do("POST", p, bearer, map[string]any{})
+			if code != 200 {
+				t.Fatalf("%s: %d %s", p, code, body)
+			}
+			var e echoed
+			mustJSON(t, body, &e)
+			pr := e.Principal
+			if pr.Credential != identity.CredentialEmbed || pr.Embed == nil || pr.Embed.SessionID != "sid-ext" || pr.Embed.Subject != "ext-user" ||
+				pr.Embed.DeploymentID != a1 || pr.Account.ID != acme.ID || pr.User != nil {
+				t.Fatalf("%s: principal %+v embed %+v", p, pr, pr.Embed)
+			}
+			var claims map[string]any
+			if err := json.Unmarshal(pr.Embed.Claims, &claims); err != nil || claims["set"].(map[string]any)["allowAi"] != false {
+				t.Fatalf("raw claims not forwarded: %s", pr.Embed.Claims)
+			}
+		}
+	})
+	t.Run("data-token-for-another-deployment-404", func(t *testing.T) {
+		code, _, _ := h.do("POST", fmt.Sprintf("/api/v1/deployments/%d/token", a2), bearer, map[string]any{})
+		if code != 404 {
+			t.Fatalf("%d, want 404", code)
+		}
+	})
+	t.Run("embed-token-is-not-a-user-bearer", func(t *testing.T) {
+		code, _, _ := h.do("GET", fmt.Sprintf("/api/v1/deployments/%d/workspace", a1), bearer, nil)
+		if code != 401 {
+			t.Fatalf("%d, want 401", code)
+		}
+	})
+	t.Run("revoke-needs-an-internal-admin-session", func(t *testing.T) {
+		code, _, _ := h.do("POST", "/api/v1/embed/session/revoke", bearer, map[string]any{"sessionId": "x"})
+		if code != 403 {
+			t.Fatalf("external embed user revoking: %d, want 403", code)
+		}
+		adminTok := ek.token(t, embedauth.Claims{RegisteredClaims: jwt.RegisteredClaims{Subject: acme.Users["admin"].Username}, SessionID: "sid-admin",
+			AccountID: acme.ID, DeploymentID: a1, Internal: true, UserID: acme.Users["admin"].ID})
+		code, _, body := h.do("POST", "/api/v1/embed/session/revoke", "Bearer "+adminTok, map[string]any{"sessionId": "x"})
+		if code != 200 {
+			t.Fatalf("internal admin embed token revoking: %d %s", code, body)
+		}
+		viewerTok := ek.token(t, embedauth.Claims{RegisteredClaims: jwt.RegisteredClaims{Subject: "v"}, SessionID: "sid-viewer",
+			AccountID: acme.ID, DeploymentID: a1, Internal: true, UserID: acme.Users["viewer"].ID})
+		if code, _, _ := h.do("POST", "/api/v1/embed/session/revoke", "Bearer "+viewerTok, map[string]any{"sessionId": "x"}); code != 403 {
+			t.Fatalf("internal viewer embed token revoking: %d, want 403", code)
+		}
+		// A token claiming a user of another account is refused outright.
+		forged := ek.token(t, embedauth.Claims{RegisteredClaims: jwt.RegisteredClaims{Subject: "x"}, SessionID: "sid-f",
+			AccountID: acme.ID, DeploymentID: a1, Internal: true, UserID: globex.Users["admin"].ID})
+		if code, _, _ := h.do("POST", "/api/v1/embed/session/revoke", "Bearer "+forged, map[string]any{"sessionId": "x"}); code != 401 {
+			t.Fatalf("embed token with a user of another account: %d, want 401", code)
+		}
+	})
+	t.Run("rejected-tokens", func(t *testing.T) {
+		_, other, _ := ed25519.GenerateKey(rand.Reader)
+		wrongKey := jwt.NewWithClaims(jwt.SigningMethodEdDSA, external)
+		wrongKey.Header["kid"] = ek.current
+		wrongKeyTok, _ := wrongKey.SignedString(other)
+		badIss := external
+		badIss.Issuer = "https://evil.test"
+		badAud := external
+		badAud.Audience = jwt.ClaimStrings{"platform-api"}
+		expired := external
+		expired.ExpiresAt = jwt.NewNumericDate(time.Now().Add(-time.Minute))
+		noSID := external
+		noSID.SessionID = ""
+		for name, tk := range map[string]string{"wrong-key": wrongKeyTok, "issuer": ek.token(t, badIss), "audience": ek.token(t, badAud),
+			"expired": ek.token(t, expired), "no-sid": ek.token(t, noSID), "garbage": "a.b.c"} {
+			if code, hdr, _ := h.do("GET", "/api/v1/embed/session", "Bearer "+tk, nil); code != 401 || hdr.Get("WWW-Authenticate") == "" {
+				t.Fatalf("%s: %d, want 401 with a challenge", name, code)
+			}
+		}
+	})
+	t.Run("revoked-session-rejected-on-the-next-request", func(t *testing.T) {
+		c := external
+		c.SessionID = "sid-to-revoke"
+		tk := ek.token(t, c)
+		if code, _, _ := h.do("GET", "/api/v1/embed/session", "Bearer "+tk, nil); code != 200 {
+			t.Fatalf("before revoke: %d", code)
+		}
+		if err := rdb.Set(context.Background(), embedauth.RevokedKeyPrefix+"sid-to-revoke", "1", time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if code, _, _ := h.do("GET", "/api/v1/embed/session", "Bearer "+tk, nil); code != 401 {
+			t.Fatalf("after revoke: %d, want 401", code)
+		}
+	})
+	t.Run("key-rotation-without-restart", func(t *testing.T) {
+		ek.rotate(t)
+		tk := ek.token(t, external)
+		if code, _, body := h.do("GET", "/api/v1/embed/session", "Bearer "+tk, nil); code != 200 {
+			t.Fatalf("token of a new key: %d %s", code, body)
+		}
+		if code, _, _ := h.do("GET", "/api/v1/embed/session", bearer, nil); code != 200 {
+			t.Fatalf("token of the previous key, still published: %d", code)
+		}
+		ek.mu.Lock()
+		fetches := ek.fetches
+		ek.mu.Unlock()
+		if fetches < 2 {
+			t.Fatalf("JWKS fetched %d times; a new kid must trigger a fetch", fetches)
+		}
+	})
+	t.Run("redis-down-503-then-recovers", func(t *testing.T) {
+		if err := red.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		code, _, body := h.do("GET", "/api/v1/embed/session", bearer, nil)
+		if code != 503 {
+			t.Fatalf("redis down: %d %s, want 503", code, body)
+		}
+		if err := red.Restart(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			code, _, _ = h.do("GET", "/api/v1/embed/session", bearer, nil)
+			if code == 200 || time.Now().After(deadline) {
+				break
+			}
+		}
+		if code != 200 {
+			t.Fatalf("after redis is back: %d", code)
+		}
+	})
+}
