@@ -1,0 +1,75 @@
+package config_test
+
+import (
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/analyticsco/platform/libs/config"
+)
+
+type cfg struct {
+	config.Common
+	Addr   string          `env:"ADDR" default:"127.0.0.1:1"`
+	Secret string          `env:"SECRET" required:"true" secret:"true"`
+	Limit  config.ByteSize `env:"LIMIT" default:"1MiB"`
+	N      int             `env:"N" default:"3"`
+	On     bool            `env:"ON"`
+	List   []string        `env:"LIST"`
+	Wait   time.Duration   `env:"WAIT" default:"2s"`
+}
+
+func lookup(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func TestLoad(t *testing.T) {
+	var c cfg
+	err := config.LoadFrom(lookup(map[string]string{"SECRET": "x", "LIMIT": "256MiB", "ON": "true", "LIST": "a, b,,c", "LOG_LEVEL": "debug"}), &c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Addr != "127.0.0.1:1" || c.Limit != 256<<20 || c.N != 3 || !c.On || len(c.List) != 3 || c.Wait != 2*time.Second || c.LogLevel != "debug" || c.ShutdownTimeout != 15*time.Second {
+		t.Fatalf("%+v", c)
+	}
+}
+
+func TestLoadErrorsNameTheVariable(t *testing.T) {
+	var c cfg
+	err := config.LoadFrom(lookup(map[string]string{"N": "x", "WAIT": "soon"}), &c)
+	if err == nil || !strings.Contains(err.Error(), "SECRET is required") || !strings.Contains(err.Error(), "N: not an integer") || !strings.Contains(err.Error(), "WAIT") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestDescribeAndMaskedLog(t *testing.T) {
+	vars := config.Describe(cfg{})
+	names := map[string]config.Var{}
+	for _, v := range vars {
+		names[v.Name] = v
+	}
+	if !names["SECRET"].Secret || !names["SECRET"].Required || names["LOG_LEVEL"].Default != "info" || names["LIMIT"].Default != "1MiB" {
+		t.Fatalf("%+v", vars)
+	}
+	v := config.LogValue(cfg{Secret: "hunter2"})
+	var b strings.Builder
+	slog.New(slog.NewTextHandler(&b, nil)).Info("x", "config", v)
+	if strings.Contains(b.String(), "hunter2") || !strings.Contains(b.String(), "SECRET=***") {
+		t.Fatalf("secret not masked: %s", b.String())
+	}
+}
+
+func TestParseByteSize(t *testing.T) {
+	for in, want := range map[string]config.ByteSize{"1MiB": 1 << 20, "64KiB": 64 << 10, "1GiB": 1 << 30, "100": 100, "10B": 10} {
+		got, err := config.ParseByteSize(in)
+		if err != nil || got != want {
+			t.Errorf("%s: %d %v", in, got, err)
+		}
+	}
+	for _, bad := range []string{"", "x", "-1", "1TB", "MiB"} {
+		if _, err := config.ParseByteSize(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

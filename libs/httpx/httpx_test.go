@@ -1,0 +1,88 @@
+package httpx_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/analyticsco/platform/libs/httpx"
+)
+
+type body struct {
+	Name  string `json:"name"`
+	Count int    `json:"count"`
+	Items []struct {
+		ID int64 `json:"id"`
+	} `json:"items"`
+}
+
+func TestDecodeJSON(t *testing.T) {
+	cases := []struct {
+		name, ct, body string
+		status         int
+		msg            string
+	}{
+		{"ok", "application/json", `{"name":"a","count":2}`, 0, ""},
+		{"ok-charset", "application/json; charset=utf-8", `{"name":"a"}`, 0, ""},
+		{"415-no-content-type", "", `{}`, 415, "Content-Type"},
+		{"415-text", "text/plain", `{}`, 415, "Content-Type"},
+		{"400-empty", "application/json", ``, 400, "empty"},
+		{"400-malformed", "application/json", `{"name":`, 400, "malformed"},
+		{"400-unknown-field", "application/json", `{"nope":1}`, 400, `unknown field "nope"`},
+		{"400-wrong-type", "application/json", `{"count":"x"}`, 400, `field "count" must be an integer`},
+		{"400-nested-wrong-type", "application/json", `{"items":[{"id":1.5}]}`, 400, `field "items.id" must be an integer`},
+		{"400-not-an-object", "application/json", `[1]`, 400, "must be an object"},
+		{"400-trailing", "application/json", `{"name":"a"} {"name":"b"}`, 400, "single JSON object"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			req := httptest.NewRequest("POST", "/", strings.NewReader(c.body))
+			if c.ct != "" {
+				req.Header.Set("Content-Type", c.ct)
+			}
+			var b body
+			err := httpx.DecodeJSON(req, &b)
+			if c.status == 0 {
+				if err != nil {
+					t.Fatalf("unexpected error %v", err)
+				}
+				return
+			}
+			e, ok := err.(*httpx.Error)
+			if !ok || e.Status != c.status || !strings.Contains(e.Message, c.msg) {
+				t.Fatalf("got %v, want %d containing %q", err, c.status, c.msg)
+			}
+		})
+	}
+}
+
+func TestDecodeJSONTooLarge(t *testing.T) {
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("POST", "/", strings.NewReader(`{"name":"`+strings.Repeat("x", 100)+`"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Body = http.MaxBytesReader(rec, req.Body, 10)
+	var b body
+	err := httpx.DecodeJSON(req, &b)
+	if e, ok := err.(*httpx.Error); !ok || e.Status != 413 {
+		t.Fatalf("got %v, want 413", err)
+	}
+}
+
+func TestWriteErrHidesInternalErrors(t *testing.T) {
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("GET", "/", nil)
+	httpx.WriteErr(rec, req, discardLogger(), errSecret{})
+	if rec.Code != 500 || strings.Contains(rec.Body.String(), "s3cr3t") || !strings.Contains(rec.Body.String(), "internal error") {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	rec = httptest.NewRecorder()
+	httpx.WriteErr(rec, req, discardLogger(), httpx.Errorf(409, "folder 3 is not empty"))
+	if rec.Code != 409 || rec.Body.String() != "{\"status\":409,\"message\":\"folder 3 is not empty\"}\n" {
+		t.Fatalf("%d %q", rec.Code, rec.Body)
+	}
+}
+
+type errSecret struct{}
+
+func (errSecret) Error() string { return "db password s3cr3t" }
