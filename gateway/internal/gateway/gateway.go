@@ -446,7 +446,7 @@ func (g *Gateway) upstreamError(s service) func(http.ResponseWriter, *http.Reque
 		case errors.Is(err, context.Canceled):
 			// The client went away; nobody reads this answer.
 			w.WriteHeader(http.StatusBadGateway)
-		case errors.Is(err, syscall.ECONNREFUSED):
+		case errors.Is(err, syscall.ECONNREFUSED) || isDial(err):
 			w.Header().Set("Retry-After", "1")
 			httpx.WriteError(w, http.StatusServiceUnavailable, s.String()+" is unavailable; retry shortly")
 		case errors.As(err, &ne) && ne.Timeout():
@@ -456,4 +456,11 @@ func (g *Gateway) upstreamError(s service) func(http.ResponseWriter, *http.Reque
 			httpx.WriteError(w, http.StatusBadGateway, s.String()+" failed to answer")
 		}
 	}
+}
+
+// isDial reports a failure to connect (refused, unreachable, or the dial timeout): the
+// service is down, as opposed to slow.
+func isDial(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
