@@ -63,7 +63,6 @@ require (
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp v1.47.0 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 	go.opentelemetry.io/otel/metric v1.47.0 // indirect
-	go.opentelemetry.io/otel/sdk v1.47.0 // indirect
 	go.opentelemetry.io/proto/otlp v1.11.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
@@ -93,4 +92,5 @@ replace github.com/analyticsco/platform/libs/devstack => ../libs/devstack
 require (
 	github.com/analyticsco/platform/libs/devstack v0.0.0
 	github.com/redis/go-redis/v9 v9.23.0
+	go.opentelemetry.io/otel/sdk v1.47.0
 )

@@ -21,7 +21,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/logging"
@@ -74,7 +73,10 @@ func Handler(o Options) http.Handler {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{}))
 	api := instrument(o, metrics)
 	mux.Handle("/", otelhttp.NewHandler(api, o.Service, otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
-		return r.Method // renamed to the matched route once routing has happened
+		if r.Pattern != "" { // otelhttp renames the span with this once routing has happened
+			return r.Pattern
+		}
+		return r.Method
 	})))
 	return mux
 }
@@ -82,6 +84,7 @@ func Handler(o Options) http.Handler {
 func instrument(o Options, metrics *obs.HTTPMetrics) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		outer := r
 		info := &logging.RequestInfo{ID: RequestID(r)}
 		w.Header().Set(RequestIDHeader, info.ID)
 		rec := &obs.StatusRecorder{ResponseWriter: w}
@@ -102,7 +105,7 @@ func instrument(o Options, metrics *obs.HTTPMetrics) http.Handler {
 				route = "unmatched"
 			}
 			info.Route = route
-			trace.SpanFromContext(ctx).SetName(route)
+			outer.Pattern = r.Pattern // read by otelhttp to name the span after the route
 			elapsed := time.Since(start)
 			metrics.Observe(route, r.Method, rec.Code(), elapsed)
 			level := slog.LevelInfo
