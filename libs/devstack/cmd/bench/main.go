@@ -40,6 +40,8 @@ type options struct {
 	workers  int
 	only     string
 	binDir   string
+
+	loadBefore string // 1-minute load average when the run began
 }
 
 func main() {
@@ -110,6 +112,7 @@ func run(o options) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	o.loadBefore = loadAvg()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	env, err := NewEnv(o.binDir, log)
 	if err != nil {
@@ -123,6 +126,9 @@ func run(o options) error {
 			fmt.Println()
 		}
 		ok, err := runTable(ctx, env, t, o)
+		if ctx.Err() != nil {
+			return errors.New("interrupted; children stopped and temp dir removed")
+		}
 		if err != nil {
 			return err
 		}
@@ -365,6 +371,9 @@ func printTable(w io.Writer, t *Table, rows []*row, res map[string]*Summary, o o
 	fmt.Fprintf(w, "# %s\n", t.Title)
 	fmt.Fprintf(w, "# one run on %d CPU cores (%s/%s, %s): %d rounds x %s per variant, interleaved (warm-up %s); rate %s, %d workers/connections; load generator on the same machine\n",
 		runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), o.rounds, o.duration, o.warmup, rate, o.workers)
+	// Other work on the machine skews every figure; interleaving spreads it evenly,
+	// the load average says how much there was.
+	fmt.Fprintf(w, "# load average (1 min) at start %s, at end %s\n", o.loadBefore, loadAvg())
 	base := res[t.Baseline]
 	hasBase := base != nil && base.Err == nil && base.RPS > 0
 	fmt.Fprintf(w, "%-26s %9s %9s %9s %7s %11s %9s %9s %11s\n",
@@ -443,6 +452,18 @@ func fmtDur(d time.Duration) string {
 	default:
 		return fmt.Sprintf("%dus", d.Microseconds())
 	}
+}
+
+func loadAvg() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(raw))
+	if len(f) == 0 {
+		return "?"
+	}
+	return f[0]
 }
 
 func firstLine(s string) string {
