@@ -14,7 +14,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"net/url"
 	"strings"
 	"sync"
@@ -60,7 +59,7 @@ type Options struct {
 // Gateway is the HTTP handler of the public API.
 type Gateway struct {
 	o       Options
-	proxies map[service]*httputil.ReverseProxy
+	proxies map[service]http.Handler
 	tracer  trace.Tracer
 	prop    propagation.TextMapPropagator
 }
@@ -74,7 +73,7 @@ const (
 
 // New builds the gateway.
 func New(o Options) (*Gateway, error) {
-	g := &Gateway{o: o, proxies: map[service]*httputil.ReverseProxy{}, tracer: otel.Tracer("gateway"), prop: otel.GetTextMapPropagator()}
+	g := &Gateway{o: o, proxies: map[service]http.Handler{}, tracer: otel.Tracer("gateway"), prop: otel.GetTextMapPropagator()}
 	transport := &http.Transport{
 		Proxy:                 nil,
 		DialContext:           (&net.Dialer{Timeout: o.DialTimeout, KeepAlive: 30 * time.Second}).DialContext,
@@ -93,36 +92,23 @@ func New(o Options) (*Gateway, error) {
 		if !ok {
 			return nil, fmt.Errorf("gateway: no upstream URL for %s", s)
 		}
-		s := s
-		g.proxies[s] = &httputil.ReverseProxy{
-			Rewrite: func(pr *httputil.ProxyRequest) {
-				pr.SetURL(target)
-				pr.SetXForwarded()
-				g.prop.Inject(pr.In.Context(), propagation.HeaderCarrier(pr.Out.Header))
-			},
-			Transport:    transport,
-			BufferPool:   pool,
-			ErrorHandler: g.upstreamError(s),
-			ModifyResponse: func(resp *http.Response) error {
-				// Services set their own request id; the client sees the gateway's.
-				resp.Header.Del(server.RequestIDHeader)
-				return nil
-			},
-		}
+		g.proxies[s] = &forwarder{target: target, transport: transport, pool: pool, prop: g.prop, onError: g.upstreamError(s)}
 	}
 	return g, nil
 }
 
+// bufferPool recycles the 32 KiB copy buffers (held by pointer, so Put does not allocate).
 type bufferPool struct{ p sync.Pool }
 
-func (b *bufferPool) Get() []byte {
+func (b *bufferPool) Get() *[]byte {
 	if v := b.p.Get(); v != nil {
-		return *v.(*[]byte)
+		return v.(*[]byte)
 	}
-	return make([]byte, 32<<10)
+	buf := make([]byte, 32<<10)
+	return &buf
 }
 
-func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
+func (b *bufferPool) Put(buf *[]byte) { b.p.Put(buf) }
 
 // ServeHTTP handles one request.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {

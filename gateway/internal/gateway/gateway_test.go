@@ -356,6 +356,24 @@ func TestRoutingAndLimits(t *testing.T) {
 			t.Fatalf("dbt-sync over its limit: %d, want 413", code)
 		}
 	})
+	t.Run("hop-by-hop-and-forwarded-headers", func(t *testing.T) {
+		_, _, body := h.do("GET", fmt.Sprintf("/api/v1/deployments/%d/workspace", a1), tok, nil,
+			"Connection", "X-Drop-Me", "X-Drop-Me", "1", "X-Forwarded-For", "6.6.6.6", "Keep-Alive", "timeout=5", "X-Keep", "yes")
+		var e echoed
+		mustJSON(t, body, &e)
+		if _, ok := e.Headers["X-Drop-Me"]; ok {
+			t.Fatal("a header named in Connection was forwarded")
+		}
+		if _, ok := e.Headers["Keep-Alive"]; ok {
+			t.Fatal("Keep-Alive was forwarded")
+		}
+		if got := e.Headers["X-Forwarded-For"]; len(got) != 1 || got[0] != "127.0.0.1" {
+			t.Fatalf("X-Forwarded-For = %v: a client's claim about earlier hops must be replaced", got)
+		}
+		if got := e.Headers["X-Keep"]; len(got) != 1 || got[0] != "yes" {
+			t.Fatalf("ordinary header lost: %v", e.Headers)
+		}
+	})
 	t.Run("openapi-served", func(t *testing.T) {
 		code, hdr, body := h.do("GET", "/api/v1/openapi.json", "", nil)
 		if code != 200 || hdr.Get("Content-Type") != "application/json" || !strings.Contains(string(body), "openapi") {
