@@ -4,7 +4,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 
 	"github.com/analyticsco/platform/libs/identity"
@@ -12,9 +11,10 @@ import (
 	"github.com/analyticsco/platform/libs/obs"
 	"github.com/analyticsco/platform/libs/server"
 	"github.com/analyticsco/platform/workspace-svc/config"
+	"github.com/analyticsco/platform/workspace-svc/internal/app"
 )
 
-const serviceName = "workspace-svc"
+const serviceName = app.ServiceName
 
 func main() {
 	if err := run(); err != nil {
@@ -43,15 +43,10 @@ func run() error {
 	}
 	defer func() { _ = client.Disconnect(context.Background()) }()
 
-	api := http.NewServeMux()
-	api.HandleFunc("/", server.NotFound)
-
-	h := server.Handler(server.Options{
-		Service:  serviceName,
-		Logger:   proc.Logger,
-		Registry: obs.NewRegistry(),
-		API:      identity.Require(signer, api),
-		Checks:   []server.Check{{Name: "mongodb", Check: mongox.Ping(client)}},
-	})
+	h, err := app.New(proc.Ctx, app.Deps{Mongo: client, Database: cfg.MongoDatabase, Signer: signer,
+		Logger: proc.Logger, Registry: obs.NewRegistry()})
+	if err != nil {
+		return err
+	}
 	return server.Run(proc.Ctx, proc.Logger, cfg.HTTPAddr, h, cfg.ShutdownTimeout)
 }

@@ -1,0 +1,45 @@
+// Package app wires workspace-svc the same way for main and for tests.
+package app
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/analyticsco/platform/libs/identity"
+	"github.com/analyticsco/platform/libs/mongox"
+	"github.com/analyticsco/platform/libs/server"
+	"github.com/analyticsco/platform/workspace-svc/internal/workspace"
+)
+
+// ServiceName names the service in logs, metrics and traces.
+const ServiceName = "workspace-svc"
+
+// Deps are what the service is built from.
+type Deps struct {
+	Mongo    *mongo.Client
+	Database string
+	Signer   *identity.Signer
+	Logger   *slog.Logger
+	Registry *prometheus.Registry
+}
+
+// New builds the full HTTP handler: health, readiness and metrics routes, and the
+// workspace API behind identity verification. It creates the indexes first.
+func New(ctx context.Context, d Deps) (http.Handler, error) {
+	store := workspace.NewStore(d.Mongo.Database(d.Database))
+	if err := store.EnsureIndexes(ctx); err != nil {
+		return nil, err
+	}
+	svc := workspace.NewService(store, workspace.NewMetrics(d.Registry))
+	return server.Handler(server.Options{
+		Service:  ServiceName,
+		Logger:   d.Logger,
+		Registry: d.Registry,
+		API:      identity.Require(d.Signer, workspace.NewHTTPHandler(svc, d.Logger)),
+		Checks:   []server.Check{{Name: "mongodb", Check: mongox.Ping(d.Mongo)}},
+	}), nil
+}

@@ -1,0 +1,131 @@
+package workspace
+
+import (
+	"context"
+
+	"github.com/go-kit/kit/endpoint"
+
+	"github.com/analyticsco/platform/libs/identity"
+)
+
+// Requests of the endpoints: the verified caller, the deployment of the path, and the
+// decoded body or parameters.
+type (
+	scope struct {
+		P   *identity.Principal
+		Dep int64
+	}
+	createFolderRequest struct {
+		scope
+		In CreateFolderInput
+	}
+	folderRequest struct {
+		scope
+		ID int64
+	}
+	updateFolderRequest struct {
+		scope
+		ID       int64
+		Name     *string
+		Position *float64
+	}
+	setPermissionsRequest struct {
+		scope
+		ID     int64
+		Grants []Grant
+	}
+	listRequest struct {
+		scope
+		Folder int64
+		First  int
+		After  string
+	}
+	moveRequest struct {
+		scope
+		Ref  ItemRef
+		Dest int64
+	}
+	bulkMoveRequest struct {
+		scope
+		Refs []ItemRef
+		Dest int64
+	}
+	createItemRequest struct {
+		scope
+		Type ItemType
+		In   CreateItemInput
+	}
+	itemRequest struct {
+		scope
+		Type ItemType
+		ID   int64
+	}
+	noContent   struct{}
+	permissions struct {
+		Grants []Grant `json:"grants"`
+	}
+)
+
+// Endpoints are the go-kit endpoints of the service.
+type Endpoints struct {
+	CreateFolder, GetFolder, UpdateFolder, DeleteFolder endpoint.Endpoint
+	GetPermissions, SetPermissions                      endpoint.Endpoint
+	List, Move, BulkMove                                endpoint.Endpoint
+	CreateItem, GetItem, Publish                        endpoint.Endpoint
+}
+
+// MakeEndpoints adapts s.
+func MakeEndpoints(s *Service) Endpoints {
+	return Endpoints{
+		CreateFolder: func(ctx context.Context, req any) (any, error) {
+			r := req.(createFolderRequest)
+			return s.CreateFolder(ctx, r.P, r.Dep, r.In)
+		},
+		GetFolder: func(ctx context.Context, req any) (any, error) {
+			r := req.(folderRequest)
+			return s.GetFolder(ctx, r.P, r.Dep, r.ID)
+		},
+		UpdateFolder: func(ctx context.Context, req any) (any, error) {
+			r := req.(updateFolderRequest)
+			return s.UpdateFolder(ctx, r.P, r.Dep, r.ID, r.Name, r.Position)
+		},
+		DeleteFolder: func(ctx context.Context, req any) (any, error) {
+			r := req.(folderRequest)
+			return noContent{}, s.DeleteFolder(ctx, r.P, r.Dep, r.ID)
+		},
+		GetPermissions: func(ctx context.Context, req any) (any, error) {
+			r := req.(folderRequest)
+			g, err := s.GetPermissions(ctx, r.P, r.Dep, r.ID)
+			return permissions{Grants: g}, err
+		},
+		SetPermissions: func(ctx context.Context, req any) (any, error) {
+			r := req.(setPermissionsRequest)
+			g, err := s.SetPermissions(ctx, r.P, r.Dep, r.ID, r.Grants)
+			return permissions{Grants: g}, err
+		},
+		List: func(ctx context.Context, req any) (any, error) {
+			r := req.(listRequest)
+			return s.List(ctx, r.P, r.Dep, r.Folder, r.First, r.After)
+		},
+		Move: func(ctx context.Context, req any) (any, error) {
+			r := req.(moveRequest)
+			return s.Move(ctx, r.P, r.Dep, r.Ref, r.Dest)
+		},
+		BulkMove: func(ctx context.Context, req any) (any, error) {
+			r := req.(bulkMoveRequest)
+			return s.BulkMove(ctx, r.P, r.Dep, r.Refs, r.Dest)
+		},
+		CreateItem: func(ctx context.Context, req any) (any, error) {
+			r := req.(createItemRequest)
+			return s.CreateItem(ctx, r.P, r.Dep, r.Type, r.In)
+		},
+		GetItem: func(ctx context.Context, req any) (any, error) {
+			r := req.(itemRequest)
+			return s.GetItem(ctx, r.P, r.Dep, r.Type, r.ID)
+		},
+		Publish: func(ctx context.Context, req any) (any, error) {
+			r := req.(itemRequest)
+			return s.Publish(ctx, r.P, r.Dep, r.ID)
+		},
+	}
+}

@@ -1,0 +1,979 @@
+// Package workspace is the workspace tree of a deployment: folders, workbooks and
+// reports, their access model, and single and bulk moves.
+package workspace
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/analyticsco/platform/libs/identity"
+)
+
+// Limits and timings of the service.
+const (
+	MaxBulkItems   = 100
+	MaxNameLength  = 255
+	DefaultPage    = 50
+	MaxPage        = 200
+	maxTreeRetries = 64
+	// A request that puts items into a folder holds a lease on it for leaseTTL; its
+	// writes run under writeDeadline < leaseTTL, so a folder delete that waits for the
+	// lease to lapse can never interleave with them.
+	leaseTTL      = 2 * time.Minute
+	writeDeadline = time.Minute
+)
+
+// Service is the workspace of the deployments of the caller's account.
+type Service struct {
+	store   *Store
+	metrics *Metrics
+	now     func() time.Time
+	seen    sync.Map // user id -> userDoc last recorded
+}
+
+// NewService builds the service over store; metrics may be nil.
+func NewService(store *Store, metrics *Metrics) *Service {
+	if metrics == nil {
+		metrics = NewMetrics(nil)
+	}
+	return &Service{store: store, metrics: metrics, now: func() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }}
+}
+
+// CreateFolderInput is the body of folder creation.
+type CreateFolderInput struct {
+	Name     string
+	ParentID int64 // 0: the root
+	Position *float64
+}
+
+// CreateItemInput is the body of workbook and report creation.
+type CreateItemInput struct {
+	Name             string
+	FolderID         int64
+	Meta             json.RawMessage
+	CalculatedFields json.RawMessage
+	DashboardDraft   *DashboardConfig
+}
+
+// BulkFailure is one item that did not move.
+type BulkFailure struct {
+	Ref ItemRef
+	Err *Failure
+}
+
+// BulkMoveResult is the outcome of a bulk move, in request order.
+type BulkMoveResult struct {
+	Moved  []Workbook
+	Failed []BulkFailure
+}
+
+// Page is one page of a folder's children.
+type Page struct {
+	Items       []Workbook
+	HasNextPage bool
+	EndCursor   *string
+}
+
+// request is the state of one request: the tree snapshot and its version, loaded once.
+type request struct {
+	s    *Service
+	p    *identity.Principal
+	dep  int64
+	v    int64
+	tree *tree
+}
+
+func (s *Service) begin(ctx context.Context, p *identity.Principal, dep int64) (*request, error) {
+	if p == nil || p.User == nil {
+		return nil, forbiddenf("the workspace needs a user's bearer token")
+	}
+	s.recordUser(ctx, p)
+	return &request{s: s, p: p, dep: dep}, nil
+}
+
+// load reads the tree version, finishes the structural op recorded there (idempotent),
+// then loads the folders: the snapshot is exactly the tree at that version.
+func (r *request) load(ctx context.Context) error {
+	d, err := r.s.store.readTree(ctx, r.dep)
+	if err != nil {
+		return err
+	}
+	if d.Op != nil {
+		if err := r.s.store.applyOp(ctx, d.V, d.Op); err != nil {
+			return err
+		}
+	}
+	nodes, err := r.s.store.loadFolders(ctx, r.dep)
+	if err != nil {
+		return err
+	}
+	r.v, r.tree = d.V, newTree(nodes)
+	return nil
+}
+
+// commit validates and records one structural change against the current snapshot,
+// then applies it. When another change got in first, the snapshot is reloaded and the
+// change validated again, so nothing is ever written that was checked against a stale
+// tree. The op is recorded before it is applied: a crash in between leaves a validated
+// op that the next structural change of the deployment applies first.
+func (r *request) commit(ctx context.Context, build func(t *tree) (*treeOp, error)) error {
+	for attempt := 0; attempt < maxTreeRetries; attempt++ {
+		if r.tree == nil {
+			if err := r.load(ctx); err != nil {
+				return err
+			}
+		}
+		op, err := build(r.tree)
+		if err != nil || op == nil {
+			return err
+		}
+		ok, err := r.s.store.casTree(ctx, r.dep, r.v, op)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			r.s.metrics.TreeConflicts.Inc()
+			r.tree = nil
+			continue
+		}
+		r.v++
+		if err := r.s.store.applyOp(ctx, r.v, op); err != nil {
+			return err
+		}
+		switch op.Kind {
+		case "move":
+			r.tree.move(op.Folder, op.To)
+		case "create":
+			d := op.Doc
+			r.tree.add(&folderNode{ID: d.ID, Parent: d.Parent, Name: d.Name, Position: d.Position, CreatedBy: d.CreatedBy})
+		}
+		return nil
+	}
+	return failf(KindBusy, "the workspace tree kept changing during the request; retry")
+}
+
+// recordUser keeps the users projection that renders `user` of items, writing only when
+// this replica has not recorded the same details yet.
+func (s *Service) recordUser(ctx context.Context, p *identity.Principal) {
+	u := userDoc{ID: p.User.ID, Account: p.Account.ID, Email: p.User.Email, FirstName: p.User.FirstName, Picture: p.User.Picture}
+	if prev, ok := s.seen.Load(u.ID); ok && prev.(userDoc) == u {
+		return
+	}
+	if err := s.store.upsertUser(ctx, u); err == nil {
+		s.seen.Store(u.ID, u)
+	}
+}
+
+func validName(field, name string) (string, error) {
+	name = strings.TrimSpace(name)
+	switch {
+	case name == "":
+		return "", invalidf("%s is required and must not be blank", field)
+	case len([]rune(name)) > MaxNameLength:
+		return "", invalidf("%s must be at most %d characters", field, MaxNameLength)
+	}
+	return name, nil
+}
+
+// CreateFolder creates a folder at the root or in a parent the caller can edit.
+func (s *Service) CreateFolder(ctx context.Context, p *identity.Principal, dep int64, in CreateFolderInput) (Folder, error) {
+	ctx, cancel := context.WithTimeout(ctx, writeDeadline)
+	defer cancel()
+	r, err := s.begin(ctx, p, dep)
+	if err != nil {
+		return Folder{}, err
+	}
+	name, err := validName("name", in.Name)
+	if err != nil {
+		return Folder{}, err
+	}
+	if !p.HasRole(identity.RoleAIBIUser) {
+		return Folder{}, forbiddenf("creating a folder needs the ai_bi_user role or higher")
+	}
+	id, err := s.store.nextID(ctx)
+	if err != nil {
+		return Folder{}, err
+	}
+	now := s.now()
+	leased := false
+	defer func() {
+		if leased {
+			s.release(ctx, dep, in.ParentID)
+		}
+	}()
+	var doc *itemDoc
+	err = r.commit(ctx, func(t *tree) (*treeOp, error) {
+		if in.ParentID != 0 {
+			if t.folders[in.ParentID] == nil {
+				return nil, notFound(TypeFolder, in.ParentID)
+			}
+			if t.folderLevel(p, in.ParentID) < LevelEdit {
+				return nil, forbiddenf("you need edit access to folder %d to create a folder in it", in.ParentID)
+			}
+			if lvl := t.level(in.ParentID) + 1; lvl > MaxDepth {
+				return nil, invalidf("folder %d is at level %d: a folder in it would be at level %d, and folders nest at most %d levels deep", in.ParentID, lvl-1, lvl, MaxDepth)
+			}
+			if !leased {
+				ok, err := s.store.leaseFolder(ctx, dep, in.ParentID, now, now.Add(leaseTTL))
+				if err != nil {
+					return nil, err
+				}
+				if !ok {
+					return nil, notFound(TypeFolder, in.ParentID)
+				}
+				leased = true
+			}
+		}
+		pos := t.maxChildPosition(in.ParentID) + 1
+		if in.Position != nil {
+			pos = *in.Position
+		}
+		doc = &itemDoc{ID: id, Dep: dep, Type: TypeFolder, Name: name, Position: pos, Parent: in.ParentID,
+			CreatedBy: p.User.ID, UpdatedBy: p.User.ID, CreatedAt: now, UpdatedAt: now}
+		return &treeOp{Kind: "create", Folder: id, To: in.ParentID, By: p.User.ID, At: now, Doc: doc}, nil
+	})
+	if err != nil {
+		return Folder{}, err
+	}
+	s.metrics.FoldersCreated.Inc()
+	return s.renderFolder(ctx, r.tree, doc)
+}
+
+func (s *Service) renderFolder(ctx context.Context, t *tree, d *itemDoc) (Folder, error) {
+	users, err := s.store.findUsers(ctx, []int64{d.CreatedBy})
+	if err != nil {
+		return Folder{}, err
+	}
+	return Folder{ID: d.ID, DeploymentID: d.Dep, Name: d.Name, Position: d.Position, Type: TypeFolder,
+		CreatedAt: formatTime(d.CreatedAt), UpdatedAt: formatTime(d.UpdatedAt), CreatedBy: d.CreatedBy, UpdatedBy: d.UpdatedBy,
+		ParentID: optionalID(d.Parent), FolderPath: t.path(d.Parent), User: owner(users, d.CreatedBy)}, nil
+}
+
+// release gives a folder lease back, even when the request's context has ended.
+func (s *Service) release(ctx context.Context, dep, folder int64) {
+	_ = s.store.releaseFolder(context.WithoutCancel(ctx), dep, folder)
+}
+
+func formatTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+
+func optionalID(id int64) *int64 {
+	if id == 0 {
+		return nil
+	}
+	return &id
+}
+
+func owner(users map[int64]userDoc, id int64) *ResourceOwner {
+	u, ok := users[id]
+	if !ok {
+		return nil
+	}
+	o := &ResourceOwner{ID: u.ID, Email: u.Email}
+	if u.FirstName != "" {
+		o.FirstName = &u.FirstName
+	}
+	if u.Picture != "" {
+		o.Picture = &u.Picture
+	}
+	return o
+}
+
+// folderForRead loads the snapshot and checks the caller's level on folder id.
+func (s *Service) folderForRead(ctx context.Context, p *identity.Principal, dep, id int64, need Level, verb string) (*request, error) {
+	r, err := s.begin(ctx, p, dep)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.load(ctx); err != nil {
+		return nil, err
+	}
+	if r.tree.folders[id] == nil {
+		return nil, notFound(TypeFolder, id)
+	}
+	if r.tree.folderLevel(p, id) < need {
+		return nil, forbiddenf("you need %s access to folder %d to %s", need, id, verb)
+	}
+	return r, nil
+}
+
+// GetFolder returns a folder the caller can view.
+func (s *Service) GetFolder(ctx context.Context, p *identity.Principal, dep, id int64) (Folder, error) {
+	r, err := s.folderForRead(ctx, p, dep, id, LevelView, "view it")
+	if err != nil {
+		return Folder{}, err
+	}
+	docs, err := s.store.findItems(ctx, dep, []int64{id})
+	if err != nil {
+		return Folder{}, err
+	}
+	d := docs[id]
+	if d == nil || d.Type != TypeFolder {
+		return Folder{}, notFound(TypeFolder, id)
+	}
+	return s.renderFolder(ctx, r.tree, d)
+}
+
+// UpdateFolder renames or repositions a folder the caller can edit.
+func (s *Service) UpdateFolder(ctx context.Context, p *identity.Principal, dep, id int64, name *string, position *float64) (Folder, error) {
+	set := bson.D{}
+	if name != nil {
+		n, err := validName("name", *name)
+		if err != nil {
+			return Folder{}, err
+		}
+		set = append(set, bson.E{Key: "name", Value: n})
+	}
+	if position != nil {
+		set = append(set, bson.E{Key: "position", Value: *position})
+	}
+	if len(set) == 0 {
+		return Folder{}, invalidf("nothing to update: send name and/or position")
+	}
+	r, err := s.folderForRead(ctx, p, dep, id, LevelEdit, "change it")
+	if err != nil {
+		return Folder{}, err
+	}
+	set = append(set, bson.E{Key: "updatedAt", Value: s.now()}, bson.E{Key: "updatedBy", Value: p.User.ID})
+	d, err := s.store.updateItem(ctx, dep, id, TypeFolder, nil, set)
+	if err != nil {
+		return Folder{}, err
+	}
+	if d == nil {
+		return Folder{}, notFound(TypeFolder, id)
+	}
+	if n := r.tree.folders[id]; n != nil {
+		n.Name = d.Name
+	}
+	return s.renderFolder(ctx, r.tree, d)
+}
+
+// DeleteFolder deletes an empty folder the caller manages. The folder is marked as being
+// deleted (refused while a request holds a lease on it for putting items in), the last
+// structural op is finished, and only then is emptiness checked: nothing can land in it
+// after the check.
+func (s *Service) DeleteFolder(ctx context.Context, p *identity.Principal, dep, id int64) error {
+	ctx, cancel := context.WithTimeout(ctx, writeDeadline)
+	defer cancel()
+	if _, err := s.folderForRead(ctx, p, dep, id, LevelManage, "delete it"); err != nil {
+		return err
+	}
+	now := s.now()
+	ok, err := s.store.beginDelete(ctx, dep, id, now, now.Add(leaseTTL))
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return failf(KindConflict, "folder %d is receiving items right now; retry the delete shortly", id)
+	}
+	r := &request{s: s, p: p, dep: dep}
+	if err := r.load(ctx); err != nil {
+		_ = s.store.endDelete(context.WithoutCancel(ctx), dep, id, false, p.User.ID, now)
+		return err
+	}
+	busy, err := s.store.hasChildren(ctx, dep, id)
+	if err != nil || busy {
+		_ = s.store.endDelete(context.WithoutCancel(ctx), dep, id, false, p.User.ID, now)
+		if err != nil {
+			return err
+		}
+		return failf(KindConflict, "folder %d is not empty: move or delete its contents first", id)
+	}
+	return s.store.endDelete(ctx, dep, id, true, p.User.ID, now)
+}
+
+// GetPermissions returns the grants set directly on a folder the caller manages.
+func (s *Service) GetPermissions(ctx context.Context, p *identity.Principal, dep, id int64) ([]Grant, error) {
+	r, err := s.folderForRead(ctx, p, dep, id, LevelManage, "see its permissions")
+	if err != nil {
+		return nil, err
+	}
+	return sortedGrants(r.tree.folders[id].Grants), nil
+}
+
+// SetPermissions replaces the grants of a folder the caller manages.
+func (s *Service) SetPermissions(ctx context.Context, p *identity.Principal, dep, id int64, grants []Grant) ([]Grant, error) {
+	seen := map[int64]bool{}
+	for i, g := range grants {
+		if g.UserID <= 0 {
+			return nil, invalidf("grants[%d].userId must be a positive integer", i)
+		}
+		if _, ok := ParseLevel(g.Level); !ok {
+			return nil, invalidf("grants[%d].level must be one of view, edit, manage, not %q", i, g.Level)
+		}
+		if seen[g.UserID] {
+			return nil, invalidf("grants[%d].userId %d is listed twice", i, g.UserID)
+		}
+		seen[g.UserID] = true
+	}
+	if _, err := s.folderForRead(ctx, p, dep, id, LevelManage, "change its permissions"); err != nil {
+		return nil, err
+	}
+	if grants == nil {
+		grants = []Grant{}
+	}
+	d, err := s.store.updateItem(ctx, dep, id, TypeFolder, nil, bson.D{{Key: "grants", Value: grants},
+		{Key: "updatedAt", Value: s.now()}, {Key: "updatedBy", Value: p.User.ID}})
+	if err != nil {
+		return nil, err
+	}
+	if d == nil {
+		return nil, notFound(TypeFolder, id)
+	}
+	return sortedGrants(d.Grants), nil
+}
+
+// Move moves one item; it is BulkMove of one item, so both answer the same.
+func (s *Service) Move(ctx context.Context, p *identity.Principal, dep int64, ref ItemRef, dest int64) (Workbook, error) {
+	res, err := s.BulkMove(ctx, p, dep, []ItemRef{ref}, dest)
+	if err != nil {
+		return Workbook{}, err
+	}
+	if len(res.Failed) > 0 {
+		return Workbook{}, res.Failed[0].Err
+	}
+	return res.Moved[0], nil
+}
+
+// BulkMove moves items, one at a time in order, into dest (0: the root). Repeated
+// references collapse to the first. Each item is its own single-document write (a folder
+// move is recorded in the tree version first, see commit); a failed item does not undo
+// earlier ones.
+func (s *Service) BulkMove(ctx context.Context, p *identity.Principal, dep int64, refs []ItemRef, dest int64) (BulkMoveResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, writeDeadline)
+	defer cancel()
+	r, err := s.begin(ctx, p, dep)
+	if err != nil {
+		return BulkMoveResult{}, err
+	}
+	distinct := make([]ItemRef, 0, len(refs))
+	seen := map[ItemRef]bool{}
+	ids := make([]int64, 0, len(refs))
+	for _, ref := range refs {
+		if !seen[ref] {
+			seen[ref] = true
+			distinct = append(distinct, ref)
+			ids = append(ids, ref.ID)
+		}
+	}
+	if err := r.load(ctx); err != nil {
+		return BulkMoveResult{}, err
+	}
+	docs, err := s.store.findItems(ctx, dep, ids)
+	if err != nil {
+		return BulkMoveResult{}, err
+	}
+	res := BulkMoveResult{Moved: []Workbook{}, Failed: []BulkFailure{}}
+	var movedDocs []*itemDoc
+	leased, destGone := false, false
+	lease := func() error { // once per request, before the first write into dest
+		if dest == 0 || leased {
+			return nil
+		}
+		now := s.now()
+		ok, err := s.store.leaseFolder(ctx, dep, dest, now, now.Add(leaseTTL))
+		if err != nil {
+			return err
+		}
+		leased, destGone = true, !ok
+		return nil
+	}
+	defer func() {
+		if leased && !destGone {
+			s.release(ctx, dep, dest)
+		}
+	}()
+	for _, ref := range distinct {
+		d := docs[ref.ID]
+		if d == nil || d.Type != ref.Type {
+			s.fail(&res, ref, notFound(ref.Type, ref.ID))
+			continue
+		}
+		var ferr error
+		if ref.Type == TypeFolder {
+			ferr = s.moveFolder(ctx, r, d, dest, lease, &destGone)
+		} else {
+			ferr = s.moveItem(ctx, r, d, dest, lease, &destGone)
+		}
+		if f, ok := AsFailure(ferr); ok {
+			s.fail(&res, ref, f)
+			continue
+		}
+		if ferr != nil {
+			return BulkMoveResult{}, ferr
+		}
+		s.metrics.ItemsMoved.WithLabelValues(string(ref.Type), "moved").Inc()
+		movedDocs = append(movedDocs, d)
+	}
+	if len(movedDocs) > 0 {
+		out, err := s.render(ctx, r.tree, movedDocs)
+		if err != nil {
+			return BulkMoveResult{}, err
+		}
+		res.Moved = out
+	}
+	return res, nil
+}
+
+func (s *Service) fail(res *BulkMoveResult, ref ItemRef, f *Failure) {
+	outcome := map[Kind]string{KindNotFound: "not_found", KindForbidden: "forbidden", KindInvalid: "invalid", KindBusy: "busy", KindConflict: "conflict"}[f.Kind]
+	s.metrics.ItemsMoved.WithLabelValues(string(ref.Type), outcome).Inc()
+	res.Failed = append(res.Failed, BulkFailure{Ref: ref, Err: f})
+}
+
+// checkDestination is the part of a move's checks that concerns where the item goes.
+func checkDestination(t *tree, p *identity.Principal, dest int64, destGone bool) *Failure {
+	if dest != 0 && (destGone || t.folders[dest] == nil) {
+		return notFound(TypeFolder, dest)
+	}
+	return nil
+}
+
+func checkDestinationAccess(t *tree, p *identity.Principal, dest int64) *Failure {
+	if t.containerLevel(p, dest) >= LevelEdit {
+		return nil
+	}
+	if dest == 0 {
+		return forbiddenf("moving items to the workspace root needs the ai_bi_user role or higher")
+	}
+	return forbiddenf("you need edit access to folder %d to move items into it", dest)
+}
+
+func (s *Service) moveFolder(ctx context.Context, r *request, d *itemDoc, dest int64, lease func() error, destGone *bool) error {
+	p := r.p
+	return r.commit(ctx, func(t *tree) (*treeOp, error) {
+		if t.folders[d.ID] == nil {
+			return nil, notFound(TypeFolder, d.ID)
+		}
+		if f := checkDestination(t, p, dest, *destGone); f != nil {
+			return nil, f
+		}
+		if t.folderLevel(p, d.ID) < LevelEdit {
+			return nil, forbiddenf("you need edit access to folder %d to move it", d.ID)
+		}
+		if f := checkDestinationAccess(t, p, dest); f != nil {
+			return nil, f
+		}
+		if dest != 0 && t.isSelfOrDescendant(dest, d.ID) {
+			return nil, invalidf("cannot move folder %d into itself or one of its descendants (folder %d)", d.ID, dest)
+		}
+		if deepest := t.level(dest) + t.height(d.ID); deepest > MaxDepth {
+			return nil, invalidf("moving folder %d there would put a folder at level %d: folders nest at most %d levels deep", d.ID, deepest, MaxDepth)
+		}
+		cur := t.folders[d.ID]
+		d.Parent, d.Name, d.Position, d.Grants = cur.Parent, cur.Name, cur.Position, cur.Grants
+		if cur.Parent == dest {
+			return nil, nil // already there: nothing to record
+		}
+		if err := lease(); err != nil {
+			return nil, err
+		}
+		if *destGone {
+			return nil, notFound(TypeFolder, dest)
+		}
+		now := s.now()
+		d.Parent, d.UpdatedAt, d.UpdatedBy = dest, now, p.User.ID
+		return &treeOp{Kind: "move", Folder: d.ID, To: dest, By: p.User.ID, At: now}, nil
+	})
+}
+
+func (s *Service) moveItem(ctx context.Context, r *request, d *itemDoc, dest int64, lease func() error, destGone *bool) error {
+	p, t := r.p, r.tree
+	for attempt := 0; attempt < maxTreeRetries; attempt++ {
+		if f := checkDestination(t, p, dest, *destGone); f != nil {
+			return f
+		}
+		if t.itemLevel(p, d.CreatedBy, d.Parent) < LevelEdit {
+			return forbiddenf("you need edit access to %s %d to move it", d.Type.lower(), d.ID)
+		}
+		if f := checkDestinationAccess(t, p, dest); f != nil {
+			return f
+		}
+		if d.Parent == dest {
+			return nil
+		}
+		if err := lease(); err != nil {
+			return err
+		}
+		if *destGone {
+			return notFound(TypeFolder, dest)
+		}
+		now := s.now()
+		ok, err := s.store.moveItem(ctx, r.dep, d.ID, d.Parent, dest, p.User.ID, now)
+		if err != nil {
+			return err
+		}
+		if ok {
+			d.Parent, d.UpdatedAt, d.UpdatedBy = dest, now, p.User.ID
+			return nil
+		}
+		// Moved or deleted since we read it: check again against where it is now.
+		fresh, err := s.store.findItems(ctx, r.dep, []int64{d.ID})
+		if err != nil {
+			return err
+		}
+		nd := fresh[d.ID]
+		if nd == nil || nd.Type != d.Type {
+			return notFound(d.Type, d.ID)
+		}
+		*d = *nd
+	}
+	return failf(KindBusy, "%s %d kept changing during the move; retry", d.Type.lower(), d.ID)
+}
+
+// render serializes items in the Workbook shape, loading their creators at once.
+func (s *Service) render(ctx context.Context, t *tree, docs []*itemDoc) ([]Workbook, error) {
+	var ids []int64
+	seen := map[int64]bool{}
+	for _, d := range docs {
+		if !seen[d.CreatedBy] {
+			seen[d.CreatedBy] = true
+			ids = append(ids, d.CreatedBy)
+		}
+	}
+	users, err := s.store.findUsers(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Workbook, len(docs))
+	for i, d := range docs {
+		out[i] = renderItem(t, users, d)
+	}
+	return out, nil
+}
+
+var emptyObject = json.RawMessage(`{}`)
+
+func rawOrEmpty(s string) json.RawMessage {
+	if s == "" {
+		return emptyObject
+	}
+	return json.RawMessage(s)
+}
+
+var slugUnsafe = regexp.MustCompile(`[^a-z0-9]+`)
+
+func renderItem(t *tree, users map[int64]userDoc, d *itemDoc) Workbook {
+	createdBy := d.CreatedBy
+	w := Workbook{ID: d.ID, DeploymentID: d.Dep, Name: d.Name, Type: d.Type,
+		Meta: rawOrEmpty(d.Meta), CalculatedFields: rawOrEmpty(d.CalculatedFields),
+		CreatedAt: formatTime(d.CreatedAt), UpdatedAt: formatTime(d.UpdatedAt), CreatedBy: d.CreatedBy,
+		UserID: &createdBy, User: owner(users, d.CreatedBy), FolderID: optionalID(d.Parent), FolderPath: t.path(d.Parent)}
+	if d.Type != TypeFolder {
+		slug := strings.Trim(slugUnsafe.ReplaceAllString(strings.ToLower(d.Name), "-"), "-")
+		slug = strings.TrimPrefix(slug+"-", "-") + fmt.Sprint(d.ID)
+		w.Slug = &slug
+	}
+	if d.Draft != "" {
+		var c DashboardConfig
+		if json.Unmarshal([]byte(d.Draft), &c) == nil {
+			w.DashboardDraft = &c
+		}
+	}
+	if d.Published != "" {
+		var pd Dashboard
+		if json.Unmarshal([]byte(d.Published), &pd) == nil {
+			w.PublishedDashboard = &pd
+			cfg := pd.Config
+			w.DashboardPublished = &cfg
+		}
+	}
+	return w
+}
+
+// CreateItem creates a workbook or report at the root or in a folder the caller can edit.
+func (s *Service) CreateItem(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, in CreateItemInput) (Workbook, error) {
+	ctx, cancel := context.WithTimeout(ctx, writeDeadline)
+	defer cancel()
+	r, err := s.begin(ctx, p, dep)
+	if err != nil {
+		return Workbook{}, err
+	}
+	name, err := validName("name", in.Name)
+	if err != nil {
+		return Workbook{}, err
+	}
+	if err := in.DashboardDraft.Validate("dashboardDraft"); err != nil {
+		return Workbook{}, err
+	}
+	if !p.HasRole(identity.RoleAIBIUser) {
+		return Workbook{}, forbiddenf("creating a %s needs the ai_bi_user role or higher", typ.lower())
+	}
+	if err := r.load(ctx); err != nil {
+		return Workbook{}, err
+	}
+	if in.FolderID != 0 {
+		if r.tree.folders[in.FolderID] == nil {
+			return Workbook{}, notFound(TypeFolder, in.FolderID)
+		}
+		if r.tree.folderLevel(p, in.FolderID) < LevelEdit {
+			return Workbook{}, forbiddenf("you need edit access to folder %d to create a %s in it", in.FolderID, typ.lower())
+		}
+		now := s.now()
+		ok, err := s.store.leaseFolder(ctx, dep, in.FolderID, now, now.Add(leaseTTL))
+		if err != nil {
+			return Workbook{}, err
+		}
+		if !ok {
+			return Workbook{}, notFound(TypeFolder, in.FolderID)
+		}
+		defer s.release(ctx, dep, in.FolderID)
+	}
+	id, err := s.store.nextID(ctx)
+	if err != nil {
+		return Workbook{}, err
+	}
+	now := s.now()
+	d := &itemDoc{ID: id, Dep: dep, Type: typ, Name: name, Parent: in.FolderID, CreatedBy: p.User.ID, UpdatedBy: p.User.ID,
+		CreatedAt: now, UpdatedAt: now, Meta: string(in.Meta), CalculatedFields: string(in.CalculatedFields)}
+	if in.DashboardDraft != nil {
+		b, _ := json.Marshal(in.DashboardDraft)
+		d.Draft = string(b)
+	}
+	if err := s.store.insertItem(ctx, d); err != nil {
+		return Workbook{}, err
+	}
+	out, err := s.render(ctx, r.tree, []*itemDoc{d})
+	if err != nil {
+		return Workbook{}, err
+	}
+	return out[0], nil
+}
+
+// itemForAccess loads a workbook or report and checks the caller's level on it.
+func (s *Service) itemForAccess(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, id int64, need Level, verb string) (*request, *itemDoc, error) {
+	r, err := s.begin(ctx, p, dep)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := r.load(ctx); err != nil {
+		return nil, nil, err
+	}
+	docs, err := s.store.findItems(ctx, dep, []int64{id})
+	if err != nil {
+		return nil, nil, err
+	}
+	d := docs[id]
+	if d == nil || d.Type != typ {
+		return nil, nil, notFound(typ, id)
+	}
+	if r.tree.itemLevel(p, d.CreatedBy, d.Parent) < need {
+		return nil, nil, forbiddenf("you need %s access to %s %d to %s", need, typ.lower(), id, verb)
+	}
+	return r, d, nil
+}
+
+// GetItem returns a workbook or report the caller can view.
+func (s *Service) GetItem(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, id int64) (Workbook, error) {
+	r, d, err := s.itemForAccess(ctx, p, dep, typ, id, LevelView, "view it")
+	if err != nil {
+		return Workbook{}, err
+	}
+	out, err := s.render(ctx, r.tree, []*itemDoc{d})
+	if err != nil {
+		return Workbook{}, err
+	}
+	return out[0], nil
+}
+
+// Publish turns a workbook's dashboard draft into its published dashboard: a new
+// version number and version id, the same dashboard id and public id as before, and a
+// snapshot of each report that a widget refers to by `config.reportId`.
+func (s *Service) Publish(ctx context.Context, p *identity.Principal, dep, id int64) (Workbook, error) {
+	ctx, cancel := context.WithTimeout(ctx, writeDeadline)
+	defer cancel()
+	for attempt := 0; attempt < maxTreeRetries; attempt++ {
+		r, d, err := s.itemForAccess(ctx, p, dep, TypeWorkbook, id, LevelEdit, "publish it")
+		if err != nil {
+			return Workbook{}, err
+		}
+		if d.Draft == "" {
+			return Workbook{}, failf(KindConflict, "workbook %d has no dashboard draft to publish", id)
+		}
+		var cfg DashboardConfig
+		if err := json.Unmarshal([]byte(d.Draft), &cfg); err != nil {
+			return Workbook{}, fmt.Errorf("stored draft of workbook %d: %w", id, err)
+		}
+		dashID, publicID := d.DashboardID, d.PublicID
+		if dashID == 0 {
+			if dashID, err = s.store.nextID(ctx); err != nil {
+				return Workbook{}, err
+			}
+			var b [12]byte
+			_, _ = rand.Read(b[:])
+			publicID = base64.RawURLEncoding.EncodeToString(b[:])
+		}
+		versionID, err := s.store.nextID(ctx)
+		if err != nil {
+			return Workbook{}, err
+		}
+		version := d.PublishedVersion + 1
+		snaps, err := s.snapshotReports(ctx, dep, cfg, version)
+		if err != nil {
+			return Workbook{}, err
+		}
+		createdBy := p.User.ID
+		dash := Dashboard{ID: dashID, PublicID: publicID, DeploymentID: dep, WorkbookID: id, Status: StatusPublished,
+			AllowEmbed: true, Config: cfg, VersionNumber: version, VersionID: versionID, ReportSnapshots: snaps,
+			CreatedBy: &createdBy, Title: cfg.Title, Description: cfg.Description}
+		b, _ := json.Marshal(dash)
+		now := s.now()
+		nd, err := s.store.updateItem(ctx, dep, id, TypeWorkbook,
+			bson.D{{Key: "publishedVersion", Value: publishedVersionFilter(d.PublishedVersion)}},
+			bson.D{{Key: "published", Value: string(b)}, {Key: "publishedVersion", Value: version}, {Key: "dashboardId", Value: dashID},
+				{Key: "publicId", Value: publicID}, {Key: "updatedAt", Value: now}, {Key: "updatedBy", Value: p.User.ID}})
+		if err != nil {
+			return Workbook{}, err
+		}
+		if nd == nil {
+			continue // published or moved concurrently: start over
+		}
+		s.metrics.DashboardsPublished.Inc()
+		out, err := s.render(ctx, r.tree, []*itemDoc{nd})
+		if err != nil {
+			return Workbook{}, err
+		}
+		return out[0], nil
+	}
+	return Workbook{}, failf(KindBusy, "workbook %d kept changing during the publish; retry", id)
+}
+
+func publishedVersionFilter(v int64) any {
+	if v == 0 {
+		return bson.D{{Key: "$exists", Value: false}}
+	}
+	return v
+}
+
+func (s *Service) snapshotReports(ctx context.Context, dep int64, cfg DashboardConfig, version int64) ([]ReportSnapshot, error) {
+	var ids []int64
+	for _, w := range cfg.Widgets {
+		if v, ok := w.Config["reportId"].(float64); ok && v > 0 && v == float64(int64(v)) {
+			ids = append(ids, int64(v))
+		}
+	}
+	out := []ReportSnapshot{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	docs, err := s.store.findItems(ctx, dep, ids)
+	if err != nil {
+		return nil, err
+	}
+	done := map[int64]bool{}
+	for _, rid := range ids {
+		d := docs[rid]
+		if d == nil || d.Type != TypeReport || done[rid] {
+			continue
+		}
+		done[rid] = true
+		sid, err := s.store.nextID(ctx)
+		if err != nil {
+			return nil, err
+		}
+		name := d.Name
+		out = append(out, ReportSnapshot{ID: sid, ReportID: rid, VersionNumber: version, Name: &name, Title: &name, Meta: rawOrEmpty(d.Meta)})
+	}
+	return out, nil
+}
+
+// cursor is the sort key of the last item of a page.
+type cursor struct {
+	Rank     int     `json:"r"`
+	Position float64 `json:"p"`
+	Name     string  `json:"n"`
+	ID       int64   `json:"i"`
+}
+
+func keyOf(d *itemDoc) cursor {
+	rank := 1
+	if d.Type == TypeFolder {
+		rank = 0
+	}
+	return cursor{Rank: rank, Position: d.Position, Name: d.Name, ID: d.ID}
+}
+
+func (a cursor) less(b cursor) bool {
+	switch {
+	case a.Rank != b.Rank:
+		return a.Rank < b.Rank
+	case a.Position != b.Position:
+		return a.Position < b.Position
+	case a.Name != b.Name:
+		return a.Name < b.Name
+	}
+	return a.ID < b.ID
+}
+
+// List returns one page of the children of folder (0: the root) that the caller can
+// view: folders first, then by position, name and id.
+func (s *Service) List(ctx context.Context, p *identity.Principal, dep, folder int64, first int, after string) (Page, error) {
+	var from *cursor
+	if after != "" {
+		raw, err := base64.RawURLEncoding.DecodeString(after)
+		var c cursor
+		if err != nil || json.Unmarshal(raw, &c) != nil {
+			return Page{}, invalidf("after is not a cursor returned by this list")
+		}
+		from = &c
+	}
+	r, err := s.begin(ctx, p, dep)
+	if err != nil {
+		return Page{}, err
+	}
+	if err := r.load(ctx); err != nil {
+		return Page{}, err
+	}
+	if folder != 0 {
+		if r.tree.folders[folder] == nil {
+			return Page{}, notFound(TypeFolder, folder)
+		}
+		if r.tree.folderLevel(p, folder) < LevelView {
+			return Page{}, forbiddenf("you need view access to folder %d to list it", folder)
+		}
+	}
+	docs, err := s.store.children(ctx, dep, folder)
+	if err != nil {
+		return Page{}, err
+	}
+	visible := docs[:0]
+	for _, d := range docs {
+		var l Level
+		if d.Type == TypeFolder {
+			if r.tree.folders[d.ID] == nil {
+				continue
+			}
+			l = r.tree.folderLevel(p, d.ID)
+		} else {
+			l = r.tree.itemLevel(p, d.CreatedBy, d.Parent)
+		}
+		if l >= LevelView && (from == nil || from.less(keyOf(d))) {
+			visible = append(visible, d)
+		}
+	}
+	sort.Slice(visible, func(i, j int) bool { return keyOf(visible[i]).less(keyOf(visible[j])) })
+	page := Page{HasNextPage: len(visible) > first}
+	if page.HasNextPage {
+		visible = visible[:first]
+	}
+	items, err := s.render(ctx, r.tree, visible)
+	if err != nil {
+		return Page{}, err
+	}
+	page.Items = items
+	if n := len(visible); n > 0 {
+		b, _ := json.Marshal(keyOf(visible[n-1]))
+		c := base64.RawURLEncoding.EncodeToString(b)
+		page.EndCursor = &c
+	}
+	return page, nil
+}

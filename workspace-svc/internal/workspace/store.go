@@ -1,0 +1,363 @@
+package workspace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/analyticsco/platform/libs/mongox"
+)
+
+// itemDoc is one folder, workbook or report. Items point at their parent (0 = root);
+// no path is stored, so a move is a single-document write.
+type itemDoc struct {
+	ID        int64     `bson:"_id"`
+	Dep       int64     `bson:"dep"`
+	Type      ItemType  `bson:"type"`
+	Name      string    `bson:"name"`
+	Position  float64   `bson:"position"`
+	Parent    int64     `bson:"parent"`
+	CreatedBy int64     `bson:"createdBy"`
+	UpdatedBy int64     `bson:"updatedBy"`
+	CreatedAt time.Time `bson:"createdAt"`
+	UpdatedAt time.Time `bson:"updatedAt"`
+	// TreeV is, for folders, the tree version of the last structural change applied to
+	// it: the fence that makes a late re-application of an older move a no-op.
+	TreeV  int64   `bson:"treeV"`
+	Grants []Grant `bson:"grants,omitempty"`
+	// LeaseUntil is set while a request is putting items into this folder; a delete
+	// waits for it to lapse. DeletingUntil is set while a delete checks emptiness.
+	LeaseUntil    time.Time `bson:"leaseUntil,omitempty"`
+	LeaseCount    int64     `bson:"leaseCount,omitempty"`
+	DeletingUntil time.Time `bson:"deletingUntil,omitempty"`
+	Deleted       bool      `bson:"deleted,omitempty"`
+	// JSON documents kept verbatim.
+	Meta             string `bson:"meta,omitempty"`
+	CalculatedFields string `bson:"calculatedFields,omitempty"`
+	Draft            string `bson:"draft,omitempty"`
+	Published        string `bson:"published,omitempty"`
+	PublishedVersion int64  `bson:"publishedVersion,omitempty"`
+	PublicID         string `bson:"publicId,omitempty"`
+	DashboardID      int64  `bson:"dashboardId,omitempty"`
+}
+
+// treeOp is a structural change of the folder tree (a folder moved or created),
+// recorded in the tree document before it is applied so that anyone can finish it.
+type treeOp struct {
+	Kind   string    `bson:"kind"` // "move" or "create"
+	Folder int64     `bson:"folder"`
+	To     int64     `bson:"to"`
+	By     int64     `bson:"by"`
+	At     time.Time `bson:"at"`
+	Doc    *itemDoc  `bson:"doc,omitempty"`
+}
+
+type treeDoc struct {
+	ID int64   `bson:"_id"`
+	V  int64   `bson:"v"`
+	Op *treeOp `bson:"op"`
+}
+
+type userDoc struct {
+	ID        int64  `bson:"_id"`
+	Account   int64  `bson:"acct"`
+	Email     string `bson:"email"`
+	FirstName string `bson:"firstName"`
+	Picture   string `bson:"picture"`
+}
+
+// Store is the MongoDB adapter of the workspace.
+type Store struct {
+	items *mongo.Collection
+	trees *mongo.Collection
+	users *mongo.Collection
+	ids   *mongox.IDAllocator
+}
+
+// IDBlock is how many ids a replica reserves per counter update.
+const IDBlock = 100
+
+// NewStore uses db's items, trees, users and counters collections.
+func NewStore(db *mongo.Database) *Store {
+	return &Store{
+		items: db.Collection("items"),
+		trees: db.Collection("trees"),
+		users: db.Collection("users"),
+		ids:   mongox.NewIDAllocator(db.Collection("counters"), "workspace_items", IDBlock),
+	}
+}
+
+// EnsureIndexes creates the indexes the queries use, skipping those that exist (FerretDB
+// v1 drops the connection when asked to create an index that is already there).
+func (s *Store) EnsureIndexes(ctx context.Context) error {
+	cur, err := s.items.Indexes().List(ctx)
+	if err != nil {
+		return wrap("list indexes", err)
+	}
+	var existing []struct {
+		Name string `bson:"name"`
+	}
+	if err := cur.All(ctx, &existing); err != nil {
+		return wrap("list indexes", err)
+	}
+	have := map[string]bool{}
+	for _, ix := range existing {
+		have[ix.Name] = true
+	}
+	var missing []mongo.IndexModel
+	for _, ix := range []struct {
+		name string
+		keys bson.D
+	}{
+		{"dep_1_parent_1", bson.D{{Key: "dep", Value: 1}, {Key: "parent", Value: 1}}},
+		{"dep_1_type_1", bson.D{{Key: "dep", Value: 1}, {Key: "type", Value: 1}}},
+	} {
+		if !have[ix.name] {
+			missing = append(missing, mongo.IndexModel{Keys: ix.keys, Options: options.Index().SetName(ix.name)})
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	_, err = s.items.Indexes().CreateMany(ctx, missing)
+	return wrap("ensure indexes", err)
+}
+
+// errUnavailable marks database failures the transport answers with 503.
+var errUnavailable = errors.New("workspace database unavailable")
+
+func wrap(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if mongox.Unavailable(err) {
+		return fmt.Errorf("%s: %w: %w", what, errUnavailable, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+var notDeleted = bson.D{{Key: "$ne", Value: true}}
+
+func (s *Store) nextID(ctx context.Context) (int64, error) {
+	id, err := s.ids.Next(ctx)
+	return id, wrap("allocate id", err)
+}
+
+// readTree returns the deployment's tree version and its last structural op, creating
+// the tree document on first use.
+func (s *Store) readTree(ctx context.Context, dep int64) (treeDoc, error) {
+	var d treeDoc
+	err := s.trees.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: dep}},
+		bson.D{{Key: "$setOnInsert", Value: bson.D{{Key: "v", Value: int64(0)}}}},
+		options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)).Decode(&d)
+	if mongox.IsDuplicateKey(err) { // two first uses raced on MongoDB: the document exists now
+		err = s.trees.FindOne(ctx, bson.D{{Key: "_id", Value: dep}}).Decode(&d)
+	}
+	return d, wrap("read tree version", err)
+}
+
+// casTree records op as version v+1 if the tree is still at version v.
+func (s *Store) casTree(ctx context.Context, dep, v int64, op *treeOp) (bool, error) {
+	res, err := s.trees.UpdateOne(ctx, bson.D{{Key: "_id", Value: dep}, {Key: "v", Value: v}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "v", Value: v + 1}, {Key: "op", Value: op}}}})
+	if err != nil {
+		return false, wrap("commit tree version", err)
+	}
+	return res.MatchedCount == 1, nil
+}
+
+// applyOp applies the structural op recorded as version v. It is idempotent and fenced:
+// a folder already changed at version v or later is left alone, so a late or repeated
+// application never undoes a newer move.
+func (s *Store) applyOp(ctx context.Context, v int64, op *treeOp) error {
+	switch op.Kind {
+	case "move":
+		_, err := s.items.UpdateOne(ctx,
+			bson.D{{Key: "_id", Value: op.Folder}, {Key: "treeV", Value: bson.D{{Key: "$lt", Value: v}}}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: "parent", Value: op.To}, {Key: "treeV", Value: v},
+				{Key: "updatedAt", Value: op.At}, {Key: "updatedBy", Value: op.By}}}})
+		return wrap("apply folder move", err)
+	case "create":
+		doc := *op.Doc
+		doc.TreeV = v
+		_, err := s.items.InsertOne(ctx, doc)
+		if mongox.IsDuplicateKey(err) {
+			return nil
+		}
+		return wrap("apply folder creation", err)
+	}
+	return fmt.Errorf("unknown tree op %q", op.Kind)
+}
+
+// loadFolders returns every live folder of the deployment in one query.
+func (s *Store) loadFolders(ctx context.Context, dep int64) ([]*folderNode, error) {
+	cur, err := s.items.Find(ctx, bson.D{{Key: "dep", Value: dep}, {Key: "type", Value: TypeFolder}, {Key: "deleted", Value: notDeleted}},
+		options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}, {Key: "parent", Value: 1}, {Key: "name", Value: 1},
+			{Key: "position", Value: 1}, {Key: "createdBy", Value: 1}, {Key: "grants", Value: 1}}).SetBatchSize(100000))
+	if err != nil {
+		return nil, wrap("load folders", err)
+	}
+	var out []*folderNode
+	return out, wrap("load folders", cur.All(ctx, &out))
+}
+
+// findItems returns the live items of the deployment among ids, by id.
+func (s *Store) findItems(ctx context.Context, dep int64, ids []int64) (map[int64]*itemDoc, error) {
+	out := make(map[int64]*itemDoc, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	cur, err := s.items.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}, {Key: "dep", Value: dep}, {Key: "deleted", Value: notDeleted}},
+		options.Find().SetBatchSize(1000))
+	if err != nil {
+		return nil, wrap("find items", err)
+	}
+	var docs []*itemDoc
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, wrap("find items", err)
+	}
+	for _, d := range docs {
+		out[d.ID] = d
+	}
+	return out, nil
+}
+
+// children returns the live items directly inside parent.
+func (s *Store) children(ctx context.Context, dep, parent int64) ([]*itemDoc, error) {
+	cur, err := s.items.Find(ctx, bson.D{{Key: "dep", Value: dep}, {Key: "parent", Value: parent}, {Key: "deleted", Value: notDeleted}},
+		options.Find().SetBatchSize(10000))
+	if err != nil {
+		return nil, wrap("list children", err)
+	}
+	var docs []*itemDoc
+	return docs, wrap("list children", cur.All(ctx, &docs))
+}
+
+// hasChildren reports whether anything live is inside folder.
+func (s *Store) hasChildren(ctx context.Context, dep, folder int64) (bool, error) {
+	err := s.items.FindOne(ctx, bson.D{{Key: "dep", Value: dep}, {Key: "parent", Value: folder}, {Key: "deleted", Value: notDeleted}},
+		options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}})).Err()
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return false, nil
+	}
+	return err == nil, wrap("check folder contents", err)
+}
+
+// moveItem re-parents a workbook or report if it is still where the caller's access
+// check saw it.
+func (s *Store) moveItem(ctx context.Context, dep, id, from, to, by int64, at time.Time) (bool, error) {
+	res, err := s.items.UpdateOne(ctx,
+		bson.D{{Key: "_id", Value: id}, {Key: "dep", Value: dep}, {Key: "parent", Value: from}, {Key: "deleted", Value: notDeleted}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "parent", Value: to}, {Key: "updatedAt", Value: at}, {Key: "updatedBy", Value: by}}}})
+	if err != nil {
+		return false, wrap("move item", err)
+	}
+	return res.MatchedCount == 1, nil
+}
+
+// leaseFolder marks folder as receiving items until `until`, unless it is gone or being
+// deleted; false means the folder is not there.
+func (s *Store) leaseFolder(ctx context.Context, dep, folder int64, now, until time.Time) (bool, error) {
+	res, err := s.items.UpdateOne(ctx,
+		bson.D{{Key: "_id", Value: folder}, {Key: "dep", Value: dep}, {Key: "type", Value: TypeFolder}, {Key: "deleted", Value: notDeleted},
+			{Key: "$or", Value: bson.A{
+				bson.D{{Key: "deletingUntil", Value: bson.D{{Key: "$exists", Value: false}}}},
+				bson.D{{Key: "deletingUntil", Value: bson.D{{Key: "$lt", Value: now}}}},
+			}}},
+		bson.D{{Key: "$inc", Value: bson.D{{Key: "leaseCount", Value: 1}}}, {Key: "$max", Value: bson.D{{Key: "leaseUntil", Value: until}}}})
+	if err != nil {
+		return false, wrap("lease folder", err)
+	}
+	return res.MatchedCount == 1, nil
+}
+
+// releaseFolder gives a lease back. A holder that never releases (a crash) only delays
+// deletes until leaseUntil has passed.
+func (s *Store) releaseFolder(ctx context.Context, dep, folder int64) error {
+	_, err := s.items.UpdateOne(ctx, bson.D{{Key: "_id", Value: folder}, {Key: "dep", Value: dep}},
+		bson.D{{Key: "$inc", Value: bson.D{{Key: "leaseCount", Value: -1}}}})
+	return wrap("release folder", err)
+}
+
+// beginDelete marks folder as being deleted if no request holds a lease on it.
+func (s *Store) beginDelete(ctx context.Context, dep, folder int64, now, until time.Time) (bool, error) {
+	res, err := s.items.UpdateOne(ctx,
+		bson.D{{Key: "_id", Value: folder}, {Key: "dep", Value: dep}, {Key: "type", Value: TypeFolder}, {Key: "deleted", Value: notDeleted},
+			{Key: "$or", Value: bson.A{
+				bson.D{{Key: "leaseCount", Value: bson.D{{Key: "$lte", Value: 0}}}},
+				bson.D{{Key: "leaseUntil", Value: bson.D{{Key: "$exists", Value: false}}}},
+				bson.D{{Key: "leaseUntil", Value: bson.D{{Key: "$lt", Value: now}}}},
+			}}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "deletingUntil", Value: until}}}})
+	if err != nil {
+		return false, wrap("begin folder delete", err)
+	}
+	return res.MatchedCount == 1, nil
+}
+
+// endDelete tombstones the folder (deleted) or lifts the delete mark.
+func (s *Store) endDelete(ctx context.Context, dep, folder int64, deleted bool, by int64, at time.Time) error {
+	var update bson.D
+	if deleted {
+		update = bson.D{{Key: "$set", Value: bson.D{{Key: "deleted", Value: true}, {Key: "updatedAt", Value: at}, {Key: "updatedBy", Value: by}}}}
+	} else {
+		update = bson.D{{Key: "$unset", Value: bson.D{{Key: "deletingUntil", Value: ""}}}}
+	}
+	_, err := s.items.UpdateOne(ctx, bson.D{{Key: "_id", Value: folder}, {Key: "dep", Value: dep}}, update)
+	return wrap("end folder delete", err)
+}
+
+// updateItem sets fields of a live item of the deployment; false when it is not there.
+func (s *Store) updateItem(ctx context.Context, dep, id int64, typ ItemType, filter, set bson.D) (*itemDoc, error) {
+	f := append(bson.D{{Key: "_id", Value: id}, {Key: "dep", Value: dep}, {Key: "type", Value: typ}, {Key: "deleted", Value: notDeleted}}, filter...)
+	var d itemDoc
+	err := s.items.FindOneAndUpdate(ctx, f, bson.D{{Key: "$set", Value: set}},
+		options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&d)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, wrap("update item", err)
+	}
+	return &d, nil
+}
+
+func (s *Store) insertItem(ctx context.Context, d *itemDoc) error {
+	_, err := s.items.InsertOne(ctx, d)
+	return wrap("insert item", err)
+}
+
+func (s *Store) upsertUser(ctx context.Context, u userDoc) error {
+	_, err := s.users.UpdateOne(ctx, bson.D{{Key: "_id", Value: u.ID}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "acct", Value: u.Account}, {Key: "email", Value: u.Email},
+			{Key: "firstName", Value: u.FirstName}, {Key: "picture", Value: u.Picture}}}},
+		options.UpdateOne().SetUpsert(true))
+	if mongox.IsDuplicateKey(err) {
+		return nil
+	}
+	return wrap("record user", err)
+}
+
+func (s *Store) findUsers(ctx context.Context, ids []int64) (map[int64]userDoc, error) {
+	out := make(map[int64]userDoc, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	cur, err := s.users.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}})
+	if err != nil {
+		return nil, wrap("find users", err)
+	}
+	var docs []userDoc
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, wrap("find users", err)
+	}
+	for _, d := range docs {
+		out[d.ID] = d
+	}
+	return out, nil
+}

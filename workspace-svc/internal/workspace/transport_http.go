@@ -1,0 +1,409 @@
+package workspace
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"github.com/go-kit/kit/endpoint"
+	kithttp "github.com/go-kit/kit/transport/http"
+
+	"github.com/analyticsco/platform/libs/httpx"
+	"github.com/analyticsco/platform/libs/identity"
+	"github.com/analyticsco/platform/libs/logging"
+)
+
+// MaxBodyBytes bounds every request body.
+const MaxBodyBytes = 1 << 20
+
+const base = "/api/v1/deployments/{deploymentId}"
+
+// NewHTTPHandler routes the workspace API to s. The caller wraps it in identity.Require.
+func NewHTTPHandler(s *Service, logger *slog.Logger) http.Handler {
+	e := MakeEndpoints(s)
+	opts := []kithttp.ServerOption{kithttp.ServerErrorEncoder(errorEncoder(logger))}
+	mux := http.NewServeMux()
+	handle := func(method, path string, ep endpoint.Endpoint, dec kithttp.DecodeRequestFunc) {
+		mux.Handle(method+" "+base+path, kithttp.NewServer(ep, limitBody(dec), encodeResponse, opts...))
+	}
+	handle("POST", "/folders", e.CreateFolder, decodeCreateFolderRequest)
+	handle("GET", "/folders/{folderId}", e.GetFolder, decodeFolderRequest)
+	handle("PATCH", "/folders/{folderId}", e.UpdateFolder, decodeUpdateFolderRequest)
+	handle("DELETE", "/folders/{folderId}", e.DeleteFolder, decodeFolderRequest)
+	handle("GET", "/folders/{folderId}/permissions", e.GetPermissions, decodeFolderRequest)
+	handle("PUT", "/folders/{folderId}/permissions", e.SetPermissions, decodeSetPermissionsRequest)
+	handle("GET", "/workspace", e.List, decodeListRequest)
+	handle("POST", "/workspace/move", e.Move, decodeMoveRequest)
+	handle("POST", "/workspace/bulk-move", e.BulkMove, decodeBulkMoveRequest)
+	handle("POST", "/workbooks", e.CreateItem, decodeCreateItemRequest(TypeWorkbook))
+	handle("GET", "/workbooks/{workbookId}", e.GetItem, decodeItemRequest(TypeWorkbook, "workbookId"))
+	handle("POST", "/workbooks/{workbookId}/publish", e.Publish, decodeItemRequest(TypeWorkbook, "workbookId"))
+	handle("POST", "/reports", e.CreateItem, decodeCreateItemRequest(TypeReport))
+	handle("GET", "/reports/{reportId}", e.GetItem, decodeItemRequest(TypeReport, "reportId"))
+	// The same paths with another method: a JSON 405 instead of the mux's plain text.
+	for _, p := range []string{"/folders", "/folders/{folderId}", "/folders/{folderId}/permissions", "/workspace", "/workspace/move",
+		"/workspace/bulk-move", "/workbooks", "/workbooks/{workbookId}", "/workbooks/{workbookId}/publish", "/reports", "/reports/{reportId}"} {
+		mux.HandleFunc(base+p, func(w http.ResponseWriter, r *http.Request) {
+			httpx.WriteError(w, http.StatusMethodNotAllowed, "method "+r.Method+" is not allowed on "+r.URL.Path)
+		})
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		httpx.WriteError(w, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path)
+	})
+	return mux
+}
+
+func limitBody(dec kithttp.DecodeRequestFunc) kithttp.DecodeRequestFunc {
+	return func(ctx context.Context, r *http.Request) (any, error) {
+		r.Body = http.MaxBytesReader(nil, r.Body, MaxBodyBytes)
+		return dec(ctx, r)
+	}
+}
+
+func encodeResponse(_ context.Context, w http.ResponseWriter, resp any) error {
+	switch v := resp.(type) {
+	case noContent:
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	case BulkMoveResult:
+		httpx.WriteJSON(w, http.StatusOK, encodeBulkMoveResult(v))
+		return nil
+	case Page:
+		httpx.WriteJSON(w, http.StatusOK, map[string]any{"items": v.Items, "pageInfo": map[string]any{"hasNextPage": v.HasNextPage, "endCursor": v.EndCursor}})
+		return nil
+	}
+	httpx.WriteJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+type bulkFailureBody struct {
+	Type  ItemType    `json:"type"`
+	ID    int64       `json:"id"`
+	Error httpx.Error `json:"error"`
+}
+
+func encodeBulkMoveResult(r BulkMoveResult) map[string]any {
+	failed := make([]bulkFailureBody, len(r.Failed))
+	for i, f := range r.Failed {
+		failed[i] = bulkFailureBody{Type: f.Ref.Type, ID: f.Ref.ID, Error: httpx.Error{Status: statusOf(f.Err.Kind), Message: f.Err.Message}}
+	}
+	return map[string]any{"moved": r.Moved, "failed": failed}
+}
+
+func statusOf(k Kind) int {
+	switch k {
+	case KindInvalid:
+		return http.StatusBadRequest
+	case KindForbidden:
+		return http.StatusForbidden
+	case KindNotFound:
+		return http.StatusNotFound
+	case KindConflict:
+		return http.StatusConflict
+	case KindBusy:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+// errorEncoder maps domain failures and client errors to their status; anything else is
+// a 503 when the database is unreachable, or a logged 500 that reveals nothing.
+func errorEncoder(logger *slog.Logger) kithttp.ErrorEncoder {
+	return func(ctx context.Context, err error, w http.ResponseWriter) {
+		var he *httpx.Error
+		switch f, ok := AsFailure(err); {
+		case ok:
+			httpx.WriteError(w, statusOf(f.Kind), f.Message)
+		case errors.As(err, &he):
+			httpx.WriteError(w, he.Status, he.Message)
+		case errors.Is(err, errUnavailable) || errors.Is(err, context.DeadlineExceeded):
+			logger.WarnContext(ctx, "database unavailable", "err", err)
+			httpx.WriteError(w, http.StatusServiceUnavailable, "the workspace database is unavailable; retry shortly")
+		default:
+			logger.ErrorContext(ctx, "internal error", "err", err)
+			httpx.WriteError(w, http.StatusInternalServerError, "internal error (request id "+logging.RequestID(ctx)+")")
+		}
+	}
+}
+
+func scopeOf(r *http.Request) (scope, error) {
+	dep, err := identity.DeploymentFromPath(r)
+	if err != nil {
+		return scope{}, err
+	}
+	return scope{P: identity.FromContext(r.Context()), Dep: dep}, nil
+}
+
+func pathID(r *http.Request, name string, t ItemType) (int64, error) {
+	raw := r.PathValue(name)
+	id, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, httpx.Errorf(http.StatusBadRequest, "%s in the path must be a positive integer, not %q", name, raw)
+	}
+	return id, nil
+}
+
+func decodeCreateFolderRequest(_ context.Context, r *http.Request) (any, error) {
+	sc, err := scopeOf(r)
+	if err != nil {
+		return nil, err
+	}
+	var body struct {
+		Name     *string  `json:"name"`
+		ParentID *int64   `json:"parentId"`
+		Position *float64 `json:"position"`
+	}
+	if err := httpx.DecodeJSON(r, &body); err != nil {
+		return nil, err
+	}
+	if body.Name == nil {
+		return nil, httpx.Errorf(http.StatusBadRequest, "name is required")
+	}
+	in := CreateFolderInput{Name: *body.Name, Position: body.Position}
+	if body.ParentID != nil {
+		if *body.ParentID <= 0 {
+			return nil, httpx.Errorf(http.StatusBadRequest, "parentId must be a positive integer; omit it to create at the workspace root")
+		}
+		in.ParentID = *body.ParentID
+	}
+	return createFolderRequest{scope: sc, In: in}, nil
+}
+
+func decodeFolderRequest(_ context.Context, r *http.Request) (any, error) {
+	sc, err := scopeOf(r)
+	if err != nil {
+		return nil, err
+	}
+	id, err := pathID(r, "folderId", TypeFolder)
+	if err != nil {
+		return nil, err
+	}
+	return folderRequest{scope: sc, ID: id}, nil
+}
+
+func decodeUpdateFolderRequest(ctx context.Context, r *http.Request) (any, error) {
+	fr, err := decodeFolderRequest(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	var body struct {
+		Name     *string  `json:"name"`
+		Position *float64 `json:"position"`
+	}
+	if err := httpx.DecodeJSON(r, &body); err != nil {
+		return nil, err
+	}
+	if body.Name == nil && body.Position == nil {
+		return nil, httpx.Errorf(http.StatusBadRequest, "nothing to update: send name and/or position")
+	}
+	f := fr.(folderRequest)
+	return updateFolderRequest{scope: f.scope, ID: f.ID, Name: body.Name, Position: body.Position}, nil
+}
+
+func decodeSetPermissionsRequest(ctx context.Context, r *http.Request) (any, error) {
+	fr, err := decodeFolderRequest(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	var body struct {
+		Grants *[]struct {
+			UserID *int64  `json:"userId"`
+			Level  *string `json:"level"`
+		} `json:"grants"`
+	}
+	if err := httpx.DecodeJSON(r, &body); err != nil {
+		return nil, err
+	}
+	if body.Grants == nil {
+		return nil, httpx.Errorf(http.StatusBadRequest, "grants is required (an empty array removes every grant)")
+	}
+	grants := make([]Grant, 0, len(*body.Grants))
+	for i, g := range *body.Grants {
+		if g.UserID == nil {
+			return nil, httpx.Errorf(http.StatusBadRequest, "grants[%d].userId is required", i)
+		}
+		if g.Level == nil {
+			return nil, httpx.Errorf(http.StatusBadRequest, "grants[%d].level is required", i)
+		}
+		grants = append(grants, Grant{UserID: *g.UserID, Level: *g.Level})
+	}
+	f := fr.(folderRequest)
+	return setPermissionsRequest{scope: f.scope, ID: f.ID, Grants: grants}, nil
+}
+
+func decodeListRequest(_ context.Context, r *http.Request) (any, error) {
+	sc, err := scopeOf(r)
+	if err != nil {
+		return nil, err
+	}
+	q := r.URL.Query()
+	req := listRequest{scope: sc, First: DefaultPage, After: q.Get("after")}
+	if raw := q.Get("folderId"); raw != "" {
+		id, err := strconv.ParseInt(raw, 10, 64)
+		if err != nil || id <= 0 {
+			return nil, httpx.Errorf(http.StatusBadRequest, "folderId must be a positive integer, not %q; omit it for the workspace root", raw)
+		}
+		req.Folder = id
+	}
+	if raw := q.Get("first"); raw != "" {
+		n, err := strconv.Atoi(raw)
+		if err != nil || n < 1 || n > MaxPage {
+			return nil, httpx.Errorf(http.StatusBadRequest, "first must be an integer from 1 to %d, not %q", MaxPage, raw)
+		}
+		req.First = n
+	}
+	return req, nil
+}
+
+// rawRef is an item reference as sent: fields are pointers so a missing one is named.
+type rawRef struct {
+	Type *string `json:"type"`
+	ID   *int64  `json:"id"`
+}
+
+func (rr rawRef) ref(field string) (ItemRef, error) {
+	switch {
+	case rr.Type == nil:
+		return ItemRef{}, httpx.Errorf(http.StatusBadRequest, "%stype is required", field)
+	case !ItemType(*rr.Type).Valid():
+		return ItemRef{}, httpx.Errorf(http.StatusBadRequest, "%stype must be one of FOLDER, WORKBOOK, REPORT, not %q", field, *rr.Type)
+	case rr.ID == nil:
+		return ItemRef{}, httpx.Errorf(http.StatusBadRequest, "%sid is required", field)
+	case *rr.ID <= 0:
+		return ItemRef{}, httpx.Errorf(http.StatusBadRequest, "%sid must be a positive integer", field)
+	}
+	return ItemRef{Type: ItemType(*rr.Type), ID: *rr.ID}, nil
+}
+
+func destination(folderID *int64) (int64, error) {
+	if folderID == nil {
+		return 0, nil
+	}
+	if *folderID <= 0 {
+		return 0, httpx.Errorf(http.StatusBadRequest, "folderId must be a positive integer, or null for the workspace root")
+	}
+	return *folderID, nil
+}
+
+func decodeMoveRequest(_ context.Context, r *http.Request) (any, error) {
+	sc, err := scopeOf(r)
+	if err != nil {
+		return nil, err
+	}
+	var body struct {
+		rawRef
+		FolderID *int64 `json:"folderId"`
+	}
+	if err := httpx.DecodeJSON(r, &body); err != nil {
+		return nil, err
+	}
+	ref, err := body.rawRef.ref("")
+	if err != nil {
+		return nil, err
+	}
+	dest, err := destination(body.FolderID)
+	if err != nil {
+		return nil, err
+	}
+	return moveRequest{scope: sc, Ref: ref, Dest: dest}, nil
+}
+
+func decodeBulkMoveRequest(_ context.Context, r *http.Request) (any, error) {
+	sc, err := scopeOf(r)
+	if err != nil {
+		return nil, err
+	}
+	var body struct {
+		Items    *[]rawRef `json:"items"`
+		FolderID *int64    `json:"folderId"`
+	}
+	if err := httpx.DecodeJSON(r, &body); err != nil {
+		return nil, err
+	}
+	if body.Items == nil {
+		return nil, httpx.Errorf(http.StatusBadRequest, "items is required: 1 to %d item references", MaxBulkItems)
+	}
+	if n := len(*body.Items); n < 1 || n > MaxBulkItems {
+		return nil, httpx.Errorf(http.StatusBadRequest, "items must hold 1 to %d item references, not %d", MaxBulkItems, n)
+	}
+	refs := make([]ItemRef, len(*body.Items))
+	for i, rr := range *body.Items {
+		if refs[i], err = rr.ref("items[" + strconv.Itoa(i) + "]."); err != nil {
+			return nil, err
+		}
+	}
+	dest, err := destination(body.FolderID)
+	if err != nil {
+		return nil, err
+	}
+	return bulkMoveRequest{scope: sc, Refs: refs, Dest: dest}, nil
+}
+
+func jsonObject(field string, raw json.RawMessage) (json.RawMessage, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return nil, nil
+	}
+	if raw[0] != '{' {
+		return nil, httpx.Errorf(http.StatusBadRequest, "%s must be an object", field)
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return nil, httpx.Errorf(http.StatusBadRequest, "%s must be an object", field)
+	}
+	return buf.Bytes(), nil
+}
+
+func decodeCreateItemRequest(t ItemType) kithttp.DecodeRequestFunc {
+	return func(_ context.Context, r *http.Request) (any, error) {
+		sc, err := scopeOf(r)
+		if err != nil {
+			return nil, err
+		}
+		var body struct {
+			Name             *string          `json:"name"`
+			FolderID         *int64           `json:"folderId"`
+			Meta             json.RawMessage  `json:"meta"`
+			CalculatedFields json.RawMessage  `json:"calculatedFields"`
+			DashboardDraft   *DashboardConfig `json:"dashboardDraft"`
+		}
+		if err := httpx.DecodeJSON(r, &body); err != nil {
+			return nil, err
+		}
+		if body.Name == nil {
+			return nil, httpx.Errorf(http.StatusBadRequest, "name is required")
+		}
+		in := CreateItemInput{Name: *body.Name, DashboardDraft: body.DashboardDraft}
+		if in.FolderID, err = destination(body.FolderID); err != nil {
+			return nil, err
+		}
+		if in.Meta, err = jsonObject("meta", body.Meta); err != nil {
+			return nil, err
+		}
+		if in.CalculatedFields, err = jsonObject("calculatedFields", body.CalculatedFields); err != nil {
+			return nil, err
+		}
+		if err := body.DashboardDraft.Validate("dashboardDraft"); err != nil {
+			return nil, httpx.Errorf(http.StatusBadRequest, "%s", err.Error())
+		}
+		return createItemRequest{scope: sc, Type: t, In: in}, nil
+	}
+}
+
+func decodeItemRequest(t ItemType, param string) kithttp.DecodeRequestFunc {
+	return func(_ context.Context, r *http.Request) (any, error) {
+		sc, err := scopeOf(r)
+		if err != nil {
+			return nil, err
+		}
+		id, err := pathID(r, param, t)
+		if err != nil {
+			return nil, err
+		}
+		return itemRequest{scope: sc, Type: t, ID: id}, nil
+	}
+}
