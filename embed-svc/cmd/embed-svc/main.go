@@ -1,16 +1,29 @@
 // Command embed-svc mints, exchanges, verifies and revokes embed sessions.
+//
+//	embed-svc                      serve the API
+//	embed-svc rotate-keys          publish a new signing key; it signs after EMBED_KEY_PUBLISH_DELAY
+//	embed-svc account-settings --account ID [--allow-ai=true|false|inherit] ...
+//	                               set an account's account-wide embed settings
 package main
 
 import (
 	"context"
+	"encoding/json"
+	"flag"
 	"fmt"
-	"net/http"
 	"os"
+	"strconv"
+	"time"
+	_ "time/tzdata" // timezone settings are checked against the IANA database in any image
 
 	"github.com/nats-io/nats.go"
 	"github.com/redis/go-redis/v9"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/analyticsco/platform/embed-svc/config"
+	"github.com/analyticsco/platform/embed-svc/internal/app"
+	"github.com/analyticsco/platform/embed-svc/internal/embed"
+	"github.com/analyticsco/platform/embed-svc/internal/store/mongostore"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
 	"github.com/analyticsco/platform/libs/obs"
@@ -20,7 +33,18 @@ import (
 const serviceName = "embed-svc"
 
 func main() {
-	if err := run(); err != nil {
+	var err error
+	switch {
+	case len(os.Args) > 1 && os.Args[1] == "rotate-keys":
+		err = rotateKeys()
+	case len(os.Args) > 1 && os.Args[1] == "account-settings":
+		err = accountSettings(os.Args[2:])
+	case len(os.Args) > 1:
+		err = fmt.Errorf("unknown command %q (commands: rotate-keys, account-settings)", os.Args[1])
+	default:
+		err = run()
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, serviceName+":", err)
 		os.Exit(1)
 	}
@@ -57,26 +81,109 @@ func run() error {
 	}
 	defer nc.Drain()
 
-	api := http.NewServeMux()
-	api.HandleFunc("/", server.NotFound)
-
-	h := server.Handler(server.Options{
-		Service:  serviceName,
-		Logger:   proc.Logger,
-		Registry: obs.NewRegistry(),
-		API:      identity.Require(signer, api),
-		Checks: []server.Check{
-			{Name: "mongodb", Check: mongox.Ping(client)},
-			{Name: "redis", Check: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }},
-			{Name: "nats", Check: func(context.Context) error { return natsConnected(nc) }},
-		},
-	})
-	return server.Run(proc.Ctx, proc.Logger, cfg.HTTPAddr, h, cfg.ShutdownTimeout)
+	a, err := app.New(proc.Ctx, deps(cfg, proc, signer, client, rdb, nc))
+	if err != nil {
+		return err
+	}
+	return server.Run(proc.Ctx, proc.Logger, cfg.HTTPAddr, a.Handler, cfg.ShutdownTimeout)
 }
 
-func natsConnected(nc *nats.Conn) error {
-	if !nc.IsConnected() {
-		return fmt.Errorf("not connected (%s)", nc.Status())
+func deps(cfg config.Config, proc *server.Process, signer *identity.Signer, client *mongo.Client, rdb *redis.Client, nc *nats.Conn) app.Deps {
+	return app.Deps{
+		Logger: proc.Logger, Signer: signer, Mongo: client, Database: cfg.MongoDatabase, IdentityDatabase: cfg.IdentityMongoDatabase,
+		Redis: rdb, NATS: nc, KeyEncryptionKey: cfg.KeyEncryptionKey, TokenIssuer: cfg.TokenIssuer,
+		KeyPublishDelay: cfg.KeyPublishDelay, KeyRefresh: cfg.KeyRefresh, BranchTimeout: cfg.BranchResolveTimeout,
+		Registry: obs.NewRegistry(),
 	}
+}
+
+func rotateKeys() error {
+	cfg, err := config.Load()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	client, err := mongox.Connect(ctx, cfg.MongoURI, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = client.Disconnect(context.Background()) }()
+	kr, err := app.NewKeyring(client.Database(cfg.MongoDatabase), app.Deps{KeyEncryptionKey: cfg.KeyEncryptionKey, KeyPublishDelay: cfg.KeyPublishDelay})
+	if err != nil {
+		return err
+	}
+	if err := kr.Ensure(ctx); err != nil {
+		return err
+	}
+	kid, err := kr.Rotate(ctx)
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(os.Stdout).Encode(map[string]any{
+		"kid": kid, "signsFrom": time.Now().Add(cfg.KeyPublishDelay).UTC().Format(time.RFC3339),
+	})
+}
+
+// triState parses "true", "false" or "inherit" into a setting.
+type triState struct{ v **bool }
+
+func (t triState) String() string { return "" }
+func (t triState) Set(s string) error {
+	if s == "inherit" {
+		*t.v = nil
+		return nil
+	}
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return fmt.Errorf("want true, false or inherit")
+	}
+	*t.v = &b
 	return nil
+}
+
+type optString struct{ v **string }
+
+func (o optString) String() string { return "" }
+func (o optString) Set(s string) error {
+	if s == "" {
+		*o.v = nil
+		return nil
+	}
+	*o.v = &s
+	return nil
+}
+
+func accountSettings(args []string) error {
+	fs := flag.NewFlagSet("account-settings", flag.ContinueOnError)
+	account := fs.Int64("account", 0, "account id")
+	var s embed.AccountSettings
+	fs.Var(triState{&s.AllowAI}, "allow-ai", "true, false or inherit")
+	fs.Var(triState{&s.ShowDashboardChat}, "show-dashboard-chat", "true, false or inherit")
+	fs.Var(triState{&s.ShowWorkbookChat}, "show-workbook-chat", "true, false or inherit")
+	fs.Var(triState{&s.ShowAIWidgets}, "show-ai-widgets", "true, false or inherit")
+	fs.Var(optString{&s.Locale}, "locale", "BCP-47 locale, empty for none")
+	fs.Var(optString{&s.Timezone}, "timezone", "IANA time zone, empty for none")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *account <= 0 {
+		return fmt.Errorf("--account is required")
+	}
+	cfg, err := config.Load()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	client, err := mongox.Connect(ctx, cfg.MongoURI, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = client.Disconnect(context.Background()) }()
+	st := mongostore.New(client.Database(cfg.MongoDatabase), client.Database(cfg.IdentityMongoDatabase))
+	if err := st.SetAccountSettings(ctx, *account, s); err != nil {
+		return err
+	}
+	return json.NewEncoder(os.Stdout).Encode(map[string]any{"accountId": *account, "settings": s})
 }

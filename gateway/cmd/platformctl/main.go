@@ -154,10 +154,16 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		result, err = platformctl.Seed(ctx, st, is, e.gateway)
+		out, err := platformctl.Seed(ctx, st, is, e.gateway)
 		if err != nil {
 			return err
 		}
+		// acme's account-wide groups and attributes live in embed-svc: created through
+		// the gateway's API, so stdout stays the one JSON object below.
+		if err := platformctl.SeedCatalog(ctx, out.Gateway, out.Accounts["acme"].APIKeys["admin"], platformctl.AcmeCatalog); err != nil {
+			return err
+		}
+		result = out
 	case "accounts create":
 		name := fs.String("name", "", "account name")
 		plan := fs.String("plan", store.PlanFree, "plan")

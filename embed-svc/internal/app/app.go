@@ -1,0 +1,95 @@
+// Package app wires embed-svc: the stores, the keyring, the branch resolver and the
+// service behind its HTTP transport. main and the black-box tests build the same thing.
+package app
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/analyticsco/platform/embed-svc/internal/branches"
+	"github.com/analyticsco/platform/embed-svc/internal/embed"
+	"github.com/analyticsco/platform/embed-svc/internal/keys"
+	"github.com/analyticsco/platform/embed-svc/internal/store/mongostore"
+	"github.com/analyticsco/platform/embed-svc/internal/store/redisstore"
+	"github.com/analyticsco/platform/libs/identity"
+	"github.com/analyticsco/platform/libs/server"
+)
+
+// Deps are what the service needs from its process.
+type Deps struct {
+	Logger           *slog.Logger
+	Registry         *prometheus.Registry
+	Signer           *identity.Signer // verifies the gateway's forwarded identity
+	Mongo            *mongo.Client
+	Database         string // embed-svc's own database
+	IdentityDatabase string // the gateway's identity store, read-only
+	Redis            redis.UniversalClient
+	NATS             *nats.Conn
+	KeyEncryptionKey string
+	TokenIssuer      string
+	KeyPublishDelay  time.Duration
+	KeyRefresh       time.Duration
+	BranchTimeout    time.Duration
+	Now              func() time.Time // nil: time.Now
+}
+
+// App is the wired service.
+type App struct {
+	Handler http.Handler // the root handler: API, /healthz, /readyz, /metrics
+	Keyring *keys.Keyring
+	Store   *mongostore.Store
+}
+
+// New wires the service, creating indexes and a first signing key when needed.
+func New(ctx context.Context, d Deps) (*App, error) {
+	db := d.Mongo.Database(d.Database)
+	st := mongostore.New(db, d.Mongo.Database(d.IdentityDatabase))
+	if err := st.EnsureIndexes(ctx); err != nil {
+		return nil, err
+	}
+	kr, err := NewKeyring(d.Mongo.Database(d.Database), d)
+	if err != nil {
+		return nil, err
+	}
+	if err := kr.Ensure(ctx); err != nil {
+		return nil, err
+	}
+	svc := embed.NewService(embed.Deps{
+		Catalog: st, Users: st, Sessions: redisstore.New(d.Redis), Branches: branches.New(d.NATS, d.BranchTimeout),
+		Signer: kr, Issuer: d.TokenIssuer, Now: d.Now,
+	})
+	svc = embed.InstrumentingMiddleware(embed.NewMetrics(d.Registry))(svc)
+	api := embed.NewHTTPHandler(embed.MakeEndpoints(svc), d.Logger)
+	h := server.Handler(server.Options{
+		Service:  "embed-svc",
+		Logger:   d.Logger,
+		Registry: d.Registry,
+		API:      identity.Require(d.Signer, api),
+		Checks: []server.Check{
+			{Name: "mongodb", Check: func(ctx context.Context) error { return d.Mongo.Ping(ctx, nil) }},
+			{Name: "redis", Check: func(ctx context.Context) error { return d.Redis.Ping(ctx).Err() }},
+			{Name: "nats", Check: func(context.Context) error {
+				if !d.NATS.IsConnected() {
+					return nats.ErrConnectionClosed
+				}
+				return nil
+			}},
+		},
+	})
+	return &App{Handler: h, Keyring: kr, Store: st}, nil
+}
+
+// NewKeyring builds the keyring on db's signing_keys collection (also used by the
+// rotate-keys command).
+func NewKeyring(db *mongo.Database, d Deps) (*keys.Keyring, error) {
+	return keys.New(db.Collection("signing_keys"), keys.Options{
+		EncryptionKey: d.KeyEncryptionKey, PublishDelay: d.KeyPublishDelay, Refresh: d.KeyRefresh, Now: d.Now,
+	})
+}

@@ -1,0 +1,395 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/nats-io/nats.go"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/analyticsco/platform/embed-svc/internal/app"
+	"github.com/analyticsco/platform/embed-svc/internal/branches"
+	"github.com/analyticsco/platform/gateway/gatewaytest"
+	"github.com/analyticsco/platform/libs/devstack"
+	"github.com/analyticsco/platform/libs/identity"
+	"github.com/analyticsco/platform/libs/mongox"
+	"github.com/analyticsco/platform/libs/obs"
+)
+
+const issuer = "https://embed.platform.test"
+
+// clock is a test clock that can be moved forward.
+type clock struct{ offset atomic.Int64 }
+
+func (c *clock) Now() time.Time          { return time.Now().Add(time.Duration(c.offset.Load())) }
+func (c *clock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
+
+// redisCounter counts the commands a go-redis client sends.
+type redisCounter struct{ n atomic.Int64 }
+
+func (c *redisCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *redisCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() != "hello" && cmd.Name() != "client" && cmd.Name() != "ping" {
+			c.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (c *redisCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.n.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+// env is one full stack: FerretDB, Redis, NATS, embed-svc and the real gateway.
+type env struct {
+	gw       *gatewaytest.Stack
+	svcURL   string
+	app      *app.App
+	rdb      *redis.Client
+	nc       *nats.Conn
+	clock    *clock
+	mongoCmd *mongox.CommandCounter
+	redisCmd *redisCounter
+	signer   *identity.Signer
+	branches atomic.Pointer[nats.Subscription]
+}
+
+// branchResponder answers dbtsync.branches.resolve like dbtsync-svc: "main" is
+// production, "feature-*" exists and is served, "stale-*" exists and is not served.
+func branchResponder(t *testing.T, nc *nats.Conn) *nats.Subscription {
+	sub, err := nc.Subscribe(branches.Subject, func(m *nats.Msg) {
+		var req branches.Request
+		_ = json.Unmarshal(m.Data, &req)
+		rep := branches.Reply{}
+		switch {
+		case req.BranchName == req.ProductionBranch:
+			rep = branches.Reply{Exists: true, Served: true, Production: true}
+		case strings.HasPrefix(req.BranchName, "feature-"):
+			rep = branches.Reply{Exists: true, Served: true}
+		case strings.HasPrefix(req.BranchName, "stale-"):
+			rep = branches.Reply{Exists: true}
+		}
+		raw, _ := json.Marshal(rep)
+		_ = m.Respond(raw)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sub
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	mongo := devstack.MongoForTest(t)
+	rs := devstack.RedisForTest(t)
+	ns := devstack.NATSForTest(t)
+	ctx := context.Background()
+
+	e := &env{clock: &clock{}, mongoCmd: &mongox.CommandCounter{}, redisCmd: &redisCounter{}}
+	client, err := mongox.Connect(ctx, mongo.URI, e.mongoCmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	ropts, err := redis.ParseURL(rs.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.rdb = redis.NewClient(ropts)
+	e.rdb.AddHook(e.redisCmd)
+	t.Cleanup(func() { _ = e.rdb.Close() })
+	e.nc, err = nats.Connect(ns.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.nc.Close)
+	e.branches.Store(branchResponder(t, e.nc))
+
+	signingKey := gatewaytest.NewSigningKey()
+	e.signer, _ = identity.NewSigner(signingKey)
+	identityDB := devstack.UniqueName(t, "identity")
+	var encKey [32]byte
+	copy(encKey[:], "embed-svc-test-key-0123456789abc")
+	a, err := app.New(ctx, app.Deps{
+		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Registry: obs.NewRegistry(), Signer: e.signer,
+		Mongo: client, Database: devstack.UniqueName(t, "embed"), IdentityDatabase: identityDB,
+		Redis: e.rdb, NATS: e.nc, KeyEncryptionKey: base64.StdEncoding.EncodeToString(encKey[:]), TokenIssuer: issuer,
+		KeyPublishDelay: 10 * time.Minute, KeyRefresh: time.Hour, BranchTimeout: 2 * time.Second, Now: e.clock.Now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.app = a
+	svc := httptest.NewServer(a.Handler)
+	t.Cleanup(svc.Close)
+	e.svcURL = svc.URL
+
+	// The gateway's real embed-token verifier: embed-svc's JWKS and revocations in Redis.
+	e.gw = gatewaytest.Start(t, gatewaytest.Options{
+		MongoURI: mongo.URI, Database: identityDB, SigningKey: signingKey,
+		Upstreams: map[string]string{"embed-svc": svc.URL}, RedisURL: rs.URL, EmbedIssuer: issuer,
+	})
+	return e
+}
+
+type claims struct {
+	jwt.RegisteredClaims
+	SID string         `json:"sid"`
+	Acc int64          `json:"acc"`
+	Dep int64          `json:"dep"`
+	Br  string         `json:"br"`
+	Ten string         `json:"ten"`
+	CM  bool           `json:"cm"`
+	Int bool           `json:"int"`
+	UID int64          `json:"uid"`
+	Set map[string]any `json:"set"`
+}
+
+func fetchJWKS(url string) (map[string]ed25519.PublicKey, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var set struct {
+		Keys []struct{ Kty, Crv, X, Kid, Use, Alg string } `json:"keys"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&set); err != nil {
+		return nil, err
+	}
+	out := map[string]ed25519.PublicKey{}
+	for _, k := range set.Keys {
+		if k.Kty != "OKP" || k.Crv != "Ed25519" || k.Alg != "EdDSA" || k.Use != "sig" {
+			return nil, fmt.Errorf("bad jwk %+v", k)
+		}
+		x, err := base64.RawURLEncoding.DecodeString(k.X)
+		if err != nil {
+			return nil, err
+		}
+		out[k.Kid] = ed25519.PublicKey(x)
+	}
+	return out, nil
+}
+
+func (e *env) jwksURL() string { return e.gw.URL + "/api/v1/embed/.well-known/jwks.json" }
+
+// parseToken verifies an embed-svc JWT against the keys published through the gateway.
+func parseToken(jwksURL, token, audience string) (*claims, error) {
+	keys, err := fetchJWKS(jwksURL)
+	if err != nil {
+		return nil, err
+	}
+	var c claims
+	_, err = jwt.ParseWithClaims(token, &c, func(tok *jwt.Token) (any, error) {
+		kid, _ := tok.Header["kid"].(string)
+		k, ok := keys[kid]
+		if !ok {
+			return nil, fmt.Errorf("unknown kid %q", kid)
+		}
+		return k, nil
+	}, jwt.WithValidMethods([]string{"EdDSA"}), jwt.WithIssuer(issuer), jwt.WithAudience(audience), jwt.WithExpirationRequired())
+	if err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// ---------------------------------------------------------------- HTTP helpers
+
+type resp struct {
+	Status int
+	Body   []byte
+	Header http.Header
+}
+
+func (r resp) json(t *testing.T, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.Body, v); err != nil {
+		t.Fatalf("decode %s: %v", r.Body, err)
+	}
+}
+
+func (r resp) message(t *testing.T) string {
+	var e struct {
+		Status  int    `json:"status"`
+		Message string `json:"message"`
+	}
+	r.json(t, &e)
+	if e.Status != r.Status {
+		t.Fatalf("error body status %d != HTTP status %d: %s", e.Status, r.Status, r.Body)
+	}
+	return e.Message
+}
+
+func call(t *testing.T, method, url, auth string, body any) resp {
+	t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		raw, _ := json.Marshal(b)
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	return resp{Status: res.StatusCode, Body: raw, Header: res.Header}
+}
+
+func (e *env) do(t *testing.T, method, path, auth string, body any) resp {
+	t.Helper()
+	return call(t, method, e.gw.URL+path, auth, body)
+}
+
+func apiKey(k string) string { return "Api-Key " + k }
+func bearer(k string) string { return "Bearer " + k }
+
+func (e *env) acme() gatewaytest.SeedAccount   { return e.gw.Seed.Accounts["acme"] }
+func (e *env) globex() gatewaytest.SeedAccount { return e.gw.Seed.Accounts["globex"] }
+
+// mint generates a session through the gateway with acme's admin key and expects 200.
+func (e *env) mint(t *testing.T, body map[string]any) string {
+	t.Helper()
+	return e.mintAs(t, apiKey(e.acme().APIKeys["admin"]), body)
+}
+
+func (e *env) mintAs(t *testing.T, auth string, body map[string]any) string {
+	t.Helper()
+	r := e.do(t, "POST", "/api/v1/embed/generate-session", auth, body)
+	if r.Status != 200 {
+		t.Fatalf("generate-session = %d %s", r.Status, r.Body)
+	}
+	var out struct {
+		SessionID string `json:"sessionId"`
+	}
+	r.json(t, &out)
+	if len(out.SessionID) < 22 {
+		t.Fatalf("session id %q is shorter than 128 bits", out.SessionID)
+	}
+	return out.SessionID
+}
+
+type tokenResp struct {
+	Token     string    `json:"token"`
+	ExpiresAt time.Time `json:"expiresAt"`
+	RefreshAt time.Time `json:"refreshAt"`
+}
+
+func (e *env) exchange(t *testing.T, sessionID string) tokenResp {
+	t.Helper()
+	r := e.do(t, "POST", "/api/v1/embed/session/exchange", "", map[string]any{"sessionId": sessionID})
+	if r.Status != 200 {
+		t.Fatalf("exchange = %d %s", r.Status, r.Body)
+	}
+	var out tokenResp
+	r.json(t, &out)
+	return out
+}
+
+type sessionInfo struct {
+	SessionID string `json:"sessionId"`
+	User      struct {
+		Kind        string  `json:"kind"`
+		ID          int64   `json:"id"`
+		ExternalID  *string `json:"externalId"`
+		Username    *string `json:"username"`
+		Email       *string `json:"email"`
+		DisplayName *string `json:"displayName"`
+		Picture     *string `json:"picture"`
+	} `json:"user"`
+	AccountID      int64  `json:"accountId"`
+	DeploymentID   int64  `json:"deploymentId"`
+	BranchName     string `json:"branchName"`
+	Production     bool   `json:"production"`
+	EmbedTenant    string `json:"embedTenantName"`
+	CreatorMode    bool   `json:"creatorMode"`
+	Groups         []string
+	UserAttributes []struct {
+		Name  string          `json:"name"`
+		Value json.RawMessage `json:"value"`
+	} `json:"userAttributes"`
+	Settings  map[string]any `json:"settings"`
+	IssuedAt  time.Time      `json:"issuedAt"`
+	ExpiresAt time.Time      `json:"expiresAt"`
+}
+
+// session mints, exchanges and reads the session back through the gateway.
+func (e *env) session(t *testing.T, body map[string]any) (sessionInfo, tokenResp) {
+	t.Helper()
+	tok := e.exchange(t, e.mint(t, body))
+	r := e.do(t, "GET", "/api/v1/embed/session", bearer(tok.Token), nil)
+	if r.Status != 200 {
+		t.Fatalf("GET session = %d %s", r.Status, r.Body)
+	}
+	var info sessionInfo
+	r.json(t, &info)
+	return info, tok
+}
+
+func (info sessionInfo) attrs() map[string]string {
+	out := map[string]string{}
+	for _, a := range info.UserAttributes {
+		out[a.Name] = string(a.Value)
+	}
+	return out
+}
+
+var uniq atomic.Int64
+
+// uid returns a fresh name for the test's own data.
+func uid(prefix string) string {
+	return fmt.Sprintf("%s-%d-%d", prefix, time.Now().UnixNano()%1e6, uniq.Add(1))
+}
+
+// tname returns a fresh, valid embed tenant name.
+func tname(prefix string) string {
+	return fmt.Sprintf("%s-%08x", prefix, uniq.Add(1)*2654435761%(1<<32))
+}
+
+// parallel runs fn(i) n times at once and waits.
+func parallel(n int, fn func(i int)) {
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			<-start
+			fn(i)
+		}(i)
+	}
+	close(start)
+	wg.Wait()
+}

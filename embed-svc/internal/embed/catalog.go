@@ -1,0 +1,142 @@
+package embed
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"strings"
+
+	"github.com/analyticsco/platform/libs/identity"
+)
+
+// MaxPageSize bounds `first`.
+const MaxPageSize = 200
+
+// requireCatalogAdmin: tenant-scoped catalogs need an admin's account API key; the
+// account-wide catalog also accepts an admin's bearer token.
+func requireCatalogAdmin(p *identity.Principal, scope string) error {
+	if p == nil || !p.HasRole(identity.RoleAdmin) {
+		return Forbidden("this endpoint requires an admin")
+	}
+	if scope != AccountScope && (p.Credential != identity.CredentialAPIKey || p.KeyKind != identity.KeyAccount) {
+		return Forbidden("managing embed tenants requires an admin's account API key")
+	}
+	if scope == AccountScope && p.Credential != identity.CredentialAPIKey && p.Credential != identity.CredentialBearer {
+		return Forbidden("this endpoint requires an admin's API key or bearer token")
+	}
+	return nil
+}
+
+func (s *service) requireTenant(ctx context.Context, accountID int64, scope string) error {
+	if scope == AccountScope {
+		return nil
+	}
+	if !ValidTenantName(scope) {
+		return NotFound("embed tenant %q not found", scope)
+	}
+	ok, err := s.d.Catalog.TenantExists(ctx, accountID, scope)
+	if err != nil {
+		return storeErr(err)
+	}
+	if !ok {
+		return NotFound("embed tenant %q not found", scope)
+	}
+	return nil
+}
+
+// ListDefinitions returns one page of a catalog in a stable order.
+func (s *service) ListDefinitions(ctx context.Context, p *identity.Principal, q ListQuery) (DefinitionPage, error) {
+	if err := requireCatalogAdmin(p, q.Scope); err != nil {
+		return DefinitionPage{}, err
+	}
+	if q.First < 1 || q.First > MaxPageSize {
+		return DefinitionPage{}, Invalid("first must be between 1 and %d", MaxPageSize)
+	}
+	if q.After != "" {
+		id, ok := DecodeCursor(q.After)
+		if !ok {
+			return DefinitionPage{}, Invalid("after is not a cursor of this list")
+		}
+		q.After = id
+	}
+	if err := s.requireTenant(ctx, p.Account.ID, q.Scope); err != nil {
+		return DefinitionPage{}, err
+	}
+	items, more, err := s.d.Catalog.ListDefinitions(ctx, p.Account.ID, q)
+	if errors.Is(err, ErrBadCursor) {
+		return DefinitionPage{}, Invalid("after is not a cursor of this list")
+	}
+	if err != nil {
+		return DefinitionPage{}, storeErr(err)
+	}
+	page := DefinitionPage{Items: items, PageInfo: PageInfo{HasNextPage: more}}
+	if page.Items == nil {
+		page.Items = []Definition{}
+	}
+	if n := len(items); n > 0 {
+		c := EncodeCursor(items[n-1].ID)
+		page.PageInfo.EndCursor = &c
+	}
+	return page, nil
+}
+
+// ErrBadCursor: the after cursor is not one this service issued.
+var ErrBadCursor = errors.New("bad cursor")
+
+// CreateDefinition adds a definition to the account-wide catalog.
+func (s *service) CreateDefinition(ctx context.Context, p *identity.Principal, kind string, in DefinitionInput) (Definition, error) {
+	if err := requireCatalogAdmin(p, AccountScope); err != nil {
+		return Definition{}, err
+	}
+	in.Name = strings.TrimSpace(in.Name)
+	if err := ValidateDefinition(kind, in, "body"); err != nil {
+		return Definition{}, err
+	}
+	now := s.now().UTC()
+	d := Definition{AccountID: p.Account.ID, Scope: AccountScope, Kind: kind, Name: in.Name, Type: in.Type,
+		DisplayName: in.DisplayName, DefaultValue: in.DefaultValue, Description: in.Description, CreatedAt: now, UpdatedAt: now}
+	out, err := s.d.Catalog.CreateDefinition(ctx, d)
+	if errors.Is(err, ErrDuplicate) {
+		what := "group"
+		if kind == KindAttribute {
+			what = "user attribute"
+		}
+		return Definition{}, Conflict("a %s named %q already exists", what, in.Name)
+	}
+	if err != nil {
+		return Definition{}, storeErr(err)
+	}
+	return out, nil
+}
+
+// DeleteDefinition removes a definition with its memberships or values.
+func (s *service) DeleteDefinition(ctx context.Context, p *identity.Principal, scope, kind, id string) error {
+	if err := requireCatalogAdmin(p, scope); err != nil {
+		return err
+	}
+	if err := s.requireTenant(ctx, p.Account.ID, scope); err != nil {
+		return err
+	}
+	err := s.d.Catalog.DeleteDefinition(ctx, p.Account.ID, scope, kind, id)
+	if errors.Is(err, ErrNotFound) {
+		what := "group"
+		if kind == KindAttribute {
+			what = "user attribute"
+		}
+		return NotFound("%s %q not found", what, id)
+	}
+	return storeErr(err)
+}
+
+// EncodeCursor makes the opaque cursor of a definition id.
+func EncodeCursor(id string) string { return base64.RawURLEncoding.EncodeToString([]byte("def:" + id)) }
+
+// DecodeCursor returns the definition id of a cursor.
+func DecodeCursor(c string) (string, bool) {
+	raw, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return "", false
+	}
+	id, ok := strings.CutPrefix(string(raw), "def:")
+	return id, ok && id != ""
+}

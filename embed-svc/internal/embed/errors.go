@@ -1,0 +1,64 @@
+package embed
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Kind classifies a domain error; only the transport turns it into a status code.
+type Kind int
+
+// Error kinds.
+const (
+	KindInvalid      Kind = iota + 1 // the request is malformed or breaks a rule
+	KindUnauthorized                 // the credential (a session id) is not valid
+	KindForbidden                    // the caller may not do this
+	KindNotFound                     // the thing does not exist for this caller
+	KindConflict                     // the request contradicts stored state
+	KindUnavailable                  // a dependency cannot be reached
+)
+
+// Error is a domain error with a client-facing message.
+type Error struct {
+	Kind    Kind
+	Message string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+func errorf(k Kind, format string, args ...any) *Error {
+	return &Error{Kind: k, Message: fmt.Sprintf(format, args...)}
+}
+
+// Invalid returns a KindInvalid error.
+func Invalid(format string, args ...any) error { return errorf(KindInvalid, format, args...) }
+
+// Forbidden returns a KindForbidden error.
+func Forbidden(format string, args ...any) error { return errorf(KindForbidden, format, args...) }
+
+// NotFound returns a KindNotFound error.
+func NotFound(format string, args ...any) error { return errorf(KindNotFound, format, args...) }
+
+// Conflict returns a KindConflict error.
+func Conflict(format string, args ...any) error { return errorf(KindConflict, format, args...) }
+
+// Unavailable returns a KindUnavailable error.
+func Unavailable(format string, args ...any) error { return errorf(KindUnavailable, format, args...) }
+
+// Sentinels the stores return; the service turns them into client errors.
+var (
+	// ErrNotFound: no such record.
+	ErrNotFound = errors.New("not found")
+	// ErrDuplicate: a record with the same unique key exists.
+	ErrDuplicate = errors.New("duplicate")
+	// ErrLimitReached: the account's external-user counter is at its limit.
+	ErrLimitReached = errors.New("external-user limit reached")
+	// ErrUnavailable: the store could not be reached.
+	ErrUnavailable = errors.New("store unavailable")
+	// ErrSessionUnusable: a session id is unknown, expired or already exchanged.
+	ErrSessionUnusable = errors.New("session id unusable")
+)
+
+// ErrSessionID is the one answer for every unusable session id, so a caller learns
+// nothing about which ids existed.
+var ErrSessionID = errorf(KindUnauthorized, "session id is invalid, expired or already used")

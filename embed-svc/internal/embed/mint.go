@@ -1,0 +1,387 @@
+package embed
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/analyticsco/platform/libs/identity"
+)
+
+// Deps are the ports the service is built on.
+type Deps struct {
+	Catalog  CatalogStore
+	Users    UserStore
+	Sessions SessionStore
+	Branches BranchResolver
+	Signer   TokenSigner
+	Issuer   string           // iss of every token
+	Now      func() time.Time // nil: time.Now
+}
+
+type service struct {
+	d   Deps
+	now func() time.Time
+}
+
+// NewService builds the embed service.
+func NewService(d Deps) Service {
+	now := d.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &service{d: d, now: now}
+}
+
+// NewSessionID returns an opaque session id of 256 random bits.
+func NewSessionID() string {
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// PublicSessionHandle is the sid of a session id: the SHA-256 of the secret id, so the
+// token never carries the credential that was exchanged, yet revoke can find it.
+func PublicSessionHandle(sessionID string) string {
+	sum := sha256.Sum256([]byte(sessionID))
+	return hex.EncodeToString(sum[:])
+}
+
+func requireMinter(p *identity.Principal) error {
+	if p == nil || p.Credential != identity.CredentialAPIKey || p.KeyKind != identity.KeyAccount || !p.HasRole(identity.RoleAdmin) {
+		return Forbidden("minting embed sessions requires an admin's account API key")
+	}
+	if p.Account.Plan != "premium" && p.Account.Plan != "enterprise" {
+		return Forbidden("embed sessions need the premium or enterprise plan")
+	}
+	if !p.Account.EmbeddingEnabled {
+		return Forbidden("embedding is not enabled for this account")
+	}
+	return nil
+}
+
+// GenerateSession validates everything first, then writes definitions, then the user's
+// profile, values and memberships, then stores the session id. A request that fails
+// validation writes nothing.
+func (s *service) GenerateSession(ctx context.Context, p *identity.Principal, req GenerateSessionRequest) (string, error) {
+	if err := requireMinter(p); err != nil {
+		return "", err
+	}
+	externalID, err := validateStatic(&req)
+	if err != nil {
+		return "", err
+	}
+	if p.Deployment == nil || p.Deployment.ID != *req.DeploymentID {
+		return "", NotFound("deployment %d not found", *req.DeploymentID)
+	}
+	creator := req.CreatorMode != nil && *req.CreatorMode
+	if creator && !p.Account.UseCreatorMode {
+		return "", Forbidden("creatorMode requires the account's useCreatorMode flag")
+	}
+	tenant := p.Account.DefaultEmbedTenant
+	if req.EmbedTenantName != nil {
+		tenant = *req.EmbedTenantName
+	}
+	if tenant == "" {
+		tenant = "default"
+	}
+	scope := AccountScope
+	if creator {
+		scope = tenant
+	}
+	branch, production, err := s.resolveBranch(ctx, p.Deployment, req.BranchName)
+	if err != nil {
+		return "", err
+	}
+	acct, err := s.d.Catalog.AccountSettings(ctx, p.Account.ID)
+	if err != nil {
+		return "", storeErr(err)
+	}
+	plan, err := s.planDefinitions(ctx, p.Account.ID, scope, &req)
+	if err != nil {
+		return "", err
+	}
+	var internal InternalUser
+	if req.InternalID != nil {
+		internal, err = s.d.Users.InternalUser(ctx, p.Account.ID, strings.TrimSpace(*req.InternalID))
+		if errors.Is(err, ErrNotFound) {
+			return "", NotFound("internal user %q not found in this account", strings.TrimSpace(*req.InternalID))
+		}
+		if err != nil {
+			return "", storeErr(err)
+		}
+	}
+
+	// Validation is over: from here on the request writes.
+	now := s.now().UTC()
+	if err := s.d.Catalog.EnsureTenant(ctx, p.Account.ID, tenant); err != nil {
+		return "", storeErr(err)
+	}
+	ids, err := s.applyDefinitions(ctx, p.Account.ID, scope, plan, now)
+	if err != nil {
+		return "", err
+	}
+	sess := Session{
+		AccountID: p.Account.ID, DeploymentID: p.Deployment.ID, Branch: branch, Production: production,
+		Tenant: tenant, CreatorMode: creator, Settings: ResolveSettings(req.Settings, acct),
+		SecurityContext: req.SecurityContext, GeneratedAt: now, Groups: []string{}, Attributes: []AttributeValue{},
+	}
+	if req.InternalID != nil {
+		username := internal.Username
+		sess.User = SessionUser{Kind: "internal", ID: internal.ID, Username: &username, Email: nonEmpty(internal.Email),
+			DisplayName: nonEmpty(internal.FirstName), Picture: nonEmpty(internal.Picture)}
+		sess.Role = internal.Role
+	} else {
+		upd := userUpdate(&req, scope, plan, ids)
+		u, err := s.d.Users.UpdateExternalUser(ctx, p.Account.ID, externalID, upd, now)
+		if errors.Is(err, ErrNotFound) {
+			limit := p.Account.ExternalUserLimit
+			if limit <= 0 {
+				limit = DefaultUserLimit
+			}
+			u, err = s.d.Users.CreateExternalUser(ctx, p.Account.ID, externalID, limit, upd, now)
+			if errors.Is(err, ErrLimitReached) {
+				// A concurrent mint may have created this very user meanwhile.
+				u, err = s.d.Users.UpdateExternalUser(ctx, p.Account.ID, externalID, upd, now)
+			}
+			if errors.Is(err, ErrNotFound) {
+				return "", Forbidden("the account has reached its limit of %d external users; contact support to raise it", limit)
+			}
+		}
+		if err != nil {
+			return "", storeErr(err)
+		}
+		ext := u.ExternalID
+		sess.User = SessionUser{Kind: "external", ID: u.ID, ExternalID: &ext, Email: u.Email, DisplayName: u.DisplayName, Picture: u.Picture}
+		sess.Groups, sess.Attributes = userScopeView(u, scope)
+	}
+	id := NewSessionID()
+	sess.SID = PublicSessionHandle(id)
+	if err := s.d.Sessions.SaveSession(ctx, id, sess); err != nil {
+		return "", storeErr(err)
+	}
+	return id, nil
+}
+
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func (s *service) resolveBranch(ctx context.Context, d *identity.Deployment, name *string) (string, bool, error) {
+	prod := d.ProductionBranch
+	if prod == "" {
+		prod = "main"
+	}
+	if name == nil || *name == prod || *name == "production" {
+		return prod, true, nil
+	}
+	st, err := s.d.Branches.ResolveBranch(ctx, d.ID, *name, prod)
+	if err != nil {
+		return "", false, err
+	}
+	switch {
+	case !st.Exists:
+		return "", false, NotFound("branch %q is not a branch of deployment %d", *name, d.ID)
+	case st.Production:
+		return *name, true, nil
+	case !st.Served:
+		return "", false, Invalid("branch %q is not served: open it, or enable its staging environment", *name)
+	}
+	return *name, false, nil
+}
+
+// definitionPlan is the outcome of validating a request against the stored catalog.
+type definitionPlan struct {
+	upserts []DefinitionUpsert
+	byKey   map[string]*Definition // kind+"/"+name -> stored definition (existing ones)
+	types   map[string]string      // attribute name -> type in effect after the upserts
+}
+
+func key(kind, name string) string { return kind + "/" + name }
+
+func (s *service) planDefinitions(ctx context.Context, accountID int64, scope string, req *GenerateSessionRequest) (*definitionPlan, error) {
+	plan := &definitionPlan{byKey: map[string]*Definition{}, types: map[string]string{}}
+	names := map[string]bool{}
+	for _, g := range req.Groups {
+		names[g] = true
+	}
+	for _, a := range req.UserAttributes {
+		names[a.Name] = true
+	}
+	for _, d := range req.GroupDefinitions {
+		names[d.Name] = true
+	}
+	for _, d := range req.UserAttributeDefinitions {
+		names[d.Name] = true
+	}
+	if len(names) == 0 {
+		return plan, nil
+	}
+	list := make([]string, 0, len(names))
+	for n := range names {
+		list = append(list, n)
+	}
+	sort.Strings(list)
+	defs, err := s.d.Catalog.FindDefinitions(ctx, accountID, scope, list)
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	for i := range defs {
+		plan.byKey[key(defs[i].Kind, defs[i].Name)] = &defs[i]
+		if defs[i].Kind == KindAttribute {
+			plan.types[defs[i].Name] = defs[i].Type
+		}
+	}
+	for _, in := range req.UserAttributeDefinitions {
+		ex := plan.byKey[key(KindAttribute, in.Name)]
+		if ex != nil && ex.Type != in.Type {
+			return nil, Conflict("cannot change type")
+		}
+		plan.types[in.Name] = in.Type
+		if ex == nil || definitionChanged(ex, in) {
+			plan.upserts = append(plan.upserts, DefinitionUpsert{Input: in, Kind: KindAttribute, Existing: ex})
+		}
+	}
+	groupDefs := map[string]bool{}
+	for _, in := range req.GroupDefinitions {
+		groupDefs[in.Name] = true
+		ex := plan.byKey[key(KindGroup, in.Name)]
+		if ex == nil || definitionChanged(ex, in) {
+			plan.upserts = append(plan.upserts, DefinitionUpsert{Input: in, Kind: KindGroup, Existing: ex})
+		}
+	}
+	var missingAttrs bool
+	for _, a := range req.UserAttributes {
+		if _, ok := plan.types[a.Name]; !ok {
+			missingAttrs = true
+		}
+	}
+	if missingAttrs {
+		return nil, Invalid("User attributes not found")
+	}
+	var missing []string
+	for _, g := range req.Groups {
+		if plan.byKey[key(KindGroup, g)] == nil && !groupDefs[g] {
+			missing = append(missing, g)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, Invalid("Groups with names %s not found", strings.Join(missing, ", "))
+	}
+	for _, a := range req.UserAttributes {
+		got, _ := valueType(a.Value)
+		if got != "" && !valueFits(got, plan.types[a.Name]) {
+			return nil, Invalid("userAttributes %q: value does not match the attribute's type %s", a.Name, plan.types[a.Name])
+		}
+	}
+	return plan, nil
+}
+
+// definitionChanged: optional fields are updated when supplied and different, never cleared.
+func definitionChanged(ex *Definition, in DefinitionInput) bool {
+	diff := func(supplied, stored *string) bool {
+		return supplied != nil && (stored == nil || *stored != *supplied)
+	}
+	return diff(in.Description, ex.Description) || diff(in.DisplayName, ex.DisplayName) || diff(in.DefaultValue, ex.DefaultValue)
+}
+
+// applyDefinitions writes the planned upserts and returns the id of every definition
+// the request names, by kind and name.
+func (s *service) applyDefinitions(ctx context.Context, accountID int64, scope string, plan *definitionPlan, now time.Time) (map[string]string, error) {
+	ids := make(map[string]string, len(plan.byKey)+len(plan.upserts))
+	for k, d := range plan.byKey {
+		ids[k] = d.ID
+	}
+	for _, u := range plan.upserts {
+		d, err := s.d.Catalog.UpsertDefinition(ctx, accountID, scope, u, now)
+		if errors.Is(err, ErrConflictType) {
+			return nil, Conflict("cannot change type")
+		}
+		if err != nil {
+			return nil, storeErr(err)
+		}
+		ids[key(d.Kind, d.Name)] = d.ID
+	}
+	return ids, nil
+}
+
+// ErrConflictType: a concurrent request created the attribute with another type.
+var ErrConflictType = errors.New("attribute type differs")
+
+func userUpdate(req *GenerateSessionRequest, scope string, plan *definitionPlan, ids map[string]string) UserUpdate {
+	u := UserUpdate{Email: req.Email, Scope: scope}
+	if req.UserProfile != nil {
+		u.DisplayName, u.Picture = req.UserProfile.DisplayName, req.UserProfile.Picture
+	}
+	if req.Groups != nil {
+		u.Groups = make(map[string]string, len(req.Groups))
+		for _, g := range req.Groups {
+			u.Groups[ids[key(KindGroup, g)]] = g
+		}
+	}
+	for _, a := range req.UserAttributes {
+		id := ids[key(KindAttribute, a.Name)]
+		if t, _ := valueType(a.Value); t == "" {
+			u.ClearAttributes = append(u.ClearAttributes, id)
+			continue
+		}
+		if u.SetAttributes == nil {
+			u.SetAttributes = map[string]StoredValue{}
+		}
+		u.SetAttributes[id] = StoredValue{Name: a.Name, Value: a.Value}
+	}
+	return u
+}
+
+// userScopeView lists the user's memberships and values in scope, sorted by name.
+func userScopeView(u ExternalUser, scope string) ([]string, []AttributeValue) {
+	groups := []string{}
+	for _, name := range u.Groups[scope] {
+		groups = append(groups, name)
+	}
+	sort.Strings(groups)
+	attrs := []AttributeValue{}
+	for _, v := range u.Attributes[scope] {
+		attrs = append(attrs, AttributeValue{Name: v.Name, Value: v.Value})
+	}
+	sort.Slice(attrs, func(i, j int) bool { return attrs[i].Name < attrs[j].Name })
+	return groups, attrs
+}
+
+func storeErr(err error) error {
+	var de *Error
+	if errors.As(err, &de) {
+		return err
+	}
+	if errors.Is(err, ErrUnavailable) {
+		return Unavailable("a backing store is unavailable; retry shortly")
+	}
+	return err
+}
+
+// claims builds the embed token's claims for a session minted at now.
+func (s *service) claims(sess Session, now time.Time) map[string]any {
+	set := map[string]any{}
+	raw, _ := json.Marshal(sess.Settings)
+	_ = json.Unmarshal(raw, &set)
+	c := map[string]any{
+		"iss": s.d.Issuer, "aud": TokenAudience, "sub": sess.Subject(), "sid": sess.SID,
+		"acc": sess.AccountID, "dep": sess.DeploymentID, "br": sess.Branch, "ten": sess.Tenant,
+		"cm": sess.CreatorMode, "int": sess.User.Kind == "internal", "set": set,
+		"iat": now.Unix(), "exp": now.Add(TokenLifetime).Unix(), "jti": NewSessionID(),
+	}
+	if sess.User.Kind == "internal" {
+		c["uid"] = sess.User.ID
+	}
+	return c
+}

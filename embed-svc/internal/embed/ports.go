@@ -1,0 +1,115 @@
+package embed
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// ExternalUser is a provisioned external user of an account.
+type ExternalUser struct {
+	ID          int64
+	AccountID   int64
+	ExternalID  string
+	Email       *string
+	DisplayName *string
+	Picture     *string
+	// Groups and Attributes by scope, then definition id.
+	Groups     map[string]map[string]string
+	Attributes map[string]map[string]StoredValue
+}
+
+// StoredValue is an attribute value kept on a user, with its definition's name.
+type StoredValue struct {
+	Name  string          `bson:"name"`
+	Value json.RawMessage `bson:"-"`
+}
+
+// InternalUser is a user of the identity store (read-only here).
+type InternalUser struct {
+	ID        int64
+	AccountID int64
+	Username  string
+	Email     string
+	FirstName string
+	Picture   string
+	Role      string
+}
+
+// UserUpdate is what one mint writes onto an external user. Nil fields keep what is
+// stored; Groups nil keeps memberships; SetAttributes/ClearAttributes touch only
+// the supplied definitions.
+type UserUpdate struct {
+	Email           *string
+	DisplayName     *string
+	Picture         *string
+	Scope           string
+	Groups          map[string]string // nil: keep; empty: clear the scope's memberships
+	SetAttributes   map[string]StoredValue
+	ClearAttributes []string
+}
+
+// DefinitionUpsert is one definition to create, or to update where Changed says.
+type DefinitionUpsert struct {
+	Input    DefinitionInput
+	Kind     string
+	Existing *Definition // nil: create
+}
+
+// CatalogStore keeps definitions, tenants and account settings.
+type CatalogStore interface {
+	AccountSettings(ctx context.Context, accountID int64) (AccountSettings, error)
+	EnsureTenant(ctx context.Context, accountID int64, tenant string) error
+	TenantExists(ctx context.Context, accountID int64, tenant string) (bool, error)
+	// FindDefinitions returns the definitions of scope whose names are in names (both kinds).
+	FindDefinitions(ctx context.Context, accountID int64, scope string, names []string) ([]Definition, error)
+	// UpsertDefinition creates or updates one definition and returns it as stored.
+	UpsertDefinition(ctx context.Context, accountID int64, scope string, u DefinitionUpsert, now time.Time) (Definition, error)
+	CreateDefinition(ctx context.Context, d Definition) (Definition, error)
+	ListDefinitions(ctx context.Context, accountID int64, q ListQuery) ([]Definition, bool, error)
+	// DeleteDefinition removes a definition and every membership or value that uses it.
+	DeleteDefinition(ctx context.Context, accountID int64, scope, kind, id string) error
+}
+
+// UserStore keeps external users and reads internal ones.
+type UserStore interface {
+	// UpdateExternalUser applies u to a known user and returns it; ErrNotFound when the
+	// account has no user with that external id.
+	UpdateExternalUser(ctx context.Context, accountID int64, externalID string, u UserUpdate, now time.Time) (ExternalUser, error)
+	// CreateExternalUser provisions the user within the account's limit (ErrLimitReached)
+	// and applies u; a concurrent creation of the same external id yields one user.
+	CreateExternalUser(ctx context.Context, accountID int64, externalID string, limit int64, u UserUpdate, now time.Time) (ExternalUser, error)
+	InternalUser(ctx context.Context, accountID int64, username string) (InternalUser, error)
+}
+
+// SessionStore keeps session ids, live sessions and revocations.
+type SessionStore interface {
+	// SaveSession stores a fresh session id for SessionIDTTL.
+	SaveSession(ctx context.Context, sessionID string, s Session) error
+	// ExchangeSession consumes the id atomically (single use) and keeps the session
+	// live under its sid for ttl; ErrSessionUnusable when the id cannot be used.
+	ExchangeSession(ctx context.Context, sessionID string, ttl time.Duration) (Session, error)
+	// LiveSession returns the exchanged session with sid.
+	LiveSession(ctx context.Context, sid string) (Session, error)
+	// RevokeSession makes an unexchanged id unusable, or marks an exchanged session's
+	// sid revoked until its token expires; only for sessions of accountID.
+	RevokeSession(ctx context.Context, accountID int64, sessionID, sid string) error
+}
+
+// BranchStatus is the resolver's answer about a branch.
+type BranchStatus struct {
+	Exists     bool
+	Served     bool
+	Production bool
+}
+
+// BranchResolver asks dbtsync-svc about a deployment's branch.
+type BranchResolver interface {
+	ResolveBranch(ctx context.Context, deploymentID int64, branch, productionBranch string) (BranchStatus, error)
+}
+
+// TokenSigner signs JWTs with the current embed key.
+type TokenSigner interface {
+	Sign(ctx context.Context, claims map[string]any) (string, error)
+	JWKS(ctx context.Context) (JWKSet, error)
+}

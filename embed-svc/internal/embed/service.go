@@ -1,0 +1,268 @@
+// Package embed mints, exchanges and revokes embed sessions and manages the group and
+// user-attribute catalogs they resolve against. The Service interface is the domain;
+// endpoints and the HTTP transport adapt it, stores implement its ports.
+package embed
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/analyticsco/platform/libs/identity"
+)
+
+// Service is the embed domain.
+type Service interface {
+	GenerateSession(ctx context.Context, p *identity.Principal, req GenerateSessionRequest) (string, error)
+	ExchangeSession(ctx context.Context, sessionID string) (SessionToken, error)
+	RevokeSession(ctx context.Context, p *identity.Principal, sessionID string) error
+	SessionInfo(ctx context.Context, p *identity.Principal) (SessionInfo, error)
+	AICredentials(ctx context.Context, p *identity.Principal) (AICredentials, error)
+	DataToken(ctx context.Context, p *identity.Principal, deploymentID int64) (DataToken, error)
+	JWKS(ctx context.Context) (JWKSet, error)
+	ListDefinitions(ctx context.Context, p *identity.Principal, q ListQuery) (DefinitionPage, error)
+	CreateDefinition(ctx context.Context, p *identity.Principal, kind string, in DefinitionInput) (Definition, error)
+	DeleteDefinition(ctx context.Context, p *identity.Principal, scope, kind, id string) error
+}
+
+// Lifetimes fixed by the spec.
+const (
+	SessionIDTTL     = 5 * time.Minute
+	TokenLifetime    = 24 * time.Hour
+	TokenRefresh     = 23 * time.Hour
+	DataTokenTTL     = time.Hour
+	AICredentialTTL  = 15 * time.Minute
+	TokenAudience    = "platform-embed"
+	DataAPIAudience  = "platform-data-api"
+	AIAudience       = "platform-ai"
+	DefaultUserLimit = 10000
+)
+
+// Definition kinds.
+const (
+	KindGroup     = "group"
+	KindAttribute = "attribute"
+)
+
+// AccountScope is the scope of the account-wide (tenant-wide) catalog; embed-tenant
+// scopes are named by the tenant, which can never be "_" (tenant names start with a letter).
+const AccountScope = "_"
+
+// Attribute types.
+const (
+	TypeString      = "string"
+	TypeNumber      = "number"
+	TypeStringArray = "string_array"
+	TypeNumberArray = "number_array"
+)
+
+// GenerateSessionRequest is the body of POST /api/v1/embed/generate-session. Pointer
+// and raw fields keep "omitted" apart from "empty", which several rules depend on.
+type GenerateSessionRequest struct {
+	DeploymentID             *int64            `json:"deploymentId"`
+	ExternalID               *string           `json:"externalId"`
+	InternalID               *string           `json:"internalId"`
+	Email                    *string           `json:"email"`
+	UserProfile              *UserProfile      `json:"userProfile"`
+	EmbedTenantName          *string           `json:"embedTenantName"`
+	CreatorMode              *bool             `json:"creatorMode"`
+	UserAttributes           []AttributeValue  `json:"userAttributes"`
+	Groups                   []string          `json:"groups"`
+	UserAttributeDefinitions []DefinitionInput `json:"userAttributeDefinitions"`
+	GroupDefinitions         []DefinitionInput `json:"groupDefinitions"`
+	SecurityContext          json.RawMessage   `json:"securityContext"`
+	Settings                 *SessionSettings  `json:"settings"`
+	BranchName               *string           `json:"branchName"`
+}
+
+// UserProfile is stored on the external user.
+type UserProfile struct {
+	DisplayName *string `json:"displayName"`
+	Picture     *string `json:"picture"`
+}
+
+// AttributeValue is one row-level-security value; Value null clears it.
+type AttributeValue struct {
+	Name  string          `json:"name"`
+	Value json.RawMessage `json:"value"`
+}
+
+// DefinitionInput is a group or attribute definition sent by a client.
+type DefinitionInput struct {
+	Name         string  `json:"name"`
+	Type         string  `json:"type,omitempty"`
+	DisplayName  *string `json:"displayName,omitempty"`
+	DefaultValue *string `json:"defaultValue,omitempty"`
+	Description  *string `json:"description,omitempty"`
+}
+
+// SessionSettings are the per-session overrides; nil means inherit.
+type SessionSettings struct {
+	AllowAI                     *bool   `json:"allowAi,omitempty"`
+	ShowDashboardChat           *bool   `json:"showDashboardChat,omitempty"`
+	ShowWorkbookChat            *bool   `json:"showWorkbookChat,omitempty"`
+	ShowAIWidgets               *bool   `json:"showAiWidgets,omitempty"`
+	AllowChatWorkspaceAuthoring *bool   `json:"allowChatWorkspaceAuthoring,omitempty"`
+	ShowWorkbookShare           *bool   `json:"showWorkbookShare,omitempty"`
+	ShowDashboardSettings       *bool   `json:"showDashboardSettings,omitempty"`
+	ShowMemberNames             *bool   `json:"showMemberNames,omitempty"`
+	ShowGroupByCube             *bool   `json:"showGroupByCube,omitempty"`
+	Locale                      *string `json:"locale,omitempty"`
+	Timezone                    *string `json:"timezone,omitempty"`
+}
+
+// AccountSettings are the account-wide embed settings: the layer under the session's
+// overrides for the AI keys (except allowChatWorkspaceAuthoring), locale and timezone.
+type AccountSettings struct {
+	AllowAI           *bool   `json:"allowAi,omitempty" bson:"allowAi,omitempty"`
+	ShowDashboardChat *bool   `json:"showDashboardChat,omitempty" bson:"showDashboardChat,omitempty"`
+	ShowWorkbookChat  *bool   `json:"showWorkbookChat,omitempty" bson:"showWorkbookChat,omitempty"`
+	ShowAIWidgets     *bool   `json:"showAiWidgets,omitempty" bson:"showAiWidgets,omitempty"`
+	Locale            *string `json:"locale,omitempty" bson:"locale,omitempty"`
+	Timezone          *string `json:"timezone,omitempty" bson:"timezone,omitempty"`
+}
+
+// ResolvedSettings are the settings in effect after layering; the booleans are signed
+// into the token.
+type ResolvedSettings struct {
+	AllowAI                     bool    `json:"allowAi"`
+	ShowDashboardChat           bool    `json:"showDashboardChat"`
+	ShowWorkbookChat            bool    `json:"showWorkbookChat"`
+	ShowAIWidgets               bool    `json:"showAiWidgets"`
+	AllowChatWorkspaceAuthoring bool    `json:"allowChatWorkspaceAuthoring"`
+	ShowWorkbookShare           bool    `json:"showWorkbookShare"`
+	ShowDashboardSettings       bool    `json:"showDashboardSettings"`
+	ShowMemberNames             bool    `json:"showMemberNames"`
+	ShowGroupByCube             bool    `json:"showGroupByCube"`
+	Locale                      *string `json:"locale"`
+	Timezone                    *string `json:"timezone"`
+}
+
+// SessionUser is who a session acts as.
+type SessionUser struct {
+	Kind        string  `json:"kind"` // "external" or "internal"
+	ID          int64   `json:"id"`
+	ExternalID  *string `json:"externalId"`
+	Username    *string `json:"username"`
+	Email       *string `json:"email"`
+	DisplayName *string `json:"displayName"`
+	Picture     *string `json:"picture"`
+	Role        string  `json:"-"`
+}
+
+// Session is what a session id stands for: resolved once at generation and kept, in
+// Redis, for the exchange and then for the token's lifetime.
+type Session struct {
+	SID             string           `json:"sid"`
+	AccountID       int64            `json:"acc"`
+	DeploymentID    int64            `json:"dep"`
+	Branch          string           `json:"br"`
+	Production      bool             `json:"prod"`
+	Tenant          string           `json:"ten"`
+	CreatorMode     bool             `json:"cm"`
+	User            SessionUser      `json:"user"`
+	Role            string           `json:"role,omitempty"`
+	Groups          []string         `json:"groups"`
+	Attributes      []AttributeValue `json:"attrs"`
+	Settings        ResolvedSettings `json:"set"`
+	SecurityContext json.RawMessage  `json:"sc,omitempty"`
+	GeneratedAt     time.Time        `json:"gen"`
+}
+
+// Subject is the token's sub: the external id, or the internal user's username.
+func (s Session) Subject() string {
+	if s.User.ExternalID != nil {
+		return *s.User.ExternalID
+	}
+	if s.User.Username != nil {
+		return *s.User.Username
+	}
+	return ""
+}
+
+// SessionToken is the answer of an exchange.
+type SessionToken struct {
+	Token     string    `json:"token"`
+	ExpiresAt time.Time `json:"expiresAt"`
+	RefreshAt time.Time `json:"refreshAt"`
+}
+
+// SessionInfo is GET /api/v1/embed/session.
+type SessionInfo struct {
+	SessionID      string           `json:"sessionId"`
+	User           SessionUser      `json:"user"`
+	AccountID      int64            `json:"accountId"`
+	DeploymentID   int64            `json:"deploymentId"`
+	BranchName     string           `json:"branchName"`
+	Production     bool             `json:"production"`
+	EmbedTenant    string           `json:"embedTenantName"`
+	CreatorMode    bool             `json:"creatorMode"`
+	Groups         []string         `json:"groups"`
+	UserAttributes []AttributeValue `json:"userAttributes"`
+	Settings       ResolvedSettings `json:"settings"`
+	IssuedAt       time.Time        `json:"issuedAt"`
+	ExpiresAt      time.Time        `json:"expiresAt"`
+}
+
+// AICredentials are short-lived credentials for the AI chat service.
+type AICredentials struct {
+	Token     string    `json:"token"`
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+// DataToken is a data-API token for the embed's deployment.
+type DataToken struct {
+	Token     string    `json:"token"`
+	TokenID   string    `json:"tokenId"`
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+// JWK is one public key of the JWK Set.
+type JWK struct {
+	Kty string `json:"kty"`
+	Crv string `json:"crv"`
+	X   string `json:"x"`
+	Kid string `json:"kid"`
+	Use string `json:"use"`
+	Alg string `json:"alg"`
+}
+
+// JWKSet is the published key set.
+type JWKSet struct {
+	Keys []JWK `json:"keys"`
+}
+
+// Definition is a stored group or attribute definition.
+type Definition struct {
+	ID           string    `json:"id"`
+	AccountID    int64     `json:"-"`
+	Scope        string    `json:"-"`
+	Kind         string    `json:"-"`
+	Name         string    `json:"name"`
+	Type         string    `json:"type,omitempty"`
+	DisplayName  *string   `json:"displayName"`
+	DefaultValue *string   `json:"defaultValue"`
+	Description  *string   `json:"description"`
+	CreatedAt    time.Time `json:"createdAt"`
+	UpdatedAt    time.Time `json:"updatedAt"`
+}
+
+// ListQuery selects one page of a catalog.
+type ListQuery struct {
+	Scope string // AccountScope or a tenant name
+	Kind  string
+	First int
+	After string // opaque cursor, "" for the first page
+}
+
+// PageInfo is the cursor state of a page.
+type PageInfo struct {
+	HasNextPage bool    `json:"hasNextPage"`
+	EndCursor   *string `json:"endCursor"`
+}
+
+// DefinitionPage is one page of definitions.
+type DefinitionPage struct {
+	Items    []Definition `json:"items"`
+	PageInfo PageInfo     `json:"pageInfo"`
+}

@@ -1,0 +1,175 @@
+package embed
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/analyticsco/platform/libs/identity"
+)
+
+// ExchangeSession consumes a session id and signs its embed token.
+func (s *service) ExchangeSession(ctx context.Context, sessionID string) (SessionToken, error) {
+	if strings.TrimSpace(sessionID) == "" {
+		return SessionToken{}, Invalid("sessionId is required")
+	}
+	sess, err := s.d.Sessions.ExchangeSession(ctx, sessionID, TokenLifetime)
+	if errors.Is(err, ErrSessionUnusable) {
+		return SessionToken{}, ErrSessionID
+	}
+	if err != nil {
+		return SessionToken{}, storeErr(err)
+	}
+	now := s.now().UTC().Truncate(time.Second)
+	tok, err := s.d.Signer.Sign(ctx, s.claims(sess, now))
+	if err != nil {
+		return SessionToken{}, storeErr(err)
+	}
+	return SessionToken{Token: tok, ExpiresAt: now.Add(TokenLifetime), RefreshAt: now.Add(TokenRefresh)}, nil
+}
+
+// RevokeSession ends a session of the caller's account; the answer never says whether
+// there was one.
+func (s *service) RevokeSession(ctx context.Context, p *identity.Principal, sessionID string) error {
+	if p == nil || !p.HasRole(identity.RoleAdmin) || (p.Credential == identity.CredentialEmbed && (p.Embed == nil || !p.Embed.Internal)) ||
+		p.Credential == identity.CredentialNone {
+		return Forbidden("revoking embed sessions requires an admin")
+	}
+	if !p.Account.EmbeddingEnabled {
+		return Forbidden("embedding is not enabled for this account")
+	}
+	if strings.TrimSpace(sessionID) == "" {
+		return Invalid("sessionId is required")
+	}
+	if err := s.d.Sessions.RevokeSession(ctx, p.Account.ID, sessionID, PublicSessionHandle(sessionID)); err != nil {
+		return storeErr(err)
+	}
+	return nil
+}
+
+func requireEmbed(p *identity.Principal) error {
+	if p == nil || p.Credential != identity.CredentialEmbed || p.Embed == nil || p.Embed.SessionID == "" {
+		return &Error{Kind: KindUnauthorized, Message: "this endpoint requires an embed session token"}
+	}
+	return nil
+}
+
+// tokenClaims are the parts of the forwarded token claims the service reads.
+type tokenClaims struct {
+	IssuedAt  int64            `json:"iat"`
+	ExpiresAt int64            `json:"exp"`
+	Settings  *json.RawMessage `json:"set"`
+}
+
+func (s *service) liveSession(ctx context.Context, p *identity.Principal) (Session, error) {
+	sess, err := s.d.Sessions.LiveSession(ctx, p.Embed.SessionID)
+	if errors.Is(err, ErrNotFound) || (err == nil && sess.AccountID != p.Account.ID) {
+		return Session{}, &Error{Kind: KindUnauthorized, Message: "the embed session has ended"}
+	}
+	if err != nil {
+		return Session{}, storeErr(err)
+	}
+	return sess, nil
+}
+
+// SessionInfo describes the session behind the caller's embed token.
+func (s *service) SessionInfo(ctx context.Context, p *identity.Principal) (SessionInfo, error) {
+	if err := requireEmbed(p); err != nil {
+		return SessionInfo{}, err
+	}
+	sess, err := s.liveSession(ctx, p)
+	if err != nil {
+		return SessionInfo{}, err
+	}
+	var c tokenClaims
+	_ = json.Unmarshal(p.Embed.Claims, &c)
+	info := SessionInfo{
+		SessionID: sess.SID, User: sess.User, AccountID: sess.AccountID, DeploymentID: sess.DeploymentID,
+		BranchName: sess.Branch, Production: sess.Production, EmbedTenant: sess.Tenant, CreatorMode: sess.CreatorMode,
+		Groups: sess.Groups, UserAttributes: sess.Attributes, Settings: sess.Settings,
+		IssuedAt: time.Unix(c.IssuedAt, 0).UTC(), ExpiresAt: time.Unix(c.ExpiresAt, 0).UTC(),
+	}
+	if c.ExpiresAt == 0 {
+		info.IssuedAt, info.ExpiresAt = sess.GeneratedAt, sess.GeneratedAt.Add(TokenLifetime)
+	}
+	if info.Groups == nil {
+		info.Groups = []string{}
+	}
+	if info.UserAttributes == nil {
+		info.UserAttributes = []AttributeValue{}
+	}
+	return info, nil
+}
+
+// AICredentials enforces allowAi server-side from the signed switches.
+func (s *service) AICredentials(ctx context.Context, p *identity.Principal) (AICredentials, error) {
+	if err := requireEmbed(p); err != nil {
+		return AICredentials{}, err
+	}
+	var c tokenClaims
+	var set ResolvedSettings
+	if json.Unmarshal(p.Embed.Claims, &c) == nil && c.Settings != nil && json.Unmarshal(*c.Settings, &set) == nil {
+	} else {
+		sess, err := s.liveSession(ctx, p)
+		if err != nil {
+			return AICredentials{}, err
+		}
+		set = sess.Settings
+	}
+	if !set.AllowAI {
+		return AICredentials{}, Forbidden("AI is disabled for this embed session (allowAi: false)")
+	}
+	now := s.now().UTC().Truncate(time.Second)
+	exp := now.Add(AICredentialTTL)
+	tok, err := s.d.Signer.Sign(ctx, map[string]any{
+		"iss": s.d.Issuer, "aud": AIAudience, "sub": p.Embed.Subject, "sid": p.Embed.SessionID,
+		"acc": p.Account.ID, "dep": p.Embed.DeploymentID, "br": p.Embed.Branch, "ten": p.Embed.Tenant,
+		"iat": now.Unix(), "exp": exp.Unix(), "jti": randomID(),
+	})
+	if err != nil {
+		return AICredentials{}, storeErr(err)
+	}
+	return AICredentials{Token: tok, ExpiresAt: exp}, nil
+}
+
+// DataToken issues a data-API token with its own id; it carries no sid, so revoking the
+// session leaves it valid until its own expiry.
+func (s *service) DataToken(ctx context.Context, p *identity.Principal, deploymentID int64) (DataToken, error) {
+	if err := requireEmbed(p); err != nil {
+		return DataToken{}, err
+	}
+	if p.Embed.DeploymentID != deploymentID {
+		return DataToken{}, NotFound("deployment %d not found", deploymentID)
+	}
+	now := s.now().UTC().Truncate(time.Second)
+	exp := now.Add(DataTokenTTL)
+	id := randomID()
+	tok, err := s.d.Signer.Sign(ctx, map[string]any{
+		"iss": s.d.Issuer, "aud": DataAPIAudience, "sub": p.Embed.Subject, "acc": p.Account.ID,
+		"dep": deploymentID, "br": p.Embed.Branch, "ten": p.Embed.Tenant, "int": p.Embed.Internal,
+		"iat": now.Unix(), "exp": exp.Unix(), "jti": id,
+	})
+	if err != nil {
+		return DataToken{}, storeErr(err)
+	}
+	return DataToken{Token: tok, TokenID: id, ExpiresAt: exp}, nil
+}
+
+// JWKS publishes every key that may have signed a live token.
+func (s *service) JWKS(ctx context.Context) (JWKSet, error) {
+	set, err := s.d.Signer.JWKS(ctx)
+	if err != nil {
+		return JWKSet{}, storeErr(err)
+	}
+	return set, nil
+}
+
+func randomID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

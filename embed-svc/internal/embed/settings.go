@@ -1,0 +1,84 @@
+package embed
+
+import (
+	"strings"
+	"time"
+
+	"golang.org/x/text/language"
+)
+
+// shippedLanguages are the UI languages the embed ships; a locale resolves when its
+// base language is one of them.
+var shippedLanguages = map[string]bool{"en": true, "de": true, "fr": true, "es": true, "it": true, "pt": true, "nl": true, "ja": true, "ko": true, "zh": true}
+
+// ResolveSettings layers the session's overrides over the account-wide embed settings
+// over the built-in defaults, exactly as the spec's table says.
+func ResolveSettings(s *SessionSettings, acct AccountSettings) ResolvedSettings {
+	if s == nil {
+		s = &SessionSettings{}
+	}
+	pick := func(values ...*bool) bool {
+		for _, v := range values {
+			if v != nil {
+				return *v
+			}
+		}
+		return true // every switch defaults to allowed/shown
+	}
+	r := ResolvedSettings{
+		AllowAI:                     pick(s.AllowAI, acct.AllowAI),
+		ShowDashboardChat:           pick(s.ShowDashboardChat, acct.ShowDashboardChat),
+		ShowWorkbookChat:            pick(s.ShowWorkbookChat, acct.ShowWorkbookChat),
+		ShowAIWidgets:               pick(s.ShowAIWidgets, acct.ShowAIWidgets),
+		AllowChatWorkspaceAuthoring: pick(s.AllowChatWorkspaceAuthoring),
+		ShowWorkbookShare:           pick(s.ShowWorkbookShare),
+		ShowDashboardSettings:       pick(s.ShowDashboardSettings),
+		ShowMemberNames:             pick(s.ShowMemberNames),
+		ShowGroupByCube:             pick(s.ShowGroupByCube),
+	}
+	// allowAi is the master switch: it outranks the AI show* keys.
+	if !r.AllowAI {
+		r.ShowDashboardChat, r.ShowWorkbookChat, r.ShowAIWidgets = false, false, false
+	}
+	r.Locale = firstUsable(ResolveLocale, s.Locale, acct.Locale)
+	r.Timezone = firstUsable(ResolveTimezone, s.Timezone, acct.Timezone)
+	return r
+}
+
+func firstUsable(resolve func(string) (string, bool), values ...*string) *string {
+	for _, v := range values {
+		if v == nil {
+			continue
+		}
+		if out, ok := resolve(*v); ok {
+			return &out
+		}
+	}
+	return nil
+}
+
+// ResolveLocale returns the canonical BCP-47 tag when it resolves to a shipped language.
+func ResolveLocale(s string) (string, bool) {
+	tag, err := language.Parse(strings.TrimSpace(s))
+	if err != nil {
+		return "", false
+	}
+	base, conf := tag.Base()
+	if conf == language.No || !shippedLanguages[base.String()] {
+		return "", false
+	}
+	return tag.String(), true
+}
+
+// ResolveTimezone returns an IANA zone name when it is one; bare offsets, "Local" and
+// unknown names are not usable.
+func ResolveTimezone(s string) (string, bool) {
+	s = strings.TrimSpace(s)
+	if s == "" || s == "Local" || strings.ContainsAny(s, "+") || strings.HasPrefix(s, "-") || strings.Contains(s, "..") {
+		return "", false
+	}
+	if _, err := time.LoadLocation(s); err != nil {
+		return "", false
+	}
+	return s, true
+}

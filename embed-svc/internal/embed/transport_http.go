@@ -1,0 +1,210 @@
+package embed
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+
+	httptransport "github.com/go-kit/kit/transport/http"
+
+	"github.com/analyticsco/platform/libs/httpx"
+	"github.com/analyticsco/platform/libs/identity"
+	"github.com/analyticsco/platform/libs/logging"
+	"github.com/analyticsco/platform/libs/server"
+)
+
+// MaxBodyBytes bounds every request body the service reads.
+const MaxBodyBytes = 1 << 20
+
+// NewHTTPHandler routes the embed API to the endpoints. It expects identity.Require
+// around it (the principal is read from the request context).
+func NewHTTPHandler(e Endpoints, logger *slog.Logger) http.Handler {
+	opts := []httptransport.ServerOption{httptransport.ServerErrorEncoder(errorEncoder(logger))}
+	mux := http.NewServeMux()
+	handle := func(method, path string, ep func(context.Context, any) (any, error), dec httptransport.DecodeRequestFunc) {
+		mux.Handle(method+" "+path, httptransport.NewServer(ep, dec, encodeResponse, opts...))
+	}
+	handle("POST", "/api/v1/embed/generate-session", e.GenerateSession, decodeGenerateSessionHTTP)
+	handle("POST", "/api/v1/embed/session/exchange", e.ExchangeSession, decodeSessionIDRequest)
+	handle("POST", "/api/v1/embed/session/revoke", e.RevokeSession, decodeSessionIDRequest)
+	handle("GET", "/api/v1/embed/session", e.SessionInfo, decodePrincipalRequest)
+	handle("POST", "/api/v1/embed/session/ai-credentials", e.AICredentials, decodePrincipalRequest)
+	handle("GET", "/api/v1/embed/.well-known/jwks.json", e.JWKS, decodePrincipalRequest)
+	handle("POST", "/api/v1/deployments/{deploymentId}/token", e.DataToken, decodeDataTokenRequest)
+	for _, c := range []struct{ path, kind string }{{"groups", KindGroup}, {"user-attributes", KindAttribute}} {
+		handle("GET", "/api/v1/embed-tenants/{embedTenantName}/"+c.path, e.ListDefinitions, decodeListDefinitions(c.kind))
+		handle("DELETE", "/api/v1/embed-tenants/{embedTenantName}/"+c.path+"/{id}", e.DeleteDefinition, decodeDeleteDefinition(c.kind))
+		handle("GET", "/api/v1/"+c.path, e.ListDefinitions, decodeListDefinitions(c.kind))
+		handle("POST", "/api/v1/"+c.path, e.CreateDefinition, decodeCreateDefinition(c.kind))
+		handle("DELETE", "/api/v1/"+c.path+"/{id}", e.DeleteDefinition, decodeDeleteDefinition(c.kind))
+	}
+	// A known path with another method gets a JSON 405 instead of the mux's plain text.
+	for path, allow := range map[string]string{
+		"/api/v1/embed/generate-session": "POST", "/api/v1/embed/session/exchange": "POST",
+		"/api/v1/embed/session/revoke": "POST", "/api/v1/embed/session": "GET",
+		"/api/v1/embed/session/ai-credentials": "POST", "/api/v1/embed/.well-known/jwks.json": "GET",
+		"/api/v1/deployments/{deploymentId}/token":       "POST",
+		"/api/v1/embed-tenants/{embedTenantName}/groups": "GET", "/api/v1/embed-tenants/{embedTenantName}/user-attributes": "GET",
+		"/api/v1/embed-tenants/{embedTenantName}/groups/{id}":          "DELETE",
+		"/api/v1/embed-tenants/{embedTenantName}/user-attributes/{id}": "DELETE",
+		"/api/v1/groups": "GET, POST", "/api/v1/user-attributes": "GET, POST",
+		"/api/v1/groups/{id}": "DELETE", "/api/v1/user-attributes/{id}": "DELETE",
+	} {
+		mux.HandleFunc(path, methodNotAllowed(allow))
+	}
+	mux.HandleFunc("/", server.NotFound)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body != nil {
+			r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+func methodNotAllowed(allow string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", allow)
+		httpx.WriteError(w, http.StatusMethodNotAllowed, "method "+r.Method+" is not allowed on "+r.URL.Path+"; allowed: "+allow)
+	}
+}
+
+// DecodeGenerateSessionRequest strictly decodes a generate-session body.
+func DecodeGenerateSessionRequest(body []byte) (GenerateSessionRequest, error) {
+	var req GenerateSessionRequest
+	if err := httpx.DecodeJSONBody(strings.NewReader(string(body)), &req); err != nil {
+		return req, err
+	}
+	return req, nil
+}
+
+func decodeGenerateSessionHTTP(_ context.Context, r *http.Request) (any, error) {
+	var req GenerateSessionRequest
+	if err := httpx.DecodeJSON(r, &req); err != nil {
+		return nil, err
+	}
+	return generateSessionRequest{P: identity.FromContext(r.Context()), Body: req}, nil
+}
+
+func decodeSessionIDRequest(_ context.Context, r *http.Request) (any, error) {
+	var body struct {
+		SessionID *string `json:"sessionId"`
+	}
+	if err := httpx.DecodeJSON(r, &body); err != nil {
+		return nil, err
+	}
+	if body.SessionID == nil || *body.SessionID == "" {
+		return nil, Invalid("sessionId is required")
+	}
+	return sessionIDRequest{P: identity.FromContext(r.Context()), SessionID: *body.SessionID}, nil
+}
+
+func decodePrincipalRequest(_ context.Context, r *http.Request) (any, error) {
+	return principalRequest{P: identity.FromContext(r.Context())}, nil
+}
+
+func decodeDataTokenRequest(_ context.Context, r *http.Request) (any, error) {
+	id, err := identity.DeploymentFromPath(r)
+	if err != nil {
+		return nil, err
+	}
+	return dataTokenRequest{P: identity.FromContext(r.Context()), DeploymentID: id}, nil
+}
+
+func scopeOf(r *http.Request) string {
+	if t := r.PathValue("embedTenantName"); t != "" {
+		return t
+	}
+	return AccountScope
+}
+
+func decodeListDefinitions(kind string) httptransport.DecodeRequestFunc {
+	return func(_ context.Context, r *http.Request) (any, error) {
+		q := ListQuery{Scope: scopeOf(r), Kind: kind, First: 50, After: r.URL.Query().Get("after")}
+		if raw, ok := r.URL.Query()["first"]; ok {
+			n, err := strconv.Atoi(strings.TrimSpace(raw[0]))
+			if err != nil || n < 1 || n > MaxPageSize {
+				return nil, Invalid("first must be an integer between 1 and %d", MaxPageSize)
+			}
+			q.First = n
+		}
+		return listDefinitionsRequest{P: identity.FromContext(r.Context()), Query: q}, nil
+	}
+}
+
+func decodeCreateDefinition(kind string) httptransport.DecodeRequestFunc {
+	return func(_ context.Context, r *http.Request) (any, error) {
+		var in DefinitionInput
+		if err := httpx.DecodeJSON(r, &in); err != nil {
+			return nil, err
+		}
+		return createDefinitionRequest{P: identity.FromContext(r.Context()), Kind: kind, Body: in}, nil
+	}
+}
+
+func decodeDeleteDefinition(kind string) httptransport.DecodeRequestFunc {
+	return func(_ context.Context, r *http.Request) (any, error) {
+		return deleteDefinitionRequest{P: identity.FromContext(r.Context()), Scope: scopeOf(r), Kind: kind, ID: r.PathValue("id")}, nil
+	}
+}
+
+func encodeResponse(_ context.Context, w http.ResponseWriter, resp any) error {
+	if _, ok := resp.(noContent); ok {
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if _, ok := resp.(JWKSet); ok {
+		// Short enough that a rotation's new key is seen well within the publish delay.
+		w.Header().Set("Cache-Control", "public, max-age=60")
+	} else {
+		w.Header().Set("Cache-Control", "no-store")
+	}
+	return json.NewEncoder(w).Encode(resp)
+}
+
+// StatusOf maps a domain error kind to its HTTP status.
+func StatusOf(k Kind) int {
+	switch k {
+	case KindInvalid:
+		return http.StatusBadRequest
+	case KindUnauthorized:
+		return http.StatusUnauthorized
+	case KindForbidden:
+		return http.StatusForbidden
+	case KindNotFound:
+		return http.StatusNotFound
+	case KindConflict:
+		return http.StatusConflict
+	case KindUnavailable:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+func errorEncoder(logger *slog.Logger) httptransport.ErrorEncoder {
+	return func(ctx context.Context, err error, w http.ResponseWriter) {
+		var de *Error
+		var he *httpx.Error
+		switch {
+		case errors.As(err, &de):
+			status := StatusOf(de.Kind)
+			if status == http.StatusUnauthorized {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="platform"`)
+			}
+			if status == http.StatusServiceUnavailable {
+				w.Header().Set("Retry-After", "1")
+			}
+			httpx.WriteError(w, status, de.Message)
+		case errors.As(err, &he):
+			httpx.WriteError(w, he.Status, he.Message)
+		default:
+			rid := logging.RequestID(ctx)
+			logger.ErrorContext(ctx, "internal error", "err", err)
+			httpx.WriteError(w, http.StatusInternalServerError, "internal error (request id "+rid+")")
+		}
+	}
+}

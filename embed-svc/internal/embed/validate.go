@@ -1,0 +1,221 @@
+package embed
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/url"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+var tenantNamePattern = regexp.MustCompile(`^[a-z][a-z0-9-]{3,34}[a-z0-9]$`)
+
+// ValidTenantName reports whether name is a well-formed embed tenant name.
+func ValidTenantName(name string) bool { return tenantNamePattern.MatchString(name) }
+
+const maxNameLen = 255
+
+// ValidateGenerateSession checks the rules of a generate-session body that need no
+// stored state; every failure is a KindInvalid *Error.
+func ValidateGenerateSession(req GenerateSessionRequest) error {
+	_, err := validateStatic(&req)
+	return err
+}
+
+// validateStatic checks every rule that needs no stored state. It returns the
+// normalized external id ("" for an internal user).
+func validateStatic(req *GenerateSessionRequest) (string, error) {
+	if req.DeploymentID == nil {
+		return "", Invalid("deploymentId is required")
+	}
+	if *req.DeploymentID <= 0 {
+		return "", Invalid("deploymentId must be a positive integer")
+	}
+	hasExt, hasInt := req.ExternalID != nil, req.InternalID != nil
+	if hasExt == hasInt {
+		return "", Invalid("exactly one of externalId and internalId is required")
+	}
+	var externalID string
+	if hasExt {
+		externalID = strings.ToLower(strings.TrimSpace(*req.ExternalID))
+		if externalID == "" {
+			return "", Invalid("externalId must not be empty")
+		}
+		if len(externalID) > maxNameLen {
+			return "", Invalid("externalId must be at most %d characters", maxNameLen)
+		}
+	} else {
+		if strings.TrimSpace(*req.InternalID) == "" {
+			return "", Invalid("internalId must not be empty")
+		}
+		for field, set := range map[string]bool{
+			"groups": req.Groups != nil, "userAttributes": req.UserAttributes != nil,
+			"groupDefinitions": req.GroupDefinitions != nil, "userAttributeDefinitions": req.UserAttributeDefinitions != nil,
+			"securityContext": req.SecurityContext != nil, "userProfile": req.UserProfile != nil,
+		} {
+			if set {
+				return "", Invalid("%s is not allowed with internalId: the internal user's own permissions apply", field)
+			}
+		}
+	}
+	if req.Email != nil && !hasExt {
+		return "", Invalid("email is only allowed with externalId")
+	}
+	if req.Email != nil && len(*req.Email) > maxNameLen {
+		return "", Invalid("email must be at most %d characters", maxNameLen)
+	}
+	if req.SecurityContext != nil {
+		trimmed := bytes.TrimSpace(req.SecurityContext)
+		if len(trimmed) == 0 || trimmed[0] != '{' {
+			return "", Invalid("securityContext must be an object")
+		}
+	}
+	if req.EmbedTenantName != nil && !ValidTenantName(*req.EmbedTenantName) {
+		return "", Invalid("embedTenantName %q is invalid: lowercase, 5 to 36 characters, starting with a letter, ending with a letter or digit, only a-z, 0-9 and -", *req.EmbedTenantName)
+	}
+	hasDefs := req.GroupDefinitions != nil || req.UserAttributeDefinitions != nil
+	if hasDefs && (req.CreatorMode == nil || !*req.CreatorMode) {
+		return "", Invalid("groupDefinitions and userAttributeDefinitions require creatorMode: true")
+	}
+	if hasDefs && req.EmbedTenantName == nil {
+		return "", Invalid("groupDefinitions and userAttributeDefinitions require embedTenantName")
+	}
+	if p := req.UserProfile; p != nil {
+		if p.DisplayName != nil && len(*p.DisplayName) > maxNameLen {
+			return "", Invalid("userProfile.displayName must be at most %d characters", maxNameLen)
+		}
+		if p.Picture != nil && !absoluteHTTPURL(*p.Picture) {
+			return "", Invalid("userProfile.picture must be an absolute http:// or https:// URL")
+		}
+	}
+	if req.BranchName != nil && strings.TrimSpace(*req.BranchName) == "" {
+		return "", Invalid("branchName must not be empty")
+	}
+	if err := uniqueNames("groups", req.Groups, func(s string) string { return s }); err != nil {
+		return "", err
+	}
+	for _, g := range req.Groups {
+		if g == "" {
+			return "", Invalid("groups must not contain an empty name")
+		}
+	}
+	if err := uniqueNames("userAttributes", req.UserAttributes, func(a AttributeValue) string { return a.Name }); err != nil {
+		return "", err
+	}
+	for _, a := range req.UserAttributes {
+		if a.Name == "" {
+			return "", Invalid("userAttributes: name is required")
+		}
+		if len(a.Value) == 0 {
+			return "", Invalid("userAttributes %q: value is required (null clears it)", a.Name)
+		}
+		if _, ok := valueType(a.Value); !ok {
+			return "", Invalid("userAttributes %q: value must be a string, a number, an array of strings, an array of numbers or null", a.Name)
+		}
+	}
+	if err := uniqueNames("groupDefinitions", req.GroupDefinitions, func(d DefinitionInput) string { return d.Name }); err != nil {
+		return "", err
+	}
+	if err := uniqueNames("userAttributeDefinitions", req.UserAttributeDefinitions, func(d DefinitionInput) string { return d.Name }); err != nil {
+		return "", err
+	}
+	for _, d := range req.GroupDefinitions {
+		if err := ValidateDefinition(KindGroup, d, "groupDefinitions"); err != nil {
+			return "", err
+		}
+	}
+	for _, d := range req.UserAttributeDefinitions {
+		if err := ValidateDefinition(KindAttribute, d, "userAttributeDefinitions"); err != nil {
+			return "", err
+		}
+	}
+	return externalID, nil
+}
+
+// ValidateDefinition checks one definition input; field names the array or body.
+func ValidateDefinition(kind string, d DefinitionInput, field string) error {
+	if strings.TrimSpace(d.Name) == "" {
+		return Invalid("%s: name is required", field)
+	}
+	if len(d.Name) > maxNameLen {
+		return Invalid("%s: name must be at most %d characters", field, maxNameLen)
+	}
+	if kind == KindGroup {
+		if d.Type != "" || d.DisplayName != nil || d.DefaultValue != nil {
+			return Invalid("%s %q: a group has only name and description", field, d.Name)
+		}
+		return nil
+	}
+	switch d.Type {
+	case TypeString, TypeNumber, TypeStringArray, TypeNumberArray:
+	case "":
+		return Invalid("%s %q: type is required (string, number, string_array or number_array)", field, d.Name)
+	default:
+		return Invalid("%s %q: type %q is not one of string, number, string_array, number_array", field, d.Name, d.Type)
+	}
+	return nil
+}
+
+func uniqueNames[T any](field string, items []T, name func(T) string) error {
+	seen := make(map[string]bool, len(items))
+	var dups []string
+	for _, it := range items {
+		n := name(it)
+		if seen[n] && n != "" {
+			dups = append(dups, n)
+		}
+		seen[n] = true
+	}
+	if len(dups) > 0 {
+		sort.Strings(dups)
+		return Invalid("%s: duplicate name %q", field, dups[0])
+	}
+	return nil
+}
+
+func absoluteHTTPURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.Opaque == ""
+}
+
+// valueType returns the attribute type a JSON value has ("" for null).
+func valueType(raw json.RawMessage) (string, bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return "", false
+	}
+	switch raw[0] {
+	case 'n':
+		return "", string(raw) == "null"
+	case '"':
+		var s string
+		return TypeString, json.Unmarshal(raw, &s) == nil
+	case '[':
+		var strs []string
+		if json.Unmarshal(raw, &strs) == nil {
+			if len(strs) == 0 {
+				return "array", true // an empty array fits either array type
+			}
+			return TypeStringArray, true
+		}
+		var nums []float64
+		if json.Unmarshal(raw, &nums) == nil {
+			return TypeNumberArray, true
+		}
+		return "", false
+	case 't', 'f', '{':
+		return "", false
+	default:
+		var n float64
+		return TypeNumber, json.Unmarshal(raw, &n) == nil
+	}
+}
+
+// valueFits reports whether a value of type got may be stored for a definition of type want.
+func valueFits(got, want string) bool {
+	if got == "array" {
+		return want == TypeStringArray || want == TypeNumberArray
+	}
+	return got == want
+}

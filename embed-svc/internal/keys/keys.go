@@ -1,0 +1,285 @@
+// Package keys manages the Ed25519 keys that sign embed tokens. Keys live in MongoDB,
+// private halves encrypted with AES-256-GCM under EMBED_KEY_ENCRYPTION_KEY, so every
+// replica signs with the same current key. Rotation never breaks a verifier: a new key
+// is published (in the JWKS) for a publish delay before it starts signing, and a key
+// that stopped signing stays published until the tokens it signed have expired.
+package keys
+
+import (
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/analyticsco/platform/embed-svc/internal/embed"
+	"github.com/analyticsco/platform/libs/mongox"
+)
+
+// Options configure a Keyring.
+type Options struct {
+	EncryptionKey string        // base64, 32 bytes
+	PublishDelay  time.Duration // how long a new key is published before it signs
+	TokenLifetime time.Duration // how long a retired key stays published
+	Refresh       time.Duration // how often a replica reloads the keys
+	Now           func() time.Time
+}
+
+// Keyring signs with the current key and lists the published ones.
+type Keyring struct {
+	coll *mongo.Collection
+	aead cipher.AEAD
+	o    Options
+
+	mu       sync.Mutex
+	keys     []key // sorted by activation, oldest first
+	loadedAt time.Time
+}
+
+type key struct {
+	ID         string    `bson:"_id"`
+	Public     []byte    `bson:"public"`
+	Sealed     []byte    `bson:"sealed"` // nonce || AES-GCM(private key seed), AAD = kid
+	CreatedAt  time.Time `bson:"createdAt"`
+	ActivateAt time.Time `bson:"activateAt"`
+	private    ed25519.PrivateKey
+}
+
+// ParseEncryptionKey decodes a base64 32-byte key.
+func ParseEncryptionKey(s string) ([]byte, error) {
+	s = strings.TrimSpace(s)
+	k, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		k, err = base64.RawURLEncoding.DecodeString(s)
+	}
+	if err != nil || len(k) != 32 {
+		return nil, errors.New("EMBED_KEY_ENCRYPTION_KEY must be 32 bytes in base64")
+	}
+	return k, nil
+}
+
+// New builds a keyring over coll.
+func New(coll *mongo.Collection, o Options) (*Keyring, error) {
+	raw, err := ParseEncryptionKey(o.EncryptionKey)
+	if err != nil {
+		return nil, err
+	}
+	block, err := aes.NewCipher(raw)
+	if err != nil {
+		return nil, err
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, err
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.TokenLifetime <= 0 {
+		o.TokenLifetime = embed.TokenLifetime
+	}
+	if o.Refresh <= 0 {
+		o.Refresh = 30 * time.Second
+	}
+	return &Keyring{coll: coll, aead: aead, o: o}, nil
+}
+
+// KeyID derives a key id from the public key.
+func KeyID(pub ed25519.PublicKey) string {
+	sum := sha256.Sum256(pub)
+	return base64.RawURLEncoding.EncodeToString(sum[:12])
+}
+
+func (k *Keyring) newKey(activateAt time.Time) (key, error) {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return key{}, err
+	}
+	id := KeyID(pub)
+	nonce := make([]byte, k.aead.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		return key{}, err
+	}
+	sealed := k.aead.Seal(nonce, nonce, priv.Seed(), []byte(id))
+	return key{ID: id, Public: pub, Sealed: sealed, CreatedAt: k.o.Now().UTC(), ActivateAt: activateAt.UTC()}, nil
+}
+
+// Ensure creates a first key, active at once, when there is none.
+func (k *Keyring) Ensure(ctx context.Context) error {
+	n, err := k.coll.CountDocuments(ctx, bson.D{})
+	if err != nil {
+		return fmt.Errorf("signing keys: %w", err)
+	}
+	if n > 0 {
+		return k.reload(ctx)
+	}
+	nk, err := k.newKey(k.o.Now())
+	if err != nil {
+		return err
+	}
+	if _, err := k.coll.InsertOne(ctx, nk); err != nil {
+		return fmt.Errorf("signing keys: %w", err)
+	}
+	return k.reload(ctx)
+}
+
+// Rotate adds a key that starts signing after the publish delay and drops keys whose
+// tokens have all expired. It returns the new key's id.
+func (k *Keyring) Rotate(ctx context.Context) (string, error) {
+	now := k.o.Now()
+	nk, err := k.newKey(now.Add(k.o.PublishDelay))
+	if err != nil {
+		return "", err
+	}
+	if _, err := k.coll.InsertOne(ctx, nk); err != nil {
+		return "", fmt.Errorf("signing keys: %w", err)
+	}
+	if err := k.reload(ctx); err != nil {
+		return "", err
+	}
+	k.mu.Lock()
+	var expired []string
+	for i, ky := range k.keys {
+		if i+1 < len(k.keys) && !k.keys[i+1].ActivateAt.After(now) && k.keys[i+1].ActivateAt.Add(k.o.TokenLifetime).Before(now) {
+			expired = append(expired, ky.ID)
+		}
+	}
+	k.mu.Unlock()
+	if len(expired) > 0 {
+		if _, err := k.coll.DeleteMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: expired}}}}); err != nil {
+			return "", fmt.Errorf("signing keys: %w", err)
+		}
+		if err := k.reload(ctx); err != nil {
+			return "", err
+		}
+	}
+	return nk.ID, nil
+}
+
+func (k *Keyring) reload(ctx context.Context) error {
+	cur, err := k.coll.Find(ctx, bson.D{}, options.Find().SetSort(bson.D{{Key: "activateAt", Value: 1}, {Key: "_id", Value: 1}}))
+	if err != nil {
+		return wrap(err)
+	}
+	var docs []key
+	if err := cur.All(ctx, &docs); err != nil {
+		return wrap(err)
+	}
+	for i := range docs {
+		d := &docs[i]
+		ns := k.aead.NonceSize()
+		if len(d.Sealed) < ns {
+			return fmt.Errorf("signing key %s: sealed private key is malformed", d.ID)
+		}
+		seed, err := k.aead.Open(nil, d.Sealed[:ns], d.Sealed[ns:], []byte(d.ID))
+		if err != nil {
+			return fmt.Errorf("signing key %s: cannot decrypt with EMBED_KEY_ENCRYPTION_KEY", d.ID)
+		}
+		d.private = ed25519.NewKeyFromSeed(seed)
+	}
+	sort.SliceStable(docs, func(i, j int) bool { return docs[i].ActivateAt.Before(docs[j].ActivateAt) })
+	k.mu.Lock()
+	k.keys, k.loadedAt = docs, k.o.Now()
+	k.mu.Unlock()
+	return nil
+}
+
+func wrap(err error) error {
+	if mongox.Unavailable(err) {
+		return errors.Join(embed.ErrUnavailable, err)
+	}
+	return err
+}
+
+func (k *Keyring) current(ctx context.Context) ([]key, error) {
+	k.mu.Lock()
+	stale := k.keys == nil || k.o.Now().Sub(k.loadedAt) >= k.o.Refresh
+	k.mu.Unlock()
+	if stale {
+		if err := k.reload(ctx); err != nil {
+			k.mu.Lock()
+			have := k.keys != nil
+			k.mu.Unlock()
+			if !have {
+				return nil, err
+			}
+			// Keep signing with the keys we have while the database is unreachable.
+		}
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.keys, nil
+}
+
+// signingKey is the newest key whose activation has come.
+func signingKey(keys []key, now time.Time) (key, bool) {
+	for i := len(keys) - 1; i >= 0; i-- {
+		if !keys[i].ActivateAt.After(now) {
+			return keys[i], true
+		}
+	}
+	return key{}, false
+}
+
+// Sign signs claims with the current key, its id in the header.
+func (k *Keyring) Sign(ctx context.Context, claims map[string]any) (string, error) {
+	keys, err := k.current(ctx)
+	if err != nil {
+		return "", err
+	}
+	sk, ok := signingKey(keys, k.o.Now())
+	if !ok {
+		return "", errors.New("no active signing key: run embed-svc with a reachable database so it can create one")
+	}
+	tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jwt.MapClaims(claims))
+	tok.Header["kid"] = sk.ID
+	return tok.SignedString(sk.private)
+}
+
+// CurrentKeyID is the id of the key that signs now.
+func (k *Keyring) CurrentKeyID(ctx context.Context) (string, error) {
+	keys, err := k.current(ctx)
+	if err != nil {
+		return "", err
+	}
+	sk, ok := signingKey(keys, k.o.Now())
+	if !ok {
+		return "", errors.New("no active signing key")
+	}
+	return sk.ID, nil
+}
+
+// JWKS lists the pending key(s), the signing key, and retired keys whose tokens may
+// still be live.
+func (k *Keyring) JWKS(ctx context.Context) (embed.JWKSet, error) {
+	keys, err := k.current(ctx)
+	if err != nil {
+		return embed.JWKSet{}, err
+	}
+	now := k.o.Now()
+	set := embed.JWKSet{Keys: []embed.JWK{}}
+	for i, ky := range keys {
+		if i+1 < len(keys) {
+			next := keys[i+1].ActivateAt
+			if !next.After(now) && next.Add(k.o.TokenLifetime).Before(now) {
+				continue // stopped signing more than a token lifetime ago
+			}
+		}
+		set.Keys = append(set.Keys, embed.JWK{Kty: "OKP", Crv: "Ed25519", X: base64.RawURLEncoding.EncodeToString(ky.Public),
+			Kid: ky.ID, Use: "sig", Alg: "EdDSA"})
+	}
+	return set, nil
+}

@@ -1,0 +1,126 @@
+// Package redisstore keeps embed session ids, live sessions and revocations in Redis.
+//
+// Keys: embed:session:<id> (the secret session id, 5-minute TTL, single use),
+// embed:live:<sid> (the exchanged session, until its token expires) and
+// embed:revoked:<sid> = "1" (until the revoked token's own expiry; the gateway checks it).
+// Exchange and revoke are Lua scripts, so each is atomic and one round trip.
+package redisstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/analyticsco/platform/embed-svc/internal/embed"
+)
+
+// Key prefixes (part of the contract with the gateway: it reads RevokedPrefix).
+const (
+	SessionPrefix = "embed:session:"
+	LivePrefix    = "embed:live:"
+	RevokedPrefix = "embed:revoked:"
+)
+
+// Store implements embed.SessionStore.
+type Store struct{ rdb redis.UniversalClient }
+
+// New wraps a Redis client.
+func New(rdb redis.UniversalClient) *Store { return &Store{rdb: rdb} }
+
+// exchangeScript consumes the id (GETDEL) and keeps the session live under its sid.
+var exchangeScript = redis.NewScript(`
+local v = redis.call('GETDEL', KEYS[1])
+if not v then return false end
+redis.call('SET', KEYS[2], v, 'PX', ARGV[1])
+return v`)
+
+// revokeScript: before the exchange it deletes the id; after it, it marks the sid
+// revoked for exactly the live session's remaining lifetime. Sessions of another
+// account are left alone (the caller still gets its 204).
+var revokeScript = redis.NewScript(`
+local acc = tonumber(ARGV[1])
+local v = redis.call('GET', KEYS[1])
+if v then
+  if cjson.decode(v).acc == acc then redis.call('DEL', KEYS[1]) end
+  return 1
+end
+local l = redis.call('GET', KEYS[2])
+if l and cjson.decode(l).acc == acc then
+  local ttl = redis.call('PTTL', KEYS[2])
+  if ttl > 0 then
+    redis.call('SET', KEYS[3], '1', 'PX', ttl)
+  end
+  redis.call('DEL', KEYS[2])
+end
+return 1`)
+
+// SaveSession stores a fresh session id for embed.SessionIDTTL.
+func (s *Store) SaveSession(ctx context.Context, sessionID string, sess embed.Session) error {
+	raw, err := json.Marshal(sess)
+	if err != nil {
+		return err
+	}
+	return wrap(s.rdb.Set(ctx, SessionPrefix+sessionID, raw, embed.SessionIDTTL).Err())
+}
+
+// ExchangeSession consumes the id atomically.
+func (s *Store) ExchangeSession(ctx context.Context, sessionID string, ttl time.Duration) (embed.Session, error) {
+	raw, err := exchangeScript.Run(ctx, s.rdb, []string{SessionPrefix + sessionID, LivePrefix + embed.PublicSessionHandle(sessionID)}, strconv.FormatInt(ttl.Milliseconds(), 10)).Text()
+	if errors.Is(err, redis.Nil) {
+		return embed.Session{}, embed.ErrSessionUnusable
+	}
+	if err != nil {
+		return embed.Session{}, wrap(err)
+	}
+	var sess embed.Session
+	if err := json.Unmarshal([]byte(raw), &sess); err != nil {
+		return embed.Session{}, err
+	}
+	return sess, nil
+}
+
+// LiveSession returns an exchanged session.
+func (s *Store) LiveSession(ctx context.Context, sid string) (embed.Session, error) {
+	raw, err := s.rdb.Get(ctx, LivePrefix+sid).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return embed.Session{}, embed.ErrNotFound
+	}
+	if err != nil {
+		return embed.Session{}, wrap(err)
+	}
+	var sess embed.Session
+	if err := json.Unmarshal(raw, &sess); err != nil {
+		return embed.Session{}, err
+	}
+	return sess, nil
+}
+
+// RevokeSession ends a session of accountID.
+func (s *Store) RevokeSession(ctx context.Context, accountID int64, sessionID, sid string) error {
+	err := revokeScript.Run(ctx, s.rdb, []string{SessionPrefix + sessionID, LivePrefix + sid, RevokedPrefix + sid}, accountID).Err()
+	if errors.Is(err, redis.Nil) {
+		return nil
+	}
+	return wrap(err)
+}
+
+func wrap(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ne net.Error
+	if errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, redis.ErrClosed) || isConnRefused(err) {
+		return errors.Join(embed.ErrUnavailable, err)
+	}
+	return err
+}
+
+func isConnRefused(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op)
+}
