@@ -1,17 +1,24 @@
 // Package config is dbtsync-svc's configuration, read from the environment.
 package config
 
-import "github.com/analyticsco/platform/libs/config"
+import (
+	"time"
+
+	"github.com/analyticsco/platform/libs/config"
+)
 
 // Config is everything dbtsync-svc (API and worker mode) reads from its environment.
 type Config struct {
 	config.Common
-	HTTPAddr           string `env:"HTTP_ADDR" default:"127.0.0.1:8083" help:"listen address (the worker serves only health, readiness and metrics)"`
-	MongoURI           string `env:"MONGODB_URI" default:"mongodb://127.0.0.1:27018/" secret:"true" help:"MongoDB connection string (may hold a password)"`
-	MongoDatabase      string `env:"MONGODB_DATABASE" default:"dbtsync" help:"database owned by dbtsync-svc"`
-	NATSURL            string `env:"NATS_URL" default:"nats://127.0.0.1:4223" help:"NATS with JetStream: the job queue, job state and manifest object store"`
-	IdentitySigningKey string `env:"IDENTITY_SIGNING_KEY" required:"true" secret:"true" help:"base64 HMAC key shared with the gateway; verifies the forwarded identity"`
-	CredentialsKey     string `env:"DBT_CREDENTIALS_KEY" required:"true" secret:"true" help:"base64 32-byte key that encrypts saved dbt git credentials (AES-GCM)"`
+	HTTPAddr           string        `env:"HTTP_ADDR" default:"127.0.0.1:8083" help:"listen address (the worker serves only health, readiness and metrics)"`
+	MongoURI           string        `env:"MONGODB_URI" default:"mongodb://127.0.0.1:27018/" secret:"true" help:"MongoDB connection string (may hold a password)"`
+	MongoDatabase      string        `env:"MONGODB_DATABASE" default:"dbtsync" help:"database owned by dbtsync-svc"`
+	NATSURL            string        `env:"NATS_URL" default:"nats://127.0.0.1:4223" help:"NATS with JetStream: the job queue, job state and manifest object store"`
+	IdentitySigningKey string        `env:"IDENTITY_SIGNING_KEY" required:"true" secret:"true" help:"base64 HMAC key shared with the gateway; verifies the forwarded identity"`
+	CredentialsKey     string        `env:"DBT_CREDENTIALS_KEY" required:"true" secret:"true" help:"base64 32-byte key that encrypts saved dbt git credentials (AES-GCM)"`
+	WorkerConcurrency  int           `env:"DBT_SYNC_WORKER_CONCURRENCY" default:"2" help:"worker mode: sync jobs converted at once per replica"`
+	MaxAttempts        int           `env:"DBT_SYNC_MAX_ATTEMPTS" default:"5" help:"worker mode: runs of a sync job (with backoff between them) before it ends failed"`
+	AckWait            time.Duration `env:"DBT_SYNC_ACK_WAIT" default:"30s" help:"worker mode: a job whose worker went silent this long is redelivered"`
 }
 
 // Load reads the configuration from the environment.

@@ -11,6 +11,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/analyticsco/platform/dbtsync-svc/config"
+	"github.com/analyticsco/platform/dbtsync-svc/internal/app"
+	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
 	"github.com/analyticsco/platform/libs/obs"
@@ -62,14 +64,35 @@ func run(args []string) error {
 	}
 	defer nc.Drain()
 
-	api := http.NewServeMux()
-	api.HandleFunc("/", server.NotFound)
+	registry := obs.NewRegistry()
+	deps := app.Deps{Mongo: client.Database(cfg.MongoDatabase), NATS: nc, Signer: signer, CredentialsKey: cfg.CredentialsKey, Registry: registry, Logger: proc.Logger}
+	var handler http.Handler = http.HandlerFunc(server.NotFound)
+	if mode == "worker" {
+		worker, err := app.NewWorker(proc.Ctx, deps, dbtsync.WorkerOptions{Concurrency: cfg.WorkerConcurrency, MaxAttempts: cfg.MaxAttempts, AckWait: cfg.AckWait}, "")
+		if err != nil {
+			return err
+		}
+		done := make(chan error, 1)
+		go func() { done <- worker.Run(proc.Ctx) }()
+		defer func() {
+			if err := <-done; err != nil {
+				proc.Logger.Error("worker", "err", err)
+			}
+		}()
+	} else {
+		api, err := app.NewAPI(proc.Ctx, deps)
+		if err != nil {
+			return err
+		}
+		defer api.Close()
+		handler = api.Handler
+	}
 
 	h := server.Handler(server.Options{
 		Service:  name,
 		Logger:   proc.Logger,
-		Registry: obs.NewRegistry(),
-		API:      identity.Require(signer, api),
+		Registry: registry,
+		API:      handler,
 		Checks: []server.Check{
 			{Name: "mongodb", Check: mongox.Ping(client)},
 			{Name: "nats", Check: func(context.Context) error {

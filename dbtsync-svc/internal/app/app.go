@@ -1,0 +1,86 @@
+// Package app wires dbtsync-svc the same way for main and for tests: the API handler
+// and the worker.
+package app
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
+	"github.com/analyticsco/platform/libs/identity"
+)
+
+// Deps are what both modes need.
+type Deps struct {
+	Mongo          *mongo.Database
+	NATS           *nats.Conn
+	Signer         *identity.Signer
+	CredentialsKey string // base64 32 bytes
+	Registry       prometheus.Registerer
+	Logger         *slog.Logger
+	MaxBodyBytes   int64 // POST .../dbt-sync body limit (default 256 MiB)
+}
+
+type common struct {
+	pipeline *dbtsync.Pipeline
+	store    *dbtsync.Store
+	sealer   *dbtsync.Sealer
+	metrics  *dbtsync.Metrics
+}
+
+func setup(ctx context.Context, d Deps) (*common, error) {
+	sealer, err := dbtsync.NewSealer(d.CredentialsKey)
+	if err != nil {
+		return nil, err
+	}
+	p, err := dbtsync.OpenPipeline(ctx, d.NATS)
+	if err != nil {
+		return nil, err
+	}
+	store := dbtsync.NewStore(d.Mongo)
+	if err := store.EnsureIndexes(ctx); err != nil {
+		return nil, err
+	}
+	return &common{pipeline: p, store: store, sealer: sealer, metrics: dbtsync.NewMetrics(d.Registry)}, nil
+}
+
+// API is the API process: the HTTP handler (behind identity.Require) and the branch
+// resolver subscription; Close stops the resolver.
+type API struct {
+	Handler http.Handler
+	sub     *nats.Subscription
+}
+
+// Close unsubscribes the resolver.
+func (a *API) Close() { _ = a.sub.Unsubscribe() }
+
+// NewAPI builds the API process.
+func NewAPI(ctx context.Context, d Deps) (*API, error) {
+	c, err := setup(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	if d.MaxBodyBytes <= 0 {
+		d.MaxBodyBytes = 256 << 20
+	}
+	sub, err := dbtsync.ServeResolver(d.NATS, c.store, d.Logger)
+	if err != nil {
+		return nil, err
+	}
+	h := dbtsync.NewHTTPHandler(c.pipeline, c.store, c.sealer, c.metrics, d.Logger, d.MaxBodyBytes)
+	return &API{Handler: identity.Require(d.Signer, h), sub: sub}, nil
+}
+
+// NewWorker builds the worker process's job consumer.
+func NewWorker(ctx context.Context, d Deps, opts dbtsync.WorkerOptions, cloneDir string) (*dbtsync.Worker, error) {
+	c, err := setup(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	return dbtsync.NewWorker(c.pipeline, c.store, dbtsync.NewGitFetcher(c.sealer, cloneDir), c.metrics, d.Logger, opts), nil
+}

@@ -1,0 +1,487 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/analyticsco/platform/dbtsync-svc/internal/app"
+	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
+	"github.com/analyticsco/platform/gateway/gatewaytest"
+	"github.com/analyticsco/platform/libs/devstack"
+	"github.com/analyticsco/platform/libs/identity"
+	"github.com/analyticsco/platform/libs/mongox"
+)
+
+type harness struct {
+	t      *testing.T
+	stack  *gatewaytest.Stack
+	nats   *devstack.NATS
+	deps   app.Deps
+	dep    int64
+	prod   string
+	admin  string
+	dev    string
+	viewer string
+}
+
+func credentialsKey() string {
+	return base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	mongo := devstack.MongoForTest(t)
+	ns := devstack.NATSForTest(t)
+	client, err := mongox.Connect(context.Background(), mongo.URI, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	nc, err := nats.Connect(ns.URL, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	key := gatewaytest.NewSigningKey()
+	signer, err := identity.NewSigner(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deps := app.Deps{Mongo: client.Database(devstack.UniqueName(t, "dbtsync")), NATS: nc, Signer: signer, CredentialsKey: credentialsKey(),
+		Registry: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler)}
+	api, err := app.NewAPI(context.Background(), deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(api.Close)
+	srv := httptest.NewServer(api.Handler)
+	t.Cleanup(srv.Close)
+	stack := gatewaytest.Start(t, gatewaytest.Options{MongoURI: mongo.URI, Upstreams: map[string]string{"dbtsync-svc": srv.URL}, SigningKey: key})
+	acme := stack.Seed.Accounts["acme"]
+	return &harness{t: t, stack: stack, nats: ns, deps: deps, dep: acme.Deployments[0].ID, prod: acme.Deployments[0].ProductionBranch,
+		admin: acme.Users["admin"].Bearer, dev: acme.Users["developer"].Bearer, viewer: acme.Users["viewer"].Bearer}
+}
+
+// worker starts an in-process worker (as `dbtsync-svc worker` builds it) until stop is called.
+func (h *harness) worker(opts dbtsync.WorkerOptions) (stop func()) {
+	h.t.Helper()
+	if opts.AckWait == 0 {
+		opts.AckWait = 2 * time.Second
+	}
+	if opts.BlockedDelay == 0 {
+		opts.BlockedDelay = 100 * time.Millisecond
+	}
+	if opts.Backoff == nil {
+		opts.Backoff = func(int) time.Duration { return 50 * time.Millisecond }
+	}
+	deps := h.deps
+	deps.Registry = prometheus.NewRegistry()
+	w, err := app.NewWorker(context.Background(), deps, opts, h.t.TempDir())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.Run(ctx) }()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	h.t.Cleanup(stop)
+	return stop
+}
+
+func (h *harness) do(method, path, token string, body any) (int, map[string]any) {
+	h.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		raw, _ := json.Marshal(b)
+		rd = bytes.NewReader(raw)
+	}
+	req, _ := http.NewRequest(method, h.stack.URL+path, rd)
+	req.Header.Set("Authorization", "Bearer "+token)
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	raw, _ := io.ReadAll(resp.Body)
+	_ = json.Unmarshal(raw, &out)
+	return resp.StatusCode, out
+}
+
+func (h *harness) syncPath() string { return fmt.Sprintf("/api/v1/deployments/%d/dbt-sync", h.dep) }
+func (h *harness) buildPath(rest string) string {
+	return fmt.Sprintf("/build/api/v1/deployments/%d/branches%s", h.dep, rest)
+}
+
+func fixture(t *testing.T, name string) map[string]any {
+	t.Helper()
+	path := filepath.Join(devstack.RepoRoot(t), "..", "shared", "fixtures", "dbt", name)
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("dbt fixture missing (clone ../shared beside the repository): %v", err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func smallManifest(version string, models ...string) map[string]any {
+	nodes := map[string]any{}
+	for _, m := range models {
+		nodes["model.p."+m] = map[string]any{"resource_type": "model", "name": m, "alias": m, "database": "db", "schema": "s",
+			"columns": map[string]any{"id": map[string]any{"name": "id", "data_type": "integer"}}, "config": map[string]any{"materialized": "table"}}
+	}
+	return map[string]any{"metadata": map[string]any{"dbt_schema_version": "https://schemas.getdbt.com/dbt/manifest/" + version + ".json"}, "nodes": nodes}
+}
+
+// waitJob polls the job until it is finished.
+func (h *harness) waitJob(id string) map[string]any {
+	h.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		code, job := h.do("GET", h.syncPath()+"/"+id, h.dev, nil)
+		if code != 200 {
+			h.t.Fatalf("get job: %d %v", code, job)
+		}
+		if s := job["status"]; s == "succeeded" || s == "failed" {
+			return job
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("job %s did not finish: %v", id, job)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestStartSyncValidation(t *testing.T) {
+	h := newHarness(t)
+	cases := []struct {
+		name   string
+		token  string
+		body   any
+		status int
+		msg    string
+	}{
+		{"dbt-sync-400-manifest-source-without-manifest", h.dev, map[string]any{"source": "manifest"}, 400, `"manifest" is required`},
+		{"dbt-sync-400-unsupported-version", h.dev, map[string]any{"source": "manifest", "manifest": smallManifest("v6", "a")}, 400, "v6"},
+		{"dbt-sync-400-v13", h.dev, map[string]any{"source": "manifest", "manifest": smallManifest("v13", "a")}, 400, "v13"},
+		{"dbt-sync-400-no-schema-version", h.dev, map[string]any{"source": "manifest", "manifest": map[string]any{"nodes": map[string]any{}}}, 400, "dbt_schema_version"},
+		{"dbt-sync-400-ref-sha-short", h.dev, map[string]any{"source": "manifest", "manifest": smallManifest("v12", "a"), "ref": "abc1234"}, 400, "commit SHA"},
+		{"dbt-sync-400-ref-sha-full", h.dev, map[string]any{"ref": strings.Repeat("a1", 20)}, 400, "commit SHA"},
+		{"dbt-sync-400-git-without-integration", h.dev, map[string]any{"source": "git"}, 400, "dbt git integration"},
+		{"dbt-sync-400-git-default-without-integration", h.dev, map[string]any{}, 400, "dbt git integration"},
+		{"dbt-sync-400-unknown-field", h.dev, map[string]any{"source": "manifest", "bogus": 1}, 400, `unknown field "bogus"`},
+		{"dbt-sync-400-source-wrong-type", h.dev, map[string]any{"source": 3}, 400, `"source" must be a string`},
+		{"dbt-sync-400-source-bad-enum", h.dev, map[string]any{"source": "svn"}, 400, `"source"`},
+		{"dbt-sync-400-output-bad-enum", h.dev, map[string]any{"output": "zip"}, 400, `"output"`},
+		{"dbt-sync-400-manifest-wrong-type", h.dev, map[string]any{"source": "manifest", "manifest": "x"}, 400, `"manifest" must be an object`},
+		{"dbt-sync-400-branch-name-wrong-type", h.dev, map[string]any{"branchName": true}, 400, `"branchName" must be a string`},
+		{"dbt-sync-400-branch-name-invalid", h.dev, map[string]any{"branchName": "../x"}, 400, `"branchName"`},
+		{"dbt-sync-400-malformed", h.dev, `{"source": `, 400, "malformed JSON"},
+		{"dbt-sync-400-trailing", h.dev, `{} {}`, 400, "single JSON object"},
+		{"dbt-sync-400-not-object", h.dev, `[1]`, 400, "JSON object"},
+		{"dbt-sync-403-viewer", h.viewer, map[string]any{"source": "manifest", "manifest": smallManifest("v12", "a")}, 403, "developer"},
+		{"dbt-sync-403-production-branch-developer", h.dev, map[string]any{"source": "manifest", "manifest": smallManifest("v12", "a"), "branchName": "main"}, 403, "production"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := h.do("POST", h.syncPath(), tc.token, tc.body)
+			if code != tc.status || !strings.Contains(fmt.Sprint(body["message"]), tc.msg) {
+				t.Errorf("got %d %v, want %d with %q", code, body, tc.status, tc.msg)
+			}
+		})
+	}
+	// Nothing was queued by any rejected request.
+	code, list := h.do("GET", h.syncPath(), h.dev, nil)
+	if code != 200 || len(list["items"].([]any)) != 0 {
+		t.Errorf("rejected requests left jobs: %d %v", code, list)
+	}
+}
+
+func TestManifestSyncWritesBranchAndServesIt(t *testing.T) {
+	h := newHarness(t)
+	h.worker(dbtsync.WorkerOptions{})
+	code, acc := h.do("POST", h.syncPath(), h.dev, map[string]any{"source": "manifest", "manifest": fixture(t, "manifest-v12-dbt-1.10.json"), "ref": "feature-x"})
+	if code != 202 {
+		t.Fatalf("start: %d %v", code, acc)
+	}
+	if acc["branchName"] != "dbt/feature-x" || acc["syncJobId"] == "" || acc["workflowId"] == "" {
+		t.Fatalf("accepted body: %v", acc)
+	}
+	job := h.waitJob(acc["syncJobId"].(string))
+	if job["status"] != "succeeded" || job["error"] != nil {
+		t.Fatalf("job: %v", job)
+	}
+	if p := job["progress"].(map[string]any); p["modelsTotal"].(float64) != 13 || p["modelsDone"].(float64) != 13 {
+		t.Errorf("progress: %v", p)
+	}
+	if len(job["warnings"].([]any)) == 0 {
+		t.Error("no warnings for the skipped metrics")
+	}
+	branch := url.PathEscape("dbt/feature-x")
+	code, files := h.do("GET", h.buildPath("/"+branch+"/files"), h.dev, nil)
+	if code != 200 || files["version"].(float64) != 1 || len(files["files"].([]any)) != 13 {
+		t.Fatalf("files: %d %v", code, files)
+	}
+	code, file := h.do("GET", h.buildPath("/"+branch+"/files/model/cubes/orders.yml"), h.dev, nil)
+	if code != 200 || !strings.Contains(file["content"].(string), "name: food_orders") {
+		t.Fatalf("file: %d %v", code, file)
+	}
+	code, _ = h.do("GET", h.buildPath("/"+branch+"/files/model/../x.yml"), h.dev, nil)
+	if code != 400 && code != 404 {
+		t.Errorf("dot-dot path: %d", code)
+	}
+	// Branch served state and the resolver for embed-svc.
+	resolve := func(name string) dbtsync.ResolveReply {
+		b, _ := json.Marshal(dbtsync.ResolveRequest{DeploymentID: h.dep, BranchName: name, ProductionBranch: h.prod})
+		msg, err := h.deps.NATS.Request(dbtsync.ResolveSubject, b, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r dbtsync.ResolveReply
+		_ = json.Unmarshal(msg.Data, &r)
+		return r
+	}
+	if r := resolve("dbt/feature-x"); !r.Exists || r.Served || r.Production {
+		t.Errorf("resolve before open: %+v", r)
+	}
+	if r := resolve(h.prod); !r.Exists || !r.Served || !r.Production {
+		t.Errorf("resolve production: %+v", r)
+	}
+	if r := resolve("nope"); r.Exists {
+		t.Errorf("resolve unknown: %+v", r)
+	}
+	code, b := h.do("POST", h.buildPath("/"+branch+"/open"), h.dev, nil)
+	if code != 200 || b["served"] != true || b["leaseExpiresAt"] == nil {
+		t.Fatalf("open: %d %v", code, b)
+	}
+	if r := resolve("dbt/feature-x"); !r.Served {
+		t.Errorf("resolve after open: %+v", r)
+	}
+	code, b = h.do("PUT", h.buildPath("/"+branch+"/staging"), h.dev, map[string]any{"enabled": true})
+	if code != 200 || b["stagingEnabled"] != true {
+		t.Fatalf("staging: %d %v", code, b)
+	}
+	code, _ = h.do("PUT", h.buildPath("/main/staging"), h.dev, map[string]any{"enabled": true})
+	if code != 400 {
+		t.Errorf("staging on production: %d", code)
+	}
+	code, _ = h.do("POST", h.buildPath("/nope/open"), h.dev, nil)
+	if code != 404 {
+		t.Errorf("open unknown: %d", code)
+	}
+	code, list := h.do("GET", h.buildPath(""), h.dev, nil)
+	items := list["items"].([]any)
+	if code != 200 || len(items) != 2 || items[0].(map[string]any)["name"] != "main" || items[1].(map[string]any)["name"] != "dbt/feature-x" {
+		t.Errorf("branches: %d %v", code, list)
+	}
+	// Another account's deployment is 404.
+	globex := h.stack.Seed.Accounts["globex"]
+	code, _ = h.do("GET", fmt.Sprintf("/api/v1/deployments/%d/dbt-sync/%s", globex.Deployments[0].ID, acc["syncJobId"]), h.dev, nil)
+	if code != 404 {
+		t.Errorf("other account's deployment: %d", code)
+	}
+	// A resync of the same input writes version 2 with identical files.
+	code, acc2 := h.do("POST", h.syncPath(), h.dev, map[string]any{"source": "manifest", "manifest": fixture(t, "manifest-v12-dbt-1.10.json"), "ref": "feature-x"})
+	if code != 202 {
+		t.Fatal(code)
+	}
+	h.waitJob(acc2["syncJobId"].(string))
+	_, files2 := h.do("GET", h.buildPath("/"+branch+"/files"), h.dev, nil)
+	_, files1 := h.do("GET", h.buildPath("/"+branch+"/files?version=1"), h.dev, nil)
+	if files2["version"].(float64) != 2 || fmt.Sprint(files1["files"]) != fmt.Sprint(files2["files"]) {
+		t.Errorf("resync changed files: v1 %v v2 %v", files1, files2)
+	}
+}
+
+func TestOutputFilesAndFailedJob(t *testing.T) {
+	h := newHarness(t)
+	h.worker(dbtsync.WorkerOptions{})
+	code, acc := h.do("POST", h.syncPath(), h.dev, map[string]any{"source": "manifest", "manifest": smallManifest("v7", "a", "b"), "output": "files"})
+	if code != 202 {
+		t.Fatal(code, acc)
+	}
+	job := h.waitJob(acc["syncJobId"].(string))
+	files, _ := job["files"].([]any)
+	if job["status"] != "succeeded" || len(files) != 2 || files[0].(map[string]any)["path"] != "model/cubes/a.yml" {
+		t.Fatalf("files job: %v", job)
+	}
+	if code, _ := h.do("GET", h.buildPath("/dbt%2Fmanifest"), h.dev, nil); code != 404 {
+		t.Errorf("output files created a branch: %d", code)
+	}
+	code, acc = h.do("POST", h.syncPath(), h.dev, map[string]any{"source": "manifest", "manifest": map[string]any{"metadata": map[string]any{"dbt_schema_version": "https://schemas.getdbt.com/dbt/manifest/v12.json"}}})
+	if code != 202 {
+		t.Fatal(code, acc)
+	}
+	job = h.waitJob(acc["syncJobId"].(string))
+	if job["status"] != "failed" || !strings.Contains(fmt.Sprint(job["error"]), "no nodes") {
+		t.Fatalf("no-nodes job: %v", job)
+	}
+}
+
+func TestWorkerKilledMidJobFinishesOnce(t *testing.T) {
+	h := newHarness(t)
+	reached := make(chan struct{})
+	var once sync.Once
+	stop := h.worker(dbtsync.WorkerOptions{Phase: func(ctx context.Context, id, phase string) {
+		if phase == "committed" {
+			once.Do(func() { close(reached) })
+			<-ctx.Done() // killed right after writing the version, before recording success
+		}
+	}})
+	code, acc := h.do("POST", h.syncPath(), h.dev, map[string]any{"source": "manifest", "manifest": smallManifest("v12", "a"), "branchName": "kill"})
+	if code != 202 {
+		t.Fatal(code)
+	}
+	select {
+	case <-reached:
+	case <-time.After(60 * time.Second):
+		t.Fatal("worker never reached the commit")
+	}
+	stop()
+	h.worker(dbtsync.WorkerOptions{})
+	job := h.waitJob(acc["syncJobId"].(string))
+	if job["status"] != "succeeded" {
+		t.Fatalf("job: %v", job)
+	}
+	_, vs := h.do("GET", h.buildPath("/kill/versions"), h.dev, nil)
+	if items := vs["items"].([]any); len(items) != 1 {
+		t.Errorf("versions after redelivery = %v, want exactly one", vs)
+	}
+}
+
+func TestTwoSyncsToOneBranchAreSerialized(t *testing.T) {
+	h := newHarness(t)
+	release := make(chan struct{})
+	waiting := make(chan string, 100)
+	var first string
+	var mu sync.Mutex
+	h.worker(dbtsync.WorkerOptions{Concurrency: 4, Phase: func(ctx context.Context, id, phase string) {
+		mu.Lock()
+		f := first
+		mu.Unlock()
+		switch {
+		case phase == "converting" && id == f:
+			<-release
+		case phase == "waiting":
+			waiting <- id
+		}
+	}})
+	_, a1 := h.do("POST", h.syncPath(), h.dev, map[string]any{"source": "manifest", "manifest": smallManifest("v12", "a"), "branchName": "serial"})
+	mu.Lock()
+	first = a1["syncJobId"].(string)
+	mu.Unlock()
+	_, a2 := h.do("POST", h.syncPath(), h.dev, map[string]any{"source": "manifest", "manifest": smallManifest("v12", "a", "b"), "branchName": "serial"})
+	second := a2["syncJobId"].(string)
+	deadline := time.After(60 * time.Second)
+	for got := ""; got != second; {
+		select {
+		case got = <-waiting:
+		case <-deadline:
+			t.Fatal("second job never waited")
+		}
+	}
+	if _, j2 := h.do("GET", h.syncPath()+"/"+second, h.dev, nil); j2["status"] != "queued" {
+		t.Errorf("second job ran while the first held the branch: %v", j2)
+	}
+	close(release)
+	j1, j2 := h.waitJob(first), h.waitJob(second)
+	if j1["status"] != "succeeded" || j2["status"] != "succeeded" {
+		t.Fatalf("jobs: %v %v", j1, j2)
+	}
+	t1, _ := time.Parse(time.RFC3339Nano, j1["finishedAt"].(string))
+	t2, _ := time.Parse(time.RFC3339Nano, j2["startedAt"].(string))
+	if t2.Before(t1) {
+		t.Errorf("second started %v before the first finished %v", t2, t1)
+	}
+	_, vs := h.do("GET", h.buildPath("/serial/versions"), h.dev, nil)
+	items := vs["items"].([]any)
+	if len(items) != 2 || items[0].(map[string]any)["syncJobId"] != second || items[1].(map[string]any)["syncJobId"] != first {
+		t.Errorf("versions: %v", vs)
+	}
+}
+
+func TestQueueSurvivesNATSRestart(t *testing.T) {
+	h := newHarness(t)
+	var ids []string
+	for i := 0; i < 3; i++ {
+		code, acc := h.do("POST", h.syncPath(), h.dev, map[string]any{"source": "manifest", "manifest": smallManifest("v12", "a"), "branchName": fmt.Sprintf("restart-%d", i)})
+		if code != 202 {
+			t.Fatal(code, acc)
+		}
+		ids = append(ids, acc["syncJobId"].(string))
+	}
+	if err := h.nats.Restart(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h.worker(dbtsync.WorkerOptions{})
+	for _, id := range ids {
+		if job := h.waitJob(id); job["status"] != "succeeded" {
+			t.Errorf("job %s: %v", id, job)
+		}
+	}
+}
+
+func TestGitIntegration(t *testing.T) {
+	h := newHarness(t)
+	p := fmt.Sprintf("/api/v1/deployments/%d/dbt-git-integration", h.dep)
+	if code, _ := h.do("GET", p, h.admin, nil); code != 404 {
+		t.Errorf("get before put: %d", code)
+	}
+	body := map[string]any{"repoUrl": "https://example.test/repo.git", "branch": "main", "projectPath": ".", "credentials": map[string]any{"token": "s3cret-token"}}
+	if code, _ := h.do("PUT", p, h.dev, body); code != 403 {
+		t.Errorf("developer put: %d", code)
+	}
+	for name, bad := range map[string]any{
+		"integration-400-missing-repo":   map[string]any{"branch": "main", "projectPath": "."},
+		"integration-400-ssh-url":        map[string]any{"repoUrl": "git@x:y.git", "branch": "main", "projectPath": "."},
+		"integration-400-url-with-token": map[string]any{"repoUrl": "https://tok@example.test/r.git", "branch": "main", "projectPath": "."},
+		"integration-400-unknown-field":  map[string]any{"repoUrl": "https://example.test/r.git", "branch": "main", "projectPath": ".", "x": 1},
+		"integration-400-empty-token":    map[string]any{"repoUrl": "https://example.test/r.git", "branch": "main", "projectPath": ".", "credentials": map[string]any{"token": ""}},
+	} {
+		if code, _ := h.do("PUT", p, h.admin, bad); code != 400 {
+			t.Errorf("%s: %d", name, code)
+		}
+	}
+	code, got := h.do("PUT", p, h.admin, body)
+	if code != 200 || got["hasCredentials"] != true || strings.Contains(fmt.Sprint(got), "s3cret") {
+		t.Fatalf("put: %d %v", code, got)
+	}
+	code, got = h.do("GET", p, h.admin, nil)
+	if code != 200 || got["repoUrl"] != "https://example.test/repo.git" || strings.Contains(fmt.Sprint(got), "s3cret") {
+		t.Fatalf("get: %d %v", code, got)
+	}
+	raw, err := h.deps.Mongo.Collection("dbt_git_integrations").FindOne(context.Background(), map[string]any{}).Raw()
+	if err != nil || bytes.Contains(raw, []byte("s3cret")) {
+		t.Errorf("credentials stored in clear (err %v)", err)
+	}
+}

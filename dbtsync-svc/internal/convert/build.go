@@ -1,0 +1,676 @@
+package convert
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// File is one generated data-model file.
+type File struct {
+	Path    string `json:"path"`
+	Content string `json:"content"`
+}
+
+// Warning is something skipped or coerced during a conversion, and why.
+type Warning struct {
+	Model   string `json:"model,omitempty"`
+	Message string `json:"message"`
+}
+
+// CubePath is where a model's data model is written.
+func CubePath(model string) string { return "model/cubes/" + model + ".yml" }
+
+type cube struct {
+	Name        string       `yaml:"name"`
+	SQLTable    string       `yaml:"sql_table"`
+	Description string       `yaml:"description,omitempty"`
+	Dimensions  []*dimension `yaml:"dimensions,omitempty"`
+	Measures    []*measure   `yaml:"measures"`
+	Joins       []*join      `yaml:"joins,omitempty"`
+
+	model *Model
+}
+
+type dimension struct {
+	Name        string `yaml:"name"`
+	SQL         string `yaml:"sql"`
+	Type        string `yaml:"type"`
+	PrimaryKey  bool   `yaml:"primary_key,omitempty"`
+	Description string `yaml:"description,omitempty"`
+}
+
+type measure struct {
+	Name        string   `yaml:"name"`
+	SQL         string   `yaml:"sql,omitempty"`
+	Type        string   `yaml:"type"`
+	Title       string   `yaml:"title,omitempty"`
+	Description string   `yaml:"description,omitempty"`
+	Filters     []filter `yaml:"filters,omitempty"`
+}
+
+type filter struct {
+	SQL string `yaml:"sql"`
+}
+
+type join struct {
+	Name         string `yaml:"name"`
+	SQL          string `yaml:"sql"`
+	Relationship string `yaml:"relationship"`
+}
+
+var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// Result is the outcome of a conversion.
+type Result struct {
+	Files    []File // sorted by path
+	Warnings []Warning
+}
+
+// Build turns a project into data-model files. It is deterministic: the same project
+// always gives byte-identical files in the same order, and a model's file depends only on
+// that model, its tests and the semantic models and metrics that name it.
+func Build(p *Project) Result {
+	var res Result
+	warn := func(model, format string, args ...any) {
+		res.Warnings = append(res.Warnings, Warning{Model: model, Message: fmt.Sprintf(format, args...)})
+	}
+	models := append([]*Model(nil), p.Models...)
+	sort.SliceStable(models, func(i, j int) bool {
+		if models[i].Name != models[j].Name {
+			return models[i].Name < models[j].Name
+		}
+		return models[i].UniqueID < models[j].UniqueID
+	})
+	cubes := map[string]*cube{}
+	var order []string
+	for _, m := range models {
+		label := m.UniqueID
+		if label == "" {
+			label = m.Name
+		}
+		switch {
+		case m.Err != "":
+			warn(label, "model skipped: %s", m.Err)
+			continue
+		case !identRE.MatchString(m.Name):
+			warn(label, "model skipped: name %q is not a valid identifier", m.Name)
+			continue
+		case !m.Enabled:
+			warn(label, "model skipped: it is disabled")
+			continue
+		case m.Materialized == "ephemeral":
+			warn(label, "model skipped: ephemeral models have no table to query")
+			continue
+		case cubes[m.Name] != nil:
+			warn(label, "model skipped: another model is also named %q (%s)", m.Name, cubes[m.Name].model.UniqueID)
+			continue
+		}
+		cubes[m.Name] = newCube(m, warn)
+		order = append(order, m.Name)
+	}
+	applyTests(p.Tests, cubes, warn)
+	measureCube := applySemanticModels(p.SemanticModels, cubes, warn)
+	applyMetrics(p.Metrics, cubes, measureCube, warn)
+	for _, name := range order {
+		c := cubes[name]
+		res.Files = append(res.Files, File{Path: CubePath(name), Content: c.render()})
+	}
+	sort.Slice(res.Files, func(i, j int) bool { return res.Files[i].Path < res.Files[j].Path })
+	return res
+}
+
+func newCube(m *Model, warn func(model, format string, args ...any)) *cube {
+	alias := m.Alias
+	if alias == "" {
+		alias = m.Name
+	}
+	var parts []string
+	for _, s := range []string{m.Database, m.Schema, alias} {
+		if s != "" {
+			parts = append(parts, s)
+		}
+	}
+	c := &cube{Name: m.Name, SQLTable: strings.Join(parts, "."), Description: strings.TrimSpace(m.Description), model: m}
+	c.Measures = []*measure{{Name: "count", Type: "count"}}
+	pk := map[string]bool{}
+	for _, k := range m.PrimaryKey {
+		pk[k] = true
+	}
+	for _, k := range metaStrings(m.Meta["primary_key"]) {
+		pk[k] = true
+	}
+	for _, col := range m.Columns {
+		if !identRE.MatchString(col.Name) {
+			warn(m.UniqueID, "column %q skipped: not a valid identifier", col.Name)
+			continue
+		}
+		if c.dimension(col.Name) != nil {
+			continue
+		}
+		typ := ""
+		if d, ok := col.Meta["dimension"].(map[string]any); ok {
+			if t, ok := d["type"].(string); ok {
+				typ, _ = dimensionType(t)
+			}
+		}
+		if typ == "" {
+			var known bool
+			typ, known = dimensionType(col.DataType)
+			if !known {
+				warn(m.UniqueID, "column %q: unknown data type %q, typed as string", col.Name, col.DataType)
+			}
+		}
+		isPK := pk[col.Name]
+		if b, ok := col.Meta["primary_key"].(bool); ok && b {
+			isPK = true
+		}
+		c.Dimensions = append(c.Dimensions, &dimension{Name: col.Name, SQL: columnSQL(col.Name), Type: typ, PrimaryKey: isPK, Description: strings.TrimSpace(col.Description)})
+		for _, key := range []string{"metrics", "measures"} {
+			defs, _ := col.Meta[key].(map[string]any)
+			for _, name := range sortedKeys(defs) {
+				def, _ := defs[name].(map[string]any)
+				c.addMetaMeasure(name, def, columnSQL(col.Name), warn)
+			}
+		}
+	}
+	for _, key := range []string{"metrics", "measures"} {
+		defs, _ := m.Meta[key].(map[string]any)
+		for _, name := range sortedKeys(defs) {
+			def, _ := defs[name].(map[string]any)
+			c.addMetaMeasure(name, def, "", warn)
+		}
+	}
+	return c
+}
+
+func columnSQL(col string) string { return "{CUBE}." + col }
+
+// exprSQL is a MetricFlow expr as cube SQL: a bare column gets the {CUBE} prefix.
+func exprSQL(expr, fallback string) string {
+	if expr == "" {
+		expr = fallback
+	}
+	if identRE.MatchString(expr) {
+		return columnSQL(expr)
+	}
+	return expr
+}
+
+func (c *cube) dimension(name string) *dimension {
+	for _, d := range c.Dimensions {
+		if d.Name == name {
+			return d
+		}
+	}
+	return nil
+}
+
+func (c *cube) measure(name string) *measure {
+	for _, m := range c.Measures {
+		if m.Name == name {
+			return m
+		}
+	}
+	return nil
+}
+
+// addMeasure adds m unless the name is taken or invalid. Dimensions and measures share
+// one namespace in a cube, so a measure named like a dimension gets its type as a suffix.
+func (c *cube) addMeasure(m *measure, warn func(model, format string, args ...any)) bool {
+	if !identRE.MatchString(m.Name) {
+		warn(c.model.UniqueID, "measure %q skipped: not a valid identifier", m.Name)
+		return false
+	}
+	if c.dimension(m.Name) != nil {
+		renamed := m.Name + "_" + m.Type
+		warn(c.model.UniqueID, "measure %q renamed %q: a dimension has that name", m.Name, renamed)
+		m.Name = renamed
+	}
+	if c.measure(m.Name) != nil || c.dimension(m.Name) != nil {
+		warn(c.model.UniqueID, "measure %q skipped: the cube already has a measure of that name", m.Name)
+		return false
+	}
+	c.Measures = append(c.Measures, m)
+	return true
+}
+
+var measureTypes = map[string]string{
+	"count": "count", "count_distinct": "count_distinct", "count_distinct_approx": "count_distinct_approx",
+	"sum": "sum", "avg": "avg", "average": "avg", "min": "min", "max": "max", "number": "number",
+}
+
+// addMetaMeasure adds a measure declared in meta (`metrics:` or `measures:` of a column or
+// a model): {type, sql, description, label}.
+func (c *cube) addMetaMeasure(name string, def map[string]any, defaultSQL string, warn func(model, format string, args ...any)) {
+	raw, _ := def["type"].(string)
+	typ, ok := measureTypes[strings.ToLower(raw)]
+	sql, _ := def["sql"].(string)
+	if sql == "" {
+		sql = defaultSQL
+	}
+	switch {
+	case strings.ToLower(raw) == "median" && sql != "":
+		typ, ok = "number", true
+		sql = "PERCENTILE_CONT(0.5) WITHIN GROUP (ORDER BY " + sql + ")"
+	case !ok:
+		warn(c.model.UniqueID, "measure %q skipped: unsupported type %q", name, raw)
+		return
+	case sql == "" && typ != "count":
+		warn(c.model.UniqueID, "measure %q skipped: a %s measure needs sql", name, typ)
+		return
+	}
+	desc, _ := def["description"].(string)
+	label, _ := def["label"].(string)
+	c.addMeasure(&measure{Name: name, SQL: sql, Type: typ, Title: label, Description: strings.TrimSpace(desc)}, warn)
+}
+
+func applyTests(tests []Test, cubes map[string]*cube, warn func(model, format string, args ...any)) {
+	type key struct{ model, column string }
+	kinds := map[key]map[string]bool{}
+	var rels []Test
+	for _, t := range tests {
+		k := key{t.Model, t.Column}
+		if kinds[k] == nil {
+			kinds[k] = map[string]bool{}
+		}
+		kinds[k][t.Kind] = true
+		if t.Kind == "relationships" {
+			rels = append(rels, t)
+		}
+	}
+	for k, set := range kinds {
+		if set["unique"] && set["not_null"] {
+			if c := cubes[k.model]; c != nil {
+				if d := c.dimension(k.column); d != nil {
+					d.PrimaryKey = true
+				}
+			}
+		}
+	}
+	sort.Slice(rels, func(i, j int) bool {
+		a, b := rels[i], rels[j]
+		if a.Model != b.Model {
+			return a.Model < b.Model
+		}
+		if a.ToModel != b.ToModel {
+			return a.ToModel < b.ToModel
+		}
+		if a.Column != b.Column {
+			return a.Column < b.Column
+		}
+		return a.ToColumn < b.ToColumn
+	})
+	for _, t := range rels {
+		c := cubes[t.Model]
+		if c == nil {
+			continue
+		}
+		if t.ToModel == "" || !identRE.MatchString(t.ToColumn) || !identRE.MatchString(t.Column) {
+			continue // a relationship to a source or of an unusual shape: no cube to join
+		}
+		if cubes[t.ToModel] == nil {
+			warn(c.model.UniqueID, "join to %q skipped: that model is not part of the data model", t.ToModel)
+			continue
+		}
+		if dup := c.join(t.ToModel); dup != nil {
+			if dup.SQL != joinSQL(t) {
+				warn(c.model.UniqueID, "join to %q on %s skipped: the cube already joins %q", t.ToModel, t.Column, t.ToModel)
+			}
+			continue
+		}
+		c.Joins = append(c.Joins, &join{Name: t.ToModel, SQL: joinSQL(t), Relationship: "many_to_one"})
+	}
+}
+
+func joinSQL(t Test) string {
+	return "{CUBE}." + t.Column + " = {" + t.ToModel + "}." + t.ToColumn
+}
+
+func (c *cube) join(name string) *join {
+	for _, j := range c.Joins {
+		if j.Name == name {
+			return j
+		}
+	}
+	return nil
+}
+
+var metricFlowAgg = map[string]string{
+	"sum": "sum", "count": "count", "count_distinct": "count_distinct", "min": "min", "max": "max", "average": "avg",
+}
+
+// applySemanticModels adds MetricFlow measures, dimensions and primary entities to the
+// cubes of the models they name; it returns each measure's cube.
+func applySemanticModels(sms []SemanticModel, cubes map[string]*cube, warn func(model, format string, args ...any)) map[string]memberRef {
+	measureCube := map[string]memberRef{}
+	sort.SliceStable(sms, func(i, j int) bool { return sms[i].Name < sms[j].Name })
+	for _, sm := range sms {
+		c := cubes[sm.Model]
+		if c == nil {
+			warn("semantic_model."+sm.Name, "semantic model skipped: model %q is not part of the data model", sm.Model)
+			continue
+		}
+		for _, e := range sm.Entities {
+			if e.Type != "primary" && e.Type != "unique" && e.Type != "natural" {
+				continue
+			}
+			col := e.Expr
+			if col == "" {
+				col = e.Name
+			}
+			if d := c.dimension(col); d != nil {
+				if e.Type == "primary" {
+					d.PrimaryKey = true
+				}
+			} else if identRE.MatchString(col) {
+				c.Dimensions = append(c.Dimensions, &dimension{Name: col, SQL: columnSQL(col), Type: "string", PrimaryKey: e.Type == "primary"})
+			}
+		}
+		for _, d := range sm.Dimensions {
+			typ := "string"
+			if d.Type == "time" {
+				typ = "time"
+			}
+			if existing := c.dimension(d.Name); existing != nil {
+				if typ == "time" {
+					existing.Type = "time"
+				}
+				if existing.Description == "" {
+					existing.Description = strings.TrimSpace(d.Description)
+				}
+				continue
+			}
+			if !identRE.MatchString(d.Name) {
+				warn(c.model.UniqueID, "dimension %q of semantic model %q skipped: not a valid identifier", d.Name, sm.Name)
+				continue
+			}
+			if src := c.dimension(d.Expr); src != nil && typ == "string" {
+				typ = src.Type
+			}
+			c.Dimensions = append(c.Dimensions, &dimension{Name: d.Name, SQL: exprSQL(d.Expr, d.Name), Type: typ, Description: strings.TrimSpace(d.Description)})
+		}
+		for _, m := range sm.Measures {
+			sql := exprSQL(m.Expr, m.Name)
+			typ, ok := metricFlowAgg[m.Agg]
+			switch {
+			case ok:
+			case m.Agg == "sum_boolean":
+				typ, sql = "sum", "CASE WHEN "+sql+" THEN 1 ELSE 0 END"
+			case m.Agg == "median" || m.Agg == "percentile":
+				p := m.Percentile
+				if m.Agg == "median" || p == 0 {
+					p = 0.5
+				}
+				typ, sql = "number", fmt.Sprintf("PERCENTILE_CONT(%g) WITHIN GROUP (ORDER BY %s)", p, sql)
+			default:
+				warn(c.model.UniqueID, "measure %q of semantic model %q skipped: unsupported aggregation %q", m.Name, sm.Name, m.Agg)
+				continue
+			}
+			ms := &measure{Name: m.Name, SQL: sql, Type: typ, Title: m.Label, Description: strings.TrimSpace(m.Description)}
+			if c.addMeasure(ms, warn) {
+				measureCube[m.Name] = memberRef{c, ms.Name}
+			}
+		}
+	}
+	return measureCube
+}
+
+// memberRef names a measure of a cube.
+type memberRef struct {
+	cube *cube
+	name string
+}
+
+var dimensionRefRE = regexp.MustCompile(`\{\{\s*Dimension\(\s*'([^']+)'\s*\)\s*\}\}`)
+
+// applyMetrics turns MetricFlow metrics into cube measures: a simple metric becomes a
+// measure over its input measure (with its filters), ratio and derived metrics become
+// number measures over measures of one cube. Cumulative and conversion metrics, and those
+// spanning cubes, have no single-cube equivalent and become warnings.
+func applyMetrics(metrics []Metric, cubes map[string]*cube, measureCube map[string]memberRef, warn func(model, format string, args ...any)) {
+	sort.SliceStable(metrics, func(i, j int) bool { return metrics[i].Name < metrics[j].Name })
+	// A metric resolves to a measure of a cube: simple metrics first, then those built on them.
+	resolved := map[string]memberRef{}
+	for _, mt := range metrics {
+		if mt.Type != "simple" {
+			continue
+		}
+		ref, ok := measureCube[mt.Measure]
+		if !ok {
+			warn("metric."+mt.Name, "metric skipped: its measure %q is not in the data model", mt.Measure)
+			continue
+		}
+		c := ref.cube
+		base := c.measure(ref.name)
+		if mt.Name == mt.Measure && len(mt.Filters) == 0 {
+			if base.Title == "" {
+				base.Title = mt.Label
+			}
+			if base.Description == "" {
+				base.Description = strings.TrimSpace(mt.Description)
+			}
+			resolved[mt.Name] = ref
+			continue
+		}
+		var filters []filter
+		ok = true
+		for _, f := range mt.Filters {
+			sql, err := c.translateFilter(f)
+			if err != nil {
+				warn(c.model.UniqueID, "metric %q skipped: %v", mt.Name, err)
+				ok = false
+				break
+			}
+			filters = append(filters, filter{SQL: sql})
+		}
+		if !ok {
+			continue
+		}
+		m := &measure{Name: mt.Name, SQL: base.SQL, Type: base.Type, Title: mt.Label, Description: strings.TrimSpace(mt.Description), Filters: filters}
+		if c.addMeasure(m, warn) {
+			resolved[mt.Name] = memberRef{c, m.Name}
+		}
+	}
+	for _, mt := range metrics {
+		var inputs []string
+		var sql string
+		switch mt.Type {
+		case "simple":
+			continue
+		case "ratio":
+			inputs = []string{mt.Numerator, mt.Denominator}
+			sql = "1.0 * {" + resolved[mt.Numerator].name + "} / NULLIF({" + resolved[mt.Denominator].name + "}, 0)"
+		case "derived":
+			inputs = mt.Inputs
+			sql = mt.Expr
+			for _, in := range inputs {
+				if r, ok := resolved[in]; ok {
+					sql = regexp.MustCompile(`\b`+regexp.QuoteMeta(in)+`\b`).ReplaceAllString(sql, "{"+r.name+"}")
+				}
+			}
+		default:
+			warn("metric."+mt.Name, "metric skipped: %s metrics have no measure equivalent", mt.Type)
+			continue
+		}
+		var c *cube
+		ok := len(inputs) > 0
+		for _, in := range inputs {
+			ic := resolved[in].cube
+			if ic == nil || (c != nil && ic != c) {
+				ok = false
+				break
+			}
+			c = ic
+		}
+		if !ok || (mt.Type == "derived" && !onlyRefs(sql, inputs)) {
+			warn("metric."+mt.Name, "metric skipped: its inputs are not measures of a single cube")
+			continue
+		}
+		c.addMeasure(&measure{Name: mt.Name, SQL: sql, Type: "number", Title: mt.Label, Description: strings.TrimSpace(mt.Description)}, warn)
+	}
+}
+
+var bareWordRE = regexp.MustCompile(`\{[A-Za-z0-9_]+\}|[A-Za-z_][A-Za-z0-9_]*`)
+
+// onlyRefs reports whether every identifier of a derived expression is a reference to one
+// of its inputs (an alias or an offset input would be left dangling otherwise).
+func onlyRefs(sql string, inputs []string) bool {
+	for _, w := range bareWordRE.FindAllString(sql, -1) {
+		if !strings.HasPrefix(w, "{") && !sqlKeyword[strings.ToLower(w)] {
+			return false
+		}
+	}
+	return true
+}
+
+var sqlKeyword = map[string]bool{"nullif": true, "coalesce": true, "case": true, "when": true, "then": true, "else": true, "end": true, "and": true, "or": true, "not": true, "null": true}
+
+// translateFilter rewrites a MetricFlow where filter into cube SQL: each
+// {{ Dimension('entity__name') }} becomes the SQL of that dimension of the cube.
+func (c *cube) translateFilter(f string) (string, error) {
+	var err error
+	out := dimensionRefRE.ReplaceAllStringFunc(f, func(ref string) string {
+		name := dimensionRefRE.FindStringSubmatch(ref)[1]
+		if i := strings.LastIndex(name, "__"); i >= 0 {
+			name = name[i+2:]
+		}
+		d := c.dimension(name)
+		if d == nil {
+			err = fmt.Errorf("filter dimension %q is not a dimension of cube %q", name, c.Name)
+			return ref
+		}
+		return d.SQL
+	})
+	if err != nil {
+		return "", err
+	}
+	if strings.Contains(out, "{{") {
+		return "", fmt.Errorf("filter %q uses a template the data model cannot express", f)
+	}
+	return out, nil
+}
+
+// dimensionType maps a warehouse data type to a dimension type; an empty type is string
+// (dbt without column types), an unrecognized one is string and not known.
+func dimensionType(dataType string) (string, bool) {
+	t := strings.ToLower(strings.TrimSpace(dataType))
+	if i := strings.IndexAny(t, "(<"); i >= 0 {
+		t = strings.TrimSpace(t[:i])
+	}
+	switch t {
+	case "", "string":
+		return "string", true
+	case "number", "numeric", "decimal", "dec", "int", "integer", "int2", "int4", "int8", "int16", "int32", "int64", "int128",
+		"smallint", "bigint", "tinyint", "byteint", "hugeint", "float", "float4", "float8", "float32", "float64", "double",
+		"double precision", "real", "bignumeric", "money", "uint8", "uint16", "uint32", "uint64":
+		return "number", true
+	case "bool", "boolean":
+		return "boolean", true
+	case "date", "datetime", "datetime64", "time", "timestamp", "timestamptz", "timestamp_tz", "timestamp_ltz", "timestamp_ntz",
+		"timestamp with time zone", "timestamp without time zone", "time with time zone", "time without time zone", "datetime2", "smalldatetime":
+		return "time", true
+	case "varchar", "char", "character", "character varying", "text", "nvarchar", "nchar", "ntext", "bpchar", "citext",
+		"uuid", "json", "jsonb", "variant", "object", "array", "super", "enum", "lowcardinality", "fixedstring", "bytes", "binary", "varbinary":
+		return "string", true
+	}
+	if strings.HasPrefix(t, "timestamp") {
+		return "time", true
+	}
+	return "string", false
+}
+
+func metaStrings(v any) []string {
+	switch x := v.(type) {
+	case string:
+		return []string{x}
+	case []any:
+		var out []string
+		for _, e := range x {
+			if s, ok := e.(string); ok {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// render writes the cube as YAML. A small emitter rather than a YAML library: the shape is
+// fixed, and a generic encoder costs most of a large conversion's time. Identifiers are
+// plain scalars; every other string is double-quoted (Go quoting is valid YAML quoting).
+func (c *cube) render() string {
+	var b strings.Builder
+	b.Grow(256 + 160*len(c.Dimensions) + 96*len(c.Measures))
+	kv := func(indent, key, val string, quote bool) {
+		b.WriteString(indent)
+		b.WriteString(key)
+		b.WriteString(": ")
+		if quote {
+			b.WriteString(strconv.Quote(val))
+		} else {
+			b.WriteString(val)
+		}
+		b.WriteByte('\n')
+	}
+	b.WriteString("cubes:\n")
+	kv("  - ", "name", c.Name, false)
+	kv("    ", "sql_table", c.SQLTable, true)
+	if c.Description != "" {
+		kv("    ", "description", c.Description, true)
+	}
+	if len(c.Dimensions) > 0 {
+		b.WriteString("    dimensions:\n")
+		for _, d := range c.Dimensions {
+			kv("      - ", "name", d.Name, false)
+			kv("        ", "sql", d.SQL, true)
+			kv("        ", "type", d.Type, false)
+			if d.PrimaryKey {
+				kv("        ", "primary_key", "true", false)
+			}
+			if d.Description != "" {
+				kv("        ", "description", d.Description, true)
+			}
+		}
+	}
+	b.WriteString("    measures:\n")
+	for _, m := range c.Measures {
+		kv("      - ", "name", m.Name, false)
+		if m.SQL != "" {
+			kv("        ", "sql", m.SQL, true)
+		}
+		kv("        ", "type", m.Type, false)
+		if m.Title != "" {
+			kv("        ", "title", m.Title, true)
+		}
+		if m.Description != "" {
+			kv("        ", "description", m.Description, true)
+		}
+		if len(m.Filters) > 0 {
+			b.WriteString("        filters:\n")
+			for _, f := range m.Filters {
+				kv("          - ", "sql", f.SQL, true)
+			}
+		}
+	}
+	if len(c.Joins) > 0 {
+		b.WriteString("    joins:\n")
+		for _, j := range c.Joins {
+			kv("      - ", "name", j.Name, false)
+			kv("        ", "sql", j.SQL, true)
+			kv("        ", "relationship", j.Relationship, false)
+		}
+	}
+	return b.String()
+}

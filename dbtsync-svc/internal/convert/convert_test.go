@@ -1,0 +1,343 @@
+package convert_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
+	"github.com/analyticsco/platform/libs/devstack"
+	"gopkg.in/yaml.v3"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+func fixturesDir(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(devstack.RepoRoot(t), "..", "shared", "fixtures", "dbt")
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("dbt fixtures missing at %s: clone the shared fixtures beside the repository (../shared/fixtures/dbt): %v", dir, err)
+	}
+	return dir
+}
+
+// golden renders a conversion as one reviewable text: every file, then the warnings.
+func golden(res convert.Result) []byte {
+	var b bytes.Buffer
+	for _, f := range res.Files {
+		b.WriteString("=== " + f.Path + "\n" + f.Content)
+	}
+	b.WriteString("=== warnings\n")
+	for _, w := range res.Warnings {
+		b.WriteString(w.Model + ": " + w.Message + "\n")
+	}
+	return b.Bytes()
+}
+
+func TestConvertRealManifestsMatchGolden(t *testing.T) {
+	dir := fixturesDir(t)
+	cases := []struct {
+		fixture string
+		version int
+		models  int
+	}{
+		{"manifest-v7-dbt-1.3.json", 7, 5},
+		{"manifest-v8-dbt-1.4.json", 8, 5},
+		{"manifest-v10-dbt-1.6.json", 10, 6},
+		{"manifest-v11-dbt-1.7.json", 11, 35},
+		{"manifest-v12-dbt-1.8.json", 12, 36},
+		{"manifest-v12-dbt-1.10.json", 12, 13},
+	}
+	for _, tc := range cases {
+		t.Run(strings.TrimSuffix(tc.fixture, ".json"), func(t *testing.T) {
+			f, err := os.Open(filepath.Join(dir, tc.fixture))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			p, err := convert.DecodeManifest(f)
+			if err != nil {
+				t.Fatalf("decode: %v", err)
+			}
+			if p.SchemaVersion != tc.version {
+				t.Errorf("schema version = %d, want %d", p.SchemaVersion, tc.version)
+			}
+			res := convert.Build(p)
+			got := golden(res)
+			path := filepath.Join("testdata", "golden", strings.TrimSuffix(tc.fixture, ".json")+".golden")
+			if *update {
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("golden file: %v (run go test -update)", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("conversion differs from %s (review, then regenerate with -update)", path)
+			}
+			for _, f := range res.Files {
+				assertCube(t, f)
+			}
+			if again := golden(convert.Build(p)); !bytes.Equal(again, got) {
+				t.Error("conversion is not deterministic")
+			}
+		})
+	}
+}
+
+// assertCube parses a generated file as YAML and checks the cube's shape.
+func assertCube(t *testing.T, f convert.File) {
+	t.Helper()
+	var doc struct {
+		Cubes []struct {
+			Name       string `yaml:"name"`
+			SQLTable   string `yaml:"sql_table"`
+			Dimensions []struct {
+				Name, SQL, Type string
+			} `yaml:"dimensions"`
+			Measures []struct {
+				Name, Type string
+			} `yaml:"measures"`
+			Joins []struct {
+				Name, SQL, Relationship string
+			} `yaml:"joins"`
+		} `yaml:"cubes"`
+	}
+	if err := yaml.Unmarshal([]byte(f.Content), &doc); err != nil {
+		t.Fatalf("%s is not YAML: %v", f.Path, err)
+	}
+	if len(doc.Cubes) != 1 || "model/cubes/"+doc.Cubes[0].Name+".yml" != f.Path || doc.Cubes[0].SQLTable == "" {
+		t.Fatalf("%s: not one cube named after its file with a sql_table: %+v", f.Path, doc.Cubes)
+	}
+	seen := map[string]bool{}
+	for _, d := range doc.Cubes[0].Dimensions {
+		if seen[d.Name] || d.SQL == "" || (d.Type != "string" && d.Type != "number" && d.Type != "time" && d.Type != "boolean") {
+			t.Errorf("%s: bad or duplicate dimension %+v", f.Path, d)
+		}
+		seen[d.Name] = true
+	}
+	for _, m := range doc.Cubes[0].Measures {
+		if seen[m.Name] || m.Type == "" {
+			t.Errorf("%s: bad or duplicate measure %+v", f.Path, m)
+		}
+		seen[m.Name] = true
+	}
+	if len(doc.Cubes[0].Measures) == 0 || doc.Cubes[0].Measures[0].Name != "count" {
+		t.Errorf("%s: no default count measure", f.Path)
+	}
+	for _, j := range doc.Cubes[0].Joins {
+		if j.Relationship != "many_to_one" || !strings.Contains(j.SQL, "{"+j.Name+"}.") {
+			t.Errorf("%s: bad join %+v", f.Path, j)
+		}
+	}
+}
+
+func TestConvertV12SemanticModelsBecomeMeasures(t *testing.T) {
+	f, err := os.Open(filepath.Join(fixturesDir(t), "manifest-v12-dbt-1.10.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p, err := convert.DecodeManifest(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{}
+	for _, f := range convert.Build(p).Files {
+		files[f.Path] = f.Content
+	}
+	for path, wants := range map[string][]string{
+		"model/cubes/customers.yml":   {"name: customers\n        sql: \"{CUBE}.customer_id\"\n        type: count_distinct", "name: average_order_value", "\"{lifetime_spend_pretax_sum} / {count_lifetime_orders_sum}\""},
+		"model/cubes/orders.yml":      {"name: food_orders", "- sql: \"{CUBE}.is_food_order = true\"", "name: order_total_sum"},
+		"model/cubes/order_items.yml": {"name: median_revenue", "PERCENTILE_CONT(0.5) WITHIN GROUP (ORDER BY {CUBE}.product_price)", "name: food_revenue_pct"},
+		"model/cubes/locations.yml":   {"name: average_tax_rate\n        sql: \"{CUBE}.tax_rate\"\n        type: avg"},
+	} {
+		for _, want := range wants {
+			if !strings.Contains(files[path], want) {
+				t.Errorf("%s lacks %q:\n%s", path, want, files[path])
+			}
+		}
+	}
+}
+
+func manifest(t *testing.T, nodes map[string]any, extra map[string]any) []byte {
+	t.Helper()
+	m := map[string]any{"metadata": map[string]any{"dbt_schema_version": "https://schemas.getdbt.com/dbt/manifest/v12.json"}, "nodes": nodes}
+	for k, v := range extra {
+		m[k] = v
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func model(name string, cols map[string]any, extra map[string]any) map[string]any {
+	n := map[string]any{"resource_type": "model", "name": name, "alias": name, "database": "db", "schema": "sch",
+		"unique_id": "model.p." + name, "columns": cols, "config": map[string]any{"materialized": "table", "enabled": true},
+		"raw_code": strings.Repeat("select 1 ", 100)}
+	for k, v := range extra {
+		n[k] = v
+	}
+	return n
+}
+
+func test(name, kind, modelName, column string, kwargs map[string]any) map[string]any {
+	kw := map[string]any{"column_name": column, "model": "{{ get_where_subquery(ref('" + modelName + "')) }}"}
+	for k, v := range kwargs {
+		kw[k] = v
+	}
+	return map[string]any{"resource_type": "test", "name": name, "column_name": column, "test_metadata": map[string]any{"name": kind, "kwargs": kw}}
+}
+
+func TestConvertRules(t *testing.T) {
+	nodes := map[string]any{
+		"model.p.orders": model("orders", map[string]any{
+			"id":          map[string]any{"name": "id", "data_type": "bigint"},
+			"customer_id": map[string]any{"name": "customer_id", "data_type": "integer"},
+			"placed_at":   map[string]any{"name": "placed_at", "data_type": "timestamp_ntz"},
+			"is_paid":     map[string]any{"name": "is_paid", "data_type": "boolean"},
+			"shape":       map[string]any{"name": "shape", "data_type": "geography"},
+			"amount": map[string]any{"name": "amount", "data_type": "numeric(10,2)",
+				"meta": map[string]any{"metrics": map[string]any{"total_amount": map[string]any{"type": "sum", "description": "from meta"}}}},
+		}, map[string]any{"meta": map[string]any{"primary_key": "wrong"}, "config": map[string]any{"materialized": "table", "meta": map[string]any{"measures": map[string]any{"paid_orders": map[string]any{"type": "count_distinct", "sql": "CASE WHEN {CUBE}.is_paid THEN {CUBE}.id END"}}}}}),
+		"model.p.customers": model("customers", map[string]any{"cid": map[string]any{"name": "cid", "meta": map[string]any{"primary_key": true}}}, nil),
+		"model.p.eph":       model("eph", nil, map[string]any{"config": map[string]any{"materialized": "ephemeral"}}),
+		"model.p.bad":       model("bad name", nil, nil),
+		"test.p.u":          test("u", "unique", "orders", "id", nil),
+		"test.p.nn":         test("nn", "not_null", "orders", "id", nil),
+		"test.p.rel":        test("rel", "relationships", "orders", "customer_id", map[string]any{"to": "ref('customers')", "field": "cid"}),
+		"test.p.u2":         test("u2", "unique", "orders", "placed_at", nil),
+	}
+	p, err := convert.DecodeManifest(bytes.NewReader(manifest(t, nodes, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := convert.Build(p)
+	var paths []string
+	files := map[string]string{}
+	for _, f := range res.Files {
+		paths = append(paths, f.Path)
+		files[f.Path] = f.Content
+	}
+	if got, want := strings.Join(paths, ","), "model/cubes/customers.yml,model/cubes/orders.yml"; got != want {
+		t.Fatalf("files = %s, want %s", got, want)
+	}
+	orders := files["model/cubes/orders.yml"]
+	for _, want := range []string{
+		"sql_table: \"db.sch.orders\"",
+		"- name: id\n        sql: \"{CUBE}.id\"\n        type: number\n        primary_key: true",
+		"- name: placed_at\n        sql: \"{CUBE}.placed_at\"\n        type: time\n",
+		"- name: is_paid\n        sql: \"{CUBE}.is_paid\"\n        type: boolean",
+		"- name: shape\n        sql: \"{CUBE}.shape\"\n        type: string",
+		"- name: count\n        type: count",
+		"- name: total_amount\n        sql: \"{CUBE}.amount\"\n        type: sum\n        description: \"from meta\"",
+		"- name: paid_orders",
+		"- name: customers\n        sql: \"{CUBE}.customer_id = {customers}.cid\"\n        relationship: many_to_one",
+	} {
+		if !strings.Contains(orders, want) {
+			t.Errorf("orders.yml lacks %q:\n%s", want, orders)
+		}
+	}
+	if strings.Contains(orders, "placed_at\"\n        type: time\n        primary_key") {
+		t.Error("a column with only a unique test became a primary key")
+	}
+	if !strings.Contains(files["model/cubes/customers.yml"], "primary_key: true") {
+		t.Error("column meta primary_key was ignored")
+	}
+	warnings := map[string]bool{}
+	for _, w := range res.Warnings {
+		warnings[w.Model+": "+w.Message] = true
+	}
+	for _, want := range []string{
+		`model.p.orders: column "shape": unknown data type "geography", typed as string`,
+		"model.p.eph: model skipped: ephemeral models have no table to query",
+		`model.p.bad: model skipped: name "bad name" is not a valid identifier`,
+	} {
+		if !warnings[want] {
+			t.Errorf("missing warning %q in %v", want, res.Warnings)
+		}
+	}
+}
+
+func TestDecodeManifestFailures(t *testing.T) {
+	cases := []struct {
+		name string
+		in   string
+		want error
+		msg  string
+	}{
+		{"not-json", "this is not json", convert.ErrNotJSON, ""},
+		{"truncated", `{"metadata": {}, "nodes": {"a": `, convert.ErrNotJSON, ""},
+		{"no-nodes", `{"metadata": {"dbt_schema_version": "https://schemas.getdbt.com/dbt/manifest/v12.json"}}`, convert.ErrNoNodes, ""},
+		{"array", `[1, 2]`, convert.ErrNotManifest, ""},
+		{"unsupported-version", `{"metadata": {"dbt_schema_version": "https://schemas.getdbt.com/dbt/manifest/v6.json"}, "nodes": {}}`, nil, "v6"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := convert.DecodeManifest(strings.NewReader(tc.in))
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if tc.want != nil && !errors.Is(err, tc.want) {
+				t.Errorf("err = %v, want %v", err, tc.want)
+			}
+			if tc.msg != "" && !strings.Contains(err.Error(), tc.msg) {
+				t.Errorf("err = %v, want it to name %s", err, tc.msg)
+			}
+		})
+	}
+}
+
+func TestConvertChangedModelChangesOnlyItsFile(t *testing.T) {
+	build := func(desc string) map[string]string {
+		nodes := map[string]any{
+			"model.p.a": model("a", map[string]any{"x": map[string]any{"name": "x"}}, map[string]any{"description": desc}),
+			"model.p.b": model("b", map[string]any{"y": map[string]any{"name": "y"}}, nil),
+		}
+		p, err := convert.DecodeManifest(bytes.NewReader(manifest(t, nodes, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, f := range convert.Build(p).Files {
+			out[f.Path] = f.Content
+		}
+		return out
+	}
+	one, two := build("first"), build("second")
+	if one["model/cubes/b.yml"] != two["model/cubes/b.yml"] {
+		t.Error("an unchanged model's file changed")
+	}
+	if one["model/cubes/a.yml"] == two["model/cubes/a.yml"] {
+		t.Error("the changed model's file did not change")
+	}
+}
+
+// FuzzDecodeManifest: any input decodes or fails with an error; never a panic, and what
+// decodes builds.
+func FuzzDecodeManifest(f *testing.F) {
+	for _, s := range []string{`{"nodes":{}}`, `{"metadata":{"dbt_schema_version":"https://schemas.getdbt.com/dbt/manifest/v12.json"},"nodes":{"model.p.a":{"resource_type":"model","name":"a","columns":{"x":{"name":"x","data_type":"int"}}}}}`,
+		`{"nodes":{"t":{"resource_type":"test","test_metadata":{"name":"relationships","kwargs":{"to":"ref('b')","field":"id","column_name":"x","model":"ref('a')"}}}}}`,
+		`{"nodes":[]}`, `[]`, `{"nodes":{"a":{"name":{"x":1}}}}`, `{"semantic_models":{"s":{"model":"ref('a')","measures":[{"name":"m","agg":"median"}]}},"nodes":{}}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		p, err := convert.DecodeManifest(bytes.NewReader(in))
+		if err != nil {
+			return
+		}
+		convert.Build(p)
+	})
+}

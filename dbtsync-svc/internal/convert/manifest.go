@@ -1,0 +1,504 @@
+package convert
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// SupportedSchemaVersions are the manifest schema versions the conversion reads: v7 to v12
+// (dbt 1.3 to 1.11) and v20, which dbt documents as identical to v12.
+var SupportedSchemaVersions = map[int]bool{7: true, 8: true, 9: true, 10: true, 11: true, 12: true, 20: true}
+
+var schemaVersionRE = regexp.MustCompile(`/manifest/v(\d+)\.json`)
+
+// ParseSchemaVersion extracts the version number from metadata.dbt_schema_version, e.g.
+// "https://schemas.getdbt.com/dbt/manifest/v12.json" is 12.
+func ParseSchemaVersion(s string) (int, bool) {
+	m := schemaVersionRE.FindStringSubmatch(s)
+	if m == nil {
+		return 0, false
+	}
+	v, err := strconv.Atoi(m[1])
+	return v, err == nil
+}
+
+// CheckSchemaVersion reports a readable error for an unsupported dbt_schema_version value.
+func CheckSchemaVersion(raw string) (int, error) {
+	v, ok := ParseSchemaVersion(raw)
+	if !ok {
+		return 0, fmt.Errorf("%w: %q is not a dbt manifest schema (supported: v7 to v12, v20)", ErrUnsupportedVersion, raw)
+	}
+	if !SupportedSchemaVersions[v] {
+		return v, fmt.Errorf("%w: v%d (supported: v7 to v12, v20)", ErrUnsupportedVersion, v)
+	}
+	return v, nil
+}
+
+// DecodeManifest reads a manifest.json as a stream, one node at a time, keeping only what
+// the data model needs: memory stays proportional to the models, not to the file (raw and
+// compiled SQL, macros, docs and the rest are skipped without being held).
+func DecodeManifest(r io.Reader) (*Project, error) {
+	dec := jsontext.NewDecoder(r, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	p := &Project{}
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return nil, notJSON(err)
+	}
+	if tok.Kind() != '{' {
+		return nil, ErrNotManifest
+	}
+	sawNodes := false
+	for dec.PeekKind() != '}' {
+		key, err := readKey(dec)
+		if err != nil {
+			return nil, notJSON(err)
+		}
+		switch key {
+		case "metadata":
+			var md struct {
+				Version string `json:"dbt_schema_version"`
+			}
+			if err := readInto(dec, &md); err != nil {
+				return nil, err
+			}
+			if md.Version != "" {
+				v, err := CheckSchemaVersion(md.Version)
+				if err != nil {
+					return nil, err
+				}
+				p.SchemaVersion = v
+			}
+		case "nodes":
+			if dec.PeekKind() != '{' {
+				return nil, fmt.Errorf("%w: nodes is not an object", ErrNoNodes)
+			}
+			sawNodes = true
+			if err := eachMember(dec, func(id string) error { return decodeNode(dec, id, p) }); err != nil {
+				return nil, err
+			}
+		case "semantic_models":
+			if err := eachMemberOrNull(dec, func(string) error {
+				var sm rawSemanticModel
+				if err := readInto(dec, &sm); err != nil {
+					return err
+				}
+				p.SemanticModels = append(p.SemanticModels, sm.toSemanticModel())
+				return nil
+			}); err != nil {
+				return nil, err
+			}
+		case "metrics":
+			if err := eachMemberOrNull(dec, func(string) error {
+				var m rawMetric
+				if err := readInto(dec, &m); err != nil {
+					return err
+				}
+				if m.Type != "" { // dbt < 1.6 metrics have another shape; they carry no MetricFlow type
+					p.Metrics = append(p.Metrics, m.toMetric())
+				}
+				return nil
+			}); err != nil {
+				return nil, err
+			}
+		default:
+			if err := dec.SkipValue(); err != nil {
+				return nil, notJSON(err)
+			}
+		}
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, notJSON(err)
+	}
+	if _, err := dec.ReadToken(); err != io.EOF {
+		return nil, fmt.Errorf("%w: trailing data after the manifest object", ErrNotJSON)
+	}
+	if !sawNodes {
+		return nil, ErrNoNodes
+	}
+	return p, nil
+}
+
+func notJSON(err error) error {
+	if errors.Is(err, ErrNotJSON) || errors.Is(err, ErrNoNodes) || errors.Is(err, ErrNotManifest) {
+		return err
+	}
+	if errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF
+	}
+	return fmt.Errorf("%w: %v", ErrNotJSON, err)
+}
+
+func readKey(dec *jsontext.Decoder) (string, error) {
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return "", err
+	}
+	if tok.Kind() != '"' {
+		return "", fmt.Errorf("expected an object key")
+	}
+	return tok.String(), nil
+}
+
+func readInto(dec *jsontext.Decoder, dst any) error {
+	val, err := dec.ReadValue()
+	if err != nil {
+		return notJSON(err)
+	}
+	if err := json.Unmarshal(val, dst); err != nil {
+		// A member of an unexpected shape is not a broken manifest: keep what decoded.
+		return nil
+	}
+	return nil
+}
+
+// eachMember calls fn for every member of the object at the decoder's position; fn must
+// consume the member's value.
+func eachMember(dec *jsontext.Decoder, fn func(key string) error) error {
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return notJSON(err)
+	}
+	if tok.Kind() != '{' {
+		return fmt.Errorf("%w: expected an object", ErrNotJSON)
+	}
+	for dec.PeekKind() != '}' {
+		key, err := readKey(dec)
+		if err != nil {
+			return notJSON(err)
+		}
+		if err := fn(key); err != nil {
+			return err
+		}
+	}
+	_, err = dec.ReadToken()
+	return notJSON2(err)
+}
+
+func notJSON2(err error) error {
+	if err == nil {
+		return nil
+	}
+	return notJSON(err)
+}
+
+func eachMemberOrNull(dec *jsontext.Decoder, fn func(key string) error) error {
+	if dec.PeekKind() != '{' {
+		return notJSON2(dec.SkipValue())
+	}
+	return eachMember(dec, fn)
+}
+
+// nodeFields are the members of a node the conversion reads; every other member (raw and
+// compiled SQL above all) is skipped.
+type rawColumn struct {
+	Name        string         `json:"name"`
+	Description string         `json:"description"`
+	DataType    string         `json:"data_type"`
+	Meta        map[string]any `json:"meta"`
+	Config      struct {
+		Meta map[string]any `json:"meta"`
+	} `json:"config"`
+}
+
+type rawTestMetadata struct {
+	Name   string         `json:"name"`
+	Kwargs map[string]any `json:"kwargs"`
+}
+
+func decodeNode(dec *jsontext.Decoder, id string, p *Project) error {
+	if dec.PeekKind() != '{' {
+		return notJSON2(dec.SkipValue())
+	}
+	var (
+		resourceType string
+		m            = &Model{UniqueID: id, Enabled: true}
+		meta, cmeta  map[string]any
+		columns      []Column
+		testMeta     rawTestMetadata
+		columnName   string
+		attached     string
+		refs         []string
+	)
+	err := eachMember(dec, func(key string) error {
+		switch key {
+		case "resource_type":
+			return readString(dec, &resourceType)
+		case "name":
+			return readString(dec, &m.Name)
+		case "alias":
+			return readString(dec, &m.Alias)
+		case "database":
+			return readString(dec, &m.Database)
+		case "schema":
+			return readString(dec, &m.Schema)
+		case "description":
+			return readString(dec, &m.Description)
+		case "column_name":
+			return readString(dec, &columnName)
+		case "attached_node":
+			return readString(dec, &attached)
+		case "meta":
+			return readInto(dec, &meta)
+		case "primary_key":
+			return readInto(dec, &m.PrimaryKey)
+		case "test_metadata":
+			return readInto(dec, &testMeta)
+		case "refs":
+			var raw []any
+			if err := readInto(dec, &raw); err != nil {
+				return err
+			}
+			for _, r := range raw {
+				switch v := r.(type) {
+				case []any: // dbt < 1.5: ["name"] or ["package", "name"]
+					if len(v) > 0 {
+						s, _ := v[len(v)-1].(string)
+						refs = append(refs, s)
+					}
+				case map[string]any:
+					s, _ := v["name"].(string)
+					refs = append(refs, s)
+				}
+			}
+			return nil
+		case "config":
+			var cfg struct {
+				Materialized string         `json:"materialized"`
+				Enabled      *bool          `json:"enabled"`
+				Meta         map[string]any `json:"meta"`
+			}
+			if err := readInto(dec, &cfg); err != nil {
+				return err
+			}
+			m.Materialized = cfg.Materialized
+			if cfg.Enabled != nil {
+				m.Enabled = *cfg.Enabled
+			}
+			cmeta = cfg.Meta
+			return nil
+		case "columns":
+			if dec.PeekKind() != '{' {
+				return notJSON2(dec.SkipValue())
+			}
+			return eachMember(dec, func(name string) error {
+				var c rawColumn
+				val, err := dec.ReadValue()
+				if err != nil {
+					return notJSON(err)
+				}
+				if err := json.Unmarshal(val, &c); err != nil {
+					m.Err = fmt.Sprintf("column %q could not be read: %v", name, err)
+					return nil
+				}
+				if c.Name == "" {
+					c.Name = name
+				}
+				columns = append(columns, Column{Name: c.Name, Description: c.Description, DataType: c.DataType, Meta: mergeMeta(c.Meta, c.Config.Meta)})
+				return nil
+			})
+		default:
+			return notJSON2(dec.SkipValue())
+		}
+	})
+	if err != nil {
+		return err
+	}
+	switch resourceType {
+	case "model":
+		m.Columns = columns
+		m.Meta = mergeMeta(meta, cmeta)
+		p.Models = append(p.Models, m)
+	case "test":
+		if t, ok := toTest(testMeta, columnName, attached, refs); ok {
+			p.Tests = append(p.Tests, t)
+		}
+	}
+	return nil
+}
+
+func readString(dec *jsontext.Decoder, dst *string) error {
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return notJSON(err)
+	}
+	switch tok.Kind() {
+	case '"':
+		*dst = tok.String()
+	case '{', '[':
+		// Not a string: skip the rest of the composite value.
+		depth := 1
+		for depth > 0 {
+			t, err := dec.ReadToken()
+			if err != nil {
+				return notJSON(err)
+			}
+			switch t.Kind() {
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+			}
+		}
+	}
+	return nil
+}
+
+var refRE = regexp.MustCompile(`ref\(\s*['"]([^'"]+)['"]\s*(?:,\s*['"]([^'"]+)['"]\s*)?\)`)
+
+// RefName returns the model name of a Jinja ref('name') or ref('package', 'name').
+func RefName(s string) string {
+	m := refRE.FindStringSubmatch(s)
+	if m == nil {
+		return ""
+	}
+	if m[2] != "" {
+		return m[2]
+	}
+	return m[1]
+}
+
+func toTest(tm rawTestMetadata, columnName, attached string, refs []string) (Test, bool) {
+	switch tm.Name {
+	case "unique", "not_null", "relationships":
+	default:
+		return Test{}, false
+	}
+	t := Test{Kind: tm.Name, Column: columnName}
+	if t.Column == "" {
+		t.Column, _ = tm.Kwargs["column_name"].(string)
+	}
+	if attached != "" {
+		t.Model = attached[strings.LastIndexByte(attached, '.')+1:]
+	} else if model, ok := tm.Kwargs["model"].(string); ok {
+		t.Model = RefName(model)
+	}
+	if t.Model == "" && len(refs) > 0 && tm.Name != "relationships" {
+		t.Model = refs[0]
+	}
+	if tm.Name == "relationships" {
+		to, _ := tm.Kwargs["to"].(string)
+		t.ToModel = RefName(to)
+		t.ToColumn, _ = tm.Kwargs["field"].(string)
+	}
+	if t.Model == "" || t.Column == "" {
+		return Test{}, false
+	}
+	return t, true
+}
+
+// mergeMeta reads meta and config.meta, config.meta winning on the same key.
+func mergeMeta(meta, configMeta map[string]any) map[string]any {
+	if len(configMeta) == 0 {
+		return meta
+	}
+	out := make(map[string]any, len(meta)+len(configMeta))
+	for k, v := range meta {
+		out[k] = v
+	}
+	for k, v := range configMeta {
+		out[k] = v
+	}
+	return out
+}
+
+type rawSemanticModel struct {
+	Name     string `json:"name"`
+	Model    string `json:"model"`
+	Entities []struct {
+		Name string `json:"name"`
+		Type string `json:"type"`
+		Expr string `json:"expr"`
+	} `json:"entities"`
+	Dimensions []struct {
+		Name        string `json:"name"`
+		Type        string `json:"type"`
+		Expr        string `json:"expr"`
+		Description string `json:"description"`
+	} `json:"dimensions"`
+	Measures []struct {
+		Name        string `json:"name"`
+		Agg         string `json:"agg"`
+		Expr        any    `json:"expr"`
+		Description string `json:"description"`
+		Label       string `json:"label"`
+		AggParams   *struct {
+			Percentile float64 `json:"percentile"`
+		} `json:"agg_params"`
+	} `json:"measures"`
+}
+
+func (r rawSemanticModel) toSemanticModel() SemanticModel {
+	sm := SemanticModel{Name: r.Name, Model: RefName(r.Model)}
+	for _, e := range r.Entities {
+		sm.Entities = append(sm.Entities, SMEntity{Name: e.Name, Type: e.Type, Expr: e.Expr})
+	}
+	for _, d := range r.Dimensions {
+		sm.Dimensions = append(sm.Dimensions, SMDimension{Name: d.Name, Type: d.Type, Expr: d.Expr, Description: d.Description})
+	}
+	for _, m := range r.Measures {
+		ms := SMMeasure{Name: m.Name, Agg: m.Agg, Description: m.Description, Label: m.Label}
+		switch e := m.Expr.(type) {
+		case string:
+			ms.Expr = e
+		case float64:
+			ms.Expr = strconv.FormatFloat(e, 'f', -1, 64)
+		}
+		if m.AggParams != nil {
+			ms.Percentile = m.AggParams.Percentile
+		}
+		sm.Measures = append(sm.Measures, ms)
+	}
+	return sm
+}
+
+type metricInput struct {
+	Name string `json:"name"`
+}
+
+type rawMetric struct {
+	Name        string `json:"name"`
+	Label       string `json:"label"`
+	Description string `json:"description"`
+	Type        string `json:"type"`
+	TypeParams  struct {
+		Measure     *metricInput  `json:"measure"`
+		Numerator   *metricInput  `json:"numerator"`
+		Denominator *metricInput  `json:"denominator"`
+		Expr        string        `json:"expr"`
+		Metrics     []metricInput `json:"metrics"`
+	} `json:"type_params"`
+	Filter *struct {
+		WhereFilters []struct {
+			SQL string `json:"where_sql_template"`
+		} `json:"where_filters"`
+	} `json:"filter"`
+}
+
+func (r rawMetric) toMetric() Metric {
+	m := Metric{Name: r.Name, Label: r.Label, Description: r.Description, Type: r.Type, Expr: r.TypeParams.Expr}
+	if r.TypeParams.Measure != nil {
+		m.Measure = r.TypeParams.Measure.Name
+	}
+	if r.TypeParams.Numerator != nil {
+		m.Numerator = r.TypeParams.Numerator.Name
+	}
+	if r.TypeParams.Denominator != nil {
+		m.Denominator = r.TypeParams.Denominator.Name
+	}
+	for _, in := range r.TypeParams.Metrics {
+		m.Inputs = append(m.Inputs, in.Name)
+	}
+	if r.Filter != nil {
+		for _, f := range r.Filter.WhereFilters {
+			m.Filters = append(m.Filters, strings.TrimSpace(f.SQL))
+		}
+	}
+	return m
+}

@@ -1,0 +1,93 @@
+package dbtsync_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
+	"github.com/analyticsco/platform/libs/httpx"
+)
+
+var startSyncSeeds = []string{
+	`{}`,
+	`{"source":"manifest","manifest":{"metadata":{"dbt_schema_version":"https://schemas.getdbt.com/dbt/manifest/v12.json"},"nodes":{}}}`,
+	`{"source":"manifest","manifest":{"metadata":{"dbt_schema_version":"https://schemas.getdbt.com/dbt/manifest/v6.json"}}}`,
+	`{"ref":"abc1234"}`, `{"ref":"feature/x","branchName":"dbt/x","output":"files"}`,
+	`{"source":1}`, `{"manifest":[1]}`, `{"x":null}`, `[`, `{"source":"git"} {}`, `{"manifest":{"a":[{"b":"c"}],"metadata":{"dbt_schema_version":3}}}`,
+	`{"source":"git","source":"manifest"}`, "\"\xff\"", `{"branchName":"../x"}`,
+}
+
+// FuzzDecodeStartSyncRequest: any body is either accepted with a consistent request or
+// rejected with a 4xx naming the problem; never a panic. An accepted manifest is copied
+// out as valid JSON.
+func FuzzDecodeStartSyncRequest(f *testing.F) {
+	for _, s := range startSyncSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var sink bytes.Buffer
+		req, err := dbtsync.DecodeStartSyncRequest(bytes.NewReader(body), &sink)
+		if err != nil {
+			var he *httpx.Error
+			if !errors.As(err, &he) || he.Status < 400 || he.Status > 499 || he.Message == "" {
+				t.Fatalf("error %v is not a client error", err)
+			}
+			return
+		}
+		if req.Source != "git" && req.Source != "manifest" || req.Output != "branch" && req.Output != "files" {
+			t.Fatalf("accepted bad enum: %+v", req)
+		}
+		if req.Source == "manifest" && !req.HasManifest {
+			t.Fatal("manifest source accepted without a manifest")
+		}
+		if req.HasManifest && !json.Valid(sink.Bytes()) {
+			t.Fatalf("streamed manifest is not valid JSON: %q", sink.String())
+		}
+	})
+}
+
+func TestDecodeStartSyncRequestStreamsManifestVerbatim(t *testing.T) {
+	manifest := `{"metadata":{"dbt_schema_version":"https://schemas.getdbt.com/dbt/manifest/v20.json"},"nodes":{"a":{"raw_code":"select \"x\""}}}`
+	var sink bytes.Buffer
+	req, err := dbtsync.DecodeStartSyncRequest(strings.NewReader(`{"manifest":`+manifest+`,"source":"manifest"}`), &sink)
+	if err != nil || req.SchemaVersion != 20 || !req.HasManifest {
+		t.Fatalf("req %+v err %v", req, err)
+	}
+	var a, b any
+	_ = json.Unmarshal([]byte(manifest), &a)
+	_ = json.Unmarshal(sink.Bytes(), &b)
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	if !bytes.Equal(ja, jb) {
+		t.Errorf("streamed manifest differs:\n%s\n%s", ja, jb)
+	}
+}
+
+func FuzzDecodeIntegrationRequest(f *testing.F) {
+	for _, s := range []string{`{"repoUrl":"https://x/y.git","branch":"main","projectPath":"."}`, `{"repoUrl":"file:///r","branch":"m","projectPath":"","credentials":{"token":"t"}}`, `{"repoUrl":1}`, `{}`, `{"credentials":{"x":1}}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		_, err := dbtsync.DecodeIntegrationRequest(bytes.NewReader(body))
+		var he *httpx.Error
+		if err != nil && (!errors.As(err, &he) || he.Status >= 500) {
+			t.Fatalf("error %v is not a client error", err)
+		}
+	})
+}
+
+func FuzzDecodeStagingRequest(f *testing.F) {
+	for _, s := range []string{`{"enabled":true}`, `{"enabled":"yes"}`, `{}`, `{"enabled":false,"x":1}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		_, err := dbtsync.DecodeStagingRequest(bytes.NewReader(body))
+		var he *httpx.Error
+		if err != nil && (!errors.As(err, &he) || he.Status >= 500) {
+			t.Fatalf("error %v is not a client error", err)
+		}
+	})
+}

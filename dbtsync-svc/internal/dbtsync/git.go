@@ -1,0 +1,105 @@
+package dbtsync
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+
+	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
+)
+
+// GitFetcher reads a dbt project at a ref of the integration's repository: a shallow,
+// single-ref clone into a temporary directory, removed afterwards.
+type GitFetcher struct {
+	sealer *Sealer
+	tmpDir string
+}
+
+// NewGitFetcher clones under tmpDir ("" is the system temp directory).
+func NewGitFetcher(sealer *Sealer, tmpDir string) *GitFetcher {
+	return &GitFetcher{sealer: sealer, tmpDir: tmpDir}
+}
+
+type gitCredentials struct {
+	Username string `json:"username,omitempty"`
+	Token    string `json:"token"`
+}
+
+// Load clones ref (a branch, else a tag) and reads the manifest at manifestPath when it
+// exists there, otherwise the dbt project files.
+func (g *GitFetcher) Load(ctx context.Context, integ *integrationDoc, ref string) (*convert.Project, error) {
+	dir, err := os.MkdirTemp(g.tmpDir, "dbtsync-clone-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	opts := &git.CloneOptions{URL: integ.RepoURL, Depth: 1, SingleBranch: true, Tags: git.NoTags}
+	if len(integ.Credentials) > 0 {
+		plain, err := g.sealer.Open(integ.Credentials, integ.DeploymentID)
+		if err != nil {
+			return nil, permanentError{errors.New("saved git credentials cannot be decrypted (was DBT_CREDENTIALS_KEY changed?)")}
+		}
+		var c gitCredentials
+		_ = json.Unmarshal(plain, &c)
+		user := c.Username
+		if user == "" {
+			user = "x-access-token"
+		}
+		opts.Auth = &githttp.BasicAuth{Username: user, Password: c.Token}
+	}
+	var cloneErr error
+	for _, name := range []plumbing.ReferenceName{plumbing.NewBranchReferenceName(ref), plumbing.NewTagReferenceName(ref)} {
+		_ = os.RemoveAll(dir)
+		opts.ReferenceName = name
+		if _, cloneErr = git.PlainCloneContext(ctx, dir, false, opts); cloneErr == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
+	if cloneErr != nil {
+		msg := cloneErr.Error()
+		if integ.Credentials != nil {
+			msg = strings.ReplaceAll(msg, integ.RepoURL, redactURL(integ.RepoURL))
+		}
+		if strings.Contains(msg, "couldn't find remote ref") || strings.Contains(msg, "reference not found") || strings.Contains(msg, "authentication") || strings.Contains(msg, "not found") {
+			return nil, permanentError{fmt.Errorf("git ref %q of %s: %s", ref, redactURL(integ.RepoURL), msg)}
+		}
+		return nil, fmt.Errorf("git clone %s at %q: %s", redactURL(integ.RepoURL), ref, msg)
+	}
+	if integ.ManifestPath != "" {
+		mp := filepath.Join(dir, filepath.FromSlash(path.Clean("/"+integ.ManifestPath)))
+		if f, err := os.Open(mp); err == nil {
+			defer f.Close()
+			return decodeManifest(bufio.NewReaderSize(f, 256<<10))
+		}
+	}
+	proj := strings.Trim(path.Clean("/"+integ.ProjectPath), "/")
+	p, err := convert.ReadProject(os.DirFS(dir), proj)
+	if err != nil {
+		return nil, permanentError{err}
+	}
+	return p, nil
+}
+
+// redactURL drops any user info from a clone URL before it reaches a message or a log.
+func redactURL(u string) string {
+	if i := strings.Index(u, "://"); i >= 0 {
+		rest := u[i+3:]
+		if at := strings.LastIndex(rest, "@"); at >= 0 && (strings.Index(rest, "/") < 0 || at < strings.Index(rest, "/")) {
+			return u[:i+3] + rest[at+1:]
+		}
+	}
+	return u
+}

@@ -1,0 +1,25 @@
+package dbtsync
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are the domain counters, the same names in the API and the worker process.
+type Metrics struct {
+	Jobs     *prometheus.CounterVec // dbtsync_svc_sync_jobs_total{outcome}
+	Attempts *prometheus.CounterVec // dbtsync_svc_sync_job_attempts_total{result}
+	Queued   *prometheus.CounterVec // dbtsync_svc_sync_jobs_queued_total{source}
+	Versions prometheus.Counter     // dbtsync_svc_branch_versions_written_total
+	Uploaded prometheus.Counter     // dbtsync_svc_manifest_bytes_uploaded_total
+}
+
+// NewMetrics registers the counters on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Jobs:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dbtsync_svc_sync_jobs_total", Help: "Finished sync jobs by outcome (succeeded, failed)."}, []string{"outcome"}),
+		Attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dbtsync_svc_sync_job_attempts_total", Help: "Sync job runs by result (succeeded, failed, retry)."}, []string{"result"}),
+		Queued:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dbtsync_svc_sync_jobs_queued_total", Help: "Sync jobs accepted and queued, by source."}, []string{"source"}),
+		Versions: prometheus.NewCounter(prometheus.CounterOpts{Name: "dbtsync_svc_branch_versions_written_total", Help: "Data-model branch versions written."}),
+		Uploaded: prometheus.NewCounter(prometheus.CounterOpts{Name: "dbtsync_svc_manifest_bytes_uploaded_total", Help: "Bytes of uploaded manifests streamed to the object store."}),
+	}
+	reg.MustRegister(m.Jobs, m.Attempts, m.Queued, m.Versions, m.Uploaded)
+	return m
+}

@@ -1,0 +1,344 @@
+package dbtsync
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
+)
+
+// WorkerOptions tune the worker; zero values take the defaults.
+type WorkerOptions struct {
+	Concurrency  int           // jobs converted at once (default 2)
+	MaxAttempts  int           // runs of a job before it ends failed (default 5)
+	AckWait      time.Duration // redelivery after a silent worker (default 30s)
+	BlockedDelay time.Duration // retry delay of a job waiting for its branch (default 1s)
+	Backoff      func(attempt int) time.Duration
+	// Phase, when set, is called as a job passes "waiting", "converting" and "committed";
+	// tests use it to stop a worker at a precise point.
+	Phase func(ctx context.Context, syncJobID, phase string)
+}
+
+func (o *WorkerOptions) defaults() {
+	if o.Concurrency <= 0 {
+		o.Concurrency = 2
+	}
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = 5
+	}
+	if o.AckWait <= 0 {
+		o.AckWait = 30 * time.Second
+	}
+	if o.BlockedDelay <= 0 {
+		o.BlockedDelay = time.Second
+	}
+	if o.Backoff == nil {
+		o.Backoff = func(attempt int) time.Duration {
+			d := time.Second << min(attempt, 6)
+			return min(d, time.Minute)
+		}
+	}
+}
+
+// Worker converts queued jobs.
+type Worker struct {
+	p       *Pipeline
+	store   *Store
+	git     *GitFetcher
+	metrics *Metrics
+	logger  *slog.Logger
+	opts    WorkerOptions
+}
+
+// NewWorker builds a worker; Run consumes until its context ends.
+func NewWorker(p *Pipeline, store *Store, git *GitFetcher, metrics *Metrics, logger *slog.Logger, opts WorkerOptions) *Worker {
+	opts.defaults()
+	return &Worker{p: p, store: store, git: git, metrics: metrics, logger: logger, opts: opts}
+}
+
+// permanentError fails a job at once: retrying cannot help.
+type permanentError struct{ error }
+
+func (e permanentError) Unwrap() error { return e.error }
+
+// Run pulls jobs with explicit acks until ctx ends. Jobs in flight when ctx ends are
+// neither acked nor failed: JetStream redelivers them after AckWait, as after a crash.
+func (w *Worker) Run(ctx context.Context) error {
+	cons, err := w.p.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable: WorkersName, AckPolicy: jetstream.AckExplicitPolicy, AckWait: w.opts.AckWait,
+		MaxDeliver: -1, FilterSubject: JobsSubject + ".>", MaxAckPending: 10000,
+	})
+	if err != nil {
+		return fmt.Errorf("workers consumer: %w", err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(w.opts.Concurrency))
+	if err != nil {
+		return err
+	}
+	go func() {
+		<-ctx.Done()
+		it.Stop()
+	}()
+	sem := make(chan struct{}, w.opts.Concurrency)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		msg, err := it.Next()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return nil
+			}
+			w.logger.Warn("job queue", "err", err)
+			continue
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return nil
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			w.handle(ctx, msg)
+		}()
+	}
+}
+
+func (w *Worker) phase(ctx context.Context, id, phase string) {
+	if w.opts.Phase != nil {
+		w.opts.Phase(ctx, id, phase)
+	}
+}
+
+func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
+	var jm jobMessage
+	if err := json.Unmarshal(msg.Data(), &jm); err != nil || jm.SyncJobID == "" {
+		_ = msg.Term()
+		return
+	}
+	parent := otel.GetTextMapPropagator().Extract(ctx, propagation.HeaderCarrier(msg.Headers()))
+	ctx, span := otel.Tracer("dbtsync-worker").Start(parent, "dbtsync.SyncJob", trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(attribute.String("sync_job.id", jm.SyncJobID), attribute.Int64("deployment.id", jm.DeploymentID)))
+	defer span.End()
+	log := w.logger.With("sync_job_id", jm.SyncJobID, "deployment_id", jm.DeploymentID, "trace_id", span.SpanContext().TraceID().String())
+
+	job, _, err := w.p.getJob(ctx, jm.DeploymentID, jm.SyncJobID)
+	if errors.Is(err, ErrNotFound) {
+		_ = msg.Term()
+		return
+	}
+	if err != nil {
+		_ = msg.NakWithDelay(w.opts.BlockedDelay)
+		return
+	}
+	if job.terminal() { // a redelivery of a finished job
+		_ = msg.Ack()
+		return
+	}
+	qk := queueKey(job.DeploymentID, job.BranchName)
+	head, err := w.p.queueHead(ctx, qk)
+	if err != nil {
+		_ = msg.NakWithDelay(w.opts.BlockedDelay)
+		return
+	}
+	if head != "" && head != job.SyncJobID {
+		if w.releaseFinishedHead(ctx, job.DeploymentID, qk, head) {
+			_ = msg.NakWithDelay(0)
+			return
+		}
+		w.phase(ctx, job.SyncJobID, "waiting")
+		_ = msg.NakWithDelay(w.opts.BlockedDelay)
+		return
+	}
+	now := time.Now().UTC()
+	job, err = w.p.updateJob(ctx, job.DeploymentID, job.SyncJobID, func(j *jobRecord) error {
+		j.Status, j.Attempts, j.Error = StatusRunning, j.Attempts+1, nil
+		j.Progress = Progress{Phase: "fetching"}
+		if j.StartedAt == nil {
+			j.StartedAt = &now
+		}
+		return nil
+	})
+	if err != nil {
+		_ = msg.NakWithDelay(w.opts.BlockedDelay)
+		return
+	}
+	// Keep the message ours while converting: JetStream would redeliver it after AckWait.
+	stop := make(chan struct{})
+	go func() {
+		t := time.NewTicker(w.opts.AckWait / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				_ = msg.InProgress()
+			case <-stop:
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	res, version, err := w.run(ctx, job)
+	close(stop)
+	if ctx.Err() != nil {
+		log.Warn("worker stopping mid-job; JetStream will redeliver it")
+		return
+	}
+	bg := context.WithoutCancel(ctx)
+	if err != nil {
+		span.RecordError(err)
+		var perm permanentError
+		if errors.As(err, &perm) || job.Attempts >= w.opts.MaxAttempts {
+			span.SetStatus(codes.Error, err.Error())
+			w.finish(bg, job, StatusFailed, err.Error(), nil, 0)
+			_ = msg.Ack()
+			log.Warn("sync job failed", "err", err, "attempts", job.Attempts)
+			return
+		}
+		_, _ = w.p.updateJob(bg, job.DeploymentID, job.SyncJobID, func(j *jobRecord) error {
+			msg := err.Error()
+			j.Status, j.Error, j.Progress.Phase = StatusQueued, &msg, "retrying"
+			return nil
+		})
+		w.metrics.Attempts.WithLabelValues("retry").Inc()
+		_ = msg.NakWithDelay(w.opts.Backoff(job.Attempts))
+		log.Warn("sync job attempt failed; retrying", "err", err, "attempt", job.Attempts)
+		return
+	}
+	w.finish(bg, job, StatusSucceeded, "", res, version)
+	_ = msg.Ack()
+	log.Info("sync job succeeded", "files", len(res.Files), "warnings", len(res.Warnings), "version", version)
+}
+
+// releaseFinishedHead drops a line head whose job is already over (its worker finished it
+// but died before leaving the line); it reports whether the line moved.
+func (w *Worker) releaseFinishedHead(ctx context.Context, dep int64, qk, head string) bool {
+	j, _, err := w.p.getJob(ctx, dep, head)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return false
+	}
+	if j != nil && !j.terminal() {
+		return false
+	}
+	_, err = w.p.updateQueue(ctx, qk, func(ids []string) []string { return removeID(ids, head) })
+	return err == nil
+}
+
+func (w *Worker) finish(ctx context.Context, job *jobRecord, status, errMsg string, res *convert.Result, version int64) {
+	now := time.Now().UTC()
+	_, err := w.p.updateJob(ctx, job.DeploymentID, job.SyncJobID, func(j *jobRecord) error {
+		j.Status, j.FinishedAt, j.Progress.Phase = status, &now, "done"
+		if errMsg != "" {
+			j.Error = &errMsg
+		} else {
+			j.Error = nil
+		}
+		if res != nil {
+			j.Warnings = res.Warnings
+			j.Version = version
+		}
+		return nil
+	})
+	if err != nil {
+		w.logger.Error("record job outcome", "sync_job_id", job.SyncJobID, "err", err)
+	}
+	_, _ = w.p.updateQueue(ctx, queueKey(job.DeploymentID, job.BranchName), func(ids []string) []string { return removeID(ids, job.SyncJobID) })
+	if job.HasManifest {
+		_ = w.p.obj.Delete(ctx, manifestObject(job.SyncJobID))
+	}
+	w.metrics.Jobs.WithLabelValues(status).Inc()
+	w.metrics.Attempts.WithLabelValues(status).Inc()
+}
+
+// run converts the job's input and writes the outcome (a branch version or the result
+// files); it is safe to run again for the same job.
+func (w *Worker) run(ctx context.Context, job *jobRecord) (*convert.Result, int64, error) {
+	proj, err := w.load(ctx, job)
+	if err != nil {
+		return nil, 0, err
+	}
+	total := len(proj.Models)
+	_, _ = w.p.updateJob(ctx, job.DeploymentID, job.SyncJobID, func(j *jobRecord) error {
+		j.Progress = Progress{Phase: "converting", ModelsTotal: &total}
+		return nil
+	})
+	w.phase(ctx, job.SyncJobID, "converting")
+	if ctx.Err() != nil {
+		return nil, 0, ctx.Err()
+	}
+	res := convert.Build(proj)
+	_, _ = w.p.updateJob(ctx, job.DeploymentID, job.SyncJobID, func(j *jobRecord) error {
+		j.Progress = Progress{Phase: "writing", ModelsTotal: &total, ModelsDone: total}
+		return nil
+	})
+	var version int64
+	if job.Output == "files" {
+		b, _ := json.Marshal(res.Files)
+		if _, err := w.p.obj.PutBytes(ctx, resultObject(job.SyncJobID), b); err != nil {
+			return nil, 0, err
+		}
+	} else {
+		version, err = w.store.WriteVersion(ctx, job.DeploymentID, job.BranchName, job.SyncJobID, res.Files)
+		if err != nil {
+			return nil, 0, err
+		}
+		w.metrics.Versions.Inc()
+	}
+	w.phase(ctx, job.SyncJobID, "committed")
+	if ctx.Err() != nil {
+		return nil, 0, ctx.Err()
+	}
+	return &res, version, nil
+}
+
+func (w *Worker) load(ctx context.Context, job *jobRecord) (*convert.Project, error) {
+	if job.Source == "manifest" {
+		obj, err := w.p.obj.Get(ctx, manifestObject(job.SyncJobID))
+		if errors.Is(err, jetstream.ErrObjectNotFound) {
+			return nil, permanentError{errors.New("the uploaded manifest is gone from the object store")}
+		}
+		if err != nil {
+			return nil, err
+		}
+		defer obj.Close()
+		return decodeManifest(bufio.NewReaderSize(obj, 256<<10))
+	}
+	integ, err := w.store.integration(ctx, job.DeploymentID)
+	if errors.Is(err, ErrNotFound) {
+		return nil, permanentError{errors.New("the deployment has no dbt git integration any more")}
+	}
+	if err != nil {
+		return nil, err
+	}
+	ref := integ.Branch
+	if job.Ref != nil {
+		ref = *job.Ref
+	}
+	return w.git.Load(ctx, integ, ref)
+}
+
+func decodeManifest(r io.Reader) (*convert.Project, error) {
+	p, err := convert.DecodeManifest(r)
+	if err != nil {
+		if errors.Is(err, convert.ErrNotJSON) || errors.Is(err, convert.ErrNoNodes) || errors.Is(err, convert.ErrNotManifest) || errors.Is(err, convert.ErrUnsupportedVersion) {
+			return nil, permanentError{err}
+		}
+		return nil, err
+	}
+	return p, nil
+}
