@@ -21,6 +21,7 @@ type keys struct {
 	IdentitySigningKey string // base64 of 32 bytes; IDENTITY_SIGNING_KEY
 	IdentityKeyFile    string
 	DBTCredentialsKey  string // base64 of 32 bytes; DBT_CREDENTIALS_KEY
+	EmbedKeyEncryption string // base64 of 32 bytes; EMBED_KEY_ENCRYPTION_KEY
 	JWTPrivateKeyFile  string // PKCS#8 PEM Ed25519
 	JWTPublicKeyFile   string // PKIX PEM
 }
@@ -40,6 +41,9 @@ func ensureKeys(dir string) (keys, error) {
 		return k, err
 	}
 	if k.DBTCredentialsKey, err = ensureSecret(filepath.Join(dir, "dbt-secrets.key")); err != nil {
+		return k, err
+	}
+	if k.EmbedKeyEncryption, err = ensureSecret(filepath.Join(dir, "embed-keys.key")); err != nil {
 		return k, err
 	}
 	if err := ensureEd25519(k.JWTPrivateKeyFile, k.JWTPublicKeyFile); err != nil {

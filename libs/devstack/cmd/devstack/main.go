@@ -44,7 +44,7 @@ Environment:
 
 Every service gets the parent environment plus MONGODB_URI, NATS_URL,
 REDIS_URL, IDENTITY_SIGNING_KEY, LOG_LEVEL, OTEL_SERVICE_NAME and its own
-variables (HTTP_ADDR, DBT_CREDENTIALS_KEY, the gateway's upstream URLs and
+variables (HTTP_ADDR, DBT_CREDENTIALS_KEY, EMBED_KEY_ENCRYPTION_KEY, the gateway's upstream URLs and
 AUTH_JWT_* settings). redis-server must be installed (apt-get install -y redis-server).
 `
 

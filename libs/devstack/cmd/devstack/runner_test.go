@@ -130,7 +130,7 @@ func TestRunnerWithFakeServices(t *testing.T) {
 	})
 
 	t.Run("keys are 0600 files", func(t *testing.T) {
-		for _, f := range []string{"identity.key", "dbt-secrets.key", "bearer-ed25519.pem", "bearer-ed25519.pub.pem"} {
+		for _, f := range []string{"identity.key", "dbt-secrets.key", "embed-keys.key", "bearer-ed25519.pem", "bearer-ed25519.pub.pem"} {
 			fi, err := os.Stat(filepath.Join(dataDir, "keys", f))
 			if err != nil {
 				t.Error(err)

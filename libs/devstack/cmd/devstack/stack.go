@@ -45,7 +45,7 @@ func processes(cfg config, k keys) []process {
 		{Name: "workspace-svc", Binary: "workspace-svc", Addr: cfg.WorkspaceAddr,
 			Env: []string{"HTTP_ADDR=" + cfg.WorkspaceAddr}},
 		{Name: "embed-svc", Binary: "embed-svc", Addr: cfg.EmbedAddr,
-			Env: []string{"HTTP_ADDR=" + cfg.EmbedAddr}},
+			Env: []string{"HTTP_ADDR=" + cfg.EmbedAddr, "EMBED_KEY_ENCRYPTION_KEY=" + k.EmbedKeyEncryption}},
 		{Name: "dbtsync-svc", Binary: "dbtsync-svc", Addr: cfg.DBTSyncAddr,
 			Env: dbtEnv(cfg.DBTSyncAddr)},
 		{Name: "dbtsync-worker", Binary: "dbtsync-svc", Args: []string{"worker"}, Addr: cfg.DBTSyncWorkerAddr,
