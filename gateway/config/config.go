@@ -11,9 +11,9 @@ import (
 type Config struct {
 	config.Common
 	Addr               string          `env:"GATEWAY_ADDR" default:"127.0.0.1:8080" help:"listen address"`
-	WorkspaceURL       string          `env:"WORKSPACE_URL" default:"http://127.0.0.1:8081" help:"base URL of workspace-svc"`
-	EmbedURL           string          `env:"EMBED_URL" default:"http://127.0.0.1:8082" help:"base URL of embed-svc"`
-	DBTSyncURL         string          `env:"DBTSYNC_URL" default:"http://127.0.0.1:8083" help:"base URL of dbtsync-svc"`
+	WorkspaceURL       string          `env:"WORKSPACE_URL" default:"http://127.0.0.1:8081" help:"base URL of workspace-svc; comma-separated URLs of several replicas are balanced round robin"`
+	EmbedURL           string          `env:"EMBED_URL" default:"http://127.0.0.1:8082" help:"base URL of embed-svc (replicas: comma-separated)"`
+	DBTSyncURL         string          `env:"DBTSYNC_URL" default:"http://127.0.0.1:8083" help:"base URL of dbtsync-svc (replicas: comma-separated)"`
 	MongoURI           string          `env:"MONGODB_URI" default:"mongodb://127.0.0.1:27018/" secret:"true" help:"MongoDB connection string (may hold a password)"`
 	MongoDatabase      string          `env:"MONGODB_DATABASE" default:"identity" help:"database of the identity store (accounts, deployments, users, API keys)"`
 	IdentitySigningKey string          `env:"IDENTITY_SIGNING_KEY" required:"true" secret:"true" help:"base64 HMAC key (at least 32 bytes) that signs the identity forwarded to services"`
@@ -30,6 +30,7 @@ type Config struct {
 	BodyLimitDefault   config.ByteSize `env:"BODY_LIMIT_DEFAULT" default:"1MiB" help:"largest request body on every route but dbt-sync"`
 	BodyLimitDBTSync   config.ByteSize `env:"BODY_LIMIT_DBT_SYNC" default:"256MiB" help:"largest request body on the dbt-sync route (uploaded manifests)"`
 	UpstreamTimeout    time.Duration   `env:"UPSTREAM_TIMEOUT" default:"30s" help:"how long the gateway waits for a service's response headers"`
+	PprofAddr          string          `env:"PPROF_ADDR" help:"when set, serves net/http/pprof on this address (keep it private: loopback or a debug port)"`
 	DialTimeout        time.Duration   `env:"UPSTREAM_DIAL_TIMEOUT" default:"2s" help:"how long the gateway waits to connect to a service before answering 503"`
 }
 

@@ -42,8 +42,9 @@ type (
 type Options struct {
 	MongoURI string // required: the identity store lives in a fresh database on it
 	Database string // defaults to a unique name
-	// Upstream URLs by service name ("workspace-svc", "embed-svc", "dbtsync-svc");
-	// missing ones point at a closed port (the gateway answers 503 for them).
+	// Upstream URLs by service name ("workspace-svc", "embed-svc", "dbtsync-svc"),
+	// comma-separated for several replicas; missing ones point at a closed port (the
+	// gateway answers 503 for them).
 	Upstreams map[string]string
 	// SigningKey is the base64 identity key shared with the services; generated when "".
 	SigningKey string
@@ -103,17 +104,17 @@ func Start(t testing.TB, o Options) *Stack {
 	if err != nil {
 		t.Fatalf("gatewaytest: %v", err)
 	}
-	upstreams := map[string]*url.URL{}
+	upstreams := map[string][]*url.URL{}
 	for _, name := range []string{"workspace-svc", "embed-svc", "dbtsync-svc"} {
 		raw := o.Upstreams[name]
 		if raw == "" {
 			raw = "http://127.0.0.1:1" // nothing listens: 503
 		}
-		u, err := url.Parse(raw)
+		urls, err := gateway.ParseUpstreams(raw)
 		if err != nil {
 			t.Fatalf("gatewaytest: upstream %s: %v", name, err)
 		}
-		upstreams[name] = u
+		upstreams[name] = urls
 	}
 	authn := auth.New(auth.Options{
 		Directory: st,
@@ -132,7 +133,7 @@ func Start(t testing.TB, o Options) *Stack {
 		t.Cleanup(func() { _ = rdb.Close() })
 		jwks := o.EmbedJWKSURL
 		if jwks == "" {
-			jwks = upstreams["embed-svc"].String() + embedauth.JWKSPath
+			jwks = upstreams["embed-svc"][0].String() + embedauth.JWKSPath
 		}
 		if o.EmbedIssuer == "" {
 			o.EmbedIssuer = "https://embed.platform.local"

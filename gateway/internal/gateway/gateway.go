@@ -46,7 +46,7 @@ type Options struct {
 	Auth            *auth.Authenticator
 	Embed           EmbedAuthenticator // nil: embed tokens are not accepted
 	Signer          *identity.Signer
-	Upstreams       map[string]*url.URL // "workspace-svc", "embed-svc", "dbtsync-svc"
+	Upstreams       map[string][]*url.URL // replicas of "workspace-svc", "embed-svc", "dbtsync-svc"
 	BodyLimit       int64
 	BigBodyLimit    int64
 	UpstreamTimeout time.Duration
@@ -88,11 +88,11 @@ func New(o Options) (*Gateway, error) {
 	}
 	pool := &bufferPool{}
 	for _, s := range []service{svcWorkspace, svcEmbed, svcDBTSync} {
-		target, ok := o.Upstreams[s.String()]
-		if !ok {
+		targets := o.Upstreams[s.String()]
+		if len(targets) == 0 {
 			return nil, fmt.Errorf("gateway: no upstream URL for %s", s)
 		}
-		g.proxies[s] = &forwarder{target: target, transport: transport, pool: pool, prop: g.prop, onError: g.upstreamError(s)}
+		g.proxies[s] = newForwarder(targets, transport, pool, g.prop, g.upstreamError(s))
 	}
 	return g, nil
 }
@@ -408,6 +408,7 @@ func bodyDeploymentID(r *http.Request) (int64, error) {
 		return 0, err
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	r.ContentLength = int64(len(body))
 	var peek struct {
 		DeploymentID json.RawMessage `json:"deploymentId"`
@@ -449,4 +450,24 @@ func (g *Gateway) upstreamError(s service) func(http.ResponseWriter, *http.Reque
 func isDial(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// ParseUpstreams parses a comma-separated list of a service's replica base URLs.
+func ParseUpstreams(raw string) ([]*url.URL, error) {
+	var out []*url.URL
+	for _, part := range strings.Split(raw, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		u, err := url.Parse(part)
+		if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+			return nil, fmt.Errorf("%q is not an absolute http(s) URL", part)
+		}
+		out = append(out, u)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no URL")
+	}
+	return out, nil
 }

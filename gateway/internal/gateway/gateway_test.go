@@ -5,10 +5,13 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -409,8 +412,8 @@ func TestUnavailableServices(t *testing.T) {
 	}()
 	hung, _ := url.Parse("http://" + hang.Addr().String())
 	h := newHarness(t, func(o *gateway.Options) {
-		o.Upstreams["workspace-svc"] = down
-		o.Upstreams["dbtsync-svc"] = hung
+		o.Upstreams["workspace-svc"] = []*url.URL{down}
+		o.Upstreams["dbtsync-svc"] = []*url.URL{hung}
 		o.UpstreamTimeout = 300 * time.Millisecond
 	})
 	acme := h.acme()
@@ -440,5 +443,51 @@ func mustJSON(t *testing.T, body []byte, v any) {
 	t.Helper()
 	if err := json.Unmarshal(body, v); err != nil {
 		t.Fatalf("not JSON: %v: %s", err, body)
+	}
+}
+
+func TestReplicasRoundRobinAndRouteAroundADeadOne(t *testing.T) {
+	var hits [2]int
+	var mu sync.Mutex
+	var replicas []*url.URL
+	var signer *identity.Signer
+	h := newHarness(t, func(o *gateway.Options) {
+		signer = o.Signer
+		for i := 0; i < 2; i++ {
+			i := i
+			srv := httptest.NewServer(identity.Require(signer, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				hits[i]++
+				mu.Unlock()
+				_, _ = io.Copy(io.Discard, r.Body)
+				w.WriteHeader(200)
+			})))
+			t.Cleanup(srv.Close)
+			u, _ := url.Parse(srv.URL)
+			replicas = append(replicas, u)
+		}
+		ln, _ := net.Listen("tcp", "127.0.0.1:0")
+		dead, _ := url.Parse("http://" + ln.Addr().String())
+		ln.Close()
+		o.Upstreams["workspace-svc"] = replicas
+		o.Upstreams["dbtsync-svc"] = []*url.URL{dead, replicas[0]}
+	})
+	acme := h.acme()
+	tok := "Bearer " + acme.Users["admin"].Bearer
+	for i := 0; i < 10; i++ {
+		if code, _, _ := h.do("GET", fmt.Sprintf("/api/v1/deployments/%d/workspace", acme.Deployments[0].ID), tok, nil); code != 200 {
+			t.Fatalf("request %d: %d", i, code)
+		}
+	}
+	mu.Lock()
+	if hits[0] != 5 || hits[1] != 5 {
+		t.Fatalf("round robin over two replicas: %v", hits)
+	}
+	mu.Unlock()
+	// One replica of dbtsync-svc is dead: every request without a body still succeeds.
+	for i := 0; i < 6; i++ {
+		if code, _, body := h.do("GET", fmt.Sprintf("/api/v1/deployments/%d/dbt-sync", acme.Deployments[0].ID), tok, nil); code != 200 {
+			t.Fatalf("request %d with a dead replica: %d %s", i, code, body)
+		}
 	}
 }

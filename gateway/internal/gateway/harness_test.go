@@ -82,7 +82,7 @@ func newHarness(t *testing.T, opts ...func(*gateway.Options)) *harness {
 		t.Fatal(err)
 	}
 	h := &harness{t: t, st: st, seed: seed, issuer: issuer, signer: signer, upstream: map[string]*httptest.Server{}, clock: &fakeClock{}, extra: map[string]string{}}
-	upstreams := map[string]*url.URL{}
+	upstreams := map[string][]*url.URL{}
 	for _, name := range []string{"workspace-svc", "embed-svc", "dbtsync-svc"} {
 		name := name
 		srv := httptest.NewServer(identity.Require(signer, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -93,7 +93,7 @@ func newHarness(t *testing.T, opts ...func(*gateway.Options)) *harness {
 		t.Cleanup(srv.Close)
 		h.upstream[name] = srv
 		u, _ := url.Parse(srv.URL)
-		upstreams[name] = u
+		upstreams[name] = []*url.URL{u}
 	}
 	h.authn = auth.New(auth.Options{
 		Directory: st,

@@ -37,7 +37,7 @@ func TestGatewaySpanIsParentOfServiceSpan(t *testing.T) {
 		svc = httptest.NewServer(server.Handler(server.Options{Service: "workspace-svc", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			Registry: obs.NewRegistry(), API: identity.Require(o.Signer, api)}))
 		u, _ := url.Parse(svc.URL)
-		o.Upstreams["workspace-svc"] = u
+		o.Upstreams["workspace-svc"] = []*url.URL{u}
 	})
 	defer svc.Close()
 	acme := h.acme()
