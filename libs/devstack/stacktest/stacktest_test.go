@@ -1,0 +1,54 @@
+package stacktest_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/analyticsco/platform/libs/devstack/stacktest"
+)
+
+func TestMain(m *testing.M) { os.Exit(stacktest.Main(m)) }
+
+// TestStackStartsSeedsAndServes: the stack comes up as processes, the seed reaches the
+// services through the gateway, and a killed service answers 503 for its routes only.
+func TestStackStartsSeedsAndServes(t *testing.T) {
+	s := stacktest.Start(t, stacktest.Options{})
+	acme := s.Seed.Accounts["acme"]
+	if acme.ID == 0 || len(acme.Deployments) != 2 || acme.APIKeys["admin"] == "" {
+		t.Fatalf("seed: %+v", acme)
+	}
+	get := func(path, authz string) int {
+		req, _ := http.NewRequest("GET", s.Gateway+path, nil)
+		req.Header.Set("Authorization", authz)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	ws := fmt.Sprintf("/api/v1/deployments/%d/workspace", acme.Deployments[0].ID)
+	if code := get(ws, "Bearer "+acme.Users["admin"].Bearer); code != 200 {
+		t.Fatalf("workspace: %d", code)
+	}
+	if code := get("/api/v1/groups", "Api-Key "+acme.APIKeys["admin"]); code != 200 {
+		t.Fatalf("groups: %d", code)
+	}
+	s.Kill("workspace-svc-1")
+	if code := get(ws, "Bearer "+acme.Users["admin"].Bearer); code != 503 {
+		t.Fatalf("workspace with its service killed: %d, want 503", code)
+	}
+	if code := get("/api/v1/groups", "Api-Key "+acme.APIKeys["admin"]); code != 200 {
+		t.Fatalf("groups while workspace-svc is down: %d", code)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s.Restart(ctx, "workspace-svc-1")
+	if code := get(ws, "Bearer "+acme.Users["admin"].Bearer); code != 200 {
+		t.Fatalf("workspace after restart: %d", code)
+	}
+}
