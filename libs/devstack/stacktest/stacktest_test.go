@@ -52,3 +52,28 @@ func TestStackStartsSeedsAndServes(t *testing.T) {
 		t.Fatalf("workspace after restart: %d", code)
 	}
 }
+
+func TestTokens(t *testing.T) {
+	s := stacktest.Start(t, stacktest.Options{})
+	acme := s.Seed.Accounts["acme"]
+	ws := fmt.Sprintf("%s/api/v1/deployments/%d/workspace", s.Gateway, acme.Deployments[0].ID)
+	for _, c := range []struct {
+		name string
+		ttl  time.Duration
+		want int
+	}{{"fresh-200", time.Hour, 200}, {"expired-401", -time.Minute, 401}} {
+		req, _ := http.NewRequest("GET", ws, nil)
+		req.Header.Set("Authorization", "Bearer "+s.Token(acme.Users["viewer"].ID, c.ttl))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("%s: %d", c.name, resp.StatusCode)
+		}
+	}
+	if len(s.Secrets()) != 3 {
+		t.Fatalf("secrets: %d", len(s.Secrets()))
+	}
+}
