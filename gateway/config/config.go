@@ -10,28 +10,32 @@ import (
 // Config is everything the gateway reads from its environment.
 type Config struct {
 	config.Common
-	Addr               string          `env:"GATEWAY_ADDR" default:"127.0.0.1:8080" help:"listen address"`
-	WorkspaceURL       string          `env:"WORKSPACE_URL" default:"http://127.0.0.1:8081" help:"base URL of workspace-svc; comma-separated URLs of several replicas are balanced round robin"`
-	EmbedURL           string          `env:"EMBED_URL" default:"http://127.0.0.1:8082" help:"base URL of embed-svc (replicas: comma-separated)"`
-	DBTSyncURL         string          `env:"DBTSYNC_URL" default:"http://127.0.0.1:8083" help:"base URL of dbtsync-svc (replicas: comma-separated)"`
-	MongoURI           string          `env:"MONGODB_URI" default:"mongodb://127.0.0.1:27018/" secret:"true" help:"MongoDB connection string (may hold a password)"`
-	MongoDatabase      string          `env:"MONGODB_DATABASE" default:"identity" help:"database of the identity store (accounts, deployments, users, API keys)"`
-	IdentitySigningKey string          `env:"IDENTITY_SIGNING_KEY" required:"true" secret:"true" help:"base64 HMAC key (at least 32 bytes) that signs the identity forwarded to services"`
-	JWTIssuer          string          `env:"AUTH_JWT_ISSUER" default:"https://auth.platform.local" help:"required iss of bearer tokens"`
-	JWTAudience        string          `env:"AUTH_JWT_AUDIENCE" default:"platform-api" help:"required aud of bearer tokens"`
-	JWTPublicKeysFile  string          `env:"AUTH_JWT_PUBLIC_KEYS_FILE" help:"PEM file with one or more Ed25519 or RSA public keys that sign bearer tokens"`
-	JWKSURL            string          `env:"AUTH_JWKS_URL" help:"JWKS URL with the bearer-token signing keys (alternative or addition to the PEM file)"`
-	JWKSRefresh        time.Duration   `env:"AUTH_JWKS_REFRESH" default:"5m" help:"how often AUTH_JWKS_URL is fetched again (an unknown kid also triggers a fetch)"`
-	AuthCacheTTL       time.Duration   `env:"AUTH_CACHE_TTL" default:"30s" help:"how long a verified credential is cached (never past its expiry; key revocations are picked up within AUTH_REVOCATION_POLL)"`
-	RevocationPoll     time.Duration   `env:"AUTH_REVOCATION_POLL" default:"1s" help:"how often the gateway looks for revoked API keys and changed users"`
-	RedisURL           string          `env:"REDIS_URL" default:"redis://127.0.0.1:6380/0" secret:"true" help:"Redis holding embed-session revocations, checked on every embed-token request (may hold a password)"`
-	EmbedTokenIssuer   string          `env:"EMBED_TOKEN_ISSUER" default:"https://embed.platform.local" help:"required iss of embed session tokens (must match embed-svc)"`
-	EmbedJWKSURL       string          `env:"EMBED_JWKS_URL" help:"JWKS of embed session tokens; default EMBED_URL + /api/v1/embed/.well-known/jwks.json"`
-	BodyLimitDefault   config.ByteSize `env:"BODY_LIMIT_DEFAULT" default:"1MiB" help:"largest request body on every route but dbt-sync"`
-	BodyLimitDBTSync   config.ByteSize `env:"BODY_LIMIT_DBT_SYNC" default:"256MiB" help:"largest request body on the dbt-sync route (uploaded manifests)"`
-	UpstreamTimeout    time.Duration   `env:"UPSTREAM_TIMEOUT" default:"30s" help:"how long the gateway waits for a service's response headers"`
-	PprofAddr          string          `env:"PPROF_ADDR" help:"when set, serves net/http/pprof on this address (keep it private: loopback or a debug port)"`
-	DialTimeout        time.Duration   `env:"UPSTREAM_DIAL_TIMEOUT" default:"2s" help:"how long the gateway waits to connect to a service before answering 503"`
+	Addr                     string          `env:"GATEWAY_ADDR" default:"127.0.0.1:8080" help:"listen address"`
+	WorkspaceURL             string          `env:"WORKSPACE_URL" default:"http://127.0.0.1:8081" help:"base URL of workspace-svc; comma-separated URLs of several replicas are balanced round robin"`
+	EmbedURL                 string          `env:"EMBED_URL" default:"http://127.0.0.1:8082" help:"base URL of embed-svc (replicas: comma-separated)"`
+	DBTSyncURL               string          `env:"DBTSYNC_URL" default:"http://127.0.0.1:8083" help:"base URL of dbtsync-svc (replicas: comma-separated)"`
+	MongoURI                 string          `env:"MONGODB_URI" default:"mongodb://127.0.0.1:27018/" secret:"true" help:"MongoDB connection string (may hold a password)"`
+	MongoDatabase            string          `env:"MONGODB_DATABASE" default:"identity" help:"database of the identity store (accounts, deployments, users, API keys)"`
+	IdentitySigningKey       string          `env:"IDENTITY_SIGNING_KEY" required:"true" secret:"true" help:"base64 HMAC key (at least 32 bytes) that signs the identity forwarded to services"`
+	JWTIssuer                string          `env:"AUTH_JWT_ISSUER" default:"https://auth.platform.local" help:"required iss of bearer tokens"`
+	JWTAudience              string          `env:"AUTH_JWT_AUDIENCE" default:"platform-api" help:"required aud of bearer tokens"`
+	JWTPublicKeysFile        string          `env:"AUTH_JWT_PUBLIC_KEYS_FILE" help:"PEM file with one or more Ed25519 or RSA public keys that sign bearer tokens"`
+	JWKSURL                  string          `env:"AUTH_JWKS_URL" help:"JWKS URL with the bearer-token signing keys (alternative or addition to the PEM file)"`
+	JWKSRefresh              time.Duration   `env:"AUTH_JWKS_REFRESH" default:"5m" help:"how often AUTH_JWKS_URL is fetched again (an unknown kid also triggers a fetch)"`
+	AuthCacheTTL             time.Duration   `env:"AUTH_CACHE_TTL" default:"30s" help:"how long a verified credential is cached (never past its expiry; key revocations are picked up within AUTH_REVOCATION_POLL)"`
+	RevocationPoll           time.Duration   `env:"AUTH_REVOCATION_POLL" default:"1s" help:"how often the gateway looks for revoked API keys and changed users"`
+	RedisURL                 string          `env:"REDIS_URL" default:"redis://127.0.0.1:6380/0" secret:"true" help:"Redis holding embed-session revocations, checked on every embed-token request (may hold a password)"`
+	EmbedTokenIssuer         string          `env:"EMBED_TOKEN_ISSUER" default:"https://embed.platform.local" help:"required iss of embed session tokens (must match embed-svc)"`
+	EmbedJWKSURL             string          `env:"EMBED_JWKS_URL" help:"JWKS of embed session tokens; default EMBED_URL + /api/v1/embed/.well-known/jwks.json"`
+	BodyLimitDefault         config.ByteSize `env:"BODY_LIMIT_DEFAULT" default:"1MiB" help:"largest request body on every route but dbt-sync"`
+	BodyLimitDBTSync         config.ByteSize `env:"BODY_LIMIT_DBT_SYNC" default:"256MiB" help:"largest request body on the dbt-sync route (uploaded manifests)"`
+	UpstreamTimeout          time.Duration   `env:"UPSTREAM_TIMEOUT" default:"30s" help:"how long the gateway waits for a service's response headers"`
+	RateLimitGenerateSession string          `env:"RATE_LIMIT_GENERATE_SESSION" default:"600/1m" help:"generate-session requests per API key, as N/window (e.g. 600/1m), counted in Redis across replicas; 0 disables; over it: 429 with Retry-After"`
+	RateLimitExchange        string          `env:"RATE_LIMIT_EXCHANGE" default:"300/1m" help:"session exchanges per client IP address, as N/window; 0 disables; over it: 429 with Retry-After"`
+	ClientBodyTimeout        time.Duration   `env:"CLIENT_BODY_TIMEOUT" default:"30s" help:"how long a client may take to send a request body (408 after)"`
+	ClientUploadTimeout      time.Duration   `env:"CLIENT_UPLOAD_TIMEOUT" default:"10m" help:"the same for manifest uploads on the dbt-sync route"`
+	PprofAddr                string          `env:"PPROF_ADDR" help:"when set, serves net/http/pprof on this address (keep it private: loopback or a debug port)"`
+	DialTimeout              time.Duration   `env:"UPSTREAM_DIAL_TIMEOUT" default:"2s" help:"how long the gateway waits to connect to a service before answering 503"`
 }
 
 // Load reads the configuration from the environment.

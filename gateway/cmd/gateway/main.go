@@ -25,6 +25,7 @@ import (
 	"github.com/analyticsco/platform/gateway/internal/embedauth"
 	"github.com/analyticsco/platform/gateway/internal/gateway"
 	"github.com/analyticsco/platform/gateway/internal/openapi"
+	"github.com/analyticsco/platform/gateway/internal/ratelimit"
 	"github.com/analyticsco/platform/gateway/internal/store"
 	libconfig "github.com/analyticsco/platform/libs/config"
 	"github.com/analyticsco/platform/libs/httpx"
@@ -104,6 +105,15 @@ func run() error {
 	go embedKeys.Run(ctx, cfg.JWKSRefresh)
 	embed := embedauth.New(embedKeys, cfg.EmbedTokenIssuer, rdb, authn, nil)
 
+	gsLimit, err := ratelimit.ParseLimit(cfg.RateLimitGenerateSession)
+	if err != nil {
+		return fmt.Errorf("RATE_LIMIT_GENERATE_SESSION: %w", err)
+	}
+	exLimit, err := ratelimit.ParseLimit(cfg.RateLimitExchange)
+	if err != nil {
+		return fmt.Errorf("RATE_LIMIT_EXCHANGE: %w", err)
+	}
+
 	upstreams := map[string][]*url.URL{}
 	for name, raw := range map[string]string{"workspace-svc": cfg.WorkspaceURL, "embed-svc": cfg.EmbedURL, "dbtsync-svc": cfg.DBTSyncURL} {
 		urls, err := gateway.ParseUpstreams(raw)
@@ -129,6 +139,12 @@ func run() error {
 		OpenAPIJSON:     spec,
 		Logger:          log,
 		Metrics:         obs.NewHTTPMetrics(reg, serviceName),
+
+		RateLimiter:          ratelimit.New(rdb, "ratelimit:"),
+		GenerateSessionLimit: gsLimit,
+		ExchangeLimit:        exLimit,
+		BodyTimeout:          cfg.ClientBodyTimeout,
+		UploadTimeout:        cfg.ClientUploadTimeout,
 	})
 	if err != nil {
 		return err

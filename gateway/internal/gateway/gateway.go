@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -27,6 +28,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/analyticsco/platform/gateway/internal/auth"
+	"github.com/analyticsco/platform/gateway/internal/ratelimit"
 	"github.com/analyticsco/platform/gateway/internal/store"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
@@ -54,6 +56,15 @@ type Options struct {
 	OpenAPIJSON     []byte
 	Logger          *slog.Logger
 	Metrics         *obs.HTTPMetrics
+	// RateLimiter counts generate-session per API key and exchange per client address;
+	// nil or zero limits disable it.
+	RateLimiter          *ratelimit.Limiter
+	GenerateSessionLimit ratelimit.Limit
+	ExchangeLimit        ratelimit.Limit
+	// BodyTimeout bounds how long a client may take to send its request body (default
+	// 30s); UploadTimeout does the same on the manifest upload route (default 10m).
+	BodyTimeout   time.Duration
+	UploadTimeout time.Duration
 }
 
 // Gateway is the HTTP handler of the public API.
@@ -66,13 +77,85 @@ type Gateway struct {
 
 type ctxKey int
 
-const (
-	ctxPrincipal ctxKey = iota
-	ctxService
-)
+const ctxClientBody ctxKey = 0
+
+// clientBody remembers why reading the client's body failed, so a proxy error caused
+// by the client (too slow, too large) is answered as the client's fault.
+type clientBody struct {
+	io.ReadCloser
+	err error
+}
+
+func (b *clientBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF && b.err == nil {
+		b.err = err
+	}
+	return n, err
+}
+
+// clientError maps a failure to read the client's body to its answer.
+func clientError(r *http.Request) (int, string, bool) {
+	cb, _ := r.Context().Value(ctxClientBody).(*clientBody)
+	if cb == nil || cb.err == nil {
+		return 0, "", false
+	}
+	var mbe *http.MaxBytesError
+	var ne net.Error
+	switch {
+	case errors.As(cb.err, &mbe):
+		return http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than the limit of %d bytes for this route", mbe.Limit), true
+	case errors.As(cb.err, &ne) && ne.Timeout():
+		return http.StatusRequestTimeout, "the request body did not arrive in time", true
+	}
+	return http.StatusBadRequest, "the request body could not be read", true
+}
+
+// withinRateLimit applies the per-credential limits; it answers 429 itself when over.
+func (g *Gateway) withinRateLimit(w http.ResponseWriter, r *http.Request, rt route, p *identity.Principal) bool {
+	if g.o.RateLimiter == nil {
+		return true
+	}
+	var key, who string
+	var limit ratelimit.Limit
+	switch rt.name {
+	case "generate-session":
+		key, who, limit = "gs:"+p.KeyID, "this API key", g.o.GenerateSessionLimit
+	case "session/exchange":
+		ip, _, _ := net.SplitHostPort(r.RemoteAddr)
+		key, who, limit = "ex:"+ip, "this client address", g.o.ExchangeLimit
+	default:
+		return true
+	}
+	if !limit.Enabled() {
+		return true
+	}
+	d, err := g.o.RateLimiter.Allow(r.Context(), key, limit)
+	if err != nil {
+		// Counting failed (Redis unreachable): serve rather than refuse everyone.
+		g.o.Logger.WarnContext(r.Context(), "rate limit not applied", "err", err)
+		return true
+	}
+	w.Header().Set("X-RateLimit-Limit", strconv.FormatInt(limit.N, 10))
+	w.Header().Set("X-RateLimit-Remaining", strconv.FormatInt(d.Remaining, 10))
+	if d.Allowed {
+		return true
+	}
+	secs := int64((d.RetryAfter + time.Second - 1) / time.Second)
+	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+	httpx.WriteError(w, http.StatusTooManyRequests,
+		fmt.Sprintf("rate limit of %d requests per %s exceeded for %s; retry in %d s", limit.N, limit.Window, who, secs))
+	return false
+}
 
 // New builds the gateway.
 func New(o Options) (*Gateway, error) {
+	if o.BodyTimeout <= 0 {
+		o.BodyTimeout = 30 * time.Second
+	}
+	if o.UploadTimeout <= 0 {
+		o.UploadTimeout = 10 * time.Minute
+	}
 	g := &Gateway{o: o, proxies: map[service]http.Handler{}, tracer: otel.Tracer("gateway"), prop: otel.GetTextMapPropagator()}
 	transport := &http.Transport{
 		Proxy:                 nil,
@@ -176,11 +259,23 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Body != nil && r.Body != http.NoBody {
-		r.Body = http.MaxBytesReader(rec, r.Body, limit)
+		// A slow client may hold a connection only so long: the body must arrive within
+		// the route's time, after which reading it fails and the answer is 408.
+		timeout := g.o.BodyTimeout
+		if rt.bigBody {
+			timeout = g.o.UploadTimeout
+		}
+		_ = http.NewResponseController(rec).SetReadDeadline(time.Now().Add(timeout))
+		cb := &clientBody{ReadCloser: http.MaxBytesReader(rec, r.Body, limit)}
+		r.Body = cb
+		r = r.WithContext(context.WithValue(r.Context(), ctxClientBody, cb))
 	}
 	p, err := g.authorize(r, rt)
 	if err != nil {
 		g.writeAuthError(rec, r, rt, err)
+		return
+	}
+	if !g.withinRateLimit(rec, r, rt, p) {
 		return
 	}
 	p.RequestID = rid
@@ -224,9 +319,8 @@ func (g *Gateway) writeAuthError(w http.ResponseWriter, r *http.Request, rt rout
 		w.Header().Set("Retry-After", "1")
 		httpx.WriteError(w, http.StatusServiceUnavailable, "authentication is temporarily unavailable; retry shortly")
 	default:
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			httpx.WriteError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than the limit of %d bytes for this route", mbe.Limit))
+		if status, msg, ok := clientError(r); ok {
+			httpx.WriteError(w, status, msg)
 			return
 		}
 		httpx.Internal(w, r, g.o.Logger, err)
@@ -425,11 +519,12 @@ func bodyDeploymentID(r *http.Request) (int64, error) {
 
 func (g *Gateway) upstreamError(s service) func(http.ResponseWriter, *http.Request, error) {
 	return func(w http.ResponseWriter, r *http.Request, err error) {
-		var mbe *http.MaxBytesError
 		var ne net.Error
+		if status, msg, ok := clientError(r); ok {
+			httpx.WriteError(w, status, msg)
+			return
+		}
 		switch {
-		case errors.As(err, &mbe):
-			httpx.WriteError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than the limit of %d bytes for this route", mbe.Limit))
 		case errors.Is(err, context.Canceled):
 			// The client went away; nobody reads this answer.
 			w.WriteHeader(http.StatusBadGateway)
