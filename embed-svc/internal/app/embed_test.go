@@ -458,11 +458,14 @@ func testExchange(t *testing.T, e *env) {
 	}
 	// Expired: the same answer once the 5-minute TTL has run out.
 	expired := e.mint(t, map[string]any{"deploymentId": dep, "externalId": uid("ex")})
-	ttl, err := e.rdb.TTL(context.Background(), "embed:session:"+expired).Result()
+	ttl, err := e.rdb.TTL(context.Background(), "embed:session:"+embed.PublicSessionHandle(expired)).Result()
 	if err != nil || ttl <= 4*time.Minute || ttl > 5*time.Minute {
 		t.Fatalf("session id TTL = %v, %v", ttl, err)
 	}
-	e.rdb.Del(context.Background(), "embed:session:"+expired)
+	if n, _ := e.rdb.Exists(context.Background(), "embed:session:"+expired).Result(); n != 0 {
+		t.Fatal("the raw session id is a Redis key: reading Redis must not yield usable session ids")
+	}
+	e.rdb.Del(context.Background(), "embed:session:"+embed.PublicSessionHandle(expired))
 	if r := e.do(t, "POST", "/api/v1/embed/session/exchange", "", map[string]any{"sessionId": expired}); r.Status != 401 || string(r.Body) != used {
 		t.Fatalf("expired id = %d %s", r.Status, r.Body)
 	}

@@ -1,6 +1,7 @@
 // Package redisstore keeps embed session ids, live sessions and revocations in Redis.
 //
-// Keys: embed:session:<id> (the secret session id, 5-minute TTL, single use),
+// Keys: embed:session:<sha256 of the id> (an unexchanged session, 5-minute TTL, single
+// use: keyed by the hash so that reading Redis yields no usable session id),
 // embed:live:<sid> (the exchanged session, until its token expires) and
 // embed:revoked:<sid> = "1" (until the revoked token's own expiry; the gateway checks it).
 // Exchange and revoke are Lua scripts, so each is atomic and one round trip.
@@ -65,12 +66,13 @@ func (s *Store) SaveSession(ctx context.Context, sessionID string, sess embed.Se
 	if err != nil {
 		return err
 	}
-	return wrap(s.rdb.Set(ctx, SessionPrefix+sessionID, raw, embed.SessionIDTTL).Err())
+	return wrap(s.rdb.Set(ctx, SessionPrefix+embed.PublicSessionHandle(sessionID), raw, embed.SessionIDTTL).Err())
 }
 
 // ExchangeSession consumes the id atomically.
 func (s *Store) ExchangeSession(ctx context.Context, sessionID string, ttl time.Duration) (embed.Session, error) {
-	raw, err := exchangeScript.Run(ctx, s.rdb, []string{SessionPrefix + sessionID, LivePrefix + embed.PublicSessionHandle(sessionID)}, strconv.FormatInt(ttl.Milliseconds(), 10)).Text()
+	sid := embed.PublicSessionHandle(sessionID)
+	raw, err := exchangeScript.Run(ctx, s.rdb, []string{SessionPrefix + sid, LivePrefix + sid}, strconv.FormatInt(ttl.Milliseconds(), 10)).Text()
 	if errors.Is(err, redis.Nil) {
 		return embed.Session{}, embed.ErrSessionUnusable
 	}
@@ -102,7 +104,7 @@ func (s *Store) LiveSession(ctx context.Context, sid string) (embed.Session, err
 
 // RevokeSession ends a session of accountID.
 func (s *Store) RevokeSession(ctx context.Context, accountID int64, sessionID, sid string) error {
-	err := revokeScript.Run(ctx, s.rdb, []string{SessionPrefix + sessionID, LivePrefix + sid, RevokedPrefix + sid}, accountID).Err()
+	err := revokeScript.Run(ctx, s.rdb, []string{SessionPrefix + embed.PublicSessionHandle(sessionID), LivePrefix + sid, RevokedPrefix + sid}, accountID).Err()
 	if errors.Is(err, redis.Nil) {
 		return nil
 	}
