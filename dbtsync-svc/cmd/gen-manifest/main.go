@@ -1,6 +1,8 @@
 // Command gen-manifest writes a synthetic dbt manifest.json of about a given size, for
-// benchmarks: about 5,000 models per 100 MiB, 20 typed columns each, unique, not_null and
-// relationships tests, and raw and compiled SQL of a few KiB per model. The output is
+// benchmarks: about 5,000 models per 100 MiB, 20 typed columns each (100,000 columns), two
+// tests per model (10,000: unique and not_null on the key of even models, not_null and a
+// relationships test to the previous model on odd ones), and raw and compiled SQL of a few
+// KiB per model. The output is
 // deterministic: the same -size always gives the same bytes.
 package main
 
@@ -61,7 +63,7 @@ func run() error {
 	cw := &countingWriter{w: w}
 	q := func(s string) string { b, _ := json.Marshal(s); return string(b) }
 	fmt.Fprint(cw, `{"metadata":{"dbt_schema_version":"https://schemas.getdbt.com/dbt/manifest/v12.json","dbt_version":"1.10.0","generated_at":"2025-01-01T00:00:00Z"},"nodes":{`)
-	sql := strings.Repeat("select o.id, o.customer_id, sum(o.amount) as total from {{ ref('stg_orders') }} o left join {{ ref('stg_payments') }} p on p.order_id = o.id group by 1, 2\n", 36)
+	sql := strings.Repeat("select o.id, o.customer_id, sum(o.amount) as total from {{ ref('stg_orders') }} o left join {{ ref('stg_payments') }} p on p.order_id = o.id group by 1, 2\n", 52)
 	first := true
 	for i := 0; cw.n < size-4096; i++ {
 		name := fmt.Sprintf("model_%06d", i)
@@ -82,9 +84,11 @@ func run() error {
 			fmt.Fprintf(cw, `%s:{"name":%s,"description":%s,"meta":{},"data_type":%s,"constraints":[],"quote":null,"tags":[]}`, q(col), q(col), q("Column "+col+" of "+name), q(types[c%len(types)]))
 		}
 		fmt.Fprintf(cw, `},"meta":{},"raw_code":%s,"compiled_code":%s,"language":"sql","refs":[{"name":"stg_orders","package":null,"version":null}],"depends_on":{"macros":[],"nodes":["model.bench.stg_orders"]}}`, q(sql), q(strings.ReplaceAll(sql, "{{ ref('stg_orders') }}", `"analytics"."marts"."stg_orders"`)))
-		fmt.Fprintf(cw, `,"test.bench.unique_%s_id":{"resource_type":"test","name":"unique_%s_id","column_name":"id","attached_node":"model.bench.%s","test_metadata":{"name":"unique","kwargs":{"column_name":"id","model":"{{ get_where_subquery(ref('%s')) }}"}}}`, name, name, name, name)
+		if i%2 == 0 {
+			fmt.Fprintf(cw, `,"test.bench.unique_%s_id":{"resource_type":"test","name":"unique_%s_id","column_name":"id","attached_node":"model.bench.%s","test_metadata":{"name":"unique","kwargs":{"column_name":"id","model":"{{ get_where_subquery(ref('%s')) }}"}}}`, name, name, name, name)
+		}
 		fmt.Fprintf(cw, `,"test.bench.not_null_%s_id":{"resource_type":"test","name":"not_null_%s_id","column_name":"id","attached_node":"model.bench.%s","test_metadata":{"name":"not_null","kwargs":{"column_name":"id","model":"{{ get_where_subquery(ref('%s')) }}"}}}`, name, name, name, name)
-		if i > 0 {
+		if i%2 == 1 {
 			to := fmt.Sprintf("model_%06d", i-1)
 			fmt.Fprintf(cw, `,"test.bench.rel_%s":{"resource_type":"test","name":"rel_%s","column_name":"col_01","attached_node":"model.bench.%s","test_metadata":{"name":"relationships","kwargs":{"column_name":"col_01","to":"ref('%s')","field":"id","model":"{{ get_where_subquery(ref('%s')) }}"}}}`, name, name, name, to, name)
 		}

@@ -27,6 +27,8 @@ import (
 	"github.com/analyticsco/platform/libs/devstack"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
+	"github.com/analyticsco/platform/libs/obs"
+	"github.com/analyticsco/platform/libs/server"
 )
 
 type harness struct {
@@ -71,7 +73,8 @@ func newHarness(t *testing.T) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(api.Close)
-	srv := httptest.NewServer(api.Handler)
+	// Served as main serves it (server spans, request ids), so traces start where they do in production.
+	srv := httptest.NewServer(server.Handler(server.Options{Service: "dbtsync-svc", Logger: deps.Logger, Registry: obs.NewRegistry(), API: api.Handler}))
 	t.Cleanup(srv.Close)
 	stack := gatewaytest.Start(t, gatewaytest.Options{MongoURI: mongo.URI, Upstreams: map[string]string{"dbtsync-svc": srv.URL}, SigningKey: key})
 	acme := stack.Seed.Accounts["acme"]

@@ -91,6 +91,8 @@ models:
 }
 
 func TestGitSourceAtBranchAndTag(t *testing.T) {
+	// The production image has no git binary: the file:// clone must not need one.
+	t.Setenv("PATH", t.TempDir())
 	h := newHarness(t)
 	h.worker(dbtsync.WorkerOptions{})
 	repo := dbtRepo(t)

@@ -73,9 +73,39 @@ type Result struct {
 // always gives byte-identical files in the same order, and a model's file depends only on
 // that model, its tests and the semantic models and metrics that name it.
 func Build(p *Project) Result {
-	var res Result
+	c := Prepare(p)
+	res := Result{Files: make([]File, c.Len()), Warnings: c.Warnings}
+	for i := range res.Files {
+		res.Files[i] = c.File(i)
+	}
+	return res
+}
+
+// Conversion is a project whose cubes are decided (which models convert, their keys,
+// joins and measures, every warning) but not yet rendered: File renders them one at a
+// time, so a caller can write, count or release each as it goes.
+type Conversion struct {
+	Warnings []Warning
+	cubes    []*cube // sorted by file path
+}
+
+// Len is the number of files the conversion generates.
+func (c *Conversion) Len() int { return len(c.cubes) }
+
+// File renders the i-th file (in path order) and releases that cube and its model, so a
+// conversion rendered file by file holds little more than the files not yet written.
+// Each index may be rendered once; different indexes may be rendered concurrently.
+func (c *Conversion) File(i int) File {
+	cb := c.cubes[i]
+	c.cubes[i] = nil
+	return File{Path: CubePath(cb.Name), Content: cb.render()}
+}
+
+// Prepare decides the whole data model of a project; see Build.
+func Prepare(p *Project) *Conversion {
+	conv := &Conversion{}
 	warn := func(model, format string, args ...any) {
-		res.Warnings = append(res.Warnings, Warning{Model: model, Message: fmt.Sprintf(format, args...)})
+		conv.Warnings = append(conv.Warnings, Warning{Model: model, Message: fmt.Sprintf(format, args...)})
 	}
 	models := append([]*Model(nil), p.Models...)
 	sort.SliceStable(models, func(i, j int) bool {
@@ -114,12 +144,13 @@ func Build(p *Project) Result {
 	applyTests(p.Tests, cubes, warn)
 	measureCube := applySemanticModels(p.SemanticModels, cubes, warn)
 	applyMetrics(p.Metrics, cubes, measureCube, warn)
-	for _, name := range order {
-		c := cubes[name]
-		res.Files = append(res.Files, File{Path: CubePath(name), Content: c.render()})
+	// Paths differ only by the model name, so name order is path order.
+	sort.Slice(order, func(i, j int) bool { return CubePath(order[i]) < CubePath(order[j]) })
+	conv.cubes = make([]*cube, len(order))
+	for i, name := range order {
+		conv.cubes[i] = cubes[name]
 	}
-	sort.Slice(res.Files, func(i, j int) bool { return res.Files[i].Path < res.Files[j].Path })
-	return res
+	return conv
 }
 
 func newCube(m *Model, warn func(model, format string, args ...any)) *cube {

@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -135,16 +136,49 @@ func notJSON(err error) error {
 	return fmt.Errorf("%w: %v", ErrNotJSON, err)
 }
 
+// readKey reads an object member's name. Names of the dbt schema come from a fixed table
+// rather than a fresh string each: a manifest has millions of them.
 func readKey(dec *jsontext.Decoder) (string, error) {
-	tok, err := dec.ReadToken()
+	if dec.PeekKind() != '"' {
+		if _, err := dec.ReadToken(); err != nil {
+			return "", err
+		}
+		return "", fmt.Errorf("expected an object key")
+	}
+	raw, err := dec.ReadValue()
 	if err != nil {
 		return "", err
 	}
-	if tok.Kind() != '"' {
-		return "", fmt.Errorf("expected an object key")
+	name := []byte(raw[1 : len(raw)-1])
+	if bytes.IndexByte(name, '\\') >= 0 {
+		if name, err = jsontext.AppendUnquote(nil, raw); err != nil {
+			return "", err
+		}
 	}
-	return tok.String(), nil
+	if known, ok := schemaNames[string(name)]; ok {
+		return known, nil
+	}
+	return string(name), nil
 }
+
+var schemaNames = func() map[string]string {
+	m := map[string]string{}
+	for _, n := range strings.Fields(`metadata nodes sources macros docs exposures metrics groups selectors disabled
+		parent_map child_map group_map saved_queries semantic_models unit_tests functions dbt_schema_version
+		database schema name resource_type package_name path original_file_path unique_id fqn alias checksum
+		config tags description columns meta group docs patch_path build_path unrendered_config created_at
+		relation_name raw_code compiled_code language refs sources depends_on compiled_path compiled
+		extra_ctes_injected extra_ctes contract access constraints version latest_version deprecation_date
+		primary_key time_spine doc_blocks config_call_dict deferred data_type quote granularity column_name
+		attached_node test_metadata file_key_name namespace kwargs enabled materialized model to field
+		show node_color nodes macros persist_docs post-hook pre-hook quoting column_types full_refresh unique_key
+		on_schema_change on_configuration_change grants packages incremental_strategy event_time batch_size
+		lookback begin concurrent_batches severity store_failures store_failures_as warn_if error_if fail_calc
+		where limit identifier enforced alias_types`) {
+		m[n] = n
+	}
+	return m
+}()
 
 func readInto(dec *jsontext.Decoder, dst any) error {
 	val, err := dec.ReadValue()
@@ -195,16 +229,78 @@ func eachMemberOrNull(dec *jsontext.Decoder, fn func(key string) error) error {
 	return eachMember(dec, fn)
 }
 
-// nodeFields are the members of a node the conversion reads; every other member (raw and
-// compiled SQL above all) is skipped.
-type rawColumn struct {
-	Name        string         `json:"name"`
-	Description string         `json:"description"`
-	DataType    string         `json:"data_type"`
-	Meta        map[string]any `json:"meta"`
-	Config      struct {
-		Meta map[string]any `json:"meta"`
-	} `json:"config"`
+// decodeColumn reads one column token by token: a manifest has tens of thousands of
+// columns, and decoding each through reflection was a quarter of the conversion's time.
+// A text member of another type makes the column unreadable (the model becomes a warning).
+func decodeColumn(dec *jsontext.Decoder) (c Column, problem string, err error) {
+	if dec.PeekKind() != '{' {
+		return c, "", notJSON2(dec.SkipValue())
+	}
+	var meta, cmeta map[string]any
+	text := func(key string, dst *string) error {
+		if k := dec.PeekKind(); k != '"' && k != 'n' && problem == "" {
+			problem = fmt.Sprintf("%s is a JSON %s, not a string", key, kindName(k))
+		}
+		return readString(dec, dst)
+	}
+	err = eachMember(dec, func(key string) error {
+		switch key {
+		case "name":
+			return text(key, &c.Name)
+		case "description":
+			return text(key, &c.Description)
+		case "data_type":
+			return text(key, &c.DataType)
+		case "meta":
+			return readMeta(dec, &meta)
+		case "config":
+			if dec.PeekKind() != '{' {
+				return notJSON2(dec.SkipValue())
+			}
+			return eachMember(dec, func(key string) error {
+				if key == "meta" {
+					return readMeta(dec, &cmeta)
+				}
+				return notJSON2(dec.SkipValue())
+			})
+		default:
+			return notJSON2(dec.SkipValue())
+		}
+	})
+	c.Meta = mergeMeta(meta, cmeta)
+	return c, problem, err
+}
+
+func kindName(k jsontext.Kind) string {
+	switch k {
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case 't', 'f':
+		return "boolean"
+	case '0':
+		return "number"
+	}
+	return "value"
+}
+
+// readMeta decodes a meta object; the common empty one costs no allocation.
+func readMeta(dec *jsontext.Decoder, dst *map[string]any) error {
+	if dec.PeekKind() == '{' {
+		val, err := dec.ReadValue()
+		if err != nil {
+			return notJSON(err)
+		}
+		if len(bytes.TrimSpace(val[1:len(val)-1])) == 0 {
+			return nil
+		}
+		if err := json.Unmarshal(val, dst); err != nil {
+			*dst = nil // a meta of an unexpected shape is ignored, as a missing one
+		}
+		return nil
+	}
+	return notJSON2(dec.SkipValue())
 }
 
 type rawTestMetadata struct {
@@ -245,7 +341,7 @@ func decodeNode(dec *jsontext.Decoder, id string, p *Project) error {
 		case "attached_node":
 			return readString(dec, &attached)
 		case "meta":
-			return readInto(dec, &meta)
+			return readMeta(dec, &meta)
 		case "primary_key":
 			return readInto(dec, &m.PrimaryKey)
 		case "test_metadata":
@@ -288,19 +384,18 @@ func decodeNode(dec *jsontext.Decoder, id string, p *Project) error {
 				return notJSON2(dec.SkipValue())
 			}
 			return eachMember(dec, func(name string) error {
-				var c rawColumn
-				val, err := dec.ReadValue()
+				c, problem, err := decodeColumn(dec)
 				if err != nil {
-					return notJSON(err)
+					return err
 				}
-				if err := json.Unmarshal(val, &c); err != nil {
-					m.Err = fmt.Sprintf("column %q could not be read: %v", name, err)
+				if problem != "" {
+					m.Err = fmt.Sprintf("column %q could not be read: %s", name, problem)
 					return nil
 				}
 				if c.Name == "" {
 					c.Name = name
 				}
-				columns = append(columns, Column{Name: c.Name, Description: c.Description, DataType: c.DataType, Meta: mergeMeta(c.Meta, c.Config.Meta)})
+				columns = append(columns, c)
 				return nil
 			})
 		default:

@@ -10,10 +10,15 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/storer"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/go-git/go-git/v5/plumbing/transport/client"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+	"github.com/go-git/go-git/v5/plumbing/transport/server"
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
 )
@@ -27,8 +32,31 @@ type GitFetcher struct {
 
 // NewGitFetcher clones under tmpDir ("" is the system temp directory).
 func NewGitFetcher(sealer *Sealer, tmpDir string) *GitFetcher {
+	pureGoFileTransport.Do(func() {
+		// go-git's file:// transport runs the git-upload-pack binary, which the distroless
+		// production image does not have; its in-process server reads the repository itself.
+		client.InstallProtocol("file", server.NewClient(localRepositories{}))
+	})
 	return &GitFetcher{sealer: sealer, tmpDir: tmpDir}
 }
+
+// localRepositories opens a file:// repository, bare or with a work tree, for the
+// in-process git server (go-git's own filesystem loader takes a work tree for the .git
+// directory and finds no references in it).
+type localRepositories struct{}
+
+func (localRepositories) Load(ep *transport.Endpoint) (storer.Storer, error) {
+	repo, err := git.PlainOpen(ep.Path)
+	if errors.Is(err, git.ErrRepositoryNotExists) {
+		return nil, transport.ErrRepositoryNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	return repo.Storer, nil
+}
+
+var pureGoFileTransport sync.Once
 
 type gitCredentials struct {
 	Username string `json:"username,omitempty"`
@@ -44,6 +72,10 @@ func (g *GitFetcher) Load(ctx context.Context, integ *integrationDoc, ref string
 	}
 	defer os.RemoveAll(dir)
 	opts := &git.CloneOptions{URL: integ.RepoURL, Depth: 1, SingleBranch: true, Tags: git.NoTags}
+	if strings.HasPrefix(integ.RepoURL, "file://") {
+		// The in-process server does not negotiate shallow clones; a local clone is cheap anyway.
+		opts.Depth = 0
+	}
 	if len(integ.Credentials) > 0 {
 		plain, err := g.sealer.Open(integ.Credentials, integ.DeploymentID)
 		if err != nil {

@@ -129,7 +129,7 @@ func (p *Pipeline) getJob(ctx context.Context, dep int64, id string) (*jobRecord
 		return nil, 0, ErrNotFound
 	}
 	if err != nil {
-		return nil, 0, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return nil, 0, fmt.Errorf("%w: %v", ErrQueueUnavailable, err)
 	}
 	var j jobRecord
 	if err := json.Unmarshal(e.Value(), &j); err != nil {
@@ -154,7 +154,7 @@ func (p *Pipeline) updateJob(ctx context.Context, dep int64, id string, fn func(
 			if isWrongSequence(err) {
 				continue
 			}
-			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+			return nil, fmt.Errorf("%w: %v", ErrQueueUnavailable, err)
 		}
 		return j, nil
 	}
@@ -174,7 +174,7 @@ func (p *Pipeline) updateQueue(ctx context.Context, key string, fn func([]string
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
 		case err != nil:
-			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+			return nil, fmt.Errorf("%w: %v", ErrQueueUnavailable, err)
 		default:
 			rev = e.Revision()
 			_ = json.Unmarshal(e.Value(), &ids)
@@ -190,7 +190,7 @@ func (p *Pipeline) updateQueue(ctx context.Context, key string, fn func([]string
 			if isWrongSequence(err) {
 				continue
 			}
-			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+			return nil, fmt.Errorf("%w: %v", ErrQueueUnavailable, err)
 		}
 		return next, nil
 	}
@@ -202,7 +202,7 @@ func (p *Pipeline) queueHead(ctx context.Context, key string) (string, error) {
 		return "", nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return "", fmt.Errorf("%w: %v", ErrQueueUnavailable, err)
 	}
 	var ids []string
 	_ = json.Unmarshal(e.Value(), &ids)
@@ -221,7 +221,7 @@ func removeID(ids []string, id string) []string {
 func (p *Pipeline) enqueue(ctx context.Context, j *jobRecord) error {
 	b, _ := json.Marshal(j)
 	if _, err := p.kv.Create(ctx, jobKey(j.DeploymentID, j.SyncJobID), b); err != nil {
-		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return fmt.Errorf("%w: %v", ErrQueueUnavailable, err)
 	}
 	qk := queueKey(j.DeploymentID, j.BranchName)
 	if _, err := p.updateQueue(ctx, qk, func(ids []string) []string { return append(ids, j.SyncJobID) }); err != nil {
@@ -237,7 +237,7 @@ func (p *Pipeline) enqueue(ctx context.Context, j *jobRecord) error {
 		bg := context.WithoutCancel(ctx)
 		_, _ = p.updateQueue(bg, qk, func(ids []string) []string { return removeID(ids, j.SyncJobID) })
 		_ = p.kv.Delete(bg, jobKey(j.DeploymentID, j.SyncJobID))
-		return fmt.Errorf("%w: publish job: %v", ErrUnavailable, err)
+		return fmt.Errorf("%w: publish job: %v", ErrQueueUnavailable, err)
 	}
 	return nil
 }
@@ -249,7 +249,7 @@ func (p *Pipeline) listJobs(ctx context.Context, dep int64) ([]string, error) {
 		if errors.Is(err, jetstream.ErrNoKeysFound) {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: %v", ErrQueueUnavailable, err)
 	}
 	var ids []string
 	prefix := fmt.Sprintf("job.%d.", dep)

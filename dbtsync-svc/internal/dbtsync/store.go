@@ -27,6 +27,9 @@ const LeaseDuration = 10 * time.Minute
 var (
 	ErrNotFound    = errors.New("not found")
 	ErrUnavailable = errors.New("storage unavailable")
+	// ErrQueueUnavailable is NATS (job queue, job state, manifests) out of reach; it is also
+	// an ErrUnavailable.
+	ErrQueueUnavailable = fmt.Errorf("%w: the job queue (NATS JetStream)", ErrUnavailable)
 )
 
 // BranchVersion is one kept file set of a branch.

@@ -56,6 +56,9 @@ func NewHTTPHandler(p *Pipeline, store *Store, sealer *Sealer, metrics *Metrics,
 
 func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
+	case errors.Is(err, ErrQueueUnavailable):
+		a.logger.WarnContext(r.Context(), "job queue unavailable", "err", err)
+		httpx.WriteError(w, http.StatusServiceUnavailable, "the dbt sync job queue (NATS) is unavailable; retry shortly")
 	case errors.Is(err, ErrUnavailable):
 		a.logger.WarnContext(r.Context(), "dependency unavailable", "err", err)
 		httpx.WriteError(w, http.StatusServiceUnavailable, "a dependency of dbtsync-svc is unavailable; retry shortly")
@@ -152,7 +155,7 @@ func (a *API) startSync(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if uerr != nil {
-		a.fail(w, r, errors.Join(ErrUnavailable, uerr))
+		a.fail(w, r, errors.Join(ErrQueueUnavailable, uerr))
 		return
 	}
 	if keepManifest {
@@ -218,6 +221,7 @@ type SyncJob struct {
 	BranchName   string            `json:"branchName"`
 	WorkflowID   string            `json:"workflowId"`
 	Progress     Progress          `json:"progress"`
+	Attempts     int               `json:"attempts"`
 	Error        *string           `json:"error"`
 	Warnings     []convert.Warning `json:"warnings"`
 	CreatedAt    time.Time         `json:"createdAt"`
@@ -228,7 +232,7 @@ type SyncJob struct {
 
 func jobView(j *jobRecord) SyncJob {
 	v := SyncJob{SyncJobID: j.SyncJobID, DeploymentID: j.DeploymentID, Status: j.Status, Source: j.Source, Output: j.Output,
-		Ref: j.Ref, BranchName: j.BranchName, WorkflowID: j.WorkflowID, Progress: j.Progress, Warnings: j.Warnings,
+		Ref: j.Ref, BranchName: j.BranchName, WorkflowID: j.WorkflowID, Progress: j.Progress, Attempts: j.Attempts, Warnings: j.Warnings,
 		CreatedAt: j.CreatedAt, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt}
 	if j.Status != StatusFailed {
 		v.Error = nil
@@ -265,7 +269,7 @@ func (a *API) getJob(w http.ResponseWriter, r *http.Request) {
 	if j.Output == "files" && j.Status == StatusSucceeded {
 		b, err := a.p.obj.GetBytes(r.Context(), resultObject(id))
 		if err != nil {
-			a.fail(w, r, errors.Join(ErrUnavailable, err))
+			a.fail(w, r, errors.Join(ErrQueueUnavailable, err))
 			return
 		}
 		if err := json.Unmarshal(b, &v.Files); err != nil {

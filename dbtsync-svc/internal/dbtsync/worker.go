@@ -31,6 +31,11 @@ type WorkerOptions struct {
 	// Phase, when set, is called as a job passes "waiting", "converting" and "committed";
 	// tests use it to stop a worker at a precise point.
 	Phase func(ctx context.Context, syncJobID, phase string)
+	// ProgressEvery is how many converted models advance progress.modelsDone in the job
+	// state (default 100): often enough to watch, rare enough to cost little KV traffic.
+	ProgressEvery int
+	// Progressed, when set, is called after each such update has been stored.
+	Progressed func(ctx context.Context, syncJobID string, modelsDone, modelsTotal int)
 }
 
 func (o *WorkerOptions) defaults() {
@@ -45,6 +50,9 @@ func (o *WorkerOptions) defaults() {
 	}
 	if o.BlockedDelay <= 0 {
 		o.BlockedDelay = time.Second
+	}
+	if o.ProgressEvery <= 0 {
+		o.ProgressEvery = 100
 	}
 	if o.Backoff == nil {
 		o.Backoff = func(attempt int) time.Duration {
@@ -281,7 +289,7 @@ func (w *Worker) run(ctx context.Context, job *jobRecord) (*convert.Result, int6
 	if ctx.Err() != nil {
 		return nil, 0, ctx.Err()
 	}
-	res := convert.Build(proj)
+	res := w.convert(ctx, job, proj)
 	_, _ = w.p.updateJob(ctx, job.DeploymentID, job.SyncJobID, func(j *jobRecord) error {
 		j.Progress = Progress{Phase: "writing", ModelsTotal: &total, ModelsDone: total}
 		return nil
@@ -304,6 +312,29 @@ func (w *Worker) run(ctx context.Context, job *jobRecord) (*convert.Result, int6
 		return nil, 0, ctx.Err()
 	}
 	return &res, version, nil
+}
+
+// convert renders the project model by model, recording progress as it goes.
+func (w *Worker) convert(ctx context.Context, job *jobRecord, proj *convert.Project) convert.Result {
+	conv := convert.Prepare(proj)
+	total := len(proj.Models)
+	res := convert.Result{Files: make([]convert.File, conv.Len()), Warnings: conv.Warnings}
+	for i := range res.Files {
+		res.Files[i] = conv.File(i)
+		// Skipped models (warnings) count as done with the first file, so done reaches total.
+		done := min(i+1+total-conv.Len(), total)
+		if done%w.opts.ProgressEvery != 0 || done == total {
+			continue
+		}
+		_, err := w.p.updateJob(ctx, job.DeploymentID, job.SyncJobID, func(j *jobRecord) error {
+			j.Progress = Progress{Phase: "converting", ModelsTotal: &total, ModelsDone: done}
+			return nil
+		})
+		if err == nil && w.opts.Progressed != nil {
+			w.opts.Progressed(ctx, job.SyncJobID, done, total)
+		}
+	}
+	return res
 }
 
 func (w *Worker) load(ctx context.Context, job *jobRecord) (*convert.Project, error) {
