@@ -1,0 +1,572 @@
+package conformance
+
+import (
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Route is one "METHOD /path" a router serves, with the source position that registers it.
+type Route struct {
+	Method string
+	Path   string
+	Pos    string
+}
+
+// Key is the route's method and path with every path parameter written as {} (and a
+// trailing wildcard {name...} as {}), so routes compare by shape, not by parameter name.
+func (r Route) Key() string { return r.Method + " " + NormalizePath(r.Path) }
+
+// NormalizePath replaces every {name} and {name...} segment with {}.
+func NormalizePath(p string) string {
+	segs := strings.Split(p, "/")
+	for i, s := range segs {
+		if strings.HasPrefix(s, "{") && strings.HasSuffix(s, "}") {
+			segs[i] = "{}"
+		}
+	}
+	return strings.Join(segs, "/")
+}
+
+// Unresolved is a Handle/HandleFunc pattern argument the scanner could not evaluate to
+// constant strings; a router registered that way cannot be checked, so callers fail on it.
+type Unresolved struct {
+	Pos  string
+	Expr string
+}
+
+// ServeMuxRoutes parses the non-test Go files under dir and returns every pattern of the
+// form "METHOD /path" passed to a Handle or HandleFunc call. Patterns are evaluated
+// symbolically: string literals, + concatenation, constants (package or local), local
+// variables, parameters of closures and functions (the union over their call sites), and
+// range variables over composite literals (slice elements, map keys and values, fields of
+// struct elements). Patterns without a method (catch-alls, 405 fallbacks) are not routes.
+func ServeMuxRoutes(dir string) ([]Route, []Unresolved, error) {
+	pkgs := map[string][]*ast.File{}
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); path != dir && (name == "testdata" || strings.HasPrefix(name, ".")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		f, err := parser.ParseFile(fset, path, src, 0)
+		if err != nil {
+			return err
+		}
+		pkgs[filepath.Dir(path)] = append(pkgs[filepath.Dir(path)], f)
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	var routes []Route
+	var unresolved []Unresolved
+	for _, files := range pkgs {
+		r, u := scanPackage(fset, files)
+		routes = append(routes, r...)
+		unresolved = append(unresolved, u...)
+	}
+	sort.Slice(routes, func(i, j int) bool { return routes[i].Key() < routes[j].Key() })
+	return routes, unresolved, nil
+}
+
+// ScanSource is ServeMuxRoutes for one file's source, for testing the scanner itself.
+func ScanSource(src string) ([]Route, []Unresolved, error) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "src.go", src, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	r, u := scanPackage(fset, []*ast.File{f})
+	return r, u, nil
+}
+
+// scanner holds what one package declares, for evaluating pattern expressions.
+type scanner struct {
+	fset *token.FileSet
+	// top-level constants and variables by name (they resolve across files)
+	globals map[string]ast.Expr
+	// top-level functions by name
+	funcs map[string]*ast.FuncDecl
+	// every call expression of the package, by the name of the function called
+	calls map[string][]*ast.CallExpr
+	// the function literal assigned to a local name, by that name's object
+	closures map[*ast.Object]*ast.FuncLit
+	// the function (literal or declaration) whose parameter list holds a field
+	paramOwner map[*ast.Field]ast.Node
+}
+
+// value is what an expression may evaluate to: a string, or a struct literal (with its
+// type, for positional fields) from which a selector picks a field. choices records, for
+// every call site set or range loop the value came through, which call or element it
+// was, so that values bound together (two parameters of one call, key and value of one
+// element) are never combined across different calls or elements.
+type value struct {
+	str     string
+	lit     *ast.CompositeLit
+	fields  []string
+	choices map[ast.Node]int
+}
+
+// with returns v bound to choice i of binder.
+func (v value) with(binder ast.Node, i int) (value, bool) {
+	if c, ok := v.choices[binder]; ok && c != i {
+		return v, false
+	}
+	m := make(map[ast.Node]int, len(v.choices)+1)
+	for k, c := range v.choices {
+		m[k] = c
+	}
+	m[binder] = i
+	v.choices = m
+	return v, true
+}
+
+// join concatenates a and b when their choices agree.
+func join(a, b value) (value, bool) {
+	out := value{str: a.str + b.str, choices: map[ast.Node]int{}}
+	for k, c := range a.choices {
+		out.choices[k] = c
+	}
+	for k, c := range b.choices {
+		if ac, ok := out.choices[k]; ok && ac != c {
+			return value{}, false
+		}
+		out.choices[k] = c
+	}
+	return out, true
+}
+
+func scanPackage(fset *token.FileSet, files []*ast.File) ([]Route, []Unresolved) {
+	s := &scanner{fset: fset, globals: map[string]ast.Expr{}, funcs: map[string]*ast.FuncDecl{},
+		calls: map[string][]*ast.CallExpr{}, closures: map[*ast.Object]*ast.FuncLit{}, paramOwner: map[*ast.Field]ast.Node{}}
+	for _, f := range files {
+		for _, d := range f.Decls {
+			switch d := d.(type) {
+			case *ast.GenDecl:
+				for _, spec := range d.Specs {
+					if vs, ok := spec.(*ast.ValueSpec); ok {
+						for i, n := range vs.Names {
+							if i < len(vs.Values) {
+								s.globals[n.Name] = vs.Values[i]
+							}
+						}
+					}
+				}
+			case *ast.FuncDecl:
+				if d.Recv == nil {
+					s.funcs[d.Name.Name] = d
+				}
+				for _, fld := range d.Type.Params.List {
+					s.paramOwner[fld] = d
+				}
+			}
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.CallExpr:
+				if id, ok := n.Fun.(*ast.Ident); ok {
+					s.calls[id.Name] = append(s.calls[id.Name], n)
+				}
+			case *ast.FuncLit:
+				for _, fld := range n.Type.Params.List {
+					s.paramOwner[fld] = n
+				}
+			case *ast.AssignStmt:
+				for i, lhs := range n.Lhs {
+					id, ok := lhs.(*ast.Ident)
+					if !ok || id.Obj == nil || i >= len(n.Rhs) {
+						continue
+					}
+					if fl, ok := n.Rhs[i].(*ast.FuncLit); ok {
+						s.closures[id.Obj] = fl
+					}
+				}
+			}
+			return true
+		})
+	}
+	var routes []Route
+	var unresolved []Unresolved
+	for _, f := range files {
+		ast.Inspect(f, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok || len(call.Args) != 2 {
+				return true
+			}
+			sel, ok := call.Fun.(*ast.SelectorExpr)
+			if !ok || (sel.Sel.Name != "Handle" && sel.Sel.Name != "HandleFunc") {
+				return true
+			}
+			pos := fset.Position(call.Pos()).String()
+			vals, ok := s.eval(call.Args[0], 0)
+			if !ok {
+				unresolved = append(unresolved, Unresolved{Pos: pos, Expr: s.source(call.Args[0])})
+				return true
+			}
+			for _, v := range vals {
+				method, path, hasMethod := strings.Cut(v.str, " ")
+				if !hasMethod || !strings.HasPrefix(strings.TrimSpace(path), "/") {
+					continue // a pattern without a method: catch-all or 405 fallback
+				}
+				routes = append(routes, Route{Method: method, Path: strings.TrimSpace(path), Pos: pos})
+			}
+			return true
+		})
+	}
+	return routes, unresolved
+}
+
+func (s *scanner) source(e ast.Expr) string {
+	var b strings.Builder
+	ast.Inspect(e, func(n ast.Node) bool {
+		if id, ok := n.(*ast.Ident); ok {
+			b.WriteString(id.Name + " ")
+		}
+		if bl, ok := n.(*ast.BasicLit); ok {
+			b.WriteString(bl.Value + " ")
+		}
+		return true
+	})
+	return strings.TrimSpace(b.String())
+}
+
+const maxDepth = 16
+
+// eval returns every value e may take, or false when some part is not a compile-time
+// or literal-derived value (a function call, a field of a runtime struct, ...).
+func (s *scanner) eval(e ast.Expr, depth int) ([]value, bool) {
+	if depth > maxDepth {
+		return nil, false
+	}
+	switch e := e.(type) {
+	case *ast.BasicLit:
+		if e.Kind != token.STRING {
+			return nil, false
+		}
+		v, err := strconv.Unquote(e.Value)
+		return []value{{str: v}}, err == nil
+	case *ast.ParenExpr:
+		return s.eval(e.X, depth+1)
+	case *ast.BinaryExpr:
+		if e.Op != token.ADD {
+			return nil, false
+		}
+		l, ok1 := s.eval(e.X, depth+1)
+		r, ok2 := s.eval(e.Y, depth+1)
+		if !ok1 || !ok2 {
+			return nil, false
+		}
+		var out []value
+		for _, a := range l {
+			for _, b := range r {
+				if v, ok := join(a, b); ok {
+					out = append(out, v)
+				}
+			}
+		}
+		return out, true
+	case *ast.CompositeLit:
+		return []value{{lit: e}}, true
+	case *ast.Ident:
+		return s.evalIdent(e, depth)
+	case *ast.SelectorExpr:
+		xs, ok := s.eval(e.X, depth+1)
+		if !ok {
+			return nil, false
+		}
+		var out []value
+		for _, x := range xs {
+			if x.lit == nil {
+				return nil, false
+			}
+			f, ok := structField(x, e.Sel.Name)
+			if !ok {
+				return nil, false
+			}
+			vs, ok := s.eval(f, depth+1)
+			if !ok {
+				return nil, false
+			}
+			for _, v := range vs {
+				if j, ok := join(value{choices: x.choices}, v); ok {
+					out = append(out, j)
+				}
+			}
+		}
+		return out, true
+	}
+	return nil, false
+}
+
+func (s *scanner) evalIdent(id *ast.Ident, depth int) ([]value, bool) {
+	if id.Obj == nil {
+		if g, ok := s.globals[id.Name]; ok {
+			return s.eval(g, depth+1)
+		}
+		return nil, false
+	}
+	switch d := id.Obj.Decl.(type) {
+	case *ast.ValueSpec:
+		for i, n := range d.Names {
+			if n.Name == id.Name && i < len(d.Values) {
+				return s.eval(d.Values[i], depth+1)
+			}
+		}
+	case *ast.AssignStmt:
+		idx := -1
+		for i, l := range d.Lhs {
+			if lid, ok := l.(*ast.Ident); ok && lid.Name == id.Name {
+				idx = i
+			}
+		}
+		if idx < 0 {
+			return nil, false
+		}
+		if len(d.Rhs) == 1 {
+			if u, ok := d.Rhs[0].(*ast.UnaryExpr); ok && u.Op == token.RANGE {
+				return s.rangeValues(d, u.X, idx, depth)
+			}
+		}
+		if idx < len(d.Rhs) {
+			return s.eval(d.Rhs[idx], depth+1)
+		}
+	case *ast.Field:
+		return s.paramValues(d, id.Name, depth)
+	}
+	return nil, false
+}
+
+// rangeValues is what the key (idx 0) or value (idx 1) of a range over x takes.
+// binder identifies the loop, so key and value of one element stay together.
+func (s *scanner) rangeValues(binder ast.Node, x ast.Expr, idx int, depth int) ([]value, bool) {
+	if id, ok := x.(*ast.Ident); ok {
+		vs, ok := s.evalIdent(id, depth+1)
+		if !ok || len(vs) != 1 || vs[0].lit == nil {
+			return nil, false
+		}
+		x = vs[0].lit
+	}
+	lit, ok := x.(*ast.CompositeLit)
+	if !ok {
+		return nil, false
+	}
+	var out []value
+	switch t := lit.Type.(type) {
+	case *ast.ArrayType:
+		if idx != 1 {
+			return nil, false // the index of a slice is not a string
+		}
+		for i, el := range lit.Elts {
+			var vs []value
+			if cl, ok := el.(*ast.CompositeLit); ok {
+				vs = []value{{lit: cl, fields: fieldNames(t.Elt)}}
+			} else if vs, ok = s.eval(el, depth+1); !ok {
+				return nil, false
+			}
+			out = appendBound(out, vs, binder, i)
+		}
+	case *ast.MapType:
+		for i, el := range lit.Elts {
+			kv, ok := el.(*ast.KeyValueExpr)
+			if !ok {
+				return nil, false
+			}
+			side := kv.Key
+			if idx == 1 {
+				side = kv.Value
+			}
+			var vs []value
+			if cl, ok := side.(*ast.CompositeLit); ok && idx == 1 {
+				vs = []value{{lit: cl, fields: fieldNames(t.Value)}}
+			} else if vs, ok = s.eval(side, depth+1); !ok {
+				return nil, false
+			}
+			out = appendBound(out, vs, binder, i)
+		}
+	default:
+		return nil, false
+	}
+	return out, true
+}
+
+// paramValues is the union of the arguments passed for parameter name of the function
+// that declares field, over every call of that function in the package.
+func (s *scanner) paramValues(field *ast.Field, name string, depth int) ([]value, bool) {
+	owner := s.paramOwner[field]
+	if owner == nil {
+		return nil, false
+	}
+	var params *ast.FieldList
+	var calls []*ast.CallExpr
+	switch o := owner.(type) {
+	case *ast.FuncDecl:
+		params = o.Type.Params
+		calls = s.calls[o.Name.Name]
+	case *ast.FuncLit:
+		params = o.Type.Params
+		for obj, fl := range s.closures {
+			if fl == o {
+				for _, c := range s.calls[obj.Name] {
+					if c.Fun.(*ast.Ident).Obj == obj {
+						calls = append(calls, c)
+					}
+				}
+			}
+		}
+	}
+	idx, i := -1, 0
+	for _, f := range params.List {
+		for _, n := range f.Names {
+			if f == field && n.Name == name {
+				idx = i
+			}
+			i++
+		}
+	}
+	if idx < 0 || len(calls) == 0 {
+		return nil, false
+	}
+	var out []value
+	for i, c := range calls {
+		if idx >= len(c.Args) {
+			return nil, false
+		}
+		vs, ok := s.eval(c.Args[idx], depth+1)
+		if !ok {
+			return nil, false
+		}
+		out = appendBound(out, vs, owner, i)
+	}
+	return out, true
+}
+
+// appendBound appends vs, each bound to choice i of binder.
+func appendBound(out, vs []value, binder ast.Node, i int) []value {
+	for _, v := range vs {
+		if b, ok := v.with(binder, i); ok {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+func fieldNames(t ast.Expr) []string {
+	st, ok := t.(*ast.StructType)
+	if !ok {
+		return nil
+	}
+	var names []string
+	for _, f := range st.Fields.List {
+		for _, n := range f.Names {
+			names = append(names, n.Name)
+		}
+	}
+	return names
+}
+
+// structField finds the expression given for field name in a struct literal, keyed or
+// positional.
+func structField(v value, name string) (ast.Expr, bool) {
+	for i, el := range v.lit.Elts {
+		if kv, ok := el.(*ast.KeyValueExpr); ok {
+			if k, ok := kv.Key.(*ast.Ident); ok && k.Name == name {
+				return kv.Value, true
+			}
+			continue
+		}
+		if i < len(v.fields) && v.fields[i] == name {
+			return el, true
+		}
+	}
+	return nil, false
+}
+
+// String formats a route with where it is registered.
+func (r Route) String() string { return fmt.Sprintf("%s %s (%s)", r.Method, r.Path, r.Pos) }
+
+// GatewayOwnRoutes returns the routes the gateway answers itself, before its service
+// table: an if statement comparing a request's URL.Path with a literal path, whose body
+// names the methods it serves as http.Method* constants (HEAD is implied by GET and not
+// listed in OpenAPI).
+func GatewayOwnRoutes(dir string) ([]Route, error) {
+	fset := token.NewFileSet()
+	var routes []Route
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			return err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			ifs, ok := n.(*ast.IfStmt)
+			if !ok {
+				return true
+			}
+			lit := comparedPath(ifs.Cond)
+			if lit == "" {
+				return true
+			}
+			methods := map[string]bool{}
+			ast.Inspect(ifs.Body, func(n ast.Node) bool {
+				if sel, ok := n.(*ast.SelectorExpr); ok {
+					if x, ok := sel.X.(*ast.Ident); ok && x.Name == "http" && strings.HasPrefix(sel.Sel.Name, "Method") {
+						methods[strings.ToUpper(strings.TrimPrefix(sel.Sel.Name, "Method"))] = true
+					}
+				}
+				return true
+			})
+			delete(methods, "HEAD")
+			for m := range methods {
+				routes = append(routes, Route{Method: m, Path: lit, Pos: fset.Position(ifs.Pos()).String()})
+			}
+			return true
+		})
+		return nil
+	})
+	return routes, err
+}
+
+// comparedPath finds `<x>.URL.Path == "<literal>"` in a condition.
+func comparedPath(cond ast.Expr) string {
+	var found string
+	ast.Inspect(cond, func(n ast.Node) bool {
+		be, ok := n.(*ast.BinaryExpr)
+		if !ok || be.Op != token.EQL {
+			return true
+		}
+		for _, pair := range [][2]ast.Expr{{be.X, be.Y}, {be.Y, be.X}} {
+			sel, ok := pair[0].(*ast.SelectorExpr)
+			lit, ok2 := pair[1].(*ast.BasicLit)
+			if !ok || !ok2 || sel.Sel.Name != "Path" || lit.Kind != token.STRING {
+				continue
+			}
+			if inner, ok := sel.X.(*ast.SelectorExpr); ok && inner.Sel.Name == "URL" {
+				found, _ = strconv.Unquote(lit.Value)
+			}
+		}
+		return true
+	})
+	return found
+}
