@@ -9,7 +9,8 @@ MODULES := libs libs/devstack gateway workspace-svc embed-svc dbtsync-svc
 BIN := bin
 GO ?= go
 
-.PHONY: run build test seed bench fuzz e2e openapi check lint ensure-redis clean
+.PHONY: run build test seed bench fuzz fuzz-ci e2e openapi lint ensure-redis clean
+FUZZTIME ?= 30s
 
 build: openapi
 	@mkdir -p $(BIN)
@@ -39,6 +40,19 @@ seed:
 
 bench: ensure-redis build
 	@$(GO) run ./libs/devstack/cmd/bench
+
+# The end-to-end suite: the real stack as processes, every rule of the spec through the
+# gateway, every response validated against openapi.yaml. `make test` runs it too.
+e2e: ensure-redis openapi
+	@cd libs/devstack && $(GO) test -race -count=1 -timeout 20m ./e2e/
+
+# Every go test -fuzz target of the repository for FUZZTIME each (corpora in testdata/fuzz).
+fuzz:
+	@$(GO) run ./libs/devstack/cmd/fuzzall -fuzztime $(FUZZTIME)
+
+# CI's brief pass over every fuzz target.
+fuzz-ci:
+	@$(GO) run ./libs/devstack/cmd/fuzzall -fuzztime 2s
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
