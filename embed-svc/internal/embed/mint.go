@@ -119,7 +119,12 @@ func (s *service) GenerateSession(ctx context.Context, p *identity.Principal, re
 		}
 	}
 
-	// Validation is over: from here on the request writes.
+	// Validation is over: from here on the request writes. The session id is claimed in
+	// Redis first, so that a Redis outage fails the mint before MongoDB is touched.
+	id := NewSessionID()
+	if err := s.d.Sessions.ReserveSession(ctx, id); err != nil {
+		return "", storeErr(err)
+	}
 	now := s.now().UTC()
 	if err := s.d.Catalog.EnsureTenant(ctx, p.Account.ID, tenant); err != nil {
 		return "", storeErr(err)
@@ -162,7 +167,6 @@ func (s *service) GenerateSession(ctx context.Context, p *identity.Principal, re
 		sess.User = SessionUser{Kind: "external", ID: u.ID, ExternalID: &ext, Email: u.Email, DisplayName: u.DisplayName, Picture: u.Picture}
 		sess.Groups, sess.Attributes = userScopeView(u, scope)
 	}
-	id := NewSessionID()
 	sess.SID = PublicSessionHandle(id)
 	if err := s.d.Sessions.SaveSession(ctx, id, sess); err != nil {
 		return "", storeErr(err)

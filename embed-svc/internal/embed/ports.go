@@ -84,6 +84,9 @@ type UserStore interface {
 
 // SessionStore keeps session ids, live sessions and revocations.
 type SessionStore interface {
+	// ReserveSession claims a fresh id (not yet exchangeable) before anything else is
+	// written, so an unavailable store fails the mint before it changes anything.
+	ReserveSession(ctx context.Context, sessionID string) error
 	// SaveSession stores a fresh session id for SessionIDTTL.
 	SaveSession(ctx context.Context, sessionID string, s Session) error
 	// ExchangeSession consumes the id atomically (single use) and keeps the session

@@ -108,7 +108,7 @@ func match(p string) (route, bool) {
 }
 
 func parseID(s string) (int64, bool) {
-	if s == "" || len(s) > 18 || s[0] == '0' {
+	if s == "" || len(s) > 19 || s[0] == '0' {
 		return 0, false
 	}
 	id, err := strconv.ParseInt(s, 10, 64)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -31,7 +32,7 @@ type Deps struct {
 // workspace API behind identity verification. It creates the indexes first.
 func New(ctx context.Context, d Deps) (http.Handler, error) {
 	store := workspace.NewStore(d.Mongo.Database(d.Database))
-	if err := store.EnsureIndexes(ctx); err != nil {
+	if err := ensureIndexes(ctx, store); err != nil {
 		return nil, err
 	}
 	svc := workspace.NewService(store, workspace.NewMetrics(d.Registry))
@@ -42,4 +43,22 @@ func New(ctx context.Context, d Deps) (http.Handler, error) {
 		API:      identity.Require(d.Signer, workspace.NewHTTPHandler(svc, d.Logger)),
 		Checks:   []server.Check{{Name: "mongodb", Check: mongox.Ping(d.Mongo)}},
 	}), nil
+}
+
+// ensureIndexes retries while the database is unreachable: replicas starting together
+// race to create the same indexes, and FerretDB answers the loser by dropping its
+// connection; the next attempt finds the indexes in place.
+func ensureIndexes(ctx context.Context, store *workspace.Store) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for attempt := 1; ; attempt++ {
+		err := store.EnsureIndexes(ctx)
+		if err == nil || !mongox.Unavailable(err) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(attempt) * 100 * time.Millisecond):
+		}
+	}
 }

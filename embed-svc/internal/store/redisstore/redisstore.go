@@ -35,8 +35,9 @@ func New(rdb redis.UniversalClient) *Store { return &Store{rdb: rdb} }
 
 // exchangeScript consumes the id (GETDEL) and keeps the session live under its sid.
 var exchangeScript = redis.NewScript(`
-local v = redis.call('GETDEL', KEYS[1])
-if not v then return false end
+local v = redis.call('GET', KEYS[1])
+if not v or v == '' then return false end
+redis.call('DEL', KEYS[1])
 redis.call('SET', KEYS[2], v, 'PX', ARGV[1])
 return v`)
 
@@ -47,7 +48,7 @@ var revokeScript = redis.NewScript(`
 local acc = tonumber(ARGV[1])
 local v = redis.call('GET', KEYS[1])
 if v then
-  if cjson.decode(v).acc == acc then redis.call('DEL', KEYS[1]) end
+  if v == '' or cjson.decode(v).acc == acc then redis.call('DEL', KEYS[1]) end
   return 1
 end
 local l = redis.call('GET', KEYS[2])
@@ -59,6 +60,20 @@ if l and cjson.decode(l).acc == acc then
   redis.call('DEL', KEYS[2])
 end
 return 1`)
+
+// ReserveSession claims a fresh session id with an empty placeholder (never
+// exchangeable) before the mint writes anything to MongoDB: if Redis cannot take it,
+// the mint fails before it has changed anything.
+func (s *Store) ReserveSession(ctx context.Context, sessionID string) error {
+	ok, err := s.rdb.SetNX(ctx, SessionPrefix+embed.PublicSessionHandle(sessionID), "", embed.SessionIDTTL).Result()
+	if err != nil {
+		return wrap(err)
+	}
+	if !ok {
+		return errors.New("session id collision")
+	}
+	return nil
+}
 
 // SaveSession stores a fresh session id for embed.SessionIDTTL.
 func (s *Store) SaveSession(ctx context.Context, sessionID string, sess embed.Session) error {
