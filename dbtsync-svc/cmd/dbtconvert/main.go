@@ -79,18 +79,33 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	proj, err := convert.DecodeManifest(bufio.NewReaderSize(f, 256<<10))
+	cubesDir := filepath.Join(*out, "model", "cubes")
+	newDirs := missingDirs(cubesDir)
+	if err := os.MkdirAll(cubesDir, 0o755); err != nil {
+		return err
+	}
+	pre := startPrecreate(*out)
+	proj, err := convert.DecodeManifestNotify(bufio.NewReaderSize(f, 256<<10), pre.model)
+	created := pre.finish()
 	if err != nil {
+		// A manifest that does not convert leaves the output as it found it.
+		removeAll(created)
+		removeAll(newDirs)
 		return err
 	}
 	decoded := time.Since(start)
 	models := len(proj.Models)
 	conv := convert.Prepare(proj)
 	proj = nil // the conversion holds what it still needs; each model goes once its file is written
-	if err := os.MkdirAll(filepath.Join(*out, "model", "cubes"), 0o755); err != nil {
-		return err
+	written, err := writeFiles(conv, *out)
+	// Only the files of the conversion stay: MayConvert follows Prepare's rules, so this
+	// removes nothing unless a write failed or the rules ever part.
+	for _, p := range created {
+		if _, ok := written[p]; !ok {
+			_ = os.Remove(p)
+		}
 	}
-	if err := writeFiles(conv, *out); err != nil {
+	if err != nil {
 		return err
 	}
 	elapsed := time.Since(start)
@@ -111,15 +126,98 @@ func run() error {
 	return nil
 }
 
-// writeFiles renders and writes the files from one goroutine per CPU: creating thousands of
-// small files is system-call bound, and rendering overlaps with another file's write.
-func writeFiles(conv *convert.Conversion, out string) error {
+// precreate creates the (empty) files of the models while the manifest is still being
+// decoded: on a disk file system, creating thousands of new files is the bulk of a
+// conversion's time, and it needs only the model names, while the contents need the whole
+// manifest (tests, semantic models and metrics name the models from anywhere in it). Once
+// decoding ends it stops, and the writers create whatever it did not reach.
+type precreate struct {
+	mu      sync.Mutex
+	wake    *sync.Cond
+	queue   []string // names decoded and not yet created; the decoder never waits for the disk
+	stopped bool
+	done    chan struct{}
+	created []string // files this run created, never files that were there before
+}
+
+func startPrecreate(out string) *precreate {
+	pc := &precreate{done: make(chan struct{})}
+	pc.wake = sync.NewCond(&pc.mu)
+	go func() {
+		defer close(pc.done)
+		var batch []string
+		for {
+			pc.mu.Lock()
+			for len(pc.queue) == 0 && !pc.stopped {
+				pc.wake.Wait()
+			}
+			if pc.stopped {
+				pc.mu.Unlock()
+				return
+			}
+			batch, pc.queue = pc.queue, batch[:0]
+			pc.mu.Unlock()
+			for _, name := range batch {
+				path := filepath.Join(out, filepath.FromSlash(convert.CubePath(name)))
+				if createEmpty(path) {
+					pc.created = append(pc.created, path)
+				}
+			}
+		}
+	}()
+	return pc
+}
+
+// model is the decoder's callback.
+func (pc *precreate) model(m *convert.Model) {
+	if !convert.MayConvert(m) {
+		return
+	}
+	pc.mu.Lock()
+	pc.queue = append(pc.queue, m.Name)
+	pc.mu.Unlock()
+	pc.wake.Signal()
+}
+
+// finish stops creating (the batch under way completes) and returns the files created.
+func (pc *precreate) finish() []string {
+	pc.mu.Lock()
+	pc.stopped = true
+	pc.mu.Unlock()
+	pc.wake.Signal()
+	<-pc.done
+	return pc.created
+}
+
+// missingDirs lists dir and its parents that do not exist yet, innermost first.
+func missingDirs(dir string) []string {
+	var missing []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil || filepath.Dir(d) == d {
+			return missing
+		}
+		missing = append(missing, d)
+	}
+}
+
+// removeAll removes paths (files, or directories once empty), in order.
+func removeAll(paths []string) {
+	for _, p := range paths {
+		_ = os.Remove(p)
+	}
+}
+
+// writeFiles renders and writes the files from one goroutine per CPU: writing thousands of
+// small files is system-call bound, and rendering overlaps with another file's write. It
+// returns the paths written, also when it fails.
+func writeFiles(conv *convert.Conversion, out string) (map[string]struct{}, error) {
 	var (
 		next    atomic.Int64
 		wg      sync.WaitGroup
 		errOnce sync.Once
 		first   error
 	)
+	paths := make([]string, conv.Len())
 	for range runtime.GOMAXPROCS(0) {
 		wg.Add(1)
 		go func() {
@@ -130,16 +228,24 @@ func writeFiles(conv *convert.Conversion, out string) error {
 					return
 				}
 				file := conv.File(i)
-				if err := os.WriteFile(filepath.Join(out, filepath.FromSlash(file.Path)), []byte(file.Content), 0o644); err != nil {
+				path := filepath.Join(out, filepath.FromSlash(file.Path))
+				if err := writeFile(path, file.Content); err != nil {
 					errOnce.Do(func() { first = err })
 					next.Store(int64(conv.Len()))
 					return
 				}
+				paths[i] = path
 			}
 		}()
 	}
 	wg.Wait()
-	return first
+	written := make(map[string]struct{}, len(paths))
+	for _, p := range paths {
+		if p != "" {
+			written[p] = struct{}{}
+		}
+	}
+	return written, first
 }
 
 // peakRSS is the process's resident-set high-water mark (VmHWM), 0 where /proc is missing.

@@ -66,13 +66,16 @@ func NewAPI(ctx context.Context, d Deps) (*API, error) {
 		return nil, err
 	}
 	if d.MaxBodyBytes <= 0 {
-		d.MaxBodyBytes = 256 << 20
+		d.MaxBodyBytes = dbtsync.DefaultMaxSyncBodyBytes
 	}
 	sub, err := dbtsync.ServeResolver(d.NATS, c.store, d.Logger)
 	if err != nil {
 		return nil, err
 	}
-	h := dbtsync.NewHTTPHandler(c.pipeline, c.store, c.sealer, c.metrics, d.Logger, d.MaxBodyBytes)
+	svc := dbtsync.NewService(c.pipeline, c.store, c.sealer)
+	svc = dbtsync.LoggingMiddleware(d.Logger)(svc)
+	svc = dbtsync.InstrumentingMiddleware(c.metrics)(svc)
+	h := dbtsync.NewHTTPHandler(dbtsync.MakeEndpoints(svc), d.Logger, d.MaxBodyBytes)
 	return &API{Handler: identity.Require(d.Signer, h), sub: sub}, nil
 }
 

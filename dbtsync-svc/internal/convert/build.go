@@ -101,6 +101,12 @@ func (c *Conversion) File(i int) File {
 	return File{Path: CubePath(cb.Name), Content: cb.render()}
 }
 
+// MayConvert reports whether m can become a file on its own merits; whether it does also
+// depends on the other models (two models of one name make one file).
+func MayConvert(m *Model) bool {
+	return m.Err == "" && identRE.MatchString(m.Name) && m.Enabled && m.Materialized != "ephemeral"
+}
+
 // Prepare decides the whole data model of a project; see Build.
 func Prepare(p *Project) *Conversion {
 	conv := &Conversion{}

@@ -341,3 +341,57 @@ func FuzzDecodeManifest(f *testing.F) {
 		convert.Build(p)
 	})
 }
+
+// The files a caller prepares from DecodeManifestNotify's models that MayConvert are the
+// files Build generates, for every real manifest: the model callback sees each model once,
+// as decoded, and MayConvert follows Build's rules.
+func TestDecodeManifestNotifyAnnouncesTheModelsThatConvert(t *testing.T) {
+	dir := fixturesDir(t)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".json") {
+			continue
+		}
+		t.Run(strings.TrimSuffix(e.Name(), ".json"), func(t *testing.T) {
+			f, err := os.Open(filepath.Join(dir, e.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			var seen []*convert.Model
+			announced := map[string]bool{}
+			p, err := convert.DecodeManifestNotify(f, func(m *convert.Model) {
+				seen = append(seen, m)
+				if convert.MayConvert(m) {
+					announced[convert.CubePath(m.Name)] = true
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(seen) != len(p.Models) {
+				t.Fatalf("callback saw %d models, the project has %d", len(seen), len(p.Models))
+			}
+			for i := range seen {
+				if seen[i] != p.Models[i] {
+					t.Fatalf("model %d: callback saw %s, the project holds %s", i, seen[i].UniqueID, p.Models[i].UniqueID)
+				}
+			}
+			want := map[string]bool{}
+			for _, file := range convert.Build(p).Files {
+				want[file.Path] = true
+			}
+			if len(announced) != len(want) {
+				t.Errorf("announced %d files, Build wrote %d", len(announced), len(want))
+			}
+			for path := range want {
+				if !announced[path] {
+					t.Errorf("%s was written but not announced", path)
+				}
+			}
+		})
+	}
+}

@@ -45,7 +45,11 @@ func CheckSchemaVersion(raw string) (int, error) {
 // DecodeManifest reads a manifest.json as a stream, one node at a time, keeping only what
 // the data model needs: memory stays proportional to the models, not to the file (raw and
 // compiled SQL, macros, docs and the rest are skipped without being held).
-func DecodeManifest(r io.Reader) (*Project, error) {
+func DecodeManifest(r io.Reader) (*Project, error) { return DecodeManifestNotify(r, nil) }
+
+// DecodeManifestNotify is DecodeManifest calling onModel (when not nil) with each model as
+// soon as it is decoded, so a caller can prepare for its file while the rest streams in.
+func DecodeManifestNotify(r io.Reader, onModel func(*Model)) (*Project, error) {
 	dec := jsontext.NewDecoder(r, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
 	p := &Project{}
 	tok, err := dec.ReadToken()
@@ -81,7 +85,7 @@ func DecodeManifest(r io.Reader) (*Project, error) {
 				return nil, fmt.Errorf("%w: nodes is not an object", ErrNoNodes)
 			}
 			sawNodes = true
-			if err := eachMember(dec, func(id string) error { return decodeNode(dec, id, p) }); err != nil {
+			if err := eachMember(dec, func(id string) error { return decodeNode(dec, id, p, onModel) }); err != nil {
 				return nil, err
 			}
 		case "semantic_models":
@@ -308,7 +312,7 @@ type rawTestMetadata struct {
 	Kwargs map[string]any `json:"kwargs"`
 }
 
-func decodeNode(dec *jsontext.Decoder, id string, p *Project) error {
+func decodeNode(dec *jsontext.Decoder, id string, p *Project, onModel func(*Model)) error {
 	if dec.PeekKind() != '{' {
 		return notJSON2(dec.SkipValue())
 	}
@@ -410,6 +414,9 @@ func decodeNode(dec *jsontext.Decoder, id string, p *Project) error {
 		m.Columns = columns
 		m.Meta = mergeMeta(meta, cmeta)
 		p.Models = append(p.Models, m)
+		if onModel != nil {
+			onModel(m)
+		}
 	case "test":
 		if t, ok := toTest(testMeta, columnName, attached, refs); ok {
 			p.Tests = append(p.Tests, t)

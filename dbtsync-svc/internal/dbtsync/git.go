@@ -58,11 +58,6 @@ func (localRepositories) Load(ep *transport.Endpoint) (storer.Storer, error) {
 
 var pureGoFileTransport sync.Once
 
-type gitCredentials struct {
-	Username string `json:"username,omitempty"`
-	Token    string `json:"token"`
-}
-
 // Load clones ref (a branch, else a tag) and reads the manifest at manifestPath when it
 // exists there, otherwise the dbt project files.
 func (g *GitFetcher) Load(ctx context.Context, integ *integrationDoc, ref string) (*convert.Project, error) {
@@ -81,7 +76,7 @@ func (g *GitFetcher) Load(ctx context.Context, integ *integrationDoc, ref string
 		if err != nil {
 			return nil, permanentError{errors.New("saved git credentials cannot be decrypted (was DBT_CREDENTIALS_KEY changed?)")}
 		}
-		var c gitCredentials
+		var c GitCredentials
 		_ = json.Unmarshal(plain, &c)
 		user := c.Username
 		if user == "" {

@@ -23,15 +23,6 @@ const KeptVersions = 20
 // LeaseDuration is how long an open lease keeps a branch served.
 const LeaseDuration = 10 * time.Minute
 
-// Domain errors; the transport maps them to status codes.
-var (
-	ErrNotFound    = errors.New("not found")
-	ErrUnavailable = errors.New("storage unavailable")
-	// ErrQueueUnavailable is NATS (job queue, job state, manifests) out of reach; it is also
-	// an ErrUnavailable.
-	ErrQueueUnavailable = fmt.Errorf("%w: the job queue (NATS JetStream)", ErrUnavailable)
-)
-
 // BranchVersion is one kept file set of a branch.
 type BranchVersion struct {
 	Version   int64     `bson:"version" json:"version"`

@@ -1,0 +1,17 @@
+//go:build !unix
+
+package main
+
+import "os"
+
+func writeFile(path, content string) error { return os.WriteFile(path, []byte(content), 0o644) }
+
+// createEmpty creates path if it does not exist yet and reports whether it did.
+func createEmpty(path string) bool {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return false
+	}
+	_ = f.Close()
+	return true
+}

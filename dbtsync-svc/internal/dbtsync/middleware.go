@@ -1,0 +1,67 @@
+package dbtsync
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/analyticsco/platform/libs/identity"
+)
+
+// InstrumentingMiddleware counts the API's domain outcomes: sync jobs queued (by source)
+// and manifest bytes streamed to the object store.
+func InstrumentingMiddleware(m *Metrics) func(Service) Service {
+	return func(next Service) Service { return &instrumenting{Service: next, m: m} }
+}
+
+type instrumenting struct {
+	Service
+	m *Metrics
+}
+
+func (i *instrumenting) StartSync(ctx context.Context, p *identity.Principal, dep int64, body SyncRequestBody) (SyncAccepted, error) {
+	res, err := i.Service.StartSync(ctx, p, dep, body)
+	if res.ManifestBytes > 0 {
+		i.m.Uploaded.Add(float64(res.ManifestBytes))
+	}
+	if err == nil {
+		i.m.Queued.WithLabelValues(res.Source).Inc()
+	}
+	return res, err
+}
+
+// LoggingMiddleware logs the API's changes of state once they are done. Failures are
+// logged by the transport's error encoder, which knows which of them are the caller's.
+func LoggingMiddleware(logger *slog.Logger) func(Service) Service {
+	return func(next Service) Service { return &loggingService{Service: next, logger: logger} }
+}
+
+type loggingService struct {
+	Service
+	logger *slog.Logger
+}
+
+func (l *loggingService) StartSync(ctx context.Context, p *identity.Principal, dep int64, body SyncRequestBody) (SyncAccepted, error) {
+	res, err := l.Service.StartSync(ctx, p, dep, body)
+	if err == nil {
+		l.logger.InfoContext(ctx, "sync job queued", "deploymentId", dep, "syncJobId", res.SyncJobID, "branchName", res.BranchName,
+			"source", res.Source, "manifestBytes", res.ManifestBytes)
+	}
+	return res, err
+}
+
+// PutIntegration logs the save without the repository URL or credentials.
+func (l *loggingService) PutIntegration(ctx context.Context, p *identity.Principal, dep int64, in IntegrationInput) (DbtGitIntegration, error) {
+	res, err := l.Service.PutIntegration(ctx, p, dep, in)
+	if err == nil {
+		l.logger.InfoContext(ctx, "dbt git integration saved", "deploymentId", dep, "hasCredentials", res.HasCredentials)
+	}
+	return res, err
+}
+
+func (l *loggingService) SetStaging(ctx context.Context, p *identity.Principal, dep int64, name string, enabled bool) (Branch, error) {
+	res, err := l.Service.SetStaging(ctx, p, dep, name, enabled)
+	if err == nil {
+		l.logger.InfoContext(ctx, "branch staging set", "deploymentId", dep, "branchName", name, "enabled", enabled)
+	}
+	return res, err
+}

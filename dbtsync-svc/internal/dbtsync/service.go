@@ -1,0 +1,157 @@
+// Package dbtsync turns dbt projects into data-model branches: the Service queues sync
+// jobs and serves branches, endpoints and the HTTP transport adapt it, the worker
+// converts queued jobs, and the stores keep state in JetStream and MongoDB.
+package dbtsync
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
+	"github.com/analyticsco/platform/libs/identity"
+)
+
+// Service is the dbt sync and data-model branch domain. Every method takes the verified
+// caller and the deployment it acts on, and checks the caller's role itself.
+type Service interface {
+	// StartSync queues a sync job and returns once it is durably queued. The request body
+	// is read by body, which StartSync calls once the caller is authorized, with the sink
+	// the manifest streams into: an upload never sits in memory, and a caller without
+	// the role never reaches the manifest store.
+	StartSync(ctx context.Context, p *identity.Principal, dep int64, body SyncRequestBody) (SyncAccepted, error)
+	GetJob(ctx context.Context, p *identity.Principal, dep int64, syncJobID string) (SyncJob, error)
+	ListJobs(ctx context.Context, p *identity.Principal, dep int64, pg PageRequest) (Page[SyncJob], error)
+
+	PutIntegration(ctx context.Context, p *identity.Principal, dep int64, in IntegrationInput) (DbtGitIntegration, error)
+	GetIntegration(ctx context.Context, p *identity.Principal, dep int64) (DbtGitIntegration, error)
+
+	ListBranches(ctx context.Context, p *identity.Principal, dep int64, pg PageRequest) (Page[Branch], error)
+	GetBranch(ctx context.Context, p *identity.Principal, dep int64, name string) (Branch, error)
+	// ListFiles and GetFile read one version of the branch; version 0 is the latest.
+	ListFiles(ctx context.Context, p *identity.Principal, dep int64, name string, version int64) (FileList, error)
+	GetFile(ctx context.Context, p *identity.Principal, dep int64, name, path string, version int64) (FileContent, error)
+	ListVersions(ctx context.Context, p *identity.Principal, dep int64, name string, pg PageRequest) (Page[BranchVersion], error)
+	OpenBranch(ctx context.Context, p *identity.Principal, dep int64, name string) (Branch, error)
+	SetStaging(ctx context.Context, p *identity.Principal, dep int64, name string, enabled bool) (Branch, error)
+}
+
+// The role each operation needs; the transport also checks it before it reads a body or
+// parameters, so a refused caller is answered 403 whatever it sent.
+const (
+	roleSync        = identity.RoleDeveloper
+	roleIntegration = identity.RoleAdmin
+	roleBranches    = identity.RoleDeveloper
+)
+
+// SyncRequestBody reads a start-sync request, streaming its manifest (if any) to manifest.
+type SyncRequestBody func(manifest io.Writer) (StartSyncInput, error)
+
+// StartSyncInput is a start-sync request without its manifest.
+type StartSyncInput struct {
+	Source     string  // "git" or "manifest"
+	Ref        *string // git: overrides the integration's branch
+	BranchName *string // overrides the derived branch name
+	Output     string  // "branch" or "files"
+}
+
+// SyncAccepted is the answer to a queued sync job.
+type SyncAccepted struct {
+	BranchName string `json:"branchName"`
+	SyncJobID  string `json:"syncJobId"`
+	WorkflowID string `json:"workflowId"`
+	// Source is the job's source, for the queued-jobs counter.
+	Source string `json:"-"`
+	// ManifestBytes is the size of the manifest stored for the job. It is returned with
+	// an error too when the upload completed before the request was refused: those bytes
+	// were streamed to the store all the same.
+	ManifestBytes int64 `json:"-"`
+}
+
+// SyncJob is a sync job as the API shows it.
+type SyncJob struct {
+	SyncJobID    string            `json:"syncJobId"`
+	DeploymentID int64             `json:"deploymentId"`
+	Status       string            `json:"status"`
+	Source       string            `json:"source"`
+	Output       string            `json:"output"`
+	Ref          *string           `json:"ref"`
+	BranchName   string            `json:"branchName"`
+	WorkflowID   string            `json:"workflowId"`
+	Progress     Progress          `json:"progress"`
+	Attempts     int               `json:"attempts"`
+	Error        *string           `json:"error"`
+	Warnings     []convert.Warning `json:"warnings"`
+	CreatedAt    time.Time         `json:"createdAt"`
+	StartedAt    *time.Time        `json:"startedAt"`
+	FinishedAt   *time.Time        `json:"finishedAt"`
+	Files        []convert.File    `json:"files,omitempty"`
+}
+
+// IntegrationInput is a dbt git integration to save.
+type IntegrationInput struct {
+	RepoURL      string
+	Branch       string
+	ProjectPath  string
+	ManifestPath *string
+	Credentials  *GitCredentials // nil: none
+}
+
+// GitCredentials authenticate https clones; they are stored sealed and never returned.
+type GitCredentials struct {
+	Username string `json:"username,omitempty"`
+	Token    string `json:"token"`
+}
+
+// DbtGitIntegration is the saved integration as the API shows it (never the credentials).
+type DbtGitIntegration struct {
+	DeploymentID   int64     `json:"deploymentId"`
+	RepoURL        string    `json:"repoUrl"`
+	Branch         string    `json:"branch"`
+	ProjectPath    string    `json:"projectPath"`
+	ManifestPath   *string   `json:"manifestPath"`
+	HasCredentials bool      `json:"hasCredentials"`
+	UpdatedAt      time.Time `json:"updatedAt"`
+}
+
+// PageRequest selects a page of a list: First items after the item whose key is After
+// ("" for the first page).
+type PageRequest struct {
+	First int
+	After string
+}
+
+// PageInfo is the cursor state of a page.
+type PageInfo struct {
+	HasNextPage bool    `json:"hasNextPage"`
+	EndCursor   *string `json:"endCursor"`
+}
+
+// Page is one page of a list.
+type Page[T any] struct {
+	Items    []T      `json:"items"`
+	PageInfo PageInfo `json:"pageInfo"`
+}
+
+// FileList is the files of one branch version, without contents.
+type FileList struct {
+	BranchName string      `json:"branchName"`
+	Version    int64       `json:"version"`
+	Files      []FileEntry `json:"files"`
+}
+
+// FileEntry is one file of a FileList.
+type FileEntry struct {
+	Path   string `json:"path"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+}
+
+// FileContent is one file of a branch version with its content (fields in name order:
+// the body they encode to is the one clients have always received).
+type FileContent struct {
+	BranchName string `json:"branchName"`
+	Content    string `json:"content"`
+	Path       string `json:"path"`
+	Version    int64  `json:"version"`
+}

@@ -1,0 +1,384 @@
+package dbtsync
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
+	"github.com/analyticsco/platform/libs/identity"
+)
+
+// syncService implements Service over the JetStream pipeline and the branch store.
+type syncService struct {
+	p      *Pipeline
+	store  *Store
+	sealer *Sealer
+}
+
+// NewService builds the Service.
+func NewService(p *Pipeline, store *Store, sealer *Sealer) Service {
+	return &syncService{p: p, store: store, sealer: sealer}
+}
+
+// lazyUpload starts an object-store upload on the first write: most requests carry no
+// manifest, and those should not touch the store.
+type lazyUpload struct {
+	ctx     context.Context
+	obj     jetstream.ObjectStore
+	name    string
+	pw      *io.PipeWriter
+	bw      *bufio.Writer
+	done    chan error
+	written int64
+}
+
+func (u *lazyUpload) Write(b []byte) (int, error) {
+	if u.pw == nil {
+		pr, pw := io.Pipe()
+		u.pw, u.bw, u.done = pw, bufio.NewWriterSize(pw, 128<<10), make(chan error, 1)
+		go func() {
+			_, err := u.obj.Put(u.ctx, jetstream.ObjectMeta{Name: u.name}, pr)
+			pr.CloseWithError(err)
+			u.done <- err
+		}()
+	}
+	n, err := u.bw.Write(b)
+	u.written += int64(n)
+	return n, err
+}
+
+// finish completes (ok) or aborts the upload and reports whether one was made.
+func (u *lazyUpload) finish(ok bool) (bool, error) {
+	if u.pw == nil {
+		return false, nil
+	}
+	if ok {
+		if err := u.bw.Flush(); err != nil {
+			u.pw.CloseWithError(err)
+			<-u.done
+			return true, err
+		}
+		u.pw.Close()
+		return true, <-u.done
+	}
+	u.pw.CloseWithError(errors.New("upload aborted"))
+	<-u.done
+	_ = u.obj.Delete(context.WithoutCancel(u.ctx), u.name)
+	return true, nil
+}
+
+func (s *syncService) StartSync(ctx context.Context, p *identity.Principal, dep int64, body SyncRequestBody) (SyncAccepted, error) {
+	var res SyncAccepted
+	if err := authorize(p, roleSync); err != nil {
+		return res, err
+	}
+	now := time.Now().UTC()
+	id := newSyncJobID(now)
+	upload := &lazyUpload{ctx: ctx, obj: s.p.obj, name: manifestObject(id)}
+	req, err := body(upload)
+	keepManifest := err == nil && req.Source == "manifest"
+	uploaded, uerr := upload.finish(keepManifest)
+	if err != nil {
+		return res, err
+	}
+	if uerr != nil {
+		return res, errors.Join(ErrQueueUnavailable, uerr)
+	}
+	if keepManifest {
+		res.ManifestBytes = upload.written
+	}
+	production := p.Deployment.ProductionBranch
+	rollback := func() {
+		if keepManifest && uploaded {
+			_ = s.p.obj.Delete(context.WithoutCancel(ctx), manifestObject(id))
+		}
+	}
+	var branch string
+	switch {
+	case req.BranchName != nil:
+		branch = *req.BranchName
+	case req.Ref != nil:
+		branch = derivedBranchName(*req.Ref)
+	}
+	if req.Source == "git" {
+		integ, err := s.store.integration(ctx, dep)
+		if errors.Is(err, ErrNotFound) {
+			return res, invalid("source \"git\" needs a dbt git integration: save one with PUT /api/v1/deployments/%d/dbt-git-integration, or send source \"manifest\" with the manifest", dep)
+		}
+		if err != nil {
+			return res, err
+		}
+		if branch == "" {
+			branch = derivedBranchName(integ.Branch)
+		}
+	} else if branch == "" {
+		branch = "dbt/manifest"
+	}
+	if branch == production && !p.HasRole(identity.RoleAdmin) {
+		rollback()
+		return res, forbidden("only admins may sync into the production branch %q", production)
+	}
+	job := &jobRecord{SyncJobID: id, DeploymentID: dep, Status: StatusQueued, Source: req.Source, Output: req.Output,
+		Ref: req.Ref, BranchName: branch, WorkflowID: "dbt-sync-" + id, Progress: Progress{Phase: "queued"},
+		Warnings: []convert.Warning{}, CreatedAt: now, ProductionBranch: production, HasManifest: keepManifest}
+	if req.Source != "git" {
+		job.Ref = nil
+	}
+	if err := s.p.enqueue(ctx, job); err != nil {
+		rollback()
+		return res, err
+	}
+	res.BranchName, res.SyncJobID, res.WorkflowID, res.Source = branch, id, job.WorkflowID, req.Source
+	return res, nil
+}
+
+func jobView(j *jobRecord) SyncJob {
+	v := SyncJob{SyncJobID: j.SyncJobID, DeploymentID: j.DeploymentID, Status: j.Status, Source: j.Source, Output: j.Output,
+		Ref: j.Ref, BranchName: j.BranchName, WorkflowID: j.WorkflowID, Progress: j.Progress, Attempts: j.Attempts, Warnings: j.Warnings,
+		CreatedAt: j.CreatedAt, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt}
+	if j.Status != StatusFailed {
+		v.Error = nil
+	} else {
+		v.Error = j.Error
+	}
+	if v.Warnings == nil {
+		v.Warnings = []convert.Warning{}
+	}
+	return v
+}
+
+func (s *syncService) GetJob(ctx context.Context, p *identity.Principal, dep int64, id string) (SyncJob, error) {
+	if err := authorize(p, roleSync); err != nil {
+		return SyncJob{}, err
+	}
+	if !validJobID(id) {
+		return SyncJob{}, notFound("sync job %q not found", id)
+	}
+	j, _, err := s.p.getJob(ctx, dep, id)
+	if errors.Is(err, ErrNotFound) {
+		return SyncJob{}, notFound("sync job %q not found", id)
+	}
+	if err != nil {
+		return SyncJob{}, err
+	}
+	v := jobView(j)
+	if j.Output == "files" && j.Status == StatusSucceeded {
+		b, err := s.p.obj.GetBytes(ctx, resultObject(id))
+		if err != nil {
+			return SyncJob{}, errors.Join(ErrQueueUnavailable, err)
+		}
+		if err := json.Unmarshal(b, &v.Files); err != nil {
+			return SyncJob{}, err
+		}
+		if v.Files == nil {
+			v.Files = []convert.File{}
+		}
+	}
+	return v, nil
+}
+
+func validJobID(id string) bool {
+	if len(id) != 30 || !strings.HasPrefix(id, "sj") {
+		return false
+	}
+	for _, c := range id[2:] {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// paginate pages items (in list order) after the item whose key is the cursor.
+func paginate[T any](items []T, key func(T) string, pg PageRequest) (Page[T], error) {
+	start := 0
+	if pg.After != "" {
+		start = -1
+		for i, it := range items {
+			if key(it) == pg.After {
+				start = i + 1
+				break
+			}
+		}
+		if start < 0 {
+			return Page[T]{}, invalid("query parameter \"after\" is not a cursor returned by this list")
+		}
+	}
+	end := min(start+pg.First, len(items))
+	out := Page[T]{Items: items[start:end]}
+	if out.Items == nil {
+		out.Items = []T{}
+	}
+	if end < len(items) {
+		out.PageInfo.HasNextPage = true
+	}
+	if end > start {
+		c := base64.RawURLEncoding.EncodeToString([]byte(key(items[end-1])))
+		out.PageInfo.EndCursor = &c
+	}
+	return out, nil
+}
+
+func (s *syncService) ListJobs(ctx context.Context, p *identity.Principal, dep int64, pg PageRequest) (Page[SyncJob], error) {
+	if err := authorize(p, roleSync); err != nil {
+		return Page[SyncJob]{}, err
+	}
+	ids, err := s.p.listJobs(ctx, dep)
+	if err != nil {
+		return Page[SyncJob]{}, err
+	}
+	idPage, err := paginate(ids, func(s string) string { return s }, pg)
+	if err != nil {
+		return Page[SyncJob]{}, err
+	}
+	out := Page[SyncJob]{Items: make([]SyncJob, 0, len(idPage.Items)), PageInfo: idPage.PageInfo}
+	for _, id := range idPage.Items {
+		j, _, err := s.p.getJob(ctx, dep, id)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return Page[SyncJob]{}, err
+		}
+		out.Items = append(out.Items, jobView(j))
+	}
+	return out, nil
+}
+
+func integrationView(d *integrationDoc) DbtGitIntegration {
+	v := DbtGitIntegration{DeploymentID: d.DeploymentID, RepoURL: d.RepoURL, Branch: d.Branch, ProjectPath: d.ProjectPath,
+		HasCredentials: len(d.Credentials) > 0, UpdatedAt: d.UpdatedAt.UTC()}
+	if d.ManifestPath != "" {
+		mp := d.ManifestPath
+		v.ManifestPath = &mp
+	}
+	return v
+}
+
+func (s *syncService) PutIntegration(ctx context.Context, p *identity.Principal, dep int64, in IntegrationInput) (DbtGitIntegration, error) {
+	if err := authorize(p, roleIntegration); err != nil {
+		return DbtGitIntegration{}, err
+	}
+	d := integrationDoc{DeploymentID: dep, RepoURL: in.RepoURL, Branch: in.Branch, ProjectPath: in.ProjectPath, UpdatedAt: time.Now().UTC()}
+	if in.ManifestPath != nil {
+		d.ManifestPath = *in.ManifestPath
+	}
+	if in.Credentials != nil {
+		plain, _ := json.Marshal(in.Credentials)
+		d.Credentials = s.sealer.Seal(plain, dep)
+	}
+	if err := s.store.saveIntegration(ctx, d); err != nil {
+		return DbtGitIntegration{}, err
+	}
+	return integrationView(&d), nil
+}
+
+func (s *syncService) GetIntegration(ctx context.Context, p *identity.Principal, dep int64) (DbtGitIntegration, error) {
+	if err := authorize(p, roleIntegration); err != nil {
+		return DbtGitIntegration{}, err
+	}
+	d, err := s.store.integration(ctx, dep)
+	if errors.Is(err, ErrNotFound) {
+		return DbtGitIntegration{}, notFound("deployment %d has no dbt git integration", dep)
+	}
+	if err != nil {
+		return DbtGitIntegration{}, err
+	}
+	return integrationView(d), nil
+}
+
+// branchError names the branch when the store did not find it.
+func branchError(name string, err error) error {
+	if errors.Is(err, ErrNotFound) {
+		return notFound("branch %q not found", name)
+	}
+	return err
+}
+
+func (s *syncService) ListBranches(ctx context.Context, p *identity.Principal, dep int64, pg PageRequest) (Page[Branch], error) {
+	if err := authorize(p, roleBranches); err != nil {
+		return Page[Branch]{}, err
+	}
+	all, err := s.store.Branches(ctx, dep, p.Deployment.ProductionBranch)
+	if err != nil {
+		return Page[Branch]{}, err
+	}
+	return paginate(all, func(b Branch) string { return b.Name }, pg)
+}
+
+func (s *syncService) GetBranch(ctx context.Context, p *identity.Principal, dep int64, name string) (Branch, error) {
+	if err := authorize(p, roleBranches); err != nil {
+		return Branch{}, err
+	}
+	b, err := s.store.Branch(ctx, dep, name, p.Deployment.ProductionBranch)
+	return b, branchError(name, err)
+}
+
+func (s *syncService) ListFiles(ctx context.Context, p *identity.Principal, dep int64, name string, version int64) (FileList, error) {
+	if err := authorize(p, roleBranches); err != nil {
+		return FileList{}, err
+	}
+	v, files, err := s.store.Files(ctx, dep, name, version, "", false)
+	if err != nil {
+		return FileList{}, branchError(name, err)
+	}
+	out := FileList{BranchName: name, Version: v, Files: make([]FileEntry, 0, len(files))}
+	for _, f := range files {
+		out.Files = append(out.Files, FileEntry{Path: f.Path, Size: f.Size, SHA256: f.SHA256})
+	}
+	return out, nil
+}
+
+func (s *syncService) GetFile(ctx context.Context, p *identity.Principal, dep int64, name, path string, version int64) (FileContent, error) {
+	if err := authorize(p, roleBranches); err != nil {
+		return FileContent{}, err
+	}
+	v, files, err := s.store.Files(ctx, dep, name, version, path, true)
+	if err == nil && len(files) == 0 {
+		return FileContent{}, notFound("file %q not found in branch %q", path, name)
+	}
+	if err != nil {
+		return FileContent{}, branchError(name, err)
+	}
+	return FileContent{BranchName: name, Version: v, Path: path, Content: files[0].Content}, nil
+}
+
+func (s *syncService) ListVersions(ctx context.Context, p *identity.Principal, dep int64, name string, pg PageRequest) (Page[BranchVersion], error) {
+	if err := authorize(p, roleBranches); err != nil {
+		return Page[BranchVersion]{}, err
+	}
+	vs, err := s.store.Versions(ctx, dep, name)
+	if err != nil {
+		return Page[BranchVersion]{}, branchError(name, err)
+	}
+	return paginate(vs, func(v BranchVersion) string { return strconv.FormatInt(v.Version, 10) }, pg)
+}
+
+func (s *syncService) OpenBranch(ctx context.Context, p *identity.Principal, dep int64, name string) (Branch, error) {
+	if err := authorize(p, roleBranches); err != nil {
+		return Branch{}, err
+	}
+	b, err := s.store.Open(ctx, dep, name, p.Deployment.ProductionBranch)
+	return b, branchError(name, err)
+}
+
+func (s *syncService) SetStaging(ctx context.Context, p *identity.Principal, dep int64, name string, enabled bool) (Branch, error) {
+	if err := authorize(p, roleBranches); err != nil {
+		return Branch{}, err
+	}
+	prod := p.Deployment.ProductionBranch
+	if name == prod {
+		return Branch{}, invalid("branch %q is the production branch, which is always served", name)
+	}
+	b, err := s.store.SetStaging(ctx, dep, name, prod, enabled)
+	return b, branchError(name, err)
+}
