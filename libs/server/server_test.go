@@ -57,7 +57,7 @@ func TestHandler(t *testing.T) {
 	}
 	_, metrics, _ := get("/metrics")
 	if !strings.Contains(metrics, `test_svc_http_requests_total{code="204",method="GET",route="GET /items/{id}"} 1`) ||
-		!strings.Contains(metrics, `test_svc_http_request_duration_seconds_bucket`) {
+		!strings.Contains(metrics, `test_svc_http_request_duration_seconds_bucket`) || !strings.Contains(metrics, "go_gc_heap_live_bytes") {
 		t.Fatalf("metrics missing the route-labelled series:\n%s", metrics)
 	}
 	if !strings.Contains(logs.String(), `"request_id"`) || !strings.Contains(logs.String(), `"route":"GET /items/{id}"`) {

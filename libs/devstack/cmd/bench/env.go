@@ -29,6 +29,7 @@ type Env struct {
 	mu       sync.Mutex
 	children []*child
 	closers  []func() error // run in reverse order after the children stop
+	stopping []func()       // run before the children are asked to stop
 	once     map[string]*onceResult
 }
 
@@ -74,7 +75,11 @@ func (e *Env) Close() {
 	e.mu.Lock()
 	kids := slices.Clone(e.children)
 	closers := slices.Clone(e.closers)
+	stopping := slices.Clone(e.stopping)
 	e.mu.Unlock()
+	for _, f := range stopping {
+		f()
+	}
 	for i := len(kids) - 1; i >= 0; i-- {
 		kids[i].stop()
 	}
@@ -86,6 +91,13 @@ func (e *Env) Close() {
 	if err := os.RemoveAll(e.Dir); err != nil {
 		e.Log.Warn("remove temp dir", "dir", e.Dir, "err", err)
 	}
+}
+
+// beforeStop registers f to run at Close before any child is stopped.
+func (e *Env) beforeStop(f func()) {
+	e.mu.Lock()
+	e.stopping = append(e.stopping, f)
+	e.mu.Unlock()
 }
 
 func (e *Env) addCloser(f func() error) {

@@ -40,6 +40,11 @@ type options struct {
 	workers  int
 	only     string
 	binDir   string
+	// soak is the length of the mixed-traffic soak (0: none) at soakRate requests/s.
+	soak     time.Duration
+	soakRate int
+	// manifestSize is gen-manifest's -size for the conversion row.
+	manifestSize string
 
 	loadBefore string // 1-minute load average when the run began
 }
@@ -53,9 +58,23 @@ func main() {
 	flag.DurationVar(&o.warmup, "warmup", time.Second, "length of each variant's unmeasured warm-up run")
 	flag.IntVar(&o.rate, "rate", 0, "requests/s per variant; 0 = as fast as -workers closed-loop workers go")
 	flag.IntVar(&o.workers, "workers", 64, "load-generator workers, each with its own keep-alive connection")
-	flag.StringVar(&o.only, "only", "", "run only this table (registered: "+tableNames()+"); default all")
+	flag.StringVar(&o.only, "only", "", "run only this table (registered: "+tableNames()+") or the soak (soak); default all")
 	flag.StringVar(&o.binDir, "bin", "", "directory with the built binaries (default <repo root>/bin)")
+	flag.DurationVar(&o.soak, "soak", 30*time.Second, "length of the mixed-traffic soak on the real platform; 0 = no soak")
+	flag.IntVar(&o.soakRate, "soak-rate", 20, "requests/s of the soak (the local stack's FerretDB serves a few dozen writes a second on 2 cores)")
+	flag.StringVar(&o.manifestSize, "manifest-size", "100MiB", "size of the generated manifest the conversion row converts")
+	short := flag.Bool("short", false, "CI-sized run: 1 round x 1 s, warm-up 500ms, soak 5 s, a 10 MiB manifest (flags given explicitly win)")
 	flag.Parse()
+	if *short {
+		set := map[string]bool{}
+		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		for name, value := range map[string]string{"rounds": "1", "duration": "1s", "warmup": "500ms", "soak": "5s", "manifest-size": "10MiB"} {
+			if !set[name] {
+				_ = flag.Set(name, value)
+			}
+		}
+	}
+	benchOpts = o
 
 	var err error
 	switch {
@@ -71,6 +90,9 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// benchOpts are the parsed flags, for scenarios that need them at set-up.
+var benchOpts options
 
 func tableNames() string {
 	var names []string
@@ -95,7 +117,8 @@ func run(o options) error {
 			selected = append(selected, t)
 		}
 	}
-	if len(selected) == 0 {
+	runSoakToo := o.soak > 0 && (o.only == "" || o.only == "soak")
+	if len(selected) == 0 && !runSoakToo {
 		return fmt.Errorf("-only %q: no such table (registered: %s)", o.only, tableNames())
 	}
 	if o.binDir == "" {
@@ -126,6 +149,19 @@ func run(o options) error {
 			fmt.Println()
 		}
 		ok, err := runTable(ctx, env, t, o)
+		if ctx.Err() != nil {
+			return errors.New("interrupted; children stopped and temp dir removed")
+		}
+		if err != nil {
+			return err
+		}
+		failed = failed || !ok
+	}
+	if runSoakToo {
+		if len(selected) > 0 {
+			fmt.Println()
+		}
+		ok, err := runSoak(ctx, env, o)
 		if ctx.Err() != nil {
 			return errors.New("interrupted; children stopped and temp dir removed")
 		}
@@ -170,6 +206,13 @@ type row struct {
 	sum    *Summary
 }
 
+func (r *row) workers(o options) int {
+	if r.target != nil && r.target.Workers > 0 {
+		return r.target.Workers
+	}
+	return o.workers
+}
+
 func runTable(ctx context.Context, env *Env, t *Table, o options) (ok bool, err error) {
 	rows := make([]*row, 0, len(t.Scenarios))
 	for _, sc := range t.Scenarios {
@@ -194,7 +237,7 @@ func runTable(ctx context.Context, env *Env, t *Table, o options) (ok bool, err 
 			continue
 		}
 		r.target, r.sum.Proc = tgt, tgt.Proc
-		r.client = loadClient(o.workers)
+		r.client = loadClient(r.workers(o))
 		defer r.client.CloseIdleConnections()
 	}
 
@@ -254,6 +297,14 @@ func loadClient(workers int) *http.Client {
 // probe sends one request and wants a success, so a broken route shows as a
 // failed row with its answer instead of a table of errors.
 func probe(ctx context.Context, tgt *Target) error {
+	if tgt.Measure != nil {
+		return nil
+	}
+	if tgt.Prepare != nil {
+		if err := tgt.Prepare(ctx, 0); err != nil {
+			return err
+		}
+	}
 	var vt vegeta.Target
 	if err := tgt.Targeter(&vt); err != nil {
 		return err
@@ -269,9 +320,15 @@ func probe(ctx context.Context, tgt *Target) error {
 		return err
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 500))
+	// Whole answers for Check (a bulk move's is tens of KiB); errors print 500 bytes.
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	if resp.StatusCode >= 300 {
-		return fmt.Errorf("probe %s %s: %s %s", vt.Method, vt.URL, resp.Status, strings.TrimSpace(string(body)))
+		return fmt.Errorf("probe %s %s: %s %s", vt.Method, vt.URL, resp.Status, strings.TrimSpace(string(body[:min(len(body), 500)])))
+	}
+	if tgt.Check != nil {
+		if err := tgt.Check(body); err != nil {
+			return fmt.Errorf("probe %s %s: %w", vt.Method, vt.URL, err)
+		}
 	}
 	return nil
 }
@@ -279,12 +336,21 @@ func probe(ctx context.Context, tgt *Target) error {
 // measure runs one variant for d and reads the CPU time of its process and of the
 // bench itself before and after.
 func measure(ctx context.Context, r *row, o options, d time.Duration) (roundResult, error) {
+	if r.target.Measure != nil {
+		return r.target.Measure(ctx)
+	}
+	if r.target.Prepare != nil {
+		if err := r.target.Prepare(ctx, d); err != nil {
+			return roundResult{}, err
+		}
+	}
+	workers := r.workers(o)
 	atk := vegeta.NewAttacker(
 		vegeta.Client(r.client),
-		vegeta.Connections(o.workers),
+		vegeta.Connections(workers),
 		vegeta.KeepAlive(true),
-		vegeta.Workers(uint64(o.workers)),
-		vegeta.MaxWorkers(uint64(o.workers)),
+		vegeta.Workers(uint64(workers)),
+		vegeta.MaxWorkers(uint64(workers)),
 	)
 	// Freq 0 is vegeta's "as fast as the workers go".
 	rate := vegeta.Rate{Freq: o.rate, Per: time.Second}
@@ -303,6 +369,16 @@ func measure(ctx context.Context, r *row, o options, d time.Duration) (roundResu
 	}()
 	var m vegeta.Metrics
 	for res := range atk.Attack(r.target.Targeter, rate, d, r.sc.Key) {
+		// A pool of single-use targets that ran dry ends the run early; that is
+		// not a failed request.
+		if res.Error == vegeta.ErrNoTargets.Error() {
+			continue
+		}
+		if r.target.Check != nil && res.Error == "" && res.Code >= 200 && res.Code < 300 {
+			if err := r.target.Check(res.Body); err != nil {
+				res.Code, res.Error = 0, err.Error()
+			}
+		}
 		m.Add(res)
 	}
 	wall := time.Since(start)
@@ -396,8 +472,8 @@ func printTable(w io.Writer, t *Table, rows []*row, res map[string]*Summary, o o
 				cpuRatio = fmt.Sprintf("%.2fx", s.CPUPerReq/base.CPUPerReq)
 			}
 		}
-		fmt.Fprintf(w, "%-26s %9.0f %9s %9s %7d %11.1f %9s %9s %11.1f\n",
-			s.Name, s.RPS, fmtDur(s.P50), fmtDur(s.P99), s.Errors, s.CPUPerReq, rpsRatio, cpuRatio, s.GenPerReq)
+		fmt.Fprintf(w, "%-26s %9s %9s %9s %7d %11.1f %9s %9s %11.1f\n",
+			s.Name, fmtRate(s.RPS), fmtDur(s.P50), fmtDur(s.P99), s.Errors, s.CPUPerReq, rpsRatio, cpuRatio, s.GenPerReq)
 	}
 	var ratios []string
 	for _, rt := range t.Ratios {
@@ -420,13 +496,18 @@ func printTable(w io.Writer, t *Table, rows []*row, res map[string]*Summary, o o
 	var rss []string
 	seen := map[*Proc]bool{}
 	for _, r := range rows {
-		p := r.sum.Proc
-		if p == nil || seen[p] {
-			continue
+		procs := []*Proc{r.sum.Proc}
+		if r.target != nil && r.target.RSS != nil {
+			procs = r.target.RSS
 		}
-		seen[p] = true
-		if b, err := peakRSS(p.PIDs()); err == nil {
-			rss = append(rss, fmt.Sprintf("%s %.1f MiB", p.Label, float64(b)/(1<<20)))
+		for _, p := range procs {
+			if p == nil || seen[p] {
+				continue
+			}
+			seen[p] = true
+			if b, err := peakRSS(p.PIDs()); err == nil {
+				rss = append(rss, fmt.Sprintf("%s %.1f MiB", p.Label, float64(b)/(1<<20)))
+			}
 		}
 	}
 	if len(rss) > 0 {
@@ -437,10 +518,24 @@ func printTable(w io.Writer, t *Table, rows []*row, res map[string]*Summary, o o
 			fmt.Fprintf(w, "errors %s: %s\n", r.sum.Name, strings.Join(r.sum.ErrSample, "; "))
 		}
 	}
+	if t.Legend != nil {
+		for _, l := range t.Legend {
+			fmt.Fprintln(w, l)
+		}
+		return
+	}
 	fmt.Fprintln(w, "legend: req/s = successful responses/s, p50/p99 = latency; both medians over the rounds, errors summed.")
 	fmt.Fprintln(w, "        cpu_us/req = user+system CPU of the measured process (for (a) the backend; nginx: master+workers)")
 	fmt.Fprintln(w, "        from /proc/<pid>/stat around each round / requests, median over rounds; gen_us/req = the load")
 	fmt.Fprintln(w, "        generator's own CPU, which shares the cores. Ratios divide medians.")
+}
+
+// fmtRate keeps two significant digits for slow rows (a conversion, a bulk move).
+func fmtRate(r float64) string {
+	if r < 10 {
+		return fmt.Sprintf("%.2f", r)
+	}
+	return fmt.Sprintf("%.0f", r)
 }
 
 func fmtDur(d time.Duration) string {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"time"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 )
@@ -17,6 +18,8 @@ type Table struct {
 	Ratios    []Ratio // printed under the table
 	// Notes, when set, adds lines under the ratios (for example the bars).
 	Notes func(results map[string]*Summary) []string
+	// Legend, when set, replaces the gateway table's legend lines.
+	Legend []string
 }
 
 // A Scenario is one row: a name, a setup that starts what it needs in env and
@@ -33,6 +36,23 @@ type Target struct {
 	// Proc is the process (or processes) whose CPU is charged to the row; rows
 	// that share a process share a *Proc, so its peak RSS is printed once.
 	Proc *Proc
+	// RSS, when set, lists the processes whose peak RSS is printed under the table
+	// instead of Proc (Proc may sum several processes; RSS names each).
+	RSS []*Proc
+	// Workers, when above zero, replaces -workers for this row: operations that
+	// contend on one record by design are measured at a concurrency they are
+	// meant for.
+	Workers int
+	// Prepare, when set, runs before every run of the row (warm-up and rounds),
+	// untimed, with the run's length: it creates what the row's requests consume
+	// (session ids to exchange or revoke).
+	Prepare func(ctx context.Context, d time.Duration) error
+	// Check, when set, judges a response that has a success status (a bulk move
+	// answers 200 even when items fail); an error makes it a failed request.
+	Check func(body []byte) error
+	// Measure, when set, replaces the vegeta run: one measurement per round of
+	// something that is not an HTTP request (a conversion by a child process).
+	Measure func(ctx context.Context) (roundResult, error)
 }
 
 // Proc names the measured processes. PIDs is called before and after every round,

@@ -1,0 +1,230 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"time"
+)
+
+// platformInfo is the whole platform run by bin/devstack (FerretDB behind the
+// serializing proxy and NATS inside the devstack process, redis-server and every
+// service as its own process), seeded with bin/platformctl.
+type platformInfo struct {
+	Gateway string
+	// Procs are the platform's processes in a fixed order (devstack first, then the
+	// services, the gateway and redis-server), for peak RSS and CPU.
+	Procs []*Proc
+	// All sums every process of the platform: the CPU of a request is spread over
+	// the gateway, a service, the database and Redis.
+	All *Proc
+	// Addrs are the services' own HTTP addresses (/metrics), by process name.
+	Addrs map[string]string
+	// PIDs are the processes by name, as stack.json lists them plus "devstack".
+	PIDs  map[string]int
+	Seed  platformSeed
+	Redis string // redis URL, for INFO
+	Mongo string // MongoDB URI (the proxy in front of FerretDB), for serverStatus
+}
+
+// platformSeed is the part of `platformctl seed --json` the operations table and
+// the soak use.
+type platformSeed struct {
+	Accounts map[string]struct {
+		ID          int64 `json:"id"`
+		Deployments []struct {
+			ID int64 `json:"id"`
+		} `json:"deployments"`
+		Users map[string]struct {
+			ID     int64  `json:"id"`
+			Bearer string `json:"bearer"`
+		} `json:"users"`
+		APIKeys map[string]string `json:"apiKeys"`
+	} `json:"accounts"`
+}
+
+// stackJSON is the part of $DATA_DIR/stack.json the bench reads.
+type stackJSON struct {
+	Gateway    string         `json:"gateway"`
+	MongoDBURI string         `json:"mongodbUri"`
+	RedisURL   string         `json:"redisUrl"`
+	PIDs       map[string]int `json:"pids"`
+}
+
+// platformProcesses are the processes whose RSS and metrics are reported, in
+// print order; the address variable is the one devstack reads for each.
+var platformProcesses = []struct{ name, addrVar string }{
+	{"gateway", "GATEWAY_ADDR"},
+	{"workspace-svc", "WORKSPACE_ADDR"},
+	{"embed-svc", "EMBED_ADDR"},
+	{"dbtsync-svc", "DBTSYNC_ADDR"},
+	{"dbtsync-worker", "DBTSYNC_WORKER_ADDR"},
+}
+
+// Platform starts bin/devstack on free ports with its data in the temp dir,
+// waits for its stack.json (written once every process answers /readyz) and
+// seeds it. Rate limits are off: the bench mints thousands of sessions from one
+// key and one address on purpose.
+func (e *Env) Platform(ctx context.Context) (platformInfo, error) {
+	return memo(e, "platform", func() (platformInfo, error) {
+		for _, b := range []string{"devstack", "gateway", "platformctl", "workspace-svc", "embed-svc", "dbtsync-svc"} {
+			if _, err := os.Stat(filepath.Join(e.BinDir, b)); err != nil {
+				return platformInfo{}, fmt.Errorf("%s missing: run `make build` first (or pass -bin)", filepath.Join(e.BinDir, b))
+			}
+		}
+		dataDir := filepath.Join(e.Dir, "platform")
+		envVars := []string{
+			"DATA_DIR=" + dataDir, "BIN_DIR=" + e.BinDir,
+			"DEVSTACK_MONGO_ADDR=random", "DEVSTACK_NATS_ADDR=random", "DEVSTACK_REDIS_ADDR=random",
+			"LOG_LEVEL=warn",
+			"RATE_LIMIT_GENERATE_SESSION=0", "RATE_LIMIT_EXCHANGE=0",
+		}
+		addrs := map[string]string{}
+		for _, p := range platformProcesses {
+			a, err := freeAddr()
+			if err != nil {
+				return platformInfo{}, err
+			}
+			addrs[p.name] = a
+			envVars = append(envVars, p.addrVar+"="+a)
+		}
+		cmd := exec.Command(filepath.Join(e.BinDir, "devstack"))
+		cmd.Env = childEnv(envVars...)
+		c, err := e.startChild("devstack", cmd)
+		if err != nil {
+			return platformInfo{}, err
+		}
+		// A stopped (SIGSTOP) child would not act on devstack's SIGTERM; continue
+		// every process of the platform before it is asked to stop.
+		e.beforeStop(func() {
+			if sf, err := readStackJSON(filepath.Join(dataDir, "stack.json")); err == nil {
+				for _, pid := range sf.PIDs {
+					_ = syscall.Kill(pid, syscall.SIGCONT)
+				}
+			}
+		})
+		stackPath := filepath.Join(dataDir, "stack.json")
+		sf, err := waitStackJSON(ctx, c, stackPath)
+		if err != nil {
+			return platformInfo{}, err
+		}
+		seedOut, err := runSeedJSON(ctx, filepath.Join(e.BinDir, "platformctl"), e.Dir, childEnv("PLATFORM_STACK_FILE="+stackPath))
+		if err != nil {
+			return platformInfo{}, err
+		}
+		var seed platformSeed
+		if err := json.Unmarshal(seedOut, &seed); err != nil {
+			return platformInfo{}, fmt.Errorf("platformctl seed output: %w", err)
+		}
+		if err := seed.check(); err != nil {
+			return platformInfo{}, err
+		}
+		pids := map[string]int{"devstack": c.pid()}
+		for name, pid := range sf.PIDs {
+			pids[name] = pid
+		}
+		info := platformInfo{Gateway: sf.Gateway, Addrs: addrs, PIDs: pids, Seed: seed, Redis: sf.RedisURL, Mongo: sf.MongoDBURI}
+		info.Procs = append(info.Procs, singleProc("devstack (FerretDB+proxy+NATS)", c.pid()))
+		for _, p := range platformProcesses {
+			if pid, ok := sf.PIDs[p.name]; ok {
+				info.Procs = append(info.Procs, singleProc(p.name, pid))
+			}
+		}
+		if pid, ok := sf.PIDs["redis"]; ok {
+			info.Procs = append(info.Procs, singleProc("redis-server", pid))
+		}
+		all := make([]int, 0, len(pids))
+		for _, pid := range pids {
+			all = append(all, pid)
+		}
+		slices.Sort(all)
+		info.All = &Proc{Label: "platform", PIDs: func() []int { return all }}
+		return info, nil
+	})
+}
+
+// check wants what the scenarios use: acme's two deployments, admin bearer and
+// account key, and globex's deployment, admin bearer and key (for the soak).
+func (s platformSeed) check() error {
+	acme, globex := s.Accounts["acme"], s.Accounts["globex"]
+	switch {
+	case len(acme.Deployments) < 2 || acme.Users["admin"].Bearer == "" || acme.APIKeys["admin"] == "":
+		return errors.New("platformctl seed: acme needs two deployments, an admin bearer and an admin API key")
+	case len(globex.Deployments) < 1 || globex.Users["admin"].Bearer == "" || globex.APIKeys["admin"] == "":
+		return errors.New("platformctl seed: globex needs a deployment, an admin bearer and an admin API key")
+	}
+	return nil
+}
+
+func readStackJSON(path string) (stackJSON, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return stackJSON{}, err
+	}
+	var sf stackJSON
+	err = json.Unmarshal(raw, &sf)
+	return sf, err
+}
+
+// waitStackJSON polls for devstack's stack.json, which it writes (by rename) once
+// every process is ready, failing when devstack exits or 90 s pass.
+func waitStackJSON(ctx context.Context, c *child, path string) (stackJSON, error) {
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	for {
+		if gone, err := c.exitedErr(); gone {
+			return stackJSON{}, fmt.Errorf("devstack exited (%v) before it was ready; its output:\n%s", err, c.logTail())
+		}
+		if sf, err := readStackJSON(path); err == nil && sf.Gateway != "" {
+			return sf, nil
+		}
+		select {
+		case <-ctx.Done():
+			return stackJSON{}, fmt.Errorf("devstack not ready (no %s); its output:\n%s", path, c.logTail())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// runSeedJSON runs `platformctl seed --json` and returns its output.
+func runSeedJSON(ctx context.Context, bin, dir string, env []string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "seed", "--json")
+	cmd.Env = env
+	cmd.Dir = dir
+	var stderr limitedBuffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("platformctl seed: %w: %s", err, stderr.String())
+	}
+	return out, nil
+}
+
+// limitedBuffer keeps the first 4 KiB written to it, for error messages.
+type limitedBuffer struct{ b []byte }
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	if room := 4096 - len(l.b); room > 0 {
+		l.b = append(l.b, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+func (l *limitedBuffer) String() string { return string(l.b) }
+
+// pauseProcess stops (SIGSTOP) or continues (SIGCONT) a platform process.
+func pauseProcess(pid int, pause bool) error {
+	sig := syscall.SIGCONT
+	if pause {
+		sig = syscall.SIGSTOP
+	}
+	return syscall.Kill(pid, sig)
+}
