@@ -116,7 +116,7 @@ func run() error {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", o.name, o.importPath, result, o.execs, o.interesting, o.saved, o.elapsed.Round(time.Second))
 	}
 	_ = w.Flush()
-	fmt.Printf("\n%d targets, %d failed, %s in total\n", len(outcomes), failed, time.Since(start).Round(time.Second))
+	fmt.Printf("\n%d targets fuzzed in %s\nfuzz: %d passed, %d failed\n", len(outcomes), time.Since(start).Round(time.Second), len(outcomes)-failed, failed)
 	for _, o := range outcomes {
 		if !o.ok {
 			// A found crash is written to testdata/fuzz/<Target>/ by go test; a build
