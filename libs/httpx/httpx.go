@@ -37,7 +37,9 @@ func Errorf(status int, format string, args ...any) *Error {
 func WriteJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // an API answer, not HTML: "<token>" stays readable
+	_ = enc.Encode(v)
 }
 
 // WriteError writes the JSON error body.
