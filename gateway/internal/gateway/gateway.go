@@ -73,6 +73,7 @@ type Gateway struct {
 	proxies map[service]http.Handler
 	tracer  trace.Tracer
 	prop    propagation.TextMapPropagator
+	signed  *signedIdentities
 }
 
 type ctxKey int
@@ -156,7 +157,8 @@ func New(o Options) (*Gateway, error) {
 	if o.UploadTimeout <= 0 {
 		o.UploadTimeout = 10 * time.Minute
 	}
-	g := &Gateway{o: o, proxies: map[service]http.Handler{}, tracer: otel.Tracer("gateway"), prop: otel.GetTextMapPropagator()}
+	g := &Gateway{o: o, proxies: map[service]http.Handler{}, tracer: otel.Tracer("gateway"), prop: otel.GetTextMapPropagator(),
+		signed: newSignedIdentities(time.Now)}
 	transport := &http.Transport{
 		Proxy:                 nil,
 		DialContext:           (&net.Dialer{Timeout: o.DialTimeout, KeepAlive: 30 * time.Second}).DialContext,
@@ -278,10 +280,15 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !g.withinRateLimit(rec, r, rt, p) {
 		return
 	}
-	p.RequestID = rid
 	// Public routes get a signed anonymous principal too, so a service can tell a request
-	// that came through the gateway from one that bypassed it.
-	hdr, err := g.o.Signer.Sign(p)
+	// that came through the gateway from one that bypassed it. The request id travels in
+	// X-Request-Id, not in the principal, so the signed header of an unchanged principal
+	// can be reused.
+	credential := r.Header.Get("Authorization")
+	if rt.policy == policyPublic {
+		credential = "" // whatever a client sends there is not what the principal rests on
+	}
+	hdr, err := g.signed.header(g.o.Signer, credential, p)
 	if err != nil {
 		httpx.Internal(rec, r, g.o.Logger, err)
 		return

@@ -1,0 +1,87 @@
+package gateway
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/analyticsco/platform/gateway/internal/auth"
+	"github.com/analyticsco/platform/libs/identity"
+)
+
+// signedIdentities reuses the signed identity header of a credential while what it says
+// is unchanged. Authorization still runs on every request (expiry, revocation, scope,
+// role, deployment); only the serialization and MAC of an identical principal are
+// skipped. An entry is used only if the principal just built has the same fingerprint,
+// and only while the header has more than half of its lifetime left.
+type signedIdentities struct {
+	cache *auth.Cache[signedKey, signedIdentity]
+	now   func() time.Time
+}
+
+type signedKey struct {
+	credential string // the Authorization header value
+	deployment int64
+}
+
+type signedIdentity struct {
+	fp     fingerprint
+	header string
+}
+
+// fingerprint is everything of a principal that the signed header carries.
+type fingerprint struct {
+	credential, keyID, keyKind, scope string
+	account                           identity.Account
+	user                              identity.User
+	hasUser                           bool
+	deployment                        identity.Deployment
+	embedSID                          string
+}
+
+func fingerprintOf(p *identity.Principal) fingerprint {
+	fp := fingerprint{credential: p.Credential, keyID: p.KeyID, keyKind: p.KeyKind, account: p.Account}
+	if len(p.KeyScope) > 0 {
+		var b strings.Builder
+		for _, id := range p.KeyScope {
+			b.WriteString(strconv.FormatInt(id, 10))
+			b.WriteByte(',')
+		}
+		fp.scope = b.String()
+	}
+	if p.User != nil {
+		fp.user, fp.hasUser = *p.User, true
+	}
+	if p.Deployment != nil {
+		fp.deployment = *p.Deployment
+	}
+	if p.Embed != nil {
+		fp.embedSID = p.Embed.SessionID
+	}
+	return fp
+}
+
+func newSignedIdentities(now func() time.Time) *signedIdentities {
+	return &signedIdentities{cache: auth.NewCache[signedKey, signedIdentity](100_000, now), now: now}
+}
+
+// header returns the signed header for p, presented with credential.
+func (s *signedIdentities) header(signer *identity.Signer, credential string, p *identity.Principal) (string, error) {
+	var dep int64
+	if p.Deployment != nil {
+		dep = p.Deployment.ID
+	}
+	key := signedKey{credential: credential, deployment: dep}
+	fp := fingerprintOf(p)
+	if e, ok := s.cache.Get(key); ok && e.fp == fp {
+		return e.header, nil
+	}
+	h, err := signer.Sign(p)
+	if err != nil {
+		return "", err
+	}
+	// Reused for half the header's lifetime, so a service always receives one with at
+	// least DefaultTTL/2 to go.
+	s.cache.Put(key, signedIdentity{fp: fp, header: h}, s.now().Add(identity.DefaultTTL/2))
+	return h, nil
+}
