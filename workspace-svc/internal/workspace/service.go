@@ -159,6 +159,11 @@ func (r *request) commit(ctx context.Context, build func(t *tree) (*treeOp, erro
 		}
 		return nil
 	}
+	// Leave a current snapshot behind: the later items of a bulk move are checked
+	// against it.
+	if err := r.load(ctx); err != nil {
+		return err
+	}
 	return failf(KindBusy, "the workspace tree kept changing during the request; retry")
 }
 
