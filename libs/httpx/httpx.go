@@ -3,6 +3,7 @@
 package httpx
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -60,9 +61,14 @@ func WriteErr(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err e
 
 // Internal logs err with its request id and answers a 500 that reveals nothing else.
 func Internal(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err error) {
-	rid := logging.RequestID(r.Context())
-	logger.ErrorContext(r.Context(), "internal error", "err", err, "method", r.Method, "path", r.URL.Path)
-	WriteError(w, http.StatusInternalServerError, "internal error (request id "+rid+")")
+	InternalContext(r.Context(), w, logger, err, "method", r.Method, "path", r.URL.Path)
+}
+
+// InternalContext is Internal where only the request's context is at hand (go-kit
+// error encoders); attrs are logged with the error.
+func InternalContext(ctx context.Context, w http.ResponseWriter, logger *slog.Logger, err error, attrs ...any) {
+	logger.ErrorContext(ctx, "internal error", append([]any{"err", err}, attrs...)...)
+	WriteError(w, http.StatusInternalServerError, "internal error (request id "+logging.RequestID(ctx)+")")
 }
 
 // DecodeJSON decodes the request body into dst strictly: the content type must be

@@ -14,7 +14,6 @@ import (
 
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
-	"github.com/analyticsco/platform/libs/logging"
 )
 
 // Body limits: the start-sync limit is the caller's (a manifest reaches hundreds of MiB);
@@ -106,8 +105,7 @@ func errorEncoder(logger *slog.Logger) kithttp.ErrorEncoder {
 		default:
 			method, _ := ctx.Value(kithttp.ContextKeyRequestMethod).(string)
 			path, _ := ctx.Value(kithttp.ContextKeyRequestPath).(string)
-			logger.ErrorContext(ctx, "internal error", "err", err, "method", method, "path", path)
-			httpx.WriteError(w, http.StatusInternalServerError, "internal error (request id "+logging.RequestID(ctx)+")")
+			httpx.InternalContext(ctx, w, logger, err, "method", method, "path", path)
 		}
 	}
 }

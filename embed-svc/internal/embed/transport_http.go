@@ -13,7 +13,6 @@ import (
 
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
-	"github.com/analyticsco/platform/libs/logging"
 	"github.com/analyticsco/platform/libs/server"
 )
 
@@ -202,9 +201,7 @@ func errorEncoder(logger *slog.Logger) httptransport.ErrorEncoder {
 		case errors.As(err, &he):
 			httpx.WriteError(w, he.Status, he.Message)
 		default:
-			rid := logging.RequestID(ctx)
-			logger.ErrorContext(ctx, "internal error", "err", err)
-			httpx.WriteError(w, http.StatusInternalServerError, "internal error (request id "+rid+")")
+			httpx.InternalContext(ctx, w, logger, err)
 		}
 	}
 }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
-	"github.com/analyticsco/platform/libs/logging"
 )
 
 // MaxBodyBytes bounds every request body.
@@ -124,8 +123,7 @@ func errorEncoder(logger *slog.Logger) kithttp.ErrorEncoder {
 			logger.WarnContext(ctx, "database unavailable", "err", err)
 			httpx.WriteError(w, http.StatusServiceUnavailable, "the workspace database is unavailable; retry shortly")
 		default:
-			logger.ErrorContext(ctx, "internal error", "err", err)
-			httpx.WriteError(w, http.StatusInternalServerError, "internal error (request id "+logging.RequestID(ctx)+")")
+			httpx.InternalContext(ctx, w, logger, err)
 		}
 	}
 }
