@@ -311,18 +311,7 @@ func setupExchange(ctx context.Context, env *Env) (*Target, error) {
 	if err != nil {
 		return nil, err
 	}
-	pool, prepare := mintedSessions(p, false)
-	url, hdr := p.Gateway+"/api/v1/embed/session/exchange", http.Header{"Content-Type": {"application/json"}}
-	t := opsTarget(p, func(tgt *vegeta.Target) error {
-		sid, ok := pool.take()
-		if !ok {
-			return vegeta.ErrNoTargets
-		}
-		*tgt = vegeta.Target{Method: http.MethodPost, URL: url, Header: hdr, Body: fmt.Appendf(nil, `{"sessionId":%q}`, sid)}
-		return nil
-	})
-	t.Prepare = prepare
-	return t, nil
+	return sessionIDTarget(p, false, "/api/v1/embed/session/exchange", http.Header{"Content-Type": {"application/json"}}), nil
 }
 
 // setupRevoke revokes sessions that were minted and exchanged: the case of a
@@ -332,8 +321,14 @@ func setupRevoke(ctx context.Context, env *Env) (*Target, error) {
 	if err != nil {
 		return nil, err
 	}
-	pool, prepare := mintedSessions(p, true)
-	url, hdr := p.Gateway+"/api/v1/embed/session/revoke", jsonHeader("Api-Key "+p.Seed.Accounts["acme"].APIKeys["admin"])
+	return sessionIDTarget(p, true, "/api/v1/embed/session/revoke", jsonHeader("Api-Key "+p.Seed.Accounts["acme"].APIKeys["admin"])), nil
+}
+
+// sessionIDTarget sends {"sessionId": …} to path, one pre-minted session (exchanged
+// first when exchanged is set) per request, until the pool runs dry.
+func sessionIDTarget(p platformInfo, exchanged bool, path string, hdr http.Header) *Target {
+	pool, prepare := mintedSessions(p, exchanged)
+	url := p.Gateway + path
 	t := opsTarget(p, func(tgt *vegeta.Target) error {
 		sid, ok := pool.take()
 		if !ok {
@@ -343,7 +338,7 @@ func setupRevoke(ctx context.Context, env *Env) (*Target, error) {
 		return nil
 	})
 	t.Prepare = prepare
-	return t, nil
+	return t
 }
 
 // setupEmbedRequest reads the session with its embed token: signature check,
