@@ -9,7 +9,7 @@ MODULES := libs libs/devstack gateway workspace-svc embed-svc dbtsync-svc
 BIN := bin
 GO ?= go
 
-.PHONY: run build test seed bench fuzz fuzz-ci e2e openapi lint ensure-redis clean
+.PHONY: run build test seed bench fuzz fuzz-ci e2e attack openapi lint ensure-redis clean
 FUZZTIME ?= 30s
 
 build: openapi
@@ -45,6 +45,11 @@ bench: ensure-redis build
 # gateway, every response validated against openapi.yaml. `make test` runs it too.
 e2e: ensure-redis openapi
 	@cd libs/devstack && $(GO) test -race -count=1 -timeout 20m ./e2e/
+
+# The attack suite: every finding of the security review as a named attack on the real
+# stack through the gateway. `make test` runs it too.
+attack: ensure-redis openapi
+	@cd libs/devstack && $(GO) test -race -count=1 -timeout 20m ./attack/
 
 # Every go test -fuzz target of the repository for FUZZTIME each (corpora in testdata/fuzz).
 fuzz:
