@@ -25,12 +25,17 @@ import (
 // CommandCounter counts the commands a client sends, by command name.
 type CommandCounter struct {
 	total  atomic.Int64
+	reply  atomic.Int64 // bytes of the replies to counted commands
 	mu     sync.Mutex
 	byName map[string]int64
 }
 
 // Total is the number of commands started since the last Reset.
 func (c *CommandCounter) Total() int64 { return c.total.Load() }
+
+// ReplyBytes is the size of the server's replies to the counted commands since the last
+// Reset: what the client read, the measure of a query that reads more than it needs.
+func (c *CommandCounter) ReplyBytes() int64 { return c.reply.Load() }
 
 // ByName returns a copy of the per-command counts.
 func (c *CommandCounter) ByName() map[string]int64 {
@@ -48,6 +53,7 @@ func (c *CommandCounter) Reset() {
 	c.mu.Lock()
 	c.byName = nil
 	c.total.Store(0)
+	c.reply.Store(0)
 	c.mu.Unlock()
 }
 
@@ -79,6 +85,9 @@ func Connect(ctx context.Context, uri string, counter *CommandCounter) (*mongo.C
 			spans.Store(e.RequestID, span)
 		},
 		Succeeded: func(_ context.Context, e *event.CommandSucceededEvent) {
+			if counter != nil && !handshake[e.CommandName] {
+				counter.reply.Add(int64(len(e.Reply)))
+			}
 			if s, ok := spans.LoadAndDelete(e.RequestID); ok {
 				s.(trace.Span).End()
 			}

@@ -6,10 +6,14 @@ import "github.com/analyticsco/platform/libs/config"
 // Config is everything workspace-svc reads from its environment.
 type Config struct {
 	config.Common
-	HTTPAddr           string `env:"HTTP_ADDR" default:"127.0.0.1:8081" help:"listen address"`
-	MongoURI           string `env:"MONGODB_URI" default:"mongodb://127.0.0.1:27018/" secret:"true" help:"MongoDB connection string (may hold a password)"`
-	MongoDatabase      string `env:"MONGODB_DATABASE" default:"workspace" help:"database owned by workspace-svc"`
-	IdentitySigningKey string `env:"IDENTITY_SIGNING_KEY" required:"true" secret:"true" help:"base64 HMAC key shared with the gateway; verifies the forwarded identity"`
+	HTTPAddr                 string `env:"HTTP_ADDR" default:"127.0.0.1:8081" help:"listen address"`
+	MongoURI                 string `env:"MONGODB_URI" default:"mongodb://127.0.0.1:27018/" secret:"true" help:"MongoDB connection string (may hold a password)"`
+	MongoDatabase            string `env:"MONGODB_DATABASE" default:"workspace" help:"database owned by workspace-svc"`
+	IdentitySigningKey       string `env:"IDENTITY_SIGNING_KEY" required:"true" secret:"true" help:"base64 HMAC key shared with the gateway; verifies the forwarded identity"`
+	MaxItemsPerDeployment    int64  `env:"WORKSPACE_MAX_ITEMS_PER_DEPLOYMENT" default:"100000" help:"folders, workbooks and reports one deployment may hold; a create past it is 400"`
+	MaxMetaBytes             int    `env:"WORKSPACE_MAX_META_BYTES" default:"262144" help:"largest meta JSON of a workbook or report; larger is 413"`
+	MaxCalculatedFieldsBytes int    `env:"WORKSPACE_MAX_CALCULATED_FIELDS_BYTES" default:"262144" help:"largest calculatedFields JSON of a workbook or report; larger is 413"`
+	MaxDraftBytes            int    `env:"WORKSPACE_MAX_DRAFT_BYTES" default:"524288" help:"largest dashboard draft of a workbook; larger is 413"`
 }
 
 // Load reads the configuration from the environment.

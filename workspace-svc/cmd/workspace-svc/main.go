@@ -12,6 +12,7 @@ import (
 	"github.com/analyticsco/platform/libs/server"
 	"github.com/analyticsco/platform/workspace-svc/config"
 	"github.com/analyticsco/platform/workspace-svc/internal/app"
+	"github.com/analyticsco/platform/workspace-svc/internal/workspace"
 )
 
 const serviceName = app.ServiceName
@@ -44,7 +45,9 @@ func run() error {
 	defer func() { _ = client.Disconnect(context.Background()) }()
 
 	h, err := app.New(proc.Ctx, app.Deps{Mongo: client, Database: cfg.MongoDatabase, Signer: signer,
-		Logger: proc.Logger, Registry: obs.NewRegistry()})
+		Logger: proc.Logger, Registry: obs.NewRegistry(),
+		Limits: workspace.Limits{ItemsPerDeployment: cfg.MaxItemsPerDeployment, MetaBytes: cfg.MaxMetaBytes,
+			CalculatedFieldsBytes: cfg.MaxCalculatedFieldsBytes, DraftBytes: cfg.MaxDraftBytes}})
 	if err != nil {
 		return err
 	}

@@ -26,6 +26,7 @@ type Deps struct {
 	Signer   *identity.Signer
 	Logger   *slog.Logger
 	Registry *prometheus.Registry
+	Limits   workspace.Limits // zero fields: workspace.DefaultLimits
 }
 
 // New builds the full HTTP handler: health, readiness and metrics routes, and the
@@ -35,7 +36,7 @@ func New(ctx context.Context, d Deps) (http.Handler, error) {
 	if err := ensureIndexes(ctx, store); err != nil {
 		return nil, err
 	}
-	svc := workspace.NewService(store, workspace.NewMetrics(d.Registry))
+	svc := workspace.NewServiceWithLimits(store, workspace.NewMetrics(d.Registry), d.Limits)
 	return server.Handler(server.Options{
 		Service:  ServiceName,
 		Logger:   d.Logger,

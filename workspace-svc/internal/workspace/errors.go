@@ -15,6 +15,8 @@ const (
 	KindNotFound                  // missing, or in another deployment or account
 	KindConflict                  // the state forbids it (non-empty folder, no draft)
 	KindBusy                      // the tree kept changing under us; retry
+	KindTooLarge                  // a document of the request is over its size limit
+	KindLimit                     // the deployment is at a configured limit
 )
 
 // Failure is a domain error with a client-facing message.

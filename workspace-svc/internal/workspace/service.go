@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -39,14 +38,79 @@ type Service struct {
 	metrics *Metrics
 	now     func() time.Time
 	seen    sync.Map // user id -> userDoc last recorded
+	limits  Limits
 }
 
-// NewService builds the service over store; metrics may be nil.
+// Limits bound what clients can store; zero fields take the defaults.
+type Limits struct {
+	ItemsPerDeployment    int64 // folders, workbooks and reports of one deployment
+	MetaBytes             int   // an item's meta JSON
+	CalculatedFieldsBytes int   // an item's calculatedFields JSON
+	DraftBytes            int   // a workbook's dashboard draft, as stored
+}
+
+// DefaultLimits are the limits when none are configured.
+var DefaultLimits = Limits{ItemsPerDeployment: 100_000, MetaBytes: 256 << 10, CalculatedFieldsBytes: 256 << 10, DraftBytes: 512 << 10}
+
+func (l Limits) withDefaults() Limits {
+	if l.ItemsPerDeployment <= 0 {
+		l.ItemsPerDeployment = DefaultLimits.ItemsPerDeployment
+	}
+	if l.MetaBytes <= 0 {
+		l.MetaBytes = DefaultLimits.MetaBytes
+	}
+	if l.CalculatedFieldsBytes <= 0 {
+		l.CalculatedFieldsBytes = DefaultLimits.CalculatedFieldsBytes
+	}
+	if l.DraftBytes <= 0 {
+		l.DraftBytes = DefaultLimits.DraftBytes
+	}
+	return l
+}
+
+// NewService builds the service over store with DefaultLimits; metrics may be nil.
 func NewService(store *Store, metrics *Metrics) *Service {
+	return NewServiceWithLimits(store, metrics, DefaultLimits)
+}
+
+// NewServiceWithLimits builds the service over store; metrics may be nil.
+func NewServiceWithLimits(store *Store, metrics *Metrics, limits Limits) *Service {
 	if metrics == nil {
 		metrics = NewMetrics(nil)
 	}
-	return &Service{store: store, metrics: metrics, now: func() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }}
+	return &Service{store: store, metrics: metrics, limits: limits.withDefaults(),
+		now: func() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }}
+}
+
+// checkRoom refuses a new item when the deployment already holds the configured
+// maximum. Concurrent creates may pass the count together, so the bound holds to within
+// the number of creates in flight at once.
+func (s *Service) checkRoom(ctx context.Context, dep int64) error {
+	n, err := s.store.countItems(ctx, dep, s.limits.ItemsPerDeployment)
+	if err != nil {
+		return err
+	}
+	if n >= s.limits.ItemsPerDeployment {
+		return failf(KindLimit, "deployment %d holds %d items (folders, workbooks and reports), the limit (WORKSPACE_MAX_ITEMS_PER_DEPLOYMENT); delete some before creating more", dep, s.limits.ItemsPerDeployment)
+	}
+	return nil
+}
+
+// checkSizes refuses item documents over their size limits, naming the limit.
+func (s *Service) checkSizes(meta, calculated json.RawMessage, draft []byte) error {
+	for _, c := range []struct {
+		field, env string
+		n, max     int
+	}{
+		{"meta", "WORKSPACE_MAX_META_BYTES", len(meta), s.limits.MetaBytes},
+		{"calculatedFields", "WORKSPACE_MAX_CALCULATED_FIELDS_BYTES", len(calculated), s.limits.CalculatedFieldsBytes},
+		{"dashboardDraft", "WORKSPACE_MAX_DRAFT_BYTES", len(draft), s.limits.DraftBytes},
+	} {
+		if c.n > c.max {
+			return failf(KindTooLarge, "%s is %d bytes, over the limit of %d bytes (%s)", c.field, c.n, c.max, c.env)
+		}
+	}
+	return nil
 }
 
 // CreateFolderInput is the body of folder creation.
@@ -204,6 +268,9 @@ func (s *Service) CreateFolder(ctx context.Context, p *identity.Principal, dep i
 	}
 	if !p.HasRole(identity.RoleAIBIUser) {
 		return Folder{}, forbiddenf("creating a folder needs the ai_bi_user role or higher")
+	}
+	if err := s.checkRoom(ctx, dep); err != nil {
+		return Folder{}, err
 	}
 	id, err := s.store.nextID(ctx)
 	if err != nil {
@@ -713,6 +780,16 @@ func (s *Service) CreateItem(ctx context.Context, p *identity.Principal, dep int
 	if !p.HasRole(identity.RoleAIBIUser) {
 		return Workbook{}, forbiddenf("creating a %s needs the ai_bi_user role or higher", typ.lower())
 	}
+	var draft []byte
+	if in.DashboardDraft != nil {
+		draft, _ = json.Marshal(in.DashboardDraft)
+	}
+	if err := s.checkSizes(in.Meta, in.CalculatedFields, draft); err != nil {
+		return Workbook{}, err
+	}
+	if err := s.checkRoom(ctx, dep); err != nil {
+		return Workbook{}, err
+	}
 	if err := r.load(ctx); err != nil {
 		return Workbook{}, err
 	}
@@ -740,9 +817,8 @@ func (s *Service) CreateItem(ctx context.Context, p *identity.Principal, dep int
 	now := s.now()
 	d := &itemDoc{ID: id, Dep: dep, Type: typ, Name: name, Parent: in.FolderID, CreatedBy: p.User.ID, UpdatedBy: p.User.ID,
 		CreatedAt: now, UpdatedAt: now, Meta: string(in.Meta), CalculatedFields: string(in.CalculatedFields)}
-	if in.DashboardDraft != nil {
-		b, _ := json.Marshal(in.DashboardDraft)
-		d.Draft = string(b)
+	if draft != nil {
+		d.Draft = string(draft)
 	}
 	if err := s.store.insertItem(ctx, d); err != nil {
 		return Workbook{}, err
@@ -822,7 +898,7 @@ func (s *Service) Publish(ctx context.Context, p *identity.Principal, dep, id in
 			return Workbook{}, err
 		}
 		version := d.PublishedVersion + 1
-		snaps, err := s.snapshotReports(ctx, dep, cfg, version)
+		snaps, err := s.snapshotReports(ctx, r.tree, p, dep, cfg, version)
 		if err != nil {
 			return Workbook{}, err
 		}
@@ -859,7 +935,10 @@ func publishedVersionFilter(v int64) any {
 	return v
 }
 
-func (s *Service) snapshotReports(ctx context.Context, dep int64, cfg DashboardConfig, version int64) ([]ReportSnapshot, error) {
+// snapshotReports copies each report a widget names into the published dashboard, but
+// only reports the publisher can view: the others are left out of the snapshot, so a
+// publish never reveals a report in a folder the publisher cannot see.
+func (s *Service) snapshotReports(ctx context.Context, t *tree, p *identity.Principal, dep int64, cfg DashboardConfig, version int64) ([]ReportSnapshot, error) {
 	var ids []int64
 	for _, w := range cfg.Widgets {
 		if v, ok := w.Config["reportId"].(float64); ok && v > 0 && v == float64(int64(v)) {
@@ -877,7 +956,7 @@ func (s *Service) snapshotReports(ctx context.Context, dep int64, cfg DashboardC
 	done := map[int64]bool{}
 	for _, rid := range ids {
 		d := docs[rid]
-		if d == nil || d.Type != TypeReport || done[rid] {
+		if d == nil || d.Type != TypeReport || done[rid] || t.itemLevel(p, d.CreatedBy, d.Parent) < LevelView {
 			continue
 		}
 		done[rid] = true
@@ -919,6 +998,61 @@ func (a cursor) less(b cursor) bool {
 	return a.ID < b.ID
 }
 
+// listBatch is how many projected children a listing reads per database round trip while
+// it fills a page with the ones the caller can view.
+const listBatch = 100
+
+// visibleChildren returns up to first children of folder after the cursor that the caller
+// can view, in page order, and whether more follow. It reads projected documents in
+// batches sorted and limited by the database, folders before workbooks and reports, so
+// memory follows the page, not the folder.
+func (s *Service) visibleChildren(ctx context.Context, t *tree, p *identity.Principal, dep, folder int64, from *cursor, first int) ([]*itemDoc, bool, error) {
+	var out []*itemDoc
+	for _, folders := range []bool{true, false} {
+		var after *cursor
+		if from != nil {
+			if from.Rank == 0 && !folders {
+				after = nil // the cursor is among the folders: every item follows it
+			} else if from.Rank == 1 && folders {
+				continue // the cursor is past every folder
+			} else {
+				c := *from
+				after = &c
+			}
+		}
+		for {
+			batch, err := s.store.childrenBatch(ctx, dep, folder, folders, after, listBatch)
+			if err != nil {
+				return nil, false, err
+			}
+			for _, d := range batch {
+				var l Level
+				if d.Type == TypeFolder {
+					if t.folders[d.ID] == nil {
+						continue
+					}
+					l = t.folderLevel(p, d.ID)
+				} else {
+					l = t.itemLevel(p, d.CreatedBy, d.Parent)
+				}
+				if l < LevelView {
+					continue
+				}
+				if len(out) == first {
+					return out, true, nil
+				}
+				out = append(out, d)
+			}
+			if len(batch) < listBatch {
+				break
+			}
+			k := keyOf(batch[len(batch)-1])
+			after = &k
+		}
+	}
+	return out, false, nil
+}
+
 // List returns one page of the children of folder (0: the root) that the caller can
 // view: folders first, then by position, name and id.
 func (s *Service) List(ctx context.Context, p *identity.Principal, dep, folder int64, first int, after string) (Page, error) {
@@ -946,30 +1080,27 @@ func (s *Service) List(ctx context.Context, p *identity.Principal, dep, folder i
 			return Page{}, forbiddenf("you need view access to folder %d to list it", folder)
 		}
 	}
-	docs, err := s.store.children(ctx, dep, folder)
+	visible, more, err := s.visibleChildren(ctx, r.tree, p, dep, folder, from, first)
 	if err != nil {
 		return Page{}, err
 	}
-	visible := docs[:0]
-	for _, d := range docs {
-		var l Level
-		if d.Type == TypeFolder {
-			if r.tree.folders[d.ID] == nil {
-				continue
-			}
-			l = r.tree.folderLevel(p, d.ID)
-		} else {
-			l = r.tree.itemLevel(p, d.CreatedBy, d.Parent)
-		}
-		if l >= LevelView && (from == nil || from.less(keyOf(d))) {
-			visible = append(visible, d)
+	page := Page{HasNextPage: more}
+	// The page was chosen on projected documents; render reads the page's items in full.
+	ids := make([]int64, len(visible))
+	for i, d := range visible {
+		ids[i] = d.ID
+	}
+	full, err := s.store.findItems(ctx, dep, ids)
+	if err != nil {
+		return Page{}, err
+	}
+	kept := visible[:0]
+	for _, d := range visible {
+		if f := full[d.ID]; f != nil && f.Parent == folder {
+			kept = append(kept, f)
 		}
 	}
-	sort.Slice(visible, func(i, j int) bool { return keyOf(visible[i]).less(keyOf(visible[j])) })
-	page := Page{HasNextPage: len(visible) > first}
-	if page.HasNextPage {
-		visible = visible[:first]
-	}
+	visible = kept
 	items, err := s.render(ctx, r.tree, visible)
 	if err != nil {
 		return Page{}, err

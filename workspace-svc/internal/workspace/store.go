@@ -116,6 +116,8 @@ func (s *Store) EnsureIndexes(ctx context.Context) error {
 	}{
 		{"dep_1_parent_1", bson.D{{Key: "dep", Value: 1}, {Key: "parent", Value: 1}}},
 		{"dep_1_type_1", bson.D{{Key: "dep", Value: 1}, {Key: "type", Value: 1}}},
+		{"dep_1_parent_1_position_1_name_1__id_1", bson.D{{Key: "dep", Value: 1}, {Key: "parent", Value: 1},
+			{Key: "position", Value: 1}, {Key: "name", Value: 1}, {Key: "_id", Value: 1}}},
 	} {
 		if !have[ix.name] {
 			missing = append(missing, mongo.IndexModel{Keys: ix.keys, Options: options.Index().SetName(ix.name)})
@@ -227,10 +229,30 @@ func (s *Store) findItems(ctx context.Context, dep int64, ids []int64) (map[int6
 	return out, nil
 }
 
-// children returns the live items directly inside parent.
-func (s *Store) children(ctx context.Context, dep, parent int64) ([]*itemDoc, error) {
-	cur, err := s.items.Find(ctx, bson.D{{Key: "dep", Value: dep}, {Key: "parent", Value: parent}, {Key: "deleted", Value: notDeleted}},
-		options.Find().SetBatchSize(10000))
+// listProjection is what a page of the tree needs to order and check access: never
+// meta, calculated fields, drafts or published dashboards, which can be large.
+var listProjection = bson.D{{Key: "_id", Value: 1}, {Key: "type", Value: 1}, {Key: "name", Value: 1},
+	{Key: "position", Value: 1}, {Key: "parent", Value: 1}, {Key: "createdBy", Value: 1}}
+
+// childrenBatch returns, in page order (position, name, id), at most limit live children
+// of parent after the cursor: folders when folders is true, workbooks and reports
+// otherwise. Only the fields of listProjection are read; the database sorts and limits.
+func (s *Store) childrenBatch(ctx context.Context, dep, parent int64, folders bool, after *cursor, limit int) ([]*itemDoc, error) {
+	typ := bson.D{{Key: "$ne", Value: TypeFolder}}
+	if folders {
+		typ = bson.D{{Key: "$eq", Value: TypeFolder}}
+	}
+	filter := bson.D{{Key: "dep", Value: dep}, {Key: "parent", Value: parent}, {Key: "type", Value: typ}, {Key: "deleted", Value: notDeleted}}
+	if after != nil {
+		filter = append(filter, bson.E{Key: "$or", Value: bson.A{
+			bson.D{{Key: "position", Value: bson.D{{Key: "$gt", Value: after.Position}}}},
+			bson.D{{Key: "position", Value: after.Position}, {Key: "name", Value: bson.D{{Key: "$gt", Value: after.Name}}}},
+			bson.D{{Key: "position", Value: after.Position}, {Key: "name", Value: after.Name}, {Key: "_id", Value: bson.D{{Key: "$gt", Value: after.ID}}}},
+		}})
+	}
+	cur, err := s.items.Find(ctx, filter, options.Find().SetProjection(listProjection).
+		SetSort(bson.D{{Key: "position", Value: 1}, {Key: "name", Value: 1}, {Key: "_id", Value: 1}}).
+		SetLimit(int64(limit)).SetBatchSize(int32(limit)))
 	if err != nil {
 		return nil, wrap("list children", err)
 	}
@@ -325,6 +347,14 @@ func (s *Store) updateItem(ctx context.Context, dep, id int64, typ ItemType, fil
 		return nil, wrap("update item", err)
 	}
 	return &d, nil
+}
+
+// countItems counts the live items (folders, workbooks, reports) of the deployment, up to
+// max: the database stops counting there.
+func (s *Store) countItems(ctx context.Context, dep int64, max int64) (int64, error) {
+	n, err := s.items.CountDocuments(ctx, bson.D{{Key: "dep", Value: dep}, {Key: "deleted", Value: notDeleted}},
+		options.Count().SetLimit(max))
+	return n, wrap("count items", err)
 }
 
 func (s *Store) insertItem(ctx context.Context, d *itemDoc) error {

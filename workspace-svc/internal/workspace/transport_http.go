@@ -105,6 +105,10 @@ func statusOf(k Kind) int {
 		return http.StatusConflict
 	case KindBusy:
 		return http.StatusServiceUnavailable
+	case KindTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case KindLimit:
+		return http.StatusBadRequest
 	}
 	return http.StatusInternalServerError
 }
