@@ -10,18 +10,22 @@ import (
 // Config is everything embed-svc reads from its environment.
 type Config struct {
 	config.Common
-	HTTPAddr              string        `env:"HTTP_ADDR" default:"127.0.0.1:8082" help:"listen address"`
-	MongoURI              string        `env:"MONGODB_URI" default:"mongodb://127.0.0.1:27018/" secret:"true" help:"MongoDB connection string (may hold a password)"`
-	MongoDatabase         string        `env:"MONGODB_DATABASE" default:"embed" help:"database owned by embed-svc"`
-	IdentityMongoDatabase string        `env:"IDENTITY_MONGODB_DATABASE" default:"identity" help:"the gateway's identity database; embed-svc reads its users collection (internalId lookups), read-only"`
-	RedisURL              string        `env:"REDIS_URL" default:"redis://127.0.0.1:6380/0" secret:"true" help:"Redis for single-use session ids and revocations (may hold a password)"`
-	NATSURL               string        `env:"NATS_URL" default:"nats://127.0.0.1:4223" help:"NATS, for the branch resolver of dbtsync-svc"`
-	IdentitySigningKey    string        `env:"IDENTITY_SIGNING_KEY" required:"true" secret:"true" help:"base64 HMAC key shared with the gateway; verifies the forwarded identity"`
-	KeyEncryptionKey      string        `env:"EMBED_KEY_ENCRYPTION_KEY" required:"true" secret:"true" help:"base64 32-byte AES-256-GCM key encrypting the embed token signing keys stored in MongoDB"`
-	TokenIssuer           string        `env:"EMBED_TOKEN_ISSUER" default:"https://embed.platform.local" help:"iss claim of embed tokens; the gateway expects the same value"`
-	KeyPublishDelay       time.Duration `env:"EMBED_KEY_PUBLISH_DELAY" default:"10m" help:"after rotate-keys, how long a new key is published in the JWKS before it signs; keep above the gateway's JWKS refresh"`
-	KeyRefresh            time.Duration `env:"EMBED_KEY_REFRESH" default:"30s" help:"how often a replica reloads the signing keys from MongoDB"`
-	BranchResolveTimeout  time.Duration `env:"BRANCH_RESOLVE_TIMEOUT" default:"2s" help:"how long generate-session waits for dbtsync-svc's branch resolver"`
+	HTTPAddr                string        `env:"HTTP_ADDR" default:"127.0.0.1:8082" help:"listen address"`
+	MongoURI                string        `env:"MONGODB_URI" default:"mongodb://127.0.0.1:27018/" secret:"true" help:"MongoDB connection string (may hold a password)"`
+	MongoDatabase           string        `env:"MONGODB_DATABASE" default:"embed" help:"database owned by embed-svc"`
+	IdentityMongoDatabase   string        `env:"IDENTITY_MONGODB_DATABASE" default:"identity" help:"the gateway's identity database; embed-svc reads its users collection (internalId lookups), read-only"`
+	RedisURL                string        `env:"REDIS_URL" default:"redis://127.0.0.1:6380/0" secret:"true" help:"Redis for single-use session ids and revocations (may hold a password)"`
+	NATSURL                 string        `env:"NATS_URL" default:"nats://127.0.0.1:4223" help:"NATS, for the branch resolver of dbtsync-svc"`
+	IdentitySigningKey      string        `env:"IDENTITY_SIGNING_KEY" required:"true" secret:"true" help:"base64 HMAC key shared with the gateway; verifies the forwarded identity"`
+	KeyEncryptionKey        string        `env:"EMBED_KEY_ENCRYPTION_KEY" required:"true" secret:"true" help:"base64 32-byte AES-256-GCM key encrypting the embed token signing keys stored in MongoDB"`
+	TokenIssuer             string        `env:"EMBED_TOKEN_ISSUER" default:"https://embed.platform.local" help:"iss claim of embed tokens; the gateway expects the same value"`
+	KeyPublishDelay         time.Duration `env:"EMBED_KEY_PUBLISH_DELAY" default:"10m" help:"after rotate-keys, how long a new key is published in the JWKS before it signs; keep above the gateway's JWKS refresh"`
+	KeyRefresh              time.Duration `env:"EMBED_KEY_REFRESH" default:"30s" help:"how often a replica reloads the signing keys from MongoDB"`
+	BranchResolveTimeout    time.Duration `env:"BRANCH_RESOLVE_TIMEOUT" default:"2s" help:"how long generate-session waits for dbtsync-svc's branch resolver"`
+	MaxSecurityContextBytes int           `env:"EMBED_MAX_SECURITY_CONTEXT_BYTES" default:"16384" help:"largest securityContext of a generate-session request, as sent; larger is 413"`
+	MaxArrayEntries         int           `env:"EMBED_MAX_ARRAY_ENTRIES" default:"1000" help:"most entries of groups, userAttributes and each definitions array of a generate-session request; more is 400"`
+	MaxDefinitionsPerScope  int           `env:"EMBED_MAX_DEFINITIONS_PER_SCOPE" default:"10000" help:"most group and attribute definitions of one scope (account-wide or one tenant); a new one past it is 400"`
+	MaxTenantsPerAccount    int           `env:"EMBED_MAX_TENANTS_PER_ACCOUNT" default:"10000" help:"most embed tenants of one account; a mint naming a new tenant past it is 400"`
 }
 
 // Load reads the configuration from the environment.

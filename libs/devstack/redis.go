@@ -98,6 +98,8 @@ func (r *Redis) startLocked(ctx context.Context) error {
 		"--port", port,
 		"--dir", r.dir,
 		"--appendonly", "yes",
+		// Revocations must never be evicted to make room: at maxmemory, writes fail instead.
+		"--maxmemory-policy", "noeviction",
 		"--save", "",
 		"--daemonize", "no",
 		"--logfile", "",

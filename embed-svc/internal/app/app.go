@@ -38,6 +38,7 @@ type Deps struct {
 	KeyRefresh       time.Duration
 	BranchTimeout    time.Duration
 	Now              func() time.Time // nil: time.Now
+	Limits           embed.Limits     // zero fields: embed.DefaultLimits
 }
 
 // App is the wired service.
@@ -61,9 +62,14 @@ func New(ctx context.Context, d Deps) (*App, error) {
 	if err := kr.Ensure(ctx); err != nil {
 		return nil, err
 	}
+	sessions := redisstore.New(d.Redis)
+	if p := sessions.EvictionPolicy(ctx); p != "" && p != "noeviction" {
+		d.Logger.ErrorContext(ctx, "Redis evicts keys under memory pressure: revoked embed sessions could come back; set maxmemory-policy noeviction",
+			"maxmemory_policy", p)
+	}
 	svc := embed.NewService(embed.Deps{
-		Catalog: st, Users: st, Sessions: redisstore.New(d.Redis), Branches: branches.New(d.NATS, d.BranchTimeout),
-		Signer: kr, Issuer: d.TokenIssuer, Now: d.Now,
+		Catalog: st, Users: st, Sessions: sessions, Branches: branches.New(d.NATS, d.BranchTimeout),
+		Signer: kr, Issuer: d.TokenIssuer, Now: d.Now, Limits: d.Limits,
 	})
 	svc = embed.InstrumentingMiddleware(embed.NewMetrics(d.Registry))(svc)
 	api := embed.NewHTTPHandler(embed.MakeEndpoints(svc), d.Logger)

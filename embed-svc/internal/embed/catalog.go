@@ -92,6 +92,9 @@ func (s *service) CreateDefinition(ctx context.Context, p *identity.Principal, k
 	if err := ValidateDefinition(kind, in, "body"); err != nil {
 		return Definition{}, err
 	}
+	if err := s.checkDefinitionRoom(ctx, p.Account.ID, AccountScope, 1); err != nil {
+		return Definition{}, err
+	}
 	now := s.now().UTC()
 	d := Definition{AccountID: p.Account.ID, Scope: AccountScope, Kind: kind, Name: in.Name, Type: in.Type,
 		DisplayName: in.DisplayName, DefaultValue: in.DefaultValue, Description: in.Description, CreatedAt: now, UpdatedAt: now}

@@ -16,6 +16,7 @@ const (
 	KindNotFound                     // the thing does not exist for this caller
 	KindConflict                     // the request contradicts stored state
 	KindUnavailable                  // a dependency cannot be reached
+	KindTooLarge                     // a part of the request is over its size limit
 )
 
 // Error is a domain error with a client-facing message.
@@ -41,6 +42,9 @@ func NotFound(format string, args ...any) error { return errorf(KindNotFound, fo
 
 // Conflict returns a KindConflict error.
 func Conflict(format string, args ...any) error { return errorf(KindConflict, format, args...) }
+
+// TooLarge returns a KindTooLarge error.
+func TooLarge(format string, args ...any) error { return errorf(KindTooLarge, format, args...) }
 
 // Unavailable returns a KindUnavailable error.
 func Unavailable(format string, args ...any) error { return errorf(KindUnavailable, format, args...) }

@@ -24,11 +24,40 @@ type Deps struct {
 	Signer   TokenSigner
 	Issuer   string           // iss of every token
 	Now      func() time.Time // nil: time.Now
+	Limits   Limits           // zero fields: DefaultLimits
+}
+
+// Limits bound what one request or one account can make embed-svc store.
+type Limits struct {
+	SecurityContextBytes int // size of a session's securityContext JSON
+	ArrayEntries         int // entries of groups, userAttributes and each definitions array
+	DefinitionsPerScope  int // group and attribute definitions of one scope (account-wide or a tenant)
+	TenantsPerAccount    int // embed tenants of one account
+}
+
+// DefaultLimits apply where Limits leaves a field zero.
+var DefaultLimits = Limits{SecurityContextBytes: 16 << 10, ArrayEntries: 1000, DefinitionsPerScope: 10_000, TenantsPerAccount: 10_000}
+
+func (l Limits) withDefaults() Limits {
+	if l.SecurityContextBytes <= 0 {
+		l.SecurityContextBytes = DefaultLimits.SecurityContextBytes
+	}
+	if l.ArrayEntries <= 0 {
+		l.ArrayEntries = DefaultLimits.ArrayEntries
+	}
+	if l.DefinitionsPerScope <= 0 {
+		l.DefinitionsPerScope = DefaultLimits.DefinitionsPerScope
+	}
+	if l.TenantsPerAccount <= 0 {
+		l.TenantsPerAccount = DefaultLimits.TenantsPerAccount
+	}
+	return l
 }
 
 type service struct {
-	d   Deps
-	now func() time.Time
+	d      Deps
+	now    func() time.Time
+	limits Limits
 }
 
 // NewService builds the embed service.
@@ -37,7 +66,7 @@ func NewService(d Deps) Service {
 	if now == nil {
 		now = time.Now
 	}
-	return &service{d: d, now: now}
+	return &service{d: d, now: now, limits: d.Limits.withDefaults()}
 }
 
 // NewSessionID returns an opaque session id of 256 random bits.
@@ -74,6 +103,9 @@ func (s *service) GenerateSession(ctx context.Context, p *identity.Principal, re
 	if err := requireMinter(p); err != nil {
 		return "", err
 	}
+	if err := s.limits.check(&req); err != nil {
+		return "", err
+	}
 	externalID, err := validateStatic(&req)
 	if err != nil {
 		return "", err
@@ -108,6 +140,9 @@ func (s *service) GenerateSession(ctx context.Context, p *identity.Principal, re
 	if err != nil {
 		return "", err
 	}
+	if err := s.checkRoom(ctx, p.Account.ID, scope, plan); err != nil {
+		return "", err
+	}
 	var internal InternalUser
 	if req.InternalID != nil {
 		internal, err = s.d.Users.InternalUser(ctx, p.Account.ID, strings.TrimSpace(*req.InternalID))
@@ -126,8 +161,8 @@ func (s *service) GenerateSession(ctx context.Context, p *identity.Principal, re
 		return "", storeErr(err)
 	}
 	now := s.now().UTC()
-	if err := s.d.Catalog.EnsureTenant(ctx, p.Account.ID, tenant); err != nil {
-		return "", storeErr(err)
+	if err := s.ensureTenant(ctx, p.Account.ID, tenant); err != nil {
+		return "", err
 	}
 	ids, err := s.applyDefinitions(ctx, p.Account.ID, scope, plan, now)
 	if err != nil {

@@ -59,8 +59,15 @@ type DefinitionUpsert struct {
 // CatalogStore keeps definitions, tenants and account settings.
 type CatalogStore interface {
 	AccountSettings(ctx context.Context, accountID int64) (AccountSettings, error)
-	EnsureTenant(ctx context.Context, accountID int64, tenant string) error
+	// EnsureTenant records the tenant (idempotent) and reports whether this call created it.
+	EnsureTenant(ctx context.Context, accountID int64, tenant string) (bool, error)
+	// RemoveTenantRecord deletes the record of a tenant that has nothing else stored.
+	RemoveTenantRecord(ctx context.Context, accountID int64, tenant string) error
 	TenantExists(ctx context.Context, accountID int64, tenant string) (bool, error)
+	// CountTenants counts the account's embed tenants, stopping at max.
+	CountTenants(ctx context.Context, accountID int64, max int64) (int64, error)
+	// CountDefinitions counts the definitions (both kinds) of scope, stopping at max.
+	CountDefinitions(ctx context.Context, accountID int64, scope string, max int64) (int64, error)
 	// FindDefinitions returns the definitions of scope whose names are in names (both kinds).
 	FindDefinitions(ctx context.Context, accountID int64, scope string, names []string) ([]Definition, error)
 	// UpsertDefinition creates or updates one definition and returns it as stored.

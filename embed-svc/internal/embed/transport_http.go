@@ -180,6 +180,8 @@ func StatusOf(k Kind) int {
 		return http.StatusConflict
 	case KindUnavailable:
 		return http.StatusServiceUnavailable
+	case KindTooLarge:
+		return http.StatusRequestEntityTooLarge
 	}
 	return http.StatusInternalServerError
 }

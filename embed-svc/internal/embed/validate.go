@@ -2,6 +2,7 @@ package embed
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/url"
 	"regexp"
@@ -49,13 +50,16 @@ func validateStatic(req *GenerateSessionRequest) (string, error) {
 		if strings.TrimSpace(*req.InternalID) == "" {
 			return "", Invalid("internalId must not be empty")
 		}
-		for field, set := range map[string]bool{
-			"groups": req.Groups != nil, "userAttributes": req.UserAttributes != nil,
-			"groupDefinitions": req.GroupDefinitions != nil, "userAttributeDefinitions": req.UserAttributeDefinitions != nil,
-			"securityContext": req.SecurityContext != nil, "userProfile": req.UserProfile != nil,
+		for _, f := range []struct {
+			field string
+			set   bool
+		}{
+			{"groups", req.Groups != nil}, {"userAttributes", req.UserAttributes != nil},
+			{"groupDefinitions", req.GroupDefinitions != nil}, {"userAttributeDefinitions", req.UserAttributeDefinitions != nil},
+			{"securityContext", req.SecurityContext != nil}, {"userProfile", req.UserProfile != nil},
 		} {
-			if set {
-				return "", Invalid("%s is not allowed with internalId: the internal user's own permissions apply", field)
+			if f.set {
+				return "", Invalid("%s is not allowed with internalId: the internal user's own permissions apply", f.field)
 			}
 		}
 	}
@@ -218,4 +222,76 @@ func valueFits(got, want string) bool {
 		return want == TypeStringArray || want == TypeNumberArray
 	}
 	return got == want
+}
+
+// check refuses a generate-session body whose securityContext or arrays are over the
+// limits, before anything else looks at them: a clear 413 or 400 naming the limit.
+func (l Limits) check(req *GenerateSessionRequest) error {
+	if n := len(req.SecurityContext); n > l.SecurityContextBytes {
+		return TooLarge("securityContext is %d bytes, over the limit of %d bytes (EMBED_MAX_SECURITY_CONTEXT_BYTES)", n, l.SecurityContextBytes)
+	}
+	for _, a := range []struct {
+		field string
+		n     int
+	}{
+		{"groups", len(req.Groups)}, {"userAttributes", len(req.UserAttributes)},
+		{"groupDefinitions", len(req.GroupDefinitions)}, {"userAttributeDefinitions", len(req.UserAttributeDefinitions)},
+	} {
+		if a.n > l.ArrayEntries {
+			return Invalid("%s has %d entries, over the limit of %d (EMBED_MAX_ARRAY_ENTRIES)", a.field, a.n, l.ArrayEntries)
+		}
+	}
+	return nil
+}
+
+// checkRoom refuses a mint that would create definitions past the scope's limit.
+// Concurrent mints may pass the count together, so the limit holds to within the number
+// of mints in flight at once.
+func (s *service) checkRoom(ctx context.Context, accountID int64, scope string, plan *definitionPlan) error {
+	created := 0
+	for _, u := range plan.upserts {
+		if u.Existing == nil {
+			created++
+		}
+	}
+	return s.checkDefinitionRoom(ctx, accountID, scope, created)
+}
+
+// ensureTenant records the tenant, the first write of a mint. A tenant this call created
+// is counted against the account's limit and removed again when it is over: nothing else
+// of the mint is written yet, and two new tenants racing for the last place both lose
+// rather than both win. Known tenants cost no extra round trip.
+func (s *service) ensureTenant(ctx context.Context, accountID int64, tenant string) error {
+	created, err := s.d.Catalog.EnsureTenant(ctx, accountID, tenant)
+	if err != nil || !created {
+		return storeErr(err)
+	}
+	limit := int64(s.limits.TenantsPerAccount)
+	n, err := s.d.Catalog.CountTenants(ctx, accountID, limit+1)
+	if err != nil {
+		return storeErr(err)
+	}
+	if n > limit {
+		if err := s.d.Catalog.RemoveTenantRecord(ctx, accountID, tenant); err != nil {
+			return storeErr(err)
+		}
+		return Invalid("the account has %d embed tenants, the limit (EMBED_MAX_TENANTS_PER_ACCOUNT); tenant %q cannot be created", limit, tenant)
+	}
+	return nil
+}
+
+// checkDefinitionRoom refuses adding created definitions to a scope at its limit.
+func (s *service) checkDefinitionRoom(ctx context.Context, accountID int64, scope string, created int) error {
+	if created == 0 {
+		return nil
+	}
+	limit := int64(s.limits.DefinitionsPerScope)
+	n, err := s.d.Catalog.CountDefinitions(ctx, accountID, scope, limit)
+	if err != nil {
+		return storeErr(err)
+	}
+	if n+int64(created) > limit {
+		return Invalid("scope %q holds %d definitions; %d more would pass the limit of %d (EMBED_MAX_DEFINITIONS_PER_SCOPE)", scope, n, created, limit)
+	}
+	return nil
 }

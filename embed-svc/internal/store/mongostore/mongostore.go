@@ -97,14 +97,23 @@ func tenantID(accountID int64, name string) string {
 	return strconv.FormatInt(accountID, 10) + "/" + name
 }
 
-// EnsureTenant records the tenant (idempotent).
-func (s *Store) EnsureTenant(ctx context.Context, accountID int64, tenant string) error {
-	_, err := s.tenants.UpdateOne(ctx, bson.D{{Key: "_id", Value: tenantID(accountID, tenant)}},
+// EnsureTenant records the tenant (idempotent) and reports whether this call created it.
+func (s *Store) EnsureTenant(ctx context.Context, accountID int64, tenant string) (bool, error) {
+	res, err := s.tenants.UpdateOne(ctx, bson.D{{Key: "_id", Value: tenantID(accountID, tenant)}},
 		bson.D{{Key: "$setOnInsert", Value: bson.D{{Key: "accountId", Value: accountID}, {Key: "name", Value: tenant}, {Key: "createdAt", Value: time.Now().UTC()}}}},
 		options.UpdateOne().SetUpsert(true))
 	if mongox.IsDuplicateKey(err) {
-		return nil // a concurrent mint recorded it
+		return false, nil // a concurrent mint recorded it
 	}
+	if err != nil {
+		return false, wrap(err)
+	}
+	return res.UpsertedCount == 1, nil
+}
+
+// RemoveTenantRecord deletes the record of a tenant that has nothing else stored.
+func (s *Store) RemoveTenantRecord(ctx context.Context, accountID int64, tenant string) error {
+	_, err := s.tenants.DeleteOne(ctx, bson.D{{Key: "_id", Value: tenantID(accountID, tenant)}})
 	return wrap(err)
 }
 
@@ -115,6 +124,18 @@ func (s *Store) TenantExists(ctx context.Context, accountID int64, tenant string
 		return false, nil
 	}
 	return err == nil, wrap(err)
+}
+
+// CountTenants counts the account's embed tenants, stopping at max.
+func (s *Store) CountTenants(ctx context.Context, accountID int64, max int64) (int64, error) {
+	n, err := s.tenants.CountDocuments(ctx, bson.D{{Key: "accountId", Value: accountID}}, options.Count().SetLimit(max))
+	return n, wrap(err)
+}
+
+// CountDefinitions counts the definitions of both kinds in scope, stopping at max.
+func (s *Store) CountDefinitions(ctx context.Context, accountID int64, scope string, max int64) (int64, error) {
+	n, err := s.defs.CountDocuments(ctx, bson.D{{Key: "accountId", Value: accountID}, {Key: "scope", Value: scope}}, options.Count().SetLimit(max))
+	return n, wrap(err)
 }
 
 // ---------------------------------------------------------------- definitions

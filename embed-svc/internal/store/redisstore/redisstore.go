@@ -13,6 +13,7 @@ import (
 	"errors"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -131,10 +132,28 @@ func wrap(err error) error {
 		return nil
 	}
 	var ne net.Error
-	if errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, redis.ErrClosed) || isConnRefused(err) {
+	if errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, redis.ErrClosed) || isConnRefused(err) || isOutOfMemory(err) {
 		return errors.Join(embed.ErrUnavailable, err)
 	}
 	return err
+}
+
+// isOutOfMemory: Redis at maxmemory under the noeviction policy refuses writes with an
+// OOM error. The write did not happen; to the client it is an unavailable store (503),
+// and nothing already stored (a revocation above all) was evicted to make room.
+func isOutOfMemory(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re) && strings.HasPrefix(re.Error(), "OOM ")
+}
+
+// EvictionPolicy returns Redis's maxmemory-policy, or "" when the server does not let
+// clients read its configuration (some managed offerings).
+func (s *Store) EvictionPolicy(ctx context.Context) string {
+	v, err := s.rdb.ConfigGet(ctx, "maxmemory-policy").Result()
+	if err != nil {
+		return ""
+	}
+	return v["maxmemory-policy"]
 }
 
 func isConnRefused(err error) bool {
