@@ -134,7 +134,7 @@ func run() error {
 type precreate struct {
 	mu      sync.Mutex
 	wake    *sync.Cond
-	queue   []string // names decoded and not yet created; the decoder never waits for the disk
+	queue   []string // paths of models decoded and not yet created; the decoder never waits for the disk
 	stopped bool
 	done    chan struct{}
 	created []string // files this run created, never files that were there before
@@ -157,8 +157,8 @@ func startPrecreate(out string) *precreate {
 			}
 			batch, pc.queue = pc.queue, batch[:0]
 			pc.mu.Unlock()
-			for _, name := range batch {
-				path := filepath.Join(out, filepath.FromSlash(convert.CubePath(name)))
+			for _, rel := range batch {
+				path := filepath.Join(out, filepath.FromSlash(rel))
 				if createEmpty(path) {
 					pc.created = append(pc.created, path)
 				}
@@ -174,7 +174,7 @@ func (pc *precreate) model(m *convert.Model) {
 		return
 	}
 	pc.mu.Lock()
-	pc.queue = append(pc.queue, m.Name)
+	pc.queue = append(pc.queue, convert.PathFor(m))
 	pc.mu.Unlock()
 	pc.wake.Signal()
 }

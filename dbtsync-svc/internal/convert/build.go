@@ -20,48 +20,77 @@ type Warning struct {
 	Message string `json:"message"`
 }
 
-// CubePath is where a model's data model is written.
-func CubePath(model string) string { return "model/cubes/" + model + ".yml" }
+// CubePath is where the cube of that name is written.
+func CubePath(cube string) string { return "model/cubes/" + cube + ".yml" }
+
+// PathFor is where a model's cube is written, unless another model's cube takes the
+// name first (then Prepare gives it a suffix).
+func PathFor(m *Model) string {
+	name, _ := memberName(m.Name)
+	return CubePath(name)
+}
 
 type cube struct {
-	Name        string       `yaml:"name"`
-	SQLTable    string       `yaml:"sql_table"`
-	Description string       `yaml:"description,omitempty"`
-	Dimensions  []*dimension `yaml:"dimensions,omitempty"`
-	Measures    []*measure   `yaml:"measures"`
-	Joins       []*join      `yaml:"joins,omitempty"`
+	Name        string
+	Title       string // the model's name when Name had to differ from it
+	SQLTable    string
+	Description string
+	Meta        map[string]any
+	Dimensions  []*dimension
+	Measures    []*measure
+	Joins       []*join
 
-	model *Model
+	model   *Model
+	dialect dialect
+	names   namespace // member names taken (dimensions and measures share one namespace)
 }
 
 type dimension struct {
-	Name        string `yaml:"name"`
-	SQL         string `yaml:"sql"`
-	Type        string `yaml:"type"`
-	PrimaryKey  bool   `yaml:"primary_key,omitempty"`
-	Description string `yaml:"description,omitempty"`
+	Name        string
+	Title       string // the column's name when Name had to differ from it
+	SQL         string
+	Type        string
+	PrimaryKey  bool
+	Description string
+	Meta        map[string]any
+
+	column string // the warehouse column it reads ("" for an expression)
 }
 
 type measure struct {
-	Name        string   `yaml:"name"`
-	SQL         string   `yaml:"sql,omitempty"`
-	Type        string   `yaml:"type"`
-	Title       string   `yaml:"title,omitempty"`
-	Description string   `yaml:"description,omitempty"`
-	Filters     []filter `yaml:"filters,omitempty"`
+	Name        string
+	SQL         string
+	Type        string
+	Title       string
+	Description string
+	Filters     []filter
 }
 
 type filter struct {
-	SQL string `yaml:"sql"`
+	SQL string
 }
 
 type join struct {
-	Name         string `yaml:"name"`
-	SQL          string `yaml:"sql"`
-	Relationship string `yaml:"relationship"`
+	Name         string
+	SQL          string
+	Relationship string
 }
 
-var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+// isIdent reports whether s matches ^[A-Za-z_][A-Za-z0-9_]*$, Cube's identifier rule (a
+// loop rather than a regexp: it runs for every column of every model).
+func isIdent(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (i > 0 && c >= '0' && c <= '9') {
+			continue
+		}
+		return false
+	}
+	return true
+}
 
 // Result is the outcome of a conversion.
 type Result struct {
@@ -104,7 +133,7 @@ func (c *Conversion) File(i int) File {
 // MayConvert reports whether m can become a file on its own merits; whether it does also
 // depends on the other models (two models of one name make one file).
 func MayConvert(m *Model) bool {
-	return m.Err == "" && identRE.MatchString(m.Name) && m.Enabled && m.Materialized != "ephemeral"
+	return m.Err == "" && m.Name != "" && m.Enabled && m.Materialized != "ephemeral"
 }
 
 // Prepare decides the whole data model of a project; see Build.
@@ -120,7 +149,9 @@ func Prepare(p *Project) *Conversion {
 		}
 		return models[i].UniqueID < models[j].UniqueID
 	})
-	cubes := map[string]*cube{}
+	d := dialectOf(p.Adapter)
+	cubes := map[string]*cube{} // by model name
+	cubeNames := namespace{}
 	var order []string
 	for _, m := range models {
 		label := m.UniqueID
@@ -131,8 +162,8 @@ func Prepare(p *Project) *Conversion {
 		case m.Err != "":
 			warn(label, "model skipped: %s", m.Err)
 			continue
-		case !identRE.MatchString(m.Name):
-			warn(label, "model skipped: name %q is not a valid identifier", m.Name)
+		case m.Name == "":
+			warn(label, "model skipped: it has no name")
 			continue
 		case !m.Enabled:
 			warn(label, "model skipped: it is disabled")
@@ -144,14 +175,18 @@ func Prepare(p *Project) *Conversion {
 			warn(label, "model skipped: another model is also named %q (%s)", m.Name, cubes[m.Name].model.UniqueID)
 			continue
 		}
-		cubes[m.Name] = newCube(m, warn)
+		c := newCube(m, d, cubeNames, warn)
+		if c == nil {
+			continue
+		}
+		cubes[m.Name] = c
 		order = append(order, m.Name)
 	}
 	applyTests(p.Tests, cubes, warn)
 	measureCube := applySemanticModels(p.SemanticModels, cubes, warn)
 	applyMetrics(p.Metrics, cubes, measureCube, warn)
-	// Paths differ only by the model name, so name order is path order.
-	sort.Slice(order, func(i, j int) bool { return CubePath(order[i]) < CubePath(order[j]) })
+	pruneJoins(order, cubes, warn)
+	sort.Slice(order, func(i, j int) bool { return CubePath(cubes[order[i]].Name) < CubePath(cubes[order[j]].Name) })
 	conv.cubes = make([]*cube, len(order))
 	for i, name := range order {
 		conv.cubes[i] = cubes[name]
@@ -159,19 +194,27 @@ func Prepare(p *Project) *Conversion {
 	return conv
 }
 
-func newCube(m *Model, warn func(model, format string, args ...any)) *cube {
-	alias := m.Alias
-	if alias == "" {
-		alias = m.Name
-	}
-	var parts []string
-	for _, s := range []string{m.Database, m.Schema, alias} {
-		if s != "" {
-			parts = append(parts, s)
+func newCube(m *Model, d dialect, cubeNames namespace, warn func(model, format string, args ...any)) *cube {
+	table := m.RelationName
+	if table == "" {
+		alias := m.Alias
+		if alias == "" {
+			alias = m.Name
 		}
+		table = relationOf(d, m.Database, m.Schema, alias)
 	}
-	c := &cube{Name: m.Name, SQLTable: strings.Join(parts, "."), Description: strings.TrimSpace(m.Description), model: m}
-	c.Measures = []*measure{{Name: "count", Type: "count"}}
+	if !sqlSafe(table) {
+		warn(m.UniqueID, "model skipped: its relation %q has a brace or control character, which Cube's SQL cannot hold", table)
+		return nil
+	}
+	name, renamed := memberName(m.Name)
+	name = cubeNames.claim(name)
+	c := &cube{Name: name, SQLTable: sqlEscape(table), Description: strings.TrimSpace(m.Description), Meta: m.Meta,
+		model: m, dialect: d, names: namespace{}}
+	if renamed || name != m.Name {
+		c.Title = m.Name
+	}
+	c.Measures = []*measure{{Name: c.names.claim("count"), Type: "count"}}
 	pk := map[string]bool{}
 	for _, k := range m.PrimaryKey {
 		pk[k] = true
@@ -180,16 +223,16 @@ func newCube(m *Model, warn func(model, format string, args ...any)) *cube {
 		pk[k] = true
 	}
 	for _, col := range m.Columns {
-		if !identRE.MatchString(col.Name) {
-			warn(m.UniqueID, "column %q skipped: not a valid identifier", col.Name)
+		if !sqlSafe(col.Name) || col.Name == "" {
+			warn(m.UniqueID, "column %q skipped: a brace or control character cannot appear in Cube's SQL", col.Name)
 			continue
 		}
-		if c.dimension(col.Name) != nil {
+		if c.column(col.Name) != nil {
 			continue
 		}
 		typ := ""
-		if d, ok := col.Meta["dimension"].(map[string]any); ok {
-			if t, ok := d["type"].(string); ok {
+		if dm, ok := col.Meta["dimension"].(map[string]any); ok {
+			if t, ok := dm["type"].(string); ok {
 				typ, _ = dimensionType(t)
 			}
 		}
@@ -200,49 +243,118 @@ func newCube(m *Model, warn func(model, format string, args ...any)) *cube {
 				warn(m.UniqueID, "column %q: unknown data type %q, typed as string", col.Name, col.DataType)
 			}
 		}
-		isPK := pk[col.Name]
+		isPK := pk[col.Name] || col.PrimaryKey
 		if b, ok := col.Meta["primary_key"].(bool); ok && b {
 			isPK = true
 		}
-		c.Dimensions = append(c.Dimensions, &dimension{Name: col.Name, SQL: columnSQL(col.Name), Type: typ, PrimaryKey: isPK, Description: strings.TrimSpace(col.Description)})
+		dim := c.addDimension(col.Name, c.columnSQL(col.Name, col.Quote), typ)
+		dim.column, dim.PrimaryKey, dim.Description, dim.Meta = col.Name, isPK, strings.TrimSpace(col.Description), col.Meta
 		for _, key := range []string{"metrics", "measures"} {
 			defs, _ := col.Meta[key].(map[string]any)
-			for _, name := range sortedKeys(defs) {
-				def, _ := defs[name].(map[string]any)
-				c.addMetaMeasure(name, def, columnSQL(col.Name), warn)
+			for _, mname := range sortedKeys(defs) {
+				def, _ := defs[mname].(map[string]any)
+				c.addMetaMeasure(mname, def, dim.SQL, warn)
 			}
 		}
 	}
 	for _, key := range []string{"metrics", "measures"} {
 		defs, _ := m.Meta[key].(map[string]any)
-		for _, name := range sortedKeys(defs) {
-			def, _ := defs[name].(map[string]any)
-			c.addMetaMeasure(name, def, "", warn)
+		for _, mname := range sortedKeys(defs) {
+			def, _ := defs[mname].(map[string]any)
+			c.addMetaMeasure(mname, def, "", warn)
 		}
 	}
 	return c
 }
 
-func columnSQL(col string) string { return "{CUBE}." + col }
+// addDimension adds a dimension named after want (rewritten and made unique as needed,
+// the original kept as its title).
+func (c *cube) addDimension(want, sql, typ string) *dimension {
+	name, renamed := memberName(want)
+	name = c.names.claim(name)
+	d := &dimension{Name: name, SQL: sql, Type: typ}
+	if renamed || name != want {
+		d.Title = want
+	}
+	c.Dimensions = append(c.Dimensions, d)
+	return d
+}
 
-// exprSQL is a MetricFlow expr as cube SQL: a bare column gets the {CUBE} prefix.
-func exprSQL(expr, fallback string) string {
+// columnSQL is the SQL of a column of the cube's table, quoted for the warehouse whenever
+// the bare name would not reach it.
+func (c *cube) columnSQL(col string, force bool) string {
+	return "{CUBE}." + sqlEscape(quoteIdent(c.dialect, col, force))
+}
+
+// exprSQL is a MetricFlow expr as cube SQL: a bare column is quoted like any column,
+// anything else is the author's SQL.
+func (c *cube) exprSQL(expr, fallback string) string {
 	if expr == "" {
 		expr = fallback
 	}
-	if identRE.MatchString(expr) {
-		return columnSQL(expr)
+	if isIdent(expr) {
+		if d := c.column(expr); d != nil {
+			return d.SQL
+		}
+		return c.columnSQL(expr, false)
 	}
 	return expr
 }
 
+// column is the dimension reading the warehouse column col.
+func (c *cube) column(col string) *dimension {
+	for _, d := range c.Dimensions {
+		if d.column == col {
+			return d
+		}
+	}
+	return nil
+}
+
+// dimension finds a dimension by the warehouse column it reads, else by its member name.
 func (c *cube) dimension(name string) *dimension {
+	if d := c.column(name); d != nil {
+		return d
+	}
 	for _, d := range c.Dimensions {
 		if d.Name == name {
 			return d
 		}
 	}
 	return nil
+}
+
+// pruneJoins drops the joins Cube refuses: it needs a primary key on both sides of a join
+// (several primary_key dimensions are one composite key) to aggregate without fan-out.
+func pruneJoins(order []string, cubes map[string]*cube, warn func(model, format string, args ...any)) {
+	byName := map[string]*cube{}
+	for _, name := range order {
+		byName[cubes[name].Name] = cubes[name]
+	}
+	for _, name := range order {
+		c := cubes[name]
+		kept := c.Joins[:0]
+		for _, j := range c.Joins {
+			switch {
+			case !c.hasKey():
+				warn(c.model.UniqueID, "join to %q left out: cube %q has no primary key (a primary_key constraint, tag or meta, or unique and not_null tests)", j.Name, c.Name)
+			case byName[j.Name] != nil && !byName[j.Name].hasKey():
+				warn(c.model.UniqueID, "join to %q left out: that cube has no primary key", j.Name)
+			default:
+				kept = append(kept, j)
+			}
+		}
+		c.Joins = kept
+	}
+}
+
+func (c *cube) hasKey() bool {
+	for _, d := range c.Dimensions {
+		if d.PrimaryKey {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *cube) measure(name string) *measure {
@@ -256,19 +368,22 @@ func (c *cube) measure(name string) *measure {
 
 // addMeasure adds m unless the name is taken or invalid. Dimensions and measures share
 // one namespace in a cube, so a measure named like a dimension gets its type as a suffix.
+// A name that is not a valid or free Cube identifier is rewritten (memberName), the
+// original kept as the title.
 func (c *cube) addMeasure(m *measure, warn func(model, format string, args ...any)) bool {
-	if !identRE.MatchString(m.Name) {
-		warn(c.model.UniqueID, "measure %q skipped: not a valid identifier", m.Name)
+	orig := m.Name
+	name, renamed := memberName(orig)
+	if c.measure(name) != nil {
+		warn(c.model.UniqueID, "measure %q skipped: the cube already has a measure of that name", orig)
 		return false
 	}
-	if c.dimension(m.Name) != nil {
-		renamed := m.Name + "_" + m.Type
-		warn(c.model.UniqueID, "measure %q renamed %q: a dimension has that name", m.Name, renamed)
-		m.Name = renamed
+	if c.names[name] {
+		name += "_" + m.Type
+		warn(c.model.UniqueID, "measure %q renamed %q: a dimension has that name", orig, name)
 	}
-	if c.measure(m.Name) != nil || c.dimension(m.Name) != nil {
-		warn(c.model.UniqueID, "measure %q skipped: the cube already has a measure of that name", m.Name)
-		return false
+	m.Name = c.names.claim(name)
+	if (renamed || m.Name != orig) && m.Title == "" {
+		m.Title = orig
 	}
 	c.Measures = append(c.Measures, m)
 	return true
@@ -345,25 +460,37 @@ func applyTests(tests []Test, cubes map[string]*cube, warn func(model, format st
 		if c == nil {
 			continue
 		}
-		if t.ToModel == "" || !identRE.MatchString(t.ToColumn) || !identRE.MatchString(t.Column) {
+		if t.ToModel == "" || !sqlSafe(t.ToColumn) || !sqlSafe(t.Column) || t.ToColumn == "" || t.Column == "" {
 			continue // a relationship to a source or of an unusual shape: no cube to join
 		}
-		if cubes[t.ToModel] == nil {
+		to := cubes[t.ToModel]
+		if to == nil {
 			warn(c.model.UniqueID, "join to %q skipped: that model is not part of the data model", t.ToModel)
 			continue
 		}
-		if dup := c.join(t.ToModel); dup != nil {
-			if dup.SQL != joinSQL(t) {
+		sql := joinSQL(c, to, t)
+		if dup := c.join(to.Name); dup != nil {
+			if dup.SQL != sql {
 				warn(c.model.UniqueID, "join to %q on %s skipped: the cube already joins %q", t.ToModel, t.Column, t.ToModel)
 			}
 			continue
 		}
-		c.Joins = append(c.Joins, &join{Name: t.ToModel, SQL: joinSQL(t), Relationship: "many_to_one"})
+		c.Joins = append(c.Joins, &join{Name: to.Name, SQL: sql, Relationship: "many_to_one"})
 	}
 }
 
-func joinSQL(t Test) string {
-	return "{CUBE}." + t.Column + " = {" + t.ToModel + "}." + t.ToColumn
+// joinSQL joins the tested column of c to the referenced column of to, each quoted for
+// the warehouse as that cube's dimension of the column is.
+func joinSQL(c, to *cube, t Test) string {
+	from := c.columnSQL(t.Column, false)
+	if d := c.column(t.Column); d != nil {
+		from = d.SQL
+	}
+	target := to.columnSQL(t.ToColumn, false)
+	if d := to.column(t.ToColumn); d != nil {
+		target = d.SQL
+	}
+	return from + " = {" + to.Name + "}" + strings.TrimPrefix(target, "{CUBE}")
 }
 
 func (c *cube) join(name string) *join {
@@ -402,8 +529,9 @@ func applySemanticModels(sms []SemanticModel, cubes map[string]*cube, warn func(
 				if e.Type == "primary" {
 					d.PrimaryKey = true
 				}
-			} else if identRE.MatchString(col) {
-				c.Dimensions = append(c.Dimensions, &dimension{Name: col, SQL: columnSQL(col), Type: "string", PrimaryKey: e.Type == "primary"})
+			} else if isIdent(col) {
+				d := c.addDimension(col, c.columnSQL(col, false), "string")
+				d.column, d.PrimaryKey = col, e.Type == "primary"
 			}
 		}
 		for _, d := range sm.Dimensions {
@@ -420,17 +548,22 @@ func applySemanticModels(sms []SemanticModel, cubes map[string]*cube, warn func(
 				}
 				continue
 			}
-			if !identRE.MatchString(d.Name) {
-				warn(c.model.UniqueID, "dimension %q of semantic model %q skipped: not a valid identifier", d.Name, sm.Name)
+			if !sqlSafe(d.Expr) {
+				warn(c.model.UniqueID, "dimension %q of semantic model %q skipped: its expression has a brace", d.Name, sm.Name)
 				continue
 			}
 			if src := c.dimension(d.Expr); src != nil && typ == "string" {
 				typ = src.Type
 			}
-			c.Dimensions = append(c.Dimensions, &dimension{Name: d.Name, SQL: exprSQL(d.Expr, d.Name), Type: typ, Description: strings.TrimSpace(d.Description)})
+			nd := c.addDimension(d.Name, c.exprSQL(d.Expr, d.Name), typ)
+			nd.Description = strings.TrimSpace(d.Description)
 		}
 		for _, m := range sm.Measures {
-			sql := exprSQL(m.Expr, m.Name)
+			if !sqlSafe(m.Expr) {
+				warn(c.model.UniqueID, "measure %q of semantic model %q skipped: its expression has a brace", m.Name, sm.Name)
+				continue
+			}
+			sql := c.exprSQL(m.Expr, m.Name)
 			typ, ok := metricFlowAgg[m.Agg]
 			switch {
 			case ok:
@@ -590,12 +723,31 @@ func (c *cube) translateFilter(f string) (string, error) {
 	return out, nil
 }
 
+var typeParamsRE = regexp.MustCompile(`\([^()]*\)`)
+
 // dimensionType maps a warehouse data type to a dimension type; an empty type is string
-// (dbt without column types), an unrecognized one is string and not known.
+// (dbt without column types), an unrecognized one is string and not known. Parameters and
+// nesting go first: NUMBER(38,0) is number, TIMESTAMP(6) WITH TIME ZONE is time,
+// STRUCT<…>, ARRAY<…>, MAP<…> and INT[] are string.
 func dimensionType(dataType string) (string, bool) {
 	t := strings.ToLower(strings.TrimSpace(dataType))
-	if i := strings.IndexAny(t, "(<"); i >= 0 {
-		t = strings.TrimSpace(t[:i])
+	if i := strings.IndexByte(t, '<'); i >= 0 {
+		t = t[:i]
+	}
+	if strings.HasSuffix(t, "]") {
+		return "string", true // an array (Postgres int[], DuckDB VARCHAR[])
+	}
+	if strings.IndexByte(t, '(') >= 0 {
+		t = strings.Join(strings.Fields(typeParamsRE.ReplaceAllString(t, " ")), " ")
+	}
+	switch t {
+	case "struct", "record", "map", "list", "array", "geography", "geometry", "interval", "variant", "object", "super",
+		"json", "jsonb", "xml", "blob", "bytea", "bit", "varbit", "hllsketch", "range", "union", "tsvector", "inet", "cidr", "macaddr":
+		return "string", true
+	case "utinyint", "usmallint", "uinteger", "ubigint", "uhugeint", "serial", "bigserial", "smallserial", "long", "short", "byte":
+		return "number", true
+	case "timestamp_s", "timestamp_ms", "timestamp_ns", "timestamp_us", "timestamp with local time zone", "datetimeoffset", "timetz":
+		return "time", true
 	}
 	switch t {
 	case "", "string":
@@ -645,8 +797,9 @@ func sortedKeys(m map[string]any) []string {
 }
 
 // render writes the cube as YAML. A small emitter rather than a YAML library: the shape is
-// fixed, and a generic encoder costs most of a large conversion's time. Identifiers are
-// plain scalars; every other string is double-quoted (Go quoting is valid YAML quoting).
+// fixed, and a generic encoder costs most of a large conversion's time. Names are valid
+// identifiers, written plain; every other string is double-quoted (Go quoting is valid
+// YAML quoting), and free text goes through cubeText first.
 func (c *cube) render() string {
 	var b strings.Builder
 	b.Grow(256 + 160*len(c.Dimensions) + 96*len(c.Measures))
@@ -661,24 +814,37 @@ func (c *cube) render() string {
 		}
 		b.WriteByte('\n')
 	}
+	text := func(indent, key, val string) {
+		if val != "" {
+			kv(indent, key, cubeText(val), true)
+		}
+	}
+	meta := func(indent string, m map[string]any) {
+		if len(m) > 0 {
+			b.WriteString(indent)
+			b.WriteString("meta: ")
+			writeFlow(&b, m, 0)
+			b.WriteByte('\n')
+		}
+	}
 	b.WriteString("cubes:\n")
 	kv("  - ", "name", c.Name, false)
+	text("    ", "title", c.Title)
 	kv("    ", "sql_table", c.SQLTable, true)
-	if c.Description != "" {
-		kv("    ", "description", c.Description, true)
-	}
+	text("    ", "description", c.Description)
+	meta("    ", c.Meta)
 	if len(c.Dimensions) > 0 {
 		b.WriteString("    dimensions:\n")
 		for _, d := range c.Dimensions {
 			kv("      - ", "name", d.Name, false)
+			text("        ", "title", d.Title)
 			kv("        ", "sql", d.SQL, true)
 			kv("        ", "type", d.Type, false)
 			if d.PrimaryKey {
 				kv("        ", "primary_key", "true", false)
 			}
-			if d.Description != "" {
-				kv("        ", "description", d.Description, true)
-			}
+			text("        ", "description", d.Description)
+			meta("        ", d.Meta)
 		}
 	}
 	b.WriteString("    measures:\n")
@@ -688,12 +854,8 @@ func (c *cube) render() string {
 			kv("        ", "sql", m.SQL, true)
 		}
 		kv("        ", "type", m.Type, false)
-		if m.Title != "" {
-			kv("        ", "title", m.Title, true)
-		}
-		if m.Description != "" {
-			kv("        ", "description", m.Description, true)
-		}
+		text("        ", "title", m.Title)
+		text("        ", "description", m.Description)
 		if len(m.Filters) > 0 {
 			b.WriteString("        filters:\n")
 			for _, f := range m.Filters {
@@ -710,4 +872,48 @@ func (c *cube) render() string {
 		}
 	}
 	return b.String()
+}
+
+// maxMetaDepth bounds how deep a meta value is written; deeper values become null.
+const maxMetaDepth = 16
+
+// writeFlow writes a decoded JSON value as a YAML flow value. Braces are spaced ("{ k: v }")
+// so that nested objects never put two braces together, which Cube would take for Jinja.
+func writeFlow(b *strings.Builder, v any, depth int) {
+	if depth > maxMetaDepth {
+		b.WriteString("null")
+		return
+	}
+	switch x := v.(type) {
+	case nil:
+		b.WriteString("null")
+	case bool:
+		b.WriteString(strconv.FormatBool(x))
+	case float64:
+		b.WriteString(strconv.FormatFloat(x, 'g', -1, 64))
+	case string:
+		b.WriteString(strconv.Quote(cubeText(x)))
+	case []any:
+		b.WriteString("[ ")
+		for i, e := range x {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			writeFlow(b, e, depth+1)
+		}
+		b.WriteString(" ]")
+	case map[string]any:
+		b.WriteString("{ ")
+		for i, k := range sortedKeys(x) {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(strconv.Quote(cubeText(k)))
+			b.WriteString(": ")
+			writeFlow(b, x[k], depth+1)
+		}
+		b.WriteString(" }")
+	default:
+		b.WriteString("null")
+	}
 }

@@ -208,7 +208,7 @@ func TestConvertRules(t *testing.T) {
 			"customer_id": map[string]any{"name": "customer_id", "data_type": "integer"},
 			"placed_at":   map[string]any{"name": "placed_at", "data_type": "timestamp_ntz"},
 			"is_paid":     map[string]any{"name": "is_paid", "data_type": "boolean"},
-			"shape":       map[string]any{"name": "shape", "data_type": "geography"},
+			"shape":       map[string]any{"name": "shape", "data_type": "hyperloglog"},
 			"amount": map[string]any{"name": "amount", "data_type": "numeric(10,2)",
 				"meta": map[string]any{"metrics": map[string]any{"total_amount": map[string]any{"type": "sum", "description": "from meta"}}}},
 		}, map[string]any{"meta": map[string]any{"primary_key": "wrong"}, "config": map[string]any{"materialized": "table", "meta": map[string]any{"measures": map[string]any{"paid_orders": map[string]any{"type": "count_distinct", "sql": "CASE WHEN {CUBE}.is_paid THEN {CUBE}.id END"}}}}}),
@@ -231,7 +231,7 @@ func TestConvertRules(t *testing.T) {
 		paths = append(paths, f.Path)
 		files[f.Path] = f.Content
 	}
-	if got, want := strings.Join(paths, ","), "model/cubes/customers.yml,model/cubes/orders.yml"; got != want {
+	if got, want := strings.Join(paths, ","), "model/cubes/bad_name.yml,model/cubes/customers.yml,model/cubes/orders.yml"; got != want {
 		t.Fatalf("files = %s, want %s", got, want)
 	}
 	orders := files["model/cubes/orders.yml"]
@@ -253,6 +253,9 @@ func TestConvertRules(t *testing.T) {
 	if strings.Contains(orders, "placed_at\"\n        type: time\n        primary_key") {
 		t.Error("a column with only a unique test became a primary key")
 	}
+	if !strings.Contains(files["model/cubes/bad_name.yml"], "- name: bad_name\n    title: \"bad name\"\n") {
+		t.Errorf("a model whose name is not an identifier becomes a cube named after it, titled with it:\n%s", files["model/cubes/bad_name.yml"])
+	}
 	if !strings.Contains(files["model/cubes/customers.yml"], "primary_key: true") {
 		t.Error("column meta primary_key was ignored")
 	}
@@ -261,9 +264,8 @@ func TestConvertRules(t *testing.T) {
 		warnings[w.Model+": "+w.Message] = true
 	}
 	for _, want := range []string{
-		`model.p.orders: column "shape": unknown data type "geography", typed as string`,
+		`model.p.orders: column "shape": unknown data type "hyperloglog", typed as string`,
 		"model.p.eph: model skipped: ephemeral models have no table to query",
-		`model.p.bad: model skipped: name "bad name" is not a valid identifier`,
 	} {
 		if !warnings[want] {
 			t.Errorf("missing warning %q in %v", want, res.Warnings)
@@ -338,7 +340,57 @@ func FuzzDecodeManifest(f *testing.F) {
 		if err != nil {
 			return
 		}
-		convert.Build(p)
+		for _, file := range convert.Build(p).Files {
+			checkCubeYAML(t, file)
+		}
+	})
+}
+
+// checkCubeYAML: a generated file is YAML with one named cube, and holds no Jinja
+// delimiter, which would make Cube treat it as a template.
+func checkCubeYAML(t *testing.T, file convert.File) {
+	t.Helper()
+	var doc struct {
+		Cubes []struct {
+			Name string `yaml:"name"`
+		} `yaml:"cubes"`
+	}
+	if err := yaml.Unmarshal([]byte(file.Content), &doc); err != nil {
+		t.Fatalf("%s is not YAML: %v\n%s", file.Path, err, file.Content)
+	}
+	if len(doc.Cubes) != 1 || doc.Cubes[0].Name == "" {
+		t.Fatalf("%s does not hold one named cube:\n%s", file.Path, file.Content)
+	}
+	for _, delim := range []string{"{{", "}}", "{%", "%}"} {
+		if strings.Contains(file.Content, delim) {
+			t.Fatalf("%s holds the Jinja delimiter %q:\n%s", file.Path, delim, file.Content)
+		}
+	}
+}
+
+// FuzzCubeText: whatever text a model's description, a column's name and description
+// and its meta hold, the file is valid YAML, free of Jinja, and carries the text.
+func FuzzCubeText(f *testing.F) {
+	for _, s := range []string{"plain", "{{ jinja }}", "{% if %}", "a \\ b \" c", "tab\tnl\n", "\x00\x1b[31m", "Order Date", "2fa", "sql", "é{}"} {
+		f.Add(s, s)
+	}
+	f.Fuzz(func(t *testing.T, desc, name string) {
+		nodes := map[string]any{"model.p.m": model("m", map[string]any{
+			"c": map[string]any{"name": name, "description": desc, "data_type": desc, "meta": map[string]any{"k": desc, "n": map[string]any{"x": map[string]any{"y": desc}}}},
+		}, map[string]any{"description": desc})}
+		raw, err := json.Marshal(map[string]any{"metadata": map[string]any{"adapter_type": "postgres"}, "nodes": nodes})
+		if err != nil {
+			return
+		}
+		p, err := convert.DecodeManifest(bytes.NewReader(raw))
+		if err != nil {
+			t.Fatalf("a manifest of valid JSON failed to decode: %v", err)
+		}
+		res := convert.Build(p)
+		if len(res.Files) != 1 {
+			t.Fatalf("want one file, got %d (%v)", len(res.Files), res.Warnings)
+		}
+		checkCubeYAML(t, res.Files[0])
 	})
 }
 
@@ -366,7 +418,7 @@ func TestDecodeManifestNotifyAnnouncesTheModelsThatConvert(t *testing.T) {
 			p, err := convert.DecodeManifestNotify(f, func(m *convert.Model) {
 				seen = append(seen, m)
 				if convert.MayConvert(m) {
-					announced[convert.CubePath(m.Name)] = true
+					announced[convert.PathFor(m)] = true
 				}
 			})
 			if err != nil {

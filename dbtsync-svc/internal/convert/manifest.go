@@ -69,10 +69,12 @@ func DecodeManifestNotify(r io.Reader, onModel func(*Model)) (*Project, error) {
 		case "metadata":
 			var md struct {
 				Version string `json:"dbt_schema_version"`
+				Adapter string `json:"adapter_type"`
 			}
 			if err := readInto(dec, &md); err != nil {
 				return nil, err
 			}
+			p.Adapter = md.Adapter
 			if md.Version != "" {
 				v, err := CheckSchemaVersion(md.Version)
 				if err != nil {
@@ -257,13 +259,32 @@ func decodeColumn(dec *jsontext.Decoder) (c Column, problem string, err error) {
 			return text(key, &c.DataType)
 		case "meta":
 			return readMeta(dec, &meta)
+		case "quote":
+			if dec.PeekKind() == 't' {
+				c.Quote = true
+			}
+			return notJSON2(dec.SkipValue())
+		case "tags":
+			return readPrimaryKeyTag(dec, &c.PrimaryKey)
+		case "constraints":
+			var cs []rawConstraint
+			if err := readLenient(dec, &cs); err != nil {
+				return err
+			}
+			for _, k := range cs {
+				c.PrimaryKey = c.PrimaryKey || k.Type == "primary_key"
+			}
+			return nil
 		case "config":
 			if dec.PeekKind() != '{' {
 				return notJSON2(dec.SkipValue())
 			}
 			return eachMember(dec, func(key string) error {
-				if key == "meta" {
+				switch key {
+				case "meta":
 					return readMeta(dec, &cmeta)
+				case "tags":
+					return readPrimaryKeyTag(dec, &c.PrimaryKey)
 				}
 				return notJSON2(dec.SkipValue())
 			})
@@ -307,6 +328,37 @@ func readMeta(dec *jsontext.Decoder, dst *map[string]any) error {
 	return notJSON2(dec.SkipValue())
 }
 
+// rawConstraint is a dbt model or column constraint (dbt 1.5+).
+type rawConstraint struct {
+	Type    string   `json:"type"`
+	Columns []string `json:"columns"`
+}
+
+// readLenient decodes a value into dst, ignoring a value of another shape (as a missing one).
+func readLenient(dec *jsontext.Decoder, dst any) error {
+	val, err := dec.ReadValue()
+	if err != nil {
+		return notJSON(err)
+	}
+	_ = json.Unmarshal(val, dst)
+	return nil
+}
+
+// readPrimaryKeyTag sets *pk when a tags value (a string or an array of strings) holds
+// primary_key, the tag cube_dbt reads as a primary key.
+func readPrimaryKeyTag(dec *jsontext.Decoder, pk *bool) error {
+	var tags any
+	if err := readLenient(dec, &tags); err != nil {
+		return err
+	}
+	for _, t := range metaStrings(tags) {
+		if t == "primary_key" {
+			*pk = true
+		}
+	}
+	return nil
+}
+
 type rawTestMetadata struct {
 	Name   string         `json:"name"`
 	Kwargs map[string]any `json:"kwargs"`
@@ -325,6 +377,7 @@ func decodeNode(dec *jsontext.Decoder, id string, p *Project, onModel func(*Mode
 		columnName   string
 		attached     string
 		refs         []string
+		constraints  []rawConstraint
 	)
 	err := eachMember(dec, func(key string) error {
 		switch key {
@@ -334,6 +387,13 @@ func decodeNode(dec *jsontext.Decoder, id string, p *Project, onModel func(*Mode
 			return readString(dec, &m.Name)
 		case "alias":
 			return readString(dec, &m.Alias)
+		case "relation_name":
+			return readString(dec, &m.RelationName)
+		case "constraints":
+			if err := readLenient(dec, &constraints); err != nil {
+				return err
+			}
+			return nil
 		case "database":
 			return readString(dec, &m.Database)
 		case "schema":
@@ -411,6 +471,11 @@ func decodeNode(dec *jsontext.Decoder, id string, p *Project, onModel func(*Mode
 	}
 	switch resourceType {
 	case "model":
+		for _, k := range constraints {
+			if k.Type == "primary_key" {
+				m.PrimaryKey = append(m.PrimaryKey, k.Columns...)
+			}
+		}
 		m.Columns = columns
 		m.Meta = mergeMeta(meta, cmeta)
 		p.Models = append(p.Models, m)

@@ -6,7 +6,8 @@ import "errors"
 
 // Project is what the conversion needs of a dbt project, whichever way it was read.
 type Project struct {
-	SchemaVersion  int // manifest schema version (0 when read from project files)
+	SchemaVersion  int    // manifest schema version (0 when read from project files)
+	Adapter        string // metadata.adapter_type: how the warehouse quotes and folds names
 	Models         []*Model
 	Tests          []Test
 	SemanticModels []SemanticModel
@@ -18,6 +19,7 @@ type Model struct {
 	UniqueID     string
 	Name         string
 	Alias        string
+	RelationName string // dbt's own quoted name of the table or view, when the manifest has it
 	Database     string
 	Schema       string
 	Description  string
@@ -25,7 +27,7 @@ type Model struct {
 	Enabled      bool
 	Columns      []Column
 	Meta         map[string]any // meta merged with config.meta, config.meta winning
-	PrimaryKey   []string       // dbt 1.9+ `primary_key` of the node
+	PrimaryKey   []string       // dbt 1.9+ `primary_key` of the node, then model-level primary_key constraints
 	Err          string         // a problem found while reading the node (the model becomes a warning)
 }
 
@@ -35,6 +37,8 @@ type Column struct {
 	Description string
 	DataType    string
 	Meta        map[string]any
+	Quote       bool // dbt's quote: true
+	PrimaryKey  bool // a primary_key constraint or the primary_key tag on the column
 }
 
 // Test is a generic data test attached to a model column.
