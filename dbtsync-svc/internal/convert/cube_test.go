@@ -116,7 +116,7 @@ func col(name, typ string, extra ...any) map[string]any {
 
 func relTest(name, model, column, to, field string) map[string]any {
 	return map[string]any{"resource_type": "test", "name": name, "column_name": column, "attached_node": "model.p." + model,
-		"refs": []any{map[string]any{"name": model}},
+		"refs":          []any{map[string]any{"name": model}},
 		"test_metadata": map[string]any{"name": "relationships", "kwargs": map[string]any{"to": "ref('" + to + "')", "field": field}}}
 }
 
