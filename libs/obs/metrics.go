@@ -53,10 +53,32 @@ func NewHTTPMetrics(reg prometheus.Registerer, service string) *HTTPMetrics {
 // MetricPrefix turns a service name such as "workspace-svc" into "workspace_svc".
 func MetricPrefix(service string) string { return strings.ReplaceAll(service, "-", "_") }
 
-// Observe records one request.
+// Observe records one request. route must come from the route table (never the client's
+// path); the method is bounded by MethodLabel and the code by CodeLabel.
 func (m *HTTPMetrics) Observe(route, method string, code int, elapsed time.Duration) {
-	m.Requests.WithLabelValues(route, method, strconv.Itoa(code)).Inc()
+	method = MethodLabel(method)
+	m.Requests.WithLabelValues(route, method, CodeLabel(code)).Inc()
 	m.Duration.WithLabelValues(route, method).Observe(elapsed.Seconds())
+}
+
+// MethodLabel is the method as a label or span attribute: one of the standard methods, or
+// OTHER for anything else a client sends (a method is any token, of any length, so it
+// would otherwise mint a new time series per request).
+func MethodLabel(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace:
+		return method
+	}
+	return "OTHER"
+}
+
+// CodeLabel is a status code as a label: the handlers write only codes from 100 to 599.
+func CodeLabel(code int) string {
+	if code < 100 || code > 599 {
+		return "other"
+	}
+	return strconv.Itoa(code)
 }
 
 // StatusRecorder remembers the status code a handler wrote.

@@ -76,7 +76,7 @@ func Handler(o Options) http.Handler {
 		if r.Pattern != "" { // otelhttp renames the span with this once routing has happened
 			return r.Pattern
 		}
-		return r.Method
+		return obs.MethodLabel(r.Method)
 	})))
 	return mux
 }

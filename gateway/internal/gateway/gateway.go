@@ -208,7 +208,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		info.Route = "unmatched"
 	}
 	ctx, span := g.tracer.Start(ctx, info.Route, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(attribute.String("http.request.method", r.Method)))
+		trace.WithAttributes(attribute.String("http.request.method", obs.MethodLabel(r.Method))))
 	rec := &obs.StatusRecorder{ResponseWriter: w}
 	w.Header().Set(server.RequestIDHeader, rid)
 	defer func() {

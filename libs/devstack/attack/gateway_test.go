@@ -1,0 +1,118 @@
+package attack_test
+
+import (
+	"bufio"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/analyticsco/platform/libs/devstack/stacktest"
+)
+
+// seriesCount is the number of time series a process's /metrics exposes.
+func seriesCount(t *testing.T, addr string) int { return len(seriesSet(t, addr)) }
+
+// seriesSet is the set of series (name and labels) a process's /metrics exposes.
+func seriesSet(t *testing.T, addr string) map[string]bool {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatalf("scrape %s: %v", addr, err)
+	}
+	defer resp.Body.Close()
+	set := map[string]bool{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if line := sc.Text(); line != "" && !strings.HasPrefix(line, "#") {
+			set[line[:strings.LastIndexByte(line, ' ')]] = true
+		}
+	}
+	return set
+}
+
+const tokenChars = "!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+func randomToken(r *rand.Rand, max int) string {
+	b := make([]byte, 1+r.IntN(max))
+	for i := range b {
+		b[i] = tokenChars[r.IntN(len(tokenChars))]
+	}
+	return string(b)
+}
+
+// flood sends n anonymous requests with random methods to random and real paths.
+func flood(t *testing.T, base string, n int, seed uint64) {
+	t.Helper()
+	paths := []string{"/api/v1/embed/session/exchange", "/api/v1/embed/.well-known/jwks.json", "/api/v1/openapi.json",
+		"/api/v1/deployments/1/workspace", "/build/api/v1/x"}
+	var wg sync.WaitGroup
+	var failures sync.Map
+	client := &http.Client{Timeout: requestTimeout}
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(seed, uint64(w)))
+			for i := w; i < n; i += 16 {
+				method := randomToken(r, 2000)
+				path := paths[r.IntN(len(paths))]
+				if r.IntN(2) == 0 {
+					path = "/" + strings.ReplaceAll(randomToken(r, 200), "%", "p") + "/" + randomToken(r, 50)
+				}
+				req, err := http.NewRequest(method, base+path, nil)
+				if err != nil {
+					continue // a path the client itself refuses to send
+				}
+				resp, err := client.Do(req)
+				if err != nil {
+					failures.Store(err.Error(), true)
+					continue
+				}
+				resp.Body.Close()
+				if resp.StatusCode >= 500 {
+					failures.Store(fmt.Sprintf("%s %s: %d", method[:min(len(method), 20)], path, resp.StatusCode), true)
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	failures.Range(func(k, _ any) bool { t.Errorf("flood: %v", k); return true })
+}
+
+// Finding 1: the HTTP method was a metric label, so random methods minted a new series per
+// request until the gateway ran out of memory. 10,000 requests with random methods and
+// paths must not add a single series to any process.
+func TestFinding01_RandomMethodsAndPathsAddNoSeries(t *testing.T) {
+	s := stacktest.Start(t, stacktest.Options{Env: noRateLimits})
+	flood(t, s.Gateway, 500, 1) // every (route, OTHER, status) the flood can produce exists now
+	// The gateway's own JWKS refresh (every 2 s here) is a GET of embed-svc's JWKS route.
+	if r := newAPI(s).call("GET", "/api/v1/embed/.well-known/jwks.json", "", nil); r.status != 200 {
+		t.Fatalf("jwks: %s", r)
+	}
+	before := map[string]map[string]bool{}
+	for _, p := range s.Processes() {
+		before[p.Name] = seriesSet(t, p.Addr)
+	}
+	flood(t, s.Gateway, 10_000, 2)
+	for _, p := range s.Processes() {
+		after := seriesSet(t, p.Addr)
+		if len(after) != len(before[p.Name]) {
+			var added []string
+			for k := range after {
+				if !before[p.Name][k] {
+					added = append(added, k)
+				}
+			}
+			sort.Strings(added)
+			if len(added) > 10 {
+				added = added[:10]
+			}
+			t.Errorf("%s: %d series before 10,000 random requests, %d after; new: %v", p.Name, len(before[p.Name]), len(after), added)
+		}
+	}
+}
