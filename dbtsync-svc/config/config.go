@@ -14,11 +14,18 @@ type Config struct {
 	MongoURI           string        `env:"MONGODB_URI" default:"mongodb://127.0.0.1:27018/" secret:"true" help:"MongoDB connection string (may hold a password)"`
 	MongoDatabase      string        `env:"MONGODB_DATABASE" default:"dbtsync" help:"database owned by dbtsync-svc"`
 	NATSURL            string        `env:"NATS_URL" default:"nats://127.0.0.1:4223" help:"NATS with JetStream: the job queue, job state and manifest object store"`
-	IdentitySigningKey string        `env:"IDENTITY_SIGNING_KEY" required:"true" secret:"true" help:"base64 HMAC key shared with the gateway; verifies the forwarded identity"`
+	IdentitySigningKey string        `env:"IDENTITY_SIGNING_KEY" secret:"true" help:"API mode, required there: base64 HMAC key shared with the gateway; verifies the forwarded identity (the worker serves no API and must not hold it)"`
 	CredentialsKey     string        `env:"DBT_CREDENTIALS_KEY" required:"true" secret:"true" help:"base64 32-byte key that encrypts saved dbt git credentials (AES-GCM)"`
 	WorkerConcurrency  int           `env:"DBT_SYNC_WORKER_CONCURRENCY" default:"2" help:"worker mode: sync jobs converted at once per replica"`
 	MaxAttempts        int           `env:"DBT_SYNC_MAX_ATTEMPTS" default:"5" help:"worker mode: runs of a sync job (with backoff between them) before it ends failed"`
 	AckWait            time.Duration `env:"DBT_SYNC_ACK_WAIT" default:"30s" help:"worker mode: a job whose worker went silent this long is redelivered"`
+	JobTimeout         time.Duration `env:"DBT_SYNC_JOB_TIMEOUT" default:"15m" help:"worker mode: a job still running after this long fails, saying so"`
+	CloneTimeout       time.Duration `env:"DBT_SYNC_CLONE_TIMEOUT" default:"2m" help:"worker mode: a git clone still running after this long fails the job, saying so"`
+	MaxRepoBytes       int64         `env:"DBT_SYNC_MAX_REPO_BYTES" default:"536870912" help:"worker mode: most bytes a clone downloads, and most bytes of its checked-out files; over it the job fails"`
+	MaxRepoFiles       int           `env:"DBT_SYNC_MAX_FILES" default:"50000" help:"worker mode: most files of a checked-out repository; over it the job fails"`
+	MaxFileBytes       int64         `env:"DBT_SYNC_MAX_FILE_BYTES" default:"16777216" help:"worker mode: largest repository file the conversion reads (dbt_project.yml, schema .yml); over it the job fails naming the file"`
+	AllowFileURLs      bool          `env:"DBT_SYNC_ALLOW_FILE_URLS" default:"false" help:"accept file:// repoUrl values (the local stack and tests; never in production)"`
+	AllowedHosts       []string      `env:"DBT_SYNC_ALLOWED_HOSTS" help:"comma-separated host names, addresses or CIDR prefixes that may be cloned although they are loopback, private or link-local (an in-cluster git server)"`
 }
 
 // Load reads the configuration from the environment.

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -49,9 +50,14 @@ func run(args []string) error {
 		return err
 	}
 	defer proc.Close()
-	signer, err := identity.NewSigner(cfg.IdentitySigningKey)
-	if err != nil {
-		return err
+	var signer *identity.Signer
+	if mode != "worker" {
+		if cfg.IdentitySigningKey == "" {
+			return errors.New("IDENTITY_SIGNING_KEY is required in API mode")
+		}
+		if signer, err = identity.NewSigner(cfg.IdentitySigningKey); err != nil {
+			return err
+		}
 	}
 	client, err := mongox.Connect(proc.Ctx, cfg.MongoURI, nil)
 	if err != nil {
@@ -65,10 +71,12 @@ func run(args []string) error {
 	defer nc.Drain()
 
 	registry := obs.NewRegistry()
-	deps := app.Deps{Mongo: client.Database(cfg.MongoDatabase), NATS: nc, Signer: signer, CredentialsKey: cfg.CredentialsKey, Registry: registry, Logger: proc.Logger}
+	deps := app.Deps{Mongo: client.Database(cfg.MongoDatabase), NATS: nc, Signer: signer, CredentialsKey: cfg.CredentialsKey, Registry: registry, Logger: proc.Logger,
+		Git: dbtsync.GitLimits{Policy: dbtsync.RepoPolicy{AllowFile: cfg.AllowFileURLs, AllowedHosts: cfg.AllowedHosts},
+			CloneTimeout: cfg.CloneTimeout, MaxRepoBytes: cfg.MaxRepoBytes, MaxFiles: cfg.MaxRepoFiles, MaxFileBytes: cfg.MaxFileBytes}}
 	var handler http.Handler = http.HandlerFunc(server.NotFound)
 	if mode == "worker" {
-		worker, err := app.NewWorker(proc.Ctx, deps, dbtsync.WorkerOptions{Concurrency: cfg.WorkerConcurrency, MaxAttempts: cfg.MaxAttempts, AckWait: cfg.AckWait}, "")
+		worker, err := app.NewWorker(proc.Ctx, deps, dbtsync.WorkerOptions{Concurrency: cfg.WorkerConcurrency, MaxAttempts: cfg.MaxAttempts, AckWait: cfg.AckWait, JobTimeout: cfg.JobTimeout}, "")
 		if err != nil {
 			return err
 		}

@@ -23,7 +23,8 @@ type Deps struct {
 	CredentialsKey string // base64 32 bytes
 	Registry       prometheus.Registerer
 	Logger         *slog.Logger
-	MaxBodyBytes   int64 // POST .../dbt-sync body limit (default 256 MiB)
+	MaxBodyBytes   int64             // POST .../dbt-sync body limit (default 256 MiB)
+	Git            dbtsync.GitLimits // repository policy and clone limits (zero: defaults, https only)
 }
 
 type common struct {
@@ -72,7 +73,7 @@ func NewAPI(ctx context.Context, d Deps) (*API, error) {
 	if err != nil {
 		return nil, err
 	}
-	svc := dbtsync.NewService(c.pipeline, c.store, c.sealer)
+	svc := dbtsync.NewService(c.pipeline, c.store, c.sealer, d.Git.Policy)
 	svc = dbtsync.LoggingMiddleware(d.Logger)(svc)
 	svc = dbtsync.InstrumentingMiddleware(c.metrics)(svc)
 	h := dbtsync.NewHTTPHandler(dbtsync.MakeEndpoints(svc), d.Logger, d.MaxBodyBytes)
@@ -85,5 +86,9 @@ func NewWorker(ctx context.Context, d Deps, opts dbtsync.WorkerOptions, cloneDir
 	if err != nil {
 		return nil, err
 	}
-	return dbtsync.NewWorker(c.pipeline, c.store, dbtsync.NewGitFetcher(c.sealer, cloneDir), c.metrics, d.Logger, opts), nil
+	git, err := dbtsync.NewGitFetcher(c.sealer, cloneDir, d.Git)
+	if err != nil {
+		return nil, err
+	}
+	return dbtsync.NewWorker(c.pipeline, c.store, git, c.metrics, d.Logger, opts), nil
 }

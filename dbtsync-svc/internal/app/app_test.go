@@ -8,13 +8,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -67,7 +70,15 @@ func newHarness(t *testing.T) *harness {
 		t.Fatal(err)
 	}
 	deps := app.Deps{Mongo: client.Database(devstack.UniqueName(t, "dbtsync")), NATS: nc, Signer: signer, CredentialsKey: credentialsKey(),
-		Registry: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler)}
+		Registry: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler),
+		Git: dbtsync.GitLimits{Policy: dbtsync.RepoPolicy{AllowFile: true, AllowedHosts: []string{"127.0.0.1"},
+			// example.test stands for a public git host; nothing dials it.
+			Resolve: func(_ context.Context, host string) ([]netip.Addr, error) {
+				if host == "example.test" {
+					return []netip.Addr{netip.MustParseAddr("203.0.113.10")}, nil
+				}
+				return net.DefaultResolver.LookupNetIP(context.Background(), "ip", host)
+			}}}}
 	api, err := app.NewAPI(context.Background(), deps)
 	if err != nil {
 		t.Fatal(err)
@@ -486,5 +497,57 @@ func TestGitIntegration(t *testing.T) {
 	raw, err := h.deps.Mongo.Collection("dbt_git_integrations").FindOne(context.Background(), map[string]any{}).Raw()
 	if err != nil || bytes.Contains(raw, []byte("s3cret")) {
 		t.Errorf("credentials stored in clear (err %v)", err)
+	}
+}
+
+// TestFinding03_JobThatKillsItsWorkerIsAttemptedAtMostMaxAttempts: a job whose input
+// takes its worker down (here: the worker is stopped whenever it converts that job) was
+// redelivered for ever, killing a worker each time. It is started at most MaxAttempts
+// times, then fails saying why, and the other jobs keep flowing.
+func TestFinding03_JobThatKillsItsWorkerIsAttemptedAtMostMaxAttempts(t *testing.T) {
+	h := newHarness(t)
+	const maxAttempts = 3
+	var poison atomic.Value
+	poison.Store("")
+	crashed := make(chan struct{}, 10)
+	start := func() func() {
+		return h.worker(dbtsync.WorkerOptions{MaxAttempts: maxAttempts, AckWait: time.Second, Phase: func(ctx context.Context, id, phase string) {
+			if phase == "converting" && id == poison.Load().(string) {
+				crashed <- struct{}{}
+				<-ctx.Done() // the worker dies mid-job: no outcome is recorded
+			}
+		}})
+	}
+	code, acc := h.do("POST", h.syncPath(), h.dev, map[string]any{"source": "manifest", "manifest": smallManifest("v12", "a"), "branchName": "poison"})
+	if code != 202 {
+		t.Fatal(code, acc)
+	}
+	id := acc["syncJobId"].(string)
+	poison.Store(id)
+	for i := 0; i < maxAttempts; i++ {
+		stop := start()
+		select {
+		case <-crashed:
+		case <-time.After(60 * time.Second):
+			t.Fatalf("run %d of the poisoned job never started", i+1)
+		}
+		stop()
+	}
+	start() // the next delivery finds the job started maxAttempts times
+	job := h.waitJob(id)
+	if job["status"] != "failed" || job["attempts"] != float64(maxAttempts) || !strings.Contains(fmt.Sprint(job["error"]), "stopped each time") {
+		t.Fatalf("job = %v, want failed after %d interrupted runs, saying so", job, maxAttempts)
+	}
+	select {
+	case <-crashed:
+		t.Fatal("the poisoned job ran again after its last attempt")
+	default:
+	}
+	code, acc = h.do("POST", h.syncPath(), h.dev, map[string]any{"source": "manifest", "manifest": smallManifest("v12", "b"), "branchName": "healthy"})
+	if code != 202 {
+		t.Fatal(code, acc)
+	}
+	if job := h.waitJob(acc["syncJobId"].(string)); job["status"] != "succeeded" {
+		t.Fatalf("another job after the poisoned one: %v", job)
 	}
 }

@@ -102,7 +102,7 @@ func TestTransientFailureIsRetriedWithBackoffThenFails(t *testing.T) {
 		t.Fatal(code, acc)
 	}
 	job := h.waitJob(acc["syncJobId"].(string))
-	if job["status"] != "failed" || job["attempts"] != 3.0 || !strings.Contains(fmt.Sprint(job["error"]), "connection refused") {
+	if job["status"] != "failed" || job["attempts"] != 3.0 || !strings.Contains(fmt.Sprint(job["error"]), "cannot be reached (network error)") {
 		t.Errorf("job = status %v attempts %v error %v, want failed after 3 attempts with the connection error", job["status"], job["attempts"], job["error"])
 	}
 	mu.Lock()

@@ -22,11 +22,13 @@ type syncService struct {
 	p      *Pipeline
 	store  *Store
 	sealer *Sealer
+	repos  RepoPolicy
 }
 
-// NewService builds the Service.
-func NewService(p *Pipeline, store *Store, sealer *Sealer) Service {
-	return &syncService{p: p, store: store, sealer: sealer}
+// NewService builds the Service; repos decides which repository URLs an integration may
+// save.
+func NewService(p *Pipeline, store *Store, sealer *Sealer, repos RepoPolicy) Service {
+	return &syncService{p: p, store: store, sealer: sealer, repos: repos}
 }
 
 // lazyUpload starts an object-store upload on the first write: most requests carry no
@@ -267,6 +269,9 @@ func integrationView(d *integrationDoc) DbtGitIntegration {
 func (s *syncService) PutIntegration(ctx context.Context, p *identity.Principal, dep int64, in IntegrationInput) (DbtGitIntegration, error) {
 	if err := authorize(p, roleIntegration); err != nil {
 		return DbtGitIntegration{}, err
+	}
+	if err := s.repos.CheckURL(ctx, in.RepoURL); err != nil {
+		return DbtGitIntegration{}, badRequest("field \"repoUrl\": %s", strings.TrimPrefix(err.Error(), errRefusedHost.Error()+": "))
 	}
 	d := integrationDoc{DeploymentID: dep, RepoURL: in.RepoURL, Branch: in.Branch, ProjectPath: in.ProjectPath, UpdatedAt: time.Now().UTC()}
 	if in.ManifestPath != nil {

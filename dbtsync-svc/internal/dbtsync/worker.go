@@ -26,6 +26,7 @@ type WorkerOptions struct {
 	Concurrency  int           // jobs converted at once (default 2)
 	MaxAttempts  int           // runs of a job before it ends failed (default 5)
 	AckWait      time.Duration // redelivery after a silent worker (default 30s)
+	JobTimeout   time.Duration // a run still going after this long fails (default 15m)
 	BlockedDelay time.Duration // retry delay of a job waiting for its branch (default 1s)
 	Backoff      func(attempt int) time.Duration
 	// Phase, when set, is called as a job passes "waiting", "converting" and "committed";
@@ -47,6 +48,9 @@ func (o *WorkerOptions) defaults() {
 	}
 	if o.AckWait <= 0 {
 		o.AckWait = 30 * time.Second
+	}
+	if o.JobTimeout <= 0 {
+		o.JobTimeout = 15 * time.Minute
 	}
 	if o.BlockedDelay <= 0 {
 		o.BlockedDelay = time.Second
@@ -172,6 +176,16 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 		_ = msg.NakWithDelay(w.opts.BlockedDelay)
 		return
 	}
+	// Attempts counts runs started, and is stored before the run: a job whose runs never
+	// returned (its input crashed or killed the worker every time) ends here, failed,
+	// instead of taking a worker down on every redelivery.
+	if job.Attempts >= w.opts.MaxAttempts {
+		reason := fmt.Sprintf("the job was started %d times and its worker stopped each time (crashed, killed or restarted) before it finished; it is not tried again", job.Attempts)
+		w.finish(context.WithoutCancel(ctx), job, StatusFailed, reason, nil, 0)
+		_ = msg.Ack()
+		log.Warn("sync job failed: too many interrupted runs", "attempts", job.Attempts)
+		return
+	}
 	now := time.Now().UTC()
 	job, err = w.p.updateJob(ctx, job.DeploymentID, job.SyncJobID, func(j *jobRecord) error {
 		j.Status, j.Attempts, j.Error = StatusRunning, j.Attempts+1, nil
@@ -201,11 +215,17 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 			}
 		}
 	}()
-	res, version, err := w.run(ctx, job)
+	runCtx, cancelRun := context.WithTimeout(ctx, w.opts.JobTimeout)
+	res, version, err := w.run(runCtx, job)
+	timedOut := runCtx.Err() == context.DeadlineExceeded
+	cancelRun()
 	close(stop)
 	if ctx.Err() != nil {
 		log.Warn("worker stopping mid-job; JetStream will redeliver it")
 		return
+	}
+	if timedOut && err != nil {
+		err = permanentError{fmt.Errorf("the job ran longer than %s (DBT_SYNC_JOB_TIMEOUT) and was stopped", w.opts.JobTimeout)}
 	}
 	bg := context.WithoutCancel(ctx)
 	if err != nil {

@@ -145,7 +145,7 @@ func Start(t testing.TB, o Options) *Stack {
 		"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "TMPDIR=" + os.TempDir(),
 		"MONGODB_URI=" + s.Mongo.URI, "NATS_URL=" + s.NATS.URL, "REDIS_URL=" + s.Redis.URL,
 		"IDENTITY_SIGNING_KEY=" + keys.identity, "DBT_CREDENTIALS_KEY=" + keys.dbt, "EMBED_KEY_ENCRYPTION_KEY=" + keys.embed,
-		"LOG_LEVEL=info", "SHUTDOWN_TIMEOUT=5s",
+		"LOG_LEVEL=info", "SHUTDOWN_TIMEOUT=5s", "DBT_SYNC_ALLOW_FILE_URLS=true",
 	}, o.Env...)
 
 	var urls = map[string][]string{}
@@ -201,7 +201,16 @@ func (s *Stack) writeKeys() stackKeys {
 func (s *Stack) spawn(name, binary string, args []string, addrVar string, extraEnv ...string) *Process {
 	s.t.Helper()
 	addr := devstack.FreeAddr(s.t)
-	env := append(append(append([]string{}, s.env...), addrVar+"="+addr, "OTEL_SERVICE_NAME="+name), extraEnv...)
+	var env []string
+	for _, kv := range s.env {
+		// The dbt worker runs untrusted repositories and serves no API: it never gets the
+		// key that signs forwarded identities.
+		if strings.HasPrefix(name, "dbtsync-worker") && strings.HasPrefix(kv, "IDENTITY_SIGNING_KEY=") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	env = append(append(env, addrVar+"="+addr, "OTEL_SERVICE_NAME="+name), extraEnv...)
 	p := &Process{Name: name, Addr: addr, args: append([]string{filepath.Join(s.bin, binary)}, args...), env: env}
 	s.mu.Lock()
 	s.procs[name] = p

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -39,7 +40,8 @@ type process struct {
 // processes is the table of services, in start order. Add rows here.
 func processes(cfg config, k keys) []process {
 	dbtEnv := func(addr string) []string {
-		return []string{"HTTP_ADDR=" + addr, "DBT_CREDENTIALS_KEY=" + k.DBTCredentialsKey}
+		// file:// repositories are for the local stack only (DBT_SYNC_ALLOW_FILE_URLS).
+		return []string{"HTTP_ADDR=" + addr, "DBT_CREDENTIALS_KEY=" + k.DBTCredentialsKey, "DBT_SYNC_ALLOW_FILE_URLS=true"}
 	}
 	return []process{
 		{Name: "workspace-svc", Binary: "workspace-svc", Addr: cfg.WorkspaceAddr,
@@ -224,7 +226,16 @@ func startChild(cfg config, p process, common []string, out *console, died chan<
 	}
 	cmd := exec.Command(path, p.Args...)
 	// Later entries win in os/exec, so the table overrides the parent env.
-	cmd.Env = append(append(append(os.Environ(), common...), "OTEL_SERVICE_NAME="+p.Name), p.Env...)
+	env := os.Environ()
+	for _, kv := range common {
+		// The dbt worker runs untrusted repositories and serves no API: it never gets the
+		// key that signs forwarded identities.
+		if p.Name == "dbtsync-worker" && strings.HasPrefix(kv, "IDENTITY_SIGNING_KEY=") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	cmd.Env = append(append(env, "OTEL_SERVICE_NAME="+p.Name), p.Env...)
 	w := out.Writer(p.Name)
 	cmd.Stdout, cmd.Stderr = w, w
 	// A grandchild holding the output pipe must not block Wait forever.

@@ -1,0 +1,74 @@
+package dbtsync
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+)
+
+func TestRepoPolicyCheckURL(t *testing.T) {
+	public := func(_ context.Context, host string) ([]netip.Addr, error) {
+		switch host {
+		case "github.com":
+			return []netip.Addr{netip.MustParseAddr("140.82.112.3")}, nil
+		case "rebind.example":
+			return []netip.Addr{netip.MustParseAddr("140.82.112.3"), netip.MustParseAddr("10.1.2.3")}, nil
+		case "internal.git":
+			return []netip.Addr{netip.MustParseAddr("10.20.0.5")}, nil
+		}
+		return nil, errors.New("no such host")
+	}
+	p := RepoPolicy{Resolve: public}
+	for _, u := range []string{"https://github.com/acme/dbt.git", "https://140.82.112.3/x.git"} {
+		if err := p.CheckURL(context.Background(), u); err != nil {
+			t.Errorf("%s: %v", u, err)
+		}
+	}
+	for u, want := range map[string]string{
+		"https://127.0.0.1:9/x":           "127.0.0.1",
+		"https://169.254.169.254/latest":  "169.254.169.254",
+		"https://10.0.0.1/x":              "10.0.0.1",
+		"https://[::1]/x":                 "::1",
+		"https://[fd00:ec2::254]/x":       "fd00:ec2::254",
+		"https://100.64.0.1/x":            "100.64.0.1",
+		"https://0.0.0.0/x":               "0.0.0.0",
+		"https://[::ffff:127.0.0.1]/x":    "::ffff:127.0.0.1",
+		"https://localhost/x":             "localhost",
+		"https://internal.git/x":          "internal.git",
+		"https://rebind.example/x":        "rebind.example",
+		"https://nowhere.invalid/x":       "cannot be resolved",
+		"file:///etc":                     "file://",
+		"http://github.com/x":             "https://",
+		"git@github.com:acme/dbt.git":     "https://",
+		"ssh://git@github.com/acme/x.git": "https://",
+		"https://user:pw@github.com/x":    "credentials",
+	} {
+		err := p.CheckURL(context.Background(), u)
+		if !errors.Is(err, errRefusedHost) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want a refusal naming %q", u, err, want)
+		}
+	}
+	allow := RepoPolicy{Resolve: public, AllowFile: true, AllowedHosts: []string{"internal.git", "127.0.0.0/8"}}
+	for _, u := range []string{"https://internal.git/x", "https://127.0.0.1:9/x", "file:///srv/repo"} {
+		if err := allow.CheckURL(context.Background(), u); err != nil {
+			t.Errorf("allowed %s: %v", u, err)
+		}
+	}
+	if err := allow.CheckURL(context.Background(), "https://10.0.0.1/x"); err == nil {
+		t.Error("an allowlist entry let another private address through")
+	}
+}
+
+// The dial-time check refuses an internal address even for a host that passed the save
+// (DNS rebinding), before any connection is made.
+func TestRepoPolicyDialRefusesInternalAddresses(t *testing.T) {
+	p := RepoPolicy{Resolve: func(context.Context, string) ([]netip.Addr, error) {
+		return []netip.Addr{netip.MustParseAddr("169.254.169.254")}, nil
+	}}
+	_, err := p.dialContext(context.Background(), "tcp", "rebind.example:443")
+	if !errors.Is(err, errRefusedHost) {
+		t.Fatalf("dial to a rebound host: %v, want a refusal", err)
+	}
+}
