@@ -595,8 +595,9 @@ type k8sDoc struct {
 }
 
 type keyRef struct {
-	Name string `yaml:"name"`
-	Key  string `yaml:"key"`
+	Name     string `yaml:"name"`
+	Key      string `yaml:"key"`
+	Optional bool   `yaml:"optional"`
 }
 
 type probe struct {
@@ -898,10 +899,14 @@ func TestK8sWorkloads(t *testing.T) {
 					data, ok := m.data(t, "Secret", ref.Name)
 					if !ok {
 						t.Errorf("Deployment %s: %s refers to Secret %s, which secret.example.yaml does not show", p.name, e.Name, ref.Name)
-					} else if _, ok := data[ref.Key]; !ok {
+					} else if _, ok := data[ref.Key]; !ok && !ref.Optional {
 						t.Errorf("Deployment %s: %s refers to key %s of Secret %s, which secret.example.yaml does not show", p.name, e.Name, ref.Key, ref.Name)
 					}
-					set(e.Name, "placeholder-from-secret", "Secret "+ref.Name)
+					if _, ok := data[ref.Key]; ok || !ref.Optional {
+						set(e.Name, "placeholder-from-secret", "Secret "+ref.Name)
+					} else {
+						set(e.Name, "", "an optional key never created in Secret "+ref.Name) // deliberately empty
+					}
 					secretVars[e.Name] = true
 				case e.ValueFrom != nil && e.ValueFrom.ConfigMapKeyRef != nil:
 					ref := e.ValueFrom.ConfigMapKeyRef
