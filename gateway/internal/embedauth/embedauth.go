@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/analyticsco/platform/gateway/internal/auth"
+	"github.com/analyticsco/platform/gateway/internal/store"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -108,6 +109,11 @@ func (v *Verifier) Embed(ctx context.Context, token string) (*identity.Principal
 	acct, err := v.authn.Account(ctx, c.AccountID)
 	if err != nil {
 		return nil, err
+	}
+	// Embed tokens end with the account's right to embed: turning embedding off or leaving
+	// the premium and enterprise plans is seen here within the change poller's interval.
+	if !acct.EmbeddingEnabled || (acct.Plan != store.PlanPremium && acct.Plan != store.PlanEnterprise) {
+		return nil, fmt.Errorf("%w: embedding is no longer enabled for this account", auth.ErrUnauthenticated)
 	}
 	p := &identity.Principal{
 		Credential: identity.CredentialEmbed,

@@ -7,6 +7,7 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -284,11 +285,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// that came through the gateway from one that bypassed it. The request id travels in
 	// X-Request-Id, not in the principal, so the signed header of an unchanged principal
 	// can be reused.
-	credential := r.Header.Get("Authorization")
-	if rt.policy == policyPublic {
-		credential = "" // whatever a client sends there is not what the principal rests on
+	var credKey [sha256.Size]byte // zero: whatever a client sends on a public route is not what the principal rests on
+	if rt.policy != policyPublic {
+		credKey = credentialKey(credential(r))
 	}
-	hdr, err := g.signed.header(g.o.Signer, credential, p)
+	hdr, err := g.signed.header(g.o.Signer, credKey, p)
 	if err != nil {
 		httpx.Internal(rec, r, g.o.Logger, err)
 		return

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"crypto/sha256"
 	"strconv"
 	"strings"
 	"time"
@@ -19,9 +20,21 @@ type signedIdentities struct {
 	now   func() time.Time
 }
 
+// signedKey is bounded whatever the client sends: the SHA-256 of the normalised credential
+// (lower-case scheme, trimmed value), so padding or case variants of one credential share
+// an entry and no entry holds a client's header.
 type signedKey struct {
-	credential string // the Authorization header value
+	credential [sha256.Size]byte
 	deployment int64
+}
+
+// credentialKey is the cache key of a credential: scheme and value as authentication
+// reads them ("" for none).
+func credentialKey(scheme, value string) [sha256.Size]byte {
+	if value == "" {
+		return [sha256.Size]byte{}
+	}
+	return sha256.Sum256([]byte(scheme + " " + value))
 }
 
 type signedIdentity struct {
@@ -65,8 +78,8 @@ func newSignedIdentities(now func() time.Time) *signedIdentities {
 	return &signedIdentities{cache: auth.NewCache[signedKey, signedIdentity](100_000, now), now: now}
 }
 
-// header returns the signed header for p, presented with credential.
-func (s *signedIdentities) header(signer *identity.Signer, credential string, p *identity.Principal) (string, error) {
+// header returns the signed header for p, presented with the credential of that key.
+func (s *signedIdentities) header(signer *identity.Signer, credential [sha256.Size]byte, p *identity.Principal) (string, error) {
 	var dep int64
 	if p.Deployment != nil {
 		dep = p.Deployment.ID

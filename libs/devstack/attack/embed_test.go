@@ -5,8 +5,12 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/analyticsco/platform/libs/devstack/stacktest"
 )
@@ -186,4 +190,58 @@ func TestEmbedAttacks(t *testing.T) {
 			t.Fatalf("mint with Redis full: want a 503 error body, got %s", r)
 		}
 	})
+}
+
+// Security review #15: an embed token kept working after embedding was turned off or the
+// plan changed. Within a second of the change its next request is refused.
+func TestFinding15_EmbedTokensEndWithEmbedding(t *testing.T) {
+	s := stacktest.Start(t, stacktest.Options{Env: noRateLimits})
+	a := newAPI(s)
+	acme := s.Seed.Accounts["acme"]
+	key, dep := acme.APIKeys["admin"], acme.Deployments[0].ID
+	client, err := mongo.Connect(options.Client().ApplyURI(s.Mongo.URI))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Disconnect(context.Background())
+	accounts := client.Database("identity").Collection("accounts")
+	set := func(field string, value any) {
+		t.Helper()
+		if _, err := accounts.UpdateOne(context.Background(), bson.D{{Key: "_id", Value: acme.ID}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: field, Value: value}, {Key: "updatedAt", Value: time.Now().UTC()}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name, field   string
+		off, restored any
+	}{
+		{"embedding-turned-off", "embeddingEnabled", false, true},
+		{"plan-downgraded-to-free", "plan", "free", acme.Plan},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var minted reply
+			eventually(t, 5*time.Second, "a mint works (the previous case's restore is seen)", func() (bool, string) {
+				minted = embedMint(a, key, dep, map[string]any{"externalId": "ends-" + c.name})
+				return minted.status == 200, minted.String()
+			})
+			token := embedToken(t, a, embedSessionID(t, minted))
+			if r := a.call("GET", "/api/v1/embed/session", bearer(token), nil); r.status != 200 {
+				t.Fatalf("before: %s", r)
+			}
+			set(c.field, c.off)
+			defer set(c.field, c.restored)
+			start := time.Now()
+			eventually(t, 5*time.Second, "the embed token is refused", func() (bool, string) {
+				r := a.call("GET", "/api/v1/embed/session", bearer(token), nil)
+				return r.status == 401, r.String()
+			})
+			if d := time.Since(start); d > 1500*time.Millisecond {
+				t.Errorf("the token worked for %s after the change, want about a second at most", d)
+			}
+			if r := a.call("POST", fmt.Sprintf("/api/v1/deployments/%d/token", dep), bearer(token), nil); r.status != 401 {
+				t.Errorf("data-API token with embedding off: want 401, got %s", r)
+			}
+		})
+	}
 }
