@@ -25,6 +25,9 @@ type Config struct {
 	MaxRepoFiles       int           `env:"DBT_SYNC_MAX_FILES" default:"50000" help:"worker mode: most files of a checked-out repository; over it the job fails"`
 	MaxFileBytes       int64         `env:"DBT_SYNC_MAX_FILE_BYTES" default:"16777216" help:"worker mode: largest repository file the conversion reads (dbt_project.yml, schema .yml); over it the job fails naming the file"`
 	AllowFileURLs      bool          `env:"DBT_SYNC_ALLOW_FILE_URLS" default:"false" help:"accept file:// repoUrl values (the local stack and tests; never in production)"`
+	JobRetention       time.Duration `env:"DBT_SYNC_JOB_RETENTION" default:"720h" help:"job records untouched this long are removed from JetStream (finished jobs' retention)"`
+	ObjectMaxAge       time.Duration `env:"DBT_SYNC_OBJECT_MAX_AGE" default:"168h" help:"uploaded manifests and files results older than this are removed from the object store"`
+	ObjectMaxBytes     int64         `env:"DBT_SYNC_OBJECT_MAX_BYTES" default:"8589934592" help:"bytes of all uploaded manifests and files results in the object store; an upload past it is refused"`
 	AllowedHosts       []string      `env:"DBT_SYNC_ALLOWED_HOSTS" help:"comma-separated host names, addresses or CIDR prefixes that may be cloned although they are loopback, private or link-local (an in-cluster git server)"`
 }
 

@@ -25,6 +25,7 @@ type Deps struct {
 	Logger         *slog.Logger
 	MaxBodyBytes   int64             // POST .../dbt-sync body limit (default 256 MiB)
 	Git            dbtsync.GitLimits // repository policy and clone limits (zero: defaults, https only)
+	Storage        dbtsync.StorageLimits
 }
 
 type common struct {
@@ -39,7 +40,7 @@ func setup(ctx context.Context, d Deps) (*common, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := dbtsync.OpenPipeline(ctx, d.NATS)
+	p, err := dbtsync.OpenPipeline(ctx, d.NATS, d.Storage)
 	if err != nil {
 		return nil, err
 	}

@@ -82,8 +82,27 @@ type Pipeline struct {
 	obj    jetstream.ObjectStore
 }
 
+// StorageLimits bound what sync jobs keep in JetStream; zero fields take the defaults.
+type StorageLimits struct {
+	JobRetention   time.Duration // job records (and branch lines) untouched this long are removed
+	ObjectMaxAge   time.Duration // uploaded manifests and files results are removed after this long
+	ObjectMaxBytes int64         // all uploaded manifests and results together
+}
+
+// DefaultStorageLimits apply where StorageLimits leaves a field zero.
+var DefaultStorageLimits = StorageLimits{JobRetention: 30 * 24 * time.Hour, ObjectMaxAge: 7 * 24 * time.Hour, ObjectMaxBytes: 8 << 30}
+
 // OpenPipeline creates (or updates) the stream, bucket and object store.
-func OpenPipeline(ctx context.Context, nc *nats.Conn) (*Pipeline, error) {
+func OpenPipeline(ctx context.Context, nc *nats.Conn, limits StorageLimits) (*Pipeline, error) {
+	if limits.JobRetention <= 0 {
+		limits.JobRetention = DefaultStorageLimits.JobRetention
+	}
+	if limits.ObjectMaxAge <= 0 {
+		limits.ObjectMaxAge = DefaultStorageLimits.ObjectMaxAge
+	}
+	if limits.ObjectMaxBytes <= 0 {
+		limits.ObjectMaxBytes = DefaultStorageLimits.ObjectMaxBytes
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err
@@ -95,11 +114,13 @@ func OpenPipeline(ctx context.Context, nc *nats.Conn) (*Pipeline, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jobs stream: %w", err)
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: JobsKV, Storage: jetstream.FileStorage, History: 1})
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: JobsKV, Storage: jetstream.FileStorage, History: 1,
+		TTL: limits.JobRetention})
 	if err != nil {
 		return nil, fmt.Errorf("jobs bucket: %w", err)
 	}
-	obj, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: ManifestStore, Storage: jetstream.FileStorage})
+	obj, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: ManifestStore, Storage: jetstream.FileStorage,
+		TTL: limits.ObjectMaxAge, MaxBytes: limits.ObjectMaxBytes})
 	if err != nil {
 		return nil, fmt.Errorf("manifest store: %w", err)
 	}
