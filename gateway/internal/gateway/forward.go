@@ -92,6 +92,8 @@ func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h := out.Header
 	removeHopHeaders(h)
+	// The services trust the signed identity only; the client's credential stays here.
+	delete(h, "Authorization")
 	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		// The gateway is the edge: what a client claims about earlier hops is replaced.
 		h["X-Forwarded-For"] = []string{ip}

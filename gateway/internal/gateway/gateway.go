@@ -211,6 +211,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, span := g.tracer.Start(ctx, info.Route, trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(attribute.String("http.request.method", obs.MethodLabel(r.Method))))
 	rec := &obs.StatusRecorder{ResponseWriter: w}
+	w.Header().Set("X-Content-Type-Options", "nosniff") // every answer is JSON; never sniffed as HTML
 	w.Header().Set(server.RequestIDHeader, rid)
 	defer func() {
 		code := rec.Code()

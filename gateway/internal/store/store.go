@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -145,6 +146,9 @@ func (s *Store) EnsureIndexes(ctx context.Context) error {
 // Ping checks the database.
 func (s *Store) Ping(ctx context.Context) error { return s.db.Client().Ping(ctx, nil) }
 
+// embedTenantName is embed-svc's rule for tenant names (the spec's embedTenantName).
+var embedTenantName = regexp.MustCompile(`^[a-z][a-z0-9-]{3,34}[a-z0-9]$`)
+
 // AccountSpec describes an account to create or update by name.
 type AccountSpec struct {
 	Name               string
@@ -170,6 +174,10 @@ func (s *Store) UpsertAccount(ctx context.Context, spec AccountSpec) (Account, e
 	}
 	if spec.DefaultEmbedTenant == "" {
 		spec.DefaultEmbedTenant = "default"
+	}
+	if !embedTenantName.MatchString(spec.DefaultEmbedTenant) {
+		// embed-svc uses it as a scope and inside MongoDB field paths.
+		return Account{}, fmt.Errorf("%w: default embed tenant %q is invalid: lowercase, 5 to 36 characters, starting with a letter, ending with a letter or digit, only a-z, 0-9 and -", ErrInvalid, spec.DefaultEmbedTenant)
 	}
 	id, err := s.accountIDs.Next(ctx)
 	if err != nil {
