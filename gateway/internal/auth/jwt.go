@@ -30,6 +30,12 @@ type KeySet struct {
 	client     *http.Client
 	lastFetch  time.Time
 	minRefresh time.Duration
+	// Unknown-kid refetches: one at a time (others wait for it), at most once per
+	// minRefresh after the last attempt (successful or not), backing off exponentially
+	// while the JWKS endpoint fails (security review #11).
+	lastAttempt time.Time
+	failures    int
+	inflight    chan struct{}
 	// decorate, when set, adds headers to the JWKS request (the gateway's own signed
 	// identity when the keys are served by one of our services).
 	decorate func(*http.Request) error
@@ -91,6 +97,48 @@ func (ks *KeySet) Refresh(ctx context.Context) error {
 	return nil
 }
 
+// maxRefreshBackoff caps the wait between unknown-kid refetches while the JWKS fails.
+const maxRefreshBackoff = 5 * time.Minute
+
+// refreshForUnknownKid fetches the JWKS for a token naming an unknown kid, unless a fetch
+// was attempted too recently; concurrent callers share one fetch. It reports whether the
+// keys may have changed (a fetch ran or was waited for).
+func (ks *KeySet) refreshForUnknownKid() bool {
+	ks.mu.Lock()
+	if ch := ks.inflight; ch != nil {
+		ks.mu.Unlock()
+		select {
+		case <-ch:
+			return true
+		case <-time.After(3 * time.Second):
+			return false
+		}
+	}
+	wait := min(ks.minRefresh<<min(ks.failures, 10), maxRefreshBackoff)
+	if !ks.lastAttempt.IsZero() && time.Since(ks.lastAttempt) < wait {
+		ks.mu.Unlock()
+		return false
+	}
+	ks.lastAttempt = time.Now() // before the fetch: a failing endpoint is not asked again at once
+	ch := make(chan struct{})
+	ks.inflight = ch
+	ks.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	err := ks.Refresh(ctx)
+	cancel()
+	ks.mu.Lock()
+	if err != nil {
+		ks.failures++
+	} else {
+		ks.failures = 0
+	}
+	ks.inflight = nil
+	ks.mu.Unlock()
+	close(ch)
+	return true
+}
+
 // Run refreshes the JWKS every interval until ctx ends.
 func (ks *KeySet) Run(ctx context.Context, interval time.Duration) {
 	if ks.jwksURL == "" {
@@ -138,13 +186,7 @@ func (ks *KeySet) Keyfunc(t *jwt.Token) (any, error) {
 	kid, _ := t.Header["kid"].(string)
 	k, all := ks.lookup(kid)
 	if k == nil && kid != "" && ks.jwksURL != "" {
-		ks.mu.RLock()
-		stale := time.Since(ks.lastFetch) > ks.minRefresh
-		ks.mu.RUnlock()
-		if stale {
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-			_ = ks.Refresh(ctx)
-			cancel()
+		if ks.refreshForUnknownKid() {
 			k, all = ks.lookup(kid)
 		}
 	}
