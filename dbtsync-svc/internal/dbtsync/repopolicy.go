@@ -100,6 +100,9 @@ func (p RepoPolicy) CheckURL(ctx context.Context, raw string) error {
 	if a, err := netip.ParseAddr(host); err == nil {
 		return p.checkAddr(host, a)
 	}
+	if p.allowed(host, netip.Addr{}) {
+		return nil // a host the operator listed by name is trusted whatever it resolves to
+	}
 	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
 		if p.allowed(host, netip.Addr{}) {
 			return nil

@@ -146,6 +146,8 @@ func Start(t testing.TB, o Options) *Stack {
 		"MONGODB_URI=" + s.Mongo.URI, "NATS_URL=" + s.NATS.URL, "REDIS_URL=" + s.Redis.URL,
 		"IDENTITY_SIGNING_KEY=" + keys.identity, "DBT_CREDENTIALS_KEY=" + keys.dbt, "EMBED_KEY_ENCRYPTION_KEY=" + keys.embed,
 		"LOG_LEVEL=info", "SHUTDOWN_TIMEOUT=5s", "DBT_SYNC_ALLOW_FILE_URLS=true",
+		// The suites' integrations name a git host that is never cloned.
+		"DBT_SYNC_ALLOWED_HOSTS=git.example.com",
 	}, o.Env...)
 
 	var urls = map[string][]string{}
