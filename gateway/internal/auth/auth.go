@@ -46,6 +46,7 @@ type Authenticator struct {
 	accounts    *Cache[int64, store.Account]
 	deployments *Cache[int64, store.Deployment]
 	keys        *Cache[string, store.APIKey]
+	missingKeys *Cache[string, struct{}] // API key ids the identity store does not have
 }
 
 type tokenEntry struct {
@@ -60,6 +61,10 @@ type Options struct {
 	Now       func() time.Time
 	Logger    *slog.Logger
 }
+
+// MissingKeyTTL is how long an API key id the identity store does not have is remembered
+// as missing.
+const MissingKeyTTL = 5 * time.Second
 
 // New returns an authenticator.
 func New(o Options) *Authenticator {
@@ -76,6 +81,7 @@ func New(o Options) *Authenticator {
 		accounts:    NewCache[int64, store.Account](10_000, o.Now),
 		deployments: NewCache[int64, store.Deployment](100_000, o.Now),
 		keys:        NewCache[string, store.APIKey](100_000, o.Now),
+		missingKeys: NewCache[string, struct{}](100_000, o.Now),
 	}
 }
 
@@ -120,9 +126,16 @@ func (a *Authenticator) APIKey(ctx context.Context, raw string) (*identity.Princ
 	}
 	k, ok := a.keys.Get(keyID)
 	if !ok {
+		if _, missing := a.missingKeys.Get(keyID); missing {
+			return nil, fmt.Errorf("%w: unknown API key", ErrUnauthenticated)
+		}
 		var err error
 		k, err = a.dir.APIKey(ctx, keyID)
 		if errors.Is(err, store.ErrNotFound) {
+			// Remembered briefly, so well-formed random keys cost the identity store one
+			// query per id and MissingKeyTTL, not one per request; a key created since is
+			// seen by the change poller, which forgets the miss.
+			a.missingKeys.Put(keyID, struct{}{}, a.now().Add(MissingKeyTTL))
 			return nil, fmt.Errorf("%w: unknown API key", ErrUnauthenticated)
 		}
 		if err != nil {
@@ -234,6 +247,7 @@ func (a *Authenticator) Evict(ctx context.Context, since time.Time) error {
 	}
 	for _, id := range ch.Keys {
 		a.keys.Delete(id)
+		a.missingKeys.Delete(id)
 	}
 	for _, id := range ch.Users {
 		a.users.Delete(id)
