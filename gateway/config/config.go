@@ -31,7 +31,9 @@ type Config struct {
 	BodyLimitDBTSync         config.ByteSize `env:"BODY_LIMIT_DBT_SYNC" default:"256MiB" help:"largest request body on the dbt-sync route (uploaded manifests)"`
 	UpstreamTimeout          time.Duration   `env:"UPSTREAM_TIMEOUT" default:"30s" help:"how long the gateway waits for a service's response headers"`
 	RateLimitGenerateSession string          `env:"RATE_LIMIT_GENERATE_SESSION" default:"600/1m" help:"generate-session requests per API key, as N/window (e.g. 600/1m), counted in Redis across replicas; 0 disables; over it: 429 with Retry-After"`
-	RateLimitExchange        string          `env:"RATE_LIMIT_EXCHANGE" default:"300/1m" help:"session exchanges per client IP address, as N/window; 0 disables; over it: 429 with Retry-After"`
+	RateLimitExchange        string          `env:"RATE_LIMIT_EXCHANGE" default:"300/1m" help:"session exchanges per client IP address (IPv6: per /64), as N/window; 0 disables; over it: 429 with Retry-After"`
+	AuthFailureLimit         string          `env:"AUTH_FAILURE_LIMIT" default:"60/1m" help:"failed authentications (401) per client IP address (IPv6: per /64), as N/window, counted in Redis; over it the client gets 429 with Retry-After and no further authentication until the window passes; 0 disables"`
+	TrustedProxies           []string        `env:"GATEWAY_TRUSTED_PROXIES" help:"comma-separated addresses or CIDR prefixes of the proxies in front of the gateway (the ingress); only from them is X-Forwarded-For read to find the client address for per-client limits"`
 	ClientBodyTimeout        time.Duration   `env:"CLIENT_BODY_TIMEOUT" default:"30s" help:"how long a client may take to send a request body (408 after)"`
 	ClientUploadTimeout      time.Duration   `env:"CLIENT_UPLOAD_TIMEOUT" default:"10m" help:"the same for manifest uploads on the dbt-sync route"`
 	PprofAddr                string          `env:"PPROF_ADDR" help:"when set, serves net/http/pprof on this address (keep it private: loopback or a debug port)"`

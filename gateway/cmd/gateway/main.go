@@ -113,6 +113,14 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("RATE_LIMIT_EXCHANGE: %w", err)
 	}
+	afLimit, err := ratelimit.ParseLimit(cfg.AuthFailureLimit)
+	if err != nil {
+		return fmt.Errorf("AUTH_FAILURE_LIMIT: %w", err)
+	}
+	proxies, err := gateway.ParsePrefixes(cfg.TrustedProxies)
+	if err != nil {
+		return fmt.Errorf("GATEWAY_TRUSTED_PROXIES: %w", err)
+	}
 
 	upstreams := map[string][]*url.URL{}
 	for name, raw := range map[string]string{"workspace-svc": cfg.WorkspaceURL, "embed-svc": cfg.EmbedURL, "dbtsync-svc": cfg.DBTSyncURL} {
@@ -143,6 +151,8 @@ func run() error {
 		RateLimiter:          ratelimit.New(rdb, "ratelimit:"),
 		GenerateSessionLimit: gsLimit,
 		ExchangeLimit:        exLimit,
+		AuthFailureLimit:     afLimit,
+		TrustedProxies:       proxies,
 		BodyTimeout:          cfg.ClientBodyTimeout,
 		UploadTimeout:        cfg.ClientUploadTimeout,
 	})

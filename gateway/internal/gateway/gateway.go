@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -62,6 +63,11 @@ type Options struct {
 	RateLimiter          *ratelimit.Limiter
 	GenerateSessionLimit ratelimit.Limit
 	ExchangeLimit        ratelimit.Limit
+	// AuthFailureLimit bounds failed authentications per client address (zero: off).
+	AuthFailureLimit ratelimit.Limit
+	// TrustedProxies are the peers whose X-Forwarded-For names the client (the ingress);
+	// from anyone else the header is ignored.
+	TrustedProxies []netip.Prefix
 	// BodyTimeout bounds how long a client may take to send its request body (default
 	// 30s); UploadTimeout does the same on the manifest upload route (default 10m).
 	BodyTimeout   time.Duration
@@ -75,6 +81,7 @@ type Gateway struct {
 	tracer  trace.Tracer
 	prop    propagation.TextMapPropagator
 	signed  *signedIdentities
+	blocked *auth.Cache[string, time.Time] // client addresses over AuthFailureLimit; nil: no limit
 }
 
 type ctxKey int
@@ -124,8 +131,7 @@ func (g *Gateway) withinRateLimit(w http.ResponseWriter, r *http.Request, rt rou
 	case "generate-session":
 		key, who, limit = "gs:"+p.KeyID, "this API key", g.o.GenerateSessionLimit
 	case "session/exchange":
-		ip, _, _ := net.SplitHostPort(r.RemoteAddr)
-		key, who, limit = "ex:"+ip, "this client address", g.o.ExchangeLimit
+		key, who, limit = "ex:"+g.clientAddr(r), "this client address", g.o.ExchangeLimit
 	default:
 		return true
 	}
@@ -160,6 +166,9 @@ func New(o Options) (*Gateway, error) {
 	}
 	g := &Gateway{o: o, proxies: map[service]http.Handler{}, tracer: otel.Tracer("gateway"), prop: otel.GetTextMapPropagator(),
 		signed: newSignedIdentities(time.Now)}
+	if o.AuthFailureLimit.Enabled() && o.RateLimiter != nil {
+		g.blocked = newBlockedClients()
+	}
 	transport := &http.Transport{
 		Proxy:                 nil,
 		DialContext:           (&net.Dialer{Timeout: o.DialTimeout, KeepAlive: 30 * time.Second}).DialContext,
@@ -274,8 +283,14 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Body = cb
 		r = r.WithContext(context.WithValue(r.Context(), ctxClientBody, cb))
 	}
+	if rt.policy != policyPublic && g.failedAuthThrottled(rec, r) {
+		return
+	}
 	p, err := g.authorize(r, rt)
 	if err != nil {
+		if isAuthFailure(err) && g.countFailedAuth(ctx, rec, r) {
+			return
+		}
 		g.writeAuthError(rec, r, rt, err)
 		return
 	}
@@ -334,6 +349,15 @@ func (g *Gateway) writeAuthError(w http.ResponseWriter, r *http.Request, rt rout
 		}
 		httpx.Internal(w, r, g.o.Logger, err)
 	}
+}
+
+// isAuthFailure: the credential was missing or wrong (a 401), not a dependency failure.
+func isAuthFailure(err error) bool {
+	var ae *authError
+	if errors.As(err, &ae) {
+		return ae.status == http.StatusUnauthorized
+	}
+	return errors.Is(err, auth.ErrUnauthenticated)
 }
 
 func challenge(p policy) string {

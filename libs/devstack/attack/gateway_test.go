@@ -116,3 +116,71 @@ func TestFinding01_RandomMethodsAndPathsAddNoSeries(t *testing.T) {
 		}
 	}
 }
+
+// callFrom sends a request as a client behind the ingress: the peer is the test (127.0.0.1,
+// configured as a trusted proxy) and X-Forwarded-For carries xff.
+func callFrom(t *testing.T, base, method, path, authz, xff string, body string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+	if authz != "" {
+		req.Header.Set("Authorization", authz)
+	}
+	if xff != "" {
+		req.Header.Set("X-Forwarded-For", xff)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := (&http.Client{Timeout: requestTimeout}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp
+}
+
+// Security review #10 and #12: the exchange limit was keyed on the connection address (the
+// ingress, shared by every viewer), and failed authentication was not throttled at all.
+func TestFinding10And12_PerClientLimitsUseTheRealClientAddress(t *testing.T) {
+	s := stacktest.Start(t, stacktest.Options{Env: []string{
+		"GATEWAY_TRUSTED_PROXIES=127.0.0.1", "RATE_LIMIT_EXCHANGE=5/1m", "AUTH_FAILURE_LIMIT=10/1m",
+	}})
+	exchange := `{"sessionId":"not-a-session-id-at-all-0000000000000000000000"}`
+
+	t.Run("TestFinding10_ExchangeLimitPerClientBehindTheIngress", func(t *testing.T) {
+		for i := 0; i < 5; i++ {
+			if r := callFrom(t, s.Gateway, "POST", "/api/v1/embed/session/exchange", "", "203.0.113.1", exchange); r.StatusCode != 401 {
+				t.Fatalf("exchange %d of client A: %d", i+1, r.StatusCode)
+			}
+		}
+		if r := callFrom(t, s.Gateway, "POST", "/api/v1/embed/session/exchange", "", "203.0.113.1", exchange); r.StatusCode != 429 {
+			t.Fatalf("client A over its limit: want 429, got %d", r.StatusCode)
+		}
+		// Another viewer behind the same ingress is not throttled by A.
+		if r := callFrom(t, s.Gateway, "POST", "/api/v1/embed/session/exchange", "", "203.0.113.2", exchange); r.StatusCode != 401 {
+			t.Fatalf("client B behind the same ingress: want its own bucket (401), got %d", r.StatusCode)
+		}
+		// A forged hop in front of the real client's address changes nothing: the nearest
+		// untrusted address is the client.
+		if r := callFrom(t, s.Gateway, "POST", "/api/v1/embed/session/exchange", "", "198.51.100.7, 203.0.113.1", exchange); r.StatusCode != 429 {
+			t.Fatalf("client A with a forged first hop: want 429, got %d", r.StatusCode)
+		}
+	})
+
+	t.Run("TestFinding12_FailedAuthenticationIsThrottledPerClient", func(t *testing.T) {
+		acme := s.Seed.Accounts["acme"]
+		path := fmt.Sprintf("/api/v1/deployments/%d/workspace", acme.Deployments[0].ID)
+		bad := "Api-Key pk_0123456789abcdef_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+		for i := 0; i < 10; i++ {
+			if r := callFrom(t, s.Gateway, "GET", path, bad, "203.0.113.9", ""); r.StatusCode != 401 {
+				t.Fatalf("failure %d: want 401, got %d", i+1, r.StatusCode)
+			}
+		}
+		r := callFrom(t, s.Gateway, "GET", path, bad, "203.0.113.9", "")
+		if r.StatusCode != 429 || r.Header.Get("Retry-After") == "" {
+			t.Fatalf("over AUTH_FAILURE_LIMIT: want 429 with Retry-After, got %d", r.StatusCode)
+		}
+		// Another client is unaffected.
+		if r := callFrom(t, s.Gateway, "GET", path, bearer(acme.Users["admin"].Bearer), "203.0.113.10", ""); r.StatusCode != 200 {
+			t.Fatalf("another client: want 200, got %d", r.StatusCode)
+		}
+	})
+}

@@ -148,6 +148,9 @@ func Start(t testing.TB, o Options) *Stack {
 		"LOG_LEVEL=info", "SHUTDOWN_TIMEOUT=5s", "DBT_SYNC_ALLOW_FILE_URLS=true",
 		// The suites' integrations name a git host that is never cloned.
 		"DBT_SYNC_ALLOWED_HOSTS=git.example.com",
+		// The suites send many wrong credentials from one address on purpose; the attack
+		// suite turns the limit on where it tests it.
+		"AUTH_FAILURE_LIMIT=0",
 	}, o.Env...)
 
 	var urls = map[string][]string{}
