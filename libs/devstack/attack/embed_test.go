@@ -159,6 +159,9 @@ func TestEmbedAttacks(t *testing.T) {
 				fmt.Sscan(v, &used)
 			}
 		}
+		if used == 0 {
+			t.Fatalf("no used_memory in INFO memory: %q", info)
+		}
 		if err := rdb.ConfigSet(ctx, "maxmemory", fmt.Sprint(used+4<<20)).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -177,6 +180,11 @@ func TestEmbedAttacks(t *testing.T) {
 		}
 		if !full {
 			t.Fatal("Redis never reached maxmemory")
+		}
+		// Keep it full whatever Redis frees meanwhile (expiring keys): the limit goes below
+		// what it holds, so every write is refused and nothing is evicted.
+		if err := rdb.ConfigSet(ctx, "maxmemory", fmt.Sprint(used/2)).Err(); err != nil {
+			t.Fatal(err)
 		}
 
 		if r := a.call("GET", "/api/v1/embed/session", bearer(revokedToken), nil); r.status != 401 {

@@ -175,6 +175,13 @@ func TestRunnerWithFakeServices(t *testing.T) {
 			for k, v := range common {
 				want[k] = v
 			}
+			if tc.name == "dbtsync-worker" {
+				// The worker runs untrusted repositories: it never gets the identity key.
+				delete(want, "IDENTITY_SIGNING_KEY")
+				if v, ok := env["IDENTITY_SIGNING_KEY"]; ok {
+					t.Errorf("dbtsync-worker: IDENTITY_SIGNING_KEY = %q, want it unset", v)
+				}
+			}
 			for k, v := range tc.env {
 				want[k] = v
 			}
