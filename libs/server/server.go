@@ -133,7 +133,10 @@ func Ready(checks []Check) http.Handler {
 				defer wg.Done()
 				status := "ok"
 				if err := c.Check(ctx); err != nil {
-					status = err.Error()
+					// The answer names the dependency, never its error text (hosts, replica
+					// sets); the log has it.
+					status = "unavailable"
+					slog.WarnContext(ctx, "readiness check failed", "check", c.Name, "err", err)
 				}
 				mu.Lock()
 				results[c.Name] = status

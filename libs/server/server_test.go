@@ -52,7 +52,7 @@ func TestHandler(t *testing.T) {
 	if code, _, _ := get("/healthz"); code != 200 {
 		t.Fatalf("healthz %d", code)
 	}
-	if code, body, _ := get("/readyz"); code != 503 || !strings.Contains(body, `"db":"down"`) {
+	if code, body, _ := get("/readyz"); code != 503 || !strings.Contains(body, `"db":"unavailable"`) || strings.Contains(body, "down") {
 		t.Fatalf("readyz: %d %s", code, body)
 	}
 	_, metrics, _ := get("/metrics")

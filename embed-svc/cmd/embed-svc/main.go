@@ -94,7 +94,7 @@ func deps(cfg config.Config, proc *server.Process, signer *identity.Signer, clie
 		Redis: rdb, NATS: nc, KeyEncryptionKey: cfg.KeyEncryptionKey, TokenIssuer: cfg.TokenIssuer,
 		KeyPublishDelay: cfg.KeyPublishDelay, KeyRefresh: cfg.KeyRefresh, BranchTimeout: cfg.BranchResolveTimeout,
 		Registry: obs.NewRegistry(),
-		Limits: embed.Limits{SecurityContextBytes: cfg.MaxSecurityContextBytes, ArrayEntries: cfg.MaxArrayEntries,
+		Limits: embed.Limits{SecurityContextBytes: cfg.MaxSecurityContextBytes, SecurityContextDepth: cfg.MaxSecurityContextDepth, ArrayEntries: cfg.MaxArrayEntries,
 			DefinitionsPerScope: cfg.MaxDefinitionsPerScope, TenantsPerAccount: cfg.MaxTenantsPerAccount},
 	}
 }

@@ -30,17 +30,21 @@ type Deps struct {
 // Limits bound what one request or one account can make embed-svc store.
 type Limits struct {
 	SecurityContextBytes int // size of a session's securityContext JSON
+	SecurityContextDepth int // nesting of objects and arrays in it (Redis's cjson stops at 1000)
 	ArrayEntries         int // entries of groups, userAttributes and each definitions array
 	DefinitionsPerScope  int // group and attribute definitions of one scope (account-wide or a tenant)
 	TenantsPerAccount    int // embed tenants of one account
 }
 
 // DefaultLimits apply where Limits leaves a field zero.
-var DefaultLimits = Limits{SecurityContextBytes: 16 << 10, ArrayEntries: 1000, DefinitionsPerScope: 10_000, TenantsPerAccount: 10_000}
+var DefaultLimits = Limits{SecurityContextBytes: 16 << 10, SecurityContextDepth: 32, ArrayEntries: 1000, DefinitionsPerScope: 10_000, TenantsPerAccount: 10_000}
 
 func (l Limits) withDefaults() Limits {
 	if l.SecurityContextBytes <= 0 {
 		l.SecurityContextBytes = DefaultLimits.SecurityContextBytes
+	}
+	if l.SecurityContextDepth <= 0 {
+		l.SecurityContextDepth = DefaultLimits.SecurityContextDepth
 	}
 	if l.ArrayEntries <= 0 {
 		l.ArrayEntries = DefaultLimits.ArrayEntries

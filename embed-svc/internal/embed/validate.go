@@ -230,6 +230,9 @@ func (l Limits) check(req *GenerateSessionRequest) error {
 	if n := len(req.SecurityContext); n > l.SecurityContextBytes {
 		return TooLarge("securityContext is %d bytes, over the limit of %d bytes (EMBED_MAX_SECURITY_CONTEXT_BYTES)", n, l.SecurityContextBytes)
 	}
+	if d := jsonDepth(req.SecurityContext); d > l.SecurityContextDepth {
+		return Invalid("securityContext nests %d levels deep, over the limit of %d (EMBED_MAX_SECURITY_CONTEXT_DEPTH)", d, l.SecurityContextDepth)
+	}
 	for _, a := range []struct {
 		field string
 		n     int
@@ -294,4 +297,30 @@ func (s *service) checkDefinitionRoom(ctx context.Context, accountID int64, scop
 		return Invalid("scope %q holds %d definitions; %d more would pass the limit of %d (EMBED_MAX_DEFINITIONS_PER_SCOPE)", scope, n, created, limit)
 	}
 	return nil
+}
+
+// jsonDepth is the deepest nesting of objects and arrays in a JSON value.
+func jsonDepth(raw []byte) int {
+	depth, deepest, inString, escaped := 0, 0, false, false
+	for _, c := range raw {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+			deepest = max(deepest, depth)
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return deepest
 }
