@@ -120,7 +120,10 @@ type Principal struct {
 	KeyScope   []int64     `json:"keyScope,omitempty"`
 	Deployment *Deployment `json:"dep,omitempty"`
 	Embed      *Embed      `json:"embed,omitempty"`
-	Expiry     int64       `json:"exp"`
+	// Audience is the one service the gateway signed this principal for: a header
+	// captured on its way to one service is refused by every other.
+	Audience string `json:"aud,omitempty"`
+	Expiry   int64  `json:"exp"`
 }
 
 // Role is the user's role, or "" when no user is behind the credential.
@@ -157,6 +160,7 @@ type Signer struct {
 	ttl  time.Duration
 	now  func() time.Time
 	macs *sync.Pool // of hash.Hash: hmac.New costs two SHA-256 states per call
+	aud  string     // when set, Verify accepts only principals signed for this service
 }
 
 // DefaultTTL is how long a forwarded identity is valid: long enough for one hop, short
@@ -177,6 +181,15 @@ func NewSigner(base64Key string) (*Signer, error) {
 	}
 	return &Signer{key: key, ttl: DefaultTTL, now: time.Now,
 		macs: &sync.Pool{New: func() any { return hmac.New(sha256.New, key) }}}, nil
+}
+
+// ForService returns a copy of s whose Verify accepts only principals whose Audience is
+// service: what every service verifies with, so a forwarded identity is good for the one
+// service the gateway sent it to.
+func (s *Signer) ForService(service string) *Signer {
+	c := *s
+	c.aud = service
+	return &c
 }
 
 // WithClock returns a copy of s using now as its clock (tests).
@@ -229,6 +242,9 @@ func (s *Signer) Verify(value string) (*Principal, error) {
 		return nil, ErrInvalid
 	}
 	if p.Expiry < s.now().Unix() {
+		return nil, ErrInvalid
+	}
+	if s.aud != "" && p.Audience != s.aud {
 		return nil, ErrInvalid
 	}
 	return &p, nil

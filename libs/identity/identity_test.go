@@ -125,3 +125,28 @@ func TestRequireAndDeploymentFromPath(t *testing.T) {
 		}
 	}
 }
+
+// Security review #17: a forwarded identity is good for the one service it was signed
+// for; a header captured on its way to one service is refused by another.
+func TestFinding17_ForwardedIdentityIsBoundToItsService(t *testing.T) {
+	s, err := identity.NewSigner(base64.StdEncoding.EncodeToString(make([]byte, 32)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := s.Sign(&identity.Principal{Credential: identity.CredentialBearer, Audience: "workspace-svc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ForService("workspace-svc").Verify(v); err != nil {
+		t.Fatalf("its own service: %v", err)
+	}
+	for _, other := range []string{"embed-svc", "dbtsync-svc"} {
+		if _, err := s.ForService(other).Verify(v); err == nil {
+			t.Errorf("%s accepted a header signed for workspace-svc", other)
+		}
+	}
+	none, _ := s.Sign(&identity.Principal{})
+	if _, err := s.ForService("embed-svc").Verify(none); err == nil {
+		t.Error("a header without an audience was accepted by a service")
+	}
+}

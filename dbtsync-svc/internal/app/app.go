@@ -78,7 +78,7 @@ func NewAPI(ctx context.Context, d Deps) (*API, error) {
 	svc = dbtsync.LoggingMiddleware(d.Logger)(svc)
 	svc = dbtsync.InstrumentingMiddleware(c.metrics)(svc)
 	h := dbtsync.NewHTTPHandler(dbtsync.MakeEndpoints(svc), d.Logger, d.MaxBodyBytes)
-	return &API{Handler: identity.Require(d.Signer, h), sub: sub}, nil
+	return &API{Handler: identity.Require(d.Signer.ForService("dbtsync-svc"), h), sub: sub}, nil
 }
 
 // NewWorker builds the worker process's job consumer.

@@ -811,7 +811,7 @@ func testLimit(t *testing.T, e *env) {
 		p := &identity.Principal{RequestID: "limit-test", Credential: identity.CredentialAPIKey, KeyKind: identity.KeyAccount,
 			User:       &identity.User{ID: 1, Username: "limit-admin", Role: identity.RoleAdmin},
 			Account:    identity.Account{ID: accountID, Plan: "enterprise", EmbeddingEnabled: true, DefaultEmbedTenant: "limit-tenant", ExternalUserLimit: limit},
-			Deployment: &identity.Deployment{ID: 77, ProductionBranch: "main"}}
+			Deployment: &identity.Deployment{ID: 77, ProductionBranch: "main"}, Audience: "embed-svc"}
 		v, err := e.signer.Sign(p)
 		if err != nil {
 			t.Fatal(err)

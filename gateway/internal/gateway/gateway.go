@@ -305,6 +305,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if rt.policy != policyPublic {
 		credKey = credentialKey(credential(r))
 	}
+	p.Audience = rt.svc.String()
 	hdr, err := g.signed.header(g.o.Signer, credKey, p)
 	if err != nil {
 		httpx.Internal(rec, r, g.o.Logger, err)

@@ -26,6 +26,7 @@ type signedIdentities struct {
 type signedKey struct {
 	credential [sha256.Size]byte
 	deployment int64
+	audience   string // the target service: a header signed for one is never sent to another
 }
 
 // credentialKey is the cache key of a credential: scheme and value as authentication
@@ -50,10 +51,11 @@ type fingerprint struct {
 	hasUser                           bool
 	deployment                        identity.Deployment
 	embedSID                          string
+	audience                          string
 }
 
 func fingerprintOf(p *identity.Principal) fingerprint {
-	fp := fingerprint{credential: p.Credential, keyID: p.KeyID, keyKind: p.KeyKind, account: p.Account}
+	fp := fingerprint{credential: p.Credential, keyID: p.KeyID, keyKind: p.KeyKind, account: p.Account, audience: p.Audience}
 	if len(p.KeyScope) > 0 {
 		var b strings.Builder
 		for _, id := range p.KeyScope {
@@ -84,7 +86,7 @@ func (s *signedIdentities) header(signer *identity.Signer, credential [sha256.Si
 	if p.Deployment != nil {
 		dep = p.Deployment.ID
 	}
-	key := signedKey{credential: credential, deployment: dep}
+	key := signedKey{credential: credential, deployment: dep, audience: p.Audience}
 	fp := fingerprintOf(p)
 	if e, ok := s.cache.Get(key); ok && e.fp == fp {
 		return e.header, nil

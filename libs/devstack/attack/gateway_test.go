@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/analyticsco/platform/libs/devstack/stacktest"
+	"github.com/analyticsco/platform/libs/identity"
 )
 
 // seriesCount is the number of time series a process's /metrics exposes.
@@ -183,4 +184,45 @@ func TestFinding10And12_PerClientLimitsUseTheRealClientAddress(t *testing.T) {
 			t.Fatalf("another client: want 200, got %d", r.StatusCode)
 		}
 	})
+}
+
+// Security review #17: the forwarded identity was not bound to its target, so a header on
+// its way to one service could be replayed against any other for 30 s. A header signed
+// for workspace-svc (here with the stack's own key, as the gateway signs) is refused by
+// embed-svc and dbtsync-svc, and accepted by workspace-svc.
+func TestFinding17_ForwardedIdentityReplayedToAnotherServiceIs401(t *testing.T) {
+	s := stacktest.Start(t, stacktest.Options{})
+	signer, err := identity.NewSigner(s.Secrets()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	acme := s.Seed.Accounts["acme"]
+	admin := acme.Users["admin"]
+	dep := acme.Deployments[0]
+	hdr, err := signer.Sign(&identity.Principal{Credential: identity.CredentialBearer, Audience: "workspace-svc",
+		Account:    identity.Account{ID: acme.ID, Plan: acme.Plan, EmbeddingEnabled: acme.EmbeddingEnabled},
+		User:       &identity.User{ID: admin.ID, Username: admin.Username, Email: admin.Email, Role: admin.Role},
+		Deployment: &identity.Deployment{ID: dep.ID, ProductionBranch: dep.ProductionBranch}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(proc, path string) int {
+		req, _ := http.NewRequest("GET", "http://"+s.Process(proc).Addr+path, nil)
+		req.Header.Set(identity.Header, hdr)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := get("workspace-svc-1", fmt.Sprintf("/api/v1/deployments/%d/workspace", dep.ID)); code != 200 {
+		t.Fatalf("the service it was signed for: want 200, got %d", code)
+	}
+	if code := get("embed-svc-1", "/api/v1/groups"); code != 401 {
+		t.Errorf("replayed to embed-svc: want 401, got %d", code)
+	}
+	if code := get("dbtsync-svc-1", fmt.Sprintf("/api/v1/deployments/%d/dbt-sync", dep.ID)); code != 401 {
+		t.Errorf("replayed to dbtsync-svc: want 401, got %d", code)
+	}
 }

@@ -41,7 +41,7 @@ func New(ctx context.Context, d Deps) (http.Handler, error) {
 		Service:  ServiceName,
 		Logger:   d.Logger,
 		Registry: d.Registry,
-		API:      identity.Require(d.Signer, workspace.NewHTTPHandler(svc, d.Logger)),
+		API:      identity.Require(d.Signer.ForService(ServiceName), workspace.NewHTTPHandler(svc, d.Logger)),
 		Checks:   []server.Check{{Name: "mongodb", Check: mongox.Ping(d.Mongo)}},
 	}), nil
 }

@@ -34,7 +34,7 @@ func TestConcurrentFolderMovesKeepTreeValid(t *testing.T) {
 	principal := func() string {
 		p := &identity.Principal{Credential: identity.CredentialBearer, Account: identity.Account{ID: acme.ID, Plan: acme.Plan},
 			User:       &identity.User{ID: admin.ID, Username: admin.Username, Email: admin.Email, Role: admin.Role},
-			Deployment: &identity.Deployment{ID: dep, ProductionBranch: acme.Deployments[0].ProductionBranch}}
+			Deployment: &identity.Deployment{ID: dep, ProductionBranch: acme.Deployments[0].ProductionBranch}, Audience: "workspace-svc"}
 		v, err := e.stack.Signer.Sign(p)
 		if err != nil {
 			t.Error(err)
