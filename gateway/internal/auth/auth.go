@@ -215,11 +215,17 @@ func (a *Authenticator) Deployment(ctx context.Context, id int64) (store.Deploym
 	return d, nil
 }
 
+// ClockSkewAllowance is how far behind the gateway's clock a writer's updatedAt may be
+// and a change still be seen on the next poll (writers stamp updatedAt with their own
+// clock: platformctl runs anywhere).
+const ClockSkewAllowance = 5 * time.Second
+
 // WatchChanges evicts changed keys, users, accounts and deployments from the caches,
-// polling every interval until ctx ends. Each poll looks back one extra interval so a
-// write racing the previous poll is not missed.
+// polling every interval until ctx ends. Each poll looks back one extra interval plus
+// ClockSkewAllowance, so neither a write racing the previous poll nor a writer whose
+// clock runs behind is missed; evicting an entry twice costs one reload.
 func (a *Authenticator) WatchChanges(ctx context.Context, interval time.Duration) {
-	since := a.now().Add(-interval)
+	since := a.now().Add(-interval - ClockSkewAllowance)
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -235,7 +241,7 @@ func (a *Authenticator) WatchChanges(ctx context.Context, interval time.Duration
 			}
 			continue
 		}
-		since = polled.Add(-interval)
+		since = polled.Add(-interval - ClockSkewAllowance)
 	}
 }
 

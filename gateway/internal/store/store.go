@@ -140,6 +140,13 @@ func (s *Store) EnsureIndexes(ctx context.Context) error {
 			return fmt.Errorf("create index on %s: %w", ix.c.Name(), err)
 		}
 	}
+	// The change poller of every gateway replica asks each of these for recent updates
+	// every second: an index keeps that a range read, not a scan.
+	for _, c := range []*mongo.Collection{s.accounts, s.users, s.deployments, s.keys} {
+		if _, err := c.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "updatedAt", Value: 1}}}); err != nil {
+			return fmt.Errorf("create updatedAt index on %s: %w", c.Name(), err)
+		}
+	}
 	return nil
 }
 
