@@ -1,0 +1,31 @@
+// Least-privilege MongoDB users, one per process (security review #9): run once with
+// mongosh as an administrator of the replica set, passing the passwords in the
+// environment, e.g.
+//   GATEWAY_PW=... WORKSPACE_PW=... EMBED_PW=... DBTSYNC_PW=... \
+//     mongosh "mongodb://admin@mongo-0.example.net/?replicaSet=rs0&tls=true" deploy/mongodb/users.js
+// then put each user's URI in platform-secrets (MONGODB_URI_GATEWAY, …). A process's
+// user reaches its own database only; embed-svc reads the gateway's users (internalId
+// lookups) and nothing else of the identity database. The dbt worker, which runs
+// untrusted repositories, shares dbtsync-svc's database and user.
+const users = [
+  { user: 'platform-gateway', pwd: process.env.GATEWAY_PW, roles: [{ role: 'readWrite', db: 'identity' }] },
+  { user: 'platform-workspace', pwd: process.env.WORKSPACE_PW, roles: [{ role: 'readWrite', db: 'workspace' }] },
+  { user: 'platform-embed', pwd: process.env.EMBED_PW, roles: [{ role: 'readWrite', db: 'embed' }, { role: 'identityUsersRead', db: 'admin' }] },
+  { user: 'platform-dbtsync', pwd: process.env.DBTSYNC_PW, roles: [{ role: 'readWrite', db: 'dbtsync' }] },
+];
+const admin = db.getSiblingDB('admin');
+if (!admin.getRole('identityUsersRead')) {
+  admin.createRole({
+    role: 'identityUsersRead',
+    privileges: [{ resource: { db: 'identity', collection: 'users' }, actions: ['find'] }],
+    roles: [],
+  });
+}
+for (const u of users) {
+  if (!u.pwd) throw new Error('missing password for ' + u.user);
+  if (admin.getUser(u.user)) {
+    admin.updateUser(u.user, { pwd: u.pwd, roles: u.roles });
+  } else {
+    admin.createUser(u);
+  }
+}
