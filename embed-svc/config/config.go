@@ -15,7 +15,7 @@ type Config struct {
 	MongoDatabase           string        `env:"MONGODB_DATABASE" default:"embed" help:"database owned by embed-svc"`
 	IdentityMongoDatabase   string        `env:"IDENTITY_MONGODB_DATABASE" default:"identity" help:"the gateway's identity database; embed-svc reads its users collection (internalId lookups), read-only"`
 	RedisURL                string        `env:"REDIS_URL" default:"redis://127.0.0.1:6380/0" secret:"true" help:"Redis for single-use session ids and revocations (may hold a password)"`
-	NATSURL                 string        `env:"NATS_URL" default:"nats://127.0.0.1:4223" help:"NATS, for the branch resolver of dbtsync-svc"`
+	NATSURL                 string        `env:"NATS_URL" default:"nats://127.0.0.1:4223" secret:"true" help:"NATS, for the branch resolver of dbtsync-svc (outside the local stack it carries the user and password: nats://user:password@host:4222)"`
 	IdentitySigningKey      string        `env:"IDENTITY_SIGNING_KEY" required:"true" secret:"true" help:"base64 HMAC key shared with the gateway; verifies the forwarded identity"`
 	KeyEncryptionKey        string        `env:"EMBED_KEY_ENCRYPTION_KEY" required:"true" secret:"true" help:"base64 32-byte AES-256-GCM key encrypting the embed token signing keys stored in MongoDB"`
 	TokenIssuer             string        `env:"EMBED_TOKEN_ISSUER" default:"https://embed.platform.local" help:"iss claim of embed tokens; the gateway expects the same value"`
