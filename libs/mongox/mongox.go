@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -132,7 +134,19 @@ func Unavailable(err error) bool {
 		return true
 	}
 	var sse topology.ServerSelectionError
-	return errors.As(err, &sse) || errors.Is(err, mongo.ErrClientDisconnected)
+	if errors.As(err, &sse) || errors.Is(err, mongo.ErrClientDisconnected) {
+		return true
+	}
+	// A connection pool cleared after a failed operation (the server went away) is the
+	// driver's retryable pool error: the database is unreachable, not the request wrong.
+	var pool driver.RetryablePoolError
+	if errors.As(err, &pool) && pool.Retryable() {
+		return true
+	}
+	// The driver does not always keep that error's type when it wraps it for the caller;
+	// its message is fixed by the driver (x/mongo/driver/topology/pool.go).
+	msg := err.Error()
+	return strings.Contains(msg, "connection pool for ") && strings.Contains(msg, " was cleared because another operation failed")
 }
 
 // IDAllocator hands out integer ids from blocks reserved atomically in a counters
