@@ -56,7 +56,9 @@ local l = redis.call('GET', KEYS[2])
 if l and cjson.decode(l).acc == acc then
   local ttl = redis.call('PTTL', KEYS[2])
   if ttl > 0 then
-    redis.call('SET', KEYS[3], '1', 'PX', ttl)
+    -- The live key's TTL was set a moment before the token's exp was computed: the marker
+    -- outlives the token by a margin, never the other way round.
+    redis.call('SET', KEYS[3], '1', 'PX', ttl + 60000)
   end
   redis.call('DEL', KEYS[2])
 end
