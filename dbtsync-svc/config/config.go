@@ -27,6 +27,7 @@ type Config struct {
 	AllowFileURLs      bool          `env:"DBT_SYNC_ALLOW_FILE_URLS" default:"false" help:"accept file:// repoUrl values (the local stack and tests; never in production)"`
 	JobRetention       time.Duration `env:"DBT_SYNC_JOB_RETENTION" default:"720h" help:"job records untouched this long are removed from JetStream (finished jobs' retention)"`
 	ObjectMaxAge       time.Duration `env:"DBT_SYNC_OBJECT_MAX_AGE" default:"168h" help:"uploaded manifests and files results older than this are removed from the object store"`
+	DeploymentUploads  int64         `env:"DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES" default:"1073741824" help:"bytes of one deployment's uploaded manifests waiting to be converted; an upload past it is 413"`
 	ObjectMaxBytes     int64         `env:"DBT_SYNC_OBJECT_MAX_BYTES" default:"8589934592" help:"bytes of all uploaded manifests and files results in the object store; an upload past it is refused"`
 	AllowedHosts       []string      `env:"DBT_SYNC_ALLOWED_HOSTS" help:"comma-separated host names, addresses or CIDR prefixes that may be cloned although they are loopback, private or link-local (an in-cluster git server)"`
 }

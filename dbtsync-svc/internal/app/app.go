@@ -26,6 +26,7 @@ type Deps struct {
 	MaxBodyBytes   int64             // POST .../dbt-sync body limit (default 256 MiB)
 	Git            dbtsync.GitLimits // repository policy and clone limits (zero: defaults, https only)
 	Storage        dbtsync.StorageLimits
+	UploadQuota    int64 // bytes of one deployment's manifests waiting in the object store (0: default)
 }
 
 type common struct {
@@ -74,7 +75,7 @@ func NewAPI(ctx context.Context, d Deps) (*API, error) {
 	if err != nil {
 		return nil, err
 	}
-	svc := dbtsync.NewService(c.pipeline, c.store, c.sealer, d.Git.Policy)
+	svc := dbtsync.NewService(c.pipeline, c.store, c.sealer, d.Git.Policy, d.UploadQuota)
 	svc = dbtsync.LoggingMiddleware(d.Logger)(svc)
 	svc = dbtsync.InstrumentingMiddleware(c.metrics)(svc)
 	h := dbtsync.NewHTTPHandler(dbtsync.MakeEndpoints(svc), d.Logger, d.MaxBodyBytes)

@@ -50,7 +50,10 @@ func credentialsKey() string {
 	return base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t *testing.T) *harness { t.Helper(); return newHarnessWith(t, nil) }
+
+// newHarnessWith is newHarness with deps adjusted by tune before the API starts.
+func newHarnessWith(t *testing.T, tune func(*app.Deps)) *harness {
 	t.Helper()
 	mongo := devstack.MongoForTest(t)
 	ns := devstack.NATSForTest(t)
@@ -79,6 +82,9 @@ func newHarness(t *testing.T) *harness {
 				}
 				return net.DefaultResolver.LookupNetIP(context.Background(), "ip", host)
 			}}}}
+	if tune != nil {
+		tune(&deps)
+	}
 	api, err := app.NewAPI(context.Background(), deps)
 	if err != nil {
 		t.Fatal(err)
@@ -549,5 +555,26 @@ func TestFinding03_JobThatKillsItsWorkerIsAttemptedAtMostMaxAttempts(t *testing.
 	}
 	if job := h.waitJob(acc["syncJobId"].(string)); job["status"] != "succeeded" {
 		t.Fatalf("another job after the poisoned one: %v", job)
+	}
+}
+
+// Security review #8: one deployment's uploads could fill the object store for every
+// tenant. The manifests of a deployment waiting to be converted are bounded: an upload past
+// DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES is 413 naming it, and queues nothing.
+func TestFinding08_ManifestUploadsPerDeploymentAreBounded(t *testing.T) {
+	small, _ := json.Marshal(smallManifest("v12", "a"))
+	h := newHarnessWith(t, func(d *app.Deps) { d.UploadQuota = int64(len(small))*2 + 100 })
+	for i := 0; i < 2; i++ { // no worker runs: the manifests wait in the store
+		if code, body := h.do("POST", h.syncPath(), h.dev, map[string]any{"source": "manifest", "manifest": smallManifest("v12", "a"), "branchName": fmt.Sprintf("q%d", i)}); code != 202 {
+			t.Fatalf("upload %d: %d %v", i+1, code, body)
+		}
+	}
+	code, body := h.do("POST", h.syncPath(), h.dev, map[string]any{"source": "manifest", "manifest": smallManifest("v12", "a"), "branchName": "q3"})
+	if code != 413 || !strings.Contains(fmt.Sprint(body["message"]), "DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES") {
+		t.Fatalf("third upload: want 413 naming the limit, got %d %v", code, body)
+	}
+	_, jobs := h.do("GET", h.syncPath()+"?first=10", h.dev, nil)
+	if items, _ := jobs["items"].([]any); len(items) != 2 {
+		t.Errorf("jobs after the refused upload: %v, want the two accepted", jobs)
 	}
 }

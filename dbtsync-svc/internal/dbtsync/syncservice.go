@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -14,21 +15,52 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
+	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
 // syncService implements Service over the JetStream pipeline and the branch store.
 type syncService struct {
-	p      *Pipeline
-	store  *Store
-	sealer *Sealer
-	repos  RepoPolicy
+	p           *Pipeline
+	store       *Store
+	sealer      *Sealer
+	repos       RepoPolicy
+	uploadQuota int64
 }
 
+// DefaultDeploymentUploadBytes is the default of DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES.
+const DefaultDeploymentUploadBytes = 1 << 30
+
 // NewService builds the Service; repos decides which repository URLs an integration may
-// save.
-func NewService(p *Pipeline, store *Store, sealer *Sealer, repos RepoPolicy) Service {
-	return &syncService{p: p, store: store, sealer: sealer, repos: repos}
+// save, and uploadQuota bounds the bytes of one deployment's manifests waiting in the
+// object store (0: DefaultDeploymentUploadBytes).
+func NewService(p *Pipeline, store *Store, sealer *Sealer, repos RepoPolicy, uploadQuota int64) Service {
+	if uploadQuota <= 0 {
+		uploadQuota = DefaultDeploymentUploadBytes
+	}
+	return &syncService{p: p, store: store, sealer: sealer, repos: repos, uploadQuota: uploadQuota}
+}
+
+// deploymentMetaKey names the deployment in an uploaded manifest's object metadata.
+const deploymentMetaKey = "deployment"
+
+// uploadedBytes is what the deployment's manifests hold in the object store now.
+func (s *syncService) uploadedBytes(ctx context.Context, dep int64) (int64, error) {
+	infos, err := s.p.obj.List(ctx)
+	if errors.Is(err, jetstream.ErrNoObjectsFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	want := strconv.FormatInt(dep, 10)
+	var total int64
+	for _, in := range infos {
+		if strings.HasPrefix(in.Name, "manifest/") && in.Metadata[deploymentMetaKey] == want {
+			total += int64(in.Size)
+		}
+	}
+	return total, nil
 }
 
 // lazyUpload starts an object-store upload on the first write: most requests carry no
@@ -41,17 +73,39 @@ type lazyUpload struct {
 	bw      *bufio.Writer
 	done    chan error
 	written int64
+	// The deployment's quota: room is what its manifests in the store leave of quota
+	// when the upload starts; an upload past it is refused (refused holds the 413).
+	dep     int64
+	quota   int64
+	room    func() (int64, error)
+	left    int64
+	refused error
 }
 
 func (u *lazyUpload) Write(b []byte) (int, error) {
+	if u.refused != nil {
+		return 0, u.refused
+	}
 	if u.pw == nil {
+		used, err := u.room()
+		if err != nil {
+			u.refused = errors.Join(ErrQueueUnavailable, err)
+			return 0, u.refused
+		}
+		u.left = u.quota - used
 		pr, pw := io.Pipe()
 		u.pw, u.bw, u.done = pw, bufio.NewWriterSize(pw, 128<<10), make(chan error, 1)
+		meta := jetstream.ObjectMeta{Name: u.name, Metadata: map[string]string{deploymentMetaKey: strconv.FormatInt(u.dep, 10)}}
 		go func() {
-			_, err := u.obj.Put(u.ctx, jetstream.ObjectMeta{Name: u.name}, pr)
+			_, err := u.obj.Put(u.ctx, meta, pr)
 			pr.CloseWithError(err)
 			u.done <- err
 		}()
+	}
+	if u.written+int64(len(b)) > u.left {
+		u.refused = httpx.Errorf(http.StatusRequestEntityTooLarge,
+			"the manifests of deployment %d waiting to be converted would pass %d bytes (DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES); retry when its queued syncs have run", u.dep, u.quota)
+		return 0, u.refused
 	}
 	n, err := u.bw.Write(b)
 	u.written += int64(n)
@@ -85,10 +139,14 @@ func (s *syncService) StartSync(ctx context.Context, p *identity.Principal, dep 
 	}
 	now := time.Now().UTC()
 	id := newSyncJobID(now)
-	upload := &lazyUpload{ctx: ctx, obj: s.p.obj, name: manifestObject(id)}
+	upload := &lazyUpload{ctx: ctx, obj: s.p.obj, name: manifestObject(id), dep: dep, quota: s.uploadQuota,
+		room: func() (int64, error) { return s.uploadedBytes(ctx, dep) }}
 	req, err := body(upload)
 	keepManifest := err == nil && req.Source == "manifest"
 	uploaded, uerr := upload.finish(keepManifest)
+	if upload.refused != nil {
+		return res, upload.refused
+	}
 	if err != nil {
 		return res, err
 	}
