@@ -46,6 +46,10 @@ const deploymentMetaKey = "deployment"
 
 // uploadedBytes is what the deployment's manifests hold in the object store now.
 func (s *syncService) uploadedBytes(ctx context.Context, dep int64) (int64, error) {
+	// Bounded: with NATS unreachable the listing would wait for the client's patience; the
+	// upload answers 503 at once instead.
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
 	infos, err := s.p.obj.List(ctx)
 	if errors.Is(err, jetstream.ErrNoObjectsFound) {
 		return 0, nil
