@@ -10,7 +10,8 @@ import (
 // Config is everything dbtsync-svc (API and worker mode) reads from its environment.
 type Config struct {
 	config.Common
-	HTTPAddr           string        `env:"HTTP_ADDR" default:"127.0.0.1:8083" help:"listen address (the worker serves only health, readiness and metrics)"`
+	HTTPAddr           string        `env:"HTTP_ADDR" default:"127.0.0.1:8083" help:"public listen address: the API and /healthz (the worker serves only /healthz on it)"`
+	InternalAddr       string        `env:"INTERNAL_ADDR" default:"127.0.0.1:9083" help:"internal listen address: /healthz, /readyz and /metrics for probes and Prometheus (give the worker its own when it shares a host with the API)"`
 	MongoURI           string        `env:"MONGODB_URI" default:"mongodb://127.0.0.1:27018/" secret:"true" help:"MongoDB connection string (may hold a password)"`
 	MongoDatabase      string        `env:"MONGODB_DATABASE" default:"dbtsync" help:"database owned by dbtsync-svc"`
 	NATSURL            string        `env:"NATS_URL" default:"nats://127.0.0.1:4223" secret:"true" help:"NATS with JetStream: the job queue, job state and manifest object store (outside the local stack it carries the user and password: nats://user:password@host:4222)"`

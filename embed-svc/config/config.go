@@ -10,7 +10,8 @@ import (
 // Config is everything embed-svc reads from its environment.
 type Config struct {
 	config.Common
-	HTTPAddr                string        `env:"HTTP_ADDR" default:"127.0.0.1:8082" help:"listen address"`
+	HTTPAddr                string        `env:"HTTP_ADDR" default:"127.0.0.1:8082" help:"public listen address: the API and /healthz"`
+	InternalAddr            string        `env:"INTERNAL_ADDR" default:"127.0.0.1:9082" help:"internal listen address: /healthz, /readyz and /metrics for probes and Prometheus"`
 	MongoURI                string        `env:"MONGODB_URI" default:"mongodb://127.0.0.1:27018/" secret:"true" help:"MongoDB connection string (may hold a password)"`
 	MongoDatabase           string        `env:"MONGODB_DATABASE" default:"embed" help:"database owned by embed-svc"`
 	IdentityMongoDatabase   string        `env:"IDENTITY_MONGODB_DATABASE" default:"identity" help:"the gateway's identity database; embed-svc reads its users collection (internalId lookups), read-only"`

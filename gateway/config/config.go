@@ -10,7 +10,8 @@ import (
 // Config is everything the gateway reads from its environment.
 type Config struct {
 	config.Common
-	Addr                     string          `env:"GATEWAY_ADDR" default:"127.0.0.1:8080" help:"listen address"`
+	Addr                     string          `env:"GATEWAY_ADDR" default:"127.0.0.1:8080" help:"public listen address: the API and /healthz"`
+	InternalAddr             string          `env:"INTERNAL_ADDR" default:"127.0.0.1:9080" help:"internal listen address: /healthz, /readyz and /metrics for probes and Prometheus; never expose it publicly"`
 	WorkspaceURL             string          `env:"WORKSPACE_URL" default:"http://127.0.0.1:8081" help:"base URL of workspace-svc; comma-separated URLs of several replicas are balanced round robin"`
 	EmbedURL                 string          `env:"EMBED_URL" default:"http://127.0.0.1:8082" help:"base URL of embed-svc (replicas: comma-separated)"`
 	DBTSyncURL               string          `env:"DBTSYNC_URL" default:"http://127.0.0.1:8083" help:"base URL of dbtsync-svc (replicas: comma-separated)"`

@@ -1,6 +1,8 @@
-// Package server runs a service's HTTP server the same way everywhere: request ids,
-// logs, metrics and spans around the API, /healthz, /readyz and /metrics beside it,
-// and a graceful shutdown when the context ends (SIGINT or SIGTERM in main).
+// Package server runs a service's HTTP servers the same way everywhere: request ids,
+// logs, metrics and spans around the API and /healthz on the public listener;
+// /healthz, /readyz and /metrics on a separate internal listener (INTERNAL_ADDR) that
+// only the cluster's probes and Prometheus reach; and a graceful shutdown of both when
+// the context ends (SIGINT or SIGTERM in main).
 package server
 
 import (
@@ -8,6 +10,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -62,15 +65,18 @@ func RequestID(r *http.Request) string {
 	return NewRequestID()
 }
 
-// Handler builds the process's root handler.
+// Health answers liveness: 200 whenever the process serves HTTP at all.
+func Health(w http.ResponseWriter, _ *http.Request) {
+	httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// Handler builds the process's public root handler: the API and /healthz. Readiness and
+// metrics are never on it (see Internal): their answers describe dependencies and
+// internals, and a metrics scrape is not free.
 func Handler(o Options) http.Handler {
 	metrics := obs.NewHTTPMetrics(o.Registry, o.Service)
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	mux.Handle("GET /readyz", Ready(o.Checks))
-	mux.Handle("GET /metrics", promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", Health)
 	api := instrument(o, metrics)
 	mux.Handle("/", otelhttp.NewHandler(api, o.Service, otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
 		if r.Pattern != "" { // otelhttp renames the span with this once routing has happened
@@ -116,6 +122,22 @@ func instrument(o Options, metrics *obs.HTTPMetrics) http.Handler {
 		}()
 		o.API.ServeHTTP(rec, r)
 	})
+}
+
+// Internal builds the handler of the internal listener: /healthz, /readyz (o.Checks)
+// and /metrics (o.Registry). Anything else is a JSON 404.
+func Internal(o Options) http.Handler {
+	return InternalHandler(o.Registry, o.Checks)
+}
+
+// InternalHandler is Internal for a process that has no Options (the gateway).
+func InternalHandler(reg prometheus.Gatherer, checks []Check) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", Health)
+	mux.Handle("GET /readyz", Ready(checks))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/", NotFound)
+	return mux
 }
 
 // Ready answers 200 when every check passes and 503 naming the failures otherwise.
@@ -168,6 +190,50 @@ func Run(ctx context.Context, logger *slog.Logger, addr string, h http.Handler, 
 		return err
 	}
 	return Serve(ctx, logger, ln, h, timeout)
+}
+
+// Listener is one address a process serves and its handler.
+type Listener struct {
+	Name    string // "public" or "internal", for the logs
+	Addr    string
+	Handler http.Handler
+}
+
+// RunAll serves every listener until ctx ends, then shuts them all down gracefully
+// within timeout. If one cannot listen or fails, the others are shut down and its
+// error is returned: a process never runs with half of its listeners.
+func RunAll(ctx context.Context, logger *slog.Logger, timeout time.Duration, ls ...Listener) error {
+	lns := make([]net.Listener, 0, len(ls))
+	for _, l := range ls {
+		ln, err := net.Listen("tcp", l.Addr)
+		if err != nil {
+			for _, o := range lns {
+				_ = o.Close()
+			}
+			return fmt.Errorf("%s listener %s: %w", l.Name, l.Addr, err)
+		}
+		lns = append(lns, ln)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, len(ls))
+	for i, l := range ls {
+		go func(l Listener, ln net.Listener) {
+			err := Serve(ctx, logger.With("listener", l.Name), ln, l.Handler, timeout)
+			if err != nil {
+				err = fmt.Errorf("%s listener: %w", l.Name, err)
+			}
+			cancel() // one listener ending ends the process
+			errc <- err
+		}(l, lns[i])
+	}
+	var first error
+	for range ls {
+		if err := <-errc; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // Serve is Run on an existing listener.

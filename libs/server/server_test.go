@@ -25,14 +25,16 @@ func TestHandler(t *testing.T) {
 	api.HandleFunc("GET /boom", func(w http.ResponseWriter, r *http.Request) { panic("kaboom") })
 	api.HandleFunc("/", server.NotFound)
 	failing := errors.New("down")
-	h := server.Handler(server.Options{
+	o := server.Options{
 		Service: "test-svc", Logger: logging.New(&logs, "info", "test-svc"), Registry: obs.NewRegistry(), API: api,
 		Checks: []server.Check{{Name: "db", Check: func(context.Context) error { return failing }}},
-	})
-	srv := httptest.NewServer(h)
+	}
+	srv := httptest.NewServer(server.Handler(o))
 	defer srv.Close()
-	get := func(p string) (int, string, http.Header) {
-		resp, err := http.Get(srv.URL + p)
+	internal := httptest.NewServer(server.Internal(o))
+	defer internal.Close()
+	getFrom := func(base, p string) (int, string, http.Header) {
+		resp, err := http.Get(base + p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -40,6 +42,7 @@ func TestHandler(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b), resp.Header
 	}
+	get := func(p string) (int, string, http.Header) { return getFrom(srv.URL, p) }
 	if code, _, hdr := get("/items/3"); code != 204 || hdr.Get("X-Request-Id") == "" {
 		t.Fatalf("route: %d, request id %q", code, hdr.Get("X-Request-Id"))
 	}
@@ -52,10 +55,19 @@ func TestHandler(t *testing.T) {
 	if code, _, _ := get("/healthz"); code != 200 {
 		t.Fatalf("healthz %d", code)
 	}
-	if code, body, _ := get("/readyz"); code != 503 || !strings.Contains(body, `"db":"unavailable"`) || strings.Contains(body, "down") {
+	// Readiness and metrics are only on the internal listener.
+	for _, p := range []string{"/readyz", "/metrics"} {
+		if code, body, _ := get(p); code != 404 || strings.Contains(body, "test_svc") {
+			t.Fatalf("public %s: %d %s", p, code, body)
+		}
+	}
+	if code, _, _ := getFrom(internal.URL, "/healthz"); code != 200 {
+		t.Fatalf("internal healthz %d", code)
+	}
+	if code, body, _ := getFrom(internal.URL, "/readyz"); code != 503 || !strings.Contains(body, `"db":"unavailable"`) || strings.Contains(body, "down") {
 		t.Fatalf("readyz: %d %s", code, body)
 	}
-	_, metrics, _ := get("/metrics")
+	_, metrics, _ := getFrom(internal.URL, "/metrics")
 	if !strings.Contains(metrics, `test_svc_http_requests_total{code="204",method="GET",route="GET /items/{id}"} 1`) ||
 		!strings.Contains(metrics, `test_svc_http_request_duration_seconds_bucket`) || !strings.Contains(metrics, "go_gc_heap_live_bytes") {
 		t.Fatalf("metrics missing the route-labelled series:\n%s", metrics)
@@ -99,5 +111,66 @@ func TestGracefulShutdownFinishesInFlightRequests(t *testing.T) {
 	}
 	if err := <-errc; err != nil {
 		t.Fatalf("Serve: %v", err)
+	}
+}
+
+func TestRunAllServesEveryListenerAndStopsThemTogether(t *testing.T) {
+	addr := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		return ln.Addr().String()
+	}
+	pub, internal := addr(), addr()
+	text := func(s string) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, s) })
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	go func() {
+		errc <- server.RunAll(ctx, log, time.Second,
+			server.Listener{Name: "public", Addr: pub, Handler: text("api")},
+			server.Listener{Name: "internal", Addr: internal, Handler: text("ops")})
+	}()
+	get := func(a string) string {
+		for i := 0; i < 100; i++ {
+			resp, err := http.Get("http://" + a)
+			if err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				return string(b)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("%s never answered", a)
+		return ""
+	}
+	if got := get(pub); got != "api" {
+		t.Fatalf("public: %q", got)
+	}
+	if got := get(internal); got != "ops" {
+		t.Fatalf("internal: %q", got)
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatalf("RunAll: %v", err)
+	}
+	// A listener that cannot bind fails the whole process and leaves nothing listening.
+	busy, _ := net.Listen("tcp", "127.0.0.1:0")
+	defer busy.Close()
+	free := addr()
+	err := server.RunAll(context.Background(), log, time.Second,
+		server.Listener{Name: "public", Addr: free, Handler: text("api")},
+		server.Listener{Name: "internal", Addr: busy.Addr().String(), Handler: text("ops")})
+	if err == nil || !strings.Contains(err.Error(), "internal listener") {
+		t.Fatalf("RunAll on a busy address: %v", err)
+	}
+	if ln, err := net.Listen("tcp", free); err != nil {
+		t.Fatalf("public address still held after the failure: %v", err)
+	} else {
+		ln.Close()
 	}
 }

@@ -6,7 +6,8 @@ import "github.com/analyticsco/platform/libs/config"
 // Config is everything workspace-svc reads from its environment.
 type Config struct {
 	config.Common
-	HTTPAddr                 string `env:"HTTP_ADDR" default:"127.0.0.1:8081" help:"listen address"`
+	HTTPAddr                 string `env:"HTTP_ADDR" default:"127.0.0.1:8081" help:"public listen address: the API and /healthz"`
+	InternalAddr             string `env:"INTERNAL_ADDR" default:"127.0.0.1:9081" help:"internal listen address: /healthz, /readyz and /metrics for probes and Prometheus"`
 	MongoURI                 string `env:"MONGODB_URI" default:"mongodb://127.0.0.1:27018/" secret:"true" help:"MongoDB connection string (may hold a password)"`
 	MongoDatabase            string `env:"MONGODB_DATABASE" default:"workspace" help:"database owned by workspace-svc"`
 	IdentitySigningKey       string `env:"IDENTITY_SIGNING_KEY" required:"true" secret:"true" help:"base64 HMAC key shared with the gateway; verifies the forwarded identity"`

@@ -98,7 +98,7 @@ func run(args []string) error {
 		handler = api.Handler
 	}
 
-	h := server.Handler(server.Options{
+	o := server.Options{
 		Service:  name,
 		Logger:   proc.Logger,
 		Registry: registry,
@@ -112,6 +112,8 @@ func run(args []string) error {
 				return nil
 			}},
 		},
-	})
-	return server.Run(proc.Ctx, proc.Logger, cfg.HTTPAddr, h, cfg.ShutdownTimeout)
+	}
+	return server.RunAll(proc.Ctx, proc.Logger, cfg.ShutdownTimeout,
+		server.Listener{Name: "public", Addr: cfg.HTTPAddr, Handler: server.Handler(o)},
+		server.Listener{Name: "internal", Addr: cfg.InternalAddr, Handler: server.Internal(o)})
 }

@@ -85,7 +85,9 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	return server.Run(proc.Ctx, proc.Logger, cfg.HTTPAddr, a.Handler, cfg.ShutdownTimeout)
+	return server.RunAll(proc.Ctx, proc.Logger, cfg.ShutdownTimeout,
+		server.Listener{Name: "public", Addr: cfg.HTTPAddr, Handler: a.Handler},
+		server.Listener{Name: "internal", Addr: cfg.InternalAddr, Handler: a.Internal})
 }
 
 func deps(cfg config.Config, proc *server.Process, signer *identity.Signer, client *mongo.Client, rdb *redis.Client, nc *nats.Conn) app.Deps {

@@ -43,9 +43,10 @@ type Deps struct {
 
 // App is the wired service.
 type App struct {
-	Handler http.Handler // the root handler: API, /healthz, /readyz, /metrics
-	Keyring *keys.Keyring
-	Store   *mongostore.Store
+	Handler  http.Handler // the public listener: the API, /healthz
+	Internal http.Handler // the internal listener: /healthz, /readyz, /metrics
+	Keyring  *keys.Keyring
+	Store    *mongostore.Store
 }
 
 // New wires the service, creating indexes and a first signing key when needed.
@@ -73,7 +74,7 @@ func New(ctx context.Context, d Deps) (*App, error) {
 	})
 	svc = embed.InstrumentingMiddleware(embed.NewMetrics(d.Registry))(svc)
 	api := embed.NewHTTPHandler(embed.MakeEndpoints(svc), d.Logger)
-	h := server.Handler(server.Options{
+	o := server.Options{
 		Service:  "embed-svc",
 		Logger:   d.Logger,
 		Registry: d.Registry,
@@ -88,8 +89,8 @@ func New(ctx context.Context, d Deps) (*App, error) {
 				return nil
 			}},
 		},
-	})
-	return &App{Handler: h, Keyring: kr, Store: st}, nil
+	}
+	return &App{Handler: server.Handler(o), Internal: server.Internal(o), Keyring: kr, Store: st}, nil
 }
 
 // NewKeyring builds the keyring on db's signing_keys collection (also used by the

@@ -173,7 +173,10 @@ func TestEmbedService(t *testing.T) {
 	})
 
 	t.Run("metrics", func(t *testing.T) {
-		r := call(t, "GET", e.svcURL+"/metrics", "", nil)
+		if r := call(t, "GET", e.svcURL+"/metrics", "", nil); r.Status != 404 {
+			t.Fatalf("public /metrics = %d, want 404 (metrics are on the internal listener)", r.Status)
+		}
+		r := call(t, "GET", e.internalURL+"/metrics", "", nil)
 		body := string(r.Body)
 		for _, want := range []string{`embed_svc_sessions_minted_total{user="external"}`, "embed_svc_sessions_revoked_total", `embed_svc_session_exchanges_total{outcome="ok"}`, `embed_svc_session_exchanges_total{outcome="rejected"}`} {
 			if !strings.Contains(body, want) {

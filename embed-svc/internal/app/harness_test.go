@@ -59,16 +59,18 @@ func (c *redisCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 
 // env is one full stack: FerretDB, Redis, NATS, embed-svc and the real gateway.
 type env struct {
-	gw       *gatewaytest.Stack
-	svcURL   string
-	app      *app.App
-	rdb      *redis.Client
-	nc       *nats.Conn
-	clock    *clock
-	mongoCmd *mongox.CommandCounter
-	redisCmd *redisCounter
-	signer   *identity.Signer
-	branches atomic.Pointer[nats.Subscription]
+	gw     *gatewaytest.Stack
+	svcURL string
+	// internalURL serves the internal listener: /readyz and /metrics.
+	internalURL string
+	app         *app.App
+	rdb         *redis.Client
+	nc          *nats.Conn
+	clock       *clock
+	mongoCmd    *mongox.CommandCounter
+	redisCmd    *redisCounter
+	signer      *identity.Signer
+	branches    atomic.Pointer[nats.Subscription]
 }
 
 // branchResponder answers dbtsync.branches.resolve like dbtsync-svc: "main" is
@@ -140,6 +142,9 @@ func newEnv(t *testing.T) *env {
 	svc := httptest.NewServer(a.Handler)
 	t.Cleanup(svc.Close)
 	e.svcURL = svc.URL
+	internal := httptest.NewServer(a.Internal)
+	t.Cleanup(internal.Close)
+	e.internalURL = internal.URL
 
 	// The gateway's real embed-token verifier: embed-svc's JWKS and revocations in Redis.
 	e.gw = gatewaytest.Start(t, gatewaytest.Options{

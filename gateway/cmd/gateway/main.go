@@ -16,7 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/analyticsco/platform/gateway/config"
@@ -28,7 +27,6 @@ import (
 	"github.com/analyticsco/platform/gateway/internal/ratelimit"
 	"github.com/analyticsco/platform/gateway/internal/store"
 	libconfig "github.com/analyticsco/platform/libs/config"
-	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/logging"
 	"github.com/analyticsco/platform/libs/mongox"
@@ -160,34 +158,24 @@ func run() error {
 		return err
 	}
 
-	// The operational endpoints are matched by a switch in front of the gateway, not a
-	// ServeMux: every proxied request passes here, and pattern matching is not free.
-	health := func(w http.ResponseWriter, r *http.Request) {
-		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	}
-	ready := server.Ready([]server.Check{{Name: "mongodb", Check: st.Ping}})
-	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	// Only liveness is on the public listener, matched by a switch in front of the
+	// gateway rather than a ServeMux: every proxied request passes here, and pattern
+	// matching is not free. Readiness and metrics are on the internal listener.
 	mux := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet {
-			switch r.URL.Path {
-			case "/healthz":
-				health(w, r)
-				return
-			case "/readyz":
-				ready.ServeHTTP(w, r)
-				return
-			case "/metrics":
-				metrics.ServeHTTP(w, r)
-				return
-			}
+		if r.Method == http.MethodGet && r.URL.Path == "/healthz" {
+			server.Health(w, r)
+			return
 		}
 		gw.ServeHTTP(w, r)
 	})
+	internal := server.InternalHandler(reg, []server.Check{{Name: "mongodb", Check: st.Ping}})
 
 	if cfg.PprofAddr != "" {
 		go servePprof(ctx, log, cfg.PprofAddr)
 	}
-	err = server.Run(ctx, log, cfg.Addr, mux, cfg.ShutdownTimeout)
+	err = server.RunAll(ctx, log, cfg.ShutdownTimeout,
+		server.Listener{Name: "public", Addr: cfg.Addr, Handler: mux},
+		server.Listener{Name: "internal", Addr: cfg.InternalAddr, Handler: internal})
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}

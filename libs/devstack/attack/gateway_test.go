@@ -3,6 +3,7 @@ package attack_test
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"sort"
@@ -97,11 +98,11 @@ func TestFinding01_RandomMethodsAndPathsAddNoSeries(t *testing.T) {
 	}
 	before := map[string]map[string]bool{}
 	for _, p := range s.Processes() {
-		before[p.Name] = seriesSet(t, p.Addr)
+		before[p.Name] = seriesSet(t, p.InternalAddr)
 	}
 	flood(t, s.Gateway, 10_000, 2)
 	for _, p := range s.Processes() {
-		after := seriesSet(t, p.Addr)
+		after := seriesSet(t, p.InternalAddr)
 		if len(after) != len(before[p.Name]) {
 			var added []string
 			for k := range after {
@@ -224,5 +225,51 @@ func TestFinding17_ForwardedIdentityReplayedToAnotherServiceIs401(t *testing.T) 
 	}
 	if code := get("dbtsync-svc-1", fmt.Sprintf("/api/v1/deployments/%d/dbt-sync", dep.ID)); code != 401 {
 		t.Errorf("replayed to dbtsync-svc: want 401, got %d", code)
+	}
+}
+
+// Finding 16: metrics and readiness describe internals (dependency state, every series)
+// and a scrape is not free, so no public listener serves them: not the gateway's, and
+// not a service's. The internal listener does, and names a failing dependency without
+// its error text.
+func TestFinding16_OperationalEndpointsOnlyOnTheInternalListener(t *testing.T) {
+	s := stacktest.Start(t, stacktest.Options{Env: noRateLimits})
+	get := func(url string) (int, string) {
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, p := range s.Processes() {
+		for _, path := range []string{"/metrics", "/readyz"} {
+			// A service answers any path without a gateway identity 401, the worker 404.
+			if code, body := get("http://" + p.Addr + path); (code != 404 && code != 401) || strings.Contains(body, "go_goroutines") || strings.Contains(body, "mongodb") {
+				t.Errorf("%s public %s: %d %.200s", p.Name, path, code, body)
+			}
+			if code, body := get("http://" + p.InternalAddr + path); code != 200 {
+				t.Errorf("%s internal %s: %d %.200s", p.Name, path, code, body)
+			}
+		}
+		if code, _ := get("http://" + p.Addr + "/healthz"); code != 200 {
+			t.Errorf("%s public /healthz: %d", p.Name, code)
+		}
+	}
+	// Through the gateway, the operational paths are unknown routes like any other
+	// (401 first under the API prefixes, which need credentials).
+	for _, path := range []string{"/metrics", "/readyz", "/api/v1/metrics", "/build/api/v1/readyz"} {
+		if code, body := get(s.Gateway + path); (code != 404 && code != 401) || strings.Contains(body, "go_goroutines") || strings.Contains(body, "checks") {
+			t.Errorf("gateway %s: %d %.200s", path, code, body)
+		}
+	}
+	// A dependency down: the internal answer names it, never its error text (hosts, ports).
+	if err := s.Redis.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	code, body := get("http://" + s.Process("embed-svc-1").InternalAddr + "/readyz")
+	if code != 503 || !strings.Contains(body, `"redis":"unavailable"`) || strings.Contains(body, "127.0.0.1") || strings.Contains(body, "refused") {
+		t.Errorf("embed-svc /readyz with Redis down: %d %s", code, body)
 	}
 }

@@ -39,14 +39,18 @@ type process struct {
 	name string
 	// newConfig returns a pointer to the process's config struct.
 	newConfig func() any
-	// addrVar is the variable holding the listen address of the API, /healthz,
-	// /readyz and /metrics.
+	// addrVar is the variable holding the public listen address (the API, /healthz).
+	// Every process serves /healthz, /readyz and /metrics on internalAddrVar.
 	addrVar string
 	// args are the container arguments (the worker is dbtsync-svc started as `dbtsync-svc worker`).
 	args []string
 	// hasService: the process takes requests from others, so Kubernetes gives it a Service.
 	hasService bool
 }
+
+// internalAddrVar holds every process's internal listen address: probes and
+// Prometheus use it; no Service or published port exposes it.
+const internalAddrVar = "INTERNAL_ADDR"
 
 var processes = []process{
 	{name: "gateway", newConfig: func() any { return new(gatewayconfig.Config) }, addrVar: "GATEWAY_ADDR", hasService: true},
@@ -548,9 +552,9 @@ func TestPrometheusScrapesEveryProcess(t *testing.T) {
 		t.Fatalf("parse %s: %v", path, err)
 	}
 	for _, p := range processes {
-		addr := c.Services[p.name].Environment[p.addrVar]
+		addr := c.Services[p.name].Environment[internalAddrVar]
 		if addr == "" {
-			t.Errorf("%s has no %s in docker-compose.yml", p.name, p.addrVar)
+			t.Errorf("%s has no %s in docker-compose.yml", p.name, internalAddrVar)
 			continue
 		}
 		want := net.JoinHostPort(p.name, strconv.Itoa(port(t, addr)))
@@ -573,7 +577,7 @@ func TestPrometheusScrapesEveryProcess(t *testing.T) {
 			}
 		}
 		if !slices.Equal(targets, []string{want}) {
-			t.Errorf("job %s scrapes %q, want [%s] (%s=%s in docker-compose.yml)", p.name, targets, want, p.addrVar, addr)
+			t.Errorf("job %s scrapes %q, want [%s] (%s=%s in docker-compose.yml)", p.name, targets, want, internalAddrVar, addr)
 		}
 	}
 }
@@ -582,8 +586,9 @@ func TestPrometheusScrapesEveryProcess(t *testing.T) {
 // deploy/k8s
 
 type meta struct {
-	Name   string            `yaml:"name"`
-	Labels map[string]string `yaml:"labels"`
+	Name        string            `yaml:"name"`
+	Labels      map[string]string `yaml:"labels"`
+	Annotations map[string]string `yaml:"annotations"`
 }
 
 type k8sDoc struct {
@@ -930,10 +935,19 @@ func TestK8sWorkloads(t *testing.T) {
 				t.Errorf("Deployment %s: OTEL_SERVICE_NAME = %q, want %q", p.name, got, p.name)
 			}
 
-			// Probes on the listen port.
-			listen := -1
+			// Probes on the internal listener's port, which no Service exposes.
+			listen, internal := -1, -1
 			if addr, ok := env[p.addrVar]; ok {
 				listen = port(t, addr)
+			}
+			if addr, ok := env[internalAddrVar]; ok {
+				internal = port(t, addr)
+			}
+			if internal < 0 || internal == listen {
+				t.Errorf("Deployment %s: %s = %q must be set and differ from %s", p.name, internalAddrVar, env[internalAddrVar], p.addrVar)
+			}
+			if got := dep.Spec.Template.Metadata.Annotations["prometheus.io/port"]; got != strconv.Itoa(internal) {
+				t.Errorf("Deployment %s: prometheus.io/port = %q, want %d (%s)", p.name, got, internal, internalAddrVar)
 			}
 			for _, pr := range []struct {
 				name string
@@ -947,8 +961,8 @@ func TestK8sWorkloads(t *testing.T) {
 				if pr.p.HTTPGet.Path != pr.path {
 					t.Errorf("Deployment %s: %s path = %q, want %q", p.name, pr.name, pr.p.HTTPGet.Path, pr.path)
 				}
-				if got := portOf(c, pr.p.HTTPGet.Port); got != listen {
-					t.Errorf("Deployment %s: %s port = %d, want %d (%s)", p.name, pr.name, got, listen, p.addrVar)
+				if got := portOf(c, pr.p.HTTPGet.Port); got != internal {
+					t.Errorf("Deployment %s: %s port = %d, want %d (%s)", p.name, pr.name, got, internal, internalAddrVar)
 				}
 			}
 

@@ -108,11 +108,13 @@ type Stack struct {
 // Process is one OS process of the stack.
 type Process struct {
 	Name string
-	Addr string // its HTTP address (health, readiness, metrics; the API for services)
-	cmd  *exec.Cmd
-	args []string
-	env  []string
-	done chan struct{}
+	Addr string // its public HTTP address (the API for services, /healthz)
+	// InternalAddr is its internal listener (INTERNAL_ADDR): /healthz, /readyz, /metrics.
+	InternalAddr string
+	cmd          *exec.Cmd
+	args         []string
+	env          []string
+	done         chan struct{}
 }
 
 // Start runs the platform until the test ends.
@@ -205,7 +207,7 @@ func (s *Stack) writeKeys() stackKeys {
 // spawn starts binary as process name on a free port given in addrVar.
 func (s *Stack) spawn(name, binary string, args []string, addrVar string, extraEnv ...string) *Process {
 	s.t.Helper()
-	addr := devstack.FreeAddr(s.t)
+	addr, internal := devstack.FreeAddr(s.t), devstack.FreeAddr(s.t)
 	var env []string
 	for _, kv := range s.env {
 		// The dbt worker runs untrusted repositories and serves no API: it never gets the
@@ -215,8 +217,8 @@ func (s *Stack) spawn(name, binary string, args []string, addrVar string, extraE
 		}
 		env = append(env, kv)
 	}
-	env = append(append(env, addrVar+"="+addr, "OTEL_SERVICE_NAME="+name), extraEnv...)
-	p := &Process{Name: name, Addr: addr, args: append([]string{filepath.Join(s.bin, binary)}, args...), env: env}
+	env = append(append(env, addrVar+"="+addr, "INTERNAL_ADDR="+internal, "OTEL_SERVICE_NAME="+name), extraEnv...)
+	p := &Process{Name: name, Addr: addr, InternalAddr: internal, args: append([]string{filepath.Join(s.bin, binary)}, args...), env: env}
 	s.mu.Lock()
 	s.procs[name] = p
 	s.mu.Unlock()
@@ -303,13 +305,13 @@ func (s *Stack) Restart(ctx context.Context, name string) {
 	s.WaitReady(ctx, name)
 }
 
-// WaitReady polls the process's /readyz until 200.
+// WaitReady polls the process's /readyz (on its internal listener) until 200.
 func (s *Stack) WaitReady(ctx context.Context, name string) {
 	s.t.Helper()
 	p := s.Process(name)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.Addr+"/readyz", nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.InternalAddr+"/readyz", nil)
 		resp, err := http.DefaultClient.Do(req)
 		if err == nil {
 			resp.Body.Close()
@@ -323,7 +325,7 @@ func (s *Stack) WaitReady(ctx context.Context, name string) {
 		default:
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			s.t.Fatalf("stacktest: %s not ready at http://%s/readyz (last error %v)\n%s", name, p.Addr, err, s.Logs())
+			s.t.Fatalf("stacktest: %s not ready at http://%s/readyz (last error %v)\n%s", name, p.InternalAddr, err, s.Logs())
 		}
 		time.Sleep(50 * time.Millisecond) // polling interval of a deadline loop
 	}

@@ -44,12 +44,14 @@ func run() error {
 	}
 	defer func() { _ = client.Disconnect(context.Background()) }()
 
-	h, err := app.New(proc.Ctx, app.Deps{Mongo: client, Database: cfg.MongoDatabase, Signer: signer,
+	a, err := app.New(proc.Ctx, app.Deps{Mongo: client, Database: cfg.MongoDatabase, Signer: signer,
 		Logger: proc.Logger, Registry: obs.NewRegistry(),
 		Limits: workspace.Limits{ItemsPerDeployment: cfg.MaxItemsPerDeployment, MetaBytes: cfg.MaxMetaBytes,
 			CalculatedFieldsBytes: cfg.MaxCalculatedFieldsBytes, DraftBytes: cfg.MaxDraftBytes}})
 	if err != nil {
 		return err
 	}
-	return server.Run(proc.Ctx, proc.Logger, cfg.HTTPAddr, h, cfg.ShutdownTimeout)
+	return server.RunAll(proc.Ctx, proc.Logger, cfg.ShutdownTimeout,
+		server.Listener{Name: "public", Addr: cfg.HTTPAddr, Handler: a.Handler},
+		server.Listener{Name: "internal", Addr: cfg.InternalAddr, Handler: a.Internal})
 }

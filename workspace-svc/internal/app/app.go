@@ -29,21 +29,27 @@ type Deps struct {
 	Limits   workspace.Limits // zero fields: workspace.DefaultLimits
 }
 
-// New builds the full HTTP handler: health, readiness and metrics routes, and the
-// workspace API behind identity verification. It creates the indexes first.
-func New(ctx context.Context, d Deps) (http.Handler, error) {
+// App is the wired service: its public and internal handlers.
+type App struct {
+	Handler  http.Handler // the public listener: the API behind identity verification, /healthz
+	Internal http.Handler // the internal listener: /healthz, /readyz, /metrics
+}
+
+// New wires the service. It creates the indexes first.
+func New(ctx context.Context, d Deps) (*App, error) {
 	store := workspace.NewStore(d.Mongo.Database(d.Database))
 	if err := ensureIndexes(ctx, store); err != nil {
 		return nil, err
 	}
 	svc := workspace.NewServiceWithLimits(store, workspace.NewMetrics(d.Registry), d.Limits)
-	return server.Handler(server.Options{
+	o := server.Options{
 		Service:  ServiceName,
 		Logger:   d.Logger,
 		Registry: d.Registry,
 		API:      identity.Require(d.Signer.ForService(ServiceName), workspace.NewHTTPHandler(svc, d.Logger)),
 		Checks:   []server.Check{{Name: "mongodb", Check: mongox.Ping(d.Mongo)}},
-	}), nil
+	}
+	return &App{Handler: server.Handler(o), Internal: server.Internal(o)}, nil
 }
 
 // ensureIndexes retries while the database is unreachable: replicas starting together

@@ -57,12 +57,12 @@ func (e *env) startInstance(t *testing.T, counter *mongox.CommandCounter) string
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := app.New(ctx, app.Deps{Mongo: client, Database: e.database, Signer: signer,
+	a, err := app.New(ctx, app.Deps{Mongo: client, Database: e.database, Signer: signer,
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Registry: obs.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(h)
+	srv := httptest.NewServer(a.Handler)
 	t.Cleanup(srv.Close)
 	return srv.URL
 }

@@ -71,9 +71,13 @@ func (e *Env) Gateway(ctx context.Context) (gatewayInfo, error) {
 			return gatewayInfo{}, err
 		}
 		gwURL := "http://" + addr
+		internal, err := freeAddr()
+		if err != nil {
+			return gatewayInfo{}, err
+		}
 		cmd := exec.Command(gwBin)
 		cmd.Env = childEnv(append(extra,
-			"GATEWAY_ADDR="+addr,
+			"GATEWAY_ADDR="+addr, "INTERNAL_ADDR="+internal,
 			"WORKSPACE_URL="+be.URL, "EMBED_URL="+be.URL, "DBTSYNC_URL="+be.URL,
 			"MONGODB_URI="+mongo.URI, "MONGODB_DATABASE=identity",
 			"IDENTITY_SIGNING_KEY="+keys.identity,
@@ -88,7 +92,7 @@ func (e *Env) Gateway(ctx context.Context) (gatewayInfo, error) {
 		if err != nil {
 			return gatewayInfo{}, err
 		}
-		if err := waitReady(ctx, c, gwURL+"/readyz"); err != nil {
+		if err := waitReady(ctx, c, "http://"+internal+"/readyz"); err != nil {
 			return gatewayInfo{}, err
 		}
 		seed, err := runSeed(ctx, ctlBin, e.Dir, childEnv(

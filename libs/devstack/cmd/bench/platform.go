@@ -24,8 +24,9 @@ type platformInfo struct {
 	// All sums every process of the platform: the CPU of a request is spread over
 	// the gateway, a service, the database and Redis.
 	All *Proc
-	// Addrs are the services' own HTTP addresses (/metrics), by process name.
-	Addrs map[string]string
+	// Metrics are the processes' metrics URLs (their internal listeners), by name,
+	// from stack.json.
+	Metrics map[string]string
 	// PIDs are the processes by name, as stack.json lists them plus "devstack".
 	PIDs  map[string]int
 	Seed  platformSeed
@@ -51,10 +52,11 @@ type platformSeed struct {
 
 // stackJSON is the part of $DATA_DIR/stack.json the bench reads.
 type stackJSON struct {
-	Gateway    string         `json:"gateway"`
-	MongoDBURI string         `json:"mongodbUri"`
-	RedisURL   string         `json:"redisUrl"`
-	PIDs       map[string]int `json:"pids"`
+	Gateway    string            `json:"gateway"`
+	MongoDBURI string            `json:"mongodbUri"`
+	RedisURL   string            `json:"redisUrl"`
+	PIDs       map[string]int    `json:"pids"`
+	Metrics    map[string]string `json:"metrics"`
 }
 
 // platformProcesses are the processes whose RSS and metrics are reported, in
@@ -84,14 +86,14 @@ func (e *Env) Platform(ctx context.Context) (platformInfo, error) {
 			"DEVSTACK_MONGO_ADDR=random", "DEVSTACK_NATS_ADDR=random", "DEVSTACK_REDIS_ADDR=random",
 			"LOG_LEVEL=warn",
 			"RATE_LIMIT_GENERATE_SESSION=0", "RATE_LIMIT_EXCHANGE=0",
+			"GATEWAY_INTERNAL_ADDR=random", "WORKSPACE_INTERNAL_ADDR=random", "EMBED_INTERNAL_ADDR=random",
+			"DBTSYNC_INTERNAL_ADDR=random", "DBTSYNC_WORKER_INTERNAL_ADDR=random",
 		}
-		addrs := map[string]string{}
 		for _, p := range platformProcesses {
 			a, err := freeAddr()
 			if err != nil {
 				return platformInfo{}, err
 			}
-			addrs[p.name] = a
 			envVars = append(envVars, p.addrVar+"="+a)
 		}
 		cmd := exec.Command(filepath.Join(e.BinDir, "devstack"))
@@ -129,7 +131,7 @@ func (e *Env) Platform(ctx context.Context) (platformInfo, error) {
 		for name, pid := range sf.PIDs {
 			pids[name] = pid
 		}
-		info := platformInfo{Gateway: sf.Gateway, Addrs: addrs, PIDs: pids, Seed: seed, Redis: sf.RedisURL, Mongo: sf.MongoDBURI}
+		info := platformInfo{Gateway: sf.Gateway, Metrics: sf.Metrics, PIDs: pids, Seed: seed, Redis: sf.RedisURL, Mongo: sf.MongoDBURI}
 		info.Procs = append(info.Procs, singleProc("devstack (FerretDB+proxy+NATS)", c.pid()))
 		for _, p := range platformProcesses {
 			if pid, ok := sf.PIDs[p.name]; ok {

@@ -112,16 +112,16 @@ func runSoak(ctx context.Context, env *Env, o options) (bool, error) {
 
 	// Sampled processes: those that answer /metrics (not a paused worker).
 	type sampled struct {
-		name, addr string
-		samples    []soakSample
+		name, url string
+		samples   []soakSample
 	}
 	var procs []*sampled
 	for _, pp := range platformProcesses {
 		if pp.name == "dbtsync-worker" && workerPaused.Load() {
 			continue
 		}
-		if addr, ok := p.Addrs[pp.name]; ok {
-			procs = append(procs, &sampled{name: pp.name, addr: addr})
+		if u, ok := p.Metrics[pp.name]; ok {
+			procs = append(procs, &sampled{name: pp.name, url: u})
 		}
 	}
 	window := min(10*time.Second, o.soak/3)
@@ -152,7 +152,7 @@ func runSoak(ctx context.Context, env *Env, o options) (bool, error) {
 		for {
 			at := time.Since(start)
 			for _, sp := range procs {
-				if g, h, err := scrapeRuntime(sampleCtx, metricsClient, sp.addr); err == nil {
+				if g, h, err := scrapeRuntime(sampleCtx, metricsClient, sp.url); err == nil {
 					sp.samples = append(sp.samples, soakSample{at: at, goroutines: g, heapUse: h})
 				}
 			}
@@ -257,9 +257,9 @@ func medianOf(s []soakSample, f func(soakSample) float64) float64 {
 }
 
 // scrapeRuntime reads go_goroutines and go_memstats_heap_inuse_bytes from a
-// process's /metrics.
-func scrapeRuntime(ctx context.Context, c *http.Client, addr string) (goroutines, heapGoal float64, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+// process's metrics URL.
+func scrapeRuntime(ctx context.Context, c *http.Client, url string) (goroutines, heapGoal float64, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -291,7 +291,7 @@ func scrapeRuntime(ctx context.Context, c *http.Client, addr string) (goroutines
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	if found < 2 {
-		return 0, 0, fmt.Errorf("%s/metrics: no go_goroutines or go_gc_heap_live_bytes", addr)
+		return 0, 0, fmt.Errorf("%s: no go_goroutines or go_gc_heap_live_bytes", url)
 	}
 	return goroutines, heapGoal, sc.Err()
 }

@@ -20,15 +20,16 @@ import (
 
 // stackJSON mirrors $DATA_DIR/stack.json.
 type stackJSON struct {
-	Gateway                string         `json:"gateway"`
-	MongoDBURI             string         `json:"mongodbUri"`
-	NATSURL                string         `json:"natsUrl"`
-	RedisURL               string         `json:"redisUrl"`
-	JWTPrivateKeyFile      string         `json:"jwtPrivateKeyFile"`
-	JWTIssuer              string         `json:"jwtIssuer"`
-	JWTAudience            string         `json:"jwtAudience"`
-	IdentitySigningKeyFile string         `json:"identitySigningKeyFile"`
-	PIDs                   map[string]int `json:"pids"`
+	Gateway                string            `json:"gateway"`
+	MongoDBURI             string            `json:"mongodbUri"`
+	NATSURL                string            `json:"natsUrl"`
+	RedisURL               string            `json:"redisUrl"`
+	JWTPrivateKeyFile      string            `json:"jwtPrivateKeyFile"`
+	JWTIssuer              string            `json:"jwtIssuer"`
+	JWTAudience            string            `json:"jwtAudience"`
+	IdentitySigningKeyFile string            `json:"identitySigningKeyFile"`
+	PIDs                   map[string]int    `json:"pids"`
+	Metrics                map[string]string `json:"metrics"`
 }
 
 // goBuild builds main packages (relative to the repo root) into dir.
@@ -64,7 +65,7 @@ func startRunner(t *testing.T, devstackBin, binDir, dataDir string, a stackAddrs
 	var env []string
 	for _, kv := range os.Environ() {
 		switch strings.SplitN(kv, "=", 2)[0] {
-		case "MONGODB_URI", "NATS_URL", "REDIS_URL", "HTTP_ADDR":
+		case "MONGODB_URI", "NATS_URL", "REDIS_URL", "HTTP_ADDR", "INTERNAL_ADDR":
 			continue // the stack under test must start its own
 		}
 		env = append(env, kv)
@@ -74,6 +75,8 @@ func startRunner(t *testing.T, devstackBin, binDir, dataDir string, a stackAddrs
 		"GATEWAY_ADDR="+a.Gateway, "WORKSPACE_ADDR="+a.Workspace, "EMBED_ADDR="+a.Embed,
 		"DBTSYNC_ADDR="+a.DBTSync, "DBTSYNC_WORKER_ADDR="+a.Worker,
 		"DEVSTACK_MONGO_ADDR=random", "DEVSTACK_NATS_ADDR=random", "DEVSTACK_REDIS_ADDR=random",
+		"GATEWAY_INTERNAL_ADDR=random", "WORKSPACE_INTERNAL_ADDR=random", "EMBED_INTERNAL_ADDR=random",
+		"DBTSYNC_INTERNAL_ADDR=random", "DBTSYNC_WORKER_INTERNAL_ADDR=random",
 	)
 	env = append(env, extraEnv...)
 	cmd := exec.Command(devstackBin)

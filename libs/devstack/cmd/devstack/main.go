@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -34,6 +35,12 @@ Environment:
   EMBED_ADDR           embed-svc listen address (default 127.0.0.1:8082)
   DBTSYNC_ADDR         dbtsync-svc listen address (default 127.0.0.1:8083)
   DBTSYNC_WORKER_ADDR  dbtsync worker (dbtsync-svc worker) HTTP address (default 127.0.0.1:8084)
+  GATEWAY_INTERNAL_ADDR, WORKSPACE_INTERNAL_ADDR, EMBED_INTERNAL_ADDR,
+  DBTSYNC_INTERNAL_ADDR, DBTSYNC_WORKER_INTERNAL_ADDR
+                       each process's internal listener (/readyz, /metrics; its
+                       INTERNAL_ADDR), default 127.0.0.1:9080 to :9084 in that
+                       order; "random" = a free port. stack.json lists their
+                       metrics URLs under "metrics".
   MONGODB_URI          use this MongoDB instead of starting embedded FerretDB
   NATS_URL             use this NATS instead of starting embedded nats-server
   REDIS_URL            use this Redis instead of starting redis-server
@@ -58,6 +65,8 @@ type config struct {
 	EmbedAddr         string
 	DBTSyncAddr       string
 	DBTSyncWorkerAddr string
+	// InternalAddrs are the processes' internal listeners (INTERNAL_ADDR), by name.
+	InternalAddrs map[string]string
 
 	// External servers; empty means start one embedded.
 	MongoURI string
@@ -101,6 +110,20 @@ func configFromEnv() (config, error) {
 		NATSAddr:          embeddedAddr("DEVSTACK_NATS_ADDR", "127.0.0.1:4223"),
 		RedisAddr:         embeddedAddr("DEVSTACK_REDIS_ADDR", "127.0.0.1:6380"),
 		LogLevel:          get("LOG_LEVEL", "info"),
+		InternalAddrs:     map[string]string{},
+	}
+	for i, name := range []string{"gateway", "workspace-svc", "embed-svc", "dbtsync-svc", "dbtsync-worker"} {
+		key := strings.ToUpper(strings.ReplaceAll(strings.TrimSuffix(name, "-svc"), "-", "_")) + "_INTERNAL_ADDR"
+		addr := get(key, fmt.Sprintf("127.0.0.1:%d", 9080+i))
+		if addr == "random" {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				return cfg, fmt.Errorf("%s: %w", key, err)
+			}
+			addr = ln.Addr().String()
+			_ = ln.Close()
+		}
+		cfg.InternalAddrs[name] = addr
 	}
 	var err error
 	// Absolute paths: they are handed to children and written to stack.json.

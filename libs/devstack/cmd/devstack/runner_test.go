@@ -26,8 +26,9 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// fakeService serves /readyz, /healthz, /env (its args and env) and /die
-// (exit 3) on HTTP_ADDR (GATEWAY_ADDR for the gateway); SIGTERM exits 0.
+// fakeService serves /healthz, /env (its args and env) and /die (exit 3) on
+// HTTP_ADDR (GATEWAY_ADDR for the gateway), and /readyz and /metrics only on
+// INTERNAL_ADDR, as the real services do; SIGTERM exits 0.
 func fakeService() int {
 	name := os.Getenv("OTEL_SERVICE_NAME")
 	addr := os.Getenv("HTTP_ADDR")
@@ -39,9 +40,16 @@ func fakeService() int {
 		fmt.Fprintln(os.Stderr, "fake:", err)
 		return 1
 	}
+	iln, err := net.Listen("tcp", os.Getenv("INTERNAL_ADDR"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fake internal:", err)
+		return 1
+	}
 	mux := http.NewServeMux()
 	ok := func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }
-	mux.HandleFunc("/readyz", ok)
+	internal := http.NewServeMux()
+	internal.HandleFunc("/readyz", ok)
+	internal.HandleFunc("/metrics", ok)
 	mux.HandleFunc("/healthz", ok)
 	mux.HandleFunc("/env", func(w http.ResponseWriter, _ *http.Request) {
 		env := map[string]string{}
@@ -55,6 +63,7 @@ func fakeService() int {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM)
 	go func() { _ = http.Serve(ln, mux) }()
+	go func() { _ = http.Serve(iln, internal) }()
 	fmt.Printf("fake %s listening on %s\n", name, addr)
 	<-sig
 	return 0
@@ -125,6 +134,25 @@ func TestRunnerWithFakeServices(t *testing.T) {
 		for _, name := range []string{"workspace-svc", "embed-svc", "dbtsync-svc", "dbtsync-worker", "gateway", "redis"} {
 			if s.PIDs[name] == 0 {
 				t.Errorf("pids has no %s: %v", name, s.PIDs)
+			}
+		}
+		// Every service's metrics URL is on its internal listener, which answers it, and
+		// is not its public address.
+		public := map[string]string{"workspace-svc": a.Workspace, "embed-svc": a.Embed, "dbtsync-svc": a.DBTSync, "dbtsync-worker": a.Worker, "gateway": a.Gateway}
+		for name, addr := range public {
+			u := s.Metrics[name]
+			if !strings.HasPrefix(u, "http://127.0.0.1:") || !strings.HasSuffix(u, "/metrics") || strings.Contains(u, addr) {
+				t.Errorf("metrics[%s] = %q (public address %s)", name, u, addr)
+				continue
+			}
+			resp, err := http.Get(u)
+			if err != nil {
+				t.Errorf("metrics[%s]: %v", name, err)
+				continue
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Errorf("metrics[%s]: %d", name, resp.StatusCode)
 			}
 		}
 	})

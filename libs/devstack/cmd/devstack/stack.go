@@ -28,13 +28,15 @@ const (
 )
 
 // process is one row of the process table: a binary from BIN_DIR with its
-// arguments, the address its /readyz is polled on, and its own env.
+// arguments, its public address, the internal address its /readyz is polled on,
+// and its own env.
 type process struct {
-	Name   string
-	Binary string
-	Args   []string
-	Addr   string
-	Env    []string
+	Name         string
+	Binary       string
+	Args         []string
+	Addr         string
+	InternalAddr string
+	Env          []string
 }
 
 // processes is the table of services, in start order. Add rows here.
@@ -43,7 +45,7 @@ func processes(cfg config, k keys) []process {
 		// file:// repositories are for the local stack only (DBT_SYNC_ALLOW_FILE_URLS).
 		return []string{"HTTP_ADDR=" + addr, "DBT_CREDENTIALS_KEY=" + k.DBTCredentialsKey, "DBT_SYNC_ALLOW_FILE_URLS=true"}
 	}
-	return []process{
+	ps := []process{
 		{Name: "workspace-svc", Binary: "workspace-svc", Addr: cfg.WorkspaceAddr,
 			Env: []string{"HTTP_ADDR=" + cfg.WorkspaceAddr}},
 		{Name: "embed-svc", Binary: "embed-svc", Addr: cfg.EmbedAddr,
@@ -63,6 +65,11 @@ func processes(cfg config, k keys) []process {
 				"AUTH_JWT_AUDIENCE=" + jwtAudience,
 			}},
 	}
+	for i := range ps {
+		ps[i].InternalAddr = cfg.InternalAddrs[ps[i].Name]
+		ps[i].Env = append(ps[i].Env, "INTERNAL_ADDR="+ps[i].InternalAddr)
+	}
+	return ps
 }
 
 // stackFile is $DATA_DIR/stack.json, read by `platformctl seed`.
@@ -76,6 +83,8 @@ type stackFile struct {
 	JWTAudience            string         `json:"jwtAudience"`
 	IdentitySigningKeyFile string         `json:"identitySigningKeyFile"`
 	PIDs                   map[string]int `json:"pids"`
+	// Metrics are the processes' metrics URLs (on their internal listeners), by name.
+	Metrics map[string]string `json:"metrics"`
 }
 
 // child is a running process of the table.
@@ -167,9 +176,11 @@ func run(ctx context.Context, cfg config, out *console, logger *slog.Logger) (er
 		JWTAudience:            jwtAudience,
 		IdentitySigningKeyFile: k.IdentityKeyFile,
 		PIDs:                   map[string]int{},
+		Metrics:                map[string]string{},
 	}
 	for _, c := range children {
 		sf.PIDs[c.Name] = c.cmd.Process.Pid
+		sf.Metrics[c.Name] = "http://" + c.InternalAddr + "/metrics"
 	}
 	if b.redis != nil {
 		sf.PIDs["redis"] = b.redis.Pid()
@@ -244,7 +255,7 @@ func startChild(cfg config, p process, common []string, out *console, died chan<
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", p.Name, err)
 	}
-	out.Printf("devstack", "started %s (pid %d) on %s", p.Name, cmd.Process.Pid, p.Addr)
+	out.Printf("devstack", "started %s (pid %d) on %s (internal %s)", p.Name, cmd.Process.Pid, p.Addr, p.InternalAddr)
 	c := &child{process: p, cmd: cmd, out: w, done: make(chan struct{})}
 	go func() {
 		c.err = <-exited
@@ -270,7 +281,7 @@ func waitReady(ctx context.Context, children []*child, died <-chan *child, out *
 			if ready[c.Name] {
 				continue
 			}
-			if isReady(ctx, client, c.Addr) {
+			if isReady(ctx, client, c.InternalAddr) {
 				ready[c.Name] = true
 				out.Printf("devstack", "%s ready", c.Name)
 				continue
