@@ -18,7 +18,7 @@ type Config struct {
 	RedisURL                string        `env:"REDIS_URL" default:"redis://127.0.0.1:6380/0" secret:"true" help:"Redis for single-use session ids and revocations (may hold a password)"`
 	NATSURL                 string        `env:"NATS_URL" default:"nats://127.0.0.1:4223" secret:"true" help:"NATS, for the branch resolver of dbtsync-svc (outside the local stack it carries the user and password: nats://user:password@host:4222)"`
 	IdentitySigningKey      string        `env:"IDENTITY_SIGNING_KEY" required:"true" secret:"true" help:"base64 HMAC key shared with the gateway; verifies the forwarded identity"`
-	KeyEncryptionKey        string        `env:"EMBED_KEY_ENCRYPTION_KEY" required:"true" secret:"true" help:"base64 32-byte AES-256-GCM key encrypting the embed token signing keys stored in MongoDB"`
+	KeyEncryptionKey        string        `env:"EMBED_KEY_ENCRYPTION_KEY" required:"true" secret:"true" help:"base64 32-byte AES-256-GCM keys, comma-separated, encrypting the embed token signing keys stored in MongoDB: the first seals, all open; keys are re-sealed under the first at load (rotation: README)"`
 	TokenIssuer             string        `env:"EMBED_TOKEN_ISSUER" default:"https://embed.platform.local" help:"iss claim of embed tokens; the gateway expects the same value"`
 	KeyPublishDelay         time.Duration `env:"EMBED_KEY_PUBLISH_DELAY" default:"10m" help:"after rotate-keys, how long a new key is published in the JWKS before it signs; keep above the gateway's JWKS refresh"`
 	KeyRefresh              time.Duration `env:"EMBED_KEY_REFRESH" default:"30s" help:"how often a replica reloads the signing keys from MongoDB"`

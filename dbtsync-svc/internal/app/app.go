@@ -75,6 +75,20 @@ func NewAPI(ctx context.Context, d Deps) (*API, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Step 2 of a DBT_CREDENTIALS_KEY rotation: what is sealed under an older key moves
+	// to the first one, in the background (replicas doing it together is harmless).
+	go func() {
+		rep, err := c.store.ResealCredentials(ctx, c.sealer)
+		switch {
+		case err != nil:
+			d.Logger.WarnContext(ctx, "re-sealing saved git credentials stopped; the next start resumes", "err", err)
+		case rep.Unreadable > 0:
+			d.Logger.ErrorContext(ctx, "saved git credentials no DBT_CREDENTIALS_KEY key opens: a key was removed before they were re-sealed",
+				"unreadable", rep.Unreadable, "resealed", rep.Resealed)
+		case rep.Resealed > 0:
+			d.Logger.InfoContext(ctx, "saved git credentials re-sealed with the first DBT_CREDENTIALS_KEY key", "resealed", rep.Resealed)
+		}
+	}()
 	svc := dbtsync.NewService(c.pipeline, c.store, c.sealer, d.Git.Policy, d.UploadQuota)
 	svc = dbtsync.LoggingMiddleware(d.Logger)(svc)
 	svc = dbtsync.InstrumentingMiddleware(c.metrics)(svc)

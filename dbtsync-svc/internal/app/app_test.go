@@ -23,6 +23,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/app"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
@@ -576,5 +577,64 @@ func TestFinding08_ManifestUploadsPerDeploymentAreBounded(t *testing.T) {
 	_, jobs := h.do("GET", h.syncPath()+"?first=10", h.dev, nil)
 	if items, _ := jobs["items"].([]any); len(items) != 2 {
 		t.Errorf("jobs after the refused upload: %v, want the two accepted", jobs)
+	}
+}
+
+// DBT_CREDENTIALS_KEY rotates without downtime: with the new key listed first, an API
+// start re-seals saved credentials under it, and a process holding only the new key
+// opens them afterwards (review #19).
+func TestCredentialsKeyRotation(t *testing.T) {
+	h := newHarness(t)
+	p := fmt.Sprintf("/api/v1/deployments/%d/dbt-git-integration", h.dep)
+	body := map[string]any{"repoUrl": "https://example.test/repo.git", "branch": "main", "projectPath": ".", "credentials": map[string]any{"token": "s3cret-token"}}
+	if code, got := h.do("PUT", p, h.admin, body); code != 200 {
+		t.Fatalf("put: %d %v", code, got)
+	}
+	stored := func() []byte {
+		var d struct {
+			Credentials []byte `bson:"credentials"`
+		}
+		if err := h.deps.Mongo.Collection("dbt_git_integrations").FindOne(context.Background(), bson.D{{Key: "_id", Value: h.dep}}).Decode(&d); err != nil {
+			t.Fatal(err)
+		}
+		return d.Credentials
+	}
+	newKey := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{9}, 32))
+	onlyNew, err := dbtsync.NewSealer(newKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := onlyNew.Open(stored(), h.dep); err == nil {
+		t.Fatal("the new key opened credentials sealed before it existed")
+	}
+	deps := h.deps
+	deps.CredentialsKey = newKey + "," + credentialsKey()
+	deps.Registry = prometheus.NewRegistry()
+	api, err := app.NewAPI(context.Background(), deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer api.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		plain, err := onlyNew.Open(stored(), h.dep)
+		if err == nil {
+			if !strings.Contains(string(plain), "s3cret-token") {
+				t.Fatalf("re-sealed credentials: %s", plain)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("credentials were not re-sealed under the new first key")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	onlyOld, _ := dbtsync.NewSealer(credentialsKey())
+	if _, err := onlyOld.Open(stored(), h.dep); err == nil {
+		t.Fatal("the old key still opens the re-sealed credentials")
+	}
+	// Another deployment's id does not open them (the id is authenticated data).
+	if _, err := onlyNew.Open(stored(), h.dep+1); err == nil {
+		t.Fatal("credentials opened for another deployment")
 	}
 }

@@ -1,51 +1,40 @@
 package dbtsync
 
 import (
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/rand"
-	"encoding/base64"
-	"errors"
-	"fmt"
-	"strings"
+	"strconv"
+
+	"github.com/analyticsco/platform/libs/sealbox"
 )
 
-// Sealer encrypts saved git credentials with AES-256-GCM.
-type Sealer struct{ aead cipher.AEAD }
+// Sealer encrypts saved git credentials with AES-256-GCM under DBT_CREDENTIALS_KEY, a
+// comma-separated key list whose first key seals (see libs/sealbox for rotation).
+type Sealer struct{ box *sealbox.Box }
 
-// NewSealer takes the base64 32-byte key of DBT_CREDENTIALS_KEY.
-func NewSealer(base64Key string) (*Sealer, error) {
-	key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(base64Key))
-	if err != nil {
-		return nil, fmt.Errorf("DBT_CREDENTIALS_KEY is not base64")
-	}
-	if len(key) != 32 {
-		return nil, fmt.Errorf("DBT_CREDENTIALS_KEY must be 32 bytes, got %d", len(key))
-	}
-	block, err := aes.NewCipher(key)
+// NewSealer takes DBT_CREDENTIALS_KEY: base64 32-byte keys, comma-separated, the
+// sealing key first.
+func NewSealer(keys string) (*Sealer, error) {
+	box, err := sealbox.Parse("DBT_CREDENTIALS_KEY", keys)
 	if err != nil {
 		return nil, err
 	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, err
-	}
-	return &Sealer{aead: aead}, nil
+	return &Sealer{box: box}, nil
 }
 
-// Seal returns nonce || ciphertext; the deployment id is authenticated data, so a sealed
-// value copied to another deployment does not open.
+// The deployment id is authenticated data, so a sealed value copied to another
+// deployment does not open.
+func deploymentAD(deploymentID int64) []byte { return []byte(strconv.FormatInt(deploymentID, 10)) }
+
+// Seal encrypts plain for deploymentID with the first key.
 func (s *Sealer) Seal(plain []byte, deploymentID int64) []byte {
-	nonce := make([]byte, s.aead.NonceSize())
-	_, _ = rand.Read(nonce)
-	return s.aead.Seal(nonce, nonce, plain, []byte(fmt.Sprint(deploymentID)))
+	return s.box.Seal(plain, deploymentAD(deploymentID))
 }
 
-// Open reverses Seal.
+// Open reverses Seal, with any listed key.
 func (s *Sealer) Open(sealed []byte, deploymentID int64) ([]byte, error) {
-	n := s.aead.NonceSize()
-	if len(sealed) < n {
-		return nil, errors.New("sealed credentials too short")
-	}
-	return s.aead.Open(nil, sealed[:n], sealed[n:], []byte(fmt.Sprint(deploymentID)))
+	return s.box.Open(sealed, deploymentAD(deploymentID))
+}
+
+// Reseal returns sealed under the first key; changed is false when it already was.
+func (s *Sealer) Reseal(sealed []byte, deploymentID int64) ([]byte, bool, error) {
+	return s.box.Reseal(sealed, deploymentAD(deploymentID))
 }

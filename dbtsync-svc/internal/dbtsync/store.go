@@ -389,3 +389,47 @@ func (s *Store) integration(ctx context.Context, dep int64) (*integrationDoc, er
 	}
 	return &d, nil
 }
+
+// ResealReport is what ResealCredentials did.
+type ResealReport struct {
+	Resealed   int // moved to the sealing key
+	Unreadable int // open with no listed key: a key was removed too early
+}
+
+// ResealCredentials moves every saved credential not sealed with the first key of
+// DBT_CREDENTIALS_KEY to it (step 2 of a rotation, run when the API starts). Each
+// update is a compare-and-set on the old value, so a concurrent save wins; reading
+// is by a cursor over id and credentials only.
+func (s *Store) ResealCredentials(ctx context.Context, sealer *Sealer) (ResealReport, error) {
+	var rep ResealReport
+	cur, err := s.integrations.Find(ctx, bson.D{{Key: "credentials", Value: bson.D{{Key: "$exists", Value: true}}}},
+		options.Find().SetProjection(bson.D{{Key: "credentials", Value: 1}}).SetBatchSize(200))
+	if err != nil {
+		return rep, wrapDB(err)
+	}
+	defer cur.Close(ctx)
+	for cur.Next(ctx) {
+		var d struct {
+			ID          int64  `bson:"_id"`
+			Credentials []byte `bson:"credentials"`
+		}
+		if err := cur.Decode(&d); err != nil || len(d.Credentials) == 0 {
+			continue
+		}
+		out, changed, err := sealer.Reseal(d.Credentials, d.ID)
+		if err != nil {
+			rep.Unreadable++
+			continue
+		}
+		if !changed {
+			continue
+		}
+		res, err := s.integrations.UpdateOne(ctx, bson.D{{Key: "_id", Value: d.ID}, {Key: "credentials", Value: d.Credentials}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: "credentials", Value: out}}}})
+		if err != nil {
+			return rep, wrapDB(err)
+		}
+		rep.Resealed += int(res.ModifiedCount)
+	}
+	return rep, wrapDB(cur.Err())
+}

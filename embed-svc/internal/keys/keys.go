@@ -1,14 +1,13 @@
 // Package keys manages the Ed25519 keys that sign embed tokens. Keys live in MongoDB,
-// private halves encrypted with AES-256-GCM under EMBED_KEY_ENCRYPTION_KEY, so every
-// replica signs with the same current key. Rotation never breaks a verifier: a new key
+// private halves encrypted with AES-256-GCM under EMBED_KEY_ENCRYPTION_KEY (a key list,
+// libs/sealbox: the first seals, all open, so it can be rotated), so every replica signs
+// with the same current key. Rotation never breaks a verifier: a new key
 // is published (in the JWKS) for a publish delay before it starts signing, and a key
 // that stopped signing stays published until the tokens it signed have expired.
 package keys
 
 import (
 	"context"
-	"crypto/aes"
-	"crypto/cipher"
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
@@ -16,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -27,11 +25,12 @@ import (
 
 	"github.com/analyticsco/platform/embed-svc/internal/embed"
 	"github.com/analyticsco/platform/libs/mongox"
+	"github.com/analyticsco/platform/libs/sealbox"
 )
 
 // Options configure a Keyring.
 type Options struct {
-	EncryptionKey string        // base64, 32 bytes
+	EncryptionKey string        // base64 32-byte keys, comma-separated, the sealing key first
 	PublishDelay  time.Duration // how long a new key is published before it signs
 	TokenLifetime time.Duration // how long a retired key stays published
 	Refresh       time.Duration // how often a replica reloads the keys
@@ -41,7 +40,7 @@ type Options struct {
 // Keyring signs with the current key and lists the published ones.
 type Keyring struct {
 	coll *mongo.Collection
-	aead cipher.AEAD
+	box  *sealbox.Box
 	o    Options
 
 	mu       sync.Mutex
@@ -52,36 +51,20 @@ type Keyring struct {
 type key struct {
 	ID         string    `bson:"_id"`
 	Public     []byte    `bson:"public"`
-	Sealed     []byte    `bson:"sealed"` // nonce || AES-GCM(private key seed), AAD = kid
+	Sealed     []byte    `bson:"sealed"` // sealbox(private key seed), associated data = kid
 	CreatedAt  time.Time `bson:"createdAt"`
 	ActivateAt time.Time `bson:"activateAt"`
 	private    ed25519.PrivateKey
 }
 
-// ParseEncryptionKey decodes a base64 32-byte key.
-func ParseEncryptionKey(s string) ([]byte, error) {
-	s = strings.TrimSpace(s)
-	k, err := base64.StdEncoding.DecodeString(s)
-	if err != nil {
-		k, err = base64.RawURLEncoding.DecodeString(s)
-	}
-	if err != nil || len(k) != 32 {
-		return nil, errors.New("EMBED_KEY_ENCRYPTION_KEY must be 32 bytes in base64")
-	}
-	return k, nil
+// ParseEncryptionKey checks an EMBED_KEY_ENCRYPTION_KEY key list.
+func ParseEncryptionKey(s string) (*sealbox.Box, error) {
+	return sealbox.Parse("EMBED_KEY_ENCRYPTION_KEY", s)
 }
 
 // New builds a keyring over coll.
 func New(coll *mongo.Collection, o Options) (*Keyring, error) {
-	raw, err := ParseEncryptionKey(o.EncryptionKey)
-	if err != nil {
-		return nil, err
-	}
-	block, err := aes.NewCipher(raw)
-	if err != nil {
-		return nil, err
-	}
-	aead, err := cipher.NewGCM(block)
+	box, err := ParseEncryptionKey(o.EncryptionKey)
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +77,7 @@ func New(coll *mongo.Collection, o Options) (*Keyring, error) {
 	if o.Refresh <= 0 {
 		o.Refresh = 30 * time.Second
 	}
-	return &Keyring{coll: coll, aead: aead, o: o}, nil
+	return &Keyring{coll: coll, box: box, o: o}, nil
 }
 
 // KeyID derives a key id from the public key.
@@ -109,11 +92,7 @@ func (k *Keyring) newKey(activateAt time.Time) (key, error) {
 		return key{}, err
 	}
 	id := KeyID(pub)
-	nonce := make([]byte, k.aead.NonceSize())
-	if _, err := rand.Read(nonce); err != nil {
-		return key{}, err
-	}
-	sealed := k.aead.Seal(nonce, nonce, priv.Seed(), []byte(id))
+	sealed := k.box.Seal(priv.Seed(), []byte(id))
 	return key{ID: id, Public: pub, Sealed: sealed, CreatedAt: k.o.Now().UTC(), ActivateAt: activateAt.UTC()}, nil
 }
 
@@ -169,6 +148,40 @@ func (k *Keyring) Rotate(ctx context.Context) (string, error) {
 	return nk.ID, nil
 }
 
+// ErrUnknownKey is returned by Revoke for a key id the keyring does not hold.
+var ErrUnknownKey = errors.New("no signing key with this id")
+
+// Revoke withdraws a compromised key at once, skipping the rotation's publish delay:
+// a replacement key that signs from now is added, then the key is deleted, so it
+// leaves the JWKS and no longer signs. Other replicas follow on their next reload
+// (Refresh); the gateways refuse the key's tokens through the Redis marker the caller
+// sets first (see app.RevokeSigningKey). It returns the replacement's id.
+func (k *Keyring) Revoke(ctx context.Context, kid string) (string, error) {
+	if err := k.reload(ctx); err != nil {
+		return "", err
+	}
+	k.mu.Lock()
+	found := false
+	for _, ky := range k.keys {
+		found = found || ky.ID == kid
+	}
+	k.mu.Unlock()
+	if !found {
+		return "", ErrUnknownKey
+	}
+	nk, err := k.newKey(k.o.Now())
+	if err != nil {
+		return "", err
+	}
+	if _, err := k.coll.InsertOne(ctx, nk); err != nil {
+		return "", fmt.Errorf("signing keys: %w", err)
+	}
+	if _, err := k.coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: kid}}); err != nil {
+		return "", fmt.Errorf("signing keys: %w", err)
+	}
+	return nk.ID, k.reload(ctx)
+}
+
 func (k *Keyring) reload(ctx context.Context) error {
 	cur, err := k.coll.Find(ctx, bson.D{}, options.Find().SetSort(bson.D{{Key: "activateAt", Value: 1}, {Key: "_id", Value: 1}}))
 	if err != nil {
@@ -180,15 +193,20 @@ func (k *Keyring) reload(ctx context.Context) error {
 	}
 	for i := range docs {
 		d := &docs[i]
-		ns := k.aead.NonceSize()
-		if len(d.Sealed) < ns {
-			return fmt.Errorf("signing key %s: sealed private key is malformed", d.ID)
-		}
-		seed, err := k.aead.Open(nil, d.Sealed[:ns], d.Sealed[ns:], []byte(d.ID))
-		if err != nil {
-			return fmt.Errorf("signing key %s: cannot decrypt with EMBED_KEY_ENCRYPTION_KEY", d.ID)
+		seed, err := k.box.Open(d.Sealed, []byte(d.ID))
+		if err != nil || len(seed) != ed25519.SeedSize {
+			return fmt.Errorf("signing key %s: cannot decrypt with any EMBED_KEY_ENCRYPTION_KEY key", d.ID)
 		}
 		d.private = ed25519.NewKeyFromSeed(seed)
+		// Step 2 of an EMBED_KEY_ENCRYPTION_KEY rotation: a key sealed under an older
+		// encryption key moves to the first one (compare-and-set: replicas racing agree).
+		if out, changed, err := k.box.Reseal(d.Sealed, []byte(d.ID)); err == nil && changed {
+			if _, err := k.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: d.ID}, {Key: "sealed", Value: d.Sealed}},
+				bson.D{{Key: "$set", Value: bson.D{{Key: "sealed", Value: out}}}}); err != nil {
+				return wrap(err)
+			}
+			d.Sealed = out
+		}
 	}
 	sort.SliceStable(docs, func(i, j int) bool { return docs[i].ActivateAt.Before(docs[j].ActivateAt) })
 	k.mu.Lock()

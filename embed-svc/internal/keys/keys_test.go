@@ -1,0 +1,67 @@
+package keys_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"strings"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/analyticsco/platform/embed-svc/internal/keys"
+	"github.com/analyticsco/platform/libs/devstack"
+	"github.com/analyticsco/platform/libs/mongox"
+)
+
+// EMBED_KEY_ENCRYPTION_KEY rotates without downtime (review #19): with the new key
+// listed first, loading the keyring re-seals the signing keys under it, after which a
+// process holding only the new key signs with the same keys.
+func TestEncryptionKeyRotation(t *testing.T) {
+	ctx := context.Background()
+	mongo := devstack.MongoForTest(t)
+	client, err := mongox.Connect(ctx, mongo.URI, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	coll := client.Database(devstack.UniqueName(t, "embedkeys")).Collection("signing_keys")
+	oldKey := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{1}, 32))
+	newKey := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{2}, 32))
+	ring := func(list string) (*keys.Keyring, error) {
+		kr, err := keys.New(coll, keys.Options{EncryptionKey: list, PublishDelay: time.Minute})
+		if err != nil {
+			return nil, err
+		}
+		return kr, kr.Ensure(ctx)
+	}
+	before, err := ring(oldKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kid, err := before.CurrentKeyID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ring(newKey); err == nil || !strings.Contains(err.Error(), "cannot decrypt") {
+		t.Fatalf("a key list without the sealing key loaded the keyring: %v", err)
+	}
+	if _, err := ring(newKey + "," + oldKey); err != nil {
+		t.Fatalf("rotation step 2: %v", err)
+	}
+	after, err := ring(newKey)
+	if err != nil {
+		t.Fatalf("only the new key after re-sealing: %v", err)
+	}
+	if got, _ := after.CurrentKeyID(ctx); got != kid {
+		t.Fatalf("signing key changed with the encryption key: %s, want %s", got, kid)
+	}
+	if _, err := ring(oldKey); err == nil {
+		t.Fatal("the old encryption key still opens the re-sealed signing key")
+	}
+	n, _ := coll.CountDocuments(ctx, bson.D{})
+	if n != 1 {
+		t.Fatalf("%d signing keys, want the one (re-sealing must not add keys)", n)
+	}
+}
