@@ -2,6 +2,8 @@
 //
 //	embed-svc                      serve the API
 //	embed-svc rotate-keys          publish a new signing key; it signs after EMBED_KEY_PUBLISH_DELAY
+//	embed-svc revoke-key --kid KID withdraw a compromised signing key now: its tokens are
+//	                               refused at once, a replacement signs from now
 //	embed-svc account-settings --account ID [--allow-ai=true|false|inherit] ...
 //	                               set an account's account-wide embed settings
 package main
@@ -37,10 +39,12 @@ func main() {
 	switch {
 	case len(os.Args) > 1 && os.Args[1] == "rotate-keys":
 		err = rotateKeys()
+	case len(os.Args) > 1 && os.Args[1] == "revoke-key":
+		err = revokeKey(os.Args[2:])
 	case len(os.Args) > 1 && os.Args[1] == "account-settings":
 		err = accountSettings(os.Args[2:])
 	case len(os.Args) > 1:
-		err = fmt.Errorf("unknown command %q (commands: rotate-keys, account-settings)", os.Args[1])
+		err = fmt.Errorf("unknown command %q (commands: rotate-keys, revoke-key, account-settings)", os.Args[1])
 	default:
 		err = run()
 	}
@@ -127,6 +131,43 @@ func rotateKeys() error {
 	return json.NewEncoder(os.Stdout).Encode(map[string]any{
 		"kid": kid, "signsFrom": time.Now().Add(cfg.KeyPublishDelay).UTC().Format(time.RFC3339),
 	})
+}
+
+func revokeKey(args []string) error {
+	fs := flag.NewFlagSet("revoke-key", flag.ContinueOnError)
+	kid := fs.String("kid", "", "id of the signing key to withdraw (the JWKS kid)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *kid == "" {
+		return fmt.Errorf("revoke-key: --kid is required")
+	}
+	cfg, err := config.Load()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	client, err := mongox.Connect(ctx, cfg.MongoURI, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = client.Disconnect(context.Background()) }()
+	ropts, err := redis.ParseURL(cfg.RedisURL)
+	if err != nil {
+		return fmt.Errorf("REDIS_URL: %w", err)
+	}
+	rdb := redis.NewClient(ropts)
+	defer rdb.Close()
+	kr, err := app.NewKeyring(client.Database(cfg.MongoDatabase), app.Deps{KeyEncryptionKey: cfg.KeyEncryptionKey, KeyPublishDelay: cfg.KeyPublishDelay})
+	if err != nil {
+		return err
+	}
+	replacement, err := app.RevokeSigningKey(ctx, kr, rdb, *kid)
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(os.Stdout).Encode(map[string]any{"revoked": *kid, "replacement": replacement})
 }
 
 // triState parses "true", "false" or "inherit" into a setting.

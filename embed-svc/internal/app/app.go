@@ -100,3 +100,32 @@ func NewKeyring(db *mongo.Database, d Deps) (*keys.Keyring, error) {
 		EncryptionKey: d.KeyEncryptionKey, PublishDelay: d.KeyPublishDelay, Refresh: d.KeyRefresh, Now: d.Now,
 	})
 }
+
+// RevokeSigningKey is the emergency withdrawal of a compromised embed signing key
+// (`embed-svc revoke-key`): first the Redis marker, so every gateway replica refuses the
+// key's tokens on their next request (cached verifications included: the marker is
+// checked on every request with the session's own revocation), then the key leaves the
+// keyring and the JWKS, replaced by one that signs at once. The marker outlives every
+// token the key can have signed. It returns the replacement key's id.
+func RevokeSigningKey(ctx context.Context, kr *keys.Keyring, rdb redis.UniversalClient, kid string) (string, error) {
+	if !validKeyID(kid) {
+		return "", keys.ErrUnknownKey
+	}
+	if err := redisstore.New(rdb).RevokeSigningKey(ctx, kid, embed.TokenLifetime+time.Hour); err != nil {
+		return "", err
+	}
+	return kr.Revoke(ctx, kid)
+}
+
+// validKeyID: key ids are base64url of 12 bytes (keys.KeyID).
+func validKeyID(kid string) bool {
+	if len(kid) != 16 {
+		return false
+	}
+	for _, c := range kid {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}

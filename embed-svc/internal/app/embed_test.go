@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -9,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/analyticsco/platform/embed-svc/internal/app"
 	"github.com/analyticsco/platform/embed-svc/internal/embed"
+	"github.com/analyticsco/platform/embed-svc/internal/keys"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -173,8 +176,8 @@ func TestEmbedService(t *testing.T) {
 	})
 
 	t.Run("metrics", func(t *testing.T) {
-		if r := call(t, "GET", e.svcURL+"/metrics", "", nil); r.Status != 404 {
-			t.Fatalf("public /metrics = %d, want 404 (metrics are on the internal listener)", r.Status)
+		if r := call(t, "GET", e.svcURL+"/metrics", "", nil); r.Status != 401 || strings.Contains(string(r.Body), "embed_svc") {
+			t.Fatalf("public /metrics = %d, want 401 like any path without an identity (metrics are on the internal listener)", r.Status)
 		}
 		r := call(t, "GET", e.internalURL+"/metrics", "", nil)
 		body := string(r.Body)
@@ -188,6 +191,7 @@ func TestEmbedService(t *testing.T) {
 		}
 	})
 
+	t.Run("emergency-signing-key-revocation", func(t *testing.T) { testRevokeSigningKey(t, e) })
 	// Last: it moves the clock.
 	t.Run("key-rotation-without-downtime", func(t *testing.T) { testKeyRotation(t, e) })
 }
@@ -939,5 +943,60 @@ func testKeyRotation(t *testing.T, e *env) {
 	after, _ := fetchJWKS(e.jwksURL())
 	if _, ok := after[oldKid]; ok || len(after) != 1 {
 		t.Fatalf("retired key still published a token lifetime later: %v", after)
+	}
+}
+
+// A compromised signing key is withdrawn at once (review #19): its tokens, cached by the
+// gateway or not, are refused on their next request; it leaves the JWKS; a replacement
+// signs the next sessions without the publish delay.
+func testRevokeSigningKey(t *testing.T, e *env) {
+	dep := e.acme().Deployments[0].ID
+	ctx := context.Background()
+	kidOf := func(token string) string {
+		var hdr struct{ Kid string }
+		_ = jsonUnmarshalB64(strings.Split(token, ".")[0], &hdr)
+		return hdr.Kid
+	}
+	tok := e.exchange(t, e.mint(t, map[string]any{"deploymentId": dep, "externalId": uid("revkey")}))
+	if r := e.do(t, "GET", "/api/v1/embed/session", bearer(tok.Token), nil); r.Status != 200 { // now cached by the gateway
+		t.Fatalf("before: %d %s", r.Status, r.Body)
+	}
+	compromised := kidOf(tok.Token)
+	if _, err := app.RevokeSigningKey(ctx, e.app.Keyring, e.rdb, "not-a-key-id"); !errors.Is(err, keys.ErrUnknownKey) {
+		t.Fatalf("unknown kid: %v", err)
+	}
+	replacement, err := app.RevokeSigningKey(ctx, e.app.Keyring, e.rdb, compromised)
+	if err != nil || replacement == "" || replacement == compromised {
+		t.Fatalf("revoke-key: %q %v", replacement, err)
+	}
+	if r := e.do(t, "GET", "/api/v1/embed/session", bearer(tok.Token), nil); r.Status != 401 {
+		t.Fatalf("token of the revoked key = %d %s, want 401", r.Status, r.Body)
+	}
+	published, _ := fetchJWKS(e.jwksURL())
+	if _, ok := published[compromised]; ok {
+		t.Fatalf("revoked key still published: %v", published)
+	}
+	if _, ok := published[replacement]; !ok {
+		t.Fatalf("replacement not published: %v", published)
+	}
+	next := e.exchange(t, e.mint(t, map[string]any{"deploymentId": dep, "externalId": uid("revkey")}))
+	if k := kidOf(next.Token); k != replacement {
+		t.Fatalf("new session signed by %s, want the replacement %s at once", k, replacement)
+	}
+	// A gateway learns the replacement on its next unknown-kid JWKS fetch, at most its
+	// minimum refetch interval (10 s) after the last one.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		r := e.do(t, "GET", "/api/v1/embed/session", bearer(next.Token), nil)
+		if r.Status == 200 {
+			break
+		}
+		if r.Status != 401 || time.Now().After(deadline) {
+			t.Fatalf("token of the replacement = %d %s", r.Status, r.Body)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if ttl := e.rdb.TTL(ctx, "embed:revoked-key:"+compromised).Val(); ttl < embed.TokenLifetime {
+		t.Fatalf("revoked-key marker lives %s, less than a token lifetime", ttl)
 	}
 }

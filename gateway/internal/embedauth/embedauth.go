@@ -26,6 +26,11 @@ import (
 // RevokedKeyPrefix prefixes the Redis key that marks a revoked session (`embed:revoked:<sid>`).
 const RevokedKeyPrefix = "embed:revoked:"
 
+// RevokedSigningKeyPrefix prefixes the Redis key that marks a withdrawn signing key
+// (`embed:revoked-key:<kid>`, written by `embed-svc revoke-key`): every token it signed
+// is refused, cached or not.
+const RevokedSigningKeyPrefix = "embed:revoked-key:"
+
 // JWKSPath is where embed-svc publishes its token keys.
 const JWKSPath = "/api/v1/embed/.well-known/jwks.json"
 
@@ -82,12 +87,14 @@ func New(keys *auth.KeySet, issuer string, rdb redis.UniversalClient, authn *aut
 // Embed verifies token and returns the principal of its session.
 func (v *Verifier) Embed(ctx context.Context, token string) (*identity.Principal, error) {
 	hit, ok := v.cache.Get(token)
-	c, raw := hit.claims, hit.raw
+	c, raw, kid := hit.claims, hit.raw, hit.kid
 	if !ok {
 		var claims Claims
-		if _, err := v.parser.ParseWithClaims(token, &claims, v.keys.Keyfunc); err != nil {
+		tok, err := v.parser.ParseWithClaims(token, &claims, v.keys.Keyfunc)
+		if err != nil {
 			return nil, fmt.Errorf("%w: embed token: %v", auth.ErrUnauthenticated, err)
 		}
+		kid, _ = tok.Header["kid"].(string)
 		if claims.SessionID == "" || claims.AccountID <= 0 || claims.DeploymentID <= 0 {
 			return nil, fmt.Errorf("%w: embed token lacks sid, acc or dep", auth.ErrUnauthenticated)
 		}
@@ -97,9 +104,14 @@ func (v *Verifier) Embed(ctx context.Context, token string) (*identity.Principal
 		}
 		c, raw = &claims, payload
 		// Signature checks are cached until the token's own expiry; revocation is not.
-		v.cache.Put(token, verified{c, raw}, claims.ExpiresAt.Time)
+		v.cache.Put(token, verified{c, raw, kid}, claims.ExpiresAt.Time)
 	}
-	n, err := v.rdb.Exists(ctx, RevokedKeyPrefix+c.SessionID).Result()
+	// One round trip checks both the session and its signing key.
+	marks := []string{RevokedKeyPrefix + c.SessionID}
+	if kid != "" {
+		marks = append(marks, RevokedSigningKeyPrefix+kid)
+	}
+	n, err := v.rdb.Exists(ctx, marks...).Result()
 	if err != nil {
 		return nil, fmt.Errorf("%w: revocation check: %v", auth.ErrUnavailable, err)
 	}
@@ -137,6 +149,7 @@ func (v *Verifier) Embed(ctx context.Context, token string) (*identity.Principal
 type verified struct {
 	claims *Claims
 	raw    json.RawMessage
+	kid    string // the key that signed it; a verified token names a key of the JWKS
 }
 
 func payloadOf(token string) (json.RawMessage, error) {

@@ -26,7 +26,17 @@ const (
 	SessionPrefix = "embed:session:"
 	LivePrefix    = "embed:live:"
 	RevokedPrefix = "embed:revoked:"
+	// RevokedSigningKeyPrefix marks a withdrawn signing key (`embed:revoked-key:<kid>`):
+	// the gateway refuses every token that key signed while the marker lives.
+	RevokedSigningKeyPrefix = "embed:revoked-key:"
 )
+
+// RevokeSigningKey marks kid withdrawn for ttl (at least the lifetime of the tokens it
+// signed). Set it before the key leaves the keyring, so no gateway ever accepts a
+// token of a key that is gone from the JWKS but not yet marked.
+func (s *Store) RevokeSigningKey(ctx context.Context, kid string, ttl time.Duration) error {
+	return wrap(s.rdb.Set(ctx, RevokedSigningKeyPrefix+kid, "1", ttl).Err())
+}
 
 // Store implements embed.SessionStore.
 type Store struct{ rdb redis.UniversalClient }
