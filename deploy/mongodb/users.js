@@ -3,7 +3,8 @@
 // environment, e.g.
 //   GATEWAY_PW=... WORKSPACE_PW=... EMBED_PW=... DBTSYNC_PW=... \
 //     mongosh "mongodb://admin@mongo-0.example.net/?replicaSet=rs0&tls=true" deploy/mongodb/users.js
-// then put each user's URI in platform-secrets (MONGODB_URI_GATEWAY, …). A process's
+// then put each user's URI in platform-secrets (MONGODB_URI_GATEWAY, …). docker compose runs this
+// file at MongoDB's first start (docker-entrypoint-initdb.d), with the passwords from .env. A process's
 // user reaches its own database only; embed-svc reads the gateway's users (internalId
 // lookups) and nothing else of the identity database. The dbt worker, which runs
 // untrusted repositories, shares dbtsync-svc's database and user.

@@ -110,6 +110,7 @@ type composeService struct {
 	Secrets     []yaml.Node               `yaml:"secrets"`
 	DependsOn   map[string]map[string]any `yaml:"depends_on"`
 	Ports       []string                  `yaml:"ports"`
+	Volumes     []string                  `yaml:"volumes"`
 	Healthcheck *struct {
 		Test stringList `yaml:"test"`
 	} `yaml:"healthcheck"`
@@ -306,11 +307,28 @@ func TestComposeMongoDBIsAReplicaSet(t *testing.T) {
 	if !ok {
 		t.Fatal("docker-compose.yml has no mongodb service")
 	}
-	i := slices.Index(mongo.Command, "--replSet")
-	if i < 0 || i+1 >= len(mongo.Command) {
+	// The command may be a shell line (it makes the key file first): compare words.
+	words := strings.Fields(strings.Join(mongo.Command, " "))
+	i := slices.Index(words, "--replSet")
+	if i < 0 || i+1 >= len(words) {
 		t.Fatalf("mongodb's command %q does not start it as a replica set (--replSet NAME)", mongo.Command)
 	}
-	replSet := mongo.Command[i+1]
+	replSet := words[i+1]
+	// Authentication is on (a replica set with users needs --keyFile), and the image's
+	// first-start init creates one user per process from deploy/mongodb/users.js.
+	if !slices.Contains(words, "--keyFile") || mongo.Environment["MONGO_INITDB_ROOT_PASSWORD"] == "" {
+		t.Errorf("mongodb runs without authentication: want --keyFile and MONGO_INITDB_ROOT_PASSWORD")
+	}
+	if !slices.ContainsFunc(mongo.Volumes, func(v string) bool {
+		return strings.HasPrefix(v, "./deploy/mongodb/users.js:/docker-entrypoint-initdb.d/")
+	}) {
+		t.Errorf("mongodb does not run deploy/mongodb/users.js at first start: volumes %q", mongo.Volumes)
+	}
+	usersJS, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy", "mongodb", "users.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ownDB := map[string]string{"gateway": "identity", "workspace-svc": "workspace", "embed-svc": "embed", "dbtsync-svc": "dbtsync", "dbtsync-worker": "dbtsync"}
 	if mongo.Healthcheck == nil {
 		t.Fatal("mongodb has no healthcheck; it must initiate the replica set and report healthy once primary")
 	}
@@ -328,10 +346,20 @@ func TestComposeMongoDBIsAReplicaSet(t *testing.T) {
 			t.Errorf("%s has no MONGODB_URI", p.name)
 			continue
 		}
-		u, err := url.Parse(raw)
+		u, err := url.Parse(resolve(raw))
 		if err != nil {
 			t.Errorf("%s: MONGODB_URI %q: %v", p.name, raw, err)
 			continue
+		}
+		// Each process logs in as its own user (the worker shares dbtsync-svc's), whose
+		// users.js entry grants readWrite on the process's own database only.
+		user := u.User.Username()
+		pw, _ := u.User.Password()
+		if user == "" || user == "root" || pw == "" || u.Query().Get("authSource") != "admin" {
+			t.Errorf("%s: MONGODB_URI %q does not log in as the process's own user (authSource=admin)", p.name, raw)
+		} else if want := fmt.Sprintf("{ user: '%s', pwd: process.env.", user); !strings.Contains(string(usersJS), want) ||
+			!strings.Contains(string(usersJS), fmt.Sprintf("role: 'readWrite', db: '%s' }", ownDB[p.name])) {
+			t.Errorf("%s: users.js has no user %s with readWrite on %s", p.name, user, ownDB[p.name])
 		}
 		if got := u.Query().Get("replicaSet"); got != replSet {
 			t.Errorf("%s: MONGODB_URI %q names replicaSet %q, want %q (mongodb runs --replSet %s)", p.name, raw, got, replSet, replSet)
