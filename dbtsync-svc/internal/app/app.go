@@ -89,7 +89,7 @@ func NewAPI(ctx context.Context, d Deps) (*API, error) {
 			d.Logger.InfoContext(ctx, "saved git credentials re-sealed with the first DBT_CREDENTIALS_KEY key", "resealed", rep.Resealed)
 		}
 	}()
-	svc := dbtsync.NewService(c.pipeline, c.store, c.sealer, d.Git.Policy, d.UploadQuota)
+	svc := dbtsync.NewService(c.pipeline, c.store, c.sealer, d.Git, d.UploadQuota)
 	svc = dbtsync.LoggingMiddleware(d.Logger)(svc)
 	svc = dbtsync.InstrumentingMiddleware(c.metrics)(svc)
 	h := dbtsync.NewHTTPHandler(dbtsync.MakeEndpoints(svc), d.Logger, d.MaxBodyBytes)

@@ -216,8 +216,8 @@ func TestStartSyncValidation(t *testing.T) {
 		{"dbt-sync-400-unsupported-version", h.dev, map[string]any{"source": "manifest", "manifest": smallManifest("v6", "a")}, 400, "v6"},
 		{"dbt-sync-400-v13", h.dev, map[string]any{"source": "manifest", "manifest": smallManifest("v13", "a")}, 400, "v13"},
 		{"dbt-sync-400-no-schema-version", h.dev, map[string]any{"source": "manifest", "manifest": map[string]any{"nodes": map[string]any{}}}, 400, "dbt_schema_version"},
-		{"dbt-sync-400-ref-sha-short", h.dev, map[string]any{"source": "manifest", "manifest": smallManifest("v12", "a"), "ref": "abc1234"}, 400, "commit SHA"},
-		{"dbt-sync-400-ref-sha-full", h.dev, map[string]any{"ref": strings.Repeat("a1", 20)}, 400, "commit SHA"},
+		// A hex-only ref is not refused for its shape: here the missing integration is.
+		{"dbt-sync-400-hex-ref-needs-the-repository", h.dev, map[string]any{"ref": strings.Repeat("a1", 20)}, 400, "dbt git integration"},
 		{"dbt-sync-400-git-without-integration", h.dev, map[string]any{"source": "git"}, 400, "dbt git integration"},
 		{"dbt-sync-400-git-default-without-integration", h.dev, map[string]any{}, 400, "dbt git integration"},
 		{"dbt-sync-400-unknown-field", h.dev, map[string]any{"source": "manifest", "bogus": 1}, 400, `unknown field "bogus"`},

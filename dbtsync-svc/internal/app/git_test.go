@@ -59,8 +59,11 @@ models:
         data_type: integer
 `)
 	first := commit("orders")
-	if _, err := repo.CreateTag("v1.0", first, nil); err != nil {
-		t.Fatal(err)
+	// A date tag: only hex digits, like a short commit SHA, and a legal tag name.
+	for _, tag := range []string{"v1.0", "20240601"} {
+		if _, err := repo.CreateTag(tag, first, nil); err != nil {
+			t.Fatal(err)
+		}
 	}
 	write("models/customers.sql", "select 2 as customer_id\n")
 	write("models/schema.yml", `version: 2
@@ -86,7 +89,11 @@ models:
       - name: customer_id
         data_type: bigint
 `)
-	commit("customers")
+	head := commit("customers")
+	// A branch whose name is hex digits.
+	if err := repo.Storer.SetReference(plumbing.NewHashReference(plumbing.NewBranchReferenceName("deadbeef"), head)); err != nil {
+		t.Fatal(err)
+	}
 	return dir
 }
 
@@ -108,6 +115,9 @@ func TestGitSourceAtBranchAndTag(t *testing.T) {
 	}{
 		{"git-branch-default", map[string]any{}, "dbt/main", []string{"model/cubes/customers.yml", "model/cubes/orders.yml"}},
 		{"git-tag", map[string]any{"ref": "v1.0"}, "dbt/v1.0", []string{"model/cubes/orders.yml"}},
+		// Refs made of 7-40 hex digits are tried as a branch, then a tag.
+		{"git-hex-date-tag", map[string]any{"ref": "20240601"}, "dbt/20240601", []string{"model/cubes/orders.yml"}},
+		{"git-hex-branch", map[string]any{"ref": "deadbeef"}, "dbt/deadbeef", []string{"model/cubes/customers.yml", "model/cubes/orders.yml"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -145,5 +155,37 @@ func TestGitSourceAtBranchAndTag(t *testing.T) {
 	}
 	if job := h.waitJob(acc["syncJobId"].(string)); job["status"] != "failed" || !strings.Contains(fmt.Sprint(job["error"]), "no-such-ref") {
 		t.Errorf("unknown ref job: %v", job)
+	}
+}
+
+// A hex-only ref that is neither a branch nor a tag of the repository (so, for the API, a
+// commit SHA) is 400 at once and queues nothing; so is such an integration branch.
+func TestHexRefThatIsNoBranchOrTagIs400(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	h := newHarness(t)
+	repo := dbtRepo(t)
+	p := fmt.Sprintf("/api/v1/deployments/%d/dbt-git-integration", h.dep)
+	if code, body := h.do("PUT", p, h.admin, map[string]any{"repoUrl": "file://" + repo, "branch": "main", "projectPath": "analytics"}); code != 200 {
+		t.Fatal(code, body)
+	}
+	for _, ref := range []string{"abc1234", strings.Repeat("0123456789", 4)} {
+		code, body := h.do("POST", h.syncPath(), h.dev, map[string]any{"ref": ref})
+		if msg := fmt.Sprint(body["message"]); code != 400 || !strings.Contains(msg, "neither a branch nor a tag") || !strings.Contains(msg, ref) {
+			t.Errorf("ref %s: %d %v", ref, code, body)
+		}
+	}
+	if code, body := h.do("GET", h.syncPath(), h.dev, nil); code != 200 || len(body["items"].([]any)) != 0 {
+		t.Errorf("a refused ref queued a job: %d %v", code, body)
+	}
+	// With source "manifest" the ref only names the branch: no repository is asked.
+	if code, body := h.do("POST", h.syncPath(), h.dev, map[string]any{"source": "manifest", "manifest": smallManifest("v12", "a"), "ref": "abc1234"}); code != 202 || body["branchName"] != "dbt/abc1234" {
+		t.Errorf("manifest sync with a hex ref: %d %v", code, body)
+	}
+	// The integration's branch follows the same rule.
+	if code, body := h.do("PUT", p, h.admin, map[string]any{"repoUrl": "file://" + repo, "branch": "cafe1234", "projectPath": "analytics"}); code != 400 || !strings.Contains(fmt.Sprint(body["message"]), "neither a branch nor a tag") {
+		t.Errorf("integration branch cafe1234: %d %v", code, body)
+	}
+	if code, body := h.do("PUT", p, h.admin, map[string]any{"repoUrl": "file://" + repo, "branch": "deadbeef", "projectPath": "analytics"}); code != 200 {
+		t.Errorf("integration branch deadbeef (a branch): %d %v", code, body)
 	}
 }

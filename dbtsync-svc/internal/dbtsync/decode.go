@@ -24,6 +24,8 @@ type startSyncRequest struct {
 	SchemaVersion int
 }
 
+// shaRE matches refs that could be commit SHAs; StartSync asks the repository whether
+// such a ref is a branch or tag before accepting it.
 var shaRE = regexp.MustCompile(`^[0-9a-fA-F]{7,40}$`)
 
 func badRequest(format string, args ...any) error {
@@ -36,6 +38,11 @@ func badRequest(format string, args ...any) error {
 // checked on the way: an unsupported one stops the upload at once.
 func decodeStartSyncRequest(body io.Reader, manifest io.Writer) (startSyncRequest, error) {
 	req := startSyncRequest{Source: "git", Output: "branch"}
+	// A manifest is ignored with source "git" (the spec): once "source" has said so, the
+	// manifest is skipped unread; when it comes first, it is streamed, and its checks
+	// (manifestErr) count only if "source" turns out to be "manifest".
+	sourceSeen := false
+	var manifestErr error
 	// Duplicate names are allowed: rejecting them makes the decoder remember every member
 	// name of every open object, which a body of millions of short keys turns into
 	// hundreds of MiB (security review #8). The worker decodes the manifest again anyway.
@@ -74,7 +81,7 @@ func decodeStartSyncRequest(body io.Reader, manifest io.Writer) (startSyncReques
 				if v != "git" && v != "manifest" {
 					return req, badRequest("field \"source\" must be \"git\" or \"manifest\", not %q", v)
 				}
-				req.Source = v
+				req.Source, sourceSeen = v, true
 			case "output":
 				if v != "branch" && v != "files" {
 					return req, badRequest("field \"output\" must be \"branch\" or \"files\", not %q", v)
@@ -86,20 +93,32 @@ func decodeStartSyncRequest(body io.Reader, manifest io.Writer) (startSyncReques
 				req.BranchName = &v
 			}
 		case "manifest":
+			if sourceSeen && req.Source == "git" {
+				if err := dec.SkipValue(); err != nil {
+					return req, syntaxError(err)
+				}
+				continue
+			}
 			switch dec.PeekKind() {
 			case 'n':
 				_, _ = dec.ReadToken()
 				continue
 			case '{':
+			case 0:
+				return req, syntaxError(io.ErrUnexpectedEOF)
 			default:
-				k := dec.PeekKind()
-				if k == 0 {
-					return req, syntaxError(io.ErrUnexpectedEOF)
+				manifestErr = badRequest("field \"manifest\" must be an object, not %s", kindName(dec.PeekKind()))
+				if err := dec.SkipValue(); err != nil {
+					return req, syntaxError(err)
 				}
-				return req, badRequest("field \"manifest\" must be an object, not %s", kindName(k))
+				continue
 			}
-			v, err := copyManifest(dec, manifest)
-			if err != nil {
+			v, err := copyManifest(dec, manifest, sourceSeen)
+			var checkErr manifestCheckError
+			switch {
+			case errors.As(err, &checkErr):
+				manifestErr = checkErr.error
+			case err != nil:
 				return req, err
 			}
 			req.HasManifest, req.SchemaVersion = true, v
@@ -116,13 +135,17 @@ func decodeStartSyncRequest(body io.Reader, manifest io.Writer) (startSyncReques
 		}
 		return req, syntaxError(err)
 	}
+	if req.Source == "git" {
+		req.HasManifest, req.SchemaVersion, manifestErr = false, 0, nil
+	}
+	if manifestErr != nil {
+		return req, manifestErr
+	}
 	switch {
 	case req.Source == "manifest" && !req.HasManifest:
 		return req, badRequest("field \"manifest\" is required when \"source\" is \"manifest\"")
 	case req.Ref != nil && *req.Ref == "":
 		return req, badRequest("field \"ref\" must not be empty")
-	case req.Ref != nil && shaRE.MatchString(*req.Ref):
-		return req, badRequest("field \"ref\" must be a branch or tag, not a commit SHA (%q)", *req.Ref)
 	case req.Ref != nil && !validRef(*req.Ref):
 		return req, badRequest("field \"ref\" is not a valid git branch or tag name")
 	case req.BranchName != nil && !validBranchName(*req.BranchName):
@@ -170,9 +193,17 @@ func syntaxError(err error) error {
 	return badRequest("malformed JSON: %v", err)
 }
 
+// manifestCheckError is a manifest that is well-formed JSON but fails a check (its
+// schema version): with the source not yet known, the stream goes on and the error
+// counts only for source "manifest".
+type manifestCheckError struct{ error }
+
 // copyManifest streams the manifest object from dec to w and returns its schema version
-// (0 when it has none).
-func copyManifest(dec *jsontext.Decoder, w io.Writer) (int, error) {
+// (0 when it has none). With stopOnCheck, a failed check stops the stream at once (the
+// source is known to be "manifest"); otherwise it is returned as manifestCheckError
+// once the whole value is copied.
+func copyManifest(dec *jsontext.Decoder, w io.Writer, stopOnCheck bool) (int, error) {
+	var checkErr error
 	enc := jsontext.NewEncoder(w, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
 	type frame struct {
 		object  bool
@@ -196,10 +227,14 @@ func copyManifest(dec *jsontext.Decoder, w io.Writer) (int, error) {
 			// A string value at manifest.metadata.dbt_schema_version is the version.
 			if kind == '"' && len(stack) == 2 && stack[0].key == "metadata" && top.key == "dbt_schema_version" {
 				v, err := convert.CheckSchemaVersion(tok.String())
-				if err != nil {
+				switch {
+				case err != nil && stopOnCheck:
 					return 0, badRequest("field \"manifest\": %v", err)
+				case err != nil:
+					checkErr = manifestCheckError{badRequest("field \"manifest\": %v", err)}
+				default:
+					version = v
 				}
-				version = v
 			}
 			if top.object {
 				top.wantKey = true
@@ -219,6 +254,9 @@ func copyManifest(dec *jsontext.Decoder, w io.Writer) (int, error) {
 		case '}', ']':
 			stack = stack[:len(stack)-1]
 			if len(stack) == 0 {
+				if checkErr != nil {
+					return 0, checkErr
+				}
 				return version, nil
 			}
 			if top := &stack[len(stack)-1]; top.object {

@@ -18,6 +18,7 @@ var startSyncSeeds = []string{
 	`{"ref":"abc1234"}`, `{"ref":"feature/x","branchName":"dbt/x","output":"files"}`,
 	`{"source":1}`, `{"manifest":[1]}`, `{"x":null}`, `[`, `{"source":"git"} {}`, `{"manifest":{"a":[{"b":"c"}],"metadata":{"dbt_schema_version":3}}}`,
 	`{"source":"git","source":"manifest"}`, "\"\xff\"", `{"branchName":"../x"}`,
+	`{"source":"git","manifest":"x"}`, `{"manifest":{"metadata":{"dbt_schema_version":"v6"}},"source":"git"}`,
 }
 
 // FuzzDecodeStartSyncRequest: any body is either accepted with a consistent request or
@@ -90,4 +91,45 @@ func FuzzDecodeStagingRequest(f *testing.F) {
 			t.Fatalf("error %v is not a client error", err)
 		}
 	})
+}
+
+// A manifest sent with source "git" is ignored as the spec says: after "source":"git" it
+// is skipped unread (nothing streamed out), before it (or with source left to its default)
+// it is neither validated nor kept; the same manifest with source "manifest" is checked.
+func TestDecodeStartSyncRequestIgnoresManifestForGit(t *testing.T) {
+	v6 := `{"metadata":{"dbt_schema_version":"https://schemas.getdbt.com/dbt/manifest/v6.json"}}`
+	for _, tc := range []struct {
+		name, body string
+		streamed   bool
+		status     int
+		msg        string
+	}{
+		{"source-first-skipped", `{"source":"git","manifest":` + v6 + `}`, false, 0, ""},
+		{"source-first-any-type", `{"source":"git","manifest":"not an object"}`, false, 0, ""},
+		{"default-source", `{"manifest":` + v6 + `}`, true, 0, ""},
+		{"source-after", `{"manifest":` + v6 + `,"source":"git"}`, true, 0, ""},
+		{"source-after-any-type", `{"manifest":[1,2],"source":"git"}`, false, 0, ""},
+		{"checked-for-manifest", `{"manifest":` + v6 + `,"source":"manifest"}`, true, 400, "v6"},
+		{"checked-for-manifest-first", `{"source":"manifest","manifest":` + v6 + `}`, true, 400, "v6"},
+		{"type-checked-for-manifest", `{"manifest":"x","source":"manifest"}`, false, 400, "must be an object"},
+		{"malformed-still-400", `{"source":"git","manifest":{"a":}`, false, 400, "malformed JSON"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var sink bytes.Buffer
+			req, err := dbtsync.DecodeStartSyncRequest(strings.NewReader(tc.body), &sink)
+			if tc.status != 0 {
+				var he *httpx.Error
+				if !errors.As(err, &he) || he.Status != tc.status || !strings.Contains(he.Message, tc.msg) {
+					t.Fatalf("err %v, want %d %q", err, tc.status, tc.msg)
+				}
+				return
+			}
+			if err != nil || req.Source != "git" || req.HasManifest || req.SchemaVersion != 0 {
+				t.Fatalf("req %+v err %v, want an accepted git sync without a manifest", req, err)
+			}
+			if streamed := sink.Len() > 0; streamed != tc.streamed {
+				t.Fatalf("streamed %d bytes, want streamed=%v", sink.Len(), tc.streamed)
+			}
+		})
+	}
 }

@@ -20,12 +20,14 @@ import (
 	"time"
 
 	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/plumbing/transport/client"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	"github.com/go-git/go-git/v5/plumbing/transport/server"
+	"github.com/go-git/go-git/v5/storage/memory"
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
 )
@@ -78,12 +80,7 @@ type GitFetcher struct {
 // each process holds a lock on its own for as long as it lives.
 func NewGitFetcher(sealer *Sealer, tmpDir string, limits GitLimits) (*GitFetcher, error) {
 	limits = limits.withDefaults()
-	pureGoFileTransport.Do(func() {
-		// go-git's file:// transport runs the git-upload-pack binary, which the distroless
-		// production image does not have; its in-process server reads the repository itself.
-		client.InstallProtocol("file", server.NewClient(localRepositories{}))
-	})
-	installHTTPS(limits)
+	installTransports(limits)
 	if tmpDir == "" {
 		tmpDir = os.TempDir()
 	}
@@ -134,6 +131,16 @@ var (
 	httpsLimits GitLimits
 	httpsOnce   sync.Once
 )
+
+// installTransports sets go-git's file and https transports for this process.
+func installTransports(l GitLimits) {
+	pureGoFileTransport.Do(func() {
+		// go-git's file:// transport runs the git-upload-pack binary, which the distroless
+		// production image does not have; its in-process server reads the repository itself.
+		client.InstallProtocol("file", server.NewClient(localRepositories{}))
+	})
+	installHTTPS(l)
+}
 
 // installHTTPS makes go-git clone over https with the policy's client (go-git keeps one
 // client per scheme for the process; the limits of the last fetcher made apply).
@@ -196,18 +203,8 @@ func (g *GitFetcher) Load(ctx context.Context, integ *integrationDoc, ref string
 		// The in-process server does not negotiate shallow clones; a local clone is cheap anyway.
 		opts.Depth = 0
 	}
-	if len(integ.Credentials) > 0 {
-		plain, err := g.sealer.Open(integ.Credentials, integ.DeploymentID)
-		if err != nil {
-			return nil, permanentError{errors.New("saved git credentials cannot be decrypted (was DBT_CREDENTIALS_KEY changed?)")}
-		}
-		var c GitCredentials
-		_ = json.Unmarshal(plain, &c)
-		user := c.Username
-		if user == "" {
-			user = "x-access-token"
-		}
-		opts.Auth = &githttp.BasicAuth{Username: user, Password: c.Token}
+	if opts.Auth, err = gitAuth(g.sealer, integ); err != nil {
+		return nil, err
 	}
 	var cloneErr error
 	for _, name := range refCandidates(ref) {
@@ -264,6 +261,75 @@ func (g *GitFetcher) Load(ctx context.Context, integ *integrationDoc, ref string
 // refCandidates are the references a ref may name, in order: a branch, then a tag.
 func refCandidates(ref string) []plumbing.ReferenceName {
 	return []plumbing.ReferenceName{plumbing.NewBranchReferenceName(ref), plumbing.NewTagReferenceName(ref)}
+}
+
+// gitAuth is the integration's saved credentials as go-git auth (nil without any).
+func gitAuth(sealer *Sealer, integ *integrationDoc) (transport.AuthMethod, error) {
+	if len(integ.Credentials) == 0 {
+		return nil, nil
+	}
+	plain, err := sealer.Open(integ.Credentials, integ.DeploymentID)
+	if err != nil {
+		return nil, permanentError{errors.New("saved git credentials cannot be decrypted (was a DBT_CREDENTIALS_KEY key removed?)")}
+	}
+	var c GitCredentials
+	_ = json.Unmarshal(plain, &c)
+	user := c.Username
+	if user == "" {
+		user = "x-access-token"
+	}
+	return &githttp.BasicAuth{Username: user, Password: c.Token}, nil
+}
+
+// RefLookup tells whether a ref names a branch or a tag of an integration's repository,
+// by listing the remote's references (git ls-remote: no objects are fetched). The API
+// asks it for refs that look like commit SHAs, which are legal branch and tag names
+// (a date tag such as 20240601) but must not be taken as commits.
+type RefLookup struct {
+	sealer *Sealer
+	limits GitLimits
+}
+
+// NewRefLookup lists references through the same policy and limits as clones.
+func NewRefLookup(sealer *Sealer, limits GitLimits) *RefLookup {
+	limits = limits.withDefaults()
+	installTransports(limits)
+	return &RefLookup{sealer: sealer, limits: limits}
+}
+
+// refListTimeout bounds the listing inside the request that asked for it.
+const refListTimeout = 15 * time.Second
+
+// maxListedRefs bounds how many advertised references are looked at.
+const maxListedRefs = 100_000
+
+// Exists reports whether ref is a branch or a tag of integ's repository. An error means
+// the repository could not be asked (the caller may let the job find out).
+func (l *RefLookup) Exists(ctx context.Context, integ *integrationDoc, ref string) (bool, error) {
+	if err := l.limits.Policy.CheckURL(ctx, integ.RepoURL); err != nil {
+		return false, permanentError{err}
+	}
+	auth, err := gitAuth(l.sealer, integ)
+	if err != nil {
+		return false, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, min(refListTimeout, l.limits.CloneTimeout))
+	defer cancel()
+	rem := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{integ.RepoURL}})
+	refs, err := rem.ListContext(ctx, &git.ListOptions{Auth: auth})
+	if err != nil {
+		return false, cloneFailure(ctx, repoHost(integ.RepoURL), ref, err, l.limits)
+	}
+	want := refCandidates(ref)
+	for i, r := range refs {
+		if i >= maxListedRefs {
+			break
+		}
+		if r.Name() == want[0] || r.Name() == want[1] {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // repoHost is the host of a repository URL, for messages ("" when it has none).

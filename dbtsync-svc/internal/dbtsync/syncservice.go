@@ -25,20 +25,22 @@ type syncService struct {
 	store       *Store
 	sealer      *Sealer
 	repos       RepoPolicy
+	refs        *RefLookup
 	uploadQuota int64
 }
 
 // DefaultDeploymentUploadBytes is the default of DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES.
 const DefaultDeploymentUploadBytes = 1 << 30
 
-// NewService builds the Service; repos decides which repository URLs an integration may
-// save, and uploadQuota bounds the bytes of one deployment's manifests waiting in the
-// object store (0: DefaultDeploymentUploadBytes).
-func NewService(p *Pipeline, store *Store, sealer *Sealer, repos RepoPolicy, uploadQuota int64) Service {
+// NewService builds the Service; git.Policy decides which repository URLs an
+// integration may save (and git's limits bound the reference listing of SHA-like refs),
+// and uploadQuota bounds the bytes of one deployment's manifests waiting in the object
+// store (0: DefaultDeploymentUploadBytes).
+func NewService(p *Pipeline, store *Store, sealer *Sealer, git GitLimits, uploadQuota int64) Service {
 	if uploadQuota <= 0 {
 		uploadQuota = DefaultDeploymentUploadBytes
 	}
-	return &syncService{p: p, store: store, sealer: sealer, repos: repos, uploadQuota: uploadQuota}
+	return &syncService{p: p, store: store, sealer: sealer, repos: git.Policy, refs: NewRefLookup(sealer, git), uploadQuota: uploadQuota}
 }
 
 // deploymentMetaKey names the deployment in an uploaded manifest's object metadata.
@@ -183,6 +185,15 @@ func (s *syncService) StartSync(ctx context.Context, p *identity.Principal, dep 
 		}
 		if branch == "" {
 			branch = derivedBranchName(integ.Branch)
+		}
+		// A ref made only of hex digits may be a branch or tag (a date tag, a build
+		// number) or a commit SHA, which the spec refuses: ask the repository. When it
+		// cannot be asked, the job finds out and fails naming the ref.
+		if req.Ref != nil && shaRE.MatchString(*req.Ref) {
+			ok, err := s.refs.Exists(ctx, integ, *req.Ref)
+			if err == nil && !ok {
+				return res, invalid("field \"ref\": %q is neither a branch nor a tag of the repository at %s (a commit SHA is not accepted)", *req.Ref, repoHost(integ.RepoURL))
+			}
 		}
 	} else if branch == "" {
 		branch = "dbt/manifest"
@@ -342,6 +353,12 @@ func (s *syncService) PutIntegration(ctx context.Context, p *identity.Principal,
 	if in.Credentials != nil {
 		plain, _ := json.Marshal(in.Credentials)
 		d.Credentials = s.sealer.Seal(plain, dep)
+	}
+	// As for a sync's ref: a hex-only name is accepted when the repository has it.
+	if shaRE.MatchString(d.Branch) {
+		if ok, err := s.refs.Exists(ctx, &d, d.Branch); err == nil && !ok {
+			return DbtGitIntegration{}, badRequest("field \"branch\": %q is neither a branch nor a tag of the repository at %s (a commit SHA is not accepted)", d.Branch, repoHost(d.RepoURL))
+		}
 	}
 	if err := s.store.saveIntegration(ctx, d); err != nil {
 		return DbtGitIntegration{}, err

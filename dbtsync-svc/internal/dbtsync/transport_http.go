@@ -292,7 +292,7 @@ func decodeIntegrationRequest(body io.Reader) (integrationRequest, error) {
 		return req, badRequest("field \"repoUrl\" must not carry credentials: send them in \"credentials\"")
 	case req.Branch == nil || *req.Branch == "":
 		return req, badRequest("field \"branch\" is required")
-	case !validRef(*req.Branch) || shaRE.MatchString(*req.Branch):
+	case !validRef(*req.Branch):
 		return req, badRequest("field \"branch\" must be a branch name")
 	case req.ProjectPath == nil:
 		return req, badRequest("field \"projectPath\" is required")
