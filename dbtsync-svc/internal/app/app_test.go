@@ -193,7 +193,7 @@ func (h *harness) waitJob(id string) map[string]any {
 		if code != 200 {
 			h.t.Fatalf("get job: %d %v", code, job)
 		}
-		if s := job["status"]; s == "succeeded" || s == "failed" {
+		if s := job["status"]; s == "succeeded" || s == "failed" || s == "canceled" {
 			return job
 		}
 		if time.Now().After(deadline) {
@@ -636,5 +636,55 @@ func TestCredentialsKeyRotation(t *testing.T) {
 	// Another deployment's id does not open them (the id is authenticated data).
 	if _, err := onlyNew.Open(stored(), h.dep+1); err == nil {
 		t.Fatal("credentials opened for another deployment")
+	}
+}
+
+// Re-syncing a byte-identical output writes no new version: the job succeeds with
+// "changed": false and the branch keeps its latest version; a different output is a new
+// version with "changed": true. Files output has no "changed".
+func TestIdenticalResyncWritesNoVersion(t *testing.T) {
+	h := newHarness(t)
+	h.worker(dbtsync.WorkerOptions{})
+	branch := "dbt/same"
+	sync := func(models ...string) map[string]any {
+		t.Helper()
+		code, acc := h.do("POST", h.syncPath(), h.dev, map[string]any{"source": "manifest", "manifest": smallManifest("v12", models...), "branchName": branch})
+		if code != 202 {
+			t.Fatalf("start: %d %v", code, acc)
+		}
+		job := h.waitJob(acc["syncJobId"].(string))
+		if job["status"] != "succeeded" {
+			t.Fatalf("job: %v", job)
+		}
+		return job
+	}
+	versions := func() int {
+		code, body := h.do("GET", fmt.Sprintf("/build/api/v1/deployments/%d/branches/%s/versions", h.dep, url.PathEscape(branch)), h.dev, nil)
+		if code != 200 {
+			t.Fatalf("versions: %d %v", code, body)
+		}
+		return len(body["items"].([]any))
+	}
+	if job := sync("a", "b"); job["changed"] != true {
+		t.Fatalf("first sync changed = %v, want true", job["changed"])
+	}
+	if job := sync("a", "b"); job["changed"] != false {
+		t.Fatalf("identical re-sync changed = %v, want false", job["changed"])
+	}
+	if n := versions(); n != 1 {
+		t.Fatalf("%d versions after an identical re-sync, want 1", n)
+	}
+	if job := sync("a", "c"); job["changed"] != true {
+		t.Fatalf("different sync changed = %v, want true", job["changed"])
+	}
+	if n := versions(); n != 2 {
+		t.Fatalf("%d versions, want 2", n)
+	}
+	code, acc := h.do("POST", h.syncPath(), h.dev, map[string]any{"source": "manifest", "manifest": smallManifest("v12", "a"), "output": "files"})
+	if code != 202 {
+		t.Fatal(code, acc)
+	}
+	if job := h.waitJob(acc["syncJobId"].(string)); job["changed"] != nil {
+		t.Fatalf("files output changed = %v, want null", job["changed"])
 	}
 }

@@ -63,6 +63,9 @@ type jobRecord struct {
 	ProductionBranch string            `json:"productionBranch"`
 	HasManifest      bool              `json:"hasManifest"`
 	Version          int64             `json:"version,omitempty"`
+	// Changed: for a succeeded branch job, whether it wrote a new version (false: the
+	// output was byte-identical to the branch's latest version).
+	Changed *bool `json:"changed,omitempty"`
 }
 
 func (j *jobRecord) terminal() bool { return j.Status == StatusSucceeded || j.Status == StatusFailed }

@@ -85,7 +85,10 @@ type SyncJob struct {
 	CreatedAt    time.Time         `json:"createdAt"`
 	StartedAt    *time.Time        `json:"startedAt"`
 	FinishedAt   *time.Time        `json:"finishedAt"`
-	Files        []convert.File    `json:"files,omitempty"`
+	// Changed is set when a branch job has succeeded: false when its output was
+	// byte-identical to the branch's latest version, so no version was written.
+	Changed *bool          `json:"changed"`
+	Files   []convert.File `json:"files,omitempty"`
 }
 
 // IntegrationInput is a dbt git integration to save.

@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -29,6 +31,57 @@ type BranchVersion struct {
 	CreatedAt time.Time `bson:"createdAt" json:"createdAt"`
 	SyncJobID string    `bson:"syncJobId" json:"syncJobId"`
 	FileCount int       `bson:"fileCount" json:"fileCount"`
+	// Digest identifies the file set (SHA-256 over each path and its content's SHA-256,
+	// in path order): a sync whose output has the latest version's digest writes nothing.
+	Digest string `bson:"digest,omitempty" json:"-"`
+}
+
+// filesDigest is the Digest of a file set.
+func filesDigest(files []convert.File) string {
+	sums := make([][2]string, len(files))
+	for i, f := range files {
+		sum := sha256.Sum256([]byte(f.Content))
+		sums[i] = [2]string{f.Path, hex.EncodeToString(sum[:])}
+	}
+	return digestOf(sums)
+}
+
+// digestOf hashes (path, content SHA-256) pairs in path order.
+func digestOf(sums [][2]string) string {
+	slices.SortFunc(sums, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
+	h := sha256.New()
+	for _, e := range sums {
+		h.Write([]byte(e[0]))
+		h.Write([]byte{0})
+		h.Write([]byte(e[1]))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// storedDigest is the Digest of a stored version, read from its files' paths and sums
+// (never their contents) when the version predates digests.
+func (s *Store) storedDigest(ctx context.Context, dep int64, name string, v BranchVersion) (string, error) {
+	if v.Digest != "" {
+		return v.Digest, nil
+	}
+	cur, err := s.files.Find(ctx, bson.D{{Key: "deploymentId", Value: dep}, {Key: "branch", Value: name}, {Key: "setId", Value: v.SyncJobID}},
+		options.Find().SetProjection(bson.D{{Key: "path", Value: 1}, {Key: "sha256", Value: 1}}))
+	if err != nil {
+		return "", wrapDB(err)
+	}
+	var docs []struct {
+		Path   string `bson:"path"`
+		SHA256 string `bson:"sha256"`
+	}
+	if err := cur.All(ctx, &docs); err != nil {
+		return "", wrapDB(err)
+	}
+	sums := make([][2]string, len(docs))
+	for i, d := range docs {
+		sums[i] = [2]string{d.Path, d.SHA256}
+	}
+	return digestOf(sums), nil
 }
 
 // branchDoc is a branch: its kept versions (newest last) and its served state. The file
@@ -115,16 +168,33 @@ func (s *Store) branch(ctx context.Context, dep int64, name string) (*branchDoc,
 
 // WriteVersion writes files as a new version of the branch, created by syncJobID. It is
 // idempotent by syncJobID: when a version of that job exists, nothing is written and its
-// number is returned. Readers see the old or the new set, never a mix: the files land
+// number is returned. When files are byte-identical to the latest version, nothing is
+// written either: the latest version's number is returned with changed false. Readers see the old or the new set, never a mix: the files land
 // under the job's own set id first and the branch switches to it in one update.
-func (s *Store) WriteVersion(ctx context.Context, dep int64, name, syncJobID string, files []convert.File) (int64, error) {
+func (s *Store) WriteVersion(ctx context.Context, dep int64, name, syncJobID string, files []convert.File) (version int64, changed bool, err error) {
+	digest := filesDigest(files)
 	if b, err := s.branch(ctx, dep, name); err == nil {
 		if v, ok := versionOfJob(b, syncJobID); ok {
-			return v, nil
+			return v, true, nil
+		}
+		// Byte-identical to the latest version: no new version, the latest stays.
+		if n := len(b.Versions); n > 0 && b.Versions[n-1].Version == b.LatestVersion {
+			latest, err := s.storedDigest(ctx, dep, name, b.Versions[n-1])
+			if err != nil {
+				return 0, false, err
+			}
+			if latest == digest {
+				return b.LatestVersion, false, nil
+			}
 		}
 	} else if !errors.Is(err, ErrNotFound) {
-		return 0, err
+		return 0, false, err
 	}
+	v, err := s.writeVersion(ctx, dep, name, syncJobID, files, digest)
+	return v, err == nil, err
+}
+
+func (s *Store) writeVersion(ctx context.Context, dep int64, name, syncJobID string, files []convert.File, digest string) (int64, error) {
 	// A retried job may have left part of its set: replace it whole.
 	if _, err := s.files.DeleteMany(ctx, bson.D{{Key: "deploymentId", Value: dep}, {Key: "branch", Value: name}, {Key: "setId", Value: syncJobID}}); err != nil {
 		return 0, wrapDB(err)
@@ -147,7 +217,7 @@ func (s *Store) WriteVersion(ctx context.Context, dep int64, name, syncJobID str
 		now := s.now().UTC()
 		if errors.Is(err, ErrNotFound) {
 			doc := branchDoc{ID: branchID(dep, name), DeploymentID: dep, Name: name, LatestVersion: 1,
-				Versions: []BranchVersion{{Version: 1, CreatedAt: now, SyncJobID: syncJobID, FileCount: len(files)}}, UpdatedAt: now}
+				Versions: []BranchVersion{{Version: 1, CreatedAt: now, SyncJobID: syncJobID, FileCount: len(files), Digest: digest}}, UpdatedAt: now}
 			if _, err := s.branches.InsertOne(ctx, doc); err != nil {
 				if mongox.IsDuplicateKey(err) {
 					continue
@@ -163,7 +233,7 @@ func (s *Store) WriteVersion(ctx context.Context, dep int64, name, syncJobID str
 			return v, nil
 		}
 		next := b.LatestVersion + 1
-		versions := append(append([]BranchVersion(nil), b.Versions...), BranchVersion{Version: next, CreatedAt: now, SyncJobID: syncJobID, FileCount: len(files)})
+		versions := append(append([]BranchVersion(nil), b.Versions...), BranchVersion{Version: next, CreatedAt: now, SyncJobID: syncJobID, FileCount: len(files), Digest: digest})
 		var dropped []BranchVersion
 		if len(versions) > KeptVersions {
 			dropped = versions[:len(versions)-KeptVersions]

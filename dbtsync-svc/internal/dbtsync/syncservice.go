@@ -219,7 +219,7 @@ func (s *syncService) StartSync(ctx context.Context, p *identity.Principal, dep 
 func jobView(j *jobRecord) SyncJob {
 	v := SyncJob{SyncJobID: j.SyncJobID, DeploymentID: j.DeploymentID, Status: j.Status, Source: j.Source, Output: j.Output,
 		Ref: j.Ref, BranchName: j.BranchName, WorkflowID: j.WorkflowID, Progress: j.Progress, Attempts: j.Attempts, Warnings: j.Warnings,
-		CreatedAt: j.CreatedAt, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt}
+		CreatedAt: j.CreatedAt, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt, Changed: j.Changed}
 	if j.Status != StatusFailed {
 		v.Error = nil
 	} else {

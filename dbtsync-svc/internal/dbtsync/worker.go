@@ -181,7 +181,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	// instead of taking a worker down on every redelivery.
 	if job.Attempts >= w.opts.MaxAttempts {
 		reason := fmt.Sprintf("the job was started %d times and its worker stopped each time (crashed, killed or restarted) before it finished; it is not tried again", job.Attempts)
-		w.finish(context.WithoutCancel(ctx), job, StatusFailed, reason, nil, 0)
+		w.finish(context.WithoutCancel(ctx), job, StatusFailed, reason, nil, 0, false)
 		_ = msg.Ack()
 		log.Warn("sync job failed: too many interrupted runs", "attempts", job.Attempts)
 		return
@@ -216,7 +216,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 		}
 	}()
 	runCtx, cancelRun := context.WithTimeout(ctx, w.opts.JobTimeout)
-	res, version, err := w.run(runCtx, job)
+	res, version, unchanged, err := w.run(runCtx, job)
 	timedOut := runCtx.Err() == context.DeadlineExceeded
 	cancelRun()
 	close(stop)
@@ -233,7 +233,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 		var perm permanentError
 		if errors.As(err, &perm) || job.Attempts >= w.opts.MaxAttempts {
 			span.SetStatus(codes.Error, err.Error())
-			w.finish(bg, job, StatusFailed, err.Error(), nil, 0)
+			w.finish(bg, job, StatusFailed, err.Error(), nil, 0, false)
 			_ = msg.Ack()
 			log.Warn("sync job failed", "err", err, "attempts", job.Attempts)
 			return
@@ -248,9 +248,9 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 		log.Warn("sync job attempt failed; retrying", "err", err, "attempt", job.Attempts)
 		return
 	}
-	w.finish(bg, job, StatusSucceeded, "", res, version)
+	w.finish(bg, job, StatusSucceeded, "", res, version, unchanged)
 	_ = msg.Ack()
-	log.Info("sync job succeeded", "files", len(res.Files), "warnings", len(res.Warnings), "version", version)
+	log.Info("sync job succeeded", "files", len(res.Files), "warnings", len(res.Warnings), "version", version, "changed", !unchanged)
 }
 
 // releaseFinishedHead drops a line head whose job is already over (its worker finished it
@@ -267,7 +267,7 @@ func (w *Worker) releaseFinishedHead(ctx context.Context, dep int64, qk, head st
 	return err == nil
 }
 
-func (w *Worker) finish(ctx context.Context, job *jobRecord, status, errMsg string, res *convert.Result, version int64) {
+func (w *Worker) finish(ctx context.Context, job *jobRecord, status, errMsg string, res *convert.Result, version int64, unchanged bool) {
 	now := time.Now().UTC()
 	_, err := w.p.updateJob(ctx, job.DeploymentID, job.SyncJobID, func(j *jobRecord) error {
 		j.Status, j.FinishedAt, j.Progress.Phase = status, &now, "done"
@@ -279,6 +279,10 @@ func (w *Worker) finish(ctx context.Context, job *jobRecord, status, errMsg stri
 		if res != nil {
 			j.Warnings = res.Warnings
 			j.Version = version
+			if j.Output == "branch" {
+				changed := !unchanged
+				j.Changed = &changed
+			}
 		}
 		return nil
 	})
@@ -295,10 +299,10 @@ func (w *Worker) finish(ctx context.Context, job *jobRecord, status, errMsg stri
 
 // run converts the job's input and writes the outcome (a branch version or the result
 // files); it is safe to run again for the same job.
-func (w *Worker) run(ctx context.Context, job *jobRecord) (*convert.Result, int64, error) {
+func (w *Worker) run(ctx context.Context, job *jobRecord) (res *convert.Result, version int64, unchanged bool, err error) {
 	proj, err := w.load(ctx, job)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, false, err
 	}
 	total := len(proj.Models)
 	_, _ = w.p.updateJob(ctx, job.DeploymentID, job.SyncJobID, func(j *jobRecord) error {
@@ -307,31 +311,35 @@ func (w *Worker) run(ctx context.Context, job *jobRecord) (*convert.Result, int6
 	})
 	w.phase(ctx, job.SyncJobID, "converting")
 	if ctx.Err() != nil {
-		return nil, 0, ctx.Err()
+		return nil, 0, false, ctx.Err()
 	}
-	res := w.convert(ctx, job, proj)
+	out := w.convert(ctx, job, proj)
+	res = &out
 	_, _ = w.p.updateJob(ctx, job.DeploymentID, job.SyncJobID, func(j *jobRecord) error {
 		j.Progress = Progress{Phase: "writing", ModelsTotal: &total, ModelsDone: total}
 		return nil
 	})
-	var version int64
 	if job.Output == "files" {
 		b, _ := json.Marshal(res.Files)
 		if _, err := w.p.obj.PutBytes(ctx, resultObject(job.SyncJobID), b); err != nil {
-			return nil, 0, err
+			return nil, 0, false, err
 		}
 	} else {
-		version, err = w.store.WriteVersion(ctx, job.DeploymentID, job.BranchName, job.SyncJobID, res.Files)
+		var changed bool
+		version, changed, err = w.store.WriteVersion(ctx, job.DeploymentID, job.BranchName, job.SyncJobID, res.Files)
 		if err != nil {
-			return nil, 0, err
+			return nil, 0, false, err
 		}
-		w.metrics.Versions.Inc()
+		unchanged = !changed
+		if changed {
+			w.metrics.Versions.Inc()
+		}
 	}
 	w.phase(ctx, job.SyncJobID, "committed")
 	if ctx.Err() != nil {
-		return nil, 0, ctx.Err()
+		return nil, 0, false, ctx.Err()
 	}
-	return &res, version, nil
+	return res, version, unchanged, nil
 }
 
 // convert renders the project model by model, recording progress as it goes.
