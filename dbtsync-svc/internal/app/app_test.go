@@ -331,16 +331,17 @@ func TestManifestSyncWritesBranchAndServesIt(t *testing.T) {
 	if code != 404 {
 		t.Errorf("other account's deployment: %d", code)
 	}
-	// A resync of the same input writes version 2 with identical files.
+	// A resync of the same input is deterministic: byte-identical files, so no version 2.
 	code, acc2 := h.do("POST", h.syncPath(), h.dev, map[string]any{"source": "manifest", "manifest": fixture(t, "manifest-v12-dbt-1.10.json"), "ref": "feature-x"})
 	if code != 202 {
 		t.Fatal(code)
 	}
-	h.waitJob(acc2["syncJobId"].(string))
+	if job := h.waitJob(acc2["syncJobId"].(string)); job["status"] != "succeeded" || job["changed"] != false {
+		t.Errorf("identical resync: %v", job)
+	}
 	_, files2 := h.do("GET", h.buildPath("/"+branch+"/files"), h.dev, nil)
-	_, files1 := h.do("GET", h.buildPath("/"+branch+"/files?version=1"), h.dev, nil)
-	if files2["version"].(float64) != 2 || fmt.Sprint(files1["files"]) != fmt.Sprint(files2["files"]) {
-		t.Errorf("resync changed files: v1 %v v2 %v", files1, files2)
+	if files2["version"].(float64) != 1 {
+		t.Errorf("identical resync wrote version %v", files2["version"])
 	}
 }
 
@@ -686,5 +687,97 @@ func TestIdenticalResyncWritesNoVersion(t *testing.T) {
 	}
 	if job := h.waitJob(acc["syncJobId"].(string)); job["changed"] != nil {
 		t.Fatalf("files output changed = %v, want null", job["changed"])
+	}
+}
+
+// Jobs can be canceled (a queued one never runs, a running one stops before its next
+// model) and retried (a new job from the same input).
+func TestCancelAndRetry(t *testing.T) {
+	h := newHarness(t)
+	start := func(body map[string]any) string {
+		t.Helper()
+		code, acc := h.do("POST", h.syncPath(), h.dev, body)
+		if code != 202 {
+			t.Fatalf("start: %d %v", code, acc)
+		}
+		return acc["syncJobId"].(string)
+	}
+	manifestBody := func(branch string, models ...string) map[string]any {
+		return map[string]any{"source": "manifest", "manifest": smallManifest("v12", models...), "branchName": branch}
+	}
+	// Queued (no worker yet): canceled at once; the same branch's next job is not held up.
+	queued := start(manifestBody("dbt/cancel", "a"))
+	next := start(manifestBody("dbt/cancel", "b"))
+	code, job := h.do("POST", h.syncPath()+"/"+queued+"/cancel", h.dev, nil)
+	if code != 200 || job["status"] != "canceled" || job["finishedAt"] == nil {
+		t.Fatalf("cancel queued: %d %v", code, job)
+	}
+	if code, body := h.do("POST", h.syncPath()+"/"+next+"/retry", h.dev, nil); code != 409 || !strings.Contains(fmt.Sprint(body["message"]), "still queued") {
+		t.Fatalf("retry of a queued job: %d %v", code, body)
+	}
+	// Running: the Phase hook cancels it while it converts, and it ends canceled.
+	var running atomic.Value
+	running.Store("")
+	h.worker(dbtsync.WorkerOptions{Phase: func(ctx context.Context, id, phase string) {
+		if phase != "converting" || id != running.Load().(string) {
+			return
+		}
+		if code, job := h.do("POST", h.syncPath()+"/"+id+"/cancel", h.dev, nil); code != 200 || job["cancelRequested"] != true || job["status"] != "running" {
+			t.Errorf("cancel running: %d %v", code, job)
+		}
+		select { // the worker's watch ends the run's context
+		case <-ctx.Done():
+		case <-time.After(10 * time.Second):
+			t.Error("the running job's context did not end after the cancel")
+		}
+	}})
+	if job := h.waitJob(queued); job["status"] != "canceled" || job["attempts"] != float64(0) {
+		t.Fatalf("canceled job after a worker started: %v", job)
+	}
+	if job := h.waitJob(next); job["status"] != "succeeded" {
+		t.Fatalf("the next job of the branch: %v", job)
+	}
+	runningID := start(manifestBody("dbt/cancel-running", "c"))
+	running.Store(runningID)
+	job = h.waitJob(runningID)
+	if job["status"] != "canceled" || job["cancelRequested"] != false {
+		t.Fatalf("job canceled while running: %v", job)
+	}
+	if code, body := h.do("GET", fmt.Sprintf("/build/api/v1/deployments/%d/branches/%s", h.dep, url.PathEscape("dbt/cancel-running")), h.dev, nil); code != 404 {
+		t.Fatalf("a canceled run wrote its branch: %d %v", code, body)
+	}
+	if code, body := h.do("POST", h.syncPath()+"/"+runningID+"/cancel", h.dev, nil); code != 409 || !strings.Contains(fmt.Sprint(body["message"]), "already canceled") {
+		t.Fatalf("cancel of a canceled job: %d %v", code, body)
+	}
+	// Retry of the canceled job reuses its kept manifest and succeeds.
+	code, acc := h.do("POST", h.syncPath()+"/"+runningID+"/retry", h.dev, nil)
+	if code != 202 || acc["branchName"] != "dbt/cancel-running" || acc["syncJobId"] == runningID {
+		t.Fatalf("retry: %d %v", code, acc)
+	}
+	retried := h.waitJob(acc["syncJobId"].(string))
+	if retried["status"] != "succeeded" || retried["retryOf"] != runningID || retried["changed"] != true {
+		t.Fatalf("retried job: %v", retried)
+	}
+	// A succeeded manifest job's upload is gone: 409 naming why.
+	if code, body := h.do("POST", h.syncPath()+"/"+next+"/retry", h.dev, nil); code != 409 || !strings.Contains(fmt.Sprint(body["message"]), "no longer stored") {
+		t.Fatalf("retry of a succeeded manifest job: %d %v", code, body)
+	}
+	// A failed job retried fails the same way; viewers and other ids are refused.
+	failed := start(map[string]any{"source": "manifest", "manifest": map[string]any{"metadata": smallManifest("v12")["metadata"]}, "output": "files"})
+	if job := h.waitJob(failed); job["status"] != "failed" {
+		t.Fatalf("no-nodes job: %v", job)
+	}
+	code, acc = h.do("POST", h.syncPath()+"/"+failed+"/retry", h.dev, nil)
+	if code != 202 {
+		t.Fatalf("retry failed job: %d %v", code, acc)
+	}
+	if job := h.waitJob(acc["syncJobId"].(string)); job["status"] != "failed" || job["retryOf"] != failed {
+		t.Fatalf("retry of the failed job: %v", job)
+	}
+	if code, _ := h.do("POST", h.syncPath()+"/"+failed+"/retry", h.viewer, nil); code != 403 {
+		t.Fatalf("viewer retry: %d", code)
+	}
+	if code, _ := h.do("POST", h.syncPath()+"/sj0000000000000000000000000000/cancel", h.dev, nil); code != 404 {
+		t.Fatalf("cancel of an unknown job: %d", code)
 	}
 }

@@ -61,6 +61,7 @@ type (
 // errors; the transport's one error encoder maps them to status codes.
 type Endpoints struct {
 	StartSync, GetJob, ListJobs                 endpoint.Endpoint
+	CancelJob, RetryJob                         endpoint.Endpoint
 	PutIntegration, GetIntegration              endpoint.Endpoint
 	ListBranches, GetBranch, ListFiles, GetFile endpoint.Endpoint
 	ListVersions, OpenBranch, SetStaging        endpoint.Endpoint
@@ -76,6 +77,14 @@ func MakeEndpoints(s Service) Endpoints {
 		GetJob: func(ctx context.Context, req any) (any, error) {
 			r := req.(jobRequest)
 			return s.GetJob(ctx, r.P, r.Dep, r.SyncJobID)
+		},
+		CancelJob: func(ctx context.Context, req any) (any, error) {
+			r := req.(jobRequest)
+			return s.CancelJob(ctx, r.P, r.Dep, r.SyncJobID)
+		},
+		RetryJob: func(ctx context.Context, req any) (any, error) {
+			r := req.(jobRequest)
+			return s.RetryJob(ctx, r.P, r.Dep, r.SyncJobID)
 		},
 		ListJobs: func(ctx context.Context, req any) (any, error) {
 			r := req.(pageRequest)

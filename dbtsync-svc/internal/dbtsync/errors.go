@@ -15,6 +15,7 @@ const (
 	KindInvalid   Kind = iota + 1 // the request breaks a rule
 	KindForbidden                 // the caller's role does not allow it
 	KindNotFound                  // the thing does not exist in the caller's deployment
+	KindConflict                  // the thing's state does not allow it (a finished job canceled)
 )
 
 // Error is a domain error with a client-facing message.
@@ -32,6 +33,7 @@ func errorf(k Kind, format string, args ...any) *Error {
 func invalid(format string, args ...any) error   { return errorf(KindInvalid, format, args...) }
 func forbidden(format string, args ...any) error { return errorf(KindForbidden, format, args...) }
 func notFound(format string, args ...any) error  { return errorf(KindNotFound, format, args...) }
+func conflict(format string, args ...any) error  { return errorf(KindConflict, format, args...) }
 
 // Sentinels the stores return; the service turns ErrNotFound into client errors, the
 // unavailability ones travel to the transport as they are.

@@ -34,6 +34,7 @@ const (
 	StatusRunning   = "running"
 	StatusSucceeded = "succeeded"
 	StatusFailed    = "failed"
+	StatusCanceled  = "canceled"
 )
 
 // Progress is where a job is.
@@ -66,9 +67,27 @@ type jobRecord struct {
 	// Changed: for a succeeded branch job, whether it wrote a new version (false: the
 	// output was byte-identical to the branch's latest version).
 	Changed *bool `json:"changed,omitempty"`
+	// CancelRequested is set by a cancel while the job runs; the worker stops at its next
+	// model and ends the job canceled.
+	CancelRequested bool   `json:"cancelRequested,omitempty"`
+	CanceledBy      int64  `json:"canceledBy,omitempty"`
+	RetryOf         string `json:"retryOf,omitempty"`
+	// ManifestOf names the job whose uploaded manifest this one converts (a retry's).
+	ManifestOf string `json:"manifestOf,omitempty"`
 }
 
-func (j *jobRecord) terminal() bool { return j.Status == StatusSucceeded || j.Status == StatusFailed }
+func (j *jobRecord) terminal() bool {
+	return j.Status == StatusSucceeded || j.Status == StatusFailed || j.Status == StatusCanceled
+}
+
+// manifestName is the object holding the job's uploaded manifest: its own, or for a
+// retry the manifest of the job it retries.
+func (j *jobRecord) manifestName() string {
+	if j.ManifestOf != "" {
+		return manifestObject(j.ManifestOf)
+	}
+	return manifestObject(j.SyncJobID)
+}
 
 // jobMessage is the queue message: ids only, never the manifest.
 type jobMessage struct {

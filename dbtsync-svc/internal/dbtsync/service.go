@@ -22,6 +22,11 @@ type Service interface {
 	StartSync(ctx context.Context, p *identity.Principal, dep int64, body SyncRequestBody) (SyncAccepted, error)
 	GetJob(ctx context.Context, p *identity.Principal, dep int64, syncJobID string) (SyncJob, error)
 	ListJobs(ctx context.Context, p *identity.Principal, dep int64, pg PageRequest) (Page[SyncJob], error)
+	// CancelJob cancels a queued job (it never runs) or asks a running one to stop at its
+	// next model; a finished job is a conflict.
+	CancelJob(ctx context.Context, p *identity.Principal, dep int64, syncJobID string) (SyncJob, error)
+	// RetryJob queues a new job with the finished job's input.
+	RetryJob(ctx context.Context, p *identity.Principal, dep int64, syncJobID string) (SyncAccepted, error)
 
 	PutIntegration(ctx context.Context, p *identity.Principal, dep int64, in IntegrationInput) (DbtGitIntegration, error)
 	GetIntegration(ctx context.Context, p *identity.Principal, dep int64) (DbtGitIntegration, error)
@@ -87,7 +92,11 @@ type SyncJob struct {
 	FinishedAt   *time.Time        `json:"finishedAt"`
 	// Changed is set when a branch job has succeeded: false when its output was
 	// byte-identical to the branch's latest version, so no version was written.
-	Changed *bool          `json:"changed"`
+	Changed *bool `json:"changed"`
+	// CancelRequested: a cancel was asked while the job ran; it stops at its next model.
+	CancelRequested bool `json:"cancelRequested"`
+	// RetryOf is the job this one retries.
+	RetryOf *string        `json:"retryOf"`
 	Files   []convert.File `json:"files,omitempty"`
 }
 

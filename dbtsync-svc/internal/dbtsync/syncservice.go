@@ -219,7 +219,12 @@ func (s *syncService) StartSync(ctx context.Context, p *identity.Principal, dep 
 func jobView(j *jobRecord) SyncJob {
 	v := SyncJob{SyncJobID: j.SyncJobID, DeploymentID: j.DeploymentID, Status: j.Status, Source: j.Source, Output: j.Output,
 		Ref: j.Ref, BranchName: j.BranchName, WorkflowID: j.WorkflowID, Progress: j.Progress, Attempts: j.Attempts, Warnings: j.Warnings,
-		CreatedAt: j.CreatedAt, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt, Changed: j.Changed}
+		CreatedAt: j.CreatedAt, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt, Changed: j.Changed,
+		CancelRequested: j.CancelRequested && !j.terminal()}
+	if j.RetryOf != "" {
+		r := j.RetryOf
+		v.RetryOf = &r
+	}
 	if j.Status != StatusFailed {
 		v.Error = nil
 	} else {
@@ -259,6 +264,96 @@ func (s *syncService) GetJob(ctx context.Context, p *identity.Principal, dep int
 		}
 	}
 	return v, nil
+}
+
+func (s *syncService) CancelJob(ctx context.Context, p *identity.Principal, dep int64, id string) (SyncJob, error) {
+	if err := authorize(p, roleSync); err != nil {
+		return SyncJob{}, err
+	}
+	if !validJobID(id) {
+		return SyncJob{}, notFound("sync job %q not found", id)
+	}
+	dequeued := false
+	j, err := s.p.updateJob(ctx, dep, id, func(j *jobRecord) error {
+		dequeued = false
+		if j.terminal() {
+			return conflict("sync job %s is already %s", id, j.Status)
+		}
+		j.CanceledBy = p.User.ID
+		if j.Status == StatusQueued { // never started, or waiting between attempts: no worker holds it
+			now := time.Now().UTC()
+			j.Status, j.FinishedAt, j.Progress.Phase, j.Error = StatusCanceled, &now, "done", nil
+			dequeued = true
+			return nil
+		}
+		j.CancelRequested = true // the worker stops at its next model
+		return nil
+	})
+	if errors.Is(err, ErrNotFound) {
+		return SyncJob{}, notFound("sync job %q not found", id)
+	}
+	if err != nil {
+		return SyncJob{}, err
+	}
+	if dequeued {
+		// Let the branch's next job go; the queue message is acknowledged by the worker
+		// that receives it and finds the job over.
+		_, _ = s.p.updateQueue(context.WithoutCancel(ctx), queueKey(dep, j.BranchName), func(ids []string) []string { return removeID(ids, id) })
+	}
+	return jobView(j), nil
+}
+
+func (s *syncService) RetryJob(ctx context.Context, p *identity.Principal, dep int64, id string) (SyncAccepted, error) {
+	var res SyncAccepted
+	if err := authorize(p, roleSync); err != nil {
+		return res, err
+	}
+	if !validJobID(id) {
+		return res, notFound("sync job %q not found", id)
+	}
+	old, _, err := s.p.getJob(ctx, dep, id)
+	if errors.Is(err, ErrNotFound) {
+		return res, notFound("sync job %q not found", id)
+	}
+	if err != nil {
+		return res, err
+	}
+	if !old.terminal() {
+		return res, conflict("sync job %s is still %s: wait for it to finish, or cancel it, before retrying", id, old.Status)
+	}
+	production := p.Deployment.ProductionBranch
+	if old.BranchName == production && !p.HasRole(identity.RoleAdmin) {
+		return res, forbidden("only admins may sync into the production branch %q", production)
+	}
+	if old.Source == "git" {
+		if _, err := s.store.integration(ctx, dep); errors.Is(err, ErrNotFound) {
+			return res, invalid("source \"git\" needs a dbt git integration: save one with PUT /api/v1/deployments/%d/dbt-git-integration", dep)
+		} else if err != nil {
+			return res, err
+		}
+	}
+	manifestOf := ""
+	if old.HasManifest {
+		manifestOf = old.SyncJobID
+		if old.ManifestOf != "" {
+			manifestOf = old.ManifestOf
+		}
+		if _, err := s.p.obj.GetInfo(ctx, manifestObject(manifestOf)); errors.Is(err, jetstream.ErrObjectNotFound) {
+			return res, conflict("the manifest of sync job %s is no longer stored (a manifest is kept after a failed or canceled job until DBT_SYNC_OBJECT_MAX_AGE, and removed after a successful one): start a new sync with it", id)
+		} else if err != nil {
+			return res, errors.Join(ErrQueueUnavailable, err)
+		}
+	}
+	now := time.Now().UTC()
+	nid := newSyncJobID(now)
+	job := &jobRecord{SyncJobID: nid, DeploymentID: dep, Status: StatusQueued, Source: old.Source, Output: old.Output,
+		Ref: old.Ref, BranchName: old.BranchName, WorkflowID: "dbt-sync-" + nid, Progress: Progress{Phase: "queued"},
+		Warnings: []convert.Warning{}, CreatedAt: now, ProductionBranch: production, HasManifest: old.HasManifest,
+		ManifestOf: manifestOf, RetryOf: id}
+	if err := s.p.enqueue(ctx, job); err != nil {
+		return res, err
+	}
+	return SyncAccepted{BranchName: job.BranchName, SyncJobID: nid, WorkflowID: job.WorkflowID, Source: job.Source}, nil
 }
 
 func validJobID(id string) bool {

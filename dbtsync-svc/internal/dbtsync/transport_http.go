@@ -47,6 +47,8 @@ func NewHTTPHandler(e Endpoints, logger *slog.Logger, maxSyncBodyBytes int64) ht
 	handleBody("POST "+dep+"/dbt-sync", maxSyncBodyBytes, e.StartSync, decodeStartSyncHTTP)
 	handle("GET "+dep+"/dbt-sync", e.ListJobs, decodePageRequest(roleSync))
 	handle("GET "+dep+"/dbt-sync/{syncJobId}", e.GetJob, decodeJobRequest)
+	handle("POST "+dep+"/dbt-sync/{syncJobId}/cancel", e.CancelJob, decodeJobRequest)
+	handle("POST "+dep+"/dbt-sync/{syncJobId}/retry", e.RetryJob, decodeJobRequest)
 	handle("GET "+dep+"/dbt-git-integration", e.GetIntegration, decodeScope(roleIntegration))
 	handleBody("PUT "+dep+"/dbt-git-integration", maxSmallBodyBytes, e.PutIntegration, decodeIntegrationHTTP)
 	const build = "/build/api/v1/deployments/{deploymentId}/branches"
@@ -81,6 +83,8 @@ func StatusOf(k Kind) int {
 		return http.StatusForbidden
 	case KindNotFound:
 		return http.StatusNotFound
+	case KindConflict:
+		return http.StatusConflict
 	}
 	return http.StatusInternalServerError
 }

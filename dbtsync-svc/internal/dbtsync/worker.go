@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -157,7 +158,12 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 		_ = msg.NakWithDelay(w.opts.BlockedDelay)
 		return
 	}
-	if job.terminal() { // a redelivery of a finished job
+	if job.terminal() { // a redelivery of a finished job, or one canceled while queued
+		_ = msg.Ack()
+		return
+	}
+	if job.CancelRequested { // canceled between two attempts
+		w.finish(context.WithoutCancel(ctx), job, StatusCanceled, "", nil, 0, false)
 		_ = msg.Ack()
 		return
 	}
@@ -188,6 +194,9 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	}
 	now := time.Now().UTC()
 	job, err = w.p.updateJob(ctx, job.DeploymentID, job.SyncJobID, func(j *jobRecord) error {
+		if j.terminal() || j.CancelRequested {
+			return errJobCanceled // canceled since it was read
+		}
 		j.Status, j.Attempts, j.Error = StatusRunning, j.Attempts+1, nil
 		j.Progress = Progress{Phase: "fetching"}
 		if j.StartedAt == nil {
@@ -195,6 +204,13 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 		}
 		return nil
 	})
+	if errors.Is(err, errJobCanceled) {
+		if job, _, err := w.p.getJob(ctx, jm.DeploymentID, jm.SyncJobID); err == nil && !job.terminal() {
+			w.finish(context.WithoutCancel(ctx), job, StatusCanceled, "", nil, 0, false)
+		}
+		_ = msg.Ack()
+		return
+	}
 	if err != nil {
 		_ = msg.NakWithDelay(w.opts.BlockedDelay)
 		return
@@ -216,12 +232,19 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 		}
 	}()
 	runCtx, cancelRun := context.WithTimeout(ctx, w.opts.JobTimeout)
+	canceled := w.watchCancel(runCtx, job, cancelRun)
 	res, version, unchanged, err := w.run(runCtx, job)
 	timedOut := runCtx.Err() == context.DeadlineExceeded
 	cancelRun()
 	close(stop)
 	if ctx.Err() != nil {
 		log.Warn("worker stopping mid-job; JetStream will redeliver it")
+		return
+	}
+	if err != nil && canceled.Load() {
+		w.finish(context.WithoutCancel(ctx), job, StatusCanceled, "", nil, 0, false)
+		_ = msg.Ack()
+		log.Info("sync job canceled while running")
 		return
 	}
 	if timedOut && err != nil {
@@ -251,6 +274,43 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	w.finish(bg, job, StatusSucceeded, "", res, version, unchanged)
 	_ = msg.Ack()
 	log.Info("sync job succeeded", "files", len(res.Files), "warnings", len(res.Warnings), "version", version, "changed", !unchanged)
+}
+
+// errJobCanceled: the job was canceled before this worker could start it.
+var errJobCanceled = errors.New("sync job canceled")
+
+// watchCancel watches the job's record while it runs and calls cancel when a cancel is
+// requested; the conversion checks its context before each model. The returned flag
+// tells a canceled run from a failed one.
+func (w *Worker) watchCancel(ctx context.Context, job *jobRecord, cancel context.CancelFunc) *atomic.Bool {
+	var flag atomic.Bool
+	watcher, err := w.p.kv.Watch(ctx, jobKey(job.DeploymentID, job.SyncJobID), jetstream.UpdatesOnly())
+	if err != nil {
+		return &flag // without a watch the job runs to its end; a cancel still ends it queued-side
+	}
+	go func() {
+		defer func() { _ = watcher.Stop() }()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-watcher.Updates():
+				if !ok {
+					return
+				}
+				if e == nil {
+					continue
+				}
+				var j jobRecord
+				if json.Unmarshal(e.Value(), &j) == nil && j.CancelRequested {
+					flag.Store(true)
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	return &flag
 }
 
 // releaseFinishedHead drops a line head whose job is already over (its worker finished it
@@ -290,8 +350,10 @@ func (w *Worker) finish(ctx context.Context, job *jobRecord, status, errMsg stri
 		w.logger.Error("record job outcome", "sync_job_id", job.SyncJobID, "err", err)
 	}
 	_, _ = w.p.updateQueue(ctx, queueKey(job.DeploymentID, job.BranchName), func(ids []string) []string { return removeID(ids, job.SyncJobID) })
-	if job.HasManifest {
-		_ = w.p.obj.Delete(ctx, manifestObject(job.SyncJobID))
+	// A failed or canceled job's manifest stays (until DBT_SYNC_OBJECT_MAX_AGE) so the job
+	// can be retried; a successful job's is removed.
+	if job.HasManifest && status == StatusSucceeded {
+		_ = w.p.obj.Delete(ctx, job.manifestName())
 	}
 	w.metrics.Jobs.WithLabelValues(status).Inc()
 	w.metrics.Attempts.WithLabelValues(status).Inc()
@@ -313,7 +375,10 @@ func (w *Worker) run(ctx context.Context, job *jobRecord) (res *convert.Result, 
 	if ctx.Err() != nil {
 		return nil, 0, false, ctx.Err()
 	}
-	out := w.convert(ctx, job, proj)
+	out, err := w.convert(ctx, job, proj)
+	if err != nil {
+		return nil, 0, false, err
+	}
 	res = &out
 	_, _ = w.p.updateJob(ctx, job.DeploymentID, job.SyncJobID, func(j *jobRecord) error {
 		j.Progress = Progress{Phase: "writing", ModelsTotal: &total, ModelsDone: total}
@@ -342,12 +407,16 @@ func (w *Worker) run(ctx context.Context, job *jobRecord) (res *convert.Result, 
 	return res, version, unchanged, nil
 }
 
-// convert renders the project model by model, recording progress as it goes.
-func (w *Worker) convert(ctx context.Context, job *jobRecord, proj *convert.Project) convert.Result {
+// convert renders the project model by model, recording progress as it goes; it stops
+// before the next model once ctx ends (a cancel, the job's deadline).
+func (w *Worker) convert(ctx context.Context, job *jobRecord, proj *convert.Project) (convert.Result, error) {
 	conv := convert.Prepare(proj)
 	total := len(proj.Models)
 	res := convert.Result{Files: make([]convert.File, conv.Len()), Warnings: conv.Warnings}
 	for i := range res.Files {
+		if err := ctx.Err(); err != nil {
+			return convert.Result{}, err
+		}
 		res.Files[i] = conv.File(i)
 		// Skipped models (warnings) count as done with the first file, so done reaches total.
 		done := min(i+1+total-conv.Len(), total)
@@ -362,12 +431,12 @@ func (w *Worker) convert(ctx context.Context, job *jobRecord, proj *convert.Proj
 			w.opts.Progressed(ctx, job.SyncJobID, done, total)
 		}
 	}
-	return res
+	return res, nil
 }
 
 func (w *Worker) load(ctx context.Context, job *jobRecord) (*convert.Project, error) {
 	if job.Source == "manifest" {
-		obj, err := w.p.obj.Get(ctx, manifestObject(job.SyncJobID))
+		obj, err := w.p.obj.Get(ctx, job.manifestName())
 		if errors.Is(err, jetstream.ErrObjectNotFound) {
 			return nil, permanentError{errors.New("the uploaded manifest is gone from the object store")}
 		}

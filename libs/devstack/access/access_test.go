@@ -152,6 +152,16 @@ var accessRoutes = []accessRoute{
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.path("/dbt-sync/%s", sc.syncJob), nil
 		}},
+	// Cancel on a finished job is 409 for the roles that may cancel; retry of a failed
+	// manifest job queues a new one.
+	{"cancel-dbt-sync", "POST", "/api/v1/deployments/{deploymentId}/dbt-sync/{syncJobId}/cancel", schemeBearer, "401 401 401 401 401 401 401 409 409 403 403 401 401 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return sc.path("/dbt-sync/%s/cancel", sc.syncJob), nil
+		}},
+	{"retry-dbt-sync", "POST", "/api/v1/deployments/{deploymentId}/dbt-sync/{syncJobId}/retry", schemeBearer, "401 401 401 401 401 401 401 202 202 403 403 401 401 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return sc.path("/dbt-sync/%s/retry", sc.failedJob), nil
+		}},
 	{"get-dbt-git-integration", "GET", "/api/v1/deployments/{deploymentId}/dbt-git-integration", schemeBearer, "401 401 401 401 401 401 401 200 403 403 403 401 401 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.path("/dbt-git-integration"), nil
@@ -487,6 +497,12 @@ var crossObjectCases = []crossObjectCase{
 	{"get-dbt-sync-404-job-of-other-account", "GET", adminBearer, func(p *platform, t *testing.T) (string, any) {
 		return p.scopes["acme-1"].path("/dbt-sync/%s", p.scopes["globex"].syncJob), nil
 	}, 404, nil},
+	{"cancel-dbt-sync-404-job-of-other-deployment", "POST", adminBearer, func(p *platform, t *testing.T) (string, any) {
+		return p.scopes["acme-1"].path("/dbt-sync/%s/cancel", p.scopes["acme-2"].syncJob), nil
+	}, 404, nil},
+	{"retry-dbt-sync-404-job-of-other-account", "POST", adminBearer, func(p *platform, t *testing.T) (string, any) {
+		return p.scopes["acme-1"].path("/dbt-sync/%s/retry", p.scopes["globex"].failedJob), nil
+	}, 404, nil},
 	{"start-dbt-sync-404-other-account-deployment", "POST", adminBearer, func(p *platform, t *testing.T) (string, any) {
 		return p.scopes["globex"].path("/dbt-sync"), map[string]any{"source": "manifest", "manifest": smallManifest("orders")}
 	}, 404, nil},
@@ -813,6 +829,7 @@ type scope struct {
 	workbook    int64 // in folder, with a dashboard draft
 	report      int64
 	syncJob     string
+	failedJob   string // a manifest job that failed (no nodes): it can be retried
 	branch      string
 }
 
@@ -890,23 +907,27 @@ func (p *platform) populate(t *testing.T, dep int64, admin, branch string, grant
 	sc.report = id(t, p.must(t, "POST", sc.path("/reports"), bearer, map[string]any{"name": "report " + branch, "folderId": sc.folder}, 200))
 	out := p.must(t, "POST", sc.path("/dbt-sync"), bearer, map[string]any{"source": "manifest", "manifest": smallManifest("orders"), "branchName": branch}, 202)
 	sc.syncJob, _ = out["syncJobId"].(string)
+	noNodes := map[string]any{"metadata": map[string]any{"dbt_schema_version": "https://schemas.getdbt.com/dbt/manifest/v12.json"}}
+	out = p.must(t, "POST", sc.path("/dbt-sync"), bearer, map[string]any{"source": "manifest", "manifest": noNodes, "output": "files"}, 202)
+	sc.failedJob, _ = out["syncJobId"].(string)
 	return sc
 }
 
 func (p *platform) waitSync(t *testing.T, sc *scope) {
 	deadline := time.Now().Add(90 * time.Second)
-	for {
-		job := p.must(t, "GET", sc.path("/dbt-sync/%s", sc.syncJob), "Bearer "+sc.admin, nil, 200)
-		switch job["status"] {
-		case "succeeded":
-			return
-		case "failed":
-			t.Fatalf("fixture sync %s failed: %v", sc.syncJob, job)
+	for id, want := range map[string]string{sc.syncJob: "succeeded", sc.failedJob: "failed"} {
+		for {
+			job := p.must(t, "GET", sc.path("/dbt-sync/%s", id), "Bearer "+sc.admin, nil, 200)
+			if s := job["status"]; s == want {
+				break
+			} else if s == "succeeded" || s == "failed" {
+				t.Fatalf("fixture sync %s %s, want %s: %v", id, s, want, job)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("fixture sync %s did not finish: %v", id, job)
+			}
+			time.Sleep(50 * time.Millisecond) // polling interval of a deadline loop
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("fixture sync %s did not finish: %v", sc.syncJob, job)
-		}
-		time.Sleep(50 * time.Millisecond) // polling interval of a deadline loop
 	}
 }
 
