@@ -60,7 +60,7 @@ func (p *platform) waitJob(t *testing.T, jobID string) map[string]any {
 	var job map[string]any
 	eventually(t, 90*time.Second, "sync job "+jobID+" ends", func() bool {
 		job = p.call(t, "GET", p.ws(p.dep1, "/dbt-sync/"+jobID), bearer(p.acme.Users["developer"]), nil).want(t, 200).obj(t)
-		return job["status"] == "succeeded" || job["status"] == "failed"
+		return job["status"] == "succeeded" || job["status"] == "failed" || job["status"] == "canceled"
 	})
 	return job
 }
@@ -136,6 +136,27 @@ var dbtSyncRules = []rule{
 			t.Errorf("branchName %q, want dbt/20240601", a.BranchName)
 		}
 		p.waitJob(t, a.SyncJobID)
+	}},
+	{"retry-and-cancel", func(t *testing.T, p *platform) {
+		// A failed manifest job (no nodes) is retried from its kept upload; a finished job
+		// cannot be canceled; an identical resync of a branch writes no version.
+		noNodes := map[string]any{"metadata": map[string]any{"dbt_schema_version": "https://schemas.getdbt.com/dbt/manifest/v12.json"}}
+		failed := p.startSync(t, map[string]any{"source": "manifest", "manifest": noNodes, "output": "files"})
+		if job := p.waitJob(t, failed.SyncJobID); job["status"] != "failed" {
+			t.Fatalf("job %v", job)
+		}
+		var again accepted
+		p.call(t, "POST", p.ws(p.dep1, "/dbt-sync/"+failed.SyncJobID+"/retry"), bearer(p.acme.Users["developer"]), nil).want(t, 202).decode(t, &again)
+		if job := p.waitJob(t, again.SyncJobID); job["status"] != "failed" || job["retryOf"] != failed.SyncJobID {
+			t.Fatalf("retried job %v", job)
+		}
+		p.call(t, "POST", p.ws(p.dep1, "/dbt-sync/"+failed.SyncJobID+"/cancel"), bearer(p.acme.Users["developer"]), nil).want(t, 409)
+		p.call(t, "POST", p.ws(p.dep1, "/dbt-sync/"+failed.SyncJobID+"/retry"), bearer(p.acme.Users["viewer"]), nil).want(t, 403)
+		name := p.syncedBranch(t)
+		a := p.startSync(t, map[string]any{"source": "manifest", "manifest": manifest(t), "branchName": name})
+		if job := p.waitJob(t, a.SyncJobID); job["status"] != "succeeded" || job["changed"] != false {
+			t.Fatalf("identical resync %v", job)
+		}
 	}},
 	{"ref-names-the-branch", func(t *testing.T, p *platform) {
 		// With a manifest the ref only names the generated branch.
