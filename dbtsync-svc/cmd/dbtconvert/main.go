@@ -56,9 +56,6 @@ func run() error {
 		flag.Usage()
 		return fmt.Errorf("-manifest and -out are required")
 	}
-	// The decoded models are small and long-lived while the decoder's garbage is not: a
-	// tighter GC target keeps peak RSS well under the manifest's size at little CPU cost.
-	debug.SetGCPercent(25)
 	if *cpuProfile != "" {
 		pf, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -79,6 +76,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	setGCBudget(st.Size())
 	cubesDir := filepath.Join(*out, "model", "cubes")
 	newDirs := missingDirs(cubesDir)
 	if err := os.MkdirAll(cubesDir, 0o755); err != nil {
@@ -266,3 +264,15 @@ func peakRSS() int64 {
 }
 
 func round3(v float64) float64 { return float64(int64(v*1000+0.5)) / 1000 }
+
+// setGCBudget bounds the heap by the manifest's size instead of by the live heap: the
+// decoded models are small and long-lived while the decoder's garbage is not, so a
+// memory limit of 0.6x the manifest (at least 32 MiB) with a lax GC target collects
+// only when the heap nears it. Peak RSS stays about 0.6x the manifest, under the 0.75x
+// bar, and the collector runs far less often than with a tight GOGC (25 before: about
+// 20% slower at the same RSS). Should the live heap ever pass the limit, the runtime
+// collects more often (capped at half the CPU), never fails.
+func setGCBudget(manifestBytes int64) {
+	debug.SetGCPercent(400)
+	debug.SetMemoryLimit(max(32<<20, manifestBytes*6/10))
+}
