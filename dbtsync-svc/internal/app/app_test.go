@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -779,5 +780,42 @@ func TestCancelAndRetry(t *testing.T) {
 	}
 	if code, _ := h.do("POST", h.syncPath()+"/sj0000000000000000000000000000/cancel", h.dev, nil); code != 404 {
 		t.Fatalf("cancel of an unknown job: %d", code)
+	}
+}
+
+// TestFinding08_JobRecordsAndUploadsExpire: what sync jobs leave in JetStream is bounded
+// by configuration: job records (and branch lines) by DBT_SYNC_JOB_RETENTION, uploaded
+// manifests and results by DBT_SYNC_OBJECT_MAX_AGE and DBT_SYNC_OBJECT_MAX_BYTES.
+func TestFinding08_JobRecordsAndUploadsExpire(t *testing.T) {
+	h := newHarnessWith(t, func(d *app.Deps) {
+		d.Storage = dbtsync.StorageLimits{JobRetention: 90 * time.Minute, ObjectMaxAge: 3 * time.Hour, ObjectMaxBytes: 512 << 20}
+	})
+	js, err := jetstream.New(h.deps.NATS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	kv, err := js.KeyValue(ctx, dbtsync.JobsKV)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := kv.Status(ctx)
+	if err != nil || st.TTL() != 90*time.Minute {
+		t.Fatalf("job records bucket TTL = %v (%v), want 90m", st.TTL(), err)
+	}
+	obj, err := js.ObjectStore(ctx, dbtsync.ManifestStore)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ost, err := obj.Status(ctx)
+	if err != nil || ost.TTL() != 3*time.Hour {
+		t.Fatalf("manifest store TTL = %v (%v), want 3h", ost.TTL(), err)
+	}
+	stream, err := js.Stream(ctx, "OBJ_"+dbtsync.ManifestStore)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := stream.Info(ctx); err != nil || info.Config.MaxBytes != 512<<20 {
+		t.Fatalf("manifest store MaxBytes = %v (%v), want 512 MiB", info.Config.MaxBytes, err)
 	}
 }

@@ -1,9 +1,11 @@
 package gateway_test
 
 import (
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -516,5 +518,107 @@ func TestReplicasRoundRobinAndRouteAroundADeadOne(t *testing.T) {
 		if code, _, body := h.do("GET", fmt.Sprintf("/api/v1/deployments/%d/dbt-sync", acme.Deployments[0].ID), tok, nil); code != 200 {
 			t.Fatalf("request %d with a dead replica: %d %s", i, code, body)
 		}
+	}
+}
+
+// TestFinding19_HardeningHeaders: every answer, errors included, carries nosniff (error
+// bodies echo the path), and the client's credential never travels past the gateway:
+// the service gets the signed identity, not the API key or bearer token.
+func TestFinding19_HardeningHeaders(t *testing.T) {
+	h := newHarness(t)
+	acme := h.acme()
+	a1 := acme.Deployments[0].ID
+	bearer := "Bearer " + acme.Users["admin"].Bearer
+	for _, c := range []struct{ method, path, authz string }{
+		{"GET", fmt.Sprintf("/api/v1/deployments/%d/workspace", a1), bearer},
+		{"GET", "/api/v1/no-such-route/<script>", bearer},
+		{"GET", fmt.Sprintf("/api/v1/deployments/%d/workspace", a1), ""},
+	} {
+		code, hdr, _ := h.do(c.method, c.path, c.authz, nil)
+		if hdr.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("%s %s (%d): X-Content-Type-Options = %q", c.method, c.path, code, hdr.Get("X-Content-Type-Options"))
+		}
+	}
+	for _, c := range []struct {
+		method, path, authz string
+		body                any
+	}{
+		{"GET", fmt.Sprintf("/api/v1/deployments/%d/workspace", a1), bearer, nil},
+		{"POST", "/api/v1/embed/generate-session", "Api-Key " + acme.APIKeys["admin"], map[string]any{"deploymentId": a1, "externalId": "x"}},
+	} {
+		authz := c.authz
+		code, _, body := h.do(c.method, c.path, authz, c.body)
+		var e echoed
+		mustJSON(t, body, &e)
+		if code != 200 || e.Principal == nil {
+			t.Fatalf("%d %s", code, body)
+		}
+		for name, vals := range e.Headers {
+			for _, v := range vals {
+				if strings.EqualFold(name, "Authorization") || strings.Contains(v, strings.TrimPrefix(strings.TrimPrefix(authz, "Bearer "), "Api-Key ")) {
+					t.Errorf("the service received the client's credential in %s", name)
+				}
+			}
+		}
+	}
+}
+
+// TestFinding18_RevocationSeenDespiteAWritersSlowClock: the change poller compares the
+// writer's updatedAt with its own clock; a revocation written by a host whose clock is
+// 3 s behind is still seen within a few polls, not after the cache TTL (a minute here).
+func TestFinding18_RevocationSeenDespiteAWritersSlowClock(t *testing.T) {
+	h := newHarness(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go h.authn.WatchChanges(ctx, 100*time.Millisecond)
+	acme := h.acme()
+	admin, _ := h.st.User(t.Context(), acme.Users["admin"].ID)
+	key, err := platformctl.CreateKey(t.Context(), h.st, admin, identity.KeyAccount, nil, "slow-clock", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen := map[string]any{"deploymentId": acme.Deployments[0].ID}
+	if code, _, body := h.do("POST", "/api/v1/embed/generate-session", "Api-Key "+key, gen); code != 200 {
+		t.Fatalf("fresh key: %d %s", code, body)
+	}
+	time.Sleep(300 * time.Millisecond) // a few polls pass: the key's creation is long since seen
+	if code, _, body := h.do("POST", "/api/v1/embed/generate-session", "Api-Key "+key, gen); code != 200 { // cached again
+		t.Fatalf("key: %d %s", code, body)
+	}
+	id, _, _ := credentials.ParseAPIKey(key)
+	slow := h.st.WithClock(func() time.Time { return time.Now().UTC().Add(-3 * time.Second).Truncate(time.Millisecond) })
+	if err := slow.RevokeAPIKey(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		code, _, _ := h.do("POST", "/api/v1/embed/generate-session", "Api-Key "+key, gen)
+		if code == 401 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a key revoked with a clock 3 s behind is still honoured 2 s later (%d)", code)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestFinding19_DefaultEmbedTenantIsValidated: an account's default embed tenant is used
+// as a scope and inside MongoDB field paths by embed-svc, so the operator's value must be
+// a valid tenant name; a bad one is refused and nothing is stored.
+func TestFinding19_DefaultEmbedTenantIsValidated(t *testing.T) {
+	h := newHarness(t)
+	for _, bad := range []string{"a.b", "$where", "Upper-Case", "x", "tenant with spaces", strings.Repeat("a", 40)} {
+		_, err := h.st.UpsertAccount(t.Context(), store.AccountSpec{Name: "tenant-check", Plan: store.PlanEnterprise, DefaultEmbedTenant: bad})
+		if !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("default embed tenant %q: %v, want ErrInvalid", bad, err)
+		}
+	}
+	if _, err := h.st.AccountByName(t.Context(), "tenant-check"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a refused account was stored: %v", err)
+	}
+	a, err := h.st.UpsertAccount(t.Context(), store.AccountSpec{Name: "tenant-check", Plan: store.PlanEnterprise, DefaultEmbedTenant: "north-region"})
+	if err != nil || a.DefaultEmbedTenant != "north-region" {
+		t.Fatalf("a valid default tenant: %+v %v", a, err)
 	}
 }

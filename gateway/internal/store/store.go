@@ -150,6 +150,14 @@ func (s *Store) EnsureIndexes(ctx context.Context) error {
 	return nil
 }
 
+// WithClock returns the store stamping updatedAt with now: a writer on another host
+// (platformctl runs anywhere) whose clock differs from the gateway's.
+func (s *Store) WithClock(now func() time.Time) *Store {
+	c := *s
+	c.now = now
+	return &c
+}
+
 // Ping checks the database.
 func (s *Store) Ping(ctx context.Context) error { return s.db.Client().Ping(ctx, nil) }
 
