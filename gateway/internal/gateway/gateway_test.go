@@ -581,8 +581,10 @@ func TestFinding18_RevocationSeenDespiteAWritersSlowClock(t *testing.T) {
 	if code, _, body := h.do("POST", "/api/v1/embed/generate-session", "Api-Key "+key, gen); code != 200 {
 		t.Fatalf("fresh key: %d %s", code, body)
 	}
-	time.Sleep(300 * time.Millisecond) // a few polls pass: the key's creation is long since seen
-	if code, _, body := h.do("POST", "/api/v1/embed/generate-session", "Api-Key "+key, gen); code != 200 { // cached again
+	// A few polls pass, so the key's creation is long since seen; then the key is cached
+	// again by a request.
+	time.Sleep(300 * time.Millisecond)
+	if code, _, body := h.do("POST", "/api/v1/embed/generate-session", "Api-Key "+key, gen); code != 200 {
 		t.Fatalf("key: %d %s", code, body)
 	}
 	id, _, _ := credentials.ParseAPIKey(key)
