@@ -1100,3 +1100,88 @@ func TestK8sGatewayUpstreams(t *testing.T) {
 		}
 	}
 }
+
+// TestK8sNetworkPolicies: every platform pod denies ingress by default; only the
+// gateway's public port is open to all, the services' API port admits the gateway
+// alone, and the internal port (metrics, readiness) admits Prometheus (review #9).
+func TestK8sNetworkPolicies(t *testing.T) {
+	m := loadK8s(t)
+	type peer struct {
+		PodSelector *struct {
+			MatchLabels map[string]string `yaml:"matchLabels"`
+		} `yaml:"podSelector"`
+		NamespaceSelector *struct{} `yaml:"namespaceSelector"`
+	}
+	type policy struct {
+		Spec struct {
+			PodSelector struct {
+				MatchLabels      map[string]string `yaml:"matchLabels"`
+				MatchExpressions []struct {
+					Key      string   `yaml:"key"`
+					Operator string   `yaml:"operator"`
+					Values   []string `yaml:"values"`
+				} `yaml:"matchExpressions"`
+			} `yaml:"podSelector"`
+			PolicyTypes []string `yaml:"policyTypes"`
+			Ingress     []struct {
+				From  []peer `yaml:"from"`
+				Ports []struct {
+					Port string `yaml:"port"`
+				} `yaml:"ports"`
+			} `yaml:"ingress"`
+		} `yaml:"spec"`
+	}
+	get := func(name string) policy {
+		var p policy
+		if _, ok := m.find(t, "NetworkPolicy", name, &p); !ok {
+			t.Fatalf("no NetworkPolicy %s", name)
+		}
+		return p
+	}
+	deny := get("platform-default-deny-ingress")
+	if deny.Spec.PodSelector.MatchLabels["app.kubernetes.io/part-of"] != "analytics-platform" || len(deny.Spec.Ingress) != 0 ||
+		!slices.Contains(deny.Spec.PolicyTypes, "Ingress") {
+		t.Errorf("default deny: %+v", deny.Spec)
+	}
+	svc := get("services-from-gateway")
+	sel := svc.Spec.PodSelector.MatchExpressions
+	if len(sel) != 1 || !slices.Equal(sel[0].Values, []string{"workspace-svc", "embed-svc", "dbtsync-svc"}) || len(svc.Spec.Ingress) != 1 ||
+		len(svc.Spec.Ingress[0].From) != 1 || svc.Spec.Ingress[0].From[0].PodSelector == nil ||
+		svc.Spec.Ingress[0].From[0].PodSelector.MatchLabels["app.kubernetes.io/name"] != "gateway" || svc.Spec.Ingress[0].Ports[0].Port != "http" {
+		t.Errorf("services admit only the gateway on http: %+v", svc.Spec)
+	}
+	internal := get("internal-from-prometheus")
+	if len(internal.Spec.Ingress) != 1 || internal.Spec.Ingress[0].Ports[0].Port != "internal" ||
+		internal.Spec.Ingress[0].From[0].PodSelector.MatchLabels["app.kubernetes.io/name"] != "prometheus" {
+		t.Errorf("internal port admits Prometheus only: %+v", internal.Spec)
+	}
+	public := get("gateway-public")
+	if len(public.Spec.Ingress) != 1 || len(public.Spec.Ingress[0].From) != 0 || public.Spec.Ingress[0].Ports[0].Port != "http" {
+		t.Errorf("the gateway's public port: %+v", public.Spec)
+	}
+	// The port names the policies use exist on every Deployment's container.
+	for _, p := range processes {
+		var dep struct {
+			Spec struct {
+				Template struct {
+					Spec struct {
+						Containers []container `yaml:"containers"`
+					} `yaml:"spec"`
+				} `yaml:"template"`
+			} `yaml:"spec"`
+		}
+		if _, ok := m.find(t, "Deployment", p.name, &dep); !ok {
+			t.Errorf("no Deployment %s", p.name)
+			continue
+		}
+		names := map[string]bool{}
+		for _, c := range dep.Spec.Template.Spec.Containers {
+			for _, port := range c.Ports {
+				names[port.Name] = true
+			}
+		}
+		if !names["http"] || !names["internal"] {
+			t.Errorf("Deployment %s: container ports %v, want http and internal", p.name, names)
+		}
+	}
+}
