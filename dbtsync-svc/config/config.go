@@ -15,7 +15,7 @@ type Config struct {
 	MongoURI           string        `env:"MONGODB_URI" default:"mongodb://127.0.0.1:27018/" secret:"true" help:"MongoDB connection string (may hold a password)"`
 	MongoDatabase      string        `env:"MONGODB_DATABASE" default:"dbtsync" help:"database owned by dbtsync-svc"`
 	NATSURL            string        `env:"NATS_URL" default:"nats://127.0.0.1:4223" secret:"true" help:"NATS with JetStream: the job queue, job state and manifest object store (outside the local stack it carries the user and password: nats://user:password@host:4222)"`
-	IdentitySigningKey string        `env:"IDENTITY_SIGNING_KEY" secret:"true" help:"API mode, required there: base64 HMAC key shared with the gateway; verifies the forwarded identity (the worker serves no API and must not hold it)"`
+	IdentitySigningKey string        `env:"IDENTITY_SIGNING_KEY" secret:"true" help:"API mode, required there: this service's own forwarded-identity key (platformctl identity-key --service dbtsync-svc: svc:dbtsync-svc:...), or the gateway's key; verifies the identity the gateway forwards (the worker serves no API and must not hold it)"`
 	CredentialsKey     string        `env:"DBT_CREDENTIALS_KEY" required:"true" secret:"true" help:"base64 32-byte AES-256-GCM keys, comma-separated, that encrypt saved dbt git credentials: the first seals, all open; the API re-seals under the first at start (rotation: README)"`
 	WorkerConcurrency  int           `env:"DBT_SYNC_WORKER_CONCURRENCY" default:"2" help:"worker mode: sync jobs converted at once per replica"`
 	MaxAttempts        int           `env:"DBT_SYNC_MAX_ATTEMPTS" default:"5" help:"worker mode: runs of a sync job (with backoff between them) before it ends failed"`

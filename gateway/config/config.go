@@ -17,7 +17,7 @@ type Config struct {
 	DBTSyncURL               string          `env:"DBTSYNC_URL" default:"http://127.0.0.1:8083" help:"base URL of dbtsync-svc (replicas: comma-separated)"`
 	MongoURI                 string          `env:"MONGODB_URI" default:"mongodb://127.0.0.1:27018/" secret:"true" help:"MongoDB connection string (may hold a password)"`
 	MongoDatabase            string          `env:"MONGODB_DATABASE" default:"identity" help:"database of the identity store (accounts, deployments, users, API keys)"`
-	IdentitySigningKey       string          `env:"IDENTITY_SIGNING_KEY" required:"true" secret:"true" help:"base64 HMAC key (at least 32 bytes) that signs the identity forwarded to services"`
+	IdentitySigningKey       string          `env:"IDENTITY_SIGNING_KEY" required:"true" secret:"true" help:"base64 HMAC key (at least 32 bytes) from which the key of each service's forwarded identity is derived; only the gateway holds it (services get their own key: platformctl identity-key)"`
 	JWTIssuer                string          `env:"AUTH_JWT_ISSUER" default:"https://auth.platform.local" help:"required iss of bearer tokens"`
 	JWTAudience              string          `env:"AUTH_JWT_AUDIENCE" default:"platform-api" help:"required aud of bearer tokens"`
 	JWTPublicKeysFile        string          `env:"AUTH_JWT_PUBLIC_KEYS_FILE" help:"PEM file with one or more Ed25519 or RSA public keys that sign bearer tokens"`

@@ -7,6 +7,12 @@
 // that bypasses the gateway, or that forges or replays an old identity, gets nowhere.
 // HMAC is used rather than a signature because it is signed once per request on the
 // gateway's hot path: about a microsecond, where Ed25519 signing costs tens.
+//
+// Each service has a key of its own, derived from the gateway's key (IDENTITY_SIGNING_KEY)
+// for its name (the principal's Audience): HMAC-SHA256(gateway key, label || service). The
+// gateway holds the one key and signs each forwarded identity with the key of the
+// service it goes to; a service can be given only its own key (ServiceKey, "svc:NAME:..."),
+// with which it verifies what is sent to it and can forge nothing for another service.
 package identity
 
 import (
@@ -154,24 +160,39 @@ func (p *Principal) InScope(deploymentID int64) bool {
 // ErrInvalid is returned for a missing, malformed, forged or expired identity.
 var ErrInvalid = errors.New("identity: missing or invalid")
 
-// Signer signs and verifies principals with a shared HMAC key.
+// Signer signs and verifies principals: with the gateway's key it signs for every
+// service (each with its derived key); with a service's own key, only for that service.
 type Signer struct {
-	key  []byte
-	ttl  time.Duration
-	now  func() time.Time
-	macs *sync.Pool // of hash.Hash: hmac.New costs two SHA-256 states per call
-	aud  string     // when set, Verify accepts only principals signed for this service
+	key     []byte // the gateway's key, or the service's own key when service is set
+	service string // set: key is this service's own key (ServiceKey), and it knows no other
+	ttl     time.Duration
+	now     func() time.Time
+	pools   *sync.Map // audience -> *sync.Pool of hash.Hash keyed for it (hmac.New costs two SHA-256 states)
+	aud     string    // when set, Verify accepts only principals signed for this service
 }
 
 // DefaultTTL is how long a forwarded identity is valid: long enough for one hop, short
 // enough that a captured header is useless.
 const DefaultTTL = 30 * time.Second
 
-// NewSigner builds a Signer from a base64-encoded key of at least 32 bytes.
+// serviceKeyPrefix starts a service's own key: "svc:<service>:<base64 key>".
+const serviceKeyPrefix = "svc:"
+
+// NewSigner builds a Signer from the gateway's base64-encoded key (at least 32 bytes) or
+// from a service's own key as ServiceKey prints it.
 func NewSigner(base64Key string) (*Signer, error) {
-	key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(base64Key))
+	raw := strings.TrimSpace(base64Key)
+	service := ""
+	if rest, ok := strings.CutPrefix(raw, serviceKeyPrefix); ok {
+		name, k, ok := strings.Cut(rest, ":")
+		if !ok || name == "" {
+			return nil, fmt.Errorf("identity: a service key is svc:<service>:<base64 key>")
+		}
+		service, raw = name, k
+	}
+	key, err := base64.StdEncoding.DecodeString(raw)
 	if err != nil {
-		key, err = base64.RawURLEncoding.DecodeString(strings.TrimSpace(base64Key))
+		key, err = base64.RawURLEncoding.DecodeString(raw)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("identity: signing key is not base64")
@@ -179,13 +200,40 @@ func NewSigner(base64Key string) (*Signer, error) {
 	if len(key) < 32 {
 		return nil, fmt.Errorf("identity: signing key must be at least 32 bytes, got %d", len(key))
 	}
-	return &Signer{key: key, ttl: DefaultTTL, now: time.Now,
-		macs: &sync.Pool{New: func() any { return hmac.New(sha256.New, key) }}}, nil
+	return &Signer{key: key, service: service, ttl: DefaultTTL, now: time.Now, pools: &sync.Map{}}, nil
+}
+
+// deriveLabel separates derived keys from any other use of the gateway's key.
+const deriveLabel = "analytics-platform forwarded identity v1\x00"
+
+// deriveKey is service's own key under the gateway's key.
+func deriveKey(gatewayKey []byte, service string) []byte {
+	m := hmac.New(sha256.New, gatewayKey)
+	m.Write([]byte(deriveLabel + service))
+	return m.Sum(nil)
+}
+
+// ServiceKey is service's own key under the gateway's key base64Key, in the form
+// NewSigner reads ("svc:<service>:<base64>"): give it to the service instead of the
+// gateway's key, and the service can verify what is sent to it and sign for nothing else.
+func ServiceKey(base64Key, service string) (string, error) {
+	s, err := NewSigner(base64Key)
+	if err != nil {
+		return "", err
+	}
+	if s.service != "" {
+		return "", fmt.Errorf("identity: %q is already a service's key", s.service)
+	}
+	if service == "" || strings.Contains(service, ":") {
+		return "", fmt.Errorf("identity: invalid service name %q", service)
+	}
+	return serviceKeyPrefix + service + ":" + base64.StdEncoding.EncodeToString(deriveKey(s.key, service)), nil
 }
 
 // ForService returns a copy of s whose Verify accepts only principals whose Audience is
-// service: what every service verifies with, so a forwarded identity is good for the one
-// service the gateway sent it to.
+// service, checked with service's own key: what every service verifies with, so a
+// forwarded identity is good for the one service the gateway sent it to. A signer made
+// from another service's key verifies nothing.
 func (s *Signer) ForService(service string) *Signer {
 	c := *s
 	c.aud = service
@@ -212,7 +260,10 @@ func (s *Signer) Sign(p *Principal) (string, error) {
 	enc := make([]byte, n, n+1+base64.RawURLEncoding.EncodedLen(sha256.Size))
 	base64.RawURLEncoding.Encode(enc, body)
 	var sum [sha256.Size]byte
-	s.mac(enc, sum[:0])
+	// Audiences signed for are the gateway's route targets, a handful: pooled.
+	if _, err := s.macFor(p.Audience, enc, sum[:0], true); err != nil {
+		return "", err
+	}
 	enc = append(enc, '.')
 	enc = base64.RawURLEncoding.AppendEncode(enc, sum[:])
 	out.Write(enc)
@@ -229,16 +280,25 @@ func (s *Signer) Verify(value string) (*Principal, error) {
 	if err != nil {
 		return nil, ErrInvalid
 	}
-	var sum [sha256.Size]byte
-	if !hmac.Equal(got, s.mac([]byte(payload), sum[:0])) {
-		return nil, ErrInvalid
-	}
 	body, err := base64.RawURLEncoding.DecodeString(payload)
 	if err != nil {
 		return nil, ErrInvalid
 	}
 	var p Principal
 	if err := json.Unmarshal(body, &p); err != nil {
+		return nil, ErrInvalid
+	}
+	// The key is the one of the service verifying (ForService), else of the audience the
+	// principal names; the MAC over the payload decides before anything in it is trusted.
+	aud, cache := s.aud, true
+	if aud == "" {
+		// Not pooled: the audience comes from the (not yet verified) payload, and no
+		// key cache is ever sized by what a client sends.
+		aud, cache = p.Audience, false
+	}
+	var sum [sha256.Size]byte
+	mac, err := s.macFor(aud, []byte(payload), sum[:0], cache)
+	if err != nil || !hmac.Equal(got, mac) {
 		return nil, ErrInvalid
 	}
 	if p.Expiry < s.now().Unix() {
@@ -250,14 +310,40 @@ func (s *Signer) Verify(value string) (*Principal, error) {
 	return &p, nil
 }
 
-// mac appends HMAC-SHA256(key, data) to dst with a pooled hash.
-func (s *Signer) mac(data, dst []byte) []byte {
-	h := s.macs.Get().(hash.Hash)
+// errOtherService: a service's own key cannot sign or verify for another service.
+var errOtherService = errors.New("identity: this key belongs to another service")
+
+// macFor appends HMAC-SHA256(the key for audience, data) to dst, with a pooled hash when
+// cache is set. The key for an audience is its derived key ("" is the gateway's key
+// itself, which only the gateway's signer has).
+func (s *Signer) macFor(audience string, data, dst []byte, cache bool) ([]byte, error) {
+	if s.service != "" && audience != s.service {
+		return nil, errOtherService
+	}
+	if !cache {
+		key := s.key
+		if s.service == "" && audience != "" {
+			key = deriveKey(s.key, audience)
+		}
+		h := hmac.New(sha256.New, key)
+		h.Write(data)
+		return h.Sum(dst), nil
+	}
+	pool, ok := s.pools.Load(audience)
+	if !ok {
+		key := s.key
+		if s.service == "" && audience != "" {
+			key = deriveKey(s.key, audience)
+		}
+		pool, _ = s.pools.LoadOrStore(audience, &sync.Pool{New: func() any { return hmac.New(sha256.New, key) }})
+	}
+	p := pool.(*sync.Pool)
+	h := p.Get().(hash.Hash)
 	h.Reset()
 	h.Write(data)
 	out := h.Sum(dst)
-	s.macs.Put(h)
-	return out
+	p.Put(h)
+	return out, nil
 }
 
 type ctxKey struct{}

@@ -150,3 +150,67 @@ func TestFinding17_ForwardedIdentityIsBoundToItsService(t *testing.T) {
 		t.Error("a header without an audience was accepted by a service")
 	}
 }
+
+// TestFinding09_EachServiceHoldsOnlyItsOwnKey: a service given its own key (ServiceKey)
+// verifies what the gateway sends it, but can sign nothing another service accepts: a
+// compromised service cannot mint an identity for the others (review #9).
+func TestFinding09_EachServiceHoldsOnlyItsOwnKey(t *testing.T) {
+	gatewayKey := base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
+	gw, err := identity.NewSigner(gatewayKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := map[string]*identity.Signer{}
+	for _, svc := range []string{"workspace-svc", "embed-svc", "dbtsync-svc"} {
+		k, err := identity.ServiceKey(gatewayKey, svc)
+		if err != nil || !strings.HasPrefix(k, "svc:"+svc+":") || strings.Contains(k, gatewayKey) {
+			t.Fatalf("ServiceKey(%s) = %q, %v", svc, k, err)
+		}
+		if own[svc], err = identity.NewSigner(k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	admin := func(aud string) *identity.Principal {
+		return &identity.Principal{Credential: identity.CredentialBearer, Audience: aud, User: &identity.User{ID: 1, Role: identity.RoleAdmin}}
+	}
+	for svc, s := range own {
+		// What the gateway signs for the service verifies with the service's own key...
+		v, err := gw.Sign(admin(svc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p, err := s.ForService(svc).Verify(v); err != nil || p.User.ID != 1 {
+			t.Errorf("%s: the gateway's header: %v", svc, err)
+		}
+		// ...and with the gateway's key, as services holding it did before.
+		if _, err := gw.ForService(svc).Verify(v); err != nil {
+			t.Errorf("%s: verified with the gateway's key: %v", svc, err)
+		}
+		for other, o := range own {
+			if other == svc {
+				continue
+			}
+			// The service cannot sign for another...
+			if _, err := s.Sign(admin(other)); err == nil {
+				t.Errorf("%s signed a header for %s", svc, other)
+			}
+			// ...and a header it signs for itself does not pass elsewhere, however labelled.
+			forged, _ := s.Sign(admin(svc))
+			if _, err := o.ForService(other).Verify(forged); err == nil {
+				t.Errorf("%s's header accepted by %s", svc, other)
+			}
+			if _, err := gw.ForService(other).Verify(forged); err == nil {
+				t.Errorf("%s's header accepted by %s holding the gateway's key", svc, other)
+			}
+		}
+	}
+	// The gateway's key and another service's key are distinct from the service's.
+	if _, err := identity.ServiceKey("svc:workspace-svc:"+gatewayKey, "embed-svc"); err == nil {
+		t.Error("a service key derived another service's key")
+	}
+	for _, bad := range []string{"svc::" + gatewayKey, "svc:x", "svc:x:short"} {
+		if _, err := identity.NewSigner(bad); err == nil {
+			t.Errorf("NewSigner(%q) accepted", bad)
+		}
+	}
+}

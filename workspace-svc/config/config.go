@@ -10,7 +10,7 @@ type Config struct {
 	InternalAddr             string `env:"INTERNAL_ADDR" default:"127.0.0.1:9081" help:"internal listen address: /healthz, /readyz and /metrics for probes and Prometheus"`
 	MongoURI                 string `env:"MONGODB_URI" default:"mongodb://127.0.0.1:27018/" secret:"true" help:"MongoDB connection string (may hold a password)"`
 	MongoDatabase            string `env:"MONGODB_DATABASE" default:"workspace" help:"database owned by workspace-svc"`
-	IdentitySigningKey       string `env:"IDENTITY_SIGNING_KEY" required:"true" secret:"true" help:"base64 HMAC key shared with the gateway; verifies the forwarded identity"`
+	IdentitySigningKey       string `env:"IDENTITY_SIGNING_KEY" required:"true" secret:"true" help:"this service's own forwarded-identity key (platformctl identity-key --service workspace-svc: svc:workspace-svc:...), or the gateway's key; verifies the identity the gateway forwards"`
 	MaxItemsPerDeployment    int64  `env:"WORKSPACE_MAX_ITEMS_PER_DEPLOYMENT" default:"100000" help:"folders, workbooks and reports one deployment may hold; a create past it is 400"`
 	MaxMetaBytes             int    `env:"WORKSPACE_MAX_META_BYTES" default:"262144" help:"largest meta JSON of a workbook or report; larger is 413"`
 	MaxCalculatedFieldsBytes int    `env:"WORKSPACE_MAX_CALCULATED_FIELDS_BYTES" default:"262144" help:"largest calculatedFields JSON of a workbook or report; larger is 413"`

@@ -21,6 +21,7 @@ import (
 	"github.com/analyticsco/platform/gateway/internal/credentials"
 	"github.com/analyticsco/platform/gateway/internal/platformctl"
 	"github.com/analyticsco/platform/gateway/internal/store"
+	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
 )
 
@@ -34,6 +35,10 @@ Usage:
   platformctl keys create --user ID --kind account|personal [--scope ID,ID] [--name NAME] [--ttl DURATION]
   platformctl keys revoke --id KEYID
   platformctl tokens issue --user ID [--ttl 1h]
+  platformctl identity-key --service workspace-svc|embed-svc|dbtsync-svc
+      prints the service's own forwarded-identity key, derived from IDENTITY_SIGNING_KEY
+      (the gateway's key): give it to the service as its IDENTITY_SIGNING_KEY, so it can
+      verify what the gateway sends it and forge nothing for another service
 
 Output is JSON (--json is accepted everywhere and is the default).
 
@@ -110,6 +115,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	cmd := args[0]
 	rest := args[1:]
+	if cmd == "identity-key" {
+		return identityKey(rest, stdout)
+	}
 	if cmd != "seed" {
 		if len(args) < 2 {
 			return fmt.Errorf("%s needs a subcommand\n\n%s", cmd, usage)
@@ -268,4 +276,28 @@ func parseIDs(s string) ([]int64, error) {
 		out = append(out, id)
 	}
 	return out, nil
+}
+
+// identityKey prints a service's own forwarded-identity key (no database needed).
+func identityKey(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("identity-key", flag.ContinueOnError)
+	service := fs.String("service", "", "workspace-svc, embed-svc or dbtsync-svc")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	switch *service {
+	case "workspace-svc", "embed-svc", "dbtsync-svc":
+	default:
+		return fmt.Errorf("identity-key: --service must be workspace-svc, embed-svc or dbtsync-svc")
+	}
+	master := os.Getenv("IDENTITY_SIGNING_KEY")
+	if master == "" {
+		return errors.New("identity-key: IDENTITY_SIGNING_KEY (the gateway's key) is not set")
+	}
+	k, err := identity.ServiceKey(master, *service)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(stdout, k)
+	return err
 }

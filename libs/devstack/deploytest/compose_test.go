@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -30,6 +31,7 @@ import (
 	embedconfig "github.com/analyticsco/platform/embed-svc/config"
 	gatewayconfig "github.com/analyticsco/platform/gateway/config"
 	"github.com/analyticsco/platform/libs/config"
+	"github.com/analyticsco/platform/libs/identity"
 	workspaceconfig "github.com/analyticsco/platform/workspace-svc/config"
 )
 
@@ -1182,6 +1184,83 @@ func TestK8sNetworkPolicies(t *testing.T) {
 		}
 		if !names["http"] || !names["internal"] {
 			t.Errorf("Deployment %s: container ports %v, want http and internal", p.name, names)
+		}
+	}
+}
+
+// TestEachServiceHoldsOnlyItsOwnIdentityKey: in compose and Kubernetes only the gateway
+// gets the identity key; each service gets its own key derived from it, the worker none;
+// and deploy/gen-env.sh derives exactly what the services' code derives (review #9).
+func TestEachServiceHoldsOnlyItsOwnIdentityKey(t *testing.T) {
+	own := map[string]string{"workspace-svc": "IDENTITY_KEY_WORKSPACE_SVC", "embed-svc": "IDENTITY_KEY_EMBED_SVC", "dbtsync-svc": "IDENTITY_KEY_DBTSYNC_SVC"}
+	c := loadCompose(t)
+	m := loadK8s(t)
+	for _, p := range processes {
+		want := own[p.name]
+		switch p.name {
+		case "gateway":
+			want = "IDENTITY_SIGNING_KEY"
+		case "dbtsync-worker":
+			want = ""
+		}
+		got := c.Services[p.name].Environment["IDENTITY_SIGNING_KEY"]
+		if want == "" && got != "" || want != "" && !strings.HasPrefix(got, "${"+want+":?") {
+			t.Errorf("compose %s: IDENTITY_SIGNING_KEY = %q, want it from %q", p.name, got, want)
+		}
+		var dep struct {
+			Spec struct {
+				Template struct {
+					Spec struct {
+						Containers []container `yaml:"containers"`
+					} `yaml:"spec"`
+				} `yaml:"template"`
+			} `yaml:"spec"`
+		}
+		if _, ok := m.find(t, "Deployment", p.name, &dep); !ok {
+			t.Fatalf("no Deployment %s", p.name)
+		}
+		for _, e := range dep.Spec.Template.Spec.Containers[0].Env {
+			if e.Name != "IDENTITY_SIGNING_KEY" {
+				continue
+			}
+			key := ""
+			if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+				key = e.ValueFrom.SecretKeyRef.Key
+			}
+			if want == "" && !strings.HasPrefix(key, "WORKER_HAS_NO_") || want != "" && key != want {
+				t.Errorf("k8s %s: IDENTITY_SIGNING_KEY from Secret key %q, want %q", p.name, key, want)
+			}
+		}
+	}
+	if _, err := exec.LookPath("openssl"); err != nil {
+		t.Skip("openssl not installed: gen-env.sh not run")
+	}
+	dir := t.TempDir()
+	cmd := exec.Command("bash", filepath.Join(repoRoot(t), "deploy", "gen-env.sh"))
+	cmd.Env = append(os.Environ(), "ENV_FILE="+filepath.Join(dir, ".env"), "SECRETS_DIR="+filepath.Join(dir, "secrets"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("gen-env.sh: %v\n%s", err, out)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, ".env"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		k, v, _ := strings.Cut(line, "=")
+		env[k] = v
+	}
+	for svc, name := range own {
+		want, err := identity.ServiceKey(env["IDENTITY_SIGNING_KEY"], svc)
+		if err != nil || env[name] != want {
+			t.Errorf("gen-env.sh %s = %q, want %q (%v)", name, env[name], want, err)
+		}
+	}
+	// Every ${VAR:?} the compose file needs is in the generated .env.
+	composeRaw, _ := os.ReadFile(filepath.Join(repoRoot(t), "docker-compose.yml"))
+	for _, m := range regexp.MustCompile(`\$\{([A-Z_]+):\?`).FindAllStringSubmatch(string(composeRaw), -1) {
+		if env[m[1]] == "" {
+			t.Errorf("docker-compose.yml needs %s, which gen-env.sh does not write", m[1])
 		}
 	}
 }

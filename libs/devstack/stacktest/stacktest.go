@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/analyticsco/platform/libs/devstack"
+	"github.com/analyticsco/platform/libs/identity"
 )
 
 // Binaries built once per test process.
@@ -211,9 +212,19 @@ func (s *Stack) spawn(name, binary string, args []string, addrVar string, extraE
 	var env []string
 	for _, kv := range s.env {
 		// The dbt worker runs untrusted repositories and serves no API: it never gets the
-		// key that signs forwarded identities.
-		if strings.HasPrefix(name, "dbtsync-worker") && strings.HasPrefix(kv, "IDENTITY_SIGNING_KEY=") {
-			continue
+		// key that signs forwarded identities. A service gets only its own key, derived
+		// from the gateway's (it can sign for no other service); the gateway the key.
+		if key, ok := strings.CutPrefix(kv, "IDENTITY_SIGNING_KEY="); ok {
+			switch {
+			case strings.HasPrefix(name, "dbtsync-worker"):
+				continue
+			case binary != "gateway":
+				sk, err := identity.ServiceKey(key, binary)
+				if err != nil {
+					s.t.Fatalf("stacktest: %s: %v", name, err)
+				}
+				kv = "IDENTITY_SIGNING_KEY=" + sk
+			}
 		}
 		env = append(env, kv)
 	}

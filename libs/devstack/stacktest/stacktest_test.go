@@ -73,7 +73,7 @@ func TestTokens(t *testing.T) {
 			t.Errorf("%s: %d", c.name, resp.StatusCode)
 		}
 	}
-	if len(s.Secrets()) != 3 {
+	if len(s.Secrets()) != 6 {
 		t.Fatalf("secrets: %d", len(s.Secrets()))
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/analyticsco/platform/libs/identity"
 )
 
 // Token issues a bearer token for userID signed with the stack's key, valid for ttl
@@ -47,8 +49,9 @@ func SignToken(key ed25519.PrivateKey, userID int64, ttl time.Duration) string {
 	return signing + "." + base64.RawURLEncoding.EncodeToString(ed25519.Sign(key, []byte(signing)))
 }
 
-// Secrets returns the stack's own secrets (identity HMAC key, dbt credentials key,
-// embed key-encryption key), for tests that check nothing secret reaches a log.
+// Secrets returns the stack's own secrets (identity HMAC key first, dbt credentials key,
+// embed key-encryption key, then the services' own identity keys), for tests that check
+// nothing secret reaches a log.
 func (s *Stack) Secrets() []string {
 	var out []string
 	for _, kv := range s.env {
@@ -56,6 +59,12 @@ func (s *Stack) Secrets() []string {
 			if len(kv) > len(name) && kv[:len(name)] == name {
 				out = append(out, kv[len(name):])
 			}
+		}
+	}
+	// The services' own identity keys, derived from the first.
+	for _, svc := range []string{"workspace-svc", "embed-svc", "dbtsync-svc"} {
+		if k, err := identity.ServiceKey(out[0], svc); err == nil {
+			out = append(out, k)
 		}
 	}
 	return out

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/analyticsco/platform/libs/identity"
 )
 
 // With DEVSTACK_FAKE_SERVICE=1 the test binary is a fake service: the runner
@@ -171,25 +173,34 @@ func TestRunnerWithFakeServices(t *testing.T) {
 	})
 
 	t.Run("every service gets its environment", func(t *testing.T) {
-		identity, err := os.ReadFile(s.IdentitySigningKeyFile)
+		raw, err := os.ReadFile(s.IdentitySigningKeyFile)
 		if err != nil {
 			t.Fatal(err)
 		}
+		gatewayKey := strings.TrimSpace(string(raw))
+		serviceKey := func(svc string) string {
+			k, err := identity.ServiceKey(gatewayKey, svc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return k
+		}
 		common := map[string]string{
-			"MONGODB_URI": s.MongoDBURI, "NATS_URL": s.NATSURL, "REDIS_URL": s.RedisURL,
-			"IDENTITY_SIGNING_KEY": strings.TrimSpace(string(identity)), "LOG_LEVEL": "info",
+			"MONGODB_URI": s.MongoDBURI, "NATS_URL": s.NATSURL, "REDIS_URL": s.RedisURL, "LOG_LEVEL": "info",
 		}
 		cases := []struct {
 			name, addr string
 			args       []string
 			env        map[string]string
 		}{
-			{"workspace-svc", a.Workspace, nil, map[string]string{"HTTP_ADDR": a.Workspace}},
-			{"embed-svc", a.Embed, nil, map[string]string{"HTTP_ADDR": a.Embed}},
-			{"dbtsync-svc", a.DBTSync, nil, map[string]string{"HTTP_ADDR": a.DBTSync}},
+			// Each service holds only its own identity key, the gateway the key they derive from.
+			{"workspace-svc", a.Workspace, nil, map[string]string{"HTTP_ADDR": a.Workspace, "IDENTITY_SIGNING_KEY": serviceKey("workspace-svc")}},
+			{"embed-svc", a.Embed, nil, map[string]string{"HTTP_ADDR": a.Embed, "IDENTITY_SIGNING_KEY": serviceKey("embed-svc")}},
+			{"dbtsync-svc", a.DBTSync, nil, map[string]string{"HTTP_ADDR": a.DBTSync, "IDENTITY_SIGNING_KEY": serviceKey("dbtsync-svc")}},
 			{"dbtsync-worker", a.Worker, []string{"worker"}, map[string]string{"HTTP_ADDR": a.Worker}},
 			{"gateway", a.Gateway, nil, map[string]string{
-				"GATEWAY_ADDR": a.Gateway, "WORKSPACE_URL": "http://" + a.Workspace, "EMBED_URL": "http://" + a.Embed,
+				"IDENTITY_SIGNING_KEY": gatewayKey,
+				"GATEWAY_ADDR":         a.Gateway, "WORKSPACE_URL": "http://" + a.Workspace, "EMBED_URL": "http://" + a.Embed,
 				"DBTSYNC_URL": "http://" + a.DBTSync, "AUTH_JWT_PUBLIC_KEYS_FILE": filepath.Join(dataDir, "keys", "bearer-ed25519.pub.pem"),
 				"AUTH_JWT_ISSUER": "https://auth.platform.local", "AUTH_JWT_AUDIENCE": "platform-api",
 			}},
@@ -204,8 +215,7 @@ func TestRunnerWithFakeServices(t *testing.T) {
 				want[k] = v
 			}
 			if tc.name == "dbtsync-worker" {
-				// The worker runs untrusted repositories: it never gets the identity key.
-				delete(want, "IDENTITY_SIGNING_KEY")
+				// The worker runs untrusted repositories: it never gets an identity key.
 				if v, ok := env["IDENTITY_SIGNING_KEY"]; ok {
 					t.Errorf("dbtsync-worker: IDENTITY_SIGNING_KEY = %q, want it unset", v)
 				}

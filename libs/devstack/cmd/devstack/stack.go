@@ -16,6 +16,7 @@ import (
 
 	"github.com/analyticsco/platform/libs/devstack"
 	"github.com/analyticsco/platform/libs/devstack/internal/proc"
+	"github.com/analyticsco/platform/libs/identity"
 )
 
 const (
@@ -40,7 +41,7 @@ type process struct {
 }
 
 // processes is the table of services, in start order. Add rows here.
-func processes(cfg config, k keys) []process {
+func processes(cfg config, k keys) ([]process, error) {
 	dbtEnv := func(addr string) []string {
 		// file:// repositories are for the local stack only (DBT_SYNC_ALLOW_FILE_URLS).
 		return []string{"HTTP_ADDR=" + addr, "DBT_CREDENTIALS_KEY=" + k.DBTCredentialsKey, "DBT_SYNC_ALLOW_FILE_URLS=true"}
@@ -66,10 +67,23 @@ func processes(cfg config, k keys) []process {
 			}},
 	}
 	for i := range ps {
+		// The gateway holds the identity key; each service only its own key derived from
+		// it (it verifies what is sent to it, and can sign for no other service); the
+		// worker, which runs untrusted repositories, none.
+		switch name := ps[i].Name; name {
+		case "gateway":
+			ps[i].Env = append(ps[i].Env, "IDENTITY_SIGNING_KEY="+k.IdentitySigningKey)
+		case "workspace-svc", "embed-svc", "dbtsync-svc":
+			sk, err := identity.ServiceKey(k.IdentitySigningKey, name)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", k.IdentityKeyFile, err)
+			}
+			ps[i].Env = append(ps[i].Env, "IDENTITY_SIGNING_KEY="+sk)
+		}
 		ps[i].InternalAddr = cfg.InternalAddrs[ps[i].Name]
 		ps[i].Env = append(ps[i].Env, "INTERNAL_ADDR="+ps[i].InternalAddr)
 	}
-	return ps
+	return ps, nil
 }
 
 // stackFile is $DATA_DIR/stack.json, read by `platformctl seed`.
@@ -140,11 +154,13 @@ func run(ctx context.Context, cfg config, out *console, logger *slog.Logger) (er
 		"MONGODB_URI=" + mongoURI,
 		"NATS_URL=" + natsURL,
 		"REDIS_URL=" + redisURL,
-		"IDENTITY_SIGNING_KEY=" + k.IdentitySigningKey,
 		"LOG_LEVEL=" + cfg.LogLevel,
 	}
 
-	table := processes(cfg, k)
+	table, err := processes(cfg, k)
+	if err != nil {
+		return err
+	}
 	var children []*child
 	// Buffered for the whole table so exit watchers never block.
 	died := make(chan *child, len(table))
