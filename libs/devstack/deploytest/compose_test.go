@@ -715,6 +715,9 @@ type deployment struct {
 					Secret *struct {
 						SecretName string `yaml:"secretName"`
 					} `yaml:"secret"`
+					EmptyDir *struct {
+						SizeLimit string `yaml:"sizeLimit"`
+					} `yaml:"emptyDir"`
 				} `yaml:"volumes"`
 			} `yaml:"spec"`
 		} `yaml:"template"`
@@ -1026,6 +1029,13 @@ func TestK8sWorkloads(t *testing.T) {
 					return strings.HasPrefix(v, strings.TrimSuffix(vm.MountPath, "/")+"/")
 				}) {
 					t.Errorf("Deployment %s: %s=%s is not under any volumeMount", p.name, name, v)
+				}
+			}
+			// Scratch space is bounded: a clone (or anything) filling /tmp evicts the pod
+			// instead of filling the node's disk (review #7).
+			for _, vol := range pod.Volumes {
+				if vol.EmptyDir != nil && vol.EmptyDir.SizeLimit == "" {
+					t.Errorf("Deployment %s: emptyDir volume %s has no sizeLimit", p.name, vol.Name)
 				}
 			}
 			for _, vol := range pod.Volumes {
