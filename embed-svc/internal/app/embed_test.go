@@ -191,6 +191,8 @@ func TestEmbedService(t *testing.T) {
 		}
 	})
 
+	// It moves the clock a little (exchange two minutes after the mint).
+	t.Run("data-path-claims", func(t *testing.T) { testDataPathClaims(t, e) })
 	t.Run("emergency-signing-key-revocation", func(t *testing.T) { testRevokeSigningKey(t, e) })
 	// Last: it moves the clock.
 	t.Run("key-rotation-without-downtime", func(t *testing.T) { testKeyRotation(t, e) })

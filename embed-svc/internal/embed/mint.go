@@ -413,7 +413,7 @@ func storeErr(err error) error {
 }
 
 // claims builds the embed token's claims for a session minted at now.
-func (s *service) claims(sess Session, now time.Time) map[string]any {
+func (s *service) claims(sess Session, now, exp time.Time) map[string]any {
 	set := map[string]any{}
 	raw, _ := json.Marshal(sess.Settings)
 	_ = json.Unmarshal(raw, &set)
@@ -421,7 +421,7 @@ func (s *service) claims(sess Session, now time.Time) map[string]any {
 		"iss": s.d.Issuer, "aud": TokenAudience, "sub": sess.Subject(), "sid": sess.SID,
 		"acc": sess.AccountID, "dep": sess.DeploymentID, "br": sess.Branch, "ten": sess.Tenant,
 		"cm": sess.CreatorMode, "int": sess.User.Kind == "internal", "set": set,
-		"iat": now.Unix(), "exp": now.Add(TokenLifetime).Unix(), "jti": NewSessionID(),
+		"iat": now.Unix(), "exp": exp.Unix(), "jti": NewSessionID(),
 	}
 	if sess.User.Kind == "internal" {
 		c["uid"] = sess.User.ID

@@ -199,9 +199,11 @@ type SessionInfo struct {
 	CreatorMode    bool             `json:"creatorMode"`
 	Groups         []string         `json:"groups"`
 	UserAttributes []AttributeValue `json:"userAttributes"`
-	Settings       ResolvedSettings `json:"settings"`
-	IssuedAt       time.Time        `json:"issuedAt"`
-	ExpiresAt      time.Time        `json:"expiresAt"`
+	// SecurityContext is the session's securityContext, as the data-API token carries it.
+	SecurityContext json.RawMessage  `json:"securityContext"`
+	Settings        ResolvedSettings `json:"settings"`
+	IssuedAt        time.Time        `json:"issuedAt"`
+	ExpiresAt       time.Time        `json:"expiresAt"`
 }
 
 // AICredentials are short-lived credentials for the AI chat service.

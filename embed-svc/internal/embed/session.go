@@ -25,11 +25,23 @@ func (s *service) ExchangeSession(ctx context.Context, sessionID string) (Sessio
 		return SessionToken{}, storeErr(err)
 	}
 	now := s.now().UTC().Truncate(time.Second)
-	tok, err := s.d.Signer.Sign(ctx, s.claims(sess, now))
+	exp := s.sessionExpiry(sess)
+	tok, err := s.d.Signer.Sign(ctx, s.claims(sess, now, exp))
 	if err != nil {
 		return SessionToken{}, storeErr(err)
 	}
-	return SessionToken{Token: tok, ExpiresAt: now.Add(TokenLifetime), RefreshAt: now.Add(TokenRefresh)}, nil
+	return SessionToken{Token: tok, ExpiresAt: exp, RefreshAt: exp.Add(TokenRefresh - TokenLifetime)}, nil
+}
+
+// sessionExpiry is when a session's token expires: TokenLifetime after generate-session
+// (the spec: "24 hours after minting"), whenever the id is exchanged. A session stored
+// without its mint time (none since the field exists) counts from now.
+func (s *service) sessionExpiry(sess Session) time.Time {
+	gen := sess.GeneratedAt
+	if gen.IsZero() {
+		gen = s.now()
+	}
+	return gen.UTC().Truncate(time.Second).Add(TokenLifetime)
 }
 
 // RevokeSession ends a session of the caller's account; the answer never says whether
@@ -90,11 +102,11 @@ func (s *service) SessionInfo(ctx context.Context, p *identity.Principal) (Sessi
 	info := SessionInfo{
 		SessionID: sess.SID, User: sess.User, AccountID: sess.AccountID, DeploymentID: sess.DeploymentID,
 		BranchName: sess.Branch, Production: sess.Production, EmbedTenant: sess.Tenant, CreatorMode: sess.CreatorMode,
-		Groups: sess.Groups, UserAttributes: sess.Attributes, Settings: sess.Settings,
+		Groups: sess.Groups, UserAttributes: sess.Attributes, SecurityContext: securityContextOf(sess), Settings: sess.Settings,
 		IssuedAt: time.Unix(c.IssuedAt, 0).UTC(), ExpiresAt: time.Unix(c.ExpiresAt, 0).UTC(),
 	}
 	if c.ExpiresAt == 0 {
-		info.IssuedAt, info.ExpiresAt = sess.GeneratedAt, sess.GeneratedAt.Add(TokenLifetime)
+		info.IssuedAt, info.ExpiresAt = sess.GeneratedAt, s.sessionExpiry(sess)
 	}
 	if info.Groups == nil {
 		info.Groups = []string{}
@@ -136,8 +148,12 @@ func (s *service) AICredentials(ctx context.Context, p *identity.Principal) (AIC
 	return AICredentials{Token: tok, ExpiresAt: exp}, nil
 }
 
-// DataToken issues a data-API token with its own id; it carries no sid, so revoking the
-// session leaves it valid until its own expiry.
+// DataToken issues a data-API token with its own id: the credential a data API trusts,
+// as Cube's own data API trusts its JWT. Its claims carry everything needed to filter
+// rows: the session's securityContext, effective groups, typed user attributes, tenant,
+// user (external id, or internal user id), deployment, branch and creator mode. It
+// carries no sid, so revoking the session leaves it valid until its own expiry, at most
+// DataTokenTTL and never past the session's.
 func (s *service) DataToken(ctx context.Context, p *identity.Principal, deploymentID int64) (DataToken, error) {
 	if err := requireEmbed(p); err != nil {
 		return DataToken{}, err
@@ -145,14 +161,26 @@ func (s *service) DataToken(ctx context.Context, p *identity.Principal, deployme
 	if p.Embed.DeploymentID != deploymentID {
 		return DataToken{}, NotFound("deployment %d not found", deploymentID)
 	}
+	sess, err := s.liveSession(ctx, p)
+	if err != nil {
+		return DataToken{}, err
+	}
 	now := s.now().UTC().Truncate(time.Second)
 	exp := now.Add(DataTokenTTL)
+	if se := s.sessionExpiry(sess); se.Before(exp) {
+		exp = se
+	}
 	id := randomID()
-	tok, err := s.d.Signer.Sign(ctx, map[string]any{
-		"iss": s.d.Issuer, "aud": DataAPIAudience, "sub": p.Embed.Subject, "acc": p.Account.ID,
-		"dep": deploymentID, "br": p.Embed.Branch, "ten": p.Embed.Tenant, "int": p.Embed.Internal,
+	claims := map[string]any{
+		"iss": s.d.Issuer, "aud": DataAPIAudience, "sub": sess.Subject(), "acc": sess.AccountID,
+		"dep": sess.DeploymentID, "br": sess.Branch, "ten": sess.Tenant, "int": sess.User.Kind == "internal", "cm": sess.CreatorMode,
+		"securityContext": securityContextOf(sess), "groups": nonNilGroups(sess.Groups), "userAttributes": attributeMap(sess.Attributes),
 		"iat": now.Unix(), "exp": exp.Unix(), "jti": id,
-	})
+	}
+	if sess.User.Kind == "internal" {
+		claims["uid"] = sess.User.ID
+	}
+	tok, err := s.d.Signer.Sign(ctx, claims)
 	if err != nil {
 		return DataToken{}, storeErr(err)
 	}
@@ -172,4 +200,28 @@ func randomID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// securityContextOf is the session's securityContext as a JSON object ({} when none).
+func securityContextOf(sess Session) json.RawMessage {
+	if len(sess.SecurityContext) == 0 || string(sess.SecurityContext) == "null" {
+		return json.RawMessage(`{}`)
+	}
+	return sess.SecurityContext
+}
+
+func nonNilGroups(g []string) []string {
+	if g == nil {
+		return []string{}
+	}
+	return g
+}
+
+// attributeMap is the effective user attributes by name, with their typed values.
+func attributeMap(attrs []AttributeValue) map[string]json.RawMessage {
+	out := make(map[string]json.RawMessage, len(attrs))
+	for _, a := range attrs {
+		out[a.Name] = a.Value
+	}
+	return out
 }
