@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -151,6 +152,70 @@ func TestEmbedService(t *testing.T) {
 			}
 			if c.Set["allowAi"] != true || c.Set["showWorkbookShare"] != false {
 				t.Fatalf("signed switches = %v", c.Set)
+			}
+		})
+		// GET/PUT /api/v1/embed/settings: the account-wide layer, by the account's admins
+		// (issue 11), with the layering above applied to the next sessions.
+		t.Run("account-settings-api", func(t *testing.T) {
+			gadmin := bearer(globex.Users["admin"].Bearer)
+			get := func(auth string) map[string]any {
+				t.Helper()
+				r := e.do(t, "GET", "/api/v1/embed/settings", auth, nil)
+				if r.Status != 200 {
+					t.Fatalf("GET settings = %d %s", r.Status, r.Body)
+				}
+				var v map[string]any
+				r.json(t, &v)
+				return v
+			}
+			if v := get(apiKey(globex.APIKeys["admin"])); v["allowAi"] != false || v["locale"] != "de-DE" || v["timezone"] != "Europe/Berlin" ||
+				v["showDashboardChat"] != nil || len(v) != 6 {
+				t.Fatalf("globex settings = %v", v)
+			}
+			r := e.do(t, "PUT", "/api/v1/embed/settings", gadmin, map[string]any{"allowAi": true, "locale": "fr-fr", "timezone": "America/New_York", "showAiWidgets": false})
+			if r.Status != 200 {
+				t.Fatalf("PUT = %d %s", r.Status, r.Body)
+			}
+			want := map[string]any{"allowAi": true, "locale": "fr-FR", "timezone": "America/New_York", "showAiWidgets": false,
+				"showDashboardChat": nil, "showWorkbookChat": nil}
+			if v := get(gadmin); !reflect.DeepEqual(v, want) {
+				t.Fatalf("after PUT = %v, want %v", v, want)
+			}
+			for name, body := range map[string]any{
+				"locale": map[string]any{"locale": "klingon-xx"}, "timezone": map[string]any{"timezone": "+02:00"},
+				"unknown field": map[string]any{"bogus": 1}, "wrong type": map[string]any{"allowAi": "yes"},
+			} {
+				if r := e.do(t, "PUT", "/api/v1/embed/settings", gadmin, body); r.Status != 400 {
+					t.Errorf("PUT with a bad %s = %d %s", name, r.Status, r.Body)
+				}
+			}
+			if v := get(gadmin); !reflect.DeepEqual(v, want) {
+				t.Fatalf("a refused PUT changed the settings: %v", v)
+			}
+			// The next session inherits the new layer.
+			tok := e.exchange(t, e.mintAs(t, apiKey(globex.APIKeys["admin"]), map[string]any{"deploymentId": globex.Deployments[0].ID, "externalId": uid("set")}))
+			r = e.do(t, "GET", "/api/v1/embed/session", bearer(tok.Token), nil)
+			var info sessionInfo
+			r.json(t, &info)
+			if info.Settings["allowAi"] != true || info.Settings["locale"] != "fr-FR" || info.Settings["timezone"] != "America/New_York" || info.Settings["showAiWidgets"] != false {
+				t.Fatalf("inherited settings = %v", info.Settings)
+			}
+			// Another account sees its own layer; non-admins and embed tokens are refused.
+			if v := get(apiKey(acme.APIKeys["admin"])); v["allowAi"] != nil || v["locale"] != nil {
+				t.Fatalf("acme sees %v", v)
+			}
+			if r := e.do(t, "GET", "/api/v1/embed/settings", bearer(globex.Users["aiBiUser"].Bearer), nil); r.Status != 403 {
+				t.Fatalf("ai_bi_user GET = %d", r.Status)
+			}
+			if r := e.do(t, "PUT", "/api/v1/embed/settings", bearer(tok.Token), map[string]any{"allowAi": false}); r.Status != 401 && r.Status != 403 {
+				t.Fatalf("embed token PUT = %d", r.Status)
+			}
+			// An empty body resets every key to the built-in default.
+			if r := e.do(t, "PUT", "/api/v1/embed/settings", gadmin, map[string]any{}); r.Status != 200 {
+				t.Fatalf("reset = %d %s", r.Status, r.Body)
+			}
+			if v := get(gadmin); v["allowAi"] != nil || v["locale"] != nil {
+				t.Fatalf("after reset = %v", v)
 			}
 		})
 	})

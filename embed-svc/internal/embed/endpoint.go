@@ -20,6 +20,13 @@ type Endpoints struct {
 	ListDefinitions  endpoint.Endpoint
 	CreateDefinition endpoint.Endpoint
 	DeleteDefinition endpoint.Endpoint
+	GetSettings      endpoint.Endpoint
+	PutSettings      endpoint.Endpoint
+}
+
+type putSettingsRequest struct {
+	P    *identity.Principal
+	Body AccountSettings
 }
 
 type generateSessionRequest struct {
@@ -103,6 +110,13 @@ func MakeEndpoints(s Service) Endpoints {
 		DeleteDefinition: func(ctx context.Context, r any) (any, error) {
 			req := r.(deleteDefinitionRequest)
 			return noContent{}, s.DeleteDefinition(ctx, req.P, req.Scope, req.Kind, req.ID)
+		},
+		GetSettings: func(ctx context.Context, r any) (any, error) {
+			return s.GetAccountSettings(ctx, r.(principalRequest).P)
+		},
+		PutSettings: func(ctx context.Context, r any) (any, error) {
+			req := r.(putSettingsRequest)
+			return s.PutAccountSettings(ctx, req.P, req.Body)
 		},
 	}
 }

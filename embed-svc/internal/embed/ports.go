@@ -59,6 +59,8 @@ type DefinitionUpsert struct {
 // CatalogStore keeps definitions, tenants and account settings.
 type CatalogStore interface {
 	AccountSettings(ctx context.Context, accountID int64) (AccountSettings, error)
+	// SetAccountSettings replaces the account-wide settings.
+	SetAccountSettings(ctx context.Context, accountID int64, v AccountSettings) error
 	// EnsureTenant records the tenant (idempotent) and reports whether this call created it.
 	EnsureTenant(ctx context.Context, accountID int64, tenant string) (bool, error)
 	// RemoveTenantRecord deletes the record of a tenant that has nothing else stored.

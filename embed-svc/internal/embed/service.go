@@ -23,6 +23,10 @@ type Service interface {
 	ListDefinitions(ctx context.Context, p *identity.Principal, q ListQuery) (DefinitionPage, error)
 	CreateDefinition(ctx context.Context, p *identity.Principal, kind string, in DefinitionInput) (Definition, error)
 	DeleteDefinition(ctx context.Context, p *identity.Principal, scope, kind, id string) error
+	// GetAccountSettings and PutAccountSettings read and replace the account-wide layer
+	// of the embed settings (admins of the account).
+	GetAccountSettings(ctx context.Context, p *identity.Principal) (AccountSettingsView, error)
+	PutAccountSettings(ctx context.Context, p *identity.Principal, in AccountSettings) (AccountSettingsView, error)
 }
 
 // Lifetimes fixed by the spec.
@@ -120,6 +124,17 @@ type AccountSettings struct {
 	ShowAIWidgets     *bool   `json:"showAiWidgets,omitempty" bson:"showAiWidgets,omitempty"`
 	Locale            *string `json:"locale,omitempty" bson:"locale,omitempty"`
 	Timezone          *string `json:"timezone,omitempty" bson:"timezone,omitempty"`
+}
+
+// AccountSettingsView is the account-wide layer as the API shows it: every key present,
+// null where the account sets nothing (the built-in default applies).
+type AccountSettingsView struct {
+	AllowAI           *bool   `json:"allowAi"`
+	ShowDashboardChat *bool   `json:"showDashboardChat"`
+	ShowWorkbookChat  *bool   `json:"showWorkbookChat"`
+	ShowAIWidgets     *bool   `json:"showAiWidgets"`
+	Locale            *string `json:"locale"`
+	Timezone          *string `json:"timezone"`
 }
 
 // ResolvedSettings are the settings in effect after layering; the booleans are signed

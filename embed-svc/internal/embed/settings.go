@@ -1,10 +1,13 @@
 package embed
 
 import (
+	"context"
 	"strings"
 	"time"
 
 	"golang.org/x/text/language"
+
+	"github.com/analyticsco/platform/libs/identity"
 )
 
 // shippedLanguages are the UI languages the embed ships; a locale resolves when its
@@ -81,4 +84,57 @@ func ResolveTimezone(s string) (string, bool) {
 		return "", false
 	}
 	return s, true
+}
+
+// requireAccountAdmin: the account-wide settings belong to the account's admins, by API
+// key or bearer token (never an embed token: an embedded user cannot widen its own switches).
+func requireAccountAdmin(p *identity.Principal) error {
+	if p == nil || !p.HasRole(identity.RoleAdmin) || (p.Credential != identity.CredentialAPIKey && p.Credential != identity.CredentialBearer) {
+		return Forbidden("the account's embed settings require an admin's API key or bearer token")
+	}
+	return nil
+}
+
+func settingsView(a AccountSettings) AccountSettingsView {
+	return AccountSettingsView{AllowAI: a.AllowAI, ShowDashboardChat: a.ShowDashboardChat, ShowWorkbookChat: a.ShowWorkbookChat,
+		ShowAIWidgets: a.ShowAIWidgets, Locale: a.Locale, Timezone: a.Timezone}
+}
+
+// GetAccountSettings returns the account-wide layer of the settings cascade.
+func (s *service) GetAccountSettings(ctx context.Context, p *identity.Principal) (AccountSettingsView, error) {
+	if err := requireAccountAdmin(p); err != nil {
+		return AccountSettingsView{}, err
+	}
+	a, err := s.d.Catalog.AccountSettings(ctx, p.Account.ID)
+	if err != nil {
+		return AccountSettingsView{}, storeErr(err)
+	}
+	return settingsView(a), nil
+}
+
+// PutAccountSettings replaces the account-wide layer: a key absent or null inherits the
+// built-in default. locale must resolve to a shipped language and timezone be an IANA
+// zone, as in generate-session; they are stored in canonical form.
+func (s *service) PutAccountSettings(ctx context.Context, p *identity.Principal, in AccountSettings) (AccountSettingsView, error) {
+	if err := requireAccountAdmin(p); err != nil {
+		return AccountSettingsView{}, err
+	}
+	if in.Locale != nil {
+		l, ok := ResolveLocale(*in.Locale)
+		if !ok {
+			return AccountSettingsView{}, Invalid("locale %q is not a BCP-47 tag of a supported language", *in.Locale)
+		}
+		in.Locale = &l
+	}
+	if in.Timezone != nil {
+		tz, ok := ResolveTimezone(*in.Timezone)
+		if !ok {
+			return AccountSettingsView{}, Invalid("timezone %q is not an IANA time zone name", *in.Timezone)
+		}
+		in.Timezone = &tz
+	}
+	if err := s.d.Catalog.SetAccountSettings(ctx, p.Account.ID, in); err != nil {
+		return AccountSettingsView{}, storeErr(err)
+	}
+	return settingsView(in), nil
 }

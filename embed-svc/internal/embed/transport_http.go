@@ -34,6 +34,8 @@ func NewHTTPHandler(e Endpoints, logger *slog.Logger) http.Handler {
 	handle("POST", "/api/v1/embed/session/ai-credentials", e.AICredentials, decodePrincipalRequest)
 	handle("GET", "/api/v1/embed/.well-known/jwks.json", e.JWKS, decodePrincipalRequest)
 	handle("POST", "/api/v1/deployments/{deploymentId}/token", e.DataToken, decodeDataTokenRequest)
+	handle("GET", "/api/v1/embed/settings", e.GetSettings, decodePrincipalRequest)
+	handle("PUT", "/api/v1/embed/settings", e.PutSettings, decodePutSettings)
 	for _, c := range []struct{ path, kind string }{{"groups", KindGroup}, {"user-attributes", KindAttribute}} {
 		handle("GET", "/api/v1/embed-tenants/{embedTenantName}/"+c.path, e.ListDefinitions, decodeListDefinitions(c.kind))
 		handle("DELETE", "/api/v1/embed-tenants/{embedTenantName}/"+c.path+"/{id}", e.DeleteDefinition, decodeDeleteDefinition(c.kind))
@@ -47,6 +49,7 @@ func NewHTTPHandler(e Endpoints, logger *slog.Logger) http.Handler {
 		"/api/v1/embed/session/revoke": "POST", "/api/v1/embed/session": "GET",
 		"/api/v1/embed/session/ai-credentials": "POST", "/api/v1/embed/.well-known/jwks.json": "GET",
 		"/api/v1/deployments/{deploymentId}/token":       "POST",
+		"/api/v1/embed/settings":                         "GET, PUT",
 		"/api/v1/embed-tenants/{embedTenantName}/groups": "GET", "/api/v1/embed-tenants/{embedTenantName}/user-attributes": "GET",
 		"/api/v1/embed-tenants/{embedTenantName}/groups/{id}":          "DELETE",
 		"/api/v1/embed-tenants/{embedTenantName}/user-attributes/{id}": "DELETE",
@@ -142,6 +145,15 @@ func decodeCreateDefinition(kind string) httptransport.DecodeRequestFunc {
 		}
 		return createDefinitionRequest{P: identity.FromContext(r.Context()), Kind: kind, Body: in}, nil
 	}
+}
+
+// decodePutSettings strictly decodes the account-wide settings (unknown keys are 400).
+func decodePutSettings(_ context.Context, r *http.Request) (any, error) {
+	var in AccountSettings
+	if err := httpx.DecodeJSON(r, &in); err != nil {
+		return nil, err
+	}
+	return putSettingsRequest{P: identity.FromContext(r.Context()), Body: in}, nil
 }
 
 func decodeDeleteDefinition(kind string) httptransport.DecodeRequestFunc {

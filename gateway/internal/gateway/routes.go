@@ -95,6 +95,8 @@ func match(p string) (route, bool) {
 		return route{name: "revoke", svc: svcEmbed, policy: policyRevoke}, true
 	case p == "/api/v1/embed/session/exchange", p == "/api/v1/embed/.well-known/jwks.json":
 		return route{name: strings.TrimPrefix(p, "/api/v1/embed/"), svc: svcEmbed, policy: policyPublic}, true
+	case p == "/api/v1/embed/settings":
+		return route{name: "embed-settings", svc: svcEmbed, policy: policyAccountAdmin}, true
 	case p == "/api/v1/embed/session", p == "/api/v1/embed/session/ai-credentials":
 		return route{name: strings.TrimPrefix(p, "/api/v1/embed/"), svc: svcEmbed, policy: policyEmbedToken}, true
 	case strings.HasPrefix(p, "/api/v1/embed-tenants/"):

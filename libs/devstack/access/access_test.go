@@ -238,6 +238,12 @@ var accessRoutes = []accessRoute{
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return "/api/v1/embed-tenants/" + p.tenantA + "/user-attributes/" + p.freshTenantDefinition(t, "user-attributes"), nil
 		}},
+	// The account-wide embed settings: admins by key or bearer, each account its own.
+	// The matrix writes {} (no settings, as the seed has), so it changes nothing.
+	{"get-embed-settings", "GET", "/api/v1/embed/settings", schemeAPIKeyOrBearer, "401 401 401 401 200 200 200 200 403 403 403 401 200 200",
+		func(p *platform, t *testing.T, sc *scope) (string, any) { return "/api/v1/embed/settings", nil }},
+	{"put-embed-settings", "PUT", "/api/v1/embed/settings", schemeAPIKeyOrBearer, "401 401 401 401 200 200 200 200 403 403 403 401 200 200",
+		func(p *platform, t *testing.T, sc *scope) (string, any) { return "/api/v1/embed/settings", map[string]any{} }},
 	{"list-groups", "GET", "/api/v1/groups", schemeAPIKeyOrBearer, "401 401 401 401 200 200 200 200 403 403 403 401 200 200",
 		func(p *platform, t *testing.T, sc *scope) (string, any) { return "/api/v1/groups", nil }},
 	{"create-group", "POST", "/api/v1/groups", schemeAPIKeyOrBearer, "401 401 401 401 200 200 200 200 403 403 403 401 200 200",
