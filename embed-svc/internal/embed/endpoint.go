@@ -74,6 +74,9 @@ func MakeEndpoints(s Service) Endpoints {
 	return Endpoints{
 		GenerateSession: func(ctx context.Context, r any) (any, error) {
 			req := r.(generateSessionRequest)
+			if req.Body.DryRun {
+				return s.DryRunSession(ctx, req.P, req.Body)
+			}
 			id, err := s.GenerateSession(ctx, req.P, req.Body)
 			return generateSessionResponse{SessionID: id}, err
 		},

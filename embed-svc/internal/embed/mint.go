@@ -100,64 +100,102 @@ func requireMinter(p *identity.Principal) error {
 	return nil
 }
 
+// mintPlan is a generate-session request validated and resolved against the stores,
+// before anything is written.
+type mintPlan struct {
+	externalID  string
+	creator     bool
+	tenant      string
+	scope       string
+	branch      string
+	production  bool
+	acct        AccountSettings
+	definitions *definitionPlan
+	internal    InternalUser
+}
+
+// prepare runs every validation and resolution of a mint and writes nothing: the real
+// mint and the dry run share it, so a dry run answers every error the mint would.
+func (s *service) prepare(ctx context.Context, p *identity.Principal, req *GenerateSessionRequest) (*mintPlan, error) {
+	if err := requireMinter(p); err != nil {
+		return nil, err
+	}
+	if err := s.limits.check(req); err != nil {
+		return nil, err
+	}
+	externalID, err := validateStatic(req)
+	if err != nil {
+		return nil, err
+	}
+	if p.Deployment == nil || p.Deployment.ID != *req.DeploymentID {
+		return nil, NotFound("deployment %d not found", *req.DeploymentID)
+	}
+	m := &mintPlan{externalID: externalID, creator: req.CreatorMode != nil && *req.CreatorMode}
+	if m.creator && !p.Account.UseCreatorMode {
+		return nil, Forbidden("creatorMode requires the account's useCreatorMode flag")
+	}
+	m.tenant = p.Account.DefaultEmbedTenant
+	if req.EmbedTenantName != nil {
+		m.tenant = *req.EmbedTenantName
+	}
+	if m.tenant == "" {
+		m.tenant = "default"
+	}
+	m.scope = AccountScope
+	if m.creator {
+		m.scope = m.tenant
+	}
+	if m.branch, m.production, err = s.resolveBranch(ctx, p.Deployment, req.BranchName); err != nil {
+		return nil, err
+	}
+	if m.acct, err = s.d.Catalog.AccountSettings(ctx, p.Account.ID); err != nil {
+		return nil, storeErr(err)
+	}
+	if m.definitions, err = s.planDefinitions(ctx, p.Account.ID, m.scope, req); err != nil {
+		return nil, err
+	}
+	if err := s.checkRoom(ctx, p.Account.ID, m.scope, m.definitions); err != nil {
+		return nil, err
+	}
+	if req.InternalID != nil {
+		m.internal, err = s.d.Users.InternalUser(ctx, p.Account.ID, strings.TrimSpace(*req.InternalID))
+		if errors.Is(err, ErrNotFound) {
+			return nil, NotFound("internal user %q not found in this account", strings.TrimSpace(*req.InternalID))
+		}
+		if err != nil {
+			return nil, storeErr(err)
+		}
+	}
+	return m, nil
+}
+
+// newSession is the session a plan makes, without its user's memberships and values.
+func (m *mintPlan) newSession(p *identity.Principal, req *GenerateSessionRequest, now time.Time) Session {
+	sess := Session{
+		AccountID: p.Account.ID, DeploymentID: p.Deployment.ID, Branch: m.branch, Production: m.production,
+		Tenant: m.tenant, CreatorMode: m.creator, Settings: ResolveSettings(req.Settings, m.acct),
+		SecurityContext: req.SecurityContext, GeneratedAt: now, Groups: []string{}, Attributes: []AttributeValue{},
+	}
+	if req.InternalID != nil {
+		username := m.internal.Username
+		sess.User = SessionUser{Kind: "internal", ID: m.internal.ID, Username: &username, Email: nonEmpty(m.internal.Email),
+			DisplayName: nonEmpty(m.internal.FirstName), Picture: nonEmpty(m.internal.Picture)}
+		sess.Role = m.internal.Role
+	}
+	return sess
+}
+
 // GenerateSession validates everything first, then writes definitions, then the user's
 // profile, values and memberships, then stores the session id. A request that fails
 // validation writes nothing.
 func (s *service) GenerateSession(ctx context.Context, p *identity.Principal, req GenerateSessionRequest) (string, error) {
-	if err := requireMinter(p); err != nil {
-		return "", err
-	}
-	if err := s.limits.check(&req); err != nil {
-		return "", err
-	}
-	externalID, err := validateStatic(&req)
+	m, err := s.prepare(ctx, p, &req)
 	if err != nil {
 		return "", err
 	}
-	if p.Deployment == nil || p.Deployment.ID != *req.DeploymentID {
-		return "", NotFound("deployment %d not found", *req.DeploymentID)
+	if req.DryRun {
+		return "", Invalid("dryRun requests are answered by DryRunSession")
 	}
-	creator := req.CreatorMode != nil && *req.CreatorMode
-	if creator && !p.Account.UseCreatorMode {
-		return "", Forbidden("creatorMode requires the account's useCreatorMode flag")
-	}
-	tenant := p.Account.DefaultEmbedTenant
-	if req.EmbedTenantName != nil {
-		tenant = *req.EmbedTenantName
-	}
-	if tenant == "" {
-		tenant = "default"
-	}
-	scope := AccountScope
-	if creator {
-		scope = tenant
-	}
-	branch, production, err := s.resolveBranch(ctx, p.Deployment, req.BranchName)
-	if err != nil {
-		return "", err
-	}
-	acct, err := s.d.Catalog.AccountSettings(ctx, p.Account.ID)
-	if err != nil {
-		return "", storeErr(err)
-	}
-	plan, err := s.planDefinitions(ctx, p.Account.ID, scope, &req)
-	if err != nil {
-		return "", err
-	}
-	if err := s.checkRoom(ctx, p.Account.ID, scope, plan); err != nil {
-		return "", err
-	}
-	var internal InternalUser
-	if req.InternalID != nil {
-		internal, err = s.d.Users.InternalUser(ctx, p.Account.ID, strings.TrimSpace(*req.InternalID))
-		if errors.Is(err, ErrNotFound) {
-			return "", NotFound("internal user %q not found in this account", strings.TrimSpace(*req.InternalID))
-		}
-		if err != nil {
-			return "", storeErr(err)
-		}
-	}
-
 	// Validation is over: from here on the request writes. The session id is claimed in
 	// Redis first, so that a Redis outage fails the mint before MongoDB is touched.
 	id := NewSessionID()
@@ -165,38 +203,26 @@ func (s *service) GenerateSession(ctx context.Context, p *identity.Principal, re
 		return "", storeErr(err)
 	}
 	now := s.now().UTC()
-	if err := s.ensureTenant(ctx, p.Account.ID, tenant); err != nil {
+	if err := s.ensureTenant(ctx, p.Account.ID, m.tenant); err != nil {
 		return "", err
 	}
-	ids, err := s.applyDefinitions(ctx, p.Account.ID, scope, plan, now)
+	ids, err := s.applyDefinitions(ctx, p.Account.ID, m.scope, m.definitions, now)
 	if err != nil {
 		return "", err
 	}
-	sess := Session{
-		AccountID: p.Account.ID, DeploymentID: p.Deployment.ID, Branch: branch, Production: production,
-		Tenant: tenant, CreatorMode: creator, Settings: ResolveSettings(req.Settings, acct),
-		SecurityContext: req.SecurityContext, GeneratedAt: now, Groups: []string{}, Attributes: []AttributeValue{},
-	}
-	if req.InternalID != nil {
-		username := internal.Username
-		sess.User = SessionUser{Kind: "internal", ID: internal.ID, Username: &username, Email: nonEmpty(internal.Email),
-			DisplayName: nonEmpty(internal.FirstName), Picture: nonEmpty(internal.Picture)}
-		sess.Role = internal.Role
-	} else {
-		upd := userUpdate(&req, scope, plan, ids)
-		u, err := s.d.Users.UpdateExternalUser(ctx, p.Account.ID, externalID, upd, now)
+	sess := m.newSession(p, &req, now)
+	if req.InternalID == nil {
+		upd := userUpdate(&req, m.scope, m.definitions, ids)
+		u, err := s.d.Users.UpdateExternalUser(ctx, p.Account.ID, m.externalID, upd, now)
 		if errors.Is(err, ErrNotFound) {
-			limit := p.Account.ExternalUserLimit
-			if limit <= 0 {
-				limit = DefaultUserLimit
-			}
-			u, err = s.d.Users.CreateExternalUser(ctx, p.Account.ID, externalID, limit, upd, now)
+			limit := externalUserLimit(p)
+			u, err = s.d.Users.CreateExternalUser(ctx, p.Account.ID, m.externalID, limit, upd, now)
 			if errors.Is(err, ErrLimitReached) {
 				// A concurrent mint may have created this very user meanwhile.
-				u, err = s.d.Users.UpdateExternalUser(ctx, p.Account.ID, externalID, upd, now)
+				u, err = s.d.Users.UpdateExternalUser(ctx, p.Account.ID, m.externalID, upd, now)
 			}
 			if errors.Is(err, ErrNotFound) {
-				return "", Forbidden("the account has reached its limit of %d external users; contact support to raise it", limit)
+				return "", limitReached(limit)
 			}
 		}
 		if err != nil {
@@ -204,13 +230,128 @@ func (s *service) GenerateSession(ctx context.Context, p *identity.Principal, re
 		}
 		ext := u.ExternalID
 		sess.User = SessionUser{Kind: "external", ID: u.ID, ExternalID: &ext, Email: u.Email, DisplayName: u.DisplayName, Picture: u.Picture}
-		sess.Groups, sess.Attributes = userScopeView(u, scope)
+		sess.Groups, sess.Attributes = userScopeView(u, m.scope)
 	}
 	sess.SID = PublicSessionHandle(id)
 	if err := s.d.Sessions.SaveSession(ctx, id, sess); err != nil {
 		return "", storeErr(err)
 	}
 	return id, nil
+}
+
+func externalUserLimit(p *identity.Principal) int64 {
+	if p.Account.ExternalUserLimit > 0 {
+		return p.Account.ExternalUserLimit
+	}
+	return DefaultUserLimit
+}
+
+func limitReached(limit int64) error {
+	return Forbidden("the account has reached its limit of %d external users; contact support to raise it", limit)
+}
+
+// DryRunSession runs every validation and resolution of generate-session (user lookup,
+// definitions, groups, attributes, settings layering, branch resolution, the tenant and
+// external-user limits) and returns what the session would carry, writing nothing: no
+// session, no user, no definition, no tenant, no counter. Every error is the one the
+// real mint would give.
+func (s *service) DryRunSession(ctx context.Context, p *identity.Principal, req GenerateSessionRequest) (DryRun, error) {
+	m, err := s.prepare(ctx, p, &req)
+	if err != nil {
+		return DryRun{}, err
+	}
+	if err := s.wouldFitTenant(ctx, p.Account.ID, m.tenant); err != nil {
+		return DryRun{}, err
+	}
+	now := s.now().UTC()
+	sess := m.newSession(p, &req, now)
+	if req.InternalID == nil {
+		// Definitions the mint would create get stand-in ids: they only key the user's
+		// memberships and values in memory here.
+		ids := make(map[string]string, len(m.definitions.byKey)+len(m.definitions.upserts))
+		for k, d := range m.definitions.byKey {
+			ids[k] = d.ID
+		}
+		for _, u := range m.definitions.upserts {
+			if u.Existing == nil {
+				ids[key(u.Kind, u.Input.Name)] = "new:" + key(u.Kind, u.Input.Name)
+			}
+		}
+		upd := userUpdate(&req, m.scope, m.definitions, ids)
+		u, err := s.d.Users.ExternalUser(ctx, p.Account.ID, m.externalID)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			limit := externalUserLimit(p)
+			n, err := s.d.Users.ExternalUserCount(ctx, p.Account.ID)
+			if err != nil {
+				return DryRun{}, storeErr(err)
+			}
+			if n >= limit {
+				return DryRun{}, limitReached(limit)
+			}
+			u = ExternalUser{AccountID: p.Account.ID, ExternalID: m.externalID}
+		case err != nil:
+			return DryRun{}, storeErr(err)
+		}
+		u = applyUserUpdate(u, upd)
+		ext := u.ExternalID
+		sess.User = SessionUser{Kind: "external", ID: u.ID, ExternalID: &ext, Email: u.Email, DisplayName: u.DisplayName, Picture: u.Picture}
+		sess.Groups, sess.Attributes = userScopeView(u, m.scope)
+	}
+	out := DryRun{DryRun: true, Effective: DryRunEffective{
+		User: sess.User, AccountID: sess.AccountID, DeploymentID: sess.DeploymentID, BranchName: sess.Branch,
+		Production: sess.Production, EmbedTenant: sess.Tenant, CreatorMode: sess.CreatorMode, Groups: sess.Groups,
+		UserAttributes: sess.Attributes, SecurityContext: securityContextOf(sess), Settings: sess.Settings,
+		ExpiresAt: s.sessionExpiry(sess),
+	}}
+	for _, u := range m.definitions.upserts {
+		if u.Existing == nil {
+			out.Effective.DefinitionsCreated = append(out.Effective.DefinitionsCreated, DryRunDefinition{Kind: u.Kind, Name: u.Input.Name})
+		}
+	}
+	if out.Effective.DefinitionsCreated == nil {
+		out.Effective.DefinitionsCreated = []DryRunDefinition{}
+	}
+	out.Effective.UserCreated = sess.User.Kind == "external" && sess.User.ID == 0
+	return out, nil
+}
+
+// applyUserUpdate is what UserStore.UpdateExternalUser does to u, in memory.
+func applyUserUpdate(u ExternalUser, upd UserUpdate) ExternalUser {
+	if upd.Email != nil {
+		u.Email = upd.Email
+	}
+	if upd.DisplayName != nil {
+		u.DisplayName = upd.DisplayName
+	}
+	if upd.Picture != nil {
+		u.Picture = upd.Picture
+	}
+	groups := make(map[string]map[string]string, len(u.Groups)+1)
+	for k, v := range u.Groups {
+		groups[k] = v
+	}
+	if upd.Groups != nil {
+		groups[upd.Scope] = upd.Groups
+	}
+	u.Groups = groups
+	attrs := make(map[string]map[string]StoredValue, len(u.Attributes)+1)
+	for k, v := range u.Attributes {
+		attrs[k] = v
+	}
+	scoped := make(map[string]StoredValue, len(attrs[upd.Scope])+len(upd.SetAttributes))
+	for id, v := range attrs[upd.Scope] {
+		scoped[id] = v
+	}
+	for id, v := range upd.SetAttributes {
+		scoped[id] = v
+	}
+	for _, id := range upd.ClearAttributes {
+		delete(scoped, id)
+	}
+	attrs[upd.Scope] = scoped
+	u.Attributes = attrs
+	return u
 }
 
 func nonEmpty(s string) *string {

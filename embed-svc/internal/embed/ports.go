@@ -89,6 +89,10 @@ type UserStore interface {
 	// and applies u; a concurrent creation of the same external id yields one user.
 	CreateExternalUser(ctx context.Context, accountID int64, externalID string, limit int64, u UserUpdate, now time.Time) (ExternalUser, error)
 	InternalUser(ctx context.Context, accountID int64, username string) (InternalUser, error)
+	// ExternalUser reads a user (ErrNotFound when the account has none with that id).
+	ExternalUser(ctx context.Context, accountID int64, externalID string) (ExternalUser, error)
+	// ExternalUserCount is the number of the account's external users, as the limit counts them.
+	ExternalUserCount(ctx context.Context, accountID int64) (int64, error)
 }
 
 // SessionStore keeps session ids, live sessions and revocations.

@@ -14,6 +14,9 @@ import (
 // Service is the embed domain.
 type Service interface {
 	GenerateSession(ctx context.Context, p *identity.Principal, req GenerateSessionRequest) (string, error)
+	// DryRunSession validates and resolves a generate-session request like the mint and
+	// returns what the session would carry, writing nothing.
+	DryRunSession(ctx context.Context, p *identity.Principal, req GenerateSessionRequest) (DryRun, error)
 	ExchangeSession(ctx context.Context, sessionID string) (SessionToken, error)
 	RevokeSession(ctx context.Context, p *identity.Principal, sessionID string) error
 	SessionInfo(ctx context.Context, p *identity.Principal) (SessionInfo, error)
@@ -77,6 +80,38 @@ type GenerateSessionRequest struct {
 	SecurityContext          json.RawMessage   `json:"securityContext"`
 	Settings                 *SessionSettings  `json:"settings"`
 	BranchName               *string           `json:"branchName"`
+	// DryRun: validate and resolve only (DryRunSession); nothing is written.
+	DryRun bool `json:"dryRun"`
+}
+
+// DryRun is the answer of a generate-session dry run.
+type DryRun struct {
+	DryRun    bool            `json:"dryRun"`
+	Effective DryRunEffective `json:"effective"`
+}
+
+// DryRunEffective is what the session would carry.
+type DryRunEffective struct {
+	User               SessionUser        `json:"user"`
+	UserCreated        bool               `json:"userCreated"`
+	AccountID          int64              `json:"accountId"`
+	DeploymentID       int64              `json:"deploymentId"`
+	BranchName         string             `json:"branchName"`
+	Production         bool               `json:"production"`
+	EmbedTenant        string             `json:"embedTenantName"`
+	CreatorMode        bool               `json:"creatorMode"`
+	Groups             []string           `json:"groups"`
+	UserAttributes     []AttributeValue   `json:"userAttributes"`
+	SecurityContext    json.RawMessage    `json:"securityContext"`
+	Settings           ResolvedSettings   `json:"settings"`
+	ExpiresAt          time.Time          `json:"expiresAt"`
+	DefinitionsCreated []DryRunDefinition `json:"definitionsCreated"`
+}
+
+// DryRunDefinition names a definition the mint would create.
+type DryRunDefinition struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
 }
 
 // UserProfile is stored on the external user.

@@ -283,6 +283,24 @@ func (s *service) ensureTenant(ctx context.Context, accountID int64, tenant stri
 	return nil
 }
 
+// wouldFitTenant is ensureTenant's check without the write: a tenant that does not
+// exist yet must fit under the account's limit.
+func (s *service) wouldFitTenant(ctx context.Context, accountID int64, tenant string) error {
+	ok, err := s.d.Catalog.TenantExists(ctx, accountID, tenant)
+	if err != nil || ok {
+		return storeErr(err)
+	}
+	limit := int64(s.limits.TenantsPerAccount)
+	n, err := s.d.Catalog.CountTenants(ctx, accountID, limit+1)
+	if err != nil {
+		return storeErr(err)
+	}
+	if n+1 > limit {
+		return Invalid("the account has %d embed tenants, the limit (EMBED_MAX_TENANTS_PER_ACCOUNT); tenant %q cannot be created", limit, tenant)
+	}
+	return nil
+}
+
 // checkDefinitionRoom refuses adding created definitions to a scope at its limit.
 func (s *service) checkDefinitionRoom(ctx context.Context, accountID int64, scope string, created int) error {
 	if created == 0 {

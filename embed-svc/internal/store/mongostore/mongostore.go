@@ -357,6 +357,15 @@ func userFilter(accountID int64, externalID string) bson.D {
 	return bson.D{{Key: "accountId", Value: accountID}, {Key: "externalId", Value: externalID}}
 }
 
+// ExternalUser reads one user.
+func (s *Store) ExternalUser(ctx context.Context, accountID int64, externalID string) (embed.ExternalUser, error) {
+	var doc userDoc
+	if err := s.users.FindOne(ctx, userFilter(accountID, externalID)).Decode(&doc); err != nil {
+		return embed.ExternalUser{}, wrap(err)
+	}
+	return doc.user(), nil
+}
+
 // UpdateExternalUser applies u to a known user in one findAndModify.
 func (s *Store) UpdateExternalUser(ctx context.Context, accountID int64, externalID string, u embed.UserUpdate, now time.Time) (embed.ExternalUser, error) {
 	update, err := userSet(u, now)
