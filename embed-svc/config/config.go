@@ -28,6 +28,7 @@ type Config struct {
 	MaxArrayEntries         int           `env:"EMBED_MAX_ARRAY_ENTRIES" default:"1000" help:"most entries of groups, userAttributes and each definitions array of a generate-session request; more is 400"`
 	MaxDefinitionsPerScope  int           `env:"EMBED_MAX_DEFINITIONS_PER_SCOPE" default:"10000" help:"most group and attribute definitions of one scope (account-wide or one tenant); a new one past it is 400"`
 	MaxTenantsPerAccount    int           `env:"EMBED_MAX_TENANTS_PER_ACCOUNT" default:"10000" help:"most embed tenants of one account; a mint naming a new tenant past it is 400"`
+	SessionRetention        time.Duration `env:"EMBED_SESSION_RETENTION" default:"168h" help:"how long a session stays listed (GET /api/v1/embed/sessions) after its token expires"`
 }
 
 // Load reads the configuration from the environment.

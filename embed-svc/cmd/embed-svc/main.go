@@ -102,6 +102,7 @@ func deps(cfg config.Config, proc *server.Process, signer *identity.Signer, clie
 		Registry: obs.NewRegistry(),
 		Limits: embed.Limits{SecurityContextBytes: cfg.MaxSecurityContextBytes, SecurityContextDepth: cfg.MaxSecurityContextDepth, ArrayEntries: cfg.MaxArrayEntries,
 			DefinitionsPerScope: cfg.MaxDefinitionsPerScope, TenantsPerAccount: cfg.MaxTenantsPerAccount},
+		SessionRetention: cfg.SessionRetention,
 	}
 }
 

@@ -37,6 +37,7 @@ type Deps struct {
 	KeyPublishDelay  time.Duration
 	KeyRefresh       time.Duration
 	BranchTimeout    time.Duration
+	SessionRetention time.Duration    // 0: embed.DefaultSessionRetention
 	Now              func() time.Time // nil: time.Now
 	Limits           embed.Limits     // zero fields: embed.DefaultLimits
 }
@@ -53,6 +54,9 @@ type App struct {
 func New(ctx context.Context, d Deps) (*App, error) {
 	db := d.Mongo.Database(d.Database)
 	st := mongostore.New(db, d.Mongo.Database(d.IdentityDatabase))
+	st.WithSessionRetention(d.SessionRetention)
+	// Exchange times reach the session records in batches, off the exchange path.
+	go st.RecordExchanges(ctx)
 	if err := st.EnsureIndexes(ctx); err != nil {
 		return nil, err
 	}
@@ -69,7 +73,7 @@ func New(ctx context.Context, d Deps) (*App, error) {
 			"maxmemory_policy", p)
 	}
 	svc := embed.NewService(embed.Deps{
-		Catalog: st, Users: st, Sessions: sessions, Branches: branches.New(d.NATS, d.BranchTimeout),
+		Catalog: st, Users: st, Sessions: sessions, Records: st, Branches: branches.New(d.NATS, d.BranchTimeout),
 		Signer: kr, Issuer: d.TokenIssuer, Now: d.Now, Limits: d.Limits,
 	})
 	svc = embed.InstrumentingMiddleware(embed.NewMetrics(d.Registry))(svc)

@@ -22,6 +22,18 @@ type Endpoints struct {
 	DeleteDefinition endpoint.Endpoint
 	GetSettings      endpoint.Endpoint
 	PutSettings      endpoint.Endpoint
+	ListSessions     endpoint.Endpoint
+	RevokeSessions   endpoint.Endpoint
+}
+
+type listSessionsRequest struct {
+	P     *identity.Principal
+	Query SessionQuery
+}
+
+type revokeSessionsRequest struct {
+	P    *identity.Principal
+	Body RevokeSessionsRequest
 }
 
 type putSettingsRequest struct {
@@ -120,6 +132,14 @@ func MakeEndpoints(s Service) Endpoints {
 		PutSettings: func(ctx context.Context, r any) (any, error) {
 			req := r.(putSettingsRequest)
 			return s.PutAccountSettings(ctx, req.P, req.Body)
+		},
+		ListSessions: func(ctx context.Context, r any) (any, error) {
+			req := r.(listSessionsRequest)
+			return s.ListSessions(ctx, req.P, req.Query)
+		},
+		RevokeSessions: func(ctx context.Context, r any) (any, error) {
+			req := r.(revokeSessionsRequest)
+			return s.RevokeSessions(ctx, req.P, req.Body)
 		},
 	}
 }

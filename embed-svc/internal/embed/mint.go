@@ -20,6 +20,7 @@ type Deps struct {
 	Catalog  CatalogStore
 	Users    UserStore
 	Sessions SessionStore
+	Records  SessionRecordStore
 	Branches BranchResolver
 	Signer   TokenSigner
 	Issuer   string           // iss of every token
@@ -59,9 +60,10 @@ func (l Limits) withDefaults() Limits {
 }
 
 type service struct {
-	d      Deps
-	now    func() time.Time
-	limits Limits
+	d       Deps
+	now     func() time.Time
+	limits  Limits
+	tenants *knownTenants
 }
 
 // NewService builds the embed service.
@@ -70,7 +72,7 @@ func NewService(d Deps) Service {
 	if now == nil {
 		now = time.Now
 	}
-	return &service{d: d, now: now, limits: d.Limits.withDefaults()}
+	return &service{d: d, now: now, limits: d.Limits.withDefaults(), tenants: &knownTenants{}}
 }
 
 // NewSessionID returns an opaque session id of 256 random bits.
@@ -233,6 +235,14 @@ func (s *service) GenerateSession(ctx context.Context, p *identity.Principal, re
 		sess.Groups, sess.Attributes = userScopeView(u, m.scope)
 	}
 	sess.SID = PublicSessionHandle(id)
+	// The durable record first: a session never becomes exchangeable without one, so it
+	// can always be listed and revoked in bulk.
+	rec := SessionRecord{ID: NewPublicSessionID(), AccountID: sess.AccountID, SID: sess.SID, Tenant: sess.Tenant,
+		User:         SessionRecordUser{Kind: sess.User.Kind, ID: sess.User.ID, ExternalID: sess.User.ExternalID, Username: sess.User.Username},
+		DeploymentID: sess.DeploymentID, Branch: sess.Branch, CreatedAt: now, PendingUntil: now.Add(SessionIDTTL), ExpiresAt: s.sessionExpiry(sess)}
+	if err := s.d.Records.InsertSessionRecord(ctx, rec); err != nil {
+		return "", storeErr(err)
+	}
 	if err := s.d.Sessions.SaveSession(ctx, id, sess); err != nil {
 		return "", storeErr(err)
 	}

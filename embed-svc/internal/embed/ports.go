@@ -95,6 +95,23 @@ type UserStore interface {
 	ExternalUserCount(ctx context.Context, accountID int64) (int64, error)
 }
 
+// SessionRecordStore keeps the durable records of minted sessions (MongoDB), for listing
+// and bulk revocation; the secret ids and tokens are never in them.
+type SessionRecordStore interface {
+	InsertSessionRecord(ctx context.Context, r SessionRecord) error
+	// NoteExchanged records, asynchronously and at best effort, that sid was exchanged.
+	NoteExchanged(sid string, at time.Time)
+	// ListSessionRecords returns up to limit records of the account matching q at now,
+	// newest first, after q.After.
+	ListSessionRecords(ctx context.Context, accountID int64, q SessionQuery, now time.Time, limit int) ([]SessionRecord, error)
+	// EachRevocable calls fn with batches of the account's records matching q that are
+	// neither revoked nor expired at now.
+	EachRevocable(ctx context.Context, accountID int64, q SessionQuery, now time.Time, batch int, fn func([]SessionRecord) error) error
+	MarkSessionsRevoked(ctx context.Context, accountID int64, ids []string, at time.Time) error
+	// MarkRevokedBySID records the revocation of the session with sid (the spec's revoke).
+	MarkRevokedBySID(ctx context.Context, accountID int64, sid string, at time.Time) error
+}
+
 // SessionStore keeps session ids, live sessions and revocations.
 type SessionStore interface {
 	// ReserveSession claims a fresh id (not yet exchangeable) before anything else is
@@ -110,6 +127,8 @@ type SessionStore interface {
 	// RevokeSession makes an unexchanged id unusable, or marks an exchanged session's
 	// sid revoked until its token expires; only for sessions of accountID.
 	RevokeSession(ctx context.Context, accountID int64, sessionID, sid string) error
+	// RevokeSIDs revokes the sessions with these sids (pending or exchanged) of accountID.
+	RevokeSIDs(ctx context.Context, accountID int64, sids []string) error
 }
 
 // BranchStatus is the resolver's answer about a branch.

@@ -17,6 +17,10 @@ type Service interface {
 	// DryRunSession validates and resolves a generate-session request like the mint and
 	// returns what the session would carry, writing nothing.
 	DryRunSession(ctx context.Context, p *identity.Principal, req GenerateSessionRequest) (DryRun, error)
+	// ListSessions and RevokeSessions are the operator's session control (admins, as
+	// the spec's revoke): the account's sessions by public id, and revocation in bulk.
+	ListSessions(ctx context.Context, p *identity.Principal, q SessionQuery) (SessionPage, error)
+	RevokeSessions(ctx context.Context, p *identity.Principal, req RevokeSessionsRequest) (RevokedSessions, error)
 	ExchangeSession(ctx context.Context, sessionID string) (SessionToken, error)
 	RevokeSession(ctx context.Context, p *identity.Principal, sessionID string) error
 	SessionInfo(ctx context.Context, p *identity.Principal) (SessionInfo, error)

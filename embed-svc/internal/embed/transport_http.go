@@ -34,6 +34,8 @@ func NewHTTPHandler(e Endpoints, logger *slog.Logger) http.Handler {
 	handle("POST", "/api/v1/embed/session/ai-credentials", e.AICredentials, decodePrincipalRequest)
 	handle("GET", "/api/v1/embed/.well-known/jwks.json", e.JWKS, decodePrincipalRequest)
 	handle("POST", "/api/v1/deployments/{deploymentId}/token", e.DataToken, decodeDataTokenRequest)
+	handle("GET", "/api/v1/embed/sessions", e.ListSessions, decodeListSessions)
+	handle("POST", "/api/v1/embed/sessions/revoke", e.RevokeSessions, decodeRevokeSessions)
 	handle("GET", "/api/v1/embed/settings", e.GetSettings, decodePrincipalRequest)
 	handle("PUT", "/api/v1/embed/settings", e.PutSettings, decodePutSettings)
 	for _, c := range []struct{ path, kind string }{{"groups", KindGroup}, {"user-attributes", KindAttribute}} {
@@ -50,6 +52,8 @@ func NewHTTPHandler(e Endpoints, logger *slog.Logger) http.Handler {
 		"/api/v1/embed/session/ai-credentials": "POST", "/api/v1/embed/.well-known/jwks.json": "GET",
 		"/api/v1/deployments/{deploymentId}/token":       "POST",
 		"/api/v1/embed/settings":                         "GET, PUT",
+		"/api/v1/embed/sessions":                         "GET",
+		"/api/v1/embed/sessions/revoke":                  "POST",
 		"/api/v1/embed-tenants/{embedTenantName}/groups": "GET", "/api/v1/embed-tenants/{embedTenantName}/user-attributes": "GET",
 		"/api/v1/embed-tenants/{embedTenantName}/groups/{id}":          "DELETE",
 		"/api/v1/embed-tenants/{embedTenantName}/user-attributes/{id}": "DELETE",
@@ -145,6 +149,44 @@ func decodeCreateDefinition(kind string) httptransport.DecodeRequestFunc {
 		}
 		return createDefinitionRequest{P: identity.FromContext(r.Context()), Kind: kind, Body: in}, nil
 	}
+}
+
+// decodeListSessions reads the filters and page of GET /api/v1/embed/sessions.
+func decodeListSessions(_ context.Context, r *http.Request) (any, error) {
+	v := r.URL.Query()
+	q := SessionQuery{ID: v.Get("id"), Tenant: v.Get("tenant"), ExternalID: v.Get("externalId"), InternalID: v.Get("internalId"),
+		State: v.Get("state"), First: 50}
+	if raw := v.Get("deploymentId"); raw != "" {
+		n, err := strconv.ParseInt(raw, 10, 64)
+		if err != nil || n <= 0 {
+			return nil, Invalid("deploymentId must be a positive integer, not %q", raw)
+		}
+		q.DeploymentID = n
+	}
+	if raw := v.Get("first"); raw != "" {
+		n, err := strconv.Atoi(raw)
+		if err != nil {
+			return nil, Invalid("first must be between 1 and %d", MaxPageSize)
+		}
+		q.First = n
+	}
+	if raw := v.Get("after"); raw != "" {
+		c, ok := DecodeSessionCursor(raw)
+		if !ok {
+			return nil, Invalid("after is not a cursor of this list")
+		}
+		q.After = c
+	}
+	return listSessionsRequest{P: identity.FromContext(r.Context()), Query: q}, nil
+}
+
+// decodeRevokeSessions strictly decodes a bulk revoke.
+func decodeRevokeSessions(_ context.Context, r *http.Request) (any, error) {
+	var in RevokeSessionsRequest
+	if err := httpx.DecodeJSON(r, &in); err != nil {
+		return nil, err
+	}
+	return revokeSessionsRequest{P: identity.FromContext(r.Context()), Body: in}, nil
 }
 
 // decodePutSettings strictly decodes the account-wide settings (unknown keys are 400).

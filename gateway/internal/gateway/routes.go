@@ -93,6 +93,9 @@ func match(p string) (route, bool) {
 		return route{name: "generate-session", svc: svcEmbed, policy: policyGenerateSession}, true
 	case p == "/api/v1/embed/session/revoke":
 		return route{name: "revoke", svc: svcEmbed, policy: policyRevoke}, true
+	case p == "/api/v1/embed/sessions", p == "/api/v1/embed/sessions/revoke":
+		// The operator's session control follows the spec's revoke rules.
+		return route{name: strings.TrimPrefix(p, "/api/v1/embed/"), svc: svcEmbed, policy: policyRevoke}, true
 	case p == "/api/v1/embed/session/exchange", p == "/api/v1/embed/.well-known/jwks.json":
 		return route{name: strings.TrimPrefix(p, "/api/v1/embed/"), svc: svcEmbed, policy: policyPublic}, true
 	case p == "/api/v1/embed/settings":

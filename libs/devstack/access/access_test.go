@@ -210,6 +210,14 @@ var accessRoutes = []accessRoute{
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return "/api/v1/embed/session/revoke", map[string]any{"sessionId": p.mint(t, sc.dep)}
 		}},
+	// Session control follows revoke's rules; another account's admin sees and revokes
+	// only its own sessions (here none of the tenant named).
+	{"list-sessions", "GET", "/api/v1/embed/sessions", schemeAPIKeyOrBearer, "401 401 401 401 200 200 200 200 403 403 403 403 200 200",
+		func(p *platform, t *testing.T, sc *scope) (string, any) { return "/api/v1/embed/sessions?first=5", nil }},
+	{"revoke-sessions", "POST", "/api/v1/embed/sessions/revoke", schemeAPIKeyOrBearer, "401 401 401 401 200 200 200 200 403 403 403 403 200 200",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return "/api/v1/embed/sessions/revoke", map[string]any{"tenant": "matrix-no-such-tenant"}
+		}},
 	{"describe-session", "GET", "/api/v1/embed/session", schemeEmbedToken, "401 401 401 401 401 401 401 401 401 401 401 200 401 401",
 		func(p *platform, t *testing.T, sc *scope) (string, any) { return "/api/v1/embed/session", nil }},
 	{"ai-credentials", "POST", "/api/v1/embed/session/ai-credentials", schemeEmbedToken, "401 401 401 401 401 401 401 401 401 401 401 200 401 401",

@@ -14,6 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -33,6 +35,10 @@ type Store struct {
 	settings    *mongo.Collection
 	identity    *mongo.Collection
 	externalIDs *mongox.IDAllocator
+	sessions    *mongo.Collection
+	retention   time.Duration
+	exchanged   chan exchangeNote
+	sweep       atomic.Bool // the database has no TTL indexes: RecordExchanges removes purged records
 }
 
 // New uses db for embed-svc's records and identityDB's users collection for internal users.
@@ -42,7 +48,17 @@ func New(db, identityDB *mongo.Database) *Store {
 		tenants: db.Collection("tenants"), defs: db.Collection("definitions"), users: db.Collection("external_users"),
 		counters: counters, settings: db.Collection("account_settings"), identity: identityDB.Collection("users"),
 		externalIDs: mongox.NewIDAllocator(counters, "external_user_ids", 20),
+		sessions:    db.Collection("sessions"), retention: embed.DefaultSessionRetention,
+		exchanged: make(chan exchangeNote, 10_000),
 	}
+}
+
+// WithSessionRetention sets how long a session's record stays after its token expires.
+func (s *Store) WithSessionRetention(d time.Duration) *Store {
+	if d > 0 {
+		s.retention = d
+	}
+	return s
 }
 
 // EnsureIndexes creates the unique indexes the store's guarantees rest on.
@@ -53,10 +69,25 @@ func (s *Store) EnsureIndexes(ctx context.Context) error {
 	}{
 		{s.defs, bson.D{{Key: "accountId", Value: 1}, {Key: "scope", Value: 1}, {Key: "kind", Value: 1}, {Key: "name", Value: 1}}},
 		{s.users, bson.D{{Key: "accountId", Value: 1}, {Key: "externalId", Value: 1}}},
+		{s.sessions, bson.D{{Key: "sid", Value: 1}}},
 	} {
 		if _, err := ix.coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: ix.keys, Options: options.Index().SetUnique(true)}); err != nil {
 			return fmt.Errorf("index on %s: %w", ix.coll.Name(), wrap(err))
 		}
+	}
+	// Listing is by account, newest first. Records go when purgeAt passes: by a TTL index
+	// where the database has them (MongoDB), else by RecordExchanges' sweep (FerretDB v1
+	// has no TTL indexes); the queries ignore purged records either way.
+	if _, err := s.sessions.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "accountId", Value: 1}, {Key: "createdAt", Value: -1}, {Key: "_id", Value: -1}}}); err != nil {
+		return fmt.Errorf("index on sessions: %w", wrap(err))
+	}
+	_, err := s.sessions.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "purgeAt", Value: 1}}, Options: options.Index().SetExpireAfterSeconds(0)})
+	if err != nil && strings.Contains(err.Error(), "expireAfterSeconds") {
+		s.sweep.Store(true)
+		_, err = s.sessions.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "purgeAt", Value: 1}}})
+	}
+	if err != nil {
+		return fmt.Errorf("index on sessions: %w", wrap(err))
 	}
 	return nil
 }
@@ -479,4 +510,238 @@ func (s *Store) InternalUser(ctx context.Context, accountID int64, username stri
 	}
 	return embed.InternalUser{ID: doc.ID, AccountID: doc.AccountID, Username: doc.Username, Email: doc.Email,
 		FirstName: doc.FirstName, Picture: doc.Picture, Role: doc.Role}, nil
+}
+
+// ---------------------------------------------------------------- session records
+
+type sessionDoc struct {
+	ID           string     `bson:"_id"`
+	AccountID    int64      `bson:"accountId"`
+	SID          string     `bson:"sid"`
+	Tenant       string     `bson:"tenant"`
+	UserKind     string     `bson:"userKind"`
+	UserID       int64      `bson:"userId"`
+	ExternalID   *string    `bson:"externalId,omitempty"`
+	Username     *string    `bson:"username,omitempty"`
+	DeploymentID int64      `bson:"deploymentId"`
+	Branch       string     `bson:"branch"`
+	CreatedAt    time.Time  `bson:"createdAt"`
+	PendingUntil time.Time  `bson:"pendingUntil"`
+	ExchangedAt  *time.Time `bson:"exchangedAt"`
+	ExpiresAt    time.Time  `bson:"expiresAt"`
+	RevokedAt    *time.Time `bson:"revokedAt"`
+	PurgeAt      time.Time  `bson:"purgeAt"`
+}
+
+func (d sessionDoc) record() embed.SessionRecord {
+	utc := func(t *time.Time) *time.Time {
+		if t == nil {
+			return nil
+		}
+		u := t.UTC()
+		return &u
+	}
+	return embed.SessionRecord{ID: d.ID, AccountID: d.AccountID, SID: d.SID, Tenant: d.Tenant,
+		User:         embed.SessionRecordUser{Kind: d.UserKind, ID: d.UserID, ExternalID: d.ExternalID, Username: d.Username},
+		DeploymentID: d.DeploymentID, Branch: d.Branch, CreatedAt: d.CreatedAt.UTC(), PendingUntil: d.PendingUntil.UTC(),
+		ExchangedAt: utc(d.ExchangedAt), ExpiresAt: d.ExpiresAt.UTC(), RevokedAt: utc(d.RevokedAt)}
+}
+
+// InsertSessionRecord stores a minted session's record.
+func (s *Store) InsertSessionRecord(ctx context.Context, r embed.SessionRecord) error {
+	d := sessionDoc{ID: r.ID, AccountID: r.AccountID, SID: r.SID, Tenant: r.Tenant, UserKind: r.User.Kind, UserID: r.User.ID,
+		ExternalID: r.User.ExternalID, Username: r.User.Username, DeploymentID: r.DeploymentID, Branch: r.Branch,
+		CreatedAt: r.CreatedAt, PendingUntil: r.PendingUntil, ExpiresAt: r.ExpiresAt, PurgeAt: r.ExpiresAt.Add(s.retention)}
+	_, err := s.sessions.InsertOne(ctx, d)
+	return wrap(err)
+}
+
+type exchangeNote struct {
+	sid string
+	at  time.Time
+}
+
+// NoteExchanged queues sid's exchange time for RecordExchanges; when the queue is full
+// the note is dropped (the session is still exchanged; only its listing lags).
+func (s *Store) NoteExchanged(sid string, at time.Time) {
+	select {
+	case s.exchanged <- exchangeNote{sid, at}:
+	default:
+	}
+}
+
+// RecordExchanges writes queued exchange times until ctx ends, a batch at a time (one
+// update per distinct second), so the exchange path never waits for MongoDB; where the
+// database lacks TTL indexes it also removes purged session records once a minute.
+func (s *Store) RecordExchanges(ctx context.Context) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	sweep := time.NewTicker(time.Minute)
+	defer sweep.Stop()
+	var pending []exchangeNote
+	flush := func() {
+		if len(pending) == 0 {
+			return
+		}
+		bySecond := map[int64][]string{}
+		at := map[int64]time.Time{}
+		for _, n := range pending {
+			k := n.at.Unix()
+			bySecond[k] = append(bySecond[k], n.sid)
+			at[k] = n.at.Truncate(time.Second)
+		}
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		for k, sids := range bySecond {
+			_, _ = s.sessions.UpdateMany(wctx, bson.D{{Key: "sid", Value: bson.D{{Key: "$in", Value: sids}}}, {Key: "exchangedAt", Value: nil}},
+				bson.D{{Key: "$set", Value: bson.D{{Key: "exchangedAt", Value: at[k]}}}})
+		}
+		pending = pending[:0]
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			for {
+				select {
+				case n := <-s.exchanged:
+					pending = append(pending, n)
+				default:
+					flush()
+					return
+				}
+			}
+		case n := <-s.exchanged:
+			pending = append(pending, n)
+			if len(pending) >= 1000 {
+				flush()
+			}
+		case <-t.C:
+			flush()
+		case now := <-sweep.C:
+			if s.sweep.Load() {
+				wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				_, _ = s.sessions.DeleteMany(wctx, bson.D{{Key: "purgeAt", Value: bson.D{{Key: "$lte", Value: now}}}})
+				cancel()
+			}
+		}
+	}
+}
+
+// sessionFilter is the query of q for the account at now.
+func sessionFilter(accountID int64, q embed.SessionQuery, now time.Time) bson.D {
+	f := bson.D{{Key: "accountId", Value: accountID}, {Key: "purgeAt", Value: bson.D{{Key: "$gt", Value: now}}}}
+	if q.ID != "" {
+		f = append(f, bson.E{Key: "_id", Value: q.ID})
+	}
+	if q.DeploymentID > 0 {
+		f = append(f, bson.E{Key: "deploymentId", Value: q.DeploymentID})
+	}
+	if q.Tenant != "" {
+		f = append(f, bson.E{Key: "tenant", Value: q.Tenant})
+	}
+	if q.ExternalID != "" {
+		f = append(f, bson.E{Key: "userKind", Value: "external"}, bson.E{Key: "externalId", Value: q.ExternalID})
+	}
+	if q.InternalID != "" {
+		f = append(f, bson.E{Key: "userKind", Value: "internal"}, bson.E{Key: "username", Value: q.InternalID})
+	}
+	var and []bson.D
+	switch q.State {
+	case embed.StateRevoked:
+		f = append(f, bson.E{Key: "revokedAt", Value: bson.D{{Key: "$ne", Value: nil}}})
+	case embed.StateActive:
+		f = append(f, bson.E{Key: "revokedAt", Value: nil}, bson.E{Key: "exchangedAt", Value: bson.D{{Key: "$ne", Value: nil}}},
+			bson.E{Key: "expiresAt", Value: bson.D{{Key: "$gt", Value: now}}})
+	case embed.StatePending:
+		f = append(f, bson.E{Key: "revokedAt", Value: nil}, bson.E{Key: "exchangedAt", Value: nil},
+			bson.E{Key: "pendingUntil", Value: bson.D{{Key: "$gt", Value: now}}})
+	case embed.StateExpired:
+		f = append(f, bson.E{Key: "revokedAt", Value: nil})
+		and = append(and, bson.D{{Key: "$or", Value: bson.A{
+			bson.D{{Key: "expiresAt", Value: bson.D{{Key: "$lte", Value: now}}}},
+			bson.D{{Key: "exchangedAt", Value: nil}, {Key: "pendingUntil", Value: bson.D{{Key: "$lte", Value: now}}}},
+		}}})
+	}
+	if !q.After.IsZero() {
+		and = append(and, bson.D{{Key: "$or", Value: bson.A{
+			bson.D{{Key: "createdAt", Value: bson.D{{Key: "$lt", Value: q.After.CreatedAt}}}},
+			bson.D{{Key: "createdAt", Value: q.After.CreatedAt}, {Key: "_id", Value: bson.D{{Key: "$lt", Value: q.After.ID}}}},
+		}}})
+	}
+	if len(and) > 0 {
+		a := bson.A{}
+		for _, c := range and {
+			a = append(a, c)
+		}
+		f = append(f, bson.E{Key: "$and", Value: a})
+	}
+	return f
+}
+
+// ListSessionRecords returns up to limit matching records, newest first.
+func (s *Store) ListSessionRecords(ctx context.Context, accountID int64, q embed.SessionQuery, now time.Time, limit int) ([]embed.SessionRecord, error) {
+	cur, err := s.sessions.Find(ctx, sessionFilter(accountID, q, now),
+		options.Find().SetSort(bson.D{{Key: "createdAt", Value: -1}, {Key: "_id", Value: -1}}).SetLimit(int64(limit)))
+	if err != nil {
+		return nil, wrap(err)
+	}
+	var docs []sessionDoc
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, wrap(err)
+	}
+	out := make([]embed.SessionRecord, len(docs))
+	for i, d := range docs {
+		out[i] = d.record()
+	}
+	return out, nil
+}
+
+// EachRevocable iterates the matching records that are neither revoked nor expired, in
+// batches, by a cursor over the few fields a revocation needs.
+func (s *Store) EachRevocable(ctx context.Context, accountID int64, q embed.SessionQuery, now time.Time, batch int, fn func([]embed.SessionRecord) error) error {
+	q.State = ""
+	f := append(sessionFilter(accountID, q, now), bson.E{Key: "revokedAt", Value: nil}, bson.E{Key: "expiresAt", Value: bson.D{{Key: "$gt", Value: now}}})
+	cur, err := s.sessions.Find(ctx, f, options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}, {Key: "sid", Value: 1}}).SetBatchSize(int32(batch)))
+	if err != nil {
+		return wrap(err)
+	}
+	defer cur.Close(ctx)
+	recs := make([]embed.SessionRecord, 0, batch)
+	for cur.Next(ctx) {
+		var d struct {
+			ID  string `bson:"_id"`
+			SID string `bson:"sid"`
+		}
+		if err := cur.Decode(&d); err != nil {
+			return err
+		}
+		recs = append(recs, embed.SessionRecord{ID: d.ID, SID: d.SID, AccountID: accountID})
+		if len(recs) == batch {
+			if err := fn(recs); err != nil {
+				return err
+			}
+			recs = recs[:0]
+		}
+	}
+	if err := cur.Err(); err != nil {
+		return wrap(err)
+	}
+	if len(recs) > 0 {
+		return fn(recs)
+	}
+	return nil
+}
+
+// MarkSessionsRevoked stamps revokedAt on the account's records with these ids.
+func (s *Store) MarkSessionsRevoked(ctx context.Context, accountID int64, ids []string, at time.Time) error {
+	_, err := s.sessions.UpdateMany(ctx, bson.D{{Key: "accountId", Value: accountID}, {Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}, {Key: "revokedAt", Value: nil}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "revokedAt", Value: at}}}})
+	return wrap(err)
+}
+
+// MarkRevokedBySID stamps revokedAt on the account's record with sid (none: nothing).
+func (s *Store) MarkRevokedBySID(ctx context.Context, accountID int64, sid string, at time.Time) error {
+	_, err := s.sessions.UpdateOne(ctx, bson.D{{Key: "sid", Value: sid}, {Key: "accountId", Value: accountID}, {Key: "revokedAt", Value: nil}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "revokedAt", Value: at}}}})
+	return wrap(err)
 }

@@ -139,6 +139,32 @@ func (s *Store) RevokeSession(ctx context.Context, accountID int64, sessionID, s
 	return wrap(err)
 }
 
+// RevokeSIDs revokes sessions by sid with the revoke script (the pending id is stored
+// under the sid too), pipelined: one round trip per call.
+func (s *Store) RevokeSIDs(ctx context.Context, accountID int64, sids []string) error {
+	if len(sids) == 0 {
+		return nil
+	}
+	// Load the script once so the pipeline can use EVALSHA.
+	if err := revokeScript.Load(ctx, s.rdb).Err(); err != nil {
+		return wrap(err)
+	}
+	pipe := s.rdb.Pipeline()
+	for _, sid := range sids {
+		revokeScript.EvalSha(ctx, pipe, []string{SessionPrefix + sid, LivePrefix + sid, RevokedPrefix + sid}, accountID)
+	}
+	cmds, err := pipe.Exec(ctx)
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return wrap(err)
+	}
+	for _, c := range cmds {
+		if err := c.Err(); err != nil && !errors.Is(err, redis.Nil) {
+			return wrap(err)
+		}
+	}
+	return nil
+}
+
 func wrap(err error) error {
 	if err == nil {
 		return nil

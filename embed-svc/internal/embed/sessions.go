@@ -1,0 +1,276 @@
+package embed
+
+import (
+	"context"
+	"encoding/base64"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/analyticsco/platform/libs/identity"
+)
+
+// Session states, as GET /api/v1/embed/sessions shows them.
+const (
+	StatePending = "pending" // minted, not exchanged, its id still usable
+	StateActive  = "active"  // exchanged, its token not expired
+	StateRevoked = "revoked"
+	StateExpired = "expired" // its token expired, or its id was never exchanged in time
+)
+
+// DefaultSessionRetention is how long a session's record stays listed after its token
+// expires (EMBED_SESSION_RETENTION).
+const DefaultSessionRetention = 7 * 24 * time.Hour
+
+// SessionRecord is the durable record of a minted session: never its id or a token.
+type SessionRecord struct {
+	ID           string // public id
+	AccountID    int64
+	SID          string // the token's sid (SHA-256 of the secret id): revocations are keyed by it
+	Tenant       string
+	User         SessionRecordUser
+	DeploymentID int64
+	Branch       string
+	CreatedAt    time.Time
+	PendingUntil time.Time // the id can be exchanged until then
+	ExchangedAt  *time.Time
+	ExpiresAt    time.Time
+	RevokedAt    *time.Time
+}
+
+// SessionRecordUser is who a session is for.
+type SessionRecordUser struct {
+	Kind       string  `json:"kind"`
+	ID         int64   `json:"id"`
+	ExternalID *string `json:"externalId"`
+	Username   *string `json:"username"`
+}
+
+// State is the record's state at now.
+func (r SessionRecord) State(now time.Time) string {
+	switch {
+	case r.RevokedAt != nil:
+		return StateRevoked
+	case !now.Before(r.ExpiresAt), r.ExchangedAt == nil && !now.Before(r.PendingUntil):
+		return StateExpired
+	case r.ExchangedAt != nil:
+		return StateActive
+	}
+	return StatePending
+}
+
+// SessionQuery selects an account's sessions: every set field must match.
+type SessionQuery struct {
+	ID           string
+	DeploymentID int64
+	Tenant       string
+	ExternalID   string
+	InternalID   string // the internal user's username
+	State        string
+	First        int
+	After        SessionCursor // zero: the first page
+}
+
+// SessionCursor is the position after the last item of a page (newest first).
+type SessionCursor struct {
+	CreatedAt time.Time
+	ID        string
+}
+
+// IsZero reports whether the cursor is the start.
+func (c SessionCursor) IsZero() bool { return c.ID == "" }
+
+// EncodeSessionCursor is the opaque endCursor of a page.
+func EncodeSessionCursor(c SessionCursor) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.CreatedAt.UnixNano(), 10) + ":" + c.ID))
+}
+
+// DecodeSessionCursor reads an endCursor.
+func DecodeSessionCursor(s string) (SessionCursor, bool) {
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return SessionCursor{}, false
+	}
+	ns, id, ok := strings.Cut(string(raw), ":")
+	n, err := strconv.ParseInt(ns, 10, 64)
+	if !ok || err != nil || !validPublicID(id) {
+		return SessionCursor{}, false
+	}
+	return SessionCursor{CreatedAt: time.Unix(0, n).UTC(), ID: id}, true
+}
+
+// SessionView is one session as the API lists it.
+type SessionView struct {
+	ID           string            `json:"id"`
+	EmbedTenant  string            `json:"embedTenantName"`
+	User         SessionRecordUser `json:"user"`
+	DeploymentID int64             `json:"deploymentId"`
+	BranchName   string            `json:"branchName"`
+	CreatedAt    time.Time         `json:"createdAt"`
+	ExchangedAt  *time.Time        `json:"exchangedAt"`
+	ExpiresAt    time.Time         `json:"expiresAt"`
+	RevokedAt    *time.Time        `json:"revokedAt"`
+	State        string            `json:"state"`
+}
+
+// SessionPage is one page of sessions.
+type SessionPage struct {
+	Items    []SessionView `json:"items"`
+	PageInfo PageInfo      `json:"pageInfo"`
+}
+
+// RevokeSessionsRequest selects the sessions to revoke: exactly one of {"id"},
+// {"externalId","tenant"}, {"internalId"}, {"tenant"}, {"deploymentId"}.
+type RevokeSessionsRequest struct {
+	ID           *string `json:"id"`
+	ExternalID   *string `json:"externalId"`
+	Tenant       *string `json:"tenant"`
+	InternalID   *string `json:"internalId"`
+	DeploymentID *int64  `json:"deploymentId"`
+}
+
+// RevokedSessions is the answer of a bulk revoke.
+type RevokedSessions struct {
+	Revoked int `json:"revoked"`
+}
+
+// revokeBatch is how many sessions a bulk revoke handles per round trip.
+const revokeBatch = 500
+
+// NewPublicSessionID is a session record's id: 16 random bytes, hex.
+func NewPublicSessionID() string { return randomID() }
+
+func validPublicID(s string) bool {
+	if len(s) != 32 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// requireRevoker is the spec's revoke rule: an admin (any admin API key, an admin's
+// bearer token, or an internal admin's embed token) of an account with embedding on.
+func requireRevoker(p *identity.Principal) error {
+	if p == nil || !p.HasRole(identity.RoleAdmin) || (p.Credential == identity.CredentialEmbed && (p.Embed == nil || !p.Embed.Internal)) ||
+		p.Credential == identity.CredentialNone {
+		return Forbidden("managing embed sessions requires an admin")
+	}
+	if !p.Account.EmbeddingEnabled {
+		return Forbidden("embedding is not enabled for this account")
+	}
+	return nil
+}
+
+func sessionView(r SessionRecord, now time.Time) SessionView {
+	return SessionView{ID: r.ID, EmbedTenant: r.Tenant, User: r.User, DeploymentID: r.DeploymentID, BranchName: r.Branch,
+		CreatedAt: r.CreatedAt.UTC(), ExchangedAt: r.ExchangedAt, ExpiresAt: r.ExpiresAt.UTC(), RevokedAt: r.RevokedAt, State: r.State(now)}
+}
+
+// ListSessions lists the caller's account's sessions, newest first.
+func (s *service) ListSessions(ctx context.Context, p *identity.Principal, q SessionQuery) (SessionPage, error) {
+	if err := requireRevoker(p); err != nil {
+		return SessionPage{}, err
+	}
+	if q.First < 1 || q.First > MaxPageSize {
+		return SessionPage{}, Invalid("first must be between 1 and %d", MaxPageSize)
+	}
+	switch q.State {
+	case "", StatePending, StateActive, StateRevoked, StateExpired:
+	default:
+		return SessionPage{}, Invalid("state must be pending, active, revoked or expired, not %q", q.State)
+	}
+	if q.Tenant != "" && !ValidTenantName(q.Tenant) {
+		return SessionPage{}, Invalid("tenant %q is not a valid embed tenant name", q.Tenant)
+	}
+	if q.ID != "" && !validPublicID(q.ID) {
+		return SessionPage{}, Invalid("id %q is not a session id of this list", q.ID)
+	}
+	if len(q.ExternalID) > 256 || len(q.InternalID) > 256 {
+		return SessionPage{}, Invalid("externalId and internalId are at most 256 characters")
+	}
+	q.ExternalID = strings.ToLower(strings.TrimSpace(q.ExternalID))
+	now := s.now().UTC()
+	recs, err := s.d.Records.ListSessionRecords(ctx, p.Account.ID, q, now, q.First+1)
+	if err != nil {
+		return SessionPage{}, storeErr(err)
+	}
+	page := SessionPage{Items: make([]SessionView, 0, min(len(recs), q.First))}
+	for i, r := range recs {
+		if i == q.First {
+			page.PageInfo.HasNextPage = true
+			break
+		}
+		page.Items = append(page.Items, sessionView(r, now))
+	}
+	if n := len(page.Items); n > 0 {
+		c := EncodeSessionCursor(SessionCursor{CreatedAt: page.Items[n-1].CreatedAt, ID: page.Items[n-1].ID})
+		page.PageInfo.EndCursor = &c
+	}
+	return page, nil
+}
+
+// RevokeSessions revokes every matching session of the caller's account that is pending
+// or active: a pending id can no longer be exchanged, an active token is refused on its
+// next request through any gateway (the revocation marker is checked on every request).
+func (s *service) RevokeSessions(ctx context.Context, p *identity.Principal, req RevokeSessionsRequest) (RevokedSessions, error) {
+	if err := requireRevoker(p); err != nil {
+		return RevokedSessions{}, err
+	}
+	var q SessionQuery
+	switch {
+	case req.ID != nil && req.ExternalID == nil && req.Tenant == nil && req.InternalID == nil && req.DeploymentID == nil:
+		if !validPublicID(*req.ID) {
+			return RevokedSessions{}, Invalid("id %q is not a session id returned by GET /api/v1/embed/sessions", *req.ID)
+		}
+		q.ID = *req.ID
+	case req.ExternalID != nil && req.Tenant != nil && req.ID == nil && req.InternalID == nil && req.DeploymentID == nil:
+		q.ExternalID, q.Tenant = strings.ToLower(strings.TrimSpace(*req.ExternalID)), *req.Tenant
+		if q.ExternalID == "" || len(q.ExternalID) > 256 {
+			return RevokedSessions{}, Invalid("externalId must be 1 to 256 characters")
+		}
+	case req.InternalID != nil && req.ID == nil && req.ExternalID == nil && req.Tenant == nil && req.DeploymentID == nil:
+		q.InternalID = strings.TrimSpace(*req.InternalID)
+		if q.InternalID == "" || len(q.InternalID) > 256 {
+			return RevokedSessions{}, Invalid("internalId must be 1 to 256 characters")
+		}
+	case req.Tenant != nil && req.ID == nil && req.ExternalID == nil && req.InternalID == nil && req.DeploymentID == nil:
+		q.Tenant = *req.Tenant
+	case req.DeploymentID != nil && req.ID == nil && req.ExternalID == nil && req.Tenant == nil && req.InternalID == nil:
+		if *req.DeploymentID <= 0 {
+			return RevokedSessions{}, Invalid("deploymentId must be a positive integer")
+		}
+		q.DeploymentID = *req.DeploymentID
+	default:
+		return RevokedSessions{}, Invalid(`send exactly one of {"id"}, {"externalId", "tenant"}, {"internalId"}, {"tenant"} or {"deploymentId"}`)
+	}
+	if q.Tenant != "" && !ValidTenantName(q.Tenant) {
+		return RevokedSessions{}, Invalid("tenant %q is not a valid embed tenant name", q.Tenant)
+	}
+	now := s.now().UTC()
+	n := 0
+	err := s.d.Records.EachRevocable(ctx, p.Account.ID, q, now, revokeBatch, func(batch []SessionRecord) error {
+		sids := make([]string, len(batch))
+		ids := make([]string, len(batch))
+		for i, r := range batch {
+			sids[i], ids[i] = r.SID, r.ID
+		}
+		// Redis first: once it holds the revocations, the sessions are over whatever
+		// happens to the records.
+		if err := s.d.Sessions.RevokeSIDs(ctx, p.Account.ID, sids); err != nil {
+			return err
+		}
+		if err := s.d.Records.MarkSessionsRevoked(ctx, p.Account.ID, ids, now); err != nil {
+			return err
+		}
+		n += len(batch)
+		return nil
+	})
+	if err != nil {
+		return RevokedSessions{Revoked: n}, storeErr(err)
+	}
+	return RevokedSessions{Revoked: n}, nil
+}
