@@ -251,7 +251,9 @@ var accessRoutes = []accessRoute{
 	{"get-embed-settings", "GET", "/api/v1/embed/settings", schemeAPIKeyOrBearer, "401 401 401 401 200 200 200 200 403 403 403 401 200 200",
 		func(p *platform, t *testing.T, sc *scope) (string, any) { return "/api/v1/embed/settings", nil }},
 	{"put-embed-settings", "PUT", "/api/v1/embed/settings", schemeAPIKeyOrBearer, "401 401 401 401 200 200 200 200 403 403 403 401 200 200",
-		func(p *platform, t *testing.T, sc *scope) (string, any) { return "/api/v1/embed/settings", map[string]any{} }},
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return "/api/v1/embed/settings", map[string]any{}
+		}},
 	{"list-groups", "GET", "/api/v1/groups", schemeAPIKeyOrBearer, "401 401 401 401 200 200 200 200 403 403 403 401 200 200",
 		func(p *platform, t *testing.T, sc *scope) (string, any) { return "/api/v1/groups", nil }},
 	{"create-group", "POST", "/api/v1/groups", schemeAPIKeyOrBearer, "401 401 401 401 200 200 200 200 403 403 403 401 200 200",
