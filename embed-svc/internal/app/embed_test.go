@@ -156,6 +156,8 @@ func TestEmbedService(t *testing.T) {
 		})
 		t.Run("generate-session-dry-run", func(t *testing.T) { testDryRun(t, e) })
 		t.Run("session-control", func(t *testing.T) { testSessionControl(t, e) })
+		t.Run("tenant-users", func(t *testing.T) { testTenantUsers(t, e) })
+		t.Run("external-user-limit-with-deletes", func(t *testing.T) { testLimitWithDeletes(t, e) })
 		// GET/PUT /api/v1/embed/settings: the account-wide layer, by the account's admins
 		// (issue 11), with the layering above applied to the next sessions.
 		t.Run("account-settings-api", func(t *testing.T) {

@@ -24,6 +24,20 @@ type Endpoints struct {
 	PutSettings      endpoint.Endpoint
 	ListSessions     endpoint.Endpoint
 	RevokeSessions   endpoint.Endpoint
+	ListUsers        endpoint.Endpoint
+	GetUser          endpoint.Endpoint
+	DeleteUser       endpoint.Endpoint
+}
+
+type listUsersRequest struct {
+	P      *identity.Principal
+	Tenant string
+	Query  UserQuery
+}
+
+type userRequest struct {
+	P                  *identity.Principal
+	Tenant, ExternalID string
 }
 
 type listSessionsRequest struct {
@@ -140,6 +154,18 @@ func MakeEndpoints(s Service) Endpoints {
 		RevokeSessions: func(ctx context.Context, r any) (any, error) {
 			req := r.(revokeSessionsRequest)
 			return s.RevokeSessions(ctx, req.P, req.Body)
+		},
+		ListUsers: func(ctx context.Context, r any) (any, error) {
+			req := r.(listUsersRequest)
+			return s.ListTenantUsers(ctx, req.P, req.Tenant, req.Query)
+		},
+		GetUser: func(ctx context.Context, r any) (any, error) {
+			req := r.(userRequest)
+			return s.GetTenantUser(ctx, req.P, req.Tenant, req.ExternalID)
+		},
+		DeleteUser: func(ctx context.Context, r any) (any, error) {
+			req := r.(userRequest)
+			return s.DeleteTenantUser(ctx, req.P, req.Tenant, req.ExternalID)
 		},
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -214,7 +215,7 @@ func (s *service) GenerateSession(ctx context.Context, p *identity.Principal, re
 	}
 	sess := m.newSession(p, &req, now)
 	if req.InternalID == nil {
-		upd := userUpdate(&req, m.scope, m.definitions, ids)
+		upd := userUpdate(&req, m.scope, m.tenant, m.definitions, ids)
 		u, err := s.d.Users.UpdateExternalUser(ctx, p.Account.ID, m.externalID, upd, now)
 		if errors.Is(err, ErrNotFound) {
 			limit := externalUserLimit(p)
@@ -287,7 +288,7 @@ func (s *service) DryRunSession(ctx context.Context, p *identity.Principal, req 
 				ids[key(u.Kind, u.Input.Name)] = "new:" + key(u.Kind, u.Input.Name)
 			}
 		}
-		upd := userUpdate(&req, m.scope, m.definitions, ids)
+		upd := userUpdate(&req, m.scope, m.tenant, m.definitions, ids)
 		u, err := s.d.Users.ExternalUser(ctx, p.Account.ID, m.externalID)
 		switch {
 		case errors.Is(err, ErrNotFound):
@@ -361,6 +362,9 @@ func applyUserUpdate(u ExternalUser, upd UserUpdate) ExternalUser {
 	}
 	attrs[upd.Scope] = scoped
 	u.Attributes = attrs
+	if upd.Tenant != "" && !slices.Contains(u.Tenants, upd.Tenant) {
+		u.Tenants = append(slices.Clone(u.Tenants), upd.Tenant)
+	}
 	return u
 }
 
@@ -512,8 +516,8 @@ func (s *service) applyDefinitions(ctx context.Context, accountID int64, scope s
 // ErrConflictType: a concurrent request created the attribute with another type.
 var ErrConflictType = errors.New("attribute type differs")
 
-func userUpdate(req *GenerateSessionRequest, scope string, plan *definitionPlan, ids map[string]string) UserUpdate {
-	u := UserUpdate{Email: req.Email, Scope: scope}
+func userUpdate(req *GenerateSessionRequest, scope, tenant string, plan *definitionPlan, ids map[string]string) UserUpdate {
+	u := UserUpdate{Email: req.Email, Scope: scope, Tenant: tenant}
 	if req.UserProfile != nil {
 		u.DisplayName, u.Picture = req.UserProfile.DisplayName, req.UserProfile.Picture
 	}

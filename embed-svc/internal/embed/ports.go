@@ -17,6 +17,9 @@ type ExternalUser struct {
 	// Groups and Attributes by scope, then definition id.
 	Groups     map[string]map[string]string
 	Attributes map[string]map[string]StoredValue
+	Tenants    []string // the embed tenants the user has had sessions in
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
 }
 
 // StoredValue is an attribute value kept on a user, with its definition's name.
@@ -44,6 +47,7 @@ type UserUpdate struct {
 	DisplayName     *string
 	Picture         *string
 	Scope           string
+	Tenant          string            // the session's embed tenant, added to the user's tenants
 	Groups          map[string]string // nil: keep; empty: clear the scope's memberships
 	SetAttributes   map[string]StoredValue
 	ClearAttributes []string
@@ -93,6 +97,12 @@ type UserStore interface {
 	ExternalUser(ctx context.Context, accountID int64, externalID string) (ExternalUser, error)
 	// ExternalUserCount is the number of the account's external users, as the limit counts them.
 	ExternalUserCount(ctx context.Context, accountID int64) (int64, error)
+	// ListTenantUsers returns up to limit users with sessions in tenant, by id after
+	// afterID, whose external id starts with prefix ("" for all).
+	ListTenantUsers(ctx context.Context, accountID int64, tenant, prefix string, afterID int64, limit int) ([]ExternalUser, error)
+	// DeleteExternalUser deletes the user and gives its place under the account's limit
+	// back; false when there was no such user.
+	DeleteExternalUser(ctx context.Context, accountID int64, externalID string) (bool, error)
 }
 
 // SessionRecordStore keeps the durable records of minted sessions (MongoDB), for listing

@@ -20,6 +20,11 @@ type Service interface {
 	// ListSessions and RevokeSessions are the operator's session control (admins, as
 	// the spec's revoke): the account's sessions by public id, and revocation in bulk.
 	ListSessions(ctx context.Context, p *identity.Principal, q SessionQuery) (SessionPage, error)
+	// ListTenantUsers, GetTenantUser and DeleteTenantUser manage an embed tenant's
+	// external users (an admin's account API key, as the tenant catalogs).
+	ListTenantUsers(ctx context.Context, p *identity.Principal, tenant string, q UserQuery) (UserPage, error)
+	GetTenantUser(ctx context.Context, p *identity.Principal, tenant, externalID string) (UserView, error)
+	DeleteTenantUser(ctx context.Context, p *identity.Principal, tenant, externalID string) (DeletedUser, error)
 	RevokeSessions(ctx context.Context, p *identity.Principal, req RevokeSessionsRequest) (RevokedSessions, error)
 	ExchangeSession(ctx context.Context, sessionID string) (SessionToken, error)
 	RevokeSession(ctx context.Context, p *identity.Principal, sessionID string) error

@@ -250,9 +250,16 @@ func (s *service) RevokeSessions(ctx context.Context, p *identity.Principal, req
 	if q.Tenant != "" && !ValidTenantName(q.Tenant) {
 		return RevokedSessions{}, Invalid("tenant %q is not a valid embed tenant name", q.Tenant)
 	}
+	n, err := s.revokeMatching(ctx, p.Account.ID, q)
+	return RevokedSessions{Revoked: n}, err
+}
+
+// revokeMatching revokes the account's pending and active sessions matching q, in
+// batches, and returns how many it revoked.
+func (s *service) revokeMatching(ctx context.Context, accountID int64, q SessionQuery) (int, error) {
 	now := s.now().UTC()
 	n := 0
-	err := s.d.Records.EachRevocable(ctx, p.Account.ID, q, now, revokeBatch, func(batch []SessionRecord) error {
+	err := s.d.Records.EachRevocable(ctx, accountID, q, now, revokeBatch, func(batch []SessionRecord) error {
 		sids := make([]string, len(batch))
 		ids := make([]string, len(batch))
 		for i, r := range batch {
@@ -260,17 +267,17 @@ func (s *service) RevokeSessions(ctx context.Context, p *identity.Principal, req
 		}
 		// Redis first: once it holds the revocations, the sessions are over whatever
 		// happens to the records.
-		if err := s.d.Sessions.RevokeSIDs(ctx, p.Account.ID, sids); err != nil {
+		if err := s.d.Sessions.RevokeSIDs(ctx, accountID, sids); err != nil {
 			return err
 		}
-		if err := s.d.Records.MarkSessionsRevoked(ctx, p.Account.ID, ids, now); err != nil {
+		if err := s.d.Records.MarkSessionsRevoked(ctx, accountID, ids, now); err != nil {
 			return err
 		}
 		n += len(batch)
 		return nil
 	})
 	if err != nil {
-		return RevokedSessions{Revoked: n}, storeErr(err)
+		return n, storeErr(err)
 	}
-	return RevokedSessions{Revoked: n}, nil
+	return n, nil
 }

@@ -34,6 +34,9 @@ func NewHTTPHandler(e Endpoints, logger *slog.Logger) http.Handler {
 	handle("POST", "/api/v1/embed/session/ai-credentials", e.AICredentials, decodePrincipalRequest)
 	handle("GET", "/api/v1/embed/.well-known/jwks.json", e.JWKS, decodePrincipalRequest)
 	handle("POST", "/api/v1/deployments/{deploymentId}/token", e.DataToken, decodeDataTokenRequest)
+	handle("GET", "/api/v1/embed-tenants/{embedTenantName}/users", e.ListUsers, decodeListUsers)
+	handle("GET", "/api/v1/embed-tenants/{embedTenantName}/users/{externalId}", e.GetUser, decodeUserRequest)
+	handle("DELETE", "/api/v1/embed-tenants/{embedTenantName}/users/{externalId}", e.DeleteUser, decodeUserRequest)
 	handle("GET", "/api/v1/embed/sessions", e.ListSessions, decodeListSessions)
 	handle("POST", "/api/v1/embed/sessions/revoke", e.RevokeSessions, decodeRevokeSessions)
 	handle("GET", "/api/v1/embed/settings", e.GetSettings, decodePrincipalRequest)
@@ -50,11 +53,13 @@ func NewHTTPHandler(e Endpoints, logger *slog.Logger) http.Handler {
 		"/api/v1/embed/generate-session": "POST", "/api/v1/embed/session/exchange": "POST",
 		"/api/v1/embed/session/revoke": "POST", "/api/v1/embed/session": "GET",
 		"/api/v1/embed/session/ai-credentials": "POST", "/api/v1/embed/.well-known/jwks.json": "GET",
-		"/api/v1/deployments/{deploymentId}/token":       "POST",
-		"/api/v1/embed/settings":                         "GET, PUT",
-		"/api/v1/embed/sessions":                         "GET",
-		"/api/v1/embed/sessions/revoke":                  "POST",
-		"/api/v1/embed-tenants/{embedTenantName}/groups": "GET", "/api/v1/embed-tenants/{embedTenantName}/user-attributes": "GET",
+		"/api/v1/deployments/{deploymentId}/token":                   "POST",
+		"/api/v1/embed/settings":                                     "GET, PUT",
+		"/api/v1/embed/sessions":                                     "GET",
+		"/api/v1/embed-tenants/{embedTenantName}/users":              "GET",
+		"/api/v1/embed-tenants/{embedTenantName}/users/{externalId}": "GET, DELETE",
+		"/api/v1/embed/sessions/revoke":                              "POST",
+		"/api/v1/embed-tenants/{embedTenantName}/groups":             "GET", "/api/v1/embed-tenants/{embedTenantName}/user-attributes": "GET",
 		"/api/v1/embed-tenants/{embedTenantName}/groups/{id}":          "DELETE",
 		"/api/v1/embed-tenants/{embedTenantName}/user-attributes/{id}": "DELETE",
 		"/api/v1/groups": "GET, POST", "/api/v1/user-attributes": "GET, POST",
@@ -149,6 +154,24 @@ func decodeCreateDefinition(kind string) httptransport.DecodeRequestFunc {
 		}
 		return createDefinitionRequest{P: identity.FromContext(r.Context()), Kind: kind, Body: in}, nil
 	}
+}
+
+// decodeListUsers reads the page and search of a tenant's user list.
+func decodeListUsers(_ context.Context, r *http.Request) (any, error) {
+	v := r.URL.Query()
+	q := UserQuery{First: 50, After: v.Get("after"), Q: v.Get("q")}
+	if raw := v.Get("first"); raw != "" {
+		n, err := strconv.Atoi(raw)
+		if err != nil {
+			return nil, Invalid("first must be between 1 and %d", MaxPageSize)
+		}
+		q.First = n
+	}
+	return listUsersRequest{P: identity.FromContext(r.Context()), Tenant: r.PathValue("embedTenantName"), Query: q}, nil
+}
+
+func decodeUserRequest(_ context.Context, r *http.Request) (any, error) {
+	return userRequest{P: identity.FromContext(r.Context()), Tenant: r.PathValue("embedTenantName"), ExternalID: r.PathValue("externalId")}, nil
 }
 
 // decodeListSessions reads the filters and page of GET /api/v1/embed/sessions.

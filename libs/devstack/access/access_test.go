@@ -230,6 +230,19 @@ var accessRoutes = []accessRoute{
 		}},
 	{"data-api-token", "POST", "/api/v1/deployments/{deploymentId}/token", schemeEmbedToken, "401 401 401 401 401 401 401 401 401 401 401 200 401 401",
 		func(p *platform, t *testing.T, sc *scope) (string, any) { return sc.path("/token"), nil }},
+	// A tenant's external users: an admin's account key, like the tenant catalogs.
+	{"list-tenant-users", "GET", "/api/v1/embed-tenants/{embedTenantName}/users", schemeAPIKey, "401 401 401 401 200 200 403 401 401 401 401 401 404 401",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return "/api/v1/embed-tenants/" + p.tenantA + "/users?first=5", nil
+		}},
+	{"get-tenant-user", "GET", "/api/v1/embed-tenants/{embedTenantName}/users/{externalId}", schemeAPIKey, "401 401 401 401 200 200 403 401 401 401 401 401 404 401",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return "/api/v1/embed-tenants/" + p.tenantA + "/users/" + p.freshTenantUser(t), nil
+		}},
+	{"delete-tenant-user", "DELETE", "/api/v1/embed-tenants/{embedTenantName}/users/{externalId}", schemeAPIKey, "401 401 401 401 200 200 403 401 401 401 401 401 404 401",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return "/api/v1/embed-tenants/" + p.tenantA + "/users/" + p.freshTenantUser(t), nil
+		}},
 	{"list-tenant-groups", "GET", "/api/v1/embed-tenants/{embedTenantName}/groups", schemeAPIKey, "401 401 401 401 200 200 403 401 401 401 401 401 404 401",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return "/api/v1/embed-tenants/" + p.tenantA + "/groups", nil
@@ -1035,6 +1048,14 @@ func (p *platform) freshCatalogEntry(t *testing.T, kind string) string {
 
 func (p *platform) mint(t *testing.T, dep int64) string {
 	return p.mintWith(t, adminKey(p), map[string]any{"deploymentId": dep, "externalId": "access-viewer"})
+}
+
+// freshTenantUser mints a session for a new external user of tenant A and returns the
+// user's external id.
+func (p *platform) freshTenantUser(t *testing.T) string {
+	ext := p.unique("access-user")
+	p.mintWith(t, adminKey(p), map[string]any{"deploymentId": p.acme.Deployments[0].ID, "externalId": ext, "embedTenantName": p.tenantA})
+	return strings.ToLower(ext)
 }
 
 func (p *platform) mintWith(t *testing.T, authz string, body map[string]any) string {

@@ -332,11 +332,15 @@ type userDoc struct {
 	Picture     *string                       `bson:"picture,omitempty"`
 	Groups      map[string]map[string]string  `bson:"groups,omitempty"`
 	Attrs       map[string]map[string]attrDoc `bson:"attrs,omitempty"`
+	Tenants     []string                      `bson:"tenants,omitempty"`
+	CreatedAt   time.Time                     `bson:"createdAt"`
+	UpdatedAt   time.Time                     `bson:"updatedAt"`
 }
 
 func (d userDoc) user() embed.ExternalUser {
 	u := embed.ExternalUser{ID: d.ID, AccountID: d.AccountID, ExternalID: d.ExternalID, Email: d.Email, DisplayName: d.DisplayName,
-		Picture: d.Picture, Groups: d.Groups, Attributes: map[string]map[string]embed.StoredValue{}}
+		Picture: d.Picture, Groups: d.Groups, Attributes: map[string]map[string]embed.StoredValue{}, Tenants: d.Tenants,
+		CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt}
 	for scope, vals := range d.Attrs {
 		m := make(map[string]embed.StoredValue, len(vals))
 		for id, v := range vals {
@@ -374,6 +378,9 @@ func userSet(u embed.UserUpdate, now time.Time) (bson.D, error) {
 		set = append(set, bson.E{Key: "attrs." + u.Scope + "." + id, Value: attrDoc{Name: v.Name, Value: val}})
 	}
 	update := bson.D{{Key: "$set", Value: set}}
+	if u.Tenant != "" {
+		update = append(update, bson.E{Key: "$addToSet", Value: bson.D{{Key: "tenants", Value: u.Tenant}}})
+	}
 	if len(u.ClearAttributes) > 0 {
 		unset := bson.D{}
 		for _, id := range u.ClearAttributes {
@@ -744,4 +751,44 @@ func (s *Store) MarkRevokedBySID(ctx context.Context, accountID int64, sid strin
 	_, err := s.sessions.UpdateOne(ctx, bson.D{{Key: "sid", Value: sid}, {Key: "accountId", Value: accountID}, {Key: "revokedAt", Value: nil}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "revokedAt", Value: at}}}})
 	return wrap(err)
+}
+
+// ListTenantUsers lists users with sessions in tenant by id, after afterID, whose
+// external id starts with prefix (a range on the indexed id: no pattern is evaluated).
+func (s *Store) ListTenantUsers(ctx context.Context, accountID int64, tenant, prefix string, afterID int64, limit int) ([]embed.ExternalUser, error) {
+	f := bson.D{{Key: "accountId", Value: accountID}, {Key: "tenants", Value: tenant}}
+	if prefix != "" {
+		f = append(f, bson.E{Key: "externalId", Value: bson.D{{Key: "$gte", Value: prefix}, {Key: "$lt", Value: prefix + "\uffff"}}})
+	}
+	if afterID > 0 {
+		f = append(f, bson.E{Key: "_id", Value: bson.D{{Key: "$gt", Value: afterID}}})
+	}
+	cur, err := s.users.Find(ctx, f, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).SetLimit(int64(limit)))
+	if err != nil {
+		return nil, wrap(err)
+	}
+	var docs []userDoc
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, wrap(err)
+	}
+	out := make([]embed.ExternalUser, len(docs))
+	for i, d := range docs {
+		out[i] = d.user()
+	}
+	return out, nil
+}
+
+// DeleteExternalUser deletes the user and, only when it deleted one, gives its place
+// under the limit back: the counter never drops below the users that exist.
+func (s *Store) DeleteExternalUser(ctx context.Context, accountID int64, externalID string) (bool, error) {
+	res, err := s.users.DeleteOne(ctx, userFilter(accountID, externalID))
+	if err != nil {
+		return false, wrap(err)
+	}
+	if res.DeletedCount == 0 {
+		return false, nil
+	}
+	_, err = s.counters.UpdateOne(ctx, bson.D{{Key: "_id", Value: counterID(accountID)}, {Key: "count", Value: bson.D{{Key: "$gt", Value: 0}}}},
+		bson.D{{Key: "$inc", Value: bson.D{{Key: "count", Value: int64(-1)}}}})
+	return true, wrap(err)
 }

@@ -1,0 +1,202 @@
+package app_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/analyticsco/platform/libs/identity"
+)
+
+// An embed tenant's external users can be listed, read and deleted by the account's
+// admin; deleting revokes the user's sessions and frees its place under the limit
+// (issue 11).
+func testTenantUsers(t *testing.T, e *env) {
+	acme := e.acme()
+	dep := acme.Deployments[0].ID
+	key := apiKey(acme.APIKeys["admin"])
+	tenant := tname("usr")
+	base := "/api/v1/embed-tenants/" + tenant + "/users"
+	exts := []string{"zoe." + uid("u"), "adam." + uid("u"), "zed." + uid("u")}
+	var tokens []tokenResp
+	for _, ext := range exts {
+		tokens = append(tokens, e.exchange(t, e.mint(t, map[string]any{"deploymentId": dep, "externalId": ext, "embedTenantName": tenant,
+			"email": ext + "@example.com", "groups": []string{"sales"}, "userAttributes": []any{map[string]any{"name": "region", "value": "eu"}}})))
+	}
+	var page struct {
+		Items []struct {
+			ID             int64  `json:"id"`
+			ExternalID     string `json:"externalId"`
+			Email          string `json:"email"`
+			Groups         []map[string]any
+			UserAttributes []map[string]any `json:"userAttributes"`
+		} `json:"items"`
+		PageInfo struct {
+			HasNextPage bool    `json:"hasNextPage"`
+			EndCursor   *string `json:"endCursor"`
+		} `json:"pageInfo"`
+	}
+	r := e.do(t, "GET", base+"?first=2", key, nil)
+	r.json(t, &page)
+	if r.Status != 200 || len(page.Items) != 2 || !page.PageInfo.HasNextPage || page.Items[0].ID >= page.Items[1].ID {
+		t.Fatalf("page 1 = %d %s", r.Status, r.Body)
+	}
+	first := page.Items[0]
+	if first.Email == "" || len(first.Groups) != 1 || first.Groups[0]["name"] != "sales" || first.Groups[0]["scope"] != "account" ||
+		len(first.UserAttributes) != 1 || first.UserAttributes[0]["value"] != "eu" {
+		t.Fatalf("user view %s", r.Body)
+	}
+	r = e.do(t, "GET", base+"?first=2&after="+url.QueryEscape(*page.PageInfo.EndCursor), key, nil)
+	r.json(t, &page)
+	if len(page.Items) != 1 || page.PageInfo.HasNextPage {
+		t.Fatalf("page 2 = %s", r.Body)
+	}
+	r = e.do(t, "GET", base+"?q=Z", key, nil)
+	r.json(t, &page)
+	if len(page.Items) != 2 {
+		t.Fatalf("q=Z: %s", r.Body)
+	}
+	// One user; another tenant's or an unknown user is 404.
+	one := strings.ToLower(exts[1])
+	if r := e.do(t, "GET", base+"/"+url.PathEscape(one), key, nil); r.Status != 200 || !strings.Contains(string(r.Body), one) {
+		t.Fatalf("get = %d %s", r.Status, r.Body)
+	}
+	other := tname("usr")
+	e.mint(t, map[string]any{"deploymentId": dep, "externalId": "someone." + uid("u"), "embedTenantName": other})
+	if r := e.do(t, "GET", "/api/v1/embed-tenants/"+other+"/users/"+url.PathEscape(one), key, nil); r.Status != 404 {
+		t.Fatalf("user through another tenant = %d", r.Status)
+	}
+	if r := e.do(t, "GET", base+"/nobody", key, nil); r.Status != 404 {
+		t.Fatalf("unknown user = %d", r.Status)
+	}
+	if r := e.do(t, "GET", "/api/v1/embed-tenants/"+tname("none")+"/users", key, nil); r.Status != 404 {
+		t.Fatalf("unknown tenant = %d", r.Status)
+	}
+	if r := e.do(t, "GET", base, bearer(acme.Users["admin"].Bearer), nil); r.Status != 401 && r.Status != 403 {
+		t.Fatalf("admin bearer on a tenant route = %d (tenant routes need the account key)", r.Status)
+	}
+	if r := e.do(t, "GET", base, apiKey(e.globex().APIKeys["admin"]), nil); r.Status != 404 {
+		t.Fatalf("another account's admin = %d", r.Status)
+	}
+	// Delete: the user's token stops working, the user is gone, its place is free.
+	ctx := context.Background()
+	before, _ := e.app.Store.ExternalUserCount(ctx, acme.ID)
+	r = e.do(t, "DELETE", base+"/"+url.PathEscape(one), key, nil)
+	var del struct {
+		Deleted         bool `json:"deleted"`
+		SessionsRevoked int  `json:"sessionsRevoked"`
+	}
+	r.json(t, &del)
+	if r.Status != 200 || !del.Deleted || del.SessionsRevoked != 1 {
+		t.Fatalf("delete = %d %s", r.Status, r.Body)
+	}
+	if r := e.do(t, "GET", "/api/v1/embed/session", bearer(tokens[1].Token), nil); r.Status != 401 {
+		t.Fatalf("deleted user's token = %d", r.Status)
+	}
+	if r := e.do(t, "GET", base+"/"+url.PathEscape(one), key, nil); r.Status != 404 {
+		t.Fatalf("deleted user = %d", r.Status)
+	}
+	if after, _ := e.app.Store.ExternalUserCount(ctx, acme.ID); after != before-1 {
+		t.Fatalf("external users %d -> %d, want one place freed", before, after)
+	}
+	if r := e.do(t, "GET", "/api/v1/embed/session", bearer(tokens[0].Token), nil); r.Status != 200 {
+		t.Fatalf("another user's token after the delete = %d", r.Status)
+	}
+}
+
+// The external-user limit counts users that exist under concurrency: with a limit of
+// 5, deletes and creates racing never leave more than 5 users, and every place a
+// delete frees can be taken again.
+func testLimitWithDeletes(t *testing.T, e *env) {
+	accountID := time.Now().UnixNano()%1_000_000 + 7_000_000
+	tenant := "limit-del-tenant"
+	sign := func() string {
+		p := &identity.Principal{RequestID: "limit-del", Credential: identity.CredentialAPIKey, KeyKind: identity.KeyAccount,
+			User:       &identity.User{ID: 1, Username: "limit-admin", Role: identity.RoleAdmin},
+			Account:    identity.Account{ID: accountID, Plan: "enterprise", EmbeddingEnabled: true, DefaultEmbedTenant: tenant, ExternalUserLimit: 5},
+			Deployment: &identity.Deployment{ID: 77, ProductionBranch: "main"}, Audience: "embed-svc"}
+		v, err := e.signer.Sign(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	call := func(method, path, body string) int {
+		var rd io.Reader
+		if body != "" {
+			rd = strings.NewReader(body)
+		}
+		req, _ := http.NewRequest(method, e.svcURL+path, rd)
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		req.Header.Set(identity.Header, sign())
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			return 0
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res.StatusCode
+	}
+	mint := func(ext string) int {
+		return call("POST", "/api/v1/embed/generate-session", fmt.Sprintf(`{"deploymentId": 77, "externalId": %q}`, ext))
+	}
+	for i := 0; i < 5; i++ {
+		if code := mint(fmt.Sprintf("old-%d", i)); code != 200 {
+			t.Fatalf("user %d = %d", i, code)
+		}
+	}
+	if code := mint("one-too-many"); code != 403 {
+		t.Fatalf("sixth user = %d, want 403", code)
+	}
+	// 5 deletes and 10 creates at once: at most 5 creates succeed, never more than 5
+	// users exist, and the counter matches the users.
+	var created atomic.Int64
+	var maxSeen atomic.Int64
+	stop := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if n, err := e.app.Store.ExternalUserCount(context.Background(), accountID); err == nil && n > maxSeen.Load() {
+				maxSeen.Store(n)
+			}
+		}
+	}()
+	parallel(15, func(i int) {
+		if i < 5 {
+			if code := call("DELETE", fmt.Sprintf("/api/v1/embed-tenants/%s/users/old-%d", tenant, i), ""); code != 200 {
+				t.Errorf("delete old-%d = %d", i, code)
+			}
+			return
+		}
+		if mint(fmt.Sprintf("new-%d", i)) == 200 {
+			created.Add(1)
+		}
+	})
+	close(stop)
+	n, _ := e.app.Store.ExternalUserCount(context.Background(), accountID)
+	if created.Load() > 5 || n != created.Load() || maxSeen.Load() > 5 {
+		t.Fatalf("limit 5: %d created after 5 deletes, counter %d, max counter seen %d", created.Load(), n, maxSeen.Load())
+	}
+	// Whatever the race left, the freed places can be taken up to the limit and no further.
+	for i := int(n); i < 5; i++ {
+		if code := mint(fmt.Sprintf("later-%d", i)); code != 200 {
+			t.Fatalf("refill %d = %d", i, code)
+		}
+	}
+	if code := mint("over"); code != 403 {
+		t.Fatalf("over the limit after refilling = %d", code)
+	}
+}

@@ -1,0 +1,189 @@
+package embed
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/analyticsco/platform/libs/identity"
+)
+
+// UserQuery selects a page of a tenant's users.
+type UserQuery struct {
+	First int
+	After string // opaque cursor
+	Q     string // external id prefix (case-insensitive, as ids are stored lower-case)
+}
+
+// ScopedName is a group membership, or an attribute value, with where it is defined:
+// "account" (the account-wide catalog) or "tenant" (the tenant's creator-mode catalog).
+type ScopedName struct {
+	Name  string `json:"name"`
+	Scope string `json:"scope"`
+}
+
+// ScopedValue is an attribute value with its scope.
+type ScopedValue struct {
+	Name  string `json:"name"`
+	Value any    `json:"value"`
+	Scope string `json:"scope"`
+}
+
+// UserView is an external user as the tenant's admin sees it.
+type UserView struct {
+	ID             int64         `json:"id"`
+	ExternalID     string        `json:"externalId"`
+	Email          *string       `json:"email"`
+	DisplayName    *string       `json:"displayName"`
+	Picture        *string       `json:"picture"`
+	Groups         []ScopedName  `json:"groups"`
+	UserAttributes []ScopedValue `json:"userAttributes"`
+	CreatedAt      time.Time     `json:"createdAt"`
+	UpdatedAt      time.Time     `json:"updatedAt"`
+}
+
+// UserPage is one page of a tenant's users.
+type UserPage struct {
+	Items    []UserView `json:"items"`
+	PageInfo PageInfo   `json:"pageInfo"`
+}
+
+// DeletedUser is the answer of a user deletion.
+type DeletedUser struct {
+	Deleted         bool `json:"deleted"`
+	SessionsRevoked int  `json:"sessionsRevoked"`
+}
+
+func userView(u ExternalUser, tenant string) UserView {
+	v := UserView{ID: u.ID, ExternalID: u.ExternalID, Email: u.Email, DisplayName: u.DisplayName, Picture: u.Picture,
+		Groups: []ScopedName{}, UserAttributes: []ScopedValue{}, CreatedAt: u.CreatedAt.UTC(), UpdatedAt: u.UpdatedAt.UTC()}
+	for _, sc := range []struct{ scope, label string }{{AccountScope, "account"}, {tenant, "tenant"}} {
+		var names []string
+		for _, n := range u.Groups[sc.scope] {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			v.Groups = append(v.Groups, ScopedName{Name: n, Scope: sc.label})
+		}
+		var vals []StoredValue
+		for _, sv := range u.Attributes[sc.scope] {
+			vals = append(vals, sv)
+		}
+		sort.Slice(vals, func(i, j int) bool { return vals[i].Name < vals[j].Name })
+		for _, sv := range vals {
+			v.UserAttributes = append(v.UserAttributes, ScopedValue{Name: sv.Name, Value: sv.Value, Scope: sc.label})
+		}
+	}
+	return v
+}
+
+func (s *service) tenantUserScope(ctx context.Context, p *identity.Principal, tenant string) error {
+	if err := requireCatalogAdmin(p, tenant); err != nil {
+		return err
+	}
+	return s.requireTenant(ctx, p.Account.ID, tenant)
+}
+
+// ListTenantUsers lists the external users that have had sessions in the tenant, by id.
+func (s *service) ListTenantUsers(ctx context.Context, p *identity.Principal, tenant string, q UserQuery) (UserPage, error) {
+	if err := s.tenantUserScope(ctx, p, tenant); err != nil {
+		return UserPage{}, err
+	}
+	if q.First < 1 || q.First > MaxPageSize {
+		return UserPage{}, Invalid("first must be between 1 and %d", MaxPageSize)
+	}
+	if len(q.Q) > 256 {
+		return UserPage{}, Invalid("q is at most 256 characters")
+	}
+	var after int64
+	if q.After != "" {
+		raw, err := base64.RawURLEncoding.DecodeString(q.After)
+		n, perr := strconv.ParseInt(string(raw), 10, 64)
+		if err != nil || perr != nil || n <= 0 {
+			return UserPage{}, Invalid("after is not a cursor of this list")
+		}
+		after = n
+	}
+	users, err := s.d.Users.ListTenantUsers(ctx, p.Account.ID, tenant, strings.ToLower(strings.TrimSpace(q.Q)), after, q.First+1)
+	if err != nil {
+		return UserPage{}, storeErr(err)
+	}
+	page := UserPage{Items: make([]UserView, 0, min(len(users), q.First))}
+	for i, u := range users {
+		if i == q.First {
+			page.PageInfo.HasNextPage = true
+			break
+		}
+		page.Items = append(page.Items, userView(u, tenant))
+	}
+	if n := len(page.Items); n > 0 {
+		c := base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(page.Items[n-1].ID, 10)))
+		page.PageInfo.EndCursor = &c
+	}
+	return page, nil
+}
+
+// tenantUser reads a user of the tenant: another tenant's or an unknown user is 404.
+func (s *service) tenantUser(ctx context.Context, accountID int64, tenant, externalID string) (ExternalUser, error) {
+	ext := strings.ToLower(strings.TrimSpace(externalID))
+	if ext == "" || len(ext) > 256 {
+		return ExternalUser{}, NotFound("user %q not found in embed tenant %q", externalID, tenant)
+	}
+	u, err := s.d.Users.ExternalUser(ctx, accountID, ext)
+	if errors.Is(err, ErrNotFound) || (err == nil && !containsString(u.Tenants, tenant)) {
+		return ExternalUser{}, NotFound("user %q not found in embed tenant %q", externalID, tenant)
+	}
+	if err != nil {
+		return ExternalUser{}, storeErr(err)
+	}
+	return u, nil
+}
+
+func containsString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// GetTenantUser returns one user of the tenant with its memberships and values.
+func (s *service) GetTenantUser(ctx context.Context, p *identity.Principal, tenant, externalID string) (UserView, error) {
+	if err := s.tenantUserScope(ctx, p, tenant); err != nil {
+		return UserView{}, err
+	}
+	u, err := s.tenantUser(ctx, p.Account.ID, tenant, externalID)
+	if err != nil {
+		return UserView{}, err
+	}
+	return userView(u, tenant), nil
+}
+
+// DeleteTenantUser revokes every session of the user (in any tenant: the user is the
+// account's), then deletes the user, which frees its place under the account's
+// external-user limit. A user minted again later is a new user.
+func (s *service) DeleteTenantUser(ctx context.Context, p *identity.Principal, tenant, externalID string) (DeletedUser, error) {
+	if err := s.tenantUserScope(ctx, p, tenant); err != nil {
+		return DeletedUser{}, err
+	}
+	u, err := s.tenantUser(ctx, p.Account.ID, tenant, externalID)
+	if err != nil {
+		return DeletedUser{}, err
+	}
+	// Sessions first: a user that is gone never keeps a working token.
+	revoked, err := s.revokeMatching(ctx, p.Account.ID, SessionQuery{ExternalID: u.ExternalID})
+	if err != nil {
+		return DeletedUser{}, err
+	}
+	deleted, err := s.d.Users.DeleteExternalUser(ctx, p.Account.ID, u.ExternalID)
+	if err != nil {
+		return DeletedUser{}, storeErr(err)
+	}
+	return DeletedUser{Deleted: deleted, SessionsRevoked: revoked}, nil
+}
