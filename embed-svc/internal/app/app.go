@@ -55,8 +55,8 @@ func New(ctx context.Context, d Deps) (*App, error) {
 	db := d.Mongo.Database(d.Database)
 	st := mongostore.New(db, d.Mongo.Database(d.IdentityDatabase))
 	st.WithSessionRetention(d.SessionRetention)
-	// Exchange times reach the session records in batches, off the exchange path.
-	go st.RecordExchanges(ctx)
+	// Purged session records go, where the database has no TTL indexes.
+	go st.Sweep(ctx)
 	if err := st.EnsureIndexes(ctx); err != nil {
 		return nil, err
 	}

@@ -39,13 +39,15 @@ func (c *clock) Now() time.Time          { return time.Now().Add(time.Duration(c
 func (c *clock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
 
 // redisCounter counts the commands a go-redis client sends.
-type redisCounter struct{ n atomic.Int64 }
+// redisCounter counts Redis commands (n) and round trips (rt: a pipeline is one).
+type redisCounter struct{ n, rt atomic.Int64 }
 
 func (c *redisCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (c *redisCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		if cmd.Name() != "hello" && cmd.Name() != "client" && cmd.Name() != "ping" {
 			c.n.Add(1)
+			c.rt.Add(1)
 		}
 		return next(ctx, cmd)
 	}
@@ -53,6 +55,7 @@ func (c *redisCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (c *redisCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		c.n.Add(int64(len(cmds)))
+		c.rt.Add(1)
 		return next(ctx, cmds)
 	}
 }

@@ -106,20 +106,27 @@ type UserStore interface {
 }
 
 // SessionRecordStore keeps the durable records of minted sessions (MongoDB), for listing
-// and bulk revocation; the secret ids and tokens are never in them.
+// and bulk revocation. Records are written once, at the mint, and never updated: what
+// happens to a session later (exchange, revocation) is in Redis, where the gateway
+// checks it, and the listing reads it from there.
 type SessionRecordStore interface {
 	InsertSessionRecord(ctx context.Context, r SessionRecord) error
-	// NoteExchanged records, asynchronously and at best effort, that sid was exchanged.
-	NoteExchanged(sid string, at time.Time)
-	// ListSessionRecords returns up to limit records of the account matching q at now,
-	// newest first, after q.After.
+	// ListSessionRecords returns up to limit records of the account matching q's
+	// identity filters and narrowed by its state at now (see SessionQuery), newest first,
+	// after q.After.
 	ListSessionRecords(ctx context.Context, accountID int64, q SessionQuery, now time.Time, limit int) ([]SessionRecord, error)
-	// EachRevocable calls fn with batches of the account's records matching q that are
-	// neither revoked nor expired at now.
+	// EachRevocable calls fn with batches of the account's records matching q whose token
+	// has not expired at now.
 	EachRevocable(ctx context.Context, accountID int64, q SessionQuery, now time.Time, batch int, fn func([]SessionRecord) error) error
-	MarkSessionsRevoked(ctx context.Context, accountID int64, ids []string, at time.Time) error
-	// MarkRevokedBySID records the revocation of the session with sid (the spec's revoke).
-	MarkRevokedBySID(ctx context.Context, accountID int64, sid string, at time.Time) error
+}
+
+// LiveState is what Redis knows of a session: revoked (and when), exchanged (the live
+// record's remaining lifetime), or still pending.
+type LiveState struct {
+	Revoked   bool
+	RevokedAt *time.Time
+	LiveTTL   time.Duration // > 0: exchanged and live
+	Pending   bool          // the id is still exchangeable
 }
 
 // SessionStore keeps session ids, live sessions and revocations.
@@ -137,8 +144,11 @@ type SessionStore interface {
 	// RevokeSession makes an unexchanged id unusable, or marks an exchanged session's
 	// sid revoked until its token expires; only for sessions of accountID.
 	RevokeSession(ctx context.Context, accountID int64, sessionID, sid string) error
-	// RevokeSIDs revokes the sessions with these sids (pending or exchanged) of accountID.
-	RevokeSIDs(ctx context.Context, accountID int64, sids []string) error
+	// RevokeSIDs revokes the sessions with these sids (pending or exchanged) of accountID
+	// and returns how many it revoked (already revoked or gone ones are not counted).
+	RevokeSIDs(ctx context.Context, accountID int64, sids []string) (int, error)
+	// LiveStates reads the state of each sid, in one round trip.
+	LiveStates(ctx context.Context, sids []string) ([]LiveState, error)
 }
 
 // BranchStatus is the resolver's answer about a branch.

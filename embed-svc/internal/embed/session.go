@@ -30,7 +30,6 @@ func (s *service) ExchangeSession(ctx context.Context, sessionID string) (Sessio
 	if err != nil {
 		return SessionToken{}, storeErr(err)
 	}
-	s.d.Records.NoteExchanged(sess.SID, s.now().UTC())
 	return SessionToken{Token: tok, ExpiresAt: exp, RefreshAt: exp.Add(TokenRefresh - TokenLifetime)}, nil
 }
 
@@ -58,11 +57,7 @@ func (s *service) RevokeSession(ctx context.Context, p *identity.Principal, sess
 	if strings.TrimSpace(sessionID) == "" {
 		return Invalid("sessionId is required")
 	}
-	sid := PublicSessionHandle(sessionID)
-	if err := s.d.Sessions.RevokeSession(ctx, p.Account.ID, sessionID, sid); err != nil {
-		return storeErr(err)
-	}
-	if err := s.d.Records.MarkRevokedBySID(ctx, p.Account.ID, sid, s.now().UTC()); err != nil {
+	if err := s.d.Sessions.RevokeSession(ctx, p.Account.ID, sessionID, PublicSessionHandle(sessionID)); err != nil {
 		return storeErr(err)
 	}
 	return nil

@@ -33,9 +33,7 @@ type SessionRecord struct {
 	Branch       string
 	CreatedAt    time.Time
 	PendingUntil time.Time // the id can be exchanged until then
-	ExchangedAt  *time.Time
 	ExpiresAt    time.Time
-	RevokedAt    *time.Time
 }
 
 // SessionRecordUser is who a session is for.
@@ -46,17 +44,22 @@ type SessionRecordUser struct {
 	Username   *string `json:"username"`
 }
 
-// State is the record's state at now.
-func (r SessionRecord) State(now time.Time) string {
+// state is a session's state at now, from its record and what Redis knows; it also
+// returns when it was exchanged and revoked, where known.
+func (r SessionRecord) state(l LiveState, now time.Time) (state string, exchangedAt, revokedAt *time.Time) {
 	switch {
-	case r.RevokedAt != nil:
-		return StateRevoked
-	case !now.Before(r.ExpiresAt), r.ExchangedAt == nil && !now.Before(r.PendingUntil):
-		return StateExpired
-	case r.ExchangedAt != nil:
-		return StateActive
+	case !now.Before(r.ExpiresAt):
+		return StateExpired, nil, nil
+	case l.Revoked:
+		return StateRevoked, nil, l.RevokedAt
+	case l.LiveTTL > 0:
+		// The live record was kept for TokenLifetime from the exchange.
+		at := now.Add(l.LiveTTL - TokenLifetime).UTC().Truncate(time.Second)
+		return StateActive, &at, nil
+	case l.Pending && now.Before(r.PendingUntil):
+		return StatePending, nil, nil
 	}
-	return StatePending
+	return StateExpired, nil, nil // never exchanged in time
 }
 
 // SessionQuery selects an account's sessions: every set field must match.
@@ -165,10 +168,19 @@ func requireRevoker(p *identity.Principal) error {
 	return nil
 }
 
-func sessionView(r SessionRecord, now time.Time) SessionView {
+func sessionView(r SessionRecord, l LiveState, now time.Time) SessionView {
+	state, exchangedAt, revokedAt := r.state(l, now)
 	return SessionView{ID: r.ID, EmbedTenant: r.Tenant, User: r.User, DeploymentID: r.DeploymentID, BranchName: r.Branch,
-		CreatedAt: r.CreatedAt.UTC(), ExchangedAt: r.ExchangedAt, ExpiresAt: r.ExpiresAt.UTC(), RevokedAt: r.RevokedAt, State: r.State(now)}
+		CreatedAt: r.CreatedAt.UTC(), ExchangedAt: exchangedAt, ExpiresAt: r.ExpiresAt.UTC(), RevokedAt: revokedAt, State: state}
 }
+
+// listScanBatch and listScanRounds bound the records a listing examines when a state
+// filter skips some: a page may then hold fewer than first items (hasNextPage and
+// endCursor say where to go on).
+const (
+	listScanBatch  = 200
+	listScanRounds = 5
+)
 
 // ListSessions lists the caller's account's sessions, newest first.
 func (s *service) ListSessions(ctx context.Context, p *identity.Principal, q SessionQuery) (SessionPage, error) {
@@ -194,20 +206,53 @@ func (s *service) ListSessions(ctx context.Context, p *identity.Principal, q Ses
 	}
 	q.ExternalID = strings.ToLower(strings.TrimSpace(q.ExternalID))
 	now := s.now().UTC()
-	recs, err := s.d.Records.ListSessionRecords(ctx, p.Account.ID, q, now, q.First+1)
-	if err != nil {
-		return SessionPage{}, storeErr(err)
-	}
-	page := SessionPage{Items: make([]SessionView, 0, min(len(recs), q.First))}
-	for i, r := range recs {
-		if i == q.First {
-			page.PageInfo.HasNextPage = true
+	page := SessionPage{Items: []SessionView{}}
+	var last *SessionRecord
+	for round := 0; round < listScanRounds; round++ {
+		limit := q.First + 1
+		if q.State != "" {
+			limit = max(limit, listScanBatch)
+		}
+		recs, err := s.d.Records.ListSessionRecords(ctx, p.Account.ID, q, now, limit)
+		if err != nil {
+			return SessionPage{}, storeErr(err)
+		}
+		sids := make([]string, len(recs))
+		for i, r := range recs {
+			sids[i] = r.SID
+		}
+		states, err := s.d.Sessions.LiveStates(ctx, sids)
+		if err != nil {
+			return SessionPage{}, storeErr(err)
+		}
+		for i, r := range recs {
+			v := sessionView(r, states[i], now)
+			if q.State != "" && v.State != q.State {
+				last = &recs[i]
+				continue
+			}
+			if len(page.Items) == q.First {
+				page.PageInfo.HasNextPage = true
+				break
+			}
+			page.Items = append(page.Items, v)
+			last = &recs[i]
+		}
+		if page.PageInfo.HasNextPage || len(recs) < limit {
+			break // a full page, or nothing more to examine
+		}
+		if round == listScanRounds-1 {
+			page.PageInfo.HasNextPage = true // examined enough: the client goes on from the cursor
 			break
 		}
-		page.Items = append(page.Items, sessionView(r, now))
+		q.After = SessionCursor{CreatedAt: last.CreatedAt, ID: last.ID}
 	}
-	if n := len(page.Items); n > 0 {
-		c := EncodeSessionCursor(SessionCursor{CreatedAt: page.Items[n-1].CreatedAt, ID: page.Items[n-1].ID})
+	if last != nil && (len(page.Items) > 0 || page.PageInfo.HasNextPage) {
+		end := last
+		if n := len(page.Items); n > 0 && page.PageInfo.HasNextPage && len(page.Items) == q.First {
+			end = &SessionRecord{CreatedAt: page.Items[n-1].CreatedAt, ID: page.Items[n-1].ID}
+		}
+		c := EncodeSessionCursor(SessionCursor{CreatedAt: end.CreatedAt, ID: end.ID})
 		page.PageInfo.EndCursor = &c
 	}
 	return page, nil
@@ -261,20 +306,14 @@ func (s *service) revokeMatching(ctx context.Context, accountID int64, q Session
 	n := 0
 	err := s.d.Records.EachRevocable(ctx, accountID, q, now, revokeBatch, func(batch []SessionRecord) error {
 		sids := make([]string, len(batch))
-		ids := make([]string, len(batch))
 		for i, r := range batch {
-			sids[i], ids[i] = r.SID, r.ID
+			sids[i] = r.SID
 		}
-		// Redis first: once it holds the revocations, the sessions are over whatever
-		// happens to the records.
-		if err := s.d.Sessions.RevokeSIDs(ctx, accountID, sids); err != nil {
-			return err
-		}
-		if err := s.d.Records.MarkSessionsRevoked(ctx, accountID, ids, now); err != nil {
-			return err
-		}
-		n += len(batch)
-		return nil
+		// The revocations live in Redis, where the gateway checks them on every request;
+		// the records stay as minted.
+		revoked, err := s.d.Sessions.RevokeSIDs(ctx, accountID, sids)
+		n += revoked
+		return err
 	})
 	if err != nil {
 		return n, storeErr(err)

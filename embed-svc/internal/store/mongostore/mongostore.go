@@ -37,8 +37,7 @@ type Store struct {
 	externalIDs *mongox.IDAllocator
 	sessions    *mongo.Collection
 	retention   time.Duration
-	exchanged   chan exchangeNote
-	sweep       atomic.Bool // the database has no TTL indexes: RecordExchanges removes purged records
+	sweep       atomic.Bool // the database has no TTL indexes: Sweep removes purged records
 }
 
 // New uses db for embed-svc's records and identityDB's users collection for internal users.
@@ -49,7 +48,6 @@ func New(db, identityDB *mongo.Database) *Store {
 		counters: counters, settings: db.Collection("account_settings"), identity: identityDB.Collection("users"),
 		externalIDs: mongox.NewIDAllocator(counters, "external_user_ids", 20),
 		sessions:    db.Collection("sessions"), retention: embed.DefaultSessionRetention,
-		exchanged: make(chan exchangeNote, 10_000),
 	}
 }
 
@@ -76,8 +74,8 @@ func (s *Store) EnsureIndexes(ctx context.Context) error {
 		}
 	}
 	// Listing is by account, newest first. Records go when purgeAt passes: by a TTL index
-	// where the database has them (MongoDB), else by RecordExchanges' sweep (FerretDB v1
-	// has no TTL indexes); the queries ignore purged records either way.
+	// where the database has them (MongoDB), else by Sweep (FerretDB v1 has no TTL
+	// indexes); the queries ignore purged records either way.
 	if _, err := s.sessions.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "accountId", Value: 1}, {Key: "createdAt", Value: -1}, {Key: "_id", Value: -1}}}); err != nil {
 		return fmt.Errorf("index on sessions: %w", wrap(err))
 	}
@@ -522,39 +520,29 @@ func (s *Store) InternalUser(ctx context.Context, accountID int64, username stri
 // ---------------------------------------------------------------- session records
 
 type sessionDoc struct {
-	ID           string     `bson:"_id"`
-	AccountID    int64      `bson:"accountId"`
-	SID          string     `bson:"sid"`
-	Tenant       string     `bson:"tenant"`
-	UserKind     string     `bson:"userKind"`
-	UserID       int64      `bson:"userId"`
-	ExternalID   *string    `bson:"externalId,omitempty"`
-	Username     *string    `bson:"username,omitempty"`
-	DeploymentID int64      `bson:"deploymentId"`
-	Branch       string     `bson:"branch"`
-	CreatedAt    time.Time  `bson:"createdAt"`
-	PendingUntil time.Time  `bson:"pendingUntil"`
-	ExchangedAt  *time.Time `bson:"exchangedAt"`
-	ExpiresAt    time.Time  `bson:"expiresAt"`
-	RevokedAt    *time.Time `bson:"revokedAt"`
-	PurgeAt      time.Time  `bson:"purgeAt"`
+	ID           string    `bson:"_id"`
+	AccountID    int64     `bson:"accountId"`
+	SID          string    `bson:"sid"`
+	Tenant       string    `bson:"tenant"`
+	UserKind     string    `bson:"userKind"`
+	UserID       int64     `bson:"userId"`
+	ExternalID   *string   `bson:"externalId,omitempty"`
+	Username     *string   `bson:"username,omitempty"`
+	DeploymentID int64     `bson:"deploymentId"`
+	Branch       string    `bson:"branch"`
+	CreatedAt    time.Time `bson:"createdAt"`
+	PendingUntil time.Time `bson:"pendingUntil"`
+	ExpiresAt    time.Time `bson:"expiresAt"`
+	PurgeAt      time.Time `bson:"purgeAt"`
 }
 
 func (d sessionDoc) record() embed.SessionRecord {
-	utc := func(t *time.Time) *time.Time {
-		if t == nil {
-			return nil
-		}
-		u := t.UTC()
-		return &u
-	}
 	return embed.SessionRecord{ID: d.ID, AccountID: d.AccountID, SID: d.SID, Tenant: d.Tenant,
 		User:         embed.SessionRecordUser{Kind: d.UserKind, ID: d.UserID, ExternalID: d.ExternalID, Username: d.Username},
-		DeploymentID: d.DeploymentID, Branch: d.Branch, CreatedAt: d.CreatedAt.UTC(), PendingUntil: d.PendingUntil.UTC(),
-		ExchangedAt: utc(d.ExchangedAt), ExpiresAt: d.ExpiresAt.UTC(), RevokedAt: utc(d.RevokedAt)}
+		DeploymentID: d.DeploymentID, Branch: d.Branch, CreatedAt: d.CreatedAt.UTC(), PendingUntil: d.PendingUntil.UTC(), ExpiresAt: d.ExpiresAt.UTC()}
 }
 
-// InsertSessionRecord stores a minted session's record.
+// InsertSessionRecord stores a minted session's record; it is never updated.
 func (s *Store) InsertSessionRecord(ctx context.Context, r embed.SessionRecord) error {
 	d := sessionDoc{ID: r.ID, AccountID: r.AccountID, SID: r.SID, Tenant: r.Tenant, UserKind: r.User.Kind, UserID: r.User.ID,
 		ExternalID: r.User.ExternalID, Username: r.User.Username, DeploymentID: r.DeploymentID, Branch: r.Branch,
@@ -563,68 +551,16 @@ func (s *Store) InsertSessionRecord(ctx context.Context, r embed.SessionRecord) 
 	return wrap(err)
 }
 
-type exchangeNote struct {
-	sid string
-	at  time.Time
-}
-
-// NoteExchanged queues sid's exchange time for RecordExchanges; when the queue is full
-// the note is dropped (the session is still exchanged; only its listing lags).
-func (s *Store) NoteExchanged(sid string, at time.Time) {
-	select {
-	case s.exchanged <- exchangeNote{sid, at}:
-	default:
-	}
-}
-
-// RecordExchanges writes queued exchange times until ctx ends, a batch at a time (one
-// update per distinct second), so the exchange path never waits for MongoDB; where the
-// database lacks TTL indexes it also removes purged session records once a minute.
-func (s *Store) RecordExchanges(ctx context.Context) {
-	t := time.NewTicker(100 * time.Millisecond)
+// Sweep removes purged session records once a minute until ctx ends, where the database
+// has no TTL indexes (FerretDB); on MongoDB the TTL index does it and Sweep only waits.
+func (s *Store) Sweep(ctx context.Context) {
+	t := time.NewTicker(time.Minute)
 	defer t.Stop()
-	sweep := time.NewTicker(time.Minute)
-	defer sweep.Stop()
-	var pending []exchangeNote
-	flush := func() {
-		if len(pending) == 0 {
-			return
-		}
-		bySecond := map[int64][]string{}
-		at := map[int64]time.Time{}
-		for _, n := range pending {
-			k := n.at.Unix()
-			bySecond[k] = append(bySecond[k], n.sid)
-			at[k] = n.at.Truncate(time.Second)
-		}
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		for k, sids := range bySecond {
-			_, _ = s.sessions.UpdateMany(wctx, bson.D{{Key: "sid", Value: bson.D{{Key: "$in", Value: sids}}}, {Key: "exchangedAt", Value: nil}},
-				bson.D{{Key: "$set", Value: bson.D{{Key: "exchangedAt", Value: at[k]}}}})
-		}
-		pending = pending[:0]
-	}
 	for {
 		select {
 		case <-ctx.Done():
-			for {
-				select {
-				case n := <-s.exchanged:
-					pending = append(pending, n)
-				default:
-					flush()
-					return
-				}
-			}
-		case n := <-s.exchanged:
-			pending = append(pending, n)
-			if len(pending) >= 1000 {
-				flush()
-			}
-		case <-t.C:
-			flush()
-		case now := <-sweep.C:
+			return
+		case now := <-t.C:
 			if s.sweep.Load() {
 				wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 				_, _ = s.sessions.DeleteMany(wctx, bson.D{{Key: "purgeAt", Value: bson.D{{Key: "$lte", Value: now}}}})
@@ -634,7 +570,9 @@ func (s *Store) RecordExchanges(ctx context.Context) {
 	}
 }
 
-// sessionFilter is the query of q for the account at now.
+// sessionFilter is the query of q for the account at now. A state is narrowed by time
+// only (what the record knows): the service tells revoked, active and pending apart
+// with Redis.
 func sessionFilter(accountID int64, q embed.SessionQuery, now time.Time) bson.D {
 	f := bson.D{{Key: "accountId", Value: accountID}, {Key: "purgeAt", Value: bson.D{{Key: "$gt", Value: now}}}}
 	if q.ID != "" {
@@ -652,35 +590,17 @@ func sessionFilter(accountID int64, q embed.SessionQuery, now time.Time) bson.D 
 	if q.InternalID != "" {
 		f = append(f, bson.E{Key: "userKind", Value: "internal"}, bson.E{Key: "username", Value: q.InternalID})
 	}
-	var and []bson.D
 	switch q.State {
-	case embed.StateRevoked:
-		f = append(f, bson.E{Key: "revokedAt", Value: bson.D{{Key: "$ne", Value: nil}}})
-	case embed.StateActive:
-		f = append(f, bson.E{Key: "revokedAt", Value: nil}, bson.E{Key: "exchangedAt", Value: bson.D{{Key: "$ne", Value: nil}}},
-			bson.E{Key: "expiresAt", Value: bson.D{{Key: "$gt", Value: now}}})
+	case embed.StateActive, embed.StateRevoked:
+		f = append(f, bson.E{Key: "expiresAt", Value: bson.D{{Key: "$gt", Value: now}}})
 	case embed.StatePending:
-		f = append(f, bson.E{Key: "revokedAt", Value: nil}, bson.E{Key: "exchangedAt", Value: nil},
-			bson.E{Key: "pendingUntil", Value: bson.D{{Key: "$gt", Value: now}}})
-	case embed.StateExpired:
-		f = append(f, bson.E{Key: "revokedAt", Value: nil})
-		and = append(and, bson.D{{Key: "$or", Value: bson.A{
-			bson.D{{Key: "expiresAt", Value: bson.D{{Key: "$lte", Value: now}}}},
-			bson.D{{Key: "exchangedAt", Value: nil}, {Key: "pendingUntil", Value: bson.D{{Key: "$lte", Value: now}}}},
-		}}})
+		f = append(f, bson.E{Key: "pendingUntil", Value: bson.D{{Key: "$gt", Value: now}}})
 	}
 	if !q.After.IsZero() {
-		and = append(and, bson.D{{Key: "$or", Value: bson.A{
+		f = append(f, bson.E{Key: "$or", Value: bson.A{
 			bson.D{{Key: "createdAt", Value: bson.D{{Key: "$lt", Value: q.After.CreatedAt}}}},
 			bson.D{{Key: "createdAt", Value: q.After.CreatedAt}, {Key: "_id", Value: bson.D{{Key: "$lt", Value: q.After.ID}}}},
-		}}})
-	}
-	if len(and) > 0 {
-		a := bson.A{}
-		for _, c := range and {
-			a = append(a, c)
-		}
-		f = append(f, bson.E{Key: "$and", Value: a})
+		}})
 	}
 	return f
 }
@@ -703,11 +623,11 @@ func (s *Store) ListSessionRecords(ctx context.Context, accountID int64, q embed
 	return out, nil
 }
 
-// EachRevocable iterates the matching records that are neither revoked nor expired, in
-// batches, by a cursor over the few fields a revocation needs.
+// EachRevocable iterates the matching records whose token has not expired, in batches,
+// by a cursor over the few fields a revocation needs.
 func (s *Store) EachRevocable(ctx context.Context, accountID int64, q embed.SessionQuery, now time.Time, batch int, fn func([]embed.SessionRecord) error) error {
 	q.State = ""
-	f := append(sessionFilter(accountID, q, now), bson.E{Key: "revokedAt", Value: nil}, bson.E{Key: "expiresAt", Value: bson.D{{Key: "$gt", Value: now}}})
+	f := append(sessionFilter(accountID, q, now), bson.E{Key: "expiresAt", Value: bson.D{{Key: "$gt", Value: now}}})
 	cur, err := s.sessions.Find(ctx, f, options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}, {Key: "sid", Value: 1}}).SetBatchSize(int32(batch)))
 	if err != nil {
 		return wrap(err)
@@ -737,20 +657,6 @@ func (s *Store) EachRevocable(ctx context.Context, accountID int64, q embed.Sess
 		return fn(recs)
 	}
 	return nil
-}
-
-// MarkSessionsRevoked stamps revokedAt on the account's records with these ids.
-func (s *Store) MarkSessionsRevoked(ctx context.Context, accountID int64, ids []string, at time.Time) error {
-	_, err := s.sessions.UpdateMany(ctx, bson.D{{Key: "accountId", Value: accountID}, {Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}, {Key: "revokedAt", Value: nil}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "revokedAt", Value: at}}}})
-	return wrap(err)
-}
-
-// MarkRevokedBySID stamps revokedAt on the account's record with sid (none: nothing).
-func (s *Store) MarkRevokedBySID(ctx context.Context, accountID int64, sid string, at time.Time) error {
-	_, err := s.sessions.UpdateOne(ctx, bson.D{{Key: "sid", Value: sid}, {Key: "accountId", Value: accountID}, {Key: "revokedAt", Value: nil}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "revokedAt", Value: at}}}})
-	return wrap(err)
 }
 
 // ListTenantUsers lists users with sessions in tenant by id, after afterID, whose

@@ -53,14 +53,22 @@ redis.call('SET', KEYS[2], v, 'PX', ARGV[1])
 return v`)
 
 // revokeScript: before the exchange it deletes the id; after it, it marks the sid
-// revoked for exactly the live session's remaining lifetime. Sessions of another
-// account are left alone (the caller still gets its 204).
+// revoked for the live session's remaining lifetime plus a minute. The marker's value is
+// the revocation time (ms), for the session list; a revoked pending session is marked
+// too (for a token lifetime), so the list can tell it from one that was never used.
+// Sessions of another account are left alone (the caller still gets its 204). It returns
+// 1 when it revoked something, 0 when there was nothing (left) to revoke.
+// KEYS: session id key, live key, revoked key. ARGV: account, now (ms), token lifetime (ms).
 var revokeScript = redis.NewScript(`
 local acc = tonumber(ARGV[1])
 local v = redis.call('GET', KEYS[1])
 if v then
-  if v == '' or cjson.decode(v).acc == acc then redis.call('DEL', KEYS[1]) end
-  return 1
+  if v == '' or cjson.decode(v).acc == acc then
+    redis.call('DEL', KEYS[1])
+    redis.call('SET', KEYS[3], ARGV[2], 'PX', tonumber(ARGV[3]) + 60000)
+    return 1
+  end
+  return 0
 end
 local l = redis.call('GET', KEYS[2])
 if l and cjson.decode(l).acc == acc then
@@ -68,11 +76,12 @@ if l and cjson.decode(l).acc == acc then
   if ttl > 0 then
     -- The live key's TTL was set a moment before the token's exp was computed: the marker
     -- outlives the token by a margin, never the other way round.
-    redis.call('SET', KEYS[3], '1', 'PX', ttl + 60000)
+    redis.call('SET', KEYS[3], ARGV[2], 'PX', ttl + 60000)
   end
   redis.call('DEL', KEYS[2])
+  return 1
 end
-return 1`)
+return 0`)
 
 // ReserveSession claims a fresh session id with an empty placeholder (never
 // exchangeable) before the mint writes anything to MongoDB: if Redis cannot take it,
@@ -132,7 +141,8 @@ func (s *Store) LiveSession(ctx context.Context, sid string) (embed.Session, err
 
 // RevokeSession ends a session of accountID.
 func (s *Store) RevokeSession(ctx context.Context, accountID int64, sessionID, sid string) error {
-	err := revokeScript.Run(ctx, s.rdb, []string{SessionPrefix + embed.PublicSessionHandle(sessionID), LivePrefix + sid, RevokedPrefix + sid}, accountID).Err()
+	err := revokeScript.Run(ctx, s.rdb, []string{SessionPrefix + embed.PublicSessionHandle(sessionID), LivePrefix + sid, RevokedPrefix + sid},
+		accountID, time.Now().UnixMilli(), embed.TokenLifetime.Milliseconds()).Err()
 	if errors.Is(err, redis.Nil) {
 		return nil
 	}
@@ -140,29 +150,75 @@ func (s *Store) RevokeSession(ctx context.Context, accountID int64, sessionID, s
 }
 
 // RevokeSIDs revokes sessions by sid with the revoke script (the pending id is stored
-// under the sid too), pipelined: one round trip per call.
-func (s *Store) RevokeSIDs(ctx context.Context, accountID int64, sids []string) error {
+// under the sid too), pipelined: one round trip per call, plus loading the script when
+// Redis does not have it (first use, or after a restart). It returns how many it revoked.
+func (s *Store) RevokeSIDs(ctx context.Context, accountID int64, sids []string) (int, error) {
 	if len(sids) == 0 {
-		return nil
+		return 0, nil
 	}
-	// Load the script once so the pipeline can use EVALSHA.
-	if err := revokeScript.Load(ctx, s.rdb).Err(); err != nil {
-		return wrap(err)
+	now, life := time.Now().UnixMilli(), embed.TokenLifetime.Milliseconds()
+	run := func() (int, error) {
+		pipe := s.rdb.Pipeline()
+		cmds := make([]*redis.Cmd, len(sids))
+		for i, sid := range sids {
+			cmds[i] = revokeScript.EvalSha(ctx, pipe, []string{SessionPrefix + sid, LivePrefix + sid, RevokedPrefix + sid}, accountID, now, life)
+		}
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return 0, err
+		}
+		n := 0
+		for _, c := range cmds {
+			v, err := c.Int()
+			if err != nil && !errors.Is(err, redis.Nil) {
+				return n, err
+			}
+			n += v
+		}
+		return n, nil
+	}
+	n, err := run()
+	if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+		if err := revokeScript.Load(ctx, s.rdb).Err(); err != nil {
+			return 0, wrap(err)
+		}
+		n, err = run()
+	}
+	return n, wrap(err)
+}
+
+// LiveStates reads, in one pipelined round trip, each sid's revocation marker, live
+// record lifetime and pending id.
+func (s *Store) LiveStates(ctx context.Context, sids []string) ([]embed.LiveState, error) {
+	out := make([]embed.LiveState, len(sids))
+	if len(sids) == 0 {
+		return out, nil
 	}
 	pipe := s.rdb.Pipeline()
-	for _, sid := range sids {
-		revokeScript.EvalSha(ctx, pipe, []string{SessionPrefix + sid, LivePrefix + sid, RevokedPrefix + sid}, accountID)
+	revoked := make([]*redis.StringCmd, len(sids))
+	live := make([]*redis.DurationCmd, len(sids))
+	pending := make([]*redis.IntCmd, len(sids))
+	for i, sid := range sids {
+		revoked[i] = pipe.Get(ctx, RevokedPrefix+sid)
+		live[i] = pipe.PTTL(ctx, LivePrefix+sid)
+		pending[i] = pipe.Exists(ctx, SessionPrefix+sid)
 	}
-	cmds, err := pipe.Exec(ctx)
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return wrap(err)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, wrap(err)
 	}
-	for _, c := range cmds {
-		if err := c.Err(); err != nil && !errors.Is(err, redis.Nil) {
-			return wrap(err)
+	for i := range sids {
+		if v, err := revoked[i].Result(); err == nil {
+			out[i].Revoked = true
+			if ms, err := strconv.ParseInt(v, 10, 64); err == nil && ms > 1 {
+				t := time.UnixMilli(ms).UTC()
+				out[i].RevokedAt = &t
+			}
 		}
+		if d, err := live[i].Result(); err == nil && d > 0 {
+			out[i].LiveTTL = d
+		}
+		out[i].Pending = pending[i].Val() > 0
 	}
-	return nil
+	return out, nil
 }
 
 func wrap(err error) error {
