@@ -75,12 +75,23 @@ var handshake = map[string]bool{"hello": true, "isMaster": true, "ismaster": tru
 // Connect opens a client for uri with a span per command, counting commands in
 // counter when it is not nil.
 func Connect(ctx context.Context, uri string, counter *CommandCounter) (*mongo.Client, error) {
+	return ConnectWithMetrics(ctx, uri, counter, nil)
+}
+
+// ConnectWithMetrics is Connect that also feeds metrics (nil: none), the process's
+// mongodb_client_* counters.
+func ConnectWithMetrics(ctx context.Context, uri string, counter *CommandCounter, metrics *Metrics) (*mongo.Client, error) {
 	tracer := otel.Tracer("mongo")
-	var spans sync.Map // request id -> trace.Span
+	var spans sync.Map  // request id -> trace.Span
+	var labels sync.Map // request id -> [2]string (command, collection labels)
 	monitor := &event.CommandMonitor{
 		Started: func(ctx context.Context, e *event.CommandStartedEvent) {
 			if counter != nil && !handshake[e.CommandName] {
 				counter.add(e.CommandName)
+			}
+			if metrics != nil && !handshake[e.CommandName] {
+				cmd, coll := metrics.started(e)
+				labels.Store(e.RequestID, [2]string{cmd, coll})
 			}
 			_, span := tracer.Start(ctx, "mongo."+e.CommandName, trace.WithSpanKind(trace.SpanKindClient),
 				trace.WithAttributes(attribute.String("db.system", "mongodb"), attribute.String("db.name", e.DatabaseName), attribute.String("db.operation", e.CommandName)))
@@ -90,11 +101,16 @@ func Connect(ctx context.Context, uri string, counter *CommandCounter) (*mongo.C
 			if counter != nil && !handshake[e.CommandName] {
 				counter.reply.Add(int64(len(e.Reply)))
 			}
+			if l, ok := labels.LoadAndDelete(e.RequestID); ok {
+				lv := l.([2]string)
+				metrics.succeeded(lv[0], lv[1], e)
+			}
 			if s, ok := spans.LoadAndDelete(e.RequestID); ok {
 				s.(trace.Span).End()
 			}
 		},
 		Failed: func(_ context.Context, e *event.CommandFailedEvent) {
+			labels.Delete(e.RequestID)
 			if s, ok := spans.LoadAndDelete(e.RequestID); ok {
 				span := s.(trace.Span)
 				span.SetStatus(codes.Error, e.Failure.Error())

@@ -59,7 +59,8 @@ func run(args []string) error {
 			return err
 		}
 	}
-	client, err := mongox.Connect(proc.Ctx, cfg.MongoURI, nil)
+	registry := obs.NewRegistry()
+	client, err := mongox.ConnectWithMetrics(proc.Ctx, cfg.MongoURI, nil, mongox.NewMetrics(registry))
 	if err != nil {
 		return err
 	}
@@ -70,7 +71,6 @@ func run(args []string) error {
 	}
 	defer nc.Drain()
 
-	registry := obs.NewRegistry()
 	deps := app.Deps{Mongo: client.Database(cfg.MongoDatabase), NATS: nc, Signer: signer, CredentialsKey: cfg.CredentialsKey, Registry: registry, Logger: proc.Logger,
 		Git: dbtsync.GitLimits{Policy: dbtsync.RepoPolicy{AllowFile: cfg.AllowFileURLs, AllowedHosts: cfg.AllowedHosts},
 			CloneTimeout: cfg.CloneTimeout, MaxRepoBytes: cfg.MaxRepoBytes, MaxFiles: cfg.MaxRepoFiles, MaxFileBytes: cfg.MaxFileBytes},

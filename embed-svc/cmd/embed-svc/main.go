@@ -68,7 +68,8 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	client, err := mongox.Connect(proc.Ctx, cfg.MongoURI, nil)
+	registry := obs.NewRegistry()
+	client, err := mongox.ConnectWithMetrics(proc.Ctx, cfg.MongoURI, nil, mongox.NewMetrics(registry))
 	if err != nil {
 		return err
 	}
@@ -85,7 +86,9 @@ func run() error {
 	}
 	defer nc.Drain()
 
-	a, err := app.New(proc.Ctx, deps(cfg, proc, signer, client, rdb, nc))
+	d := deps(cfg, proc, signer, client, rdb, nc)
+	d.Registry = registry
+	a, err := app.New(proc.Ctx, d)
 	if err != nil {
 		return err
 	}

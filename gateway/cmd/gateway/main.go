@@ -69,7 +69,8 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	client, err := mongox.Connect(ctx, cfg.MongoURI, nil)
+	reg := obs.NewRegistry()
+	client, err := mongox.ConnectWithMetrics(ctx, cfg.MongoURI, nil, mongox.NewMetrics(reg))
 	if err != nil {
 		return err
 	}
@@ -132,7 +133,6 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	reg := obs.NewRegistry()
 	gw, err := gateway.New(gateway.Options{
 		Auth:            authn,
 		Embed:           embed,

@@ -3,8 +3,10 @@ package stacktest_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,6 +39,29 @@ func TestStackStartsSeedsAndServes(t *testing.T) {
 	}
 	if code := get("/api/v1/groups", "Api-Key "+acme.APIKeys["admin"]); code != 200 {
 		t.Fatalf("groups: %d", code)
+	}
+	// Every service exports its MongoDB client's commands and the documents returned, by
+	// command and collection, on its internal listener.
+	for _, c := range []struct{ proc, series string }{
+		{"workspace-svc-1", `mongodb_client_commands_total{collection="items",command="find"}`},
+		{"embed-svc-1", `mongodb_client_commands_total{collection="definitions",command="find"}`},
+		{"gateway", `mongodb_client_documents_returned_total{collection="users",command="find"}`},
+	} {
+		resp, err := http.Get("http://" + s.Process(c.proc).InternalAddr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(body), c.series) {
+			var have []string
+			for _, line := range strings.Split(string(body), "\n") {
+				if strings.HasPrefix(line, "mongodb_client") {
+					have = append(have, line)
+				}
+			}
+			t.Errorf("%s exports no %s; it has:\n%s", c.proc, c.series, strings.Join(have, "\n"))
+		}
 	}
 	s.Kill("workspace-svc-1")
 	if code := get(ws, "Bearer "+acme.Users["admin"].Bearer); code != 503 {

@@ -38,14 +38,15 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	client, err := mongox.Connect(proc.Ctx, cfg.MongoURI, nil)
+	registry := obs.NewRegistry()
+	client, err := mongox.ConnectWithMetrics(proc.Ctx, cfg.MongoURI, nil, mongox.NewMetrics(registry))
 	if err != nil {
 		return err
 	}
 	defer func() { _ = client.Disconnect(context.Background()) }()
 
 	a, err := app.New(proc.Ctx, app.Deps{Mongo: client, Database: cfg.MongoDatabase, Signer: signer,
-		Logger: proc.Logger, Registry: obs.NewRegistry(),
+		Logger: proc.Logger, Registry: registry,
 		Limits: workspace.Limits{ItemsPerDeployment: cfg.MaxItemsPerDeployment, MetaBytes: cfg.MaxMetaBytes,
 			CalculatedFieldsBytes: cfg.MaxCalculatedFieldsBytes, DraftBytes: cfg.MaxDraftBytes}})
 	if err != nil {

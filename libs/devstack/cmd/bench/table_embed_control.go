@@ -132,16 +132,10 @@ func setupRevokeByUser(ctx context.Context, env *Env) (*Target, error) {
 }
 
 // countPerCall runs call n times serially, each after its untimed, uncounted prepare
-// (nil: none), and prints the MongoDB and Redis commands per call (FerretDB
-// serverStatus, Redis INFO: the whole platform, so the gateway's background poll adds a
-// little).
+// (nil: none), and prints the MongoDB commands and documents read per call (the
+// processes' command monitors) and the Redis commands (INFO): the whole platform, so the
+// gateway's background poll adds a little.
 func countPerCall(ctx context.Context, p platformInfo, label string, n int, prepare, call func(ctx context.Context, i int) error) {
-	client, err := connectMongo(ctx, p.Mongo)
-	if err != nil {
-		addCountLine("%s: commands per call: not measured (%v)", label, err)
-		return
-	}
-	defer client.Disconnect(context.Background())
 	opt, err := redis.ParseURL(p.Redis)
 	if err != nil {
 		addCountLine("%s: commands per call: not measured (%v)", label, err)
@@ -149,8 +143,7 @@ func countPerCall(ctx context.Context, p platformInfo, label string, n int, prep
 	}
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
-	var mongoN, redisN int64
-	mongoOK := true
+	var mongoN, docsN, redisN float64
 	for i := range n {
 		if prepare != nil {
 			if err := prepare(ctx, i); err != nil {
@@ -158,27 +151,23 @@ func countPerCall(ctx context.Context, p platformInfo, label string, n int, prep
 				return
 			}
 		}
-		m0, errM := mongoCommands(ctx, client)
+		m0, d0, errM := platformMongoCounts(ctx, p)
 		r0, errR := redisCommands(ctx, rdb)
 		if err := call(ctx, i); err != nil {
 			addCountLine("%s: commands per call: not measured (%v)", label, err)
 			return
 		}
-		m1, errM1 := mongoCommands(ctx, client)
+		m1, d1, errM1 := platformMongoCounts(ctx, p)
 		r1, errR1 := redisCommands(ctx, rdb)
-		if errR != nil || errR1 != nil {
-			addCountLine("%s: commands per call: not measured (Redis INFO: %v)", label, errors.Join(errR, errR1))
+		if err := errors.Join(errM, errR, errM1, errR1); err != nil {
+			addCountLine("%s: commands per call: not measured (%v)", label, err)
 			return
 		}
-		if errM != nil || errM1 != nil {
-			mongoOK = false // FerretDB's serverStatus has no command counters
-		}
-		mongoN += m1 - m0 - 1 // serverStatus itself
-		redisN += r1 - r0 - 1 // INFO itself
+		mongoN += m1 - m0
+		docsN += d1 - d0
+		redisN += float64(r1 - r0 - 1) // INFO itself
 	}
-	mongoPart := fmt.Sprintf("%.2f MongoDB", float64(mongoN)/float64(n))
-	if !mongoOK {
-		mongoPart = "MongoDB: see TestEmbedService/sequential/session-control-round-trips;"
-	}
-	addCountLine("%s: %s %.2f Redis commands per call (%d serial calls, whole platform)", label, mongoPart, float64(redisN)/float64(n), n)
+	f := float64(n)
+	addCountLine("%s: %.2f MongoDB commands, %.2f documents read, %.2f Redis commands per call (%d serial calls, whole platform)",
+		label, mongoN/f, docsN/f, redisN/f, n)
 }

@@ -1,0 +1,98 @@
+package mongox
+
+import (
+	"regexp"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
+)
+
+// Metrics are a process's MongoDB client counters, fed by the command monitor: the
+// commands it sends and the documents the server returns, by command and collection.
+// They are what a request costs the database on MongoDB too (FerretDB's timings are not).
+type Metrics struct {
+	commands  *prometheus.CounterVec
+	documents *prometheus.CounterVec
+}
+
+// NewMetrics registers mongodb_client_commands_total and
+// mongodb_client_documents_returned_total on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		commands: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mongodb_client_commands_total",
+			Help: "MongoDB commands sent by this process, by command and collection."}, []string{"command", "collection"}),
+		documents: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mongodb_client_documents_returned_total",
+			Help: "Documents MongoDB returned to this process (cursor batches, findAndModify values), by command and collection."}, []string{"command", "collection"}),
+	}
+	reg.MustRegister(m.commands, m.documents)
+	return m
+}
+
+// knownCommands bound the command label; anything else is "other".
+var knownCommands = map[string]bool{"find": true, "getMore": true, "aggregate": true, "count": true, "distinct": true,
+	"insert": true, "update": true, "delete": true, "findAndModify": true, "createIndexes": true, "listIndexes": true,
+	"listCollections": true, "killCursors": true, "serverStatus": true, "drop": true, "dropIndexes": true}
+
+// collectionName bounds the collection label: collections are named in code, but a name
+// that does not look like one of ours is "other".
+var collectionName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
+
+func labels(command string, cmd bson.Raw) (string, string) {
+	if !knownCommands[command] {
+		return "other", "other"
+	}
+	coll := "other"
+	field := command
+	if command == "getMore" {
+		field = "collection"
+	}
+	if v, err := cmd.LookupErr(field); err == nil {
+		if s, ok := v.StringValueOK(); ok && collectionName.MatchString(s) {
+			coll = s
+		}
+	}
+	return command, coll
+}
+
+// returned counts the documents in a reply: a cursor's batch, or findAndModify's value.
+func returned(command string, reply bson.Raw) int {
+	switch command {
+	case "find", "aggregate", "getMore", "listIndexes", "listCollections":
+		cur, err := reply.LookupErr("cursor")
+		if err != nil {
+			return 0
+		}
+		doc, ok := cur.DocumentOK()
+		if !ok {
+			return 0
+		}
+		for _, key := range []string{"firstBatch", "nextBatch"} {
+			if b, err := doc.LookupErr(key); err == nil {
+				if arr, ok := b.ArrayOK(); ok {
+					vals, _ := arr.Values()
+					return len(vals)
+				}
+			}
+		}
+	case "findAndModify":
+		if v, err := reply.LookupErr("value"); err == nil {
+			if _, ok := v.DocumentOK(); ok {
+				return 1
+			}
+		}
+	}
+	return 0
+}
+
+func (m *Metrics) started(e *event.CommandStartedEvent) (string, string) {
+	cmd, coll := labels(e.CommandName, e.Command)
+	m.commands.WithLabelValues(cmd, coll).Inc()
+	return cmd, coll
+}
+
+func (m *Metrics) succeeded(cmd, coll string, e *event.CommandSucceededEvent) {
+	if n := returned(e.CommandName, e.Reply); n > 0 {
+		m.documents.WithLabelValues(cmd, coll).Add(float64(n))
+	}
+}

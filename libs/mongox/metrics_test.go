@@ -1,0 +1,55 @@
+package mongox
+
+import (
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+func raw(t *testing.T, d bson.D) bson.Raw {
+	t.Helper()
+	b, err := bson.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestMetricLabelsAreBounded(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		cmd      bson.D
+		wantCmd  string
+		wantColl string
+	}{
+		{"find", bson.D{{Key: "find", Value: "folders"}}, "find", "folders"},
+		{"getMore", bson.D{{Key: "getMore", Value: int64(7)}, {Key: "collection", Value: "sessions"}}, "getMore", "sessions"},
+		{"findAndModify", bson.D{{Key: "findAndModify", Value: "external_users"}}, "findAndModify", "external_users"},
+		{"odd collection", bson.D{{Key: "find", Value: "Weird Name!"}}, "find", "other"},
+		{"unknown command", bson.D{{Key: "frobnicate", Value: "x"}}, "other", "other"},
+	} {
+		cmd, coll := labels(c.cmd[0].Key, raw(t, c.cmd))
+		if cmd != c.wantCmd || coll != c.wantColl {
+			t.Errorf("%s: labels %q %q, want %q %q", c.name, cmd, coll, c.wantCmd, c.wantColl)
+		}
+	}
+}
+
+func TestDocumentsReturned(t *testing.T) {
+	batch := bson.A{bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "_id", Value: 2}}, bson.D{{Key: "_id", Value: 3}}}
+	if n := returned("find", raw(t, bson.D{{Key: "cursor", Value: bson.D{{Key: "firstBatch", Value: batch}, {Key: "id", Value: int64(0)}}}})); n != 3 {
+		t.Errorf("find: %d", n)
+	}
+	if n := returned("getMore", raw(t, bson.D{{Key: "cursor", Value: bson.D{{Key: "nextBatch", Value: batch[:1]}}}})); n != 1 {
+		t.Errorf("getMore: %d", n)
+	}
+	if n := returned("findAndModify", raw(t, bson.D{{Key: "value", Value: bson.D{{Key: "_id", Value: 1}}}})); n != 1 {
+		t.Errorf("findAndModify: %d", n)
+	}
+	if n := returned("findAndModify", raw(t, bson.D{{Key: "value", Value: nil}})); n != 0 {
+		t.Errorf("findAndModify without a match: %d", n)
+	}
+	if n := returned("insert", raw(t, bson.D{{Key: "n", Value: 5}})); n != 0 {
+		t.Errorf("insert: %d", n)
+	}
+}
