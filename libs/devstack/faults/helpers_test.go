@@ -443,3 +443,25 @@ func newDocs(before, after []string) []string {
 	}
 	return out
 }
+
+// bulkOutcome splits a bulk move's answer into its moved and failed entries.
+func bulkOutcome(r reply) (moved, failed []map[string]any) {
+	for _, m := range asList(r.body["moved"]) {
+		moved = append(moved, m)
+	}
+	for _, f := range asList(r.body["failed"]) {
+		failed = append(failed, f)
+	}
+	return moved, failed
+}
+
+func asList(v any) []map[string]any {
+	arr, _ := v.([]any)
+	out := make([]map[string]any, 0, len(arr))
+	for _, e := range arr {
+		if m, ok := e.(map[string]any); ok {
+			out = append(out, m)
+		}
+	}
+	return out
+}

@@ -17,6 +17,7 @@ const (
 	KindBusy                      // the tree kept changing under us; retry
 	KindTooLarge                  // a document of the request is over its size limit
 	KindLimit                     // the deployment is at a configured limit
+	KindNotApplied                // a bulk move's item was not applied: the store failed or timed out
 )
 
 // Failure is a domain error with a client-facing message.

@@ -4,6 +4,7 @@ package workspace
 
 import (
 	"context"
+	"errors"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
@@ -520,9 +521,11 @@ func (s *Service) Move(ctx context.Context, p *identity.Principal, dep int64, re
 // references collapse to the first. Each item is its own single-document write (a folder
 // move is recorded in the tree version first, see commit); a failed item does not undo
 // earlier ones.
+// BulkMove answers one outcome per distinct item, also when the store fails midway:
+// items applied before a fault are in Moved, the rest in Failed with a 503 that says they
+// were not applied (Rule 2: 200 whenever the request is well formed; Rule 4: an empty
+// Failed means everything applied). Each item has its own deadline (writeDeadline).
 func (s *Service) BulkMove(ctx context.Context, p *identity.Principal, dep int64, refs []ItemRef, dest int64) (BulkMoveResult, error) {
-	ctx, cancel := context.WithTimeout(ctx, writeDeadline)
-	defer cancel()
 	r, err := s.begin(ctx, p, dep)
 	if err != nil {
 		return BulkMoveResult{}, err
@@ -537,22 +540,46 @@ func (s *Service) BulkMove(ctx context.Context, p *identity.Principal, dep int64
 			ids = append(ids, ref.ID)
 		}
 	}
-	if err := r.load(ctx); err != nil {
-		return BulkMoveResult{}, err
-	}
-	docs, err := s.store.findItems(ctx, dep, ids)
-	if err != nil {
-		return BulkMoveResult{}, err
-	}
 	res := BulkMoveResult{Moved: []Workbook{}, Failed: []BulkFailure{}}
+	// notApplied fails every item from i on. Item i was being moved when the store
+	// failed, so its write may or may not have landed (a reply lost with the connection);
+	// the items after it were not touched.
+	notApplied := func(i int, inFlight bool, cause error) (BulkMoveResult, error) {
+		reason := "the workspace store failed"
+		if errors.Is(cause, context.DeadlineExceeded) {
+			reason = "the item's deadline passed"
+		}
+		for j, ref := range distinct[i:] {
+			if j == 0 && inFlight {
+				s.fail(&res, ref, failf(KindNotApplied, "%s %d may not have been moved: %s while moving it; check where it is and retry", ref.Type.lower(), ref.ID, reason))
+				continue
+			}
+			s.fail(&res, ref, failf(KindNotApplied, "%s %d was not moved: %s; retry it", ref.Type.lower(), ref.ID, reason))
+		}
+		return res, nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, writeDeadline)
+	err = r.load(pctx)
+	var docs map[int64]*itemDoc
+	if err == nil {
+		docs, err = s.store.findItems(pctx, dep, ids)
+	}
+	cancel()
+	if err != nil {
+		if _, ok := AsFailure(err); ok {
+			return BulkMoveResult{}, err
+		}
+		return notApplied(0, false, err)
+	}
 	var movedDocs []*itemDoc
 	leased, destGone := false, false
+	var leaseCtx context.Context // the item being moved's context, for the lease write
 	lease := func() error { // once per request, before the first write into dest
 		if dest == 0 || leased {
 			return nil
 		}
 		now := s.now()
-		ok, err := s.store.leaseFolder(ctx, dep, dest, now, now.Add(leaseTTL))
+		ok, err := s.store.leaseFolder(leaseCtx, dep, dest, now, now.Add(leaseTTL))
 		if err != nil {
 			return err
 		}
@@ -564,24 +591,32 @@ func (s *Service) BulkMove(ctx context.Context, p *identity.Principal, dep int64
 			s.release(ctx, dep, dest)
 		}
 	}()
-	for _, ref := range distinct {
+	for i, ref := range distinct {
 		d := docs[ref.ID]
 		if d == nil || d.Type != ref.Type {
 			s.fail(&res, ref, notFound(ref.Type, ref.ID))
 			continue
 		}
+		ictx, cancel := context.WithTimeout(ctx, writeDeadline)
+		leaseCtx = ictx
 		var ferr error
 		if ref.Type == TypeFolder {
-			ferr = s.moveFolder(ctx, r, d, dest, lease, &destGone)
+			ferr = s.moveFolder(ictx, r, d, dest, lease, &destGone)
 		} else {
-			ferr = s.moveItem(ctx, r, d, dest, lease, &destGone)
+			ferr = s.moveItem(ictx, r, d, dest, lease, &destGone)
 		}
+		cancel()
 		if f, ok := AsFailure(ferr); ok {
 			s.fail(&res, ref, f)
 			continue
 		}
 		if ferr != nil {
-			return BulkMoveResult{}, ferr
+			// The store failed: the moved items are rendered without their owners (no
+			// further wait on it), and the rest are reported not applied at once.
+			if len(movedDocs) > 0 {
+				res.Moved = s.renderWithoutOwners(r.tree, movedDocs)
+			}
+			return notApplied(i, true, ferr)
 		}
 		s.metrics.ItemsMoved.WithLabelValues(string(ref.Type), "moved").Inc()
 		movedDocs = append(movedDocs, d)
@@ -589,7 +624,7 @@ func (s *Service) BulkMove(ctx context.Context, p *identity.Principal, dep int64
 	if len(movedDocs) > 0 {
 		out, err := s.render(ctx, r.tree, movedDocs)
 		if err != nil {
-			return BulkMoveResult{}, err
+			out = s.renderWithoutOwners(r.tree, movedDocs) // moved all the same
 		}
 		res.Moved = out
 	}
@@ -597,7 +632,11 @@ func (s *Service) BulkMove(ctx context.Context, p *identity.Principal, dep int64
 }
 
 func (s *Service) fail(res *BulkMoveResult, ref ItemRef, f *Failure) {
-	outcome := map[Kind]string{KindNotFound: "not_found", KindForbidden: "forbidden", KindInvalid: "invalid", KindBusy: "busy", KindConflict: "conflict"}[f.Kind]
+	outcome := map[Kind]string{KindNotFound: "not_found", KindForbidden: "forbidden", KindInvalid: "invalid", KindBusy: "busy", KindConflict: "conflict",
+		KindNotApplied: "not_applied", KindLimit: "limit", KindTooLarge: "too_large"}[f.Kind]
+	if outcome == "" {
+		outcome = "other"
+	}
 	s.metrics.ItemsMoved.WithLabelValues(string(ref.Type), outcome).Inc()
 	res.Failed = append(res.Failed, BulkFailure{Ref: ref, Err: f})
 }
@@ -721,6 +760,15 @@ func (s *Service) render(ctx context.Context, t *tree, docs []*itemDoc) ([]Workb
 		out[i] = renderItem(t, users, d)
 	}
 	return out, nil
+}
+
+// renderWithoutOwners renders docs with no user lookup (their `user` is null).
+func (s *Service) renderWithoutOwners(t *tree, docs []*itemDoc) []Workbook {
+	out := make([]Workbook, len(docs))
+	for i, d := range docs {
+		out[i] = renderItem(t, nil, d)
+	}
+	return out
 }
 
 var emptyObject = json.RawMessage(`{}`)

@@ -109,6 +109,8 @@ func statusOf(k Kind) int {
 		return http.StatusRequestEntityTooLarge
 	case KindLimit:
 		return http.StatusBadRequest
+	case KindNotApplied:
+		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
 }
