@@ -10,14 +10,14 @@ type Kind int
 
 // Failure kinds.
 const (
-	KindInvalid   Kind = iota + 1 // the request or the move is invalid
-	KindForbidden                 // the caller lacks access
-	KindNotFound                  // missing, or in another deployment or account
-	KindConflict                  // the state forbids it (non-empty folder, no draft)
-	KindBusy                      // the tree kept changing under us; retry
-	KindTooLarge                  // a document of the request is over its size limit
-	KindLimit                     // the deployment is at a configured limit
-	KindNotApplied                // a bulk move's item was not applied: the store failed or timed out
+	KindInvalid    Kind = iota + 1 // the request or the move is invalid
+	KindForbidden                  // the caller lacks access
+	KindNotFound                   // missing, or in another deployment or account
+	KindConflict                   // the state forbids it (non-empty folder, no draft)
+	KindBusy                       // the tree kept changing under us; retry
+	KindTooLarge                   // a document of the request is over its size limit
+	KindLimit                      // the deployment is at a configured limit
+	KindNotApplied                 // a bulk move's item was not applied: the store failed or timed out
 )
 
 // Failure is a domain error with a client-facing message.

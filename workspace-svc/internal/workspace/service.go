@@ -4,10 +4,10 @@ package workspace
 
 import (
 	"context"
-	"errors"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -574,7 +574,7 @@ func (s *Service) BulkMove(ctx context.Context, p *identity.Principal, dep int64
 	var movedDocs []*itemDoc
 	leased, destGone := false, false
 	var leaseCtx context.Context // the item being moved's context, for the lease write
-	lease := func() error { // once per request, before the first write into dest
+	lease := func() error {      // once per request, before the first write into dest
 		if dest == 0 || leased {
 			return nil
 		}
