@@ -249,11 +249,31 @@ func (w *tailWriter) String() string {
 	return strings.TrimSpace(string(w.buf))
 }
 
+// handedOut are the ports freeAddr has returned in this process: a port is free when
+// handed out, but nothing holds it until its user binds it, so the kernel may offer it
+// again meanwhile; it is never handed out twice.
+var handedOut struct {
+	sync.Mutex
+	ports map[string]bool
+}
+
 func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("devstack: find a free port: %w", err)
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	if handedOut.ports == nil {
+		handedOut.ports = map[string]bool{}
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", fmt.Errorf("devstack: find a free port: %w", err)
+		}
+		a := l.Addr().String()
+		l.Close()
+		if !handedOut.ports[a] {
+			handedOut.ports[a] = true
+			return a, nil
+		}
+	}
+	return "", fmt.Errorf("devstack: no free port not handed out already")
 }

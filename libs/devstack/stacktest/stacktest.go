@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -402,15 +401,9 @@ func tail(s string, lines int) string {
 	return strings.Join(parts, "\n")
 }
 
-// FreePort is a helper for tests that need an address nothing listens on.
-func FreePort(t testing.TB) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
+// FreePort is a helper for tests that need an address nothing listens on; it is never
+// one the stack handed to a process (devstack.FreeAddr).
+func FreePort(t testing.TB) string { return devstack.FreeAddr(t) }
 
 type syncBuffer struct {
 	mu  sync.Mutex

@@ -219,15 +219,25 @@ func waitReady(ctx context.Context, c *child, url string) error {
 	}
 }
 
+// handedOut are the addresses freeAddr returned: nothing holds them until a child binds
+// them, so the kernel may offer one again; none is returned twice.
+var handedOut sync.Map
+
 // freeAddr returns a 127.0.0.1 address that was free a moment ago, for children
-// that bind their own port (nginx, the gateway).
+// that bind their own port (nginx, the gateway), never one it returned before.
 func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", err
+		}
+		a := ln.Addr().String()
+		ln.Close()
+		if _, dup := handedOut.LoadOrStore(a, true); !dup {
+			return a, nil
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
+	return "", fmt.Errorf("no free port not handed out already")
 }
 
 // startSelf re-executes the bench binary in a server mode, handing it a fresh

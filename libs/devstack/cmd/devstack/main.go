@@ -112,17 +112,26 @@ func configFromEnv() (config, error) {
 		LogLevel:          get("LOG_LEVEL", "info"),
 		InternalAddrs:     map[string]string{},
 	}
+	// A "random" internal address is a free port that is none of the configured ones
+	// (nothing binds those yet, so the kernel could offer one of them again).
+	taken := map[string]bool{cfg.GatewayAddr: true, cfg.WorkspaceAddr: true, cfg.EmbedAddr: true, cfg.DBTSyncAddr: true, cfg.DBTSyncWorkerAddr: true}
 	for i, name := range []string{"gateway", "workspace-svc", "embed-svc", "dbtsync-svc", "dbtsync-worker"} {
 		key := strings.ToUpper(strings.ReplaceAll(strings.TrimSuffix(name, "-svc"), "-", "_")) + "_INTERNAL_ADDR"
 		addr := get(key, fmt.Sprintf("127.0.0.1:%d", 9080+i))
 		if addr == "random" {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				return cfg, fmt.Errorf("%s: %w", key, err)
+			for attempt := 0; addr == "random" || taken[addr]; attempt++ {
+				if attempt == 100 {
+					return cfg, fmt.Errorf("%s: no free port", key)
+				}
+				ln, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					return cfg, fmt.Errorf("%s: %w", key, err)
+				}
+				addr = ln.Addr().String()
+				_ = ln.Close()
 			}
-			addr = ln.Addr().String()
-			_ = ln.Close()
 		}
+		taken[addr] = true
 		cfg.InternalAddrs[name] = addr
 	}
 	var err error
