@@ -158,13 +158,17 @@ func TestMongoStoppedAndRestarted(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); got[i] = c.send() }()
 	}
-	// A well-formed bulk move answers 200 whatever the store does (Rule 2), with every
-	// item failed 503 "not moved" (Rule 4: nothing applied).
+	// A well-formed bulk move that reaches workspace-svc answers 200 whatever the store
+	// does (Rule 2), with every item failed 503 "not moved" (Rule 4: nothing applied). The
+	// gateway may answer 503 before it: with the identity store down it cannot
+	// authenticate a caller whose credential has left its cache.
 	var bulk reply
 	wg.Add(1)
 	go func() { defer wg.Done(); bulk = ws.bulkMove(all[:3], folders[9].id) }()
 	wg.Wait()
-	if moved, failed := bulkOutcome(bulk); bulk.status != 200 || len(moved) != 0 || len(failed) != 3 {
+	if msg, _ := bulk.body["message"].(string); bulk.status == 503 && bulk.errorBody() && strings.Contains(msg, "authentication") {
+		t.Logf("bulk move during the outage: the gateway could not authenticate (%s)", bulk)
+	} else if moved, failed := bulkOutcome(bulk); bulk.status != 200 || len(moved) != 0 || len(failed) != 3 {
 		t.Errorf("bulk move during the outage: want 200 with 3 items failed, got %s", bulk)
 	} else {
 		for _, f := range failed {
