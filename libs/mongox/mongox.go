@@ -28,6 +28,7 @@ import (
 type CommandCounter struct {
 	total  atomic.Int64
 	reply  atomic.Int64 // bytes of the replies to counted commands
+	docs   atomic.Int64 // documents returned by counted commands
 	mu     sync.Mutex
 	byName map[string]int64
 }
@@ -38,6 +39,10 @@ func (c *CommandCounter) Total() int64 { return c.total.Load() }
 // ReplyBytes is the size of the server's replies to the counted commands since the last
 // Reset: what the client read, the measure of a query that reads more than it needs.
 func (c *CommandCounter) ReplyBytes() int64 { return c.reply.Load() }
+
+// Documents is the number of documents the server returned to the counted commands since
+// the last Reset (cursor batches and findAndModify values): what the requests read.
+func (c *CommandCounter) Documents() int64 { return c.docs.Load() }
 
 // ByName returns a copy of the per-command counts.
 func (c *CommandCounter) ByName() map[string]int64 {
@@ -56,6 +61,7 @@ func (c *CommandCounter) Reset() {
 	c.byName = nil
 	c.total.Store(0)
 	c.reply.Store(0)
+	c.docs.Store(0)
 	c.mu.Unlock()
 }
 
@@ -100,6 +106,7 @@ func ConnectWithMetrics(ctx context.Context, uri string, counter *CommandCounter
 		Succeeded: func(_ context.Context, e *event.CommandSucceededEvent) {
 			if counter != nil && !handshake[e.CommandName] {
 				counter.reply.Add(int64(len(e.Reply)))
+				counter.docs.Add(int64(returned(e.CommandName, e.Reply)))
 			}
 			if l, ok := labels.LoadAndDelete(e.RequestID); ok {
 				lv := l.([2]string)

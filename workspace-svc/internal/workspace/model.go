@@ -67,6 +67,26 @@ type Workbook struct {
 	PublishedDashboard *Dashboard        `json:"publishedDashboard"`
 }
 
+// ItemSummary is a listed item of any type: the Workbook shape without the parts that can
+// be large (meta, calculated fields, dashboards), plus the item's position.
+type ItemSummary struct {
+	ID           int64             `json:"id"`
+	DeploymentID int64             `json:"deploymentId"`
+	Name         string            `json:"name"`
+	Type         ItemType          `json:"type"`
+	Position     float64           `json:"position"`
+	CreatedAt    string            `json:"createdAt"`
+	UpdatedAt    string            `json:"updatedAt"`
+	CreatedBy    int64             `json:"createdBy"`
+	UpdatedBy    int64             `json:"updatedBy"`
+	UserID       *int64            `json:"userId"`
+	User         *ResourceOwner    `json:"user"`
+	FolderID     *int64            `json:"folderId"`
+	FolderPath   []FolderPathEntry `json:"folderPath"`
+	Slug         *string           `json:"slug"`
+	IsFavorite   *bool             `json:"isFavorite"`
+}
+
 // Folder is the representation of a folder (creation, get, update).
 type Folder struct {
 	ID           int64             `json:"id"`

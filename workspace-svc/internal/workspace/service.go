@@ -144,18 +144,22 @@ type BulkMoveResult struct {
 
 // Page is one page of a folder's children.
 type Page struct {
-	Items       []Workbook
+	Items       []ItemSummary
 	HasNextPage bool
 	EndCursor   *string
 }
 
-// request is the state of one request: the tree snapshot and its version, loaded once.
+// request is the state of one request: the part of the folder tree it has read and, for
+// a request that changes the tree's structure, the tree version that part was read at.
 type request struct {
 	s    *Service
 	p    *identity.Principal
 	dep  int64
 	v    int64
 	tree *tree
+	// loaded: the tree version has been read (load) and r.v is the version the tree
+	// read since then is checked against.
+	loaded bool
 }
 
 func (s *Service) begin(ctx context.Context, p *identity.Principal, dep int64) (*request, error) {
@@ -163,11 +167,14 @@ func (s *Service) begin(ctx context.Context, p *identity.Principal, dep int64) (
 		return nil, forbiddenf("the workspace needs a user's bearer token")
 	}
 	s.recordUser(ctx, p)
-	return &request{s: s, p: p, dep: dep}, nil
+	return &request{s: s, p: p, dep: dep, tree: newTree()}, nil
 }
 
-// load reads the tree version, finishes the structural op recorded there (idempotent),
-// then loads the folders: the snapshot is exactly the tree at that version.
+// load reads the tree version and finishes the structural op recorded there
+// (idempotent), then forgets what the request had read: every folder read afterwards
+// reflects that version or a later one, and a later one makes the commit's
+// compare-and-set fail, so what a committed change was checked against is exactly the
+// tree at the version it replaced.
 func (r *request) load(ctx context.Context) error {
 	d, err := r.s.store.readTree(ctx, r.dep)
 	if err != nil {
@@ -178,25 +185,119 @@ func (r *request) load(ctx context.Context) error {
 			return err
 		}
 	}
-	nodes, err := r.s.store.loadFolders(ctx, r.dep)
-	if err != nil {
-		return err
-	}
-	r.v, r.tree = d.V, newTree(nodes)
+	r.v, r.tree, r.loaded = d.V, newTree(), true
 	return nil
 }
 
-// commit validates and records one structural change against the current snapshot,
-// then applies it. When another change got in first, the snapshot is reloaded and the
+// addDocs puts the folders among docs (read in full) into the tree.
+func (r *request) addDocs(docs ...*itemDoc) {
+	for _, d := range docs {
+		if d != nil && d.Type == TypeFolder {
+			r.tree.add(&folderNode{ID: d.ID, Parent: d.Parent, Name: d.Name, Position: d.Position, CreatedBy: d.CreatedBy,
+				Grants: d.Grants, Anc: d.Anc, Depth: d.Depth})
+		}
+	}
+}
+
+// need loads folders ids (0, the root, is skipped) and their ancestor chains: at most
+// two queries, one for the folders not yet read and one for their ancestors not yet read.
+// A folder that does not exist stays missing (the caller answers 404). A chain that does
+// not add up was read while a structural op was half applied, or was written before
+// folders kept their ancestors: the op is finished (or the deployment backfilled) and the
+// chains read again.
+func (r *request) need(ctx context.Context, ids ...int64) error {
+	for attempt := 0; ; attempt++ {
+		var missing []int64
+		for _, id := range ids {
+			if id != 0 && r.tree.folders[id] == nil && !containsID(missing, id) {
+				missing = append(missing, id)
+			}
+		}
+		nodes, err := r.s.store.findFolders(ctx, r.dep, missing)
+		if err != nil {
+			return err
+		}
+		for _, n := range nodes {
+			r.tree.add(n)
+		}
+		var anc []int64
+		for _, id := range ids {
+			if n := r.tree.folders[id]; n != nil {
+				for _, a := range n.Anc {
+					if r.tree.folders[a] == nil && !containsID(anc, a) {
+						anc = append(anc, a)
+					}
+				}
+			}
+		}
+		if nodes, err = r.s.store.findFolders(ctx, r.dep, anc); err != nil {
+			return err
+		}
+		for _, n := range nodes {
+			r.tree.add(n)
+		}
+		broken, unmigrated := false, false
+		for _, id := range ids {
+			if n := r.tree.folders[id]; n != nil && !r.tree.complete(id) {
+				broken = true
+				unmigrated = unmigrated || n.Depth == 0
+			}
+		}
+		if !broken {
+			return nil
+		}
+		if attempt == 3 {
+			return failf(KindBusy, "the workspace tree kept changing while it was read; retry")
+		}
+		if unmigrated {
+			if err := r.s.store.BackfillAncestors(ctx, r.dep); err != nil {
+				return err
+			}
+		}
+		if err := r.load(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// needSubtree loads every folder below each of ids (one query for all of them).
+func (r *request) needSubtree(ctx context.Context, ids ...int64) error {
+	var missing []int64
+	for _, id := range ids {
+		if !r.tree.subtree[id] {
+			missing = append(missing, id)
+		}
+	}
+	nodes, err := r.s.store.subtreeFolders(ctx, r.dep, missing)
+	if err != nil {
+		return err
+	}
+	for _, n := range nodes {
+		if r.tree.folders[n.ID] == nil {
+			r.tree.add(n)
+		}
+	}
+	for _, id := range missing {
+		r.tree.subtree[id] = true
+	}
+	return nil
+}
+
+// commit validates and records one structural change against the tree as read at the
+// request's version, then applies it. prepare reads what build needs (it runs again
+// after a reload). When another change got in first, the tree is read again and the
 // change validated again, so nothing is ever written that was checked against a stale
 // tree. The op is recorded before it is applied: a crash in between leaves a validated
 // op that the next structural change of the deployment applies first.
-func (r *request) commit(ctx context.Context, build func(t *tree) (*treeOp, error)) error {
+func (r *request) commit(ctx context.Context, prepare func(ctx context.Context) error, build func(t *tree) (*treeOp, error)) error {
 	for attempt := 0; attempt < maxTreeRetries; attempt++ {
-		if r.tree == nil {
+		if attempt > 0 || !r.loaded {
 			if err := r.load(ctx); err != nil {
 				return err
 			}
+		}
+		if err := prepare(ctx); err != nil {
+			return err
 		}
 		op, err := build(r.tree)
 		if err != nil || op == nil {
@@ -208,24 +309,16 @@ func (r *request) commit(ctx context.Context, build func(t *tree) (*treeOp, erro
 		}
 		if !ok {
 			r.s.metrics.TreeConflicts.Inc()
-			r.tree = nil
 			continue
 		}
 		r.v++
 		if err := r.s.store.applyOp(ctx, r.v, op); err != nil {
 			return err
 		}
-		switch op.Kind {
-		case "move":
-			r.tree.move(op.Folder, op.To)
-		case "create":
-			d := op.Doc
-			r.tree.add(&folderNode{ID: d.ID, Parent: d.Parent, Name: d.Name, Position: d.Position, CreatedBy: d.CreatedBy})
-		}
+		r.tree.apply(op)
 		return nil
 	}
-	// Leave a current snapshot behind: the later items of a bulk move are checked
-	// against it.
+	// Leave a current tree behind: the later items of a bulk move are checked against it.
 	if err := r.load(ctx); err != nil {
 		return err
 	}
@@ -284,8 +377,18 @@ func (s *Service) CreateFolder(ctx context.Context, p *identity.Principal, dep i
 			s.release(ctx, dep, in.ParentID)
 		}
 	}()
+	pos := 0.0
+	if in.Position != nil {
+		pos = *in.Position
+	} else {
+		max, err := s.store.maxChildPosition(ctx, dep, in.ParentID)
+		if err != nil {
+			return Folder{}, err
+		}
+		pos = max + 1
+	}
 	var doc *itemDoc
-	err = r.commit(ctx, func(t *tree) (*treeOp, error) {
+	err = r.commit(ctx, func(ctx context.Context) error { return r.need(ctx, in.ParentID) }, func(t *tree) (*treeOp, error) {
 		if in.ParentID != 0 {
 			if t.folders[in.ParentID] == nil {
 				return nil, notFound(TypeFolder, in.ParentID)
@@ -307,12 +410,9 @@ func (s *Service) CreateFolder(ctx context.Context, p *identity.Principal, dep i
 				leased = true
 			}
 		}
-		pos := t.maxChildPosition(in.ParentID) + 1
-		if in.Position != nil {
-			pos = *in.Position
-		}
+		anc, depth := t.ancestorsOf(in.ParentID)
 		doc = &itemDoc{ID: id, Dep: dep, Type: TypeFolder, Name: name, Position: pos, Parent: in.ParentID,
-			CreatedBy: p.User.ID, UpdatedBy: p.User.ID, CreatedAt: now, UpdatedAt: now}
+			CreatedBy: p.User.ID, UpdatedBy: p.User.ID, CreatedAt: now, UpdatedAt: now, Anc: anc, Depth: depth}
 		return &treeOp{Kind: "create", Folder: id, To: in.ParentID, By: p.User.ID, At: now, Doc: doc}, nil
 	})
 	if err != nil {
@@ -367,7 +467,7 @@ func (s *Service) folderForRead(ctx context.Context, p *identity.Principal, dep,
 	if err != nil {
 		return nil, err
 	}
-	if err := r.load(ctx); err != nil {
+	if err := r.need(ctx, id); err != nil {
 		return nil, err
 	}
 	if r.tree.folders[id] == nil {
@@ -559,11 +659,7 @@ func (s *Service) BulkMove(ctx context.Context, p *identity.Principal, dep int64
 		return res, nil
 	}
 	pctx, cancel := context.WithTimeout(ctx, writeDeadline)
-	err = r.load(pctx)
-	var docs map[int64]*itemDoc
-	if err == nil {
-		docs, err = s.store.findItems(pctx, dep, ids)
-	}
+	docs, err := s.loadForMove(pctx, r, distinct, dest)
 	cancel()
 	if err != nil {
 		if _, ok := AsFailure(err); ok {
@@ -622,6 +718,7 @@ func (s *Service) BulkMove(ctx context.Context, p *identity.Principal, dep int64
 		movedDocs = append(movedDocs, d)
 	}
 	if len(movedDocs) > 0 {
+		_ = r.need(ctx, dest) // read again only if a conflict made the request forget it
 		out, err := s.render(ctx, r.tree, movedDocs)
 		if err != nil {
 			out = s.renderWithoutOwners(r.tree, movedDocs) // moved all the same
@@ -659,9 +756,61 @@ func checkDestinationAccess(t *tree, p *identity.Principal, dest int64) *Failure
 	return forbiddenf("you need edit access to folder %d to move items into it", dest)
 }
 
+// loadForMove reads what a move of refs into dest is checked against, in a fixed number
+// of queries whatever the number of items: the tree version, the items and the
+// destination (one query), the folders holding the workbooks and reports (one), every
+// ancestor of all of them (one), and the subtrees of the moved folders (one).
+func (s *Service) loadForMove(ctx context.Context, r *request, refs []ItemRef, dest int64) (map[int64]*itemDoc, error) {
+	if err := r.load(ctx); err != nil {
+		return nil, err
+	}
+	ids := make([]int64, 0, len(refs)+1)
+	for _, ref := range refs {
+		ids = append(ids, ref.ID)
+	}
+	if dest != 0 {
+		ids = append(ids, dest)
+	}
+	docs, err := s.store.findItems(ctx, r.dep, ids)
+	if err != nil {
+		return nil, err
+	}
+	var chains, folders []int64
+	if d := docs[dest]; d != nil && d.Type == TypeFolder {
+		r.addDocs(d)
+	}
+	if dest != 0 {
+		chains = append(chains, dest)
+	}
+	for _, ref := range refs {
+		d := docs[ref.ID]
+		switch {
+		case d == nil || d.Type != ref.Type:
+		case d.Type == TypeFolder:
+			r.addDocs(d)
+			chains, folders = append(chains, d.ID), append(folders, d.ID)
+		default:
+			chains = append(chains, d.Parent)
+		}
+	}
+	if err := r.need(ctx, chains...); err != nil {
+		return nil, err
+	}
+	if err := r.needSubtree(ctx, folders...); err != nil {
+		return nil, err
+	}
+	return docs, nil
+}
+
 func (s *Service) moveFolder(ctx context.Context, r *request, d *itemDoc, dest int64, lease func() error, destGone *bool) error {
 	p := r.p
-	return r.commit(ctx, func(t *tree) (*treeOp, error) {
+	prepare := func(ctx context.Context) error {
+		if err := r.need(ctx, d.ID, dest); err != nil {
+			return err
+		}
+		return r.needSubtree(ctx, d.ID)
+	}
+	return r.commit(ctx, prepare, func(t *tree) (*treeOp, error) {
 		if t.folders[d.ID] == nil {
 			return nil, notFound(TypeFolder, d.ID)
 		}
@@ -693,13 +842,19 @@ func (s *Service) moveFolder(ctx context.Context, r *request, d *itemDoc, dest i
 		}
 		now := s.now()
 		d.Parent, d.UpdatedAt, d.UpdatedBy = dest, now, p.User.ID
-		return &treeOp{Kind: "move", Folder: d.ID, To: dest, By: p.User.ID, At: now}, nil
+		op := t.moveOp(d.ID, dest)
+		op.By, op.At = p.User.ID, now
+		return op, nil
 	})
 }
 
 func (s *Service) moveItem(ctx context.Context, r *request, d *itemDoc, dest int64, lease func() error, destGone *bool) error {
-	p, t := r.p, r.tree
+	p := r.p
 	for attempt := 0; attempt < maxTreeRetries; attempt++ {
+		if err := r.need(ctx, d.Parent, dest); err != nil {
+			return err
+		}
+		t := r.tree
 		if f := checkDestination(t, p, dest, *destGone); f != nil {
 			return f
 		}
@@ -743,15 +898,7 @@ func (s *Service) moveItem(ctx context.Context, r *request, d *itemDoc, dest int
 
 // render serializes items in the Workbook shape, loading their creators at once.
 func (s *Service) render(ctx context.Context, t *tree, docs []*itemDoc) ([]Workbook, error) {
-	var ids []int64
-	seen := map[int64]bool{}
-	for _, d := range docs {
-		if !seen[d.CreatedBy] {
-			seen[d.CreatedBy] = true
-			ids = append(ids, d.CreatedBy)
-		}
-	}
-	users, err := s.store.findUsers(ctx, ids)
+	users, err := s.store.findUsers(ctx, creators(docs))
 	if err != nil {
 		return nil, err
 	}
@@ -782,17 +929,23 @@ func rawOrEmpty(s string) json.RawMessage {
 
 var slugUnsafe = regexp.MustCompile(`[^a-z0-9]+`)
 
+// slugOf is `<name-slug>-<id>` for workbooks and reports, nil for folders.
+func slugOf(d *itemDoc) *string {
+	if d.Type == TypeFolder {
+		return nil
+	}
+	slug := strings.Trim(slugUnsafe.ReplaceAllString(strings.ToLower(d.Name), "-"), "-")
+	slug = strings.TrimPrefix(slug+"-", "-") + fmt.Sprint(d.ID)
+	return &slug
+}
+
 func renderItem(t *tree, users map[int64]userDoc, d *itemDoc) Workbook {
 	createdBy := d.CreatedBy
 	w := Workbook{ID: d.ID, DeploymentID: d.Dep, Name: d.Name, Type: d.Type,
 		Meta: rawOrEmpty(d.Meta), CalculatedFields: rawOrEmpty(d.CalculatedFields),
 		CreatedAt: formatTime(d.CreatedAt), UpdatedAt: formatTime(d.UpdatedAt), CreatedBy: d.CreatedBy,
 		UserID: &createdBy, User: owner(users, d.CreatedBy), FolderID: optionalID(d.Parent), FolderPath: t.path(d.Parent)}
-	if d.Type != TypeFolder {
-		slug := strings.Trim(slugUnsafe.ReplaceAllString(strings.ToLower(d.Name), "-"), "-")
-		slug = strings.TrimPrefix(slug+"-", "-") + fmt.Sprint(d.ID)
-		w.Slug = &slug
-	}
+	w.Slug = slugOf(d)
 	if d.Draft != "" {
 		var c DashboardConfig
 		if json.Unmarshal([]byte(d.Draft), &c) == nil {
@@ -838,7 +991,7 @@ func (s *Service) CreateItem(ctx context.Context, p *identity.Principal, dep int
 	if err := s.checkRoom(ctx, dep); err != nil {
 		return Workbook{}, err
 	}
-	if err := r.load(ctx); err != nil {
+	if err := r.need(ctx, in.FolderID); err != nil {
 		return Workbook{}, err
 	}
 	if in.FolderID != 0 {
@@ -884,9 +1037,6 @@ func (s *Service) itemForAccess(ctx context.Context, p *identity.Principal, dep 
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := r.load(ctx); err != nil {
-		return nil, nil, err
-	}
 	docs, err := s.store.findItems(ctx, dep, []int64{id})
 	if err != nil {
 		return nil, nil, err
@@ -894,6 +1044,9 @@ func (s *Service) itemForAccess(ctx context.Context, p *identity.Principal, dep 
 	d := docs[id]
 	if d == nil || d.Type != typ {
 		return nil, nil, notFound(typ, id)
+	}
+	if err := r.need(ctx, d.Parent); err != nil {
+		return nil, nil, err
 	}
 	if r.tree.itemLevel(p, d.CreatedBy, d.Parent) < need {
 		return nil, nil, forbiddenf("you need %s access to %s %d to %s", need, typ.lower(), id, verb)
@@ -946,7 +1099,7 @@ func (s *Service) Publish(ctx context.Context, p *identity.Principal, dep, id in
 			return Workbook{}, err
 		}
 		version := d.PublishedVersion + 1
-		snaps, err := s.snapshotReports(ctx, r.tree, p, dep, cfg, version)
+		snaps, err := s.snapshotReports(ctx, r, cfg, version)
 		if err != nil {
 			return Workbook{}, err
 		}
@@ -986,7 +1139,8 @@ func publishedVersionFilter(v int64) any {
 // snapshotReports copies each report a widget names into the published dashboard, but
 // only reports the publisher can view: the others are left out of the snapshot, so a
 // publish never reveals a report in a folder the publisher cannot see.
-func (s *Service) snapshotReports(ctx context.Context, t *tree, p *identity.Principal, dep int64, cfg DashboardConfig, version int64) ([]ReportSnapshot, error) {
+func (s *Service) snapshotReports(ctx context.Context, r *request, cfg DashboardConfig, version int64) ([]ReportSnapshot, error) {
+	p, dep := r.p, r.dep
 	var ids []int64
 	for _, w := range cfg.Widgets {
 		if v, ok := w.Config["reportId"].(float64); ok && v > 0 && v == float64(int64(v)) {
@@ -1001,6 +1155,14 @@ func (s *Service) snapshotReports(ctx context.Context, t *tree, p *identity.Prin
 	if err != nil {
 		return nil, err
 	}
+	var parents []int64
+	for _, d := range docs {
+		parents = append(parents, d.Parent)
+	}
+	if err := r.need(ctx, parents...); err != nil {
+		return nil, err
+	}
+	t := r.tree
 	done := map[int64]bool{}
 	for _, rid := range ids {
 		d := docs[rid]
@@ -1046,15 +1208,13 @@ func (a cursor) less(b cursor) bool {
 	return a.ID < b.ID
 }
 
-// listBatch is how many projected children a listing reads per database round trip while
-// it fills a page with the ones the caller can view.
-const listBatch = 100
-
 // visibleChildren returns up to first children of folder after the cursor that the caller
-// can view, in page order, and whether more follow. It reads projected documents in
-// batches sorted and limited by the database, folders before workbooks and reports, so
-// memory follows the page, not the folder.
-func (s *Service) visibleChildren(ctx context.Context, t *tree, p *identity.Principal, dep, folder int64, from *cursor, first int) ([]*itemDoc, bool, error) {
+// can view, in page order, and whether more follow. It reads projected documents sorted
+// and limited by the database, folders before workbooks and reports, each batch no larger
+// than what the page still needs (plus one, to know whether more follow): when the caller
+// can view everything, a page of n reads n+1 children.
+func (s *Service) visibleChildren(ctx context.Context, r *request, folder int64, from *cursor, first int) ([]*itemDoc, bool, error) {
+	p, t := r.p, r.tree
 	var out []*itemDoc
 	for _, folders := range []bool{true, false} {
 		var after *cursor
@@ -1069,16 +1229,15 @@ func (s *Service) visibleChildren(ctx context.Context, t *tree, p *identity.Prin
 			}
 		}
 		for {
-			batch, err := s.store.childrenBatch(ctx, dep, folder, folders, after, listBatch)
+			limit := first + 1 - len(out)
+			batch, err := s.store.childrenBatch(ctx, r.dep, folder, folders, after, limit)
 			if err != nil {
 				return nil, false, err
 			}
 			for _, d := range batch {
 				var l Level
 				if d.Type == TypeFolder {
-					if t.folders[d.ID] == nil {
-						continue
-					}
+					r.addDocs(d)
 					l = t.folderLevel(p, d.ID)
 				} else {
 					l = t.itemLevel(p, d.CreatedBy, d.Parent)
@@ -1091,7 +1250,7 @@ func (s *Service) visibleChildren(ctx context.Context, t *tree, p *identity.Prin
 				}
 				out = append(out, d)
 			}
-			if len(batch) < listBatch {
+			if len(batch) < limit {
 				break
 			}
 			k := keyOf(batch[len(batch)-1])
@@ -1102,7 +1261,8 @@ func (s *Service) visibleChildren(ctx context.Context, t *tree, p *identity.Prin
 }
 
 // List returns one page of the children of folder (0: the root) that the caller can
-// view: folders first, then by position, name and id.
+// view: folders first, then by position, name and id, in the summary shape (no meta,
+// calculated fields or dashboards: GET the item for those).
 func (s *Service) List(ctx context.Context, p *identity.Principal, dep, folder int64, first int, after string) (Page, error) {
 	var from *cursor
 	if after != "" {
@@ -1117,7 +1277,7 @@ func (s *Service) List(ctx context.Context, p *identity.Principal, dep, folder i
 	if err != nil {
 		return Page{}, err
 	}
-	if err := r.load(ctx); err != nil {
+	if err := r.need(ctx, folder); err != nil {
 		return Page{}, err
 	}
 	if folder != 0 {
@@ -1128,28 +1288,12 @@ func (s *Service) List(ctx context.Context, p *identity.Principal, dep, folder i
 			return Page{}, forbiddenf("you need view access to folder %d to list it", folder)
 		}
 	}
-	visible, more, err := s.visibleChildren(ctx, r.tree, p, dep, folder, from, first)
+	visible, more, err := s.visibleChildren(ctx, r, folder, from, first)
 	if err != nil {
 		return Page{}, err
 	}
 	page := Page{HasNextPage: more}
-	// The page was chosen on projected documents; render reads the page's items in full.
-	ids := make([]int64, len(visible))
-	for i, d := range visible {
-		ids[i] = d.ID
-	}
-	full, err := s.store.findItems(ctx, dep, ids)
-	if err != nil {
-		return Page{}, err
-	}
-	kept := visible[:0]
-	for _, d := range visible {
-		if f := full[d.ID]; f != nil && f.Parent == folder {
-			kept = append(kept, f)
-		}
-	}
-	visible = kept
-	items, err := s.render(ctx, r.tree, visible)
+	items, err := s.renderSummaries(ctx, r.tree, visible)
 	if err != nil {
 		return Page{}, err
 	}
@@ -1160,4 +1304,31 @@ func (s *Service) List(ctx context.Context, p *identity.Principal, dep, folder i
 		page.EndCursor = &c
 	}
 	return page, nil
+}
+
+// renderSummaries renders listed items in the summary shape, loading their creators at
+// once.
+func (s *Service) renderSummaries(ctx context.Context, t *tree, docs []*itemDoc) ([]ItemSummary, error) {
+	users, err := s.store.findUsers(ctx, creators(docs))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ItemSummary, len(docs))
+	for i, d := range docs {
+		createdBy := d.CreatedBy
+		out[i] = ItemSummary{ID: d.ID, DeploymentID: d.Dep, Name: d.Name, Type: d.Type, Position: d.Position,
+			CreatedAt: formatTime(d.CreatedAt), UpdatedAt: formatTime(d.UpdatedAt), CreatedBy: d.CreatedBy, UpdatedBy: d.UpdatedBy,
+			UserID: &createdBy, User: owner(users, d.CreatedBy), FolderID: optionalID(d.Parent), FolderPath: t.path(d.Parent), Slug: slugOf(d)}
+	}
+	return out, nil
+}
+
+func creators(docs []*itemDoc) []int64 {
+	var ids []int64
+	for _, d := range docs {
+		if !containsID(ids, d.CreatedBy) {
+			ids = append(ids, d.CreatedBy)
+		}
+	}
+	return ids
 }

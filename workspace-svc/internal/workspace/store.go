@@ -30,6 +30,10 @@ type itemDoc struct {
 	// it: the fence that makes a late re-application of an older move a no-op.
 	TreeV  int64   `bson:"treeV"`
 	Grants []Grant `bson:"grants,omitempty"`
+	// Anc and Depth, on folders only: every ancestor's id and the folder's level (1 at the
+	// root), kept by the structural ops (see treeOp).
+	Anc   []int64 `bson:"anc,omitempty"`
+	Depth int     `bson:"depth,omitempty"`
 	// LeaseUntil is set while a request is putting items into this folder; a delete
 	// waits for it to lapse. DeletingUntil is set while a delete checks emptiness.
 	LeaseUntil    time.Time `bson:"leaseUntil,omitempty"`
@@ -47,7 +51,10 @@ type itemDoc struct {
 }
 
 // treeOp is a structural change of the folder tree (a folder moved or created),
-// recorded in the tree document before it is applied so that anyone can finish it.
+// recorded in the tree document before it is applied so that anyone can finish it. A move
+// carries everything its application writes, computed when it was validated: the folder's
+// new ancestors and depth, and for each folder below it the ancestors to pull and push and
+// the depth shift, so applying it reads nothing.
 type treeOp struct {
 	Kind   string    `bson:"kind"` // "move" or "create"
 	Folder int64     `bson:"folder"`
@@ -55,6 +62,11 @@ type treeOp struct {
 	By     int64     `bson:"by"`
 	At     time.Time `bson:"at"`
 	Doc    *itemDoc  `bson:"doc,omitempty"`
+	Anc    []int64   `bson:"anc,omitempty"`
+	Depth  int       `bson:"depth,omitempty"`
+	Pull   []int64   `bson:"pull,omitempty"`
+	Push   []int64   `bson:"push,omitempty"`
+	Delta  int       `bson:"delta,omitempty"`
 }
 
 type treeDoc struct {
@@ -116,6 +128,7 @@ func (s *Store) EnsureIndexes(ctx context.Context) error {
 	}{
 		{"dep_1_parent_1", bson.D{{Key: "dep", Value: 1}, {Key: "parent", Value: 1}}},
 		{"dep_1_type_1", bson.D{{Key: "dep", Value: 1}, {Key: "type", Value: 1}}},
+		{"dep_1_anc_1", bson.D{{Key: "dep", Value: 1}, {Key: "anc", Value: 1}}},
 		{"dep_1_parent_1_position_1_name_1__id_1", bson.D{{Key: "dep", Value: 1}, {Key: "parent", Value: 1},
 			{Key: "position", Value: 1}, {Key: "name", Value: 1}, {Key: "_id", Value: 1}}},
 	} {
@@ -175,14 +188,35 @@ func (s *Store) casTree(ctx context.Context, dep, v int64, op *treeOp) (bool, er
 
 // applyOp applies the structural op recorded as version v. It is idempotent and fenced:
 // a folder already changed at version v or later is left alone, so a late or repeated
-// application never undoes a newer move.
+// application never undoes a newer change. A move is one command of up to three
+// statements: the folder itself, then its subfolders' ancestors pulled (idempotent), then
+// pushed with the depth shift and the fence (treeV = v), so a crash between any two of
+// them is finished by applying the op again.
 func (s *Store) applyOp(ctx context.Context, v int64, op *treeOp) error {
 	switch op.Kind {
 	case "move":
-		_, err := s.items.UpdateOne(ctx,
-			bson.D{{Key: "_id", Value: op.Folder}, {Key: "treeV", Value: bson.D{{Key: "$lt", Value: v}}}},
-			bson.D{{Key: "$set", Value: bson.D{{Key: "parent", Value: op.To}, {Key: "treeV", Value: v},
-				{Key: "updatedAt", Value: op.At}, {Key: "updatedBy", Value: op.By}}}})
+		if op.Depth == 0 { // recorded before folders kept their ancestors: BackfillAncestors finishes it
+			_, err := s.items.UpdateOne(ctx,
+				bson.D{{Key: "_id", Value: op.Folder}, {Key: "treeV", Value: bson.D{{Key: "$lt", Value: v}}}},
+				bson.D{{Key: "$set", Value: bson.D{{Key: "parent", Value: op.To}, {Key: "treeV", Value: v}}}})
+			return wrap("apply folder move", err)
+		}
+		below := bson.D{{Key: "anc", Value: op.Folder}, {Key: "treeV", Value: bson.D{{Key: "$lt", Value: v}}}}
+		models := []mongo.WriteModel{mongo.NewUpdateOneModel().
+			SetFilter(bson.D{{Key: "_id", Value: op.Folder}, {Key: "treeV", Value: bson.D{{Key: "$lt", Value: v}}}}).
+			SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: "parent", Value: op.To}, {Key: "treeV", Value: v},
+				{Key: "anc", Value: op.Anc}, {Key: "depth", Value: op.Depth},
+				{Key: "updatedAt", Value: op.At}, {Key: "updatedBy", Value: op.By}}}})}
+		if len(op.Pull) > 0 {
+			models = append(models, mongo.NewUpdateManyModel().SetFilter(below).
+				SetUpdate(bson.D{{Key: "$pullAll", Value: bson.D{{Key: "anc", Value: op.Pull}}}}))
+		}
+		push := bson.D{{Key: "$set", Value: bson.D{{Key: "treeV", Value: v}}}, {Key: "$inc", Value: bson.D{{Key: "depth", Value: op.Delta}}}}
+		if len(op.Push) > 0 {
+			push = append(push, bson.E{Key: "$addToSet", Value: bson.D{{Key: "anc", Value: bson.D{{Key: "$each", Value: op.Push}}}}})
+		}
+		models = append(models, mongo.NewUpdateManyModel().SetFilter(below).SetUpdate(push))
+		_, err := s.items.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(true))
 		return wrap("apply folder move", err)
 	case "create":
 		doc := *op.Doc
@@ -196,16 +230,115 @@ func (s *Store) applyOp(ctx context.Context, v int64, op *treeOp) error {
 	return fmt.Errorf("unknown tree op %q", op.Kind)
 }
 
-// loadFolders returns every live folder of the deployment in one query.
-func (s *Store) loadFolders(ctx context.Context, dep int64) ([]*folderNode, error) {
-	cur, err := s.items.Find(ctx, bson.D{{Key: "dep", Value: dep}, {Key: "type", Value: TypeFolder}, {Key: "deleted", Value: notDeleted}},
-		options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}, {Key: "parent", Value: 1}, {Key: "name", Value: 1},
-			{Key: "position", Value: 1}, {Key: "createdBy", Value: 1}, {Key: "grants", Value: 1}}).SetBatchSize(100000))
+// folderProjection is what a request keeps of a folder (folderNode).
+var folderProjection = bson.D{{Key: "_id", Value: 1}, {Key: "parent", Value: 1}, {Key: "name", Value: 1},
+	{Key: "position", Value: 1}, {Key: "createdBy", Value: 1}, {Key: "grants", Value: 1}, {Key: "anc", Value: 1}, {Key: "depth", Value: 1}}
+
+// findFolders returns the live folders of the deployment among ids.
+func (s *Store) findFolders(ctx context.Context, dep int64, ids []int64) ([]*folderNode, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	return s.folders(ctx, "load folders", bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}, {Key: "dep", Value: dep},
+		{Key: "type", Value: TypeFolder}, {Key: "deleted", Value: notDeleted}})
+}
+
+// subtreeFolders returns every live folder below any of ids.
+func (s *Store) subtreeFolders(ctx context.Context, dep int64, ids []int64) ([]*folderNode, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	return s.folders(ctx, "load subtree", bson.D{{Key: "dep", Value: dep}, {Key: "anc", Value: bson.D{{Key: "$in", Value: ids}}},
+		{Key: "type", Value: TypeFolder}, {Key: "deleted", Value: notDeleted}})
+}
+
+func (s *Store) folders(ctx context.Context, what string, filter bson.D) ([]*folderNode, error) {
+	cur, err := s.items.Find(ctx, filter, options.Find().SetProjection(folderProjection).SetBatchSize(1000))
 	if err != nil {
-		return nil, wrap("load folders", err)
+		return nil, wrap(what, err)
 	}
 	var out []*folderNode
-	return out, wrap("load folders", cur.All(ctx, &out))
+	return out, wrap(what, cur.All(ctx, &out))
+}
+
+// maxChildPosition is the highest position among parent's child folders, or -1: one
+// document read, the database sorts.
+func (s *Store) maxChildPosition(ctx context.Context, dep, parent int64) (float64, error) {
+	var d struct {
+		Position float64 `bson:"position"`
+	}
+	err := s.items.FindOne(ctx, bson.D{{Key: "dep", Value: dep}, {Key: "parent", Value: parent}, {Key: "type", Value: TypeFolder}, {Key: "deleted", Value: notDeleted}},
+		options.FindOne().SetSort(bson.D{{Key: "position", Value: -1}}).SetProjection(bson.D{{Key: "position", Value: 1}})).Decode(&d)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return -1, nil
+	}
+	return d.Position, wrap("find folder position", err)
+}
+
+// BackfillAncestors gives every folder written before folders kept their ancestors (no
+// depth) its ancestors and depth, computed from the parent pointers, one deployment at a
+// time. It runs at start and whenever a request meets such a folder; it reads a whole
+// deployment's folders, but only once per deployment, ever.
+func (s *Store) BackfillAncestors(ctx context.Context, dep int64) error {
+	filter := bson.D{{Key: "type", Value: TypeFolder}, {Key: "depth", Value: bson.D{{Key: "$exists", Value: false}}}}
+	if dep != 0 {
+		filter = append(filter, bson.E{Key: "dep", Value: dep})
+	}
+	cur, err := s.items.Find(ctx, filter, options.Find().SetProjection(bson.D{{Key: "dep", Value: 1}}))
+	if err != nil {
+		return wrap("find folders to backfill", err)
+	}
+	var stale []struct {
+		Dep int64 `bson:"dep"`
+	}
+	if err := cur.All(ctx, &stale); err != nil {
+		return wrap("find folders to backfill", err)
+	}
+	done := map[int64]bool{}
+	for _, f := range stale {
+		if done[f.Dep] {
+			continue
+		}
+		done[f.Dep] = true
+		if err := s.backfillDeployment(ctx, f.Dep); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Store) backfillDeployment(ctx context.Context, dep int64) error {
+	all, err := s.folders(ctx, "load folders to backfill", bson.D{{Key: "dep", Value: dep}, {Key: "type", Value: TypeFolder}, {Key: "deleted", Value: notDeleted}})
+	if err != nil {
+		return err
+	}
+	byID := make(map[int64]*folderNode, len(all))
+	for _, n := range all {
+		byID[n.ID] = n
+	}
+	var models []mongo.WriteModel
+	for _, n := range all {
+		if n.Depth > 0 {
+			continue
+		}
+		anc := []int64{}
+		for cur := n.Parent; cur != 0 && len(anc) <= len(all); {
+			a := byID[cur]
+			if a == nil {
+				break
+			}
+			anc = append(anc, a.ID)
+			cur = a.Parent
+		}
+		models = append(models, mongo.NewUpdateOneModel().
+			SetFilter(bson.D{{Key: "_id", Value: n.ID}, {Key: "depth", Value: bson.D{{Key: "$exists", Value: false}}}}).
+			SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: "anc", Value: anc}, {Key: "depth", Value: len(anc) + 1}}}}))
+	}
+	if len(models) == 0 {
+		return nil
+	}
+	_, err = s.items.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
+	return wrap("backfill folder ancestors", err)
 }
 
 // findItems returns the live items of the deployment among ids, by id.
@@ -229,10 +362,11 @@ func (s *Store) findItems(ctx context.Context, dep int64, ids []int64) (map[int6
 	return out, nil
 }
 
-// listProjection is what a page of the tree needs to order and check access: never
-// meta, calculated fields, drafts or published dashboards, which can be large.
-var listProjection = bson.D{{Key: "_id", Value: 1}, {Key: "type", Value: 1}, {Key: "name", Value: 1},
-	{Key: "position", Value: 1}, {Key: "parent", Value: 1}, {Key: "createdBy", Value: 1}}
+// listProjection is what a page of the tree renders and checks access with: never meta,
+// calculated fields, drafts or published dashboards, which can be large.
+var listProjection = bson.D{{Key: "_id", Value: 1}, {Key: "dep", Value: 1}, {Key: "type", Value: 1}, {Key: "name", Value: 1},
+	{Key: "position", Value: 1}, {Key: "parent", Value: 1}, {Key: "createdBy", Value: 1}, {Key: "updatedBy", Value: 1},
+	{Key: "createdAt", Value: 1}, {Key: "updatedAt", Value: 1}, {Key: "grants", Value: 1}, {Key: "anc", Value: 1}, {Key: "depth", Value: 1}}
 
 // childrenBatch returns, in page order (position, name, id), at most limit live children
 // of parent after the cursor: folders when folders is true, workbooks and reports

@@ -37,7 +37,9 @@ type Grant struct {
 	Level  string `json:"level" bson:"level"`
 }
 
-// folderNode is what the tree snapshot keeps of a folder.
+// folderNode is what a request keeps of a folder. Anc (the ids of every ancestor, in no
+// particular order) and Depth (1 at the root) are kept on each folder document by the
+// structural ops, so the whole ancestor chain of any folder is one query by id away.
 type folderNode struct {
 	ID        int64   `bson:"_id"`
 	Parent    int64   `bson:"parent"`
@@ -45,33 +47,31 @@ type folderNode struct {
 	Position  float64 `bson:"position"`
 	CreatedBy int64   `bson:"createdBy"`
 	Grants    []Grant `bson:"grants"`
+	Anc       []int64 `bson:"anc"`
+	Depth     int     `bson:"depth"`
 }
 
-// tree is a snapshot of a deployment's folders, loaded with one query per request: the
-// ancestors, descendants and access levels of every item of the request come from it,
-// so nothing walks the tree in the database per item.
+// tree is the part of a deployment's folder tree a request has read: the ancestor
+// chains of the folders it touches and, for a folder move, the moved subtree. A request
+// reads what it needs (request.need, request.needSubtree), so what it reads follows the
+// request, not the size of the deployment.
 type tree struct {
-	folders  map[int64]*folderNode
-	children map[int64][]int64 // parent (0 = root) -> child folder ids
+	folders map[int64]*folderNode
+	subtree map[int64]bool // folders whose whole subtree of folders is loaded
 }
 
-func newTree(nodes []*folderNode) *tree {
-	t := &tree{folders: make(map[int64]*folderNode, len(nodes)), children: map[int64][]int64{}}
-	for _, n := range nodes {
-		t.folders[n.ID] = n
-	}
-	for _, n := range nodes {
-		t.children[n.Parent] = append(t.children[n.Parent], n.ID)
-	}
-	return t
+func newTree() *tree {
+	return &tree{folders: map[int64]*folderNode{}, subtree: map[int64]bool{}}
 }
 
-// chain returns id and its ancestors, nearest first. A chain longer than the number of
-// folders means a cycle, which the move protocol never writes; it is cut short anyway
-// so a corrupted tree cannot hang a request.
+// add puts n into the tree, replacing what was known of that folder.
+func (t *tree) add(n *folderNode) { t.folders[n.ID] = n }
+
+// chain returns id and its ancestors, nearest first, as far as they are loaded. It is
+// cut at MaxDepth+1 so an inconsistent read can never loop.
 func (t *tree) chain(id int64) []*folderNode {
 	var out []*folderNode
-	for cur := id; cur != 0 && len(out) <= len(t.folders); {
+	for cur := id; cur != 0 && len(out) <= MaxDepth; {
 		n := t.folders[cur]
 		if n == nil {
 			break
@@ -80,6 +80,34 @@ func (t *tree) chain(id int64) []*folderNode {
 		cur = n.Parent
 	}
 	return out
+}
+
+// complete reports whether folder id and its whole ancestor chain are loaded and agree
+// with each other: the chain reaches the root in exactly Depth steps and every folder on
+// it is one of id's recorded ancestors. A chain read while a structural op was half
+// applied fails this check, and the request rolls the op forward and reads again.
+func (t *tree) complete(id int64) bool {
+	n := t.folders[id]
+	if n == nil {
+		return false
+	}
+	c := t.chain(id)
+	if n.Depth < 1 || len(c) != n.Depth || c[len(c)-1].Parent != 0 {
+		return false
+	}
+	anc := map[int64]bool{}
+	for _, a := range n.Anc {
+		anc[a] = true
+	}
+	if len(anc) != n.Depth-1 {
+		return false
+	}
+	for i, a := range c[1:] {
+		if !anc[a.ID] || a.Depth != n.Depth-1-i {
+			return false
+		}
+	}
+	return true
 }
 
 // path is the folderPath of an item whose folder is parent: the ancestors from the root
@@ -96,68 +124,108 @@ func (t *tree) path(parent int64) []FolderPathEntry {
 // level is the depth of folder id: 1 at the root, 0 for the root itself.
 func (t *tree) level(id int64) int { return len(t.chain(id)) }
 
-// height is the number of folder levels of the subtree rooted at id (1 for a leaf).
+// height is the number of folder levels of the subtree rooted at id (1 for a leaf); the
+// subtree must be loaded (request.needSubtree).
 func (t *tree) height(id int64) int {
-	best := 0
-	var walk func(id int64, d int)
-	seen := map[int64]bool{}
-	walk = func(id int64, d int) {
-		if seen[id] {
-			return
-		}
-		seen[id] = true
-		if d > best {
-			best = d
-		}
-		for _, c := range t.children[id] {
-			walk(c, d+1)
+	n := t.folders[id]
+	if n == nil {
+		return 0
+	}
+	best := n.Depth
+	for _, x := range t.folders {
+		if x.Depth > best && containsID(x.Anc, id) {
+			best = x.Depth
 		}
 	}
-	walk(id, 1)
-	return best
+	return best - n.Depth + 1
 }
 
-// isSelfOrDescendant reports whether candidate is folder or lies inside its subtree.
-func (t *tree) isSelfOrDescendant(candidate, folder int64) bool {
-	for _, n := range t.chain(candidate) {
-		if n.ID == folder {
+// hasSubfolders reports whether a loaded subtree of id holds any folder.
+func (t *tree) hasSubfolders(id int64) bool {
+	for _, x := range t.folders {
+		if containsID(x.Anc, id) {
 			return true
 		}
 	}
 	return false
 }
 
-// move re-parents a folder in the snapshot after a committed move.
-func (t *tree) move(id, to int64) {
+func containsID(ids []int64, id int64) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+// isSelfOrDescendant reports whether candidate is folder or lies inside its subtree.
+func (t *tree) isSelfOrDescendant(candidate, folder int64) bool {
+	n := t.folders[candidate]
+	return candidate == folder || (n != nil && containsID(n.Anc, folder))
+}
+
+// ancestorsOf is what a folder directly inside parent records as its ancestors.
+func (t *tree) ancestorsOf(parent int64) ([]int64, int) {
+	if parent == 0 {
+		return []int64{}, 1
+	}
+	p := t.folders[parent]
+	return append(append([]int64{}, p.Anc...), parent), p.Depth + 1
+}
+
+// moveOp builds the structural op that moves folder id into to: the folder's new
+// ancestors and depth, and what changes for every folder below it (ancestors pulled and
+// pushed, depth shifted).
+func (t *tree) moveOp(id, to int64) *treeOp {
 	n := t.folders[id]
-	if n == nil {
-		return
+	anc, depth := t.ancestorsOf(to)
+	oldSet, newSet := map[int64]bool{}, map[int64]bool{}
+	for _, a := range n.Anc {
+		oldSet[a] = true
 	}
-	sib := t.children[n.Parent]
-	for i, c := range sib {
-		if c == id {
-			t.children[n.Parent] = append(sib[:i:i], sib[i+1:]...)
-			break
+	for _, a := range anc {
+		newSet[a] = true
+	}
+	op := &treeOp{Kind: "move", Folder: id, To: to, Anc: anc, Depth: depth, Delta: depth - n.Depth, Pull: []int64{}, Push: []int64{}}
+	for _, a := range n.Anc {
+		if !newSet[a] {
+			op.Pull = append(op.Pull, a)
 		}
 	}
-	n.Parent = to
-	t.children[to] = append(t.children[to], id)
-}
-
-func (t *tree) add(n *folderNode) {
-	t.folders[n.ID] = n
-	t.children[n.Parent] = append(t.children[n.Parent], n.ID)
-}
-
-// maxChildPosition is the highest position among parent's child folders, or -1.
-func (t *tree) maxChildPosition(parent int64) float64 {
-	best := -1.0
-	for _, c := range t.children[parent] {
-		if p := t.folders[c].Position; p > best {
-			best = p
+	for _, a := range anc {
+		if !oldSet[a] {
+			op.Push = append(op.Push, a)
 		}
 	}
-	return best
+	return op
+}
+
+// apply records a committed op in the loaded part of the tree.
+func (t *tree) apply(op *treeOp) {
+	switch op.Kind {
+	case "create":
+		d := op.Doc
+		t.add(&folderNode{ID: d.ID, Parent: d.Parent, Name: d.Name, Position: d.Position, CreatedBy: d.CreatedBy, Anc: d.Anc, Depth: d.Depth})
+	case "move":
+		n := t.folders[op.Folder]
+		if n == nil {
+			return
+		}
+		for _, x := range t.folders {
+			if !containsID(x.Anc, op.Folder) {
+				continue
+			}
+			var kept []int64
+			for _, a := range x.Anc {
+				if !containsID(op.Pull, a) {
+					kept = append(kept, a)
+				}
+			}
+			x.Anc, x.Depth = append(kept, op.Push...), x.Depth+op.Delta
+		}
+		n.Parent, n.Anc, n.Depth = op.To, op.Anc, op.Depth
+	}
 }
 
 // folderLevel is the caller's effective level on folder id: admins manage everything;
