@@ -152,4 +152,3 @@ func TestReadsFollowTheRequest(t *testing.T) {
 		}
 	}
 }
-
