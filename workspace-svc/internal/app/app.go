@@ -41,6 +41,11 @@ func New(ctx context.Context, d Deps) (*App, error) {
 	if err := ensureIndexes(ctx, store); err != nil {
 		return nil, err
 	}
+	// Folders written before folders kept their ancestors get them now; a request that
+	// meets one later (a replica of the old version still writing) backfills its deployment.
+	if err := store.BackfillAncestors(ctx, 0); err != nil {
+		return nil, err
+	}
 	svc := workspace.NewServiceWithLimits(store, workspace.NewMetrics(d.Registry), d.Limits)
 	o := server.Options{
 		Service:  ServiceName,

@@ -152,3 +152,61 @@ func TestReadsFollowTheRequest(t *testing.T) {
 		}
 	}
 }
+
+// TestFoldersWithoutAncestorsAreBackfilled: folders written before folders kept their
+// ancestors (no anc, no depth) get them from the parent pointers when a request meets
+// one, and then answer like any other.
+func TestFoldersWithoutAncestorsAreBackfilled(t *testing.T) {
+	e := newEnv(t, 1)
+	dep := e.dep("acme", 0)
+	admin := e.bearer("acme", "admin")
+	ctx := context.Background()
+	client, err := mongox.Connect(ctx, e.mongoURI, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = client.Disconnect(ctx) }()
+	items := client.Database(e.database).Collection("items")
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	ids := []int64{9_000_000_001, 9_000_000_002, 9_000_000_003}
+	for i, id := range ids {
+		parent := int64(0)
+		if i > 0 {
+			parent = ids[i-1]
+		}
+		if _, err := items.InsertOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "dep", Value: dep}, {Key: "type", Value: "FOLDER"},
+			{Key: "name", Value: fmt.Sprintf("old %d", i)}, {Key: "position", Value: float64(i)}, {Key: "parent", Value: parent},
+			{Key: "createdBy", Value: e.user("acme", "admin").ID}, {Key: "updatedBy", Value: int64(1)}, {Key: "createdAt", Value: now},
+			{Key: "updatedAt", Value: now}, {Key: "treeV", Value: int64(0)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := e.do(t, "GET", depPath(dep, fmt.Sprintf("/folders/%d", ids[2])), admin, nil)
+	if got.Status != 200 {
+		t.Fatalf("GET old folder: %d %s", got.Status, got.Body)
+	}
+	if path := got.json(t)["folderPath"].([]any); len(path) != 2 || path[0].(map[string]any)["id"] != float64(ids[0]) {
+		t.Fatalf("folderPath of the old folder: %v", path)
+	}
+	var d struct {
+		Anc   []int64 `bson:"anc"`
+		Depth int     `bson:"depth"`
+	}
+	if err := items.FindOne(ctx, bson.D{{Key: "_id", Value: ids[2]}}).Decode(&d); err != nil || d.Depth != 3 || len(d.Anc) != 2 {
+		t.Fatalf("backfilled folder: %+v (%v), want depth 3 and two ancestors", d, err)
+	}
+	// A move out of the old chain and a folder created in it keep the tree right.
+	dest := e.mkFolder(t, dep, admin, "new", 0)
+	if r := e.do(t, "POST", depPath(dep, "/workspace/move"), admin, map[string]any{"type": "FOLDER", "id": ids[1], "folderId": dest}); r.Status != 200 {
+		t.Fatalf("move: %d %s", r.Status, r.Body)
+	}
+	sub := e.mkFolder(t, dep, admin, "sub", ids[2])
+	path := e.do(t, "GET", depPath(dep, fmt.Sprintf("/folders/%d", sub)), admin, nil).json(t)["folderPath"].([]any)
+	var names []string
+	for _, p := range path {
+		names = append(names, p.(map[string]any)["name"].(string))
+	}
+	if fmt.Sprint(names) != "[new old 1 old 2]" {
+		t.Fatalf("folderPath after the move: %v", names)
+	}
+}
