@@ -15,6 +15,8 @@ type Config struct {
 	MaxMetaBytes             int    `env:"WORKSPACE_MAX_META_BYTES" default:"262144" help:"largest meta JSON of a workbook or report; larger is 413"`
 	MaxCalculatedFieldsBytes int    `env:"WORKSPACE_MAX_CALCULATED_FIELDS_BYTES" default:"262144" help:"largest calculatedFields JSON of a workbook or report; larger is 413"`
 	MaxDraftBytes            int    `env:"WORKSPACE_MAX_DRAFT_BYTES" default:"524288" help:"largest dashboard draft of a workbook; larger is 413"`
+	MaxFavorites             int    `env:"WORKSPACE_MAX_FAVORITES" default:"1000" help:"favorites one user may keep in one deployment; one more is 400"`
+	MaxSearchScan            int    `env:"WORKSPACE_MAX_SEARCH_SCAN" default:"1000" help:"items a search or filtered listing examines per page before it answers the page so far (hasNextPage true, a cursor to go on)"`
 }
 
 // Load reads the configuration from the environment.

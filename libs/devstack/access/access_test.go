@@ -132,6 +132,27 @@ var accessRoutes = []accessRoute{
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.path("/workbooks/%d/publish", sc.workbook), nil
 		}},
+	{"update-workbook", "PATCH", "/api/v1/deployments/{deploymentId}/workbooks/{workbookId}", schemeBearer, "401 401 401 401 401 401 401 200 200 200 403 401 401 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return sc.path("/workbooks/%d", sc.workbook), map[string]any{"name": p.unique("renamed workbook")}
+		}},
+	{"delete-workbook", "DELETE", "/api/v1/deployments/{deploymentId}/workbooks/{workbookId}", schemeBearer, "401 401 401 401 401 401 401 204 403 403 403 401 401 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return sc.path("/workbooks/%d", p.freshWorkbook(t, sc)), nil
+		}},
+	{"unpublish-workbook", "POST", "/api/v1/deployments/{deploymentId}/workbooks/{workbookId}/unpublish", schemeBearer, "401 401 401 401 401 401 401 200 200 200 403 401 401 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			p.must(t, "POST", sc.path("/workbooks/%d/publish", sc.workbook), "Bearer "+sc.admin, nil, 200)
+			return sc.path("/workbooks/%d/unpublish", sc.workbook), nil
+		}},
+	{"add-favorite", "PUT", "/api/v1/deployments/{deploymentId}/workspace/favorites/{type}/{itemId}", schemeBearer, "401 401 401 401 401 401 401 204 204 204 204 401 401 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return sc.path("/workspace/favorites/workbook/%d", sc.workbook), nil
+		}},
+	{"remove-favorite", "DELETE", "/api/v1/deployments/{deploymentId}/workspace/favorites/{type}/{itemId}", schemeBearer, "401 401 401 401 401 401 401 204 204 204 204 401 401 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return sc.path("/workspace/favorites/workbook/%d", sc.workbook), nil
+		}},
 	{"create-report", "POST", "/api/v1/deployments/{deploymentId}/reports", schemeBearer, "401 401 401 401 401 401 401 200 200 200 403 401 401 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.path("/reports"), map[string]any{"name": p.unique("matrix report"), "folderId": sc.folder}
@@ -139,6 +160,14 @@ var accessRoutes = []accessRoute{
 	{"get-report", "GET", "/api/v1/deployments/{deploymentId}/reports/{reportId}", schemeBearer, "401 401 401 401 401 401 401 200 200 200 200 401 401 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.path("/reports/%d", sc.report), nil
+		}},
+	{"update-report", "PATCH", "/api/v1/deployments/{deploymentId}/reports/{reportId}", schemeBearer, "401 401 401 401 401 401 401 200 200 200 403 401 401 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return sc.path("/reports/%d", sc.report), map[string]any{"name": p.unique("renamed report")}
+		}},
+	{"delete-report", "DELETE", "/api/v1/deployments/{deploymentId}/reports/{reportId}", schemeBearer, "401 401 401 401 401 401 401 204 403 403 403 401 401 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return sc.path("/reports/%d", id(t, p.must(t, "POST", sc.path("/reports"), "Bearer "+sc.admin, map[string]any{"name": p.unique("deletable"), "folderId": sc.folder}, 200))), nil
 		}},
 	{"start-dbt-sync", "POST", "/api/v1/deployments/{deploymentId}/dbt-sync", schemeBearer, "401 401 401 401 401 401 401 202 202 403 403 401 401 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
@@ -513,6 +542,18 @@ var crossObjectCases = []crossObjectCase{
 	}, 404, nil},
 	{"publish-workbook-404-other-account", "POST", adminBearer, func(p *platform, t *testing.T) (string, any) {
 		return p.scopes["acme-1"].path("/workbooks/%d/publish", p.scopes["globex"].workbook), nil
+	}, 404, nil},
+	{"update-workbook-404-other-deployment", "PATCH", adminBearer, func(p *platform, t *testing.T) (string, any) {
+		return p.scopes["acme-1"].path("/workbooks/%d", p.scopes["acme-2"].workbook), map[string]any{"name": "x"}
+	}, 404, nil},
+	{"delete-report-404-other-account", "DELETE", adminBearer, func(p *platform, t *testing.T) (string, any) {
+		return p.scopes["acme-1"].path("/reports/%d", p.scopes["globex"].report), nil
+	}, 404, nil},
+	{"unpublish-workbook-404-other-account", "POST", adminBearer, func(p *platform, t *testing.T) (string, any) {
+		return p.scopes["acme-1"].path("/workbooks/%d/unpublish", p.scopes["globex"].workbook), nil
+	}, 404, nil},
+	{"favorite-404-other-deployment", "PUT", adminBearer, func(p *platform, t *testing.T) (string, any) {
+		return p.scopes["acme-1"].path("/workspace/favorites/workbook/%d", p.scopes["acme-2"].workbook), nil
 	}, 404, nil},
 	{"get-report-404-other-deployment", "GET", adminBearer, func(p *platform, t *testing.T) (string, any) {
 		return p.scopes["acme-1"].path("/reports/%d", p.scopes["acme-2"].report), nil

@@ -14,6 +14,7 @@ func TestContract(t *testing.T) {
 		rules []rule
 	}{
 		{"bulk-move", bulkMoveRules},
+		{"workspace-features", workspaceFeatureRules},
 		{"create-folder", createFolderRules},
 		{"generate-session", generateSessionRules},
 		{"groups", groupRules},

@@ -47,7 +47,7 @@ func run() error {
 
 	a, err := app.New(proc.Ctx, app.Deps{Mongo: client, Database: cfg.MongoDatabase, Signer: signer,
 		Logger: proc.Logger, Registry: registry,
-		Limits: workspace.Limits{ItemsPerDeployment: cfg.MaxItemsPerDeployment, MetaBytes: cfg.MaxMetaBytes,
+		Limits: workspace.Limits{ItemsPerDeployment: cfg.MaxItemsPerDeployment, MetaBytes: cfg.MaxMetaBytes, Favorites: cfg.MaxFavorites, SearchScan: cfg.MaxSearchScan,
 			CalculatedFieldsBytes: cfg.MaxCalculatedFieldsBytes, DraftBytes: cfg.MaxDraftBytes}})
 	if err != nil {
 		return err

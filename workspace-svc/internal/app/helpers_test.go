@@ -17,6 +17,7 @@ import (
 	"github.com/analyticsco/platform/libs/mongox"
 	"github.com/analyticsco/platform/libs/obs"
 	"github.com/analyticsco/platform/workspace-svc/internal/app"
+	"github.com/analyticsco/platform/workspace-svc/internal/workspace"
 )
 
 // env is FerretDB, one or more workspace-svc instances on one database, and the real
@@ -28,12 +29,19 @@ type env struct {
 	database string
 	key      string
 	direct   []string // workspace-svc instances, for tests that bypass the gateway
+	limits   workspace.Limits
 }
 
 func newEnv(t *testing.T, instances int) *env {
 	t.Helper()
+	return newEnvWithLimits(t, instances, workspace.Limits{})
+}
+
+// newEnvWithLimits is newEnv with the services' limits set (zero fields: the defaults).
+func newEnvWithLimits(t *testing.T, instances int, limits workspace.Limits) *env {
+	t.Helper()
 	m := devstack.MongoForTest(t)
-	e := &env{counter: &mongox.CommandCounter{}, mongoURI: m.URI, database: devstack.UniqueName(t, "ws"), key: gatewaytest.NewSigningKey()}
+	e := &env{counter: &mongox.CommandCounter{}, mongoURI: m.URI, database: devstack.UniqueName(t, "ws"), key: gatewaytest.NewSigningKey(), limits: limits}
 	for i := 0; i < instances; i++ {
 		var counter *mongox.CommandCounter
 		if i == 0 {
@@ -58,7 +66,7 @@ func (e *env) startInstance(t *testing.T, counter *mongox.CommandCounter) string
 		t.Fatal(err)
 	}
 	a, err := app.New(ctx, app.Deps{Mongo: client, Database: e.database, Signer: signer,
-		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Registry: obs.NewRegistry()})
+		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Registry: obs.NewRegistry(), Limits: e.limits})
 	if err != nil {
 		t.Fatal(err)
 	}

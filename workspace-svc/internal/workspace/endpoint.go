@@ -60,6 +60,23 @@ type (
 		Type ItemType
 		ID   int64
 	}
+	publishRequest struct {
+		itemRequest
+		AllowEmbed *bool
+	}
+	updateItemRequest struct {
+		itemRequest
+		In UpdateItemInput
+	}
+	searchRequest struct {
+		scope
+		In SearchInput
+	}
+	favoriteRequest struct {
+		scope
+		Ref ItemRef
+		On  bool
+	}
 	noContent   struct{}
 	permissions struct {
 		Grants []Grant `json:"grants"`
@@ -72,6 +89,8 @@ type Endpoints struct {
 	GetPermissions, SetPermissions                      endpoint.Endpoint
 	List, Move, BulkMove                                endpoint.Endpoint
 	CreateItem, GetItem, Publish                        endpoint.Endpoint
+	UpdateItem, DeleteItem, Unpublish                   endpoint.Endpoint
+	Search, Favorite                                    endpoint.Endpoint
 }
 
 // MakeEndpoints adapts s.
@@ -124,8 +143,28 @@ func MakeEndpoints(s *Service) Endpoints {
 			return s.GetItem(ctx, r.P, r.Dep, r.Type, r.ID)
 		},
 		Publish: func(ctx context.Context, req any) (any, error) {
+			r := req.(publishRequest)
+			return s.Publish(ctx, r.P, r.Dep, r.ID, r.AllowEmbed)
+		},
+		Unpublish: func(ctx context.Context, req any) (any, error) {
 			r := req.(itemRequest)
-			return s.Publish(ctx, r.P, r.Dep, r.ID)
+			return s.Unpublish(ctx, r.P, r.Dep, r.ID)
+		},
+		UpdateItem: func(ctx context.Context, req any) (any, error) {
+			r := req.(updateItemRequest)
+			return s.UpdateItem(ctx, r.P, r.Dep, r.Type, r.ID, r.In)
+		},
+		DeleteItem: func(ctx context.Context, req any) (any, error) {
+			r := req.(itemRequest)
+			return noContent{}, s.DeleteItem(ctx, r.P, r.Dep, r.Type, r.ID)
+		},
+		Search: func(ctx context.Context, req any) (any, error) {
+			r := req.(searchRequest)
+			return s.Search(ctx, r.P, r.Dep, r.In)
+		},
+		Favorite: func(ctx context.Context, req any) (any, error) {
+			r := req.(favoriteRequest)
+			return noContent{}, s.SetFavorite(ctx, r.P, r.Dep, r.Ref, r.On)
 		},
 	}
 }

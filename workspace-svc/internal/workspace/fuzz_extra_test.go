@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
 
 	"github.com/analyticsco/platform/libs/httpx"
@@ -22,7 +23,9 @@ func FuzzDecodeCreateReportRequest(f *testing.F) {
 // size in range or fails with a 4xx; never a panic.
 func FuzzDecodeListRequest(f *testing.F) {
 	for _, s := range []string{"", "folderId=3", "folderId=0", "folderId=-1", "folderId=x", "first=1", "first=201", "first=0",
-		"first=1&after=eyJ4IjoxfQ", "after=%ff", "folderId=9223372036854775808", "folderId=3&folderId=4", "first= 5"} {
+		"first=1&after=eyJ4IjoxfQ", "after=%ff", "folderId=9223372036854775808", "folderId=3&folderId=4", "first= 5",
+		"q=sales", "q=%2A%28", "type=WORKBOOK", "type=x", "createdBy=me", "createdBy=5", "favorites=true", "favorites=1",
+		"sort=-updatedAt", "sort=size", "q=a&type=REPORT&sort=name&folderId=3&first=20"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, query string) {
@@ -50,9 +53,31 @@ func FuzzDecodeListRequest(f *testing.F) {
 			}
 			return
 		}
-		lr := req.(listRequest)
-		if lr.First < 1 || lr.First > MaxPage || lr.Folder < 0 {
-			t.Fatalf("query %q: accepted %+v", query, lr)
+		switch lr := req.(type) {
+		case listRequest:
+			if lr.First < 1 || lr.First > MaxPage || lr.Folder < 0 {
+				t.Fatalf("query %q: accepted %+v", query, lr)
+			}
+		case searchRequest:
+			in := lr.In
+			if in.First < 1 || in.First > MaxPage || (in.Folder != nil && *in.Folder <= 0) || len([]rune(in.Q)) > MaxNameLength ||
+				(in.Type != "" && !in.Type.Valid()) || (in.Sort != "" && !slices.Contains(SearchSorts, in.Sort)) {
+				t.Fatalf("query %q: accepted %+v", query, in)
+			}
+		default:
+			t.Fatalf("query %q: decoded to %T", query, req)
 		}
 	})
+}
+
+// FuzzDecodeUpdateItemRequest: a workbook change decodes or fails with a 4xx.
+func FuzzDecodeUpdateItemRequest(f *testing.F) {
+	fuzzDecoder(f, "PATCH "+base+"/workbooks/{workbookId}", "/api/v1/deployments/7/workbooks/3", decodeUpdateItemRequest(TypeWorkbook, "workbookId"),
+		`{"name":"b"}`, `{"meta":{"a":1}}`, `{}`, `{"name":null}`, `{"meta":[1]}`, `{"dashboardDraft":{"widgets":[{}]}}`, `{"calculatedFields":"x"}`)
+}
+
+// FuzzDecodePublishRequest: a publish (no body, or allowEmbed) decodes or fails with a 4xx.
+func FuzzDecodePublishRequest(f *testing.F) {
+	fuzzDecoder(f, "POST "+base+"/workbooks/{workbookId}/publish", "/api/v1/deployments/7/workbooks/3/publish", decodePublishRequest,
+		``, `{}`, `{"allowEmbed":false}`, `{"allowEmbed":"no"}`, `[]`, `{"allowEmbed":true,"x":1}`)
 }

@@ -116,6 +116,7 @@ type Dashboard struct {
 	VersionID            int64            `json:"versionId"`
 	ReportSnapshots      []ReportSnapshot `json:"reportSnapshots"`
 	CreatedBy            *int64           `json:"createdBy"`
+	UpdatedBy            *int64           `json:"updatedBy"`
 	Description          *string          `json:"description"`
 	Title                *string          `json:"title"`
 	FromSharedWorkspace  *bool            `json:"fromSharedWorkspace"`

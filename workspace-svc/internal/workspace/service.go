@@ -48,10 +48,13 @@ type Limits struct {
 	MetaBytes             int   // an item's meta JSON
 	CalculatedFieldsBytes int   // an item's calculatedFields JSON
 	DraftBytes            int   // a workbook's dashboard draft, as stored
+	Favorites             int   // favorites of one user in one deployment
+	SearchScan            int   // items a search examines per page
 }
 
 // DefaultLimits are the limits when none are configured.
-var DefaultLimits = Limits{ItemsPerDeployment: 100_000, MetaBytes: 256 << 10, CalculatedFieldsBytes: 256 << 10, DraftBytes: 512 << 10}
+var DefaultLimits = Limits{ItemsPerDeployment: 100_000, MetaBytes: 256 << 10, CalculatedFieldsBytes: 256 << 10, DraftBytes: 512 << 10,
+	Favorites: 1000, SearchScan: 1000}
 
 func (l Limits) withDefaults() Limits {
 	if l.ItemsPerDeployment <= 0 {
@@ -65,6 +68,12 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.DraftBytes <= 0 {
 		l.DraftBytes = DefaultLimits.DraftBytes
+	}
+	if l.Favorites <= 0 {
+		l.Favorites = DefaultLimits.Favorites
+	}
+	if l.SearchScan <= 0 {
+		l.SearchScan = DefaultLimits.SearchScan
 	}
 	return l
 }
@@ -160,6 +169,30 @@ type request struct {
 	// loaded: the tree version has been read (load) and r.v is the version the tree
 	// read since then is checked against.
 	loaded bool
+	users  map[int64]userDoc // users read so far (creators)
+}
+
+// usersFor returns the users among ids, reading only those not read yet.
+func (s *Service) usersFor(ctx context.Context, r *request, ids []int64) (map[int64]userDoc, error) {
+	if r.users == nil {
+		r.users = map[int64]userDoc{}
+	}
+	var missing []int64
+	for _, id := range ids {
+		if _, ok := r.users[id]; !ok {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) > 0 {
+		got, err := s.store.findUsers(ctx, missing)
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range missing {
+			r.users[id] = got[id] // the zero userDoc: not known
+		}
+	}
+	return r.users, nil
 }
 
 func (s *Service) begin(ctx context.Context, p *identity.Principal, dep int64) (*request, error) {
@@ -328,7 +361,7 @@ func (r *request) commit(ctx context.Context, prepare func(ctx context.Context) 
 // recordUser keeps the users projection that renders `user` of items, writing only when
 // this replica has not recorded the same details yet.
 func (s *Service) recordUser(ctx context.Context, p *identity.Principal) {
-	u := userDoc{ID: p.User.ID, Account: p.Account.ID, Email: p.User.Email, FirstName: p.User.FirstName, Picture: p.User.Picture}
+	u := userDoc{ID: p.User.ID, Account: p.Account.ID, Email: p.User.Email, FirstName: p.User.FirstName, Picture: p.User.Picture, Role: p.User.Role}
 	if prev, ok := s.seen.Load(u.ID); ok && prev.(userDoc) == u {
 		return
 	}
@@ -448,7 +481,7 @@ func optionalID(id int64) *int64 {
 
 func owner(users map[int64]userDoc, id int64) *ResourceOwner {
 	u, ok := users[id]
-	if !ok {
+	if !ok || u.ID == 0 {
 		return nil
 	}
 	o := &ResourceOwner{ID: u.ID, Email: u.Email}
@@ -719,7 +752,7 @@ func (s *Service) BulkMove(ctx context.Context, p *identity.Principal, dep int64
 	}
 	if len(movedDocs) > 0 {
 		_ = r.need(ctx, dest) // read again only if a conflict made the request forget it
-		out, err := s.render(ctx, r.tree, movedDocs)
+		out, err := s.render(ctx, r, movedDocs)
 		if err != nil {
 			out = s.renderWithoutOwners(r.tree, movedDocs) // moved all the same
 		}
@@ -799,6 +832,17 @@ func (s *Service) loadForMove(ctx context.Context, r *request, refs []ItemRef, d
 	if err := r.needSubtree(ctx, folders...); err != nil {
 		return nil, err
 	}
+	var found []*itemDoc
+	for _, ref := range refs {
+		if d := docs[ref.ID]; d != nil {
+			found = append(found, d)
+		}
+	}
+	// The creators: to render the moved items, and to keep each workbook and report
+	// visible to its creator (moveItem).
+	if _, err := s.usersFor(ctx, r, creators(found)); err != nil {
+		return nil, err
+	}
 	return docs, nil
 }
 
@@ -867,6 +911,12 @@ func (s *Service) moveItem(ctx context.Context, r *request, d *itemDoc, dest int
 		if d.Parent == dest {
 			return nil
 		}
+		// No item becomes invisible to its creator through someone else's move: that
+		// needs manage on the item, not just edit.
+		if d.CreatedBy != p.User.ID && !r.creatorCanView(d.CreatedBy, dest) && t.itemLevel(p, d.CreatedBy, d.Parent) < LevelManage {
+			return forbiddenf("moving %s %d into folder %d would hide it from its creator (user %d cannot view that folder); that needs manage access to the %s",
+				d.Type.lower(), d.ID, dest, d.CreatedBy, d.Type.lower())
+		}
 		if err := lease(); err != nil {
 			return err
 		}
@@ -896,17 +946,32 @@ func (s *Service) moveItem(ctx context.Context, r *request, d *itemDoc, dest int
 	return failf(KindBusy, "%s %d kept changing during the move; retry", d.Type.lower(), d.ID)
 }
 
-// render serializes items in the Workbook shape, loading their creators at once.
-func (s *Service) render(ctx context.Context, t *tree, docs []*itemDoc) ([]Workbook, error) {
-	users, err := s.store.findUsers(ctx, creators(docs))
+// render serializes items in the Workbook shape, loading their creators and the caller's
+// favorites among them at once.
+func (s *Service) render(ctx context.Context, r *request, docs []*itemDoc) ([]Workbook, error) {
+	users, err := s.usersFor(ctx, r, creators(docs))
+	if err != nil {
+		return nil, err
+	}
+	fav, err := s.store.favoriteSet(ctx, r.dep, r.p.User.ID, idsOf(docs))
 	if err != nil {
 		return nil, err
 	}
 	out := make([]Workbook, len(docs))
 	for i, d := range docs {
-		out[i] = renderItem(t, users, d)
+		out[i] = renderItem(r.tree, users, d)
+		isFav := fav[d.ID]
+		out[i].IsFavorite = &isFav
 	}
 	return out, nil
+}
+
+func idsOf(docs []*itemDoc) []int64 {
+	out := make([]int64, len(docs))
+	for i, d := range docs {
+		out[i] = d.ID
+	}
+	return out
 }
 
 // renderWithoutOwners renders docs with no user lookup (their `user` is null).
@@ -1024,7 +1089,7 @@ func (s *Service) CreateItem(ctx context.Context, p *identity.Principal, dep int
 	if err := s.store.insertItem(ctx, d); err != nil {
 		return Workbook{}, err
 	}
-	out, err := s.render(ctx, r.tree, []*itemDoc{d})
+	out, err := s.render(ctx, r, []*itemDoc{d})
 	if err != nil {
 		return Workbook{}, err
 	}
@@ -1060,7 +1125,7 @@ func (s *Service) GetItem(ctx context.Context, p *identity.Principal, dep int64,
 	if err != nil {
 		return Workbook{}, err
 	}
-	out, err := s.render(ctx, r.tree, []*itemDoc{d})
+	out, err := s.render(ctx, r, []*itemDoc{d})
 	if err != nil {
 		return Workbook{}, err
 	}
@@ -1070,7 +1135,9 @@ func (s *Service) GetItem(ctx context.Context, p *identity.Principal, dep int64,
 // Publish turns a workbook's dashboard draft into its published dashboard: a new
 // version number and version id, the same dashboard id and public id as before, and a
 // snapshot of each report that a widget refers to by `config.reportId`.
-func (s *Service) Publish(ctx context.Context, p *identity.Principal, dep, id int64) (Workbook, error) {
+// The dashboard's createdBy stays its first publisher and updatedBy is the last;
+// allowEmbed is what the publish says, else what the previous version had (true at first).
+func (s *Service) Publish(ctx context.Context, p *identity.Principal, dep, id int64, allowEmbed *bool) (Workbook, error) {
 	ctx, cancel := context.WithTimeout(ctx, writeDeadline)
 	defer cancel()
 	for attempt := 0; attempt < maxTreeRetries; attempt++ {
@@ -1103,10 +1170,22 @@ func (s *Service) Publish(ctx context.Context, p *identity.Principal, dep, id in
 		if err != nil {
 			return Workbook{}, err
 		}
-		createdBy := p.User.ID
+		createdBy, updatedBy, embed := p.User.ID, p.User.ID, true
+		if d.Published != "" {
+			var prev Dashboard
+			if json.Unmarshal([]byte(d.Published), &prev) == nil {
+				if prev.CreatedBy != nil {
+					createdBy = *prev.CreatedBy
+				}
+				embed = prev.AllowEmbed
+			}
+		}
+		if allowEmbed != nil {
+			embed = *allowEmbed
+		}
 		dash := Dashboard{ID: dashID, PublicID: publicID, DeploymentID: dep, WorkbookID: id, Status: StatusPublished,
-			AllowEmbed: true, Config: cfg, VersionNumber: version, VersionID: versionID, ReportSnapshots: snaps,
-			CreatedBy: &createdBy, Title: cfg.Title, Description: cfg.Description}
+			AllowEmbed: embed, Config: cfg, VersionNumber: version, VersionID: versionID, ReportSnapshots: snaps,
+			CreatedBy: &createdBy, UpdatedBy: &updatedBy, Title: cfg.Title, Description: cfg.Description}
 		b, _ := json.Marshal(dash)
 		now := s.now()
 		nd, err := s.store.updateItem(ctx, dep, id, TypeWorkbook,
@@ -1120,7 +1199,7 @@ func (s *Service) Publish(ctx context.Context, p *identity.Principal, dep, id in
 			continue // published or moved concurrently: start over
 		}
 		s.metrics.DashboardsPublished.Inc()
-		out, err := s.render(ctx, r.tree, []*itemDoc{nd})
+		out, err := s.render(ctx, r, []*itemDoc{nd})
 		if err != nil {
 			return Workbook{}, err
 		}
@@ -1293,7 +1372,7 @@ func (s *Service) List(ctx context.Context, p *identity.Principal, dep, folder i
 		return Page{}, err
 	}
 	page := Page{HasNextPage: more}
-	items, err := s.renderSummaries(ctx, r.tree, visible)
+	items, err := s.renderSummaries(ctx, r, visible)
 	if err != nil {
 		return Page{}, err
 	}
@@ -1308,17 +1387,22 @@ func (s *Service) List(ctx context.Context, p *identity.Principal, dep, folder i
 
 // renderSummaries renders listed items in the summary shape, loading their creators at
 // once.
-func (s *Service) renderSummaries(ctx context.Context, t *tree, docs []*itemDoc) ([]ItemSummary, error) {
-	users, err := s.store.findUsers(ctx, creators(docs))
+func (s *Service) renderSummaries(ctx context.Context, r *request, docs []*itemDoc) ([]ItemSummary, error) {
+	t := r.tree
+	users, err := s.usersFor(ctx, r, creators(docs))
+	if err != nil {
+		return nil, err
+	}
+	fav, err := s.store.favoriteSet(ctx, r.dep, r.p.User.ID, idsOf(docs))
 	if err != nil {
 		return nil, err
 	}
 	out := make([]ItemSummary, len(docs))
 	for i, d := range docs {
-		createdBy := d.CreatedBy
+		createdBy, isFav := d.CreatedBy, fav[d.ID]
 		out[i] = ItemSummary{ID: d.ID, DeploymentID: d.Dep, Name: d.Name, Type: d.Type, Position: d.Position,
 			CreatedAt: formatTime(d.CreatedAt), UpdatedAt: formatTime(d.UpdatedAt), CreatedBy: d.CreatedBy, UpdatedBy: d.UpdatedBy,
-			UserID: &createdBy, User: owner(users, d.CreatedBy), FolderID: optionalID(d.Parent), FolderPath: t.path(d.Parent), Slug: slugOf(d)}
+			UserID: &createdBy, User: owner(users, d.CreatedBy), FolderID: optionalID(d.Parent), FolderPath: t.path(d.Parent), Slug: slugOf(d), IsFavorite: &isFav}
 	}
 	return out, nil
 }

@@ -81,14 +81,18 @@ type userDoc struct {
 	Email     string `bson:"email"`
 	FirstName string `bson:"firstName"`
 	Picture   string `bson:"picture"`
+	// Role is the user's role when this replica last saw them: what a move checks to keep
+	// an item visible to its creator.
+	Role string `bson:"role"`
 }
 
 // Store is the MongoDB adapter of the workspace.
 type Store struct {
-	items *mongo.Collection
-	trees *mongo.Collection
-	users *mongo.Collection
-	ids   *mongox.IDAllocator
+	items     *mongo.Collection
+	trees     *mongo.Collection
+	users     *mongo.Collection
+	favorites *mongo.Collection
+	ids       *mongox.IDAllocator
 }
 
 // IDBlock is how many ids a replica reserves per counter update.
@@ -97,17 +101,39 @@ const IDBlock = 100
 // NewStore uses db's items, trees, users and counters collections.
 func NewStore(db *mongo.Database) *Store {
 	return &Store{
-		items: db.Collection("items"),
-		trees: db.Collection("trees"),
-		users: db.Collection("users"),
-		ids:   mongox.NewIDAllocator(db.Collection("counters"), "workspace_items", IDBlock),
+		items:     db.Collection("items"),
+		trees:     db.Collection("trees"),
+		users:     db.Collection("users"),
+		favorites: db.Collection("favorites"),
+		ids:       mongox.NewIDAllocator(db.Collection("counters"), "workspace_items", IDBlock),
 	}
+}
+
+// index is one index the queries use.
+type index struct {
+	name string
+	keys bson.D
 }
 
 // EnsureIndexes creates the indexes the queries use, skipping those that exist (FerretDB
 // v1 drops the connection when asked to create an index that is already there).
 func (s *Store) EnsureIndexes(ctx context.Context) error {
-	cur, err := s.items.Indexes().List(ctx)
+	if err := ensure(ctx, s.items, []index{
+		{"dep_1_parent_1", bson.D{{Key: "dep", Value: 1}, {Key: "parent", Value: 1}}},
+		{"dep_1_type_1", bson.D{{Key: "dep", Value: 1}, {Key: "type", Value: 1}}},
+		{"dep_1_anc_1", bson.D{{Key: "dep", Value: 1}, {Key: "anc", Value: 1}}},
+		{"dep_1_parent_1_position_1_name_1__id_1", bson.D{{Key: "dep", Value: 1}, {Key: "parent", Value: 1},
+			{Key: "position", Value: 1}, {Key: "name", Value: 1}, {Key: "_id", Value: 1}}},
+		{"dep_1_name_1__id_1", bson.D{{Key: "dep", Value: 1}, {Key: "name", Value: 1}, {Key: "_id", Value: 1}}},
+		{"dep_1_updatedAt_1__id_1", bson.D{{Key: "dep", Value: 1}, {Key: "updatedAt", Value: 1}, {Key: "_id", Value: 1}}},
+	}); err != nil {
+		return err
+	}
+	return ensure(ctx, s.favorites, []index{{"dep_1_user_1", bson.D{{Key: "dep", Value: 1}, {Key: "user", Value: 1}}}})
+}
+
+func ensure(ctx context.Context, coll *mongo.Collection, want []index) error {
+	cur, err := coll.Indexes().List(ctx)
 	if err != nil {
 		return wrap("list indexes", err)
 	}
@@ -122,16 +148,7 @@ func (s *Store) EnsureIndexes(ctx context.Context) error {
 		have[ix.Name] = true
 	}
 	var missing []mongo.IndexModel
-	for _, ix := range []struct {
-		name string
-		keys bson.D
-	}{
-		{"dep_1_parent_1", bson.D{{Key: "dep", Value: 1}, {Key: "parent", Value: 1}}},
-		{"dep_1_type_1", bson.D{{Key: "dep", Value: 1}, {Key: "type", Value: 1}}},
-		{"dep_1_anc_1", bson.D{{Key: "dep", Value: 1}, {Key: "anc", Value: 1}}},
-		{"dep_1_parent_1_position_1_name_1__id_1", bson.D{{Key: "dep", Value: 1}, {Key: "parent", Value: 1},
-			{Key: "position", Value: 1}, {Key: "name", Value: 1}, {Key: "_id", Value: 1}}},
-	} {
+	for _, ix := range want {
 		if !have[ix.name] {
 			missing = append(missing, mongo.IndexModel{Keys: ix.keys, Options: options.Index().SetName(ix.name)})
 		}
@@ -139,7 +156,7 @@ func (s *Store) EnsureIndexes(ctx context.Context) error {
 	if len(missing) == 0 {
 		return nil
 	}
-	_, err = s.items.Indexes().CreateMany(ctx, missing)
+	_, err = coll.Indexes().CreateMany(ctx, missing)
 	return wrap("ensure indexes", err)
 }
 
@@ -499,7 +516,7 @@ func (s *Store) insertItem(ctx context.Context, d *itemDoc) error {
 func (s *Store) upsertUser(ctx context.Context, u userDoc) error {
 	_, err := s.users.UpdateOne(ctx, bson.D{{Key: "_id", Value: u.ID}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "acct", Value: u.Account}, {Key: "email", Value: u.Email},
-			{Key: "firstName", Value: u.FirstName}, {Key: "picture", Value: u.Picture}}}},
+			{Key: "firstName", Value: u.FirstName}, {Key: "picture", Value: u.Picture}, {Key: "role", Value: u.Role}}}},
 		options.UpdateOne().SetUpsert(true))
 	if mongox.IsDuplicateKey(err) {
 		return nil

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/go-kit/kit/endpoint"
 	kithttp "github.com/go-kit/kit/transport/http"
@@ -35,17 +37,25 @@ func NewHTTPHandler(s *Service, logger *slog.Logger) http.Handler {
 	handle("DELETE", "/folders/{folderId}", e.DeleteFolder, decodeFolderRequest)
 	handle("GET", "/folders/{folderId}/permissions", e.GetPermissions, decodeFolderRequest)
 	handle("PUT", "/folders/{folderId}/permissions", e.SetPermissions, decodeSetPermissionsRequest)
-	handle("GET", "/workspace", e.List, decodeListRequest)
+	mux.Handle("GET "+base+"/workspace", kithttp.NewServer(listOrSearch(e), limitBody(decodeListRequest), encodeResponse, opts...))
+	handle("PUT", "/workspace/favorites/{type}/{itemId}", e.Favorite, decodeFavoriteRequest(true))
+	handle("DELETE", "/workspace/favorites/{type}/{itemId}", e.Favorite, decodeFavoriteRequest(false))
 	handle("POST", "/workspace/move", e.Move, decodeMoveRequest)
 	handle("POST", "/workspace/bulk-move", e.BulkMove, decodeBulkMoveRequest)
 	handle("POST", "/workbooks", e.CreateItem, decodeCreateItemRequest(TypeWorkbook))
 	handle("GET", "/workbooks/{workbookId}", e.GetItem, decodeItemRequest(TypeWorkbook, "workbookId"))
-	handle("POST", "/workbooks/{workbookId}/publish", e.Publish, decodeItemRequest(TypeWorkbook, "workbookId"))
+	handle("PATCH", "/workbooks/{workbookId}", e.UpdateItem, decodeUpdateItemRequest(TypeWorkbook, "workbookId"))
+	handle("DELETE", "/workbooks/{workbookId}", e.DeleteItem, decodeItemRequest(TypeWorkbook, "workbookId"))
+	handle("POST", "/workbooks/{workbookId}/publish", e.Publish, decodePublishRequest)
+	handle("POST", "/workbooks/{workbookId}/unpublish", e.Unpublish, decodeItemRequest(TypeWorkbook, "workbookId"))
 	handle("POST", "/reports", e.CreateItem, decodeCreateItemRequest(TypeReport))
 	handle("GET", "/reports/{reportId}", e.GetItem, decodeItemRequest(TypeReport, "reportId"))
+	handle("PATCH", "/reports/{reportId}", e.UpdateItem, decodeUpdateItemRequest(TypeReport, "reportId"))
+	handle("DELETE", "/reports/{reportId}", e.DeleteItem, decodeItemRequest(TypeReport, "reportId"))
 	// The same paths with another method: a JSON 405 instead of the mux's plain text.
 	for _, p := range []string{"/folders", "/folders/{folderId}", "/folders/{folderId}/permissions", "/workspace", "/workspace/move",
-		"/workspace/bulk-move", "/workbooks", "/workbooks/{workbookId}", "/workbooks/{workbookId}/publish", "/reports", "/reports/{reportId}"} {
+		"/workspace/bulk-move", "/workspace/favorites/{type}/{itemId}", "/workbooks", "/workbooks/{workbookId}", "/workbooks/{workbookId}/publish",
+		"/workbooks/{workbookId}/unpublish", "/reports", "/reports/{reportId}"} {
 		mux.HandleFunc(base+p, func(w http.ResponseWriter, r *http.Request) {
 			httpx.WriteError(w, http.StatusMethodNotAllowed, "method "+r.Method+" is not allowed on "+r.URL.Path)
 		})
@@ -239,6 +249,8 @@ func decodeSetPermissionsRequest(ctx context.Context, r *http.Request) (any, err
 	return setPermissionsRequest{scope: f.scope, ID: f.ID, Grants: grants}, nil
 }
 
+// decodeListRequest reads GET /workspace: a listing of one folder's children, or, when
+// any of q, type, createdBy, favorites or sort is given, a search (searchRequest).
 func decodeListRequest(_ context.Context, r *http.Request) (any, error) {
 	sc, err := scopeOf(r)
 	if err != nil {
@@ -246,12 +258,13 @@ func decodeListRequest(_ context.Context, r *http.Request) (any, error) {
 	}
 	q := r.URL.Query()
 	req := listRequest{scope: sc, First: DefaultPage, After: q.Get("after")}
+	var folder *int64
 	if raw := q.Get("folderId"); raw != "" {
 		id, err := strconv.ParseInt(raw, 10, 64)
 		if err != nil || id <= 0 {
 			return nil, httpx.Errorf(http.StatusBadRequest, "folderId must be a positive integer, not %q; omit it for the workspace root", raw)
 		}
-		req.Folder = id
+		req.Folder, folder = id, &id
 	}
 	if raw := q.Get("first"); raw != "" {
 		n, err := strconv.Atoi(raw)
@@ -260,7 +273,119 @@ func decodeListRequest(_ context.Context, r *http.Request) (any, error) {
 		}
 		req.First = n
 	}
+	in := SearchInput{Folder: folder, Q: strings.TrimSpace(q.Get("q")), Sort: q.Get("sort"), First: req.First, After: req.After}
+	if n := len([]rune(in.Q)); n > MaxNameLength {
+		return nil, httpx.Errorf(http.StatusBadRequest, "q must be at most %d characters, not %d", MaxNameLength, n)
+	}
+	if raw := q.Get("type"); raw != "" {
+		if !ItemType(raw).Valid() {
+			return nil, httpx.Errorf(http.StatusBadRequest, "type must be one of FOLDER, WORKBOOK, REPORT, not %q", raw)
+		}
+		in.Type = ItemType(raw)
+	}
+	switch raw := q.Get("createdBy"); raw {
+	case "":
+	case "me":
+		in.CreatedByMe = true
+	default:
+		return nil, httpx.Errorf(http.StatusBadRequest, "createdBy must be me, not %q", raw)
+	}
+	switch raw := q.Get("favorites"); raw {
+	case "", "false":
+	case "true":
+		in.Favorites = true
+	default:
+		return nil, httpx.Errorf(http.StatusBadRequest, "favorites must be true or false, not %q", raw)
+	}
+	if in.Sort != "" && !slices.Contains(SearchSorts, in.Sort) {
+		return nil, httpx.Errorf(http.StatusBadRequest, "sort must be one of %s, not %q", strings.Join(SearchSorts, ", "), in.Sort)
+	}
+	if in.Q != "" || in.Type != "" || in.CreatedByMe || in.Favorites || in.Sort != "" {
+		return searchRequest{scope: sc, In: in}, nil
+	}
 	return req, nil
+}
+
+// listOrSearch sends a listing or a search to its endpoint.
+func listOrSearch(e Endpoints) endpoint.Endpoint {
+	return func(ctx context.Context, req any) (any, error) {
+		if _, ok := req.(searchRequest); ok {
+			return e.Search(ctx, req)
+		}
+		return e.List(ctx, req)
+	}
+}
+
+func decodeFavoriteRequest(on bool) kithttp.DecodeRequestFunc {
+	return func(_ context.Context, r *http.Request) (any, error) {
+		sc, err := scopeOf(r)
+		if err != nil {
+			return nil, err
+		}
+		typ := ItemType(strings.ToUpper(r.PathValue("type")))
+		if !typ.Valid() {
+			return nil, httpx.Errorf(http.StatusBadRequest, "type in the path must be one of FOLDER, WORKBOOK, REPORT, not %q", r.PathValue("type"))
+		}
+		id, err := pathID(r, "itemId", typ)
+		if err != nil {
+			return nil, err
+		}
+		return favoriteRequest{scope: sc, Ref: ItemRef{Type: typ, ID: id}, On: on}, nil
+	}
+}
+
+func decodePublishRequest(ctx context.Context, r *http.Request) (any, error) {
+	ir, err := decodeItemRequest(TypeWorkbook, "workbookId")(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	req := publishRequest{itemRequest: ir.(itemRequest)}
+	if r.ContentLength == 0 {
+		return req, nil // no body: publish with the previous settings
+	}
+	var body struct {
+		AllowEmbed *bool `json:"allowEmbed"`
+	}
+	if err := httpx.DecodeJSON(r, &body); err != nil {
+		return nil, err
+	}
+	req.AllowEmbed = body.AllowEmbed
+	return req, nil
+}
+
+func decodeUpdateItemRequest(t ItemType, param string) kithttp.DecodeRequestFunc {
+	return func(ctx context.Context, r *http.Request) (any, error) {
+		ir, err := decodeItemRequest(t, param)(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		var body struct {
+			Name             *string          `json:"name"`
+			Meta             json.RawMessage  `json:"meta"`
+			CalculatedFields json.RawMessage  `json:"calculatedFields"`
+			DashboardDraft   *DashboardConfig `json:"dashboardDraft"`
+		}
+		if err := httpx.DecodeJSON(r, &body); err != nil {
+			return nil, err
+		}
+		in := UpdateItemInput{Name: body.Name, DashboardDraft: body.DashboardDraft}
+		if in.Meta, err = jsonObject("meta", body.Meta); err != nil {
+			return nil, err
+		}
+		if in.CalculatedFields, err = jsonObject("calculatedFields", body.CalculatedFields); err != nil {
+			return nil, err
+		}
+		if in.Name == nil && in.Meta == nil && in.CalculatedFields == nil && in.DashboardDraft == nil {
+			return nil, httpx.Errorf(http.StatusBadRequest, "nothing to update: send name, meta, calculatedFields or dashboardDraft")
+		}
+		if in.DashboardDraft != nil && t != TypeWorkbook {
+			return nil, httpx.Errorf(http.StatusBadRequest, "only workbooks have a dashboardDraft")
+		}
+		if err := body.DashboardDraft.Validate("dashboardDraft"); err != nil {
+			return nil, httpx.Errorf(http.StatusBadRequest, "%s", err.Error())
+		}
+		return updateItemRequest{itemRequest: ir.(itemRequest), In: in}, nil
+	}
 }
 
 // rawRef is an item reference as sent: fields are pointers so a missing one is named.

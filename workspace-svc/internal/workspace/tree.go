@@ -259,10 +259,13 @@ func (t *tree) folderLevel(p *identity.Principal, id int64) Level {
 }
 
 // containerLevel is the caller's level on a folder as a place to put things in; the
-// root (0) is editable by every ai_bi_user and above and viewable by everyone.
+// root (0) is managed by admins, editable by every ai_bi_user and above and viewable by
+// everyone.
 func (t *tree) containerLevel(p *identity.Principal, parent int64) Level {
 	if parent == 0 {
 		switch {
+		case p.HasRole(identity.RoleAdmin):
+			return LevelManage
 		case p.HasRole(identity.RoleAIBIUser):
 			return LevelEdit
 		case p.HasRole(identity.RoleViewer):
