@@ -6,6 +6,7 @@
 package gatewaytest
 
 import (
+	"cmp"
 	"context"
 	"crypto"
 	"crypto/ed25519"
@@ -55,6 +56,9 @@ type Options struct {
 	RedisURL     string
 	EmbedJWKSURL string
 	EmbedIssuer  string // default https://embed.platform.local
+	// UpstreamTimeout is how long the gateway waits for a service's response headers
+	// (default 30s).
+	UpstreamTimeout time.Duration
 	// Configure may adjust the gateway options last.
 	Configure func(*gateway.Options)
 }
@@ -148,7 +152,7 @@ func Start(t testing.TB, o Options) *Stack {
 		Upstreams:       upstreams,
 		BodyLimit:       1 << 20,
 		BigBodyLimit:    256 << 20,
-		UpstreamTimeout: 30 * time.Second,
+		UpstreamTimeout: cmp.Or(o.UpstreamTimeout, 30*time.Second),
 		DialTimeout:     time.Second,
 		OpenAPIJSON:     []byte(`{}`),
 		Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),

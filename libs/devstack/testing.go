@@ -1,12 +1,14 @@
 package devstack
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -34,6 +36,65 @@ func MongoForTest(t testing.TB) *Mongo {
 		}
 	})
 	return m
+}
+
+// MongoProcessForTest is MongoForTest in a child process built without the race
+// detector (cmd/mongo): for a test that fills a database with thousands of documents,
+// since FerretDB scans a whole collection per command and, inside a race-instrumented
+// test binary, does so an order of magnitude slower. The child stops in t.Cleanup, and
+// on its own when the test process dies (its standard input closes). It returns the
+// proxy's URI.
+func MongoProcessForTest(t testing.TB) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "mongo")
+	build := exec.Command("go", "build", "-o", bin, "github.com/analyticsco/platform/libs/devstack/cmd/mongo")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the embedded MongoDB command: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, "-dir", filepath.Join(t.TempDir(), "data"))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start the embedded MongoDB command: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = stdin.Close()
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if uri, ok := strings.CutPrefix(sc.Text(), "ready "); ok {
+				ready <- uri
+			}
+		}
+		close(ready)
+	}()
+	select {
+	case uri, ok := <-ready:
+		if !ok {
+			t.Fatal("the embedded MongoDB command exited before it was ready")
+		}
+		return uri
+	case <-time.After(startTimeout):
+		t.Fatal("the embedded MongoDB command did not get ready in time")
+	}
+	return ""
 }
 
 // NATSForTest starts nats-server with JetStream in t.TempDir() on a random

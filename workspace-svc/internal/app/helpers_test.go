@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/analyticsco/platform/gateway/gatewaytest"
 	"github.com/analyticsco/platform/libs/devstack"
@@ -40,8 +41,22 @@ func newEnv(t *testing.T, instances int) *env {
 // newEnvWithLimits is newEnv with the services' limits set (zero fields: the defaults).
 func newEnvWithLimits(t *testing.T, instances int, limits workspace.Limits) *env {
 	t.Helper()
-	m := devstack.MongoForTest(t)
-	e := &env{counter: &mongox.CommandCounter{}, mongoURI: m.URI, database: devstack.UniqueName(t, "ws"), key: gatewaytest.NewSigningKey(), limits: limits}
+	return newEnvWithOptions(t, instances, limits, 0)
+}
+
+// newEnvWithOptions is newEnv with limits and, when upstreamTimeout is not zero, for a
+// large database: how long the gateway waits for workspace-svc, and FerretDB in its own
+// process outside the race detector (it scans a whole collection per command, so a test
+// that fills a deployment with 10,000 folders needs both on a loaded machine).
+func newEnvWithOptions(t *testing.T, instances int, limits workspace.Limits, upstreamTimeout time.Duration) *env {
+	t.Helper()
+	var uri string
+	if upstreamTimeout > 0 {
+		uri = devstack.MongoProcessForTest(t) // a large database: FerretDB outside the race detector
+	} else {
+		uri = devstack.MongoForTest(t).URI
+	}
+	e := &env{counter: &mongox.CommandCounter{}, mongoURI: uri, database: devstack.UniqueName(t, "ws"), key: gatewaytest.NewSigningKey(), limits: limits}
 	for i := 0; i < instances; i++ {
 		var counter *mongox.CommandCounter
 		if i == 0 {
@@ -49,7 +64,8 @@ func newEnvWithLimits(t *testing.T, instances int, limits workspace.Limits) *env
 		}
 		e.direct = append(e.direct, e.startInstance(t, counter))
 	}
-	e.stack = gatewaytest.Start(t, gatewaytest.Options{MongoURI: m.URI, Upstreams: map[string]string{"workspace-svc": e.direct[0]}, SigningKey: e.key})
+	e.stack = gatewaytest.Start(t, gatewaytest.Options{MongoURI: uri, Upstreams: map[string]string{"workspace-svc": e.direct[0]},
+		SigningKey: e.key, UpstreamTimeout: upstreamTimeout})
 	return e
 }
 

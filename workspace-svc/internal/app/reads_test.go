@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/analyticsco/platform/libs/mongox"
+	"github.com/analyticsco/platform/workspace-svc/internal/workspace"
 )
 
 // readCost is what one request cost workspace-svc in MongoDB: commands sent and
@@ -84,7 +85,7 @@ func (e *env) fillFolders(t *testing.T, dep int64, total int) {
 // both deployments: a chain of eight folders, the seventh holding 30 workbooks and three
 // folders, a folder with a subtree of three folders, and a destination.
 func TestReadsFollowTheRequest(t *testing.T) {
-	e := newEnv(t, 1)
+	e := newEnvWithOptions(t, 1, workspace.Limits{}, 10*time.Minute)
 	admin := e.bearer("acme", "admin")
 	type figures struct{ get, list, move, bulk readCost }
 	const bulkItems = 23 // 20 workbooks, 3 folders
