@@ -95,6 +95,16 @@ func TestFavorites(t *testing.T) {
 		if got := names(t, e.do(t, "GET", depPath(dep, "/workspace?favorites=true"), admin, nil)); len(got) != 0 {
 			t.Fatalf("another user's favorites=true: %v", got)
 		}
+		// A folder too: its own representation says so.
+		if r := e.favorite(t, dep, ai, "PUT", "folder", folder); r.Status != 204 {
+			t.Fatalf("PUT folder favorite: %d %s", r.Status, r.Body)
+		}
+		if got := isFavorite(t, e.do(t, "GET", depPath(dep, fmt.Sprintf("/folders/%d", folder)), ai, nil)); got != true {
+			t.Fatalf("GET folder: isFavorite %v", got)
+		}
+		if r := e.favorite(t, dep, ai, "DELETE", "folder", folder); r.Status != 204 {
+			t.Fatalf("DELETE folder favorite: %d %s", r.Status, r.Body)
+		}
 		// A move renders the item with the mover's favorite too.
 		r = e.do(t, "POST", depPath(dep, "/workspace/move"), ai, map[string]any{"type": "WORKBOOK", "id": wb, "folderId": folder})
 		if got := isFavorite(t, r); got != true {

@@ -101,6 +101,7 @@ type Folder struct {
 	ParentID     *int64            `json:"parentId"`
 	FolderPath   []FolderPathEntry `json:"folderPath"`
 	User         *ResourceOwner    `json:"user"`
+	IsFavorite   *bool             `json:"isFavorite"`
 }
 
 // Dashboard is a workbook's published dashboard.

@@ -452,17 +452,22 @@ func (s *Service) CreateFolder(ctx context.Context, p *identity.Principal, dep i
 		return Folder{}, err
 	}
 	s.metrics.FoldersCreated.Inc()
-	return s.renderFolder(ctx, r.tree, doc)
+	return s.renderFolder(ctx, r, doc)
 }
 
-func (s *Service) renderFolder(ctx context.Context, t *tree, d *itemDoc) (Folder, error) {
-	users, err := s.store.findUsers(ctx, []int64{d.CreatedBy})
+func (s *Service) renderFolder(ctx context.Context, r *request, d *itemDoc) (Folder, error) {
+	users, err := s.usersFor(ctx, r, []int64{d.CreatedBy})
 	if err != nil {
 		return Folder{}, err
 	}
+	fav, err := s.store.favoriteSet(ctx, r.dep, r.p.User.ID, []int64{d.ID})
+	if err != nil {
+		return Folder{}, err
+	}
+	isFav := fav[d.ID]
 	return Folder{ID: d.ID, DeploymentID: d.Dep, Name: d.Name, Position: d.Position, Type: TypeFolder,
 		CreatedAt: formatTime(d.CreatedAt), UpdatedAt: formatTime(d.UpdatedAt), CreatedBy: d.CreatedBy, UpdatedBy: d.UpdatedBy,
-		ParentID: optionalID(d.Parent), FolderPath: t.path(d.Parent), User: owner(users, d.CreatedBy)}, nil
+		ParentID: optionalID(d.Parent), FolderPath: r.tree.path(d.Parent), User: owner(users, d.CreatedBy), IsFavorite: &isFav}, nil
 }
 
 // release gives a folder lease back, even when the request's context has ended.
@@ -526,7 +531,7 @@ func (s *Service) GetFolder(ctx context.Context, p *identity.Principal, dep, id 
 	if d == nil || d.Type != TypeFolder {
 		return Folder{}, notFound(TypeFolder, id)
 	}
-	return s.renderFolder(ctx, r.tree, d)
+	return s.renderFolder(ctx, r, d)
 }
 
 // UpdateFolder renames or repositions a folder the caller can edit.
@@ -560,7 +565,7 @@ func (s *Service) UpdateFolder(ctx context.Context, p *identity.Principal, dep, 
 	if n := r.tree.folders[id]; n != nil {
 		n.Name = d.Name
 	}
-	return s.renderFolder(ctx, r.tree, d)
+	return s.renderFolder(ctx, r, d)
 }
 
 // DeleteFolder deletes an empty folder the caller manages. The folder is marked as being
