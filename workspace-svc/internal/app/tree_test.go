@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand"
 	"net/http"
+	"sort"
 	"sync"
 	"testing"
 
@@ -88,8 +89,10 @@ func TestConcurrentFolderMovesKeepTreeValid(t *testing.T) {
 		t.Fatal(err)
 	}
 	var docs []struct {
-		ID     int64 `bson:"_id"`
-		Parent int64 `bson:"parent"`
+		ID     int64   `bson:"_id"`
+		Parent int64   `bson:"parent"`
+		Anc    []int64 `bson:"anc"`
+		Depth  int     `bson:"depth"`
 	}
 	if err := cur.All(context.Background(), &docs); err != nil {
 		t.Fatal(err)
@@ -104,16 +107,33 @@ func TestConcurrentFolderMovesKeepTreeValid(t *testing.T) {
 	if len(parent) != folders {
 		t.Fatalf("%d folders stored, want %d", len(parent), folders)
 	}
+	stored := map[int64][]int64{}
+	depth := map[int64]int{}
+	for _, d := range docs {
+		stored[d.ID], depth[d.ID] = d.Anc, d.Depth
+	}
 	for _, id := range ids {
 		level := 0
+		var chain []int64
 		for cur := id; cur != 0; cur = parent[cur] {
 			if _, ok := parent[cur]; !ok {
 				t.Fatalf("folder %d has a missing ancestor %d", id, cur)
+			}
+			if cur != id {
+				chain = append(chain, cur)
 			}
 			level++
 			if level > 8 {
 				t.Fatalf("folder %d is deeper than 8 levels or on a cycle", id)
 			}
+		}
+		// The ancestors and depth each folder keeps (what every read relies on) are
+		// exactly those of its parent chain after all the concurrent moves.
+		got := append([]int64{}, stored[id]...)
+		sort.Slice(got, func(i, j int) bool { return got[i] < got[j] })
+		sort.Slice(chain, func(i, j int) bool { return chain[i] < chain[j] })
+		if depth[id] != level || fmt.Sprint(got) != fmt.Sprint(chain) {
+			t.Fatalf("folder %d keeps ancestors %v at depth %d; its parent chain is %v at depth %d", id, got, depth[id], chain, level)
 		}
 	}
 }
