@@ -17,10 +17,14 @@ import (
 	"github.com/analyticsco/platform/libs/logging"
 )
 
-// Error is a client-facing error: an HTTP status and a message naming what was wrong.
-// It is also the JSON error body: {"status": 404, "message": "folder 12 not found"}.
+// Error is a client-facing error: an HTTP status, a stable machine-readable code and a
+// message naming what was wrong. It is also the JSON error body:
+// {"status": 404, "code": "not_found", "message": "folder 12 not found"}.
+// Code is one of the codes in codes.go (openapi.yaml lists them as an enum); an error
+// built without one gets the code of its status (DefaultCode).
 type Error struct {
 	Status  int    `json:"status"`
+	Code    string `json:"code"`
 	Message string `json:"message"`
 }
 
@@ -29,9 +33,14 @@ func (e *Error) Error() string { return e.Message }
 // StatusCode lets go-kit's DefaultErrorEncoder and others pick the status.
 func (e *Error) StatusCode() int { return e.Status }
 
-// Errorf builds an *Error.
+// Errorf builds an *Error with the code of its status.
 func Errorf(status int, format string, args ...any) *Error {
-	return &Error{Status: status, Message: fmt.Sprintf(format, args...)}
+	return &Error{Status: status, Code: DefaultCode(status), Message: fmt.Sprintf(format, args...)}
+}
+
+// CodedErrorf builds an *Error with a specific code.
+func CodedErrorf(status int, code, format string, args ...any) *Error {
+	return &Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
 // WriteJSON writes v as JSON with the given status.
@@ -43,9 +52,18 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
-// WriteError writes the JSON error body.
+// WriteError writes the JSON error body with the code of its status.
 func WriteError(w http.ResponseWriter, status int, message string) {
-	WriteJSON(w, status, Error{Status: status, Message: message})
+	WriteCodedError(w, status, "", message)
+}
+
+// WriteCodedError writes the JSON error body with a specific code ("": the code of the
+// status).
+func WriteCodedError(w http.ResponseWriter, status int, code, message string) {
+	if code == "" {
+		code = DefaultCode(status)
+	}
+	WriteJSON(w, status, Error{Status: status, Code: code, Message: message})
 }
 
 // WriteErr writes err: an *Error as itself, anything else as a logged 500 whose body
@@ -53,7 +71,7 @@ func WriteError(w http.ResponseWriter, status int, message string) {
 func WriteErr(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err error) {
 	var e *Error
 	if errors.As(err, &e) {
-		WriteError(w, e.Status, e.Message)
+		WriteCodedError(w, e.Status, e.Code, e.Message)
 		return
 	}
 	Internal(w, r, logger, err)

@@ -78,7 +78,7 @@ func TestWriteErrHidesInternalErrors(t *testing.T) {
 	}
 	rec = httptest.NewRecorder()
 	httpx.WriteErr(rec, req, discardLogger(), httpx.Errorf(409, "folder 3 is not empty"))
-	if rec.Code != 409 || rec.Body.String() != "{\"status\":409,\"message\":\"folder 3 is not empty\"}\n" {
+	if rec.Code != 409 || rec.Body.String() != "{\"status\":409,\"code\":\"conflict\",\"message\":\"folder 3 is not empty\"}\n" {
 		t.Fatalf("%d %q", rec.Code, rec.Body)
 	}
 }
@@ -86,3 +86,27 @@ func TestWriteErrHidesInternalErrors(t *testing.T) {
 type errSecret struct{}
 
 func (errSecret) Error() string { return "db password s3cr3t" }
+
+// Every code DefaultCode gives and every status Codes lists agree: a code is sent only
+// with its statuses.
+func TestCodesMatchTheirStatuses(t *testing.T) {
+	for status := 400; status < 600; status++ {
+		code := httpx.DefaultCode(status)
+		statuses, ok := httpx.Codes[code]
+		if !ok {
+			t.Fatalf("status %d: default code %q is not in Codes", status, code)
+		}
+		found := false
+		for _, s := range statuses {
+			found = found || s == status
+		}
+		if !found && statuses != nil && http.StatusText(status) != "" {
+			t.Errorf("status %d: default code %q, whose statuses are %v", status, code, statuses)
+		}
+	}
+	rec := httptest.NewRecorder()
+	httpx.WriteErr(rec, httptest.NewRequest("GET", "/", nil), discardLogger(), httpx.CodedErrorf(403, httpx.CodeExternalUserLimit, "limit"))
+	if rec.Body.String() != "{\"status\":403,\"code\":\"external_user_limit\",\"message\":\"limit\"}\n" {
+		t.Fatalf("coded error body %q", rec.Body)
+	}
+}

@@ -105,7 +105,7 @@ func errorEncoder(logger *slog.Logger) kithttp.ErrorEncoder {
 		case errors.As(err, &de):
 			httpx.WriteError(w, StatusOf(de.Kind), de.Message)
 		case errors.As(err, &he):
-			httpx.WriteError(w, he.Status, he.Message)
+			httpx.WriteCodedError(w, he.Status, he.Code, he.Message)
 		default:
 			method, _ := ctx.Value(kithttp.ContextKeyRequestMethod).(string)
 			path, _ := ctx.Value(kithttp.ContextKeyRequestPath).(string)

@@ -960,10 +960,10 @@ func testLimit(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
-	var body struct{ Message string }
+	var body struct{ Code, Message string }
 	_ = jsonDecode(res, &body)
-	if res.StatusCode != 403 || !strings.Contains(body.Message, "limit of 5 external users") {
-		t.Fatalf("over the limit = %d %q", res.StatusCode, body.Message)
+	if res.StatusCode != 403 || !strings.Contains(body.Message, "limit of 5 external users") || body.Code != "external_user_limit" {
+		t.Fatalf("over the limit = %d %q %q, want 403 external_user_limit", res.StatusCode, body.Code, body.Message)
 	}
 }
 

@@ -3,6 +3,8 @@ package embed
 import (
 	"errors"
 	"fmt"
+
+	"github.com/analyticsco/platform/libs/httpx"
 )
 
 // Kind classifies a domain error; only the transport turns it into a status code.
@@ -19,13 +21,23 @@ const (
 	KindTooLarge                     // a part of the request is over its size limit
 )
 
-// Error is a domain error with a client-facing message.
+// Error is a domain error with a client-facing message and, for a named rule, its stable
+// code (httpx.Code*; "" takes the code of the kind's status).
 type Error struct {
 	Kind    Kind
+	Code    string
 	Message string
 }
 
 func (e *Error) Error() string { return e.Message }
+
+// Coded sets the code of err when it is an *Error, and returns it.
+func Coded(err error, code string) error {
+	if e, ok := err.(*Error); ok {
+		e.Code = code
+	}
+	return err
+}
 
 func errorf(k Kind, format string, args ...any) *Error {
 	return &Error{Kind: k, Message: fmt.Sprintf(format, args...)}
@@ -65,4 +77,4 @@ var (
 
 // ErrSessionID is the one answer for every unusable session id, so a caller learns
 // nothing about which ids existed.
-var ErrSessionID = errorf(KindUnauthorized, "session id is invalid, expired or already used")
+var ErrSessionID = &Error{Kind: KindUnauthorized, Code: httpx.CodeSessionIDInvalid, Message: "session id is invalid, expired or already used"}

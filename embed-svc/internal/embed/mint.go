@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -95,7 +96,7 @@ func requireMinter(p *identity.Principal) error {
 		return Forbidden("minting embed sessions requires an admin's account API key")
 	}
 	if p.Account.Plan != "premium" && p.Account.Plan != "enterprise" {
-		return Forbidden("embed sessions need the premium or enterprise plan")
+		return Coded(Forbidden("embed sessions need the premium or enterprise plan"), httpx.CodePlanNotEligible)
 	}
 	if !p.Account.EmbeddingEnabled {
 		return Forbidden("embedding is not enabled for this account")
@@ -135,7 +136,7 @@ func (s *service) prepare(ctx context.Context, p *identity.Principal, req *Gener
 	}
 	m := &mintPlan{externalID: externalID, creator: req.CreatorMode != nil && *req.CreatorMode}
 	if m.creator && !p.Account.UseCreatorMode {
-		return nil, Forbidden("creatorMode requires the account's useCreatorMode flag")
+		return nil, Coded(Forbidden("creatorMode requires the account's useCreatorMode flag"), httpx.CodeCreatorModeDisabled)
 	}
 	m.tenant = p.Account.DefaultEmbedTenant
 	if req.EmbedTenantName != nil {
@@ -258,7 +259,7 @@ func externalUserLimit(p *identity.Principal) int64 {
 }
 
 func limitReached(limit int64) error {
-	return Forbidden("the account has reached its limit of %d external users; contact support to raise it", limit)
+	return Coded(Forbidden("the account has reached its limit of %d external users; contact support to raise it", limit), httpx.CodeExternalUserLimit)
 }
 
 // DryRunSession runs every validation and resolution of generate-session (user lookup,
@@ -389,11 +390,11 @@ func (s *service) resolveBranch(ctx context.Context, d *identity.Deployment, nam
 	}
 	switch {
 	case !st.Exists:
-		return "", false, NotFound("branch %q is not a branch of deployment %d", *name, d.ID)
+		return "", false, Coded(NotFound("branch %q is not a branch of deployment %d", *name, d.ID), httpx.CodeBranchNotFound)
 	case st.Production:
 		return *name, true, nil
 	case !st.Served:
-		return "", false, Invalid("branch %q is not served: open it, or enable its staging environment", *name)
+		return "", false, Coded(Invalid("branch %q is not served: open it, or enable its staging environment", *name), httpx.CodeBranchNotServed)
 	}
 	return *name, false, nil
 }
@@ -443,7 +444,7 @@ func (s *service) planDefinitions(ctx context.Context, accountID int64, scope st
 	for _, in := range req.UserAttributeDefinitions {
 		ex := plan.byKey[key(KindAttribute, in.Name)]
 		if ex != nil && ex.Type != in.Type {
-			return nil, Conflict("cannot change type")
+			return nil, Coded(Conflict("cannot change type"), httpx.CodeDefinitionType)
 		}
 		plan.types[in.Name] = in.Type
 		if ex == nil || definitionChanged(ex, in) {
@@ -503,7 +504,7 @@ func (s *service) applyDefinitions(ctx context.Context, accountID int64, scope s
 	for _, u := range plan.upserts {
 		d, err := s.d.Catalog.UpsertDefinition(ctx, accountID, scope, u, now)
 		if errors.Is(err, ErrConflictType) {
-			return nil, Conflict("cannot change type")
+			return nil, Coded(Conflict("cannot change type"), httpx.CodeDefinitionType)
 		}
 		if err != nil {
 			return nil, storeErr(err)

@@ -276,9 +276,9 @@ func errorEncoder(logger *slog.Logger) httptransport.ErrorEncoder {
 			if status == http.StatusServiceUnavailable {
 				w.Header().Set("Retry-After", "1")
 			}
-			httpx.WriteError(w, status, de.Message)
+			httpx.WriteCodedError(w, status, de.Code, de.Message)
 		case errors.As(err, &he):
-			httpx.WriteError(w, he.Status, he.Message)
+			httpx.WriteCodedError(w, he.Status, he.Code, he.Message)
 		default:
 			httpx.InternalContext(ctx, w, logger, err)
 		}

@@ -316,17 +316,24 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.proxies[rt.svc].ServeHTTP(rec, r)
 }
 
-// authError is an authorization failure with its status and message.
+// authError is an authorization failure with its status, message and, for a named rule,
+// its code ("": the status's).
 type authError struct {
 	status int
 	msg    string
+	code   string
 }
 
 func (e *authError) Error() string { return e.msg }
 
-func unauthorized(msg string) error { return &authError{http.StatusUnauthorized, msg} }
-func forbidden(msg string) error    { return &authError{http.StatusForbidden, msg} }
-func notFound(msg string) error     { return &authError{http.StatusNotFound, msg} }
+func unauthorized(msg string) error { return &authError{status: http.StatusUnauthorized, msg: msg} }
+func forbidden(msg string) error    { return &authError{status: http.StatusForbidden, msg: msg} }
+func notFound(msg string) error     { return &authError{status: http.StatusNotFound, msg: msg} }
+
+// forbiddenCode is forbidden for a named rule.
+func forbiddenCode(code, msg string) error {
+	return &authError{status: http.StatusForbidden, msg: msg, code: code}
+}
 
 func (g *Gateway) writeAuthError(w http.ResponseWriter, r *http.Request, rt route, err error) {
 	var ae *authError
@@ -335,7 +342,7 @@ func (g *Gateway) writeAuthError(w http.ResponseWriter, r *http.Request, rt rout
 		if ae.status == http.StatusUnauthorized {
 			w.Header().Set("WWW-Authenticate", challenge(rt.policy))
 		}
-		httpx.WriteError(w, ae.status, ae.msg)
+		httpx.WriteCodedError(w, ae.status, ae.code, ae.msg)
 	case errors.Is(err, auth.ErrUnauthenticated):
 		w.Header().Set("WWW-Authenticate", challenge(rt.policy))
 		httpx.WriteError(w, http.StatusUnauthorized, "invalid credentials: "+strings.TrimPrefix(err.Error(), "unauthenticated: "))
@@ -419,7 +426,7 @@ func (g *Gateway) authorize(r *http.Request, rt route) (*identity.Principal, err
 			return nil, err
 		}
 		if p.Account.Plan != store.PlanPremium && p.Account.Plan != store.PlanEnterprise {
-			return nil, forbidden("embed sessions need the premium or enterprise plan; this account is on " + p.Account.Plan)
+			return nil, forbiddenCode(httpx.CodePlanNotEligible, "embed sessions need the premium or enterprise plan; this account is on "+p.Account.Plan)
 		}
 		if !p.Account.EmbeddingEnabled {
 			return nil, forbidden("embedding is not enabled for this account")
@@ -473,7 +480,7 @@ func isAdmin(p *identity.Principal) bool {
 
 func requireAdminAccountKey(p *identity.Principal, what string) error {
 	if p.KeyKind != identity.KeyAccount {
-		return forbidden("a personal API key cannot " + what + "; use an account API key")
+		return forbiddenCode(httpx.CodePersonalKey, "a personal API key cannot "+what+"; use an account API key")
 	}
 	if !p.HasRole(identity.RoleAdmin) {
 		return forbidden("only an admin's account API key can " + what)
@@ -518,7 +525,7 @@ func (g *Gateway) attachDeployment(ctx context.Context, p *identity.Principal, i
 		return notFound(fmt.Sprintf("deployment %d not found", id))
 	}
 	if checkScope && !p.InScope(id) {
-		return forbidden(fmt.Sprintf("this API key is scoped to other deployments than %d", id))
+		return forbiddenCode(httpx.CodeKeyOutOfScope, fmt.Sprintf("this API key is scoped to other deployments than %d", id))
 	}
 	p.Deployment = &identity.Deployment{ID: id, ProductionBranch: d.ProductionBranch}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/analyticsco/platform/libs/httpx"
 	"io"
 	"net"
 	"net/http"
@@ -158,10 +159,14 @@ func assertErrorBody(t *testing.T, body []byte, status int) {
 	t.Helper()
 	var e struct {
 		Status  int    `json:"status"`
+		Code    string `json:"code"`
 		Message string `json:"message"`
 	}
-	if err := json.Unmarshal(body, &e); err != nil || e.Status != status || e.Message == "" {
-		t.Fatalf("error body %s, want {\"status\": %d, \"message\": ...}", body, status)
+	if err := json.Unmarshal(body, &e); err != nil || e.Status != status || e.Message == "" || e.Code == "" {
+		t.Fatalf("error body %s, want {\"status\": %d, \"code\": ..., \"message\": ...}", body, status)
+	}
+	if _, ok := httpx.Codes[e.Code]; !ok {
+		t.Fatalf("error body %s: code %q is not one of httpx.Codes", body, e.Code)
 	}
 }
 

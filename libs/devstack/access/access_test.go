@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/analyticsco/platform/libs/devstack/stacktest"
+	"github.com/analyticsco/platform/libs/httpx"
 )
 
 func TestMain(m *testing.M) { os.Exit(stacktest.Main(m)) }
@@ -1221,16 +1222,35 @@ func id(t *testing.T, m map[string]any) int64 {
 	return int64(f)
 }
 
-// assertErrorBody checks the house error body: {"status": <the HTTP status>, "message": "..."}.
+// assertErrorBody checks the house error body: {"status": <the HTTP status>, "code": one
+// of the codes sent with that status, "message": "..."}.
 func assertErrorBody(t *testing.T, r response) {
 	t.Helper()
 	var e struct {
 		Status  int    `json:"status"`
+		Code    string `json:"code"`
 		Message string `json:"message"`
 	}
-	if err := json.Unmarshal(r.body, &e); err != nil || e.Status != r.status || e.Message == "" {
-		t.Errorf("error body %s is not {\"status\": %d, \"message\": ...}", r.body, r.status)
+	if err := json.Unmarshal(r.body, &e); err != nil || e.Status != r.status || e.Message == "" || !codeFits(e.Code, r.status) {
+		t.Errorf("error body %s is not {\"status\": %d, \"code\": <a code of %d>, \"message\": ...}", r.body, r.status, r.status)
 	}
+}
+
+// codeFits reports whether code is sent with status (httpx.Codes).
+func codeFits(code string, status int) bool {
+	statuses, ok := httpx.Codes[code]
+	if !ok {
+		return false
+	}
+	if statuses == nil {
+		return code == httpx.DefaultCode(status)
+	}
+	for _, s := range statuses {
+		if s == status {
+			return true
+		}
+	}
+	return false
 }
 
 // bulkItemStatus is the error status of the single item of a bulk-move result, 0 when it moved.

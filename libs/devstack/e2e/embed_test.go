@@ -119,11 +119,11 @@ var generateSessionRules = []rule{
 		}
 	}},
 	{"personal-key-403", func(t *testing.T, p *platform) {
-		p.call(t, "POST", generateSession, apiKey(p.acme.APIKeys["personal"]), p.external(nil)).want(t, 403)
+		p.call(t, "POST", generateSession, apiKey(p.acme.APIKeys["personal"]), p.external(nil)).want(t, 403).wantCode(t, "personal_key")
 	}},
 	{"out-of-scope-key-403", func(t *testing.T, p *platform) {
 		scoped := apiKey(p.acme.APIKeys["adminScoped"])
-		p.call(t, "POST", generateSession, scoped, p.external(map[string]any{"deploymentId": p.dep2})).want(t, 403)
+		p.call(t, "POST", generateSession, scoped, p.external(map[string]any{"deploymentId": p.dep2})).want(t, 403).wantCode(t, "key_out_of_scope")
 		p.call(t, "POST", generateSession, scoped, p.external(map[string]any{"deploymentId": p.dep1})).want(t, 200)
 		p.call(t, "POST", generateSession, apiKey(p.acme.APIKeys["admin"]), p.external(map[string]any{"deploymentId": p.dep2})).want(t, 200)
 	}},
@@ -137,8 +137,11 @@ var generateSessionRules = []rule{
 		}{{"acme", 200}, {"globex", 200}, {"initech", 403}} {
 			a := p.s.Seed.Accounts[c.account]
 			t.Run(a.Plan, func(t *testing.T) {
-				p.call(t, "POST", generateSession, apiKey(a.APIKeys["admin"]),
+				r := p.call(t, "POST", generateSession, apiKey(a.APIKeys["admin"]),
 					map[string]any{"deploymentId": a.Deployments[0].ID, "externalId": p.unique("u")}).want(t, c.want)
+				if c.want == 403 {
+					r.wantCode(t, "plan_not_eligible")
+				}
 			})
 		}
 	}},
@@ -215,7 +218,7 @@ var generateSessionRules = []rule{
 	{"creator-mode-requires-tenant-flag", func(t *testing.T, p *platform) {
 		g := p.globex
 		p.call(t, "POST", generateSession, apiKey(g.APIKeys["admin"]),
-			map[string]any{"deploymentId": g.Deployments[0].ID, "externalId": p.unique("u"), "creatorMode": true, "embedTenantName": p.unique("tenant")}).want(t, 403)
+			map[string]any{"deploymentId": g.Deployments[0].ID, "externalId": p.unique("u"), "creatorMode": true, "embedTenantName": p.unique("tenant")}).want(t, 403).wantCode(t, "creator_mode_disabled")
 		s := p.sessionOf(t, p.external(map[string]any{"creatorMode": true, "embedTenantName": p.unique("tenant")}))
 		if !s.CreatorMode {
 			t.Errorf("acme (useCreatorMode) did not get a creator-mode session")
@@ -257,7 +260,7 @@ var generateSessionRules = []rule{
 		p.mint(t, with(base, "userAttributeDefinitions", []map[string]any{{"name": "tier", "type": "string"}})).want(t, 200)
 		r := p.mint(t, with(base,
 			"groupDefinitions", []map[string]any{{"name": "new-group"}},
-			"userAttributeDefinitions", []map[string]any{{"name": "new-attr", "type": "number"}, {"name": "tier", "type": "number", "description": "changed"}})).want(t, 409)
+			"userAttributeDefinitions", []map[string]any{{"name": "new-attr", "type": "number"}, {"name": "tier", "type": "number", "description": "changed"}})).want(t, 409).wantCode(t, "definition_type_conflict")
 		if msg := r.message(t); msg != "cannot change type" {
 			t.Errorf("message %q, want exactly \"cannot change type\"", msg)
 		}
@@ -282,11 +285,11 @@ var generateSessionRules = []rule{
 		}
 	}},
 	{"branch-not-found-404", func(t *testing.T, p *platform) {
-		p.mint(t, p.external(map[string]any{"branchName": "no-such-branch-" + p.unique("b")})).want(t, 404)
+		p.mint(t, p.external(map[string]any{"branchName": "no-such-branch-" + p.unique("b")})).want(t, 404).wantCode(t, "branch_not_found")
 	}},
 	{"branch-not-served-400", func(t *testing.T, p *platform) {
 		branch := p.syncedBranch(t)
-		p.mint(t, p.external(map[string]any{"branchName": branch})).want(t, 400)
+		p.mint(t, p.external(map[string]any{"branchName": branch})).want(t, 400).wantCode(t, "branch_not_served")
 		// Served while someone has it open...
 		p.call(t, "POST", p.branch(branch, "/open"), bearer(p.acme.Users["developer"]), nil).want(t, 200)
 		if s := p.sessionOf(t, p.external(map[string]any{"branchName": branch})); s.Production || s.BranchName != branch {
@@ -298,7 +301,7 @@ var generateSessionRules = []rule{
 		p.call(t, "PUT", p.branch(branch, "/staging"), bearer(p.acme.Users["developer"]), map[string]any{"enabled": true}).want(t, 200)
 		p.mint(t, p.external(map[string]any{"branchName": branch})).want(t, 200)
 		p.call(t, "PUT", p.branch(branch, "/staging"), bearer(p.acme.Users["developer"]), map[string]any{"enabled": false}).want(t, 200)
-		p.mint(t, p.external(map[string]any{"branchName": branch})).want(t, 400)
+		p.mint(t, p.external(map[string]any{"branchName": branch})).want(t, 400).wantCode(t, "branch_not_served")
 	}},
 }
 
@@ -499,8 +502,8 @@ var sessionRules = []rule{
 	{"single-use-exchange", func(t *testing.T, p *platform) {
 		id := p.mintID(t, p.external(nil))
 		p.exchange(t, id)
-		used := p.call(t, "POST", exchangePath, "", map[string]any{"sessionId": id}).want(t, 401)
-		unknown := p.call(t, "POST", exchangePath, "", map[string]any{"sessionId": "never-issued-" + p.unique("s")}).want(t, 401)
+		used := p.call(t, "POST", exchangePath, "", map[string]any{"sessionId": id}).want(t, 401).wantCode(t, "session_id_invalid")
+		unknown := p.call(t, "POST", exchangePath, "", map[string]any{"sessionId": "never-issued-" + p.unique("s")}).want(t, 401).wantCode(t, "session_id_invalid")
 		if used.message(t) != unknown.message(t) {
 			t.Errorf("a used id must look exactly like an unknown one: %q vs %q", used.body, unknown.body)
 		}

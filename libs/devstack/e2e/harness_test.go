@@ -107,6 +107,19 @@ func (r response) obj(t *testing.T) map[string]any {
 }
 
 // message is the message of an Error body.
+// wantCode checks the error body's code (a named rule's, the same in every service).
+func (r response) wantCode(t *testing.T, code string) response {
+	t.Helper()
+	var e struct {
+		Code string `json:"code"`
+	}
+	r.decode(t, &e)
+	if e.Code != code {
+		t.Errorf("error code %q, want %q: %s", e.Code, code, r.body)
+	}
+	return r
+}
+
 func (r response) message(t *testing.T) string {
 	t.Helper()
 	var e struct {

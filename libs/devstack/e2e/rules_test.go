@@ -47,8 +47,9 @@ var limitRules = []rule{
 		top := p.createFolder(t, admin, p.unique("subtree"), 0)
 		p.createFolder(t, admin, "leaf", top.ID)
 		// top under level 7 would put leaf at level 9.
-		p.move(t, admin, chain[7], fo(top)).want(t, 400)
+		p.move(t, admin, chain[7], fo(top)).want(t, 400).wantCode(t, "depth_limit")
 		p.move(t, admin, chain[6], fo(top)).want(t, 200)
+		p.move(t, admin, top.ID, fo(top)).want(t, 400).wantCode(t, "folder_cycle")
 	}},
 	{"embed-tenant-name-5-to-36", func(t *testing.T, p *platform) {
 		for _, c := range []struct {

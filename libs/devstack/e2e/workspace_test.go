@@ -40,6 +40,7 @@ type failure struct {
 	ID    int64  `json:"id"`
 	Error struct {
 		Status  int    `json:"status"`
+		Code    string `json:"code"`
 		Message string `json:"message"`
 	} `json:"error"`
 }
@@ -213,7 +214,7 @@ var bulkMoveRules = []rule{
 			{"item missing is 404", admin, 0, ref{"WORKBOOK", 990000004}, 404},
 			{"item of another deployment is 404", admin, 0, ref{"WORKBOOK", otherDep}, 404},
 			{"caller without access is 403", ai, 0, wb(private), 403},
-			{"folder into its own descendant is 400", admin, child.ID, fo(parent), 400},
+			{"folder into its own descendant is 400", admin, child.ID, fo(parent), 400}, // code folder_cycle
 		} {
 			t.Run(c.name, func(t *testing.T) {
 				var dest any
@@ -226,6 +227,13 @@ var bulkMoveRules = []rule{
 					t.Fatalf("failed %+v", r)
 				}
 				f := r.Failed[0]
+				var singleCode struct {
+					Code string `json:"code"`
+				}
+				single.decode(t, &singleCode)
+				if f.Error.Code == "" || f.Error.Code != singleCode.Code {
+					t.Errorf("failure entry code %q, want the single move's %q", f.Error.Code, singleCode.Code)
+				}
 				if f.Type != c.item.Type || f.ID != c.item.ID || f.Error.Status != c.status || f.Error.Message != single.message(t) {
 					t.Errorf("failure entry %+v, want type %s id %d and the single move's error %d %q", f, c.item.Type, c.item.ID, c.status, single.message(t))
 				}
@@ -288,7 +296,7 @@ var createFolderRules = []rule{
 		for level := 1; level <= 8; level++ {
 			parent = p.createFolder(t, admin, fmt.Sprintf("level-%d", level), parent).ID
 		}
-		r := p.call(t, "POST", p.ws(p.dep1, "/folders"), bearer(admin), map[string]any{"name": "level-9", "parentId": parent}).want(t, 400)
+		r := p.call(t, "POST", p.ws(p.dep1, "/folders"), bearer(admin), map[string]any{"name": "level-9", "parentId": parent}).want(t, 400).wantCode(t, "depth_limit")
 		if msg := r.message(t); !strings.Contains(msg, "8") {
 			t.Errorf("the message should name the limit: %q", msg)
 		}

@@ -163,7 +163,7 @@ func TestFavorites(t *testing.T) {
 			}
 		}
 		r := e.favorite(t, dep, admin, "PUT", "workbook", ids[3])
-		if _, msg := r.errorBody(t); r.Status != 400 || !strings.Contains(msg, "WORKSPACE_MAX_FAVORITES") {
+		if _, msg := r.errorBody(t); r.Status != 400 || !strings.Contains(msg, "WORKSPACE_MAX_FAVORITES") || r.json(t)["code"] != "favorites_limit" {
 			t.Fatalf("fourth favorite: want 400 naming the limit, got %d %s", r.Status, r.Body)
 		}
 		if r := e.favorite(t, dep, admin, "PUT", "workbook", ids[0]); r.Status != 204 {

@@ -159,7 +159,11 @@ func TestBulkMove(t *testing.T) {
 				if single.Status != c.status || st != c.status {
 					t.Fatalf("single move: want %d, got %d %s", c.status, single.Status, single.Body)
 				}
-				want := map[string]any{"type": c.item["type"], "id": float64(c.item["id"].(int64)), "error": map[string]any{"status": float64(c.status), "message": msg}}
+				code, _ := single.json(t)["code"].(string)
+				if code == "" {
+					t.Fatalf("single move error without a code: %s", single.Body)
+				}
+				want := map[string]any{"type": c.item["type"], "id": float64(c.item["id"].(int64)), "error": map[string]any{"status": float64(c.status), "code": code, "message": msg}}
 				if len(failed) != 1 || !reflect.DeepEqual(failed[0], want) {
 					t.Fatalf("bulk failure %v, want %v", failed, want)
 				}

@@ -20,13 +20,21 @@ const (
 	KindNotApplied                 // a bulk move's item was not applied: the store failed or timed out
 )
 
-// Failure is a domain error with a client-facing message.
+// Failure is a domain error with a client-facing message and, for a named rule, its
+// stable code (httpx.Code*; "" takes the code of the kind's status).
 type Failure struct {
 	Kind    Kind
+	Code    string
 	Message string
 }
 
 func (f *Failure) Error() string { return f.Message }
+
+// with sets the failure's code.
+func (f *Failure) with(code string) *Failure {
+	f.Code = code
+	return f
+}
 
 func failf(k Kind, format string, args ...any) *Failure {
 	return &Failure{Kind: k, Message: fmt.Sprintf(format, args...)}

@@ -9,6 +9,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -193,7 +194,7 @@ func (s *Service) SetFavorite(ctx context.Context, p *identity.Principal, dep in
 		return err
 	}
 	if len(have) >= s.limits.Favorites && !containsID(have, ref.ID) {
-		return failf(KindLimit, "you already have %d favorites in deployment %d, the limit (WORKSPACE_MAX_FAVORITES); remove one first", s.limits.Favorites, dep)
+		return failf(KindLimit, "you already have %d favorites in deployment %d, the limit (WORKSPACE_MAX_FAVORITES); remove one first", s.limits.Favorites, dep).with(httpx.CodeFavoritesLimit)
 	}
 	return s.store.addFavorite(ctx, dep, p.User.ID, ref, s.now())
 }

@@ -16,6 +16,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -101,7 +102,7 @@ func (s *Service) checkRoom(ctx context.Context, dep int64) error {
 		return err
 	}
 	if n >= s.limits.ItemsPerDeployment {
-		return failf(KindLimit, "deployment %d holds %d items (folders, workbooks and reports), the limit (WORKSPACE_MAX_ITEMS_PER_DEPLOYMENT); delete some before creating more", dep, s.limits.ItemsPerDeployment)
+		return failf(KindLimit, "deployment %d holds %d items (folders, workbooks and reports), the limit (WORKSPACE_MAX_ITEMS_PER_DEPLOYMENT); delete some before creating more", dep, s.limits.ItemsPerDeployment).with(httpx.CodeItemLimit)
 	}
 	return nil
 }
@@ -430,7 +431,7 @@ func (s *Service) CreateFolder(ctx context.Context, p *identity.Principal, dep i
 				return nil, forbiddenf("you need edit access to folder %d to create a folder in it", in.ParentID)
 			}
 			if lvl := t.level(in.ParentID) + 1; lvl > MaxDepth {
-				return nil, invalidf("folder %d is at level %d: a folder in it would be at level %d, and folders nest at most %d levels deep", in.ParentID, lvl-1, lvl, MaxDepth)
+				return nil, invalidf("folder %d is at level %d: a folder in it would be at level %d, and folders nest at most %d levels deep", in.ParentID, lvl-1, lvl, MaxDepth).with(httpx.CodeDepthLimit)
 			}
 			if !leased {
 				ok, err := s.store.leaseFolder(ctx, dep, in.ParentID, now, now.Add(leaseTTL))
@@ -597,7 +598,7 @@ func (s *Service) DeleteFolder(ctx context.Context, p *identity.Principal, dep, 
 		if err != nil {
 			return err
 		}
-		return failf(KindConflict, "folder %d is not empty: move or delete its contents first", id)
+		return failf(KindConflict, "folder %d is not empty: move or delete its contents first", id).with(httpx.CodeFolderNotEmpty)
 	}
 	return s.store.endDelete(ctx, dep, id, true, p.User.ID, now)
 }
@@ -873,10 +874,10 @@ func (s *Service) moveFolder(ctx context.Context, r *request, d *itemDoc, dest i
 			return nil, f
 		}
 		if dest != 0 && t.isSelfOrDescendant(dest, d.ID) {
-			return nil, invalidf("cannot move folder %d into itself or one of its descendants (folder %d)", d.ID, dest)
+			return nil, invalidf("cannot move folder %d into itself or one of its descendants (folder %d)", d.ID, dest).with(httpx.CodeFolderCycle)
 		}
 		if deepest := t.level(dest) + t.height(d.ID); deepest > MaxDepth {
-			return nil, invalidf("moving folder %d there would put a folder at level %d: folders nest at most %d levels deep", d.ID, deepest, MaxDepth)
+			return nil, invalidf("moving folder %d there would put a folder at level %d: folders nest at most %d levels deep", d.ID, deepest, MaxDepth).with(httpx.CodeDepthLimit)
 		}
 		cur := t.folders[d.ID]
 		d.Parent, d.Name, d.Position, d.Grants = cur.Parent, cur.Name, cur.Position, cur.Grants

@@ -98,9 +98,20 @@ type bulkFailureBody struct {
 func encodeBulkMoveResult(r BulkMoveResult) map[string]any {
 	failed := make([]bulkFailureBody, len(r.Failed))
 	for i, f := range r.Failed {
-		failed[i] = bulkFailureBody{Type: f.Ref.Type, ID: f.Ref.ID, Error: httpx.Error{Status: statusOf(f.Err.Kind), Message: f.Err.Message}}
+		failed[i] = bulkFailureBody{Type: f.Ref.Type, ID: f.Ref.ID, Error: httpx.Error{Status: statusOf(f.Err.Kind), Code: codeOf(f.Err), Message: f.Err.Message}}
 	}
 	return map[string]any{"moved": r.Moved, "failed": failed}
+}
+
+// codeOf is the failure's code: its named rule's, else the one of its kind.
+func codeOf(f *Failure) string {
+	switch {
+	case f.Code != "":
+		return f.Code
+	case f.Kind == KindNotApplied:
+		return httpx.CodeNotApplied
+	}
+	return httpx.DefaultCode(statusOf(f.Kind))
 }
 
 func statusOf(k Kind) int {
@@ -132,9 +143,9 @@ func errorEncoder(logger *slog.Logger) kithttp.ErrorEncoder {
 		var he *httpx.Error
 		switch f, ok := AsFailure(err); {
 		case ok:
-			httpx.WriteError(w, statusOf(f.Kind), f.Message)
+			httpx.WriteCodedError(w, statusOf(f.Kind), codeOf(f), f.Message)
 		case errors.As(err, &he):
-			httpx.WriteError(w, he.Status, he.Message)
+			httpx.WriteCodedError(w, he.Status, he.Code, he.Message)
 		case errors.Is(err, errUnavailable) || errors.Is(err, context.DeadlineExceeded):
 			logger.WarnContext(ctx, "database unavailable", "err", err)
 			httpx.WriteError(w, http.StatusServiceUnavailable, "the workspace database is unavailable; retry shortly")

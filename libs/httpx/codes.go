@@ -1,0 +1,92 @@
+package httpx
+
+import "net/http"
+
+// Error codes: the stable, machine-readable `code` of every error body, the same in
+// every service. openapi.yaml lists them (ErrorCode) with the statuses each goes with;
+// a conformance test keeps the two in step. A client branches on the code, never on
+// the message text.
+const (
+	// One per status, for errors no rule below names.
+	CodeInvalidRequest       = "invalid_request"        // 400
+	CodeUnauthenticated      = "unauthenticated"        // 401
+	CodeForbidden            = "forbidden"              // 403
+	CodeNotFound             = "not_found"              // 404
+	CodeMethodNotAllowed     = "method_not_allowed"     // 405
+	CodeConflict             = "conflict"               // 409
+	CodeTooLarge             = "too_large"              // 413
+	CodeUnsupportedMediaType = "unsupported_media_type" // 415
+	CodeRateLimited          = "rate_limited"           // 429
+	CodeInternal             = "internal"               // 500
+	CodeBadGateway           = "bad_gateway"            // 502
+	CodeUnavailable          = "unavailable"            // 503
+	CodeTimeout              = "timeout"                // 504
+	CodeClientError          = "client_error"           // any other 4xx
+	CodeServerError          = "server_error"           // any other 5xx
+
+	// Named rules.
+	CodeExternalUserLimit   = "external_user_limit"      // 403: the account's external-user limit
+	CodeCreatorModeDisabled = "creator_mode_disabled"    // 403: creatorMode without the useCreatorMode flag
+	CodePlanNotEligible     = "plan_not_eligible"        // 403: embedding needs a premium or enterprise plan
+	CodePersonalKey         = "personal_key"             // 403: a personal API key where an account key is needed
+	CodeKeyOutOfScope       = "key_out_of_scope"         // 403: an API key scoped to other deployments
+	CodeBranchNotFound      = "branch_not_found"         // 404: branchName is no branch of the deployment
+	CodeBranchNotServed     = "branch_not_served"        // 400: a branch nothing is serving
+	CodeSessionIDInvalid    = "session_id_invalid"       // 401: an unknown, expired or used embed session id
+	CodeDefinitionType      = "definition_type_conflict" // 409: a definition cannot change its type
+	CodeDepthLimit          = "depth_limit"              // 400: folders nest at most 8 levels deep
+	CodeFolderCycle         = "folder_cycle"             // 400: a folder into itself or its descendant
+	CodeFolderNotEmpty      = "folder_not_empty"         // 409: deleting a folder that holds items
+	CodeItemLimit           = "item_limit"               // 400: items per deployment
+	CodeFavoritesLimit      = "favorites_limit"          // 400: favorites per user and deployment
+	CodeNotApplied          = "not_applied"              // 503: a bulk-move item the store failure left unmoved
+)
+
+// Codes maps every code to the statuses it is sent with (nil: any other status of its
+// class, for client_error and server_error).
+var Codes = map[string][]int{
+	CodeInvalidRequest: {400}, CodeUnauthenticated: {401}, CodeForbidden: {403}, CodeNotFound: {404},
+	CodeMethodNotAllowed: {405}, CodeConflict: {409}, CodeTooLarge: {413}, CodeUnsupportedMediaType: {415},
+	CodeRateLimited: {429}, CodeInternal: {500}, CodeBadGateway: {502}, CodeUnavailable: {503}, CodeTimeout: {504},
+	CodeClientError: nil, CodeServerError: nil, // any other 4xx, 5xx
+	CodeExternalUserLimit: {403}, CodeCreatorModeDisabled: {403}, CodePlanNotEligible: {403}, CodePersonalKey: {403},
+	CodeKeyOutOfScope: {403}, CodeBranchNotFound: {404}, CodeBranchNotServed: {400}, CodeSessionIDInvalid: {401},
+	CodeDefinitionType: {409}, CodeDepthLimit: {400}, CodeFolderCycle: {400}, CodeFolderNotEmpty: {409},
+	CodeItemLimit: {400}, CodeFavoritesLimit: {400}, CodeNotApplied: {503},
+}
+
+// DefaultCode is the code of an error that no rule names: one per status.
+func DefaultCode(status int) string {
+	switch status {
+	case http.StatusBadRequest:
+		return CodeInvalidRequest
+	case http.StatusUnauthorized:
+		return CodeUnauthenticated
+	case http.StatusForbidden:
+		return CodeForbidden
+	case http.StatusNotFound:
+		return CodeNotFound
+	case http.StatusMethodNotAllowed:
+		return CodeMethodNotAllowed
+	case http.StatusConflict:
+		return CodeConflict
+	case http.StatusRequestEntityTooLarge:
+		return CodeTooLarge
+	case http.StatusUnsupportedMediaType:
+		return CodeUnsupportedMediaType
+	case http.StatusTooManyRequests:
+		return CodeRateLimited
+	case http.StatusInternalServerError:
+		return CodeInternal
+	case http.StatusBadGateway:
+		return CodeBadGateway
+	case http.StatusServiceUnavailable:
+		return CodeUnavailable
+	case http.StatusGatewayTimeout:
+		return CodeTimeout
+	}
+	if status >= 500 {
+		return CodeServerError
+	}
+	return CodeClientError
+}
