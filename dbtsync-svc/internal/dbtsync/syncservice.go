@@ -380,7 +380,7 @@ func paginate[T any](items []T, key func(T) string, pg PageRequest) (Page[T], er
 			}
 		}
 		if start < 0 {
-			return Page[T]{}, invalid("query parameter \"after\" is not a cursor returned by this list")
+			return Page[T]{}, invalid("after is not a cursor returned by this list")
 		}
 	}
 	end := min(start+pg.First, len(items))

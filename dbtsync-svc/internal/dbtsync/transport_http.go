@@ -172,20 +172,18 @@ func decodePageRequest(role string) kithttp.DecodeRequestFunc {
 	}
 }
 
-// pageParams reads first (1 to 200, default 50) and after (an opaque cursor).
+// pageParams reads first and after (the one pagination contract, httpx.ParsePage); the
+// cursor is base64url of the list's own key.
 func pageParams(r *http.Request) (PageRequest, error) {
-	pg := PageRequest{First: 50}
-	if raw := r.URL.Query().Get("first"); raw != "" {
-		n, err := strconv.Atoi(raw)
-		if err != nil || n < 1 || n > 200 {
-			return pg, badRequest("query parameter \"first\" must be an integer from 1 to 200, not %q", raw)
-		}
-		pg.First = n
+	p, err := httpx.ParsePage(r)
+	if err != nil {
+		return PageRequest{First: httpx.DefaultPage}, err
 	}
-	if raw := r.URL.Query().Get("after"); raw != "" {
-		b, err := base64.RawURLEncoding.DecodeString(raw)
+	pg := PageRequest{First: p.First}
+	if p.After != "" {
+		b, err := base64.RawURLEncoding.DecodeString(p.After)
 		if err != nil || len(b) == 0 {
-			return pg, badRequest("query parameter \"after\" is not a cursor returned by this list")
+			return pg, httpx.BadCursor()
 		}
 		pg.After = string(b)
 	}

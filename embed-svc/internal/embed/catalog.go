@@ -4,13 +4,15 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"github.com/analyticsco/platform/libs/httpx"
+	"strconv"
 	"strings"
 
 	"github.com/analyticsco/platform/libs/identity"
 )
 
 // MaxPageSize bounds `first`.
-const MaxPageSize = 200
+const MaxPageSize = httpx.MaxPage
 
 // requireCatalogAdmin: tenant-scoped catalogs need an admin's account API key; the
 // account-wide catalog also accepts an admin's bearer token.
@@ -50,12 +52,12 @@ func (s *service) ListDefinitions(ctx context.Context, p *identity.Principal, q 
 		return DefinitionPage{}, err
 	}
 	if q.First < 1 || q.First > MaxPageSize {
-		return DefinitionPage{}, Invalid("first must be between 1 and %d", MaxPageSize)
+		return DefinitionPage{}, Invalid("first must be an integer from 1 to %d, not %q", MaxPageSize, strconv.Itoa(q.First))
 	}
 	if q.After != "" {
 		id, ok := DecodeCursor(q.After)
 		if !ok {
-			return DefinitionPage{}, Invalid("after is not a cursor of this list")
+			return DefinitionPage{}, Invalid("after is not a cursor returned by this list")
 		}
 		q.After = id
 	}
@@ -64,7 +66,7 @@ func (s *service) ListDefinitions(ctx context.Context, p *identity.Principal, q 
 	}
 	items, more, err := s.d.Catalog.ListDefinitions(ctx, p.Account.ID, q)
 	if errors.Is(err, ErrBadCursor) {
-		return DefinitionPage{}, Invalid("after is not a cursor of this list")
+		return DefinitionPage{}, Invalid("after is not a cursor returned by this list")
 	}
 	if err != nil {
 		return DefinitionPage{}, storeErr(err)

@@ -188,7 +188,7 @@ func (s *service) ListSessions(ctx context.Context, p *identity.Principal, q Ses
 		return SessionPage{}, err
 	}
 	if q.First < 1 || q.First > MaxPageSize {
-		return SessionPage{}, Invalid("first must be between 1 and %d", MaxPageSize)
+		return SessionPage{}, Invalid("first must be an integer from 1 to %d, not %q", MaxPageSize, strconv.Itoa(q.First))
 	}
 	switch q.State {
 	case "", StatePending, StateActive, StateRevoked, StateExpired:

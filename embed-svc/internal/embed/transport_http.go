@@ -134,14 +134,11 @@ func scopeOf(r *http.Request) string {
 
 func decodeListDefinitions(kind string) httptransport.DecodeRequestFunc {
 	return func(_ context.Context, r *http.Request) (any, error) {
-		q := ListQuery{Scope: scopeOf(r), Kind: kind, First: 50, After: r.URL.Query().Get("after")}
-		if raw, ok := r.URL.Query()["first"]; ok {
-			n, err := strconv.Atoi(strings.TrimSpace(raw[0]))
-			if err != nil || n < 1 || n > MaxPageSize {
-				return nil, Invalid("first must be an integer between 1 and %d", MaxPageSize)
-			}
-			q.First = n
+		pg, err := httpx.ParsePage(r)
+		if err != nil {
+			return nil, err
 		}
+		q := ListQuery{Scope: scopeOf(r), Kind: kind, First: pg.First, After: pg.After}
 		return listDefinitionsRequest{P: identity.FromContext(r.Context()), Query: q}, nil
 	}
 }
@@ -159,14 +156,11 @@ func decodeCreateDefinition(kind string) httptransport.DecodeRequestFunc {
 // decodeListUsers reads the page and search of a tenant's user list.
 func decodeListUsers(_ context.Context, r *http.Request) (any, error) {
 	v := r.URL.Query()
-	q := UserQuery{First: 50, After: v.Get("after"), Q: v.Get("q")}
-	if raw := v.Get("first"); raw != "" {
-		n, err := strconv.Atoi(raw)
-		if err != nil {
-			return nil, Invalid("first must be between 1 and %d", MaxPageSize)
-		}
-		q.First = n
+	pg, err := httpx.ParsePage(r)
+	if err != nil {
+		return nil, err
 	}
+	q := UserQuery{First: pg.First, After: pg.After, Q: v.Get("q")}
 	return listUsersRequest{P: identity.FromContext(r.Context()), Tenant: r.PathValue("embedTenantName"), Query: q}, nil
 }
 
@@ -178,7 +172,12 @@ func decodeUserRequest(_ context.Context, r *http.Request) (any, error) {
 func decodeListSessions(_ context.Context, r *http.Request) (any, error) {
 	v := r.URL.Query()
 	q := SessionQuery{ID: v.Get("id"), Tenant: v.Get("tenant"), ExternalID: v.Get("externalId"), InternalID: v.Get("internalId"),
-		State: v.Get("state"), First: 50}
+		State: v.Get("state")}
+	pg, err := httpx.ParsePage(r)
+	if err != nil {
+		return nil, err
+	}
+	q.First = pg.First
 	if raw := v.Get("deploymentId"); raw != "" {
 		n, err := strconv.ParseInt(raw, 10, 64)
 		if err != nil || n <= 0 {
@@ -186,17 +185,10 @@ func decodeListSessions(_ context.Context, r *http.Request) (any, error) {
 		}
 		q.DeploymentID = n
 	}
-	if raw := v.Get("first"); raw != "" {
-		n, err := strconv.Atoi(raw)
-		if err != nil {
-			return nil, Invalid("first must be between 1 and %d", MaxPageSize)
-		}
-		q.First = n
-	}
-	if raw := v.Get("after"); raw != "" {
-		c, ok := DecodeSessionCursor(raw)
+	if pg.After != "" {
+		c, ok := DecodeSessionCursor(pg.After)
 		if !ok {
-			return nil, Invalid("after is not a cursor of this list")
+			return nil, httpx.BadCursor()
 		}
 		q.After = c
 	}

@@ -95,7 +95,7 @@ func (s *service) ListTenantUsers(ctx context.Context, p *identity.Principal, te
 		return UserPage{}, err
 	}
 	if q.First < 1 || q.First > MaxPageSize {
-		return UserPage{}, Invalid("first must be between 1 and %d", MaxPageSize)
+		return UserPage{}, Invalid("first must be an integer from 1 to %d, not %q", MaxPageSize, strconv.Itoa(q.First))
 	}
 	if len(q.Q) > 256 {
 		return UserPage{}, Invalid("q is at most 256 characters")
@@ -105,7 +105,7 @@ func (s *service) ListTenantUsers(ctx context.Context, p *identity.Principal, te
 		raw, err := base64.RawURLEncoding.DecodeString(q.After)
 		n, perr := strconv.ParseInt(string(raw), 10, 64)
 		if err != nil || perr != nil || n <= 0 {
-			return UserPage{}, Invalid("after is not a cursor of this list")
+			return UserPage{}, Invalid("after is not a cursor returned by this list")
 		}
 		after = n
 	}

@@ -31,6 +31,7 @@ func TestContract(t *testing.T) {
 		{"auth", authRules},
 		{"errors", errorRules},
 		{"routes", routeRules},
+		{"pagination", paginationRules},
 	} {
 		for _, r := range group.rules {
 			t.Run(group.name+"/"+r.name, func(t *testing.T) { r.check(t, p) })

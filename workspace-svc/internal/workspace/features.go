@@ -56,7 +56,7 @@ func (s *Service) Search(ctx context.Context, p *identity.Principal, dep int64, 
 		raw, err := base64.RawURLEncoding.DecodeString(in.After)
 		var c searchCursor
 		if err != nil || json.Unmarshal(raw, &c) != nil || c.Sort != in.Sort {
-			return Page{}, invalidf("after is not a cursor returned by this search with sort=%s", in.Sort)
+			return Page{}, httpx.BadCursor() // a cursor of another sort, too
 		}
 		from = &c
 	}

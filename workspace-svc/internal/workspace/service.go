@@ -24,8 +24,8 @@ import (
 const (
 	MaxBulkItems   = 100
 	MaxNameLength  = 255
-	DefaultPage    = 50
-	MaxPage        = 200
+	DefaultPage    = httpx.DefaultPage
+	MaxPage        = httpx.MaxPage
 	maxTreeRetries = 64
 	// A request that puts items into a folder holds a lease on it for leaseTTL; its
 	// writes run under writeDeadline < leaseTTL, so a folder delete that waits for the
@@ -1354,7 +1354,7 @@ func (s *Service) List(ctx context.Context, p *identity.Principal, dep, folder i
 		raw, err := base64.RawURLEncoding.DecodeString(after)
 		var c cursor
 		if err != nil || json.Unmarshal(raw, &c) != nil {
-			return Page{}, invalidf("after is not a cursor returned by this list")
+			return Page{}, httpx.BadCursor()
 		}
 		from = &c
 	}

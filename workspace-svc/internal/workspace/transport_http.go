@@ -268,7 +268,11 @@ func decodeListRequest(_ context.Context, r *http.Request) (any, error) {
 		return nil, err
 	}
 	q := r.URL.Query()
-	req := listRequest{scope: sc, First: DefaultPage, After: q.Get("after")}
+	pg, err := httpx.ParsePage(r)
+	if err != nil {
+		return nil, err
+	}
+	req := listRequest{scope: sc, First: pg.First, After: pg.After}
 	var folder *int64
 	if raw := q.Get("folderId"); raw != "" {
 		id, err := strconv.ParseInt(raw, 10, 64)
@@ -276,13 +280,6 @@ func decodeListRequest(_ context.Context, r *http.Request) (any, error) {
 			return nil, httpx.Errorf(http.StatusBadRequest, "folderId must be a positive integer, not %q; omit it for the workspace root", raw)
 		}
 		req.Folder, folder = id, &id
-	}
-	if raw := q.Get("first"); raw != "" {
-		n, err := strconv.Atoi(raw)
-		if err != nil || n < 1 || n > MaxPage {
-			return nil, httpx.Errorf(http.StatusBadRequest, "first must be an integer from 1 to %d, not %q", MaxPage, raw)
-		}
-		req.First = n
 	}
 	in := SearchInput{Folder: folder, Q: strings.TrimSpace(q.Get("q")), Sort: q.Get("sort"), First: req.First, After: req.After}
 	if n := len([]rune(in.Q)); n > MaxNameLength {

@@ -1,0 +1,51 @@
+package httpx
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+)
+
+// Pagination: one contract for every list of every service. `first` is 1 to MaxPage
+// (DefaultPage when absent or empty); `after` is the opaque cursor of a previous page's
+// pageInfo.endCursor (the first page when absent or empty). A bad `first` and a cursor
+// the list cannot read are 400 with the same words everywhere.
+const (
+	DefaultPage = 50
+	MaxPage     = 200
+)
+
+// Page is a list request's `first` and raw `after`.
+type Page struct {
+	First int
+	After string
+}
+
+// ParsePage reads `first` and `after` from the query of r.
+func ParsePage(r *http.Request) (Page, error) {
+	q := r.URL.Query()
+	p := Page{First: DefaultPage, After: q.Get("after")}
+	if raw := q.Get("first"); raw != "" {
+		n, err := strconv.Atoi(raw)
+		if err != nil || n < 1 || n > MaxPage {
+			return p, BadFirst(raw)
+		}
+		p.First = n
+	}
+	return p, nil
+}
+
+// BadFirst is the error of a `first` that is not an integer from 1 to MaxPage.
+func BadFirst(raw string) *Error {
+	return Errorf(http.StatusBadRequest, "first must be an integer from 1 to %d, not %q", MaxPage, raw)
+}
+
+// BadCursor is the error of an `after` the list cannot read.
+func BadCursor() *Error {
+	return Errorf(http.StatusBadRequest, "after is not a cursor returned by this list")
+}
+
+// BadFirstMessage is BadFirst's message, for services whose domain errors carry it.
+func BadFirstMessage(raw string) string {
+	return fmt.Sprintf("first must be an integer from 1 to %d, not %q", MaxPage, raw)
+}
