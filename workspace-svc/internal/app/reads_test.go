@@ -210,4 +210,34 @@ func TestFoldersWithoutAncestorsAreBackfilled(t *testing.T) {
 	if fmt.Sprint(names) != "[new old 1 old 2]" {
 		t.Fatalf("folderPath after the move: %v", names)
 	}
+
+	// A move recorded by a replica of the previous version (an op without ancestors,
+	// applied to the parent pointer only) is settled by the next request that reads the
+	// tree: the deployment's ancestors are rebuilt once.
+	trees := client.Database(e.database).Collection("trees")
+	var tree struct {
+		V int64 `bson:"v"`
+	}
+	if err := trees.FindOne(ctx, bson.D{{Key: "_id", Value: dep}}).Decode(&tree); err != nil {
+		t.Fatal(err)
+	}
+	v := tree.V + 1
+	if _, err := trees.UpdateOne(ctx, bson.D{{Key: "_id", Value: dep}}, bson.D{{Key: "$set", Value: bson.D{{Key: "v", Value: v},
+		{Key: "op", Value: bson.D{{Key: "kind", Value: "move"}, {Key: "folder", Value: ids[2]}, {Key: "to", Value: int64(0)},
+			{Key: "by", Value: int64(1)}, {Key: "at", Value: now}}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := items.UpdateOne(ctx, bson.D{{Key: "_id", Value: ids[2]}}, bson.D{{Key: "$set", Value: bson.D{{Key: "parent", Value: int64(0)}, {Key: "treeV", Value: v}}}}); err != nil {
+		t.Fatal(err)
+	}
+	got = e.do(t, "GET", depPath(dep, fmt.Sprintf("/folders/%d", sub)), admin, nil)
+	if got.Status != 200 {
+		t.Fatalf("GET after a legacy move: %d %s", got.Status, got.Body)
+	}
+	if path := got.json(t)["folderPath"].([]any); len(path) != 1 || path[0].(map[string]any)["id"] != float64(ids[2]) {
+		t.Fatalf("folderPath after a legacy move: %v, want [old 2]", path)
+	}
+	if err := items.FindOne(ctx, bson.D{{Key: "_id", Value: sub}}).Decode(&d); err != nil || d.Depth != 2 || len(d.Anc) != 1 || d.Anc[0] != ids[2] {
+		t.Fatalf("rebuilt folder: %+v (%v), want depth 2 under folder %d", d, err, ids[2])
+	}
 }

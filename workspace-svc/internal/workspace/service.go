@@ -218,6 +218,11 @@ func (r *request) load(ctx context.Context) error {
 		if err := r.s.store.applyOp(ctx, d.V, d.Op); err != nil {
 			return err
 		}
+		if d.Op.Kind == "move" && d.Op.Depth == 0 {
+			if err := r.s.store.settleLegacyOp(ctx, r.dep, d.V); err != nil {
+				return err
+			}
+		}
 	}
 	r.v, r.tree, r.loaded = d.V, newTree(), true
 	return nil

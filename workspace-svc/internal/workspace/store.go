@@ -56,7 +56,7 @@ type itemDoc struct {
 // new ancestors and depth, and for each folder below it the ancestors to pull and push and
 // the depth shift, so applying it reads nothing.
 type treeOp struct {
-	Kind   string    `bson:"kind"` // "move" or "create"
+	Kind   string    `bson:"kind"` // "move", "create", or "none" (nothing left to apply)
 	Folder int64     `bson:"folder"`
 	To     int64     `bson:"to"`
 	By     int64     `bson:"by"`
@@ -212,7 +212,7 @@ func (s *Store) casTree(ctx context.Context, dep, v int64, op *treeOp) (bool, er
 func (s *Store) applyOp(ctx context.Context, v int64, op *treeOp) error {
 	switch op.Kind {
 	case "move":
-		if op.Depth == 0 { // recorded before folders kept their ancestors: BackfillAncestors finishes it
+		if op.Depth == 0 { // recorded before folders kept their ancestors: request.load settles it
 			_, err := s.items.UpdateOne(ctx,
 				bson.D{{Key: "_id", Value: op.Folder}, {Key: "treeV", Value: bson.D{{Key: "$lt", Value: v}}}},
 				bson.D{{Key: "$set", Value: bson.D{{Key: "parent", Value: op.To}, {Key: "treeV", Value: v}}}})
@@ -235,6 +235,8 @@ func (s *Store) applyOp(ctx context.Context, v int64, op *treeOp) error {
 		models = append(models, mongo.NewUpdateManyModel().SetFilter(below).SetUpdate(push))
 		_, err := s.items.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(true))
 		return wrap("apply folder move", err)
+	case "none":
+		return nil
 	case "create":
 		doc := *op.Doc
 		doc.TreeV = v
@@ -325,21 +327,28 @@ func (s *Store) BackfillAncestors(ctx context.Context, dep int64) error {
 }
 
 func (s *Store) backfillDeployment(ctx context.Context, dep int64) error {
-	all, err := s.folders(ctx, "load folders to backfill", bson.D{{Key: "dep", Value: dep}, {Key: "type", Value: TypeFolder}, {Key: "deleted", Value: notDeleted}})
+	return s.rebuildAncestors(ctx, dep, false)
+}
+
+// rebuildAncestors computes every live folder's ancestors and depth from the parent
+// pointers and writes them: only where depth is missing (a backfill), or, with all,
+// wherever they differ (after a move recorded by a replica that did not keep them).
+func (s *Store) rebuildAncestors(ctx context.Context, dep int64, all bool) error {
+	folders, err := s.folders(ctx, "load folders to backfill", bson.D{{Key: "dep", Value: dep}, {Key: "type", Value: TypeFolder}, {Key: "deleted", Value: notDeleted}})
 	if err != nil {
 		return err
 	}
-	byID := make(map[int64]*folderNode, len(all))
-	for _, n := range all {
+	byID := make(map[int64]*folderNode, len(folders))
+	for _, n := range folders {
 		byID[n.ID] = n
 	}
 	var models []mongo.WriteModel
-	for _, n := range all {
-		if n.Depth > 0 {
+	for _, n := range folders {
+		if n.Depth > 0 && !all {
 			continue
 		}
 		anc := []int64{}
-		for cur := n.Parent; cur != 0 && len(anc) <= len(all); {
+		for cur := n.Parent; cur != 0 && len(anc) <= len(folders); {
 			a := byID[cur]
 			if a == nil {
 				break
@@ -347,8 +356,14 @@ func (s *Store) backfillDeployment(ctx context.Context, dep int64) error {
 			anc = append(anc, a.ID)
 			cur = a.Parent
 		}
-		models = append(models, mongo.NewUpdateOneModel().
-			SetFilter(bson.D{{Key: "_id", Value: n.ID}, {Key: "depth", Value: bson.D{{Key: "$exists", Value: false}}}}).
+		if n.Depth == len(anc)+1 && sameIDs(n.Anc, anc) {
+			continue
+		}
+		filter := bson.D{{Key: "_id", Value: n.ID}}
+		if !all {
+			filter = append(filter, bson.E{Key: "depth", Value: bson.D{{Key: "$exists", Value: false}}})
+		}
+		models = append(models, mongo.NewUpdateOneModel().SetFilter(filter).
 			SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: "anc", Value: anc}, {Key: "depth", Value: len(anc) + 1}}}}))
 	}
 	if len(models) == 0 {
@@ -356,6 +371,30 @@ func (s *Store) backfillDeployment(ctx context.Context, dep int64) error {
 	}
 	_, err = s.items.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
 	return wrap("backfill folder ancestors", err)
+}
+
+func sameIDs(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, x := range a {
+		if !containsID(b, x) {
+			return false
+		}
+	}
+	return true
+}
+
+// settleLegacyOp rebuilds the ancestors of a deployment whose last structural op was
+// recorded by a replica that did not keep them (it moved only a parent pointer), then
+// replaces that op with a no-op, so the rebuild runs once.
+func (s *Store) settleLegacyOp(ctx context.Context, dep, v int64) error {
+	if err := s.rebuildAncestors(ctx, dep, true); err != nil {
+		return err
+	}
+	_, err := s.trees.UpdateOne(ctx, bson.D{{Key: "_id", Value: dep}, {Key: "v", Value: v}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "op", Value: &treeOp{Kind: "none"}}}}})
+	return wrap("settle tree op", err)
 }
 
 // findItems returns the live items of the deployment among ids, by id.
