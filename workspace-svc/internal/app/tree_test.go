@@ -169,4 +169,27 @@ func TestBulkMoveRoundTrips(t *testing.T) {
 			}
 		})
 	}
+	// The worst case: every item a folder with a subfolder (each move also rewrites the
+	// ancestors below it), out of a nested folder into another.
+	t.Run("bulk-move-100-folders-with-subfolders", func(t *testing.T) {
+		const n = 100
+		src := e.mkFolder(t, dep, admin, "src", e.mkFolder(t, dep, admin, "src-parent", 0))
+		dest := e.mkFolder(t, dep, admin, "dest", e.mkFolder(t, dep, admin, "dest-parent", 0))
+		items := make([]any, 0, n)
+		for i := 0; i < n; i++ {
+			f := e.mkFolder(t, dep, admin, fmt.Sprintf("f%d", i), src)
+			e.mkFolder(t, dep, admin, "child", f)
+			items = append(items, ref("FOLDER", f))
+		}
+		e.counter.Reset()
+		r := e.do(t, "POST", depPath(dep, "/workspace/bulk-move"), admin, map[string]any{"items": items, "folderId": dest})
+		total := e.counter.Total()
+		if r.Status != 200 || len(r.json(t)["moved"].([]any)) != n {
+			t.Fatalf("bulk move: %d %s", r.Status, r.Body)
+		}
+		t.Logf("bulk move of %d folders with subfolders: %d commands (%.2f per item) %v", n, total, float64(total)/float64(n), e.counter.ByName())
+		if limit := int64(2*n + 10); total > limit {
+			t.Fatalf("%d commands, want at most 2N+10 = %d", total, limit)
+		}
+	})
 }

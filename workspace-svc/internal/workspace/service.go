@@ -40,6 +40,10 @@ type Service struct {
 	metrics *Metrics
 	now     func() time.Time
 	seen    sync.Map // user id -> userDoc last recorded
+	// applied remembers, per deployment, the tree version whose op this replica has
+	// applied in full, so a request does not apply it again (one write saved per
+	// structural request; another replica applies it once, then remembers too).
+	applied sync.Map // deployment id -> int64
 	limits  Limits
 }
 
@@ -214,7 +218,7 @@ func (r *request) load(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if d.Op != nil {
+	if v, ok := r.s.applied.Load(r.dep); d.Op != nil && (!ok || v.(int64) != d.V) {
 		if err := r.s.store.applyOp(ctx, d.V, d.Op); err != nil {
 			return err
 		}
@@ -223,6 +227,7 @@ func (r *request) load(ctx context.Context) error {
 				return err
 			}
 		}
+		r.s.applied.Store(r.dep, d.V)
 	}
 	r.v, r.tree, r.loaded = d.V, newTree(), true
 	return nil
@@ -354,6 +359,7 @@ func (r *request) commit(ctx context.Context, prepare func(ctx context.Context) 
 		if err := r.s.store.applyOp(ctx, r.v, op); err != nil {
 			return err
 		}
+		r.s.applied.Store(r.dep, r.v)
 		r.tree.apply(op)
 		return nil
 	}

@@ -219,7 +219,9 @@ func (s *Store) applyOp(ctx context.Context, v int64, op *treeOp) error {
 			return wrap("apply folder move", err)
 		}
 		below := bson.D{{Key: "anc", Value: op.Folder}, {Key: "treeV", Value: bson.D{{Key: "$lt", Value: v}}}}
-		models := []mongo.WriteModel{mongo.NewUpdateOneModel().
+		// Every statement an UpdateMany (the folder's matches one document by id): the
+		// driver sends a retryable UpdateOne and an UpdateMany as separate commands.
+		models := []mongo.WriteModel{mongo.NewUpdateManyModel().
 			SetFilter(bson.D{{Key: "_id", Value: op.Folder}, {Key: "treeV", Value: bson.D{{Key: "$lt", Value: v}}}}).
 			SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: "parent", Value: op.To}, {Key: "treeV", Value: v},
 				{Key: "anc", Value: op.Anc}, {Key: "depth", Value: op.Depth},
