@@ -62,6 +62,33 @@ func countBulkMoveCommands(ctx context.Context, p platformInfo, c *apiClient, be
 		(cmd1-cmd0)/(moves*100), (doc1-doc0)/(moves*100), cmd1-cmd0, doc1-doc0, moves)
 }
 
+// countWorkspaceReads prints the MongoDB commands and documents read of the workspace's
+// everyday requests: a folder GET, a listing page of 20 (of a folder holding 100 items
+// after countBulkMoveCommands), and a single move of a workbook between two folders.
+func countWorkspaceReads(ctx context.Context, p platformInfo, c *apiClient, bearer string, dep, a, b int64) {
+	base := fmt.Sprintf("/api/v1/deployments/%d", dep)
+	get := func(path string) func(ctx context.Context, _ int) error {
+		return func(ctx context.Context, _ int) error {
+			return c.do(ctx, http.MethodGet, base+path, "Bearer "+bearer, nil, http.StatusOK, nil)
+		}
+	}
+	countPerCall(ctx, p, "workspace folder GET", 20, nil, get(fmt.Sprintf("/folders/%d", a)))
+	countPerCall(ctx, p, "workspace listing (a page of 20 of a folder of 100 items)", 20, nil, get(fmt.Sprintf("/workspace?folderId=%d&first=20", a)))
+	wb, err := c.createItem(ctx, bearer, dep, "workbooks", "bench count move", a)
+	if err != nil {
+		addCountLine("workspace single move: not measured (%v)", err)
+		return
+	}
+	countPerCall(ctx, p, "workspace single move (a workbook)", 20, nil, func(ctx context.Context, i int) error {
+		dest := b
+		if i%2 == 1 {
+			dest = a
+		}
+		body := fmt.Appendf(nil, `{"type":"WORKBOOK","id":%d,"folderId":%d}`, wb, dest)
+		return c.do(ctx, http.MethodPost, base+"/workspace/move", "Bearer "+bearer, rawJSON(body), http.StatusOK, nil)
+	})
+}
+
 // countMintRoundTrips mints 50 sessions serially for known external users and
 // prints the MongoDB and Redis commands per mint.
 func countMintRoundTrips(ctx context.Context, p platformInfo, c *apiClient, apiKey string, dep int64) {

@@ -205,6 +205,7 @@ func setupBulkMove(ctx context.Context, env *Env) (*Target, error) {
 	t.Workers = bulkWorkers
 	t.Check = wantAllMoved(100)
 	countBulkMoveCommands(ctx, p, c, bearer, dep, sets[0], cFolder, dFolder)
+	countWorkspaceReads(ctx, p, c, bearer, dep, cFolder, dFolder)
 	return t, nil
 }
 
