@@ -3,11 +3,13 @@ package app_test
 import (
 	"context"
 	"fmt"
+	"github.com/analyticsco/platform/workspace-svc/internal/workspace"
 	"math/rand"
 	"net/http"
 	"sort"
 	"sync"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -140,7 +142,8 @@ func TestConcurrentFolderMovesKeepTreeValid(t *testing.T) {
 
 // TestBulkMoveRoundTrips counts the database commands of bulk moves of mixed items.
 func TestBulkMoveRoundTrips(t *testing.T) {
-	e := newEnv(t, 1)
+	// Hundreds of moves of folders: FerretDB outside the race detector, and time for it.
+	e := newEnvWithOptions(t, 1, workspace.Limits{}, 10*time.Minute)
 	dep := e.dep("acme", 0)
 	admin := e.bearer("acme", "admin")
 	for _, n := range []int{10, 100} {
