@@ -807,12 +807,19 @@ func checkDestinationAccess(t *tree, p *identity.Principal, dest int64) *Failure
 }
 
 // loadForMove reads what a move of refs into dest is checked against, in a fixed number
-// of queries whatever the number of items: the tree version, the items and the
+// of queries whatever the number of items: the tree version (when a folder moves), the items and the
 // destination (one query), the folders holding the workbooks and reports (one), every
 // ancestor of all of them (one), and the subtrees of the moved folders (one).
 func (s *Service) loadForMove(ctx context.Context, r *request, refs []ItemRef, dest int64) (map[int64]*itemDoc, error) {
-	if err := r.load(ctx); err != nil {
-		return nil, err
+	// Only folder moves compare-and-set the tree version (moveFolder's commit); workbooks
+	// and reports move with a conditional update of their own document.
+	for _, ref := range refs {
+		if ref.Type == TypeFolder {
+			if err := r.load(ctx); err != nil {
+				return nil, err
+			}
+			break
+		}
 	}
 	ids := make([]int64, 0, len(refs)+1)
 	for _, ref := range refs {
