@@ -1,10 +1,12 @@
 package httpx_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/analyticsco/platform/libs/httpx"
 )
@@ -108,5 +110,21 @@ func TestCodesMatchTheirStatuses(t *testing.T) {
 	httpx.WriteErr(rec, httptest.NewRequest("GET", "/", nil), discardLogger(), httpx.CodedErrorf(403, httpx.CodeExternalUserLimit, "limit"))
 	if rec.Body.String() != "{\"status\":403,\"code\":\"external_user_limit\",\"message\":\"limit\"}\n" {
 		t.Fatalf("coded error body %q", rec.Body)
+	}
+}
+
+func TestTimeIsMillisecondsUTC(t *testing.T) {
+	at := time.Date(2026, 11, 25, 4, 30, 0, 120_456_789, time.FixedZone("x", 3600))
+	raw, err := json.Marshal(struct {
+		A httpx.Time  `json:"a"`
+		B *httpx.Time `json:"b"`
+		C *httpx.Time `json:"c"`
+	}{A: httpx.At(at), B: httpx.AtPtr(&at)})
+	if err != nil || string(raw) != `{"a":"2026-11-25T03:30:00.120Z","b":"2026-11-25T03:30:00.120Z","c":null}` {
+		t.Fatalf("%s %v", raw, err)
+	}
+	var back httpx.Time
+	if err := json.Unmarshal([]byte(`"2026-11-25T03:30:00.123456Z"`), &back); err != nil || back.Nanosecond() != 123_456_000 {
+		t.Fatalf("%v %v", back, err)
 	}
 }

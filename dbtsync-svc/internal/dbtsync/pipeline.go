@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/analyticsco/platform/libs/httpx"
 	"slices"
 	"time"
 
@@ -57,9 +58,9 @@ type jobRecord struct {
 	Progress         Progress          `json:"progress"`
 	Error            *string           `json:"error"`
 	Warnings         []convert.Warning `json:"warnings"`
-	CreatedAt        time.Time         `json:"createdAt"`
-	StartedAt        *time.Time        `json:"startedAt"`
-	FinishedAt       *time.Time        `json:"finishedAt"`
+	CreatedAt        httpx.Time        `json:"createdAt"`
+	StartedAt        *httpx.Time       `json:"startedAt"`
+	FinishedAt       *httpx.Time       `json:"finishedAt"`
 	Attempts         int               `json:"attempts"`
 	ProductionBranch string            `json:"productionBranch"`
 	HasManifest      bool              `json:"hasManifest"`

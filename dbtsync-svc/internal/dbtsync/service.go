@@ -5,8 +5,8 @@ package dbtsync
 
 import (
 	"context"
+	"github.com/analyticsco/platform/libs/httpx"
 	"io"
-	"time"
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
 	"github.com/analyticsco/platform/libs/identity"
@@ -87,9 +87,9 @@ type SyncJob struct {
 	Attempts     int               `json:"attempts"`
 	Error        *string           `json:"error"`
 	Warnings     []convert.Warning `json:"warnings"`
-	CreatedAt    time.Time         `json:"createdAt"`
-	StartedAt    *time.Time        `json:"startedAt"`
-	FinishedAt   *time.Time        `json:"finishedAt"`
+	CreatedAt    httpx.Time        `json:"createdAt"`
+	StartedAt    *httpx.Time       `json:"startedAt"`
+	FinishedAt   *httpx.Time       `json:"finishedAt"`
 	// Changed is set when a branch job has succeeded: false when its output was
 	// byte-identical to the branch's latest version, so no version was written.
 	Changed *bool `json:"changed"`
@@ -117,13 +117,13 @@ type GitCredentials struct {
 
 // DbtGitIntegration is the saved integration as the API shows it (never the credentials).
 type DbtGitIntegration struct {
-	DeploymentID   int64     `json:"deploymentId"`
-	RepoURL        string    `json:"repoUrl"`
-	Branch         string    `json:"branch"`
-	ProjectPath    string    `json:"projectPath"`
-	ManifestPath   *string   `json:"manifestPath"`
-	HasCredentials bool      `json:"hasCredentials"`
-	UpdatedAt      time.Time `json:"updatedAt"`
+	DeploymentID   int64      `json:"deploymentId"`
+	RepoURL        string     `json:"repoUrl"`
+	Branch         string     `json:"branch"`
+	ProjectPath    string     `json:"projectPath"`
+	ManifestPath   *string    `json:"manifestPath"`
+	HasCredentials bool       `json:"hasCredentials"`
+	UpdatedAt      httpx.Time `json:"updatedAt"`
 }
 
 // PageRequest selects a page of a list: First items after the item whose key is After

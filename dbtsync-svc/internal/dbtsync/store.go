@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/analyticsco/platform/libs/httpx"
 	"slices"
 	"sort"
 	"strings"
@@ -267,23 +269,33 @@ func versionOfJob(b *branchDoc, syncJobID string) (int64, bool) {
 	return 0, false
 }
 
+// MarshalJSON writes createdAt the way every API answer writes a timestamp (the
+// stored record keeps a BSON date).
+func (v BranchVersion) MarshalJSON() ([]byte, error) {
+	type plain BranchVersion
+	return json.Marshal(struct {
+		plain
+		CreatedAt httpx.Time `json:"createdAt"`
+	}{plain(v), httpx.At(v.CreatedAt)})
+}
+
 // Branch is a branch as the API shows it.
 type Branch struct {
-	Name           string     `json:"name"`
-	Production     bool       `json:"production"`
-	Served         bool       `json:"served"`
-	StagingEnabled bool       `json:"stagingEnabled"`
-	LeaseExpiresAt *time.Time `json:"leaseExpiresAt"`
-	LatestVersion  *int64     `json:"latestVersion"`
-	UpdatedAt      time.Time  `json:"updatedAt"`
+	Name           string      `json:"name"`
+	Production     bool        `json:"production"`
+	Served         bool        `json:"served"`
+	StagingEnabled bool        `json:"stagingEnabled"`
+	LeaseExpiresAt *httpx.Time `json:"leaseExpiresAt"`
+	LatestVersion  *int64      `json:"latestVersion"`
+	UpdatedAt      httpx.Time  `json:"updatedAt"`
 }
 
 func (s *Store) view(b *branchDoc, production string) Branch {
-	out := Branch{Name: b.Name, Production: b.Name == production, StagingEnabled: b.StagingEnabled, UpdatedAt: b.UpdatedAt.UTC()}
+	out := Branch{Name: b.Name, Production: b.Name == production, StagingEnabled: b.StagingEnabled, UpdatedAt: httpx.At(b.UpdatedAt.UTC())}
 	now := s.now()
 	if b.LeaseExpiresAt != nil && b.LeaseExpiresAt.After(now) {
 		t := b.LeaseExpiresAt.UTC()
-		out.LeaseExpiresAt = &t
+		out.LeaseExpiresAt = httpx.AtPtr(&t)
 	}
 	out.Served = out.Production || out.StagingEnabled || out.LeaseExpiresAt != nil
 	if b.LatestVersion > 0 {
@@ -297,7 +309,7 @@ func (s *Store) view(b *branchDoc, production string) Branch {
 func (s *Store) Branch(ctx context.Context, dep int64, name, production string) (Branch, error) {
 	b, err := s.branch(ctx, dep, name)
 	if errors.Is(err, ErrNotFound) && name == production {
-		return Branch{Name: name, Production: true, Served: true, UpdatedAt: time.Unix(0, 0).UTC()}, nil
+		return Branch{Name: name, Production: true, Served: true, UpdatedAt: httpx.At(time.Unix(0, 0).UTC())}, nil
 	}
 	if err != nil {
 		return Branch{}, err
@@ -323,7 +335,7 @@ func (s *Store) Branches(ctx context.Context, dep int64, production string) ([]B
 		out = append(out, v)
 	}
 	if !hasProd {
-		out = append(out, Branch{Name: production, Production: true, Served: true, UpdatedAt: time.Unix(0, 0).UTC()})
+		out = append(out, Branch{Name: production, Production: true, Served: true, UpdatedAt: httpx.At(time.Unix(0, 0).UTC())})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Production != out[j].Production {

@@ -204,7 +204,7 @@ func (s *syncService) StartSync(ctx context.Context, p *identity.Principal, dep 
 	}
 	job := &jobRecord{SyncJobID: id, DeploymentID: dep, Status: StatusQueued, Source: req.Source, Output: req.Output,
 		Ref: req.Ref, BranchName: branch, WorkflowID: "dbt-sync-" + id, Progress: Progress{Phase: "queued"},
-		Warnings: []convert.Warning{}, CreatedAt: now, ProductionBranch: production, HasManifest: keepManifest}
+		Warnings: []convert.Warning{}, CreatedAt: httpx.At(now), ProductionBranch: production, HasManifest: keepManifest}
 	if req.Source != "git" {
 		job.Ref = nil
 	}
@@ -282,7 +282,7 @@ func (s *syncService) CancelJob(ctx context.Context, p *identity.Principal, dep 
 		j.CanceledBy = p.User.ID
 		if j.Status == StatusQueued { // never started, or waiting between attempts: no worker holds it
 			now := time.Now().UTC()
-			j.Status, j.FinishedAt, j.Progress.Phase, j.Error = StatusCanceled, &now, "done", nil
+			j.Status, j.FinishedAt, j.Progress.Phase, j.Error = StatusCanceled, httpx.AtPtr(&now), "done", nil
 			dequeued = true
 			return nil
 		}
@@ -348,7 +348,7 @@ func (s *syncService) RetryJob(ctx context.Context, p *identity.Principal, dep i
 	nid := newSyncJobID(now)
 	job := &jobRecord{SyncJobID: nid, DeploymentID: dep, Status: StatusQueued, Source: old.Source, Output: old.Output,
 		Ref: old.Ref, BranchName: old.BranchName, WorkflowID: "dbt-sync-" + nid, Progress: Progress{Phase: "queued"},
-		Warnings: []convert.Warning{}, CreatedAt: now, ProductionBranch: production, HasManifest: old.HasManifest,
+		Warnings: []convert.Warning{}, CreatedAt: httpx.At(now), ProductionBranch: production, HasManifest: old.HasManifest,
 		ManifestOf: manifestOf, RetryOf: id}
 	if err := s.p.enqueue(ctx, job); err != nil {
 		return res, err
@@ -426,7 +426,7 @@ func (s *syncService) ListJobs(ctx context.Context, p *identity.Principal, dep i
 
 func integrationView(d *integrationDoc) DbtGitIntegration {
 	v := DbtGitIntegration{DeploymentID: d.DeploymentID, RepoURL: d.RepoURL, Branch: d.Branch, ProjectPath: d.ProjectPath,
-		HasCredentials: len(d.Credentials) > 0, UpdatedAt: d.UpdatedAt.UTC()}
+		HasCredentials: len(d.Credentials) > 0, UpdatedAt: httpx.At(d.UpdatedAt.UTC())}
 	if d.ManifestPath != "" {
 		mp := d.ManifestPath
 		v.ManifestPath = &mp

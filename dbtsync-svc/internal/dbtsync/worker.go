@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/analyticsco/platform/libs/httpx"
 	"io"
 	"log/slog"
 	"sync"
@@ -200,7 +201,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 		j.Status, j.Attempts, j.Error = StatusRunning, j.Attempts+1, nil
 		j.Progress = Progress{Phase: "fetching"}
 		if j.StartedAt == nil {
-			j.StartedAt = &now
+			j.StartedAt = httpx.AtPtr(&now)
 		}
 		return nil
 	})
@@ -330,7 +331,7 @@ func (w *Worker) releaseFinishedHead(ctx context.Context, dep int64, qk, head st
 func (w *Worker) finish(ctx context.Context, job *jobRecord, status, errMsg string, res *convert.Result, version int64, unchanged bool) {
 	now := time.Now().UTC()
 	_, err := w.p.updateJob(ctx, job.DeploymentID, job.SyncJobID, func(j *jobRecord) error {
-		j.Status, j.FinishedAt, j.Progress.Phase = status, &now, "done"
+		j.Status, j.FinishedAt, j.Progress.Phase = status, httpx.AtPtr(&now), "done"
 		if errMsg != "" {
 			j.Error = &errMsg
 		} else {

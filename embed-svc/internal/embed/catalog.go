@@ -99,7 +99,7 @@ func (s *service) CreateDefinition(ctx context.Context, p *identity.Principal, k
 	}
 	now := s.now().UTC()
 	d := Definition{AccountID: p.Account.ID, Scope: AccountScope, Kind: kind, Name: in.Name, Type: in.Type,
-		DisplayName: in.DisplayName, DefaultValue: in.DefaultValue, Description: in.Description, CreatedAt: now, UpdatedAt: now}
+		DisplayName: in.DisplayName, DefaultValue: in.DefaultValue, Description: in.Description, CreatedAt: httpx.At(now), UpdatedAt: httpx.At(now)}
 	out, err := s.d.Catalog.CreateDefinition(ctx, d)
 	if errors.Is(err, ErrDuplicate) {
 		what := "group"

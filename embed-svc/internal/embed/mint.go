@@ -314,7 +314,7 @@ func (s *service) DryRunSession(ctx context.Context, p *identity.Principal, req 
 		User: sess.User, AccountID: sess.AccountID, DeploymentID: sess.DeploymentID, BranchName: sess.Branch,
 		Production: sess.Production, EmbedTenant: sess.Tenant, CreatorMode: sess.CreatorMode, Groups: sess.Groups,
 		UserAttributes: sess.Attributes, SecurityContext: securityContextOf(sess), Settings: sess.Settings,
-		ExpiresAt: s.sessionExpiry(sess),
+		ExpiresAt: httpx.At(s.sessionExpiry(sess)),
 	}}
 	for _, u := range m.definitions.upserts {
 		if u.Existing == nil {

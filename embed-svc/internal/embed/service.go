@@ -6,6 +6,7 @@ package embed
 import (
 	"context"
 	"encoding/json"
+	"github.com/analyticsco/platform/libs/httpx"
 	"time"
 
 	"github.com/analyticsco/platform/libs/identity"
@@ -113,7 +114,7 @@ type DryRunEffective struct {
 	UserAttributes     []AttributeValue   `json:"userAttributes"`
 	SecurityContext    json.RawMessage    `json:"securityContext"`
 	Settings           ResolvedSettings   `json:"settings"`
-	ExpiresAt          time.Time          `json:"expiresAt"`
+	ExpiresAt          httpx.Time         `json:"expiresAt"`
 	DefinitionsCreated []DryRunDefinition `json:"definitionsCreated"`
 }
 
@@ -241,9 +242,9 @@ func (s Session) Subject() string {
 
 // SessionToken is the answer of an exchange.
 type SessionToken struct {
-	Token     string    `json:"token"`
-	ExpiresAt time.Time `json:"expiresAt"`
-	RefreshAt time.Time `json:"refreshAt"`
+	Token     string     `json:"token"`
+	ExpiresAt httpx.Time `json:"expiresAt"`
+	RefreshAt httpx.Time `json:"refreshAt"`
 }
 
 // SessionInfo is GET /api/v1/embed/session.
@@ -261,21 +262,21 @@ type SessionInfo struct {
 	// SecurityContext is the session's securityContext, as the data-API token carries it.
 	SecurityContext json.RawMessage  `json:"securityContext"`
 	Settings        ResolvedSettings `json:"settings"`
-	IssuedAt        time.Time        `json:"issuedAt"`
-	ExpiresAt       time.Time        `json:"expiresAt"`
+	IssuedAt        httpx.Time       `json:"issuedAt"`
+	ExpiresAt       httpx.Time       `json:"expiresAt"`
 }
 
 // AICredentials are short-lived credentials for the AI chat service.
 type AICredentials struct {
-	Token     string    `json:"token"`
-	ExpiresAt time.Time `json:"expiresAt"`
+	Token     string     `json:"token"`
+	ExpiresAt httpx.Time `json:"expiresAt"`
 }
 
 // DataToken is a data-API token for the embed's deployment.
 type DataToken struct {
-	Token     string    `json:"token"`
-	TokenID   string    `json:"tokenId"`
-	ExpiresAt time.Time `json:"expiresAt"`
+	Token     string     `json:"token"`
+	TokenID   string     `json:"tokenId"`
+	ExpiresAt httpx.Time `json:"expiresAt"`
 }
 
 // JWK is one public key of the JWK Set.
@@ -295,17 +296,17 @@ type JWKSet struct {
 
 // Definition is a stored group or attribute definition.
 type Definition struct {
-	ID           string    `json:"id"`
-	AccountID    int64     `json:"-"`
-	Scope        string    `json:"-"`
-	Kind         string    `json:"-"`
-	Name         string    `json:"name"`
-	Type         string    `json:"type,omitempty"`
-	DisplayName  *string   `json:"displayName"`
-	DefaultValue *string   `json:"defaultValue"`
-	Description  *string   `json:"description"`
-	CreatedAt    time.Time `json:"createdAt"`
-	UpdatedAt    time.Time `json:"updatedAt"`
+	ID           string     `json:"id"`
+	AccountID    int64      `json:"-"`
+	Scope        string     `json:"-"`
+	Kind         string     `json:"-"`
+	Name         string     `json:"name"`
+	Type         string     `json:"type,omitempty"`
+	DisplayName  *string    `json:"displayName"`
+	DefaultValue *string    `json:"defaultValue"`
+	Description  *string    `json:"description"`
+	CreatedAt    httpx.Time `json:"createdAt"`
+	UpdatedAt    httpx.Time `json:"updatedAt"`
 }
 
 // ListQuery selects one page of a catalog.

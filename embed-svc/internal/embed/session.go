@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"github.com/analyticsco/platform/libs/httpx"
 	"strings"
 	"time"
 
@@ -30,7 +31,7 @@ func (s *service) ExchangeSession(ctx context.Context, sessionID string) (Sessio
 	if err != nil {
 		return SessionToken{}, storeErr(err)
 	}
-	return SessionToken{Token: tok, ExpiresAt: exp, RefreshAt: exp.Add(TokenRefresh - TokenLifetime)}, nil
+	return SessionToken{Token: tok, ExpiresAt: httpx.At(exp), RefreshAt: httpx.At(exp.Add(TokenRefresh - TokenLifetime))}, nil
 }
 
 // sessionExpiry is when a session's token expires: TokenLifetime after generate-session
@@ -103,10 +104,10 @@ func (s *service) SessionInfo(ctx context.Context, p *identity.Principal) (Sessi
 		SessionID: sess.SID, User: sess.User, AccountID: sess.AccountID, DeploymentID: sess.DeploymentID,
 		BranchName: sess.Branch, Production: sess.Production, EmbedTenant: sess.Tenant, CreatorMode: sess.CreatorMode,
 		Groups: sess.Groups, UserAttributes: sess.Attributes, SecurityContext: securityContextOf(sess), Settings: sess.Settings,
-		IssuedAt: time.Unix(c.IssuedAt, 0).UTC(), ExpiresAt: time.Unix(c.ExpiresAt, 0).UTC(),
+		IssuedAt: httpx.At(time.Unix(c.IssuedAt, 0).UTC()), ExpiresAt: httpx.At(time.Unix(c.ExpiresAt, 0).UTC()),
 	}
 	if c.ExpiresAt == 0 {
-		info.IssuedAt, info.ExpiresAt = sess.GeneratedAt, s.sessionExpiry(sess)
+		info.IssuedAt, info.ExpiresAt = httpx.At(sess.GeneratedAt), httpx.At(s.sessionExpiry(sess))
 	}
 	if info.Groups == nil {
 		info.Groups = []string{}
@@ -145,7 +146,7 @@ func (s *service) AICredentials(ctx context.Context, p *identity.Principal) (AIC
 	if err != nil {
 		return AICredentials{}, storeErr(err)
 	}
-	return AICredentials{Token: tok, ExpiresAt: exp}, nil
+	return AICredentials{Token: tok, ExpiresAt: httpx.At(exp)}, nil
 }
 
 // DataToken issues a data-API token with its own id: the credential a data API trusts,
@@ -184,7 +185,7 @@ func (s *service) DataToken(ctx context.Context, p *identity.Principal, deployme
 	if err != nil {
 		return DataToken{}, storeErr(err)
 	}
-	return DataToken{Token: tok, TokenID: id, ExpiresAt: exp}, nil
+	return DataToken{Token: tok, TokenID: id, ExpiresAt: httpx.At(exp)}, nil
 }
 
 // JWKS publishes every key that may have signed a live token.

@@ -3,6 +3,7 @@ package embed
 import (
 	"context"
 	"encoding/base64"
+	"github.com/analyticsco/platform/libs/httpx"
 	"strconv"
 	"strings"
 	"time"
@@ -109,10 +110,10 @@ type SessionView struct {
 	User         SessionRecordUser `json:"user"`
 	DeploymentID int64             `json:"deploymentId"`
 	BranchName   string            `json:"branchName"`
-	CreatedAt    time.Time         `json:"createdAt"`
-	ExchangedAt  *time.Time        `json:"exchangedAt"`
-	ExpiresAt    time.Time         `json:"expiresAt"`
-	RevokedAt    *time.Time        `json:"revokedAt"`
+	CreatedAt    httpx.Time        `json:"createdAt"`
+	ExchangedAt  *httpx.Time       `json:"exchangedAt"`
+	ExpiresAt    httpx.Time        `json:"expiresAt"`
+	RevokedAt    *httpx.Time       `json:"revokedAt"`
 	State        string            `json:"state"`
 }
 
@@ -171,7 +172,7 @@ func requireRevoker(p *identity.Principal) error {
 func sessionView(r SessionRecord, l LiveState, now time.Time) SessionView {
 	state, exchangedAt, revokedAt := r.state(l, now)
 	return SessionView{ID: r.ID, EmbedTenant: r.Tenant, User: r.User, DeploymentID: r.DeploymentID, BranchName: r.Branch,
-		CreatedAt: r.CreatedAt.UTC(), ExchangedAt: exchangedAt, ExpiresAt: r.ExpiresAt.UTC(), RevokedAt: revokedAt, State: state}
+		CreatedAt: httpx.At(r.CreatedAt.UTC()), ExchangedAt: httpx.AtPtr(exchangedAt), ExpiresAt: httpx.At(r.ExpiresAt.UTC()), RevokedAt: httpx.AtPtr(revokedAt), State: state}
 }
 
 // listScanBatch and listScanRounds bound the records a listing examines when a state
@@ -250,7 +251,7 @@ func (s *service) ListSessions(ctx context.Context, p *identity.Principal, q Ses
 	if last != nil && (len(page.Items) > 0 || page.PageInfo.HasNextPage) {
 		end := last
 		if n := len(page.Items); n > 0 && page.PageInfo.HasNextPage && len(page.Items) == q.First {
-			end = &SessionRecord{CreatedAt: page.Items[n-1].CreatedAt, ID: page.Items[n-1].ID}
+			end = &SessionRecord{CreatedAt: page.Items[n-1].CreatedAt.Time, ID: page.Items[n-1].ID}
 		}
 		c := EncodeSessionCursor(SessionCursor{CreatedAt: end.CreatedAt, ID: end.ID})
 		page.PageInfo.EndCursor = &c

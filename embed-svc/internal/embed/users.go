@@ -4,10 +4,10 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"github.com/analyticsco/platform/libs/httpx"
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/analyticsco/platform/libs/identity"
 )
@@ -42,8 +42,8 @@ type UserView struct {
 	Picture        *string       `json:"picture"`
 	Groups         []ScopedName  `json:"groups"`
 	UserAttributes []ScopedValue `json:"userAttributes"`
-	CreatedAt      time.Time     `json:"createdAt"`
-	UpdatedAt      time.Time     `json:"updatedAt"`
+	CreatedAt      httpx.Time    `json:"createdAt"`
+	UpdatedAt      httpx.Time    `json:"updatedAt"`
 }
 
 // UserPage is one page of a tenant's users.
@@ -60,7 +60,7 @@ type DeletedUser struct {
 
 func userView(u ExternalUser, tenant string) UserView {
 	v := UserView{ID: u.ID, ExternalID: u.ExternalID, Email: u.Email, DisplayName: u.DisplayName, Picture: u.Picture,
-		Groups: []ScopedName{}, UserAttributes: []ScopedValue{}, CreatedAt: u.CreatedAt.UTC(), UpdatedAt: u.UpdatedAt.UTC()}
+		Groups: []ScopedName{}, UserAttributes: []ScopedValue{}, CreatedAt: httpx.At(u.CreatedAt.UTC()), UpdatedAt: httpx.At(u.UpdatedAt.UTC())}
 	for _, sc := range []struct{ scope, label string }{{AccountScope, "account"}, {tenant, "tenant"}} {
 		var names []string
 		for _, n := range u.Groups[sc.scope] {

@@ -48,3 +48,16 @@ func TestResponseCheckCatchesNonConformingResponses(t *testing.T) {
 		})
 	}
 }
+
+func TestTimestampCheckCatchesOtherPrecisions(t *testing.T) {
+	for body, ok := range map[string]bool{
+		`{"createdAt":"2026-11-25T04:30:00.120Z","items":[{"updatedAt":"2026-11-25T04:30:00.000Z"}]}`: true,
+		`{"createdAt":"2026-11-25T04:30:00Z"}`:                                                        false,
+		`{"items":[{"expiresAt":"2026-11-25T04:30:00.123456789Z"}]}`:                                  false,
+		`{"revokedAt":null,"name":"2026"}`:                                                            true,
+	} {
+		if err := timestampsInOnePrecision([]byte(body)); (err == nil) != ok {
+			t.Errorf("%s: %v, want ok=%v", body, err, ok)
+		}
+	}
+}

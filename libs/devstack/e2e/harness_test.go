@@ -202,6 +202,44 @@ func (p *platform) checkResponse(t *testing.T, req *http.Request, resp *http.Res
 	if err := conformance(p.router, req, resp.StatusCode, resp.Header, body); err != nil {
 		t.Errorf("contract: %v\nbody: %.600s", err, body)
 	}
+	if err := timestampsInOnePrecision(body); err != nil {
+		t.Errorf("contract: %s %s: %v", req.Method, req.URL.Path, err)
+	}
+}
+
+// apiTime is how every API answer writes a timestamp: UTC with exactly milliseconds.
+var apiTime = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$`)
+
+// timestampsInOnePrecision checks every timestamp field of a JSON answer (a string field
+// named *At) against apiTime: one precision in every service.
+func timestampsInOnePrecision(body []byte) error {
+	var v any
+	if json.Unmarshal(body, &v) != nil {
+		return nil // not JSON: nothing to check
+	}
+	var walk func(key string, v any) error
+	walk = func(key string, v any) error {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				if err := walk(k, e); err != nil {
+					return err
+				}
+			}
+		case []any:
+			for _, e := range x {
+				if err := walk(key, e); err != nil {
+					return err
+				}
+			}
+		case string:
+			if strings.HasSuffix(key, "At") && !apiTime.MatchString(x) {
+				return fmt.Errorf("timestamp %s = %q is not RFC 3339 UTC with milliseconds", key, x)
+			}
+		}
+		return nil
+	}
+	return walk("", v)
 }
 
 // conformance is checkResponse's verdict as an error.

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/analyticsco/platform/libs/httpx"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -185,7 +186,7 @@ type defDoc struct {
 
 func (d defDoc) definition() embed.Definition {
 	return embed.Definition{ID: d.ID.Hex(), AccountID: d.AccountID, Scope: d.Scope, Kind: d.Kind, Name: d.Name, Type: d.Type,
-		DisplayName: d.DisplayName, DefaultValue: d.DefaultValue, Description: d.Description, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt}
+		DisplayName: d.DisplayName, DefaultValue: d.DefaultValue, Description: d.Description, CreatedAt: httpx.At(d.CreatedAt), UpdatedAt: httpx.At(d.UpdatedAt)}
 }
 
 // FindDefinitions returns the scope's definitions (both kinds) named in names.
@@ -248,14 +249,14 @@ func (s *Store) UpsertDefinition(ctx context.Context, accountID int64, scope str
 	if _, err := s.defs.UpdateOne(ctx, bson.D{{Key: "_id", Value: oid}}, bson.D{{Key: "$set", Value: set}}); err != nil {
 		return embed.Definition{}, wrap(err)
 	}
-	d.UpdatedAt = now
+	d.UpdatedAt = httpx.At(now)
 	return d, nil
 }
 
 // CreateDefinition inserts a new definition; embed.ErrDuplicate when the name is taken.
 func (s *Store) CreateDefinition(ctx context.Context, d embed.Definition) (embed.Definition, error) {
 	doc := defDoc{ID: bson.NewObjectID(), AccountID: d.AccountID, Scope: d.Scope, Kind: d.Kind, Name: d.Name, Type: d.Type,
-		DisplayName: d.DisplayName, DefaultValue: d.DefaultValue, Description: d.Description, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt}
+		DisplayName: d.DisplayName, DefaultValue: d.DefaultValue, Description: d.Description, CreatedAt: d.CreatedAt.Time, UpdatedAt: d.UpdatedAt.Time}
 	if _, err := s.defs.InsertOne(ctx, doc); err != nil {
 		return embed.Definition{}, wrap(err)
 	}
