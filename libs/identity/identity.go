@@ -126,6 +126,9 @@ type Principal struct {
 	KeyScope   []int64     `json:"keyScope,omitempty"`
 	Deployment *Deployment `json:"dep,omitempty"`
 	Embed      *Embed      `json:"embed,omitempty"`
+	// ClientAddr is the client's IP address as the gateway saw it (the nearest untrusted
+	// hop of X-Forwarded-For behind a trusted proxy): what the audit trail records.
+	ClientAddr string `json:"ip,omitempty"`
 	// Audience is the one service the gateway signed this principal for: a header
 	// captured on its way to one service is refused by every other.
 	Audience string `json:"aud,omitempty"`

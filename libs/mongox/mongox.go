@@ -144,6 +144,21 @@ func Ping(client *mongo.Client) func(context.Context) error {
 // IsDuplicateKey reports a unique-index violation.
 func IsDuplicateKey(err error) bool { return mongo.IsDuplicateKeyError(err) }
 
+// OnlyDuplicateKeys reports whether err is a bulk insert's error in which every failed
+// write was a duplicate key: an idempotent insert of documents that are already there.
+func OnlyDuplicateKeys(err error) bool {
+	var bwe mongo.BulkWriteException
+	if !errors.As(err, &bwe) || bwe.WriteConcernError != nil || len(bwe.WriteErrors) == 0 {
+		return false
+	}
+	for _, we := range bwe.WriteErrors {
+		if we.Code != 11000 && we.Code != 11001 && we.Code != 12582 {
+			return false
+		}
+	}
+	return true
+}
+
 // ErrUnavailable wraps errors that mean the database could not be reached.
 var ErrUnavailable = errors.New("database unavailable")
 

@@ -1,0 +1,226 @@
+package audit_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/libs/identity"
+	"github.com/analyticsco/platform/libs/logging"
+)
+
+func TestIDsSortAsTheirTimes(t *testing.T) {
+	base := time.Date(2026, 11, 25, 8, 0, 0, 0, time.UTC)
+	prev := audit.IDAt(base)
+	for i := 1; i <= 100; i++ {
+		id := audit.NewID(base.Add(time.Duration(i) * time.Millisecond))
+		if !audit.ValidID(id) {
+			t.Fatalf("NewID gave %q, not a valid id", id)
+		}
+		if id <= prev {
+			t.Fatalf("id %q at +%dms does not sort after %q", id, i, prev)
+		}
+		prev = id
+	}
+	at := base.Add(time.Second)
+	if lo, id := audit.IDAt(at), audit.NewID(at); id < lo || audit.NewID(at.Add(-time.Millisecond)) >= lo {
+		t.Fatalf("IDAt(%v) = %q is not the lower bound of that millisecond's ids (%q)", at, lo, id)
+	}
+	for _, bad := range []string{"", "x", strings.Repeat("Z", 26), strings.ToLower(audit.NewID(base)), audit.NewID(base) + "0"} {
+		if audit.ValidID(bad) {
+			t.Errorf("ValidID(%q) = true", bad)
+		}
+	}
+}
+
+func TestActorOfEachCredential(t *testing.T) {
+	user := &identity.User{ID: 42, Role: identity.RoleAdmin}
+	cases := []struct {
+		name string
+		p    *identity.Principal
+		want audit.Actor
+	}{
+		{"nil", nil, audit.Actor{Type: audit.ActorAnonymous}},
+		{"public route", &identity.Principal{Credential: identity.CredentialNone}, audit.Actor{Type: audit.ActorAnonymous}},
+		{"bearer", &identity.Principal{Credential: identity.CredentialBearer, User: user}, audit.Actor{Type: audit.ActorUser, ID: "42", UserID: 42}},
+		{"api key", &identity.Principal{Credential: identity.CredentialAPIKey, User: user, KeyID: "0123456789abcdef"},
+			audit.Actor{Type: audit.ActorAPIKey, ID: "0123456789abcdef", APIKeyID: "0123456789abcdef", UserID: 42}},
+		{"external embed session", &identity.Principal{Credential: identity.CredentialEmbed, Embed: &identity.Embed{SessionID: "sid1", Subject: "ext-7", Tenant: "tenant-a"}},
+			audit.Actor{Type: audit.ActorEmbedSession, ID: "sid1", EmbedTenant: "tenant-a", ExternalID: "ext-7"}},
+		{"internal embed session", &identity.Principal{Credential: identity.CredentialEmbed, User: user, Embed: &identity.Embed{SessionID: "sid2", Subject: "acme-admin", Internal: true}},
+			audit.Actor{Type: audit.ActorEmbedSession, ID: "sid2", UserID: 42}},
+	}
+	for _, c := range cases {
+		if got := audit.ActorOf(c.p); got != c.want {
+			t.Errorf("%s: got %+v, want %+v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestNewTakesAccountDeploymentAndClientAddress(t *testing.T) {
+	p := &identity.Principal{Credential: identity.CredentialBearer, Account: identity.Account{ID: 7}, User: &identity.User{ID: 3},
+		Deployment: &identity.Deployment{ID: 11}, ClientAddr: "203.0.113.9"}
+	ev := audit.New(p, "workspace.folder.create", audit.Target{Type: "folder", ID: "5"})
+	if ev.AccountID != 7 || ev.DeploymentID != 11 || ev.ClientAddr != "203.0.113.9" || ev.Actor.UserID != 3 || ev.Target.ID != "5" {
+		t.Fatalf("got %+v", ev)
+	}
+}
+
+func TestBoundCutsClientSuppliedValues(t *testing.T) {
+	long := strings.Repeat("é", 300) // 600 bytes
+	ev := audit.Event{Target: audit.Target{Type: "folder", ID: long}, Actor: audit.Actor{ExternalID: long},
+		Details: map[string]any{"name": long, "names": []string{long}, "n": 3}}
+	audit.Bound(&ev)
+	for name, s := range map[string]string{"target id": ev.Target.ID, "external id": ev.Actor.ExternalID,
+		"detail": ev.Details["name"].(string), "detail list": ev.Details["names"].([]string)[0]} {
+		if len(s) > audit.MaxStringBytes || !strings.HasPrefix(long, s) || len(s) < audit.MaxStringBytes-1 {
+			t.Errorf("%s: %d bytes, want a prefix of at most %d on a rune boundary", name, len(s), audit.MaxStringBytes)
+		}
+	}
+	if ev.Details["n"] != 3 {
+		t.Errorf("a number detail changed: %v", ev.Details["n"])
+	}
+	big := map[string]any{}
+	for i := 0; i < 20; i++ {
+		big[strings.Repeat(string(rune('a'+i)), 10)] = strings.Repeat("x", 250)
+	}
+	ev = audit.Event{Details: big}
+	audit.Bound(&ev)
+	if len(ev.Details) != 1 || ev.Details["truncated"] != true {
+		t.Errorf("details over %d bytes: got %v, want only truncated", audit.MaxDetailsBytes, ev.Details)
+	}
+	many := map[string]any{}
+	for i := 0; i <= audit.MaxDetailKeys; i++ {
+		many[string(rune('A'+i))] = i
+	}
+	ev = audit.Event{Details: many}
+	audit.Bound(&ev)
+	if len(ev.Details) != 1 {
+		t.Errorf("%d detail keys: got %v, want only truncated", len(many), ev.Details)
+	}
+}
+
+// memOutbox is an Outbox in memory that can be made to fail.
+type memOutbox struct {
+	mu   sync.Mutex
+	evs  []audit.Pending
+	down bool
+}
+
+func (o *memOutbox) Put(_ context.Context, evs []audit.Pending) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.down {
+		return errors.New("outbox down")
+	}
+	o.evs = append(o.evs, evs...)
+	return nil
+}
+
+func (o *memOutbox) Take(_ context.Context, limit int) ([]audit.Pending, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.down {
+		return nil, errors.New("outbox down")
+	}
+	return append([]audit.Pending(nil), o.evs[:min(limit, len(o.evs))]...), nil
+}
+
+func (o *memOutbox) Remove(_ context.Context, ids []string) error { return nil }
+
+func (o *memOutbox) len() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.evs)
+}
+
+type lines struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func TestWithoutTheStreamEventsGoToTheOutboxElseMemory(t *testing.T) {
+	var out lines
+	ob := &memOutbox{}
+	p, err := audit.NewPublisher(audit.Options{Service: "workspace-svc", Outbox: ob, Logger: logging.New(&out, "info", "workspace-svc"), MaxHeld: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := logging.WithRequest(context.Background(), &logging.RequestInfo{ID: "req-1"})
+	ev := audit.Event{AccountID: 1, Action: "workspace.folder.create", Target: audit.Target{Type: "folder", ID: "9"}}
+	p.Record(ctx, ev)
+	if ob.len() != 1 {
+		t.Fatalf("outbox holds %d events, want 1", ob.len())
+	}
+	var got audit.Event
+	if err := json.Unmarshal(ob.evs[0].Data, &got); err != nil {
+		t.Fatal(err)
+	}
+	if !audit.ValidID(got.ID) || got.ID != ob.evs[0].ID || got.Service != "workspace-svc" || got.RequestID != "req-1" ||
+		got.Outcome.Result != audit.Success || got.Time.IsZero() || ob.evs[0].Subject != "audit.events.workspace-svc" {
+		t.Fatalf("outboxed event %+v (subject %q)", got, ob.evs[0].Subject)
+	}
+	// One log line per event, carrying the event.
+	var line struct {
+		Msg   string      `json:"msg"`
+		Audit audit.Event `json:"audit"`
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(out.String())), &line); err != nil || line.Msg != "audit event" || line.Audit.ID != got.ID {
+		t.Fatalf("log %q: %v", out.String(), err)
+	}
+
+	// Outbox down too: held in memory, at most MaxHeld, the oldest dropped.
+	ob.down = true
+	for i := 0; i < 5; i++ {
+		p.Record(ctx, ev)
+	}
+	if n := p.Flush(ctxTimeout(t, 50*time.Millisecond)); n != 3 {
+		t.Fatalf("held %d events, want MaxHeld 3", n)
+	}
+	if !strings.Contains(out.String(), "audit event dropped") {
+		t.Errorf("no log line for the dropped events")
+	}
+	// The outbox is back: Flush hands the held events to it.
+	ob.down = false
+	if n := p.Flush(ctxTimeout(t, 5*time.Second)); n != 0 || ob.len() != 4 {
+		t.Fatalf("after the outbox came back: %d held, %d in the outbox, want 0 and 4", n, ob.len())
+	}
+}
+
+func TestEventsOfNoAccountAreOnlyLogged(t *testing.T) {
+	var out lines
+	ob := &memOutbox{}
+	p, _ := audit.NewPublisher(audit.Options{Service: "embed-svc", Outbox: ob, Logger: slog.New(slog.NewJSONHandler(&out, nil))})
+	p.Record(context.Background(), audit.Event{Action: "embed.session.exchange", Outcome: audit.Failed(401, "session_id_invalid")})
+	if ob.len() != 0 || p.Flush(context.Background()) != 0 {
+		t.Fatalf("an event of no account was kept")
+	}
+	if !strings.Contains(out.String(), `"action":"embed.session.exchange"`) {
+		t.Fatalf("not logged: %q", out.String())
+	}
+}
+
+func ctxTimeout(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
