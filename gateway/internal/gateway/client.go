@@ -14,18 +14,45 @@ import (
 	"github.com/analyticsco/platform/libs/httpx"
 )
 
-// clientAddr is the address limits are counted on: the connection's peer, or, when the
-// peer is a configured trusted proxy, the nearest untrusted address of X-Forwarded-For
-// (read right to left: every hop before a trusted proxy could have been forged by the
-// client). IPv6 clients are counted per /64, which one subscriber usually holds whole.
+// clientAddr is the address limits are counted on: the client's address (clientIP),
+// with IPv6 clients counted per /64, which one subscriber usually holds whole.
 func (g *Gateway) clientAddr(r *http.Request) string {
+	client, ok := g.client(r)
+	if !ok {
+		// Not an IP address (a unix socket, a test's fake peer): counted as it is.
+		host, _, err := net.SplitHostPort(r.RemoteAddr)
+		if err != nil {
+			return r.RemoteAddr
+		}
+		return host
+	}
+	if client.Is6() {
+		p, _ := client.Prefix(64)
+		return p.String()
+	}
+	return client.String()
+}
+
+// clientIP is the client's address as the audit trail records it: the connection's
+// peer, or, when the peer is a configured trusted proxy, the nearest untrusted address of
+// X-Forwarded-For (read right to left: every hop before a trusted proxy could have been
+// forged by the client).
+func (g *Gateway) clientIP(r *http.Request) string {
+	client, ok := g.client(r)
+	if !ok {
+		return ""
+	}
+	return client.String()
+}
+
+func (g *Gateway) client(r *http.Request) (netip.Addr, bool) {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		host = r.RemoteAddr
 	}
 	peer, err := netip.ParseAddr(host)
 	if err != nil {
-		return host
+		return netip.Addr{}, false
 	}
 	client := peer.Unmap()
 	if g.trusted(client) {
@@ -41,11 +68,7 @@ func (g *Gateway) clientAddr(r *http.Request) string {
 			}
 		}
 	}
-	if client.Is6() {
-		p, _ := client.Prefix(64)
-		return p.String()
-	}
-	return client.String()
+	return client, true
 }
 
 func (g *Gateway) trusted(a netip.Addr) bool {

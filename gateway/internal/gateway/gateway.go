@@ -306,6 +306,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		credKey = credentialKey(credential(r))
 	}
 	p.Audience = rt.svc.String()
+	p.ClientAddr = g.clientIP(r)
 	hdr, err := g.signed.header(g.o.Signer, credKey, p)
 	if err != nil {
 		httpx.Internal(rec, r, g.o.Logger, err)

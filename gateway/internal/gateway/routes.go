@@ -108,6 +108,9 @@ func match(p string) (route, bool) {
 		return route{name: "groups", svc: svcEmbed, policy: policyAccountAdmin}, true
 	case p == "/api/v1/user-attributes", strings.HasPrefix(p, "/api/v1/user-attributes/"):
 		return route{name: "user-attributes", svc: svcEmbed, policy: policyAccountAdmin}, true
+	case p == "/api/v1/audit":
+		// The audit trail is served by its owner, embed-svc's audit module.
+		return route{name: "audit", svc: svcEmbed, policy: policyAccountAdmin}, true
 	}
 	return route{}, false
 }

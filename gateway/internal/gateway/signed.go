@@ -52,10 +52,11 @@ type fingerprint struct {
 	deployment                        identity.Deployment
 	embedSID                          string
 	audience                          string
+	clientAddr                        string
 }
 
 func fingerprintOf(p *identity.Principal) fingerprint {
-	fp := fingerprint{credential: p.Credential, keyID: p.KeyID, keyKind: p.KeyKind, account: p.Account, audience: p.Audience}
+	fp := fingerprint{credential: p.Credential, keyID: p.KeyID, keyKind: p.KeyKind, account: p.Account, audience: p.Audience, clientAddr: p.ClientAddr}
 	if len(p.KeyScope) > 0 {
 		var b strings.Builder
 		for _, id := range p.KeyScope {
