@@ -4,6 +4,7 @@ package config
 import (
 	"time"
 
+	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/config"
 )
 
@@ -29,6 +30,13 @@ type Config struct {
 	MaxDefinitionsPerScope  int           `env:"EMBED_MAX_DEFINITIONS_PER_SCOPE" default:"10000" help:"most group and attribute definitions of one scope (account-wide or one tenant); a new one past it is 400"`
 	MaxTenantsPerAccount    int           `env:"EMBED_MAX_TENANTS_PER_ACCOUNT" default:"10000" help:"most embed tenants of one account; a mint naming a new tenant past it is 400"`
 	SessionRetention        time.Duration `env:"EMBED_SESSION_RETENTION" default:"168h" help:"how long a session stays listed (GET /api/v1/embed/sessions) after its token expires"`
+	audit.Config
+	// The audit trail's owner (embed-svc's audit module) reads the rest.
+	AuditDatabase       string          `env:"AUDIT_MONGODB_DATABASE" default:"audit" help:"database of the audit trail (owned by embed-svc's audit module): the events every service records"`
+	AuditRetention      time.Duration   `env:"AUDIT_RETENTION" default:"9600h" help:"how long audit events are kept (default 400 days): a TTL index on MongoDB, a sweep where the database has none; a shorter value also drops the events already past it"`
+	AuditStreamMaxBytes config.ByteSize `env:"AUDIT_STREAM_MAX_BYTES" default:"1GiB" help:"most bytes of audit events waiting in the AUDIT stream while the trail cannot store them; past it services keep new events in their outbox"`
+	AuditStreamMaxAge   time.Duration   `env:"AUDIT_STREAM_MAX_AGE" default:"336h" help:"an audit event still in the AUDIT stream after this long (the trail's store down that long) is dropped"`
+	AuditStreamReplicas int             `env:"AUDIT_STREAM_REPLICAS" default:"1" help:"replicas of the AUDIT stream in a NATS cluster (3 in production clusters)"`
 }
 
 // Load reads the configuration from the environment.

@@ -26,6 +26,7 @@ import (
 	"github.com/analyticsco/platform/embed-svc/internal/app"
 	"github.com/analyticsco/platform/embed-svc/internal/embed"
 	"github.com/analyticsco/platform/embed-svc/internal/store/mongostore"
+	libaudit "github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
 	"github.com/analyticsco/platform/libs/obs"
@@ -106,6 +107,8 @@ func deps(cfg config.Config, proc *server.Process, signer *identity.Signer, clie
 		Limits: embed.Limits{SecurityContextBytes: cfg.MaxSecurityContextBytes, SecurityContextDepth: cfg.MaxSecurityContextDepth, ArrayEntries: cfg.MaxArrayEntries,
 			DefinitionsPerScope: cfg.MaxDefinitionsPerScope, TenantsPerAccount: cfg.MaxTenantsPerAccount},
 		SessionRetention: cfg.SessionRetention,
+		Audit: app.AuditDeps{Database: cfg.AuditDatabase, Retention: cfg.AuditRetention, MaxHeld: cfg.AuditMaxHeld,
+			Stream: libaudit.StreamLimits{MaxBytes: int64(cfg.AuditStreamMaxBytes), MaxAge: cfg.AuditStreamMaxAge, Replicas: cfg.AuditStreamReplicas}},
 	}
 }
 

@@ -13,11 +13,14 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/analyticsco/platform/embed-svc/internal/audit"
 	"github.com/analyticsco/platform/embed-svc/internal/branches"
 	"github.com/analyticsco/platform/embed-svc/internal/embed"
 	"github.com/analyticsco/platform/embed-svc/internal/keys"
+	"github.com/analyticsco/platform/embed-svc/internal/store/auditstore"
 	"github.com/analyticsco/platform/embed-svc/internal/store/mongostore"
 	"github.com/analyticsco/platform/embed-svc/internal/store/redisstore"
+	libaudit "github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/server"
 )
@@ -40,14 +43,27 @@ type Deps struct {
 	SessionRetention time.Duration    // 0: embed.DefaultSessionRetention
 	Now              func() time.Time // nil: time.Now
 	Limits           embed.Limits     // zero fields: embed.DefaultLimits
+	Audit            AuditDeps
+}
+
+// AuditDeps configure the audit trail: embed-svc's own events, and the trail's owner
+// (the ingester of the AUDIT stream, the store, GET /api/v1/audit).
+type AuditDeps struct {
+	Database  string        // the trail's database ("": "audit")
+	Retention time.Duration // 0: auditstore.DefaultRetention
+	Stream    libaudit.StreamLimits
+	MaxHeld   int           // events held in memory when neither stream nor outbox takes them
+	Mongo     *mongo.Client // nil: Deps.Mongo (tests give the trail a client of its own to count the service's round trips alone)
+	Relay     time.Duration // how often outboxed events are sent again (0: 1s)
 }
 
 // App is the wired service.
 type App struct {
-	Handler  http.Handler // the public listener: the API, /healthz
-	Internal http.Handler // the internal listener: /healthz, /readyz, /metrics
-	Keyring  *keys.Keyring
-	Store    *mongostore.Store
+	Handler    http.Handler // the public listener: the API, /healthz
+	Internal   http.Handler // the internal listener: /healthz, /readyz, /metrics
+	Keyring    *keys.Keyring
+	Store      *mongostore.Store
+	AuditStore *auditstore.Mongo
 }
 
 // New wires the service, creating indexes and a first signing key when needed.
@@ -72,12 +88,24 @@ func New(ctx context.Context, d Deps) (*App, error) {
 		d.Logger.ErrorContext(ctx, "Redis evicts keys under memory pressure: revoked embed sessions could come back; set maxmemory-policy noeviction",
 			"maxmemory_policy", p)
 	}
+	pub, err := libaudit.NewPublisher(libaudit.Options{Service: "embed-svc", NATS: d.NATS, Outbox: libaudit.NewMongoOutbox(db),
+		Logger: d.Logger, Registry: d.Registry, MaxHeld: d.Audit.MaxHeld, RelayInterval: d.Audit.Relay})
+	if err != nil {
+		return nil, err
+	}
+	go pub.Run(ctx)
+	trail, auditAPI, err := newAuditTrail(ctx, d)
+	if err != nil {
+		return nil, err
+	}
 	svc := embed.NewService(embed.Deps{
 		Catalog: st, Users: st, Sessions: sessions, Records: st, Branches: branches.New(d.NATS, d.BranchTimeout),
-		Signer: kr, Issuer: d.TokenIssuer, Now: d.Now, Limits: d.Limits,
+		Signer: kr, Issuer: d.TokenIssuer, Now: d.Now, Limits: d.Limits, Audit: pub,
 	})
 	svc = embed.InstrumentingMiddleware(embed.NewMetrics(d.Registry))(svc)
-	api := embed.NewHTTPHandler(embed.MakeEndpoints(svc), d.Logger)
+	api := http.NewServeMux()
+	api.Handle(audit.Path, auditAPI)
+	api.Handle("/", embed.NewHTTPHandler(embed.MakeEndpoints(svc), d.Logger))
 	o := server.Options{
 		Service:  "embed-svc",
 		Logger:   d.Logger,
@@ -94,7 +122,28 @@ func New(ctx context.Context, d Deps) (*App, error) {
 			}},
 		},
 	}
-	return &App{Handler: server.Handler(o), Internal: server.Internal(o), Keyring: kr, Store: st}, nil
+	return &App{Handler: server.Handler(o), Internal: server.Internal(o), Keyring: kr, Store: st, AuditStore: trail}, nil
+}
+
+// newAuditTrail sets up the trail's owner: its store (indexes, retention), the ingester
+// of the AUDIT stream and the API that reads it.
+func newAuditTrail(ctx context.Context, d Deps) (*auditstore.Mongo, http.Handler, error) {
+	client := d.Audit.Mongo
+	if client == nil {
+		client = d.Mongo
+	}
+	name := d.Audit.Database
+	if name == "" {
+		name = "audit"
+	}
+	store := auditstore.NewMongo(client.Database(name), d.Audit.Retention)
+	if err := store.EnsureIndexes(ctx); err != nil {
+		return nil, nil, err
+	}
+	go store.Sweep(ctx)
+	in := audit.NewIngester(audit.IngesterOptions{NATS: d.NATS, Store: store, Limits: d.Audit.Stream, Logger: d.Logger, Registry: d.Registry, Now: d.Now})
+	go in.Run(ctx)
+	return store, audit.NewHTTPHandler(audit.NewService(store), d.Logger), nil
 }
 
 // NewKeyring builds the keyring on db's signing_keys collection (also used by the

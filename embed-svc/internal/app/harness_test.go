@@ -113,6 +113,11 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	auditClient, err := mongox.Connect(ctx, mongo.URI, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = auditClient.Disconnect(context.Background()) })
 	ropts, err := redis.ParseURL(rs.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -137,6 +142,9 @@ func newEnv(t *testing.T) *env {
 		Mongo: client, Database: devstack.UniqueName(t, "embed"), IdentityDatabase: identityDB,
 		Redis: e.rdb, NATS: e.nc, KeyEncryptionKey: base64.StdEncoding.EncodeToString(encKey[:]), TokenIssuer: issuer,
 		KeyPublishDelay: 10 * time.Minute, KeyRefresh: time.Hour, BranchTimeout: 2 * time.Second, Now: e.clock.Now,
+		// The trail's ingester gets a client of its own: the round-trip budgets count the
+		// service's own commands.
+		Audit: app.AuditDeps{Mongo: auditClient, Relay: 100 * time.Millisecond},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -5,9 +5,11 @@ import (
 	"encoding/base64"
 	"errors"
 	"github.com/analyticsco/platform/libs/httpx"
+	"net/http"
 	"strconv"
 	"strings"
 
+	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -86,7 +88,10 @@ func (s *service) ListDefinitions(ctx context.Context, p *identity.Principal, q 
 var ErrBadCursor = errors.New("bad cursor")
 
 // CreateDefinition adds a definition to the account-wide catalog.
-func (s *service) CreateDefinition(ctx context.Context, p *identity.Principal, kind string, in DefinitionInput) (Definition, error) {
+func (s *service) CreateDefinition(ctx context.Context, p *identity.Principal, kind string, in DefinitionInput) (_ Definition, err error) {
+	ev := audit.New(p, ActionDefinitionCreate, audit.Target{Type: definitionTarget(kind)})
+	ev.Details = map[string]any{"scope": "account", "name": in.Name}
+	defer func() { s.record(ctx, &ev, err, http.StatusOK) }()
 	if err := requireCatalogAdmin(p, AccountScope); err != nil {
 		return Definition{}, err
 	}
@@ -111,18 +116,25 @@ func (s *service) CreateDefinition(ctx context.Context, p *identity.Principal, k
 	if err != nil {
 		return Definition{}, storeErr(err)
 	}
+	ev.Target.ID = out.ID
 	return out, nil
 }
 
 // DeleteDefinition removes a definition with its memberships or values.
-func (s *service) DeleteDefinition(ctx context.Context, p *identity.Principal, scope, kind, id string) error {
+func (s *service) DeleteDefinition(ctx context.Context, p *identity.Principal, scope, kind, id string) (err error) {
+	ev := audit.New(p, ActionDefinitionDelete, audit.Target{Type: definitionTarget(kind), ID: id})
+	ev.Details = map[string]any{"scope": "account"}
+	if scope != AccountScope {
+		ev.Details = map[string]any{"scope": "embed_tenant", "embedTenant": scope}
+	}
+	defer func() { s.record(ctx, &ev, err, http.StatusNoContent) }()
 	if err := requireCatalogAdmin(p, scope); err != nil {
 		return err
 	}
 	if err := s.requireTenant(ctx, p.Account.ID, scope); err != nil {
 		return err
 	}
-	err := s.d.Catalog.DeleteDefinition(ctx, p.Account.ID, scope, kind, id)
+	err = s.d.Catalog.DeleteDefinition(ctx, p.Account.ID, scope, kind, id)
 	if errors.Is(err, ErrNotFound) {
 		what := "group"
 		if kind == KindAttribute {

@@ -8,11 +8,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"slices"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
@@ -28,6 +30,7 @@ type Deps struct {
 	Issuer   string           // iss of every token
 	Now      func() time.Time // nil: time.Now
 	Limits   Limits           // zero fields: DefaultLimits
+	Audit    audit.Recorder   // nil: nothing is recorded
 }
 
 // Limits bound what one request or one account can make embed-svc store.
@@ -192,7 +195,9 @@ func (m *mintPlan) newSession(p *identity.Principal, req *GenerateSessionRequest
 // GenerateSession validates everything first, then writes definitions, then the user's
 // profile, values and memberships, then stores the session id. A request that fails
 // validation writes nothing.
-func (s *service) GenerateSession(ctx context.Context, p *identity.Principal, req GenerateSessionRequest) (string, error) {
+func (s *service) GenerateSession(ctx context.Context, p *identity.Principal, req GenerateSessionRequest) (_ string, err error) {
+	ev := mintEvent(p, &req)
+	defer func() { s.record(ctx, &ev, err, http.StatusOK) }()
 	m, err := s.prepare(ctx, p, &req)
 	if err != nil {
 		return "", err
@@ -215,12 +220,14 @@ func (s *service) GenerateSession(ctx context.Context, p *identity.Principal, re
 		return "", err
 	}
 	sess := m.newSession(p, &req, now)
+	userCreated := false
 	if req.InternalID == nil {
 		upd := userUpdate(&req, m.scope, m.tenant, m.definitions, ids)
 		u, err := s.d.Users.UpdateExternalUser(ctx, p.Account.ID, m.externalID, upd, now)
 		if errors.Is(err, ErrNotFound) {
 			limit := externalUserLimit(p)
 			u, err = s.d.Users.CreateExternalUser(ctx, p.Account.ID, m.externalID, limit, upd, now)
+			userCreated = err == nil
 			if errors.Is(err, ErrLimitReached) {
 				// A concurrent mint may have created this very user meanwhile.
 				u, err = s.d.Users.UpdateExternalUser(ctx, p.Account.ID, m.externalID, upd, now)
@@ -245,9 +252,11 @@ func (s *service) GenerateSession(ctx context.Context, p *identity.Principal, re
 	if err := s.d.Records.InsertSessionRecord(ctx, rec); err != nil {
 		return "", storeErr(err)
 	}
+	sess.RecordID = rec.ID
 	if err := s.d.Sessions.SaveSession(ctx, id, sess); err != nil {
 		return "", storeErr(err)
 	}
+	minted(&ev, m, rec, userCreated)
 	return id, nil
 }
 
@@ -581,6 +590,9 @@ func (s *service) claims(sess Session, now, exp time.Time) map[string]any {
 	}
 	if sess.User.Kind == "internal" {
 		c["uid"] = sess.User.ID
+	}
+	if sess.RecordID != "" {
+		c["rid"] = sess.RecordID
 	}
 	return c
 }

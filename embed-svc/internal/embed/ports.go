@@ -111,6 +111,9 @@ type UserStore interface {
 // checks it, and the listing reads it from there.
 type SessionRecordStore interface {
 	InsertSessionRecord(ctx context.Context, r SessionRecord) error
+	// SessionRecordBySID reads the record of the session with sid, in any account
+	// (ErrNotFound when there is none): who a session id presented to the exchange was for.
+	SessionRecordBySID(ctx context.Context, sid string) (SessionRecord, error)
 	// ListSessionRecords returns up to limit records of the account matching q's
 	// identity filters and narrowed by its state at now (see SessionQuery), newest first,
 	// after q.After.

@@ -214,6 +214,7 @@ type SessionUser struct {
 // Redis, for the exchange and then for the token's lifetime.
 type Session struct {
 	SID             string           `json:"sid"`
+	RecordID        string           `json:"rid,omitempty"` // the public id of its record (the session list's id)
 	AccountID       int64            `json:"acc"`
 	DeploymentID    int64            `json:"dep"`
 	Branch          string           `json:"br"`

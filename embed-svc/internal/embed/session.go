@@ -6,25 +6,33 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"github.com/analyticsco/platform/libs/httpx"
+	"net/http"
 	"strings"
 	"time"
 
+	"github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
 // ExchangeSession consumes a session id and signs its embed token.
-func (s *service) ExchangeSession(ctx context.Context, sessionID string) (SessionToken, error) {
+func (s *service) ExchangeSession(ctx context.Context, sessionID string) (_ SessionToken, err error) {
+	ev := exchangeEvent(ctx)
+	defer func() { s.record(ctx, &ev, err, http.StatusOK) }()
 	if strings.TrimSpace(sessionID) == "" {
 		return SessionToken{}, Invalid("sessionId is required")
 	}
 	sess, err := s.d.Sessions.ExchangeSession(ctx, sessionID, TokenLifetime)
 	if errors.Is(err, ErrSessionUnusable) {
+		s.attributeUnusable(ctx, &ev, sessionID)
 		return SessionToken{}, ErrSessionID
 	}
 	if err != nil {
 		return SessionToken{}, storeErr(err)
 	}
+	target := sessionTarget(sess)
+	forSession(&ev, sess.AccountID, sess.DeploymentID, target.ID, sess.Tenant,
+		SessionRecordUser{Kind: sess.User.Kind, ID: sess.User.ID, ExternalID: sess.User.ExternalID})
 	now := s.now().UTC().Truncate(time.Second)
 	exp := s.sessionExpiry(sess)
 	tok, err := s.d.Signer.Sign(ctx, s.claims(sess, now, exp))
@@ -47,7 +55,9 @@ func (s *service) sessionExpiry(sess Session) time.Time {
 
 // RevokeSession ends a session of the caller's account; the answer never says whether
 // there was one.
-func (s *service) RevokeSession(ctx context.Context, p *identity.Principal, sessionID string) error {
+func (s *service) RevokeSession(ctx context.Context, p *identity.Principal, sessionID string) (err error) {
+	ev := audit.New(p, ActionSessionRevoke, audit.Target{Type: TargetSession})
+	defer func() { s.record(ctx, &ev, err, http.StatusNoContent) }()
 	if p == nil || !p.HasRole(identity.RoleAdmin) || (p.Credential == identity.CredentialEmbed && (p.Embed == nil || !p.Embed.Internal)) ||
 		p.Credential == identity.CredentialNone {
 		return Forbidden("revoking embed sessions requires an admin")
@@ -58,8 +68,16 @@ func (s *service) RevokeSession(ctx context.Context, p *identity.Principal, sess
 	if strings.TrimSpace(sessionID) == "" {
 		return Invalid("sessionId is required")
 	}
-	if err := s.d.Sessions.RevokeSession(ctx, p.Account.ID, sessionID, PublicSessionHandle(sessionID)); err != nil {
+	sid := PublicSessionHandle(sessionID)
+	if err := s.d.Sessions.RevokeSession(ctx, p.Account.ID, sessionID, sid); err != nil {
 		return storeErr(err)
+	}
+	// Name the session by its public id when it is one of the account's (the answer is
+	// the same 204 either way, and so is what the trail shows of another's).
+	rctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if rec, err := s.d.Records.SessionRecordBySID(rctx, sid); err == nil && rec.AccountID == p.Account.ID {
+		ev.Target.ID, ev.DeploymentID = rec.ID, rec.DeploymentID
 	}
 	return nil
 }
@@ -73,6 +91,7 @@ func requireEmbed(p *identity.Principal) error {
 
 // tokenClaims are the parts of the forwarded token claims the service reads.
 type tokenClaims struct {
+	RecordID  string           `json:"rid"`
 	IssuedAt  int64            `json:"iat"`
 	ExpiresAt int64            `json:"exp"`
 	Settings  *json.RawMessage `json:"set"`
@@ -119,7 +138,9 @@ func (s *service) SessionInfo(ctx context.Context, p *identity.Principal) (Sessi
 }
 
 // AICredentials enforces allowAi server-side from the signed switches.
-func (s *service) AICredentials(ctx context.Context, p *identity.Principal) (AICredentials, error) {
+func (s *service) AICredentials(ctx context.Context, p *identity.Principal) (_ AICredentials, err error) {
+	ev := audit.New(p, ActionAICredentialsIssue, embedTarget(p))
+	defer func() { s.record(ctx, &ev, err, http.StatusOK) }()
 	if err := requireEmbed(p); err != nil {
 		return AICredentials{}, err
 	}
@@ -155,7 +176,9 @@ func (s *service) AICredentials(ctx context.Context, p *identity.Principal) (AIC
 // user (external id, or internal user id), deployment, branch and creator mode. It
 // carries no sid, so revoking the session leaves it valid until its own expiry, at most
 // DataTokenTTL and never past the session's.
-func (s *service) DataToken(ctx context.Context, p *identity.Principal, deploymentID int64) (DataToken, error) {
+func (s *service) DataToken(ctx context.Context, p *identity.Principal, deploymentID int64) (_ DataToken, err error) {
+	ev := audit.New(p, ActionDataTokenIssue, embedTarget(p))
+	defer func() { s.record(ctx, &ev, err, http.StatusOK) }()
 	if err := requireEmbed(p); err != nil {
 		return DataToken{}, err
 	}
@@ -185,6 +208,7 @@ func (s *service) DataToken(ctx context.Context, p *identity.Principal, deployme
 	if err != nil {
 		return DataToken{}, storeErr(err)
 	}
+	ev.Details = map[string]any{"tokenId": id, "expiresAt": exp.Format(time.RFC3339)}
 	return DataToken{Token: tok, TokenID: id, ExpiresAt: httpx.At(exp)}, nil
 }
 

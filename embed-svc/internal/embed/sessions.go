@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/base64"
 	"github.com/analyticsco/platform/libs/httpx"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -262,11 +264,20 @@ func (s *service) ListSessions(ctx context.Context, p *identity.Principal, q Ses
 // RevokeSessions revokes every matching session of the caller's account that is pending
 // or active: a pending id can no longer be exchanged, an active token is refused on its
 // next request through any gateway (the revocation marker is checked on every request).
-func (s *service) RevokeSessions(ctx context.Context, p *identity.Principal, req RevokeSessionsRequest) (RevokedSessions, error) {
+func (s *service) RevokeSessions(ctx context.Context, p *identity.Principal, req RevokeSessionsRequest) (_ RevokedSessions, err error) {
+	ev := audit.New(p, ActionSessionsRevoke, audit.Target{Type: TargetSession})
+	var q SessionQuery
+	defer func() {
+		ev.Target = revokeTarget(q)
+		if q.ExternalID != "" {
+			ev.Details["embedTenant"] = q.Tenant
+		}
+		s.record(ctx, &ev, err, http.StatusOK)
+	}()
+	ev.Details = map[string]any{}
 	if err := requireRevoker(p); err != nil {
 		return RevokedSessions{}, err
 	}
-	var q SessionQuery
 	switch {
 	case req.ID != nil && req.ExternalID == nil && req.Tenant == nil && req.InternalID == nil && req.DeploymentID == nil:
 		if !validPublicID(*req.ID) {
@@ -297,6 +308,7 @@ func (s *service) RevokeSessions(ctx context.Context, p *identity.Principal, req
 		return RevokedSessions{}, Invalid("tenant %q is not a valid embed tenant name", q.Tenant)
 	}
 	n, err := s.revokeMatching(ctx, p.Account.ID, q)
+	ev.Details["revoked"] = n
 	return RevokedSessions{Revoked: n}, err
 }
 

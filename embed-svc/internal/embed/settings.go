@@ -2,11 +2,13 @@ package embed
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"time"
 
 	"golang.org/x/text/language"
 
+	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -115,7 +117,9 @@ func (s *service) GetAccountSettings(ctx context.Context, p *identity.Principal)
 // PutAccountSettings replaces the account-wide layer: a key absent or null inherits the
 // built-in default. locale must resolve to a shipped language and timezone be an IANA
 // zone, as in generate-session; they are stored in canonical form.
-func (s *service) PutAccountSettings(ctx context.Context, p *identity.Principal, in AccountSettings) (AccountSettingsView, error) {
+func (s *service) PutAccountSettings(ctx context.Context, p *identity.Principal, in AccountSettings) (_ AccountSettingsView, err error) {
+	ev := audit.New(p, ActionSettingsUpdate, audit.Target{Type: TargetAccountSettings})
+	defer func() { s.record(ctx, &ev, err, http.StatusOK) }()
 	if err := requireAccountAdmin(p); err != nil {
 		return AccountSettingsView{}, err
 	}
@@ -136,5 +140,6 @@ func (s *service) PutAccountSettings(ctx context.Context, p *identity.Principal,
 	if err := s.d.Catalog.SetAccountSettings(ctx, p.Account.ID, in); err != nil {
 		return AccountSettingsView{}, storeErr(err)
 	}
+	ev.Details = settingsDetails(in)
 	return settingsView(in), nil
 }

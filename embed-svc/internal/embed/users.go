@@ -5,10 +5,12 @@ import (
 	"encoding/base64"
 	"errors"
 	"github.com/analyticsco/platform/libs/httpx"
+	"net/http"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -168,7 +170,10 @@ func (s *service) GetTenantUser(ctx context.Context, p *identity.Principal, tena
 // DeleteTenantUser revokes every session of the user (in any tenant: the user is the
 // account's), then deletes the user, which frees its place under the account's
 // external-user limit. A user minted again later is a new user.
-func (s *service) DeleteTenantUser(ctx context.Context, p *identity.Principal, tenant, externalID string) (DeletedUser, error) {
+func (s *service) DeleteTenantUser(ctx context.Context, p *identity.Principal, tenant, externalID string) (_ DeletedUser, err error) {
+	ev := audit.New(p, ActionExternalUserDelete, audit.Target{Type: TargetExternalUser, ID: externalID})
+	ev.Details = map[string]any{"embedTenant": tenant}
+	defer func() { s.record(ctx, &ev, err, http.StatusOK) }()
 	if err := s.tenantUserScope(ctx, p, tenant); err != nil {
 		return DeletedUser{}, err
 	}
@@ -185,5 +190,7 @@ func (s *service) DeleteTenantUser(ctx context.Context, p *identity.Principal, t
 	if err != nil {
 		return DeletedUser{}, storeErr(err)
 	}
+	ev.Target.ID = u.ExternalID
+	ev.Details["sessionsRevoked"] = revoked
 	return DeletedUser{Deleted: deleted, SessionsRevoked: revoked}, nil
 }

@@ -552,6 +552,15 @@ func (s *Store) InsertSessionRecord(ctx context.Context, r embed.SessionRecord) 
 	return wrap(err)
 }
 
+// SessionRecordBySID reads a session's record by its sid (the unique index on sid).
+func (s *Store) SessionRecordBySID(ctx context.Context, sid string) (embed.SessionRecord, error) {
+	var d sessionDoc
+	if err := s.sessions.FindOne(ctx, bson.D{{Key: "sid", Value: sid}}).Decode(&d); err != nil {
+		return embed.SessionRecord{}, wrap(err)
+	}
+	return d.record(), nil
+}
+
 // Sweep removes purged session records once a minute until ctx ends, where the database
 // has no TTL indexes (FerretDB); on MongoDB the TTL index does it and Sweep only waits.
 func (s *Store) Sweep(ctx context.Context) {

@@ -1,0 +1,120 @@
+// Package audit is the platform's audit trail: it stores the events every service
+// publishes on the AUDIT stream (Ingester) and serves them to the admins of each account
+// (GET /api/v1/audit). It runs inside embed-svc, beside the account's other admin APIs
+// (settings, catalogs), with its own database, consumer and routes: nothing in it
+// depends on the embed domain, so it can move to a process of its own by wiring alone.
+package audit
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/libs/identity"
+)
+
+// Query is what GET /api/v1/audit asks for: events of the caller's account, newest
+// first, narrowed by the filters that are set.
+type Query struct {
+	From, To     time.Time // from inclusive, to exclusive; zero: open
+	Action       string    // exact, or a prefix ending in ".*" ("workspace.folder.*")
+	Actor        string    // a user id, an API key id or an embed external id
+	DeploymentID int64
+	TargetType   string
+	TargetID     string
+	First        int
+	After        string // the id of the last event of the previous page
+}
+
+// Filter is a Query as the store runs it, for one account.
+type Filter struct {
+	From, To     time.Time
+	Action       string
+	ActionPrefix string // set instead of Action for "x.y.*": "x.y."
+	Actor        string
+	// Deployments: nil, any event of the account; otherwise only events of these
+	// deployments (a scoped API key's view: events of no deployment are not in it).
+	Deployments []int64
+	TargetType  string
+	TargetID    string
+	BeforeID    string // events with smaller ids only (the cursor)
+}
+
+// Store keeps the events.
+type Store interface {
+	// Insert stores events; an event already stored (same id) is not an error and is not
+	// changed: the stream may deliver an event twice.
+	Insert(ctx context.Context, events []audit.Event) error
+	// List returns up to limit events of accountID matching f, newest (largest id) first.
+	List(ctx context.Context, accountID int64, f Filter, limit int) ([]audit.Event, error)
+}
+
+// Page is one page of events.
+type Page struct {
+	Items    []audit.Event
+	HasNext  bool
+	EndAfter string // the After of the next page
+}
+
+// Service is the audit trail's API.
+type Service interface {
+	List(ctx context.Context, p *identity.Principal, q Query) (Page, error)
+}
+
+// Errors of the service; the transport maps them to statuses.
+var (
+	ErrForbidden   = errors.New("reading the audit trail requires an admin")
+	ErrOutOfScope  = errors.New("this API key is scoped to other deployments")
+	ErrUnavailable = errors.New("the audit store is unavailable")
+)
+
+type service struct{ store Store }
+
+// NewService serves the events of store.
+func NewService(store Store) Service { return &service{store: store} }
+
+// List returns a page of the caller's account's events. Only admins read the trail
+// (a user's bearer token or an API key of an admin); an API key scoped to deployments
+// reads the events of those deployments only.
+func (s *service) List(ctx context.Context, p *identity.Principal, q Query) (Page, error) {
+	if p == nil || !p.HasRole(identity.RoleAdmin) ||
+		(p.Credential != identity.CredentialBearer && p.Credential != identity.CredentialAPIKey) {
+		return Page{}, ErrForbidden
+	}
+	f := Filter{From: q.From, To: q.To, Actor: q.Actor, TargetType: q.TargetType, TargetID: q.TargetID, BeforeID: q.After}
+	if prefix, ok := cutWildcard(q.Action); ok {
+		f.ActionPrefix = prefix
+	} else {
+		f.Action = q.Action
+	}
+	switch {
+	case q.DeploymentID > 0 && !p.InScope(q.DeploymentID):
+		return Page{}, ErrOutOfScope
+	case q.DeploymentID > 0:
+		f.Deployments = []int64{q.DeploymentID}
+	case len(p.KeyScope) > 0:
+		f.Deployments = slices.Clone(p.KeyScope)
+	}
+	items, err := s.store.List(ctx, p.Account.ID, f, q.First+1)
+	if err != nil {
+		return Page{}, err
+	}
+	pg := Page{Items: items}
+	if len(items) > q.First {
+		pg.Items, pg.HasNext = items[:q.First], true
+	}
+	if n := len(pg.Items); n > 0 {
+		pg.EndAfter = pg.Items[n-1].ID
+	}
+	return pg, nil
+}
+
+// cutWildcard splits "x.y.*" into its prefix "x.y.".
+func cutWildcard(action string) (string, bool) {
+	if len(action) > 2 && action[len(action)-2:] == ".*" {
+		return action[:len(action)-1], true
+	}
+	return "", false
+}

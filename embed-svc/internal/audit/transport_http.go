@@ -1,0 +1,203 @@
+package audit
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/go-kit/kit/endpoint"
+	kithttp "github.com/go-kit/kit/transport/http"
+
+	"github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/libs/httpx"
+	"github.com/analyticsco/platform/libs/identity"
+)
+
+// Path is the route of the audit trail.
+const Path = "/api/v1/audit"
+
+type listRequest struct {
+	P *identity.Principal
+	Q Query
+}
+
+// MakeListEndpoint adapts s.List.
+func MakeListEndpoint(s Service) endpoint.Endpoint {
+	return func(ctx context.Context, req any) (any, error) {
+		r := req.(listRequest)
+		return s.List(ctx, r.P, r.Q)
+	}
+}
+
+// NewHTTPHandler serves GET /api/v1/audit (the caller wraps it in identity.Require).
+func NewHTTPHandler(s Service, logger *slog.Logger) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET "+Path, kithttp.NewServer(MakeListEndpoint(s), decodeListRequest, encodePage,
+		kithttp.ServerErrorEncoder(errorEncoder(logger))))
+	mux.HandleFunc(Path, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", "GET")
+		httpx.WriteError(w, http.StatusMethodNotAllowed, "method "+r.Method+" is not allowed on "+Path+"; allowed: GET")
+	})
+	return mux
+}
+
+// Bounds of the filters: each is matched exactly against values the services set, so
+// anything longer or of other characters can match nothing and is a mistake.
+var (
+	actionPattern     = regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*(\.\*)?$`)
+	targetTypePattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
+)
+
+const (
+	maxActionLen = 64
+	maxActorLen  = 128
+	maxTargetLen = audit.MaxStringBytes
+)
+
+// decodeListRequest reads the filters and page of GET /api/v1/audit.
+func decodeListRequest(_ context.Context, r *http.Request) (any, error) {
+	v := r.URL.Query()
+	pg, err := httpx.ParsePage(r)
+	if err != nil {
+		return nil, err
+	}
+	q := Query{First: pg.First, Actor: v.Get("actor"), TargetType: v.Get("targetType"), TargetID: v.Get("targetId"), Action: v.Get("action")}
+	if q.From, err = parseTime("from", v.Get("from")); err != nil {
+		return nil, err
+	}
+	if q.To, err = parseTime("to", v.Get("to")); err != nil {
+		return nil, err
+	}
+	if !q.From.IsZero() && !q.To.IsZero() && !q.From.Before(q.To) {
+		return nil, httpx.Errorf(http.StatusBadRequest, "from must be before to")
+	}
+	if q.Action != "" && (len(q.Action) > maxActionLen || !actionPattern.MatchString(q.Action)) {
+		return nil, httpx.Errorf(http.StatusBadRequest, "action must be an action name such as workspace.folder.create, or a group of them such as workspace.folder.* (at most %d characters)", maxActionLen)
+	}
+	if len(q.Actor) > maxActorLen {
+		return nil, httpx.Errorf(http.StatusBadRequest, "actor must be at most %d characters", maxActorLen)
+	}
+	if q.TargetType != "" && !targetTypePattern.MatchString(q.TargetType) {
+		return nil, httpx.Errorf(http.StatusBadRequest, "targetType must be a target type such as folder or embed_session")
+	}
+	if len(q.TargetID) > maxTargetLen {
+		return nil, httpx.Errorf(http.StatusBadRequest, "targetId must be at most %d characters", maxTargetLen)
+	}
+	if raw := v.Get("deploymentId"); raw != "" {
+		n, err := strconv.ParseInt(raw, 10, 64)
+		if err != nil || n <= 0 {
+			return nil, httpx.Errorf(http.StatusBadRequest, "deploymentId must be a positive integer, not %q", raw)
+		}
+		q.DeploymentID = n
+	}
+	if pg.After != "" {
+		id, ok := decodeCursor(pg.After)
+		if !ok {
+			return nil, httpx.BadCursor()
+		}
+		q.After = id
+	}
+	return listRequest{P: identity.FromContext(r.Context()), Q: q}, nil
+}
+
+func parseTime(name, raw string) (time.Time, error) {
+	if raw == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, raw)
+	if err != nil {
+		return time.Time{}, httpx.Errorf(http.StatusBadRequest, "%s must be an RFC 3339 date-time such as 2026-11-25T08:00:00Z, not %q", name, raw)
+	}
+	return t, nil
+}
+
+// The cursor is the last event's id, encoded so clients treat it as opaque.
+func encodeCursor(id string) string { return base64.RawURLEncoding.EncodeToString([]byte("a:" + id)) }
+
+func decodeCursor(c string) (string, bool) {
+	raw, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil || len(raw) < 2 || string(raw[:2]) != "a:" || !audit.ValidID(string(raw[2:])) {
+		return "", false
+	}
+	return string(raw[2:]), true
+}
+
+// EventView is an event as the API shows it (timestamps in the one API format).
+type EventView struct {
+	ID           string          `json:"id"`
+	Time         httpx.Time      `json:"time"`
+	Service      string          `json:"service"`
+	AccountID    int64           `json:"accountId"`
+	DeploymentID *int64          `json:"deploymentId"`
+	Actor        audit.Actor     `json:"actor"`
+	Action       string          `json:"action"`
+	Target       audit.Target    `json:"target"`
+	Outcome      audit.Outcome   `json:"outcome"`
+	RequestID    *string         `json:"requestId"`
+	TraceID      *string         `json:"traceId"`
+	ClientAddr   *string         `json:"clientAddress"`
+	Details      json.RawMessage `json:"details"`
+}
+
+// View renders ev for the API.
+func View(ev audit.Event) EventView {
+	v := EventView{ID: ev.ID, Time: httpx.At(ev.Time), Service: ev.Service, AccountID: ev.AccountID, Actor: ev.Actor,
+		Action: ev.Action, Target: ev.Target, Outcome: ev.Outcome, RequestID: orNil(ev.RequestID), TraceID: orNil(ev.TraceID),
+		ClientAddr: orNil(ev.ClientAddr), Details: json.RawMessage("{}")}
+	if ev.DeploymentID > 0 {
+		v.DeploymentID = &ev.DeploymentID
+	}
+	if len(ev.Details) > 0 {
+		if raw, err := json.Marshal(ev.Details); err == nil {
+			v.Details = raw
+		}
+	}
+	return v
+}
+
+func orNil(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func encodePage(_ context.Context, w http.ResponseWriter, resp any) error {
+	pg := resp.(Page)
+	items := make([]EventView, len(pg.Items))
+	for i, ev := range pg.Items {
+		items[i] = View(ev)
+	}
+	var end *string
+	if pg.EndAfter != "" {
+		c := encodeCursor(pg.EndAfter)
+		end = &c
+	}
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"items": items, "pageInfo": map[string]any{"hasNextPage": pg.HasNext, "endCursor": end}})
+	return nil
+}
+
+func errorEncoder(logger *slog.Logger) kithttp.ErrorEncoder {
+	return func(ctx context.Context, err error, w http.ResponseWriter) {
+		var he *httpx.Error
+		switch {
+		case errors.As(err, &he):
+			httpx.WriteCodedError(w, he.Status, he.Code, he.Message)
+		case errors.Is(err, ErrForbidden):
+			httpx.WriteError(w, http.StatusForbidden, "reading the audit trail requires an admin's bearer token or API key")
+		case errors.Is(err, ErrOutOfScope):
+			httpx.WriteCodedError(w, http.StatusForbidden, httpx.CodeKeyOutOfScope, "this API key is scoped to other deployments than the one asked for")
+		case errors.Is(err, ErrUnavailable):
+			w.Header().Set("Retry-After", "1")
+			httpx.WriteError(w, http.StatusServiceUnavailable, "the audit trail is temporarily unavailable; retry shortly")
+		default:
+			httpx.InternalContext(ctx, w, logger, err)
+		}
+	}
+}

@@ -1,0 +1,203 @@
+package embed
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/libs/httpx"
+	"github.com/analyticsco/platform/libs/identity"
+)
+
+// The actions embed-svc records in the audit trail, one event per call, refused ones
+// included (a mint refused for the external-user limit, an exchange of a used id).
+const (
+	ActionSessionGenerate    = "embed.session.generate"
+	ActionSessionExchange    = "embed.session.exchange"
+	ActionSessionRevoke      = "embed.session.revoke"  // the spec's revoke, by session id
+	ActionSessionsRevoke     = "embed.sessions.revoke" // session control: by id, user, tenant or deployment
+	ActionDataTokenIssue     = "embed.data_token.issue"
+	ActionAICredentialsIssue = "embed.ai_credentials.issue"
+	ActionDefinitionCreate   = "embed.definition.create"
+	ActionDefinitionDelete   = "embed.definition.delete"
+	ActionExternalUserDelete = "embed.external_user.delete"
+	ActionSettingsUpdate     = "embed.settings.update"
+)
+
+// Audit target types of embed-svc. A session is named by its public id (the id of
+// GET /api/v1/embed/sessions), never by its secret session id.
+const (
+	TargetSession         = "embed_session"
+	TargetExternalUser    = "external_user"
+	TargetInternalUser    = "internal_user"
+	TargetEmbedTenant     = "embed_tenant"
+	TargetDeployment      = "deployment"
+	TargetGroup           = "group"
+	TargetUserAttribute   = "user_attribute"
+	TargetAccountSettings = "account_settings"
+)
+
+func definitionTarget(kind string) string {
+	if kind == KindAttribute {
+		return TargetUserAttribute
+	}
+	return TargetGroup
+}
+
+// OutcomeOf is the outcome the caller was answered: ok on success, else the status and
+// code the error encoder gives err.
+func OutcomeOf(err error, ok int) audit.Outcome {
+	var de *Error
+	var he *httpx.Error
+	switch {
+	case err == nil:
+		return audit.Succeeded(ok)
+	case errors.As(err, &de):
+		status := StatusOf(de.Kind)
+		code := de.Code
+		if code == "" {
+			code = httpx.DefaultCode(status)
+		}
+		return audit.Failed(status, code)
+	case errors.As(err, &he):
+		return audit.Failed(he.Status, he.Code)
+	}
+	return audit.Failed(http.StatusInternalServerError, httpx.CodeInternal)
+}
+
+// record sends ev, ended by err (answered ok on success), to the audit trail.
+func (s *service) record(ctx context.Context, ev *audit.Event, err error, ok int) {
+	if s.d.Audit == nil {
+		return
+	}
+	ev.Outcome = OutcomeOf(err, ok)
+	s.d.Audit.Record(ctx, *ev)
+}
+
+// mintEvent starts the event of a generate-session request: what was asked, before
+// anything is resolved (a refused request records what it asked for).
+func mintEvent(p *identity.Principal, req *GenerateSessionRequest) audit.Event {
+	ev := audit.New(p, ActionSessionGenerate, audit.Target{Type: TargetSession})
+	d := map[string]any{}
+	if req.DeploymentID != nil && ev.DeploymentID == 0 && *req.DeploymentID > 0 {
+		d["requestedDeploymentId"] = *req.DeploymentID
+	}
+	if req.ExternalID != nil {
+		d["externalId"] = *req.ExternalID
+	}
+	if req.InternalID != nil {
+		d["internalId"] = *req.InternalID
+	}
+	if req.EmbedTenantName != nil {
+		d["embedTenant"] = *req.EmbedTenantName
+	}
+	if req.CreatorMode != nil {
+		d["creatorMode"] = *req.CreatorMode
+	}
+	if req.BranchName != nil {
+		d["branchName"] = *req.BranchName
+	}
+	ev.Details = d
+	return ev
+}
+
+// minted completes a mint's event with what the mint did.
+func minted(ev *audit.Event, m *mintPlan, rec SessionRecord, userCreated bool) {
+	ev.Target.ID = rec.ID
+	ev.Details["embedTenant"] = m.tenant
+	ev.Details["branchName"] = m.branch
+	ev.Details["production"] = m.production
+	if rec.User.ExternalID != nil {
+		ev.Details["externalId"] = *rec.User.ExternalID
+		ev.Details["externalUserCreated"] = userCreated
+	}
+	if n := len(m.definitions.upserts); n > 0 {
+		ev.Details["definitionsUpserted"] = n
+	}
+}
+
+// exchangeEvent is the event of an exchange: the actor is whoever holds the session id,
+// known by the session's user once the id is known.
+func exchangeEvent(ctx context.Context) audit.Event {
+	ev := audit.Event{Action: ActionSessionExchange, Target: audit.Target{Type: TargetSession}, Actor: audit.Actor{Type: audit.ActorAnonymous}}
+	if p := identity.FromContext(ctx); p != nil {
+		ev.ClientAddr = p.ClientAddr
+	}
+	return ev
+}
+
+// forSession attributes an exchange's event to the session it named.
+func forSession(ev *audit.Event, acc, dep int64, recordID, tenant string, user SessionRecordUser) {
+	ev.AccountID, ev.DeploymentID, ev.Target.ID = acc, dep, recordID
+	ev.Actor = audit.Actor{Type: audit.ActorEmbedUser, EmbedTenant: tenant}
+	switch {
+	case user.ExternalID != nil:
+		ev.Actor.ExternalID, ev.Actor.ID = *user.ExternalID, *user.ExternalID
+	case user.Kind == "internal":
+		ev.Actor.UserID, ev.Actor.ID = user.ID, strconv.FormatInt(user.ID, 10)
+	}
+}
+
+// attributeUnusable finds the account of a session id the exchange refused (used,
+// revoked or expired), so its admins see the attempt; an id that never existed stays
+// unattributed (the event is only logged).
+func (s *service) attributeUnusable(ctx context.Context, ev *audit.Event, sessionID string) {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	rec, err := s.d.Records.SessionRecordBySID(ctx, PublicSessionHandle(sessionID))
+	if err != nil {
+		return
+	}
+	forSession(ev, rec.AccountID, rec.DeploymentID, rec.ID, rec.Tenant, rec.User)
+}
+
+// sessionTarget is the target of an action on the caller's own session (an embed
+// token): the record id when the session knows it, else its sid.
+func sessionTarget(sess Session) audit.Target {
+	if sess.RecordID != "" {
+		return audit.Target{Type: TargetSession, ID: sess.RecordID}
+	}
+	return audit.Target{Type: TargetSession, ID: sess.SID}
+}
+
+// embedTarget is the target of an action on the caller's own session, read from its
+// token (rid: the session's public id; tokens from before it existed name the sid).
+func embedTarget(p *identity.Principal) audit.Target {
+	if p == nil || p.Embed == nil {
+		return audit.Target{Type: TargetSession}
+	}
+	var c tokenClaims
+	if json.Unmarshal(p.Embed.Claims, &c) == nil && c.RecordID != "" {
+		return audit.Target{Type: TargetSession, ID: c.RecordID}
+	}
+	return audit.Target{Type: TargetSession, ID: p.Embed.SessionID}
+}
+
+// settingsDetails are the keys an account-settings change set (absent: inherited).
+func settingsDetails(in AccountSettings) map[string]any {
+	d := map[string]any{}
+	raw, _ := json.Marshal(in)
+	_ = json.Unmarshal(raw, &d)
+	return d
+}
+
+// revokeTarget is the target of a bulk revoke: what its selector names.
+func revokeTarget(q SessionQuery) audit.Target {
+	switch {
+	case q.ID != "":
+		return audit.Target{Type: TargetSession, ID: q.ID}
+	case q.ExternalID != "":
+		return audit.Target{Type: TargetExternalUser, ID: q.ExternalID}
+	case q.InternalID != "":
+		return audit.Target{Type: TargetInternalUser, ID: q.InternalID}
+	case q.Tenant != "":
+		return audit.Target{Type: TargetEmbedTenant, ID: q.Tenant}
+	case q.DeploymentID != 0:
+		return audit.Target{Type: TargetDeployment, ID: strconv.FormatInt(q.DeploymentID, 10)}
+	}
+	return audit.Target{Type: TargetSession}
+}

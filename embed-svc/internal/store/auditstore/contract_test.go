@@ -1,0 +1,214 @@
+package auditstore_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	auditsvc "github.com/analyticsco/platform/embed-svc/internal/audit"
+	"github.com/analyticsco/platform/embed-svc/internal/store/auditstore"
+	"github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/libs/devstack"
+	"github.com/analyticsco/platform/libs/mongox"
+)
+
+// TestStoreContract runs one suite against every Store: MongoDB (FerretDB behind the
+// serializing proxy) and the in-memory fake, so tests that use the fake test what
+// production does. Each case works in accounts of its own.
+func TestStoreContract(t *testing.T) {
+	mongo := devstack.MongoForTest(t)
+	client, err := mongox.Connect(context.Background(), mongo.URI, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	stores := map[string]func(t *testing.T) auditsvc.Store{
+		"mongo": func(t *testing.T) auditsvc.Store {
+			s := auditstore.NewMongo(client.Database(devstack.UniqueName(t, "audit")), 0)
+			if err := s.EnsureIndexes(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+		"memory": func(*testing.T) auditsvc.Store { return auditstore.NewMemory() },
+	}
+	for name, newStore := range stores {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			contract(t, newStore(t))
+		})
+	}
+}
+
+var base = time.Date(2026, 11, 25, 8, 0, 0, 0, time.UTC)
+
+func event(acc int64, at time.Duration, action string, mod func(*audit.Event)) audit.Event {
+	ev := audit.Event{ID: audit.NewID(base.Add(at)), Time: base.Add(at), Service: "workspace-svc", AccountID: acc, Action: action,
+		Actor: audit.Actor{Type: audit.ActorUser, ID: "7", UserID: 7}, Target: audit.Target{Type: "folder", ID: "1"},
+		Outcome: audit.Succeeded(200), RequestID: "r", TraceID: "t", ClientAddr: "192.0.2.1"}
+	if mod != nil {
+		mod(&ev)
+	}
+	return ev
+}
+
+func ids(evs []audit.Event) []string {
+	out := make([]string, len(evs))
+	for i, e := range evs {
+		out[i] = e.ID
+	}
+	return out
+}
+
+func contract(t *testing.T, s auditsvc.Store) {
+	ctx := context.Background()
+	var evs []audit.Event
+	for i := range 10 {
+		evs = append(evs, event(1, time.Duration(i)*time.Second, "workspace.folder.create", func(e *audit.Event) {
+			e.DeploymentID = int64(1 + i%2)
+			e.Target.ID = strconv.Itoa(i)
+		}))
+	}
+	evs = append(evs,
+		event(1, 20*time.Second, "embed.session.generate", func(e *audit.Event) {
+			e.Actor = audit.Actor{Type: audit.ActorAPIKey, ID: "0123456789abcdef", APIKeyID: "0123456789abcdef", UserID: 8}
+			e.Target = audit.Target{Type: "embed_session", ID: "s1"}
+			e.Outcome = audit.Failed(403, "external_user_limit")
+			e.Details = map[string]any{"externalId": "ext-1", "count": 3.0}
+		}),
+		event(1, 21*time.Second, "embed.session.exchange", func(e *audit.Event) {
+			e.Actor = audit.Actor{Type: audit.ActorEmbedUser, ExternalID: "ext-1", EmbedTenant: "tenant-a"}
+		}),
+		event(2, 5*time.Second, "workspace.folder.create", nil), // another account
+	)
+	if err := s.Insert(ctx, evs); err != nil {
+		t.Fatal(err)
+	}
+	// Idempotent: the stream redelivers; a second insert of the same ids changes nothing.
+	dup := evs[0]
+	dup.Action = "changed"
+	if err := s.Insert(ctx, []audit.Event{dup, evs[1]}); err != nil {
+		t.Fatalf("insert of stored ids: %v", err)
+	}
+
+	list := func(f auditsvc.Filter, limit int) []audit.Event {
+		t.Helper()
+		got, err := s.List(ctx, 1, f, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	t.Run("newest-first-one-account-round-trip", func(t *testing.T) {
+		got := list(auditsvc.Filter{}, 100)
+		if len(got) != 12 {
+			t.Fatalf("got %d events of account 1, want 12", len(got))
+		}
+		for i := 1; i < len(got); i++ {
+			if got[i-1].ID <= got[i].ID {
+				t.Fatalf("not newest first at %d: %v", i, ids(got))
+			}
+		}
+		if got[len(got)-1].Action != "workspace.folder.create" {
+			t.Fatalf("the stored event changed on a second insert: %+v", got[len(got)-1])
+		}
+		gen := got[1]
+		want := evs[10]
+		if gen.ID != want.ID || !gen.Time.Equal(want.Time) || gen.Actor != want.Actor || gen.Outcome != want.Outcome ||
+			gen.Target != want.Target || gen.Details["externalId"] != "ext-1" || gen.Details["count"] != 3.0 ||
+			gen.RequestID != "r" || gen.TraceID != "t" || gen.ClientAddr != "192.0.2.1" || gen.Service != "workspace-svc" {
+			t.Fatalf("round trip:\n got %+v\nwant %+v", gen, want)
+		}
+	})
+	cases := []struct {
+		name string
+		f    auditsvc.Filter
+		want int
+	}{
+		{"action", auditsvc.Filter{Action: "embed.session.generate"}, 1},
+		{"action-group", auditsvc.Filter{ActionPrefix: "embed.session."}, 2},
+		{"action-group-is-a-prefix-not-a-pattern", auditsvc.Filter{ActionPrefix: "embed.s.ssion."}, 0},
+		{"actor-user-id", auditsvc.Filter{Actor: "7"}, 10},
+		{"actor-key-owner", auditsvc.Filter{Actor: "8"}, 1},
+		{"actor-api-key-id", auditsvc.Filter{Actor: "0123456789abcdef"}, 1},
+		{"actor-external-id", auditsvc.Filter{Actor: "ext-1"}, 1},
+		{"deployment", auditsvc.Filter{Deployments: []int64{2}}, 5},
+		{"deployments-exclude-account-events", auditsvc.Filter{Deployments: []int64{1, 2}}, 10},
+		{"target", auditsvc.Filter{TargetType: "folder", TargetID: "3"}, 1},
+		{"target-type", auditsvc.Filter{TargetType: "embed_session"}, 1},
+		{"from-inclusive", auditsvc.Filter{From: base.Add(5 * time.Second)}, 7},
+		{"to-exclusive", auditsvc.Filter{To: base.Add(5 * time.Second)}, 5},
+		{"range", auditsvc.Filter{From: base.Add(2 * time.Second), To: base.Add(4 * time.Second)}, 2},
+		{"combined", auditsvc.Filter{Action: "workspace.folder.create", Deployments: []int64{1}, From: base.Add(4 * time.Second)}, 3},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := list(c.f, 100); len(got) != c.want {
+				t.Fatalf("got %d events %v, want %d", len(got), ids(got), c.want)
+			}
+		})
+	}
+	t.Run("pages-follow-the-cursor-without-gaps", func(t *testing.T) {
+		all := ids(list(auditsvc.Filter{}, 100))
+		var seen []string
+		f := auditsvc.Filter{}
+		for {
+			page := list(f, 5)
+			seen = append(seen, ids(page)...)
+			if len(page) < 5 {
+				break
+			}
+			f.BeforeID = page[len(page)-1].ID
+		}
+		if len(seen) != len(all) {
+			t.Fatalf("paged %d events, want %d", len(seen), len(all))
+		}
+		for i := range all {
+			if seen[i] != all[i] {
+				t.Fatalf("page order differs at %d", i)
+			}
+		}
+	})
+	t.Run("cursor-and-to-together", func(t *testing.T) {
+		got := list(auditsvc.Filter{To: base.Add(8 * time.Second), BeforeID: evs[3].ID}, 100)
+		if len(got) != 3 {
+			t.Fatalf("got %v, want the 3 events before the cursor", ids(got))
+		}
+	})
+}
+
+func TestMongoRetention(t *testing.T) {
+	mongo := devstack.MongoForTest(t)
+	ctx := context.Background()
+	client, err := mongox.Connect(ctx, mongo.URI, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	db := client.Database(devstack.UniqueName(t, "audit"))
+	s := auditstore.NewMongo(db, time.Hour)
+	if err := s.EnsureIndexes(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A second start with another retention neither fails nor keeps the old expiry.
+	if err := auditstore.NewMongo(db, 2*time.Hour).EnsureIndexes(ctx); err != nil {
+		t.Fatalf("restart with another retention: %v", err)
+	}
+	now := time.Now()
+	old := event(1, 0, "workspace.folder.create", func(e *audit.Event) { e.Time = now.Add(-3 * time.Hour); e.ID = audit.NewID(e.Time) })
+	fresh := event(1, 0, "workspace.folder.create", func(e *audit.Event) { e.Time = now; e.ID = audit.NewID(now) })
+	if err := s.Insert(ctx, []audit.Event{old, fresh}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteBefore(ctx, now.Add(-2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.List(ctx, 1, auditsvc.Filter{}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].ID != fresh.ID {
+		t.Fatalf("after the sweep: %v, want only the fresh event", ids(got))
+	}
+}
