@@ -1,7 +1,10 @@
 // Package config is workspace-svc's configuration, read from the environment.
 package config
 
-import "github.com/analyticsco/platform/libs/config"
+import (
+	"github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/libs/config"
+)
 
 // Config is everything workspace-svc reads from its environment.
 type Config struct {
@@ -17,6 +20,8 @@ type Config struct {
 	MaxDraftBytes            int    `env:"WORKSPACE_MAX_DRAFT_BYTES" default:"524288" help:"largest dashboard draft of a workbook; larger is 413"`
 	MaxFavorites             int    `env:"WORKSPACE_MAX_FAVORITES" default:"1000" help:"favorites one user may keep in one deployment; one more is 400"`
 	MaxSearchScan            int    `env:"WORKSPACE_MAX_SEARCH_SCAN" default:"1000" help:"items a search or filtered listing examines per page before it answers the page so far (hasNextPage true, a cursor to go on)"`
+	NATSURL                  string `env:"NATS_URL" default:"nats://127.0.0.1:4223" secret:"true" help:"NATS with JetStream: the AUDIT stream the service's audit events go to (outside the local stack it carries the user and password: nats://user:password@host:4222)"`
+	audit.Config
 }
 
 // Load reads the configuration from the environment.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
 	"github.com/analyticsco/platform/libs/obs"
@@ -45,8 +47,14 @@ func run() error {
 	}
 	defer func() { _ = client.Disconnect(context.Background()) }()
 
+	nc, err := nats.Connect(cfg.NATSURL, nats.Name(serviceName), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true))
+	if err != nil {
+		return fmt.Errorf("NATS_URL: %w", err)
+	}
+	defer nc.Drain()
+
 	a, err := app.New(proc.Ctx, app.Deps{Mongo: client, Database: cfg.MongoDatabase, Signer: signer,
-		Logger: proc.Logger, Registry: registry,
+		Logger: proc.Logger, Registry: registry, NATS: nc, AuditMaxHeld: cfg.AuditMaxHeld,
 		Limits: workspace.Limits{ItemsPerDeployment: cfg.MaxItemsPerDeployment, MetaBytes: cfg.MaxMetaBytes, Favorites: cfg.MaxFavorites, SearchScan: cfg.MaxSearchScan,
 			CalculatedFieldsBytes: cfg.MaxCalculatedFieldsBytes, DraftBytes: cfg.MaxDraftBytes}})
 	if err != nil {

@@ -7,9 +7,11 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
 	"github.com/analyticsco/platform/libs/server"
@@ -27,6 +29,12 @@ type Deps struct {
 	Logger   *slog.Logger
 	Registry *prometheus.Registry
 	Limits   workspace.Limits // zero fields: workspace.DefaultLimits
+	// NATS carries the audit events to the AUDIT stream; those it cannot take wait in
+	// the outbox of the service's database (nil: every event goes there).
+	NATS         *nats.Conn
+	AuditMaxHeld int
+	AuditRelay   time.Duration  // how often outboxed events are sent again (0: 1s)
+	Audit        audit.Recorder // set: events go here instead (tests)
 }
 
 // App is the wired service: its public and internal handlers.
@@ -46,7 +54,18 @@ func New(ctx context.Context, d Deps) (*App, error) {
 	if err := store.BackfillAncestors(ctx, 0); err != nil {
 		return nil, err
 	}
+	rec := d.Audit
+	if rec == nil {
+		pub, err := audit.NewPublisher(audit.Options{Service: ServiceName, NATS: d.NATS, Outbox: audit.NewMongoOutbox(d.Mongo.Database(d.Database)),
+			Logger: d.Logger, Registry: d.Registry, MaxHeld: d.AuditMaxHeld, RelayInterval: d.AuditRelay})
+		if err != nil {
+			return nil, err
+		}
+		go pub.Run(ctx)
+		rec = pub
+	}
 	svc := workspace.NewServiceWithLimits(store, workspace.NewMetrics(d.Registry), d.Limits)
+	svc = workspace.AuditingMiddleware(rec)(svc)
 	o := server.Options{
 		Service:  ServiceName,
 		Logger:   d.Logger,

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/analyticsco/platform/gateway/gatewaytest"
+	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/devstack"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
@@ -24,6 +25,7 @@ import (
 // env is FerretDB, one or more workspace-svc instances on one database, and the real
 // gateway in front of the first.
 type env struct {
+	audit    *audit.Memory // what every instance recorded
 	stack    *gatewaytest.Stack
 	counter  *mongox.CommandCounter
 	mongoURI string
@@ -56,7 +58,7 @@ func newEnvWithOptions(t *testing.T, instances int, limits workspace.Limits, ups
 	} else {
 		uri = devstack.MongoForTest(t).URI
 	}
-	e := &env{counter: &mongox.CommandCounter{}, mongoURI: uri, database: devstack.UniqueName(t, "ws"), key: gatewaytest.NewSigningKey(), limits: limits}
+	e := &env{audit: &audit.Memory{Service: app.ServiceName}, counter: &mongox.CommandCounter{}, mongoURI: uri, database: devstack.UniqueName(t, "ws"), key: gatewaytest.NewSigningKey(), limits: limits}
 	for i := 0; i < instances; i++ {
 		var counter *mongox.CommandCounter
 		if i == 0 {
@@ -82,7 +84,7 @@ func (e *env) startInstance(t *testing.T, counter *mongox.CommandCounter) string
 		t.Fatal(err)
 	}
 	a, err := app.New(ctx, app.Deps{Mongo: client, Database: e.database, Signer: signer,
-		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Registry: obs.NewRegistry(), Limits: e.limits})
+		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Registry: obs.NewRegistry(), Limits: e.limits, Audit: e.audit})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,6 +111,7 @@ func (e *env) user(account, user string) gatewaytest.SeedUser {
 type response struct {
 	Status int
 	Body   []byte
+	Header http.Header
 }
 
 func (r response) json(t *testing.T) map[string]any {
@@ -157,7 +160,7 @@ func call(t *testing.T, base, method, path, bearer string, body any) response {
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	return response{Status: resp.StatusCode, Body: raw}
+	return response{Status: resp.StatusCode, Body: raw, Header: resp.Header}
 }
 
 func (e *env) do(t *testing.T, method, path, bearer string, body any) response {

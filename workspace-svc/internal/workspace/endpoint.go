@@ -94,7 +94,7 @@ type Endpoints struct {
 }
 
 // MakeEndpoints adapts s.
-func MakeEndpoints(s *Service) Endpoints {
+func MakeEndpoints(s Service) Endpoints {
 	return Endpoints{
 		CreateFolder: func(ctx context.Context, req any) (any, error) {
 			r := req.(createFolderRequest)

@@ -47,7 +47,7 @@ func searchKey(sort string, d *itemDoc) searchCursor {
 // checked from its folder's chain. A page examines at most SearchScan items: when the
 // caller can see few of many matches, the page ends early with hasNextPage and a cursor
 // to go on, so no request reads without bound.
-func (s *Service) Search(ctx context.Context, p *identity.Principal, dep int64, in SearchInput) (Page, error) {
+func (s *service) Search(ctx context.Context, p *identity.Principal, dep int64, in SearchInput) (Page, error) {
 	if in.Sort == "" {
 		in.Sort = "name"
 	}
@@ -162,7 +162,7 @@ func (r *request) visible(d *itemDoc) bool {
 
 // SetFavorite marks (on) or unmarks an item the caller can view as one of their
 // favorites. Both are idempotent.
-func (s *Service) SetFavorite(ctx context.Context, p *identity.Principal, dep int64, ref ItemRef, on bool) error {
+func (s *service) SetFavorite(ctx context.Context, p *identity.Principal, dep int64, ref ItemRef, on bool) error {
 	r, err := s.begin(ctx, p, dep)
 	if err != nil {
 		return err
@@ -209,7 +209,7 @@ type UpdateItemInput struct {
 
 // UpdateItem renames a workbook or report, or replaces its meta, calculated fields or
 // dashboard draft; it needs edit on the item.
-func (s *Service) UpdateItem(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, id int64, in UpdateItemInput) (Workbook, error) {
+func (s *service) UpdateItem(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, id int64, in UpdateItemInput) (Workbook, error) {
 	set := bson.D{}
 	if in.Name != nil {
 		n, err := validName("name", *in.Name)
@@ -263,7 +263,7 @@ func (s *Service) UpdateItem(ctx context.Context, p *identity.Principal, dep int
 // DeleteItem deletes a workbook or report the caller manages (its creator, or manage on
 // its folder). It leaves a tombstone; later publishes no longer snapshot a deleted report,
 // and every user's favorite of it is dropped.
-func (s *Service) DeleteItem(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, id int64) error {
+func (s *service) DeleteItem(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, id int64) error {
 	_, d, err := s.itemForAccess(ctx, p, dep, typ, id, LevelManage, "delete it")
 	if err != nil {
 		return err
@@ -294,7 +294,7 @@ func (r *request) creatorCanView(creator int64, dest int64) bool {
 // Unpublish archives a workbook's published dashboard (status archived; the version
 // stays, and a later publish makes it published again). Archiving an archived dashboard
 // changes nothing. It needs edit on the workbook.
-func (s *Service) Unpublish(ctx context.Context, p *identity.Principal, dep, id int64) (Workbook, error) {
+func (s *service) Unpublish(ctx context.Context, p *identity.Principal, dep, id int64) (Workbook, error) {
 	for attempt := 0; attempt < maxTreeRetries; attempt++ {
 		r, d, err := s.itemForAccess(ctx, p, dep, TypeWorkbook, id, LevelEdit, "unpublish it")
 		if err != nil {

@@ -34,8 +34,30 @@ const (
 	writeDeadline = time.Minute
 )
 
-// Service is the workspace of the deployments of the caller's account.
-type Service struct {
+// Service is the workspace of the deployments of the caller's account: folders, their
+// permissions, workbooks and reports, moves, dashboards, favorites and search.
+type Service interface {
+	CreateFolder(ctx context.Context, p *identity.Principal, dep int64, in CreateFolderInput) (Folder, error)
+	GetFolder(ctx context.Context, p *identity.Principal, dep, id int64) (Folder, error)
+	UpdateFolder(ctx context.Context, p *identity.Principal, dep, id int64, name *string, position *float64) (Folder, error)
+	DeleteFolder(ctx context.Context, p *identity.Principal, dep, id int64) error
+	GetPermissions(ctx context.Context, p *identity.Principal, dep, id int64) ([]Grant, error)
+	SetPermissions(ctx context.Context, p *identity.Principal, dep, id int64, grants []Grant) ([]Grant, error)
+	List(ctx context.Context, p *identity.Principal, dep, folder int64, first int, after string) (Page, error)
+	Search(ctx context.Context, p *identity.Principal, dep int64, in SearchInput) (Page, error)
+	Move(ctx context.Context, p *identity.Principal, dep int64, ref ItemRef, dest int64) (Workbook, error)
+	BulkMove(ctx context.Context, p *identity.Principal, dep int64, refs []ItemRef, dest int64) (BulkMoveResult, error)
+	CreateItem(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, in CreateItemInput) (Workbook, error)
+	GetItem(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, id int64) (Workbook, error)
+	UpdateItem(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, id int64, in UpdateItemInput) (Workbook, error)
+	DeleteItem(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, id int64) error
+	Publish(ctx context.Context, p *identity.Principal, dep, id int64, allowEmbed *bool) (Workbook, error)
+	Unpublish(ctx context.Context, p *identity.Principal, dep, id int64) (Workbook, error)
+	SetFavorite(ctx context.Context, p *identity.Principal, dep int64, ref ItemRef, on bool) error
+}
+
+// service implements Service over the MongoDB store.
+type service struct {
 	store   *Store
 	metrics *Metrics
 	now     func() time.Time
@@ -84,23 +106,23 @@ func (l Limits) withDefaults() Limits {
 }
 
 // NewService builds the service over store with DefaultLimits; metrics may be nil.
-func NewService(store *Store, metrics *Metrics) *Service {
+func NewService(store *Store, metrics *Metrics) Service {
 	return NewServiceWithLimits(store, metrics, DefaultLimits)
 }
 
 // NewServiceWithLimits builds the service over store; metrics may be nil.
-func NewServiceWithLimits(store *Store, metrics *Metrics, limits Limits) *Service {
+func NewServiceWithLimits(store *Store, metrics *Metrics, limits Limits) Service {
 	if metrics == nil {
 		metrics = NewMetrics(nil)
 	}
-	return &Service{store: store, metrics: metrics, limits: limits.withDefaults(),
+	return &service{store: store, metrics: metrics, limits: limits.withDefaults(),
 		now: func() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }}
 }
 
 // checkRoom refuses a new item when the deployment already holds the configured
 // maximum. Concurrent creates may pass the count together, so the bound holds to within
 // the number of creates in flight at once.
-func (s *Service) checkRoom(ctx context.Context, dep int64) error {
+func (s *service) checkRoom(ctx context.Context, dep int64) error {
 	n, err := s.store.countItems(ctx, dep, s.limits.ItemsPerDeployment)
 	if err != nil {
 		return err
@@ -112,7 +134,7 @@ func (s *Service) checkRoom(ctx context.Context, dep int64) error {
 }
 
 // checkSizes refuses item documents over their size limits, naming the limit.
-func (s *Service) checkSizes(meta, calculated json.RawMessage, draft []byte) error {
+func (s *service) checkSizes(meta, calculated json.RawMessage, draft []byte) error {
 	for _, c := range []struct {
 		field, env string
 		n, max     int
@@ -154,6 +176,9 @@ type BulkFailure struct {
 type BulkMoveResult struct {
 	Moved  []Workbook
 	Failed []BulkFailure
+	// From is where each item was before the request (0: the root), for the items the
+	// request read: what the audit trail records of a move.
+	From map[ItemRef]int64
 }
 
 // Page is one page of a folder's children.
@@ -166,7 +191,7 @@ type Page struct {
 // request is the state of one request: the part of the folder tree it has read and, for
 // a request that changes the tree's structure, the tree version that part was read at.
 type request struct {
-	s    *Service
+	s    *service
 	p    *identity.Principal
 	dep  int64
 	v    int64
@@ -178,7 +203,7 @@ type request struct {
 }
 
 // usersFor returns the users among ids, reading only those not read yet.
-func (s *Service) usersFor(ctx context.Context, r *request, ids []int64) (map[int64]userDoc, error) {
+func (s *service) usersFor(ctx context.Context, r *request, ids []int64) (map[int64]userDoc, error) {
 	if r.users == nil {
 		r.users = map[int64]userDoc{}
 	}
@@ -200,7 +225,7 @@ func (s *Service) usersFor(ctx context.Context, r *request, ids []int64) (map[in
 	return r.users, nil
 }
 
-func (s *Service) begin(ctx context.Context, p *identity.Principal, dep int64) (*request, error) {
+func (s *service) begin(ctx context.Context, p *identity.Principal, dep int64) (*request, error) {
 	if p == nil || p.User == nil {
 		return nil, forbiddenf("the workspace needs a user's bearer token")
 	}
@@ -372,7 +397,7 @@ func (r *request) commit(ctx context.Context, prepare func(ctx context.Context) 
 
 // recordUser keeps the users projection that renders `user` of items, writing only when
 // this replica has not recorded the same details yet.
-func (s *Service) recordUser(ctx context.Context, p *identity.Principal) {
+func (s *service) recordUser(ctx context.Context, p *identity.Principal) {
 	u := userDoc{ID: p.User.ID, Account: p.Account.ID, Email: p.User.Email, FirstName: p.User.FirstName, Picture: p.User.Picture, Role: p.User.Role}
 	if prev, ok := s.seen.Load(u.ID); ok && prev.(userDoc) == u {
 		return
@@ -394,7 +419,7 @@ func validName(field, name string) (string, error) {
 }
 
 // CreateFolder creates a folder at the root or in a parent the caller can edit.
-func (s *Service) CreateFolder(ctx context.Context, p *identity.Principal, dep int64, in CreateFolderInput) (Folder, error) {
+func (s *service) CreateFolder(ctx context.Context, p *identity.Principal, dep int64, in CreateFolderInput) (Folder, error) {
 	ctx, cancel := context.WithTimeout(ctx, writeDeadline)
 	defer cancel()
 	r, err := s.begin(ctx, p, dep)
@@ -467,7 +492,7 @@ func (s *Service) CreateFolder(ctx context.Context, p *identity.Principal, dep i
 	return s.renderFolder(ctx, r, doc)
 }
 
-func (s *Service) renderFolder(ctx context.Context, r *request, d *itemDoc) (Folder, error) {
+func (s *service) renderFolder(ctx context.Context, r *request, d *itemDoc) (Folder, error) {
 	users, err := s.usersFor(ctx, r, []int64{d.CreatedBy})
 	if err != nil {
 		return Folder{}, err
@@ -483,7 +508,7 @@ func (s *Service) renderFolder(ctx context.Context, r *request, d *itemDoc) (Fol
 }
 
 // release gives a folder lease back, even when the request's context has ended.
-func (s *Service) release(ctx context.Context, dep, folder int64) {
+func (s *service) release(ctx context.Context, dep, folder int64) {
 	_ = s.store.releaseFolder(context.WithoutCancel(ctx), dep, folder)
 }
 
@@ -512,7 +537,7 @@ func owner(users map[int64]userDoc, id int64) *ResourceOwner {
 }
 
 // folderForRead loads the snapshot and checks the caller's level on folder id.
-func (s *Service) folderForRead(ctx context.Context, p *identity.Principal, dep, id int64, need Level, verb string) (*request, error) {
+func (s *service) folderForRead(ctx context.Context, p *identity.Principal, dep, id int64, need Level, verb string) (*request, error) {
 	r, err := s.begin(ctx, p, dep)
 	if err != nil {
 		return nil, err
@@ -530,7 +555,7 @@ func (s *Service) folderForRead(ctx context.Context, p *identity.Principal, dep,
 }
 
 // GetFolder returns a folder the caller can view.
-func (s *Service) GetFolder(ctx context.Context, p *identity.Principal, dep, id int64) (Folder, error) {
+func (s *service) GetFolder(ctx context.Context, p *identity.Principal, dep, id int64) (Folder, error) {
 	r, err := s.folderForRead(ctx, p, dep, id, LevelView, "view it")
 	if err != nil {
 		return Folder{}, err
@@ -547,7 +572,7 @@ func (s *Service) GetFolder(ctx context.Context, p *identity.Principal, dep, id 
 }
 
 // UpdateFolder renames or repositions a folder the caller can edit.
-func (s *Service) UpdateFolder(ctx context.Context, p *identity.Principal, dep, id int64, name *string, position *float64) (Folder, error) {
+func (s *service) UpdateFolder(ctx context.Context, p *identity.Principal, dep, id int64, name *string, position *float64) (Folder, error) {
 	set := bson.D{}
 	if name != nil {
 		n, err := validName("name", *name)
@@ -584,7 +609,7 @@ func (s *Service) UpdateFolder(ctx context.Context, p *identity.Principal, dep, 
 // deleted (refused while a request holds a lease on it for putting items in), the last
 // structural op is finished, and only then is emptiness checked: nothing can land in it
 // after the check.
-func (s *Service) DeleteFolder(ctx context.Context, p *identity.Principal, dep, id int64) error {
+func (s *service) DeleteFolder(ctx context.Context, p *identity.Principal, dep, id int64) error {
 	ctx, cancel := context.WithTimeout(ctx, writeDeadline)
 	defer cancel()
 	if _, err := s.folderForRead(ctx, p, dep, id, LevelManage, "delete it"); err != nil {
@@ -615,7 +640,7 @@ func (s *Service) DeleteFolder(ctx context.Context, p *identity.Principal, dep, 
 }
 
 // GetPermissions returns the grants set directly on a folder the caller manages.
-func (s *Service) GetPermissions(ctx context.Context, p *identity.Principal, dep, id int64) ([]Grant, error) {
+func (s *service) GetPermissions(ctx context.Context, p *identity.Principal, dep, id int64) ([]Grant, error) {
 	r, err := s.folderForRead(ctx, p, dep, id, LevelManage, "see its permissions")
 	if err != nil {
 		return nil, err
@@ -624,7 +649,7 @@ func (s *Service) GetPermissions(ctx context.Context, p *identity.Principal, dep
 }
 
 // SetPermissions replaces the grants of a folder the caller manages.
-func (s *Service) SetPermissions(ctx context.Context, p *identity.Principal, dep, id int64, grants []Grant) ([]Grant, error) {
+func (s *service) SetPermissions(ctx context.Context, p *identity.Principal, dep, id int64, grants []Grant) ([]Grant, error) {
 	seen := map[int64]bool{}
 	for i, g := range grants {
 		if g.UserID <= 0 {
@@ -656,7 +681,7 @@ func (s *Service) SetPermissions(ctx context.Context, p *identity.Principal, dep
 }
 
 // Move moves one item; it is BulkMove of one item, so both answer the same.
-func (s *Service) Move(ctx context.Context, p *identity.Principal, dep int64, ref ItemRef, dest int64) (Workbook, error) {
+func (s *service) Move(ctx context.Context, p *identity.Principal, dep int64, ref ItemRef, dest int64) (Workbook, error) {
 	res, err := s.BulkMove(ctx, p, dep, []ItemRef{ref}, dest)
 	if err != nil {
 		return Workbook{}, err
@@ -675,7 +700,7 @@ func (s *Service) Move(ctx context.Context, p *identity.Principal, dep int64, re
 // items applied before a fault are in Moved, the rest in Failed with a 503 that says they
 // were not applied (Rule 2: 200 whenever the request is well formed; Rule 4: an empty
 // Failed means everything applied). Each item has its own deadline (writeDeadline).
-func (s *Service) BulkMove(ctx context.Context, p *identity.Principal, dep int64, refs []ItemRef, dest int64) (BulkMoveResult, error) {
+func (s *service) BulkMove(ctx context.Context, p *identity.Principal, dep int64, refs []ItemRef, dest int64) (BulkMoveResult, error) {
 	r, err := s.begin(ctx, p, dep)
 	if err != nil {
 		return BulkMoveResult{}, err
@@ -716,6 +741,12 @@ func (s *Service) BulkMove(ctx context.Context, p *identity.Principal, dep int64
 			return BulkMoveResult{}, err
 		}
 		return notApplied(0, false, err)
+	}
+	res.From = make(map[ItemRef]int64, len(docs))
+	for _, ref := range distinct {
+		if d := docs[ref.ID]; d != nil && d.Type == ref.Type {
+			res.From[ref] = d.Parent
+		}
 	}
 	var movedDocs []*itemDoc
 	leased, destGone := false, false
@@ -778,7 +809,7 @@ func (s *Service) BulkMove(ctx context.Context, p *identity.Principal, dep int64
 	return res, nil
 }
 
-func (s *Service) fail(res *BulkMoveResult, ref ItemRef, f *Failure) {
+func (s *service) fail(res *BulkMoveResult, ref ItemRef, f *Failure) {
 	outcome := map[Kind]string{KindNotFound: "not_found", KindForbidden: "forbidden", KindInvalid: "invalid", KindBusy: "busy", KindConflict: "conflict",
 		KindNotApplied: "not_applied", KindLimit: "limit", KindTooLarge: "too_large"}[f.Kind]
 	if outcome == "" {
@@ -810,7 +841,7 @@ func checkDestinationAccess(t *tree, p *identity.Principal, dest int64) *Failure
 // of queries whatever the number of items: the tree version (when a folder moves), the items and the
 // destination (one query), the folders holding the workbooks and reports (one), every
 // ancestor of all of them (one), and the subtrees of the moved folders (one).
-func (s *Service) loadForMove(ctx context.Context, r *request, refs []ItemRef, dest int64) (map[int64]*itemDoc, error) {
+func (s *service) loadForMove(ctx context.Context, r *request, refs []ItemRef, dest int64) (map[int64]*itemDoc, error) {
 	// Only folder moves compare-and-set the tree version (moveFolder's commit); workbooks
 	// and reports move with a conditional update of their own document.
 	for _, ref := range refs {
@@ -870,7 +901,7 @@ func (s *Service) loadForMove(ctx context.Context, r *request, refs []ItemRef, d
 	return docs, nil
 }
 
-func (s *Service) moveFolder(ctx context.Context, r *request, d *itemDoc, dest int64, lease func() error, destGone *bool) error {
+func (s *service) moveFolder(ctx context.Context, r *request, d *itemDoc, dest int64, lease func() error, destGone *bool) error {
 	p := r.p
 	prepare := func(ctx context.Context) error {
 		if err := r.need(ctx, d.ID, dest); err != nil {
@@ -916,7 +947,7 @@ func (s *Service) moveFolder(ctx context.Context, r *request, d *itemDoc, dest i
 	})
 }
 
-func (s *Service) moveItem(ctx context.Context, r *request, d *itemDoc, dest int64, lease func() error, destGone *bool) error {
+func (s *service) moveItem(ctx context.Context, r *request, d *itemDoc, dest int64, lease func() error, destGone *bool) error {
 	p := r.p
 	for attempt := 0; attempt < maxTreeRetries; attempt++ {
 		if err := r.need(ctx, d.Parent, dest); err != nil {
@@ -972,7 +1003,7 @@ func (s *Service) moveItem(ctx context.Context, r *request, d *itemDoc, dest int
 
 // render serializes items in the Workbook shape, loading their creators and the caller's
 // favorites among them at once.
-func (s *Service) render(ctx context.Context, r *request, docs []*itemDoc) ([]Workbook, error) {
+func (s *service) render(ctx context.Context, r *request, docs []*itemDoc) ([]Workbook, error) {
 	users, err := s.usersFor(ctx, r, creators(docs))
 	if err != nil {
 		return nil, err
@@ -999,7 +1030,7 @@ func idsOf(docs []*itemDoc) []int64 {
 }
 
 // renderWithoutOwners renders docs with no user lookup (their `user` is null).
-func (s *Service) renderWithoutOwners(t *tree, docs []*itemDoc) []Workbook {
+func (s *service) renderWithoutOwners(t *tree, docs []*itemDoc) []Workbook {
 	out := make([]Workbook, len(docs))
 	for i, d := range docs {
 		out[i] = renderItem(t, nil, d)
@@ -1053,7 +1084,7 @@ func renderItem(t *tree, users map[int64]userDoc, d *itemDoc) Workbook {
 }
 
 // CreateItem creates a workbook or report at the root or in a folder the caller can edit.
-func (s *Service) CreateItem(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, in CreateItemInput) (Workbook, error) {
+func (s *service) CreateItem(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, in CreateItemInput) (Workbook, error) {
 	ctx, cancel := context.WithTimeout(ctx, writeDeadline)
 	defer cancel()
 	r, err := s.begin(ctx, p, dep)
@@ -1121,7 +1152,7 @@ func (s *Service) CreateItem(ctx context.Context, p *identity.Principal, dep int
 }
 
 // itemForAccess loads a workbook or report and checks the caller's level on it.
-func (s *Service) itemForAccess(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, id int64, need Level, verb string) (*request, *itemDoc, error) {
+func (s *service) itemForAccess(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, id int64, need Level, verb string) (*request, *itemDoc, error) {
 	r, err := s.begin(ctx, p, dep)
 	if err != nil {
 		return nil, nil, err
@@ -1144,7 +1175,7 @@ func (s *Service) itemForAccess(ctx context.Context, p *identity.Principal, dep 
 }
 
 // GetItem returns a workbook or report the caller can view.
-func (s *Service) GetItem(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, id int64) (Workbook, error) {
+func (s *service) GetItem(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, id int64) (Workbook, error) {
 	r, d, err := s.itemForAccess(ctx, p, dep, typ, id, LevelView, "view it")
 	if err != nil {
 		return Workbook{}, err
@@ -1161,7 +1192,7 @@ func (s *Service) GetItem(ctx context.Context, p *identity.Principal, dep int64,
 // snapshot of each report that a widget refers to by `config.reportId`.
 // The dashboard's createdBy stays its first publisher and updatedBy is the last;
 // allowEmbed is what the publish says, else what the previous version had (true at first).
-func (s *Service) Publish(ctx context.Context, p *identity.Principal, dep, id int64, allowEmbed *bool) (Workbook, error) {
+func (s *service) Publish(ctx context.Context, p *identity.Principal, dep, id int64, allowEmbed *bool) (Workbook, error) {
 	ctx, cancel := context.WithTimeout(ctx, writeDeadline)
 	defer cancel()
 	for attempt := 0; attempt < maxTreeRetries; attempt++ {
@@ -1242,7 +1273,7 @@ func publishedVersionFilter(v int64) any {
 // snapshotReports copies each report a widget names into the published dashboard, but
 // only reports the publisher can view: the others are left out of the snapshot, so a
 // publish never reveals a report in a folder the publisher cannot see.
-func (s *Service) snapshotReports(ctx context.Context, r *request, cfg DashboardConfig, version int64) ([]ReportSnapshot, error) {
+func (s *service) snapshotReports(ctx context.Context, r *request, cfg DashboardConfig, version int64) ([]ReportSnapshot, error) {
 	p, dep := r.p, r.dep
 	var ids []int64
 	for _, w := range cfg.Widgets {
@@ -1316,7 +1347,7 @@ func (a cursor) less(b cursor) bool {
 // and limited by the database, folders before workbooks and reports, each batch no larger
 // than what the page still needs (plus one, to know whether more follow): when the caller
 // can view everything, a page of n reads n+1 children.
-func (s *Service) visibleChildren(ctx context.Context, r *request, folder int64, from *cursor, first int) ([]*itemDoc, bool, error) {
+func (s *service) visibleChildren(ctx context.Context, r *request, folder int64, from *cursor, first int) ([]*itemDoc, bool, error) {
 	p, t := r.p, r.tree
 	var out []*itemDoc
 	for _, folders := range []bool{true, false} {
@@ -1366,7 +1397,7 @@ func (s *Service) visibleChildren(ctx context.Context, r *request, folder int64,
 // List returns one page of the children of folder (0: the root) that the caller can
 // view: folders first, then by position, name and id, in the summary shape (no meta,
 // calculated fields or dashboards: GET the item for those).
-func (s *Service) List(ctx context.Context, p *identity.Principal, dep, folder int64, first int, after string) (Page, error) {
+func (s *service) List(ctx context.Context, p *identity.Principal, dep, folder int64, first int, after string) (Page, error) {
 	var from *cursor
 	if after != "" {
 		raw, err := base64.RawURLEncoding.DecodeString(after)
@@ -1411,7 +1442,7 @@ func (s *Service) List(ctx context.Context, p *identity.Principal, dep, folder i
 
 // renderSummaries renders listed items in the summary shape, loading their creators at
 // once.
-func (s *Service) renderSummaries(ctx context.Context, r *request, docs []*itemDoc) ([]ItemSummary, error) {
+func (s *service) renderSummaries(ctx context.Context, r *request, docs []*itemDoc) ([]ItemSummary, error) {
 	t := r.tree
 	users, err := s.usersFor(ctx, r, creators(docs))
 	if err != nil {

@@ -24,7 +24,7 @@ const MaxBodyBytes = 1 << 20
 const base = "/api/v1/deployments/{deploymentId}"
 
 // NewHTTPHandler routes the workspace API to s. The caller wraps it in identity.Require.
-func NewHTTPHandler(s *Service, logger *slog.Logger) http.Handler {
+func NewHTTPHandler(s Service, logger *slog.Logger) http.Handler {
 	e := MakeEndpoints(s)
 	opts := []kithttp.ServerOption{kithttp.ServerErrorEncoder(errorEncoder(logger))}
 	mux := http.NewServeMux()

@@ -1,0 +1,39 @@
+package audit
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Memory is a Recorder that keeps events in memory, completed as the Publisher
+// completes them: for tests of what a service records.
+type Memory struct {
+	Service string
+	mu      sync.Mutex
+	events  []Event
+}
+
+// Record keeps the events.
+func (m *Memory) Record(ctx context.Context, events ...Event) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, ev := range events {
+		complete(ctx, &ev, m.Service, time.Now())
+		m.events = append(m.events, ev)
+	}
+}
+
+// Events returns the events recorded so far, oldest first.
+func (m *Memory) Events() []Event {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]Event(nil), m.events...)
+}
+
+// Reset forgets the events recorded so far.
+func (m *Memory) Reset() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.events = nil
+}

@@ -1,0 +1,225 @@
+package workspace
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/libs/httpx"
+	"github.com/analyticsco/platform/libs/identity"
+)
+
+// The actions workspace-svc records in the audit trail: one event per call of a
+// state-changing method, refused ones included, and one per item of a bulk move.
+// Items' actions name their type: workspace.folder.move, workspace.report.delete.
+const (
+	ActionFolderPermissions = "workspace.folder.permissions_change"
+	ActionFavoriteAdd       = "workspace.favorite.add"
+	ActionFavoriteRemove    = "workspace.favorite.remove"
+)
+
+// ItemAction is the action verb on an item of type t ("workspace.workbook.create").
+func ItemAction(t ItemType, verb string) string { return "workspace." + t.lower() + "." + verb }
+
+// AuditingMiddleware records every state-changing call of s in the audit trail.
+func AuditingMiddleware(rec audit.Recorder) func(Service) Service {
+	return func(next Service) Service { return &auditing{Service: next, rec: rec} }
+}
+
+type auditing struct {
+	Service
+	rec audit.Recorder
+}
+
+// outcomeOf is the outcome the caller was answered (the error encoder's mapping).
+func outcomeOf(err error, ok int) audit.Outcome {
+	var he *httpx.Error
+	if err == nil {
+		return audit.Succeeded(ok)
+	}
+	if f, isFailure := AsFailure(err); isFailure {
+		return audit.Failed(statusOf(f.Kind), codeOf(f))
+	}
+	switch {
+	case errors.As(err, &he):
+		return audit.Failed(he.Status, he.Code)
+	case errors.Is(err, errUnavailable) || errors.Is(err, context.DeadlineExceeded):
+		return audit.Failed(http.StatusServiceUnavailable, httpx.CodeUnavailable)
+	}
+	return audit.Failed(http.StatusInternalServerError, httpx.CodeInternal)
+}
+
+func target(t ItemType, id int64) audit.Target {
+	if id == 0 {
+		return audit.Target{Type: t.lower()}
+	}
+	return audit.Target{Type: t.lower(), ID: strconv.FormatInt(id, 10)}
+}
+
+// folderRef is a folder id as the trail shows it: nil for the root.
+func folderRef(id int64) any {
+	if id == 0 {
+		return nil
+	}
+	return id
+}
+
+func (a *auditing) record(ctx context.Context, p *identity.Principal, action string, tg audit.Target, err error, ok int, details map[string]any) {
+	ev := audit.New(p, action, tg)
+	ev.Outcome, ev.Details = outcomeOf(err, ok), details
+	a.rec.Record(ctx, ev)
+}
+
+func (a *auditing) CreateFolder(ctx context.Context, p *identity.Principal, dep int64, in CreateFolderInput) (Folder, error) {
+	f, err := a.Service.CreateFolder(ctx, p, dep, in)
+	d := map[string]any{"name": in.Name, "parentId": folderRef(in.ParentID)}
+	a.record(ctx, p, ItemAction(TypeFolder, "create"), target(TypeFolder, f.ID), err, http.StatusOK, d)
+	return f, err
+}
+
+func (a *auditing) UpdateFolder(ctx context.Context, p *identity.Principal, dep, id int64, name *string, position *float64) (Folder, error) {
+	f, err := a.Service.UpdateFolder(ctx, p, dep, id, name, position)
+	d := map[string]any{}
+	if name != nil {
+		d["name"] = *name
+	}
+	if position != nil {
+		d["position"] = *position
+	}
+	a.record(ctx, p, ItemAction(TypeFolder, "update"), target(TypeFolder, id), err, http.StatusOK, d)
+	return f, err
+}
+
+func (a *auditing) DeleteFolder(ctx context.Context, p *identity.Principal, dep, id int64) error {
+	err := a.Service.DeleteFolder(ctx, p, dep, id)
+	a.record(ctx, p, ItemAction(TypeFolder, "delete"), target(TypeFolder, id), err, http.StatusNoContent, nil)
+	return err
+}
+
+// maxAuditedGrants bounds the grants an event lists (a request may set many more).
+const maxAuditedGrants = 20
+
+func (a *auditing) SetPermissions(ctx context.Context, p *identity.Principal, dep, id int64, grants []Grant) ([]Grant, error) {
+	out, err := a.Service.SetPermissions(ctx, p, dep, id, grants)
+	d := map[string]any{"grants": len(grants)}
+	listed := make([]string, 0, min(len(grants), maxAuditedGrants))
+	for _, g := range grants[:min(len(grants), maxAuditedGrants)] {
+		listed = append(listed, strconv.FormatInt(g.UserID, 10)+":"+g.Level)
+	}
+	d["userLevels"] = listed
+	a.record(ctx, p, ActionFolderPermissions, target(TypeFolder, id), err, http.StatusOK, d)
+	return out, err
+}
+
+func (a *auditing) Move(ctx context.Context, p *identity.Principal, dep int64, ref ItemRef, dest int64) (Workbook, error) {
+	res, err := a.bulkMove(ctx, p, dep, []ItemRef{ref}, dest, false)
+	if err != nil {
+		return Workbook{}, err
+	}
+	if len(res.Failed) > 0 {
+		return Workbook{}, res.Failed[0].Err
+	}
+	return res.Moved[0], nil
+}
+
+func (a *auditing) BulkMove(ctx context.Context, p *identity.Principal, dep int64, refs []ItemRef, dest int64) (BulkMoveResult, error) {
+	return a.bulkMove(ctx, p, dep, refs, dest, true)
+}
+
+// bulkMove records one event per distinct item: moved, failed with the item's own
+// error, or refused with the request's.
+func (a *auditing) bulkMove(ctx context.Context, p *identity.Principal, dep int64, refs []ItemRef, dest int64, bulk bool) (BulkMoveResult, error) {
+	res, err := a.Service.BulkMove(ctx, p, dep, refs, dest)
+	failed := make(map[ItemRef]*Failure, len(res.Failed))
+	for _, f := range res.Failed {
+		failed[f.Ref] = f.Err
+	}
+	seen := make(map[ItemRef]bool, len(refs))
+	events := make([]audit.Event, 0, len(refs))
+	for _, ref := range refs {
+		if seen[ref] {
+			continue
+		}
+		seen[ref] = true
+		ev := audit.New(p, ItemAction(ref.Type, "move"), target(ref.Type, ref.ID))
+		ev.Details = map[string]any{"to": folderRef(dest), "bulk": bulk}
+		if from, ok := res.From[ref]; ok {
+			ev.Details["from"] = folderRef(from)
+		}
+		switch {
+		case err != nil:
+			ev.Outcome = outcomeOf(err, http.StatusOK)
+		case failed[ref] != nil:
+			ev.Outcome = outcomeOf(failed[ref], http.StatusOK)
+		default:
+			ev.Outcome = audit.Succeeded(http.StatusOK)
+		}
+		events = append(events, ev)
+	}
+	a.rec.Record(ctx, events...)
+	return res, err
+}
+
+func (a *auditing) CreateItem(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, in CreateItemInput) (Workbook, error) {
+	w, err := a.Service.CreateItem(ctx, p, dep, typ, in)
+	d := map[string]any{"name": in.Name, "folderId": folderRef(in.FolderID)}
+	a.record(ctx, p, ItemAction(typ, "create"), target(typ, w.ID), err, http.StatusOK, d)
+	return w, err
+}
+
+func (a *auditing) UpdateItem(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, id int64, in UpdateItemInput) (Workbook, error) {
+	w, err := a.Service.UpdateItem(ctx, p, dep, typ, id, in)
+	changed := []string{}
+	if in.Name != nil {
+		changed = append(changed, "name")
+	}
+	if in.Meta != nil {
+		changed = append(changed, "meta")
+	}
+	if in.CalculatedFields != nil {
+		changed = append(changed, "calculatedFields")
+	}
+	if in.DashboardDraft != nil {
+		changed = append(changed, "dashboardDraft")
+	}
+	d := map[string]any{"changed": changed}
+	if in.Name != nil {
+		d["name"] = *in.Name
+	}
+	a.record(ctx, p, ItemAction(typ, "update"), target(typ, id), err, http.StatusOK, d)
+	return w, err
+}
+
+func (a *auditing) DeleteItem(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, id int64) error {
+	err := a.Service.DeleteItem(ctx, p, dep, typ, id)
+	a.record(ctx, p, ItemAction(typ, "delete"), target(typ, id), err, http.StatusNoContent, nil)
+	return err
+}
+
+func (a *auditing) Publish(ctx context.Context, p *identity.Principal, dep, id int64, allowEmbed *bool) (Workbook, error) {
+	w, err := a.Service.Publish(ctx, p, dep, id, allowEmbed)
+	d := map[string]any{}
+	if db := w.PublishedDashboard; db != nil {
+		d["versionNumber"], d["allowEmbed"] = db.VersionNumber, db.AllowEmbed
+	}
+	a.record(ctx, p, ItemAction(TypeWorkbook, "publish"), target(TypeWorkbook, id), err, http.StatusOK, d)
+	return w, err
+}
+
+func (a *auditing) Unpublish(ctx context.Context, p *identity.Principal, dep, id int64) (Workbook, error) {
+	w, err := a.Service.Unpublish(ctx, p, dep, id)
+	a.record(ctx, p, ItemAction(TypeWorkbook, "unpublish"), target(TypeWorkbook, id), err, http.StatusOK, nil)
+	return w, err
+}
+
+func (a *auditing) SetFavorite(ctx context.Context, p *identity.Principal, dep int64, ref ItemRef, on bool) error {
+	err := a.Service.SetFavorite(ctx, p, dep, ref, on)
+	action := ActionFavoriteRemove
+	if on {
+		action = ActionFavoriteAdd
+	}
+	a.record(ctx, p, action, target(ref.Type, ref.ID), err, http.StatusNoContent, nil)
+	return err
+}
