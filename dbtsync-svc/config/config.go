@@ -4,6 +4,7 @@ package config
 import (
 	"time"
 
+	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/config"
 )
 
@@ -31,6 +32,7 @@ type Config struct {
 	DeploymentUploads  int64         `env:"DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES" default:"1073741824" help:"bytes of one deployment's uploaded manifests waiting to be converted; an upload past it is 413"`
 	ObjectMaxBytes     int64         `env:"DBT_SYNC_OBJECT_MAX_BYTES" default:"8589934592" help:"bytes of all uploaded manifests and files results in the object store; an upload past it is refused"`
 	AllowedHosts       []string      `env:"DBT_SYNC_ALLOWED_HOSTS" help:"comma-separated host names, addresses or CIDR prefixes that may be cloned although they are loopback, private or link-local (an in-cluster git server)"`
+	audit.Config
 }
 
 // Load reads the configuration from the environment.

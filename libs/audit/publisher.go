@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -253,6 +254,7 @@ func (p *Publisher) heldCount() int {
 // ends (an event is put aside because the stream did not take it: retrying at once
 // would only hammer a stream that is down).
 func (p *Publisher) Run(ctx context.Context) {
+	p.ensureStream(ctx)
 	t := time.NewTicker(p.o.RelayInterval)
 	defer t.Stop()
 	for {
@@ -274,6 +276,9 @@ func (p *Publisher) relay(ctx context.Context) {
 	defer p.relayMu.Unlock()
 	if held := p.takeHeld(); len(held) > 0 {
 		left := p.publish(ctx, held)
+		if len(left) > 0 {
+			p.ensureStream(ctx)
+		}
 		p.m.relayed.WithLabelValues("memory").Add(float64(len(held) - len(left)))
 		p.hold(p.store(ctx, left), true)
 	}
@@ -318,6 +323,23 @@ func (p *Publisher) relay(ctx context.Context) {
 		if len(batch) < relayBatch {
 			return
 		}
+	}
+}
+
+// ensureStream creates the stream, with the default limits, when it does not exist yet
+// (a publisher started before the trail's owner, or NATS lost its state): events wait
+// there for the owner, which sets its own limits. It never changes an existing stream.
+func (p *Publisher) ensureStream(ctx context.Context) {
+	if p.js == nil || !p.o.NATS.IsConnected() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.o.PublishTimeout)
+	defer cancel()
+	if _, err := p.js.Stream(ctx, StreamName); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return
+	}
+	if _, err := p.js.CreateStream(ctx, StreamConfig(DefaultStreamLimits)); err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		p.o.Logger.WarnContext(ctx, "audit stream could not be created", "err", err)
 	}
 }
 

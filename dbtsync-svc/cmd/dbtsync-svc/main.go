@@ -74,8 +74,8 @@ func run(args []string) error {
 	deps := app.Deps{Mongo: client.Database(cfg.MongoDatabase), NATS: nc, Signer: signer, CredentialsKey: cfg.CredentialsKey, Registry: registry, Logger: proc.Logger,
 		Git: dbtsync.GitLimits{Policy: dbtsync.RepoPolicy{AllowFile: cfg.AllowFileURLs, AllowedHosts: cfg.AllowedHosts},
 			CloneTimeout: cfg.CloneTimeout, MaxRepoBytes: cfg.MaxRepoBytes, MaxFiles: cfg.MaxRepoFiles, MaxFileBytes: cfg.MaxFileBytes},
-		UploadQuota: cfg.DeploymentUploads,
-		Storage:     dbtsync.StorageLimits{JobRetention: cfg.JobRetention, ObjectMaxAge: cfg.ObjectMaxAge, ObjectMaxBytes: cfg.ObjectMaxBytes}}
+		UploadQuota: cfg.DeploymentUploads, AuditMaxHeld: cfg.AuditMaxHeld,
+		Storage: dbtsync.StorageLimits{JobRetention: cfg.JobRetention, ObjectMaxAge: cfg.ObjectMaxAge, ObjectMaxBytes: cfg.ObjectMaxBytes}}
 	var handler http.Handler = http.HandlerFunc(server.NotFound)
 	if mode == "worker" {
 		worker, err := app.NewWorker(proc.Ctx, deps, dbtsync.WorkerOptions{Concurrency: cfg.WorkerConcurrency, MaxAttempts: cfg.MaxAttempts, AckWait: cfg.AckWait, JobTimeout: cfg.JobTimeout}, "")

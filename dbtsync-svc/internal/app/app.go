@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
+	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -27,6 +28,11 @@ type Deps struct {
 	Git            dbtsync.GitLimits // repository policy and clone limits (zero: defaults, https only)
 	Storage        dbtsync.StorageLimits
 	UploadQuota    int64 // bytes of one deployment's manifests waiting in the object store (0: default)
+	// Audit events go to the AUDIT stream over NATS, else to the outbox in Mongo;
+	// AuditMaxHeld bounds those held in memory when neither takes them. Audit, when set,
+	// receives the events instead (tests).
+	AuditMaxHeld int
+	Audit        audit.Recorder
 }
 
 type common struct {
@@ -34,9 +40,11 @@ type common struct {
 	store    *dbtsync.Store
 	sealer   *dbtsync.Sealer
 	metrics  *dbtsync.Metrics
+	audit    audit.Recorder
 }
 
-func setup(ctx context.Context, d Deps) (*common, error) {
+// setup builds what both modes share; service names the process in its audit events.
+func setup(ctx context.Context, d Deps, service string) (*common, error) {
 	sealer, err := dbtsync.NewSealer(d.CredentialsKey)
 	if err != nil {
 		return nil, err
@@ -49,7 +57,17 @@ func setup(ctx context.Context, d Deps) (*common, error) {
 	if err := store.EnsureIndexes(ctx); err != nil {
 		return nil, err
 	}
-	return &common{pipeline: p, store: store, sealer: sealer, metrics: dbtsync.NewMetrics(d.Registry)}, nil
+	rec := d.Audit
+	if rec == nil {
+		pub, err := audit.NewPublisher(audit.Options{Service: service, NATS: d.NATS, Outbox: audit.NewMongoOutbox(d.Mongo),
+			Logger: d.Logger, Registry: d.Registry, MaxHeld: d.AuditMaxHeld})
+		if err != nil {
+			return nil, err
+		}
+		go pub.Run(ctx)
+		rec = pub
+	}
+	return &common{pipeline: p, store: store, sealer: sealer, metrics: dbtsync.NewMetrics(d.Registry), audit: rec}, nil
 }
 
 // API is the API process: the HTTP handler (behind identity.Require) and the branch
@@ -64,7 +82,7 @@ func (a *API) Close() { _ = a.sub.Unsubscribe() }
 
 // NewAPI builds the API process.
 func NewAPI(ctx context.Context, d Deps) (*API, error) {
-	c, err := setup(ctx, d)
+	c, err := setup(ctx, d, "dbtsync-svc")
 	if err != nil {
 		return nil, err
 	}
@@ -92,15 +110,19 @@ func NewAPI(ctx context.Context, d Deps) (*API, error) {
 	svc := dbtsync.NewService(c.pipeline, c.store, c.sealer, d.Git, d.UploadQuota)
 	svc = dbtsync.LoggingMiddleware(d.Logger)(svc)
 	svc = dbtsync.InstrumentingMiddleware(c.metrics)(svc)
+	svc = dbtsync.AuditingMiddleware(c.audit)(svc)
 	h := dbtsync.NewHTTPHandler(dbtsync.MakeEndpoints(svc), d.Logger, d.MaxBodyBytes)
 	return &API{Handler: identity.Require(d.Signer.ForService("dbtsync-svc"), h), sub: sub}, nil
 }
 
 // NewWorker builds the worker process's job consumer.
 func NewWorker(ctx context.Context, d Deps, opts dbtsync.WorkerOptions, cloneDir string) (*dbtsync.Worker, error) {
-	c, err := setup(ctx, d)
+	c, err := setup(ctx, d, "dbtsync-worker")
 	if err != nil {
 		return nil, err
+	}
+	if opts.Audit == nil {
+		opts.Audit = c.audit
 	}
 	git, err := dbtsync.NewGitFetcher(c.sealer, cloneDir, d.Git)
 	if err != nil {

@@ -29,6 +29,7 @@ import (
 	"github.com/analyticsco/platform/dbtsync-svc/internal/app"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
 	"github.com/analyticsco/platform/gateway/gatewaytest"
+	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/devstack"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
@@ -37,6 +38,7 @@ import (
 )
 
 type harness struct {
+	audit  *audit.Memory // what the API and the workers recorded
 	t      *testing.T
 	stack  *gatewaytest.Stack
 	nats   *devstack.NATS
@@ -74,7 +76,8 @@ func newHarnessWith(t *testing.T, tune func(*app.Deps)) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deps := app.Deps{Mongo: client.Database(devstack.UniqueName(t, "dbtsync")), NATS: nc, Signer: signer, CredentialsKey: credentialsKey(),
+	rec := &audit.Memory{Service: "dbtsync-svc"}
+	deps := app.Deps{Audit: rec, Mongo: client.Database(devstack.UniqueName(t, "dbtsync")), NATS: nc, Signer: signer, CredentialsKey: credentialsKey(),
 		Registry: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler),
 		Git: dbtsync.GitLimits{Policy: dbtsync.RepoPolicy{AllowFile: true, AllowedHosts: []string{"127.0.0.1"},
 			// example.test stands for a public git host; nothing dials it.
@@ -97,7 +100,7 @@ func newHarnessWith(t *testing.T, tune func(*app.Deps)) *harness {
 	t.Cleanup(srv.Close)
 	stack := gatewaytest.Start(t, gatewaytest.Options{MongoURI: mongo.URI, Upstreams: map[string]string{"dbtsync-svc": srv.URL}, SigningKey: key})
 	acme := stack.Seed.Accounts["acme"]
-	return &harness{t: t, stack: stack, nats: ns, deps: deps, dep: acme.Deployments[0].ID, prod: acme.Deployments[0].ProductionBranch,
+	return &harness{audit: rec, t: t, stack: stack, nats: ns, deps: deps, dep: acme.Deployments[0].ID, prod: acme.Deployments[0].ProductionBranch,
 		admin: acme.Users["admin"].Bearer, dev: acme.Users["developer"].Bearer, viewer: acme.Users["viewer"].Bearer}
 }
 

@@ -70,9 +70,14 @@ type jobRecord struct {
 	Changed *bool `json:"changed,omitempty"`
 	// CancelRequested is set by a cancel while the job runs; the worker stops at its next
 	// model and ends the job canceled.
-	CancelRequested bool   `json:"cancelRequested,omitempty"`
-	CanceledBy      int64  `json:"canceledBy,omitempty"`
-	RetryOf         string `json:"retryOf,omitempty"`
+	CancelRequested bool  `json:"cancelRequested,omitempty"`
+	CanceledBy      int64 `json:"canceledBy,omitempty"`
+	// AccountID, StartedBy and RequestID say whose job it is and which request queued it:
+	// the audit trail's event of its end names them.
+	AccountID int64  `json:"accountId,omitempty"`
+	StartedBy int64  `json:"startedBy,omitempty"`
+	RequestID string `json:"requestId,omitempty"`
+	RetryOf   string `json:"retryOf,omitempty"`
 	// ManifestOf names the job whose uploaded manifest this one converts (a retry's).
 	ManifestOf string `json:"manifestOf,omitempty"`
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
+	"github.com/analyticsco/platform/libs/logging"
 )
 
 // syncService implements Service over the JetStream pipeline and the branch store.
@@ -204,7 +205,8 @@ func (s *syncService) StartSync(ctx context.Context, p *identity.Principal, dep 
 	}
 	job := &jobRecord{SyncJobID: id, DeploymentID: dep, Status: StatusQueued, Source: req.Source, Output: req.Output,
 		Ref: req.Ref, BranchName: branch, WorkflowID: "dbt-sync-" + id, Progress: Progress{Phase: "queued"},
-		Warnings: []convert.Warning{}, CreatedAt: httpx.At(now), ProductionBranch: production, HasManifest: keepManifest}
+		Warnings: []convert.Warning{}, CreatedAt: httpx.At(now), ProductionBranch: production, HasManifest: keepManifest,
+		AccountID: p.Account.ID, StartedBy: p.User.ID, RequestID: logging.RequestID(ctx)}
 	if req.Source != "git" {
 		job.Ref = nil
 	}
@@ -349,7 +351,7 @@ func (s *syncService) RetryJob(ctx context.Context, p *identity.Principal, dep i
 	job := &jobRecord{SyncJobID: nid, DeploymentID: dep, Status: StatusQueued, Source: old.Source, Output: old.Output,
 		Ref: old.Ref, BranchName: old.BranchName, WorkflowID: "dbt-sync-" + nid, Progress: Progress{Phase: "queued"},
 		Warnings: []convert.Warning{}, CreatedAt: httpx.At(now), ProductionBranch: production, HasManifest: old.HasManifest,
-		ManifestOf: manifestOf, RetryOf: id}
+		ManifestOf: manifestOf, RetryOf: id, AccountID: p.Account.ID, StartedBy: p.User.ID, RequestID: logging.RequestID(ctx)}
 	if err := s.p.enqueue(ctx, job); err != nil {
 		return res, err
 	}

@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
+	"github.com/analyticsco/platform/libs/audit"
 )
 
 // WorkerOptions tune the worker; zero values take the defaults.
@@ -39,6 +40,8 @@ type WorkerOptions struct {
 	ProgressEvery int
 	// Progressed, when set, is called after each such update has been stored.
 	Progressed func(ctx context.Context, syncJobID string, modelsDone, modelsTotal int)
+	// Audit records the end of every job (nil: nothing is recorded).
+	Audit audit.Recorder
 }
 
 func (o *WorkerOptions) defaults() {
@@ -358,6 +361,7 @@ func (w *Worker) finish(ctx context.Context, job *jobRecord, status, errMsg stri
 	}
 	w.metrics.Jobs.WithLabelValues(status).Inc()
 	w.metrics.Attempts.WithLabelValues(status).Inc()
+	recordFinish(ctx, w.opts.Audit, job, status, errMsg, version, unchanged)
 }
 
 // run converts the job's input and writes the outcome (a branch version or the result

@@ -1,0 +1,172 @@
+package dbtsync
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/libs/httpx"
+	"github.com/analyticsco/platform/libs/identity"
+)
+
+// The actions dbtsync-svc records in the audit trail. Calls the service decides are
+// recorded refused or not; a caller below an operation's role is refused by the
+// transport before its request is read, and records nothing.
+const (
+	ActionSyncStart         = "dbtsync.sync.start"
+	ActionSyncRetry         = "dbtsync.sync.retry"
+	ActionSyncCancel        = "dbtsync.sync.cancel"
+	ActionSyncFinish        = "dbtsync.sync.finish" // the worker, when a job ends
+	ActionIntegrationUpdate = "dbtsync.integration.update"
+	ActionBranchOpen        = "dbtsync.branch.open"
+	ActionBranchStaging     = "dbtsync.branch.staging_update"
+)
+
+// Audit target types of dbtsync-svc.
+const (
+	TargetSyncJob     = "sync_job"
+	TargetIntegration = "dbt_git_integration"
+	TargetBranch      = "branch"
+)
+
+// outcomeOf is the outcome the caller was answered (the error encoder's mapping).
+func outcomeOf(err error, ok int) audit.Outcome {
+	var de *Error
+	var he *httpx.Error
+	switch {
+	case err == nil:
+		return audit.Succeeded(ok)
+	case errors.Is(err, ErrUnavailable):
+		return audit.Failed(http.StatusServiceUnavailable, httpx.CodeUnavailable)
+	case errors.As(err, &de):
+		status := StatusOf(de.Kind)
+		return audit.Failed(status, httpx.DefaultCode(status))
+	case errors.As(err, &he):
+		return audit.Failed(he.Status, he.Code)
+	}
+	return audit.Failed(http.StatusInternalServerError, httpx.CodeInternal)
+}
+
+// AuditingMiddleware records every state-changing call of s in the audit trail.
+func AuditingMiddleware(rec audit.Recorder) func(Service) Service {
+	return func(next Service) Service { return &auditing{Service: next, rec: rec} }
+}
+
+type auditing struct {
+	Service
+	rec audit.Recorder
+}
+
+func (a *auditing) record(ctx context.Context, p *identity.Principal, action string, t audit.Target, err error, ok int, d map[string]any) {
+	ev := audit.New(p, action, t)
+	ev.Outcome, ev.Details = outcomeOf(err, ok), d
+	a.rec.Record(ctx, ev)
+}
+
+func (a *auditing) StartSync(ctx context.Context, p *identity.Principal, dep int64, body SyncRequestBody) (SyncAccepted, error) {
+	var in StartSyncInput
+	read := func(w io.Writer) (StartSyncInput, error) {
+		v, err := body(w)
+		in = v
+		return v, err
+	}
+	res, err := a.Service.StartSync(ctx, p, dep, read)
+	d := map[string]any{}
+	if in.Source != "" {
+		d["source"], d["output"] = in.Source, in.Output
+	}
+	if in.Ref != nil {
+		d["ref"] = *in.Ref
+	}
+	if res.BranchName != "" {
+		d["branchName"] = res.BranchName
+	} else if in.BranchName != nil {
+		d["branchName"] = *in.BranchName
+	}
+	if res.ManifestBytes > 0 {
+		d["manifestBytes"] = res.ManifestBytes
+	}
+	a.record(ctx, p, ActionSyncStart, audit.Target{Type: TargetSyncJob, ID: res.SyncJobID}, err, http.StatusAccepted, d)
+	return res, err
+}
+
+func (a *auditing) RetryJob(ctx context.Context, p *identity.Principal, dep int64, id string) (SyncAccepted, error) {
+	res, err := a.Service.RetryJob(ctx, p, dep, id)
+	d := map[string]any{"retryOf": id}
+	if res.BranchName != "" {
+		d["branchName"] = res.BranchName
+	}
+	a.record(ctx, p, ActionSyncRetry, audit.Target{Type: TargetSyncJob, ID: res.SyncJobID}, err, http.StatusAccepted, d)
+	return res, err
+}
+
+func (a *auditing) CancelJob(ctx context.Context, p *identity.Principal, dep int64, id string) (SyncJob, error) {
+	job, err := a.Service.CancelJob(ctx, p, dep, id)
+	var d map[string]any
+	if err == nil {
+		// canceled: it never ran; running: it stops at its next model.
+		d = map[string]any{"status": job.Status, "branchName": job.BranchName}
+	}
+	a.record(ctx, p, ActionSyncCancel, audit.Target{Type: TargetSyncJob, ID: id}, err, http.StatusOK, d)
+	return job, err
+}
+
+func (a *auditing) PutIntegration(ctx context.Context, p *identity.Principal, dep int64, in IntegrationInput) (DbtGitIntegration, error) {
+	out, err := a.Service.PutIntegration(ctx, p, dep, in)
+	// The repository, never the credentials: only whether there are some.
+	d := map[string]any{"repoUrl": in.RepoURL, "branch": in.Branch, "projectPath": in.ProjectPath, "hasCredentials": in.Credentials != nil}
+	a.record(ctx, p, ActionIntegrationUpdate, audit.Target{Type: TargetIntegration, ID: deploymentID(dep)}, err, http.StatusOK, d)
+	return out, err
+}
+
+func (a *auditing) OpenBranch(ctx context.Context, p *identity.Principal, dep int64, name string) (Branch, error) {
+	b, err := a.Service.OpenBranch(ctx, p, dep, name)
+	var d map[string]any
+	if b.LeaseExpiresAt != nil {
+		d = map[string]any{"leaseExpiresAt": b.LeaseExpiresAt.UTC().Format(httpx.TimeLayout)}
+	}
+	a.record(ctx, p, ActionBranchOpen, audit.Target{Type: TargetBranch, ID: name}, err, http.StatusOK, d)
+	return b, err
+}
+
+func (a *auditing) SetStaging(ctx context.Context, p *identity.Principal, dep int64, name string, enabled bool) (Branch, error) {
+	b, err := a.Service.SetStaging(ctx, p, dep, name, enabled)
+	a.record(ctx, p, ActionBranchStaging, audit.Target{Type: TargetBranch, ID: name}, err, http.StatusOK, map[string]any{"enabled": enabled})
+	return b, err
+}
+
+func deploymentID(dep int64) string { return strconv.FormatInt(dep, 10) }
+
+// recordFinish records the end of a job the worker ran: its status, what it wrote, and
+// who started it (the actor is the platform: nobody acted at that moment).
+func recordFinish(ctx context.Context, rec audit.Recorder, job *jobRecord, status, errMsg string, version int64, unchanged bool) {
+	if rec == nil {
+		return
+	}
+	ev := audit.Event{AccountID: job.AccountID, DeploymentID: job.DeploymentID, Action: ActionSyncFinish,
+		Actor: audit.Actor{Type: audit.ActorSystem, ID: "dbtsync-worker"}, Target: audit.Target{Type: TargetSyncJob, ID: job.SyncJobID},
+		RequestID: job.RequestID, Outcome: audit.Outcome{Result: audit.Success}}
+	d := map[string]any{"status": status, "branchName": job.BranchName, "source": job.Source, "attempts": job.Attempts}
+	if job.StartedBy != 0 {
+		d["startedBy"] = job.StartedBy
+	}
+	switch status {
+	case StatusSucceeded:
+		if job.Output == "branch" {
+			d["version"], d["changed"] = version, !unchanged
+		}
+	case StatusFailed:
+		ev.Outcome.Result = audit.Failure
+		d["error"] = errMsg
+	case StatusCanceled:
+		ev.Outcome.Result = audit.Failure
+		if job.CanceledBy != 0 {
+			d["canceledBy"] = job.CanceledBy
+		}
+	}
+	ev.Details = d
+	rec.Record(ctx, ev)
+}
