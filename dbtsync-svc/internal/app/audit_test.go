@@ -146,4 +146,3 @@ func TestAuditTrail(t *testing.T) {
 		}
 	})
 }
-
