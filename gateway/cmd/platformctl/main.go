@@ -22,6 +22,7 @@ import (
 	"github.com/analyticsco/platform/gateway/internal/platformctl"
 	"github.com/analyticsco/platform/gateway/internal/store"
 	"github.com/analyticsco/platform/libs/identity"
+	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/mongox"
 )
 
@@ -42,9 +43,13 @@ Usage:
 
 Output is JSON (--json is accepted everywhere and is the default).
 
+keys create and keys revoke are recorded in the audit trail (GET /api/v1/audit of the
+key's account): they need NATS_URL reachable, and refuse to change anything otherwise.
+The operator recorded is PLATFORMCTL_OPERATOR, else the OS user.
+
 Environment (unset values come from PLATFORM_STACK_FILE, default .data/stack.json):
   MONGODB_URI, MONGODB_DATABASE (identity), AUTH_JWT_PRIVATE_KEY_FILE,
-  AUTH_JWT_ISSUER, AUTH_JWT_AUDIENCE, GATEWAY_URL
+  AUTH_JWT_ISSUER, AUTH_JWT_AUDIENCE, GATEWAY_URL, NATS_URL, PLATFORMCTL_OPERATOR
 `
 
 func main() {
@@ -55,14 +60,14 @@ func main() {
 }
 
 type env struct {
-	mongoURI, database, privateKeyFile, issuer, audience, gateway string
+	mongoURI, database, privateKeyFile, issuer, audience, gateway, natsURL string
 }
 
 func loadEnv() (env, error) {
 	e := env{
 		mongoURI: os.Getenv("MONGODB_URI"), database: os.Getenv("MONGODB_DATABASE"),
 		privateKeyFile: os.Getenv("AUTH_JWT_PRIVATE_KEY_FILE"), issuer: os.Getenv("AUTH_JWT_ISSUER"),
-		audience: os.Getenv("AUTH_JWT_AUDIENCE"), gateway: os.Getenv("GATEWAY_URL"),
+		audience: os.Getenv("AUTH_JWT_AUDIENCE"), gateway: os.Getenv("GATEWAY_URL"), natsURL: os.Getenv("NATS_URL"),
 	}
 	stackFile := os.Getenv("PLATFORM_STACK_FILE")
 	if stackFile == "" {
@@ -75,6 +80,7 @@ func loadEnv() (env, error) {
 			JWTPrivateKeyFile string `json:"jwtPrivateKeyFile"`
 			JWTIssuer         string `json:"jwtIssuer"`
 			JWTAudience       string `json:"jwtAudience"`
+			NATSURL           string `json:"natsUrl"`
 		}
 		if err := json.Unmarshal(raw, &st); err != nil {
 			return e, fmt.Errorf("%s: %w", stackFile, err)
@@ -89,6 +95,7 @@ func loadEnv() (env, error) {
 		fill(&e.issuer, st.JWTIssuer)
 		fill(&e.audience, st.JWTAudience)
 		fill(&e.gateway, st.Gateway)
+		fill(&e.natsURL, st.NATSURL)
 	}
 	if e.database == "" {
 		e.database = "identity"
@@ -101,6 +108,9 @@ func loadEnv() (env, error) {
 	}
 	if e.gateway == "" {
 		e.gateway = "http://127.0.0.1:8080"
+	}
+	if e.natsURL == "" {
+		e.natsURL = "nats://127.0.0.1:4223"
 	}
 	if e.mongoURI == "" {
 		return e, errors.New("MONGODB_URI is not set and no local stack file was found: start the stack with `make run` or set MONGODB_URI")
@@ -219,21 +229,49 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
+		aud, err := platformctl.NewAuditor(e.natsURL)
+		if err != nil {
+			return err
+		}
+		defer aud.Close()
 		key, err := platformctl.CreateKey(ctx, st, u, *kind, ids, *name, *ttl)
 		if err != nil {
 			return err
 		}
 		keyID, _, _ := credentials.ParseAPIKey(key)
 		result = map[string]any{"id": keyID, "key": key, "kind": *kind, "scope": ids, "userId": u.ID}
+		ev := audit.Event{AccountID: u.AccountID, Action: platformctl.ActionKeyCreate, Target: audit.Target{Type: "api_key", ID: keyID},
+			Details: map[string]any{"userId": u.ID, "kind": *kind, "scope": ids, "name": *name}}
+		if *ttl > 0 {
+			ev.Details["ttl"] = ttl.String()
+		}
+		if err := aud.Record(ctx, ev); err != nil {
+			// The key exists: print it (it is shown only once), then say what failed.
+			_ = json.NewEncoder(stdout).Encode(result)
+			return err
+		}
 	case "keys revoke":
 		id := fs.String("id", "", "key id")
 		if err := fs.Parse(rest); err != nil {
 			return err
 		}
+		k, err := st.APIKey(ctx, *id)
+		if err != nil {
+			return fmt.Errorf("key %s: %w", *id, err)
+		}
+		aud, err := platformctl.NewAuditor(e.natsURL)
+		if err != nil {
+			return err
+		}
+		defer aud.Close()
 		if err := st.RevokeAPIKey(ctx, *id); err != nil {
 			return fmt.Errorf("key %s: %w", *id, err)
 		}
 		result = map[string]any{"id": *id, "revoked": true}
+		if err := aud.Record(ctx, audit.Event{AccountID: k.AccountID, Action: platformctl.ActionKeyRevoke,
+			Target: audit.Target{Type: "api_key", ID: k.ID}, Details: map[string]any{"userId": k.UserID, "kind": k.Kind}}); err != nil {
+			return err
+		}
 	case "tokens issue":
 		userID := fs.Int64("user", 0, "user id")
 		ttl := fs.Duration("ttl", time.Hour, "token lifetime")

@@ -1,0 +1,76 @@
+package platformctl
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/user"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/analyticsco/platform/libs/audit"
+)
+
+// The actions platformctl records.
+const (
+	ActionKeyCreate = "platform.api_key.create"
+	ActionKeyRevoke = "platform.api_key.revoke"
+)
+
+// Auditor records platformctl's changes (API keys created and revoked) in the audit
+// trail. A command line has no outbox and no later: it connects to the AUDIT stream
+// before it changes anything (unreachable: the change is refused), and waits for the
+// stream to acknowledge the event before it reports success.
+type Auditor struct {
+	nc       *nats.Conn
+	pub      *audit.Publisher
+	operator string
+}
+
+// deliverTimeout is how long a command waits for the stream to take its event.
+const deliverTimeout = 10 * time.Second
+
+// NewAuditor connects to NATS at url. Events are also logged, one JSON line each, to
+// stderr (stdout is the command's JSON answer).
+func NewAuditor(url string) (*Auditor, error) {
+	nc, err := nats.Connect(url, nats.Name("platformctl"), nats.Timeout(5*time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("the audit stream (NATS_URL) is unreachable, so nothing was changed: every API key change is recorded in the audit trail: %w", err)
+	}
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("service", "platformctl")
+	pub, err := audit.NewPublisher(audit.Options{Service: "platformctl", NATS: nc, Logger: logger, PublishTimeout: 5 * time.Second})
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return &Auditor{nc: nc, pub: pub, operator: operatorName()}, nil
+}
+
+// operatorName is who ran the command: PLATFORMCTL_OPERATOR, else the OS user.
+func operatorName() string {
+	if v := os.Getenv("PLATFORMCTL_OPERATOR"); v != "" {
+		return v
+	}
+	if u, err := user.Current(); err == nil {
+		return u.Username
+	}
+	return "unknown"
+}
+
+// Record delivers ev, done by the operator, to the stream; an error says the change was
+// made but its event is only in the log line (stderr).
+func (a *Auditor) Record(ctx context.Context, ev audit.Event) error {
+	ev.Actor = audit.Actor{Type: audit.ActorOperator, ID: a.operator}
+	a.pub.Record(ctx, ev)
+	ctx, cancel := context.WithTimeout(ctx, deliverTimeout)
+	defer cancel()
+	if n := a.pub.Flush(ctx); n > 0 {
+		return fmt.Errorf("the change was made, but its audit event was not acknowledged by the AUDIT stream within %s; the event is in the log line above", deliverTimeout)
+	}
+	return nil
+}
+
+// Close disconnects.
+func (a *Auditor) Close() { a.nc.Close() }
