@@ -21,8 +21,8 @@ import (
 	"github.com/analyticsco/platform/gateway/internal/credentials"
 	"github.com/analyticsco/platform/gateway/internal/platformctl"
 	"github.com/analyticsco/platform/gateway/internal/store"
-	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
 )
 
