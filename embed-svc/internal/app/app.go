@@ -94,7 +94,7 @@ func New(ctx context.Context, d Deps) (*App, error) {
 		return nil, err
 	}
 	go pub.Run(ctx)
-	trail, auditAPI, err := newAuditTrail(ctx, d)
+	trail, err := newAuditTrail(ctx, d)
 	if err != nil {
 		return nil, err
 	}
@@ -103,9 +103,7 @@ func New(ctx context.Context, d Deps) (*App, error) {
 		Signer: kr, Issuer: d.TokenIssuer, Now: d.Now, Limits: d.Limits, Audit: pub,
 	})
 	svc = embed.InstrumentingMiddleware(embed.NewMetrics(d.Registry))(svc)
-	api := http.NewServeMux()
-	api.Handle(audit.Path, auditAPI)
-	api.Handle("/", embed.NewHTTPHandler(embed.MakeEndpoints(svc), d.Logger))
+	api := audit.NewHTTPHandler(audit.NewService(trail), d.Logger, embed.NewHTTPHandler(embed.MakeEndpoints(svc), d.Logger))
 	o := server.Options{
 		Service:  "embed-svc",
 		Logger:   d.Logger,
@@ -125,9 +123,9 @@ func New(ctx context.Context, d Deps) (*App, error) {
 	return &App{Handler: server.Handler(o), Internal: server.Internal(o), Keyring: kr, Store: st, AuditStore: trail}, nil
 }
 
-// newAuditTrail sets up the trail's owner: its store (indexes, retention), the ingester
-// of the AUDIT stream and the API that reads it.
-func newAuditTrail(ctx context.Context, d Deps) (*auditstore.Mongo, http.Handler, error) {
+// newAuditTrail sets up the trail's owner: its store (indexes, retention) and the
+// ingester of the AUDIT stream.
+func newAuditTrail(ctx context.Context, d Deps) (*auditstore.Mongo, error) {
 	client := d.Audit.Mongo
 	if client == nil {
 		client = d.Mongo
@@ -138,12 +136,12 @@ func newAuditTrail(ctx context.Context, d Deps) (*auditstore.Mongo, http.Handler
 	}
 	store := auditstore.NewMongo(client.Database(name), d.Audit.Retention)
 	if err := store.EnsureIndexes(ctx); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	go store.Sweep(ctx)
 	in := audit.NewIngester(audit.IngesterOptions{NATS: d.NATS, Store: store, Limits: d.Audit.Stream, Logger: d.Logger, Registry: d.Registry, Now: d.Now})
 	go in.Run(ctx)
-	return store, audit.NewHTTPHandler(audit.NewService(store), d.Logger), nil
+	return store, nil
 }
 
 // NewKeyring builds the keyring on db's signing_keys collection (also used by the

@@ -35,9 +35,11 @@ func MakeListEndpoint(s Service) endpoint.Endpoint {
 	}
 }
 
-// NewHTTPHandler serves GET /api/v1/audit (the caller wraps it in identity.Require).
-func NewHTTPHandler(s Service, logger *slog.Logger) http.Handler {
+// NewHTTPHandler serves GET /api/v1/audit and hands every other path to next (the
+// caller wraps it in identity.Require).
+func NewHTTPHandler(s Service, logger *slog.Logger, next http.Handler) http.Handler {
 	mux := http.NewServeMux()
+	mux.Handle("/", next)
 	mux.Handle("GET "+Path, kithttp.NewServer(MakeListEndpoint(s), decodeListRequest, encodePage,
 		kithttp.ServerErrorEncoder(errorEncoder(logger))))
 	mux.HandleFunc(Path, func(w http.ResponseWriter, r *http.Request) {
