@@ -208,7 +208,7 @@ func (s *service) DataToken(ctx context.Context, p *identity.Principal, deployme
 	if err != nil {
 		return DataToken{}, storeErr(err)
 	}
-	ev.Details = map[string]any{"tokenId": id, "expiresAt": exp.Format(time.RFC3339)}
+	ev.Details = map[string]any{"tokenId": id, "expiresAt": exp.UTC().Format(httpx.TimeLayout)}
 	return DataToken{Token: tok, TokenID: id, ExpiresAt: httpx.At(exp)}, nil
 }
 

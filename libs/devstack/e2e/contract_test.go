@@ -32,6 +32,7 @@ func TestContract(t *testing.T) {
 		{"errors", errorRules},
 		{"routes", routeRules},
 		{"pagination", paginationRules},
+		{"audit", auditRules},
 	} {
 		for _, r := range group.rules {
 			t.Run(group.name+"/"+r.name, func(t *testing.T) { r.check(t, p) })

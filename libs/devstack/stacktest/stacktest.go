@@ -99,6 +99,7 @@ type Stack struct {
 	bin     string
 	dir     string
 	env     []string
+	keys    stackKeys
 	mu      sync.Mutex
 	procs   map[string]*Process
 	logs    *syncBuffer
@@ -143,6 +144,7 @@ func Start(t testing.TB, o Options) *Stack {
 	t.Cleanup(s.stop)
 
 	keys := s.writeKeys()
+	s.keys = keys
 	s.env = append([]string{
 		"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "TMPDIR=" + os.TempDir(),
 		"MONGODB_URI=" + s.Mongo.URI, "NATS_URL=" + s.NATS.URL, "REDIS_URL=" + s.Redis.URL,
@@ -346,20 +348,29 @@ func (s *Stack) Logs() string { return s.logs.String() }
 
 func (s *Stack) runSeed(ctx context.Context, k stackKeys) Seed {
 	s.t.Helper()
-	cmd := exec.CommandContext(ctx, filepath.Join(s.bin, "platformctl"), "seed", "--json")
-	cmd.Env = append(append([]string{}, s.env...), "AUTH_JWT_PRIVATE_KEY_FILE="+k.jwtPrivate, "AUTH_JWT_ISSUER=https://auth.platform.local",
-		"AUTH_JWT_AUDIENCE=platform-api", "GATEWAY_URL="+s.Gateway, "MONGODB_DATABASE=identity",
-		"PLATFORM_STACK_FILE="+filepath.Join(s.dir, "no-stack.json"))
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		s.t.Fatalf("stacktest: platformctl seed: %v\n%s\n%s", err, stderr.String(), s.Logs())
+	stdout, stderr, err := s.Platformctl(ctx, nil, "seed", "--json")
+	if err != nil {
+		s.t.Fatalf("stacktest: platformctl seed: %v\n%s\n%s", err, stderr, s.Logs())
 	}
 	var seed Seed
-	if err := json.Unmarshal(stdout.Bytes(), &seed); err != nil {
-		s.t.Fatalf("stacktest: seed output: %v\n%s", err, stdout.String())
+	if err := json.Unmarshal(stdout, &seed); err != nil {
+		s.t.Fatalf("stacktest: seed output: %v\n%s", err, stdout)
 	}
 	return seed
+}
+
+// Platformctl runs the platformctl binary with args against the stack (its MongoDB,
+// NATS, gateway and bearer-token key; env adds or overrides variables) and returns what
+// it printed.
+func (s *Stack) Platformctl(ctx context.Context, env []string, args ...string) (stdout, stderr []byte, err error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(s.bin, "platformctl"), args...)
+	cmd.Env = append(append(append([]string{}, s.env...), "AUTH_JWT_PRIVATE_KEY_FILE="+s.keys.jwtPrivate, "AUTH_JWT_ISSUER=https://auth.platform.local",
+		"AUTH_JWT_AUDIENCE=platform-api", "GATEWAY_URL="+s.Gateway, "MONGODB_DATABASE=identity",
+		"PLATFORM_STACK_FILE="+filepath.Join(s.dir, "no-stack.json")), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err = cmd.Run()
+	return out.Bytes(), errb.Bytes(), err
 }
 
 func (s *Stack) stop() {
