@@ -297,6 +297,12 @@ var accessRoutes = []accessRoute{
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return "/api/v1/embed/settings", map[string]any{}
 		}},
+	// The audit trail: admins only; a scoped key aimed at another deployment is 403; another
+	// account's admin reads its own (empty for acme's deployment), never acme's events.
+	{"list-audit-events", "GET", "/api/v1/audit", schemeAPIKeyOrBearer, "401 401 401 401 200 403 200 200 403 403 403 401 200 200",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return fmt.Sprintf("/api/v1/audit?deploymentId=%d", sc.dep), nil
+		}},
 	{"list-groups", "GET", "/api/v1/groups", schemeAPIKeyOrBearer, "401 401 401 401 200 200 200 200 403 403 403 401 200 200",
 		func(p *platform, t *testing.T, sc *scope) (string, any) { return "/api/v1/groups", nil }},
 	{"create-group", "POST", "/api/v1/groups", schemeAPIKeyOrBearer, "401 401 401 401 200 200 200 200 403 403 403 401 200 200",
@@ -665,6 +671,17 @@ var crossObjectCases = []crossObjectCase{
 	}},
 }
 
+// auditOfAcme are queries that name acme's events: another account gets an empty page.
+func auditOfAcme(p *platform) []string {
+	acme := p.scopes["acme-1"]
+	return []string{
+		fmt.Sprintf("/api/v1/audit?deploymentId=%d", acme.dep),
+		fmt.Sprintf("/api/v1/audit?targetType=folder&targetId=%d", acme.folder),
+		fmt.Sprintf("/api/v1/audit?actor=%d", p.acme.Users["admin"].ID),
+		"/api/v1/audit?action=workspace.*",
+	}
+}
+
 func (p *platform) runCrossObject(t *testing.T) {
 	// What the other deployment and account hold, read by their owners, before and after:
 	// a rejected request changes nothing.
@@ -688,6 +705,45 @@ func (p *platform) runCrossObject(t *testing.T) {
 			}
 		})
 	}
+	t.Run("audit-events-of-another-account-are-never-read", func(t *testing.T) {
+		// acme's trail has the events of the fixtures (folders, workbooks, sync jobs) ...
+		for _, q := range auditOfAcme(p)[:2] {
+			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+				var own struct{ Items []map[string]any }
+				r := p.call(t, "GET", q, adminBearer(p), nil, nil)
+				if r.status == 200 && json.Unmarshal(r.body, &own) == nil && len(own.Items) > 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%s as acme's admin: no event within 20 s: %d %s", q, r.status, r.body)
+				}
+			}
+		}
+		// ... and globex's admin, with either credential, reads none of them.
+		for _, authz := range []string{globexKey(p), globexBearer(p)} {
+			for _, q := range auditOfAcme(p) {
+				r := p.call(t, "GET", q, authz, nil, nil)
+				var pg struct {
+					Items []struct {
+						AccountID int64 `json:"accountId"`
+					}
+				}
+				if r.status != 200 || json.Unmarshal(r.body, &pg) != nil {
+					t.Fatalf("%s as globex: %d %s", q, r.status, r.body)
+				}
+				for _, ev := range pg.Items {
+					if ev.AccountID != p.globex.ID {
+						t.Fatalf("%s as globex read an event of account %d: %s", q, ev.AccountID, r.body)
+					}
+				}
+				if strings.Contains(q, "deploymentId") || strings.Contains(q, "targetId") {
+					if len(pg.Items) != 0 {
+						t.Fatalf("%s as globex: %d events, want none", q, len(pg.Items))
+					}
+				}
+			}
+		}
+	})
 	t.Run("rejected-cross-object-requests-change-nothing", func(t *testing.T) {
 		after := p.snapshot(t)
 		for key, b := range before {
