@@ -22,8 +22,8 @@ func requireCatalogAdmin(p *identity.Principal, scope string) error {
 	if p == nil || !p.HasRole(identity.RoleAdmin) {
 		return Forbidden("this endpoint requires an admin")
 	}
-	if scope != AccountScope && (p.Credential != identity.CredentialAPIKey || p.KeyKind != identity.KeyAccount) {
-		return Forbidden("managing embed tenants requires an admin's account API key")
+	if scope != AccountScope {
+		return requireAdminAccountKey(p, "manage embed tenants")
 	}
 	if scope == AccountScope && p.Credential != identity.CredentialAPIKey && p.Credential != identity.CredentialBearer {
 		return Forbidden("this endpoint requires an admin's API key or bearer token")

@@ -94,15 +94,33 @@ func PublicSessionHandle(sessionID string) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// requireMinter is the rule of who may mint (the spec's Authentication 3): an admin's
+// account API key (a personal key is 403), on an account with embedding on a premium or
+// enterprise plan. The gateway only authenticates the key; this is the one place the rule
+// is decided, so every refusal is answered, and audited, here.
 func requireMinter(p *identity.Principal) error {
-	if p == nil || p.Credential != identity.CredentialAPIKey || p.KeyKind != identity.KeyAccount || !p.HasRole(identity.RoleAdmin) {
-		return Forbidden("minting embed sessions requires an admin's account API key")
+	if err := requireAdminAccountKey(p, "mint embed sessions"); err != nil {
+		return err
 	}
 	if p.Account.Plan != "premium" && p.Account.Plan != "enterprise" {
-		return Coded(Forbidden("embed sessions need the premium or enterprise plan"), httpx.CodePlanNotEligible)
+		return Coded(Forbidden("embed sessions need the premium or enterprise plan; this account is on %s", p.Account.Plan), httpx.CodePlanNotEligible)
 	}
 	if !p.Account.EmbeddingEnabled {
 		return Forbidden("embedding is not enabled for this account")
+	}
+	return nil
+}
+
+// requireAdminAccountKey refuses anything but an admin's account API key: a personal key
+// is refused by name (personal_key).
+func requireAdminAccountKey(p *identity.Principal, what string) error {
+	switch {
+	case p == nil || p.Credential != identity.CredentialAPIKey:
+		return Forbidden("only an admin's account API key can %s", what)
+	case p.KeyKind != identity.KeyAccount:
+		return Coded(Forbidden("a personal API key cannot %s; use an account API key", what), httpx.CodePersonalKey)
+	case !p.HasRole(identity.RoleAdmin):
+		return Forbidden("only an admin's account API key can %s", what)
 	}
 	return nil
 }
@@ -134,8 +152,12 @@ func (s *service) prepare(ctx context.Context, p *identity.Principal, req *Gener
 	if err != nil {
 		return nil, err
 	}
+	// The gateway attaches the body's deployment when it is one of the account's.
 	if p.Deployment == nil || p.Deployment.ID != *req.DeploymentID {
 		return nil, NotFound("deployment %d not found", *req.DeploymentID)
+	}
+	if !p.InScope(*req.DeploymentID) {
+		return nil, Coded(Forbidden("this API key is scoped to other deployments than %d", *req.DeploymentID), httpx.CodeKeyOutOfScope)
 	}
 	m := &mintPlan{externalID: externalID, creator: req.CreatorMode != nil && *req.CreatorMode}
 	if m.creator && !p.Account.UseCreatorMode {

@@ -58,12 +58,8 @@ func (s *service) sessionExpiry(sess Session) time.Time {
 func (s *service) RevokeSession(ctx context.Context, p *identity.Principal, sessionID string) (err error) {
 	ev := audit.New(p, ActionSessionRevoke, audit.Target{Type: TargetSession})
 	defer func() { s.record(ctx, &ev, err, http.StatusNoContent) }()
-	if p == nil || !p.HasRole(identity.RoleAdmin) || (p.Credential == identity.CredentialEmbed && (p.Embed == nil || !p.Embed.Internal)) ||
-		p.Credential == identity.CredentialNone {
-		return Forbidden("revoking embed sessions requires an admin")
-	}
-	if !p.Account.EmbeddingEnabled {
-		return Forbidden("embedding is not enabled for this account")
+	if err := requireRevoker(p); err != nil {
+		return err
 	}
 	if strings.TrimSpace(sessionID) == "" {
 		return Invalid("sessionId is required")

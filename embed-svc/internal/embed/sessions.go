@@ -160,10 +160,14 @@ func validPublicID(s string) bool {
 
 // requireRevoker is the spec's revoke rule: an admin (any admin API key, an admin's
 // bearer token, or an internal admin's embed token) of an account with embedding on.
+// requireRevoker is the rule of who may revoke and manage sessions (the spec's
+// Authentication 4): an admin principal (any API key of an admin, an admin's bearer
+// token, an internal admin's embed token), on an account with embedding. The gateway
+// only authenticates; the rule is decided here.
 func requireRevoker(p *identity.Principal) error {
 	if p == nil || !p.HasRole(identity.RoleAdmin) || (p.Credential == identity.CredentialEmbed && (p.Embed == nil || !p.Embed.Internal)) ||
 		p.Credential == identity.CredentialNone {
-		return Forbidden("managing embed sessions requires an admin")
+		return Forbidden("revoking embed sessions requires an admin")
 	}
 	if !p.Account.EmbeddingEnabled {
 		return Forbidden("embedding is not enabled for this account")

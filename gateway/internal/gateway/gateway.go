@@ -328,7 +328,6 @@ type authError struct {
 func (e *authError) Error() string { return e.msg }
 
 func unauthorized(msg string) error { return &authError{status: http.StatusUnauthorized, msg: msg} }
-func forbidden(msg string) error    { return &authError{status: http.StatusForbidden, msg: msg} }
 func notFound(msg string) error     { return &authError{status: http.StatusNotFound, msg: msg} }
 
 // forbiddenCode is forbidden for a named rule.
@@ -421,40 +420,18 @@ func (g *Gateway) authorize(r *http.Request, rt route) (*identity.Principal, err
 	if err != nil {
 		return nil, err
 	}
-	switch rt.policy {
-	case policyGenerateSession:
-		if err := requireAdminAccountKey(p, "mint embed sessions"); err != nil {
-			return nil, err
-		}
-		if p.Account.Plan != store.PlanPremium && p.Account.Plan != store.PlanEnterprise {
-			return nil, forbiddenCode(httpx.CodePlanNotEligible, "embed sessions need the premium or enterprise plan; this account is on "+p.Account.Plan)
-		}
-		if !p.Account.EmbeddingEnabled {
-			return nil, forbidden("embedding is not enabled for this account")
-		}
+	// Who may do what with an authenticated credential is the service's rule, decided
+	// (and audited) there: the gateway authenticates, routes and checks that a deployment
+	// it names belongs to the caller's account. For generate-session the deployment is in
+	// the body: it is attached when it is the account's, and the service answers 404 when
+	// it is not.
+	if rt.policy == policyGenerateSession {
 		id, err := bodyDeploymentID(r)
 		if err != nil {
 			return nil, err
 		}
-		if id > 0 {
-			if err := g.attachDeployment(ctx, p, id, true); err != nil {
-				return nil, err
-			}
-		}
-	case policyRevoke:
-		if !isAdmin(p) {
-			return nil, forbidden("revoking embed sessions requires an admin")
-		}
-		if !p.Account.EmbeddingEnabled {
-			return nil, forbidden("embedding is not enabled for this account")
-		}
-	case policyTenantAdmin:
-		if err := requireAdminAccountKey(p, "manage embed tenants"); err != nil {
+		if err := g.attachOwnDeployment(ctx, p, id); err != nil {
 			return nil, err
-		}
-	case policyAccountAdmin:
-		if !p.HasRole(identity.RoleAdmin) {
-			return nil, forbidden("this endpoint requires an admin")
 		}
 	}
 	if rt.deployment > 0 {
@@ -470,23 +447,6 @@ func (g *Gateway) embed(ctx context.Context, token string) (*identity.Principal,
 		return nil, unauthorized("embed session tokens are not accepted by this gateway")
 	}
 	return g.o.Embed.Embed(ctx, token)
-}
-
-func isAdmin(p *identity.Principal) bool {
-	if p.Credential == identity.CredentialEmbed {
-		return p.Embed != nil && p.Embed.Internal && p.HasRole(identity.RoleAdmin)
-	}
-	return p.HasRole(identity.RoleAdmin)
-}
-
-func requireAdminAccountKey(p *identity.Principal, what string) error {
-	if p.KeyKind != identity.KeyAccount {
-		return forbiddenCode(httpx.CodePersonalKey, "a personal API key cannot "+what+"; use an account API key")
-	}
-	if !p.HasRole(identity.RoleAdmin) {
-		return forbidden("only an admin's account API key can " + what)
-	}
-	return nil
 }
 
 func acceptsAPIKey(p policy) bool {
@@ -529,6 +489,24 @@ func (g *Gateway) attachDeployment(ctx context.Context, p *identity.Principal, i
 		return forbiddenCode(httpx.CodeKeyOutOfScope, fmt.Sprintf("this API key is scoped to other deployments than %d", id))
 	}
 	p.Deployment = &identity.Deployment{ID: id, ProductionBranch: d.ProductionBranch}
+	return nil
+}
+
+// attachOwnDeployment records deployment id on the principal when it is one of the
+// caller's account (0, unknown or another account's: nothing is attached).
+func (g *Gateway) attachOwnDeployment(ctx context.Context, p *identity.Principal, id int64) error {
+	if id <= 0 {
+		return nil
+	}
+	d, err := g.o.Auth.Deployment(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	case d.AccountID == p.Account.ID:
+		p.Deployment = &identity.Deployment{ID: id, ProductionBranch: d.ProductionBranch}
+	}
 	return nil
 }
 

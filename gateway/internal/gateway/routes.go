@@ -28,16 +28,17 @@ func (s service) String() string {
 	return "gateway"
 }
 
-// policy is how a route authenticates and authorizes.
+// policy is the credential a route accepts. What the authenticated caller may do there
+// (roles, key kinds, plans) is the service's rule, decided where it is audited.
 type policy int
 
 const (
 	policyPublic          policy = iota // no credential (the credential is in the body)
 	policyBearer                        // a user's bearer token
-	policyGenerateSession               // an account API key of an admin; deployment from the body
-	policyRevoke                        // an admin's API key or bearer token, or an embed token
-	policyTenantAdmin                   // an account API key of an admin
-	policyAccountAdmin                  // an admin's API key or bearer token
+	policyGenerateSession               // an API key; the deployment is in the body
+	policyRevoke                        // an API key, a user's bearer token or an embed token
+	policyTenantAdmin                   // an API key
+	policyAccountAdmin                  // an API key or a user's bearer token
 	policyEmbedToken                    // an embed session token
 )
 
