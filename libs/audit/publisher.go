@@ -250,6 +250,16 @@ func (p *Publisher) heldCount() int {
 	return len(p.held)
 }
 
+// Start delivers what a previous run of the service left in the outbox (within
+// PublishTimeout), then relays in the background until ctx ends.
+func (p *Publisher) Start(ctx context.Context) {
+	sctx, cancel := context.WithTimeout(ctx, p.o.PublishTimeout)
+	p.ensureStream(sctx)
+	p.relay(sctx)
+	cancel()
+	go p.Run(ctx)
+}
+
 // Run relays held and outboxed events to the stream every RelayInterval until ctx
 // ends (an event is put aside because the stream did not take it: retrying at once
 // would only hammer a stream that is down).

@@ -64,7 +64,7 @@ func setup(ctx context.Context, d Deps, service string) (*common, error) {
 		if err != nil {
 			return nil, err
 		}
-		go pub.Run(ctx)
+		pub.Start(ctx)
 		rec = pub
 	}
 	return &common{pipeline: p, store: store, sealer: sealer, metrics: dbtsync.NewMetrics(d.Registry), audit: rec}, nil

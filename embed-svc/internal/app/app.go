@@ -93,7 +93,7 @@ func New(ctx context.Context, d Deps) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	go pub.Run(ctx)
+	pub.Start(ctx)
 	trail, err := newAuditTrail(ctx, d)
 	if err != nil {
 		return nil, err

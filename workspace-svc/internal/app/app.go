@@ -61,7 +61,7 @@ func New(ctx context.Context, d Deps) (*App, error) {
 		if err != nil {
 			return nil, err
 		}
-		go pub.Run(ctx)
+		pub.Start(ctx)
 		rec = pub
 	}
 	svc := workspace.NewServiceWithLimits(store, workspace.NewMetrics(d.Registry), d.Limits)
