@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/analyticsco/platform/libs/devstack/stacktest"
 	"github.com/analyticsco/platform/libs/identity"
@@ -96,6 +97,14 @@ func TestFinding01_RandomMethodsAndPathsAddNoSeries(t *testing.T) {
 	if r := newAPI(s).call("GET", "/api/v1/embed/.well-known/jwks.json", "", nil); r.status != 200 {
 		t.Fatalf("jwks: %s", r)
 	}
+	// The audit trail's first write (the seed's catalog events) makes its MongoDB series:
+	// wait for it, so the comparison sees only what the flood could add.
+	admin := "Bearer " + s.Seed.Accounts["acme"].Users["admin"].Bearer
+	eventually(t, 30*time.Second, "the seed's audit events stored", func() (bool, string) {
+		r := newAPI(s).call("GET", "/api/v1/audit?first=1", admin, nil)
+		items, _ := r.body["items"].([]any)
+		return r.status == 200 && len(items) > 0, r.String()
+	})
 	before := map[string]map[string]bool{}
 	for _, p := range s.Processes() {
 		before[p.Name] = seriesSet(t, p.InternalAddr)
