@@ -6,12 +6,13 @@
 // then put each user's URI in platform-secrets (MONGODB_URI_GATEWAY, …). docker compose runs this
 // file at MongoDB's first start (docker-entrypoint-initdb.d), with the passwords from .env. A process's
 // user reaches its own database only; embed-svc reads the gateway's users (internalId
-// lookups) and nothing else of the identity database. The dbt worker, which runs
+// lookups) and nothing else of the identity database, and owns the audit trail's database
+// (audit). Every service keeps its audit outbox in its own database. The dbt worker, which runs
 // untrusted repositories, shares dbtsync-svc's database and user.
 const users = [
   { user: 'platform-gateway', pwd: process.env.GATEWAY_PW, roles: [{ role: 'readWrite', db: 'identity' }] },
   { user: 'platform-workspace', pwd: process.env.WORKSPACE_PW, roles: [{ role: 'readWrite', db: 'workspace' }] },
-  { user: 'platform-embed', pwd: process.env.EMBED_PW, roles: [{ role: 'readWrite', db: 'embed' }, { role: 'identityUsersRead', db: 'admin' }] },
+  { user: 'platform-embed', pwd: process.env.EMBED_PW, roles: [{ role: 'readWrite', db: 'embed' }, { role: 'readWrite', db: 'audit' }, { role: 'identityUsersRead', db: 'admin' }] },
   { user: 'platform-dbtsync', pwd: process.env.DBTSYNC_PW, roles: [{ role: 'readWrite', db: 'dbtsync' }] },
 ];
 const admin = db.getSiblingDB('admin');
