@@ -35,6 +35,7 @@ func init() {
 			{Key: "sessions", Name: "list sessions (page of 20)", Setup: setupListSessions},
 			{Key: "revokeuser", Name: "revoke by user (100)", Setup: setupRevokeByUser},
 			{Key: "dbtsync", Name: "dbt-sync enqueue", Setup: setupDBTSyncEnqueue},
+			{Key: "audit", Name: "audit trail (page of 20)", Setup: setupAuditList},
 			{Key: "convert", Name: "convert manifest", Setup: setupConversion},
 		},
 		Notes:  operationsNotes,

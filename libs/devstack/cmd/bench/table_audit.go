@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+)
+
+// Issue 13's row: a page of the audit trail, and, printed under the table, how long
+// after an action's answer its event is readable (the README states that delay).
+
+// auditDelaySamples is how many serial actions the delay is measured on.
+const auditDelaySamples = 40
+
+func setupAuditList(ctx context.Context, env *Env) (*Target, error) {
+	p, err := env.Platform(ctx)
+	if err != nil {
+		return nil, err
+	}
+	acme := p.Seed.Accounts["acme"]
+	admin := "Bearer " + acme.Users["admin"].Bearer
+	c := newAPIClient(p.Gateway)
+	measureAuditDelay(ctx, c, admin, acme.Deployments[1].ID)
+	path := "/api/v1/audit?first=20&action=workspace.folder.create"
+	countPerCall(ctx, p, "audit trail (a page of 20 events)", 20, nil, func(ctx context.Context, _ int) error {
+		return c.do(ctx, http.MethodGet, path, admin, nil, http.StatusOK, nil)
+	})
+	return opsTarget(p, vegeta.NewStaticTargeter(vegeta.Target{Method: http.MethodGet, URL: p.Gateway + path,
+		Header: http.Header{"Authorization": {admin}}})), nil
+}
+
+// measureAuditDelay creates folders one at a time and, after each answer, polls the
+// trail every 5 ms until the folder's event is there.
+func measureAuditDelay(ctx context.Context, c *apiClient, admin string, dep int64) {
+	var delays []time.Duration
+	for i := range auditDelaySamples {
+		id, err := c.createFolder(ctx, admin, dep, fmt.Sprintf("audit delay %d-%d", time.Now().UnixNano(), i), 0)
+		if err != nil {
+			addCountLine("audit delay: not measured (%v)", err)
+			return
+		}
+		answered := time.Now()
+		q := url.Values{"action": {"workspace.folder.create"}, "targetId": {fmt.Sprint(id)}}
+		for {
+			var pg struct{ Items []struct{} }
+			if err := c.do(ctx, http.MethodGet, "/api/v1/audit?"+q.Encode(), admin, nil, http.StatusOK, &pg); err != nil {
+				addCountLine("audit delay: not measured (%v)", err)
+				return
+			}
+			if len(pg.Items) > 0 {
+				delays = append(delays, time.Since(answered))
+				break
+			}
+			if time.Since(answered) > 30*time.Second {
+				addCountLine("audit delay: an event was not readable within 30 s")
+				return
+			}
+			time.Sleep(5 * time.Millisecond) // polling interval
+		}
+	}
+	slices.Sort(delays)
+	addCountLine("audit trail: an action's event is readable %s after its answer (median of %d serial folder creations; p90 %s, max %s)",
+		delays[len(delays)/2].Round(time.Millisecond), len(delays), delays[len(delays)*9/10].Round(time.Millisecond), delays[len(delays)-1].Round(time.Millisecond))
+}
