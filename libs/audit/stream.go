@@ -60,12 +60,31 @@ func StreamConfig(l StreamLimits) jetstream.StreamConfig {
 }
 
 // EnsureStream creates the stream or brings its configuration to l (the owner's job).
+// An update is sent only when the configuration differs: replicas starting together
+// would otherwise rewrite the stream while another creates its consumer.
 func EnsureStream(ctx context.Context, js jetstream.JetStream, l StreamLimits) (jetstream.Stream, error) {
-	s, err := js.CreateOrUpdateStream(ctx, StreamConfig(l))
+	want := StreamConfig(l)
+	s, err := js.Stream(ctx, StreamName)
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		s, err = js.CreateStream(ctx, want)
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) { // another replica was first
+			s, err = js.Stream(ctx, StreamName)
+		}
+	case err == nil && !sameLimits(s.CachedInfo().Config, want):
+		s, err = js.UpdateStream(ctx, want)
+	}
 	if err != nil {
 		return nil, errors.Join(errors.New("audit stream"), err)
 	}
 	return s, nil
+}
+
+// sameLimits compares what StreamConfig sets.
+func sameLimits(a, b jetstream.StreamConfig) bool {
+	return a.MaxBytes == b.MaxBytes && a.MaxAge == b.MaxAge && a.Replicas == b.Replicas && a.Discard == b.Discard &&
+		a.Duplicates == b.Duplicates && a.Retention == b.Retention && a.Storage == b.Storage &&
+		len(a.Subjects) == 1 && len(b.Subjects) == 1 && a.Subjects[0] == b.Subjects[0]
 }
 
 // Config is what every process that records audit events reads (embedded in its config).

@@ -112,6 +112,10 @@ func (in *Ingester) consumer(ctx context.Context) (jetstream.Consumer, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The consumer is created once (replicas share it); an existing one is used as it is.
+	if c, err := s.Consumer(ctx, audit.ConsumerName); err == nil {
+		return c, nil
+	}
 	return s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
 		Durable: audit.ConsumerName, AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second,
 		MaxAckPending: 4 * in.o.Batch, MaxDeliver: -1,

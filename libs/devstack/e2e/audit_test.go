@@ -249,6 +249,42 @@ var auditRules = []rule{
 		p.call(t, "DELETE", p.ws(p.dep1, fmt.Sprintf("/folders/%d", f.ID)), bearer(admin), nil).want(t, 204)
 		wantOutcome(t, p.awaitEvent(t, "workspace.folder.delete", id64(f.ID)), "success", 204, "")
 	}},
+	{"folder-rename-and-move-are-recorded", func(t *testing.T, p *platform) {
+		admin := p.acme.Users["admin"]
+		a, b := p.createFolder(t, admin, p.unique("fa"), 0), p.createFolder(t, admin, p.unique("fb"), 0)
+		p.call(t, "PATCH", p.ws(p.dep1, fmt.Sprintf("/folders/%d", a.ID)), bearer(admin), map[string]any{"name": "renamed folder"}).want(t, 200)
+		if ev := p.awaitEvent(t, "workspace.folder.update", id64(a.ID)); ev.Details["name"] != "renamed folder" {
+			t.Fatalf("folder rename event %+v", ev)
+		}
+		p.move(t, admin, b.ID, fo(a)).want(t, 200)
+		if ev := p.awaitEvent(t, "workspace.folder.move", id64(a.ID)); ev.Details["from"] != nil || ev.Details["to"] != float64(b.ID) {
+			t.Fatalf("folder move event %+v", ev)
+		}
+	}},
+	{"workbook-and-report-lifecycle-is-recorded", func(t *testing.T, p *platform) {
+		admin := p.acme.Users["admin"]
+		w := p.createWorkbook(t, admin, p.unique("wb-create"), 0)
+		if ev := p.awaitEvent(t, "workspace.workbook.create", id64(w.ID)); ev.Target.Type != "workbook" || ev.Details["name"] != w.Name {
+			t.Fatalf("workbook create event %+v", ev)
+		}
+		var r item
+		p.call(t, "POST", p.ws(p.dep1, "/reports"), bearer(admin), map[string]any{"name": p.unique("report")}).want(t, 200).decode(t, &r)
+		p.awaitEvent(t, "workspace.report.create", id64(r.ID))
+		p.call(t, "PATCH", p.ws(p.dep1, fmt.Sprintf("/reports/%d", r.ID)), bearer(admin), map[string]any{"meta": map[string]any{"k": 1}}).want(t, 200)
+		if ev := p.awaitEvent(t, "workspace.report.update", id64(r.ID)); fmt.Sprint(ev.Details["changed"]) != "[meta]" {
+			t.Fatalf("report update event %+v", ev)
+		}
+		p.call(t, "DELETE", p.ws(p.dep1, fmt.Sprintf("/reports/%d", r.ID)), bearer(admin), nil).want(t, 204)
+		p.awaitEvent(t, "workspace.report.delete", id64(r.ID))
+	}},
+	{"favorites-are-recorded", func(t *testing.T, p *platform) {
+		admin := p.acme.Users["admin"]
+		w := p.createWorkbook(t, admin, p.unique("fav"), 0)
+		p.call(t, "PUT", p.ws(p.dep1, fmt.Sprintf("/workspace/favorites/workbook/%d", w.ID)), bearer(admin), nil).want(t, 204)
+		wantOutcome(t, p.awaitEvent(t, "workspace.favorite.add", id64(w.ID)), "success", 204, "")
+		p.call(t, "DELETE", p.ws(p.dep1, fmt.Sprintf("/workspace/favorites/workbook/%d", w.ID)), bearer(admin), nil).want(t, 204)
+		p.awaitEvent(t, "workspace.favorite.remove", id64(w.ID))
+	}},
 	{"publish-and-unpublish-are-recorded", func(t *testing.T, p *platform) {
 		admin := p.acme.Users["admin"]
 		w := p.createWorkbook(t, admin, p.unique("dash"), 0)
@@ -381,8 +417,18 @@ var auditRules = []rule{
 		}
 		p.call(t, "POST", p.ws(p.dep1, "/dbt-sync/"+a.SyncJobID+"/cancel"), bearer(dev), nil).want(t, 409)
 		wantOutcome(t, p.awaitEvent(t, "dbtsync.sync.cancel", a.SyncJobID), "failure", 409, "conflict")
+		// A succeeded upload's manifest is gone: its retry is refused, and recorded so.
+		p.call(t, "POST", p.ws(p.dep1, "/dbt-sync/"+a.SyncJobID+"/retry"), bearer(dev), nil).want(t, 409)
+		retry := p.awaitEvents(t, url.Values{"action": {"dbtsync.sync.retry"}, "actor": {id64(dev.ID)}, "from": {start.Time}}, 1)[0]
+		if retry.Details["retryOf"] != a.SyncJobID {
+			t.Fatalf("retry event %+v", retry)
+		}
 		p.call(t, "POST", p.branch(name, "/open"), bearer(dev), nil).want(t, 200)
 		p.awaitEvent(t, "dbtsync.branch.open", name)
+		p.call(t, "PUT", p.branch(name, "/staging"), bearer(dev), map[string]any{"enabled": true}).want(t, 200)
+		if ev := p.awaitEvent(t, "dbtsync.branch.staging_update", name); ev.Details["enabled"] != true {
+			t.Fatalf("staging event %+v", ev)
+		}
 	}},
 	{"dbt-git-integration-change-is-recorded-without-credentials", func(t *testing.T, p *platform) {
 		admin := p.acme.Users["admin"]
