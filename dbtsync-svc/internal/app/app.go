@@ -49,6 +49,7 @@ func setup(ctx context.Context, d Deps) (*common, error) {
 	if err := store.EnsureIndexes(ctx); err != nil {
 		return nil, err
 	}
+	p.RegisterQueueMetrics(d.Registry)
 	return &common{pipeline: p, store: store, sealer: sealer, metrics: dbtsync.NewMetrics(d.Registry)}, nil
 }
 
