@@ -3,7 +3,8 @@
 #               (OBS=1: and Prometheus on http://127.0.0.1:9090 with the platform's rules)
 #   make test   every test of every module, with the race detector
 #   make seed   (stack running) create the demo data and print credentials as JSON
-#   make bench  benchmarks; prints one table of figures and ratios
+#   make bench  benchmarks; prints one table of figures and ratios (and a 30 s soak)
+#   make soak   the soak alone, DURATION long (default 10m): does any process leak?
 
 SHELL := /bin/bash
 MODULES := libs libs/devstack gateway workspace-svc embed-svc dbtsync-svc
@@ -43,6 +44,12 @@ seed:
 
 bench: ensure-redis build
 	@$(GO) run ./libs/devstack/cmd/bench
+
+# The soak alone: DURATION of mixed traffic from a fixed connection pool, then a verdict
+# per process (README "The soak and its verdict").
+DURATION ?= 10m
+soak: ensure-redis build
+	@$(GO) run ./libs/devstack/cmd/bench -only soak -soak $(DURATION)
 
 # The end-to-end suite: the real stack as processes, every rule of the spec through the
 # gateway, every response validated against openapi.yaml. `make test` runs it too.
