@@ -45,11 +45,11 @@ func setup(ctx context.Context, d Deps) (*common, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.RegisterQueueMetrics(d.Registry)
 	store := dbtsync.NewStore(d.Mongo)
 	if err := store.EnsureIndexes(ctx); err != nil {
 		return nil, err
 	}
-	p.RegisterQueueMetrics(d.Registry)
 	return &common{pipeline: p, store: store, sealer: sealer, metrics: dbtsync.NewMetrics(d.Registry)}, nil
 }
 
