@@ -85,6 +85,7 @@ func judgeSoak(c [3]soakSample, perSegment int, lim soakLimits) soakVerdict {
 
 // soakLoad sends requests from a fixed pool of keep-alive connections.
 type soakLoad struct {
+	mu       sync.Mutex // the targeter keeps sequence state
 	conns    int
 	rate     int // requests/s; fewer when all connections are busy
 	client   *http.Client
@@ -148,13 +149,11 @@ func (l *soakLoad) run(ctx context.Context, n int, m *vegeta.Metrics) error {
 	return firstErr
 }
 
-var targetMu sync.Mutex
-
 func (l *soakLoad) hit(ctx context.Context) (*vegeta.Result, error) {
 	var tgt vegeta.Target
-	targetMu.Lock() // targeters keep sequence state
+	l.mu.Lock()
 	err := l.next(&tgt)
-	targetMu.Unlock()
+	l.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
