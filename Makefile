@@ -1,15 +1,17 @@
 # The whole local stack and every test, from a fresh Debian machine with Go.
 #   make run    build everything and run the local stack in the foreground
+#               (OBS=1: and Prometheus on http://127.0.0.1:9090 with the platform's rules)
 #   make test   every test of every module, with the race detector
 #   make seed   (stack running) create the demo data and print credentials as JSON
-#   make bench  benchmarks; prints one table of figures and ratios
+#   make bench  benchmarks; prints one table of figures and ratios (and a 30 s soak)
+#   make soak   the soak alone, DURATION long (default 10m): does any process leak?
 
 SHELL := /bin/bash
 MODULES := libs libs/devstack gateway workspace-svc embed-svc dbtsync-svc
 BIN := bin
 GO ?= go
 
-.PHONY: run build test seed bench fuzz fuzz-ci e2e attack openapi lint ensure-redis clean
+.PHONY: run build test seed bench soak fuzz fuzz-ci e2e attack openapi lint ensure-redis ensure-prometheus clean
 FUZZTIME ?= 30s
 
 build: openapi
@@ -21,14 +23,16 @@ build: openapi
 	@$(GO) build -o $(BIN)/dbtsync-svc ./dbtsync-svc/cmd/dbtsync-svc
 	@$(GO) build -o $(BIN)/devstack ./libs/devstack/cmd/devstack
 
-run: ensure-redis build
-	@$(BIN)/devstack
+# OBS=1 also runs Debian's prometheus, scraping every process, with deploy/prometheus/rules.
+OBS ?=
+run: ensure-redis $(if $(filter 1 true,$(OBS)),ensure-prometheus) build
+	@$(if $(OBS),DEVSTACK_OBS=$(OBS) )$(BIN)/devstack
 
 # go:embed cannot reach the root openapi.yaml from the gateway module; keep the copy in step.
 openapi:
 	@cmp -s openapi.yaml gateway/internal/openapi/openapi.yaml || cp openapi.yaml gateway/internal/openapi/openapi.yaml
 
-test: ensure-redis openapi
+test: ensure-redis ensure-prometheus openapi
 	@set -e; for m in $(MODULES); do \
 		echo "== go test $$m"; \
 		(cd $$m && $(GO) test -race -count=1 -timeout 20m ./...); \
@@ -40,6 +44,12 @@ seed:
 
 bench: ensure-redis build
 	@$(GO) run ./libs/devstack/cmd/bench
+
+# The soak alone: DURATION of mixed traffic from a fixed connection pool, then a verdict
+# per process (README "The soak and its verdict").
+DURATION ?= 10m
+soak: ensure-redis build
+	@$(GO) run ./libs/devstack/cmd/bench -only soak -soak $(DURATION)
 
 # The end-to-end suite: the real stack as processes, every rule of the spec through the
 # gateway, every response validated against openapi.yaml. `make test` runs it too.
@@ -71,6 +81,18 @@ ensure-redis:
 			apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >&2; \
 		else \
 			echo "redis-server not found: install it with 'sudo apt-get install -y redis-server' (or set REDIS_URL)" >&2; exit 1; \
+		fi; \
+	fi
+
+# Debian's prometheus package brings prometheus (make run OBS=1) and promtool (the rule
+# and dashboard tests of make test).
+ensure-prometheus:
+	@if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing prometheus (Debian package)" >&2; \
+			apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >&2; \
+		else \
+			echo "prometheus/promtool not found: install them with 'sudo apt-get install -y prometheus'" >&2; exit 1; \
 		fi; \
 	fi
 

@@ -33,6 +33,7 @@ umask 077
   echo "DBT_CREDENTIALS_KEY=$(openssl rand -base64 32)"
   echo "EMBED_KEY_ENCRYPTION_KEY=$(openssl rand -base64 32)"
   echo "NATS_PASSWORD=$(openssl rand -hex 24)"
+  echo "GRAFANA_ADMIN_PASSWORD=$(openssl rand -hex 16)"
   for u in ROOT GATEWAY WORKSPACE EMBED DBTSYNC; do
     echo "MONGO_${u}_PASSWORD=$(openssl rand -hex 24)"
   done

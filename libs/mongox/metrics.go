@@ -12,20 +12,33 @@ import (
 // commands it sends and the documents the server returns, by command and collection.
 // They are what a request costs the database on MongoDB too (FerretDB's timings are not).
 type Metrics struct {
-	commands  *prometheus.CounterVec
-	documents *prometheus.CounterVec
+	commands   *prometheus.CounterVec
+	documents  *prometheus.CounterVec
+	failures   *prometheus.CounterVec
+	heartbeats prometheus.Counter
 }
 
-// NewMetrics registers mongodb_client_commands_total and
-// mongodb_client_documents_returned_total on reg.
+// NewMetrics registers mongodb_client_commands_total,
+// mongodb_client_documents_returned_total, mongodb_client_command_failures_total and
+// mongodb_client_heartbeat_failures_total on reg. The last two are what the MongoDB
+// error alerts read: a failed command (the server answered with an error or the
+// connection broke mid-command), and a failed heartbeat (the server could not be
+// reached at all, when no command even starts).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		commands: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mongodb_client_commands_total",
 			Help: "MongoDB commands sent by this process, by command and collection."}, []string{"command", "collection"}),
 		documents: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mongodb_client_documents_returned_total",
 			Help: "Documents MongoDB returned to this process (cursor batches, findAndModify values), by command and collection."}, []string{"command", "collection"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mongodb_client_command_failures_total",
+			Help: "MongoDB commands of this process that failed (an error reply or a broken connection), by command and collection."}, []string{"command", "collection"}),
+		heartbeats: prometheus.NewCounter(prometheus.CounterOpts{Name: "mongodb_client_heartbeat_failures_total",
+			Help: "Failed heartbeats of the driver's server monitor: the server could not be reached."}),
 	}
-	reg.MustRegister(m.commands, m.documents)
+	reg.MustRegister(m.commands, m.documents, m.failures, m.heartbeats)
+	// A series that exists at zero makes rate() and the alerts meaningful before the
+	// first failure.
+	m.failures.WithLabelValues("other", "other")
 	return m
 }
 
@@ -90,6 +103,8 @@ func (m *Metrics) started(e *event.CommandStartedEvent) (string, string) {
 	m.commands.WithLabelValues(cmd, coll).Inc()
 	return cmd, coll
 }
+
+func (m *Metrics) failed(cmd, coll string) { m.failures.WithLabelValues(cmd, coll).Inc() }
 
 func (m *Metrics) succeeded(cmd, coll string, e *event.CommandSucceededEvent) {
 	if n := returned(e.CommandName, e.Reply); n > 0 {

@@ -117,7 +117,10 @@ func ConnectWithMetrics(ctx context.Context, uri string, counter *CommandCounter
 			}
 		},
 		Failed: func(_ context.Context, e *event.CommandFailedEvent) {
-			labels.Delete(e.RequestID)
+			if l, ok := labels.LoadAndDelete(e.RequestID); ok {
+				lv := l.([2]string)
+				metrics.failed(lv[0], lv[1])
+			}
 			if s, ok := spans.LoadAndDelete(e.RequestID); ok {
 				span := s.(trace.Span)
 				span.SetStatus(codes.Error, e.Failure.Error())
@@ -127,6 +130,11 @@ func ConnectWithMetrics(ctx context.Context, uri string, counter *CommandCounter
 	}
 	opts := options.Client().ApplyURI(uri).SetMonitor(monitor).
 		SetServerSelectionTimeout(5 * time.Second).SetConnectTimeout(5 * time.Second)
+	if metrics != nil {
+		opts.SetServerMonitor(&event.ServerMonitor{
+			ServerHeartbeatFailed: func(*event.ServerHeartbeatFailedEvent) { metrics.heartbeats.Inc() },
+		})
+	}
 	client, err := mongo.Connect(opts)
 	if err != nil {
 		return nil, fmt.Errorf("mongo connect: %w", err)

@@ -124,8 +124,8 @@ func instrument(o Options, metrics *obs.HTTPMetrics) http.Handler {
 	})
 }
 
-// Internal builds the handler of the internal listener: /healthz, /readyz (o.Checks)
-// and /metrics (o.Registry). Anything else is a JSON 404.
+// Internal builds the handler of the internal listener: /healthz, /readyz (o.Checks),
+// /metrics (o.Registry) and POST /debug/gc (ForceGC). Anything else is a JSON 404.
 func Internal(o Options) http.Handler {
 	return InternalHandler(o.Registry, o.Checks)
 }
@@ -136,6 +136,7 @@ func InternalHandler(reg prometheus.Gatherer, checks []Check) http.Handler {
 	mux.HandleFunc("GET /healthz", Health)
 	mux.Handle("GET /readyz", Ready(checks))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("POST /debug/gc", ForceGC)
 	mux.HandleFunc("/", NotFound)
 	return mux
 }

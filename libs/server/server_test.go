@@ -55,11 +55,25 @@ func TestHandler(t *testing.T) {
 	if code, _, _ := get("/healthz"); code != 200 {
 		t.Fatalf("healthz %d", code)
 	}
-	// Readiness and metrics are only on the internal listener.
+	// Readiness, metrics and the forced collection are only on the internal listener.
 	for _, p := range []string{"/readyz", "/metrics"} {
 		if code, body, _ := get(p); code != 404 || strings.Contains(body, "test_svc") {
 			t.Fatalf("public %s: %d %s", p, code, body)
 		}
+	}
+	postTo := func(base string) int {
+		resp, err := http.Post(base+"/debug/gc", "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := postTo(srv.URL); code != 404 {
+		t.Fatalf("public POST /debug/gc: %d, want 404", code)
+	}
+	if code := postTo(internal.URL); code != 204 {
+		t.Fatalf("internal POST /debug/gc: %d, want 204", code)
 	}
 	if code, _, _ := getFrom(internal.URL, "/healthz"); code != 200 {
 		t.Fatalf("internal healthz %d", code)

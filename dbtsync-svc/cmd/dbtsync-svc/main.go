@@ -16,6 +16,7 @@ import (
 	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
+	"github.com/analyticsco/platform/libs/natsx"
 	"github.com/analyticsco/platform/libs/obs"
 	"github.com/analyticsco/platform/libs/server"
 )
@@ -65,11 +66,13 @@ func run(args []string) error {
 		return err
 	}
 	defer func() { _ = client.Disconnect(context.Background()) }()
-	nc, err := nats.Connect(cfg.NATSURL, nats.Name(name), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true))
+	natsMetrics := natsx.NewMetrics(registry)
+	nc, err := nats.Connect(cfg.NATSURL, append(natsMetrics.Options(), nats.Name(name), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true))...)
 	if err != nil {
 		return fmt.Errorf("NATS_URL: %w", err)
 	}
 	defer nc.Drain()
+	natsMetrics.Track(nc)
 
 	deps := app.Deps{Mongo: client.Database(cfg.MongoDatabase), NATS: nc, Signer: signer, CredentialsKey: cfg.CredentialsKey, Registry: registry, Logger: proc.Logger,
 		Git: dbtsync.GitLimits{Policy: dbtsync.RepoPolicy{AllowFile: cfg.AllowFileURLs, AllowedHosts: cfg.AllowedHosts},

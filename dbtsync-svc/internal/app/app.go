@@ -53,6 +53,7 @@ func setup(ctx context.Context, d Deps, service string) (*common, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.RegisterQueueMetrics(d.Registry)
 	store := dbtsync.NewStore(d.Mongo)
 	if err := store.EnsureIndexes(ctx); err != nil {
 		return nil, err

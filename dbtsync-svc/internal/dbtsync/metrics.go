@@ -21,5 +21,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Uploaded: prometheus.NewCounter(prometheus.CounterOpts{Name: "dbtsync_svc_manifest_bytes_uploaded_total", Help: "Bytes of uploaded manifests streamed to the object store."}),
 	}
 	reg.MustRegister(m.Jobs, m.Attempts, m.Queued, m.Versions, m.Uploaded)
+	// Every outcome exists at zero from the start: the stuck-worker alert compares the
+	// attempts' increase with zero, which a series that was never written cannot show.
+	for _, s := range []string{StatusSucceeded, StatusFailed, StatusCanceled} {
+		m.Jobs.WithLabelValues(s)
+		m.Attempts.WithLabelValues(s)
+	}
+	m.Attempts.WithLabelValues("retry")
+	m.Queued.WithLabelValues("git")
+	m.Queued.WithLabelValues("manifest")
 	return m
 }

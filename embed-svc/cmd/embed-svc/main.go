@@ -29,7 +29,9 @@ import (
 	libaudit "github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
+	"github.com/analyticsco/platform/libs/natsx"
 	"github.com/analyticsco/platform/libs/obs"
+	"github.com/analyticsco/platform/libs/redisx"
 	"github.com/analyticsco/platform/libs/server"
 )
 
@@ -81,11 +83,14 @@ func run() error {
 	}
 	rdb := redis.NewClient(ropts)
 	defer rdb.Close()
-	nc, err := nats.Connect(cfg.NATSURL, nats.Name(serviceName), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true))
+	redisx.NewMetrics(registry).Instrument(rdb)
+	natsMetrics := natsx.NewMetrics(registry)
+	nc, err := nats.Connect(cfg.NATSURL, append(natsMetrics.Options(), nats.Name(serviceName), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true))...)
 	if err != nil {
 		return fmt.Errorf("NATS_URL: %w", err)
 	}
 	defer nc.Drain()
+	natsMetrics.Track(nc)
 
 	d := deps(cfg, proc, signer, client, rdb, nc)
 	d.Registry = registry

@@ -83,6 +83,7 @@ func New(ctx context.Context, d Deps) (*App, error) {
 	if err := kr.Ensure(ctx); err != nil {
 		return nil, err
 	}
+	kr.RegisterMetrics(d.Registry)
 	sessions := redisstore.New(d.Redis)
 	if p := sessions.EvictionPolicy(ctx); p != "" && p != "noeviction" {
 		d.Logger.ErrorContext(ctx, "Redis evicts keys under memory pressure: revoked embed sessions could come back; set maxmemory-policy noeviction",

@@ -31,6 +31,7 @@ import (
 	"github.com/analyticsco/platform/libs/logging"
 	"github.com/analyticsco/platform/libs/mongox"
 	"github.com/analyticsco/platform/libs/obs"
+	"github.com/analyticsco/platform/libs/redisx"
 	"github.com/analyticsco/platform/libs/server"
 )
 
@@ -96,13 +97,14 @@ func run() error {
 	}
 	rdb := redis.NewClient(ropts)
 	defer rdb.Close()
+	redisx.NewMetrics(reg).Instrument(rdb)
 	embedJWKS := cfg.EmbedJWKSURL
 	if embedJWKS == "" {
 		embedJWKS = strings.TrimSuffix(strings.Split(cfg.EmbedURL, ",")[0], "/") + embedauth.JWKSPath
 	}
 	embedKeys := auth.NewKeySet(nil, embedJWKS).WithRequestDecorator(embedauth.SignedRequest(signer))
 	go embedKeys.Run(ctx, cfg.JWKSRefresh)
-	embed := embedauth.New(embedKeys, cfg.EmbedTokenIssuer, rdb, authn, nil)
+	embed := embedauth.New(embedKeys, cfg.EmbedTokenIssuer, rdb, authn, nil).Instrument(reg)
 
 	gsLimit, err := ratelimit.ParseLimit(cfg.RateLimitGenerateSession)
 	if err != nil {

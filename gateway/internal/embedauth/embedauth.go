@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/analyticsco/platform/gateway/internal/auth"
@@ -72,6 +73,7 @@ type Verifier struct {
 	authn  *auth.Authenticator
 	cache  *auth.Cache[string, verified]
 	now    func() time.Time
+	checks *prometheus.CounterVec // nil: not counted (see Instrument)
 }
 
 // New returns a verifier of tokens from issuer, signed by keys, with revocations in rdb.
@@ -113,11 +115,14 @@ func (v *Verifier) Embed(ctx context.Context, token string) (*identity.Principal
 	}
 	n, err := v.rdb.Exists(ctx, marks...).Result()
 	if err != nil {
+		v.countCheck(checkError)
 		return nil, fmt.Errorf("%w: revocation check: %v", auth.ErrUnavailable, err)
 	}
 	if n > 0 {
+		v.countCheck(checkRevoked)
 		return nil, fmt.Errorf("%w: embed session revoked", auth.ErrUnauthenticated)
 	}
+	v.countCheck(checkOK)
 	acct, err := v.authn.Account(ctx, c.AccountID)
 	if err != nil {
 		return nil, err

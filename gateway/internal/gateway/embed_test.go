@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/analyticsco/platform/gateway/internal/auth"
@@ -22,6 +23,7 @@ import (
 	"github.com/analyticsco/platform/gateway/internal/gateway"
 	"github.com/analyticsco/platform/libs/devstack"
 	"github.com/analyticsco/platform/libs/identity"
+	"github.com/analyticsco/platform/libs/redisx"
 )
 
 // embedKeys plays embed-svc's side of the contract: a JWKS endpoint (which, like every
@@ -86,6 +88,8 @@ func TestEmbedTokens(t *testing.T) {
 	ropts, _ := redis.ParseURL(red.URL)
 	rdb := redis.NewClient(ropts)
 	defer rdb.Close()
+	reg := prometheus.NewRegistry()
+	redisx.NewMetrics(reg).Instrument(rdb)
 	ek := &embedKeys{keys: map[string]ed25519.PrivateKey{}}
 	ek.rotate(t)
 	jwks := httptest.NewServer(ek)
@@ -95,7 +99,7 @@ func TestEmbedTokens(t *testing.T) {
 	h = newHarness(t, func(o *gateway.Options) {
 		ek.signer = o.Signer
 		keys := auth.NewKeySet(nil, jwks.URL).WithRequestDecorator(embedauth.SignedRequest(o.Signer)).WithMinRefresh(0)
-		o.Embed = embedauth.New(keys, "https://embed.test", rdb, o.Auth, nil)
+		o.Embed = embedauth.New(keys, "https://embed.test", rdb, o.Auth, nil).Instrument(reg)
 	})
 	acme, globex := h.acme(), h.globex()
 	a1, a2 := acme.Deployments[0].ID, acme.Deployments[1].ID
@@ -239,5 +243,42 @@ func TestEmbedTokens(t *testing.T) {
 		if code != 200 {
 			t.Fatalf("after redis is back: %d", code)
 		}
-	})
+	}) // Every revocation check was counted by its result, and the one Redis could not
+	// answer is a Redis client error too (what the alerts read).
+	for series, atLeast := range map[string]float64{
+		`gateway_embed_revocation_checks_total{result="ok"}`:      1,
+		`gateway_embed_revocation_checks_total{result="revoked"}`: 1,
+		`gateway_embed_revocation_checks_total{result="error"}`:   1,
+		`redis_client_errors_total{command="exists"}`:             1,
+		`redis_client_commands_total{command="exists"}`:           3,
+	} {
+		if got := gathered(t, reg, series); got < atLeast {
+			t.Errorf("%s = %v, want at least %v", series, got, atLeast)
+		}
+	}
+}
+
+// gathered is the value of one series of reg, written as name{label="value",...}.
+func gathered(t *testing.T, reg *prometheus.Registry, series string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			var ls []string
+			for _, l := range m.GetLabel() {
+				ls = append(ls, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+			}
+			name := mf.GetName()
+			if len(ls) > 0 {
+				name += "{" + strings.Join(ls, ",") + "}"
+			}
+			if name == series {
+				return m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			}
+		}
+	}
+	return 0
 }

@@ -60,15 +60,15 @@ func main() {
 	flag.IntVar(&o.workers, "workers", 64, "load-generator workers, each with its own keep-alive connection")
 	flag.StringVar(&o.only, "only", "", "run only this table (registered: "+tableNames()+") or the soak (soak); default all")
 	flag.StringVar(&o.binDir, "bin", "", "directory with the built binaries (default <repo root>/bin)")
-	flag.DurationVar(&o.soak, "soak", 30*time.Second, "length of the mixed-traffic soak on the real platform; 0 = no soak")
+	flag.DurationVar(&o.soak, "soak", 30*time.Second, "length of the mixed-traffic soak on the real platform at -soak-rate (a warm-up and two measured segments, a third each); 0 = no soak")
 	flag.IntVar(&o.soakRate, "soak-rate", 20, "requests/s of the soak (the local stack's FerretDB serves a few dozen writes a second on 2 cores)")
 	flag.StringVar(&o.manifestSize, "manifest-size", "100MiB", "size of the generated manifest the conversion row converts")
-	short := flag.Bool("short", false, "CI-sized run: 1 round x 1 s, warm-up 500ms, soak 5 s, a 10 MiB manifest (flags given explicitly win)")
+	short := flag.Bool("short", false, "CI-sized run: 1 round x 1 s, warm-up 500ms, soak 9 s, a 10 MiB manifest (flags given explicitly win)")
 	flag.Parse()
 	if *short {
 		set := map[string]bool{}
 		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		for name, value := range map[string]string{"rounds": "1", "duration": "1s", "warmup": "500ms", "soak": "5s", "manifest-size": "10MiB"} {
+		for name, value := range map[string]string{"rounds": "1", "duration": "1s", "warmup": "500ms", "soak": "9s", "manifest-size": "10MiB"} {
 			if !set[name] {
 				_ = flag.Set(name, value)
 			}

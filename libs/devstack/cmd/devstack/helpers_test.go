@@ -30,6 +30,7 @@ type stackJSON struct {
 	IdentitySigningKeyFile string            `json:"identitySigningKeyFile"`
 	PIDs                   map[string]int    `json:"pids"`
 	Metrics                map[string]string `json:"metrics"`
+	Prometheus             string            `json:"prometheus"`
 }
 
 // goBuild builds main packages (relative to the repo root) into dir.

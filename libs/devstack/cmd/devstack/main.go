@@ -48,6 +48,11 @@ Environment:
   DEVSTACK_MONGO_ADDR  embedded MongoDB (proxy) address (default 127.0.0.1:27018; "random" = free port)
   DEVSTACK_NATS_ADDR   embedded NATS address (default 127.0.0.1:4223; "random" = free port)
   DEVSTACK_REDIS_ADDR  redis-server address (default 127.0.0.1:6380; "random" = free port)
+  DEVSTACK_OBS         1: also run Debian's prometheus (make run OBS=1), scraping every
+                       process, with the rules and alerts of deploy/prometheus/rules;
+                       data and generated config in $DATA_DIR/prometheus
+  DEVSTACK_PROMETHEUS_ADDR   its address (default 127.0.0.1:9090; "random" = free port)
+  DEVSTACK_PROMETHEUS_RULES  the rules directory (default deploy/prometheus/rules)
 
 Every service gets the parent environment plus MONGODB_URI, NATS_URL,
 REDIS_URL, IDENTITY_SIGNING_KEY, LOG_LEVEL, OTEL_SERVICE_NAME and its own
@@ -79,6 +84,12 @@ type config struct {
 	RedisAddr string
 
 	LogLevel string
+
+	// Obs runs prometheus too (DEVSTACK_OBS), on PrometheusAddr with the rules of
+	// PrometheusRules (absolute).
+	Obs             bool
+	PrometheusAddr  string
+	PrometheusRules string
 }
 
 func configFromEnv() (config, error) {
@@ -111,30 +122,31 @@ func configFromEnv() (config, error) {
 		RedisAddr:         embeddedAddr("DEVSTACK_REDIS_ADDR", "127.0.0.1:6380"),
 		LogLevel:          get("LOG_LEVEL", "info"),
 		InternalAddrs:     map[string]string{},
+		PrometheusAddr:    get("DEVSTACK_PROMETHEUS_ADDR", "127.0.0.1:9090"),
+		PrometheusRules:   get("DEVSTACK_PROMETHEUS_RULES", filepath.Join("deploy", "prometheus", "rules")),
+	}
+	switch v := os.Getenv("DEVSTACK_OBS"); v {
+	case "", "0", "false":
+	case "1", "true":
+		cfg.Obs = true
+	default:
+		return cfg, fmt.Errorf("DEVSTACK_OBS=%q: want 1 or 0", v)
 	}
 	// A "random" internal address is a free port that is none of the configured ones
 	// (nothing binds those yet, so the kernel could offer one of them again).
-	taken := map[string]bool{cfg.GatewayAddr: true, cfg.WorkspaceAddr: true, cfg.EmbedAddr: true, cfg.DBTSyncAddr: true, cfg.DBTSyncWorkerAddr: true}
+	taken := map[string]bool{cfg.GatewayAddr: true, cfg.WorkspaceAddr: true, cfg.EmbedAddr: true, cfg.DBTSyncAddr: true, cfg.DBTSyncWorkerAddr: true, cfg.PrometheusAddr: true}
 	for i, name := range []string{"gateway", "workspace-svc", "embed-svc", "dbtsync-svc", "dbtsync-worker"} {
 		key := strings.ToUpper(strings.ReplaceAll(strings.TrimSuffix(name, "-svc"), "-", "_")) + "_INTERNAL_ADDR"
-		addr := get(key, fmt.Sprintf("127.0.0.1:%d", 9080+i))
-		if addr == "random" {
-			for attempt := 0; addr == "random" || taken[addr]; attempt++ {
-				if attempt == 100 {
-					return cfg, fmt.Errorf("%s: no free port", key)
-				}
-				ln, err := net.Listen("tcp", "127.0.0.1:0")
-				if err != nil {
-					return cfg, fmt.Errorf("%s: %w", key, err)
-				}
-				addr = ln.Addr().String()
-				_ = ln.Close()
-			}
+		addr, err := randomAddr(key, get(key, fmt.Sprintf("127.0.0.1:%d", 9080+i)), taken)
+		if err != nil {
+			return cfg, err
 		}
-		taken[addr] = true
 		cfg.InternalAddrs[name] = addr
 	}
 	var err error
+	if cfg.PrometheusAddr, err = randomAddr("DEVSTACK_PROMETHEUS_ADDR", cfg.PrometheusAddr, taken); err != nil {
+		return cfg, err
+	}
 	// Absolute paths: they are handed to children and written to stack.json.
 	if cfg.DataDir, err = filepath.Abs(cfg.DataDir); err != nil {
 		return cfg, err
@@ -142,7 +154,30 @@ func configFromEnv() (config, error) {
 	if cfg.BinDir, err = filepath.Abs(cfg.BinDir); err != nil {
 		return cfg, err
 	}
+	if cfg.PrometheusRules, err = filepath.Abs(cfg.PrometheusRules); err != nil {
+		return cfg, err
+	}
 	return cfg, nil
+}
+
+// randomAddr is addr, or for "random" a free port that is none of taken (nothing binds
+// those yet, so the kernel could offer one of them again); the result joins taken.
+func randomAddr(key, addr string, taken map[string]bool) (string, error) {
+	if addr == "random" {
+		for attempt := 0; addr == "random" || taken[addr]; attempt++ {
+			if attempt == 100 {
+				return "", fmt.Errorf("%s: no free port", key)
+			}
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				return "", fmt.Errorf("%s: %w", key, err)
+			}
+			addr = ln.Addr().String()
+			_ = ln.Close()
+		}
+	}
+	taken[addr] = true
+	return addr, nil
 }
 
 func main() {

@@ -38,6 +38,12 @@ type process struct {
 	Addr         string
 	InternalAddr string
 	Env          []string
+	// Tools from outside the repository (prometheus): Path is the binary (not in
+	// BIN_DIR), ReadyPath its readiness URL path on InternalAddr (default /readyz), and
+	// Bare keeps the platform's variables (secrets, URLs) out of its environment.
+	Path      string
+	ReadyPath string
+	Bare      bool
 }
 
 // processes is the table of services, in start order. Add rows here.
@@ -99,6 +105,8 @@ type stackFile struct {
 	PIDs                   map[string]int `json:"pids"`
 	// Metrics are the processes' metrics URLs (on their internal listeners), by name.
 	Metrics map[string]string `json:"metrics"`
+	// Prometheus is the local Prometheus's URL with OBS=1, empty otherwise.
+	Prometheus string `json:"prometheus,omitempty"`
 }
 
 // child is a running process of the table.
@@ -180,6 +188,24 @@ func run(ctx context.Context, cfg config, out *console, logger *slog.Logger) (er
 	if err := waitReady(ctx, children, died, out); err != nil {
 		return err
 	}
+	services := children
+	promURL := ""
+	if cfg.Obs {
+		pp, err := prometheusProcess(cfg, table)
+		if err != nil {
+			return err
+		}
+		c, err := startChild(cfg, pp, nil, out, died)
+		if err != nil {
+			return err
+		}
+		children = append(children, c)
+		if err := waitReady(ctx, []*child{c}, died, out); err != nil {
+			return err
+		}
+		promURL = "http://" + cfg.PrometheusAddr
+		out.Printf("devstack", "prometheus %s (alerts %s/alerts, rules from %s)", promURL, promURL, cfg.PrometheusRules)
+	}
 
 	stackPath := filepath.Join(cfg.DataDir, "stack.json")
 	sf := stackFile{
@@ -193,9 +219,12 @@ func run(ctx context.Context, cfg config, out *console, logger *slog.Logger) (er
 		IdentitySigningKeyFile: k.IdentityKeyFile,
 		PIDs:                   map[string]int{},
 		Metrics:                map[string]string{},
+		Prometheus:             promURL,
 	}
 	for _, c := range children {
 		sf.PIDs[c.Name] = c.cmd.Process.Pid
+	}
+	for _, c := range services {
 		sf.Metrics[c.Name] = "http://" + c.InternalAddr + "/metrics"
 	}
 	if b.redis != nil {
@@ -247,13 +276,19 @@ func startBacking(ctx context.Context, cfg config, logger *slog.Logger, b *backi
 }
 
 func startChild(cfg config, p process, common []string, out *console, died chan<- *child) (*child, error) {
-	path := filepath.Join(cfg.BinDir, p.Binary)
+	path := p.Path
+	if path == "" {
+		path = filepath.Join(cfg.BinDir, p.Binary)
+	}
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("%s: %s not found (build it with `make build`): %w", p.Name, path, err)
 	}
 	cmd := exec.Command(path, p.Args...)
 	// Later entries win in os/exec, so the table overrides the parent env.
 	env := os.Environ()
+	if p.Bare {
+		common = nil
+	}
 	for _, kv := range common {
 		// The dbt worker runs untrusted repositories and serves no API: it never gets the
 		// key that signs forwarded identities.
@@ -262,7 +297,10 @@ func startChild(cfg config, p process, common []string, out *console, died chan<
 		}
 		env = append(env, kv)
 	}
-	cmd.Env = append(append(env, "OTEL_SERVICE_NAME="+p.Name), p.Env...)
+	if !p.Bare {
+		env = append(env, "OTEL_SERVICE_NAME="+p.Name)
+	}
+	cmd.Env = append(env, p.Env...)
 	w := out.Writer(p.Name)
 	cmd.Stdout, cmd.Stderr = w, w
 	// A grandchild holding the output pipe must not block Wait forever.
@@ -297,7 +335,7 @@ func waitReady(ctx context.Context, children []*child, died <-chan *child, out *
 			if ready[c.Name] {
 				continue
 			}
-			if isReady(ctx, client, c.InternalAddr) {
+			if isReady(ctx, client, c.InternalAddr, c.ReadyPath) {
 				ready[c.Name] = true
 				out.Printf("devstack", "%s ready", c.Name)
 				continue
@@ -319,8 +357,11 @@ func waitReady(ctx context.Context, children []*child, died <-chan *child, out *
 	}
 }
 
-func isReady(ctx context.Context, client *http.Client, addr string) bool {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/readyz", nil)
+func isReady(ctx context.Context, client *http.Client, addr, path string) bool {
+	if path == "" {
+		path = "/readyz"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
 	if err != nil {
 		return false
 	}

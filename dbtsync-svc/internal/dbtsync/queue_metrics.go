@@ -1,0 +1,96 @@
+package dbtsync
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The job queue as Prometheus sees it, read from JetStream at scrape time (the stream and
+// its workers' consumer are the truth; a copy kept in the process would go stale when
+// another replica publishes or consumes). Both the API and the worker export it, so the
+// queue's depth and age stay visible when every worker is down.
+var (
+	queueJobsDesc = prometheus.NewDesc("dbtsync_svc_job_queue_jobs",
+		"Sync jobs in the work queue (stream "+JobsStream+"): queued, waiting for their branch, retrying or running.", nil, nil)
+	queueUndeliveredDesc = prometheus.NewDesc("dbtsync_svc_job_queue_undelivered",
+		"Sync jobs no worker has taken yet (the workers' consumer's pending count; all jobs when no worker ever started).", nil, nil)
+	queueInFlightDesc = prometheus.NewDesc("dbtsync_svc_job_queue_in_flight",
+		"Sync jobs delivered to a worker and not yet acknowledged (running, or waiting for a redelivery).", nil, nil)
+	queueAgeDesc = prometheus.NewDesc("dbtsync_svc_job_queue_oldest_age_seconds",
+		"Age of the oldest sync job still in the work queue (0 when it is empty): how long the longest waiter has waited.", nil, nil)
+)
+
+// queueCollector reads the queue's state on each scrape.
+type queueCollector struct {
+	p        *Pipeline
+	failures prometheus.Counter
+	now      func() time.Time
+}
+
+// RegisterQueueMetrics registers on reg the job queue's gauges and, beside them,
+// dbtsync_svc_job_queue_read_failures_total (scrapes that could not read the queue:
+// NATS unreachable or JetStream not answering).
+func (p *Pipeline) RegisterQueueMetrics(reg prometheus.Registerer) {
+	failures := prometheus.NewCounter(prometheus.CounterOpts{Name: "dbtsync_svc_job_queue_read_failures_total",
+		Help: "Scrapes that could not read the job queue's state from JetStream."})
+	reg.MustRegister(failures, &queueCollector{p: p, failures: failures, now: time.Now})
+}
+
+func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- queueJobsDesc
+	ch <- queueUndeliveredDesc
+	ch <- queueInFlightDesc
+	ch <- queueAgeDesc
+}
+
+func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
+	// Short: a scrape must not hang on an unreachable NATS (Prometheus times out at 10 s).
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	q, err := c.p.queueState(ctx, c.now())
+	if err != nil {
+		// No gauges rather than stale or zero ones: absent data is what the alerts expect.
+		c.failures.Inc()
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(queueJobsDesc, prometheus.GaugeValue, float64(q.jobs))
+	ch <- prometheus.MustNewConstMetric(queueUndeliveredDesc, prometheus.GaugeValue, float64(q.undelivered))
+	ch <- prometheus.MustNewConstMetric(queueInFlightDesc, prometheus.GaugeValue, float64(q.inFlight))
+	ch <- prometheus.MustNewConstMetric(queueAgeDesc, prometheus.GaugeValue, q.oldestAge.Seconds())
+}
+
+type queueState struct {
+	jobs, undelivered, inFlight uint64
+	oldestAge                   time.Duration
+}
+
+// queueState reads the stream and the workers' consumer. The stream is a work queue:
+// a job's message is removed when a worker acknowledges it (done, failed or canceled),
+// so the stream's first message is the oldest job not yet finished.
+func (p *Pipeline) queueState(ctx context.Context, now time.Time) (queueState, error) {
+	info, err := p.stream.Info(ctx)
+	if err != nil {
+		return queueState{}, err
+	}
+	q := queueState{jobs: info.State.Msgs, undelivered: info.State.Msgs}
+	if q.jobs > 0 && !info.State.FirstTime.IsZero() {
+		q.oldestAge = max(now.Sub(info.State.FirstTime), 0)
+	}
+	cons, err := p.stream.Consumer(ctx, WorkersName)
+	switch {
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+		return q, nil // no worker has ever run: every job is undelivered
+	case err != nil:
+		return queueState{}, err
+	}
+	ci, err := cons.Info(ctx)
+	if err != nil {
+		return queueState{}, err
+	}
+	q.undelivered, q.inFlight = ci.NumPending, uint64(ci.NumAckPending)
+	return q, nil
+}
