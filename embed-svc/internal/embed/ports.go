@@ -146,7 +146,9 @@ type SessionStore interface {
 	LiveSession(ctx context.Context, sid string) (Session, error)
 	// RevokeSession makes an unexchanged id unusable, or marks an exchanged session's
 	// sid revoked until its token expires; only for sessions of accountID.
-	RevokeSession(ctx context.Context, accountID int64, sessionID, sid string) error
+	// It returns the revoked session as stored (its record id and deployment; empty for an
+	// id revoked before it was saved) and whether anything was revoked.
+	RevokeSession(ctx context.Context, accountID int64, sessionID, sid string) (Session, bool, error)
 	// RevokeSIDs revokes the sessions with these sids (pending or exchanged) of accountID
 	// and returns how many it revoked (already revoked or gone ones are not counted).
 	RevokeSIDs(ctx context.Context, accountID int64, sids []string) (int, error)

@@ -64,16 +64,15 @@ func (s *service) RevokeSession(ctx context.Context, p *identity.Principal, sess
 	if strings.TrimSpace(sessionID) == "" {
 		return Invalid("sessionId is required")
 	}
-	sid := PublicSessionHandle(sessionID)
-	if err := s.d.Sessions.RevokeSession(ctx, p.Account.ID, sessionID, sid); err != nil {
+	sess, revoked, err := s.d.Sessions.RevokeSession(ctx, p.Account.ID, sessionID, PublicSessionHandle(sessionID))
+	if err != nil {
 		return storeErr(err)
 	}
-	// Name the session by its public id when it is one of the account's (the answer is
-	// the same 204 either way, and so is what the trail shows of another's).
-	rctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	if rec, err := s.d.Records.SessionRecordBySID(rctx, sid); err == nil && rec.AccountID == p.Account.ID {
-		ev.Target.ID, ev.DeploymentID = rec.ID, rec.DeploymentID
+	// The trail names the session by its public id when one of the account's was revoked
+	// (the answer is the same 204 either way).
+	ev.Details = map[string]any{"revoked": revoked}
+	if revoked && sess.RecordID != "" {
+		ev.Target.ID, ev.DeploymentID = sess.RecordID, sess.DeploymentID
 	}
 	return nil
 }

@@ -57,7 +57,8 @@ return v`)
 // the revocation time (ms), for the session list; a revoked pending session is marked
 // too (for a token lifetime), so the list can tell it from one that was never used.
 // Sessions of another account are left alone (the caller still gets its 204). It returns
-// 1 when it revoked something, 0 when there was nothing (left) to revoke.
+// the revoked session as stored ("" for a reserved id not yet saved), or nil when there
+// was nothing (left) to revoke.
 // KEYS: session id key, live key, revoked key. ARGV: account, now (ms), token lifetime (ms).
 var revokeScript = redis.NewScript(`
 local acc = tonumber(ARGV[1])
@@ -66,9 +67,9 @@ if v then
   if v == '' or cjson.decode(v).acc == acc then
     redis.call('DEL', KEYS[1])
     redis.call('SET', KEYS[3], ARGV[2], 'PX', tonumber(ARGV[3]) + 60000)
-    return 1
+    return v
   end
-  return 0
+  return false
 end
 local l = redis.call('GET', KEYS[2])
 if l and cjson.decode(l).acc == acc then
@@ -79,9 +80,9 @@ if l and cjson.decode(l).acc == acc then
     redis.call('SET', KEYS[3], ARGV[2], 'PX', ttl + 60000)
   end
   redis.call('DEL', KEYS[2])
-  return 1
+  return l
 end
-return 0`)
+return false`)
 
 // ReserveSession claims a fresh session id with an empty placeholder (never
 // exchangeable) before the mint writes anything to MongoDB: if Redis cannot take it,
@@ -140,13 +141,18 @@ func (s *Store) LiveSession(ctx context.Context, sid string) (embed.Session, err
 }
 
 // RevokeSession ends a session of accountID.
-func (s *Store) RevokeSession(ctx context.Context, accountID int64, sessionID, sid string) error {
-	err := revokeScript.Run(ctx, s.rdb, []string{SessionPrefix + embed.PublicSessionHandle(sessionID), LivePrefix + sid, RevokedPrefix + sid},
-		accountID, time.Now().UnixMilli(), embed.TokenLifetime.Milliseconds()).Err()
+func (s *Store) RevokeSession(ctx context.Context, accountID int64, sessionID, sid string) (embed.Session, bool, error) {
+	raw, err := revokeScript.Run(ctx, s.rdb, []string{SessionPrefix + embed.PublicSessionHandle(sessionID), LivePrefix + sid, RevokedPrefix + sid},
+		accountID, time.Now().UnixMilli(), embed.TokenLifetime.Milliseconds()).Text()
 	if errors.Is(err, redis.Nil) {
-		return nil
+		return embed.Session{}, false, nil
 	}
-	return wrap(err)
+	if err != nil {
+		return embed.Session{}, false, wrap(err)
+	}
+	var sess embed.Session
+	_ = json.Unmarshal([]byte(raw), &sess) // "" for a reserved id: revoked, nothing to tell
+	return sess, true, nil
 }
 
 // RevokeSIDs revokes sessions by sid with the revoke script (the pending id is stored
@@ -168,11 +174,12 @@ func (s *Store) RevokeSIDs(ctx context.Context, accountID int64, sids []string) 
 		}
 		n := 0
 		for _, c := range cmds {
-			v, err := c.Int()
-			if err != nil && !errors.Is(err, redis.Nil) {
+			switch _, err := c.Result(); {
+			case err == nil:
+				n++
+			case !errors.Is(err, redis.Nil):
 				return n, err
 			}
-			n += v
 		}
 		return n, nil
 	}
