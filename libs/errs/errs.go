@@ -1,0 +1,142 @@
+// Package errs is the error model every service shares: a domain error has a kind (what
+// went wrong, in the domain's terms), a stable code when a named rule refused it, and a
+// message for the client. Only the transport turns a kind into an HTTP status (Status),
+// and Write is every service's one error encoder: the JSON error body for client errors,
+// 503 with Retry-After for an unavailable dependency, and a logged 500 that says nothing
+// else for the rest.
+package errs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/analyticsco/platform/libs/httpx"
+	"github.com/analyticsco/platform/libs/mongox"
+)
+
+// Kind classifies a domain error.
+type Kind int
+
+// The kinds, with the status each is answered with.
+const (
+	Invalid      Kind = iota + 1 // 400: the request is malformed or breaks a rule
+	Unauthorized                 // 401: the credential (a session id, a token) is not valid
+	Forbidden                    // 403: the caller may not do this
+	NotFound                     // 404: no such thing for this caller
+	Conflict                     // 409: the request contradicts the stored state
+	TooLarge                     // 413: a part of the request is over its size limit
+	Unavailable                  // 503: a dependency cannot be reached; retry
+)
+
+// Status is the HTTP status of kind k (500 for an unknown kind).
+func Status(k Kind) int {
+	switch k {
+	case Invalid:
+		return http.StatusBadRequest
+	case Unauthorized:
+		return http.StatusUnauthorized
+	case Forbidden:
+		return http.StatusForbidden
+	case NotFound:
+		return http.StatusNotFound
+	case Conflict:
+		return http.StatusConflict
+	case TooLarge:
+		return http.StatusRequestEntityTooLarge
+	case Unavailable:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+// Error is a domain error with a client-facing message and, for a named rule, its code
+// (one of httpx's codes; "" takes the code of the kind's status).
+type Error struct {
+	Kind    Kind
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// New builds an *Error of kind k.
+func New(k Kind, format string, args ...any) *Error {
+	return &Error{Kind: k, Message: fmt.Sprintf(format, args...)}
+}
+
+// WithCode sets the error's code and returns it.
+func (e *Error) WithCode(code string) *Error {
+	e.Code = code
+	return e
+}
+
+// As returns the *Error in err's chain.
+func As(err error) (*Error, bool) {
+	var e *Error
+	ok := errors.As(err, &e)
+	return e, ok
+}
+
+// ErrUnavailable marks an error of a dependency that could not be reached (a store, a
+// queue): Write answers it 503 with Retry-After. Adapters wrap their driver's errors
+// with it (errors.Join or %w).
+var ErrUnavailable = errors.New("a dependency is unavailable")
+
+// Answer is what a request that failed with err is answered: status, code and message.
+// ok is false for an error no client caused (the caller logs it; the answer is a 500).
+func Answer(err error) (status int, code, message string, ok bool) {
+	var he *httpx.Error
+	if e, isErr := As(err); isErr {
+		status = Status(e.Kind)
+		code = e.Code
+		if code == "" {
+			code = httpx.DefaultCode(status)
+		}
+		return status, code, e.Message, true
+	}
+	switch {
+	case errors.As(err, &he):
+		return he.Status, he.Code, he.Message, true
+	case IsUnavailable(err):
+		return http.StatusServiceUnavailable, httpx.CodeUnavailable, "a dependency of the service is unavailable; retry shortly", true
+	}
+	return http.StatusInternalServerError, httpx.CodeInternal, "", false
+}
+
+// IsUnavailable reports whether err means a dependency could not be reached (or did not
+// answer in time), as opposed to a bad request or a bug.
+func IsUnavailable(err error) bool {
+	if e, ok := As(err); ok {
+		return e.Kind == Unavailable
+	}
+	return errors.Is(err, ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) || mongox.Unavailable(err)
+}
+
+// Write writes err as the JSON error body: a 401 says how to authenticate
+// (WWW-Authenticate), a 503 when to retry (Retry-After); an error no client caused is
+// logged with the request id and answered 500 "internal error".
+func Write(ctx context.Context, w http.ResponseWriter, logger *slog.Logger, err error) {
+	status, code, msg, ok := Answer(err)
+	if !ok {
+		httpx.InternalContext(ctx, w, logger, err)
+		return
+	}
+	switch status {
+	case http.StatusUnauthorized:
+		w.Header().Set("WWW-Authenticate", `Bearer realm="platform"`)
+	case http.StatusServiceUnavailable:
+		if _, domain := As(err); !domain {
+			logger.WarnContext(ctx, "dependency unavailable", "err", err)
+		}
+		w.Header().Set("Retry-After", "1")
+	}
+	httpx.WriteCodedError(w, status, code, msg)
+}
+
+// Encoder is Write for a logger, in the shape of go-kit's ServerErrorEncoder.
+func Encoder(logger *slog.Logger) func(ctx context.Context, err error, w http.ResponseWriter) {
+	return func(ctx context.Context, err error, w http.ResponseWriter) { Write(ctx, w, logger, err) }
+}

@@ -1,0 +1,61 @@
+package errs_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/analyticsco/platform/libs/errs"
+	"github.com/analyticsco/platform/libs/httpx"
+)
+
+func TestWriteAnswersEveryKindOfError(t *testing.T) {
+	cases := []struct {
+		name       string
+		err        error
+		status     int
+		code       string
+		retryAfter bool
+		challenge  bool
+	}{
+		{"invalid", errs.New(errs.Invalid, "name is required"), 400, "invalid_request", false, false},
+		{"named-rule", errs.New(errs.Invalid, "too deep").WithCode(httpx.CodeDepthLimit), 400, "depth_limit", false, false},
+		{"unauthorized", errs.New(errs.Unauthorized, "session ended"), 401, "unauthenticated", false, true},
+		{"forbidden", fmt.Errorf("wrapped: %w", errs.New(errs.Forbidden, "admins only")), 403, "forbidden", false, false},
+		{"not-found", errs.New(errs.NotFound, "folder 1 not found"), 404, "not_found", false, false},
+		{"conflict", errs.New(errs.Conflict, "not empty"), 409, "conflict", false, false},
+		{"too-large", errs.New(errs.TooLarge, "too big"), 413, "too_large", false, false},
+		{"unavailable-kind", errs.New(errs.Unavailable, "busy"), 503, "unavailable", true, false},
+		{"unavailable-sentinel", errors.Join(errs.ErrUnavailable, errors.New("dial tcp: refused")), 503, "unavailable", true, false},
+		{"deadline", context.DeadlineExceeded, 503, "unavailable", true, false},
+		{"httpx", httpx.Errorf(415, "Content-Type must be application/json"), 415, "unsupported_media_type", false, false},
+		{"bug", errors.New("nil map"), 500, "internal", false, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := httptest.NewRecorder()
+			errs.Write(context.Background(), w, slog.New(slog.NewJSONHandler(io.Discard, nil)), c.err)
+			var body httpx.Error
+			if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
+				t.Fatal(err)
+			}
+			if w.Code != c.status || body.Status != c.status || body.Code != c.code || body.Message == "" {
+				t.Fatalf("%d %+v, want %d %s", w.Code, body, c.status, c.code)
+			}
+			if got := w.Header().Get("Retry-After") != ""; got != c.retryAfter {
+				t.Errorf("Retry-After set: %v, want %v", got, c.retryAfter)
+			}
+			if got := w.Header().Get("WWW-Authenticate") != ""; got != c.challenge {
+				t.Errorf("WWW-Authenticate set: %v, want %v", got, c.challenge)
+			}
+			if c.status == 500 && body.Message == c.err.Error() {
+				t.Errorf("a 500 shows the error: %s", body.Message)
+			}
+		})
+	}
+}

@@ -1,0 +1,67 @@
+package httpx
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// Router is the one way every service registers its routes, so every service answers the
+// same for what it does not serve: an unknown path is a 404 and a known path asked with
+// another method a 405 with an Allow header, both with the JSON error body (the ServeMux
+// alone answers plain text).
+type Router struct {
+	mux     *http.ServeMux
+	mu      sync.Mutex
+	methods map[string][]string // path pattern -> methods registered on it
+	paths   []string            // in registration order
+	once    sync.Once
+}
+
+// NewRouter returns an empty router.
+func NewRouter() *Router { return &Router{mux: http.NewServeMux(), methods: map[string][]string{}} }
+
+// Handle serves method on the path pattern (ServeMux syntax, e.g. "/api/v1/x/{id}").
+func (r *Router) Handle(method, path string, h http.Handler) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.methods[path]; !ok {
+		r.paths = append(r.paths, path)
+	}
+	r.methods[path] = append(r.methods[path], method)
+	r.mux.Handle(method+" "+path, h)
+}
+
+// HandleFunc is Handle for a function.
+func (r *Router) HandleFunc(method, path string, f http.HandlerFunc) { r.Handle(method, path, f) }
+
+// ServeHTTP routes the request; the first request installs the 405 and 404 answers.
+func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	r.once.Do(r.seal)
+	r.mux.ServeHTTP(w, req)
+}
+
+// seal registers, for every path, the 405 of the methods it does not serve, and the 404
+// of every other path. Routes registered after the first request are not served.
+func (r *Router) seal() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, path := range r.paths {
+		allowed := slices.Clone(r.methods[path])
+		if slices.Contains(allowed, http.MethodGet) && !slices.Contains(allowed, http.MethodHead) {
+			allowed = append(allowed, http.MethodHead) // the ServeMux serves HEAD with GET
+		}
+		slices.Sort(allowed)
+		allow := strings.Join(allowed, ", ")
+		r.mux.HandleFunc(path, func(w http.ResponseWriter, req *http.Request) {
+			w.Header().Set("Allow", allow)
+			WriteError(w, http.StatusMethodNotAllowed, "method "+req.Method+" is not allowed on "+req.URL.Path+"; allowed: "+allow)
+		})
+	}
+	if _, ok := r.methods["/"]; !ok {
+		r.mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
+			WriteError(w, http.StatusNotFound, "no route for "+req.Method+" "+req.URL.Path)
+		})
+	}
+}
