@@ -7,7 +7,7 @@
 #   make soak   the soak alone, DURATION long (default 10m): does any process leak?
 
 SHELL := /bin/bash
-MODULES := libs libs/devstack gateway workspace-svc embed-svc dbtsync-svc
+MODULES := libs devstack systemtest gateway workspace-svc embed-svc dbtsync-svc
 BIN := bin
 GO ?= go
 
@@ -21,7 +21,7 @@ build: openapi
 	@$(GO) build -o $(BIN)/workspace-svc ./workspace-svc/cmd/workspace-svc
 	@$(GO) build -o $(BIN)/embed-svc ./embed-svc/cmd/embed-svc
 	@$(GO) build -o $(BIN)/dbtsync-svc ./dbtsync-svc/cmd/dbtsync-svc
-	@$(GO) build -o $(BIN)/devstack ./libs/devstack/cmd/devstack
+	@$(GO) build -o $(BIN)/devstack ./devstack/cmd/devstack
 
 # OBS=1 also runs Debian's prometheus, scraping every process, with deploy/prometheus/rules.
 OBS ?=
@@ -43,31 +43,31 @@ seed:
 	@$(BIN)/platformctl seed --json
 
 bench: ensure-redis build
-	@$(GO) run ./libs/devstack/cmd/bench
+	@$(GO) run ./devstack/cmd/bench
 
 # The soak alone: DURATION of mixed traffic from a fixed connection pool, then a verdict
 # per process (README "The soak and its verdict").
 DURATION ?= 10m
 soak: ensure-redis build
-	@$(GO) run ./libs/devstack/cmd/bench -only soak -soak $(DURATION)
+	@$(GO) run ./devstack/cmd/bench -only soak -soak $(DURATION)
 
 # The end-to-end suite: the real stack as processes, every rule of the spec through the
 # gateway, every response validated against openapi.yaml. `make test` runs it too.
 e2e: ensure-redis openapi
-	@cd libs/devstack && $(GO) test -race -count=1 -timeout 20m ./e2e/
+	@cd systemtest && $(GO) test -race -count=1 -timeout 20m ./e2e/
 
 # The attack suite: every finding of the security review as a named attack on the real
 # stack through the gateway. `make test` runs it too.
 attack: ensure-redis openapi
-	@cd libs/devstack && $(GO) test -race -count=1 -timeout 20m ./attack/
+	@cd systemtest && $(GO) test -race -count=1 -timeout 20m ./attack/
 
 # Every go test -fuzz target of the repository for FUZZTIME each (corpora in testdata/fuzz).
 fuzz:
-	@$(GO) run ./libs/devstack/cmd/fuzzall -fuzztime $(FUZZTIME)
+	@$(GO) run ./devstack/cmd/fuzzall -fuzztime $(FUZZTIME)
 
 # CI's brief pass over every fuzz target.
 fuzz-ci:
-	@$(GO) run ./libs/devstack/cmd/fuzzall -fuzztime 2s
+	@$(GO) run ./devstack/cmd/fuzzall -fuzztime 2s
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)

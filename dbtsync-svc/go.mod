@@ -102,11 +102,11 @@ require (
 
 replace github.com/analyticsco/platform/libs => ../libs
 
-replace github.com/analyticsco/platform/libs/devstack => ../libs/devstack
+replace github.com/analyticsco/platform/devstack => ../devstack
 
 require (
 	github.com/analyticsco/platform/gateway v0.0.0
-	github.com/analyticsco/platform/libs/devstack v0.0.0
+	github.com/analyticsco/platform/devstack v0.0.0
 	github.com/go-git/go-git/v5 v5.19.3
 	github.com/go-json-experiment/json v0.0.0-20260820222146-c27c302e5fc3
 	github.com/go-kit/kit v0.13.0

@@ -3,9 +3,9 @@ module github.com/analyticsco/platform/embed-svc
 go 1.26.0
 
 require (
+	github.com/analyticsco/platform/devstack v0.0.0
 	github.com/analyticsco/platform/gateway v0.0.0
 	github.com/analyticsco/platform/libs v0.0.0
-	github.com/analyticsco/platform/libs/devstack v0.0.0
 	github.com/go-kit/kit v0.13.0
 	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/lestrrat-go/jwx/v3 v3.4.0
@@ -109,4 +109,4 @@ replace github.com/analyticsco/platform/libs => ../libs
 
 replace github.com/analyticsco/platform/gateway => ../gateway
 
-replace github.com/analyticsco/platform/libs/devstack => ../libs/devstack
+replace github.com/analyticsco/platform/devstack => ../devstack

@@ -39,10 +39,10 @@ require (
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/nats-io/jwt/v2 v2.8.2 // indirect
 	github.com/nats-io/nats-server/v2 v2.15.2 // indirect
-	github.com/nats-io/nats.go v1.55.0 // indirect
 	github.com/nats-io/nkeys v0.4.16 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/ncruces/go-strftime v0.1.9 // indirect
+	github.com/oklog/ulid/v2 v2.1.2 // indirect
 	github.com/pmezard/go-difflib v1.0.0 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
@@ -87,12 +87,13 @@ require (
 
 replace github.com/analyticsco/platform/libs => ../libs
 
-replace github.com/analyticsco/platform/libs/devstack => ../libs/devstack
+replace github.com/analyticsco/platform/devstack => ../devstack
 
 require (
+	github.com/analyticsco/platform/devstack v0.0.0
 	github.com/analyticsco/platform/gateway v0.0.0
-	github.com/analyticsco/platform/libs/devstack v0.0.0
 	github.com/go-kit/kit v0.13.0
+	github.com/nats-io/nats.go v1.55.0
 	github.com/prometheus/client_golang v1.25.0
 	go.mongodb.org/mongo-driver/v2 v2.9.3
 )

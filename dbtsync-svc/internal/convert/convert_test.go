@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
-	"github.com/analyticsco/platform/libs/devstack"
+	"github.com/analyticsco/platform/devstack"
 	"gopkg.in/yaml.v3"
 )
 

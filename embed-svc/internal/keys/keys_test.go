@@ -11,7 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/analyticsco/platform/embed-svc/internal/keys"
-	"github.com/analyticsco/platform/libs/devstack"
+	"github.com/analyticsco/platform/devstack"
 	"github.com/analyticsco/platform/libs/mongox"
 )
 

@@ -21,7 +21,7 @@ import (
 	"github.com/analyticsco/platform/gateway/internal/auth"
 	"github.com/analyticsco/platform/gateway/internal/embedauth"
 	"github.com/analyticsco/platform/gateway/internal/gateway"
-	"github.com/analyticsco/platform/libs/devstack"
+	"github.com/analyticsco/platform/devstack"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/redisx"
 )

@@ -14,7 +14,7 @@ import (
 
 	"github.com/analyticsco/platform/gateway/internal/gateway"
 	"github.com/analyticsco/platform/gateway/internal/ratelimit"
-	"github.com/analyticsco/platform/libs/devstack"
+	"github.com/analyticsco/platform/devstack"
 )
 
 func TestRateLimits(t *testing.T) {

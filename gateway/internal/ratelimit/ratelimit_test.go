@@ -10,7 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/analyticsco/platform/gateway/internal/ratelimit"
-	"github.com/analyticsco/platform/libs/devstack"
+	"github.com/analyticsco/platform/devstack"
 )
 
 func TestParseLimit(t *testing.T) {

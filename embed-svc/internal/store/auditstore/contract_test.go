@@ -9,7 +9,7 @@ import (
 	auditsvc "github.com/analyticsco/platform/embed-svc/internal/audit"
 	"github.com/analyticsco/platform/embed-svc/internal/store/auditstore"
 	"github.com/analyticsco/platform/libs/audit"
-	"github.com/analyticsco/platform/libs/devstack"
+	"github.com/analyticsco/platform/devstack"
 	"github.com/analyticsco/platform/libs/mongox"
 )
 

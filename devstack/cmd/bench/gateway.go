@@ -1,0 +1,190 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/analyticsco/platform/devstack"
+)
+
+const (
+	jwtIssuer   = "https://auth.platform.local"
+	jwtAudience = "platform-api"
+)
+
+// gatewayInfo is a running gateway whose three upstreams are the bench backend,
+// and the credentials of acme's admin from `platformctl seed`.
+type gatewayInfo struct {
+	URL          string
+	Proc         *Proc
+	DeploymentID int64
+	Bearer       string
+	APIKey       string
+}
+
+// Gateway starts the identity store (FerretDB behind the serializing proxy),
+// bin/gateway and seeds the store with bin/platformctl.
+func (e *Env) Gateway(ctx context.Context) (gatewayInfo, error) {
+	return memo(e, "gateway", func() (gatewayInfo, error) {
+		be, err := e.Backend(ctx)
+		if err != nil {
+			return gatewayInfo{}, err
+		}
+		gwBin, ctlBin := filepath.Join(e.BinDir, "gateway"), filepath.Join(e.BinDir, "platformctl")
+		for _, b := range []string{gwBin, ctlBin} {
+			if _, err := os.Stat(b); err != nil {
+				return gatewayInfo{}, fmt.Errorf("%s missing: run `make build` first (or pass -bin)", b)
+			}
+		}
+		mongo, err := devstack.StartMongo(ctx, filepath.Join(e.Dir, "mongo"), e.Log)
+		if err != nil {
+			return gatewayInfo{}, err
+		}
+		e.addCloser(mongo.Close)
+		extra := []string{}
+		// The gateway may keep embed-session revocations in Redis; give it one when
+		// redis-server is installed (make bench installs it).
+		if rdb, err := devstack.StartRedis(ctx, filepath.Join(e.Dir, "redis"), "", e.Log); err == nil {
+			e.addCloser(rdb.Close)
+			extra = append(extra, "REDIS_URL="+rdb.URL)
+		} else if !errors.Is(err, devstack.ErrRedisNotInstalled) {
+			return gatewayInfo{}, err
+		}
+		keys, err := writeKeys(filepath.Join(e.Dir, "keys"))
+		if err != nil {
+			return gatewayInfo{}, err
+		}
+		addr, err := freeAddr()
+		if err != nil {
+			return gatewayInfo{}, err
+		}
+		gwURL := "http://" + addr
+		internal, err := freeAddr()
+		if err != nil {
+			return gatewayInfo{}, err
+		}
+		cmd := exec.Command(gwBin)
+		cmd.Env = childEnv(append(extra,
+			"GATEWAY_ADDR="+addr, "INTERNAL_ADDR="+internal,
+			"WORKSPACE_URL="+be.URL, "EMBED_URL="+be.URL, "DBTSYNC_URL="+be.URL,
+			"MONGODB_URI="+mongo.URI, "MONGODB_DATABASE=identity",
+			"IDENTITY_SIGNING_KEY="+keys.identity,
+			"AUTH_JWT_PUBLIC_KEYS_FILE="+keys.publicFile,
+			"AUTH_JWT_ISSUER="+jwtIssuer, "AUTH_JWT_AUDIENCE="+jwtAudience,
+			"LOG_LEVEL=warn",
+			// (e) measures authentication by API key, like (d) by bearer token: the
+			// generate-session rate limit (a Redis round trip, and 429s at this rate) is off.
+			"RATE_LIMIT_GENERATE_SESSION=0",
+		)...)
+		c, err := e.startChild("gateway", cmd)
+		if err != nil {
+			return gatewayInfo{}, err
+		}
+		if err := waitReady(ctx, c, "http://"+internal+"/readyz"); err != nil {
+			return gatewayInfo{}, err
+		}
+		seed, err := runSeed(ctx, ctlBin, e.Dir, childEnv(
+			"MONGODB_URI="+mongo.URI, "MONGODB_DATABASE=identity",
+			"AUTH_JWT_PRIVATE_KEY_FILE="+keys.privateFile,
+			"AUTH_JWT_ISSUER="+jwtIssuer, "AUTH_JWT_AUDIENCE="+jwtAudience,
+			"GATEWAY_URL="+gwURL,
+			// Never read the local stack's .data/stack.json.
+			"PLATFORM_STACK_FILE="+filepath.Join(e.Dir, "no-stack.json"),
+		))
+		if err != nil {
+			return gatewayInfo{}, err
+		}
+		acme, ok := seed.Accounts["acme"]
+		if !ok || len(acme.Deployments) == 0 || acme.Users["admin"].Bearer == "" || acme.APIKeys["admin"] == "" {
+			return gatewayInfo{}, errors.New("platformctl seed: no acme deployment, admin bearer or admin API key in its output")
+		}
+		return gatewayInfo{
+			URL:          gwURL,
+			Proc:         singleProc("gateway", c.pid()),
+			DeploymentID: acme.Deployments[0].ID,
+			Bearer:       acme.Users["admin"].Bearer,
+			APIKey:       acme.APIKeys["admin"],
+		}, nil
+	})
+}
+
+// seedOutput is the part of `platformctl seed --json` the bench reads.
+type seedOutput struct {
+	Accounts map[string]struct {
+		Deployments []struct {
+			ID int64 `json:"id"`
+		} `json:"deployments"`
+		Users map[string]struct {
+			Bearer string `json:"bearer"`
+		} `json:"users"`
+		APIKeys map[string]string `json:"apiKeys"`
+	} `json:"accounts"`
+}
+
+func runSeed(ctx context.Context, bin, dir string, env []string) (seedOutput, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "seed", "--json")
+	cmd.Env = env
+	cmd.Dir = dir
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return seedOutput{}, fmt.Errorf("platformctl seed: %w: %s", err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	var out seedOutput
+	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+		return out, fmt.Errorf("platformctl seed output: %w", err)
+	}
+	return out, nil
+}
+
+type benchKeys struct {
+	identity                string // IDENTITY_SIGNING_KEY: 32 random bytes, std base64
+	privateFile, publicFile string // Ed25519, PKCS#8 and PKIX PEM
+}
+
+func writeKeys(dir string) (benchKeys, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return benchKeys{}, err
+	}
+	secret := make([]byte, 32)
+	_, _ = rand.Read(secret)
+	k := benchKeys{
+		identity:    base64.StdEncoding.EncodeToString(secret),
+		privateFile: filepath.Join(dir, "bearer-ed25519.pem"),
+		publicFile:  filepath.Join(dir, "bearer-ed25519.pub.pem"),
+	}
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return k, err
+	}
+	privDER, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		return k, err
+	}
+	pubDER, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		return k, err
+	}
+	if err := os.WriteFile(k.privateFile, pemBlock("PRIVATE KEY", privDER), 0o600); err != nil {
+		return k, err
+	}
+	return k, os.WriteFile(k.publicFile, pemBlock("PUBLIC KEY", pubDER), 0o644)
+}
+
+func pemBlock(typ string, der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
+}

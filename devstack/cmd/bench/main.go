@@ -1,0 +1,580 @@
+// Command bench measures the platform's request path and prints one table per
+// registered scenario table from one run: requests/s, p50/p99 latency, errors and
+// CPU microseconds per request of the process under test, the variants
+// interleaved round by round so that drift on the machine hits all alike.
+//
+//	go run ./devstack/cmd/bench [-rounds 5] [-duration 3s] [-rate 0] [-workers 64] [-only gateway]
+//
+// It runs from the repository root after `make build` (it starts bin/gateway and
+// bin/platformctl). See README.md for the method.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"github.com/analyticsco/platform/devstack"
+)
+
+type options struct {
+	rounds   int
+	duration time.Duration
+	warmup   time.Duration
+	rate     int
+	workers  int
+	only     string
+	binDir   string
+	// soak is the length of the mixed-traffic soak (0: none) at soakRate requests/s.
+	soak     time.Duration
+	soakRate int
+	// manifestSize is gen-manifest's -size for the conversion row.
+	manifestSize string
+
+	loadBefore string // 1-minute load average when the run began
+}
+
+func main() {
+	backendMode := flag.Bool("backend", false, "internal: serve the bench backend on fd 3")
+	proxyMode := flag.String("reverse-proxy", "", "internal: serve a bare httputil.ReverseProxy to this URL on fd 3")
+	var o options
+	flag.IntVar(&o.rounds, "rounds", 5, "measured rounds; each runs every variant once, in turn")
+	flag.DurationVar(&o.duration, "duration", 3*time.Second, "length of one variant's run in a round")
+	flag.DurationVar(&o.warmup, "warmup", time.Second, "length of each variant's unmeasured warm-up run")
+	flag.IntVar(&o.rate, "rate", 0, "requests/s per variant; 0 = as fast as -workers closed-loop workers go")
+	flag.IntVar(&o.workers, "workers", 64, "load-generator workers, each with its own keep-alive connection")
+	flag.StringVar(&o.only, "only", "", "run only this table (registered: "+tableNames()+") or the soak (soak); default all")
+	flag.StringVar(&o.binDir, "bin", "", "directory with the built binaries (default <repo root>/bin)")
+	flag.DurationVar(&o.soak, "soak", 30*time.Second, "length of the mixed-traffic soak on the real platform at -soak-rate (a warm-up and two measured segments, a third each); 0 = no soak")
+	flag.IntVar(&o.soakRate, "soak-rate", 20, "requests/s of the soak (the local stack's FerretDB serves a few dozen writes a second on 2 cores)")
+	flag.StringVar(&o.manifestSize, "manifest-size", "100MiB", "size of the generated manifest the conversion row converts")
+	short := flag.Bool("short", false, "CI-sized run: 1 round x 1 s, warm-up 500ms, soak 9 s, a 10 MiB manifest (flags given explicitly win)")
+	flag.Parse()
+	if *short {
+		set := map[string]bool{}
+		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		for name, value := range map[string]string{"rounds": "1", "duration": "1s", "warmup": "500ms", "soak": "9s", "manifest-size": "10MiB"} {
+			if !set[name] {
+				_ = flag.Set(name, value)
+			}
+		}
+	}
+	benchOpts = o
+
+	var err error
+	switch {
+	case *backendMode:
+		err = serveBackend()
+	case *proxyMode != "":
+		err = serveBareProxy(*proxyMode)
+	default:
+		err = run(o)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// benchOpts are the parsed flags, for scenarios that need them at set-up.
+var benchOpts options
+
+func tableNames() string {
+	var names []string
+	for _, t := range tables {
+		names = append(names, t.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// logf reports progress on stderr; the table goes to stdout.
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
+}
+
+func run(o options) error {
+	if o.rounds < 1 || o.duration <= 0 || o.workers < 1 || o.rate < 0 {
+		return errors.New("need -rounds >= 1, -duration > 0, -workers >= 1 and -rate >= 0")
+	}
+	var selected []*Table
+	for _, t := range tables {
+		if o.only == "" || o.only == t.Name {
+			selected = append(selected, t)
+		}
+	}
+	runSoakToo := o.soak > 0 && (o.only == "" || o.only == "soak")
+	if len(selected) == 0 && !runSoakToo {
+		return fmt.Errorf("-only %q: no such table (registered: %s)", o.only, tableNames())
+	}
+	if o.binDir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return err
+		}
+		root, err := devstack.FindRepoRoot(wd)
+		if err != nil {
+			return fmt.Errorf("run from the repository (or pass -bin): %w", err)
+		}
+		o.binDir = filepath.Join(root, "bin")
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	o.loadBefore = loadAvg()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	env, err := NewEnv(o.binDir, log)
+	if err != nil {
+		return err
+	}
+	defer env.Close()
+
+	failed := false
+	soak := func() error {
+		ok, err := runSoak(ctx, env, o)
+		if ctx.Err() != nil {
+			return errors.New("interrupted; children stopped and temp dir removed")
+		}
+		failed = failed || !ok
+		return err
+	}
+	for i, t := range selected {
+		if i > 0 {
+			fmt.Println()
+		}
+		// The soak runs on the platform as it is after start-up, before the operations
+		// table fills it with thousands of folders and sessions: it measures stability at
+		// a steady state, which the table's leftovers would turn into a different test.
+		if t.Name == "operations" && runSoakToo {
+			if err := soak(); err != nil {
+				return err
+			}
+			runSoakToo = false
+			fmt.Println()
+		}
+		ok, err := runTable(ctx, env, t, o)
+		if ctx.Err() != nil {
+			return errors.New("interrupted; children stopped and temp dir removed")
+		}
+		if err != nil {
+			return err
+		}
+		failed = failed || !ok
+	}
+	if runSoakToo {
+		if len(selected) > 0 {
+			fmt.Println()
+		}
+		if err := soak(); err != nil {
+			return err
+		}
+	}
+	if failed {
+		return errors.New("some rows failed (see above)")
+	}
+	return nil
+}
+
+// Summary is one row of a table: medians over the rounds.
+type Summary struct {
+	Key, Name string
+	Err       error // the row could not be set up or did not answer
+	Proc      *Proc
+
+	RPS       float64 // successful responses per second
+	P50, P99  time.Duration
+	Errors    uint64  // failed requests, summed over the rounds
+	CPUPerReq float64 // microseconds of the measured process per request
+	GenPerReq float64 // microseconds of the load generator (this process) per request
+	ErrSample []string
+
+	rounds []roundResult
+}
+
+type roundResult struct {
+	rps, cpuPerReq, genPerReq float64
+	p50, p99                  time.Duration
+	requests, errors          uint64
+	errs                      []string
+}
+
+type row struct {
+	sc     Scenario
+	target *Target
+	client *http.Client
+	sum    *Summary
+}
+
+func (r *row) workers(o options) int {
+	if r.target != nil && r.target.Workers > 0 {
+		return r.target.Workers
+	}
+	return o.workers
+}
+
+func runTable(ctx context.Context, env *Env, t *Table, o options) (ok bool, err error) {
+	rows := make([]*row, 0, len(t.Scenarios))
+	for _, sc := range t.Scenarios {
+		r := &row{sc: sc, sum: &Summary{Key: sc.Key, Name: sc.Name}}
+		rows = append(rows, r)
+		logf("setting up %s", sc.Name)
+		tgt, err := sc.Setup(ctx, env)
+		if err == nil {
+			err = probe(ctx, tgt)
+		}
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+		if err != nil {
+			r.sum.Err = err
+			var skip ErrSkip
+			if errors.As(err, &skip) {
+				logf("%s skipped: %s", sc.Name, skip.Reason)
+			} else {
+				logf("%s failed: %v", sc.Name, err)
+			}
+			continue
+		}
+		r.target, r.sum.Proc = tgt, tgt.Proc
+		r.client = loadClient(r.workers(o))
+		defer r.client.CloseIdleConnections()
+	}
+
+	if o.warmup > 0 {
+		logf("warm-up: %s per variant", o.warmup)
+		for _, r := range rows {
+			if r.target != nil {
+				if _, err := measure(ctx, r, o, o.warmup); err != nil {
+					return false, err
+				}
+			}
+		}
+	}
+	for round := 1; round <= o.rounds; round++ {
+		logf("round %d/%d", round, o.rounds)
+		for _, r := range rows {
+			if r.target == nil {
+				continue
+			}
+			rr, err := measure(ctx, r, o, o.duration)
+			if err != nil {
+				return false, err
+			}
+			r.sum.rounds = append(r.sum.rounds, rr)
+		}
+	}
+
+	results := map[string]*Summary{}
+	for _, r := range rows {
+		r.sum.finish()
+		results[r.sum.Key] = r.sum
+	}
+	printTable(os.Stdout, t, rows, results, o)
+	ok = true
+	for _, r := range rows {
+		var skip ErrSkip
+		if r.sum.Err != nil && !errors.As(r.sum.Err, &skip) {
+			ok = false
+		}
+	}
+	return ok, nil
+}
+
+// loadClient is the load generator's HTTP client for one row, kept across rounds
+// so every round measures warm keep-alive connections: one per worker.
+func loadClient(workers int) *http.Client {
+	return &http.Client{
+		Timeout: 10 * time.Second,
+		Transport: &http.Transport{
+			Proxy:               nil, // never an HTTP_PROXY from the environment
+			DialContext:         (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConnsPerHost: workers,
+		},
+	}
+}
+
+// probe sends one request and wants a success, so a broken route shows as a
+// failed row with its answer instead of a table of errors.
+func probe(ctx context.Context, tgt *Target) error {
+	if tgt.Measure != nil {
+		return nil
+	}
+	if tgt.Prepare != nil {
+		if err := tgt.Prepare(ctx, 0); err != nil {
+			return err
+		}
+	}
+	var vt vegeta.Target
+	if err := tgt.Targeter(&vt); err != nil {
+		return err
+	}
+	req, err := vt.Request()
+	if err != nil {
+		return err
+	}
+	c := loadClient(1)
+	defer c.CloseIdleConnections()
+	resp, err := c.Do(req.WithContext(ctx))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	// Whole answers for Check (a bulk move's is tens of KiB); errors print 500 bytes.
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if resp.StatusCode >= 300 {
+		return fmt.Errorf("probe %s %s: %s %s", vt.Method, vt.URL, resp.Status, strings.TrimSpace(string(body[:min(len(body), 500)])))
+	}
+	if tgt.Check != nil {
+		if err := tgt.Check(body); err != nil {
+			return fmt.Errorf("probe %s %s: %w", vt.Method, vt.URL, err)
+		}
+	}
+	return nil
+}
+
+// measure runs one variant for d and reads the CPU time of its process and of the
+// bench itself before and after.
+func measure(ctx context.Context, r *row, o options, d time.Duration) (roundResult, error) {
+	if r.target.Measure != nil {
+		return r.target.Measure(ctx)
+	}
+	if r.target.Prepare != nil {
+		if err := r.target.Prepare(ctx, d); err != nil {
+			return roundResult{}, err
+		}
+	}
+	workers := r.workers(o)
+	atk := vegeta.NewAttacker(
+		vegeta.Client(r.client),
+		vegeta.Connections(workers),
+		vegeta.KeepAlive(true),
+		vegeta.Workers(uint64(workers)),
+		vegeta.MaxWorkers(uint64(workers)),
+	)
+	// Freq 0 is vegeta's "as fast as the workers go".
+	rate := vegeta.Rate{Freq: o.rate, Per: time.Second}
+	pids := r.target.Proc.PIDs()
+	self := []int{os.Getpid()}
+
+	cpu0, gen0 := cpuMicros(pids), cpuMicros(self)
+	start := time.Now()
+	stopped := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			atk.Stop()
+		case <-stopped:
+		}
+	}()
+	var m vegeta.Metrics
+	for res := range atk.Attack(r.target.Targeter, rate, d, r.sc.Key) {
+		// A pool of single-use targets that ran dry ends the run early; that is
+		// not a failed request.
+		if res.Error == vegeta.ErrNoTargets.Error() {
+			continue
+		}
+		if r.target.Check != nil && res.Error == "" && res.Code >= 200 && res.Code < 300 {
+			if err := r.target.Check(res.Body); err != nil {
+				res.Code, res.Error = 0, err.Error()
+			}
+		}
+		m.Add(res)
+	}
+	wall := time.Since(start)
+	close(stopped)
+	cpu1, gen1 := cpuMicros(pids), cpuMicros(self)
+	m.Close()
+	if err := ctx.Err(); err != nil {
+		return roundResult{}, err
+	}
+	ok := uint64(m.Success*float64(m.Requests) + 0.5)
+	rr := roundResult{
+		rps:      float64(ok) / wall.Seconds(),
+		p50:      m.Latencies.P50,
+		p99:      m.Latencies.P99,
+		requests: m.Requests,
+		errors:   m.Requests - ok,
+		errs:     m.Errors,
+	}
+	if m.Requests > 0 {
+		rr.cpuPerReq = (cpu1 - cpu0) / float64(m.Requests)
+		rr.genPerReq = (gen1 - gen0) / float64(m.Requests)
+	}
+	return rr, nil
+}
+
+func (s *Summary) finish() {
+	if s.Err != nil || len(s.rounds) == 0 {
+		return
+	}
+	pick := func(f func(roundResult) float64) float64 {
+		v := make([]float64, len(s.rounds))
+		for i, r := range s.rounds {
+			v[i] = f(r)
+		}
+		return median(v)
+	}
+	s.RPS = pick(func(r roundResult) float64 { return r.rps })
+	s.P50 = time.Duration(pick(func(r roundResult) float64 { return float64(r.p50) }))
+	s.P99 = time.Duration(pick(func(r roundResult) float64 { return float64(r.p99) }))
+	s.CPUPerReq = pick(func(r roundResult) float64 { return r.cpuPerReq })
+	s.GenPerReq = pick(func(r roundResult) float64 { return r.genPerReq })
+	for _, r := range s.rounds {
+		s.Errors += r.errors
+		for _, e := range r.errs {
+			if !slices.Contains(s.ErrSample, e) && len(s.ErrSample) < 3 {
+				s.ErrSample = append(s.ErrSample, e)
+			}
+		}
+	}
+}
+
+func median(v []float64) float64 {
+	slices.Sort(v)
+	n := len(v)
+	if n%2 == 1 {
+		return v[n/2]
+	}
+	return (v[n/2-1] + v[n/2]) / 2
+}
+
+func printTable(w io.Writer, t *Table, rows []*row, res map[string]*Summary, o options) {
+	rate := "max (closed loop)"
+	if o.rate > 0 {
+		rate = fmt.Sprintf("%d/s", o.rate)
+	}
+	fmt.Fprintf(w, "# %s\n", t.Title)
+	fmt.Fprintf(w, "# one run on %d CPU cores (%s/%s, %s): %d rounds x %s per variant, interleaved (warm-up %s); rate %s, %d workers/connections; load generator on the same machine\n",
+		runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), o.rounds, o.duration, o.warmup, rate, o.workers)
+	// Other work on the machine skews every figure; interleaving spreads it evenly,
+	// the load average says how much there was.
+	fmt.Fprintf(w, "# load average (1 min) at start %s, at end %s\n", o.loadBefore, loadAvg())
+	base := res[t.Baseline]
+	hasBase := base != nil && base.Err == nil && base.RPS > 0
+	fmt.Fprintf(w, "%-26s %9s %9s %9s %7s %11s %9s %9s %11s\n",
+		"variant", "req/s", "p50", "p99", "errors", "cpu_us/req", "rps_vs_"+t.Baseline, "cpu_vs_"+t.Baseline, "gen_us/req")
+	for _, r := range rows {
+		s := r.sum
+		if s.Err != nil {
+			var skip ErrSkip
+			if errors.As(s.Err, &skip) {
+				fmt.Fprintf(w, "%-26s skipped: %s\n", s.Name, skip.Reason)
+			} else {
+				fmt.Fprintf(w, "%-26s FAILED: %s\n", s.Name, firstLine(s.Err.Error()))
+			}
+			continue
+		}
+		rpsRatio, cpuRatio := "-", "-"
+		if hasBase {
+			rpsRatio = fmt.Sprintf("%.2fx", s.RPS/base.RPS)
+			if base.CPUPerReq > 0 {
+				cpuRatio = fmt.Sprintf("%.2fx", s.CPUPerReq/base.CPUPerReq)
+			}
+		}
+		fmt.Fprintf(w, "%-26s %9s %9s %9s %7d %11.1f %9s %9s %11.1f\n",
+			s.Name, fmtRate(s.RPS), fmtDur(s.P50), fmtDur(s.P99), s.Errors, s.CPUPerReq, rpsRatio, cpuRatio, s.GenPerReq)
+	}
+	var ratios []string
+	for _, rt := range t.Ratios {
+		n, d := res[rt.Num], res[rt.Den]
+		if n == nil || d == nil || n.Err != nil || d.Err != nil || d.RPS == 0 || d.CPUPerReq == 0 {
+			ratios = append(ratios, fmt.Sprintf("(%s)/(%s) n/a", rt.Num, rt.Den))
+			continue
+		}
+		ratios = append(ratios, fmt.Sprintf("(%s)/(%s) rps=%.2fx cpu=%.2fx", rt.Num, rt.Den, n.RPS/d.RPS, n.CPUPerReq/d.CPUPerReq))
+	}
+	if len(ratios) > 0 {
+		fmt.Fprintf(w, "ratios: %s\n", strings.Join(ratios, "  "))
+	}
+	if t.Notes != nil {
+		for _, l := range t.Notes(res) {
+			fmt.Fprintln(w, l)
+		}
+	}
+	// Peak RSS once per distinct process (the gateway serves (d) and (e)).
+	var rss []string
+	seen := map[*Proc]bool{}
+	for _, r := range rows {
+		procs := []*Proc{r.sum.Proc}
+		if r.target != nil && r.target.RSS != nil {
+			procs = r.target.RSS
+		}
+		for _, p := range procs {
+			if p == nil || seen[p] {
+				continue
+			}
+			seen[p] = true
+			if b, err := peakRSS(p.PIDs()); err == nil {
+				rss = append(rss, fmt.Sprintf("%s %.1f MiB", p.Label, float64(b)/(1<<20)))
+			}
+		}
+	}
+	if len(rss) > 0 {
+		fmt.Fprintf(w, "peak RSS (VmHWM): %s\n", strings.Join(rss, ", "))
+	}
+	for _, r := range rows {
+		if r.sum.Errors > 0 {
+			fmt.Fprintf(w, "errors %s: %s\n", r.sum.Name, strings.Join(r.sum.ErrSample, "; "))
+		}
+	}
+	if t.Legend != nil {
+		for _, l := range t.Legend {
+			fmt.Fprintln(w, l)
+		}
+		return
+	}
+	fmt.Fprintln(w, "legend: req/s = successful responses/s, p50/p99 = latency; both medians over the rounds, errors summed.")
+	fmt.Fprintln(w, "        cpu_us/req = user+system CPU of the measured process (for (a) the backend; nginx: master+workers)")
+	fmt.Fprintln(w, "        from /proc/<pid>/stat around each round / requests, median over rounds; gen_us/req = the load")
+	fmt.Fprintln(w, "        generator's own CPU, which shares the cores. Ratios divide medians.")
+}
+
+// fmtRate keeps two significant digits for slow rows (a conversion, a bulk move).
+func fmtRate(r float64) string {
+	if r < 10 {
+		return fmt.Sprintf("%.2f", r)
+	}
+	return fmt.Sprintf("%.0f", r)
+}
+
+func fmtDur(d time.Duration) string {
+	switch {
+	case d >= 10*time.Millisecond:
+		return fmt.Sprintf("%.1fms", float64(d)/1e6)
+	case d >= time.Millisecond:
+		return fmt.Sprintf("%.2fms", float64(d)/1e6)
+	default:
+		return fmt.Sprintf("%dus", d.Microseconds())
+	}
+}
+
+func loadAvg() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(raw))
+	if len(f) == 0 {
+		return "?"
+	}
+	return f[0]
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(s, "\n")
+	return l
+}

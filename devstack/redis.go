@@ -1,0 +1,279 @@
+package devstack
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/analyticsco/platform/devstack/internal/proc"
+)
+
+// ErrRedisNotInstalled is returned when redis-server is not on PATH.
+var ErrRedisNotInstalled = errors.New("redis-server not found: install it with `apt-get install -y redis-server`")
+
+// Redis is a redis-server child process bound to 127.0.0.1, persisting with
+// an append-only file in its dir. It dies with the parent (Pdeathsig).
+type Redis struct {
+	URL  string // redis://127.0.0.1:<port>/0
+	Addr string // 127.0.0.1:<port>
+
+	dir    string
+	logger *slog.Logger
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited <-chan error
+	closed bool
+}
+
+// StartRedis starts redis-server with --dir dir on addr ("" picks a free port
+// on 127.0.0.1) and waits until it answers PING. ctx bounds startup only.
+func StartRedis(ctx context.Context, dir, addr string, logger *slog.Logger) (*Redis, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		return nil, ErrRedisNotInstalled
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("devstack: redis dir %q: %w", dir, err)
+	}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return nil, fmt.Errorf("devstack: redis dir: %w", err)
+	}
+	r := &Redis{dir: abs, logger: logger.With("component", "redis")}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if addr != "" {
+		r.Addr = addr
+		if err := r.startLocked(ctx); err != nil {
+			return nil, err
+		}
+		return r, nil
+	}
+	// A free port found by listen-and-close can be taken by someone else
+	// before redis binds it; try a few.
+	for attempt := 1; ; attempt++ {
+		a, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		r.Addr = a
+		err = r.startLocked(ctx)
+		if err == nil {
+			return r, nil
+		}
+		if attempt == 3 || ctx.Err() != nil {
+			return nil, err
+		}
+		r.logger.Debug("redis-server failed to start, retrying on another port", "err", err)
+	}
+}
+
+func (r *Redis) startLocked(ctx context.Context) error {
+	host, port, err := net.SplitHostPort(r.Addr)
+	if err != nil {
+		return fmt.Errorf("devstack: redis addr %q: %w", r.Addr, err)
+	}
+	if host == "" {
+		host = "127.0.0.1"
+		r.Addr = net.JoinHostPort(host, port)
+	}
+	out := &tailWriter{logger: r.logger, max: 8 << 10}
+	cmd := exec.Command("redis-server",
+		"--bind", host,
+		"--port", port,
+		"--dir", r.dir,
+		"--appendonly", "yes",
+		// Revocations must never be evicted to make room: at maxmemory, writes fail instead.
+		"--maxmemory-policy", "noeviction",
+		"--save", "",
+		"--daemonize", "no",
+		"--logfile", "",
+		"--loglevel", "warning",
+	)
+	cmd.Stdout, cmd.Stderr = out, out
+	// An AOF-rewrite child may briefly hold the output pipe after the server
+	// exits; do not let Wait hang on it.
+	cmd.WaitDelay = 5 * time.Second
+	exited, err := proc.Start(cmd)
+	if err != nil {
+		if errors.Is(err, exec.ErrNotFound) {
+			return ErrRedisNotInstalled
+		}
+		return fmt.Errorf("devstack: start redis-server: %w", err)
+	}
+	r.cmd, r.exited = cmd, exited
+	r.URL = "redis://" + r.Addr + "/0"
+
+	if err := r.waitReady(ctx); err != nil {
+		r.stopLocked()
+		return fmt.Errorf("%w; redis-server output: %s", err, out.String())
+	}
+	r.logger.Debug("redis-server ready", "url", r.URL, "dir", r.dir, "pid", cmd.Process.Pid)
+	return nil
+}
+
+func (r *Redis) waitReady(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	c := redis.NewClient(&redis.Options{Addr: r.Addr, DialTimeout: time.Second, MaxRetries: -1})
+	defer c.Close()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		pctx, pcancel := context.WithTimeout(ctx, time.Second)
+		err := c.Ping(pctx).Err()
+		pcancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case werr := <-r.exited:
+			// Put it back for stopLocked, which also waits on it.
+			ch := make(chan error, 1)
+			ch <- werr
+			r.exited = ch
+			return fmt.Errorf("devstack: redis-server on %s exited during startup: %v", r.Addr, werr)
+		case <-ctx.Done():
+			return fmt.Errorf("devstack: redis-server on %s not answering PING: %w (last: %v)", r.Addr, ctx.Err(), err)
+		case <-tick.C:
+		}
+	}
+}
+
+// Pid is the redis-server process id, 0 when stopped.
+func (r *Redis) Pid() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd == nil {
+		return 0
+	}
+	return r.cmd.Process.Pid
+}
+
+// Stop sends SIGTERM (redis flushes its AOF) and waits, then SIGKILLs after
+// 10 s. Idempotent.
+func (r *Redis) Stop() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stopLocked()
+}
+
+func (r *Redis) stopLocked() error {
+	if r.cmd == nil {
+		return nil
+	}
+	cmd, exited := r.cmd, r.exited
+	r.cmd, r.exited = nil, nil
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+		return nil
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		<-exited
+		return errors.New("devstack: redis-server ignored SIGTERM for 10s, killed")
+	}
+}
+
+// Restart stops and starts redis-server again on the same port and dir.
+func (r *Redis) Restart(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return errors.New("devstack: redis is closed")
+	}
+	if err := r.stopLocked(); err != nil {
+		return err
+	}
+	return r.startLocked(ctx)
+}
+
+// Close stops redis-server for good; idempotent.
+func (r *Redis) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed = true
+	return r.stopLocked()
+}
+
+// tailWriter logs each line at Debug and keeps the last max bytes for error
+// messages.
+type tailWriter struct {
+	logger *slog.Logger
+	max    int
+
+	mu      sync.Mutex
+	buf     []byte
+	partial []byte
+}
+
+func (w *tailWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	if len(w.buf) > w.max {
+		w.buf = w.buf[len(w.buf)-w.max:]
+	}
+	w.partial = append(w.partial, p...)
+	for {
+		i := bytes.IndexByte(w.partial, '\n')
+		if i < 0 {
+			break
+		}
+		if line := strings.TrimSpace(string(w.partial[:i])); line != "" {
+			w.logger.Debug(line)
+		}
+		w.partial = w.partial[i+1:]
+	}
+	return len(p), nil
+}
+
+func (w *tailWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.TrimSpace(string(w.buf))
+}
+
+// handedOut are the ports freeAddr has returned in this process: a port is free when
+// handed out, but nothing holds it until its user binds it, so the kernel may offer it
+// again meanwhile; it is never handed out twice.
+var handedOut struct {
+	sync.Mutex
+	ports map[string]bool
+}
+
+func freeAddr() (string, error) {
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	if handedOut.ports == nil {
+		handedOut.ports = map[string]bool{}
+	}
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", fmt.Errorf("devstack: find a free port: %w", err)
+		}
+		a := l.Addr().String()
+		l.Close()
+		if !handedOut.ports[a] {
+			handedOut.ports[a] = true
+			return a, nil
+		}
+	}
+	return "", fmt.Errorf("devstack: no free port not handed out already")
+}
