@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/analyticsco/platform/systemtest/stacktest"
 	"github.com/analyticsco/platform/libs/httpx"
+	"github.com/analyticsco/platform/systemtest/stacktest"
 )
 
 func TestMain(m *testing.M) { os.Exit(stacktest.Main(m)) }

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/analyticsco/platform/systemtest/stacktest"
 	"github.com/analyticsco/platform/libs/identity"
+	"github.com/analyticsco/platform/systemtest/stacktest"
 )
 
 // seriesCount is the number of time series a process's /metrics exposes.

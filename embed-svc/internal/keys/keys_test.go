@@ -10,8 +10,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/analyticsco/platform/embed-svc/internal/keys"
 	"github.com/analyticsco/platform/devstack"
+	"github.com/analyticsco/platform/embed-svc/internal/keys"
 	"github.com/analyticsco/platform/libs/mongox"
 )
 

@@ -11,8 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/analyticsco/platform/embed-svc/internal/keys"
 	"github.com/analyticsco/platform/devstack"
+	"github.com/analyticsco/platform/embed-svc/internal/keys"
 	"github.com/analyticsco/platform/libs/mongox"
 )
 

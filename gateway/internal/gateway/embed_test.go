@@ -18,10 +18,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/analyticsco/platform/devstack"
 	"github.com/analyticsco/platform/gateway/internal/auth"
 	"github.com/analyticsco/platform/gateway/internal/embedauth"
 	"github.com/analyticsco/platform/gateway/internal/gateway"
-	"github.com/analyticsco/platform/devstack"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/redisx"
 )

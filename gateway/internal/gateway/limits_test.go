@@ -12,9 +12,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/analyticsco/platform/devstack"
 	"github.com/analyticsco/platform/gateway/internal/gateway"
 	"github.com/analyticsco/platform/gateway/internal/ratelimit"
-	"github.com/analyticsco/platform/devstack"
 )
 
 func TestRateLimits(t *testing.T) {

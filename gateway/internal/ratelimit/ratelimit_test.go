@@ -9,8 +9,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/analyticsco/platform/gateway/internal/ratelimit"
 	"github.com/analyticsco/platform/devstack"
+	"github.com/analyticsco/platform/gateway/internal/ratelimit"
 )
 
 func TestParseLimit(t *testing.T) {

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/analyticsco/platform/devstack"
 	"github.com/analyticsco/platform/gateway/gatewaytest"
 	"github.com/analyticsco/platform/libs/audit"
-	"github.com/analyticsco/platform/devstack"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
 	"github.com/analyticsco/platform/libs/obs"

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/analyticsco/platform/devstack"
 	auditsvc "github.com/analyticsco/platform/embed-svc/internal/audit"
 	"github.com/analyticsco/platform/embed-svc/internal/store/auditstore"
 	"github.com/analyticsco/platform/libs/audit"
-	"github.com/analyticsco/platform/devstack"
 	"github.com/analyticsco/platform/libs/mongox"
 )
 
