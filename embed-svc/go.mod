@@ -110,3 +110,8 @@ replace github.com/analyticsco/platform/libs => ../libs
 replace github.com/analyticsco/platform/gateway => ../gateway
 
 replace github.com/analyticsco/platform/devstack => ../devstack
+
+// The branch resolver's contract is published by dbtsync-svc (package client).
+require github.com/analyticsco/platform/dbtsync-svc v0.0.0
+
+replace github.com/analyticsco/platform/dbtsync-svc => ../dbtsync-svc

@@ -174,6 +174,12 @@ func f(mux *http.ServeMux) {
 	}
 	mux.HandleFunc("/", nil)
 }`, []string{"GET /api/v1/a", "POST /api/v1/b"}},
+		{"a router's method and path", `package p
+const base = "/api/v1/deployments/{deploymentId}"
+func f(r *httpx.Router) {
+	r.Handle("GET", base+"/workspace", nil)
+	r.HandleFunc(http.MethodPost, "/api/v1/audit", nil)
+}`, []string{"GET /api/v1/deployments/{}/workspace", "POST /api/v1/audit"}},
 		{"a top-level helper function", `package p
 func route(mux *http.ServeMux, method, path string) { mux.Handle(method+" "+path, nil) }
 func f(mux *http.ServeMux) { route(mux, "DELETE", "/api/v1/x/{id}") }`,

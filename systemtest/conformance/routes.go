@@ -210,7 +210,7 @@ func scanPackage(fset *token.FileSet, files []*ast.File) ([]Route, []Unresolved)
 	for _, f := range files {
 		ast.Inspect(f, func(n ast.Node) bool {
 			call, ok := n.(*ast.CallExpr)
-			if !ok || len(call.Args) != 2 {
+			if !ok || (len(call.Args) != 2 && len(call.Args) != 3) {
 				return true
 			}
 			sel, ok := call.Fun.(*ast.SelectorExpr)
@@ -218,9 +218,16 @@ func scanPackage(fset *token.FileSet, files []*ast.File) ([]Route, []Unresolved)
 				return true
 			}
 			pos := fset.Position(call.Pos()).String()
-			vals, ok := s.eval(call.Args[0], 0)
+			// ServeMux.Handle(pattern, h), or httpx.Router.Handle(method, path, h): the
+			// pattern is then method + " " + path.
+			pattern := call.Args[0]
+			if len(call.Args) == 3 {
+				pattern = &ast.BinaryExpr{Op: token.ADD, Y: call.Args[1],
+					X: &ast.BinaryExpr{Op: token.ADD, X: call.Args[0], Y: &ast.BasicLit{Kind: token.STRING, Value: `" "`}}}
+			}
+			vals, ok := s.eval(pattern, 0)
 			if !ok {
-				unresolved = append(unresolved, Unresolved{Pos: pos, Expr: s.source(call.Args[0])})
+				unresolved = append(unresolved, Unresolved{Pos: pos, Expr: s.source(pattern)})
 				return true
 			}
 			for _, v := range vals {
@@ -290,6 +297,10 @@ func (s *scanner) eval(e ast.Expr, depth int) ([]value, bool) {
 	case *ast.Ident:
 		return s.evalIdent(e, depth)
 	case *ast.SelectorExpr:
+		// net/http's method constants (http.MethodGet is "GET").
+		if pkg, ok := e.X.(*ast.Ident); ok && pkg.Name == "http" && strings.HasPrefix(e.Sel.Name, "Method") {
+			return []value{{str: strings.ToUpper(strings.TrimPrefix(e.Sel.Name, "Method"))}}, true
+		}
 		xs, ok := s.eval(e.X, depth+1)
 		if !ok {
 			return nil, false

@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/analyticsco/platform/dbtsync-svc/client"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/app"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
 	"github.com/analyticsco/platform/devstack"
@@ -286,13 +287,13 @@ func TestManifestSyncWritesBranchAndServesIt(t *testing.T) {
 		t.Errorf("dot-dot path: %d", code)
 	}
 	// Branch served state and the resolver for embed-svc.
-	resolve := func(name string) dbtsync.ResolveReply {
-		b, _ := json.Marshal(dbtsync.ResolveRequest{DeploymentID: h.dep, BranchName: name, ProductionBranch: h.prod})
-		msg, err := h.deps.NATS.Request(dbtsync.ResolveSubject, b, 5*time.Second)
+	resolve := func(name string) client.ResolveReply {
+		b, _ := json.Marshal(client.ResolveRequest{DeploymentID: h.dep, BranchName: name, ProductionBranch: h.prod})
+		msg, err := h.deps.NATS.Request(client.ResolveSubject, b, 5*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var r dbtsync.ResolveReply
+		var r client.ResolveReply
 		_ = json.Unmarshal(msg.Data, &r)
 		return r
 	}

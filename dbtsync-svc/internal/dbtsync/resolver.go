@@ -2,53 +2,29 @@ package dbtsync
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/analyticsco/platform/dbtsync-svc/client"
 )
 
-// Branch resolution for embed-svc over NATS request-reply.
-const (
-	ResolveSubject = "dbtsync.branches.resolve"
-	ResolveQueue   = "dbtsync-resolver"
-)
-
-// ResolveRequest is {"deploymentId": 1, "branchName": "feature-x", "productionBranch": "main"}.
-type ResolveRequest struct {
-	DeploymentID     int64  `json:"deploymentId"`
-	BranchName       string `json:"branchName"`
-	ProductionBranch string `json:"productionBranch"`
-}
-
-// ResolveReply is {"exists": true, "served": false, "production": false} or {"error": "..."}.
-type ResolveReply struct {
-	Exists     bool   `json:"exists"`
-	Served     bool   `json:"served"`
-	Production bool   `json:"production"`
-	Error      string `json:"error,omitempty"`
-}
-
-// ServeResolver answers resolve requests in the queue group, so API replicas share them.
+// ServeResolver answers the branch resolver (the contract is package client) in its queue
+// group, so API replicas share the requests; each answer is a span of the requester's trace.
 func ServeResolver(nc *nats.Conn, store *Store, logger *slog.Logger) (*nats.Subscription, error) {
-	return nc.QueueSubscribe(ResolveSubject, ResolveQueue, func(m *nats.Msg) {
-		var req ResolveRequest
-		var reply ResolveReply
-		if err := json.Unmarshal(m.Data, &req); err != nil || req.DeploymentID <= 0 || req.BranchName == "" || req.ProductionBranch == "" {
-			reply.Error = "request must be {\"deploymentId\": <positive integer>, \"branchName\": <string>, \"productionBranch\": <string>}"
-		} else {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			exists, served, prod, err := store.Resolve(ctx, req.DeploymentID, req.BranchName, req.ProductionBranch)
-			cancel()
-			if err != nil {
-				logger.Warn("resolve branch", "err", err)
-				reply.Error = "branch lookup failed: data-model store unavailable"
-			} else {
-				reply = ResolveReply{Exists: exists, Served: served, Production: prod}
-			}
+	return client.Serve(nc, func(ctx context.Context, req client.ResolveRequest) client.ResolveReply {
+		ctx, span := otel.Tracer("dbtsync").Start(ctx, "resolve branch", trace.WithSpanKind(trace.SpanKindServer))
+		defer span.End()
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		exists, served, prod, err := store.Resolve(ctx, req.DeploymentID, req.BranchName, req.ProductionBranch)
+		if err != nil {
+			logger.WarnContext(ctx, "resolve branch", "err", err)
+			return client.ResolveReply{Error: "branch lookup failed: data-model store unavailable"}
 		}
-		b, _ := json.Marshal(reply)
-		_ = m.Respond(b)
+		return client.ResolveReply{Exists: exists, Served: served, Production: prod}
 	})
 }

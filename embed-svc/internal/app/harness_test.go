@@ -23,7 +23,7 @@ import (
 
 	"github.com/analyticsco/platform/devstack"
 	"github.com/analyticsco/platform/embed-svc/internal/app"
-	"github.com/analyticsco/platform/embed-svc/internal/branches"
+	"github.com/analyticsco/platform/dbtsync-svc/client"
 	"github.com/analyticsco/platform/gateway/gatewaytest"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
@@ -79,20 +79,16 @@ type env struct {
 // branchResponder answers dbtsync.branches.resolve like dbtsync-svc: "main" is
 // production, "feature-*" exists and is served, "stale-*" exists and is not served.
 func branchResponder(t *testing.T, nc *nats.Conn) *nats.Subscription {
-	sub, err := nc.Subscribe(branches.Subject, func(m *nats.Msg) {
-		var req branches.Request
-		_ = json.Unmarshal(m.Data, &req)
-		rep := branches.Reply{}
+	sub, err := client.Serve(nc, func(_ context.Context, req client.ResolveRequest) client.ResolveReply {
 		switch {
 		case req.BranchName == req.ProductionBranch:
-			rep = branches.Reply{Exists: true, Served: true, Production: true}
+			return client.ResolveReply{Exists: true, Served: true, Production: true}
 		case strings.HasPrefix(req.BranchName, "feature-"):
-			rep = branches.Reply{Exists: true, Served: true}
+			return client.ResolveReply{Exists: true, Served: true}
 		case strings.HasPrefix(req.BranchName, "stale-"):
-			rep = branches.Reply{Exists: true}
+			return client.ResolveReply{Exists: true}
 		}
-		raw, _ := json.Marshal(rep)
-		_ = m.Respond(raw)
+		return client.ResolveReply{}
 	})
 	if err != nil {
 		t.Fatal(err)
