@@ -21,9 +21,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/analyticsco/platform/dbtsync-svc/client"
 	"github.com/analyticsco/platform/devstack"
 	"github.com/analyticsco/platform/embed-svc/internal/app"
-	"github.com/analyticsco/platform/dbtsync-svc/client"
 	"github.com/analyticsco/platform/gateway/gatewaytest"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
