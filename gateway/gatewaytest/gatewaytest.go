@@ -6,7 +6,6 @@
 package gatewaytest
 
 import (
-	"cmp"
 	"context"
 	"crypto"
 	"crypto/ed25519"
@@ -21,9 +20,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/analyticsco/platform/gateway/internal/app"
 	"github.com/analyticsco/platform/gateway/internal/auth"
 	"github.com/analyticsco/platform/gateway/internal/credentials"
-	"github.com/analyticsco/platform/gateway/internal/embedauth"
 	"github.com/analyticsco/platform/gateway/internal/gateway"
 	"github.com/analyticsco/platform/gateway/internal/platformctl"
 	"github.com/analyticsco/platform/gateway/internal/store"
@@ -120,14 +119,13 @@ func Start(t testing.TB, o Options) *Stack {
 		}
 		upstreams[name] = urls
 	}
-	authn := auth.New(auth.Options{
-		Directory: st,
-		Verifier:  auth.NewVerifier(auth.NewKeySet([]crypto.PublicKey{pub}, ""), issuer.Issuer, issuer.Audience, nil),
-		CacheTTL:  30 * time.Second,
-	})
 	wctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	go authn.WatchChanges(wctx, 200*time.Millisecond)
+	d := app.Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Store: st, Signer: signer,
+		Keys: auth.NewKeySet([]crypto.PublicKey{pub}, ""), Issuer: issuer.Issuer, Audience: issuer.Audience,
+		Upstreams: upstreams, Embed: o.Embed, EmbedJWKSURL: o.EmbedJWKSURL, EmbedIssuer: o.EmbedIssuer,
+		BigBodyLimit: 256 << 20, UpstreamTimeout: o.UpstreamTimeout, DialTimeout: time.Second,
+		RevocationPoll: 200 * time.Millisecond, OpenAPIJSON: []byte(`{}`), Configure: o.Configure}
 	if o.Embed == nil && o.RedisURL != "" {
 		ropts, err := redis.ParseURL(o.RedisURL)
 		if err != nil {
@@ -135,36 +133,13 @@ func Start(t testing.TB, o Options) *Stack {
 		}
 		rdb := redis.NewClient(ropts)
 		t.Cleanup(func() { _ = rdb.Close() })
-		jwks := o.EmbedJWKSURL
-		if jwks == "" {
-			jwks = upstreams["embed-svc"][0].String() + embedauth.JWKSPath
-		}
-		if o.EmbedIssuer == "" {
-			o.EmbedIssuer = "https://embed.platform.local"
-		}
-		keys := auth.NewKeySet(nil, jwks).WithRequestDecorator(embedauth.SignedRequest(signer))
-		o.Embed = embedauth.New(keys, o.EmbedIssuer, rdb, authn, nil)
+		d.Redis = rdb
 	}
-	gopts := gateway.Options{
-		Auth:            authn,
-		Embed:           o.Embed,
-		Signer:          signer,
-		Upstreams:       upstreams,
-		BodyLimit:       1 << 20,
-		BigBodyLimit:    256 << 20,
-		UpstreamTimeout: cmp.Or(o.UpstreamTimeout, 30*time.Second),
-		DialTimeout:     time.Second,
-		OpenAPIJSON:     []byte(`{}`),
-		Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
-	}
-	if o.Configure != nil {
-		o.Configure(&gopts)
-	}
-	gw, err := gateway.New(gopts)
+	a, err := app.New(wctx, d)
 	if err != nil {
 		t.Fatalf("gatewaytest: %v", err)
 	}
-	srv := httptest.NewServer(gw)
+	srv := httptest.NewServer(a.Handler)
 	t.Cleanup(srv.Close)
 	seed, err := platformctl.Seed(ctx, st, issuer, srv.URL)
 	if err != nil {
@@ -181,30 +156,6 @@ func (s *Stack) Token(t testing.TB, userID int64, ttl time.Duration) string {
 		t.Fatal(err)
 	}
 	return tok
-}
-
-// CreateUser adds a user to an account and returns it with a fresh bearer token.
-func (s *Stack) CreateUser(t testing.TB, accountID int64, username, role string) SeedUser {
-	t.Helper()
-	u, err := s.st.UpsertUser(context.Background(), store.UserSpec{AccountID: accountID, Username: username, Email: username + "@example.test", Role: role})
-	if err != nil {
-		t.Fatalf("gatewaytest: create user: %v", err)
-	}
-	return SeedUser{ID: u.ID, Username: u.Username, Email: u.Email, Role: u.Role, Bearer: s.Token(t, u.ID, time.Hour)}
-}
-
-// CreateAPIKey creates an API key for a user ("account" or "personal", optional scope).
-func (s *Stack) CreateAPIKey(t testing.TB, userID int64, kind string, scope ...int64) string {
-	t.Helper()
-	u, err := s.st.User(context.Background(), userID)
-	if err != nil {
-		t.Fatalf("gatewaytest: %v", err)
-	}
-	key, err := platformctl.CreateKey(context.Background(), s.st, u, kind, scope, "test", 0)
-	if err != nil {
-		t.Fatalf("gatewaytest: create key: %v", err)
-	}
-	return key
 }
 
 func sanitize(s string) string {

@@ -66,17 +66,6 @@ func WriteCodedError(w http.ResponseWriter, status int, code, message string) {
 	WriteJSON(w, status, Error{Status: status, Code: code, Message: message})
 }
 
-// WriteErr writes err: an *Error as itself, anything else as a logged 500 whose body
-// says only "internal error" and the request id.
-func WriteErr(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err error) {
-	var e *Error
-	if errors.As(err, &e) {
-		WriteCodedError(w, e.Status, e.Code, e.Message)
-		return
-	}
-	Internal(w, r, logger, err)
-}
-
 // Internal logs err with its request id and answers a 500 that reveals nothing else.
 func Internal(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err error) {
 	InternalContext(r.Context(), w, logger, err, "method", r.Method, "path", r.URL.Path)

@@ -71,17 +71,11 @@ func TestDecodeJSONTooLarge(t *testing.T) {
 	}
 }
 
-func TestWriteErrHidesInternalErrors(t *testing.T) {
+func TestInternalHidesTheError(t *testing.T) {
 	rec := httptest.NewRecorder()
-	req := httptest.NewRequest("GET", "/", nil)
-	httpx.WriteErr(rec, req, discardLogger(), errSecret{})
+	httpx.Internal(rec, httptest.NewRequest("GET", "/", nil), discardLogger(), errSecret{})
 	if rec.Code != 500 || strings.Contains(rec.Body.String(), "s3cr3t") || !strings.Contains(rec.Body.String(), "internal error") {
 		t.Fatalf("%d %s", rec.Code, rec.Body)
-	}
-	rec = httptest.NewRecorder()
-	httpx.WriteErr(rec, req, discardLogger(), httpx.Errorf(409, "folder 3 is not empty"))
-	if rec.Code != 409 || rec.Body.String() != "{\"status\":409,\"code\":\"conflict\",\"message\":\"folder 3 is not empty\"}\n" {
-		t.Fatalf("%d %q", rec.Code, rec.Body)
 	}
 }
 
@@ -107,7 +101,7 @@ func TestCodesMatchTheirStatuses(t *testing.T) {
 		}
 	}
 	rec := httptest.NewRecorder()
-	httpx.WriteErr(rec, httptest.NewRequest("GET", "/", nil), discardLogger(), httpx.CodedErrorf(403, httpx.CodeExternalUserLimit, "limit"))
+	httpx.WriteCodedError(rec, 403, httpx.CodeExternalUserLimit, "limit")
 	if rec.Body.String() != "{\"status\":403,\"code\":\"external_user_limit\",\"message\":\"limit\"}\n" {
 		t.Fatalf("coded error body %q", rec.Body)
 	}

@@ -117,7 +117,6 @@ type Embed struct {
 
 // Principal is the verified caller of one request.
 type Principal struct {
-	RequestID  string      `json:"rid"`
 	Credential string      `json:"cred"`
 	Account    Account     `json:"acct"`
 	User       *User       `json:"user,omitempty"`

@@ -25,7 +25,7 @@ func newSigner(t *testing.T) *identity.Signer {
 
 func TestSignVerifyRoundTrip(t *testing.T) {
 	s := newSigner(t)
-	in := &identity.Principal{RequestID: "r1", Credential: identity.CredentialAPIKey, Account: identity.Account{ID: 7, Plan: "premium"},
+	in := &identity.Principal{Credential: identity.CredentialAPIKey, Account: identity.Account{ID: 7, Plan: "premium"},
 		User: &identity.User{ID: 3, Role: identity.RoleAdmin}, KeyKind: identity.KeyAccount, KeyScope: []int64{4}, Deployment: &identity.Deployment{ID: 4, ProductionBranch: "main"}}
 	v, err := s.Sign(in)
 	if err != nil {
@@ -35,7 +35,7 @@ func TestSignVerifyRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.RequestID != "r1" || got.Account.ID != 7 || got.User.Role != identity.RoleAdmin || !got.InScope(4) || got.InScope(5) || got.Deployment.ID != 4 {
+	if got.Account.ID != 7 || got.User.Role != identity.RoleAdmin || !got.InScope(4) || got.InScope(5) || got.Deployment.ID != 4 {
 		t.Fatalf("round trip: %+v", got)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"strconv"
 
 	"github.com/analyticsco/platform/libs/httpx"
-	"github.com/analyticsco/platform/libs/logging"
 )
 
 // Require wraps a service's API handler: without a valid forwarded identity the answer
@@ -19,9 +18,6 @@ func Require(s *Signer, next http.Handler) http.Handler {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="platform"`)
 			httpx.WriteError(w, http.StatusUnauthorized, "missing or invalid identity: requests must come through the gateway")
 			return
-		}
-		if info := logging.Request(r.Context()); info != nil && info.ID == "" {
-			info.ID = p.RequestID
 		}
 		r2 := r.WithContext(NewContext(r.Context(), p))
 		next.ServeHTTP(w, r2)

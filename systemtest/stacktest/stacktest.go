@@ -289,21 +289,6 @@ func (s *Stack) Kill(name string) {
 	<-p.done
 }
 
-// Terminate sends SIGTERM and waits up to timeout for a graceful exit; it reports
-// whether the process exited in time with status 0.
-func (s *Stack) Terminate(name string, timeout time.Duration) bool {
-	p := s.Process(name)
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-		return p.cmd.ProcessState.ExitCode() == 0
-	case <-time.After(timeout):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-		return false
-	}
-}
-
 // Restart starts a stopped or killed process again (same address and environment) and
 // waits until it is ready.
 func (s *Stack) Restart(ctx context.Context, name string) {
@@ -411,10 +396,6 @@ func tail(s string, lines int) string {
 	}
 	return strings.Join(parts, "\n")
 }
-
-// FreePort is a helper for tests that need an address nothing listens on; it is never
-// one the stack handed to a process (devstack.FreeAddr).
-func FreePort(t testing.TB) string { return devstack.FreeAddr(t) }
 
 type syncBuffer struct {
 	mu  sync.Mutex

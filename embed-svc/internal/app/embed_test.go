@@ -890,7 +890,7 @@ func testLimit(t *testing.T, e *env) {
 	accountID := time.Now().UnixNano()%1_000_000 + 5_000_000
 	limit := int64(1000)
 	principal := func() string {
-		p := &identity.Principal{RequestID: "limit-test", Credential: identity.CredentialAPIKey, KeyKind: identity.KeyAccount,
+		p := &identity.Principal{Credential: identity.CredentialAPIKey, KeyKind: identity.KeyAccount,
 			User:       &identity.User{ID: 1, Username: "limit-admin", Role: identity.RoleAdmin},
 			Account:    identity.Account{ID: accountID, Plan: "enterprise", EmbeddingEnabled: true, DefaultEmbedTenant: "limit-tenant", ExternalUserLimit: limit},
 			Deployment: &identity.Deployment{ID: 77, ProductionBranch: "main"}, Audience: "embed-svc"}

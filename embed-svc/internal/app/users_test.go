@@ -117,7 +117,7 @@ func testLimitWithDeletes(t *testing.T, e *env) {
 	accountID := time.Now().UnixNano()%1_000_000 + 7_000_000
 	tenant := "limit-del-tenant"
 	sign := func() string {
-		p := &identity.Principal{RequestID: "limit-del", Credential: identity.CredentialAPIKey, KeyKind: identity.KeyAccount,
+		p := &identity.Principal{Credential: identity.CredentialAPIKey, KeyKind: identity.KeyAccount,
 			User:       &identity.User{ID: 1, Username: "limit-admin", Role: identity.RoleAdmin},
 			Account:    identity.Account{ID: accountID, Plan: "enterprise", EmbeddingEnabled: true, DefaultEmbedTenant: tenant, ExternalUserLimit: 5},
 			Deployment: &identity.Deployment{ID: 77, ProductionBranch: "main"}, Audience: "embed-svc"}

@@ -13,29 +13,24 @@ import (
 	"net/url"
 	"os"
 	"runtime/debug"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/analyticsco/platform/gateway/config"
+	"github.com/analyticsco/platform/gateway/internal/app"
 	"github.com/analyticsco/platform/gateway/internal/auth"
 	"github.com/analyticsco/platform/gateway/internal/credentials"
-	"github.com/analyticsco/platform/gateway/internal/embedauth"
 	"github.com/analyticsco/platform/gateway/internal/gateway"
 	"github.com/analyticsco/platform/gateway/internal/openapi"
 	"github.com/analyticsco/platform/gateway/internal/ratelimit"
 	"github.com/analyticsco/platform/gateway/internal/store"
-	libconfig "github.com/analyticsco/platform/libs/config"
 	"github.com/analyticsco/platform/libs/identity"
-	"github.com/analyticsco/platform/libs/logging"
 	"github.com/analyticsco/platform/libs/mongox"
 	"github.com/analyticsco/platform/libs/obs"
 	"github.com/analyticsco/platform/libs/redisx"
 	"github.com/analyticsco/platform/libs/server"
 )
-
-const serviceName = "gateway"
 
 func main() {
 	if err := run(); err != nil {
@@ -54,135 +49,88 @@ func run() error {
 		// less often trades a few MiB for CPU on every request. GOGC overrides it.
 		debug.SetGCPercent(400)
 	}
-	log := logging.New(os.Stdout, cfg.LogLevel, serviceName)
-	log.Info("starting", "config", libconfig.LogValue(cfg))
-
-	ctx, stop := server.SignalContext()
-	defer stop()
-
-	shutdownTracing, err := obs.SetupTracing(ctx, serviceName, cfg.OTLPEndpoint)
+	proc, err := server.Start(app.ServiceName, cfg.Common, cfg)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = shutdownTracing(context.Background()) }()
+	defer proc.Close()
+	d, closeDeps, err := deps(proc, cfg)
+	if err != nil {
+		return err
+	}
+	defer closeDeps()
+	a, err := app.New(proc.Ctx, d)
+	if err != nil {
+		return err
+	}
+	if cfg.PprofAddr != "" {
+		go servePprof(proc.Ctx, proc.Logger, cfg.PprofAddr)
+	}
+	return server.RunAll(proc.Ctx, proc.Logger, cfg.ShutdownTimeout,
+		server.Listener{Name: "public", Addr: cfg.Addr, Handler: a.Handler},
+		server.Listener{Name: "internal", Addr: cfg.InternalAddr, Handler: a.Internal})
+}
 
+// deps connects what the configuration names (the identity store, Redis) and parses the
+// rest; close releases the connections.
+func deps(proc *server.Process, cfg config.Config) (app.Deps, func(), error) {
+	var closers []func()
+	closeAll := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	fail := func(err error) (app.Deps, func(), error) { closeAll(); return app.Deps{}, nil, err }
 	signer, err := identity.NewSigner(cfg.IdentitySigningKey)
 	if err != nil {
-		return err
+		return fail(err)
 	}
 	reg := obs.NewRegistry()
-	client, err := mongox.ConnectWithMetrics(ctx, cfg.MongoURI, nil, mongox.NewMetrics(reg))
+	client, err := mongox.ConnectWithMetrics(proc.Ctx, cfg.MongoURI, nil, mongox.NewMetrics(reg))
 	if err != nil {
-		return err
+		return fail(err)
 	}
-	defer func() { _ = client.Disconnect(context.Background()) }()
-	st := store.New(client.Database(cfg.MongoDatabase))
-
+	closers = append(closers, func() { _ = client.Disconnect(context.Background()) })
 	keys, err := loadKeys(cfg)
 	if err != nil {
-		return err
+		return fail(err)
 	}
-	go keys.Run(ctx, cfg.JWKSRefresh)
-	authn := auth.New(auth.Options{
-		Directory: st,
-		Verifier:  auth.NewVerifier(keys, cfg.JWTIssuer, cfg.JWTAudience, nil),
-		CacheTTL:  cfg.AuthCacheTTL,
-		Logger:    log,
-	})
-	go authn.WatchChanges(ctx, cfg.RevocationPoll)
-
 	ropts, err := redis.ParseURL(cfg.RedisURL)
 	if err != nil {
-		return fmt.Errorf("REDIS_URL: %w", err)
+		return fail(fmt.Errorf("REDIS_URL: %w", err))
 	}
 	rdb := redis.NewClient(ropts)
-	defer rdb.Close()
+	closers = append(closers, func() { _ = rdb.Close() })
 	redisx.NewMetrics(reg).Instrument(rdb)
-	embedJWKS := cfg.EmbedJWKSURL
-	if embedJWKS == "" {
-		embedJWKS = strings.TrimSuffix(strings.Split(cfg.EmbedURL, ",")[0], "/") + embedauth.JWKSPath
+	d := app.Deps{Logger: proc.Logger, Registry: reg, Store: store.New(client.Database(cfg.MongoDatabase)), Signer: signer,
+		Keys: keys, Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, Upstreams: map[string][]*url.URL{}, Redis: rdb,
+		EmbedJWKSURL: cfg.EmbedJWKSURL, EmbedIssuer: cfg.EmbedTokenIssuer,
+		BodyLimit: int64(cfg.BodyLimitDefault), BigBodyLimit: int64(cfg.BodyLimitDBTSync),
+		UpstreamTimeout: cfg.UpstreamTimeout, DialTimeout: cfg.DialTimeout, BodyTimeout: cfg.ClientBodyTimeout, UploadTimeout: cfg.ClientUploadTimeout,
+		CacheTTL: cfg.AuthCacheTTL, RevocationPoll: cfg.RevocationPoll, JWKSRefresh: cfg.JWKSRefresh}
+	if d.GenerateSessionLimit, err = ratelimit.ParseLimit(cfg.RateLimitGenerateSession); err != nil {
+		return fail(fmt.Errorf("RATE_LIMIT_GENERATE_SESSION: %w", err))
 	}
-	embedKeys := auth.NewKeySet(nil, embedJWKS).WithRequestDecorator(embedauth.SignedRequest(signer))
-	go embedKeys.Run(ctx, cfg.JWKSRefresh)
-	embed := embedauth.New(embedKeys, cfg.EmbedTokenIssuer, rdb, authn, nil).Instrument(reg)
-
-	gsLimit, err := ratelimit.ParseLimit(cfg.RateLimitGenerateSession)
-	if err != nil {
-		return fmt.Errorf("RATE_LIMIT_GENERATE_SESSION: %w", err)
+	if d.ExchangeLimit, err = ratelimit.ParseLimit(cfg.RateLimitExchange); err != nil {
+		return fail(fmt.Errorf("RATE_LIMIT_EXCHANGE: %w", err))
 	}
-	exLimit, err := ratelimit.ParseLimit(cfg.RateLimitExchange)
-	if err != nil {
-		return fmt.Errorf("RATE_LIMIT_EXCHANGE: %w", err)
+	if d.AuthFailureLimit, err = ratelimit.ParseLimit(cfg.AuthFailureLimit); err != nil {
+		return fail(fmt.Errorf("AUTH_FAILURE_LIMIT: %w", err))
 	}
-	afLimit, err := ratelimit.ParseLimit(cfg.AuthFailureLimit)
-	if err != nil {
-		return fmt.Errorf("AUTH_FAILURE_LIMIT: %w", err)
+	if d.TrustedProxies, err = gateway.ParsePrefixes(cfg.TrustedProxies); err != nil {
+		return fail(fmt.Errorf("GATEWAY_TRUSTED_PROXIES: %w", err))
 	}
-	proxies, err := gateway.ParsePrefixes(cfg.TrustedProxies)
-	if err != nil {
-		return fmt.Errorf("GATEWAY_TRUSTED_PROXIES: %w", err)
-	}
-
-	upstreams := map[string][]*url.URL{}
 	for name, raw := range map[string]string{"workspace-svc": cfg.WorkspaceURL, "embed-svc": cfg.EmbedURL, "dbtsync-svc": cfg.DBTSyncURL} {
 		urls, err := gateway.ParseUpstreams(raw)
 		if err != nil {
-			return fmt.Errorf("%s URL: %w", name, err)
+			return fail(fmt.Errorf("%s URL: %w", name, err))
 		}
-		upstreams[name] = urls
+		d.Upstreams[name] = urls
 	}
-	spec, err := openapi.JSON()
-	if err != nil {
-		return err
+	if d.OpenAPIJSON, err = openapi.JSON(); err != nil {
+		return fail(err)
 	}
-	gw, err := gateway.New(gateway.Options{
-		Auth:            authn,
-		Embed:           embed,
-		Signer:          signer,
-		Upstreams:       upstreams,
-		BodyLimit:       int64(cfg.BodyLimitDefault),
-		BigBodyLimit:    int64(cfg.BodyLimitDBTSync),
-		UpstreamTimeout: cfg.UpstreamTimeout,
-		DialTimeout:     cfg.DialTimeout,
-		OpenAPIJSON:     spec,
-		Logger:          log,
-		Metrics:         obs.NewHTTPMetrics(reg, serviceName),
-
-		RateLimiter:          ratelimit.New(rdb, "ratelimit:"),
-		GenerateSessionLimit: gsLimit,
-		ExchangeLimit:        exLimit,
-		AuthFailureLimit:     afLimit,
-		TrustedProxies:       proxies,
-		BodyTimeout:          cfg.ClientBodyTimeout,
-		UploadTimeout:        cfg.ClientUploadTimeout,
-	})
-	if err != nil {
-		return err
-	}
-
-	// Only liveness is on the public listener, matched by a switch in front of the
-	// gateway rather than a ServeMux: every proxied request passes here, and pattern
-	// matching is not free. Readiness and metrics are on the internal listener.
-	mux := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet && r.URL.Path == "/healthz" {
-			server.Health(w, r)
-			return
-		}
-		gw.ServeHTTP(w, r)
-	})
-	internal := server.InternalHandler(reg, []server.Check{{Name: "mongodb", Check: st.Ping}})
-
-	if cfg.PprofAddr != "" {
-		go servePprof(ctx, log, cfg.PprofAddr)
-	}
-	err = server.RunAll(ctx, log, cfg.ShutdownTimeout,
-		server.Listener{Name: "public", Addr: cfg.Addr, Handler: mux},
-		server.Listener{Name: "internal", Addr: cfg.InternalAddr, Handler: internal})
-	if errors.Is(err, http.ErrServerClosed) {
-		err = nil
-	}
-	log.Info("stopped")
-	return err
+	return d, closeAll, nil
 }
 
 func loadKeys(cfg config.Config) (*auth.KeySet, error) {

@@ -158,20 +158,3 @@ func ParsePublicKeys(raw []byte) ([]crypto.PublicKey, error) {
 	return keys, nil
 }
 
-// MarshalPublicKey encodes a public key as PKIX PEM.
-func MarshalPublicKey(pub crypto.PublicKey) ([]byte, error) {
-	der, err := x509.MarshalPKIXPublicKey(pub)
-	if err != nil {
-		return nil, err
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), nil
-}
-
-// MarshalPrivateKey encodes a private key as PKCS#8 PEM.
-func MarshalPrivateKey(priv crypto.PrivateKey) ([]byte, error) {
-	der, err := x509.MarshalPKCS8PrivateKey(priv)
-	if err != nil {
-		return nil, err
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
-}

@@ -39,7 +39,7 @@ const JWKSPath = "/api/v1/embed/.well-known/jwks.json"
 // a signed anonymous identity, as every request that reaches a service must carry one.
 func SignedRequest(signer *identity.Signer) func(*http.Request) error {
 	return func(r *http.Request) error {
-		v, err := signer.Sign(&identity.Principal{Credential: identity.CredentialNone, RequestID: "gateway-jwks", Audience: "embed-svc"})
+		v, err := signer.Sign(&identity.Principal{Credential: identity.CredentialNone, Audience: "embed-svc"})
 		if err != nil {
 			return err
 		}

@@ -127,10 +127,10 @@ func (g *Gateway) withinRateLimit(w http.ResponseWriter, r *http.Request, rt rou
 	}
 	var key, who string
 	var limit ratelimit.Limit
-	switch rt.name {
-	case "generate-session":
+	switch rt.limit {
+	case limitPerKey:
 		key, who, limit = "gs:"+p.KeyID, "this API key", g.o.GenerateSessionLimit
-	case "session/exchange":
+	case limitPerClient:
 		key, who, limit = "ex:"+g.clientAddr(r), "this client address", g.o.ExchangeLimit
 	default:
 		return true
@@ -461,9 +461,7 @@ func missingCredential(p policy) string {
 	switch p {
 	case policyGenerateSession, policyTenantAdmin:
 		return "this endpoint requires an Authorization: Api-Key <key> header"
-	case policyRevoke:
-		return "this endpoint requires an admin's Authorization: Api-Key <key> or Bearer <token> header"
-	case policyAccountAdmin:
+	case policyRevoke, policyAccountAdmin:
 		return "this endpoint requires an admin's Authorization: Api-Key <key> or Bearer <token> header"
 	case policyEmbedToken:
 		return "this endpoint requires an Authorization: Bearer <embed session token> header"

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/analyticsco/platform/devstack"
+	"github.com/analyticsco/platform/gateway/internal/app"
 	"github.com/analyticsco/platform/gateway/internal/auth"
 	"github.com/analyticsco/platform/gateway/internal/credentials"
 	"github.com/analyticsco/platform/gateway/internal/gateway"
@@ -95,30 +96,22 @@ func newHarness(t *testing.T, opts ...func(*gateway.Options)) *harness {
 		u, _ := url.Parse(srv.URL)
 		upstreams[name] = []*url.URL{u}
 	}
-	h.authn = auth.New(auth.Options{
-		Directory: st,
-		Verifier:  auth.NewVerifier(auth.NewKeySet([]crypto.PublicKey{pub}, ""), issuer.Issuer, issuer.Audience, h.clock.now),
-		CacheTTL:  time.Minute,
-		Now:       h.clock.now,
-	})
-	o := gateway.Options{
-		Auth:            h.authn,
-		Signer:          signer,
-		Upstreams:       upstreams,
-		BodyLimit:       1 << 20,
-		BigBodyLimit:    8 << 20,
-		UpstreamTimeout: 5 * time.Second,
-		DialTimeout:     time.Second,
-		OpenAPIJSON:     []byte(`{"openapi":"3.0.3"}`),
-		Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
-	}
-	for _, f := range opts {
-		f(&o)
-	}
-	gw, err := gateway.New(o)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	a, err := app.New(ctx, app.Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Store: st, Signer: signer,
+		Keys: auth.NewKeySet([]crypto.PublicKey{pub}, ""), Issuer: issuer.Issuer, Audience: issuer.Audience, Upstreams: upstreams,
+		BigBodyLimit: 8 << 20, UpstreamTimeout: 5 * time.Second, DialTimeout: time.Second, CacheTTL: time.Minute,
+		RevocationPoll: -1, OpenAPIJSON: []byte(`{"openapi":"3.0.3"}`), Now: h.clock.now,
+		Configure: func(o *gateway.Options) {
+			for _, f := range opts {
+				f(o)
+			}
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	h.authn = a.Auth
+	gw := a.Handler
 	h.gw = httptest.NewServer(gw)
 	t.Cleanup(h.gw.Close)
 	return h

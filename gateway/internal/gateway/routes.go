@@ -42,6 +42,15 @@ const (
 	policyEmbedToken                    // an embed session token
 )
 
+// rateLimit is how a route is rate limited.
+type rateLimit int
+
+const (
+	limitNone      rateLimit = iota
+	limitPerKey              // generate-session: per API key
+	limitPerClient           // the session exchange: per client address
+)
+
 // route is the outcome of matching a request path.
 type route struct {
 	name       string // metrics and log label
@@ -49,6 +58,7 @@ type route struct {
 	policy     policy
 	deployment int64 // the {deploymentId} of the path, 0 when there is none
 	bigBody    bool  // manifest uploads: the dbt-sync body limit applies
+	limit      rateLimit
 }
 
 // match maps a path to its route. Paths that are not in their clean form are not
@@ -91,14 +101,16 @@ func match(p string) (route, bool) {
 		}
 		return r, true
 	case p == "/api/v1/embed/generate-session":
-		return route{name: "generate-session", svc: svcEmbed, policy: policyGenerateSession}, true
+		return route{name: "generate-session", svc: svcEmbed, policy: policyGenerateSession, limit: limitPerKey}, true
 	case p == "/api/v1/embed/session/revoke":
 		return route{name: "revoke", svc: svcEmbed, policy: policyRevoke}, true
 	case p == "/api/v1/embed/sessions", p == "/api/v1/embed/sessions/revoke":
 		// The operator's session control follows the spec's revoke rules.
 		return route{name: strings.TrimPrefix(p, "/api/v1/embed/"), svc: svcEmbed, policy: policyRevoke}, true
-	case p == "/api/v1/embed/session/exchange", p == "/api/v1/embed/.well-known/jwks.json":
-		return route{name: strings.TrimPrefix(p, "/api/v1/embed/"), svc: svcEmbed, policy: policyPublic}, true
+	case p == "/api/v1/embed/session/exchange":
+		return route{name: "session/exchange", svc: svcEmbed, policy: policyPublic, limit: limitPerClient}, true
+	case p == "/api/v1/embed/.well-known/jwks.json":
+		return route{name: ".well-known/jwks.json", svc: svcEmbed, policy: policyPublic}, true
 	case p == "/api/v1/embed/settings":
 		return route{name: "embed-settings", svc: svcEmbed, policy: policyAccountAdmin}, true
 	case p == "/api/v1/embed/session", p == "/api/v1/embed/session/ai-credentials":

@@ -1,0 +1,145 @@
+// Package app wires the gateway the same way for main, gatewaytest (other modules'
+// black-box tests) and the gateway's own tests: authentication (bearer tokens, API keys,
+// embed tokens), rate limits, the route table and the forwarders in front of the
+// services, the public and internal handlers.
+package app
+
+import (
+	"cmp"
+	"context"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/analyticsco/platform/gateway/internal/auth"
+	"github.com/analyticsco/platform/gateway/internal/embedauth"
+	"github.com/analyticsco/platform/gateway/internal/gateway"
+	"github.com/analyticsco/platform/gateway/internal/ratelimit"
+	"github.com/analyticsco/platform/gateway/internal/store"
+	"github.com/analyticsco/platform/libs/identity"
+	"github.com/analyticsco/platform/libs/obs"
+	"github.com/analyticsco/platform/libs/server"
+)
+
+// ServiceName names the gateway in logs, metrics and traces.
+const ServiceName = "gateway"
+
+// Deps are what the gateway is built from. Zero durations and limits take the defaults.
+type Deps struct {
+	Logger   *slog.Logger
+	Registry *prometheus.Registry // nil: no metrics
+	Store    *store.Store         // the identity store
+	Signer   *identity.Signer     // signs the forwarded identity
+	Keys     *auth.KeySet         // verifies user bearer tokens
+	Issuer   string               // required iss of bearer tokens
+	Audience string               // required aud of bearer tokens
+	// Upstreams are the replicas of "workspace-svc", "embed-svc", "dbtsync-svc".
+	Upstreams map[string][]*url.URL
+	// Redis holds embed revocations and rate-limit counters; nil accepts no embed token
+	// and limits nothing.
+	Redis        redis.UniversalClient
+	EmbedJWKSURL string // default: the first embed-svc upstream's JWKS path
+	EmbedIssuer  string // default https://embed.platform.local
+	// Embed replaces the embed-token verifier (tests).
+	Embed gateway.EmbedAuthenticator
+
+	BodyLimit, BigBodyLimit             int64
+	UpstreamTimeout, DialTimeout        time.Duration
+	BodyTimeout, UploadTimeout          time.Duration
+	GenerateSessionLimit, ExchangeLimit ratelimit.Limit
+	AuthFailureLimit                    ratelimit.Limit
+	TrustedProxies                      []netip.Prefix
+	CacheTTL, JWKSRefresh               time.Duration
+	// RevocationPoll is how often the identity store's changes evict cached credentials
+	// (default 1s; negative: never, for tests that evict themselves).
+	RevocationPoll time.Duration
+	OpenAPIJSON    []byte
+	Now            func() time.Time // nil: time.Now
+	Configure      func(*gateway.Options)
+}
+
+// App is the wired gateway.
+type App struct {
+	Handler  http.Handler // the public listener: the API and /healthz
+	Internal http.Handler // the internal listener: /healthz, /readyz, /metrics
+	Auth     *auth.Authenticator
+}
+
+// New wires the gateway; its background work (JWKS refreshes, the identity store's
+// change poller) runs until ctx ends.
+func New(ctx context.Context, d Deps) (*App, error) {
+	authn := auth.New(auth.Options{
+		Directory: d.Store,
+		Verifier:  auth.NewVerifier(d.Keys, d.Issuer, d.Audience, d.Now),
+		CacheTTL:  cmp.Or(d.CacheTTL, 30*time.Second),
+		Logger:    d.Logger,
+		Now:       d.Now,
+	})
+	if d.RevocationPoll >= 0 {
+		go authn.WatchChanges(ctx, cmp.Or(d.RevocationPoll, time.Second))
+	}
+	go d.Keys.Run(ctx, cmp.Or(d.JWKSRefresh, 5*time.Minute))
+
+	o := gateway.Options{
+		Auth: authn, Embed: d.Embed, Signer: d.Signer, Upstreams: d.Upstreams,
+		BodyLimit: cmp.Or(d.BodyLimit, 1<<20), BigBodyLimit: cmp.Or(d.BigBodyLimit, 256<<20),
+		UpstreamTimeout: cmp.Or(d.UpstreamTimeout, 30*time.Second), DialTimeout: cmp.Or(d.DialTimeout, 2*time.Second),
+		BodyTimeout: d.BodyTimeout, UploadTimeout: d.UploadTimeout,
+		OpenAPIJSON: d.OpenAPIJSON, Logger: d.Logger,
+		GenerateSessionLimit: d.GenerateSessionLimit, ExchangeLimit: d.ExchangeLimit, AuthFailureLimit: d.AuthFailureLimit,
+		TrustedProxies: d.TrustedProxies,
+	}
+	if d.Registry != nil {
+		o.Metrics = obs.NewHTTPMetrics(d.Registry, ServiceName)
+	}
+	if d.Redis != nil {
+		o.RateLimiter = ratelimit.New(d.Redis, "ratelimit:")
+		if o.Embed == nil {
+			o.Embed = embedVerifier(ctx, d, authn)
+		}
+	}
+	if d.Configure != nil {
+		d.Configure(&o)
+	}
+	gw, err := gateway.New(o)
+	if err != nil {
+		return nil, err
+	}
+	// Only liveness is on the public listener, matched by a switch in front of the
+	// gateway rather than a ServeMux: every proxied request passes here, and pattern
+	// matching is not free. Readiness and metrics are on the internal listener.
+	public := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && r.URL.Path == "/healthz" {
+			server.Health(w, r)
+			return
+		}
+		gw.ServeHTTP(w, r)
+	})
+	reg := d.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	internal := server.InternalHandler(reg, []server.Check{{Name: "mongodb", Check: d.Store.Ping}})
+	return &App{Handler: public, Internal: internal, Auth: authn}, nil
+}
+
+// embedVerifier is the gateway's verifier of embed session tokens: embed-svc's JWKS
+// (fetched with a signed identity, refetched on an unknown kid) and revocations in Redis.
+func embedVerifier(ctx context.Context, d Deps, authn *auth.Authenticator) gateway.EmbedAuthenticator {
+	jwks := d.EmbedJWKSURL
+	if jwks == "" && len(d.Upstreams["embed-svc"]) > 0 {
+		jwks = d.Upstreams["embed-svc"][0].String() + embedauth.JWKSPath
+	}
+	keys := auth.NewKeySet(nil, jwks).WithRequestDecorator(embedauth.SignedRequest(d.Signer))
+	go keys.Run(ctx, cmp.Or(d.JWKSRefresh, 5*time.Minute))
+	v := embedauth.New(keys, cmp.Or(d.EmbedIssuer, "https://embed.platform.local"), d.Redis, authn, d.Now)
+	if d.Registry != nil {
+		v = v.Instrument(d.Registry)
+	}
+	return v
+}
