@@ -157,4 +157,3 @@ func ParsePublicKeys(raw []byte) ([]crypto.PublicKey, error) {
 	}
 	return keys, nil
 }
-
