@@ -32,7 +32,6 @@ require (
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/go-sql-driver/mysql v1.8.1 // indirect
-	github.com/golang-jwt/jwt/v5 v5.3.1 // indirect
 	github.com/golang/groupcache v0.0.0-20241129210726-2c02b8208cf8 // indirect
 	github.com/golang/snappy v0.0.4 // indirect
 	github.com/google/go-tpm v0.9.8 // indirect
@@ -105,7 +104,6 @@ replace github.com/analyticsco/platform/libs => ../libs
 replace github.com/analyticsco/platform/devstack => ../devstack
 
 require (
-	github.com/analyticsco/platform/gateway v0.0.0
 	github.com/analyticsco/platform/devstack v0.0.0
 	github.com/go-git/go-git/v5 v5.19.3
 	github.com/go-json-experiment/json v0.0.0-20260820222146-c27c302e5fc3
@@ -114,11 +112,13 @@ require (
 	go.mongodb.org/mongo-driver/v2 v2.9.3
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/trace v1.47.0
-	golang.org/x/sync v0.24.0
 	gopkg.in/yaml.v3 v3.0.1
 )
 
-replace github.com/analyticsco/platform/gateway => ../gateway
+require (
+	github.com/oklog/ulid/v2 v2.1.2 // indirect
+	golang.org/x/sync v0.24.0 // indirect
+)
 
 // go-kit (used by sibling modules of the workspace) requires a 2021 genproto that still
 // holds googleapis/rpc; a current genproto keeps the workspace build unambiguous.

@@ -4,7 +4,6 @@ go 1.26.0
 
 require (
 	github.com/analyticsco/platform/devstack v0.0.0
-	github.com/analyticsco/platform/gateway v0.0.0
 	github.com/analyticsco/platform/libs v0.0.0
 	github.com/go-kit/kit v0.13.0
 	github.com/golang-jwt/jwt/v5 v5.3.1
@@ -106,8 +105,6 @@ require (
 )
 
 replace github.com/analyticsco/platform/libs => ../libs
-
-replace github.com/analyticsco/platform/gateway => ../gateway
 
 replace github.com/analyticsco/platform/devstack => ../devstack
 

@@ -21,7 +21,6 @@ require (
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/go-sql-driver/mysql v1.8.1 // indirect
-	github.com/golang-jwt/jwt/v5 v5.3.1 // indirect
 	github.com/golang/snappy v0.0.4 // indirect
 	github.com/google/go-tpm v0.9.8 // indirect
 	github.com/google/uuid v1.6.0 // indirect
@@ -91,11 +90,8 @@ replace github.com/analyticsco/platform/devstack => ../devstack
 
 require (
 	github.com/analyticsco/platform/devstack v0.0.0
-	github.com/analyticsco/platform/gateway v0.0.0
 	github.com/go-kit/kit v0.13.0
 	github.com/nats-io/nats.go v1.55.0
 	github.com/prometheus/client_golang v1.25.0
 	go.mongodb.org/mongo-driver/v2 v2.9.3
 )
-
-replace github.com/analyticsco/platform/gateway => ../gateway

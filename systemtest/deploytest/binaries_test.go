@@ -17,7 +17,6 @@ func TestProductionBinariesDoNotLinkDevDependencies(t *testing.T) {
 		"github.com/nats-io/nats-server",
 		"github.com/analyticsco/platform/devstack",
 		"github.com/analyticsco/platform/systemtest",
-		"github.com/analyticsco/platform/gateway/gatewaytest",
 	}
 	for _, bin := range []string{"./gateway/cmd/gateway", "./gateway/cmd/platformctl", "./workspace-svc/cmd/workspace-svc",
 		"./embed-svc/cmd/embed-svc", "./dbtsync-svc/cmd/dbtsync-svc"} {

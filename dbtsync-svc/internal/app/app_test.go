@@ -30,7 +30,7 @@ import (
 	"github.com/analyticsco/platform/dbtsync-svc/internal/app"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
 	"github.com/analyticsco/platform/devstack"
-	"github.com/analyticsco/platform/gateway/gatewaytest"
+	"github.com/analyticsco/platform/devstack/gatewaytest"
 	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"

@@ -29,7 +29,7 @@ import (
 const usage = `platformctl administers the platform's identity store.
 
 Usage:
-  platformctl seed [--json]
+  platformctl seed [--json] [--identity-only]
   platformctl accounts create --name NAME --plan free|premium|enterprise [--embedding] [--creator-mode] [--external-user-limit N] [--default-tenant NAME]
   platformctl deployments create --account ID --name NAME [--production-branch main]
   platformctl users create --account ID --username NAME --email EMAIL --role viewer|ai_bi_user|developer|admin [--first-name NAME]
@@ -165,6 +165,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	var result any
 	switch cmd {
 	case "seed":
+		identityOnly := fs.Bool("identity-only", false, "accounts, deployments, users, keys and tokens only: no catalog (which needs embed-svc behind the gateway)")
 		if err := fs.Parse(rest); err != nil {
 			return err
 		}
@@ -178,8 +179,10 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		// acme's account-wide groups and attributes live in embed-svc: created through
 		// the gateway's API, so stdout stays the one JSON object below.
-		if err := platformctl.SeedCatalog(ctx, out.Gateway, out.Accounts["acme"].APIKeys["admin"], platformctl.AcmeCatalog); err != nil {
-			return err
+		if !*identityOnly {
+			if err := platformctl.SeedCatalog(ctx, out.Gateway, out.Accounts["acme"].APIKeys["admin"], platformctl.AcmeCatalog); err != nil {
+				return err
+			}
 		}
 		result = out
 	case "accounts create":

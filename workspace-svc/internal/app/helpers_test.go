@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/analyticsco/platform/devstack"
-	"github.com/analyticsco/platform/gateway/gatewaytest"
+	"github.com/analyticsco/platform/devstack/gatewaytest"
 	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
