@@ -23,8 +23,8 @@ import (
 
 	"github.com/analyticsco/platform/dbtsync-svc/client"
 	"github.com/analyticsco/platform/devstack"
-	"github.com/analyticsco/platform/embed-svc/internal/app"
 	"github.com/analyticsco/platform/devstack/gatewaytest"
+	"github.com/analyticsco/platform/embed-svc/internal/app"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
 	"github.com/analyticsco/platform/libs/obs"
