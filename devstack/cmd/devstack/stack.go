@@ -191,46 +191,16 @@ func run(ctx context.Context, cfg config, out *console, logger *slog.Logger) (er
 	services := children
 	promURL := ""
 	if cfg.Obs {
-		pp, err := prometheusProcess(cfg, table)
-		if err != nil {
-			return err
-		}
-		c, err := startChild(cfg, pp, nil, out, died)
+		c, err := startPrometheus(ctx, cfg, table, out, died)
 		if err != nil {
 			return err
 		}
 		children = append(children, c)
-		if err := waitReady(ctx, []*child{c}, died, out); err != nil {
-			return err
-		}
 		promURL = "http://" + cfg.PrometheusAddr
-		out.Printf("devstack", "prometheus %s (alerts %s/alerts, rules from %s)", promURL, promURL, cfg.PrometheusRules)
 	}
-
-	stackPath := filepath.Join(cfg.DataDir, "stack.json")
-	sf := stackFile{
-		Gateway:                "http://" + cfg.GatewayAddr,
-		MongoDBURI:             mongoURI,
-		NATSURL:                natsURL,
-		RedisURL:               redisURL,
-		JWTPrivateKeyFile:      k.JWTPrivateKeyFile,
-		JWTIssuer:              jwtIssuer,
-		JWTAudience:            jwtAudience,
-		IdentitySigningKeyFile: k.IdentityKeyFile,
-		PIDs:                   map[string]int{},
-		Metrics:                map[string]string{},
-		Prometheus:             promURL,
-	}
-	for _, c := range children {
-		sf.PIDs[c.Name] = c.cmd.Process.Pid
-	}
-	for _, c := range services {
-		sf.Metrics[c.Name] = "http://" + c.InternalAddr + "/metrics"
-	}
-	if b.redis != nil {
-		sf.PIDs["redis"] = b.redis.Pid()
-	}
-	if err := writeJSON(stackPath, sf); err != nil {
+	urls := backingURLs{mongo: mongoURI, nats: natsURL, redis: redisURL, prometheus: promURL}
+	stackPath, err := writeStackFile(cfg, k, urls, &b, children, services)
+	if err != nil {
 		return err
 	}
 	defer os.Remove(stackPath)
@@ -244,6 +214,56 @@ func run(ctx context.Context, cfg config, out *console, logger *slog.Logger) (er
 		out.Printf("devstack", "%s exited unexpectedly (%s); shutting down", c.Name, exitStatus(c.err))
 		return fmt.Errorf("%s: %w", c.Name, errChildDied)
 	}
+}
+
+// startPrometheus runs Debian's prometheus scraping the table's processes (make run OBS=1).
+func startPrometheus(ctx context.Context, cfg config, table []process, out *console, died chan<- *child) (*child, error) {
+	pp, err := prometheusProcess(cfg, table)
+	if err != nil {
+		return nil, err
+	}
+	c, err := startChild(cfg, pp, nil, out, died)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitReady(ctx, []*child{c}, nil, out); err != nil {
+		return c, err
+	}
+	url := "http://" + cfg.PrometheusAddr
+	out.Printf("devstack", "prometheus %s (alerts %s/alerts, rules from %s)", url, url, cfg.PrometheusRules)
+	return c, nil
+}
+
+// backingURLs are the addresses of what the stack runs besides the services.
+type backingURLs struct{ mongo, nats, redis, prometheus string }
+
+// writeStackFile writes $DATA_DIR/stack.json, which platformctl, the bench and the
+// developer read to find the running stack, and returns its path.
+func writeStackFile(cfg config, k keys, u backingURLs, b *backing, children, services []*child) (string, error) {
+	sf := stackFile{
+		Gateway:                "http://" + cfg.GatewayAddr,
+		MongoDBURI:             u.mongo,
+		NATSURL:                u.nats,
+		RedisURL:               u.redis,
+		JWTPrivateKeyFile:      k.JWTPrivateKeyFile,
+		JWTIssuer:              jwtIssuer,
+		JWTAudience:            jwtAudience,
+		IdentitySigningKeyFile: k.IdentityKeyFile,
+		PIDs:                   map[string]int{},
+		Metrics:                map[string]string{},
+		Prometheus:             u.prometheus,
+	}
+	for _, c := range children {
+		sf.PIDs[c.Name] = c.cmd.Process.Pid
+	}
+	for _, c := range services {
+		sf.Metrics[c.Name] = "http://" + c.InternalAddr + "/metrics"
+	}
+	if b.redis != nil {
+		sf.PIDs["redis"] = b.redis.Pid()
+	}
+	path := filepath.Join(cfg.DataDir, "stack.json")
+	return path, writeJSON(path, sf)
 }
 
 func startBacking(ctx context.Context, cfg config, logger *slog.Logger, b *backing) (mongoURI, natsURL, redisURL string, err error) {

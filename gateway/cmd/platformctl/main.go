@@ -134,6 +134,10 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		cmd, rest = args[0]+" "+args[1], args[2:]
 	}
+	command, ok := commands[cmd]
+	if !ok {
+		return fmt.Errorf("unknown command %q\n\n%s", cmd, usage)
+	}
 	e, err := loadEnv()
 	if err != nil {
 		return err
@@ -149,159 +153,201 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := st.EnsureIndexes(ctx); err != nil {
 		return err
 	}
-	issuer := func() (credentials.Issuer, error) {
-		if e.privateKeyFile == "" {
-			return credentials.Issuer{}, errors.New("AUTH_JWT_PRIVATE_KEY_FILE is not set: bearer tokens cannot be signed")
-		}
-		key, err := credentials.LoadEd25519PrivateKey(e.privateKeyFile)
-		if err != nil {
-			return credentials.Issuer{}, err
-		}
-		return credentials.Issuer{Key: key, KeyID: credentials.KeyID(key.Public()), Issuer: e.issuer, Audience: e.audience}, nil
-	}
 	fs := flag.NewFlagSet("platformctl "+cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Bool("json", true, "JSON output (always on)")
-	var result any
-	switch cmd {
-	case "seed":
-		identityOnly := fs.Bool("identity-only", false, "accounts, deployments, users, keys and tokens only: no catalog (which needs embed-svc behind the gateway)")
-		if err := fs.Parse(rest); err != nil {
-			return err
-		}
-		is, err := issuer()
-		if err != nil {
-			return err
-		}
-		out, err := platformctl.Seed(ctx, st, is, e.gateway)
-		if err != nil {
-			return err
-		}
-		// acme's account-wide groups and attributes live in embed-svc: created through
-		// the gateway's API, so stdout stays the one JSON object below.
-		if !*identityOnly {
-			if err := platformctl.SeedCatalog(ctx, out.Gateway, out.Accounts["acme"].APIKeys["admin"], platformctl.AcmeCatalog); err != nil {
-				return err
-			}
-		}
-		result = out
-	case "accounts create":
-		name := fs.String("name", "", "account name")
-		plan := fs.String("plan", store.PlanFree, "plan")
-		embedding := fs.Bool("embedding", false, "embedding enabled")
-		creator := fs.Bool("creator-mode", false, "useCreatorMode tenant flag")
-		limit := fs.Int64("external-user-limit", store.DefaultExternalUserLimit, "external-user limit")
-		tenant := fs.String("default-tenant", "", "default embed tenant name")
-		if err := fs.Parse(rest); err != nil {
-			return err
-		}
-		result, err = st.UpsertAccount(ctx, store.AccountSpec{Name: *name, Plan: *plan, EmbeddingEnabled: *embedding,
-			UseCreatorMode: *creator, ExternalUserLimit: *limit, DefaultEmbedTenant: *tenant})
-	case "deployments create":
-		acct := fs.Int64("account", 0, "account id")
-		name := fs.String("name", "", "deployment name")
-		branch := fs.String("production-branch", "main", "production branch")
-		if err := fs.Parse(rest); err != nil {
-			return err
-		}
-		result, err = st.UpsertDeployment(ctx, *acct, *name, *branch)
-	case "users create":
-		acct := fs.Int64("account", 0, "account id")
-		username := fs.String("username", "", "username")
-		email := fs.String("email", "", "email")
-		first := fs.String("first-name", "", "first name")
-		role := fs.String("role", "viewer", "role")
-		if err := fs.Parse(rest); err != nil {
-			return err
-		}
-		result, err = st.UpsertUser(ctx, store.UserSpec{AccountID: *acct, Username: *username, Email: *email, FirstName: *first, Role: *role})
-	case "keys create":
-		userID := fs.Int64("user", 0, "owner user id")
-		kind := fs.String("kind", "account", "account or personal")
-		scope := fs.String("scope", "", "comma-separated deployment ids")
-		name := fs.String("name", "", "a label for the key")
-		ttl := fs.Duration("ttl", 0, "expiry (0 = none)")
-		if err := fs.Parse(rest); err != nil {
-			return err
-		}
-		u, err := st.User(ctx, *userID)
-		if err != nil {
-			return fmt.Errorf("user %d: %w", *userID, err)
-		}
-		ids, err := parseIDs(*scope)
-		if err != nil {
-			return err
-		}
-		aud, err := platformctl.NewAuditor(e.natsURL)
-		if err != nil {
-			return err
-		}
-		defer aud.Close()
-		key, err := platformctl.CreateKey(ctx, st, u, *kind, ids, *name, *ttl)
-		if err != nil {
-			return err
-		}
-		keyID, _, _ := credentials.ParseAPIKey(key)
-		result = map[string]any{"id": keyID, "key": key, "kind": *kind, "scope": ids, "userId": u.ID}
-		ev := audit.Event{AccountID: u.AccountID, Action: platformctl.ActionKeyCreate, Target: audit.Target{Type: "api_key", ID: keyID},
-			Details: map[string]any{"userId": u.ID, "kind": *kind, "scope": ids, "name": *name}}
-		if *ttl > 0 {
-			ev.Details["ttl"] = ttl.String()
-		}
-		if err := aud.Record(ctx, ev); err != nil {
-			// The key exists: print it (it is shown only once), then say what failed.
-			_ = json.NewEncoder(stdout).Encode(result)
-			return err
-		}
-	case "keys revoke":
-		id := fs.String("id", "", "key id")
-		if err := fs.Parse(rest); err != nil {
-			return err
-		}
-		k, err := st.APIKey(ctx, *id)
-		if err != nil {
-			return fmt.Errorf("key %s: %w", *id, err)
-		}
-		aud, err := platformctl.NewAuditor(e.natsURL)
-		if err != nil {
-			return err
-		}
-		defer aud.Close()
-		if err := st.RevokeAPIKey(ctx, *id); err != nil {
-			return fmt.Errorf("key %s: %w", *id, err)
-		}
-		result = map[string]any{"id": *id, "revoked": true}
-		if err := aud.Record(ctx, audit.Event{AccountID: k.AccountID, Action: platformctl.ActionKeyRevoke,
-			Target: audit.Target{Type: "api_key", ID: k.ID}, Details: map[string]any{"userId": k.UserID, "kind": k.Kind}}); err != nil {
-			return err
-		}
-	case "tokens issue":
-		userID := fs.Int64("user", 0, "user id")
-		ttl := fs.Duration("ttl", time.Hour, "token lifetime")
-		if err := fs.Parse(rest); err != nil {
-			return err
-		}
-		if _, err := st.User(ctx, *userID); err != nil {
-			return fmt.Errorf("user %d: %w", *userID, err)
-		}
-		is, err := issuer()
-		if err != nil {
-			return err
-		}
-		tok, exp, err := is.Issue(*userID, *ttl)
-		if err != nil {
-			return err
-		}
-		result = map[string]any{"token": tok, "expiresAt": exp.UTC().Format(time.RFC3339)}
-	default:
-		return fmt.Errorf("unknown command %q\n\n%s", cmd, usage)
-	}
+	c := &invocation{ctx: ctx, env: e, st: st, fs: fs, args: rest, stdout: stdout}
+	result, err := command(c)
 	if err != nil {
 		return err
 	}
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(result)
+}
+
+// invocation is what a command works with: the environment, the identity store, its
+// flags and arguments, and where its JSON answer goes.
+type invocation struct {
+	ctx    context.Context
+	env    env
+	st     *store.Store
+	fs     *flag.FlagSet
+	args   []string
+	stdout io.Writer
+}
+
+// parse parses the command's flags (declared on fs before).
+func (c *invocation) parse() error { return c.fs.Parse(c.args) }
+
+// issuer signs bearer tokens with AUTH_JWT_PRIVATE_KEY_FILE.
+func (c *invocation) issuer() (credentials.Issuer, error) {
+	if c.env.privateKeyFile == "" {
+		return credentials.Issuer{}, errors.New("AUTH_JWT_PRIVATE_KEY_FILE is not set: bearer tokens cannot be signed")
+	}
+	key, err := credentials.LoadEd25519PrivateKey(c.env.privateKeyFile)
+	if err != nil {
+		return credentials.Issuer{}, err
+	}
+	return credentials.Issuer{Key: key, KeyID: credentials.KeyID(key.Public()), Issuer: c.env.issuer, Audience: c.env.audience}, nil
+}
+
+// commands are platformctl's commands by name; each returns its JSON answer.
+var commands = map[string]func(c *invocation) (any, error){
+	"seed":               seed,
+	"accounts create":    createAccount,
+	"deployments create": createDeployment,
+	"users create":       createUser,
+	"keys create":        createKey,
+	"keys revoke":        revokeKey,
+	"tokens issue":       issueToken,
+}
+
+func seed(c *invocation) (any, error) {
+	identityOnly := c.fs.Bool("identity-only", false, "accounts, deployments, users, keys and tokens only: no catalog (which needs embed-svc behind the gateway)")
+	if err := c.parse(); err != nil {
+		return nil, err
+	}
+	is, err := c.issuer()
+	if err != nil {
+		return nil, err
+	}
+	out, err := platformctl.Seed(c.ctx, c.st, is, c.env.gateway)
+	if err != nil {
+		return nil, err
+	}
+	// acme's account-wide groups and attributes live in embed-svc: created through the
+	// gateway's API, so stdout stays the one JSON object of the answer.
+	if !*identityOnly {
+		if err := platformctl.SeedCatalog(c.ctx, out.Gateway, out.Accounts["acme"].APIKeys["admin"], platformctl.AcmeCatalog); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func createAccount(c *invocation) (any, error) {
+	name := c.fs.String("name", "", "account name")
+	plan := c.fs.String("plan", store.PlanFree, "plan")
+	embedding := c.fs.Bool("embedding", false, "embedding enabled")
+	creator := c.fs.Bool("creator-mode", false, "useCreatorMode tenant flag")
+	limit := c.fs.Int64("external-user-limit", store.DefaultExternalUserLimit, "external-user limit")
+	tenant := c.fs.String("default-tenant", "", "default embed tenant name")
+	if err := c.parse(); err != nil {
+		return nil, err
+	}
+	return c.st.UpsertAccount(c.ctx, store.AccountSpec{Name: *name, Plan: *plan, EmbeddingEnabled: *embedding,
+		UseCreatorMode: *creator, ExternalUserLimit: *limit, DefaultEmbedTenant: *tenant})
+}
+
+func createDeployment(c *invocation) (any, error) {
+	acct := c.fs.Int64("account", 0, "account id")
+	name := c.fs.String("name", "", "deployment name")
+	branch := c.fs.String("production-branch", "main", "production branch")
+	if err := c.parse(); err != nil {
+		return nil, err
+	}
+	return c.st.UpsertDeployment(c.ctx, *acct, *name, *branch)
+}
+
+func createUser(c *invocation) (any, error) {
+	acct := c.fs.Int64("account", 0, "account id")
+	username := c.fs.String("username", "", "username")
+	email := c.fs.String("email", "", "email")
+	first := c.fs.String("first-name", "", "first name")
+	role := c.fs.String("role", "viewer", "role")
+	if err := c.parse(); err != nil {
+		return nil, err
+	}
+	return c.st.UpsertUser(c.ctx, store.UserSpec{AccountID: *acct, Username: *username, Email: *email, FirstName: *first, Role: *role})
+}
+
+// createKey creates an API key and records it in the key's account's audit trail: the
+// AUDIT stream must be reachable before anything changes.
+func createKey(c *invocation) (any, error) {
+	userID := c.fs.Int64("user", 0, "owner user id")
+	kind := c.fs.String("kind", "account", "account or personal")
+	scope := c.fs.String("scope", "", "comma-separated deployment ids")
+	name := c.fs.String("name", "", "a label for the key")
+	ttl := c.fs.Duration("ttl", 0, "expiry (0 = none)")
+	if err := c.parse(); err != nil {
+		return nil, err
+	}
+	u, err := c.st.User(c.ctx, *userID)
+	if err != nil {
+		return nil, fmt.Errorf("user %d: %w", *userID, err)
+	}
+	ids, err := parseIDs(*scope)
+	if err != nil {
+		return nil, err
+	}
+	aud, err := platformctl.NewAuditor(c.env.natsURL)
+	if err != nil {
+		return nil, err
+	}
+	defer aud.Close()
+	key, err := platformctl.CreateKey(c.ctx, c.st, u, *kind, ids, *name, *ttl)
+	if err != nil {
+		return nil, err
+	}
+	keyID, _, _ := credentials.ParseAPIKey(key)
+	result := map[string]any{"id": keyID, "key": key, "kind": *kind, "scope": ids, "userId": u.ID}
+	ev := audit.Event{AccountID: u.AccountID, Action: platformctl.ActionKeyCreate, Target: audit.Target{Type: "api_key", ID: keyID},
+		Details: map[string]any{"userId": u.ID, "kind": *kind, "scope": ids, "name": *name}}
+	if *ttl > 0 {
+		ev.Details["ttl"] = ttl.String()
+	}
+	if err := aud.Record(c.ctx, ev); err != nil {
+		// The key exists: print it (it is shown only once), then say what failed.
+		_ = json.NewEncoder(c.stdout).Encode(result)
+		return nil, err
+	}
+	return result, nil
+}
+
+// revokeKey revokes an API key and records it in its account's audit trail.
+func revokeKey(c *invocation) (any, error) {
+	id := c.fs.String("id", "", "key id")
+	if err := c.parse(); err != nil {
+		return nil, err
+	}
+	k, err := c.st.APIKey(c.ctx, *id)
+	if err != nil {
+		return nil, fmt.Errorf("key %s: %w", *id, err)
+	}
+	aud, err := platformctl.NewAuditor(c.env.natsURL)
+	if err != nil {
+		return nil, err
+	}
+	defer aud.Close()
+	if err := c.st.RevokeAPIKey(c.ctx, *id); err != nil {
+		return nil, fmt.Errorf("key %s: %w", *id, err)
+	}
+	if err := aud.Record(c.ctx, audit.Event{AccountID: k.AccountID, Action: platformctl.ActionKeyRevoke,
+		Target: audit.Target{Type: "api_key", ID: k.ID}, Details: map[string]any{"userId": k.UserID, "kind": k.Kind}}); err != nil {
+		return nil, err
+	}
+	return map[string]any{"id": *id, "revoked": true}, nil
+}
+
+func issueToken(c *invocation) (any, error) {
+	userID := c.fs.Int64("user", 0, "user id")
+	ttl := c.fs.Duration("ttl", time.Hour, "token lifetime")
+	if err := c.parse(); err != nil {
+		return nil, err
+	}
+	if _, err := c.st.User(c.ctx, *userID); err != nil {
+		return nil, fmt.Errorf("user %d: %w", *userID, err)
+	}
+	is, err := c.issuer()
+	if err != nil {
+		return nil, err
+	}
+	tok, exp, err := is.Issue(*userID, *ttl)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"token": tok, "expiresAt": exp.UTC().Format(time.RFC3339)}, nil
 }
 
 func parseIDs(s string) ([]int64, error) {
