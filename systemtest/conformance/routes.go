@@ -160,87 +160,107 @@ func scanPackage(fset *token.FileSet, files []*ast.File) ([]Route, []Unresolved)
 	s := &scanner{fset: fset, globals: map[string]ast.Expr{}, funcs: map[string]*ast.FuncDecl{},
 		calls: map[string][]*ast.CallExpr{}, closures: map[*ast.Object]*ast.FuncLit{}, paramOwner: map[*ast.Field]ast.Node{}}
 	for _, f := range files {
-		for _, d := range f.Decls {
-			switch d := d.(type) {
-			case *ast.GenDecl:
-				for _, spec := range d.Specs {
-					if vs, ok := spec.(*ast.ValueSpec); ok {
-						for i, n := range vs.Names {
-							if i < len(vs.Values) {
-								s.globals[n.Name] = vs.Values[i]
-							}
-						}
-					}
-				}
-			case *ast.FuncDecl:
-				if d.Recv == nil {
-					s.funcs[d.Name.Name] = d
-				}
-				for _, fld := range d.Type.Params.List {
-					s.paramOwner[fld] = d
-				}
-			}
-		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			switch n := n.(type) {
-			case *ast.CallExpr:
-				if id, ok := n.Fun.(*ast.Ident); ok {
-					s.calls[id.Name] = append(s.calls[id.Name], n)
-				}
-			case *ast.FuncLit:
-				for _, fld := range n.Type.Params.List {
-					s.paramOwner[fld] = n
-				}
-			case *ast.AssignStmt:
-				for i, lhs := range n.Lhs {
-					id, ok := lhs.(*ast.Ident)
-					if !ok || id.Obj == nil || i >= len(n.Rhs) {
-						continue
-					}
-					if fl, ok := n.Rhs[i].(*ast.FuncLit); ok {
-						s.closures[id.Obj] = fl
-					}
-				}
-			}
-			return true
-		})
+		s.index(f)
 	}
 	var routes []Route
 	var unresolved []Unresolved
 	for _, f := range files {
 		ast.Inspect(f, func(n ast.Node) bool {
 			call, ok := n.(*ast.CallExpr)
-			if !ok || (len(call.Args) != 2 && len(call.Args) != 3) {
-				return true
-			}
-			sel, ok := call.Fun.(*ast.SelectorExpr)
-			if !ok || (sel.Sel.Name != "Handle" && sel.Sel.Name != "HandleFunc") {
-				return true
-			}
-			pos := fset.Position(call.Pos()).String()
-			// ServeMux.Handle(pattern, h), or httpx.Router.Handle(method, path, h): the
-			// pattern is then method + " " + path.
-			pattern := call.Args[0]
-			if len(call.Args) == 3 {
-				pattern = &ast.BinaryExpr{Op: token.ADD, Y: call.Args[1],
-					X: &ast.BinaryExpr{Op: token.ADD, X: call.Args[0], Y: &ast.BasicLit{Kind: token.STRING, Value: `" "`}}}
-			}
-			vals, ok := s.eval(pattern, 0)
 			if !ok {
-				unresolved = append(unresolved, Unresolved{Pos: pos, Expr: s.source(pattern)})
 				return true
 			}
-			for _, v := range vals {
-				method, path, hasMethod := strings.Cut(v.str, " ")
-				if !hasMethod || !strings.HasPrefix(strings.TrimSpace(path), "/") {
-					continue // a pattern without a method: catch-all or 405 fallback
-				}
-				routes = append(routes, Route{Method: method, Path: strings.TrimSpace(path), Pos: pos})
+			r, u, ok := s.registration(call)
+			if ok {
+				routes = append(routes, r...)
+				unresolved = append(unresolved, u...)
 			}
 			return true
 		})
 	}
 	return routes, unresolved
+}
+
+// index records what evaluating a pattern may need: the package's global values,
+// functions and their call sites, closures assigned to variables, and which function
+// owns each parameter.
+func (s *scanner) index(f *ast.File) {
+	for _, d := range f.Decls {
+		switch d := d.(type) {
+		case *ast.GenDecl:
+			for _, spec := range d.Specs {
+				if vs, ok := spec.(*ast.ValueSpec); ok {
+					for i, n := range vs.Names {
+						if i < len(vs.Values) {
+							s.globals[n.Name] = vs.Values[i]
+						}
+					}
+				}
+			}
+		case *ast.FuncDecl:
+			if d.Recv == nil {
+				s.funcs[d.Name.Name] = d
+			}
+			for _, fld := range d.Type.Params.List {
+				s.paramOwner[fld] = d
+			}
+		}
+	}
+	ast.Inspect(f, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.CallExpr:
+			if id, ok := n.Fun.(*ast.Ident); ok {
+				s.calls[id.Name] = append(s.calls[id.Name], n)
+			}
+		case *ast.FuncLit:
+			for _, fld := range n.Type.Params.List {
+				s.paramOwner[fld] = n
+			}
+		case *ast.AssignStmt:
+			for i, lhs := range n.Lhs {
+				id, ok := lhs.(*ast.Ident)
+				if !ok || id.Obj == nil || i >= len(n.Rhs) {
+					continue
+				}
+				if fl, ok := n.Rhs[i].(*ast.FuncLit); ok {
+					s.closures[id.Obj] = fl
+				}
+			}
+		}
+		return true
+	})
+}
+
+// registration reads the routes one Handle or HandleFunc call registers; ok is false
+// when the call registers nothing.
+func (s *scanner) registration(call *ast.CallExpr) (routes []Route, unresolved []Unresolved, ok bool) {
+	if len(call.Args) != 2 && len(call.Args) != 3 {
+		return nil, nil, false
+	}
+	sel, isSel := call.Fun.(*ast.SelectorExpr)
+	if !isSel || (sel.Sel.Name != "Handle" && sel.Sel.Name != "HandleFunc") {
+		return nil, nil, false
+	}
+	pos := s.fset.Position(call.Pos()).String()
+	// ServeMux.Handle(pattern, h), or httpx.Router.Handle(method, path, h): the
+	// pattern is then method + " " + path.
+	pattern := call.Args[0]
+	if len(call.Args) == 3 {
+		pattern = &ast.BinaryExpr{Op: token.ADD, Y: call.Args[1],
+			X: &ast.BinaryExpr{Op: token.ADD, X: call.Args[0], Y: &ast.BasicLit{Kind: token.STRING, Value: `" "`}}}
+	}
+	vals, evaluated := s.eval(pattern, 0)
+	if !evaluated {
+		return nil, []Unresolved{{Pos: pos, Expr: s.source(pattern)}}, true
+	}
+	for _, v := range vals {
+		method, path, hasMethod := strings.Cut(v.str, " ")
+		if !hasMethod || !strings.HasPrefix(strings.TrimSpace(path), "/") {
+			continue // a pattern without a method: catch-all or 405 fallback
+		}
+		routes = append(routes, Route{Method: method, Path: strings.TrimSpace(path), Pos: pos})
+	}
+	return routes, nil, true
 }
 
 func (s *scanner) source(e ast.Expr) string {

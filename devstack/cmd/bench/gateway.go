@@ -95,29 +95,35 @@ func (e *Env) Gateway(ctx context.Context) (gatewayInfo, error) {
 		if err := waitReady(ctx, c, "http://"+internal+"/readyz"); err != nil {
 			return gatewayInfo{}, err
 		}
-		seed, err := runSeed(ctx, ctlBin, e.Dir, childEnv(
-			"MONGODB_URI="+mongo.URI, "MONGODB_DATABASE=identity",
-			"AUTH_JWT_PRIVATE_KEY_FILE="+keys.privateFile,
-			"AUTH_JWT_ISSUER="+jwtIssuer, "AUTH_JWT_AUDIENCE="+jwtAudience,
-			"GATEWAY_URL="+gwURL,
-			// Never read the local stack's .data/stack.json.
-			"PLATFORM_STACK_FILE="+filepath.Join(e.Dir, "no-stack.json"),
-		))
-		if err != nil {
-			return gatewayInfo{}, err
-		}
-		acme, ok := seed.Accounts["acme"]
-		if !ok || len(acme.Deployments) == 0 || acme.Users["admin"].Bearer == "" || acme.APIKeys["admin"] == "" {
-			return gatewayInfo{}, errors.New("platformctl seed: no acme deployment, admin bearer or admin API key in its output")
-		}
-		return gatewayInfo{
-			URL:          gwURL,
-			Proc:         singleProc("gateway", c.pid()),
-			DeploymentID: acme.Deployments[0].ID,
-			Bearer:       acme.Users["admin"].Bearer,
-			APIKey:       acme.APIKeys["admin"],
-		}, nil
+		return seedGateway(ctx, e, ctlBin, mongo.URI, keys, gwURL, c)
 	})
+}
+
+// seedGateway seeds the identity store with platformctl and returns acme's admin
+// credentials and first deployment, which every gateway row uses.
+func seedGateway(ctx context.Context, e *Env, ctlBin, mongoURI string, keys benchKeys, gwURL string, c *child) (gatewayInfo, error) {
+	seed, err := runSeed(ctx, ctlBin, e.Dir, childEnv(
+		"MONGODB_URI="+mongoURI, "MONGODB_DATABASE=identity",
+		"AUTH_JWT_PRIVATE_KEY_FILE="+keys.privateFile,
+		"AUTH_JWT_ISSUER="+jwtIssuer, "AUTH_JWT_AUDIENCE="+jwtAudience,
+		"GATEWAY_URL="+gwURL,
+		// Never read the local stack's .data/stack.json.
+		"PLATFORM_STACK_FILE="+filepath.Join(e.Dir, "no-stack.json"),
+	))
+	if err != nil {
+		return gatewayInfo{}, err
+	}
+	acme, ok := seed.Accounts["acme"]
+	if !ok || len(acme.Deployments) == 0 || acme.Users["admin"].Bearer == "" || acme.APIKeys["admin"] == "" {
+		return gatewayInfo{}, errors.New("platformctl seed: no acme deployment, admin bearer or admin API key in its output")
+	}
+	return gatewayInfo{
+		URL:          gwURL,
+		Proc:         singleProc("gateway", c.pid()),
+		DeploymentID: acme.Deployments[0].ID,
+		Bearer:       acme.Users["admin"].Bearer,
+		APIKey:       acme.APIKeys["admin"],
+	}, nil
 }
 
 // seedOutput is the part of `platformctl seed --json` the bench reads.

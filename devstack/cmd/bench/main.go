@@ -107,30 +107,43 @@ func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
 }
 
-func run(o options) error {
-	if o.rounds < 1 || o.duration <= 0 || o.workers < 1 || o.rate < 0 {
-		return errors.New("need -rounds >= 1, -duration > 0, -workers >= 1 and -rate >= 0")
-	}
-	var selected []*Table
+// selectTables picks the tables -only names (all when empty) and whether the soak runs.
+func selectTables(o options) (selected []*Table, soak bool) {
 	for _, t := range tables {
 		if o.only == "" || o.only == t.Name {
 			selected = append(selected, t)
 		}
 	}
-	runSoakToo := o.soak > 0 && (o.only == "" || o.only == "soak")
+	return selected, o.soak > 0 && (o.only == "" || o.only == "soak")
+}
+
+// defaultBinDir is the repository's bin/, where make builds the binaries.
+func defaultBinDir() (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	root, err := devstack.FindRepoRoot(wd)
+	if err != nil {
+		return "", fmt.Errorf("run from the repository (or pass -bin): %w", err)
+	}
+	return filepath.Join(root, "bin"), nil
+}
+
+func run(o options) error {
+	if o.rounds < 1 || o.duration <= 0 || o.workers < 1 || o.rate < 0 {
+		return errors.New("need -rounds >= 1, -duration > 0, -workers >= 1 and -rate >= 0")
+	}
+	selected, runSoakToo := selectTables(o)
 	if len(selected) == 0 && !runSoakToo {
 		return fmt.Errorf("-only %q: no such table (registered: %s)", o.only, tableNames())
 	}
 	if o.binDir == "" {
-		wd, err := os.Getwd()
+		dir, err := defaultBinDir()
 		if err != nil {
 			return err
 		}
-		root, err := devstack.FindRepoRoot(wd)
-		if err != nil {
-			return fmt.Errorf("run from the repository (or pass -bin): %w", err)
-		}
-		o.binDir = filepath.Join(root, "bin")
+		o.binDir = dir
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -453,6 +466,38 @@ func median(v []float64) float64 {
 }
 
 func printTable(w io.Writer, t *Table, rows []*row, res map[string]*Summary, o options) {
+	printHeader(w, t, o)
+	printRows(w, t, rows, res)
+	printRatios(w, t, res)
+	if t.Notes != nil {
+		for _, l := range t.Notes(res) {
+			fmt.Fprintln(w, l)
+		}
+	}
+	printRSS(w, rows)
+	for _, r := range rows {
+		if r.sum.Errors > 0 {
+			fmt.Fprintf(w, "errors %s: %s\n", r.sum.Name, strings.Join(r.sum.ErrSample, "; "))
+		}
+	}
+	legend := t.Legend
+	if legend == nil {
+		legend = defaultLegend
+	}
+	for _, l := range legend {
+		fmt.Fprintln(w, l)
+	}
+}
+
+var defaultLegend = []string{
+	"legend: req/s = successful responses/s, p50/p99 = latency; both medians over the rounds, errors summed.",
+	"        cpu_us/req = user+system CPU of the measured process (for (a) the backend; nginx: master+workers)",
+	"        from /proc/<pid>/stat around each round / requests, median over rounds; gen_us/req = the load",
+	"        generator's own CPU, which shares the cores. Ratios divide medians.",
+}
+
+// printHeader says how the table was measured: the machine, the rounds, the load.
+func printHeader(w io.Writer, t *Table, o options) {
 	rate := "max (closed loop)"
 	if o.rate > 0 {
 		rate = fmt.Sprintf("%d/s", o.rate)
@@ -463,6 +508,10 @@ func printTable(w io.Writer, t *Table, rows []*row, res map[string]*Summary, o o
 	// Other work on the machine skews every figure; interleaving spreads it evenly,
 	// the load average says how much there was.
 	fmt.Fprintf(w, "# load average (1 min) at start %s, at end %s\n", o.loadBefore, loadAvg())
+}
+
+// printRows prints one line per variant, with its ratios to the table's baseline.
+func printRows(w io.Writer, t *Table, rows []*row, res map[string]*Summary) {
 	base := res[t.Baseline]
 	hasBase := base != nil && base.Err == nil && base.RPS > 0
 	fmt.Fprintf(w, "%-26s %9s %9s %9s %7s %11s %9s %9s %11s\n",
@@ -488,6 +537,10 @@ func printTable(w io.Writer, t *Table, rows []*row, res map[string]*Summary, o o
 		fmt.Fprintf(w, "%-26s %9s %9s %9s %7d %11.1f %9s %9s %11.1f\n",
 			s.Name, fmtRate(s.RPS), fmtDur(s.P50), fmtDur(s.P99), s.Errors, s.CPUPerReq, rpsRatio, cpuRatio, s.GenPerReq)
 	}
+}
+
+// printRatios prints the ratios the table names between two of its variants.
+func printRatios(w io.Writer, t *Table, res map[string]*Summary) {
 	var ratios []string
 	for _, rt := range t.Ratios {
 		n, d := res[rt.Num], res[rt.Den]
@@ -500,12 +553,10 @@ func printTable(w io.Writer, t *Table, rows []*row, res map[string]*Summary, o o
 	if len(ratios) > 0 {
 		fmt.Fprintf(w, "ratios: %s\n", strings.Join(ratios, "  "))
 	}
-	if t.Notes != nil {
-		for _, l := range t.Notes(res) {
-			fmt.Fprintln(w, l)
-		}
-	}
-	// Peak RSS once per distinct process (the gateway serves (d) and (e)).
+}
+
+// printRSS prints the peak RSS once per distinct process (the gateway serves (d) and (e)).
+func printRSS(w io.Writer, rows []*row) {
 	var rss []string
 	seen := map[*Proc]bool{}
 	for _, r := range rows {
@@ -526,21 +577,6 @@ func printTable(w io.Writer, t *Table, rows []*row, res map[string]*Summary, o o
 	if len(rss) > 0 {
 		fmt.Fprintf(w, "peak RSS (VmHWM): %s\n", strings.Join(rss, ", "))
 	}
-	for _, r := range rows {
-		if r.sum.Errors > 0 {
-			fmt.Fprintf(w, "errors %s: %s\n", r.sum.Name, strings.Join(r.sum.ErrSample, "; "))
-		}
-	}
-	if t.Legend != nil {
-		for _, l := range t.Legend {
-			fmt.Fprintln(w, l)
-		}
-		return
-	}
-	fmt.Fprintln(w, "legend: req/s = successful responses/s, p50/p99 = latency; both medians over the rounds, errors summed.")
-	fmt.Fprintln(w, "        cpu_us/req = user+system CPU of the measured process (for (a) the backend; nginx: master+workers)")
-	fmt.Fprintln(w, "        from /proc/<pid>/stat around each round / requests, median over rounds; gen_us/req = the load")
-	fmt.Fprintln(w, "        generator's own CPU, which shares the cores. Ratios divide medians.")
 }
 
 // fmtRate keeps two significant digits for slow rows (a conversion, a bulk move).
