@@ -35,7 +35,7 @@ openapi:
 test: ensure-redis ensure-prometheus openapi
 	@set -e; for m in $(MODULES); do \
 		echo "== go test $$m"; \
-		(cd $$m && $(GO) test -race -count=1 -timeout 20m ./...); \
+		(cd $$m && $(GO) test -race -shuffle=on -count=1 -timeout 20m ./...); \
 	done
 
 seed:

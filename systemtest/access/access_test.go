@@ -1,12 +1,10 @@
 package access_test
 
 import (
-	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -17,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/analyticsco/platform/devstack/apitest"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/systemtest/stacktest"
 )
@@ -851,19 +850,17 @@ func (p *platform) runSmuggling(t *testing.T) {
 		{"dbtsync-svc-1", acme1.path("/dbt-sync")},
 	} {
 		t.Run(svc.name+"-401-bypassing-the-gateway", func(t *testing.T) {
-			req, _ := http.NewRequest("GET", "http://"+p.s.Process(svc.name).Addr+svc.path, nil)
-			for k, v := range forged {
-				req.Header.Set(k, v)
-			}
-			req.Header.Set("Authorization", "Bearer "+p.acme.Users["admin"].Bearer)
-			resp, err := p.client.Do(req)
+			direct := apitest.New("http://" + p.s.Process(svc.name).Addr)
+			req, err := direct.Request("GET", svc.path, "Bearer "+p.acme.Users["admin"].Bearer, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != 401 {
-				t.Fatalf("%s directly with forged identity: %d, want 401: %s", svc.name, resp.StatusCode, body)
+			for k, v := range forged {
+				req.Header.Set(k, v)
+			}
+			resp := direct.Send(t, req)
+			if resp.Status != 401 {
+				t.Fatalf("%s directly with forged identity: %d, want 401: %s", svc.name, resp.Status, resp.Body)
 			}
 		})
 	}
@@ -928,7 +925,7 @@ func secretParts(s string) []string {
 
 type platform struct {
 	s              *stacktest.Stack
-	client         *http.Client
+	api            *apitest.Client
 	acme, globex   stacktest.Account
 	scopes         map[string]*scope
 	expired        string
@@ -970,7 +967,7 @@ func (sc *scope) buildPath(rest string) string {
 
 func startPlatform(t *testing.T) *platform {
 	s := stacktest.Start(t, stacktest.Options{Env: []string{"RATE_LIMIT_GENERATE_SESSION=0", "RATE_LIMIT_EXCHANGE=0"}})
-	p := &platform{s: s, client: &http.Client{Timeout: 30 * time.Second}, acme: s.Seed.Accounts["acme"], globex: s.Seed.Accounts["globex"],
+	p := &platform{s: s, api: apitest.New(s.Gateway), acme: s.Seed.Accounts["acme"], globex: s.Seed.Accounts["globex"],
 		scopes: map[string]*scope{}, tenantA: "acme-north", tenantB: "acme-south", globexTenant: "globex-only"}
 	_, foreignKey, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -1221,37 +1218,15 @@ type response struct {
 
 func (p *platform) call(t *testing.T, method, path, authz string, body any, headers map[string]string) response {
 	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		raw, err := json.Marshal(body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rd = bytes.NewReader(raw)
-	}
-	req, err := http.NewRequest(method, p.s.Gateway+path, rd)
+	req, err := p.api.Request(method, path, authz, body)
 	if err != nil {
 		t.Fatal(err)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if authz != "" {
-		req.Header.Set("Authorization", authz)
 	}
 	for k, v := range headers {
 		req.Header.Set(k, v)
 	}
-	resp, err := p.client.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return response{status: resp.StatusCode, header: resp.Header, body: raw}
+	r := p.api.Send(t, req)
+	return response{status: r.Status, header: r.Header, body: r.Body}
 }
 
 func (p *platform) must(t *testing.T, method, path, authz string, body any, want int) map[string]any {

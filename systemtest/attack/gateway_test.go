@@ -3,7 +3,6 @@ package attack_test
 import (
 	"bufio"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"sort"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/analyticsco/platform/devstack/apitest"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/systemtest/stacktest"
 )
@@ -55,7 +55,8 @@ func flood(t *testing.T, base string, n int, seed uint64) {
 		"/api/v1/deployments/1/workspace", "/build/api/v1/x"}
 	var wg sync.WaitGroup
 	var failures sync.Map
-	client := &http.Client{Timeout: requestTimeout}
+	client := apitest.New(base)
+	client.HTTP.Timeout = requestTimeout
 	for w := 0; w < 16; w++ {
 		wg.Add(1)
 		go func(w int) {
@@ -67,18 +68,17 @@ func flood(t *testing.T, base string, n int, seed uint64) {
 				if r.IntN(2) == 0 {
 					path = "/" + strings.ReplaceAll(randomToken(r, 200), "%", "p") + "/" + randomToken(r, 50)
 				}
-				req, err := http.NewRequest(method, base+path, nil)
+				req, err := client.Request(method, path, "", nil)
 				if err != nil {
 					continue // a path the client itself refuses to send
 				}
-				resp, err := client.Do(req)
-				if err != nil {
-					failures.Store(err.Error(), true)
+				resp := client.DoRequest(req)
+				if resp.Err != nil {
+					failures.Store(resp.Err.Error(), true)
 					continue
 				}
-				resp.Body.Close()
-				if resp.StatusCode >= 500 {
-					failures.Store(fmt.Sprintf("%s %s: %d", method[:min(len(method), 20)], path, resp.StatusCode), true)
+				if resp.Status >= 500 {
+					failures.Store(fmt.Sprintf("%s %s: %d", method[:min(len(method), 20)], path, resp.Status), true)
 				}
 			}
 		}(w)
@@ -130,22 +130,18 @@ func TestFinding01_RandomMethodsAndPathsAddNoSeries(t *testing.T) {
 
 // callFrom sends a request as a client behind the ingress: the peer is the test (127.0.0.1,
 // configured as a trusted proxy) and X-Forwarded-For carries xff.
-func callFrom(t *testing.T, base, method, path, authz, xff string, body string) *http.Response {
+func callFrom(t *testing.T, base, method, path, authz, xff string, body string) apitest.Response {
 	t.Helper()
-	req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
-	if authz != "" {
-		req.Header.Set("Authorization", authz)
+	c := apitest.New(base)
+	c.HTTP.Timeout = requestTimeout
+	req, err := c.Request(method, path, authz, body)
+	if err != nil {
+		t.Fatal(err)
 	}
 	if xff != "" {
 		req.Header.Set("X-Forwarded-For", xff)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := (&http.Client{Timeout: requestTimeout}).Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	return resp
+	return c.Send(t, req)
 }
 
 // Security review #10 and #12: the exchange limit was keyed on the connection address (the
@@ -158,21 +154,21 @@ func TestFinding10And12_PerClientLimitsUseTheRealClientAddress(t *testing.T) {
 
 	t.Run("TestFinding10_ExchangeLimitPerClientBehindTheIngress", func(t *testing.T) {
 		for i := 0; i < 5; i++ {
-			if r := callFrom(t, s.Gateway, "POST", "/api/v1/embed/session/exchange", "", "203.0.113.1", exchange); r.StatusCode != 401 {
-				t.Fatalf("exchange %d of client A: %d", i+1, r.StatusCode)
+			if r := callFrom(t, s.Gateway, "POST", "/api/v1/embed/session/exchange", "", "203.0.113.1", exchange); r.Status != 401 {
+				t.Fatalf("exchange %d of client A: %d", i+1, r.Status)
 			}
 		}
-		if r := callFrom(t, s.Gateway, "POST", "/api/v1/embed/session/exchange", "", "203.0.113.1", exchange); r.StatusCode != 429 {
-			t.Fatalf("client A over its limit: want 429, got %d", r.StatusCode)
+		if r := callFrom(t, s.Gateway, "POST", "/api/v1/embed/session/exchange", "", "203.0.113.1", exchange); r.Status != 429 {
+			t.Fatalf("client A over its limit: want 429, got %d", r.Status)
 		}
 		// Another viewer behind the same ingress is not throttled by A.
-		if r := callFrom(t, s.Gateway, "POST", "/api/v1/embed/session/exchange", "", "203.0.113.2", exchange); r.StatusCode != 401 {
-			t.Fatalf("client B behind the same ingress: want its own bucket (401), got %d", r.StatusCode)
+		if r := callFrom(t, s.Gateway, "POST", "/api/v1/embed/session/exchange", "", "203.0.113.2", exchange); r.Status != 401 {
+			t.Fatalf("client B behind the same ingress: want its own bucket (401), got %d", r.Status)
 		}
 		// A forged hop in front of the real client's address changes nothing: the nearest
 		// untrusted address is the client.
-		if r := callFrom(t, s.Gateway, "POST", "/api/v1/embed/session/exchange", "", "198.51.100.7, 203.0.113.1", exchange); r.StatusCode != 429 {
-			t.Fatalf("client A with a forged first hop: want 429, got %d", r.StatusCode)
+		if r := callFrom(t, s.Gateway, "POST", "/api/v1/embed/session/exchange", "", "198.51.100.7, 203.0.113.1", exchange); r.Status != 429 {
+			t.Fatalf("client A with a forged first hop: want 429, got %d", r.Status)
 		}
 	})
 
@@ -181,17 +177,17 @@ func TestFinding10And12_PerClientLimitsUseTheRealClientAddress(t *testing.T) {
 		path := fmt.Sprintf("/api/v1/deployments/%d/workspace", acme.Deployments[0].ID)
 		bad := "Api-Key pk_0123456789abcdef_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
 		for i := 0; i < 10; i++ {
-			if r := callFrom(t, s.Gateway, "GET", path, bad, "203.0.113.9", ""); r.StatusCode != 401 {
-				t.Fatalf("failure %d: want 401, got %d", i+1, r.StatusCode)
+			if r := callFrom(t, s.Gateway, "GET", path, bad, "203.0.113.9", ""); r.Status != 401 {
+				t.Fatalf("failure %d: want 401, got %d", i+1, r.Status)
 			}
 		}
 		r := callFrom(t, s.Gateway, "GET", path, bad, "203.0.113.9", "")
-		if r.StatusCode != 429 || r.Header.Get("Retry-After") == "" {
-			t.Fatalf("over AUTH_FAILURE_LIMIT: want 429 with Retry-After, got %d", r.StatusCode)
+		if r.Status != 429 || r.Header.Get("Retry-After") == "" {
+			t.Fatalf("over AUTH_FAILURE_LIMIT: want 429 with Retry-After, got %d", r.Status)
 		}
 		// Another client is unaffected.
-		if r := callFrom(t, s.Gateway, "GET", path, bearer(acme.Users["admin"].Bearer), "203.0.113.10", ""); r.StatusCode != 200 {
-			t.Fatalf("another client: want 200, got %d", r.StatusCode)
+		if r := callFrom(t, s.Gateway, "GET", path, bearer(acme.Users["admin"].Bearer), "203.0.113.10", ""); r.Status != 200 {
+			t.Fatalf("another client: want 200, got %d", r.Status)
 		}
 	})
 }
@@ -217,14 +213,13 @@ func TestFinding17_ForwardedIdentityReplayedToAnotherServiceIs401(t *testing.T) 
 		t.Fatal(err)
 	}
 	get := func(proc, path string) int {
-		req, _ := http.NewRequest("GET", "http://"+s.Process(proc).Addr+path, nil)
-		req.Header.Set(identity.Header, hdr)
-		resp, err := http.DefaultClient.Do(req)
+		c := apitest.New("http://" + s.Process(proc).Addr)
+		req, err := c.Request("GET", path, "", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp.Body.Close()
-		return resp.StatusCode
+		req.Header.Set(identity.Header, hdr)
+		return c.Send(t, req).Status
 	}
 	if code := get("workspace-svc-1", fmt.Sprintf("/api/v1/deployments/%d/workspace", dep.ID)); code != 200 {
 		t.Fatalf("the service it was signed for: want 200, got %d", code)
@@ -244,13 +239,8 @@ func TestFinding17_ForwardedIdentityReplayedToAnotherServiceIs401(t *testing.T) 
 func TestFinding16_OperationalEndpointsOnlyOnTheInternalListener(t *testing.T) {
 	s := stacktest.Start(t, stacktest.Options{Env: noRateLimits})
 	get := func(url string) (int, string) {
-		resp, err := http.Get(url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		r := apitest.New(url).Call(t, "GET", "", "", nil)
+		return r.Status, string(r.Body)
 	}
 	for _, p := range s.Processes() {
 		for _, path := range []string{"/metrics", "/readyz"} {

@@ -1,16 +1,14 @@
 package attack_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/analyticsco/platform/devstack/apitest"
 	"github.com/analyticsco/platform/systemtest/stacktest"
 )
 
@@ -47,51 +45,22 @@ func (r reply) String() string {
 func (r reply) message() string { s, _ := r.body["message"].(string); return s }
 
 // api talks to the stack's gateway as a client does.
-type api struct {
-	base   string
-	client *http.Client
-}
+type api struct{ c *apitest.Client }
 
 func newAPI(s *stacktest.Stack) *api {
-	return &api{base: s.Gateway, client: &http.Client{Timeout: requestTimeout}}
+	c := apitest.New(s.Gateway)
+	c.HTTP.Timeout = requestTimeout
+	return &api{c: c}
 }
 
 // call sends body (JSON-encoded unless it is a []byte or string) with the Authorization
-// header authz (empty: none). It never fails the test, so goroutines can use it.
+// header authz (empty: none). It never fails the test, so goroutines can use it; the
+// transport error is in the reply.
 func (a *api) call(method, path, authz string, body any) reply {
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case []byte:
-		rd = bytes.NewReader(b)
-	case string:
-		rd = strings.NewReader(b)
-	default:
-		raw, err := json.Marshal(b)
-		if err != nil {
-			return reply{err: err}
-		}
-		rd = bytes.NewReader(raw)
-	}
-	req, err := http.NewRequest(method, a.base+path, rd)
-	if err != nil {
-		return reply{err: err}
-	}
-	if authz != "" {
-		req.Header.Set("Authorization", authz)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := a.client.Do(req)
-	if err != nil {
-		return reply{err: err}
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	r := reply{status: resp.StatusCode, header: resp.Header, raw: string(raw), err: err}
-	_ = json.Unmarshal(raw, &r.body)
-	return r
+	r := a.c.Do(method, path, authz, body)
+	out := reply{status: r.Status, header: r.Header, raw: string(r.Body), err: r.Err}
+	_ = json.Unmarshal(r.Body, &out.body)
+	return out
 }
 
 func bearer(token string) string { return "Bearer " + token }

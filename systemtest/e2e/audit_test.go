@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"net/url"
 	"strings"
 	"testing"
@@ -117,18 +116,10 @@ func (p *platform) awaitEvent(t *testing.T, action, targetID string) auditEvent 
 // action must carry, and returns the answer and the trace id.
 func (p *platform) traced(t *testing.T, method, path, authz string, body any) (response, string) {
 	t.Helper()
-	var raw []byte
-	if body != nil {
-		raw, _ = json.Marshal(body)
-	}
-	req, err := http.NewRequest(method, p.s.Gateway+path, strings.NewReader(string(raw)))
+	req, err := p.api.Request(method, path, authz, body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Authorization", authz)
 	var tid, sid [16]byte
 	_, _ = rand.Read(tid[:])
 	_, _ = rand.Read(sid[:8])

@@ -1,12 +1,11 @@
 package e2e_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -23,6 +22,7 @@ import (
 	"github.com/getkin/kin-openapi/routers/legacy"
 
 	"github.com/analyticsco/platform/devstack"
+	"github.com/analyticsco/platform/devstack/apitest"
 	"github.com/analyticsco/platform/systemtest/stacktest"
 )
 
@@ -33,7 +33,7 @@ type platform struct {
 	s          *stacktest.Stack
 	doc        *openapi3.T
 	router     routers.Router
-	http       *http.Client
+	api        *apitest.Client
 	seq        atomic.Int64
 	acme       stacktest.Account
 	globex     stacktest.Account
@@ -71,9 +71,11 @@ func startPlatform(t *testing.T) *platform {
 	t.Helper()
 	doc, router := loadContract(t)
 	s := stacktest.Start(t, stacktest.Options{Env: []string{"RATE_LIMIT_GENERATE_SESSION=0", "RATE_LIMIT_EXCHANGE=0"}})
-	p := &platform{s: s, doc: doc, router: router, http: &http.Client{Timeout: 30 * time.Second},
+	p := &platform{s: s, doc: doc, router: router,
 		acme: s.Seed.Accounts["acme"], globex: s.Seed.Accounts["globex"], initech: s.Seed.Accounts["initech"]}
 	p.dep1, p.dep2 = p.acme.Deployments[0].ID, p.acme.Deployments[1].ID
+	p.api = apitest.New(s.Gateway)
+	p.api.Check = p.checkResponse
 	return p
 }
 
@@ -145,47 +147,17 @@ func (r response) want(t *testing.T, status int) response {
 // through the gateway and checks the response against the document.
 func (p *platform) call(t *testing.T, method, path, authz string, body any) response {
 	t.Helper()
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case []byte:
-		rd = bytes.NewReader(b)
-	case string:
-		rd = strings.NewReader(b)
-	default:
-		raw, err := json.Marshal(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rd = bytes.NewReader(raw)
-	}
-	req, err := http.NewRequest(method, p.s.Gateway+path, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rd != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if authz != "" {
-		req.Header.Set("Authorization", authz)
-	}
-	return p.send(t, req)
+	return fromAPI(p.api.Call(t, method, path, authz, body))
 }
 
 // send performs req and checks the response against the document.
 func (p *platform) send(t *testing.T, req *http.Request) response {
 	t.Helper()
-	resp, err := p.http.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", req.Method, req.URL.Path, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.checkResponse(t, req, resp, body)
-	return response{status: resp.StatusCode, header: resp.Header, body: body}
+	return fromAPI(p.api.Send(t, req))
+}
+
+func fromAPI(r apitest.Response) response {
+	return response{status: r.Status, header: r.Header, body: r.Body}
 }
 
 // branchFilePath: the {path} of getBranchFile spans the rest of the URL, slashes
@@ -197,14 +169,15 @@ var branchFilePath = regexp.MustCompile(`^(/build/api/v1/deployments/[^/]+/branc
 // the request matches in openapi.yaml: an undocumented status, a missing required
 // header or field, a field of the wrong type fail the test. A response the document
 // describes without content must have an empty body.
-func (p *platform) checkResponse(t *testing.T, req *http.Request, resp *http.Response, body []byte) {
-	t.Helper()
+func (p *platform) checkResponse(req *http.Request, resp *http.Response, body []byte) error {
+	var errs []error
 	if err := conformance(p.router, req, resp.StatusCode, resp.Header, body); err != nil {
-		t.Errorf("contract: %v\nbody: %.600s", err, body)
+		errs = append(errs, fmt.Errorf("contract: %w\nbody: %.600s", err, body))
 	}
 	if err := timestampsInOnePrecision(body); err != nil {
-		t.Errorf("contract: %s %s: %v", req.Method, req.URL.Path, err)
+		errs = append(errs, fmt.Errorf("contract: %w", err))
 	}
+	return errors.Join(errs...)
 }
 
 // apiTime is how every API answer writes a timestamp: UTC with exactly milliseconds.

@@ -3,7 +3,6 @@ package e2e_test
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"sort"
 	"strings"
@@ -198,18 +197,16 @@ var errorRules = []rule{
 	}},
 	{"unknown-route-404-json", func(t *testing.T, p *platform) {
 		// Not an operation of the document, so it is checked by hand against the Error shape.
-		resp, err := p.http.Get(p.s.Gateway + "/api/v1/no-such-thing")
-		if err != nil {
-			t.Fatal(err)
+		r := p.api.Do("GET", "/api/v1/no-such-thing", "", nil)
+		if r.Err != nil {
+			t.Fatal(r.Err)
 		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
 		var e struct {
 			Status  int
 			Message string
 		}
-		if resp.StatusCode != 404 || json.Unmarshal(body, &e) != nil || e.Status != 404 || e.Message == "" {
-			t.Errorf("%d %s", resp.StatusCode, body)
+		if r.Status != 404 || json.Unmarshal(r.Body, &e) != nil || e.Status != 404 || e.Message == "" {
+			t.Errorf("%d %s", r.Status, r.Body)
 		}
 	}},
 }

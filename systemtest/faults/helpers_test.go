@@ -1,12 +1,9 @@
 package faults_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -17,6 +14,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/analyticsco/platform/devstack/apitest"
 	"github.com/analyticsco/platform/systemtest/stacktest"
 )
 
@@ -57,45 +55,22 @@ func (r reply) String() string {
 }
 
 // api talks to the stack's gateway as a client does.
-type api struct {
-	base   string
-	client *http.Client
-}
+type api struct{ c *apitest.Client }
 
 func newAPI(s *stacktest.Stack) *api {
-	return &api{base: s.Gateway, client: &http.Client{Timeout: requestTimeout}}
+	c := apitest.New(s.Gateway)
+	c.HTTP.Timeout = requestTimeout
+	return &api{c: c}
 }
 
-// call sends body as JSON with the Authorization header authz (empty: none). It never
-// fails the test, so goroutines can use it; the transport error is in the reply.
+// call sends body (JSON-encoded unless it is a []byte or string) with the Authorization
+// header authz (empty: none). It never fails the test, so goroutines can use it; the
+// transport error is in the reply.
 func (a *api) call(method, path, authz string, body any) reply {
-	var rd io.Reader
-	if body != nil {
-		raw, err := json.Marshal(body)
-		if err != nil {
-			return reply{err: err}
-		}
-		rd = bytes.NewReader(raw)
-	}
-	req, err := http.NewRequest(method, a.base+path, rd)
-	if err != nil {
-		return reply{err: err}
-	}
-	if authz != "" {
-		req.Header.Set("Authorization", authz)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := a.client.Do(req)
-	if err != nil {
-		return reply{err: err}
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	r := reply{status: resp.StatusCode, raw: string(raw), err: err}
-	_ = json.Unmarshal(raw, &r.body)
-	return r
+	r := a.c.Do(method, path, authz, body)
+	out := reply{status: r.Status, raw: string(r.Body), err: r.Err}
+	_ = json.Unmarshal(r.Body, &out.body)
+	return out
 }
 
 func bearer(token string) string { return "Bearer " + token }

@@ -2,10 +2,8 @@ package stacktest_test
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"path/filepath"
 	"sort"
@@ -13,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/analyticsco/platform/devstack"
+	"github.com/analyticsco/platform/devstack/apitest"
 	"github.com/analyticsco/platform/devstack/promexpr"
 	"github.com/analyticsco/platform/systemtest/stacktest"
 )
@@ -29,23 +28,11 @@ func TestRulesAndDashboardsNameExportedMetrics(t *testing.T) {
 	bearer := "Bearer " + acme.Users["admin"].Bearer
 	call := func(method, path string, body any, want ...int) map[string]any {
 		t.Helper()
-		var rd io.Reader
-		if body != nil {
-			b, _ := json.Marshal(body)
-			rd = bytes.NewReader(b)
-		}
-		req, _ := http.NewRequest(method, s.Gateway+path, rd)
-		req.Header.Set("Authorization", bearer)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
+		r := apitest.New(s.Gateway).Call(t, method, path, bearer, body)
 		var out map[string]any
-		_ = json.NewDecoder(resp.Body).Decode(&out)
-		if len(want) > 0 && resp.StatusCode != want[0] {
-			t.Fatalf("%s %s: %d %v, want %d", method, path, resp.StatusCode, out, want[0])
+		_ = json.Unmarshal(r.Body, &out)
+		if len(want) > 0 && r.Status != want[0] {
+			t.Fatalf("%s %s: %d %v, want %d", method, path, r.Status, out, want[0])
 		}
 		return out
 	}

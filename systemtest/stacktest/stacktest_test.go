@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/analyticsco/platform/devstack/apitest"
 	"github.com/analyticsco/platform/systemtest/stacktest"
 )
 
@@ -23,16 +24,8 @@ func TestStackStartsSeedsAndServes(t *testing.T) {
 	if acme.ID == 0 || len(acme.Deployments) != 2 || acme.APIKeys["admin"] == "" {
 		t.Fatalf("seed: %+v", acme)
 	}
-	get := func(path, authz string) int {
-		req, _ := http.NewRequest("GET", s.Gateway+path, nil)
-		req.Header.Set("Authorization", authz)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
+	api := apitest.New(s.Gateway)
+	get := func(path, authz string) int { return api.Call(t, "GET", path, authz, nil).Status }
 	ws := fmt.Sprintf("/api/v1/deployments/%d/workspace", acme.Deployments[0].ID)
 	if code := get(ws, "Bearer "+acme.Users["admin"].Bearer); code != 200 {
 		t.Fatalf("workspace: %d", code)
@@ -81,21 +74,15 @@ func TestStackStartsSeedsAndServes(t *testing.T) {
 func TestTokens(t *testing.T) {
 	s := stacktest.Start(t, stacktest.Options{})
 	acme := s.Seed.Accounts["acme"]
-	ws := fmt.Sprintf("%s/api/v1/deployments/%d/workspace", s.Gateway, acme.Deployments[0].ID)
+	api := apitest.New(s.Gateway)
+	ws := fmt.Sprintf("/api/v1/deployments/%d/workspace", acme.Deployments[0].ID)
 	for _, c := range []struct {
 		name string
 		ttl  time.Duration
 		want int
 	}{{"fresh-200", time.Hour, 200}, {"expired-401", -time.Minute, 401}} {
-		req, _ := http.NewRequest("GET", ws, nil)
-		req.Header.Set("Authorization", "Bearer "+s.Token(acme.Users["viewer"].ID, c.ttl))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != c.want {
-			t.Errorf("%s: %d", c.name, resp.StatusCode)
+		if r := api.Call(t, "GET", ws, "Bearer "+s.Token(acme.Users["viewer"].ID, c.ttl), nil); r.Status != c.want {
+			t.Errorf("%s: %d", c.name, r.Status)
 		}
 	}
 	if len(s.Secrets()) != 6 {
