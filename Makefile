@@ -11,7 +11,7 @@ MODULES := libs devstack systemtest gateway workspace-svc embed-svc dbtsync-svc
 BIN := bin
 GO ?= go
 
-.PHONY: run build test seed bench soak fuzz fuzz-ci e2e attack openapi lint ensure-redis ensure-prometheus clean
+.PHONY: run build test seed bench soak fuzz fuzz-ci e2e attack openapi lint ensure-redis ensure-prometheus ensure-cli clean
 FUZZTIME ?= 30s
 
 build: openapi
@@ -32,7 +32,7 @@ run: ensure-redis $(if $(filter 1 true,$(OBS)),ensure-prometheus) build
 openapi:
 	@cmp -s openapi.yaml gateway/internal/openapi/openapi.yaml || cp openapi.yaml gateway/internal/openapi/openapi.yaml
 
-test: ensure-redis ensure-prometheus openapi
+test: ensure-redis ensure-prometheus ensure-cli openapi
 	@set -e; for m in $(MODULES); do \
 		echo "== go test $$m"; \
 		(cd $$m && $(GO) test -race -shuffle=on -count=1 -timeout 20m ./...); \
@@ -93,6 +93,18 @@ ensure-prometheus:
 			apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >&2; \
 		else \
 			echo "prometheus/promtool not found: install them with 'sudo apt-get install -y prometheus'" >&2; exit 1; \
+		fi; \
+	fi
+
+# curl and jq: the README's quickstart uses them, and a test runs it.
+ensure-cli:
+	@missing=""; for c in curl jq; do command -v $$c >/dev/null 2>&1 || missing="$$missing $$c"; done; \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing$$missing (Debian packages)" >&2; \
+			apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >&2; \
+		else \
+			echo "not found:$$missing: install with 'sudo apt-get install -y$$missing'" >&2; exit 1; \
 		fi; \
 	fi
 
