@@ -13,7 +13,9 @@ import (
 
 	"github.com/analyticsco/platform/dbtsync-svc/config"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/app"
-	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
+	"github.com/analyticsco/platform/dbtsync-svc/internal/gitsource"
+	"github.com/analyticsco/platform/dbtsync-svc/internal/queue/jetstream"
+	"github.com/analyticsco/platform/dbtsync-svc/internal/worker"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
 	"github.com/analyticsco/platform/libs/natsx"
@@ -75,13 +77,13 @@ func run(args []string) error {
 	natsMetrics.Track(nc)
 
 	deps := app.Deps{Mongo: client.Database(cfg.MongoDatabase), NATS: nc, Signer: signer, CredentialsKey: cfg.CredentialsKey, Registry: registry, Logger: proc.Logger,
-		Git: dbtsync.GitLimits{Policy: dbtsync.RepoPolicy{AllowFile: cfg.AllowFileURLs, AllowedHosts: cfg.AllowedHosts},
+		Git: gitsource.Limits{Policy: gitsource.Policy{AllowFile: cfg.AllowFileURLs, AllowedHosts: cfg.AllowedHosts},
 			CloneTimeout: cfg.CloneTimeout, MaxRepoBytes: cfg.MaxRepoBytes, MaxFiles: cfg.MaxRepoFiles, MaxFileBytes: cfg.MaxFileBytes},
 		UploadQuota: cfg.DeploymentUploads, AuditMaxHeld: cfg.AuditMaxHeld,
-		Storage: dbtsync.StorageLimits{JobRetention: cfg.JobRetention, ObjectMaxAge: cfg.ObjectMaxAge, ObjectMaxBytes: cfg.ObjectMaxBytes}}
+		Storage: jetstream.Limits{JobRetention: cfg.JobRetention, ObjectMaxAge: cfg.ObjectMaxAge, ObjectMaxBytes: cfg.ObjectMaxBytes}}
 	var handler http.Handler = http.HandlerFunc(server.NotFound)
 	if mode == "worker" {
-		worker, err := app.NewWorker(proc.Ctx, deps, dbtsync.WorkerOptions{Concurrency: cfg.WorkerConcurrency, MaxAttempts: cfg.MaxAttempts, AckWait: cfg.AckWait, JobTimeout: cfg.JobTimeout}, "")
+		worker, err := app.NewWorker(proc.Ctx, deps, worker.Options{Concurrency: cfg.WorkerConcurrency, MaxAttempts: cfg.MaxAttempts, AckWait: cfg.AckWait, JobTimeout: cfg.JobTimeout}, "")
 		if err != nil {
 			return err
 		}

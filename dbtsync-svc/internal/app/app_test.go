@@ -28,7 +28,10 @@ import (
 
 	"github.com/analyticsco/platform/dbtsync-svc/client"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/app"
-	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
+	"github.com/analyticsco/platform/dbtsync-svc/internal/credentials"
+	"github.com/analyticsco/platform/dbtsync-svc/internal/gitsource"
+	jsqueue "github.com/analyticsco/platform/dbtsync-svc/internal/queue/jetstream"
+	"github.com/analyticsco/platform/dbtsync-svc/internal/worker"
 	"github.com/analyticsco/platform/devstack"
 	"github.com/analyticsco/platform/gateway/gatewaytest"
 	"github.com/analyticsco/platform/libs/audit"
@@ -80,7 +83,7 @@ func newHarnessWith(t *testing.T, tune func(*app.Deps)) *harness {
 	rec := &audit.Memory{Service: "dbtsync-svc"}
 	deps := app.Deps{Audit: rec, Mongo: client.Database(devstack.UniqueName(t, "dbtsync")), NATS: nc, Signer: signer, CredentialsKey: credentialsKey(),
 		Registry: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler),
-		Git: dbtsync.GitLimits{Policy: dbtsync.RepoPolicy{AllowFile: true, AllowedHosts: []string{"127.0.0.1"},
+		Git: gitsource.Limits{Policy: gitsource.Policy{AllowFile: true, AllowedHosts: []string{"127.0.0.1"},
 			// example.test stands for a public git host; nothing dials it.
 			Resolve: func(_ context.Context, host string) ([]netip.Addr, error) {
 				if host == "example.test" {
@@ -106,7 +109,7 @@ func newHarnessWith(t *testing.T, tune func(*app.Deps)) *harness {
 }
 
 // worker starts an in-process worker (as `dbtsync-svc worker` builds it) until stop is called.
-func (h *harness) worker(opts dbtsync.WorkerOptions) (stop func()) {
+func (h *harness) worker(opts worker.Options) (stop func()) {
 	h.t.Helper()
 	if opts.AckWait == 0 {
 		opts.AckWait = 2 * time.Second
@@ -255,7 +258,7 @@ func TestStartSyncValidation(t *testing.T) {
 
 func TestManifestSyncWritesBranchAndServesIt(t *testing.T) {
 	h := newHarness(t)
-	h.worker(dbtsync.WorkerOptions{})
+	h.worker(worker.Options{})
 	code, acc := h.do("POST", h.syncPath(), h.dev, map[string]any{"source": "manifest", "manifest": fixture(t, "manifest-v12-dbt-1.10.json"), "ref": "feature-x"})
 	if code != 202 {
 		t.Fatalf("start: %d %v", code, acc)
@@ -352,7 +355,7 @@ func TestManifestSyncWritesBranchAndServesIt(t *testing.T) {
 
 func TestOutputFilesAndFailedJob(t *testing.T) {
 	h := newHarness(t)
-	h.worker(dbtsync.WorkerOptions{})
+	h.worker(worker.Options{})
 	code, acc := h.do("POST", h.syncPath(), h.dev, map[string]any{"source": "manifest", "manifest": smallManifest("v7", "a", "b"), "output": "files"})
 	if code != 202 {
 		t.Fatal(code, acc)
@@ -379,7 +382,7 @@ func TestWorkerKilledMidJobFinishesOnce(t *testing.T) {
 	h := newHarness(t)
 	reached := make(chan struct{})
 	var once sync.Once
-	stop := h.worker(dbtsync.WorkerOptions{Phase: func(ctx context.Context, id, phase string) {
+	stop := h.worker(worker.Options{Phase: func(ctx context.Context, id, phase string) {
 		if phase == "committed" {
 			once.Do(func() { close(reached) })
 			<-ctx.Done() // killed right after writing the version, before recording success
@@ -395,7 +398,7 @@ func TestWorkerKilledMidJobFinishesOnce(t *testing.T) {
 		t.Fatal("worker never reached the commit")
 	}
 	stop()
-	h.worker(dbtsync.WorkerOptions{})
+	h.worker(worker.Options{})
 	job := h.waitJob(acc["syncJobId"].(string))
 	if job["status"] != "succeeded" {
 		t.Fatalf("job: %v", job)
@@ -412,7 +415,7 @@ func TestTwoSyncsToOneBranchAreSerialized(t *testing.T) {
 	waiting := make(chan string, 100)
 	var first string
 	var mu sync.Mutex
-	h.worker(dbtsync.WorkerOptions{Concurrency: 4, Phase: func(ctx context.Context, id, phase string) {
+	h.worker(worker.Options{Concurrency: 4, Phase: func(ctx context.Context, id, phase string) {
 		mu.Lock()
 		f := first
 		mu.Unlock()
@@ -470,7 +473,7 @@ func TestQueueSurvivesNATSRestart(t *testing.T) {
 	if err := h.nats.Restart(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	h.worker(dbtsync.WorkerOptions{})
+	h.worker(worker.Options{})
 	for _, id := range ids {
 		if job := h.waitJob(id); job["status"] != "succeeded" {
 			t.Errorf("job %s: %v", id, job)
@@ -524,7 +527,7 @@ func TestFinding03_JobThatKillsItsWorkerIsAttemptedAtMostMaxAttempts(t *testing.
 	poison.Store("")
 	crashed := make(chan struct{}, 10)
 	start := func() func() {
-		return h.worker(dbtsync.WorkerOptions{MaxAttempts: maxAttempts, AckWait: time.Second, Phase: func(ctx context.Context, id, phase string) {
+		return h.worker(worker.Options{MaxAttempts: maxAttempts, AckWait: time.Second, Phase: func(ctx context.Context, id, phase string) {
 			if phase == "converting" && id == poison.Load().(string) {
 				crashed <- struct{}{}
 				<-ctx.Done() // the worker dies mid-job: no outcome is recorded
@@ -606,7 +609,7 @@ func TestCredentialsKeyRotation(t *testing.T) {
 		return d.Credentials
 	}
 	newKey := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{9}, 32))
-	onlyNew, err := dbtsync.NewSealer(newKey)
+	onlyNew, err := credentials.NewSealer(newKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -635,7 +638,7 @@ func TestCredentialsKeyRotation(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	onlyOld, _ := dbtsync.NewSealer(credentialsKey())
+	onlyOld, _ := credentials.NewSealer(credentialsKey())
 	if _, err := onlyOld.Open(stored(), h.dep); err == nil {
 		t.Fatal("the old key still opens the re-sealed credentials")
 	}
@@ -650,7 +653,7 @@ func TestCredentialsKeyRotation(t *testing.T) {
 // version with "changed": true. Files output has no "changed".
 func TestIdenticalResyncWritesNoVersion(t *testing.T) {
 	h := newHarness(t)
-	h.worker(dbtsync.WorkerOptions{})
+	h.worker(worker.Options{})
 	branch := "dbt/same"
 	sync := func(models ...string) map[string]any {
 		t.Helper()
@@ -723,7 +726,7 @@ func TestCancelAndRetry(t *testing.T) {
 	// Running: the Phase hook cancels it while it converts, and it ends canceled.
 	var running atomic.Value
 	running.Store("")
-	h.worker(dbtsync.WorkerOptions{Phase: func(ctx context.Context, id, phase string) {
+	h.worker(worker.Options{Phase: func(ctx context.Context, id, phase string) {
 		if phase != "converting" || id != running.Load().(string) {
 			return
 		}
@@ -792,14 +795,14 @@ func TestCancelAndRetry(t *testing.T) {
 // manifests and results by DBT_SYNC_OBJECT_MAX_AGE and DBT_SYNC_OBJECT_MAX_BYTES.
 func TestFinding08_JobRecordsAndUploadsExpire(t *testing.T) {
 	h := newHarnessWith(t, func(d *app.Deps) {
-		d.Storage = dbtsync.StorageLimits{JobRetention: 90 * time.Minute, ObjectMaxAge: 3 * time.Hour, ObjectMaxBytes: 512 << 20}
+		d.Storage = jsqueue.Limits{JobRetention: 90 * time.Minute, ObjectMaxAge: 3 * time.Hour, ObjectMaxBytes: 512 << 20}
 	})
 	js, err := jetstream.New(h.deps.NATS)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	kv, err := js.KeyValue(ctx, dbtsync.JobsKV)
+	kv, err := js.KeyValue(ctx, jsqueue.JobsKV)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -807,7 +810,7 @@ func TestFinding08_JobRecordsAndUploadsExpire(t *testing.T) {
 	if err != nil || st.TTL() != 90*time.Minute {
 		t.Fatalf("job records bucket TTL = %v (%v), want 90m", st.TTL(), err)
 	}
-	obj, err := js.ObjectStore(ctx, dbtsync.ManifestStore)
+	obj, err := js.ObjectStore(ctx, jsqueue.ManifestStore)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -815,7 +818,7 @@ func TestFinding08_JobRecordsAndUploadsExpire(t *testing.T) {
 	if err != nil || ost.TTL() != 3*time.Hour {
 		t.Fatalf("manifest store TTL = %v (%v), want 3h", ost.TTL(), err)
 	}
-	stream, err := js.Stream(ctx, "OBJ_"+dbtsync.ManifestStore)
+	stream, err := js.Stream(ctx, "OBJ_"+jsqueue.ManifestStore)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
+	"github.com/analyticsco/platform/dbtsync-svc/internal/worker"
 	"github.com/analyticsco/platform/libs/audit"
 )
 
@@ -64,7 +65,7 @@ func TestAuditTrail(t *testing.T) {
 		}
 	})
 	t.Run("finish-names-the-starter-and-the-request", func(t *testing.T) {
-		h.worker(dbtsync.WorkerOptions{})
+		h.worker(worker.Options{})
 		if job := h.waitJob(jobID); job["status"] != "succeeded" {
 			t.Fatalf("job %v", job)
 		}

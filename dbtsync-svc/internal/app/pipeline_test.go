@@ -14,7 +14,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
+	"github.com/analyticsco/platform/dbtsync-svc/internal/worker"
 )
 
 func manyModels(n int) []string {
@@ -37,7 +37,7 @@ func TestProgressAdvancesModelByModel(t *testing.T) {
 		resume   = make(chan struct{})
 		firstHit sync.Once
 	)
-	h.worker(dbtsync.WorkerOptions{Progressed: func(ctx context.Context, id string, done, total int) {
+	h.worker(worker.Options{Progressed: func(ctx context.Context, id string, done, total int) {
 		mu.Lock()
 		steps = append(steps, step{done, total})
 		mu.Unlock()
@@ -87,7 +87,7 @@ func TestTransientFailureIsRetriedWithBackoffThenFails(t *testing.T) {
 		mu      sync.Mutex
 		backoff []int
 	)
-	h.worker(dbtsync.WorkerOptions{MaxAttempts: 3, Backoff: func(attempt int) time.Duration {
+	h.worker(worker.Options{MaxAttempts: 3, Backoff: func(attempt int) time.Duration {
 		mu.Lock()
 		backoff = append(backoff, attempt)
 		mu.Unlock()
@@ -125,7 +125,7 @@ func TestNATSDownStartSyncIs503UntilItReturns(t *testing.T) {
 	if err := h.nats.Restart(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	h.worker(dbtsync.WorkerOptions{})
+	h.worker(worker.Options{})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		code, got = h.do("POST", h.syncPath(), h.dev, body)
@@ -153,7 +153,7 @@ func TestRequestSpanIsParentOfWorkerSpan(t *testing.T) {
 	t.Cleanup(func() { otel.SetTracerProvider(prevTP); otel.SetTextMapPropagator(prevProp) })
 
 	h := newHarness(t)
-	h.worker(dbtsync.WorkerOptions{})
+	h.worker(worker.Options{})
 	code, acc := h.do("POST", h.syncPath(), h.dev, map[string]any{"source": "manifest", "manifest": smallManifest("v12", "a"), "output": "files"})
 	if code != 202 {
 		t.Fatal(code, acc)

@@ -3,15 +3,15 @@ package dbtsync
 import (
 	"context"
 	"encoding/base64"
-	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 
+	"github.com/go-kit/kit/transport"
 	kithttp "github.com/go-kit/kit/transport/http"
 
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
@@ -28,7 +28,8 @@ const (
 func NewHTTPHandler(e Endpoints, logger *slog.Logger, maxSyncBodyBytes int64) http.Handler {
 	opts := []kithttp.ServerOption{
 		kithttp.ServerBefore(kithttp.PopulateRequestContext),
-		kithttp.ServerErrorEncoder(errorEncoder(logger)),
+		kithttp.ServerErrorEncoder(errs.Encoder(logger)),
+		kithttp.ServerErrorHandler(logUnavailable(logger)),
 	}
 	mux := http.NewServeMux()
 	handle := func(route string, ep func(context.Context, any) (any, error), dec kithttp.DecodeRequestFunc) {
@@ -74,44 +75,15 @@ func encodeResponse(_ context.Context, w http.ResponseWriter, resp any) error {
 	return nil
 }
 
-// StatusOf maps a domain error kind to its HTTP status.
-func StatusOf(k Kind) int {
-	switch k {
-	case KindInvalid:
-		return http.StatusBadRequest
-	case KindForbidden:
-		return http.StatusForbidden
-	case KindNotFound:
-		return http.StatusNotFound
-	case KindConflict:
-		return http.StatusConflict
-	}
-	return http.StatusInternalServerError
-}
-
-// errorEncoder maps domain errors and client errors to their status; an unreachable
-// dependency is a 503 naming it, anything else a logged 500 that reveals nothing.
-func errorEncoder(logger *slog.Logger) kithttp.ErrorEncoder {
-	return func(ctx context.Context, err error, w http.ResponseWriter) {
-		var de *Error
-		var he *httpx.Error
-		switch {
-		case errors.Is(err, ErrQueueUnavailable):
-			logger.WarnContext(ctx, "job queue unavailable", "err", err)
-			httpx.WriteError(w, http.StatusServiceUnavailable, "the dbt sync job queue (NATS) is unavailable; retry shortly")
-		case errors.Is(err, ErrUnavailable):
+// logUnavailable logs the cause of a 503 the domain named (ErrQueueUnavailable,
+// ErrStoreUnavailable): errs.Encoder answers it with the domain's words and logs only
+// the failures it had to name itself.
+func logUnavailable(logger *slog.Logger) transport.ErrorHandler {
+	return transport.ErrorHandlerFunc(func(ctx context.Context, err error) {
+		if e, ok := errs.As(err); ok && e.Kind == errs.Unavailable {
 			logger.WarnContext(ctx, "dependency unavailable", "err", err)
-			httpx.WriteError(w, http.StatusServiceUnavailable, "a dependency of dbtsync-svc is unavailable; retry shortly")
-		case errors.As(err, &de):
-			httpx.WriteError(w, StatusOf(de.Kind), de.Message)
-		case errors.As(err, &he):
-			httpx.WriteCodedError(w, he.Status, he.Code, he.Message)
-		default:
-			method, _ := ctx.Value(kithttp.ContextKeyRequestMethod).(string)
-			path, _ := ctx.Value(kithttp.ContextKeyRequestPath).(string)
-			httpx.InternalContext(ctx, w, logger, err, "method", method, "path", path)
 		}
-	}
+	})
 }
 
 // scopeOf reads the path's deployment and refuses a caller below role before anything
@@ -145,8 +117,7 @@ func decodeStartSyncHTTP(_ context.Context, r *http.Request) (any, error) {
 		return nil, err
 	}
 	return syncRequest{scope: sc, Body: func(manifest io.Writer) (StartSyncInput, error) {
-		req, err := decodeStartSyncRequest(r.Body, manifest)
-		return StartSyncInput{Source: req.Source, Ref: req.Ref, BranchName: req.BranchName, Output: req.Output}, err
+		return decodeStartSyncRequest(r.Body, manifest)
 	}}, nil
 }
 
@@ -198,12 +169,11 @@ func decodeIntegrationHTTP(_ context.Context, r *http.Request) (any, error) {
 	if err := httpx.RequireJSON(r); err != nil {
 		return nil, err
 	}
-	req, err := decodeIntegrationRequest(r.Body)
+	in, err := decodeIntegrationRequest(r.Body)
 	if err != nil {
 		return nil, err
 	}
-	return putIntegrationRequest{scope: sc, In: IntegrationInput{RepoURL: *req.RepoURL, Branch: *req.Branch, ProjectPath: *req.ProjectPath,
-		ManifestPath: req.ManifestPath, Credentials: req.Credentials}}, nil
+	return putIntegrationRequest{scope: sc, In: in}, nil
 }
 
 func decodeBranchRequest(_ context.Context, r *http.Request) (any, error) {
@@ -243,17 +213,11 @@ func decodeFileRequest(_ context.Context, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	path := r.PathValue("path")
-	for _, seg := range strings.Split(path, "/") {
-		if seg == ".." || seg == "." || seg == "" {
-			return nil, badRequest("file path %q must be relative, without empty, '.' or '..' segments", path)
-		}
-	}
 	version, err := versionParam(r)
 	if err != nil {
 		return nil, err
 	}
-	return fileRequest{scope: sc, Name: r.PathValue("branchName"), Path: path, Version: version}, nil
+	return fileRequest{scope: sc, Name: r.PathValue("branchName"), Path: r.PathValue("path"), Version: version}, nil
 }
 
 func decodeStagingHTTP(_ context.Context, r *http.Request) (any, error) {
@@ -271,41 +235,27 @@ func decodeStagingHTTP(_ context.Context, r *http.Request) (any, error) {
 	return stagingRequest{scope: sc, Name: r.PathValue("branchName"), Enabled: enabled}, nil
 }
 
-type integrationRequest struct {
-	RepoURL      *string         `json:"repoUrl"`
-	Branch       *string         `json:"branch"`
-	ProjectPath  *string         `json:"projectPath"`
-	ManifestPath *string         `json:"manifestPath"`
-	Credentials  *GitCredentials `json:"credentials"`
-}
-
-// decodeIntegrationRequest decodes and validates PUT .../dbt-git-integration.
-func decodeIntegrationRequest(body io.Reader) (integrationRequest, error) {
-	var req integrationRequest
+// decodeIntegrationRequest decodes PUT .../dbt-git-integration (PutIntegration
+// validates it).
+func decodeIntegrationRequest(body io.Reader) (IntegrationInput, error) {
+	var req struct {
+		RepoURL      *string         `json:"repoUrl"`
+		Branch       *string         `json:"branch"`
+		ProjectPath  *string         `json:"projectPath"`
+		ManifestPath *string         `json:"manifestPath"`
+		Credentials  *GitCredentials `json:"credentials"`
+	}
 	if err := httpx.DecodeJSONBody(body, &req); err != nil {
-		return req, err
+		return IntegrationInput{}, err
 	}
-	switch {
-	case req.RepoURL == nil || *req.RepoURL == "":
-		return req, badRequest("field \"repoUrl\" is required")
-	case !strings.HasPrefix(*req.RepoURL, "https://") && !strings.HasPrefix(*req.RepoURL, "file://"):
-		return req, badRequest("field \"repoUrl\" must be an https:// or file:// URL")
-	case strings.Contains(strings.SplitN(strings.TrimPrefix(strings.TrimPrefix(*req.RepoURL, "https://"), "file://"), "/", 2)[0], "@"):
-		return req, badRequest("field \"repoUrl\" must not carry credentials: send them in \"credentials\"")
-	case req.Branch == nil || *req.Branch == "":
-		return req, badRequest("field \"branch\" is required")
-	case !validRef(*req.Branch):
-		return req, badRequest("field \"branch\" must be a branch name")
-	case req.ProjectPath == nil:
-		return req, badRequest("field \"projectPath\" is required")
-	case strings.Contains(*req.ProjectPath, ".."):
-		return req, badRequest("field \"projectPath\" must stay inside the repository (no \"..\")")
-	case req.ManifestPath != nil && strings.Contains(*req.ManifestPath, ".."):
-		return req, badRequest("field \"manifestPath\" must stay inside the repository (no \"..\")")
-	case req.Credentials != nil && req.Credentials.Token == "":
-		return req, badRequest("field \"credentials.token\" is required")
+	in := IntegrationInput{ProjectPath: req.ProjectPath, ManifestPath: req.ManifestPath, Credentials: req.Credentials}
+	if req.RepoURL != nil {
+		in.RepoURL = *req.RepoURL
 	}
-	return req, nil
+	if req.Branch != nil {
+		in.Branch = *req.Branch
+	}
+	return in, nil
 }
 
 // decodeStagingRequest decodes PUT .../staging.
