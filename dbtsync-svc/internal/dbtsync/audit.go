@@ -2,6 +2,7 @@ package dbtsync
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -12,9 +13,8 @@ import (
 	"github.com/analyticsco/platform/libs/identity"
 )
 
-// The actions dbtsync-svc records in the audit trail. Calls the service decides are
-// recorded refused or not; a caller below an operation's role is refused by the
-// transport before its request is read, and records nothing.
+// The actions dbtsync-svc records in the audit trail, refused or not; a caller below an
+// operation's role records nothing (ErrRoleRequired).
 const (
 	ActionSyncStart         = "dbtsync.sync.start"
 	ActionSyncRetry         = "dbtsync.sync.retry"
@@ -52,6 +52,12 @@ type auditing struct {
 }
 
 func (a *auditing) record(ctx context.Context, p *identity.Principal, action string, t audit.Target, err error, ok int, d map[string]any) {
+	// A caller below the operation's role is answered 403 and not recorded: the trail
+	// records what callers entitled to an operation did with it, refusals by its rules
+	// included.
+	if errors.Is(err, ErrRoleRequired) {
+		return
+	}
 	ev := audit.New(p, action, t)
 	ev.Outcome, ev.Details = outcomeOf(err, ok), d
 	a.rec.Record(ctx, ev)

@@ -24,46 +24,43 @@ const (
 )
 
 // NewHTTPHandler routes the dbt sync and /build routes to the endpoints; maxSyncBodyBytes
-// bounds a start-sync body. The caller wraps it in identity.Require.
+// bounds a start-sync body. The caller wraps it in identity.Require. Decoders only parse
+// the request: the service decides who may do what.
 func NewHTTPHandler(e Endpoints, logger *slog.Logger, maxSyncBodyBytes int64) http.Handler {
 	opts := []kithttp.ServerOption{
 		kithttp.ServerBefore(kithttp.PopulateRequestContext),
 		kithttp.ServerErrorEncoder(errs.Encoder(logger)),
 		kithttp.ServerErrorHandler(logUnavailable(logger)),
 	}
-	mux := http.NewServeMux()
-	handle := func(route string, ep func(context.Context, any) (any, error), dec kithttp.DecodeRequestFunc) {
-		mux.Handle(route, kithttp.NewServer(ep, dec, encodeResponse, opts...))
-	}
-	// Bodies are bounded before the server reads them, with the response writer, so a
+	router := httpx.NewRouter()
+	// limit bounds the body before the server reads it, with the response writer, so a
 	// request over the limit also closes its connection instead of draining the rest.
-	handleBody := func(route string, limit int64, ep func(context.Context, any) (any, error), dec kithttp.DecodeRequestFunc) {
+	handle := func(method, path string, limit int64, ep func(context.Context, any) (any, error), dec kithttp.DecodeRequestFunc) {
 		srv := kithttp.NewServer(ep, dec, encodeResponse, opts...)
-		mux.HandleFunc(route, func(w http.ResponseWriter, r *http.Request) {
-			r.Body = http.MaxBytesReader(w, r.Body, limit)
+		router.Handle(method, path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if limit > 0 {
+				r.Body = http.MaxBytesReader(w, r.Body, limit)
+			}
 			srv.ServeHTTP(w, r)
-		})
+		}))
 	}
 	const dep = "/api/v1/deployments/{deploymentId}"
-	handleBody("POST "+dep+"/dbt-sync", maxSyncBodyBytes, e.StartSync, decodeStartSyncHTTP)
-	handle("GET "+dep+"/dbt-sync", e.ListJobs, decodePageRequest(roleSync))
-	handle("GET "+dep+"/dbt-sync/{syncJobId}", e.GetJob, decodeJobRequest)
-	handle("POST "+dep+"/dbt-sync/{syncJobId}/cancel", e.CancelJob, decodeJobRequest)
-	handle("POST "+dep+"/dbt-sync/{syncJobId}/retry", e.RetryJob, decodeJobRequest)
-	handle("GET "+dep+"/dbt-git-integration", e.GetIntegration, decodeScope(roleIntegration))
-	handleBody("PUT "+dep+"/dbt-git-integration", maxSmallBodyBytes, e.PutIntegration, decodeIntegrationHTTP)
+	handle("POST", dep+"/dbt-sync", maxSyncBodyBytes, e.StartSync, decodeStartSyncHTTP)
+	handle("GET", dep+"/dbt-sync", 0, e.ListJobs, decodePageRequest)
+	handle("GET", dep+"/dbt-sync/{syncJobId}", 0, e.GetJob, decodeJobRequest)
+	handle("POST", dep+"/dbt-sync/{syncJobId}/cancel", 0, e.CancelJob, decodeJobRequest)
+	handle("POST", dep+"/dbt-sync/{syncJobId}/retry", 0, e.RetryJob, decodeJobRequest)
+	handle("GET", dep+"/dbt-git-integration", 0, e.GetIntegration, decodeScope)
+	handle("PUT", dep+"/dbt-git-integration", maxSmallBodyBytes, e.PutIntegration, decodeIntegrationHTTP)
 	const build = "/build/api/v1/deployments/{deploymentId}/branches"
-	handle("GET "+build, e.ListBranches, decodePageRequest(roleBranches))
-	handle("GET "+build+"/{branchName}", e.GetBranch, decodeBranchRequest)
-	handle("GET "+build+"/{branchName}/files", e.ListFiles, decodeFilesRequest)
-	handle("GET "+build+"/{branchName}/files/{path...}", e.GetFile, decodeFileRequest)
-	handle("GET "+build+"/{branchName}/versions", e.ListVersions, decodeBranchPageRequest)
-	handle("POST "+build+"/{branchName}/open", e.OpenBranch, decodeBranchRequest)
-	handleBody("PUT "+build+"/{branchName}/staging", maxSmallBodyBytes, e.SetStaging, decodeStagingHTTP)
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		httpx.WriteError(w, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path)
-	})
-	return mux
+	handle("GET", build, 0, e.ListBranches, decodePageRequest)
+	handle("GET", build+"/{branchName}", 0, e.GetBranch, decodeBranchRequest)
+	handle("GET", build+"/{branchName}/files", 0, e.ListFiles, decodeFilesRequest)
+	handle("GET", build+"/{branchName}/files/{path...}", 0, e.GetFile, decodeFileRequest)
+	handle("GET", build+"/{branchName}/versions", 0, e.ListVersions, decodeBranchPageRequest)
+	handle("POST", build+"/{branchName}/open", 0, e.OpenBranch, decodeBranchRequest)
+	handle("PUT", build+"/{branchName}/staging", maxSmallBodyBytes, e.SetStaging, decodeStagingHTTP)
+	return router
 }
 
 func encodeResponse(_ context.Context, w http.ResponseWriter, resp any) error {
@@ -86,61 +83,52 @@ func logUnavailable(logger *slog.Logger) transport.ErrorHandler {
 	})
 }
 
-// scopeOf reads the path's deployment and refuses a caller below role before anything
-// else of the request is read (the service checks the role too).
-func scopeOf(r *http.Request, role string) (scope, error) {
+// scopeOf is the verified caller and the deployment of the path (404 unless it is the
+// caller's).
+func scopeOf(r *http.Request) (scope, error) {
 	dep, err := identity.DeploymentFromPath(r)
 	if err != nil {
 		return scope{}, err
 	}
-	p := identity.FromContext(r.Context())
-	if err := authorize(p, role); err != nil {
-		return scope{}, err
-	}
-	return scope{P: p, Dep: dep}, nil
+	return scope{P: identity.FromContext(r.Context()), Dep: dep}, nil
 }
 
-func decodeScope(role string) kithttp.DecodeRequestFunc {
-	return func(_ context.Context, r *http.Request) (any, error) {
-		return scopeOf(r, role)
-	}
-}
+func decodeScope(_ context.Context, r *http.Request) (any, error) { return scopeOf(r) }
 
 // decodeStartSyncHTTP leaves the body to the service (see SyncRequestBody), which reads
-// it with decodeStartSyncRequest once it has a place for the manifest.
+// it with decodeStartSyncRequest once the caller is authorized and it has a place for the
+// manifest: a refused caller is answered 403 whatever it sent.
 func decodeStartSyncHTTP(_ context.Context, r *http.Request) (any, error) {
-	sc, err := scopeOf(r, roleSync)
+	sc, err := scopeOf(r)
 	if err != nil {
 		return nil, err
 	}
-	if err := httpx.RequireJSON(r); err != nil {
-		return nil, err
-	}
 	return syncRequest{scope: sc, Body: func(manifest io.Writer) (StartSyncInput, error) {
+		if err := httpx.RequireJSON(r); err != nil {
+			return StartSyncInput{}, err
+		}
 		return decodeStartSyncRequest(r.Body, manifest)
 	}}, nil
 }
 
 func decodeJobRequest(_ context.Context, r *http.Request) (any, error) {
-	sc, err := scopeOf(r, roleSync)
+	sc, err := scopeOf(r)
 	if err != nil {
 		return nil, err
 	}
 	return jobRequest{scope: sc, SyncJobID: r.PathValue("syncJobId")}, nil
 }
 
-func decodePageRequest(role string) kithttp.DecodeRequestFunc {
-	return func(_ context.Context, r *http.Request) (any, error) {
-		sc, err := scopeOf(r, role)
-		if err != nil {
-			return nil, err
-		}
-		pg, err := pageParams(r)
-		if err != nil {
-			return nil, err
-		}
-		return pageRequest{scope: sc, Page: pg}, nil
+func decodePageRequest(_ context.Context, r *http.Request) (any, error) {
+	sc, err := scopeOf(r)
+	if err != nil {
+		return nil, err
 	}
+	pg, err := pageParams(r)
+	if err != nil {
+		return nil, err
+	}
+	return pageRequest{scope: sc, Page: pg}, nil
 }
 
 // pageParams reads first and after (the one pagination contract, httpx.ParsePage); the
@@ -148,13 +136,13 @@ func decodePageRequest(role string) kithttp.DecodeRequestFunc {
 func pageParams(r *http.Request) (PageRequest, error) {
 	p, err := httpx.ParsePage(r)
 	if err != nil {
-		return PageRequest{First: httpx.DefaultPage}, err
+		return PageRequest{}, err
 	}
 	pg := PageRequest{First: p.First}
 	if p.After != "" {
 		b, err := base64.RawURLEncoding.DecodeString(p.After)
 		if err != nil || len(b) == 0 {
-			return pg, httpx.BadCursor()
+			return PageRequest{}, httpx.BadCursor()
 		}
 		pg.After = string(b)
 	}
@@ -162,7 +150,7 @@ func pageParams(r *http.Request) (PageRequest, error) {
 }
 
 func decodeIntegrationHTTP(_ context.Context, r *http.Request) (any, error) {
-	sc, err := scopeOf(r, roleIntegration)
+	sc, err := scopeOf(r)
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +165,7 @@ func decodeIntegrationHTTP(_ context.Context, r *http.Request) (any, error) {
 }
 
 func decodeBranchRequest(_ context.Context, r *http.Request) (any, error) {
-	sc, err := scopeOf(r, roleBranches)
+	sc, err := scopeOf(r)
 	if err != nil {
 		return nil, err
 	}
@@ -185,7 +173,7 @@ func decodeBranchRequest(_ context.Context, r *http.Request) (any, error) {
 }
 
 func decodeBranchPageRequest(_ context.Context, r *http.Request) (any, error) {
-	sc, err := scopeOf(r, roleBranches)
+	sc, err := scopeOf(r)
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +185,7 @@ func decodeBranchPageRequest(_ context.Context, r *http.Request) (any, error) {
 }
 
 func decodeFilesRequest(_ context.Context, r *http.Request) (any, error) {
-	sc, err := scopeOf(r, roleBranches)
+	sc, err := scopeOf(r)
 	if err != nil {
 		return nil, err
 	}
@@ -209,7 +197,7 @@ func decodeFilesRequest(_ context.Context, r *http.Request) (any, error) {
 }
 
 func decodeFileRequest(_ context.Context, r *http.Request) (any, error) {
-	sc, err := scopeOf(r, roleBranches)
+	sc, err := scopeOf(r)
 	if err != nil {
 		return nil, err
 	}
@@ -221,7 +209,7 @@ func decodeFileRequest(_ context.Context, r *http.Request) (any, error) {
 }
 
 func decodeStagingHTTP(_ context.Context, r *http.Request) (any, error) {
-	sc, err := scopeOf(r, roleBranches)
+	sc, err := scopeOf(r)
 	if err != nil {
 		return nil, err
 	}
