@@ -1,6 +1,9 @@
 package dbtsync
 
-import "io"
+import (
+	"io"
+	"strings"
+)
 
 // The decoders, each with the rules the service applies to what it decoded, for the
 // black-box fuzz tests: a body is either refused with a client error or accepted.
@@ -22,3 +25,11 @@ func DecodeIntegrationRequest(body io.Reader) (IntegrationInput, error) {
 }
 
 var DecodeStagingRequest = decodeStagingRequest
+
+// BodyOf is the start-sync body callback the transport gives StartSync for a request
+// body (content type aside): the unit tests drive the service with what a client sends.
+func BodyOf(body string) SyncRequestBody {
+	return func(manifest io.Writer) (StartSyncInput, error) {
+		return decodeStartSyncRequest(strings.NewReader(body), manifest)
+	}
+}
