@@ -6,10 +6,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
@@ -33,6 +31,7 @@ import (
 	jsqueue "github.com/analyticsco/platform/dbtsync-svc/internal/queue/jetstream"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/worker"
 	"github.com/analyticsco/platform/devstack"
+	"github.com/analyticsco/platform/devstack/apitest"
 	"github.com/analyticsco/platform/gateway/gatewaytest"
 	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/identity"
@@ -45,6 +44,7 @@ type harness struct {
 	audit  *audit.Memory // what the API and the workers recorded
 	t      *testing.T
 	stack  *gatewaytest.Stack
+	api    *apitest.Client // the gateway's
 	nats   *devstack.NATS
 	deps   app.Deps
 	dep    int64
@@ -104,7 +104,7 @@ func newHarnessWith(t *testing.T, tune func(*app.Deps)) *harness {
 	t.Cleanup(srv.Close)
 	stack := gatewaytest.Start(t, gatewaytest.Options{MongoURI: mongo.URI, Upstreams: map[string]string{"dbtsync-svc": srv.URL}, SigningKey: key})
 	acme := stack.Seed.Accounts["acme"]
-	return &harness{audit: rec, t: t, stack: stack, nats: ns, deps: deps, dep: acme.Deployments[0].ID, prod: acme.Deployments[0].ProductionBranch,
+	return &harness{audit: rec, t: t, stack: stack, api: apitest.New(stack.URL), nats: ns, deps: deps, dep: acme.Deployments[0].ID, prod: acme.Deployments[0].ProductionBranch,
 		admin: acme.Users["admin"].Bearer, dev: acme.Users["developer"].Bearer, viewer: acme.Users["viewer"].Bearer}
 }
 
@@ -135,33 +135,14 @@ func (h *harness) worker(opts worker.Options) (stop func()) {
 	return stop
 }
 
+// do sends a request through the gateway with devstack/apitest, the one HTTP client of
+// the tests, and returns its status and JSON object body (nil when it has none).
 func (h *harness) do(method, path, token string, body any) (int, map[string]any) {
 	h.t.Helper()
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case string:
-		rd = strings.NewReader(b)
-	case []byte:
-		rd = bytes.NewReader(b)
-	default:
-		raw, _ := json.Marshal(b)
-		rd = bytes.NewReader(raw)
-	}
-	req, _ := http.NewRequest(method, h.stack.URL+path, rd)
-	req.Header.Set("Authorization", "Bearer "+token)
-	if rd != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	r := h.api.Call(h.t, method, path, apitest.Bearer(token), body)
 	var out map[string]any
-	raw, _ := io.ReadAll(resp.Body)
-	_ = json.Unmarshal(raw, &out)
-	return resp.StatusCode, out
+	_ = json.Unmarshal(r.Body, &out)
+	return r.Status, out
 }
 
 func (h *harness) syncPath() string { return fmt.Sprintf("/api/v1/deployments/%d/dbt-sync", h.dep) }
@@ -824,5 +805,31 @@ func TestFinding08_JobRecordsAndUploadsExpire(t *testing.T) {
 	}
 	if info, err := stream.Info(ctx); err != nil || info.Config.MaxBytes != 512<<20 {
 		t.Fatalf("manifest store MaxBytes = %v (%v), want 512 MiB", info.Config.MaxBytes, err)
+	}
+}
+
+// A known path asked with a method it does not serve is 405 naming the methods it does
+// (Allow), an unknown path 404, both with the JSON error body.
+func TestWrongMethodAndUnknownPath(t *testing.T) {
+	h := newHarness(t)
+	cases := []struct {
+		name, method, path string
+		status             int
+		allow              string
+	}{
+		{"dbt-sync-405-delete", "DELETE", h.syncPath(), 405, "GET, HEAD, POST"},
+		{"dbt-sync-job-405-put", "PUT", h.syncPath() + "/sj0000000000000000000000000000", 405, "GET, HEAD"},
+		{"dbt-git-integration-405-post", "POST", fmt.Sprintf("/api/v1/deployments/%d/dbt-git-integration", h.dep), 405, "GET, HEAD, PUT"},
+		{"branch-staging-405-get", "GET", h.buildPath("/main/staging"), 405, "PUT"},
+		{"dbt-sync-404-unknown-path", "GET", h.syncPath() + "/sj0000000000000000000000000000/nothing", 404, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := h.api.Call(t, c.method, c.path, apitest.Bearer(h.dev), nil)
+			e := r.Error(t)
+			if r.Status != c.status || r.Header.Get("Allow") != c.allow {
+				t.Errorf("%d Allow %q %+v, want %d Allow %q", r.Status, r.Header.Get("Allow"), e, c.status, c.allow)
+			}
+		})
 	}
 }
