@@ -91,7 +91,7 @@ func New(p Ports, metrics *dbtsync.Metrics, logger *slog.Logger, opts Options) *
 // Run takes jobs from the feed until ctx ends. Jobs in flight then are left to be
 // delivered again, as after a crash.
 func (w *Worker) Run(ctx context.Context) error {
-	return w.Feed.Consume(ctx, w.opts.Concurrency, w.opts.AckWait, w.handle)
+	return w.Feed.Consume(ctx, w.opts.Concurrency, w.opts.AckWait, w.syncJob)
 }
 
 func (w *Worker) phase(ctx context.Context, id, phase string) {
@@ -100,8 +100,8 @@ func (w *Worker) phase(ctx context.Context, id, phase string) {
 	}
 }
 
-// handle is one delivery of a job: a span of the trace of the request that queued it.
-func (w *Worker) handle(ctx context.Context, d dbtsync.Delivery) {
+// syncJob takes one delivery of a sync job: a span of the trace of the request that queued it.
+func (w *Worker) syncJob(ctx context.Context, d dbtsync.Delivery) {
 	ctx, span := otel.Tracer("dbtsync-worker").Start(ctx, "dbtsync.SyncJob", trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithAttributes(attribute.String("sync_job.id", d.SyncJobID()), attribute.Int64("deployment.id", d.DeploymentID())))
 	defer span.End()
