@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/worker"
+	"github.com/analyticsco/platform/devstack/apitest"
 )
 
 func manyModels(n int) []string {
@@ -118,15 +119,17 @@ func TestNATSDownStartSyncIs503UntilItReturns(t *testing.T) {
 	h := newHarness(t)
 	body := map[string]any{"source": "manifest", "manifest": smallManifest("v12", "a"), "branchName": "outage"}
 	h.nats.Stop()
-	code, got := h.do("POST", h.syncPath(), h.dev, body)
-	if code != 503 || !strings.Contains(fmt.Sprint(got["message"]), "NATS") {
-		t.Errorf("with NATS down: %d %v, want 503 naming NATS", code, got)
+	r := h.api.Call(t, "POST", h.syncPath(), apitest.Bearer(h.dev), body)
+	if e := r.Error(t); r.Status != 503 || !strings.Contains(e.Message, "NATS") || r.Header.Get("Retry-After") == "" {
+		t.Errorf("with NATS down: %d %+v Retry-After %q, want 503 naming NATS, with Retry-After", r.Status, e, r.Header.Get("Retry-After"))
 	}
 	if err := h.nats.Restart(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	h.worker(worker.Options{})
 	deadline := time.Now().Add(30 * time.Second)
+	var code int
+	var got map[string]any
 	for {
 		code, got = h.do("POST", h.syncPath(), h.dev, body)
 		if code == 202 || time.Now().After(deadline) {

@@ -12,6 +12,7 @@ import (
 	"github.com/analyticsco/platform/libs/httpx"
 )
 
+// badRequest is a request the transport could not parse (400).
 func badRequest(format string, args ...any) error {
 	return httpx.Errorf(http.StatusBadRequest, format, args...)
 }

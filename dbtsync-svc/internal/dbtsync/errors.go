@@ -9,7 +9,8 @@ import (
 
 // Sentinels of the ports. ErrNotFound is turned into client errors by the service; the
 // unavailability errors travel to the transport as they are (503 with Retry-After,
-// their cause logged there).
+// their cause logged there). They are shared values: compare with errors.Is, never
+// change them.
 var (
 	// ErrNotFound: no such record.
 	ErrNotFound = errors.New("not found")
