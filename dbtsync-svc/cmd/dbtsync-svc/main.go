@@ -6,14 +6,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/analyticsco/platform/dbtsync-svc/config"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/app"
-	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
+	"github.com/analyticsco/platform/dbtsync-svc/internal/gitsource"
+	"github.com/analyticsco/platform/dbtsync-svc/internal/queue/jetstream"
+	"github.com/analyticsco/platform/dbtsync-svc/internal/worker"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
 	"github.com/analyticsco/platform/libs/natsx"
@@ -74,24 +79,14 @@ func run(args []string) error {
 	defer nc.Drain()
 	natsMetrics.Track(nc)
 
-	deps := app.Deps{Mongo: client.Database(cfg.MongoDatabase), NATS: nc, Signer: signer, CredentialsKey: cfg.CredentialsKey, Registry: registry, Logger: proc.Logger,
-		Git: dbtsync.GitLimits{Policy: dbtsync.RepoPolicy{AllowFile: cfg.AllowFileURLs, AllowedHosts: cfg.AllowedHosts},
-			CloneTimeout: cfg.CloneTimeout, MaxRepoBytes: cfg.MaxRepoBytes, MaxFiles: cfg.MaxRepoFiles, MaxFileBytes: cfg.MaxFileBytes},
-		UploadQuota: cfg.DeploymentUploads, AuditMaxHeld: cfg.AuditMaxHeld,
-		Storage: dbtsync.StorageLimits{JobRetention: cfg.JobRetention, ObjectMaxAge: cfg.ObjectMaxAge, ObjectMaxBytes: cfg.ObjectMaxBytes}}
+	deps := appDeps(cfg, client.Database(cfg.MongoDatabase), nc, signer, registry, proc.Logger)
 	var handler http.Handler = http.HandlerFunc(server.NotFound)
 	if mode == "worker" {
-		worker, err := app.NewWorker(proc.Ctx, deps, dbtsync.WorkerOptions{Concurrency: cfg.WorkerConcurrency, MaxAttempts: cfg.MaxAttempts, AckWait: cfg.AckWait, JobTimeout: cfg.JobTimeout}, "")
+		wait, err := startWorker(proc.Ctx, proc.Logger, deps, cfg)
 		if err != nil {
 			return err
 		}
-		done := make(chan error, 1)
-		go func() { done <- worker.Run(proc.Ctx) }()
-		defer func() {
-			if err := <-done; err != nil {
-				proc.Logger.Error("worker", "err", err)
-			}
-		}()
+		defer wait()
 	} else {
 		api, err := app.NewAPI(proc.Ctx, deps)
 		if err != nil {
@@ -100,23 +95,43 @@ func run(args []string) error {
 		defer api.Close()
 		handler = api.Handler
 	}
-
-	o := server.Options{
-		Service:  name,
-		Logger:   proc.Logger,
-		Registry: registry,
-		API:      handler,
-		Checks: []server.Check{
-			{Name: "mongodb", Check: mongox.Ping(client)},
-			{Name: "nats", Check: func(context.Context) error {
-				if !nc.IsConnected() {
-					return fmt.Errorf("not connected (%s)", nc.Status())
-				}
-				return nil
-			}},
-		},
-	}
+	o := server.Options{Service: name, Logger: proc.Logger, Registry: registry, API: handler,
+		Checks: []server.Check{{Name: "mongodb", Check: mongox.Ping(client)}, {Name: "nats", Check: natsConnected(nc)}}}
 	return server.RunAll(proc.Ctx, proc.Logger, cfg.ShutdownTimeout,
 		server.Listener{Name: "public", Addr: cfg.HTTPAddr, Handler: server.Handler(o)},
 		server.Listener{Name: "internal", Addr: cfg.InternalAddr, Handler: server.Internal(o)})
+}
+
+// appDeps is what both modes are built from, read from the configuration.
+func appDeps(cfg config.Config, db *mongo.Database, nc *nats.Conn, signer *identity.Signer, registry *prometheus.Registry, logger *slog.Logger) app.Deps {
+	return app.Deps{Mongo: db, NATS: nc, Signer: signer, CredentialsKey: cfg.CredentialsKey, Registry: registry, Logger: logger,
+		Git: gitsource.Limits{Policy: gitsource.Policy{AllowFile: cfg.AllowFileURLs, AllowedHosts: cfg.AllowedHosts},
+			CloneTimeout: cfg.CloneTimeout, MaxRepoBytes: cfg.MaxRepoBytes, MaxFiles: cfg.MaxRepoFiles, MaxFileBytes: cfg.MaxFileBytes},
+		UploadQuota: cfg.DeploymentUploads, AuditMaxHeld: cfg.AuditMaxHeld,
+		Storage: jetstream.Limits{JobRetention: cfg.JobRetention, ObjectMaxAge: cfg.ObjectMaxAge, ObjectMaxBytes: cfg.ObjectMaxBytes}}
+}
+
+// startWorker runs the job consumer until ctx ends; wait waits for it to stop.
+func startWorker(ctx context.Context, logger *slog.Logger, deps app.Deps, cfg config.Config) (wait func(), err error) {
+	w, err := app.NewWorker(ctx, deps, worker.Options{Concurrency: cfg.WorkerConcurrency, MaxAttempts: cfg.MaxAttempts, AckWait: cfg.AckWait, JobTimeout: cfg.JobTimeout}, "")
+	if err != nil {
+		return nil, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	return func() {
+		if err := <-done; err != nil {
+			logger.Error("worker", "err", err)
+		}
+	}, nil
+}
+
+// natsConnected is the readiness check of the NATS connection.
+func natsConnected(nc *nats.Conn) func(context.Context) error {
+	return func(context.Context) error {
+		if !nc.IsConnected() {
+			return fmt.Errorf("not connected (%s)", nc.Status())
+		}
+		return nil
+	}
 }

@@ -1,17 +1,23 @@
 // Package app wires dbtsync-svc the same way for main and for tests: the API handler
-// and the worker.
+// and the worker, each over the adapters of the domain's ports.
 package app
 
 import (
 	"context"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/analyticsco/platform/dbtsync-svc/internal/credentials"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
+	"github.com/analyticsco/platform/dbtsync-svc/internal/gitsource"
+	"github.com/analyticsco/platform/dbtsync-svc/internal/queue/jetstream"
+	"github.com/analyticsco/platform/dbtsync-svc/internal/store/mongostore"
+	"github.com/analyticsco/platform/dbtsync-svc/internal/worker"
 	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/identity"
 )
@@ -24,9 +30,9 @@ type Deps struct {
 	CredentialsKey string // base64 32 bytes
 	Registry       prometheus.Registerer
 	Logger         *slog.Logger
-	MaxBodyBytes   int64             // POST .../dbt-sync body limit (default 256 MiB)
-	Git            dbtsync.GitLimits // repository policy and clone limits (zero: defaults, https only)
-	Storage        dbtsync.StorageLimits
+	MaxBodyBytes   int64            // POST .../dbt-sync body limit (default 256 MiB)
+	Git            gitsource.Limits // repository policy and clone limits (zero: defaults, https only)
+	Storage        jetstream.Limits
 	UploadQuota    int64 // bytes of one deployment's manifests waiting in the object store (0: default)
 	// Audit events go to the AUDIT stream over NATS, else to the outbox in Mongo;
 	// AuditMaxHeld bounds those held in memory when neither takes them. Audit, when set,
@@ -35,27 +41,31 @@ type Deps struct {
 	Audit        audit.Recorder
 }
 
-type common struct {
-	pipeline *dbtsync.Pipeline
-	store    *dbtsync.Store
-	sealer   *dbtsync.Sealer
-	metrics  *dbtsync.Metrics
-	audit    audit.Recorder
+// indexWithin is how long a start waits for MongoDB to create the indexes.
+const indexWithin = 30 * time.Second
+
+// adapters are what both modes share.
+type adapters struct {
+	queue   *jetstream.Queue
+	store   *mongostore.Store
+	sealer  *credentials.Sealer
+	metrics *dbtsync.Metrics
+	audit   audit.Recorder
 }
 
 // setup builds what both modes share; service names the process in its audit events.
-func setup(ctx context.Context, d Deps, service string) (*common, error) {
-	sealer, err := dbtsync.NewSealer(d.CredentialsKey)
+func setup(ctx context.Context, d Deps, service string) (*adapters, error) {
+	sealer, err := credentials.NewSealer(d.CredentialsKey)
 	if err != nil {
 		return nil, err
 	}
-	p, err := dbtsync.OpenPipeline(ctx, d.NATS, d.Storage)
+	q, err := jetstream.Open(ctx, d.NATS, jetstream.Options{Limits: d.Storage, Logger: d.Logger})
 	if err != nil {
 		return nil, err
 	}
-	p.RegisterQueueMetrics(d.Registry)
-	store := dbtsync.NewStore(d.Mongo)
-	if err := store.EnsureIndexes(ctx); err != nil {
+	q.RegisterMetrics(d.Registry)
+	store := mongostore.New(d.Mongo)
+	if err := store.EnsureIndexes(ctx, indexWithin); err != nil {
 		return nil, err
 	}
 	rec := d.Audit
@@ -68,7 +78,7 @@ func setup(ctx context.Context, d Deps, service string) (*common, error) {
 		pub.Start(ctx)
 		rec = pub
 	}
-	return &common{pipeline: p, store: store, sealer: sealer, metrics: dbtsync.NewMetrics(d.Registry), audit: rec}, nil
+	return &adapters{queue: q, store: store, sealer: sealer, metrics: dbtsync.NewMetrics(d.Registry), audit: rec}, nil
 }
 
 // API is the API process: the HTTP handler (behind identity.Require) and the branch
@@ -83,51 +93,56 @@ func (a *API) Close() { _ = a.sub.Unsubscribe() }
 
 // NewAPI builds the API process.
 func NewAPI(ctx context.Context, d Deps) (*API, error) {
-	c, err := setup(ctx, d, "dbtsync-svc")
+	a, err := setup(ctx, d, "dbtsync-svc")
 	if err != nil {
 		return nil, err
 	}
 	if d.MaxBodyBytes <= 0 {
 		d.MaxBodyBytes = dbtsync.DefaultMaxSyncBodyBytes
 	}
-	sub, err := dbtsync.ServeResolver(d.NATS, c.store, d.Logger)
+	sub, err := dbtsync.ServeResolver(d.NATS, dbtsync.NewResolver(a.store, nil), d.Logger)
 	if err != nil {
 		return nil, err
 	}
-	// Step 2 of a DBT_CREDENTIALS_KEY rotation: what is sealed under an older key moves
-	// to the first one, in the background (replicas doing it together is harmless).
-	go func() {
-		rep, err := c.store.ResealCredentials(ctx, c.sealer)
-		switch {
-		case err != nil:
-			d.Logger.WarnContext(ctx, "re-sealing saved git credentials stopped; the next start resumes", "err", err)
-		case rep.Unreadable > 0:
-			d.Logger.ErrorContext(ctx, "saved git credentials no DBT_CREDENTIALS_KEY key opens: a key was removed before they were re-sealed",
-				"unreadable", rep.Unreadable, "resealed", rep.Resealed)
-		case rep.Resealed > 0:
-			d.Logger.InfoContext(ctx, "saved git credentials re-sealed with the first DBT_CREDENTIALS_KEY key", "resealed", rep.Resealed)
-		}
-	}()
-	svc := dbtsync.NewService(c.pipeline, c.store, c.sealer, d.Git, d.UploadQuota)
+	go reseal(ctx, a, d.Logger)
+	svc := dbtsync.NewService(dbtsync.Ports{Branches: a.store, Integrations: a.store, Jobs: a.queue, Manifests: a.queue,
+		Git: gitsource.New(a.sealer, d.Git), Sealer: a.sealer}, dbtsync.Options{UploadQuota: d.UploadQuota})
 	svc = dbtsync.LoggingMiddleware(d.Logger)(svc)
-	svc = dbtsync.InstrumentingMiddleware(c.metrics)(svc)
-	svc = dbtsync.AuditingMiddleware(c.audit)(svc)
+	svc = dbtsync.InstrumentingMiddleware(a.metrics)(svc)
+	svc = dbtsync.AuditingMiddleware(a.audit)(svc)
 	h := dbtsync.NewHTTPHandler(dbtsync.MakeEndpoints(svc), d.Logger, d.MaxBodyBytes)
 	return &API{Handler: identity.Require(d.Signer.ForService("dbtsync-svc"), h), sub: sub}, nil
 }
 
-// NewWorker builds the worker process's job consumer.
-func NewWorker(ctx context.Context, d Deps, opts dbtsync.WorkerOptions, cloneDir string) (*dbtsync.Worker, error) {
-	c, err := setup(ctx, d, "dbtsync-worker")
+// reseal is step 2 of a DBT_CREDENTIALS_KEY rotation: what is sealed under an older key
+// moves to the first one, in the background (replicas doing it together is harmless).
+func reseal(ctx context.Context, a *adapters, logger *slog.Logger) {
+	rep, err := a.store.ResealCredentials(ctx, a.sealer)
+	switch {
+	case err != nil:
+		logger.WarnContext(ctx, "re-sealing saved git credentials stopped; the next start resumes", "err", err)
+	case rep.Unreadable > 0:
+		logger.ErrorContext(ctx, "saved git credentials no DBT_CREDENTIALS_KEY key opens: a key was removed before they were re-sealed",
+			"unreadable", rep.Unreadable, "resealed", rep.Resealed)
+	case rep.Resealed > 0:
+		logger.InfoContext(ctx, "saved git credentials re-sealed with the first DBT_CREDENTIALS_KEY key", "resealed", rep.Resealed)
+	}
+}
+
+// NewWorker builds the worker process's job consumer; it clones under cloneDir ("": the
+// system temp directory).
+func NewWorker(ctx context.Context, d Deps, opts worker.Options, cloneDir string) (*worker.Worker, error) {
+	a, err := setup(ctx, d, "dbtsync-worker")
 	if err != nil {
 		return nil, err
 	}
 	if opts.Audit == nil {
-		opts.Audit = c.audit
+		opts.Audit = a.audit
 	}
-	git, err := dbtsync.NewGitFetcher(c.sealer, cloneDir, d.Git)
+	git, err := gitsource.NewCloner(a.sealer, cloneDir, d.Git)
 	if err != nil {
 		return nil, err
 	}
-	return dbtsync.NewWorker(c.pipeline, c.store, git, c.metrics, d.Logger, opts), nil
+	return worker.New(worker.Ports{Jobs: a.queue, Feed: a.queue, Manifests: a.queue, Branches: a.store, Integrations: a.store, Git: git},
+		a.metrics, d.Logger, opts), nil
 }

@@ -6,10 +6,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
@@ -28,8 +26,12 @@ import (
 
 	"github.com/analyticsco/platform/dbtsync-svc/client"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/app"
-	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
+	"github.com/analyticsco/platform/dbtsync-svc/internal/credentials"
+	"github.com/analyticsco/platform/dbtsync-svc/internal/gitsource"
+	jsqueue "github.com/analyticsco/platform/dbtsync-svc/internal/queue/jetstream"
+	"github.com/analyticsco/platform/dbtsync-svc/internal/worker"
 	"github.com/analyticsco/platform/devstack"
+	"github.com/analyticsco/platform/devstack/apitest"
 	"github.com/analyticsco/platform/devstack/gatewaytest"
 	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/identity"
@@ -42,6 +44,7 @@ type harness struct {
 	audit  *audit.Memory // what the API and the workers recorded
 	t      *testing.T
 	stack  *gatewaytest.Stack
+	api    *apitest.Client // the gateway's
 	nats   *devstack.NATS
 	deps   app.Deps
 	dep    int64
@@ -80,7 +83,7 @@ func newHarnessWith(t *testing.T, tune func(*app.Deps)) *harness {
 	rec := &audit.Memory{Service: "dbtsync-svc"}
 	deps := app.Deps{Audit: rec, Mongo: client.Database(devstack.UniqueName(t, "dbtsync")), NATS: nc, Signer: signer, CredentialsKey: credentialsKey(),
 		Registry: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler),
-		Git: dbtsync.GitLimits{Policy: dbtsync.RepoPolicy{AllowFile: true, AllowedHosts: []string{"127.0.0.1"},
+		Git: gitsource.Limits{Policy: gitsource.Policy{AllowFile: true, AllowedHosts: []string{"127.0.0.1"},
 			// example.test stands for a public git host; nothing dials it.
 			Resolve: func(_ context.Context, host string) ([]netip.Addr, error) {
 				if host == "example.test" {
@@ -101,12 +104,12 @@ func newHarnessWith(t *testing.T, tune func(*app.Deps)) *harness {
 	t.Cleanup(srv.Close)
 	stack := gatewaytest.Start(t, gatewaytest.Options{MongoURI: mongo.URI, Upstreams: map[string]string{"dbtsync-svc": srv.URL}, SigningKey: key})
 	acme := stack.Seed.Accounts["acme"]
-	return &harness{audit: rec, t: t, stack: stack, nats: ns, deps: deps, dep: acme.Deployments[0].ID, prod: acme.Deployments[0].ProductionBranch,
+	return &harness{audit: rec, t: t, stack: stack, api: apitest.New(stack.URL), nats: ns, deps: deps, dep: acme.Deployments[0].ID, prod: acme.Deployments[0].ProductionBranch,
 		admin: acme.Users["admin"].Bearer, dev: acme.Users["developer"].Bearer, viewer: acme.Users["viewer"].Bearer}
 }
 
 // worker starts an in-process worker (as `dbtsync-svc worker` builds it) until stop is called.
-func (h *harness) worker(opts dbtsync.WorkerOptions) (stop func()) {
+func (h *harness) worker(opts worker.Options) (stop func()) {
 	h.t.Helper()
 	if opts.AckWait == 0 {
 		opts.AckWait = 2 * time.Second
@@ -132,33 +135,14 @@ func (h *harness) worker(opts dbtsync.WorkerOptions) (stop func()) {
 	return stop
 }
 
+// do sends a request through the gateway with devstack/apitest, the one HTTP client of
+// the tests, and returns its status and JSON object body (nil when it has none).
 func (h *harness) do(method, path, token string, body any) (int, map[string]any) {
 	h.t.Helper()
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case string:
-		rd = strings.NewReader(b)
-	case []byte:
-		rd = bytes.NewReader(b)
-	default:
-		raw, _ := json.Marshal(b)
-		rd = bytes.NewReader(raw)
-	}
-	req, _ := http.NewRequest(method, h.stack.URL+path, rd)
-	req.Header.Set("Authorization", "Bearer "+token)
-	if rd != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	r := h.api.Call(h.t, method, path, apitest.Bearer(token), body)
 	var out map[string]any
-	raw, _ := io.ReadAll(resp.Body)
-	_ = json.Unmarshal(raw, &out)
-	return resp.StatusCode, out
+	_ = json.Unmarshal(r.Body, &out)
+	return r.Status, out
 }
 
 func (h *harness) syncPath() string { return fmt.Sprintf("/api/v1/deployments/%d/dbt-sync", h.dep) }
@@ -255,7 +239,7 @@ func TestStartSyncValidation(t *testing.T) {
 
 func TestManifestSyncWritesBranchAndServesIt(t *testing.T) {
 	h := newHarness(t)
-	h.worker(dbtsync.WorkerOptions{})
+	h.worker(worker.Options{})
 	code, acc := h.do("POST", h.syncPath(), h.dev, map[string]any{"source": "manifest", "manifest": fixture(t, "manifest-v12-dbt-1.10.json"), "ref": "feature-x"})
 	if code != 202 {
 		t.Fatalf("start: %d %v", code, acc)
@@ -352,7 +336,7 @@ func TestManifestSyncWritesBranchAndServesIt(t *testing.T) {
 
 func TestOutputFilesAndFailedJob(t *testing.T) {
 	h := newHarness(t)
-	h.worker(dbtsync.WorkerOptions{})
+	h.worker(worker.Options{})
 	code, acc := h.do("POST", h.syncPath(), h.dev, map[string]any{"source": "manifest", "manifest": smallManifest("v7", "a", "b"), "output": "files"})
 	if code != 202 {
 		t.Fatal(code, acc)
@@ -379,7 +363,7 @@ func TestWorkerKilledMidJobFinishesOnce(t *testing.T) {
 	h := newHarness(t)
 	reached := make(chan struct{})
 	var once sync.Once
-	stop := h.worker(dbtsync.WorkerOptions{Phase: func(ctx context.Context, id, phase string) {
+	stop := h.worker(worker.Options{Phase: func(ctx context.Context, id, phase string) {
 		if phase == "committed" {
 			once.Do(func() { close(reached) })
 			<-ctx.Done() // killed right after writing the version, before recording success
@@ -395,7 +379,7 @@ func TestWorkerKilledMidJobFinishesOnce(t *testing.T) {
 		t.Fatal("worker never reached the commit")
 	}
 	stop()
-	h.worker(dbtsync.WorkerOptions{})
+	h.worker(worker.Options{})
 	job := h.waitJob(acc["syncJobId"].(string))
 	if job["status"] != "succeeded" {
 		t.Fatalf("job: %v", job)
@@ -412,7 +396,7 @@ func TestTwoSyncsToOneBranchAreSerialized(t *testing.T) {
 	waiting := make(chan string, 100)
 	var first string
 	var mu sync.Mutex
-	h.worker(dbtsync.WorkerOptions{Concurrency: 4, Phase: func(ctx context.Context, id, phase string) {
+	h.worker(worker.Options{Concurrency: 4, Phase: func(ctx context.Context, id, phase string) {
 		mu.Lock()
 		f := first
 		mu.Unlock()
@@ -470,7 +454,7 @@ func TestQueueSurvivesNATSRestart(t *testing.T) {
 	if err := h.nats.Restart(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	h.worker(dbtsync.WorkerOptions{})
+	h.worker(worker.Options{})
 	for _, id := range ids {
 		if job := h.waitJob(id); job["status"] != "succeeded" {
 			t.Errorf("job %s: %v", id, job)
@@ -524,7 +508,7 @@ func TestFinding03_JobThatKillsItsWorkerIsAttemptedAtMostMaxAttempts(t *testing.
 	poison.Store("")
 	crashed := make(chan struct{}, 10)
 	start := func() func() {
-		return h.worker(dbtsync.WorkerOptions{MaxAttempts: maxAttempts, AckWait: time.Second, Phase: func(ctx context.Context, id, phase string) {
+		return h.worker(worker.Options{MaxAttempts: maxAttempts, AckWait: time.Second, Phase: func(ctx context.Context, id, phase string) {
 			if phase == "converting" && id == poison.Load().(string) {
 				crashed <- struct{}{}
 				<-ctx.Done() // the worker dies mid-job: no outcome is recorded
@@ -606,7 +590,7 @@ func TestCredentialsKeyRotation(t *testing.T) {
 		return d.Credentials
 	}
 	newKey := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{9}, 32))
-	onlyNew, err := dbtsync.NewSealer(newKey)
+	onlyNew, err := credentials.NewSealer(newKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -635,7 +619,7 @@ func TestCredentialsKeyRotation(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	onlyOld, _ := dbtsync.NewSealer(credentialsKey())
+	onlyOld, _ := credentials.NewSealer(credentialsKey())
 	if _, err := onlyOld.Open(stored(), h.dep); err == nil {
 		t.Fatal("the old key still opens the re-sealed credentials")
 	}
@@ -650,7 +634,7 @@ func TestCredentialsKeyRotation(t *testing.T) {
 // version with "changed": true. Files output has no "changed".
 func TestIdenticalResyncWritesNoVersion(t *testing.T) {
 	h := newHarness(t)
-	h.worker(dbtsync.WorkerOptions{})
+	h.worker(worker.Options{})
 	branch := "dbt/same"
 	sync := func(models ...string) map[string]any {
 		t.Helper()
@@ -723,7 +707,7 @@ func TestCancelAndRetry(t *testing.T) {
 	// Running: the Phase hook cancels it while it converts, and it ends canceled.
 	var running atomic.Value
 	running.Store("")
-	h.worker(dbtsync.WorkerOptions{Phase: func(ctx context.Context, id, phase string) {
+	h.worker(worker.Options{Phase: func(ctx context.Context, id, phase string) {
 		if phase != "converting" || id != running.Load().(string) {
 			return
 		}
@@ -792,14 +776,14 @@ func TestCancelAndRetry(t *testing.T) {
 // manifests and results by DBT_SYNC_OBJECT_MAX_AGE and DBT_SYNC_OBJECT_MAX_BYTES.
 func TestFinding08_JobRecordsAndUploadsExpire(t *testing.T) {
 	h := newHarnessWith(t, func(d *app.Deps) {
-		d.Storage = dbtsync.StorageLimits{JobRetention: 90 * time.Minute, ObjectMaxAge: 3 * time.Hour, ObjectMaxBytes: 512 << 20}
+		d.Storage = jsqueue.Limits{JobRetention: 90 * time.Minute, ObjectMaxAge: 3 * time.Hour, ObjectMaxBytes: 512 << 20}
 	})
 	js, err := jetstream.New(h.deps.NATS)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	kv, err := js.KeyValue(ctx, dbtsync.JobsKV)
+	kv, err := js.KeyValue(ctx, jsqueue.JobsKV)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -807,7 +791,7 @@ func TestFinding08_JobRecordsAndUploadsExpire(t *testing.T) {
 	if err != nil || st.TTL() != 90*time.Minute {
 		t.Fatalf("job records bucket TTL = %v (%v), want 90m", st.TTL(), err)
 	}
-	obj, err := js.ObjectStore(ctx, dbtsync.ManifestStore)
+	obj, err := js.ObjectStore(ctx, jsqueue.ManifestStore)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -815,11 +799,37 @@ func TestFinding08_JobRecordsAndUploadsExpire(t *testing.T) {
 	if err != nil || ost.TTL() != 3*time.Hour {
 		t.Fatalf("manifest store TTL = %v (%v), want 3h", ost.TTL(), err)
 	}
-	stream, err := js.Stream(ctx, "OBJ_"+dbtsync.ManifestStore)
+	stream, err := js.Stream(ctx, "OBJ_"+jsqueue.ManifestStore)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if info, err := stream.Info(ctx); err != nil || info.Config.MaxBytes != 512<<20 {
 		t.Fatalf("manifest store MaxBytes = %v (%v), want 512 MiB", info.Config.MaxBytes, err)
+	}
+}
+
+// A known path asked with a method it does not serve is 405 naming the methods it does
+// (Allow), an unknown path 404, both with the JSON error body.
+func TestWrongMethodAndUnknownPath(t *testing.T) {
+	h := newHarness(t)
+	cases := []struct {
+		name, method, path string
+		status             int
+		allow              string
+	}{
+		{"dbt-sync-405-delete", "DELETE", h.syncPath(), 405, "GET, HEAD, POST"},
+		{"dbt-sync-job-405-put", "PUT", h.syncPath() + "/sj0000000000000000000000000000", 405, "GET, HEAD"},
+		{"dbt-git-integration-405-post", "POST", fmt.Sprintf("/api/v1/deployments/%d/dbt-git-integration", h.dep), 405, "GET, HEAD, PUT"},
+		{"branch-staging-405-get", "GET", h.buildPath("/main/staging"), 405, "PUT"},
+		{"dbt-sync-404-unknown-path", "GET", h.syncPath() + "/sj0000000000000000000000000000/nothing", 404, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := h.api.Call(t, c.method, c.path, apitest.Bearer(h.dev), nil)
+			e := r.Error(t)
+			if r.Status != c.status || r.Header.Get("Allow") != c.allow {
+				t.Errorf("%d Allow %q %+v, want %d Allow %q", r.Status, r.Header.Get("Allow"), e, c.status, c.allow)
+			}
+		})
 	}
 }

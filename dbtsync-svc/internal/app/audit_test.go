@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
+	"github.com/analyticsco/platform/dbtsync-svc/internal/worker"
 	"github.com/analyticsco/platform/libs/audit"
 )
 
@@ -35,13 +36,18 @@ func TestAuditTrail(t *testing.T) {
 		}
 		return ev
 	}
-	var jobID string
+	// One sync, started and run to its end before the subtests read its trail, so that
+	// each of them passes alone.
+	code, acc := h.do("POST", h.syncPath(), h.dev, map[string]any{"source": "manifest", "manifest": smallManifest("v12", "a"), "branchName": "dbt/audit"})
+	if code != 202 {
+		t.Fatalf("start: %d %v", code, acc)
+	}
+	jobID := acc["syncJobId"].(string)
+	h.worker(worker.Options{})
+	if job := h.waitJob(jobID); job["status"] != "succeeded" {
+		t.Fatalf("job %v", job)
+	}
 	t.Run("start", func(t *testing.T) {
-		code, acc := h.do("POST", h.syncPath(), h.dev, map[string]any{"source": "manifest", "manifest": smallManifest("v12", "a"), "branchName": "dbt/audit"})
-		if code != 202 {
-			t.Fatalf("start: %d %v", code, acc)
-		}
-		jobID = acc["syncJobId"].(string)
 		ev := only(t, dbtsync.ActionSyncStart)
 		if ev.Target != (audit.Target{Type: "sync_job", ID: jobID}) || ev.Outcome != audit.Succeeded(202) || ev.Actor.UserID != devID ||
 			ev.Details["source"] != "manifest" || ev.Details["branchName"] != "dbt/audit" || ev.RequestID == "" {
@@ -63,11 +69,21 @@ func TestAuditTrail(t *testing.T) {
 			t.Fatalf("refused start events %+v", refused)
 		}
 	})
-	t.Run("finish-names-the-starter-and-the-request", func(t *testing.T) {
-		h.worker(dbtsync.WorkerOptions{})
-		if job := h.waitJob(jobID); job["status"] != "succeeded" {
-			t.Fatalf("job %v", job)
+	t.Run("a-caller-below-the-role-is-not-recorded", func(t *testing.T) {
+		if code, _ := h.do("POST", h.syncPath(), h.viewer, map[string]any{"source": "manifest", "manifest": smallManifest("v12", "a")}); code != 403 {
+			t.Fatalf("a viewer's sync: %d", code)
 		}
+		if code, _ := h.do("PUT", fmt.Sprintf("/api/v1/deployments/%d/dbt-git-integration", h.dep), h.dev,
+			map[string]any{"repoUrl": "https://example.test/acme/dbt.git", "branch": "main", "projectPath": "."}); code != 403 {
+			t.Fatalf("a developer's integration: %d", code)
+		}
+		for _, ev := range h.audit.Events() {
+			if ev.Actor.UserID == acme.Users["viewer"].ID || ev.Action == dbtsync.ActionIntegrationUpdate {
+				t.Errorf("a refusal for the caller's role was recorded: %+v", ev)
+			}
+		}
+	})
+	t.Run("finish-names-the-starter-and-the-request", func(t *testing.T) {
 		var start audit.Event
 		for _, ev := range h.audit.Events() {
 			if ev.Action == dbtsync.ActionSyncStart && ev.Target.ID == jobID {

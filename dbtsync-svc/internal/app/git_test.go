@@ -12,7 +12,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
-	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
+	"github.com/analyticsco/platform/dbtsync-svc/internal/worker"
 )
 
 // dbtRepo builds a local repository with a small dbt project: branch main has orders and
@@ -101,7 +101,7 @@ func TestGitSourceAtBranchAndTag(t *testing.T) {
 	// The production image has no git binary: the file:// clone must not need one.
 	t.Setenv("PATH", t.TempDir())
 	h := newHarness(t)
-	h.worker(dbtsync.WorkerOptions{})
+	h.worker(worker.Options{})
 	repo := dbtRepo(t)
 	p := fmt.Sprintf("/api/v1/deployments/%d/dbt-git-integration", h.dep)
 	if code, body := h.do("PUT", p, h.admin, map[string]any{"repoUrl": "file://" + repo, "branch": "main", "projectPath": "analytics", "manifestPath": "analytics/target/manifest.json"}); code != 200 {

@@ -14,7 +14,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
+	"github.com/analyticsco/platform/dbtsync-svc/internal/worker"
+	"github.com/analyticsco/platform/devstack/apitest"
 )
 
 func manyModels(n int) []string {
@@ -37,7 +38,7 @@ func TestProgressAdvancesModelByModel(t *testing.T) {
 		resume   = make(chan struct{})
 		firstHit sync.Once
 	)
-	h.worker(dbtsync.WorkerOptions{Progressed: func(ctx context.Context, id string, done, total int) {
+	h.worker(worker.Options{Progressed: func(ctx context.Context, id string, done, total int) {
 		mu.Lock()
 		steps = append(steps, step{done, total})
 		mu.Unlock()
@@ -87,7 +88,7 @@ func TestTransientFailureIsRetriedWithBackoffThenFails(t *testing.T) {
 		mu      sync.Mutex
 		backoff []int
 	)
-	h.worker(dbtsync.WorkerOptions{MaxAttempts: 3, Backoff: func(attempt int) time.Duration {
+	h.worker(worker.Options{MaxAttempts: 3, Backoff: func(attempt int) time.Duration {
 		mu.Lock()
 		backoff = append(backoff, attempt)
 		mu.Unlock()
@@ -118,15 +119,17 @@ func TestNATSDownStartSyncIs503UntilItReturns(t *testing.T) {
 	h := newHarness(t)
 	body := map[string]any{"source": "manifest", "manifest": smallManifest("v12", "a"), "branchName": "outage"}
 	h.nats.Stop()
-	code, got := h.do("POST", h.syncPath(), h.dev, body)
-	if code != 503 || !strings.Contains(fmt.Sprint(got["message"]), "NATS") {
-		t.Errorf("with NATS down: %d %v, want 503 naming NATS", code, got)
+	r := h.api.Call(t, "POST", h.syncPath(), apitest.Bearer(h.dev), body)
+	if e := r.Error(t); r.Status != 503 || !strings.Contains(e.Message, "NATS") || r.Header.Get("Retry-After") == "" {
+		t.Errorf("with NATS down: %d %+v Retry-After %q, want 503 naming NATS, with Retry-After", r.Status, e, r.Header.Get("Retry-After"))
 	}
 	if err := h.nats.Restart(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	h.worker(dbtsync.WorkerOptions{})
+	h.worker(worker.Options{})
 	deadline := time.Now().Add(30 * time.Second)
+	var code int
+	var got map[string]any
 	for {
 		code, got = h.do("POST", h.syncPath(), h.dev, body)
 		if code == 202 || time.Now().After(deadline) {
@@ -153,7 +156,7 @@ func TestRequestSpanIsParentOfWorkerSpan(t *testing.T) {
 	t.Cleanup(func() { otel.SetTracerProvider(prevTP); otel.SetTextMapPropagator(prevProp) })
 
 	h := newHarness(t)
-	h.worker(dbtsync.WorkerOptions{})
+	h.worker(worker.Options{})
 	code, acc := h.do("POST", h.syncPath(), h.dev, map[string]any{"source": "manifest", "manifest": smallManifest("v12", "a"), "output": "files"})
 	if code != 202 {
 		t.Fatal(code, acc)

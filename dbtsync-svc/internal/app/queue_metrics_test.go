@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
+	"github.com/analyticsco/platform/dbtsync-svc/internal/worker"
 )
 
 // queueGauges reads the job queue's gauges from a process's registry.
@@ -51,7 +51,7 @@ func TestJobQueueMetrics(t *testing.T) {
 		g["dbtsync_svc_job_queue_oldest_age_seconds"] <= 0 {
 		t.Fatalf("one queued job, no worker: %v", g)
 	}
-	h.worker(dbtsync.WorkerOptions{})
+	h.worker(worker.Options{})
 	if job := h.waitJob(acc["syncJobId"].(string)); job["status"] != "succeeded" {
 		t.Fatalf("job: %v", job)
 	}

@@ -19,43 +19,78 @@ func ReadProject(fsys fs.FS, dir string) (*Project, error) {
 	if dir == "" {
 		dir = "."
 	}
+	proj, err := readProjectFile(fsys, dir)
+	if err != nil {
+		return nil, err
+	}
+	models, schemaFiles := findModels(fsys, dir, proj)
+	p := &Project{}
+	for _, f := range schemaFiles {
+		p.Tests = append(p.Tests, applySchemaFile(fsys, f, models)...)
+	}
+	names := make([]string, 0, len(models))
+	for n := range models {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		p.Models = append(p.Models, models[n])
+	}
+	if len(p.Models) == 0 {
+		return nil, fmt.Errorf("%w: the dbt project has no models under %s", ErrNoNodes, strings.Join(proj.paths, ", "))
+	}
+	return p, nil
+}
+
+// dbtProject is what dbt_project.yml says of the models.
+type dbtProject struct {
+	name                 string
+	paths                []string // the model directories
+	materialized, schema string   // the project's defaults
+}
+
+func readProjectFile(fsys fs.FS, dir string) (dbtProject, error) {
 	raw, err := fs.ReadFile(fsys, path.Join(dir, "dbt_project.yml"))
 	if err != nil {
-		return nil, fmt.Errorf("no dbt_project.yml in %q: %w", dir, err)
+		return dbtProject{}, fmt.Errorf("no dbt_project.yml in %q: %w", dir, err)
 	}
-	var proj struct {
+	var y struct {
 		Name       string                    `yaml:"name"`
 		ModelPaths []string                  `yaml:"model-paths"`
 		Source     []string                  `yaml:"source-paths"` // dbt < 1.0
 		Models     map[string]map[string]any `yaml:"models"`
 	}
-	if err := yaml.Unmarshal(raw, &proj); err != nil {
-		return nil, fmt.Errorf("dbt_project.yml: %w", err)
+	if err := yaml.Unmarshal(raw, &y); err != nil {
+		return dbtProject{}, fmt.Errorf("dbt_project.yml: %w", err)
 	}
-	paths := proj.ModelPaths
-	if len(paths) == 0 {
-		paths = proj.Source
+	proj := dbtProject{name: y.Name, paths: y.ModelPaths}
+	if len(proj.paths) == 0 {
+		proj.paths = y.Source
 	}
-	if len(paths) == 0 {
-		paths = []string{"models"}
+	if len(proj.paths) == 0 {
+		proj.paths = []string{"models"}
 	}
-	defaults := proj.Models[proj.Name]
-	defMaterialized, _ := firstString(defaults, "+materialized", "materialized")
-	defSchema, _ := firstString(defaults, "+schema", "schema")
+	defaults := y.Models[y.Name]
+	proj.materialized, _ = firstString(defaults, "+materialized", "materialized")
+	proj.schema, _ = firstString(defaults, "+schema", "schema")
+	return proj, nil
+}
 
+// findModels walks the model directories: each .sql file is a model (its materialization
+// read from a config() call), each .yml or .yaml file may be a schema file (in path
+// order).
+func findModels(fsys fs.FS, dir string, proj dbtProject) (map[string]*Model, []string) {
 	models := map[string]*Model{}
-	var tests []Test
 	var schemaFiles []string
-	for _, mp := range paths {
-		root := path.Join(dir, mp)
-		_ = fs.WalkDir(fsys, root, func(p string, d fs.DirEntry, err error) error {
+	for _, mp := range proj.paths {
+		_ = fs.WalkDir(fsys, path.Join(dir, mp), func(p string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() {
 				return nil
 			}
 			switch path.Ext(p) {
 			case ".sql":
 				name := strings.TrimSuffix(path.Base(p), ".sql")
-				m := &Model{UniqueID: "model." + proj.Name + "." + name, Name: name, Alias: name, Schema: defSchema, Materialized: defMaterialized, Enabled: true}
+				m := &Model{UniqueID: "model." + proj.name + "." + name, Name: name, Alias: name, Schema: proj.schema, Materialized: proj.materialized, Enabled: true}
 				if body, err := fs.ReadFile(fsys, p); err == nil {
 					if mm := configMaterializedRE.FindSubmatch(body); mm != nil {
 						m.Materialized = string(mm[1])
@@ -69,60 +104,54 @@ func ReadProject(fsys fs.FS, dir string) (*Project, error) {
 		})
 	}
 	sort.Strings(schemaFiles)
-	for _, p := range schemaFiles {
-		raw, err := fs.ReadFile(fsys, p)
-		if err != nil {
-			continue
+	return models, schemaFiles
+}
+
+// applySchemaFile applies what the schema file at p documents to the models (their
+// descriptions, meta, config and columns) and returns the tests it declares.
+func applySchemaFile(fsys fs.FS, p string, models map[string]*Model) []Test {
+	raw, err := fs.ReadFile(fsys, p)
+	if err != nil {
+		return nil
+	}
+	var doc struct {
+		Models []yamlModel `yaml:"models"`
+	}
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		return nil // not every .yml under models/ is a schema file
+	}
+	var tests []Test
+	for _, ym := range doc.Models {
+		m := models[ym.Name]
+		if m == nil {
+			continue // documented but no .sql: dbt would not build it either
 		}
-		var doc struct {
-			Models []yamlModel `yaml:"models"`
+		m.Description = ym.Description
+		m.Meta = mergeMeta(ym.Meta, ym.Config.Meta)
+		if ym.Config.Materialized != "" {
+			m.Materialized = ym.Config.Materialized
 		}
-		if err := yaml.Unmarshal(raw, &doc); err != nil {
-			continue // not every .yml under models/ is a schema file
+		if ym.Config.Schema != "" {
+			m.Schema = ym.Config.Schema
 		}
-		for _, ym := range doc.Models {
-			m := models[ym.Name]
-			if m == nil {
-				continue // documented but no .sql: dbt would not build it either
-			}
-			m.Description = ym.Description
-			m.Meta = mergeMeta(ym.Meta, ym.Config.Meta)
-			if ym.Config.Materialized != "" {
-				m.Materialized = ym.Config.Materialized
-			}
-			if ym.Config.Schema != "" {
-				m.Schema = ym.Config.Schema
-			}
-			if ym.Config.Enabled != nil {
-				m.Enabled = *ym.Config.Enabled
-			}
-			for _, c := range ym.Columns {
-				m.Columns = append(m.Columns, Column{Name: c.Name, Description: c.Description, DataType: c.DataType, Meta: mergeMeta(c.Meta, c.Config.Meta)})
-				for _, t := range append(c.Tests, c.DataTests...) {
-					if tt, ok := yamlTest(t, ym.Name, c.Name); ok {
-						tests = append(tests, tt)
-					}
+		if ym.Config.Enabled != nil {
+			m.Enabled = *ym.Config.Enabled
+		}
+		for _, c := range ym.Columns {
+			m.Columns = append(m.Columns, Column{Name: c.Name, Description: c.Description, DataType: c.DataType, Meta: mergeMeta(c.Meta, c.Config.Meta)})
+			for _, t := range append(c.Tests, c.DataTests...) {
+				if tt, ok := yamlTest(t, ym.Name, c.Name); ok {
+					tests = append(tests, tt)
 				}
 			}
 		}
 	}
-	p := &Project{Tests: tests}
-	names := make([]string, 0, len(models))
-	for n := range models {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		p.Models = append(p.Models, models[n])
-	}
-	if len(p.Models) == 0 {
-		return nil, fmt.Errorf("%w: the dbt project has no models under %s", ErrNoNodes, strings.Join(paths, ", "))
-	}
-	return p, nil
+	return tests
 }
 
 var configMaterializedRE = regexp.MustCompile(`config\([^)]*materialized\s*=\s*['"]([a-z_]+)['"]`)
 
+// yamlModel is a model of a schema file.
 type yamlModel struct {
 	Name        string         `yaml:"name"`
 	Description string         `yaml:"description"`

@@ -97,3 +97,19 @@ func sqlSafe(s string) bool { return !strings.ContainsAny(s, "{}") && !hasContro
 
 // sqlEscape doubles backslashes so they survive Cube's f-string reading of the SQL.
 func sqlEscape(s string) string { return strings.ReplaceAll(s, `\`, `\\`) }
+
+// isIdent reports whether s matches ^[A-Za-z_][A-Za-z0-9_]*$, Cube's identifier rule (a
+// loop rather than a regexp: it runs for every column of every model).
+func isIdent(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (i > 0 && c >= '0' && c <= '9') {
+			continue
+		}
+		return false
+	}
+	return true
+}

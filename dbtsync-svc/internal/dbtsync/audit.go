@@ -8,13 +8,13 @@ import (
 	"strconv"
 
 	"github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
-// The actions dbtsync-svc records in the audit trail. Calls the service decides are
-// recorded refused or not; a caller below an operation's role is refused by the
-// transport before its request is read, and records nothing.
+// The actions dbtsync-svc records in the audit trail, refused or not; a caller below an
+// operation's role records nothing (ErrRoleRequired).
 const (
 	ActionSyncStart         = "dbtsync.sync.start"
 	ActionSyncRetry         = "dbtsync.sync.retry"
@@ -34,20 +34,11 @@ const (
 
 // outcomeOf is the outcome the caller was answered (the error encoder's mapping).
 func outcomeOf(err error, ok int) audit.Outcome {
-	var de *Error
-	var he *httpx.Error
-	switch {
-	case err == nil:
+	if err == nil {
 		return audit.Succeeded(ok)
-	case errors.Is(err, ErrUnavailable):
-		return audit.Failed(http.StatusServiceUnavailable, httpx.CodeUnavailable)
-	case errors.As(err, &de):
-		status := StatusOf(de.Kind)
-		return audit.Failed(status, httpx.DefaultCode(status))
-	case errors.As(err, &he):
-		return audit.Failed(he.Status, he.Code)
 	}
-	return audit.Failed(http.StatusInternalServerError, httpx.CodeInternal)
+	status, code, _, _ := errs.Answer(err)
+	return audit.Failed(status, code)
 }
 
 // AuditingMiddleware records every state-changing call of s in the audit trail.
@@ -61,12 +52,18 @@ type auditing struct {
 }
 
 func (a *auditing) record(ctx context.Context, p *identity.Principal, action string, t audit.Target, err error, ok int, d map[string]any) {
+	// A caller below the operation's role is answered 403 and not recorded: the trail
+	// records what callers entitled to an operation did with it, refusals by its rules
+	// included.
+	if errors.Is(err, ErrRoleRequired) {
+		return
+	}
 	ev := audit.New(p, action, t)
 	ev.Outcome, ev.Details = outcomeOf(err, ok), d
 	a.rec.Record(ctx, ev)
 }
 
-func (a *auditing) StartSync(ctx context.Context, p *identity.Principal, dep int64, body SyncRequestBody) (SyncAccepted, error) {
+func (a *auditing) StartSync(ctx context.Context, p *identity.Principal, dep int64, body SyncRequestBody) (SyncStarted, error) {
 	var in StartSyncInput
 	read := func(w io.Writer) (StartSyncInput, error) {
 		v, err := body(w)
@@ -81,15 +78,15 @@ func (a *auditing) StartSync(ctx context.Context, p *identity.Principal, dep int
 	if in.Ref != nil {
 		d["ref"] = *in.Ref
 	}
-	if res.BranchName != "" {
-		d["branchName"] = res.BranchName
+	if res.Accepted.BranchName != "" {
+		d["branchName"] = res.Accepted.BranchName
 	} else if in.BranchName != nil {
 		d["branchName"] = *in.BranchName
 	}
 	if res.ManifestBytes > 0 {
 		d["manifestBytes"] = res.ManifestBytes
 	}
-	a.record(ctx, p, ActionSyncStart, audit.Target{Type: TargetSyncJob, ID: res.SyncJobID}, err, http.StatusAccepted, d)
+	a.record(ctx, p, ActionSyncStart, audit.Target{Type: TargetSyncJob, ID: res.Accepted.SyncJobID}, err, http.StatusAccepted, d)
 	return res, err
 }
 
@@ -117,7 +114,10 @@ func (a *auditing) CancelJob(ctx context.Context, p *identity.Principal, dep int
 func (a *auditing) PutIntegration(ctx context.Context, p *identity.Principal, dep int64, in IntegrationInput) (DbtGitIntegration, error) {
 	out, err := a.Service.PutIntegration(ctx, p, dep, in)
 	// The repository, never the credentials: only whether there are some.
-	d := map[string]any{"repoUrl": in.RepoURL, "branch": in.Branch, "projectPath": in.ProjectPath, "hasCredentials": in.Credentials != nil}
+	d := map[string]any{"repoUrl": in.RepoURL, "branch": in.Branch, "hasCredentials": in.Credentials != nil}
+	if in.ProjectPath != nil {
+		d["projectPath"] = *in.ProjectPath
+	}
 	a.record(ctx, p, ActionIntegrationUpdate, audit.Target{Type: TargetIntegration, ID: deploymentID(dep)}, err, http.StatusOK, d)
 	return out, err
 }
@@ -140,12 +140,9 @@ func (a *auditing) SetStaging(ctx context.Context, p *identity.Principal, dep in
 
 func deploymentID(dep int64) string { return strconv.FormatInt(dep, 10) }
 
-// recordFinish records the end of a job the worker ran: its status, what it wrote, and
-// who started it (the actor is the platform: nobody acted at that moment).
-func recordFinish(ctx context.Context, rec audit.Recorder, job *jobRecord, status, errMsg string, version int64, unchanged bool) {
-	if rec == nil {
-		return
-	}
+// FinishEvent is the audit event of the end of a job the worker ran: its status, what it
+// wrote, and who started it (the actor is the platform: nobody acted at that moment).
+func FinishEvent(job Job, status, errMsg string, version int64, unchanged bool) audit.Event {
 	ev := audit.Event{AccountID: job.AccountID, DeploymentID: job.DeploymentID, Action: ActionSyncFinish,
 		Actor: audit.Actor{Type: audit.ActorSystem, ID: "dbtsync-worker"}, Target: audit.Target{Type: TargetSyncJob, ID: job.SyncJobID},
 		RequestID: job.RequestID, Outcome: audit.Outcome{Result: audit.Success}}
@@ -155,7 +152,7 @@ func recordFinish(ctx context.Context, rec audit.Recorder, job *jobRecord, statu
 	}
 	switch status {
 	case StatusSucceeded:
-		if job.Output == "branch" {
+		if job.Output == OutputBranch {
 			d["version"], d["changed"] = version, !unchanged
 		}
 	case StatusFailed:
@@ -168,5 +165,5 @@ func recordFinish(ctx context.Context, rec audit.Recorder, job *jobRecord, statu
 		}
 	}
 	ev.Details = d
-	rec.Record(ctx, ev)
+	return ev
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"regexp"
 
 	"github.com/go-json-experiment/json/jsontext"
 
@@ -13,148 +12,149 @@ import (
 	"github.com/analyticsco/platform/libs/httpx"
 )
 
-// startSyncRequest is the decoded body of POST .../dbt-sync, without the manifest, which
-// was streamed out while decoding.
-type startSyncRequest struct {
-	Source        string
-	Ref           *string
-	BranchName    *string
-	Output        string
-	HasManifest   bool
-	SchemaVersion int
-}
-
-// shaRE matches refs that could be commit SHAs; StartSync asks the repository whether
-// such a ref is a branch or tag before accepting it.
-var shaRE = regexp.MustCompile(`^[0-9a-fA-F]{7,40}$`)
-
+// badRequest is a request the transport could not parse (400).
 func badRequest(format string, args ...any) error {
 	return httpx.Errorf(http.StatusBadRequest, format, args...)
 }
 
-// decodeStartSyncRequest reads the body as a token stream: the small fields are decoded,
-// and the `manifest` value is copied token by token to manifest (the object store) as it
-// arrives, so the API never holds an upload in memory. The manifest's schema version is
-// checked on the way: an unsupported one stops the upload at once.
-func decodeStartSyncRequest(body io.Reader, manifest io.Writer) (startSyncRequest, error) {
-	req := startSyncRequest{Source: "git", Output: "branch"}
-	// A manifest is ignored with source "git" (the spec): once "source" has said so, the
-	// manifest is skipped unread; when it comes first, it is streamed, and its checks
-	// (manifestErr) count only if "source" turns out to be "manifest".
-	sourceSeen := false
-	var manifestErr error
+// decodeStartSyncRequest reads the body of POST .../dbt-sync as a token stream: the small
+// fields are decoded, and the `manifest` value is copied token by token to manifest (the
+// manifest store) as it arrives, so the API never holds an upload in memory. The
+// manifest's schema version is checked on the way: an unsupported one stops the upload
+// at once. It only parses: StartSync applies the rules. On an error the fields decoded
+// so far are returned too (the audit trail names them).
+func decodeStartSyncRequest(body io.Reader, manifest io.Writer) (StartSyncInput, error) {
 	// Duplicate names are allowed: rejecting them makes the decoder remember every member
 	// name of every open object, which a body of millions of short keys turns into
 	// hundreds of MiB (security review #8). The worker decodes the manifest again anyway.
-	dec := jsontext.NewDecoder(body, jsontext.AllowDuplicateNames(true))
-	tok, err := dec.ReadToken()
+	d := &startSyncDecoder{dec: jsontext.NewDecoder(body, jsontext.AllowDuplicateNames(true)), manifest: manifest,
+		in: StartSyncInput{Source: SourceGit, Output: OutputBranch}}
+	if err := d.object(); err != nil {
+		return d.in, err
+	}
+	if d.in.Source == SourceGit {
+		d.in.HasManifest, d.in.SchemaVersion, d.manifestErr = false, 0, nil
+	}
+	return d.in, d.manifestErr
+}
+
+// startSyncDecoder is the state of one start-sync body being read.
+type startSyncDecoder struct {
+	dec      *jsontext.Decoder
+	manifest io.Writer
+	in       StartSyncInput
+	// A manifest is ignored with source "git" (the spec): once "source" has said so, the
+	// manifest is skipped unread; when it comes first, it is streamed, and its checks
+	// (manifestErr) count only if "source" turns out to be "manifest".
+	sourceSeen  bool
+	manifestErr error
+}
+
+// object reads the body: one JSON object and nothing after it.
+func (d *startSyncDecoder) object() error {
+	tok, err := d.dec.ReadToken()
 	if err != nil {
-		return req, syntaxError(err)
+		return syntaxError(err)
 	}
 	if tok.Kind() != '{' {
-		return req, badRequest("request body must be a JSON object")
+		return badRequest("request body must be a JSON object")
 	}
-	for dec.PeekKind() != '}' {
-		tok, err := dec.ReadToken()
+	for d.dec.PeekKind() != '}' {
+		tok, err := d.dec.ReadToken()
 		if err != nil {
-			return req, syntaxError(err)
+			return syntaxError(err)
 		}
-		key := tok.String()
-		switch key {
-		case "source", "ref", "branchName", "output":
-			tok, err := dec.ReadToken()
-			if err != nil {
-				return req, syntaxError(err)
-			}
-			if tok.Kind() == 'n' && (key == "ref" || key == "branchName") {
-				continue
-			}
-			if tok.Kind() != '"' {
-				if tok.Kind() == '{' || tok.Kind() == '[' {
-					return req, badRequest("field %q must be a string, not %s", key, kindName(tok.Kind()))
-				}
-				return req, badRequest("field %q must be a string, not %s", key, kindName(tok.Kind()))
-			}
-			v := tok.String()
-			switch key {
-			case "source":
-				if v != "git" && v != "manifest" {
-					return req, badRequest("field \"source\" must be \"git\" or \"manifest\", not %q", v)
-				}
-				req.Source, sourceSeen = v, true
-			case "output":
-				if v != "branch" && v != "files" {
-					return req, badRequest("field \"output\" must be \"branch\" or \"files\", not %q", v)
-				}
-				req.Output = v
-			case "ref":
-				req.Ref = &v
-			case "branchName":
-				req.BranchName = &v
-			}
-		case "manifest":
-			if sourceSeen && req.Source == "git" {
-				if err := dec.SkipValue(); err != nil {
-					return req, syntaxError(err)
-				}
-				continue
-			}
-			switch dec.PeekKind() {
-			case 'n':
-				_, _ = dec.ReadToken()
-				continue
-			case '{':
-			case 0:
-				return req, syntaxError(io.ErrUnexpectedEOF)
-			default:
-				manifestErr = badRequest("field \"manifest\" must be an object, not %s", kindName(dec.PeekKind()))
-				if err := dec.SkipValue(); err != nil {
-					return req, syntaxError(err)
-				}
-				continue
-			}
-			v, err := copyManifest(dec, manifest, sourceSeen)
-			var checkErr manifestCheckError
-			switch {
-			case errors.As(err, &checkErr):
-				manifestErr = checkErr.error
-			case err != nil:
-				return req, err
-			}
-			req.HasManifest, req.SchemaVersion = true, v
-		default:
-			return req, badRequest("unknown field %q", key)
+		if err := d.member(tok.String()); err != nil {
+			return err
 		}
 	}
-	if _, err := dec.ReadToken(); err != nil {
-		return req, syntaxError(err)
+	if _, err := d.dec.ReadToken(); err != nil {
+		return syntaxError(err)
 	}
-	if _, err := dec.ReadToken(); err != io.EOF {
+	if _, err := d.dec.ReadToken(); err != io.EOF {
 		if err == nil {
-			return req, badRequest("request body must be a single JSON object")
+			return badRequest("request body must be a single JSON object")
 		}
-		return req, syntaxError(err)
+		return syntaxError(err)
 	}
-	if req.Source == "git" {
-		req.HasManifest, req.SchemaVersion, manifestErr = false, 0, nil
+	return nil
+}
+
+// member reads the value of the body's member key.
+func (d *startSyncDecoder) member(key string) error {
+	switch key {
+	case "source", "ref", "branchName", "output":
+		return d.stringMember(key)
+	case "manifest":
+		return d.manifestMember()
 	}
-	if manifestErr != nil {
-		return req, manifestErr
+	return badRequest("unknown field %q", key)
+}
+
+// stringMember reads one of the string fields; ref and branchName may be null.
+func (d *startSyncDecoder) stringMember(key string) error {
+	tok, err := d.dec.ReadToken()
+	if err != nil {
+		return syntaxError(err)
 	}
+	if tok.Kind() == 'n' && (key == "ref" || key == "branchName") {
+		return nil
+	}
+	if tok.Kind() != '"' {
+		return badRequest("field %q must be a string, not %s", key, kindName(tok.Kind()))
+	}
+	v := tok.String()
+	switch key {
+	case "source":
+		if v != SourceGit && v != SourceManifest {
+			return badRequest("field \"source\" must be \"git\" or \"manifest\", not %q", v)
+		}
+		d.in.Source, d.sourceSeen = v, true
+	case "output":
+		if v != OutputBranch && v != OutputFiles {
+			return badRequest("field \"output\" must be \"branch\" or \"files\", not %q", v)
+		}
+		d.in.Output = v
+	case "ref":
+		d.in.Ref = &v
+	case "branchName":
+		d.in.BranchName = &v
+	}
+	return nil
+}
+
+// manifestMember streams the manifest out, or skips it when source "git" came first.
+func (d *startSyncDecoder) manifestMember() error {
+	if d.sourceSeen && d.in.Source == SourceGit {
+		if err := d.dec.SkipValue(); err != nil {
+			return syntaxError(err)
+		}
+		return nil
+	}
+	switch d.dec.PeekKind() {
+	case 'n':
+		_, _ = d.dec.ReadToken()
+		return nil
+	case '{':
+	case 0:
+		return syntaxError(io.ErrUnexpectedEOF)
+	default:
+		d.manifestErr = badRequest("field \"manifest\" must be an object, not %s", kindName(d.dec.PeekKind()))
+		if err := d.dec.SkipValue(); err != nil {
+			return syntaxError(err)
+		}
+		return nil
+	}
+	v, err := copyManifest(d.dec, d.manifest, d.sourceSeen)
+	var checkErr manifestCheckError
 	switch {
-	case req.Source == "manifest" && !req.HasManifest:
-		return req, badRequest("field \"manifest\" is required when \"source\" is \"manifest\"")
-	case req.Ref != nil && *req.Ref == "":
-		return req, badRequest("field \"ref\" must not be empty")
-	case req.Ref != nil && !validRef(*req.Ref):
-		return req, badRequest("field \"ref\" is not a valid git branch or tag name")
-	case req.BranchName != nil && !validBranchName(*req.BranchName):
-		return req, badRequest("field \"branchName\" must be 1 to 200 characters of letters, digits, '-', '_', '.', '/', with no '..' and no leading or trailing '/'")
+	case errors.As(err, &checkErr):
+		d.manifestErr = checkErr.error
+	case err != nil:
+		return err
 	}
-	if req.Source == "manifest" && req.HasManifest && req.SchemaVersion == 0 {
-		return req, badRequest("field \"manifest\" has no metadata.dbt_schema_version: a dbt manifest (schema v7 to v12, or v20) is required")
-	}
-	return req, nil
+	d.in.HasManifest, d.in.SchemaVersion = true, v
+	return nil
 }
 
 func kindName(k jsontext.Kind) string {
@@ -269,33 +269,4 @@ func copyManifest(dec *jsontext.Decoder, w io.Writer, stopOnCheck bool) (int, er
 func isSyntactic(err error) bool {
 	var se *jsontext.SyntacticError
 	return errors.As(err, &se)
-}
-
-var (
-	refRE    = regexp.MustCompile(`^[A-Za-z0-9._/+-]{1,200}$`)
-	branchRE = regexp.MustCompile(`^[A-Za-z0-9._/-]{1,200}$`)
-	sanRE    = regexp.MustCompile(`[^A-Za-z0-9._/-]+`)
-)
-
-func validRef(s string) bool {
-	return refRE.MatchString(s) && !regexp.MustCompile(`\.\.|//|^/|/$|\.lock$|^-`).MatchString(s)
-}
-
-func validBranchName(s string) bool {
-	return branchRE.MatchString(s) && !regexp.MustCompile(`\.\.|//|^/|/$`).MatchString(s)
-}
-
-// derivedBranchName is dbt/<ref>, sanitized to the branch name alphabet.
-func derivedBranchName(ref string) string {
-	s := sanRE.ReplaceAllString(ref, "-")
-	s = regexp.MustCompile(`\.\.+`).ReplaceAllString(s, ".")
-	s = regexp.MustCompile(`/+`).ReplaceAllString(s, "/")
-	s = regexp.MustCompile(`^[/.-]+|[/.-]+$`).ReplaceAllString(s, "")
-	if s == "" {
-		s = "ref"
-	}
-	if len(s) > 190 {
-		s = s[:190]
-	}
-	return "dbt/" + s
 }

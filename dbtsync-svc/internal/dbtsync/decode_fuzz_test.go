@@ -3,12 +3,11 @@ package dbtsync_test
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"strings"
 	"testing"
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
-	"github.com/analyticsco/platform/libs/httpx"
+	"github.com/analyticsco/platform/libs/errs"
 )
 
 var startSyncSeeds = []string{
@@ -32,8 +31,7 @@ func FuzzDecodeStartSyncRequest(f *testing.F) {
 		var sink bytes.Buffer
 		req, err := dbtsync.DecodeStartSyncRequest(bytes.NewReader(body), &sink)
 		if err != nil {
-			var he *httpx.Error
-			if !errors.As(err, &he) || he.Status < 400 || he.Status > 499 || he.Message == "" {
+			if status, _, msg, _ := errs.Answer(err); status < 400 || status > 499 || msg == "" {
 				t.Fatalf("error %v is not a client error", err)
 			}
 			return
@@ -73,8 +71,7 @@ func FuzzDecodeIntegrationRequest(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		_, err := dbtsync.DecodeIntegrationRequest(bytes.NewReader(body))
-		var he *httpx.Error
-		if err != nil && (!errors.As(err, &he) || he.Status >= 500) {
+		if status, _, _, _ := errs.Answer(err); err != nil && status >= 500 {
 			t.Fatalf("error %v is not a client error", err)
 		}
 	})
@@ -86,8 +83,7 @@ func FuzzDecodeStagingRequest(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		_, err := dbtsync.DecodeStagingRequest(bytes.NewReader(body))
-		var he *httpx.Error
-		if err != nil && (!errors.As(err, &he) || he.Status >= 500) {
+		if status, _, _, _ := errs.Answer(err); err != nil && status >= 500 {
 			t.Fatalf("error %v is not a client error", err)
 		}
 	})
@@ -118,8 +114,7 @@ func TestDecodeStartSyncRequestIgnoresManifestForGit(t *testing.T) {
 			var sink bytes.Buffer
 			req, err := dbtsync.DecodeStartSyncRequest(strings.NewReader(tc.body), &sink)
 			if tc.status != 0 {
-				var he *httpx.Error
-				if !errors.As(err, &he) || he.Status != tc.status || !strings.Contains(he.Message, tc.msg) {
+				if status, _, msg, _ := errs.Answer(err); err == nil || status != tc.status || !strings.Contains(msg, tc.msg) {
 					t.Fatalf("err %v, want %d %q", err, tc.status, tc.msg)
 				}
 				return

@@ -72,7 +72,8 @@ func MakeEndpoints(s Service) Endpoints {
 	return Endpoints{
 		StartSync: func(ctx context.Context, req any) (any, error) {
 			r := req.(syncRequest)
-			return s.StartSync(ctx, r.P, r.Dep, r.Body)
+			res, err := s.StartSync(ctx, r.P, r.Dep, r.Body)
+			return res.Accepted, err
 		},
 		GetJob: func(ctx context.Context, req any) (any, error) {
 			r := req.(jobRequest)

@@ -1,8 +1,35 @@
 package dbtsync
 
-// The decoders, for the black-box fuzz tests.
-var (
-	DecodeStartSyncRequest   = decodeStartSyncRequest
-	DecodeIntegrationRequest = decodeIntegrationRequest
-	DecodeStagingRequest     = decodeStagingRequest
+import (
+	"io"
+	"strings"
 )
+
+// The decoders, each with the rules the service applies to what it decoded, for the
+// black-box fuzz tests: a body is either refused with a client error or accepted.
+
+func DecodeStartSyncRequest(body io.Reader, manifest io.Writer) (StartSyncInput, error) {
+	in, err := decodeStartSyncRequest(body, manifest)
+	if err == nil {
+		err = in.validate()
+	}
+	return in, err
+}
+
+func DecodeIntegrationRequest(body io.Reader) (IntegrationInput, error) {
+	in, err := decodeIntegrationRequest(body)
+	if err == nil {
+		err = in.validate()
+	}
+	return in, err
+}
+
+var DecodeStagingRequest = decodeStagingRequest
+
+// BodyOf is the start-sync body callback the transport gives StartSync for a request
+// body (content type aside): the unit tests drive the service with what a client sends.
+func BodyOf(body string) SyncRequestBody {
+	return func(manifest io.Writer) (StartSyncInput, error) {
+		return decodeStartSyncRequest(strings.NewReader(body), manifest)
+	}
+}

@@ -18,7 +18,7 @@ type instrumenting struct {
 	m *Metrics
 }
 
-func (i *instrumenting) StartSync(ctx context.Context, p *identity.Principal, dep int64, body SyncRequestBody) (SyncAccepted, error) {
+func (i *instrumenting) StartSync(ctx context.Context, p *identity.Principal, dep int64, body SyncRequestBody) (SyncStarted, error) {
 	res, err := i.Service.StartSync(ctx, p, dep, body)
 	if res.ManifestBytes > 0 {
 		i.m.Uploaded.Add(float64(res.ManifestBytes))
@@ -40,10 +40,10 @@ type loggingService struct {
 	logger *slog.Logger
 }
 
-func (l *loggingService) StartSync(ctx context.Context, p *identity.Principal, dep int64, body SyncRequestBody) (SyncAccepted, error) {
+func (l *loggingService) StartSync(ctx context.Context, p *identity.Principal, dep int64, body SyncRequestBody) (SyncStarted, error) {
 	res, err := l.Service.StartSync(ctx, p, dep, body)
 	if err == nil {
-		l.logger.InfoContext(ctx, "sync job queued", "deploymentId", dep, "syncJobId", res.SyncJobID, "branchName", res.BranchName,
+		l.logger.InfoContext(ctx, "sync job queued", "deploymentId", dep, "syncJobId", res.Accepted.SyncJobID, "branchName", res.Accepted.BranchName,
 			"source", res.Source, "manifestBytes", res.ManifestBytes)
 	}
 	return res, err

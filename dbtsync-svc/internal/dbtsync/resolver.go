@@ -2,29 +2,44 @@ package dbtsync
 
 import (
 	"context"
-	"log/slog"
+	"errors"
 	"time"
-
-	"github.com/nats-io/nats.go"
-	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/trace"
-
-	"github.com/analyticsco/platform/dbtsync-svc/client"
 )
 
-// ServeResolver answers the branch resolver (the contract is package client) in its queue
-// group, so API replicas share the requests; each answer is a span of the requester's trace.
-func ServeResolver(nc *nats.Conn, store *Store, logger *slog.Logger) (*nats.Subscription, error) {
-	return client.Serve(nc, func(ctx context.Context, req client.ResolveRequest) client.ResolveReply {
-		ctx, span := otel.Tracer("dbtsync").Start(ctx, "resolve branch", trace.WithSpanKind(trace.SpanKindServer))
-		defer span.End()
-		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		exists, served, prod, err := store.Resolve(ctx, req.DeploymentID, req.BranchName, req.ProductionBranch)
-		if err != nil {
-			logger.WarnContext(ctx, "resolve branch", "err", err)
-			return client.ResolveReply{Error: "branch lookup failed: data-model store unavailable"}
-		}
-		return client.ResolveReply{Exists: exists, Served: served, Production: prod}
-	})
+// BranchStatus is what generate-session needs to know of a branch.
+type BranchStatus struct {
+	Exists     bool
+	Served     bool
+	Production bool
+}
+
+// Resolver answers embed-svc's question about a branch (the spec's branch selection of
+// generate-session): whether it exists and whether it is served.
+type Resolver struct {
+	branches BranchStore
+	now      func() time.Time
+}
+
+// NewResolver resolves over branches; now is the clock (nil: time.Now).
+func NewResolver(branches BranchStore, now func() time.Time) *Resolver {
+	if now == nil {
+		now = time.Now
+	}
+	return &Resolver{branches: branches, now: now}
+}
+
+// Resolve reports on branch name of deployment dep, whose production branch is
+// production: that one always exists and is served.
+func (r *Resolver) Resolve(ctx context.Context, dep int64, name, production string) (BranchStatus, error) {
+	if name == production {
+		return BranchStatus{Exists: true, Served: true, Production: true}, nil
+	}
+	st, err := r.branches.Branch(ctx, dep, name)
+	if errors.Is(err, ErrNotFound) {
+		return BranchStatus{}, nil
+	}
+	if err != nil {
+		return BranchStatus{}, err
+	}
+	return BranchStatus{Exists: true, Served: st.Served(production, r.now())}, nil
 }

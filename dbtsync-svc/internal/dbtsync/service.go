@@ -1,25 +1,31 @@
-// Package dbtsync turns dbt projects into data-model branches: the Service queues sync
-// jobs and serves branches, endpoints and the HTTP transport adapt it, the worker
-// converts queued jobs, and the stores keep state in JetStream and MongoDB.
+// Package dbtsync is the dbt sync and data-model branch domain: the Service (sync jobs,
+// the dbt git integration, branches), its domain types and rules (what "served" means,
+// branch and ref names), the ports its adapters implement (ports.go), and the go-kit
+// endpoints, transports and decorators around it. The adapters live beside it:
+// internal/store/mongostore (branches, versions, integrations), internal/queue/jetstream
+// (jobs, their state, manifests), internal/gitsource (clones) and internal/worker (the
+// queue's consumer).
 package dbtsync
 
 import (
 	"context"
-	"github.com/analyticsco/platform/libs/httpx"
 	"io"
+	"time"
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
+	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
 // Service is the dbt sync and data-model branch domain. Every method takes the verified
-// caller and the deployment it acts on, and checks the caller's role itself.
+// caller and the deployment it acts on, and decides the caller's role itself: it is the
+// one place the roles of dbtsync-svc are checked.
 type Service interface {
 	// StartSync queues a sync job and returns once it is durably queued. The request body
 	// is read by body, which StartSync calls once the caller is authorized, with the sink
 	// the manifest streams into: an upload never sits in memory, and a caller without
 	// the role never reaches the manifest store.
-	StartSync(ctx context.Context, p *identity.Principal, dep int64, body SyncRequestBody) (SyncAccepted, error)
+	StartSync(ctx context.Context, p *identity.Principal, dep int64, body SyncRequestBody) (SyncStarted, error)
 	GetJob(ctx context.Context, p *identity.Principal, dep int64, syncJobID string) (SyncJob, error)
 	ListJobs(ctx context.Context, p *identity.Principal, dep int64, pg PageRequest) (Page[SyncJob], error)
 	// CancelJob cancels a queued job (it never runs) or asks a running one to stop at its
@@ -41,8 +47,47 @@ type Service interface {
 	SetStaging(ctx context.Context, p *identity.Principal, dep int64, name string, enabled bool) (Branch, error)
 }
 
-// The role each operation needs; the transport also checks it before it reads a body or
-// parameters, so a refused caller is answered 403 whatever it sent.
+// Ports are the adapters the service works through.
+type Ports struct {
+	Branches     BranchStore
+	Integrations IntegrationStore
+	Jobs         JobQueue
+	Manifests    ManifestStore
+	Git          GitSource
+	Sealer       Sealer
+}
+
+// Options tune the service; zero values take the defaults.
+type Options struct {
+	// UploadQuota bounds the bytes of one deployment's manifests waiting in the manifest
+	// store (DefaultDeploymentUploadBytes).
+	UploadQuota int64
+	// Now is the clock (time.Now).
+	Now func() time.Time
+}
+
+// DefaultDeploymentUploadBytes is the default of DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES.
+const DefaultDeploymentUploadBytes = 1 << 30
+
+// service implements Service over the ports.
+type service struct {
+	Ports
+	uploadQuota int64
+	now         func() time.Time
+}
+
+// NewService builds the Service.
+func NewService(p Ports, o Options) Service {
+	if o.UploadQuota <= 0 {
+		o.UploadQuota = DefaultDeploymentUploadBytes
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &service{Ports: p, uploadQuota: o.UploadQuota, now: o.Now}
+}
+
+// The role each operation needs.
 const (
 	roleSync        = identity.RoleDeveloper
 	roleIntegration = identity.RoleAdmin
@@ -54,10 +99,14 @@ type SyncRequestBody func(manifest io.Writer) (StartSyncInput, error)
 
 // StartSyncInput is a start-sync request without its manifest.
 type StartSyncInput struct {
-	Source     string  // "git" or "manifest"
+	Source     string  // SourceGit or SourceManifest
 	Ref        *string // git: overrides the integration's branch
 	BranchName *string // overrides the derived branch name
-	Output     string  // "branch" or "files"
+	Output     string  // OutputBranch or OutputFiles
+	// HasManifest: a manifest was streamed out (only for source "manifest");
+	// SchemaVersion is its metadata.dbt_schema_version (0 when it had none).
+	HasManifest   bool
+	SchemaVersion int
 }
 
 // SyncAccepted is the answer to a queued sync job.
@@ -65,12 +114,17 @@ type SyncAccepted struct {
 	BranchName string `json:"branchName"`
 	SyncJobID  string `json:"syncJobId"`
 	WorkflowID string `json:"workflowId"`
-	// Source is the job's source, for the queued-jobs counter.
-	Source string `json:"-"`
-	// ManifestBytes is the size of the manifest stored for the job. It is returned with
-	// an error too when the upload completed before the request was refused: those bytes
+}
+
+// SyncStarted is StartSync's outcome: the API's answer, and what the decorators count
+// and log of it.
+type SyncStarted struct {
+	Accepted SyncAccepted
+	Source   string // the job's source
+	// ManifestBytes is the size of the manifest stored for the job. It is set with an
+	// error too when the upload completed before the request was refused: those bytes
 	// were streamed to the store all the same.
-	ManifestBytes int64 `json:"-"`
+	ManifestBytes int64
 }
 
 // SyncJob is a sync job as the API shows it.
@@ -100,19 +154,14 @@ type SyncJob struct {
 	Files   []convert.File `json:"files,omitempty"`
 }
 
-// IntegrationInput is a dbt git integration to save.
+// IntegrationInput is a dbt git integration to save, as the caller sent it (PutIntegration
+// validates it).
 type IntegrationInput struct {
 	RepoURL      string
 	Branch       string
-	ProjectPath  string
+	ProjectPath  *string // required; "" is the repository's root
 	ManifestPath *string
 	Credentials  *GitCredentials // nil: none
-}
-
-// GitCredentials authenticate https clones; they are stored sealed and never returned.
-type GitCredentials struct {
-	Username string `json:"username,omitempty"`
-	Token    string `json:"token"`
 }
 
 // DbtGitIntegration is the saved integration as the API shows it (never the credentials).

@@ -1,11 +1,11 @@
-package dbtsync
+package jetstream
 
 import (
 	"context"
 	"errors"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
+	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -26,18 +26,18 @@ var (
 
 // queueCollector reads the queue's state on each scrape.
 type queueCollector struct {
-	p        *Pipeline
+	q        *Queue
 	failures prometheus.Counter
 	now      func() time.Time
 }
 
-// RegisterQueueMetrics registers on reg the job queue's gauges and, beside them,
+// RegisterMetrics registers on reg the job queue's gauges and, beside them,
 // dbtsync_svc_job_queue_read_failures_total (scrapes that could not read the queue:
 // NATS unreachable or JetStream not answering).
-func (p *Pipeline) RegisterQueueMetrics(reg prometheus.Registerer) {
+func (q *Queue) RegisterMetrics(reg prometheus.Registerer) {
 	failures := prometheus.NewCounter(prometheus.CounterOpts{Name: "dbtsync_svc_job_queue_read_failures_total",
 		Help: "Scrapes that could not read the job queue's state from JetStream."})
-	reg.MustRegister(failures, &queueCollector{p: p, failures: failures, now: time.Now})
+	reg.MustRegister(failures, &queueCollector{q: q, failures: failures, now: time.Now})
 }
 
 func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -51,16 +51,16 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	// Short: a scrape must not hang on an unreachable NATS (Prometheus times out at 10 s).
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	q, err := c.p.queueState(ctx, c.now())
+	st, err := c.q.state(ctx, c.now())
 	if err != nil {
 		// No gauges rather than stale or zero ones: absent data is what the alerts expect.
 		c.failures.Inc()
 		return
 	}
-	ch <- prometheus.MustNewConstMetric(queueJobsDesc, prometheus.GaugeValue, float64(q.jobs))
-	ch <- prometheus.MustNewConstMetric(queueUndeliveredDesc, prometheus.GaugeValue, float64(q.undelivered))
-	ch <- prometheus.MustNewConstMetric(queueInFlightDesc, prometheus.GaugeValue, float64(q.inFlight))
-	ch <- prometheus.MustNewConstMetric(queueAgeDesc, prometheus.GaugeValue, q.oldestAge.Seconds())
+	ch <- prometheus.MustNewConstMetric(queueJobsDesc, prometheus.GaugeValue, float64(st.jobs))
+	ch <- prometheus.MustNewConstMetric(queueUndeliveredDesc, prometheus.GaugeValue, float64(st.undelivered))
+	ch <- prometheus.MustNewConstMetric(queueInFlightDesc, prometheus.GaugeValue, float64(st.inFlight))
+	ch <- prometheus.MustNewConstMetric(queueAgeDesc, prometheus.GaugeValue, st.oldestAge.Seconds())
 }
 
 type queueState struct {
@@ -68,22 +68,22 @@ type queueState struct {
 	oldestAge                   time.Duration
 }
 
-// queueState reads the stream and the workers' consumer. The stream is a work queue:
+// state reads the stream and the workers' consumer. The stream is a work queue:
 // a job's message is removed when a worker acknowledges it (done, failed or canceled),
 // so the stream's first message is the oldest job not yet finished.
-func (p *Pipeline) queueState(ctx context.Context, now time.Time) (queueState, error) {
-	info, err := p.stream.Info(ctx)
+func (q *Queue) state(ctx context.Context, now time.Time) (queueState, error) {
+	info, err := q.stream.Info(ctx)
 	if err != nil {
 		return queueState{}, err
 	}
-	q := queueState{jobs: info.State.Msgs, undelivered: info.State.Msgs}
-	if q.jobs > 0 && !info.State.FirstTime.IsZero() {
-		q.oldestAge = max(now.Sub(info.State.FirstTime), 0)
+	st := queueState{jobs: info.State.Msgs, undelivered: info.State.Msgs}
+	if st.jobs > 0 && !info.State.FirstTime.IsZero() {
+		st.oldestAge = max(now.Sub(info.State.FirstTime), 0)
 	}
-	cons, err := p.stream.Consumer(ctx, WorkersName)
+	cons, err := q.stream.Consumer(ctx, q.names.Workers)
 	switch {
-	case errors.Is(err, jetstream.ErrConsumerNotFound):
-		return q, nil // no worker has ever run: every job is undelivered
+	case errors.Is(err, natsjs.ErrConsumerNotFound):
+		return st, nil // no worker has ever run: every job is undelivered
 	case err != nil:
 		return queueState{}, err
 	}
@@ -91,6 +91,6 @@ func (p *Pipeline) queueState(ctx context.Context, now time.Time) (queueState, e
 	if err != nil {
 		return queueState{}, err
 	}
-	q.undelivered, q.inFlight = ci.NumPending, uint64(ci.NumAckPending)
-	return q, nil
+	st.undelivered, st.inFlight = ci.NumPending, uint64(ci.NumAckPending)
+	return st, nil
 }

@@ -1,4 +1,5 @@
-package dbtsync
+// Package credentials seals the git credentials dbtsync-svc saves with an integration.
+package credentials
 
 import (
 	"strconv"

@@ -1,21 +1,23 @@
-package dbtsync
+package gitsource
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
 )
 
-// RepoPolicy says which repositories a dbt git integration may clone. Repositories are
+// Policy says which repositories a dbt git integration may clone. Repositories are
 // hostile: their URL must not reach the worker's own network (SSRF), and what a clone
 // brings is bounded in time and size.
-type RepoPolicy struct {
+type Policy struct {
 	// AllowFile enables file:// URLs (the local stack and tests; never production).
 	AllowFile bool
 	// AllowedHosts are host names, IP addresses or CIDR prefixes that may be cloned even
@@ -26,8 +28,10 @@ type RepoPolicy struct {
 	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
 }
 
-// errRefusedHost marks a repository host the policy refuses.
-var errRefusedHost = errors.New("refused repository host")
+// refused is the policy's refusal, with the reason the caller is told.
+func refused(format string, args ...any) error {
+	return &dbtsync.RepositoryRefusedError{Reason: fmt.Sprintf(format, args...)}
+}
 
 // blockedPrefixes are the ranges a clone must never reach, beyond what netip classifies
 // as loopback, private, link-local, multicast or unspecified: shared address space
@@ -53,7 +57,7 @@ func internalAddr(a netip.Addr) bool {
 }
 
 // allowed reports whether the operator listed host (or one of its addresses).
-func (p RepoPolicy) allowed(host string, addr netip.Addr) bool {
+func (p Policy) allowed(host string, addr netip.Addr) bool {
 	for _, h := range p.AllowedHosts {
 		h = strings.TrimSpace(h)
 		if h == "" {
@@ -75,27 +79,27 @@ func (p RepoPolicy) allowed(host string, addr netip.Addr) bool {
 // CheckURL validates a repository URL: https (or file:// when allowed), no credentials in
 // it, and a host that resolves only to public addresses unless listed. Its errors name the
 // host and the reason, and are safe to show the caller.
-func (p RepoPolicy) CheckURL(ctx context.Context, raw string) error {
+func (p Policy) CheckURL(ctx context.Context, raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return fmt.Errorf("%w: repoUrl must be an https:// URL", errRefusedHost)
+		return refused("repoUrl must be an https:// URL")
 	}
 	switch u.Scheme {
 	case "https":
 	case "file":
 		if !p.AllowFile {
-			return fmt.Errorf("%w: file:// repositories are disabled on this platform (DBT_SYNC_ALLOW_FILE_URLS)", errRefusedHost)
+			return refused("file:// repositories are disabled on this platform (DBT_SYNC_ALLOW_FILE_URLS)")
 		}
 		return nil
 	default:
-		return fmt.Errorf("%w: repoUrl must be an https:// URL", errRefusedHost)
+		return refused("repoUrl must be an https:// URL")
 	}
 	if u.User != nil {
-		return fmt.Errorf("%w: repoUrl must not carry credentials: send them in \"credentials\"", errRefusedHost)
+		return refused("repoUrl must not carry credentials: send them in \"credentials\"")
 	}
 	host := u.Hostname()
 	if host == "" {
-		return fmt.Errorf("%w: repoUrl has no host", errRefusedHost)
+		return refused("repoUrl has no host")
 	}
 	if a, err := netip.ParseAddr(host); err == nil {
 		return p.checkAddr(host, a)
@@ -104,14 +108,11 @@ func (p RepoPolicy) CheckURL(ctx context.Context, raw string) error {
 		return nil // a host the operator listed by name is trusted whatever it resolves to
 	}
 	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
-		if p.allowed(host, netip.Addr{}) {
-			return nil
-		}
-		return fmt.Errorf("%w: host %s is this machine", errRefusedHost, host)
+		return refused("host %s is this machine", host)
 	}
 	addrs, err := p.resolve(ctx, host)
 	if err != nil {
-		return fmt.Errorf("%w: host %s cannot be resolved", errRefusedHost, host)
+		return refused("host %s cannot be resolved", host)
 	}
 	for _, a := range addrs {
 		if err := p.checkAddr(host, a); err != nil {
@@ -121,14 +122,14 @@ func (p RepoPolicy) CheckURL(ctx context.Context, raw string) error {
 	return nil
 }
 
-func (p RepoPolicy) checkAddr(host string, a netip.Addr) error {
+func (p Policy) checkAddr(host string, a netip.Addr) error {
 	if internalAddr(a) && !p.allowed(host, a) {
-		return fmt.Errorf("%w: host %s is a loopback, private, link-local or metadata address; only public git servers can be cloned (or hosts listed in DBT_SYNC_ALLOWED_HOSTS)", errRefusedHost, host)
+		return refused("host %s is a loopback, private, link-local or metadata address; only public git servers can be cloned (or hosts listed in DBT_SYNC_ALLOWED_HOSTS)", host)
 	}
 	return nil
 }
 
-func (p RepoPolicy) resolve(ctx context.Context, host string) ([]netip.Addr, error) {
+func (p Policy) resolve(ctx context.Context, host string) ([]netip.Addr, error) {
 	if p.Resolve != nil {
 		return p.Resolve(ctx, host)
 	}
@@ -140,7 +141,7 @@ func (p RepoPolicy) resolve(ctx context.Context, host string) ([]netip.Addr, err
 // dialContext connects only to addresses the policy allows, checked on the address it is
 // about to dial: a host that resolved to a public address when the integration was saved
 // and to an internal one now (DNS rebinding) is refused here.
-func (p RepoPolicy) dialContext(ctx context.Context, network, address string) (net.Conn, error) {
+func (p Policy) dialContext(ctx context.Context, network, address string) (net.Conn, error) {
 	host, port, err := net.SplitHostPort(address)
 	if err != nil {
 		return nil, err
@@ -152,7 +153,7 @@ func (p RepoPolicy) dialContext(ctx context.Context, network, address string) (n
 		return nil, err
 	}
 	d := net.Dialer{Timeout: 10 * time.Second}
-	var last error = fmt.Errorf("%w: host %s has no address", errRefusedHost, host)
+	var last error = refused("host %s has no address", host)
 	for _, a := range addrs {
 		if err := p.checkAddr(host, a); err != nil {
 			return nil, err
@@ -169,7 +170,7 @@ func (p RepoPolicy) dialContext(ctx context.Context, network, address string) (n
 // httpClient is the client git clones over https with: dials through the policy, no
 // redirects (a redirect could lead anywhere), timeouts on every phase, and at most
 // maxBytes read from the server.
-func (p RepoPolicy) httpClient(timeout time.Duration, maxBytes int64) *http.Client {
+func (p Policy) httpClient(timeout time.Duration, maxBytes int64) *http.Client {
 	tr := &http.Transport{
 		DialContext:           p.dialContext,
 		TLSHandshakeTimeout:   10 * time.Second,
@@ -179,16 +180,11 @@ func (p RepoPolicy) httpClient(timeout time.Duration, maxBytes int64) *http.Clie
 		ForceAttemptHTTP2:     true,
 	}
 	return &http.Client{
-		Timeout:   timeout,
-		Transport: limitedTransport{rt: tr, max: maxBytes},
-		CheckRedirect: func(*http.Request, []*http.Request) error {
-			return fmt.Errorf("%w: the git server answered with a redirect, which clones do not follow", errRefusedHost)
-		},
+		Timeout:       timeout,
+		Transport:     limitedTransport{rt: tr, max: maxBytes},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return errRedirect },
 	}
 }
-
-// errRepoTooLarge: the server sent more than the repository size limit.
-var errRepoTooLarge = errors.New("repository over the size limit")
 
 // limitedTransport stops reading a response after max bytes.
 type limitedTransport struct {
@@ -206,10 +202,7 @@ func (l limitedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 type limitedBody struct {
-	rc interface {
-		Read([]byte) (int, error)
-		Close() error
-	}
+	rc   io.ReadCloser
 	left int64
 }
 

@@ -1,4 +1,4 @@
-package dbtsync
+package gitsource
 
 import (
 	"context"
@@ -6,9 +6,11 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+
+	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
 )
 
-func TestRepoPolicyCheckURL(t *testing.T) {
+func TestPolicyCheckURL(t *testing.T) {
 	public := func(_ context.Context, host string) ([]netip.Addr, error) {
 		switch host {
 		case "github.com":
@@ -20,7 +22,7 @@ func TestRepoPolicyCheckURL(t *testing.T) {
 		}
 		return nil, errors.New("no such host")
 	}
-	p := RepoPolicy{Resolve: public}
+	p := Policy{Resolve: public}
 	for _, u := range []string{"https://github.com/acme/dbt.git", "https://140.82.112.3/x.git"} {
 		if err := p.CheckURL(context.Background(), u); err != nil {
 			t.Errorf("%s: %v", u, err)
@@ -46,11 +48,12 @@ func TestRepoPolicyCheckURL(t *testing.T) {
 		"https://user:pw@github.com/x":    "credentials",
 	} {
 		err := p.CheckURL(context.Background(), u)
-		if !errors.Is(err, errRefusedHost) || !strings.Contains(err.Error(), want) {
+		var refused *dbtsync.RepositoryRefusedError
+		if !errors.As(err, &refused) || !strings.Contains(refused.Reason, want) {
 			t.Errorf("%s: %v, want a refusal naming %q", u, err, want)
 		}
 	}
-	allow := RepoPolicy{Resolve: public, AllowFile: true, AllowedHosts: []string{"internal.git", "127.0.0.0/8"}}
+	allow := Policy{Resolve: public, AllowFile: true, AllowedHosts: []string{"internal.git", "127.0.0.0/8"}}
 	for _, u := range []string{"https://internal.git/x", "https://127.0.0.1:9/x", "file:///srv/repo"} {
 		if err := allow.CheckURL(context.Background(), u); err != nil {
 			t.Errorf("allowed %s: %v", u, err)
@@ -63,12 +66,13 @@ func TestRepoPolicyCheckURL(t *testing.T) {
 
 // The dial-time check refuses an internal address even for a host that passed the save
 // (DNS rebinding), before any connection is made.
-func TestRepoPolicyDialRefusesInternalAddresses(t *testing.T) {
-	p := RepoPolicy{Resolve: func(context.Context, string) ([]netip.Addr, error) {
+func TestPolicyDialRefusesInternalAddresses(t *testing.T) {
+	p := Policy{Resolve: func(context.Context, string) ([]netip.Addr, error) {
 		return []netip.Addr{netip.MustParseAddr("169.254.169.254")}, nil
 	}}
 	_, err := p.dialContext(context.Background(), "tcp", "rebind.example:443")
-	if !errors.Is(err, errRefusedHost) {
+	var refused *dbtsync.RepositoryRefusedError
+	if !errors.As(err, &refused) {
 		t.Fatalf("dial to a rebound host: %v, want a refusal", err)
 	}
 }

@@ -1,0 +1,148 @@
+package dbtsync
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/analyticsco/platform/libs/identity"
+)
+
+// branchError names the branch when the store did not find it.
+func branchError(name string, err error) error {
+	if errors.Is(err, ErrNotFound) {
+		return notFound("branch %q not found", name)
+	}
+	return err
+}
+
+// branch reads a branch as the API shows it; the production branch always exists.
+func (s *service) branch(ctx context.Context, dep int64, name, production string) (Branch, error) {
+	st, err := s.Branches.Branch(ctx, dep, name)
+	if errors.Is(err, ErrNotFound) && name == production {
+		return productionBranch(name), nil
+	}
+	if err != nil {
+		return Branch{}, branchError(name, err)
+	}
+	return st.View(production, s.now()), nil
+}
+
+func (s *service) ListBranches(ctx context.Context, p *identity.Principal, dep int64, pg PageRequest) (Page[Branch], error) {
+	if err := authorize(p, roleBranches); err != nil {
+		return Page[Branch]{}, err
+	}
+	states, err := s.Branches.Branches(ctx, dep)
+	if err != nil {
+		return Page[Branch]{}, err
+	}
+	production, now := p.Deployment.ProductionBranch, s.now()
+	all := make([]Branch, 0, len(states)+1)
+	hasProd := false
+	for _, st := range states {
+		b := st.View(production, now)
+		hasProd = hasProd || b.Production
+		all = append(all, b)
+	}
+	if !hasProd {
+		all = append(all, productionBranch(production))
+	}
+	// Production first, then by name.
+	slices.SortFunc(all, func(a, b Branch) int {
+		if a.Production != b.Production {
+			if a.Production {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return paginate(all, func(b Branch) string { return b.Name }, pg)
+}
+
+func (s *service) GetBranch(ctx context.Context, p *identity.Principal, dep int64, name string) (Branch, error) {
+	if err := authorize(p, roleBranches); err != nil {
+		return Branch{}, err
+	}
+	return s.branch(ctx, dep, name, p.Deployment.ProductionBranch)
+}
+
+func (s *service) ListFiles(ctx context.Context, p *identity.Principal, dep int64, name string, version int64) (FileList, error) {
+	if err := authorize(p, roleBranches); err != nil {
+		return FileList{}, err
+	}
+	v, files, err := s.Branches.Files(ctx, dep, name, version, "", false)
+	if err != nil {
+		return FileList{}, branchError(name, err)
+	}
+	out := FileList{BranchName: name, Version: v, Files: make([]FileEntry, 0, len(files))}
+	for _, f := range files {
+		out.Files = append(out.Files, FileEntry{Path: f.Path, Size: f.Size, SHA256: f.SHA256})
+	}
+	return out, nil
+}
+
+func (s *service) GetFile(ctx context.Context, p *identity.Principal, dep int64, name, path string, version int64) (FileContent, error) {
+	if err := authorize(p, roleBranches); err != nil {
+		return FileContent{}, err
+	}
+	if !validFilePath(path) {
+		return FileContent{}, invalid("file path %q must be relative, without empty, '.' or '..' segments", path)
+	}
+	v, files, err := s.Branches.Files(ctx, dep, name, version, path, true)
+	if err == nil && len(files) == 0 {
+		return FileContent{}, notFound("file %q not found in branch %q", path, name)
+	}
+	if err != nil {
+		return FileContent{}, branchError(name, err)
+	}
+	return FileContent{BranchName: name, Version: v, Path: path, Content: files[0].Content}, nil
+}
+
+func (s *service) ListVersions(ctx context.Context, p *identity.Principal, dep int64, name string, pg PageRequest) (Page[BranchVersion], error) {
+	if err := authorize(p, roleBranches); err != nil {
+		return Page[BranchVersion]{}, err
+	}
+	st, err := s.Branches.Branch(ctx, dep, name)
+	if err != nil {
+		return Page[BranchVersion]{}, branchError(name, err)
+	}
+	newestFirst := slices.Clone(st.Versions)
+	slices.Reverse(newestFirst)
+	return paginate(newestFirst, func(v BranchVersion) string { return strconv.FormatInt(v.Version, 10) }, pg)
+}
+
+// OpenBranch renews the branch's lease: it is served for LeaseDuration from now. The
+// production branch is always served, and keeps no lease.
+func (s *service) OpenBranch(ctx context.Context, p *identity.Principal, dep int64, name string) (Branch, error) {
+	if err := authorize(p, roleBranches); err != nil {
+		return Branch{}, err
+	}
+	production := p.Deployment.ProductionBranch
+	if name == production {
+		return s.branch(ctx, dep, name, production)
+	}
+	now := s.now().UTC()
+	st, err := s.Branches.SetLease(ctx, dep, name, now.Add(LeaseDuration), now)
+	if err != nil {
+		return Branch{}, branchError(name, err)
+	}
+	return st.View(production, s.now()), nil
+}
+
+func (s *service) SetStaging(ctx context.Context, p *identity.Principal, dep int64, name string, enabled bool) (Branch, error) {
+	if err := authorize(p, roleBranches); err != nil {
+		return Branch{}, err
+	}
+	production := p.Deployment.ProductionBranch
+	if name == production {
+		return Branch{}, invalid("branch %q is the production branch, which is always served", name)
+	}
+	st, err := s.Branches.SetStaging(ctx, dep, name, enabled, s.now().UTC())
+	if err != nil {
+		return Branch{}, branchError(name, err)
+	}
+	return st.View(production, s.now()), nil
+}

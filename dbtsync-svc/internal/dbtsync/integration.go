@@ -1,0 +1,127 @@
+package dbtsync
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/analyticsco/platform/libs/errs"
+	"github.com/analyticsco/platform/libs/httpx"
+	"github.com/analyticsco/platform/libs/identity"
+)
+
+// Integration is a deployment's saved dbt git integration.
+type Integration struct {
+	DeploymentID int64
+	RepoURL      string
+	Branch       string
+	ProjectPath  string
+	ManifestPath string // "": none
+	Credentials  []byte // sealed GitCredentials (see Sealer); empty: none
+	UpdatedAt    time.Time
+}
+
+// GitCredentials authenticate https clones; they are stored sealed and never returned.
+type GitCredentials struct {
+	Username string `json:"username,omitempty"`
+	Token    string `json:"token"`
+}
+
+// RepositoryRefusedError is a repository URL the platform will not clone; Reason says why
+// in words safe to show the caller.
+type RepositoryRefusedError struct{ Reason string }
+
+func (e *RepositoryRefusedError) Error() string { return "refused repository host: " + e.Reason }
+
+// validate checks an integration before anything else of it is looked at.
+func (in IntegrationInput) validate() error {
+	bad := func(format string, args ...any) error { return errs.New(errs.Invalid, format, args...) }
+	switch {
+	case in.RepoURL == "":
+		return bad("field \"repoUrl\" is required")
+	case !strings.HasPrefix(in.RepoURL, "https://") && !strings.HasPrefix(in.RepoURL, "file://"):
+		return bad("field \"repoUrl\" must be an https:// or file:// URL")
+	case strings.Contains(urlAuthority(in.RepoURL), "@"):
+		return bad("field \"repoUrl\" must not carry credentials: send them in \"credentials\"")
+	case in.Branch == "":
+		return bad("field \"branch\" is required")
+	case !ValidRef(in.Branch):
+		return bad("field \"branch\" must be a branch name")
+	case in.ProjectPath == nil:
+		return bad("field \"projectPath\" is required")
+	case strings.Contains(*in.ProjectPath, ".."):
+		return bad("field \"projectPath\" must stay inside the repository (no \"..\")")
+	case in.ManifestPath != nil && strings.Contains(*in.ManifestPath, ".."):
+		return bad("field \"manifestPath\" must stay inside the repository (no \"..\")")
+	case in.Credentials != nil && in.Credentials.Token == "":
+		return bad("field \"credentials.token\" is required")
+	}
+	return nil
+}
+
+// urlAuthority is what follows an https:// or file:// scheme up to the path.
+func urlAuthority(u string) string {
+	rest := strings.TrimPrefix(strings.TrimPrefix(u, "https://"), "file://")
+	return strings.SplitN(rest, "/", 2)[0]
+}
+
+func integrationView(d Integration) DbtGitIntegration {
+	v := DbtGitIntegration{DeploymentID: d.DeploymentID, RepoURL: d.RepoURL, Branch: d.Branch, ProjectPath: d.ProjectPath,
+		HasCredentials: len(d.Credentials) > 0, UpdatedAt: httpx.At(d.UpdatedAt.UTC())}
+	if d.ManifestPath != "" {
+		mp := d.ManifestPath
+		v.ManifestPath = &mp
+	}
+	return v
+}
+
+func (s *service) PutIntegration(ctx context.Context, p *identity.Principal, dep int64, in IntegrationInput) (DbtGitIntegration, error) {
+	if err := authorize(p, roleIntegration); err != nil {
+		return DbtGitIntegration{}, err
+	}
+	if err := in.validate(); err != nil {
+		return DbtGitIntegration{}, err
+	}
+	if err := s.Git.CheckRepository(ctx, in.RepoURL); err != nil {
+		var refused *RepositoryRefusedError
+		if errors.As(err, &refused) {
+			return DbtGitIntegration{}, invalid("field \"repoUrl\": %s", refused.Reason)
+		}
+		return DbtGitIntegration{}, err
+	}
+	d := Integration{DeploymentID: dep, RepoURL: in.RepoURL, Branch: in.Branch, ProjectPath: *in.ProjectPath, UpdatedAt: s.now().UTC()}
+	if in.ManifestPath != nil {
+		d.ManifestPath = *in.ManifestPath
+	}
+	if in.Credentials != nil {
+		plain, _ := json.Marshal(in.Credentials)
+		d.Credentials = s.Sealer.Seal(plain, dep)
+	}
+	// As for a sync's ref: a name that looks like a commit SHA is accepted when the
+	// repository has it as a branch or tag.
+	if LooksLikeSHA(d.Branch) {
+		if ok, err := s.Git.HasRef(ctx, d, d.Branch); err == nil && !ok {
+			return DbtGitIntegration{}, invalid("field \"branch\": %q is neither a branch nor a tag of the repository at %s (a commit SHA is not accepted)", d.Branch, RepoHost(d.RepoURL))
+		}
+	}
+	if err := s.Integrations.SaveIntegration(ctx, d); err != nil {
+		return DbtGitIntegration{}, err
+	}
+	return integrationView(d), nil
+}
+
+func (s *service) GetIntegration(ctx context.Context, p *identity.Principal, dep int64) (DbtGitIntegration, error) {
+	if err := authorize(p, roleIntegration); err != nil {
+		return DbtGitIntegration{}, err
+	}
+	d, err := s.Integrations.Integration(ctx, dep)
+	if errors.Is(err, ErrNotFound) {
+		return DbtGitIntegration{}, notFound("deployment %d has no dbt git integration", dep)
+	}
+	if err != nil {
+		return DbtGitIntegration{}, err
+	}
+	return integrationView(d), nil
+}

@@ -1,0 +1,128 @@
+package dbtsync
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
+	"github.com/analyticsco/platform/libs/httpx"
+)
+
+// Job statuses.
+const (
+	StatusQueued    = "queued"
+	StatusRunning   = "running"
+	StatusSucceeded = "succeeded"
+	StatusFailed    = "failed"
+	StatusCanceled  = "canceled"
+)
+
+// Where a sync's input comes from, and what it makes.
+const (
+	SourceGit      = "git"
+	SourceManifest = "manifest"
+	OutputBranch   = "branch"
+	OutputFiles    = "files"
+)
+
+// Progress is where a job is.
+type Progress struct {
+	Phase       string `json:"phase"`
+	ModelsDone  int    `json:"modelsDone"`
+	ModelsTotal *int   `json:"modelsTotal"`
+}
+
+// Job is a sync job as the job queue keeps it: its input, where it is, and who started it.
+type Job struct {
+	SyncJobID        string
+	DeploymentID     int64
+	Status           string
+	Source           string
+	Output           string
+	Ref              *string // git: the ref to clone instead of the integration's branch
+	BranchName       string
+	WorkflowID       string
+	Progress         Progress
+	Error            *string
+	Warnings         []convert.Warning
+	CreatedAt        time.Time
+	StartedAt        *time.Time
+	FinishedAt       *time.Time
+	Attempts         int // runs started so far
+	ProductionBranch string
+	HasManifest      bool // the job converts an uploaded manifest (ManifestJobID's)
+	Version          int64
+	// Changed: for a succeeded branch job, whether it wrote a new version (false: the
+	// output was byte-identical to the branch's latest version).
+	Changed *bool
+	// CancelRequested is set by a cancel while the job runs; the worker stops at its next
+	// model and ends the job canceled.
+	CancelRequested bool
+	CanceledBy      int64
+	// AccountID, StartedBy and RequestID say whose job it is and which request queued it:
+	// the audit trail's event of its end names them.
+	AccountID int64
+	StartedBy int64
+	RequestID string
+	RetryOf   string
+	// ManifestOf names the job whose uploaded manifest this one converts (a retry's).
+	ManifestOf string
+}
+
+// Terminal reports whether the job is over: it runs no more and cannot be canceled.
+func (j *Job) Terminal() bool {
+	return j.Status == StatusSucceeded || j.Status == StatusFailed || j.Status == StatusCanceled
+}
+
+// ManifestJobID names the job whose upload this job converts: its own, or for a retry
+// the upload of the job it retries.
+func (j *Job) ManifestJobID() string {
+	if j.ManifestOf != "" {
+		return j.ManifestOf
+	}
+	return j.SyncJobID
+}
+
+// jobView is the job as the API shows it: an error only on a failed job, a cancel
+// request only while it still runs.
+func jobView(j Job) SyncJob {
+	v := SyncJob{SyncJobID: j.SyncJobID, DeploymentID: j.DeploymentID, Status: j.Status, Source: j.Source, Output: j.Output,
+		Ref: j.Ref, BranchName: j.BranchName, WorkflowID: j.WorkflowID, Progress: j.Progress, Attempts: j.Attempts, Warnings: j.Warnings,
+		CreatedAt: httpx.At(j.CreatedAt), StartedAt: httpx.AtPtr(j.StartedAt), FinishedAt: httpx.AtPtr(j.FinishedAt), Changed: j.Changed,
+		CancelRequested: j.CancelRequested && !j.Terminal()}
+	if j.RetryOf != "" {
+		r := j.RetryOf
+		v.RetryOf = &r
+	}
+	if j.Status == StatusFailed {
+		v.Error = j.Error
+	}
+	if v.Warnings == nil {
+		v.Warnings = []convert.Warning{}
+	}
+	return v
+}
+
+// NewSyncJobID is time-ordered (newest sorts last) and unguessable.
+func NewSyncJobID(now time.Time) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("sj%016x%s", now.UnixNano(), hex.EncodeToString(b[:]))
+}
+
+// ValidJobID reports whether id has the shape NewSyncJobID gives: anything else names no
+// job (and never reaches a store key).
+func ValidJobID(id string) bool {
+	if len(id) != 30 || !strings.HasPrefix(id, "sj") {
+		return false
+	}
+	for _, c := range id[2:] {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}

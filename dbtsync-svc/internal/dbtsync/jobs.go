@@ -1,0 +1,111 @@
+package dbtsync
+
+import (
+	"context"
+	"errors"
+
+	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
+	"github.com/analyticsco/platform/libs/identity"
+)
+
+// job reads a job of the deployment, 404 when there is none.
+func (s *service) job(ctx context.Context, dep int64, id string) (Job, error) {
+	if !ValidJobID(id) {
+		return Job{}, notFound("sync job %q not found", id)
+	}
+	j, err := s.Jobs.Job(ctx, dep, id)
+	if errors.Is(err, ErrNotFound) {
+		return Job{}, notFound("sync job %q not found", id)
+	}
+	return j, err
+}
+
+func (s *service) GetJob(ctx context.Context, p *identity.Principal, dep int64, id string) (SyncJob, error) {
+	if err := authorize(p, roleSync); err != nil {
+		return SyncJob{}, err
+	}
+	j, err := s.job(ctx, dep, id)
+	if err != nil {
+		return SyncJob{}, err
+	}
+	v := jobView(j)
+	if j.Output == OutputFiles && j.Status == StatusSucceeded {
+		files, err := s.Manifests.Result(ctx, id)
+		if errors.Is(err, ErrNotFound) {
+			// A result past DBT_SYNC_OBJECT_MAX_AGE: answered as it always was, as the
+			// object store failing.
+			err = QueueUnavailable(err)
+		}
+		if err != nil {
+			return SyncJob{}, err
+		}
+		v.Files = files
+		if v.Files == nil {
+			v.Files = []convert.File{}
+		}
+	}
+	return v, nil
+}
+
+func (s *service) ListJobs(ctx context.Context, p *identity.Principal, dep int64, pg PageRequest) (Page[SyncJob], error) {
+	if err := authorize(p, roleSync); err != nil {
+		return Page[SyncJob]{}, err
+	}
+	ids, err := s.Jobs.JobIDs(ctx, dep)
+	if err != nil {
+		return Page[SyncJob]{}, err
+	}
+	idPage, err := paginate(ids, func(s string) string { return s }, pg)
+	if err != nil {
+		return Page[SyncJob]{}, err
+	}
+	out := Page[SyncJob]{Items: make([]SyncJob, 0, len(idPage.Items)), PageInfo: idPage.PageInfo}
+	for _, id := range idPage.Items {
+		j, err := s.Jobs.Job(ctx, dep, id)
+		if errors.Is(err, ErrNotFound) {
+			continue // expired since it was listed
+		}
+		if err != nil {
+			return Page[SyncJob]{}, err
+		}
+		out.Items = append(out.Items, jobView(j))
+	}
+	return out, nil
+}
+
+func (s *service) CancelJob(ctx context.Context, p *identity.Principal, dep int64, id string) (SyncJob, error) {
+	if err := authorize(p, roleSync); err != nil {
+		return SyncJob{}, err
+	}
+	if !ValidJobID(id) {
+		return SyncJob{}, notFound("sync job %q not found", id)
+	}
+	dequeued := false
+	j, err := s.Jobs.UpdateJob(ctx, dep, id, func(j *Job) error {
+		dequeued = false
+		if j.Terminal() {
+			return conflict("sync job %s is already %s", id, j.Status)
+		}
+		j.CanceledBy = p.User.ID
+		if j.Status == StatusQueued { // never started, or waiting between attempts: no worker holds it
+			now := s.now().UTC()
+			j.Status, j.FinishedAt, j.Progress.Phase, j.Error = StatusCanceled, &now, "done", nil
+			dequeued = true
+			return nil
+		}
+		j.CancelRequested = true // the worker stops at its next model
+		return nil
+	})
+	if errors.Is(err, ErrNotFound) {
+		return SyncJob{}, notFound("sync job %q not found", id)
+	}
+	if err != nil {
+		return SyncJob{}, err
+	}
+	if dequeued {
+		// Let the branch's next job go; the queue's delivery is acknowledged by the worker
+		// that receives it and finds the job over.
+		_ = s.Jobs.LeaveLine(context.WithoutCancel(ctx), dep, j.BranchName, id)
+	}
+	return jobView(j), nil
+}

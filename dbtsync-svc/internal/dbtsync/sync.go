@@ -1,0 +1,175 @@
+package dbtsync
+
+import (
+	"context"
+	"errors"
+
+	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
+	"github.com/analyticsco/platform/libs/identity"
+	"github.com/analyticsco/platform/libs/logging"
+)
+
+// validate applies the start-sync rules that need the whole request, in the order the
+// client is told about them.
+func (in StartSyncInput) validate() error {
+	switch {
+	case in.Source == SourceManifest && !in.HasManifest:
+		return invalid("field \"manifest\" is required when \"source\" is \"manifest\"")
+	case in.Ref != nil && *in.Ref == "":
+		return invalid("field \"ref\" must not be empty")
+	case in.Ref != nil && !ValidRef(*in.Ref):
+		return invalid("field \"ref\" is not a valid git branch or tag name")
+	case in.BranchName != nil && !validBranchName(*in.BranchName):
+		return invalid("field \"branchName\" must be 1 to 200 characters of letters, digits, '-', '_', '.', '/', with no '..' and no leading or trailing '/'")
+	case in.Source == SourceManifest && in.SchemaVersion == 0:
+		return invalid("field \"manifest\" has no metadata.dbt_schema_version: a dbt manifest (schema v7 to v12, or v20) is required")
+	}
+	return nil
+}
+
+func (s *service) StartSync(ctx context.Context, p *identity.Principal, dep int64, body SyncRequestBody) (SyncStarted, error) {
+	var res SyncStarted
+	if err := authorize(p, roleSync); err != nil {
+		return res, err
+	}
+	id := NewSyncJobID(s.now().UTC())
+	in, kept, err := s.receive(ctx, dep, id, body, &res)
+	if err != nil {
+		return res, err
+	}
+	// The upload (if any) is kept from here on: any refusal removes it.
+	rollback := func(err error) (SyncStarted, error) {
+		if kept {
+			_ = s.Manifests.DeleteManifest(context.WithoutCancel(ctx), id)
+		}
+		return res, err
+	}
+	branch, err := s.targetBranch(ctx, dep, in)
+	if err != nil {
+		return rollback(err)
+	}
+	production := p.Deployment.ProductionBranch
+	if branch == production && !p.HasRole(identity.RoleAdmin) {
+		return rollback(forbidden("only admins may sync into the production branch %q", production))
+	}
+	job := s.newJob(ctx, p, dep, id, Job{Source: in.Source, Output: in.Output, Ref: in.Ref, BranchName: branch, HasManifest: kept})
+	if in.Source != SourceGit {
+		job.Ref = nil
+	}
+	if err := s.Jobs.Enqueue(ctx, job); err != nil {
+		return rollback(err)
+	}
+	res.Accepted = SyncAccepted{BranchName: branch, SyncJobID: id, WorkflowID: job.WorkflowID}
+	res.Source = in.Source
+	return res, nil
+}
+
+// receive reads the request with body, streaming its manifest into the store as the
+// upload of job id, and validates it; kept reports an upload that stays (a valid
+// manifest sync's). res.ManifestBytes counts it.
+func (s *service) receive(ctx context.Context, dep int64, id string, body SyncRequestBody, res *SyncStarted) (StartSyncInput, bool, error) {
+	upload := s.newUpload(ctx, dep, id)
+	in, err := body(upload)
+	if err == nil {
+		err = in.validate()
+	}
+	keep := err == nil && in.Source == SourceManifest
+	_, uerr := upload.finish(keep)
+	switch {
+	case upload.refused != nil:
+		return in, false, upload.refused
+	case err != nil:
+		return in, false, err
+	case uerr != nil:
+		return in, false, QueueUnavailable(uerr)
+	}
+	if keep {
+		res.ManifestBytes = upload.written
+	}
+	return in, keep, nil
+}
+
+// targetBranch is the branch the sync writes: branchName, else dbt/<ref>, else
+// dbt/<integration branch> for git and dbt/manifest for a manifest. A git sync needs a
+// saved integration, and a ref that looks like a commit SHA must be a branch or tag of
+// its repository.
+func (s *service) targetBranch(ctx context.Context, dep int64, in StartSyncInput) (string, error) {
+	var branch string
+	switch {
+	case in.BranchName != nil:
+		branch = *in.BranchName
+	case in.Ref != nil:
+		branch = derivedBranchName(*in.Ref)
+	}
+	if in.Source != SourceGit {
+		if branch == "" {
+			branch = manifestBranch
+		}
+		return branch, nil
+	}
+	integ, err := s.Integrations.Integration(ctx, dep)
+	if errors.Is(err, ErrNotFound) {
+		return "", invalid("source \"git\" needs a dbt git integration: save one with PUT /api/v1/deployments/%d/dbt-git-integration, or send source \"manifest\" with the manifest", dep)
+	}
+	if err != nil {
+		return "", err
+	}
+	if branch == "" {
+		branch = derivedBranchName(integ.Branch)
+	}
+	// When the repository cannot be asked, the job finds out and fails naming the ref.
+	if in.Ref != nil && LooksLikeSHA(*in.Ref) {
+		if ok, err := s.Git.HasRef(ctx, integ, *in.Ref); err == nil && !ok {
+			return "", invalid("field \"ref\": %q is neither a branch nor a tag of the repository at %s (a commit SHA is not accepted)", *in.Ref, RepoHost(integ.RepoURL))
+		}
+	}
+	return branch, nil
+}
+
+// newJob is a queued job of p's with the fields of in that say what it does.
+func (s *service) newJob(ctx context.Context, p *identity.Principal, dep int64, id string, in Job) Job {
+	in.SyncJobID, in.DeploymentID, in.Status, in.WorkflowID = id, dep, StatusQueued, "dbt-sync-"+id
+	in.Progress, in.Warnings, in.CreatedAt = Progress{Phase: "queued"}, []convert.Warning{}, s.now().UTC()
+	in.ProductionBranch, in.AccountID, in.StartedBy, in.RequestID = p.Deployment.ProductionBranch, p.Account.ID, p.User.ID, logging.RequestID(ctx)
+	return in
+}
+
+func (s *service) RetryJob(ctx context.Context, p *identity.Principal, dep int64, id string) (SyncAccepted, error) {
+	if err := authorize(p, roleSync); err != nil {
+		return SyncAccepted{}, err
+	}
+	old, err := s.job(ctx, dep, id)
+	if err != nil {
+		return SyncAccepted{}, err
+	}
+	if !old.Terminal() {
+		return SyncAccepted{}, conflict("sync job %s is still %s: wait for it to finish, or cancel it, before retrying", id, old.Status)
+	}
+	production := p.Deployment.ProductionBranch
+	if old.BranchName == production && !p.HasRole(identity.RoleAdmin) {
+		return SyncAccepted{}, forbidden("only admins may sync into the production branch %q", production)
+	}
+	if old.Source == SourceGit {
+		if _, err := s.Integrations.Integration(ctx, dep); errors.Is(err, ErrNotFound) {
+			return SyncAccepted{}, invalid("source \"git\" needs a dbt git integration: save one with PUT /api/v1/deployments/%d/dbt-git-integration", dep)
+		} else if err != nil {
+			return SyncAccepted{}, err
+		}
+	}
+	manifestOf := ""
+	if old.HasManifest {
+		manifestOf = old.ManifestJobID()
+		if ok, err := s.Manifests.HasManifest(ctx, manifestOf); err != nil {
+			return SyncAccepted{}, err
+		} else if !ok {
+			return SyncAccepted{}, conflict("the manifest of sync job %s is no longer stored (a manifest is kept after a failed or canceled job until DBT_SYNC_OBJECT_MAX_AGE, and removed after a successful one): start a new sync with it", id)
+		}
+	}
+	nid := NewSyncJobID(s.now().UTC())
+	job := s.newJob(ctx, p, dep, nid, Job{Source: old.Source, Output: old.Output, Ref: old.Ref, BranchName: old.BranchName,
+		HasManifest: old.HasManifest, ManifestOf: manifestOf, RetryOf: id})
+	if err := s.Jobs.Enqueue(ctx, job); err != nil {
+		return SyncAccepted{}, err
+	}
+	return SyncAccepted{BranchName: job.BranchName, SyncJobID: nid, WorkflowID: job.WorkflowID}, nil
+}

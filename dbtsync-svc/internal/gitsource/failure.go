@@ -1,0 +1,43 @@
+package gitsource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+
+	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
+)
+
+// errRepoTooLarge: the server sent more than the repository size limit.
+var errRepoTooLarge = errors.New("repository over the size limit")
+
+// cloneFailure turns a clone error into a message naming the host and the kind of
+// failure, never the server's own words (they would make the clone an oracle for whatever
+// the URL reaches). A failure retrying cannot mend is permanent.
+func cloneFailure(ctx context.Context, host, ref string, err error, l Limits) error {
+	var refused *dbtsync.RepositoryRefusedError
+	switch {
+	case errors.As(err, &refused):
+		return dbtsync.Permanent(errors.New(refused.Reason))
+	case errors.Is(err, errRepoTooLarge):
+		return dbtsync.Permanent(fmt.Errorf("the repository at %s is over the size limit of %d bytes (DBT_SYNC_MAX_REPO_BYTES)", host, l.MaxRepoBytes))
+	case ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded):
+		return dbtsync.Permanent(fmt.Errorf("cloning from %s took longer than %s (DBT_SYNC_CLONE_TIMEOUT)", host, l.CloneTimeout))
+	case errors.Is(err, transport.ErrAuthenticationRequired) || errors.Is(err, transport.ErrAuthorizationFailed):
+		return dbtsync.Permanent(fmt.Errorf("git server %s refused the credentials", host))
+	case errors.Is(err, transport.ErrRepositoryNotFound):
+		return dbtsync.Permanent(fmt.Errorf("no repository at %s under that path", host))
+	case errors.Is(err, plumbing.ErrReferenceNotFound) || strings.Contains(err.Error(), "couldn't find remote ref") || strings.Contains(err.Error(), "reference not found"):
+		return dbtsync.Permanent(fmt.Errorf("git ref %q not found in the repository at %s", ref, host))
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return fmt.Errorf("git server %s cannot be reached (network error)", host)
+	}
+	return fmt.Errorf("cloning from %s failed (the server's answer is not a git repository we can read)", host)
+}

@@ -1,0 +1,251 @@
+// Package gitsource reads dbt projects from git repositories for dbtsync-svc: a
+// shallow, single-ref clone into a directory of its own, and the repository policy
+// (policy.go) that decides which URLs may be cloned at all. Repositories are hostile:
+// clones are bounded in time and size, and nothing outside a clone is ever read.
+// Source implements dbtsync.GitSource.
+package gitsource
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+	"github.com/go-git/go-git/v5/storage/memory"
+
+	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
+	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
+)
+
+// Limits bound what one clone may cost; zero fields take the defaults.
+type Limits struct {
+	Policy       Policy
+	CloneTimeout time.Duration // the clone, from the first request to the checked-out tree
+	MaxRepoBytes int64         // bytes downloaded, and bytes of the checked-out tree
+	MaxFiles     int           // files of the checked-out tree
+	MaxFileBytes int64         // one file the conversion reads (a schema .yml, dbt_project.yml)
+	MaxManifest  int64         // the manifest at manifestPath
+}
+
+// DefaultLimits apply where Limits leaves a field zero.
+var DefaultLimits = Limits{CloneTimeout: 2 * time.Minute, MaxRepoBytes: 512 << 20, MaxFiles: 50_000,
+	MaxFileBytes: 16 << 20, MaxManifest: dbtsync.DefaultMaxSyncBodyBytes}
+
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits
+	if l.CloneTimeout <= 0 {
+		l.CloneTimeout = d.CloneTimeout
+	}
+	if l.MaxRepoBytes <= 0 {
+		l.MaxRepoBytes = d.MaxRepoBytes
+	}
+	if l.MaxFiles <= 0 {
+		l.MaxFiles = d.MaxFiles
+	}
+	if l.MaxFileBytes <= 0 {
+		l.MaxFileBytes = d.MaxFileBytes
+	}
+	if l.MaxManifest <= 0 {
+		l.MaxManifest = d.MaxManifest
+	}
+	return l
+}
+
+// Opener opens the sealed credentials of an integration (internal/credentials).
+type Opener interface {
+	Open(sealed []byte, deploymentID int64) ([]byte, error)
+}
+
+// Source checks repository URLs, lists their references and, when made by NewCloner,
+// clones them.
+type Source struct {
+	opener Opener
+	limits Limits
+	root   string // this process's clone directory ("": no clones); each clone gets its own directory under it
+}
+
+// New checks repository URLs and lists references (the API process); it clones nothing.
+func New(opener Opener, limits Limits) *Source {
+	limits = limits.withDefaults()
+	installTransports(limits)
+	return &Source{opener: opener, limits: limits}
+}
+
+// CheckRepository applies the repository policy to url.
+func (s *Source) CheckRepository(ctx context.Context, url string) error {
+	return s.limits.Policy.CheckURL(ctx, url)
+}
+
+// refListTimeout bounds the listing inside the request that asked for it.
+const refListTimeout = 15 * time.Second
+
+// maxListedRefs bounds how many advertised references are looked at.
+const maxListedRefs = 100_000
+
+// HasRef reports whether ref is a branch or a tag of the integration's repository, by
+// listing the remote's references (git ls-remote: no objects are fetched). An error means
+// the repository could not be asked (the caller may let the job find out).
+func (s *Source) HasRef(ctx context.Context, in dbtsync.Integration, ref string) (bool, error) {
+	if err := s.limits.Policy.CheckURL(ctx, in.RepoURL); err != nil {
+		return false, dbtsync.Permanent(err)
+	}
+	auth, err := s.auth(in)
+	if err != nil {
+		return false, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, min(refListTimeout, s.limits.CloneTimeout))
+	defer cancel()
+	rem := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{in.RepoURL}})
+	refs, err := rem.ListContext(ctx, &git.ListOptions{Auth: auth})
+	if err != nil {
+		return false, cloneFailure(ctx, dbtsync.RepoHost(in.RepoURL), ref, err, s.limits)
+	}
+	want := refCandidates(ref)
+	for i, r := range refs {
+		if i >= maxListedRefs {
+			break
+		}
+		if r.Name() == want[0] || r.Name() == want[1] {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// Load clones ref (a branch, else a tag) and reads the manifest at manifestPath when it
+// exists there, otherwise the dbt project files.
+func (s *Source) Load(ctx context.Context, in dbtsync.Integration, ref string) (*convert.Project, error) {
+	if s.root == "" {
+		return nil, errors.New("this process does not clone repositories (gitsource.New)")
+	}
+	if err := s.limits.Policy.CheckURL(ctx, in.RepoURL); err != nil {
+		return nil, dbtsync.Permanent(err)
+	}
+	dir, err := os.MkdirTemp(s.root, "job-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	if err := s.clone(ctx, in, ref, dir); err != nil {
+		return nil, err
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	if in.ManifestPath != "" {
+		p, found, err := s.readManifest(root, in.ManifestPath)
+		if found || err != nil {
+			return p, err
+		}
+	}
+	return s.readProject(root, in.ProjectPath)
+}
+
+// clone checks ref out into dir and scans what it brought.
+func (s *Source) clone(ctx context.Context, in dbtsync.Integration, ref, dir string) error {
+	ctx, cancel := context.WithTimeout(ctx, s.limits.CloneTimeout)
+	defer cancel()
+	opts := &git.CloneOptions{URL: in.RepoURL, Depth: 1, SingleBranch: true, Tags: git.NoTags}
+	if strings.HasPrefix(in.RepoURL, "file://") {
+		// The in-process server does not negotiate shallow clones; a local clone is cheap anyway.
+		opts.Depth = 0
+	}
+	var err error
+	if opts.Auth, err = s.auth(in); err != nil {
+		return err
+	}
+	var cloneErr error
+	for _, name := range refCandidates(ref) {
+		_ = os.RemoveAll(dir)
+		opts.ReferenceName = name
+		if _, cloneErr = git.PlainCloneContext(ctx, dir, false, opts); cloneErr == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if cloneErr != nil {
+		return cloneFailure(ctx, dbtsync.RepoHost(in.RepoURL), ref, cloneErr, s.limits)
+	}
+	if err := scanClone(dir, s.limits); err != nil {
+		return dbtsync.Permanent(err)
+	}
+	return nil
+}
+
+// readManifest reads the manifest at manifestPath; found is false when the clone has
+// none there.
+func (s *Source) readManifest(root *os.Root, manifestPath string) (p *convert.Project, found bool, err error) {
+	rel := strings.TrimPrefix(path.Clean("/"+manifestPath), "/")
+	f, err := root.Open(rel)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, true, dbtsync.Permanent(fmt.Errorf("repository file %s cannot be read: it leads outside the repository or is not a file", rel))
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	switch {
+	case err != nil:
+		return nil, true, dbtsync.Permanent(fmt.Errorf("repository file %s cannot be read", rel))
+	case !st.Mode().IsRegular():
+		return nil, true, dbtsync.Permanent(fmt.Errorf("repository file %s is not a regular file", rel))
+	case st.Size() > s.limits.MaxManifest:
+		return nil, true, dbtsync.Permanent(fmt.Errorf("repository file %s is %d bytes, over the manifest limit of %d bytes", rel, st.Size(), s.limits.MaxManifest))
+	}
+	p, err = dbtsync.DecodeManifest(bufio.NewReaderSize(io.LimitReader(f, s.limits.MaxManifest), 256<<10))
+	return p, true, err
+}
+
+// readProject reads the dbt project files under projectPath.
+func (s *Source) readProject(root *os.Root, projectPath string) (*convert.Project, error) {
+	proj := strings.Trim(path.Clean("/"+projectPath), "/")
+	bfs := &boundedFS{fsys: root.FS(), maxFile: s.limits.MaxFileBytes}
+	p, err := convert.ReadProject(bfs, proj)
+	if bfs.violation != nil {
+		return nil, dbtsync.Permanent(bfs.violation)
+	}
+	if err != nil {
+		return nil, dbtsync.Permanent(err)
+	}
+	return p, nil
+}
+
+// refCandidates are the references a ref may name, in order: a branch, then a tag.
+func refCandidates(ref string) []plumbing.ReferenceName {
+	return []plumbing.ReferenceName{plumbing.NewBranchReferenceName(ref), plumbing.NewTagReferenceName(ref)}
+}
+
+// auth is the integration's saved credentials as go-git auth (nil without any).
+func (s *Source) auth(in dbtsync.Integration) (transport.AuthMethod, error) {
+	if len(in.Credentials) == 0 {
+		return nil, nil
+	}
+	plain, err := s.opener.Open(in.Credentials, in.DeploymentID)
+	if err != nil {
+		return nil, dbtsync.Permanent(errors.New("saved git credentials cannot be decrypted (was a DBT_CREDENTIALS_KEY key removed?)"))
+	}
+	var c dbtsync.GitCredentials
+	_ = json.Unmarshal(plain, &c)
+	user := c.Username
+	if user == "" {
+		user = "x-access-token"
+	}
+	return &githttp.BasicAuth{Username: user, Password: c.Token}, nil
+}

@@ -1,0 +1,151 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
+	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
+)
+
+// outcome is how a job ended: its status, the error it failed with, and what it wrote.
+type outcome struct {
+	status    string
+	err       string
+	res       *convert.Result
+	version   int64
+	unchanged bool // a branch job whose output was the latest version's
+}
+
+// execute runs a claimed job and records how it ended. A run is bounded by JobTimeout
+// and stops at its next model when a cancel is requested.
+func (w *Worker) execute(ctx context.Context, d dbtsync.Delivery, job dbtsync.Job, span trace.Span, log *slog.Logger) {
+	stopKeepAlive := w.keepAlive(ctx, d)
+	runCtx, cancelRun := context.WithTimeout(ctx, w.opts.JobTimeout)
+	canceled := w.watchCancel(runCtx, job, cancelRun)
+	out, err := w.run(runCtx, job)
+	timedOut := runCtx.Err() == context.DeadlineExceeded
+	cancelRun()
+	stopKeepAlive()
+	bg := context.WithoutCancel(ctx)
+	switch {
+	case ctx.Err() != nil:
+		log.Warn("worker stopping mid-job; JetStream will redeliver it")
+	case err != nil && canceled.Load():
+		w.finish(bg, job, outcome{status: dbtsync.StatusCanceled})
+		d.Ack()
+		log.Info("sync job canceled while running")
+	case err != nil:
+		if timedOut {
+			err = dbtsync.Permanent(fmt.Errorf("the job ran longer than %s (DBT_SYNC_JOB_TIMEOUT) and was stopped", w.opts.JobTimeout))
+		}
+		w.failed(bg, d, job, err, span, log)
+	default:
+		out.status = dbtsync.StatusSucceeded
+		w.finish(bg, job, out)
+		d.Ack()
+		log.Info("sync job succeeded", "files", len(out.res.Files), "warnings", len(out.res.Warnings), "version", out.version, "changed", !out.unchanged)
+	}
+}
+
+// failed ends the job failed when retrying cannot help or it ran MaxAttempts times, and
+// otherwise queues it again after the backoff.
+func (w *Worker) failed(ctx context.Context, d dbtsync.Delivery, job dbtsync.Job, err error, span trace.Span, log *slog.Logger) {
+	span.RecordError(err)
+	if dbtsync.IsPermanent(err) || job.Attempts >= w.opts.MaxAttempts {
+		span.SetStatus(codes.Error, err.Error())
+		w.finish(ctx, job, outcome{status: dbtsync.StatusFailed, err: err.Error()})
+		d.Ack()
+		log.Warn("sync job failed", "err", err, "attempts", job.Attempts)
+		return
+	}
+	reason := err.Error()
+	_, _ = w.Jobs.UpdateJob(ctx, job.DeploymentID, job.SyncJobID, func(j *dbtsync.Job) error {
+		j.Status, j.Error, j.Progress.Phase = dbtsync.StatusQueued, &reason, "retrying"
+		return nil
+	})
+	w.metrics.Attempts.WithLabelValues("retry").Inc()
+	d.Retry(w.opts.Backoff(job.Attempts))
+	log.Warn("sync job attempt failed; retrying", "err", err, "attempt", job.Attempts)
+}
+
+// keepAlive keeps the delivery the worker's while it converts (the queue would deliver it
+// again after AckWait), until the returned stop is called.
+func (w *Worker) keepAlive(ctx context.Context, d dbtsync.Delivery) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(w.opts.AckWait / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				d.KeepAlive()
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+// watchCancel watches the job while it runs and calls cancel when a cancel is requested;
+// the conversion checks its context before each model. The returned flag tells a
+// canceled run from a failed one.
+func (w *Worker) watchCancel(ctx context.Context, job dbtsync.Job, cancel context.CancelFunc) *atomic.Bool {
+	var flag atomic.Bool
+	requested, err := w.Jobs.WatchCancel(ctx, job.DeploymentID, job.SyncJobID)
+	if err != nil {
+		return &flag // without a watch the job runs to its end; a cancel still ends it queued-side
+	}
+	go func() {
+		select {
+		case <-requested:
+			flag.Store(true)
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return &flag
+}
+
+// finish records the job's end, lets its branch's next job go, and removes a succeeded
+// job's upload: a failed or canceled job's stays (until DBT_SYNC_OBJECT_MAX_AGE) so the
+// job can be retried.
+func (w *Worker) finish(ctx context.Context, job dbtsync.Job, o outcome) {
+	now := time.Now().UTC()
+	_, err := w.Jobs.UpdateJob(ctx, job.DeploymentID, job.SyncJobID, func(j *dbtsync.Job) error {
+		j.Status, j.FinishedAt, j.Progress.Phase, j.Error = o.status, &now, "done", nil
+		if o.err != "" {
+			msg := o.err
+			j.Error = &msg
+		}
+		if o.res != nil {
+			j.Warnings, j.Version = o.res.Warnings, o.version
+			if j.Output == dbtsync.OutputBranch {
+				changed := !o.unchanged
+				j.Changed = &changed
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		w.logger.Error("record job outcome", "sync_job_id", job.SyncJobID, "err", err)
+	}
+	_ = w.Jobs.LeaveLine(ctx, job.DeploymentID, job.BranchName, job.SyncJobID)
+	if job.HasManifest && o.status == dbtsync.StatusSucceeded {
+		_ = w.Manifests.DeleteManifest(ctx, job.ManifestJobID())
+	}
+	w.metrics.Jobs.WithLabelValues(o.status).Inc()
+	w.metrics.Attempts.WithLabelValues(o.status).Inc()
+	if w.opts.Audit != nil {
+		w.opts.Audit.Record(ctx, dbtsync.FinishEvent(job, o.status, o.err, o.version, o.unchanged))
+	}
+}

@@ -1,0 +1,112 @@
+package worker
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"time"
+
+	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
+	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
+)
+
+// run converts the job's input and writes the outcome (a branch version or the result
+// files); it is safe to run again for the same job.
+func (w *Worker) run(ctx context.Context, job dbtsync.Job) (outcome, error) {
+	proj, err := w.load(ctx, job)
+	if err != nil {
+		return outcome{}, err
+	}
+	total := len(proj.Models)
+	w.progress(ctx, job, dbtsync.Progress{Phase: "converting", ModelsTotal: &total})
+	w.phase(ctx, job.SyncJobID, "converting")
+	if ctx.Err() != nil {
+		return outcome{}, ctx.Err()
+	}
+	res, err := w.convert(ctx, job, proj)
+	if err != nil {
+		return outcome{}, err
+	}
+	out := outcome{res: &res}
+	w.progress(ctx, job, dbtsync.Progress{Phase: "writing", ModelsTotal: &total, ModelsDone: total})
+	if job.Output == dbtsync.OutputFiles {
+		if err := w.Manifests.PutResult(ctx, job.SyncJobID, res.Files); err != nil {
+			return outcome{}, err
+		}
+	} else {
+		version, changed, err := w.Branches.WriteVersion(ctx, job.DeploymentID, job.BranchName, job.SyncJobID, res.Files, time.Now().UTC())
+		if err != nil {
+			return outcome{}, err
+		}
+		out.version, out.unchanged = version, !changed
+		if changed {
+			w.metrics.Versions.Inc()
+		}
+	}
+	w.phase(ctx, job.SyncJobID, "committed")
+	if ctx.Err() != nil {
+		return outcome{}, ctx.Err()
+	}
+	return out, nil
+}
+
+// progress stores where the job is (best effort: a lost update is overwritten by the next).
+func (w *Worker) progress(ctx context.Context, job dbtsync.Job, p dbtsync.Progress) error {
+	_, err := w.Jobs.UpdateJob(ctx, job.DeploymentID, job.SyncJobID, func(j *dbtsync.Job) error {
+		j.Progress = p
+		return nil
+	})
+	return err
+}
+
+// convert renders the project model by model, recording progress every ProgressEvery
+// models; it stops before the next model once ctx ends (a cancel, the job's deadline).
+func (w *Worker) convert(ctx context.Context, job dbtsync.Job, proj *convert.Project) (convert.Result, error) {
+	conv := convert.Prepare(proj)
+	total := len(proj.Models)
+	res := convert.Result{Files: make([]convert.File, conv.Len()), Warnings: conv.Warnings}
+	for i := range res.Files {
+		if err := ctx.Err(); err != nil {
+			return convert.Result{}, err
+		}
+		res.Files[i] = conv.File(i)
+		// Skipped models (warnings) count as done with the first file, so done reaches total.
+		done := min(i+1+total-conv.Len(), total)
+		if done%w.opts.ProgressEvery != 0 || done == total {
+			continue
+		}
+		err := w.progress(ctx, job, dbtsync.Progress{Phase: "converting", ModelsTotal: &total, ModelsDone: done})
+		if err == nil && w.opts.Progressed != nil {
+			w.opts.Progressed(ctx, job.SyncJobID, done, total)
+		}
+	}
+	return res, nil
+}
+
+// load reads the job's input: its uploaded manifest, or the project at its ref of the
+// deployment's repository.
+func (w *Worker) load(ctx context.Context, job dbtsync.Job) (*convert.Project, error) {
+	if job.Source == dbtsync.SourceManifest {
+		r, err := w.Manifests.Manifest(ctx, job.ManifestJobID())
+		if errors.Is(err, dbtsync.ErrNotFound) {
+			return nil, dbtsync.Permanent(errors.New("the uploaded manifest is gone from the object store"))
+		}
+		if err != nil {
+			return nil, err
+		}
+		defer r.Close()
+		return dbtsync.DecodeManifest(bufio.NewReaderSize(r, 256<<10))
+	}
+	integ, err := w.Integrations.Integration(ctx, job.DeploymentID)
+	if errors.Is(err, dbtsync.ErrNotFound) {
+		return nil, dbtsync.Permanent(errors.New("the deployment has no dbt git integration any more"))
+	}
+	if err != nil {
+		return nil, err
+	}
+	ref := integ.Branch
+	if job.Ref != nil {
+		ref = *job.Ref
+	}
+	return w.Git.Load(ctx, integ, ref)
+}

@@ -1,0 +1,114 @@
+// Package worker is dbtsync-svc's job consumer (`dbtsync-svc worker`): it takes the jobs
+// the job feed delivers, one per branch at a time and in order, converts their input
+// (an uploaded manifest or a git clone) and writes the outcome (a branch version or a
+// files result), through the domain's ports only.
+package worker
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
+	"github.com/analyticsco/platform/libs/audit"
+)
+
+// Options tune the worker; zero values take the defaults.
+type Options struct {
+	Concurrency  int           // jobs converted at once (default 2)
+	MaxAttempts  int           // runs of a job before it ends failed (default 5)
+	AckWait      time.Duration // redelivery after a silent worker (default 30s)
+	JobTimeout   time.Duration // a run still going after this long fails (default 15m)
+	BlockedDelay time.Duration // retry delay of a job waiting for its branch (default 1s)
+	Backoff      func(attempt int) time.Duration
+	// Phase, when set, is called as a job passes "waiting", "converting" and "committed";
+	// tests use it to stop a worker at a precise point.
+	Phase func(ctx context.Context, syncJobID, phase string)
+	// ProgressEvery is how many converted models advance progress.modelsDone in the job
+	// state (default 100): often enough to watch, rare enough to cost little KV traffic.
+	ProgressEvery int
+	// Progressed, when set, is called after each such update has been stored.
+	Progressed func(ctx context.Context, syncJobID string, modelsDone, modelsTotal int)
+	// Audit records the end of every job (nil: nothing is recorded).
+	Audit audit.Recorder
+}
+
+func (o *Options) defaults() {
+	if o.Concurrency <= 0 {
+		o.Concurrency = 2
+	}
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = 5
+	}
+	if o.AckWait <= 0 {
+		o.AckWait = 30 * time.Second
+	}
+	if o.JobTimeout <= 0 {
+		o.JobTimeout = 15 * time.Minute
+	}
+	if o.BlockedDelay <= 0 {
+		o.BlockedDelay = time.Second
+	}
+	if o.ProgressEvery <= 0 {
+		o.ProgressEvery = 100
+	}
+	if o.Backoff == nil {
+		o.Backoff = func(attempt int) time.Duration {
+			d := time.Second << min(attempt, 6)
+			return min(d, time.Minute)
+		}
+	}
+}
+
+// Ports are the adapters the worker works through.
+type Ports struct {
+	Jobs         dbtsync.JobQueue
+	Feed         dbtsync.JobFeed
+	Manifests    dbtsync.ManifestStore
+	Branches     dbtsync.BranchStore
+	Integrations dbtsync.IntegrationStore
+	Git          dbtsync.GitSource
+}
+
+// Worker converts queued jobs.
+type Worker struct {
+	Ports
+	metrics *dbtsync.Metrics
+	logger  *slog.Logger
+	opts    Options
+}
+
+// New builds a worker; Run consumes until its context ends.
+func New(p Ports, metrics *dbtsync.Metrics, logger *slog.Logger, opts Options) *Worker {
+	opts.defaults()
+	return &Worker{Ports: p, metrics: metrics, logger: logger, opts: opts}
+}
+
+// Run takes jobs from the feed until ctx ends. Jobs in flight then are left to be
+// delivered again, as after a crash.
+func (w *Worker) Run(ctx context.Context) error {
+	return w.Feed.Consume(ctx, w.opts.Concurrency, w.opts.AckWait, w.syncJob)
+}
+
+func (w *Worker) phase(ctx context.Context, id, phase string) {
+	if w.opts.Phase != nil {
+		w.opts.Phase(ctx, id, phase)
+	}
+}
+
+// syncJob takes one delivery of a sync job: a span of the trace of the request that queued it.
+func (w *Worker) syncJob(ctx context.Context, d dbtsync.Delivery) {
+	ctx, span := otel.Tracer("dbtsync-worker").Start(ctx, "dbtsync.SyncJob", trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(attribute.String("sync_job.id", d.SyncJobID()), attribute.Int64("deployment.id", d.DeploymentID())))
+	defer span.End()
+	log := w.logger.With("sync_job_id", d.SyncJobID(), "deployment_id", d.DeploymentID(), "trace_id", span.SpanContext().TraceID().String())
+	job, ok := w.claim(ctx, d, log)
+	if !ok {
+		return
+	}
+	w.execute(ctx, d, job, span, log)
+}
