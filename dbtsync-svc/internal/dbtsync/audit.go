@@ -2,7 +2,6 @@ package dbtsync
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -13,8 +12,8 @@ import (
 	"github.com/analyticsco/platform/libs/identity"
 )
 
-// The actions dbtsync-svc records in the audit trail, refused or not; a caller below an
-// operation's role records nothing (ErrRoleRequired).
+// The actions dbtsync-svc records in the audit trail, refused or not (a caller below an
+// operation's role included, as in every service).
 const (
 	ActionSyncStart         = "dbtsync.sync.start"
 	ActionSyncRetry         = "dbtsync.sync.retry"
@@ -52,12 +51,6 @@ type auditing struct {
 }
 
 func (a *auditing) record(ctx context.Context, p *identity.Principal, action string, t audit.Target, err error, ok int, d map[string]any) {
-	// A caller below the operation's role is answered 403 and not recorded: the trail
-	// records what callers entitled to an operation did with it, refusals by its rules
-	// included.
-	if errors.Is(err, ErrRoleRequired) {
-		return
-	}
 	ev := audit.New(p, action, t)
 	ev.Outcome, ev.Details = outcomeOf(err, ok), d
 	a.rec.Record(ctx, ev)
