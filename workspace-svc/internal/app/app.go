@@ -46,7 +46,9 @@ type App struct {
 // New wires the service. It creates the indexes first.
 func New(ctx context.Context, d Deps) (*App, error) {
 	store := workspace.NewStore(d.Mongo.Database(d.Database))
-	if err := ensureIndexes(ctx, store); err != nil {
+	// Replicas starting together race to create the same indexes (FerretDB answers the
+	// loser by dropping its connection): retry while the database is unreachable.
+	if err := mongox.RetryUnavailable(ctx, 30*time.Second, store.EnsureIndexes); err != nil {
 		return nil, err
 	}
 	// Folders written before folders kept their ancestors get them now; a request that
@@ -74,22 +76,4 @@ func New(ctx context.Context, d Deps) (*App, error) {
 		Checks:   []server.Check{{Name: "mongodb", Check: mongox.Ping(d.Mongo)}},
 	}
 	return &App{Handler: server.Handler(o), Internal: server.Internal(o)}, nil
-}
-
-// ensureIndexes retries while the database is unreachable: replicas starting together
-// race to create the same indexes, and FerretDB answers the loser by dropping its
-// connection; the next attempt finds the indexes in place.
-func ensureIndexes(ctx context.Context, store *workspace.Store) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for attempt := 1; ; attempt++ {
-		err := store.EnsureIndexes(ctx)
-		if err == nil || !mongox.Unavailable(err) || time.Now().After(deadline) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(time.Duration(attempt) * 100 * time.Millisecond):
-		}
-	}
 }

@@ -509,6 +509,16 @@ func TestValidation(t *testing.T) {
 			t.Fatalf("want 415, got %d %s", r.Status, r.Body)
 		}
 	})
+	t.Run("folders-405-with-allow-and-unknown-path-404", func(t *testing.T) {
+		r := e.do(t, "DELETE", depPath(dep, "/folders"), admin, nil)
+		if st, msg := r.errorBody(t); r.Status != 405 || st != 405 || r.Header.Get("Allow") != "POST" || !strings.Contains(msg, "allowed: POST") {
+			t.Fatalf("want 405 with Allow: POST, got %d %v %s", r.Status, r.Header, r.Body)
+		}
+		r = e.do(t, "GET", depPath(dep, "/workbooks/1/history"), admin, nil)
+		if st, _ := r.errorBody(t); r.Status != 404 || st != 404 {
+			t.Fatalf("want a JSON 404, got %d %s", r.Status, r.Body)
+		}
+	})
 	t.Run("list-400-first-out-of-range", func(t *testing.T) {
 		for _, q := range []string{"first=0", "first=201", "first=x", "after=%21%21", "folderId=-1"} {
 			if r := e.do(t, "GET", depPath(dep, "/workspace?"+q), admin, nil); r.Status != 400 {

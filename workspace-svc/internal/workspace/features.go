@@ -9,6 +9,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
@@ -194,7 +195,7 @@ func (s *service) SetFavorite(ctx context.Context, p *identity.Principal, dep in
 		return err
 	}
 	if len(have) >= s.limits.Favorites && !containsID(have, ref.ID) {
-		return failf(KindLimit, "you already have %d favorites in deployment %d, the limit (WORKSPACE_MAX_FAVORITES); remove one first", s.limits.Favorites, dep).with(httpx.CodeFavoritesLimit)
+		return errs.New(errs.Invalid, "you already have %d favorites in deployment %d, the limit (WORKSPACE_MAX_FAVORITES); remove one first", s.limits.Favorites, dep).WithCode(httpx.CodeFavoritesLimit)
 	}
 	return s.store.addFavorite(ctx, dep, p.User.ID, ref, s.now())
 }
@@ -251,7 +252,7 @@ func (s *service) UpdateItem(ctx context.Context, p *identity.Principal, dep int
 		return Workbook{}, err
 	}
 	if nd == nil {
-		return Workbook{}, failf(KindConflict, "%s %d was moved or deleted during the change; retry", typ.lower(), id)
+		return Workbook{}, conflictf("%s %d was moved or deleted during the change; retry", typ.lower(), id)
 	}
 	out, err := s.render(ctx, r, []*itemDoc{nd})
 	if err != nil {
@@ -274,7 +275,7 @@ func (s *service) DeleteItem(ctx context.Context, p *identity.Principal, dep int
 		return err
 	}
 	if nd == nil {
-		return failf(KindConflict, "%s %d was moved or deleted during the delete; retry", typ.lower(), id)
+		return conflictf("%s %d was moved or deleted during the delete; retry", typ.lower(), id)
 	}
 	return s.store.removeItemFavorites(ctx, dep, id)
 }
@@ -302,7 +303,7 @@ func (s *service) Unpublish(ctx context.Context, p *identity.Principal, dep, id 
 		}
 		var dash Dashboard
 		if d.Published == "" || json.Unmarshal([]byte(d.Published), &dash) != nil {
-			return Workbook{}, failf(KindConflict, "workbook %d has no published dashboard to unpublish", id)
+			return Workbook{}, conflictf("workbook %d has no published dashboard to unpublish", id)
 		}
 		nd := d
 		if dash.Status != StatusArchived {
@@ -323,5 +324,5 @@ func (s *service) Unpublish(ctx context.Context, p *identity.Principal, dep, id 
 		}
 		return out[0], nil
 	}
-	return Workbook{}, failf(KindBusy, "workbook %d kept changing during the unpublish; retry", id)
+	return Workbook{}, busyf("workbook %d kept changing during the unpublish; retry", id)
 }

@@ -16,6 +16,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
@@ -128,7 +129,7 @@ func (s *service) checkRoom(ctx context.Context, dep int64) error {
 		return err
 	}
 	if n >= s.limits.ItemsPerDeployment {
-		return failf(KindLimit, "deployment %d holds %d items (folders, workbooks and reports), the limit (WORKSPACE_MAX_ITEMS_PER_DEPLOYMENT); delete some before creating more", dep, s.limits.ItemsPerDeployment).with(httpx.CodeItemLimit)
+		return errs.New(errs.Invalid, "deployment %d holds %d items (folders, workbooks and reports), the limit (WORKSPACE_MAX_ITEMS_PER_DEPLOYMENT); delete some before creating more", dep, s.limits.ItemsPerDeployment).WithCode(httpx.CodeItemLimit)
 	}
 	return nil
 }
@@ -144,7 +145,7 @@ func (s *service) checkSizes(meta, calculated json.RawMessage, draft []byte) err
 		{"dashboardDraft", "WORKSPACE_MAX_DRAFT_BYTES", len(draft), s.limits.DraftBytes},
 	} {
 		if c.n > c.max {
-			return failf(KindTooLarge, "%s is %d bytes, over the limit of %d bytes (%s)", c.field, c.n, c.max, c.env)
+			return errs.New(errs.TooLarge, "%s is %d bytes, over the limit of %d bytes (%s)", c.field, c.n, c.max, c.env)
 		}
 	}
 	return nil
@@ -169,7 +170,7 @@ type CreateItemInput struct {
 // BulkFailure is one item that did not move.
 type BulkFailure struct {
 	Ref ItemRef
-	Err *Failure
+	Err *errs.Error
 }
 
 // BulkMoveResult is the outcome of a bulk move, in request order.
@@ -316,7 +317,7 @@ func (r *request) need(ctx context.Context, ids ...int64) error {
 			return nil
 		}
 		if attempt == 3 {
-			return failf(KindBusy, "the workspace tree kept changing while it was read; retry")
+			return busyf("the workspace tree kept changing while it was read; retry")
 		}
 		if unmigrated {
 			if err := r.s.store.BackfillAncestors(ctx, r.dep); err != nil {
@@ -392,7 +393,7 @@ func (r *request) commit(ctx context.Context, prepare func(ctx context.Context) 
 	if err := r.load(ctx); err != nil {
 		return err
 	}
-	return failf(KindBusy, "the workspace tree kept changing during the request; retry")
+	return busyf("the workspace tree kept changing during the request; retry")
 }
 
 // recordUser keeps the users projection that renders `user` of items, writing only when
@@ -467,7 +468,7 @@ func (s *service) CreateFolder(ctx context.Context, p *identity.Principal, dep i
 				return nil, forbiddenf("you need edit access to folder %d to create a folder in it", in.ParentID)
 			}
 			if lvl := t.level(in.ParentID) + 1; lvl > MaxDepth {
-				return nil, invalidf("folder %d is at level %d: a folder in it would be at level %d, and folders nest at most %d levels deep", in.ParentID, lvl-1, lvl, MaxDepth).with(httpx.CodeDepthLimit)
+				return nil, invalidf("folder %d is at level %d: a folder in it would be at level %d, and folders nest at most %d levels deep", in.ParentID, lvl-1, lvl, MaxDepth).WithCode(httpx.CodeDepthLimit)
 			}
 			if !leased {
 				ok, err := s.store.leaseFolder(ctx, dep, in.ParentID, now, now.Add(leaseTTL))
@@ -621,7 +622,7 @@ func (s *service) DeleteFolder(ctx context.Context, p *identity.Principal, dep, 
 		return err
 	}
 	if !ok {
-		return failf(KindConflict, "folder %d is receiving items right now; retry the delete shortly", id)
+		return conflictf("folder %d is receiving items right now; retry the delete shortly", id)
 	}
 	r := &request{s: s, p: p, dep: dep}
 	if err := r.load(ctx); err != nil {
@@ -634,7 +635,7 @@ func (s *service) DeleteFolder(ctx context.Context, p *identity.Principal, dep, 
 		if err != nil {
 			return err
 		}
-		return failf(KindConflict, "folder %d is not empty: move or delete its contents first", id).with(httpx.CodeFolderNotEmpty)
+		return conflictf("folder %d is not empty: move or delete its contents first", id).WithCode(httpx.CodeFolderNotEmpty)
 	}
 	return s.store.endDelete(ctx, dep, id, true, p.User.ID, now)
 }
@@ -726,10 +727,10 @@ func (s *service) BulkMove(ctx context.Context, p *identity.Principal, dep int64
 		}
 		for j, ref := range distinct[i:] {
 			if j == 0 && inFlight {
-				s.fail(&res, ref, failf(KindNotApplied, "%s %d may not have been moved: %s while moving it; check where it is and retry", ref.Type.lower(), ref.ID, reason))
+				s.fail(&res, ref, notAppliedf("%s %d may not have been moved: %s while moving it; check where it is and retry", ref.Type.lower(), ref.ID, reason))
 				continue
 			}
-			s.fail(&res, ref, failf(KindNotApplied, "%s %d was not moved: %s; retry it", ref.Type.lower(), ref.ID, reason))
+			s.fail(&res, ref, notAppliedf("%s %d was not moved: %s; retry it", ref.Type.lower(), ref.ID, reason))
 		}
 		return res, nil
 	}
@@ -737,7 +738,7 @@ func (s *service) BulkMove(ctx context.Context, p *identity.Principal, dep int64
 	docs, err := s.loadForMove(pctx, r, distinct, dest)
 	cancel()
 	if err != nil {
-		if _, ok := AsFailure(err); ok {
+		if _, ok := errs.As(err); ok {
 			return BulkMoveResult{}, err
 		}
 		return notApplied(0, false, err)
@@ -783,7 +784,7 @@ func (s *service) BulkMove(ctx context.Context, p *identity.Principal, dep int64
 			ferr = s.moveItem(ictx, r, d, dest, lease, &destGone)
 		}
 		cancel()
-		if f, ok := AsFailure(ferr); ok {
+		if f, ok := errs.As(ferr); ok {
 			s.fail(&res, ref, f)
 			continue
 		}
@@ -809,25 +810,40 @@ func (s *service) BulkMove(ctx context.Context, p *identity.Principal, dep int64
 	return res, nil
 }
 
-func (s *service) fail(res *BulkMoveResult, ref ItemRef, f *Failure) {
-	outcome := map[Kind]string{KindNotFound: "not_found", KindForbidden: "forbidden", KindInvalid: "invalid", KindBusy: "busy", KindConflict: "conflict",
-		KindNotApplied: "not_applied", KindLimit: "limit", KindTooLarge: "too_large"}[f.Kind]
-	if outcome == "" {
-		outcome = "other"
-	}
-	s.metrics.ItemsMoved.WithLabelValues(string(ref.Type), outcome).Inc()
+func (s *service) fail(res *BulkMoveResult, ref ItemRef, f *errs.Error) {
+	s.metrics.ItemsMoved.WithLabelValues(string(ref.Type), moveOutcome(f)).Inc()
 	res.Failed = append(res.Failed, BulkFailure{Ref: ref, Err: f})
 }
 
+// moveOutcome is the outcome label of an item that did not move.
+func moveOutcome(f *errs.Error) string {
+	switch f.Kind {
+	case errs.NotFound:
+		return "not_found"
+	case errs.Forbidden:
+		return "forbidden"
+	case errs.Invalid:
+		return "invalid"
+	case errs.Conflict:
+		return "conflict"
+	case errs.Unavailable:
+		if f.Code == httpx.CodeNotApplied {
+			return "not_applied"
+		}
+		return "busy"
+	}
+	return "other"
+}
+
 // checkDestination is the part of a move's checks that concerns where the item goes.
-func checkDestination(t *tree, p *identity.Principal, dest int64, destGone bool) *Failure {
+func checkDestination(t *tree, p *identity.Principal, dest int64, destGone bool) *errs.Error {
 	if dest != 0 && (destGone || t.folders[dest] == nil) {
 		return notFound(TypeFolder, dest)
 	}
 	return nil
 }
 
-func checkDestinationAccess(t *tree, p *identity.Principal, dest int64) *Failure {
+func checkDestinationAccess(t *tree, p *identity.Principal, dest int64) *errs.Error {
 	if t.containerLevel(p, dest) >= LevelEdit {
 		return nil
 	}
@@ -923,10 +939,10 @@ func (s *service) moveFolder(ctx context.Context, r *request, d *itemDoc, dest i
 			return nil, f
 		}
 		if dest != 0 && t.isSelfOrDescendant(dest, d.ID) {
-			return nil, invalidf("cannot move folder %d into itself or one of its descendants (folder %d)", d.ID, dest).with(httpx.CodeFolderCycle)
+			return nil, invalidf("cannot move folder %d into itself or one of its descendants (folder %d)", d.ID, dest).WithCode(httpx.CodeFolderCycle)
 		}
 		if deepest := t.level(dest) + t.height(d.ID); deepest > MaxDepth {
-			return nil, invalidf("moving folder %d there would put a folder at level %d: folders nest at most %d levels deep", d.ID, deepest, MaxDepth).with(httpx.CodeDepthLimit)
+			return nil, invalidf("moving folder %d there would put a folder at level %d: folders nest at most %d levels deep", d.ID, deepest, MaxDepth).WithCode(httpx.CodeDepthLimit)
 		}
 		cur := t.folders[d.ID]
 		d.Parent, d.Name, d.Position, d.Grants = cur.Parent, cur.Name, cur.Position, cur.Grants
@@ -998,7 +1014,7 @@ func (s *service) moveItem(ctx context.Context, r *request, d *itemDoc, dest int
 		}
 		*d = *nd
 	}
-	return failf(KindBusy, "%s %d kept changing during the move; retry", d.Type.lower(), d.ID)
+	return busyf("%s %d kept changing during the move; retry", d.Type.lower(), d.ID)
 }
 
 // render serializes items in the Workbook shape, loading their creators and the caller's
@@ -1201,7 +1217,7 @@ func (s *service) Publish(ctx context.Context, p *identity.Principal, dep, id in
 			return Workbook{}, err
 		}
 		if d.Draft == "" {
-			return Workbook{}, failf(KindConflict, "workbook %d has no dashboard draft to publish", id)
+			return Workbook{}, conflictf("workbook %d has no dashboard draft to publish", id)
 		}
 		var cfg DashboardConfig
 		if err := json.Unmarshal([]byte(d.Draft), &cfg); err != nil {
@@ -1260,7 +1276,7 @@ func (s *service) Publish(ctx context.Context, p *identity.Principal, dep, id in
 		}
 		return out[0], nil
 	}
-	return Workbook{}, failf(KindBusy, "workbook %d kept changing during the publish; retry", id)
+	return Workbook{}, busyf("workbook %d kept changing during the publish; retry", id)
 }
 
 func publishedVersionFilter(v int64) any {

@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/mongox"
 )
 
@@ -160,15 +161,12 @@ func ensure(ctx context.Context, coll *mongo.Collection, want []index) error {
 	return wrap("ensure indexes", err)
 }
 
-// errUnavailable marks database failures the transport answers with 503.
-var errUnavailable = errors.New("workspace database unavailable")
-
 func wrap(what string, err error) error {
 	if err == nil {
 		return nil
 	}
 	if mongox.Unavailable(err) {
-		return fmt.Errorf("%s: %w: %w", what, errUnavailable, err)
+		return fmt.Errorf("%s: %w: %w", what, errs.ErrUnavailable, err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }
