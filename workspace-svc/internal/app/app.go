@@ -15,6 +15,7 @@ import (
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
 	"github.com/analyticsco/platform/libs/server"
+	"github.com/analyticsco/platform/workspace-svc/internal/store/mongostore"
 	"github.com/analyticsco/platform/workspace-svc/internal/workspace"
 )
 
@@ -45,7 +46,7 @@ type App struct {
 
 // New wires the service. It creates the indexes first.
 func New(ctx context.Context, d Deps) (*App, error) {
-	store := workspace.NewStore(d.Mongo.Database(d.Database))
+	store := mongostore.New(d.Mongo.Database(d.Database))
 	// Replicas starting together race to create the same indexes (FerretDB answers the
 	// loser by dropping its connection): retry while the database is unreachable.
 	if err := mongox.RetryUnavailable(ctx, 30*time.Second, store.EnsureIndexes); err != nil {

@@ -4,10 +4,8 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"regexp"
 	"strings"
-
-	"go.mongodb.org/mongo-driver/v2/bson"
+	"time"
 
 	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
@@ -39,7 +37,7 @@ type searchCursor struct {
 	ID   int64  `json:"i"`
 }
 
-func searchKey(sort string, d *itemDoc) searchCursor {
+func searchKey(sort string, d *Item) searchCursor {
 	return searchCursor{Sort: sort, Name: d.Name, At: d.UpdatedAt.UnixMilli(), ID: d.ID}
 }
 
@@ -65,12 +63,12 @@ func (s *service) Search(ctx context.Context, p *identity.Principal, dep int64, 
 	if err != nil {
 		return Page{}, err
 	}
-	f := searchFilter{Parent: in.Folder, Type: in.Type}
-	if in.Q != "" {
-		f.Name = regexp.QuoteMeta(in.Q)
+	q := SearchQuery{Parent: in.Folder, NameContains: in.Q, Type: in.Type, Desc: strings.HasPrefix(in.Sort, "-")}
+	if strings.TrimPrefix(in.Sort, "-") == "updatedAt" {
+		q.Sort = ByUpdatedAt
 	}
 	if in.CreatedByMe {
-		f.CreatedBy = p.User.ID
+		q.CreatedBy = p.User.ID
 	}
 	if in.Folder != nil && *in.Folder != 0 {
 		if err := r.need(ctx, *in.Folder); err != nil {
@@ -84,17 +82,17 @@ func (s *service) Search(ctx context.Context, p *identity.Principal, dep int64, 
 		}
 	}
 	if in.Favorites {
-		if f.IDs, err = s.store.favoriteIDs(ctx, dep, p.User.ID, s.limits.Favorites); err != nil {
+		if q.IDs, err = s.store.FavoriteIDs(ctx, dep, p.User.ID, s.limits.Favorites); err != nil {
 			return Page{}, err
 		}
 	}
-	sortKey, desc := strings.TrimPrefix(in.Sort, "-"), strings.HasPrefix(in.Sort, "-")
-	var out []*itemDoc
+	var out []*Item
 	more, scanned := false, 0
-	var last *itemDoc
+	var last *Item
 	for !more {
 		limit := in.First + 1 - len(out)
-		batch, err := s.store.searchBatch(ctx, dep, f, sortKey, desc, from, limit)
+		q.After, q.Limit = from.searchKey(), limit
+		batch, err := s.store.Search(ctx, dep, q)
 		if err != nil {
 			return Page{}, err
 		}
@@ -153,8 +151,16 @@ func (s *service) Search(ctx context.Context, p *identity.Principal, dep int64, 
 	return page, nil
 }
 
+// searchKey is the position in the search's order the cursor stands for.
+func (c *searchCursor) searchKey() *SearchKey {
+	if c == nil {
+		return nil
+	}
+	return &SearchKey{Name: c.Name, UpdatedAt: time.UnixMilli(c.At).UTC(), ID: c.ID}
+}
+
 // visible reports whether the caller can view d; its chain must be loaded.
-func (r *request) visible(d *itemDoc) bool {
+func (r *request) visible(d *Item) bool {
 	if d.Type == TypeFolder {
 		return r.tree.folders[d.ID] != nil && r.tree.folderLevel(r.p, d.ID) >= LevelView
 	}
@@ -169,9 +175,9 @@ func (s *service) SetFavorite(ctx context.Context, p *identity.Principal, dep in
 		return err
 	}
 	if !on {
-		return s.store.removeFavorite(ctx, dep, p.User.ID, ref.ID)
+		return s.store.RemoveFavorite(ctx, dep, p.User.ID, ref.ID)
 	}
-	docs, err := s.store.findItems(ctx, dep, []int64{ref.ID})
+	docs, err := s.store.Items(ctx, dep, []int64{ref.ID})
 	if err != nil {
 		return err
 	}
@@ -190,14 +196,14 @@ func (s *service) SetFavorite(ctx context.Context, p *identity.Principal, dep in
 	if !r.visible(d) {
 		return forbiddenf("you need view access to %s %d to make it a favorite", ref.Type.lower(), ref.ID)
 	}
-	have, err := s.store.favoriteIDs(ctx, dep, p.User.ID, s.limits.Favorites)
+	have, err := s.store.FavoriteIDs(ctx, dep, p.User.ID, s.limits.Favorites)
 	if err != nil {
 		return err
 	}
 	if len(have) >= s.limits.Favorites && !containsID(have, ref.ID) {
 		return errs.New(errs.Invalid, "you already have %d favorites in deployment %d, the limit (WORKSPACE_MAX_FAVORITES); remove one first", s.limits.Favorites, dep).WithCode(httpx.CodeFavoritesLimit)
 	}
-	return s.store.addFavorite(ctx, dep, p.User.ID, ref, s.now())
+	return s.store.AddFavorite(ctx, dep, p.User.ID, ref, s.now())
 }
 
 // UpdateItemInput is a change of a workbook or report; nil fields stay as they are.
@@ -211,15 +217,14 @@ type UpdateItemInput struct {
 // UpdateItem renames a workbook or report, or replaces its meta, calculated fields or
 // dashboard draft; it needs edit on the item.
 func (s *service) UpdateItem(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, id int64, in UpdateItemInput) (Workbook, error) {
-	set := bson.D{}
+	u := ItemUpdate{Meta: in.Meta, CalculatedFields: in.CalculatedFields, Draft: in.DashboardDraft}
 	if in.Name != nil {
 		n, err := validName("name", *in.Name)
 		if err != nil {
 			return Workbook{}, err
 		}
-		set = append(set, bson.E{Key: "name", Value: n})
+		u.Name = &n
 	}
-	var draft []byte
 	if in.DashboardDraft != nil {
 		if typ != TypeWorkbook {
 			return Workbook{}, invalidf("only workbooks have a dashboardDraft")
@@ -227,34 +232,26 @@ func (s *service) UpdateItem(ctx context.Context, p *identity.Principal, dep int
 		if err := in.DashboardDraft.Validate("dashboardDraft"); err != nil {
 			return Workbook{}, err
 		}
-		draft, _ = json.Marshal(in.DashboardDraft)
-		set = append(set, bson.E{Key: "draft", Value: string(draft)})
 	}
-	if err := s.checkSizes(in.Meta, in.CalculatedFields, draft); err != nil {
+	if err := s.checkSizes(in.Meta, in.CalculatedFields, in.DashboardDraft); err != nil {
 		return Workbook{}, err
 	}
-	if in.Meta != nil {
-		set = append(set, bson.E{Key: "meta", Value: string(in.Meta)})
-	}
-	if in.CalculatedFields != nil {
-		set = append(set, bson.E{Key: "calculatedFields", Value: string(in.CalculatedFields)})
-	}
-	if len(set) == 0 {
+	if in.Name == nil && in.Meta == nil && in.CalculatedFields == nil && in.DashboardDraft == nil {
 		return Workbook{}, invalidf("nothing to update: send name, meta, calculatedFields or dashboardDraft")
 	}
 	r, d, err := s.itemForAccess(ctx, p, dep, typ, id, LevelEdit, "change it")
 	if err != nil {
 		return Workbook{}, err
 	}
-	set = append(set, bson.E{Key: "updatedAt", Value: s.now()}, bson.E{Key: "updatedBy", Value: p.User.ID})
-	nd, err := s.store.updateItem(ctx, dep, id, typ, bson.D{{Key: "parent", Value: d.Parent}}, set)
+	u.UpdatedAt, u.UpdatedBy = s.now(), p.User.ID
+	nd, err := s.store.UpdateItem(ctx, dep, id, typ, ItemPrecondition{Parent: &d.Parent}, u)
 	if err != nil {
 		return Workbook{}, err
 	}
 	if nd == nil {
 		return Workbook{}, conflictf("%s %d was moved or deleted during the change; retry", typ.lower(), id)
 	}
-	out, err := s.render(ctx, r, []*itemDoc{nd})
+	out, err := s.render(ctx, r, []*Item{nd})
 	if err != nil {
 		return Workbook{}, err
 	}
@@ -269,15 +266,14 @@ func (s *service) DeleteItem(ctx context.Context, p *identity.Principal, dep int
 	if err != nil {
 		return err
 	}
-	nd, err := s.store.updateItem(ctx, dep, id, typ, bson.D{{Key: "parent", Value: d.Parent}},
-		bson.D{{Key: "deleted", Value: true}, {Key: "updatedAt", Value: s.now()}, {Key: "updatedBy", Value: p.User.ID}})
+	nd, err := s.store.UpdateItem(ctx, dep, id, typ, ItemPrecondition{Parent: &d.Parent}, ItemUpdate{Deleted: true, UpdatedAt: s.now(), UpdatedBy: p.User.ID})
 	if err != nil {
 		return err
 	}
 	if nd == nil {
 		return conflictf("%s %d was moved or deleted during the delete; retry", typ.lower(), id)
 	}
-	return s.store.removeItemFavorites(ctx, dep, id)
+	return s.store.RemoveItemFavorites(ctx, dep, id)
 }
 
 // creatorCanView reports whether the creator of an item would still see it in folder
@@ -301,24 +297,23 @@ func (s *service) Unpublish(ctx context.Context, p *identity.Principal, dep, id 
 		if err != nil {
 			return Workbook{}, err
 		}
-		var dash Dashboard
-		if d.Published == "" || json.Unmarshal([]byte(d.Published), &dash) != nil {
+		if d.Published == nil {
 			return Workbook{}, conflictf("workbook %d has no published dashboard to unpublish", id)
 		}
 		nd := d
-		if dash.Status != StatusArchived {
+		if d.Published.Status != StatusArchived {
 			by := p.User.ID
+			dash := *d.Published
 			dash.Status, dash.UpdatedBy = StatusArchived, &by
-			b, _ := json.Marshal(dash)
-			if nd, err = s.store.updateItem(ctx, dep, id, TypeWorkbook, bson.D{{Key: "publishedVersion", Value: d.PublishedVersion}},
-				bson.D{{Key: "published", Value: string(b)}, {Key: "updatedAt", Value: s.now()}, {Key: "updatedBy", Value: by}}); err != nil {
+			if nd, err = s.store.UpdateItem(ctx, dep, id, TypeWorkbook, ItemPrecondition{PublishedVersion: &d.PublishedVersion},
+				ItemUpdate{Published: &dash, UpdatedAt: s.now(), UpdatedBy: by}); err != nil {
 				return Workbook{}, err
 			}
 			if nd == nil {
 				continue // published again meanwhile: start over
 			}
 		}
-		out, err := s.render(ctx, r, []*itemDoc{nd})
+		out, err := s.render(ctx, r, []*Item{nd})
 		if err != nil {
 			return Workbook{}, err
 		}

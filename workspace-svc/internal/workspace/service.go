@@ -14,8 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
-
 	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
@@ -57,12 +55,12 @@ type Service interface {
 	SetFavorite(ctx context.Context, p *identity.Principal, dep int64, ref ItemRef, on bool) error
 }
 
-// service implements Service over the MongoDB store.
+// service implements Service over the store's ports.
 type service struct {
-	store   *Store
+	store   Store
 	metrics *Metrics
 	now     func() time.Time
-	seen    sync.Map // user id -> userDoc last recorded
+	seen    sync.Map // user id -> User last recorded
 	// applied remembers, per deployment, the tree version whose op this replica has
 	// applied in full, so a request does not apply it again (one write saved per
 	// structural request; another replica applies it once, then remembers too).
@@ -107,12 +105,12 @@ func (l Limits) withDefaults() Limits {
 }
 
 // NewService builds the service over store with DefaultLimits; metrics may be nil.
-func NewService(store *Store, metrics *Metrics) Service {
+func NewService(store Store, metrics *Metrics) Service {
 	return NewServiceWithLimits(store, metrics, DefaultLimits)
 }
 
 // NewServiceWithLimits builds the service over store; metrics may be nil.
-func NewServiceWithLimits(store *Store, metrics *Metrics, limits Limits) Service {
+func NewServiceWithLimits(store Store, metrics *Metrics, limits Limits) Service {
 	if metrics == nil {
 		metrics = NewMetrics(nil)
 	}
@@ -124,7 +122,7 @@ func NewServiceWithLimits(store *Store, metrics *Metrics, limits Limits) Service
 // maximum. Concurrent creates may pass the count together, so the bound holds to within
 // the number of creates in flight at once.
 func (s *service) checkRoom(ctx context.Context, dep int64) error {
-	n, err := s.store.countItems(ctx, dep, s.limits.ItemsPerDeployment)
+	n, err := s.store.CountItems(ctx, dep, s.limits.ItemsPerDeployment)
 	if err != nil {
 		return err
 	}
@@ -134,15 +132,21 @@ func (s *service) checkRoom(ctx context.Context, dep int64) error {
 	return nil
 }
 
-// checkSizes refuses item documents over their size limits, naming the limit.
-func (s *service) checkSizes(meta, calculated json.RawMessage, draft []byte) error {
+// checkSizes refuses item documents over their size limits, naming the limit. A draft is
+// measured as its JSON, as stored.
+func (s *service) checkSizes(meta, calculated json.RawMessage, draft *DashboardConfig) error {
+	draftBytes := 0
+	if draft != nil {
+		b, _ := json.Marshal(draft) // decoded from JSON, so it encodes
+		draftBytes = len(b)
+	}
 	for _, c := range []struct {
 		field, env string
 		n, max     int
 	}{
 		{"meta", "WORKSPACE_MAX_META_BYTES", len(meta), s.limits.MetaBytes},
 		{"calculatedFields", "WORKSPACE_MAX_CALCULATED_FIELDS_BYTES", len(calculated), s.limits.CalculatedFieldsBytes},
-		{"dashboardDraft", "WORKSPACE_MAX_DRAFT_BYTES", len(draft), s.limits.DraftBytes},
+		{"dashboardDraft", "WORKSPACE_MAX_DRAFT_BYTES", draftBytes, s.limits.DraftBytes},
 	} {
 		if c.n > c.max {
 			return errs.New(errs.TooLarge, "%s is %d bytes, over the limit of %d bytes (%s)", c.field, c.n, c.max, c.env)
@@ -200,13 +204,13 @@ type request struct {
 	// loaded: the tree version has been read (load) and r.v is the version the tree
 	// read since then is checked against.
 	loaded bool
-	users  map[int64]userDoc // users read so far (creators)
+	users  map[int64]User // users read so far (creators)
 }
 
 // usersFor returns the users among ids, reading only those not read yet.
-func (s *service) usersFor(ctx context.Context, r *request, ids []int64) (map[int64]userDoc, error) {
+func (s *service) usersFor(ctx context.Context, r *request, ids []int64) (map[int64]User, error) {
 	if r.users == nil {
-		r.users = map[int64]userDoc{}
+		r.users = map[int64]User{}
 	}
 	var missing []int64
 	for _, id := range ids {
@@ -215,12 +219,12 @@ func (s *service) usersFor(ctx context.Context, r *request, ids []int64) (map[in
 		}
 	}
 	if len(missing) > 0 {
-		got, err := s.store.findUsers(ctx, missing)
+		got, err := s.store.Users(ctx, missing)
 		if err != nil {
 			return nil, err
 		}
 		for _, id := range missing {
-			r.users[id] = got[id] // the zero userDoc: not known
+			r.users[id] = got[id] // the zero User: not known
 		}
 	}
 	return r.users, nil
@@ -240,16 +244,16 @@ func (s *service) begin(ctx context.Context, p *identity.Principal, dep int64) (
 // compare-and-set fail, so what a committed change was checked against is exactly the
 // tree at the version it replaced.
 func (r *request) load(ctx context.Context) error {
-	d, err := r.s.store.readTree(ctx, r.dep)
+	d, err := r.s.store.ReadTree(ctx, r.dep)
 	if err != nil {
 		return err
 	}
 	if v, ok := r.s.applied.Load(r.dep); d.Op != nil && (!ok || v.(int64) != d.V) {
-		if err := r.s.store.applyOp(ctx, d.V, d.Op); err != nil {
+		if err := r.s.store.ApplyTreeOp(ctx, d.V, d.Op); err != nil {
 			return err
 		}
-		if d.Op.Kind == "move" && d.Op.Depth == 0 {
-			if err := r.s.store.settleLegacyOp(ctx, r.dep, d.V); err != nil {
+		if d.Op.Kind == OpMove && d.Op.Depth == 0 {
+			if err := r.s.store.SettleLegacyOp(ctx, r.dep, d.V); err != nil {
 				return err
 			}
 		}
@@ -259,11 +263,11 @@ func (r *request) load(ctx context.Context) error {
 	return nil
 }
 
-// addDocs puts the folders among docs (read in full) into the tree.
-func (r *request) addDocs(docs ...*itemDoc) {
+// addDocs puts the folders among docs into the tree.
+func (r *request) addDocs(docs ...*Item) {
 	for _, d := range docs {
 		if d != nil && d.Type == TypeFolder {
-			r.tree.add(&folderNode{ID: d.ID, Parent: d.Parent, Name: d.Name, Position: d.Position, CreatedBy: d.CreatedBy,
+			r.tree.add(&FolderNode{ID: d.ID, Parent: d.Parent, Name: d.Name, Position: d.Position, CreatedBy: d.CreatedBy,
 				Grants: d.Grants, Anc: d.Anc, Depth: d.Depth})
 		}
 	}
@@ -283,7 +287,7 @@ func (r *request) need(ctx context.Context, ids ...int64) error {
 				missing = append(missing, id)
 			}
 		}
-		nodes, err := r.s.store.findFolders(ctx, r.dep, missing)
+		nodes, err := r.s.store.Folders(ctx, r.dep, missing)
 		if err != nil {
 			return err
 		}
@@ -300,7 +304,7 @@ func (r *request) need(ctx context.Context, ids ...int64) error {
 				}
 			}
 		}
-		if nodes, err = r.s.store.findFolders(ctx, r.dep, anc); err != nil {
+		if nodes, err = r.s.store.Folders(ctx, r.dep, anc); err != nil {
 			return err
 		}
 		for _, n := range nodes {
@@ -338,7 +342,7 @@ func (r *request) needSubtree(ctx context.Context, ids ...int64) error {
 			missing = append(missing, id)
 		}
 	}
-	nodes, err := r.s.store.subtreeFolders(ctx, r.dep, missing)
+	nodes, err := r.s.store.SubtreeFolders(ctx, r.dep, missing)
 	if err != nil {
 		return err
 	}
@@ -359,7 +363,7 @@ func (r *request) needSubtree(ctx context.Context, ids ...int64) error {
 // change validated again, so nothing is ever written that was checked against a stale
 // tree. The op is recorded before it is applied: a crash in between leaves a validated
 // op that the next structural change of the deployment applies first.
-func (r *request) commit(ctx context.Context, prepare func(ctx context.Context) error, build func(t *tree) (*treeOp, error)) error {
+func (r *request) commit(ctx context.Context, prepare func(ctx context.Context) error, build func(t *tree) (*TreeOp, error)) error {
 	for attempt := 0; attempt < maxTreeRetries; attempt++ {
 		if attempt > 0 || !r.loaded {
 			if err := r.load(ctx); err != nil {
@@ -373,7 +377,7 @@ func (r *request) commit(ctx context.Context, prepare func(ctx context.Context) 
 		if err != nil || op == nil {
 			return err
 		}
-		ok, err := r.s.store.casTree(ctx, r.dep, r.v, op)
+		ok, err := r.s.store.CommitTreeOp(ctx, r.dep, r.v, op)
 		if err != nil {
 			return err
 		}
@@ -382,7 +386,7 @@ func (r *request) commit(ctx context.Context, prepare func(ctx context.Context) 
 			continue
 		}
 		r.v++
-		if err := r.s.store.applyOp(ctx, r.v, op); err != nil {
+		if err := r.s.store.ApplyTreeOp(ctx, r.v, op); err != nil {
 			return err
 		}
 		r.s.applied.Store(r.dep, r.v)
@@ -399,11 +403,11 @@ func (r *request) commit(ctx context.Context, prepare func(ctx context.Context) 
 // recordUser keeps the users projection that renders `user` of items, writing only when
 // this replica has not recorded the same details yet.
 func (s *service) recordUser(ctx context.Context, p *identity.Principal) {
-	u := userDoc{ID: p.User.ID, Account: p.Account.ID, Email: p.User.Email, FirstName: p.User.FirstName, Picture: p.User.Picture, Role: p.User.Role}
-	if prev, ok := s.seen.Load(u.ID); ok && prev.(userDoc) == u {
+	u := User{ID: p.User.ID, Account: p.Account.ID, Email: p.User.Email, FirstName: p.User.FirstName, Picture: p.User.Picture, Role: p.User.Role}
+	if prev, ok := s.seen.Load(u.ID); ok && prev.(User) == u {
 		return
 	}
-	if err := s.store.upsertUser(ctx, u); err == nil {
+	if err := s.store.RecordUser(ctx, u); err == nil {
 		s.seen.Store(u.ID, u)
 	}
 }
@@ -437,7 +441,7 @@ func (s *service) CreateFolder(ctx context.Context, p *identity.Principal, dep i
 	if err := s.checkRoom(ctx, dep); err != nil {
 		return Folder{}, err
 	}
-	id, err := s.store.nextID(ctx)
+	id, err := s.store.NextID(ctx)
 	if err != nil {
 		return Folder{}, err
 	}
@@ -452,14 +456,14 @@ func (s *service) CreateFolder(ctx context.Context, p *identity.Principal, dep i
 	if in.Position != nil {
 		pos = *in.Position
 	} else {
-		max, err := s.store.maxChildPosition(ctx, dep, in.ParentID)
+		max, err := s.store.MaxFolderPosition(ctx, dep, in.ParentID)
 		if err != nil {
 			return Folder{}, err
 		}
 		pos = max + 1
 	}
-	var doc *itemDoc
-	err = r.commit(ctx, func(ctx context.Context) error { return r.need(ctx, in.ParentID) }, func(t *tree) (*treeOp, error) {
+	var doc *Item
+	err = r.commit(ctx, func(ctx context.Context) error { return r.need(ctx, in.ParentID) }, func(t *tree) (*TreeOp, error) {
 		if in.ParentID != 0 {
 			if t.folders[in.ParentID] == nil {
 				return nil, notFound(TypeFolder, in.ParentID)
@@ -471,7 +475,7 @@ func (s *service) CreateFolder(ctx context.Context, p *identity.Principal, dep i
 				return nil, invalidf("folder %d is at level %d: a folder in it would be at level %d, and folders nest at most %d levels deep", in.ParentID, lvl-1, lvl, MaxDepth).WithCode(httpx.CodeDepthLimit)
 			}
 			if !leased {
-				ok, err := s.store.leaseFolder(ctx, dep, in.ParentID, now, now.Add(leaseTTL))
+				ok, err := s.store.LeaseFolder(ctx, dep, in.ParentID, now, now.Add(leaseTTL))
 				if err != nil {
 					return nil, err
 				}
@@ -482,9 +486,9 @@ func (s *service) CreateFolder(ctx context.Context, p *identity.Principal, dep i
 			}
 		}
 		anc, depth := t.ancestorsOf(in.ParentID)
-		doc = &itemDoc{ID: id, Dep: dep, Type: TypeFolder, Name: name, Position: pos, Parent: in.ParentID,
+		doc = &Item{ID: id, DeploymentID: dep, Type: TypeFolder, Name: name, Position: pos, Parent: in.ParentID,
 			CreatedBy: p.User.ID, UpdatedBy: p.User.ID, CreatedAt: now, UpdatedAt: now, Anc: anc, Depth: depth}
-		return &treeOp{Kind: "create", Folder: id, To: in.ParentID, By: p.User.ID, At: now, Doc: doc}, nil
+		return &TreeOp{Kind: OpCreate, Folder: id, To: in.ParentID, By: p.User.ID, At: now, Created: doc}, nil
 	})
 	if err != nil {
 		return Folder{}, err
@@ -493,24 +497,24 @@ func (s *service) CreateFolder(ctx context.Context, p *identity.Principal, dep i
 	return s.renderFolder(ctx, r, doc)
 }
 
-func (s *service) renderFolder(ctx context.Context, r *request, d *itemDoc) (Folder, error) {
+func (s *service) renderFolder(ctx context.Context, r *request, d *Item) (Folder, error) {
 	users, err := s.usersFor(ctx, r, []int64{d.CreatedBy})
 	if err != nil {
 		return Folder{}, err
 	}
-	fav, err := s.store.favoriteSet(ctx, r.dep, r.p.User.ID, []int64{d.ID})
+	fav, err := s.store.FavoriteSet(ctx, r.dep, r.p.User.ID, []int64{d.ID})
 	if err != nil {
 		return Folder{}, err
 	}
 	isFav := fav[d.ID]
-	return Folder{ID: d.ID, DeploymentID: d.Dep, Name: d.Name, Position: d.Position, Type: TypeFolder,
+	return Folder{ID: d.ID, DeploymentID: d.DeploymentID, Name: d.Name, Position: d.Position, Type: TypeFolder,
 		CreatedAt: formatTime(d.CreatedAt), UpdatedAt: formatTime(d.UpdatedAt), CreatedBy: d.CreatedBy, UpdatedBy: d.UpdatedBy,
 		ParentID: optionalID(d.Parent), FolderPath: r.tree.path(d.Parent), User: owner(users, d.CreatedBy), IsFavorite: &isFav}, nil
 }
 
 // release gives a folder lease back, even when the request's context has ended.
 func (s *service) release(ctx context.Context, dep, folder int64) {
-	_ = s.store.releaseFolder(context.WithoutCancel(ctx), dep, folder)
+	_ = s.store.ReleaseFolder(context.WithoutCancel(ctx), dep, folder)
 }
 
 func formatTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
@@ -522,7 +526,7 @@ func optionalID(id int64) *int64 {
 	return &id
 }
 
-func owner(users map[int64]userDoc, id int64) *ResourceOwner {
+func owner(users map[int64]User, id int64) *ResourceOwner {
 	u, ok := users[id]
 	if !ok || u.ID == 0 {
 		return nil
@@ -561,7 +565,7 @@ func (s *service) GetFolder(ctx context.Context, p *identity.Principal, dep, id 
 	if err != nil {
 		return Folder{}, err
 	}
-	docs, err := s.store.findItems(ctx, dep, []int64{id})
+	docs, err := s.store.Items(ctx, dep, []int64{id})
 	if err != nil {
 		return Folder{}, err
 	}
@@ -574,26 +578,23 @@ func (s *service) GetFolder(ctx context.Context, p *identity.Principal, dep, id 
 
 // UpdateFolder renames or repositions a folder the caller can edit.
 func (s *service) UpdateFolder(ctx context.Context, p *identity.Principal, dep, id int64, name *string, position *float64) (Folder, error) {
-	set := bson.D{}
+	u := ItemUpdate{Position: position}
 	if name != nil {
 		n, err := validName("name", *name)
 		if err != nil {
 			return Folder{}, err
 		}
-		set = append(set, bson.E{Key: "name", Value: n})
+		u.Name = &n
 	}
-	if position != nil {
-		set = append(set, bson.E{Key: "position", Value: *position})
-	}
-	if len(set) == 0 {
+	if name == nil && position == nil {
 		return Folder{}, invalidf("nothing to update: send name and/or position")
 	}
 	r, err := s.folderForRead(ctx, p, dep, id, LevelEdit, "change it")
 	if err != nil {
 		return Folder{}, err
 	}
-	set = append(set, bson.E{Key: "updatedAt", Value: s.now()}, bson.E{Key: "updatedBy", Value: p.User.ID})
-	d, err := s.store.updateItem(ctx, dep, id, TypeFolder, nil, set)
+	u.UpdatedAt, u.UpdatedBy = s.now(), p.User.ID
+	d, err := s.store.UpdateItem(ctx, dep, id, TypeFolder, ItemPrecondition{}, u)
 	if err != nil {
 		return Folder{}, err
 	}
@@ -617,7 +618,7 @@ func (s *service) DeleteFolder(ctx context.Context, p *identity.Principal, dep, 
 		return err
 	}
 	now := s.now()
-	ok, err := s.store.beginDelete(ctx, dep, id, now, now.Add(leaseTTL))
+	ok, err := s.store.BeginFolderDelete(ctx, dep, id, now, now.Add(leaseTTL))
 	if err != nil {
 		return err
 	}
@@ -626,18 +627,18 @@ func (s *service) DeleteFolder(ctx context.Context, p *identity.Principal, dep, 
 	}
 	r := &request{s: s, p: p, dep: dep}
 	if err := r.load(ctx); err != nil {
-		_ = s.store.endDelete(context.WithoutCancel(ctx), dep, id, false, p.User.ID, now)
+		_ = s.store.EndFolderDelete(context.WithoutCancel(ctx), dep, id, false, p.User.ID, now)
 		return err
 	}
-	busy, err := s.store.hasChildren(ctx, dep, id)
+	busy, err := s.store.HasChildren(ctx, dep, id)
 	if err != nil || busy {
-		_ = s.store.endDelete(context.WithoutCancel(ctx), dep, id, false, p.User.ID, now)
+		_ = s.store.EndFolderDelete(context.WithoutCancel(ctx), dep, id, false, p.User.ID, now)
 		if err != nil {
 			return err
 		}
 		return conflictf("folder %d is not empty: move or delete its contents first", id).WithCode(httpx.CodeFolderNotEmpty)
 	}
-	return s.store.endDelete(ctx, dep, id, true, p.User.ID, now)
+	return s.store.EndFolderDelete(ctx, dep, id, true, p.User.ID, now)
 }
 
 // GetPermissions returns the grants set directly on a folder the caller manages.
@@ -670,8 +671,7 @@ func (s *service) SetPermissions(ctx context.Context, p *identity.Principal, dep
 	if grants == nil {
 		grants = []Grant{}
 	}
-	d, err := s.store.updateItem(ctx, dep, id, TypeFolder, nil, bson.D{{Key: "grants", Value: grants},
-		{Key: "updatedAt", Value: s.now()}, {Key: "updatedBy", Value: p.User.ID}})
+	d, err := s.store.UpdateItem(ctx, dep, id, TypeFolder, ItemPrecondition{}, ItemUpdate{Grants: &grants, UpdatedAt: s.now(), UpdatedBy: p.User.ID})
 	if err != nil {
 		return nil, err
 	}
@@ -749,7 +749,7 @@ func (s *service) BulkMove(ctx context.Context, p *identity.Principal, dep int64
 			res.From[ref] = d.Parent
 		}
 	}
-	var movedDocs []*itemDoc
+	var movedDocs []*Item
 	leased, destGone := false, false
 	var leaseCtx context.Context // the item being moved's context, for the lease write
 	lease := func() error {      // once per request, before the first write into dest
@@ -757,7 +757,7 @@ func (s *service) BulkMove(ctx context.Context, p *identity.Principal, dep int64
 			return nil
 		}
 		now := s.now()
-		ok, err := s.store.leaseFolder(leaseCtx, dep, dest, now, now.Add(leaseTTL))
+		ok, err := s.store.LeaseFolder(leaseCtx, dep, dest, now, now.Add(leaseTTL))
 		if err != nil {
 			return err
 		}
@@ -857,7 +857,7 @@ func checkDestinationAccess(t *tree, p *identity.Principal, dest int64) *errs.Er
 // of queries whatever the number of items: the tree version (when a folder moves), the items and the
 // destination (one query), the folders holding the workbooks and reports (one), every
 // ancestor of all of them (one), and the subtrees of the moved folders (one).
-func (s *service) loadForMove(ctx context.Context, r *request, refs []ItemRef, dest int64) (map[int64]*itemDoc, error) {
+func (s *service) loadForMove(ctx context.Context, r *request, refs []ItemRef, dest int64) (map[int64]*Item, error) {
 	// Only folder moves compare-and-set the tree version (moveFolder's commit); workbooks
 	// and reports move with a conditional update of their own document.
 	for _, ref := range refs {
@@ -875,7 +875,7 @@ func (s *service) loadForMove(ctx context.Context, r *request, refs []ItemRef, d
 	if dest != 0 {
 		ids = append(ids, dest)
 	}
-	docs, err := s.store.findItems(ctx, r.dep, ids)
+	docs, err := s.store.Items(ctx, r.dep, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -903,7 +903,7 @@ func (s *service) loadForMove(ctx context.Context, r *request, refs []ItemRef, d
 	if err := r.needSubtree(ctx, folders...); err != nil {
 		return nil, err
 	}
-	var found []*itemDoc
+	var found []*Item
 	for _, ref := range refs {
 		if d := docs[ref.ID]; d != nil {
 			found = append(found, d)
@@ -917,7 +917,7 @@ func (s *service) loadForMove(ctx context.Context, r *request, refs []ItemRef, d
 	return docs, nil
 }
 
-func (s *service) moveFolder(ctx context.Context, r *request, d *itemDoc, dest int64, lease func() error, destGone *bool) error {
+func (s *service) moveFolder(ctx context.Context, r *request, d *Item, dest int64, lease func() error, destGone *bool) error {
 	p := r.p
 	prepare := func(ctx context.Context) error {
 		if err := r.need(ctx, d.ID, dest); err != nil {
@@ -925,7 +925,7 @@ func (s *service) moveFolder(ctx context.Context, r *request, d *itemDoc, dest i
 		}
 		return r.needSubtree(ctx, d.ID)
 	}
-	return r.commit(ctx, prepare, func(t *tree) (*treeOp, error) {
+	return r.commit(ctx, prepare, func(t *tree) (*TreeOp, error) {
 		if t.folders[d.ID] == nil {
 			return nil, notFound(TypeFolder, d.ID)
 		}
@@ -963,7 +963,7 @@ func (s *service) moveFolder(ctx context.Context, r *request, d *itemDoc, dest i
 	})
 }
 
-func (s *service) moveItem(ctx context.Context, r *request, d *itemDoc, dest int64, lease func() error, destGone *bool) error {
+func (s *service) moveItem(ctx context.Context, r *request, d *Item, dest int64, lease func() error, destGone *bool) error {
 	p := r.p
 	for attempt := 0; attempt < maxTreeRetries; attempt++ {
 		if err := r.need(ctx, d.Parent, dest); err != nil {
@@ -995,7 +995,7 @@ func (s *service) moveItem(ctx context.Context, r *request, d *itemDoc, dest int
 			return notFound(TypeFolder, dest)
 		}
 		now := s.now()
-		ok, err := s.store.moveItem(ctx, r.dep, d.ID, d.Parent, dest, p.User.ID, now)
+		ok, err := s.store.MoveItem(ctx, r.dep, d.ID, d.Parent, dest, p.User.ID, now)
 		if err != nil {
 			return err
 		}
@@ -1004,7 +1004,7 @@ func (s *service) moveItem(ctx context.Context, r *request, d *itemDoc, dest int
 			return nil
 		}
 		// Moved or deleted since we read it: check again against where it is now.
-		fresh, err := s.store.findItems(ctx, r.dep, []int64{d.ID})
+		fresh, err := s.store.Items(ctx, r.dep, []int64{d.ID})
 		if err != nil {
 			return err
 		}
@@ -1019,12 +1019,12 @@ func (s *service) moveItem(ctx context.Context, r *request, d *itemDoc, dest int
 
 // render serializes items in the Workbook shape, loading their creators and the caller's
 // favorites among them at once.
-func (s *service) render(ctx context.Context, r *request, docs []*itemDoc) ([]Workbook, error) {
+func (s *service) render(ctx context.Context, r *request, docs []*Item) ([]Workbook, error) {
 	users, err := s.usersFor(ctx, r, creators(docs))
 	if err != nil {
 		return nil, err
 	}
-	fav, err := s.store.favoriteSet(ctx, r.dep, r.p.User.ID, idsOf(docs))
+	fav, err := s.store.FavoriteSet(ctx, r.dep, r.p.User.ID, idsOf(docs))
 	if err != nil {
 		return nil, err
 	}
@@ -1037,7 +1037,7 @@ func (s *service) render(ctx context.Context, r *request, docs []*itemDoc) ([]Wo
 	return out, nil
 }
 
-func idsOf(docs []*itemDoc) []int64 {
+func idsOf(docs []*Item) []int64 {
 	out := make([]int64, len(docs))
 	for i, d := range docs {
 		out[i] = d.ID
@@ -1046,7 +1046,7 @@ func idsOf(docs []*itemDoc) []int64 {
 }
 
 // renderWithoutOwners renders docs with no user lookup (their `user` is null).
-func (s *service) renderWithoutOwners(t *tree, docs []*itemDoc) []Workbook {
+func (s *service) renderWithoutOwners(t *tree, docs []*Item) []Workbook {
 	out := make([]Workbook, len(docs))
 	for i, d := range docs {
 		out[i] = renderItem(t, nil, d)
@@ -1056,17 +1056,17 @@ func (s *service) renderWithoutOwners(t *tree, docs []*itemDoc) []Workbook {
 
 var emptyObject = json.RawMessage(`{}`)
 
-func rawOrEmpty(s string) json.RawMessage {
-	if s == "" {
+func rawOrEmpty(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
 		return emptyObject
 	}
-	return json.RawMessage(s)
+	return raw
 }
 
 var slugUnsafe = regexp.MustCompile(`[^a-z0-9]+`)
 
 // slugOf is `<name-slug>-<id>` for workbooks and reports, nil for folders.
-func slugOf(d *itemDoc) *string {
+func slugOf(d *Item) *string {
 	if d.Type == TypeFolder {
 		return nil
 	}
@@ -1075,26 +1075,18 @@ func slugOf(d *itemDoc) *string {
 	return &slug
 }
 
-func renderItem(t *tree, users map[int64]userDoc, d *itemDoc) Workbook {
+func renderItem(t *tree, users map[int64]User, d *Item) Workbook {
 	createdBy := d.CreatedBy
-	w := Workbook{ID: d.ID, DeploymentID: d.Dep, Name: d.Name, Type: d.Type,
+	w := Workbook{ID: d.ID, DeploymentID: d.DeploymentID, Name: d.Name, Type: d.Type,
 		Meta: rawOrEmpty(d.Meta), CalculatedFields: rawOrEmpty(d.CalculatedFields),
 		CreatedAt: formatTime(d.CreatedAt), UpdatedAt: formatTime(d.UpdatedAt), CreatedBy: d.CreatedBy,
 		UserID: &createdBy, User: owner(users, d.CreatedBy), FolderID: optionalID(d.Parent), FolderPath: t.path(d.Parent)}
 	w.Slug = slugOf(d)
-	if d.Draft != "" {
-		var c DashboardConfig
-		if json.Unmarshal([]byte(d.Draft), &c) == nil {
-			w.DashboardDraft = &c
-		}
-	}
-	if d.Published != "" {
-		var pd Dashboard
-		if json.Unmarshal([]byte(d.Published), &pd) == nil {
-			w.PublishedDashboard = &pd
-			cfg := pd.Config
-			w.DashboardPublished = &cfg
-		}
+	w.DashboardDraft = d.Draft
+	if d.Published != nil {
+		w.PublishedDashboard = d.Published
+		cfg := d.Published.Config
+		w.DashboardPublished = &cfg
 	}
 	return w
 }
@@ -1117,11 +1109,7 @@ func (s *service) CreateItem(ctx context.Context, p *identity.Principal, dep int
 	if !p.HasRole(identity.RoleAIBIUser) {
 		return Workbook{}, forbiddenf("creating a %s needs the ai_bi_user role or higher", typ.lower())
 	}
-	var draft []byte
-	if in.DashboardDraft != nil {
-		draft, _ = json.Marshal(in.DashboardDraft)
-	}
-	if err := s.checkSizes(in.Meta, in.CalculatedFields, draft); err != nil {
+	if err := s.checkSizes(in.Meta, in.CalculatedFields, in.DashboardDraft); err != nil {
 		return Workbook{}, err
 	}
 	if err := s.checkRoom(ctx, dep); err != nil {
@@ -1138,7 +1126,7 @@ func (s *service) CreateItem(ctx context.Context, p *identity.Principal, dep int
 			return Workbook{}, forbiddenf("you need edit access to folder %d to create a %s in it", in.FolderID, typ.lower())
 		}
 		now := s.now()
-		ok, err := s.store.leaseFolder(ctx, dep, in.FolderID, now, now.Add(leaseTTL))
+		ok, err := s.store.LeaseFolder(ctx, dep, in.FolderID, now, now.Add(leaseTTL))
 		if err != nil {
 			return Workbook{}, err
 		}
@@ -1147,20 +1135,17 @@ func (s *service) CreateItem(ctx context.Context, p *identity.Principal, dep int
 		}
 		defer s.release(ctx, dep, in.FolderID)
 	}
-	id, err := s.store.nextID(ctx)
+	id, err := s.store.NextID(ctx)
 	if err != nil {
 		return Workbook{}, err
 	}
 	now := s.now()
-	d := &itemDoc{ID: id, Dep: dep, Type: typ, Name: name, Parent: in.FolderID, CreatedBy: p.User.ID, UpdatedBy: p.User.ID,
-		CreatedAt: now, UpdatedAt: now, Meta: string(in.Meta), CalculatedFields: string(in.CalculatedFields)}
-	if draft != nil {
-		d.Draft = string(draft)
-	}
-	if err := s.store.insertItem(ctx, d); err != nil {
+	d := &Item{ID: id, DeploymentID: dep, Type: typ, Name: name, Parent: in.FolderID, CreatedBy: p.User.ID, UpdatedBy: p.User.ID,
+		CreatedAt: now, UpdatedAt: now, Meta: in.Meta, CalculatedFields: in.CalculatedFields, Draft: in.DashboardDraft}
+	if err := s.store.InsertItem(ctx, d); err != nil {
 		return Workbook{}, err
 	}
-	out, err := s.render(ctx, r, []*itemDoc{d})
+	out, err := s.render(ctx, r, []*Item{d})
 	if err != nil {
 		return Workbook{}, err
 	}
@@ -1168,12 +1153,12 @@ func (s *service) CreateItem(ctx context.Context, p *identity.Principal, dep int
 }
 
 // itemForAccess loads a workbook or report and checks the caller's level on it.
-func (s *service) itemForAccess(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, id int64, need Level, verb string) (*request, *itemDoc, error) {
+func (s *service) itemForAccess(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, id int64, need Level, verb string) (*request, *Item, error) {
 	r, err := s.begin(ctx, p, dep)
 	if err != nil {
 		return nil, nil, err
 	}
-	docs, err := s.store.findItems(ctx, dep, []int64{id})
+	docs, err := s.store.Items(ctx, dep, []int64{id})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -1196,7 +1181,7 @@ func (s *service) GetItem(ctx context.Context, p *identity.Principal, dep int64,
 	if err != nil {
 		return Workbook{}, err
 	}
-	out, err := s.render(ctx, r, []*itemDoc{d})
+	out, err := s.render(ctx, r, []*Item{d})
 	if err != nil {
 		return Workbook{}, err
 	}
@@ -1216,23 +1201,20 @@ func (s *service) Publish(ctx context.Context, p *identity.Principal, dep, id in
 		if err != nil {
 			return Workbook{}, err
 		}
-		if d.Draft == "" {
+		if d.Draft == nil {
 			return Workbook{}, conflictf("workbook %d has no dashboard draft to publish", id)
 		}
-		var cfg DashboardConfig
-		if err := json.Unmarshal([]byte(d.Draft), &cfg); err != nil {
-			return Workbook{}, fmt.Errorf("stored draft of workbook %d: %w", id, err)
-		}
+		cfg := *d.Draft
 		dashID, publicID := d.DashboardID, d.PublicID
 		if dashID == 0 {
-			if dashID, err = s.store.nextID(ctx); err != nil {
+			if dashID, err = s.store.NextID(ctx); err != nil {
 				return Workbook{}, err
 			}
 			var b [12]byte
 			_, _ = rand.Read(b[:])
 			publicID = base64.RawURLEncoding.EncodeToString(b[:])
 		}
-		versionID, err := s.store.nextID(ctx)
+		versionID, err := s.store.NextID(ctx)
 		if err != nil {
 			return Workbook{}, err
 		}
@@ -1242,14 +1224,11 @@ func (s *service) Publish(ctx context.Context, p *identity.Principal, dep, id in
 			return Workbook{}, err
 		}
 		createdBy, updatedBy, embed := p.User.ID, p.User.ID, true
-		if d.Published != "" {
-			var prev Dashboard
-			if json.Unmarshal([]byte(d.Published), &prev) == nil {
-				if prev.CreatedBy != nil {
-					createdBy = *prev.CreatedBy
-				}
-				embed = prev.AllowEmbed
+		if prev := d.Published; prev != nil {
+			if prev.CreatedBy != nil {
+				createdBy = *prev.CreatedBy
 			}
+			embed = prev.AllowEmbed
 		}
 		if allowEmbed != nil {
 			embed = *allowEmbed
@@ -1257,12 +1236,8 @@ func (s *service) Publish(ctx context.Context, p *identity.Principal, dep, id in
 		dash := Dashboard{ID: dashID, PublicID: publicID, DeploymentID: dep, WorkbookID: id, Status: StatusPublished,
 			AllowEmbed: embed, Config: cfg, VersionNumber: version, VersionID: versionID, ReportSnapshots: snaps,
 			CreatedBy: &createdBy, UpdatedBy: &updatedBy, Title: cfg.Title, Description: cfg.Description}
-		b, _ := json.Marshal(dash)
-		now := s.now()
-		nd, err := s.store.updateItem(ctx, dep, id, TypeWorkbook,
-			bson.D{{Key: "publishedVersion", Value: publishedVersionFilter(d.PublishedVersion)}},
-			bson.D{{Key: "published", Value: string(b)}, {Key: "publishedVersion", Value: version}, {Key: "dashboardId", Value: dashID},
-				{Key: "publicId", Value: publicID}, {Key: "updatedAt", Value: now}, {Key: "updatedBy", Value: p.User.ID}})
+		nd, err := s.store.UpdateItem(ctx, dep, id, TypeWorkbook, ItemPrecondition{PublishedVersion: &d.PublishedVersion},
+			ItemUpdate{Published: &dash, UpdatedAt: s.now(), UpdatedBy: p.User.ID})
 		if err != nil {
 			return Workbook{}, err
 		}
@@ -1270,20 +1245,13 @@ func (s *service) Publish(ctx context.Context, p *identity.Principal, dep, id in
 			continue // published or moved concurrently: start over
 		}
 		s.metrics.DashboardsPublished.Inc()
-		out, err := s.render(ctx, r, []*itemDoc{nd})
+		out, err := s.render(ctx, r, []*Item{nd})
 		if err != nil {
 			return Workbook{}, err
 		}
 		return out[0], nil
 	}
 	return Workbook{}, busyf("workbook %d kept changing during the publish; retry", id)
-}
-
-func publishedVersionFilter(v int64) any {
-	if v == 0 {
-		return bson.D{{Key: "$exists", Value: false}}
-	}
-	return v
 }
 
 // snapshotReports copies each report a widget names into the published dashboard, but
@@ -1301,7 +1269,7 @@ func (s *service) snapshotReports(ctx context.Context, r *request, cfg Dashboard
 	if len(ids) == 0 {
 		return out, nil
 	}
-	docs, err := s.store.findItems(ctx, dep, ids)
+	docs, err := s.store.Items(ctx, dep, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -1320,7 +1288,7 @@ func (s *service) snapshotReports(ctx context.Context, r *request, cfg Dashboard
 			continue
 		}
 		done[rid] = true
-		sid, err := s.store.nextID(ctx)
+		sid, err := s.store.NextID(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -1338,7 +1306,7 @@ type cursor struct {
 	ID       int64   `json:"i"`
 }
 
-func keyOf(d *itemDoc) cursor {
+func keyOf(d *Item) cursor {
 	rank := 1
 	if d.Type == TypeFolder {
 		rank = 0
@@ -1346,16 +1314,12 @@ func keyOf(d *itemDoc) cursor {
 	return cursor{Rank: rank, Position: d.Position, Name: d.Name, ID: d.ID}
 }
 
-func (a cursor) less(b cursor) bool {
-	switch {
-	case a.Rank != b.Rank:
-		return a.Rank < b.Rank
-	case a.Position != b.Position:
-		return a.Position < b.Position
-	case a.Name != b.Name:
-		return a.Name < b.Name
+// listKey is where in its batch of folders, or of workbooks and reports, the cursor is.
+func (c *cursor) listKey() *ListKey {
+	if c == nil {
+		return nil
 	}
-	return a.ID < b.ID
+	return &ListKey{Position: c.Position, Name: c.Name, ID: c.ID}
 }
 
 // visibleChildren returns up to first children of folder after the cursor that the caller
@@ -1363,9 +1327,9 @@ func (a cursor) less(b cursor) bool {
 // and limited by the database, folders before workbooks and reports, each batch no larger
 // than what the page still needs (plus one, to know whether more follow): when the caller
 // can view everything, a page of n reads n+1 children.
-func (s *service) visibleChildren(ctx context.Context, r *request, folder int64, from *cursor, first int) ([]*itemDoc, bool, error) {
+func (s *service) visibleChildren(ctx context.Context, r *request, folder int64, from *cursor, first int) ([]*Item, bool, error) {
 	p, t := r.p, r.tree
-	var out []*itemDoc
+	var out []*Item
 	for _, folders := range []bool{true, false} {
 		var after *cursor
 		if from != nil {
@@ -1380,7 +1344,7 @@ func (s *service) visibleChildren(ctx context.Context, r *request, folder int64,
 		}
 		for {
 			limit := first + 1 - len(out)
-			batch, err := s.store.childrenBatch(ctx, r.dep, folder, folders, after, limit)
+			batch, err := s.store.Children(ctx, r.dep, ChildrenQuery{Parent: folder, Folders: folders, After: after.listKey(), Limit: limit})
 			if err != nil {
 				return nil, false, err
 			}
@@ -1458,27 +1422,27 @@ func (s *service) List(ctx context.Context, p *identity.Principal, dep, folder i
 
 // renderSummaries renders listed items in the summary shape, loading their creators at
 // once.
-func (s *service) renderSummaries(ctx context.Context, r *request, docs []*itemDoc) ([]ItemSummary, error) {
+func (s *service) renderSummaries(ctx context.Context, r *request, docs []*Item) ([]ItemSummary, error) {
 	t := r.tree
 	users, err := s.usersFor(ctx, r, creators(docs))
 	if err != nil {
 		return nil, err
 	}
-	fav, err := s.store.favoriteSet(ctx, r.dep, r.p.User.ID, idsOf(docs))
+	fav, err := s.store.FavoriteSet(ctx, r.dep, r.p.User.ID, idsOf(docs))
 	if err != nil {
 		return nil, err
 	}
 	out := make([]ItemSummary, len(docs))
 	for i, d := range docs {
 		createdBy, isFav := d.CreatedBy, fav[d.ID]
-		out[i] = ItemSummary{ID: d.ID, DeploymentID: d.Dep, Name: d.Name, Type: d.Type, Position: d.Position,
+		out[i] = ItemSummary{ID: d.ID, DeploymentID: d.DeploymentID, Name: d.Name, Type: d.Type, Position: d.Position,
 			CreatedAt: formatTime(d.CreatedAt), UpdatedAt: formatTime(d.UpdatedAt), CreatedBy: d.CreatedBy, UpdatedBy: d.UpdatedBy,
 			UserID: &createdBy, User: owner(users, d.CreatedBy), FolderID: optionalID(d.Parent), FolderPath: t.path(d.Parent), Slug: slugOf(d), IsFavorite: &isFav}
 	}
 	return out, nil
 }
 
-func creators(docs []*itemDoc) []int64 {
+func creators(docs []*Item) []int64 {
 	var ids []int64
 	for _, d := range docs {
 		if !containsID(ids, d.CreatedBy) {
