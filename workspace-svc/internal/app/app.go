@@ -67,8 +67,13 @@ func New(ctx context.Context, d Deps) (*App, error) {
 		pub.Start(ctx)
 		rec = pub
 	}
-	svc := workspace.NewServiceWithLimits(store, workspace.NewMetrics(d.Registry), d.Limits)
+	metrics := workspace.NewMetrics(d.Registry)
+	svc := workspace.NewService(store, d.Limits, metrics.TreeConflicts)
+	// Auditing goes innermost: it records a single move from the bulk move of one it
+	// asks the service for, so the outer decorators still see the call as a Move.
 	svc = workspace.AuditingMiddleware(rec)(svc)
+	svc = workspace.LoggingMiddleware(d.Logger)(svc)
+	svc = workspace.InstrumentingMiddleware(metrics)(svc)
 	o := server.Options{
 		Service:  ServiceName,
 		Logger:   d.Logger,

@@ -57,10 +57,13 @@ type Service interface {
 
 // service implements Service over the store's ports.
 type service struct {
-	store   Store
-	metrics *Metrics
-	now     func() time.Time
-	seen    sync.Map // user id -> User last recorded
+	store Store
+	// treeConflicts counts the structural changes retried because another change of the
+	// deployment committed first: an event inside the commit loop, which a decorator
+	// cannot see.
+	treeConflicts Counter
+	now           func() time.Time
+	seen          sync.Map // user id -> User last recorded
 	// applied remembers, per deployment, the tree version whose op this replica has
 	// applied in full, so a request does not apply it again (one write saved per
 	// structural request; another replica applies it once, then remembers too).
@@ -104,17 +107,20 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
-// NewService builds the service over store with DefaultLimits; metrics may be nil.
-func NewService(store Store, metrics *Metrics) Service {
-	return NewServiceWithLimits(store, metrics, DefaultLimits)
-}
+// Counter counts an event; a prometheus.Counter is one.
+type Counter interface{ Inc() }
 
-// NewServiceWithLimits builds the service over store; metrics may be nil.
-func NewServiceWithLimits(store Store, metrics *Metrics, limits Limits) Service {
-	if metrics == nil {
-		metrics = NewMetrics(nil)
+type noCounter struct{}
+
+func (noCounter) Inc() {}
+
+// NewService builds the service over store; zero limits take DefaultLimits' values, and
+// treeConflicts may be nil. The other domain counters are InstrumentingMiddleware's.
+func NewService(store Store, limits Limits, treeConflicts Counter) Service {
+	if treeConflicts == nil {
+		treeConflicts = noCounter{}
 	}
-	return &service{store: store, metrics: metrics, limits: limits.withDefaults(),
+	return &service{store: store, treeConflicts: treeConflicts, limits: limits.withDefaults(),
 		now: func() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }}
 }
 
@@ -382,7 +388,7 @@ func (r *request) commit(ctx context.Context, prepare func(ctx context.Context) 
 			return err
 		}
 		if !ok {
-			r.s.metrics.TreeConflicts.Inc()
+			r.s.treeConflicts.Inc()
 			continue
 		}
 		r.v++
@@ -493,7 +499,6 @@ func (s *service) CreateFolder(ctx context.Context, p *identity.Principal, dep i
 	if err != nil {
 		return Folder{}, err
 	}
-	s.metrics.FoldersCreated.Inc()
 	return s.renderFolder(ctx, r, doc)
 }
 
@@ -727,10 +732,10 @@ func (s *service) BulkMove(ctx context.Context, p *identity.Principal, dep int64
 		}
 		for j, ref := range distinct[i:] {
 			if j == 0 && inFlight {
-				s.fail(&res, ref, notAppliedf("%s %d may not have been moved: %s while moving it; check where it is and retry", ref.Type.lower(), ref.ID, reason))
+				res.fail(ref, notAppliedf("%s %d may not have been moved: %s while moving it; check where it is and retry", ref.Type.lower(), ref.ID, reason))
 				continue
 			}
-			s.fail(&res, ref, notAppliedf("%s %d was not moved: %s; retry it", ref.Type.lower(), ref.ID, reason))
+			res.fail(ref, notAppliedf("%s %d was not moved: %s; retry it", ref.Type.lower(), ref.ID, reason))
 		}
 		return res, nil
 	}
@@ -772,7 +777,7 @@ func (s *service) BulkMove(ctx context.Context, p *identity.Principal, dep int64
 	for i, ref := range distinct {
 		d := docs[ref.ID]
 		if d == nil || d.Type != ref.Type {
-			s.fail(&res, ref, notFound(ref.Type, ref.ID))
+			res.fail(ref, notFound(ref.Type, ref.ID))
 			continue
 		}
 		ictx, cancel := context.WithTimeout(ctx, writeDeadline)
@@ -785,7 +790,7 @@ func (s *service) BulkMove(ctx context.Context, p *identity.Principal, dep int64
 		}
 		cancel()
 		if f, ok := errs.As(ferr); ok {
-			s.fail(&res, ref, f)
+			res.fail(ref, f)
 			continue
 		}
 		if ferr != nil {
@@ -796,7 +801,6 @@ func (s *service) BulkMove(ctx context.Context, p *identity.Principal, dep int64
 			}
 			return notApplied(i, true, ferr)
 		}
-		s.metrics.ItemsMoved.WithLabelValues(string(ref.Type), "moved").Inc()
 		movedDocs = append(movedDocs, d)
 	}
 	if len(movedDocs) > 0 {
@@ -810,29 +814,8 @@ func (s *service) BulkMove(ctx context.Context, p *identity.Principal, dep int64
 	return res, nil
 }
 
-func (s *service) fail(res *BulkMoveResult, ref ItemRef, f *errs.Error) {
-	s.metrics.ItemsMoved.WithLabelValues(string(ref.Type), moveOutcome(f)).Inc()
-	res.Failed = append(res.Failed, BulkFailure{Ref: ref, Err: f})
-}
-
-// moveOutcome is the outcome label of an item that did not move.
-func moveOutcome(f *errs.Error) string {
-	switch f.Kind {
-	case errs.NotFound:
-		return "not_found"
-	case errs.Forbidden:
-		return "forbidden"
-	case errs.Invalid:
-		return "invalid"
-	case errs.Conflict:
-		return "conflict"
-	case errs.Unavailable:
-		if f.Code == httpx.CodeNotApplied {
-			return "not_applied"
-		}
-		return "busy"
-	}
-	return "other"
+func (res *BulkMoveResult) fail(ref ItemRef, err *errs.Error) {
+	res.Failed = append(res.Failed, BulkFailure{Ref: ref, Err: err})
 }
 
 // checkDestination is the part of a move's checks that concerns where the item goes.
@@ -1244,7 +1227,6 @@ func (s *service) Publish(ctx context.Context, p *identity.Principal, dep, id in
 		if nd == nil {
 			continue // published or moved concurrently: start over
 		}
-		s.metrics.DashboardsPublished.Inc()
 		out, err := s.render(ctx, r, []*Item{nd})
 		if err != nil {
 			return Workbook{}, err
