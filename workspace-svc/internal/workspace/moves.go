@@ -34,34 +34,8 @@ func (s *service) BulkMove(ctx context.Context, p *identity.Principal, dep int64
 	if err != nil {
 		return BulkMoveResult{}, err
 	}
-	distinct := make([]ItemRef, 0, len(refs))
-	seen := map[ItemRef]bool{}
-	ids := make([]int64, 0, len(refs))
-	for _, ref := range refs {
-		if !seen[ref] {
-			seen[ref] = true
-			distinct = append(distinct, ref)
-			ids = append(ids, ref.ID)
-		}
-	}
+	distinct := distinctRefs(refs)
 	res := BulkMoveResult{Moved: []Workbook{}, Failed: []BulkFailure{}}
-	// notApplied fails every item from i on. Item i was being moved when the store
-	// failed, so its write may or may not have landed (a reply lost with the connection);
-	// the items after it were not touched.
-	notApplied := func(i int, inFlight bool, cause error) (BulkMoveResult, error) {
-		reason := "the workspace store failed"
-		if errors.Is(cause, context.DeadlineExceeded) {
-			reason = "the item's deadline passed"
-		}
-		for j, ref := range distinct[i:] {
-			if j == 0 && inFlight {
-				res.fail(ref, notAppliedf("%s %d may not have been moved: %s while moving it; check where it is and retry", ref.Type.lower(), ref.ID, reason))
-				continue
-			}
-			res.fail(ref, notAppliedf("%s %d was not moved: %s; retry it", ref.Type.lower(), ref.ID, reason))
-		}
-		return res, nil
-	}
 	pctx, cancel := context.WithTimeout(ctx, writeDeadline)
 	docs, err := s.loadForMove(pctx, r, distinct, dest)
 	cancel()
@@ -69,7 +43,8 @@ func (s *service) BulkMove(ctx context.Context, p *identity.Principal, dep int64
 		if _, ok := errs.As(err); ok {
 			return BulkMoveResult{}, err
 		}
-		return notApplied(0, false, err)
+		res.notApplied(distinct, false, err)
+		return res, nil
 	}
 	res.From = make(map[ItemRef]int64, len(docs))
 	for _, ref := range distinct {
@@ -77,26 +52,9 @@ func (s *service) BulkMove(ctx context.Context, p *identity.Principal, dep int64
 			res.From[ref] = d.Parent
 		}
 	}
+	lease := &destLease{s: s, dep: dep, dest: dest}
+	defer lease.release(ctx)
 	var movedDocs []*Item
-	leased, destGone := false, false
-	var leaseCtx context.Context // the item being moved's context, for the lease write
-	lease := func() error {      // once per request, before the first write into dest
-		if dest == 0 || leased {
-			return nil
-		}
-		now := s.now()
-		ok, err := s.store.LeaseFolder(leaseCtx, dep, dest, now, now.Add(leaseTTL))
-		if err != nil {
-			return err
-		}
-		leased, destGone = true, !ok
-		return nil
-	}
-	defer func() {
-		if leased && !destGone {
-			s.release(ctx, dep, dest)
-		}
-	}()
 	for i, ref := range distinct {
 		d := docs[ref.ID]
 		if d == nil || d.Type != ref.Type {
@@ -104,12 +62,11 @@ func (s *service) BulkMove(ctx context.Context, p *identity.Principal, dep int64
 			continue
 		}
 		ictx, cancel := context.WithTimeout(ctx, writeDeadline)
-		leaseCtx = ictx
 		var ferr error
 		if ref.Type == TypeFolder {
-			ferr = s.moveFolder(ictx, r, d, dest, lease, &destGone)
+			ferr = s.moveFolder(ictx, r, d, dest, lease)
 		} else {
-			ferr = s.moveItem(ictx, r, d, dest, lease, &destGone)
+			ferr = s.moveItem(ictx, r, d, dest, lease)
 		}
 		cancel()
 		if f, ok := errs.As(ferr); ok {
@@ -122,7 +79,8 @@ func (s *service) BulkMove(ctx context.Context, p *identity.Principal, dep int64
 			if len(movedDocs) > 0 {
 				res.Moved = s.renderWithoutOwners(r.tree, movedDocs)
 			}
-			return notApplied(i, true, ferr)
+			res.notApplied(distinct[i:], true, ferr)
+			return res, nil
 		}
 		movedDocs = append(movedDocs, d)
 	}
@@ -137,12 +95,72 @@ func (s *service) BulkMove(ctx context.Context, p *identity.Principal, dep int64
 	return res, nil
 }
 
+// distinctRefs is refs without repeats, in the order of their first mention (Rule 1).
+func distinctRefs(refs []ItemRef) []ItemRef {
+	out := make([]ItemRef, 0, len(refs))
+	seen := map[ItemRef]bool{}
+	for _, ref := range refs {
+		if !seen[ref] {
+			seen[ref] = true
+			out = append(out, ref)
+		}
+	}
+	return out
+}
+
 func (res *BulkMoveResult) fail(ref ItemRef, err *errs.Error) {
 	res.Failed = append(res.Failed, BulkFailure{Ref: ref, Err: err})
 }
 
+// notApplied fails every item of rest, the items the store's failure (cause) left. With
+// inFlight, the first was being moved when the store failed, so its write may or may not
+// have landed (a reply lost with the connection); the others were not touched.
+func (res *BulkMoveResult) notApplied(rest []ItemRef, inFlight bool, cause error) {
+	reason := "the workspace store failed"
+	if errors.Is(cause, context.DeadlineExceeded) {
+		reason = "the item's deadline passed"
+	}
+	for j, ref := range rest {
+		if j == 0 && inFlight {
+			res.fail(ref, notAppliedf("%s %d may not have been moved: %s while moving it; check where it is and retry", ref.Type.lower(), ref.ID, reason))
+			continue
+		}
+		res.fail(ref, notAppliedf("%s %d was not moved: %s; retry it", ref.Type.lower(), ref.ID, reason))
+	}
+}
+
+// destLease is the lease a move request holds on its destination folder: taken once,
+// before the first write into it (the root needs none), in the context of the item being
+// moved, and given back when the request ends. gone records that the destination was not
+// there to lease (deleted meanwhile).
+type destLease struct {
+	s         *service
+	dep, dest int64
+	leased    bool
+	gone      bool
+}
+
+func (l *destLease) take(ctx context.Context) error {
+	if l.dest == 0 || l.leased {
+		return nil
+	}
+	now := l.s.now()
+	ok, err := l.s.store.LeaseFolder(ctx, l.dep, l.dest, now, now.Add(leaseTTL))
+	if err != nil {
+		return err
+	}
+	l.leased, l.gone = true, !ok
+	return nil
+}
+
+func (l *destLease) release(ctx context.Context) {
+	if l.leased && !l.gone {
+		l.s.release(ctx, l.dep, l.dest)
+	}
+}
+
 // checkDestination is the part of a move's checks that concerns where the item goes.
-func checkDestination(t *tree, p *identity.Principal, dest int64, destGone bool) *errs.Error {
+func checkDestination(t *tree, dest int64, destGone bool) *errs.Error {
 	if dest != 0 && (destGone || t.folders[dest] == nil) {
 		return notFound(TypeFolder, dest)
 	}
@@ -223,7 +241,7 @@ func (s *service) loadForMove(ctx context.Context, r *request, refs []ItemRef, d
 	return docs, nil
 }
 
-func (s *service) moveFolder(ctx context.Context, r *request, d *Item, dest int64, lease func() error, destGone *bool) error {
+func (s *service) moveFolder(ctx context.Context, r *request, d *Item, dest int64, lease *destLease) error {
 	p := r.p
 	prepare := func(ctx context.Context) error {
 		if err := r.need(ctx, d.ID, dest); err != nil {
@@ -235,7 +253,7 @@ func (s *service) moveFolder(ctx context.Context, r *request, d *Item, dest int6
 		if t.folders[d.ID] == nil {
 			return nil, notFound(TypeFolder, d.ID)
 		}
-		if f := checkDestination(t, p, dest, *destGone); f != nil {
+		if f := checkDestination(t, dest, lease.gone); f != nil {
 			return nil, f
 		}
 		if t.folderLevel(p, d.ID) < LevelEdit {
@@ -255,10 +273,10 @@ func (s *service) moveFolder(ctx context.Context, r *request, d *Item, dest int6
 		if cur.Parent == dest {
 			return nil, nil // already there: nothing to record
 		}
-		if err := lease(); err != nil {
+		if err := lease.take(ctx); err != nil {
 			return nil, err
 		}
-		if *destGone {
+		if lease.gone {
 			return nil, notFound(TypeFolder, dest)
 		}
 		now := s.now()
@@ -269,14 +287,14 @@ func (s *service) moveFolder(ctx context.Context, r *request, d *Item, dest int6
 	})
 }
 
-func (s *service) moveItem(ctx context.Context, r *request, d *Item, dest int64, lease func() error, destGone *bool) error {
+func (s *service) moveItem(ctx context.Context, r *request, d *Item, dest int64, lease *destLease) error {
 	p := r.p
 	for attempt := 0; attempt < maxTreeRetries; attempt++ {
 		if err := r.need(ctx, d.Parent, dest); err != nil {
 			return err
 		}
 		t := r.tree
-		if f := checkDestination(t, p, dest, *destGone); f != nil {
+		if f := checkDestination(t, dest, lease.gone); f != nil {
 			return f
 		}
 		if t.itemLevel(p, d.CreatedBy, d.Parent) < LevelEdit {
@@ -294,10 +312,10 @@ func (s *service) moveItem(ctx context.Context, r *request, d *Item, dest int64,
 			return forbiddenf("moving %s %d into folder %d would hide it from its creator (user %d cannot view that folder); that needs manage access to the %s",
 				d.Type.lower(), d.ID, dest, d.CreatedBy, d.Type.lower())
 		}
-		if err := lease(); err != nil {
+		if err := lease.take(ctx); err != nil {
 			return err
 		}
-		if *destGone {
+		if lease.gone {
 			return notFound(TypeFolder, dest)
 		}
 		now := s.now()

@@ -40,14 +40,9 @@ func (s *service) Search(ctx context.Context, p *identity.Principal, dep int64, 
 	if in.Sort == "" {
 		in.Sort = "name"
 	}
-	var from *searchCursor
-	if in.After != "" {
-		raw, err := base64.RawURLEncoding.DecodeString(in.After)
-		var c searchCursor
-		if err != nil || json.Unmarshal(raw, &c) != nil || c.Sort != in.Sort {
-			return Page{}, httpx.BadCursor() // a cursor of another sort, too
-		}
-		from = &c
+	from, err := parseSearchCursor(in.After, in.Sort)
+	if err != nil {
+		return Page{}, err
 	}
 	r, err := s.begin(ctx, p, dep)
 	if err != nil {
@@ -76,15 +71,54 @@ func (s *service) Search(ctx context.Context, p *identity.Principal, dep int64, 
 			return Page{}, err
 		}
 	}
-	var out []*Item
-	more, scanned := false, 0
-	var last *Item
+	out, last, more, err := s.scan(ctx, r, q, in, from)
+	if err != nil {
+		return Page{}, err
+	}
+	items, err := s.renderSummaries(ctx, r, out)
+	if err != nil {
+		return Page{}, err
+	}
+	page := Page{Items: items, HasNextPage: more}
+	// The cursor is the last item of the page, or the last one examined when the page
+	// ended at the scan limit.
+	cursorDoc := last
+	if len(out) > 0 && (!more || len(out) == in.First) {
+		cursorDoc = out[len(out)-1]
+	}
+	if cursorDoc != nil && (more || len(out) > 0) {
+		b, _ := json.Marshal(searchKey(in.Sort, cursorDoc))
+		c := base64.RawURLEncoding.EncodeToString(b)
+		page.EndCursor = &c
+	}
+	return page, nil
+}
+
+// parseSearchCursor reads a search page's `after`; a cursor of another sort is refused
+// too.
+func parseSearchCursor(after, sort string) (*searchCursor, error) {
+	if after == "" {
+		return nil, nil
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(after)
+	var c searchCursor
+	if err != nil || json.Unmarshal(raw, &c) != nil || c.Sort != sort {
+		return nil, httpx.BadCursor()
+	}
+	return &c, nil
+}
+
+// scan reads batches of q's matches after from until the page holds in.First items the
+// caller can view (more: another follows) or SearchScan items were examined (more: the
+// page so far; the cursor goes on from last, the last item examined).
+func (s *service) scan(ctx context.Context, r *request, q SearchQuery, in SearchInput, from *searchCursor) (out []*Item, last *Item, more bool, err error) {
+	scanned := 0
 	for !more {
 		limit := in.First + 1 - len(out)
 		q.After, q.Limit = from.searchKey(), limit
-		batch, err := s.store.Search(ctx, dep, q)
+		batch, err := s.store.Search(ctx, r.dep, q)
 		if err != nil {
-			return Page{}, err
+			return nil, nil, false, err
 		}
 		var chains []int64
 		for _, d := range batch {
@@ -96,7 +130,7 @@ func (s *service) Search(ctx context.Context, p *identity.Principal, dep int64, 
 			}
 		}
 		if err := r.need(ctx, chains...); err != nil {
-			return Page{}, err
+			return nil, nil, false, err
 		}
 		for _, d := range batch {
 			if !r.visible(d) {
@@ -116,27 +150,11 @@ func (s *service) Search(ctx context.Context, p *identity.Principal, dep int64, 
 			break
 		}
 		if scanned >= s.limits.SearchScan && !more {
-			more = true // the page so far; the cursor goes on from the last examined item
+			more = true
 			break
 		}
 		c := searchKey(in.Sort, batch[len(batch)-1])
 		from = &c
 	}
-	items, err := s.renderSummaries(ctx, r, out)
-	if err != nil {
-		return Page{}, err
-	}
-	page := Page{Items: items, HasNextPage: more}
-	// The cursor is the last item of the page, or the last one examined when the page
-	// ended at the scan limit.
-	cursorDoc := last
-	if len(out) > 0 && (!more || len(out) == in.First) {
-		cursorDoc = out[len(out)-1]
-	}
-	if cursorDoc != nil && (more || len(out) > 0) {
-		b, _ := json.Marshal(searchKey(in.Sort, cursorDoc))
-		c := base64.RawURLEncoding.EncodeToString(b)
-		page.EndCursor = &c
-	}
-	return page, nil
+	return out, last, more, nil
 }

@@ -20,8 +20,6 @@ import (
 const (
 	MaxBulkItems   = 100
 	MaxNameLength  = 255
-	DefaultPage    = httpx.DefaultPage
-	MaxPage        = httpx.MaxPage
 	maxTreeRetries = 64
 	// A request that puts items into a folder holds a lease on it for leaseTTL; its
 	// writes run under writeDeadline < leaseTTL, so a folder delete that waits for the

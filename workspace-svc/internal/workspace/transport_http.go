@@ -103,7 +103,7 @@ func scopeOf(r *http.Request) (scope, error) {
 	return scope{P: identity.FromContext(r.Context()), Dep: dep}, nil
 }
 
-func pathID(r *http.Request, name string, t ItemType) (int64, error) {
+func pathID(r *http.Request, name string) (int64, error) {
 	raw := r.PathValue(name)
 	id, err := strconv.ParseInt(raw, 10, 64)
 	if err != nil || id <= 0 {
@@ -143,7 +143,7 @@ func decodeFolderRequest(_ context.Context, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	id, err := pathID(r, "folderId", TypeFolder)
+	id, err := pathID(r, "folderId")
 	if err != nil {
 		return nil, err
 	}
@@ -274,7 +274,7 @@ func decodeFavoriteRequest(on bool) kithttp.DecodeRequestFunc {
 		if !typ.Valid() {
 			return nil, httpx.Errorf(http.StatusBadRequest, "type in the path must be one of FOLDER, WORKBOOK, REPORT, not %q", r.PathValue("type"))
 		}
-		id, err := pathID(r, "itemId", typ)
+		id, err := pathID(r, "itemId")
 		if err != nil {
 			return nil, err
 		}
@@ -477,7 +477,7 @@ func decodeItemRequest(t ItemType, param string) kithttp.DecodeRequestFunc {
 		if err != nil {
 			return nil, err
 		}
-		id, err := pathID(r, param, t)
+		id, err := pathID(r, param)
 		if err != nil {
 			return nil, err
 		}

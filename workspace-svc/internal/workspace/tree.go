@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"slices"
 	"sort"
 
 	"github.com/analyticsco/platform/libs/identity"
@@ -17,16 +18,20 @@ const (
 	LevelManage
 )
 
-var levelNames = map[Level]string{LevelView: "view", LevelEdit: "edit", LevelManage: "manage"}
+// levelNames are the names of the levels, indexed by level.
+var levelNames = []string{LevelNone: "", LevelView: "view", LevelEdit: "edit", LevelManage: "manage"}
 
-func (l Level) String() string { return levelNames[l] }
+func (l Level) String() string {
+	if l < 0 || int(l) >= len(levelNames) {
+		return ""
+	}
+	return levelNames[l]
+}
 
 // ParseLevel parses "view", "edit" or "manage".
 func ParseLevel(s string) (Level, bool) {
-	for l, n := range levelNames {
-		if n == s {
-			return l, true
-		}
+	if i := slices.Index(levelNames, s); i > 0 {
+		return Level(i), true
 	}
 	return LevelNone, false
 }
