@@ -78,7 +78,7 @@ func New(ctx context.Context, d Deps) (*App, error) {
 		Service:  ServiceName,
 		Logger:   d.Logger,
 		Registry: d.Registry,
-		API:      identity.Require(d.Signer.ForService(ServiceName), workspace.NewHTTPHandler(svc, d.Logger)),
+		API:      identity.Require(d.Signer.ForService(ServiceName), workspace.NewHTTPHandler(workspace.MakeEndpoints(svc), d.Logger)),
 		Checks:   []server.Check{{Name: "mongodb", Check: mongox.Ping(d.Mongo)}},
 	}
 	return &App{Handler: server.Handler(o), Internal: server.Internal(o)}, nil

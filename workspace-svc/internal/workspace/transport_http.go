@@ -23,9 +23,10 @@ const MaxBodyBytes = 1 << 20
 
 const base = "/api/v1/deployments/{deploymentId}"
 
-// NewHTTPHandler routes the workspace API to s. The caller wraps it in identity.Require.
-func NewHTTPHandler(s Service, logger *slog.Logger) http.Handler {
-	e := MakeEndpoints(s)
+// NewHTTPHandler routes the workspace API to the endpoints (MakeEndpoints); every
+// error goes through the one error encoder, errs.Encoder. The caller wraps the handler
+// in identity.Require.
+func NewHTTPHandler(e Endpoints, logger *slog.Logger) http.Handler {
 	opts := []kithttp.ServerOption{kithttp.ServerErrorEncoder(errs.Encoder(logger))}
 	r := httpx.NewRouter()
 	handle := func(method, path string, ep endpoint.Endpoint, dec kithttp.DecodeRequestFunc) {
