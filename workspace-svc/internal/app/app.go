@@ -15,6 +15,7 @@ import (
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
 	"github.com/analyticsco/platform/libs/server"
+	"github.com/analyticsco/platform/workspace-svc/internal/store/mongostore"
 	"github.com/analyticsco/platform/workspace-svc/internal/workspace"
 )
 
@@ -45,8 +46,10 @@ type App struct {
 
 // New wires the service. It creates the indexes first.
 func New(ctx context.Context, d Deps) (*App, error) {
-	store := workspace.NewStore(d.Mongo.Database(d.Database))
-	if err := ensureIndexes(ctx, store); err != nil {
+	store := mongostore.New(d.Mongo.Database(d.Database))
+	// Replicas starting together race to create the same indexes (FerretDB answers the
+	// loser by dropping its connection): retry while the database is unreachable.
+	if err := mongox.RetryUnavailable(ctx, 30*time.Second, store.EnsureIndexes); err != nil {
 		return nil, err
 	}
 	// Folders written before folders kept their ancestors get them now; a request that
@@ -64,32 +67,19 @@ func New(ctx context.Context, d Deps) (*App, error) {
 		pub.Start(ctx)
 		rec = pub
 	}
-	svc := workspace.NewServiceWithLimits(store, workspace.NewMetrics(d.Registry), d.Limits)
+	metrics := workspace.NewMetrics(d.Registry)
+	svc := workspace.NewService(store, d.Limits, metrics.TreeConflicts)
+	// Auditing goes innermost: it records a single move from the bulk move of one it
+	// asks the service for, so the outer decorators still see the call as a Move.
 	svc = workspace.AuditingMiddleware(rec)(svc)
+	svc = workspace.LoggingMiddleware(d.Logger)(svc)
+	svc = workspace.InstrumentingMiddleware(metrics)(svc)
 	o := server.Options{
 		Service:  ServiceName,
 		Logger:   d.Logger,
 		Registry: d.Registry,
-		API:      identity.Require(d.Signer.ForService(ServiceName), workspace.NewHTTPHandler(svc, d.Logger)),
+		API:      identity.Require(d.Signer.ForService(ServiceName), workspace.NewHTTPHandler(workspace.MakeEndpoints(svc), d.Logger)),
 		Checks:   []server.Check{{Name: "mongodb", Check: mongox.Ping(d.Mongo)}},
 	}
 	return &App{Handler: server.Handler(o), Internal: server.Internal(o)}, nil
-}
-
-// ensureIndexes retries while the database is unreachable: replicas starting together
-// race to create the same indexes, and FerretDB answers the loser by dropping its
-// connection; the next attempt finds the indexes in place.
-func ensureIndexes(ctx context.Context, store *workspace.Store) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for attempt := 1; ; attempt++ {
-		err := store.EnsureIndexes(ctx)
-		if err == nil || !mongox.Unavailable(err) || time.Now().After(deadline) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(time.Duration(attempt) * 100 * time.Millisecond):
-		}
-	}
 }

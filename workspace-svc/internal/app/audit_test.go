@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/analyticsco/platform/devstack/apitest"
 	"github.com/analyticsco/platform/libs/audit"
 )
 
@@ -19,7 +20,7 @@ func TestAuditTrail(t *testing.T) {
 	acct := e.acme().ID
 
 	// last returns the one event a call recorded, checked for what every event carries.
-	last := func(t *testing.T, r response, action string) audit.Event {
+	last := func(t *testing.T, r apitest.Response, action string) audit.Event {
 		t.Helper()
 		evs := e.audit.Events()
 		e.audit.Reset()
@@ -45,7 +46,7 @@ func TestAuditTrail(t *testing.T) {
 	var folder, sub, wb, rep int64
 	t.Run("create-folder", func(t *testing.T) {
 		r := e.do(t, "POST", depPath(dep, "/folders"), admin, map[string]any{"name": "Finance"})
-		folder = int64(r.json(t)["id"].(float64))
+		folder = int64(r.Object(t)["id"].(float64))
 		ev := last(t, r, "workspace.folder.create")
 		wantOutcome(t, ev, audit.Succeeded(200))
 		if ev.Target != (audit.Target{Type: "folder", ID: id(folder)}) || ev.Actor != (audit.Actor{Type: audit.ActorUser, ID: id(adminID), UserID: adminID}) ||
@@ -91,13 +92,13 @@ func TestAuditTrail(t *testing.T) {
 	})
 	t.Run("create-workbook-and-report", func(t *testing.T) {
 		r := e.do(t, "POST", depPath(dep, "/workbooks"), admin, map[string]any{"name": "Revenue", "folderId": folder})
-		wb = int64(r.json(t)["id"].(float64))
+		wb = int64(r.Object(t)["id"].(float64))
 		ev := last(t, r, "workspace.workbook.create")
 		if ev.Target != (audit.Target{Type: "workbook", ID: id(wb)}) || ev.Details["folderId"] != folder {
 			t.Fatalf("event %+v", ev)
 		}
 		r = e.do(t, "POST", depPath(dep, "/reports"), admin, map[string]any{"name": "Churn"})
-		rep = int64(r.json(t)["id"].(float64))
+		rep = int64(r.Object(t)["id"].(float64))
 		if ev := last(t, r, "workspace.report.create"); ev.Target != (audit.Target{Type: "report", ID: id(rep)}) {
 			t.Fatalf("event %+v", ev)
 		}

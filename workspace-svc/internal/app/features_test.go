@@ -7,17 +7,18 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/analyticsco/platform/devstack/apitest"
 	"github.com/analyticsco/platform/workspace-svc/internal/workspace"
 )
 
 // names lists the names of a page's items.
-func names(t *testing.T, r response) []string {
+func names(t *testing.T, r apitest.Response) []string {
 	t.Helper()
 	if r.Status != 200 {
 		t.Fatalf("list: %d %s", r.Status, r.Body)
 	}
 	out := []string{}
-	for _, it := range r.json(t)["items"].([]any) {
+	for _, it := range r.Object(t)["items"].([]any) {
 		out = append(out, it.(map[string]any)["name"].(string))
 	}
 	return out
@@ -31,7 +32,7 @@ func (e *env) allPages(t *testing.T, dep int64, bearer, query string) []string {
 	for pages := 0; pages < 100; pages++ {
 		r := e.do(t, "GET", depPath(dep, "/workspace?"+query+after), bearer, nil)
 		out = append(out, names(t, r)...)
-		pi := r.json(t)["pageInfo"].(map[string]any)
+		pi := r.Object(t)["pageInfo"].(map[string]any)
 		if pi["hasNextPage"] != true {
 			return out
 		}
@@ -41,17 +42,17 @@ func (e *env) allPages(t *testing.T, dep int64, bearer, query string) []string {
 	return nil
 }
 
-func (e *env) favorite(t *testing.T, dep int64, bearer, method, typ string, id int64) response {
+func (e *env) favorite(t *testing.T, dep int64, bearer, method, typ string, id int64) apitest.Response {
 	t.Helper()
 	return e.do(t, method, depPath(dep, fmt.Sprintf("/workspace/favorites/%s/%d", typ, id)), bearer, nil)
 }
 
-func isFavorite(t *testing.T, r response) any {
+func isFavorite(t *testing.T, r apitest.Response) any {
 	t.Helper()
 	if r.Status != 200 {
 		t.Fatalf("%d %s", r.Status, r.Body)
 	}
-	return r.json(t)["isFavorite"]
+	return r.Object(t)["isFavorite"]
 }
 
 func TestFavorites(t *testing.T) {
@@ -77,7 +78,7 @@ func TestFavorites(t *testing.T) {
 		if got := isFavorite(t, e.do(t, "GET", depPath(dep, fmt.Sprintf("/workbooks/%d", wb)), admin, nil)); got != false {
 			t.Fatalf("GET by another user: isFavorite %v", got)
 		}
-		list := e.do(t, "GET", depPath(dep, fmt.Sprintf("/workspace?folderId=%d", folder)), ai, nil).json(t)["items"].([]any)
+		list := e.do(t, "GET", depPath(dep, fmt.Sprintf("/workspace?folderId=%d", folder)), ai, nil).Object(t)["items"].([]any)
 		for _, it := range list {
 			m := it.(map[string]any)
 			if want := m["id"] == float64(wb); m["isFavorite"] != want {
@@ -85,7 +86,7 @@ func TestFavorites(t *testing.T) {
 			}
 		}
 		r := e.do(t, "GET", depPath(dep, "/workspace?favorites=true"), ai, nil)
-		items := r.json(t)["items"].([]any)
+		items := r.Object(t)["items"].([]any)
 		if len(items) != 1 || items[0].(map[string]any)["id"] != float64(wb) || items[0].(map[string]any)["isFavorite"] != true {
 			t.Fatalf("favorites=true: %s", r.Body)
 		}
@@ -145,7 +146,7 @@ func TestFavorites(t *testing.T) {
 		} {
 			t.Run(c.name, func(t *testing.T) {
 				r := e.favorite(t, dep, c.bearer, "PUT", c.typ, c.id)
-				if st, msg := r.errorBody(t); r.Status != c.status || st != c.status || !strings.Contains(msg, c.msg) {
+				if st, msg := errorBody(t, r); r.Status != c.status || st != c.status || !strings.Contains(msg, c.msg) {
 					t.Fatalf("want %d naming %q, got %d %s", c.status, c.msg, r.Status, r.Body)
 				}
 			})
@@ -163,7 +164,7 @@ func TestFavorites(t *testing.T) {
 			}
 		}
 		r := e.favorite(t, dep, admin, "PUT", "workbook", ids[3])
-		if _, msg := r.errorBody(t); r.Status != 400 || !strings.Contains(msg, "WORKSPACE_MAX_FAVORITES") || r.json(t)["code"] != "favorites_limit" {
+		if _, msg := errorBody(t, r); r.Status != 400 || !strings.Contains(msg, "WORKSPACE_MAX_FAVORITES") || r.Object(t)["code"] != "favorites_limit" {
 			t.Fatalf("fourth favorite: want 400 naming the limit, got %d %s", r.Status, r.Body)
 		}
 		if r := e.favorite(t, dep, admin, "PUT", "workbook", ids[0]); r.Status != 204 {
@@ -205,7 +206,7 @@ func TestSearch(t *testing.T) {
 			t.Fatalf("q=REVenue: %v, want %v (by name, case-insensitive, only what the caller can view)", got, want)
 		}
 		r := e.do(t, "GET", depPath(dep, "/workspace?q=by+region"), ai, nil)
-		item := r.json(t)["items"].([]any)[0].(map[string]any)
+		item := r.Object(t)["items"].([]any)[0].(map[string]any)
 		path := item["folderPath"].([]any)
 		if len(path) != 2 || path[0].(map[string]any)["name"] != "Area" || path[1].(map[string]any)["name"] != "Branch" {
 			t.Fatalf("hit's folderPath: %v", path)
@@ -221,7 +222,7 @@ func TestSearch(t *testing.T) {
 
 	t.Run("scan-limit-ends-a-page-early-and-the-cursor-goes-on", func(t *testing.T) {
 		r := e.do(t, "GET", depPath(dep, "/workspace?q=revenue&sort=-name&first=10"), ai, nil)
-		body := r.json(t)
+		body := r.Object(t)
 		if body["pageInfo"].(map[string]any)["hasNextPage"] != true || len(body["items"].([]any)) >= 4 {
 			t.Fatalf("with 12 hidden matches and a scan limit of 5, the first page ends early: %s", r.Body)
 		}
@@ -262,11 +263,11 @@ func TestSearch(t *testing.T) {
 	})
 
 	t.Run("400s", func(t *testing.T) {
-		first := e.do(t, "GET", depPath(dep, "/workspace?q=revenue&first=1"), ai, nil).json(t)["pageInfo"].(map[string]any)["endCursor"].(string)
+		first := e.do(t, "GET", depPath(dep, "/workspace?q=revenue&first=1"), ai, nil).Object(t)["pageInfo"].(map[string]any)["endCursor"].(string)
 		for _, q := range []string{"sort=size", "type=DASHBOARD", "createdBy=42", "favorites=yes", "q=" + strings.Repeat("x", 256),
 			"q=revenue&sort=-updatedAt&after=" + url.QueryEscape(first), "q=revenue&after=nope"} {
 			r := e.do(t, "GET", depPath(dep, "/workspace?"+q), ai, nil)
-			if st, msg := r.errorBody(t); r.Status != 400 || st != 400 || msg == "" {
+			if st, msg := errorBody(t, r); r.Status != 400 || st != 400 || msg == "" {
 				t.Fatalf("%s: want 400, got %d %s", q, r.Status, r.Body)
 			}
 		}
@@ -289,12 +290,12 @@ func TestRenameAndDeleteItems(t *testing.T) {
 		if r.Status != 200 {
 			t.Fatalf("rename with edit on the folder: %d %s", r.Status, r.Body)
 		}
-		m := r.json(t)
+		m := r.Object(t)
 		if m["name"] != "Final board" || m["createdBy"] != float64(e.user("acme", "aiBiUser").ID) || !strings.HasPrefix(m["slug"].(string), "final-board-") ||
 			m["meta"].(map[string]any)["k"] != float64(1) {
 			t.Fatalf("renamed: %v", m)
 		}
-		got := e.do(t, "GET", depPath(dep, fmt.Sprintf("/workbooks/%d", wb)), ai, nil).json(t)
+		got := e.do(t, "GET", depPath(dep, fmt.Sprintf("/workbooks/%d", wb)), ai, nil).Object(t)
 		if got["name"] != "Final board" {
 			t.Fatalf("GET after rename: %v", got["name"])
 		}
@@ -316,7 +317,7 @@ func TestRenameAndDeleteItems(t *testing.T) {
 		} {
 			t.Run(c.name, func(t *testing.T) {
 				r := e.do(t, "PATCH", depPath(dep, c.path), c.bearer, c.body)
-				if st, _ := r.errorBody(t); r.Status != c.status || st != c.status {
+				if st, _ := errorBody(t, r); r.Status != c.status || st != c.status {
 					t.Fatalf("want %d, got %d %s", c.status, r.Status, r.Body)
 				}
 			})
@@ -325,7 +326,7 @@ func TestRenameAndDeleteItems(t *testing.T) {
 
 	t.Run("delete-needs-manage", func(t *testing.T) {
 		r := e.do(t, "DELETE", depPath(dep, fmt.Sprintf("/workbooks/%d", wb)), dev, nil)
-		if _, msg := r.errorBody(t); r.Status != 403 || !strings.Contains(msg, "manage") {
+		if _, msg := errorBody(t, r); r.Status != 403 || !strings.Contains(msg, "manage") {
 			t.Fatalf("delete with edit only: want 403 naming manage, got %d %s", r.Status, r.Body)
 		}
 		if r := e.do(t, "DELETE", depPath(dep, fmt.Sprintf("/workbooks/%d", wb)), ai, nil); r.Status != 204 {
@@ -347,13 +348,13 @@ func TestRenameAndDeleteItems(t *testing.T) {
 		r := e.do(t, "POST", depPath(dep, "/workbooks"), admin, map[string]any{"name": "kpi board",
 			"dashboardDraft": map[string]any{"kind": "CLASSIC", "widgets": []any{map[string]any{"id": "w1", "type": "CHART",
 				"position": map[string]any{"x": 0, "y": 0, "w": 4, "h": 3}, "config": map[string]any{"reportId": rp}}}}})
-		board := int64(r.json(t)["id"].(float64))
+		board := int64(r.Object(t)["id"].(float64))
 		snaps := func() int {
 			p := e.do(t, "POST", depPath(dep, fmt.Sprintf("/workbooks/%d/publish", board)), admin, nil)
 			if p.Status != 200 {
 				t.Fatalf("publish: %d %s", p.Status, p.Body)
 			}
-			return len(p.json(t)["publishedDashboard"].(map[string]any)["reportSnapshots"].([]any))
+			return len(p.Object(t)["publishedDashboard"].(map[string]any)["reportSnapshots"].([]any))
 		}
 		if n := snaps(); n != 1 {
 			t.Fatalf("before the delete: %d snapshots", n)
@@ -374,14 +375,14 @@ func TestDashboardLifecycle(t *testing.T) {
 	adminID, aiID := float64(e.user("acme", "admin").ID), float64(e.user("acme", "aiBiUser").ID)
 	r := e.do(t, "POST", depPath(dep, "/workbooks"), admin, map[string]any{"name": "board",
 		"dashboardDraft": map[string]any{"kind": "CLASSIC", "title": "Board", "widgets": []any{}}})
-	wb := int64(r.json(t)["id"].(float64))
+	wb := int64(r.Object(t)["id"].(float64))
 	path := func(verb string) string { return depPath(dep, fmt.Sprintf("/workbooks/%d/%s", wb, verb)) }
-	dash := func(t *testing.T, r response) map[string]any {
+	dash := func(t *testing.T, r apitest.Response) map[string]any {
 		t.Helper()
 		if r.Status != 200 {
 			t.Fatalf("%d %s", r.Status, r.Body)
 		}
-		return r.json(t)["publishedDashboard"].(map[string]any)
+		return r.Object(t)["publishedDashboard"].(map[string]any)
 	}
 	check := func(t *testing.T, d map[string]any, status string, version, createdBy, updatedBy float64, embed bool) {
 		t.Helper()
@@ -421,15 +422,15 @@ func TestMoveKeepsItemsVisibleToTheirCreator(t *testing.T) {
 	rp := e.mkItem(t, dep, ai, "reports", "ai's report", 0)
 
 	r := e.do(t, "POST", depPath(dep, "/workspace/move"), dev, map[string]any{"type": "WORKBOOK", "id": wb, "folderId": private})
-	if _, msg := r.errorBody(t); r.Status != 403 || !strings.Contains(msg, "hide it from its creator") || !strings.Contains(msg, "manage") {
+	if _, msg := errorBody(t, r); r.Status != 403 || !strings.Contains(msg, "hide it from its creator") || !strings.Contains(msg, "manage") {
 		t.Fatalf("move into a folder the creator cannot view: want 403 saying so, got %d %s", r.Status, r.Body)
 	}
-	b := e.do(t, "POST", depPath(dep, "/workspace/bulk-move"), dev, map[string]any{"items": []any{ref("REPORT", rp)}, "folderId": private}).json(t)
+	b := e.do(t, "POST", depPath(dep, "/workspace/bulk-move"), dev, map[string]any{"items": []any{ref("REPORT", rp)}, "folderId": private}).Object(t)
 	failed := b["failed"].([]any)
 	if len(failed) != 1 || failed[0].(map[string]any)["error"].(map[string]any)["status"] != float64(403) {
 		t.Fatalf("bulk move: want the report failed with 403, got %v", b)
 	}
-	if got := e.do(t, "GET", depPath(dep, fmt.Sprintf("/workbooks/%d", wb)), ai, nil).json(t)["folderId"]; got != nil {
+	if got := e.do(t, "GET", depPath(dep, fmt.Sprintf("/workbooks/%d", wb)), ai, nil).Object(t)["folderId"]; got != nil {
 		t.Fatalf("the refused move changed nothing: folderId %v", got)
 	}
 	// With a grant the creator can view the folder: the same move is allowed.

@@ -1,18 +1,16 @@
 package app_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/analyticsco/platform/devstack"
+	"github.com/analyticsco/platform/devstack/apitest"
 	"github.com/analyticsco/platform/devstack/gatewaytest"
 	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/identity"
@@ -27,6 +25,7 @@ import (
 type env struct {
 	audit    *audit.Memory // what every instance recorded
 	stack    *gatewaytest.Stack
+	api      *apitest.Client // the gateway
 	counter  *mongox.CommandCounter
 	mongoURI string
 	database string
@@ -68,6 +67,10 @@ func newEnvWithOptions(t *testing.T, instances int, limits workspace.Limits, ups
 	}
 	e.stack = gatewaytest.Start(t, gatewaytest.Options{MongoURI: uri, Upstreams: map[string]string{"workspace-svc": e.direct[0]},
 		SigningKey: e.key, UpstreamTimeout: upstreamTimeout})
+	e.api = apitest.New(e.stack.URL)
+	if upstreamTimeout > 0 {
+		e.api.HTTP.Timeout = upstreamTimeout // a large deployment: as long as the gateway waits
+	}
 	return e
 }
 
@@ -107,65 +110,25 @@ func (e *env) user(account, user string) gatewaytest.SeedUser {
 	return e.stack.Seed.Accounts[account].Users[user]
 }
 
-// response is a decoded answer.
-type response struct {
-	Status int
-	Body   []byte
-	Header http.Header
+// authz is the Authorization of a bearer token ("" sends none).
+func authz(bearer string) string {
+	if bearer == "" {
+		return ""
+	}
+	return apitest.Bearer(bearer)
 }
 
-func (r response) json(t *testing.T) map[string]any {
+// do sends a request through the gateway as the holder of bearer.
+func (e *env) do(t *testing.T, method, path, bearer string, body any) apitest.Response {
 	t.Helper()
-	var m map[string]any
-	if err := json.Unmarshal(r.Body, &m); err != nil {
-		t.Fatalf("status %d, body %q is not a JSON object: %v", r.Status, r.Body, err)
-	}
-	return m
+	return e.api.Call(t, method, path, authz(bearer), body)
 }
 
-func (r response) errorBody(t *testing.T) (int, string) {
-	m := r.json(t)
-	st, _ := m["status"].(float64)
-	msg, _ := m["message"].(string)
-	return int(st), msg
-}
-
-func call(t *testing.T, base, method, path, bearer string, body any) response {
+// errorBody is the status and message of an error answer (its code must be set).
+func errorBody(t *testing.T, r apitest.Response) (int, string) {
 	t.Helper()
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case string:
-		rd = bytes.NewBufferString(b)
-	default:
-		raw, err := json.Marshal(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rd = bytes.NewReader(raw)
-	}
-	req, err := http.NewRequest(method, base+path, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rd != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if bearer != "" {
-		req.Header.Set("Authorization", "Bearer "+bearer)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	return response{Status: resp.StatusCode, Body: raw, Header: resp.Header}
-}
-
-func (e *env) do(t *testing.T, method, path, bearer string, body any) response {
-	t.Helper()
-	return call(t, e.stack.URL, method, path, bearer, body)
+	e := r.Error(t)
+	return e.Status, e.Message
 }
 
 func depPath(dep int64, rest string) string {
@@ -183,7 +146,7 @@ func (e *env) mkFolder(t *testing.T, dep int64, bearer, name string, parent int6
 	if r.Status != 200 {
 		t.Fatalf("create folder %q: %d %s", name, r.Status, r.Body)
 	}
-	return int64(r.json(t)["id"].(float64))
+	return int64(r.Object(t)["id"].(float64))
 }
 
 func (e *env) mkItem(t *testing.T, dep int64, bearer, kind, name string, folder int64) int64 {
@@ -196,26 +159,7 @@ func (e *env) mkItem(t *testing.T, dep int64, bearer, kind, name string, folder 
 	if r.Status != 200 {
 		t.Fatalf("create %s %q: %d %s", kind, name, r.Status, r.Body)
 	}
-	return int64(r.json(t)["id"].(float64))
+	return int64(r.Object(t)["id"].(float64))
 }
 
 func ref(typ string, id int64) map[string]any { return map[string]any{"type": typ, "id": id} }
-
-func callWithType(t *testing.T, url, bearer, contentType, body string) response {
-	t.Helper()
-	req, _ := http.NewRequest("POST", url, bytes.NewBufferString(body))
-	req.Header.Set("Content-Type", contentType)
-	req.Header.Set("Authorization", "Bearer "+bearer)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	return response{Status: resp.StatusCode, Body: raw}
-}
-
-func jsonBody(v any) io.Reader {
-	raw, _ := json.Marshal(v)
-	return bytes.NewReader(raw)
-}

@@ -27,7 +27,7 @@ func TestListReadsOnlyThePage(t *testing.T) {
 		if r.Status != 200 {
 			t.Fatalf("list: %d %s", r.Status, r.Body)
 		}
-		items := r.json(t)["items"].([]any)
+		items := r.Object(t)["items"].([]any)
 		if len(items) != 1 || items[0].(map[string]any)["name"] != "wb-00" {
 			t.Fatalf("want the first workbook, got %s", r.Body[:200])
 		}
@@ -59,7 +59,7 @@ func TestListReadsOnlyThePage(t *testing.T) {
 			if r.Status != 200 {
 				t.Fatalf("list: %d %s", r.Status, r.Body)
 			}
-			m := r.json(t)
+			m := r.Object(t)
 			for _, it := range m["items"].([]any) {
 				got = append(got, it.(map[string]any)["name"].(string))
 			}
@@ -85,7 +85,7 @@ func TestListReadsOnlyThePage(t *testing.T) {
 		if r.Status != 200 {
 			t.Fatalf("list: %d %s", r.Status, r.Body)
 		}
-		m := r.json(t)
+		m := r.Object(t)
 		items := m["items"].([]any)
 		if len(items) != 1 || items[0].(map[string]any)["id"] != float64(mine) {
 			t.Fatalf("want only the caller's workbook %d, got %s", mine, r.Body)

@@ -25,7 +25,7 @@ func (e *env) measure(t *testing.T, want int, method, path string, body any) rea
 		t.Fatalf("%s %s: %d %s", method, path, r.Status, r.Body)
 	}
 	if method == "POST" && path[len(path)-9:] == "bulk-move" {
-		if failed := r.json(t)["failed"].([]any); len(failed) > 0 {
+		if failed := r.Object(t)["failed"].([]any); len(failed) > 0 {
 			t.Fatalf("bulk move failed items: %v", failed)
 		}
 	}
@@ -118,7 +118,7 @@ func TestReadsFollowTheRequest(t *testing.T) {
 		f.move = e.measure(t, 200, "POST", depPath(dep, "/workspace/move"), map[string]any{"type": "FOLDER", "id": moved, "folderId": dest})
 		f.bulk = e.measure(t, 200, "POST", depPath(dep, "/workspace/bulk-move"), map[string]any{"items": items, "folderId": dest})
 		// The moves landed where they should, with the ancestors the reads rely on.
-		got := e.do(t, "GET", depPath(dep, fmt.Sprintf("/folders/%d", m1)), admin, nil).json(t)
+		got := e.do(t, "GET", depPath(dep, fmt.Sprintf("/folders/%d", m1)), admin, nil).Object(t)
 		if path := got["folderPath"].([]any); len(path) != 5 || path[3].(map[string]any)["id"] != float64(dest) {
 			t.Fatalf("folder m1 after the move: folderPath %v, want level 1..3, dest, moved", path)
 		}
@@ -186,7 +186,7 @@ func TestFoldersWithoutAncestorsAreBackfilled(t *testing.T) {
 	if got.Status != 200 {
 		t.Fatalf("GET old folder: %d %s", got.Status, got.Body)
 	}
-	if path := got.json(t)["folderPath"].([]any); len(path) != 2 || path[0].(map[string]any)["id"] != float64(ids[0]) {
+	if path := got.Object(t)["folderPath"].([]any); len(path) != 2 || path[0].(map[string]any)["id"] != float64(ids[0]) {
 		t.Fatalf("folderPath of the old folder: %v", path)
 	}
 	var d struct {
@@ -202,7 +202,7 @@ func TestFoldersWithoutAncestorsAreBackfilled(t *testing.T) {
 		t.Fatalf("move: %d %s", r.Status, r.Body)
 	}
 	sub := e.mkFolder(t, dep, admin, "sub", ids[2])
-	path := e.do(t, "GET", depPath(dep, fmt.Sprintf("/folders/%d", sub)), admin, nil).json(t)["folderPath"].([]any)
+	path := e.do(t, "GET", depPath(dep, fmt.Sprintf("/folders/%d", sub)), admin, nil).Object(t)["folderPath"].([]any)
 	var names []string
 	for _, p := range path {
 		names = append(names, p.(map[string]any)["name"].(string))
@@ -234,7 +234,7 @@ func TestFoldersWithoutAncestorsAreBackfilled(t *testing.T) {
 	if got.Status != 200 {
 		t.Fatalf("GET after a legacy move: %d %s", got.Status, got.Body)
 	}
-	if path := got.json(t)["folderPath"].([]any); len(path) != 1 || path[0].(map[string]any)["id"] != float64(ids[2]) {
+	if path := got.Object(t)["folderPath"].([]any); len(path) != 1 || path[0].(map[string]any)["id"] != float64(ids[2]) {
 		t.Fatalf("folderPath after a legacy move: %v, want [old 2]", path)
 	}
 	if err := items.FindOne(ctx, bson.D{{Key: "_id", Value: sub}}).Decode(&d); err != nil || d.Depth != 2 || len(d.Anc) != 1 || d.Anc[0] != ids[2] {

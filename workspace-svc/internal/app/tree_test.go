@@ -3,9 +3,7 @@ package app_test
 import (
 	"context"
 	"fmt"
-	"github.com/analyticsco/platform/workspace-svc/internal/workspace"
 	"math/rand"
-	"net/http"
 	"sort"
 	"sync"
 	"testing"
@@ -13,8 +11,10 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/analyticsco/platform/devstack/apitest"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
+	"github.com/analyticsco/platform/workspace-svc/internal/workspace"
 )
 
 // TestConcurrentFolderMovesKeepTreeValid runs 200 random folder moves from 4 goroutines
@@ -52,25 +52,26 @@ func TestConcurrentFolderMovesKeepTreeValid(t *testing.T) {
 		go func(w int) {
 			defer wg.Done()
 			rng := rand.New(rand.NewSource(int64(w)))
-			base := e.direct[w%2]
+			c := apitest.New(e.direct[w%2]) // past the gateway: the principal is signed here
 			for i := 0; i < moves/workers; i++ {
 				item := ids[rng.Intn(folders)]
 				var dest any
 				if rng.Intn(5) > 0 {
 					dest = ids[rng.Intn(folders)]
 				}
-				req, _ := http.NewRequest("POST", base+depPath(dep, "/workspace/move"),
-					jsonBody(map[string]any{"type": "FOLDER", "id": item, "folderId": dest}))
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set(identity.Header, principal())
-				resp, err := http.DefaultClient.Do(req)
+				req, err := c.Request("POST", depPath(dep, "/workspace/move"), "", map[string]any{"type": "FOLDER", "id": item, "folderId": dest})
 				if err != nil {
 					t.Error(err)
 					return
 				}
-				resp.Body.Close()
+				req.Header.Set(identity.Header, principal())
+				resp := c.DoRequest(req)
+				if resp.Err != nil {
+					t.Error(resp.Err)
+					return
+				}
 				mu.Lock()
-				statuses[resp.StatusCode]++
+				statuses[resp.Status]++
 				mu.Unlock()
 			}
 		}(w)
@@ -163,7 +164,7 @@ func TestBulkMoveRoundTrips(t *testing.T) {
 			e.counter.Reset()
 			r := e.do(t, "POST", depPath(dep, "/workspace/bulk-move"), admin, map[string]any{"items": items, "folderId": dest})
 			total := e.counter.Total()
-			if r.Status != 200 || len(r.json(t)["moved"].([]any)) != n {
+			if r.Status != 200 || len(r.Object(t)["moved"].([]any)) != n {
 				t.Fatalf("bulk move: %d %s", r.Status, r.Body)
 			}
 			t.Logf("bulk move of %d mixed items: %d commands (%.2f per item) %v", n, total, float64(total)/float64(n), e.counter.ByName())
@@ -187,7 +188,7 @@ func TestBulkMoveRoundTrips(t *testing.T) {
 		e.counter.Reset()
 		r := e.do(t, "POST", depPath(dep, "/workspace/bulk-move"), admin, map[string]any{"items": items, "folderId": dest})
 		total := e.counter.Total()
-		if r.Status != 200 || len(r.json(t)["moved"].([]any)) != n {
+		if r.Status != 200 || len(r.Object(t)["moved"].([]any)) != n {
 			t.Fatalf("bulk move: %d %s", r.Status, r.Body)
 		}
 		t.Logf("bulk move of %d folders with subfolders: %d commands (%.2f per item) %v", n, total, float64(total)/float64(n), e.counter.ByName())

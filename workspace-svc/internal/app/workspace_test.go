@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/analyticsco/platform/devstack/apitest"
 )
 
 func TestBulkMove(t *testing.T) {
@@ -13,11 +15,11 @@ func TestBulkMove(t *testing.T) {
 	dep := e.dep("acme", 0)
 	admin := e.bearer("acme", "admin")
 	ai := e.bearer("acme", "aiBiUser")
-	bulk := func(t *testing.T, bearer string, dest any, items ...map[string]any) response {
+	bulk := func(t *testing.T, bearer string, dest any, items ...map[string]any) apitest.Response {
 		t.Helper()
 		return e.do(t, "POST", depPath(dep, "/workspace/bulk-move"), bearer, map[string]any{"items": items, "folderId": dest})
 	}
-	decode := func(t *testing.T, r response) (moved []map[string]any, failed []map[string]any) {
+	decode := func(t *testing.T, r apitest.Response) (moved []map[string]any, failed []map[string]any) {
 		t.Helper()
 		var body struct {
 			Moved  []map[string]any `json:"moved"`
@@ -61,7 +63,7 @@ func TestBulkMove(t *testing.T) {
 		if len(failed) != 1 || failed[0]["id"].(float64) != float64(a) {
 			t.Fatalf("want folder %d failed, got %v", a, failed)
 		}
-		got := e.do(t, "GET", depPath(dep, fmt.Sprintf("/workbooks/%d", wb)), admin, nil).json(t)
+		got := e.do(t, "GET", depPath(dep, fmt.Sprintf("/workbooks/%d", wb)), admin, nil).Object(t)
 		if got["folderId"] != float64(b) {
 			t.Fatalf("earlier move must stay applied: workbook folderId %v, want %d", got["folderId"], b)
 		}
@@ -76,7 +78,7 @@ func TestBulkMove(t *testing.T) {
 		if len(failed) != 0 || len(moved) != 3 {
 			t.Fatalf("want all 3 moved, got moved %d failed %v", len(moved), failed)
 		}
-		list := e.do(t, "GET", depPath(dep, fmt.Sprintf("/workspace?folderId=%d", dest)), admin, nil).json(t)
+		list := e.do(t, "GET", depPath(dep, fmt.Sprintf("/workspace?folderId=%d", dest)), admin, nil).Object(t)
 		if n := len(list["items"].([]any)); n != 3 {
 			t.Fatalf("destination lists %d items, want 3", n)
 		}
@@ -111,7 +113,7 @@ func TestBulkMove(t *testing.T) {
 			if single.Status != 200 {
 				t.Fatalf("single move: %d %s", single.Status, single.Body)
 			}
-			s := single.json(t)
+			s := single.Object(t)
 			b := moved[0]
 			for _, k := range []string{"updatedAt", "folderId", "folderPath"} { // what differs between the two moves
 				delete(s, k)
@@ -155,11 +157,11 @@ func TestBulkMove(t *testing.T) {
 				}
 				_, failed := decode(t, bulk(t, c.bearer, dest, c.item))
 				single := e.do(t, "POST", depPath(dep, "/workspace/move"), c.bearer, map[string]any{"type": c.item["type"], "id": c.item["id"], "folderId": dest})
-				st, msg := single.errorBody(t)
+				st, msg := errorBody(t, single)
 				if single.Status != c.status || st != c.status {
 					t.Fatalf("single move: want %d, got %d %s", c.status, single.Status, single.Body)
 				}
-				code, _ := single.json(t)["code"].(string)
+				code, _ := single.Object(t)["code"].(string)
 				if code == "" {
 					t.Fatalf("single move error without a code: %s", single.Body)
 				}
@@ -205,7 +207,7 @@ func TestFoldersAndAccess(t *testing.T) {
 	t.Run("create-folder-200-full-shape", func(t *testing.T) {
 		parent := e.mkFolder(t, dep, admin, "parent", 0)
 		r := e.do(t, "POST", depPath(dep, "/folders"), admin, map[string]any{"name": "child", "parentId": parent, "position": 3.5})
-		f := r.json(t)
+		f := r.Object(t)
 		if r.Status != 200 {
 			t.Fatalf("%d %s", r.Status, r.Body)
 		}
@@ -231,7 +233,7 @@ func TestFoldersAndAccess(t *testing.T) {
 
 	t.Run("create-folder-403-viewer", func(t *testing.T) {
 		r := e.do(t, "POST", depPath(dep, "/folders"), viewer, map[string]any{"name": "x"})
-		if st, _ := r.errorBody(t); r.Status != 403 || st != 403 {
+		if st, _ := errorBody(t, r); r.Status != 403 || st != 403 {
 			t.Fatalf("want 403, got %d %s", r.Status, r.Body)
 		}
 	})
@@ -264,7 +266,7 @@ func TestFoldersAndAccess(t *testing.T) {
 			parent = e.mkFolder(t, dep, dev, fmt.Sprintf("level-%d", i), parent)
 		}
 		r := e.do(t, "POST", depPath(dep, "/folders"), dev, map[string]any{"name": "level-9", "parentId": parent})
-		st, msg := r.errorBody(t)
+		st, msg := errorBody(t, r)
 		if r.Status != 400 || st != 400 || !strings.Contains(msg, "8 levels") {
 			t.Fatalf("want 400 naming the limit, got %d %s", r.Status, r.Body)
 		}
@@ -315,7 +317,7 @@ func TestFoldersAndAccess(t *testing.T) {
 	t.Run("folder-patch-delete-409-then-204", func(t *testing.T) {
 		f := e.mkFolder(t, dep, admin, "to-delete", 0)
 		wb := e.mkItem(t, dep, admin, "workbooks", "inside", f)
-		if r := e.do(t, "PATCH", depPath(dep, fmt.Sprintf("/folders/%d", f)), admin, map[string]any{"name": "renamed"}); r.Status != 200 || r.json(t)["name"] != "renamed" {
+		if r := e.do(t, "PATCH", depPath(dep, fmt.Sprintf("/folders/%d", f)), admin, map[string]any{"name": "renamed"}); r.Status != 200 || r.Object(t)["name"] != "renamed" {
 			t.Fatalf("patch: %d %s", r.Status, r.Body)
 		}
 		if r := e.do(t, "DELETE", depPath(dep, fmt.Sprintf("/folders/%d", f)), admin, nil); r.Status != 409 {
@@ -340,7 +342,7 @@ func TestFoldersAndAccess(t *testing.T) {
 		after := ""
 		for page := 0; page < 5; page++ {
 			r := e.do(t, "GET", depPath(dep, fmt.Sprintf("/workspace?folderId=%d&first=1&after=%s", f, after)), admin, nil)
-			m := r.json(t)
+			m := r.Object(t)
 			for _, it := range m["items"].([]any) {
 				names = append(names, it.(map[string]any)["name"].(string))
 			}
@@ -363,14 +365,14 @@ func TestFoldersAndAccess(t *testing.T) {
 		if r.Status != 200 {
 			t.Fatalf("create: %d %s", r.Status, r.Body)
 		}
-		wb := int64(r.json(t)["id"].(float64))
+		wb := int64(r.Object(t)["id"].(float64))
 		var first map[string]any
 		for v := 1; v <= 2; v++ {
 			p := e.do(t, "POST", depPath(dep, fmt.Sprintf("/workbooks/%d/publish", wb)), admin, nil)
 			if p.Status != 200 {
 				t.Fatalf("publish: %d %s", p.Status, p.Body)
 			}
-			d := p.json(t)["publishedDashboard"].(map[string]any)
+			d := p.Object(t)["publishedDashboard"].(map[string]any)
 			if d["status"] != "published" || d["versionNumber"] != float64(v) || len(d["reportSnapshots"].([]any)) != 1 {
 				t.Fatalf("publish %d: %v", v, d)
 			}
@@ -423,7 +425,7 @@ func TestIsolation(t *testing.T) {
 						path = fmt.Sprintf(path, id)
 					}
 					r := e.do(t, p.method, depPath(who.dep, path), who.bearer, body)
-					st, msg := r.errorBody(t)
+					st, msg := errorBody(t, r)
 					if r.Status != 404 || st != 404 || msg != fmt.Sprintf(p.msg, id) {
 						t.Fatalf("id %d: want 404 %q, got %d %s", id, fmt.Sprintf(p.msg, id), r.Status, r.Body)
 					}
@@ -437,7 +439,7 @@ func TestIsolation(t *testing.T) {
 				msg  string
 			}{{"/workbooks/%d", wb, "workbook %d not found"}, {"/reports/%d", rp, "report %d not found"}, {"/workbooks/%d", missing, "workbook %d not found"}} {
 				r := e.do(t, "GET", depPath(who.dep, fmt.Sprintf(c.path, c.id)), who.bearer, nil)
-				if _, msg := r.errorBody(t); r.Status != 404 || msg != fmt.Sprintf(c.msg, c.id) {
+				if _, msg := errorBody(t, r); r.Status != 404 || msg != fmt.Sprintf(c.msg, c.id) {
 					t.Fatalf("want 404, got %d %s", r.Status, r.Body)
 				}
 			}
@@ -452,7 +454,7 @@ func TestIsolation(t *testing.T) {
 		if r := e.do(t, "GET", depPath(acme0, "/workspace"), "", nil); r.Status != 401 {
 			t.Fatalf("want 401, got %d", r.Status)
 		}
-		if r := call(t, e.direct[0], "GET", depPath(acme0, "/workspace"), "", nil); r.Status != 401 {
+		if r := apitest.New(e.direct[0]).Call(t, "GET", depPath(acme0, "/workspace"), "", nil); r.Status != 401 {
 			t.Fatalf("bypassing the gateway: want 401, got %d", r.Status)
 		}
 	})
@@ -496,7 +498,7 @@ func TestValidation(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := e.do(t, "POST", depPath(dep, c.path), admin, c.body)
-			st, msg := r.errorBody(t)
+			st, msg := errorBody(t, r)
 			if r.Status != c.status || st != c.status || !strings.Contains(msg, c.field) {
 				t.Fatalf("want %d naming %q, got %d %s", c.status, c.field, r.Status, r.Body)
 			}
@@ -504,9 +506,24 @@ func TestValidation(t *testing.T) {
 	}
 	t.Run("bulk-move-415-content-type", func(t *testing.T) {
 		req := `{"items":[{"type":"WORKBOOK","id":1}]}`
-		r := callWithType(t, e.stack.URL+depPath(dep, "/workspace/bulk-move"), admin, "text/plain", req)
+		hr, err := e.api.Request("POST", depPath(dep, "/workspace/bulk-move"), authz(admin), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hr.Header.Set("Content-Type", "text/plain")
+		r := e.api.Send(t, hr)
 		if r.Status != 415 {
 			t.Fatalf("want 415, got %d %s", r.Status, r.Body)
+		}
+	})
+	t.Run("folders-405-with-allow-and-unknown-path-404", func(t *testing.T) {
+		r := e.do(t, "DELETE", depPath(dep, "/folders"), admin, nil)
+		if st, msg := errorBody(t, r); r.Status != 405 || st != 405 || r.Header.Get("Allow") != "POST" || !strings.Contains(msg, "allowed: POST") {
+			t.Fatalf("want 405 with Allow: POST, got %d %v %s", r.Status, r.Header, r.Body)
+		}
+		r = e.do(t, "GET", depPath(dep, "/workbooks/1/history"), admin, nil)
+		if st, _ := errorBody(t, r); r.Status != 404 || st != 404 {
+			t.Fatalf("want a JSON 404, got %d %s", r.Status, r.Body)
 		}
 	})
 	t.Run("list-400-first-out-of-range", func(t *testing.T) {
@@ -523,7 +540,7 @@ func TestValidation(t *testing.T) {
 		if r.Status != 400 {
 			t.Fatalf("want 400, got %d", r.Status)
 		}
-		if got := e.do(t, "GET", depPath(dep, fmt.Sprintf("/workbooks/%d", wb)), admin, nil).json(t); got["folderId"] != nil {
+		if got := e.do(t, "GET", depPath(dep, fmt.Sprintf("/workbooks/%d", wb)), admin, nil).Object(t); got["folderId"] != nil {
 			t.Fatalf("a rejected request moved the workbook to %v", got["folderId"])
 		}
 	})

@@ -2,12 +2,11 @@ package workspace
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"strconv"
 
 	"github.com/analyticsco/platform/libs/audit"
-	"github.com/analyticsco/platform/libs/httpx"
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -35,20 +34,11 @@ type auditing struct {
 
 // outcomeOf is the outcome the caller was answered (the error encoder's mapping).
 func outcomeOf(err error, ok int) audit.Outcome {
-	var he *httpx.Error
 	if err == nil {
 		return audit.Succeeded(ok)
 	}
-	if f, isFailure := AsFailure(err); isFailure {
-		return audit.Failed(statusOf(f.Kind), codeOf(f))
-	}
-	switch {
-	case errors.As(err, &he):
-		return audit.Failed(he.Status, he.Code)
-	case errors.Is(err, errUnavailable) || errors.Is(err, context.DeadlineExceeded):
-		return audit.Failed(http.StatusServiceUnavailable, httpx.CodeUnavailable)
-	}
-	return audit.Failed(http.StatusInternalServerError, httpx.CodeInternal)
+	status, code, _, _ := errs.Answer(err)
+	return audit.Failed(status, code)
 }
 
 func target(t ItemType, id int64) audit.Target {
@@ -132,7 +122,7 @@ func (a *auditing) BulkMove(ctx context.Context, p *identity.Principal, dep int6
 // error, or refused with the request's.
 func (a *auditing) bulkMove(ctx context.Context, p *identity.Principal, dep int64, refs []ItemRef, dest int64, bulk bool) (BulkMoveResult, error) {
 	res, err := a.Service.BulkMove(ctx, p, dep, refs, dest)
-	failed := make(map[ItemRef]*Failure, len(res.Failed))
+	failed := make(map[ItemRef]*errs.Error, len(res.Failed))
 	for _, f := range res.Failed {
 		failed[f.Ref] = f.Err
 	}

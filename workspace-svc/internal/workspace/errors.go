@@ -1,55 +1,32 @@
 package workspace
 
 import (
-	"errors"
-	"fmt"
+	"github.com/analyticsco/platform/libs/errs"
+	"github.com/analyticsco/platform/libs/httpx"
 )
 
-// Kind classifies a domain failure; only the transport turns it into a status code.
-type Kind int
+// The domain's errors are libs/errs errors: a kind (what went wrong), the code of the
+// named rule that refused the request, if any, and the client-facing message. Only the
+// transport turns them into statuses (errs.Encoder).
 
-// Failure kinds.
-const (
-	KindInvalid    Kind = iota + 1 // the request or the move is invalid
-	KindForbidden                  // the caller lacks access
-	KindNotFound                   // missing, or in another deployment or account
-	KindConflict                   // the state forbids it (non-empty folder, no draft)
-	KindBusy                       // the tree kept changing under us; retry
-	KindTooLarge                   // a document of the request is over its size limit
-	KindLimit                      // the deployment is at a configured limit
-	KindNotApplied                 // a bulk move's item was not applied: the store failed or timed out
-)
-
-// Failure is a domain error with a client-facing message and, for a named rule, its
-// stable code (httpx.Code*; "" takes the code of the kind's status).
-type Failure struct {
-	Kind    Kind
-	Code    string
-	Message string
+func invalidf(format string, args ...any) *errs.Error { return errs.New(errs.Invalid, format, args...) }
+func forbiddenf(format string, args ...any) *errs.Error {
+	return errs.New(errs.Forbidden, format, args...)
+}
+func conflictf(format string, args ...any) *errs.Error {
+	return errs.New(errs.Conflict, format, args...)
 }
 
-func (f *Failure) Error() string { return f.Message }
-
-// with sets the failure's code.
-func (f *Failure) with(code string) *Failure {
-	f.Code = code
-	return f
+// busyf: the tree (or an item) kept changing under the request; the client retries.
+func busyf(format string, args ...any) *errs.Error {
+	return errs.New(errs.Unavailable, format, args...)
 }
 
-func failf(k Kind, format string, args ...any) *Failure {
-	return &Failure{Kind: k, Message: fmt.Sprintf(format, args...)}
+// notAppliedf: a bulk move's item the store's failure (or its deadline) left unmoved.
+func notAppliedf(format string, args ...any) *errs.Error {
+	return errs.New(errs.Unavailable, format, args...).WithCode(httpx.CodeNotApplied)
 }
 
-func invalidf(format string, args ...any) *Failure   { return failf(KindInvalid, format, args...) }
-func forbiddenf(format string, args ...any) *Failure { return failf(KindForbidden, format, args...) }
-
-func notFound(t ItemType, id int64) *Failure {
-	return failf(KindNotFound, "%s %d not found", t.lower(), id)
-}
-
-// AsFailure returns the *Failure in err's chain.
-func AsFailure(err error) (*Failure, bool) {
-	var f *Failure
-	ok := errors.As(err, &f)
-	return f, ok
+func notFound(t ItemType, id int64) *errs.Error {
+	return errs.New(errs.NotFound, "%s %d not found", t.lower(), id)
 }

@@ -1,12 +1,20 @@
 package workspace
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"context"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/analyticsco/platform/libs/errs"
+	"github.com/analyticsco/platform/libs/httpx"
+	"github.com/analyticsco/platform/libs/identity"
+)
 
 // Metrics are the domain counters of workspace-svc.
 type Metrics struct {
 	ItemsMoved          *prometheus.CounterVec
 	FoldersCreated      prometheus.Counter
-	TreeConflicts       prometheus.Counter
+	TreeConflicts       prometheus.Counter // counted by the service itself (NewService)
 	DashboardsPublished prometheus.Counter
 }
 
@@ -15,7 +23,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		ItemsMoved: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "workspace_svc_items_moved_total",
-			Help: "Workspace items in single and bulk moves, by item type and outcome (moved, not_found, forbidden, invalid, busy).",
+			Help: "Workspace items in single and bulk moves, by item type and outcome (moved, not_found, forbidden, invalid, busy, not_applied).",
 		}, []string{"type", "outcome"}),
 		FoldersCreated: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "workspace_svc_folders_created_total",
@@ -34,4 +42,81 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		reg.MustRegister(m.ItemsMoved, m.FoldersCreated, m.TreeConflicts, m.DashboardsPublished)
 	}
 	return m
+}
+
+// InstrumentingMiddleware counts the domain outcomes of s from its results: folders
+// created, dashboards published, and every item of a single or bulk move by type and
+// outcome. (Tree conflicts happen inside the service's commit loop: NewService counts
+// them.)
+func InstrumentingMiddleware(m *Metrics) func(Service) Service {
+	return func(next Service) Service { return &instrumenting{Service: next, m: m} }
+}
+
+type instrumenting struct {
+	Service
+	m *Metrics
+}
+
+// moveOutcome is the outcome label of an item that did not move.
+func moveOutcome(err error) string {
+	e, ok := errs.As(err)
+	if !ok {
+		return "other"
+	}
+	switch e.Kind {
+	case errs.NotFound:
+		return "not_found"
+	case errs.Forbidden:
+		return "forbidden"
+	case errs.Invalid:
+		return "invalid"
+	case errs.Unavailable:
+		if e.Code == httpx.CodeNotApplied {
+			return "not_applied"
+		}
+		return "busy"
+	}
+	return "other"
+}
+
+func (i *instrumenting) CreateFolder(ctx context.Context, p *identity.Principal, dep int64, in CreateFolderInput) (Folder, error) {
+	f, err := i.Service.CreateFolder(ctx, p, dep, in)
+	if err == nil {
+		i.m.FoldersCreated.Inc()
+	}
+	return f, err
+}
+
+// Move counts its item: moved, or the outcome it was refused with.
+func (i *instrumenting) Move(ctx context.Context, p *identity.Principal, dep int64, ref ItemRef, dest int64) (Workbook, error) {
+	w, err := i.Service.Move(ctx, p, dep, ref, dest)
+	outcome := "moved"
+	if err != nil {
+		outcome = moveOutcome(err)
+	}
+	i.m.ItemsMoved.WithLabelValues(string(ref.Type), outcome).Inc()
+	return w, err
+}
+
+// BulkMove counts each distinct item of the answer; a request refused as a whole (no
+// item tried) counts nothing.
+func (i *instrumenting) BulkMove(ctx context.Context, p *identity.Principal, dep int64, refs []ItemRef, dest int64) (BulkMoveResult, error) {
+	res, err := i.Service.BulkMove(ctx, p, dep, refs, dest)
+	if err == nil {
+		for _, w := range res.Moved {
+			i.m.ItemsMoved.WithLabelValues(string(w.Type), "moved").Inc()
+		}
+		for _, f := range res.Failed {
+			i.m.ItemsMoved.WithLabelValues(string(f.Ref.Type), moveOutcome(f.Err)).Inc()
+		}
+	}
+	return res, err
+}
+
+func (i *instrumenting) Publish(ctx context.Context, p *identity.Principal, dep, id int64, allowEmbed *bool) (Workbook, error) {
+	w, err := i.Service.Publish(ctx, p, dep, id, allowEmbed)
+	if err == nil {
+		i.m.DashboardsPublished.Inc()
+	}
+	return w, err
 }

@@ -2,7 +2,6 @@ package workspace
 
 import (
 	"encoding/json"
-	"fmt"
 	"strings"
 )
 
@@ -125,9 +124,8 @@ type Dashboard struct {
 	UseBoardDashboards   *bool            `json:"useBoardDashboards"`
 }
 
-// Dashboard statuses.
+// Dashboard statuses (a draft is the workbook's dashboardDraft, not a status it takes).
 const (
-	StatusDraft     = "draft"
 	StatusPublished = "published"
 	StatusArchived  = "archived"
 )
@@ -180,141 +178,4 @@ type ReportPreferences struct {
 type ColumnFormat struct {
 	Type          string `json:"type"`
 	DecimalPlaces *int64 `json:"decimalPlaces"`
-}
-
-// DashboardConfig is a dashboard configuration; every field optional.
-type DashboardConfig struct {
-	Kind        *string             `json:"kind,omitempty"`
-	Title       *string             `json:"title,omitempty"`
-	Description *string             `json:"description,omitempty"`
-	Layout      *DashboardLayout    `json:"layout,omitempty"`
-	Widgets     []DashboardWidget   `json:"widgets,omitempty"`
-	Settings    map[string]any      `json:"settings,omitempty"`
-	Theme       map[string]any      `json:"theme,omitempty"`
-	App         *DashboardAppSource `json:"app,omitempty"`
-}
-
-// DashboardLayout is the grid layout of a dashboard.
-type DashboardLayout struct {
-	Breakpoints      *BreakpointValues `json:"breakpoints,omitempty"`
-	Cols             *BreakpointValues `json:"cols,omitempty"`
-	ContainerPadding []int64           `json:"containerPadding,omitempty"`
-	Margin           []int64           `json:"margin,omitempty"`
-	RowHeight        *int64            `json:"rowHeight,omitempty"`
-}
-
-// BreakpointValues holds one integer per responsive breakpoint.
-type BreakpointValues struct {
-	LG  *int64 `json:"lg,omitempty"`
-	MD  *int64 `json:"md,omitempty"`
-	SM  *int64 `json:"sm,omitempty"`
-	XS  *int64 `json:"xs,omitempty"`
-	XXS *int64 `json:"xxs,omitempty"`
-}
-
-// DashboardAppSource is the source of an APP dashboard.
-type DashboardAppSource struct {
-	Entry    *string           `json:"entry,omitempty"`
-	Files    map[string]string `json:"files,omitempty"`
-	HTML     *string           `json:"html,omitempty"`
-	Manifest *AppManifest      `json:"manifest,omitempty"`
-}
-
-// AppManifest lists an app dashboard's dependencies.
-type AppManifest struct {
-	Dependencies map[string]string `json:"dependencies,omitempty"`
-	Version      *int64            `json:"version,omitempty"`
-}
-
-// DashboardWidget is one widget of a dashboard.
-type DashboardWidget struct {
-	ID                *string            `json:"id"`
-	Type              *string            `json:"type"`
-	Position          *WidgetPosition    `json:"position"`
-	Config            map[string]any     `json:"config,omitempty"`
-	Style             map[string]any     `json:"style,omitempty"`
-	ResponsiveLayouts *ResponsiveLayouts `json:"responsiveLayouts,omitempty"`
-}
-
-// WidgetPosition places a widget on the grid; all four are required.
-type WidgetPosition struct {
-	X *int64 `json:"x"`
-	Y *int64 `json:"y"`
-	W *int64 `json:"w"`
-	H *int64 `json:"h"`
-}
-
-// ResponsiveLayouts holds a widget position per breakpoint.
-type ResponsiveLayouts struct {
-	LG  *WidgetPosition `json:"lg,omitempty"`
-	MD  *WidgetPosition `json:"md,omitempty"`
-	SM  *WidgetPosition `json:"sm,omitempty"`
-	XS  *WidgetPosition `json:"xs,omitempty"`
-	XXS *WidgetPosition `json:"xxs,omitempty"`
-}
-
-var (
-	dashboardKinds = []string{"CLASSIC", "APP"}
-	widgetTypes    = []string{"CHART", "TEXT", "FILTER", "AI", "TIME_GRAIN", "FIELD", "PARENT", "SPACER", "DIVIDER", "CONTAINER"}
-)
-
-// MaxAppEntryLength is the longest `entry` of a dashboard app.
-const MaxAppEntryLength = 255
-
-func oneOf(v string, allowed []string) bool {
-	for _, a := range allowed {
-		if v == a {
-			return true
-		}
-	}
-	return false
-}
-
-// Validate checks the enums and limits of a dashboard configuration; field names the
-// JSON path of c in the request.
-func (c *DashboardConfig) Validate(field string) error {
-	if c == nil {
-		return nil
-	}
-	if c.Kind != nil && !oneOf(*c.Kind, dashboardKinds) {
-		return invalidf("%s.kind must be one of %s, not %q", field, strings.Join(dashboardKinds, ", "), *c.Kind)
-	}
-	if c.App != nil && c.App.Entry != nil && len([]rune(*c.App.Entry)) > MaxAppEntryLength {
-		return invalidf("%s.app.entry must be at most %d characters", field, MaxAppEntryLength)
-	}
-	for i, w := range c.Widgets {
-		wf := fmt.Sprintf("%s.widgets[%d]", field, i)
-		switch {
-		case w.ID == nil || *w.ID == "":
-			return invalidf("%s.id is required", wf)
-		case w.Type == nil:
-			return invalidf("%s.type is required", wf)
-		case !oneOf(*w.Type, widgetTypes):
-			return invalidf("%s.type must be one of %s, not %q", wf, strings.Join(widgetTypes, ", "), *w.Type)
-		case w.Position == nil:
-			return invalidf("%s.position is required", wf)
-		}
-		if err := w.Position.validate(wf + ".position"); err != nil {
-			return err
-		}
-		if r := w.ResponsiveLayouts; r != nil {
-			for name, p := range map[string]*WidgetPosition{"lg": r.LG, "md": r.MD, "sm": r.SM, "xs": r.XS, "xxs": r.XXS} {
-				if p != nil {
-					if err := p.validate(wf + ".responsiveLayouts." + name); err != nil {
-						return err
-					}
-				}
-			}
-		}
-	}
-	return nil
-}
-
-func (p *WidgetPosition) validate(field string) error {
-	for name, v := range map[string]*int64{"x": p.X, "y": p.Y, "w": p.W, "h": p.H} {
-		if v == nil {
-			return invalidf("%s.%s is required", field, name)
-		}
-	}
-	return nil
 }

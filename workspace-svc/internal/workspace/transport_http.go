@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -14,6 +13,7 @@ import (
 	"github.com/go-kit/kit/endpoint"
 	kithttp "github.com/go-kit/kit/transport/http"
 
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
@@ -23,13 +23,14 @@ const MaxBodyBytes = 1 << 20
 
 const base = "/api/v1/deployments/{deploymentId}"
 
-// NewHTTPHandler routes the workspace API to s. The caller wraps it in identity.Require.
-func NewHTTPHandler(s Service, logger *slog.Logger) http.Handler {
-	e := MakeEndpoints(s)
-	opts := []kithttp.ServerOption{kithttp.ServerErrorEncoder(errorEncoder(logger))}
-	mux := http.NewServeMux()
+// NewHTTPHandler routes the workspace API to the endpoints (MakeEndpoints); every
+// error goes through the one error encoder, errs.Encoder. The caller wraps the handler
+// in identity.Require.
+func NewHTTPHandler(e Endpoints, logger *slog.Logger) http.Handler {
+	opts := []kithttp.ServerOption{kithttp.ServerErrorEncoder(errs.Encoder(logger))}
+	r := httpx.NewRouter()
 	handle := func(method, path string, ep endpoint.Endpoint, dec kithttp.DecodeRequestFunc) {
-		mux.Handle(method+" "+base+path, kithttp.NewServer(ep, limitBody(dec), encodeResponse, opts...))
+		r.Handle(method, base+path, kithttp.NewServer(ep, limitBody(dec), encodeResponse, opts...))
 	}
 	handle("POST", "/folders", e.CreateFolder, decodeCreateFolderRequest)
 	handle("GET", "/folders/{folderId}", e.GetFolder, decodeFolderRequest)
@@ -37,7 +38,7 @@ func NewHTTPHandler(s Service, logger *slog.Logger) http.Handler {
 	handle("DELETE", "/folders/{folderId}", e.DeleteFolder, decodeFolderRequest)
 	handle("GET", "/folders/{folderId}/permissions", e.GetPermissions, decodeFolderRequest)
 	handle("PUT", "/folders/{folderId}/permissions", e.SetPermissions, decodeSetPermissionsRequest)
-	mux.Handle("GET "+base+"/workspace", kithttp.NewServer(listOrSearch(e), limitBody(decodeListRequest), encodeResponse, opts...))
+	handle("GET", "/workspace", listOrSearch(e), decodeListRequest)
 	handle("PUT", "/workspace/favorites/{type}/{itemId}", e.Favorite, decodeFavoriteRequest(true))
 	handle("DELETE", "/workspace/favorites/{type}/{itemId}", e.Favorite, decodeFavoriteRequest(false))
 	handle("POST", "/workspace/move", e.Move, decodeMoveRequest)
@@ -52,18 +53,7 @@ func NewHTTPHandler(s Service, logger *slog.Logger) http.Handler {
 	handle("GET", "/reports/{reportId}", e.GetItem, decodeItemRequest(TypeReport, "reportId"))
 	handle("PATCH", "/reports/{reportId}", e.UpdateItem, decodeUpdateItemRequest(TypeReport, "reportId"))
 	handle("DELETE", "/reports/{reportId}", e.DeleteItem, decodeItemRequest(TypeReport, "reportId"))
-	// The same paths with another method: a JSON 405 instead of the mux's plain text.
-	for _, p := range []string{"/folders", "/folders/{folderId}", "/folders/{folderId}/permissions", "/workspace", "/workspace/move",
-		"/workspace/bulk-move", "/workspace/favorites/{type}/{itemId}", "/workbooks", "/workbooks/{workbookId}", "/workbooks/{workbookId}/publish",
-		"/workbooks/{workbookId}/unpublish", "/reports", "/reports/{reportId}"} {
-		mux.HandleFunc(base+p, func(w http.ResponseWriter, r *http.Request) {
-			httpx.WriteError(w, http.StatusMethodNotAllowed, "method "+r.Method+" is not allowed on "+r.URL.Path)
-		})
-	}
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		httpx.WriteError(w, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path)
-	})
-	return mux
+	return r
 }
 
 func limitBody(dec kithttp.DecodeRequestFunc) kithttp.DecodeRequestFunc {
@@ -95,64 +85,15 @@ type bulkFailureBody struct {
 	Error httpx.Error `json:"error"`
 }
 
+// encodeBulkMoveResult answers each failed item with the status, code and message its
+// single move would have been answered with.
 func encodeBulkMoveResult(r BulkMoveResult) map[string]any {
 	failed := make([]bulkFailureBody, len(r.Failed))
 	for i, f := range r.Failed {
-		failed[i] = bulkFailureBody{Type: f.Ref.Type, ID: f.Ref.ID, Error: httpx.Error{Status: statusOf(f.Err.Kind), Code: codeOf(f.Err), Message: f.Err.Message}}
+		status, code, msg, _ := errs.Answer(f.Err)
+		failed[i] = bulkFailureBody{Type: f.Ref.Type, ID: f.Ref.ID, Error: httpx.Error{Status: status, Code: code, Message: msg}}
 	}
 	return map[string]any{"moved": r.Moved, "failed": failed}
-}
-
-// codeOf is the failure's code: its named rule's, else the one of its kind.
-func codeOf(f *Failure) string {
-	switch {
-	case f.Code != "":
-		return f.Code
-	case f.Kind == KindNotApplied:
-		return httpx.CodeNotApplied
-	}
-	return httpx.DefaultCode(statusOf(f.Kind))
-}
-
-func statusOf(k Kind) int {
-	switch k {
-	case KindInvalid:
-		return http.StatusBadRequest
-	case KindForbidden:
-		return http.StatusForbidden
-	case KindNotFound:
-		return http.StatusNotFound
-	case KindConflict:
-		return http.StatusConflict
-	case KindBusy:
-		return http.StatusServiceUnavailable
-	case KindTooLarge:
-		return http.StatusRequestEntityTooLarge
-	case KindLimit:
-		return http.StatusBadRequest
-	case KindNotApplied:
-		return http.StatusServiceUnavailable
-	}
-	return http.StatusInternalServerError
-}
-
-// errorEncoder maps domain failures and client errors to their status; anything else is
-// a 503 when the database is unreachable, or a logged 500 that reveals nothing.
-func errorEncoder(logger *slog.Logger) kithttp.ErrorEncoder {
-	return func(ctx context.Context, err error, w http.ResponseWriter) {
-		var he *httpx.Error
-		switch f, ok := AsFailure(err); {
-		case ok:
-			httpx.WriteCodedError(w, statusOf(f.Kind), codeOf(f), f.Message)
-		case errors.As(err, &he):
-			httpx.WriteCodedError(w, he.Status, he.Code, he.Message)
-		case errors.Is(err, errUnavailable) || errors.Is(err, context.DeadlineExceeded):
-			logger.WarnContext(ctx, "database unavailable", "err", err)
-			httpx.WriteError(w, http.StatusServiceUnavailable, "the workspace database is unavailable; retry shortly")
-		default:
-			httpx.InternalContext(ctx, w, logger, err)
-		}
-	}
 }
 
 func scopeOf(r *http.Request) (scope, error) {
@@ -163,7 +104,7 @@ func scopeOf(r *http.Request) (scope, error) {
 	return scope{P: identity.FromContext(r.Context()), Dep: dep}, nil
 }
 
-func pathID(r *http.Request, name string, t ItemType) (int64, error) {
+func pathID(r *http.Request, name string) (int64, error) {
 	raw := r.PathValue(name)
 	id, err := strconv.ParseInt(raw, 10, 64)
 	if err != nil || id <= 0 {
@@ -203,7 +144,7 @@ func decodeFolderRequest(_ context.Context, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	id, err := pathID(r, "folderId", TypeFolder)
+	id, err := pathID(r, "folderId")
 	if err != nil {
 		return nil, err
 	}
@@ -334,7 +275,7 @@ func decodeFavoriteRequest(on bool) kithttp.DecodeRequestFunc {
 		if !typ.Valid() {
 			return nil, httpx.Errorf(http.StatusBadRequest, "type in the path must be one of FOLDER, WORKBOOK, REPORT, not %q", r.PathValue("type"))
 		}
-		id, err := pathID(r, "itemId", typ)
+		id, err := pathID(r, "itemId")
 		if err != nil {
 			return nil, err
 		}
@@ -537,7 +478,7 @@ func decodeItemRequest(t ItemType, param string) kithttp.DecodeRequestFunc {
 		if err != nil {
 			return nil, err
 		}
-		id, err := pathID(r, param, t)
+		id, err := pathID(r, param)
 		if err != nil {
 			return nil, err
 		}

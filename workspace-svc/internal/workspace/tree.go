@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"slices"
 	"sort"
 
 	"github.com/analyticsco/platform/libs/identity"
@@ -17,60 +18,52 @@ const (
 	LevelManage
 )
 
-var levelNames = map[Level]string{LevelView: "view", LevelEdit: "edit", LevelManage: "manage"}
+// levelNames are the names of the levels, indexed by level.
+var levelNames = []string{LevelNone: "", LevelView: "view", LevelEdit: "edit", LevelManage: "manage"}
 
-func (l Level) String() string { return levelNames[l] }
+func (l Level) String() string {
+	if l < 0 || int(l) >= len(levelNames) {
+		return ""
+	}
+	return levelNames[l]
+}
 
 // ParseLevel parses "view", "edit" or "manage".
 func ParseLevel(s string) (Level, bool) {
-	for l, n := range levelNames {
-		if n == s {
-			return l, true
-		}
+	if i := slices.Index(levelNames, s); i > 0 {
+		return Level(i), true
 	}
 	return LevelNone, false
 }
 
 // Grant gives a user a level on a folder's whole subtree.
 type Grant struct {
-	UserID int64  `json:"userId" bson:"userId"`
-	Level  string `json:"level" bson:"level"`
-}
-
-// folderNode is what a request keeps of a folder. Anc (the ids of every ancestor, in no
-// particular order) and Depth (1 at the root) are kept on each folder document by the
-// structural ops, so the whole ancestor chain of any folder is one query by id away.
-type folderNode struct {
-	ID        int64   `bson:"_id"`
-	Parent    int64   `bson:"parent"`
-	Name      string  `bson:"name"`
-	Position  float64 `bson:"position"`
-	CreatedBy int64   `bson:"createdBy"`
-	Grants    []Grant `bson:"grants"`
-	Anc       []int64 `bson:"anc"`
-	Depth     int     `bson:"depth"`
+	UserID int64  `json:"userId"`
+	Level  string `json:"level"`
 }
 
 // tree is the part of a deployment's folder tree a request has read: the ancestor
-// chains of the folders it touches and, for a folder move, the moved subtree. A request
-// reads what it needs (request.need, request.needSubtree), so what it reads follows the
-// request, not the size of the deployment.
+// chains of the folders it touches and, for a folder move, the moved subtree. Anc (the
+// ids of every ancestor) and Depth are kept on each folder by the structural ops, so the
+// whole ancestor chain of any folder is one read by id away: a request reads what it
+// needs (request.need, request.needSubtree), so what it reads follows the request, not
+// the size of the deployment.
 type tree struct {
-	folders map[int64]*folderNode
+	folders map[int64]*FolderNode
 	subtree map[int64]bool // folders whose whole subtree of folders is loaded
 }
 
 func newTree() *tree {
-	return &tree{folders: map[int64]*folderNode{}, subtree: map[int64]bool{}}
+	return &tree{folders: map[int64]*FolderNode{}, subtree: map[int64]bool{}}
 }
 
 // add puts n into the tree, replacing what was known of that folder.
-func (t *tree) add(n *folderNode) { t.folders[n.ID] = n }
+func (t *tree) add(n *FolderNode) { t.folders[n.ID] = n }
 
 // chain returns id and its ancestors, nearest first, as far as they are loaded. It is
 // cut at MaxDepth+1 so an inconsistent read can never loop.
-func (t *tree) chain(id int64) []*folderNode {
-	var out []*folderNode
+func (t *tree) chain(id int64) []*FolderNode {
+	var out []*FolderNode
 	for cur := id; cur != 0 && len(out) <= MaxDepth; {
 		n := t.folders[cur]
 		if n == nil {
@@ -177,7 +170,7 @@ func (t *tree) ancestorsOf(parent int64) ([]int64, int) {
 // moveOp builds the structural op that moves folder id into to: the folder's new
 // ancestors and depth, and what changes for every folder below it (ancestors pulled and
 // pushed, depth shifted).
-func (t *tree) moveOp(id, to int64) *treeOp {
+func (t *tree) moveOp(id, to int64) *TreeOp {
 	n := t.folders[id]
 	anc, depth := t.ancestorsOf(to)
 	oldSet, newSet := map[int64]bool{}, map[int64]bool{}
@@ -187,7 +180,7 @@ func (t *tree) moveOp(id, to int64) *treeOp {
 	for _, a := range anc {
 		newSet[a] = true
 	}
-	op := &treeOp{Kind: "move", Folder: id, To: to, Anc: anc, Depth: depth, Delta: depth - n.Depth, Pull: []int64{}, Push: []int64{}}
+	op := &TreeOp{Kind: OpMove, Folder: id, To: to, Anc: anc, Depth: depth, Delta: depth - n.Depth, Pull: []int64{}, Push: []int64{}}
 	for _, a := range n.Anc {
 		if !newSet[a] {
 			op.Pull = append(op.Pull, a)
@@ -202,12 +195,12 @@ func (t *tree) moveOp(id, to int64) *treeOp {
 }
 
 // apply records a committed op in the loaded part of the tree.
-func (t *tree) apply(op *treeOp) {
+func (t *tree) apply(op *TreeOp) {
 	switch op.Kind {
-	case "create":
-		d := op.Doc
-		t.add(&folderNode{ID: d.ID, Parent: d.Parent, Name: d.Name, Position: d.Position, CreatedBy: d.CreatedBy, Anc: d.Anc, Depth: d.Depth})
-	case "move":
+	case OpCreate:
+		d := op.Created
+		t.add(&FolderNode{ID: d.ID, Parent: d.Parent, Name: d.Name, Position: d.Position, CreatedBy: d.CreatedBy, Anc: d.Anc, Depth: d.Depth})
+	case OpMove:
 		n := t.folders[op.Folder]
 		if n == nil {
 			return
@@ -293,4 +286,56 @@ func sortedGrants(g []Grant) []Grant {
 	out := append([]Grant{}, g...)
 	sort.Slice(out, func(i, j int) bool { return out[i].UserID < out[j].UserID })
 	return out
+}
+
+// AncestorFix is the ancestors and depth a folder should keep.
+type AncestorFix struct {
+	ID    int64
+	Anc   []int64 // nearest first
+	Depth int
+}
+
+// RebuiltAncestors computes, from the parent pointers alone, the ancestors and depth of
+// the folders among folders (a deployment's live folders) whose stored ones are wrong:
+// those without a depth (written before folders kept their ancestors) or, with all,
+// every one that differs (after a move recorded by such a replica). A chain ends at the
+// root or at a parent that is not among folders. The adapters write the fixes.
+func RebuiltAncestors(folders []*FolderNode, all bool) []AncestorFix {
+	byID := make(map[int64]*FolderNode, len(folders))
+	for _, n := range folders {
+		byID[n.ID] = n
+	}
+	var out []AncestorFix
+	for _, n := range folders {
+		if n.Depth > 0 && !all {
+			continue
+		}
+		anc := []int64{}
+		for cur := n.Parent; cur != 0 && len(anc) <= len(folders); {
+			a := byID[cur]
+			if a == nil {
+				break
+			}
+			anc = append(anc, a.ID)
+			cur = a.Parent
+		}
+		if n.Depth == len(anc)+1 && sameIDs(n.Anc, anc) {
+			continue
+		}
+		out = append(out, AncestorFix{ID: n.ID, Anc: anc, Depth: len(anc) + 1})
+	}
+	return out
+}
+
+// sameIDs reports whether a and b hold the same ids, in any order.
+func sameIDs(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, x := range a {
+		if !containsID(b, x) {
+			return false
+		}
+	}
+	return true
 }

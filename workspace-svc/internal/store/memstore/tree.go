@@ -1,0 +1,173 @@
+package memstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/analyticsco/platform/workspace-svc/internal/workspace"
+)
+
+// ReadTree returns the deployment's tree version, starting it at 0 on first use.
+func (s *Store) ReadTree(ctx context.Context, dep int64) (workspace.TreeVersion, error) {
+	if err := s.begin(ctx, "ReadTree"); err != nil {
+		return workspace.TreeVersion{}, err
+	}
+	defer s.mu.Unlock()
+	tv := s.trees[dep]
+	if tv == nil {
+		tv = &workspace.TreeVersion{}
+		s.trees[dep] = tv
+	}
+	return workspace.TreeVersion{V: tv.V, Op: cloneOp(tv.Op)}, nil
+}
+
+// CommitTreeOp records op as version v+1 if the tree is still at version v.
+func (s *Store) CommitTreeOp(ctx context.Context, dep, v int64, op *workspace.TreeOp) (bool, error) {
+	if err := s.begin(ctx, "CommitTreeOp"); err != nil {
+		return false, err
+	}
+	defer s.mu.Unlock()
+	tv := s.trees[dep]
+	if tv == nil || tv.V != v {
+		return false, nil
+	}
+	tv.V, tv.Op = v+1, cloneOp(op)
+	return true, nil
+}
+
+// ApplyTreeOp applies the op recorded as version v, fenced by each folder's treeV.
+func (s *Store) ApplyTreeOp(ctx context.Context, v int64, op *workspace.TreeOp) error {
+	if err := s.begin(ctx, "ApplyTreeOp"); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	switch op.Kind {
+	case workspace.OpMove:
+		s.applyMove(v, op)
+		return nil
+	case workspace.OpNone:
+		return nil
+	case workspace.OpCreate:
+		if s.items[op.Created.ID] == nil { // else applied before (a tombstone keeps the id)
+			s.items[op.Created.ID] = &record{item: *clone(op.Created), treeV: v}
+		}
+		return nil
+	}
+	return fmt.Errorf("unknown tree op %q", op.Kind)
+}
+
+// applyMove writes the folder, then every folder below it, each only if its treeV is
+// older than v (any deployment and tombstones included: ids are unique, as in
+// mongostore's statements by id and by ancestor).
+func (s *Store) applyMove(v int64, op *workspace.TreeOp) {
+	f := s.items[op.Folder]
+	if f != nil && f.treeV < v {
+		f.item.Parent, f.treeV = op.To, v
+		if op.Depth > 0 { // a legacy op moves the parent pointer only
+			f.item.Anc, f.item.Depth, f.item.UpdatedAt, f.item.UpdatedBy = slices.Clone(op.Anc), op.Depth, op.At, op.By
+		}
+	}
+	if op.Depth == 0 {
+		return
+	}
+	for _, id := range s.sortedIDs() {
+		r := s.items[id]
+		if r.treeV >= v || !slices.Contains(r.item.Anc, op.Folder) {
+			continue
+		}
+		anc := slices.DeleteFunc(slices.Clone(r.item.Anc), func(a int64) bool { return slices.Contains(op.Pull, a) })
+		for _, a := range op.Push {
+			if !slices.Contains(anc, a) {
+				anc = append(anc, a)
+			}
+		}
+		r.item.Anc, r.item.Depth, r.treeV = anc, r.item.Depth+op.Delta, v
+	}
+}
+
+// SettleLegacyOp rebuilds the deployment's ancestors, then replaces the op of version v
+// with OpNone.
+func (s *Store) SettleLegacyOp(ctx context.Context, dep, v int64) error {
+	if err := s.begin(ctx, "SettleLegacyOp"); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	s.rebuildAncestors(dep, true)
+	if tv := s.trees[dep]; tv != nil && tv.V == v {
+		tv.Op = &workspace.TreeOp{Kind: workspace.OpNone}
+	}
+	return nil
+}
+
+// BackfillAncestors gives the folders without a depth (of dep, or of every deployment)
+// their ancestors and depth.
+func (s *Store) BackfillAncestors(ctx context.Context, dep int64) error {
+	if err := s.begin(ctx, "BackfillAncestors"); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	done := map[int64]bool{}
+	for _, id := range s.sortedIDs() {
+		it := &s.items[id].item
+		if it.Type != workspace.TypeFolder || it.Depth != 0 || (dep != 0 && it.DeploymentID != dep) || done[it.DeploymentID] {
+			continue
+		}
+		done[it.DeploymentID] = true
+		s.rebuildAncestors(it.DeploymentID, false)
+	}
+	return nil
+}
+
+// rebuildAncestors writes what workspace.RebuiltAncestors computes for the deployment's
+// live folders (with all unset, only onto folders still without a depth).
+func (s *Store) rebuildAncestors(dep int64, all bool) {
+	var folders []*workspace.FolderNode
+	for _, id := range s.sortedIDs() {
+		if r := s.live(dep, id); r != nil && r.item.Type == workspace.TypeFolder {
+			folders = append(folders, node(&r.item))
+		}
+	}
+	for _, fix := range workspace.RebuiltAncestors(folders, all) {
+		r := s.items[fix.ID]
+		if all || r.item.Depth == 0 {
+			r.item.Anc, r.item.Depth = fix.Anc, fix.Depth
+		}
+	}
+}
+
+// Folders returns the live folders among ids.
+func (s *Store) Folders(ctx context.Context, dep int64, ids []int64) ([]*workspace.FolderNode, error) {
+	if err := s.begin(ctx, "Folders"); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	var out []*workspace.FolderNode
+	seen := map[int64]bool{}
+	for _, id := range ids {
+		if r := s.live(dep, id); r != nil && r.item.Type == workspace.TypeFolder && !seen[id] {
+			seen[id] = true
+			out = append(out, node(&r.item))
+		}
+	}
+	return out, nil
+}
+
+// SubtreeFolders returns every live folder below any of ids.
+func (s *Store) SubtreeFolders(ctx context.Context, dep int64, ids []int64) ([]*workspace.FolderNode, error) {
+	if err := s.begin(ctx, "SubtreeFolders"); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	var out []*workspace.FolderNode
+	if len(ids) == 0 {
+		return out, nil
+	}
+	for _, id := range s.sortedIDs() {
+		r := s.live(dep, id)
+		if r != nil && r.item.Type == workspace.TypeFolder && slices.ContainsFunc(r.item.Anc, func(a int64) bool { return slices.Contains(ids, a) }) {
+			out = append(out, node(&r.item))
+		}
+	}
+	return out, nil
+}

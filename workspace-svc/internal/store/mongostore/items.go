@@ -1,0 +1,298 @@
+package mongostore
+
+import (
+	"context"
+	"errors"
+	"regexp"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/analyticsco/platform/workspace-svc/internal/workspace"
+)
+
+// Items returns the live items of the deployment among ids, by id.
+func (s *Store) Items(ctx context.Context, dep int64, ids []int64) (map[int64]*workspace.Item, error) {
+	out := make(map[int64]*workspace.Item, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	cur, err := s.items.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}, {Key: "dep", Value: dep}, {Key: "deleted", Value: notDeleted}},
+		options.Find().SetBatchSize(1000))
+	if err != nil {
+		return nil, wrap("find items", err)
+	}
+	var docs []*itemDoc
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, wrap("find items", err)
+	}
+	for _, d := range docs {
+		out[d.ID] = d.item()
+	}
+	return out, nil
+}
+
+// InsertItem stores a new workbook or report.
+func (s *Store) InsertItem(ctx context.Context, it *workspace.Item) error {
+	doc, err := toItemDoc(it)
+	if err != nil {
+		return err
+	}
+	_, err = s.items.InsertOne(ctx, doc)
+	return wrap("insert item", err)
+}
+
+// UpdateItem sets fields of a live item of the deployment that meets pre and returns it
+// as changed; nil when there is no such item.
+func (s *Store) UpdateItem(ctx context.Context, dep, id int64, typ workspace.ItemType, pre workspace.ItemPrecondition, u workspace.ItemUpdate) (*workspace.Item, error) {
+	filter := bson.D{{Key: "_id", Value: id}, {Key: "dep", Value: dep}, {Key: "type", Value: typ}, {Key: "deleted", Value: notDeleted}}
+	if pre.Parent != nil {
+		filter = append(filter, bson.E{Key: "parent", Value: *pre.Parent})
+	}
+	if pre.PublishedVersion != nil {
+		var v any = *pre.PublishedVersion
+		if *pre.PublishedVersion == 0 { // never published: the field is not there
+			v = bson.D{{Key: "$exists", Value: false}}
+		}
+		filter = append(filter, bson.E{Key: "publishedVersion", Value: v})
+	}
+	set, err := itemSet(u)
+	if err != nil {
+		return nil, err
+	}
+	var d itemDoc
+	err = s.items.FindOneAndUpdate(ctx, filter, bson.D{{Key: "$set", Value: set}},
+		options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&d)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, wrap("update item", err)
+	}
+	return d.item(), nil
+}
+
+// itemSet is the $set of an update.
+func itemSet(u workspace.ItemUpdate) (bson.D, error) {
+	set := bson.D{}
+	if u.Name != nil {
+		set = append(set, bson.E{Key: "name", Value: *u.Name})
+	}
+	if u.Position != nil {
+		set = append(set, bson.E{Key: "position", Value: *u.Position})
+	}
+	if u.Grants != nil {
+		g := grantDocs(*u.Grants)
+		if g == nil {
+			g = []grantDoc{} // no grants: an empty array
+		}
+		set = append(set, bson.E{Key: "grants", Value: g})
+	}
+	if u.Meta != nil {
+		set = append(set, bson.E{Key: "meta", Value: string(u.Meta)})
+	}
+	if u.CalculatedFields != nil {
+		set = append(set, bson.E{Key: "calculatedFields", Value: string(u.CalculatedFields)})
+	}
+	if u.Draft != nil {
+		draft, err := encodeJSON("dashboard draft", u.Draft)
+		if err != nil {
+			return nil, err
+		}
+		set = append(set, bson.E{Key: "draft", Value: draft})
+	}
+	if u.Published != nil {
+		published, err := encodeJSON("published dashboard", u.Published)
+		if err != nil {
+			return nil, err
+		}
+		set = append(set, bson.E{Key: "published", Value: published}, bson.E{Key: "publishedVersion", Value: u.Published.VersionNumber},
+			bson.E{Key: "dashboardId", Value: u.Published.ID}, bson.E{Key: "publicId", Value: u.Published.PublicID})
+	}
+	if u.Deleted {
+		set = append(set, bson.E{Key: "deleted", Value: true})
+	}
+	return append(set, bson.E{Key: "updatedAt", Value: u.UpdatedAt}, bson.E{Key: "updatedBy", Value: u.UpdatedBy}), nil
+}
+
+// MoveItem re-parents a workbook or report if it is still where the caller's access
+// check saw it.
+func (s *Store) MoveItem(ctx context.Context, dep, id, from, to, by int64, at time.Time) (bool, error) {
+	res, err := s.items.UpdateOne(ctx,
+		bson.D{{Key: "_id", Value: id}, {Key: "dep", Value: dep}, {Key: "parent", Value: from}, {Key: "deleted", Value: notDeleted}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "parent", Value: to}, {Key: "updatedAt", Value: at}, {Key: "updatedBy", Value: by}}}})
+	if err != nil {
+		return false, wrap("move item", err)
+	}
+	return res.MatchedCount == 1, nil
+}
+
+// CountItems counts the live items (folders, workbooks, reports) of the deployment, up to
+// max: the database stops counting there.
+func (s *Store) CountItems(ctx context.Context, dep, max int64) (int64, error) {
+	n, err := s.items.CountDocuments(ctx, bson.D{{Key: "dep", Value: dep}, {Key: "deleted", Value: notDeleted}},
+		options.Count().SetLimit(max))
+	return n, wrap("count items", err)
+}
+
+// MaxFolderPosition is the highest position among parent's child folders, or -1: one
+// document read, the database sorts.
+func (s *Store) MaxFolderPosition(ctx context.Context, dep, parent int64) (float64, error) {
+	var d struct {
+		Position float64 `bson:"position"`
+	}
+	err := s.items.FindOne(ctx, bson.D{{Key: "dep", Value: dep}, {Key: "parent", Value: parent}, {Key: "type", Value: workspace.TypeFolder},
+		{Key: "deleted", Value: notDeleted}},
+		options.FindOne().SetSort(bson.D{{Key: "position", Value: -1}}).SetProjection(bson.D{{Key: "position", Value: 1}})).Decode(&d)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return -1, nil
+	}
+	return d.Position, wrap("find folder position", err)
+}
+
+// HasChildren reports whether anything live is inside folder.
+func (s *Store) HasChildren(ctx context.Context, dep, folder int64) (bool, error) {
+	err := s.items.FindOne(ctx, bson.D{{Key: "dep", Value: dep}, {Key: "parent", Value: folder}, {Key: "deleted", Value: notDeleted}},
+		options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}})).Err()
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return false, nil
+	}
+	return err == nil, wrap("check folder contents", err)
+}
+
+// listProjection is what a page of the tree renders and checks access with: never meta,
+// calculated fields, drafts or published dashboards, which can be large.
+var listProjection = bson.D{{Key: "_id", Value: 1}, {Key: "dep", Value: 1}, {Key: "type", Value: 1}, {Key: "name", Value: 1},
+	{Key: "position", Value: 1}, {Key: "parent", Value: 1}, {Key: "createdBy", Value: 1}, {Key: "updatedBy", Value: 1},
+	{Key: "createdAt", Value: 1}, {Key: "updatedAt", Value: 1}, {Key: "grants", Value: 1}, {Key: "anc", Value: 1}, {Key: "depth", Value: 1}}
+
+// Children returns, in page order (position, name, id), at most q.Limit live children of
+// q.Parent after q.After: folders, or workbooks and reports. Only the fields of
+// listProjection are read; the database sorts and limits.
+func (s *Store) Children(ctx context.Context, dep int64, q workspace.ChildrenQuery) ([]*workspace.Item, error) {
+	typ := bson.D{{Key: "$ne", Value: workspace.TypeFolder}}
+	if q.Folders {
+		typ = bson.D{{Key: "$eq", Value: workspace.TypeFolder}}
+	}
+	filter := bson.D{{Key: "dep", Value: dep}, {Key: "parent", Value: q.Parent}, {Key: "type", Value: typ}, {Key: "deleted", Value: notDeleted}}
+	if a := q.After; a != nil {
+		filter = append(filter, bson.E{Key: "$or", Value: bson.A{
+			bson.D{{Key: "position", Value: bson.D{{Key: "$gt", Value: a.Position}}}},
+			bson.D{{Key: "position", Value: a.Position}, {Key: "name", Value: bson.D{{Key: "$gt", Value: a.Name}}}},
+			bson.D{{Key: "position", Value: a.Position}, {Key: "name", Value: a.Name}, {Key: "_id", Value: bson.D{{Key: "$gt", Value: a.ID}}}},
+		}})
+	}
+	cur, err := s.items.Find(ctx, filter, options.Find().SetProjection(listProjection).
+		SetSort(bson.D{{Key: "position", Value: 1}, {Key: "name", Value: 1}, {Key: "_id", Value: 1}}).
+		SetLimit(int64(q.Limit)).SetBatchSize(int32(q.Limit)))
+	if err != nil {
+		return nil, wrap("list children", err)
+	}
+	var docs []*itemDoc
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, wrap("list children", err)
+	}
+	return items(docs), nil
+}
+
+// Search returns at most q.Limit live items matching q after q.After, in the order of
+// q.Sort (name or updatedAt, then id; Desc reverses both), projected like a listing.
+func (s *Store) Search(ctx context.Context, dep int64, q workspace.SearchQuery) ([]*workspace.Item, error) {
+	filter := bson.D{{Key: "dep", Value: dep}, {Key: "deleted", Value: notDeleted}}
+	if q.Parent != nil {
+		filter = append(filter, bson.E{Key: "parent", Value: *q.Parent})
+	}
+	if q.NameContains != "" {
+		filter = append(filter, bson.E{Key: "name", Value: bson.D{{Key: "$regex", Value: regexp.QuoteMeta(q.NameContains)}, {Key: "$options", Value: "i"}}})
+	}
+	if q.Type != "" {
+		filter = append(filter, bson.E{Key: "type", Value: q.Type})
+	}
+	if q.CreatedBy != 0 {
+		filter = append(filter, bson.E{Key: "createdBy", Value: q.CreatedBy})
+	}
+	if q.IDs != nil {
+		filter = append(filter, bson.E{Key: "_id", Value: bson.D{{Key: "$in", Value: q.IDs}}})
+	}
+	sortKey, dir, cmp := "name", 1, "$gt"
+	if q.Sort == workspace.ByUpdatedAt {
+		sortKey = "updatedAt"
+	}
+	if q.Desc {
+		dir, cmp = -1, "$lt"
+	}
+	if a := q.After; a != nil {
+		var key any = a.Name
+		if q.Sort == workspace.ByUpdatedAt {
+			key = a.UpdatedAt
+		}
+		filter = append(filter, bson.E{Key: "$or", Value: bson.A{
+			bson.D{{Key: sortKey, Value: bson.D{{Key: cmp, Value: key}}}},
+			bson.D{{Key: sortKey, Value: key}, {Key: "_id", Value: bson.D{{Key: cmp, Value: a.ID}}}},
+		}})
+	}
+	cur, err := s.items.Find(ctx, filter, options.Find().SetProjection(listProjection).
+		SetSort(bson.D{{Key: sortKey, Value: dir}, {Key: "_id", Value: dir}}).SetLimit(int64(q.Limit)).SetBatchSize(int32(q.Limit)))
+	if err != nil {
+		return nil, wrap("search", err)
+	}
+	var docs []*itemDoc
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, wrap("search", err)
+	}
+	return items(docs), nil
+}
+
+// LeaseFolder marks folder as receiving items until `until`, unless it is gone or being
+// deleted; false means the folder is not there.
+func (s *Store) LeaseFolder(ctx context.Context, dep, folder int64, now, until time.Time) (bool, error) {
+	res, err := s.items.UpdateOne(ctx,
+		bson.D{{Key: "_id", Value: folder}, {Key: "dep", Value: dep}, {Key: "type", Value: workspace.TypeFolder}, {Key: "deleted", Value: notDeleted},
+			{Key: "$or", Value: bson.A{
+				bson.D{{Key: "deletingUntil", Value: bson.D{{Key: "$exists", Value: false}}}},
+				bson.D{{Key: "deletingUntil", Value: bson.D{{Key: "$lt", Value: now}}}},
+			}}},
+		bson.D{{Key: "$inc", Value: bson.D{{Key: "leaseCount", Value: 1}}}, {Key: "$max", Value: bson.D{{Key: "leaseUntil", Value: until}}}})
+	if err != nil {
+		return false, wrap("lease folder", err)
+	}
+	return res.MatchedCount == 1, nil
+}
+
+// ReleaseFolder gives a lease back. A holder that never releases (a crash) only delays
+// deletes until leaseUntil has passed.
+func (s *Store) ReleaseFolder(ctx context.Context, dep, folder int64) error {
+	_, err := s.items.UpdateOne(ctx, bson.D{{Key: "_id", Value: folder}, {Key: "dep", Value: dep}},
+		bson.D{{Key: "$inc", Value: bson.D{{Key: "leaseCount", Value: -1}}}})
+	return wrap("release folder", err)
+}
+
+// BeginFolderDelete marks folder as being deleted if no request holds a lease on it.
+func (s *Store) BeginFolderDelete(ctx context.Context, dep, folder int64, now, until time.Time) (bool, error) {
+	res, err := s.items.UpdateOne(ctx,
+		bson.D{{Key: "_id", Value: folder}, {Key: "dep", Value: dep}, {Key: "type", Value: workspace.TypeFolder}, {Key: "deleted", Value: notDeleted},
+			{Key: "$or", Value: bson.A{
+				bson.D{{Key: "leaseCount", Value: bson.D{{Key: "$lte", Value: 0}}}},
+				bson.D{{Key: "leaseUntil", Value: bson.D{{Key: "$exists", Value: false}}}},
+				bson.D{{Key: "leaseUntil", Value: bson.D{{Key: "$lt", Value: now}}}},
+			}}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "deletingUntil", Value: until}}}})
+	if err != nil {
+		return false, wrap("begin folder delete", err)
+	}
+	return res.MatchedCount == 1, nil
+}
+
+// EndFolderDelete tombstones the folder (deleted) or lifts the delete mark.
+func (s *Store) EndFolderDelete(ctx context.Context, dep, folder int64, deleted bool, by int64, at time.Time) error {
+	var update bson.D
+	if deleted {
+		update = bson.D{{Key: "$set", Value: bson.D{{Key: "deleted", Value: true}, {Key: "updatedAt", Value: at}, {Key: "updatedBy", Value: by}}}}
+	} else {
+		update = bson.D{{Key: "$unset", Value: bson.D{{Key: "deletingUntil", Value: ""}}}}
+	}
+	_, err := s.items.UpdateOne(ctx, bson.D{{Key: "_id", Value: folder}, {Key: "dep", Value: dep}}, update)
+	return wrap("end folder delete", err)
+}

@@ -1,0 +1,116 @@
+// Package mongostore is the MongoDB adapter of the workspace's ports (workspace.Store):
+// its own records (records.go), mapped to and from the domain's types, the filters and
+// updates, the indexes, and driver errors wrapped into errs.ErrUnavailable.
+//
+// Collections: items (folders, workbooks and reports), trees (one tree version per
+// deployment), users, favorites, counters (id blocks).
+package mongostore
+
+import (
+	"context"
+	"fmt"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/analyticsco/platform/libs/errs"
+	"github.com/analyticsco/platform/libs/mongox"
+	"github.com/analyticsco/platform/workspace-svc/internal/workspace"
+)
+
+// Store is the MongoDB adapter of the workspace.
+type Store struct {
+	items     *mongo.Collection
+	trees     *mongo.Collection
+	users     *mongo.Collection
+	favorites *mongo.Collection
+	ids       *mongox.IDAllocator
+}
+
+var _ workspace.Store = (*Store)(nil)
+
+// IDBlock is how many ids a replica reserves per counter update.
+const IDBlock = 100
+
+// New uses db's items, trees, users, favorites and counters collections.
+func New(db *mongo.Database) *Store {
+	return &Store{
+		items:     db.Collection("items"),
+		trees:     db.Collection("trees"),
+		users:     db.Collection("users"),
+		favorites: db.Collection("favorites"),
+		ids:       mongox.NewIDAllocator(db.Collection("counters"), "workspace_items", IDBlock),
+	}
+}
+
+// index is one index the queries use.
+type index struct {
+	name string
+	keys bson.D
+}
+
+// EnsureIndexes creates the indexes the queries use, skipping those that exist (FerretDB
+// v1 drops the connection when asked to create an index that is already there).
+func (s *Store) EnsureIndexes(ctx context.Context) error {
+	if err := ensure(ctx, s.items, []index{
+		{"dep_1_parent_1", bson.D{{Key: "dep", Value: 1}, {Key: "parent", Value: 1}}},
+		{"dep_1_type_1", bson.D{{Key: "dep", Value: 1}, {Key: "type", Value: 1}}},
+		{"dep_1_anc_1", bson.D{{Key: "dep", Value: 1}, {Key: "anc", Value: 1}}},
+		{"dep_1_parent_1_position_1_name_1__id_1", bson.D{{Key: "dep", Value: 1}, {Key: "parent", Value: 1},
+			{Key: "position", Value: 1}, {Key: "name", Value: 1}, {Key: "_id", Value: 1}}},
+		{"dep_1_name_1__id_1", bson.D{{Key: "dep", Value: 1}, {Key: "name", Value: 1}, {Key: "_id", Value: 1}}},
+		{"dep_1_updatedAt_1__id_1", bson.D{{Key: "dep", Value: 1}, {Key: "updatedAt", Value: 1}, {Key: "_id", Value: 1}}},
+	}); err != nil {
+		return err
+	}
+	return ensure(ctx, s.favorites, []index{{"dep_1_user_1", bson.D{{Key: "dep", Value: 1}, {Key: "user", Value: 1}}}})
+}
+
+func ensure(ctx context.Context, coll *mongo.Collection, want []index) error {
+	cur, err := coll.Indexes().List(ctx)
+	if err != nil {
+		return wrap("list indexes", err)
+	}
+	var existing []struct {
+		Name string `bson:"name"`
+	}
+	if err := cur.All(ctx, &existing); err != nil {
+		return wrap("list indexes", err)
+	}
+	have := map[string]bool{}
+	for _, ix := range existing {
+		have[ix.Name] = true
+	}
+	var missing []mongo.IndexModel
+	for _, ix := range want {
+		if !have[ix.name] {
+			missing = append(missing, mongo.IndexModel{Keys: ix.keys, Options: options.Index().SetName(ix.name)})
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	_, err = coll.Indexes().CreateMany(ctx, missing)
+	return wrap("ensure indexes", err)
+}
+
+// wrap names what failed; an unreachable database is errs.ErrUnavailable (a 503).
+func wrap(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if mongox.Unavailable(err) {
+		return fmt.Errorf("%s: %w: %w", what, errs.ErrUnavailable, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// notDeleted matches the live items: a deleted one is a tombstone (deleted: true).
+var notDeleted = bson.D{{Key: "$ne", Value: true}}
+
+// NextID allocates an id from this replica's block of the counter.
+func (s *Store) NextID(ctx context.Context) (int64, error) {
+	id, err := s.ids.Next(ctx)
+	return id, wrap("allocate id", err)
+}

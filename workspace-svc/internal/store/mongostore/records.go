@@ -1,0 +1,222 @@
+package mongostore
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/analyticsco/platform/workspace-svc/internal/workspace"
+)
+
+// itemDoc is one folder, workbook or report as stored in items.
+type itemDoc struct {
+	ID        int64              `bson:"_id"`
+	Dep       int64              `bson:"dep"`
+	Type      workspace.ItemType `bson:"type"`
+	Name      string             `bson:"name"`
+	Position  float64            `bson:"position"`
+	Parent    int64              `bson:"parent"`
+	CreatedBy int64              `bson:"createdBy"`
+	UpdatedBy int64              `bson:"updatedBy"`
+	CreatedAt time.Time          `bson:"createdAt"`
+	UpdatedAt time.Time          `bson:"updatedAt"`
+	// TreeV is, for folders, the tree version of the last structural change applied to
+	// it: the fence that makes a late re-application of an older move a no-op.
+	TreeV  int64      `bson:"treeV"`
+	Grants []grantDoc `bson:"grants,omitempty"`
+	// Anc and Depth, on folders only: every ancestor's id and the folder's level (1 at the
+	// root), kept by the structural ops.
+	Anc   []int64 `bson:"anc,omitempty"`
+	Depth int     `bson:"depth,omitempty"`
+	// LeaseUntil is set while a request is putting items into this folder; a delete
+	// waits for it to lapse. DeletingUntil is set while a delete checks emptiness.
+	LeaseUntil    time.Time `bson:"leaseUntil,omitempty"`
+	LeaseCount    int64     `bson:"leaseCount,omitempty"`
+	DeletingUntil time.Time `bson:"deletingUntil,omitempty"`
+	Deleted       bool      `bson:"deleted,omitempty"`
+	// JSON documents kept as strings: meta and calculated fields verbatim, the draft
+	// and the published dashboard encoded.
+	Meta             string `bson:"meta,omitempty"`
+	CalculatedFields string `bson:"calculatedFields,omitempty"`
+	Draft            string `bson:"draft,omitempty"`
+	Published        string `bson:"published,omitempty"`
+	PublishedVersion int64  `bson:"publishedVersion,omitempty"`
+	PublicID         string `bson:"publicId,omitempty"`
+	DashboardID      int64  `bson:"dashboardId,omitempty"`
+}
+
+type grantDoc struct {
+	UserID int64  `bson:"userId"`
+	Level  string `bson:"level"`
+}
+
+// folderDoc is the projection of a folder a request keeps (folderProjection).
+type folderDoc struct {
+	ID        int64      `bson:"_id"`
+	Parent    int64      `bson:"parent"`
+	Name      string     `bson:"name"`
+	Position  float64    `bson:"position"`
+	CreatedBy int64      `bson:"createdBy"`
+	Grants    []grantDoc `bson:"grants"`
+	Anc       []int64    `bson:"anc"`
+	Depth     int        `bson:"depth"`
+}
+
+// treeOpDoc is a structural op as recorded in a trees document.
+type treeOpDoc struct {
+	Kind   string    `bson:"kind"` // "move", "create", or "none"
+	Folder int64     `bson:"folder"`
+	To     int64     `bson:"to"`
+	By     int64     `bson:"by"`
+	At     time.Time `bson:"at"`
+	Doc    *itemDoc  `bson:"doc,omitempty"`
+	Anc    []int64   `bson:"anc,omitempty"`
+	Depth  int       `bson:"depth,omitempty"`
+	Pull   []int64   `bson:"pull,omitempty"`
+	Push   []int64   `bson:"push,omitempty"`
+	Delta  int       `bson:"delta,omitempty"`
+}
+
+// treeDoc is a deployment's tree version: {_id: dep, v, op}.
+type treeDoc struct {
+	ID int64      `bson:"_id"`
+	V  int64      `bson:"v"`
+	Op *treeOpDoc `bson:"op"`
+}
+
+type userDoc struct {
+	ID        int64  `bson:"_id"`
+	Account   int64  `bson:"acct"`
+	Email     string `bson:"email"`
+	FirstName string `bson:"firstName"`
+	Picture   string `bson:"picture"`
+	Role      string `bson:"role"`
+}
+
+// favoriteDoc is one item a user marked as a favorite in one deployment.
+type favoriteDoc struct {
+	ID   string             `bson:"_id"` // dep:user:item
+	Dep  int64              `bson:"dep"`
+	User int64              `bson:"user"`
+	Item int64              `bson:"item"`
+	Type workspace.ItemType `bson:"type"`
+	At   time.Time          `bson:"at"`
+}
+
+func grantDocs(g []workspace.Grant) []grantDoc {
+	if g == nil {
+		return nil
+	}
+	out := make([]grantDoc, len(g))
+	for i, x := range g {
+		out[i] = grantDoc(x)
+	}
+	return out
+}
+
+func grants(g []grantDoc) []workspace.Grant {
+	if g == nil {
+		return nil
+	}
+	out := make([]workspace.Grant, len(g))
+	for i, x := range g {
+		out[i] = workspace.Grant(x)
+	}
+	return out
+}
+
+// encodeJSON is v (a draft or a dashboard) as stored; "" for nil.
+func encodeJSON[T any](what string, v *T) (string, error) {
+	if v == nil {
+		return "", nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", fmt.Errorf("encode %s: %w", what, err)
+	}
+	return string(b), nil
+}
+
+// decodeJSON is the stored s (a draft or a dashboard); nil when there is none, or when
+// it does not decode (it then renders as null).
+func decodeJSON[T any](s string) *T {
+	if s == "" {
+		return nil
+	}
+	var v T
+	if json.Unmarshal([]byte(s), &v) != nil {
+		return nil
+	}
+	return &v
+}
+
+// toItemDoc is the record of a new item.
+func toItemDoc(it *workspace.Item) (*itemDoc, error) {
+	draft, err := encodeJSON("dashboard draft", it.Draft)
+	if err != nil {
+		return nil, err
+	}
+	published, err := encodeJSON("published dashboard", it.Published)
+	if err != nil {
+		return nil, err
+	}
+	return &itemDoc{ID: it.ID, Dep: it.DeploymentID, Type: it.Type, Name: it.Name, Position: it.Position, Parent: it.Parent,
+		CreatedBy: it.CreatedBy, UpdatedBy: it.UpdatedBy, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt,
+		Grants: grantDocs(it.Grants), Anc: it.Anc, Depth: it.Depth, Meta: string(it.Meta), CalculatedFields: string(it.CalculatedFields),
+		Draft: draft, Published: published, PublishedVersion: it.PublishedVersion, PublicID: it.PublicID, DashboardID: it.DashboardID}, nil
+}
+
+func rawJSON(s string) json.RawMessage {
+	if s == "" {
+		return nil
+	}
+	return json.RawMessage(s)
+}
+
+// item is the domain's view of the record.
+func (d *itemDoc) item() *workspace.Item {
+	return &workspace.Item{ID: d.ID, DeploymentID: d.Dep, Type: d.Type, Name: d.Name, Position: d.Position, Parent: d.Parent,
+		CreatedBy: d.CreatedBy, UpdatedBy: d.UpdatedBy, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt,
+		Grants: grants(d.Grants), Anc: d.Anc, Depth: d.Depth, Meta: rawJSON(d.Meta), CalculatedFields: rawJSON(d.CalculatedFields),
+		Draft: decodeJSON[workspace.DashboardConfig](d.Draft), Published: decodeJSON[workspace.Dashboard](d.Published),
+		PublishedVersion: d.PublishedVersion, PublicID: d.PublicID, DashboardID: d.DashboardID}
+}
+
+func items(docs []*itemDoc) []*workspace.Item {
+	out := make([]*workspace.Item, len(docs))
+	for i, d := range docs {
+		out[i] = d.item()
+	}
+	return out
+}
+
+func (d *folderDoc) node() *workspace.FolderNode {
+	return &workspace.FolderNode{ID: d.ID, Parent: d.Parent, Name: d.Name, Position: d.Position, CreatedBy: d.CreatedBy,
+		Grants: grants(d.Grants), Anc: d.Anc, Depth: d.Depth}
+}
+
+// toTreeOpDoc is the record of op; slices are kept as they are (nil or empty), so what
+// is recorded and applied is exactly what was validated.
+func toTreeOpDoc(op *workspace.TreeOp) (*treeOpDoc, error) {
+	d := &treeOpDoc{Kind: string(op.Kind), Folder: op.Folder, To: op.To, By: op.By, At: op.At,
+		Anc: op.Anc, Depth: op.Depth, Pull: op.Pull, Push: op.Push, Delta: op.Delta}
+	if op.Created != nil {
+		doc, err := toItemDoc(op.Created)
+		if err != nil {
+			return nil, err
+		}
+		d.Doc = doc
+	}
+	return d, nil
+}
+
+func (d *treeOpDoc) op() *workspace.TreeOp {
+	op := &workspace.TreeOp{Kind: workspace.TreeOpKind(d.Kind), Folder: d.Folder, To: d.To, By: d.By, At: d.At,
+		Anc: d.Anc, Depth: d.Depth, Pull: d.Pull, Push: d.Push, Delta: d.Delta}
+	if d.Doc != nil {
+		op.Created = d.Doc.item()
+	}
+	return op
+}
+
+func (d userDoc) user() workspace.User { return workspace.User(d) }

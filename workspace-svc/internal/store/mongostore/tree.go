@@ -1,0 +1,205 @@
+package mongostore
+
+import (
+	"context"
+	"fmt"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/analyticsco/platform/libs/mongox"
+	"github.com/analyticsco/platform/workspace-svc/internal/workspace"
+)
+
+// ReadTree returns the deployment's tree version and its last structural op, creating
+// the tree document on first use.
+func (s *Store) ReadTree(ctx context.Context, dep int64) (workspace.TreeVersion, error) {
+	var d treeDoc
+	err := s.trees.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: dep}},
+		bson.D{{Key: "$setOnInsert", Value: bson.D{{Key: "v", Value: int64(0)}}}},
+		options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)).Decode(&d)
+	if mongox.IsDuplicateKey(err) { // two first uses raced on MongoDB: the document exists now
+		err = s.trees.FindOne(ctx, bson.D{{Key: "_id", Value: dep}}).Decode(&d)
+	}
+	if err != nil {
+		return workspace.TreeVersion{}, wrap("read tree version", err)
+	}
+	tv := workspace.TreeVersion{V: d.V}
+	if d.Op != nil {
+		tv.Op = d.Op.op()
+	}
+	return tv, nil
+}
+
+// CommitTreeOp records op as version v+1 if the tree is still at version v.
+func (s *Store) CommitTreeOp(ctx context.Context, dep, v int64, op *workspace.TreeOp) (bool, error) {
+	doc, err := toTreeOpDoc(op)
+	if err != nil {
+		return false, err
+	}
+	res, err := s.trees.UpdateOne(ctx, bson.D{{Key: "_id", Value: dep}, {Key: "v", Value: v}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "v", Value: v + 1}, {Key: "op", Value: doc}}}})
+	if err != nil {
+		return false, wrap("commit tree version", err)
+	}
+	return res.MatchedCount == 1, nil
+}
+
+// ApplyTreeOp applies the structural op recorded as version v. It is idempotent and
+// fenced: a folder already changed at version v or later is left alone, so a late or
+// repeated application never undoes a newer change. A move is one command of up to three
+// statements: the folder itself, then its subfolders' ancestors pulled (idempotent), then
+// pushed with the depth shift and the fence (treeV = v), so a crash between any two of
+// them is finished by applying the op again.
+func (s *Store) ApplyTreeOp(ctx context.Context, v int64, op *workspace.TreeOp) error {
+	switch op.Kind {
+	case workspace.OpMove:
+		if op.Depth == 0 { // recorded before folders kept their ancestors: SettleLegacyOp follows
+			_, err := s.items.UpdateOne(ctx,
+				bson.D{{Key: "_id", Value: op.Folder}, {Key: "treeV", Value: bson.D{{Key: "$lt", Value: v}}}},
+				bson.D{{Key: "$set", Value: bson.D{{Key: "parent", Value: op.To}, {Key: "treeV", Value: v}}}})
+			return wrap("apply folder move", err)
+		}
+		below := bson.D{{Key: "anc", Value: op.Folder}, {Key: "treeV", Value: bson.D{{Key: "$lt", Value: v}}}}
+		// Every statement an UpdateMany (the folder's matches one document by id): the
+		// driver sends a retryable UpdateOne and an UpdateMany as separate commands.
+		models := []mongo.WriteModel{mongo.NewUpdateManyModel().
+			SetFilter(bson.D{{Key: "_id", Value: op.Folder}, {Key: "treeV", Value: bson.D{{Key: "$lt", Value: v}}}}).
+			SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: "parent", Value: op.To}, {Key: "treeV", Value: v},
+				{Key: "anc", Value: op.Anc}, {Key: "depth", Value: op.Depth},
+				{Key: "updatedAt", Value: op.At}, {Key: "updatedBy", Value: op.By}}}})}
+		if len(op.Pull) > 0 {
+			models = append(models, mongo.NewUpdateManyModel().SetFilter(below).
+				SetUpdate(bson.D{{Key: "$pullAll", Value: bson.D{{Key: "anc", Value: op.Pull}}}}))
+		}
+		push := bson.D{{Key: "$set", Value: bson.D{{Key: "treeV", Value: v}}}, {Key: "$inc", Value: bson.D{{Key: "depth", Value: op.Delta}}}}
+		if len(op.Push) > 0 {
+			push = append(push, bson.E{Key: "$addToSet", Value: bson.D{{Key: "anc", Value: bson.D{{Key: "$each", Value: op.Push}}}}})
+		}
+		models = append(models, mongo.NewUpdateManyModel().SetFilter(below).SetUpdate(push))
+		_, err := s.items.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(true))
+		return wrap("apply folder move", err)
+	case workspace.OpNone:
+		return nil
+	case workspace.OpCreate:
+		doc, err := toItemDoc(op.Created)
+		if err != nil {
+			return err
+		}
+		doc.TreeV = v
+		_, err = s.items.InsertOne(ctx, doc)
+		if mongox.IsDuplicateKey(err) { // applied before (the id stays taken by a tombstone)
+			return nil
+		}
+		return wrap("apply folder creation", err)
+	}
+	return fmt.Errorf("unknown tree op %q", op.Kind)
+}
+
+// folderProjection is what a request keeps of a folder (folderDoc).
+var folderProjection = bson.D{{Key: "_id", Value: 1}, {Key: "parent", Value: 1}, {Key: "name", Value: 1},
+	{Key: "position", Value: 1}, {Key: "createdBy", Value: 1}, {Key: "grants", Value: 1}, {Key: "anc", Value: 1}, {Key: "depth", Value: 1}}
+
+// Folders returns the live folders of the deployment among ids.
+func (s *Store) Folders(ctx context.Context, dep int64, ids []int64) ([]*workspace.FolderNode, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	return s.folders(ctx, "load folders", bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}, {Key: "dep", Value: dep},
+		{Key: "type", Value: workspace.TypeFolder}, {Key: "deleted", Value: notDeleted}})
+}
+
+// SubtreeFolders returns every live folder below any of ids.
+func (s *Store) SubtreeFolders(ctx context.Context, dep int64, ids []int64) ([]*workspace.FolderNode, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	return s.folders(ctx, "load subtree", bson.D{{Key: "dep", Value: dep}, {Key: "anc", Value: bson.D{{Key: "$in", Value: ids}}},
+		{Key: "type", Value: workspace.TypeFolder}, {Key: "deleted", Value: notDeleted}})
+}
+
+func (s *Store) folders(ctx context.Context, what string, filter bson.D) ([]*workspace.FolderNode, error) {
+	cur, err := s.items.Find(ctx, filter, options.Find().SetProjection(folderProjection).SetBatchSize(1000))
+	if err != nil {
+		return nil, wrap(what, err)
+	}
+	var docs []*folderDoc
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, wrap(what, err)
+	}
+	var out []*workspace.FolderNode
+	for _, d := range docs {
+		out = append(out, d.node())
+	}
+	return out, nil
+}
+
+// BackfillAncestors gives every folder written before folders kept their ancestors (no
+// depth) its ancestors and depth, computed from the parent pointers, one deployment at a
+// time. It runs at start and whenever a request meets such a folder; it reads a whole
+// deployment's folders, but only once per deployment, ever.
+func (s *Store) BackfillAncestors(ctx context.Context, dep int64) error {
+	filter := bson.D{{Key: "type", Value: workspace.TypeFolder}, {Key: "depth", Value: bson.D{{Key: "$exists", Value: false}}}}
+	if dep != 0 {
+		filter = append(filter, bson.E{Key: "dep", Value: dep})
+	}
+	cur, err := s.items.Find(ctx, filter, options.Find().SetProjection(bson.D{{Key: "dep", Value: 1}}))
+	if err != nil {
+		return wrap("find folders to backfill", err)
+	}
+	var stale []struct {
+		Dep int64 `bson:"dep"`
+	}
+	if err := cur.All(ctx, &stale); err != nil {
+		return wrap("find folders to backfill", err)
+	}
+	done := map[int64]bool{}
+	for _, f := range stale {
+		if done[f.Dep] {
+			continue
+		}
+		done[f.Dep] = true
+		if err := s.rebuildAncestors(ctx, f.Dep, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rebuildAncestors writes the ancestors and depth workspace.RebuiltAncestors computes
+// for the deployment's live folders: only where depth is missing (a backfill), or, with
+// all, wherever they differ.
+func (s *Store) rebuildAncestors(ctx context.Context, dep int64, all bool) error {
+	folders, err := s.folders(ctx, "load folders to backfill", bson.D{{Key: "dep", Value: dep}, {Key: "type", Value: workspace.TypeFolder},
+		{Key: "deleted", Value: notDeleted}})
+	if err != nil {
+		return err
+	}
+	var models []mongo.WriteModel
+	for _, fix := range workspace.RebuiltAncestors(folders, all) {
+		filter := bson.D{{Key: "_id", Value: fix.ID}}
+		if !all {
+			filter = append(filter, bson.E{Key: "depth", Value: bson.D{{Key: "$exists", Value: false}}})
+		}
+		models = append(models, mongo.NewUpdateOneModel().SetFilter(filter).
+			SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: "anc", Value: fix.Anc}, {Key: "depth", Value: fix.Depth}}}}))
+	}
+	if len(models) == 0 {
+		return nil
+	}
+	_, err = s.items.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
+	return wrap("backfill folder ancestors", err)
+}
+
+// SettleLegacyOp rebuilds the ancestors of a deployment whose last structural op was
+// recorded by a replica that did not keep them (it moved only a parent pointer), then
+// replaces that op with a no-op, so the rebuild runs once.
+func (s *Store) SettleLegacyOp(ctx context.Context, dep, v int64) error {
+	if err := s.rebuildAncestors(ctx, dep, true); err != nil {
+		return err
+	}
+	_, err := s.trees.UpdateOne(ctx, bson.D{{Key: "_id", Value: dep}, {Key: "v", Value: v}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "op", Value: &treeOpDoc{Kind: string(workspace.OpNone)}}}}})
+	return wrap("settle tree op", err)
+}

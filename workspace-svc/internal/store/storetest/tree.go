@@ -1,0 +1,211 @@
+package storetest
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/analyticsco/platform/workspace-svc/internal/workspace"
+)
+
+func testTreeVersion(t *testing.T, f *fixture) {
+	tv, err := f.s.ReadTree(f.ctx, f.dep)
+	f.check(err)
+	if tv.V != 0 || tv.Op != nil {
+		t.Fatalf("a new deployment's tree: %+v, want version 0 without an op", tv)
+	}
+	if ok, err := f.s.CommitTreeOp(f.ctx, f.other, 5, &workspace.TreeOp{Kind: workspace.OpNone}); err != nil || ok {
+		t.Fatalf("commit on a tree never read at version 5: %v %v, want refused", ok, err)
+	}
+	op := &workspace.TreeOp{Kind: workspace.OpMove, Folder: 11, To: 12, By: 7, At: at, Anc: []int64{12, 13}, Depth: 3,
+		Pull: []int64{14}, Push: []int64{12, 13}, Delta: 1}
+	if ok, err := f.s.CommitTreeOp(f.ctx, f.dep, 0, op); err != nil || !ok {
+		t.Fatalf("commit at version 0: %v %v", ok, err)
+	}
+	if ok, err := f.s.CommitTreeOp(f.ctx, f.dep, 0, &workspace.TreeOp{Kind: workspace.OpNone}); err != nil || ok {
+		t.Fatalf("a second commit at version 0: %v %v, want refused", ok, err)
+	}
+	tv, err = f.s.ReadTree(f.ctx, f.dep)
+	f.check(err)
+	got := tv.Op
+	if tv.V != 1 || got == nil || got.Kind != op.Kind || got.Folder != 11 || got.To != 12 || got.By != 7 || !got.At.Equal(at) ||
+		!slices.Equal(got.Anc, op.Anc) || got.Depth != 3 || !slices.Equal(got.Pull, op.Pull) || !slices.Equal(got.Push, op.Push) || got.Delta != 1 {
+		t.Fatalf("tree after the commit: version %d op %+v, want version 1 op %+v", tv.V, got, op)
+	}
+	if other, err := f.s.ReadTree(f.ctx, f.other); err != nil || other.V != 0 {
+		t.Fatalf("another deployment's tree: %+v %v", other, err)
+	}
+}
+
+func testCreateOp(t *testing.T, f *fixture) {
+	a := f.folder("a", 0)
+	b := f.folder("b", a)
+	f.wantAncestors(a, 1)
+	f.wantAncestors(b, 2, a)
+	// The op of the last version, applied again (the next request finishes it): nothing
+	// changes, and no second folder appears.
+	tv, err := f.s.ReadTree(f.ctx, f.dep)
+	f.check(err)
+	if tv.Op == nil || tv.Op.Kind != workspace.OpCreate || tv.Op.Created == nil || tv.Op.Created.ID != b {
+		t.Fatalf("recorded op: %+v, want the creation of %d", tv.Op, b)
+	}
+	f.check(f.s.ApplyTreeOp(f.ctx, tv.V, tv.Op))
+	got, err := f.s.Items(f.ctx, f.dep, []int64{a, b})
+	f.check(err)
+	want := &workspace.Item{ID: b, DeploymentID: f.dep, Type: workspace.TypeFolder, Name: "b", Parent: a, CreatedBy: 7, UpdatedBy: 7,
+		CreatedAt: at, UpdatedAt: at, Anc: []int64{a}, Depth: 2}
+	f.wantItem(got[b], want)
+	// A tombstone keeps its id: re-applying its creation does not bring it back.
+	c := f.folder("c", 0)
+	ok, err := f.s.BeginFolderDelete(f.ctx, f.dep, c, at, at.Add(1))
+	f.check(err)
+	if !ok {
+		t.Fatal("begin delete of an unleased folder refused")
+	}
+	f.check(f.s.EndFolderDelete(f.ctx, f.dep, c, true, 7, at))
+	tv, err = f.s.ReadTree(f.ctx, f.dep)
+	f.check(err)
+	f.check(f.s.ApplyTreeOp(f.ctx, tv.V, tv.Op))
+	if got, _ := f.s.Folders(f.ctx, f.dep, []int64{c}); len(got) != 0 {
+		t.Fatalf("a deleted folder came back: %+v", got[0])
+	}
+}
+
+func testMoveOp(t *testing.T, f *fixture) {
+	// a/b/c and d; move b (with c) under d.
+	a := f.folder("a", 0)
+	b := f.folder("b", a)
+	c := f.folder("c", b)
+	d := f.folder("d", 0)
+	wb := f.item(f.dep, workspace.TypeWorkbook, "wb", c, nil)
+	op := &workspace.TreeOp{Kind: workspace.OpMove, Folder: b, To: d, By: 8, At: at.Add(1e9), Anc: []int64{d}, Depth: 2,
+		Pull: []int64{a}, Push: []int64{d}, Delta: 0}
+	v := f.commit(f.dep, op)
+	f.wantAncestors(b, 2, d)
+	f.wantAncestors(c, 3, b, d)
+	if n := f.node(f.dep, b); n.Parent != d {
+		t.Fatalf("moved folder's parent %d, want %d", n.Parent, d)
+	}
+	got, err := f.s.Items(f.ctx, f.dep, []int64{b, wb.ID})
+	f.check(err)
+	if it := got[b]; it.UpdatedBy != 8 || !it.UpdatedAt.Equal(at.Add(1e9)) {
+		t.Fatalf("moved folder: updated by %d at %v, want 8 at %v", it.UpdatedBy, it.UpdatedAt, at.Add(1e9))
+	}
+	f.wantItem(got[wb.ID], wb) // a workbook inside moves with its folder: nothing of it changes
+	// Applied again: idempotent.
+	f.check(f.s.ApplyTreeOp(f.ctx, v, op))
+	f.wantAncestors(b, 2, d)
+	f.wantAncestors(c, 3, b, d)
+	// A newer move (b under a, one level deeper: c at 4), then the older op applied
+	// late: the fence leaves the newer state alone.
+	back := &workspace.TreeOp{Kind: workspace.OpMove, Folder: b, To: a, By: 8, At: at, Anc: []int64{a}, Depth: 2,
+		Pull: []int64{d}, Push: []int64{a}, Delta: 0}
+	f.commit(f.dep, back)
+	f.check(f.s.ApplyTreeOp(f.ctx, v, op))
+	f.wantAncestors(b, 2, a)
+	f.wantAncestors(c, 3, a, b)
+	// A move that changes depth shifts the subtree: b (with c) into c's sibling e at
+	// level 3.
+	e := f.folder("e", d)
+	f.commit(f.dep, &workspace.TreeOp{Kind: workspace.OpMove, Folder: b, To: e, By: 8, At: at, Anc: []int64{d, e}, Depth: 3,
+		Pull: []int64{a}, Push: []int64{d, e}, Delta: 1})
+	f.wantAncestors(b, 3, d, e)
+	f.wantAncestors(c, 4, b, d, e)
+}
+
+func testLegacyMove(t *testing.T, f *fixture) {
+	a := f.folder("a", 0)
+	b := f.folder("b", a)
+	c := f.folder("c", b)
+	// A replica of the previous version recorded a move without ancestors (Depth 0): b
+	// to the root. Applying it moves the parent pointer only.
+	v := f.commit(f.dep, &workspace.TreeOp{Kind: workspace.OpMove, Folder: b, To: 0, By: 7, At: at})
+	if n := f.node(f.dep, b); n.Parent != 0 || n.Depth != 2 {
+		t.Fatalf("after a legacy move: parent %d depth %d, want the root and the old depth 2", n.Parent, n.Depth)
+	}
+	f.check(f.s.SettleLegacyOp(f.ctx, f.dep, v))
+	f.wantAncestors(a, 1)
+	f.wantAncestors(b, 1)
+	f.wantAncestors(c, 2, b)
+	tv, err := f.s.ReadTree(f.ctx, f.dep)
+	f.check(err)
+	if tv.V != v || tv.Op == nil || tv.Op.Kind != workspace.OpNone {
+		t.Fatalf("tree after settling: %+v, want version %d with a none op", tv, v)
+	}
+	// Settling an older version leaves a newer op alone.
+	d := f.folder("d", 0)
+	f.check(f.s.SettleLegacyOp(f.ctx, f.dep, v))
+	tv, err = f.s.ReadTree(f.ctx, f.dep)
+	f.check(err)
+	if tv.Op == nil || tv.Op.Kind != workspace.OpCreate || tv.Op.Created.ID != d {
+		t.Fatalf("a stale settle replaced the newer op: %+v", tv.Op)
+	}
+}
+
+func testBackfill(t *testing.T, f *fixture) {
+	// Folders written before folders kept their ancestors: no depth, no ancestors.
+	legacy := func(dep int64, name string, parent int64) int64 {
+		id := f.id()
+		f.commit(dep, &workspace.TreeOp{Kind: workspace.OpCreate, Folder: id, To: parent, By: 7, At: at, Created: &workspace.Item{
+			ID: id, DeploymentID: dep, Type: workspace.TypeFolder, Name: name, Parent: parent, CreatedBy: 7, UpdatedBy: 7,
+			CreatedAt: at, UpdatedAt: at}})
+		return id
+	}
+	a := legacy(f.dep, "a", 0)
+	b := legacy(f.dep, "b", a)
+	c := legacy(f.dep, "c", b)
+	o := legacy(f.other, "o", 0)
+	if n := f.node(f.dep, c); n.Depth != 0 || len(n.Anc) != 0 {
+		t.Fatalf("a legacy folder: %+v", n)
+	}
+	f.check(f.s.BackfillAncestors(f.ctx, f.dep))
+	f.wantAncestors(a, 1)
+	f.wantAncestors(b, 2, a)
+	f.wantAncestors(c, 3, a, b)
+	if n := f.node(f.other, o); n.Depth != 0 {
+		t.Fatalf("a backfill of one deployment touched another: %+v", n)
+	}
+	f.check(f.s.BackfillAncestors(f.ctx, 0)) // every deployment
+	if n := f.node(f.other, o); n.Depth != 1 || len(n.Anc) != 0 {
+		t.Fatalf("the backfill of every deployment: %+v, want depth 1", n)
+	}
+}
+
+func testFolders(t *testing.T, f *fixture) {
+	a := f.folder("a", 0)
+	b := f.folder("b", a)
+	c := f.folder("c", b)
+	d := f.folder("d", a)
+	x := f.folder("x", 0)
+	o := f.folderIn(f.other, "o", 0)
+	wb := f.item(f.dep, workspace.TypeWorkbook, "wb", a, nil)
+	got, err := f.s.Folders(f.ctx, f.dep, []int64{a, c, x, o, wb.ID, 999_999_999_999})
+	f.check(err)
+	if want := sorted(a, c, x); !slices.Equal(nodeIDs(got), want) {
+		t.Fatalf("folders among ids: %v, want %v (not another deployment's, not a workbook, not a missing id)", nodeIDs(got), want)
+	}
+	for _, n := range got {
+		if n.ID == c && (n.Name != "c" || n.Parent != b || n.CreatedBy != 7 || n.Depth != 3) {
+			t.Fatalf("folder node %+v", n)
+		}
+	}
+	sub, err := f.s.SubtreeFolders(f.ctx, f.dep, []int64{a, x})
+	f.check(err)
+	if want := sorted(b, c, d); !slices.Equal(nodeIDs(sub), want) {
+		t.Fatalf("subtrees of a and x: %v, want %v", nodeIDs(sub), want)
+	}
+	if none, err := f.s.SubtreeFolders(f.ctx, f.dep, nil); err != nil || len(none) != 0 {
+		t.Fatalf("subtree of nothing: %v %v", none, err)
+	}
+	// A tombstone is not live.
+	ok, err := f.s.BeginFolderDelete(f.ctx, f.dep, d, at, at.Add(1))
+	f.check(err)
+	if !ok {
+		t.Fatal("begin delete refused")
+	}
+	f.check(f.s.EndFolderDelete(f.ctx, f.dep, d, true, 7, at))
+	sub, err = f.s.SubtreeFolders(f.ctx, f.dep, []int64{a})
+	f.check(err)
+	if want := sorted(b, c); !slices.Equal(nodeIDs(sub), want) {
+		t.Fatalf("subtree after deleting d: %v, want %v", nodeIDs(sub), want)
+	}
+}

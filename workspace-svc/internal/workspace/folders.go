@@ -1,0 +1,226 @@
+package workspace
+
+import (
+	"context"
+
+	"github.com/analyticsco/platform/libs/httpx"
+	"github.com/analyticsco/platform/libs/identity"
+)
+
+// CreateFolder creates a folder at the root or in a parent the caller can edit.
+func (s *service) CreateFolder(ctx context.Context, p *identity.Principal, dep int64, in CreateFolderInput) (Folder, error) {
+	ctx, cancel := context.WithTimeout(ctx, writeDeadline)
+	defer cancel()
+	r, err := s.begin(ctx, p, dep)
+	if err != nil {
+		return Folder{}, err
+	}
+	name, err := validName("name", in.Name)
+	if err != nil {
+		return Folder{}, err
+	}
+	if !p.HasRole(identity.RoleAIBIUser) {
+		return Folder{}, forbiddenf("creating a folder needs the ai_bi_user role or higher")
+	}
+	if err := s.checkRoom(ctx, dep); err != nil {
+		return Folder{}, err
+	}
+	id, err := s.store.NextID(ctx)
+	if err != nil {
+		return Folder{}, err
+	}
+	now := s.now()
+	leased := false
+	defer func() {
+		if leased {
+			s.release(ctx, dep, in.ParentID)
+		}
+	}()
+	pos := 0.0
+	if in.Position != nil {
+		pos = *in.Position
+	} else {
+		max, err := s.store.MaxFolderPosition(ctx, dep, in.ParentID)
+		if err != nil {
+			return Folder{}, err
+		}
+		pos = max + 1
+	}
+	var doc *Item
+	err = r.commit(ctx, func(ctx context.Context) error { return r.need(ctx, in.ParentID) }, func(t *tree) (*TreeOp, error) {
+		if in.ParentID != 0 {
+			if t.folders[in.ParentID] == nil {
+				return nil, notFound(TypeFolder, in.ParentID)
+			}
+			if t.folderLevel(p, in.ParentID) < LevelEdit {
+				return nil, forbiddenf("you need edit access to folder %d to create a folder in it", in.ParentID)
+			}
+			if lvl := t.level(in.ParentID) + 1; lvl > MaxDepth {
+				return nil, invalidf("folder %d is at level %d: a folder in it would be at level %d, and folders nest at most %d levels deep", in.ParentID, lvl-1, lvl, MaxDepth).WithCode(httpx.CodeDepthLimit)
+			}
+			if !leased {
+				ok, err := s.store.LeaseFolder(ctx, dep, in.ParentID, now, now.Add(leaseTTL))
+				if err != nil {
+					return nil, err
+				}
+				if !ok {
+					return nil, notFound(TypeFolder, in.ParentID)
+				}
+				leased = true
+			}
+		}
+		anc, depth := t.ancestorsOf(in.ParentID)
+		doc = &Item{ID: id, DeploymentID: dep, Type: TypeFolder, Name: name, Position: pos, Parent: in.ParentID,
+			CreatedBy: p.User.ID, UpdatedBy: p.User.ID, CreatedAt: now, UpdatedAt: now, Anc: anc, Depth: depth}
+		return &TreeOp{Kind: OpCreate, Folder: id, To: in.ParentID, By: p.User.ID, At: now, Created: doc}, nil
+	})
+	if err != nil {
+		return Folder{}, err
+	}
+	return s.renderFolder(ctx, r, doc)
+}
+
+// release gives a folder lease back, even when the request's context has ended.
+func (s *service) release(ctx context.Context, dep, folder int64) {
+	_ = s.store.ReleaseFolder(context.WithoutCancel(ctx), dep, folder)
+}
+
+// folderForRead loads the snapshot and checks the caller's level on folder id.
+func (s *service) folderForRead(ctx context.Context, p *identity.Principal, dep, id int64, need Level, verb string) (*request, error) {
+	r, err := s.begin(ctx, p, dep)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.need(ctx, id); err != nil {
+		return nil, err
+	}
+	if r.tree.folders[id] == nil {
+		return nil, notFound(TypeFolder, id)
+	}
+	if r.tree.folderLevel(p, id) < need {
+		return nil, forbiddenf("you need %s access to folder %d to %s", need, id, verb)
+	}
+	return r, nil
+}
+
+// GetFolder returns a folder the caller can view.
+func (s *service) GetFolder(ctx context.Context, p *identity.Principal, dep, id int64) (Folder, error) {
+	r, err := s.folderForRead(ctx, p, dep, id, LevelView, "view it")
+	if err != nil {
+		return Folder{}, err
+	}
+	docs, err := s.store.Items(ctx, dep, []int64{id})
+	if err != nil {
+		return Folder{}, err
+	}
+	d := docs[id]
+	if d == nil || d.Type != TypeFolder {
+		return Folder{}, notFound(TypeFolder, id)
+	}
+	return s.renderFolder(ctx, r, d)
+}
+
+// UpdateFolder renames or repositions a folder the caller can edit.
+func (s *service) UpdateFolder(ctx context.Context, p *identity.Principal, dep, id int64, name *string, position *float64) (Folder, error) {
+	u := ItemUpdate{Position: position}
+	if name != nil {
+		n, err := validName("name", *name)
+		if err != nil {
+			return Folder{}, err
+		}
+		u.Name = &n
+	}
+	if name == nil && position == nil {
+		return Folder{}, invalidf("nothing to update: send name and/or position")
+	}
+	r, err := s.folderForRead(ctx, p, dep, id, LevelEdit, "change it")
+	if err != nil {
+		return Folder{}, err
+	}
+	u.UpdatedAt, u.UpdatedBy = s.now(), p.User.ID
+	d, err := s.store.UpdateItem(ctx, dep, id, TypeFolder, ItemPrecondition{}, u)
+	if err != nil {
+		return Folder{}, err
+	}
+	if d == nil {
+		return Folder{}, notFound(TypeFolder, id)
+	}
+	if n := r.tree.folders[id]; n != nil {
+		n.Name = d.Name
+	}
+	return s.renderFolder(ctx, r, d)
+}
+
+// DeleteFolder deletes an empty folder the caller manages. The folder is marked as being
+// deleted (refused while a request holds a lease on it for putting items in), the last
+// structural op is finished, and only then is emptiness checked: nothing can land in it
+// after the check.
+func (s *service) DeleteFolder(ctx context.Context, p *identity.Principal, dep, id int64) error {
+	ctx, cancel := context.WithTimeout(ctx, writeDeadline)
+	defer cancel()
+	if _, err := s.folderForRead(ctx, p, dep, id, LevelManage, "delete it"); err != nil {
+		return err
+	}
+	now := s.now()
+	ok, err := s.store.BeginFolderDelete(ctx, dep, id, now, now.Add(leaseTTL))
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return conflictf("folder %d is receiving items right now; retry the delete shortly", id)
+	}
+	r := &request{s: s, p: p, dep: dep}
+	if err := r.load(ctx); err != nil {
+		_ = s.store.EndFolderDelete(context.WithoutCancel(ctx), dep, id, false, p.User.ID, now)
+		return err
+	}
+	busy, err := s.store.HasChildren(ctx, dep, id)
+	if err != nil || busy {
+		_ = s.store.EndFolderDelete(context.WithoutCancel(ctx), dep, id, false, p.User.ID, now)
+		if err != nil {
+			return err
+		}
+		return conflictf("folder %d is not empty: move or delete its contents first", id).WithCode(httpx.CodeFolderNotEmpty)
+	}
+	return s.store.EndFolderDelete(ctx, dep, id, true, p.User.ID, now)
+}
+
+// GetPermissions returns the grants set directly on a folder the caller manages.
+func (s *service) GetPermissions(ctx context.Context, p *identity.Principal, dep, id int64) ([]Grant, error) {
+	r, err := s.folderForRead(ctx, p, dep, id, LevelManage, "see its permissions")
+	if err != nil {
+		return nil, err
+	}
+	return sortedGrants(r.tree.folders[id].Grants), nil
+}
+
+// SetPermissions replaces the grants of a folder the caller manages.
+func (s *service) SetPermissions(ctx context.Context, p *identity.Principal, dep, id int64, grants []Grant) ([]Grant, error) {
+	seen := map[int64]bool{}
+	for i, g := range grants {
+		if g.UserID <= 0 {
+			return nil, invalidf("grants[%d].userId must be a positive integer", i)
+		}
+		if _, ok := ParseLevel(g.Level); !ok {
+			return nil, invalidf("grants[%d].level must be one of view, edit, manage, not %q", i, g.Level)
+		}
+		if seen[g.UserID] {
+			return nil, invalidf("grants[%d].userId %d is listed twice", i, g.UserID)
+		}
+		seen[g.UserID] = true
+	}
+	if _, err := s.folderForRead(ctx, p, dep, id, LevelManage, "change its permissions"); err != nil {
+		return nil, err
+	}
+	if grants == nil {
+		grants = []Grant{}
+	}
+	d, err := s.store.UpdateItem(ctx, dep, id, TypeFolder, ItemPrecondition{}, ItemUpdate{Grants: &grants, UpdatedAt: s.now(), UpdatedBy: p.User.ID})
+	if err != nil {
+		return nil, err
+	}
+	if d == nil {
+		return nil, notFound(TypeFolder, id)
+	}
+	return sortedGrants(d.Grants), nil
+}

@@ -1,0 +1,207 @@
+package workspace
+
+import (
+	"context"
+
+	"github.com/analyticsco/platform/libs/errs"
+	"github.com/analyticsco/platform/libs/httpx"
+	"github.com/analyticsco/platform/libs/identity"
+)
+
+// CreateItem creates a workbook or report at the root or in a folder the caller can edit.
+func (s *service) CreateItem(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, in CreateItemInput) (Workbook, error) {
+	ctx, cancel := context.WithTimeout(ctx, writeDeadline)
+	defer cancel()
+	r, err := s.begin(ctx, p, dep)
+	if err != nil {
+		return Workbook{}, err
+	}
+	name, err := validName("name", in.Name)
+	if err != nil {
+		return Workbook{}, err
+	}
+	if err := in.DashboardDraft.Validate("dashboardDraft"); err != nil {
+		return Workbook{}, err
+	}
+	if !p.HasRole(identity.RoleAIBIUser) {
+		return Workbook{}, forbiddenf("creating a %s needs the ai_bi_user role or higher", typ.lower())
+	}
+	if err := s.checkSizes(in.Meta, in.CalculatedFields, in.DashboardDraft); err != nil {
+		return Workbook{}, err
+	}
+	if err := s.checkRoom(ctx, dep); err != nil {
+		return Workbook{}, err
+	}
+	if err := r.need(ctx, in.FolderID); err != nil {
+		return Workbook{}, err
+	}
+	if in.FolderID != 0 {
+		if r.tree.folders[in.FolderID] == nil {
+			return Workbook{}, notFound(TypeFolder, in.FolderID)
+		}
+		if r.tree.folderLevel(p, in.FolderID) < LevelEdit {
+			return Workbook{}, forbiddenf("you need edit access to folder %d to create a %s in it", in.FolderID, typ.lower())
+		}
+		now := s.now()
+		ok, err := s.store.LeaseFolder(ctx, dep, in.FolderID, now, now.Add(leaseTTL))
+		if err != nil {
+			return Workbook{}, err
+		}
+		if !ok {
+			return Workbook{}, notFound(TypeFolder, in.FolderID)
+		}
+		defer s.release(ctx, dep, in.FolderID)
+	}
+	id, err := s.store.NextID(ctx)
+	if err != nil {
+		return Workbook{}, err
+	}
+	now := s.now()
+	d := &Item{ID: id, DeploymentID: dep, Type: typ, Name: name, Parent: in.FolderID, CreatedBy: p.User.ID, UpdatedBy: p.User.ID,
+		CreatedAt: now, UpdatedAt: now, Meta: in.Meta, CalculatedFields: in.CalculatedFields, Draft: in.DashboardDraft}
+	if err := s.store.InsertItem(ctx, d); err != nil {
+		return Workbook{}, err
+	}
+	out, err := s.render(ctx, r, []*Item{d})
+	if err != nil {
+		return Workbook{}, err
+	}
+	return out[0], nil
+}
+
+// itemForAccess loads a workbook or report and checks the caller's level on it.
+func (s *service) itemForAccess(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, id int64, need Level, verb string) (*request, *Item, error) {
+	r, err := s.begin(ctx, p, dep)
+	if err != nil {
+		return nil, nil, err
+	}
+	docs, err := s.store.Items(ctx, dep, []int64{id})
+	if err != nil {
+		return nil, nil, err
+	}
+	d := docs[id]
+	if d == nil || d.Type != typ {
+		return nil, nil, notFound(typ, id)
+	}
+	if err := r.need(ctx, d.Parent); err != nil {
+		return nil, nil, err
+	}
+	if r.tree.itemLevel(p, d.CreatedBy, d.Parent) < need {
+		return nil, nil, forbiddenf("you need %s access to %s %d to %s", need, typ.lower(), id, verb)
+	}
+	return r, d, nil
+}
+
+// GetItem returns a workbook or report the caller can view.
+func (s *service) GetItem(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, id int64) (Workbook, error) {
+	r, d, err := s.itemForAccess(ctx, p, dep, typ, id, LevelView, "view it")
+	if err != nil {
+		return Workbook{}, err
+	}
+	out, err := s.render(ctx, r, []*Item{d})
+	if err != nil {
+		return Workbook{}, err
+	}
+	return out[0], nil
+}
+
+// UpdateItem renames a workbook or report, or replaces its meta, calculated fields or
+// dashboard draft; it needs edit on the item.
+func (s *service) UpdateItem(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, id int64, in UpdateItemInput) (Workbook, error) {
+	u := ItemUpdate{Meta: in.Meta, CalculatedFields: in.CalculatedFields, Draft: in.DashboardDraft}
+	if in.Name != nil {
+		n, err := validName("name", *in.Name)
+		if err != nil {
+			return Workbook{}, err
+		}
+		u.Name = &n
+	}
+	if in.DashboardDraft != nil {
+		if typ != TypeWorkbook {
+			return Workbook{}, invalidf("only workbooks have a dashboardDraft")
+		}
+		if err := in.DashboardDraft.Validate("dashboardDraft"); err != nil {
+			return Workbook{}, err
+		}
+	}
+	if err := s.checkSizes(in.Meta, in.CalculatedFields, in.DashboardDraft); err != nil {
+		return Workbook{}, err
+	}
+	if in.Name == nil && in.Meta == nil && in.CalculatedFields == nil && in.DashboardDraft == nil {
+		return Workbook{}, invalidf("nothing to update: send name, meta, calculatedFields or dashboardDraft")
+	}
+	r, d, err := s.itemForAccess(ctx, p, dep, typ, id, LevelEdit, "change it")
+	if err != nil {
+		return Workbook{}, err
+	}
+	u.UpdatedAt, u.UpdatedBy = s.now(), p.User.ID
+	nd, err := s.store.UpdateItem(ctx, dep, id, typ, ItemPrecondition{Parent: &d.Parent}, u)
+	if err != nil {
+		return Workbook{}, err
+	}
+	if nd == nil {
+		return Workbook{}, conflictf("%s %d was moved or deleted during the change; retry", typ.lower(), id)
+	}
+	out, err := s.render(ctx, r, []*Item{nd})
+	if err != nil {
+		return Workbook{}, err
+	}
+	return out[0], nil
+}
+
+// DeleteItem deletes a workbook or report the caller manages (its creator, or manage on
+// its folder). It leaves a tombstone; later publishes no longer snapshot a deleted report,
+// and every user's favorite of it is dropped.
+func (s *service) DeleteItem(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, id int64) error {
+	_, d, err := s.itemForAccess(ctx, p, dep, typ, id, LevelManage, "delete it")
+	if err != nil {
+		return err
+	}
+	nd, err := s.store.UpdateItem(ctx, dep, id, typ, ItemPrecondition{Parent: &d.Parent}, ItemUpdate{Deleted: true, UpdatedAt: s.now(), UpdatedBy: p.User.ID})
+	if err != nil {
+		return err
+	}
+	if nd == nil {
+		return conflictf("%s %d was moved or deleted during the delete; retry", typ.lower(), id)
+	}
+	return s.store.RemoveItemFavorites(ctx, dep, id)
+}
+
+// SetFavorite marks (on) or unmarks an item the caller can view as one of their
+// favorites. Both are idempotent.
+func (s *service) SetFavorite(ctx context.Context, p *identity.Principal, dep int64, ref ItemRef, on bool) error {
+	r, err := s.begin(ctx, p, dep)
+	if err != nil {
+		return err
+	}
+	if !on {
+		return s.store.RemoveFavorite(ctx, dep, p.User.ID, ref.ID)
+	}
+	docs, err := s.store.Items(ctx, dep, []int64{ref.ID})
+	if err != nil {
+		return err
+	}
+	d := docs[ref.ID]
+	if d == nil || d.Type != ref.Type {
+		return notFound(ref.Type, ref.ID)
+	}
+	r.addDocs(d)
+	chain := d.Parent
+	if d.Type == TypeFolder {
+		chain = d.ID
+	}
+	if err := r.need(ctx, chain); err != nil {
+		return err
+	}
+	if !r.visible(d) {
+		return forbiddenf("you need view access to %s %d to make it a favorite", ref.Type.lower(), ref.ID)
+	}
+	have, err := s.store.FavoriteIDs(ctx, dep, p.User.ID, s.limits.Favorites)
+	if err != nil {
+		return err
+	}
+	if len(have) >= s.limits.Favorites && !containsID(have, ref.ID) {
+		return errs.New(errs.Invalid, "you already have %d favorites in deployment %d, the limit (WORKSPACE_MAX_FAVORITES); remove one first", s.limits.Favorites, dep).WithCode(httpx.CodeFavoritesLimit)
+	}
+	return s.store.AddFavorite(ctx, dep, p.User.ID, ref, s.now())
+}

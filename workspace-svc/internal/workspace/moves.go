@@ -1,0 +1,354 @@
+package workspace
+
+import (
+	"context"
+	"errors"
+
+	"github.com/analyticsco/platform/libs/errs"
+	"github.com/analyticsco/platform/libs/httpx"
+	"github.com/analyticsco/platform/libs/identity"
+)
+
+// Move moves one item; it is BulkMove of one item, so both answer the same.
+func (s *service) Move(ctx context.Context, p *identity.Principal, dep int64, ref ItemRef, dest int64) (Workbook, error) {
+	res, err := s.BulkMove(ctx, p, dep, []ItemRef{ref}, dest)
+	if err != nil {
+		return Workbook{}, err
+	}
+	if len(res.Failed) > 0 {
+		return Workbook{}, res.Failed[0].Err
+	}
+	return res.Moved[0], nil
+}
+
+// BulkMove moves items, one at a time in order, into dest (0: the root). Repeated
+// references collapse to the first. Each item is its own single-document write (a folder
+// move is recorded in the tree version first, see commit); a failed item does not undo
+// earlier ones.
+// BulkMove answers one outcome per distinct item, also when the store fails midway:
+// items applied before a fault are in Moved, the rest in Failed with a 503 that says they
+// were not applied (Rule 2: 200 whenever the request is well formed; Rule 4: an empty
+// Failed means everything applied). Each item has its own deadline (writeDeadline).
+func (s *service) BulkMove(ctx context.Context, p *identity.Principal, dep int64, refs []ItemRef, dest int64) (BulkMoveResult, error) {
+	r, err := s.begin(ctx, p, dep)
+	if err != nil {
+		return BulkMoveResult{}, err
+	}
+	distinct := distinctRefs(refs)
+	res := BulkMoveResult{Moved: []Workbook{}, Failed: []BulkFailure{}}
+	pctx, cancel := context.WithTimeout(ctx, writeDeadline)
+	docs, err := s.loadForMove(pctx, r, distinct, dest)
+	cancel()
+	if err != nil {
+		if _, ok := errs.As(err); ok {
+			return BulkMoveResult{}, err
+		}
+		res.notApplied(distinct, false, err)
+		return res, nil
+	}
+	res.From = make(map[ItemRef]int64, len(docs))
+	for _, ref := range distinct {
+		if d := docs[ref.ID]; d != nil && d.Type == ref.Type {
+			res.From[ref] = d.Parent
+		}
+	}
+	lease := &destLease{s: s, dep: dep, dest: dest}
+	defer lease.release(ctx)
+	var movedDocs []*Item
+	for i, ref := range distinct {
+		d := docs[ref.ID]
+		if d == nil || d.Type != ref.Type {
+			res.fail(ref, notFound(ref.Type, ref.ID))
+			continue
+		}
+		ictx, cancel := context.WithTimeout(ctx, writeDeadline)
+		var ferr error
+		if ref.Type == TypeFolder {
+			ferr = s.moveFolder(ictx, r, d, dest, lease)
+		} else {
+			ferr = s.moveItem(ictx, r, d, dest, lease)
+		}
+		cancel()
+		if f, ok := errs.As(ferr); ok {
+			res.fail(ref, f)
+			continue
+		}
+		if ferr != nil {
+			// The store failed: the moved items are rendered without their owners (no
+			// further wait on it), and the rest are reported not applied at once.
+			if len(movedDocs) > 0 {
+				res.Moved = s.renderWithoutOwners(r.tree, movedDocs)
+			}
+			res.notApplied(distinct[i:], true, ferr)
+			return res, nil
+		}
+		movedDocs = append(movedDocs, d)
+	}
+	if len(movedDocs) > 0 {
+		_ = r.need(ctx, dest) // read again only if a conflict made the request forget it
+		out, err := s.render(ctx, r, movedDocs)
+		if err != nil {
+			out = s.renderWithoutOwners(r.tree, movedDocs) // moved all the same
+		}
+		res.Moved = out
+	}
+	return res, nil
+}
+
+// distinctRefs is refs without repeats, in the order of their first mention (Rule 1).
+func distinctRefs(refs []ItemRef) []ItemRef {
+	out := make([]ItemRef, 0, len(refs))
+	seen := map[ItemRef]bool{}
+	for _, ref := range refs {
+		if !seen[ref] {
+			seen[ref] = true
+			out = append(out, ref)
+		}
+	}
+	return out
+}
+
+func (res *BulkMoveResult) fail(ref ItemRef, err *errs.Error) {
+	res.Failed = append(res.Failed, BulkFailure{Ref: ref, Err: err})
+}
+
+// notApplied fails every item of rest, the items the store's failure (cause) left. With
+// inFlight, the first was being moved when the store failed, so its write may or may not
+// have landed (a reply lost with the connection); the others were not touched.
+func (res *BulkMoveResult) notApplied(rest []ItemRef, inFlight bool, cause error) {
+	reason := "the workspace store failed"
+	if errors.Is(cause, context.DeadlineExceeded) {
+		reason = "the item's deadline passed"
+	}
+	for j, ref := range rest {
+		if j == 0 && inFlight {
+			res.fail(ref, notAppliedf("%s %d may not have been moved: %s while moving it; check where it is and retry", ref.Type.lower(), ref.ID, reason))
+			continue
+		}
+		res.fail(ref, notAppliedf("%s %d was not moved: %s; retry it", ref.Type.lower(), ref.ID, reason))
+	}
+}
+
+// destLease is the lease a move request holds on its destination folder: taken once,
+// before the first write into it (the root needs none), in the context of the item being
+// moved, and given back when the request ends. gone records that the destination was not
+// there to lease (deleted meanwhile).
+type destLease struct {
+	s         *service
+	dep, dest int64
+	leased    bool
+	gone      bool
+}
+
+func (l *destLease) take(ctx context.Context) error {
+	if l.dest == 0 || l.leased {
+		return nil
+	}
+	now := l.s.now()
+	ok, err := l.s.store.LeaseFolder(ctx, l.dep, l.dest, now, now.Add(leaseTTL))
+	if err != nil {
+		return err
+	}
+	l.leased, l.gone = true, !ok
+	return nil
+}
+
+func (l *destLease) release(ctx context.Context) {
+	if l.leased && !l.gone {
+		l.s.release(ctx, l.dep, l.dest)
+	}
+}
+
+// checkDestination is the part of a move's checks that concerns where the item goes.
+func checkDestination(t *tree, dest int64, destGone bool) *errs.Error {
+	if dest != 0 && (destGone || t.folders[dest] == nil) {
+		return notFound(TypeFolder, dest)
+	}
+	return nil
+}
+
+func checkDestinationAccess(t *tree, p *identity.Principal, dest int64) *errs.Error {
+	if t.containerLevel(p, dest) >= LevelEdit {
+		return nil
+	}
+	if dest == 0 {
+		return forbiddenf("moving items to the workspace root needs the ai_bi_user role or higher")
+	}
+	return forbiddenf("you need edit access to folder %d to move items into it", dest)
+}
+
+// loadForMove reads what a move of refs into dest is checked against, in a fixed number
+// of queries whatever the number of items: the tree version (when a folder moves), the items and the
+// destination (one query), the folders holding the workbooks and reports (one), every
+// ancestor of all of them (one), and the subtrees of the moved folders (one).
+func (s *service) loadForMove(ctx context.Context, r *request, refs []ItemRef, dest int64) (map[int64]*Item, error) {
+	// Only folder moves compare-and-set the tree version (moveFolder's commit); workbooks
+	// and reports move with a conditional update of their own document.
+	for _, ref := range refs {
+		if ref.Type == TypeFolder {
+			if err := r.load(ctx); err != nil {
+				return nil, err
+			}
+			break
+		}
+	}
+	ids := make([]int64, 0, len(refs)+1)
+	for _, ref := range refs {
+		ids = append(ids, ref.ID)
+	}
+	if dest != 0 {
+		ids = append(ids, dest)
+	}
+	docs, err := s.store.Items(ctx, r.dep, ids)
+	if err != nil {
+		return nil, err
+	}
+	var chains, folders []int64
+	if d := docs[dest]; d != nil && d.Type == TypeFolder {
+		r.addDocs(d)
+	}
+	if dest != 0 {
+		chains = append(chains, dest)
+	}
+	for _, ref := range refs {
+		d := docs[ref.ID]
+		switch {
+		case d == nil || d.Type != ref.Type:
+		case d.Type == TypeFolder:
+			r.addDocs(d)
+			chains, folders = append(chains, d.ID), append(folders, d.ID)
+		default:
+			chains = append(chains, d.Parent)
+		}
+	}
+	if err := r.need(ctx, chains...); err != nil {
+		return nil, err
+	}
+	if err := r.needSubtree(ctx, folders...); err != nil {
+		return nil, err
+	}
+	var found []*Item
+	for _, ref := range refs {
+		if d := docs[ref.ID]; d != nil {
+			found = append(found, d)
+		}
+	}
+	// The creators: to render the moved items, and to keep each workbook and report
+	// visible to its creator (moveItem).
+	if _, err := s.usersFor(ctx, r, creators(found)); err != nil {
+		return nil, err
+	}
+	return docs, nil
+}
+
+func (s *service) moveFolder(ctx context.Context, r *request, d *Item, dest int64, lease *destLease) error {
+	p := r.p
+	prepare := func(ctx context.Context) error {
+		if err := r.need(ctx, d.ID, dest); err != nil {
+			return err
+		}
+		return r.needSubtree(ctx, d.ID)
+	}
+	return r.commit(ctx, prepare, func(t *tree) (*TreeOp, error) {
+		if t.folders[d.ID] == nil {
+			return nil, notFound(TypeFolder, d.ID)
+		}
+		if f := checkDestination(t, dest, lease.gone); f != nil {
+			return nil, f
+		}
+		if t.folderLevel(p, d.ID) < LevelEdit {
+			return nil, forbiddenf("you need edit access to folder %d to move it", d.ID)
+		}
+		if f := checkDestinationAccess(t, p, dest); f != nil {
+			return nil, f
+		}
+		if dest != 0 && t.isSelfOrDescendant(dest, d.ID) {
+			return nil, invalidf("cannot move folder %d into itself or one of its descendants (folder %d)", d.ID, dest).WithCode(httpx.CodeFolderCycle)
+		}
+		if deepest := t.level(dest) + t.height(d.ID); deepest > MaxDepth {
+			return nil, invalidf("moving folder %d there would put a folder at level %d: folders nest at most %d levels deep", d.ID, deepest, MaxDepth).WithCode(httpx.CodeDepthLimit)
+		}
+		cur := t.folders[d.ID]
+		d.Parent, d.Name, d.Position, d.Grants = cur.Parent, cur.Name, cur.Position, cur.Grants
+		if cur.Parent == dest {
+			return nil, nil // already there: nothing to record
+		}
+		if err := lease.take(ctx); err != nil {
+			return nil, err
+		}
+		if lease.gone {
+			return nil, notFound(TypeFolder, dest)
+		}
+		now := s.now()
+		d.Parent, d.UpdatedAt, d.UpdatedBy = dest, now, p.User.ID
+		op := t.moveOp(d.ID, dest)
+		op.By, op.At = p.User.ID, now
+		return op, nil
+	})
+}
+
+func (s *service) moveItem(ctx context.Context, r *request, d *Item, dest int64, lease *destLease) error {
+	p := r.p
+	for attempt := 0; attempt < maxTreeRetries; attempt++ {
+		if err := r.need(ctx, d.Parent, dest); err != nil {
+			return err
+		}
+		t := r.tree
+		if f := checkDestination(t, dest, lease.gone); f != nil {
+			return f
+		}
+		if t.itemLevel(p, d.CreatedBy, d.Parent) < LevelEdit {
+			return forbiddenf("you need edit access to %s %d to move it", d.Type.lower(), d.ID)
+		}
+		if f := checkDestinationAccess(t, p, dest); f != nil {
+			return f
+		}
+		if d.Parent == dest {
+			return nil
+		}
+		// No item becomes invisible to its creator through someone else's move: that
+		// needs manage on the item, not just edit.
+		if d.CreatedBy != p.User.ID && !r.creatorCanView(d.CreatedBy, dest) && t.itemLevel(p, d.CreatedBy, d.Parent) < LevelManage {
+			return forbiddenf("moving %s %d into folder %d would hide it from its creator (user %d cannot view that folder); that needs manage access to the %s",
+				d.Type.lower(), d.ID, dest, d.CreatedBy, d.Type.lower())
+		}
+		if err := lease.take(ctx); err != nil {
+			return err
+		}
+		if lease.gone {
+			return notFound(TypeFolder, dest)
+		}
+		now := s.now()
+		ok, err := s.store.MoveItem(ctx, r.dep, d.ID, d.Parent, dest, p.User.ID, now)
+		if err != nil {
+			return err
+		}
+		if ok {
+			d.Parent, d.UpdatedAt, d.UpdatedBy = dest, now, p.User.ID
+			return nil
+		}
+		// Moved or deleted since we read it: check again against where it is now.
+		fresh, err := s.store.Items(ctx, r.dep, []int64{d.ID})
+		if err != nil {
+			return err
+		}
+		nd := fresh[d.ID]
+		if nd == nil || nd.Type != d.Type {
+			return notFound(d.Type, d.ID)
+		}
+		*d = *nd
+	}
+	return busyf("%s %d kept changing during the move; retry", d.Type.lower(), d.ID)
+}
+
+// creatorCanView reports whether the creator of an item would still see it in folder
+// dest, judged from their grants and creatorships along dest's chain and the role they
+// had when this service last saw them.
+func (r *request) creatorCanView(creator int64, dest int64) bool {
+	if dest == 0 {
+		return true
+	}
+	u := r.users[creator]
+	cp := &identity.Principal{User: &identity.User{ID: creator, Role: u.Role}}
+	return r.tree.containerLevel(cp, dest) >= LevelView
+}

@@ -1,0 +1,275 @@
+package workspace
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// The ports: what the service needs from storage, in the domain's terms. The MongoDB
+// adapter (internal/store/mongostore) and the in-memory fake (internal/store/memstore)
+// implement them with the same semantics, which one contract suite
+// (internal/store/storetest) checks against both. Every method answers for the live
+// items of one deployment unless it says otherwise; an adapter wraps an unreachable
+// database into errs.ErrUnavailable.
+
+// Item is a stored folder, workbook or report. Items point at their parent (0: the
+// root); no path is stored, so moving a workbook is a single-item write.
+type Item struct {
+	ID           int64
+	DeploymentID int64
+	Type         ItemType
+	Name         string
+	Position     float64
+	Parent       int64
+	CreatedBy    int64
+	UpdatedBy    int64
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+	// Folders only: the grants set on the folder, every ancestor's id (in no particular
+	// order) and the folder's level (1 at the root; 0 on a folder written before folders
+	// kept their ancestors), kept by the structural ops (TreeOp).
+	Grants []Grant
+	Anc    []int64
+	Depth  int
+	// Workbooks and reports: JSON objects kept verbatim (nil: none).
+	Meta             json.RawMessage
+	CalculatedFields json.RawMessage
+	// Workbooks: the dashboard draft and the published dashboard (nil: none), the
+	// published version (0: never published), the dashboard's id and public id.
+	Draft            *DashboardConfig
+	Published        *Dashboard
+	PublishedVersion int64
+	DashboardID      int64
+	PublicID         string
+}
+
+// FolderNode is what a request keeps of a folder to check access and paths.
+type FolderNode struct {
+	ID        int64
+	Parent    int64
+	Name      string
+	Position  float64
+	CreatedBy int64
+	Grants    []Grant
+	Anc       []int64
+	Depth     int
+}
+
+// TreeOpKind names a structural change of a deployment's folder tree.
+type TreeOpKind string
+
+// The structural changes.
+const (
+	OpCreate TreeOpKind = "create" // a folder created
+	OpMove   TreeOpKind = "move"   // a folder moved, with its subtree
+	OpNone   TreeOpKind = "none"   // nothing left to apply
+)
+
+// TreeOp is a structural change of the folder tree, recorded with the tree version
+// before it is applied so that anyone can finish it. A move carries everything its
+// application writes, computed when it was validated: the folder's new ancestors and
+// depth, and for each folder below it the ancestors to pull and push and the depth
+// shift, so applying it reads nothing. A move with Depth 0 was recorded by a replica
+// that did not keep ancestors: applying it moves the parent pointer only, and
+// SettleLegacyOp rebuilds the ancestors after it.
+type TreeOp struct {
+	Kind    TreeOpKind
+	Folder  int64
+	To      int64
+	By      int64
+	At      time.Time
+	Created *Item // OpCreate: the folder to insert
+	Anc     []int64
+	Depth   int
+	Pull    []int64
+	Push    []int64
+	Delta   int
+}
+
+// TreeVersion is a deployment's tree version and the op that made it (nil: none yet).
+type TreeVersion struct {
+	V  int64
+	Op *TreeOp
+}
+
+// TreeStore keeps each deployment's tree version and the folders' ancestors: the
+// tree-consistency protocol (README "Storage and consistency").
+type TreeStore interface {
+	// ReadTree returns the deployment's tree version, starting it at 0 on first use.
+	ReadTree(ctx context.Context, dep int64) (TreeVersion, error)
+	// CommitTreeOp records op as version v+1 if the tree is still at version v
+	// (compare-and-set); false when another change got in first.
+	CommitTreeOp(ctx context.Context, dep, v int64, op *TreeOp) (bool, error)
+	// ApplyTreeOp applies the op recorded as version v: idempotent, and fenced so that a
+	// folder already changed at version v or later is left alone (a late or repeated
+	// application never undoes a newer change). A create inserts op.Created once (ids
+	// of deleted folders included); a move writes the folder, then its subfolders.
+	ApplyTreeOp(ctx context.Context, v int64, op *TreeOp) error
+	// SettleLegacyOp rebuilds the ancestors of every folder of the deployment from the
+	// parent pointers, then replaces the op of version v with OpNone (if the tree is
+	// still at v), so the rebuild runs once.
+	SettleLegacyOp(ctx context.Context, dep, v int64) error
+	// BackfillAncestors gives the folders written before folders kept their ancestors
+	// (Depth 0) their ancestors and depth, from the parent pointers: those of deployment
+	// dep, or of every deployment when dep is 0.
+	BackfillAncestors(ctx context.Context, dep int64) error
+	// Folders returns the live folders among ids.
+	Folders(ctx context.Context, dep int64, ids []int64) ([]*FolderNode, error)
+	// SubtreeFolders returns every live folder below any of ids.
+	SubtreeFolders(ctx context.Context, dep int64, ids []int64) ([]*FolderNode, error)
+}
+
+// ItemUpdate is a change of an item's fields; nil fields stay as they are. UpdatedAt and
+// UpdatedBy are always set.
+type ItemUpdate struct {
+	Name             *string
+	Position         *float64
+	Grants           *[]Grant
+	Meta             json.RawMessage
+	CalculatedFields json.RawMessage
+	Draft            *DashboardConfig
+	// Published sets the published dashboard with its version (VersionNumber), id and
+	// public id.
+	Published *Dashboard
+	Deleted   bool // leaves a tombstone: the item is no longer live
+	UpdatedAt time.Time
+	UpdatedBy int64
+}
+
+// ItemPrecondition is what an update requires of the item besides being live and of its
+// type; nil fields require nothing.
+type ItemPrecondition struct {
+	Parent           *int64 // still in this folder (0: the root)
+	PublishedVersion *int64 // still at this published version (0: never published)
+}
+
+// ListKey is a position in a folder's listing order: position, name, id.
+type ListKey struct {
+	Position float64
+	Name     string
+	ID       int64
+}
+
+// ChildrenQuery asks for a batch of a folder's children in listing order.
+type ChildrenQuery struct {
+	Parent  int64
+	Folders bool     // folders, or else workbooks and reports
+	After   *ListKey // nil: from the first
+	Limit   int
+}
+
+// SearchSort is the order of a search: by name or by updatedAt, then id.
+type SearchSort int
+
+// The search orders.
+const (
+	ByName SearchSort = iota
+	ByUpdatedAt
+)
+
+// SearchKey is a position in a search's order: the sort field's value and the id.
+type SearchKey struct {
+	Name      string
+	UpdatedAt time.Time
+	ID        int64
+}
+
+// SearchQuery asks for a batch of the items matching a filter, in a search's order.
+type SearchQuery struct {
+	Parent       *int64   // nil: anywhere
+	NameContains string   // literal text, case-insensitive ("": any name)
+	Type         ItemType // "": any type
+	CreatedBy    int64    // 0: anyone
+	IDs          []int64  // nil: any item; empty: none
+	Sort         SearchSort
+	Desc         bool
+	After        *SearchKey // nil: from the first
+	Limit        int
+}
+
+// ItemStore keeps the items.
+type ItemStore interface {
+	// NextID allocates an id unique across the platform.
+	NextID(ctx context.Context) (int64, error)
+	// Items returns the live items among ids, by id, in full.
+	Items(ctx context.Context, dep int64, ids []int64) (map[int64]*Item, error)
+	// InsertItem stores a new workbook or report.
+	InsertItem(ctx context.Context, it *Item) error
+	// UpdateItem changes a live item of type typ that meets pre and returns it as
+	// changed, or nil when there is no such item.
+	UpdateItem(ctx context.Context, dep, id int64, typ ItemType, pre ItemPrecondition, u ItemUpdate) (*Item, error)
+	// MoveItem re-parents a workbook or report if it is still in folder from.
+	MoveItem(ctx context.Context, dep, id, from, to, by int64, at time.Time) (bool, error)
+	// CountItems counts the deployment's items (folders, workbooks, reports), up to max.
+	CountItems(ctx context.Context, dep, max int64) (int64, error)
+	// MaxFolderPosition is the highest position among parent's child folders, or -1.
+	MaxFolderPosition(ctx context.Context, dep, parent int64) (float64, error)
+	// HasChildren reports whether anything is inside folder.
+	HasChildren(ctx context.Context, dep, folder int64) (bool, error)
+	// Children returns at most q.Limit children of q.Parent after q.After, by position,
+	// name and id, without the parts that can be large (meta, calculated fields,
+	// dashboards).
+	Children(ctx context.Context, dep int64, q ChildrenQuery) ([]*Item, error)
+	// Search returns at most q.Limit items matching q after q.After, in q's order
+	// (Desc reverses the field and the id), projected like Children.
+	Search(ctx context.Context, dep int64, q SearchQuery) ([]*Item, error)
+}
+
+// LeaseStore keeps folder deletes from racing the requests that put items into them.
+type LeaseStore interface {
+	// LeaseFolder marks folder as receiving items until `until`, unless it is gone or
+	// being deleted; false means the folder is not there for the request.
+	LeaseFolder(ctx context.Context, dep, folder int64, now, until time.Time) (bool, error)
+	// ReleaseFolder gives a lease back. A holder that never does (a crash) only delays
+	// deletes until the lease has lapsed.
+	ReleaseFolder(ctx context.Context, dep, folder int64) error
+	// BeginFolderDelete marks folder as being deleted until `until` if no lease on it is
+	// live; false when one is (or the folder is gone).
+	BeginFolderDelete(ctx context.Context, dep, folder int64, now, until time.Time) (bool, error)
+	// EndFolderDelete tombstones the folder (deleted) or lifts the delete mark.
+	EndFolderDelete(ctx context.Context, dep, folder int64, deleted bool, by int64, at time.Time) error
+}
+
+// User is what the service keeps of a user it has seen: what renders an item's `user`,
+// and the role a move checks to keep an item visible to its creator.
+type User struct {
+	ID        int64
+	Account   int64
+	Email     string
+	FirstName string
+	Picture   string
+	Role      string // the role when a request of theirs was last seen
+}
+
+// UserStore keeps the users seen (platform-wide, by id).
+type UserStore interface {
+	// RecordUser creates or replaces the user's details.
+	RecordUser(ctx context.Context, u User) error
+	// Users returns the known users among ids, by id.
+	Users(ctx context.Context, ids []int64) (map[int64]User, error)
+}
+
+// FavoriteStore keeps each user's favorite items, per deployment.
+type FavoriteStore interface {
+	// AddFavorite records ref as a favorite of user (idempotent).
+	AddFavorite(ctx context.Context, dep, user int64, ref ItemRef, at time.Time) error
+	// RemoveFavorite forgets one favorite (idempotent).
+	RemoveFavorite(ctx context.Context, dep, user, item int64) error
+	// RemoveItemFavorites forgets every user's favorite of item.
+	RemoveItemFavorites(ctx context.Context, dep, item int64) error
+	// FavoriteIDs returns the ids of user's favorites, at most max+1 (so a caller tells
+	// "at the limit" from "over it").
+	FavoriteIDs(ctx context.Context, dep, user int64, max int) ([]int64, error)
+	// FavoriteSet tells which of ids are favorites of user.
+	FavoriteSet(ctx context.Context, dep, user int64, ids []int64) (map[int64]bool, error)
+}
+
+// Store is everything the service keeps.
+type Store interface {
+	TreeStore
+	ItemStore
+	LeaseStore
+	UserStore
+	FavoriteStore
+}

@@ -1,0 +1,155 @@
+package workspace
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+)
+
+func (s *service) renderFolder(ctx context.Context, r *request, d *Item) (Folder, error) {
+	users, err := s.usersFor(ctx, r, []int64{d.CreatedBy})
+	if err != nil {
+		return Folder{}, err
+	}
+	fav, err := s.store.FavoriteSet(ctx, r.dep, r.p.User.ID, []int64{d.ID})
+	if err != nil {
+		return Folder{}, err
+	}
+	isFav := fav[d.ID]
+	return Folder{ID: d.ID, DeploymentID: d.DeploymentID, Name: d.Name, Position: d.Position, Type: TypeFolder,
+		CreatedAt: formatTime(d.CreatedAt), UpdatedAt: formatTime(d.UpdatedAt), CreatedBy: d.CreatedBy, UpdatedBy: d.UpdatedBy,
+		ParentID: optionalID(d.Parent), FolderPath: r.tree.path(d.Parent), User: owner(users, d.CreatedBy), IsFavorite: &isFav}, nil
+}
+
+// render serializes items in the Workbook shape, loading their creators and the caller's
+// favorites among them at once.
+func (s *service) render(ctx context.Context, r *request, docs []*Item) ([]Workbook, error) {
+	users, err := s.usersFor(ctx, r, creators(docs))
+	if err != nil {
+		return nil, err
+	}
+	fav, err := s.store.FavoriteSet(ctx, r.dep, r.p.User.ID, idsOf(docs))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Workbook, len(docs))
+	for i, d := range docs {
+		out[i] = renderItem(r.tree, users, d)
+		isFav := fav[d.ID]
+		out[i].IsFavorite = &isFav
+	}
+	return out, nil
+}
+
+// renderSummaries renders listed items in the summary shape, loading their creators at
+// once.
+func (s *service) renderSummaries(ctx context.Context, r *request, docs []*Item) ([]ItemSummary, error) {
+	t := r.tree
+	users, err := s.usersFor(ctx, r, creators(docs))
+	if err != nil {
+		return nil, err
+	}
+	fav, err := s.store.FavoriteSet(ctx, r.dep, r.p.User.ID, idsOf(docs))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ItemSummary, len(docs))
+	for i, d := range docs {
+		createdBy, isFav := d.CreatedBy, fav[d.ID]
+		out[i] = ItemSummary{ID: d.ID, DeploymentID: d.DeploymentID, Name: d.Name, Type: d.Type, Position: d.Position,
+			CreatedAt: formatTime(d.CreatedAt), UpdatedAt: formatTime(d.UpdatedAt), CreatedBy: d.CreatedBy, UpdatedBy: d.UpdatedBy,
+			UserID: &createdBy, User: owner(users, d.CreatedBy), FolderID: optionalID(d.Parent), FolderPath: t.path(d.Parent), Slug: slugOf(d), IsFavorite: &isFav}
+	}
+	return out, nil
+}
+
+func renderItem(t *tree, users map[int64]User, d *Item) Workbook {
+	createdBy := d.CreatedBy
+	w := Workbook{ID: d.ID, DeploymentID: d.DeploymentID, Name: d.Name, Type: d.Type,
+		Meta: rawOrEmpty(d.Meta), CalculatedFields: rawOrEmpty(d.CalculatedFields),
+		CreatedAt: formatTime(d.CreatedAt), UpdatedAt: formatTime(d.UpdatedAt), CreatedBy: d.CreatedBy,
+		UserID: &createdBy, User: owner(users, d.CreatedBy), FolderID: optionalID(d.Parent), FolderPath: t.path(d.Parent)}
+	w.Slug = slugOf(d)
+	w.DashboardDraft = d.Draft
+	if d.Published != nil {
+		w.PublishedDashboard = d.Published
+		cfg := d.Published.Config
+		w.DashboardPublished = &cfg
+	}
+	return w
+}
+
+// renderWithoutOwners renders docs with no user lookup (their `user` is null).
+func (s *service) renderWithoutOwners(t *tree, docs []*Item) []Workbook {
+	out := make([]Workbook, len(docs))
+	for i, d := range docs {
+		out[i] = renderItem(t, nil, d)
+	}
+	return out
+}
+
+func formatTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+
+func optionalID(id int64) *int64 {
+	if id == 0 {
+		return nil
+	}
+	return &id
+}
+
+func owner(users map[int64]User, id int64) *ResourceOwner {
+	u, ok := users[id]
+	if !ok || u.ID == 0 {
+		return nil
+	}
+	o := &ResourceOwner{ID: u.ID, Email: u.Email}
+	if u.FirstName != "" {
+		o.FirstName = &u.FirstName
+	}
+	if u.Picture != "" {
+		o.Picture = &u.Picture
+	}
+	return o
+}
+
+func idsOf(docs []*Item) []int64 {
+	out := make([]int64, len(docs))
+	for i, d := range docs {
+		out[i] = d.ID
+	}
+	return out
+}
+
+func creators(docs []*Item) []int64 {
+	var ids []int64
+	for _, d := range docs {
+		if !containsID(ids, d.CreatedBy) {
+			ids = append(ids, d.CreatedBy)
+		}
+	}
+	return ids
+}
+
+var emptyObject = json.RawMessage(`{}`)
+
+func rawOrEmpty(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
+		return emptyObject
+	}
+	return raw
+}
+
+var slugUnsafe = regexp.MustCompile(`[^a-z0-9]+`)
+
+// slugOf is `<name-slug>-<id>` for workbooks and reports, nil for folders.
+func slugOf(d *Item) *string {
+	if d.Type == TypeFolder {
+		return nil
+	}
+	slug := strings.Trim(slugUnsafe.ReplaceAllString(strings.ToLower(d.Name), "-"), "-")
+	slug = strings.TrimPrefix(slug+"-", "-") + fmt.Sprint(d.ID)
+	return &slug
+}
