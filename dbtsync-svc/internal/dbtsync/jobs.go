@@ -31,17 +31,18 @@ func (s *service) GetJob(ctx context.Context, p *identity.Principal, dep int64, 
 	v := jobView(j)
 	if j.Output == OutputFiles && j.Status == StatusSucceeded {
 		files, err := s.Manifests.Result(ctx, id)
-		if errors.Is(err, ErrNotFound) {
-			// A result past DBT_SYNC_OBJECT_MAX_AGE: answered as it always was, as the
-			// object store failing.
-			err = QueueUnavailable(err)
-		}
-		if err != nil {
+		switch {
+		case errors.Is(err, ErrNotFound):
+			// The object store removed it (DBT_SYNC_OBJECT_MAX_AGE): the
+			// job is answered, and says so. A 503 would have the client retry forever.
+			v.FilesExpired = true
+		case err != nil:
 			return SyncJob{}, err
-		}
-		v.Files = files
-		if v.Files == nil {
-			v.Files = []convert.File{}
+		default:
+			v.Files = files
+			if v.Files == nil {
+				v.Files = []convert.File{}
+			}
 		}
 	}
 	return v, nil

@@ -152,6 +152,9 @@ type SyncJob struct {
 	// RetryOf is the job this one retries.
 	RetryOf *string        `json:"retryOf"`
 	Files   []convert.File `json:"files,omitempty"`
+	// FilesExpired: a succeeded files job whose result is older than DBT_SYNC_OBJECT_MAX_AGE
+	// was removed from the object store; run the sync again for the files.
+	FilesExpired bool `json:"filesExpired,omitempty"`
 }
 
 // IntegrationInput is a dbt git integration to save, as the caller sent it (PutIntegration

@@ -548,3 +548,25 @@ func TestPutIntegration(t *testing.T) {
 		}
 	})
 }
+
+// A files job's result removed by the object store's age limit: the job is still answered,
+// with filesExpired, never a 503 that a client would retry forever.
+func TestFilesResultExpired(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	kept, expired := f.queueSync(t, "b"), f.queueSync(t, "c")
+	for _, id := range []string{kept, expired} {
+		f.set(t, id, func(j *dbtsync.Job) { j.Status, j.Output = dbtsync.StatusSucceeded, dbtsync.OutputFiles })
+	}
+	if err := f.queue.PutResult(ctx, kept, []convert.File{{Path: "model/cubes/a.yml", Content: "cubes: []\n"}}); err != nil {
+		t.Fatal(err)
+	}
+	job, err := f.svc.GetJob(ctx, developer, dep, kept)
+	if err != nil || len(job.Files) != 1 || job.FilesExpired {
+		t.Fatalf("a kept result: %+v %v", job, err)
+	}
+	job, err = f.svc.GetJob(ctx, developer, dep, expired)
+	if err != nil || job.Files != nil || !job.FilesExpired || job.Status != dbtsync.StatusSucceeded {
+		t.Fatalf("an expired result: %+v %v, want the job with filesExpired", job, err)
+	}
+}
