@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/analyticsco/platform/embed-svc/token"
 	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
@@ -170,7 +171,7 @@ func embedTarget(p *identity.Principal) audit.Target {
 	if p == nil || p.Embed == nil {
 		return audit.Target{Type: TargetSession}
 	}
-	var c tokenClaims
+	var c token.Claims
 	if json.Unmarshal(p.Embed.Claims, &c) == nil && c.RecordID != "" {
 		return audit.Target{Type: TargetSession, ID: c.RecordID}
 	}

@@ -14,6 +14,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/analyticsco/platform/embed-svc/token"
 	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
@@ -599,22 +602,18 @@ func storeErr(err error) error {
 	return err
 }
 
-// claims builds the embed token's claims for a session minted at now.
-func (s *service) claims(sess Session, now, exp time.Time) map[string]any {
-	set := map[string]any{}
-	raw, _ := json.Marshal(sess.Settings)
-	_ = json.Unmarshal(raw, &set)
-	c := map[string]any{
-		"iss": s.d.Issuer, "aud": TokenAudience, "sub": sess.Subject(), "sid": sess.SID,
-		"acc": sess.AccountID, "dep": sess.DeploymentID, "br": sess.Branch, "ten": sess.Tenant,
-		"cm": sess.CreatorMode, "int": sess.User.Kind == "internal", "set": set,
-		"iat": now.Unix(), "exp": exp.Unix(), "jti": NewSessionID(),
+// claims builds the embed token's claims (the contract with the gateway's verifier) for
+// a session exchanged at now.
+func (s *service) claims(sess Session, now, exp time.Time) token.Claims {
+	set, _ := json.Marshal(sess.Settings)
+	c := token.Claims{
+		Issuer: s.d.Issuer, Audience: token.Audience, Subject: sess.Subject(), SessionID: sess.SID, RecordID: sess.RecordID,
+		AccountID: sess.AccountID, DeploymentID: sess.DeploymentID, Branch: sess.Branch, Tenant: sess.Tenant,
+		CreatorMode: sess.CreatorMode, Internal: sess.User.Kind == "internal", Settings: set,
+		IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(exp), ID: NewSessionID(),
 	}
-	if sess.User.Kind == "internal" {
-		c["uid"] = sess.User.ID
-	}
-	if sess.RecordID != "" {
-		c["rid"] = sess.RecordID
+	if c.Internal {
+		c.UserID = sess.User.ID
 	}
 	return c
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"github.com/golang-jwt/jwt/v5"
 )
 
 // ExternalUser is a provisioned external user of an account.
@@ -170,6 +172,6 @@ type BranchResolver interface {
 
 // TokenSigner signs JWTs with the current embed key.
 type TokenSigner interface {
-	Sign(ctx context.Context, claims map[string]any) (string, error)
+	Sign(ctx context.Context, claims jwt.Claims) (string, error)
 	JWKS(ctx context.Context) (JWKSet, error)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/analyticsco/platform/embed-svc/token"
 	"github.com/analyticsco/platform/gateway/internal/auth"
 	"github.com/analyticsco/platform/gateway/internal/embedauth"
 	"github.com/analyticsco/platform/gateway/internal/gateway"
@@ -133,7 +134,7 @@ func New(ctx context.Context, d Deps) (*App, error) {
 func embedVerifier(ctx context.Context, d Deps, authn *auth.Authenticator) gateway.EmbedAuthenticator {
 	jwks := d.EmbedJWKSURL
 	if jwks == "" && len(d.Upstreams["embed-svc"]) > 0 {
-		jwks = d.Upstreams["embed-svc"][0].String() + embedauth.JWKSPath
+		jwks = d.Upstreams["embed-svc"][0].String() + token.JWKSPath
 	}
 	keys := auth.NewKeySet(nil, jwks).WithRequestDecorator(embedauth.SignedRequest(d.Signer))
 	go keys.Run(ctx, cmp.Or(d.JWKSRefresh, 5*time.Minute))
