@@ -1,7 +1,8 @@
 // Package app wires the gateway the same way for main, gatewaytest (other modules'
 // black-box tests) and the gateway's own tests: authentication (bearer tokens, API keys,
 // embed tokens), rate limits, the route table and the forwarders in front of the
-// services, the public and internal handlers.
+// services, the public and internal handlers, and the identity lookups it answers for
+// the services over NATS.
 package app
 
 import (
@@ -13,6 +14,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
@@ -48,6 +50,9 @@ type Deps struct {
 	EmbedIssuer  string // default https://embed.platform.local
 	// Embed replaces the embed-token verifier (tests).
 	Embed gateway.EmbedAuthenticator
+	// NATS is where the gateway answers the services' identity lookups (identity.lookup.*,
+	// libs/identity) from its identity store and caches; nil answers none.
+	NATS *nats.Conn
 
 	BodyLimit, BigBodyLimit             int64
 	UpstreamTimeout, DialTimeout        time.Duration
@@ -107,6 +112,11 @@ func New(ctx context.Context, d Deps) (*App, error) {
 	if d.Configure != nil {
 		d.Configure(&o)
 	}
+	if d.NATS != nil {
+		if _, err := identity.ServeLookups(d.NATS, authn); err != nil {
+			return nil, err
+		}
+	}
 	gw, err := gateway.New(o)
 	if err != nil {
 		return nil, err
@@ -125,6 +135,8 @@ func New(ctx context.Context, d Deps) (*App, error) {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
+	// Readiness does not wait for NATS: the gateway serves every route without it, and
+	// only the lookups it answers for embed-svc's generate-session need it.
 	internal := server.InternalHandler(reg, []server.Check{{Name: "mongodb", Check: d.Store.Ping}})
 	return &App{Handler: public, Internal: internal, Auth: authn}, nil
 }
