@@ -21,6 +21,7 @@ import (
 	"github.com/analyticsco/platform/embed-svc/internal/store/mongostore"
 	"github.com/analyticsco/platform/embed-svc/internal/store/redisstore"
 	libaudit "github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/server"
 )
@@ -104,12 +105,15 @@ func New(ctx context.Context, d Deps) (*App, error) {
 		Signer: kr, Issuer: d.TokenIssuer, Now: d.Now, Limits: d.Limits, Audit: pub,
 	})
 	svc = embed.InstrumentingMiddleware(embed.NewMetrics(d.Registry))(svc)
-	api := audit.NewHTTPHandler(audit.NewService(trail), d.Logger, embed.NewHTTPHandler(embed.MakeEndpoints(svc), d.Logger))
+	// One router: the embed API and the audit trail's route; 404 and 405 as everywhere.
+	routes := httpx.NewRouter()
+	embed.RegisterRoutes(routes, embed.MakeEndpoints(svc), d.Logger)
+	audit.RegisterRoutes(routes, audit.NewService(trail), d.Logger)
 	o := server.Options{
 		Service:  "embed-svc",
 		Logger:   d.Logger,
 		Registry: d.Registry,
-		API:      identity.Require(d.Signer.ForService("embed-svc"), api),
+		API:      identity.Require(d.Signer.ForService("embed-svc"), embed.LimitBodies(routes)),
 		Checks: []server.Check{
 			{Name: "mongodb", Check: func(ctx context.Context) error { return d.Mongo.Ping(ctx, nil) }},
 			{Name: "redis", Check: func(ctx context.Context) error { return d.Redis.Ping(ctx).Err() }},

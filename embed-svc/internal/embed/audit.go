@@ -3,14 +3,12 @@ package embed
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/analyticsco/platform/embed-svc/token"
 	"github.com/analyticsco/platform/libs/audit"
-	"github.com/analyticsco/platform/libs/httpx"
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -52,22 +50,11 @@ func definitionTarget(kind string) string {
 // OutcomeOf is the outcome the caller was answered: ok on success, else the status and
 // code the error encoder gives err.
 func OutcomeOf(err error, ok int) audit.Outcome {
-	var de *Error
-	var he *httpx.Error
-	switch {
-	case err == nil:
+	if err == nil {
 		return audit.Succeeded(ok)
-	case errors.As(err, &de):
-		status := StatusOf(de.Kind)
-		code := de.Code
-		if code == "" {
-			code = httpx.DefaultCode(status)
-		}
-		return audit.Failed(status, code)
-	case errors.As(err, &he):
-		return audit.Failed(he.Status, he.Code)
 	}
-	return audit.Failed(http.StatusInternalServerError, httpx.CodeInternal)
+	status, code, _, _ := errs.Answer(err)
+	return audit.Failed(status, code)
 }
 
 // record sends ev, ended by err (answered ok on success), to the audit trail.

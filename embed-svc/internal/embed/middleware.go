@@ -2,10 +2,10 @@ package embed
 
 import (
 	"context"
-	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -62,11 +62,10 @@ func (i *instrumenting) GenerateSession(ctx context.Context, p *identity.Princip
 
 func (i *instrumenting) ExchangeSession(ctx context.Context, sessionID string) (SessionToken, error) {
 	tok, err := i.Service.ExchangeSession(ctx, sessionID)
-	var de *Error
-	switch {
+	switch e, refused := errs.As(err); {
 	case err == nil:
 		i.m.Exchanges.WithLabelValues("ok").Inc()
-	case errors.As(err, &de) && de.Kind != KindUnavailable:
+	case refused && e.Kind != errs.Unavailable:
 		i.m.Exchanges.WithLabelValues("rejected").Inc()
 	default:
 		i.m.Exchanges.WithLabelValues("error").Inc()

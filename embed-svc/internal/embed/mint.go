@@ -106,10 +106,10 @@ func requireMinter(p *identity.Principal) error {
 		return err
 	}
 	if p.Account.Plan != "premium" && p.Account.Plan != "enterprise" {
-		return Coded(Forbidden("embed sessions need the premium or enterprise plan; this account is on %s", p.Account.Plan), httpx.CodePlanNotEligible)
+		return forbidden("embed sessions need the premium or enterprise plan; this account is on %s", p.Account.Plan).WithCode(httpx.CodePlanNotEligible)
 	}
 	if !p.Account.EmbeddingEnabled {
-		return Forbidden("embedding is not enabled for this account")
+		return forbidden("embedding is not enabled for this account")
 	}
 	return nil
 }
@@ -119,11 +119,11 @@ func requireMinter(p *identity.Principal) error {
 func requireAdminAccountKey(p *identity.Principal, what string) error {
 	switch {
 	case p == nil || p.Credential != identity.CredentialAPIKey:
-		return Forbidden("only an admin's account API key can %s", what)
+		return forbidden("only an admin's account API key can %s", what)
 	case p.KeyKind != identity.KeyAccount:
-		return Coded(Forbidden("a personal API key cannot %s; use an account API key", what), httpx.CodePersonalKey)
+		return forbidden("a personal API key cannot %s; use an account API key", what).WithCode(httpx.CodePersonalKey)
 	case !p.HasRole(identity.RoleAdmin):
-		return Forbidden("only an admin's account API key can %s", what)
+		return forbidden("only an admin's account API key can %s", what)
 	}
 	return nil
 }
@@ -157,14 +157,14 @@ func (s *service) prepare(ctx context.Context, p *identity.Principal, req *Gener
 	}
 	// The gateway attaches the body's deployment when it is one of the account's.
 	if p.Deployment == nil || p.Deployment.ID != *req.DeploymentID {
-		return nil, NotFound("deployment %d not found", *req.DeploymentID)
+		return nil, notFound("deployment %d not found", *req.DeploymentID)
 	}
 	if !p.InScope(*req.DeploymentID) {
-		return nil, Coded(Forbidden("this API key is scoped to other deployments than %d", *req.DeploymentID), httpx.CodeKeyOutOfScope)
+		return nil, forbidden("this API key is scoped to other deployments than %d", *req.DeploymentID).WithCode(httpx.CodeKeyOutOfScope)
 	}
 	m := &mintPlan{externalID: externalID, creator: req.CreatorMode != nil && *req.CreatorMode}
 	if m.creator && !p.Account.UseCreatorMode {
-		return nil, Coded(Forbidden("creatorMode requires the account's useCreatorMode flag"), httpx.CodeCreatorModeDisabled)
+		return nil, forbidden("creatorMode requires the account's useCreatorMode flag").WithCode(httpx.CodeCreatorModeDisabled)
 	}
 	m.tenant = p.Account.DefaultEmbedTenant
 	if req.EmbedTenantName != nil {
@@ -192,7 +192,7 @@ func (s *service) prepare(ctx context.Context, p *identity.Principal, req *Gener
 	if req.InternalID != nil {
 		m.internal, err = s.d.Users.InternalUser(ctx, p.Account.ID, strings.TrimSpace(*req.InternalID))
 		if errors.Is(err, ErrNotFound) {
-			return nil, NotFound("internal user %q not found in this account", strings.TrimSpace(*req.InternalID))
+			return nil, notFound("internal user %q not found in this account", strings.TrimSpace(*req.InternalID))
 		}
 		if err != nil {
 			return nil, storeErr(err)
@@ -228,7 +228,7 @@ func (s *service) GenerateSession(ctx context.Context, p *identity.Principal, re
 		return "", err
 	}
 	if req.DryRun {
-		return "", Invalid("dryRun requests are answered by DryRunSession")
+		return "", invalid("dryRun requests are answered by DryRunSession")
 	}
 	// Validation is over: from here on the request writes. The session id is claimed in
 	// Redis first, so that a Redis outage fails the mint before MongoDB is touched.
@@ -293,7 +293,7 @@ func externalUserLimit(p *identity.Principal) int64 {
 }
 
 func limitReached(limit int64) error {
-	return Coded(Forbidden("the account has reached its limit of %d external users; contact support to raise it", limit), httpx.CodeExternalUserLimit)
+	return forbidden("the account has reached its limit of %d external users; contact support to raise it", limit).WithCode(httpx.CodeExternalUserLimit)
 }
 
 // DryRunSession runs every validation and resolution of generate-session (user lookup,
@@ -424,11 +424,11 @@ func (s *service) resolveBranch(ctx context.Context, d *identity.Deployment, nam
 	}
 	switch {
 	case !st.Exists:
-		return "", false, Coded(NotFound("branch %q is not a branch of deployment %d", *name, d.ID), httpx.CodeBranchNotFound)
+		return "", false, notFound("branch %q is not a branch of deployment %d", *name, d.ID).WithCode(httpx.CodeBranchNotFound)
 	case st.Production:
 		return *name, true, nil
 	case !st.Served:
-		return "", false, Coded(Invalid("branch %q is not served: open it, or enable its staging environment", *name), httpx.CodeBranchNotServed)
+		return "", false, invalid("branch %q is not served: open it, or enable its staging environment", *name).WithCode(httpx.CodeBranchNotServed)
 	}
 	return *name, false, nil
 }
@@ -478,7 +478,7 @@ func (s *service) planDefinitions(ctx context.Context, accountID int64, scope st
 	for _, in := range req.UserAttributeDefinitions {
 		ex := plan.byKey[key(KindAttribute, in.Name)]
 		if ex != nil && ex.Type != in.Type {
-			return nil, Coded(Conflict("cannot change type"), httpx.CodeDefinitionType)
+			return nil, conflict("cannot change type").WithCode(httpx.CodeDefinitionType)
 		}
 		plan.types[in.Name] = in.Type
 		if ex == nil || definitionChanged(ex, in) {
@@ -500,7 +500,7 @@ func (s *service) planDefinitions(ctx context.Context, accountID int64, scope st
 		}
 	}
 	if missingAttrs {
-		return nil, Invalid("User attributes not found")
+		return nil, invalid("User attributes not found")
 	}
 	var missing []string
 	for _, g := range req.Groups {
@@ -509,12 +509,12 @@ func (s *service) planDefinitions(ctx context.Context, accountID int64, scope st
 		}
 	}
 	if len(missing) > 0 {
-		return nil, Invalid("Groups with names %s not found", strings.Join(missing, ", "))
+		return nil, invalid("Groups with names %s not found", strings.Join(missing, ", "))
 	}
 	for _, a := range req.UserAttributes {
 		got, _ := valueType(a.Value)
 		if got != "" && !valueFits(got, plan.types[a.Name]) {
-			return nil, Invalid("userAttributes %q: value does not match the attribute's type %s", a.Name, plan.types[a.Name])
+			return nil, invalid("userAttributes %q: value does not match the attribute's type %s", a.Name, plan.types[a.Name])
 		}
 	}
 	return plan, nil
@@ -538,7 +538,7 @@ func (s *service) applyDefinitions(ctx context.Context, accountID int64, scope s
 	for _, u := range plan.upserts {
 		d, err := s.d.Catalog.UpsertDefinition(ctx, accountID, scope, u, now)
 		if errors.Is(err, ErrConflictType) {
-			return nil, Coded(Conflict("cannot change type"), httpx.CodeDefinitionType)
+			return nil, conflict("cannot change type").WithCode(httpx.CodeDefinitionType)
 		}
 		if err != nil {
 			return nil, storeErr(err)
@@ -589,17 +589,6 @@ func userScopeView(u ExternalUser, scope string) ([]string, []AttributeValue) {
 	}
 	sort.Slice(attrs, func(i, j int) bool { return attrs[i].Name < attrs[j].Name })
 	return groups, attrs
-}
-
-func storeErr(err error) error {
-	var de *Error
-	if errors.As(err, &de) {
-		return err
-	}
-	if errors.Is(err, ErrUnavailable) {
-		return Unavailable("a backing store is unavailable; retry shortly")
-	}
-	return err
 }
 
 // claims builds the embed token's claims (the contract with the gateway's verifier) for

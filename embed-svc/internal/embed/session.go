@@ -23,7 +23,7 @@ func (s *service) ExchangeSession(ctx context.Context, sessionID string) (_ Sess
 	ev := exchangeEvent(ctx)
 	defer func() { s.record(ctx, &ev, err, http.StatusOK) }()
 	if strings.TrimSpace(sessionID) == "" {
-		return SessionToken{}, Invalid("sessionId is required")
+		return SessionToken{}, invalid("sessionId is required")
 	}
 	sess, err := s.d.Sessions.ExchangeSession(ctx, sessionID, TokenLifetime)
 	if errors.Is(err, ErrSessionUnusable) {
@@ -65,7 +65,7 @@ func (s *service) RevokeSession(ctx context.Context, p *identity.Principal, sess
 		return err
 	}
 	if strings.TrimSpace(sessionID) == "" {
-		return Invalid("sessionId is required")
+		return invalid("sessionId is required")
 	}
 	sess, revoked, err := s.d.Sessions.RevokeSession(ctx, p.Account.ID, sessionID, PublicSessionHandle(sessionID))
 	if err != nil {
@@ -82,7 +82,7 @@ func (s *service) RevokeSession(ctx context.Context, p *identity.Principal, sess
 
 func requireEmbed(p *identity.Principal) error {
 	if p == nil || p.Credential != identity.CredentialEmbed || p.Embed == nil || p.Embed.SessionID == "" {
-		return &Error{Kind: KindUnauthorized, Message: "this endpoint requires an embed session token"}
+		return unauthorized("this endpoint requires an embed session token")
 	}
 	return nil
 }
@@ -90,7 +90,7 @@ func requireEmbed(p *identity.Principal) error {
 func (s *service) liveSession(ctx context.Context, p *identity.Principal) (Session, error) {
 	sess, err := s.d.Sessions.LiveSession(ctx, p.Embed.SessionID)
 	if errors.Is(err, ErrNotFound) || (err == nil && sess.AccountID != p.Account.ID) {
-		return Session{}, &Error{Kind: KindUnauthorized, Message: "the embed session has ended"}
+		return Session{}, unauthorized("the embed session has ended")
 	}
 	if err != nil {
 		return Session{}, storeErr(err)
@@ -145,7 +145,7 @@ func (s *service) AICredentials(ctx context.Context, p *identity.Principal) (_ A
 		set = sess.Settings
 	}
 	if !set.AllowAI {
-		return AICredentials{}, Forbidden("AI is disabled for this embed session (allowAi: false)")
+		return AICredentials{}, forbidden("AI is disabled for this embed session (allowAi: false)")
 	}
 	now := s.now().UTC().Truncate(time.Second)
 	exp := now.Add(AICredentialTTL)
@@ -173,7 +173,7 @@ func (s *service) DataToken(ctx context.Context, p *identity.Principal, deployme
 		return DataToken{}, err
 	}
 	if p.Embed.DeploymentID != deploymentID {
-		return DataToken{}, NotFound("deployment %d not found", deploymentID)
+		return DataToken{}, notFound("deployment %d not found", deploymentID)
 	}
 	sess, err := s.liveSession(ctx, p)
 	if err != nil {
