@@ -55,7 +55,8 @@ type UserUpdate struct {
 	ClearAttributes []string
 }
 
-// DefinitionUpsert is one definition to create, or to update where Changed says.
+// DefinitionUpsert is one definition to create (Existing nil) or to update: the
+// optional fields Input supplies that differ from Existing's are written, none cleared.
 type DefinitionUpsert struct {
 	Input    DefinitionInput
 	Kind     string
@@ -97,7 +98,8 @@ type UserStore interface {
 	InternalUser(ctx context.Context, accountID int64, username string) (InternalUser, error)
 	// ExternalUser reads a user (ErrNotFound when the account has none with that id).
 	ExternalUser(ctx context.Context, accountID int64, externalID string) (ExternalUser, error)
-	// ExternalUserCount is the number of the account's external users, as the limit counts them.
+	// ExternalUserCount is the number of the account's external users, as the limit
+	// counts them (the dry run's check of the limit).
 	ExternalUserCount(ctx context.Context, accountID int64) (int64, error)
 	// ListTenantUsers returns up to limit users with sessions in tenant, by id after
 	// afterID, whose external id starts with prefix ("" for all).
