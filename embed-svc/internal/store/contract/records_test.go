@@ -130,7 +130,7 @@ func recordsByState(t *testing.T, s durable) {
 	purged := record(acc, now.Add(-embed.TokenLifetime-embed.DefaultSessionRetention-time.Hour), nil)
 	insert(t, s, pending, exchangedLong, expired, purged)
 	for state, want := range map[string][]string{
-		"":                {pending.ID, exchangedLong.ID, expired.ID},
+		"":                 {pending.ID, exchangedLong.ID, expired.ID},
 		embed.StatePending: {pending.ID},
 		embed.StateActive:  {pending.ID, exchangedLong.ID},
 		embed.StateRevoked: {pending.ID, exchangedLong.ID},
