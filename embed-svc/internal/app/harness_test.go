@@ -130,12 +130,11 @@ func newEnv(t *testing.T) *env {
 
 	signingKey := gatewaytest.NewSigningKey()
 	e.signer, _ = identity.NewSigner(signingKey)
-	identityDB := devstack.UniqueName(t, "identity")
 	var encKey [32]byte
 	copy(encKey[:], "embed-svc-test-key-0123456789abc")
 	a, err := app.New(ctx, app.Deps{
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Registry: obs.NewRegistry(), Signer: e.signer,
-		Mongo: client, Database: devstack.UniqueName(t, "embed"), IdentityDatabase: identityDB,
+		Mongo: client, Database: devstack.UniqueName(t, "embed"),
 		Redis: e.rdb, NATS: e.nc, KeyEncryptionKey: base64.StdEncoding.EncodeToString(encKey[:]), TokenIssuer: issuer,
 		KeyPublishDelay: 10 * time.Minute, KeyRefresh: time.Hour, BranchTimeout: 2 * time.Second, Now: e.clock.Now,
 		// The trail's ingester gets a client of its own: the round-trip budgets count the
@@ -153,10 +152,11 @@ func newEnv(t *testing.T) *env {
 	t.Cleanup(internal.Close)
 	e.internalURL = internal.URL
 
-	// The gateway's real embed-token verifier: embed-svc's JWKS and revocations in Redis.
+	// The gateway's real embed-token verifier (embed-svc's JWKS, revocations in Redis),
+	// and the identity lookups it answers on NATS (a deployment's account, an internal user).
 	e.gw = gatewaytest.Start(t, gatewaytest.Options{
-		MongoURI: mongo.URI, Database: identityDB, SigningKey: signingKey,
-		Upstreams: map[string]string{"embed-svc": svc.URL}, RedisURL: rs.URL, EmbedIssuer: issuer,
+		MongoURI: mongo.URI, SigningKey: signingKey, Upstreams: map[string]string{"embed-svc": svc.URL},
+		RedisURL: rs.URL, NATSURL: ns.URL, EmbedIssuer: issuer,
 	})
 	return e
 }
@@ -404,4 +404,13 @@ func parallel(n int, fn func(i int)) {
 	}
 	close(start)
 	wg.Wait()
+}
+
+// jsonUnmarshalB64 decodes one base64url segment of a JWT.
+func jsonUnmarshalB64(seg string, v any) error {
+	raw, err := base64.RawURLEncoding.DecodeString(seg)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(raw, v)
 }

@@ -67,11 +67,16 @@ func (s *service) record(ctx context.Context, ev *audit.Event, err error, ok int
 }
 
 // mintEvent starts the event of a generate-session request: what was asked, before
-// anything is resolved (a refused request records what it asked for).
-func mintEvent(p *identity.Principal, req *GenerateSessionRequest) audit.Event {
+// anything else is resolved (a refused request records what it asked for). The event is
+// the deployment's when it is the caller's account's (dep); any other is only named.
+func mintEvent(p *identity.Principal, dep *Deployment, req *GenerateSessionRequest) audit.Event {
 	ev := audit.New(p, ActionSessionGenerate, audit.Target{Type: TargetSession})
 	d := map[string]any{}
-	if req.DeploymentID != nil && ev.DeploymentID == 0 && *req.DeploymentID > 0 {
+	ev.DeploymentID = 0
+	switch {
+	case dep != nil:
+		ev.DeploymentID = dep.ID
+	case req.DeploymentID != nil && *req.DeploymentID > 0:
 		d["requestedDeploymentId"] = *req.DeploymentID
 	}
 	if req.ExternalID != nil {

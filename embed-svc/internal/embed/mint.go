@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -24,16 +23,17 @@ import (
 
 // Deps are the ports the service is built on.
 type Deps struct {
-	Catalog  CatalogStore
-	Users    UserStore
-	Sessions SessionStore
-	Records  SessionRecordStore
-	Branches BranchResolver
-	Signer   TokenSigner
-	Issuer   string           // iss of every token
-	Now      func() time.Time // nil: time.Now
-	Limits   Limits           // zero fields: DefaultLimits
-	Audit    audit.Recorder   // nil: nothing is recorded
+	Catalog   CatalogStore
+	Users     UserStore
+	Directory Directory // the identity store's deployments and internal users
+	Sessions  SessionStore
+	Records   SessionRecordStore
+	Branches  BranchResolver
+	Signer    TokenSigner
+	Issuer    string           // iss of every token
+	Now       func() time.Time // nil: time.Now
+	Limits    Limits           // zero fields: DefaultLimits
+	Audit     audit.Recorder   // nil: nothing is recorded
 }
 
 // Limits bound what one request or one account can make embed-svc store.
@@ -131,6 +131,7 @@ func requireAdminAccountKey(p *identity.Principal, what string) error {
 // mintPlan is a generate-session request validated and resolved against the stores,
 // before anything is written.
 type mintPlan struct {
+	deployment  Deployment
 	externalID  string
 	creator     bool
 	tenant      string
@@ -144,7 +145,8 @@ type mintPlan struct {
 
 // prepare runs every validation and resolution of a mint and writes nothing: the real
 // mint and the dry run share it, so a dry run answers every error the mint would.
-func (s *service) prepare(ctx context.Context, p *identity.Principal, req *GenerateSessionRequest) (*mintPlan, error) {
+// dep is the request's deployment when it is the caller's account's (ownDeployment).
+func (s *service) prepare(ctx context.Context, p *identity.Principal, dep *Deployment, req *GenerateSessionRequest) (*mintPlan, error) {
 	if err := requireMinter(p); err != nil {
 		return nil, err
 	}
@@ -155,14 +157,14 @@ func (s *service) prepare(ctx context.Context, p *identity.Principal, req *Gener
 	if err != nil {
 		return nil, err
 	}
-	// The gateway attaches the body's deployment when it is one of the account's.
-	if p.Deployment == nil || p.Deployment.ID != *req.DeploymentID {
+	// Another account's deployment is answered as one that does not exist.
+	if dep == nil {
 		return nil, notFound("deployment %d not found", *req.DeploymentID)
 	}
-	if !p.InScope(*req.DeploymentID) {
-		return nil, forbidden("this API key is scoped to other deployments than %d", *req.DeploymentID).WithCode(httpx.CodeKeyOutOfScope)
+	if !p.InScope(dep.ID) {
+		return nil, forbidden("this API key is scoped to other deployments than %d", dep.ID).WithCode(httpx.CodeKeyOutOfScope)
 	}
-	m := &mintPlan{externalID: externalID, creator: req.CreatorMode != nil && *req.CreatorMode}
+	m := &mintPlan{deployment: *dep, externalID: externalID, creator: req.CreatorMode != nil && *req.CreatorMode}
 	if m.creator && !p.Account.UseCreatorMode {
 		return nil, forbidden("creatorMode requires the account's useCreatorMode flag").WithCode(httpx.CodeCreatorModeDisabled)
 	}
@@ -177,7 +179,7 @@ func (s *service) prepare(ctx context.Context, p *identity.Principal, req *Gener
 	if m.creator {
 		m.scope = m.tenant
 	}
-	if m.branch, m.production, err = s.resolveBranch(ctx, p.Deployment, req.BranchName); err != nil {
+	if m.branch, m.production, err = s.resolveBranch(ctx, m.deployment, req.BranchName); err != nil {
 		return nil, err
 	}
 	if m.acct, err = s.d.Catalog.AccountSettings(ctx, p.Account.ID); err != nil {
@@ -190,7 +192,7 @@ func (s *service) prepare(ctx context.Context, p *identity.Principal, req *Gener
 		return nil, err
 	}
 	if req.InternalID != nil {
-		m.internal, err = s.d.Users.InternalUser(ctx, p.Account.ID, strings.TrimSpace(*req.InternalID))
+		m.internal, err = s.d.Directory.InternalUser(ctx, p.Account.ID, strings.TrimSpace(*req.InternalID))
 		if errors.Is(err, ErrNotFound) {
 			return nil, notFound("internal user %q not found in this account", strings.TrimSpace(*req.InternalID))
 		}
@@ -204,7 +206,7 @@ func (s *service) prepare(ctx context.Context, p *identity.Principal, req *Gener
 // newSession is the session a plan makes, without its user's memberships and values.
 func (m *mintPlan) newSession(p *identity.Principal, req *GenerateSessionRequest, now time.Time) Session {
 	sess := Session{
-		AccountID: p.Account.ID, DeploymentID: p.Deployment.ID, Branch: m.branch, Production: m.production,
+		AccountID: p.Account.ID, DeploymentID: m.deployment.ID, Branch: m.branch, Production: m.production,
 		Tenant: m.tenant, CreatorMode: m.creator, Settings: ResolveSettings(req.Settings, m.acct),
 		SecurityContext: req.SecurityContext, GeneratedAt: now, Groups: []string{}, Attributes: []AttributeValue{},
 	}
@@ -221,9 +223,13 @@ func (m *mintPlan) newSession(p *identity.Principal, req *GenerateSessionRequest
 // profile, values and memberships, then stores the session id. A request that fails
 // validation writes nothing.
 func (s *service) GenerateSession(ctx context.Context, p *identity.Principal, req GenerateSessionRequest) (_ string, err error) {
-	ev := mintEvent(p, &req)
+	dep, err := s.ownDeployment(ctx, p, &req)
+	ev := mintEvent(p, dep, &req)
 	defer func() { s.record(ctx, &ev, err, http.StatusOK) }()
-	m, err := s.prepare(ctx, p, &req)
+	if err != nil {
+		return "", err
+	}
+	m, err := s.prepare(ctx, p, dep, &req)
 	if err != nil {
 		return "", err
 	}
@@ -247,42 +253,66 @@ func (s *service) GenerateSession(ctx context.Context, p *identity.Principal, re
 	sess := m.newSession(p, &req, now)
 	userCreated := false
 	if req.InternalID == nil {
-		upd := userUpdate(&req, m.scope, m.tenant, m.definitions, ids)
-		u, err := s.d.Users.UpdateExternalUser(ctx, p.Account.ID, m.externalID, upd, now)
-		if errors.Is(err, ErrNotFound) {
-			limit := externalUserLimit(p)
-			u, err = s.d.Users.CreateExternalUser(ctx, p.Account.ID, m.externalID, limit, upd, now)
-			userCreated = err == nil
-			if errors.Is(err, ErrLimitReached) {
-				// A concurrent mint may have created this very user meanwhile.
-				u, err = s.d.Users.UpdateExternalUser(ctx, p.Account.ID, m.externalID, upd, now)
-			}
-			if errors.Is(err, ErrNotFound) {
-				return "", limitReached(limit)
-			}
+		if userCreated, err = s.provisionExternalUser(ctx, p, m, userUpdate(&req, m.scope, m.tenant, m.definitions, ids), now, &sess); err != nil {
+			return "", err
 		}
-		if err != nil {
-			return "", storeErr(err)
-		}
-		ext := u.ExternalID
-		sess.User = SessionUser{Kind: "external", ID: u.ID, ExternalID: &ext, Email: u.Email, DisplayName: u.DisplayName, Picture: u.Picture}
-		sess.Groups, sess.Attributes = userScopeView(u, m.scope)
 	}
-	sess.SID = PublicSessionHandle(id)
-	// The durable record first: a session never becomes exchangeable without one, so it
-	// can always be listed and revoked in bulk.
-	rec := SessionRecord{ID: NewPublicSessionID(), AccountID: sess.AccountID, SID: sess.SID, Tenant: sess.Tenant,
-		User:         SessionRecordUser{Kind: sess.User.Kind, ID: sess.User.ID, ExternalID: sess.User.ExternalID, Username: sess.User.Username},
-		DeploymentID: sess.DeploymentID, Branch: sess.Branch, CreatedAt: now, PendingUntil: now.Add(SessionIDTTL), ExpiresAt: s.sessionExpiry(sess)}
-	if err := s.d.Records.InsertSessionRecord(ctx, rec); err != nil {
-		return "", storeErr(err)
-	}
-	sess.RecordID = rec.ID
-	if err := s.d.Sessions.SaveSession(ctx, id, sess); err != nil {
-		return "", storeErr(err)
+	rec, err := s.storeSession(ctx, id, &sess, now)
+	if err != nil {
+		return "", err
 	}
 	minted(&ev, m, rec, userCreated)
 	return id, nil
+}
+
+// provisionExternalUser writes a mint's changes onto its external user, creating the
+// user within the account's limit, and puts the user with its memberships and values on
+// sess. It reports whether it created the user.
+func (s *service) provisionExternalUser(ctx context.Context, p *identity.Principal, m *mintPlan, upd UserUpdate, now time.Time, sess *Session) (bool, error) {
+	created := false
+	u, err := s.d.Users.UpdateExternalUser(ctx, p.Account.ID, m.externalID, upd, now)
+	if errors.Is(err, ErrNotFound) {
+		limit := externalUserLimit(p)
+		u, err = s.d.Users.CreateExternalUser(ctx, p.Account.ID, m.externalID, limit, upd, now)
+		created = err == nil
+		if errors.Is(err, ErrLimitReached) {
+			// A concurrent mint may have created this very user meanwhile.
+			u, err = s.d.Users.UpdateExternalUser(ctx, p.Account.ID, m.externalID, upd, now)
+		}
+		if errors.Is(err, ErrNotFound) {
+			return false, limitReached(limit)
+		}
+	}
+	if err != nil {
+		return false, storeErr(err)
+	}
+	sess.setExternalUser(u, m.scope)
+	return created, nil
+}
+
+// setExternalUser makes u the session's user, with its memberships and values in scope.
+func (sess *Session) setExternalUser(u ExternalUser, scope string) {
+	ext := u.ExternalID
+	sess.User = SessionUser{Kind: "external", ID: u.ID, ExternalID: &ext, Email: u.Email, DisplayName: u.DisplayName, Picture: u.Picture}
+	sess.Groups, sess.Attributes = userScopeView(u, scope)
+}
+
+// storeSession writes the session's durable record, then makes its id exchangeable: a
+// session never becomes exchangeable without a record, so it can always be listed and
+// revoked in bulk.
+func (s *service) storeSession(ctx context.Context, id string, sess *Session, now time.Time) (SessionRecord, error) {
+	sess.SID = PublicSessionHandle(id)
+	rec := SessionRecord{ID: NewPublicSessionID(), AccountID: sess.AccountID, SID: sess.SID, Tenant: sess.Tenant,
+		User:         SessionRecordUser{Kind: sess.User.Kind, ID: sess.User.ID, ExternalID: sess.User.ExternalID, Username: sess.User.Username},
+		DeploymentID: sess.DeploymentID, Branch: sess.Branch, CreatedAt: now, PendingUntil: now.Add(SessionIDTTL), ExpiresAt: s.sessionExpiry(*sess)}
+	if err := s.d.Records.InsertSessionRecord(ctx, rec); err != nil {
+		return SessionRecord{}, storeErr(err)
+	}
+	sess.RecordID = rec.ID
+	if err := s.d.Sessions.SaveSession(ctx, id, *sess); err != nil {
+		return SessionRecord{}, storeErr(err)
+	}
+	return rec, nil
 }
 
 func externalUserLimit(p *identity.Principal) int64 {
@@ -296,113 +326,6 @@ func limitReached(limit int64) error {
 	return forbidden("the account has reached its limit of %d external users; contact support to raise it", limit).WithCode(httpx.CodeExternalUserLimit)
 }
 
-// DryRunSession runs every validation and resolution of generate-session (user lookup,
-// definitions, groups, attributes, settings layering, branch resolution, the tenant and
-// external-user limits) and returns what the session would carry, writing nothing: no
-// session, no user, no definition, no tenant, no counter. Every error is the one the
-// real mint would give.
-func (s *service) DryRunSession(ctx context.Context, p *identity.Principal, req GenerateSessionRequest) (DryRun, error) {
-	m, err := s.prepare(ctx, p, &req)
-	if err != nil {
-		return DryRun{}, err
-	}
-	if err := s.wouldFitTenant(ctx, p.Account.ID, m.tenant); err != nil {
-		return DryRun{}, err
-	}
-	now := s.now().UTC()
-	sess := m.newSession(p, &req, now)
-	if req.InternalID == nil {
-		// Definitions the mint would create get stand-in ids: they only key the user's
-		// memberships and values in memory here.
-		ids := make(map[string]string, len(m.definitions.byKey)+len(m.definitions.upserts))
-		for k, d := range m.definitions.byKey {
-			ids[k] = d.ID
-		}
-		for _, u := range m.definitions.upserts {
-			if u.Existing == nil {
-				ids[key(u.Kind, u.Input.Name)] = "new:" + key(u.Kind, u.Input.Name)
-			}
-		}
-		upd := userUpdate(&req, m.scope, m.tenant, m.definitions, ids)
-		u, err := s.d.Users.ExternalUser(ctx, p.Account.ID, m.externalID)
-		switch {
-		case errors.Is(err, ErrNotFound):
-			limit := externalUserLimit(p)
-			n, err := s.d.Users.ExternalUserCount(ctx, p.Account.ID)
-			if err != nil {
-				return DryRun{}, storeErr(err)
-			}
-			if n >= limit {
-				return DryRun{}, limitReached(limit)
-			}
-			u = ExternalUser{AccountID: p.Account.ID, ExternalID: m.externalID}
-		case err != nil:
-			return DryRun{}, storeErr(err)
-		}
-		u = applyUserUpdate(u, upd)
-		ext := u.ExternalID
-		sess.User = SessionUser{Kind: "external", ID: u.ID, ExternalID: &ext, Email: u.Email, DisplayName: u.DisplayName, Picture: u.Picture}
-		sess.Groups, sess.Attributes = userScopeView(u, m.scope)
-	}
-	out := DryRun{DryRun: true, Effective: DryRunEffective{
-		User: sess.User, AccountID: sess.AccountID, DeploymentID: sess.DeploymentID, BranchName: sess.Branch,
-		Production: sess.Production, EmbedTenant: sess.Tenant, CreatorMode: sess.CreatorMode, Groups: sess.Groups,
-		UserAttributes: sess.Attributes, SecurityContext: securityContextOf(sess), Settings: sess.Settings,
-		ExpiresAt: httpx.At(s.sessionExpiry(sess)),
-	}}
-	for _, u := range m.definitions.upserts {
-		if u.Existing == nil {
-			out.Effective.DefinitionsCreated = append(out.Effective.DefinitionsCreated, DryRunDefinition{Kind: u.Kind, Name: u.Input.Name})
-		}
-	}
-	if out.Effective.DefinitionsCreated == nil {
-		out.Effective.DefinitionsCreated = []DryRunDefinition{}
-	}
-	out.Effective.UserCreated = sess.User.Kind == "external" && sess.User.ID == 0
-	return out, nil
-}
-
-// applyUserUpdate is what UserStore.UpdateExternalUser does to u, in memory.
-func applyUserUpdate(u ExternalUser, upd UserUpdate) ExternalUser {
-	if upd.Email != nil {
-		u.Email = upd.Email
-	}
-	if upd.DisplayName != nil {
-		u.DisplayName = upd.DisplayName
-	}
-	if upd.Picture != nil {
-		u.Picture = upd.Picture
-	}
-	groups := make(map[string]map[string]string, len(u.Groups)+1)
-	for k, v := range u.Groups {
-		groups[k] = v
-	}
-	if upd.Groups != nil {
-		groups[upd.Scope] = upd.Groups
-	}
-	u.Groups = groups
-	attrs := make(map[string]map[string]StoredValue, len(u.Attributes)+1)
-	for k, v := range u.Attributes {
-		attrs[k] = v
-	}
-	scoped := make(map[string]StoredValue, len(attrs[upd.Scope])+len(upd.SetAttributes))
-	for id, v := range attrs[upd.Scope] {
-		scoped[id] = v
-	}
-	for id, v := range upd.SetAttributes {
-		scoped[id] = v
-	}
-	for _, id := range upd.ClearAttributes {
-		delete(scoped, id)
-	}
-	attrs[upd.Scope] = scoped
-	u.Attributes = attrs
-	if upd.Tenant != "" && !slices.Contains(u.Tenants, upd.Tenant) {
-		u.Tenants = append(slices.Clone(u.Tenants), upd.Tenant)
-	}
-	return u
-}
-
 func nonEmpty(s string) *string {
 	if s == "" {
 		return nil
@@ -410,7 +333,30 @@ func nonEmpty(s string) *string {
 	return &s
 }
 
-func (s *service) resolveBranch(ctx context.Context, d *identity.Deployment, name *string) (string, bool, error) {
+// ownDeployment is the request's deployment when the identity store says it is one of
+// the caller's account's; nil when it is another's, none or not named at all (prepare
+// then answers 404, after the rules the request breaks first). Only a failure to ask is
+// an error.
+func (s *service) ownDeployment(ctx context.Context, p *identity.Principal, req *GenerateSessionRequest) (*Deployment, error) {
+	if p == nil || req.DeploymentID == nil || *req.DeploymentID <= 0 {
+		return nil, nil
+	}
+	d, err := s.d.Directory.Deployment(ctx, *req.DeploymentID)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, storeErr(err)
+	case d.AccountID != p.Account.ID:
+		return nil, nil
+	}
+	return &d, nil
+}
+
+// resolveBranch is the branch a session of deployment d serves: production without
+// asking when name is omitted, "production" or the production branch; otherwise what
+// dbtsync-svc's resolver says of it.
+func (s *service) resolveBranch(ctx context.Context, d Deployment, name *string) (string, bool, error) {
 	prod := d.ProductionBranch
 	if prod == "" {
 		prod = "main"

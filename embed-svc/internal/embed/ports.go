@@ -30,7 +30,7 @@ type StoredValue struct {
 	Value json.RawMessage `bson:"-"`
 }
 
-// InternalUser is a user of the identity store (read-only here).
+// InternalUser is a user of the identity store, as the Directory answers it.
 type InternalUser struct {
 	ID        int64
 	AccountID int64
@@ -87,7 +87,7 @@ type CatalogStore interface {
 	DeleteDefinition(ctx context.Context, accountID int64, scope, kind, id string) error
 }
 
-// UserStore keeps external users and reads internal ones.
+// UserStore keeps external users.
 type UserStore interface {
 	// UpdateExternalUser applies u to a known user and returns it; ErrNotFound when the
 	// account has no user with that external id.
@@ -95,7 +95,6 @@ type UserStore interface {
 	// CreateExternalUser provisions the user within the account's limit (ErrLimitReached)
 	// and applies u; a concurrent creation of the same external id yields one user.
 	CreateExternalUser(ctx context.Context, accountID int64, externalID string, limit int64, u UserUpdate, now time.Time) (ExternalUser, error)
-	InternalUser(ctx context.Context, accountID int64, username string) (InternalUser, error)
 	// ExternalUser reads a user (ErrNotFound when the account has none with that id).
 	ExternalUser(ctx context.Context, accountID int64, externalID string) (ExternalUser, error)
 	// ExternalUserCount is the number of the account's external users, as the limit
@@ -158,6 +157,23 @@ type SessionStore interface {
 	RevokeSIDs(ctx context.Context, accountID int64, sids []string) (int, error)
 	// LiveStates reads the state of each sid, in one round trip.
 	LiveStates(ctx context.Context, sids []string) ([]LiveState, error)
+}
+
+// Deployment is a deployment as the identity store knows it: whose it is, and its
+// production branch.
+type Deployment struct {
+	ID               int64
+	AccountID        int64
+	ProductionBranch string
+}
+
+// Directory asks the identity store, which the gateway owns and answers for (the
+// identity lookup of libs/identity): embed-svc reads none of its collections.
+type Directory interface {
+	// Deployment returns a deployment (ErrNotFound when there is none).
+	Deployment(ctx context.Context, id int64) (Deployment, error)
+	// InternalUser returns the account's user with username (ErrNotFound when none).
+	InternalUser(ctx context.Context, accountID int64, username string) (InternalUser, error)
 }
 
 // BranchStatus is the resolver's answer about a branch.

@@ -41,7 +41,7 @@ func durableStores(t *testing.T) map[string]durable {
 	}
 	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
 	db := client.Database(devstack.UniqueName(t, "embed"))
-	st := mongostore.New(db, db)
+	st := mongostore.New(db)
 	if err := st.EnsureIndexes(ctx); err != nil {
 		t.Fatal(err)
 	}

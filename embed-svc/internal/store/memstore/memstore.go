@@ -1,8 +1,9 @@
 // Package memstore is embed-svc's stores in memory: Store keeps what mongostore keeps in
-// MongoDB (the catalog, external users, session records) and Sessions what redisstore
-// keeps in Redis (session ids, live sessions, revocations). They exist so the service's
-// rules can be tested without servers; the contract suites (internal/store/contract)
-// hold each to the real adapter's behaviour, including its concurrency guarantees.
+// MongoDB (the catalog, external users, session records), Sessions what redisstore keeps
+// in Redis (session ids, live sessions, revocations), and Directory answers as the
+// identity lookup does. They exist so the service's rules can be tested without servers;
+// the contract suites (internal/store/contract) hold each store to the real adapter's
+// behaviour, including its concurrency guarantees.
 //
 // Every method copies what it takes and what it returns, so a caller can never change
 // stored state through a map or slice it holds. Times are kept in UTC at millisecond
@@ -27,6 +28,7 @@ var (
 	_ embed.UserStore          = (*Store)(nil)
 	_ embed.SessionRecordStore = (*Store)(nil)
 	_ embed.SessionStore       = (*Sessions)(nil)
+	_ embed.Directory          = (*Directory)(nil)
 )
 
 // Store implements embed.CatalogStore, embed.UserStore and embed.SessionRecordStore.
@@ -38,8 +40,7 @@ type Store struct {
 	defSeq    int64
 	users     map[userKey]*embed.ExternalUser
 	userSeq   int64
-	counters  map[int64]int64 // places taken under each account's external-user limit
-	internal  map[userKey]embed.InternalUser
+	counters  map[int64]int64                // places taken under each account's external-user limit
 	records   map[string]embed.SessionRecord // by public id
 	retention time.Duration
 }
@@ -51,13 +52,13 @@ type tenantKey struct {
 
 type userKey struct {
 	account int64
-	id      string // an external id, or an internal user's username
+	id      string // an external id
 }
 
 // New returns an empty store.
 func New() *Store {
 	return &Store{settings: map[int64]embed.AccountSettings{}, tenants: map[tenantKey]bool{}, defs: map[string]embed.Definition{},
-		users: map[userKey]*embed.ExternalUser{}, counters: map[int64]int64{}, internal: map[userKey]embed.InternalUser{},
+		users: map[userKey]*embed.ExternalUser{}, counters: map[int64]int64{},
 		records: map[string]embed.SessionRecord{}, retention: embed.DefaultSessionRetention}
 }
 
@@ -67,14 +68,6 @@ func (s *Store) WithSessionRetention(d time.Duration) *Store {
 		s.retention = d
 	}
 	return s
-}
-
-// AddInternalUser puts a user of the identity store, which the real adapter reads and
-// never writes.
-func (s *Store) AddInternalUser(u embed.InternalUser) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.internal[userKey{u.AccountID, u.Username}] = u
 }
 
 // stored is t as MongoDB keeps it: UTC, milliseconds.

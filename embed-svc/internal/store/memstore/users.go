@@ -114,17 +114,6 @@ func (s *Store) ExternalUserCount(_ context.Context, accountID int64) (int64, er
 	return s.counters[accountID], nil
 }
 
-// InternalUser reads a user of the identity store (AddInternalUser).
-func (s *Store) InternalUser(_ context.Context, accountID int64, username string) (embed.InternalUser, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	u, ok := s.internal[userKey{accountID, username}]
-	if !ok {
-		return embed.InternalUser{}, embed.ErrNotFound
-	}
-	return u, nil
-}
-
 // ListTenantUsers lists users with sessions in tenant by id, after afterID, whose
 // external id starts with prefix.
 func (s *Store) ListTenantUsers(_ context.Context, accountID int64, tenant, prefix string, afterID int64, limit int) ([]embed.ExternalUser, error) {

@@ -31,19 +31,18 @@ type Store struct {
 	users       *mongo.Collection
 	counters    *mongo.Collection
 	settings    *mongo.Collection
-	identity    *mongo.Collection
 	externalIDs *mongox.IDAllocator
 	sessions    *mongo.Collection
 	retention   time.Duration
 	sweep       atomic.Bool // the database has no TTL indexes: Sweep removes purged records
 }
 
-// New uses db for embed-svc's records and identityDB's users collection for internal users.
-func New(db, identityDB *mongo.Database) *Store {
+// New keeps embed-svc's records in db.
+func New(db *mongo.Database) *Store {
 	counters := db.Collection("counters")
 	return &Store{
 		tenants: db.Collection("tenants"), defs: db.Collection("definitions"), users: db.Collection("external_users"),
-		counters: counters, settings: db.Collection("account_settings"), identity: identityDB.Collection("users"),
+		counters: counters, settings: db.Collection("account_settings"),
 		externalIDs: mongox.NewIDAllocator(counters, "external_user_ids", 20),
 		sessions:    db.Collection("sessions"), retention: embed.DefaultSessionRetention,
 	}

@@ -201,25 +201,6 @@ func (s *Store) ExternalUserCount(ctx context.Context, accountID int64) (int64, 
 	return doc.Count, wrap(err)
 }
 
-// InternalUser reads a user of the gateway's identity store.
-func (s *Store) InternalUser(ctx context.Context, accountID int64, username string) (embed.InternalUser, error) {
-	var doc struct {
-		ID        int64  `bson:"_id"`
-		AccountID int64  `bson:"accountId"`
-		Username  string `bson:"username"`
-		Email     string `bson:"email"`
-		FirstName string `bson:"firstName"`
-		Picture   string `bson:"picture"`
-		Role      string `bson:"role"`
-	}
-	err := s.identity.FindOne(ctx, bson.D{{Key: "accountId", Value: accountID}, {Key: "username", Value: username}}).Decode(&doc)
-	if err != nil {
-		return embed.InternalUser{}, wrap(err)
-	}
-	return embed.InternalUser{ID: doc.ID, AccountID: doc.AccountID, Username: doc.Username, Email: doc.Email,
-		FirstName: doc.FirstName, Picture: doc.Picture, Role: doc.Role}, nil
-}
-
 // external id starts with prefix (a range on the indexed id: no pattern is evaluated).
 func (s *Store) ListTenantUsers(ctx context.Context, accountID int64, tenant, prefix string, afterID int64, limit int) ([]embed.ExternalUser, error) {
 	f := bson.D{{Key: "accountId", Value: accountID}, {Key: "tenants", Value: tenant}}
