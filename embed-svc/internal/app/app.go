@@ -106,6 +106,7 @@ func New(ctx context.Context, d Deps) (*App, error) {
 		Branches: branches.New(d.NATS, d.BranchTimeout),
 		Signer:   kr, Issuer: d.TokenIssuer, Now: d.Now, Limits: d.Limits, Audit: pub,
 	})
+	svc = embed.LoggingMiddleware(d.Logger)(svc)
 	svc = embed.InstrumentingMiddleware(embed.NewMetrics(d.Registry))(svc)
 	// One router: the embed API and the audit trail's route; 404 and 405 as everywhere.
 	routes := httpx.NewRouter()
