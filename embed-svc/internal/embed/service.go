@@ -6,10 +6,10 @@ package embed
 import (
 	"context"
 	"encoding/json"
-	"github.com/analyticsco/platform/libs/httpx"
 	"time"
 
 	"github.com/analyticsco/platform/embed-svc/token"
+	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
 

@@ -240,3 +240,19 @@ func attributeMap(attrs []AttributeValue) map[string]json.RawMessage {
 	}
 	return out
 }
+
+// claims builds the embed token's claims (the contract with the gateway's verifier) for
+// a session exchanged at now.
+func (s *service) claims(sess Session, now, exp time.Time) token.Claims {
+	set, _ := json.Marshal(sess.Settings)
+	c := token.Claims{
+		Issuer: s.d.Issuer, Audience: token.Audience, Subject: sess.Subject(), SessionID: sess.SID, RecordID: sess.RecordID,
+		AccountID: sess.AccountID, DeploymentID: sess.DeploymentID, Branch: sess.Branch, Tenant: sess.Tenant,
+		CreatorMode: sess.CreatorMode, Internal: sess.User.Kind == "internal", Settings: set,
+		IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(exp), ID: NewSessionID(),
+	}
+	if c.Internal {
+		c.UserID = sess.User.ID
+	}
+	return c
+}

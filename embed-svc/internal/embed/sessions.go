@@ -3,13 +3,13 @@ package embed
 import (
 	"context"
 	"encoding/base64"
-	"github.com/analyticsco/platform/libs/httpx"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
 

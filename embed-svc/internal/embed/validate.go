@@ -19,8 +19,9 @@ func ValidTenantName(name string) bool { return tenantNamePattern.MatchString(na
 
 const maxNameLen = 255
 
-// validateStatic checks every rule that needs no stored state. It returns the
-// normalized external id ("" for an internal user).
+// validateStatic checks every rule that needs no stored state, in the order a client
+// reads the answer by: who the session is for, then the request's shape, then its
+// lists. It returns the normalized external id ("" for an internal user).
 func validateStatic(req *GenerateSessionRequest) (string, error) {
 	if req.DeploymentID == nil {
 		return "", invalid("deploymentId is required")
@@ -28,20 +29,25 @@ func validateStatic(req *GenerateSessionRequest) (string, error) {
 	if *req.DeploymentID <= 0 {
 		return "", invalid("deploymentId must be a positive integer")
 	}
+	externalID, err := validateUser(req)
+	if err != nil {
+		return "", err
+	}
+	if err := validateShape(req); err != nil {
+		return "", err
+	}
+	return externalID, validateLists(req)
+}
+
+// validateUser checks who the session is for: exactly one of externalId (normalized:
+// trimmed, lower-case) and internalId, and for an internal user none of what only an
+// external user has (named in a fixed order, so the message is always the same).
+func validateUser(req *GenerateSessionRequest) (string, error) {
 	hasExt, hasInt := req.ExternalID != nil, req.InternalID != nil
 	if hasExt == hasInt {
 		return "", invalid("exactly one of externalId and internalId is required")
 	}
-	var externalID string
-	if hasExt {
-		externalID = strings.ToLower(strings.TrimSpace(*req.ExternalID))
-		if externalID == "" {
-			return "", invalid("externalId must not be empty")
-		}
-		if len(externalID) > maxNameLen {
-			return "", invalid("externalId must be at most %d characters", maxNameLen)
-		}
-	} else {
+	if hasInt {
 		if strings.TrimSpace(*req.InternalID) == "" {
 			return "", invalid("internalId must not be empty")
 		}
@@ -57,79 +63,101 @@ func validateStatic(req *GenerateSessionRequest) (string, error) {
 				return "", invalid("%s is not allowed with internalId: the internal user's own permissions apply", f.field)
 			}
 		}
+		if req.Email != nil {
+			return "", invalid("email is only allowed with externalId")
+		}
+		return "", nil
 	}
-	if req.Email != nil && !hasExt {
-		return "", invalid("email is only allowed with externalId")
+	externalID := strings.ToLower(strings.TrimSpace(*req.ExternalID))
+	if externalID == "" {
+		return "", invalid("externalId must not be empty")
 	}
+	if len(externalID) > maxNameLen {
+		return "", invalid("externalId must be at most %d characters", maxNameLen)
+	}
+	return externalID, nil
+}
+
+// validateShape checks the single values: email, securityContext, the tenant name, what
+// definitions need, the profile and the branch name.
+func validateShape(req *GenerateSessionRequest) error {
 	if req.Email != nil && len(*req.Email) > maxNameLen {
-		return "", invalid("email must be at most %d characters", maxNameLen)
+		return invalid("email must be at most %d characters", maxNameLen)
 	}
 	if req.SecurityContext != nil {
 		trimmed := bytes.TrimSpace(req.SecurityContext)
 		if len(trimmed) == 0 || trimmed[0] != '{' {
-			return "", invalid("securityContext must be an object")
+			return invalid("securityContext must be an object")
 		}
 	}
 	if req.EmbedTenantName != nil && !ValidTenantName(*req.EmbedTenantName) {
-		return "", invalid("embedTenantName %q is invalid: lowercase, 5 to 36 characters, starting with a letter, ending with a letter or digit, only a-z, 0-9 and -", *req.EmbedTenantName)
+		return invalid("embedTenantName %q is invalid: lowercase, 5 to 36 characters, starting with a letter, ending with a letter or digit, only a-z, 0-9 and -", *req.EmbedTenantName)
 	}
 	hasDefs := req.GroupDefinitions != nil || req.UserAttributeDefinitions != nil
 	if hasDefs && (req.CreatorMode == nil || !*req.CreatorMode) {
-		return "", invalid("groupDefinitions and userAttributeDefinitions require creatorMode: true")
+		return invalid("groupDefinitions and userAttributeDefinitions require creatorMode: true")
 	}
 	if hasDefs && req.EmbedTenantName == nil {
-		return "", invalid("groupDefinitions and userAttributeDefinitions require embedTenantName")
+		return invalid("groupDefinitions and userAttributeDefinitions require embedTenantName")
 	}
 	if p := req.UserProfile; p != nil {
 		if p.DisplayName != nil && len(*p.DisplayName) > maxNameLen {
-			return "", invalid("userProfile.displayName must be at most %d characters", maxNameLen)
+			return invalid("userProfile.displayName must be at most %d characters", maxNameLen)
 		}
 		if p.Picture != nil && !absoluteHTTPURL(*p.Picture) {
-			return "", invalid("userProfile.picture must be an absolute http:// or https:// URL")
+			return invalid("userProfile.picture must be an absolute http:// or https:// URL")
 		}
 	}
 	if req.BranchName != nil && strings.TrimSpace(*req.BranchName) == "" {
-		return "", invalid("branchName must not be empty")
+		return invalid("branchName must not be empty")
 	}
+	return nil
+}
+
+// validateLists checks groups, userAttributes and the two definition arrays: names
+// unique and present, values of an attribute type, definitions well formed.
+func validateLists(req *GenerateSessionRequest) error {
 	if err := uniqueNames("groups", req.Groups, func(s string) string { return s }); err != nil {
-		return "", err
+		return err
 	}
 	for _, g := range req.Groups {
 		if g == "" {
-			return "", invalid("groups must not contain an empty name")
+			return invalid("groups must not contain an empty name")
 		}
 	}
 	if err := uniqueNames("userAttributes", req.UserAttributes, func(a AttributeValue) string { return a.Name }); err != nil {
-		return "", err
+		return err
 	}
 	for _, a := range req.UserAttributes {
 		if a.Name == "" {
-			return "", invalid("userAttributes: name is required")
+			return invalid("userAttributes: name is required")
 		}
 		if len(a.Value) == 0 {
-			return "", invalid("userAttributes %q: value is required (null clears it)", a.Name)
+			return invalid("userAttributes %q: value is required (null clears it)", a.Name)
 		}
 		if _, ok := valueType(a.Value); !ok {
-			return "", invalid("userAttributes %q: value must be a string, a number, an array of strings, an array of numbers or null", a.Name)
+			return invalid("userAttributes %q: value must be a string, a number, an array of strings, an array of numbers or null", a.Name)
 		}
 	}
-	if err := uniqueNames("groupDefinitions", req.GroupDefinitions, func(d DefinitionInput) string { return d.Name }); err != nil {
-		return "", err
-	}
-	if err := uniqueNames("userAttributeDefinitions", req.UserAttributeDefinitions, func(d DefinitionInput) string { return d.Name }); err != nil {
-		return "", err
+	for _, defs := range []struct {
+		field string
+		list  []DefinitionInput
+	}{{"groupDefinitions", req.GroupDefinitions}, {"userAttributeDefinitions", req.UserAttributeDefinitions}} {
+		if err := uniqueNames(defs.field, defs.list, func(d DefinitionInput) string { return d.Name }); err != nil {
+			return err
+		}
 	}
 	for _, d := range req.GroupDefinitions {
 		if err := ValidateDefinition(KindGroup, d, "groupDefinitions"); err != nil {
-			return "", err
+			return err
 		}
 	}
 	for _, d := range req.UserAttributeDefinitions {
 		if err := ValidateDefinition(KindAttribute, d, "userAttributeDefinitions"); err != nil {
-			return "", err
+			return err
 		}
 	}
-	return externalID, nil
+	return nil
 }
 
 // ValidateDefinition checks one definition input; field names the array or body.
