@@ -16,6 +16,10 @@ import (
 // MaxPageSize bounds `first`.
 const MaxPageSize = httpx.MaxPage
 
+// badFirst is the platform's one answer to a `first` out of bounds (the transport
+// refuses it first; the service holds the same bound for any caller).
+func badFirst(first int) error { return invalid("%s", httpx.BadFirstMessage(strconv.Itoa(first))) }
+
 // requireCatalogAdmin: tenant-scoped catalogs need an admin's account API key; the
 // account-wide catalog also accepts an admin's bearer token.
 func requireCatalogAdmin(p *identity.Principal, scope string) error {
@@ -54,7 +58,7 @@ func (s *service) ListDefinitions(ctx context.Context, p *identity.Principal, q 
 		return DefinitionPage{}, err
 	}
 	if q.First < 1 || q.First > MaxPageSize {
-		return DefinitionPage{}, invalid("first must be an integer from 1 to %d, not %q", MaxPageSize, strconv.Itoa(q.First))
+		return DefinitionPage{}, badFirst(q.First)
 	}
 	if q.After != "" {
 		id, ok := DecodeCursor(q.After)

@@ -158,8 +158,6 @@ func validPublicID(s string) bool {
 	return true
 }
 
-// requireRevoker is the spec's revoke rule: an admin (any admin API key, an admin's
-// bearer token, or an internal admin's embed token) of an account with embedding on.
 // requireRevoker is the rule of who may revoke and manage sessions (the spec's
 // Authentication 4): an admin principal (any API key of an admin, an admin's bearer
 // token, an internal admin's embed token), on an account with embedding. The gateway
@@ -195,7 +193,7 @@ func (s *service) ListSessions(ctx context.Context, p *identity.Principal, q Ses
 		return SessionPage{}, err
 	}
 	if q.First < 1 || q.First > MaxPageSize {
-		return SessionPage{}, invalid("first must be an integer from 1 to %d, not %q", MaxPageSize, strconv.Itoa(q.First))
+		return SessionPage{}, badFirst(q.First)
 	}
 	switch q.State {
 	case "", StatePending, StateActive, StateRevoked, StateExpired:

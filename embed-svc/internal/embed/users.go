@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -97,7 +98,7 @@ func (s *service) ListTenantUsers(ctx context.Context, p *identity.Principal, te
 		return UserPage{}, err
 	}
 	if q.First < 1 || q.First > MaxPageSize {
-		return UserPage{}, invalid("first must be an integer from 1 to %d, not %q", MaxPageSize, strconv.Itoa(q.First))
+		return UserPage{}, badFirst(q.First)
 	}
 	if len(q.Q) > 256 {
 		return UserPage{}, invalid("q is at most 256 characters")
@@ -137,22 +138,13 @@ func (s *service) tenantUser(ctx context.Context, accountID int64, tenant, exter
 		return ExternalUser{}, notFound("user %q not found in embed tenant %q", externalID, tenant)
 	}
 	u, err := s.d.Users.ExternalUser(ctx, accountID, ext)
-	if errors.Is(err, ErrNotFound) || (err == nil && !containsString(u.Tenants, tenant)) {
+	if errors.Is(err, ErrNotFound) || (err == nil && !slices.Contains(u.Tenants, tenant)) {
 		return ExternalUser{}, notFound("user %q not found in embed tenant %q", externalID, tenant)
 	}
 	if err != nil {
 		return ExternalUser{}, storeErr(err)
 	}
 	return u, nil
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // GetTenantUser returns one user of the tenant with its memberships and values.

@@ -267,19 +267,6 @@ func (k *Keyring) Sign(ctx context.Context, claims jwt.Claims) (string, error) {
 	return tok.SignedString(sk.private)
 }
 
-// CurrentKeyID is the id of the key that signs now.
-func (k *Keyring) CurrentKeyID(ctx context.Context) (string, error) {
-	keys, err := k.current(ctx)
-	if err != nil {
-		return "", err
-	}
-	sk, ok := signingKey(keys, k.o.Now())
-	if !ok {
-		return "", errors.New("no active signing key")
-	}
-	return sk.ID, nil
-}
-
 // JWKS lists the pending key(s), the signing key, and retired keys whose tokens may
 // still be live.
 func (k *Keyring) JWKS(ctx context.Context) (embed.JWKSet, error) {

@@ -204,7 +204,10 @@ func (b *bufferPool) Get() *[]byte {
 
 func (b *bufferPool) Put(buf *[]byte) { b.p.Put(buf) }
 
-// ServeHTTP handles one request.
+// ServeHTTP handles one request. It is one function on purpose (past 80 lines): it is the
+// hot path of every request, read top to bottom as the pipeline it is (route, body
+// limits, authentication, rate limit, signed identity, proxy), and its deferred metrics,
+// span and log see every early return.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rid := server.RequestID(r)
