@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -160,6 +161,12 @@ func TestEmbedService(t *testing.T) {
 		// GET/PUT /api/v1/embed/settings: the account-wide layer, by the account's admins
 		// (issue 11), with the layering above applied to the next sessions.
 		t.Run("account-settings-api", func(t *testing.T) {
+			// The layer the operator command sets, as the subtest before leaves it: set here
+			// too, so this subtest passes alone.
+			off, de, tz := false, "de-DE", "Europe/Berlin"
+			if err := e.app.Store.SetAccountSettings(context.Background(), globex.ID, embed.AccountSettings{AllowAI: &off, Locale: &de, Timezone: &tz}); err != nil {
+				t.Fatal(err)
+			}
 			gadmin := bearer(globex.Users["admin"].Bearer)
 			get := func(auth string) map[string]any {
 				t.Helper()
@@ -235,7 +242,7 @@ func TestEmbedService(t *testing.T) {
 		t.Run("catalogs", func(t *testing.T) { t.Parallel(); testCatalogs(t, e) })
 		t.Run("service-requires-gateway-identity", func(t *testing.T) {
 			t.Parallel()
-			r := call(t, "POST", e.svcURL+"/api/v1/embed/generate-session", "", map[string]any{"deploymentId": dep, "externalId": "x"})
+			r := direct(t, e.svcURL, "POST", "/api/v1/embed/generate-session", map[string]any{"deploymentId": dep, "externalId": "x"})
 			if r.Status != 401 {
 				t.Fatalf("direct call without identity = %d", r.Status)
 			}
@@ -243,18 +250,37 @@ func TestEmbedService(t *testing.T) {
 	})
 
 	t.Run("metrics", func(t *testing.T) {
-		if r := call(t, "GET", e.svcURL+"/metrics", "", nil); r.Status != 401 || strings.Contains(string(r.Body), "embed_svc") {
+		if r := direct(t, e.svcURL, "GET", "/metrics", nil); r.Status != 401 || strings.Contains(string(r.Body), "embed_svc") {
 			t.Fatalf("public /metrics = %d, want 401 like any path without an identity (metrics are on the internal listener)", r.Status)
 		}
-		r := call(t, "GET", e.internalURL+"/metrics", "", nil)
-		body := string(r.Body)
-		for _, want := range []string{`embed_svc_sessions_minted_total{user="external"}`, "embed_svc_sessions_revoked_total", `embed_svc_session_exchanges_total{outcome="ok"}`, `embed_svc_session_exchanges_total{outcome="rejected"}`} {
-			if !strings.Contains(body, want) {
-				t.Fatalf("metrics lack %s", want)
+		counters := func() map[string]float64 {
+			out := map[string]float64{}
+			for _, line := range strings.Split(string(direct(t, e.internalURL, "GET", "/metrics", nil).Body), "\n") {
+				if name, value, ok := strings.Cut(line, " "); ok && strings.HasPrefix(name, "embed_svc_session") {
+					out[name], _ = strconv.ParseFloat(value, 64)
+				}
 			}
+			return out
 		}
-		if strings.Contains(body, `embed_svc_sessions_minted_total{user="external"} 0`) {
-			t.Fatal("no mint was counted")
+		before := counters()
+		// What this subtest does itself is counted, whatever ran before it.
+		id := e.mint(t, map[string]any{"deploymentId": dep, "externalId": uid("metrics")})
+		e.exchange(t, id)
+		if r := e.do(t, "POST", "/api/v1/embed/session/exchange", "", map[string]any{"sessionId": id}); r.Status != 401 {
+			t.Fatalf("second exchange = %d", r.Status)
+		}
+		if r := e.do(t, "POST", "/api/v1/embed/session/revoke", adminKey, map[string]any{"sessionId": id}); r.Status != 204 {
+			t.Fatalf("revoke = %d", r.Status)
+		}
+		after := counters()
+		for _, name := range []string{`embed_svc_sessions_minted_total{user="external"}`, "embed_svc_sessions_revoked_total",
+			`embed_svc_session_exchanges_total{outcome="ok"}`, `embed_svc_session_exchanges_total{outcome="rejected"}`} {
+			if _, ok := after[name]; !ok {
+				t.Fatalf("metrics lack %s: %v", name, after)
+			}
+			if after[name] < before[name]+1 {
+				t.Errorf("%s went from %v to %v, want at least one more", name, before[name], after[name])
+			}
 		}
 	})
 
@@ -512,7 +538,7 @@ func testExchange(t *testing.T, e *env) {
 	var ok, unauthorized atomic.Int64
 	bodies := make([]string, 50)
 	parallel(50, func(i int) {
-		r := call(t, "POST", e.gw.URL+"/api/v1/embed/session/exchange", "", map[string]any{"sessionId": id})
+		r := e.api.Do("POST", "/api/v1/embed/session/exchange", "", map[string]any{"sessionId": id})
 		switch r.Status {
 		case 200:
 			ok.Add(1)
