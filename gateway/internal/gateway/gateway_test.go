@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/analyticsco/platform/libs/httpx"
 	"io"
 	"net"
 	"net/http"
@@ -18,10 +17,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/analyticsco/platform/devstack/apitest"
 	"github.com/analyticsco/platform/gateway/internal/credentials"
 	"github.com/analyticsco/platform/gateway/internal/gateway"
 	"github.com/analyticsco/platform/gateway/internal/platformctl"
 	"github.com/analyticsco/platform/gateway/internal/store"
+	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -246,17 +247,13 @@ func TestClientIdentityHeadersAreStripped(t *testing.T) {
 	// And a service reached directly, bypassing the gateway, refuses a missing or
 	// tampered identity.
 	for _, hv := range []string{"", forged + "x", strings.Replace(forged, ".", "x.", 1)} {
-		req, _ := http.NewRequest("GET", h.upstream["workspace-svc"].URL+path, nil)
+		svc := apitest.New(h.upstream["workspace-svc"].URL)
+		req, _ := svc.Request("GET", path, "", nil)
 		if hv != "" {
 			req.Header.Set(identity.Header, hv)
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 401 {
-			t.Fatalf("service without a valid identity: %d, want 401", resp.StatusCode)
+		if r := svc.Send(t, req); r.Status != 401 {
+			t.Fatalf("service without a valid identity: %d, want 401", r.Status)
 		}
 	}
 }
