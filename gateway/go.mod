@@ -96,3 +96,8 @@ require (
 	github.com/redis/go-redis/v9 v9.23.0
 	go.opentelemetry.io/otel/sdk v1.47.0
 )
+
+// The contracts embed-svc publishes: its token claims and revocation markers.
+require github.com/analyticsco/platform/embed-svc v0.0.0
+
+replace github.com/analyticsco/platform/embed-svc => ../embed-svc

@@ -5,24 +5,17 @@
 //     mongosh "mongodb://admin@mongo-0.example.net/?replicaSet=rs0&tls=true" deploy/mongodb/users.js
 // then put each user's URI in platform-secrets (MONGODB_URI_GATEWAY, …). docker compose runs this
 // file at MongoDB's first start (docker-entrypoint-initdb.d), with the passwords from .env. A process's
-// user reaches its own database only; embed-svc reads the gateway's users (internalId
-// lookups) and nothing else of the identity database, and owns the audit trail's database
+// user reaches its own database only: embed-svc asks the gateway for what it needs of the
+// identity database (the identity lookup over NATS), and owns the audit trail's database
 // (audit). Every service keeps its audit outbox in its own database. The dbt worker, which runs
 // untrusted repositories, shares dbtsync-svc's database and user.
 const users = [
   { user: 'platform-gateway', pwd: process.env.GATEWAY_PW, roles: [{ role: 'readWrite', db: 'identity' }] },
   { user: 'platform-workspace', pwd: process.env.WORKSPACE_PW, roles: [{ role: 'readWrite', db: 'workspace' }] },
-  { user: 'platform-embed', pwd: process.env.EMBED_PW, roles: [{ role: 'readWrite', db: 'embed' }, { role: 'readWrite', db: 'audit' }, { role: 'identityUsersRead', db: 'admin' }] },
+  { user: 'platform-embed', pwd: process.env.EMBED_PW, roles: [{ role: 'readWrite', db: 'embed' }, { role: 'readWrite', db: 'audit' }] },
   { user: 'platform-dbtsync', pwd: process.env.DBTSYNC_PW, roles: [{ role: 'readWrite', db: 'dbtsync' }] },
 ];
 const admin = db.getSiblingDB('admin');
-if (!admin.getRole('identityUsersRead')) {
-  admin.createRole({
-    role: 'identityUsersRead',
-    privileges: [{ resource: { db: 'identity', collection: 'users' }, actions: ['find'] }],
-    roles: [],
-  });
-}
 for (const u of users) {
   if (!u.pwd) throw new Error('missing password for ' + u.user);
   if (admin.getUser(u.user)) {
@@ -30,4 +23,9 @@ for (const u of users) {
   } else {
     admin.createUser(u);
   }
+}
+// Earlier versions let embed-svc read identity.users through this role; the users above no
+// longer hold it, and it goes.
+if (admin.getRole('identityUsersRead')) {
+  admin.dropRole('identityUsersRead');
 }

@@ -77,7 +77,9 @@ type Options struct {
 	// RedisURL turns on embed tokens (verified against EmbedJWKSURL, default the embed-svc
 	// upstream's JWKS, with revocations in Redis); without it the gateway's Redis is a
 	// closed port and no rate limit applies.
-	RedisURL     string
+	RedisURL string
+	// NATSURL is where the gateway answers the services' identity lookups (embed-svc's
+	// generate-session asks them); without it the gateway's NATS is a closed port.
 	NATSURL      string
 	EmbedJWKSURL string
 	EmbedIssuer  string // default https://embed.platform.local
@@ -129,14 +131,11 @@ func Start(t testing.TB, o Options) *Stack {
 		"MONGODB_URI=" + o.MongoURI, "MONGODB_DATABASE=" + o.Database, "IDENTITY_SIGNING_KEY=" + o.SigningKey,
 		"AUTH_JWT_PUBLIC_KEYS_FILE=" + public, "AUTH_JWT_ISSUER=" + issuer, "AUTH_JWT_AUDIENCE=" + audience,
 		"AUTH_REVOCATION_POLL=200ms", "UPSTREAM_DIAL_TIMEOUT=1s",
-		"REDIS_URL=" + cmpOr(o.RedisURL, "redis://127.0.0.1:1/0"),
+		"REDIS_URL=" + cmpOr(o.RedisURL, "redis://127.0.0.1:1/0"), "NATS_URL=" + cmpOr(o.NATSURL, "nats://127.0.0.1:1"),
 		"EMBED_TOKEN_ISSUER=" + cmpOr(o.EmbedIssuer, "https://embed.platform.local"),
 	}
 	if o.RedisURL == "" { // nothing to count on
 		env = append(env, "RATE_LIMIT_GENERATE_SESSION=0", "RATE_LIMIT_EXCHANGE=0", "AUTH_FAILURE_LIMIT=0")
-	}
-	if o.NATSURL != "" {
-		env = append(env, "NATS_URL="+o.NATSURL)
 	}
 	if o.EmbedJWKSURL != "" {
 		env = append(env, "EMBED_JWKS_URL="+o.EmbedJWKSURL)

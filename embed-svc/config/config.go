@@ -15,15 +15,15 @@ type Config struct {
 	InternalAddr            string        `env:"INTERNAL_ADDR" default:"127.0.0.1:9082" help:"internal listen address: /healthz, /readyz and /metrics for probes and Prometheus"`
 	MongoURI                string        `env:"MONGODB_URI" default:"mongodb://127.0.0.1:27018/" secret:"true" help:"MongoDB connection string (may hold a password)"`
 	MongoDatabase           string        `env:"MONGODB_DATABASE" default:"embed" help:"database owned by embed-svc"`
-	IdentityMongoDatabase   string        `env:"IDENTITY_MONGODB_DATABASE" default:"identity" help:"the gateway's identity database; embed-svc reads its users collection (internalId lookups), read-only"`
 	RedisURL                string        `env:"REDIS_URL" default:"redis://127.0.0.1:6380/0" secret:"true" help:"Redis for single-use session ids and revocations (may hold a password)"`
-	NATSURL                 string        `env:"NATS_URL" default:"nats://127.0.0.1:4223" secret:"true" help:"NATS, for the branch resolver of dbtsync-svc (outside the local stack it carries the user and password: nats://user:password@host:4222)"`
+	NATSURL                 string        `env:"NATS_URL" default:"nats://127.0.0.1:4223" secret:"true" help:"NATS, for the branch resolver of dbtsync-svc, the identity lookups the gateway answers and the audit trail (outside the local stack it carries the user and password: nats://user:password@host:4222)"`
 	IdentitySigningKey      string        `env:"IDENTITY_SIGNING_KEY" required:"true" secret:"true" help:"this service's own forwarded-identity key (platformctl identity-key --service embed-svc: svc:embed-svc:...), or the gateway's key; verifies the identity the gateway forwards"`
 	KeyEncryptionKey        string        `env:"EMBED_KEY_ENCRYPTION_KEY" required:"true" secret:"true" help:"base64 32-byte AES-256-GCM keys, comma-separated, encrypting the embed token signing keys stored in MongoDB: the first seals, all open; keys are re-sealed under the first at load (rotation: README)"`
 	TokenIssuer             string        `env:"EMBED_TOKEN_ISSUER" default:"https://embed.platform.local" help:"iss claim of embed tokens; the gateway expects the same value"`
 	KeyPublishDelay         time.Duration `env:"EMBED_KEY_PUBLISH_DELAY" default:"10m" help:"after rotate-keys, how long a new key is published in the JWKS before it signs; keep above the gateway's JWKS refresh"`
 	KeyRefresh              time.Duration `env:"EMBED_KEY_REFRESH" default:"30s" help:"how often a replica reloads the signing keys from MongoDB"`
 	BranchResolveTimeout    time.Duration `env:"BRANCH_RESOLVE_TIMEOUT" default:"2s" help:"how long generate-session waits for dbtsync-svc's branch resolver"`
+	IdentityLookupTimeout   time.Duration `env:"IDENTITY_LOOKUP_TIMEOUT" default:"2s" help:"how long generate-session waits for the gateway's answer to an identity lookup (whose a deployment is, an internal user); past it the answer is 503"`
 	MaxSecurityContextBytes int           `env:"EMBED_MAX_SECURITY_CONTEXT_BYTES" default:"16384" help:"largest securityContext of a generate-session request, as sent; larger is 413"`
 	MaxSecurityContextDepth int           `env:"EMBED_MAX_SECURITY_CONTEXT_DEPTH" default:"32" help:"deepest nesting of objects and arrays in a securityContext; deeper is 400"`
 	MaxArrayEntries         int           `env:"EMBED_MAX_ARRAY_ENTRIES" default:"1000" help:"most entries of groups, userAttributes and each definitions array of a generate-session request; more is 400"`

@@ -25,6 +25,7 @@ type Config struct {
 	JWKSRefresh              time.Duration   `env:"AUTH_JWKS_REFRESH" default:"5m" help:"how often AUTH_JWKS_URL is fetched again (an unknown kid also triggers a fetch)"`
 	AuthCacheTTL             time.Duration   `env:"AUTH_CACHE_TTL" default:"30s" help:"how long a verified credential is cached (never past its expiry; key revocations are picked up within AUTH_REVOCATION_POLL)"`
 	RevocationPoll           time.Duration   `env:"AUTH_REVOCATION_POLL" default:"1s" help:"how often the gateway looks for revoked API keys and changed users"`
+	NATSURL                  string          `env:"NATS_URL" default:"nats://127.0.0.1:4223" secret:"true" help:"NATS, where the gateway answers the services' identity lookups (a deployment's account and production branch, a user of an account) from its identity store (outside the local stack it carries the user and password: nats://user:password@host:4222)"`
 	RedisURL                 string          `env:"REDIS_URL" default:"redis://127.0.0.1:6380/0" secret:"true" help:"Redis holding embed-session revocations, checked on every embed-token request (may hold a password)"`
 	EmbedTokenIssuer         string          `env:"EMBED_TOKEN_ISSUER" default:"https://embed.platform.local" help:"required iss of embed session tokens (must match embed-svc)"`
 	EmbedJWKSURL             string          `env:"EMBED_JWKS_URL" help:"JWKS of embed session tokens; default EMBED_URL + /api/v1/embed/.well-known/jwks.json"`

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/analyticsco/platform/embed-svc/revocation"
 )
 
 type exchanged struct {
@@ -664,10 +666,10 @@ var revokeRules = []rule{
 		opt, _ := redis.ParseURL(p.s.Redis.URL)
 		rdb := redis.NewClient(opt)
 		defer rdb.Close()
-		if n, err := rdb.Exists(ctx, "embed:revoked:"+sid(id)).Result(); err != nil || n != 1 {
+		if n, err := rdb.Exists(ctx, revocation.SessionKey(sid(id))).Result(); err != nil || n != 1 {
 			t.Fatalf("the session's revocation marker: %d %v", n, err)
 		}
-		keys, _ := rdb.Keys(ctx, "embed:revoked:*").Result()
+		keys, _ := rdb.Keys(ctx, revocation.SessionPrefix+"*").Result()
 		for _, k := range keys {
 			if strings.Contains(k, dt.TokenID) {
 				t.Errorf("the data-API token %s was revoked with the session (%s)", dt.TokenID, k)

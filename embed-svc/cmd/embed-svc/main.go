@@ -33,6 +33,7 @@ import (
 	"github.com/analyticsco/platform/libs/obs"
 	"github.com/analyticsco/platform/libs/redisx"
 	"github.com/analyticsco/platform/libs/server"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 const serviceName = "embed-svc"
@@ -92,9 +93,7 @@ func run() error {
 	defer nc.Drain()
 	natsMetrics.Track(nc)
 
-	d := deps(cfg, proc, signer, client, rdb, nc)
-	d.Registry = registry
-	a, err := app.New(proc.Ctx, d)
+	a, err := app.New(proc.Ctx, deps(cfg, proc, registry, signer, client, rdb, nc))
 	if err != nil {
 		return err
 	}
@@ -103,12 +102,13 @@ func run() error {
 		server.Listener{Name: "internal", Addr: cfg.InternalAddr, Handler: a.Internal})
 }
 
-func deps(cfg config.Config, proc *server.Process, signer *identity.Signer, client *mongo.Client, rdb *redis.Client, nc *nats.Conn) app.Deps {
+// deps is the configuration and the connections as the service's wiring takes them.
+func deps(cfg config.Config, proc *server.Process, registry *prometheus.Registry, signer *identity.Signer, client *mongo.Client, rdb *redis.Client, nc *nats.Conn) app.Deps {
 	return app.Deps{
-		Logger: proc.Logger, Signer: signer, Mongo: client, Database: cfg.MongoDatabase, IdentityDatabase: cfg.IdentityMongoDatabase,
+		Logger: proc.Logger, Registry: registry, Signer: signer, Mongo: client, Database: cfg.MongoDatabase,
 		Redis: rdb, NATS: nc, KeyEncryptionKey: cfg.KeyEncryptionKey, TokenIssuer: cfg.TokenIssuer,
 		KeyPublishDelay: cfg.KeyPublishDelay, KeyRefresh: cfg.KeyRefresh, BranchTimeout: cfg.BranchResolveTimeout,
-		Registry: obs.NewRegistry(),
+		IdentityTimeout: cfg.IdentityLookupTimeout,
 		Limits: embed.Limits{SecurityContextBytes: cfg.MaxSecurityContextBytes, SecurityContextDepth: cfg.MaxSecurityContextDepth, ArrayEntries: cfg.MaxArrayEntries,
 			DefinitionsPerScope: cfg.MaxDefinitionsPerScope, TenantsPerAccount: cfg.MaxTenantsPerAccount},
 		SessionRetention: cfg.SessionRetention,
@@ -238,7 +238,7 @@ func accountSettings(args []string) error {
 		return err
 	}
 	defer func() { _ = client.Disconnect(context.Background()) }()
-	st := mongostore.New(client.Database(cfg.MongoDatabase), client.Database(cfg.IdentityMongoDatabase))
+	st := mongostore.New(client.Database(cfg.MongoDatabase))
 	if err := st.SetAccountSettings(ctx, *account, s); err != nil {
 		return err
 	}

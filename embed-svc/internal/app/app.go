@@ -1,5 +1,5 @@
-// Package app wires embed-svc: the stores, the keyring, the branch resolver and the
-// service behind its HTTP transport. main and the black-box tests build the same thing.
+// Package app wires embed-svc: the stores, the keyring, the branch resolver, the identity
+// lookups and the service behind its HTTP transport. main and the black-box tests build the same thing.
 package app
 
 import (
@@ -15,12 +15,14 @@ import (
 
 	"github.com/analyticsco/platform/embed-svc/internal/audit"
 	"github.com/analyticsco/platform/embed-svc/internal/branches"
+	"github.com/analyticsco/platform/embed-svc/internal/directory"
 	"github.com/analyticsco/platform/embed-svc/internal/embed"
 	"github.com/analyticsco/platform/embed-svc/internal/keys"
 	"github.com/analyticsco/platform/embed-svc/internal/store/auditstore"
 	"github.com/analyticsco/platform/embed-svc/internal/store/mongostore"
 	"github.com/analyticsco/platform/embed-svc/internal/store/redisstore"
 	libaudit "github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/server"
 )
@@ -32,7 +34,6 @@ type Deps struct {
 	Signer           *identity.Signer // verifies the gateway's forwarded identity
 	Mongo            *mongo.Client
 	Database         string // embed-svc's own database
-	IdentityDatabase string // the gateway's identity store, read-only
 	Redis            redis.UniversalClient
 	NATS             *nats.Conn
 	KeyEncryptionKey string
@@ -40,6 +41,7 @@ type Deps struct {
 	KeyPublishDelay  time.Duration
 	KeyRefresh       time.Duration
 	BranchTimeout    time.Duration
+	IdentityTimeout  time.Duration    // the identity lookups the gateway answers (0: 2s)
 	SessionRetention time.Duration    // 0: embed.DefaultSessionRetention
 	Now              func() time.Time // nil: time.Now
 	Limits           embed.Limits     // zero fields: embed.DefaultLimits
@@ -69,7 +71,7 @@ type App struct {
 // New wires the service, creating indexes and a first signing key when needed.
 func New(ctx context.Context, d Deps) (*App, error) {
 	db := d.Mongo.Database(d.Database)
-	st := mongostore.New(db, d.Mongo.Database(d.IdentityDatabase))
+	st := mongostore.New(db)
 	st.WithSessionRetention(d.SessionRetention)
 	// Purged session records go, where the database has no TTL indexes.
 	go st.Sweep(ctx)
@@ -100,16 +102,21 @@ func New(ctx context.Context, d Deps) (*App, error) {
 		return nil, err
 	}
 	svc := embed.NewService(embed.Deps{
-		Catalog: st, Users: st, Sessions: sessions, Records: st, Branches: branches.New(d.NATS, d.BranchTimeout),
-		Signer: kr, Issuer: d.TokenIssuer, Now: d.Now, Limits: d.Limits, Audit: pub,
+		Catalog: st, Users: st, Directory: directory.New(d.NATS, d.IdentityTimeout), Sessions: sessions, Records: st,
+		Branches: branches.New(d.NATS, d.BranchTimeout),
+		Signer:   kr, Issuer: d.TokenIssuer, Now: d.Now, Limits: d.Limits, Audit: pub,
 	})
+	svc = embed.LoggingMiddleware(d.Logger)(svc)
 	svc = embed.InstrumentingMiddleware(embed.NewMetrics(d.Registry))(svc)
-	api := audit.NewHTTPHandler(audit.NewService(trail), d.Logger, embed.NewHTTPHandler(embed.MakeEndpoints(svc), d.Logger))
+	// One router: the embed API and the audit trail's route; 404 and 405 as everywhere.
+	routes := httpx.NewRouter()
+	embed.RegisterRoutes(routes, embed.MakeEndpoints(svc), d.Logger)
+	audit.RegisterRoutes(routes, audit.NewService(trail), d.Logger)
 	o := server.Options{
 		Service:  "embed-svc",
 		Logger:   d.Logger,
 		Registry: d.Registry,
-		API:      identity.Require(d.Signer.ForService("embed-svc"), api),
+		API:      identity.Require(d.Signer.ForService("embed-svc"), embed.LimitBodies(routes)),
 		Checks: []server.Check{
 			{Name: "mongodb", Check: func(ctx context.Context) error { return d.Mongo.Ping(ctx, nil) }},
 			{Name: "redis", Check: func(ctx context.Context) error { return d.Redis.Ping(ctx).Err() }},

@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/base64"
@@ -9,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -23,6 +21,7 @@ import (
 
 	"github.com/analyticsco/platform/dbtsync-svc/client"
 	"github.com/analyticsco/platform/devstack"
+	"github.com/analyticsco/platform/devstack/apitest"
 	"github.com/analyticsco/platform/devstack/gatewaytest"
 	"github.com/analyticsco/platform/embed-svc/internal/app"
 	"github.com/analyticsco/platform/libs/identity"
@@ -38,14 +37,19 @@ type clock struct{ offset atomic.Int64 }
 func (c *clock) Now() time.Time          { return time.Now().Add(time.Duration(c.offset.Load())) }
 func (c *clock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
 
-// redisCounter counts the commands a go-redis client sends.
-// redisCounter counts Redis commands (n) and round trips (rt: a pipeline is one).
+// redisCounter counts Redis commands (n) and round trips (rt: a pipeline is one) that the
+// service sends, not the set-up of a new connection (hello, client, ping), which depends
+// on what ran before.
 type redisCounter struct{ n, rt atomic.Int64 }
+
+func setUp(cmd redis.Cmder) bool {
+	return cmd.Name() == "hello" || cmd.Name() == "client" || cmd.Name() == "ping"
+}
 
 func (c *redisCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (c *redisCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if cmd.Name() != "hello" && cmd.Name() != "client" && cmd.Name() != "ping" {
+		if !setUp(cmd) {
 			c.n.Add(1)
 			c.rt.Add(1)
 		}
@@ -54,8 +58,16 @@ func (c *redisCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 }
 func (c *redisCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		c.n.Add(int64(len(cmds)))
-		c.rt.Add(1)
+		n := 0
+		for _, cmd := range cmds {
+			if !setUp(cmd) {
+				n++
+			}
+		}
+		if n > 0 {
+			c.n.Add(int64(n))
+			c.rt.Add(1)
+		}
 		return next(ctx, cmds)
 	}
 }
@@ -63,6 +75,7 @@ func (c *redisCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 // env is one full stack: FerretDB, Redis, NATS, embed-svc and the real gateway.
 type env struct {
 	gw     *gatewaytest.Stack
+	api    *apitest.Client // the gateway's API
 	svcURL string
 	// internalURL serves the internal listener: /readyz and /metrics.
 	internalURL string
@@ -130,12 +143,11 @@ func newEnv(t *testing.T) *env {
 
 	signingKey := gatewaytest.NewSigningKey()
 	e.signer, _ = identity.NewSigner(signingKey)
-	identityDB := devstack.UniqueName(t, "identity")
 	var encKey [32]byte
 	copy(encKey[:], "embed-svc-test-key-0123456789abc")
 	a, err := app.New(ctx, app.Deps{
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Registry: obs.NewRegistry(), Signer: e.signer,
-		Mongo: client, Database: devstack.UniqueName(t, "embed"), IdentityDatabase: identityDB,
+		Mongo: client, Database: devstack.UniqueName(t, "embed"),
 		Redis: e.rdb, NATS: e.nc, KeyEncryptionKey: base64.StdEncoding.EncodeToString(encKey[:]), TokenIssuer: issuer,
 		KeyPublishDelay: 10 * time.Minute, KeyRefresh: time.Hour, BranchTimeout: 2 * time.Second, Now: e.clock.Now,
 		// The trail's ingester gets a client of its own: the round-trip budgets count the
@@ -153,11 +165,13 @@ func newEnv(t *testing.T) *env {
 	t.Cleanup(internal.Close)
 	e.internalURL = internal.URL
 
-	// The gateway's real embed-token verifier: embed-svc's JWKS and revocations in Redis.
+	// The gateway's real embed-token verifier (embed-svc's JWKS, revocations in Redis),
+	// and the identity lookups it answers on NATS (a deployment's account, an internal user).
 	e.gw = gatewaytest.Start(t, gatewaytest.Options{
-		MongoURI: mongo.URI, Database: identityDB, SigningKey: signingKey,
-		Upstreams: map[string]string{"embed-svc": svc.URL}, RedisURL: rs.URL, EmbedIssuer: issuer,
+		MongoURI: mongo.URI, SigningKey: signingKey, Upstreams: map[string]string{"embed-svc": svc.URL},
+		RedisURL: rs.URL, NATSURL: ns.URL, EmbedIssuer: issuer,
 	})
+	e.api = apitest.New(e.gw.URL)
 	return e
 }
 
@@ -175,15 +189,14 @@ type claims struct {
 }
 
 func fetchJWKS(url string) (map[string]ed25519.PublicKey, error) {
-	resp, err := http.Get(url)
-	if err != nil {
-		return nil, err
+	r := apitest.New(url).Do("GET", "", "", nil)
+	if r.Err != nil {
+		return nil, r.Err
 	}
-	defer resp.Body.Close()
 	var set struct {
 		Keys []struct{ Kty, Crv, X, Kid, Use, Alg string } `json:"keys"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&set); err != nil {
+	if err := json.Unmarshal(r.Body, &set); err != nil {
 		return nil, err
 	}
 	out := map[string]ed25519.PublicKey{}
@@ -223,66 +236,30 @@ func parseToken(jwksURL, token, audience string) (*claims, error) {
 	return &c, nil
 }
 
-// ---------------------------------------------------------------- HTTP helpers
-
-type resp struct {
-	Status int
-	Body   []byte
-	Header http.Header
-}
+// resp is an answer of the API as the tests' one HTTP client (devstack/apitest) got it.
+type resp struct{ apitest.Response }
 
 func (r resp) json(t *testing.T, v any) {
 	t.Helper()
-	if err := json.Unmarshal(r.Body, v); err != nil {
-		t.Fatalf("decode %s: %v", r.Body, err)
-	}
+	r.Decode(t, v)
 }
 
+// message is the error body's message (the body must be the platform's error body).
 func (r resp) message(t *testing.T) string {
-	var e struct {
-		Status  int    `json:"status"`
-		Message string `json:"message"`
-	}
-	r.json(t, &e)
-	if e.Status != r.Status {
-		t.Fatalf("error body status %d != HTTP status %d: %s", e.Status, r.Status, r.Body)
-	}
-	return e.Message
-}
-
-func call(t *testing.T, method, url, auth string, body any) resp {
 	t.Helper()
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case string:
-		rd = strings.NewReader(b)
-	default:
-		raw, _ := json.Marshal(b)
-		rd = bytes.NewReader(raw)
-	}
-	req, err := http.NewRequest(method, url, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rd != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if auth != "" {
-		req.Header.Set("Authorization", auth)
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
-	return resp{Status: res.StatusCode, Body: raw, Header: res.Header}
+	return r.Error(t).Message
 }
 
+// do sends a request through the gateway.
 func (e *env) do(t *testing.T, method, path, auth string, body any) resp {
 	t.Helper()
-	return call(t, method, e.gw.URL+path, auth, body)
+	return resp{e.api.Call(t, method, path, auth, body)}
+}
+
+// direct sends a request to base (embed-svc's own listeners), bypassing the gateway.
+func direct(t *testing.T, base, method, path string, body any) resp {
+	t.Helper()
+	return resp{apitest.New(base).Call(t, method, path, "", body)}
 }
 
 func apiKey(k string) string { return "Api-Key " + k }
@@ -404,4 +381,13 @@ func parallel(n int, fn func(i int)) {
 	}
 	close(start)
 	wg.Wait()
+}
+
+// jsonUnmarshalB64 decodes one base64url segment of a JWT.
+func jsonUnmarshalB64(seg string, v any) error {
+	raw, err := base64.RawURLEncoding.DecodeString(seg)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(raw, v)
 }

@@ -2,16 +2,9 @@ package app_test
 
 import (
 	"context"
-	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 	"strings"
-	"sync/atomic"
 	"testing"
-	"time"
-
-	"github.com/analyticsco/platform/libs/identity"
 )
 
 // An embed tenant's external users can be listed, read and deleted by the account's
@@ -107,96 +100,5 @@ func testTenantUsers(t *testing.T, e *env) {
 	}
 	if r := e.do(t, "GET", "/api/v1/embed/session", bearer(tokens[0].Token), nil); r.Status != 200 {
 		t.Fatalf("another user's token after the delete = %d", r.Status)
-	}
-}
-
-// The external-user limit counts users that exist under concurrency: with a limit of
-// 5, deletes and creates racing never leave more than 5 users, and every place a
-// delete frees can be taken again.
-func testLimitWithDeletes(t *testing.T, e *env) {
-	accountID := time.Now().UnixNano()%1_000_000 + 7_000_000
-	tenant := "limit-del-tenant"
-	sign := func() string {
-		p := &identity.Principal{Credential: identity.CredentialAPIKey, KeyKind: identity.KeyAccount,
-			User:       &identity.User{ID: 1, Username: "limit-admin", Role: identity.RoleAdmin},
-			Account:    identity.Account{ID: accountID, Plan: "enterprise", EmbeddingEnabled: true, DefaultEmbedTenant: tenant, ExternalUserLimit: 5},
-			Deployment: &identity.Deployment{ID: 77, ProductionBranch: "main"}, Audience: "embed-svc"}
-		v, err := e.signer.Sign(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
-	call := func(method, path, body string) int {
-		var rd io.Reader
-		if body != "" {
-			rd = strings.NewReader(body)
-		}
-		req, _ := http.NewRequest(method, e.svcURL+path, rd)
-		if body != "" {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		req.Header.Set(identity.Header, sign())
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Error(err)
-			return 0
-		}
-		_, _ = io.Copy(io.Discard, res.Body)
-		res.Body.Close()
-		return res.StatusCode
-	}
-	mint := func(ext string) int {
-		return call("POST", "/api/v1/embed/generate-session", fmt.Sprintf(`{"deploymentId": 77, "externalId": %q}`, ext))
-	}
-	for i := 0; i < 5; i++ {
-		if code := mint(fmt.Sprintf("old-%d", i)); code != 200 {
-			t.Fatalf("user %d = %d", i, code)
-		}
-	}
-	if code := mint("one-too-many"); code != 403 {
-		t.Fatalf("sixth user = %d, want 403", code)
-	}
-	// 5 deletes and 10 creates at once: at most 5 creates succeed, never more than 5
-	// users exist, and the counter matches the users.
-	var created atomic.Int64
-	var maxSeen atomic.Int64
-	stop := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if n, err := e.app.Store.ExternalUserCount(context.Background(), accountID); err == nil && n > maxSeen.Load() {
-				maxSeen.Store(n)
-			}
-		}
-	}()
-	parallel(15, func(i int) {
-		if i < 5 {
-			if code := call("DELETE", fmt.Sprintf("/api/v1/embed-tenants/%s/users/old-%d", tenant, i), ""); code != 200 {
-				t.Errorf("delete old-%d = %d", i, code)
-			}
-			return
-		}
-		if mint(fmt.Sprintf("new-%d", i)) == 200 {
-			created.Add(1)
-		}
-	})
-	close(stop)
-	n, _ := e.app.Store.ExternalUserCount(context.Background(), accountID)
-	if created.Load() > 5 || n != created.Load() || maxSeen.Load() > 5 {
-		t.Fatalf("limit 5: %d created after 5 deletes, counter %d, max counter seen %d", created.Load(), n, maxSeen.Load())
-	}
-	// Whatever the race left, the freed places can be taken up to the limit and no further.
-	for i := int(n); i < 5; i++ {
-		if code := mint(fmt.Sprintf("later-%d", i)); code != 200 {
-			t.Fatalf("refill %d = %d", i, code)
-		}
-	}
-	if code := mint("over"); code != 403 {
-		t.Fatalf("over the limit after refilling = %d", code)
 	}
 }

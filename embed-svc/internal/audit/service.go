@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/libs/errs"
+	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -63,11 +65,15 @@ type Service interface {
 	List(ctx context.Context, p *identity.Principal, q Query) (Page, error)
 }
 
-// Errors of the service; the transport maps them to statuses.
+// The service's answers to a refused or failed read (libs/errs: the transport's encoder
+// turns each into its status).
 var (
-	ErrForbidden   = errors.New("reading the audit trail requires an admin")
-	ErrOutOfScope  = errors.New("this API key is scoped to other deployments")
+	ErrForbidden  = errs.New(errs.Forbidden, "reading the audit trail requires an admin's bearer token or API key")
+	ErrOutOfScope = errs.New(errs.Forbidden, "this API key is scoped to other deployments than the one asked for").WithCode(httpx.CodeKeyOutOfScope)
+	// ErrUnavailable marks a store's failure to answer (stores wrap their driver's error
+	// with it); List answers it with errUnavailable.
 	ErrUnavailable = errors.New("the audit store is unavailable")
+	errUnavailable = errs.New(errs.Unavailable, "the audit trail is temporarily unavailable; retry shortly")
 )
 
 type service struct{ store Store }
@@ -98,6 +104,9 @@ func (s *service) List(ctx context.Context, p *identity.Principal, q Query) (Pag
 		f.Deployments = slices.Clone(p.KeyScope)
 	}
 	items, err := s.store.List(ctx, p.Account.ID, f, q.First+1)
+	if errors.Is(err, ErrUnavailable) {
+		return Page{}, errUnavailable
+	}
 	if err != nil {
 		return Page{}, err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"net/http"
 	"regexp"
@@ -15,6 +14,7 @@ import (
 	kithttp "github.com/go-kit/kit/transport/http"
 
 	"github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
@@ -35,18 +35,12 @@ func MakeListEndpoint(s Service) endpoint.Endpoint {
 	}
 }
 
-// NewHTTPHandler serves GET /api/v1/audit and hands every other path to next (the
-// caller wraps it in identity.Require).
-func NewHTTPHandler(s Service, logger *slog.Logger, next http.Handler) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("/", next)
-	mux.Handle("GET "+Path, kithttp.NewServer(MakeListEndpoint(s), decodeListRequest, encodePage,
-		kithttp.ServerErrorEncoder(errorEncoder(logger))))
-	mux.HandleFunc(Path, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Allow", "GET")
-		httpx.WriteError(w, http.StatusMethodNotAllowed, "method "+r.Method+" is not allowed on "+Path+"; allowed: GET")
-	})
-	return mux
+// RegisterRoutes adds GET /api/v1/audit to r (the caller wraps the router in
+// identity.Require): the trail shares embed-svc's router, and could have a process of
+// its own by wiring alone.
+func RegisterRoutes(r *httpx.Router, s Service, logger *slog.Logger) {
+	r.Handle(http.MethodGet, Path, kithttp.NewServer(MakeListEndpoint(s), decodeListRequest, encodePage,
+		kithttp.ServerErrorEncoder(errs.Encoder(logger))))
 }
 
 // Bounds of the filters: each is matched exactly against values the services set, so
@@ -183,23 +177,4 @@ func encodePage(_ context.Context, w http.ResponseWriter, resp any) error {
 	}
 	httpx.WriteJSON(w, http.StatusOK, map[string]any{"items": items, "pageInfo": map[string]any{"hasNextPage": pg.HasNext, "endCursor": end}})
 	return nil
-}
-
-func errorEncoder(logger *slog.Logger) kithttp.ErrorEncoder {
-	return func(ctx context.Context, err error, w http.ResponseWriter) {
-		var he *httpx.Error
-		switch {
-		case errors.As(err, &he):
-			httpx.WriteCodedError(w, he.Status, he.Code, he.Message)
-		case errors.Is(err, ErrForbidden):
-			httpx.WriteError(w, http.StatusForbidden, "reading the audit trail requires an admin's bearer token or API key")
-		case errors.Is(err, ErrOutOfScope):
-			httpx.WriteCodedError(w, http.StatusForbidden, httpx.CodeKeyOutOfScope, "this API key is scoped to other deployments than the one asked for")
-		case errors.Is(err, ErrUnavailable):
-			w.Header().Set("Retry-After", "1")
-			httpx.WriteError(w, http.StatusServiceUnavailable, "the audit trail is temporarily unavailable; retry shortly")
-		default:
-			httpx.InternalContext(ctx, w, logger, err)
-		}
-	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/analyticsco/platform/dbtsync-svc/client"
 	"github.com/analyticsco/platform/embed-svc/internal/embed"
+	"github.com/analyticsco/platform/libs/errs"
 )
 
 // Resolver implements embed.BranchResolver.
@@ -25,7 +26,7 @@ func New(nc *nats.Conn, timeout time.Duration) *Resolver {
 func (r *Resolver) ResolveBranch(ctx context.Context, deploymentID int64, branch, production string) (embed.BranchStatus, error) {
 	reply, err := r.c.Resolve(ctx, client.ResolveRequest{DeploymentID: deploymentID, BranchName: branch, ProductionBranch: production})
 	if err != nil {
-		return embed.BranchStatus{}, embed.Unavailable("the branch resolver is unavailable; retry shortly")
+		return embed.BranchStatus{}, errs.New(errs.Unavailable, "the branch resolver is unavailable; retry shortly")
 	}
 	return embed.BranchStatus{Exists: reply.Exists, Served: reply.Served, Production: reply.Production}, nil
 }

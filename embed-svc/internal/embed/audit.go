@@ -3,13 +3,12 @@ package embed
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"net/http"
 	"strconv"
 	"time"
 
+	"github.com/analyticsco/platform/embed-svc/token"
 	"github.com/analyticsco/platform/libs/audit"
-	"github.com/analyticsco/platform/libs/httpx"
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -51,22 +50,11 @@ func definitionTarget(kind string) string {
 // OutcomeOf is the outcome the caller was answered: ok on success, else the status and
 // code the error encoder gives err.
 func OutcomeOf(err error, ok int) audit.Outcome {
-	var de *Error
-	var he *httpx.Error
-	switch {
-	case err == nil:
+	if err == nil {
 		return audit.Succeeded(ok)
-	case errors.As(err, &de):
-		status := StatusOf(de.Kind)
-		code := de.Code
-		if code == "" {
-			code = httpx.DefaultCode(status)
-		}
-		return audit.Failed(status, code)
-	case errors.As(err, &he):
-		return audit.Failed(he.Status, he.Code)
 	}
-	return audit.Failed(http.StatusInternalServerError, httpx.CodeInternal)
+	status, code, _, _ := errs.Answer(err)
+	return audit.Failed(status, code)
 }
 
 // record sends ev, ended by err (answered ok on success), to the audit trail.
@@ -79,11 +67,16 @@ func (s *service) record(ctx context.Context, ev *audit.Event, err error, ok int
 }
 
 // mintEvent starts the event of a generate-session request: what was asked, before
-// anything is resolved (a refused request records what it asked for).
-func mintEvent(p *identity.Principal, req *GenerateSessionRequest) audit.Event {
+// anything else is resolved (a refused request records what it asked for). The event is
+// the deployment's when it is the caller's account's (dep); any other is only named.
+func mintEvent(p *identity.Principal, dep *Deployment, req *GenerateSessionRequest) audit.Event {
 	ev := audit.New(p, ActionSessionGenerate, audit.Target{Type: TargetSession})
 	d := map[string]any{}
-	if req.DeploymentID != nil && ev.DeploymentID == 0 && *req.DeploymentID > 0 {
+	ev.DeploymentID = 0
+	switch {
+	case dep != nil:
+		ev.DeploymentID = dep.ID
+	case req.DeploymentID != nil && *req.DeploymentID > 0:
 		d["requestedDeploymentId"] = *req.DeploymentID
 	}
 	if req.ExternalID != nil {
@@ -170,7 +163,7 @@ func embedTarget(p *identity.Principal) audit.Target {
 	if p == nil || p.Embed == nil {
 		return audit.Target{Type: TargetSession}
 	}
-	var c tokenClaims
+	var c token.Claims
 	if json.Unmarshal(p.Embed.Claims, &c) == nil && c.RecordID != "" {
 		return audit.Target{Type: TargetSession, ID: c.RecordID}
 	}

@@ -4,29 +4,33 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
-	"github.com/analyticsco/platform/libs/httpx"
 	"net/http"
 	"strconv"
 	"strings"
 
 	"github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
 // MaxPageSize bounds `first`.
 const MaxPageSize = httpx.MaxPage
 
+// badFirst is the platform's one answer to a `first` out of bounds (the transport
+// refuses it first; the service holds the same bound for any caller).
+func badFirst(first int) error { return invalid("%s", httpx.BadFirstMessage(strconv.Itoa(first))) }
+
 // requireCatalogAdmin: tenant-scoped catalogs need an admin's account API key; the
 // account-wide catalog also accepts an admin's bearer token.
 func requireCatalogAdmin(p *identity.Principal, scope string) error {
 	if p == nil || !p.HasRole(identity.RoleAdmin) {
-		return Forbidden("this endpoint requires an admin")
+		return forbidden("this endpoint requires an admin")
 	}
 	if scope != AccountScope {
 		return requireAdminAccountKey(p, "manage embed tenants")
 	}
 	if scope == AccountScope && p.Credential != identity.CredentialAPIKey && p.Credential != identity.CredentialBearer {
-		return Forbidden("this endpoint requires an admin's API key or bearer token")
+		return forbidden("this endpoint requires an admin's API key or bearer token")
 	}
 	return nil
 }
@@ -36,14 +40,14 @@ func (s *service) requireTenant(ctx context.Context, accountID int64, scope stri
 		return nil
 	}
 	if !ValidTenantName(scope) {
-		return NotFound("embed tenant %q not found", scope)
+		return notFound("embed tenant %q not found", scope)
 	}
 	ok, err := s.d.Catalog.TenantExists(ctx, accountID, scope)
 	if err != nil {
 		return storeErr(err)
 	}
 	if !ok {
-		return NotFound("embed tenant %q not found", scope)
+		return notFound("embed tenant %q not found", scope)
 	}
 	return nil
 }
@@ -54,12 +58,12 @@ func (s *service) ListDefinitions(ctx context.Context, p *identity.Principal, q 
 		return DefinitionPage{}, err
 	}
 	if q.First < 1 || q.First > MaxPageSize {
-		return DefinitionPage{}, Invalid("first must be an integer from 1 to %d, not %q", MaxPageSize, strconv.Itoa(q.First))
+		return DefinitionPage{}, badFirst(q.First)
 	}
 	if q.After != "" {
 		id, ok := DecodeCursor(q.After)
 		if !ok {
-			return DefinitionPage{}, Invalid("after is not a cursor returned by this list")
+			return DefinitionPage{}, invalid("after is not a cursor returned by this list")
 		}
 		q.After = id
 	}
@@ -68,7 +72,7 @@ func (s *service) ListDefinitions(ctx context.Context, p *identity.Principal, q 
 	}
 	items, more, err := s.d.Catalog.ListDefinitions(ctx, p.Account.ID, q)
 	if errors.Is(err, ErrBadCursor) {
-		return DefinitionPage{}, Invalid("after is not a cursor returned by this list")
+		return DefinitionPage{}, invalid("after is not a cursor returned by this list")
 	}
 	if err != nil {
 		return DefinitionPage{}, storeErr(err)
@@ -111,7 +115,7 @@ func (s *service) CreateDefinition(ctx context.Context, p *identity.Principal, k
 		if kind == KindAttribute {
 			what = "user attribute"
 		}
-		return Definition{}, Conflict("a %s named %q already exists", what, in.Name)
+		return Definition{}, conflict("a %s named %q already exists", what, in.Name)
 	}
 	if err != nil {
 		return Definition{}, storeErr(err)
@@ -140,7 +144,7 @@ func (s *service) DeleteDefinition(ctx context.Context, p *identity.Principal, s
 		if kind == KindAttribute {
 			what = "user attribute"
 		}
-		return NotFound("%s %q not found", what, id)
+		return notFound("%s %q not found", what, id)
 	}
 	return storeErr(err)
 }

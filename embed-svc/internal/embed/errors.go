@@ -2,64 +2,36 @@ package embed
 
 import (
 	"errors"
-	"fmt"
 
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
 )
 
-// Kind classifies a domain error; only the transport turns it into a status code.
-type Kind int
+// The service's errors are libs/errs errors: the kind is the status the transport's one
+// encoder (errs.Encoder) answers, a named rule adds its code (WithCode), the message is
+// the client's. These shorthands keep the rules readable.
 
-// Error kinds.
-const (
-	KindInvalid      Kind = iota + 1 // the request is malformed or breaks a rule
-	KindUnauthorized                 // the credential (a session id) is not valid
-	KindForbidden                    // the caller may not do this
-	KindNotFound                     // the thing does not exist for this caller
-	KindConflict                     // the request contradicts stored state
-	KindUnavailable                  // a dependency cannot be reached
-	KindTooLarge                     // a part of the request is over its size limit
-)
+func invalid(format string, args ...any) *errs.Error { return errs.New(errs.Invalid, format, args...) }
 
-// Error is a domain error with a client-facing message and, for a named rule, its stable
-// code (httpx.Code*; "" takes the code of the kind's status).
-type Error struct {
-	Kind    Kind
-	Code    string
-	Message string
+func unauthorized(format string, args ...any) *errs.Error {
+	return errs.New(errs.Unauthorized, format, args...)
 }
 
-func (e *Error) Error() string { return e.Message }
-
-// Coded sets the code of err when it is an *Error, and returns it.
-func Coded(err error, code string) error {
-	if e, ok := err.(*Error); ok {
-		e.Code = code
-	}
-	return err
+func forbidden(format string, args ...any) *errs.Error {
+	return errs.New(errs.Forbidden, format, args...)
 }
 
-func errorf(k Kind, format string, args ...any) *Error {
-	return &Error{Kind: k, Message: fmt.Sprintf(format, args...)}
+func notFound(format string, args ...any) *errs.Error {
+	return errs.New(errs.NotFound, format, args...)
 }
 
-// Invalid returns a KindInvalid error.
-func Invalid(format string, args ...any) error { return errorf(KindInvalid, format, args...) }
+func conflict(format string, args ...any) *errs.Error {
+	return errs.New(errs.Conflict, format, args...)
+}
 
-// Forbidden returns a KindForbidden error.
-func Forbidden(format string, args ...any) error { return errorf(KindForbidden, format, args...) }
-
-// NotFound returns a KindNotFound error.
-func NotFound(format string, args ...any) error { return errorf(KindNotFound, format, args...) }
-
-// Conflict returns a KindConflict error.
-func Conflict(format string, args ...any) error { return errorf(KindConflict, format, args...) }
-
-// TooLarge returns a KindTooLarge error.
-func TooLarge(format string, args ...any) error { return errorf(KindTooLarge, format, args...) }
-
-// Unavailable returns a KindUnavailable error.
-func Unavailable(format string, args ...any) error { return errorf(KindUnavailable, format, args...) }
+func tooLarge(format string, args ...any) *errs.Error {
+	return errs.New(errs.TooLarge, format, args...)
+}
 
 // Sentinels the stores return; the service turns them into client errors.
 var (
@@ -69,12 +41,24 @@ var (
 	ErrDuplicate = errors.New("duplicate")
 	// ErrLimitReached: the account's external-user counter is at its limit.
 	ErrLimitReached = errors.New("external-user limit reached")
-	// ErrUnavailable: the store could not be reached.
-	ErrUnavailable = errors.New("store unavailable")
+	// ErrUnavailable: the store could not be reached (the platform's one sentinel for it).
+	ErrUnavailable = errs.ErrUnavailable
 	// ErrSessionUnusable: a session id is unknown, expired or already exchanged.
 	ErrSessionUnusable = errors.New("session id unusable")
 )
 
 // ErrSessionID is the one answer for every unusable session id, so a caller learns
 // nothing about which ids existed.
-var ErrSessionID = &Error{Kind: KindUnauthorized, Code: httpx.CodeSessionIDInvalid, Message: "session id is invalid, expired or already used"}
+var ErrSessionID = unauthorized("session id is invalid, expired or already used").WithCode(httpx.CodeSessionIDInvalid)
+
+// storeErr is the client's answer to a store's error: an unreachable store is a 503
+// that says so; a client error passes through; anything else stays a bug (500).
+func storeErr(err error) error {
+	if _, ok := errs.As(err); ok {
+		return err
+	}
+	if errors.Is(err, ErrUnavailable) {
+		return errs.New(errs.Unavailable, "a backing store is unavailable; retry shortly")
+	}
+	return err
+}

@@ -6,79 +6,14 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"net/http"
-	"slices"
-	"sort"
 	"strings"
 	"time"
 
-	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
-
-// Deps are the ports the service is built on.
-type Deps struct {
-	Catalog  CatalogStore
-	Users    UserStore
-	Sessions SessionStore
-	Records  SessionRecordStore
-	Branches BranchResolver
-	Signer   TokenSigner
-	Issuer   string           // iss of every token
-	Now      func() time.Time // nil: time.Now
-	Limits   Limits           // zero fields: DefaultLimits
-	Audit    audit.Recorder   // nil: nothing is recorded
-}
-
-// Limits bound what one request or one account can make embed-svc store.
-type Limits struct {
-	SecurityContextBytes int // size of a session's securityContext JSON
-	SecurityContextDepth int // nesting of objects and arrays in it (Redis's cjson stops at 1000)
-	ArrayEntries         int // entries of groups, userAttributes and each definitions array
-	DefinitionsPerScope  int // group and attribute definitions of one scope (account-wide or a tenant)
-	TenantsPerAccount    int // embed tenants of one account
-}
-
-// DefaultLimits apply where Limits leaves a field zero.
-var DefaultLimits = Limits{SecurityContextBytes: 16 << 10, SecurityContextDepth: 32, ArrayEntries: 1000, DefinitionsPerScope: 10_000, TenantsPerAccount: 10_000}
-
-func (l Limits) withDefaults() Limits {
-	if l.SecurityContextBytes <= 0 {
-		l.SecurityContextBytes = DefaultLimits.SecurityContextBytes
-	}
-	if l.SecurityContextDepth <= 0 {
-		l.SecurityContextDepth = DefaultLimits.SecurityContextDepth
-	}
-	if l.ArrayEntries <= 0 {
-		l.ArrayEntries = DefaultLimits.ArrayEntries
-	}
-	if l.DefinitionsPerScope <= 0 {
-		l.DefinitionsPerScope = DefaultLimits.DefinitionsPerScope
-	}
-	if l.TenantsPerAccount <= 0 {
-		l.TenantsPerAccount = DefaultLimits.TenantsPerAccount
-	}
-	return l
-}
-
-type service struct {
-	d       Deps
-	now     func() time.Time
-	limits  Limits
-	tenants *knownTenants
-}
-
-// NewService builds the embed service.
-func NewService(d Deps) Service {
-	now := d.Now
-	if now == nil {
-		now = time.Now
-	}
-	return &service{d: d, now: now, limits: d.Limits.withDefaults(), tenants: &knownTenants{}}
-}
 
 // NewSessionID returns an opaque session id of 256 random bits.
 func NewSessionID() string {
@@ -103,10 +38,10 @@ func requireMinter(p *identity.Principal) error {
 		return err
 	}
 	if p.Account.Plan != "premium" && p.Account.Plan != "enterprise" {
-		return Coded(Forbidden("embed sessions need the premium or enterprise plan; this account is on %s", p.Account.Plan), httpx.CodePlanNotEligible)
+		return forbidden("embed sessions need the premium or enterprise plan; this account is on %s", p.Account.Plan).WithCode(httpx.CodePlanNotEligible)
 	}
 	if !p.Account.EmbeddingEnabled {
-		return Forbidden("embedding is not enabled for this account")
+		return forbidden("embedding is not enabled for this account")
 	}
 	return nil
 }
@@ -116,11 +51,11 @@ func requireMinter(p *identity.Principal) error {
 func requireAdminAccountKey(p *identity.Principal, what string) error {
 	switch {
 	case p == nil || p.Credential != identity.CredentialAPIKey:
-		return Forbidden("only an admin's account API key can %s", what)
+		return forbidden("only an admin's account API key can %s", what)
 	case p.KeyKind != identity.KeyAccount:
-		return Coded(Forbidden("a personal API key cannot %s; use an account API key", what), httpx.CodePersonalKey)
+		return forbidden("a personal API key cannot %s; use an account API key", what).WithCode(httpx.CodePersonalKey)
 	case !p.HasRole(identity.RoleAdmin):
-		return Forbidden("only an admin's account API key can %s", what)
+		return forbidden("only an admin's account API key can %s", what)
 	}
 	return nil
 }
@@ -128,6 +63,7 @@ func requireAdminAccountKey(p *identity.Principal, what string) error {
 // mintPlan is a generate-session request validated and resolved against the stores,
 // before anything is written.
 type mintPlan struct {
+	deployment  Deployment
 	externalID  string
 	creator     bool
 	tenant      string
@@ -141,7 +77,8 @@ type mintPlan struct {
 
 // prepare runs every validation and resolution of a mint and writes nothing: the real
 // mint and the dry run share it, so a dry run answers every error the mint would.
-func (s *service) prepare(ctx context.Context, p *identity.Principal, req *GenerateSessionRequest) (*mintPlan, error) {
+// dep is the request's deployment when it is the caller's account's (ownDeployment).
+func (s *service) prepare(ctx context.Context, p *identity.Principal, dep *Deployment, req *GenerateSessionRequest) (*mintPlan, error) {
 	if err := requireMinter(p); err != nil {
 		return nil, err
 	}
@@ -152,16 +89,16 @@ func (s *service) prepare(ctx context.Context, p *identity.Principal, req *Gener
 	if err != nil {
 		return nil, err
 	}
-	// The gateway attaches the body's deployment when it is one of the account's.
-	if p.Deployment == nil || p.Deployment.ID != *req.DeploymentID {
-		return nil, NotFound("deployment %d not found", *req.DeploymentID)
+	// Another account's deployment is answered as one that does not exist.
+	if dep == nil {
+		return nil, notFound("deployment %d not found", *req.DeploymentID)
 	}
-	if !p.InScope(*req.DeploymentID) {
-		return nil, Coded(Forbidden("this API key is scoped to other deployments than %d", *req.DeploymentID), httpx.CodeKeyOutOfScope)
+	if !p.InScope(dep.ID) {
+		return nil, forbidden("this API key is scoped to other deployments than %d", dep.ID).WithCode(httpx.CodeKeyOutOfScope)
 	}
-	m := &mintPlan{externalID: externalID, creator: req.CreatorMode != nil && *req.CreatorMode}
+	m := &mintPlan{deployment: *dep, externalID: externalID, creator: req.CreatorMode != nil && *req.CreatorMode}
 	if m.creator && !p.Account.UseCreatorMode {
-		return nil, Coded(Forbidden("creatorMode requires the account's useCreatorMode flag"), httpx.CodeCreatorModeDisabled)
+		return nil, forbidden("creatorMode requires the account's useCreatorMode flag").WithCode(httpx.CodeCreatorModeDisabled)
 	}
 	m.tenant = p.Account.DefaultEmbedTenant
 	if req.EmbedTenantName != nil {
@@ -174,7 +111,7 @@ func (s *service) prepare(ctx context.Context, p *identity.Principal, req *Gener
 	if m.creator {
 		m.scope = m.tenant
 	}
-	if m.branch, m.production, err = s.resolveBranch(ctx, p.Deployment, req.BranchName); err != nil {
+	if m.branch, m.production, err = s.resolveBranch(ctx, m.deployment, req.BranchName); err != nil {
 		return nil, err
 	}
 	if m.acct, err = s.d.Catalog.AccountSettings(ctx, p.Account.ID); err != nil {
@@ -187,9 +124,9 @@ func (s *service) prepare(ctx context.Context, p *identity.Principal, req *Gener
 		return nil, err
 	}
 	if req.InternalID != nil {
-		m.internal, err = s.d.Users.InternalUser(ctx, p.Account.ID, strings.TrimSpace(*req.InternalID))
+		m.internal, err = s.d.Directory.InternalUser(ctx, p.Account.ID, strings.TrimSpace(*req.InternalID))
 		if errors.Is(err, ErrNotFound) {
-			return nil, NotFound("internal user %q not found in this account", strings.TrimSpace(*req.InternalID))
+			return nil, notFound("internal user %q not found in this account", strings.TrimSpace(*req.InternalID))
 		}
 		if err != nil {
 			return nil, storeErr(err)
@@ -201,7 +138,7 @@ func (s *service) prepare(ctx context.Context, p *identity.Principal, req *Gener
 // newSession is the session a plan makes, without its user's memberships and values.
 func (m *mintPlan) newSession(p *identity.Principal, req *GenerateSessionRequest, now time.Time) Session {
 	sess := Session{
-		AccountID: p.Account.ID, DeploymentID: p.Deployment.ID, Branch: m.branch, Production: m.production,
+		AccountID: p.Account.ID, DeploymentID: m.deployment.ID, Branch: m.branch, Production: m.production,
 		Tenant: m.tenant, CreatorMode: m.creator, Settings: ResolveSettings(req.Settings, m.acct),
 		SecurityContext: req.SecurityContext, GeneratedAt: now, Groups: []string{}, Attributes: []AttributeValue{},
 	}
@@ -218,14 +155,18 @@ func (m *mintPlan) newSession(p *identity.Principal, req *GenerateSessionRequest
 // profile, values and memberships, then stores the session id. A request that fails
 // validation writes nothing.
 func (s *service) GenerateSession(ctx context.Context, p *identity.Principal, req GenerateSessionRequest) (_ string, err error) {
-	ev := mintEvent(p, &req)
+	dep, err := s.ownDeployment(ctx, p, &req)
+	ev := mintEvent(p, dep, &req)
 	defer func() { s.record(ctx, &ev, err, http.StatusOK) }()
-	m, err := s.prepare(ctx, p, &req)
+	if err != nil {
+		return "", err
+	}
+	m, err := s.prepare(ctx, p, dep, &req)
 	if err != nil {
 		return "", err
 	}
 	if req.DryRun {
-		return "", Invalid("dryRun requests are answered by DryRunSession")
+		return "", invalid("dryRun requests are answered by DryRunSession")
 	}
 	// Validation is over: from here on the request writes. The session id is claimed in
 	// Redis first, so that a Redis outage fails the mint before MongoDB is touched.
@@ -244,42 +185,66 @@ func (s *service) GenerateSession(ctx context.Context, p *identity.Principal, re
 	sess := m.newSession(p, &req, now)
 	userCreated := false
 	if req.InternalID == nil {
-		upd := userUpdate(&req, m.scope, m.tenant, m.definitions, ids)
-		u, err := s.d.Users.UpdateExternalUser(ctx, p.Account.ID, m.externalID, upd, now)
-		if errors.Is(err, ErrNotFound) {
-			limit := externalUserLimit(p)
-			u, err = s.d.Users.CreateExternalUser(ctx, p.Account.ID, m.externalID, limit, upd, now)
-			userCreated = err == nil
-			if errors.Is(err, ErrLimitReached) {
-				// A concurrent mint may have created this very user meanwhile.
-				u, err = s.d.Users.UpdateExternalUser(ctx, p.Account.ID, m.externalID, upd, now)
-			}
-			if errors.Is(err, ErrNotFound) {
-				return "", limitReached(limit)
-			}
+		if userCreated, err = s.provisionExternalUser(ctx, p, m, userUpdate(&req, m.scope, m.tenant, m.definitions, ids), now, &sess); err != nil {
+			return "", err
 		}
-		if err != nil {
-			return "", storeErr(err)
-		}
-		ext := u.ExternalID
-		sess.User = SessionUser{Kind: "external", ID: u.ID, ExternalID: &ext, Email: u.Email, DisplayName: u.DisplayName, Picture: u.Picture}
-		sess.Groups, sess.Attributes = userScopeView(u, m.scope)
 	}
-	sess.SID = PublicSessionHandle(id)
-	// The durable record first: a session never becomes exchangeable without one, so it
-	// can always be listed and revoked in bulk.
-	rec := SessionRecord{ID: NewPublicSessionID(), AccountID: sess.AccountID, SID: sess.SID, Tenant: sess.Tenant,
-		User:         SessionRecordUser{Kind: sess.User.Kind, ID: sess.User.ID, ExternalID: sess.User.ExternalID, Username: sess.User.Username},
-		DeploymentID: sess.DeploymentID, Branch: sess.Branch, CreatedAt: now, PendingUntil: now.Add(SessionIDTTL), ExpiresAt: s.sessionExpiry(sess)}
-	if err := s.d.Records.InsertSessionRecord(ctx, rec); err != nil {
-		return "", storeErr(err)
-	}
-	sess.RecordID = rec.ID
-	if err := s.d.Sessions.SaveSession(ctx, id, sess); err != nil {
-		return "", storeErr(err)
+	rec, err := s.storeSession(ctx, id, &sess, now)
+	if err != nil {
+		return "", err
 	}
 	minted(&ev, m, rec, userCreated)
 	return id, nil
+}
+
+// provisionExternalUser writes a mint's changes onto its external user, creating the
+// user within the account's limit, and puts the user with its memberships and values on
+// sess. It reports whether it created the user.
+func (s *service) provisionExternalUser(ctx context.Context, p *identity.Principal, m *mintPlan, upd UserUpdate, now time.Time, sess *Session) (bool, error) {
+	created := false
+	u, err := s.d.Users.UpdateExternalUser(ctx, p.Account.ID, m.externalID, upd, now)
+	if errors.Is(err, ErrNotFound) {
+		limit := externalUserLimit(p)
+		u, err = s.d.Users.CreateExternalUser(ctx, p.Account.ID, m.externalID, limit, upd, now)
+		created = err == nil
+		if errors.Is(err, ErrLimitReached) {
+			// A concurrent mint may have created this very user meanwhile.
+			u, err = s.d.Users.UpdateExternalUser(ctx, p.Account.ID, m.externalID, upd, now)
+		}
+		if errors.Is(err, ErrNotFound) {
+			return false, limitReached(limit)
+		}
+	}
+	if err != nil {
+		return false, storeErr(err)
+	}
+	sess.setExternalUser(u, m.scope)
+	return created, nil
+}
+
+// setExternalUser makes u the session's user, with its memberships and values in scope.
+func (sess *Session) setExternalUser(u ExternalUser, scope string) {
+	ext := u.ExternalID
+	sess.User = SessionUser{Kind: "external", ID: u.ID, ExternalID: &ext, Email: u.Email, DisplayName: u.DisplayName, Picture: u.Picture}
+	sess.Groups, sess.Attributes = userScopeView(u, scope)
+}
+
+// storeSession writes the session's durable record, then makes its id exchangeable: a
+// session never becomes exchangeable without a record, so it can always be listed and
+// revoked in bulk.
+func (s *service) storeSession(ctx context.Context, id string, sess *Session, now time.Time) (SessionRecord, error) {
+	sess.SID = PublicSessionHandle(id)
+	rec := SessionRecord{ID: NewPublicSessionID(), AccountID: sess.AccountID, SID: sess.SID, Tenant: sess.Tenant,
+		User:         SessionRecordUser{Kind: sess.User.Kind, ID: sess.User.ID, ExternalID: sess.User.ExternalID, Username: sess.User.Username},
+		DeploymentID: sess.DeploymentID, Branch: sess.Branch, CreatedAt: now, PendingUntil: now.Add(SessionIDTTL), ExpiresAt: s.sessionExpiry(*sess)}
+	if err := s.d.Records.InsertSessionRecord(ctx, rec); err != nil {
+		return SessionRecord{}, storeErr(err)
+	}
+	sess.RecordID = rec.ID
+	if err := s.d.Sessions.SaveSession(ctx, id, *sess); err != nil {
+		return SessionRecord{}, storeErr(err)
+	}
+	return rec, nil
 }
 
 func externalUserLimit(p *identity.Principal) int64 {
@@ -290,114 +255,7 @@ func externalUserLimit(p *identity.Principal) int64 {
 }
 
 func limitReached(limit int64) error {
-	return Coded(Forbidden("the account has reached its limit of %d external users; contact support to raise it", limit), httpx.CodeExternalUserLimit)
-}
-
-// DryRunSession runs every validation and resolution of generate-session (user lookup,
-// definitions, groups, attributes, settings layering, branch resolution, the tenant and
-// external-user limits) and returns what the session would carry, writing nothing: no
-// session, no user, no definition, no tenant, no counter. Every error is the one the
-// real mint would give.
-func (s *service) DryRunSession(ctx context.Context, p *identity.Principal, req GenerateSessionRequest) (DryRun, error) {
-	m, err := s.prepare(ctx, p, &req)
-	if err != nil {
-		return DryRun{}, err
-	}
-	if err := s.wouldFitTenant(ctx, p.Account.ID, m.tenant); err != nil {
-		return DryRun{}, err
-	}
-	now := s.now().UTC()
-	sess := m.newSession(p, &req, now)
-	if req.InternalID == nil {
-		// Definitions the mint would create get stand-in ids: they only key the user's
-		// memberships and values in memory here.
-		ids := make(map[string]string, len(m.definitions.byKey)+len(m.definitions.upserts))
-		for k, d := range m.definitions.byKey {
-			ids[k] = d.ID
-		}
-		for _, u := range m.definitions.upserts {
-			if u.Existing == nil {
-				ids[key(u.Kind, u.Input.Name)] = "new:" + key(u.Kind, u.Input.Name)
-			}
-		}
-		upd := userUpdate(&req, m.scope, m.tenant, m.definitions, ids)
-		u, err := s.d.Users.ExternalUser(ctx, p.Account.ID, m.externalID)
-		switch {
-		case errors.Is(err, ErrNotFound):
-			limit := externalUserLimit(p)
-			n, err := s.d.Users.ExternalUserCount(ctx, p.Account.ID)
-			if err != nil {
-				return DryRun{}, storeErr(err)
-			}
-			if n >= limit {
-				return DryRun{}, limitReached(limit)
-			}
-			u = ExternalUser{AccountID: p.Account.ID, ExternalID: m.externalID}
-		case err != nil:
-			return DryRun{}, storeErr(err)
-		}
-		u = applyUserUpdate(u, upd)
-		ext := u.ExternalID
-		sess.User = SessionUser{Kind: "external", ID: u.ID, ExternalID: &ext, Email: u.Email, DisplayName: u.DisplayName, Picture: u.Picture}
-		sess.Groups, sess.Attributes = userScopeView(u, m.scope)
-	}
-	out := DryRun{DryRun: true, Effective: DryRunEffective{
-		User: sess.User, AccountID: sess.AccountID, DeploymentID: sess.DeploymentID, BranchName: sess.Branch,
-		Production: sess.Production, EmbedTenant: sess.Tenant, CreatorMode: sess.CreatorMode, Groups: sess.Groups,
-		UserAttributes: sess.Attributes, SecurityContext: securityContextOf(sess), Settings: sess.Settings,
-		ExpiresAt: httpx.At(s.sessionExpiry(sess)),
-	}}
-	for _, u := range m.definitions.upserts {
-		if u.Existing == nil {
-			out.Effective.DefinitionsCreated = append(out.Effective.DefinitionsCreated, DryRunDefinition{Kind: u.Kind, Name: u.Input.Name})
-		}
-	}
-	if out.Effective.DefinitionsCreated == nil {
-		out.Effective.DefinitionsCreated = []DryRunDefinition{}
-	}
-	out.Effective.UserCreated = sess.User.Kind == "external" && sess.User.ID == 0
-	return out, nil
-}
-
-// applyUserUpdate is what UserStore.UpdateExternalUser does to u, in memory.
-func applyUserUpdate(u ExternalUser, upd UserUpdate) ExternalUser {
-	if upd.Email != nil {
-		u.Email = upd.Email
-	}
-	if upd.DisplayName != nil {
-		u.DisplayName = upd.DisplayName
-	}
-	if upd.Picture != nil {
-		u.Picture = upd.Picture
-	}
-	groups := make(map[string]map[string]string, len(u.Groups)+1)
-	for k, v := range u.Groups {
-		groups[k] = v
-	}
-	if upd.Groups != nil {
-		groups[upd.Scope] = upd.Groups
-	}
-	u.Groups = groups
-	attrs := make(map[string]map[string]StoredValue, len(u.Attributes)+1)
-	for k, v := range u.Attributes {
-		attrs[k] = v
-	}
-	scoped := make(map[string]StoredValue, len(attrs[upd.Scope])+len(upd.SetAttributes))
-	for id, v := range attrs[upd.Scope] {
-		scoped[id] = v
-	}
-	for id, v := range upd.SetAttributes {
-		scoped[id] = v
-	}
-	for _, id := range upd.ClearAttributes {
-		delete(scoped, id)
-	}
-	attrs[upd.Scope] = scoped
-	u.Attributes = attrs
-	if upd.Tenant != "" && !slices.Contains(u.Tenants, upd.Tenant) {
-		u.Tenants = append(slices.Clone(u.Tenants), upd.Tenant)
-	}
-	return u
+	return forbidden("the account has reached its limit of %d external users; contact support to raise it", limit).WithCode(httpx.CodeExternalUserLimit)
 }
 
 func nonEmpty(s string) *string {
@@ -407,7 +265,30 @@ func nonEmpty(s string) *string {
 	return &s
 }
 
-func (s *service) resolveBranch(ctx context.Context, d *identity.Deployment, name *string) (string, bool, error) {
+// ownDeployment is the request's deployment when the identity store says it is one of
+// the caller's account's; nil when it is another's, none or not named at all (prepare
+// then answers 404, after the rules the request breaks first). Only a failure to ask is
+// an error.
+func (s *service) ownDeployment(ctx context.Context, p *identity.Principal, req *GenerateSessionRequest) (*Deployment, error) {
+	if p == nil || req.DeploymentID == nil || *req.DeploymentID <= 0 {
+		return nil, nil
+	}
+	d, err := s.d.Directory.Deployment(ctx, *req.DeploymentID)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, storeErr(err)
+	case d.AccountID != p.Account.ID:
+		return nil, nil
+	}
+	return &d, nil
+}
+
+// resolveBranch is the branch a session of deployment d serves: production without
+// asking when name is omitted, "production" or the production branch; otherwise what
+// dbtsync-svc's resolver says of it.
+func (s *service) resolveBranch(ctx context.Context, d Deployment, name *string) (string, bool, error) {
 	prod := d.ProductionBranch
 	if prod == "" {
 		prod = "main"
@@ -421,200 +302,11 @@ func (s *service) resolveBranch(ctx context.Context, d *identity.Deployment, nam
 	}
 	switch {
 	case !st.Exists:
-		return "", false, Coded(NotFound("branch %q is not a branch of deployment %d", *name, d.ID), httpx.CodeBranchNotFound)
+		return "", false, notFound("branch %q is not a branch of deployment %d", *name, d.ID).WithCode(httpx.CodeBranchNotFound)
 	case st.Production:
 		return *name, true, nil
 	case !st.Served:
-		return "", false, Coded(Invalid("branch %q is not served: open it, or enable its staging environment", *name), httpx.CodeBranchNotServed)
+		return "", false, invalid("branch %q is not served: open it, or enable its staging environment", *name).WithCode(httpx.CodeBranchNotServed)
 	}
 	return *name, false, nil
-}
-
-// definitionPlan is the outcome of validating a request against the stored catalog.
-type definitionPlan struct {
-	upserts []DefinitionUpsert
-	byKey   map[string]*Definition // kind+"/"+name -> stored definition (existing ones)
-	types   map[string]string      // attribute name -> type in effect after the upserts
-}
-
-func key(kind, name string) string { return kind + "/" + name }
-
-func (s *service) planDefinitions(ctx context.Context, accountID int64, scope string, req *GenerateSessionRequest) (*definitionPlan, error) {
-	plan := &definitionPlan{byKey: map[string]*Definition{}, types: map[string]string{}}
-	names := map[string]bool{}
-	for _, g := range req.Groups {
-		names[g] = true
-	}
-	for _, a := range req.UserAttributes {
-		names[a.Name] = true
-	}
-	for _, d := range req.GroupDefinitions {
-		names[d.Name] = true
-	}
-	for _, d := range req.UserAttributeDefinitions {
-		names[d.Name] = true
-	}
-	if len(names) == 0 {
-		return plan, nil
-	}
-	list := make([]string, 0, len(names))
-	for n := range names {
-		list = append(list, n)
-	}
-	sort.Strings(list)
-	defs, err := s.d.Catalog.FindDefinitions(ctx, accountID, scope, list)
-	if err != nil {
-		return nil, storeErr(err)
-	}
-	for i := range defs {
-		plan.byKey[key(defs[i].Kind, defs[i].Name)] = &defs[i]
-		if defs[i].Kind == KindAttribute {
-			plan.types[defs[i].Name] = defs[i].Type
-		}
-	}
-	for _, in := range req.UserAttributeDefinitions {
-		ex := plan.byKey[key(KindAttribute, in.Name)]
-		if ex != nil && ex.Type != in.Type {
-			return nil, Coded(Conflict("cannot change type"), httpx.CodeDefinitionType)
-		}
-		plan.types[in.Name] = in.Type
-		if ex == nil || definitionChanged(ex, in) {
-			plan.upserts = append(plan.upserts, DefinitionUpsert{Input: in, Kind: KindAttribute, Existing: ex})
-		}
-	}
-	groupDefs := map[string]bool{}
-	for _, in := range req.GroupDefinitions {
-		groupDefs[in.Name] = true
-		ex := plan.byKey[key(KindGroup, in.Name)]
-		if ex == nil || definitionChanged(ex, in) {
-			plan.upserts = append(plan.upserts, DefinitionUpsert{Input: in, Kind: KindGroup, Existing: ex})
-		}
-	}
-	var missingAttrs bool
-	for _, a := range req.UserAttributes {
-		if _, ok := plan.types[a.Name]; !ok {
-			missingAttrs = true
-		}
-	}
-	if missingAttrs {
-		return nil, Invalid("User attributes not found")
-	}
-	var missing []string
-	for _, g := range req.Groups {
-		if plan.byKey[key(KindGroup, g)] == nil && !groupDefs[g] {
-			missing = append(missing, g)
-		}
-	}
-	if len(missing) > 0 {
-		return nil, Invalid("Groups with names %s not found", strings.Join(missing, ", "))
-	}
-	for _, a := range req.UserAttributes {
-		got, _ := valueType(a.Value)
-		if got != "" && !valueFits(got, plan.types[a.Name]) {
-			return nil, Invalid("userAttributes %q: value does not match the attribute's type %s", a.Name, plan.types[a.Name])
-		}
-	}
-	return plan, nil
-}
-
-// definitionChanged: optional fields are updated when supplied and different, never cleared.
-func definitionChanged(ex *Definition, in DefinitionInput) bool {
-	diff := func(supplied, stored *string) bool {
-		return supplied != nil && (stored == nil || *stored != *supplied)
-	}
-	return diff(in.Description, ex.Description) || diff(in.DisplayName, ex.DisplayName) || diff(in.DefaultValue, ex.DefaultValue)
-}
-
-// applyDefinitions writes the planned upserts and returns the id of every definition
-// the request names, by kind and name.
-func (s *service) applyDefinitions(ctx context.Context, accountID int64, scope string, plan *definitionPlan, now time.Time) (map[string]string, error) {
-	ids := make(map[string]string, len(plan.byKey)+len(plan.upserts))
-	for k, d := range plan.byKey {
-		ids[k] = d.ID
-	}
-	for _, u := range plan.upserts {
-		d, err := s.d.Catalog.UpsertDefinition(ctx, accountID, scope, u, now)
-		if errors.Is(err, ErrConflictType) {
-			return nil, Coded(Conflict("cannot change type"), httpx.CodeDefinitionType)
-		}
-		if err != nil {
-			return nil, storeErr(err)
-		}
-		ids[key(d.Kind, d.Name)] = d.ID
-	}
-	return ids, nil
-}
-
-// ErrConflictType: a concurrent request created the attribute with another type.
-var ErrConflictType = errors.New("attribute type differs")
-
-func userUpdate(req *GenerateSessionRequest, scope, tenant string, plan *definitionPlan, ids map[string]string) UserUpdate {
-	u := UserUpdate{Email: req.Email, Scope: scope, Tenant: tenant}
-	if req.UserProfile != nil {
-		u.DisplayName, u.Picture = req.UserProfile.DisplayName, req.UserProfile.Picture
-	}
-	if req.Groups != nil {
-		u.Groups = make(map[string]string, len(req.Groups))
-		for _, g := range req.Groups {
-			u.Groups[ids[key(KindGroup, g)]] = g
-		}
-	}
-	for _, a := range req.UserAttributes {
-		id := ids[key(KindAttribute, a.Name)]
-		if t, _ := valueType(a.Value); t == "" {
-			u.ClearAttributes = append(u.ClearAttributes, id)
-			continue
-		}
-		if u.SetAttributes == nil {
-			u.SetAttributes = map[string]StoredValue{}
-		}
-		u.SetAttributes[id] = StoredValue{Name: a.Name, Value: a.Value}
-	}
-	return u
-}
-
-// userScopeView lists the user's memberships and values in scope, sorted by name.
-func userScopeView(u ExternalUser, scope string) ([]string, []AttributeValue) {
-	groups := []string{}
-	for _, name := range u.Groups[scope] {
-		groups = append(groups, name)
-	}
-	sort.Strings(groups)
-	attrs := []AttributeValue{}
-	for _, v := range u.Attributes[scope] {
-		attrs = append(attrs, AttributeValue{Name: v.Name, Value: v.Value})
-	}
-	sort.Slice(attrs, func(i, j int) bool { return attrs[i].Name < attrs[j].Name })
-	return groups, attrs
-}
-
-func storeErr(err error) error {
-	var de *Error
-	if errors.As(err, &de) {
-		return err
-	}
-	if errors.Is(err, ErrUnavailable) {
-		return Unavailable("a backing store is unavailable; retry shortly")
-	}
-	return err
-}
-
-// claims builds the embed token's claims for a session minted at now.
-func (s *service) claims(sess Session, now, exp time.Time) map[string]any {
-	set := map[string]any{}
-	raw, _ := json.Marshal(sess.Settings)
-	_ = json.Unmarshal(raw, &set)
-	c := map[string]any{
-		"iss": s.d.Issuer, "aud": TokenAudience, "sub": sess.Subject(), "sid": sess.SID,
-		"acc": sess.AccountID, "dep": sess.DeploymentID, "br": sess.Branch, "ten": sess.Tenant,
-		"cm": sess.CreatorMode, "int": sess.User.Kind == "internal", "set": set,
-		"iat": now.Unix(), "exp": exp.Unix(), "jti": NewSessionID(),
-	}
-	if sess.User.Kind == "internal" {
-		c["uid"] = sess.User.ID
-	}
-	if sess.RecordID != "" {
-		c["rid"] = sess.RecordID
-	}
-	return c
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"github.com/golang-jwt/jwt/v5"
 )
 
 // ExternalUser is a provisioned external user of an account.
@@ -28,7 +30,7 @@ type StoredValue struct {
 	Value json.RawMessage `bson:"-"`
 }
 
-// InternalUser is a user of the identity store (read-only here).
+// InternalUser is a user of the identity store, as the Directory answers it.
 type InternalUser struct {
 	ID        int64
 	AccountID int64
@@ -53,7 +55,8 @@ type UserUpdate struct {
 	ClearAttributes []string
 }
 
-// DefinitionUpsert is one definition to create, or to update where Changed says.
+// DefinitionUpsert is one definition to create (Existing nil) or to update: the
+// optional fields Input supplies that differ from Existing's are written, none cleared.
 type DefinitionUpsert struct {
 	Input    DefinitionInput
 	Kind     string
@@ -84,7 +87,7 @@ type CatalogStore interface {
 	DeleteDefinition(ctx context.Context, accountID int64, scope, kind, id string) error
 }
 
-// UserStore keeps external users and reads internal ones.
+// UserStore keeps external users.
 type UserStore interface {
 	// UpdateExternalUser applies u to a known user and returns it; ErrNotFound when the
 	// account has no user with that external id.
@@ -92,10 +95,10 @@ type UserStore interface {
 	// CreateExternalUser provisions the user within the account's limit (ErrLimitReached)
 	// and applies u; a concurrent creation of the same external id yields one user.
 	CreateExternalUser(ctx context.Context, accountID int64, externalID string, limit int64, u UserUpdate, now time.Time) (ExternalUser, error)
-	InternalUser(ctx context.Context, accountID int64, username string) (InternalUser, error)
 	// ExternalUser reads a user (ErrNotFound when the account has none with that id).
 	ExternalUser(ctx context.Context, accountID int64, externalID string) (ExternalUser, error)
-	// ExternalUserCount is the number of the account's external users, as the limit counts them.
+	// ExternalUserCount is the number of the account's external users, as the limit
+	// counts them (the dry run's check of the limit).
 	ExternalUserCount(ctx context.Context, accountID int64) (int64, error)
 	// ListTenantUsers returns up to limit users with sessions in tenant, by id after
 	// afterID, whose external id starts with prefix ("" for all).
@@ -156,6 +159,23 @@ type SessionStore interface {
 	LiveStates(ctx context.Context, sids []string) ([]LiveState, error)
 }
 
+// Deployment is a deployment as the identity store knows it: whose it is, and its
+// production branch.
+type Deployment struct {
+	ID               int64
+	AccountID        int64
+	ProductionBranch string
+}
+
+// Directory asks the identity store, which the gateway owns and answers for (the
+// identity lookup of libs/identity): embed-svc reads none of its collections.
+type Directory interface {
+	// Deployment returns a deployment (ErrNotFound when there is none).
+	Deployment(ctx context.Context, id int64) (Deployment, error)
+	// InternalUser returns the account's user with username (ErrNotFound when none).
+	InternalUser(ctx context.Context, accountID int64, username string) (InternalUser, error)
+}
+
 // BranchStatus is the resolver's answer about a branch.
 type BranchStatus struct {
 	Exists     bool
@@ -170,6 +190,6 @@ type BranchResolver interface {
 
 // TokenSigner signs JWTs with the current embed key.
 type TokenSigner interface {
-	Sign(ctx context.Context, claims map[string]any) (string, error)
+	Sign(ctx context.Context, claims jwt.Claims) (string, error)
 	JWKS(ctx context.Context) (JWKSet, error)
 }

@@ -6,9 +6,10 @@ package embed
 import (
 	"context"
 	"encoding/json"
-	"github.com/analyticsco/platform/libs/httpx"
 	"time"
 
+	"github.com/analyticsco/platform/embed-svc/token"
+	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -49,7 +50,7 @@ const (
 	TokenRefresh     = 23 * time.Hour
 	DataTokenTTL     = time.Hour
 	AICredentialTTL  = 15 * time.Minute
-	TokenAudience    = "platform-embed"
+	TokenAudience    = token.Audience
 	DataAPIAudience  = "platform-data-api"
 	AIAudience       = "platform-ai"
 	DefaultUserLimit = 10000

@@ -10,6 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/analyticsco/platform/embed-svc/token"
 	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
@@ -20,7 +23,7 @@ func (s *service) ExchangeSession(ctx context.Context, sessionID string) (_ Sess
 	ev := exchangeEvent(ctx)
 	defer func() { s.record(ctx, &ev, err, http.StatusOK) }()
 	if strings.TrimSpace(sessionID) == "" {
-		return SessionToken{}, Invalid("sessionId is required")
+		return SessionToken{}, invalid("sessionId is required")
 	}
 	sess, err := s.d.Sessions.ExchangeSession(ctx, sessionID, TokenLifetime)
 	if errors.Is(err, ErrSessionUnusable) {
@@ -62,7 +65,7 @@ func (s *service) RevokeSession(ctx context.Context, p *identity.Principal, sess
 		return err
 	}
 	if strings.TrimSpace(sessionID) == "" {
-		return Invalid("sessionId is required")
+		return invalid("sessionId is required")
 	}
 	sess, revoked, err := s.d.Sessions.RevokeSession(ctx, p.Account.ID, sessionID, PublicSessionHandle(sessionID))
 	if err != nil {
@@ -79,23 +82,15 @@ func (s *service) RevokeSession(ctx context.Context, p *identity.Principal, sess
 
 func requireEmbed(p *identity.Principal) error {
 	if p == nil || p.Credential != identity.CredentialEmbed || p.Embed == nil || p.Embed.SessionID == "" {
-		return &Error{Kind: KindUnauthorized, Message: "this endpoint requires an embed session token"}
+		return unauthorized("this endpoint requires an embed session token")
 	}
 	return nil
-}
-
-// tokenClaims are the parts of the forwarded token claims the service reads.
-type tokenClaims struct {
-	RecordID  string           `json:"rid"`
-	IssuedAt  int64            `json:"iat"`
-	ExpiresAt int64            `json:"exp"`
-	Settings  *json.RawMessage `json:"set"`
 }
 
 func (s *service) liveSession(ctx context.Context, p *identity.Principal) (Session, error) {
 	sess, err := s.d.Sessions.LiveSession(ctx, p.Embed.SessionID)
 	if errors.Is(err, ErrNotFound) || (err == nil && sess.AccountID != p.Account.ID) {
-		return Session{}, &Error{Kind: KindUnauthorized, Message: "the embed session has ended"}
+		return Session{}, unauthorized("the embed session has ended")
 	}
 	if err != nil {
 		return Session{}, storeErr(err)
@@ -112,16 +107,16 @@ func (s *service) SessionInfo(ctx context.Context, p *identity.Principal) (Sessi
 	if err != nil {
 		return SessionInfo{}, err
 	}
-	var c tokenClaims
-	_ = json.Unmarshal(p.Embed.Claims, &c)
 	info := SessionInfo{
 		SessionID: sess.SID, User: sess.User, AccountID: sess.AccountID, DeploymentID: sess.DeploymentID,
 		BranchName: sess.Branch, Production: sess.Production, EmbedTenant: sess.Tenant, CreatorMode: sess.CreatorMode,
 		Groups: sess.Groups, UserAttributes: sess.Attributes, SecurityContext: securityContextOf(sess), Settings: sess.Settings,
-		IssuedAt: httpx.At(time.Unix(c.IssuedAt, 0).UTC()), ExpiresAt: httpx.At(time.Unix(c.ExpiresAt, 0).UTC()),
+		IssuedAt: httpx.At(sess.GeneratedAt), ExpiresAt: httpx.At(s.sessionExpiry(sess)),
 	}
-	if c.ExpiresAt == 0 {
-		info.IssuedAt, info.ExpiresAt = httpx.At(sess.GeneratedAt), httpx.At(s.sessionExpiry(sess))
+	// The token's own times, as the gateway forwarded its claims.
+	var c token.Claims
+	if json.Unmarshal(p.Embed.Claims, &c) == nil && c.IssuedAt != nil && c.ExpiresAt != nil {
+		info.IssuedAt, info.ExpiresAt = httpx.At(c.IssuedAt.UTC()), httpx.At(c.ExpiresAt.UTC())
 	}
 	if info.Groups == nil {
 		info.Groups = []string{}
@@ -139,10 +134,10 @@ func (s *service) AICredentials(ctx context.Context, p *identity.Principal) (_ A
 	if err := requireEmbed(p); err != nil {
 		return AICredentials{}, err
 	}
-	var c tokenClaims
+	// The switches signed into the token decide; a token without them is looked up.
+	var c token.Claims
 	var set ResolvedSettings
-	if json.Unmarshal(p.Embed.Claims, &c) == nil && c.Settings != nil && json.Unmarshal(*c.Settings, &set) == nil {
-	} else {
+	if json.Unmarshal(p.Embed.Claims, &c) != nil || len(c.Settings) == 0 || json.Unmarshal(c.Settings, &set) != nil {
 		sess, err := s.liveSession(ctx, p)
 		if err != nil {
 			return AICredentials{}, err
@@ -150,11 +145,11 @@ func (s *service) AICredentials(ctx context.Context, p *identity.Principal) (_ A
 		set = sess.Settings
 	}
 	if !set.AllowAI {
-		return AICredentials{}, Forbidden("AI is disabled for this embed session (allowAi: false)")
+		return AICredentials{}, forbidden("AI is disabled for this embed session (allowAi: false)")
 	}
 	now := s.now().UTC().Truncate(time.Second)
 	exp := now.Add(AICredentialTTL)
-	tok, err := s.d.Signer.Sign(ctx, map[string]any{
+	tok, err := s.d.Signer.Sign(ctx, jwt.MapClaims{
 		"iss": s.d.Issuer, "aud": AIAudience, "sub": p.Embed.Subject, "sid": p.Embed.SessionID,
 		"acc": p.Account.ID, "dep": p.Embed.DeploymentID, "br": p.Embed.Branch, "ten": p.Embed.Tenant,
 		"iat": now.Unix(), "exp": exp.Unix(), "jti": randomID(),
@@ -178,7 +173,7 @@ func (s *service) DataToken(ctx context.Context, p *identity.Principal, deployme
 		return DataToken{}, err
 	}
 	if p.Embed.DeploymentID != deploymentID {
-		return DataToken{}, NotFound("deployment %d not found", deploymentID)
+		return DataToken{}, notFound("deployment %d not found", deploymentID)
 	}
 	sess, err := s.liveSession(ctx, p)
 	if err != nil {
@@ -190,7 +185,7 @@ func (s *service) DataToken(ctx context.Context, p *identity.Principal, deployme
 		exp = se
 	}
 	id := randomID()
-	claims := map[string]any{
+	claims := jwt.MapClaims{
 		"iss": s.d.Issuer, "aud": DataAPIAudience, "sub": sess.Subject(), "acc": sess.AccountID,
 		"dep": sess.DeploymentID, "br": sess.Branch, "ten": sess.Tenant, "int": sess.User.Kind == "internal", "cm": sess.CreatorMode,
 		"securityContext": securityContextOf(sess), "groups": nonNilGroups(sess.Groups), "userAttributes": attributeMap(sess.Attributes),
@@ -244,4 +239,20 @@ func attributeMap(attrs []AttributeValue) map[string]json.RawMessage {
 		out[a.Name] = a.Value
 	}
 	return out
+}
+
+// claims builds the embed token's claims (the contract with the gateway's verifier) for
+// a session exchanged at now.
+func (s *service) claims(sess Session, now, exp time.Time) token.Claims {
+	set, _ := json.Marshal(sess.Settings)
+	c := token.Claims{
+		Issuer: s.d.Issuer, Audience: token.Audience, Subject: sess.Subject(), SessionID: sess.SID, RecordID: sess.RecordID,
+		AccountID: sess.AccountID, DeploymentID: sess.DeploymentID, Branch: sess.Branch, Tenant: sess.Tenant,
+		CreatorMode: sess.CreatorMode, Internal: sess.User.Kind == "internal", Settings: set,
+		IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(exp), ID: NewSessionID(),
+	}
+	if c.Internal {
+		c.UserID = sess.User.ID
+	}
+	return c
 }

@@ -3,13 +3,13 @@ package embed
 import (
 	"context"
 	"encoding/base64"
-	"github.com/analyticsco/platform/libs/httpx"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -158,8 +158,6 @@ func validPublicID(s string) bool {
 	return true
 }
 
-// requireRevoker is the spec's revoke rule: an admin (any admin API key, an admin's
-// bearer token, or an internal admin's embed token) of an account with embedding on.
 // requireRevoker is the rule of who may revoke and manage sessions (the spec's
 // Authentication 4): an admin principal (any API key of an admin, an admin's bearer
 // token, an internal admin's embed token), on an account with embedding. The gateway
@@ -167,10 +165,10 @@ func validPublicID(s string) bool {
 func requireRevoker(p *identity.Principal) error {
 	if p == nil || !p.HasRole(identity.RoleAdmin) || (p.Credential == identity.CredentialEmbed && (p.Embed == nil || !p.Embed.Internal)) ||
 		p.Credential == identity.CredentialNone {
-		return Forbidden("revoking embed sessions requires an admin")
+		return forbidden("revoking embed sessions requires an admin")
 	}
 	if !p.Account.EmbeddingEnabled {
-		return Forbidden("embedding is not enabled for this account")
+		return forbidden("embedding is not enabled for this account")
 	}
 	return nil
 }
@@ -195,21 +193,21 @@ func (s *service) ListSessions(ctx context.Context, p *identity.Principal, q Ses
 		return SessionPage{}, err
 	}
 	if q.First < 1 || q.First > MaxPageSize {
-		return SessionPage{}, Invalid("first must be an integer from 1 to %d, not %q", MaxPageSize, strconv.Itoa(q.First))
+		return SessionPage{}, badFirst(q.First)
 	}
 	switch q.State {
 	case "", StatePending, StateActive, StateRevoked, StateExpired:
 	default:
-		return SessionPage{}, Invalid("state must be pending, active, revoked or expired, not %q", q.State)
+		return SessionPage{}, invalid("state must be pending, active, revoked or expired, not %q", q.State)
 	}
 	if q.Tenant != "" && !ValidTenantName(q.Tenant) {
-		return SessionPage{}, Invalid("tenant %q is not a valid embed tenant name", q.Tenant)
+		return SessionPage{}, invalid("tenant %q is not a valid embed tenant name", q.Tenant)
 	}
 	if q.ID != "" && !validPublicID(q.ID) {
-		return SessionPage{}, Invalid("id %q is not a session id of this list", q.ID)
+		return SessionPage{}, invalid("id %q is not a session id of this list", q.ID)
 	}
 	if len(q.ExternalID) > 256 || len(q.InternalID) > 256 {
-		return SessionPage{}, Invalid("externalId and internalId are at most 256 characters")
+		return SessionPage{}, invalid("externalId and internalId are at most 256 characters")
 	}
 	q.ExternalID = strings.ToLower(strings.TrimSpace(q.ExternalID))
 	now := s.now().UTC()
@@ -285,31 +283,31 @@ func (s *service) RevokeSessions(ctx context.Context, p *identity.Principal, req
 	switch {
 	case req.ID != nil && req.ExternalID == nil && req.Tenant == nil && req.InternalID == nil && req.DeploymentID == nil:
 		if !validPublicID(*req.ID) {
-			return RevokedSessions{}, Invalid("id %q is not a session id returned by GET /api/v1/embed/sessions", *req.ID)
+			return RevokedSessions{}, invalid("id %q is not a session id returned by GET /api/v1/embed/sessions", *req.ID)
 		}
 		q.ID = *req.ID
 	case req.ExternalID != nil && req.Tenant != nil && req.ID == nil && req.InternalID == nil && req.DeploymentID == nil:
 		q.ExternalID, q.Tenant = strings.ToLower(strings.TrimSpace(*req.ExternalID)), *req.Tenant
 		if q.ExternalID == "" || len(q.ExternalID) > 256 {
-			return RevokedSessions{}, Invalid("externalId must be 1 to 256 characters")
+			return RevokedSessions{}, invalid("externalId must be 1 to 256 characters")
 		}
 	case req.InternalID != nil && req.ID == nil && req.ExternalID == nil && req.Tenant == nil && req.DeploymentID == nil:
 		q.InternalID = strings.TrimSpace(*req.InternalID)
 		if q.InternalID == "" || len(q.InternalID) > 256 {
-			return RevokedSessions{}, Invalid("internalId must be 1 to 256 characters")
+			return RevokedSessions{}, invalid("internalId must be 1 to 256 characters")
 		}
 	case req.Tenant != nil && req.ID == nil && req.ExternalID == nil && req.InternalID == nil && req.DeploymentID == nil:
 		q.Tenant = *req.Tenant
 	case req.DeploymentID != nil && req.ID == nil && req.ExternalID == nil && req.Tenant == nil && req.InternalID == nil:
 		if *req.DeploymentID <= 0 {
-			return RevokedSessions{}, Invalid("deploymentId must be a positive integer")
+			return RevokedSessions{}, invalid("deploymentId must be a positive integer")
 		}
 		q.DeploymentID = *req.DeploymentID
 	default:
-		return RevokedSessions{}, Invalid(`send exactly one of {"id"}, {"externalId", "tenant"}, {"internalId"}, {"tenant"} or {"deploymentId"}`)
+		return RevokedSessions{}, invalid(`send exactly one of {"id"}, {"externalId", "tenant"}, {"internalId"}, {"tenant"} or {"deploymentId"}`)
 	}
 	if q.Tenant != "" && !ValidTenantName(q.Tenant) {
-		return RevokedSessions{}, Invalid("tenant %q is not a valid embed tenant name", q.Tenant)
+		return RevokedSessions{}, invalid("tenant %q is not a valid embed tenant name", q.Tenant)
 	}
 	n, err := s.revokeMatching(ctx, p.Account.ID, q)
 	ev.Details["revoked"] = n

@@ -92,7 +92,7 @@ func ResolveTimezone(s string) (string, bool) {
 // key or bearer token (never an embed token: an embedded user cannot widen its own switches).
 func requireAccountAdmin(p *identity.Principal) error {
 	if p == nil || !p.HasRole(identity.RoleAdmin) || (p.Credential != identity.CredentialAPIKey && p.Credential != identity.CredentialBearer) {
-		return Forbidden("the account's embed settings require an admin's API key or bearer token")
+		return forbidden("the account's embed settings require an admin's API key or bearer token")
 	}
 	return nil
 }
@@ -126,14 +126,14 @@ func (s *service) PutAccountSettings(ctx context.Context, p *identity.Principal,
 	if in.Locale != nil {
 		l, ok := ResolveLocale(*in.Locale)
 		if !ok {
-			return AccountSettingsView{}, Invalid("locale %q is not a BCP-47 tag of a supported language", *in.Locale)
+			return AccountSettingsView{}, invalid("locale %q is not a BCP-47 tag of a supported language", *in.Locale)
 		}
 		in.Locale = &l
 	}
 	if in.Timezone != nil {
 		tz, ok := ResolveTimezone(*in.Timezone)
 		if !ok {
-			return AccountSettingsView{}, Invalid("timezone %q is not an IANA time zone name", *in.Timezone)
+			return AccountSettingsView{}, invalid("timezone %q is not an IANA time zone name", *in.Timezone)
 		}
 		in.Timezone = &tz
 	}

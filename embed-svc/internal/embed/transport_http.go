@@ -3,29 +3,36 @@ package embed
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 
+	"github.com/go-kit/kit/endpoint"
 	httptransport "github.com/go-kit/kit/transport/http"
 
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
-	"github.com/analyticsco/platform/libs/server"
 )
 
 // MaxBodyBytes bounds every request body the service reads.
 const MaxBodyBytes = 1 << 20
 
-// NewHTTPHandler routes the embed API to the endpoints. It expects identity.Require
-// around it (the principal is read from the request context).
+// NewHTTPHandler serves the embed API alone: its routes (RegisterRoutes) with every body
+// limited (LimitBodies). It expects identity.Require around it (the principal is read
+// from the request context).
 func NewHTTPHandler(e Endpoints, logger *slog.Logger) http.Handler {
-	opts := []httptransport.ServerOption{httptransport.ServerErrorEncoder(errorEncoder(logger))}
-	mux := http.NewServeMux()
-	handle := func(method, path string, ep func(context.Context, any) (any, error), dec httptransport.DecodeRequestFunc) {
-		mux.Handle(method+" "+path, httptransport.NewServer(ep, dec, encodeResponse, opts...))
+	r := httpx.NewRouter()
+	RegisterRoutes(r, e, logger)
+	return LimitBodies(r)
+}
+
+// RegisterRoutes adds the embed API's routes to r: each route to its endpoint through
+// its decoder, every error through the platform's one encoder (errs.Encoder).
+func RegisterRoutes(r *httpx.Router, e Endpoints, logger *slog.Logger) {
+	opts := []httptransport.ServerOption{httptransport.ServerErrorEncoder(errs.Encoder(logger))}
+	handle := func(method, path string, ep endpoint.Endpoint, dec httptransport.DecodeRequestFunc) {
+		r.Handle(method, path, httptransport.NewServer(ep, dec, encodeResponse, opts...))
 	}
 	handle("POST", "/api/v1/embed/generate-session", e.GenerateSession, decodeGenerateSessionHTTP)
 	handle("POST", "/api/v1/embed/session/exchange", e.ExchangeSession, decodeSessionIDRequest)
@@ -48,48 +55,16 @@ func NewHTTPHandler(e Endpoints, logger *slog.Logger) http.Handler {
 		handle("POST", "/api/v1/"+c.path, e.CreateDefinition, decodeCreateDefinition(c.kind))
 		handle("DELETE", "/api/v1/"+c.path+"/{id}", e.DeleteDefinition, decodeDeleteDefinition(c.kind))
 	}
-	// A known path with another method gets a JSON 405 instead of the mux's plain text.
-	for path, allow := range map[string]string{
-		"/api/v1/embed/generate-session": "POST", "/api/v1/embed/session/exchange": "POST",
-		"/api/v1/embed/session/revoke": "POST", "/api/v1/embed/session": "GET",
-		"/api/v1/embed/session/ai-credentials": "POST", "/api/v1/embed/.well-known/jwks.json": "GET",
-		"/api/v1/deployments/{deploymentId}/token":                   "POST",
-		"/api/v1/embed/settings":                                     "GET, PUT",
-		"/api/v1/embed/sessions":                                     "GET",
-		"/api/v1/embed-tenants/{embedTenantName}/users":              "GET",
-		"/api/v1/embed-tenants/{embedTenantName}/users/{externalId}": "GET, DELETE",
-		"/api/v1/embed/sessions/revoke":                              "POST",
-		"/api/v1/embed-tenants/{embedTenantName}/groups":             "GET", "/api/v1/embed-tenants/{embedTenantName}/user-attributes": "GET",
-		"/api/v1/embed-tenants/{embedTenantName}/groups/{id}":          "DELETE",
-		"/api/v1/embed-tenants/{embedTenantName}/user-attributes/{id}": "DELETE",
-		"/api/v1/groups": "GET, POST", "/api/v1/user-attributes": "GET, POST",
-		"/api/v1/groups/{id}": "DELETE", "/api/v1/user-attributes/{id}": "DELETE",
-	} {
-		mux.HandleFunc(path, methodNotAllowed(allow))
-	}
-	mux.HandleFunc("/", server.NotFound)
+}
+
+// LimitBodies bounds every request body next reads at MaxBodyBytes (413 past it).
+func LimitBodies(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body != nil {
 			r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
 		}
-		mux.ServeHTTP(w, r)
+		next.ServeHTTP(w, r)
 	})
-}
-
-func methodNotAllowed(allow string) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Allow", allow)
-		httpx.WriteError(w, http.StatusMethodNotAllowed, "method "+r.Method+" is not allowed on "+r.URL.Path+"; allowed: "+allow)
-	}
-}
-
-// DecodeGenerateSessionRequest strictly decodes a generate-session body.
-func DecodeGenerateSessionRequest(body []byte) (GenerateSessionRequest, error) {
-	var req GenerateSessionRequest
-	if err := httpx.DecodeJSONBody(strings.NewReader(string(body)), &req); err != nil {
-		return req, err
-	}
-	return req, nil
 }
 
 func decodeGenerateSessionHTTP(_ context.Context, r *http.Request) (any, error) {
@@ -108,7 +83,7 @@ func decodeSessionIDRequest(_ context.Context, r *http.Request) (any, error) {
 		return nil, err
 	}
 	if body.SessionID == nil || *body.SessionID == "" {
-		return nil, Invalid("sessionId is required")
+		return nil, invalid("sessionId is required")
 	}
 	return sessionIDRequest{P: identity.FromContext(r.Context()), SessionID: *body.SessionID}, nil
 }
@@ -181,7 +156,7 @@ func decodeListSessions(_ context.Context, r *http.Request) (any, error) {
 	if raw := v.Get("deploymentId"); raw != "" {
 		n, err := strconv.ParseInt(raw, 10, 64)
 		if err != nil || n <= 0 {
-			return nil, Invalid("deploymentId must be a positive integer, not %q", raw)
+			return nil, invalid("deploymentId must be a positive integer, not %q", raw)
 		}
 		q.DeploymentID = n
 	}
@@ -232,47 +207,4 @@ func encodeResponse(_ context.Context, w http.ResponseWriter, resp any) error {
 		w.Header().Set("Cache-Control", "no-store")
 	}
 	return json.NewEncoder(w).Encode(resp)
-}
-
-// StatusOf maps a domain error kind to its HTTP status.
-func StatusOf(k Kind) int {
-	switch k {
-	case KindInvalid:
-		return http.StatusBadRequest
-	case KindUnauthorized:
-		return http.StatusUnauthorized
-	case KindForbidden:
-		return http.StatusForbidden
-	case KindNotFound:
-		return http.StatusNotFound
-	case KindConflict:
-		return http.StatusConflict
-	case KindUnavailable:
-		return http.StatusServiceUnavailable
-	case KindTooLarge:
-		return http.StatusRequestEntityTooLarge
-	}
-	return http.StatusInternalServerError
-}
-
-func errorEncoder(logger *slog.Logger) httptransport.ErrorEncoder {
-	return func(ctx context.Context, err error, w http.ResponseWriter) {
-		var de *Error
-		var he *httpx.Error
-		switch {
-		case errors.As(err, &de):
-			status := StatusOf(de.Kind)
-			if status == http.StatusUnauthorized {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="platform"`)
-			}
-			if status == http.StatusServiceUnavailable {
-				w.Header().Set("Retry-After", "1")
-			}
-			httpx.WriteCodedError(w, status, de.Code, de.Message)
-		case errors.As(err, &he):
-			httpx.WriteCodedError(w, he.Status, he.Code, he.Message)
-		default:
-			httpx.InternalContext(ctx, w, logger, err)
-		}
-	}
 }

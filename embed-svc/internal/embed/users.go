@@ -4,13 +4,14 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
-	"github.com/analyticsco/platform/libs/httpx"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -97,17 +98,17 @@ func (s *service) ListTenantUsers(ctx context.Context, p *identity.Principal, te
 		return UserPage{}, err
 	}
 	if q.First < 1 || q.First > MaxPageSize {
-		return UserPage{}, Invalid("first must be an integer from 1 to %d, not %q", MaxPageSize, strconv.Itoa(q.First))
+		return UserPage{}, badFirst(q.First)
 	}
 	if len(q.Q) > 256 {
-		return UserPage{}, Invalid("q is at most 256 characters")
+		return UserPage{}, invalid("q is at most 256 characters")
 	}
 	var after int64
 	if q.After != "" {
 		raw, err := base64.RawURLEncoding.DecodeString(q.After)
 		n, perr := strconv.ParseInt(string(raw), 10, 64)
 		if err != nil || perr != nil || n <= 0 {
-			return UserPage{}, Invalid("after is not a cursor returned by this list")
+			return UserPage{}, invalid("after is not a cursor returned by this list")
 		}
 		after = n
 	}
@@ -134,25 +135,16 @@ func (s *service) ListTenantUsers(ctx context.Context, p *identity.Principal, te
 func (s *service) tenantUser(ctx context.Context, accountID int64, tenant, externalID string) (ExternalUser, error) {
 	ext := strings.ToLower(strings.TrimSpace(externalID))
 	if ext == "" || len(ext) > 256 {
-		return ExternalUser{}, NotFound("user %q not found in embed tenant %q", externalID, tenant)
+		return ExternalUser{}, notFound("user %q not found in embed tenant %q", externalID, tenant)
 	}
 	u, err := s.d.Users.ExternalUser(ctx, accountID, ext)
-	if errors.Is(err, ErrNotFound) || (err == nil && !containsString(u.Tenants, tenant)) {
-		return ExternalUser{}, NotFound("user %q not found in embed tenant %q", externalID, tenant)
+	if errors.Is(err, ErrNotFound) || (err == nil && !slices.Contains(u.Tenants, tenant)) {
+		return ExternalUser{}, notFound("user %q not found in embed tenant %q", externalID, tenant)
 	}
 	if err != nil {
 		return ExternalUser{}, storeErr(err)
 	}
 	return u, nil
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // GetTenantUser returns one user of the tenant with its memberships and values.

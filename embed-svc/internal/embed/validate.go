@@ -19,38 +19,37 @@ func ValidTenantName(name string) bool { return tenantNamePattern.MatchString(na
 
 const maxNameLen = 255
 
-// ValidateGenerateSession checks the rules of a generate-session body that need no
-// stored state; every failure is a KindInvalid *Error.
-func ValidateGenerateSession(req GenerateSessionRequest) error {
-	_, err := validateStatic(&req)
-	return err
-}
-
-// validateStatic checks every rule that needs no stored state. It returns the
-// normalized external id ("" for an internal user).
+// validateStatic checks every rule that needs no stored state, in the order a client
+// reads the answer by: who the session is for, then the request's shape, then its
+// lists. It returns the normalized external id ("" for an internal user).
 func validateStatic(req *GenerateSessionRequest) (string, error) {
 	if req.DeploymentID == nil {
-		return "", Invalid("deploymentId is required")
+		return "", invalid("deploymentId is required")
 	}
 	if *req.DeploymentID <= 0 {
-		return "", Invalid("deploymentId must be a positive integer")
+		return "", invalid("deploymentId must be a positive integer")
 	}
+	externalID, err := validateUser(req)
+	if err != nil {
+		return "", err
+	}
+	if err := validateShape(req); err != nil {
+		return "", err
+	}
+	return externalID, validateLists(req)
+}
+
+// validateUser checks who the session is for: exactly one of externalId (normalized:
+// trimmed, lower-case) and internalId, and for an internal user none of what only an
+// external user has (named in a fixed order, so the message is always the same).
+func validateUser(req *GenerateSessionRequest) (string, error) {
 	hasExt, hasInt := req.ExternalID != nil, req.InternalID != nil
 	if hasExt == hasInt {
-		return "", Invalid("exactly one of externalId and internalId is required")
+		return "", invalid("exactly one of externalId and internalId is required")
 	}
-	var externalID string
-	if hasExt {
-		externalID = strings.ToLower(strings.TrimSpace(*req.ExternalID))
-		if externalID == "" {
-			return "", Invalid("externalId must not be empty")
-		}
-		if len(externalID) > maxNameLen {
-			return "", Invalid("externalId must be at most %d characters", maxNameLen)
-		}
-	} else {
+	if hasInt {
 		if strings.TrimSpace(*req.InternalID) == "" {
-			return "", Invalid("internalId must not be empty")
+			return "", invalid("internalId must not be empty")
 		}
 		for _, f := range []struct {
 			field string
@@ -61,104 +60,126 @@ func validateStatic(req *GenerateSessionRequest) (string, error) {
 			{"securityContext", req.SecurityContext != nil}, {"userProfile", req.UserProfile != nil},
 		} {
 			if f.set {
-				return "", Invalid("%s is not allowed with internalId: the internal user's own permissions apply", f.field)
+				return "", invalid("%s is not allowed with internalId: the internal user's own permissions apply", f.field)
 			}
 		}
+		if req.Email != nil {
+			return "", invalid("email is only allowed with externalId")
+		}
+		return "", nil
 	}
-	if req.Email != nil && !hasExt {
-		return "", Invalid("email is only allowed with externalId")
+	externalID := strings.ToLower(strings.TrimSpace(*req.ExternalID))
+	if externalID == "" {
+		return "", invalid("externalId must not be empty")
 	}
+	if len(externalID) > maxNameLen {
+		return "", invalid("externalId must be at most %d characters", maxNameLen)
+	}
+	return externalID, nil
+}
+
+// validateShape checks the single values: email, securityContext, the tenant name, what
+// definitions need, the profile and the branch name.
+func validateShape(req *GenerateSessionRequest) error {
 	if req.Email != nil && len(*req.Email) > maxNameLen {
-		return "", Invalid("email must be at most %d characters", maxNameLen)
+		return invalid("email must be at most %d characters", maxNameLen)
 	}
 	if req.SecurityContext != nil {
 		trimmed := bytes.TrimSpace(req.SecurityContext)
 		if len(trimmed) == 0 || trimmed[0] != '{' {
-			return "", Invalid("securityContext must be an object")
+			return invalid("securityContext must be an object")
 		}
 	}
 	if req.EmbedTenantName != nil && !ValidTenantName(*req.EmbedTenantName) {
-		return "", Invalid("embedTenantName %q is invalid: lowercase, 5 to 36 characters, starting with a letter, ending with a letter or digit, only a-z, 0-9 and -", *req.EmbedTenantName)
+		return invalid("embedTenantName %q is invalid: lowercase, 5 to 36 characters, starting with a letter, ending with a letter or digit, only a-z, 0-9 and -", *req.EmbedTenantName)
 	}
 	hasDefs := req.GroupDefinitions != nil || req.UserAttributeDefinitions != nil
 	if hasDefs && (req.CreatorMode == nil || !*req.CreatorMode) {
-		return "", Invalid("groupDefinitions and userAttributeDefinitions require creatorMode: true")
+		return invalid("groupDefinitions and userAttributeDefinitions require creatorMode: true")
 	}
 	if hasDefs && req.EmbedTenantName == nil {
-		return "", Invalid("groupDefinitions and userAttributeDefinitions require embedTenantName")
+		return invalid("groupDefinitions and userAttributeDefinitions require embedTenantName")
 	}
 	if p := req.UserProfile; p != nil {
 		if p.DisplayName != nil && len(*p.DisplayName) > maxNameLen {
-			return "", Invalid("userProfile.displayName must be at most %d characters", maxNameLen)
+			return invalid("userProfile.displayName must be at most %d characters", maxNameLen)
 		}
 		if p.Picture != nil && !absoluteHTTPURL(*p.Picture) {
-			return "", Invalid("userProfile.picture must be an absolute http:// or https:// URL")
+			return invalid("userProfile.picture must be an absolute http:// or https:// URL")
 		}
 	}
 	if req.BranchName != nil && strings.TrimSpace(*req.BranchName) == "" {
-		return "", Invalid("branchName must not be empty")
+		return invalid("branchName must not be empty")
 	}
+	return nil
+}
+
+// validateLists checks groups, userAttributes and the two definition arrays: names
+// unique and present, values of an attribute type, definitions well formed.
+func validateLists(req *GenerateSessionRequest) error {
 	if err := uniqueNames("groups", req.Groups, func(s string) string { return s }); err != nil {
-		return "", err
+		return err
 	}
 	for _, g := range req.Groups {
 		if g == "" {
-			return "", Invalid("groups must not contain an empty name")
+			return invalid("groups must not contain an empty name")
 		}
 	}
 	if err := uniqueNames("userAttributes", req.UserAttributes, func(a AttributeValue) string { return a.Name }); err != nil {
-		return "", err
+		return err
 	}
 	for _, a := range req.UserAttributes {
 		if a.Name == "" {
-			return "", Invalid("userAttributes: name is required")
+			return invalid("userAttributes: name is required")
 		}
 		if len(a.Value) == 0 {
-			return "", Invalid("userAttributes %q: value is required (null clears it)", a.Name)
+			return invalid("userAttributes %q: value is required (null clears it)", a.Name)
 		}
 		if _, ok := valueType(a.Value); !ok {
-			return "", Invalid("userAttributes %q: value must be a string, a number, an array of strings, an array of numbers or null", a.Name)
+			return invalid("userAttributes %q: value must be a string, a number, an array of strings, an array of numbers or null", a.Name)
 		}
 	}
-	if err := uniqueNames("groupDefinitions", req.GroupDefinitions, func(d DefinitionInput) string { return d.Name }); err != nil {
-		return "", err
-	}
-	if err := uniqueNames("userAttributeDefinitions", req.UserAttributeDefinitions, func(d DefinitionInput) string { return d.Name }); err != nil {
-		return "", err
+	for _, defs := range []struct {
+		field string
+		list  []DefinitionInput
+	}{{"groupDefinitions", req.GroupDefinitions}, {"userAttributeDefinitions", req.UserAttributeDefinitions}} {
+		if err := uniqueNames(defs.field, defs.list, func(d DefinitionInput) string { return d.Name }); err != nil {
+			return err
+		}
 	}
 	for _, d := range req.GroupDefinitions {
 		if err := ValidateDefinition(KindGroup, d, "groupDefinitions"); err != nil {
-			return "", err
+			return err
 		}
 	}
 	for _, d := range req.UserAttributeDefinitions {
 		if err := ValidateDefinition(KindAttribute, d, "userAttributeDefinitions"); err != nil {
-			return "", err
+			return err
 		}
 	}
-	return externalID, nil
+	return nil
 }
 
 // ValidateDefinition checks one definition input; field names the array or body.
 func ValidateDefinition(kind string, d DefinitionInput, field string) error {
 	if strings.TrimSpace(d.Name) == "" {
-		return Invalid("%s: name is required", field)
+		return invalid("%s: name is required", field)
 	}
 	if len(d.Name) > maxNameLen {
-		return Invalid("%s: name must be at most %d characters", field, maxNameLen)
+		return invalid("%s: name must be at most %d characters", field, maxNameLen)
 	}
 	if kind == KindGroup {
 		if d.Type != "" || d.DisplayName != nil || d.DefaultValue != nil {
-			return Invalid("%s %q: a group has only name and description", field, d.Name)
+			return invalid("%s %q: a group has only name and description", field, d.Name)
 		}
 		return nil
 	}
 	switch d.Type {
 	case TypeString, TypeNumber, TypeStringArray, TypeNumberArray:
 	case "":
-		return Invalid("%s %q: type is required (string, number, string_array or number_array)", field, d.Name)
+		return invalid("%s %q: type is required (string, number, string_array or number_array)", field, d.Name)
 	default:
-		return Invalid("%s %q: type %q is not one of string, number, string_array, number_array", field, d.Name, d.Type)
+		return invalid("%s %q: type %q is not one of string, number, string_array, number_array", field, d.Name, d.Type)
 	}
 	return nil
 }
@@ -175,7 +196,7 @@ func uniqueNames[T any](field string, items []T, name func(T) string) error {
 	}
 	if len(dups) > 0 {
 		sort.Strings(dups)
-		return Invalid("%s: duplicate name %q", field, dups[0])
+		return invalid("%s: duplicate name %q", field, dups[0])
 	}
 	return nil
 }
@@ -230,10 +251,10 @@ func valueFits(got, want string) bool {
 // limits, before anything else looks at them: a clear 413 or 400 naming the limit.
 func (l Limits) check(req *GenerateSessionRequest) error {
 	if n := len(req.SecurityContext); n > l.SecurityContextBytes {
-		return TooLarge("securityContext is %d bytes, over the limit of %d bytes (EMBED_MAX_SECURITY_CONTEXT_BYTES)", n, l.SecurityContextBytes)
+		return tooLarge("securityContext is %d bytes, over the limit of %d bytes (EMBED_MAX_SECURITY_CONTEXT_BYTES)", n, l.SecurityContextBytes)
 	}
 	if d := jsonDepth(req.SecurityContext); d > l.SecurityContextDepth {
-		return Invalid("securityContext nests %d levels deep, over the limit of %d (EMBED_MAX_SECURITY_CONTEXT_DEPTH)", d, l.SecurityContextDepth)
+		return invalid("securityContext nests %d levels deep, over the limit of %d (EMBED_MAX_SECURITY_CONTEXT_DEPTH)", d, l.SecurityContextDepth)
 	}
 	for _, a := range []struct {
 		field string
@@ -243,7 +264,7 @@ func (l Limits) check(req *GenerateSessionRequest) error {
 		{"groupDefinitions", len(req.GroupDefinitions)}, {"userAttributeDefinitions", len(req.UserAttributeDefinitions)},
 	} {
 		if a.n > l.ArrayEntries {
-			return Invalid("%s has %d entries, over the limit of %d (EMBED_MAX_ARRAY_ENTRIES)", a.field, a.n, l.ArrayEntries)
+			return invalid("%s has %d entries, over the limit of %d (EMBED_MAX_ARRAY_ENTRIES)", a.field, a.n, l.ArrayEntries)
 		}
 	}
 	return nil
@@ -289,7 +310,7 @@ func (s *service) ensureTenant(ctx context.Context, accountID int64, tenant stri
 		if err := s.d.Catalog.RemoveTenantRecord(ctx, accountID, tenant); err != nil {
 			return storeErr(err)
 		}
-		return Invalid("the account has %d embed tenants, the limit (EMBED_MAX_TENANTS_PER_ACCOUNT); tenant %q cannot be created", limit, tenant)
+		return invalid("the account has %d embed tenants, the limit (EMBED_MAX_TENANTS_PER_ACCOUNT); tenant %q cannot be created", limit, tenant)
 	}
 	s.tenants.add(accountID, tenant)
 	return nil
@@ -337,7 +358,7 @@ func (s *service) wouldFitTenant(ctx context.Context, accountID int64, tenant st
 		return storeErr(err)
 	}
 	if n+1 > limit {
-		return Invalid("the account has %d embed tenants, the limit (EMBED_MAX_TENANTS_PER_ACCOUNT); tenant %q cannot be created", limit, tenant)
+		return invalid("the account has %d embed tenants, the limit (EMBED_MAX_TENANTS_PER_ACCOUNT); tenant %q cannot be created", limit, tenant)
 	}
 	return nil
 }
@@ -353,7 +374,7 @@ func (s *service) checkDefinitionRoom(ctx context.Context, accountID int64, scop
 		return storeErr(err)
 	}
 	if n+int64(created) > limit {
-		return Invalid("scope %q holds %d definitions; %d more would pass the limit of %d (EMBED_MAX_DEFINITIONS_PER_SCOPE)", scope, n, created, limit)
+		return invalid("scope %q holds %d definitions; %d more would pass the limit of %d (EMBED_MAX_DEFINITIONS_PER_SCOPE)", scope, n, created, limit)
 	}
 	return nil
 }

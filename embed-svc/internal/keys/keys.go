@@ -253,7 +253,7 @@ func signingKey(keys []key, now time.Time) (key, bool) {
 }
 
 // Sign signs claims with the current key, its id in the header.
-func (k *Keyring) Sign(ctx context.Context, claims map[string]any) (string, error) {
+func (k *Keyring) Sign(ctx context.Context, claims jwt.Claims) (string, error) {
 	keys, err := k.current(ctx)
 	if err != nil {
 		return "", err
@@ -262,22 +262,9 @@ func (k *Keyring) Sign(ctx context.Context, claims map[string]any) (string, erro
 	if !ok {
 		return "", errors.New("no active signing key: run embed-svc with a reachable database so it can create one")
 	}
-	tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jwt.MapClaims(claims))
+	tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, claims)
 	tok.Header["kid"] = sk.ID
 	return tok.SignedString(sk.private)
-}
-
-// CurrentKeyID is the id of the key that signs now.
-func (k *Keyring) CurrentKeyID(ctx context.Context) (string, error) {
-	keys, err := k.current(ctx)
-	if err != nil {
-		return "", err
-	}
-	sk, ok := signingKey(keys, k.o.Now())
-	if !ok {
-		return "", errors.New("no active signing key")
-	}
-	return sk.ID, nil
 }
 
 // JWKS lists the pending key(s), the signing key, and retired keys whose tokens may

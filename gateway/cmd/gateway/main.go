@@ -15,6 +15,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/analyticsco/platform/gateway/config"
@@ -27,6 +28,7 @@ import (
 	"github.com/analyticsco/platform/gateway/internal/store"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
+	"github.com/analyticsco/platform/libs/natsx"
 	"github.com/analyticsco/platform/libs/obs"
 	"github.com/analyticsco/platform/libs/redisx"
 	"github.com/analyticsco/platform/libs/server"
@@ -71,8 +73,8 @@ func run() error {
 		server.Listener{Name: "internal", Addr: cfg.InternalAddr, Handler: a.Internal})
 }
 
-// deps connects what the configuration names (the identity store, Redis) and parses the
-// rest; close releases the connections.
+// deps connects what the configuration names (the identity store, Redis, NATS) and
+// parses the rest; close releases the connections.
 func deps(proc *server.Process, cfg config.Config) (app.Deps, func(), error) {
 	var closers []func()
 	closeAll := func() {
@@ -102,8 +104,15 @@ func deps(proc *server.Process, cfg config.Config) (app.Deps, func(), error) {
 	rdb := redis.NewClient(ropts)
 	closers = append(closers, func() { _ = rdb.Close() })
 	redisx.NewMetrics(reg).Instrument(rdb)
+	natsMetrics := natsx.NewMetrics(reg)
+	nc, err := nats.Connect(cfg.NATSURL, append(natsMetrics.Options(), nats.Name(app.ServiceName), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true))...)
+	if err != nil {
+		return fail(fmt.Errorf("NATS_URL: %w", err))
+	}
+	closers = append(closers, func() { _ = nc.Drain() })
+	natsMetrics.Track(nc)
 	d := app.Deps{Logger: proc.Logger, Registry: reg, Store: store.New(client.Database(cfg.MongoDatabase)), Signer: signer,
-		Keys: keys, Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, Upstreams: map[string][]*url.URL{}, Redis: rdb,
+		Keys: keys, Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, Upstreams: map[string][]*url.URL{}, Redis: rdb, NATS: nc,
 		EmbedJWKSURL: cfg.EmbedJWKSURL, EmbedIssuer: cfg.EmbedTokenIssuer,
 		BodyLimit: int64(cfg.BodyLimitDefault), BigBodyLimit: int64(cfg.BodyLimitDBTSync),
 		UpstreamTimeout: cfg.UpstreamTimeout, DialTimeout: cfg.DialTimeout, BodyTimeout: cfg.ClientBodyTimeout, UploadTimeout: cfg.ClientUploadTimeout,

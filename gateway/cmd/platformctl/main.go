@@ -118,6 +118,8 @@ func loadEnv() (env, error) {
 	return e, nil
 }
 
+// run dispatches a sub-command to its function (commands), with the identity store
+// connected and the result printed as JSON.
 func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(stdout, usage)

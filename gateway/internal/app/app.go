@@ -1,7 +1,8 @@
 // Package app wires the gateway the same way for main, gatewaytest (other modules'
 // black-box tests) and the gateway's own tests: authentication (bearer tokens, API keys,
 // embed tokens), rate limits, the route table and the forwarders in front of the
-// services, the public and internal handlers.
+// services, the public and internal handlers, and the identity lookups it answers for
+// the services over NATS.
 package app
 
 import (
@@ -13,9 +14,11 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/analyticsco/platform/embed-svc/token"
 	"github.com/analyticsco/platform/gateway/internal/auth"
 	"github.com/analyticsco/platform/gateway/internal/embedauth"
 	"github.com/analyticsco/platform/gateway/internal/gateway"
@@ -47,6 +50,9 @@ type Deps struct {
 	EmbedIssuer  string // default https://embed.platform.local
 	// Embed replaces the embed-token verifier (tests).
 	Embed gateway.EmbedAuthenticator
+	// NATS is where the gateway answers the services' identity lookups (identity.lookup.*,
+	// libs/identity) from its identity store and caches; nil answers none.
+	NATS *nats.Conn
 
 	BodyLimit, BigBodyLimit             int64
 	UpstreamTimeout, DialTimeout        time.Duration
@@ -106,6 +112,11 @@ func New(ctx context.Context, d Deps) (*App, error) {
 	if d.Configure != nil {
 		d.Configure(&o)
 	}
+	if d.NATS != nil {
+		if _, err := identity.ServeLookups(d.NATS, authn); err != nil {
+			return nil, err
+		}
+	}
 	gw, err := gateway.New(o)
 	if err != nil {
 		return nil, err
@@ -124,6 +135,8 @@ func New(ctx context.Context, d Deps) (*App, error) {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
+	// Readiness does not wait for NATS: the gateway serves every route without it, and
+	// only the lookups it answers for embed-svc's generate-session need it.
 	internal := server.InternalHandler(reg, []server.Check{{Name: "mongodb", Check: d.Store.Ping}})
 	return &App{Handler: public, Internal: internal, Auth: authn}, nil
 }
@@ -133,7 +146,7 @@ func New(ctx context.Context, d Deps) (*App, error) {
 func embedVerifier(ctx context.Context, d Deps, authn *auth.Authenticator) gateway.EmbedAuthenticator {
 	jwks := d.EmbedJWKSURL
 	if jwks == "" && len(d.Upstreams["embed-svc"]) > 0 {
-		jwks = d.Upstreams["embed-svc"][0].String() + embedauth.JWKSPath
+		jwks = d.Upstreams["embed-svc"][0].String() + token.JWKSPath
 	}
 	keys := auth.NewKeySet(nil, jwks).WithRequestDecorator(embedauth.SignedRequest(d.Signer))
 	go keys.Run(ctx, cmp.Or(d.JWKSRefresh, 5*time.Minute))

@@ -29,6 +29,7 @@ type Directory interface {
 	Account(ctx context.Context, id int64) (store.Account, error)
 	Deployment(ctx context.Context, id int64) (store.Deployment, error)
 	User(ctx context.Context, id int64) (store.User, error)
+	UserByUsername(ctx context.Context, accountID int64, username string) (store.User, error)
 	APIKey(ctx context.Context, id string) (store.APIKey, error)
 	ChangedSince(ctx context.Context, since time.Time) (store.Changes, error)
 }
@@ -46,7 +47,8 @@ type Authenticator struct {
 	accounts    *Cache[int64, store.Account]
 	deployments *Cache[int64, store.Deployment]
 	keys        *Cache[string, store.APIKey]
-	missingKeys *Cache[string, struct{}] // API key ids the identity store does not have
+	missingKeys *Cache[string, struct{}]   // API key ids the identity store does not have
+	usernames   *Cache[usernameKey, int64] // the services' user lookups (LookupUser)
 }
 
 type tokenEntry struct {
@@ -82,6 +84,7 @@ func New(o Options) *Authenticator {
 		deployments: NewCache[int64, store.Deployment](100_000, o.Now),
 		keys:        NewCache[string, store.APIKey](100_000, o.Now),
 		missingKeys: NewCache[string, struct{}](100_000, o.Now),
+		usernames:   NewCache[usernameKey, int64](100_000, o.Now),
 	}
 }
 

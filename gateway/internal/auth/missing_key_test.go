@@ -27,6 +27,9 @@ func (d *keyDirectory) Deployment(context.Context, int64) (store.Deployment, err
 func (d *keyDirectory) User(context.Context, int64) (store.User, error) {
 	return store.User{}, store.ErrNotFound
 }
+func (d *keyDirectory) UserByUsername(context.Context, int64, string) (store.User, error) {
+	return store.User{}, store.ErrNotFound
+}
 func (d *keyDirectory) APIKey(_ context.Context, id string) (store.APIKey, error) {
 	d.lookups.Add(1)
 	if d.key != nil && d.key.ID == id {

@@ -1,8 +1,10 @@
 // Package embedauth verifies embed session tokens for the gateway: the EdDSA signature
 // against embed-svc's published JWKS (refetched when a token names an unknown key, so
 // key rotation needs no restart), issuer, audience and expiry, and — on every request,
-// uncached — that the session has not been revoked (the Redis key embed-svc writes when
-// it revokes). A revoke is therefore seen on the very next request by every replica.
+// uncached — that neither the session nor its signing key has been revoked (the Redis
+// markers embed-svc writes). A revoke is therefore seen on the very next request by every
+// replica. The claims and the markers are embed-svc's published contracts (packages
+// embed-svc/token and embed-svc/revocation).
 package embedauth
 
 import (
@@ -19,21 +21,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/analyticsco/platform/embed-svc/revocation"
+	"github.com/analyticsco/platform/embed-svc/token"
 	"github.com/analyticsco/platform/gateway/internal/auth"
 	"github.com/analyticsco/platform/gateway/internal/store"
 	"github.com/analyticsco/platform/libs/identity"
 )
-
-// RevokedKeyPrefix prefixes the Redis key that marks a revoked session (`embed:revoked:<sid>`).
-const RevokedKeyPrefix = "embed:revoked:"
-
-// RevokedSigningKeyPrefix prefixes the Redis key that marks a withdrawn signing key
-// (`embed:revoked-key:<kid>`, written by `embed-svc revoke-key`): every token it signed
-// is refused, cached or not.
-const RevokedSigningKeyPrefix = "embed:revoked-key:"
-
-// JWKSPath is where embed-svc publishes its token keys.
-const JWKSPath = "/api/v1/embed/.well-known/jwks.json"
 
 // SignedRequest returns a request decorator that gives the gateway's own JWKS fetches
 // a signed anonymous identity, as every request that reaches a service must carry one.
@@ -46,23 +39,6 @@ func SignedRequest(signer *identity.Signer) func(*http.Request) error {
 		r.Header.Set(identity.Header, v)
 		return nil
 	}
-}
-
-// Audience is the aud of every embed session token.
-const Audience = "platform-embed"
-
-// Claims are the claims of an embed session token.
-type Claims struct {
-	jwt.RegisteredClaims
-	SessionID    string          `json:"sid"`
-	AccountID    int64           `json:"acc"`
-	DeploymentID int64           `json:"dep"`
-	Branch       string          `json:"br"`
-	Tenant       string          `json:"ten"`
-	CreatorMode  bool            `json:"cm"`
-	Internal     bool            `json:"int"`
-	UserID       int64           `json:"uid,omitempty"`
-	Settings     json.RawMessage `json:"set,omitempty"`
 }
 
 // Verifier implements the gateway's EmbedAuthenticator.
@@ -83,42 +59,37 @@ func New(keys *auth.KeySet, issuer string, rdb redis.UniversalClient, authn *aut
 	}
 	return &Verifier{keys: keys, rdb: rdb, authn: authn, now: now, cache: auth.NewCache[string, verified](100_000, now),
 		parser: jwt.NewParser(jwt.WithValidMethods([]string{"EdDSA"}), jwt.WithExpirationRequired(),
-			jwt.WithIssuer(issuer), jwt.WithAudience(Audience), jwt.WithTimeFunc(now))}
+			jwt.WithIssuer(issuer), jwt.WithAudience(token.Audience), jwt.WithTimeFunc(now))}
 }
 
 // Embed verifies token and returns the principal of its session.
-func (v *Verifier) Embed(ctx context.Context, token string) (*identity.Principal, error) {
-	hit, ok := v.cache.Get(token)
-	c, raw, kid := hit.claims, hit.raw, hit.kid
+func (v *Verifier) Embed(ctx context.Context, raw string) (*identity.Principal, error) {
+	hit, ok := v.cache.Get(raw)
+	c, payload, kid := hit.claims, hit.raw, hit.kid
 	if !ok {
-		var claims Claims
-		tok, err := v.parser.ParseWithClaims(token, &claims, v.keys.Keyfunc)
+		var claims token.Claims
+		tok, err := v.parser.ParseWithClaims(raw, &claims, v.keys.Keyfunc)
 		if err != nil {
 			return nil, fmt.Errorf("%w: embed token: %v", auth.ErrUnauthenticated, err)
 		}
 		kid, _ = tok.Header["kid"].(string)
-		if claims.SessionID == "" || claims.AccountID <= 0 || claims.DeploymentID <= 0 {
-			return nil, fmt.Errorf("%w: embed token lacks sid, acc or dep", auth.ErrUnauthenticated)
+		if err := claims.Complete(); err != nil {
+			return nil, fmt.Errorf("%w: %v", auth.ErrUnauthenticated, err)
 		}
-		payload, err := payloadOf(token)
-		if err != nil {
+		if payload, err = payloadOf(raw); err != nil {
 			return nil, fmt.Errorf("%w: embed token: %v", auth.ErrUnauthenticated, err)
 		}
-		c, raw = &claims, payload
+		c = &claims
 		// Signature checks are cached until the token's own expiry; revocation is not.
-		v.cache.Put(token, verified{c, raw, kid}, claims.ExpiresAt.Time)
+		v.cache.Put(raw, verified{c, payload, kid}, claims.ExpiresAt.Time)
 	}
 	// One round trip checks both the session and its signing key.
-	marks := []string{RevokedKeyPrefix + c.SessionID}
-	if kid != "" {
-		marks = append(marks, RevokedSigningKeyPrefix+kid)
-	}
-	n, err := v.rdb.Exists(ctx, marks...).Result()
+	revoked, err := revocation.Revoked(ctx, v.rdb, c.SessionID, kid)
 	if err != nil {
 		v.countCheck(checkError)
 		return nil, fmt.Errorf("%w: revocation check: %v", auth.ErrUnavailable, err)
 	}
-	if n > 0 {
+	if revoked {
 		v.countCheck(checkRevoked)
 		return nil, fmt.Errorf("%w: embed session revoked", auth.ErrUnauthenticated)
 	}
@@ -136,7 +107,7 @@ func (v *Verifier) Embed(ctx context.Context, token string) (*identity.Principal
 		Credential: identity.CredentialEmbed,
 		Account:    acct.Identity(),
 		Embed: &identity.Embed{SessionID: c.SessionID, Subject: c.Subject, DeploymentID: c.DeploymentID, Branch: c.Branch,
-			Tenant: c.Tenant, CreatorMode: c.CreatorMode, Internal: c.Internal, Claims: raw},
+			Tenant: c.Tenant, CreatorMode: c.CreatorMode, Internal: c.Internal, Claims: payload},
 	}
 	if c.Internal && c.UserID > 0 {
 		u, err := v.authn.User(ctx, c.UserID)
@@ -152,7 +123,7 @@ func (v *Verifier) Embed(ctx context.Context, token string) (*identity.Principal
 }
 
 type verified struct {
-	claims *Claims
+	claims *token.Claims
 	raw    json.RawMessage
 	kid    string // the key that signed it; a verified token names a key of the JWKS
 }

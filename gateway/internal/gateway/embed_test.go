@@ -19,6 +19,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/analyticsco/platform/devstack"
+	"github.com/analyticsco/platform/embed-svc/revocation"
+	"github.com/analyticsco/platform/embed-svc/token"
 	"github.com/analyticsco/platform/gateway/internal/auth"
 	"github.com/analyticsco/platform/gateway/internal/embedauth"
 	"github.com/analyticsco/platform/gateway/internal/gateway"
@@ -61,15 +63,15 @@ func (k *embedKeys) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(map[string]any{"keys": keys})
 }
 
-func (k *embedKeys) token(t *testing.T, claims embedauth.Claims) string {
+func (k *embedKeys) token(t *testing.T, claims token.Claims) string {
 	k.mu.Lock()
 	kid, priv := k.current, k.keys[k.current]
 	k.mu.Unlock()
 	if claims.Issuer == "" {
 		claims.Issuer = "https://embed.test"
 	}
-	if claims.Audience == nil {
-		claims.Audience = jwt.ClaimStrings{embedauth.Audience}
+	if claims.Audience == "" {
+		claims.Audience = token.Audience
 	}
 	if claims.ExpiresAt == nil {
 		claims.ExpiresAt = jwt.NewNumericDate(time.Now().Add(24 * time.Hour))
@@ -103,7 +105,7 @@ func TestEmbedTokens(t *testing.T) {
 	})
 	acme, globex := h.acme(), h.globex()
 	a1, a2 := acme.Deployments[0].ID, acme.Deployments[1].ID
-	external := embedauth.Claims{RegisteredClaims: jwt.RegisteredClaims{Subject: "ext-user"}, SessionID: "sid-ext", AccountID: acme.ID,
+	external := token.Claims{Subject: "ext-user", SessionID: "sid-ext", AccountID: acme.ID,
 		DeploymentID: a1, Branch: "main", Tenant: "acme-default", Settings: json.RawMessage(`{"allowAi":false}`)}
 	tok := ek.token(t, external)
 	bearer := "Bearer " + tok
@@ -155,18 +157,18 @@ func TestEmbedTokens(t *testing.T) {
 		if p := principalOf(strings.TrimPrefix(bearer, "Bearer ")); p.Embed.Internal || p.User != nil {
 			t.Fatalf("external embed user forwarded as %+v", p)
 		}
-		adminTok := ek.token(t, embedauth.Claims{RegisteredClaims: jwt.RegisteredClaims{Subject: acme.Users["admin"].Username}, SessionID: "sid-admin",
+		adminTok := ek.token(t, token.Claims{Subject: acme.Users["admin"].Username, SessionID: "sid-admin",
 			AccountID: acme.ID, DeploymentID: a1, Internal: true, UserID: acme.Users["admin"].ID})
 		if p := principalOf(adminTok); !p.Embed.Internal || p.Role() != identity.RoleAdmin {
 			t.Fatalf("internal admin embed token forwarded as %+v", p)
 		}
-		viewerTok := ek.token(t, embedauth.Claims{RegisteredClaims: jwt.RegisteredClaims{Subject: "v"}, SessionID: "sid-viewer",
+		viewerTok := ek.token(t, token.Claims{Subject: "v", SessionID: "sid-viewer",
 			AccountID: acme.ID, DeploymentID: a1, Internal: true, UserID: acme.Users["viewer"].ID})
 		if p := principalOf(viewerTok); p.Role() != identity.RoleViewer {
 			t.Fatalf("internal viewer embed token forwarded as %+v", p)
 		}
 		// A token claiming a user of another account is refused outright.
-		forged := ek.token(t, embedauth.Claims{RegisteredClaims: jwt.RegisteredClaims{Subject: "x"}, SessionID: "sid-f",
+		forged := ek.token(t, token.Claims{Subject: "x", SessionID: "sid-f",
 			AccountID: acme.ID, DeploymentID: a1, Internal: true, UserID: globex.Users["admin"].ID})
 		if code, _, _ := h.do("POST", "/api/v1/embed/session/revoke", "Bearer "+forged, map[string]any{"sessionId": "x"}); code != 401 {
 			t.Fatalf("embed token with a user of another account: %d, want 401", code)
@@ -180,7 +182,7 @@ func TestEmbedTokens(t *testing.T) {
 		badIss := external
 		badIss.Issuer = "https://evil.test"
 		badAud := external
-		badAud.Audience = jwt.ClaimStrings{"platform-api"}
+		badAud.Audience = "platform-api"
 		expired := external
 		expired.ExpiresAt = jwt.NewNumericDate(time.Now().Add(-time.Minute))
 		noSID := external
@@ -199,7 +201,7 @@ func TestEmbedTokens(t *testing.T) {
 		if code, _, _ := h.do("GET", "/api/v1/embed/session", "Bearer "+tk, nil); code != 200 {
 			t.Fatalf("before revoke: %d", code)
 		}
-		if err := rdb.Set(context.Background(), embedauth.RevokedKeyPrefix+"sid-to-revoke", "1", time.Hour).Err(); err != nil {
+		if err := rdb.Set(context.Background(), revocation.SessionKey("sid-to-revoke"), "1", time.Hour).Err(); err != nil {
 			t.Fatal(err)
 		}
 		if code, _, _ := h.do("GET", "/api/v1/embed/session", "Bearer "+tk, nil); code != 401 {

@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"bytes"
 	"context"
 	"crypto"
 	"crypto/ed25519"
@@ -13,11 +12,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/analyticsco/platform/devstack"
+	"github.com/analyticsco/platform/devstack/apitest"
 	"github.com/analyticsco/platform/gateway/internal/app"
 	"github.com/analyticsco/platform/gateway/internal/auth"
 	"github.com/analyticsco/platform/gateway/internal/credentials"
@@ -121,40 +120,20 @@ func (h *harness) acme() platformctl.SeedAccount    { return h.seed.Accounts["ac
 func (h *harness) globex() platformctl.SeedAccount  { return h.seed.Accounts["globex"] }
 func (h *harness) initech() platformctl.SeedAccount { return h.seed.Accounts["initech"] }
 
-// do sends a request through the gateway and returns the status, headers and body.
+// do sends a request through the gateway with the tests' one HTTP client
+// (devstack/apitest), hdr adding header name/value pairs, and returns the status,
+// headers and body.
 func (h *harness) do(method, path, authz string, body any, hdr ...string) (int, http.Header, []byte) {
 	h.t.Helper()
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case []byte:
-		rd = bytes.NewReader(b)
-	case string:
-		rd = strings.NewReader(b)
-	default:
-		raw, _ := json.Marshal(b)
-		rd = bytes.NewReader(raw)
-	}
-	req, err := http.NewRequest(method, h.gw.URL+path, rd)
+	req, err := apitest.New(h.gw.URL).Request(method, path, authz, body)
 	if err != nil {
 		h.t.Fatal(err)
-	}
-	if rd != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if authz != "" {
-		req.Header.Set("Authorization", authz)
 	}
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, raw
+	r := apitest.New(h.gw.URL).Send(h.t, req)
+	return r.Status, r.Header, r.Body
 }
 
 // token issues a bearer token for userID with the harness issuer.

@@ -35,7 +35,7 @@ type policy int
 const (
 	policyPublic          policy = iota // no credential (the credential is in the body)
 	policyBearer                        // a user's bearer token
-	policyGenerateSession               // an API key; the deployment is in the body
+	policyGenerateSession               // an API key (the deployment, in the body, is embed-svc's to check)
 	policyRevoke                        // an API key, a user's bearer token or an embed token
 	policyTenantAdmin                   // an API key
 	policyAccountAdmin                  // an API key or a user's bearer token

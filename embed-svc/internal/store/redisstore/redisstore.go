@@ -2,8 +2,8 @@
 //
 // Keys: embed:session:<sha256 of the id> (an unexchanged session, 5-minute TTL, single
 // use: keyed by the hash so that reading Redis yields no usable session id),
-// embed:live:<sid> (the exchanged session, until its token expires) and
-// embed:revoked:<sid> = "1" (until the revoked token's own expiry; the gateway checks it).
+// embed:live:<sid> (the exchanged session, until its token expires), and the revocation
+// markers the gateway checks, whose scheme embed-svc publishes in package revocation.
 // Exchange and revoke are Lua scripts, so each is atomic and one round trip.
 package redisstore
 
@@ -19,23 +19,21 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/analyticsco/platform/embed-svc/internal/embed"
+	"github.com/analyticsco/platform/embed-svc/revocation"
 )
 
-// Key prefixes (part of the contract with the gateway: it reads RevokedPrefix).
+// Key prefixes of embed-svc's own records (the revocation markers are in package
+// revocation: the gateway reads them).
 const (
 	SessionPrefix = "embed:session:"
 	LivePrefix    = "embed:live:"
-	RevokedPrefix = "embed:revoked:"
-	// RevokedSigningKeyPrefix marks a withdrawn signing key (`embed:revoked-key:<kid>`):
-	// the gateway refuses every token that key signed while the marker lives.
-	RevokedSigningKeyPrefix = "embed:revoked-key:"
 )
 
 // RevokeSigningKey marks kid withdrawn for ttl (at least the lifetime of the tokens it
 // signed). Set it before the key leaves the keyring, so no gateway ever accepts a
 // token of a key that is gone from the JWKS but not yet marked.
 func (s *Store) RevokeSigningKey(ctx context.Context, kid string, ttl time.Duration) error {
-	return wrap(s.rdb.Set(ctx, RevokedSigningKeyPrefix+kid, "1", ttl).Err())
+	return wrap(s.rdb.Set(ctx, revocation.SigningKeyKey(kid), "1", ttl).Err())
 }
 
 // Store implements embed.SessionStore.
@@ -142,7 +140,7 @@ func (s *Store) LiveSession(ctx context.Context, sid string) (embed.Session, err
 
 // RevokeSession ends a session of accountID.
 func (s *Store) RevokeSession(ctx context.Context, accountID int64, sessionID, sid string) (embed.Session, bool, error) {
-	raw, err := revokeScript.Run(ctx, s.rdb, []string{SessionPrefix + embed.PublicSessionHandle(sessionID), LivePrefix + sid, RevokedPrefix + sid},
+	raw, err := revokeScript.Run(ctx, s.rdb, []string{SessionPrefix + embed.PublicSessionHandle(sessionID), LivePrefix + sid, revocation.SessionKey(sid)},
 		accountID, time.Now().UnixMilli(), embed.TokenLifetime.Milliseconds()).Text()
 	if errors.Is(err, redis.Nil) {
 		return embed.Session{}, false, nil
@@ -167,7 +165,7 @@ func (s *Store) RevokeSIDs(ctx context.Context, accountID int64, sids []string) 
 		pipe := s.rdb.Pipeline()
 		cmds := make([]*redis.Cmd, len(sids))
 		for i, sid := range sids {
-			cmds[i] = revokeScript.EvalSha(ctx, pipe, []string{SessionPrefix + sid, LivePrefix + sid, RevokedPrefix + sid}, accountID, now, life)
+			cmds[i] = revokeScript.EvalSha(ctx, pipe, []string{SessionPrefix + sid, LivePrefix + sid, revocation.SessionKey(sid)}, accountID, now, life)
 		}
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 			return 0, err
@@ -205,7 +203,7 @@ func (s *Store) LiveStates(ctx context.Context, sids []string) ([]embed.LiveStat
 	live := make([]*redis.DurationCmd, len(sids))
 	pending := make([]*redis.IntCmd, len(sids))
 	for i, sid := range sids {
-		revoked[i] = pipe.Get(ctx, RevokedPrefix+sid)
+		revoked[i] = pipe.Get(ctx, revocation.SessionKey(sid))
 		live[i] = pipe.PTTL(ctx, LivePrefix+sid)
 		pending[i] = pipe.Exists(ctx, SessionPrefix+sid)
 	}

@@ -1,0 +1,53 @@
+// Package directory is embed.Directory over the identity lookup the gateway answers for
+// its identity store (libs/identity: NATS request-reply, the trace context carried).
+package directory
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/analyticsco/platform/embed-svc/internal/embed"
+	"github.com/analyticsco/platform/libs/errs"
+	"github.com/analyticsco/platform/libs/identity"
+)
+
+// Lookup implements embed.Directory.
+type Lookup struct{ l *identity.Lookup }
+
+// New returns a directory waiting at most timeout for each answer.
+func New(nc *nats.Conn, timeout time.Duration) *Lookup {
+	return &Lookup{l: identity.NewLookup(nc, timeout)}
+}
+
+// unavailable is the answer when the identity store cannot be asked: a 503, never the
+// deployment's or user's absence.
+var unavailable = errs.New(errs.Unavailable, "the identity store is unavailable; retry shortly")
+
+func answer(err error) error {
+	if errors.Is(err, identity.ErrNotFound) {
+		return embed.ErrNotFound
+	}
+	return errors.Join(unavailable, err)
+}
+
+// Deployment asks whose deployment id is and which branch is its production branch.
+func (d *Lookup) Deployment(ctx context.Context, id int64) (embed.Deployment, error) {
+	dep, err := d.l.Deployment(ctx, id)
+	if err != nil {
+		return embed.Deployment{}, answer(err)
+	}
+	return embed.Deployment{ID: dep.ID, AccountID: dep.AccountID, ProductionBranch: dep.ProductionBranch}, nil
+}
+
+// InternalUser asks for the account's user with username.
+func (d *Lookup) InternalUser(ctx context.Context, accountID int64, username string) (embed.InternalUser, error) {
+	u, err := d.l.User(ctx, accountID, username)
+	if err != nil {
+		return embed.InternalUser{}, answer(err)
+	}
+	return embed.InternalUser{ID: u.ID, AccountID: accountID, Username: u.Username, Email: u.Email, FirstName: u.FirstName,
+		Picture: u.Picture, Role: u.Role}, nil
+}

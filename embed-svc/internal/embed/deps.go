@@ -1,0 +1,70 @@
+package embed
+
+import (
+	"time"
+
+	"github.com/analyticsco/platform/libs/audit"
+)
+
+// Deps are the ports the service is built on.
+type Deps struct {
+	Catalog   CatalogStore
+	Users     UserStore
+	Directory Directory // the identity store's deployments and internal users
+	Sessions  SessionStore
+	Records   SessionRecordStore
+	Branches  BranchResolver
+	Signer    TokenSigner
+	Issuer    string           // iss of every token
+	Now       func() time.Time // nil: time.Now
+	Limits    Limits           // zero fields: DefaultLimits
+	Audit     audit.Recorder   // nil: nothing is recorded
+}
+
+// Limits bound what one request or one account can make embed-svc store.
+type Limits struct {
+	SecurityContextBytes int // size of a session's securityContext JSON
+	SecurityContextDepth int // nesting of objects and arrays in it (Redis's cjson stops at 1000)
+	ArrayEntries         int // entries of groups, userAttributes and each definitions array
+	DefinitionsPerScope  int // group and attribute definitions of one scope (account-wide or a tenant)
+	TenantsPerAccount    int // embed tenants of one account
+}
+
+// DefaultLimits apply where Limits leaves a field zero.
+var DefaultLimits = Limits{SecurityContextBytes: 16 << 10, SecurityContextDepth: 32, ArrayEntries: 1000, DefinitionsPerScope: 10_000, TenantsPerAccount: 10_000}
+
+func (l Limits) withDefaults() Limits {
+	if l.SecurityContextBytes <= 0 {
+		l.SecurityContextBytes = DefaultLimits.SecurityContextBytes
+	}
+	if l.SecurityContextDepth <= 0 {
+		l.SecurityContextDepth = DefaultLimits.SecurityContextDepth
+	}
+	if l.ArrayEntries <= 0 {
+		l.ArrayEntries = DefaultLimits.ArrayEntries
+	}
+	if l.DefinitionsPerScope <= 0 {
+		l.DefinitionsPerScope = DefaultLimits.DefinitionsPerScope
+	}
+	if l.TenantsPerAccount <= 0 {
+		l.TenantsPerAccount = DefaultLimits.TenantsPerAccount
+	}
+	return l
+}
+
+// service implements Service over Deps.
+type service struct {
+	d       Deps
+	now     func() time.Time
+	limits  Limits
+	tenants *knownTenants
+}
+
+// NewService builds the embed service.
+func NewService(d Deps) Service {
+	now := d.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &service{d: d, now: now, limits: d.Limits.withDefaults(), tenants: &knownTenants{}}
+}

@@ -1,0 +1,125 @@
+package embed
+
+import (
+	"context"
+	"errors"
+	"slices"
+
+	"github.com/analyticsco/platform/libs/httpx"
+	"github.com/analyticsco/platform/libs/identity"
+)
+
+// DryRunSession runs every validation and resolution of generate-session (user lookup,
+// definitions, groups, attributes, settings layering, branch resolution, the tenant and
+// external-user limits) and returns what the session would carry, writing nothing: no
+// session, no user, no definition, no tenant, no counter. Every error is the one the
+// real mint would give.
+func (s *service) DryRunSession(ctx context.Context, p *identity.Principal, req GenerateSessionRequest) (DryRun, error) {
+	dep, err := s.ownDeployment(ctx, p, &req)
+	if err != nil {
+		return DryRun{}, err
+	}
+	m, err := s.prepare(ctx, p, dep, &req)
+	if err != nil {
+		return DryRun{}, err
+	}
+	if err := s.wouldFitTenant(ctx, p.Account.ID, m.tenant); err != nil {
+		return DryRun{}, err
+	}
+	sess := m.newSession(p, &req, s.now().UTC())
+	if req.InternalID == nil {
+		u, err := s.wouldBeUser(ctx, p, m)
+		if err != nil {
+			return DryRun{}, err
+		}
+		sess.setExternalUser(applyUserUpdate(u, userUpdate(&req, m.scope, m.tenant, m.definitions, m.standInIDs())), m.scope)
+	}
+	out := DryRun{DryRun: true, Effective: DryRunEffective{
+		User: sess.User, AccountID: sess.AccountID, DeploymentID: sess.DeploymentID, BranchName: sess.Branch,
+		Production: sess.Production, EmbedTenant: sess.Tenant, CreatorMode: sess.CreatorMode, Groups: sess.Groups,
+		UserAttributes: sess.Attributes, SecurityContext: securityContextOf(sess), Settings: sess.Settings,
+		ExpiresAt: httpx.At(s.sessionExpiry(sess)), DefinitionsCreated: []DryRunDefinition{},
+		UserCreated: sess.User.Kind == "external" && sess.User.ID == 0,
+	}}
+	for _, u := range m.definitions.upserts {
+		if u.Existing == nil {
+			out.Effective.DefinitionsCreated = append(out.Effective.DefinitionsCreated, DryRunDefinition{Kind: u.Kind, Name: u.Input.Name})
+		}
+	}
+	return out, nil
+}
+
+// standInIDs are the ids of the definitions a mint would name: the stored ones', and a
+// stand-in for each it would create (they only key the user's memberships and values in
+// memory).
+func (m *mintPlan) standInIDs() map[string]string {
+	ids := make(map[string]string, len(m.definitions.byKey)+len(m.definitions.upserts))
+	for k, d := range m.definitions.byKey {
+		ids[k] = d.ID
+	}
+	for _, u := range m.definitions.upserts {
+		if u.Existing == nil {
+			ids[key(u.Kind, u.Input.Name)] = "new:" + key(u.Kind, u.Input.Name)
+		}
+	}
+	return ids
+}
+
+// wouldBeUser is the external user a mint would update, or a new one (id 0) when the
+// account's limit has a place for it.
+func (s *service) wouldBeUser(ctx context.Context, p *identity.Principal, m *mintPlan) (ExternalUser, error) {
+	u, err := s.d.Users.ExternalUser(ctx, p.Account.ID, m.externalID)
+	if !errors.Is(err, ErrNotFound) {
+		return u, storeErr(err)
+	}
+	limit := externalUserLimit(p)
+	n, err := s.d.Users.ExternalUserCount(ctx, p.Account.ID)
+	if err != nil {
+		return ExternalUser{}, storeErr(err)
+	}
+	if n >= limit {
+		return ExternalUser{}, limitReached(limit)
+	}
+	return ExternalUser{AccountID: p.Account.ID, ExternalID: m.externalID}, nil
+}
+
+// applyUserUpdate is what UserStore.UpdateExternalUser does to u, in memory.
+func applyUserUpdate(u ExternalUser, upd UserUpdate) ExternalUser {
+	if upd.Email != nil {
+		u.Email = upd.Email
+	}
+	if upd.DisplayName != nil {
+		u.DisplayName = upd.DisplayName
+	}
+	if upd.Picture != nil {
+		u.Picture = upd.Picture
+	}
+	groups := make(map[string]map[string]string, len(u.Groups)+1)
+	for k, v := range u.Groups {
+		groups[k] = v
+	}
+	if upd.Groups != nil {
+		groups[upd.Scope] = upd.Groups
+	}
+	u.Groups = groups
+	attrs := make(map[string]map[string]StoredValue, len(u.Attributes)+1)
+	for k, v := range u.Attributes {
+		attrs[k] = v
+	}
+	scoped := make(map[string]StoredValue, len(attrs[upd.Scope])+len(upd.SetAttributes))
+	for id, v := range attrs[upd.Scope] {
+		scoped[id] = v
+	}
+	for id, v := range upd.SetAttributes {
+		scoped[id] = v
+	}
+	for _, id := range upd.ClearAttributes {
+		delete(scoped, id)
+	}
+	attrs[upd.Scope] = scoped
+	u.Attributes = attrs
+	if upd.Tenant != "" && !slices.Contains(u.Tenants, upd.Tenant) {
+		u.Tenants = append(slices.Clone(u.Tenants), upd.Tenant)
+	}
+	return u
+}

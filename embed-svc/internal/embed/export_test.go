@@ -1,0 +1,14 @@
+package embed
+
+// What the black-box tests (package embed_test) drive directly: the rules of a
+// generate-session body that need no stored state, and the request limits.
+
+// ValidateGenerateSession checks the rules of a generate-session body that need no
+// stored state; every failure is an errs.Invalid error.
+func ValidateGenerateSession(req GenerateSessionRequest) error {
+	_, err := validateStatic(&req)
+	return err
+}
+
+// Check is Limits.check.
+func (l Limits) Check(req *GenerateSessionRequest) error { return l.check(req) }

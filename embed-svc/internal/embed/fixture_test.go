@@ -1,0 +1,157 @@
+package embed_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/analyticsco/platform/embed-svc/internal/embed"
+	"github.com/analyticsco/platform/embed-svc/internal/store/memstore"
+	"github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/libs/errs"
+	"github.com/analyticsco/platform/libs/identity"
+)
+
+// The service's rules, tested on the in-memory stores (which the contract suites hold to
+// MongoDB's and Redis's behaviour): no server is started. Each test builds its own
+// fixture.
+
+// fixture is the service over fresh fakes, with one account (acc) that may mint, its
+// deployment (dep) and another account's deployment (otherDep).
+type fixture struct {
+	svc      embed.Service
+	store    *memstore.Store
+	sessions *memstore.Sessions
+	dir      *memstore.Directory
+	trail    *audit.Memory
+	acc      identity.Account
+	dep      int64
+	otherDep int64
+}
+
+const (
+	accountID      = 41
+	otherAccountID = 42
+)
+
+var deployments atomic.Int64
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	f := &fixture{store: memstore.New(), sessions: memstore.NewSessions(nil), dir: memstore.NewDirectory(), trail: &audit.Memory{Service: "embed-svc"},
+		acc: identity.Account{ID: accountID, Plan: "enterprise", EmbeddingEnabled: true, UseCreatorMode: true, DefaultEmbedTenant: "acme-default"},
+		dep: deployments.Add(1), otherDep: deployments.Add(1)}
+	f.dir.AddDeployment(embed.Deployment{ID: f.dep, AccountID: accountID, ProductionBranch: "main"})
+	f.dir.AddDeployment(embed.Deployment{ID: f.otherDep, AccountID: otherAccountID, ProductionBranch: "main"})
+	f.dir.AddUser(embed.InternalUser{ID: 7, AccountID: accountID, Username: "acme-admin", Email: "ada@acme.example", FirstName: "Ada", Role: identity.RoleAdmin})
+	f.svc = embed.NewService(embed.Deps{Catalog: f.store, Users: f.store, Directory: f.dir, Sessions: f.sessions, Records: f.store,
+		Branches: branches{}, Signer: newSigner(t), Issuer: "https://embed.test", Audit: f.trail})
+	return f
+}
+
+// adminKey is the principal of an admin's account API key of acc, as the gateway signs it.
+func (f *fixture) adminKey() *identity.Principal {
+	return &identity.Principal{Credential: identity.CredentialAPIKey, KeyKind: identity.KeyAccount, KeyID: "key-1", Account: f.acc,
+		User: &identity.User{ID: 7, Username: "acme-admin", Role: identity.RoleAdmin}}
+}
+
+// mint generates a session for an external user and fails t unless it succeeds.
+func (f *fixture) mint(t *testing.T, p *identity.Principal, req embed.GenerateSessionRequest) string {
+	t.Helper()
+	id, err := f.svc.GenerateSession(context.Background(), p, req)
+	if err != nil {
+		t.Fatalf("generate-session: %v", err)
+	}
+	return id
+}
+
+// external is a generate-session request for an external user of f's deployment.
+func (f *fixture) external(ext string) embed.GenerateSessionRequest {
+	return embed.GenerateSessionRequest{DeploymentID: ptr(f.dep), ExternalID: ptr(ext)}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// answer is what a client is answered for err: status, code and message.
+func answer(err error) (int, string, string) {
+	status, code, msg, _ := errs.Answer(err)
+	return status, code, msg
+}
+
+// branches is dbtsync-svc's resolver as the fixture knows it: "feature-*" is served,
+// "stale-*" exists and is not served, anything else is no branch.
+type branches struct{}
+
+func (branches) ResolveBranch(_ context.Context, _ int64, branch, production string) (embed.BranchStatus, error) {
+	switch {
+	case branch == production:
+		return embed.BranchStatus{Exists: true, Served: true, Production: true}, nil
+	case len(branch) > 8 && branch[:8] == "feature-":
+		return embed.BranchStatus{Exists: true, Served: true}, nil
+	case len(branch) > 6 && branch[:6] == "stale-":
+		return embed.BranchStatus{Exists: true}, nil
+	}
+	return embed.BranchStatus{}, nil
+}
+
+// signer signs with one Ed25519 key.
+type signer struct{ key ed25519.PrivateKey }
+
+func newSigner(t *testing.T) *signer {
+	_, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &signer{key: key}
+}
+
+func (s *signer) Sign(_ context.Context, claims jwt.Claims) (string, error) {
+	return jwt.NewWithClaims(jwt.SigningMethodEdDSA, claims).SignedString(s.key)
+}
+
+func (s *signer) JWKS(context.Context) (embed.JWKSet, error) { return embed.JWKSet{}, nil }
+
+// nothingWritten fails t when the account has any tenant, user or session record.
+func (f *fixture) nothingWritten(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	if n, _ := f.store.CountTenants(ctx, accountID, 10); n != 0 {
+		t.Errorf("%d tenants written", n)
+	}
+	if n, _ := f.store.ExternalUserCount(ctx, accountID); n != 0 {
+		t.Errorf("%d external users written", n)
+	}
+	if recs, _ := f.store.ListSessionRecords(ctx, accountID, embed.SessionQuery{}, time.Now(), 10); len(recs) != 0 {
+		t.Errorf("%d session records written", len(recs))
+	}
+	for _, scope := range []string{embed.AccountScope, "cm-tenant"} {
+		if n, _ := f.store.CountDefinitions(ctx, accountID, scope, 10); n != 0 {
+			t.Errorf("%d definitions written in scope %s", n, scope)
+		}
+	}
+}
+
+var errGatewayDown = errors.Join(errs.New(errs.Unavailable, "the identity store is unavailable; retry shortly"), errors.New("nats: no responders"))
+
+// together runs fn(i) n times at once and waits.
+func together(n int, fn func(i int)) {
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			fn(i)
+		}()
+	}
+	close(start)
+	wg.Wait()
+}

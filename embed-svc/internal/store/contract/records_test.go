@@ -1,0 +1,176 @@
+package contract_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/analyticsco/platform/embed-svc/internal/embed"
+)
+
+func TestSessionRecordStoreContract(t *testing.T) {
+	run(t, durableStores(t), map[string]func(*testing.T, durable){
+		"a-record-is-read-by-sid-in-any-account":      recordBySID,
+		"records-list-newest-first-filtered-by-page":  recordsListed,
+		"states-narrow-by-time-and-purged-records-go": recordsByState,
+		"revocable-records-come-in-batches":           revocableBatches,
+	})
+}
+
+func hexID(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// record is a session record of acc created at created, live for a day.
+func record(acc int64, created time.Time, mod func(*embed.SessionRecord)) embed.SessionRecord {
+	ext := "ext-" + hexID(4)
+	r := embed.SessionRecord{ID: hexID(16), AccountID: acc, SID: hexID(32), Tenant: "north-tenant", DeploymentID: 7, Branch: "main",
+		User:      embed.SessionRecordUser{Kind: "external", ID: 1, ExternalID: &ext},
+		CreatedAt: created, PendingUntil: created.Add(embed.SessionIDTTL), ExpiresAt: created.Add(embed.TokenLifetime)}
+	if mod != nil {
+		mod(&r)
+	}
+	return r
+}
+
+func insert(t *testing.T, s durable, rs ...embed.SessionRecord) {
+	t.Helper()
+	for _, r := range rs {
+		if err := s.InsertSessionRecord(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func recordIDs(rs []embed.SessionRecord) []string {
+	out := []string{}
+	for _, r := range rs {
+		out = append(out, r.ID)
+	}
+	return out
+}
+
+func recordBySID(t *testing.T, s durable) {
+	ctx := context.Background()
+	r := record(account(), at(0), nil)
+	insert(t, s, r)
+	got, err := s.SessionRecordBySID(ctx, r.SID)
+	if err != nil || !reflect.DeepEqual(got, r) {
+		t.Fatalf("by sid:\n%+v\nwant\n%+v (%v)", got, r, err)
+	}
+	if err := s.InsertSessionRecord(ctx, record(account(), at(0), func(x *embed.SessionRecord) { x.SID = r.SID })); !errors.Is(err, embed.ErrDuplicate) {
+		t.Fatalf("a second record with the sid: %v", err)
+	}
+	if _, err := s.SessionRecordBySID(ctx, hexID(32)); !errors.Is(err, embed.ErrNotFound) {
+		t.Fatalf("an unknown sid: %v", err)
+	}
+}
+
+func recordsListed(t *testing.T, s durable) {
+	ctx, acc, now := context.Background(), account(), at(0)
+	var rs []embed.SessionRecord
+	for i := range 5 {
+		rs = append(rs, record(acc, now.Add(time.Duration(i-10)*time.Second), func(r *embed.SessionRecord) {
+			if i%2 == 1 {
+				r.Tenant, r.DeploymentID = "south-tenant", 8
+			}
+		}))
+	}
+	admin := "acme-admin"
+	internal := record(acc, now.Add(-time.Second), func(r *embed.SessionRecord) {
+		r.User = embed.SessionRecordUser{Kind: "internal", ID: 9, Username: &admin}
+	})
+	insert(t, s, append(rs, internal, record(account(), now, nil))...)
+	list := func(q embed.SessionQuery, limit int) []string {
+		t.Helper()
+		got, err := s.ListSessionRecords(ctx, acc, q, now, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return recordIDs(got)
+	}
+	newest := []string{internal.ID, rs[4].ID, rs[3].ID, rs[2].ID, rs[1].ID, rs[0].ID}
+	if got := list(embed.SessionQuery{}, 10); !reflect.DeepEqual(got, newest) {
+		t.Fatalf("newest first: %v, want %v", got, newest)
+	}
+	page := list(embed.SessionQuery{}, 2)
+	after := embed.SessionCursor{CreatedAt: rs[4].CreatedAt, ID: rs[4].ID}
+	if got := list(embed.SessionQuery{After: after}, 2); !reflect.DeepEqual(page, newest[:2]) || !reflect.DeepEqual(got, newest[2:4]) {
+		t.Fatalf("pages %v then %v", page, got)
+	}
+	for name, c := range map[string]struct {
+		q    embed.SessionQuery
+		want []string
+	}{
+		"tenant":     {embed.SessionQuery{Tenant: "south-tenant"}, []string{rs[3].ID, rs[1].ID}},
+		"deployment": {embed.SessionQuery{DeploymentID: 7}, []string{internal.ID, rs[4].ID, rs[2].ID, rs[0].ID}},
+		"external":   {embed.SessionQuery{ExternalID: *rs[2].User.ExternalID}, []string{rs[2].ID}},
+		"internal":   {embed.SessionQuery{InternalID: admin}, []string{internal.ID}},
+		"id":         {embed.SessionQuery{ID: rs[1].ID}, []string{rs[1].ID}},
+		"none":       {embed.SessionQuery{ExternalID: admin}, []string{}},
+	} {
+		if got := list(c.q, 10); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: %v, want %v", name, got, c.want)
+		}
+	}
+}
+
+func recordsByState(t *testing.T, s durable) {
+	ctx, acc, now := context.Background(), account(), at(0)
+	pending := record(acc, now.Add(-time.Minute), nil)
+	exchangedLong := record(acc, now.Add(-time.Hour), nil)
+	expired := record(acc, now.Add(-25*time.Hour), nil)
+	purged := record(acc, now.Add(-embed.TokenLifetime-embed.DefaultSessionRetention-time.Hour), nil)
+	insert(t, s, pending, exchangedLong, expired, purged)
+	for state, want := range map[string][]string{
+		"":                 {pending.ID, exchangedLong.ID, expired.ID},
+		embed.StatePending: {pending.ID},
+		embed.StateActive:  {pending.ID, exchangedLong.ID},
+		embed.StateRevoked: {pending.ID, exchangedLong.ID},
+		embed.StateExpired: {pending.ID, exchangedLong.ID, expired.ID},
+	} {
+		got, err := s.ListSessionRecords(ctx, acc, embed.SessionQuery{State: state}, now, 10)
+		if err != nil || !reflect.DeepEqual(recordIDs(got), want) {
+			t.Errorf("state %q: %v, want %v (%v)", state, recordIDs(got), want, err)
+		}
+	}
+}
+
+func revocableBatches(t *testing.T, s durable) {
+	ctx, acc, now := context.Background(), account(), at(0)
+	var want []string
+	for i := range 7 {
+		r := record(acc, now.Add(-time.Duration(i)*time.Minute), nil)
+		want = append(want, r.ID)
+		insert(t, s, r)
+	}
+	insert(t, s, record(acc, now.Add(-30*time.Hour), nil), record(acc, now, func(r *embed.SessionRecord) { r.Tenant = "south-tenant" }))
+	var sizes []int
+	var got []string
+	err := s.EachRevocable(ctx, acc, embed.SessionQuery{Tenant: "north-tenant", State: embed.StatePending}, now, 3, func(batch []embed.SessionRecord) error {
+		sizes = append(sizes, len(batch))
+		for _, r := range batch {
+			if r.SID == "" || r.AccountID != acc {
+				t.Errorf("a batch's record lacks its sid or account: %+v", r)
+			}
+			got = append(got, r.ID)
+		}
+		return nil
+	})
+	slices.Sort(got)
+	slices.Sort(want)
+	if err != nil || !reflect.DeepEqual(sizes, []int{3, 3, 1}) || !reflect.DeepEqual(got, want) {
+		t.Fatalf("batches %v of %v, want [3 3 1] of the 7 unexpired north records (%v)", sizes, got, err)
+	}
+	stop := errors.New("stop")
+	if err := s.EachRevocable(ctx, acc, embed.SessionQuery{}, now, 3, func([]embed.SessionRecord) error { return stop }); !errors.Is(err, stop) {
+		t.Fatalf("fn's error: %v", err)
+	}
+}

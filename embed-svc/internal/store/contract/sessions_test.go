@@ -1,0 +1,212 @@
+package contract_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/analyticsco/platform/embed-svc/internal/embed"
+)
+
+func TestSessionStoreContract(t *testing.T) {
+	run(t, sessionStores(t), map[string]func(*testing.T, embed.SessionStore){
+		"a-session-id-is-exchanged-once":                  exchangedOnce,
+		"a-reserved-id-is-never-exchangeable":             reservedNotExchangeable,
+		"of-concurrent-exchanges-exactly-one-wins":        concurrentExchanges,
+		"revoke-before-the-exchange-ends-the-id":          revokePending,
+		"revoke-after-the-exchange-marks-the-sid":         revokeLive,
+		"revoke-leaves-other-accounts-sessions-alone":     revokeOtherAccount,
+		"bulk-revoke-counts-what-it-revoked":              revokeSIDs,
+		"states-tell-pending-live-revoked-and-unknown":    liveStates,
+		"a-reserved-id-can-be-revoked-before-it-is-saved": revokeReserved,
+	})
+}
+
+// saved reserves and saves a fresh session of acc and returns its id and sid.
+func saved(t *testing.T, s embed.SessionStore, acc int64) (string, string) {
+	t.Helper()
+	ctx, id := context.Background(), embed.NewSessionID()
+	if err := s.ReserveSession(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	sid := embed.PublicSessionHandle(id)
+	if err := s.SaveSession(ctx, id, embed.Session{SID: sid, RecordID: hexID(16), AccountID: acc, DeploymentID: 7, Branch: "main", GeneratedAt: at(0)}); err != nil {
+		t.Fatal(err)
+	}
+	return id, sid
+}
+
+func exchangedOnce(t *testing.T, s embed.SessionStore) {
+	ctx, acc := context.Background(), account()
+	id, sid := saved(t, s, acc)
+	sess, err := s.ExchangeSession(ctx, id, time.Hour)
+	if err != nil || sess.SID != sid || sess.AccountID != acc || sess.Branch != "main" {
+		t.Fatalf("exchange: %+v %v", sess, err)
+	}
+	if _, err := s.ExchangeSession(ctx, id, time.Hour); !errors.Is(err, embed.ErrSessionUnusable) {
+		t.Fatalf("second exchange: %v", err)
+	}
+	if live, err := s.LiveSession(ctx, sid); err != nil || live.SID != sid || live.RecordID != sess.RecordID {
+		t.Fatalf("live: %+v %v", live, err)
+	}
+	if _, err := s.ExchangeSession(ctx, embed.NewSessionID(), time.Hour); !errors.Is(err, embed.ErrSessionUnusable) {
+		t.Fatalf("an unknown id: %v", err)
+	}
+	if _, err := s.LiveSession(ctx, hexID(32)); !errors.Is(err, embed.ErrNotFound) {
+		t.Fatalf("an unknown sid: %v", err)
+	}
+}
+
+func reservedNotExchangeable(t *testing.T, s embed.SessionStore) {
+	ctx, id := context.Background(), embed.NewSessionID()
+	if err := s.ReserveSession(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ReserveSession(ctx, id); err == nil {
+		t.Fatal("an id reserved twice")
+	}
+	if _, err := s.ExchangeSession(ctx, id, time.Hour); !errors.Is(err, embed.ErrSessionUnusable) {
+		t.Fatalf("a reserved id exchanged: %v", err)
+	}
+}
+
+func concurrentExchanges(t *testing.T, s embed.SessionStore) {
+	id, _ := saved(t, s, account())
+	var ok, unusable atomic.Int64
+	together(20, func(int) {
+		_, err := s.ExchangeSession(context.Background(), id, time.Hour)
+		switch {
+		case err == nil:
+			ok.Add(1)
+		case errors.Is(err, embed.ErrSessionUnusable):
+			unusable.Add(1)
+		}
+	})
+	if ok.Load() != 1 || unusable.Load() != 19 {
+		t.Fatalf("20 concurrent exchanges: %d ok, %d unusable", ok.Load(), unusable.Load())
+	}
+}
+
+func revokePending(t *testing.T, s embed.SessionStore) {
+	ctx, acc := context.Background(), account()
+	id, sid := saved(t, s, acc)
+	sess, revoked, err := s.RevokeSession(ctx, acc, id, sid)
+	if err != nil || !revoked || sess.SID != sid || sess.RecordID == "" {
+		t.Fatalf("revoke: %+v %v %v", sess, revoked, err)
+	}
+	if _, err := s.ExchangeSession(ctx, id, time.Hour); !errors.Is(err, embed.ErrSessionUnusable) {
+		t.Fatalf("exchange of a revoked id: %v", err)
+	}
+	if _, revoked, _ := s.RevokeSession(ctx, acc, id, sid); revoked {
+		t.Fatal("revoked twice")
+	}
+}
+
+func revokeLive(t *testing.T, s embed.SessionStore) {
+	ctx, acc := context.Background(), account()
+	id, sid := saved(t, s, acc)
+	if _, err := s.ExchangeSession(ctx, id, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	sess, revoked, err := s.RevokeSession(ctx, acc, id, sid)
+	if err != nil || !revoked || sess.SID != sid {
+		t.Fatalf("revoke: %+v %v %v", sess, revoked, err)
+	}
+	if _, err := s.LiveSession(ctx, sid); !errors.Is(err, embed.ErrNotFound) {
+		t.Fatalf("a revoked session is live: %v", err)
+	}
+	states, err := s.LiveStates(ctx, []string{sid})
+	if err != nil || !states[0].Revoked || states[0].RevokedAt == nil || states[0].LiveTTL != 0 || states[0].Pending {
+		t.Fatalf("states: %+v %v", states, err)
+	}
+	if d := time.Since(*states[0].RevokedAt); d < -time.Second || d > time.Minute {
+		t.Fatalf("revoked at %v, %v ago", states[0].RevokedAt, d)
+	}
+	if _, revoked, _ := s.RevokeSession(ctx, acc, id, sid); revoked {
+		t.Fatal("revoked twice")
+	}
+}
+
+func revokeOtherAccount(t *testing.T, s embed.SessionStore) {
+	ctx, acc, other := context.Background(), account(), account()
+	pendingID, pendingSID := saved(t, s, acc)
+	liveID, liveSID := saved(t, s, acc)
+	if _, err := s.ExchangeSession(ctx, liveID, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ id, sid string }{{pendingID, pendingSID}, {liveID, liveSID}} {
+		if _, revoked, err := s.RevokeSession(ctx, other, c.id, c.sid); revoked || err != nil {
+			t.Fatalf("another account revoked a session: %v %v", revoked, err)
+		}
+	}
+	if n, err := s.RevokeSIDs(ctx, other, []string{pendingSID, liveSID}); n != 0 || err != nil {
+		t.Fatalf("another account's bulk revoke: %d %v", n, err)
+	}
+	if _, err := s.ExchangeSession(ctx, pendingID, time.Hour); err != nil {
+		t.Fatalf("the pending session after another account's revoke: %v", err)
+	}
+	if _, err := s.LiveSession(ctx, liveSID); err != nil {
+		t.Fatalf("the live session after another account's revoke: %v", err)
+	}
+}
+
+func revokeSIDs(t *testing.T, s embed.SessionStore) {
+	ctx, acc := context.Background(), account()
+	_, pending := saved(t, s, acc)
+	liveID, live := saved(t, s, acc)
+	if _, err := s.ExchangeSession(ctx, liveID, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	_, others := saved(t, s, account())
+	if n, err := s.RevokeSIDs(ctx, acc, []string{pending, live, others, hexID(32)}); n != 2 || err != nil {
+		t.Fatalf("revoked %d (%v), want 2", n, err)
+	}
+	if n, _ := s.RevokeSIDs(ctx, acc, []string{pending, live}); n != 0 {
+		t.Fatalf("revoked again: %d", n)
+	}
+	if n, err := s.RevokeSIDs(ctx, acc, nil); n != 0 || err != nil {
+		t.Fatalf("none: %d %v", n, err)
+	}
+	states, _ := s.LiveStates(ctx, []string{pending, live})
+	if !states[0].Revoked || !states[1].Revoked {
+		t.Fatalf("states after the bulk revoke: %+v", states)
+	}
+}
+
+func liveStates(t *testing.T, s embed.SessionStore) {
+	ctx, acc := context.Background(), account()
+	_, pending := saved(t, s, acc)
+	liveID, live := saved(t, s, acc)
+	if _, err := s.ExchangeSession(ctx, liveID, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	states, err := s.LiveStates(ctx, []string{pending, live, hexID(32)})
+	if err != nil || len(states) != 3 {
+		t.Fatalf("%+v %v", states, err)
+	}
+	if st := states[0]; !st.Pending || st.Revoked || st.LiveTTL != 0 {
+		t.Errorf("pending: %+v", st)
+	}
+	if st := states[1]; st.Pending || st.Revoked || st.LiveTTL <= 59*time.Minute || st.LiveTTL > time.Hour {
+		t.Errorf("live for an hour: %+v", st)
+	}
+	if st := states[2]; st != (embed.LiveState{}) {
+		t.Errorf("unknown: %+v", st)
+	}
+	if states, err := s.LiveStates(ctx, nil); err != nil || len(states) != 0 {
+		t.Errorf("none: %+v %v", states, err)
+	}
+}
+
+func revokeReserved(t *testing.T, s embed.SessionStore) {
+	ctx, id := context.Background(), embed.NewSessionID()
+	if err := s.ReserveSession(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	sess, revoked, err := s.RevokeSession(ctx, account(), id, embed.PublicSessionHandle(id))
+	if err != nil || !revoked || sess.SID != "" {
+		t.Fatalf("revoke of a reserved id: %+v %v %v", sess, revoked, err)
+	}
+}

@@ -1,0 +1,262 @@
+package contract_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/analyticsco/platform/embed-svc/internal/embed"
+)
+
+func TestUserStoreContract(t *testing.T) {
+	run(t, durableStores(t), map[string]func(*testing.T, durable){
+		"a-user-is-created-updated-and-read":               userLifecycle,
+		"attribute-values-read-back-as-stored-json":        valuesNormalized,
+		"the-limit-counts-users-and-deletes-free-places":   limitAndDeletes,
+		"one-new-user-minted-at-once-is-one-user":          sameUserConcurrently,
+		"the-limit-holds-under-concurrent-creations":       limitUnderConcurrency,
+		"deletes-and-creates-racing-keep-the-limit":        deletesAndCreatesRacing,
+		"a-tenants-users-are-listed-by-id-and-prefix":      tenantUsersListed,
+		"users-of-other-accounts-are-neither-read-nor-met": usersIsolated,
+	})
+}
+
+func userLifecycle(t *testing.T, s durable) {
+	ctx, acc := context.Background(), account()
+	t0 := at(-time.Hour)
+	u, err := s.CreateExternalUser(ctx, acc, "ada", 10, embed.UserUpdate{Email: ptr("ada@example.com"), DisplayName: ptr("Ada"),
+		Scope: embed.AccountScope, Tenant: "north-tenant", Groups: map[string]string{"g1": "sales"},
+		SetAttributes: map[string]embed.StoredValue{"a1": {Name: "region", Value: []byte(`"eu"`)}}}, t0)
+	if err != nil || u.ID <= 0 || u.ExternalID != "ada" || *u.Email != "ada@example.com" || *u.DisplayName != "Ada" || u.Picture != nil ||
+		!reflect.DeepEqual(u.Groups[embed.AccountScope], map[string]string{"g1": "sales"}) || string(u.Attributes[embed.AccountScope]["a1"].Value) != `"eu"` ||
+		!reflect.DeepEqual(u.Tenants, []string{"north-tenant"}) || !u.CreatedAt.Equal(t0) || !u.UpdatedAt.Equal(t0) {
+		t.Fatalf("created: %+v %v", u, err)
+	}
+	if read, err := s.ExternalUser(ctx, acc, "ada"); err != nil || !reflect.DeepEqual(read, u) {
+		t.Fatalf("read back:\n%+v\nwant\n%+v (%v)", read, u, err)
+	}
+	// Nil fields keep what is stored; the groups of a scope are replaced; values of other
+	// definitions stay; a tenant is added once.
+	t1 := t0.Add(time.Minute)
+	u, err = s.UpdateExternalUser(ctx, acc, "ada", embed.UserUpdate{Picture: ptr("https://cdn.example.com/a.png"), Scope: embed.AccountScope,
+		Tenant: "south-tenant", Groups: map[string]string{"g2": "ops"},
+		SetAttributes: map[string]embed.StoredValue{"a2": {Name: "quota", Value: []byte(`5`)}}}, t1)
+	if err != nil || *u.Email != "ada@example.com" || *u.Picture != "https://cdn.example.com/a.png" ||
+		!reflect.DeepEqual(u.Groups[embed.AccountScope], map[string]string{"g2": "ops"}) || len(u.Attributes[embed.AccountScope]) != 2 ||
+		!reflect.DeepEqual(u.Tenants, []string{"north-tenant", "south-tenant"}) || !u.UpdatedAt.Equal(t1) || !u.CreatedAt.Equal(t0) {
+		t.Fatalf("updated: %+v %v", u, err)
+	}
+	u, err = s.UpdateExternalUser(ctx, acc, "ada", embed.UserUpdate{Scope: embed.AccountScope, Tenant: "north-tenant"}, t1)
+	if err != nil || len(u.Groups[embed.AccountScope]) != 1 || len(u.Tenants) != 2 {
+		t.Fatalf("groups nil keeps them, a known tenant is not added twice: %+v %v", u, err)
+	}
+	// An empty list clears the scope's memberships; a cleared value goes; other scopes stay.
+	u, err = s.UpdateExternalUser(ctx, acc, "ada", embed.UserUpdate{Scope: "cm-tenant", Groups: map[string]string{"g9": "crew"}}, t1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err = s.UpdateExternalUser(ctx, acc, "ada", embed.UserUpdate{Scope: embed.AccountScope, Groups: map[string]string{}, ClearAttributes: []string{"a1"}}, t1)
+	if err != nil || len(u.Groups[embed.AccountScope]) != 0 || !reflect.DeepEqual(u.Groups["cm-tenant"], map[string]string{"g9": "crew"}) ||
+		len(u.Attributes[embed.AccountScope]) != 1 || u.Attributes[embed.AccountScope]["a2"].Name != "quota" {
+		t.Fatalf("cleared: groups %v attributes %v (%v)", u.Groups, u.Attributes, err)
+	}
+	if _, err := s.UpdateExternalUser(ctx, acc, "nobody", embed.UserUpdate{Scope: embed.AccountScope}, t1); !errors.Is(err, embed.ErrNotFound) {
+		t.Fatalf("update of an unknown user: %v", err)
+	}
+	if _, err := s.ExternalUser(ctx, acc, "nobody"); !errors.Is(err, embed.ErrNotFound) {
+		t.Fatalf("read of an unknown user: %v", err)
+	}
+}
+
+func valuesNormalized(t *testing.T, s durable) {
+	ctx, acc := context.Background(), account()
+	u, err := s.CreateExternalUser(ctx, acc, "bo", 10, embed.UserUpdate{Scope: embed.AccountScope, SetAttributes: map[string]embed.StoredValue{
+		"a": {Name: "regions", Value: []byte(`[ "eu" , "us" ]`)}, "b": {Name: "quota", Value: []byte(`1e2`)}, "c": {Name: "levels", Value: []byte(`[1, 2.5]`)},
+	}}, at(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, v := range u.Attributes[embed.AccountScope] {
+		got[v.Name] = string(v.Value)
+	}
+	if want := map[string]string{"regions": `["eu","us"]`, "quota": `100`, "levels": `[1,2.5]`}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("values %v, want %v", got, want)
+	}
+}
+
+func limitAndDeletes(t *testing.T, s durable) {
+	ctx, acc := context.Background(), account()
+	for _, ext := range []string{"a", "b"} {
+		if _, err := s.CreateExternalUser(ctx, acc, ext, 2, embed.UserUpdate{Scope: embed.AccountScope}, at(0)); err != nil {
+			t.Fatalf("user %s: %v", ext, err)
+		}
+	}
+	if _, err := s.CreateExternalUser(ctx, acc, "c", 2, embed.UserUpdate{Scope: embed.AccountScope}, at(0)); !errors.Is(err, embed.ErrLimitReached) {
+		t.Fatalf("a third user under a limit of 2: %v", err)
+	}
+	// The place is taken before the user is looked at: a known user is refused too (the
+	// service then updates it).
+	if _, err := s.CreateExternalUser(ctx, acc, "a", 2, embed.UserUpdate{Scope: embed.AccountScope}, at(0)); !errors.Is(err, embed.ErrLimitReached) {
+		t.Fatalf("a known user at the limit: %v", err)
+	}
+	if n, _ := s.ExternalUserCount(ctx, acc); n != 2 {
+		t.Fatalf("count %d, want 2", n)
+	}
+	if deleted, err := s.DeleteExternalUser(ctx, acc, "a"); !deleted || err != nil {
+		t.Fatalf("delete: %v %v", deleted, err)
+	}
+	if deleted, err := s.DeleteExternalUser(ctx, acc, "a"); deleted || err != nil {
+		t.Fatalf("second delete: %v %v", deleted, err)
+	}
+	if n, _ := s.ExternalUserCount(ctx, acc); n != 1 {
+		t.Fatalf("count after a delete %d, want 1 (a second delete frees nothing)", n)
+	}
+	if _, err := s.CreateExternalUser(ctx, acc, "c", 2, embed.UserUpdate{Scope: embed.AccountScope}, at(0)); err != nil {
+		t.Fatalf("the freed place: %v", err)
+	}
+	if _, err := s.ExternalUser(ctx, acc, "a"); !errors.Is(err, embed.ErrNotFound) {
+		t.Fatalf("a deleted user: %v", err)
+	}
+}
+
+func sameUserConcurrently(t *testing.T, s durable) {
+	ctx, acc := context.Background(), account()
+	ids := make([]int64, 8)
+	var failed atomic.Int64
+	together(8, func(i int) {
+		u, err := s.CreateExternalUser(ctx, acc, "same-user", 1000, embed.UserUpdate{Scope: embed.AccountScope, Tenant: "north-tenant"}, at(0))
+		if err != nil {
+			failed.Add(1)
+			return
+		}
+		ids[i] = u.ID
+	})
+	for _, id := range ids {
+		if failed.Load() != 0 || id != ids[0] {
+			t.Fatalf("8 concurrent creations of one user: ids %v, %d failed", ids, failed.Load())
+		}
+	}
+	if n, _ := s.ExternalUserCount(ctx, acc); n != 1 {
+		t.Fatalf("counter %d, want 1", n)
+	}
+}
+
+func limitUnderConcurrency(t *testing.T, s durable) {
+	ctx, acc := context.Background(), account()
+	if _, err := s.CreateExternalUser(ctx, acc, "first", 5, embed.UserUpdate{Scope: embed.AccountScope}, at(0)); err != nil {
+		t.Fatal(err)
+	}
+	var ok, refused atomic.Int64
+	together(16, func(i int) {
+		_, err := s.CreateExternalUser(ctx, acc, fmt.Sprintf("user-%d", i), 5, embed.UserUpdate{Scope: embed.AccountScope}, at(0))
+		switch {
+		case err == nil:
+			ok.Add(1)
+		case errors.Is(err, embed.ErrLimitReached):
+			refused.Add(1)
+		default:
+			t.Error(err)
+		}
+	})
+	if ok.Load() != 4 || refused.Load() != 12 {
+		t.Fatalf("limit 5 with one user: %d created, %d refused; want 4 and 12", ok.Load(), refused.Load())
+	}
+	if n, _ := s.ExternalUserCount(ctx, acc); n != 5 {
+		t.Fatalf("counter %d, want 5", n)
+	}
+}
+
+func deletesAndCreatesRacing(t *testing.T, s durable) {
+	ctx, acc := context.Background(), account()
+	const limit = 5
+	create := func(ext string) error {
+		_, err := s.CreateExternalUser(ctx, acc, ext, limit, embed.UserUpdate{Scope: embed.AccountScope, Tenant: "race-tenant"}, at(0))
+		return err
+	}
+	for i := range limit {
+		if err := create(fmt.Sprintf("old-%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var created atomic.Int64
+	together(15, func(i int) {
+		if i < limit {
+			if deleted, err := s.DeleteExternalUser(ctx, acc, fmt.Sprintf("old-%d", i)); !deleted || err != nil {
+				t.Errorf("delete old-%d: %v %v", i, deleted, err)
+			}
+			return
+		}
+		if create(fmt.Sprintf("new-%d", i)) == nil {
+			created.Add(1)
+		}
+	})
+	n, _ := s.ExternalUserCount(ctx, acc)
+	users, _ := s.ListTenantUsers(ctx, acc, "race-tenant", "", 0, 100)
+	if created.Load() > limit || n != created.Load() || int64(len(users)) != n {
+		t.Fatalf("limit %d: %d created after %d deletes, counter %d, %d users", limit, created.Load(), limit, n, len(users))
+	}
+	// Whatever the race left, the freed places can be taken up to the limit, no further.
+	for i := int(n); i < limit; i++ {
+		if err := create(fmt.Sprintf("later-%d", i)); err != nil {
+			t.Fatalf("refill %d: %v", i, err)
+		}
+	}
+	if err := create("over"); !errors.Is(err, embed.ErrLimitReached) {
+		t.Fatalf("over the limit after refilling: %v", err)
+	}
+}
+
+func tenantUsersListed(t *testing.T, s durable) {
+	ctx, acc := context.Background(), account()
+	for _, c := range []struct{ ext, tenant string }{{"ann", "north-tenant"}, {"bob", "south-tenant"}, {"anna", "north-tenant"}, {"amy", "north-tenant"}, {"al", "south-tenant"}} {
+		if _, err := s.CreateExternalUser(ctx, acc, c.ext, 100, embed.UserUpdate{Scope: embed.AccountScope, Tenant: c.tenant}, at(0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list := func(prefix string, after int64, limit int) []string {
+		users, err := s.ListTenantUsers(ctx, acc, "north-tenant", prefix, after, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := []string{}
+		for _, u := range users {
+			out = append(out, u.ExternalID)
+		}
+		return out
+	}
+	if got := list("", 0, 10); !reflect.DeepEqual(got, []string{"ann", "anna", "amy"}) {
+		t.Fatalf("north's users by id: %v", got)
+	}
+	if got := list("an", 0, 10); !reflect.DeepEqual(got, []string{"ann", "anna"}) {
+		t.Fatalf("prefix an: %v", got)
+	}
+	first, _ := s.ListTenantUsers(ctx, acc, "north-tenant", "", 0, 1)
+	if got := list("", first[0].ID, 10); !reflect.DeepEqual(got, []string{"anna", "amy"}) {
+		t.Fatalf("after the first: %v", got)
+	}
+}
+
+func usersIsolated(t *testing.T, s durable) {
+	ctx, acc, other := context.Background(), account(), account()
+	if _, err := s.CreateExternalUser(ctx, acc, "mine", 1, embed.UserUpdate{Scope: embed.AccountScope, Tenant: "north-tenant"}, at(0)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ExternalUser(ctx, other, "mine"); !errors.Is(err, embed.ErrNotFound) {
+		t.Fatalf("another account reads the user: %v", err)
+	}
+	if users, _ := s.ListTenantUsers(ctx, other, "north-tenant", "", 0, 10); len(users) != 0 {
+		t.Fatalf("another account lists %v", users)
+	}
+	if deleted, _ := s.DeleteExternalUser(ctx, other, "mine"); deleted {
+		t.Fatal("another account deleted the user")
+	}
+	// Each account has its own limit: the other account's first user fits under 1.
+	if u, err := s.CreateExternalUser(ctx, other, "mine", 1, embed.UserUpdate{Scope: embed.AccountScope}, at(0)); err != nil || u.AccountID != other {
+		t.Fatalf("the other account's own user: %+v %v", u, err)
+	}
+}

@@ -1,0 +1,149 @@
+package memstore
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/analyticsco/platform/embed-svc/internal/embed"
+)
+
+// ExternalUser reads one user.
+func (s *Store) ExternalUser(_ context.Context, accountID int64, externalID string) (embed.ExternalUser, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u, ok := s.users[userKey{accountID, externalID}]
+	if !ok {
+		return embed.ExternalUser{}, embed.ErrNotFound
+	}
+	return copyUser(u), nil
+}
+
+// apply writes one mint's changes onto u, as mongostore's update document does.
+func apply(u *embed.ExternalUser, upd embed.UserUpdate, now time.Time) error {
+	u.UpdatedAt = stored(now)
+	if upd.Email != nil {
+		u.Email = copyString(upd.Email)
+	}
+	if upd.DisplayName != nil {
+		u.DisplayName = copyString(upd.DisplayName)
+	}
+	if upd.Picture != nil {
+		u.Picture = copyString(upd.Picture)
+	}
+	if upd.Groups != nil {
+		if u.Groups == nil {
+			u.Groups = map[string]map[string]string{}
+		}
+		u.Groups[upd.Scope] = map[string]string{}
+		for id, name := range upd.Groups {
+			u.Groups[upd.Scope][id] = name
+		}
+	}
+	if len(upd.SetAttributes) > 0 && u.Attributes[upd.Scope] == nil {
+		u.Attributes[upd.Scope] = map[string]embed.StoredValue{}
+	}
+	for id, v := range upd.SetAttributes {
+		raw, err := normalized(v.Value)
+		if err != nil {
+			return err
+		}
+		u.Attributes[upd.Scope][id] = embed.StoredValue{Name: v.Name, Value: raw}
+	}
+	for _, id := range upd.ClearAttributes {
+		delete(u.Attributes[upd.Scope], id)
+	}
+	if upd.Tenant != "" && !slices.Contains(u.Tenants, upd.Tenant) {
+		u.Tenants = append(u.Tenants, upd.Tenant)
+	}
+	return nil
+}
+
+// UpdateExternalUser applies u to a known user (embed.ErrNotFound when there is none).
+func (s *Store) UpdateExternalUser(_ context.Context, accountID int64, externalID string, upd embed.UserUpdate, now time.Time) (embed.ExternalUser, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u, ok := s.users[userKey{accountID, externalID}]
+	if !ok {
+		return embed.ExternalUser{}, embed.ErrNotFound
+	}
+	next := copyUser(u)
+	if err := apply(&next, upd, now); err != nil {
+		return embed.ExternalUser{}, err
+	}
+	*u = next
+	return copyUser(u), nil
+}
+
+// CreateExternalUser takes a place under the account's limit (embed.ErrLimitReached when
+// there is none, even for a user that exists: the place is taken first, as in MongoDB)
+// and creates the user; one that exists meanwhile is updated and the place given back.
+func (s *Store) CreateExternalUser(_ context.Context, accountID int64, externalID string, limit int64, upd embed.UserUpdate, now time.Time) (embed.ExternalUser, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.counters[accountID] >= limit {
+		return embed.ExternalUser{}, embed.ErrLimitReached
+	}
+	k := userKey{accountID, externalID}
+	u, exists := s.users[k]
+	if !exists {
+		s.userSeq++
+		u = &embed.ExternalUser{ID: s.userSeq, AccountID: accountID, ExternalID: externalID, Attributes: map[string]map[string]embed.StoredValue{},
+			CreatedAt: stored(now)}
+	}
+	next := copyUser(u)
+	if err := apply(&next, upd, now); err != nil {
+		return embed.ExternalUser{}, err
+	}
+	if !exists {
+		s.counters[accountID]++
+		u = &next
+		s.users[k] = u
+	} else {
+		*u = next
+	}
+	return copyUser(u), nil
+}
+
+// ExternalUserCount is the account's counter: the places taken under its limit.
+func (s *Store) ExternalUserCount(_ context.Context, accountID int64) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.counters[accountID], nil
+}
+
+// ListTenantUsers lists users with sessions in tenant by id, after afterID, whose
+// external id starts with prefix.
+func (s *Store) ListTenantUsers(_ context.Context, accountID int64, tenant, prefix string, afterID int64, limit int) ([]embed.ExternalUser, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []embed.ExternalUser
+	for k, u := range s.users {
+		if k.account == accountID && slices.Contains(u.Tenants, tenant) && strings.HasPrefix(u.ExternalID, prefix) && u.ID > afterID {
+			out = append(out, copyUser(u))
+		}
+	}
+	slices.SortFunc(out, func(a, b embed.ExternalUser) int { return cmp.Compare(a.ID, b.ID) })
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// DeleteExternalUser deletes the user and, only when it deleted one, gives its place
+// under the limit back.
+func (s *Store) DeleteExternalUser(_ context.Context, accountID int64, externalID string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := userKey{accountID, externalID}
+	if _, ok := s.users[k]; !ok {
+		return false, nil
+	}
+	delete(s.users, k)
+	if s.counters[accountID] > 0 {
+		s.counters[accountID]--
+	}
+	return true, nil
+}

@@ -1,0 +1,225 @@
+package mongostore
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/analyticsco/platform/embed-svc/internal/embed"
+	"github.com/analyticsco/platform/libs/httpx"
+	"github.com/analyticsco/platform/libs/mongox"
+)
+
+// The catalog: account-wide settings, embed tenants, and group and attribute
+// definitions (scope "_" for the account-wide catalog, else an embed tenant's).
+
+// AccountSettings returns the account-wide embed settings (zero when none are set).
+func (s *Store) AccountSettings(ctx context.Context, accountID int64) (embed.AccountSettings, error) {
+	var out embed.AccountSettings
+	err := s.settings.FindOne(ctx, bson.D{{Key: "_id", Value: accountID}}).Decode(&out)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return embed.AccountSettings{}, nil
+	}
+	return out, wrap(err)
+}
+
+// SetAccountSettings replaces the account-wide embed settings (the operator CLI).
+func (s *Store) SetAccountSettings(ctx context.Context, accountID int64, v embed.AccountSettings) error {
+	_, err := s.settings.ReplaceOne(ctx, bson.D{{Key: "_id", Value: accountID}}, v, options.Replace().SetUpsert(true))
+	return wrap(err)
+}
+
+func tenantID(accountID int64, name string) string {
+	return strconv.FormatInt(accountID, 10) + "/" + name
+}
+
+// EnsureTenant records the tenant (idempotent) and reports whether this call created it.
+func (s *Store) EnsureTenant(ctx context.Context, accountID int64, tenant string) (bool, error) {
+	res, err := s.tenants.UpdateOne(ctx, bson.D{{Key: "_id", Value: tenantID(accountID, tenant)}},
+		bson.D{{Key: "$setOnInsert", Value: bson.D{{Key: "accountId", Value: accountID}, {Key: "name", Value: tenant}, {Key: "createdAt", Value: time.Now().UTC()}}}},
+		options.UpdateOne().SetUpsert(true))
+	if mongox.IsDuplicateKey(err) {
+		return false, nil // a concurrent mint recorded it
+	}
+	if err != nil {
+		return false, wrap(err)
+	}
+	return res.UpsertedCount == 1, nil
+}
+
+// RemoveTenantRecord deletes the record of a tenant that has nothing else stored.
+func (s *Store) RemoveTenantRecord(ctx context.Context, accountID int64, tenant string) error {
+	_, err := s.tenants.DeleteOne(ctx, bson.D{{Key: "_id", Value: tenantID(accountID, tenant)}})
+	return wrap(err)
+}
+
+// TenantExists reports whether the account has used the tenant.
+func (s *Store) TenantExists(ctx context.Context, accountID int64, tenant string) (bool, error) {
+	err := s.tenants.FindOne(ctx, bson.D{{Key: "_id", Value: tenantID(accountID, tenant)}}).Err()
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return false, nil
+	}
+	return err == nil, wrap(err)
+}
+
+// CountTenants counts the account's embed tenants, stopping at max.
+func (s *Store) CountTenants(ctx context.Context, accountID int64, max int64) (int64, error) {
+	n, err := s.tenants.CountDocuments(ctx, bson.D{{Key: "accountId", Value: accountID}}, options.Count().SetLimit(max))
+	return n, wrap(err)
+}
+
+// CountDefinitions counts the definitions of both kinds in scope, stopping at max.
+func (s *Store) CountDefinitions(ctx context.Context, accountID int64, scope string, max int64) (int64, error) {
+	n, err := s.defs.CountDocuments(ctx, bson.D{{Key: "accountId", Value: accountID}, {Key: "scope", Value: scope}}, options.Count().SetLimit(max))
+	return n, wrap(err)
+}
+
+type defDoc struct {
+	ID           bson.ObjectID `bson:"_id"`
+	AccountID    int64         `bson:"accountId"`
+	Scope        string        `bson:"scope"`
+	Kind         string        `bson:"kind"`
+	Name         string        `bson:"name"`
+	Type         string        `bson:"type,omitempty"`
+	DisplayName  *string       `bson:"displayName,omitempty"`
+	DefaultValue *string       `bson:"defaultValue,omitempty"`
+	Description  *string       `bson:"description,omitempty"`
+	CreatedAt    time.Time     `bson:"createdAt"`
+	UpdatedAt    time.Time     `bson:"updatedAt"`
+}
+
+func (d defDoc) definition() embed.Definition {
+	return embed.Definition{ID: d.ID.Hex(), AccountID: d.AccountID, Scope: d.Scope, Kind: d.Kind, Name: d.Name, Type: d.Type,
+		DisplayName: d.DisplayName, DefaultValue: d.DefaultValue, Description: d.Description, CreatedAt: httpx.At(d.CreatedAt), UpdatedAt: httpx.At(d.UpdatedAt)}
+}
+
+// FindDefinitions returns the scope's definitions (both kinds) named in names.
+func (s *Store) FindDefinitions(ctx context.Context, accountID int64, scope string, names []string) ([]embed.Definition, error) {
+	cur, err := s.defs.Find(ctx, bson.D{{Key: "accountId", Value: accountID}, {Key: "scope", Value: scope}, {Key: "name", Value: bson.D{{Key: "$in", Value: names}}}})
+	if err != nil {
+		return nil, wrap(err)
+	}
+	var docs []defDoc
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, wrap(err)
+	}
+	out := make([]embed.Definition, len(docs))
+	for i, d := range docs {
+		out[i] = d.definition()
+	}
+	return out, nil
+}
+
+// UpsertDefinition creates the definition, or updates the supplied fields that differ.
+func (s *Store) UpsertDefinition(ctx context.Context, accountID int64, scope string, u embed.DefinitionUpsert, now time.Time) (embed.Definition, error) {
+	in := u.Input
+	if u.Existing == nil {
+		doc := defDoc{ID: bson.NewObjectID(), AccountID: accountID, Scope: scope, Kind: u.Kind, Name: in.Name, Type: in.Type,
+			DisplayName: in.DisplayName, DefaultValue: in.DefaultValue, Description: in.Description, CreatedAt: now, UpdatedAt: now}
+		_, err := s.defs.InsertOne(ctx, doc)
+		if err == nil {
+			return doc.definition(), nil
+		}
+		if !mongox.IsDuplicateKey(err) {
+			return embed.Definition{}, wrap(err)
+		}
+		// A concurrent request created it first: update that one instead.
+		var ex defDoc
+		if err := s.defs.FindOne(ctx, bson.D{{Key: "accountId", Value: accountID}, {Key: "scope", Value: scope}, {Key: "kind", Value: u.Kind}, {Key: "name", Value: in.Name}}).Decode(&ex); err != nil {
+			return embed.Definition{}, wrap(err)
+		}
+		if u.Kind == embed.KindAttribute && ex.Type != in.Type {
+			return embed.Definition{}, embed.ErrConflictType
+		}
+		d := ex.definition()
+		u.Existing = &d
+	}
+	d := *u.Existing
+	set := bson.D{{Key: "updatedAt", Value: now}}
+	apply := func(field string, supplied *string, stored **string) {
+		if supplied != nil && (*stored == nil || **stored != *supplied) {
+			set = append(set, bson.E{Key: field, Value: *supplied})
+			v := *supplied
+			*stored = &v
+		}
+	}
+	apply("description", in.Description, &d.Description)
+	apply("displayName", in.DisplayName, &d.DisplayName)
+	apply("defaultValue", in.DefaultValue, &d.DefaultValue)
+	if len(set) == 1 {
+		return d, nil
+	}
+	oid, _ := bson.ObjectIDFromHex(d.ID)
+	if _, err := s.defs.UpdateOne(ctx, bson.D{{Key: "_id", Value: oid}}, bson.D{{Key: "$set", Value: set}}); err != nil {
+		return embed.Definition{}, wrap(err)
+	}
+	d.UpdatedAt = httpx.At(now)
+	return d, nil
+}
+
+// CreateDefinition inserts a new definition; embed.ErrDuplicate when the name is taken.
+func (s *Store) CreateDefinition(ctx context.Context, d embed.Definition) (embed.Definition, error) {
+	doc := defDoc{ID: bson.NewObjectID(), AccountID: d.AccountID, Scope: d.Scope, Kind: d.Kind, Name: d.Name, Type: d.Type,
+		DisplayName: d.DisplayName, DefaultValue: d.DefaultValue, Description: d.Description, CreatedAt: d.CreatedAt.Time, UpdatedAt: d.UpdatedAt.Time}
+	if _, err := s.defs.InsertOne(ctx, doc); err != nil {
+		return embed.Definition{}, wrap(err)
+	}
+	return doc.definition(), nil
+}
+
+// ListDefinitions returns up to q.First definitions after q.After (an id), in id order,
+// and whether more follow.
+func (s *Store) ListDefinitions(ctx context.Context, accountID int64, q embed.ListQuery) ([]embed.Definition, bool, error) {
+	filter := bson.D{{Key: "accountId", Value: accountID}, {Key: "scope", Value: q.Scope}, {Key: "kind", Value: q.Kind}}
+	if q.After != "" {
+		oid, err := bson.ObjectIDFromHex(q.After)
+		if err != nil {
+			return nil, false, embed.ErrBadCursor
+		}
+		filter = append(filter, bson.E{Key: "_id", Value: bson.D{{Key: "$gt", Value: oid}}})
+	}
+	cur, err := s.defs.Find(ctx, filter, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).SetLimit(int64(q.First)+1))
+	if err != nil {
+		return nil, false, wrap(err)
+	}
+	var docs []defDoc
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, false, wrap(err)
+	}
+	more := len(docs) > q.First
+	if more {
+		docs = docs[:q.First]
+	}
+	out := make([]embed.Definition, len(docs))
+	for i, d := range docs {
+		out[i] = d.definition()
+	}
+	return out, more, nil
+}
+
+// DeleteDefinition removes the definition, then every membership or value using it.
+func (s *Store) DeleteDefinition(ctx context.Context, accountID int64, scope, kind, id string) error {
+	oid, err := bson.ObjectIDFromHex(id)
+	if err != nil {
+		return embed.ErrNotFound
+	}
+	res, err := s.defs.DeleteOne(ctx, bson.D{{Key: "_id", Value: oid}, {Key: "accountId", Value: accountID}, {Key: "scope", Value: scope}, {Key: "kind", Value: kind}})
+	if err != nil {
+		return wrap(err)
+	}
+	if res.DeletedCount == 0 {
+		return embed.ErrNotFound
+	}
+	field := "groups." + scope + "." + id
+	if kind == embed.KindAttribute {
+		field = "attrs." + scope + "." + id
+	}
+	_, err = s.users.UpdateMany(ctx, bson.D{{Key: "accountId", Value: accountID}, {Key: field, Value: bson.D{{Key: "$exists", Value: true}}}},
+		bson.D{{Key: "$unset", Value: bson.D{{Key: field, Value: ""}}}})
+	return wrap(err)
+}
