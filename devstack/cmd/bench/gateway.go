@@ -126,20 +126,7 @@ func seedGateway(ctx context.Context, e *Env, ctlBin, mongoURI string, keys benc
 	}, nil
 }
 
-// seedOutput is the part of `platformctl seed --json` the bench reads.
-type seedOutput struct {
-	Accounts map[string]struct {
-		Deployments []struct {
-			ID int64 `json:"id"`
-		} `json:"deployments"`
-		Users map[string]struct {
-			Bearer string `json:"bearer"`
-		} `json:"users"`
-		APIKeys map[string]string `json:"apiKeys"`
-	} `json:"accounts"`
-}
-
-func runSeed(ctx context.Context, bin, dir string, env []string) (seedOutput, error) {
+func runSeed(ctx context.Context, bin, dir string, env []string) (devstack.Seed, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "seed", "--json")
@@ -148,9 +135,9 @@ func runSeed(ctx context.Context, bin, dir string, env []string) (seedOutput, er
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return seedOutput{}, fmt.Errorf("platformctl seed: %w: %s", err, bytes.TrimSpace(stderr.Bytes()))
+		return devstack.Seed{}, fmt.Errorf("platformctl seed: %w: %s", err, bytes.TrimSpace(stderr.Bytes()))
 	}
-	var out seedOutput
+	var out devstack.Seed
 	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
 		return out, fmt.Errorf("platformctl seed output: %w", err)
 	}

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"syscall"
 	"time"
+
+	"github.com/analyticsco/platform/devstack"
 )
 
 // platformInfo is the whole platform run by bin/devstack (FerretDB behind the
@@ -29,25 +31,9 @@ type platformInfo struct {
 	Metrics map[string]string
 	// PIDs are the processes by name, as stack.json lists them plus "devstack".
 	PIDs  map[string]int
-	Seed  platformSeed
+	Seed  devstack.Seed
 	Redis string // redis URL, for INFO
 	Mongo string // MongoDB URI (the proxy in front of FerretDB), for serverStatus
-}
-
-// platformSeed is the part of `platformctl seed --json` the operations table and
-// the soak use.
-type platformSeed struct {
-	Accounts map[string]struct {
-		ID          int64 `json:"id"`
-		Deployments []struct {
-			ID int64 `json:"id"`
-		} `json:"deployments"`
-		Users map[string]struct {
-			ID     int64  `json:"id"`
-			Bearer string `json:"bearer"`
-		} `json:"users"`
-		APIKeys map[string]string `json:"apiKeys"`
-	} `json:"accounts"`
 }
 
 // stackJSON is the part of $DATA_DIR/stack.json the bench reads.
@@ -120,11 +106,11 @@ func (e *Env) Platform(ctx context.Context) (platformInfo, error) {
 		if err != nil {
 			return platformInfo{}, err
 		}
-		var seed platformSeed
+		var seed devstack.Seed
 		if err := json.Unmarshal(seedOut, &seed); err != nil {
 			return platformInfo{}, fmt.Errorf("platformctl seed output: %w", err)
 		}
-		if err := seed.check(); err != nil {
+		if err := checkSeed(seed); err != nil {
 			return platformInfo{}, err
 		}
 		pids := map[string]int{"devstack": c.pid()}
@@ -153,7 +139,7 @@ func (e *Env) Platform(ctx context.Context) (platformInfo, error) {
 
 // check wants what the scenarios use: acme's two deployments, admin bearer and
 // account key, and globex's deployment, admin bearer and key (for the soak).
-func (s platformSeed) check() error {
+func checkSeed(s devstack.Seed) error {
 	acme, globex := s.Accounts["acme"], s.Accounts["globex"]
 	switch {
 	case len(acme.Deployments) < 2 || acme.Users["admin"].Bearer == "" || acme.APIKeys["admin"] == "":

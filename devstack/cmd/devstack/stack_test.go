@@ -12,35 +12,9 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/analyticsco/platform/devstack"
 )
-
-// seedOutput is the contract of `platformctl seed --json` stdout.
-type seedOutput struct {
-	Gateway  string                 `json:"gateway"`
-	Accounts map[string]seedAccount `json:"accounts"`
-}
-
-type seedAccount struct {
-	ID               int64               `json:"id"`
-	Plan             string              `json:"plan"`
-	EmbeddingEnabled bool                `json:"embeddingEnabled"`
-	UseCreatorMode   bool                `json:"useCreatorMode"`
-	Deployments      []seedDeployment    `json:"deployments"`
-	Users            map[string]seedUser `json:"users"`
-	APIKeys          map[string]string   `json:"apiKeys"`
-}
-
-type seedDeployment struct {
-	ID               int64  `json:"id"`
-	ProductionBranch string `json:"productionBranch"`
-}
-
-type seedUser struct {
-	ID       int64  `json:"id"`
-	Username string `json:"username"`
-	Email    string `json:"email"`
-	Bearer   string `json:"bearer"`
-}
 
 var wantAccounts = map[string]struct {
 	plan                   string
@@ -89,7 +63,7 @@ func TestStack(t *testing.T) {
 	assertGone(t, s.PIDs)
 }
 
-func seed(ctx context.Context, t *testing.T, platformctl, stackFile string) seedOutput {
+func seed(ctx context.Context, t *testing.T, platformctl, stackFile string) devstack.Seed {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, platformctl, "seed", "--json")
 	cmd.Env = append(os.Environ(), "PLATFORM_STACK_FILE="+stackFile)
@@ -100,7 +74,7 @@ func seed(ctx context.Context, t *testing.T, platformctl, stackFile string) seed
 	}
 	// Exactly one JSON object on stdout.
 	dec := json.NewDecoder(bytes.NewReader(stdout.Bytes()))
-	var out seedOutput
+	var out devstack.Seed
 	if err := dec.Decode(&out); err != nil {
 		t.Fatalf("seed stdout is not a JSON object: %v\n%s", err, stdout.String())
 	}
@@ -110,7 +84,7 @@ func seed(ctx context.Context, t *testing.T, platformctl, stackFile string) seed
 	return out
 }
 
-func checkSeedContract(t *testing.T, got seedOutput, gateway string) {
+func checkSeedContract(t *testing.T, got devstack.Seed, gateway string) {
 	t.Helper()
 	if got.Gateway != gateway {
 		t.Errorf("seed gateway = %q, want %q", got.Gateway, gateway)
@@ -156,7 +130,7 @@ func checkSeedContract(t *testing.T, got seedOutput, gateway string) {
 
 // checkReseed: a second seed finds the same accounts, users and deployments
 // but issues fresh credentials.
-func checkReseed(t *testing.T, first, second seedOutput) {
+func checkReseed(t *testing.T, first, second devstack.Seed) {
 	t.Helper()
 	for name, a1 := range first.Accounts {
 		a2 := second.Accounts[name]

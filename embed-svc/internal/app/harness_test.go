@@ -265,8 +265,8 @@ func direct(t *testing.T, base, method, path string, body any) resp {
 func apiKey(k string) string { return "Api-Key " + k }
 func bearer(k string) string { return "Bearer " + k }
 
-func (e *env) acme() gatewaytest.SeedAccount   { return e.gw.Seed.Accounts["acme"] }
-func (e *env) globex() gatewaytest.SeedAccount { return e.gw.Seed.Accounts["globex"] }
+func (e *env) acme() devstack.SeedAccount   { return e.gw.Seed.Accounts["acme"] }
+func (e *env) globex() devstack.SeedAccount { return e.gw.Seed.Accounts["globex"] }
 
 // mint generates a session through the gateway with acme's admin key and expects 200.
 func (e *env) mint(t *testing.T, body map[string]any) string {

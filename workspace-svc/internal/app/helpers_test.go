@@ -96,7 +96,7 @@ func (e *env) startInstance(t *testing.T, counter *mongox.CommandCounter) string
 	return srv.URL
 }
 
-func (e *env) acme() gatewaytest.SeedAccount { return e.stack.Seed.Accounts["acme"] }
+func (e *env) acme() devstack.SeedAccount { return e.stack.Seed.Accounts["acme"] }
 
 func (e *env) dep(account string, i int) int64 {
 	return e.stack.Seed.Accounts[account].Deployments[i].ID
@@ -106,7 +106,7 @@ func (e *env) bearer(account, user string) string {
 	return e.stack.Seed.Accounts[account].Users[user].Bearer
 }
 
-func (e *env) user(account, user string) gatewaytest.SeedUser {
+func (e *env) user(account, user string) devstack.SeedUser {
 	return e.stack.Seed.Accounts[account].Users[user]
 }
 
