@@ -417,7 +417,7 @@ func addCountLine(format string, args ...any) {
 func operationsNotes(res map[string]*Summary) []string {
 	var lines []string
 	if h, b := res["healthz"], res["base"]; h != nil && b != nil && h.Err == nil && b.Err == nil && h.RPS > 0 {
-		lines = append(lines, fmt.Sprintf("baseline: the proxied baseline serves %.2fx the requests/s of the gateway's own /healthz", b.RPS/h.RPS))
+		lines = append(lines, fmt.Sprintf("baseline: the proxied baseline serves %.2g of the requests/s of the gateway's own /healthz (1 in %.0f)", b.RPS/h.RPS, h.RPS/b.RPS))
 	}
 	if s := res["convert"]; s != nil && s.Err == nil {
 		lines = append(lines, conversionLine())
