@@ -180,3 +180,21 @@ func (r Response) String() string {
 	}
 	return http.StatusText(r.Status) + " " + b
 }
+
+// Eventually polls check every 100 ms until it reports done, failing t when within passes
+// first; check describes the state it saw, which goes into the failure. The one polling
+// loop of the suites: a test waits for a condition, never for a fixed time.
+func Eventually(t testing.TB, within time.Duration, what string, check func() (done bool, state string)) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		done, state := check()
+		if done {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not reached within %s; last: %s", what, within, state)
+		}
+		time.Sleep(100 * time.Millisecond) // polling interval of a deadline loop
+	}
+}

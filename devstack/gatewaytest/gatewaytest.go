@@ -9,12 +9,9 @@ package gatewaytest
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
 	"crypto/rand"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"net/http"
 	"os"
@@ -93,7 +90,10 @@ func Start(t testing.TB, o Options) *Stack {
 	if err != nil {
 		t.Fatalf("gatewaytest: %v", err)
 	}
-	private, public := jwtKeys(t)
+	private, public, err := devstack.WriteBearerKeys(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
 	addr, internal := devstack.FreeAddr(t), devstack.FreeAddr(t)
 	env := []string{
 		"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "LOG_LEVEL=warn", "SHUTDOWN_TIMEOUT=2s",
@@ -133,7 +133,7 @@ func cmpOr(v, def string) string {
 
 // seedIdentities runs `platformctl seed --json --identity-only`: the accounts, users,
 // keys and tokens of the seed, without the catalog (which needs embed-svc).
-func seedIdentities(t testing.TB, bin string, o Options, privateKey, gateway string, logs *buffer) Seed {
+func seedIdentities(t testing.TB, bin string, o Options, privateKey, gateway string, logs *devstack.LogBuffer) Seed {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -153,28 +153,10 @@ func seedIdentities(t testing.TB, bin string, o Options, privateKey, gateway str
 	return seed
 }
 
-// buffer collects a child's output for failure messages.
-type buffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *buffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *buffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // start runs the binary until the test ends (SIGTERM, then SIGKILL after 5 s).
-func start(t testing.TB, path string, env []string) *buffer {
+func start(t testing.TB, path string, env []string) *devstack.LogBuffer {
 	t.Helper()
-	logs := &buffer{}
+	logs := &devstack.LogBuffer{}
 	cmd := exec.Command(path)
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = logs, logs
@@ -196,7 +178,7 @@ func start(t testing.TB, path string, env []string) *buffer {
 	return logs
 }
 
-func waitReady(t testing.TB, url string, logs *buffer) {
+func waitReady(t testing.TB, url string, logs *devstack.LogBuffer) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -212,24 +194,6 @@ func waitReady(t testing.TB, url string, logs *buffer) {
 		}
 		time.Sleep(50 * time.Millisecond) // polling interval of a deadline loop
 	}
-}
-
-// jwtKeys writes a fresh Ed25519 key pair for bearer tokens: the private key signs the
-// seed's tokens (platformctl), the public one verifies them (the gateway).
-func jwtKeys(t testing.TB) (private, public string) {
-	t.Helper()
-	dir := t.TempDir()
-	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
-	privDER, _ := x509.MarshalPKCS8PrivateKey(priv)
-	pubDER, _ := x509.MarshalPKIXPublicKey(pub)
-	private, public = filepath.Join(dir, "jwt.pem"), filepath.Join(dir, "jwt.pub.pem")
-	if err := os.WriteFile(private, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: privDER}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(public, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return private, public
 }
 
 var (

@@ -12,6 +12,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
+	"github.com/analyticsco/platform/devstack/apitest"
 	"github.com/analyticsco/platform/systemtest/stacktest"
 )
 
@@ -53,7 +54,7 @@ func TestDbtAttacks(t *testing.T) {
 	s := stacktest.Start(t, stacktest.Options{Env: []string{"DBT_SYNC_MAX_FILE_BYTES=65536"}})
 	a := newAPI(s)
 	acme := s.Seed.Accounts["acme"]
-	admin, dev := bearer(acme.Users["admin"].Bearer), bearer(acme.Users["developer"].Bearer)
+	admin, dev := apitest.Bearer(acme.Users["admin"].Bearer), apitest.Bearer(acme.Users["developer"].Bearer)
 	dep := acme.Deployments[0].ID
 	integration := fmt.Sprintf("/api/v1/deployments/%d/dbt-git-integration", dep)
 	syncs := fmt.Sprintf("/api/v1/deployments/%d/dbt-sync", dep)
@@ -111,7 +112,7 @@ func TestDbtAttacks(t *testing.T) {
 			}
 			id := r.body["syncJobId"].(string)
 			var job reply
-			eventually(t, 60*time.Second, "the job ends", func() (bool, string) {
+			apitest.Eventually(t, 60*time.Second, "the job ends", func() (bool, string) {
 				job = a.call("GET", syncs+"/"+id, dev, nil)
 				st, _ := job.body["status"].(string)
 				return st == "failed" || st == "succeeded", job.String()
@@ -133,7 +134,7 @@ func TestDbtAttacks(t *testing.T) {
 		}
 		r := a.call("POST", syncs, dev, map[string]any{"source": "git", "output": "files", "branchName": "attack-plain"})
 		id, _ := r.body["syncJobId"].(string)
-		eventually(t, 60*time.Second, "the plain job succeeds", func() (bool, string) {
+		apitest.Eventually(t, 60*time.Second, "the plain job succeeds", func() (bool, string) {
 			job := a.call("GET", syncs+"/"+id, dev, nil)
 			return job.body["status"] == "succeeded", job.String()
 		})

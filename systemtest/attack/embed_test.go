@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/analyticsco/platform/devstack/apitest"
 	"github.com/analyticsco/platform/systemtest/stacktest"
 )
 
@@ -21,7 +22,7 @@ func embedMint(a *api, key string, dep int64, body map[string]any) reply {
 	for k, v := range body {
 		req[k] = v
 	}
-	return a.call("POST", "/api/v1/embed/generate-session", apiKey(key), req)
+	return a.call("POST", "/api/v1/embed/generate-session", apitest.APIKey(key), req)
 }
 
 func embedToken(t *testing.T, a *api, sessionID string) string {
@@ -82,24 +83,24 @@ func TestEmbedAttacks(t *testing.T) {
 		if r.status != 400 || !strings.Contains(r.message(), "groupDefinitions") || !strings.Contains(r.message(), "EMBED_MAX_ARRAY_ENTRIES") {
 			t.Fatalf("21 groupDefinitions: want 400 naming the limit, got %s", r)
 		}
-		if u := a.call("GET", "/api/v1/embed-tenants/arrays-tenant/groups", apiKey(key), nil); u.status == 200 && len(u.body["items"].([]any)) > 0 {
+		if u := a.call("GET", "/api/v1/embed-tenants/arrays-tenant/groups", apitest.APIKey(key), nil); u.status == 200 && len(u.body["items"].([]any)) > 0 {
 			t.Fatalf("a refused mint wrote definitions: %s", u)
 		}
 	})
 
 	t.Run("TestCap_DefinitionsPerScope", func(t *testing.T) {
-		existing := a.call("GET", "/api/v1/groups?first=100", apiKey(key), nil)
-		attrs := a.call("GET", "/api/v1/user-attributes?first=100", apiKey(key), nil)
+		existing := a.call("GET", "/api/v1/groups?first=100", apitest.APIKey(key), nil)
+		attrs := a.call("GET", "/api/v1/user-attributes?first=100", apitest.APIKey(key), nil)
 		if existing.status != 200 || attrs.status != 200 {
 			t.Fatalf("list definitions: %s / %s", existing, attrs)
 		}
 		n := len(existing.body["items"].([]any)) + len(attrs.body["items"].([]any))
 		for i := n; i < 30; i++ {
-			if r := a.call("POST", "/api/v1/groups", apiKey(key), map[string]any{"name": fmt.Sprintf("cap-%d", i)}); r.status != 200 && r.status != 201 {
+			if r := a.call("POST", "/api/v1/groups", apitest.APIKey(key), map[string]any{"name": fmt.Sprintf("cap-%d", i)}); r.status != 200 && r.status != 201 {
 				t.Fatalf("definition %d of 30: %s", i+1, r)
 			}
 		}
-		r := a.call("POST", "/api/v1/groups", apiKey(key), map[string]any{"name": "one-too-many"})
+		r := a.call("POST", "/api/v1/groups", apitest.APIKey(key), map[string]any{"name": "one-too-many"})
 		if r.status != 400 || !strings.Contains(r.message(), "EMBED_MAX_DEFINITIONS_PER_SCOPE") {
 			t.Fatalf("definition past the limit: want 400 naming EMBED_MAX_DEFINITIONS_PER_SCOPE, got %s", r)
 		}
@@ -135,10 +136,10 @@ func TestEmbedAttacks(t *testing.T) {
 		revoked := embedSessionID(t, embedMint(a, key, dep, map[string]any{"externalId": "full-revoked"}))
 		revokedToken := embedToken(t, a, revoked)
 		live := embedToken(t, a, embedSessionID(t, embedMint(a, key, dep, map[string]any{"externalId": "full-live"})))
-		if r := a.call("POST", "/api/v1/embed/session/revoke", apiKey(key), map[string]any{"sessionId": revoked}); r.status != 204 {
+		if r := a.call("POST", "/api/v1/embed/session/revoke", apitest.APIKey(key), map[string]any{"sessionId": revoked}); r.status != 204 {
 			t.Fatalf("revoke: %s", r)
 		}
-		if r := a.call("GET", "/api/v1/embed/session", bearer(revokedToken), nil); r.status != 401 {
+		if r := a.call("GET", "/api/v1/embed/session", apitest.Bearer(revokedToken), nil); r.status != 401 {
 			t.Fatalf("revoked token before the flood: want 401, got %s", r)
 		}
 
@@ -187,10 +188,10 @@ func TestEmbedAttacks(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		if r := a.call("GET", "/api/v1/embed/session", bearer(revokedToken), nil); r.status != 401 {
+		if r := a.call("GET", "/api/v1/embed/session", apitest.Bearer(revokedToken), nil); r.status != 401 {
 			t.Fatalf("revoked token with Redis full: want 401, got %s", r)
 		}
-		if r := a.call("GET", "/api/v1/embed/session", bearer(live), nil); r.status != 200 {
+		if r := a.call("GET", "/api/v1/embed/session", apitest.Bearer(live), nil); r.status != 200 {
 			t.Fatalf("a live token with Redis full: want 200 (reads still work), got %s", r)
 		}
 		r := embedMint(a, key, dep, map[string]any{"externalId": "full-new"})
@@ -229,19 +230,19 @@ func TestFinding15_EmbedTokensEndWithEmbedding(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var minted reply
-			eventually(t, 5*time.Second, "a mint works (the previous case's restore is seen)", func() (bool, string) {
+			apitest.Eventually(t, 5*time.Second, "a mint works (the previous case's restore is seen)", func() (bool, string) {
 				minted = embedMint(a, key, dep, map[string]any{"externalId": "ends-" + c.name})
 				return minted.status == 200, minted.String()
 			})
 			token := embedToken(t, a, embedSessionID(t, minted))
-			if r := a.call("GET", "/api/v1/embed/session", bearer(token), nil); r.status != 200 {
+			if r := a.call("GET", "/api/v1/embed/session", apitest.Bearer(token), nil); r.status != 200 {
 				t.Fatalf("before: %s", r)
 			}
 			set(c.field, c.off)
 			defer set(c.field, c.restored)
 			start := time.Now()
-			eventually(t, 5*time.Second, "the embed token is refused", func() (bool, string) {
-				r := a.call("GET", "/api/v1/embed/session", bearer(token), nil)
+			apitest.Eventually(t, 5*time.Second, "the embed token is refused", func() (bool, string) {
+				r := a.call("GET", "/api/v1/embed/session", apitest.Bearer(token), nil)
 				return r.status == 401, r.String()
 			})
 			// The gateway's change poller runs every 200 ms here (1 s in production); allow a
@@ -249,7 +250,7 @@ func TestFinding15_EmbedTokensEndWithEmbedding(t *testing.T) {
 			if d := time.Since(start); d > 3*time.Second {
 				t.Errorf("the token worked for %s after the change, want about a poll interval", d)
 			}
-			if r := a.call("POST", fmt.Sprintf("/api/v1/deployments/%d/token", dep), bearer(token), nil); r.status != 401 {
+			if r := a.call("POST", fmt.Sprintf("/api/v1/deployments/%d/token", dep), apitest.Bearer(token), nil); r.status != 401 {
 				t.Errorf("data-API token with embedding off: want 401, got %s", r)
 			}
 		})

@@ -100,7 +100,7 @@ func TestFinding01_RandomMethodsAndPathsAddNoSeries(t *testing.T) {
 	// The audit trail's first write (the seed's catalog events) makes its MongoDB series:
 	// wait for it, so the comparison sees only what the flood could add.
 	admin := "Bearer " + s.Seed.Accounts["acme"].Users["admin"].Bearer
-	eventually(t, 30*time.Second, "the seed's audit events stored", func() (bool, string) {
+	apitest.Eventually(t, 30*time.Second, "the seed's audit events stored", func() (bool, string) {
 		r := newAPI(s).call("GET", "/api/v1/audit?first=1", admin, nil)
 		items, _ := r.body["items"].([]any)
 		return r.status == 200 && len(items) > 0, r.String()
@@ -186,7 +186,7 @@ func TestFinding10And12_PerClientLimitsUseTheRealClientAddress(t *testing.T) {
 			t.Fatalf("over AUTH_FAILURE_LIMIT: want 429 with Retry-After, got %d", r.Status)
 		}
 		// Another client is unaffected.
-		if r := callFrom(t, s.Gateway, "GET", path, bearer(acme.Users["admin"].Bearer), "203.0.113.10", ""); r.Status != 200 {
+		if r := callFrom(t, s.Gateway, "GET", path, apitest.Bearer(acme.Users["admin"].Bearer), "203.0.113.10", ""); r.Status != 200 {
 			t.Fatalf("another client: want 200, got %d", r.Status)
 		}
 	})

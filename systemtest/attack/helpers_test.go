@@ -62,22 +62,3 @@ func (a *api) call(method, path, authz string, body any) reply {
 	_ = json.Unmarshal(r.Body, &out.body)
 	return out
 }
-
-func bearer(token string) string { return "Bearer " + token }
-func apiKey(key string) string   { return "Api-Key " + key }
-
-// eventually polls check until it reports done or the deadline passes.
-func eventually(t *testing.T, timeout time.Duration, what string, check func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		done, state := check()
-		if done {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached within %s; last: %s", what, timeout, state)
-		}
-		time.Sleep(100 * time.Millisecond) // polling interval of a deadline loop
-	}
-}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/analyticsco/platform/devstack/apitest"
 	"github.com/analyticsco/platform/systemtest/stacktest"
 )
 
@@ -18,7 +19,7 @@ func TestWorkspaceAttacks(t *testing.T) {
 	}})
 	a := newAPI(s)
 	acme := s.Seed.Accounts["acme"]
-	admin, ai := bearer(acme.Users["admin"].Bearer), bearer(acme.Users["aiBiUser"].Bearer)
+	admin, ai := apitest.Bearer(acme.Users["admin"].Bearer), apitest.Bearer(acme.Users["aiBiUser"].Bearer)
 	ws := func(dep int64, rest string) string { return fmt.Sprintf("/api/v1/deployments/%d%s", dep, rest) }
 	dep := acme.Deployments[0].ID
 

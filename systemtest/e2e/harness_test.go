@@ -268,14 +268,8 @@ func jwtClaims(t *testing.T, token string) map[string]any {
 	return claims
 }
 
-// eventually polls cond until it holds or the deadline passes.
+// eventually polls cond until it holds or the deadline passes (apitest.Eventually).
 func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, within)
-		}
-		time.Sleep(100 * time.Millisecond) // polling interval of a deadline loop
-	}
+	apitest.Eventually(t, within, what, func() (bool, string) { return cond(), "" })
 }

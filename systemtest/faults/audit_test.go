@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/analyticsco/platform/devstack/apitest"
 	"github.com/analyticsco/platform/systemtest/stacktest"
 )
 
@@ -30,7 +31,7 @@ func auditEvents(a *api, admin string, q url.Values) ([]map[string]any, reply) {
 // action in the trail, and fails naming those with none or more than one.
 func exactlyOneEventEach(t *testing.T, a *api, admin string, want map[string]string, within time.Duration) {
 	t.Helper()
-	eventually(t, within, "one audit event for each action that succeeded", func() (bool, string) {
+	apitest.Eventually(t, within, "one audit event for each action that succeeded", func() (bool, string) {
 		missing := 0
 		for target, action := range want {
 			evs, r := auditEvents(a, admin, url.Values{"action": {action}, "targetId": {target}})
@@ -55,7 +56,7 @@ func TestAuditWithTheStreamDown(t *testing.T) {
 	s := stacktest.Start(t, stacktest.Options{Env: noRateLimits})
 	a := newAPI(s)
 	acme := s.Seed.Accounts["acme"]
-	admin := bearer(acme.Users["admin"].Bearer)
+	admin := apitest.Bearer(acme.Users["admin"].Bearer)
 	ws := &workspace{api: a, dep: acme.Deployments[0].ID, authz: admin}
 
 	s.NATS.Stop()
@@ -95,7 +96,7 @@ func TestAuditWithTheStoreDown(t *testing.T) {
 	s := stacktest.Start(t, stacktest.Options{Env: noRateLimits})
 	a := newAPI(s)
 	acme := s.Seed.Accounts["acme"]
-	admin, key := bearer(acme.Users["admin"].Bearer), apiKey(acme.APIKeys["admin"])
+	admin, key := apitest.Bearer(acme.Users["admin"].Bearer), apitest.APIKey(acme.APIKeys["admin"])
 
 	type minted struct{ sessionID, publicID string }
 	var sessions []minted

@@ -73,26 +73,6 @@ func (a *api) call(method, path, authz string, body any) reply {
 	return out
 }
 
-func bearer(token string) string { return "Bearer " + token }
-func apiKey(key string) string   { return "Api-Key " + key }
-
-// eventually polls check until it reports done or the deadline passes; the last
-// state it describes goes into the failure.
-func eventually(t *testing.T, timeout time.Duration, what string, check func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		done, state := check()
-		if done {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached within %s; last: %s", what, timeout, state)
-		}
-		time.Sleep(100 * time.Millisecond) // polling interval of a deadline loop
-	}
-}
-
 func contextFor(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
@@ -236,7 +216,7 @@ func mint(a *api, key string, dep int64, body map[string]any) reply {
 	for k, v := range body {
 		req[k] = v
 	}
-	return a.call("POST", "/api/v1/embed/generate-session", apiKey(key), req)
+	return a.call("POST", "/api/v1/embed/generate-session", apitest.APIKey(key), req)
 }
 
 func sessionIDOf(t *testing.T, r reply) string {
@@ -262,11 +242,11 @@ func tokenOf(t *testing.T, r reply) string {
 }
 
 func revoke(a *api, key, sessionID string) reply {
-	return a.call("POST", "/api/v1/embed/session/revoke", apiKey(key), map[string]any{"sessionId": sessionID})
+	return a.call("POST", "/api/v1/embed/session/revoke", apitest.APIKey(key), map[string]any{"sessionId": sessionID})
 }
 
 func sessionInfo(a *api, token string) reply {
-	return a.call("GET", "/api/v1/embed/session", bearer(token), nil)
+	return a.call("GET", "/api/v1/embed/session", apitest.Bearer(token), nil)
 }
 
 // ---------------------------------------------------------------- dbt sync
@@ -305,7 +285,7 @@ func (d *dbtSync) versions(branch string) reply {
 func (d *dbtSync) waitFinished(t *testing.T, ids []string, timeout time.Duration) map[string]map[string]any {
 	t.Helper()
 	jobs := map[string]map[string]any{}
-	eventually(t, timeout, "every sync job finished", func() (bool, string) {
+	apitest.Eventually(t, timeout, "every sync job finished", func() (bool, string) {
 		for _, id := range ids {
 			if j, ok := jobs[id]; ok && (j["status"] == "succeeded" || j["status"] == "failed") {
 				continue

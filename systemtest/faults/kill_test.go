@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/analyticsco/platform/devstack/apitest"
 	"github.com/analyticsco/platform/systemtest/stacktest"
 )
 
@@ -23,9 +24,9 @@ func TestServiceKilledUnderLoad(t *testing.T) {
 	routes := []struct {
 		service, path, authz string
 	}{
-		{"workspace", fmt.Sprintf("/api/v1/deployments/%d/workspace", dep), bearer(acme.Users["admin"].Bearer)},
-		{"embed", "/api/v1/groups", apiKey(acme.APIKeys["admin"])},
-		{"dbtsync", fmt.Sprintf("/api/v1/deployments/%d/dbt-sync", dep), bearer(acme.Users["developer"].Bearer)},
+		{"workspace", fmt.Sprintf("/api/v1/deployments/%d/workspace", dep), apitest.Bearer(acme.Users["admin"].Bearer)},
+		{"embed", "/api/v1/groups", apitest.APIKey(acme.APIKeys["admin"])},
+		{"dbtsync", fmt.Sprintf("/api/v1/deployments/%d/dbt-sync", dep), apitest.Bearer(acme.Users["developer"].Bearer)},
 	}
 
 	// Phases: 0 before the kill, 1 while the kill is under way (anything in flight may
@@ -67,13 +68,13 @@ func TestServiceKilledUnderLoad(t *testing.T) {
 			}
 		}()
 	}
-	eventually(t, 30*time.Second, "load before the kill", func() (bool, string) {
+	apitest.Eventually(t, 30*time.Second, "load before the kill", func() (bool, string) {
 		return sent[0].Load() >= 4*perPhase, fmt.Sprint(sent[0].Load())
 	})
 	phase.Store(1)
 	s.Kill("workspace-svc-1")
 	phase.Store(2)
-	eventually(t, 30*time.Second, "load after the kill", func() (bool, string) {
+	apitest.Eventually(t, 30*time.Second, "load after the kill", func() (bool, string) {
 		return sent[2].Load() >= 4*perPhase, fmt.Sprint(sent[2].Load())
 	})
 	close(stop)
@@ -109,7 +110,7 @@ func TestServiceKilledUnderLoad(t *testing.T) {
 	}
 
 	s.Restart(contextFor(t, 60*time.Second), "workspace-svc-1")
-	eventually(t, 30*time.Second, "workspace serves again after the restart", func() (bool, string) {
+	apitest.Eventually(t, 30*time.Second, "workspace serves again after the restart", func() (bool, string) {
 		r := a.call("GET", routes[0].path, routes[0].authz, nil)
 		return r.status == 200, r.String()
 	})

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/analyticsco/platform/devstack/apitest"
 	"github.com/analyticsco/platform/systemtest/stacktest"
 )
 
@@ -95,7 +96,7 @@ func TestMongoStoppedAndRestarted(t *testing.T) {
 	s := stacktest.Start(t, stacktest.Options{Env: noRateLimits})
 	a := newAPI(s)
 	acme, globex := s.Seed.Accounts["acme"], s.Seed.Accounts["globex"]
-	ws := &workspace{api: a, dep: acme.Deployments[0].ID, authz: bearer(acme.Users["admin"].Bearer)}
+	ws := &workspace{api: a, dep: acme.Deployments[0].ID, authz: apitest.Bearer(acme.Users["admin"].Bearer)}
 	key, dep := acme.APIKeys["admin"], acme.Deployments[0].ID
 
 	// Ten folders and four workbooks, all at the root to begin with.
@@ -135,7 +136,7 @@ func TestMongoStoppedAndRestarted(t *testing.T) {
 			ledger.record(it, dest, ws.move(it.typ, it.id, dest))
 		}
 	}()
-	eventually(t, 30*time.Second, "ten moves answered 200 before the outage", func() (bool, string) {
+	apitest.Eventually(t, 30*time.Second, "ten moves answered 200 before the outage", func() (bool, string) {
 		return ledger.ok() >= 10, fmt.Sprint(ledger.ok())
 	})
 
@@ -150,7 +151,7 @@ func TestMongoStoppedAndRestarted(t *testing.T) {
 		{"create-folder-503", func() reply { return ws.createFolder("during-outage", 0) }, ""},
 		{"generate-session-503", func() reply { return mint(a, key, dep, map[string]any{"externalId": "mongo-down-user"}) }, ""},
 		// globex's key was never used, so the gateway must read it from the identity store.
-		{"gateway-503-uncached-api-key", func() reply { return a.call("GET", "/api/v1/groups", apiKey(globex.APIKeys["admin"]), nil) }, "authentication"},
+		{"gateway-503-uncached-api-key", func() reply { return a.call("GET", "/api/v1/groups", apitest.APIKey(globex.APIKeys["admin"]), nil) }, "authentication"},
 	}
 	var wg sync.WaitGroup
 	got := make([]reply, len(cases))
@@ -196,11 +197,11 @@ func TestMongoStoppedAndRestarted(t *testing.T) {
 	}{
 		{"create-folder-200", func() reply { return ws.createFolder("after-outage", 0) }, 200},
 		{"generate-session-200", func() reply { return mint(a, key, dep, map[string]any{"externalId": "mongo-down-user"}) }, 200},
-		{"gateway-200-uncached-api-key", func() reply { return a.call("GET", "/api/v1/groups", apiKey(globex.APIKeys["admin"]), nil) }, 200},
+		{"gateway-200-uncached-api-key", func() reply { return a.call("GET", "/api/v1/groups", apitest.APIKey(globex.APIKeys["admin"]), nil) }, 200},
 	}
 	var afterFolder int64
 	for _, c := range recovered {
-		eventually(t, 60*time.Second, c.name+" after MongoDB returns", func() (bool, string) {
+		apitest.Eventually(t, 60*time.Second, c.name+" after MongoDB returns", func() (bool, string) {
 			r := c.send()
 			if c.name == "create-folder-200" && r.status == 200 {
 				afterFolder = idOf(t, r)
@@ -209,7 +210,7 @@ func TestMongoStoppedAndRestarted(t *testing.T) {
 		})
 	}
 	okAtRecovery := ledger.ok()
-	eventually(t, 30*time.Second, "ten more moves answered 200 after the outage", func() (bool, string) {
+	apitest.Eventually(t, 30*time.Second, "ten more moves answered 200 after the outage", func() (bool, string) {
 		return ledger.ok() >= okAtRecovery+10, fmt.Sprint(ledger.ok() - okAtRecovery)
 	})
 	close(stopMoving)
@@ -255,7 +256,7 @@ func TestBulkMoveWithMongoStoppedMidway(t *testing.T) {
 	s := stacktest.Start(t, stacktest.Options{Env: noRateLimits})
 	a := newAPI(s)
 	acme := s.Seed.Accounts["acme"]
-	ws := &workspace{api: a, dep: acme.Deployments[0].ID, authz: bearer(acme.Users["admin"].Bearer)}
+	ws := &workspace{api: a, dep: acme.Deployments[0].ID, authz: apitest.Bearer(acme.Users["admin"].Bearer)}
 	dest := idOf(t, ws.createFolder("midway-dest", 0))
 	var items []item
 	for i := range 100 {
@@ -305,7 +306,7 @@ func TestBulkMoveWithMongoStoppedMidway(t *testing.T) {
 		t.Errorf("%d items reported uncertain, want at most the one in flight", len(uncertain))
 	}
 	var tree map[item]placement
-	eventually(t, 60*time.Second, "the workspace answers after MongoDB returns", func() (bool, string) {
+	apitest.Eventually(t, 60*time.Second, "the workspace answers after MongoDB returns", func() (bool, string) {
 		l := ws.api.call("GET", ws.path("/workspace?first=1"), ws.authz, nil)
 		return l.status == 200, l.String()
 	})

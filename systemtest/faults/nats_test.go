@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/analyticsco/platform/devstack/apitest"
 	"github.com/analyticsco/platform/systemtest/stacktest"
 )
 
@@ -15,7 +16,7 @@ import (
 func TestNATSStoppedWithJobsQueued(t *testing.T) {
 	s := stacktest.Start(t, stacktest.Options{Env: noRateLimits})
 	acme := s.Seed.Accounts["acme"]
-	d := &dbtSync{api: newAPI(s), dep: acme.Deployments[0].ID, authz: bearer(acme.Users["developer"].Bearer)}
+	d := &dbtSync{api: newAPI(s), dep: acme.Deployments[0].ID, authz: apitest.Bearer(acme.Users["developer"].Bearer)}
 
 	s.Kill("dbtsync-worker-1")
 	jobBranch := map[string]string{}

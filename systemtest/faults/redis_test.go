@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/analyticsco/platform/devstack/apitest"
 	"github.com/analyticsco/platform/systemtest/stacktest"
 )
 
@@ -72,7 +73,7 @@ func TestRedisStopped(t *testing.T) {
 			t.Errorf("generate-session answered 503 for Redis but left new or changed documents in embed.%s: %v", c, added)
 		}
 	}
-	if code := a.call("GET", "/api/v1/embed-tenants/redis-down-tenant/groups", apiKey(key), nil).status; code != 404 {
+	if code := a.call("GET", "/api/v1/embed-tenants/redis-down-tenant/groups", apitest.APIKey(key), nil).status; code != 404 {
 		t.Errorf("the tenant of a failed mint exists: GET its groups answered %d, want 404", code)
 	}
 
@@ -80,7 +81,7 @@ func TestRedisStopped(t *testing.T) {
 		t.Fatal(err)
 	}
 	var sessionID string
-	eventually(t, 30*time.Second, "generate-session works again after Redis returns", func() (bool, string) {
+	apitest.Eventually(t, 30*time.Second, "generate-session works again after Redis returns", func() (bool, string) {
 		r := mint(a, key, dep, newUser)
 		sessionID, _ = r.body["sessionId"].(string)
 		return r.status == 200 && sessionID != "", r.String()

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/analyticsco/platform/devstack/apitest"
 	"github.com/analyticsco/platform/systemtest/stacktest"
 )
 
@@ -22,7 +23,7 @@ func TestTwoReplicasOfEveryService(t *testing.T) {
 	key, dep := acme.APIKeys["admin"], acme.Deployments[0].ID
 
 	t.Run("concurrent folder moves leave the tree acyclic, within 8 levels and complete", func(t *testing.T) {
-		ws := &workspace{api: a, dep: acme.Deployments[1].ID, authz: bearer(acme.Users["admin"].Bearer)}
+		ws := &workspace{api: a, dep: acme.Deployments[1].ID, authz: apitest.Bearer(acme.Users["admin"].Bearer)}
 		var folders []item
 		for i := range 16 {
 			folders = append(folders, item{"FOLDER", idOf(t, ws.createFolder(fmt.Sprintf("replica-%d", i), 0))})
@@ -121,14 +122,14 @@ func TestTwoReplicasOfEveryService(t *testing.T) {
 						i, n+1, time.Since(revokedAt).Round(time.Millisecond), r)
 				}
 			}
-			if r := a.call("POST", "/api/v1/embed/session/ai-credentials", bearer(token), nil); r.status != 401 {
+			if r := a.call("POST", "/api/v1/embed/session/ai-credentials", apitest.Bearer(token), nil); r.status != 401 {
 				t.Errorf("session %d: ai-credentials after the revoke: want 401, got %s", i, r)
 			}
 		}
 	})
 
 	t.Run("sync jobs processed by two workers each finish once", func(t *testing.T) {
-		d := &dbtSync{api: a, dep: dep, authz: bearer(acme.Users["developer"].Bearer)}
+		d := &dbtSync{api: a, dep: dep, authz: apitest.Bearer(acme.Users["developer"].Bearer)}
 		jobBranch := map[string]string{}
 		var ids []string
 		for i := range 6 {

@@ -8,12 +8,9 @@ package stacktest
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
 	"crypto/rand"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"log/slog"
@@ -102,7 +99,7 @@ type Stack struct {
 	keys    stackKeys
 	mu      sync.Mutex
 	procs   map[string]*Process
-	logs    *syncBuffer
+	logs    *devstack.LogBuffer
 	stopped bool
 }
 
@@ -127,7 +124,7 @@ func Start(t testing.TB, o Options) *Stack {
 	if o.Workers < 1 {
 		o.Workers = 1
 	}
-	s := &Stack{t: t, bin: BinDir(t), dir: t.TempDir(), procs: map[string]*Process{}, logs: &syncBuffer{}}
+	s := &Stack{t: t, bin: BinDir(t), dir: t.TempDir(), procs: map[string]*Process{}, logs: &devstack.LogBuffer{}}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -192,15 +189,9 @@ func (s *Stack) writeKeys() stackKeys {
 		_, _ = rand.Read(b[:])
 		return base64.StdEncoding.EncodeToString(b[:])
 	}
-	k := stackKeys{identity: secret(), dbt: secret(), embed: secret(),
-		jwtPrivate: filepath.Join(s.dir, "jwt.pem"), jwtPublic: filepath.Join(s.dir, "jwt.pub.pem")}
-	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
-	privDER, _ := x509.MarshalPKCS8PrivateKey(priv)
-	pubDER, _ := x509.MarshalPKIXPublicKey(pub)
-	if err := os.WriteFile(k.jwtPrivate, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: privDER}), 0o600); err != nil {
-		s.t.Fatal(err)
-	}
-	if err := os.WriteFile(k.jwtPublic, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}), 0o600); err != nil {
+	k := stackKeys{identity: secret(), dbt: secret(), embed: secret()}
+	var err error
+	if k.jwtPrivate, k.jwtPublic, err = devstack.WriteBearerKeys(s.dir); err != nil {
 		s.t.Fatal(err)
 	}
 	return k
@@ -395,23 +386,6 @@ func tail(s string, lines int) string {
 		parts = parts[len(parts)-lines:]
 	}
 	return strings.Join(parts, "\n")
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // prefixWriter prefixes every complete line with the process name.

@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 
@@ -21,7 +20,7 @@ import (
 // (a negative ttl gives an already expired token).
 func (s *Stack) Token(userID int64, ttl time.Duration) string {
 	s.t.Helper()
-	raw, err := os.ReadFile(filepath.Join(s.dir, "jwt.pem"))
+	raw, err := os.ReadFile(s.keys.jwtPrivate)
 	if err != nil {
 		s.t.Fatal(err)
 	}

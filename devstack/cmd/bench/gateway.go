@@ -3,12 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
 	"crypto/rand"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
@@ -155,29 +152,8 @@ func writeKeys(dir string) (benchKeys, error) {
 	}
 	secret := make([]byte, 32)
 	_, _ = rand.Read(secret)
-	k := benchKeys{
-		identity:    base64.StdEncoding.EncodeToString(secret),
-		privateFile: filepath.Join(dir, "bearer-ed25519.pem"),
-		publicFile:  filepath.Join(dir, "bearer-ed25519.pub.pem"),
-	}
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		return k, err
-	}
-	privDER, err := x509.MarshalPKCS8PrivateKey(priv)
-	if err != nil {
-		return k, err
-	}
-	pubDER, err := x509.MarshalPKIXPublicKey(pub)
-	if err != nil {
-		return k, err
-	}
-	if err := os.WriteFile(k.privateFile, pemBlock("PRIVATE KEY", privDER), 0o600); err != nil {
-		return k, err
-	}
-	return k, os.WriteFile(k.publicFile, pemBlock("PUBLIC KEY", pubDER), 0o644)
-}
-
-func pemBlock(typ string, der []byte) []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
+	k := benchKeys{identity: base64.StdEncoding.EncodeToString(secret)}
+	var err error
+	k.privateFile, k.publicFile, err = devstack.WriteBearerKeys(dir)
+	return k, err
 }
