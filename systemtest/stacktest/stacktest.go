@@ -100,6 +100,7 @@ type Stack struct {
 	mu      sync.Mutex
 	procs   map[string]*Process
 	logs    *devstack.LogBuffer
+	console *devstack.Console // the processes' lines, prefixed, into logs
 	stopped bool
 }
 
@@ -125,6 +126,7 @@ func Start(t testing.TB, o Options) *Stack {
 		o.Workers = 1
 	}
 	s := &Stack{t: t, bin: BinDir(t), dir: t.TempDir(), procs: map[string]*Process{}, logs: &devstack.LogBuffer{}}
+	s.console = devstack.NewConsole(s.logs)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -232,7 +234,7 @@ func (s *Stack) spawn(name, binary string, args []string, addrVar string, extraE
 func (s *Stack) launch(p *Process) {
 	cmd := exec.Command(p.args[0], p.args[1:]...)
 	cmd.Env = p.env
-	w := &prefixWriter{prefix: "[" + p.Name + "] ", out: s.logs}
+	w := s.console.Writer(p.Name)
 	cmd.Stdout, cmd.Stderr = w, w
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -386,28 +388,4 @@ func tail(s string, lines int) string {
 		parts = parts[len(parts)-lines:]
 	}
 	return strings.Join(parts, "\n")
-}
-
-// prefixWriter prefixes every complete line with the process name.
-type prefixWriter struct {
-	mu      sync.Mutex
-	prefix  string
-	out     io.Writer
-	partial []byte
-}
-
-func (w *prefixWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.partial = append(w.partial, p...)
-	for {
-		i := bytes.IndexByte(w.partial, '\n')
-		if i < 0 {
-			break
-		}
-		line := append([]byte(w.prefix), w.partial[:i+1]...)
-		_, _ = w.out.Write(line)
-		w.partial = w.partial[i+1:]
-	}
-	return len(p), nil
 }

@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/analyticsco/platform/devstack"
 )
 
 // Usage is printed by -h.
@@ -184,7 +186,7 @@ func main() {
 	flag.Usage = func() { fmt.Fprint(flag.CommandLine.Output(), Usage) }
 	flag.Parse()
 
-	out := newConsole(os.Stdout)
+	out := devstack.NewConsole(os.Stdout)
 	cfg, err := configFromEnv()
 	if err != nil {
 		out.Printf("devstack", "config: %v", err)

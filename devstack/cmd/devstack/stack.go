@@ -113,7 +113,7 @@ type stackFile struct {
 type child struct {
 	process
 	cmd  *exec.Cmd
-	out  *lineWriter
+	out  *devstack.LineWriter
 	done chan struct{} // closed when the process has exited
 	err  error         // Wait's result, valid after done
 }
@@ -125,7 +125,7 @@ type backing struct {
 	redis *devstack.Redis
 }
 
-func (b *backing) stop(out *console) {
+func (b *backing) stop(out *devstack.Console) {
 	// Reverse start order; redis first as it is a child process that should
 	// flush its AOF while the rest is still up.
 	if b.redis != nil {
@@ -143,7 +143,7 @@ func (b *backing) stop(out *console) {
 	}
 }
 
-func run(ctx context.Context, cfg config, out *console, logger *slog.Logger) (err error) {
+func run(ctx context.Context, cfg config, out *devstack.Console, logger *slog.Logger) (err error) {
 	out.Printf("devstack", "data %s, binaries %s", cfg.DataDir, cfg.BinDir)
 	k, err := ensureKeys(filepath.Join(cfg.DataDir, "keys"))
 	if err != nil {
@@ -217,7 +217,7 @@ func run(ctx context.Context, cfg config, out *console, logger *slog.Logger) (er
 }
 
 // startPrometheus runs Debian's prometheus scraping the table's processes (make run OBS=1).
-func startPrometheus(ctx context.Context, cfg config, table []process, out *console, died chan<- *child) (*child, error) {
+func startPrometheus(ctx context.Context, cfg config, table []process, out *devstack.Console, died chan<- *child) (*child, error) {
 	pp, err := prometheusProcess(cfg, table)
 	if err != nil {
 		return nil, err
@@ -295,7 +295,7 @@ func startBacking(ctx context.Context, cfg config, logger *slog.Logger, b *backi
 	return mongoURI, natsURL, redisURL, nil
 }
 
-func startChild(cfg config, p process, common []string, out *console, died chan<- *child) (*child, error) {
+func startChild(cfg config, p process, common []string, out *devstack.Console, died chan<- *child) (*child, error) {
 	path := p.Path
 	if path == "" {
 		path = filepath.Join(cfg.BinDir, p.Binary)
@@ -342,7 +342,7 @@ func startChild(cfg config, p process, common []string, out *console, died chan<
 
 // waitReady polls every child's GET /readyz until 200, failing on a signal,
 // a child's death or the deadline (naming the services not ready).
-func waitReady(ctx context.Context, children []*child, died <-chan *child, out *console) error {
+func waitReady(ctx context.Context, children []*child, died <-chan *child, out *devstack.Console) error {
 	deadline := time.NewTimer(readyTimeout)
 	defer deadline.Stop()
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -395,7 +395,7 @@ func isReady(ctx context.Context, client *http.Client, addr, path string) bool {
 
 // stopChildren sends SIGTERM to every live child, gives them stopTimeout in
 // total, then SIGKILLs the rest; it reports the children that had to be killed.
-func stopChildren(children []*child, out *console) error {
+func stopChildren(children []*child, out *devstack.Console) error {
 	for _, c := range children {
 		select {
 		case <-c.done:

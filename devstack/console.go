@@ -1,4 +1,4 @@
-package main
+package devstack
 
 import (
 	"bytes"
@@ -7,16 +7,18 @@ import (
 	"sync"
 )
 
-// console serialises whole lines from the runner and its children onto one
-// writer, each prefixed with "[<name>] ", so outputs never interleave mid-line.
-type console struct {
+// Console serialises whole lines from a stack's runner and its children onto one
+// writer, each prefixed with "[<name>] ", so outputs never interleave mid-line (the
+// local stack's terminal, a test stack's log).
+type Console struct {
 	mu sync.Mutex
 	w  io.Writer
 }
 
-func newConsole(w io.Writer) *console { return &console{w: w} }
+// NewConsole writes to w.
+func NewConsole(w io.Writer) *Console { return &Console{w: w} }
 
-func (c *console) line(name string, b []byte) {
+func (c *Console) line(name string, b []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	buf := make([]byte, 0, len(name)+3+len(b)+1)
@@ -29,22 +31,23 @@ func (c *console) line(name string, b []byte) {
 }
 
 // Printf writes one prefixed line.
-func (c *console) Printf(name, format string, args ...any) {
+func (c *Console) Printf(name, format string, args ...any) {
 	c.line(name, []byte(fmt.Sprintf(format, args...)))
 }
 
 // Writer returns a writer that re-prints each line it receives with name's prefix.
-func (c *console) Writer(name string) *lineWriter { return &lineWriter{c: c, name: name} }
+func (c *Console) Writer(name string) *LineWriter { return &LineWriter{c: c, name: name} }
 
-type lineWriter struct {
-	c    *console
+// LineWriter is one source of a Console.
+type LineWriter struct {
+	c    *Console
 	name string
 
 	mu      sync.Mutex
 	partial []byte
 }
 
-func (w *lineWriter) Write(p []byte) (int, error) {
+func (w *LineWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.partial = append(w.partial, p...)
@@ -65,7 +68,7 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 }
 
 // Flush prints a trailing line that had no newline.
-func (w *lineWriter) Flush() {
+func (w *LineWriter) Flush() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if len(w.partial) > 0 {
