@@ -13,8 +13,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
+
+	"github.com/analyticsco/platform/devstack"
 )
 
 // Version is the pinned compiler version.
@@ -68,49 +69,7 @@ type Compiler struct {
 // it when node or npm is missing (CI installs Debian's nodejs and npm).
 func Ensure(t testing.TB) *Compiler {
 	t.Helper()
-	for _, tool := range []string{"node", "npm"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s not found: install Debian's nodejs and npm (apt-get install -y nodejs npm); Cube's schema compiler runs on it", tool)
-		}
-	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		cache = os.TempDir()
-	}
-	dir := filepath.Join(cache, "platform-tools", "cube-schema-compiler-"+Version)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	lock, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) }()
-	modules := filepath.Join(dir, "node_modules")
-	marker := filepath.Join(modules, "@cubejs-backend", "schema-compiler", "package.json")
-	if !installed(marker) {
-		if err := os.WriteFile(filepath.Join(dir, "package.json"), []byte(`{"private": true}`+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command("npm", "install", "--no-audit", "--no-fund", "--ignore-scripts", "--no-save",
-			"@cubejs-backend/schema-compiler@"+Version)
-		cmd.Dir = dir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			text := string(out)
-			if strings.Contains(text, "ENOTFOUND") || strings.Contains(text, "ECONNREFUSED") || strings.Contains(text, "ETIMEDOUT") ||
-				strings.Contains(text, "EAI_AGAIN") || strings.Contains(text, "network") {
-				t.Skipf("Cube's schema compiler cannot be installed: the npm registry is not reachable (%v)", err)
-			}
-			t.Fatalf("npm install @cubejs-backend/schema-compiler@%s: %v\n%s", Version, err, text)
-		}
-		if !installed(marker) {
-			t.Fatalf("npm install finished but %s is missing", marker)
-		}
-	}
+	modules := devstack.NpmPackage(t, "@cubejs-backend/schema-compiler", Version, "Cube's schema compiler")
 	scripts := t.TempDir()
 	for name, src := range map[string][]byte{"compile.js": compileJS, "reserved.js": reservedJS} {
 		if err := os.WriteFile(filepath.Join(scripts, name), src, 0o644); err != nil {
@@ -118,17 +77,6 @@ func Ensure(t testing.TB) *Compiler {
 		}
 	}
 	return &Compiler{modules: modules, scripts: scripts}
-}
-
-func installed(marker string) bool {
-	raw, err := os.ReadFile(marker)
-	if err != nil {
-		return false
-	}
-	var pkg struct {
-		Version string `json:"version"`
-	}
-	return json.Unmarshal(raw, &pkg) == nil && pkg.Version == Version
 }
 
 func (c *Compiler) node(t testing.TB, script string, args ...string) []byte {
