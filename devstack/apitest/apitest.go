@@ -122,17 +122,6 @@ func (c *Client) Send(t testing.TB, req *http.Request) Response {
 	return Response{Status: resp.StatusCode, Header: resp.Header, Body: raw}
 }
 
-// Want fails t unless the answer has status.
-func (r Response) Want(t testing.TB, status int) Response {
-	t.Helper()
-	if r.Err != nil {
-		t.Fatalf("no answer (want %d): %v", status, r.Err)
-	}
-	if r.Status != status {
-		t.Fatalf("status %d, want %d; body %s", r.Status, status, r.Body)
-	}
-	return r
-}
 
 // Decode unmarshals the body into v, failing t when it is not that JSON.
 func (r Response) Decode(t testing.TB, v any) {
