@@ -41,10 +41,12 @@ func setupAuditList(ctx context.Context, env *Env) (*Target, error) {
 }
 
 // measureAuditDelay creates folders one at a time and, after each answer, polls the
-// trail every 5 ms until the folder's event is there.
+// trail every 5 ms until the folder's event is there. A poll is itself a read of the
+// trail (a scan on FerretDB), so the delay is known to within the poll that found the
+// event: its duration is printed beside the delay.
 func measureAuditDelay(ctx context.Context, c *apiClient, token string, dep int64) {
 	admin := "Bearer " + token
-	var delays []time.Duration
+	var delays, polls []time.Duration
 	for i := range auditDelaySamples {
 		id, err := c.createFolder(ctx, token, dep, fmt.Sprintf("audit delay %d-%d", time.Now().UnixNano(), i), 0)
 		if err != nil {
@@ -55,12 +57,13 @@ func measureAuditDelay(ctx context.Context, c *apiClient, token string, dep int6
 		q := url.Values{"action": {"workspace.folder.create"}, "targetId": {fmt.Sprint(id)}}
 		for {
 			var pg struct{ Items []struct{} }
+			polled := time.Now()
 			if err := c.do(ctx, http.MethodGet, "/api/v1/audit?"+q.Encode(), admin, nil, http.StatusOK, &pg); err != nil {
 				addCountLine("audit delay: not measured (%v)", err)
 				return
 			}
 			if len(pg.Items) > 0 {
-				delays = append(delays, time.Since(answered))
+				delays, polls = append(delays, time.Since(answered)), append(polls, time.Since(polled))
 				break
 			}
 			if time.Since(answered) > 30*time.Second {
@@ -71,6 +74,8 @@ func measureAuditDelay(ctx context.Context, c *apiClient, token string, dep int6
 		}
 	}
 	slices.Sort(delays)
-	addCountLine("audit trail: an action's event is readable %s after its answer (median of %d serial folder creations; p90 %s, max %s)",
-		delays[len(delays)/2].Round(time.Millisecond), len(delays), delays[len(delays)*9/10].Round(time.Millisecond), delays[len(delays)-1].Round(time.Millisecond))
+	slices.Sort(polls)
+	ms := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
+	addCountLine("audit trail: an action's event is readable %s after its answer (median of %d serial folder creations; p90 %s, max %s), measured to within the poll that found it (median %s)",
+		ms(delays[len(delays)/2]), len(delays), ms(delays[len(delays)*9/10]), ms(delays[len(delays)-1]), ms(polls[len(polls)/2]))
 }
