@@ -33,6 +33,18 @@ type stackJSON struct {
 	Prometheus             string            `json:"prometheus"`
 }
 
+// buildStack builds every binary of the local stack (the services, the gateway,
+// platformctl and the runner) into a fresh directory.
+func buildStack(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	bin := t.TempDir()
+	goBuild(ctx, t, bin,
+		"./gateway/cmd/gateway", "./gateway/cmd/platformctl",
+		"./workspace-svc/cmd/workspace-svc", "./embed-svc/cmd/embed-svc", "./dbtsync-svc/cmd/dbtsync-svc",
+		"./devstack/cmd/devstack")
+	return bin
+}
+
 // goBuild builds main packages (relative to the repo root) into dir.
 func goBuild(ctx context.Context, t *testing.T, dir string, pkgs ...string) {
 	t.Helper()

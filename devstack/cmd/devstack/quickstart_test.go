@@ -45,11 +45,7 @@ func TestREADMEQuickstart(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	bin := t.TempDir()
-	goBuild(ctx, t, bin,
-		"./gateway/cmd/gateway", "./gateway/cmd/platformctl",
-		"./workspace-svc/cmd/workspace-svc", "./embed-svc/cmd/embed-svc", "./dbtsync-svc/cmd/dbtsync-svc",
-		"./devstack/cmd/devstack")
+	bin := buildStack(ctx, t)
 	dataDir := filepath.Join(t.TempDir(), "data")
 	r := startRunner(t, filepath.Join(bin, "devstack"), bin, dataDir, freshAddrs(t))
 	r.waitReady(ctx)

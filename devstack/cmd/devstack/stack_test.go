@@ -33,11 +33,7 @@ var wantAccounts = map[string]struct {
 func TestStack(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	bin := t.TempDir()
-	goBuild(ctx, t, bin,
-		"./gateway/cmd/gateway", "./gateway/cmd/platformctl",
-		"./workspace-svc/cmd/workspace-svc", "./embed-svc/cmd/embed-svc", "./dbtsync-svc/cmd/dbtsync-svc",
-		"./devstack/cmd/devstack")
+	bin := buildStack(ctx, t)
 	dataDir := filepath.Join(t.TempDir(), "data")
 	a := freshAddrs(t)
 
