@@ -161,5 +161,3 @@ func (s *Store) EachRevocable(ctx context.Context, accountID int64, q embed.Sess
 	}
 	return nil
 }
-
-// ListTenantUsers lists users with sessions in tenant by id, after afterID, whose

@@ -201,6 +201,7 @@ func (s *Store) ExternalUserCount(ctx context.Context, accountID int64) (int64, 
 	return doc.Count, wrap(err)
 }
 
+// ListTenantUsers lists users with sessions in tenant by id, after afterID, whose
 // external id starts with prefix (a range on the indexed id: no pattern is evaluated).
 func (s *Store) ListTenantUsers(ctx context.Context, accountID int64, tenant, prefix string, afterID int64, limit int) ([]embed.ExternalUser, error) {
 	f := bson.D{{Key: "accountId", Value: accountID}, {Key: "tenants", Value: tenant}}
