@@ -211,19 +211,7 @@ func (s *Store) ListTenantUsers(ctx context.Context, accountID int64, tenant, pr
 	if afterID > 0 {
 		f = append(f, bson.E{Key: "_id", Value: bson.D{{Key: "$gt", Value: afterID}}})
 	}
-	cur, err := s.users.Find(ctx, f, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).SetLimit(int64(limit)))
-	if err != nil {
-		return nil, wrap(err)
-	}
-	var docs []userDoc
-	if err := cur.All(ctx, &docs); err != nil {
-		return nil, wrap(err)
-	}
-	out := make([]embed.ExternalUser, len(docs))
-	for i, d := range docs {
-		out[i] = d.user()
-	}
-	return out, nil
+	return findAll(ctx, s.users, f, userDoc.user, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).SetLimit(int64(limit)))
 }
 
 // DeleteExternalUser deletes the user and, only when it deleted one, gives its place
