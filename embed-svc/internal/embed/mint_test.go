@@ -239,3 +239,33 @@ func TestMintEventNamesItsDeployment(t *testing.T) {
 		t.Fatalf("the refused mint's event: %+v", ev)
 	}
 }
+
+// TestTenantLimit: past the account's tenant limit a mint naming a new tenant is 400,
+// writes no tenant, and the dry run answers the same; a known tenant still mints.
+func TestTenantLimit(t *testing.T) {
+	f := newFixture(t).withLimits(embed.Limits{TenantsPerAccount: 2})
+	ctx := context.Background()
+	inTenant := func(tenant string) embed.GenerateSessionRequest {
+		r := f.external("u")
+		r.EmbedTenantName = ptr(tenant)
+		return r
+	}
+	f.mint(t, f.adminKey(), inTenant("tenant-one"))
+	f.mint(t, f.adminKey(), inTenant("tenant-two"))
+	_, dryErr := f.svc.DryRunSession(ctx, f.adminKey(), inTenant("tenant-three"))
+	_, err := f.svc.GenerateSession(ctx, f.adminKey(), inTenant("tenant-three"))
+	status, code, msg := answer(err)
+	if status != 400 || code != "invalid_request" || !strings.Contains(msg, "EMBED_MAX_TENANTS_PER_ACCOUNT") || !strings.Contains(msg, `"tenant-three"`) {
+		t.Fatalf("mint in a third tenant: %d %s %q", status, code, msg)
+	}
+	if ds, dc, dm := answer(dryErr); ds != status || dc != code || dm != msg {
+		t.Fatalf("the dry run answers %d %s %q, the mint %d %s %q", ds, dc, dm, status, code, msg)
+	}
+	if ok, _ := f.store.TenantExists(ctx, accountID, "tenant-three"); ok {
+		t.Fatal("the refused tenant was recorded")
+	}
+	if n, _ := f.store.CountTenants(ctx, accountID, 10); n != 2 {
+		t.Fatalf("%d tenants, want 2", n)
+	}
+	f.mint(t, f.adminKey(), inTenant("tenant-one"))
+}
