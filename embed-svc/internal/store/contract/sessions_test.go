@@ -110,8 +110,8 @@ func revokePending(t *testing.T, s embed.SessionStore) {
 	if _, err := s.ExchangeSession(ctx, id, time.Hour); !errors.Is(err, embed.ErrSessionUnusable) {
 		t.Fatalf("exchange of a revoked id: %v", err)
 	}
-	if _, revoked, _ := s.RevokeSession(ctx, acc, id, sid); revoked {
-		t.Fatal("revoked twice")
+	if _, revoked, err := s.RevokeSession(ctx, acc, id, sid); revoked || err != nil {
+		t.Fatalf("revoked twice: %v %v", revoked, err)
 	}
 }
 
@@ -135,8 +135,8 @@ func revokeLive(t *testing.T, s embed.SessionStore) {
 	if d := time.Since(*states[0].RevokedAt); d < -time.Second || d > time.Minute {
 		t.Fatalf("revoked at %v, %v ago", states[0].RevokedAt, d)
 	}
-	if _, revoked, _ := s.RevokeSession(ctx, acc, id, sid); revoked {
-		t.Fatal("revoked twice")
+	if _, revoked, err := s.RevokeSession(ctx, acc, id, sid); revoked || err != nil {
+		t.Fatalf("revoked twice: %v %v", revoked, err)
 	}
 }
 
@@ -170,8 +170,8 @@ func revokeSIDs(t *testing.T, s embed.SessionStore) {
 	if n, err := s.RevokeSIDs(ctx, acc, []string{pending, live, others, hexID(32)}); n != 2 || err != nil {
 		t.Fatalf("revoked %d (%v), want 2", n, err)
 	}
-	if n, _ := s.RevokeSIDs(ctx, acc, []string{pending, live}); n != 0 {
-		t.Fatalf("revoked again: %d", n)
+	if n, err := s.RevokeSIDs(ctx, acc, []string{pending, live}); n != 0 || err != nil {
+		t.Fatalf("revoked again: %d %v", n, err)
 	}
 	if n, err := s.RevokeSIDs(ctx, acc, nil); n != 0 || err != nil {
 		t.Fatalf("none: %d %v", n, err)
