@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/analyticsco/platform/embed-svc/internal/embed"
 	"github.com/analyticsco/platform/libs/identity"
@@ -268,4 +269,25 @@ func TestTenantLimit(t *testing.T) {
 		t.Fatalf("%d tenants, want 2", n)
 	}
 	f.mint(t, f.adminKey(), inTenant("tenant-one"))
+}
+
+// TestExternalUserLimitDefault: an account without a limit of its own has the spec's
+// 10,000 external users; the next new user is refused by the mint and the dry run alike.
+func TestExternalUserLimitDefault(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	const specLimit = 10_000 // the spec's Limits, not the constant: changing the default must fail here
+	for i := range specLimit {
+		if _, err := f.store.CreateExternalUser(ctx, accountID, fmt.Sprintf("seed-%d", i), specLimit, embed.UserUpdate{Scope: embed.AccountScope}, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, dryErr := f.svc.DryRunSession(ctx, f.adminKey(), f.external("one-more"))
+	_, err := f.svc.GenerateSession(ctx, f.adminKey(), f.external("one-more"))
+	for name, err := range map[string]error{"mint": err, "dry run": dryErr} {
+		if status, code, msg := answer(err); status != 403 || code != "external_user_limit" || !strings.Contains(msg, "limit of 10000 external users") {
+			t.Errorf("%s: %d %s %q", name, status, code, msg)
+		}
+	}
+	f.mint(t, f.adminKey(), f.external("seed-7"))
 }
