@@ -19,6 +19,7 @@ import (
 	_ "time/tzdata" // timezone settings are checked against the IANA database in any image
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
@@ -33,7 +34,6 @@ import (
 	"github.com/analyticsco/platform/libs/obs"
 	"github.com/analyticsco/platform/libs/redisx"
 	"github.com/analyticsco/platform/libs/server"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 const serviceName = "embed-svc"

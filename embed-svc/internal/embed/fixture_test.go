@@ -27,6 +27,7 @@ import (
 // deployment (dep) and another account's deployment (otherDep).
 type fixture struct {
 	svc      embed.Service
+	deps     embed.Deps
 	store    *memstore.Store
 	sessions *memstore.Sessions
 	dir      *memstore.Directory
@@ -51,8 +52,16 @@ func newFixture(t *testing.T) *fixture {
 	f.dir.AddDeployment(embed.Deployment{ID: f.dep, AccountID: accountID, ProductionBranch: "main"})
 	f.dir.AddDeployment(embed.Deployment{ID: f.otherDep, AccountID: otherAccountID, ProductionBranch: "main"})
 	f.dir.AddUser(embed.InternalUser{ID: 7, AccountID: accountID, Username: "acme-admin", Email: "ada@acme.example", FirstName: "Ada", Role: identity.RoleAdmin})
-	f.svc = embed.NewService(embed.Deps{Catalog: f.store, Users: f.store, Directory: f.dir, Sessions: f.sessions, Records: f.store,
-		Branches: branches{}, Signer: newSigner(t), Issuer: "https://embed.test", Audit: f.trail})
+	f.deps = embed.Deps{Catalog: f.store, Users: f.store, Directory: f.dir, Sessions: f.sessions, Records: f.store,
+		Branches: branches{}, Signer: newSigner(t), Issuer: "https://embed.test", Audit: f.trail}
+	f.svc = embed.NewService(f.deps)
+	return f
+}
+
+// withLimits rebuilds f's service over the same stores with limits l.
+func (f *fixture) withLimits(l embed.Limits) *fixture {
+	f.deps.Limits = l
+	f.svc = embed.NewService(f.deps)
 	return f
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/analyticsco/platform/embed-svc/internal/embed"
 	"github.com/analyticsco/platform/libs/identity"
@@ -238,4 +239,55 @@ func TestMintEventNamesItsDeployment(t *testing.T) {
 	if ev := evs[1]; ev.DeploymentID != 0 || ev.Details["requestedDeploymentId"] != f.otherDep || ev.Outcome.Status != 404 {
 		t.Fatalf("the refused mint's event: %+v", ev)
 	}
+}
+
+// TestTenantLimit: past the account's tenant limit a mint naming a new tenant is 400,
+// writes no tenant, and the dry run answers the same; a known tenant still mints.
+func TestTenantLimit(t *testing.T) {
+	f := newFixture(t).withLimits(embed.Limits{TenantsPerAccount: 2})
+	ctx := context.Background()
+	inTenant := func(tenant string) embed.GenerateSessionRequest {
+		r := f.external("u")
+		r.EmbedTenantName = ptr(tenant)
+		return r
+	}
+	f.mint(t, f.adminKey(), inTenant("tenant-one"))
+	f.mint(t, f.adminKey(), inTenant("tenant-two"))
+	_, dryErr := f.svc.DryRunSession(ctx, f.adminKey(), inTenant("tenant-three"))
+	_, err := f.svc.GenerateSession(ctx, f.adminKey(), inTenant("tenant-three"))
+	status, code, msg := answer(err)
+	if status != 400 || code != "invalid_request" || !strings.Contains(msg, "EMBED_MAX_TENANTS_PER_ACCOUNT") || !strings.Contains(msg, `"tenant-three"`) {
+		t.Fatalf("mint in a third tenant: %d %s %q", status, code, msg)
+	}
+	if ds, dc, dm := answer(dryErr); ds != status || dc != code || dm != msg {
+		t.Fatalf("the dry run answers %d %s %q, the mint %d %s %q", ds, dc, dm, status, code, msg)
+	}
+	if ok, _ := f.store.TenantExists(ctx, accountID, "tenant-three"); ok {
+		t.Fatal("the refused tenant was recorded")
+	}
+	if n, _ := f.store.CountTenants(ctx, accountID, 10); n != 2 {
+		t.Fatalf("%d tenants, want 2", n)
+	}
+	f.mint(t, f.adminKey(), inTenant("tenant-one"))
+}
+
+// TestExternalUserLimitDefault: an account without a limit of its own has the spec's
+// 10,000 external users; the next new user is refused by the mint and the dry run alike.
+func TestExternalUserLimitDefault(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	const specLimit = 10_000 // the spec's Limits, not the constant: changing the default must fail here
+	for i := range specLimit {
+		if _, err := f.store.CreateExternalUser(ctx, accountID, fmt.Sprintf("seed-%d", i), specLimit, embed.UserUpdate{Scope: embed.AccountScope}, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, dryErr := f.svc.DryRunSession(ctx, f.adminKey(), f.external("one-more"))
+	_, err := f.svc.GenerateSession(ctx, f.adminKey(), f.external("one-more"))
+	for name, err := range map[string]error{"mint": err, "dry run": dryErr} {
+		if status, code, msg := answer(err); status != 403 || code != "external_user_limit" || !strings.Contains(msg, "limit of 10000 external users") {
+			t.Errorf("%s: %d %s %q", name, status, code, msg)
+		}
+	}
+	f.mint(t, f.adminKey(), f.external("seed-7"))
 }

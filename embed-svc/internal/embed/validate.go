@@ -310,10 +310,16 @@ func (s *service) ensureTenant(ctx context.Context, accountID int64, tenant stri
 		if err := s.d.Catalog.RemoveTenantRecord(ctx, accountID, tenant); err != nil {
 			return storeErr(err)
 		}
-		return invalid("the account has %d embed tenants, the limit (EMBED_MAX_TENANTS_PER_ACCOUNT); tenant %q cannot be created", limit, tenant)
+		return tenantLimitReached(limit, tenant)
 	}
 	s.tenants.add(accountID, tenant)
 	return nil
+}
+
+// tenantLimitReached is the mint's and the dry run's one answer to a new tenant past the
+// account's limit.
+func tenantLimitReached(limit int64, tenant string) error {
+	return invalid("the account has %d embed tenants, the limit (EMBED_MAX_TENANTS_PER_ACCOUNT); tenant %q cannot be created", limit, tenant)
 }
 
 // knownTenants remembers tenants that exist, bounded in entries (emptied when full: it
@@ -358,7 +364,7 @@ func (s *service) wouldFitTenant(ctx context.Context, accountID int64, tenant st
 		return storeErr(err)
 	}
 	if n+1 > limit {
-		return invalid("the account has %d embed tenants, the limit (EMBED_MAX_TENANTS_PER_ACCOUNT); tenant %q cannot be created", limit, tenant)
+		return tenantLimitReached(limit, tenant)
 	}
 	return nil
 }

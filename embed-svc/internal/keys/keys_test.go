@@ -10,6 +10,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/analyticsco/platform/devstack"
 	"github.com/analyticsco/platform/embed-svc/internal/keys"
@@ -21,13 +22,7 @@ import (
 // process holding only the new key signs with the same keys.
 func TestEncryptionKeyRotation(t *testing.T) {
 	ctx := context.Background()
-	mongo := devstack.MongoForTest(t)
-	client, err := mongox.Connect(ctx, mongo.URI, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
-	coll := client.Database(devstack.UniqueName(t, "embedkeys")).Collection("signing_keys")
+	coll := signingKeys(t)
 	oldKey := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{1}, 32))
 	newKey := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{2}, 32))
 	ring := func(list string) (*keys.Keyring, error) {
@@ -62,6 +57,19 @@ func TestEncryptionKeyRotation(t *testing.T) {
 	if n != 1 {
 		t.Fatalf("%d signing keys, want the one (re-sealing must not add keys)", n)
 	}
+}
+
+// signingKeys is a keyring's collection in a database of the test's own, on a FerretDB of
+// its own.
+func signingKeys(t *testing.T) *mongo.Collection {
+	t.Helper()
+	m := devstack.MongoForTest(t)
+	client, err := mongox.Connect(context.Background(), m.URI, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	return client.Database(devstack.UniqueName(t, "embedkeys")).Collection("signing_keys")
 }
 
 // signingKID is the kid a token signed by kr names.

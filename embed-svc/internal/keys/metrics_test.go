@@ -11,9 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/analyticsco/platform/devstack"
 	"github.com/analyticsco/platform/embed-svc/internal/keys"
-	"github.com/analyticsco/platform/libs/mongox"
 )
 
 // The keyring's gauges follow a rotation: the signing key's age grows with time, a
@@ -21,17 +19,11 @@ import (
 // while the old one is retired.
 func TestKeyringMetricsFollowRotation(t *testing.T) {
 	ctx := context.Background()
-	mongo := devstack.MongoForTest(t)
-	client, err := mongox.Connect(ctx, mongo.URI, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
 	var mu sync.Mutex
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	kr, err := keys.New(client.Database(devstack.UniqueName(t, "embedkeys")).Collection("signing_keys"), keys.Options{
+	kr, err := keys.New(signingKeys(t), keys.Options{
 		EncryptionKey: base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{3}, 32)),
 		PublishDelay:  time.Hour, Now: clock,
 	})

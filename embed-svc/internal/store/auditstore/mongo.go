@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -80,7 +81,7 @@ type actorDoc struct {
 func ActorKeys(a audit.Actor) []string {
 	keys := []string{}
 	add := func(k string) {
-		if k != "" && !contains(keys, k) {
+		if k != "" && !slices.Contains(keys, k) {
 			keys = append(keys, k)
 		}
 	}
@@ -91,15 +92,6 @@ func ActorKeys(a audit.Actor) []string {
 	add(a.APIKeyID)
 	add(a.ExternalID)
 	return keys
-}
-
-func contains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 func toDoc(ev audit.Event) eventDoc {

@@ -38,6 +38,17 @@ func saved(t *testing.T, s embed.SessionStore, acc int64) (string, string) {
 	return id, sid
 }
 
+// pendingAndLive saves two sessions of acc and exchanges the second; it returns their sids.
+func pendingAndLive(t *testing.T, s embed.SessionStore, acc int64) (pending, live string) {
+	t.Helper()
+	_, pending = saved(t, s, acc)
+	liveID, live := saved(t, s, acc)
+	if _, err := s.ExchangeSession(context.Background(), liveID, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	return pending, live
+}
+
 func exchangedOnce(t *testing.T, s embed.SessionStore) {
 	ctx, acc := context.Background(), account()
 	id, sid := saved(t, s, acc)
@@ -99,8 +110,8 @@ func revokePending(t *testing.T, s embed.SessionStore) {
 	if _, err := s.ExchangeSession(ctx, id, time.Hour); !errors.Is(err, embed.ErrSessionUnusable) {
 		t.Fatalf("exchange of a revoked id: %v", err)
 	}
-	if _, revoked, _ := s.RevokeSession(ctx, acc, id, sid); revoked {
-		t.Fatal("revoked twice")
+	if _, revoked, err := s.RevokeSession(ctx, acc, id, sid); revoked || err != nil {
+		t.Fatalf("revoked twice: %v %v", revoked, err)
 	}
 }
 
@@ -124,8 +135,8 @@ func revokeLive(t *testing.T, s embed.SessionStore) {
 	if d := time.Since(*states[0].RevokedAt); d < -time.Second || d > time.Minute {
 		t.Fatalf("revoked at %v, %v ago", states[0].RevokedAt, d)
 	}
-	if _, revoked, _ := s.RevokeSession(ctx, acc, id, sid); revoked {
-		t.Fatal("revoked twice")
+	if _, revoked, err := s.RevokeSession(ctx, acc, id, sid); revoked || err != nil {
+		t.Fatalf("revoked twice: %v %v", revoked, err)
 	}
 }
 
@@ -154,17 +165,13 @@ func revokeOtherAccount(t *testing.T, s embed.SessionStore) {
 
 func revokeSIDs(t *testing.T, s embed.SessionStore) {
 	ctx, acc := context.Background(), account()
-	_, pending := saved(t, s, acc)
-	liveID, live := saved(t, s, acc)
-	if _, err := s.ExchangeSession(ctx, liveID, time.Hour); err != nil {
-		t.Fatal(err)
-	}
+	pending, live := pendingAndLive(t, s, acc)
 	_, others := saved(t, s, account())
 	if n, err := s.RevokeSIDs(ctx, acc, []string{pending, live, others, hexID(32)}); n != 2 || err != nil {
 		t.Fatalf("revoked %d (%v), want 2", n, err)
 	}
-	if n, _ := s.RevokeSIDs(ctx, acc, []string{pending, live}); n != 0 {
-		t.Fatalf("revoked again: %d", n)
+	if n, err := s.RevokeSIDs(ctx, acc, []string{pending, live}); n != 0 || err != nil {
+		t.Fatalf("revoked again: %d %v", n, err)
 	}
 	if n, err := s.RevokeSIDs(ctx, acc, nil); n != 0 || err != nil {
 		t.Fatalf("none: %d %v", n, err)
@@ -177,11 +184,7 @@ func revokeSIDs(t *testing.T, s embed.SessionStore) {
 
 func liveStates(t *testing.T, s embed.SessionStore) {
 	ctx, acc := context.Background(), account()
-	_, pending := saved(t, s, acc)
-	liveID, live := saved(t, s, acc)
-	if _, err := s.ExchangeSession(ctx, liveID, time.Hour); err != nil {
-		t.Fatal(err)
-	}
+	pending, live := pendingAndLive(t, s, acc)
 	states, err := s.LiveStates(ctx, []string{pending, live, hexID(32)})
 	if err != nil || len(states) != 3 {
 		t.Fatalf("%+v %v", states, err)

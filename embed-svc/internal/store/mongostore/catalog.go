@@ -100,19 +100,8 @@ func (d defDoc) definition() embed.Definition {
 
 // FindDefinitions returns the scope's definitions (both kinds) named in names.
 func (s *Store) FindDefinitions(ctx context.Context, accountID int64, scope string, names []string) ([]embed.Definition, error) {
-	cur, err := s.defs.Find(ctx, bson.D{{Key: "accountId", Value: accountID}, {Key: "scope", Value: scope}, {Key: "name", Value: bson.D{{Key: "$in", Value: names}}}})
-	if err != nil {
-		return nil, wrap(err)
-	}
-	var docs []defDoc
-	if err := cur.All(ctx, &docs); err != nil {
-		return nil, wrap(err)
-	}
-	out := make([]embed.Definition, len(docs))
-	for i, d := range docs {
-		out[i] = d.definition()
-	}
-	return out, nil
+	return findAll(ctx, s.defs, bson.D{{Key: "accountId", Value: accountID}, {Key: "scope", Value: scope}, {Key: "name", Value: bson.D{{Key: "$in", Value: names}}}},
+		defDoc.definition)
 }
 
 // UpsertDefinition creates the definition, or updates the supplied fields that differ.
@@ -183,23 +172,14 @@ func (s *Store) ListDefinitions(ctx context.Context, accountID int64, q embed.Li
 		}
 		filter = append(filter, bson.E{Key: "_id", Value: bson.D{{Key: "$gt", Value: oid}}})
 	}
-	cur, err := s.defs.Find(ctx, filter, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).SetLimit(int64(q.First)+1))
+	out, err := findAll(ctx, s.defs, filter, defDoc.definition, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).SetLimit(int64(q.First)+1))
 	if err != nil {
-		return nil, false, wrap(err)
+		return nil, false, err
 	}
-	var docs []defDoc
-	if err := cur.All(ctx, &docs); err != nil {
-		return nil, false, wrap(err)
+	if len(out) > q.First {
+		return out[:q.First], true, nil
 	}
-	more := len(docs) > q.First
-	if more {
-		docs = docs[:q.First]
-	}
-	out := make([]embed.Definition, len(docs))
-	for i, d := range docs {
-		out[i] = d.definition()
-	}
-	return out, more, nil
+	return out, false, nil
 }
 
 // DeleteDefinition removes the definition, then every membership or value using it.

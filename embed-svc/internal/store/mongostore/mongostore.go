@@ -87,6 +87,23 @@ func (s *Store) EnsureIndexes(ctx context.Context) error {
 	return nil
 }
 
+// findAll runs a find on c and converts every document it returns.
+func findAll[D, T any](ctx context.Context, c *mongo.Collection, filter bson.D, conv func(D) T, opts ...options.Lister[options.FindOptions]) ([]T, error) {
+	cur, err := c.Find(ctx, filter, opts...)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	var docs []D
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, wrap(err)
+	}
+	out := make([]T, len(docs))
+	for i, d := range docs {
+		out[i] = conv(d)
+	}
+	return out, nil
+}
+
 func wrap(err error) error {
 	switch {
 	case err == nil:

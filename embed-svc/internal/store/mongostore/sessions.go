@@ -110,20 +110,8 @@ func sessionFilter(accountID int64, q embed.SessionQuery, now time.Time) bson.D 
 
 // ListSessionRecords returns up to limit matching records, newest first.
 func (s *Store) ListSessionRecords(ctx context.Context, accountID int64, q embed.SessionQuery, now time.Time, limit int) ([]embed.SessionRecord, error) {
-	cur, err := s.sessions.Find(ctx, sessionFilter(accountID, q, now),
+	return findAll(ctx, s.sessions, sessionFilter(accountID, q, now), sessionDoc.record,
 		options.Find().SetSort(bson.D{{Key: "createdAt", Value: -1}, {Key: "_id", Value: -1}}).SetLimit(int64(limit)))
-	if err != nil {
-		return nil, wrap(err)
-	}
-	var docs []sessionDoc
-	if err := cur.All(ctx, &docs); err != nil {
-		return nil, wrap(err)
-	}
-	out := make([]embed.SessionRecord, len(docs))
-	for i, d := range docs {
-		out[i] = d.record()
-	}
-	return out, nil
 }
 
 // EachRevocable iterates the matching records whose token has not expired, in batches,
@@ -161,5 +149,3 @@ func (s *Store) EachRevocable(ctx context.Context, accountID int64, q embed.Sess
 	}
 	return nil
 }
-
-// ListTenantUsers lists users with sessions in tenant by id, after afterID, whose

@@ -201,6 +201,7 @@ func (s *Store) ExternalUserCount(ctx context.Context, accountID int64) (int64, 
 	return doc.Count, wrap(err)
 }
 
+// ListTenantUsers lists users with sessions in tenant by id, after afterID, whose
 // external id starts with prefix (a range on the indexed id: no pattern is evaluated).
 func (s *Store) ListTenantUsers(ctx context.Context, accountID int64, tenant, prefix string, afterID int64, limit int) ([]embed.ExternalUser, error) {
 	f := bson.D{{Key: "accountId", Value: accountID}, {Key: "tenants", Value: tenant}}
@@ -210,19 +211,7 @@ func (s *Store) ListTenantUsers(ctx context.Context, accountID int64, tenant, pr
 	if afterID > 0 {
 		f = append(f, bson.E{Key: "_id", Value: bson.D{{Key: "$gt", Value: afterID}}})
 	}
-	cur, err := s.users.Find(ctx, f, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).SetLimit(int64(limit)))
-	if err != nil {
-		return nil, wrap(err)
-	}
-	var docs []userDoc
-	if err := cur.All(ctx, &docs); err != nil {
-		return nil, wrap(err)
-	}
-	out := make([]embed.ExternalUser, len(docs))
-	for i, d := range docs {
-		out[i] = d.user()
-	}
-	return out, nil
+	return findAll(ctx, s.users, f, userDoc.user, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).SetLimit(int64(limit)))
 }
 
 // DeleteExternalUser deletes the user and, only when it deleted one, gives its place
