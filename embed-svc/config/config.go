@@ -27,6 +27,7 @@ type Config struct {
 	MaxSecurityContextBytes int           `env:"EMBED_MAX_SECURITY_CONTEXT_BYTES" default:"16384" help:"largest securityContext of a generate-session request, as sent; larger is 413"`
 	MaxSecurityContextDepth int           `env:"EMBED_MAX_SECURITY_CONTEXT_DEPTH" default:"32" help:"deepest nesting of objects and arrays in a securityContext; deeper is 400"`
 	MaxArrayEntries         int           `env:"EMBED_MAX_ARRAY_ENTRIES" default:"1000" help:"most entries of groups, userAttributes and each definitions array of a generate-session request; more is 400"`
+	MaxAttributeValueBytes  int           `env:"EMBED_MAX_ATTRIBUTE_VALUE_BYTES" default:"16384" help:"largest value of one userAttributes entry of a generate-session request, as sent (JSON); it is stored on the user and signed into its tokens; larger is 413"`
 	MaxDefinitionsPerScope  int           `env:"EMBED_MAX_DEFINITIONS_PER_SCOPE" default:"10000" help:"most group and attribute definitions of one scope (account-wide or one tenant); a new one past it is 400"`
 	MaxTenantsPerAccount    int           `env:"EMBED_MAX_TENANTS_PER_ACCOUNT" default:"10000" help:"most embed tenants of one account; a mint naming a new tenant past it is 400"`
 	SessionRetention        time.Duration `env:"EMBED_SESSION_RETENTION" default:"168h" help:"how long a session stays listed (GET /api/v1/embed/sessions) after its token expires"`

@@ -26,12 +26,13 @@ type Limits struct {
 	SecurityContextBytes int // size of a session's securityContext JSON
 	SecurityContextDepth int // nesting of objects and arrays in it (Redis's cjson stops at 1000)
 	ArrayEntries         int // entries of groups, userAttributes and each definitions array
+	AttributeValueBytes  int // one userAttributes value's JSON, as sent (stored on the user, signed into its tokens)
 	DefinitionsPerScope  int // group and attribute definitions of one scope (account-wide or a tenant)
 	TenantsPerAccount    int // embed tenants of one account
 }
 
 // DefaultLimits apply where Limits leaves a field zero.
-var DefaultLimits = Limits{SecurityContextBytes: 16 << 10, SecurityContextDepth: 32, ArrayEntries: 1000, DefinitionsPerScope: 10_000, TenantsPerAccount: 10_000}
+var DefaultLimits = Limits{SecurityContextBytes: 16 << 10, SecurityContextDepth: 32, ArrayEntries: 1000, AttributeValueBytes: 16 << 10, DefinitionsPerScope: 10_000, TenantsPerAccount: 10_000}
 
 func (l Limits) withDefaults() Limits {
 	if l.SecurityContextBytes <= 0 {
@@ -42,6 +43,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.ArrayEntries <= 0 {
 		l.ArrayEntries = DefaultLimits.ArrayEntries
+	}
+	if l.AttributeValueBytes <= 0 {
+		l.AttributeValueBytes = DefaultLimits.AttributeValueBytes
 	}
 	if l.DefinitionsPerScope <= 0 {
 		l.DefinitionsPerScope = DefaultLimits.DefinitionsPerScope

@@ -291,3 +291,24 @@ func TestExternalUserLimitDefault(t *testing.T) {
 	}
 	f.mint(t, f.adminKey(), f.external("seed-7"))
 }
+
+// TestAttributeValueLimit: a userAttributes value is stored on the user and signed into
+// its tokens, so its size is bounded: one byte past EMBED_MAX_ATTRIBUTE_VALUE_BYTES is 413
+// naming the limit and the entry, and writes nothing; a value of exactly the limit mints.
+func TestAttributeValueLimit(t *testing.T) {
+	const limit = 64
+	f := newFixture(t).withLimits(embed.Limits{AttributeValueBytes: limit})
+	req := func(value string) embed.GenerateSessionRequest {
+		return embed.GenerateSessionRequest{DeploymentID: ptr(f.dep), ExternalID: ptr("big-values"), CreatorMode: ptr(true), EmbedTenantName: ptr("cm-tenant"),
+			UserAttributeDefinitions: []embed.DefinitionInput{{Name: "region", Type: embed.TypeString}},
+			UserAttributes:           []embed.AttributeValue{{Name: "region", Value: json.RawMessage(value)}}}
+	}
+	atLimit := `"` + strings.Repeat("x", limit-2) + `"`
+	over := `"` + strings.Repeat("x", limit-1) + `"`
+	_, err := f.svc.GenerateSession(context.Background(), f.adminKey(), req(over))
+	if status, code, msg := answer(err); status != 413 || !strings.Contains(msg, "userAttributes[0]") || !strings.Contains(msg, "EMBED_MAX_ATTRIBUTE_VALUE_BYTES") {
+		t.Fatalf("a value of %d bytes: %d %s %q", len(over), status, code, msg)
+	}
+	f.nothingWritten(t)
+	f.mint(t, f.adminKey(), req(atLimit))
+}

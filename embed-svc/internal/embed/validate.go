@@ -247,8 +247,9 @@ func valueFits(got, want string) bool {
 	return got == want
 }
 
-// check refuses a generate-session body whose securityContext or arrays are over the
-// limits, before anything else looks at them: a clear 413 or 400 naming the limit.
+// check refuses a generate-session body whose securityContext, arrays or attribute values
+// are over the limits, before anything else looks at them: a clear 413 or 400 naming the
+// limit.
 func (l Limits) check(req *GenerateSessionRequest) error {
 	if n := len(req.SecurityContext); n > l.SecurityContextBytes {
 		return tooLarge("securityContext is %d bytes, over the limit of %d bytes (EMBED_MAX_SECURITY_CONTEXT_BYTES)", n, l.SecurityContextBytes)
@@ -265,6 +266,11 @@ func (l Limits) check(req *GenerateSessionRequest) error {
 	} {
 		if a.n > l.ArrayEntries {
 			return invalid("%s has %d entries, over the limit of %d (EMBED_MAX_ARRAY_ENTRIES)", a.field, a.n, l.ArrayEntries)
+		}
+	}
+	for i, a := range req.UserAttributes {
+		if n := len(a.Value); n > l.AttributeValueBytes {
+			return tooLarge("userAttributes[%d] has a value of %d bytes, over the limit of %d bytes (EMBED_MAX_ATTRIBUTE_VALUE_BYTES)", i, n, l.AttributeValueBytes)
 		}
 	}
 	return nil
