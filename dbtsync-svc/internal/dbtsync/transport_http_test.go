@@ -109,3 +109,29 @@ func TestListsPageWithTheirCursors(t *testing.T) {
 		}
 	}
 }
+
+// A body over its route's limit is 413 naming the limit: a start-sync body stops being
+// read there, queues nothing and leaves no part of its manifest in the store; the small
+// bodies (integration, staging) have a limit of their own.
+func TestBodiesOverTheirLimitAre413(t *testing.T) {
+	const limit = 1024
+	f := newFixture(t) // upload quota 4096: the limit, not the quota, refuses the body
+	big := `{"source":"manifest","manifest":{"metadata":{"dbt_schema_version":"https://schemas.getdbt.com/dbt/manifest/v12.json"},"nodes":{"x":"` +
+		strings.Repeat("x", 2*limit) + `"}}}`
+	w, body := call(t, f.handler(developer, limit), "POST", fmt.Sprintf("/api/v1/deployments/%d/dbt-sync", dep), big)
+	if w.Code != 413 || body["message"] != fmt.Sprintf("request body is larger than %d bytes", limit) {
+		t.Fatalf("dbt-sync-413-over-the-body-limit: %d %v", w.Code, body)
+	}
+	if n, _ := f.queue.UploadedBytes(context.Background(), dep); n != 0 || len(f.jobs(t)) != 0 {
+		t.Errorf("a body over the limit left %d bytes of manifest and %d jobs", n, len(f.jobs(t)))
+	}
+	huge := `{"enabled":true,"x":"` + strings.Repeat("x", 1<<20) + `"}`
+	for _, c := range []struct{ name, method, path string }{
+		{"dbt-git-integration-413", "PUT", fmt.Sprintf("/api/v1/deployments/%d/dbt-git-integration", dep)},
+		{"branch-staging-413", "PUT", fmt.Sprintf("/build/api/v1/deployments/%d/branches/dbt%%2Fx/staging", dep)},
+	} {
+		if w, body := call(t, f.handler(admin, limit), c.method, c.path, huge); w.Code != 413 || body["message"] != fmt.Sprintf("request body is larger than %d bytes", 1<<20) {
+			t.Errorf("%s: %d %v", c.name, w.Code, body)
+		}
+	}
+}
