@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -133,5 +134,33 @@ func TestBodiesOverTheirLimitAre413(t *testing.T) {
 		if w, body := call(t, f.handler(admin, limit), c.method, c.path, huge); w.Code != 413 || body["message"] != fmt.Sprintf("request body is larger than %d bytes", 1<<20) {
 			t.Errorf("%s: %d %v", c.name, w.Code, body)
 		}
+	}
+}
+
+// MongoDB unreachable: the branch and integration routes are 503 with the domain's
+// words and Retry-After, a git sync queues nothing, and the resolver embed-svc asks
+// answers an error, never "no such branch" (which generate-session would turn into 404).
+func TestBranchStoreOutage(t *testing.T) {
+	f := newFixture(t)
+	f.write(t, "dbt/x")
+	f.store.SetUnavailable(true)
+	const msg = "a dependency of dbtsync-svc is unavailable; retry shortly"
+	for _, c := range []struct{ name, method, path, body string }{
+		{"branches-503", "GET", fmt.Sprintf("/build/api/v1/deployments/%d/branches", dep), ""},
+		{"branch-503", "GET", fmt.Sprintf("/build/api/v1/deployments/%d/branches/dbt%%2Fx", dep), ""},
+		{"branch-open-503", "POST", fmt.Sprintf("/build/api/v1/deployments/%d/branches/dbt%%2Fx/open", dep), ""},
+		{"dbt-sync-git-503", "POST", fmt.Sprintf("/api/v1/deployments/%d/dbt-sync", dep), `{}`},
+	} {
+		w, body := call(t, f.handler(developer, dbtsync.DefaultMaxSyncBodyBytes), c.method, c.path, c.body)
+		if w.Code != 503 || body["message"] != msg || w.Header().Get("Retry-After") != "1" {
+			t.Errorf("%s: %d %v (Retry-After %q)", c.name, w.Code, body, w.Header().Get("Retry-After"))
+		}
+	}
+	if js := f.jobs(t); len(js) != 0 {
+		t.Errorf("a git sync queued %v while its integration could not be read", js)
+	}
+	st, err := dbtsync.NewResolver(f.store, f.clock.Now).Resolve(context.Background(), dep, "dbt/x", prod)
+	if err == nil || !errors.Is(err, dbtsync.ErrStoreUnavailable) {
+		t.Errorf("resolve during the outage = %+v %v, want the store's unavailability", st, err)
 	}
 }
