@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
@@ -37,26 +36,25 @@ func (e *RepositoryRefusedError) Error() string { return "refused repository hos
 
 // validate checks an integration before anything else of it is looked at.
 func (in IntegrationInput) validate() error {
-	bad := func(format string, args ...any) error { return errs.New(errs.Invalid, format, args...) }
 	switch {
 	case in.RepoURL == "":
-		return bad("field \"repoUrl\" is required")
+		return invalid("field \"repoUrl\" is required")
 	case !strings.HasPrefix(in.RepoURL, "https://") && !strings.HasPrefix(in.RepoURL, "file://"):
-		return bad("field \"repoUrl\" must be an https:// or file:// URL")
+		return invalid("field \"repoUrl\" must be an https:// or file:// URL")
 	case strings.Contains(urlAuthority(in.RepoURL), "@"):
-		return bad("field \"repoUrl\" must not carry credentials: send them in \"credentials\"")
+		return invalid("field \"repoUrl\" must not carry credentials: send them in \"credentials\"")
 	case in.Branch == "":
-		return bad("field \"branch\" is required")
+		return invalid("field \"branch\" is required")
 	case !ValidRef(in.Branch):
-		return bad("field \"branch\" must be a branch name")
+		return invalid("field \"branch\" must be a branch name")
 	case in.ProjectPath == nil:
-		return bad("field \"projectPath\" is required")
+		return invalid("field \"projectPath\" is required")
 	case strings.Contains(*in.ProjectPath, ".."):
-		return bad("field \"projectPath\" must stay inside the repository (no \"..\")")
+		return invalid("field \"projectPath\" must stay inside the repository (no \"..\")")
 	case in.ManifestPath != nil && strings.Contains(*in.ManifestPath, ".."):
-		return bad("field \"manifestPath\" must stay inside the repository (no \"..\")")
+		return invalid("field \"manifestPath\" must stay inside the repository (no \"..\")")
 	case in.Credentials != nil && in.Credentials.Token == "":
-		return bad("field \"credentials.token\" is required")
+		return invalid("field \"credentials.token\" is required")
 	}
 	return nil
 }

@@ -74,7 +74,7 @@ func (s *service) receive(ctx context.Context, dep int64, id string, body SyncRe
 		err = in.validate()
 	}
 	keep := err == nil && in.Source == SourceManifest
-	_, uerr := upload.finish(keep)
+	uerr := upload.finish(keep)
 	switch {
 	case upload.refused != nil:
 		return in, false, upload.refused

@@ -71,22 +71,22 @@ func (u *lazyUpload) Write(b []byte) (int, error) {
 	return n, err
 }
 
-// finish completes (keep) or aborts the upload and reports whether one was made.
-func (u *lazyUpload) finish(keep bool) (bool, error) {
+// finish completes (keep) or aborts the upload, if one was started.
+func (u *lazyUpload) finish(keep bool) error {
 	if u.pw == nil {
-		return false, nil
+		return nil
 	}
 	if keep {
 		if err := u.bw.Flush(); err != nil {
 			u.pw.CloseWithError(err)
 			<-u.done
-			return true, err
+			return err
 		}
 		u.pw.Close()
-		return true, <-u.done
+		return <-u.done
 	}
 	u.pw.CloseWithError(errors.New("upload aborted"))
 	<-u.done
 	_ = u.store.DeleteManifest(context.WithoutCancel(u.ctx), u.id)
-	return true, nil
+	return nil
 }

@@ -167,10 +167,10 @@ func (p Policy) dialContext(ctx context.Context, network, address string) (net.C
 	return nil, last
 }
 
-// httpClient is the client git clones over https with: dials through the policy, no
-// redirects (a redirect could lead anywhere), timeouts on every phase, and at most
-// maxBytes read from the server.
-func (p Policy) httpClient(timeout time.Duration, maxBytes int64) *http.Client {
+// transport is what git clones over https with: dials through the policy, timeouts on
+// every phase, and at most maxBytes read from the server per response. (The client
+// around it, installHTTPS's, refuses redirects; the clone's context bounds its time.)
+func (p Policy) transport(maxBytes int64) http.RoundTripper {
 	tr := &http.Transport{
 		DialContext:           p.dialContext,
 		TLSHandshakeTimeout:   10 * time.Second,
@@ -179,11 +179,7 @@ func (p Policy) httpClient(timeout time.Duration, maxBytes int64) *http.Client {
 		MaxIdleConns:          4,
 		ForceAttemptHTTP2:     true,
 	}
-	return &http.Client{
-		Timeout:       timeout,
-		Transport:     limitedTransport{rt: tr, max: maxBytes},
-		CheckRedirect: func(*http.Request, []*http.Request) error { return errRedirect },
-	}
+	return limitedTransport{rt: tr, max: maxBytes}
 }
 
 // limitedTransport stops reading a response after max bytes.

@@ -3,8 +3,13 @@ package gitsource
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
@@ -74,5 +79,32 @@ func TestPolicyDialRefusesInternalAddresses(t *testing.T) {
 	var refused *dbtsync.RepositoryRefusedError
 	if !errors.As(err, &refused) {
 		t.Fatalf("dial to a rebound host: %v, want a refusal", err)
+	}
+}
+
+// The https transport go-git clones with is built once per Source, not per request: the
+// requests of a clone (and later clones) reuse its connections.
+func TestPolicyTransportReusesConnections(t *testing.T) {
+	var conns atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	New(nil, Limits{Policy: Policy{AllowedHosts: []string{"127.0.0.1"}}})
+	for range 3 {
+		req, _ := http.NewRequest("GET", srv.URL+"/info/refs", nil)
+		resp, err := policyTransport{}.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("3 requests opened %d connections, want 1", n)
 	}
 }

@@ -18,7 +18,7 @@ import (
 var (
 	pureGoFileTransport sync.Once
 	httpsMu             sync.Mutex
-	httpsLimits         Limits
+	httpsTransport      http.RoundTripper // the policy's transport for the limits of the last Source made
 	httpsOnce           sync.Once
 )
 
@@ -35,8 +35,9 @@ func installTransports(l Limits) {
 // installHTTPS makes go-git clone over https with the policy's client (go-git keeps one
 // client per scheme for the process; the limits of the last Source made apply).
 func installHTTPS(l Limits) {
+	rt := l.Policy.transport(l.MaxRepoBytes)
 	httpsMu.Lock()
-	httpsLimits = l
+	httpsTransport = rt
 	httpsMu.Unlock()
 	httpsOnce.Do(func() {
 		client.InstallProtocol("https", githttp.NewClient(&http.Client{Transport: policyTransport{}, Timeout: 0,
@@ -47,14 +48,15 @@ func installHTTPS(l Limits) {
 // errRedirect refuses a git server's redirect: it could lead anywhere.
 var errRedirect = &dbtsync.RepositoryRefusedError{Reason: "the git server answered with a redirect, which clones do not follow"}
 
-// policyTransport sends each request with the current limits' client.
+// policyTransport sends each request with the current limits' transport: one per
+// Source made, so the requests of a clone and later clones reuse its connections.
 type policyTransport struct{}
 
 func (policyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	httpsMu.Lock()
-	l := httpsLimits
+	rt := httpsTransport
 	httpsMu.Unlock()
-	return l.Policy.httpClient(l.CloneTimeout, l.MaxRepoBytes).Transport.RoundTrip(r)
+	return rt.RoundTrip(r)
 }
 
 // localRepositories opens a file:// repository, bare or with a work tree, for the
