@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/analyticsco/platform/libs/httpx"
 )
 
 func (s *service) renderFolder(ctx context.Context, r *request, d *Item) (Folder, error) {
@@ -91,7 +93,7 @@ func (s *service) renderWithoutOwners(t *tree, docs []*Item) []Workbook {
 	return out
 }
 
-func formatTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+func formatTime(t time.Time) string { return t.UTC().Format(httpx.TimeLayout) }
 
 func optionalID(id int64) *int64 {
 	if id == 0 {
