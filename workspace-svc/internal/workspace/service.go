@@ -72,13 +72,14 @@ type Limits struct {
 	MetaBytes             int   // an item's meta JSON
 	CalculatedFieldsBytes int   // an item's calculatedFields JSON
 	DraftBytes            int   // a workbook's dashboard draft, as stored
+	PublishedBytes        int   // a workbook's published dashboard (its config and report snapshots), as stored
 	Favorites             int   // favorites of one user in one deployment
 	SearchScan            int   // items a search examines per page
 }
 
 // DefaultLimits are the limits when none are configured.
 var DefaultLimits = Limits{ItemsPerDeployment: 100_000, MetaBytes: 256 << 10, CalculatedFieldsBytes: 256 << 10, DraftBytes: 512 << 10,
-	Favorites: 1000, SearchScan: 1000}
+	PublishedBytes: 4 << 20, Favorites: 1000, SearchScan: 1000}
 
 func (l Limits) withDefaults() Limits {
 	if l.ItemsPerDeployment <= 0 {
@@ -92,6 +93,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.DraftBytes <= 0 {
 		l.DraftBytes = DefaultLimits.DraftBytes
+	}
+	if l.PublishedBytes <= 0 {
+		l.PublishedBytes = DefaultLimits.PublishedBytes
 	}
 	if l.Favorites <= 0 {
 		l.Favorites = DefaultLimits.Favorites
