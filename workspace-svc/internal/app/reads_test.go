@@ -133,7 +133,7 @@ func TestReadsFollowTheRequest(t *testing.T) {
 		maxDocs      int64
 		maxCommands  int64
 	}{
-		{"folder GET (level 8)", small.get, large.get, 20, 0},
+		{"folder GET (level 8)", small.get, large.get, 20, 4}, // the folder, its ancestors, its creator, favorites
 		{"listing page of 20", small.list, large.list, 60, 0},
 		{"single move of a folder with 3 below it", small.move, large.move, 60 + subtree, 0},
 		{"bulk move of 23 items", small.bulk, large.bulk, 6*bulkItems + 60, 2*bulkItems + 10},

@@ -126,13 +126,9 @@ func (a *auditing) bulkMove(ctx context.Context, p *identity.Principal, dep int6
 	for _, f := range res.Failed {
 		failed[f.Ref] = f.Err
 	}
-	seen := make(map[ItemRef]bool, len(refs))
-	events := make([]audit.Event, 0, len(refs))
-	for _, ref := range refs {
-		if seen[ref] {
-			continue
-		}
-		seen[ref] = true
+	distinct := distinctRefs(refs) // the service's Rule 1: the items its answer has one entry each for
+	events := make([]audit.Event, 0, len(distinct))
+	for _, ref := range distinct {
 		ev := audit.New(p, ItemAction(ref.Type, "move"), target(ref.Type, ref.ID))
 		ev.Details = map[string]any{"to": folderRef(dest), "bulk": bulk}
 		if from, ok := res.From[ref]; ok {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -56,6 +58,9 @@ func (s *service) Publish(ctx context.Context, p *identity.Principal, dep, id in
 		dash := Dashboard{ID: dashID, PublicID: publicID, DeploymentID: dep, WorkbookID: id, Status: StatusPublished,
 			AllowEmbed: embed, Config: cfg, VersionNumber: version, VersionID: versionID, ReportSnapshots: snaps,
 			CreatedBy: &createdBy, UpdatedBy: &updatedBy, Title: cfg.Title, Description: cfg.Description}
+		if err := s.checkPublishedSize(id, &dash); err != nil {
+			return Workbook{}, err
+		}
 		nd, err := s.store.UpdateItem(ctx, dep, id, TypeWorkbook, ItemPrecondition{PublishedVersion: &d.PublishedVersion},
 			ItemUpdate{Published: &dash, UpdatedAt: s.now(), UpdatedBy: p.User.ID})
 		if err != nil {
@@ -105,6 +110,18 @@ func (s *service) Unpublish(ctx context.Context, p *identity.Principal, dep, id 
 		return out[0], nil
 	}
 	return Workbook{}, busyf("workbook %d kept changing during the unpublish; retry", id)
+}
+
+// checkPublishedSize refuses a published dashboard over its limit. The draft's own limit
+// does not bound it: each snapshot copies its report's meta, and a draft's widgets can
+// name any number of reports.
+func (s *service) checkPublishedSize(workbook int64, dash *Dashboard) error {
+	b, _ := json.Marshal(dash) // built from decoded JSON, so it encodes
+	if len(b) > s.limits.PublishedBytes {
+		return errs.New(errs.TooLarge, "the published dashboard of workbook %d would be %d bytes, over the limit of %d bytes: its widgets name more reports (or larger ones) than one dashboard holds",
+			workbook, len(b), s.limits.PublishedBytes)
+	}
+	return nil
 }
 
 // snapshotReports copies each report a widget names into the published dashboard, but

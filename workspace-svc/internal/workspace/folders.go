@@ -85,37 +85,43 @@ func (s *service) release(ctx context.Context, dep, folder int64) {
 	_ = s.store.ReleaseFolder(context.WithoutCancel(ctx), dep, folder)
 }
 
-// folderForRead loads the snapshot and checks the caller's level on folder id.
-func (s *service) folderForRead(ctx context.Context, p *identity.Principal, dep, id int64, need Level, verb string) (*request, error) {
+// folderForRead reads folder id, in full, and its ancestor chain, and checks the caller's
+// level on it. The document read is the folder's node in the tree too, so the chain
+// costs only the ancestors' query; its place (parent, name, position) is the one the
+// check saw.
+func (s *service) folderForRead(ctx context.Context, p *identity.Principal, dep, id int64, need Level, verb string) (*request, *Item, error) {
 	r, err := s.begin(ctx, p, dep)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	docs, err := s.store.Items(ctx, dep, []int64{id})
+	if err != nil {
+		return nil, nil, err
+	}
+	d := docs[id]
+	if d == nil || d.Type != TypeFolder {
+		return nil, nil, notFound(TypeFolder, id)
+	}
+	r.addDocs(d)
 	if err := r.need(ctx, id); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if r.tree.folders[id] == nil {
-		return nil, notFound(TypeFolder, id)
+	n := r.tree.folders[id] // as need left it: read again if its chain did not add up
+	if n == nil {
+		return nil, nil, notFound(TypeFolder, id)
 	}
 	if r.tree.folderLevel(p, id) < need {
-		return nil, forbiddenf("you need %s access to folder %d to %s", need, id, verb)
+		return nil, nil, forbiddenf("you need %s access to folder %d to %s", need, id, verb)
 	}
-	return r, nil
+	d.Parent, d.Name, d.Position = n.Parent, n.Name, n.Position
+	return r, d, nil
 }
 
 // GetFolder returns a folder the caller can view.
 func (s *service) GetFolder(ctx context.Context, p *identity.Principal, dep, id int64) (Folder, error) {
-	r, err := s.folderForRead(ctx, p, dep, id, LevelView, "view it")
+	r, d, err := s.folderForRead(ctx, p, dep, id, LevelView, "view it")
 	if err != nil {
 		return Folder{}, err
-	}
-	docs, err := s.store.Items(ctx, dep, []int64{id})
-	if err != nil {
-		return Folder{}, err
-	}
-	d := docs[id]
-	if d == nil || d.Type != TypeFolder {
-		return Folder{}, notFound(TypeFolder, id)
 	}
 	return s.renderFolder(ctx, r, d)
 }
@@ -133,7 +139,7 @@ func (s *service) UpdateFolder(ctx context.Context, p *identity.Principal, dep, 
 	if name == nil && position == nil {
 		return Folder{}, invalidf("nothing to update: send name and/or position")
 	}
-	r, err := s.folderForRead(ctx, p, dep, id, LevelEdit, "change it")
+	r, _, err := s.folderForRead(ctx, p, dep, id, LevelEdit, "change it")
 	if err != nil {
 		return Folder{}, err
 	}
@@ -158,7 +164,7 @@ func (s *service) UpdateFolder(ctx context.Context, p *identity.Principal, dep, 
 func (s *service) DeleteFolder(ctx context.Context, p *identity.Principal, dep, id int64) error {
 	ctx, cancel := context.WithTimeout(ctx, writeDeadline)
 	defer cancel()
-	if _, err := s.folderForRead(ctx, p, dep, id, LevelManage, "delete it"); err != nil {
+	if _, _, err := s.folderForRead(ctx, p, dep, id, LevelManage, "delete it"); err != nil {
 		return err
 	}
 	now := s.now()
@@ -187,15 +193,22 @@ func (s *service) DeleteFolder(ctx context.Context, p *identity.Principal, dep, 
 
 // GetPermissions returns the grants set directly on a folder the caller manages.
 func (s *service) GetPermissions(ctx context.Context, p *identity.Principal, dep, id int64) ([]Grant, error) {
-	r, err := s.folderForRead(ctx, p, dep, id, LevelManage, "see its permissions")
+	r, _, err := s.folderForRead(ctx, p, dep, id, LevelManage, "see its permissions")
 	if err != nil {
 		return nil, err
 	}
 	return sortedGrants(r.tree.folders[id].Grants), nil
 }
 
+// MaxGrants bounds a folder's grants: every request that touches the folder or its
+// subtree reads them, and a listing reads those of every folder on its page.
+const MaxGrants = 1000
+
 // SetPermissions replaces the grants of a folder the caller manages.
 func (s *service) SetPermissions(ctx context.Context, p *identity.Principal, dep, id int64, grants []Grant) ([]Grant, error) {
+	if len(grants) > MaxGrants {
+		return nil, invalidf("a folder holds at most %d grants, not %d", MaxGrants, len(grants))
+	}
 	seen := map[int64]bool{}
 	for i, g := range grants {
 		if g.UserID <= 0 {
@@ -209,7 +222,7 @@ func (s *service) SetPermissions(ctx context.Context, p *identity.Principal, dep
 		}
 		seen[g.UserID] = true
 	}
-	if _, err := s.folderForRead(ctx, p, dep, id, LevelManage, "change its permissions"); err != nil {
+	if _, _, err := s.folderForRead(ctx, p, dep, id, LevelManage, "change its permissions"); err != nil {
 		return nil, err
 	}
 	if grants == nil {

@@ -143,6 +143,21 @@ func TestSetPermissionsValidatesEveryGrant(t *testing.T) {
 	if err != nil || len(got) != 2 || got[0].UserID != 5 {
 		t.Fatalf("grants %v (%v), want them by user id", got, err)
 	}
+	// Grants are read by every request under the folder: a caller cannot store any number.
+	many := make([]workspace.Grant, workspace.MaxGrants+1)
+	for i := range many {
+		many[i] = workspace.Grant{UserID: int64(i + 1), Level: "view"}
+	}
+	_, err = f.svc.SetPermissions(f.ctx, ai, f.dep, folder, many)
+	if e := wantErr(t, err, errs.Invalid, ""); e.Message != fmt.Sprintf("a folder holds at most %d grants, not %d", workspace.MaxGrants, workspace.MaxGrants+1) {
+		t.Fatalf("message %q", e.Message)
+	}
+	if kept, err := f.svc.GetPermissions(f.ctx, ai, f.dep, folder); err != nil || len(kept) != 2 {
+		t.Fatalf("a refused change touched the grants: %v (%v)", kept, err)
+	}
+	if got, err := f.svc.SetPermissions(f.ctx, ai, f.dep, folder, many[:workspace.MaxGrants]); err != nil || len(got) != workspace.MaxGrants {
+		t.Fatalf("%d grants, the limit: %d kept (%v)", workspace.MaxGrants, len(got), err)
+	}
 }
 
 func TestDeleteFolder(t *testing.T) {

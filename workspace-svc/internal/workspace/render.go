@@ -7,14 +7,12 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/analyticsco/platform/libs/httpx"
 )
 
 func (s *service) renderFolder(ctx context.Context, r *request, d *Item) (Folder, error) {
-	users, err := s.usersFor(ctx, r, []int64{d.CreatedBy})
-	if err != nil {
-		return Folder{}, err
-	}
-	fav, err := s.store.FavoriteSet(ctx, r.dep, r.p.User.ID, []int64{d.ID})
+	users, fav, err := s.ownersAndFavorites(ctx, r, []*Item{d})
 	if err != nil {
 		return Folder{}, err
 	}
@@ -27,11 +25,7 @@ func (s *service) renderFolder(ctx context.Context, r *request, d *Item) (Folder
 // render serializes items in the Workbook shape, loading their creators and the caller's
 // favorites among them at once.
 func (s *service) render(ctx context.Context, r *request, docs []*Item) ([]Workbook, error) {
-	users, err := s.usersFor(ctx, r, creators(docs))
-	if err != nil {
-		return nil, err
-	}
-	fav, err := s.store.FavoriteSet(ctx, r.dep, r.p.User.ID, idsOf(docs))
+	users, fav, err := s.ownersAndFavorites(ctx, r, docs)
 	if err != nil {
 		return nil, err
 	}
@@ -48,11 +42,7 @@ func (s *service) render(ctx context.Context, r *request, docs []*Item) ([]Workb
 // once.
 func (s *service) renderSummaries(ctx context.Context, r *request, docs []*Item) ([]ItemSummary, error) {
 	t := r.tree
-	users, err := s.usersFor(ctx, r, creators(docs))
-	if err != nil {
-		return nil, err
-	}
-	fav, err := s.store.FavoriteSet(ctx, r.dep, r.p.User.ID, idsOf(docs))
+	users, fav, err := s.ownersAndFavorites(ctx, r, docs)
 	if err != nil {
 		return nil, err
 	}
@@ -64,6 +54,20 @@ func (s *service) renderSummaries(ctx context.Context, r *request, docs []*Item)
 			UserID: &createdBy, User: owner(users, d.CreatedBy), FolderID: optionalID(d.Parent), FolderPath: t.path(d.Parent), Slug: slugOf(d), IsFavorite: &isFav}
 	}
 	return out, nil
+}
+
+// ownersAndFavorites loads what every rendering of docs shows besides the documents:
+// their creators (the `user` field) and which of them the caller marked a favorite.
+func (s *service) ownersAndFavorites(ctx context.Context, r *request, docs []*Item) (map[int64]User, map[int64]bool, error) {
+	users, err := s.usersFor(ctx, r, creators(docs))
+	if err != nil {
+		return nil, nil, err
+	}
+	fav, err := s.store.FavoriteSet(ctx, r.dep, r.p.User.ID, idsOf(docs))
+	if err != nil {
+		return nil, nil, err
+	}
+	return users, fav, nil
 }
 
 func renderItem(t *tree, users map[int64]User, d *Item) Workbook {
@@ -91,7 +95,7 @@ func (s *service) renderWithoutOwners(t *tree, docs []*Item) []Workbook {
 	return out
 }
 
-func formatTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+func formatTime(t time.Time) string { return t.UTC().Format(httpx.TimeLayout) }
 
 func optionalID(id int64) *int64 {
 	if id == 0 {

@@ -72,34 +72,32 @@ type Limits struct {
 	MetaBytes             int   // an item's meta JSON
 	CalculatedFieldsBytes int   // an item's calculatedFields JSON
 	DraftBytes            int   // a workbook's dashboard draft, as stored
+	PublishedBytes        int   // a workbook's published dashboard (its config and report snapshots), as stored
 	Favorites             int   // favorites of one user in one deployment
 	SearchScan            int   // items a search examines per page
 }
 
 // DefaultLimits are the limits when none are configured.
 var DefaultLimits = Limits{ItemsPerDeployment: 100_000, MetaBytes: 256 << 10, CalculatedFieldsBytes: 256 << 10, DraftBytes: 512 << 10,
-	Favorites: 1000, SearchScan: 1000}
+	PublishedBytes: 4 << 20, Favorites: 1000, SearchScan: 1000}
 
 func (l Limits) withDefaults() Limits {
-	if l.ItemsPerDeployment <= 0 {
-		l.ItemsPerDeployment = DefaultLimits.ItemsPerDeployment
-	}
-	if l.MetaBytes <= 0 {
-		l.MetaBytes = DefaultLimits.MetaBytes
-	}
-	if l.CalculatedFieldsBytes <= 0 {
-		l.CalculatedFieldsBytes = DefaultLimits.CalculatedFieldsBytes
-	}
-	if l.DraftBytes <= 0 {
-		l.DraftBytes = DefaultLimits.DraftBytes
-	}
-	if l.Favorites <= 0 {
-		l.Favorites = DefaultLimits.Favorites
-	}
-	if l.SearchScan <= 0 {
-		l.SearchScan = DefaultLimits.SearchScan
-	}
+	d := DefaultLimits
+	orDefault(&l.ItemsPerDeployment, d.ItemsPerDeployment)
+	orDefault(&l.MetaBytes, d.MetaBytes)
+	orDefault(&l.CalculatedFieldsBytes, d.CalculatedFieldsBytes)
+	orDefault(&l.DraftBytes, d.DraftBytes)
+	orDefault(&l.PublishedBytes, d.PublishedBytes)
+	orDefault(&l.Favorites, d.Favorites)
+	orDefault(&l.SearchScan, d.SearchScan)
 	return l
+}
+
+// orDefault sets a limit that is not configured (zero or less) to its default.
+func orDefault[T int | int64](limit *T, def T) {
+	if *limit <= 0 {
+		*limit = def
+	}
 }
 
 // Counter counts an event; a prometheus.Counter is one.

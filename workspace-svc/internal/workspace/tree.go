@@ -133,16 +133,6 @@ func (t *tree) height(id int64) int {
 	return best - n.Depth + 1
 }
 
-// hasSubfolders reports whether a loaded subtree of id holds any folder.
-func (t *tree) hasSubfolders(id int64) bool {
-	for _, x := range t.folders {
-		if containsID(x.Anc, id) {
-			return true
-		}
-	}
-	return false
-}
-
 func containsID(ids []int64, id int64) bool {
 	for _, x := range ids {
 		if x == id {
