@@ -18,6 +18,8 @@ type Config struct {
 	MaxMetaBytes             int    `env:"WORKSPACE_MAX_META_BYTES" default:"262144" help:"largest meta JSON of a workbook or report; larger is 413"`
 	MaxCalculatedFieldsBytes int    `env:"WORKSPACE_MAX_CALCULATED_FIELDS_BYTES" default:"262144" help:"largest calculatedFields JSON of a workbook or report; larger is 413"`
 	MaxDraftBytes            int    `env:"WORKSPACE_MAX_DRAFT_BYTES" default:"524288" help:"largest dashboard draft of a workbook; larger is 413"`
+	MaxPublishedBytes        int    `env:"WORKSPACE_MAX_PUBLISHED_BYTES" default:"4194304" help:"largest published dashboard of a workbook, as stored (its config and a snapshot of every report it names); a publish past it is 413"`
+	MaxFolderGrants          int    `env:"WORKSPACE_MAX_FOLDER_GRANTS" default:"1000" help:"most grants one folder holds; setting more is 400"`
 	MaxFavorites             int    `env:"WORKSPACE_MAX_FAVORITES" default:"1000" help:"favorites one user may keep in one deployment; one more is 400"`
 	MaxSearchScan            int    `env:"WORKSPACE_MAX_SEARCH_SCAN" default:"1000" help:"items a search or filtered listing examines per page before it answers the page so far (hasNextPage true, a cursor to go on)"`
 	NATSURL                  string `env:"NATS_URL" default:"nats://127.0.0.1:4223" secret:"true" help:"NATS with JetStream: the AUDIT stream the service's audit events go to (outside the local stack it carries the user and password: nats://user:password@host:4222)"`

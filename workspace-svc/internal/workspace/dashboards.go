@@ -118,7 +118,7 @@ func (s *service) Unpublish(ctx context.Context, p *identity.Principal, dep, id 
 func (s *service) checkPublishedSize(workbook int64, dash *Dashboard) error {
 	b, _ := json.Marshal(dash) // built from decoded JSON, so it encodes
 	if len(b) > s.limits.PublishedBytes {
-		return errs.New(errs.TooLarge, "the published dashboard of workbook %d would be %d bytes, over the limit of %d bytes: its widgets name more reports (or larger ones) than one dashboard holds",
+		return errs.New(errs.TooLarge, "the published dashboard of workbook %d would be %d bytes, over the limit of %d bytes (WORKSPACE_MAX_PUBLISHED_BYTES): its widgets name more reports (or larger ones) than one dashboard holds",
 			workbook, len(b), s.limits.PublishedBytes)
 	}
 	return nil

@@ -200,14 +200,12 @@ func (s *service) GetPermissions(ctx context.Context, p *identity.Principal, dep
 	return sortedGrants(r.tree.folders[id].Grants), nil
 }
 
-// MaxGrants bounds a folder's grants: every request that touches the folder or its
-// subtree reads them, and a listing reads those of every folder on its page.
-const MaxGrants = 1000
-
 // SetPermissions replaces the grants of a folder the caller manages.
 func (s *service) SetPermissions(ctx context.Context, p *identity.Principal, dep, id int64, grants []Grant) ([]Grant, error) {
-	if len(grants) > MaxGrants {
-		return nil, invalidf("a folder holds at most %d grants, not %d", MaxGrants, len(grants))
+	// Bounded: every request that touches the folder or its subtree reads its grants, and
+	// a listing reads those of every folder on its page.
+	if len(grants) > s.limits.Grants {
+		return nil, invalidf("a folder holds at most %d grants (WORKSPACE_MAX_FOLDER_GRANTS), not %d", s.limits.Grants, len(grants))
 	}
 	seen := map[int64]bool{}
 	for i, g := range grants {

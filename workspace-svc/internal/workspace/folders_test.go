@@ -144,19 +144,19 @@ func TestSetPermissionsValidatesEveryGrant(t *testing.T) {
 		t.Fatalf("grants %v (%v), want them by user id", got, err)
 	}
 	// Grants are read by every request under the folder: a caller cannot store any number.
-	many := make([]workspace.Grant, workspace.MaxGrants+1)
+	many := make([]workspace.Grant, workspace.DefaultLimits.Grants+1)
 	for i := range many {
 		many[i] = workspace.Grant{UserID: int64(i + 1), Level: "view"}
 	}
 	_, err = f.svc.SetPermissions(f.ctx, ai, f.dep, folder, many)
-	if e := wantErr(t, err, errs.Invalid, ""); e.Message != fmt.Sprintf("a folder holds at most %d grants, not %d", workspace.MaxGrants, workspace.MaxGrants+1) {
+	if e := wantErr(t, err, errs.Invalid, ""); e.Message != fmt.Sprintf("a folder holds at most %d grants (WORKSPACE_MAX_FOLDER_GRANTS), not %d", workspace.DefaultLimits.Grants, workspace.DefaultLimits.Grants+1) {
 		t.Fatalf("message %q", e.Message)
 	}
 	if kept, err := f.svc.GetPermissions(f.ctx, ai, f.dep, folder); err != nil || len(kept) != 2 {
 		t.Fatalf("a refused change touched the grants: %v (%v)", kept, err)
 	}
-	if got, err := f.svc.SetPermissions(f.ctx, ai, f.dep, folder, many[:workspace.MaxGrants]); err != nil || len(got) != workspace.MaxGrants {
-		t.Fatalf("%d grants, the limit: %d kept (%v)", workspace.MaxGrants, len(got), err)
+	if got, err := f.svc.SetPermissions(f.ctx, ai, f.dep, folder, many[:workspace.DefaultLimits.Grants]); err != nil || len(got) != workspace.DefaultLimits.Grants {
+		t.Fatalf("%d grants, the limit: %d kept (%v)", workspace.DefaultLimits.Grants, len(got), err)
 	}
 }
 

@@ -73,13 +73,14 @@ type Limits struct {
 	CalculatedFieldsBytes int   // an item's calculatedFields JSON
 	DraftBytes            int   // a workbook's dashboard draft, as stored
 	PublishedBytes        int   // a workbook's published dashboard (its config and report snapshots), as stored
+	Grants                int   // grants of one folder
 	Favorites             int   // favorites of one user in one deployment
 	SearchScan            int   // items a search examines per page
 }
 
 // DefaultLimits are the limits when none are configured.
 var DefaultLimits = Limits{ItemsPerDeployment: 100_000, MetaBytes: 256 << 10, CalculatedFieldsBytes: 256 << 10, DraftBytes: 512 << 10,
-	PublishedBytes: 4 << 20, Favorites: 1000, SearchScan: 1000}
+	PublishedBytes: 4 << 20, Grants: 1000, Favorites: 1000, SearchScan: 1000}
 
 func (l Limits) withDefaults() Limits {
 	d := DefaultLimits
@@ -88,6 +89,7 @@ func (l Limits) withDefaults() Limits {
 	orDefault(&l.CalculatedFieldsBytes, d.CalculatedFieldsBytes)
 	orDefault(&l.DraftBytes, d.DraftBytes)
 	orDefault(&l.PublishedBytes, d.PublishedBytes)
+	orDefault(&l.Grants, d.Grants)
 	orDefault(&l.Favorites, d.Favorites)
 	orDefault(&l.SearchScan, d.SearchScan)
 	return l
