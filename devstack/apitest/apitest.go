@@ -122,7 +122,6 @@ func (c *Client) Send(t testing.TB, req *http.Request) Response {
 	return Response{Status: resp.StatusCode, Header: resp.Header, Body: raw}
 }
 
-
 // Decode unmarshals the body into v, failing t when it is not that JSON.
 func (r Response) Decode(t testing.TB, v any) {
 	t.Helper()

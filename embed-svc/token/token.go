@@ -42,7 +42,7 @@ type Claims struct {
 	Settings json.RawMessage `json:"set,omitempty"`
 }
 
-// ErrIncomplete: a token without sid, acc or dep is no embed session token, whoever
+// ErrIncomplete means a token without sid, acc or dep is no embed session token, whoever
 // signed it.
 var ErrIncomplete = errors.New("embed token lacks sid, acc or dep")
 

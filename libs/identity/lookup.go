@@ -65,7 +65,7 @@ type UserReply struct {
 	Error string `json:"error,omitempty"`
 }
 
-// ErrNotFound: the identity store has no such deployment, or the account no such user.
+// ErrNotFound means the identity store has no such deployment, or the account no such user.
 var ErrNotFound = errors.New("identity: not found")
 
 // Lookup asks the identity store, through the gateway. Every failure to get an answer

@@ -16,9 +16,6 @@ import (
 	"github.com/analyticsco/platform/systemtest/stacktest"
 )
 
-// seriesCount is the number of time series a process's /metrics exposes.
-func seriesCount(t *testing.T, addr string) int { return len(seriesSet(t, addr)) }
-
 // seriesSet is the set of series (name and labels) a process's /metrics exposes.
 func seriesSet(t *testing.T, addr string) map[string]bool {
 	t.Helper()

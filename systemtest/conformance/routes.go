@@ -110,6 +110,7 @@ type scanner struct {
 	// every call expression of the package, by the name of the function called
 	calls map[string][]*ast.CallExpr
 	// the function literal assigned to a local name, by that name's object
+	//lint:ignore SA1019 this scanner resolves names through the parser's objects, without type information, which is enough for the literal route tables it reads
 	closures map[*ast.Object]*ast.FuncLit
 	// the function (literal or declaration) whose parameter list holds a field
 	paramOwner map[*ast.Field]ast.Node
@@ -158,6 +159,7 @@ func join(a, b value) (value, bool) {
 
 func scanPackage(fset *token.FileSet, files []*ast.File) ([]Route, []Unresolved) {
 	s := &scanner{fset: fset, globals: map[string]ast.Expr{}, funcs: map[string]*ast.FuncDecl{},
+		//lint:ignore SA1019 see scanner.closures
 		calls: map[string][]*ast.CallExpr{}, closures: map[*ast.Object]*ast.FuncLit{}, paramOwner: map[*ast.Field]ast.Node{}}
 	for _, f := range files {
 		s.index(f)

@@ -401,13 +401,7 @@ func newDocs(before, after []string) []string {
 
 // bulkOutcome splits a bulk move's answer into its moved and failed entries.
 func bulkOutcome(r reply) (moved, failed []map[string]any) {
-	for _, m := range asList(r.body["moved"]) {
-		moved = append(moved, m)
-	}
-	for _, f := range asList(r.body["failed"]) {
-		failed = append(failed, f)
-	}
-	return moved, failed
+	return asList(r.body["moved"]), asList(r.body["failed"])
 }
 
 func asList(v any) []map[string]any {

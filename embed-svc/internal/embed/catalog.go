@@ -88,7 +88,7 @@ func (s *service) ListDefinitions(ctx context.Context, p *identity.Principal, q 
 	return page, nil
 }
 
-// ErrBadCursor: the after cursor is not one this service issued.
+// ErrBadCursor means the after cursor is not one this service issued.
 var ErrBadCursor = errors.New("bad cursor")
 
 // CreateDefinition adds a definition to the account-wide catalog.

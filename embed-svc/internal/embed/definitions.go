@@ -130,7 +130,7 @@ func (s *service) applyDefinitions(ctx context.Context, accountID int64, scope s
 	return ids, nil
 }
 
-// ErrConflictType: a concurrent request created the attribute with another type.
+// ErrConflictType means a concurrent request created the attribute with another type.
 var ErrConflictType = errors.New("attribute type differs")
 
 // userUpdate is what a mint writes onto its external user: the profile it sends, the
@@ -155,7 +155,7 @@ func userUpdate(req *GenerateSessionRequest, scope, tenant string, plan *definit
 		if u.SetAttributes == nil {
 			u.SetAttributes = map[string]StoredValue{}
 		}
-		u.SetAttributes[id] = StoredValue{Name: a.Name, Value: a.Value}
+		u.SetAttributes[id] = StoredValue(a)
 	}
 	return u
 }
@@ -169,7 +169,7 @@ func userScopeView(u ExternalUser, scope string) ([]string, []AttributeValue) {
 	sort.Strings(groups)
 	attrs := []AttributeValue{}
 	for _, v := range u.Attributes[scope] {
-		attrs = append(attrs, AttributeValue{Name: v.Name, Value: v.Value})
+		attrs = append(attrs, AttributeValue(v))
 	}
 	sort.Slice(attrs, func(i, j int) bool { return attrs[i].Name < attrs[j].Name })
 	return groups, attrs

@@ -223,10 +223,10 @@ func (s *service) provisionExternalUser(ctx context.Context, p *identity.Princip
 }
 
 // setExternalUser makes u the session's user, with its memberships and values in scope.
-func (sess *Session) setExternalUser(u ExternalUser, scope string) {
+func (s *Session) setExternalUser(u ExternalUser, scope string) {
 	ext := u.ExternalID
-	sess.User = SessionUser{Kind: "external", ID: u.ID, ExternalID: &ext, Email: u.Email, DisplayName: u.DisplayName, Picture: u.Picture}
-	sess.Groups, sess.Attributes = userScopeView(u, scope)
+	s.User = SessionUser{Kind: "external", ID: u.ID, ExternalID: &ext, Email: u.Email, DisplayName: u.DisplayName, Picture: u.Picture}
+	s.Groups, s.Attributes = userScopeView(u, scope)
 }
 
 // storeSession writes the session's durable record, then makes its id exchangeable: a

@@ -98,8 +98,7 @@ func requireAccountAdmin(p *identity.Principal) error {
 }
 
 func settingsView(a AccountSettings) AccountSettingsView {
-	return AccountSettingsView{AllowAI: a.AllowAI, ShowDashboardChat: a.ShowDashboardChat, ShowWorkbookChat: a.ShowWorkbookChat,
-		ShowAIWidgets: a.ShowAIWidgets, Locale: a.Locale, Timezone: a.Timezone}
+	return AccountSettingsView(a)
 }
 
 // GetAccountSettings returns the account-wide layer of the settings cascade.

@@ -97,8 +97,7 @@ func TestEmbedTokens(t *testing.T) {
 	jwks := httptest.NewServer(ek)
 	defer jwks.Close()
 
-	var h *harness
-	h = newHarness(t, func(o *gateway.Options) {
+	h := newHarness(t, func(o *gateway.Options) {
 		ek.signer = o.Signer
 		keys := auth.NewKeySet(nil, jwks.URL).WithRequestDecorator(embedauth.SignedRequest(o.Signer)).WithMinRefresh(0)
 		o.Embed = embedauth.New(keys, "https://embed.test", rdb, o.Auth, nil).Instrument(reg)

@@ -1,6 +1,6 @@
 // Package openapi embeds the API description. openapi.yaml here is a copy of the one
-// at the repository root (kept identical by a test and by `make openapi`), because
-// go:embed cannot reach outside the module.
+// at the repository root (kept identical by a test and by `make openapi`), because an
+// embed directive cannot reach outside the module.
 package openapi
 
 import (
