@@ -119,7 +119,3 @@ require (
 	github.com/oklog/ulid/v2 v2.1.2 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 )
-
-// go-kit (used by sibling modules of the workspace) requires a 2021 genproto that still
-// holds googleapis/rpc; a current genproto keeps the workspace build unambiguous.
-require google.golang.org/genproto v0.0.0-20260128011058-8636f8732409 // indirect
