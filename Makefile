@@ -5,6 +5,7 @@
 #   make seed   (stack running) create the demo data and print credentials as JSON
 #   make bench  benchmarks; prints one table of figures and ratios (and a 30 s soak)
 #   make soak   the soak alone, DURATION long (default 10m): does any process leak?
+#   make lint   gofmt, go vet, staticcheck and go mod tidy -diff in every module (CI runs it first)
 
 SHELL := /bin/bash
 MODULES := libs devstack systemtest gateway workspace-svc embed-svc dbtsync-svc
@@ -69,9 +70,24 @@ fuzz:
 fuzz-ci:
 	@$(GO) run ./devstack/cmd/fuzzall -fuzztime 2s
 
-lint:
-	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
-	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
+# The lint gate (.ci/run runs it before the tests): gofmt, go vet, staticcheck (every
+# check, staticcheck.conf) and go mod tidy -diff, in every module. The tools are pinned in
+# tools/go.mod and built from the Go module proxy into bin/tools.
+TOOLS := $(CURDIR)/$(BIN)/tools
+LINT_MODULES := $(MODULES) tools
+
+$(TOOLS)/staticcheck: tools/go.mod tools/go.sum
+	@mkdir -p $(TOOLS)
+	@cd tools && GOWORK=off $(GO) build -o $(TOOLS)/staticcheck honnef.co/go/tools/cmd/staticcheck
+
+lint: $(TOOLS)/staticcheck
+	@echo "== gofmt"; unformatted="$$(gofmt -l $(LINT_MODULES))"; \
+		if [ -n "$$unformatted" ]; then echo "not gofmt-ed (run gofmt -w):"; echo "$$unformatted"; exit 1; fi
+	@set -e; for m in $(MODULES); do \
+		echo "== $$m: go vet, staticcheck, go mod tidy -diff"; \
+		(cd $$m && $(GO) vet ./... && $(TOOLS)/staticcheck ./... && $(GO) mod tidy -diff); \
+	done
+	@echo "== tools: go mod tidy -diff"; cd tools && GOWORK=off $(GO) mod tidy -diff
 
 # redis-server is a real child process of the stack and of the tests.
 ensure-redis:
