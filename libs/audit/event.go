@@ -35,9 +35,13 @@ type Event struct {
 	Action       string    `json:"action"`
 	Target       Target    `json:"target"`
 	Outcome      Outcome   `json:"outcome"`
-	RequestID    string    `json:"requestId,omitempty"`
-	TraceID      string    `json:"traceId,omitempty"`
-	ClientAddr   string    `json:"clientAddress,omitempty"`
+	// RequestID is the platform's id of the request (the gateway assigns it); a client's
+	// own X-Request-Id, when short and safe, is ClientRequestID: a client chooses it, so it
+	// never stands for the platform's.
+	RequestID       string `json:"requestId,omitempty"`
+	ClientRequestID string `json:"clientRequestId,omitempty"`
+	TraceID         string `json:"traceId,omitempty"`
+	ClientAddr      string `json:"clientAddress,omitempty"`
 	// Details are a few facts of the action (from and to folder, revoked count): set by
 	// the recording service, bounded by Bound.
 	Details map[string]any `json:"details,omitempty"`
@@ -170,6 +174,9 @@ func complete(ctx context.Context, ev *Event, service string, now time.Time) {
 	if ev.RequestID == "" {
 		ev.RequestID = logging.RequestID(ctx)
 	}
+	if ev.ClientRequestID == "" {
+		ev.ClientRequestID = logging.ClientRequestID(ctx)
+	}
 	if sc := trace.SpanContextFromContext(ctx); ev.TraceID == "" && sc.HasTraceID() {
 		ev.TraceID = sc.TraceID().String()
 	}
@@ -189,7 +196,7 @@ const (
 
 // Bound cuts every string of ev to MaxStringBytes and drops details over their limits.
 func Bound(ev *Event) {
-	for _, s := range []*string{&ev.Action, &ev.Service, &ev.Target.Type, &ev.Target.ID, &ev.RequestID, &ev.TraceID,
+	for _, s := range []*string{&ev.Action, &ev.Service, &ev.Target.Type, &ev.Target.ID, &ev.RequestID, &ev.ClientRequestID, &ev.TraceID,
 		&ev.ClientAddr, &ev.Actor.Type, &ev.Actor.ID, &ev.Actor.APIKeyID, &ev.Actor.EmbedTenant, &ev.Actor.ExternalID, &ev.Outcome.Code} {
 		*s = cut(*s)
 	}

@@ -210,8 +210,16 @@ func (b *bufferPool) Put(buf *[]byte) { b.p.Put(buf) }
 // span and log see every early return.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	rid := server.RequestID(r)
-	info := &logging.RequestInfo{ID: rid}
+	// The request id is the platform's own, always: a client could otherwise give its
+	// requests (and their audit events) the id of someone else's. A client's short and
+	// safe X-Request-Id is kept beside it, for the client's own correlation.
+	rid := server.NewRequestID()
+	clientRID := r.Header.Get(server.RequestIDHeader)
+	if !server.ValidRequestID(clientRID) {
+		clientRID = ""
+	}
+	r.Header.Del(server.ClientRequestIDHeader)
+	info := &logging.RequestInfo{ID: rid, ClientID: clientRID}
 	ctx := logging.WithRequest(r.Context(), info)
 	ctx = g.prop.Extract(ctx, propagation.HeaderCarrier(r.Header))
 	rt, matched := match(r.URL.Path)
@@ -240,7 +248,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if code >= 500 {
 				level = slog.LevelWarn
 			}
-			g.o.Logger.Log(ctx, level, "request", "method", r.Method, "path", r.URL.Path, "status", code, "duration_ms", float64(elapsed.Microseconds())/1000)
+			g.o.Logger.Log(ctx, level, "request", "method", obs.MethodLabel(r.Method), "path", logging.Path(r.URL.Path), "status", code,
+				"duration_ms", float64(elapsed.Microseconds())/1000)
 		}
 	}()
 	// Identity headers are ours alone: whatever a client sends under that prefix is gone
@@ -316,6 +325,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Header.Set(identity.Header, hdr)
 	r.Header.Set(server.RequestIDHeader, rid)
+	if clientRID != "" {
+		r.Header.Set(server.ClientRequestIDHeader, clientRID)
+	}
 	g.proxies[rt.svc].ServeHTTP(rec, r)
 }
 

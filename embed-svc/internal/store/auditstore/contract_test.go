@@ -46,7 +46,7 @@ var base = time.Date(2026, 11, 25, 8, 0, 0, 0, time.UTC)
 func event(acc int64, at time.Duration, action string, mod func(*audit.Event)) audit.Event {
 	ev := audit.Event{ID: audit.NewID(base.Add(at)), Time: base.Add(at), Service: "workspace-svc", AccountID: acc, Action: action,
 		Actor: audit.Actor{Type: audit.ActorUser, ID: "7", UserID: 7}, Target: audit.Target{Type: "folder", ID: "1"},
-		Outcome: audit.Succeeded(200), RequestID: "r", TraceID: "t", ClientAddr: "192.0.2.1"}
+		Outcome: audit.Succeeded(200), RequestID: "r", ClientRequestID: "client-r", TraceID: "t", ClientAddr: "192.0.2.1"}
 	if mod != nil {
 		mod(&ev)
 	}
@@ -117,7 +117,7 @@ func contract(t *testing.T, s auditsvc.Store) {
 		want := evs[10]
 		if gen.ID != want.ID || !gen.Time.Equal(want.Time) || gen.Actor != want.Actor || gen.Outcome != want.Outcome ||
 			gen.Target != want.Target || gen.Details["externalId"] != "ext-1" || gen.Details["count"] != 3.0 ||
-			gen.RequestID != "r" || gen.TraceID != "t" || gen.ClientAddr != "192.0.2.1" || gen.Service != "workspace-svc" {
+			gen.RequestID != "r" || gen.ClientRequestID != "client-r" || gen.TraceID != "t" || gen.ClientAddr != "192.0.2.1" || gen.Service != "workspace-svc" {
 			t.Fatalf("round trip:\n got %+v\nwant %+v", gen, want)
 		}
 	})

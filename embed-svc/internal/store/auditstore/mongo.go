@@ -62,6 +62,7 @@ type eventDoc struct {
 	Status       int       `bson:"status,omitempty"`
 	Code         string    `bson:"code,omitempty"`
 	RequestID    string    `bson:"requestId,omitempty"`
+	ClientReqID  string    `bson:"clientRequestId,omitempty"`
 	TraceID      string    `bson:"traceId,omitempty"`
 	ClientAddr   string    `bson:"clientAddr,omitempty"`
 	Details      string    `bson:"details,omitempty"`
@@ -98,7 +99,7 @@ func toDoc(ev audit.Event) eventDoc {
 	d := eventDoc{ID: ev.ID, Time: ev.Time.UTC(), Service: ev.Service, AccountID: ev.AccountID, DeploymentID: ev.DeploymentID,
 		Actor: actorDoc(ev.Actor), Actors: ActorKeys(ev.Actor), Action: ev.Action,
 		TargetType: ev.Target.Type, TargetID: ev.Target.ID, Result: ev.Outcome.Result, Status: ev.Outcome.Status, Code: ev.Outcome.Code,
-		RequestID: ev.RequestID, TraceID: ev.TraceID, ClientAddr: ev.ClientAddr}
+		RequestID: ev.RequestID, ClientReqID: ev.ClientRequestID, TraceID: ev.TraceID, ClientAddr: ev.ClientAddr}
 	if len(ev.Details) > 0 {
 		if raw, err := json.Marshal(ev.Details); err == nil {
 			d.Details = string(raw)
@@ -110,7 +111,8 @@ func toDoc(ev audit.Event) eventDoc {
 func (d eventDoc) event() audit.Event {
 	ev := audit.Event{ID: d.ID, Time: d.Time.UTC(), Service: d.Service, AccountID: d.AccountID, DeploymentID: d.DeploymentID,
 		Actor: audit.Actor(d.Actor), Action: d.Action, Target: audit.Target{Type: d.TargetType, ID: d.TargetID},
-		Outcome: audit.Outcome{Result: d.Result, Status: d.Status, Code: d.Code}, RequestID: d.RequestID, TraceID: d.TraceID, ClientAddr: d.ClientAddr}
+		Outcome: audit.Outcome{Result: d.Result, Status: d.Status, Code: d.Code}, RequestID: d.RequestID, ClientRequestID: d.ClientReqID,
+		TraceID: d.TraceID, ClientAddr: d.ClientAddr}
 	if d.Details != "" {
 		_ = json.Unmarshal([]byte(d.Details), &ev.Details)
 	}
