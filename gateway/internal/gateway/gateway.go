@@ -139,9 +139,12 @@ func (g *Gateway) withinRateLimit(w http.ResponseWriter, r *http.Request, rt rou
 	}
 	d, err := g.o.RateLimiter.Allow(r.Context(), key, limit)
 	if err != nil {
-		// Counting failed (Redis unreachable): serve rather than refuse everyone.
-		g.o.Logger.WarnContext(r.Context(), "rate limit not applied", "err", err)
-		return true
+		// Counting failed (Redis unreachable): refused with 503, never served unlimited.
+		// Both limited routes keep their sessions in the same Redis, so they could not be
+		// served anyway.
+		g.o.Logger.WarnContext(r.Context(), "rate limit not checked", "err", err)
+		writeLimitUnavailable(w)
+		return false
 	}
 	w.Header().Set("X-RateLimit-Limit", strconv.FormatInt(limit.N, 10))
 	w.Header().Set("X-RateLimit-Remaining", strconv.FormatInt(d.Remaining, 10))
@@ -294,18 +297,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Body = cb
 		r = r.WithContext(context.WithValue(r.Context(), ctxClientBody, cb))
 	}
-	if rt.policy != policyPublic && g.failedAuthThrottled(rec, r) {
-		return
-	}
-	p, err := g.authorize(r, rt)
-	if err != nil {
-		if isAuthFailure(err) && g.countFailedAuth(ctx, rec, r) {
-			return
-		}
-		g.writeAuthError(rec, r, rt, err)
-		return
-	}
-	if !g.withinRateLimit(rec, r, rt, p) {
+	p, ok := g.authenticate(rec, r, rt)
+	if !ok || !g.withinRateLimit(rec, r, rt, p) {
 		return
 	}
 	// Public routes get a signed anonymous principal too, so a service can tell a request
@@ -329,6 +322,30 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Header.Set(server.ClientRequestIDHeader, clientRID)
 	}
 	g.proxies[rt.svc].ServeHTTP(rec, r)
+}
+
+// authenticate authorizes r for rt, answering the failure itself (ok false). A client
+// address or credential over AUTH_FAILURE_LIMIT is still served when its credential
+// verifies, with API keys checked from the caches only; what fails then is 429.
+func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request, rt route) (*identity.Principal, bool) {
+	var throttle authThrottle
+	throttled := false
+	if rt.policy != policyPublic {
+		if throttle, throttled = g.authThrottled(r); throttled {
+			r = r.WithContext(auth.CacheOnly(r.Context()))
+		}
+	}
+	p, err := g.authorize(r, rt)
+	switch {
+	case err == nil:
+		return p, true
+	case throttled && (isAuthFailure(err) || errors.Is(err, auth.ErrNotCached)):
+		g.writeAuthThrottled(w, throttle)
+	case isAuthFailure(err) && g.countFailedAuth(r.Context(), w, r):
+	default:
+		g.writeAuthError(w, r, rt, err)
+	}
+	return nil, false
 }
 
 // authError is an authorization failure with its status, message and, for a named rule,
