@@ -8,8 +8,10 @@
 package audit
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/json"
 	"strconv"
 	"time"
@@ -142,6 +144,14 @@ func New(p *identity.Principal, action string, target Target) Event {
 // NewID is a fresh event id at t: a ULID, so ids sort as their times do.
 func NewID(t time.Time) string {
 	return ulid.MustNew(ulid.Timestamp(t), rand.Reader).String()
+}
+
+// DerivedID is an event id at t whose random part derives from seed: the same t and
+// seed give the same id, so an event that many writers update (the audit trail's summary
+// of one account's merged events in one window) has one id without coordination.
+func DerivedID(t time.Time, seed string) string {
+	sum := sha256.Sum256([]byte(seed))
+	return ulid.MustNew(ulid.Timestamp(t), bytes.NewReader(sum[:])).String()
 }
 
 // IDAt is the smallest id an event at t can have: the bound of a time range over ids.
