@@ -15,7 +15,6 @@ import (
 	"encoding/json"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/oklog/ulid/v2"
 	"go.opentelemetry.io/otel/trace"
@@ -235,13 +234,4 @@ func Bound(ev *Event) {
 	}
 }
 
-func cut(s string) string {
-	if len(s) <= MaxStringBytes {
-		return s
-	}
-	n := MaxStringBytes
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}
+func cut(s string) string { return logging.Cut(s, MaxStringBytes) }

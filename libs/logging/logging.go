@@ -58,17 +58,24 @@ func ClientRequestID(ctx context.Context) string {
 // size.
 const MaxPathBytes = 256
 
-// Path is a request path as a log line carries it: cut to MaxPathBytes (at a rune
-// boundary), with "..." marking the cut.
+// Path is a request path as a log line carries it: cut to MaxPathBytes, with "..."
+// marking the cut.
 func Path(p string) string {
-	if len(p) <= MaxPathBytes {
-		return p
+	if c := Cut(p, MaxPathBytes); len(c) < len(p) {
+		return c + "..."
 	}
-	n := MaxPathBytes
-	for n > 0 && !utf8.RuneStart(p[n]) {
+	return p
+}
+
+// Cut is s cut to at most n bytes, at a rune boundary.
+func Cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}
-	return p[:n] + "..."
+	return s[:n]
 }
 
 // New returns a JSON logger writing to w at the given level ("debug", "info", "warn",

@@ -177,19 +177,11 @@ func TestEachProcessConnectsToNATSAsItsOwnUser(t *testing.T) {
 		if _, ok := natsSvc.Environment[natsPasswordVar(p.name)]; !ok {
 			t.Errorf("compose nats does not get %s", natsPasswordVar(p.name))
 		}
-		var dep struct {
-			Spec struct {
-				Template struct {
-					Spec struct {
-						Containers []container `yaml:"containers"`
-					} `yaml:"spec"`
-				} `yaml:"template"`
-			} `yaml:"spec"`
-		}
-		if _, ok := m.find(t, "Deployment", p.name, &dep); !ok {
+		containers, ok := m.containers(t, p.name)
+		if !ok {
 			t.Fatalf("no Deployment %s", p.name)
 		}
-		for _, e := range dep.Spec.Template.Spec.Containers[0].Env {
+		for _, e := range containers[0].Env {
 			if e.Name != "NATS_URL" || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
 				continue
 			}

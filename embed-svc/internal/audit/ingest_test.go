@@ -92,7 +92,7 @@ func TestIngesterStoresOnlyWhatAServiceMayRecordOnItsOwnSubject(t *testing.T) {
 	if evs := stored(t, st, 2); len(evs) != 1 || evs[0].ID != genuine.ID {
 		t.Fatalf("account 2 holds %+v, want only the worker's own dbtsync.sync.finish", evs)
 	}
-	if got := metric(t, reg, "audit_ingest_failures_total", "forged"); got != 3 {
+	if got := devstack.MetricValue(t, reg, "audit_ingest_failures_total", "forged"); got != 3 {
 		t.Errorf("audit_ingest_failures_total{reason=forged} = %v, want 3", got)
 	}
 }
@@ -131,7 +131,7 @@ func TestAccountAuditVolumeIsBoundedAndWhatWasMergedIsCounted(t *testing.T) {
 	if len(evs) != 6 || summary == nil || summary.ID != merged || number(summary.Details["merged"]) != 7 {
 		t.Fatalf("account 1 holds %d events (summary %+v), want 5 and a summary of 7 merged", len(evs), summary)
 	}
-	if got := metric(t, reg, "audit_events_merged_total", ""); got != 7 {
+	if got := devstack.MetricValue(t, reg, "audit_events_merged_total"); got != 7 {
 		t.Errorf("audit_events_merged_total = %v, want 7", got)
 	}
 }
@@ -145,30 +145,4 @@ func number(v any) float64 {
 		return n
 	}
 	return -1
-}
-
-// metric is the value of the counter name (with reason, when not "") as the registry
-// exposes it.
-func metric(t *testing.T, reg *prometheus.Registry, name, reason string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			match := reason == ""
-			for _, l := range m.GetLabel() {
-				match = match || (l.GetName() == "reason" && l.GetValue() == reason)
-			}
-			if match {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	t.Fatalf("no %s{reason=%q} gathered", name, reason)
-	return 0
 }
