@@ -85,11 +85,14 @@ func (g *Gateway) trusted(a netip.Addr) bool {
 
 // Failed authentications are counted twice, per client address and per credential
 // (an API key's id, a bearer token's hash), each against AUTH_FAILURE_LIMIT. Past it the
-// address or the credential is throttled: its requests are still authenticated, but an
-// API key only from the caches (auth.CacheOnly), so guessing costs the identity store
-// nothing. What fails then is answered 429; what verifies is served, so one client
-// failing behind an office NAT does not lock the office's valid credentials out. The
-// throttle is remembered in this replica; the counts are shared in Redis.
+// address or the credential is throttled, not locked out: its requests are still
+// authenticated, and what verifies is served, so one client failing behind an office NAT
+// does not lock the office's valid credentials out, nor can someone who knows a key's id
+// lock its owner out. What fails is answered 429. From a throttled address an API key is
+// checked from the caches only (auth.CacheOnly): there a guesser could name a new key id
+// every time, each a query to the identity store. A throttled credential is one key id,
+// whose record the caches hold after one query. The throttle is remembered in this
+// replica; the counts are shared in Redis.
 
 // failureKeys are the counters a failed authentication of r adds to: its client
 // address, and its credential when it names one.
@@ -109,10 +112,12 @@ func (g *Gateway) failureKeys(r *http.Request) (addr, cred string) {
 	return addr, cred
 }
 
-// authThrottle is why a request is throttled: until when, and whom it names.
+// authThrottle is why a request is throttled: until when, whom it names, and whether
+// its API key may be checked from the caches only (its address is throttled).
 type authThrottle struct {
-	until time.Time
-	who   string
+	until     time.Time
+	who       string
+	cacheOnly bool
 }
 
 // authThrottled reports whether r's client address or credential is over the limit.
@@ -123,7 +128,7 @@ func (g *Gateway) authThrottled(r *http.Request) (authThrottle, bool) {
 	addr, cred := g.failureKeys(r)
 	now := time.Now()
 	if until, ok := g.blocked.Get(addr); ok && now.Before(until) {
-		return authThrottle{until: until, who: "this client address"}, true
+		return authThrottle{until: until, who: "this client address", cacheOnly: true}, true
 	}
 	if until, ok := g.blocked.Get(cred); ok && cred != "" && now.Before(until) {
 		return authThrottle{until: until, who: "this credential"}, true

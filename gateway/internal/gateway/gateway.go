@@ -326,12 +326,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // authenticate authorizes r for rt, answering the failure itself (ok false). A client
 // address or credential over AUTH_FAILURE_LIMIT is still served when its credential
-// verifies, with API keys checked from the caches only; what fails then is 429.
+// verifies (from a throttled address, API keys from the caches only); what fails then
+// is 429.
 func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request, rt route) (*identity.Principal, bool) {
 	var throttle authThrottle
 	throttled := false
 	if rt.policy != policyPublic {
-		if throttle, throttled = g.authThrottled(r); throttled {
+		if throttle, throttled = g.authThrottled(r); throttled && throttle.cacheOnly {
 			r = r.WithContext(auth.CacheOnly(r.Context()))
 		}
 	}
