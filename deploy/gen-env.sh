@@ -32,7 +32,10 @@ umask 077
   echo "IDENTITY_KEY_DBTSYNC_SVC=$(service_key dbtsync-svc)"
   echo "DBT_CREDENTIALS_KEY=$(openssl rand -base64 32)"
   echo "EMBED_KEY_ENCRYPTION_KEY=$(openssl rand -base64 32)"
-  echo "NATS_PASSWORD=$(openssl rand -hex 24)"
+  # One NATS user per process (deploy/nats/platform-users.conf).
+  for u in GATEWAY WORKSPACE EMBED DBTSYNC DBTSYNC_WORKER PLATFORMCTL; do
+    echo "NATS_${u}_PASSWORD=$(openssl rand -hex 24)"
+  done
   echo "GRAFANA_ADMIN_PASSWORD=$(openssl rand -hex 16)"
   for u in ROOT GATEWAY WORKSPACE EMBED DBTSYNC; do
     echo "MONGO_${u}_PASSWORD=$(openssl rand -hex 24)"

@@ -16,29 +16,7 @@ import (
 
 // value is one series of reg: name plus its label values in order ("" for none).
 func value(t *testing.T, reg *prometheus.Registry, name string, labelValues ...string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			if len(m.GetLabel()) != len(labelValues) {
-				continue
-			}
-			for i, l := range m.GetLabel() {
-				if l.GetValue() != labelValues[i] {
-					continue metrics
-				}
-			}
-			return m.GetCounter().GetValue() + m.GetGauge().GetValue()
-		}
-	}
-	return 0
+	return devstack.MetricValue(t, reg, name, labelValues...)
 }
 
 // waitFor polls cond until it holds or the deadline passes.

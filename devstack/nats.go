@@ -2,10 +2,13 @@ package devstack
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,23 +18,39 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 )
 
-// NATS is an in-process nats-server with JetStream storing on disk.
+// NATS is an in-process nats-server with JetStream storing on disk, with the platform's
+// users (NATSUsers): each process connects as its own (UserURL) and may use only its
+// subjects. URL connects without credentials as the devstack's own user, which may do
+// anything (tests and tools), unless the server was started with NATSUsersOnly.
 type NATS struct {
 	URL string // nats://127.0.0.1:<port>
 
-	storeDir string
-	host     string
-	port     int
-	logger   *slog.Logger
+	storeDir  string
+	host      string
+	port      int
+	logger    *slog.Logger
+	usersOnly bool
+	passwords map[string]string // by user; fixed for the server's life, restarts included
 
 	mu     sync.Mutex
 	srv    *server.Server
 	closed bool
 }
 
+// NATSOption configures StartNATS.
+type NATSOption func(*NATS)
+
+// NATSUsersOnly makes every connection name a user of NATSUsers (UserURL): nothing
+// connects without credentials, so the subject permissions hold for everything that
+// runs on the stack (bin/devstack, the stack tests).
+func NATSUsersOnly() NATSOption { return func(n *NATS) { n.usersOnly = true } }
+
+// adminUser is the devstack's own user: every subject, for tests and tools.
+const adminUser = "devstack"
+
 // StartNATS starts nats-server with JetStream in storeDir, listening on addr
 // ("" picks a random port on 127.0.0.1). ctx bounds startup only.
-func StartNATS(ctx context.Context, storeDir, addr string, logger *slog.Logger) (*NATS, error) {
+func StartNATS(ctx context.Context, storeDir, addr string, logger *slog.Logger, opts ...NATSOption) (*NATS, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -42,7 +61,14 @@ func StartNATS(ctx context.Context, storeDir, addr string, logger *slog.Logger) 
 	if err := os.MkdirAll(abs, 0o755); err != nil {
 		return nil, fmt.Errorf("devstack: nats store dir: %w", err)
 	}
-	n := &NATS{storeDir: abs, host: "127.0.0.1", port: server.RANDOM_PORT, logger: logger.With("component", "nats")}
+	n := &NATS{storeDir: abs, host: "127.0.0.1", port: server.RANDOM_PORT, logger: logger.With("component", "nats"),
+		passwords: map[string]string{adminUser: randomHex(24)}}
+	for _, u := range NATSUsers() {
+		n.passwords[u.Name] = randomHex(24)
+	}
+	for _, o := range opts {
+		o(n)
+	}
 	if addr != "" {
 		host, portStr, err := net.SplitHostPort(addr)
 		if err != nil {
@@ -82,6 +108,10 @@ func (n *NATS) startLocked(ctx context.Context) error {
 		HTTPPort: 0,
 		NoSigs:   true,
 		NoLog:    true,
+		Users:    n.users(),
+	}
+	if !n.usersOnly {
+		opts.NoAuthUser = adminUser
 	}
 	s, err := server.NewServer(opts)
 	if err != nil {
@@ -114,6 +144,33 @@ func (n *NATS) startLocked(ctx context.Context) error {
 	n.srv = s
 	n.logger.Debug("nats-server ready", "url", n.URL, "store", n.storeDir)
 	return nil
+}
+
+// users are the server's users: the platform's (NATSUsers) and the devstack's own.
+func (n *NATS) users() []*server.User {
+	out := []*server.User{{Username: adminUser, Password: n.passwords[adminUser]}}
+	for _, u := range NATSUsers() {
+		out = append(out, &server.User{Username: u.Name, Password: n.passwords[u.Name], Permissions: u.Permissions()})
+	}
+	return out
+}
+
+// UserURL is the URL a process connects with as its user of NATSUsers ("devstack": the
+// user that may do anything); "" for an unknown user.
+func (n *NATS) UserURL(user string) string {
+	pw, ok := n.passwords[user]
+	if !ok {
+		return ""
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return "nats://" + url.UserPassword(user, pw).String() + "@" + net.JoinHostPort(n.host, strconv.Itoa(n.port))
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // Stop shuts the server down (for fault tests); idempotent.

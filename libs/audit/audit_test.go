@@ -224,3 +224,20 @@ func ctxTimeout(t *testing.T, d time.Duration) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// An event records the platform's request id as requestId and the client's own id, kept
+// by the gateway, apart as clientRequestId: a client cannot make its events carry the id
+// of someone else's request.
+func TestEventRecordsThePlatformsRequestIDAndTheClientsApart(t *testing.T) {
+	m := &audit.Memory{Service: "workspace-svc"}
+	ctx := logging.WithRequest(context.Background(), &logging.RequestInfo{ID: "gw-7", ClientID: "incident-4711"})
+	m.Record(ctx, audit.Event{AccountID: 1, Action: "workspace.folder.create", Target: audit.Target{Type: "folder"}})
+	got := m.Events()[0]
+	if got.RequestID != "gw-7" || got.ClientRequestID != "incident-4711" {
+		t.Fatalf("requestId %q clientRequestId %q, want gw-7 and incident-4711", got.RequestID, got.ClientRequestID)
+	}
+	raw, _ := json.Marshal(got)
+	if !strings.Contains(string(raw), `"requestId":"gw-7"`) || !strings.Contains(string(raw), `"clientRequestId":"incident-4711"`) {
+		t.Fatalf("event JSON %s", raw)
+	}
+}

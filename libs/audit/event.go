@@ -8,12 +8,13 @@
 package audit
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/json"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/oklog/ulid/v2"
 	"go.opentelemetry.io/otel/trace"
@@ -35,9 +36,13 @@ type Event struct {
 	Action       string    `json:"action"`
 	Target       Target    `json:"target"`
 	Outcome      Outcome   `json:"outcome"`
-	RequestID    string    `json:"requestId,omitempty"`
-	TraceID      string    `json:"traceId,omitempty"`
-	ClientAddr   string    `json:"clientAddress,omitempty"`
+	// RequestID is the platform's id of the request (the gateway assigns it); a client's
+	// own X-Request-Id, when short and safe, is ClientRequestID: a client chooses it, so it
+	// never stands for the platform's.
+	RequestID       string `json:"requestId,omitempty"`
+	ClientRequestID string `json:"clientRequestId,omitempty"`
+	TraceID         string `json:"traceId,omitempty"`
+	ClientAddr      string `json:"clientAddress,omitempty"`
 	// Details are a few facts of the action (from and to folder, revoked count): set by
 	// the recording service, bounded by Bound.
 	Details map[string]any `json:"details,omitempty"`
@@ -140,6 +145,14 @@ func NewID(t time.Time) string {
 	return ulid.MustNew(ulid.Timestamp(t), rand.Reader).String()
 }
 
+// DerivedID is an event id at t whose random part derives from seed: the same t and
+// seed give the same id, so an event that many writers update (the audit trail's summary
+// of one account's merged events in one window) has one id without coordination.
+func DerivedID(t time.Time, seed string) string {
+	sum := sha256.Sum256([]byte(seed))
+	return ulid.MustNew(ulid.Timestamp(t), bytes.NewReader(sum[:])).String()
+}
+
 // IDAt is the smallest id an event at t can have: the bound of a time range over ids.
 func IDAt(t time.Time) string {
 	var id ulid.ULID
@@ -170,6 +183,9 @@ func complete(ctx context.Context, ev *Event, service string, now time.Time) {
 	if ev.RequestID == "" {
 		ev.RequestID = logging.RequestID(ctx)
 	}
+	if ev.ClientRequestID == "" {
+		ev.ClientRequestID = logging.ClientRequestID(ctx)
+	}
 	if sc := trace.SpanContextFromContext(ctx); ev.TraceID == "" && sc.HasTraceID() {
 		ev.TraceID = sc.TraceID().String()
 	}
@@ -189,7 +205,7 @@ const (
 
 // Bound cuts every string of ev to MaxStringBytes and drops details over their limits.
 func Bound(ev *Event) {
-	for _, s := range []*string{&ev.Action, &ev.Service, &ev.Target.Type, &ev.Target.ID, &ev.RequestID, &ev.TraceID,
+	for _, s := range []*string{&ev.Action, &ev.Service, &ev.Target.Type, &ev.Target.ID, &ev.RequestID, &ev.ClientRequestID, &ev.TraceID,
 		&ev.ClientAddr, &ev.Actor.Type, &ev.Actor.ID, &ev.Actor.APIKeyID, &ev.Actor.EmbedTenant, &ev.Actor.ExternalID, &ev.Outcome.Code} {
 		*s = cut(*s)
 	}
@@ -218,13 +234,4 @@ func Bound(ev *Event) {
 	}
 }
 
-func cut(s string) string {
-	if len(s) <= MaxStringBytes {
-		return s
-	}
-	n := MaxStringBytes
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}
+func cut(s string) string { return logging.Cut(s, MaxStringBytes) }

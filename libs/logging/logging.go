@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/trace"
 )
@@ -15,10 +16,14 @@ import (
 type ctxKey struct{}
 
 // RequestInfo is the per-request state log lines read. Route is filled in once the
-// router has matched, which is after the logger was put in the context.
+// router has matched, which is after the logger was put in the context. ID is the
+// platform's own request id (the gateway assigns it); ClientID is the X-Request-Id a
+// client sent, when it was short and safe enough to keep: a client chooses it, so it
+// never stands in for the platform's id.
 type RequestInfo struct {
-	ID    string
-	Route string
+	ID       string
+	ClientID string
+	Route    string
 }
 
 // WithRequest returns a context carrying info.
@@ -38,6 +43,39 @@ func RequestID(ctx context.Context) string {
 		return info.ID
 	}
 	return ""
+}
+
+// ClientRequestID returns the client's own request id in ctx, or "".
+func ClientRequestID(ctx context.Context) string {
+	if info := Request(ctx); info != nil {
+		return info.ClientID
+	}
+	return ""
+}
+
+// MaxPathBytes is how much of a request path a log line carries: a path is the
+// client's, up to the header limit long, and a request must not buy a log line of that
+// size.
+const MaxPathBytes = 256
+
+// Path is a request path as a log line carries it: cut to MaxPathBytes, with "..."
+// marking the cut.
+func Path(p string) string {
+	if c := Cut(p, MaxPathBytes); len(c) < len(p) {
+		return c + "..."
+	}
+	return p
+}
+
+// Cut is s cut to at most n bytes, at a rune boundary.
+func Cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // New returns a JSON logger writing to w at the given level ("debug", "info", "warn",
@@ -65,6 +103,9 @@ func (h contextHandler) Handle(ctx context.Context, r slog.Record) error {
 	if info := Request(ctx); info != nil {
 		if info.ID != "" {
 			r.AddAttrs(slog.String("request_id", info.ID))
+		}
+		if info.ClientID != "" {
+			r.AddAttrs(slog.String("client_request_id", info.ClientID))
 		}
 		if info.Route != "" {
 			r.AddAttrs(slog.String("route", info.Route))

@@ -45,10 +45,23 @@ type Options struct {
 	Checks   []Check      // readiness checks, each run with a short timeout
 }
 
-// RequestIDHeader is the header that carries the request id.
+// RequestIDHeader is the header that carries the request id: the gateway assigns it to
+// every request, answers it to the client and forwards it to the service.
 const RequestIDHeader = "X-Request-Id"
 
+// ClientRequestIDHeader carries, from the gateway to a service, the X-Request-Id the
+// client sent (when ValidRequestID keeps it): logged and audited beside the platform's
+// own id, never in its place.
+const ClientRequestIDHeader = "X-Client-Request-Id"
+
+// MaxRequestIDBytes bounds a kept request id.
+const MaxRequestIDBytes = 64
+
 var validRequestID = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// ValidRequestID reports whether id is short and safe enough to keep: 1 to
+// MaxRequestIDBytes letters, digits, dots, underscores and hyphens.
+func ValidRequestID(id string) bool { return validRequestID.MatchString(id) }
 
 // NewRequestID returns a random 16-byte hex id.
 func NewRequestID() string {
@@ -57,12 +70,23 @@ func NewRequestID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// RequestID returns the request's id header if it is well formed, or a fresh one.
+// RequestID returns the request's id header if it is well formed, or a fresh one. A
+// service behind the gateway gets the gateway's id here; the gateway itself never
+// takes a client's (see ClientRequestID).
 func RequestID(r *http.Request) string {
-	if id := r.Header.Get(RequestIDHeader); validRequestID.MatchString(id) {
+	if id := r.Header.Get(RequestIDHeader); ValidRequestID(id) {
 		return id
 	}
 	return NewRequestID()
+}
+
+// ClientRequestID returns the client's own request id the gateway forwarded in
+// ClientRequestIDHeader, or "" when there is none or it is not well formed.
+func ClientRequestID(r *http.Request) string {
+	if id := r.Header.Get(ClientRequestIDHeader); ValidRequestID(id) {
+		return id
+	}
+	return ""
 }
 
 // Health answers liveness: 200 whenever the process serves HTTP at all.
@@ -91,7 +115,7 @@ func instrument(o Options, metrics *obs.HTTPMetrics) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		outer := r
-		info := &logging.RequestInfo{ID: RequestID(r)}
+		info := &logging.RequestInfo{ID: RequestID(r), ClientID: ClientRequestID(r)}
 		w.Header().Set(RequestIDHeader, info.ID)
 		rec := &obs.StatusRecorder{ResponseWriter: w}
 		ctx := logging.WithRequest(r.Context(), info)
@@ -118,14 +142,16 @@ func instrument(o Options, metrics *obs.HTTPMetrics) http.Handler {
 			if rec.Code() >= 500 {
 				level = slog.LevelError
 			}
-			o.Logger.Log(ctx, level, "request", "method", r.Method, "path", r.URL.Path, "status", rec.Code(), "duration_ms", float64(elapsed.Microseconds())/1000)
+			o.Logger.Log(ctx, level, "request", "method", obs.MethodLabel(r.Method), "path", logging.Path(r.URL.Path), "status", rec.Code(),
+				"duration_ms", float64(elapsed.Microseconds())/1000)
 		}()
 		o.API.ServeHTTP(rec, r)
 	})
 }
 
 // Internal builds the handler of the internal listener: /healthz, /readyz (o.Checks),
-// /metrics (o.Registry) and POST /debug/gc (ForceGC). Anything else is a JSON 404.
+// /metrics (o.Registry) and, from loopback only, POST /debug/gc (ForceGC). Anything
+// else is a JSON 404.
 func Internal(o Options) http.Handler {
 	return InternalHandler(o.Registry, o.Checks)
 }
@@ -136,7 +162,7 @@ func InternalHandler(reg prometheus.Gatherer, checks []Check) http.Handler {
 	mux.HandleFunc("GET /healthz", Health)
 	mux.Handle("GET /readyz", Ready(checks))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("POST /debug/gc", ForceGC)
+	mux.HandleFunc("POST /debug/gc", LoopbackOnly(ForceGC))
 	mux.HandleFunc("/", NotFound)
 	return mux
 }

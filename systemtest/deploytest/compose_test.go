@@ -820,6 +820,22 @@ func (m k8sManifests) data(t *testing.T, kind, name string) (map[string]string, 
 }
 
 // portOf resolves a probe or Service port (a number or a container port name).
+// containers are the containers of the Deployment name; false when there is none.
+func (m k8sManifests) containers(t *testing.T, name string) ([]container, bool) {
+	t.Helper()
+	var dep struct {
+		Spec struct {
+			Template struct {
+				Spec struct {
+					Containers []container `yaml:"containers"`
+				} `yaml:"spec"`
+			} `yaml:"template"`
+		} `yaml:"spec"`
+	}
+	_, ok := m.find(t, "Deployment", name, &dep)
+	return dep.Spec.Template.Spec.Containers, ok && len(dep.Spec.Template.Spec.Containers) > 0
+}
+
 func portOf(c container, n yaml.Node) int {
 	if p, err := strconv.Atoi(n.Value); err == nil {
 		return p
@@ -1164,21 +1180,13 @@ func TestK8sNetworkPolicies(t *testing.T) {
 	}
 	// The port names the policies use exist on every Deployment's container.
 	for _, p := range processes {
-		var dep struct {
-			Spec struct {
-				Template struct {
-					Spec struct {
-						Containers []container `yaml:"containers"`
-					} `yaml:"spec"`
-				} `yaml:"template"`
-			} `yaml:"spec"`
-		}
-		if _, ok := m.find(t, "Deployment", p.name, &dep); !ok {
+		containers, ok := m.containers(t, p.name)
+		if !ok {
 			t.Errorf("no Deployment %s", p.name)
 			continue
 		}
 		names := map[string]bool{}
-		for _, c := range dep.Spec.Template.Spec.Containers {
+		for _, c := range containers {
 			for _, port := range c.Ports {
 				names[port.Name] = true
 			}
@@ -1208,19 +1216,11 @@ func TestEachServiceHoldsOnlyItsOwnIdentityKey(t *testing.T) {
 		if want == "" && got != "" || want != "" && !strings.HasPrefix(got, "${"+want+":?") {
 			t.Errorf("compose %s: IDENTITY_SIGNING_KEY = %q, want it from %q", p.name, got, want)
 		}
-		var dep struct {
-			Spec struct {
-				Template struct {
-					Spec struct {
-						Containers []container `yaml:"containers"`
-					} `yaml:"spec"`
-				} `yaml:"template"`
-			} `yaml:"spec"`
-		}
-		if _, ok := m.find(t, "Deployment", p.name, &dep); !ok {
+		containers, ok := m.containers(t, p.name)
+		if !ok {
 			t.Fatalf("no Deployment %s", p.name)
 		}
-		for _, e := range dep.Spec.Template.Spec.Containers[0].Env {
+		for _, e := range containers[0].Env {
 			if e.Name != "IDENTITY_SIGNING_KEY" {
 				continue
 			}

@@ -134,7 +134,9 @@ func Start(t testing.TB, o Options) *Stack {
 	if s.Mongo, err = devstack.StartMongo(ctx, filepath.Join(s.dir, "mongo"), logger); err != nil {
 		t.Fatalf("stacktest: FerretDB: %v", err)
 	}
-	if s.NATS, err = devstack.StartNATS(ctx, filepath.Join(s.dir, "nats"), "", logger); err != nil {
+	// Every process connects as its own NATS user, with only its subjects (the
+	// platform's permission table, devstack.NATSUsers): the suites run under it.
+	if s.NATS, err = devstack.StartNATS(ctx, filepath.Join(s.dir, "nats"), "", logger, devstack.NATSUsersOnly()); err != nil {
 		t.Fatalf("stacktest: NATS: %v", err)
 	}
 	if s.Redis, err = devstack.StartRedis(ctx, filepath.Join(s.dir, "redis"), "", logger); err != nil {
@@ -146,7 +148,7 @@ func Start(t testing.TB, o Options) *Stack {
 	s.keys = keys
 	s.env = append([]string{
 		"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "TMPDIR=" + os.TempDir(),
-		"MONGODB_URI=" + s.Mongo.URI, "NATS_URL=" + s.NATS.URL, "REDIS_URL=" + s.Redis.URL,
+		"MONGODB_URI=" + s.Mongo.URI, "NATS_URL=" + s.NATS.UserURL("platformctl"), "REDIS_URL=" + s.Redis.URL,
 		"IDENTITY_SIGNING_KEY=" + keys.identity, "DBT_CREDENTIALS_KEY=" + keys.dbt, "EMBED_KEY_ENCRYPTION_KEY=" + keys.embed,
 		"LOG_LEVEL=info", "SHUTDOWN_TIMEOUT=5s", "DBT_SYNC_ALLOW_FILE_URLS=true",
 		// The suites' integrations name a git host that is never cloned.
@@ -222,7 +224,12 @@ func (s *Stack) spawn(name, binary string, args []string, addrVar string, extraE
 		}
 		env = append(env, kv)
 	}
-	env = append(append(env, addrVar+"="+addr, "INTERNAL_ADDR="+internal, "OTEL_SERVICE_NAME="+name), extraEnv...)
+	natsUser := binary
+	if len(args) > 0 && args[0] == "worker" {
+		natsUser = "dbtsync-worker"
+	}
+	env = append(append(env, addrVar+"="+addr, "INTERNAL_ADDR="+internal, "OTEL_SERVICE_NAME="+name,
+		"NATS_URL="+s.NATS.UserURL(natsUser)), extraEnv...)
 	p := &Process{Name: name, Addr: addr, InternalAddr: internal, args: append([]string{filepath.Join(s.bin, binary)}, args...), env: env}
 	s.mu.Lock()
 	s.procs[name] = p

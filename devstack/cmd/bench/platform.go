@@ -72,6 +72,8 @@ func (e *Env) Platform(ctx context.Context) (platformInfo, error) {
 			"DEVSTACK_MONGO_ADDR=random", "DEVSTACK_NATS_ADDR=random", "DEVSTACK_REDIS_ADDR=random",
 			"LOG_LEVEL=warn",
 			"RATE_LIMIT_GENERATE_SESSION=0", "RATE_LIMIT_EXCHANGE=0",
+			// The bench records thousands of audit events of one account a minute on purpose.
+			"AUDIT_ACCOUNT_MAX_EVENTS=0",
 			"GATEWAY_INTERNAL_ADDR=random", "WORKSPACE_INTERNAL_ADDR=random", "EMBED_INTERNAL_ADDR=random",
 			"DBTSYNC_INTERNAL_ADDR=random", "DBTSYNC_WORKER_INTERNAL_ADDR=random",
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -121,7 +122,7 @@ func TestRunnerWithFakeServices(t *testing.T) {
 			t.Errorf("gateway = %q, want %q", s.Gateway, want)
 		}
 		for field, v := range map[string]string{"mongodbUri": s.MongoDBURI, "natsUrl": s.NATSURL, "redisUrl": s.RedisURL} {
-			if !strings.Contains(v, "://127.0.0.1:") {
+			if u, err := url.Parse(v); err != nil || u.Hostname() != "127.0.0.1" {
 				t.Errorf("%s = %q, want a 127.0.0.1 URL", field, v)
 			}
 		}
@@ -186,7 +187,7 @@ func TestRunnerWithFakeServices(t *testing.T) {
 			return k
 		}
 		common := map[string]string{
-			"MONGODB_URI": s.MongoDBURI, "NATS_URL": s.NATSURL, "REDIS_URL": s.RedisURL, "LOG_LEVEL": "info",
+			"MONGODB_URI": s.MongoDBURI, "REDIS_URL": s.RedisURL, "LOG_LEVEL": "info",
 		}
 		cases := []struct {
 			name, addr string
@@ -228,10 +229,19 @@ func TestRunnerWithFakeServices(t *testing.T) {
 					t.Errorf("%s: %s = %q, want %q", tc.name, k, env[k], v)
 				}
 			}
+			// Each process connects to NATS as its own user (devstack.NATSUsers), never as
+			// another's.
+			if u, err := url.Parse(env["NATS_URL"]); err != nil || u.User.Username() != tc.name || !strings.Contains(u.Host, "127.0.0.1:") {
+				t.Errorf("%s: NATS_URL = %q, want its own user %s", tc.name, env["NATS_URL"], tc.name)
+			}
 			_, hasDBTKey := env["DBT_CREDENTIALS_KEY"]
 			if wantKey := strings.HasPrefix(tc.name, "dbtsync"); hasDBTKey != wantKey {
 				t.Errorf("%s: has DBT_CREDENTIALS_KEY = %v, want %v", tc.name, hasDBTKey, wantKey)
 			}
+		}
+		// stack.json's URL, what platformctl connects with, is platformctl's user.
+		if u, err := url.Parse(s.NATSURL); err != nil || u.User.Username() != "platformctl" {
+			t.Errorf("stack.json natsUrl = %q, want platformctl's user", s.NATSURL)
 		}
 	})
 

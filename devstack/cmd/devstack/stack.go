@@ -156,7 +156,11 @@ func run(ctx context.Context, cfg config, out *devstack.Console, logger *slog.Lo
 	if err != nil {
 		return err
 	}
-	out.Printf("devstack", "mongodb %s, nats %s, redis %s", mongoURI, natsURL, redisURL)
+	shownNATS := natsURL
+	if b.nats != nil {
+		shownNATS = b.nats.URL + " (a user per process)" // the URLs with credentials are the processes' own
+	}
+	out.Printf("devstack", "mongodb %s, nats %s, redis %s", mongoURI, shownNATS, redisURL)
 
 	common := []string{
 		"MONGODB_URI=" + mongoURI,
@@ -178,6 +182,11 @@ func run(ctx context.Context, cfg config, out *devstack.Console, logger *slog.Lo
 		}
 	}()
 	for _, p := range table {
+		if b.nats != nil {
+			// Each process connects to the embedded NATS as its own user, with only its
+			// subjects (devstack.NATSUsers); the common NATS_URL is platformctl's.
+			p.Env = append(p.Env, "NATS_URL="+b.nats.UserURL(p.Name))
+		}
 		c, err := startChild(cfg, p, common, out, died)
 		if err != nil {
 			return err
@@ -281,10 +290,12 @@ func startBacking(ctx context.Context, cfg config, logger *slog.Logger, b *backi
 		mongoURI = b.mongo.URI
 	}
 	if natsURL == "" {
-		if b.nats, err = devstack.StartNATS(startCtx, filepath.Join(cfg.DataDir, "nats"), cfg.NATSAddr, logger); err != nil {
+		if b.nats, err = devstack.StartNATS(startCtx, filepath.Join(cfg.DataDir, "nats"), cfg.NATSAddr, logger, devstack.NATSUsersOnly()); err != nil {
 			return "", "", "", err
 		}
-		natsURL = b.nats.URL
+		// What is not a process of the table (platformctl, through stack.json) connects as
+		// platformctl.
+		natsURL = b.nats.UserURL("platformctl")
 	}
 	if redisURL == "" {
 		if b.redis, err = devstack.StartRedis(startCtx, filepath.Join(cfg.DataDir, "redis"), cfg.RedisAddr, logger); err != nil {

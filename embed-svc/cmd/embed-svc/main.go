@@ -114,6 +114,7 @@ func deps(cfg config.Config, proc *server.Process, registry *prometheus.Registry
 			DefinitionsPerScope: cfg.MaxDefinitionsPerScope, TenantsPerAccount: cfg.MaxTenantsPerAccount},
 		SessionRetention: cfg.SessionRetention,
 		Audit: app.AuditDeps{Database: cfg.AuditDatabase, Retention: cfg.AuditRetention, MaxHeld: cfg.AuditMaxHeld,
+			AccountMax: cfg.AuditAccountMax, AccountWindow: cfg.AuditAccountWindow,
 			Stream: libaudit.StreamLimits{MaxBytes: int64(cfg.AuditStreamMaxBytes), MaxAge: cfg.AuditStreamMaxAge, Replicas: cfg.AuditStreamReplicas}},
 	}
 }

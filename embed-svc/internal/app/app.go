@@ -57,6 +57,10 @@ type AuditDeps struct {
 	MaxHeld   int           // events held in memory when neither stream nor outbox takes them
 	Mongo     *mongo.Client // nil: Deps.Mongo (tests give the trail a client of its own to count the service's round trips alone)
 	Relay     time.Duration // how often outboxed events are sent again (0: 1s)
+	// AccountMax events of one account are stored one by one per AccountWindow (0: no
+	// bound); the rest are merged into the window's summary event.
+	AccountMax    int
+	AccountWindow time.Duration
 }
 
 // App is the wired service.
@@ -147,7 +151,8 @@ func newAuditTrail(ctx context.Context, d Deps) (*auditstore.Mongo, error) {
 		return nil, err
 	}
 	go store.Sweep(ctx)
-	in := audit.NewIngester(audit.IngesterOptions{NATS: d.NATS, Store: store, Limits: d.Audit.Stream, Logger: d.Logger, Registry: d.Registry, Now: d.Now})
+	in := audit.NewIngester(audit.IngesterOptions{NATS: d.NATS, Store: store, Limits: d.Audit.Stream, Logger: d.Logger, Registry: d.Registry, Now: d.Now,
+		AccountLimit: d.Audit.AccountMax, AccountWindow: d.Audit.AccountWindow})
 	go in.Run(ctx)
 	return store, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -30,7 +31,12 @@ type IngesterOptions struct {
 	// idle stream before it is stored.
 	Batch   int
 	MaxWait time.Duration
-	Now     func() time.Time
+	// AccountLimit bounds the events one account stores per AccountWindow (default 1m):
+	// the rest of the window's events are merged into its one summary event
+	// (ActionMerged) and counted in audit_events_merged_total. Zero: no bound.
+	AccountLimit  int
+	AccountWindow time.Duration
+	Now           func() time.Time
 }
 
 // Ingester stores the events of the AUDIT stream: the trail's only consumer, a durable
@@ -45,6 +51,7 @@ type Ingester struct {
 
 type ingestMetrics struct {
 	stored   prometheus.Counter
+	merged   prometheus.Counter
 	failures *prometheus.CounterVec
 	delay    prometheus.Histogram
 }
@@ -60,22 +67,27 @@ func NewIngester(o IngesterOptions) *Ingester {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.AccountWindow <= 0 {
+		o.AccountWindow = time.Minute
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	in := &Ingester{o: o, prop: otel.GetTextMapPropagator(), m: ingestMetrics{
 		stored: prometheus.NewCounter(prometheus.CounterOpts{Name: "audit_events_stored_total", Help: "Audit events the ingester stored and acknowledged (an event the stream redelivered counts again; it is stored once)."}),
+		merged: prometheus.NewCounter(prometheus.CounterOpts{Name: "audit_events_merged_total",
+			Help: "Audit events past their account's budget (AUDIT_ACCOUNT_MAX_EVENTS per AUDIT_ACCOUNT_WINDOW), counted in their window's summary event instead of stored one by one."}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "audit_ingest_failures_total",
-			Help: "Audit ingest failures: store (the batch is redelivered), undecodable (the message is dropped), stream (fetch failed)."}, []string{"reason"}),
+			Help: "Audit ingest failures: store (the batch is redelivered), undecodable (the message is dropped), forged (an event on another service's subject or outside its actions: dropped), stream (fetch failed)."}, []string{"reason"}),
 		delay: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "audit_ingest_delay_seconds",
 			Help:    "From an event's time to its storage: how long after an action its event is readable.",
 			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 3600}}),
 	}}
-	for _, r := range []string{"store", "undecodable", "stream"} {
+	for _, r := range []string{"store", "undecodable", "forged", "stream"} {
 		in.m.failures.WithLabelValues(r)
 	}
 	if o.Registry != nil {
-		o.Registry.MustRegister(in.m.stored, in.m.failures, in.m.delay)
+		o.Registry.MustRegister(in.m.stored, in.m.merged, in.m.failures, in.m.delay)
 	}
 	return in
 }
@@ -150,16 +162,11 @@ func (in *Ingester) store(ctx context.Context, msgs []jetstream.Msg) {
 	events := make([]audit.Event, 0, len(msgs))
 	kept := make([]jetstream.Msg, 0, len(msgs))
 	for _, m := range msgs {
-		var ev audit.Event
-		if err := json.Unmarshal(m.Data(), &ev); err != nil || !audit.ValidID(ev.ID) || ev.AccountID <= 0 || ev.Action == "" {
-			// Only our services publish here; a message that is no event can never be
-			// stored, so it is dropped (and logged) rather than redelivered forever.
-			in.m.failures.WithLabelValues("undecodable").Inc()
-			in.o.Logger.ErrorContext(ctx, "audit ingest: dropping a message that is not an audit event", "subject", m.Subject(), "bytes", len(m.Data()))
+		ev, ok := in.decode(ctx, m)
+		if !ok {
 			_ = m.Term()
 			continue
 		}
-		audit.Bound(&ev)
 		events = append(events, ev)
 		kept = append(kept, m)
 	}
@@ -169,7 +176,13 @@ func (in *Ingester) store(ctx context.Context, msgs []jetstream.Msg) {
 	// The span continues the trace of the request that recorded the first event.
 	sctx := in.prop.Extract(ctx, propagation.HeaderCarrier(kept[0].Headers()))
 	sctx, span := otel.Tracer("audit").Start(sctx, "audit ingest", trace.WithSpanKind(trace.SpanKindConsumer))
-	err := in.o.Store.Insert(sctx, events)
+	stored, merged, err := in.admit(sctx, events)
+	if err == nil {
+		err = in.o.Store.Insert(sctx, stored)
+	}
+	if err == nil && len(merged) > 0 {
+		err = in.o.Store.Merge(sctx, merged)
+	}
 	span.End()
 	if err != nil {
 		in.m.failures.WithLabelValues("store").Inc()
@@ -184,5 +197,88 @@ func (in *Ingester) store(ctx context.Context, msgs []jetstream.Msg) {
 		_ = m.Ack()
 		in.m.delay.Observe(max(now.Sub(events[i].Time), 0).Seconds())
 	}
-	in.m.stored.Add(float64(len(events)))
+	in.m.stored.Add(float64(len(stored)))
+	for _, mg := range merged {
+		in.m.merged.Add(float64(mg.Count))
+	}
+}
+
+// serviceActions are the actions each recording process may record: an event on its
+// subject outside them is forged (a compromised process recording another's actions).
+var serviceActions = map[string]string{
+	"workspace-svc":  "workspace.",
+	"embed-svc":      "embed.",
+	"dbtsync-svc":    "dbtsync.",
+	"dbtsync-worker": "dbtsync.",
+	"platformctl":    "platform.",
+}
+
+// decode reads one message as an event; false (logged, counted) when it can never be
+// stored: not an event, or not one its publisher may record. NATS lets each process
+// publish only on its own subject (audit.events.<service>), so the subject, not the
+// event's own word, says who recorded it.
+func (in *Ingester) decode(ctx context.Context, m jetstream.Msg) (audit.Event, bool) {
+	var ev audit.Event
+	if err := json.Unmarshal(m.Data(), &ev); err != nil || !audit.ValidID(ev.ID) || ev.AccountID <= 0 || ev.Action == "" {
+		// Only our services publish here; a message that is no event can never be
+		// stored, so it is dropped (and logged) rather than redelivered forever.
+		in.m.failures.WithLabelValues("undecodable").Inc()
+		in.o.Logger.ErrorContext(ctx, "audit ingest: dropping a message that is not an audit event", "subject", m.Subject(), "bytes", len(m.Data()))
+		return ev, false
+	}
+	audit.Bound(&ev)
+	prefix, known := serviceActions[ev.Service]
+	if m.Subject() != audit.Subject(ev.Service) || !known || !strings.HasPrefix(ev.Action, prefix) {
+		in.m.failures.WithLabelValues("forged").Inc()
+		in.o.Logger.ErrorContext(ctx, "audit ingest: dropping an event its publisher may not record",
+			"subject", m.Subject(), "service", ev.Service, "action", ev.Action, "audit_event_id", ev.ID)
+		return ev, false
+	}
+	return ev, true
+}
+
+// admit splits events into those stored one by one and, per account and window, the
+// count past the account's budget. The budget is counted in the store, so replicas
+// share it. A batch redelivered after a failed insert is counted again: the budget errs
+// on the strict side.
+func (in *Ingester) admit(ctx context.Context, events []audit.Event) ([]audit.Event, []Merged, error) {
+	if in.o.AccountLimit <= 0 {
+		return events, nil, nil
+	}
+	type key struct {
+		account int64
+		window  time.Time
+	}
+	groups := map[key][]int{}
+	var order []key
+	for i, ev := range events {
+		k := key{ev.AccountID, ev.Time.UTC().Truncate(in.o.AccountWindow)}
+		if _, seen := groups[k]; !seen {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], i)
+	}
+	keep := make([]bool, len(events))
+	var merged []Merged
+	for _, k := range order {
+		idx := groups[k]
+		before, err := in.o.Store.Admit(ctx, k.account, k.window, len(idx))
+		if err != nil {
+			return nil, nil, err
+		}
+		room := int(max(min(int64(in.o.AccountLimit)-before, int64(len(idx))), 0))
+		for _, i := range idx[:room] {
+			keep[i] = true
+		}
+		if over := len(idx) - room; over > 0 {
+			merged = append(merged, Merged{AccountID: k.account, Window: k.window, Length: in.o.AccountWindow, Limit: in.o.AccountLimit, Count: over})
+		}
+	}
+	stored := make([]audit.Event, 0, len(events))
+	for i, ev := range events {
+		if keep[i] {
+			stored = append(stored, ev)
+		}
+	}
+	return stored, merged, nil
 }

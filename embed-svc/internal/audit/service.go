@@ -8,7 +8,9 @@ package audit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/analyticsco/platform/libs/audit"
@@ -51,6 +53,41 @@ type Store interface {
 	Insert(ctx context.Context, events []audit.Event) error
 	// List returns up to limit events of accountID matching f, newest (largest id) first.
 	List(ctx context.Context, accountID int64, f Filter, limit int) ([]audit.Event, error)
+	// Admit adds n to the count of accountID's events in the window that starts at window
+	// and returns the count before: the per-account budget, shared by every replica of
+	// the ingester.
+	Admit(ctx context.Context, accountID int64, window time.Time, n int) (int64, error)
+	// Merge records events past their account's budget: each Merged adds its count to the
+	// summary event of its account and window (m.Event), created by the first.
+	Merge(ctx context.Context, merged []Merged) error
+}
+
+// ActionMerged is the summary event of an account's events merged in one window: its
+// details.merged says how many.
+const ActionMerged = "audit.events.merge"
+
+// Merged is a count of an account's events in one window that were past its budget
+// (AUDIT_ACCOUNT_MAX_EVENTS per AUDIT_ACCOUNT_WINDOW) and so were not stored one by one.
+type Merged struct {
+	AccountID int64
+	Window    time.Time     // its start
+	Length    time.Duration // the window's length
+	Limit     int           // the budget it was past
+	Count     int
+}
+
+// Event is the summary event that stands for the window's merged events: recorded by the
+// trail itself (embed-svc, the system), at the window's start, with an id derived from
+// the account and the window so every replica adds to the same one. Its details carry
+// the window and the budget; the store adds details.merged, the count.
+func (m Merged) Event() audit.Event {
+	at := m.Window.UTC().Truncate(time.Millisecond)
+	return audit.Event{
+		ID: audit.DerivedID(at, fmt.Sprintf("audit merged %d %d", m.AccountID, at.UnixMilli())), Time: at, Service: "embed-svc",
+		AccountID: m.AccountID, Actor: audit.Actor{Type: audit.ActorSystem}, Action: ActionMerged,
+		Target: audit.Target{Type: "account", ID: strconv.FormatInt(m.AccountID, 10)}, Outcome: audit.Succeeded(0),
+		Details: map[string]any{"windowSeconds": int64(m.Length / time.Second), "limit": m.Limit, "setting": "AUDIT_ACCOUNT_MAX_EVENTS"},
+	}
 }
 
 // Page is one page of events.

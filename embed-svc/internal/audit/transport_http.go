@@ -136,6 +136,7 @@ type EventView struct {
 	Target       audit.Target    `json:"target"`
 	Outcome      audit.Outcome   `json:"outcome"`
 	RequestID    *string         `json:"requestId"`
+	ClientReqID  *string         `json:"clientRequestId"`
 	TraceID      *string         `json:"traceId"`
 	ClientAddr   *string         `json:"clientAddress"`
 	Details      json.RawMessage `json:"details"`
@@ -144,7 +145,8 @@ type EventView struct {
 // View renders ev for the API.
 func View(ev audit.Event) EventView {
 	v := EventView{ID: ev.ID, Time: httpx.At(ev.Time), Service: ev.Service, AccountID: ev.AccountID, Actor: ev.Actor,
-		Action: ev.Action, Target: ev.Target, Outcome: ev.Outcome, RequestID: orNil(ev.RequestID), TraceID: orNil(ev.TraceID),
+		Action: ev.Action, Target: ev.Target, Outcome: ev.Outcome, RequestID: orNil(ev.RequestID), ClientReqID: orNil(ev.ClientRequestID),
+		TraceID:    orNil(ev.TraceID),
 		ClientAddr: orNil(ev.ClientAddr), Details: json.RawMessage("{}")}
 	if ev.DeploymentID > 0 {
 		v.DeploymentID = &ev.DeploymentID

@@ -129,6 +129,9 @@ func deps(proc *server.Process, cfg config.Config) (app.Deps, func(), error) {
 	if d.TrustedProxies, err = gateway.ParsePrefixes(cfg.TrustedProxies); err != nil {
 		return fail(fmt.Errorf("GATEWAY_TRUSTED_PROXIES: %w", err))
 	}
+	if err := gateway.CheckProxies(cfg.BehindProxy, d.TrustedProxies); err != nil {
+		return fail(err)
+	}
 	for name, raw := range map[string]string{"workspace-svc": cfg.WorkspaceURL, "embed-svc": cfg.EmbedURL, "dbtsync-svc": cfg.DBTSyncURL} {
 		urls, err := gateway.ParseUpstreams(raw)
 		if err != nil {

@@ -24,6 +24,24 @@ var ErrUnauthenticated = errors.New("unauthenticated")
 // ErrUnavailable means a store needed to check the credential could not be reached: 503.
 var ErrUnavailable = errors.New("credential store unavailable")
 
+// ErrNotCached means the credential could be checked only by asking the identity store,
+// and the context said not to (CacheOnly).
+var ErrNotCached = errors.New("credential not verified recently")
+
+type cacheOnlyKey struct{}
+
+// CacheOnly marks ctx so that an API key is checked only against what the caches hold
+// (a key verified recently, or an id remembered as missing): an unknown key id is
+// ErrNotCached instead of a query to the identity store. Bearer tokens are checked as
+// always: their signature is verified here, without the store. The gateway uses it for
+// a client over AUTH_FAILURE_LIMIT: its valid credentials still work, its guesses cost
+// the store nothing.
+func CacheOnly(ctx context.Context) context.Context {
+	return context.WithValue(ctx, cacheOnlyKey{}, true)
+}
+
+func cacheOnly(ctx context.Context) bool { v, _ := ctx.Value(cacheOnlyKey{}).(bool); return v }
+
 // Directory is what the authenticator reads from the identity store.
 type Directory interface {
 	Account(ctx context.Context, id int64) (store.Account, error)
@@ -131,6 +149,9 @@ func (a *Authenticator) APIKey(ctx context.Context, raw string) (*identity.Princ
 	if !ok {
 		if _, missing := a.missingKeys.Get(keyID); missing {
 			return nil, fmt.Errorf("%w: unknown API key", ErrUnauthenticated)
+		}
+		if cacheOnly(ctx) {
+			return nil, ErrNotCached
 		}
 		var err error
 		k, err = a.dir.APIKey(ctx, keyID)

@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"net/http"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/analyticsco/platform/gateway/internal/auth"
+	"github.com/analyticsco/platform/gateway/internal/credentials"
 	"github.com/analyticsco/platform/libs/httpx"
 )
 
@@ -80,47 +83,112 @@ func (g *Gateway) trusted(a netip.Addr) bool {
 	return false
 }
 
-// failedAuthThrottled reports (and answers 429) when the client's failed authentications
-// are over AUTH_FAILURE_LIMIT: such a client gets no further authentication attempts, so
-// guessing costs neither the identity store nor the JWKS endpoint anything, until the
-// window passes. The block is remembered in this replica; the count is shared in Redis.
-func (g *Gateway) failedAuthThrottled(w http.ResponseWriter, r *http.Request) bool {
-	if g.blocked == nil {
-		return false
+// Failed authentications are counted twice, per client address and per credential
+// (an API key's id, a bearer token's hash), each against AUTH_FAILURE_LIMIT. Past it the
+// address or the credential is throttled, not locked out: its requests are still
+// authenticated, and what verifies is served, so one client failing behind an office NAT
+// does not lock the office's valid credentials out, nor can someone who knows a key's id
+// lock its owner out. What fails is answered 429. From a throttled address an API key is
+// checked from the caches only (auth.CacheOnly): there a guesser could name a new key id
+// every time, each a query to the identity store. A throttled credential is one key id,
+// whose record the caches hold after one query. The throttle is remembered in this
+// replica; the counts are shared in Redis.
+
+// failureKeys are the counters a failed authentication of r adds to: its client
+// address, and its credential when it names one.
+func (g *Gateway) failureKeys(r *http.Request) (addr, cred string) {
+	addr = "addr:" + g.clientAddr(r)
+	scheme, value := credential(r)
+	switch {
+	case value == "":
+	case scheme == "api-key":
+		if id, _, ok := credentials.ParseAPIKey(value); ok {
+			cred = "key:" + id
+		}
+	case scheme == "bearer":
+		sum := sha256.Sum256([]byte(value))
+		cred = "token:" + hex.EncodeToString(sum[:16])
 	}
-	until, ok := g.blocked.Get(g.clientAddr(r))
-	if !ok || !time.Now().Before(until) {
-		return false
-	}
-	writeAuthThrottled(w, until, g.o.AuthFailureLimit.N, g.o.AuthFailureLimit.Window)
-	return true
+	return addr, cred
 }
 
-// countFailedAuth counts a failed authentication of the client; it reports whether the
-// client is now over the limit (and then answers 429 instead of the 401).
+// authThrottle is why a request is throttled: until when, whom it names, and whether
+// its API key may be checked from the caches only (its address is throttled).
+type authThrottle struct {
+	until     time.Time
+	who       string
+	cacheOnly bool
+}
+
+// authThrottled reports whether r's client address or credential is over the limit.
+func (g *Gateway) authThrottled(r *http.Request) (authThrottle, bool) {
+	if g.blocked == nil {
+		return authThrottle{}, false
+	}
+	addr, cred := g.failureKeys(r)
+	now := time.Now()
+	if until, ok := g.blocked.Get(addr); ok && now.Before(until) {
+		return authThrottle{until: until, who: "this client address", cacheOnly: true}, true
+	}
+	if until, ok := g.blocked.Get(cred); ok && cred != "" && now.Before(until) {
+		return authThrottle{until: until, who: "this credential"}, true
+	}
+	return authThrottle{}, false
+}
+
+// countFailedAuth counts a failed authentication of r; it reports whether it answered
+// instead of the 401: 429 when the address or the credential is now over the limit,
+// 503 when the failure could not be counted (Redis unavailable: failures are never
+// left uncounted).
 func (g *Gateway) countFailedAuth(ctx context.Context, w http.ResponseWriter, r *http.Request) bool {
 	if g.blocked == nil || g.o.RateLimiter == nil {
 		return false
 	}
-	addr := g.clientAddr(r)
-	d, err := g.o.RateLimiter.Allow(ctx, "authfail:"+addr, g.o.AuthFailureLimit)
-	if err != nil || d.Allowed {
+	addr, cred := g.failureKeys(r)
+	var over *authThrottle
+	for _, c := range [...]struct{ key, who string }{{addr, "this client address"}, {cred, "this credential"}} {
+		key, who := c.key, c.who
+		if key == "" {
+			continue
+		}
+		d, err := g.o.RateLimiter.Allow(ctx, "authfail:"+key, g.o.AuthFailureLimit)
+		if err != nil {
+			g.o.Logger.WarnContext(ctx, "failed authentication not counted", "err", err)
+			writeLimitUnavailable(w)
+			return true
+		}
+		if !d.Allowed {
+			until := time.Now().Add(d.RetryAfter)
+			g.blocked.Put(key, until, until)
+			if over == nil || until.After(over.until) {
+				over = &authThrottle{until: until, who: who}
+			}
+		}
+	}
+	if over == nil {
 		return false
 	}
-	until := time.Now().Add(d.RetryAfter)
-	g.blocked.Put(addr, until, until)
-	writeAuthThrottled(w, until, g.o.AuthFailureLimit.N, g.o.AuthFailureLimit.Window)
+	g.writeAuthThrottled(w, *over)
 	return true
 }
 
-func writeAuthThrottled(w http.ResponseWriter, until time.Time, n int64, window time.Duration) {
-	secs := max(int64((time.Until(until)+time.Second-1)/time.Second), 1)
+func (g *Gateway) writeAuthThrottled(w http.ResponseWriter, t authThrottle) {
+	secs := max(int64((time.Until(t.until)+time.Second-1)/time.Second), 1)
 	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
 	httpx.WriteError(w, http.StatusTooManyRequests,
-		fmt.Sprintf("more than %d failed authentications per %s from this client address (AUTH_FAILURE_LIMIT); retry in %d s", n, window, secs))
+		fmt.Sprintf("more than %d failed authentications per %s with %s (AUTH_FAILURE_LIMIT); only credentials that verify are served until it passes, in %d s",
+			g.o.AuthFailureLimit.N, g.o.AuthFailureLimit.Window, t.who, secs))
 }
 
-// newBlockedClients is the bounded set of client addresses over the failure limit.
+// writeLimitUnavailable answers a request whose limit could not be checked (Redis is
+// unavailable): refused, never served unlimited.
+func writeLimitUnavailable(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", "1")
+	httpx.WriteError(w, http.StatusServiceUnavailable, "request limits cannot be checked right now (Redis unavailable); retry shortly")
+}
+
+// newBlockedClients is the bounded set of client addresses and credentials over the
+// failure limit.
 func newBlockedClients() *auth.Cache[string, time.Time] {
 	return auth.NewCache[string, time.Time](100_000, time.Now)
 }
@@ -144,4 +212,14 @@ func ParsePrefixes(list []string) ([]netip.Prefix, error) {
 		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
 	}
 	return out, nil
+}
+
+// CheckProxies refuses a gateway behind a proxy (GATEWAY_BEHIND_PROXY) with no trusted
+// proxies: it would count every client as the proxy's one address, so one client's
+// failures would throttle everyone, and the audit trail would record the proxy.
+func CheckProxies(behindProxy bool, trusted []netip.Prefix) error {
+	if behindProxy && len(trusted) == 0 {
+		return fmt.Errorf("GATEWAY_BEHIND_PROXY is true but GATEWAY_TRUSTED_PROXIES is empty: list the addresses of the proxy in front of the gateway")
+	}
+	return nil
 }

@@ -139,9 +139,12 @@ func (g *Gateway) withinRateLimit(w http.ResponseWriter, r *http.Request, rt rou
 	}
 	d, err := g.o.RateLimiter.Allow(r.Context(), key, limit)
 	if err != nil {
-		// Counting failed (Redis unreachable): serve rather than refuse everyone.
-		g.o.Logger.WarnContext(r.Context(), "rate limit not applied", "err", err)
-		return true
+		// Counting failed (Redis unreachable): refused with 503, never served unlimited.
+		// Both limited routes keep their sessions in the same Redis, so they could not be
+		// served anyway.
+		g.o.Logger.WarnContext(r.Context(), "rate limit not checked", "err", err)
+		writeLimitUnavailable(w)
+		return false
 	}
 	w.Header().Set("X-RateLimit-Limit", strconv.FormatInt(limit.N, 10))
 	w.Header().Set("X-RateLimit-Remaining", strconv.FormatInt(d.Remaining, 10))
@@ -210,8 +213,16 @@ func (b *bufferPool) Put(buf *[]byte) { b.p.Put(buf) }
 // span and log see every early return.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	rid := server.RequestID(r)
-	info := &logging.RequestInfo{ID: rid}
+	// The request id is the platform's own, always: a client could otherwise give its
+	// requests (and their audit events) the id of someone else's. A client's short and
+	// safe X-Request-Id is kept beside it, for the client's own correlation.
+	rid := server.NewRequestID()
+	clientRID := r.Header.Get(server.RequestIDHeader)
+	if !server.ValidRequestID(clientRID) {
+		clientRID = ""
+	}
+	r.Header.Del(server.ClientRequestIDHeader)
+	info := &logging.RequestInfo{ID: rid, ClientID: clientRID}
 	ctx := logging.WithRequest(r.Context(), info)
 	ctx = g.prop.Extract(ctx, propagation.HeaderCarrier(r.Header))
 	rt, matched := match(r.URL.Path)
@@ -240,7 +251,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if code >= 500 {
 				level = slog.LevelWarn
 			}
-			g.o.Logger.Log(ctx, level, "request", "method", r.Method, "path", r.URL.Path, "status", code, "duration_ms", float64(elapsed.Microseconds())/1000)
+			g.o.Logger.Log(ctx, level, "request", "method", obs.MethodLabel(r.Method), "path", logging.Path(r.URL.Path), "status", code,
+				"duration_ms", float64(elapsed.Microseconds())/1000)
 		}
 	}()
 	// Identity headers are ours alone: whatever a client sends under that prefix is gone
@@ -285,18 +297,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Body = cb
 		r = r.WithContext(context.WithValue(r.Context(), ctxClientBody, cb))
 	}
-	if rt.policy != policyPublic && g.failedAuthThrottled(rec, r) {
-		return
-	}
-	p, err := g.authorize(r, rt)
-	if err != nil {
-		if isAuthFailure(err) && g.countFailedAuth(ctx, rec, r) {
-			return
-		}
-		g.writeAuthError(rec, r, rt, err)
-		return
-	}
-	if !g.withinRateLimit(rec, r, rt, p) {
+	p, ok := g.authenticate(rec, r, rt)
+	if !ok || !g.withinRateLimit(rec, r, rt, p) {
 		return
 	}
 	// Public routes get a signed anonymous principal too, so a service can tell a request
@@ -316,7 +318,35 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Header.Set(identity.Header, hdr)
 	r.Header.Set(server.RequestIDHeader, rid)
+	if clientRID != "" {
+		r.Header.Set(server.ClientRequestIDHeader, clientRID)
+	}
 	g.proxies[rt.svc].ServeHTTP(rec, r)
+}
+
+// authenticate authorizes r for rt, answering the failure itself (ok false). A client
+// address or credential over AUTH_FAILURE_LIMIT is still served when its credential
+// verifies (from a throttled address, API keys from the caches only); what fails then
+// is 429.
+func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request, rt route) (*identity.Principal, bool) {
+	var throttle authThrottle
+	throttled := false
+	if rt.policy != policyPublic {
+		if throttle, throttled = g.authThrottled(r); throttled && throttle.cacheOnly {
+			r = r.WithContext(auth.CacheOnly(r.Context()))
+		}
+	}
+	p, err := g.authorize(r, rt)
+	switch {
+	case err == nil:
+		return p, true
+	case throttled && (isAuthFailure(err) || errors.Is(err, auth.ErrNotCached)):
+		g.writeAuthThrottled(w, throttle)
+	case isAuthFailure(err) && g.countFailedAuth(r.Context(), w, r):
+	default:
+		g.writeAuthError(w, r, rt, err)
+	}
+	return nil, false
 }
 
 // authError is an authorization failure with its status, message and, for a named rule,

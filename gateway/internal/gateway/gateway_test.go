@@ -424,11 +424,26 @@ func TestRoutingAndLimits(t *testing.T) {
 		}
 	})
 	t.Run("request-id", func(t *testing.T) {
-		_, hdr, body := h.do("GET", fmt.Sprintf("/api/v1/deployments/%d/workspace", a1), tok, nil, "X-Request-Id", "req-123")
-		var e echoed
-		mustJSON(t, body, &e)
-		if got := e.Headers["X-Request-Id"]; hdr.Get("X-Request-Id") != "req-123" || len(got) != 1 || got[0] != "req-123" {
-			t.Fatalf("request id: client saw %q, service got %v", hdr.Get("X-Request-Id"), got)
+		// The platform's request id is the gateway's own; a client's short and safe
+		// X-Request-Id travels beside it, and any other is dropped, as is a client's
+		// X-Client-Request-Id.
+		for _, tc := range []struct{ sent, want string }{
+			{"req-123", "req-123"},
+			{strings.Repeat("r", 65), ""},
+			{"a b", ""},
+		} {
+			_, hdr, body := h.do("GET", fmt.Sprintf("/api/v1/deployments/%d/workspace", a1), tok, nil,
+				"X-Request-Id", tc.sent, "X-Client-Request-Id", "forged")
+			var e echoed
+			mustJSON(t, body, &e)
+			rid := hdr.Get("X-Request-Id")
+			got, client := e.Headers["X-Request-Id"], e.Headers["X-Client-Request-Id"]
+			if rid == "" || rid == tc.sent || len(got) != 1 || got[0] != rid {
+				t.Fatalf("sent %q: client answered %q, service got %v", tc.sent, rid, got)
+			}
+			if (tc.want == "" && len(client) != 0) || (tc.want != "" && (len(client) != 1 || client[0] != tc.want)) {
+				t.Fatalf("sent %q: service got X-Client-Request-Id %v, want %q", tc.sent, client, tc.want)
+			}
 		}
 	})
 }

@@ -10,20 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/analyticsco/platform/devstack"
 	"github.com/analyticsco/platform/gateway/internal/gateway"
 	"github.com/analyticsco/platform/gateway/internal/ratelimit"
 )
 
 func TestRateLimits(t *testing.T) {
-	red := devstack.RedisForTest(t)
-	opts, _ := redis.ParseURL(red.URL)
-	rdb := redis.NewClient(opts)
-	defer rdb.Close()
-	h := newHarness(t, func(o *gateway.Options) {
-		o.RateLimiter = ratelimit.New(rdb, devstack.UniqueName(t, "rl")+":")
+	h := limitedHarness(t, devstack.RedisForTest(t), func(o *gateway.Options) {
 		o.GenerateSessionLimit = ratelimit.Limit{N: 3, Window: time.Minute}
 		o.ExchangeLimit = ratelimit.Limit{N: 2, Window: time.Minute}
 	})

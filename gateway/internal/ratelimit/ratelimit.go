@@ -71,14 +71,19 @@ type Decision struct {
 	RetryAfter time.Duration // until the window resets
 }
 
-// Allow counts one request of key against limit.
+// Allow counts one request of key against limit; an error (Redis unavailable) comes
+// with a Decision that does not allow.
 func (l *Limiter) Allow(ctx context.Context, key string, limit Limit) (Decision, error) {
 	if !limit.Enabled() {
 		return Decision{Allowed: true, Remaining: -1}, nil
 	}
 	res, err := fixedWindow.Run(ctx, l.rdb, []string{l.prefix + key}, limit.Window.Milliseconds()).Int64Slice()
-	if err != nil || len(res) != 2 {
-		return Decision{Allowed: true}, fmt.Errorf("rate limit: %w", err)
+	if err == nil && len(res) != 2 {
+		err = fmt.Errorf("the counter script answered %d values", len(res))
+	}
+	if err != nil {
+		// Not counted: the caller refuses (a limit that cannot be checked is not lifted).
+		return Decision{}, fmt.Errorf("rate limit: %w", err)
 	}
 	n, ttl := res[0], time.Duration(res[1])*time.Millisecond
 	d := Decision{Allowed: n <= limit.N, Remaining: max(limit.N-n, 0), RetryAfter: ttl}

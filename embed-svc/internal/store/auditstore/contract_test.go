@@ -46,11 +46,24 @@ var base = time.Date(2026, 11, 25, 8, 0, 0, 0, time.UTC)
 func event(acc int64, at time.Duration, action string, mod func(*audit.Event)) audit.Event {
 	ev := audit.Event{ID: audit.NewID(base.Add(at)), Time: base.Add(at), Service: "workspace-svc", AccountID: acc, Action: action,
 		Actor: audit.Actor{Type: audit.ActorUser, ID: "7", UserID: 7}, Target: audit.Target{Type: "folder", ID: "1"},
-		Outcome: audit.Succeeded(200), RequestID: "r", TraceID: "t", ClientAddr: "192.0.2.1"}
+		Outcome: audit.Succeeded(200), RequestID: "r", ClientRequestID: "client-r", TraceID: "t", ClientAddr: "192.0.2.1"}
 	if mod != nil {
 		mod(&ev)
 	}
 	return ev
+}
+
+// number is a detail's numeric value, whichever number type the store decoded it as.
+func number(v any) float64 {
+	switch n := v.(type) {
+	case int:
+		return float64(n)
+	case int64:
+		return float64(n)
+	case float64:
+		return n
+	}
+	return -1
 }
 
 func ids(evs []audit.Event) []string {
@@ -117,7 +130,7 @@ func contract(t *testing.T, s auditsvc.Store) {
 		want := evs[10]
 		if gen.ID != want.ID || !gen.Time.Equal(want.Time) || gen.Actor != want.Actor || gen.Outcome != want.Outcome ||
 			gen.Target != want.Target || gen.Details["externalId"] != "ext-1" || gen.Details["count"] != 3.0 ||
-			gen.RequestID != "r" || gen.TraceID != "t" || gen.ClientAddr != "192.0.2.1" || gen.Service != "workspace-svc" {
+			gen.RequestID != "r" || gen.ClientRequestID != "client-r" || gen.TraceID != "t" || gen.ClientAddr != "192.0.2.1" || gen.Service != "workspace-svc" {
 			t.Fatalf("round trip:\n got %+v\nwant %+v", gen, want)
 		}
 	})
@@ -168,6 +181,49 @@ func contract(t *testing.T, s auditsvc.Store) {
 			if seen[i] != all[i] {
 				t.Fatalf("page order differs at %d", i)
 			}
+		}
+	})
+	t.Run("budget-counts-per-account-and-window", func(t *testing.T) {
+		w := base.Add(time.Hour)
+		for _, step := range []struct {
+			acc        int64
+			window     time.Time
+			n          int
+			wantBefore int64
+		}{
+			{3, w, 3, 0}, {3, w, 2, 3}, {3, w, 1, 5}, {4, w, 1, 0}, {3, w.Add(time.Minute), 1, 0},
+		} {
+			got, err := s.Admit(ctx, step.acc, step.window, step.n)
+			if err != nil || got != step.wantBefore {
+				t.Fatalf("Admit(%d, %s, %d) = %d %v, want %d", step.acc, step.window, step.n, got, err, step.wantBefore)
+			}
+		}
+	})
+	t.Run("merged-counts-add-up-in-one-summary-event", func(t *testing.T) {
+		m := auditsvc.Merged{AccountID: 5, Window: base.Add(2 * time.Hour), Length: time.Minute, Limit: 10, Count: 4}
+		if err := s.Merge(ctx, []auditsvc.Merged{m}); err != nil {
+			t.Fatal(err)
+		}
+		m.Count = 3
+		if err := s.Merge(ctx, []auditsvc.Merged{m, {AccountID: 6, Window: m.Window, Length: time.Minute, Limit: 10, Count: 1}}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.List(ctx, 5, auditsvc.Filter{}, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 {
+			t.Fatalf("account 5 has %d events, want its one summary", len(got))
+		}
+		ev, want := got[0], m.Event()
+		if ev.ID != want.ID || !ev.Time.Equal(want.Time) || ev.Action != auditsvc.ActionMerged || ev.Actor.Type != audit.ActorSystem ||
+			ev.Target != want.Target || ev.Service != "embed-svc" || number(ev.Details["merged"]) != 7 || number(ev.Details["limit"]) != 10 ||
+			number(ev.Details["windowSeconds"]) != 60 {
+			t.Fatalf("summary %+v, want %+v with details.merged 7", ev, want)
+		}
+		other, _ := s.List(ctx, 6, auditsvc.Filter{}, 10)
+		if len(other) != 1 || number(other[0].Details["merged"]) != 1 || other[0].ID == ev.ID {
+			t.Fatalf("account 6's summary: %+v", other)
 		}
 	})
 	t.Run("cursor-and-to-together", func(t *testing.T) {

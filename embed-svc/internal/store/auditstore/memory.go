@@ -2,9 +2,11 @@ package auditstore
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	auditsvc "github.com/analyticsco/platform/embed-svc/internal/audit"
 	"github.com/analyticsco/platform/libs/audit"
@@ -13,12 +15,41 @@ import (
 // Memory is the Store in memory, for tests of what uses a Store; the contract test
 // holds it to Mongo's behaviour.
 type Memory struct {
-	mu     sync.Mutex
-	events map[string]audit.Event
+	mu      sync.Mutex
+	events  map[string]audit.Event
+	budgets map[string]int64
 }
 
 // NewMemory returns an empty store.
-func NewMemory() *Memory { return &Memory{events: map[string]audit.Event{}} }
+func NewMemory() *Memory {
+	return &Memory{events: map[string]audit.Event{}, budgets: map[string]int64{}}
+}
+
+// Admit adds n to the account's count of the window and returns the count before.
+func (m *Memory) Admit(_ context.Context, accountID int64, window time.Time, n int) (int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := fmt.Sprintf("%d:%d", accountID, window.UnixMilli())
+	before := m.budgets[k]
+	m.budgets[k] = before + int64(n)
+	return before, nil
+}
+
+// Merge adds each count to its window's summary event, inserting it the first time.
+func (m *Memory) Merge(_ context.Context, merged []auditsvc.Merged) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, mg := range merged {
+		ev := mg.Event()
+		if stored, ok := m.events[ev.ID]; ok {
+			ev = stored
+		}
+		n, _ := ev.Details["merged"].(int64)
+		ev.Details["merged"] = n + int64(mg.Count)
+		m.events[ev.ID] = ev
+	}
+	return nil
+}
 
 // Insert stores events; those already stored are left as they are.
 func (m *Memory) Insert(_ context.Context, events []audit.Event) error {

@@ -29,10 +29,19 @@ const Collection = "audit_events"
 // DefaultRetention is how long an event is kept when no retention is given (400 days).
 const DefaultRetention = 400 * 24 * time.Hour
 
-// Mongo is the Store in MongoDB. Events are dropped Retention after their time: by a
-// TTL index where the database has them, else by Sweep (FerretDB v1 has none).
+// BudgetCollection holds the ingester's per-account counts of recent windows (Admit).
+const BudgetCollection = "audit_budgets"
+
+// budgetRetention is how long a window's count is kept: past it, an event of that window
+// (relayed late from an outbox) starts a new count.
+const budgetRetention = time.Hour
+
+// Mongo is the Store in MongoDB. Events are dropped Retention after their time, and
+// budget counts budgetRetention after their window: by TTL indexes where the database
+// has them, else by Sweep (FerretDB v1 has none).
 type Mongo struct {
 	c         *mongo.Collection
+	budgets   *mongo.Collection
 	retention time.Duration
 	sweep     atomic.Bool
 }
@@ -42,7 +51,7 @@ func NewMongo(db *mongo.Database, retention time.Duration) *Mongo {
 	if retention <= 0 {
 		retention = DefaultRetention
 	}
-	return &Mongo{c: db.Collection(Collection), retention: retention}
+	return &Mongo{c: db.Collection(Collection), budgets: db.Collection(BudgetCollection), retention: retention}
 }
 
 // eventDoc is an event as stored: the actor's identifiers side by side (actors) so one
@@ -62,9 +71,13 @@ type eventDoc struct {
 	Status       int       `bson:"status,omitempty"`
 	Code         string    `bson:"code,omitempty"`
 	RequestID    string    `bson:"requestId,omitempty"`
+	ClientReqID  string    `bson:"clientRequestId,omitempty"`
 	TraceID      string    `bson:"traceId,omitempty"`
 	ClientAddr   string    `bson:"clientAddr,omitempty"`
 	Details      string    `bson:"details,omitempty"`
+	// Merged is the count of a summary event (auditsvc.ActionMerged), added to by Merge
+	// and shown as details.merged.
+	Merged int64 `bson:"merged,omitempty"`
 }
 
 type actorDoc struct {
@@ -98,7 +111,7 @@ func toDoc(ev audit.Event) eventDoc {
 	d := eventDoc{ID: ev.ID, Time: ev.Time.UTC(), Service: ev.Service, AccountID: ev.AccountID, DeploymentID: ev.DeploymentID,
 		Actor: actorDoc(ev.Actor), Actors: ActorKeys(ev.Actor), Action: ev.Action,
 		TargetType: ev.Target.Type, TargetID: ev.Target.ID, Result: ev.Outcome.Result, Status: ev.Outcome.Status, Code: ev.Outcome.Code,
-		RequestID: ev.RequestID, TraceID: ev.TraceID, ClientAddr: ev.ClientAddr}
+		RequestID: ev.RequestID, ClientReqID: ev.ClientRequestID, TraceID: ev.TraceID, ClientAddr: ev.ClientAddr}
 	if len(ev.Details) > 0 {
 		if raw, err := json.Marshal(ev.Details); err == nil {
 			d.Details = string(raw)
@@ -110,9 +123,16 @@ func toDoc(ev audit.Event) eventDoc {
 func (d eventDoc) event() audit.Event {
 	ev := audit.Event{ID: d.ID, Time: d.Time.UTC(), Service: d.Service, AccountID: d.AccountID, DeploymentID: d.DeploymentID,
 		Actor: audit.Actor(d.Actor), Action: d.Action, Target: audit.Target{Type: d.TargetType, ID: d.TargetID},
-		Outcome: audit.Outcome{Result: d.Result, Status: d.Status, Code: d.Code}, RequestID: d.RequestID, TraceID: d.TraceID, ClientAddr: d.ClientAddr}
+		Outcome: audit.Outcome{Result: d.Result, Status: d.Status, Code: d.Code}, RequestID: d.RequestID, ClientRequestID: d.ClientReqID,
+		TraceID: d.TraceID, ClientAddr: d.ClientAddr}
 	if d.Details != "" {
 		_ = json.Unmarshal([]byte(d.Details), &ev.Details)
+	}
+	if d.Merged > 0 {
+		if ev.Details == nil {
+			ev.Details = map[string]any{}
+		}
+		ev.Details["merged"] = d.Merged
 	}
 	return ev
 }
@@ -132,7 +152,21 @@ func (s *Mongo) EnsureIndexes(ctx context.Context) error {
 			return fmt.Errorf("index on %s: %w", Collection, wrap(err))
 		}
 	}
-	return s.ensureTTL(ctx)
+	if err := s.ensureTTL(ctx); err != nil {
+		return err
+	}
+	budgetTTL := mongo.IndexModel{Keys: bson.D{{Key: "at", Value: 1}},
+		Options: options.Index().SetName("at_ttl").SetExpireAfterSeconds(int32(budgetRetention / time.Second))}
+	if _, err := s.budgets.Indexes().CreateOne(ctx, budgetTTL); err != nil {
+		if !strings.Contains(err.Error(), "expireAfterSeconds") {
+			return fmt.Errorf("index on %s: %w", BudgetCollection, wrap(err))
+		}
+		// No TTL indexes here (FerretDB): Sweep drops old counts.
+		s.sweep.Store(true)
+		_, err = s.budgets.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "at", Value: 1}}, Options: options.Index().SetName("at_ttl")})
+		return wrap(err)
+	}
+	return nil
 }
 
 func (s *Mongo) ensureTTL(ctx context.Context) error {
@@ -173,6 +207,7 @@ func (s *Mongo) Sweep(ctx context.Context) {
 		case now := <-t.C:
 			if s.sweep.Load() {
 				_ = s.DeleteBefore(ctx, now.Add(-s.retention))
+				_, _ = s.budgets.DeleteMany(ctx, bson.D{{Key: "at", Value: bson.D{{Key: "$lt", Value: now.Add(-budgetRetention)}}}})
 			}
 		}
 	}
@@ -198,6 +233,63 @@ func (s *Mongo) Insert(ctx context.Context, events []audit.Event) error {
 	_, err := s.c.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false))
 	if err != nil && !mongox.OnlyDuplicateKeys(err) {
 		return wrap(err)
+	}
+	return nil
+}
+
+type budgetDoc struct {
+	ID string    `bson:"_id"`
+	N  int64     `bson:"n"`
+	At time.Time `bson:"at"`
+}
+
+// Admit adds n to the account's count of the window and returns the count before.
+func (s *Mongo) Admit(ctx context.Context, accountID int64, window time.Time, n int) (int64, error) {
+	filter := bson.D{{Key: "_id", Value: fmt.Sprintf("%d:%d", accountID, window.UnixMilli())}}
+	update := bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: int64(n)}}}, {Key: "$setOnInsert", Value: bson.D{{Key: "at", Value: window.UTC()}}}}
+	opts := options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.Before)
+	var before budgetDoc
+	err := s.budgets.FindOneAndUpdate(ctx, filter, update, opts).Decode(&before)
+	if mongo.IsDuplicateKeyError(err) { // two first counts raced; the loser adds to the winner's
+		err = s.budgets.FindOneAndUpdate(ctx, filter, update, opts).Decode(&before)
+	}
+	switch {
+	case errors.Is(err, mongo.ErrNoDocuments):
+		return 0, nil
+	case err != nil:
+		return 0, wrap(err)
+	}
+	return before.N, nil
+}
+
+// Merge adds each count to its window's summary event, inserting it the first time.
+func (s *Mongo) Merge(ctx context.Context, merged []auditsvc.Merged) error {
+	for _, m := range merged {
+		raw, err := bson.Marshal(toDoc(m.Event()))
+		if err != nil {
+			return err
+		}
+		var fields bson.D
+		if err := bson.Unmarshal(raw, &fields); err != nil {
+			return err
+		}
+		var id any
+		onInsert := bson.D{}
+		for _, f := range fields {
+			if f.Key == "_id" {
+				id = f.Value
+				continue
+			}
+			onInsert = append(onInsert, f)
+		}
+		update := bson.D{{Key: "$setOnInsert", Value: onInsert}, {Key: "$inc", Value: bson.D{{Key: "merged", Value: int64(m.Count)}}}}
+		_, err = s.c.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}}, update, options.UpdateOne().SetUpsert(true))
+		if mongo.IsDuplicateKeyError(err) {
+			_, err = s.c.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}}, update, options.UpdateOne().SetUpsert(true))
+		}
+		if err != nil {
+			return wrap(err)
+		}
 	}
 	return nil
 }

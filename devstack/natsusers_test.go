@@ -1,0 +1,250 @@
+package devstack_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/analyticsco/platform/devstack"
+	"github.com/analyticsco/platform/devstack/apitest"
+	"github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/libs/identity"
+)
+
+// usersOnlyNATS is the local stack's NATS: every connection names a platform user.
+func usersOnlyNATS(t *testing.T) *devstack.NATS {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n, err := devstack.StartNATS(ctx, t.TempDir(), "", nil, devstack.NATSUsersOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(n.Close)
+	return n
+}
+
+// natsClient is a connection as one user, with the permission violations the server
+// reported to it.
+type natsClient struct {
+	nc   *nats.Conn
+	mu   sync.Mutex
+	errs []string
+}
+
+func connectAs(t *testing.T, n *devstack.NATS, user string) *natsClient {
+	t.Helper()
+	c := &natsClient{}
+	nc, err := nats.Connect(n.UserURL(user), nats.Name(user), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		if errors.Is(err, nats.ErrPermissionViolation) {
+			c.mu.Lock()
+			c.errs = append(c.errs, err.Error())
+			c.mu.Unlock()
+		}
+	}))
+	if err != nil {
+		t.Fatalf("connect as %s: %v", user, err)
+	}
+	t.Cleanup(nc.Close)
+	c.nc = nc
+	return c
+}
+
+// violated reports whether the server refused op on subject ("Publish" or "Subscription").
+func (c *natsClient) violated(op, subject string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range c.errs {
+		if strings.Contains(strings.ToLower(e), strings.ToLower(op+" to \""+subject+"\"")) {
+			return true
+		}
+	}
+	return false
+}
+
+// denied checks that the server refuses user's publish or subscription on subject.
+func denied(t *testing.T, c *natsClient, user, op, subject string) {
+	t.Helper()
+	switch op {
+	case "Publish":
+		if err := c.nc.Publish(subject, []byte("{}")); err != nil {
+			t.Fatal(err)
+		}
+	case "Subscription":
+		if _, err := c.nc.Subscribe(subject, func(*nats.Msg) {}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = c.nc.Flush()
+	apitest.Eventually(t, 5*time.Second, user+": "+op+" to "+subject+" refused", func() (bool, string) {
+		return c.violated(op, subject), "not refused"
+	})
+}
+
+// Each process's NATS user may use only its own subjects: no process but the gateway can
+// answer identity lookups, none can publish another service's audit events or read the
+// AUDIT stream but its owner, and the dbt worker (which runs untrusted repositories)
+// touches nothing beyond its jobs, the job state, the manifest store and its own audit
+// subject.
+func TestEachNATSUserIsRefusedWhatIsNotItsOwn(t *testing.T) {
+	n := usersOnlyNATS(t)
+	for _, tc := range []struct {
+		user     string
+		op       string
+		subjects []string
+	}{
+		{"dbtsync-worker", "Publish", []string{"audit.events.workspace-svc", "audit.events.embed-svc", "audit.events.platformctl",
+			"identity.lookup.deployment", "dbtsync.branches.resolve", "$JS.API.CONSUMER.CREATE.AUDIT.x", "$JS.API.STREAM.DELETE.AUDIT",
+			"$JS.API.DIRECT.GET.AUDIT", "$JS.API.STREAM.MSG.GET.AUDIT"}},
+		{"dbtsync-worker", "Subscription", []string{"identity.lookup.*", "identity.lookup.deployment", "audit.events.>", "dbtsync.branches.resolve", ">"}},
+		{"gateway", "Publish", []string{"audit.events.gateway", "audit.events.workspace-svc", "identity.lookup.user", "dbtsync.jobs.1", "_INBOX.x"}},
+		{"gateway", "Subscription", []string{"audit.events.>", "_INBOX.>"}},
+		{"workspace-svc", "Publish", []string{"audit.events.embed-svc", "identity.lookup.deployment", "dbtsync.jobs.1",
+			"$JS.API.CONSUMER.CREATE.AUDIT.x", "$JS.API.STREAM.UPDATE.AUDIT", "$KV.dbtsync_jobs.job.1.x"}},
+		{"workspace-svc", "Subscription", []string{"identity.lookup.*", "audit.events.>"}},
+		{"embed-svc", "Publish", []string{"audit.events.workspace-svc", "dbtsync.jobs.1", "$KV.dbtsync_jobs.job.1.x",
+			"$JS.API.CONSUMER.CREATE.DBTSYNC_JOBS.x", "$O.dbtsync_manifests.C.x"}},
+		{"embed-svc", "Subscription", []string{"identity.lookup.*", "dbtsync.branches.resolve"}},
+		{"dbtsync-svc", "Publish", []string{"audit.events.dbtsync-worker", "audit.events.embed-svc", "identity.lookup.deployment",
+			"$JS.API.CONSUMER.CREATE.AUDIT.x"}},
+		{"dbtsync-svc", "Subscription", []string{"identity.lookup.*", "audit.events.>"}},
+		{"platformctl", "Publish", []string{"audit.events.workspace-svc", "identity.lookup.user", "dbtsync.jobs.1"}},
+		{"platformctl", "Subscription", []string{"identity.lookup.*"}},
+	} {
+		t.Run(tc.user+"-"+tc.op, func(t *testing.T) {
+			c := connectAs(t, n, tc.user)
+			for _, s := range tc.subjects {
+				denied(t, c, tc.user, tc.op, s)
+			}
+		})
+	}
+	// Without credentials nothing connects.
+	if nc, err := nats.Connect(n.URL, nats.NoReconnect()); err == nil {
+		nc.Close()
+		t.Errorf("an anonymous connection was accepted by the users-only server")
+	}
+}
+
+type oneDeployment struct{}
+
+func (oneDeployment) LookupDeployment(_ context.Context, id int64) (identity.DeploymentInfo, error) {
+	return identity.DeploymentInfo{ID: id, AccountID: 7, ProductionBranch: "main"}, nil
+}
+
+func (oneDeployment) LookupUser(context.Context, int64, string) (identity.User, error) {
+	return identity.User{}, identity.ErrNotFound
+}
+
+// What each user needs works under its permissions: the gateway answers embed-svc's
+// identity lookups, a worker records an audit event on its own subject, embed-svc (the
+// trail's owner) reads it from the AUDIT stream, and dbtsync-svc and the worker share the
+// job stream, the job-state bucket and the manifest store.
+func TestEachNATSUserCanDoItsOwnWork(t *testing.T) {
+	n := usersOnlyNATS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	gw, embed := connectAs(t, n, "gateway"), connectAs(t, n, "embed-svc")
+	if _, err := identity.ServeLookups(gw.nc, oneDeployment{}); err != nil {
+		t.Fatal(err)
+	}
+	_ = gw.nc.Flush()
+	dep, err := identity.NewLookup(embed.nc, 5*time.Second).Deployment(ctx, 42)
+	if err != nil || dep.AccountID != 7 {
+		t.Fatalf("embed-svc's lookup answered by the gateway: %+v %v", dep, err)
+	}
+
+	embedJS, _ := jetstream.New(embed.nc)
+	stream, err := audit.EnsureStream(ctx, embedJS, audit.StreamLimits{})
+	if err != nil {
+		t.Fatalf("embed-svc sets up the AUDIT stream: %v", err)
+	}
+	worker := connectAs(t, n, "dbtsync-worker")
+	pub, err := audit.NewPublisher(audit.Options{Service: "dbtsync-worker", NATS: worker.nc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub.Record(ctx, audit.Event{AccountID: 7, Action: "dbtsync.sync.finish", Target: audit.Target{Type: "sync_job", ID: "j1"}})
+	cons, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "check", AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		t.Fatalf("embed-svc creates its consumer: %v", err)
+	}
+	msg, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+	if err != nil || msg.Subject() != "audit.events.dbtsync-worker" || !bytes.Contains(msg.Data(), []byte("dbtsync.sync.finish")) {
+		t.Fatalf("the worker's event on the stream: %v %v", msg, err)
+	}
+	if err := msg.Ack(); err != nil {
+		t.Fatalf("embed-svc acknowledges: %v", err)
+	}
+
+	svc := connectAs(t, n, "dbtsync-svc")
+	svcJS, _ := jetstream.New(svc.nc)
+	workerJS, _ := jetstream.New(worker.nc)
+	for who, js := range map[string]jetstream.JetStream{"dbtsync-svc": svcJS, "dbtsync-worker": workerJS} {
+		if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "DBTSYNC_JOBS", Subjects: []string{"dbtsync.jobs.>"},
+			Retention: jetstream.WorkQueuePolicy}); err != nil {
+			t.Fatalf("%s opens the jobs stream: %v", who, err)
+		}
+		if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "dbtsync_jobs"}); err != nil {
+			t.Fatalf("%s opens the job-state bucket: %v %v", who, err, svc.errs)
+		}
+		if _, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: "dbtsync_manifests"}); err != nil {
+			t.Fatalf("%s opens the manifest store: %v", who, err)
+		}
+	}
+	if _, err := svcJS.Publish(ctx, "dbtsync.jobs.1", []byte("job")); err != nil {
+		t.Fatalf("dbtsync-svc queues a job: %v", err)
+	}
+	svcKV, _ := svcJS.KeyValue(ctx, "dbtsync_jobs")
+	if _, err := svcKV.Create(ctx, "job.1.a", []byte("queued")); err != nil {
+		t.Fatalf("dbtsync-svc writes job state: %v", err)
+	}
+	svcObj, _ := svcJS.ObjectStore(ctx, "dbtsync_manifests")
+	if _, err := svcObj.PutBytes(ctx, "manifest-a", []byte("manifest")); err != nil {
+		t.Fatalf("dbtsync-svc stores a manifest: %v", err)
+	}
+	jobs, _ := workerJS.Stream(ctx, "DBTSYNC_JOBS")
+	wc, err := jobs.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "dbtsync-workers", AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		t.Fatalf("the worker creates its consumer: %v", err)
+	}
+	job, err := wc.Next(jetstream.FetchMaxWait(5 * time.Second))
+	if err != nil || string(job.Data()) != "job" || job.Ack() != nil {
+		t.Fatalf("the worker takes and acknowledges the job: %v %v", job, err)
+	}
+	workerKV, _ := workerJS.KeyValue(ctx, "dbtsync_jobs")
+	e, err := workerKV.Get(ctx, "job.1.a")
+	if err != nil || string(e.Value()) != "queued" {
+		t.Fatalf("the worker reads job state: %v", err)
+	}
+	if _, err := workerKV.Update(ctx, "job.1.a", []byte("done"), e.Revision()); err != nil {
+		t.Fatalf("the worker updates job state: %v", err)
+	}
+	keys, err := workerKV.ListKeysFiltered(ctx, "job.1.*")
+	if err != nil {
+		t.Fatalf("the worker lists job keys: %v", err)
+	}
+	for range keys.Keys() {
+	}
+	workerObj, _ := workerJS.ObjectStore(ctx, "dbtsync_manifests")
+	if b, err := workerObj.GetBytes(ctx, "manifest-a"); err != nil || string(b) != "manifest" {
+		t.Fatalf("the worker reads the manifest: %q %v", b, err)
+	}
+	if err := workerObj.Delete(ctx, "manifest-a"); err != nil {
+		t.Fatalf("the worker deletes the manifest: %v", err)
+	}
+	for who, c := range map[string]*natsClient{"gateway": gw, "embed-svc": embed, "dbtsync-worker": worker} {
+		c.mu.Lock()
+		if len(c.errs) > 0 {
+			t.Errorf("%s was refused: %v", who, c.errs)
+		}
+		c.mu.Unlock()
+	}
+}
