@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -19,14 +21,19 @@ import (
 // startTimeout bounds how long a *ForTest helper waits for a server.
 const startTimeout = 60 * time.Second
 
-// MongoForTest starts a fresh FerretDB (+ proxy) in t.TempDir(), stopped in
-// t.Cleanup. It fails the test on error; it never skips.
+// MongoForTest starts a fresh FerretDB (+ proxy) for the test, stopped in t.Cleanup:
+// on PostgreSQL, a database of its own in the test process's one PostgreSQL server
+// (sharedPostgres). It fails the test on error; it never skips.
 func MongoForTest(t testing.TB) *Mongo {
 	t.Helper()
 	logger := testLogger(t)
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
-	m, err := StartMongo(ctx, filepath.Join(t.TempDir(), "mongo"), logger)
+	pg, err := sharedPostgres(ctx)
+	if err != nil {
+		t.Fatalf("start PostgreSQL for the embedded FerretDB: %v", err)
+	}
+	m, err := StartMongoWith(ctx, MongoConfig{Dir: filepath.Join(t.TempDir(), "mongo"), Logger: logger, shared: pg})
 	if err != nil {
 		t.Fatalf("start embedded FerretDB: %v", err)
 	}
@@ -36,6 +43,50 @@ func MongoForTest(t testing.TB) *Mongo {
 		}
 	})
 	return m
+}
+
+// shared is the test process's PostgreSQL server: started by the first MongoForTest,
+// with its cluster in a temp dir that names the process, stopped when the process ends
+// (Pdeathsig). The next process to start one removes the dirs of processes that are gone.
+var shared struct {
+	sync.Mutex
+	pg *Postgres
+}
+
+func sharedPostgres(ctx context.Context) (*Postgres, error) {
+	shared.Lock()
+	defer shared.Unlock()
+	if shared.pg != nil {
+		return shared.pg, nil
+	}
+	removeStaleClusters()
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("devstack-pgtest-%d-%s", os.Getpid(), randomHex(4)))
+	pg, err := StartPostgres(ctx, dir, nil)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	if err := prepareFerretDatabase(ctx, pg, ferretTemplate); err != nil {
+		_ = pg.Close()
+		return nil, err
+	}
+	shared.pg = pg
+	return pg, nil
+}
+
+// removeStaleClusters removes the temp clusters of test processes that have exited.
+func removeStaleClusters() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "devstack-pgtest-*"))
+	for _, d := range dirs {
+		var pid int
+		var suffix string
+		if _, err := fmt.Sscanf(filepath.Base(d), "devstack-pgtest-%d-%s", &pid, &suffix); err != nil || pid <= 0 {
+			continue
+		}
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			_ = os.RemoveAll(d)
+		}
+	}
 }
 
 // MongoProcessForTest is MongoForTest in a child process built without the race

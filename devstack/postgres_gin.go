@@ -1,0 +1,69 @@
+package devstack
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// ginTriggerSQL makes PostgreSQL serve FerretDB's filters from indexes. FerretDB v1
+// stores a collection as a table of one jsonb column, _jsonb, turns a MongoDB index
+// into a btree on its fields' expressions (_jsonb->'dep'), and pushes an equality
+// filter down as containment (_jsonb->'dep' @> '5', which also matches an array
+// holding 5). No btree serves @>; a GIN index on the same expression does. So an event
+// trigger joins every btree index FerretDB creates on a document field with a GIN
+// index (jsonb_path_ops: containment only, the smaller kind) on each of its fields, one
+// per field and table whichever indexes name it. The services' code creates its indexes
+// as it does on MongoDB; nothing in it knows.
+var ginTriggerSQL = []string{
+	`CREATE OR REPLACE FUNCTION devstack_gin_indexes() RETURNS event_trigger LANGUAGE plpgsql AS $fn$
+DECLARE
+	cmd record;
+	tbl oid;
+	k int;
+	expr text;
+BEGIN
+	FOR cmd IN SELECT objid FROM pg_event_trigger_ddl_commands() WHERE command_tag = 'CREATE INDEX' AND object_type = 'index' LOOP
+		CONTINUE WHEN (SELECT am.amname FROM pg_class c JOIN pg_am am ON am.oid = c.relam WHERE c.oid = cmd.objid) <> 'btree';
+		SELECT indrelid INTO tbl FROM pg_index WHERE indexrelid = cmd.objid;
+		FOR k IN 1..(SELECT indnatts FROM pg_index WHERE indexrelid = cmd.objid) LOOP
+			expr := pg_get_indexdef(cmd.objid, k, false);
+			CONTINUE WHEN expr NOT LIKE '((_jsonb -> %';
+			EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s USING gin (%s jsonb_path_ops)',
+				left((SELECT relname FROM pg_class WHERE oid = tbl), 40) || '_' || left(md5(expr), 8) || '_gin', tbl::regclass, expr);
+		END LOOP;
+	END LOOP;
+END
+$fn$`,
+	`DROP EVENT TRIGGER IF EXISTS devstack_gin_indexes`,
+	`CREATE EVENT TRIGGER devstack_gin_indexes ON ddl_command_end WHEN TAG IN ('CREATE INDEX') EXECUTE FUNCTION devstack_gin_indexes()`,
+	// What the engine did, for make bench: statements, rows and buffers touched.
+	`CREATE EXTENSION IF NOT EXISTS pg_stat_statements`,
+}
+
+// ferretTemplate is the database a shared server's FerretDB databases are copied from.
+const ferretTemplate = "ferret_template"
+
+// prepareFerretDatabase creates database db (unless it exists) with the GIN trigger.
+func prepareFerretDatabase(ctx context.Context, pg *Postgres, db string) error {
+	err := pg.Exec(ctx, "postgres", "CREATE DATABASE "+pgx.Identifier{db}.Sanitize())
+	var pgErr *pgconn.PgError
+	if err != nil && !(errors.As(err, &pgErr) && pgErr.Code == "42P04") { // duplicate_database
+		return err
+	}
+	return pg.Exec(ctx, db, ginTriggerSQL...)
+}
+
+// randomHex is n random bytes in hex.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(fmt.Sprintf("devstack: random: %v", err))
+	}
+	return hex.EncodeToString(b)
+}
