@@ -56,7 +56,10 @@ type MongoConfig struct {
 	// Serialize is which commands the proxy runs one at a time: wireproxy.Writes (the
 	// zero value) or wireproxy.All.
 	Serialize wireproxy.Mode
-	Logger    *slog.Logger
+	// NoGIN leaves FerretDB's PostgreSQL tables with its btree indexes only: what
+	// FerretDB does by itself, for comparison (make bench -only engines).
+	NoGIN  bool
+	Logger *slog.Logger
 
 	// shared, when set, is a running PostgreSQL server this Mongo does not own: it uses
 	// its own database in it (MongoForTest's per-process cluster).
@@ -133,7 +136,7 @@ func StartMongoWith(ctx context.Context, cfg MongoConfig) (*Mongo, error) {
 	}
 	m := &Mongo{Dir: abs, Engine: engine, Serialize: cfg.Serialize, logger: logger.With("component", "mongo"), proxyAddr: addr}
 	if engine == EnginePostgres {
-		if err := m.preparePostgres(ctx, cfg.shared); err != nil {
+		if err := m.preparePostgres(ctx, cfg.shared, cfg.NoGIN); err != nil {
 			return nil, err
 		}
 	}
@@ -150,7 +153,7 @@ func StartMongoWith(ctx context.Context, cfg MongoConfig) (*Mongo, error) {
 
 // preparePostgres starts the cluster in Dir (or takes the shared server) and creates
 // FerretDB's database with the GIN trigger in it.
-func (m *Mongo) preparePostgres(ctx context.Context, shared *Postgres) error {
+func (m *Mongo) preparePostgres(ctx context.Context, shared *Postgres, noGIN bool) error {
 	if shared != nil {
 		m.Postgres = shared
 		m.pgDatabase = "m_" + randomHex(6)
@@ -164,7 +167,7 @@ func (m *Mongo) preparePostgres(ctx context.Context, shared *Postgres) error {
 		return err
 	}
 	m.Postgres, m.ownsPG, m.pgDatabase = pg, true, ferretDatabase
-	if err := prepareFerretDatabase(ctx, pg, ferretDatabase); err != nil {
+	if err := prepareFerretDatabase(ctx, pg, ferretDatabase, noGIN); err != nil {
 		_ = pg.Close()
 		return err
 	}
@@ -208,7 +211,7 @@ func (m *Mongo) startLocked(ctx context.Context) error {
 	upstreamAddr, err := hostOf(upstreamURI)
 	if err == nil {
 		var p *wireproxy.Proxy
-		p, err = wireproxy.ListenMode(m.proxyAddr, upstreamAddr, m.Serialize, m.logger)
+		p, err = wireproxy.ListenWith(m.proxyAddr, upstreamAddr, wireproxy.Options{Mode: m.Serialize, EscapeNUL: m.Engine == EnginePostgres, Logger: m.logger})
 		if err == nil {
 			m.proxy, m.cancel, m.runDone, m.running = p, cancel, runDone, true
 			m.proxyAddr = p.Addr().String()
@@ -336,4 +339,13 @@ func (h levelFilter) WithAttrs(as []slog.Attr) slog.Handler {
 
 func (h levelFilter) WithGroup(name string) slog.Handler {
 	return levelFilter{min: h.min, Handler: h.Handler.WithGroup(name)}
+}
+
+// PostgresURL is the URL of the PostgreSQL database FerretDB keeps its data in, "" on
+// SQLite.
+func (m *Mongo) PostgresURL() string {
+	if m.Postgres == nil {
+		return ""
+	}
+	return m.Postgres.URL(m.pgDatabase)
 }

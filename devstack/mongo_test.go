@@ -202,3 +202,42 @@ func TestMongoStopRestart(t *testing.T) {
 		t.Errorf("Restart after Close = %v, want an error", err)
 	}
 }
+
+// TestMongoKeepsStringsWithNUL: MongoDB strings may hold NUL, which PostgreSQL's jsonb
+// refuses; through the proxy they are stored, found by equality, unique and read back as
+// written, and so are strings holding the proxy's escape character.
+func TestMongoKeepsStringsWithNUL(t *testing.T) {
+	t.Parallel()
+	m := devstack.MongoForTest(t)
+	coll := connect(t, m.URI).Database(devstack.UniqueName(t, "db")).Collection("things")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ids := []string{"a\x00b", "a\uE000\uE001b", "a\uE000b", "a\uE000\uE000b", "\x00", "plain"}
+	for _, id := range ids {
+		doc := bson.D{{Key: "_id", Value: id}, {Key: "v", Value: "v" + id}, {Key: "list", Value: bson.A{id, bson.D{{Key: "in", Value: id}}}}}
+		if _, err := coll.InsertOne(ctx, doc); err != nil {
+			t.Fatalf("insert %q: %v", id, err)
+		}
+	}
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: "a\x00b"}}); !mongo.IsDuplicateKeyError(err) {
+		t.Errorf("a second %q: %v, want a duplicate key error", "a\x00b", err)
+	}
+	for _, id := range ids {
+		var got struct {
+			ID   string `bson:"_id"`
+			V    string `bson:"v"`
+			List bson.A `bson:"list"`
+		}
+		if err := coll.FindOne(ctx, bson.D{{Key: "v", Value: "v" + id}}).Decode(&got); err != nil {
+			t.Errorf("find v=%q: %v", "v"+id, err)
+			continue
+		}
+		inner, _ := got.List[1].(bson.D)
+		if got.ID != id || got.List[0] != id || len(inner) != 1 || inner[0].Value != id {
+			t.Errorf("read back %q, %q, %v; want %q everywhere", got.ID, got.V, got.List, id)
+		}
+	}
+	if n, err := coll.CountDocuments(ctx, bson.D{}); err != nil || n != int64(len(ids)) {
+		t.Errorf("count = %d, %v; want %d", n, err, len(ids))
+	}
+}

@@ -49,12 +49,16 @@ $fn$`,
 // ferretTemplate is the database a shared server's FerretDB databases are copied from.
 const ferretTemplate = "ferret_template"
 
-// prepareFerretDatabase creates database db (unless it exists) with the GIN trigger.
-func prepareFerretDatabase(ctx context.Context, pg *Postgres, db string) error {
+// prepareFerretDatabase creates database db (unless it exists) with the GIN trigger, or
+// without it when noGIN (indexes created meanwhile stay).
+func prepareFerretDatabase(ctx context.Context, pg *Postgres, db string, noGIN bool) error {
 	err := pg.Exec(ctx, "postgres", "CREATE DATABASE "+pgx.Identifier{db}.Sanitize())
 	var pgErr *pgconn.PgError
 	if err != nil && !(errors.As(err, &pgErr) && pgErr.Code == "42P04") { // duplicate_database
 		return err
+	}
+	if noGIN {
+		return pg.Exec(ctx, db, `DROP EVENT TRIGGER IF EXISTS devstack_gin_indexes`, ginTriggerSQL[len(ginTriggerSQL)-1])
 	}
 	return pg.Exec(ctx, db, ginTriggerSQL...)
 }

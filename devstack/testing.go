@@ -66,7 +66,7 @@ func sharedPostgres(ctx context.Context) (*Postgres, error) {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
-	if err := prepareFerretDatabase(ctx, pg, ferretTemplate); err != nil {
+	if err := prepareFerretDatabase(ctx, pg, ferretTemplate, false); err != nil {
 		_ = pg.Close()
 		return nil, err
 	}

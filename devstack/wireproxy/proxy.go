@@ -79,6 +79,7 @@ type Proxy struct {
 	ln       net.Listener
 	logger   *slog.Logger
 	mode     Mode
+	escape   bool
 
 	// Commands forwarded, and of them those that took the global lock (a write, or any
 	// command in All mode): what a benchmark reports beside its timings.
@@ -102,11 +103,22 @@ type Proxy struct {
 // Each client connection gets its own upstream connection, so per-connection server
 // state (cursors, sessions) keeps its meaning.
 func Listen(addr, upstream string, logger *slog.Logger) (*Proxy, error) {
-	return ListenMode(addr, upstream, All, logger)
+	return ListenWith(addr, upstream, Options{Mode: All, Logger: logger})
 }
 
-// ListenMode is Listen with the commands to serialise chosen by mode.
-func ListenMode(addr, upstream string, mode Mode, logger *slog.Logger) (*Proxy, error) {
+// Options are a proxy's settings.
+type Options struct {
+	// Mode is which commands run one at a time: Writes (the zero value) or All.
+	Mode Mode
+	// EscapeNUL rewrites NUL in the strings of requests and back in replies (nul.go),
+	// for an upstream that cannot store it (FerretDB on PostgreSQL).
+	EscapeNUL bool
+	Logger    *slog.Logger
+}
+
+// ListenWith is Listen with options.
+func ListenWith(addr, upstream string, o Options) (*Proxy, error) {
+	logger, mode := o.Logger, o.Mode
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -119,6 +131,7 @@ func ListenMode(addr, upstream string, mode Mode, logger *slog.Logger) (*Proxy, 
 		ln:       ln,
 		logger:   logger.With("component", "wireproxy"),
 		mode:     mode,
+		escape:   o.EscapeNUL,
 		turn:     make(chan struct{}, 1),
 		done:     make(chan struct{}),
 		conns:    make(map[net.Conn]struct{}),
@@ -230,6 +243,9 @@ func (p *Proxy) serve(client net.Conn) {
 			p.logEnd("client", err)
 			return
 		}
+		if p.escape {
+			msg = rewriteMsg(msg, escapeString)
+		}
 		expectReply := prepareRequest(msg)
 		replies, err := p.roundTrip(up, ur, msg, expectReply)
 		if err != nil {
@@ -239,6 +255,9 @@ func (p *Proxy) serve(client net.Conn) {
 		// Replies are written after the lock is released: the command has
 		// already completed upstream, and a slow client must not stall others.
 		for _, r := range replies {
+			if p.escape && bytes.Contains(r, escCharBytes) {
+				r = rewriteMsg(r, unescapeString)
+			}
 			if _, err := client.Write(r); err != nil {
 				p.logEnd("client", err)
 				return

@@ -34,15 +34,20 @@ type platformInfo struct {
 	Seed  devstack.Seed
 	Redis string // redis URL, for INFO
 	Mongo string // MongoDB URI (the proxy in front of FerretDB), for serverStatus
+	// Postgres is the URL of the PostgreSQL database under FerretDB ("" on SQLite), for
+	// pg_stat_statements.
+	Postgres string
 }
 
 // stackJSON is the part of $DATA_DIR/stack.json the bench reads.
 type stackJSON struct {
-	Gateway    string            `json:"gateway"`
-	MongoDBURI string            `json:"mongodbUri"`
-	RedisURL   string            `json:"redisUrl"`
-	PIDs       map[string]int    `json:"pids"`
-	Metrics    map[string]string `json:"metrics"`
+	Gateway    string `json:"gateway"`
+	MongoDBURI string `json:"mongodbUri"`
+	RedisURL   string `json:"redisUrl"`
+	// PostgresURL is the database under the embedded FerretDB (engine postgresql).
+	PostgresURL string            `json:"postgresUrl"`
+	PIDs        map[string]int    `json:"pids"`
+	Metrics     map[string]string `json:"metrics"`
 }
 
 // platformProcesses are the processes whose RSS and metrics are reported, in
@@ -60,13 +65,19 @@ var platformProcesses = []struct{ name, addrVar string }{
 // seeds it. Rate limits are off: the bench mints thousands of sessions from one
 // key and one address on purpose.
 func (e *Env) Platform(ctx context.Context) (platformInfo, error) {
-	return memo(e, "platform", func() (platformInfo, error) {
+	return e.platformWith(ctx, "platform")
+}
+
+// platformWith is Platform for another stack of its own, named key (its data dir), with
+// extra environment for devstack (DEVSTACK_MONGO_ENGINE and the like).
+func (e *Env) platformWith(ctx context.Context, key string, extraEnv ...string) (platformInfo, error) {
+	return memo(e, key, func() (platformInfo, error) {
 		for _, b := range []string{"devstack", "gateway", "platformctl", "workspace-svc", "embed-svc", "dbtsync-svc"} {
 			if _, err := os.Stat(filepath.Join(e.BinDir, b)); err != nil {
 				return platformInfo{}, fmt.Errorf("%s missing: run `make build` first (or pass -bin)", filepath.Join(e.BinDir, b))
 			}
 		}
-		dataDir := filepath.Join(e.Dir, "platform")
+		dataDir := filepath.Join(e.Dir, key)
 		envVars := []string{
 			"DATA_DIR=" + dataDir, "BIN_DIR=" + e.BinDir,
 			"DEVSTACK_MONGO_ADDR=random", "DEVSTACK_NATS_ADDR=random", "DEVSTACK_REDIS_ADDR=random",
@@ -85,8 +96,8 @@ func (e *Env) Platform(ctx context.Context) (platformInfo, error) {
 			envVars = append(envVars, p.addrVar+"="+a)
 		}
 		cmd := exec.Command(filepath.Join(e.BinDir, "devstack"))
-		cmd.Env = childEnv(envVars...)
-		c, err := e.startChild("devstack", cmd)
+		cmd.Env = childEnv(append(envVars, extraEnv...)...)
+		c, err := e.startChild(key, cmd)
 		if err != nil {
 			return platformInfo{}, err
 		}
@@ -119,8 +130,14 @@ func (e *Env) Platform(ctx context.Context) (platformInfo, error) {
 		for name, pid := range sf.PIDs {
 			pids[name] = pid
 		}
-		info := platformInfo{Gateway: sf.Gateway, Metrics: sf.Metrics, PIDs: pids, Seed: seed, Redis: sf.RedisURL, Mongo: sf.MongoDBURI}
+		info := platformInfo{Gateway: sf.Gateway, Metrics: sf.Metrics, PIDs: pids, Seed: seed, Redis: sf.RedisURL, Mongo: sf.MongoDBURI,
+			Postgres: sf.PostgresURL}
 		info.Procs = append(info.Procs, singleProc("devstack (FerretDB+proxy+NATS)", c.pid()))
+		if pid, ok := sf.PIDs["postgres"]; ok {
+			// The postmaster and its backends (one per FerretDB connection), found anew
+			// before and after every round.
+			info.Procs = append(info.Procs, &Proc{Label: "postgres", PIDs: func() []int { return append(childrenOf(pid), pid) }})
+		}
 		for _, p := range platformProcesses {
 			if pid, ok := sf.PIDs[p.name]; ok {
 				info.Procs = append(info.Procs, singleProc(p.name, pid))
@@ -130,11 +147,19 @@ func (e *Env) Platform(ctx context.Context) (platformInfo, error) {
 			info.Procs = append(info.Procs, singleProc("redis-server", pid))
 		}
 		all := make([]int, 0, len(pids))
-		for _, pid := range pids {
-			all = append(all, pid)
+		for name, pid := range pids {
+			if name != "postgres" {
+				all = append(all, pid)
+			}
 		}
 		slices.Sort(all)
-		info.All = &Proc{Label: "platform", PIDs: func() []int { return all }}
+		pgPID := sf.PIDs["postgres"]
+		info.All = &Proc{Label: "platform", PIDs: func() []int {
+			if pgPID == 0 {
+				return all
+			}
+			return append(append(slices.Clone(all), pgPID), childrenOf(pgPID)...)
+		}}
 		return info, nil
 	})
 }
