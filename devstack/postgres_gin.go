@@ -18,8 +18,10 @@ import (
 // holding 5). No btree serves @>; a GIN index on the same expression does. So an event
 // trigger joins every btree index FerretDB creates on a document field with a GIN
 // index (jsonb_path_ops: containment only, the smaller kind) on each of its fields, one
-// per field and table whichever indexes name it. The services' code creates its indexes
-// as it does on MongoDB; nothing in it knows.
+// per field and table whichever indexes name it. fastupdate is off: with it, new entries
+// wait in a pending list that every search reads whole until a vacuum merges it (after a
+// bulk insert of 50,000 items a folder GET read 127 buffers instead of 4). The services'
+// code creates its indexes as it does on MongoDB; nothing in it knows.
 var ginTriggerSQL = []string{
 	`CREATE OR REPLACE FUNCTION devstack_gin_indexes() RETURNS event_trigger LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -34,7 +36,7 @@ BEGIN
 		FOR k IN 1..(SELECT indnatts FROM pg_index WHERE indexrelid = cmd.objid) LOOP
 			expr := pg_get_indexdef(cmd.objid, k, false);
 			CONTINUE WHEN expr NOT LIKE '((_jsonb -> %';
-			EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s USING gin (%s jsonb_path_ops)',
+			EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s USING gin (%s jsonb_path_ops) WITH (fastupdate = off)',
 				left((SELECT relname FROM pg_class WHERE oid = tbl), 40) || '_' || left(md5(expr), 8) || '_gin', tbl::regclass, expr);
 		END LOOP;
 	END LOOP;

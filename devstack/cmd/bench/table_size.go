@@ -105,8 +105,8 @@ type sizedStack struct {
 }
 
 func (e *Env) sizedStack(ctx context.Context, c engineCandidate, size int) (*sizedStack, error) {
-	key := fmt.Sprintf("sized-%s-%d", c.Key, size)
-	return memo(e, key, func() (*sizedStack, error) {
+	key := fmt.Sprintf("sized-%s-%d", c.Key, size) // the platform's key and data dir
+	return memo(e, "workingset-"+key, func() (*sizedStack, error) {
 		p, err := e.platformWith(ctx, key, c.Env...)
 		if err != nil {
 			return nil, err
