@@ -241,3 +241,73 @@ func TestMongoKeepsStringsWithNUL(t *testing.T) {
 		t.Errorf("count = %d, %v; want %d", n, err, len(ids))
 	}
 }
+
+// TestMongoReadsBesideWritesSeeWholeDocuments: the proxy lets reads run beside the
+// serialised writes; a reader must still see each document as one write left it. Writers
+// $inc two fields of one document together while readers read it: every read sees them
+// equal, and the counter ends at the number of writes.
+func TestMongoReadsBesideWritesSeeWholeDocuments(t *testing.T) {
+	t.Parallel()
+	m := devstack.MongoForTest(t)
+	coll := connect(t, m.URI).Database(devstack.UniqueName(t, "db")).Collection("pairs")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: "p"}, {Key: "a", Value: int64(0)}, {Key: "b", Value: int64(0)}}); err != nil {
+		t.Fatal(err)
+	}
+	const writers, writes, readers = 4, 50, 4
+	var (
+		wg                 sync.WaitGroup
+		reads, torn, fails atomic.Int64
+		done               = make(chan struct{})
+	)
+	for range writers {
+		wg.Go(func() {
+			for range writes {
+				_, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: "p"}},
+					bson.D{{Key: "$inc", Value: bson.D{{Key: "a", Value: int64(1)}, {Key: "b", Value: int64(1)}}}})
+				if err != nil {
+					fails.Add(1)
+				}
+			}
+		})
+	}
+	var rg sync.WaitGroup
+	for range readers {
+		rg.Go(func() {
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				var d struct{ A, B int64 }
+				if err := coll.FindOne(ctx, bson.D{{Key: "_id", Value: "p"}}).Decode(&d); err != nil {
+					fails.Add(1)
+					continue
+				}
+				reads.Add(1)
+				if d.A != d.B {
+					torn.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(done)
+	rg.Wait()
+	var d struct{ A, B int64 }
+	if err := coll.FindOne(ctx, bson.D{{Key: "_id", Value: "p"}}).Decode(&d); err != nil {
+		t.Fatal(err)
+	}
+	if fails.Load() != 0 || torn.Load() != 0 || d.A != writers*writes || d.B != writers*writes {
+		t.Errorf("%d reads, %d saw a != b, %d commands failed; final a=%d b=%d, want no torn read, no failure, both %d",
+			reads.Load(), torn.Load(), fails.Load(), d.A, d.B, writers*writes)
+	}
+	if reads.Load() == 0 {
+		t.Error("no read ran beside the writes")
+	}
+	if fwd, ser := m.ProxyCounts(); ser >= fwd {
+		t.Errorf("the proxy serialised %d of %d commands: the reads were serialised too", ser, fwd)
+	}
+}
