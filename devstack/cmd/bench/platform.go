@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -78,26 +79,7 @@ func (e *Env) platformWith(ctx context.Context, key string, extraEnv ...string) 
 			}
 		}
 		dataDir := filepath.Join(e.Dir, key)
-		envVars := []string{
-			"DATA_DIR=" + dataDir, "BIN_DIR=" + e.BinDir,
-			"DEVSTACK_MONGO_ADDR=random", "DEVSTACK_NATS_ADDR=random", "DEVSTACK_REDIS_ADDR=random",
-			"LOG_LEVEL=warn",
-			"RATE_LIMIT_GENERATE_SESSION=0", "RATE_LIMIT_EXCHANGE=0",
-			// The bench records thousands of audit events of one account a minute on purpose.
-			"AUDIT_ACCOUNT_MAX_EVENTS=0",
-			"GATEWAY_INTERNAL_ADDR=random", "WORKSPACE_INTERNAL_ADDR=random", "EMBED_INTERNAL_ADDR=random",
-			"DBTSYNC_INTERNAL_ADDR=random", "DBTSYNC_WORKER_INTERNAL_ADDR=random",
-		}
-		for _, p := range platformProcesses {
-			a, err := freeAddr()
-			if err != nil {
-				return platformInfo{}, err
-			}
-			envVars = append(envVars, p.addrVar+"="+a)
-		}
-		cmd := exec.Command(filepath.Join(e.BinDir, "devstack"))
-		cmd.Env = childEnv(append(envVars, extraEnv...)...)
-		c, err := e.startChild(key, cmd)
+		c, err := e.startDevstack(ctx, key, dataDir, extraEnv)
 		if err != nil {
 			return platformInfo{}, err
 		}
@@ -111,7 +93,7 @@ func (e *Env) platformWith(ctx context.Context, key string, extraEnv ...string) 
 			}
 		})
 		stackPath := filepath.Join(dataDir, "stack.json")
-		sf, err := waitStackJSON(ctx, c, stackPath)
+		sf, err := readStackJSON(stackPath)
 		if err != nil {
 			return platformInfo{}, err
 		}
@@ -162,6 +144,52 @@ func (e *Env) platformWith(ctx context.Context, key string, extraEnv ...string) 
 		}}
 		return info, nil
 	})
+}
+
+// startDevstack starts bin/devstack with its data in dataDir and waits for its
+// stack.json. Its ports are free when chosen, but another process may bind one before
+// devstack does (an outgoing connection's source port): on "address already in use" it
+// starts again, on new ports and a fresh dataDir, up to three times.
+func (e *Env) startDevstack(ctx context.Context, key, dataDir string, extraEnv []string) (*child, error) {
+	for attempt := 1; ; attempt++ {
+		envVars := []string{
+			"DATA_DIR=" + dataDir, "BIN_DIR=" + e.BinDir,
+			"LOG_LEVEL=warn",
+			"RATE_LIMIT_GENERATE_SESSION=0", "RATE_LIMIT_EXCHANGE=0",
+			// The bench records thousands of audit events of one account a minute on purpose.
+			"AUDIT_ACCOUNT_MAX_EVENTS=0",
+		}
+		for _, v := range []string{"DEVSTACK_MONGO_ADDR", "DEVSTACK_NATS_ADDR", "DEVSTACK_REDIS_ADDR", "GATEWAY_INTERNAL_ADDR",
+			"WORKSPACE_INTERNAL_ADDR", "EMBED_INTERNAL_ADDR", "DBTSYNC_INTERNAL_ADDR", "DBTSYNC_WORKER_INTERNAL_ADDR"} {
+			a, err := freeAddr()
+			if err != nil {
+				return nil, err
+			}
+			envVars = append(envVars, v+"="+a)
+		}
+		for _, p := range platformProcesses {
+			a, err := freeAddr()
+			if err != nil {
+				return nil, err
+			}
+			envVars = append(envVars, p.addrVar+"="+a)
+		}
+		cmd := exec.Command(filepath.Join(e.BinDir, "devstack"))
+		cmd.Env = childEnv(append(envVars, extraEnv...)...)
+		c, err := e.startChild(fmt.Sprintf("%s-%d", key, attempt), cmd)
+		if err != nil {
+			return nil, err
+		}
+		_, err = waitStackJSON(ctx, c, filepath.Join(dataDir, "stack.json"))
+		if err == nil || attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+			return c, err
+		}
+		c.stop()
+		logf("%s: a port was taken before devstack bound it; starting again", key)
+		if err := os.RemoveAll(dataDir); err != nil {
+			return nil, err
+		}
+	}
 }
 
 // check wants what the scenarios use: acme's two deployments, admin bearer and
