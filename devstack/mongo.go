@@ -53,8 +53,9 @@ type MongoConfig struct {
 	Addr string
 	// Engine is EnginePostgres when empty.
 	Engine Engine
-	// Serialize is which commands the proxy runs one at a time: wireproxy.Writes (the
-	// zero value) or wireproxy.All.
+	// Serialize is which commands the proxy runs one at a time: wireproxy.All (the
+	// zero value) or wireproxy.Writes (for comparison: FerretDB on PostgreSQL then fails
+	// a few writes, see wireproxy).
 	Serialize wireproxy.Mode
 	// NoGIN leaves FerretDB's PostgreSQL tables with its btree indexes only: what
 	// FerretDB does by itself, for comparison (make bench -only engines).
@@ -67,7 +68,7 @@ type MongoConfig struct {
 }
 
 // Mongo is an in-process FerretDB v1 behind a wire-protocol proxy that serialises
-// writes; URI points at the proxy. With EnginePostgres it runs (or shares) a
+// commands; URI points at the proxy. With EnginePostgres it runs (or shares) a
 // PostgreSQL child process.
 type Mongo struct {
 	URI string // mongodb://127.0.0.1:<proxyport>/

@@ -14,6 +14,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/analyticsco/platform/devstack"
+	"github.com/analyticsco/platform/devstack/wireproxy"
 )
 
 const (
@@ -242,13 +243,20 @@ func TestMongoKeepsStringsWithNUL(t *testing.T) {
 	}
 }
 
-// TestMongoReadsBesideWritesSeeWholeDocuments: the proxy lets reads run beside the
-// serialised writes; a reader must still see each document as one write left it. Writers
-// $inc two fields of one document together while readers read it: every read sees them
-// equal, and the counter ends at the number of writes.
-func TestMongoReadsBesideWritesSeeWholeDocuments(t *testing.T) {
-	t.Parallel()
-	m := devstack.MongoForTest(t)
+// writesOnly runs TestMongoWritesOnlySerialised, an experiment rather than a test.
+var writesOnly = flag.Bool("mongo.writesonly", false, "run TestMongoWritesOnlySerialised: what FerretDB does when only writes are serialised")
+
+// TestMongoWritesOnlySerialised records, for the README, what happens when the proxy
+// serialises only writes and reads run beside them: 4 writers $inc two fields of one
+// document together while 4 readers read it (FindOne). Every read sees the fields
+// equal, but FerretDB v1 on PostgreSQL fails a few of the writes ("i/o timeout" on its
+// own PostgreSQL connection), which is why the local stack serialises every command.
+// Racy, so nothing is asserted: run it with -mongo.writesonly -v.
+func TestMongoWritesOnlySerialised(t *testing.T) {
+	if !*writesOnly {
+		t.Skip("an experiment, not a test: go test -run TestMongoWritesOnlySerialised -mongo.writesonly -v")
+	}
+	m := devstack.MongoForTestSerializing(t, wireproxy.Writes)
 	coll := connect(t, m.URI).Database(devstack.UniqueName(t, "db")).Collection("pairs")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -257,9 +265,9 @@ func TestMongoReadsBesideWritesSeeWholeDocuments(t *testing.T) {
 	}
 	const writers, writes, readers = 4, 50, 4
 	var (
-		wg                 sync.WaitGroup
-		reads, torn, fails atomic.Int64
-		done               = make(chan struct{})
+		wg, rg                        sync.WaitGroup
+		reads, torn, failedW, failedR atomic.Int64
+		done                          = make(chan struct{})
 	)
 	for range writers {
 		wg.Go(func() {
@@ -267,12 +275,11 @@ func TestMongoReadsBesideWritesSeeWholeDocuments(t *testing.T) {
 				_, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: "p"}},
 					bson.D{{Key: "$inc", Value: bson.D{{Key: "a", Value: int64(1)}, {Key: "b", Value: int64(1)}}}})
 				if err != nil {
-					fails.Add(1)
+					failedW.Add(1)
 				}
 			}
 		})
 	}
-	var rg sync.WaitGroup
 	for range readers {
 		rg.Go(func() {
 			for {
@@ -283,7 +290,7 @@ func TestMongoReadsBesideWritesSeeWholeDocuments(t *testing.T) {
 				}
 				var d struct{ A, B int64 }
 				if err := coll.FindOne(ctx, bson.D{{Key: "_id", Value: "p"}}).Decode(&d); err != nil {
-					fails.Add(1)
+					failedR.Add(1)
 					continue
 				}
 				reads.Add(1)
@@ -296,18 +303,7 @@ func TestMongoReadsBesideWritesSeeWholeDocuments(t *testing.T) {
 	wg.Wait()
 	close(done)
 	rg.Wait()
-	var d struct{ A, B int64 }
-	if err := coll.FindOne(ctx, bson.D{{Key: "_id", Value: "p"}}).Decode(&d); err != nil {
-		t.Fatal(err)
-	}
-	if fails.Load() != 0 || torn.Load() != 0 || d.A != writers*writes || d.B != writers*writes {
-		t.Errorf("%d reads, %d saw a != b, %d commands failed; final a=%d b=%d, want no torn read, no failure, both %d",
-			reads.Load(), torn.Load(), fails.Load(), d.A, d.B, writers*writes)
-	}
-	if reads.Load() == 0 {
-		t.Error("no read ran beside the writes")
-	}
-	if fwd, ser := m.ProxyCounts(); ser >= fwd {
-		t.Errorf("the proxy serialised %d of %d commands: the reads were serialised too", ser, fwd)
-	}
+	fwd, ser := m.ProxyCounts()
+	t.Logf("writes only serialised: %d of %d writes failed, %d of %d reads failed, %d reads saw a != b; proxy serialised %d of %d commands",
+		failedW.Load(), writers*writes, failedR.Load(), reads.Load()+failedR.Load(), torn.Load(), ser, fwd)
 }

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/analyticsco/platform/devstack/wireproxy"
 )
 
 // startTimeout bounds how long a *ForTest helper waits for a server.
@@ -26,6 +28,13 @@ const startTimeout = 60 * time.Second
 // (sharedPostgres). It fails the test on error; it never skips.
 func MongoForTest(t testing.TB) *Mongo {
 	t.Helper()
+	return MongoForTestSerializing(t, wireproxy.All)
+}
+
+// MongoForTestSerializing is MongoForTest with the proxy serialising as mode says: for
+// tests that show what FerretDB does when reads run beside writes (wireproxy.Writes).
+func MongoForTestSerializing(t testing.TB, mode wireproxy.Mode) *Mongo {
+	t.Helper()
 	logger := testLogger(t)
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
@@ -33,7 +42,7 @@ func MongoForTest(t testing.TB) *Mongo {
 	if err != nil {
 		t.Fatalf("start PostgreSQL for the embedded FerretDB: %v", err)
 	}
-	m, err := StartMongoWith(ctx, MongoConfig{Dir: filepath.Join(t.TempDir(), "mongo"), Logger: logger, shared: pg})
+	m, err := StartMongoWith(ctx, MongoConfig{Dir: filepath.Join(t.TempDir(), "mongo"), Logger: logger, Serialize: mode, shared: pg})
 	if err != nil {
 		t.Fatalf("start embedded FerretDB: %v", err)
 	}

@@ -1,14 +1,15 @@
-// Package wireproxy is a MongoDB wire-protocol proxy that executes the write commands
-// of all client connections one at a time (Writes), or every command one at a time (All).
+// Package wireproxy is a MongoDB wire-protocol proxy that executes the commands of all
+// client connections one at a time (All), or only the write commands (Writes).
 //
 // FerretDB v1 runs update and findAndModify as read-then-write without a lock,
 // so concurrent $inc or conditional updates lose writes. Putting this proxy in
 // front makes every write atomic with respect to every other one, which is what
-// tests of optimistic concurrency and counters need from a dev database. A read
-// (find, count, getMore, …) changes nothing, and the database under FerretDB
-// (PostgreSQL, SQLite) shows it each document as one write left it, so in Writes
-// mode reads run beside the writes and beside each other.
-// It is a dev/test tool: writes go one at a time by design.
+// tests of optimistic concurrency and counters need from a dev database. Writes
+// mode lets reads (find, count, getMore, …) run beside the writes and each other;
+// FerretDB v1 on PostgreSQL then fails a few writes ("i/o timeout" on its own
+// PostgreSQL connection after finds with a limit ran beside it; see the README), so
+// the local stack serialises everything.
+// It is a dev/test tool: throughput is one command at a time by design.
 package wireproxy
 
 import (
@@ -59,18 +60,29 @@ var errClosed = errors.New("wireproxy: proxy closed")
 type Mode int
 
 const (
+	// All runs every command one at a time across all connections.
+	All Mode = iota
 	// Writes runs every command that may write (anything but the reads of readCommands)
 	// one at a time across all connections; reads are forwarded at once.
-	Writes Mode = iota
-	// All runs every command one at a time across all connections.
-	All
+	Writes
 )
 
 func (m Mode) String() string {
-	if m == All {
-		return "all"
+	if m == Writes {
+		return "writes"
 	}
-	return "writes"
+	return "all"
+}
+
+// ParseMode reads a Mode's String; "" is All.
+func ParseMode(s string) (Mode, error) {
+	switch s {
+	case "", "all":
+		return All, nil
+	case "writes":
+		return Writes, nil
+	}
+	return All, fmt.Errorf("wireproxy: unknown mode %q: want all or writes", s)
 }
 
 // Proxy forwards MongoDB wire-protocol traffic to one upstream, serialised.
@@ -108,7 +120,7 @@ func Listen(addr, upstream string, logger *slog.Logger) (*Proxy, error) {
 
 // Options are a proxy's settings.
 type Options struct {
-	// Mode is which commands run one at a time: Writes (the zero value) or All.
+	// Mode is which commands run one at a time: All (the zero value) or Writes.
 	Mode Mode
 	// EscapeNUL rewrites NUL in the strings of requests and back in replies (nul.go),
 	// for an upstream that cannot store it (FerretDB on PostgreSQL).

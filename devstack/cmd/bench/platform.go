@@ -17,7 +17,7 @@ import (
 )
 
 // platformInfo is the whole platform run by bin/devstack (FerretDB behind the
-// serializing proxy and NATS inside the devstack process, redis-server and every
+// serializing proxy and NATS inside the devstack process, PostgreSQL, redis-server and every
 // service as its own process), seeded with bin/platformctl.
 type platformInfo struct {
 	Gateway string

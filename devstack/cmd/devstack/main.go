@@ -23,8 +23,8 @@ import (
 // Usage is printed by -h.
 const Usage = `devstack runs the local platform stack in the foreground (make run).
 
-It starts embedded FerretDB (on a PostgreSQL child process, behind a wire-protocol
-proxy that serialises writes), NATS with JetStream and a redis-server child process, creates signing keys once
+It starts embedded FerretDB (on a PostgreSQL child process, behind a serialising
+wire-protocol proxy), NATS with JetStream and a redis-server child process, creates signing keys once
 under $DATA_DIR/keys, then starts workspace-svc, embed-svc, dbtsync-svc, the
 dbtsync worker and the gateway from $BIN_DIR, waits for each GET /readyz, and
 writes $DATA_DIR/stack.json for the seeding CLI (platformctl seed). Ctrl-C
@@ -53,7 +53,9 @@ Environment:
   DEVSTACK_MONGO_ENGINE      what FerretDB stores in: postgresql (default; Debian's postgresql
                        package, run as the postgres account when devstack runs as root) or
                        sqlite (files in $DATA_DIR/mongo; every query scans its collection)
-  DEVSTACK_MONGO_SERIALIZE   which commands the proxy runs one at a time: writes (default) or all
+  DEVSTACK_MONGO_SERIALIZE   which commands the proxy runs one at a time: all (default) or
+                       writes (reads beside them; for comparison only: FerretDB on
+                       PostgreSQL then fails a few writes)
   DEVSTACK_MONGO_GIN   0: no GIN indexes beside FerretDB's own (postgresql; for comparison only)
   DEVSTACK_NATS_ADDR   embedded NATS address (default 127.0.0.1:4223; "random" = free port)
   DEVSTACK_REDIS_ADDR  redis-server address (default 127.0.0.1:6380; "random" = free port)
@@ -143,13 +145,8 @@ func configFromEnv() (config, error) {
 	if cfg.MongoEngine, err = devstack.ParseEngine(os.Getenv("DEVSTACK_MONGO_ENGINE")); err != nil {
 		return cfg, fmt.Errorf("DEVSTACK_MONGO_ENGINE: %w", err)
 	}
-	switch v := os.Getenv("DEVSTACK_MONGO_SERIALIZE"); v {
-	case "", "writes":
-		cfg.MongoSerialize = wireproxy.Writes
-	case "all":
-		cfg.MongoSerialize = wireproxy.All
-	default:
-		return cfg, fmt.Errorf("DEVSTACK_MONGO_SERIALIZE=%q: want writes or all", v)
+	if cfg.MongoSerialize, err = wireproxy.ParseMode(os.Getenv("DEVSTACK_MONGO_SERIALIZE")); err != nil {
+		return cfg, fmt.Errorf("DEVSTACK_MONGO_SERIALIZE: %w", err)
 	}
 	switch v := os.Getenv("DEVSTACK_MONGO_GIN"); v {
 	case "", "1":
