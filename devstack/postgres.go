@@ -40,6 +40,7 @@ type Postgres struct {
 	socketDir string
 	// tempSocketDir: socketDir is a temp dir of its own, removed by Close.
 	tempSocketDir bool
+	throwaway     bool
 	cred          *syscall.Credential // nil: run as ourselves
 
 	mu     sync.Mutex
@@ -71,6 +72,12 @@ var postgresSettings = []string{
 // StartPostgres starts the server on the cluster in dir, creating the cluster on first use
 // (initdb), and waits until it accepts connections. ctx bounds startup only.
 func StartPostgres(ctx context.Context, dir string, logger *slog.Logger) (*Postgres, error) {
+	return startPostgres(ctx, dir, logger, false)
+}
+
+// startPostgres is StartPostgres; a throwaway cluster (a test process's) never flushes
+// to disk (fsync off): a crash of the machine may corrupt it, and nobody needs it then.
+func startPostgres(ctx context.Context, dir string, logger *slog.Logger, throwaway bool) (*Postgres, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -82,7 +89,7 @@ func StartPostgres(ctx context.Context, dir string, logger *slog.Logger) (*Postg
 	if err != nil {
 		return nil, fmt.Errorf("devstack: postgres dir %q: %w", dir, err)
 	}
-	p := &Postgres{Dir: abs, bin: bin, logger: logger.With("component", "postgres")}
+	p := &Postgres{Dir: abs, bin: bin, logger: logger.With("component", "postgres"), throwaway: throwaway}
 	if os.Geteuid() == 0 {
 		if p.cred, err = postgresCredential(); err != nil {
 			return nil, err
@@ -237,6 +244,11 @@ func (p *Postgres) startLocked(ctx context.Context) error {
 	args := []string{"-D", p.Dir, "-k", p.socketDir}
 	for _, s := range postgresSettings {
 		args = append(args, "-c", s)
+	}
+	if p.throwaway {
+		// Every index FerretDB creates is flushed at once otherwise: a test that makes a
+		// database per case waits on the disk.
+		args = append(args, "-c", "fsync=off", "-c", "full_page_writes=off")
 	}
 	cmd := p.command("postgres", args...)
 	out := &tailWriter{logger: p.logger, max: 8 << 10}

@@ -70,7 +70,7 @@ func sharedPostgres(ctx context.Context) (*Postgres, error) {
 	}
 	removeStaleClusters()
 	dir := filepath.Join(os.TempDir(), fmt.Sprintf("devstack-pgtest-%d-%s", os.Getpid(), randomHex(4)))
-	pg, err := StartPostgres(ctx, dir, nil)
+	pg, err := startPostgres(ctx, dir, nil, true)
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
