@@ -2,10 +2,7 @@ package devstack
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -63,13 +60,4 @@ func prepareFerretDatabase(ctx context.Context, pg *Postgres, db string, noGIN b
 		return pg.Exec(ctx, db, `DROP EVENT TRIGGER IF EXISTS devstack_gin_indexes`, ginTriggerSQL[len(ginTriggerSQL)-1])
 	}
 	return pg.Exec(ctx, db, ginTriggerSQL...)
-}
-
-// randomHex is n random bytes in hex.
-func randomHex(n int) string {
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		panic(fmt.Sprintf("devstack: random: %v", err))
-	}
-	return hex.EncodeToString(b)
 }
