@@ -340,15 +340,7 @@ func (p *Postgres) stopLocked() error {
 	}
 	cmd, exited := p.cmd, p.exited
 	p.cmd, p.exited = nil, nil
-	_ = cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case <-exited:
-		return nil
-	case <-time.After(20 * time.Second):
-		_ = cmd.Process.Kill()
-		<-exited
-		return errors.New("devstack: postgres did not stop within 20s, killed")
-	}
+	return proc.Stop(cmd, exited, syscall.SIGINT, 20*time.Second, "postgres")
 }
 
 // Restart stops and starts the server again on the same cluster and socket.

@@ -60,7 +60,7 @@ func main() {
 	flag.StringVar(&o.only, "only", "", "run only this table (registered: "+tableNames()+") or the soak (soak); default all but engines")
 	flag.StringVar(&o.binDir, "bin", "", "directory with the built binaries (default <repo root>/bin)")
 	flag.DurationVar(&o.soak, "soak", 30*time.Second, "length of the mixed-traffic soak on the real platform at -soak-rate (a warm-up and two measured segments, a third each); 0 = no soak")
-	flag.IntVar(&o.soakRate, "soak-rate", 20, "requests/s of the soak (the local stack's FerretDB serves a few dozen writes a second on 2 cores)")
+	flag.IntVar(&o.soakRate, "soak-rate", 20, "requests/s of the soak (the local stack serves about 30 a second on 2 shared cores)")
 	flag.StringVar(&o.manifestSize, "manifest-size", "100MiB", "size of the generated manifest the conversion row converts")
 	short := flag.Bool("short", false, "CI-sized run: 1 round x 1 s, warm-up 500ms, soak 9 s, a 10 MiB manifest (flags given explicitly win)")
 	flag.Parse()
