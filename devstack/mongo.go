@@ -144,10 +144,8 @@ func StartMongoWith(ctx context.Context, cfg MongoConfig) (*Mongo, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.startLocked(ctx); err != nil {
-		if m.ownsPG {
-			_ = m.Postgres.Close()
-		}
-		return nil, err
+		m.closed = true
+		return nil, errors.Join(err, m.releasePostgres())
 	}
 	return m, nil
 }
@@ -310,18 +308,23 @@ func (m *Mongo) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.closed = true
-	err := m.stopLocked()
+	return errors.Join(m.stopLocked(), m.releasePostgres())
+}
+
+// releasePostgres closes an owned server, or drops this Mongo's database from a shared
+// one (FerretDB's connections are closed by then).
+func (m *Mongo) releasePostgres() error {
 	switch {
 	case m.ownsPG:
-		err = errors.Join(err, m.Postgres.Close())
+		return m.Postgres.Close()
 	case m.Postgres != nil && m.pgDatabase != "":
-		// A shared server: drop this Mongo's database (FerretDB's connections are closed).
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		err = errors.Join(err, m.Postgres.Exec(ctx, "postgres", "DROP DATABASE IF EXISTS "+m.pgDatabase+" WITH (FORCE)"))
+		db := m.pgDatabase
 		m.pgDatabase = ""
+		return m.Postgres.Exec(ctx, "postgres", "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)")
 	}
-	return err
+	return nil
 }
 
 // levelFilter drops records below min before they reach Handler.

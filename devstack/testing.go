@@ -99,9 +99,9 @@ func removeStaleClusters() {
 }
 
 // MongoProcessForTest is MongoForTest in a child process built without the race
-// detector (cmd/mongo): for a test that fills a database with thousands of documents,
-// since FerretDB scans a whole collection per command and, inside a race-instrumented
-// test binary, does so an order of magnitude slower. The child stops in t.Cleanup, and
+// detector (cmd/mongo), with a PostgreSQL cluster of its own: for a test that fills a
+// database with thousands of documents, which FerretDB inside a race-instrumented test
+// binary handles an order of magnitude slower. The child stops in t.Cleanup, and
 // on its own when the test process dies (its standard input closes). It returns the
 // proxy's URI.
 func MongoProcessForTest(t testing.TB) string {
