@@ -12,7 +12,7 @@ MODULES := libs devstack systemtest gateway workspace-svc embed-svc dbtsync-svc
 BIN := bin
 GO ?= go
 
-.PHONY: run build test seed bench soak fuzz fuzz-ci e2e attack openapi lint ensure-redis ensure-prometheus ensure-cli clean
+.PHONY: run build test seed bench soak fuzz fuzz-ci e2e attack openapi lint ensure-redis ensure-postgres ensure-prometheus ensure-cli clean
 FUZZTIME ?= 30s
 
 build: openapi
@@ -26,14 +26,14 @@ build: openapi
 
 # OBS=1 also runs Debian's prometheus, scraping every process, with deploy/prometheus/rules.
 OBS ?=
-run: ensure-redis $(if $(filter 1 true,$(OBS)),ensure-prometheus) build
+run: ensure-redis ensure-postgres $(if $(filter 1 true,$(OBS)),ensure-prometheus) build
 	@$(if $(OBS),DEVSTACK_OBS=$(OBS) )$(BIN)/devstack
 
 # go:embed cannot reach the root openapi.yaml from the gateway module; keep the copy in step.
 openapi:
 	@cmp -s openapi.yaml gateway/internal/openapi/openapi.yaml || cp openapi.yaml gateway/internal/openapi/openapi.yaml
 
-test: ensure-redis ensure-prometheus ensure-cli openapi
+test: ensure-redis ensure-postgres ensure-prometheus ensure-cli openapi
 	@set -e; for m in $(MODULES); do \
 		echo "== go test $$m"; \
 		(cd $$m && $(GO) test -race -shuffle=on -count=1 -timeout 20m ./...); \
@@ -43,23 +43,23 @@ seed:
 	@$(GO) build -o $(BIN)/platformctl ./gateway/cmd/platformctl
 	@$(BIN)/platformctl seed --json
 
-bench: ensure-redis build
+bench: ensure-redis ensure-postgres build
 	@$(GO) run ./devstack/cmd/bench
 
 # The soak alone: DURATION of mixed traffic from a fixed connection pool, then a verdict
 # per process (README "The soak and its verdict").
 DURATION ?= 10m
-soak: ensure-redis build
+soak: ensure-redis ensure-postgres build
 	@$(GO) run ./devstack/cmd/bench -only soak -soak $(DURATION)
 
 # The end-to-end suite: the real stack as processes, every rule of the spec through the
 # gateway, every response validated against openapi.yaml. `make test` runs it too.
-e2e: ensure-redis openapi
+e2e: ensure-redis ensure-postgres openapi
 	@cd systemtest && $(GO) test -race -count=1 -timeout 20m ./e2e/
 
 # The attack suite: every finding of the security review as a named attack on the real
 # stack through the gateway. `make test` runs it too.
-attack: ensure-redis openapi
+attack: ensure-redis ensure-postgres openapi
 	@cd systemtest && $(GO) test -race -count=1 -timeout 20m ./attack/
 
 # Every go test -fuzz target of the repository for FUZZTIME each (corpora in testdata/fuzz).
@@ -97,6 +97,21 @@ ensure-redis:
 			apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >&2; \
 		else \
 			echo "redis-server not found: install it with 'sudo apt-get install -y redis-server' (or set REDIS_URL)" >&2; exit 1; \
+		fi; \
+	fi
+
+# The embedded MongoDB (FerretDB) keeps its data in a PostgreSQL child process of the stack
+# and of the tests: Debian's postgresql package. Its own cluster (main, a system service) is
+# not wanted, so it is not created.
+ensure-postgres:
+	@if ! command -v postgres >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing postgresql (Debian package)" >&2; \
+			mkdir -p /etc/postgresql-common/createcluster.d && \
+			echo "create_main_cluster = false" >/etc/postgresql-common/createcluster.d/devstack.conf && \
+			apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >&2; \
+		else \
+			echo "PostgreSQL not found: install it with 'sudo apt-get install -y postgresql'" >&2; exit 1; \
 		fi; \
 	fi
 
