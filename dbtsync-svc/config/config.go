@@ -23,8 +23,8 @@ type Config struct {
 	AckWait            time.Duration `env:"DBT_SYNC_ACK_WAIT" default:"30s" help:"worker mode: a job whose worker went silent this long is redelivered"`
 	JobTimeout         time.Duration `env:"DBT_SYNC_JOB_TIMEOUT" default:"15m" help:"worker mode: a job still running after this long fails, saying so"`
 	CloneTimeout       time.Duration `env:"DBT_SYNC_CLONE_TIMEOUT" default:"2m" help:"worker mode: a git clone still running after this long fails the job, saying so"`
-	MaxRepoBytes       int64         `env:"DBT_SYNC_MAX_REPO_BYTES" default:"536870912" help:"worker mode: most bytes a clone downloads, and most bytes of its checked-out files; over it the job fails"`
-	MaxRepoFiles       int           `env:"DBT_SYNC_MAX_FILES" default:"50000" help:"worker mode: most files of a checked-out repository; over it the job fails"`
+	MaxRepoBytes       int64         `env:"DBT_SYNC_MAX_REPO_BYTES" default:"536870912" help:"worker mode: most bytes a clone downloads, and most bytes of the files it inflates (each object's size is charged from its header before it is inflated); over it the job fails naming it"`
+	MaxRepoFiles       int           `env:"DBT_SYNC_MAX_FILES" default:"50000" help:"worker mode: most files (and most directories) of a cloned repository's tree; over it the job fails naming it"`
 	MaxFileBytes       int64         `env:"DBT_SYNC_MAX_FILE_BYTES" default:"16777216" help:"worker mode: largest repository file the conversion reads (dbt_project.yml, schema .yml); over it the job fails naming the file"`
 	AllowFileURLs      bool          `env:"DBT_SYNC_ALLOW_FILE_URLS" default:"false" help:"accept file:// repoUrl values (the local stack and tests; never in production)"`
 	JobRetention       time.Duration `env:"DBT_SYNC_JOB_RETENTION" default:"720h" help:"job records untouched this long are removed from JetStream (finished jobs' retention)"`

@@ -21,9 +21,14 @@ var errRepoTooLarge = errors.New("repository over the size limit")
 // the URL reaches). A failure retrying cannot mend is permanent.
 func cloneFailure(ctx context.Context, host, ref string, err error, l Limits) error {
 	var refused *dbtsync.RepositoryRefusedError
+	var limit *limitError
 	switch {
 	case errors.As(err, &refused):
 		return dbtsync.Permanent(errors.New(refused.Reason))
+	case errors.As(err, &limit):
+		return dbtsync.Permanent(limit)
+	case errors.Is(err, errMalformedPack):
+		return dbtsync.Permanent(fmt.Errorf("the repository at %s sent objects that are not a git pack this platform reads", host))
 	case errors.Is(err, errRepoTooLarge):
 		return dbtsync.Permanent(fmt.Errorf("the repository at %s is over the size limit of %d bytes (DBT_SYNC_MAX_REPO_BYTES)", host, l.MaxRepoBytes))
 	case ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded):
