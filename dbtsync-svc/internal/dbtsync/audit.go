@@ -135,7 +135,7 @@ func deploymentID(dep int64) string { return strconv.FormatInt(dep, 10) }
 
 // FinishEvent is the audit event of the end of a job the worker ran: its status, what it
 // wrote, and who started it (the actor is the platform: nobody acted at that moment).
-func FinishEvent(job Job, status, errMsg string, version int64, unchanged bool) audit.Event {
+func FinishEvent(job Job, status, errCode, errMsg string, version int64, unchanged bool) audit.Event {
 	ev := audit.Event{AccountID: job.AccountID, DeploymentID: job.DeploymentID, Action: ActionSyncFinish,
 		Actor: audit.Actor{Type: audit.ActorSystem, ID: "dbtsync-worker"}, Target: audit.Target{Type: TargetSyncJob, ID: job.SyncJobID},
 		RequestID: job.RequestID, Outcome: audit.Outcome{Result: audit.Success}}
@@ -150,7 +150,7 @@ func FinishEvent(job Job, status, errMsg string, version int64, unchanged bool) 
 		}
 	case StatusFailed:
 		ev.Outcome.Result = audit.Failure
-		d["error"] = errMsg
+		d["error"], d["errorCode"] = errMsg, errCode
 	case StatusCanceled:
 		ev.Outcome.Result = audit.Failure
 		if job.CanceledBy != 0 {

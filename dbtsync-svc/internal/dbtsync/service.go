@@ -129,21 +129,24 @@ type SyncStarted struct {
 
 // SyncJob is a sync job as the API shows it.
 type SyncJob struct {
-	SyncJobID    string            `json:"syncJobId"`
-	DeploymentID int64             `json:"deploymentId"`
-	Status       string            `json:"status"`
-	Source       string            `json:"source"`
-	Output       string            `json:"output"`
-	Ref          *string           `json:"ref"`
-	BranchName   string            `json:"branchName"`
-	WorkflowID   string            `json:"workflowId"`
-	Progress     Progress          `json:"progress"`
-	Attempts     int               `json:"attempts"`
-	Error        *string           `json:"error"`
-	Warnings     []convert.Warning `json:"warnings"`
-	CreatedAt    httpx.Time        `json:"createdAt"`
-	StartedAt    *httpx.Time       `json:"startedAt"`
-	FinishedAt   *httpx.Time       `json:"finishedAt"`
+	SyncJobID    string   `json:"syncJobId"`
+	DeploymentID int64    `json:"deploymentId"`
+	Status       string   `json:"status"`
+	Source       string   `json:"source"`
+	Output       string   `json:"output"`
+	Ref          *string  `json:"ref"`
+	BranchName   string   `json:"branchName"`
+	WorkflowID   string   `json:"workflowId"`
+	Progress     Progress `json:"progress"`
+	Attempts     int      `json:"attempts"`
+	Error        *string  `json:"error"`
+	// ErrorCode is a failed job's code (JobFailureCodes): internal_error when the
+	// platform failed, whose message then says only that.
+	ErrorCode  *string           `json:"errorCode"`
+	Warnings   []convert.Warning `json:"warnings"`
+	CreatedAt  httpx.Time        `json:"createdAt"`
+	StartedAt  *httpx.Time       `json:"startedAt"`
+	FinishedAt *httpx.Time       `json:"finishedAt"`
 	// Changed is set when a branch job has succeeded: false when its output was
 	// byte-identical to the branch's latest version, so no version was written.
 	Changed *bool `json:"changed"`

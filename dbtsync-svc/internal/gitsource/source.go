@@ -12,7 +12,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -191,17 +190,17 @@ func (s *Source) readManifest(tree *treeFS, manifestPath string) (p *convert.Pro
 		return nil, false, nil
 	}
 	if err != nil {
-		return nil, true, dbtsync.Permanent(fmt.Errorf("repository file %s cannot be read: it leads outside the repository or is not a file", rel))
+		return nil, true, dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeRepositoryLimit, "repository file %s cannot be read: it leads outside the repository or is not a file", rel))
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	switch {
 	case err != nil:
-		return nil, true, dbtsync.Permanent(fmt.Errorf("repository file %s cannot be read", rel))
+		return nil, true, dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeRepositoryLimit, "repository file %s cannot be read", rel))
 	case !st.Mode().IsRegular():
-		return nil, true, dbtsync.Permanent(fmt.Errorf("repository file %s is not a regular file", rel))
+		return nil, true, dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeRepositoryLimit, "repository file %s is not a regular file", rel))
 	case st.Size() > s.limits.MaxManifest:
-		return nil, true, dbtsync.Permanent(fmt.Errorf("repository file %s is %d bytes, over the manifest limit of %d bytes", rel, st.Size(), s.limits.MaxManifest))
+		return nil, true, dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeRepositoryLimit, "repository file %s is %d bytes, over the manifest limit of %d bytes", rel, st.Size(), s.limits.MaxManifest))
 	}
 	p, err = dbtsync.DecodeManifest(bufio.NewReaderSize(io.LimitReader(f, s.limits.MaxManifest), 256<<10))
 	return p, true, err
@@ -212,11 +211,13 @@ func (s *Source) readProject(tree *treeFS, projectPath string) (*convert.Project
 	proj := strings.Trim(path.Clean("/"+projectPath), "/")
 	bfs := &boundedFS{fsys: tree, maxFile: s.limits.MaxFileBytes}
 	p, err := convert.ReadProject(bfs, proj)
-	if bfs.violation != nil {
-		return nil, dbtsync.Permanent(bfs.violation)
-	}
-	if err != nil {
-		return nil, dbtsync.Permanent(err)
+	switch {
+	case bfs.violation != nil:
+		return nil, dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeRepositoryLimit, "%s", bfs.violation))
+	case errors.Is(err, errStoreRead):
+		return nil, err // the worker's disk, not the project: retried, and logged
+	case err != nil:
+		return nil, dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeInvalidProject, "%s", err))
 	}
 	return p, nil
 }

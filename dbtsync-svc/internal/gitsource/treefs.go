@@ -2,6 +2,7 @@ package gitsource
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"path"
@@ -109,8 +110,19 @@ type treeFile struct {
 }
 
 func (f *treeFile) Stat() (fs.FileInfo, error) { return f.info, nil }
-func (f *treeFile) Read(p []byte) (int, error) { return f.r.Read(p) }
-func (f *treeFile) Close() error               { return nil }
+func (f *treeFile) Read(p []byte) (int, error) {
+	n, err := f.r.Read(p)
+	if err != nil && err != io.EOF {
+		err = fmt.Errorf("%w: %w", errStoreRead, err)
+	}
+	return n, err
+}
+
+// errStoreRead: the object store's file could not be read (the worker's disk: its
+// message names the worker's paths, and stays in its log).
+var errStoreRead = errors.New("reading the fetched repository failed")
+
+func (f *treeFile) Close() error { return nil }
 
 // treeDir is an open directory.
 type treeDir struct {

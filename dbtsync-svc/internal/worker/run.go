@@ -89,7 +89,7 @@ func (w *Worker) load(ctx context.Context, job dbtsync.Job) (*convert.Project, e
 	if job.Source == dbtsync.SourceManifest {
 		r, err := w.Manifests.Manifest(ctx, job.ManifestJobID())
 		if errors.Is(err, dbtsync.ErrNotFound) {
-			return nil, dbtsync.Permanent(errors.New("the uploaded manifest is gone from the object store"))
+			return nil, dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeInputGone, "the uploaded manifest is gone from the object store"))
 		}
 		if err != nil {
 			return nil, err
@@ -99,7 +99,7 @@ func (w *Worker) load(ctx context.Context, job dbtsync.Job) (*convert.Project, e
 	}
 	integ, err := w.Integrations.Integration(ctx, job.DeploymentID)
 	if errors.Is(err, dbtsync.ErrNotFound) {
-		return nil, dbtsync.Permanent(errors.New("the deployment has no dbt git integration any more"))
+		return nil, dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeInputGone, "the deployment has no dbt git integration any more"))
 	}
 	if err != nil {
 		return nil, err

@@ -7,6 +7,8 @@ package worker
 import (
 	"context"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -80,6 +82,10 @@ type Worker struct {
 	metrics *dbtsync.Metrics
 	logger  *slog.Logger
 	opts    Options
+	// runs is held shared by each job running here, and exclusively by one that runs
+	// alone; aloneWaiting is set while such a job waits for it or runs.
+	runs         sync.RWMutex
+	aloneWaiting atomic.Bool
 }
 
 // New builds a worker; Run consumes until its context ends.
@@ -106,9 +112,10 @@ func (w *Worker) syncJob(ctx context.Context, d dbtsync.Delivery) {
 		trace.WithAttributes(attribute.String("sync_job.id", d.SyncJobID()), attribute.Int64("deployment.id", d.DeploymentID())))
 	defer span.End()
 	log := w.logger.With("sync_job_id", d.SyncJobID(), "deployment_id", d.DeploymentID(), "trace_id", span.SpanContext().TraceID().String())
-	job, ok := w.claim(ctx, d, log)
+	job, release, ok := w.claim(ctx, d, log)
 	if !ok {
 		return
 	}
+	defer release()
 	w.execute(ctx, d, job, span, log)
 }

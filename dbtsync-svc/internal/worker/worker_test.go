@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +19,8 @@ import (
 	"github.com/analyticsco/platform/dbtsync-svc/internal/queue/memqueue"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/store/memstore"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/worker"
+	"github.com/analyticsco/platform/devstack"
+	"github.com/analyticsco/platform/devstack/apitest"
 	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/identity"
 )
@@ -35,34 +40,41 @@ func (g git) Load(context.Context, dbtsync.Integration, string) (*convert.Projec
 }
 
 type fixture struct {
-	svc   dbtsync.Service
-	store *memstore.Store
-	queue *memqueue.Queue
-	audit *audit.Memory
-	git   git
+	svc    dbtsync.Service
+	store  *memstore.Store
+	queue  *memqueue.Queue
+	audit  *audit.Memory
+	git    git
+	logger *slog.Logger // the workers'
 }
 
 var developer = &identity.Principal{Account: identity.Account{ID: 1}, User: &identity.User{ID: 9, Role: identity.RoleDeveloper},
 	Deployment: &identity.Deployment{ID: dep, ProductionBranch: "main"}}
 
 func newFixture(t *testing.T, g git) *fixture {
-	f := &fixture{store: memstore.New(), queue: memqueue.New(), audit: &audit.Memory{}, git: g}
+	f := &fixture{store: memstore.New(), queue: memqueue.New(), audit: &audit.Memory{}, git: g, logger: slogDiscard}
 	f.svc = dbtsync.NewService(dbtsync.Ports{Branches: f.store, Integrations: f.store, Jobs: f.queue, Manifests: f.queue, Git: g}, dbtsync.Options{})
 	return f
 }
 
-// start runs a worker until the test ends.
-func (f *fixture) start(t *testing.T, opts worker.Options) {
-	opts.AckWait, opts.BlockedDelay, opts.Audit = 5*time.Second, 10*time.Millisecond, f.audit
+// start runs a worker until stop is called or the test ends.
+func (f *fixture) start(t *testing.T, opts worker.Options) (stop func()) {
+	if opts.AckWait == 0 {
+		opts.AckWait = 5 * time.Second
+	}
+	opts.BlockedDelay, opts.Audit = 10*time.Millisecond, f.audit
 	if opts.Backoff == nil {
 		opts.Backoff = func(int) time.Duration { return 10 * time.Millisecond }
 	}
 	w := worker.New(worker.Ports{Jobs: f.queue, Feed: f.queue, Manifests: f.queue, Branches: f.store, Integrations: f.store, Git: f.git},
-		dbtsync.NewMetrics(prometheus.NewRegistry()), slogDiscard, opts)
+		dbtsync.NewMetrics(prometheus.NewRegistry()), f.logger, opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = w.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return stop
 }
 
 func manifest(models ...string) string {
@@ -187,13 +199,14 @@ func TestJobsOfOneBranchRunInOrder(t *testing.T) {
 func TestFailures(t *testing.T) {
 	t.Run("a-transient-failure-is-retried-until-max-attempts", func(t *testing.T) {
 		t.Parallel()
-		f := newFixture(t, git{err: errors.New("git server example.test cannot be reached (network error)")})
+		f := newFixture(t, git{err: dbtsync.Failure(dbtsync.CodeRepositoryUnavailable, "git server example.test cannot be reached (network error)")})
 		if err := f.store.SaveIntegration(context.Background(), dbtsync.Integration{DeploymentID: dep, RepoURL: "https://example.test/r.git", Branch: "main"}); err != nil {
 			t.Fatal(err)
 		}
 		f.start(t, worker.Options{MaxAttempts: 3})
 		j := f.wait(t, f.sync(t, "", ""))
-		if j.Status != dbtsync.StatusFailed || j.Attempts != 3 || j.Error == nil || *j.Error != "git server example.test cannot be reached (network error)" {
+		if j.Status != dbtsync.StatusFailed || j.Attempts != 3 || j.Error == nil || *j.Error != "git server example.test cannot be reached (network error)" ||
+			j.ErrorCode == nil || *j.ErrorCode != dbtsync.CodeRepositoryUnavailable {
 			t.Errorf("job %+v", j)
 		}
 	})
@@ -203,7 +216,7 @@ func TestFailures(t *testing.T) {
 		f.start(t, worker.Options{MaxAttempts: 3})
 		id := f.sync(t, "dbt/manifest", `{"metadata":{"dbt_schema_version":"https://schemas.getdbt.com/dbt/manifest/v12.json"}}`)
 		j := f.wait(t, id)
-		if j.Status != dbtsync.StatusFailed || j.Attempts != 1 || j.Error == nil {
+		if j.Status != dbtsync.StatusFailed || j.Attempts != 1 || j.Error == nil || j.ErrorCode == nil || *j.ErrorCode != dbtsync.CodeInvalidManifest {
 			t.Errorf("job %+v", j)
 		}
 		if ok, _ := f.queue.HasManifest(context.Background(), id); !ok {
@@ -233,3 +246,97 @@ func TestFailures(t *testing.T) {
 }
 
 var slogDiscard = slog.New(slog.DiscardHandler)
+
+// A job failed by the platform (a store's driver error naming hosts, a worker path) shows
+// its tenant a code and a generic message, in the job and in the audit trail; the detail
+// goes to the worker's log only.
+func TestAJobFailedByThePlatformShowsACodeAndAGenericMessage(t *testing.T) {
+	t.Parallel()
+	const detail = "server selection error: mongo-0.dbtsync.svc:27017 connection refused; /var/lib/dbtsync-clones-1/job-2"
+	f := newFixture(t, git{err: errors.New(detail)})
+	if err := f.store.SaveIntegration(context.Background(), dbtsync.Integration{DeploymentID: dep, RepoURL: "https://example.test/r.git", Branch: "main"}); err != nil {
+		t.Fatal(err)
+	}
+	var log devstack.LogBuffer
+	f.logger = slog.New(slog.NewJSONHandler(&log, nil))
+	f.start(t, worker.Options{MaxAttempts: 2})
+	j := f.wait(t, f.sync(t, "", ""))
+	if j.Status != dbtsync.StatusFailed || j.ErrorCode == nil || *j.ErrorCode != dbtsync.CodeInternal || j.Error == nil ||
+		strings.Contains(*j.Error, "27017") || !strings.Contains(*j.Error, "error of the platform") {
+		t.Fatalf("job %+v", j)
+	}
+	for _, ev := range f.audit.Events() {
+		if ev.Action == dbtsync.ActionSyncFinish && (strings.Contains(fmt.Sprint(ev.Details), "27017") || ev.Details["errorCode"] != dbtsync.CodeInternal) {
+			t.Errorf("finish event %+v", ev.Details)
+		}
+	}
+	if !strings.Contains(log.String(), "mongo-0.dbtsync.svc:27017") || !strings.Contains(log.String(), j.SyncJobID) {
+		t.Errorf("the worker's log lacks the detail of the job's failure:\n%s", log.String())
+	}
+}
+
+// A job that stops its worker (here: the test stops the worker whenever it converts that
+// job) is retried alone on its worker, so the crashes are pinned on it: the job that ran
+// beside it when it first took the worker down is not blamed (that attempt is not
+// counted), never runs beside it again, and succeeds.
+func TestAJobThatStopsItsWorkerRunsAloneAndItsNeighbourIsNotBlamed(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, git{})
+	const maxAttempts = 2
+	poison, innocent := f.sync(t, "poison", manifest("p")), f.sync(t, "innocent", manifest("i"))
+	crashed := make(chan struct{}, 10)
+	var innocentRuns atomic.Int32
+	hook := func(ctx context.Context, id, phase string) {
+		switch {
+		case phase != "converting":
+		case id == poison:
+			crashed <- struct{}{}
+			<-ctx.Done() // the worker dies mid-job: no outcome is recorded
+		case innocentRuns.Add(1) == 1:
+			crashed <- struct{}{} // round one: it is converting when the worker dies
+			<-ctx.Done()
+		default:
+			select { // a slow conversion, which a worker dying meanwhile interrupts
+			case <-ctx.Done():
+			case <-time.After(300 * time.Millisecond):
+			}
+		}
+	}
+	opts := worker.Options{Concurrency: 2, MaxAttempts: maxAttempts, AckWait: 200 * time.Millisecond, Phase: hook}
+	// Round one: both jobs are converting on one worker when it dies.
+	stop := f.start(t, opts)
+	<-crashed
+	<-crashed
+	stop()
+	// Then each worker that runs the poisoned job dies while it converts it.
+	for round := 0; ; round++ {
+		if round > maxAttempts+1 {
+			t.Fatal("the poisoned job is still tried")
+		}
+		stop := f.start(t, opts)
+		ended := false
+		apitest.Eventually(t, 20*time.Second, "the poisoned job crashes its worker or ends", func() (bool, string) {
+			select {
+			case <-crashed:
+				return true, ""
+			default:
+			}
+			j, _ := f.svc.GetJob(context.Background(), developer, dep, poison)
+			ended = j.Status == dbtsync.StatusFailed
+			return ended, j.Status
+		})
+		stop()
+		if ended {
+			break
+		}
+	}
+	f.start(t, opts)
+	p, i := f.wait(t, poison), f.wait(t, innocent)
+	if i.Status != dbtsync.StatusSucceeded || i.Attempts != 1 {
+		t.Errorf("innocent job %+v, want succeeded, the crash beside it not counted (1 attempt)", i)
+	}
+	if p.Status != dbtsync.StatusFailed || p.Attempts != maxAttempts || p.ErrorCode == nil || *p.ErrorCode != dbtsync.CodeWorkerStopped ||
+		!strings.Contains(*p.Error, "stopped each time") {
+		t.Errorf("poisoned job %+v, want failed after %d runs alone", p, maxAttempts)
+	}
+}

@@ -30,11 +30,13 @@ type jobRecord struct {
 	WorkflowID       string            `json:"workflowId"`
 	Progress         dbtsync.Progress  `json:"progress"`
 	Error            *string           `json:"error"`
+	ErrorCode        string            `json:"errorCode,omitempty"`
 	Warnings         []convert.Warning `json:"warnings"`
 	CreatedAt        httpx.Time        `json:"createdAt"`
 	StartedAt        *httpx.Time       `json:"startedAt"`
 	FinishedAt       *httpx.Time       `json:"finishedAt"`
 	Attempts         int               `json:"attempts"`
+	Alone            bool              `json:"alone,omitempty"`
 	ProductionBranch string            `json:"productionBranch"`
 	HasManifest      bool              `json:"hasManifest"`
 	Version          int64             `json:"version,omitempty"`
@@ -50,8 +52,8 @@ type jobRecord struct {
 
 func recordOf(j dbtsync.Job) jobRecord {
 	return jobRecord{SyncJobID: j.SyncJobID, DeploymentID: j.DeploymentID, Status: j.Status, Source: j.Source, Output: j.Output, Ref: j.Ref,
-		BranchName: j.BranchName, WorkflowID: j.WorkflowID, Progress: j.Progress, Error: j.Error, Warnings: j.Warnings,
-		CreatedAt: httpx.At(j.CreatedAt), StartedAt: httpx.AtPtr(j.StartedAt), FinishedAt: httpx.AtPtr(j.FinishedAt), Attempts: j.Attempts,
+		BranchName: j.BranchName, WorkflowID: j.WorkflowID, Progress: j.Progress, Error: j.Error, ErrorCode: j.ErrorCode, Warnings: j.Warnings,
+		CreatedAt: httpx.At(j.CreatedAt), StartedAt: httpx.AtPtr(j.StartedAt), FinishedAt: httpx.AtPtr(j.FinishedAt), Attempts: j.Attempts, Alone: j.Alone,
 		ProductionBranch: j.ProductionBranch, HasManifest: j.HasManifest, Version: j.Version, Changed: j.Changed,
 		CancelRequested: j.CancelRequested, CanceledBy: j.CanceledBy, AccountID: j.AccountID, StartedBy: j.StartedBy,
 		RequestID: j.RequestID, RetryOf: j.RetryOf, ManifestOf: j.ManifestOf}
@@ -59,8 +61,8 @@ func recordOf(j dbtsync.Job) jobRecord {
 
 func (r jobRecord) job() dbtsync.Job {
 	return dbtsync.Job{SyncJobID: r.SyncJobID, DeploymentID: r.DeploymentID, Status: r.Status, Source: r.Source, Output: r.Output, Ref: r.Ref,
-		BranchName: r.BranchName, WorkflowID: r.WorkflowID, Progress: r.Progress, Error: r.Error, Warnings: r.Warnings,
-		CreatedAt: r.CreatedAt.Time, StartedAt: timePtr(r.StartedAt), FinishedAt: timePtr(r.FinishedAt), Attempts: r.Attempts,
+		BranchName: r.BranchName, WorkflowID: r.WorkflowID, Progress: r.Progress, Error: r.Error, ErrorCode: r.ErrorCode, Warnings: r.Warnings,
+		CreatedAt: r.CreatedAt.Time, StartedAt: timePtr(r.StartedAt), FinishedAt: timePtr(r.FinishedAt), Attempts: r.Attempts, Alone: r.Alone,
 		ProductionBranch: r.ProductionBranch, HasManifest: r.HasManifest, Version: r.Version, Changed: r.Changed,
 		CancelRequested: r.CancelRequested, CanceledBy: r.CanceledBy, AccountID: r.AccountID, StartedBy: r.StartedBy,
 		RequestID: r.RequestID, RetryOf: r.RetryOf, ManifestOf: r.ManifestOf}
