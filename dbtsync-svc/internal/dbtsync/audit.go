@@ -106,8 +106,9 @@ func (a *auditing) CancelJob(ctx context.Context, p *identity.Principal, dep int
 
 func (a *auditing) PutIntegration(ctx context.Context, p *identity.Principal, dep int64, in IntegrationInput) (DbtGitIntegration, error) {
 	out, err := a.Service.PutIntegration(ctx, p, dep, in)
-	// The repository, never the credentials: only whether there are some.
-	d := map[string]any{"repoUrl": in.RepoURL, "branch": in.Branch, "hasCredentials": in.Credentials != nil}
+	// The repository, never the credentials: only whether there are some, and the URL
+	// without any a user pasted into it (also when it was refused for carrying them).
+	d := map[string]any{"repoUrl": RedactRepoURL(in.RepoURL), "branch": in.Branch, "hasCredentials": in.Credentials != nil}
 	if in.ProjectPath != nil {
 		d["projectPath"] = *in.ProjectPath
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/queue/memqueue"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/store/memstore"
+	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/identity"
 )
@@ -568,5 +569,37 @@ func TestFilesResultExpired(t *testing.T) {
 	job, err = f.svc.GetJob(ctx, developer, dep, expired)
 	if err != nil || job.Files != nil || !job.FilesExpired || job.Status != dbtsync.StatusSucceeded {
 		t.Fatalf("an expired result: %+v %v, want the job with filesExpired", job, err)
+	}
+}
+
+func TestRedactRepoURLDropsCredentials(t *testing.T) {
+	cases := map[string]string{
+		"https://bob:ghp_SECRET@github.com/acme/dbt.git":            "https://github.com/acme/dbt.git",
+		"https://ghp_SECRET@github.com/acme/dbt.git":                "https://github.com/acme/dbt.git",
+		"https://github.com/acme/dbt.git?private_token=SECRET#frag": "https://github.com/acme/dbt.git",
+		"https://bob:ghp_SE CRET@github.com/acme/dbt.git":           "https://github.com/acme/dbt.git",
+		"https://bob:%zzSECRET@git.example.com/x.git?t=SECRET":      "https://git.example.com/x.git",
+		"file://user:SECRET@/srv/repo":                              "file:///srv/repo",
+		"https://github.com/acme/dbt.git":                           "https://github.com/acme/dbt.git",
+	}
+	for in, want := range cases {
+		if got := dbtsync.RedactRepoURL(in); got != want || strings.Contains(got, "SECRET") {
+			t.Errorf("RedactRepoURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// A repoUrl carrying credentials is refused (400), and the audit event of the refused
+// request keeps the URL without them.
+func TestIntegrationAuditNeverKeepsCredentialsOfTheURL(t *testing.T) {
+	f := newFixture(t)
+	rec := &audit.Memory{}
+	svc := dbtsync.AuditingMiddleware(rec)(f.svc)
+	project := "."
+	_, err := svc.PutIntegration(context.Background(), admin, dep, dbtsync.IntegrationInput{RepoURL: "https://bob:ghp_SECRET@github.com/acme/dbt.git", Branch: "main", ProjectPath: &project})
+	wantErr(t, err, 400, "must not carry credentials")
+	evs := rec.Events()
+	if len(evs) != 1 || evs[0].Details["repoUrl"] != "https://github.com/acme/dbt.git" || strings.Contains(fmt.Sprint(evs[0]), "SECRET") {
+		t.Fatalf("events %+v", evs)
 	}
 }
