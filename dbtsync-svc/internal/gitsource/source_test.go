@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
@@ -68,27 +69,52 @@ func zeroModelRepo(t *testing.T, size int64) string {
 	})
 }
 
-// Not parallel: it measures the process's allocations while the clone runs.
+// Not parallel: it samples the process's heap while the clone runs.
 func TestCompressedBlobOverTheLimitFailsBeforeItIsInflated(t *testing.T) {
-	const blob, limit = 256 << 20, 16 << 20
+	const blob, limit = 16 << 20, 1 << 20
 	url := zeroModelRepo(t, blob)
 	s := cloner(t, Limits{MaxRepoBytes: limit})
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
+	runtime.GC()
+	var base runtime.MemStats
+	runtime.ReadMemStats(&base)
+	peak := sampleHeap()
 	_, err := load(s, url, "")
-	runtime.ReadMemStats(&after)
+	high := peak()
 	if err == nil || !dbtsync.IsPermanent(err) || !strings.Contains(err.Error(), "DBT_SYNC_MAX_REPO_BYTES") {
 		t.Fatalf("Load = %v, want a permanent failure naming DBT_SYNC_MAX_REPO_BYTES", err)
 	}
-	// The server streams the blob and the client refuses it from its header: what both
-	// allocate together (mostly go-git's transport, per compressed byte sent) stays far
-	// below the blob, which inflating it in memory would allocate several times over.
-	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > blob/4 {
-		t.Errorf("the clone allocated %d bytes for a %d-byte blob refused at %d", alloc, blob, limit)
+	// The server streams the blob and the client refuses it from its header: the heap
+	// never holds it (inflating it in memory took the heap past the blob, twice over).
+	if grew := int64(high) - int64(base.HeapAlloc); grew > blob/4 {
+		t.Errorf("the heap grew by %d bytes for a %d-byte blob refused at %d", grew, blob, limit)
 	}
 	if left, _ := os.ReadDir(s.root); len(left) > 1 { // the lock file
 		t.Errorf("the clone left %d entries behind", len(left)-1)
 	}
+}
+
+// sampleHeap samples the heap every few milliseconds until the returned function is
+// called, which returns the highest HeapAlloc seen.
+func sampleHeap() (stop func() uint64) {
+	done := make(chan struct{})
+	high := make(chan uint64)
+	go func() {
+		var most uint64
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			most = max(most, m.HeapAlloc)
+			select {
+			case <-done:
+				high <- most
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() uint64 { close(done); return <-high }
 }
 
 func TestCloneLimits(t *testing.T) {
