@@ -578,7 +578,7 @@ func (h *harness) start(branch, model string) string {
 // DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES is 413 naming it, and queues nothing.
 func TestFinding08_ManifestUploadsPerDeploymentAreBounded(t *testing.T) {
 	small, _ := json.Marshal(smallManifest("v12", "a"))
-	h := newHarnessWith(t, func(d *app.Deps) { d.UploadQuota = int64(len(small))*2 + 100 })
+	h := newHarnessWith(t, func(d *app.Deps) { d.Quotas.Deployment = int64(len(small))*2 + 100 })
 	for i := 0; i < 2; i++ { // no worker runs: the manifests wait in the store
 		if code, body := h.do("POST", h.syncPath(), h.dev, map[string]any{"source": "manifest", "manifest": smallManifest("v12", "a"), "branchName": fmt.Sprintf("q%d", i)}); code != 202 {
 			t.Fatalf("upload %d: %d %v", i+1, code, body)

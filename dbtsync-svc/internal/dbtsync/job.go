@@ -61,7 +61,10 @@ type Job struct {
 	Alone            bool
 	ProductionBranch string
 	HasManifest      bool // the job converts an uploaded manifest (ManifestJobID's)
-	Version          int64
+	// ManifestCharge is what that manifest is charged in the storage ledgers: whoever
+	// deletes it frees that.
+	ManifestCharge Charge
+	Version        int64
 	// Changed: for a succeeded branch job, whether it wrote a new version (false: the
 	// output was byte-identical to the branch's latest version).
 	Changed *bool

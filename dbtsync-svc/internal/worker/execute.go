@@ -147,7 +147,10 @@ func (w *Worker) finish(ctx context.Context, job dbtsync.Job, o outcome) {
 	}
 	_ = w.Jobs.LeaveLine(ctx, job.DeploymentID, job.BranchName, job.SyncJobID)
 	if job.HasManifest && o.status == dbtsync.StatusSucceeded {
-		_ = w.Manifests.DeleteManifest(ctx, job.ManifestJobID())
+		// Freed once, by whoever removed it (two retries of one job may both succeed).
+		if deleted, _ := w.Manifests.DeleteManifest(ctx, job.ManifestJobID()); deleted {
+			_ = w.storage.Free(ctx, job.AccountID, job.DeploymentID, job.ManifestCharge)
+		}
 	}
 	w.metrics.Jobs.WithLabelValues(o.status).Inc()
 	w.metrics.Attempts.WithLabelValues(o.status).Inc()

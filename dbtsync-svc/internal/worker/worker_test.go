@@ -53,7 +53,7 @@ var developer = &identity.Principal{Account: identity.Account{ID: 1}, User: &ide
 
 func newFixture(t *testing.T, g git) *fixture {
 	f := &fixture{store: memstore.New(), queue: memqueue.New(), audit: &audit.Memory{}, git: g, logger: slogDiscard}
-	f.svc = dbtsync.NewService(dbtsync.Ports{Branches: f.store, Integrations: f.store, Jobs: f.queue, Manifests: f.queue, Git: g}, dbtsync.Options{})
+	f.svc = dbtsync.NewService(dbtsync.Ports{Branches: f.store, Integrations: f.store, Jobs: f.queue, Manifests: f.queue, Ledgers: f.queue, Git: g}, dbtsync.Options{})
 	return f
 }
 
@@ -66,7 +66,7 @@ func (f *fixture) start(t *testing.T, opts worker.Options) (stop func()) {
 	if opts.Backoff == nil {
 		opts.Backoff = func(int) time.Duration { return 10 * time.Millisecond }
 	}
-	w := worker.New(worker.Ports{Jobs: f.queue, Feed: f.queue, Manifests: f.queue, Branches: f.store, Integrations: f.store, Git: f.git},
+	w := worker.New(worker.Ports{Jobs: f.queue, Feed: f.queue, Manifests: f.queue, Ledgers: f.queue, Branches: f.store, Integrations: f.store, Git: f.git},
 		dbtsync.NewMetrics(prometheus.NewRegistry()), f.logger, opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -338,5 +338,62 @@ func TestAJobThatStopsItsWorkerRunsAloneAndItsNeighbourIsNotBlamed(t *testing.T)
 	if p.Status != dbtsync.StatusFailed || p.Attempts != maxAttempts || p.ErrorCode == nil || *p.ErrorCode != dbtsync.CodeWorkerStopped ||
 		!strings.Contains(*p.Error, "stopped each time") {
 		t.Errorf("poisoned job %+v, want failed after %d runs alone", p, maxAttempts)
+	}
+}
+
+// used is what the deployment's storage ledger holds now.
+func (f *fixture) used(t *testing.T) int64 {
+	t.Helper()
+	var n int64
+	_ = f.queue.UpdateLedger(context.Background(), dbtsync.LedgerKey(fmt.Sprintf("deployment.%d", dep)), func(l *dbtsync.Ledger) error {
+		n = l.Used(time.Now())
+		return errors.New("read only")
+	})
+	return n
+}
+
+// What a job keeps in the object store is charged to its deployment: a succeeded job's
+// upload is removed and its charge freed, a files result is charged until it expires,
+// and a result past the quota fails its job naming the quota.
+func TestStoredObjectsAreChargedAndFreed(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, git{})
+	f.start(t, worker.Options{Quotas: dbtsync.StorageQuotas{Deployment: 4000, Account: 1 << 20}})
+	id := f.sync(t, "x", manifest("a"))
+	if j := f.wait(t, id); j.Status != dbtsync.StatusSucceeded {
+		t.Fatalf("job %+v", j)
+	}
+	if n := f.used(t); n != 0 {
+		t.Errorf("a succeeded job's upload is still charged: %d bytes", n)
+	}
+	res, err := f.svc.StartSync(context.Background(), developer, dep, filesSync(manifest("a")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := f.wait(t, res.Accepted.SyncJobID); j.Status != dbtsync.StatusSucceeded {
+		t.Fatalf("files job %+v", j)
+	}
+	if n := f.used(t); n < 100 {
+		t.Errorf("a files result is charged %d bytes", n)
+	}
+	var models []string
+	for i := range 40 {
+		models = append(models, fmt.Sprintf("model_with_a_long_name_%02d", i))
+	}
+	res, err = f.svc.StartSync(context.Background(), developer, dep, filesSync(manifest(models...)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := f.wait(t, res.Accepted.SyncJobID)
+	if j.Status != dbtsync.StatusFailed || j.ErrorCode == nil || *j.ErrorCode != dbtsync.CodeStorageQuota || !strings.Contains(*j.Error, "DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES") {
+		t.Errorf("a result past the quota: %+v", j)
+	}
+}
+
+// filesSync is the body of a manifest sync with output files.
+func filesSync(manifest string) dbtsync.SyncRequestBody {
+	return func(w io.Writer) (dbtsync.StartSyncInput, error) {
+		_, err := io.WriteString(w, manifest)
+		return dbtsync.StartSyncInput{Source: dbtsync.SourceManifest, Output: dbtsync.OutputFiles, HasManifest: true, SchemaVersion: 12}, err
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -133,49 +134,58 @@ func isWrongSequence(err error) bool {
 	return errors.As(err, &apiErr) && apiErr.ErrorCode == natsjs.JSErrCodeStreamWrongLastSequence || errors.Is(err, natsjs.ErrKeyExists)
 }
 
-// JobIDs lists the deployment's job ids, newest first (ids are time-ordered).
-func (q *Queue) JobIDs(ctx context.Context, dep int64) ([]string, error) {
-	lister, err := q.kv.ListKeysFiltered(ctx, fmt.Sprintf("job.%d.*", dep))
-	if err != nil {
-		if errors.Is(err, natsjs.ErrNoKeysFound) {
-			return nil, nil
-		}
-		return nil, unavailable(err)
-	}
-	var ids []string
-	prefix := fmt.Sprintf("job.%d.", dep)
-	for k := range lister.Keys() {
-		ids = append(ids, k[len(prefix):])
-	}
-	slices.Sort(ids)
-	slices.Reverse(ids)
-	return ids, nil
-}
-
-// Enqueue records the job, puts it in its branch's line and publishes its message, with
-// the caller's trace context in the headers, undoing what it did when a step fails.
+// Enqueue records the job, puts it in its branch's line and its deployment's index, and
+// publishes its message on its deployment's subject (the stream refuses it past the
+// deployment's limit: ErrJobLimit), with the caller's trace context in the headers,
+// undoing what it did when a step fails. The index keeps a refused job's id (a listing
+// skips ids without a job).
 func (q *Queue) Enqueue(ctx context.Context, j dbtsync.Job) error {
 	b, _ := json.Marshal(recordOf(j))
 	if _, err := q.kv.Create(ctx, jobKey(j.DeploymentID, j.SyncJobID), b); err != nil {
 		return unavailable(err)
 	}
+	bg := context.WithoutCancel(ctx)
 	lk := lineKey(j.DeploymentID, j.BranchName)
 	if _, err := q.updateLine(ctx, lk, func(ids []string) []string { return append(ids, j.SyncJobID) }); err != nil {
-		_ = q.kv.Delete(context.WithoutCancel(ctx), jobKey(j.DeploymentID, j.SyncJobID))
+		_ = q.kv.Delete(bg, jobKey(j.DeploymentID, j.SyncJobID))
+		return err
+	}
+	undo := func() {
+		_, _ = q.updateLine(bg, lk, func(ids []string) []string { return removeID(ids, j.SyncJobID) })
+		_ = q.kv.Delete(bg, jobKey(j.DeploymentID, j.SyncJobID))
+	}
+	if err := q.indexJob(ctx, j.DeploymentID, j.SyncJobID); err != nil {
+		undo()
 		return err
 	}
 	body, _ := json.Marshal(jobMessage{SyncJobID: j.SyncJobID, DeploymentID: j.DeploymentID})
-	msg := nats.NewMsg(fmt.Sprintf("%s.%d", q.names.Subject, j.DeploymentID))
+	msg := nats.NewMsg(q.subject(dbtsync.QueueKey{Account: j.AccountID, Deployment: j.DeploymentID}))
 	msg.Data = body
 	msg.Header.Set(natsjs.MsgIDHeader, j.SyncJobID)
 	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(msg.Header))
 	if _, err := q.js.PublishMsg(ctx, msg); err != nil {
-		bg := context.WithoutCancel(ctx)
-		_, _ = q.updateLine(bg, lk, func(ids []string) []string { return removeID(ids, j.SyncJobID) })
-		_ = q.kv.Delete(bg, jobKey(j.DeploymentID, j.SyncJobID))
+		undo()
+		if isSubjectFull(err) {
+			return dbtsync.ErrJobLimit
+		}
 		return unavailable(fmt.Errorf("publish job: %w", err))
 	}
 	return nil
+}
+
+// isSubjectFull reports the stream's refusal of a message past its limit per subject.
+func isSubjectFull(err error) bool {
+	return strings.Contains(err.Error(), "maximum messages per subject exceeded")
+}
+
+// QueuedJobs counts the messages of the deployment's subject: its jobs queued or running.
+func (q *Queue) QueuedJobs(ctx context.Context, k dbtsync.QueueKey) (int, error) {
+	subj := q.subject(k)
+	info, err := q.stream.Info(ctx, natsjs.WithSubjectFilter(subj))
+	if err != nil {
+		return 0, unavailable(err)
+	}
+	return int(info.State.Subjects[subj]), nil
 }
 
 // updateLine edits a branch's line with compare-and-set.
