@@ -18,8 +18,10 @@ import (
 // each version, and their served state (MongoDB).
 type BranchStore interface {
 	Branch(ctx context.Context, dep int64, name string) (BranchState, error)
-	// Branches returns the deployment's branches, in any order.
-	Branches(ctx context.Context, dep int64) ([]BranchState, error)
+	// Branches returns up to limit of the deployment's branches by name, those after the
+	// name after ("": from the first), leaving out the branch named except: a page read
+	// with an index, whatever the count of branches.
+	Branches(ctx context.Context, dep int64, after, except string, limit int) ([]BranchState, error)
 	// Files returns the files of one version (0: the latest) sorted by path, and the
 	// version read; path "" means every file, and contents are read only withContent.
 	// A version the branch does not keep is ErrNotFound; a path it lacks, no file.
