@@ -30,6 +30,7 @@ import (
 	"github.com/analyticsco/platform/dbtsync-svc/internal/gitsource"
 	jsqueue "github.com/analyticsco/platform/dbtsync-svc/internal/queue/jetstream"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/worker"
+	"github.com/analyticsco/platform/dbtsync-svc/internal/worker/workertest"
 	"github.com/analyticsco/platform/devstack"
 	"github.com/analyticsco/platform/devstack/apitest"
 	"github.com/analyticsco/platform/devstack/gatewaytest"
@@ -507,49 +508,12 @@ func TestJobThatKillsItsWorkerRunsAloneAndItsNeighbourSucceeds(t *testing.T) {
 	h := newHarness(t)
 	const maxAttempts = 2
 	poison, innocent := h.start("poison", "a"), h.start("innocent", "b")
-	crashed := make(chan struct{}, 10)
-	var innocentRuns atomic.Int32
-	opts := worker.Options{Concurrency: 2, MaxAttempts: maxAttempts, AckWait: time.Second, Phase: func(ctx context.Context, id, phase string) {
-		switch {
-		case phase != "converting":
-		case id == poison:
-			crashed <- struct{}{}
-			<-ctx.Done() // the worker dies mid-job: no outcome is recorded
-		case innocentRuns.Add(1) == 1:
-			crashed <- struct{}{} // converting beside the poisoned job when the worker dies
-			<-ctx.Done()
-		default:
-			select { // a slow conversion, which a worker dying meanwhile interrupts
-			case <-ctx.Done():
-			case <-time.After(300 * time.Millisecond):
-			}
-		}
-	}}
-	stop := h.worker(opts)
-	<-crashed
-	<-crashed
-	stop()
-	for round := 0; ; round++ {
-		if round > maxAttempts+1 {
-			t.Fatal("the poisoned job is still tried")
-		}
-		stop := h.worker(opts)
-		ended := false
-		apitest.Eventually(t, 60*time.Second, "the poisoned job crashes its worker or ends", func() (bool, string) {
-			select {
-			case <-crashed:
-				return true, ""
-			default:
-			}
-			_, job := h.do("GET", h.syncPath()+"/"+poison, h.dev, nil)
-			ended = job["status"] == "failed"
-			return ended, fmt.Sprint(job)
-		})
-		stop()
-		if ended {
-			break
-		}
-	}
+	crash := workertest.NewCrash(poison, innocent)
+	opts := worker.Options{Concurrency: 2, MaxAttempts: maxAttempts, AckWait: time.Second, Phase: crash.Phase}
+	crash.Rounds(t, maxAttempts, func() func() { return h.worker(opts) }, func() bool {
+		_, job := h.do("GET", h.syncPath()+"/"+poison, h.dev, nil)
+		return job["status"] == "failed"
+	})
 	h.worker(opts)
 	if job := h.waitJob(innocent); job["status"] != "succeeded" || job["attempts"] != float64(1) {
 		t.Errorf("the job beside the poisoned one: %v, want succeeded with 1 attempt", job)

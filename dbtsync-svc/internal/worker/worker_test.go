@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,8 +18,8 @@ import (
 	"github.com/analyticsco/platform/dbtsync-svc/internal/queue/memqueue"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/store/memstore"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/worker"
+	"github.com/analyticsco/platform/dbtsync-svc/internal/worker/workertest"
 	"github.com/analyticsco/platform/devstack"
-	"github.com/analyticsco/platform/devstack/apitest"
 	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/identity"
 )
@@ -284,52 +283,12 @@ func TestAJobThatStopsItsWorkerRunsAloneAndItsNeighbourIsNotBlamed(t *testing.T)
 	f := newFixture(t, git{})
 	const maxAttempts = 2
 	poison, innocent := f.sync(t, "poison", manifest("p")), f.sync(t, "innocent", manifest("i"))
-	crashed := make(chan struct{}, 10)
-	var innocentRuns atomic.Int32
-	hook := func(ctx context.Context, id, phase string) {
-		switch {
-		case phase != "converting":
-		case id == poison:
-			crashed <- struct{}{}
-			<-ctx.Done() // the worker dies mid-job: no outcome is recorded
-		case innocentRuns.Add(1) == 1:
-			crashed <- struct{}{} // round one: it is converting when the worker dies
-			<-ctx.Done()
-		default:
-			select { // a slow conversion, which a worker dying meanwhile interrupts
-			case <-ctx.Done():
-			case <-time.After(300 * time.Millisecond):
-			}
-		}
-	}
-	opts := worker.Options{Concurrency: 2, MaxAttempts: maxAttempts, AckWait: 200 * time.Millisecond, Phase: hook}
-	// Round one: both jobs are converting on one worker when it dies.
-	stop := f.start(t, opts)
-	<-crashed
-	<-crashed
-	stop()
-	// Then each worker that runs the poisoned job dies while it converts it.
-	for round := 0; ; round++ {
-		if round > maxAttempts+1 {
-			t.Fatal("the poisoned job is still tried")
-		}
-		stop := f.start(t, opts)
-		ended := false
-		apitest.Eventually(t, 20*time.Second, "the poisoned job crashes its worker or ends", func() (bool, string) {
-			select {
-			case <-crashed:
-				return true, ""
-			default:
-			}
-			j, _ := f.svc.GetJob(context.Background(), developer, dep, poison)
-			ended = j.Status == dbtsync.StatusFailed
-			return ended, j.Status
-		})
-		stop()
-		if ended {
-			break
-		}
-	}
+	crash := workertest.NewCrash(poison, innocent)
+	opts := worker.Options{Concurrency: 2, MaxAttempts: maxAttempts, AckWait: 200 * time.Millisecond, Phase: crash.Phase}
+	crash.Rounds(t, maxAttempts, func() func() { return f.start(t, opts) }, func() bool {
+		j, _ := f.svc.GetJob(context.Background(), developer, dep, poison)
+		return j.Status == dbtsync.StatusFailed
+	})
 	f.start(t, opts)
 	p, i := f.wait(t, poison), f.wait(t, innocent)
 	if i.Status != dbtsync.StatusSucceeded || i.Attempts != 1 {

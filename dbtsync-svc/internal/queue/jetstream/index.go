@@ -31,21 +31,9 @@ func indexPageKey(dep int64, n int) string { return fmt.Sprintf("jobidx.%d.%d", 
 // indexJob adds id to the deployment's index. It is safe to repeat: an id the head
 // already holds is not added twice.
 func (q *Queue) indexJob(ctx context.Context, dep int64, id string) error {
-	key := indexHeadKey(dep)
-	for {
-		var head indexHead
-		var rev uint64
-		e, err := q.kv.Get(ctx, key)
-		switch {
-		case errors.Is(err, natsjs.ErrKeyNotFound):
-		case err != nil:
-			return unavailable(err)
-		default:
-			rev = e.Revision()
-			_ = json.Unmarshal(e.Value(), &head)
-		}
+	return casUpdate(ctx, q.kv, indexHeadKey(dep), func(head *indexHead) error {
 		if slices.Contains(head.IDs, id) {
-			return nil
+			return errSkip
 		}
 		if len(head.IDs) >= q.limits.IndexPage {
 			// Sealed first: a seal repeated by a racing writer puts the same page.
@@ -53,22 +41,11 @@ func (q *Queue) indexJob(ctx context.Context, dep int64, id string) error {
 			if _, err := q.kv.Put(ctx, indexPageKey(dep, head.Page), b); err != nil {
 				return unavailable(err)
 			}
-			head = indexHead{Page: head.Page + 1}
+			*head = indexHead{Page: head.Page + 1}
 		}
 		head.IDs = append(head.IDs, id)
-		b, _ := json.Marshal(head)
-		if rev == 0 {
-			_, err = q.kv.Create(ctx, key, b)
-		} else {
-			_, err = q.kv.Update(ctx, key, b, rev)
-		}
-		if err == nil {
-			return nil
-		}
-		if !isWrongSequence(err) {
-			return unavailable(err)
-		}
-	}
+		return nil
+	})
 }
 
 // indexPage reads page n of the index (the head when it is n), newest first; ok is

@@ -190,33 +190,13 @@ func (q *Queue) QueuedJobs(ctx context.Context, k dbtsync.QueueKey) (int, error)
 
 // updateLine edits a branch's line with compare-and-set.
 func (q *Queue) updateLine(ctx context.Context, key string, fn func([]string) []string) ([]string, error) {
-	for {
-		var ids []string
-		var rev uint64
-		e, err := q.kv.Get(ctx, key)
-		switch {
-		case errors.Is(err, natsjs.ErrKeyNotFound):
-		case err != nil:
-			return nil, unavailable(err)
-		default:
-			rev = e.Revision()
-			_ = json.Unmarshal(e.Value(), &ids)
-		}
-		next := fn(slices.Clone(ids))
-		b, _ := json.Marshal(next)
-		if rev == 0 {
-			_, err = q.kv.Create(ctx, key, b)
-		} else {
-			_, err = q.kv.Update(ctx, key, b, rev)
-		}
-		if err != nil {
-			if isWrongSequence(err) {
-				continue
-			}
-			return nil, unavailable(err)
-		}
-		return next, nil
-	}
+	var next []string
+	err := casUpdate(ctx, q.kv, key, func(ids *[]string) error {
+		next = fn(slices.Clone(*ids))
+		*ids = next
+		return nil
+	})
+	return next, err
 }
 
 func removeID(ids []string, id string) []string {
