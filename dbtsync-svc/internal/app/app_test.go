@@ -553,8 +553,19 @@ func TestFinding08_ManifestUploadsPerDeploymentAreBounded(t *testing.T) {
 		t.Fatalf("third upload: want 413 naming the limit, got %d %v", code, body)
 	}
 	_, jobs := h.do("GET", h.syncPath()+"?first=10", h.dev, nil)
-	if items, _ := jobs["items"].([]any); len(items) != 2 {
-		t.Errorf("jobs after the refused upload: %v, want the two accepted", jobs)
+	items, _ := jobs["items"].([]any)
+	if len(items) != 2 {
+		t.Fatalf("jobs after the refused upload: %v, want the two accepted", jobs)
+	}
+	// Converted, the manifests are removed and their charges freed: the quota has room again.
+	h.worker(worker.Options{})
+	for _, it := range items {
+		if job := h.waitJob(it.(map[string]any)["syncJobId"].(string)); job["status"] != "succeeded" {
+			t.Fatalf("job %v", job)
+		}
+	}
+	if code, body := h.do("POST", h.syncPath(), h.dev, map[string]any{"source": "manifest", "manifest": smallManifest("v12", "a"), "branchName": "q3"}); code != 202 {
+		t.Errorf("an upload once the others were converted: %d %v", code, body)
 	}
 }
 

@@ -138,11 +138,12 @@ var jobCases = []testCase{
 	{"a-queued-job-reads-back", func(t *testing.T, q queue) {
 		j := job(1, "b")
 		ref := "main"
-		j.Ref = &ref
+		j.Ref, j.ManifestCharge, j.Alone, j.ErrorCode = &ref, dbtsync.Charge{Stored: 1234, StoredHour: 490_000}, true, dbtsync.CodeInternal
 		enqueue(t, q, j)
 		got, err := q.Job(context.Background(), dep, j.SyncJobID)
 		if err != nil || got.SyncJobID != j.SyncJobID || got.Status != dbtsync.StatusQueued || got.BranchName != "b" || got.Ref == nil ||
-			*got.Ref != "main" || !got.CreatedAt.Equal(j.CreatedAt) || !got.HasManifest || got.StartedBy != 3 || got.RequestID != "req-1" {
+			*got.Ref != "main" || !got.CreatedAt.Equal(j.CreatedAt) || !got.HasManifest || got.StartedBy != 3 || got.RequestID != "req-1" ||
+			got.ManifestCharge != j.ManifestCharge || !got.Alone || got.ErrorCode != dbtsync.CodeInternal {
 			t.Errorf("read back %+v %v", got, err)
 		}
 	}},

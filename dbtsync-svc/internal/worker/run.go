@@ -53,7 +53,7 @@ func (w *Worker) run(ctx context.Context, job dbtsync.Job) (outcome, error) {
 // putResult stores a files job's output, charged to its deployment and account until
 // the store removes it: a result past a storage quota fails the job, saying which.
 func (w *Worker) putResult(ctx context.Context, job dbtsync.Job, files []convert.File) error {
-	charge := w.storage.StoredCharge(resultSize(files), time.Now())
+	charge := w.storage.StoredCharge(int64(len(dbtsync.ResultJSON(files))), time.Now())
 	if err := w.storage.Move(ctx, job.AccountID, job.DeploymentID, dbtsync.Charge{}, charge); err != nil {
 		var q *dbtsync.QuotaError
 		if errors.As(err, &q) {
@@ -66,15 +66,6 @@ func (w *Worker) putResult(ctx context.Context, job dbtsync.Job, files []convert
 		return err
 	}
 	return nil
-}
-
-// resultSize is about the bytes a result takes in the store (its JSON).
-func resultSize(files []convert.File) int64 {
-	n := int64(2)
-	for _, f := range files {
-		n += int64(len(f.Path)+len(f.Content)) + 32
-	}
-	return n
 }
 
 // progress stores where the job is (best effort: a lost update is overwritten by the next).

@@ -49,6 +49,9 @@ type jobRecord struct {
 	RequestID        string            `json:"requestId,omitempty"`
 	RetryOf          string            `json:"retryOf,omitempty"`
 	ManifestOf       string            `json:"manifestOf,omitempty"`
+	// The stored manifest's charge in the storage ledgers (dbtsync.Charge's stored part).
+	ManifestBytes int64 `json:"manifestBytes,omitempty"`
+	ManifestHour  int64 `json:"manifestHour,omitempty"`
 }
 
 func recordOf(j dbtsync.Job) jobRecord {
@@ -57,7 +60,8 @@ func recordOf(j dbtsync.Job) jobRecord {
 		CreatedAt: httpx.At(j.CreatedAt), StartedAt: httpx.AtPtr(j.StartedAt), FinishedAt: httpx.AtPtr(j.FinishedAt), Attempts: j.Attempts, Alone: j.Alone,
 		ProductionBranch: j.ProductionBranch, HasManifest: j.HasManifest, Version: j.Version, Changed: j.Changed,
 		CancelRequested: j.CancelRequested, CanceledBy: j.CanceledBy, AccountID: j.AccountID, StartedBy: j.StartedBy,
-		RequestID: j.RequestID, RetryOf: j.RetryOf, ManifestOf: j.ManifestOf}
+		RequestID: j.RequestID, RetryOf: j.RetryOf, ManifestOf: j.ManifestOf,
+		ManifestBytes: j.ManifestCharge.Stored, ManifestHour: j.ManifestCharge.StoredHour}
 }
 
 func (r jobRecord) job() dbtsync.Job {
@@ -66,7 +70,8 @@ func (r jobRecord) job() dbtsync.Job {
 		CreatedAt: r.CreatedAt.Time, StartedAt: timePtr(r.StartedAt), FinishedAt: timePtr(r.FinishedAt), Attempts: r.Attempts, Alone: r.Alone,
 		ProductionBranch: r.ProductionBranch, HasManifest: r.HasManifest, Version: r.Version, Changed: r.Changed,
 		CancelRequested: r.CancelRequested, CanceledBy: r.CanceledBy, AccountID: r.AccountID, StartedBy: r.StartedBy,
-		RequestID: r.RequestID, RetryOf: r.RetryOf, ManifestOf: r.ManifestOf}
+		RequestID: r.RequestID, RetryOf: r.RetryOf, ManifestOf: r.ManifestOf,
+		ManifestCharge: dbtsync.Charge{Stored: r.ManifestBytes, StoredHour: r.ManifestHour}}
 }
 
 func timePtr(t *httpx.Time) *time.Time {
