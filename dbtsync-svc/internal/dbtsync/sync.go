@@ -187,6 +187,9 @@ func (s *service) RetryJob(ctx context.Context, p *identity.Principal, dep int64
 	if !old.Terminal() {
 		return SyncAccepted{}, conflict("sync job %s is still %s: wait for it to finish, or cancel it, before retrying", id, old.Status)
 	}
+	if err := s.queueHasRoom(ctx, QueueKey{Account: p.Account.ID, Deployment: dep}); err != nil {
+		return SyncAccepted{}, err
+	}
 	production := p.Deployment.ProductionBranch
 	if old.BranchName == production && !p.HasRole(identity.RoleAdmin) {
 		return SyncAccepted{}, forbidden("only admins may sync into the production branch %q", production)

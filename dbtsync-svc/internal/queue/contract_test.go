@@ -205,6 +205,9 @@ var jobCases = []testCase{
 		if _, err := q.Job(ctx, dep, over.SyncJobID); !errors.Is(err, dbtsync.ErrNotFound) {
 			t.Errorf("the refused job was recorded: %v", err)
 		}
+		if ids, _, _, err := q.JobPage(ctx, dep, "", 100); err != nil || len(ids) != maxQueued || slices.Contains(ids, over.SyncJobID) {
+			t.Errorf("listed %v %v: the refused job must not be", ids, err)
+		}
 		if n, err := q.QueuedJobs(ctx, dbtsync.QueueKey{Deployment: dep}); err != nil || n != maxQueued {
 			t.Errorf("QueuedJobs %d %v", n, err)
 		}

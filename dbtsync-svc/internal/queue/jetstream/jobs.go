@@ -139,11 +139,11 @@ func isWrongSequence(err error) bool {
 	return errors.As(err, &apiErr) && apiErr.ErrorCode == natsjs.JSErrCodeStreamWrongLastSequence || errors.Is(err, natsjs.ErrKeyExists)
 }
 
-// Enqueue records the job, puts it in its branch's line and its deployment's index, and
-// publishes its message on its deployment's subject (the stream refuses it past the
-// deployment's limit: ErrJobLimit), with the caller's trace context in the headers,
-// undoing what it did when a step fails. The index keeps a refused job's id (a listing
-// skips ids without a job).
+// Enqueue records the job, puts it in its branch's line, publishes its message on its
+// deployment's subject (the stream refuses it past the deployment's limit: ErrJobLimit)
+// with the caller's trace context in the headers, and adds it to its deployment's index,
+// undoing what it did when a step fails (a job refused at its limit never reaches the
+// index).
 func (q *Queue) Enqueue(ctx context.Context, j dbtsync.Job) error {
 	b, _ := json.Marshal(recordOf(j))
 	if _, err := q.kv.Create(ctx, jobKey(j.DeploymentID, j.SyncJobID), b); err != nil {
@@ -159,21 +159,24 @@ func (q *Queue) Enqueue(ctx context.Context, j dbtsync.Job) error {
 		_, _ = q.updateLine(bg, lk, func(ids []string) []string { return removeID(ids, j.SyncJobID) })
 		_ = q.kv.Delete(bg, jobKey(j.DeploymentID, j.SyncJobID))
 	}
-	if err := q.indexJob(ctx, j.DeploymentID, j.SyncJobID); err != nil {
-		undo()
-		return err
-	}
 	body, _ := json.Marshal(jobMessage{SyncJobID: j.SyncJobID, DeploymentID: j.DeploymentID})
 	msg := nats.NewMsg(q.subject(dbtsync.QueueKey{Account: j.AccountID, Deployment: j.DeploymentID}))
 	msg.Data = body
 	msg.Header.Set(natsjs.MsgIDHeader, j.SyncJobID)
 	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(msg.Header))
-	if _, err := q.js.PublishMsg(ctx, msg); err != nil {
+	ack, err := q.js.PublishMsg(ctx, msg)
+	if err != nil {
 		undo()
 		if isSubjectFull(err) {
 			return dbtsync.ErrJobLimit
 		}
 		return unavailable(fmt.Errorf("publish job: %w", err))
+	}
+	if err := q.indexJob(ctx, j.DeploymentID, j.SyncJobID); err != nil {
+		// A worker that took the message meanwhile finds no job and drops it.
+		_ = q.stream.DeleteMsg(bg, ack.Sequence)
+		undo()
+		return err
 	}
 	return nil
 }
