@@ -40,6 +40,8 @@ const (
 	CodeItemLimit           = "item_limit"               // 400: items per deployment
 	CodeFavoritesLimit      = "favorites_limit"          // 400: favorites per user and deployment
 	CodeNotApplied          = "not_applied"              // 503: a bulk-move item the store failure left unmoved
+	CodeJobLimit            = "job_limit"                // 429: a deployment's dbt sync jobs queued or running
+	CodeStorageQuota        = "storage_quota"            // 413: what a deployment or account keeps in the dbt sync object store
 )
 
 // Codes maps every code to the statuses it is sent with (nil: any other status of its
@@ -53,6 +55,7 @@ var Codes = map[string][]int{
 	CodeKeyOutOfScope: {403}, CodeBranchNotFound: {404}, CodeBranchNotServed: {400}, CodeSessionIDInvalid: {401},
 	CodeDefinitionType: {409}, CodeDepthLimit: {400}, CodeFolderCycle: {400}, CodeFolderNotEmpty: {409},
 	CodeItemLimit: {400}, CodeFavoritesLimit: {400}, CodeNotApplied: {503},
+	CodeJobLimit: {429}, CodeStorageQuota: {413},
 }
 
 // DefaultCode is the code of an error that no rule names: one per status.
