@@ -27,12 +27,20 @@ const DefaultRetryBudget = 12 * time.Second
 // (its answer never comes) leaves time for the next one.
 const attemptTimeout = 3 * time.Second
 
+// reconnectGrace is how long a connection may be seen down before retrying stops: a
+// client that lost its server reconnects to another within it, and when every server
+// is gone, a caller is answered at once instead of at the end of the budget.
+const reconnectGrace = 2 * time.Second
+
 // Retrier retries calls to NATS that fail while JetStream elects a leader or the
 // connection reconnects. The zero value retries for DefaultRetryBudget.
 type Retrier struct {
 	// Budget is how long a call is retried in all (also bounded by its context's
 	// deadline); negative: never retried.
 	Budget time.Duration
+	// Conn, when set, ends the retries once it has been seen disconnected for
+	// reconnectGrace: NATS is out of reach, not electing a leader.
+	Conn *nats.Conn
 	// OnRetry, when set, is told of each failed attempt that is retried (metrics, tests).
 	OnRetry func(err error)
 }
@@ -50,7 +58,9 @@ func (r Retrier) Do(ctx context.Context, op func(ctx context.Context) error) err
 		deadline = d
 	}
 	wait := 50 * time.Millisecond
+	var downSince time.Time // when the connection was first seen down, zero while it is up
 	for {
+		r.watch(&downSince)
 		end := time.Now().Add(attemptTimeout)
 		if deadline.Before(end) {
 			end = deadline
@@ -58,7 +68,7 @@ func (r Retrier) Do(ctx context.Context, op func(ctx context.Context) error) err
 		actx, cancel := context.WithDeadline(ctx, end)
 		err := op(actx)
 		cancel()
-		if err == nil || ctx.Err() != nil || !Transient(err) {
+		if err == nil || ctx.Err() != nil || !Transient(err) || r.watch(&downSince) >= reconnectGrace {
 			return err
 		}
 		// Half to all of wait, so replicas that failed together do not retry together.
@@ -76,6 +86,19 @@ func (r Retrier) Do(ctx context.Context, op func(ctx context.Context) error) err
 		}
 		wait = min(wait*2, time.Second)
 	}
+}
+
+// watch notes whether the connection is down and returns for how long it has been seen
+// down (zero when it is up or there is no Conn).
+func (r Retrier) watch(downSince *time.Time) time.Duration {
+	switch {
+	case r.Conn == nil || r.Conn.IsConnected():
+		*downSince = time.Time{}
+		return 0
+	case downSince.IsZero():
+		*downSince = time.Now()
+	}
+	return time.Since(*downSince)
 }
 
 // transientAPICodes are the JetStream API errors of a cluster in transition: no leader

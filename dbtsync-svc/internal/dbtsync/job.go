@@ -80,6 +80,13 @@ type Job struct {
 	RetryOf   string
 	// ManifestOf names the job whose uploaded manifest this one converts (a retry's).
 	ManifestOf string
+	// ResultCharge is what the files result (output files) is charged in the storage
+	// ledgers: a run that replaces the result moves the charge from it.
+	ResultCharge Charge
+	// FinishedByWorker: a worker ended the job (not a cancel of a queued job), and the
+	// audit trail holds its finish event (FinishEvent), which a redelivery records again
+	// under the same id in case the worker stopped before it could.
+	FinishedByWorker bool
 }
 
 // Terminal reports whether the job is over: it runs no more and cannot be canceled.
