@@ -109,6 +109,7 @@ func appDeps(cfg config.Config, db *mongo.Database, nc *nats.Conn, signer *ident
 		Git: gitsource.Limits{Policy: gitsource.Policy{AllowFile: cfg.AllowFileURLs, AllowedHosts: cfg.AllowedHosts},
 			CloneTimeout: cfg.CloneTimeout, MaxRepoBytes: cfg.MaxRepoBytes, MaxFiles: cfg.MaxRepoFiles, MaxFileBytes: cfg.MaxFileBytes},
 		Quotas: dbtsync.StorageQuotas{Deployment: cfg.DeploymentUploads, Account: cfg.AccountUploads}, AuditMaxHeld: cfg.AuditMaxHeld,
+		Replicas: cfg.JetStreamReplicas, RetryBudget: cfg.JetStreamRetry,
 		Storage: jetstream.Limits{JobRetention: cfg.JobRetention, ObjectMaxAge: cfg.ObjectMaxAge, ObjectMaxBytes: cfg.ObjectMaxBytes,
 			MaxQueuedJobs: cfg.MaxQueuedJobs, MaxRunningJobs: cfg.MaxRunningJobs}}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/analyticsco/platform/dbtsync-svc/internal/worker"
 	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/identity"
+	"github.com/analyticsco/platform/libs/natsx"
 )
 
 // Deps are what both modes need.
@@ -37,6 +38,10 @@ type Deps struct {
 	// the defaults).
 	Storage jetstream.Limits
 	Quotas  dbtsync.StorageQuotas
+	// Replicas of the JetStream resources (0: 1), and how long a JetStream call is
+	// retried across a leader election (0: natsx.DefaultRetryBudget).
+	Replicas    int
+	RetryBudget time.Duration
 	// Audit events go to the AUDIT stream over NATS, else to the outbox in Mongo;
 	// AuditMaxHeld bounds those held in memory when neither takes them. Audit, when set,
 	// receives the events instead (tests).
@@ -62,7 +67,8 @@ func setup(ctx context.Context, d Deps, service string) (*adapters, error) {
 	if err != nil {
 		return nil, err
 	}
-	q, err := jetstream.Open(ctx, d.NATS, jetstream.Options{Limits: d.Storage, Logger: d.Logger})
+	q, err := jetstream.Open(ctx, d.NATS, jetstream.Options{Limits: d.Storage, Replicas: d.Replicas,
+		Retry: natsx.Retrier{Budget: d.RetryBudget}, Logger: d.Logger})
 	if err != nil {
 		return nil, err
 	}
