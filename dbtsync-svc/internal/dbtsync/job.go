@@ -56,6 +56,11 @@ type Job struct {
 	// its worker stopped during while other jobs ran beside it (the crash may have been
 	// theirs).
 	Attempts int
+	// Runs counts every start of the job, interrupted or not: a worker writes the
+	// outcome of its run only while the job's Runs is still the one its start set, so a
+	// run that another worker took over (its delivery redelivered while it still ran)
+	// writes nothing, and the job ends once, with one run's result.
+	Runs int
 	// Alone: a worker stopped during a run of this job, which since runs alone on its
 	// worker, so a crash it causes again is pinned on it and on no other job.
 	Alone            bool

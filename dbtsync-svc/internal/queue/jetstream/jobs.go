@@ -39,6 +39,7 @@ type jobRecord struct {
 	StartedAt        *httpx.Time       `json:"startedAt"`
 	FinishedAt       *httpx.Time       `json:"finishedAt"`
 	Attempts         int               `json:"attempts"`
+	Runs             int               `json:"runs,omitempty"`
 	Alone            bool              `json:"alone,omitempty"`
 	ProductionBranch string            `json:"productionBranch"`
 	HasManifest      bool              `json:"hasManifest"`
@@ -81,7 +82,7 @@ func (r jobRecord) withOp(prev []string, op string) jobRecord {
 func recordOf(j dbtsync.Job) jobRecord {
 	return jobRecord{SyncJobID: j.SyncJobID, DeploymentID: j.DeploymentID, Status: j.Status, Source: j.Source, Output: j.Output, Ref: j.Ref,
 		BranchName: j.BranchName, WorkflowID: j.WorkflowID, Progress: j.Progress, Error: j.Error, ErrorCode: j.ErrorCode, Warnings: j.Warnings,
-		CreatedAt: httpx.At(j.CreatedAt), StartedAt: httpx.AtPtr(j.StartedAt), FinishedAt: httpx.AtPtr(j.FinishedAt), Attempts: j.Attempts, Alone: j.Alone,
+		CreatedAt: httpx.At(j.CreatedAt), StartedAt: httpx.AtPtr(j.StartedAt), FinishedAt: httpx.AtPtr(j.FinishedAt), Attempts: j.Attempts, Runs: j.Runs, Alone: j.Alone,
 		ProductionBranch: j.ProductionBranch, HasManifest: j.HasManifest, Version: j.Version, Changed: j.Changed,
 		CancelRequested: j.CancelRequested, CanceledBy: j.CanceledBy, AccountID: j.AccountID, StartedBy: j.StartedBy,
 		RequestID: j.RequestID, RetryOf: j.RetryOf, ManifestOf: j.ManifestOf,
@@ -92,7 +93,7 @@ func recordOf(j dbtsync.Job) jobRecord {
 func (r jobRecord) job() dbtsync.Job {
 	return dbtsync.Job{SyncJobID: r.SyncJobID, DeploymentID: r.DeploymentID, Status: r.Status, Source: r.Source, Output: r.Output, Ref: r.Ref,
 		BranchName: r.BranchName, WorkflowID: r.WorkflowID, Progress: r.Progress, Error: r.Error, ErrorCode: r.ErrorCode, Warnings: r.Warnings,
-		CreatedAt: r.CreatedAt.Time, StartedAt: timePtr(r.StartedAt), FinishedAt: timePtr(r.FinishedAt), Attempts: r.Attempts, Alone: r.Alone,
+		CreatedAt: r.CreatedAt.Time, StartedAt: timePtr(r.StartedAt), FinishedAt: timePtr(r.FinishedAt), Attempts: r.Attempts, Runs: r.Runs, Alone: r.Alone,
 		ProductionBranch: r.ProductionBranch, HasManifest: r.HasManifest, Version: r.Version, Changed: r.Changed,
 		CancelRequested: r.CancelRequested, CanceledBy: r.CanceledBy, AccountID: r.AccountID, StartedBy: r.StartedBy,
 		RequestID: r.RequestID, RetryOf: r.RetryOf, ManifestOf: r.ManifestOf,
