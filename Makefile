@@ -8,14 +8,14 @@
 #   make lint   gofmt, go vet, staticcheck and go mod tidy -diff in every module (CI runs it first)
 
 SHELL := /bin/bash
-MODULES := libs devstack systemtest gateway workspace-svc embed-svc dbtsync-svc
+MODULES := api libs devstack systemtest gateway workspace-svc embed-svc dbtsync-svc
 BIN := bin
 GO ?= go
 
-.PHONY: run build test seed bench soak fuzz fuzz-ci e2e attack openapi lint ensure-redis ensure-postgres ensure-prometheus ensure-cli clean
+.PHONY: run build test seed bench soak fuzz fuzz-ci e2e attack lint ensure-redis ensure-postgres ensure-prometheus ensure-cli clean
 FUZZTIME ?= 30s
 
-build: openapi
+build:
 	@mkdir -p $(BIN)
 	@$(GO) build -o $(BIN)/gateway ./gateway/cmd/gateway
 	@$(GO) build -o $(BIN)/platformctl ./gateway/cmd/platformctl
@@ -29,11 +29,7 @@ OBS ?=
 run: ensure-redis ensure-postgres $(if $(filter 1 true,$(OBS)),ensure-prometheus) build
 	@$(if $(OBS),DEVSTACK_OBS=$(OBS) )$(BIN)/devstack
 
-# go:embed cannot reach the root openapi.yaml from the gateway module; keep the copy in step.
-openapi:
-	@cmp -s openapi.yaml gateway/internal/openapi/openapi.yaml || cp openapi.yaml gateway/internal/openapi/openapi.yaml
-
-test: ensure-redis ensure-postgres ensure-prometheus ensure-cli openapi
+test: ensure-redis ensure-postgres ensure-prometheus ensure-cli
 	@set -e; for m in $(MODULES); do \
 		echo "== go test $$m"; \
 		(cd $$m && $(GO) test -race -shuffle=on -count=1 -timeout 20m ./...); \
@@ -53,13 +49,13 @@ soak: ensure-redis ensure-postgres build
 	@$(GO) run ./devstack/cmd/bench -only soak -soak $(DURATION)
 
 # The end-to-end suite: the real stack as processes, every rule of the spec through the
-# gateway, every response validated against openapi.yaml. `make test` runs it too.
-e2e: ensure-redis ensure-postgres openapi
+# gateway, every response validated against api/openapi.yaml. `make test` runs it too.
+e2e: ensure-redis ensure-postgres
 	@cd systemtest && $(GO) test -race -count=1 -timeout 20m ./e2e/
 
 # The attack suite: every finding of the security review as a named attack on the real
 # stack through the gateway. `make test` runs it too.
-attack: ensure-redis ensure-postgres openapi
+attack: ensure-redis ensure-postgres
 	@cd systemtest && $(GO) test -race -count=1 -timeout 20m ./attack/
 
 # Every go test -fuzz target of the repository for FUZZTIME each (corpora in testdata/fuzz).

@@ -6,6 +6,7 @@ go 1.26.0
 // tools that read every service's configuration (envdoc): they import the services, which
 // import nothing of this module, so the module graph has no cycle.
 require (
+	github.com/analyticsco/platform/api v0.0.0
 	github.com/analyticsco/platform/dbtsync-svc v0.0.0
 	github.com/analyticsco/platform/devstack v0.0.0
 	github.com/analyticsco/platform/embed-svc v0.0.0
@@ -121,6 +122,7 @@ require (
 )
 
 replace (
+	github.com/analyticsco/platform/api => ../api
 	github.com/analyticsco/platform/dbtsync-svc => ../dbtsync-svc
 	github.com/analyticsco/platform/devstack => ../devstack
 	github.com/analyticsco/platform/embed-svc => ../embed-svc

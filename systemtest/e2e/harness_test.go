@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -21,7 +20,7 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/legacy"
 
-	"github.com/analyticsco/platform/devstack"
+	"github.com/analyticsco/platform/api"
 	"github.com/analyticsco/platform/devstack/apitest"
 	"github.com/analyticsco/platform/systemtest/stacktest"
 )
@@ -51,7 +50,7 @@ var (
 func loadContract(t *testing.T) (*openapi3.T, routers.Router) {
 	t.Helper()
 	docOnce.Do(func() {
-		docLoaded, docErr = openapi3.NewLoader().LoadFromFile(filepath.Join(devstack.RepoRoot(t), "openapi.yaml"))
+		docLoaded, docErr = openapi3.NewLoader().LoadFromData(api.YAML)
 		if docErr != nil {
 			return
 		}
