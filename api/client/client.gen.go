@@ -319,9 +319,8 @@ func (e ColumnFormatType) Valid() bool {
 
 // Defines values for DashboardConfigKind.
 const (
-	DashboardConfigKindAPP         DashboardConfigKind = "APP"
-	DashboardConfigKindCLASSIC     DashboardConfigKind = "CLASSIC"
-	DashboardConfigKindLessThannil DashboardConfigKind = "<nil>"
+	DashboardConfigKindAPP     DashboardConfigKind = "APP"
+	DashboardConfigKindCLASSIC DashboardConfigKind = "CLASSIC"
 )
 
 // Valid indicates whether the value is a known member of the DashboardConfigKind enum.
@@ -330,8 +329,6 @@ func (e DashboardConfigKind) Valid() bool {
 	case DashboardConfigKindAPP:
 		return true
 	case DashboardConfigKindCLASSIC:
-		return true
-	case DashboardConfigKindLessThannil:
 		return true
 	default:
 		return false
@@ -751,9 +748,8 @@ func (e JsonWebKeyUse) Valid() bool {
 
 // Defines values for NullableDashboardConfigKind.
 const (
-	NullableDashboardConfigKindAPP         NullableDashboardConfigKind = "APP"
-	NullableDashboardConfigKindCLASSIC     NullableDashboardConfigKind = "CLASSIC"
-	NullableDashboardConfigKindLessThannil NullableDashboardConfigKind = "<nil>"
+	NullableDashboardConfigKindAPP     NullableDashboardConfigKind = "APP"
+	NullableDashboardConfigKindCLASSIC NullableDashboardConfigKind = "CLASSIC"
 )
 
 // Valid indicates whether the value is a known member of the NullableDashboardConfigKind enum.
@@ -763,8 +759,6 @@ func (e NullableDashboardConfigKind) Valid() bool {
 		return true
 	case NullableDashboardConfigKindCLASSIC:
 		return true
-	case NullableDashboardConfigKindLessThannil:
-		return true
 	default:
 		return false
 	}
@@ -772,31 +766,28 @@ func (e NullableDashboardConfigKind) Valid() bool {
 
 // Defines values for ReportSnapshotKind.
 const (
-	ReportSnapshotKindHtml        ReportSnapshotKind = "html"
-	ReportSnapshotKindKpi         ReportSnapshotKind = "kpi"
-	ReportSnapshotKindLessThannil ReportSnapshotKind = "<nil>"
-	ReportSnapshotKindMap         ReportSnapshotKind = "map"
-	ReportSnapshotKindSankey      ReportSnapshotKind = "sankey"
-	ReportSnapshotKindTable       ReportSnapshotKind = "table"
-	ReportSnapshotKindVega        ReportSnapshotKind = "vega"
+	Html   ReportSnapshotKind = "html"
+	Kpi    ReportSnapshotKind = "kpi"
+	Map    ReportSnapshotKind = "map"
+	Sankey ReportSnapshotKind = "sankey"
+	Table  ReportSnapshotKind = "table"
+	Vega   ReportSnapshotKind = "vega"
 )
 
 // Valid indicates whether the value is a known member of the ReportSnapshotKind enum.
 func (e ReportSnapshotKind) Valid() bool {
 	switch e {
-	case ReportSnapshotKindHtml:
+	case Html:
 		return true
-	case ReportSnapshotKindKpi:
+	case Kpi:
 		return true
-	case ReportSnapshotKindLessThannil:
+	case Map:
 		return true
-	case ReportSnapshotKindMap:
+	case Sankey:
 		return true
-	case ReportSnapshotKindSankey:
+	case Table:
 		return true
-	case ReportSnapshotKindTable:
-		return true
-	case ReportSnapshotKindVega:
+	case Vega:
 		return true
 	default:
 		return false
