@@ -20,6 +20,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -62,10 +63,24 @@ func (v Violation) Rule() string {
 
 func (v Violation) String() string { return v.Field() + " (" + v.Rule() + ")" }
 
+// maxSafeInteger is JavaScript's Number.MAX_SAFE_INTEGER, 2^53−1: the bound Prism puts on
+// format int64.
+const maxSafeInteger = "9007199254740991"
+
+// beyondJavaScript reports whether v is Prism's bound on format int64 rather than a rule of
+// the document (which states no such bound: a test checks that it never does).
+func (v Violation) beyondJavaScript() bool {
+	return (v.Code == "maximum" || v.Code == "minimum") && strings.HasSuffix(v.Message, maxSafeInteger)
+}
+
 // Verdict is Prism's judgement of one exchange.
 type Verdict struct {
 	Request  []Violation // the request is not what the document allows (counted, not failed: tests send bad requests on purpose)
 	Response []Violation // the answer is not what the document says (a failure)
+	// BeyondJavaScript are Prism's findings on integers of format int64 beyond ±(2^53−1),
+	// the integers a JavaScript number holds exactly: Prism checks int64 against that
+	// range, which the document does not state (an id the client sent, echoed back).
+	BeyondJavaScript []Violation
 	// Unparsed is set when Prism answered the request itself instead of forwarding it
 	// (a body that is not JSON): the exchange was then judged without the body.
 	Unparsed string
@@ -160,6 +175,26 @@ func (v *Validator) stop() {
 	}
 }
 
+// CPU is the processor time Prism has used so far (user and system), from /proc.
+func (v *Validator) CPU() (time.Duration, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", v.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command name in parentheses: state is the 3rd field, utime and
+	// stime the 14th and 15th, in clock ticks (100 per second on Linux).
+	fields := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %q", v.cmd.Process.Pid, raw)
+	}
+	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
+	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: %q", v.cmd.Process.Pid, raw)
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
+}
+
 func (v *Validator) output() string {
 	v.outMu.Lock()
 	defer v.outMu.Unlock()
@@ -233,10 +268,13 @@ func (v *Validator) send(ctx context.Context, x *Exchange, body []byte) (Verdict
 		}
 	}
 	for _, f := range found {
-		if len(f.Location) > 0 && f.Location[0] == "response" {
-			verdict.Response = append(verdict.Response, f)
-		} else {
+		switch {
+		case len(f.Location) == 0 || f.Location[0] != "response":
 			verdict.Request = append(verdict.Request, f)
+		case f.beyondJavaScript():
+			verdict.BeyondJavaScript = append(verdict.BeyondJavaScript, f)
+		default:
+			verdict.Response = append(verdict.Response, f)
 		}
 	}
 	return verdict, true, nil

@@ -68,6 +68,19 @@ func TestPrismRefusesNullBesideAllOfAndAdmitsANullableReference(t *testing.T) {
 	if len(got.Response) != 1 || got.Response[0].Code != "type" || !strings.Contains(got.Response[0].Message, "must be object") {
 		t.Errorf("violation %+v, want the type rule of besideAllOf", got.Response)
 	}
+	// An int64 beyond JavaScript's exact integers is Prism's bound, kept apart.
+	got, _ = v.Judge(ctx, exchange("PUT", "/things/1", valid, 200, `{"name":"a","besideAllOf":{"id":9223372036854775807},"nullableRef":null}`))
+	if len(got.Response) != 0 || fields(got.BeyondJavaScript) != "response.body.besideAllOf.id" {
+		t.Errorf("an int64 of 2^63-1: violations %v, beyond JavaScript %v; want it beyond JavaScript only", got.Response, got.BeyondJavaScript)
+	}
+}
+
+// TestTheDocumentStatesNoJavaScriptIntegerBound: Prism's findings at ±(2^53−1) are kept
+// apart as Prism's own bound on int64 only while the document states no such bound.
+func TestTheDocumentStatesNoJavaScriptIntegerBound(t *testing.T) {
+	if strings.Contains(string(api.YAML), "9007199254740991") {
+		t.Fatal("api/openapi.yaml states 9007199254740991 (2^53-1) as a bound: a violation of it is then the document's, and Verdict.BeyondJavaScript must not take it")
+	}
 }
 
 // TestPrismAdmitsTheNullsOfTheDocument: api/openapi.yaml admits the nulls the services
