@@ -126,6 +126,20 @@ func TestNoEnumListsNull(t *testing.T) {
 	})
 }
 
+// TestNumbersStateTheirPrecision: oapi-codegen reads a number without a format as a
+// float32 (an id or a position would lose digits in a Go client), so every number says
+// double (or float), and an id is an integer of format int64.
+func TestNumbersStateTheirPrecision(t *testing.T) {
+	mappings(document(t), func(where string, s map[string]any) {
+		if s["type"] == "number" && s["format"] != "double" && s["format"] != "float" {
+			t.Errorf("%s: a number without format double or float", where)
+		}
+		if s["type"] == "integer" && strings.HasSuffix(where, "Id") && s["format"] != "int64" {
+			t.Errorf("%s: an id that is not of format int64", where)
+		}
+	})
+}
+
 // TestNullableComponentsMatchTheirBase: NullableX is X or null, so the two carry the same
 // schema apart from nullable and the description.
 func TestNullableComponentsMatchTheirBase(t *testing.T) {

@@ -1227,7 +1227,7 @@ type CreateFolderRequest struct {
 	ParentId *int64 `json:"parentId,omitempty"`
 
 	// Position Ordering among siblings.
-	Position *float32 `json:"position,omitempty"`
+	Position *float64 `json:"position,omitempty"`
 }
 
 // CreateWorkspaceItemRequest Body of workbook and report creation.
@@ -1496,7 +1496,7 @@ type EmbedExternalUserUserAttributesScope string
 type EmbedExternalUserUserAttributesValue0 = string
 
 // EmbedExternalUserUserAttributesValue1 defines model for EmbedExternalUser.UserAttributes.Value.1.
-type EmbedExternalUserUserAttributesValue1 = float32
+type EmbedExternalUserUserAttributesValue1 = float64
 
 // EmbedExternalUserUserAttributesValue2 defines model for EmbedExternalUser.UserAttributes.Value.2.
 type EmbedExternalUserUserAttributesValue2 = bool
@@ -1748,7 +1748,7 @@ type Folder struct {
 
 	// ParentId Parent folder; null at the workspace root.
 	ParentId  *int64            `json:"parentId"`
-	Position  float32           `json:"position"`
+	Position  float64           `json:"position"`
 	Type      WorkspaceItemType `json:"type"`
 	UpdatedAt time.Time         `json:"updatedAt"`
 	UpdatedBy int64             `json:"updatedBy"`
@@ -2194,7 +2194,7 @@ type SyncWarning struct {
 // UpdateFolderRequest defines model for UpdateFolderRequest.
 type UpdateFolderRequest struct {
 	Name     *string  `json:"name,omitempty"`
-	Position *float32 `json:"position,omitempty"`
+	Position *float64 `json:"position,omitempty"`
 }
 
 // UpdateWorkspaceItemRequest A change of a workbook or report; at least one field. Only workbooks have a dashboardDraft.
@@ -2223,7 +2223,7 @@ type UserAttributeValue struct {
 type UserAttributeValueValue0 = string
 
 // UserAttributeValueValue1 defines model for UserAttributeValue.Value.1.
-type UserAttributeValueValue1 = float32
+type UserAttributeValueValue1 = float64
 
 // UserAttributeValueValue2 defines model for UserAttributeValue.Value.2.
 type UserAttributeValueValue2 = []UserAttributeValue_Value_2_Item
@@ -2232,7 +2232,7 @@ type UserAttributeValueValue2 = []UserAttributeValue_Value_2_Item
 type UserAttributeValueValue20 = string
 
 // UserAttributeValueValue21 defines model for UserAttributeValue.Value.2.1.
-type UserAttributeValueValue21 = float32
+type UserAttributeValueValue21 = float64
 
 // UserAttributeValue_Value_2_Item defines model for UserAttributeValue.Value.2.Item.
 type UserAttributeValue_Value_2_Item struct {
@@ -2280,7 +2280,7 @@ type Workbook struct {
 	DeploymentId       int64                    `json:"deploymentId"`
 
 	// FolderId Containing folder; null means the workspace root.
-	FolderId *float32 `json:"folderId,omitempty"`
+	FolderId *int64 `json:"folderId,omitempty"`
 
 	// FolderPath Ancestors from the root down.
 	FolderPath *[]FolderPathEntry `json:"folderPath,omitempty"`
@@ -2300,7 +2300,7 @@ type Workbook struct {
 	// User A `ResourceOwner` or null. The same properties (a test keeps them identical): a component
 	// of its own because `nullable` beside an `allOf` or `$ref` does not admit null.
 	User   *NullableResourceOwner `json:"user,omitempty"`
-	UserId *float32               `json:"userId,omitempty"`
+	UserId *int64                 `json:"userId,omitempty"`
 }
 
 // WorkspaceItem A listed folder, workbook or report: the Workbook shape without the parts that can be
@@ -2319,7 +2319,7 @@ type WorkspaceItem struct {
 	Id         int64             `json:"id"`
 	IsFavorite *bool             `json:"isFavorite"`
 	Name       string            `json:"name"`
-	Position   float32           `json:"position"`
+	Position   float64           `json:"position"`
 
 	// Slug `<name-slug>-<id>` for workbooks and reports; null for folders.
 	Slug      *string           `json:"slug"`
