@@ -43,118 +43,118 @@ func (e AttributeType) Valid() bool {
 
 // Defines values for AuditAction.
 const (
-	DbtsyncBranchOpen                AuditAction = "dbtsync.branch.open"
-	DbtsyncBranchStagingUpdate       AuditAction = "dbtsync.branch.staging_update"
-	DbtsyncIntegrationUpdate         AuditAction = "dbtsync.integration.update"
-	DbtsyncSyncCancel                AuditAction = "dbtsync.sync.cancel"
-	DbtsyncSyncFinish                AuditAction = "dbtsync.sync.finish"
-	DbtsyncSyncRetry                 AuditAction = "dbtsync.sync.retry"
-	DbtsyncSyncStart                 AuditAction = "dbtsync.sync.start"
-	EmbedAiCredentialsIssue          AuditAction = "embed.ai_credentials.issue"
-	EmbedDataTokenIssue              AuditAction = "embed.data_token.issue"
-	EmbedDefinitionCreate            AuditAction = "embed.definition.create"
-	EmbedDefinitionDelete            AuditAction = "embed.definition.delete"
-	EmbedExternalUserDelete          AuditAction = "embed.external_user.delete"
-	EmbedSessionExchange             AuditAction = "embed.session.exchange"
-	EmbedSessionGenerate             AuditAction = "embed.session.generate"
-	EmbedSessionRevoke               AuditAction = "embed.session.revoke"
-	EmbedSessionsRevoke              AuditAction = "embed.sessions.revoke"
-	EmbedSettingsUpdate              AuditAction = "embed.settings.update"
-	PlatformApiKeyCreate             AuditAction = "platform.api_key.create"
-	PlatformApiKeyRevoke             AuditAction = "platform.api_key.revoke"
-	WorkspaceFavoriteAdd             AuditAction = "workspace.favorite.add"
-	WorkspaceFavoriteRemove          AuditAction = "workspace.favorite.remove"
-	WorkspaceFolderCreate            AuditAction = "workspace.folder.create"
-	WorkspaceFolderDelete            AuditAction = "workspace.folder.delete"
-	WorkspaceFolderMove              AuditAction = "workspace.folder.move"
-	WorkspaceFolderPermissionsChange AuditAction = "workspace.folder.permissions_change"
-	WorkspaceFolderUpdate            AuditAction = "workspace.folder.update"
-	WorkspaceReportCreate            AuditAction = "workspace.report.create"
-	WorkspaceReportDelete            AuditAction = "workspace.report.delete"
-	WorkspaceReportMove              AuditAction = "workspace.report.move"
-	WorkspaceReportUpdate            AuditAction = "workspace.report.update"
-	WorkspaceWorkbookCreate          AuditAction = "workspace.workbook.create"
-	WorkspaceWorkbookDelete          AuditAction = "workspace.workbook.delete"
-	WorkspaceWorkbookMove            AuditAction = "workspace.workbook.move"
-	WorkspaceWorkbookPublish         AuditAction = "workspace.workbook.publish"
-	WorkspaceWorkbookUnpublish       AuditAction = "workspace.workbook.unpublish"
-	WorkspaceWorkbookUpdate          AuditAction = "workspace.workbook.update"
+	AuditActionDbtsyncBranchOpen                AuditAction = "dbtsync.branch.open"
+	AuditActionDbtsyncBranchStagingUpdate       AuditAction = "dbtsync.branch.staging_update"
+	AuditActionDbtsyncIntegrationUpdate         AuditAction = "dbtsync.integration.update"
+	AuditActionDbtsyncSyncCancel                AuditAction = "dbtsync.sync.cancel"
+	AuditActionDbtsyncSyncFinish                AuditAction = "dbtsync.sync.finish"
+	AuditActionDbtsyncSyncRetry                 AuditAction = "dbtsync.sync.retry"
+	AuditActionDbtsyncSyncStart                 AuditAction = "dbtsync.sync.start"
+	AuditActionEmbedAiCredentialsIssue          AuditAction = "embed.ai_credentials.issue"
+	AuditActionEmbedDataTokenIssue              AuditAction = "embed.data_token.issue"
+	AuditActionEmbedDefinitionCreate            AuditAction = "embed.definition.create"
+	AuditActionEmbedDefinitionDelete            AuditAction = "embed.definition.delete"
+	AuditActionEmbedExternalUserDelete          AuditAction = "embed.external_user.delete"
+	AuditActionEmbedSessionExchange             AuditAction = "embed.session.exchange"
+	AuditActionEmbedSessionGenerate             AuditAction = "embed.session.generate"
+	AuditActionEmbedSessionRevoke               AuditAction = "embed.session.revoke"
+	AuditActionEmbedSessionsRevoke              AuditAction = "embed.sessions.revoke"
+	AuditActionEmbedSettingsUpdate              AuditAction = "embed.settings.update"
+	AuditActionPlatformApiKeyCreate             AuditAction = "platform.api_key.create"
+	AuditActionPlatformApiKeyRevoke             AuditAction = "platform.api_key.revoke"
+	AuditActionWorkspaceFavoriteAdd             AuditAction = "workspace.favorite.add"
+	AuditActionWorkspaceFavoriteRemove          AuditAction = "workspace.favorite.remove"
+	AuditActionWorkspaceFolderCreate            AuditAction = "workspace.folder.create"
+	AuditActionWorkspaceFolderDelete            AuditAction = "workspace.folder.delete"
+	AuditActionWorkspaceFolderMove              AuditAction = "workspace.folder.move"
+	AuditActionWorkspaceFolderPermissionsChange AuditAction = "workspace.folder.permissions_change"
+	AuditActionWorkspaceFolderUpdate            AuditAction = "workspace.folder.update"
+	AuditActionWorkspaceReportCreate            AuditAction = "workspace.report.create"
+	AuditActionWorkspaceReportDelete            AuditAction = "workspace.report.delete"
+	AuditActionWorkspaceReportMove              AuditAction = "workspace.report.move"
+	AuditActionWorkspaceReportUpdate            AuditAction = "workspace.report.update"
+	AuditActionWorkspaceWorkbookCreate          AuditAction = "workspace.workbook.create"
+	AuditActionWorkspaceWorkbookDelete          AuditAction = "workspace.workbook.delete"
+	AuditActionWorkspaceWorkbookMove            AuditAction = "workspace.workbook.move"
+	AuditActionWorkspaceWorkbookPublish         AuditAction = "workspace.workbook.publish"
+	AuditActionWorkspaceWorkbookUnpublish       AuditAction = "workspace.workbook.unpublish"
+	AuditActionWorkspaceWorkbookUpdate          AuditAction = "workspace.workbook.update"
 )
 
 // Valid indicates whether the value is a known member of the AuditAction enum.
 func (e AuditAction) Valid() bool {
 	switch e {
-	case DbtsyncBranchOpen:
+	case AuditActionDbtsyncBranchOpen:
 		return true
-	case DbtsyncBranchStagingUpdate:
+	case AuditActionDbtsyncBranchStagingUpdate:
 		return true
-	case DbtsyncIntegrationUpdate:
+	case AuditActionDbtsyncIntegrationUpdate:
 		return true
-	case DbtsyncSyncCancel:
+	case AuditActionDbtsyncSyncCancel:
 		return true
-	case DbtsyncSyncFinish:
+	case AuditActionDbtsyncSyncFinish:
 		return true
-	case DbtsyncSyncRetry:
+	case AuditActionDbtsyncSyncRetry:
 		return true
-	case DbtsyncSyncStart:
+	case AuditActionDbtsyncSyncStart:
 		return true
-	case EmbedAiCredentialsIssue:
+	case AuditActionEmbedAiCredentialsIssue:
 		return true
-	case EmbedDataTokenIssue:
+	case AuditActionEmbedDataTokenIssue:
 		return true
-	case EmbedDefinitionCreate:
+	case AuditActionEmbedDefinitionCreate:
 		return true
-	case EmbedDefinitionDelete:
+	case AuditActionEmbedDefinitionDelete:
 		return true
-	case EmbedExternalUserDelete:
+	case AuditActionEmbedExternalUserDelete:
 		return true
-	case EmbedSessionExchange:
+	case AuditActionEmbedSessionExchange:
 		return true
-	case EmbedSessionGenerate:
+	case AuditActionEmbedSessionGenerate:
 		return true
-	case EmbedSessionRevoke:
+	case AuditActionEmbedSessionRevoke:
 		return true
-	case EmbedSessionsRevoke:
+	case AuditActionEmbedSessionsRevoke:
 		return true
-	case EmbedSettingsUpdate:
+	case AuditActionEmbedSettingsUpdate:
 		return true
-	case PlatformApiKeyCreate:
+	case AuditActionPlatformApiKeyCreate:
 		return true
-	case PlatformApiKeyRevoke:
+	case AuditActionPlatformApiKeyRevoke:
 		return true
-	case WorkspaceFavoriteAdd:
+	case AuditActionWorkspaceFavoriteAdd:
 		return true
-	case WorkspaceFavoriteRemove:
+	case AuditActionWorkspaceFavoriteRemove:
 		return true
-	case WorkspaceFolderCreate:
+	case AuditActionWorkspaceFolderCreate:
 		return true
-	case WorkspaceFolderDelete:
+	case AuditActionWorkspaceFolderDelete:
 		return true
-	case WorkspaceFolderMove:
+	case AuditActionWorkspaceFolderMove:
 		return true
-	case WorkspaceFolderPermissionsChange:
+	case AuditActionWorkspaceFolderPermissionsChange:
 		return true
-	case WorkspaceFolderUpdate:
+	case AuditActionWorkspaceFolderUpdate:
 		return true
-	case WorkspaceReportCreate:
+	case AuditActionWorkspaceReportCreate:
 		return true
-	case WorkspaceReportDelete:
+	case AuditActionWorkspaceReportDelete:
 		return true
-	case WorkspaceReportMove:
+	case AuditActionWorkspaceReportMove:
 		return true
-	case WorkspaceReportUpdate:
+	case AuditActionWorkspaceReportUpdate:
 		return true
-	case WorkspaceWorkbookCreate:
+	case AuditActionWorkspaceWorkbookCreate:
 		return true
-	case WorkspaceWorkbookDelete:
+	case AuditActionWorkspaceWorkbookDelete:
 		return true
-	case WorkspaceWorkbookMove:
+	case AuditActionWorkspaceWorkbookMove:
 		return true
-	case WorkspaceWorkbookPublish:
+	case AuditActionWorkspaceWorkbookPublish:
 		return true
-	case WorkspaceWorkbookUnpublish:
+	case AuditActionWorkspaceWorkbookUnpublish:
 		return true
-	case WorkspaceWorkbookUpdate:
+	case AuditActionWorkspaceWorkbookUpdate:
 		return true
 	default:
 		return false
@@ -196,25 +196,25 @@ func (e AuditActorType) Valid() bool {
 
 // Defines values for AuditEventService.
 const (
-	DbtsyncSvc    AuditEventService = "dbtsync-svc"
-	DbtsyncWorker AuditEventService = "dbtsync-worker"
-	EmbedSvc      AuditEventService = "embed-svc"
-	Platformctl   AuditEventService = "platformctl"
-	WorkspaceSvc  AuditEventService = "workspace-svc"
+	AuditEventServiceDbtsyncSvc    AuditEventService = "dbtsync-svc"
+	AuditEventServiceDbtsyncWorker AuditEventService = "dbtsync-worker"
+	AuditEventServiceEmbedSvc      AuditEventService = "embed-svc"
+	AuditEventServicePlatformctl   AuditEventService = "platformctl"
+	AuditEventServiceWorkspaceSvc  AuditEventService = "workspace-svc"
 )
 
 // Valid indicates whether the value is a known member of the AuditEventService enum.
 func (e AuditEventService) Valid() bool {
 	switch e {
-	case DbtsyncSvc:
+	case AuditEventServiceDbtsyncSvc:
 		return true
-	case DbtsyncWorker:
+	case AuditEventServiceDbtsyncWorker:
 		return true
-	case EmbedSvc:
+	case AuditEventServiceEmbedSvc:
 		return true
-	case Platformctl:
+	case AuditEventServicePlatformctl:
 		return true
-	case WorkspaceSvc:
+	case AuditEventServiceWorkspaceSvc:
 		return true
 	default:
 		return false
@@ -223,16 +223,16 @@ func (e AuditEventService) Valid() bool {
 
 // Defines values for AuditOutcomeResult.
 const (
-	Failure AuditOutcomeResult = "failure"
-	Success AuditOutcomeResult = "success"
+	AuditOutcomeResultFailure AuditOutcomeResult = "failure"
+	AuditOutcomeResultSuccess AuditOutcomeResult = "success"
 )
 
 // Valid indicates whether the value is a known member of the AuditOutcomeResult enum.
 func (e AuditOutcomeResult) Valid() bool {
 	switch e {
-	case Failure:
+	case AuditOutcomeResultFailure:
 		return true
-	case Success:
+	case AuditOutcomeResultSuccess:
 		return true
 	default:
 		return false
@@ -337,19 +337,19 @@ func (e DashboardConfigKind) Valid() bool {
 
 // Defines values for DashboardStatus.
 const (
-	Archived  DashboardStatus = "archived"
-	Draft     DashboardStatus = "draft"
-	Published DashboardStatus = "published"
+	DashboardStatusArchived  DashboardStatus = "archived"
+	DashboardStatusDraft     DashboardStatus = "draft"
+	DashboardStatusPublished DashboardStatus = "published"
 )
 
 // Valid indicates whether the value is a known member of the DashboardStatus enum.
 func (e DashboardStatus) Valid() bool {
 	switch e {
-	case Archived:
+	case DashboardStatusArchived:
 		return true
-	case Draft:
+	case DashboardStatusDraft:
 		return true
-	case Published:
+	case DashboardStatusPublished:
 		return true
 	default:
 		return false
@@ -358,40 +358,40 @@ func (e DashboardStatus) Valid() bool {
 
 // Defines values for DashboardWidgetType.
 const (
-	AI        DashboardWidgetType = "AI"
-	CHART     DashboardWidgetType = "CHART"
-	CONTAINER DashboardWidgetType = "CONTAINER"
-	DIVIDER   DashboardWidgetType = "DIVIDER"
-	FIELD     DashboardWidgetType = "FIELD"
-	FILTER    DashboardWidgetType = "FILTER"
-	PARENT    DashboardWidgetType = "PARENT"
-	SPACER    DashboardWidgetType = "SPACER"
-	TEXT      DashboardWidgetType = "TEXT"
-	TIMEGRAIN DashboardWidgetType = "TIME_GRAIN"
+	DashboardWidgetTypeAI        DashboardWidgetType = "AI"
+	DashboardWidgetTypeCHART     DashboardWidgetType = "CHART"
+	DashboardWidgetTypeCONTAINER DashboardWidgetType = "CONTAINER"
+	DashboardWidgetTypeDIVIDER   DashboardWidgetType = "DIVIDER"
+	DashboardWidgetTypeFIELD     DashboardWidgetType = "FIELD"
+	DashboardWidgetTypeFILTER    DashboardWidgetType = "FILTER"
+	DashboardWidgetTypePARENT    DashboardWidgetType = "PARENT"
+	DashboardWidgetTypeSPACER    DashboardWidgetType = "SPACER"
+	DashboardWidgetTypeTEXT      DashboardWidgetType = "TEXT"
+	DashboardWidgetTypeTIMEGRAIN DashboardWidgetType = "TIME_GRAIN"
 )
 
 // Valid indicates whether the value is a known member of the DashboardWidgetType enum.
 func (e DashboardWidgetType) Valid() bool {
 	switch e {
-	case AI:
+	case DashboardWidgetTypeAI:
 		return true
-	case CHART:
+	case DashboardWidgetTypeCHART:
 		return true
-	case CONTAINER:
+	case DashboardWidgetTypeCONTAINER:
 		return true
-	case DIVIDER:
+	case DashboardWidgetTypeDIVIDER:
 		return true
-	case FIELD:
+	case DashboardWidgetTypeFIELD:
 		return true
-	case FILTER:
+	case DashboardWidgetTypeFILTER:
 		return true
-	case PARENT:
+	case DashboardWidgetTypePARENT:
 		return true
-	case SPACER:
+	case DashboardWidgetTypeSPACER:
 		return true
-	case TEXT:
+	case DashboardWidgetTypeTEXT:
 		return true
-	case TIMEGRAIN:
+	case DashboardWidgetTypeTIMEGRAIN:
 		return true
 	default:
 		return false
@@ -634,19 +634,19 @@ func (e ErrorCode) Valid() bool {
 
 // Defines values for FolderAccessLevel.
 const (
-	Edit   FolderAccessLevel = "edit"
-	Manage FolderAccessLevel = "manage"
-	View   FolderAccessLevel = "view"
+	FolderAccessLevelEdit   FolderAccessLevel = "edit"
+	FolderAccessLevelManage FolderAccessLevel = "manage"
+	FolderAccessLevelView   FolderAccessLevel = "view"
 )
 
 // Valid indicates whether the value is a known member of the FolderAccessLevel enum.
 func (e FolderAccessLevel) Valid() bool {
 	switch e {
-	case Edit:
+	case FolderAccessLevelEdit:
 		return true
-	case Manage:
+	case FolderAccessLevelManage:
 		return true
-	case View:
+	case FolderAccessLevelView:
 		return true
 	default:
 		return false
@@ -673,13 +673,13 @@ func (e GenerateSessionDryRunDefinitionsCreatedKind) Valid() bool {
 
 // Defines values for GenerateSessionResponseDryRun.
 const (
-	True GenerateSessionResponseDryRun = true
+	GenerateSessionResponseDryRunTrue GenerateSessionResponseDryRun = true
 )
 
 // Valid indicates whether the value is a known member of the GenerateSessionResponseDryRun enum.
 func (e GenerateSessionResponseDryRun) Valid() bool {
 	switch e {
-	case True:
+	case GenerateSessionResponseDryRunTrue:
 		return true
 	default:
 		return false
@@ -688,13 +688,13 @@ func (e GenerateSessionResponseDryRun) Valid() bool {
 
 // Defines values for JsonWebKeyAlg.
 const (
-	EdDSA JsonWebKeyAlg = "EdDSA"
+	JsonWebKeyAlgEdDSA JsonWebKeyAlg = "EdDSA"
 )
 
 // Valid indicates whether the value is a known member of the JsonWebKeyAlg enum.
 func (e JsonWebKeyAlg) Valid() bool {
 	switch e {
-	case EdDSA:
+	case JsonWebKeyAlgEdDSA:
 		return true
 	default:
 		return false
@@ -703,13 +703,13 @@ func (e JsonWebKeyAlg) Valid() bool {
 
 // Defines values for JsonWebKeyCrv.
 const (
-	Ed25519 JsonWebKeyCrv = "Ed25519"
+	JsonWebKeyCrvEd25519 JsonWebKeyCrv = "Ed25519"
 )
 
 // Valid indicates whether the value is a known member of the JsonWebKeyCrv enum.
 func (e JsonWebKeyCrv) Valid() bool {
 	switch e {
-	case Ed25519:
+	case JsonWebKeyCrvEd25519:
 		return true
 	default:
 		return false
@@ -718,13 +718,13 @@ func (e JsonWebKeyCrv) Valid() bool {
 
 // Defines values for JsonWebKeyKty.
 const (
-	OKP JsonWebKeyKty = "OKP"
+	JsonWebKeyKtyOKP JsonWebKeyKty = "OKP"
 )
 
 // Valid indicates whether the value is a known member of the JsonWebKeyKty enum.
 func (e JsonWebKeyKty) Valid() bool {
 	switch e {
-	case OKP:
+	case JsonWebKeyKtyOKP:
 		return true
 	default:
 		return false
@@ -733,13 +733,13 @@ func (e JsonWebKeyKty) Valid() bool {
 
 // Defines values for JsonWebKeyUse.
 const (
-	Sig JsonWebKeyUse = "sig"
+	JsonWebKeyUseSig JsonWebKeyUse = "sig"
 )
 
 // Valid indicates whether the value is a known member of the JsonWebKeyUse enum.
 func (e JsonWebKeyUse) Valid() bool {
 	switch e {
-	case Sig:
+	case JsonWebKeyUseSig:
 		return true
 	default:
 		return false
@@ -766,28 +766,28 @@ func (e NullableDashboardConfigKind) Valid() bool {
 
 // Defines values for ReportSnapshotKind.
 const (
-	Html   ReportSnapshotKind = "html"
-	Kpi    ReportSnapshotKind = "kpi"
-	Map    ReportSnapshotKind = "map"
-	Sankey ReportSnapshotKind = "sankey"
-	Table  ReportSnapshotKind = "table"
-	Vega   ReportSnapshotKind = "vega"
+	ReportSnapshotKindHtml   ReportSnapshotKind = "html"
+	ReportSnapshotKindKpi    ReportSnapshotKind = "kpi"
+	ReportSnapshotKindMap    ReportSnapshotKind = "map"
+	ReportSnapshotKindSankey ReportSnapshotKind = "sankey"
+	ReportSnapshotKindTable  ReportSnapshotKind = "table"
+	ReportSnapshotKindVega   ReportSnapshotKind = "vega"
 )
 
 // Valid indicates whether the value is a known member of the ReportSnapshotKind enum.
 func (e ReportSnapshotKind) Valid() bool {
 	switch e {
-	case Html:
+	case ReportSnapshotKindHtml:
 		return true
-	case Kpi:
+	case ReportSnapshotKindKpi:
 		return true
-	case Map:
+	case ReportSnapshotKindMap:
 		return true
-	case Sankey:
+	case ReportSnapshotKindSankey:
 		return true
-	case Table:
+	case ReportSnapshotKindTable:
 		return true
-	case Vega:
+	case ReportSnapshotKindVega:
 		return true
 	default:
 		return false
@@ -832,25 +832,25 @@ func (e SyncJobSource) Valid() bool {
 
 // Defines values for SyncJobStatus.
 const (
-	Canceled  SyncJobStatus = "canceled"
-	Failed    SyncJobStatus = "failed"
-	Queued    SyncJobStatus = "queued"
-	Running   SyncJobStatus = "running"
-	Succeeded SyncJobStatus = "succeeded"
+	SyncJobStatusCanceled  SyncJobStatus = "canceled"
+	SyncJobStatusFailed    SyncJobStatus = "failed"
+	SyncJobStatusQueued    SyncJobStatus = "queued"
+	SyncJobStatusRunning   SyncJobStatus = "running"
+	SyncJobStatusSucceeded SyncJobStatus = "succeeded"
 )
 
 // Valid indicates whether the value is a known member of the SyncJobStatus enum.
 func (e SyncJobStatus) Valid() bool {
 	switch e {
-	case Canceled:
+	case SyncJobStatusCanceled:
 		return true
-	case Failed:
+	case SyncJobStatusFailed:
 		return true
-	case Queued:
+	case SyncJobStatusQueued:
 		return true
-	case Running:
+	case SyncJobStatusRunning:
 		return true
-	case Succeeded:
+	case SyncJobStatusSucceeded:
 		return true
 	default:
 		return false
@@ -859,19 +859,19 @@ func (e SyncJobStatus) Valid() bool {
 
 // Defines values for WorkspaceItemType.
 const (
-	FOLDER   WorkspaceItemType = "FOLDER"
-	REPORT   WorkspaceItemType = "REPORT"
-	WORKBOOK WorkspaceItemType = "WORKBOOK"
+	WorkspaceItemTypeFOLDER   WorkspaceItemType = "FOLDER"
+	WorkspaceItemTypeREPORT   WorkspaceItemType = "REPORT"
+	WorkspaceItemTypeWORKBOOK WorkspaceItemType = "WORKBOOK"
 )
 
 // Valid indicates whether the value is a known member of the WorkspaceItemType enum.
 func (e WorkspaceItemType) Valid() bool {
 	switch e {
-	case FOLDER:
+	case WorkspaceItemTypeFOLDER:
 		return true
-	case REPORT:
+	case WorkspaceItemTypeREPORT:
 		return true
-	case WORKBOOK:
+	case WorkspaceItemTypeWORKBOOK:
 		return true
 	default:
 		return false
@@ -880,13 +880,13 @@ func (e WorkspaceItemType) Valid() bool {
 
 // Defines values for ListWorkspaceItemsParamsCreatedBy.
 const (
-	Me ListWorkspaceItemsParamsCreatedBy = "me"
+	ListWorkspaceItemsParamsCreatedByMe ListWorkspaceItemsParamsCreatedBy = "me"
 )
 
 // Valid indicates whether the value is a known member of the ListWorkspaceItemsParamsCreatedBy enum.
 func (e ListWorkspaceItemsParamsCreatedBy) Valid() bool {
 	switch e {
-	case Me:
+	case ListWorkspaceItemsParamsCreatedByMe:
 		return true
 	default:
 		return false
@@ -895,22 +895,22 @@ func (e ListWorkspaceItemsParamsCreatedBy) Valid() bool {
 
 // Defines values for ListWorkspaceItemsParamsSort.
 const (
-	MinusName      ListWorkspaceItemsParamsSort = "-name"
-	MinusUpdatedAt ListWorkspaceItemsParamsSort = "-updatedAt"
-	Name           ListWorkspaceItemsParamsSort = "name"
-	UpdatedAt      ListWorkspaceItemsParamsSort = "updatedAt"
+	ListWorkspaceItemsParamsSortMinusName      ListWorkspaceItemsParamsSort = "-name"
+	ListWorkspaceItemsParamsSortMinusUpdatedAt ListWorkspaceItemsParamsSort = "-updatedAt"
+	ListWorkspaceItemsParamsSortName           ListWorkspaceItemsParamsSort = "name"
+	ListWorkspaceItemsParamsSortUpdatedAt      ListWorkspaceItemsParamsSort = "updatedAt"
 )
 
 // Valid indicates whether the value is a known member of the ListWorkspaceItemsParamsSort enum.
 func (e ListWorkspaceItemsParamsSort) Valid() bool {
 	switch e {
-	case MinusName:
+	case ListWorkspaceItemsParamsSortMinusName:
 		return true
-	case MinusUpdatedAt:
+	case ListWorkspaceItemsParamsSortMinusUpdatedAt:
 		return true
-	case Name:
+	case ListWorkspaceItemsParamsSortName:
 		return true
-	case UpdatedAt:
+	case ListWorkspaceItemsParamsSortUpdatedAt:
 		return true
 	default:
 		return false
