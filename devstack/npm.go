@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/analyticsco/platform/devstack/internal/proc"
 )
 
 // NpmPackage installs the npm package pkg at version (pinned) into the user's cache
@@ -77,3 +79,8 @@ func hasNpmVersion(path, version string) bool {
 	}
 	return json.Unmarshal(raw, &pkg) == nil && pkg.Version == version
 }
+
+// StartChild starts cmd, an outside tool a test runs beside it (an npm consumer such as
+// Prism's proxy), so that it dies with the test process (SIGTERM when it exits, however it
+// exits), and returns a channel that receives cmd.Wait's result once.
+func StartChild(cmd *exec.Cmd) (<-chan error, error) { return proc.Start(cmd) }

@@ -77,9 +77,10 @@ func (v Violation) beyondJavaScript() bool {
 type Verdict struct {
 	Request  []Violation // the request is not what the document allows (counted, not failed: tests send bad requests on purpose)
 	Response []Violation // the answer is not what the document says (a failure)
-	// BeyondJavaScript are Prism's findings on integers of format int64 beyond ±(2^53−1),
-	// the integers a JavaScript number holds exactly: Prism checks int64 against that
-	// range, which the document does not state (an id the client sent, echoed back).
+	// BeyondJavaScript are Prism's findings, in the request or the answer, on integers of
+	// format int64 beyond ±(2^53−1), the integers a JavaScript number holds exactly: Prism
+	// checks int64 against that range, which the document does not state (an id a client
+	// sent, and the answer echoing it).
 	BeyondJavaScript []Violation
 	// Unparsed is set when Prism answered the request itself instead of forwarding it
 	// (a body that is not JSON): the exchange was then judged without the body.
@@ -101,7 +102,8 @@ type Exchange struct {
 type Validator struct {
 	url    string
 	cmd    *exec.Cmd
-	done   chan struct{}
+	done   chan struct{} // closed when Prism has exited, with exit set
+	exit   error
 	out    *bytes.Buffer
 	outMu  *sync.Mutex
 	replay *httptest.Server
@@ -118,7 +120,12 @@ type Validator struct {
 func Start(t testing.TB, doc string) *Validator {
 	t.Helper()
 	bin := filepath.Join(devstack.NpmPackage(t, "@stoplight/prism-cli", Version, "the contract validation (Prism)"), ".bin", "prism")
-	v := &Validator{pending: map[string]*Exchange{}, served: map[string]bool{}, http: &http.Client{Timeout: 30 * time.Second}}
+	v := &Validator{pending: map[string]*Exchange{}, served: map[string]bool{}, http: &http.Client{
+		Timeout: 30 * time.Second,
+		// Node closes a connection idle for 5 s; closing it first here means a request
+		// never goes out on a connection Prism is closing.
+		Transport: &http.Transport{IdleConnTimeout: 2 * time.Second, MaxIdleConnsPerHost: 8},
+	}}
 	v.replay = httptest.NewServer(http.HandlerFunc(v.serveRecorded))
 	t.Cleanup(v.replay.Close)
 	var err error
@@ -139,12 +146,12 @@ func (v *Validator) start(addr, bin, doc string) error {
 	v.cmd = exec.Command(bin, "proxy", doc, v.replay.URL, "--host", host, "--port", port, "--errors=false", "--cors=false", "--verboseLevel", "warn")
 	w := &lockedWriter{mu: v.outMu, b: v.out}
 	v.cmd.Stdout, v.cmd.Stderr = w, w
-	v.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := v.cmd.Start(); err != nil {
+	exited, err := devstack.StartChild(v.cmd)
+	if err != nil {
 		return fmt.Errorf("start %s: %w", bin, err)
 	}
 	v.done = make(chan struct{})
-	go func() { _ = v.cmd.Wait(); close(v.done) }()
+	go func() { v.exit = <-exited; close(v.done) }()
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
@@ -249,7 +256,12 @@ func (v *Validator) send(ctx context.Context, x *Exchange, body []byte) (Verdict
 	req.Header.Set(replayHeader, id)
 	resp, err := v.http.Do(req)
 	if err != nil {
-		return Verdict{}, false, fmt.Errorf("prism: %w\n%s", err, v.output())
+		select {
+		case <-v.done:
+			return Verdict{}, false, fmt.Errorf("prism has exited (%v):\n%s", v.exit, v.output())
+		default:
+			return Verdict{}, false, fmt.Errorf("prism: %w\n%s", err, v.output())
+		}
 	}
 	raw, _ := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
@@ -269,10 +281,10 @@ func (v *Validator) send(ctx context.Context, x *Exchange, body []byte) (Verdict
 	}
 	for _, f := range found {
 		switch {
-		case len(f.Location) == 0 || f.Location[0] != "response":
-			verdict.Request = append(verdict.Request, f)
 		case f.beyondJavaScript():
 			verdict.BeyondJavaScript = append(verdict.BeyondJavaScript, f)
+		case len(f.Location) == 0 || f.Location[0] != "response":
+			verdict.Request = append(verdict.Request, f)
 		default:
 			verdict.Response = append(verdict.Response, f)
 		}

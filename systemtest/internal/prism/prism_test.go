@@ -121,12 +121,12 @@ func TestPrismJudgesTheAnswersOfEveryOperation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	judged := 0
+	judged, notJSON := 0, []string{}
 	for path, item := range doc.Paths.Map() {
 		for method, op := range item.Operations() {
 			status, ok := jsonAnswer(op)
 			if !ok {
-				t.Errorf("%s %s (%s) documents no JSON answer", method, path, op.OperationID)
+				notJSON = append(notJSON, op.OperationID) // the HTML reference page
 				continue
 			}
 			uri := path
@@ -147,7 +147,10 @@ func TestPrismJudgesTheAnswersOfEveryOperation(t *testing.T) {
 			judged++
 		}
 	}
-	t.Logf("Prism %s judged a wrong answer of each of %d operations", prism.Version, judged)
+	if len(notJSON) > 1 {
+		t.Errorf("operations without a JSON answer, which this test does not judge: %v", notJSON)
+	}
+	t.Logf("Prism %s judged a wrong answer of each of %d operations (%v answer HTML)", prism.Version, judged, notJSON)
 }
 
 // jsonAnswer is the first status (in order) an operation answers with a JSON body.
