@@ -3705,6 +3705,17 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/move (the `MoveWorkspaceItem` operationId).
 	MoveWorkspaceItem(ctx context.Context, deploymentId DeploymentId, body MoveWorkspaceItemJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetApiReference This document as an interactive reference, in HTML
+	//
+	// Served by the gateway itself; no authentication. An HTML page on which Redoc renders the
+	// document of `getOpenApiDocument`. Everything it runs is in the page (Redoc is part of
+	// the gateway, not loaded from a CDN), and its `Content-Security-Policy` lets it load
+	// nothing but the document from the same origin. Answers `304` to a conditional request
+	// with the page's `ETag`.
+	//
+	// Corresponds with GET /api/v1/docs (the `GetApiReference` operationId).
+	GetApiReference(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListEmbedTenantGroups List the embed tenant's group definitions
 	//
 	// Requires an admin's API key. An unknown tenant is `404`.
@@ -5065,6 +5076,27 @@ func (c *Client) MoveWorkspaceItemWithBody(ctx context.Context, deploymentId Dep
 // Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/move (the `MoveWorkspaceItem` operationId).
 func (c *Client) MoveWorkspaceItem(ctx context.Context, deploymentId DeploymentId, body MoveWorkspaceItemJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewMoveWorkspaceItemRequest(c.Server, deploymentId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetApiReference This document as an interactive reference, in HTML
+//
+// Served by the gateway itself; no authentication. An HTML page on which Redoc renders the
+// document of `getOpenApiDocument`. Everything it runs is in the page (Redoc is part of
+// the gateway, not loaded from a CDN), and its `Content-Security-Policy` lets it load
+// nothing but the document from the same origin. Answers `304` to a conditional request
+// with the page's `ETag`.
+//
+// Corresponds with GET /api/v1/docs (the `GetApiReference` operationId).
+func (c *Client) GetApiReference(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetApiReferenceRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -7473,6 +7505,33 @@ func NewMoveWorkspaceItemRequestWithBody(server string, deploymentId DeploymentI
 	return req, nil
 }
 
+// NewGetApiReferenceRequest constructs an http.Request for the GetApiReference method
+func NewGetApiReferenceRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/docs")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListEmbedTenantGroupsRequest constructs an http.Request for the ListEmbedTenantGroups method
 func NewListEmbedTenantGroupsRequest(server string, embedTenantName EmbedTenantNameParam, params *ListEmbedTenantGroupsParams) (*http.Request, error) {
 	var err error
@@ -9642,6 +9701,19 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/move (the `MoveWorkspaceItem` operationId).
 	MoveWorkspaceItemWithResponse(ctx context.Context, deploymentId DeploymentId, body MoveWorkspaceItemJSONRequestBody, reqEditors ...RequestEditorFn) (*MoveWorkspaceItemResponse, error)
+
+	// GetApiReferenceWithResponse This document as an interactive reference, in HTML
+	//
+	// Served by the gateway itself; no authentication. An HTML page on which Redoc renders the
+	// document of `getOpenApiDocument`. Everything it runs is in the page (Redoc is part of
+	// the gateway, not loaded from a CDN), and its `Content-Security-Policy` lets it load
+	// nothing but the document from the same origin. Answers `304` to a conditional request
+	// with the page's `ETag`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/docs (the `GetApiReference` operationId).
+	GetApiReferenceWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetApiReferenceResponse, error)
 
 	// ListEmbedTenantGroupsWithResponse List the embed tenant's group definitions
 	//
@@ -13174,6 +13246,40 @@ func (r MoveWorkspaceItemResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r MoveWorkspaceItemResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetApiReferenceResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+}
+
+// GetBody returns the raw response body bytes
+func (r GetApiReferenceResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetApiReferenceResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetApiReferenceResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetApiReferenceResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -16874,6 +16980,25 @@ func (c *ClientWithResponses) MoveWorkspaceItemWithResponse(ctx context.Context,
 	return ParseMoveWorkspaceItemResponse(rsp)
 }
 
+// GetApiReferenceWithResponse This document as an interactive reference, in HTML
+//
+// Served by the gateway itself; no authentication. An HTML page on which Redoc renders the
+// document of `getOpenApiDocument`. Everything it runs is in the page (Redoc is part of
+// the gateway, not loaded from a CDN), and its `Content-Security-Policy` lets it load
+// nothing but the document from the same origin. Answers `304` to a conditional request
+// with the page's `ETag`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/docs (the `GetApiReference` operationId).
+func (c *ClientWithResponses) GetApiReferenceWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetApiReferenceResponse, error) {
+	rsp, err := c.GetApiReference(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetApiReferenceResponse(rsp)
+}
+
 // ListEmbedTenantGroupsWithResponse List the embed tenant's group definitions
 //
 // Requires an admin's API key. An unknown tenant is `404`.
@@ -20384,6 +20509,22 @@ func ParseMoveWorkspaceItemResponse(rsp *http.Response) (*MoveWorkspaceItemRespo
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetApiReferenceResponse parses an HTTP response from a GetApiReferenceWithResponse call
+func ParseGetApiReferenceResponse(rsp *http.Response) (*GetApiReferenceResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetApiReferenceResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
 	}
 
 	return response, nil
