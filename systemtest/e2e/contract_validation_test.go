@@ -29,13 +29,16 @@ type contractTally struct {
 	byRule    map[string]int // request violations: "field (rule)" -> count
 	responses int            // response violations
 	beyondJS  int            // Prism's int64 bound (see prism.Verdict.BeyondJavaScript)
+	start     time.Duration  // Prism's start
+	judging   time.Duration  // the suite's time spent waiting for Prism's verdicts
 }
 
 // startPrism starts the validator for the suite and logs its verdict when t ends.
 func (p *platform) startPrism(t *testing.T) {
 	t.Helper()
+	began := time.Now()
 	p.prism = prism.Start(t, filepath.Join(devstack.RepoRoot(t), "api", "openapi.yaml"))
-	p.tally = &contractTally{byRule: map[string]int{}}
+	p.tally = &contractTally{byRule: map[string]int{}, start: time.Since(began)}
 	t.Cleanup(func() {
 		cpu, err := p.prism.CPU()
 		if err != nil {
@@ -63,7 +66,9 @@ func (p *platform) judgeWithPrism(req *http.Request, resp *http.Response, body [
 		}
 		x.Body, _ = io.ReadAll(rc)
 	}
+	began := time.Now()
 	v, err := p.prism.Judge(context.Background(), x)
+	p.tally.waited(time.Since(began))
 	if err != nil {
 		return fmt.Errorf("contract (Prism %s): %w", prism.Version, err)
 	}
@@ -95,6 +100,12 @@ func violations(vs []prism.Violation) string {
 	return strings.Join(found, "\n  ")
 }
 
+func (c *contractTally) waited(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.judging += d
+}
+
 func (c *contractTally) add(v prism.Verdict) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -114,8 +125,10 @@ func (c *contractTally) summary(cpu time.Duration) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var b strings.Builder
-	fmt.Fprintf(&b, "contract validation (Prism %s, %.1f s of its processor time): %d exchanges, %d response violations, %d int64 values beyond JavaScript's integers (Prism's bound, not the document's)",
-		prism.Version, cpu.Seconds(), c.exchanges, c.responses, c.beyondJS)
+	fmt.Fprintf(&b, "contract validation (Prism %s): %d exchanges, %d response violations, %d int64 values beyond JavaScript's integers (Prism's bound, not the document's)",
+		prism.Version, c.exchanges, c.responses, c.beyondJS)
+	fmt.Fprintf(&b, "\nits cost: Prism started in %.1f s, the suite waited %.1f s for its verdicts, Prism used %.1f s of processor time",
+		c.start.Seconds(), c.judging.Seconds(), cpu.Seconds())
 	fmt.Fprintf(&b, "\n%d requests the document does not allow, sent on purpose, by rule:", c.invalid)
 	for _, r := range slices.Sorted(maps.Keys(c.byRule)) {
 		fmt.Fprintf(&b, "\n  %4d × %s", c.byRule[r], r)
