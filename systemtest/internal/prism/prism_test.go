@@ -83,11 +83,17 @@ func TestTheDocumentStatesNoJavaScriptIntegerBound(t *testing.T) {
 	}
 }
 
-// TestPrismAdmitsTheNullsOfTheDocument: api/openapi.yaml admits the nulls the services
-// send where the contract says "or null" (a workbook without dashboards or owner), and
-// still refuses a value of the wrong type there.
-func TestPrismAdmitsTheNullsOfTheDocument(t *testing.T) {
+// TestPrismOnTheDocument runs one Prism on api/openapi.yaml for the checks below.
+func TestPrismOnTheDocument(t *testing.T) {
 	v := prism.Start(t, filepath.Join(devstack.RepoRoot(t), "api", "openapi.yaml"))
+	t.Run("admits-the-nulls-of-the-document", func(t *testing.T) { admitsTheNullsOfTheDocument(t, v) })
+	t.Run("judges-the-answers-of-every-operation", func(t *testing.T) { judgesTheAnswersOfEveryOperation(t, v) })
+}
+
+// admitsTheNullsOfTheDocument: api/openapi.yaml admits the nulls the services send where
+// the contract says "or null" (a workbook without dashboards or owner), and still refuses
+// a value of the wrong type there.
+func admitsTheNullsOfTheDocument(t *testing.T, v *prism.Validator) {
 	workbook := func(draft string) string {
 		return `{"id":1,"deploymentId":1,"name":"w","type":"WORKBOOK","meta":{},"calculatedFields":{},` +
 			`"createdAt":"2026-01-01T00:00:00.000Z","updatedAt":"2026-01-01T00:00:00.000Z","createdBy":1,"userId":null,"user":null,` +
@@ -111,12 +117,11 @@ func TestPrismAdmitsTheNullsOfTheDocument(t *testing.T) {
 	}
 }
 
-// TestPrismJudgesTheAnswersOfEveryOperation: for every operation of api/openapi.yaml,
-// an answer that is not what the document says is a violation. Prism judges nothing,
-// silently, for an answer whose schema it cannot compile (an enum listing null did
-// that), so a run of the e2e suite without violations would prove nothing there.
-func TestPrismJudgesTheAnswersOfEveryOperation(t *testing.T) {
-	v := prism.Start(t, filepath.Join(devstack.RepoRoot(t), "api", "openapi.yaml"))
+// judgesTheAnswersOfEveryOperation: for every operation of api/openapi.yaml, an answer
+// that is not what the document says is a violation. Prism judges nothing, silently, for
+// an answer whose schema it cannot compile (an enum listing null did that), so a run of
+// the e2e suite without violations would prove nothing there.
+func judgesTheAnswersOfEveryOperation(t *testing.T, v *prism.Validator) {
 	doc, err := openapi3.NewLoader().LoadFromData(api.YAML)
 	if err != nil {
 		t.Fatal(err)
