@@ -43,6 +43,7 @@ func (e AttributeType) Valid() bool {
 
 // Defines values for AuditAction.
 const (
+	AuditActionAuditEventsMerge                 AuditAction = "audit.events.merge"
 	AuditActionDbtsyncBranchOpen                AuditAction = "dbtsync.branch.open"
 	AuditActionDbtsyncBranchStagingUpdate       AuditAction = "dbtsync.branch.staging_update"
 	AuditActionDbtsyncIntegrationUpdate         AuditAction = "dbtsync.integration.update"
@@ -84,6 +85,8 @@ const (
 // Valid indicates whether the value is a known member of the AuditAction enum.
 func (e AuditAction) Valid() bool {
 	switch e {
+	case AuditActionAuditEventsMerge:
+		return true
 	case AuditActionDbtsyncBranchOpen:
 		return true
 	case AuditActionDbtsyncBranchStagingUpdate:
@@ -241,6 +244,7 @@ func (e AuditOutcomeResult) Valid() bool {
 
 // Defines values for AuditTargetType.
 const (
+	AuditTargetTypeAccount           AuditTargetType = "account"
 	AuditTargetTypeAccountSettings   AuditTargetType = "account_settings"
 	AuditTargetTypeApiKey            AuditTargetType = "api_key"
 	AuditTargetTypeBranch            AuditTargetType = "branch"
@@ -261,6 +265,8 @@ const (
 // Valid indicates whether the value is a known member of the AuditTargetType enum.
 func (e AuditTargetType) Valid() bool {
 	switch e {
+	case AuditTargetTypeAccount:
+		return true
 	case AuditTargetTypeAccountSettings:
 		return true
 	case AuditTargetTypeApiKey:
@@ -1022,6 +1028,11 @@ type AuditEvent struct {
 	// ClientAddress The caller's IP address as the gateway saw it (behind a trusted proxy, the nearest untrusted X-Forwarded-For hop).
 	ClientAddress *string `json:"clientAddress"`
 
+	// ClientRequestId The `X-Request-Id` the client sent, when it was short and safe (1 to 64 letters, digits,
+	// `.`, `_` or `-`; otherwise it is dropped): the client's own correlation id, chosen by the
+	// client and kept apart from `requestId`.
+	ClientRequestId *string `json:"clientRequestId"`
+
 	// DeploymentId The deployment the action concerned; null for an account-level action.
 	DeploymentId *int64 `json:"deploymentId"`
 
@@ -1032,7 +1043,9 @@ type AuditEvent struct {
 	Id      string       `json:"id"`
 	Outcome AuditOutcome `json:"outcome"`
 
-	// RequestId The `X-Request-Id` the caller was answered with (for a background action, the request that started it).
+	// RequestId The platform's id of the request: the `X-Request-Id` the gateway answered the caller with
+	// (for a background action, the request that started it). The gateway assigns it to every
+	// request; a client's own `X-Request-Id` never takes its place.
 	RequestId *string `json:"requestId"`
 
 	// Service The process that recorded it.
@@ -3194,6 +3207,13 @@ type ClientInterface interface {
 	// `traceId`. Events are readable within about a second of the action and kept
 	// `AUDIT_RETENTION` (400 days by default).
 	//
+	// One account stores at most `AUDIT_ACCOUNT_MAX_EVENTS` events (3000 by default) one by
+	// one per `AUDIT_ACCOUNT_WINDOW` (a minute): the rest of that window's events are merged
+	// into one summary event, `audit.events.merge` (actor `system`, target the `account`, at
+	// the window's start), whose `details.merged` counts them (`details.limit` and
+	// `details.windowSeconds` name the budget). An account's flood never crowds out
+	// another's trail.
+	//
 	// Filters combine: `from` (inclusive) and `to` (exclusive) are RFC 3339 date-times
 	// (millisecond precision); `action` is an action name or a group ending in `.*`
 	// (`workspace.folder.*`); `actor` matches the actor's user id, API key id or embed
@@ -4153,6 +4173,13 @@ type ClientInterface interface {
 // clock), from where (`clientAddress`), and carries the request's `requestId` and
 // `traceId`. Events are readable within about a second of the action and kept
 // `AUDIT_RETENTION` (400 days by default).
+//
+// One account stores at most `AUDIT_ACCOUNT_MAX_EVENTS` events (3000 by default) one by
+// one per `AUDIT_ACCOUNT_WINDOW` (a minute): the rest of that window's events are merged
+// into one summary event, `audit.events.merge` (actor `system`, target the `account`, at
+// the window's start), whose `details.merged` counts them (`details.limit` and
+// `details.windowSeconds` name the budget). An account's flood never crowds out
+// another's trail.
 //
 // Filters combine: `from` (inclusive) and `to` (exclusive) are RFC 3339 date-times
 // (millisecond precision); `action` is an action name or a group ending in `.*`
@@ -9154,6 +9181,13 @@ type ClientWithResponsesInterface interface {
 	// clock), from where (`clientAddress`), and carries the request's `requestId` and
 	// `traceId`. Events are readable within about a second of the action and kept
 	// `AUDIT_RETENTION` (400 days by default).
+	//
+	// One account stores at most `AUDIT_ACCOUNT_MAX_EVENTS` events (3000 by default) one by
+	// one per `AUDIT_ACCOUNT_WINDOW` (a minute): the rest of that window's events are merged
+	// into one summary event, `audit.events.merge` (actor `system`, target the `account`, at
+	// the window's start), whose `details.merged` counts them (`details.limit` and
+	// `details.windowSeconds` name the budget). An account's flood never crowds out
+	// another's trail.
 	//
 	// Filters combine: `from` (inclusive) and `to` (exclusive) are RFC 3339 date-times
 	// (millisecond precision); `action` is an action name or a group ending in `.*`
@@ -16179,6 +16213,13 @@ func (r ListBranchVersionsResponse) ContentType() string {
 // clock), from where (`clientAddress`), and carries the request's `requestId` and
 // `traceId`. Events are readable within about a second of the action and kept
 // `AUDIT_RETENTION` (400 days by default).
+//
+// One account stores at most `AUDIT_ACCOUNT_MAX_EVENTS` events (3000 by default) one by
+// one per `AUDIT_ACCOUNT_WINDOW` (a minute): the rest of that window's events are merged
+// into one summary event, `audit.events.merge` (actor `system`, target the `account`, at
+// the window's start), whose `details.merged` counts them (`details.limit` and
+// `details.windowSeconds` name the budget). An account's flood never crowds out
+// another's trail.
 //
 // Filters combine: `from` (inclusive) and `to` (exclusive) are RFC 3339 date-times
 // (millisecond precision); `action` is an action name or a group ending in `.*`
