@@ -1,7 +1,6 @@
 package consumers_test
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -95,19 +94,8 @@ func TestTypeScriptEmbedFlowRunsAgainstThePlatform(t *testing.T) {
 
 	s := stacktest.Start(t, stacktest.Options{})
 	acme := s.Seed.Accounts["acme"]
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	node := exec.CommandContext(ctx, "node", filepath.Join(dir, "out", "embed-flow.js"))
-	node.Env = append(os.Environ(), "GATEWAY="+s.Gateway, "API_KEY="+acme.APIKeys["admin"],
-		"DEPLOYMENT_ID="+strconv.FormatInt(acme.Deployments[0].ID, 10))
-	out, err := node.Output()
-	if err != nil {
-		var stderr []byte
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = ee.Stderr
-		}
-		t.Fatalf("node embed-flow.js: %v\n%s%s", err, out, stderr)
-	}
+	out := devstack.Node(t, time.Minute, []string{"GATEWAY=" + s.Gateway, "API_KEY=" + acme.APIKeys["admin"],
+		"DEPLOYMENT_ID=" + strconv.FormatInt(acme.Deployments[0].ID, 10)}, filepath.Join(dir, "out", "embed-flow.js"))
 	var got struct {
 		SessionToken, DataToken       bool
 		ExpiresAt, DataTokenExpiresAt string

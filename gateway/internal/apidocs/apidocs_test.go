@@ -51,15 +51,21 @@ func TestEmbeddedRedocIsTheNpmRelease(t *testing.T) {
 	}
 }
 
+func handler(t *testing.T) http.Handler {
+	t.Helper()
+	h, err := apidocs.Handler("Reference", "/api/v1/openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
 var inlineScript = regexp.MustCompile(`(?s)<script>(.*)</script>`)
 
 // TestPageRunsOnlyTheEmbeddedBundle: the page inlines the bundle, and its policy lets that
 // script run by its hash and no source outside the gateway's origin serve anything.
 func TestPageRunsOnlyTheEmbeddedBundle(t *testing.T) {
-	h, err := apidocs.Handler("Reference", "/api/v1/openapi.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := handler(t)
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/api/v1/docs", nil))
 	body := rec.Body.String()
@@ -90,10 +96,7 @@ func TestPageRunsOnlyTheEmbeddedBundle(t *testing.T) {
 
 // TestPageAnswersConditionalRequests: a browser that has the page gets a 304.
 func TestPageAnswersConditionalRequests(t *testing.T) {
-	h, err := apidocs.Handler("Reference", "/api/v1/openapi.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := handler(t)
 	first := httptest.NewRecorder()
 	h.ServeHTTP(first, httptest.NewRequest("GET", "/api/v1/docs", nil))
 	etag := first.Header().Get("ETag")

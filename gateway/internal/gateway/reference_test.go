@@ -1,11 +1,9 @@
 package gateway_test
 
 import (
-	"context"
 	"encoding/json"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -41,18 +39,8 @@ func TestAPIReferenceRendersEveryOperation(t *testing.T) {
 	h := newHarness(t, func(o *gateway.Options) { o.OpenAPIJSON = doc })
 	modules := devstack.NpmPackage(t, "playwright-core", playwrightCoreVersion, "the API reference's browser test")
 
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", filepath.Join("testdata", "render-reference.js"), h.gw.URL+"/api/v1/docs", strconv.Itoa(len(ops)))
-	cmd.Env = append(os.Environ(), "PLAYWRIGHT_CORE="+filepath.Join(modules, "playwright-core"), "CHROMIUM="+chromium)
-	out, err := cmd.Output()
-	if err != nil {
-		var stderr []byte
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = ee.Stderr
-		}
-		t.Fatalf("node render-reference.js: %v\n%s\n%s", err, out, stderr)
-	}
+	out := devstack.Node(t, 3*time.Minute, []string{"PLAYWRIGHT_CORE=" + filepath.Join(modules, "playwright-core"), "CHROMIUM=" + chromium},
+		filepath.Join("testdata", "render-reference.js"), h.gw.URL+"/api/v1/docs", strconv.Itoa(len(ops)))
 	var got struct {
 		Operations []string
 		Requests   []string
