@@ -554,6 +554,7 @@ const (
 	ErrorCodeInternal               ErrorCode = "internal"
 	ErrorCodeInvalidRequest         ErrorCode = "invalid_request"
 	ErrorCodeItemLimit              ErrorCode = "item_limit"
+	ErrorCodeJobLimit               ErrorCode = "job_limit"
 	ErrorCodeKeyOutOfScope          ErrorCode = "key_out_of_scope"
 	ErrorCodeMethodNotAllowed       ErrorCode = "method_not_allowed"
 	ErrorCodeNotApplied             ErrorCode = "not_applied"
@@ -563,6 +564,7 @@ const (
 	ErrorCodeRateLimited            ErrorCode = "rate_limited"
 	ErrorCodeServerError            ErrorCode = "server_error"
 	ErrorCodeSessionIdInvalid       ErrorCode = "session_id_invalid"
+	ErrorCodeStorageQuota           ErrorCode = "storage_quota"
 	ErrorCodeTimeout                ErrorCode = "timeout"
 	ErrorCodeTooLarge               ErrorCode = "too_large"
 	ErrorCodeUnauthenticated        ErrorCode = "unauthenticated"
@@ -605,6 +607,8 @@ func (e ErrorCode) Valid() bool {
 		return true
 	case ErrorCodeItemLimit:
 		return true
+	case ErrorCodeJobLimit:
+		return true
 	case ErrorCodeKeyOutOfScope:
 		return true
 	case ErrorCodeMethodNotAllowed:
@@ -622,6 +626,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeServerError:
 		return true
 	case ErrorCodeSessionIdInvalid:
+		return true
+	case ErrorCodeStorageQuota:
 		return true
 	case ErrorCodeTimeout:
 		return true
@@ -830,6 +836,51 @@ func (e SyncJobSource) Valid() bool {
 	case SyncJobSourceGit:
 		return true
 	case SyncJobSourceManifest:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SyncJobErrorCode.
+const (
+	SyncJobErrorCodeInputGone             SyncJobErrorCode = "input_gone"
+	SyncJobErrorCodeInternalError         SyncJobErrorCode = "internal_error"
+	SyncJobErrorCodeInvalidManifest       SyncJobErrorCode = "invalid_manifest"
+	SyncJobErrorCodeInvalidProject        SyncJobErrorCode = "invalid_project"
+	SyncJobErrorCodeJobTimeout            SyncJobErrorCode = "job_timeout"
+	SyncJobErrorCodeRefNotFound           SyncJobErrorCode = "ref_not_found"
+	SyncJobErrorCodeRepositoryLimit       SyncJobErrorCode = "repository_limit"
+	SyncJobErrorCodeRepositoryRefused     SyncJobErrorCode = "repository_refused"
+	SyncJobErrorCodeRepositoryUnavailable SyncJobErrorCode = "repository_unavailable"
+	SyncJobErrorCodeStorageQuota          SyncJobErrorCode = "storage_quota"
+	SyncJobErrorCodeWorkerStopped         SyncJobErrorCode = "worker_stopped"
+)
+
+// Valid indicates whether the value is a known member of the SyncJobErrorCode enum.
+func (e SyncJobErrorCode) Valid() bool {
+	switch e {
+	case SyncJobErrorCodeInputGone:
+		return true
+	case SyncJobErrorCodeInternalError:
+		return true
+	case SyncJobErrorCodeInvalidManifest:
+		return true
+	case SyncJobErrorCodeInvalidProject:
+		return true
+	case SyncJobErrorCodeJobTimeout:
+		return true
+	case SyncJobErrorCodeRefNotFound:
+		return true
+	case SyncJobErrorCodeRepositoryLimit:
+		return true
+	case SyncJobErrorCodeRepositoryRefused:
+		return true
+	case SyncJobErrorCodeRepositoryUnavailable:
+		return true
+	case SyncJobErrorCodeStorageQuota:
+		return true
+	case SyncJobErrorCodeWorkerStopped:
 		return true
 	default:
 		return false
@@ -1102,6 +1153,8 @@ type AuditOutcome struct {
 	// - `item_limit`: 400: items per deployment
 	// - `favorites_limit`: 400: favorites per user and deployment
 	// - `not_applied`: 503: a bulk-move item the store failure left unmoved
+	// - `job_limit`: 429: a deployment's dbt sync jobs queued or running
+	// - `storage_quota`: 413: what a deployment or account keeps in the dbt sync object store
 	Code   *ErrorCode         `json:"code,omitempty"`
 	Result AuditOutcomeResult `json:"result"`
 
@@ -1691,6 +1744,8 @@ type Error struct {
 	// - `item_limit`: 400: items per deployment
 	// - `favorites_limit`: 400: favorites per user and deployment
 	// - `not_applied`: 503: a bulk-move item the store failure left unmoved
+	// - `job_limit`: 429: a deployment's dbt sync jobs queued or running
+	// - `storage_quota`: 413: what a deployment or account keeps in the dbt sync object store
 	Code ErrorCode `json:"code"`
 
 	// Message Example: folder 12 not found
@@ -1732,6 +1787,8 @@ type Error struct {
 // - `item_limit`: 400: items per deployment
 // - `favorites_limit`: 400: favorites per user and deployment
 // - `not_applied`: 503: a bulk-move item the store failure left unmoved
+// - `job_limit`: 429: a deployment's dbt sync jobs queued or running
+// - `storage_quota`: 413: what a deployment or account keeps in the dbt sync object store
 type ErrorCode string
 
 // ExchangeSessionRequest defines model for ExchangeSessionRequest.
@@ -2122,7 +2179,11 @@ type SyncJob struct {
 	// Attempts Runs of the job so far. A run that fails for a reason that may pass (the git host or
 	// storage unreachable) is retried with exponential backoff; after
 	// `DBT_SYNC_MAX_ATTEMPTS` runs (5 by default) the job ends `failed`. Waiting for the
-	// branch behind another job uses no attempt.
+	// branch behind another job uses no attempt. A run cut short because its worker
+	// stopped (crashed, killed, restarted) counts only if the job ran alone on that
+	// worker: from then on it runs alone, so a job that crashes its worker is the only
+	// one charged, and ends `failed` (`worker_stopped`) after `DBT_SYNC_MAX_ATTEMPTS`
+	// such runs.
 	Attempts   int    `json:"attempts"`
 	BranchName string `json:"branchName"`
 
@@ -2136,8 +2197,25 @@ type SyncJob struct {
 	CreatedAt    time.Time `json:"createdAt"`
 	DeploymentId int64     `json:"deploymentId"`
 
-	// Error Why the job failed; null unless `status` is `failed`.
+	// Error Why the job failed, in words about its input (its manifest, its repository and host,
+	// paths in it, the limit it met); null unless `status` is `failed`. A failure of the
+	// platform itself (a store out of reach, the worker's disk) is `internal_error` with a
+	// generic message: its detail is in the worker's log, under the job's id.
 	Error *string `json:"error"`
+
+	// ErrorCode The code of a failed job's `error` (null unless `status` is `failed`):
+	// - `invalid_manifest`: the manifest is not JSON, has no nodes, or an unsupported schema version
+	// - `invalid_project`: the dbt project files cannot be read or hold no model
+	// - `repository_limit`: the repository is over a clone limit (`DBT_SYNC_MAX_REPO_BYTES`, `DBT_SYNC_MAX_FILES`, `DBT_SYNC_MAX_FILE_BYTES`), or a link leads out of it
+	// - `repository_refused`: the repository's URL is not one the platform clones
+	// - `repository_unavailable`: the git server cannot be reached, refuses the credentials, has no such repository, or took longer than `DBT_SYNC_CLONE_TIMEOUT`
+	// - `ref_not_found`: the ref is neither a branch nor a tag of the repository
+	// - `input_gone`: the uploaded manifest expired, or the integration was removed
+	// - `job_timeout`: the job ran longer than `DBT_SYNC_JOB_TIMEOUT`
+	// - `worker_stopped`: the job's runs alone each stopped their worker
+	// - `storage_quota`: the files result would pass a storage quota
+	// - `internal_error`: a failure of the platform, not of the job's input
+	ErrorCode *SyncJobErrorCode `json:"errorCode"`
 
 	// Files The generated files, sorted by path; present only when `output` is `files` and the job succeeded.
 	Files *[]GeneratedFile `json:"files,omitempty"`
@@ -2172,6 +2250,20 @@ type SyncJobOutput string
 
 // SyncJobSource defines model for SyncJob.Source.
 type SyncJobSource string
+
+// SyncJobErrorCode The code of a failed job's `error` (null unless `status` is `failed`):
+// - `invalid_manifest`: the manifest is not JSON, has no nodes, or an unsupported schema version
+// - `invalid_project`: the dbt project files cannot be read or hold no model
+// - `repository_limit`: the repository is over a clone limit (`DBT_SYNC_MAX_REPO_BYTES`, `DBT_SYNC_MAX_FILES`, `DBT_SYNC_MAX_FILE_BYTES`), or a link leads out of it
+// - `repository_refused`: the repository's URL is not one the platform clones
+// - `repository_unavailable`: the git server cannot be reached, refuses the credentials, has no such repository, or took longer than `DBT_SYNC_CLONE_TIMEOUT`
+// - `ref_not_found`: the ref is neither a branch nor a tag of the repository
+// - `input_gone`: the uploaded manifest expired, or the integration was removed
+// - `job_timeout`: the job ran longer than `DBT_SYNC_JOB_TIMEOUT`
+// - `worker_stopped`: the job's runs alone each stopped their worker
+// - `storage_quota`: the files result would pass a storage quota
+// - `internal_error`: a failure of the platform, not of the job's input
+type SyncJobErrorCode string
 
 // SyncJobPage defines model for SyncJobPage.
 type SyncJobPage struct {
@@ -2425,6 +2517,11 @@ type Forbidden = Error
 // `message` says what was wrong in words.
 type GatewayTimeout = Error
 
+// JobLimit Error body of every failure (and of each failed bulk-move item). `status` repeats the
+// HTTP status code; `code` is stable and machine-readable (branch on it, not on `message`);
+// `message` says what was wrong in words.
+type JobLimit = Error
+
 // NotFound Error body of every failure (and of each failed bulk-move item). `status` repeats the
 // HTTP status code; `code` is stable and machine-readable (branch on it, not on `message`);
 // `message` says what was wrong in words.
@@ -2454,6 +2551,11 @@ type Unauthorized = Error
 // HTTP status code; `code` is stable and machine-readable (branch on it, not on `message`);
 // `message` says what was wrong in words.
 type UnsupportedMediaType = Error
+
+// UploadTooLarge Error body of every failure (and of each failed bulk-move item). `status` repeats the
+// HTTP status code; `code` is stable and machine-readable (branch on it, not on `message`);
+// `message` says what was wrong in words.
+type UploadTooLarge = Error
 
 // ListAuditEventsParams defines parameters for ListAuditEvents.
 type ListAuditEventsParams struct {
@@ -3270,9 +3372,17 @@ type ClientInterface interface {
 	// with the version found in the message; a `ref` of 7 to 40 hex characters that the
 	// repository has neither as a branch nor as a tag (so a commit SHA); `source` `git` without a saved dbt git integration; unknown fields or wrong
 	// types. `branchName` naming the production branch is `403` unless the caller is `admin`.
-	// The body may be up to 256 MiB (configurable); a larger one is `413`. `503` when the job
-	// queue (NATS) is unreachable: nothing was queued, and the same request succeeds once it
-	// is back.
+	// The body may be up to 256 MiB (configurable); a larger one is `413` `too_large`. An
+	// uploaded manifest counts against its deployment's and its account's storage quotas
+	// (`DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES`, 1 GiB, and `DBT_SYNC_MAX_ACCOUNT_UPLOAD_BYTES`,
+	// 2 GiB, by default: uploads waiting to be converted or kept for a retry, and files
+	// results until they expire), charged atomically as it streams: an upload past one is
+	// `413` `storage_quota` naming it, however many run at once. A deployment has at most
+	// `DBT_SYNC_MAX_QUEUED_JOBS` jobs (20 by default) queued or running; a sync past it is
+	// `429` `job_limit`. Queued jobs are handed to workers fairly: accounts in turn, then
+	// each account's deployments in turn, at most `DBT_SYNC_MAX_RUNNING_JOBS` of a
+	// deployment at once. `503` when the job queue (NATS) is unreachable: nothing was
+	// queued, and the same request succeeds once it is back.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3288,9 +3398,17 @@ type ClientInterface interface {
 	// with the version found in the message; a `ref` of 7 to 40 hex characters that the
 	// repository has neither as a branch nor as a tag (so a commit SHA); `source` `git` without a saved dbt git integration; unknown fields or wrong
 	// types. `branchName` naming the production branch is `403` unless the caller is `admin`.
-	// The body may be up to 256 MiB (configurable); a larger one is `413`. `503` when the job
-	// queue (NATS) is unreachable: nothing was queued, and the same request succeeds once it
-	// is back.
+	// The body may be up to 256 MiB (configurable); a larger one is `413` `too_large`. An
+	// uploaded manifest counts against its deployment's and its account's storage quotas
+	// (`DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES`, 1 GiB, and `DBT_SYNC_MAX_ACCOUNT_UPLOAD_BYTES`,
+	// 2 GiB, by default: uploads waiting to be converted or kept for a retry, and files
+	// results until they expire), charged atomically as it streams: an upload past one is
+	// `413` `storage_quota` naming it, however many run at once. A deployment has at most
+	// `DBT_SYNC_MAX_QUEUED_JOBS` jobs (20 by default) queued or running; a sync past it is
+	// `429` `job_limit`. Queued jobs are handed to workers fairly: accounts in turn, then
+	// each account's deployments in turn, at most `DBT_SYNC_MAX_RUNNING_JOBS` of a
+	// deployment at once. `503` when the job queue (NATS) is unreachable: nothing was
+	// queued, and the same request succeeds once it is back.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3322,7 +3440,9 @@ type ClientInterface interface {
 	// manifest, which is kept after a failed or canceled job until
 	// `DBT_SYNC_OBJECT_MAX_AGE` and removed after a successful one (then `409`: start a new
 	// sync with the manifest). A job still queued or running is `409`. The production branch
-	// needs `admin` (`403`), as for a new sync. Requires `developer` or higher. No body.
+	// needs `admin` (`403`), as for a new sync. A retry counts against the deployment's
+	// queue like a new sync: `429` `job_limit` past `DBT_SYNC_MAX_QUEUED_JOBS`. Requires
+	// `developer` or higher. No body.
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/dbt-sync/{syncJobId}/retry (the `RetryDbtSyncJob` operationId).
 	RetryDbtSyncJob(ctx context.Context, deploymentId DeploymentId, syncJobId SyncJobId, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -4287,9 +4407,17 @@ func (c *Client) ListDbtSyncJobs(ctx context.Context, deploymentId DeploymentId,
 // with the version found in the message; a `ref` of 7 to 40 hex characters that the
 // repository has neither as a branch nor as a tag (so a commit SHA); `source` `git` without a saved dbt git integration; unknown fields or wrong
 // types. `branchName` naming the production branch is `403` unless the caller is `admin`.
-// The body may be up to 256 MiB (configurable); a larger one is `413`. `503` when the job
-// queue (NATS) is unreachable: nothing was queued, and the same request succeeds once it
-// is back.
+// The body may be up to 256 MiB (configurable); a larger one is `413` `too_large`. An
+// uploaded manifest counts against its deployment's and its account's storage quotas
+// (`DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES`, 1 GiB, and `DBT_SYNC_MAX_ACCOUNT_UPLOAD_BYTES`,
+// 2 GiB, by default: uploads waiting to be converted or kept for a retry, and files
+// results until they expire), charged atomically as it streams: an upload past one is
+// `413` `storage_quota` naming it, however many run at once. A deployment has at most
+// `DBT_SYNC_MAX_QUEUED_JOBS` jobs (20 by default) queued or running; a sync past it is
+// `429` `job_limit`. Queued jobs are handed to workers fairly: accounts in turn, then
+// each account's deployments in turn, at most `DBT_SYNC_MAX_RUNNING_JOBS` of a
+// deployment at once. `503` when the job queue (NATS) is unreachable: nothing was
+// queued, and the same request succeeds once it is back.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4315,9 +4443,17 @@ func (c *Client) StartDbtSyncWithBody(ctx context.Context, deploymentId Deployme
 // with the version found in the message; a `ref` of 7 to 40 hex characters that the
 // repository has neither as a branch nor as a tag (so a commit SHA); `source` `git` without a saved dbt git integration; unknown fields or wrong
 // types. `branchName` naming the production branch is `403` unless the caller is `admin`.
-// The body may be up to 256 MiB (configurable); a larger one is `413`. `503` when the job
-// queue (NATS) is unreachable: nothing was queued, and the same request succeeds once it
-// is back.
+// The body may be up to 256 MiB (configurable); a larger one is `413` `too_large`. An
+// uploaded manifest counts against its deployment's and its account's storage quotas
+// (`DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES`, 1 GiB, and `DBT_SYNC_MAX_ACCOUNT_UPLOAD_BYTES`,
+// 2 GiB, by default: uploads waiting to be converted or kept for a retry, and files
+// results until they expire), charged atomically as it streams: an upload past one is
+// `413` `storage_quota` naming it, however many run at once. A deployment has at most
+// `DBT_SYNC_MAX_QUEUED_JOBS` jobs (20 by default) queued or running; a sync past it is
+// `429` `job_limit`. Queued jobs are handed to workers fairly: accounts in turn, then
+// each account's deployments in turn, at most `DBT_SYNC_MAX_RUNNING_JOBS` of a
+// deployment at once. `503` when the job queue (NATS) is unreachable: nothing was
+// queued, and the same request succeeds once it is back.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4379,7 +4515,9 @@ func (c *Client) CancelDbtSyncJob(ctx context.Context, deploymentId DeploymentId
 // manifest, which is kept after a failed or canceled job until
 // `DBT_SYNC_OBJECT_MAX_AGE` and removed after a successful one (then `409`: start a new
 // sync with the manifest). A job still queued or running is `409`. The production branch
-// needs `admin` (`403`), as for a new sync. Requires `developer` or higher. No body.
+// needs `admin` (`403`), as for a new sync. A retry counts against the deployment's
+// queue like a new sync: `429` `job_limit` past `DBT_SYNC_MAX_QUEUED_JOBS`. Requires
+// `developer` or higher. No body.
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/dbt-sync/{syncJobId}/retry (the `RetryDbtSyncJob` operationId).
 func (c *Client) RetryDbtSyncJob(ctx context.Context, deploymentId DeploymentId, syncJobId SyncJobId, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -9251,9 +9389,17 @@ type ClientWithResponsesInterface interface {
 	// with the version found in the message; a `ref` of 7 to 40 hex characters that the
 	// repository has neither as a branch nor as a tag (so a commit SHA); `source` `git` without a saved dbt git integration; unknown fields or wrong
 	// types. `branchName` naming the production branch is `403` unless the caller is `admin`.
-	// The body may be up to 256 MiB (configurable); a larger one is `413`. `503` when the job
-	// queue (NATS) is unreachable: nothing was queued, and the same request succeeds once it
-	// is back.
+	// The body may be up to 256 MiB (configurable); a larger one is `413` `too_large`. An
+	// uploaded manifest counts against its deployment's and its account's storage quotas
+	// (`DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES`, 1 GiB, and `DBT_SYNC_MAX_ACCOUNT_UPLOAD_BYTES`,
+	// 2 GiB, by default: uploads waiting to be converted or kept for a retry, and files
+	// results until they expire), charged atomically as it streams: an upload past one is
+	// `413` `storage_quota` naming it, however many run at once. A deployment has at most
+	// `DBT_SYNC_MAX_QUEUED_JOBS` jobs (20 by default) queued or running; a sync past it is
+	// `429` `job_limit`. Queued jobs are handed to workers fairly: accounts in turn, then
+	// each account's deployments in turn, at most `DBT_SYNC_MAX_RUNNING_JOBS` of a
+	// deployment at once. `503` when the job queue (NATS) is unreachable: nothing was
+	// queued, and the same request succeeds once it is back.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -9269,9 +9415,17 @@ type ClientWithResponsesInterface interface {
 	// with the version found in the message; a `ref` of 7 to 40 hex characters that the
 	// repository has neither as a branch nor as a tag (so a commit SHA); `source` `git` without a saved dbt git integration; unknown fields or wrong
 	// types. `branchName` naming the production branch is `403` unless the caller is `admin`.
-	// The body may be up to 256 MiB (configurable); a larger one is `413`. `503` when the job
-	// queue (NATS) is unreachable: nothing was queued, and the same request succeeds once it
-	// is back.
+	// The body may be up to 256 MiB (configurable); a larger one is `413` `too_large`. An
+	// uploaded manifest counts against its deployment's and its account's storage quotas
+	// (`DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES`, 1 GiB, and `DBT_SYNC_MAX_ACCOUNT_UPLOAD_BYTES`,
+	// 2 GiB, by default: uploads waiting to be converted or kept for a retry, and files
+	// results until they expire), charged atomically as it streams: an upload past one is
+	// `413` `storage_quota` naming it, however many run at once. A deployment has at most
+	// `DBT_SYNC_MAX_QUEUED_JOBS` jobs (20 by default) queued or running; a sync past it is
+	// `429` `job_limit`. Queued jobs are handed to workers fairly: accounts in turn, then
+	// each account's deployments in turn, at most `DBT_SYNC_MAX_RUNNING_JOBS` of a
+	// deployment at once. `503` when the job queue (NATS) is unreachable: nothing was
+	// queued, and the same request succeeds once it is back.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -9307,7 +9461,9 @@ type ClientWithResponsesInterface interface {
 	// manifest, which is kept after a failed or canceled job until
 	// `DBT_SYNC_OBJECT_MAX_AGE` and removed after a successful one (then `409`: start a new
 	// sync with the manifest). A job still queued or running is `409`. The production branch
-	// needs `admin` (`403`), as for a new sync. Requires `developer` or higher. No body.
+	// needs `admin` (`403`), as for a new sync. A retry counts against the deployment's
+	// queue like a new sync: `429` `job_limit` past `DBT_SYNC_MAX_QUEUED_JOBS`. Requires
+	// `developer` or higher. No body.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -10629,9 +10785,11 @@ type StartDbtSyncResponse struct {
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
 	// JSON413 the response for an HTTP 413 `application/json` response
-	JSON413 *PayloadTooLarge
+	JSON413 *UploadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *JobLimit
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -10668,13 +10826,18 @@ func (r StartDbtSyncResponse) GetJSON404() *NotFound {
 }
 
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
-func (r StartDbtSyncResponse) GetJSON413() *PayloadTooLarge {
+func (r StartDbtSyncResponse) GetJSON413() *UploadTooLarge {
 	return r.JSON413
 }
 
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r StartDbtSyncResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r StartDbtSyncResponse) GetJSON429() *JobLimit {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -10928,6 +11091,8 @@ type RetryDbtSyncJobResponse struct {
 	JSON404 *NotFound
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Conflict
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *JobLimit
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -10966,6 +11131,11 @@ func (r RetryDbtSyncJobResponse) GetJSON404() *NotFound {
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
 func (r RetryDbtSyncJobResponse) GetJSON409() *Conflict {
 	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RetryDbtSyncJobResponse) GetJSON429() *JobLimit {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -16313,9 +16483,17 @@ func (c *ClientWithResponses) ListDbtSyncJobsWithResponse(ctx context.Context, d
 // with the version found in the message; a `ref` of 7 to 40 hex characters that the
 // repository has neither as a branch nor as a tag (so a commit SHA); `source` `git` without a saved dbt git integration; unknown fields or wrong
 // types. `branchName` naming the production branch is `403` unless the caller is `admin`.
-// The body may be up to 256 MiB (configurable); a larger one is `413`. `503` when the job
-// queue (NATS) is unreachable: nothing was queued, and the same request succeeds once it
-// is back.
+// The body may be up to 256 MiB (configurable); a larger one is `413` `too_large`. An
+// uploaded manifest counts against its deployment's and its account's storage quotas
+// (`DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES`, 1 GiB, and `DBT_SYNC_MAX_ACCOUNT_UPLOAD_BYTES`,
+// 2 GiB, by default: uploads waiting to be converted or kept for a retry, and files
+// results until they expire), charged atomically as it streams: an upload past one is
+// `413` `storage_quota` naming it, however many run at once. A deployment has at most
+// `DBT_SYNC_MAX_QUEUED_JOBS` jobs (20 by default) queued or running; a sync past it is
+// `429` `job_limit`. Queued jobs are handed to workers fairly: accounts in turn, then
+// each account's deployments in turn, at most `DBT_SYNC_MAX_RUNNING_JOBS` of a
+// deployment at once. `503` when the job queue (NATS) is unreachable: nothing was
+// queued, and the same request succeeds once it is back.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -16337,9 +16515,17 @@ func (c *ClientWithResponses) StartDbtSyncWithBodyWithResponse(ctx context.Conte
 // with the version found in the message; a `ref` of 7 to 40 hex characters that the
 // repository has neither as a branch nor as a tag (so a commit SHA); `source` `git` without a saved dbt git integration; unknown fields or wrong
 // types. `branchName` naming the production branch is `403` unless the caller is `admin`.
-// The body may be up to 256 MiB (configurable); a larger one is `413`. `503` when the job
-// queue (NATS) is unreachable: nothing was queued, and the same request succeeds once it
-// is back.
+// The body may be up to 256 MiB (configurable); a larger one is `413` `too_large`. An
+// uploaded manifest counts against its deployment's and its account's storage quotas
+// (`DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES`, 1 GiB, and `DBT_SYNC_MAX_ACCOUNT_UPLOAD_BYTES`,
+// 2 GiB, by default: uploads waiting to be converted or kept for a retry, and files
+// results until they expire), charged atomically as it streams: an upload past one is
+// `413` `storage_quota` naming it, however many run at once. A deployment has at most
+// `DBT_SYNC_MAX_QUEUED_JOBS` jobs (20 by default) queued or running; a sync past it is
+// `429` `job_limit`. Queued jobs are handed to workers fairly: accounts in turn, then
+// each account's deployments in turn, at most `DBT_SYNC_MAX_RUNNING_JOBS` of a
+// deployment at once. `503` when the job queue (NATS) is unreachable: nothing was
+// queued, and the same request succeeds once it is back.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -16393,7 +16579,9 @@ func (c *ClientWithResponses) CancelDbtSyncJobWithResponse(ctx context.Context, 
 // manifest, which is kept after a failed or canceled job until
 // `DBT_SYNC_OBJECT_MAX_AGE` and removed after a successful one (then `409`: start a new
 // sync with the manifest). A job still queued or running is `409`. The production branch
-// needs `admin` (`403`), as for a new sync. Requires `developer` or higher. No body.
+// needs `admin` (`403`), as for a new sync. A retry counts against the deployment's
+// queue like a new sync: `429` `job_limit` past `DBT_SYNC_MAX_QUEUED_JOBS`. Requires
+// `developer` or higher. No body.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -18148,7 +18336,7 @@ func ParseStartDbtSyncResponse(rsp *http.Response) (*StartDbtSyncResponse, error
 		response.JSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
-		var dest PayloadTooLarge
+		var dest UploadTooLarge
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -18160,6 +18348,13 @@ func ParseStartDbtSyncResponse(rsp *http.Response) (*StartDbtSyncResponse, error
 			return nil, err
 		}
 		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest JobLimit
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
@@ -18424,6 +18619,13 @@ func ParseRetryDbtSyncJobResponse(rsp *http.Response) (*RetryDbtSyncJobResponse,
 			return nil, err
 		}
 		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest JobLimit
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
