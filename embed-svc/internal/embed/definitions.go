@@ -134,9 +134,10 @@ func (s *service) applyDefinitions(ctx context.Context, accountID int64, scope s
 var ErrConflictType = errors.New("attribute type differs")
 
 // userUpdate is what a mint writes onto its external user: the profile it sends, the
-// scope's memberships when it sends groups, the values it sends (null clears).
-func userUpdate(req *GenerateSessionRequest, scope, tenant string, plan *definitionPlan, ids map[string]string) UserUpdate {
-	u := UserUpdate{Email: req.Email, Scope: scope, Tenant: tenant}
+// scope's memberships when it sends groups, the values it sends (null clears), and the
+// session's tenant and deployment.
+func (m *mintPlan) userUpdate(req *GenerateSessionRequest, ids map[string]string) UserUpdate {
+	u := UserUpdate{Email: req.Email, Scope: m.scope, Tenant: m.tenant, Deployment: m.deployment.ID}
 	if req.UserProfile != nil {
 		u.DisplayName, u.Picture = req.UserProfile.DisplayName, req.UserProfile.Picture
 	}

@@ -32,7 +32,7 @@ func (s *service) DryRunSession(ctx context.Context, p *identity.Principal, req 
 		if err != nil {
 			return DryRun{}, err
 		}
-		sess.setExternalUser(applyUserUpdate(u, userUpdate(&req, m.scope, m.tenant, m.definitions, m.standInIDs())), m.scope)
+		sess.setExternalUser(applyUserUpdate(u, m.userUpdate(&req, m.standInIDs())), m.scope)
 	}
 	out := DryRun{DryRun: true, Effective: DryRunEffective{
 		User: sess.User, AccountID: sess.AccountID, DeploymentID: sess.DeploymentID, BranchName: sess.Branch,
@@ -120,6 +120,9 @@ func applyUserUpdate(u ExternalUser, upd UserUpdate) ExternalUser {
 	u.Attributes = attrs
 	if upd.Tenant != "" && !slices.Contains(u.Tenants, upd.Tenant) {
 		u.Tenants = append(slices.Clone(u.Tenants), upd.Tenant)
+	}
+	if upd.Deployment != 0 && !slices.Contains(u.Deployments, upd.Deployment) {
+		u.Deployments = append(slices.Clone(u.Deployments), upd.Deployment)
 	}
 	return u
 }

@@ -29,37 +29,6 @@ func PublicSessionHandle(sessionID string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// requireMinter is the rule of who may mint (the spec's Authentication 3): an admin's
-// account API key (a personal key is 403), on an account with embedding on a premium or
-// enterprise plan. The gateway only authenticates the key; this is the one place the rule
-// is decided, so every refusal is answered, and audited, here.
-func requireMinter(p *identity.Principal) error {
-	if err := requireAdminAccountKey(p, "mint embed sessions"); err != nil {
-		return err
-	}
-	if p.Account.Plan != "premium" && p.Account.Plan != "enterprise" {
-		return forbidden("embed sessions need the premium or enterprise plan; this account is on %s", p.Account.Plan).WithCode(httpx.CodePlanNotEligible)
-	}
-	if !p.Account.EmbeddingEnabled {
-		return forbidden("embedding is not enabled for this account")
-	}
-	return nil
-}
-
-// requireAdminAccountKey refuses anything but an admin's account API key: a personal key
-// is refused by name (personal_key).
-func requireAdminAccountKey(p *identity.Principal, what string) error {
-	switch {
-	case p == nil || p.Credential != identity.CredentialAPIKey:
-		return forbidden("only an admin's account API key can %s", what)
-	case p.KeyKind != identity.KeyAccount:
-		return forbidden("a personal API key cannot %s; use an account API key", what).WithCode(httpx.CodePersonalKey)
-	case !p.HasRole(identity.RoleAdmin):
-		return forbidden("only an admin's account API key can %s", what)
-	}
-	return nil
-}
-
 // mintPlan is a generate-session request validated and resolved against the stores,
 // before anything is written.
 type mintPlan struct {
@@ -93,8 +62,8 @@ func (s *service) prepare(ctx context.Context, p *identity.Principal, dep *Deplo
 	if dep == nil {
 		return nil, notFound("deployment %d not found", *req.DeploymentID)
 	}
-	if !p.InScope(dep.ID) {
-		return nil, forbidden("this API key is scoped to other deployments than %d", dep.ID).WithCode(httpx.CodeKeyOutOfScope)
+	if err := keyReach(p).deployment(dep.ID); err != nil {
+		return nil, err
 	}
 	m := &mintPlan{deployment: *dep, externalID: externalID, creator: req.CreatorMode != nil && *req.CreatorMode}
 	if m.creator && !p.Account.UseCreatorMode {
@@ -185,7 +154,7 @@ func (s *service) GenerateSession(ctx context.Context, p *identity.Principal, re
 	sess := m.newSession(p, &req, now)
 	userCreated := false
 	if req.InternalID == nil {
-		if userCreated, err = s.provisionExternalUser(ctx, p, m, userUpdate(&req, m.scope, m.tenant, m.definitions, ids), now, &sess); err != nil {
+		if userCreated, err = s.provisionExternalUser(ctx, p, m, m.userUpdate(&req, ids), now, &sess); err != nil {
 			return "", err
 		}
 	}

@@ -17,11 +17,12 @@ type ExternalUser struct {
 	DisplayName *string
 	Picture     *string
 	// Groups and Attributes by scope, then definition id.
-	Groups     map[string]map[string]string
-	Attributes map[string]map[string]StoredValue
-	Tenants    []string // the embed tenants the user has had sessions in
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
+	Groups      map[string]map[string]string
+	Attributes  map[string]map[string]StoredValue
+	Tenants     []string // the embed tenants the user has had sessions in
+	Deployments []int64  // the deployments the user has had sessions in
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
 }
 
 // StoredValue is an attribute value kept on a user, with its definition's name.
@@ -50,6 +51,7 @@ type UserUpdate struct {
 	Picture         *string
 	Scope           string
 	Tenant          string            // the session's embed tenant, added to the user's tenants
+	Deployment      int64             // the session's deployment, added to the user's deployments
 	Groups          map[string]string // nil: keep; empty: clear the scope's memberships
 	SetAttributes   map[string]StoredValue
 	ClearAttributes []string
@@ -101,8 +103,9 @@ type UserStore interface {
 	// counts them (the dry run's check of the limit).
 	ExternalUserCount(ctx context.Context, accountID int64) (int64, error)
 	// ListTenantUsers returns up to limit users with sessions in tenant, by id after
-	// afterID, whose external id starts with prefix ("" for all).
-	ListTenantUsers(ctx context.Context, accountID int64, tenant, prefix string, afterID int64, limit int) ([]ExternalUser, error)
+	// afterID, whose external id starts with prefix ("" for all) and, unless deployments
+	// is nil, who had sessions in one of deployments.
+	ListTenantUsers(ctx context.Context, accountID int64, tenant, prefix string, deployments []int64, afterID int64, limit int) ([]ExternalUser, error)
 	// DeleteExternalUser deletes the user and gives its place under the account's limit
 	// back; false when there was no such user.
 	DeleteExternalUser(ctx context.Context, accountID int64, externalID string) (bool, error)

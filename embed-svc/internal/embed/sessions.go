@@ -69,6 +69,7 @@ func (r SessionRecord) state(l LiveState, now time.Time) (state string, exchange
 type SessionQuery struct {
 	ID           string
 	DeploymentID int64
+	Deployments  []int64 // nil: every deployment; else only these (the caller's reach)
 	Tenant       string
 	ExternalID   string
 	InternalID   string // the internal user's username
@@ -158,21 +159,6 @@ func validPublicID(s string) bool {
 	return true
 }
 
-// requireRevoker is the rule of who may revoke and manage sessions (the spec's
-// Authentication 4): an admin principal (any API key of an admin, an admin's bearer
-// token, an internal admin's embed token), on an account with embedding. The gateway
-// only authenticates; the rule is decided here.
-func requireRevoker(p *identity.Principal) error {
-	if p == nil || !p.HasRole(identity.RoleAdmin) || (p.Credential == identity.CredentialEmbed && (p.Embed == nil || !p.Embed.Internal)) ||
-		p.Credential == identity.CredentialNone {
-		return forbidden("revoking embed sessions requires an admin")
-	}
-	if !p.Account.EmbeddingEnabled {
-		return forbidden("embedding is not enabled for this account")
-	}
-	return nil
-}
-
 func sessionView(r SessionRecord, l LiveState, now time.Time) SessionView {
 	state, exchangedAt, revokedAt := r.state(l, now)
 	return SessionView{ID: r.ID, EmbedTenant: r.Tenant, User: r.User, DeploymentID: r.DeploymentID, BranchName: r.Branch,
@@ -189,9 +175,17 @@ const (
 
 // ListSessions lists the caller's account's sessions, newest first.
 func (s *service) ListSessions(ctx context.Context, p *identity.Principal, q SessionQuery) (SessionPage, error) {
-	if err := requireRevoker(p); err != nil {
+	if err := requireSessionControl(p); err != nil {
 		return SessionPage{}, err
 	}
+	// A scoped key lists its deployments' sessions; naming another deployment is 403.
+	r := keyReach(p)
+	if q.DeploymentID > 0 {
+		if err := r.deployment(q.DeploymentID); err != nil {
+			return SessionPage{}, err
+		}
+	}
+	q.Deployments = r.deployments
 	if q.First < 1 || q.First > MaxPageSize {
 		return SessionPage{}, badFirst(q.First)
 	}
@@ -277,7 +271,7 @@ func (s *service) RevokeSessions(ctx context.Context, p *identity.Principal, req
 		s.record(ctx, &ev, err, http.StatusOK)
 	}()
 	ev.Details = map[string]any{}
-	if err := requireRevoker(p); err != nil {
+	if err := requireSessionControl(p); err != nil {
 		return RevokedSessions{}, err
 	}
 	switch {
@@ -309,6 +303,15 @@ func (s *service) RevokeSessions(ctx context.Context, p *identity.Principal, req
 	if q.Tenant != "" && !ValidTenantName(q.Tenant) {
 		return RevokedSessions{}, invalid("tenant %q is not a valid embed tenant name", q.Tenant)
 	}
+	// Every selector resolves inside the caller's reach: a scoped key revokes its
+	// deployments' sessions only, and naming another deployment is 403.
+	r := keyReach(p)
+	if q.DeploymentID > 0 {
+		if err := r.deployment(q.DeploymentID); err != nil {
+			return RevokedSessions{}, err
+		}
+	}
+	q.Deployments = r.deployments
 	n, err := s.revokeMatching(ctx, p.Account.ID, q)
 	ev.Details["revoked"] = n
 	return RevokedSessions{Revoked: n}, err

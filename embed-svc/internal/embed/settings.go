@@ -88,15 +88,6 @@ func ResolveTimezone(s string) (string, bool) {
 	return s, true
 }
 
-// requireAccountAdmin: the account-wide settings belong to the account's admins, by API
-// key or bearer token (never an embed token: an embedded user cannot widen its own switches).
-func requireAccountAdmin(p *identity.Principal) error {
-	if p == nil || !p.HasRole(identity.RoleAdmin) || (p.Credential != identity.CredentialAPIKey && p.Credential != identity.CredentialBearer) {
-		return forbidden("the account's embed settings require an admin's API key or bearer token")
-	}
-	return nil
-}
-
 func settingsView(a AccountSettings) AccountSettingsView {
 	return AccountSettingsView(a)
 }
@@ -120,6 +111,9 @@ func (s *service) PutAccountSettings(ctx context.Context, p *identity.Principal,
 	ev := audit.New(p, ActionSettingsUpdate, audit.Target{Type: TargetAccountSettings})
 	defer func() { s.record(ctx, &ev, err, http.StatusOK) }()
 	if err := requireAccountAdmin(p); err != nil {
+		return AccountSettingsView{}, err
+	}
+	if err := keyReach(p).account("change the account's embed settings"); err != nil {
 		return AccountSettingsView{}, err
 	}
 	if in.Locale != nil {

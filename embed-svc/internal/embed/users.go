@@ -112,7 +112,8 @@ func (s *service) ListTenantUsers(ctx context.Context, p *identity.Principal, te
 		}
 		after = n
 	}
-	users, err := s.d.Users.ListTenantUsers(ctx, p.Account.ID, tenant, strings.ToLower(strings.TrimSpace(q.Q)), after, q.First+1)
+	// A scoped key lists the users that had sessions in its deployments.
+	users, err := s.d.Users.ListTenantUsers(ctx, p.Account.ID, tenant, strings.ToLower(strings.TrimSpace(q.Q)), keyReach(p).deployments, after, q.First+1)
 	if err != nil {
 		return UserPage{}, storeErr(err)
 	}
@@ -131,14 +132,15 @@ func (s *service) ListTenantUsers(ctx context.Context, p *identity.Principal, te
 	return page, nil
 }
 
-// tenantUser reads a user of the tenant: another tenant's or an unknown user is 404.
-func (s *service) tenantUser(ctx context.Context, accountID int64, tenant, externalID string) (ExternalUser, error) {
+// tenantUser reads a user of the tenant: another tenant's or an unknown user is 404, and
+// so is a user without sessions in the caller's reach (a scoped key's deployments).
+func (s *service) tenantUser(ctx context.Context, p *identity.Principal, tenant, externalID string) (ExternalUser, error) {
 	ext := strings.ToLower(strings.TrimSpace(externalID))
 	if ext == "" || len(ext) > 256 {
 		return ExternalUser{}, notFound("user %q not found in embed tenant %q", externalID, tenant)
 	}
-	u, err := s.d.Users.ExternalUser(ctx, accountID, ext)
-	if errors.Is(err, ErrNotFound) || (err == nil && !slices.Contains(u.Tenants, tenant)) {
+	u, err := s.d.Users.ExternalUser(ctx, p.Account.ID, ext)
+	if errors.Is(err, ErrNotFound) || (err == nil && (!slices.Contains(u.Tenants, tenant) || !keyReach(p).coversAny(u.Deployments))) {
 		return ExternalUser{}, notFound("user %q not found in embed tenant %q", externalID, tenant)
 	}
 	if err != nil {
@@ -152,7 +154,7 @@ func (s *service) GetTenantUser(ctx context.Context, p *identity.Principal, tena
 	if err := s.tenantUserScope(ctx, p, tenant); err != nil {
 		return UserView{}, err
 	}
-	u, err := s.tenantUser(ctx, p.Account.ID, tenant, externalID)
+	u, err := s.tenantUser(ctx, p, tenant, externalID)
 	if err != nil {
 		return UserView{}, err
 	}
@@ -169,7 +171,11 @@ func (s *service) DeleteTenantUser(ctx context.Context, p *identity.Principal, t
 	if err := s.tenantUserScope(ctx, p, tenant); err != nil {
 		return DeletedUser{}, err
 	}
-	u, err := s.tenantUser(ctx, p.Account.ID, tenant, externalID)
+	// The user is the account's, with sessions in any deployment.
+	if err := keyReach(p).account("delete an external user"); err != nil {
+		return DeletedUser{}, err
+	}
+	u, err := s.tenantUser(ctx, p, tenant, externalID)
 	if err != nil {
 		return DeletedUser{}, err
 	}

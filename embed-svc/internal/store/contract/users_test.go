@@ -196,7 +196,7 @@ func deletesAndCreatesRacing(t *testing.T, s durable) {
 		}
 	})
 	n, _ := s.ExternalUserCount(ctx, acc)
-	users, _ := s.ListTenantUsers(ctx, acc, "race-tenant", "", 0, 100)
+	users, _ := s.ListTenantUsers(ctx, acc, "race-tenant", "", nil, 0, 100)
 	if created.Load() > limit || n != created.Load() || int64(len(users)) != n {
 		t.Fatalf("limit %d: %d created after %d deletes, counter %d, %d users", limit, created.Load(), limit, n, len(users))
 	}
@@ -213,13 +213,20 @@ func deletesAndCreatesRacing(t *testing.T, s durable) {
 
 func tenantUsersListed(t *testing.T, s durable) {
 	ctx, acc := context.Background(), account()
-	for _, c := range []struct{ ext, tenant string }{{"ann", "north-tenant"}, {"bob", "south-tenant"}, {"anna", "north-tenant"}, {"amy", "north-tenant"}, {"al", "south-tenant"}} {
-		if _, err := s.CreateExternalUser(ctx, acc, c.ext, 100, embed.UserUpdate{Scope: embed.AccountScope, Tenant: c.tenant}, at(0)); err != nil {
+	for _, c := range []struct {
+		ext, tenant string
+		dep         int64
+	}{{"ann", "north-tenant", 1}, {"bob", "south-tenant", 1}, {"anna", "north-tenant", 2}, {"amy", "north-tenant", 1}, {"al", "south-tenant", 2}} {
+		if _, err := s.CreateExternalUser(ctx, acc, c.ext, 100, embed.UserUpdate{Scope: embed.AccountScope, Tenant: c.tenant, Deployment: c.dep}, at(0)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	list := func(prefix string, after int64, limit int) []string {
-		users, err := s.ListTenantUsers(ctx, acc, "north-tenant", prefix, after, limit)
+	// ann had sessions in deployment 1 and, later, in 3.
+	if _, err := s.UpdateExternalUser(ctx, acc, "ann", embed.UserUpdate{Scope: embed.AccountScope, Tenant: "north-tenant", Deployment: 3}, at(0)); err != nil {
+		t.Fatal(err)
+	}
+	listIn := func(prefix string, deployments []int64, after int64, limit int) []string {
+		users, err := s.ListTenantUsers(ctx, acc, "north-tenant", prefix, deployments, after, limit)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -229,15 +236,28 @@ func tenantUsersListed(t *testing.T, s durable) {
 		}
 		return out
 	}
+	list := func(prefix string, after int64, limit int) []string { return listIn(prefix, nil, after, limit) }
 	if got := list("", 0, 10); !reflect.DeepEqual(got, []string{"ann", "anna", "amy"}) {
 		t.Fatalf("north's users by id: %v", got)
 	}
 	if got := list("an", 0, 10); !reflect.DeepEqual(got, []string{"ann", "anna"}) {
 		t.Fatalf("prefix an: %v", got)
 	}
-	first, _ := s.ListTenantUsers(ctx, acc, "north-tenant", "", 0, 1)
+	first, _ := s.ListTenantUsers(ctx, acc, "north-tenant", "", nil, 0, 1)
 	if got := list("", first[0].ID, 10); !reflect.DeepEqual(got, []string{"anna", "amy"}) {
 		t.Fatalf("after the first: %v", got)
+	}
+	if got := listIn("", []int64{2}, 0, 10); !reflect.DeepEqual(got, []string{"anna"}) {
+		t.Fatalf("users of deployment 2: %v", got)
+	}
+	if got := listIn("a", []int64{3, 4}, 0, 10); !reflect.DeepEqual(got, []string{"ann"}) {
+		t.Fatalf("users of deployments 3 and 4: %v", got)
+	}
+	if got := listIn("", []int64{}, 0, 10); len(got) != 0 {
+		t.Fatalf("users of no deployment: %v", got)
+	}
+	if u, _ := s.ExternalUser(ctx, acc, "ann"); !reflect.DeepEqual(u.Deployments, []int64{1, 3}) {
+		t.Fatalf("ann's deployments: %v", u.Deployments)
 	}
 }
 
@@ -249,7 +269,7 @@ func usersIsolated(t *testing.T, s durable) {
 	if _, err := s.ExternalUser(ctx, other, "mine"); !errors.Is(err, embed.ErrNotFound) {
 		t.Fatalf("another account reads the user: %v", err)
 	}
-	if users, _ := s.ListTenantUsers(ctx, other, "north-tenant", "", 0, 10); len(users) != 0 {
+	if users, _ := s.ListTenantUsers(ctx, other, "north-tenant", "", nil, 0, 10); len(users) != 0 {
 		t.Fatalf("another account lists %v", users)
 	}
 	if deleted, _ := s.DeleteExternalUser(ctx, other, "mine"); deleted {

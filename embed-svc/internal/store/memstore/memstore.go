@@ -98,7 +98,7 @@ func copyUser(u *embed.ExternalUser) embed.ExternalUser {
 	for scope, a := range u.Attributes {
 		c.Attributes[scope] = maps.Clone(a)
 	}
-	c.Tenants = slices.Clone(u.Tenants)
+	c.Tenants, c.Deployments = slices.Clone(u.Tenants), slices.Clone(u.Deployments)
 	return c
 }
 

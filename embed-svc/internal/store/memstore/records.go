@@ -51,6 +51,8 @@ func (s *Store) matches(r embed.SessionRecord, accountID int64, q embed.SessionQ
 		return false
 	case q.ID != "" && r.ID != q.ID, q.DeploymentID > 0 && r.DeploymentID != q.DeploymentID, q.Tenant != "" && r.Tenant != q.Tenant:
 		return false
+	case q.DeploymentID == 0 && q.Deployments != nil && !slices.Contains(q.Deployments, r.DeploymentID):
+		return false
 	case q.ExternalID != "" && (r.User.Kind != "external" || r.User.ExternalID == nil || *r.User.ExternalID != q.ExternalID):
 		return false
 	case q.InternalID != "" && (r.User.Kind != "internal" || r.User.Username == nil || *r.User.Username != q.InternalID):

@@ -58,6 +58,9 @@ func apply(u *embed.ExternalUser, upd embed.UserUpdate, now time.Time) error {
 	if upd.Tenant != "" && !slices.Contains(u.Tenants, upd.Tenant) {
 		u.Tenants = append(u.Tenants, upd.Tenant)
 	}
+	if upd.Deployment != 0 && !slices.Contains(u.Deployments, upd.Deployment) {
+		u.Deployments = append(u.Deployments, upd.Deployment)
+	}
 	return nil
 }
 
@@ -116,12 +119,13 @@ func (s *Store) ExternalUserCount(_ context.Context, accountID int64) (int64, er
 
 // ListTenantUsers lists users with sessions in tenant by id, after afterID, whose
 // external id starts with prefix.
-func (s *Store) ListTenantUsers(_ context.Context, accountID int64, tenant, prefix string, afterID int64, limit int) ([]embed.ExternalUser, error) {
+func (s *Store) ListTenantUsers(_ context.Context, accountID int64, tenant, prefix string, deployments []int64, afterID int64, limit int) ([]embed.ExternalUser, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []embed.ExternalUser
 	for k, u := range s.users {
-		if k.account == accountID && slices.Contains(u.Tenants, tenant) && strings.HasPrefix(u.ExternalID, prefix) && u.ID > afterID {
+		inReach := deployments == nil || slices.ContainsFunc(u.Deployments, func(d int64) bool { return slices.Contains(deployments, d) })
+		if k.account == accountID && slices.Contains(u.Tenants, tenant) && strings.HasPrefix(u.ExternalID, prefix) && u.ID > afterID && inReach {
 			out = append(out, copyUser(u))
 		}
 	}

@@ -83,6 +83,8 @@ func sessionFilter(accountID int64, q embed.SessionQuery, now time.Time) bson.D 
 	}
 	if q.DeploymentID > 0 {
 		f = append(f, bson.E{Key: "deploymentId", Value: q.DeploymentID})
+	} else if q.Deployments != nil {
+		f = append(f, bson.E{Key: "deploymentId", Value: bson.D{{Key: "$in", Value: q.Deployments}}})
 	}
 	if q.Tenant != "" {
 		f = append(f, bson.E{Key: "tenant", Value: q.Tenant})

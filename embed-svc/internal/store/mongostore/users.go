@@ -33,13 +33,14 @@ type userDoc struct {
 	Groups      map[string]map[string]string  `bson:"groups,omitempty"`
 	Attrs       map[string]map[string]attrDoc `bson:"attrs,omitempty"`
 	Tenants     []string                      `bson:"tenants,omitempty"`
+	Deployments []int64                       `bson:"deployments,omitempty"`
 	CreatedAt   time.Time                     `bson:"createdAt"`
 	UpdatedAt   time.Time                     `bson:"updatedAt"`
 }
 
 func (d userDoc) user() embed.ExternalUser {
 	u := embed.ExternalUser{ID: d.ID, AccountID: d.AccountID, ExternalID: d.ExternalID, Email: d.Email, DisplayName: d.DisplayName,
-		Picture: d.Picture, Groups: d.Groups, Attributes: map[string]map[string]embed.StoredValue{}, Tenants: d.Tenants,
+		Picture: d.Picture, Groups: d.Groups, Attributes: map[string]map[string]embed.StoredValue{}, Tenants: d.Tenants, Deployments: d.Deployments,
 		CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt}
 	for scope, vals := range d.Attrs {
 		m := make(map[string]embed.StoredValue, len(vals))
@@ -78,8 +79,15 @@ func userSet(u embed.UserUpdate, now time.Time) (bson.D, error) {
 		set = append(set, bson.E{Key: "attrs." + u.Scope + "." + id, Value: attrDoc{Name: v.Name, Value: val}})
 	}
 	update := bson.D{{Key: "$set", Value: set}}
+	add := bson.D{}
 	if u.Tenant != "" {
-		update = append(update, bson.E{Key: "$addToSet", Value: bson.D{{Key: "tenants", Value: u.Tenant}}})
+		add = append(add, bson.E{Key: "tenants", Value: u.Tenant})
+	}
+	if u.Deployment != 0 {
+		add = append(add, bson.E{Key: "deployments", Value: u.Deployment})
+	}
+	if len(add) > 0 {
+		update = append(update, bson.E{Key: "$addToSet", Value: add})
 	}
 	if len(u.ClearAttributes) > 0 {
 		unset := bson.D{}
@@ -203,8 +211,11 @@ func (s *Store) ExternalUserCount(ctx context.Context, accountID int64) (int64, 
 
 // ListTenantUsers lists users with sessions in tenant by id, after afterID, whose
 // external id starts with prefix (a range on the indexed id: no pattern is evaluated).
-func (s *Store) ListTenantUsers(ctx context.Context, accountID int64, tenant, prefix string, afterID int64, limit int) ([]embed.ExternalUser, error) {
+func (s *Store) ListTenantUsers(ctx context.Context, accountID int64, tenant, prefix string, deployments []int64, afterID int64, limit int) ([]embed.ExternalUser, error) {
 	f := bson.D{{Key: "accountId", Value: accountID}, {Key: "tenants", Value: tenant}}
+	if deployments != nil {
+		f = append(f, bson.E{Key: "deployments", Value: bson.D{{Key: "$in", Value: deployments}}})
+	}
 	if prefix != "" {
 		f = append(f, bson.E{Key: "externalId", Value: bson.D{{Key: "$gte", Value: prefix}, {Key: "$lt", Value: prefix + "\uffff"}}})
 	}
