@@ -111,7 +111,7 @@ func deps(cfg config.Config, proc *server.Process, registry *prometheus.Registry
 		IdentityTimeout: cfg.IdentityLookupTimeout,
 		Limits: embed.Limits{SecurityContextBytes: cfg.MaxSecurityContextBytes, SecurityContextDepth: cfg.MaxSecurityContextDepth, ArrayEntries: cfg.MaxArrayEntries,
 			AttributeValueBytes: cfg.MaxAttributeValueBytes,
-			DefinitionsPerScope: cfg.MaxDefinitionsPerScope, TenantsPerAccount: cfg.MaxTenantsPerAccount},
+			DefinitionsPerScope: cfg.MaxDefinitionsPerScope, TenantsPerAccount: cfg.MaxTenantsPerAccount, DefinitionChanges: cfg.MaxDefinitionChanges},
 		SessionRetention: cfg.SessionRetention,
 		Audit: app.AuditDeps{Database: cfg.AuditDatabase, Retention: cfg.AuditRetention, MaxHeld: cfg.AuditMaxHeld,
 			AccountMax: cfg.AuditAccountMax, AccountWindow: cfg.AuditAccountWindow,

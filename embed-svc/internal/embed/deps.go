@@ -29,10 +29,12 @@ type Limits struct {
 	AttributeValueBytes  int // one userAttributes value's JSON, as sent (stored on the user, signed into its tokens)
 	DefinitionsPerScope  int // group and attribute definitions of one scope (account-wide or a tenant)
 	TenantsPerAccount    int // embed tenants of one account
+	DefinitionChanges    int // definitions one generate-session may create or change
 }
 
 // DefaultLimits apply where Limits leaves a field zero.
-var DefaultLimits = Limits{SecurityContextBytes: 16 << 10, SecurityContextDepth: 32, ArrayEntries: 1000, AttributeValueBytes: 16 << 10, DefinitionsPerScope: 10_000, TenantsPerAccount: 10_000}
+var DefaultLimits = Limits{SecurityContextBytes: 16 << 10, SecurityContextDepth: 32, ArrayEntries: 1000, AttributeValueBytes: 16 << 10, DefinitionsPerScope: 10_000, TenantsPerAccount: 10_000,
+	DefinitionChanges: 50}
 
 func (l Limits) withDefaults() Limits {
 	if l.SecurityContextBytes <= 0 {
@@ -52,6 +54,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.TenantsPerAccount <= 0 {
 		l.TenantsPerAccount = DefaultLimits.TenantsPerAccount
+	}
+	if l.DefinitionChanges <= 0 {
+		l.DefinitionChanges = DefaultLimits.DefinitionChanges
 	}
 	return l
 }

@@ -81,8 +81,10 @@ type CatalogStore interface {
 	CountDefinitions(ctx context.Context, accountID int64, scope string, max int64) (int64, error)
 	// FindDefinitions returns the definitions of scope whose names are in names (both kinds).
 	FindDefinitions(ctx context.Context, accountID int64, scope string, names []string) ([]Definition, error)
-	// UpsertDefinition creates or updates one definition and returns it as stored.
-	UpsertDefinition(ctx context.Context, accountID int64, scope string, u DefinitionUpsert, now time.Time) (Definition, error)
+	// UpsertDefinitions creates or updates the definitions in one batch and returns them as
+	// stored, in order; ErrConflictType when a concurrent request created an attribute of
+	// the name with another type.
+	UpsertDefinitions(ctx context.Context, accountID int64, scope string, us []DefinitionUpsert, now time.Time) ([]Definition, error)
 	CreateDefinition(ctx context.Context, d Definition) (Definition, error)
 	ListDefinitions(ctx context.Context, accountID int64, q ListQuery) ([]Definition, bool, error)
 	// DeleteDefinition removes a definition and every membership or value that uses it.

@@ -276,10 +276,15 @@ func (l Limits) check(req *GenerateSessionRequest) error {
 	return nil
 }
 
-// checkRoom refuses a mint that would create definitions past the scope's limit.
-// Concurrent mints may pass the count together, so the limit holds to within the number
-// of mints in flight at once.
+// checkRoom refuses a mint that would create or change more definitions than one
+// request may (the churn of one request is bounded whatever the catalog holds), or
+// create definitions past the scope's limit. Concurrent mints may pass the count
+// together, so that limit holds to within the number of mints in flight at once.
 func (s *service) checkRoom(ctx context.Context, accountID int64, scope string, plan *definitionPlan) error {
+	if n := len(plan.upserts); n > s.limits.DefinitionChanges {
+		return invalid("the request creates or changes %d definitions, over the limit of %d per request (EMBED_MAX_DEFINITION_CHANGES); send them over several requests",
+			n, s.limits.DefinitionChanges)
+	}
 	created := 0
 	for _, u := range plan.upserts {
 		if u.Existing == nil {
