@@ -110,7 +110,7 @@ func deps(cfg config.Config, proc *server.Process, registry *prometheus.Registry
 		KeyPublishDelay: cfg.KeyPublishDelay, KeyRefresh: cfg.KeyRefresh, BranchTimeout: cfg.BranchResolveTimeout,
 		IdentityTimeout: cfg.IdentityLookupTimeout,
 		Limits: embed.Limits{SecurityContextBytes: cfg.MaxSecurityContextBytes, SecurityContextDepth: cfg.MaxSecurityContextDepth, ArrayEntries: cfg.MaxArrayEntries,
-			AttributeValueBytes: cfg.MaxAttributeValueBytes,
+			AttributeValueBytes: cfg.MaxAttributeValueBytes, UserAttributeBytes: cfg.MaxUserAttributeBytes, PictureURLBytes: cfg.MaxPictureURLBytes,
 			DefinitionsPerScope: cfg.MaxDefinitionsPerScope, TenantsPerAccount: cfg.MaxTenantsPerAccount, DefinitionChanges: cfg.MaxDefinitionChanges},
 		SessionRetention: cfg.SessionRetention,
 		Audit: app.AuditDeps{Database: cfg.AuditDatabase, Retention: cfg.AuditRetention, MaxHeld: cfg.AuditMaxHeld,

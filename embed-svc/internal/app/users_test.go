@@ -40,10 +40,19 @@ func testTenantUsers(t *testing.T, e *env) {
 	if r.Status != 200 || len(page.Items) != 2 || !page.PageInfo.HasNextPage || page.Items[0].ID >= page.Items[1].ID {
 		t.Fatalf("page 1 = %d %s", r.Status, r.Body)
 	}
+	// A list shows profiles; GET the user for its memberships and values.
 	first := page.Items[0]
-	if first.Email == "" || len(first.Groups) != 1 || first.Groups[0]["name"] != "sales" || first.Groups[0]["scope"] != "account" ||
-		len(first.UserAttributes) != 1 || first.UserAttributes[0]["value"] != "eu" {
-		t.Fatalf("user view %s", r.Body)
+	if first.Email == "" || first.Groups != nil || first.UserAttributes != nil {
+		t.Fatalf("list item %s", r.Body)
+	}
+	var view struct {
+		Groups         []map[string]any
+		UserAttributes []map[string]any `json:"userAttributes"`
+	}
+	e.do(t, "GET", base+"/"+url.PathEscape(first.ExternalID), key, nil).json(t, &view)
+	if len(view.Groups) != 1 || view.Groups[0]["name"] != "sales" || view.Groups[0]["scope"] != "account" ||
+		len(view.UserAttributes) != 1 || view.UserAttributes[0]["value"] != "eu" {
+		t.Fatalf("user view %+v", view)
 	}
 	r = e.do(t, "GET", base+"?first=2&after="+url.QueryEscape(*page.PageInfo.EndCursor), key, nil)
 	r.json(t, &page)

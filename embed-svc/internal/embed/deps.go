@@ -30,11 +30,13 @@ type Limits struct {
 	DefinitionsPerScope  int // group and attribute definitions of one scope (account-wide or a tenant)
 	TenantsPerAccount    int // embed tenants of one account
 	DefinitionChanges    int // definitions one generate-session may create or change
+	UserAttributeBytes   int // all of one external user's stored values (ValueBytes), every scope
+	PictureURLBytes      int // userProfile.picture
 }
 
 // DefaultLimits apply where Limits leaves a field zero.
 var DefaultLimits = Limits{SecurityContextBytes: 16 << 10, SecurityContextDepth: 32, ArrayEntries: 1000, AttributeValueBytes: 16 << 10, DefinitionsPerScope: 10_000, TenantsPerAccount: 10_000,
-	DefinitionChanges: 50}
+	DefinitionChanges: 50, UserAttributeBytes: 64 << 10, PictureURLBytes: 2 << 10}
 
 func (l Limits) withDefaults() Limits {
 	if l.SecurityContextBytes <= 0 {
@@ -57,6 +59,12 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.DefinitionChanges <= 0 {
 		l.DefinitionChanges = DefaultLimits.DefinitionChanges
+	}
+	if l.UserAttributeBytes <= 0 {
+		l.UserAttributeBytes = DefaultLimits.UserAttributeBytes
+	}
+	if l.PictureURLBytes <= 0 {
+		l.PictureURLBytes = DefaultLimits.PictureURLBytes
 	}
 	return l
 }

@@ -45,6 +45,8 @@ var (
 	ErrUnavailable = errs.ErrUnavailable
 	// ErrSessionUnusable: a session id is unknown, expired or already exchanged.
 	ErrSessionUnusable = errors.New("session id unusable")
+	// ErrStale: the record changed since it was read (another write came first).
+	ErrStale = errors.New("stale revision")
 )
 
 // ErrSessionID is the one answer for every unusable session id, so a caller learns

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -42,6 +43,8 @@ type mintPlan struct {
 	acct        AccountSettings
 	definitions *definitionPlan
 	internal    InternalUser
+	user        ExternalUser // the external user as read, with the scope's values
+	userExists  bool
 }
 
 // prepare runs every validation and resolution of a mint and writes nothing: the real
@@ -100,16 +103,26 @@ func (s *service) prepare(ctx context.Context, p *identity.Principal, dep *Deplo
 		if err != nil {
 			return nil, storeErr(err)
 		}
+		return m, nil
+	}
+	// The user's stored values are bounded in total: a mint that would pass the bound is
+	// refused here, before anything is written.
+	if err := s.readUser(ctx, p.Account.ID, m); err != nil {
+		return nil, err
+	}
+	after := attributeBytesAfter(m.user, m.userUpdate(req, m.standInIDs()))
+	if err := s.limits.checkUserAttributes(m.externalID, m.user.AttributeBytes, after); err != nil {
+		return nil, err
 	}
 	return m, nil
 }
 
-// newSession is the session a plan makes, without its user's memberships and values.
+// newSession is the session a plan makes, with an internal user; an external user is
+// set once it is written (setExternalUser).
 func (m *mintPlan) newSession(p *identity.Principal, req *GenerateSessionRequest, now time.Time) Session {
 	sess := Session{
 		AccountID: p.Account.ID, DeploymentID: m.deployment.ID, Branch: m.branch, Production: m.production,
-		Tenant: m.tenant, CreatorMode: m.creator, Settings: ResolveSettings(req.Settings, m.acct),
-		SecurityContext: req.SecurityContext, GeneratedAt: now, Groups: []string{}, Attributes: []AttributeValue{},
+		Tenant: m.tenant, CreatorMode: m.creator, Settings: ResolveSettings(req.Settings, m.acct), GeneratedAt: now,
 	}
 	if req.InternalID != nil {
 		username := m.internal.Username
@@ -140,7 +153,7 @@ func (s *service) GenerateSession(ctx context.Context, p *identity.Principal, re
 	// Validation is over: from here on the request writes. The session id is claimed in
 	// Redis first, so that a Redis outage fails the mint before MongoDB is touched.
 	id := NewSessionID()
-	if err := s.d.Sessions.ReserveSession(ctx, id); err != nil {
+	if err := s.d.Sessions.ReserveSession(ctx, p.Account.ID, id); err != nil {
 		return "", storeErr(err)
 	}
 	now := s.now().UTC()
@@ -154,11 +167,14 @@ func (s *service) GenerateSession(ctx context.Context, p *identity.Principal, re
 	sess := m.newSession(p, &req, now)
 	userCreated := false
 	if req.InternalID == nil {
-		if userCreated, err = s.provisionExternalUser(ctx, p, m, m.userUpdate(&req, ids), now, &sess); err != nil {
+		u, created, err := s.provisionExternalUser(ctx, p, m, m.userUpdate(&req, ids), now)
+		if err != nil {
 			return "", err
 		}
+		sess.setExternalUser(u)
+		userCreated = created
 	}
-	rec, err := s.storeSession(ctx, id, &sess, now)
+	rec, err := s.storeSession(ctx, id, &sess, req.SecurityContext, now)
 	if err != nil {
 		return "", err
 	}
@@ -166,51 +182,22 @@ func (s *service) GenerateSession(ctx context.Context, p *identity.Principal, re
 	return id, nil
 }
 
-// provisionExternalUser writes a mint's changes onto its external user, creating the
-// user within the account's limit, and puts the user with its memberships and values on
-// sess. It reports whether it created the user.
-func (s *service) provisionExternalUser(ctx context.Context, p *identity.Principal, m *mintPlan, upd UserUpdate, now time.Time, sess *Session) (bool, error) {
-	created := false
-	u, err := s.d.Users.UpdateExternalUser(ctx, p.Account.ID, m.externalID, upd, now)
-	if errors.Is(err, ErrNotFound) {
-		limit := externalUserLimit(p)
-		u, err = s.d.Users.CreateExternalUser(ctx, p.Account.ID, m.externalID, limit, upd, now)
-		created = err == nil
-		if errors.Is(err, ErrLimitReached) {
-			// A concurrent mint may have created this very user meanwhile.
-			u, err = s.d.Users.UpdateExternalUser(ctx, p.Account.ID, m.externalID, upd, now)
-		}
-		if errors.Is(err, ErrNotFound) {
-			return false, limitReached(limit)
-		}
-	}
-	if err != nil {
-		return false, storeErr(err)
-	}
-	sess.setExternalUser(u, m.scope)
-	return created, nil
-}
-
-// setExternalUser makes u the session's user, with its memberships and values in scope.
-func (s *Session) setExternalUser(u ExternalUser, scope string) {
-	ext := u.ExternalID
-	s.User = SessionUser{Kind: "external", ID: u.ID, ExternalID: &ext, Email: u.Email, DisplayName: u.DisplayName, Picture: u.Picture}
-	s.Groups, s.Attributes = userScopeView(u, scope)
-}
-
 // storeSession writes the session's durable record, then makes its id exchangeable: a
 // session never becomes exchangeable without a record, so it can always be listed and
-// revoked in bulk.
-func (s *service) storeSession(ctx context.Context, id string, sess *Session, now time.Time) (SessionRecord, error) {
+// revoked in bulk. The record keeps what the session shows (the profile, the
+// securityContext); Redis keeps the rest (Session).
+func (s *service) storeSession(ctx context.Context, id string, sess *Session, securityContext json.RawMessage, now time.Time) (SessionRecord, error) {
 	sess.SID = PublicSessionHandle(id)
 	rec := SessionRecord{ID: NewPublicSessionID(), AccountID: sess.AccountID, SID: sess.SID, Tenant: sess.Tenant,
 		User:         SessionRecordUser{Kind: sess.User.Kind, ID: sess.User.ID, ExternalID: sess.User.ExternalID, Username: sess.User.Username},
-		DeploymentID: sess.DeploymentID, Branch: sess.Branch, CreatedAt: now, PendingUntil: now.Add(SessionIDTTL), ExpiresAt: s.sessionExpiry(*sess)}
+		DeploymentID: sess.DeploymentID, Branch: sess.Branch, CreatedAt: now, PendingUntil: now.Add(SessionIDTTL), ExpiresAt: s.sessionExpiry(*sess),
+		Profile:         &SessionProfile{Email: sess.User.Email, DisplayName: sess.User.DisplayName, Picture: sess.User.Picture},
+		SecurityContext: securityContext}
 	if err := s.d.Records.InsertSessionRecord(ctx, rec); err != nil {
 		return SessionRecord{}, storeErr(err)
 	}
 	sess.RecordID = rec.ID
-	if err := s.d.Sessions.SaveSession(ctx, id, *sess); err != nil {
+	if err := s.d.Sessions.SaveSession(ctx, id, sess.stored()); err != nil {
 		return SessionRecord{}, storeErr(err)
 	}
 	return rec, nil

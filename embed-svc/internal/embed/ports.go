@@ -8,7 +8,8 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 )
 
-// ExternalUser is a provisioned external user of an account.
+// ExternalUser is a provisioned external user of an account, as a store read it: the
+// memberships and values of the scopes the read asked for only.
 type ExternalUser struct {
 	ID          int64
 	AccountID   int64
@@ -21,8 +22,14 @@ type ExternalUser struct {
 	Attributes  map[string]map[string]StoredValue
 	Tenants     []string // the embed tenants the user has had sessions in
 	Deployments []int64  // the deployments the user has had sessions in
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
+	// AttributeBytes is the size of all of the user's stored values, in every scope
+	// (ValueBytes of each), which EMBED_MAX_USER_ATTRIBUTE_BYTES bounds.
+	AttributeBytes int64
+	// Rev counts the user's updates: an update names the revision it was computed from
+	// and is refused (ErrStale) when another came first.
+	Rev       int64
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // StoredValue is an attribute value kept on a user, with its definition's name.
@@ -55,6 +62,9 @@ type UserUpdate struct {
 	Groups          map[string]string // nil: keep; empty: clear the scope's memberships
 	SetAttributes   map[string]StoredValue
 	ClearAttributes []string
+	// AttributeBytes is the user's ExternalUser.AttributeBytes once the update is applied
+	// (attributeBytesAfter); the store keeps it with the values.
+	AttributeBytes int64
 }
 
 // DefinitionUpsert is one definition to create (Existing nil) or to update: the
@@ -93,20 +103,25 @@ type CatalogStore interface {
 
 // UserStore keeps external users.
 type UserStore interface {
-	// UpdateExternalUser applies u to a known user and returns it; ErrNotFound when the
-	// account has no user with that external id.
-	UpdateExternalUser(ctx context.Context, accountID int64, externalID string, u UserUpdate, now time.Time) (ExternalUser, error)
+	// UpdateExternalUser applies u to a known user at revision rev, moving it to the next
+	// revision (the user is then what the caller read at rev with u applied:
+	// applyUserUpdate); ErrStale when the user is at another revision, ErrNotFound when
+	// the account has no user with that external id.
+	UpdateExternalUser(ctx context.Context, accountID int64, externalID string, u UserUpdate, rev int64, now time.Time) error
 	// CreateExternalUser provisions the user within the account's limit (ErrLimitReached)
-	// and applies u; a concurrent creation of the same external id yields one user.
+	// with u applied; ErrStale when the user exists (a concurrent mint created it: the
+	// caller reads it and updates it).
 	CreateExternalUser(ctx context.Context, accountID int64, externalID string, limit int64, u UserUpdate, now time.Time) (ExternalUser, error)
-	// ExternalUser reads a user (ErrNotFound when the account has none with that id).
-	ExternalUser(ctx context.Context, accountID int64, externalID string) (ExternalUser, error)
+	// ExternalUser reads a user with the memberships and values of scopes only
+	// (ErrNotFound when the account has none with that id).
+	ExternalUser(ctx context.Context, accountID int64, externalID string, scopes ...string) (ExternalUser, error)
 	// ExternalUserCount is the number of the account's external users, as the limit
 	// counts them (the dry run's check of the limit).
 	ExternalUserCount(ctx context.Context, accountID int64) (int64, error)
 	// ListTenantUsers returns up to limit users with sessions in tenant, by id after
 	// afterID, whose external id starts with prefix ("" for all) and, unless deployments
-	// is nil, who had sessions in one of deployments.
+	// is nil, who had sessions in one of deployments: their profiles, without memberships
+	// or values.
 	ListTenantUsers(ctx context.Context, accountID int64, tenant, prefix string, deployments []int64, afterID int64, limit int) ([]ExternalUser, error)
 	// DeleteExternalUser deletes the user and gives its place under the account's limit
 	// back; false when there was no such user.
@@ -142,9 +157,9 @@ type LiveState struct {
 
 // SessionStore keeps session ids, live sessions and revocations.
 type SessionStore interface {
-	// ReserveSession claims a fresh id (not yet exchangeable) before anything else is
-	// written, so an unavailable store fails the mint before it changes anything.
-	ReserveSession(ctx context.Context, sessionID string) error
+	// ReserveSession claims a fresh id of accountID (not yet exchangeable) before anything
+	// else is written, so an unavailable store fails the mint before it changes anything.
+	ReserveSession(ctx context.Context, accountID int64, sessionID string) error
 	// SaveSession stores a fresh session id for SessionIDTTL.
 	SaveSession(ctx context.Context, sessionID string, s Session) error
 	// ExchangeSession consumes the id atomically (single use) and keeps the session

@@ -3,6 +3,7 @@ package embed
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
@@ -37,6 +38,18 @@ type SessionRecord struct {
 	CreatedAt    time.Time
 	PendingUntil time.Time // the id can be exchanged until then
 	ExpiresAt    time.Time
+	// What the session shows besides its identity, as minted; read by SessionRecordBySID
+	// only (listings leave them out).
+	Profile         *SessionProfile
+	SecurityContext json.RawMessage
+}
+
+// SessionProfile is the user's profile as a session shows it: the external user's as the
+// mint left it, or the internal user's from the identity store.
+type SessionProfile struct {
+	Email       *string
+	DisplayName *string
+	Picture     *string
 }
 
 // SessionRecordUser is who a session is for.

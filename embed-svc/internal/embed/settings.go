@@ -62,14 +62,22 @@ func firstUsable(resolve func(string) (string, bool), values ...*string) *string
 	return nil
 }
 
+// maxSettingNameLen bounds a usable locale or time zone (BCP-47 tags of a language and a
+// region are a few characters, IANA names at most about 30): a longer one is not usable
+// and falls through, as the spec has unusable values do.
+const maxSettingNameLen = 64
+
 // ResolveLocale returns the canonical BCP-47 tag when it resolves to a shipped language.
 func ResolveLocale(s string) (string, bool) {
+	if len(s) > maxSettingNameLen {
+		return "", false
+	}
 	tag, err := language.Parse(strings.TrimSpace(s))
 	if err != nil {
 		return "", false
 	}
 	base, conf := tag.Base()
-	if conf == language.No || !shippedLanguages[base.String()] {
+	if conf == language.No || !shippedLanguages[base.String()] || len(tag.String()) > maxSettingNameLen {
 		return "", false
 	}
 	return tag.String(), true
@@ -79,7 +87,7 @@ func ResolveLocale(s string) (string, bool) {
 // unknown names are not usable.
 func ResolveTimezone(s string) (string, bool) {
 	s = strings.TrimSpace(s)
-	if s == "" || s == "Local" || strings.ContainsAny(s, "+") || strings.HasPrefix(s, "-") || strings.Contains(s, "..") {
+	if s == "" || len(s) > maxSettingNameLen || s == "Local" || strings.ContainsAny(s, "+") || strings.HasPrefix(s, "-") || strings.Contains(s, "..") {
 		return "", false
 	}
 	if _, err := time.LoadLocation(s); err != nil {

@@ -49,10 +49,22 @@ type UserView struct {
 	UpdatedAt      httpx.Time    `json:"updatedAt"`
 }
 
+// UserSummary is an external user as a list shows it: the profile, without memberships
+// and values (GET the user for those), so a page is bounded by the profile's caps.
+type UserSummary struct {
+	ID          int64      `json:"id"`
+	ExternalID  string     `json:"externalId"`
+	Email       *string    `json:"email"`
+	DisplayName *string    `json:"displayName"`
+	Picture     *string    `json:"picture"`
+	CreatedAt   httpx.Time `json:"createdAt"`
+	UpdatedAt   httpx.Time `json:"updatedAt"`
+}
+
 // UserPage is one page of a tenant's users.
 type UserPage struct {
-	Items    []UserView `json:"items"`
-	PageInfo PageInfo   `json:"pageInfo"`
+	Items    []UserSummary `json:"items"`
+	PageInfo PageInfo      `json:"pageInfo"`
 }
 
 // DeletedUser is the answer of a user deletion.
@@ -92,7 +104,8 @@ func (s *service) tenantUserScope(ctx context.Context, p *identity.Principal, te
 	return s.requireTenant(ctx, p.Account.ID, tenant)
 }
 
-// ListTenantUsers lists the external users that have had sessions in the tenant, by id.
+// ListTenantUsers lists the external users that have had sessions in the tenant, by id,
+// as summaries.
 func (s *service) ListTenantUsers(ctx context.Context, p *identity.Principal, tenant string, q UserQuery) (UserPage, error) {
 	if err := s.tenantUserScope(ctx, p, tenant); err != nil {
 		return UserPage{}, err
@@ -117,13 +130,14 @@ func (s *service) ListTenantUsers(ctx context.Context, p *identity.Principal, te
 	if err != nil {
 		return UserPage{}, storeErr(err)
 	}
-	page := UserPage{Items: make([]UserView, 0, min(len(users), q.First))}
+	page := UserPage{Items: make([]UserSummary, 0, min(len(users), q.First))}
 	for i, u := range users {
 		if i == q.First {
 			page.PageInfo.HasNextPage = true
 			break
 		}
-		page.Items = append(page.Items, userView(u, tenant))
+		page.Items = append(page.Items, UserSummary{ID: u.ID, ExternalID: u.ExternalID, Email: u.Email, DisplayName: u.DisplayName,
+			Picture: u.Picture, CreatedAt: httpx.At(u.CreatedAt.UTC()), UpdatedAt: httpx.At(u.UpdatedAt.UTC())})
 	}
 	if n := len(page.Items); n > 0 {
 		c := base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(page.Items[n-1].ID, 10)))
@@ -139,7 +153,7 @@ func (s *service) tenantUser(ctx context.Context, p *identity.Principal, tenant,
 	if ext == "" || len(ext) > 256 {
 		return ExternalUser{}, notFound("user %q not found in embed tenant %q", externalID, tenant)
 	}
-	u, err := s.d.Users.ExternalUser(ctx, p.Account.ID, ext)
+	u, err := s.d.Users.ExternalUser(ctx, p.Account.ID, ext, AccountScope, tenant)
 	if errors.Is(err, ErrNotFound) || (err == nil && (!slices.Contains(u.Tenants, tenant) || !keyReach(p).coversAny(u.Deployments))) {
 		return ExternalUser{}, notFound("user %q not found in embed tenant %q", externalID, tenant)
 	}

@@ -51,6 +51,9 @@ func validateUser(req *GenerateSessionRequest) (string, error) {
 		if strings.TrimSpace(*req.InternalID) == "" {
 			return "", invalid("internalId must not be empty")
 		}
+		if len(*req.InternalID) > maxNameLen {
+			return "", invalid("internalId must be at most %d characters", maxNameLen)
+		}
 		for _, f := range []struct {
 			field string
 			set   bool
@@ -110,6 +113,9 @@ func validateShape(req *GenerateSessionRequest) error {
 	}
 	if req.BranchName != nil && strings.TrimSpace(*req.BranchName) == "" {
 		return invalid("branchName must not be empty")
+	}
+	if req.BranchName != nil && len(*req.BranchName) > maxNameLen {
+		return invalid("branchName must be at most %d characters", maxNameLen)
 	}
 	return nil
 }
@@ -272,6 +278,9 @@ func (l Limits) check(req *GenerateSessionRequest) error {
 		if n := len(a.Value); n > l.AttributeValueBytes {
 			return tooLarge("userAttributes[%d] has a value of %d bytes, over the limit of %d bytes (EMBED_MAX_ATTRIBUTE_VALUE_BYTES)", i, n, l.AttributeValueBytes)
 		}
+	}
+	if p := req.UserProfile; p != nil && p.Picture != nil && len(*p.Picture) > l.PictureURLBytes {
+		return tooLarge("userProfile.picture is %d bytes, over the limit of %d bytes (EMBED_MAX_PICTURE_URL_BYTES)", len(*p.Picture), l.PictureURLBytes)
 	}
 	return nil
 }

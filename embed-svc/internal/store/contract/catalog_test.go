@@ -275,7 +275,7 @@ func deleteRemovesUses(t *testing.T, s durable) {
 	if err := s.DeleteDefinition(ctx, acc, embed.AccountScope, embed.KindAttribute, a.ID); err != nil {
 		t.Fatal(err)
 	}
-	u, err := s.ExternalUser(ctx, acc, "u1")
+	u, err := s.ExternalUser(ctx, acc, "u1", embed.AccountScope)
 	if err != nil || len(u.Groups[embed.AccountScope]) != 0 || len(u.Attributes[embed.AccountScope]) != 1 || u.Attributes[embed.AccountScope][keep.ID].Name != "floor" {
 		t.Fatalf("after the deletes: groups %v attributes %v (%v)", u.Groups, u.Attributes, err)
 	}

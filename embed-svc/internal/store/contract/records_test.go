@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"reflect"
 	"slices"
@@ -19,7 +20,28 @@ func TestSessionRecordStoreContract(t *testing.T) {
 		"records-list-newest-first-filtered-by-page":  recordsListed,
 		"states-narrow-by-time-and-purged-records-go": recordsByState,
 		"revocable-records-come-in-batches":           revocableBatches,
+		"a-record-keeps-what-the-session-shows":       recordContent,
 	})
+}
+
+// recordContent: a record keeps the session's profile and securityContext (as sent,
+// byte for byte); reading it by sid returns them, a listing leaves them out.
+func recordContent(t *testing.T, s durable) {
+	ctx, acc := context.Background(), account()
+	sc := json.RawMessage(`{"region": "north", "ids": [1, 2.50]}`)
+	r := record(acc, at(0), func(r *embed.SessionRecord) {
+		r.Profile = &embed.SessionProfile{Email: ptr("a@example.com"), Picture: ptr("https://cdn.example.com/a.png")}
+		r.SecurityContext = sc
+	})
+	insert(t, s, r)
+	got, err := s.SessionRecordBySID(ctx, r.SID)
+	if err != nil || !reflect.DeepEqual(got.Profile, r.Profile) || string(got.SecurityContext) != string(sc) {
+		t.Fatalf("by sid: profile %+v securityContext %s (%v)", got.Profile, got.SecurityContext, err)
+	}
+	listed, err := s.ListSessionRecords(ctx, acc, embed.SessionQuery{}, at(0), 10)
+	if err != nil || len(listed) != 1 || listed[0].Profile != nil || listed[0].SecurityContext != nil {
+		t.Fatalf("a listing reads the record's content: %+v %v", listed, err)
+	}
 }
 
 func hexID(n int) string {

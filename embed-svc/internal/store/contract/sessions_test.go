@@ -3,6 +3,7 @@ package contract_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ func TestSessionStoreContract(t *testing.T) {
 		"bulk-revoke-counts-what-it-revoked":              revokeSIDs,
 		"states-tell-pending-live-revoked-and-unknown":    liveStates,
 		"a-reserved-id-can-be-revoked-before-it-is-saved": revokeReserved,
+		"a-session-over-its-cap-is-not-stored":            overCap,
 	})
 }
 
@@ -28,7 +30,7 @@ func TestSessionStoreContract(t *testing.T) {
 func saved(t *testing.T, s embed.SessionStore, acc int64) (string, string) {
 	t.Helper()
 	ctx, id := context.Background(), embed.NewSessionID()
-	if err := s.ReserveSession(ctx, id); err != nil {
+	if err := s.ReserveSession(ctx, acc, id); err != nil {
 		t.Fatal(err)
 	}
 	sid := embed.PublicSessionHandle(id)
@@ -72,10 +74,10 @@ func exchangedOnce(t *testing.T, s embed.SessionStore) {
 
 func reservedNotExchangeable(t *testing.T, s embed.SessionStore) {
 	ctx, id := context.Background(), embed.NewSessionID()
-	if err := s.ReserveSession(ctx, id); err != nil {
+	if err := s.ReserveSession(ctx, account(), id); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.ReserveSession(ctx, id); err == nil {
+	if err := s.ReserveSession(ctx, account(), id); err == nil {
 		t.Fatal("an id reserved twice")
 	}
 	if _, err := s.ExchangeSession(ctx, id, time.Hour); !errors.Is(err, embed.ErrSessionUnusable) {
@@ -204,12 +206,30 @@ func liveStates(t *testing.T, s embed.SessionStore) {
 }
 
 func revokeReserved(t *testing.T, s embed.SessionStore) {
-	ctx, id := context.Background(), embed.NewSessionID()
-	if err := s.ReserveSession(ctx, id); err != nil {
+	ctx, id, acc := context.Background(), embed.NewSessionID(), account()
+	if err := s.ReserveSession(ctx, acc, id); err != nil {
 		t.Fatal(err)
 	}
-	sess, revoked, err := s.RevokeSession(ctx, account(), id, embed.PublicSessionHandle(id))
+	if _, revoked, err := s.RevokeSession(ctx, account(), id, embed.PublicSessionHandle(id)); revoked || err != nil {
+		t.Fatalf("another account revoked a reserved id: %v %v", revoked, err)
+	}
+	sess, revoked, err := s.RevokeSession(ctx, acc, id, embed.PublicSessionHandle(id))
 	if err != nil || !revoked || sess.SID != "" {
 		t.Fatalf("revoke of a reserved id: %+v %v %v", sess, revoked, err)
+	}
+}
+
+// overCap: a session over embed.MaxSessionBytes is a bug of the caps; no store keeps it.
+func overCap(t *testing.T, s embed.SessionStore) {
+	ctx, id, acc := context.Background(), embed.NewSessionID(), account()
+	if err := s.ReserveSession(ctx, acc, id); err != nil {
+		t.Fatal(err)
+	}
+	huge := strings.Repeat("x", embed.MaxSessionBytes)
+	if err := s.SaveSession(ctx, id, embed.Session{SID: embed.PublicSessionHandle(id), AccountID: acc, Branch: huge}); err == nil {
+		t.Fatal("a session over MaxSessionBytes was stored")
+	}
+	if _, err := s.ExchangeSession(ctx, id, time.Hour); !errors.Is(err, embed.ErrSessionUnusable) {
+		t.Fatalf("the refused session is exchangeable: %v", err)
 	}
 }

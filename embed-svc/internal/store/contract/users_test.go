@@ -16,6 +16,9 @@ func TestUserStoreContract(t *testing.T) {
 	run(t, durableStores(t), map[string]func(*testing.T, durable){
 		"a-user-is-created-updated-and-read":               userLifecycle,
 		"attribute-values-read-back-as-stored-json":        valuesNormalized,
+		"a-read-has-only-the-scopes-it-asks-for":           readsProjectScopes,
+		"an-update-from-a-stale-revision-is-refused":       staleUpdates,
+		"deleting-a-definition-recounts-the-values":        deleteRecountsValues,
 		"the-limit-counts-users-and-deletes-free-places":   limitAndDeletes,
 		"one-new-user-minted-at-once-is-one-user":          sameUserConcurrently,
 		"the-limit-holds-under-concurrent-creations":       limitUnderConcurrency,
@@ -25,50 +28,155 @@ func TestUserStoreContract(t *testing.T) {
 	})
 }
 
+// update applies upd to the user at its current revision and returns the user as read
+// afterwards with upd.Scope's memberships and values; it fails t on an error.
+func update(t *testing.T, s durable, acc int64, ext string, upd embed.UserUpdate, now time.Time) embed.ExternalUser {
+	t.Helper()
+	cur, err := s.ExternalUser(context.Background(), acc, ext)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.UpdateExternalUser(context.Background(), acc, ext, upd, cur.Rev, now); err != nil {
+		t.Fatalf("update: %v", err)
+	}
+	u, err := s.ExternalUser(context.Background(), acc, ext, upd.Scope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
 func userLifecycle(t *testing.T, s durable) {
 	ctx, acc := context.Background(), account()
 	t0 := at(-time.Hour)
 	u, err := s.CreateExternalUser(ctx, acc, "ada", 10, embed.UserUpdate{Email: ptr("ada@example.com"), DisplayName: ptr("Ada"),
 		Scope: embed.AccountScope, Tenant: "north-tenant", Groups: map[string]string{"g1": "sales"},
-		SetAttributes: map[string]embed.StoredValue{"a1": {Name: "region", Value: []byte(`"eu"`)}}}, t0)
+		SetAttributes: map[string]embed.StoredValue{"a1": {Name: "region", Value: []byte(`"eu"`)}}, AttributeBytes: 4}, t0)
 	if err != nil || u.ID <= 0 || u.ExternalID != "ada" || *u.Email != "ada@example.com" || *u.DisplayName != "Ada" || u.Picture != nil ||
 		!reflect.DeepEqual(u.Groups[embed.AccountScope], map[string]string{"g1": "sales"}) || string(u.Attributes[embed.AccountScope]["a1"].Value) != `"eu"` ||
-		!reflect.DeepEqual(u.Tenants, []string{"north-tenant"}) || !u.CreatedAt.Equal(t0) || !u.UpdatedAt.Equal(t0) {
+		!reflect.DeepEqual(u.Tenants, []string{"north-tenant"}) || !u.CreatedAt.Equal(t0) || !u.UpdatedAt.Equal(t0) || u.AttributeBytes != 4 || u.Rev == 0 {
 		t.Fatalf("created: %+v %v", u, err)
 	}
-	if read, err := s.ExternalUser(ctx, acc, "ada"); err != nil || !reflect.DeepEqual(read, u) {
+	if read, err := s.ExternalUser(ctx, acc, "ada", embed.AccountScope); err != nil || !reflect.DeepEqual(read, u) {
 		t.Fatalf("read back:\n%+v\nwant\n%+v (%v)", read, u, err)
 	}
 	// Nil fields keep what is stored; the groups of a scope are replaced; values of other
-	// definitions stay; a tenant is added once.
+	// definitions stay; a tenant is added once; each update is a new revision.
 	t1 := t0.Add(time.Minute)
-	u, err = s.UpdateExternalUser(ctx, acc, "ada", embed.UserUpdate{Picture: ptr("https://cdn.example.com/a.png"), Scope: embed.AccountScope,
+	before := u.Rev
+	u = update(t, s, acc, "ada", embed.UserUpdate{Picture: ptr("https://cdn.example.com/a.png"), Scope: embed.AccountScope,
 		Tenant: "south-tenant", Groups: map[string]string{"g2": "ops"},
-		SetAttributes: map[string]embed.StoredValue{"a2": {Name: "quota", Value: []byte(`5`)}}}, t1)
-	if err != nil || *u.Email != "ada@example.com" || *u.Picture != "https://cdn.example.com/a.png" ||
+		SetAttributes: map[string]embed.StoredValue{"a2": {Name: "quota", Value: []byte(`5`)}}, AttributeBytes: 5}, t1)
+	if *u.Email != "ada@example.com" || *u.Picture != "https://cdn.example.com/a.png" ||
 		!reflect.DeepEqual(u.Groups[embed.AccountScope], map[string]string{"g2": "ops"}) || len(u.Attributes[embed.AccountScope]) != 2 ||
-		!reflect.DeepEqual(u.Tenants, []string{"north-tenant", "south-tenant"}) || !u.UpdatedAt.Equal(t1) || !u.CreatedAt.Equal(t0) {
-		t.Fatalf("updated: %+v %v", u, err)
+		!reflect.DeepEqual(u.Tenants, []string{"north-tenant", "south-tenant"}) || !u.UpdatedAt.Equal(t1) || !u.CreatedAt.Equal(t0) ||
+		u.AttributeBytes != 5 || u.Rev <= before {
+		t.Fatalf("updated: %+v", u)
 	}
-	u, err = s.UpdateExternalUser(ctx, acc, "ada", embed.UserUpdate{Scope: embed.AccountScope, Tenant: "north-tenant"}, t1)
-	if err != nil || len(u.Groups[embed.AccountScope]) != 1 || len(u.Tenants) != 2 {
-		t.Fatalf("groups nil keeps them, a known tenant is not added twice: %+v %v", u, err)
+	u = update(t, s, acc, "ada", embed.UserUpdate{Scope: embed.AccountScope, Tenant: "north-tenant", AttributeBytes: 5}, t1)
+	if len(u.Groups[embed.AccountScope]) != 1 || len(u.Tenants) != 2 {
+		t.Fatalf("groups nil keeps them, a known tenant is not added twice: %+v", u)
 	}
 	// An empty list clears the scope's memberships; a cleared value goes; other scopes stay.
-	u, err = s.UpdateExternalUser(ctx, acc, "ada", embed.UserUpdate{Scope: "cm-tenant", Groups: map[string]string{"g9": "crew"}}, t1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u, err = s.UpdateExternalUser(ctx, acc, "ada", embed.UserUpdate{Scope: embed.AccountScope, Groups: map[string]string{}, ClearAttributes: []string{"a1"}}, t1)
+	update(t, s, acc, "ada", embed.UserUpdate{Scope: "cm-tenant", Groups: map[string]string{"g9": "crew"}, AttributeBytes: 5}, t1)
+	update(t, s, acc, "ada", embed.UserUpdate{Scope: embed.AccountScope, Groups: map[string]string{}, ClearAttributes: []string{"a1"}, AttributeBytes: 1}, t1)
+	u, err = s.ExternalUser(ctx, acc, "ada", embed.AccountScope, "cm-tenant")
 	if err != nil || len(u.Groups[embed.AccountScope]) != 0 || !reflect.DeepEqual(u.Groups["cm-tenant"], map[string]string{"g9": "crew"}) ||
-		len(u.Attributes[embed.AccountScope]) != 1 || u.Attributes[embed.AccountScope]["a2"].Name != "quota" {
-		t.Fatalf("cleared: groups %v attributes %v (%v)", u.Groups, u.Attributes, err)
+		len(u.Attributes[embed.AccountScope]) != 1 || u.Attributes[embed.AccountScope]["a2"].Name != "quota" || u.AttributeBytes != 1 {
+		t.Fatalf("cleared: groups %v attributes %v bytes %d (%v)", u.Groups, u.Attributes, u.AttributeBytes, err)
 	}
-	if _, err := s.UpdateExternalUser(ctx, acc, "nobody", embed.UserUpdate{Scope: embed.AccountScope}, t1); !errors.Is(err, embed.ErrNotFound) {
+	if err := s.UpdateExternalUser(ctx, acc, "nobody", embed.UserUpdate{Scope: embed.AccountScope}, 1, t1); !errors.Is(err, embed.ErrNotFound) {
 		t.Fatalf("update of an unknown user: %v", err)
 	}
 	if _, err := s.ExternalUser(ctx, acc, "nobody"); !errors.Is(err, embed.ErrNotFound) {
 		t.Fatalf("read of an unknown user: %v", err)
+	}
+}
+
+// readsProjectScopes: a read carries the memberships and values of the scopes it names,
+// and the size of all values whatever it names; an update answers its own scope's.
+func readsProjectScopes(t *testing.T, s durable) {
+	ctx, acc := context.Background(), account()
+	if _, err := s.CreateExternalUser(ctx, acc, "pat", 10, embed.UserUpdate{Scope: "north-tenant", Groups: map[string]string{"g1": "crew"},
+		SetAttributes: map[string]embed.StoredValue{"a1": {Name: "tier", Value: []byte(`"gold"`)}}, AttributeBytes: 6}, at(0)); err != nil {
+		t.Fatal(err)
+	}
+	u := update(t, s, acc, "pat", embed.UserUpdate{Scope: "south-tenant", Groups: map[string]string{"g2": "ops"},
+		SetAttributes: map[string]embed.StoredValue{"a2": {Name: "tier", Value: []byte(`"tin"`)}}, AttributeBytes: 11}, at(0))
+	if len(u.Groups) != 1 || len(u.Attributes) != 1 || u.Groups["south-tenant"]["g2"] != "ops" {
+		t.Fatalf("a read of south: %v %v, want south's only", u.Groups, u.Attributes)
+	}
+	none, err := s.ExternalUser(ctx, acc, "pat")
+	if err != nil || len(none.Groups) != 0 || len(none.Attributes) != 0 || none.AttributeBytes != 11 || none.ID == 0 {
+		t.Fatalf("a read of no scope: %+v %v", none, err)
+	}
+	north, _ := s.ExternalUser(ctx, acc, "pat", "north-tenant")
+	if len(north.Groups) != 1 || len(north.Attributes) != 1 || string(north.Attributes["north-tenant"]["a1"].Value) != `"gold"` {
+		t.Fatalf("a read of north: %v %v", north.Groups, north.Attributes)
+	}
+	users, _ := s.ListTenantUsers(ctx, acc, "", "", nil, 0, 10)
+	for _, l := range users {
+		if len(l.Groups) != 0 || len(l.Attributes) != 0 {
+			t.Fatalf("a listed user carries memberships or values: %+v", l)
+		}
+	}
+}
+
+// staleUpdates: an update names the revision it was computed from; when another write
+// came first it is refused and writes nothing.
+func staleUpdates(t *testing.T, s durable) {
+	ctx, acc := context.Background(), account()
+	u, err := s.CreateExternalUser(ctx, acc, "sam", 10, embed.UserUpdate{Scope: embed.AccountScope}, at(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.UpdateExternalUser(ctx, acc, "sam", embed.UserUpdate{Scope: embed.AccountScope, DisplayName: ptr("first")}, u.Rev, at(0)); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := s.ExternalUser(ctx, acc, "sam")
+	if err := s.UpdateExternalUser(ctx, acc, "sam", embed.UserUpdate{Scope: embed.AccountScope, DisplayName: ptr("late")}, u.Rev, at(0)); !errors.Is(err, embed.ErrStale) {
+		t.Fatalf("an update from a revision another write replaced: %v", err)
+	}
+	if got, _ := s.ExternalUser(ctx, acc, "sam"); *got.DisplayName != "first" || got.Rev != first.Rev {
+		t.Fatalf("the refused update wrote: %+v", got)
+	}
+	// Of concurrent updates from one revision exactly one is written.
+	var wins atomic.Int64
+	together(8, func(i int) {
+		if err := s.UpdateExternalUser(ctx, acc, "sam", embed.UserUpdate{Scope: embed.AccountScope, DisplayName: ptr(fmt.Sprint(i))}, first.Rev, at(0)); err == nil {
+			wins.Add(1)
+		} else if !errors.Is(err, embed.ErrStale) {
+			t.Error(err)
+		}
+	})
+	if wins.Load() != 1 {
+		t.Fatalf("%d concurrent updates from one revision were written, want 1", wins.Load())
+	}
+	if _, err := s.CreateExternalUser(ctx, acc, "sam", 10, embed.UserUpdate{Scope: embed.AccountScope}, at(0)); !errors.Is(err, embed.ErrStale) {
+		t.Fatalf("creating a user that exists: %v", err)
+	}
+	if n, _ := s.ExternalUserCount(ctx, acc); n != 1 {
+		t.Fatalf("counter %d after creating an existing user, want 1", n)
+	}
+}
+
+// deleteRecountsValues: deleting an attribute definition removes its values, and the
+// user's size of values counts what is left.
+func deleteRecountsValues(t *testing.T, s durable) {
+	ctx, acc := context.Background(), account()
+	gone, _ := s.CreateDefinition(ctx, definition(acc, embed.AccountScope, embed.KindAttribute, "region"))
+	kept, _ := s.CreateDefinition(ctx, definition(acc, embed.AccountScope, embed.KindAttribute, "floor"))
+	vals := map[string]embed.StoredValue{gone.ID: {Name: "region", Value: []byte(`"north-east"`)}, kept.ID: {Name: "floor", Value: []byte(`12`)}}
+	u, err := s.CreateExternalUser(ctx, acc, "val", 10, embed.UserUpdate{Scope: embed.AccountScope, SetAttributes: vals, AttributeBytes: 14}, at(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteDefinition(ctx, acc, embed.AccountScope, embed.KindAttribute, gone.ID); err != nil {
+		t.Fatal(err)
+	}
+	after, err := s.ExternalUser(ctx, acc, "val", embed.AccountScope)
+	if err != nil || after.AttributeBytes != 2 || len(after.Attributes[embed.AccountScope]) != 1 || after.Rev == u.Rev {
+		t.Fatalf("after deleting region: %d bytes, values %v, rev %d (was %d), %v", after.AttributeBytes, after.Attributes, after.Rev, u.Rev, err)
 	}
 }
 
@@ -126,20 +234,20 @@ func limitAndDeletes(t *testing.T, s durable) {
 
 func sameUserConcurrently(t *testing.T, s durable) {
 	ctx, acc := context.Background(), account()
-	ids := make([]int64, 8)
-	var failed atomic.Int64
+	var created, exists atomic.Int64
 	together(8, func(i int) {
-		u, err := s.CreateExternalUser(ctx, acc, "same-user", 1000, embed.UserUpdate{Scope: embed.AccountScope, Tenant: "north-tenant"}, at(0))
-		if err != nil {
-			failed.Add(1)
-			return
+		_, err := s.CreateExternalUser(ctx, acc, "same-user", 1000, embed.UserUpdate{Scope: embed.AccountScope, Tenant: "north-tenant"}, at(0))
+		switch {
+		case err == nil:
+			created.Add(1)
+		case errors.Is(err, embed.ErrStale):
+			exists.Add(1) // the caller reads the user and updates it
+		default:
+			t.Error(err)
 		}
-		ids[i] = u.ID
 	})
-	for _, id := range ids {
-		if failed.Load() != 0 || id != ids[0] {
-			t.Fatalf("8 concurrent creations of one user: ids %v, %d failed", ids, failed.Load())
-		}
+	if created.Load() != 1 || exists.Load() != 7 {
+		t.Fatalf("8 concurrent creations of one user: %d created, %d found it made, want 1 and 7", created.Load(), exists.Load())
 	}
 	if n, _ := s.ExternalUserCount(ctx, acc); n != 1 {
 		t.Fatalf("counter %d, want 1", n)
@@ -222,9 +330,7 @@ func tenantUsersListed(t *testing.T, s durable) {
 		}
 	}
 	// ann had sessions in deployment 1 and, later, in 3.
-	if _, err := s.UpdateExternalUser(ctx, acc, "ann", embed.UserUpdate{Scope: embed.AccountScope, Tenant: "north-tenant", Deployment: 3}, at(0)); err != nil {
-		t.Fatal(err)
-	}
+	update(t, s, acc, "ann", embed.UserUpdate{Scope: embed.AccountScope, Tenant: "north-tenant", Deployment: 3}, at(0))
 	listIn := func(prefix string, deployments []int64, after int64, limit int) []string {
 		users, err := s.ListTenantUsers(ctx, acc, "north-tenant", prefix, deployments, after, limit)
 		if err != nil {

@@ -228,11 +228,26 @@ func (s *Store) DeleteDefinition(_ context.Context, accountID int64, scope, kind
 		if k.account != accountID {
 			continue
 		}
-		if kind == embed.KindGroup {
+		if _, used := u.Groups[scope][id]; used && kind == embed.KindGroup {
 			delete(u.Groups[scope], id)
-		} else {
+			u.Rev++
+		}
+		if _, used := u.Attributes[scope][id]; used && kind == embed.KindAttribute {
 			delete(u.Attributes[scope], id)
+			u.AttributeBytes = attributeBytes(u)
+			u.Rev++
 		}
 	}
 	return nil
+}
+
+// attributeBytes is the size of all of u's values.
+func attributeBytes(u *embed.ExternalUser) int64 {
+	var n int64
+	for _, vals := range u.Attributes {
+		for _, v := range vals {
+			n += embed.ValueBytes(v.Value)
+		}
+	}
+	return n
 }

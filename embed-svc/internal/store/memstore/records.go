@@ -20,7 +20,7 @@ func (s *Store) InsertSessionRecord(_ context.Context, r embed.SessionRecord) er
 			return embed.ErrDuplicate
 		}
 	}
-	r.User.ExternalID, r.User.Username = copyString(r.User.ExternalID), copyString(r.User.Username)
+	r = copyRecord(r)
 	r.CreatedAt, r.PendingUntil, r.ExpiresAt = stored(r.CreatedAt), stored(r.PendingUntil), stored(r.ExpiresAt)
 	s.records[r.ID] = r
 	return nil
@@ -28,6 +28,17 @@ func (s *Store) InsertSessionRecord(_ context.Context, r embed.SessionRecord) er
 
 func copyRecord(r embed.SessionRecord) embed.SessionRecord {
 	r.User.ExternalID, r.User.Username = copyString(r.User.ExternalID), copyString(r.User.Username)
+	if r.Profile != nil {
+		r.Profile = &embed.SessionProfile{Email: copyString(r.Profile.Email), DisplayName: copyString(r.Profile.DisplayName), Picture: copyString(r.Profile.Picture)}
+	}
+	r.SecurityContext = slices.Clone(r.SecurityContext)
+	return r
+}
+
+// listed is a record as a listing reads it: without what the session shows.
+func listed(r embed.SessionRecord) embed.SessionRecord {
+	r = copyRecord(r)
+	r.Profile, r.SecurityContext = nil, nil
 	return r
 }
 
@@ -80,7 +91,7 @@ func (s *Store) ListSessionRecords(_ context.Context, accountID int64, q embed.S
 	var out []embed.SessionRecord
 	for _, r := range s.records {
 		if s.matches(r, accountID, q, now) {
-			out = append(out, copyRecord(r))
+			out = append(out, listed(r))
 		}
 	}
 	slices.SortFunc(out, newestFirst)

@@ -23,6 +23,7 @@ type Sessions struct {
 }
 
 type entry struct {
+	account int64 // the session's account (a reserved id's too)
 	value   string
 	revoked time.Time
 	expires time.Time
@@ -46,27 +47,28 @@ func (s *Sessions) get(m map[string]entry, key string) (entry, bool) {
 	return e, ok
 }
 
-// ReserveSession claims a fresh id with a placeholder that is never exchangeable.
-func (s *Sessions) ReserveSession(_ context.Context, sessionID string) error {
+// ReserveSession claims a fresh id of accountID with a placeholder that is never
+// exchangeable.
+func (s *Sessions) ReserveSession(_ context.Context, accountID int64, sessionID string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sid := embed.PublicSessionHandle(sessionID)
 	if _, taken := s.get(s.pending, sid); taken {
 		return errors.New("session id collision")
 	}
-	s.pending[sid] = entry{expires: s.now().Add(embed.SessionIDTTL)}
+	s.pending[sid] = entry{account: accountID, expires: s.now().Add(embed.SessionIDTTL)}
 	return nil
 }
 
 // SaveSession stores a fresh session id for embed.SessionIDTTL.
 func (s *Sessions) SaveSession(_ context.Context, sessionID string, sess embed.Session) error {
-	raw, err := json.Marshal(sess)
+	raw, err := embed.EncodeSession(sess)
 	if err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.pending[embed.PublicSessionHandle(sessionID)] = entry{value: string(raw), expires: s.now().Add(embed.SessionIDTTL)}
+	s.pending[embed.PublicSessionHandle(sessionID)] = entry{account: sess.AccountID, value: string(raw), expires: s.now().Add(embed.SessionIDTTL)}
 	return nil
 }
 
@@ -86,7 +88,7 @@ func (s *Sessions) ExchangeSession(_ context.Context, sessionID string, ttl time
 		return embed.Session{}, embed.ErrSessionUnusable
 	}
 	delete(s.pending, sid)
-	s.live[sid] = entry{value: e.value, expires: s.now().Add(ttl)}
+	s.live[sid] = entry{account: e.account, value: e.value, expires: s.now().Add(ttl)}
 	return decode(e.value)
 }
 
@@ -101,25 +103,23 @@ func (s *Sessions) LiveSession(_ context.Context, sid string) (embed.Session, er
 	return decode(e.value)
 }
 
-// revoke is redisstore's revoke script: before the exchange it removes the id (a
-// reserved one of any account, a saved one of accountID only); after, it marks the sid
-// revoked for the live session's remaining lifetime plus a minute and drops it. It
-// returns what it revoked ("" for a reserved id) and whether it revoked anything.
+// revoke is redisstore's revoke script: before the exchange it removes the id (reserved
+// or saved) of accountID; after, it marks the sid revoked for the live session's
+// remaining lifetime plus a minute and drops it. It returns what it revoked ("" for a
+// reserved id) and whether it revoked anything.
 func (s *Sessions) revoke(accountID int64, sid string) (string, bool) {
 	now := s.now()
 	mark := func(until time.Time) { s.revoked[sid] = entry{revoked: now, expires: until.Add(time.Minute)} }
 	if e, ok := s.get(s.pending, sid); ok {
-		if e.value != "" {
-			if sess, err := decode(e.value); err != nil || sess.AccountID != accountID {
-				return "", false
-			}
+		if e.account != accountID {
+			return "", false
 		}
 		delete(s.pending, sid)
 		mark(now.Add(embed.TokenLifetime))
 		return e.value, true
 	}
 	if e, ok := s.get(s.live, sid); ok {
-		if sess, err := decode(e.value); err != nil || sess.AccountID != accountID {
+		if e.account != accountID {
 			return "", false
 		}
 		delete(s.live, sid)

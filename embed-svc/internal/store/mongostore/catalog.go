@@ -245,10 +245,13 @@ func (s *Store) DeleteDefinition(ctx context.Context, accountID int64, scope, ki
 		return embed.ErrNotFound
 	}
 	field := "groups." + scope + "." + id
+	unset := bson.D{{Key: field, Value: ""}}
 	if kind == embed.KindAttribute {
+		// The users' size of values is counted again at their next read.
 		field = "attrs." + scope + "." + id
+		unset = bson.D{{Key: field, Value: ""}, {Key: "attrBytes", Value: ""}}
 	}
 	_, err = s.users.UpdateMany(ctx, bson.D{{Key: "accountId", Value: accountID}, {Key: field, Value: bson.D{{Key: "$exists", Value: true}}}},
-		bson.D{{Key: "$unset", Value: bson.D{{Key: field, Value: ""}}}})
+		bson.D{{Key: "$unset", Value: unset}, {Key: "$inc", Value: bson.D{{Key: "rev", Value: int64(1)}}}})
 	return wrap(err)
 }
