@@ -32,6 +32,7 @@ type Config struct {
 	MaxTenantsPerAccount    int           `env:"EMBED_MAX_TENANTS_PER_ACCOUNT" default:"10000" help:"most embed tenants of one account; a mint naming a new tenant past it is 400"`
 	MaxUserAttributeBytes   int           `env:"EMBED_MAX_USER_ATTRIBUTE_BYTES" default:"65536" help:"most bytes of attribute values one external user keeps, all scopes together (each value's JSON); a mint that would store more is 413, nothing written"`
 	MaxPictureURLBytes      int           `env:"EMBED_MAX_PICTURE_URL_BYTES" default:"2048" help:"longest userProfile.picture of a generate-session request; longer is 413"`
+	MaxLiveSessions         int           `env:"EMBED_MAX_LIVE_SESSIONS_PER_ACCOUNT" default:"10000" help:"most embed sessions of one account whose token has not expired (minted in the last 24 hours, revoked ones included: each may hold a session or a revocation marker in Redis); a mint past it is 403 live_session_limit"`
 	MaxDefinitionChanges    int           `env:"EMBED_MAX_DEFINITION_CHANGES" default:"50" help:"most group and attribute definitions one generate-session may create or change (written in one batch); more is 400"`
 	SessionRetention        time.Duration `env:"EMBED_SESSION_RETENTION" default:"168h" help:"how long a session stays listed (GET /api/v1/embed/sessions) after its token expires"`
 	audit.Config

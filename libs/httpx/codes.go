@@ -26,6 +26,7 @@ const (
 
 	// Named rules.
 	CodeExternalUserLimit   = "external_user_limit"      // 403: the account's external-user limit
+	CodeLiveSessionLimit    = "live_session_limit"       // 403: the account's live embed sessions
 	CodeCreatorModeDisabled = "creator_mode_disabled"    // 403: creatorMode without the useCreatorMode flag
 	CodePlanNotEligible     = "plan_not_eligible"        // 403: embedding needs a premium or enterprise plan
 	CodePersonalKey         = "personal_key"             // 403: a personal API key where an account key is needed
@@ -51,7 +52,7 @@ var Codes = map[string][]int{
 	CodeMethodNotAllowed: {405}, CodeConflict: {409}, CodeTooLarge: {413}, CodeUnsupportedMediaType: {415},
 	CodeRateLimited: {429}, CodeInternal: {500}, CodeBadGateway: {502}, CodeUnavailable: {503}, CodeTimeout: {504},
 	CodeClientError: nil, CodeServerError: nil, // any other 4xx, 5xx
-	CodeExternalUserLimit: {403}, CodeCreatorModeDisabled: {403}, CodePlanNotEligible: {403}, CodePersonalKey: {403},
+	CodeExternalUserLimit: {403}, CodeLiveSessionLimit: {403}, CodeCreatorModeDisabled: {403}, CodePlanNotEligible: {403}, CodePersonalKey: {403},
 	CodeKeyOutOfScope: {403}, CodeBranchNotFound: {404}, CodeBranchNotServed: {400}, CodeSessionIDInvalid: {401},
 	CodeDefinitionType: {409}, CodeDepthLimit: {400}, CodeFolderCycle: {400}, CodeFolderNotEmpty: {409},
 	CodeItemLimit: {400}, CodeFavoritesLimit: {400}, CodeNotApplied: {503},

@@ -41,19 +41,20 @@ func TestEmbedService(t *testing.T) {
 			body := map[string]any{"deploymentId": dep, "externalId": ext}
 			e.mint(t, body) // provisions the user
 			e.mongoCmd.Reset()
-			e.redisCmd.n.Store(0)
+			e.redisCmd.rt.Store(0)
 			e.mint(t, body)
-			mongoPlain, redisPlain := e.mongoCmd.Total(), e.redisCmd.n.Load()
+			mongoPlain, redisPlain := e.mongoCmd.Total(), e.redisCmd.rt.Load()
 			e.mongoCmd.Reset()
-			e.redisCmd.n.Store(0)
+			e.redisCmd.rt.Store(0)
 			e.mint(t, map[string]any{"deploymentId": dep, "externalId": ext, "groups": []string{"sales"},
 				"userAttributes": []map[string]any{{"name": "region", "value": "eu"}}})
-			mongoRLS, redisRLS := e.mongoCmd.Total(), e.redisCmd.n.Load()
+			mongoRLS, redisRLS := e.mongoCmd.Total(), e.redisCmd.rt.Load()
 			t.Logf("mint, known external user: %d MongoDB and %d Redis round trips; with groups and attributes: %d MongoDB (%v), %d Redis",
 				mongoPlain, redisPlain, mongoRLS, e.mongoCmd.ByName(), redisRLS)
 			// MongoDB: the account settings, the user (read first: its stored values are
 			// bounded in total), its update, the session record; the definitions with groups
-			// and attributes. Redis: the reservation, the session.
+			// and attributes. Redis (round trips): the live-session count with the
+			// reservation, then the session.
 			if mongoPlain > 4 || mongoRLS > 5 || redisPlain > 2 || redisRLS > 2 {
 				t.Fatalf("round trips over budget: mongo %d/%d (max 4/5), redis %d/%d (max 2)", mongoPlain, mongoRLS, redisPlain, redisRLS)
 			}
@@ -274,6 +275,7 @@ func TestEmbedService(t *testing.T) {
 		t.Run("internal-user", func(t *testing.T) { t.Parallel(); testInternalUser(t, e) })
 		t.Run("data-token-and-ai", func(t *testing.T) { t.Parallel(); testDataToken(t, e) })
 		t.Run("catalogs", func(t *testing.T) { t.Parallel(); testCatalogs(t, e) })
+		t.Run("session-in-redis-is-bounded", func(t *testing.T) { t.Parallel(); testSessionInRedisIsBounded(t, e) })
 		t.Run("service-requires-gateway-identity", func(t *testing.T) {
 			t.Parallel()
 			r := direct(t, e.svcURL, "POST", "/api/v1/embed/generate-session", map[string]any{"deploymentId": dep, "externalId": "x"})

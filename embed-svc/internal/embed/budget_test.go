@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/analyticsco/platform/embed-svc/internal/embed"
+	"github.com/analyticsco/platform/embed-svc/internal/store/memstore"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -203,4 +204,45 @@ func TestStoredSessionCarriesNoValuesProfileOrSecurityContext(t *testing.T) {
 	if err != nil || len(tok.Token) < 32000 {
 		t.Fatalf("the data token (%d bytes) does not carry the value and the securityContext: %v", len(tok.Token), err)
 	}
+}
+
+// TestLiveSessionsPerAccountAreBounded: an account holds at most
+// EMBED_MAX_LIVE_SESSIONS_PER_ACCOUNT sessions whose tokens have not expired (revoked
+// ones included: their markers live as long); past it a mint is 403 live_session_limit
+// naming the setting and writes nothing; another account is not affected; once the
+// tokens expire the account mints again.
+func TestLiveSessionsPerAccountAreBounded(t *testing.T) {
+	ctx := context.Background()
+	var offset atomic.Int64
+	clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	f := newFixture(t)
+	f.sessions = memstore.NewSessions(clock)
+	f.deps.Sessions = f.sessions
+	f.withLimits(embed.Limits{LiveSessionsPerAccount: 3})
+	var first string
+	for i := range 3 {
+		id := f.mint(t, f.adminKey(), f.external(fmt.Sprintf("u%d", i)))
+		if i == 0 {
+			first = id
+		}
+	}
+	if err := f.svc.RevokeSession(ctx, f.adminKey(), first); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.svc.GenerateSession(ctx, f.adminKey(), f.external("newcomer"))
+	status, code, msg := answer(err)
+	if status != 403 || code != "live_session_limit" || !strings.Contains(msg, "EMBED_MAX_LIVE_SESSIONS_PER_ACCOUNT") {
+		t.Fatalf("a fourth session: %d %s %q", status, code, msg)
+	}
+	if _, err := f.store.ExternalUser(ctx, accountID, "newcomer"); err == nil {
+		t.Fatal("the refused mint created its user")
+	}
+	other := f.adminKey()
+	other.Account.ID = otherAccountID
+	f.dir.AddDeployment(embed.Deployment{ID: 999_000 + f.dep, AccountID: otherAccountID, ProductionBranch: "main"})
+	if _, err := f.svc.GenerateSession(ctx, other, embed.GenerateSessionRequest{DeploymentID: ptr(999_000 + f.dep), ExternalID: ptr("x")}); err != nil {
+		t.Fatalf("another account's mint: %v", err)
+	}
+	offset.Store(int64(embed.TokenLifetime + time.Second))
+	f.mint(t, f.adminKey(), f.external("newcomer"))
 }

@@ -32,11 +32,14 @@ type Limits struct {
 	DefinitionChanges    int // definitions one generate-session may create or change
 	UserAttributeBytes   int // all of one external user's stored values (ValueBytes), every scope
 	PictureURLBytes      int // userProfile.picture
+	// LiveSessionsPerAccount bounds the sessions of one account whose token has not
+	// expired (each may hold a session or a revocation marker in Redis).
+	LiveSessionsPerAccount int
 }
 
 // DefaultLimits apply where Limits leaves a field zero.
 var DefaultLimits = Limits{SecurityContextBytes: 16 << 10, SecurityContextDepth: 32, ArrayEntries: 1000, AttributeValueBytes: 16 << 10, DefinitionsPerScope: 10_000, TenantsPerAccount: 10_000,
-	DefinitionChanges: 50, UserAttributeBytes: 64 << 10, PictureURLBytes: 2 << 10}
+	DefinitionChanges: 50, UserAttributeBytes: 64 << 10, PictureURLBytes: 2 << 10, LiveSessionsPerAccount: 10_000}
 
 func (l Limits) withDefaults() Limits {
 	if l.SecurityContextBytes <= 0 {
@@ -65,6 +68,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.PictureURLBytes <= 0 {
 		l.PictureURLBytes = DefaultLimits.PictureURLBytes
+	}
+	if l.LiveSessionsPerAccount <= 0 {
+		l.LiveSessionsPerAccount = DefaultLimits.LiveSessionsPerAccount
 	}
 	return l
 }

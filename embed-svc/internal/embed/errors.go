@@ -47,6 +47,8 @@ var (
 	ErrSessionUnusable = errors.New("session id unusable")
 	// ErrStale: the record changed since it was read (another write came first).
 	ErrStale = errors.New("stale revision")
+	// ErrLiveSessionLimit: the account has as many live sessions as it may.
+	ErrLiveSessionLimit = errors.New("live session limit reached")
 )
 
 // ErrSessionID is the one answer for every unusable session id, so a caller learns

@@ -153,7 +153,10 @@ func (s *service) GenerateSession(ctx context.Context, p *identity.Principal, re
 	// Validation is over: from here on the request writes. The session id is claimed in
 	// Redis first, so that a Redis outage fails the mint before MongoDB is touched.
 	id := NewSessionID()
-	if err := s.d.Sessions.ReserveSession(ctx, p.Account.ID, id); err != nil {
+	if err := s.d.Sessions.ReserveSession(ctx, p.Account.ID, id, s.limits.LiveSessionsPerAccount); err != nil {
+		if errors.Is(err, ErrLiveSessionLimit) {
+			return "", liveSessionLimit(s.limits.LiveSessionsPerAccount)
+		}
 		return "", storeErr(err)
 	}
 	now := s.now().UTC()
@@ -208,6 +211,13 @@ func externalUserLimit(p *identity.Principal) int64 {
 		return p.Account.ExternalUserLimit
 	}
 	return DefaultUserLimit
+}
+
+// liveSessionLimit is the answer to a mint past the account's live sessions: each of
+// them may hold a session or a revocation marker in Redis, which every tenant shares.
+func liveSessionLimit(limit int) error {
+	return forbidden("the account has %d live embed sessions (minted in the last 24 hours, revoked ones included), its limit (EMBED_MAX_LIVE_SESSIONS_PER_ACCOUNT); sessions leave the count when their tokens expire", limit).
+		WithCode(httpx.CodeLiveSessionLimit)
 }
 
 func limitReached(limit int64) error {

@@ -159,7 +159,10 @@ type LiveState struct {
 type SessionStore interface {
 	// ReserveSession claims a fresh id of accountID (not yet exchangeable) before anything
 	// else is written, so an unavailable store fails the mint before it changes anything.
-	ReserveSession(ctx context.Context, accountID int64, sessionID string) error
+	// It counts the session among the account's live sessions until its token's expiry
+	// (TokenLifetime), revoked or not: ErrLiveSessionLimit, and nothing reserved, when
+	// the account already has maxLive.
+	ReserveSession(ctx context.Context, accountID int64, sessionID string, maxLive int) error
 	// SaveSession stores a fresh session id for SessionIDTTL.
 	SaveSession(ctx context.Context, sessionID string, s Session) error
 	// ExchangeSession consumes the id atomically (single use) and keeps the session

@@ -32,7 +32,7 @@ func TestRedisSessionValues(t *testing.T) {
 
 	t.Run("a-value-is-the-account-then-the-session", func(t *testing.T) {
 		acc, id := account(), embed.NewSessionID()
-		if err := s.ReserveSession(ctx, acc, id); err != nil {
+		if err := s.ReserveSession(ctx, acc, id, 1000); err != nil {
 			t.Fatal(err)
 		}
 		key := redisstore.SessionPrefix + embed.PublicSessionHandle(id)
@@ -57,6 +57,21 @@ func TestRedisSessionValues(t *testing.T) {
 		}
 		if n, err := s.RevokeSIDs(ctx, acc, []string{pendingSID, liveSID}); n != 2 || err != nil {
 			t.Fatalf("revoked %d (want 2): %v", n, err)
+		}
+	})
+	t.Run("expired-sessions-leave-the-live-count", func(t *testing.T) {
+		acc := account()
+		key := redisstore.AccountSessionsPrefix + strconv.FormatInt(acc, 10)
+		past := float64(time.Now().Add(-time.Second).UnixMilli())
+		rdb.ZAdd(ctx, key, redis.Z{Score: past, Member: "expired-1"}, redis.Z{Score: past, Member: "expired-2"})
+		if err := s.ReserveSession(ctx, acc, embed.NewSessionID(), 1); err != nil {
+			t.Fatalf("two expired sessions and a limit of 1: %v", err)
+		}
+		if n, _ := rdb.ZCard(ctx, key).Result(); n != 1 {
+			t.Fatalf("%d sessions counted, want 1 (the expired ones dropped)", n)
+		}
+		if ttl, _ := rdb.PTTL(ctx, key).Result(); ttl < embed.TokenLifetime {
+			t.Fatalf("the account's count lives %v, less than a token", ttl)
 		}
 	})
 	t.Run("values-stored-before-the-account-prefix", func(t *testing.T) {

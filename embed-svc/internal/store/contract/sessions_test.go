@@ -23,6 +23,7 @@ func TestSessionStoreContract(t *testing.T) {
 		"states-tell-pending-live-revoked-and-unknown":    liveStates,
 		"a-reserved-id-can-be-revoked-before-it-is-saved": revokeReserved,
 		"a-session-over-its-cap-is-not-stored":            overCap,
+		"an-accounts-live-sessions-are-bounded":           liveSessionsBounded,
 	})
 }
 
@@ -30,7 +31,7 @@ func TestSessionStoreContract(t *testing.T) {
 func saved(t *testing.T, s embed.SessionStore, acc int64) (string, string) {
 	t.Helper()
 	ctx, id := context.Background(), embed.NewSessionID()
-	if err := s.ReserveSession(ctx, acc, id); err != nil {
+	if err := s.ReserveSession(ctx, acc, id, 1000); err != nil {
 		t.Fatal(err)
 	}
 	sid := embed.PublicSessionHandle(id)
@@ -74,10 +75,10 @@ func exchangedOnce(t *testing.T, s embed.SessionStore) {
 
 func reservedNotExchangeable(t *testing.T, s embed.SessionStore) {
 	ctx, id := context.Background(), embed.NewSessionID()
-	if err := s.ReserveSession(ctx, account(), id); err != nil {
+	if err := s.ReserveSession(ctx, account(), id, 1000); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.ReserveSession(ctx, account(), id); err == nil {
+	if err := s.ReserveSession(ctx, account(), id, 1000); err == nil {
 		t.Fatal("an id reserved twice")
 	}
 	if _, err := s.ExchangeSession(ctx, id, time.Hour); !errors.Is(err, embed.ErrSessionUnusable) {
@@ -207,7 +208,7 @@ func liveStates(t *testing.T, s embed.SessionStore) {
 
 func revokeReserved(t *testing.T, s embed.SessionStore) {
 	ctx, id, acc := context.Background(), embed.NewSessionID(), account()
-	if err := s.ReserveSession(ctx, acc, id); err != nil {
+	if err := s.ReserveSession(ctx, acc, id, 1000); err != nil {
 		t.Fatal(err)
 	}
 	if _, revoked, err := s.RevokeSession(ctx, account(), id, embed.PublicSessionHandle(id)); revoked || err != nil {
@@ -222,7 +223,7 @@ func revokeReserved(t *testing.T, s embed.SessionStore) {
 // overCap: a session over embed.MaxSessionBytes is a bug of the caps; no store keeps it.
 func overCap(t *testing.T, s embed.SessionStore) {
 	ctx, id, acc := context.Background(), embed.NewSessionID(), account()
-	if err := s.ReserveSession(ctx, acc, id); err != nil {
+	if err := s.ReserveSession(ctx, acc, id, 1000); err != nil {
 		t.Fatal(err)
 	}
 	huge := strings.Repeat("x", embed.MaxSessionBytes)
@@ -231,5 +232,39 @@ func overCap(t *testing.T, s embed.SessionStore) {
 	}
 	if _, err := s.ExchangeSession(ctx, id, time.Hour); !errors.Is(err, embed.ErrSessionUnusable) {
 		t.Fatalf("the refused session is exchangeable: %v", err)
+	}
+}
+
+// liveSessionsBounded: an account reserves at most maxLive sessions whose tokens have not
+// expired; a refused reservation reserves nothing; a revoked session still counts (its
+// marker lives as long as its token); other accounts have their own count.
+func liveSessionsBounded(t *testing.T, s embed.SessionStore) {
+	ctx, acc := context.Background(), account()
+	var ids []string
+	for range 3 {
+		id := embed.NewSessionID()
+		if err := s.ReserveSession(ctx, acc, id, 3); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	refused := embed.NewSessionID()
+	if err := s.ReserveSession(ctx, acc, refused, 3); !errors.Is(err, embed.ErrLiveSessionLimit) {
+		t.Fatalf("a fourth session under a limit of 3: %v", err)
+	}
+	if states, _ := s.LiveStates(ctx, []string{embed.PublicSessionHandle(refused)}); states[0].Pending {
+		t.Fatal("the refused session's id was reserved")
+	}
+	if _, revoked, err := s.RevokeSession(ctx, acc, ids[0], embed.PublicSessionHandle(ids[0])); !revoked || err != nil {
+		t.Fatalf("revoke: %v %v", revoked, err)
+	}
+	if err := s.ReserveSession(ctx, acc, embed.NewSessionID(), 3); !errors.Is(err, embed.ErrLiveSessionLimit) {
+		t.Fatalf("after a revoke (its marker still lives): %v", err)
+	}
+	if err := s.ReserveSession(ctx, acc, embed.NewSessionID(), 4); err != nil {
+		t.Fatalf("under a higher limit: %v", err)
+	}
+	if err := s.ReserveSession(ctx, account(), embed.NewSessionID(), 3); err != nil {
+		t.Fatalf("another account: %v", err)
 	}
 }

@@ -20,6 +20,8 @@ type Sessions struct {
 	pending map[string]entry // sid -> the session's JSON ("" for a reserved id)
 	live    map[string]entry
 	revoked map[string]entry // sid -> revocation time
+	// liveOf: each account's live sessions, sid -> its token's expiry.
+	liveOf map[int64]map[string]time.Time
 }
 
 type entry struct {
@@ -34,7 +36,7 @@ func NewSessions(now func() time.Time) *Sessions {
 	if now == nil {
 		now = time.Now
 	}
-	return &Sessions{now: now, pending: map[string]entry{}, live: map[string]entry{}, revoked: map[string]entry{}}
+	return &Sessions{now: now, pending: map[string]entry{}, live: map[string]entry{}, revoked: map[string]entry{}, liveOf: map[int64]map[string]time.Time{}}
 }
 
 // get returns the live entry of key in m, dropping it when it has expired.
@@ -47,16 +49,32 @@ func (s *Sessions) get(m map[string]entry, key string) (entry, bool) {
 	return e, ok
 }
 
-// ReserveSession claims a fresh id of accountID with a placeholder that is never
-// exchangeable.
-func (s *Sessions) ReserveSession(_ context.Context, accountID int64, sessionID string) error {
+// ReserveSession counts the session among its account's live sessions until its token
+// expires (embed.ErrLiveSessionLimit at maxLive) and claims its id with a placeholder
+// that is never exchangeable.
+func (s *Sessions) ReserveSession(_ context.Context, accountID int64, sessionID string, maxLive int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	now := s.now()
+	live := s.liveOf[accountID]
+	if live == nil {
+		live = map[string]time.Time{}
+		s.liveOf[accountID] = live
+	}
+	for sid, exp := range live {
+		if !exp.After(now) {
+			delete(live, sid)
+		}
+	}
+	if len(live) >= maxLive {
+		return embed.ErrLiveSessionLimit
+	}
 	sid := embed.PublicSessionHandle(sessionID)
+	live[sid] = now.Add(embed.TokenLifetime)
 	if _, taken := s.get(s.pending, sid); taken {
 		return errors.New("session id collision")
 	}
-	s.pending[sid] = entry{account: accountID, expires: s.now().Add(embed.SessionIDTTL)}
+	s.pending[sid] = entry{account: accountID, expires: now.Add(embed.SessionIDTTL)}
 	return nil
 }
 

@@ -27,7 +27,22 @@ import (
 const (
 	SessionPrefix = "embed:session:"
 	LivePrefix    = "embed:live:"
+	// AccountSessionsPrefix + account: a sorted set of the account's live sessions (a
+	// sid's first 16 hex digits, scored by its token's expiry in Unix ms).
+	AccountSessionsPrefix = "embed:account-sessions:"
 )
+
+// liveScript counts a new session among its account's live sessions unless the account
+// already has ARGV[3]: it drops the expired ones first. One key (the account's), so it
+// runs on one node of a cluster as is.
+// KEYS: the account's set. ARGV: now (ms), the session's token expiry (ms), the limit,
+// the member, the set's lifetime (ms).
+var liveScript = `
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 0 end
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[4])
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+return 1`
 
 // RevokeSigningKey marks kid withdrawn for ttl (at least the lifetime of the tokens it
 // signed). Set it before the key leaves the keyring, so no gateway ever accepts a
@@ -126,15 +141,29 @@ func decode(v string) (embed.Session, error) {
 	return sess, err
 }
 
-// ReserveSession claims a fresh session id of accountID with a placeholder ("<account>|",
-// never exchangeable) before the mint writes anything to MongoDB: if Redis cannot take
-// it, the mint fails before it has changed anything.
-func (s *Store) ReserveSession(ctx context.Context, accountID int64, sessionID string) error {
-	ok, err := s.rdb.SetNX(ctx, SessionPrefix+embed.PublicSessionHandle(sessionID), strconv.FormatInt(accountID, 10)+"|", embed.SessionIDTTL).Result()
-	if err != nil {
+// ReserveSession counts the session among its account's live sessions (refused at
+// maxLive) and claims its id with a placeholder ("<account>|", never exchangeable),
+// pipelined in one round trip, before the mint writes anything to MongoDB: if Redis
+// cannot take it, the mint fails before it has changed anything.
+func (s *Store) ReserveSession(ctx context.Context, accountID int64, sessionID string, maxLive int) error {
+	sid := embed.PublicSessionHandle(sessionID)
+	now := time.Now()
+	pipe := s.rdb.Pipeline()
+	counted := pipe.Eval(ctx, liveScript, []string{AccountSessionsPrefix + strconv.FormatInt(accountID, 10)},
+		now.UnixMilli(), now.Add(embed.TokenLifetime).UnixMilli(), maxLive, sid[:16], (embed.TokenLifetime + time.Minute).Milliseconds())
+	reserved := pipe.SetNX(ctx, SessionPrefix+sid, strconv.FormatInt(accountID, 10)+"|", embed.SessionIDTTL)
+	if _, err := pipe.Exec(ctx); err != nil {
 		return wrap(err)
 	}
-	if !ok {
+	if n, _ := counted.Int(); n == 0 {
+		if reserved.Val() {
+			if err := s.rdb.Del(ctx, SessionPrefix+sid).Err(); err != nil {
+				return wrap(err)
+			}
+		}
+		return embed.ErrLiveSessionLimit
+	}
+	if !reserved.Val() {
 		return errors.New("session id collision")
 	}
 	return nil
