@@ -111,3 +111,54 @@ func testTenantUsers(t *testing.T, e *env) {
 		t.Fatalf("another user's token after the delete = %d", r.Status)
 	}
 }
+
+// A delete of an external user and mints of the same user at once, on the real stores
+// through the gateway, many times over: after the delete answers 200 no session of the
+// deleted user works; a mint that raced it is 409 external_user_deleting or made a new
+// user after it.
+func testDeleteWinsOverMints(t *testing.T, e *env) {
+	acme := e.acme()
+	dep := acme.Deployments[0].ID
+	key := apiKey(acme.APIKeys["admin"])
+	tenant := tname("race")
+	for round := range 15 {
+		ext := uid("racer")
+		e.mint(t, map[string]any{"deploymentId": dep, "externalId": ext, "embedTenantName": tenant})
+		var before struct{ ID int64 }
+		e.do(t, "GET", "/api/v1/embed-tenants/"+tenant+"/users/"+ext, key, nil).json(t, &before)
+		replies := make([]resp, 5)
+		parallel(5, func(i int) {
+			if i == 0 {
+				replies[i] = e.do(t, "DELETE", "/api/v1/embed-tenants/"+tenant+"/users/"+ext, key, nil)
+				return
+			}
+			replies[i] = e.do(t, "POST", "/api/v1/embed/generate-session", key, map[string]any{"deploymentId": dep, "externalId": ext, "embedTenantName": tenant})
+		})
+		if replies[0].Status != 200 {
+			t.Fatalf("round %d: delete = %d %s", round, replies[0].Status, replies[0].Body)
+		}
+		for _, r := range replies[1:] {
+			if r.Status == 409 && strings.Contains(string(r.Body), "external_user_deleting") {
+				continue
+			}
+			if r.Status != 200 {
+				t.Fatalf("round %d: a mint racing the delete = %d %s", round, r.Status, r.Body)
+			}
+			var out struct{ SessionID string }
+			r.json(t, &out)
+			ex := e.do(t, "POST", "/api/v1/embed/session/exchange", "", map[string]any{"sessionId": out.SessionID})
+			if ex.Status != 200 {
+				continue // revoked: the deleted user's
+			}
+			var tok tokenResp
+			ex.json(t, &tok)
+			var info sessionInfo
+			if r := e.do(t, "GET", "/api/v1/embed/session", bearer(tok.Token), nil); r.Status == 200 {
+				r.json(t, &info)
+				if info.User.ID == before.ID {
+					t.Fatalf("round %d: a session of the deleted user %d works after the delete", round, before.ID)
+				}
+			}
+		}
+	}
+}

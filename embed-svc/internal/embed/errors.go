@@ -47,6 +47,8 @@ var (
 	ErrSessionUnusable = errors.New("session id unusable")
 	// ErrStale: the record changed since it was read (another write came first).
 	ErrStale = errors.New("stale revision")
+	// ErrUserDeleting: a delete of the external user has begun.
+	ErrUserDeleting = errors.New("external user being deleted")
 	// ErrLiveSessionLimit: the account has as many live sessions as it may.
 	ErrLiveSessionLimit = errors.New("live session limit reached")
 )

@@ -181,6 +181,11 @@ func (s *service) GenerateSession(ctx context.Context, p *identity.Principal, re
 	if err != nil {
 		return "", err
 	}
+	if req.InternalID == nil {
+		if err := s.confirmUser(ctx, p.Account.ID, sess); err != nil {
+			return "", err
+		}
+	}
 	minted(&ev, m, rec, userCreated)
 	return id, nil
 }

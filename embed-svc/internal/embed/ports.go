@@ -27,7 +27,10 @@ type ExternalUser struct {
 	AttributeBytes int64
 	// Rev counts the user's updates: an update names the revision it was computed from
 	// and is refused (ErrStale) when another came first.
-	Rev       int64
+	Rev int64
+	// Deleting: a delete of the user has begun (MarkExternalUserDeleting); no mint may
+	// write it or start a session for it.
+	Deleting  bool
 	CreatedAt time.Time
 	UpdatedAt time.Time
 }
@@ -105,8 +108,9 @@ type CatalogStore interface {
 type UserStore interface {
 	// UpdateExternalUser applies u to a known user at revision rev, moving it to the next
 	// revision (the user is then what the caller read at rev with u applied:
-	// applyUserUpdate); ErrStale when the user is at another revision, ErrNotFound when
-	// the account has no user with that external id.
+	// applyUserUpdate); ErrUserDeleting when a delete of the user has begun, ErrStale when
+	// the user is at another revision, ErrNotFound when the account has no user with that
+	// external id.
 	UpdateExternalUser(ctx context.Context, accountID int64, externalID string, u UserUpdate, rev int64, now time.Time) error
 	// CreateExternalUser provisions the user within the account's limit (ErrLimitReached)
 	// with u applied; ErrStale when the user exists (a concurrent mint created it: the
@@ -123,6 +127,10 @@ type UserStore interface {
 	// is nil, who had sessions in one of deployments: their profiles, without memberships
 	// or values.
 	ListTenantUsers(ctx context.Context, accountID int64, tenant, prefix string, deployments []int64, afterID int64, limit int) ([]ExternalUser, error)
+	// MarkExternalUserDeleting records that a delete of the user has begun, at a new
+	// revision: from then on UpdateExternalUser refuses it (ErrUserDeleting) and reads
+	// show it Deleting. False when there is no such user.
+	MarkExternalUserDeleting(ctx context.Context, accountID int64, externalID string) (bool, error)
 	// DeleteExternalUser deletes the user and gives its place under the account's limit
 	// back; false when there was no such user.
 	DeleteExternalUser(ctx context.Context, accountID int64, externalID string) (bool, error)

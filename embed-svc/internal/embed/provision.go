@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -21,10 +22,37 @@ func (s *service) readUser(ctx context.Context, accountID int64, m *mintPlan) er
 		m.user, m.userExists = ExternalUser{AccountID: accountID, ExternalID: m.externalID}, false
 	case err != nil:
 		return storeErr(err)
+	case u.Deleting:
+		return userDeleting(m.externalID)
 	default:
 		m.user, m.userExists = u, true
 	}
 	return nil
+}
+
+// userDeleting is the answer to a mint for a user whose delete has begun: the delete
+// wins; a mint after it has finished makes a new user.
+func userDeleting(externalID string) error {
+	return conflict("external user %q is being deleted; mint again once the delete has finished", externalID).WithCode(httpx.CodeExternalUserDeleting)
+}
+
+// confirmUser lets a delete of the mint's user that began while the mint wrote win. A
+// delete marks the user before it revokes the user's sessions, and the mint stored its
+// session before this read: a user found unmarked was marked (if ever) after the session
+// was stored, so the delete's revoke finds it; a user found marked, gone or made again
+// (another id) has the mint revoke its own session.
+func (s *service) confirmUser(ctx context.Context, accountID int64, sess Session) error {
+	u, err := s.d.Users.ExternalUser(ctx, accountID, *sess.User.ExternalID)
+	if err == nil && !u.Deleting && u.ID == sess.User.ID {
+		return nil
+	}
+	if _, rerr := s.d.Sessions.RevokeSIDs(ctx, accountID, []string{sess.SID}); rerr != nil {
+		return storeErr(rerr)
+	}
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return storeErr(err) // unknown: the session is revoked to be safe
+	}
+	return userDeleting(*sess.User.ExternalID)
 }
 
 // provisionExternalUser writes a mint's changes onto its external user, creating the
@@ -50,6 +78,9 @@ func (s *service) provisionExternalUser(ctx context.Context, p *identity.Princip
 		}
 		if err == nil {
 			return u, !m.userExists, nil
+		}
+		if errors.Is(err, ErrUserDeleting) {
+			return ExternalUser{}, false, userDeleting(m.externalID)
 		}
 		// Another mint wrote the user first, deleted it, created it or took the last place
 		// under the limit: read the user again.

@@ -175,9 +175,11 @@ func (s *service) GetTenantUser(ctx context.Context, p *identity.Principal, tena
 	return userView(u, tenant), nil
 }
 
-// DeleteTenantUser revokes every session of the user (in any tenant: the user is the
-// account's), then deletes the user, which frees its place under the account's
-// external-user limit. A user minted again later is a new user.
+// DeleteTenantUser marks the user as being deleted (from then on no mint writes it or
+// keeps a session for it: confirmUser), revokes every session of the user (in any
+// tenant: the user is the account's), then deletes the user, which frees its place under
+// the account's external-user limit. A user minted again later is a new user. A delete
+// that fails midway leaves the mark, and mints of the user are 409 until it is retried.
 func (s *service) DeleteTenantUser(ctx context.Context, p *identity.Principal, tenant, externalID string) (_ DeletedUser, err error) {
 	ev := audit.New(p, ActionExternalUserDelete, audit.Target{Type: TargetExternalUser, ID: externalID})
 	ev.Details = map[string]any{"embedTenant": tenant}
@@ -193,7 +195,10 @@ func (s *service) DeleteTenantUser(ctx context.Context, p *identity.Principal, t
 	if err != nil {
 		return DeletedUser{}, err
 	}
-	// Sessions first: a user that is gone never keeps a working token.
+	if _, err := s.d.Users.MarkExternalUserDeleting(ctx, p.Account.ID, u.ExternalID); err != nil {
+		return DeletedUser{}, storeErr(err)
+	}
+	// Sessions next: a user that is gone never keeps a working token.
 	revoked, err := s.revokeMatching(ctx, p.Account.ID, SessionQuery{ExternalID: u.ExternalID})
 	if err != nil {
 		return DeletedUser{}, err

@@ -19,6 +19,7 @@ func TestUserStoreContract(t *testing.T) {
 		"a-read-has-only-the-scopes-it-asks-for":           readsProjectScopes,
 		"an-update-from-a-stale-revision-is-refused":       staleUpdates,
 		"deleting-a-definition-recounts-the-values":        deleteRecountsValues,
+		"a-user-being-deleted-is-not-written":              markedDeleting,
 		"the-limit-counts-users-and-deletes-free-places":   limitAndDeletes,
 		"one-new-user-minted-at-once-is-one-user":          sameUserConcurrently,
 		"the-limit-holds-under-concurrent-creations":       limitUnderConcurrency,
@@ -384,5 +385,36 @@ func usersIsolated(t *testing.T, s durable) {
 	// Each account has its own limit: the other account's first user fits under 1.
 	if u, err := s.CreateExternalUser(ctx, other, "mine", 1, embed.UserUpdate{Scope: embed.AccountScope}, at(0)); err != nil || u.AccountID != other {
 		t.Fatalf("the other account's own user: %+v %v", u, err)
+	}
+}
+
+// markedDeleting: once a delete of a user has begun, reads show it and no update writes
+// the user, whatever revision it names.
+func markedDeleting(t *testing.T, s durable) {
+	ctx, acc := context.Background(), account()
+	if _, err := s.CreateExternalUser(ctx, acc, "gone", 10, embed.UserUpdate{Scope: embed.AccountScope}, at(0)); err != nil {
+		t.Fatal(err)
+	}
+	if marked, err := s.MarkExternalUserDeleting(ctx, acc, "gone"); !marked || err != nil {
+		t.Fatalf("mark: %v %v", marked, err)
+	}
+	u, err := s.ExternalUser(ctx, acc, "gone")
+	if err != nil || !u.Deleting {
+		t.Fatalf("a read after the mark: %+v %v", u, err)
+	}
+	if err := s.UpdateExternalUser(ctx, acc, "gone", embed.UserUpdate{Scope: embed.AccountScope, DisplayName: ptr("late")}, u.Rev, at(0)); !errors.Is(err, embed.ErrUserDeleting) {
+		t.Fatalf("an update of a user being deleted: %v", err)
+	}
+	if _, err := s.CreateExternalUser(ctx, acc, "gone", 10, embed.UserUpdate{Scope: embed.AccountScope}, at(0)); !errors.Is(err, embed.ErrStale) {
+		t.Fatalf("a creation of a user being deleted: %v", err)
+	}
+	if marked, err := s.MarkExternalUserDeleting(ctx, acc, "nobody"); marked || err != nil {
+		t.Fatalf("marking an unknown user: %v %v", marked, err)
+	}
+	if deleted, err := s.DeleteExternalUser(ctx, acc, "gone"); !deleted || err != nil {
+		t.Fatalf("delete: %v %v", deleted, err)
+	}
+	if _, err := s.CreateExternalUser(ctx, acc, "gone", 10, embed.UserUpdate{Scope: embed.AccountScope}, at(0)); err != nil {
+		t.Fatalf("a new user of the id after the delete: %v", err)
 	}
 }

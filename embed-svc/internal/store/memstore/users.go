@@ -74,6 +74,9 @@ func (s *Store) UpdateExternalUser(_ context.Context, accountID int64, externalI
 	if !ok {
 		return embed.ErrNotFound
 	}
+	if u.Deleting {
+		return embed.ErrUserDeleting
+	}
 	if u.Rev != rev {
 		return embed.ErrStale
 	}
@@ -134,6 +137,19 @@ func (s *Store) ListTenantUsers(_ context.Context, accountID int64, tenant, pref
 		out = out[:limit]
 	}
 	return out, nil
+}
+
+// MarkExternalUserDeleting records the start of the user's delete at a new revision.
+func (s *Store) MarkExternalUserDeleting(_ context.Context, accountID int64, externalID string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u, ok := s.users[userKey{accountID, externalID}]
+	if !ok {
+		return false, nil
+	}
+	u.Deleting = true
+	u.Rev++
+	return true, nil
 }
 
 // DeleteExternalUser deletes the user and, only when it deleted one, gives its place

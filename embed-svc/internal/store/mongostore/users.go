@@ -36,16 +36,17 @@ type userDoc struct {
 	Deployments []int64                       `bson:"deployments,omitempty"`
 	// AttrBytes is the size of all values (embed.ValueBytes); absent on users stored
 	// before it was kept, and after a definition's delete removed values: a read counts it.
-	AttrBytes *int64    `bson:"attrBytes,omitempty"`
-	Rev       int64     `bson:"rev,omitempty"` // absent (0) on users stored before revisions
-	CreatedAt time.Time `bson:"createdAt"`
-	UpdatedAt time.Time `bson:"updatedAt"`
+	AttrBytes  *int64     `bson:"attrBytes,omitempty"`
+	Rev        int64      `bson:"rev,omitempty"` // absent (0) on users stored before revisions
+	DeletingAt *time.Time `bson:"deletingAt,omitempty"`
+	CreatedAt  time.Time  `bson:"createdAt"`
+	UpdatedAt  time.Time  `bson:"updatedAt"`
 }
 
 func (d userDoc) user() embed.ExternalUser {
 	u := embed.ExternalUser{ID: d.ID, AccountID: d.AccountID, ExternalID: d.ExternalID, Email: d.Email, DisplayName: d.DisplayName,
 		Picture: d.Picture, Groups: d.Groups, Attributes: map[string]map[string]embed.StoredValue{}, Tenants: d.Tenants, Deployments: d.Deployments,
-		Rev: d.Rev, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt}
+		Rev: d.Rev, Deleting: d.DeletingAt != nil, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt}
 	if d.AttrBytes != nil {
 		u.AttributeBytes = *d.AttrBytes
 	}
@@ -68,7 +69,8 @@ func storedValues(vals map[string]attrDoc) map[string]embed.StoredValue {
 }
 
 // userFields are a user's fields besides its memberships and values.
-var userFields = []string{"_id", "accountId", "externalId", "email", "displayName", "picture", "tenants", "deployments", "attrBytes", "rev", "createdAt", "updatedAt"}
+var userFields = []string{"_id", "accountId", "externalId", "email", "displayName", "picture", "tenants", "deployments", "attrBytes", "rev",
+	"deletingAt", "createdAt", "updatedAt"}
 
 // userProjection reads a user with the memberships and values of scopes only: a user's
 // other scopes are never read (scope names are validated tenant names or "_").
@@ -139,8 +141,10 @@ func userFilter(accountID int64, externalID string) bson.D {
 	return bson.D{{Key: "accountId", Value: accountID}, {Key: "externalId", Value: externalID}}
 }
 
-// atRev matches a user at revision rev (0: stored before revisions were kept).
+// atRev matches a user at revision rev (0: stored before revisions were kept) that no
+// delete has begun on.
 func atRev(f bson.D, rev int64) bson.D {
+	f = append(f, bson.E{Key: "deletingAt", Value: bson.D{{Key: "$exists", Value: false}}})
 	if rev == 0 {
 		return append(f, bson.E{Key: "rev", Value: bson.D{{Key: "$exists", Value: false}}})
 	}
@@ -184,13 +188,28 @@ func (s *Store) UpdateExternalUser(ctx context.Context, accountID int64, externa
 		return wrap(err)
 	}
 	if res.MatchedCount == 0 {
-		// Gone, or at another revision.
-		if err := s.users.FindOne(ctx, userFilter(accountID, externalID), options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}})).Err(); err != nil {
+		// Gone, being deleted, or at another revision.
+		var cur userDoc
+		err := s.users.FindOne(ctx, userFilter(accountID, externalID), options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}, {Key: "deletingAt", Value: 1}})).Decode(&cur)
+		switch {
+		case err != nil:
 			return wrap(err)
+		case cur.DeletingAt != nil:
+			return embed.ErrUserDeleting
 		}
 		return embed.ErrStale
 	}
 	return nil
+}
+
+// MarkExternalUserDeleting records the start of the user's delete at a new revision.
+func (s *Store) MarkExternalUserDeleting(ctx context.Context, accountID int64, externalID string) (bool, error) {
+	res, err := s.users.UpdateOne(ctx, userFilter(accountID, externalID),
+		bson.D{{Key: "$set", Value: bson.D{{Key: "deletingAt", Value: time.Now().UTC()}}}, {Key: "$inc", Value: bson.D{{Key: "rev", Value: int64(1)}}}})
+	if err != nil {
+		return false, wrap(err)
+	}
+	return res.MatchedCount == 1, nil
 }
 
 func counterID(accountID int64) string { return "external_users:" + strconv.FormatInt(accountID, 10) }
