@@ -35,11 +35,15 @@ type Limits struct {
 	// LiveSessionsPerAccount bounds the sessions of one account whose token has not
 	// expired (each may hold a session or a revocation marker in Redis).
 	LiveSessionsPerAccount int
+	// ExchangeFailureAudit is how often at most the audit trail records refused exchanges
+	// of one session id (each event counts those since the previous one).
+	ExchangeFailureAudit time.Duration
 }
 
 // DefaultLimits apply where Limits leaves a field zero.
 var DefaultLimits = Limits{SecurityContextBytes: 16 << 10, SecurityContextDepth: 32, ArrayEntries: 1000, AttributeValueBytes: 16 << 10, DefinitionsPerScope: 10_000, TenantsPerAccount: 10_000,
-	DefinitionChanges: 50, UserAttributeBytes: 64 << 10, PictureURLBytes: 2 << 10, LiveSessionsPerAccount: 10_000}
+	DefinitionChanges: 50, UserAttributeBytes: 64 << 10, PictureURLBytes: 2 << 10, LiveSessionsPerAccount: 10_000,
+	ExchangeFailureAudit: time.Minute}
 
 func (l Limits) withDefaults() Limits {
 	if l.SecurityContextBytes <= 0 {
@@ -71,6 +75,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.LiveSessionsPerAccount <= 0 {
 		l.LiveSessionsPerAccount = DefaultLimits.LiveSessionsPerAccount
+	}
+	if l.ExchangeFailureAudit <= 0 {
+		l.ExchangeFailureAudit = DefaultLimits.ExchangeFailureAudit
 	}
 	return l
 }

@@ -188,6 +188,11 @@ type SessionStore interface {
 	RevokeSIDs(ctx context.Context, accountID int64, sids []string) (int, error)
 	// LiveStates reads the state of each sid, in one round trip.
 	LiveStates(ctx context.Context, sids []string) ([]LiveState, error)
+	// CountExchangeFailure counts a refused exchange of the session with sid and returns
+	// how many there were since the previous one it reported, this one included, when at
+	// least window has passed since then (the first ever is reported at once); 0
+	// otherwise. The unreported count is kept for two windows.
+	CountExchangeFailure(ctx context.Context, sid string, window time.Duration) (int64, error)
 }
 
 // Deployment is a deployment as the identity store knows it: whose it is, and its

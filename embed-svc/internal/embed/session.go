@@ -21,13 +21,18 @@ import (
 // ExchangeSession consumes a session id and signs its embed token.
 func (s *service) ExchangeSession(ctx context.Context, sessionID string) (_ SessionToken, err error) {
 	ev := exchangeEvent(ctx)
-	defer func() { s.record(ctx, &ev, err, http.StatusOK) }()
+	audited := true
+	defer func() {
+		if audited {
+			s.record(ctx, &ev, err, http.StatusOK)
+		}
+	}()
 	if strings.TrimSpace(sessionID) == "" {
 		return SessionToken{}, invalid("sessionId is required")
 	}
 	sess, err := s.d.Sessions.ExchangeSession(ctx, sessionID, TokenLifetime)
 	if errors.Is(err, ErrSessionUnusable) {
-		s.attributeUnusable(ctx, &ev, sessionID)
+		audited = s.attributeUnusable(ctx, &ev, sessionID)
 		return SessionToken{}, ErrSessionID
 	}
 	if err != nil {

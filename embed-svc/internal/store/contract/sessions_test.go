@@ -3,11 +3,13 @@ package contract_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/analyticsco/platform/devstack/apitest"
 	"github.com/analyticsco/platform/embed-svc/internal/embed"
 )
 
@@ -24,6 +26,7 @@ func TestSessionStoreContract(t *testing.T) {
 		"a-reserved-id-can-be-revoked-before-it-is-saved": revokeReserved,
 		"a-session-over-its-cap-is-not-stored":            overCap,
 		"an-accounts-live-sessions-are-bounded":           liveSessionsBounded,
+		"refused-exchanges-are-reported-once-a-window":    exchangeFailuresCounted,
 	})
 }
 
@@ -266,5 +269,34 @@ func liveSessionsBounded(t *testing.T, s embed.SessionStore) {
 	}
 	if err := s.ReserveSession(ctx, account(), embed.NewSessionID(), 3); err != nil {
 		t.Fatalf("another account: %v", err)
+	}
+}
+
+// exchangeFailuresCounted: the first refused exchange of a session id is reported at
+// once; the next ones within the window are counted, not reported; the first after it
+// reports them all. Each id has its own count.
+func exchangeFailuresCounted(t *testing.T, s embed.SessionStore) {
+	ctx, sid, other := context.Background(), hexID(32), hexID(32)
+	const window = 300 * time.Millisecond
+	if n, err := s.CountExchangeFailure(ctx, sid, window); n != 1 || err != nil {
+		t.Fatalf("the first refusal: %d %v", n, err)
+	}
+	for range 5 {
+		if n, err := s.CountExchangeFailure(ctx, sid, window); n != 0 || err != nil {
+			t.Fatalf("a refusal within the window: %d %v", n, err)
+		}
+	}
+	if n, _ := s.CountExchangeFailure(ctx, other, window); n != 1 {
+		t.Fatalf("another id's first refusal: %d", n)
+	}
+	var n int64
+	calls := int64(5)
+	apitest.Eventually(t, 5*time.Second, "a report once the window has passed", func() (bool, string) {
+		calls++
+		n, _ = s.CountExchangeFailure(ctx, sid, window)
+		return n > 0, fmt.Sprintf("%d refusals, none reported", calls)
+	})
+	if n != calls {
+		t.Fatalf("the report after the window counts %d, want the %d refusals since the first report", n, calls)
 	}
 }

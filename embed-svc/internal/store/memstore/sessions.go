@@ -22,6 +22,14 @@ type Sessions struct {
 	revoked map[string]entry // sid -> revocation time
 	// liveOf: each account's live sessions, sid -> its token's expiry.
 	liveOf map[int64]map[string]time.Time
+	// failures: each sid's refused exchanges since the last report.
+	failures map[string]*failureCount
+}
+
+type failureCount struct {
+	n       int64
+	at      time.Time // the last report
+	expires time.Time
 }
 
 type entry struct {
@@ -36,7 +44,8 @@ func NewSessions(now func() time.Time) *Sessions {
 	if now == nil {
 		now = time.Now
 	}
-	return &Sessions{now: now, pending: map[string]entry{}, live: map[string]entry{}, revoked: map[string]entry{}, liveOf: map[int64]map[string]time.Time{}}
+	return &Sessions{now: now, pending: map[string]entry{}, live: map[string]entry{}, revoked: map[string]entry{}, liveOf: map[int64]map[string]time.Time{},
+		failures: map[string]*failureCount{}}
 }
 
 // get returns the live entry of key in m, dropping it when it has expired.
@@ -188,4 +197,23 @@ func (s *Sessions) LiveStates(_ context.Context, sids []string) ([]embed.LiveSta
 		_, out[i].Pending = s.get(s.pending, sid)
 	}
 	return out, nil
+}
+
+// CountExchangeFailure counts a refused exchange of sid, as redisstore's script does.
+func (s *Sessions) CountExchangeFailure(_ context.Context, sid string, window time.Duration) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	c := s.failures[sid]
+	if c == nil || !now.Before(c.expires) {
+		c = &failureCount{}
+		s.failures[sid] = c
+	}
+	c.n++
+	if now.Sub(c.at) < window {
+		return 0, nil
+	}
+	n := c.n
+	c.n, c.at, c.expires = 0, now, now.Add(2*window)
+	return n, nil
 }

@@ -30,7 +30,30 @@ const (
 	// AccountSessionsPrefix + account: a sorted set of the account's live sessions (a
 	// sid's first 16 hex digits, scored by its token's expiry in Unix ms).
 	AccountSessionsPrefix = "embed:account-sessions:"
+	// ExchangeFailuresPrefix + sid: the refused exchanges of a known session id since the
+	// last one the audit trail recorded (n), and when that was (at, Unix ms).
+	ExchangeFailuresPrefix = "embed:exchange-failures:"
 )
+
+// failureScript counts a refused exchange; it answers the count since the last report,
+// this one included, and starts a new count, when ARGV[2] ms have passed since that
+// report, else 0. One key. KEYS: the sid's count. ARGV: now (ms), window (ms).
+var failureScript = redis.NewScript(`
+local n = redis.call('HINCRBY', KEYS[1], 'n', 1)
+local at = tonumber(redis.call('HGET', KEYS[1], 'at') or '0')
+local now = tonumber(ARGV[1])
+if now - at >= tonumber(ARGV[2]) then
+  redis.call('HSET', KEYS[1], 'n', 0, 'at', now)
+  redis.call('PEXPIRE', KEYS[1], 2 * tonumber(ARGV[2]))
+  return n
+end
+return 0`)
+
+// CountExchangeFailure counts a refused exchange of sid (see embed.SessionStore).
+func (s *Store) CountExchangeFailure(ctx context.Context, sid string, window time.Duration) (int64, error) {
+	n, err := failureScript.Run(ctx, s.rdb, []string{ExchangeFailuresPrefix + sid}, time.Now().UnixMilli(), window.Milliseconds()).Int64()
+	return n, wrap(err)
+}
 
 // liveScript counts a new session among its account's live sessions unless the account
 // already has ARGV[3]: it drops the expired ones first. One key (the account's), so it
