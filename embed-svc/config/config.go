@@ -34,6 +34,7 @@ type Config struct {
 	MaxPictureURLBytes      int           `env:"EMBED_MAX_PICTURE_URL_BYTES" default:"2048" help:"longest userProfile.picture of a generate-session request; longer is 413"`
 	MaxLiveSessions         int           `env:"EMBED_MAX_LIVE_SESSIONS_PER_ACCOUNT" default:"10000" help:"most embed sessions of one account whose token has not expired (minted in the last 24 hours, revoked ones included: each may hold a session or a revocation marker in Redis); a mint past it is 403 live_session_limit"`
 	MaxDefinitionChanges    int           `env:"EMBED_MAX_DEFINITION_CHANGES" default:"50" help:"most group and attribute definitions one generate-session may create or change (written in one batch); more is 400"`
+	MaxListScan             int           `env:"EMBED_MAX_LIST_SCAN" default:"1000" help:"sessions or tenant users a filtered page of their list reads and examines before it answers the page so far (hasNextPage true, a cursor to go on)"`
 	ExchangeFailureAudit    time.Duration `env:"EMBED_EXCHANGE_FAILURE_AUDIT_INTERVAL" default:"1m" help:"the audit trail records refused exchanges of one session id at most once per this interval, each event counting the refusals since the previous one (details.failedAttempts)"`
 	SessionRetention        time.Duration `env:"EMBED_SESSION_RETENTION" default:"168h" help:"how long a session stays listed (GET /api/v1/embed/sessions) after its token expires"`
 	audit.Config

@@ -112,6 +112,7 @@ func deps(cfg config.Config, proc *server.Process, registry *prometheus.Registry
 		Limits: embed.Limits{SecurityContextBytes: cfg.MaxSecurityContextBytes, SecurityContextDepth: cfg.MaxSecurityContextDepth, ArrayEntries: cfg.MaxArrayEntries,
 			AttributeValueBytes: cfg.MaxAttributeValueBytes, UserAttributeBytes: cfg.MaxUserAttributeBytes, PictureURLBytes: cfg.MaxPictureURLBytes,
 			LiveSessionsPerAccount: cfg.MaxLiveSessions, ExchangeFailureAudit: cfg.ExchangeFailureAudit,
+			ListScan:            cfg.MaxListScan,
 			DefinitionsPerScope: cfg.MaxDefinitionsPerScope, TenantsPerAccount: cfg.MaxTenantsPerAccount, DefinitionChanges: cfg.MaxDefinitionChanges},
 		SessionRetention: cfg.SessionRetention,
 		Audit: app.AuditDeps{Database: cfg.AuditDatabase, Retention: cfg.AuditRetention, MaxHeld: cfg.AuditMaxHeld,

@@ -50,7 +50,7 @@ func TestUserAttributeValuesAreBoundedInTotal(t *testing.T) {
 	}
 	over := f.valuesRequest("whale", "a3", 38) // 120
 	_, dryErr := f.svc.DryRunSession(ctx, f.adminKey(), over)
-	recordsBefore, _ := f.store.ListSessionRecords(ctx, accountID, embed.SessionQuery{}, time.Now(), 100)
+	recordsBefore, _ := f.store.ListSessionRecords(ctx, accountID, "", embed.SessionCursor{}, time.Now(), 100)
 	_, err := f.svc.GenerateSession(ctx, f.adminKey(), over)
 	status, code, msg := answer(err)
 	if status != 413 || code != "too_large" || !strings.Contains(msg, "EMBED_MAX_USER_ATTRIBUTE_BYTES") || !strings.Contains(msg, "120 bytes") {
@@ -62,7 +62,7 @@ func TestUserAttributeValuesAreBoundedInTotal(t *testing.T) {
 	if defs, _ := f.store.FindDefinitions(ctx, accountID, "cm-tenant", []string{"a3"}); len(defs) != 0 {
 		t.Fatal("the refused mint created its definition")
 	}
-	if recs, _ := f.store.ListSessionRecords(ctx, accountID, embed.SessionQuery{}, time.Now(), 100); len(recs) != len(recordsBefore) {
+	if recs, _ := f.store.ListSessionRecords(ctx, accountID, "", embed.SessionCursor{}, time.Now(), 100); len(recs) != len(recordsBefore) {
 		t.Fatal("the refused mint stored a session")
 	}
 	if got := f.storedBytes(t, "whale"); got != 80 {

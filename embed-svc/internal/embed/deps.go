@@ -38,12 +38,15 @@ type Limits struct {
 	// ExchangeFailureAudit is how often at most the audit trail records refused exchanges
 	// of one session id (each event counts those since the previous one).
 	ExchangeFailureAudit time.Duration
+	// ListScan bounds the entries a filtered page of the session or tenant user list
+	// examines.
+	ListScan int
 }
 
 // DefaultLimits apply where Limits leaves a field zero.
 var DefaultLimits = Limits{SecurityContextBytes: 16 << 10, SecurityContextDepth: 32, ArrayEntries: 1000, AttributeValueBytes: 16 << 10, DefinitionsPerScope: 10_000, TenantsPerAccount: 10_000,
 	DefinitionChanges: 50, UserAttributeBytes: 64 << 10, PictureURLBytes: 2 << 10, LiveSessionsPerAccount: 10_000,
-	ExchangeFailureAudit: time.Minute}
+	ExchangeFailureAudit: time.Minute, ListScan: 1000}
 
 func (l Limits) withDefaults() Limits {
 	if l.SecurityContextBytes <= 0 {
@@ -78,6 +81,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.ExchangeFailureAudit <= 0 {
 		l.ExchangeFailureAudit = DefaultLimits.ExchangeFailureAudit
+	}
+	if l.ListScan <= 0 {
+		l.ListScan = DefaultLimits.ListScan
 	}
 	return l
 }

@@ -153,7 +153,7 @@ func (f *fixture) nothingWritten(t *testing.T) {
 	if n, _ := f.store.ExternalUserCount(ctx, accountID); n != 0 {
 		t.Errorf("%d external users written", n)
 	}
-	if recs, _ := f.store.ListSessionRecords(ctx, accountID, embed.SessionQuery{}, time.Now(), 10); len(recs) != 0 {
+	if recs, _ := f.store.ListSessionRecords(ctx, accountID, "", embed.SessionCursor{}, time.Now(), 10); len(recs) != 0 {
 		t.Errorf("%d session records written", len(recs))
 	}
 	for _, scope := range []string{embed.AccountScope, "cm-tenant"} {

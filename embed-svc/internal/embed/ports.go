@@ -123,10 +123,9 @@ type UserStore interface {
 	// counts them (the dry run's check of the limit).
 	ExternalUserCount(ctx context.Context, accountID int64) (int64, error)
 	// ListTenantUsers returns up to limit users with sessions in tenant, by id after
-	// afterID, whose external id starts with prefix ("" for all) and, unless deployments
-	// is nil, who had sessions in one of deployments: their profiles, without memberships
-	// or values.
-	ListTenantUsers(ctx context.Context, accountID int64, tenant, prefix string, deployments []int64, afterID int64, limit int) ([]ExternalUser, error)
+	// afterID: their profiles and deployments, without memberships or values (a read
+	// of the index's order, whatever the listing then keeps).
+	ListTenantUsers(ctx context.Context, accountID int64, tenant string, afterID int64, limit int) ([]ExternalUser, error)
 	// MarkExternalUserDeleting records that a delete of the user has begun, at a new
 	// revision: from then on UpdateExternalUser refuses it (ErrUserDeleting) and reads
 	// show it Deleting. False when there is no such user.
@@ -145,10 +144,10 @@ type SessionRecordStore interface {
 	// SessionRecordBySID reads the record of the session with sid, in any account
 	// (ErrNotFound when there is none): who a session id presented to the exchange was for.
 	SessionRecordBySID(ctx context.Context, sid string) (SessionRecord, error)
-	// ListSessionRecords returns up to limit records of the account matching q's
-	// identity filters and narrowed by its state at now (see SessionQuery), newest first,
-	// after q.After.
-	ListSessionRecords(ctx context.Context, accountID int64, q SessionQuery, now time.Time, limit int) ([]SessionRecord, error)
+	// ListSessionRecords returns up to limit of the account's records not purged at now,
+	// newest first, after after (only the one with public id id when id is set): a read
+	// of the index's order, whatever the listing then keeps.
+	ListSessionRecords(ctx context.Context, accountID int64, id string, after SessionCursor, now time.Time, limit int) ([]SessionRecord, error)
 	// EachRevocable calls fn with batches of the account's records matching q whose token
 	// has not expired at now.
 	EachRevocable(ctx context.Context, accountID int64, q SessionQuery, now time.Time, batch int, fn func([]SessionRecord) error) error

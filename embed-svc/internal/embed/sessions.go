@@ -178,15 +178,8 @@ func sessionView(r SessionRecord, l LiveState, now time.Time) SessionView {
 		CreatedAt: httpx.At(r.CreatedAt.UTC()), ExchangedAt: httpx.AtPtr(exchangedAt), ExpiresAt: httpx.At(r.ExpiresAt.UTC()), RevokedAt: httpx.AtPtr(revokedAt), State: state}
 }
 
-// listScanBatch and listScanRounds bound the records a listing examines when a state
-// filter skips some: a page may then hold fewer than first items (hasNextPage and
-// endCursor say where to go on).
-const (
-	listScanBatch  = 200
-	listScanRounds = 5
-)
-
-// ListSessions lists the caller's account's sessions, newest first.
+// ListSessions lists the caller's account's sessions, newest first; a filtered page
+// examines at most EMBED_MAX_LIST_SCAN records (listSessions).
 func (s *service) ListSessions(ctx context.Context, p *identity.Principal, q SessionQuery) (SessionPage, error) {
 	if err := requireSessionControl(p); err != nil {
 		return SessionPage{}, err
@@ -217,57 +210,7 @@ func (s *service) ListSessions(ctx context.Context, p *identity.Principal, q Ses
 		return SessionPage{}, invalid("externalId and internalId are at most 256 characters")
 	}
 	q.ExternalID = strings.ToLower(strings.TrimSpace(q.ExternalID))
-	now := s.now().UTC()
-	page := SessionPage{Items: []SessionView{}}
-	var last *SessionRecord
-	for round := 0; round < listScanRounds; round++ {
-		limit := q.First + 1
-		if q.State != "" {
-			limit = max(limit, listScanBatch)
-		}
-		recs, err := s.d.Records.ListSessionRecords(ctx, p.Account.ID, q, now, limit)
-		if err != nil {
-			return SessionPage{}, storeErr(err)
-		}
-		sids := make([]string, len(recs))
-		for i, r := range recs {
-			sids[i] = r.SID
-		}
-		states, err := s.d.Sessions.LiveStates(ctx, sids)
-		if err != nil {
-			return SessionPage{}, storeErr(err)
-		}
-		for i, r := range recs {
-			v := sessionView(r, states[i], now)
-			if q.State != "" && v.State != q.State {
-				last = &recs[i]
-				continue
-			}
-			if len(page.Items) == q.First {
-				page.PageInfo.HasNextPage = true
-				break
-			}
-			page.Items = append(page.Items, v)
-			last = &recs[i]
-		}
-		if page.PageInfo.HasNextPage || len(recs) < limit {
-			break // a full page, or nothing more to examine
-		}
-		if round == listScanRounds-1 {
-			page.PageInfo.HasNextPage = true // examined enough: the client goes on from the cursor
-			break
-		}
-		q.After = SessionCursor{CreatedAt: last.CreatedAt, ID: last.ID}
-	}
-	if last != nil && (len(page.Items) > 0 || page.PageInfo.HasNextPage) {
-		end := last
-		if n := len(page.Items); n > 0 && page.PageInfo.HasNextPage && len(page.Items) == q.First {
-			end = &SessionRecord{CreatedAt: page.Items[n-1].CreatedAt.Time, ID: page.Items[n-1].ID}
-		}
-		c := EncodeSessionCursor(SessionCursor{CreatedAt: end.CreatedAt, ID: end.ID})
-		page.PageInfo.EndCursor = &c
-	}
-	return page, nil
+	return s.listSessions(ctx, p.Account.ID, q)
 }
 
 // RevokeSessions revokes every matching session of the caller's account that is pending

@@ -105,7 +105,7 @@ func (s *service) tenantUserScope(ctx context.Context, p *identity.Principal, te
 }
 
 // ListTenantUsers lists the external users that have had sessions in the tenant, by id,
-// as summaries.
+// as summaries; a filtered page examines at most EMBED_MAX_LIST_SCAN users.
 func (s *service) ListTenantUsers(ctx context.Context, p *identity.Principal, tenant string, q UserQuery) (UserPage, error) {
 	if err := s.tenantUserScope(ctx, p, tenant); err != nil {
 		return UserPage{}, err
@@ -126,24 +126,7 @@ func (s *service) ListTenantUsers(ctx context.Context, p *identity.Principal, te
 		after = n
 	}
 	// A scoped key lists the users that had sessions in its deployments.
-	users, err := s.d.Users.ListTenantUsers(ctx, p.Account.ID, tenant, strings.ToLower(strings.TrimSpace(q.Q)), keyReach(p).deployments, after, q.First+1)
-	if err != nil {
-		return UserPage{}, storeErr(err)
-	}
-	page := UserPage{Items: make([]UserSummary, 0, min(len(users), q.First))}
-	for i, u := range users {
-		if i == q.First {
-			page.PageInfo.HasNextPage = true
-			break
-		}
-		page.Items = append(page.Items, UserSummary{ID: u.ID, ExternalID: u.ExternalID, Email: u.Email, DisplayName: u.DisplayName,
-			Picture: u.Picture, CreatedAt: httpx.At(u.CreatedAt.UTC()), UpdatedAt: httpx.At(u.UpdatedAt.UTC())})
-	}
-	if n := len(page.Items); n > 0 {
-		c := base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(page.Items[n-1].ID, 10)))
-		page.PageInfo.EndCursor = &c
-	}
-	return page, nil
+	return s.listTenantUsers(ctx, p.Account.ID, tenant, strings.ToLower(strings.TrimSpace(q.Q)), keyReach(p).deployments, q.First, after)
 }
 
 // tenantUser reads a user of the tenant: another tenant's or an unknown user is 404, and

@@ -84,13 +84,14 @@ func newestFirst(a, b embed.SessionRecord) int {
 	return cmp.Compare(b.ID, a.ID)
 }
 
-// ListSessionRecords returns up to limit matching records, newest first.
-func (s *Store) ListSessionRecords(_ context.Context, accountID int64, q embed.SessionQuery, now time.Time, limit int) ([]embed.SessionRecord, error) {
+// ListSessionRecords returns up to limit of the account's records, newest first, after
+// after (the one with id when id is set).
+func (s *Store) ListSessionRecords(_ context.Context, accountID int64, id string, after embed.SessionCursor, now time.Time, limit int) ([]embed.SessionRecord, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []embed.SessionRecord
 	for _, r := range s.records {
-		if s.matches(r, accountID, q, now) {
+		if s.matches(r, accountID, embed.SessionQuery{ID: id, After: after}, now) {
 			out = append(out, listed(r))
 		}
 	}

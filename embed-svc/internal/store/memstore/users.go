@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/analyticsco/platform/embed-svc/internal/embed"
@@ -120,15 +119,14 @@ func (s *Store) ExternalUserCount(_ context.Context, accountID int64) (int64, er
 	return s.counters[accountID], nil
 }
 
-// ListTenantUsers lists users with sessions in tenant by id, after afterID, whose
-// external id starts with prefix.
-func (s *Store) ListTenantUsers(_ context.Context, accountID int64, tenant, prefix string, deployments []int64, afterID int64, limit int) ([]embed.ExternalUser, error) {
+// ListTenantUsers lists the profiles of users with sessions in tenant by id, after
+// afterID.
+func (s *Store) ListTenantUsers(_ context.Context, accountID int64, tenant string, afterID int64, limit int) ([]embed.ExternalUser, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []embed.ExternalUser
 	for k, u := range s.users {
-		inReach := deployments == nil || slices.ContainsFunc(u.Deployments, func(d int64) bool { return slices.Contains(deployments, d) })
-		if k.account == accountID && slices.Contains(u.Tenants, tenant) && strings.HasPrefix(u.ExternalID, prefix) && u.ID > afterID && inReach {
+		if k.account == accountID && slices.Contains(u.Tenants, tenant) && u.ID > afterID {
 			out = append(out, copyUser(u)) // the profile, as mongostore projects it
 		}
 	}

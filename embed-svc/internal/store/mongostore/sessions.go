@@ -137,9 +137,11 @@ func sessionFilter(accountID int64, q embed.SessionQuery, now time.Time) bson.D 
 	return f
 }
 
-// ListSessionRecords returns up to limit matching records, newest first.
-func (s *Store) ListSessionRecords(ctx context.Context, accountID int64, q embed.SessionQuery, now time.Time, limit int) ([]embed.SessionRecord, error) {
-	return findAll(ctx, s.sessions, sessionFilter(accountID, q, now), sessionDoc.record,
+// ListSessionRecords returns up to limit of the account's records, newest first, after
+// after (the one with id when id is set): a range of the (accountId, createdAt, _id)
+// index, so it reads no more than limit records whatever the listing then keeps.
+func (s *Store) ListSessionRecords(ctx context.Context, accountID int64, id string, after embed.SessionCursor, now time.Time, limit int) ([]embed.SessionRecord, error) {
+	return findAll(ctx, s.sessions, sessionFilter(accountID, embed.SessionQuery{ID: id, After: after}, now), sessionDoc.record,
 		options.Find().SetSort(bson.D{{Key: "createdAt", Value: -1}, {Key: "_id", Value: -1}}).SetLimit(int64(limit)).SetProjection(listedFields))
 }
 

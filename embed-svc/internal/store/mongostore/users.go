@@ -316,16 +316,10 @@ func (s *Store) ExternalUserCount(ctx context.Context, accountID int64) (int64, 
 	return doc.Count, wrap(err)
 }
 
-// ListTenantUsers lists users with sessions in tenant by id, after afterID, whose
-// external id starts with prefix (a range on the indexed id: no pattern is evaluated).
-func (s *Store) ListTenantUsers(ctx context.Context, accountID int64, tenant, prefix string, deployments []int64, afterID int64, limit int) ([]embed.ExternalUser, error) {
+// ListTenantUsers lists the profiles of users with sessions in tenant by id, after
+// afterID: a range of the (accountId, tenants, _id) index.
+func (s *Store) ListTenantUsers(ctx context.Context, accountID int64, tenant string, afterID int64, limit int) ([]embed.ExternalUser, error) {
 	f := bson.D{{Key: "accountId", Value: accountID}, {Key: "tenants", Value: tenant}}
-	if deployments != nil {
-		f = append(f, bson.E{Key: "deployments", Value: bson.D{{Key: "$in", Value: deployments}}})
-	}
-	if prefix != "" {
-		f = append(f, bson.E{Key: "externalId", Value: bson.D{{Key: "$gte", Value: prefix}, {Key: "$lt", Value: prefix + "\uffff"}}})
-	}
 	if afterID > 0 {
 		f = append(f, bson.E{Key: "_id", Value: bson.D{{Key: "$gt", Value: afterID}}})
 	}
