@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/analyticsco/platform/embed-svc/internal/embed"
-	"github.com/analyticsco/platform/embed-svc/internal/store/memstore"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -213,11 +212,8 @@ func TestStoredSessionCarriesNoValuesProfileOrSecurityContext(t *testing.T) {
 // tokens expire the account mints again.
 func TestLiveSessionsPerAccountAreBounded(t *testing.T) {
 	ctx := context.Background()
-	var offset atomic.Int64
-	clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
 	f := newFixture(t)
-	f.sessions = memstore.NewSessions(clock)
-	f.deps.Sessions = f.sessions
+	offset := f.withSessionClock()
 	f.withLimits(embed.Limits{LiveSessionsPerAccount: 3})
 	var first string
 	for i := range 3 {

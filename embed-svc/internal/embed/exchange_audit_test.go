@@ -2,12 +2,10 @@ package embed_test
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/analyticsco/platform/embed-svc/internal/embed"
-	"github.com/analyticsco/platform/embed-svc/internal/store/memstore"
 )
 
 // TestRefusedExchangesOfOneIDAreAuditedOncePerInterval: anyone holding a used session id
@@ -16,11 +14,8 @@ import (
 // event counting those since the previous one (details.failedAttempts).
 func TestRefusedExchangesOfOneIDAreAuditedOncePerInterval(t *testing.T) {
 	ctx := context.Background()
-	var offset atomic.Int64
-	clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
 	f := newFixture(t)
-	f.sessions = memstore.NewSessions(clock)
-	f.deps.Sessions = f.sessions
+	offset := f.withSessionClock()
 	f.withLimits(embed.Limits{ExchangeFailureAudit: time.Minute})
 	id := f.mint(t, f.adminKey(), f.external("u"))
 	if _, err := f.svc.ExchangeSession(ctx, id); err != nil {

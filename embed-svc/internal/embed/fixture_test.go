@@ -60,6 +60,16 @@ func newFixture(t *testing.T) *fixture {
 	return f
 }
 
+// withSessionClock gives f a session store whose keys expire on a clock that moves by
+// what the returned offset holds, and rebuilds the service over it.
+func (f *fixture) withSessionClock() *atomic.Int64 {
+	var offset atomic.Int64
+	f.sessions = memstore.NewSessions(func() time.Time { return time.Now().Add(time.Duration(offset.Load())) })
+	f.deps.Sessions = f.sessions
+	f.svc = embed.NewService(f.deps)
+	return &offset
+}
+
 // withLimits rebuilds f's service over the same stores with limits l.
 func (f *fixture) withLimits(l embed.Limits) *fixture {
 	f.deps.Limits = l

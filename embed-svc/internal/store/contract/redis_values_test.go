@@ -10,7 +10,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/analyticsco/platform/devstack"
 	"github.com/analyticsco/platform/embed-svc/internal/embed"
 	"github.com/analyticsco/platform/embed-svc/internal/store/redisstore"
 )
@@ -20,13 +19,7 @@ import (
 // session, and values stored before the prefix (a bare session JSON, or "" for a
 // reserved id) are still exchanged and revoked, by their account.
 func TestRedisSessionValues(t *testing.T) {
-	r := devstack.RedisForTest(t)
-	opts, err := redis.ParseURL(r.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(opts)
-	t.Cleanup(func() { _ = rdb.Close() })
+	rdb := redisClient(t)
 	s := redisstore.New(rdb)
 	ctx := context.Background()
 
