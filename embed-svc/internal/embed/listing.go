@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/analyticsco/platform/libs/httpx"
 )
 
 // listBatch is how many entries a filtered listing reads per round trip.
@@ -183,8 +181,7 @@ func (s *service) listTenantUsers(ctx context.Context, accountID int64, tenant, 
 	}
 	page := UserPage{Items: make([]UserSummary, 0, len(sp.items)), PageInfo: PageInfo{HasNextPage: sp.more}}
 	for _, u := range sp.items {
-		page.Items = append(page.Items, UserSummary{ID: u.ID, ExternalID: u.ExternalID, Email: u.Email, DisplayName: u.DisplayName,
-			Picture: u.Picture, CreatedAt: httpx.At(u.CreatedAt.UTC()), UpdatedAt: httpx.At(u.UpdatedAt.UTC())})
+		page.Items = append(page.Items, userSummary(u))
 	}
 	if end := sp.cursorEntry(first); end != nil {
 		c := base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(end.ID, 10)))

@@ -36,17 +36,12 @@ type ScopedValue struct {
 	Scope string `json:"scope"`
 }
 
-// UserView is an external user as the tenant's admin sees it.
+// UserView is an external user as the tenant's admin sees it: the profile, and the
+// memberships and values of the account-wide catalog and the tenant's.
 type UserView struct {
-	ID             int64         `json:"id"`
-	ExternalID     string        `json:"externalId"`
-	Email          *string       `json:"email"`
-	DisplayName    *string       `json:"displayName"`
-	Picture        *string       `json:"picture"`
+	UserSummary
 	Groups         []ScopedName  `json:"groups"`
 	UserAttributes []ScopedValue `json:"userAttributes"`
-	CreatedAt      httpx.Time    `json:"createdAt"`
-	UpdatedAt      httpx.Time    `json:"updatedAt"`
 }
 
 // UserSummary is an external user as a list shows it: the profile, without memberships
@@ -59,6 +54,11 @@ type UserSummary struct {
 	Picture     *string    `json:"picture"`
 	CreatedAt   httpx.Time `json:"createdAt"`
 	UpdatedAt   httpx.Time `json:"updatedAt"`
+}
+
+func userSummary(u ExternalUser) UserSummary {
+	return UserSummary{ID: u.ID, ExternalID: u.ExternalID, Email: u.Email, DisplayName: u.DisplayName, Picture: u.Picture,
+		CreatedAt: httpx.At(u.CreatedAt.UTC()), UpdatedAt: httpx.At(u.UpdatedAt.UTC())}
 }
 
 // UserPage is one page of a tenant's users.
@@ -74,8 +74,7 @@ type DeletedUser struct {
 }
 
 func userView(u ExternalUser, tenant string) UserView {
-	v := UserView{ID: u.ID, ExternalID: u.ExternalID, Email: u.Email, DisplayName: u.DisplayName, Picture: u.Picture,
-		Groups: []ScopedName{}, UserAttributes: []ScopedValue{}, CreatedAt: httpx.At(u.CreatedAt.UTC()), UpdatedAt: httpx.At(u.UpdatedAt.UTC())}
+	v := UserView{UserSummary: userSummary(u), Groups: []ScopedName{}, UserAttributes: []ScopedValue{}}
 	for _, sc := range []struct{ scope, label string }{{AccountScope, "account"}, {tenant, "tenant"}} {
 		var names []string
 		for _, n := range u.Groups[sc.scope] {
