@@ -148,17 +148,17 @@ func TestEmbedTenantAttacks(t *testing.T) {
 			}
 			return map[string]any{"externalId": "churner", "creatorMode": true, "embedTenantName": "churn-tenant", "userAttributeDefinitions": defs}
 		}
-		if r := embedMint(a, acme.APIKeys["admin"], dep1, body(51, "a")); r.status != 400 || !strings.Contains(r.message(), "EMBED_MAX_DEFINITION_CHANGES") {
-			t.Fatalf("51 new definitions: want 400 naming EMBED_MAX_DEFINITION_CHANGES, got %s", r)
+		if r := embedMint(a, acme.APIKeys["admin"], dep1, body(33, "a")); r.status != 400 || !strings.Contains(r.message(), "EMBED_MAX_DEFINITION_CHANGES") {
+			t.Fatalf("33 new definitions: want 400 naming EMBED_MAX_DEFINITION_CHANGES, got %s", r)
 		}
-		embedSessionID(t, embedMint(a, acme.APIKeys["admin"], dep1, body(50, "a")))
+		embedSessionID(t, embedMint(a, acme.APIKeys["admin"], dep1, body(32, "a")))
 		embedProcess := s.Process("embed-svc-1")
 		before := definitionUpdates(t, embedProcess.InternalAddr)
 		for _, d := range []string{"b", "a", "b", "a"} {
-			embedSessionID(t, embedMint(a, acme.APIKeys["admin"], dep1, body(50, d)))
+			embedSessionID(t, embedMint(a, acme.APIKeys["admin"], dep1, body(32, d)))
 		}
 		if n := definitionUpdates(t, embedProcess.InternalAddr) - before; n != 4 {
-			t.Fatalf("4 mints each changing 50 definitions sent %d update commands, want 4 (one batch each)", n)
+			t.Fatalf("4 mints each changing 32 definitions sent %d update commands, want 4 (one batch each)", n)
 		}
 	})
 

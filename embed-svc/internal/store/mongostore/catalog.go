@@ -153,11 +153,11 @@ func (s *Store) UpsertDefinitions(ctx context.Context, accountID int64, scope st
 	return out, nil
 }
 
-// maxBulkWrites bounds the writes of one bulk write. EMBED_MAX_DEFINITION_CHANGES (50 by
-// default) fits in one; a higher setting takes one more per 64. FerretDB v1 (the local
+// maxBulkWrites bounds the writes of one bulk write. EMBED_MAX_DEFINITION_CHANGES (32 by
+// default) fits in one; a higher setting takes one more per 32. FerretDB v1 (the local
 // stack) holds a backend connection per statement of an update command until the command
-// ends, and an update of about 100 statements waits forever for its pool.
-const maxBulkWrites = 64
+// ends: on PostgreSQL an update of 50 statements waits forever for its pool (40 pass).
+const maxBulkWrites = 32
 
 // updateCreatedMeanwhile updates the stored definition of u's kind and name, which a
 // concurrent request created after u was planned as a creation.
