@@ -68,6 +68,19 @@ func (r reach) deployment(dep int64) error {
 	return forbidden("this API key is scoped to other deployments than %d", dep).WithCode(httpx.CodeKeyOutOfScope)
 }
 
+// narrow keeps a session query inside the reach: a deployment it names outside the reach
+// is 403 key_out_of_scope, and whatever else it selects matches the reach's deployments
+// only.
+func (r reach) narrow(q *SessionQuery) error {
+	if q.DeploymentID > 0 {
+		if err := r.deployment(q.DeploymentID); err != nil {
+			return err
+		}
+	}
+	q.Deployments = r.deployments
+	return nil
+}
+
 // account refuses a change of what belongs to the whole account to a credential that
 // reaches less: a scoped key 403 key_out_of_scope, a personal key 403 personal_key.
 func (r reach) account(what string) error {

@@ -141,8 +141,8 @@ type sessionContent struct {
 }
 
 // content reads sess's content: its record, and its external user with the values of
-// the session's scope. A user deleted (or deleted and made again) since the mint ends the
-// session.
+// the session's scope. A user being deleted, deleted, or deleted and made again since
+// the mint ends the session.
 func (s *service) content(ctx context.Context, sess Session) (sessionContent, error) {
 	c := sessionContent{user: sess.User, groups: []string{}, attrs: []AttributeValue{}, securityContext: sess.SecurityContext}
 	rec, err := s.d.Records.SessionRecordBySID(ctx, sess.SID)
@@ -161,7 +161,7 @@ func (s *service) content(ctx context.Context, sess Session) (sessionContent, er
 		return c, nil
 	}
 	u, err := s.d.Users.ExternalUser(ctx, sess.AccountID, *sess.User.ExternalID, sess.scope())
-	if errors.Is(err, ErrNotFound) || (err == nil && u.ID != sess.User.ID) {
+	if errors.Is(err, ErrNotFound) || (err == nil && (u.ID != sess.User.ID || u.Deleting)) {
 		return sessionContent{}, unauthorized("the embed session has ended")
 	}
 	if err != nil {

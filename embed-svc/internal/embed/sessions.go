@@ -185,13 +185,9 @@ func (s *service) ListSessions(ctx context.Context, p *identity.Principal, q Ses
 		return SessionPage{}, err
 	}
 	// A scoped key lists its deployments' sessions; naming another deployment is 403.
-	r := keyReach(p)
-	if q.DeploymentID > 0 {
-		if err := r.deployment(q.DeploymentID); err != nil {
-			return SessionPage{}, err
-		}
+	if err := keyReach(p).narrow(&q); err != nil {
+		return SessionPage{}, err
 	}
-	q.Deployments = r.deployments
 	if q.First < 1 || q.First > MaxPageSize {
 		return SessionPage{}, badFirst(q.First)
 	}
@@ -261,13 +257,9 @@ func (s *service) RevokeSessions(ctx context.Context, p *identity.Principal, req
 	}
 	// Every selector resolves inside the caller's reach: a scoped key revokes its
 	// deployments' sessions only, and naming another deployment is 403.
-	r := keyReach(p)
-	if q.DeploymentID > 0 {
-		if err := r.deployment(q.DeploymentID); err != nil {
-			return RevokedSessions{}, err
-		}
+	if err := keyReach(p).narrow(&q); err != nil {
+		return RevokedSessions{}, err
 	}
-	q.Deployments = r.deployments
 	n, err := s.revokeMatching(ctx, p.Account.ID, q)
 	ev.Details["revoked"] = n
 	return RevokedSessions{Revoked: n}, err
