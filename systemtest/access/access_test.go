@@ -343,6 +343,8 @@ var accessRoutes = []accessRoute{
 		}},
 	{"openapi-document", "GET", "/api/v1/openapi.json", schemePublic, "200 200 200 200 200 200 200 200 200 200 200 200 200 200 200",
 		func(p *platform, t *testing.T, sc *scope) (string, any) { return "/api/v1/openapi.json", nil }},
+	{"api-docs", "GET", "/api/v1/docs", schemePublic, "200 200 200 200 200 200 200 200 200 200 200 200 200 200 200",
+		func(p *platform, t *testing.T, sc *scope) (string, any) { return "/api/v1/docs", nil }},
 }
 
 // TestHostileAccess runs one stack for the whole suite: the matrix, the cross-object
