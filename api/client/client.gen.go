@@ -546,6 +546,7 @@ const (
 	ErrorCodeCreatorModeDisabled    ErrorCode = "creator_mode_disabled"
 	ErrorCodeDefinitionTypeConflict ErrorCode = "definition_type_conflict"
 	ErrorCodeDepthLimit             ErrorCode = "depth_limit"
+	ErrorCodeExternalUserDeleting   ErrorCode = "external_user_deleting"
 	ErrorCodeExternalUserLimit      ErrorCode = "external_user_limit"
 	ErrorCodeFavoritesLimit         ErrorCode = "favorites_limit"
 	ErrorCodeFolderCycle            ErrorCode = "folder_cycle"
@@ -556,6 +557,7 @@ const (
 	ErrorCodeItemLimit              ErrorCode = "item_limit"
 	ErrorCodeJobLimit               ErrorCode = "job_limit"
 	ErrorCodeKeyOutOfScope          ErrorCode = "key_out_of_scope"
+	ErrorCodeLiveSessionLimit       ErrorCode = "live_session_limit"
 	ErrorCodeMethodNotAllowed       ErrorCode = "method_not_allowed"
 	ErrorCodeNotApplied             ErrorCode = "not_applied"
 	ErrorCodeNotFound               ErrorCode = "not_found"
@@ -591,6 +593,8 @@ func (e ErrorCode) Valid() bool {
 		return true
 	case ErrorCodeDepthLimit:
 		return true
+	case ErrorCodeExternalUserDeleting:
+		return true
 	case ErrorCodeExternalUserLimit:
 		return true
 	case ErrorCodeFavoritesLimit:
@@ -610,6 +614,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeJobLimit:
 		return true
 	case ErrorCodeKeyOutOfScope:
+		return true
+	case ErrorCodeLiveSessionLimit:
 		return true
 	case ErrorCodeMethodNotAllowed:
 		return true
@@ -1139,6 +1145,8 @@ type AuditOutcome struct {
 	// - `client_error`: any other 4xx
 	// - `server_error`: any other 5xx
 	// - `external_user_limit`: 403: the account's external-user limit
+	// - `live_session_limit`: 403: the account's live embed sessions (`EMBED_MAX_LIVE_SESSIONS_PER_ACCOUNT`)
+	// - `external_user_deleting`: 409: a mint for an external user whose delete has begun
 	// - `creator_mode_disabled`: 403: creatorMode without the useCreatorMode flag
 	// - `plan_not_eligible`: 403: embedding needs a premium or enterprise plan
 	// - `personal_key`: 403: a personal API key where an account key is needed
@@ -1575,6 +1583,17 @@ type EmbedExternalUser_UserAttributes_Value struct {
 	union json.RawMessage
 }
 
+// EmbedExternalUserSummary defines model for EmbedExternalUserSummary.
+type EmbedExternalUserSummary struct {
+	CreatedAt   time.Time `json:"createdAt"`
+	DisplayName *string   `json:"displayName"`
+	Email       *string   `json:"email"`
+	ExternalId  string    `json:"externalId"`
+	Id          int64     `json:"id"`
+	Picture     *string   `json:"picture"`
+	UpdatedAt   time.Time `json:"updatedAt"`
+}
+
 // EmbedSessionInfo defines model for EmbedSessionInfo.
 type EmbedSessionInfo struct {
 	AccountId       int64     `json:"accountId"`
@@ -1583,8 +1602,10 @@ type EmbedSessionInfo struct {
 	DeploymentId    int64     `json:"deploymentId"`
 	EmbedTenantName string    `json:"embedTenantName"`
 	ExpiresAt       time.Time `json:"expiresAt"`
-	Groups          []string  `json:"groups"`
-	IssuedAt        time.Time `json:"issuedAt"`
+
+	// Groups The user's memberships in the session's scope as stored now (a later mint for the user changes them).
+	Groups   []string  `json:"groups"`
+	IssuedAt time.Time `json:"issuedAt"`
 
 	// Production Whether the session queries the production branch.
 	Production bool `json:"production"`
@@ -1594,9 +1615,11 @@ type EmbedSessionInfo struct {
 	SessionId       string                 `json:"sessionId"`
 
 	// Settings The settings in effect for the session after layering.
-	Settings       ResolvedEmbedSettings `json:"settings"`
-	User           EmbedSessionUser      `json:"user"`
-	UserAttributes []UserAttributeValue  `json:"userAttributes"`
+	Settings ResolvedEmbedSettings `json:"settings"`
+	User     EmbedSessionUser      `json:"user"`
+
+	// UserAttributes The user's values in the session's scope as stored now, as the next data-API token carries them.
+	UserAttributes []UserAttributeValue `json:"userAttributes"`
 }
 
 // EmbedSessionRecord defines model for EmbedSessionRecord.
@@ -1704,7 +1727,7 @@ type EmbedUserProfile struct {
 	// DisplayName Shown next to the avatar.
 	DisplayName *string `json:"displayName,omitempty"`
 
-	// Picture Absolute `http://` or `https://` URL; only its syntax is validated, the content is not fetched.
+	// Picture Absolute `http://` or `https://` URL; only its syntax is validated, the content is not fetched. At most `EMBED_MAX_PICTURE_URL_BYTES` (2 KiB by default); longer is `413`.
 	Picture *string `json:"picture,omitempty"`
 }
 
@@ -1730,6 +1753,8 @@ type Error struct {
 	// - `client_error`: any other 4xx
 	// - `server_error`: any other 5xx
 	// - `external_user_limit`: 403: the account's external-user limit
+	// - `live_session_limit`: 403: the account's live embed sessions (`EMBED_MAX_LIVE_SESSIONS_PER_ACCOUNT`)
+	// - `external_user_deleting`: 409: a mint for an external user whose delete has begun
 	// - `creator_mode_disabled`: 403: creatorMode without the useCreatorMode flag
 	// - `plan_not_eligible`: 403: embedding needs a premium or enterprise plan
 	// - `personal_key`: 403: a personal API key where an account key is needed
@@ -1773,6 +1798,8 @@ type Error struct {
 // - `client_error`: any other 4xx
 // - `server_error`: any other 5xx
 // - `external_user_limit`: 403: the account's external-user limit
+// - `live_session_limit`: 403: the account's live embed sessions (`EMBED_MAX_LIVE_SESSIONS_PER_ACCOUNT`)
+// - `external_user_deleting`: 409: a mint for an external user whose delete has begun
 // - `creator_mode_disabled`: 403: creatorMode without the useCreatorMode flag
 // - `plan_not_eligible`: 403: embedding needs a premium or enterprise plan
 // - `personal_key`: 403: a personal API key where an account key is needed
@@ -1930,7 +1957,7 @@ type GenerateSessionRequest struct {
 	// UserAttributeDefinitions Upserted into the embed tenant's scope; requires `creatorMode` true and `embedTenantName`.
 	UserAttributeDefinitions *[]AttributeDefinitionInput `json:"userAttributeDefinitions,omitempty"`
 
-	// UserAttributes Row-level-security values; duplicate names are `400`; not allowed with `internalId`. Each value is stored on the user and signed into its tokens, so it is at most `EMBED_MAX_ATTRIBUTE_VALUE_BYTES` (16 KiB by default) of JSON, as sent; a larger one is `413`, naming the entry and the limit.
+	// UserAttributes Row-level-security values; duplicate names are `400`; not allowed with `internalId`. Each value is stored on the user and signed into its tokens, so it is at most `EMBED_MAX_ATTRIBUTE_VALUE_BYTES` (16 KiB by default) of JSON, as sent; a larger one is `413`, naming the entry and the limit. All of a user's stored values, in every scope, are at most `EMBED_MAX_USER_ATTRIBUTE_BYTES` (64 KiB by default) together; a mint that would store more is `413` naming the limit, and writes nothing (clear values with `null`).
 	UserAttributes *[]UserAttributeValue `json:"userAttributes,omitempty"`
 
 	// UserProfile Stored on the external user keyed by `externalId`; sending it overwrites saved values,
@@ -3867,6 +3894,9 @@ type ClientInterface interface {
 	//
 	// Deletes the group and its memberships. Requires an admin's API key. An unknown id, or one
 	// of another tenant, is `404`.
+	// Changing what belongs to the whole account needs an admin's unscoped account API key
+	// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+	// `403 key_out_of_scope`, a personal key `403 personal_key`.
 	//
 	// Corresponds with DELETE /api/v1/embed-tenants/{embedTenantName}/groups/{id} (the `DeleteEmbedTenantGroup` operationId).
 	DeleteEmbedTenantGroup(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3882,14 +3912,22 @@ type ClientInterface interface {
 	//
 	// Deletes the definition and every user's value for it. Requires an admin's API key. An
 	// unknown id, or one of another tenant, is `404`.
+	// Changing what belongs to the whole account needs an admin's unscoped account API key
+	// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+	// `403 key_out_of_scope`, a personal key `403 personal_key`.
 	//
 	// Corresponds with DELETE /api/v1/embed-tenants/{embedTenantName}/user-attributes/{id} (the `DeleteEmbedTenantUserAttribute` operationId).
 	DeleteEmbedTenantUserAttribute(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListEmbedTenantUsers List an embed tenant's external users
 	//
-	// The external users that have had sessions in the tenant, by id. `q` keeps those whose
-	// external id starts with it (case-insensitive). Requires an admin's account API key.
+	// The external users that have had sessions in the tenant, by id, with their profiles
+	// (GET a user for its memberships and values). `q` keeps those whose external id starts
+	// with it (case-insensitive); with it a page may hold fewer than `first` items (at most
+	// `EMBED_MAX_LIST_SCAN`, 1,000, users are read and examined per request): follow
+	// `endCursor` while `hasNextPage`. Requires an admin's account API key.
+	// A key scoped to deployments sees the users that had sessions in its deployments; any
+	// other user is `404`, as one that does not exist.
 	//
 	// Corresponds with GET /api/v1/embed-tenants/{embedTenantName}/users (the `ListEmbedTenantUsers` operationId).
 	ListEmbedTenantUsers(ctx context.Context, embedTenantName EmbedTenantNameParam, params *ListEmbedTenantUsersParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3899,8 +3937,14 @@ type ClientInterface interface {
 	// Revokes every session of the user (pending ids can no longer be exchanged, tokens are
 	// refused on their next request), then deletes the user with its memberships and values,
 	// which frees its place under the account's external-user limit (the limit counts users
-	// that exist, also under concurrent mints and deletes). A later mint for the same external
-	// id makes a new user. Requires an admin's account API key.
+	// that exist, also under concurrent mints and deletes). The delete wins over mints racing
+	// it: the user is marked first, so a mint that has not written it yet is `409
+	// external_user_deleting` and one that has revokes its own session; after a successful
+	// delete no session of the user works. A later mint for the same external id makes a new
+	// user. Requires an admin's account API key.
+	// Changing what belongs to the whole account needs an admin's unscoped account API key
+	// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+	// `403 key_out_of_scope`, a personal key `403 personal_key`.
 	//
 	// Corresponds with DELETE /api/v1/embed-tenants/{embedTenantName}/users/{externalId} (the `DeleteEmbedTenantUser` operationId).
 	DeleteEmbedTenantUser(ctx context.Context, embedTenantName EmbedTenantNameParam, externalId string, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3911,6 +3955,8 @@ type ClientInterface interface {
 	// account-wide catalog) or `tenant` (the tenant's creator-mode catalog). A user without
 	// sessions in this tenant, or of another account, is `404`. Requires an admin's account
 	// API key.
+	// A key scoped to deployments sees the users that had sessions in its deployments; any
+	// other user is `404`, as one that does not exist.
 	//
 	// Corresponds with GET /api/v1/embed-tenants/{embedTenantName}/users/{externalId} (the `GetEmbedTenantUser` operationId).
 	GetEmbedTenantUser(ctx context.Context, embedTenantName EmbedTenantNameParam, externalId string, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3931,6 +3977,12 @@ type ClientInterface interface {
 	// an unscoped key: any deployment of its account; a deployment of another account: `404`)
 	// and a `premium` or `enterprise` plan (`403` otherwise).
 	//
+	// `413`: a `securityContext`, an attribute value or a `picture` over its limit, or a user
+	// whose stored attribute values would pass `EMBED_MAX_USER_ATTRIBUTE_BYTES` (64 KiB by
+	// default) in total; each names its limit. The session keeps none of the user's values:
+	// its data-API tokens and `GET /api/v1/embed/session` read them from the user when they
+	// are issued.
+	//
 	// Validation happens before anything is written; a rejected request writes nothing. `400`:
 	// neither or both of `externalId`/`internalId`; `internalId` with `groups`,
 	// `userAttributes`, either definitions array, `securityContext` or `userProfile`; `email`
@@ -3939,11 +3991,17 @@ type ClientInterface interface {
 	// `picture` that is not an absolute http(s) URL; an attribute value whose type does not match
 	// its definition; unknown keys in `settings` (including placement-level chrome) or
 	// non-boolean values for its boolean keys; `User attributes not found`; `Groups with names
-	// <missing> not found`; a `branchName` nothing serves. `403`: `creatorMode` without the
+	// <missing> not found`; a `branchName` nothing serves; definitions that would create or
+	// change more than `EMBED_MAX_DEFINITION_CHANGES` (32) definitions in one request (those
+	// sent unchanged do not count; they are written in one batch). `403`: `creatorMode` without the
 	// account's `useCreatorMode` flag; the external-user limit (10,000 by default) reached, with
-	// the limit in the message. `404`: an `internalId` that is not a user of the account; a
+	// the limit in the message; `live_session_limit`: the account already has
+	// `EMBED_MAX_LIVE_SESSIONS_PER_ACCOUNT` (10,000 by default) sessions whose token has not
+	// expired (minted in the last 24 hours, revoked ones included), nothing written. `404`: an `internalId` that is not a user of the account; a
 	// `branchName` that is not a branch of the deployment. `409`: `cannot change type` (an
-	// attribute definition whose type differs from the existing one). `429` with `Retry-After`
+	// attribute definition whose type differs from the existing one); `409
+	// external_user_deleting`: the external user's delete has begun (the delete wins: a mint
+	// that raced it revokes its own session); mint again once it has finished. `429` with `Retry-After`
 	// over the per-key rate limit. `503` when the session store is unavailable.
 	//
 	// Takes any type of body and a specified content type.
@@ -3959,6 +4017,12 @@ type ClientInterface interface {
 	// an unscoped key: any deployment of its account; a deployment of another account: `404`)
 	// and a `premium` or `enterprise` plan (`403` otherwise).
 	//
+	// `413`: a `securityContext`, an attribute value or a `picture` over its limit, or a user
+	// whose stored attribute values would pass `EMBED_MAX_USER_ATTRIBUTE_BYTES` (64 KiB by
+	// default) in total; each names its limit. The session keeps none of the user's values:
+	// its data-API tokens and `GET /api/v1/embed/session` read them from the user when they
+	// are issued.
+	//
 	// Validation happens before anything is written; a rejected request writes nothing. `400`:
 	// neither or both of `externalId`/`internalId`; `internalId` with `groups`,
 	// `userAttributes`, either definitions array, `securityContext` or `userProfile`; `email`
@@ -3967,11 +4031,17 @@ type ClientInterface interface {
 	// `picture` that is not an absolute http(s) URL; an attribute value whose type does not match
 	// its definition; unknown keys in `settings` (including placement-level chrome) or
 	// non-boolean values for its boolean keys; `User attributes not found`; `Groups with names
-	// <missing> not found`; a `branchName` nothing serves. `403`: `creatorMode` without the
+	// <missing> not found`; a `branchName` nothing serves; definitions that would create or
+	// change more than `EMBED_MAX_DEFINITION_CHANGES` (32) definitions in one request (those
+	// sent unchanged do not count; they are written in one batch). `403`: `creatorMode` without the
 	// account's `useCreatorMode` flag; the external-user limit (10,000 by default) reached, with
-	// the limit in the message. `404`: an `internalId` that is not a user of the account; a
+	// the limit in the message; `live_session_limit`: the account already has
+	// `EMBED_MAX_LIVE_SESSIONS_PER_ACCOUNT` (10,000 by default) sessions whose token has not
+	// expired (minted in the last 24 hours, revoked ones included), nothing written. `404`: an `internalId` that is not a user of the account; a
 	// `branchName` that is not a branch of the deployment. `409`: `cannot change type` (an
-	// attribute definition whose type differs from the existing one). `429` with `Retry-After`
+	// attribute definition whose type differs from the existing one); `409
+	// external_user_deleting`: the external user's delete has begun (the delete wins: a mint
+	// that raced it revokes its own session); mint again once it has finished. `429` with `Retry-After`
 	// over the per-key rate limit. `503` when the session store is unavailable.
 	//
 	// Takes a body of the `application/json` content type.
@@ -4059,10 +4129,16 @@ type ClientInterface interface {
 	// `externalId`, `internalId` (an internal user's username), `state`. A session is
 	// `pending` until exchanged (its id expires after 5 minutes: `expired`), `active` once
 	// exchanged until its token's `expiresAt`, `revoked` once revoked (until then), and
-	// `expired` after `expiresAt` whatever happened before. With a `state` filter a page may
-	// hold fewer than `first` items (at most 1,000 sessions are examined per request); follow
-	// `endCursor` while `hasNextPage`. Sessions drop out of the list `EMBED_SESSION_RETENTION`
-	// (7 days by default) after they expire. Same callers and `403` as revoke.
+	// `expired` after `expiresAt` whatever happened before. With a filter a page may hold
+	// fewer than `first` items: at most `EMBED_MAX_LIST_SCAN` (1,000) sessions are read and
+	// examined per request; follow `endCursor` while `hasNextPage`. Sessions drop out of the list `EMBED_SESSION_RETENTION`
+	// (7 days by default) after they expire.
+	//
+	// Callers: an admin's API key or bearer token on an account with embedding (`403`
+	// otherwise). An embed token, even an internal admin's, is `403`: it may revoke a session
+	// by its id, not list the account's sessions. A key scoped to deployments (or a personal
+	// key with a scope) lists the sessions of its deployments only; a `deploymentId` outside
+	// them is `403 key_out_of_scope`.
 	//
 	// Corresponds with GET /api/v1/embed/sessions (the `ListEmbedSessions` operationId).
 	ListEmbedSessions(ctx context.Context, params *ListEmbedSessionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -4074,7 +4150,12 @@ type ClientInterface interface {
 	// `{"internalId"}`, `{"tenant"}` or `{"deploymentId"}`; anything else is `400`. A revoked
 	// token is refused on its next request through any gateway replica, and a pending id can
 	// no longer be exchanged. Answers the number revoked (0 when nothing matched, also for
-	// another account's tenant or deployment). Same callers and `403` as revoke.
+	// another account's tenant or deployment).
+	//
+	// Callers as for the session list: an admin's API key or bearer token (an embed token is
+	// `403`). Every selector resolves inside a scoped key's deployments: it revokes only their
+	// sessions (an `id` or user of another deployment revokes nothing), and a `deploymentId`
+	// outside them is `403 key_out_of_scope`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -4088,7 +4169,12 @@ type ClientInterface interface {
 	// `{"internalId"}`, `{"tenant"}` or `{"deploymentId"}`; anything else is `400`. A revoked
 	// token is refused on its next request through any gateway replica, and a pending id can
 	// no longer be exchanged. Answers the number revoked (0 when nothing matched, also for
-	// another account's tenant or deployment). Same callers and `403` as revoke.
+	// another account's tenant or deployment).
+	//
+	// Callers as for the session list: an admin's API key or bearer token (an embed token is
+	// `403`). Every selector resolves inside a scoped key's deployments: it revokes only their
+	// sessions (an `id` or user of another deployment revokes nothing), and a `deploymentId`
+	// outside them is `403 key_out_of_scope`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -4113,6 +4199,9 @@ type ClientInterface interface {
 	// an unknown key or a wrong type is `400` and changes nothing. Sessions minted afterwards
 	// use the new layer; sessions already minted keep what was signed into them. Requires an
 	// admin's API key or an admin's bearer token.
+	// Changing what belongs to the whole account needs an admin's unscoped account API key
+	// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+	// `403 key_out_of_scope`, a personal key `403 personal_key`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -4127,6 +4216,9 @@ type ClientInterface interface {
 	// an unknown key or a wrong type is `400` and changes nothing. Sessions minted afterwards
 	// use the new layer; sessions already minted keep what was signed into them. Requires an
 	// admin's API key or an admin's bearer token.
+	// Changing what belongs to the whole account needs an admin's unscoped account API key
+	// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+	// `403 key_out_of_scope`, a personal key `403 personal_key`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -4145,6 +4237,9 @@ type ClientInterface interface {
 	//
 	// Requires an admin's API key or an admin's bearer token. A group with the same name already
 	// exists: `409`.
+	// Changing what belongs to the whole account needs an admin's unscoped account API key
+	// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+	// `403 key_out_of_scope`, a personal key `403 personal_key`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -4155,6 +4250,9 @@ type ClientInterface interface {
 	//
 	// Requires an admin's API key or an admin's bearer token. A group with the same name already
 	// exists: `409`.
+	// Changing what belongs to the whole account needs an admin's unscoped account API key
+	// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+	// `403 key_out_of_scope`, a personal key `403 personal_key`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -4165,6 +4263,9 @@ type ClientInterface interface {
 	//
 	// Deletes the group and its memberships. Requires an admin's API key or an admin's bearer
 	// token. An unknown id, or one of another account, is `404`.
+	// Changing what belongs to the whole account needs an admin's unscoped account API key
+	// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+	// `403 key_out_of_scope`, a personal key `403 personal_key`.
 	//
 	// Corresponds with DELETE /api/v1/groups/{id} (the `DeleteGroup` operationId).
 	DeleteGroup(ctx context.Context, id DefinitionId, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -4188,6 +4289,9 @@ type ClientInterface interface {
 	//
 	// Requires an admin's API key or an admin's bearer token. A definition with the same name
 	// already exists: `409`.
+	// Changing what belongs to the whole account needs an admin's unscoped account API key
+	// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+	// `403 key_out_of_scope`, a personal key `403 personal_key`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -4198,6 +4302,9 @@ type ClientInterface interface {
 	//
 	// Requires an admin's API key or an admin's bearer token. A definition with the same name
 	// already exists: `409`.
+	// Changing what belongs to the whole account needs an admin's unscoped account API key
+	// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+	// `403 key_out_of_scope`, a personal key `403 personal_key`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -4208,6 +4315,9 @@ type ClientInterface interface {
 	//
 	// Deletes the definition and every user's value for it. Requires an admin's API key or an
 	// admin's bearer token. An unknown id, or one of another account, is `404`.
+	// Changing what belongs to the whole account needs an admin's unscoped account API key
+	// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+	// `403 key_out_of_scope`, a personal key `403 personal_key`.
 	//
 	// Corresponds with DELETE /api/v1/user-attributes/{id} (the `DeleteUserAttribute` operationId).
 	DeleteUserAttribute(ctx context.Context, id DefinitionId, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -5293,6 +5403,9 @@ func (c *Client) ListEmbedTenantGroups(ctx context.Context, embedTenantName Embe
 //
 // Deletes the group and its memberships. Requires an admin's API key. An unknown id, or one
 // of another tenant, is `404`.
+// Changing what belongs to the whole account needs an admin's unscoped account API key
+// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+// `403 key_out_of_scope`, a personal key `403 personal_key`.
 //
 // Corresponds with DELETE /api/v1/embed-tenants/{embedTenantName}/groups/{id} (the `DeleteEmbedTenantGroup` operationId).
 func (c *Client) DeleteEmbedTenantGroup(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5328,6 +5441,9 @@ func (c *Client) ListEmbedTenantUserAttributes(ctx context.Context, embedTenantN
 //
 // Deletes the definition and every user's value for it. Requires an admin's API key. An
 // unknown id, or one of another tenant, is `404`.
+// Changing what belongs to the whole account needs an admin's unscoped account API key
+// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+// `403 key_out_of_scope`, a personal key `403 personal_key`.
 //
 // Corresponds with DELETE /api/v1/embed-tenants/{embedTenantName}/user-attributes/{id} (the `DeleteEmbedTenantUserAttribute` operationId).
 func (c *Client) DeleteEmbedTenantUserAttribute(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5344,8 +5460,13 @@ func (c *Client) DeleteEmbedTenantUserAttribute(ctx context.Context, embedTenant
 
 // ListEmbedTenantUsers List an embed tenant's external users
 //
-// The external users that have had sessions in the tenant, by id. `q` keeps those whose
-// external id starts with it (case-insensitive). Requires an admin's account API key.
+// The external users that have had sessions in the tenant, by id, with their profiles
+// (GET a user for its memberships and values). `q` keeps those whose external id starts
+// with it (case-insensitive); with it a page may hold fewer than `first` items (at most
+// `EMBED_MAX_LIST_SCAN`, 1,000, users are read and examined per request): follow
+// `endCursor` while `hasNextPage`. Requires an admin's account API key.
+// A key scoped to deployments sees the users that had sessions in its deployments; any
+// other user is `404`, as one that does not exist.
 //
 // Corresponds with GET /api/v1/embed-tenants/{embedTenantName}/users (the `ListEmbedTenantUsers` operationId).
 func (c *Client) ListEmbedTenantUsers(ctx context.Context, embedTenantName EmbedTenantNameParam, params *ListEmbedTenantUsersParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5365,8 +5486,14 @@ func (c *Client) ListEmbedTenantUsers(ctx context.Context, embedTenantName Embed
 // Revokes every session of the user (pending ids can no longer be exchanged, tokens are
 // refused on their next request), then deletes the user with its memberships and values,
 // which frees its place under the account's external-user limit (the limit counts users
-// that exist, also under concurrent mints and deletes). A later mint for the same external
-// id makes a new user. Requires an admin's account API key.
+// that exist, also under concurrent mints and deletes). The delete wins over mints racing
+// it: the user is marked first, so a mint that has not written it yet is `409
+// external_user_deleting` and one that has revokes its own session; after a successful
+// delete no session of the user works. A later mint for the same external id makes a new
+// user. Requires an admin's account API key.
+// Changing what belongs to the whole account needs an admin's unscoped account API key
+// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+// `403 key_out_of_scope`, a personal key `403 personal_key`.
 //
 // Corresponds with DELETE /api/v1/embed-tenants/{embedTenantName}/users/{externalId} (the `DeleteEmbedTenantUser` operationId).
 func (c *Client) DeleteEmbedTenantUser(ctx context.Context, embedTenantName EmbedTenantNameParam, externalId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5387,6 +5514,8 @@ func (c *Client) DeleteEmbedTenantUser(ctx context.Context, embedTenantName Embe
 // account-wide catalog) or `tenant` (the tenant's creator-mode catalog). A user without
 // sessions in this tenant, or of another account, is `404`. Requires an admin's account
 // API key.
+// A key scoped to deployments sees the users that had sessions in its deployments; any
+// other user is `404`, as one that does not exist.
 //
 // Corresponds with GET /api/v1/embed-tenants/{embedTenantName}/users/{externalId} (the `GetEmbedTenantUser` operationId).
 func (c *Client) GetEmbedTenantUser(ctx context.Context, embedTenantName EmbedTenantNameParam, externalId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5427,6 +5556,12 @@ func (c *Client) GetEmbedJwks(ctx context.Context, reqEditors ...RequestEditorFn
 // an unscoped key: any deployment of its account; a deployment of another account: `404`)
 // and a `premium` or `enterprise` plan (`403` otherwise).
 //
+// `413`: a `securityContext`, an attribute value or a `picture` over its limit, or a user
+// whose stored attribute values would pass `EMBED_MAX_USER_ATTRIBUTE_BYTES` (64 KiB by
+// default) in total; each names its limit. The session keeps none of the user's values:
+// its data-API tokens and `GET /api/v1/embed/session` read them from the user when they
+// are issued.
+//
 // Validation happens before anything is written; a rejected request writes nothing. `400`:
 // neither or both of `externalId`/`internalId`; `internalId` with `groups`,
 // `userAttributes`, either definitions array, `securityContext` or `userProfile`; `email`
@@ -5435,11 +5570,17 @@ func (c *Client) GetEmbedJwks(ctx context.Context, reqEditors ...RequestEditorFn
 // `picture` that is not an absolute http(s) URL; an attribute value whose type does not match
 // its definition; unknown keys in `settings` (including placement-level chrome) or
 // non-boolean values for its boolean keys; `User attributes not found`; `Groups with names
-// <missing> not found`; a `branchName` nothing serves. `403`: `creatorMode` without the
+// <missing> not found`; a `branchName` nothing serves; definitions that would create or
+// change more than `EMBED_MAX_DEFINITION_CHANGES` (32) definitions in one request (those
+// sent unchanged do not count; they are written in one batch). `403`: `creatorMode` without the
 // account's `useCreatorMode` flag; the external-user limit (10,000 by default) reached, with
-// the limit in the message. `404`: an `internalId` that is not a user of the account; a
+// the limit in the message; `live_session_limit`: the account already has
+// `EMBED_MAX_LIVE_SESSIONS_PER_ACCOUNT` (10,000 by default) sessions whose token has not
+// expired (minted in the last 24 hours, revoked ones included), nothing written. `404`: an `internalId` that is not a user of the account; a
 // `branchName` that is not a branch of the deployment. `409`: `cannot change type` (an
-// attribute definition whose type differs from the existing one). `429` with `Retry-After`
+// attribute definition whose type differs from the existing one); `409
+// external_user_deleting`: the external user's delete has begun (the delete wins: a mint
+// that raced it revokes its own session); mint again once it has finished. `429` with `Retry-After`
 // over the per-key rate limit. `503` when the session store is unavailable.
 //
 // Takes any type of body and a specified content type.
@@ -5465,6 +5606,12 @@ func (c *Client) GenerateEmbedSessionWithBody(ctx context.Context, contentType s
 // an unscoped key: any deployment of its account; a deployment of another account: `404`)
 // and a `premium` or `enterprise` plan (`403` otherwise).
 //
+// `413`: a `securityContext`, an attribute value or a `picture` over its limit, or a user
+// whose stored attribute values would pass `EMBED_MAX_USER_ATTRIBUTE_BYTES` (64 KiB by
+// default) in total; each names its limit. The session keeps none of the user's values:
+// its data-API tokens and `GET /api/v1/embed/session` read them from the user when they
+// are issued.
+//
 // Validation happens before anything is written; a rejected request writes nothing. `400`:
 // neither or both of `externalId`/`internalId`; `internalId` with `groups`,
 // `userAttributes`, either definitions array, `securityContext` or `userProfile`; `email`
@@ -5473,11 +5620,17 @@ func (c *Client) GenerateEmbedSessionWithBody(ctx context.Context, contentType s
 // `picture` that is not an absolute http(s) URL; an attribute value whose type does not match
 // its definition; unknown keys in `settings` (including placement-level chrome) or
 // non-boolean values for its boolean keys; `User attributes not found`; `Groups with names
-// <missing> not found`; a `branchName` nothing serves. `403`: `creatorMode` without the
+// <missing> not found`; a `branchName` nothing serves; definitions that would create or
+// change more than `EMBED_MAX_DEFINITION_CHANGES` (32) definitions in one request (those
+// sent unchanged do not count; they are written in one batch). `403`: `creatorMode` without the
 // account's `useCreatorMode` flag; the external-user limit (10,000 by default) reached, with
-// the limit in the message. `404`: an `internalId` that is not a user of the account; a
+// the limit in the message; `live_session_limit`: the account already has
+// `EMBED_MAX_LIVE_SESSIONS_PER_ACCOUNT` (10,000 by default) sessions whose token has not
+// expired (minted in the last 24 hours, revoked ones included), nothing written. `404`: an `internalId` that is not a user of the account; a
 // `branchName` that is not a branch of the deployment. `409`: `cannot change type` (an
-// attribute definition whose type differs from the existing one). `429` with `Retry-After`
+// attribute definition whose type differs from the existing one); `409
+// external_user_deleting`: the external user's delete has begun (the delete wins: a mint
+// that raced it revokes its own session); mint again once it has finished. `429` with `Retry-After`
 // over the per-key rate limit. `503` when the session store is unavailable.
 //
 // Takes a body of the `application/json` content type.
@@ -5635,10 +5788,16 @@ func (c *Client) RevokeEmbedSession(ctx context.Context, body RevokeEmbedSession
 // `externalId`, `internalId` (an internal user's username), `state`. A session is
 // `pending` until exchanged (its id expires after 5 minutes: `expired`), `active` once
 // exchanged until its token's `expiresAt`, `revoked` once revoked (until then), and
-// `expired` after `expiresAt` whatever happened before. With a `state` filter a page may
-// hold fewer than `first` items (at most 1,000 sessions are examined per request); follow
-// `endCursor` while `hasNextPage`. Sessions drop out of the list `EMBED_SESSION_RETENTION`
-// (7 days by default) after they expire. Same callers and `403` as revoke.
+// `expired` after `expiresAt` whatever happened before. With a filter a page may hold
+// fewer than `first` items: at most `EMBED_MAX_LIST_SCAN` (1,000) sessions are read and
+// examined per request; follow `endCursor` while `hasNextPage`. Sessions drop out of the list `EMBED_SESSION_RETENTION`
+// (7 days by default) after they expire.
+//
+// Callers: an admin's API key or bearer token on an account with embedding (`403`
+// otherwise). An embed token, even an internal admin's, is `403`: it may revoke a session
+// by its id, not list the account's sessions. A key scoped to deployments (or a personal
+// key with a scope) lists the sessions of its deployments only; a `deploymentId` outside
+// them is `403 key_out_of_scope`.
 //
 // Corresponds with GET /api/v1/embed/sessions (the `ListEmbedSessions` operationId).
 func (c *Client) ListEmbedSessions(ctx context.Context, params *ListEmbedSessionsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5660,7 +5819,12 @@ func (c *Client) ListEmbedSessions(ctx context.Context, params *ListEmbedSession
 // `{"internalId"}`, `{"tenant"}` or `{"deploymentId"}`; anything else is `400`. A revoked
 // token is refused on its next request through any gateway replica, and a pending id can
 // no longer be exchanged. Answers the number revoked (0 when nothing matched, also for
-// another account's tenant or deployment). Same callers and `403` as revoke.
+// another account's tenant or deployment).
+//
+// Callers as for the session list: an admin's API key or bearer token (an embed token is
+// `403`). Every selector resolves inside a scoped key's deployments: it revokes only their
+// sessions (an `id` or user of another deployment revokes nothing), and a `deploymentId`
+// outside them is `403 key_out_of_scope`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -5684,7 +5848,12 @@ func (c *Client) RevokeEmbedSessionsWithBody(ctx context.Context, contentType st
 // `{"internalId"}`, `{"tenant"}` or `{"deploymentId"}`; anything else is `400`. A revoked
 // token is refused on its next request through any gateway replica, and a pending id can
 // no longer be exchanged. Answers the number revoked (0 when nothing matched, also for
-// another account's tenant or deployment). Same callers and `403` as revoke.
+// another account's tenant or deployment).
+//
+// Callers as for the session list: an admin's API key or bearer token (an embed token is
+// `403`). Every selector resolves inside a scoped key's deployments: it revokes only their
+// sessions (an `id` or user of another deployment revokes nothing), and a `deploymentId`
+// outside them is `403 key_out_of_scope`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -5729,6 +5898,9 @@ func (c *Client) GetEmbedAccountSettings(ctx context.Context, reqEditors ...Requ
 // an unknown key or a wrong type is `400` and changes nothing. Sessions minted afterwards
 // use the new layer; sessions already minted keep what was signed into them. Requires an
 // admin's API key or an admin's bearer token.
+// Changing what belongs to the whole account needs an admin's unscoped account API key
+// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+// `403 key_out_of_scope`, a personal key `403 personal_key`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -5753,6 +5925,9 @@ func (c *Client) PutEmbedAccountSettingsWithBody(ctx context.Context, contentTyp
 // an unknown key or a wrong type is `400` and changes nothing. Sessions minted afterwards
 // use the new layer; sessions already minted keep what was signed into them. Requires an
 // admin's API key or an admin's bearer token.
+// Changing what belongs to the whole account needs an admin's unscoped account API key
+// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+// `403 key_out_of_scope`, a personal key `403 personal_key`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -5791,6 +5966,9 @@ func (c *Client) ListGroups(ctx context.Context, params *ListGroupsParams, reqEd
 //
 // Requires an admin's API key or an admin's bearer token. A group with the same name already
 // exists: `409`.
+// Changing what belongs to the whole account needs an admin's unscoped account API key
+// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+// `403 key_out_of_scope`, a personal key `403 personal_key`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -5811,6 +5989,9 @@ func (c *Client) CreateGroupWithBody(ctx context.Context, contentType string, bo
 //
 // Requires an admin's API key or an admin's bearer token. A group with the same name already
 // exists: `409`.
+// Changing what belongs to the whole account needs an admin's unscoped account API key
+// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+// `403 key_out_of_scope`, a personal key `403 personal_key`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -5831,6 +6012,9 @@ func (c *Client) CreateGroup(ctx context.Context, body CreateGroupJSONRequestBod
 //
 // Deletes the group and its memberships. Requires an admin's API key or an admin's bearer
 // token. An unknown id, or one of another account, is `404`.
+// Changing what belongs to the whole account needs an admin's unscoped account API key
+// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+// `403 key_out_of_scope`, a personal key `403 personal_key`.
 //
 // Corresponds with DELETE /api/v1/groups/{id} (the `DeleteGroup` operationId).
 func (c *Client) DeleteGroup(ctx context.Context, id DefinitionId, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5884,6 +6068,9 @@ func (c *Client) ListUserAttributes(ctx context.Context, params *ListUserAttribu
 //
 // Requires an admin's API key or an admin's bearer token. A definition with the same name
 // already exists: `409`.
+// Changing what belongs to the whole account needs an admin's unscoped account API key
+// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+// `403 key_out_of_scope`, a personal key `403 personal_key`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -5904,6 +6091,9 @@ func (c *Client) CreateUserAttributeWithBody(ctx context.Context, contentType st
 //
 // Requires an admin's API key or an admin's bearer token. A definition with the same name
 // already exists: `409`.
+// Changing what belongs to the whole account needs an admin's unscoped account API key
+// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+// `403 key_out_of_scope`, a personal key `403 personal_key`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -5924,6 +6114,9 @@ func (c *Client) CreateUserAttribute(ctx context.Context, body CreateUserAttribu
 //
 // Deletes the definition and every user's value for it. Requires an admin's API key or an
 // admin's bearer token. An unknown id, or one of another account, is `404`.
+// Changing what belongs to the whole account needs an admin's unscoped account API key
+// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+// `403 key_out_of_scope`, a personal key `403 personal_key`.
 //
 // Corresponds with DELETE /api/v1/user-attributes/{id} (the `DeleteUserAttribute` operationId).
 func (c *Client) DeleteUserAttribute(ctx context.Context, id DefinitionId, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -9918,6 +10111,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// Deletes the group and its memberships. Requires an admin's API key. An unknown id, or one
 	// of another tenant, is `404`.
+	// Changing what belongs to the whole account needs an admin's unscoped account API key
+	// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+	// `403 key_out_of_scope`, a personal key `403 personal_key`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -9937,6 +10133,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// Deletes the definition and every user's value for it. Requires an admin's API key. An
 	// unknown id, or one of another tenant, is `404`.
+	// Changing what belongs to the whole account needs an admin's unscoped account API key
+	// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+	// `403 key_out_of_scope`, a personal key `403 personal_key`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -9945,8 +10144,13 @@ type ClientWithResponsesInterface interface {
 
 	// ListEmbedTenantUsersWithResponse List an embed tenant's external users
 	//
-	// The external users that have had sessions in the tenant, by id. `q` keeps those whose
-	// external id starts with it (case-insensitive). Requires an admin's account API key.
+	// The external users that have had sessions in the tenant, by id, with their profiles
+	// (GET a user for its memberships and values). `q` keeps those whose external id starts
+	// with it (case-insensitive); with it a page may hold fewer than `first` items (at most
+	// `EMBED_MAX_LIST_SCAN`, 1,000, users are read and examined per request): follow
+	// `endCursor` while `hasNextPage`. Requires an admin's account API key.
+	// A key scoped to deployments sees the users that had sessions in its deployments; any
+	// other user is `404`, as one that does not exist.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -9958,8 +10162,14 @@ type ClientWithResponsesInterface interface {
 	// Revokes every session of the user (pending ids can no longer be exchanged, tokens are
 	// refused on their next request), then deletes the user with its memberships and values,
 	// which frees its place under the account's external-user limit (the limit counts users
-	// that exist, also under concurrent mints and deletes). A later mint for the same external
-	// id makes a new user. Requires an admin's account API key.
+	// that exist, also under concurrent mints and deletes). The delete wins over mints racing
+	// it: the user is marked first, so a mint that has not written it yet is `409
+	// external_user_deleting` and one that has revokes its own session; after a successful
+	// delete no session of the user works. A later mint for the same external id makes a new
+	// user. Requires an admin's account API key.
+	// Changing what belongs to the whole account needs an admin's unscoped account API key
+	// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+	// `403 key_out_of_scope`, a personal key `403 personal_key`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -9972,6 +10182,8 @@ type ClientWithResponsesInterface interface {
 	// account-wide catalog) or `tenant` (the tenant's creator-mode catalog). A user without
 	// sessions in this tenant, or of another account, is `404`. Requires an admin's account
 	// API key.
+	// A key scoped to deployments sees the users that had sessions in its deployments; any
+	// other user is `404`, as one that does not exist.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -9996,6 +10208,12 @@ type ClientWithResponsesInterface interface {
 	// an unscoped key: any deployment of its account; a deployment of another account: `404`)
 	// and a `premium` or `enterprise` plan (`403` otherwise).
 	//
+	// `413`: a `securityContext`, an attribute value or a `picture` over its limit, or a user
+	// whose stored attribute values would pass `EMBED_MAX_USER_ATTRIBUTE_BYTES` (64 KiB by
+	// default) in total; each names its limit. The session keeps none of the user's values:
+	// its data-API tokens and `GET /api/v1/embed/session` read them from the user when they
+	// are issued.
+	//
 	// Validation happens before anything is written; a rejected request writes nothing. `400`:
 	// neither or both of `externalId`/`internalId`; `internalId` with `groups`,
 	// `userAttributes`, either definitions array, `securityContext` or `userProfile`; `email`
@@ -10004,11 +10222,17 @@ type ClientWithResponsesInterface interface {
 	// `picture` that is not an absolute http(s) URL; an attribute value whose type does not match
 	// its definition; unknown keys in `settings` (including placement-level chrome) or
 	// non-boolean values for its boolean keys; `User attributes not found`; `Groups with names
-	// <missing> not found`; a `branchName` nothing serves. `403`: `creatorMode` without the
+	// <missing> not found`; a `branchName` nothing serves; definitions that would create or
+	// change more than `EMBED_MAX_DEFINITION_CHANGES` (32) definitions in one request (those
+	// sent unchanged do not count; they are written in one batch). `403`: `creatorMode` without the
 	// account's `useCreatorMode` flag; the external-user limit (10,000 by default) reached, with
-	// the limit in the message. `404`: an `internalId` that is not a user of the account; a
+	// the limit in the message; `live_session_limit`: the account already has
+	// `EMBED_MAX_LIVE_SESSIONS_PER_ACCOUNT` (10,000 by default) sessions whose token has not
+	// expired (minted in the last 24 hours, revoked ones included), nothing written. `404`: an `internalId` that is not a user of the account; a
 	// `branchName` that is not a branch of the deployment. `409`: `cannot change type` (an
-	// attribute definition whose type differs from the existing one). `429` with `Retry-After`
+	// attribute definition whose type differs from the existing one); `409
+	// external_user_deleting`: the external user's delete has begun (the delete wins: a mint
+	// that raced it revokes its own session); mint again once it has finished. `429` with `Retry-After`
 	// over the per-key rate limit. `503` when the session store is unavailable.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -10024,6 +10248,12 @@ type ClientWithResponsesInterface interface {
 	// an unscoped key: any deployment of its account; a deployment of another account: `404`)
 	// and a `premium` or `enterprise` plan (`403` otherwise).
 	//
+	// `413`: a `securityContext`, an attribute value or a `picture` over its limit, or a user
+	// whose stored attribute values would pass `EMBED_MAX_USER_ATTRIBUTE_BYTES` (64 KiB by
+	// default) in total; each names its limit. The session keeps none of the user's values:
+	// its data-API tokens and `GET /api/v1/embed/session` read them from the user when they
+	// are issued.
+	//
 	// Validation happens before anything is written; a rejected request writes nothing. `400`:
 	// neither or both of `externalId`/`internalId`; `internalId` with `groups`,
 	// `userAttributes`, either definitions array, `securityContext` or `userProfile`; `email`
@@ -10032,11 +10262,17 @@ type ClientWithResponsesInterface interface {
 	// `picture` that is not an absolute http(s) URL; an attribute value whose type does not match
 	// its definition; unknown keys in `settings` (including placement-level chrome) or
 	// non-boolean values for its boolean keys; `User attributes not found`; `Groups with names
-	// <missing> not found`; a `branchName` nothing serves. `403`: `creatorMode` without the
+	// <missing> not found`; a `branchName` nothing serves; definitions that would create or
+	// change more than `EMBED_MAX_DEFINITION_CHANGES` (32) definitions in one request (those
+	// sent unchanged do not count; they are written in one batch). `403`: `creatorMode` without the
 	// account's `useCreatorMode` flag; the external-user limit (10,000 by default) reached, with
-	// the limit in the message. `404`: an `internalId` that is not a user of the account; a
+	// the limit in the message; `live_session_limit`: the account already has
+	// `EMBED_MAX_LIVE_SESSIONS_PER_ACCOUNT` (10,000 by default) sessions whose token has not
+	// expired (minted in the last 24 hours, revoked ones included), nothing written. `404`: an `internalId` that is not a user of the account; a
 	// `branchName` that is not a branch of the deployment. `409`: `cannot change type` (an
-	// attribute definition whose type differs from the existing one). `429` with `Retry-After`
+	// attribute definition whose type differs from the existing one); `409
+	// external_user_deleting`: the external user's delete has begun (the delete wins: a mint
+	// that raced it revokes its own session); mint again once it has finished. `429` with `Retry-After`
 	// over the per-key rate limit. `503` when the session store is unavailable.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
@@ -10128,10 +10364,16 @@ type ClientWithResponsesInterface interface {
 	// `externalId`, `internalId` (an internal user's username), `state`. A session is
 	// `pending` until exchanged (its id expires after 5 minutes: `expired`), `active` once
 	// exchanged until its token's `expiresAt`, `revoked` once revoked (until then), and
-	// `expired` after `expiresAt` whatever happened before. With a `state` filter a page may
-	// hold fewer than `first` items (at most 1,000 sessions are examined per request); follow
-	// `endCursor` while `hasNextPage`. Sessions drop out of the list `EMBED_SESSION_RETENTION`
-	// (7 days by default) after they expire. Same callers and `403` as revoke.
+	// `expired` after `expiresAt` whatever happened before. With a filter a page may hold
+	// fewer than `first` items: at most `EMBED_MAX_LIST_SCAN` (1,000) sessions are read and
+	// examined per request; follow `endCursor` while `hasNextPage`. Sessions drop out of the list `EMBED_SESSION_RETENTION`
+	// (7 days by default) after they expire.
+	//
+	// Callers: an admin's API key or bearer token on an account with embedding (`403`
+	// otherwise). An embed token, even an internal admin's, is `403`: it may revoke a session
+	// by its id, not list the account's sessions. A key scoped to deployments (or a personal
+	// key with a scope) lists the sessions of its deployments only; a `deploymentId` outside
+	// them is `403 key_out_of_scope`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -10145,7 +10387,12 @@ type ClientWithResponsesInterface interface {
 	// `{"internalId"}`, `{"tenant"}` or `{"deploymentId"}`; anything else is `400`. A revoked
 	// token is refused on its next request through any gateway replica, and a pending id can
 	// no longer be exchanged. Answers the number revoked (0 when nothing matched, also for
-	// another account's tenant or deployment). Same callers and `403` as revoke.
+	// another account's tenant or deployment).
+	//
+	// Callers as for the session list: an admin's API key or bearer token (an embed token is
+	// `403`). Every selector resolves inside a scoped key's deployments: it revokes only their
+	// sessions (an `id` or user of another deployment revokes nothing), and a `deploymentId`
+	// outside them is `403 key_out_of_scope`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -10159,7 +10406,12 @@ type ClientWithResponsesInterface interface {
 	// `{"internalId"}`, `{"tenant"}` or `{"deploymentId"}`; anything else is `400`. A revoked
 	// token is refused on its next request through any gateway replica, and a pending id can
 	// no longer be exchanged. Answers the number revoked (0 when nothing matched, also for
-	// another account's tenant or deployment). Same callers and `403` as revoke.
+	// another account's tenant or deployment).
+	//
+	// Callers as for the session list: an admin's API key or bearer token (an embed token is
+	// `403`). Every selector resolves inside a scoped key's deployments: it revokes only their
+	// sessions (an `id` or user of another deployment revokes nothing), and a `deploymentId`
+	// outside them is `403 key_out_of_scope`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -10186,6 +10438,9 @@ type ClientWithResponsesInterface interface {
 	// an unknown key or a wrong type is `400` and changes nothing. Sessions minted afterwards
 	// use the new layer; sessions already minted keep what was signed into them. Requires an
 	// admin's API key or an admin's bearer token.
+	// Changing what belongs to the whole account needs an admin's unscoped account API key
+	// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+	// `403 key_out_of_scope`, a personal key `403 personal_key`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -10200,6 +10455,9 @@ type ClientWithResponsesInterface interface {
 	// an unknown key or a wrong type is `400` and changes nothing. Sessions minted afterwards
 	// use the new layer; sessions already minted keep what was signed into them. Requires an
 	// admin's API key or an admin's bearer token.
+	// Changing what belongs to the whole account needs an admin's unscoped account API key
+	// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+	// `403 key_out_of_scope`, a personal key `403 personal_key`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -10220,6 +10478,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// Requires an admin's API key or an admin's bearer token. A group with the same name already
 	// exists: `409`.
+	// Changing what belongs to the whole account needs an admin's unscoped account API key
+	// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+	// `403 key_out_of_scope`, a personal key `403 personal_key`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -10230,6 +10491,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// Requires an admin's API key or an admin's bearer token. A group with the same name already
 	// exists: `409`.
+	// Changing what belongs to the whole account needs an admin's unscoped account API key
+	// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+	// `403 key_out_of_scope`, a personal key `403 personal_key`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -10240,6 +10504,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// Deletes the group and its memberships. Requires an admin's API key or an admin's bearer
 	// token. An unknown id, or one of another account, is `404`.
+	// Changing what belongs to the whole account needs an admin's unscoped account API key
+	// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+	// `403 key_out_of_scope`, a personal key `403 personal_key`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -10269,6 +10536,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// Requires an admin's API key or an admin's bearer token. A definition with the same name
 	// already exists: `409`.
+	// Changing what belongs to the whole account needs an admin's unscoped account API key
+	// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+	// `403 key_out_of_scope`, a personal key `403 personal_key`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -10279,6 +10549,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// Requires an admin's API key or an admin's bearer token. A definition with the same name
 	// already exists: `409`.
+	// Changing what belongs to the whole account needs an admin's unscoped account API key
+	// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+	// `403 key_out_of_scope`, a personal key `403 personal_key`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -10289,6 +10562,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// Deletes the definition and every user's value for it. Requires an admin's API key or an
 	// admin's bearer token. An unknown id, or one of another account, is `404`.
+	// Changing what belongs to the whole account needs an admin's unscoped account API key
+	// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+	// `403 key_out_of_scope`, a personal key `403 personal_key`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -13860,8 +14136,8 @@ type ListEmbedTenantUsersResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *struct {
-		Items    []EmbedExternalUser `json:"items"`
-		PageInfo PageInfo            `json:"pageInfo"`
+		Items    []EmbedExternalUserSummary `json:"items"`
+		PageInfo PageInfo                   `json:"pageInfo"`
 	}
 	// JSON400 the response for an HTTP 400 `application/json` response
 	JSON400 *BadRequest
@@ -13883,8 +14159,8 @@ type ListEmbedTenantUsersResponse struct {
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ListEmbedTenantUsersResponse) GetJSON200() *struct {
-	Items    []EmbedExternalUser `json:"items"`
-	PageInfo PageInfo            `json:"pageInfo"`
+	Items    []EmbedExternalUserSummary `json:"items"`
+	PageInfo PageInfo                   `json:"pageInfo"`
 } {
 	return r.JSON200
 }
@@ -17247,6 +17523,9 @@ func (c *ClientWithResponses) ListEmbedTenantGroupsWithResponse(ctx context.Cont
 //
 // Deletes the group and its memberships. Requires an admin's API key. An unknown id, or one
 // of another tenant, is `404`.
+// Changing what belongs to the whole account needs an admin's unscoped account API key
+// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+// `403 key_out_of_scope`, a personal key `403 personal_key`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -17278,6 +17557,9 @@ func (c *ClientWithResponses) ListEmbedTenantUserAttributesWithResponse(ctx cont
 //
 // Deletes the definition and every user's value for it. Requires an admin's API key. An
 // unknown id, or one of another tenant, is `404`.
+// Changing what belongs to the whole account needs an admin's unscoped account API key
+// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+// `403 key_out_of_scope`, a personal key `403 personal_key`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -17292,8 +17574,13 @@ func (c *ClientWithResponses) DeleteEmbedTenantUserAttributeWithResponse(ctx con
 
 // ListEmbedTenantUsersWithResponse List an embed tenant's external users
 //
-// The external users that have had sessions in the tenant, by id. `q` keeps those whose
-// external id starts with it (case-insensitive). Requires an admin's account API key.
+// The external users that have had sessions in the tenant, by id, with their profiles
+// (GET a user for its memberships and values). `q` keeps those whose external id starts
+// with it (case-insensitive); with it a page may hold fewer than `first` items (at most
+// `EMBED_MAX_LIST_SCAN`, 1,000, users are read and examined per request): follow
+// `endCursor` while `hasNextPage`. Requires an admin's account API key.
+// A key scoped to deployments sees the users that had sessions in its deployments; any
+// other user is `404`, as one that does not exist.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -17311,8 +17598,14 @@ func (c *ClientWithResponses) ListEmbedTenantUsersWithResponse(ctx context.Conte
 // Revokes every session of the user (pending ids can no longer be exchanged, tokens are
 // refused on their next request), then deletes the user with its memberships and values,
 // which frees its place under the account's external-user limit (the limit counts users
-// that exist, also under concurrent mints and deletes). A later mint for the same external
-// id makes a new user. Requires an admin's account API key.
+// that exist, also under concurrent mints and deletes). The delete wins over mints racing
+// it: the user is marked first, so a mint that has not written it yet is `409
+// external_user_deleting` and one that has revokes its own session; after a successful
+// delete no session of the user works. A later mint for the same external id makes a new
+// user. Requires an admin's account API key.
+// Changing what belongs to the whole account needs an admin's unscoped account API key
+// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+// `403 key_out_of_scope`, a personal key `403 personal_key`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -17331,6 +17624,8 @@ func (c *ClientWithResponses) DeleteEmbedTenantUserWithResponse(ctx context.Cont
 // account-wide catalog) or `tenant` (the tenant's creator-mode catalog). A user without
 // sessions in this tenant, or of another account, is `404`. Requires an admin's account
 // API key.
+// A key scoped to deployments sees the users that had sessions in its deployments; any
+// other user is `404`, as one that does not exist.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -17367,6 +17662,12 @@ func (c *ClientWithResponses) GetEmbedJwksWithResponse(ctx context.Context, reqE
 // an unscoped key: any deployment of its account; a deployment of another account: `404`)
 // and a `premium` or `enterprise` plan (`403` otherwise).
 //
+// `413`: a `securityContext`, an attribute value or a `picture` over its limit, or a user
+// whose stored attribute values would pass `EMBED_MAX_USER_ATTRIBUTE_BYTES` (64 KiB by
+// default) in total; each names its limit. The session keeps none of the user's values:
+// its data-API tokens and `GET /api/v1/embed/session` read them from the user when they
+// are issued.
+//
 // Validation happens before anything is written; a rejected request writes nothing. `400`:
 // neither or both of `externalId`/`internalId`; `internalId` with `groups`,
 // `userAttributes`, either definitions array, `securityContext` or `userProfile`; `email`
@@ -17375,11 +17676,17 @@ func (c *ClientWithResponses) GetEmbedJwksWithResponse(ctx context.Context, reqE
 // `picture` that is not an absolute http(s) URL; an attribute value whose type does not match
 // its definition; unknown keys in `settings` (including placement-level chrome) or
 // non-boolean values for its boolean keys; `User attributes not found`; `Groups with names
-// <missing> not found`; a `branchName` nothing serves. `403`: `creatorMode` without the
+// <missing> not found`; a `branchName` nothing serves; definitions that would create or
+// change more than `EMBED_MAX_DEFINITION_CHANGES` (32) definitions in one request (those
+// sent unchanged do not count; they are written in one batch). `403`: `creatorMode` without the
 // account's `useCreatorMode` flag; the external-user limit (10,000 by default) reached, with
-// the limit in the message. `404`: an `internalId` that is not a user of the account; a
+// the limit in the message; `live_session_limit`: the account already has
+// `EMBED_MAX_LIVE_SESSIONS_PER_ACCOUNT` (10,000 by default) sessions whose token has not
+// expired (minted in the last 24 hours, revoked ones included), nothing written. `404`: an `internalId` that is not a user of the account; a
 // `branchName` that is not a branch of the deployment. `409`: `cannot change type` (an
-// attribute definition whose type differs from the existing one). `429` with `Retry-After`
+// attribute definition whose type differs from the existing one); `409
+// external_user_deleting`: the external user's delete has begun (the delete wins: a mint
+// that raced it revokes its own session); mint again once it has finished. `429` with `Retry-After`
 // over the per-key rate limit. `503` when the session store is unavailable.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -17401,6 +17708,12 @@ func (c *ClientWithResponses) GenerateEmbedSessionWithBodyWithResponse(ctx conte
 // an unscoped key: any deployment of its account; a deployment of another account: `404`)
 // and a `premium` or `enterprise` plan (`403` otherwise).
 //
+// `413`: a `securityContext`, an attribute value or a `picture` over its limit, or a user
+// whose stored attribute values would pass `EMBED_MAX_USER_ATTRIBUTE_BYTES` (64 KiB by
+// default) in total; each names its limit. The session keeps none of the user's values:
+// its data-API tokens and `GET /api/v1/embed/session` read them from the user when they
+// are issued.
+//
 // Validation happens before anything is written; a rejected request writes nothing. `400`:
 // neither or both of `externalId`/`internalId`; `internalId` with `groups`,
 // `userAttributes`, either definitions array, `securityContext` or `userProfile`; `email`
@@ -17409,11 +17722,17 @@ func (c *ClientWithResponses) GenerateEmbedSessionWithBodyWithResponse(ctx conte
 // `picture` that is not an absolute http(s) URL; an attribute value whose type does not match
 // its definition; unknown keys in `settings` (including placement-level chrome) or
 // non-boolean values for its boolean keys; `User attributes not found`; `Groups with names
-// <missing> not found`; a `branchName` nothing serves. `403`: `creatorMode` without the
+// <missing> not found`; a `branchName` nothing serves; definitions that would create or
+// change more than `EMBED_MAX_DEFINITION_CHANGES` (32) definitions in one request (those
+// sent unchanged do not count; they are written in one batch). `403`: `creatorMode` without the
 // account's `useCreatorMode` flag; the external-user limit (10,000 by default) reached, with
-// the limit in the message. `404`: an `internalId` that is not a user of the account; a
+// the limit in the message; `live_session_limit`: the account already has
+// `EMBED_MAX_LIVE_SESSIONS_PER_ACCOUNT` (10,000 by default) sessions whose token has not
+// expired (minted in the last 24 hours, revoked ones included), nothing written. `404`: an `internalId` that is not a user of the account; a
 // `branchName` that is not a branch of the deployment. `409`: `cannot change type` (an
-// attribute definition whose type differs from the existing one). `429` with `Retry-After`
+// attribute definition whose type differs from the existing one); `409
+// external_user_deleting`: the external user's delete has begun (the delete wins: a mint
+// that raced it revokes its own session); mint again once it has finished. `429` with `Retry-After`
 // over the per-key rate limit. `503` when the session store is unavailable.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
@@ -17547,10 +17866,16 @@ func (c *ClientWithResponses) RevokeEmbedSessionWithResponse(ctx context.Context
 // `externalId`, `internalId` (an internal user's username), `state`. A session is
 // `pending` until exchanged (its id expires after 5 minutes: `expired`), `active` once
 // exchanged until its token's `expiresAt`, `revoked` once revoked (until then), and
-// `expired` after `expiresAt` whatever happened before. With a `state` filter a page may
-// hold fewer than `first` items (at most 1,000 sessions are examined per request); follow
-// `endCursor` while `hasNextPage`. Sessions drop out of the list `EMBED_SESSION_RETENTION`
-// (7 days by default) after they expire. Same callers and `403` as revoke.
+// `expired` after `expiresAt` whatever happened before. With a filter a page may hold
+// fewer than `first` items: at most `EMBED_MAX_LIST_SCAN` (1,000) sessions are read and
+// examined per request; follow `endCursor` while `hasNextPage`. Sessions drop out of the list `EMBED_SESSION_RETENTION`
+// (7 days by default) after they expire.
+//
+// Callers: an admin's API key or bearer token on an account with embedding (`403`
+// otherwise). An embed token, even an internal admin's, is `403`: it may revoke a session
+// by its id, not list the account's sessions. A key scoped to deployments (or a personal
+// key with a scope) lists the sessions of its deployments only; a `deploymentId` outside
+// them is `403 key_out_of_scope`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -17570,7 +17895,12 @@ func (c *ClientWithResponses) ListEmbedSessionsWithResponse(ctx context.Context,
 // `{"internalId"}`, `{"tenant"}` or `{"deploymentId"}`; anything else is `400`. A revoked
 // token is refused on its next request through any gateway replica, and a pending id can
 // no longer be exchanged. Answers the number revoked (0 when nothing matched, also for
-// another account's tenant or deployment). Same callers and `403` as revoke.
+// another account's tenant or deployment).
+//
+// Callers as for the session list: an admin's API key or bearer token (an embed token is
+// `403`). Every selector resolves inside a scoped key's deployments: it revokes only their
+// sessions (an `id` or user of another deployment revokes nothing), and a `deploymentId`
+// outside them is `403 key_out_of_scope`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -17590,7 +17920,12 @@ func (c *ClientWithResponses) RevokeEmbedSessionsWithBodyWithResponse(ctx contex
 // `{"internalId"}`, `{"tenant"}` or `{"deploymentId"}`; anything else is `400`. A revoked
 // token is refused on its next request through any gateway replica, and a pending id can
 // no longer be exchanged. Answers the number revoked (0 when nothing matched, also for
-// another account's tenant or deployment). Same callers and `403` as revoke.
+// another account's tenant or deployment).
+//
+// Callers as for the session list: an admin's API key or bearer token (an embed token is
+// `403`). Every selector resolves inside a scoped key's deployments: it revokes only their
+// sessions (an `id` or user of another deployment revokes nothing), and a `deploymentId`
+// outside them is `403 key_out_of_scope`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -17629,6 +17964,9 @@ func (c *ClientWithResponses) GetEmbedAccountSettingsWithResponse(ctx context.Co
 // an unknown key or a wrong type is `400` and changes nothing. Sessions minted afterwards
 // use the new layer; sessions already minted keep what was signed into them. Requires an
 // admin's API key or an admin's bearer token.
+// Changing what belongs to the whole account needs an admin's unscoped account API key
+// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+// `403 key_out_of_scope`, a personal key `403 personal_key`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -17649,6 +17987,9 @@ func (c *ClientWithResponses) PutEmbedAccountSettingsWithBodyWithResponse(ctx co
 // an unknown key or a wrong type is `400` and changes nothing. Sessions minted afterwards
 // use the new layer; sessions already minted keep what was signed into them. Requires an
 // admin's API key or an admin's bearer token.
+// Changing what belongs to the whole account needs an admin's unscoped account API key
+// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+// `403 key_out_of_scope`, a personal key `403 personal_key`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -17681,6 +18022,9 @@ func (c *ClientWithResponses) ListGroupsWithResponse(ctx context.Context, params
 //
 // Requires an admin's API key or an admin's bearer token. A group with the same name already
 // exists: `409`.
+// Changing what belongs to the whole account needs an admin's unscoped account API key
+// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+// `403 key_out_of_scope`, a personal key `403 personal_key`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -17697,6 +18041,9 @@ func (c *ClientWithResponses) CreateGroupWithBodyWithResponse(ctx context.Contex
 //
 // Requires an admin's API key or an admin's bearer token. A group with the same name already
 // exists: `409`.
+// Changing what belongs to the whole account needs an admin's unscoped account API key
+// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+// `403 key_out_of_scope`, a personal key `403 personal_key`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -17713,6 +18060,9 @@ func (c *ClientWithResponses) CreateGroupWithResponse(ctx context.Context, body 
 //
 // Deletes the group and its memberships. Requires an admin's API key or an admin's bearer
 // token. An unknown id, or one of another account, is `404`.
+// Changing what belongs to the whole account needs an admin's unscoped account API key
+// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+// `403 key_out_of_scope`, a personal key `403 personal_key`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -17760,6 +18110,9 @@ func (c *ClientWithResponses) ListUserAttributesWithResponse(ctx context.Context
 //
 // Requires an admin's API key or an admin's bearer token. A definition with the same name
 // already exists: `409`.
+// Changing what belongs to the whole account needs an admin's unscoped account API key
+// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+// `403 key_out_of_scope`, a personal key `403 personal_key`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -17776,6 +18129,9 @@ func (c *ClientWithResponses) CreateUserAttributeWithBodyWithResponse(ctx contex
 //
 // Requires an admin's API key or an admin's bearer token. A definition with the same name
 // already exists: `409`.
+// Changing what belongs to the whole account needs an admin's unscoped account API key
+// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+// `403 key_out_of_scope`, a personal key `403 personal_key`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -17792,6 +18148,9 @@ func (c *ClientWithResponses) CreateUserAttributeWithResponse(ctx context.Contex
 //
 // Deletes the definition and every user's value for it. Requires an admin's API key or an
 // admin's bearer token. An unknown id, or one of another account, is `404`.
+// Changing what belongs to the whole account needs an admin's unscoped account API key
+// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+// `403 key_out_of_scope`, a personal key `403 personal_key`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -21119,8 +21478,8 @@ func ParseListEmbedTenantUsersResponse(rsp *http.Response) (*ListEmbedTenantUser
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest struct {
-			Items    []EmbedExternalUser `json:"items"`
-			PageInfo PageInfo            `json:"pageInfo"`
+			Items    []EmbedExternalUserSummary `json:"items"`
+			PageInfo PageInfo                   `json:"pageInfo"`
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
