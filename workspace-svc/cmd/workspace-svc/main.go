@@ -57,7 +57,8 @@ func run() error {
 		Logger: proc.Logger, Registry: registry, NATS: nc, AuditMaxHeld: cfg.AuditMaxHeld,
 		Limits: workspace.Limits{ItemsPerDeployment: cfg.MaxItemsPerDeployment, MetaBytes: cfg.MaxMetaBytes, Favorites: cfg.MaxFavorites, SearchScan: cfg.MaxSearchScan,
 			CalculatedFieldsBytes: cfg.MaxCalculatedFieldsBytes, DraftBytes: cfg.MaxDraftBytes,
-			PublishedBytes: cfg.MaxPublishedBytes, Grants: cfg.MaxFolderGrants}})
+			PublishedBytes: cfg.MaxPublishedBytes, Grants: cfg.MaxFolderGrants, DashboardReports: cfg.MaxDashboardReports,
+			MoveAnswerBytes: cfg.MaxBulkMoveBytes}})
 	if err != nil {
 		return err
 	}

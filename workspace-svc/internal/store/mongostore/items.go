@@ -13,14 +13,16 @@ import (
 	"github.com/analyticsco/platform/workspace-svc/internal/workspace"
 )
 
-// Items returns the live items of the deployment among ids, by id.
-func (s *Store) Items(ctx context.Context, dep int64, ids []int64) (map[int64]*workspace.Item, error) {
+// Items returns the live items of the deployment among ids, by id, with the large parts
+// that parts names: the others are left out of the projection, so the database never
+// sends them.
+func (s *Store) Items(ctx context.Context, dep int64, ids []int64, parts workspace.Parts) (map[int64]*workspace.Item, error) {
 	out := make(map[int64]*workspace.Item, len(ids))
 	if len(ids) == 0 {
 		return out, nil
 	}
 	cur, err := s.items.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}, {Key: "dep", Value: dep}, {Key: "deleted", Value: notDeleted}},
-		options.Find().SetBatchSize(1000))
+		options.Find().SetProjection(itemProjection(parts)).SetBatchSize(1000))
 	if err != nil {
 		return nil, wrap("find items", err)
 	}
@@ -90,25 +92,30 @@ func itemSet(u workspace.ItemUpdate) (bson.D, error) {
 		}
 		set = append(set, bson.E{Key: "grants", Value: g})
 	}
+	// Each large part with its size (sizesDoc).
+	part := func(field, value string) {
+		set = append(set, bson.E{Key: field, Value: value}, bson.E{Key: "sizes." + field, Value: len(value)})
+	}
 	if u.Meta != nil {
-		set = append(set, bson.E{Key: "meta", Value: string(u.Meta)})
+		part("meta", string(u.Meta))
 	}
 	if u.CalculatedFields != nil {
-		set = append(set, bson.E{Key: "calculatedFields", Value: string(u.CalculatedFields)})
+		part("calculatedFields", string(u.CalculatedFields))
 	}
 	if u.Draft != nil {
 		draft, err := encodeJSON("dashboard draft", u.Draft)
 		if err != nil {
 			return nil, err
 		}
-		set = append(set, bson.E{Key: "draft", Value: draft})
+		part("draft", draft)
 	}
 	if u.Published != nil {
 		published, err := encodeJSON("published dashboard", u.Published)
 		if err != nil {
 			return nil, err
 		}
-		set = append(set, bson.E{Key: "published", Value: published}, bson.E{Key: "publishedVersion", Value: u.Published.VersionNumber},
+		part("published", published)
+		set = append(set, bson.E{Key: "publishedVersion", Value: u.Published.VersionNumber},
 			bson.E{Key: "dashboardId", Value: u.Published.ID}, bson.E{Key: "publicId", Value: u.Published.PublicID})
 	}
 	if u.Deleted {
@@ -166,7 +173,30 @@ func (s *Store) HasChildren(ctx context.Context, dep, folder int64) (bool, error
 // calculated fields, drafts or published dashboards, which can be large.
 var listProjection = bson.D{{Key: "_id", Value: 1}, {Key: "dep", Value: 1}, {Key: "type", Value: 1}, {Key: "name", Value: 1},
 	{Key: "position", Value: 1}, {Key: "parent", Value: 1}, {Key: "createdBy", Value: 1}, {Key: "updatedBy", Value: 1},
-	{Key: "createdAt", Value: 1}, {Key: "updatedAt", Value: 1}, {Key: "grants", Value: 1}, {Key: "anc", Value: 1}, {Key: "depth", Value: 1}}
+	{Key: "createdAt", Value: 1}, {Key: "updatedAt", Value: 1}, {Key: "grants", Value: 1}, {Key: "anc", Value: 1}, {Key: "depth", Value: 1},
+	{Key: "sizes", Value: 1}}
+
+// headProjection is an item's head (workspace.Parts): listProjection and the published
+// version, dashboard id and public id.
+var headProjection = append(append(bson.D{}, listProjection...), bson.E{Key: "publishedVersion", Value: 1},
+	bson.E{Key: "dashboardId", Value: 1}, bson.E{Key: "publicId", Value: 1})
+
+// partFields are the stored fields of the large parts.
+var partFields = []struct {
+	part  workspace.Parts
+	field string
+}{{workspace.PartMeta, "meta"}, {workspace.PartCalculatedFields, "calculatedFields"}, {workspace.PartDraft, "draft"}, {workspace.PartPublished, "published"}}
+
+// itemProjection is the head and the fields of parts.
+func itemProjection(parts workspace.Parts) bson.D {
+	p := append(bson.D{}, headProjection...)
+	for _, f := range partFields {
+		if parts&f.part != 0 {
+			p = append(p, bson.E{Key: f.field, Value: 1})
+		}
+	}
+	return p
+}
 
 // Children returns, in page order (position, name, id), at most q.Limit live children of
 // q.Parent after q.After: folders, or workbooks and reports. Only the fields of
