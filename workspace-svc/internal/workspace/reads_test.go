@@ -2,6 +2,7 @@ package workspace_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -322,3 +323,70 @@ func wantForbidden(err error) error {
 	return fmt.Errorf("want 403, got %v", err)
 }
 
+// childrenLog counts the Children batches a listing reads and the children they hold.
+type childrenLog struct {
+	workspace.Store
+	mu               sync.Mutex
+	batches, scanned int
+}
+
+func (l *childrenLog) Children(ctx context.Context, dep int64, q workspace.ChildrenQuery) ([]*workspace.Item, error) {
+	got, err := l.Store.Children(ctx, dep, q)
+	l.mu.Lock()
+	l.batches++
+	l.scanned += len(got)
+	l.mu.Unlock()
+	return got, err
+}
+
+// TestListEndsAtTheScanLimitWithACursorThatGoesOn: a viewer's root listing over many
+// folders it cannot view examines at most ListScan children per page, in a bounded number
+// of batches, and answers the page so far with a cursor that names none of them; following
+// the cursors lists exactly what the viewer can view, in order, each once.
+func TestListEndsAtTheScanLimitWithACursorThatGoesOn(t *testing.T) {
+	f := newFixture(t)
+	log := &childrenLog{Store: f.store}
+	f.svc = workspace.NewService(log, workspace.Limits{ListScan: 100}, nil)
+	var want []int64
+	for i := range 450 {
+		pos := float64(i)
+		fo, err := f.svc.CreateFolder(f.ctx, admin, f.dep, workspace.CreateFolderInput{Name: fmt.Sprintf("private-%03d", i), Position: &pos})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 120 || i == 333 {
+			f.grant(fo.ID, workspace.Grant{UserID: viewer.User.ID, Level: "view"})
+			want = append(want, fo.ID)
+		}
+	}
+	want = append(want, f.item(admin, workspace.TypeWorkbook, "at the root", 0)) // a root item: every viewer sees it
+	var got []int64
+	after, pages := "", 0
+	for ; pages < 20; pages++ {
+		log.batches, log.scanned = 0, 0
+		page, err := f.svc.List(f.ctx, viewer, f.dep, 0, 2, after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if log.scanned > 100+2 || log.batches > 3 {
+			t.Fatalf("page %d examined %d children in %d batches, want at most the scan limit (100) in a few batches", pages, log.scanned, log.batches)
+		}
+		for _, it := range page.Items {
+			got = append(got, it.ID)
+		}
+		if !page.HasNextPage {
+			break
+		}
+		if page.EndCursor == nil {
+			t.Fatalf("page %d: more to come without a cursor", pages)
+		}
+		raw, _ := base64.RawURLEncoding.DecodeString(*page.EndCursor)
+		if strings.Contains(string(raw), "private") {
+			t.Fatalf("page %d's cursor names a folder the viewer cannot view: %s", pages, raw)
+		}
+		after = *page.EndCursor
+	}
+	if !slices.Equal(got, want) || pages < 4 {
+		t.Fatalf("pages (%d) listed %v, want %v", pages+1, got, want)
+	}
+}

@@ -76,6 +76,7 @@ type Limits struct {
 	Grants                int   // grants of one folder
 	Favorites             int   // favorites of one user in one deployment
 	SearchScan            int   // items a search examines per page
+	ListScan              int   // children a listing examines per page
 	DashboardReports      int   // distinct reports (config.reportId) one dashboard draft names
 	// MoveAnswerBytes bounds the moved workbooks and reports (their large parts, as
 	// stored) one bulk move answers with; the first moved item always fits.
@@ -84,7 +85,7 @@ type Limits struct {
 
 // DefaultLimits are the limits when none are configured.
 var DefaultLimits = Limits{ItemsPerDeployment: 100_000, MetaBytes: 256 << 10, CalculatedFieldsBytes: 256 << 10, DraftBytes: 512 << 10,
-	PublishedBytes: 4 << 20, Grants: 1000, Favorites: 1000, SearchScan: 1000, DashboardReports: 200, MoveAnswerBytes: 16 << 20}
+	PublishedBytes: 4 << 20, Grants: 1000, Favorites: 1000, SearchScan: 1000, ListScan: 1000, DashboardReports: 200, MoveAnswerBytes: 16 << 20}
 
 func (l Limits) withDefaults() Limits {
 	d := DefaultLimits
@@ -96,6 +97,7 @@ func (l Limits) withDefaults() Limits {
 	orDefault(&l.Grants, d.Grants)
 	orDefault(&l.Favorites, d.Favorites)
 	orDefault(&l.SearchScan, d.SearchScan)
+	orDefault(&l.ListScan, d.ListScan)
 	orDefault(&l.DashboardReports, d.DashboardReports)
 	orDefault(&l.MoveAnswerBytes, d.MoveAnswerBytes)
 	return l

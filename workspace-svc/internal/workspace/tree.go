@@ -215,6 +215,18 @@ func (t *tree) apply(op *TreeOp) {
 // otherwise the highest of the grants and creatorships along the ancestor chain.
 // Viewers never get more than view: writing needs the ai_bi_user role.
 func (t *tree) folderLevel(p *identity.Principal, id int64) Level {
+	return levelAlong(p, t.chain(id))
+}
+
+// childFolderLevel is the caller's level on folder d, a child of a folder whose chain is
+// loaded, without putting d into the tree (a listing keeps no folder it does not show).
+func (t *tree) childFolderLevel(p *identity.Principal, d *Item) Level {
+	n := &FolderNode{ID: d.ID, Parent: d.Parent, CreatedBy: d.CreatedBy, Grants: d.Grants}
+	return levelAlong(p, append([]*FolderNode{n}, t.chain(d.Parent)...))
+}
+
+// levelAlong is folderLevel from a folder's chain, the folder first.
+func levelAlong(p *identity.Principal, chain []*FolderNode) Level {
 	if p.User == nil {
 		return LevelNone
 	}
@@ -222,7 +234,7 @@ func (t *tree) folderLevel(p *identity.Principal, id int64) Level {
 		return LevelManage
 	}
 	best := LevelNone
-	for _, n := range t.chain(id) {
+	for _, n := range chain {
 		if n.CreatedBy == p.User.ID {
 			best = LevelManage
 			break

@@ -58,3 +58,38 @@ func TestItemsWrittenBeforeSizesHaveUnknownBytes(t *testing.T) {
 		t.Fatalf("after one part changed: %+v %v, want Bytes still -1", u, err)
 	}
 }
+
+// TestAFullBatchIsOneCommand: a listing or search batch that comes back exactly full costs
+// one command, not a find and an empty getMore (FerretDB keeps such a cursor open): a
+// listing's cost is counted in round trips.
+func TestAFullBatchIsOneCommand(t *testing.T) {
+	ctx := context.Background()
+	counter := &mongox.CommandCounter{}
+	client, err := mongox.Connect(ctx, devstack.MongoForTest(t).URI, counter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Disconnect(ctx) })
+	s := mongostore.New(client.Database(devstack.UniqueName(t, "ws")))
+	now := time.Now().UTC()
+	for i := range 5 {
+		if err := s.InsertItem(ctx, &workspace.Item{ID: int64(i + 1), DeploymentID: 1, Type: workspace.TypeWorkbook, Name: "wb", CreatedAt: now, UpdatedAt: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		read func() ([]*workspace.Item, error)
+	}{
+		{"children", func() ([]*workspace.Item, error) {
+			return s.Children(ctx, 1, workspace.ChildrenQuery{Limit: 3})
+		}},
+		{"search", func() ([]*workspace.Item, error) { return s.Search(ctx, 1, workspace.SearchQuery{Limit: 3}) }},
+	} {
+		counter.Reset()
+		got, err := c.read()
+		if err != nil || len(got) != 3 || counter.Total() != 1 {
+			t.Fatalf("%s: %d items (%v) in %v commands, want 3 in one", c.name, len(got), err, counter.ByName())
+		}
+	}
+}

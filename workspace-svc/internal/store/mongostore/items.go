@@ -139,9 +139,13 @@ func (s *Store) MoveItem(ctx context.Context, dep, id, from, to, by int64, at ti
 // CountItems counts the live items (folders, workbooks, reports) of the deployment, up to
 // max: the database stops counting there.
 func (s *Store) CountItems(ctx context.Context, dep, max int64) (int64, error) {
-	n, err := s.items.CountDocuments(ctx, bson.D{{Key: "dep", Value: dep}, {Key: "deleted", Value: notDeleted}},
-		options.Count().SetLimit(max))
+	n, err := s.items.CountDocuments(ctx, countFilter(dep), options.Count().SetLimit(max))
 	return n, wrap("count items", err)
+}
+
+// countFilter matches the live items of a deployment (index dep_1_deleted_1).
+func countFilter(dep int64) bson.D {
+	return bson.D{{Key: "dep", Value: dep}, {Key: "deleted", Value: notDeleted}}
 }
 
 // MaxFolderPosition is the highest position among parent's child folders, or -1: one
@@ -202,6 +206,30 @@ func itemProjection(parts workspace.Parts) bson.D {
 // q.Parent after q.After: folders, or workbooks and reports. Only the fields of
 // listProjection are read; the database sorts and limits.
 func (s *Store) Children(ctx context.Context, dep int64, q workspace.ChildrenQuery) ([]*workspace.Item, error) {
+	cur, err := s.items.Find(ctx, childrenFilter(dep, q), options.Find().SetProjection(listProjection).
+		SetSort(childrenSort).SetLimit(int64(q.Limit)).SetBatchSize(oneBatch(q.Limit)))
+	if err != nil {
+		return nil, wrap("list children", err)
+	}
+	var docs []*itemDoc
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, wrap("list children", err)
+	}
+	return items(docs), nil
+}
+
+// oneBatch is the batch size that answers a find of limit documents in its first batch:
+// one more than the limit, so a server that does not close a cursor whose batch was
+// exactly full (FerretDB) is not asked for an empty second one.
+func oneBatch(limit int) int32 { return int32(limit) + 1 }
+
+// childrenSort is the listing order; with childrenFilter's equalities (dep, parent) it is
+// the order of index dep_1_parent_1_position_1_name_1__id_1_type_1_deleted_1, whose last
+// keys hold the rest of the filter.
+var childrenSort = bson.D{{Key: "position", Value: 1}, {Key: "name", Value: 1}, {Key: "_id", Value: 1}}
+
+// childrenFilter matches q's batch of a folder's live children.
+func childrenFilter(dep int64, q workspace.ChildrenQuery) bson.D {
 	typ := bson.D{{Key: "$ne", Value: workspace.TypeFolder}}
 	if q.Folders {
 		typ = bson.D{{Key: "$eq", Value: workspace.TypeFolder}}
@@ -214,17 +242,7 @@ func (s *Store) Children(ctx context.Context, dep int64, q workspace.ChildrenQue
 			bson.D{{Key: "position", Value: a.Position}, {Key: "name", Value: a.Name}, {Key: "_id", Value: bson.D{{Key: "$gt", Value: a.ID}}}},
 		}})
 	}
-	cur, err := s.items.Find(ctx, filter, options.Find().SetProjection(listProjection).
-		SetSort(bson.D{{Key: "position", Value: 1}, {Key: "name", Value: 1}, {Key: "_id", Value: 1}}).
-		SetLimit(int64(q.Limit)).SetBatchSize(int32(q.Limit)))
-	if err != nil {
-		return nil, wrap("list children", err)
-	}
-	var docs []*itemDoc
-	if err := cur.All(ctx, &docs); err != nil {
-		return nil, wrap("list children", err)
-	}
-	return items(docs), nil
+	return filter
 }
 
 // Search returns at most q.Limit live items matching q after q.After, in the order of
@@ -264,7 +282,7 @@ func (s *Store) Search(ctx context.Context, dep int64, q workspace.SearchQuery) 
 		}})
 	}
 	cur, err := s.items.Find(ctx, filter, options.Find().SetProjection(listProjection).
-		SetSort(bson.D{{Key: sortKey, Value: dir}, {Key: "_id", Value: dir}}).SetLimit(int64(q.Limit)).SetBatchSize(int32(q.Limit)))
+		SetSort(bson.D{{Key: sortKey, Value: dir}, {Key: "_id", Value: dir}}).SetLimit(int64(q.Limit)).SetBatchSize(oneBatch(q.Limit)))
 	if err != nil {
 		return nil, wrap("search", err)
 	}
