@@ -95,7 +95,7 @@ func (s *service) BulkMove(ctx context.Context, p *identity.Principal, dep int64
 			// their owners or content (no further wait on it), and the rest are reported
 			// not applied at once.
 			if len(movedDocs) > 0 {
-				res.Moved = s.renderWithoutOwners(r.tree, movedDocs)
+				res.Moved = s.renderWithoutOwners(r, movedDocs)
 			}
 			res.notApplied(distinct[i:], true, ferr)
 			return res, nil
@@ -105,12 +105,12 @@ func (s *service) BulkMove(ctx context.Context, p *identity.Principal, dep int64
 	if len(movedDocs) > 0 {
 		_ = r.need(ctx, dest) // read again only if a conflict made the request forget it
 		if err := s.readMoved(ctx, r, movedDocs, answer); err != nil {
-			res.Moved = s.renderWithoutOwners(r.tree, movedDocs)
+			res.Moved = s.renderWithoutOwners(r, movedDocs)
 			return res, nil
 		}
 		out, err := s.render(ctx, r, movedDocs)
 		if err != nil {
-			out = s.renderWithoutOwners(r.tree, movedDocs) // moved all the same
+			out = s.renderWithoutOwners(r, movedDocs) // moved all the same
 		}
 		res.Moved = out
 	}

@@ -103,13 +103,24 @@ func (t *tree) complete(id int64) bool {
 	return true
 }
 
-// path is the folderPath of an item whose folder is parent: the ancestors from the root
-// down to parent inclusive.
-func (t *tree) path(parent int64) []FolderPathEntry {
-	c := t.chain(parent)
-	out := make([]FolderPathEntry, len(c))
-	for i, n := range c {
-		out[len(c)-1-i] = FolderPathEntry{ID: n.ID, Name: n.Name}
+// path is the folderPath of an item whose folder is parent, as the caller p may see it:
+// the folders from the highest one p can view down to parent inclusive. View access flows
+// down the tree, so the folders above that one are exactly those p cannot view: they are
+// left out (the path then does not start at the root), and the path is empty when p
+// cannot view parent itself (an item p sees as its creator).
+func (t *tree) path(p *identity.Principal, parent int64) []FolderPathEntry {
+	c := t.chain(parent) // nearest first
+	top := -1            // the index in c of the highest folder p can view
+	for i := len(c) - 1; i >= 0 && top < 0; i-- {
+		// From the root down: the folders above c[i] give p nothing, so its own
+		// creatorship and grants decide.
+		if levelAlong(p, c[i:i+1]) >= LevelView {
+			top = i
+		}
+	}
+	out := make([]FolderPathEntry, top+1)
+	for i := 0; i <= top; i++ {
+		out[top-i] = FolderPathEntry{ID: c[i].ID, Name: c[i].Name}
 	}
 	return out
 }
