@@ -55,8 +55,11 @@ type Options struct {
 	UpstreamTimeout time.Duration
 	DialTimeout     time.Duration
 	OpenAPIJSON     []byte
-	Logger          *slog.Logger
-	Metrics         *obs.HTTPMetrics
+	// APIReference serves the interactive reference of the document at /api/v1/docs
+	// (nil: that path is 404).
+	APIReference http.Handler
+	Logger       *slog.Logger
+	Metrics      *obs.HTTPMetrics
 	// RateLimiter counts generate-session per API key and exchange per client address;
 	// nil or zero limits disable it.
 	RateLimiter          *ratelimit.Limiter
@@ -233,7 +236,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, span := g.tracer.Start(ctx, info.Route, trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(attribute.String("http.request.method", obs.MethodLabel(r.Method))))
 	rec := &obs.StatusRecorder{ResponseWriter: w}
-	w.Header().Set("X-Content-Type-Options", "nosniff") // every answer is JSON; never sniffed as HTML
+	w.Header().Set("X-Content-Type-Options", "nosniff") // an answer is what its Content-Type says, never sniffed
 	w.Header().Set(server.RequestIDHeader, rid)
 	defer func() {
 		code := rec.Code()
@@ -264,17 +267,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	r = r.WithContext(ctx)
 	if !matched {
-		if r.URL.Path == "/api/v1/openapi.json" && len(g.o.OpenAPIJSON) > 0 {
-			if r.Method != http.MethodGet && r.Method != http.MethodHead {
-				rec.Header().Set("Allow", "GET, HEAD")
-				httpx.WriteError(rec, http.StatusMethodNotAllowed, "method "+r.Method+" is not allowed on /api/v1/openapi.json")
-				return
-			}
-			rec.Header().Set("Content-Type", "application/json")
-			_, _ = rec.Write(g.o.OpenAPIJSON)
-			return
+		if !g.serveOwn(rec, r) {
+			httpx.WriteError(rec, http.StatusNotFound, "no route for "+r.URL.Path)
 		}
-		httpx.WriteError(rec, http.StatusNotFound, "no route for "+r.URL.Path)
 		return
 	}
 	limit := g.o.BodyLimit
@@ -347,6 +342,36 @@ func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request, rt route)
 		g.writeAuthError(w, r, rt, err)
 	}
 	return nil, false
+}
+
+// serveOwn answers the gateway's own routes, both public like the document they are
+// about: the document (/api/v1/openapi.json) and its interactive reference
+// (/api/v1/docs). It reports whether r was one of them.
+func (g *Gateway) serveOwn(w http.ResponseWriter, r *http.Request) bool {
+	if r.URL.Path == "/api/v1/openapi.json" && len(g.o.OpenAPIJSON) > 0 {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			methodNotAllowed(w, r)
+			return true
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(g.o.OpenAPIJSON)
+		return true
+	}
+	if r.URL.Path == "/api/v1/docs" && g.o.APIReference != nil {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			methodNotAllowed(w, r)
+			return true
+		}
+		g.o.APIReference.ServeHTTP(w, r)
+		return true
+	}
+	return false
+}
+
+// methodNotAllowed is the 405 of a read-only route of the gateway's own.
+func methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Allow", "GET, HEAD")
+	httpx.WriteError(w, http.StatusMethodNotAllowed, "method "+r.Method+" is not allowed on "+r.URL.Path)
 }
 
 // authError is an authorization failure with its status, message and, for a named rule,
