@@ -82,21 +82,27 @@ type Options struct {
 	Replicas int      // instances of each service (and of the dbtsync worker); default 1
 	Env      []string // extra KEY=VALUE for every process (e.g. rate limits)
 	Workers  int      // dbtsync worker processes; default 1
+	// NATSNodes above 1 runs NATS as a JetStream cluster of that many nats-server
+	// processes (Stack.NATSCluster) instead of one embedded server (Stack.NATS).
+	NATSNodes int
+	Gateways  int // gateway processes; default 1 (Stack.Gateway is the first)
 }
 
 // Stack is a running platform.
 type Stack struct {
-	Gateway string
-	Seed    Seed
-	Mongo   *devstack.Mongo
-	NATS    *devstack.NATS
-	Redis   *devstack.Redis
+	Gateway     string
+	Seed        Seed
+	Mongo       *devstack.Mongo
+	NATS        *devstack.NATS        // nil when NATSCluster runs
+	NATSCluster *devstack.NATSCluster // with Options.NATSNodes > 1
+	Redis       *devstack.Redis
 
 	t       testing.TB
 	bin     string
 	dir     string
 	env     []string
 	keys    stackKeys
+	natsURL func(user string) string
 	mu      sync.Mutex
 	procs   map[string]*Process
 	logs    *devstack.LogBuffer
@@ -136,8 +142,16 @@ func Start(t testing.TB, o Options) *Stack {
 	}
 	// Every process connects as its own NATS user, with only its subjects (the
 	// platform's permission table, devstack.NATSUsers): the suites run under it.
-	if s.NATS, err = devstack.StartNATS(ctx, filepath.Join(s.dir, "nats"), "", logger, devstack.NATSUsersOnly()); err != nil {
-		t.Fatalf("stacktest: NATS: %v", err)
+	if o.NATSNodes > 1 {
+		if s.NATSCluster, err = devstack.StartNATSCluster(ctx, filepath.Join(s.dir, "nats"), o.NATSNodes, logger, devstack.NATSUsersOnly()); err != nil {
+			t.Fatalf("stacktest: NATS cluster: %v", err)
+		}
+		s.natsURL = s.NATSCluster.UserURL
+	} else {
+		if s.NATS, err = devstack.StartNATS(ctx, filepath.Join(s.dir, "nats"), "", logger, devstack.NATSUsersOnly()); err != nil {
+			t.Fatalf("stacktest: NATS: %v", err)
+		}
+		s.natsURL = s.NATS.UserURL
 	}
 	if s.Redis, err = devstack.StartRedis(ctx, filepath.Join(s.dir, "redis"), "", logger); err != nil {
 		t.Fatalf("stacktest: %v", err)
@@ -148,7 +162,7 @@ func Start(t testing.TB, o Options) *Stack {
 	s.keys = keys
 	s.env = append([]string{
 		"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "TMPDIR=" + os.TempDir(),
-		"MONGODB_URI=" + s.Mongo.URI, "NATS_URL=" + s.NATS.UserURL("platformctl"), "REDIS_URL=" + s.Redis.URL,
+		"MONGODB_URI=" + s.Mongo.URI, "NATS_URL=" + s.natsURL("platformctl"), "REDIS_URL=" + s.Redis.URL,
 		"IDENTITY_SIGNING_KEY=" + keys.identity, "DBT_CREDENTIALS_KEY=" + keys.dbt, "EMBED_KEY_ENCRYPTION_KEY=" + keys.embed,
 		"LOG_LEVEL=info", "SHUTDOWN_TIMEOUT=5s", "DBT_SYNC_ALLOW_FILE_URLS=true",
 		// The suites' integrations name a git host that is never cloned.
@@ -169,14 +183,18 @@ func Start(t testing.TB, o Options) *Stack {
 	for i := 0; i < o.Workers; i++ {
 		s.spawn(fmt.Sprintf("dbtsync-worker-%d", i+1), "dbtsync-svc", []string{"worker"}, "HTTP_ADDR")
 	}
-	s.spawn("gateway", "gateway", nil, "GATEWAY_ADDR",
-		"WORKSPACE_URL="+strings.Join(urls["workspace-svc"], ","),
-		"EMBED_URL="+strings.Join(urls["embed-svc"], ","),
-		"DBTSYNC_URL="+strings.Join(urls["dbtsync-svc"], ","),
-		"AUTH_JWT_PUBLIC_KEYS_FILE="+keys.jwtPublic,
+	gatewayEnv := []string{
+		"WORKSPACE_URL=" + strings.Join(urls["workspace-svc"], ","),
+		"EMBED_URL=" + strings.Join(urls["embed-svc"], ","),
+		"DBTSYNC_URL=" + strings.Join(urls["dbtsync-svc"], ","),
+		"AUTH_JWT_PUBLIC_KEYS_FILE=" + keys.jwtPublic,
 		"AUTH_JWT_ISSUER=https://auth.platform.local", "AUTH_JWT_AUDIENCE=platform-api",
 		"AUTH_REVOCATION_POLL=200ms", "AUTH_JWKS_REFRESH=2s",
-	)
+	}
+	s.spawn("gateway", "gateway", nil, "GATEWAY_ADDR", gatewayEnv...)
+	for i := 2; i <= o.Gateways; i++ {
+		s.spawn(fmt.Sprintf("gateway-%d", i), "gateway", nil, "GATEWAY_ADDR", gatewayEnv...)
+	}
 	s.Gateway = "http://" + s.procs["gateway"].Addr
 	for _, p := range s.Processes() {
 		s.WaitReady(ctx, p.Name)
@@ -229,7 +247,7 @@ func (s *Stack) spawn(name, binary string, args []string, addrVar string, extraE
 		natsUser = "dbtsync-worker"
 	}
 	env = append(append(env, addrVar+"="+addr, "INTERNAL_ADDR="+internal, "OTEL_SERVICE_NAME="+name,
-		"NATS_URL="+s.NATS.UserURL(natsUser)), extraEnv...)
+		"NATS_URL="+s.natsURL(natsUser)), extraEnv...)
 	p := &Process{Name: name, Addr: addr, InternalAddr: internal, args: append([]string{filepath.Join(s.bin, binary)}, args...), env: env}
 	s.mu.Lock()
 	s.procs[name] = p
@@ -385,7 +403,11 @@ func (s *Stack) stop() {
 		s.t.Logf("stack logs:\n%s", tail(s.Logs(), 200))
 	}
 	_ = s.Redis.Close()
-	s.NATS.Close()
+	if s.NATSCluster != nil {
+		s.NATSCluster.Close()
+	} else {
+		s.NATS.Close()
+	}
 	_ = s.Mongo.Close()
 }
 
