@@ -3,6 +3,7 @@ package audit_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -220,4 +221,37 @@ func ids(evs []libaudit.Event) []string {
 		out[i] = e.ID + " " + e.Action
 	}
 	return out
+}
+
+// The AUDIT stream a publisher created at one replica (its default, before the trail's
+// owner started) is moved to the replicas the owner is configured with
+// (AUDIT_STREAM_REPLICAS) when the ingester starts on a three-node cluster.
+func TestTheIngesterMovesAnExistingAuditStreamToItsReplicas(t *testing.T) {
+	t.Parallel()
+	c := devstack.NATSClusterForTest(t, 3)
+	nc, err := nats.Connect(c.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := js.CreateStream(ctx, libaudit.StreamConfig(libaudit.DefaultStreamLimits)); err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	go audit.NewIngester(audit.IngesterOptions{NATS: nc, Store: auditstore.NewMemory(), Limits: libaudit.StreamLimits{Replicas: 3}}).Run(rctx)
+	apitest.Eventually(t, 30*time.Second, "the AUDIT stream at three replicas", func() (bool, string) {
+		s, err := js.Stream(ctx, libaudit.StreamName)
+		if err != nil {
+			return false, err.Error()
+		}
+		info := s.CachedInfo()
+		return info.Config.Replicas == 3 && info.Cluster != nil && len(info.Cluster.Replicas) == 2,
+			fmt.Sprintf("replicas %d, cluster %+v", info.Config.Replicas, info.Cluster)
+	})
 }
