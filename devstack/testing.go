@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/analyticsco/platform/devstack/wireproxy"
 )
 
@@ -193,6 +195,18 @@ func NATSClusterForTest(t testing.TB, size int, opts ...NATSOption) *NATSCluster
 		}
 	})
 	return c
+}
+
+// NATSConnForTest connects to url (a server's, a cluster's list) with opts, closed in
+// t.Cleanup.
+func NATSConnForTest(t testing.TB, url string, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		t.Fatalf("connect to NATS: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
 }
 
 // lastLines is the last n lines of s.

@@ -13,16 +13,6 @@ import (
 	"github.com/analyticsco/platform/devstack/apitest"
 )
 
-func connect(t *testing.T, url string) *nats.Conn {
-	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	return nc
-}
-
 var req = client.ResolveRequest{DeploymentID: 7, BranchName: "feature-x", ProductionBranch: "main"}
 
 // While no API replica subscribes (they are reconnecting after losing their NATS
@@ -30,7 +20,7 @@ var req = client.ResolveRequest{DeploymentID: 7, BranchName: "feature-x", Produc
 // embed session is minted, not refused.
 func TestResolveWaitsForAResponderThatSubscribesWithinItsTimeout(t *testing.T) {
 	ns := devstack.NATSForTest(t)
-	requester := connect(t, ns.URL)
+	requester := devstack.NATSConnForTest(t, ns.URL)
 	type result struct {
 		reply client.ResolveReply
 		err   error
@@ -44,7 +34,7 @@ func TestResolveWaitsForAResponderThatSubscribesWithinItsTimeout(t *testing.T) {
 	apitest.Eventually(t, 10*time.Second, "the first request answered: no responders", func() (bool, string) {
 		return requester.Stats().InMsgs >= 1, "no answer yet"
 	})
-	sub, err := client.Serve(connect(t, ns.URL), func(_ context.Context, got client.ResolveRequest) client.ResolveReply {
+	sub, err := client.Serve(devstack.NATSConnForTest(t, ns.URL), func(_ context.Context, got client.ResolveRequest) client.ResolveReply {
 		return client.ResolveReply{Exists: got == req, Served: true}
 	})
 	if err != nil {
@@ -61,7 +51,7 @@ func TestResolveWaitsForAResponderThatSubscribesWithinItsTimeout(t *testing.T) {
 // never "no such branch".
 func TestResolveWithoutResponderIsUnavailableAfterItsTimeout(t *testing.T) {
 	ns := devstack.NATSForTest(t)
-	requester := connect(t, ns.URL)
+	requester := devstack.NATSConnForTest(t, ns.URL)
 	_, err := client.NewResolver(requester, 300*time.Millisecond).Resolve(context.Background(), req)
 	if !errors.Is(err, client.ErrUnavailable) || !errors.Is(err, nats.ErrNoResponders) {
 		t.Fatalf("resolve without a responder: %v; want ErrUnavailable for no responders", err)

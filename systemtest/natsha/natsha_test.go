@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/analyticsco/platform/devstack"
 	"github.com/analyticsco/platform/devstack/apitest"
 	"github.com/analyticsco/platform/systemtest/stacktest"
 )
@@ -151,12 +151,7 @@ func TestALostStreamLeaderLosesNoJobAndNoAuditEvent(t *testing.T) {
 // audit stream were created (or moved) at the replicas the settings ask for.
 func everyStreamHasThreeReplicas(t *testing.T, url string) {
 	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
+	js, err := jetstream.New(devstack.NATSConnForTest(t, url))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -153,12 +153,7 @@ func number(v any) float64 {
 // is not counted against its account's budget a second time: the account's next event
 // is still stored one by one, nothing is merged.
 func TestARedeliveredStoredEventIsNotCountedAgainstItsAccountsBudget(t *testing.T) {
-	n := devstack.NATSForTest(t)
-	nc, err := nats.Connect(n.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := devstack.NATSConnForTest(t, devstack.NATSForTest(t).URL)
 	ctx := context.Background()
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -229,11 +224,7 @@ func ids(evs []libaudit.Event) []string {
 func TestTheIngesterMovesAnExistingAuditStreamToItsReplicas(t *testing.T) {
 	t.Parallel()
 	c := devstack.NATSClusterForTest(t, 3)
-	nc, err := nats.Connect(c.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := devstack.NATSConnForTest(t, c.URL())
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)

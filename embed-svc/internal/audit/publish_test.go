@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -43,11 +42,7 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name, label string) fl
 func TestAnEventPublishedWhileTheStreamHasNoLeaderIsSentAgainUntilItTakesIt(t *testing.T) {
 	t.Parallel()
 	n := devstack.NATSForTest(t)
-	pubConn, err := nats.Connect(n.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pubConn.Close)
+	pubConn := devstack.NATSConnForTest(t, n.URL)
 	reg := prometheus.NewRegistry()
 	pub, err := libaudit.NewPublisher(libaudit.Options{Service: "workspace-svc", NATS: pubConn, Registry: reg, PublishTimeout: 30 * time.Second})
 	if err != nil {
@@ -63,11 +58,7 @@ func TestAnEventPublishedWhileTheStreamHasNoLeaderIsSentAgainUntilItTakesIt(t *t
 	apitest.Eventually(t, 20*time.Second, "the publisher's own retry", func() (bool, string) {
 		return pubConn.Stats().InMsgs >= 4, "fewer answers"
 	})
-	admin, err := nats.Connect(n.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(admin.Close)
+	admin := devstack.NATSConnForTest(t, n.URL)
 	js, err := jetstream.New(admin)
 	if err != nil {
 		t.Fatal(err)

@@ -15,16 +15,6 @@ import (
 	"github.com/analyticsco/platform/libs/identity"
 )
 
-func connect(t *testing.T, url string) *nats.Conn {
-	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	return nc
-}
-
 // store answers lookups for deployment 7 of account 1.
 type store struct{}
 
@@ -44,7 +34,7 @@ func (store) LookupUser(context.Context, int64, string) (identity.User, error) {
 // timeout: the session is minted, not refused.
 func TestDeploymentLookupWaitsForAGatewayThatSubscribesWithinItsTimeout(t *testing.T) {
 	ns := devstack.NATSForTest(t)
-	requester := connect(t, ns.URL)
+	requester := devstack.NATSConnForTest(t, ns.URL)
 	type result struct {
 		dep int64
 		acc int64
@@ -59,7 +49,7 @@ func TestDeploymentLookupWaitsForAGatewayThatSubscribesWithinItsTimeout(t *testi
 	apitest.Eventually(t, 10*time.Second, "the first lookup answered: no responders", func() (bool, string) {
 		return requester.Stats().InMsgs >= 1, "no answer yet"
 	})
-	subs, err := identity.ServeLookups(connect(t, ns.URL), store{})
+	subs, err := identity.ServeLookups(devstack.NATSConnForTest(t, ns.URL), store{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +67,7 @@ func TestDeploymentLookupWaitsForAGatewayThatSubscribesWithinItsTimeout(t *testi
 // With no gateway for the whole timeout the lookup is unavailable (503), never "not found".
 func TestDeploymentLookupWithoutGatewayIsUnavailableAfterItsTimeout(t *testing.T) {
 	ns := devstack.NATSForTest(t)
-	requester := connect(t, ns.URL)
+	requester := devstack.NATSConnForTest(t, ns.URL)
 	_, err := directory.New(requester, 300*time.Millisecond).Deployment(context.Background(), 7)
 	if !errs.IsUnavailable(err) || !errors.Is(err, nats.ErrNoResponders) {
 		t.Fatalf("lookup without a gateway: %v; want unavailable for no responders", err)
