@@ -104,6 +104,41 @@ func (l *ledger) count(load string) int {
 	return len(l.successes[load])
 }
 
+// loads are the kinds of request the suite sends.
+var loads = []string{"dbt sync", "audited request", "identity lookup"}
+
+// served waits until every load has been answered 5 more times.
+func (l *ledger) served(t *testing.T, what string) {
+	t.Helper()
+	before := map[string]int{}
+	for _, load := range loads {
+		before[load] = l.count(load)
+	}
+	apitest.Eventually(t, 60*time.Second, what, func() (bool, string) {
+		for load, n := range before {
+			if l.count(load) < n+5 {
+				return false, load + " has not answered 5 more requests"
+			}
+		}
+		return true, ""
+	})
+}
+
+// checkOutages: every request not served was a 503 with Retry-After and the error body;
+// it logs the load's counts. The caller holds l.mu.
+func (l *ledger) checkOutages(t *testing.T) {
+	t.Helper()
+	unavailable := map[string]int{}
+	for _, o := range l.outages {
+		unavailable[o.load]++
+		if !o.acceptable() {
+			t.Errorf("%s at %s: want success or 503 with Retry-After and the error body, got %s", o.load, o.at.Format(time.StampMilli), o.r)
+		}
+	}
+	t.Logf("requests answered: %d dbt syncs accepted, %d audited requests, %d identity lookups; not served (503): %v",
+		len(l.successes["dbt sync"]), len(l.successes["audited request"]), len(l.successes["identity lookup"]), unavailable)
+}
+
 // longestGap is the longest time between two answered requests of load (or between
 // from and the first) in [from, to]: what a client of that load saw of an election.
 func (l *ledger) longestGap(load string, from, to time.Time) time.Duration {

@@ -39,8 +39,7 @@ func TestALostStreamLeaderLosesNoJobAndNoAuditEvent(t *testing.T) {
 		"RATE_LIMIT_GENERATE_SESSION=0", "RATE_LIMIT_EXCHANGE=0",
 		"DBT_SYNC_MAX_QUEUED_JOBS=1000", "DBT_SYNC_MAX_RUNNING_JOBS=8",
 	}})
-	cluster := s.NATSCluster
-	everyStreamHasThreeReplicas(t, cluster.URL())
+	everyStreamHasThreeReplicas(t, s.NATSCluster.URL())
 
 	c := &clients{}
 	for _, p := range s.Processes() {
@@ -56,68 +55,21 @@ func TestALostStreamLeaderLosesNoJobAndNoAuditEvent(t *testing.T) {
 	l := newLedger()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
+	var once sync.Once
+	halt := func() { once.Do(func() { close(stop) }); wg.Wait() }
+	t.Cleanup(halt) // a failure stops the load before the stack
 	run(&wg, stop, 300*time.Millisecond, func(n int) { tn.syncs(l, n) })
 	run(&wg, stop, 100*time.Millisecond, func(n int) { tn.folders(l, n) })
 	run(&wg, stop, 100*time.Millisecond, func(n int) { tn.sessions(l, n) })
-	loadRuns := func(what string) {
-		t.Helper()
-		before := map[string]int{}
-		for _, load := range []string{"dbt sync", "audited request", "identity lookup"} {
-			before[load] = l.count(load)
-		}
-		apitest.Eventually(t, 60*time.Second, what, func() (bool, string) {
-			for load, n := range before {
-				if l.count(load) < n+5 {
-					return false, load + " has not answered 5 more requests"
-				}
-			}
-			return true, ""
-		})
-	}
-
-	loadRuns("the load served before any node is lost")
+	l.served(t, "the load served before any node is lost")
 	for _, v := range victims {
-		var leader int
-		apitest.Eventually(t, 30*time.Second, v.stream+" has a leader", func() (bool, string) {
-			i, err := cluster.StreamLeader(context.Background(), v.stream)
-			leader = i
-			return err == nil && i >= 0, fmt.Sprint(i, err)
-		})
-		killed := time.Now()
-		cluster.Kill(leader)
-		apitest.Eventually(t, 60*time.Second, v.stream+" elects a new leader", func() (bool, string) {
-			i, err := cluster.StreamLeader(context.Background(), v.stream)
-			return err == nil && i >= 0 && i != leader, fmt.Sprint(i, err)
-		})
-		elected := time.Now()
-		loadRuns("the load served again after " + v.stream + " lost its leader")
-		served := time.Now()
-		t.Logf("%s: leader %s killed; new leader after %s; longest wait for an answered %s: %s",
-			v.stream, cluster.Nodes[leader].Name, elected.Sub(killed).Round(time.Millisecond), v.load,
-			l.longestGap(v.load, killed, served).Round(time.Millisecond))
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		err := cluster.Restart(ctx, leader)
-		cancel()
-		if err != nil {
-			t.Fatalf("restart %s: %v", cluster.Nodes[leader].Name, err)
-		}
-		loadRuns("the load served with " + cluster.Nodes[leader].Name + " back")
+		loseLeader(t, s.NATSCluster, v.stream, v.load, l)
 	}
-	close(stop)
-	wg.Wait()
+	halt()
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	unavailable := map[string]int{}
-	for _, o := range l.outages {
-		unavailable[o.load]++
-		if !o.acceptable() {
-			t.Errorf("%s at %s: want success or 503 with Retry-After and the error body, got %s", o.load, o.at.Format(time.StampMilli), o.r)
-		}
-	}
-	t.Logf("requests answered: %d dbt syncs accepted, %d audited requests, %d identity lookups; not served (503): %v",
-		len(l.successes["dbt sync"]), len(l.successes["audited request"]), len(l.successes["identity lookup"]), unavailable)
-
+	l.checkOutages(t)
 	ids := make([]string, 0, len(l.jobs))
 	for id := range l.jobs {
 		ids = append(ids, id)
@@ -127,22 +79,59 @@ func TestALostStreamLeaderLosesNoJobAndNoAuditEvent(t *testing.T) {
 	for _, id := range ids {
 		tn.checkJob(t, id, l.jobs[id], jobs[id])
 	}
-	for action, targets := range l.events {
-		var counts map[string]int
-		apitest.Eventually(t, 60*time.Second, "every "+action+" event in the trail", func() (bool, string) {
-			counts = tn.trail(t, action)
-			missing := 0
-			for target := range targets {
-				if counts[target] == 0 {
-					missing++
-				}
+	for action, requests := range l.events {
+		tn.checkEventsOnce(t, action, requests)
+	}
+}
+
+// loseLeader kills the node leading stream, logs how long the election took and the
+// longest a client of load waited for an answer meanwhile, and restarts the node once
+// the load is served again.
+func loseLeader(t *testing.T, cluster *devstack.NATSCluster, stream, load string, l *ledger) {
+	t.Helper()
+	var leader int
+	apitest.Eventually(t, 30*time.Second, stream+" has a leader", func() (bool, string) {
+		i, err := cluster.StreamLeader(context.Background(), stream)
+		leader = i
+		return err == nil && i >= 0, fmt.Sprint(i, err)
+	})
+	killed := time.Now()
+	cluster.Kill(leader)
+	apitest.Eventually(t, 60*time.Second, stream+" elects a new leader", func() (bool, string) {
+		i, err := cluster.StreamLeader(context.Background(), stream)
+		return err == nil && i >= 0 && i != leader, fmt.Sprint(i, err)
+	})
+	elected := time.Now()
+	l.served(t, "the load served again after "+stream+" lost its leader")
+	t.Logf("%s: leader %s killed; new leader after %s; longest wait for an answered %s: %s",
+		stream, cluster.Nodes[leader].Name, elected.Sub(killed).Round(time.Millisecond), load,
+		l.longestGap(load, killed, time.Now()).Round(time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := cluster.Restart(ctx, leader); err != nil {
+		t.Fatalf("restart %s: %v", cluster.Nodes[leader].Name, err)
+	}
+	l.served(t, "the load served with "+cluster.Nodes[leader].Name+" back")
+}
+
+// checkEventsOnce waits until the trail holds an event of action for every one of
+// requests (by request id), and fails for any it holds more than once.
+func (tn *tenant) checkEventsOnce(t *testing.T, action string, requests map[string]string) {
+	t.Helper()
+	var counts map[string]int
+	apitest.Eventually(t, 60*time.Second, "every "+action+" event in the trail", func() (bool, string) {
+		counts = tn.trail(t, action)
+		missing := 0
+		for request := range requests {
+			if counts[request] == 0 {
+				missing++
 			}
-			return missing == 0, fmt.Sprintf("%d of %d acknowledged requests without their event", missing, len(targets))
-		})
-		for request := range targets {
-			if counts[request] != 1 {
-				t.Errorf("%s of request %s: %d events in the trail, want exactly one", action, request, counts[request])
-			}
+		}
+		return missing == 0, fmt.Sprintf("%d of %d acknowledged requests without their event", missing, len(requests))
+	})
+	for request := range requests {
+		if counts[request] != 1 {
+			t.Errorf("%s of request %s: %d events in the trail, want exactly one", action, request, counts[request])
 		}
 	}
 }
