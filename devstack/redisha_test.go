@@ -19,7 +19,7 @@ func TestRedisClusterFailsOverAndTakesBackItsPrimary(t *testing.T) {
 	rc := devstack.RedisClusterForTest(t, devstack.RedisClusterConfig{ReplicasEach: 1, NodeTimeout: time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	rdb, err := redisx.Open(redisx.Config{Mode: redisx.ModeCluster, URL: rc.URL})
+	rdb, err := redisx.Open(redisx.RedisConfig{Mode: redisx.ModeCluster, URL: rc.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestRedisSentinelFailsOverAndTakesBackItsPrimary(t *testing.T) {
 	rs := devstack.RedisSentinelForTest(t, devstack.RedisSentinelConfig{DownAfter: time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	rdb, err := redisx.Open(redisx.Config{Mode: redisx.ModeSentinel, URL: rs.URL})
+	rdb, err := redisx.Open(redisx.RedisConfig{Mode: redisx.ModeSentinel, URL: rs.URL})
 	if err != nil {
 		t.Fatal(err)
 	}

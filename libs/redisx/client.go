@@ -18,9 +18,9 @@ const (
 	ModeCluster  = "cluster"  // Redis Cluster
 )
 
-// Config is how a process reaches Redis; the config of every process that uses Redis
+// RedisConfig is how a process reaches Redis; the config of every process that uses Redis
 // embeds it.
-type Config struct {
+type RedisConfig struct {
 	Mode string `env:"REDIS_MODE" default:"single" help:"single (one Redis server), sentinel (a primary and replicas watched by Redis Sentinel; failover follows the sentinels) or cluster (Redis Cluster); REDIS_URL is read in that mode's form"`
 	URL  string `env:"REDIS_URL" default:"redis://127.0.0.1:6380/0" secret:"true" help:"Redis, rediss:// for TLS. single: redis://[:PASSWORD@]HOST:PORT/DB; sentinel: the sentinels, redis://[SENTINEL_USER:SENTINEL_PASSWORD@]HOST:26379/DB?master_name=NAME&addr=HOST2:26379&addr=HOST3:26379&password=PASSWORD; cluster: any of its nodes, redis://[:PASSWORD@]HOST:6379?addr=HOST2:6379&addr=HOST3:6379"`
 }
@@ -28,7 +28,7 @@ type Config struct {
 // Open returns the client that c names: a *redis.Client for single and sentinel (go-redis's
 // failover client, which asks the sentinels for the primary and follows a failover), a
 // *redis.ClusterClient for cluster. Either is used through redis.UniversalClient.
-func Open(c Config) (redis.UniversalClient, error) {
+func Open(c RedisConfig) (redis.UniversalClient, error) {
 	switch c.Mode {
 	case ModeSingle, "":
 		o, err := redis.ParseURL(c.URL)

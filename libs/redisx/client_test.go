@@ -16,17 +16,17 @@ import (
 func TestOpenChoosesTheClientOfTheMode(t *testing.T) {
 	for _, c := range []struct {
 		name    string
-		cfg     redisx.Config
+		cfg     redisx.RedisConfig
 		cluster bool
 		wantErr string
 	}{
-		{"single", redisx.Config{Mode: "single", URL: "redis://:pw@127.0.0.1:6380/2"}, false, ""},
-		{"single-is-the-default", redisx.Config{URL: "redis://127.0.0.1:6380/0"}, false, ""},
-		{"sentinel", redisx.Config{Mode: "sentinel", URL: "redis://127.0.0.1:26379/0?master_name=platform&addr=127.0.0.1:26380&password=pw"}, false, ""},
-		{"sentinel-needs-the-primary-name", redisx.Config{Mode: "sentinel", URL: "redis://127.0.0.1:26379/0"}, false, "master_name"},
-		{"cluster", redisx.Config{Mode: "cluster", URL: "redis://:pw@127.0.0.1:7000?addr=127.0.0.1:7001&addr=127.0.0.1:7002"}, true, ""},
-		{"cluster-url-checked", redisx.Config{Mode: "cluster", URL: "redis://127.0.0.1:7000?frobnicate=1"}, false, "cluster mode"},
-		{"unknown-mode", redisx.Config{Mode: "ring", URL: "redis://127.0.0.1:6380/0"}, false, "REDIS_MODE"},
+		{"single", redisx.RedisConfig{Mode: "single", URL: "redis://:pw@127.0.0.1:6380/2"}, false, ""},
+		{"single-is-the-default", redisx.RedisConfig{URL: "redis://127.0.0.1:6380/0"}, false, ""},
+		{"sentinel", redisx.RedisConfig{Mode: "sentinel", URL: "redis://127.0.0.1:26379/0?master_name=platform&addr=127.0.0.1:26380&password=pw"}, false, ""},
+		{"sentinel-needs-the-primary-name", redisx.RedisConfig{Mode: "sentinel", URL: "redis://127.0.0.1:26379/0"}, false, "master_name"},
+		{"cluster", redisx.RedisConfig{Mode: "cluster", URL: "redis://:pw@127.0.0.1:7000?addr=127.0.0.1:7001&addr=127.0.0.1:7002"}, true, ""},
+		{"cluster-url-checked", redisx.RedisConfig{Mode: "cluster", URL: "redis://127.0.0.1:7000?frobnicate=1"}, false, "cluster mode"},
+		{"unknown-mode", redisx.RedisConfig{Mode: "ring", URL: "redis://127.0.0.1:6380/0"}, false, "REDIS_MODE"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rdb, err := redisx.Open(c.cfg)

@@ -38,6 +38,27 @@ func (d Durability) ReplicasFor(mode string) (int, error) {
 	return n, nil
 }
 
+// NewDurableFor is the Durable that d describes over rdb, opened in mode: its replicas
+// resolved, and its timeout checked against the client's read timeout (the WAIT's answer
+// must arrive before the client gives up reading).
+func NewDurableFor(rdb redis.UniversalClient, mode string, d Durability) (*Durable, error) {
+	n, err := d.ReplicasFor(mode)
+	if err != nil {
+		return nil, err
+	}
+	var read time.Duration
+	switch c := rdb.(type) {
+	case *redis.Client:
+		read = c.Options().ReadTimeout
+	case *redis.ClusterClient:
+		read = c.Options().ReadTimeout
+	}
+	if n > 0 && read > 0 && d.Timeout >= read {
+		return nil, fmt.Errorf("REDIS_DURABLE_TIMEOUT %s: must be below the Redis client's read timeout (%s; read_timeout in REDIS_URL)", d.Timeout, read)
+	}
+	return NewDurable(rdb, n, d.Timeout), nil
+}
+
 // Durable sends writes that must survive the loss of the primary that took them: each
 // batch goes to its primary in one pipeline, on one connection, followed by WAIT, and
 // fails with ErrNotDurable unless Replicas replicas acknowledged it within Timeout.
