@@ -9,12 +9,21 @@
 //	embed:revoked-key:<kid>  a withdrawn signing key (`embed-svc revoke-key`): every token
 //	                         it signed is refused while the marker lives (a token lifetime
 //	                         plus an hour)
+//
+// In Redis Cluster a session's marker is embed:revoked:{<sid>}: the braces make the sid
+// the key's hash tag, so the marker shares a slot with the session's other keys (embed-svc
+// revokes in one script over them). Outside a cluster the names are as they always were,
+// so upgrading a single server or a Sentinel group renames nothing, and no reader of the
+// old names misses a marker written under new ones. A cluster deployment starts on an
+// empty cluster (deploy/README.md: moving to a cluster).
 package revocation
 
 import (
 	"context"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/analyticsco/platform/libs/redisx"
 )
 
 // The key prefixes.
@@ -23,19 +32,65 @@ const (
 	SigningKeyPrefix = "embed:revoked-key:"
 )
 
-// SessionKey is the marker of a revoked session.
+// SessionKey is the marker of a revoked session on a single server or a Sentinel group.
 func SessionKey(sid string) string { return SessionPrefix + sid }
 
-// SigningKeyKey is the marker of a withdrawn signing key.
+// SigningKeyKey is the marker of a withdrawn signing key (the same in every mode: it is
+// read alone).
 func SigningKeyKey(kid string) string { return SigningKeyPrefix + kid }
 
-// Revoked reports whether a token of session sid, signed by the key kid ("" when the
-// token names none), is revoked: one EXISTS over both markers, one round trip.
-func Revoked(ctx context.Context, rdb redis.Cmdable, sid, kid string) (bool, error) {
-	marks := []string{SessionKey(sid)}
-	if kid != "" {
-		marks = append(marks, SigningKeyKey(kid))
+// Scheme names a session's keys for the Redis they are in.
+type Scheme struct {
+	// Cluster: Redis Cluster, where a session's keys carry its sid as their hash tag.
+	Cluster bool
+}
+
+// SchemeOf is the scheme of the Redis rdb talks to.
+func SchemeOf(rdb redis.UniversalClient) Scheme { return Scheme{Cluster: redisx.IsCluster(rdb)} }
+
+// Tag is what follows a prefix in a session's keys: the sid, in braces in a cluster.
+// embed-svc's own keys of the session use it too, so they all hash to one slot.
+func (s Scheme) Tag(sid string) string {
+	if s.Cluster {
+		return "{" + sid + "}"
 	}
-	n, err := rdb.Exists(ctx, marks...).Result()
-	return n > 0, err
+	return sid
+}
+
+// SessionKey is the marker of a revoked session.
+func (s Scheme) SessionKey(sid string) string { return SessionPrefix + s.Tag(sid) }
+
+// Checker checks the markers through one client.
+type Checker struct {
+	rdb    redis.UniversalClient
+	scheme Scheme
+}
+
+// NewChecker returns a checker reading through rdb.
+func NewChecker(rdb redis.UniversalClient) *Checker {
+	return &Checker{rdb: rdb, scheme: SchemeOf(rdb)}
+}
+
+// Revoked reports whether a token of session sid, signed by the key kid ("" when the
+// token names none), is revoked. Outside a cluster that is one EXISTS over both markers;
+// in a cluster the two markers are in different slots (a multi-key EXISTS would be
+// refused with CROSSSLOT), so they are two EXISTS in one pipeline, which the cluster
+// client sends to their nodes at once: still one round trip's wait.
+func (c *Checker) Revoked(ctx context.Context, sid, kid string) (bool, error) {
+	session := c.scheme.SessionKey(sid)
+	if kid == "" {
+		n, err := c.rdb.Exists(ctx, session).Result()
+		return n > 0, err
+	}
+	if !c.scheme.Cluster {
+		n, err := c.rdb.Exists(ctx, session, SigningKeyKey(kid)).Result()
+		return n > 0, err
+	}
+	pipe := c.rdb.Pipeline()
+	bySession := pipe.Exists(ctx, session)
+	byKey := pipe.Exists(ctx, SigningKeyKey(kid))
+	if _, err := pipe.Exec(ctx); err != nil {
+		return false, err
+	}
+	return bySession.Val()+byKey.Val() > 0, nil
 }
