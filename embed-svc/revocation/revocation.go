@@ -14,12 +14,18 @@
 // the key's hash tag, so the marker shares a slot with the session's other keys (embed-svc
 // revokes in one script over them). Outside a cluster the names are as they always were,
 // so upgrading a single server or a Sentinel group renames nothing, and no reader of the
-// old names misses a marker written under new ones. A cluster deployment starts on an
-// empty cluster (deploy/README.md: moving to a cluster).
+// old names misses a marker written under new ones.
+//
+// Moving to a cluster is the one change of names: markers an earlier release (or this one
+// outside a cluster) wrote under embed:revoked:<sid> and imported into the cluster
+// (deploy/README.md: moving to a Redis Cluster) are still read, as a third lookup in the
+// same pipeline, for LegacyReadWindow after the reader starts: no marker there outlives
+// the tokens it refuses by more than that, so a move never forgets a revocation.
 package revocation
 
 import (
 	"context"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -31,6 +37,12 @@ const (
 	SessionPrefix    = "embed:revoked:"
 	SigningKeyPrefix = "embed:revoked-key:"
 )
+
+// LegacyReadWindow is how long a reader in a cluster keeps reading the session markers'
+// pre-cluster names after it starts: an embed token's lifetime (24 h, fixed by the spec;
+// a test in embed-svc keeps the two in step) and the marker's extra minute, rounded up to
+// an hour.
+const LegacyReadWindow = 25 * time.Hour
 
 // SessionKey is the marker of a revoked session on a single server or a Sentinel group.
 func SessionKey(sid string) string { return SessionPrefix + sid }
@@ -64,33 +76,54 @@ func (s Scheme) SessionKey(sid string) string { return SessionPrefix + s.Tag(sid
 type Checker struct {
 	rdb    redis.UniversalClient
 	scheme Scheme
+	now    func() time.Time
+	// legacyUntil: in a cluster, until when the session marker's pre-cluster name is read
+	// too (zero elsewhere: the names are the same).
+	legacyUntil time.Time
 }
 
-// NewChecker returns a checker reading through rdb.
-func NewChecker(rdb redis.UniversalClient) *Checker {
-	return &Checker{rdb: rdb, scheme: SchemeOf(rdb)}
+// NewChecker returns a checker reading through rdb, on the clock now (nil: time.Now).
+func NewChecker(rdb redis.UniversalClient, now func() time.Time) *Checker {
+	if now == nil {
+		now = time.Now
+	}
+	c := &Checker{rdb: rdb, scheme: SchemeOf(rdb), now: now}
+	if c.scheme.Cluster {
+		c.legacyUntil = now().Add(LegacyReadWindow)
+	}
+	return c
 }
 
 // Revoked reports whether a token of session sid, signed by the key kid ("" when the
 // token names none), is revoked. Outside a cluster that is one EXISTS over both markers;
-// in a cluster the two markers are in different slots (a multi-key EXISTS would be
-// refused with CROSSSLOT), so they are two EXISTS in one pipeline, which the cluster
-// client sends to their nodes at once: still one round trip's wait.
+// in a cluster the markers are in different slots (a multi-key EXISTS would be refused
+// with CROSSSLOT), so each is an EXISTS of its own in one pipeline, which the cluster
+// client sends to their nodes at once: still one round trip's wait. Within
+// LegacyReadWindow of the start the session marker's pre-cluster name is one of them.
 func (c *Checker) Revoked(ctx context.Context, sid, kid string) (bool, error) {
-	session := c.scheme.SessionKey(sid)
-	if kid == "" {
-		n, err := c.rdb.Exists(ctx, session).Result()
-		return n > 0, err
+	keys := []string{c.scheme.SessionKey(sid)}
+	if kid != "" {
+		keys = append(keys, SigningKeyKey(kid))
 	}
-	if !c.scheme.Cluster {
-		n, err := c.rdb.Exists(ctx, session, SigningKeyKey(kid)).Result()
+	if c.scheme.Cluster && c.now().Before(c.legacyUntil) {
+		keys = append(keys, SessionKey(sid))
+	}
+	if len(keys) == 1 || !c.scheme.Cluster {
+		n, err := c.rdb.Exists(ctx, keys...).Result()
 		return n > 0, err
 	}
 	pipe := c.rdb.Pipeline()
-	bySession := pipe.Exists(ctx, session)
-	byKey := pipe.Exists(ctx, SigningKeyKey(kid))
+	found := make([]*redis.IntCmd, len(keys))
+	for i, k := range keys {
+		found[i] = pipe.Exists(ctx, k)
+	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return false, err
 	}
-	return bySession.Val()+byKey.Val() > 0, nil
+	for _, f := range found {
+		if f.Val() > 0 {
+			return true, nil
+		}
+	}
+	return false, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/analyticsco/platform/devstack"
+	"github.com/analyticsco/platform/embed-svc/internal/embed"
 	"github.com/analyticsco/platform/embed-svc/revocation"
 	"github.com/analyticsco/platform/libs/redisx"
 )
@@ -48,7 +49,7 @@ func TestCheckerSeesEitherMarkerInEveryMode(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer rdb.Close()
-			scheme, check := revocation.SchemeOf(rdb), revocation.NewChecker(rdb)
+			scheme, check := revocation.SchemeOf(rdb), revocation.NewChecker(rdb, nil)
 			sid, kid := differentSlots(t, rdb, scheme)
 			for _, step := range []struct {
 				name, sid, kid string
@@ -72,6 +73,56 @@ func TestCheckerSeesEitherMarkerInEveryMode(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestClusterReaderReadsPreClusterMarkersForOneTokenLifetime: a marker written under the
+// name every release before Redis Cluster support used (embed:revoked:<sid>, imported
+// into the cluster on the move) still refuses its session's tokens in a cluster, for a
+// token's lifetime after the reader starts; past that no such marker can refuse a token
+// that has not expired, and the lookup is dropped.
+func TestClusterReaderReadsPreClusterMarkersForOneTokenLifetime(t *testing.T) {
+	t.Parallel()
+	if revocation.LegacyReadWindow < embed.TokenLifetime+time.Minute {
+		t.Fatalf("LegacyReadWindow %s is shorter than a token's lifetime and its marker's extra minute (%s)",
+			revocation.LegacyReadWindow, embed.TokenLifetime+time.Minute)
+	}
+	cluster := devstack.RedisClusterForTest(t, devstack.RedisClusterConfig{})
+	ctx := context.Background()
+	rdb, err := redisx.Open(redisx.RedisConfig{Mode: redisx.ModeCluster, URL: cluster.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	started := time.Now()
+	now := started
+	check := revocation.NewChecker(rdb, func() time.Time { return now })
+	scheme := revocation.SchemeOf(rdb)
+	old, current, kid := randomHex(16), randomHex(16), randomHex(8)
+	for _, k := range []string{revocation.SessionKey(old), scheme.SessionKey(current)} {
+		if err := rdb.Set(ctx, k, "1", time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, step := range []struct {
+		name     string
+		at       time.Time
+		sid, kid string
+		want     bool
+	}{
+		{"pre-cluster-marker-at-start", started, old, kid, true},
+		{"pre-cluster-marker-no-kid", started, old, "", true},
+		{"pre-cluster-marker-just-within-the-window", started.Add(revocation.LegacyReadWindow - time.Second), old, kid, true},
+		{"cluster-marker", started, current, kid, true},
+		{"unrevoked", started, randomHex(16), kid, false},
+		{"pre-cluster-name-no-longer-read", started.Add(revocation.LegacyReadWindow), old, kid, false},
+		{"cluster-marker-still-read", started.Add(revocation.LegacyReadWindow), current, "", true},
+	} {
+		now = step.at
+		got, err := check.Revoked(ctx, step.sid, step.kid)
+		if err != nil || got != step.want {
+			t.Errorf("%s: revoked %v, %v; want %v", step.name, got, err, step.want)
+		}
 	}
 }
 

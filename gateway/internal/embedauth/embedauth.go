@@ -57,7 +57,7 @@ func New(keys *auth.KeySet, issuer string, rdb redis.UniversalClient, authn *aut
 	if now == nil {
 		now = time.Now
 	}
-	return &Verifier{keys: keys, marks: revocation.NewChecker(rdb), authn: authn, now: now, cache: auth.NewCache[string, verified](100_000, now),
+	return &Verifier{keys: keys, marks: revocation.NewChecker(rdb, now), authn: authn, now: now, cache: auth.NewCache[string, verified](100_000, now),
 		parser: jwt.NewParser(jwt.WithValidMethods([]string{"EdDSA"}), jwt.WithExpirationRequired(),
 			jwt.WithIssuer(issuer), jwt.WithAudience(token.Audience), jwt.WithTimeFunc(now))}
 }
