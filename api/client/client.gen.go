@@ -70,6 +70,7 @@ const (
 	AuditActionWorkspaceFolderMove              AuditAction = "workspace.folder.move"
 	AuditActionWorkspaceFolderPermissionsChange AuditAction = "workspace.folder.permissions_change"
 	AuditActionWorkspaceFolderUpdate            AuditAction = "workspace.folder.update"
+	AuditActionWorkspaceItemsMove               AuditAction = "workspace.items.move"
 	AuditActionWorkspaceReportCreate            AuditAction = "workspace.report.create"
 	AuditActionWorkspaceReportDelete            AuditAction = "workspace.report.delete"
 	AuditActionWorkspaceReportMove              AuditAction = "workspace.report.move"
@@ -138,6 +139,8 @@ func (e AuditAction) Valid() bool {
 	case AuditActionWorkspaceFolderPermissionsChange:
 		return true
 	case AuditActionWorkspaceFolderUpdate:
+		return true
+	case AuditActionWorkspaceItemsMove:
 		return true
 	case AuditActionWorkspaceReportCreate:
 		return true
@@ -1044,7 +1047,10 @@ type AttributeDefinitionPage struct {
 // AttributeType defines model for AttributeType.
 type AttributeType string
 
-// AuditAction What was done; `<context>.<object>.<verb>`.
+// AuditAction What was done; `<context>.<object>.<verb>`. A move, single or bulk, is one
+// `workspace.items.move` whose target is the destination folder (no id: the root);
+// `workspace.folder.move`, `workspace.workbook.move` and `workspace.report.move` (one
+// event per moved item, the item the target) are only on events recorded before.
 type AuditAction string
 
 // AuditActor Who acted; never a secret (an API key by its id, a session by its public id).
@@ -1076,7 +1082,10 @@ type AuditActorType string
 type AuditEvent struct {
 	AccountId int64 `json:"accountId"`
 
-	// Action What was done; `<context>.<object>.<verb>`.
+	// Action What was done; `<context>.<object>.<verb>`. A move, single or bulk, is one
+	// `workspace.items.move` whose target is the destination folder (no id: the root);
+	// `workspace.folder.move`, `workspace.workbook.move` and `workspace.report.move` (one
+	// event per moved item, the item the target) are only on events recorded before.
 	Action AuditAction `json:"action"`
 
 	// Actor Who acted; never a secret (an API key by its id, a session by its public id).
@@ -1093,7 +1102,12 @@ type AuditEvent struct {
 	// DeploymentId The deployment the action concerned; null for an account-level action.
 	DeploymentId *int64 `json:"deploymentId"`
 
-	// Details A few facts of the action (at most 4 KiB), e.g. `from` and `to` of a move, `revoked` of a bulk revoke, `externalUserCreated` of a mint.
+	// Details A few facts of the action (at most 4 KiB), e.g. `revoked` of a bulk revoke,
+	// `externalUserCreated` of a mint. A move (`workspace.items.move`, single or bulk:
+	// `bulk`) has `to` (the destination, null for the root), `moved` and `failed` (counts
+	// of its distinct items), and `items`: in request order, each `{type, id, from,
+	// status, code}` (`from` where it was, absent when it was not read; `code` only when
+	// it failed), as many as fit; `unlisted` counts the others.
 	Details map[string]interface{} `json:"details"`
 
 	// Id The event's id (a ULID); ids sort as the events' times.
@@ -1175,7 +1189,7 @@ type AuditOutcomeResult string
 
 // AuditTarget defines model for AuditTarget.
 type AuditTarget struct {
-	// Id The target's id; absent when the refused action never created it.
+	// Id The target's id; absent when the refused action never created it, and for a move to the workspace root.
 	Id   *string         `json:"id,omitempty"`
 	Type AuditTargetType `json:"type"`
 }
@@ -1835,7 +1849,10 @@ type Folder struct {
 	CreatedBy    int64     `json:"createdBy"`
 	DeploymentId int64     `json:"deploymentId"`
 
-	// FolderPath Ancestors from the root down (empty at the root).
+	// FolderPath Ancestors from the root down (empty at the root), as far as the caller can view
+	// them: a path starts at the highest ancestor the caller can view, so the folders
+	// above it (which the caller cannot view) are left out, and it is empty when the
+	// caller cannot view the parent.
 	FolderPath []FolderPathEntry `json:"folderPath"`
 	Id         int64             `json:"id"`
 
@@ -2414,7 +2431,10 @@ type Workbook struct {
 	// FolderId Containing folder; null means the workspace root.
 	FolderId *int64 `json:"folderId,omitempty"`
 
-	// FolderPath Ancestors from the root down.
+	// FolderPath The item's folder and its ancestors from the root down, as far as the caller can
+	// view them: a path starts at the highest of them the caller can view, so the
+	// folders above it (which the caller cannot view) are left out, and it is empty
+	// when the caller cannot view the item's folder (an item it sees as its creator).
 	FolderPath *[]FolderPathEntry `json:"folderPath,omitempty"`
 	Id         int64              `json:"id"`
 	IsFavorite *bool              `json:"isFavorite,omitempty"`
@@ -2446,7 +2466,10 @@ type WorkspaceItem struct {
 	// FolderId Containing folder; null means the workspace root.
 	FolderId *int64 `json:"folderId"`
 
-	// FolderPath Ancestors from the root down.
+	// FolderPath The item's folder and its ancestors from the root down, as far as the caller can
+	// view them: a path starts at the highest of them the caller can view, so the
+	// folders above it (which the caller cannot view) are left out, and it is empty
+	// when the caller cannot view the item's folder (an item it sees as its creator).
 	FolderPath []FolderPathEntry `json:"folderPath"`
 	Id         int64             `json:"id"`
 	IsFavorite *bool             `json:"isFavorite"`
@@ -2632,6 +2655,8 @@ type ListWorkspaceItemsParams struct {
 
 	// Q Search: items whose name contains this text, case-insensitive (literal text, not a
 	// pattern), across the whole tree the caller can view (or `folderId`'s children).
+	// It must be valid UTF-8 without control characters (NUL, tab, newline...): otherwise
+	// `400` (`invalid_request`).
 	Q *string `form:"q,omitempty" json:"q,omitempty"`
 
 	// Type Only items of this type (a search).
@@ -3328,8 +3353,8 @@ type ClientInterface interface {
 	// ListAuditEvents List the account's audit events
 	//
 	// The audit trail of the caller's account, newest first: one event per state-changing
-	// operation of every service (refused ones included; one per item of a bulk move; the
-	// end of every dbt sync job; API keys created and revoked with `platformctl`). An event
+	// operation of every service (refused ones included; one per move request, single or
+	// bulk, listing its items; the end of every dbt sync job; API keys created and revoked with `platformctl`). An event
 	// says who acted (`actor`, never a secret), on what (`target`), how it ended (`outcome`:
 	// the status and code the caller was answered), when (`time`, the recording service's
 	// clock), from where (`clientAddress`), and carries the request's `requestId` and
@@ -3652,7 +3677,8 @@ type ClientInterface interface {
 	// CreateWorkbookWithBody Create a workbook
 	//
 	// Creates a workbook in `folderId` (null or absent: the root). Requires `ai_bi_user` or
-	// higher and `edit` on the destination folder.
+	// higher and `edit` on the destination folder. A `dashboardDraft` whose widgets name more
+	// than `WORKSPACE_MAX_DASHBOARD_REPORTS` (200) distinct reports (`config.reportId`) is `400`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3662,7 +3688,8 @@ type ClientInterface interface {
 	// CreateWorkbook Create a workbook
 	//
 	// Creates a workbook in `folderId` (null or absent: the root). Requires `ai_bi_user` or
-	// higher and `edit` on the destination folder.
+	// higher and `edit` on the destination folder. A `dashboardDraft` whose widgets name more
+	// than `WORKSPACE_MAX_DASHBOARD_REPORTS` (200) distinct reports (`config.reportId`) is `400`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3688,7 +3715,8 @@ type ClientInterface interface {
 	//
 	// Changes only the fields sent (at least one). Requires `edit` on the workbook: its creator,
 	// `edit` on its folder, or, at the root, the `ai_bi_user` role. A workbook moved or deleted
-	// during the change is `409`.
+	// during the change is `409`. A `dashboardDraft` whose widgets name more than
+	// `WORKSPACE_MAX_DASHBOARD_REPORTS` (200) distinct reports (`config.reportId`) is `400`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3699,7 +3727,8 @@ type ClientInterface interface {
 	//
 	// Changes only the fields sent (at least one). Requires `edit` on the workbook: its creator,
 	// `edit` on its folder, or, at the root, the `ai_bi_user` role. A workbook moved or deleted
-	// during the change is `409`.
+	// during the change is `409`. A `dashboardDraft` whose widgets name more than
+	// `WORKSPACE_MAX_DASHBOARD_REPORTS` (200) distinct reports (`config.reportId`) is `400`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3714,9 +3743,12 @@ type ClientInterface interface {
 	// The dashboard's `createdBy` stays its first publisher; `updatedBy` is the last one.
 	// `allowEmbed` is what the body says, else what the previous version had (`true` at the
 	// first publish). The body is optional. Publishing an archived dashboard publishes it again.
-	// The published dashboard copies the `meta` of every report its widgets name, so it is
-	// bounded: past `WORKSPACE_MAX_PUBLISHED_BYTES` (4 MiB by default) the publish is `413` and
-	// nothing is published.
+	// The published dashboard copies the `meta` of every report its widgets name (of those the
+	// caller can view: access is decided before a report is read), so it is bounded: past
+	// `WORKSPACE_MAX_PUBLISHED_BYTES` (4 MiB by default) the publish is `413` and nothing is
+	// published; the size is checked while the reports are read, so the publish stops reading
+	// there. A draft names at most `WORKSPACE_MAX_DASHBOARD_REPORTS` (200) distinct reports: a
+	// draft stored before that limit and naming more is `400` at publish.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3731,9 +3763,12 @@ type ClientInterface interface {
 	// The dashboard's `createdBy` stays its first publisher; `updatedBy` is the last one.
 	// `allowEmbed` is what the body says, else what the previous version had (`true` at the
 	// first publish). The body is optional. Publishing an archived dashboard publishes it again.
-	// The published dashboard copies the `meta` of every report its widgets name, so it is
-	// bounded: past `WORKSPACE_MAX_PUBLISHED_BYTES` (4 MiB by default) the publish is `413` and
-	// nothing is published.
+	// The published dashboard copies the `meta` of every report its widgets name (of those the
+	// caller can view: access is decided before a report is read), so it is bounded: past
+	// `WORKSPACE_MAX_PUBLISHED_BYTES` (4 MiB by default) the publish is `413` and nothing is
+	// published; the size is checked while the reports are read, so the publish stops reading
+	// there. A draft names at most `WORKSPACE_MAX_DASHBOARD_REPORTS` (200) distinct reports: a
+	// draft stored before that limit and naming more is `400` at publish.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3756,9 +3791,13 @@ type ClientInterface interface {
 	// when `folderId` is omitted) that the caller can view, in the WorkspaceItem shape (no
 	// `meta`, `calculatedFields` or dashboards: a page of the tree reads none of them).
 	// Order: folders first, then by `position`, then by name. Cursor-paginated. What a page
-	// reads does not grow with the deployment: the folder's ancestors (at most 8), at most
-	// `first`+1 children per batch (projected, sorted and limited by the database), and their
-	// creators.
+	// reads does not grow with the deployment: the folder's ancestors (at most 8), batches of
+	// children (projected, sorted and limited by the database: `first`+1 while every child is
+	// visible, at least 100 once one is not), and their creators. A page examines at most
+	// `WORKSPACE_MAX_LIST_SCAN` (1,000) children: when the caller can view few of many (a
+	// root full of other users' private folders), the page ends early, possibly empty, with
+	// `hasNextPage` true and an `endCursor` that goes on from the last child examined (a
+	// cursor never carries the name of a child the caller cannot view).
 	//
 	// With any of `q`, `type`, `createdBy`, `favorites` or `sort` it is a search: across the
 	// whole tree the caller can view (with `folderId`: that folder's children), each hit with
@@ -3782,6 +3821,15 @@ type ClientInterface interface {
 	// 6. Each `moved` entry is serialized exactly as the single-item move returns it.
 	// 7. Each `failed` entry carries the requested `type` and `id` and an `error` with the
 	//    status and message the single-item move would return (`403`, `404` or `400`).
+	//
+	// Nothing is read before access is decided: a caller below `ai_bi_user` can move nothing,
+	// so each of its items fails `403` before any is read; otherwise access is decided on the
+	// items' places and owners, and a workbook or report is read in full only once its move
+	// is allowed. What `moved` carries is bounded: the moved workbooks' and reports' `meta`,
+	// `calculatedFields` and dashboards (as stored) add up to at most
+	// `WORKSPACE_MAX_BULK_MOVE_BYTES` (16 MiB); an item past it is not moved and fails `413`
+	// (`too_large`, naming the limit): move it in another request. The first item always
+	// moves, so the single move never fails for its size.
 	//
 	// When the store fails or an item's deadline (one minute, per item) passes midway, the
 	// answer is still `200`: the items applied before are in `moved`, the rest in `failed`
@@ -3810,6 +3858,15 @@ type ClientInterface interface {
 	// 6. Each `moved` entry is serialized exactly as the single-item move returns it.
 	// 7. Each `failed` entry carries the requested `type` and `id` and an `error` with the
 	//    status and message the single-item move would return (`403`, `404` or `400`).
+	//
+	// Nothing is read before access is decided: a caller below `ai_bi_user` can move nothing,
+	// so each of its items fails `403` before any is read; otherwise access is decided on the
+	// items' places and owners, and a workbook or report is read in full only once its move
+	// is allowed. What `moved` carries is bounded: the moved workbooks' and reports' `meta`,
+	// `calculatedFields` and dashboards (as stored) add up to at most
+	// `WORKSPACE_MAX_BULK_MOVE_BYTES` (16 MiB); an item past it is not moved and fails `413`
+	// (`too_large`, naming the limit): move it in another request. The first item always
+	// moves, so the single move never fails for its size.
 	//
 	// When the store fails or an item's deadline (one minute, per item) passes midway, the
 	// answer is still `200`: the items applied before are in `moved`, the rest in `failed`
@@ -3849,8 +3906,9 @@ type ClientInterface interface {
 	// on its current folder, or ownership) and `edit` on the destination (the root needs
 	// `ai_bi_user` or higher): otherwise `403`. An item that does not exist or belongs to another
 	// deployment: `404`. A folder into itself or one of its descendants, or a move that would put
-	// any folder of the moved subtree deeper than 8 levels: `400`. The failure's status and
-	// message are exactly those a bulk-move failure entry for the same item carries.
+	// any folder of the moved subtree deeper than 8 levels: `400`. A caller below `ai_bi_user`
+	// can move nothing: `403` before anything is read. The failure's status and message are
+	// exactly those a bulk-move failure entry for the same item carries.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3864,8 +3922,9 @@ type ClientInterface interface {
 	// on its current folder, or ownership) and `edit` on the destination (the root needs
 	// `ai_bi_user` or higher): otherwise `403`. An item that does not exist or belongs to another
 	// deployment: `404`. A folder into itself or one of its descendants, or a move that would put
-	// any folder of the moved subtree deeper than 8 levels: `400`. The failure's status and
-	// message are exactly those a bulk-move failure entry for the same item carries.
+	// any folder of the moved subtree deeper than 8 levels: `400`. A caller below `ai_bi_user`
+	// can move nothing: `403` before anything is read. The failure's status and message are
+	// exactly those a bulk-move failure entry for the same item carries.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -4396,8 +4455,8 @@ type ClientInterface interface {
 // ListAuditEvents List the account's audit events
 //
 // The audit trail of the caller's account, newest first: one event per state-changing
-// operation of every service (refused ones included; one per item of a bulk move; the
-// end of every dbt sync job; API keys created and revoked with `platformctl`). An event
+// operation of every service (refused ones included; one per move request, single or
+// bulk, listing its items; the end of every dbt sync job; API keys created and revoked with `platformctl`). An event
 // says who acted (`actor`, never a secret), on what (`target`), how it ended (`outcome`:
 // the status and code the caller was answered), when (`time`, the recording service's
 // clock), from where (`clientAddress`), and carries the request's `requestId` and
@@ -4981,7 +5040,8 @@ func (c *Client) CreateDataApiToken(ctx context.Context, deploymentId Deployment
 // CreateWorkbookWithBody Create a workbook
 //
 // Creates a workbook in `folderId` (null or absent: the root). Requires `ai_bi_user` or
-// higher and `edit` on the destination folder.
+// higher and `edit` on the destination folder. A `dashboardDraft` whose widgets name more
+// than `WORKSPACE_MAX_DASHBOARD_REPORTS` (200) distinct reports (`config.reportId`) is `400`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -5001,7 +5061,8 @@ func (c *Client) CreateWorkbookWithBody(ctx context.Context, deploymentId Deploy
 // CreateWorkbook Create a workbook
 //
 // Creates a workbook in `folderId` (null or absent: the root). Requires `ai_bi_user` or
-// higher and `edit` on the destination folder.
+// higher and `edit` on the destination folder. A `dashboardDraft` whose widgets name more
+// than `WORKSPACE_MAX_DASHBOARD_REPORTS` (200) distinct reports (`config.reportId`) is `400`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -5057,7 +5118,8 @@ func (c *Client) GetWorkbook(ctx context.Context, deploymentId DeploymentId, wor
 //
 // Changes only the fields sent (at least one). Requires `edit` on the workbook: its creator,
 // `edit` on its folder, or, at the root, the `ai_bi_user` role. A workbook moved or deleted
-// during the change is `409`.
+// during the change is `409`. A `dashboardDraft` whose widgets name more than
+// `WORKSPACE_MAX_DASHBOARD_REPORTS` (200) distinct reports (`config.reportId`) is `400`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -5078,7 +5140,8 @@ func (c *Client) UpdateWorkbookWithBody(ctx context.Context, deploymentId Deploy
 //
 // Changes only the fields sent (at least one). Requires `edit` on the workbook: its creator,
 // `edit` on its folder, or, at the root, the `ai_bi_user` role. A workbook moved or deleted
-// during the change is `409`.
+// during the change is `409`. A `dashboardDraft` whose widgets name more than
+// `WORKSPACE_MAX_DASHBOARD_REPORTS` (200) distinct reports (`config.reportId`) is `400`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -5103,9 +5166,12 @@ func (c *Client) UpdateWorkbook(ctx context.Context, deploymentId DeploymentId, 
 // The dashboard's `createdBy` stays its first publisher; `updatedBy` is the last one.
 // `allowEmbed` is what the body says, else what the previous version had (`true` at the
 // first publish). The body is optional. Publishing an archived dashboard publishes it again.
-// The published dashboard copies the `meta` of every report its widgets name, so it is
-// bounded: past `WORKSPACE_MAX_PUBLISHED_BYTES` (4 MiB by default) the publish is `413` and
-// nothing is published.
+// The published dashboard copies the `meta` of every report its widgets name (of those the
+// caller can view: access is decided before a report is read), so it is bounded: past
+// `WORKSPACE_MAX_PUBLISHED_BYTES` (4 MiB by default) the publish is `413` and nothing is
+// published; the size is checked while the reports are read, so the publish stops reading
+// there. A draft names at most `WORKSPACE_MAX_DASHBOARD_REPORTS` (200) distinct reports: a
+// draft stored before that limit and naming more is `400` at publish.
 //
 // Takes any type of body and a specified content type.
 //
@@ -5130,9 +5196,12 @@ func (c *Client) PublishWorkbookWithBody(ctx context.Context, deploymentId Deplo
 // The dashboard's `createdBy` stays its first publisher; `updatedBy` is the last one.
 // `allowEmbed` is what the body says, else what the previous version had (`true` at the
 // first publish). The body is optional. Publishing an archived dashboard publishes it again.
-// The published dashboard copies the `meta` of every report its widgets name, so it is
-// bounded: past `WORKSPACE_MAX_PUBLISHED_BYTES` (4 MiB by default) the publish is `413` and
-// nothing is published.
+// The published dashboard copies the `meta` of every report its widgets name (of those the
+// caller can view: access is decided before a report is read), so it is bounded: past
+// `WORKSPACE_MAX_PUBLISHED_BYTES` (4 MiB by default) the publish is `413` and nothing is
+// published; the size is checked while the reports are read, so the publish stops reading
+// there. A draft names at most `WORKSPACE_MAX_DASHBOARD_REPORTS` (200) distinct reports: a
+// draft stored before that limit and naming more is `400` at publish.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -5175,9 +5244,13 @@ func (c *Client) UnpublishWorkbook(ctx context.Context, deploymentId DeploymentI
 // when `folderId` is omitted) that the caller can view, in the WorkspaceItem shape (no
 // `meta`, `calculatedFields` or dashboards: a page of the tree reads none of them).
 // Order: folders first, then by `position`, then by name. Cursor-paginated. What a page
-// reads does not grow with the deployment: the folder's ancestors (at most 8), at most
-// `first`+1 children per batch (projected, sorted and limited by the database), and their
-// creators.
+// reads does not grow with the deployment: the folder's ancestors (at most 8), batches of
+// children (projected, sorted and limited by the database: `first`+1 while every child is
+// visible, at least 100 once one is not), and their creators. A page examines at most
+// `WORKSPACE_MAX_LIST_SCAN` (1,000) children: when the caller can view few of many (a
+// root full of other users' private folders), the page ends early, possibly empty, with
+// `hasNextPage` true and an `endCursor` that goes on from the last child examined (a
+// cursor never carries the name of a child the caller cannot view).
 //
 // With any of `q`, `type`, `createdBy`, `favorites` or `sort` it is a search: across the
 // whole tree the caller can view (with `folderId`: that folder's children), each hit with
@@ -5211,6 +5284,15 @@ func (c *Client) ListWorkspaceItems(ctx context.Context, deploymentId Deployment
 //  6. Each `moved` entry is serialized exactly as the single-item move returns it.
 //  7. Each `failed` entry carries the requested `type` and `id` and an `error` with the
 //     status and message the single-item move would return (`403`, `404` or `400`).
+//
+// Nothing is read before access is decided: a caller below `ai_bi_user` can move nothing,
+// so each of its items fails `403` before any is read; otherwise access is decided on the
+// items' places and owners, and a workbook or report is read in full only once its move
+// is allowed. What `moved` carries is bounded: the moved workbooks' and reports' `meta`,
+// `calculatedFields` and dashboards (as stored) add up to at most
+// `WORKSPACE_MAX_BULK_MOVE_BYTES` (16 MiB); an item past it is not moved and fails `413`
+// (`too_large`, naming the limit): move it in another request. The first item always
+// moves, so the single move never fails for its size.
 //
 // When the store fails or an item's deadline (one minute, per item) passes midway, the
 // answer is still `200`: the items applied before are in `moved`, the rest in `failed`
@@ -5249,6 +5331,15 @@ func (c *Client) BulkMoveWorkspaceItemsWithBody(ctx context.Context, deploymentI
 //  6. Each `moved` entry is serialized exactly as the single-item move returns it.
 //  7. Each `failed` entry carries the requested `type` and `id` and an `error` with the
 //     status and message the single-item move would return (`403`, `404` or `400`).
+//
+// Nothing is read before access is decided: a caller below `ai_bi_user` can move nothing,
+// so each of its items fails `403` before any is read; otherwise access is decided on the
+// items' places and owners, and a workbook or report is read in full only once its move
+// is allowed. What `moved` carries is bounded: the moved workbooks' and reports' `meta`,
+// `calculatedFields` and dashboards (as stored) add up to at most
+// `WORKSPACE_MAX_BULK_MOVE_BYTES` (16 MiB); an item past it is not moved and fails `413`
+// (`too_large`, naming the limit): move it in another request. The first item always
+// moves, so the single move never fails for its size.
 //
 // When the store fails or an item's deadline (one minute, per item) passes midway, the
 // answer is still `200`: the items applied before are in `moved`, the rest in `failed`
@@ -5318,8 +5409,9 @@ func (c *Client) AddFavorite(ctx context.Context, deploymentId DeploymentId, pTy
 // on its current folder, or ownership) and `edit` on the destination (the root needs
 // `ai_bi_user` or higher): otherwise `403`. An item that does not exist or belongs to another
 // deployment: `404`. A folder into itself or one of its descendants, or a move that would put
-// any folder of the moved subtree deeper than 8 levels: `400`. The failure's status and
-// message are exactly those a bulk-move failure entry for the same item carries.
+// any folder of the moved subtree deeper than 8 levels: `400`. A caller below `ai_bi_user`
+// can move nothing: `403` before anything is read. The failure's status and message are
+// exactly those a bulk-move failure entry for the same item carries.
 //
 // Takes any type of body and a specified content type.
 //
@@ -5343,8 +5435,9 @@ func (c *Client) MoveWorkspaceItemWithBody(ctx context.Context, deploymentId Dep
 // on its current folder, or ownership) and `edit` on the destination (the root needs
 // `ai_bi_user` or higher): otherwise `403`. An item that does not exist or belongs to another
 // deployment: `404`. A folder into itself or one of its descendants, or a move that would put
-// any folder of the moved subtree deeper than 8 levels: `400`. The failure's status and
-// message are exactly those a bulk-move failure entry for the same item carries.
+// any folder of the moved subtree deeper than 8 levels: `400`. A caller below `ai_bi_user`
+// can move nothing: `403` before anything is read. The failure's status and message are
+// exactly those a bulk-move failure entry for the same item carries.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -9505,8 +9598,8 @@ type ClientWithResponsesInterface interface {
 	// ListAuditEventsWithResponse List the account's audit events
 	//
 	// The audit trail of the caller's account, newest first: one event per state-changing
-	// operation of every service (refused ones included; one per item of a bulk move; the
-	// end of every dbt sync job; API keys created and revoked with `platformctl`). An event
+	// operation of every service (refused ones included; one per move request, single or
+	// bulk, listing its items; the end of every dbt sync job; API keys created and revoked with `platformctl`). An event
 	// says who acted (`actor`, never a secret), on what (`target`), how it ended (`outcome`:
 	// the status and code the caller was answered), when (`time`, the recording service's
 	// clock), from where (`clientAddress`), and carries the request's `requestId` and
@@ -9853,7 +9946,8 @@ type ClientWithResponsesInterface interface {
 	// CreateWorkbookWithBodyWithResponse Create a workbook
 	//
 	// Creates a workbook in `folderId` (null or absent: the root). Requires `ai_bi_user` or
-	// higher and `edit` on the destination folder.
+	// higher and `edit` on the destination folder. A `dashboardDraft` whose widgets name more
+	// than `WORKSPACE_MAX_DASHBOARD_REPORTS` (200) distinct reports (`config.reportId`) is `400`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -9863,7 +9957,8 @@ type ClientWithResponsesInterface interface {
 	// CreateWorkbookWithResponse Create a workbook
 	//
 	// Creates a workbook in `folderId` (null or absent: the root). Requires `ai_bi_user` or
-	// higher and `edit` on the destination folder.
+	// higher and `edit` on the destination folder. A `dashboardDraft` whose widgets name more
+	// than `WORKSPACE_MAX_DASHBOARD_REPORTS` (200) distinct reports (`config.reportId`) is `400`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -9893,7 +9988,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// Changes only the fields sent (at least one). Requires `edit` on the workbook: its creator,
 	// `edit` on its folder, or, at the root, the `ai_bi_user` role. A workbook moved or deleted
-	// during the change is `409`.
+	// during the change is `409`. A `dashboardDraft` whose widgets name more than
+	// `WORKSPACE_MAX_DASHBOARD_REPORTS` (200) distinct reports (`config.reportId`) is `400`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -9904,7 +10000,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// Changes only the fields sent (at least one). Requires `edit` on the workbook: its creator,
 	// `edit` on its folder, or, at the root, the `ai_bi_user` role. A workbook moved or deleted
-	// during the change is `409`.
+	// during the change is `409`. A `dashboardDraft` whose widgets name more than
+	// `WORKSPACE_MAX_DASHBOARD_REPORTS` (200) distinct reports (`config.reportId`) is `400`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -9919,9 +10016,12 @@ type ClientWithResponsesInterface interface {
 	// The dashboard's `createdBy` stays its first publisher; `updatedBy` is the last one.
 	// `allowEmbed` is what the body says, else what the previous version had (`true` at the
 	// first publish). The body is optional. Publishing an archived dashboard publishes it again.
-	// The published dashboard copies the `meta` of every report its widgets name, so it is
-	// bounded: past `WORKSPACE_MAX_PUBLISHED_BYTES` (4 MiB by default) the publish is `413` and
-	// nothing is published.
+	// The published dashboard copies the `meta` of every report its widgets name (of those the
+	// caller can view: access is decided before a report is read), so it is bounded: past
+	// `WORKSPACE_MAX_PUBLISHED_BYTES` (4 MiB by default) the publish is `413` and nothing is
+	// published; the size is checked while the reports are read, so the publish stops reading
+	// there. A draft names at most `WORKSPACE_MAX_DASHBOARD_REPORTS` (200) distinct reports: a
+	// draft stored before that limit and naming more is `400` at publish.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -9936,9 +10036,12 @@ type ClientWithResponsesInterface interface {
 	// The dashboard's `createdBy` stays its first publisher; `updatedBy` is the last one.
 	// `allowEmbed` is what the body says, else what the previous version had (`true` at the
 	// first publish). The body is optional. Publishing an archived dashboard publishes it again.
-	// The published dashboard copies the `meta` of every report its widgets name, so it is
-	// bounded: past `WORKSPACE_MAX_PUBLISHED_BYTES` (4 MiB by default) the publish is `413` and
-	// nothing is published.
+	// The published dashboard copies the `meta` of every report its widgets name (of those the
+	// caller can view: access is decided before a report is read), so it is bounded: past
+	// `WORKSPACE_MAX_PUBLISHED_BYTES` (4 MiB by default) the publish is `413` and nothing is
+	// published; the size is checked while the reports are read, so the publish stops reading
+	// there. A draft names at most `WORKSPACE_MAX_DASHBOARD_REPORTS` (200) distinct reports: a
+	// draft stored before that limit and naming more is `400` at publish.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -9963,9 +10066,13 @@ type ClientWithResponsesInterface interface {
 	// when `folderId` is omitted) that the caller can view, in the WorkspaceItem shape (no
 	// `meta`, `calculatedFields` or dashboards: a page of the tree reads none of them).
 	// Order: folders first, then by `position`, then by name. Cursor-paginated. What a page
-	// reads does not grow with the deployment: the folder's ancestors (at most 8), at most
-	// `first`+1 children per batch (projected, sorted and limited by the database), and their
-	// creators.
+	// reads does not grow with the deployment: the folder's ancestors (at most 8), batches of
+	// children (projected, sorted and limited by the database: `first`+1 while every child is
+	// visible, at least 100 once one is not), and their creators. A page examines at most
+	// `WORKSPACE_MAX_LIST_SCAN` (1,000) children: when the caller can view few of many (a
+	// root full of other users' private folders), the page ends early, possibly empty, with
+	// `hasNextPage` true and an `endCursor` that goes on from the last child examined (a
+	// cursor never carries the name of a child the caller cannot view).
 	//
 	// With any of `q`, `type`, `createdBy`, `favorites` or `sort` it is a search: across the
 	// whole tree the caller can view (with `folderId`: that folder's children), each hit with
@@ -9991,6 +10098,15 @@ type ClientWithResponsesInterface interface {
 	// 6. Each `moved` entry is serialized exactly as the single-item move returns it.
 	// 7. Each `failed` entry carries the requested `type` and `id` and an `error` with the
 	//    status and message the single-item move would return (`403`, `404` or `400`).
+	//
+	// Nothing is read before access is decided: a caller below `ai_bi_user` can move nothing,
+	// so each of its items fails `403` before any is read; otherwise access is decided on the
+	// items' places and owners, and a workbook or report is read in full only once its move
+	// is allowed. What `moved` carries is bounded: the moved workbooks' and reports' `meta`,
+	// `calculatedFields` and dashboards (as stored) add up to at most
+	// `WORKSPACE_MAX_BULK_MOVE_BYTES` (16 MiB); an item past it is not moved and fails `413`
+	// (`too_large`, naming the limit): move it in another request. The first item always
+	// moves, so the single move never fails for its size.
 	//
 	// When the store fails or an item's deadline (one minute, per item) passes midway, the
 	// answer is still `200`: the items applied before are in `moved`, the rest in `failed`
@@ -10019,6 +10135,15 @@ type ClientWithResponsesInterface interface {
 	// 6. Each `moved` entry is serialized exactly as the single-item move returns it.
 	// 7. Each `failed` entry carries the requested `type` and `id` and an `error` with the
 	//    status and message the single-item move would return (`403`, `404` or `400`).
+	//
+	// Nothing is read before access is decided: a caller below `ai_bi_user` can move nothing,
+	// so each of its items fails `403` before any is read; otherwise access is decided on the
+	// items' places and owners, and a workbook or report is read in full only once its move
+	// is allowed. What `moved` carries is bounded: the moved workbooks' and reports' `meta`,
+	// `calculatedFields` and dashboards (as stored) add up to at most
+	// `WORKSPACE_MAX_BULK_MOVE_BYTES` (16 MiB); an item past it is not moved and fails `413`
+	// (`too_large`, naming the limit): move it in another request. The first item always
+	// moves, so the single move never fails for its size.
 	//
 	// When the store fails or an item's deadline (one minute, per item) passes midway, the
 	// answer is still `200`: the items applied before are in `moved`, the rest in `failed`
@@ -10062,8 +10187,9 @@ type ClientWithResponsesInterface interface {
 	// on its current folder, or ownership) and `edit` on the destination (the root needs
 	// `ai_bi_user` or higher): otherwise `403`. An item that does not exist or belongs to another
 	// deployment: `404`. A folder into itself or one of its descendants, or a move that would put
-	// any folder of the moved subtree deeper than 8 levels: `400`. The failure's status and
-	// message are exactly those a bulk-move failure entry for the same item carries.
+	// any folder of the moved subtree deeper than 8 levels: `400`. A caller below `ai_bi_user`
+	// can move nothing: `403` before anything is read. The failure's status and message are
+	// exactly those a bulk-move failure entry for the same item carries.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -10077,8 +10203,9 @@ type ClientWithResponsesInterface interface {
 	// on its current folder, or ownership) and `edit` on the destination (the root needs
 	// `ai_bi_user` or higher): otherwise `403`. An item that does not exist or belongs to another
 	// deployment: `404`. A folder into itself or one of its descendants, or a move that would put
-	// any folder of the moved subtree deeper than 8 levels: `400`. The failure's status and
-	// message are exactly those a bulk-move failure entry for the same item carries.
+	// any folder of the moved subtree deeper than 8 levels: `400`. A caller below `ai_bi_user`
+	// can move nothing: `403` before anything is read. The failure's status and message are
+	// exactly those a bulk-move failure entry for the same item carries.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -16652,8 +16779,8 @@ func (r ListBranchVersionsResponse) ContentType() string {
 // ListAuditEventsWithResponse List the account's audit events
 //
 // The audit trail of the caller's account, newest first: one event per state-changing
-// operation of every service (refused ones included; one per item of a bulk move; the
-// end of every dbt sync job; API keys created and revoked with `platformctl`). An event
+// operation of every service (refused ones included; one per move request, single or
+// bulk, listing its items; the end of every dbt sync job; API keys created and revoked with `platformctl`). An event
 // says who acted (`actor`, never a secret), on what (`target`), how it ended (`outcome`:
 // the status and code the caller was answered), when (`time`, the recording service's
 // clock), from where (`clientAddress`), and carries the request's `requestId` and
@@ -17157,7 +17284,8 @@ func (c *ClientWithResponses) CreateDataApiTokenWithResponse(ctx context.Context
 // CreateWorkbookWithBodyWithResponse Create a workbook
 //
 // Creates a workbook in `folderId` (null or absent: the root). Requires `ai_bi_user` or
-// higher and `edit` on the destination folder.
+// higher and `edit` on the destination folder. A `dashboardDraft` whose widgets name more
+// than `WORKSPACE_MAX_DASHBOARD_REPORTS` (200) distinct reports (`config.reportId`) is `400`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -17173,7 +17301,8 @@ func (c *ClientWithResponses) CreateWorkbookWithBodyWithResponse(ctx context.Con
 // CreateWorkbookWithResponse Create a workbook
 //
 // Creates a workbook in `folderId` (null or absent: the root). Requires `ai_bi_user` or
-// higher and `edit` on the destination folder.
+// higher and `edit` on the destination folder. A `dashboardDraft` whose widgets name more
+// than `WORKSPACE_MAX_DASHBOARD_REPORTS` (200) distinct reports (`config.reportId`) is `400`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -17221,7 +17350,8 @@ func (c *ClientWithResponses) GetWorkbookWithResponse(ctx context.Context, deplo
 //
 // Changes only the fields sent (at least one). Requires `edit` on the workbook: its creator,
 // `edit` on its folder, or, at the root, the `ai_bi_user` role. A workbook moved or deleted
-// during the change is `409`.
+// during the change is `409`. A `dashboardDraft` whose widgets name more than
+// `WORKSPACE_MAX_DASHBOARD_REPORTS` (200) distinct reports (`config.reportId`) is `400`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -17238,7 +17368,8 @@ func (c *ClientWithResponses) UpdateWorkbookWithBodyWithResponse(ctx context.Con
 //
 // Changes only the fields sent (at least one). Requires `edit` on the workbook: its creator,
 // `edit` on its folder, or, at the root, the `ai_bi_user` role. A workbook moved or deleted
-// during the change is `409`.
+// during the change is `409`. A `dashboardDraft` whose widgets name more than
+// `WORKSPACE_MAX_DASHBOARD_REPORTS` (200) distinct reports (`config.reportId`) is `400`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -17259,9 +17390,12 @@ func (c *ClientWithResponses) UpdateWorkbookWithResponse(ctx context.Context, de
 // The dashboard's `createdBy` stays its first publisher; `updatedBy` is the last one.
 // `allowEmbed` is what the body says, else what the previous version had (`true` at the
 // first publish). The body is optional. Publishing an archived dashboard publishes it again.
-// The published dashboard copies the `meta` of every report its widgets name, so it is
-// bounded: past `WORKSPACE_MAX_PUBLISHED_BYTES` (4 MiB by default) the publish is `413` and
-// nothing is published.
+// The published dashboard copies the `meta` of every report its widgets name (of those the
+// caller can view: access is decided before a report is read), so it is bounded: past
+// `WORKSPACE_MAX_PUBLISHED_BYTES` (4 MiB by default) the publish is `413` and nothing is
+// published; the size is checked while the reports are read, so the publish stops reading
+// there. A draft names at most `WORKSPACE_MAX_DASHBOARD_REPORTS` (200) distinct reports: a
+// draft stored before that limit and naming more is `400` at publish.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -17282,9 +17416,12 @@ func (c *ClientWithResponses) PublishWorkbookWithBodyWithResponse(ctx context.Co
 // The dashboard's `createdBy` stays its first publisher; `updatedBy` is the last one.
 // `allowEmbed` is what the body says, else what the previous version had (`true` at the
 // first publish). The body is optional. Publishing an archived dashboard publishes it again.
-// The published dashboard copies the `meta` of every report its widgets name, so it is
-// bounded: past `WORKSPACE_MAX_PUBLISHED_BYTES` (4 MiB by default) the publish is `413` and
-// nothing is published.
+// The published dashboard copies the `meta` of every report its widgets name (of those the
+// caller can view: access is decided before a report is read), so it is bounded: past
+// `WORKSPACE_MAX_PUBLISHED_BYTES` (4 MiB by default) the publish is `413` and nothing is
+// published; the size is checked while the reports are read, so the publish stops reading
+// there. A draft names at most `WORKSPACE_MAX_DASHBOARD_REPORTS` (200) distinct reports: a
+// draft stored before that limit and naming more is `400` at publish.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -17321,9 +17458,13 @@ func (c *ClientWithResponses) UnpublishWorkbookWithResponse(ctx context.Context,
 // when `folderId` is omitted) that the caller can view, in the WorkspaceItem shape (no
 // `meta`, `calculatedFields` or dashboards: a page of the tree reads none of them).
 // Order: folders first, then by `position`, then by name. Cursor-paginated. What a page
-// reads does not grow with the deployment: the folder's ancestors (at most 8), at most
-// `first`+1 children per batch (projected, sorted and limited by the database), and their
-// creators.
+// reads does not grow with the deployment: the folder's ancestors (at most 8), batches of
+// children (projected, sorted and limited by the database: `first`+1 while every child is
+// visible, at least 100 once one is not), and their creators. A page examines at most
+// `WORKSPACE_MAX_LIST_SCAN` (1,000) children: when the caller can view few of many (a
+// root full of other users' private folders), the page ends early, possibly empty, with
+// `hasNextPage` true and an `endCursor` that goes on from the last child examined (a
+// cursor never carries the name of a child the caller cannot view).
 //
 // With any of `q`, `type`, `createdBy`, `favorites` or `sort` it is a search: across the
 // whole tree the caller can view (with `folderId`: that folder's children), each hit with
@@ -17355,6 +17496,15 @@ func (c *ClientWithResponses) ListWorkspaceItemsWithResponse(ctx context.Context
 //  6. Each `moved` entry is serialized exactly as the single-item move returns it.
 //  7. Each `failed` entry carries the requested `type` and `id` and an `error` with the
 //     status and message the single-item move would return (`403`, `404` or `400`).
+//
+// Nothing is read before access is decided: a caller below `ai_bi_user` can move nothing,
+// so each of its items fails `403` before any is read; otherwise access is decided on the
+// items' places and owners, and a workbook or report is read in full only once its move
+// is allowed. What `moved` carries is bounded: the moved workbooks' and reports' `meta`,
+// `calculatedFields` and dashboards (as stored) add up to at most
+// `WORKSPACE_MAX_BULK_MOVE_BYTES` (16 MiB); an item past it is not moved and fails `413`
+// (`too_large`, naming the limit): move it in another request. The first item always
+// moves, so the single move never fails for its size.
 //
 // When the store fails or an item's deadline (one minute, per item) passes midway, the
 // answer is still `200`: the items applied before are in `moved`, the rest in `failed`
@@ -17389,6 +17539,15 @@ func (c *ClientWithResponses) BulkMoveWorkspaceItemsWithBodyWithResponse(ctx con
 //  6. Each `moved` entry is serialized exactly as the single-item move returns it.
 //  7. Each `failed` entry carries the requested `type` and `id` and an `error` with the
 //     status and message the single-item move would return (`403`, `404` or `400`).
+//
+// Nothing is read before access is decided: a caller below `ai_bi_user` can move nothing,
+// so each of its items fails `403` before any is read; otherwise access is decided on the
+// items' places and owners, and a workbook or report is read in full only once its move
+// is allowed. What `moved` carries is bounded: the moved workbooks' and reports' `meta`,
+// `calculatedFields` and dashboards (as stored) add up to at most
+// `WORKSPACE_MAX_BULK_MOVE_BYTES` (16 MiB); an item past it is not moved and fails `413`
+// (`too_large`, naming the limit): move it in another request. The first item always
+// moves, so the single move never fails for its size.
 //
 // When the store fails or an item's deadline (one minute, per item) passes midway, the
 // answer is still `200`: the items applied before are in `moved`, the rest in `failed`
@@ -17450,8 +17609,9 @@ func (c *ClientWithResponses) AddFavoriteWithResponse(ctx context.Context, deplo
 // on its current folder, or ownership) and `edit` on the destination (the root needs
 // `ai_bi_user` or higher): otherwise `403`. An item that does not exist or belongs to another
 // deployment: `404`. A folder into itself or one of its descendants, or a move that would put
-// any folder of the moved subtree deeper than 8 levels: `400`. The failure's status and
-// message are exactly those a bulk-move failure entry for the same item carries.
+// any folder of the moved subtree deeper than 8 levels: `400`. A caller below `ai_bi_user`
+// can move nothing: `403` before anything is read. The failure's status and message are
+// exactly those a bulk-move failure entry for the same item carries.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -17471,8 +17631,9 @@ func (c *ClientWithResponses) MoveWorkspaceItemWithBodyWithResponse(ctx context.
 // on its current folder, or ownership) and `edit` on the destination (the root needs
 // `ai_bi_user` or higher): otherwise `403`. An item that does not exist or belongs to another
 // deployment: `404`. A folder into itself or one of its descendants, or a move that would put
-// any folder of the moved subtree deeper than 8 levels: `400`. The failure's status and
-// message are exactly those a bulk-move failure entry for the same item carries.
+// any folder of the moved subtree deeper than 8 levels: `400`. A caller below `ai_bi_user`
+// can move nothing: `403` before anything is read. The failure's status and message are
+// exactly those a bulk-move failure entry for the same item carries.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
