@@ -95,11 +95,15 @@ type Store struct {
 	rdb     redis.UniversalClient
 	durable *redisx.Durable
 	scheme  revocation.Scheme
+	// legacyUntil: until when a revoke also looks under a session's pre-cluster names
+	// (legacy.go).
+	legacyUntil time.Time
 }
 
 // New returns the store over d's client; exchanges and revocations go through d.
 func New(d *redisx.Durable) *Store {
-	return &Store{rdb: d.Client(), durable: d, scheme: revocation.SchemeOf(d.Client())}
+	scheme := revocation.SchemeOf(d.Client())
+	return &Store{rdb: d.Client(), durable: d, scheme: scheme, legacyUntil: legacyUntil(scheme, time.Now())}
 }
 
 // The keys of session sid (its hash-tagged form in a cluster).
@@ -283,9 +287,15 @@ func (s *Store) RevokeSession(ctx context.Context, accountID int64, sessionID, s
 	}
 	raw, err := cmd.Text()
 	if errors.Is(err, redis.Nil) {
-		return embed.Session{}, false, nil
-	}
-	if err != nil {
+		found, err := s.findLegacy(ctx, accountID, []string{embed.PublicSessionHandle(sessionID)}, []string{sid})
+		if err != nil || len(found) == 0 {
+			return embed.Session{}, false, err
+		}
+		if err := s.revokeLegacy(ctx, found); err != nil {
+			return embed.Session{}, false, err
+		}
+		raw = found[0].value
+	} else if err != nil {
 		return embed.Session{}, false, wrap(err)
 	}
 	sess, _ := decode(raw) // a reserved id: revoked, nothing to tell
@@ -317,17 +327,27 @@ func (s *Store) RevokeSIDs(ctx context.Context, accountID int64, sids []string) 
 		if err != nil {
 			return n, wrap(err)
 		}
-		var missed []string
+		var missed, none []string
 		for i, c := range cmds {
 			switch _, err := c.Result(); {
 			case err == nil:
 				n++
 			case redisx.IsScriptMiss(err):
 				missed = append(missed, sids[i])
-			case !errors.Is(err, redis.Nil):
+			case errors.Is(err, redis.Nil):
+				none = append(none, sids[i])
+			default:
 				return n, wrap(err)
 			}
 		}
+		found, err := s.findLegacy(ctx, accountID, none, none)
+		if err == nil {
+			err = s.revokeLegacy(ctx, found)
+		}
+		if err != nil {
+			return n, err
+		}
+		n += len(found)
 		if len(missed) == 0 {
 			return n, nil
 		}
