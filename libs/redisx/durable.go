@@ -19,7 +19,7 @@ type Durability struct {
 	Timeout  time.Duration `env:"REDIS_DURABLE_TIMEOUT" default:"1s" help:"how long a revocation or an exchange waits for REDIS_DURABLE_REPLICAS replicas to acknowledge it (below the client's read timeout, 3s unless REDIS_URL sets read_timeout)"`
 }
 
-// ErrNotDurable: fewer replicas than required acknowledged a write in time. The write
+// ErrNotDurable means fewer replicas than required acknowledged a write in time. The write
 // may or may not outlive a failover; it was not acknowledged, and Unavailable says so.
 var ErrNotDurable = errors.New("redis: the write was not acknowledged by enough replicas in time")
 
