@@ -129,7 +129,7 @@ func failoverUnderLoad(t *testing.T, mode string, topo topology) {
 		"clients saw 503s until %s after the kill; %s\n",
 		mode, failedOver.Round(10*time.Millisecond), rejoined.Round(10*time.Millisecond), downtime, tr.summary())
 
-	checkAfterwards(t, tr)
+	checkAfterwards(t, mode, tr)
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	if len(tr.violations) > 0 {
@@ -139,7 +139,7 @@ func failoverUnderLoad(t *testing.T, mode string, topo topology) {
 
 // checkAfterwards: with Redis whole again, every revoked token is refused and every
 // other one served by every gateway, and no session id can be exchanged again.
-func checkAfterwards(t *testing.T, tr *traffic) {
+func checkAfterwards(t *testing.T, mode string, tr *traffic) {
 	tr.mu.Lock()
 	sessions := append([]*session(nil), tr.sessions...)
 	tr.mu.Unlock()
@@ -169,7 +169,7 @@ func checkAfterwards(t *testing.T, tr *traffic) {
 			revoked++
 		}
 	}
-	t.Logf("checked %d sessions: %d live, %d revoked, each on %d gateways", len(sessions), live, revoked, len(tr.gateways))
+	t.Logf("redis-ha %s: afterwards checked %d sessions: %d live, %d revoked, each on %d gateways", mode, len(sessions), live, revoked, len(tr.gateways))
 }
 
 // retryUnavailable sends until the answer is not a 503, at most 20 times.
