@@ -139,23 +139,29 @@ func (tr *traffic) mintLoop(ctx context.Context, g int) {
 func (tr *traffic) exchangeOnBoth(s *session) {
 	var wg sync.WaitGroup
 	for g := range tr.gateways {
-		wg.Go(func() {
-			a := tr.send(g, "exchange", "POST", "/api/v1/embed/session/exchange", "", map[string]any{"sessionId": s.id}, 200, 401)
-			token, _ := a.body["token"].(string)
-			if a.status != 200 {
-				return
-			}
-			tr.mu.Lock()
-			defer tr.mu.Unlock()
-			s.exchanged++
-			if s.exchanged > 1 {
-				tr.violate("session id %s… exchanged %d times", s.id[:8], s.exchanged)
-				return
-			}
-			s.token = token
-		})
+		wg.Go(func() { tr.exchange(g, s) })
 	}
 	wg.Wait()
+}
+
+// exchange sends session s's id through gateway g. A 200 is one of its exchanges: the
+// first gives it its token, any other breaks single use. (Both of the first attempts may
+// have been 503s, which exchanged nothing, so the first 200 may come later.)
+func (tr *traffic) exchange(g int, s *session) answer {
+	a := tr.send(g, "exchange", "POST", "/api/v1/embed/session/exchange", "", map[string]any{"sessionId": s.id}, 200, 401)
+	if a.status != 200 {
+		return a
+	}
+	token, _ := a.body["token"].(string)
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	s.exchanged++
+	if s.exchanged > 1 {
+		tr.violate("session id %s… exchanged %d times", s.id[:8], s.exchanged)
+		return a
+	}
+	s.token = token
+	return a
 }
 
 // revokeLoop revokes every third exchanged session, alternating gateways, and retries a
