@@ -15,6 +15,7 @@ import (
 	"github.com/analyticsco/platform/embed-svc/internal/embed"
 	"github.com/analyticsco/platform/embed-svc/internal/keys"
 	"github.com/analyticsco/platform/embed-svc/revocation"
+	"github.com/analyticsco/platform/libs/redisx"
 )
 
 func TestEmbedService(t *testing.T) {
@@ -1015,10 +1016,10 @@ func testRevokeSigningKey(t *testing.T, e *env) {
 		t.Fatalf("before: %d %s", r.Status, r.Body)
 	}
 	compromised := kidOf(tok.Token)
-	if _, err := app.RevokeSigningKey(ctx, e.app.Keyring, e.rdb, "not-a-key-id"); !errors.Is(err, keys.ErrUnknownKey) {
+	if _, err := app.RevokeSigningKey(ctx, e.app.Keyring, redisx.NewDurable(e.rdb, 0, 0), "not-a-key-id"); !errors.Is(err, keys.ErrUnknownKey) {
 		t.Fatalf("unknown kid: %v", err)
 	}
-	replacement, err := app.RevokeSigningKey(ctx, e.app.Keyring, e.rdb, compromised)
+	replacement, err := app.RevokeSigningKey(ctx, e.app.Keyring, redisx.NewDurable(e.rdb, 0, 0), compromised)
 	if err != nil || replacement == "" || replacement == compromised {
 		t.Fatalf("revoke-key: %q %v", replacement, err)
 	}
