@@ -89,3 +89,11 @@ func TestDataAndAIClaimsOnTheWire(t *testing.T) {
 		t.Fatalf("AI credential claims on the wire:\n got %v\nwant %v", got, want)
 	}
 }
+
+func TestOnlyPremiumAndEnterprisePlansEmbed(t *testing.T) {
+	for plan, want := range map[string]bool{"premium": true, "enterprise": true, "free": false, "": false, "Premium": false} {
+		if got := token.PlanAllowsEmbedding(plan); got != want {
+			t.Errorf("PlanAllowsEmbedding(%q) = %v, want %v", plan, got, want)
+		}
+	}
+}
