@@ -18,15 +18,8 @@ func TestClaimsOnTheWire(t *testing.T) {
 	c := token.Claims{Registered: token.Registered{Issuer: "https://embed.test", Audience: token.Audience, Subject: "ada",
 		IssuedAt: jwt.NewNumericDate(time.Unix(1700000000, 0)), ExpiresAt: jwt.NewNumericDate(time.Unix(1700086400, 0)), ID: "j"}, SessionID: "s", AccountID: 1, DeploymentID: 2, Branch: "main",
 		Settings: json.RawMessage(`{"allowAi":true}`)}
-	raw, err := json.Marshal(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wire map[string]any
-	if err := json.Unmarshal(raw, &wire); err != nil {
-		t.Fatal(err)
-	}
-	if wire["aud"] != token.Audience || wire["exp"] != float64(1700086400) || wire["uid"] != nil || wire["rid"] != nil {
+	raw, got := onTheWire(t, c)
+	if got["aud"] != token.Audience || got["exp"] != float64(1700086400) || got["uid"] != nil || got["rid"] != nil {
 		t.Fatalf("on the wire: %s", raw)
 	}
 	var back token.Claims
@@ -55,15 +48,7 @@ func TestDataAndAIClaimsOnTheWire(t *testing.T) {
 	reg := token.Registered{Issuer: "https://embed.test", Subject: "ada", IssuedAt: jwt.NewNumericDate(time.Unix(1700000000, 0)),
 		ExpiresAt: jwt.NewNumericDate(time.Unix(1700003600, 0)), ID: "j"}
 	wire := func(c any) map[string]any {
-		t.Helper()
-		raw, err := json.Marshal(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var m map[string]any
-		if err := json.Unmarshal(raw, &m); err != nil {
-			t.Fatal(err)
-		}
+		_, m := onTheWire(t, c)
 		return m
 	}
 	data := reg
@@ -96,4 +81,18 @@ func TestOnlyPremiumAndEnterprisePlansEmbed(t *testing.T) {
 			t.Errorf("PlanAllowsEmbedding(%q) = %v, want %v", plan, got, want)
 		}
 	}
+}
+
+// onTheWire is claims as JSON, and that JSON read back as a generic object.
+func onTheWire(t *testing.T, claims any) ([]byte, map[string]any) {
+	t.Helper()
+	raw, err := json.Marshal(claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	return raw, m
 }
