@@ -1,6 +1,8 @@
 # The whole local stack and every test, from a fresh Debian machine with Go.
 #   make run    build everything and run the local stack in the foreground
 #               (OBS=1: and Prometheus on http://127.0.0.1:9090 with the platform's rules)
+#   make test-unit  the fast loop: the tests whose binaries start no server (domains over
+#               fakes, libs, api), in every module; prints its time
 #   make test   every test of every module, with the race detector
 #   make seed   (stack running) create the demo data and print credentials as JSON
 #   make bench  benchmarks; prints one table of figures and ratios (and a 30 s soak)
@@ -15,7 +17,7 @@ MODULES := api libs devstack systemtest gateway workspace-svc embed-svc dbtsync-
 BIN := bin
 GO ?= go
 
-.PHONY: run build test test-redis-ha seed bench soak fuzz fuzz-ci e2e attack lint redoc ensure-redis ensure-postgres ensure-prometheus ensure-cli ensure-chromium clean
+.PHONY: run build test test-unit test-redis-ha seed bench soak fuzz fuzz-ci e2e attack lint redoc ensure-redis ensure-postgres ensure-prometheus ensure-cli ensure-chromium clean
 FUZZTIME ?= 30s
 
 build:
@@ -39,6 +41,17 @@ test: ensure-redis ensure-postgres ensure-prometheus ensure-cli ensure-chromium
 		(cd $$m && $(GO) test -race -shuffle=on -count=1 -timeout 20m $$($(GO) list ./... | grep -v -e '/systemtest/e2e$$' -e '/systemtest/redisha$$')); \
 	done
 	@$(MAKE) --no-print-directory e2e
+
+# The loop while editing: every package whose test binary links no server starter
+# (tools/unit-packages picks them from the import graph: the domains over their fakes,
+# libs, api, the token and credential packages). No -race and no -count=1, so a package
+# whose code did not change answers from the test cache.
+test-unit:
+	@start=$$(date +%s%N); set -e; for m in $(MODULES); do \
+		pkgs=$$(cd $$m && ../tools/unit-packages); \
+		if [ -n "$$pkgs" ]; then (cd $$m && $(GO) test $$pkgs); fi; \
+	done; \
+	echo "test-unit: $$(( ($$(date +%s%N) - start) / 1000000 )) ms"
 
 seed:
 	@$(GO) build -o $(BIN)/platformctl ./gateway/cmd/platformctl

@@ -120,10 +120,7 @@ func New(ctx context.Context, d Deps) (*App, error) {
 	})
 	svc = embed.LoggingMiddleware(d.Logger)(svc)
 	svc = embed.InstrumentingMiddleware(embed.NewMetrics(d.Registry))(svc)
-	// One router: the embed API and the audit trail's route; 404 and 405 as everywhere.
-	routes := httpx.NewRouter()
-	embed.RegisterRoutes(routes, embed.MakeEndpoints(svc), d.Logger)
-	audit.RegisterRoutes(routes, audit.NewService(trail), d.Logger)
+	routes := newRouter(embed.MakeEndpoints(svc), audit.NewService(trail), d.Logger)
 	o := server.Options{
 		Service:  "embed-svc",
 		Logger:   d.Logger,
@@ -141,6 +138,15 @@ func New(ctx context.Context, d Deps) (*App, error) {
 		},
 	}
 	return &App{Handler: server.Handler(o), Internal: server.Internal(o), Keyring: kr, Store: st, AuditStore: trail}, nil
+}
+
+// newRouter is embed-svc's one router: the embed API and the audit trail's route; 404 and
+// 405 as everywhere.
+func newRouter(e embed.Endpoints, trail audit.Service, logger *slog.Logger) *httpx.Router {
+	routes := httpx.NewRouter()
+	embed.RegisterRoutes(routes, e, logger)
+	audit.RegisterRoutes(routes, trail, logger)
+	return routes
 }
 
 // newAuditTrail sets up the trail's owner: its store (indexes, retention) and the

@@ -24,7 +24,6 @@ import (
 	"github.com/analyticsco/platform/embed-svc/revocation"
 	"github.com/analyticsco/platform/embed-svc/token"
 	"github.com/analyticsco/platform/gateway/internal/auth"
-	"github.com/analyticsco/platform/gateway/internal/store"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -101,7 +100,7 @@ func (v *Verifier) Embed(ctx context.Context, raw string) (*identity.Principal, 
 	}
 	// Embed tokens end with the account's right to embed: turning embedding off or leaving
 	// the premium and enterprise plans is seen here within the change poller's interval.
-	if !acct.EmbeddingEnabled || (acct.Plan != store.PlanPremium && acct.Plan != store.PlanEnterprise) {
+	if !acct.EmbeddingEnabled || !token.PlanAllowsEmbedding(acct.Plan) {
 		return nil, fmt.Errorf("%w: embedding is no longer enabled for this account", auth.ErrUnauthenticated)
 	}
 	p := &identity.Principal{
