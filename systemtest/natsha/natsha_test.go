@@ -42,12 +42,10 @@ func TestALostStreamLeaderLosesNoJobAndNoAuditEvent(t *testing.T) {
 	everyStreamHasThreeReplicas(t, s.NATSCluster.URL())
 
 	c := &clients{}
-	for _, p := range s.Processes() {
-		if p.Name == "gateway" || p.Name == "gateway-2" {
-			g := apitest.New("http://" + p.Addr)
-			g.HTTP.Timeout = requestTimeout
-			c.gateways = append(c.gateways, g)
-		}
+	for _, url := range s.Gateways {
+		g := apitest.New(url)
+		g.HTTP.Timeout = requestTimeout
+		c.gateways = append(c.gateways, g)
 	}
 	acme := s.Seed.Accounts["acme"]
 	tn := &tenant{c: c, dep: acme.Deployments[0].ID, developer: apitest.Bearer(acme.Users["developer"].Bearer),

@@ -85,7 +85,10 @@ type Options struct {
 	// NATSNodes above 1 runs NATS as a JetStream cluster of that many nats-server
 	// processes (Stack.NATSCluster) instead of one embedded server (Stack.NATS).
 	NATSNodes int
-	Gateways  int // gateway processes; default 1 (Stack.Gateway is the first)
+	Gateways  int // gateway processes (all alike, each on its own address); default 1
+	// RedisEnv are the REDIS_* settings of a Redis the test runs itself (a Sentinel group,
+	// a Redis Cluster); with them no redis-server is started and Stack.Redis is nil.
+	RedisEnv []string
 }
 
 // Stack is a running platform.
@@ -96,6 +99,9 @@ type Stack struct {
 	NATS        *devstack.NATS        // nil when NATSCluster runs
 	NATSCluster *devstack.NATSCluster // with Options.NATSNodes > 1
 	Redis       *devstack.Redis
+
+	// Gateways are every gateway's URL (Options.Gateways); the first is Gateway.
+	Gateways []string
 
 	t       testing.TB
 	bin     string
@@ -153,8 +159,12 @@ func Start(t testing.TB, o Options) *Stack {
 		}
 		s.natsURL = s.NATS.UserURL
 	}
-	if s.Redis, err = devstack.StartRedis(ctx, filepath.Join(s.dir, "redis"), "", logger); err != nil {
-		t.Fatalf("stacktest: %v", err)
+	redisEnv := o.RedisEnv
+	if redisEnv == nil {
+		if s.Redis, err = devstack.StartRedis(ctx, filepath.Join(s.dir, "redis"), "", logger); err != nil {
+			t.Fatalf("stacktest: %v", err)
+		}
+		redisEnv = []string{"REDIS_URL=" + s.Redis.URL}
 	}
 	t.Cleanup(s.stop)
 
@@ -162,7 +172,7 @@ func Start(t testing.TB, o Options) *Stack {
 	s.keys = keys
 	s.env = append([]string{
 		"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "TMPDIR=" + os.TempDir(),
-		"MONGODB_URI=" + s.Mongo.URI, "NATS_URL=" + s.natsURL("platformctl"), "REDIS_URL=" + s.Redis.URL,
+		"MONGODB_URI=" + s.Mongo.URI, "NATS_URL=" + s.natsURL("platformctl"),
 		"IDENTITY_SIGNING_KEY=" + keys.identity, "DBT_CREDENTIALS_KEY=" + keys.dbt, "EMBED_KEY_ENCRYPTION_KEY=" + keys.embed,
 		"LOG_LEVEL=info", "SHUTDOWN_TIMEOUT=5s", "DBT_SYNC_ALLOW_FILE_URLS=true",
 		// The suites' integrations name a git host that is never cloned.
@@ -170,7 +180,7 @@ func Start(t testing.TB, o Options) *Stack {
 		// The suites send many wrong credentials from one address on purpose; the attack
 		// suite turns the limit on where it tests it.
 		"AUTH_FAILURE_LIMIT=0",
-	}, o.Env...)
+	}, append(redisEnv, o.Env...)...)
 
 	var urls = map[string][]string{}
 	for _, svc := range []string{"workspace-svc", "embed-svc", "dbtsync-svc"} {
@@ -183,19 +193,22 @@ func Start(t testing.TB, o Options) *Stack {
 	for i := 0; i < o.Workers; i++ {
 		s.spawn(fmt.Sprintf("dbtsync-worker-%d", i+1), "dbtsync-svc", []string{"worker"}, "HTTP_ADDR")
 	}
-	gatewayEnv := []string{
-		"WORKSPACE_URL=" + strings.Join(urls["workspace-svc"], ","),
-		"EMBED_URL=" + strings.Join(urls["embed-svc"], ","),
-		"DBTSYNC_URL=" + strings.Join(urls["dbtsync-svc"], ","),
-		"AUTH_JWT_PUBLIC_KEYS_FILE=" + keys.jwtPublic,
-		"AUTH_JWT_ISSUER=https://auth.platform.local", "AUTH_JWT_AUDIENCE=platform-api",
-		"AUTH_REVOCATION_POLL=200ms", "AUTH_JWKS_REFRESH=2s",
+	for i := range max(o.Gateways, 1) {
+		name := "gateway"
+		if i > 0 {
+			name = fmt.Sprintf("gateway-%d", i+1)
+		}
+		p := s.spawn(name, "gateway", nil, "GATEWAY_ADDR",
+			"WORKSPACE_URL="+strings.Join(urls["workspace-svc"], ","),
+			"EMBED_URL="+strings.Join(urls["embed-svc"], ","),
+			"DBTSYNC_URL="+strings.Join(urls["dbtsync-svc"], ","),
+			"AUTH_JWT_PUBLIC_KEYS_FILE="+keys.jwtPublic,
+			"AUTH_JWT_ISSUER=https://auth.platform.local", "AUTH_JWT_AUDIENCE=platform-api",
+			"AUTH_REVOCATION_POLL=200ms", "AUTH_JWKS_REFRESH=2s",
+		)
+		s.Gateways = append(s.Gateways, "http://"+p.Addr)
 	}
-	s.spawn("gateway", "gateway", nil, "GATEWAY_ADDR", gatewayEnv...)
-	for i := 2; i <= o.Gateways; i++ {
-		s.spawn(fmt.Sprintf("gateway-%d", i), "gateway", nil, "GATEWAY_ADDR", gatewayEnv...)
-	}
-	s.Gateway = "http://" + s.procs["gateway"].Addr
+	s.Gateway = s.Gateways[0]
 	for _, p := range s.Processes() {
 		s.WaitReady(ctx, p.Name)
 	}
@@ -402,7 +415,9 @@ func (s *Stack) stop() {
 	if s.t.Failed() {
 		s.t.Logf("stack logs:\n%s", tail(s.Logs(), 200))
 	}
-	_ = s.Redis.Close()
+	if s.Redis != nil {
+		_ = s.Redis.Close()
+	}
 	if s.NATSCluster != nil {
 		s.NATSCluster.Close()
 	} else {

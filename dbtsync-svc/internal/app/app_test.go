@@ -540,7 +540,7 @@ func (h *harness) start(branch, model string) string {
 // Security review #8: one deployment's uploads could fill the object store for every
 // tenant. The manifests of a deployment waiting to be converted are bounded: an upload past
 // DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES is 413 naming it, and queues nothing.
-func TestFinding08_ManifestUploadsPerDeploymentAreBounded(t *testing.T) {
+func TestManifestUploadsPerDeploymentAreBounded(t *testing.T) {
 	small, _ := json.Marshal(smallManifest("v12", "a"))
 	h := newHarnessWith(t, func(d *app.Deps) { d.Quotas.Deployment = int64(len(small))*2 + 100 })
 	for i := 0; i < 2; i++ { // no worker runs: the manifests wait in the store
@@ -770,10 +770,10 @@ func TestCancelAndRetry(t *testing.T) {
 	}
 }
 
-// TestFinding08_JobRecordsAndUploadsExpire: what sync jobs leave in JetStream is bounded
+// TestJobRecordsAndUploadsExpire: what sync jobs leave in JetStream is bounded
 // by configuration: job records (and branch lines) by DBT_SYNC_JOB_RETENTION, uploaded
 // manifests and results by DBT_SYNC_OBJECT_MAX_AGE and DBT_SYNC_OBJECT_MAX_BYTES.
-func TestFinding08_JobRecordsAndUploadsExpire(t *testing.T) {
+func TestJobRecordsAndUploadsExpire(t *testing.T) {
 	h := newHarnessWith(t, func(d *app.Deps) {
 		d.Storage = jsqueue.Limits{JobRetention: 90 * time.Minute, ObjectMaxAge: 3 * time.Hour, ObjectMaxBytes: 512 << 20}
 	})

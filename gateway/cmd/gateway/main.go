@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/analyticsco/platform/api"
 	"github.com/analyticsco/platform/gateway/config"
@@ -97,11 +96,10 @@ func deps(proc *server.Process, cfg config.Config) (app.Deps, func(), error) {
 	if err != nil {
 		return fail(err)
 	}
-	ropts, err := redis.ParseURL(cfg.RedisURL)
+	rdb, err := redisx.Open(cfg.RedisConfig)
 	if err != nil {
-		return fail(fmt.Errorf("REDIS_URL: %w", err))
+		return fail(err)
 	}
-	rdb := redis.NewClient(ropts)
 	closers = append(closers, func() { _ = rdb.Close() })
 	redisx.NewMetrics(reg).Instrument(rdb)
 	natsMetrics := natsx.NewMetrics(reg)

@@ -135,3 +135,8 @@ func parseID(s string) (int64, bool) {
 	id, err := strconv.ParseInt(s, 10, 64)
 	return id, err == nil && id > 0
 }
+
+// OwnRoutes are the routes the gateway answers itself instead of forwarding (serveOwn):
+// the API document and its reference, each GET (and HEAD) only. The routes test compares
+// them with openapi.yaml, and the gateway's tests request each one.
+func OwnRoutes() []string { return []string{"GET /api/v1/openapi.json", "GET /api/v1/docs"} }

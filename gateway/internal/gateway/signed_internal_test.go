@@ -9,7 +9,7 @@ import (
 // Security review #14: the signed-identity cache was keyed on the raw Authorization
 // header, so padding one valid token differently on each request pinned a new entry
 // holding the whole header. Variants of one credential now share one fixed-size key.
-func TestFinding14_SignedIdentityCacheKeyIsNormalisedAndBounded(t *testing.T) {
+func TestSignedIdentityCacheKeyIsNormalisedAndBounded(t *testing.T) {
 	key := func(h string) [32]byte {
 		r := httptest.NewRequest("GET", "/", nil)
 		r.Header.Set("Authorization", h)
