@@ -246,7 +246,7 @@ func (tn *tenant) waitFinished(t *testing.T, ids []string, within time.Duration)
 	t.Helper()
 	jobs := map[string]map[string]any{}
 	apitest.Eventually(t, within, "every accepted sync job finished", func() (bool, string) {
-		left := 0
+		left, last := 0, ""
 		for _, id := range ids {
 			if j := jobs[id]; j != nil && (j["status"] == "succeeded" || j["status"] == "failed") {
 				continue
@@ -257,9 +257,10 @@ func (tn *tenant) waitFinished(t *testing.T, ids []string, within time.Duration)
 			}
 			if s := jobs[id]["status"]; s != "succeeded" && s != "failed" {
 				left++
+				last = fmt.Sprintf("%s: %v", id, jobs[id])
 			}
 		}
-		return left == 0, fmt.Sprintf("%d of %d jobs not finished", left, len(ids))
+		return left == 0, fmt.Sprintf("%d of %d jobs not finished (%s)", left, len(ids), last)
 	})
 	return jobs
 }
