@@ -47,7 +47,7 @@ type stats struct {
 
 func run() error {
 	in := flag.String("manifest", "", "path of the manifest.json to convert (required)")
-	out := flag.String("out", "", "output directory; files go to <out>/model/cubes/<model>.yml (required)")
+	out := flag.String("out", "", "output directory; files go to <out>/model/cubes/<model>.yml and <out>/model/views/<saved query>.yml (required)")
 	quiet := flag.Bool("q", false, "print only the summary line (no warnings)")
 	statsFlag := flag.Bool("stats", false, "print one JSON line of figures (MiB/s, peak RSS) instead of the summary")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the conversion to this file")
@@ -209,6 +209,11 @@ func removeAll(paths []string) {
 // small files is system-call bound, and rendering overlaps with another file's write. It
 // returns the paths written, also when it fails.
 func writeFiles(conv *convert.Conversion, out string) (map[string]struct{}, error) {
+	for _, dir := range conv.Dirs() {
+		if err := os.MkdirAll(filepath.Join(out, filepath.FromSlash(dir)), 0o755); err != nil {
+			return nil, err
+		}
+	}
 	var (
 		next    atomic.Int64
 		wg      sync.WaitGroup

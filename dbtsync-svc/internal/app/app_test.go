@@ -256,11 +256,11 @@ func TestManifestSyncWritesBranchAndServesIt(t *testing.T) {
 		t.Errorf("progress: %v", p)
 	}
 	if len(job["warnings"].([]any)) == 0 {
-		t.Error("no warnings for the skipped metrics")
+		t.Error("no warnings for the renamed measures")
 	}
 	branch := url.PathEscape("dbt/feature-x")
 	code, files := h.do("GET", h.buildPath("/"+branch+"/files"), h.dev, nil)
-	if code != 200 || files["version"].(float64) != 1 || len(files["files"].([]any)) != 13 {
+	if code != 200 || files["version"].(float64) != 1 || len(files["files"].([]any)) != 16 { // 13 cubes, 3 views of saved queries
 		t.Fatalf("files: %d %v", code, files)
 	}
 	code, file := h.do("GET", h.buildPath("/"+branch+"/files/model/cubes/orders.yml"), h.dev, nil)

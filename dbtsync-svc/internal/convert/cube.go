@@ -18,6 +18,7 @@ type cube struct {
 	Joins       []*join
 
 	model   *Model
+	key     string // the model's key: its name, or <name>_v<N> for a version other than the latest
 	dialect dialect
 	names   namespace // member names taken (dimensions and measures share one namespace)
 }
@@ -38,12 +39,42 @@ type dimension struct {
 // measure is an aggregation of the cube: count, meta metrics, MetricFlow measures and
 // metrics.
 type measure struct {
-	Name        string
-	SQL         string
+	Name          string
+	SQL           string
+	Type          string
+	Title         string
+	Description   string
+	Filters       []filter
+	RollingWindow *rollingWindow
+	MultiStage    bool
+	TimeShift     *timeShift
+	Hidden        bool // public: false, a step of a metric rather than a metric
+	Meta          map[string]any
+
+	aggTime    string      // the time dimension MetricFlow aggregates it by ("" when unknown)
+	percentile *percentile // a percentile's parts, so that a filter can narrow it
+}
+
+// rollingWindow is a cumulative measure's window: trailing (an interval or unbounded),
+// or to_date of a granularity.
+type rollingWindow struct {
+	Trailing    string
 	Type        string
-	Title       string
-	Description string
-	Filters     []filter
+	Granularity string
+}
+
+// timeShift shifts a multi-stage measure's time dimension back by an interval.
+type timeShift struct {
+	Interval      string
+	TimeDimension string
+}
+
+// percentile is a percentile measure's parts: PERCENTILE_CONT or _DISC of a fraction,
+// ordered by an expression.
+type percentile struct {
+	fraction float64
+	discrete bool
+	expr     string
 }
 
 // filter is a measure's SQL condition.
@@ -58,7 +89,7 @@ type join struct {
 	Relationship string
 }
 
-func newCube(m *Model, d dialect, cubeNames namespace, warn warnFunc) *cube {
+func newCube(m *Model, key string, d dialect, cubeNames namespace, warn warnFunc) *cube {
 	table := m.RelationName
 	if table == "" {
 		alias := m.Alias
@@ -71,12 +102,12 @@ func newCube(m *Model, d dialect, cubeNames namespace, warn warnFunc) *cube {
 		warn(m.UniqueID, "model skipped: its relation %q has a brace or control character, which Cube's SQL cannot hold", table)
 		return nil
 	}
-	name, renamed := memberName(m.Name)
+	name, renamed := memberName(key)
 	name = cubeNames.claim(name)
 	c := &cube{Name: name, SQLTable: sqlEscape(table), Description: strings.TrimSpace(m.Description), Meta: m.Meta,
-		model: m, dialect: d, names: namespace{}}
-	if renamed || name != m.Name {
-		c.Title = m.Name
+		model: m, key: key, dialect: d, names: namespace{}}
+	if renamed || name != key {
+		c.Title = key
 	}
 	c.Measures = []*measure{{Name: c.names.claim("count"), Type: "count"}}
 	pk := map[string]bool{}
@@ -218,6 +249,21 @@ func (c *cube) addMeasure(m *measure, warn warnFunc) bool {
 	}
 	c.Measures = append(c.Measures, m)
 	return true
+}
+
+// renameMeasure gives m another name (made unique in the cube).
+func (c *cube) renameMeasure(m *measure, want string) {
+	delete(c.names, m.Name)
+	name, _ := memberName(want)
+	m.Name = c.names.claim(name)
+}
+
+// addHelper adds a measure that is a step of a metric, under a name made unique in the
+// cube.
+func (c *cube) addHelper(m *measure) {
+	name, _ := memberName(m.Name)
+	m.Name = c.names.claim(name)
+	c.Measures = append(c.Measures, m)
 }
 
 var measureTypes = map[string]string{

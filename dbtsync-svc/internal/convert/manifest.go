@@ -92,9 +92,21 @@ func decodeSection(dec *jsontext.Decoder, key string, p *Project, onModel func(*
 			if err := readInto(dec, &m); err != nil {
 				return err
 			}
-			if m.Type != "" { // dbt < 1.6 metrics have another shape; they carry no MetricFlow type
+			switch {
+			case m.Type != "":
 				p.Metrics = append(p.Metrics, m.toMetric())
+			case m.CalculationMethod != "": // dbt 1.3 to 1.5, before MetricFlow
+				p.LegacyMetrics = append(p.LegacyMetrics, m.toLegacyMetric())
 			}
+			return nil
+		})
+	case "saved_queries":
+		return eachMemberOrNull(dec, func(string) error {
+			var q rawSavedQuery
+			if err := readInto(dec, &q); err != nil {
+				return err
+			}
+			p.SavedQueries = append(p.SavedQueries, q.toSavedQuery())
 			return nil
 		})
 	}

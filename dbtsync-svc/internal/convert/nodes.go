@@ -2,9 +2,10 @@ package convert
 
 import (
 	"fmt"
-	"regexp"
+	"strconv"
 	"strings"
 
+	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 )
 
@@ -106,7 +107,7 @@ type node struct {
 	testMeta     rawTestMetadata
 	columnName   string
 	attached     string
-	refs         []string
+	refs         []Ref
 	constraints  []rawConstraint
 }
 
@@ -174,6 +175,10 @@ func (n *node) member(key string) error {
 		return readInto(dec, &n.testMeta)
 	case "refs":
 		return n.readRefs()
+	case "version":
+		return readVersion(dec, &m.Version)
+	case "latest_version":
+		return readVersion(dec, &m.Latest)
 	case "config":
 		return n.readConfig()
 	case "columns":
@@ -193,11 +198,40 @@ func (n *node) readRefs() error {
 		case []any: // dbt < 1.5: ["name"] or ["package", "name"]
 			if len(v) > 0 {
 				s, _ := v[len(v)-1].(string)
-				n.refs = append(n.refs, s)
+				n.refs = append(n.refs, Ref{Name: s})
 			}
-		case map[string]any:
+		case map[string]any: // dbt 1.5+: {name, package, version}
 			s, _ := v["name"].(string)
-			n.refs = append(n.refs, s)
+			n.refs = append(n.refs, Ref{Name: s, Version: versionOf(v["version"])})
+		}
+	}
+	return nil
+}
+
+// versionOf reads a model version of any JSON shape dbt writes (a number or a string).
+func versionOf(v any) string {
+	switch x := v.(type) {
+	case string:
+		return normVersion(x)
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64)
+	}
+	return ""
+}
+
+// readVersion reads a node's version or latest_version.
+func readVersion(dec *jsontext.Decoder, dst *string) error {
+	val, err := dec.ReadValue()
+	if err != nil {
+		return notJSON(err)
+	}
+	switch val.Kind() {
+	case '0':
+		*dst = normVersion(string(val))
+	case '"':
+		var s string
+		if json.Unmarshal(val, &s) == nil {
+			*dst = normVersion(s)
 		}
 	}
 	return nil
@@ -239,47 +273,47 @@ func (n *node) readColumn(name string) error {
 	return nil
 }
 
-var refRE = regexp.MustCompile(`ref\(\s*['"]([^'"]+)['"]\s*(?:,\s*['"]([^'"]+)['"]\s*)?\)`)
-
-// RefName returns the model name of a Jinja ref('name') or ref('package', 'name').
-func RefName(s string) string {
-	m := refRE.FindStringSubmatch(s)
-	if m == nil {
-		return ""
-	}
-	if m[2] != "" {
-		return m[2]
-	}
-	return m[1]
-}
-
-func toTest(tm rawTestMetadata, columnName, attached string, refs []string) (Test, bool) {
+func toTest(tm rawTestMetadata, columnName, attached string, refs []Ref) (Test, bool) {
 	switch tm.Name {
 	case "unique", "not_null", "relationships":
 	default:
 		return Test{}, false
 	}
-	t := Test{Kind: tm.Name, Column: columnName}
+	t := Test{Kind: tm.Name, Column: columnName, ModelID: attached}
 	if t.Column == "" {
 		t.Column, _ = tm.Kwargs["column_name"].(string)
 	}
 	if attached != "" {
-		t.Model = attached[strings.LastIndexByte(attached, '.')+1:]
+		t.Model = refOfID(attached)
 	} else if model, ok := tm.Kwargs["model"].(string); ok {
-		t.Model = RefName(model)
+		t.Model = ParseRef(model)
 	}
-	if t.Model == "" && len(refs) > 0 && tm.Name != "relationships" {
+	if t.Model.Name == "" && len(refs) > 0 && tm.Name != "relationships" {
 		t.Model = refs[0]
 	}
 	if tm.Name == "relationships" {
 		to, _ := tm.Kwargs["to"].(string)
-		t.ToModel = RefName(to)
+		t.ToModel = ParseRef(to)
 		t.ToColumn, _ = tm.Kwargs["field"].(string)
 	}
-	if t.Model == "" || t.Column == "" {
+	if t.Model.Name == "" || t.Column == "" {
 		return Test{}, false
 	}
 	return t, true
+}
+
+// refOfID reads the model a unique id names: model.<package>.<name>, or
+// model.<package>.<name>.v<version> for a model version.
+func refOfID(id string) Ref {
+	parts := strings.SplitN(id, ".", 4)
+	if len(parts) >= 3 && parts[0] == "model" {
+		r := Ref{Name: parts[2]}
+		if len(parts) == 4 && strings.HasPrefix(parts[3], "v") {
+			r.Version = normVersion(parts[3][1:])
+		}
+		return r
+	}
+	return Ref{Name: id[strings.LastIndexByte(id, '.')+1:]}
 }
 
 // mergeMeta reads meta and config.meta, config.meta winning on the same key.
