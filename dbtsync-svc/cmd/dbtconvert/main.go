@@ -66,36 +66,71 @@ func run() error {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if st, err := os.Stat(*in); err == nil {
+		setGCBudget(st.Size())
+	}
 	start := time.Now()
-	f, err := os.Open(*in)
+	r, err := convertManifest(*in, *out)
 	if err != nil {
 		return err
+	}
+	elapsed := time.Since(start)
+	models, conv, decoded, size := r.models, r.conv, r.decoded, r.size
+	if !*quiet && !*statsFlag {
+		for _, w := range conv.Warnings {
+			fmt.Fprintf(os.Stderr, "warning: %s: %s\n", w.Model, w.Message)
+		}
+	}
+	mib := float64(size) / (1 << 20)
+	if *statsFlag {
+		peak := peakRSS()
+		return json.NewEncoder(os.Stdout).Encode(stats{Manifest: *in, ManifestBytes: size, Models: models, Files: conv.Len(), Warnings: len(conv.Warnings),
+			Seconds: round3(elapsed.Seconds()), DecodeSeconds: round3(decoded.Seconds()), MiBPerSecond: round3(mib / elapsed.Seconds()),
+			PeakRSSBytes: peak, PeakRSSRatio: round3(float64(peak) / float64(size))})
+	}
+	fmt.Printf("converted %s: %.1f MiB, %d models, %d files, %d warnings in %s (decode %s): %.0f MiB/s\n",
+		*in, mib, models, conv.Len(), len(conv.Warnings), elapsed.Round(time.Millisecond), decoded.Round(time.Millisecond), mib/elapsed.Seconds())
+	return nil
+}
+
+// converted is what a conversion did.
+type converted struct {
+	size    int64 // the manifest's bytes
+	models  int
+	conv    *convert.Conversion // its files written, its warnings kept
+	decoded time.Duration
+}
+
+// convertManifest converts the manifest at in into files under out.
+func convertManifest(in, out string) (converted, error) {
+	start := time.Now()
+	f, err := os.Open(in)
+	if err != nil {
+		return converted{}, err
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return err
+		return converted{}, err
 	}
-	setGCBudget(st.Size())
-	cubesDir := filepath.Join(*out, "model", "cubes")
+	cubesDir := filepath.Join(out, "model", "cubes")
 	newDirs := missingDirs(cubesDir)
 	if err := os.MkdirAll(cubesDir, 0o755); err != nil {
-		return err
+		return converted{}, err
 	}
-	pre := startPrecreate(*out)
+	pre := startPrecreate(out)
 	proj, err := convert.DecodeManifestNotify(bufio.NewReaderSize(f, 256<<10), pre.model)
 	created := pre.finish()
 	if err != nil {
 		// A manifest that does not convert leaves the output as it found it.
 		removeAll(created)
 		removeAll(newDirs)
-		return err
+		return converted{}, err
 	}
-	decoded := time.Since(start)
-	models := len(proj.Models)
-	conv := convert.Prepare(proj)
+	r := converted{size: st.Size(), models: len(proj.Models), decoded: time.Since(start)}
+	r.conv = convert.Prepare(proj)
 	proj = nil // the conversion holds what it still needs; each model goes once its file is written
-	written, err := writeFiles(conv, *out)
+	written, err := writeFiles(r.conv, out)
 	// Only the files of the conversion stay: MayConvert follows Prepare's rules, so this
 	// removes nothing unless a write failed or the rules ever part.
 	for _, p := range created {
@@ -103,25 +138,7 @@ func run() error {
 			_ = os.Remove(p)
 		}
 	}
-	if err != nil {
-		return err
-	}
-	elapsed := time.Since(start)
-	if !*quiet && !*statsFlag {
-		for _, w := range conv.Warnings {
-			fmt.Fprintf(os.Stderr, "warning: %s: %s\n", w.Model, w.Message)
-		}
-	}
-	mib := float64(st.Size()) / (1 << 20)
-	if *statsFlag {
-		peak := peakRSS()
-		return json.NewEncoder(os.Stdout).Encode(stats{Manifest: *in, ManifestBytes: st.Size(), Models: models, Files: conv.Len(), Warnings: len(conv.Warnings),
-			Seconds: round3(elapsed.Seconds()), DecodeSeconds: round3(decoded.Seconds()), MiBPerSecond: round3(mib / elapsed.Seconds()),
-			PeakRSSBytes: peak, PeakRSSRatio: round3(float64(peak) / float64(st.Size()))})
-	}
-	fmt.Printf("converted %s: %.1f MiB, %d models, %d files, %d warnings in %s (decode %s): %.0f MiB/s\n",
-		*in, mib, models, conv.Len(), len(conv.Warnings), elapsed.Round(time.Millisecond), decoded.Round(time.Millisecond), mib/elapsed.Seconds())
-	return nil
+	return r, err
 }
 
 // precreate creates the (empty) files of the models while the manifest is still being
