@@ -14,6 +14,12 @@ var refRE = regexp.MustCompile(`ref\(\s*['"]([^'"]+)['"]\s*(?:,\s*['"]([^'"]+)['
 // ParseRef reads the model (and version) of a Jinja ref() call; the zero Ref when s holds
 // none.
 func ParseRef(s string) Ref {
+	// The common ref('name') without the regular expression.
+	if rest, ok := strings.CutPrefix(s, "ref('"); ok {
+		if name, ok := strings.CutSuffix(rest, "')"); ok && name != "" && !strings.ContainsAny(name, `'"`) {
+			return Ref{Name: name}
+		}
+	}
 	m := refRE.FindStringSubmatch(s)
 	if m == nil {
 		return Ref{}
@@ -32,6 +38,9 @@ func RefName(s string) string { return ParseRef(s).Name }
 // a version that is not a number stays as written.
 func normVersion(v string) string {
 	v = strings.TrimSpace(v)
+	if v == "" {
+		return ""
+	}
 	if f, err := strconv.ParseFloat(v, 64); err == nil {
 		return strconv.FormatFloat(f, 'f', -1, 64)
 	}
