@@ -6,7 +6,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"flag"
@@ -118,8 +117,13 @@ func convertManifest(in, out string) (converted, error) {
 	if err := os.MkdirAll(cubesDir, 0o755); err != nil {
 		return converted{}, err
 	}
-	pre := startPrecreate(out)
-	proj, err := convert.DecodeManifestNotify(bufio.NewReaderSize(f, 256<<10), pre.model)
+	var pre *precreate
+	var onModel func(*convert.Model)
+	if !inMemory(cubesDir) {
+		pre = startPrecreate(out)
+		onModel = pre.model
+	}
+	proj, err := convert.DecodeManifestNotify(f, onModel)
 	created := pre.finish()
 	if err != nil {
 		// A manifest that does not convert leaves the output as it found it.
@@ -128,8 +132,8 @@ func convertManifest(in, out string) (converted, error) {
 		return converted{}, err
 	}
 	r := converted{size: st.Size(), models: len(proj.Models), decoded: time.Since(start)}
-	r.conv = convert.Prepare(proj)
-	proj = nil // the conversion holds what it still needs; each model goes once its file is written
+	r.conv = convert.PrepareOwned(proj) // each model's columns go once its cube has them
+	proj = nil                          // the conversion holds what it still needs; each cube goes once its file is written
 	written, err := writeFiles(r.conv, out)
 	// Only the files of the conversion stay: MayConvert follows Prepare's rules, so this
 	// removes nothing unless a write failed or the rules ever part.
@@ -145,7 +149,9 @@ func convertManifest(in, out string) (converted, error) {
 // decoded: on a disk file system, creating thousands of new files is the bulk of a
 // conversion's time, and it needs only the model names, while the contents need the whole
 // manifest (tests, semantic models and metrics name the models from anywhere in it). Once
-// decoding ends it stops, and the writers create whatever it did not reach.
+// decoding ends it stops, and the writers create whatever it did not reach. Not on tmpfs
+// (inMemory): there creating a file is no slower than opening one, and creating ahead
+// only adds system calls.
 type precreate struct {
 	mu      sync.Mutex
 	wake    *sync.Cond
@@ -194,8 +200,12 @@ func (pc *precreate) model(m *convert.Model) {
 	pc.wake.Signal()
 }
 
-// finish stops creating (the batch under way completes) and returns the files created.
+// finish stops creating (the batch under way completes) and returns the files created
+// (none when there was no precreate).
 func (pc *precreate) finish() []string {
+	if pc == nil {
+		return nil
+	}
 	pc.mu.Lock()
 	pc.stopped = true
 	pc.mu.Unlock()
@@ -242,14 +252,16 @@ func writeFiles(conv *convert.Conversion, out string) (map[string]struct{}, erro
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var buf []byte // one buffer per writer: a file's content is garbage once written
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= conv.Len() {
 					return
 				}
-				file := conv.File(i)
-				path := filepath.Join(out, filepath.FromSlash(file.Path))
-				if err := writeFile(path, file.Content); err != nil {
+				rel, content := conv.AppendFile(i, buf[:0])
+				buf = content
+				path := filepath.Join(out, filepath.FromSlash(rel))
+				if err := writeFile(path, content); err != nil {
 					errOnce.Do(func() { first = err })
 					next.Store(int64(conv.Len()))
 					return
@@ -288,13 +300,13 @@ func peakRSS() int64 {
 func round3(v float64) float64 { return float64(int64(v*1000+0.5)) / 1000 }
 
 // setGCBudget bounds the heap by the manifest's size instead of by the live heap: the
-// decoded models are small and long-lived while the decoder's garbage is not, so a
-// memory limit of 0.6x the manifest (at least 32 MiB) with a lax GC target collects
-// only when the heap nears it. Peak RSS stays about 0.6x the manifest, under the 0.75x
-// bar, and the collector runs far less often than with a tight GOGC (25 before: about
-// 20% slower at the same RSS). Should the live heap ever pass the limit, the runtime
-// collects more often (capped at half the CPU), never fails.
+// decoded models and their cubes are small and long-lived while the decoder's garbage is
+// not, so a memory limit of 0.46x the manifest (at least 32 MiB) with a lax GC target
+// collects only when the heap nears it. Peak RSS stays under half the manifest (the
+// live heap peaks at about a quarter, when every cube is built), with a few collections
+// (0.6x before: fewer collections, a higher peak). Should the live heap ever pass the
+// limit, the runtime collects more often (capped at half the CPU), never fails.
 func setGCBudget(manifestBytes int64) {
 	debug.SetGCPercent(400)
-	debug.SetMemoryLimit(max(32<<20, manifestBytes*6/10))
+	debug.SetMemoryLimit(max(32<<20, manifestBytes*46/100))
 }

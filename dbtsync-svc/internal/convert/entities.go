@@ -24,7 +24,7 @@ func (b *builder) joinEntities() {
 					continue
 				}
 				if to.e.Type == "natural" && from.e.Type == "foreign" {
-					b.warn(from.info.cube.model.UniqueID, "join to %q on entity %q left out: a natural entity joins on a validity window (a slowly changing dimension), which a Cube join does not express", to.info.cube.Name, name)
+					b.warn(from.info.cube.modelID, "join to %q on entity %q left out: a natural entity joins on a validity window (a slowly changing dimension), which a Cube join does not express", to.info.cube.Name, name)
 					continue
 				}
 				if rel := entityRelationship(from.e.Type, to.e.Type); rel != "" {
@@ -55,13 +55,13 @@ func (b *builder) addEntityJoin(from, to *smEntity, rel string) {
 	left, okL := from.sql("CUBE")
 	right, okR := to.sql(target.Name)
 	if !okL || !okR {
-		b.warn(c.model.UniqueID, "join to %q on entity %q skipped: the entity's expression has a brace", target.Name, from.e.Name)
+		b.warn(c.modelID, "join to %q on entity %q skipped: the entity's expression has a brace", target.Name, from.e.Name)
 		return
 	}
 	sql := left + " = " + right
 	if dup := c.join(target.Name); dup != nil {
 		if dup.SQL != sql {
-			b.warn(c.model.UniqueID, "join to %q on entity %q skipped: the cube already joins %q", target.Name, from.e.Name, target.Name)
+			b.warn(c.modelID, "join to %q on entity %q skipped: the cube already joins %q", target.Name, from.e.Name, target.Name)
 		}
 		return
 	}
@@ -80,7 +80,7 @@ func (se *smEntity) sql(alias string) (string, bool) {
 	if isIdent(col) {
 		sql := c.columnSQL(col, false)
 		if d := c.column(col); d != nil {
-			sql = d.SQL
+			sql = d.sql()
 		}
 		return "{" + alias + "}" + strings.TrimPrefix(sql, "{CUBE}"), true
 	}

@@ -147,7 +147,7 @@ func (fs filterScope) entity(name string) (*cube, *dimension, error) {
 // memberSQL is a dimension's SQL as the host cube's measure reads it.
 func (fs filterScope) memberSQL(c *cube, d *dimension) (string, error) {
 	if c == fs.host {
-		return d.SQL, nil
+		return d.sql(), nil
 	}
 	if fs.b.joinPath(fs.host, c) == nil {
 		return "", fmt.Errorf("dimension %q is in cube %q, which no join from cube %q reaches", d.Name, c.Name, fs.host.Name)

@@ -18,9 +18,9 @@ func pruneJoins(order []string, cubes map[string]*cube, warn warnFunc) {
 		for _, j := range c.Joins {
 			switch {
 			case !c.hasKey():
-				warn(c.model.UniqueID, "join to %q left out: cube %q has no primary key (a primary_key constraint, tag or meta, or unique and not_null tests)", j.Name, c.Name)
+				warn(c.modelID, "join to %q left out: cube %q has no primary key (a primary_key constraint, tag or meta, or unique and not_null tests)", j.Name, c.Name)
 			case byName[j.Name] != nil && !byName[j.Name].hasKey():
-				warn(c.model.UniqueID, "join to %q left out: that cube has no primary key", j.Name)
+				warn(c.modelID, "join to %q left out: that cube has no primary key", j.Name)
 			default:
 				kept = append(kept, j)
 			}
@@ -94,13 +94,13 @@ func (b *builder) applyTests(tests []Test) {
 		}
 		to := b.cubes[t.to]
 		if to == nil {
-			b.warn(c.model.UniqueID, "join to %q skipped: that model is not part of the data model", t.to)
+			b.warn(c.modelID, "join to %q skipped: that model is not part of the data model", t.to)
 			continue
 		}
 		sql := joinSQL(c, to, t.Column, t.ToColumn)
 		if dup := c.join(to.Name); dup != nil {
 			if dup.SQL != sql {
-				b.warn(c.model.UniqueID, "join to %q on %s skipped: the cube already joins %q", t.to, t.Column, t.to)
+				b.warn(c.modelID, "join to %q on %s skipped: the cube already joins %q", t.to, t.Column, t.to)
 			}
 			continue
 		}
@@ -113,11 +113,11 @@ func (b *builder) applyTests(tests []Test) {
 func joinSQL(c, to *cube, col, toCol string) string {
 	from := c.columnSQL(col, false)
 	if d := c.column(col); d != nil {
-		from = d.SQL
+		from = d.sql()
 	}
 	target := to.columnSQL(toCol, false)
 	if d := to.column(toCol); d != nil {
-		target = d.SQL
+		target = d.sql()
 	}
 	return from + " = {" + to.Name + "}" + strings.TrimPrefix(target, "{CUBE}")
 }

@@ -147,8 +147,7 @@ func (c *cube) timeDimension(col string) string {
 		if !isIdent(col) {
 			return ""
 		}
-		d = c.addDimension(col, c.columnSQL(col, false), "time")
-		d.column = col
+		d = c.columnDimension(col, false, "time")
 	}
 	d.Type = "time"
 	return d.Name

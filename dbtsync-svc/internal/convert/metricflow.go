@@ -18,6 +18,7 @@ type smInfo struct {
 	dims     map[string]*dimension // semantic dimension name -> the cube's dimension
 	entities map[string]*dimension // entity name -> the cube's dimension of it (nil for an undocumented foreign key column)
 	aggTime  string                // the default agg_time_dimension, as the cube's dimension name
+	metas    map[string]map[string]any
 }
 
 // smEntity is an entity as one semantic model declares it.
@@ -83,8 +84,7 @@ func (b *builder) addEntities(info *smInfo) {
 		switch {
 		case d != nil:
 		case isIdent(col) && keyed:
-			d = c.addDimension(col, c.columnSQL(col, false), "string")
-			d.column = col
+			d = c.columnDimension(col, false, "string")
 		case !isIdent(col) && sqlSafe(col):
 			d = c.addDimension(e.Name, col, "string")
 		}
@@ -110,7 +110,7 @@ func (info *smInfo) addDimensions(warn warnFunc) {
 		}
 		if dim == nil {
 			if !sqlSafe(d.Expr) {
-				warn(c.model.UniqueID, "dimension %q of semantic model %q skipped: its expression has a brace", d.Name, info.sm.Name)
+				warn(c.modelID, "dimension %q of semantic model %q skipped: its expression has a brace", d.Name, info.sm.Name)
 				continue
 			}
 			if src := c.dimension(d.Expr); src != nil && typ == "string" {
@@ -153,7 +153,7 @@ func (b *builder) addSemanticMeasure(info *smInfo, m SMMeasure) {
 	c := info.cube
 	ms, why := info.measure(m)
 	if why != "" {
-		b.warn(c.model.UniqueID, "measure %q of semantic model %q skipped: %s", m.Name, info.sm.Name, why)
+		b.warn(c.modelID, "measure %q of semantic model %q skipped: %s", m.Name, info.sm.Name, why)
 		b.skipped[m.Name] = why
 		return
 	}
@@ -195,10 +195,26 @@ func (info *smInfo) measure(m SMMeasure) (*measure, string) {
 	if ms.aggTime == "" {
 		ms.aggTime = info.aggTime
 	}
-	if ms.aggTime != "" {
-		ms.Meta = map[string]any{"agg_time_dimension": ms.aggTime}
-	}
+	ms.Meta = info.aggTimeMeta(ms.aggTime)
 	return ms, ""
+}
+
+// aggTimeMeta is the meta of a measure aggregated by the time dimension aggTime, one
+// map for all the semantic model's measures of that dimension (nothing changes a meta
+// map once made).
+func (info *smInfo) aggTimeMeta(aggTime string) map[string]any {
+	if aggTime == "" {
+		return nil
+	}
+	if info.metas == nil {
+		info.metas = map[string]map[string]any{}
+	}
+	m := info.metas[aggTime]
+	if m == nil {
+		m = map[string]any{"agg_time_dimension": aggTime}
+		info.metas[aggTime] = m
+	}
+	return m
 }
 
 // sql is the percentile's SQL.
