@@ -13,12 +13,8 @@ func (s *scanner) capture() ([]byte, error) {
 	if !s.ws() {
 		return nil, s.fail("at the start of a value")
 	}
-	saved := s.mark
-	startAbs := s.base + int64(s.pos)
-	if s.mark < 0 {
-		s.mark = s.pos
-	}
-	defer func() { s.mark = saved }()
+	startAbs, outer := s.base+int64(s.pos), s.hold()
+	defer s.release(outer)
 	o, h, dq, open, cls, sp := swarOnes, swarHighs, swarQuote, swarOpen, swarClose, swarSpace
 	depth, i := 0, s.pos
 	for {

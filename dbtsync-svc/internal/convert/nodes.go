@@ -522,7 +522,6 @@ func refOfID(id string) Ref {
 	return Ref{Name: id[strings.LastIndexByte(id, '.')+1:]}
 }
 
-
 // mergeMeta reads meta and config.meta, config.meta winning on the same key.
 func mergeMeta(meta, configMeta map[string]any) map[string]any {
 	if len(configMeta) == 0 {

@@ -71,6 +71,26 @@ func (s *scanner) fill() bool {
 	}
 }
 
+// hold makes fill keep the bytes from pos on (unless an outer hold keeps more) and
+// returns the outer hold as an input offset (-1 for none), for release: indexes into
+// the window move on a fill, offsets do not.
+func (s *scanner) hold() int64 {
+	if s.mark >= 0 {
+		return s.base + int64(s.mark)
+	}
+	s.mark = s.pos
+	return -1
+}
+
+// release puts back the outer hold hold returned.
+func (s *scanner) release(outer int64) {
+	if outer < 0 {
+		s.mark = -1
+	} else {
+		s.mark = int(outer - s.base)
+	}
+}
+
 // fail is a syntax error at the current position (a read error, or the end of the
 // input, when that is what stopped the scan).
 func (s *scanner) fail(what string) error {
@@ -144,10 +164,7 @@ var swarOnes, swarHighs, swarQuote, swarBackslash, swarSpace, swarOpen, swarClos
 // quotes included, are in buf (valid until the next fill), whether it holds an escape
 // sequence and whether it is all ASCII (false: maybe not).
 func (s *scanner) str() (start, end int, escaped, ascii bool, err error) {
-	start, saved := s.pos, s.mark
-	if s.mark < 0 {
-		s.mark = s.pos
-	}
+	start, outer := s.pos, s.hold()
 	var seen uint64 // the bytes read OR'd: no high bit, all ASCII
 	i := s.pos + 1
 	for {
@@ -157,7 +174,8 @@ func (s *scanner) str() (start, end int, escaped, ascii bool, err error) {
 		if j+1 < len(b) {
 			switch b[j] {
 			case '"':
-				s.pos, s.mark = j+1, saved
+				s.pos = j + 1
+				s.release(outer)
 				return start, j + 1, escaped, seen&highs == 0, nil
 			case '\\':
 				escaped = true
@@ -170,7 +188,8 @@ func (s *scanner) str() (start, end int, escaped, ascii bool, err error) {
 		}
 		n := 0
 		if j < len(b) && b[j] == '"' {
-			s.pos, s.mark = j+1, saved
+			s.pos = j + 1
+			s.release(outer)
 			return start, j + 1, escaped, seen&highs == 0, nil
 		} else if j < len(b) && b[j] == '\\' {
 			escaped = true
@@ -194,7 +213,7 @@ func (s *scanner) str() (start, end int, escaped, ascii bool, err error) {
 		default:
 			s.pos = j
 		}
-		s.mark = saved
+		s.release(outer)
 		return 0, 0, false, false, s.fail("in a string")
 	}
 }
@@ -505,13 +524,9 @@ func (s *scanner) rawValue() ([]byte, error) {
 	if !s.ws() {
 		return nil, s.fail("at the start of a value")
 	}
-	saved := s.mark
-	startAbs := s.base + int64(s.pos)
-	if s.mark < 0 {
-		s.mark = s.pos
-	}
+	startAbs, outer := s.base+int64(s.pos), s.hold()
 	err := s.skip()
-	s.mark = saved
+	s.release(outer)
 	if err != nil {
 		return nil, err
 	}

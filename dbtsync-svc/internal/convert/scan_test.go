@@ -42,8 +42,17 @@ func FuzzScannerValidatesAsJSONText(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if got, want := scannerValid(t, b), jsontextValid(b); got != want {
+		got, want := scannerValid(t, b), jsontextValid(b)
+		if got != want {
 			t.Fatalf("%q: scanner takes it %v, jsontext %v", b, got, want)
+		}
+		if !got {
+			return
+		}
+		// A valid value read whole from a stream is its bytes, whatever the refills.
+		raw, err := newStreamScanner(iotest.OneByteReader(bytes.NewReader(b)), 16).rawValue()
+		if err != nil || !bytes.Equal(raw, bytes.Trim(b, " \t\r\n")) {
+			t.Fatalf("%q: read as %q (%v)", b, raw, err)
 		}
 	})
 }
