@@ -43,12 +43,7 @@ func BenchmarkPrepare(b *testing.B) {
 	b.SetBytes(int64(len(raw)))
 	b.ReportAllocs()
 	for b.Loop() {
-		b.StopTimer()
-		p, err := convert.DecodeManifest(bytes.NewReader(raw))
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.StartTimer()
+		p := decodeUntimed(b, raw)
 		convert.PrepareOwned(p)
 	}
 }
@@ -58,11 +53,8 @@ func BenchmarkRender(b *testing.B) {
 	b.SetBytes(int64(len(raw)))
 	b.ReportAllocs()
 	for b.Loop() {
+		p := decodeUntimed(b, raw)
 		b.StopTimer()
-		p, err := convert.DecodeManifest(bytes.NewReader(raw))
-		if err != nil {
-			b.Fatal(err)
-		}
 		c := convert.PrepareOwned(p)
 		b.StartTimer()
 		var buf []byte
@@ -70,4 +62,15 @@ func BenchmarkRender(b *testing.B) {
 			_, buf = c.AppendFile(i, buf[:0])
 		}
 	}
+}
+
+// decodeUntimed decodes the manifest with the timer stopped.
+func decodeUntimed(b *testing.B, raw []byte) *convert.Project {
+	b.StopTimer()
+	defer b.StartTimer()
+	p, err := convert.DecodeManifest(bytes.NewReader(raw))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return p
 }

@@ -57,15 +57,7 @@ func TestConvertRealManifestsMatchGolden(t *testing.T) {
 	for _, manifest := range append(fixtures, own...) {
 		name := strings.TrimSuffix(filepath.Base(manifest), ".json")
 		t.Run(name, func(t *testing.T) {
-			f, err := os.Open(manifest)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			p, err := convert.DecodeManifest(f)
-			if err != nil {
-				t.Fatalf("decode: %v", err)
-			}
+			p := decodeFile(t, manifest)
 			if k, ok := known[name]; ok && (p.SchemaVersion != k.version || len(p.Models) != k.models) {
 				t.Errorf("schema version %d, %d models; want %d, %d", p.SchemaVersion, len(p.Models), k.version, k.models)
 			}
@@ -176,15 +168,7 @@ func assertView(t *testing.T, f convert.File) {
 }
 
 func TestConvertV12SemanticModelsBecomeMeasures(t *testing.T) {
-	f, err := os.Open(filepath.Join(fixturesDir(t), "manifest-v12-dbt-1.10.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	p, err := convert.DecodeManifest(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := decodeFile(t, filepath.Join(fixturesDir(t), "manifest-v12-dbt-1.10.json"))
 	files := map[string]string{}
 	for _, f := range convert.Build(p).Files {
 		files[f.Path] = f.Content

@@ -264,12 +264,7 @@ func (c *cube) dimension(name string) *dimension {
 	if d := c.column(name); d != nil {
 		return d
 	}
-	for _, d := range c.Dimensions {
-		if d.Name == name {
-			return d
-		}
-	}
-	return nil
+	return c.member(name)
 }
 
 func (c *cube) measure(name string) *measure {

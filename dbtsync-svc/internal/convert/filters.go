@@ -114,12 +114,7 @@ func (fs filterScope) dimension(entities []string, name string) (*smInfo, *dimen
 	if fs.sm != nil && fs.sm.declares(entity) && fs.sm.dims[name] != nil {
 		return fs.sm, fs.sm.dims[name], nil
 	}
-	var home *smInfo
-	for _, se := range fs.b.entities[entity] {
-		if se.e.Type != "foreign" && se.info.dims[name] != nil && (home == nil || se.e.Type == "primary") {
-			home = se.info
-		}
-	}
+	home := fs.home(entity, func(info *smInfo) bool { return info.dims[name] != nil })
 	if home == nil {
 		return nil, nil, fmt.Errorf("dimension %q is not a dimension of entity %q", name, entity)
 	}
@@ -132,16 +127,23 @@ func (fs filterScope) entity(name string) (*cube, *dimension, error) {
 	if fs.sm != nil && fs.sm.entities[name] != nil {
 		return fs.host, fs.sm.entities[name], nil
 	}
-	var home *smInfo
-	for _, se := range fs.b.entities[name] {
-		if se.e.Type != "foreign" && se.info.entities[name] != nil && (home == nil || se.e.Type == "primary") {
-			home = se.info
-		}
-	}
+	home := fs.home(name, func(info *smInfo) bool { return info.entities[name] != nil })
 	if home == nil {
 		return nil, nil, fmt.Errorf("entity %q has no dimension in the data model", name)
 	}
 	return home.cube, home.entities[name], nil
+}
+
+// home is the semantic model that has what the filter names and where the entity is
+// primary, else the first where it is unique or natural; nil when none has it.
+func (fs filterScope) home(entity string, has func(*smInfo) bool) *smInfo {
+	var home *smInfo
+	for _, se := range fs.b.entities[entity] {
+		if se.e.Type != "foreign" && has(se.info) && (home == nil || se.e.Type == "primary") {
+			home = se.info
+		}
+	}
+	return home
 }
 
 // memberSQL is a dimension's SQL as the host cube's measure reads it.

@@ -19,14 +19,20 @@ import (
 // metrics of dbt 1.3-1.5.
 func decodeTestdata(t *testing.T, name string) *convert.Project {
 	t.Helper()
-	f, err := os.Open(filepath.Join("testdata", "semantic", name))
+	return decodeFile(t, filepath.Join("testdata", "semantic", name))
+}
+
+// decodeFile decodes the manifest at path.
+func decodeFile(t *testing.T, path string) *convert.Project {
+	t.Helper()
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
 	p, err := convert.DecodeManifest(f)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("decode %s: %v", path, err)
 	}
 	return p
 }
