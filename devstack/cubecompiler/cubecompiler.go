@@ -10,10 +10,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/analyticsco/platform/devstack"
 )
@@ -131,14 +131,7 @@ func Ensure(t testing.TB) *Compiler {
 
 func (c *Compiler) node(t testing.TB, script string, args ...string) []byte {
 	t.Helper()
-	cmd := exec.Command("node", append([]string{filepath.Join(c.scripts, script)}, args...)...)
-	cmd.Env = append(os.Environ(), "NODE_PATH="+c.modules)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node %s: %v", script, err)
-	}
-	return out
+	return devstack.Node(t, 5*time.Minute, []string{"NODE_PATH=" + c.modules}, filepath.Join(c.scripts, script), args...)
 }
 
 // Compile compiles every .yml file under dir.
