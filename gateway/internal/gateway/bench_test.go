@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -31,7 +32,6 @@ import (
 	"github.com/analyticsco/platform/libs/logging"
 	"github.com/analyticsco/platform/libs/mongox"
 	"github.com/analyticsco/platform/libs/obs"
-	"github.com/analyticsco/platform/libs/server"
 )
 
 // BenchmarkRequestPath measures one proxied request through the gateway as production
@@ -145,14 +145,8 @@ func newBenchStack(b *testing.B) *benchStack {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- server.Serve(ctx, logger, ln, a.Handler, time.Second) }()
-	b.Cleanup(func() { cancel(); <-done })
-	return &benchStack{addr: ln.Addr().String(), backend: backend.Host, seed: seed}
+	gw := serveGateway(b, a)
+	return &benchStack{addr: strings.TrimPrefix(gw.URL, "http://"), backend: backend.Host, seed: seed}
 }
 
 // rawBackend answers every request with a fixed 100-byte JSON body, reading requests
