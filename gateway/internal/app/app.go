@@ -134,7 +134,7 @@ func New(ctx context.Context, d Deps) (*App, error) {
 	// matching is not free. Readiness and metrics are on the internal listener.
 	public := &h1.Server{
 		Handler: h1.HandlerFunc(func(w *h1.ResponseWriter, r *h1.Request) {
-			if r.Method == http.MethodGet && r.Path == "/healthz" {
+			if r.Method == http.MethodGet && r.URL.Path == "/healthz" {
 				w.AddHeader("X-Content-Type-Options", "nosniff")
 				server.Health(w, nil)
 				return

@@ -202,7 +202,7 @@ func (g *Gateway) ServeH1(w *h1.ResponseWriter, r *h1.Request) {
 	info := &logging.RequestInfo{ID: rid, ClientID: clientRID}
 	ctx := logging.WithRequest(r.Context(), info)
 	ctx = g.prop.Extract(ctx, headerCarrier{&r.Header})
-	rt, matched := match(r.Path)
+	rt, matched := match(r.URL.Path)
 	info.Route = rt.name
 	if !matched {
 		info.Route = "unmatched"
@@ -227,7 +227,7 @@ func (g *Gateway) ServeH1(w *h1.ResponseWriter, r *h1.Request) {
 			if code >= 500 {
 				level = slog.LevelWarn
 			}
-			g.o.Logger.Log(ctx, level, "request", "method", obs.MethodLabel(r.Method), "path", logging.Path(r.Path), "status", code,
+			g.o.Logger.Log(ctx, level, "request", "method", obs.MethodLabel(r.Method), "path", logging.Path(r.URL.Path), "status", code,
 				"duration_ms", float64(elapsed.Microseconds())/1000)
 		}
 	}()
@@ -235,14 +235,8 @@ func (g *Gateway) ServeH1(w *h1.ResponseWriter, r *h1.Request) {
 	// before anything reads the request.
 	r.Header.DelPrefix(identity.HeaderPrefix)
 	r.SetContext(ctx)
-	if r.Method == http.MethodTrace || r.Method == http.MethodConnect {
-		// As nginx: a trace would echo the request (credentials included), and the
-		// gateway tunnels nothing.
-		httpx.WriteError(w, http.StatusMethodNotAllowed, "method "+r.Method+" is not allowed")
-		return
-	}
 	if !matched {
-		if r.Path == "/api/v1/openapi.json" && len(g.o.OpenAPIJSON) > 0 {
+		if r.URL.Path == "/api/v1/openapi.json" && len(g.o.OpenAPIJSON) > 0 {
 			if r.Method != http.MethodGet && r.Method != http.MethodHead {
 				w.Header().Set("Allow", "GET, HEAD")
 				httpx.WriteError(w, http.StatusMethodNotAllowed, "method "+logging.Cut(r.Method, 32)+" is not allowed on /api/v1/openapi.json")
@@ -253,10 +247,24 @@ func (g *Gateway) ServeH1(w *h1.ResponseWriter, r *h1.Request) {
 			_, _ = w.Write(g.o.OpenAPIJSON)
 			return
 		}
-		httpx.WriteError(w, http.StatusNotFound, "no route for "+r.Path)
+		if !cleanPath(r.URL.Path) {
+			w.SetClose() // dot or empty segments, or a control character: no client's mistake
+		}
+		httpx.WriteError(w, http.StatusNotFound, "no route for "+r.URL.Path)
+		return
+	}
+	if !forwardedMethod(r.Method) {
+		// Only the methods the API uses go to a service: not TRACE (it would echo the
+		// request, credentials included), not CONNECT (the gateway tunnels nothing), no
+		// method of WebDAV or anyone's invention. As nginx does after a request it
+		// refuses for its form, the connection closes: nothing more on it is trusted.
+		w.SetClose()
+		w.Header().Set("Allow", forwardedMethods)
+		httpx.WriteError(w, http.StatusMethodNotAllowed, "method "+logging.Cut(r.Method, 32)+" is not allowed; the API uses "+forwardedMethods)
 		return
 	}
 	if len(r.Target) > g.o.MaxURIBytes {
+		w.SetClose()
 		httpx.WriteError(w, http.StatusRequestURITooLong,
 			fmt.Sprintf("the request target is longer than the limit of %d bytes (GATEWAY_MAX_URI_BYTES)", g.o.MaxURIBytes))
 		return
@@ -299,6 +307,17 @@ func (g *Gateway) ServeH1(w *h1.ResponseWriter, r *h1.Request) {
 		return
 	}
 	g.proxies[rt.svc].forward(w, r, g.forwardedFields(r, hdr, rid, clientRID))
+}
+
+// forwardedMethods are the methods the gateway forwards.
+const forwardedMethods = "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"
+
+func forwardedMethod(m string) bool {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions:
+		return true
+	}
+	return false
 }
 
 // authenticate authorizes r for rt, answering the failure itself (ok false). A client
@@ -365,7 +384,7 @@ func (g *Gateway) writeAuthError(w *h1.ResponseWriter, r *h1.Request, rt route, 
 			httpx.WriteError(w, status, msg)
 			return
 		}
-		httpx.InternalContext(r.Context(), w, g.o.Logger, err, "method", obs.MethodLabel(r.Method), "path", logging.Path(r.Path))
+		httpx.InternalContext(r.Context(), w, g.o.Logger, err, "method", obs.MethodLabel(r.Method), "path", logging.Path(r.URL.Path))
 	}
 }
 

@@ -55,9 +55,9 @@ func badRequest(msg string) *Error { return &Error{Status: http.StatusBadRequest
 // Errors of the head's syntax (all 400, all closing the connection).
 var (
 	errBareLF          = badRequest("a line of the request head ends in a bare LF; lines end in CRLF")
-	errRequestLine     = badRequest("malformed request line: METHOD SP /path SP HTTP/1.1, single spaces, upper-case method")
+	errRequestLine     = badRequest("malformed request line: METHOD SP /path SP HTTP/1.1, with single spaces")
 	errTarget          = badRequest("the request target must be a path starting with / of visible ASCII characters, without #")
-	errPathEscape      = badRequest("the request path has an invalid percent-encoding or encodes a control character")
+	errPathEscape      = badRequest("the request path has an invalid percent-encoding")
 	errFieldSyntax     = badRequest("malformed header field: name \":\" value, the name a token without surrounding whitespace")
 	errObsFold         = badRequest("a header field is folded over several lines (obs-fold), which is not accepted")
 	errFieldValue      = badRequest("a header field value holds a control character")
@@ -188,7 +188,7 @@ func parseRequestLine(line string, r *Request) *Error {
 		return errRequestLine
 	}
 	for i := 0; i < len(method); i++ {
-		if c := method[i]; c < 'A' || c > 'Z' {
+		if !isTokenChar(method[i]) {
 			return errRequestLine
 		}
 	}
@@ -219,18 +219,13 @@ func parseRequestLine(line string, r *Request) *Error {
 	}
 	r.Method, r.Target = method, target
 	path, query, _ := strings.Cut(target, "?")
-	r.Path, r.RawQuery = path, query
+	r.URL = URL{Path: path, RawQuery: query}
 	if escaped {
 		p, err := url.PathUnescape(path)
 		if err != nil {
 			return errPathEscape
 		}
-		for i := 0; i < len(p); i++ {
-			if c := p[i]; c < 0x20 || c == 0x7f {
-				return errPathEscape
-			}
-		}
-		r.Path = p
+		r.URL.Path = p // which may hold an escaped control character: the handler's to refuse
 	}
 	return nil
 }
@@ -266,11 +261,14 @@ func validHost(h string) bool {
 	return true
 }
 
+// trimOWS trims the spaces around a field value. A tab is kept, part of the value (as
+// nginx reads it): "Transfer-Encoding:<TAB>chunked" is then an unknown coding, refused,
+// rather than a framing that a reader who does not trim tabs would miss.
 func trimOWS(s string) string {
-	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
+	for len(s) > 0 && s[0] == ' ' {
 		s = s[1:]
 	}
-	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
+	for len(s) > 0 && s[len(s)-1] == ' ' {
 		s = s[:len(s)-1]
 	}
 	return s

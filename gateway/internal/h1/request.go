@@ -75,6 +75,12 @@ func (h *Header) Fields() []Field { return h.fields }
 // Len is the number of fields (deleted ones included).
 func (h *Header) Len() int { return len(h.fields) }
 
+// URL is the parts of a request target the gateway reads.
+type URL struct {
+	Path     string // decoded
+	RawQuery string // what follows the "?", as sent
+}
+
 // Request is one request read from a client connection. Its strings slice one copy of
 // the request head; the Request itself is reused for the connection's next request, so
 // a handler keeps nothing of it past its return.
@@ -82,10 +88,8 @@ type Request struct {
 	Method string
 	// Target is the request-target as sent (origin-form: a path and an optional query).
 	Target string
-	// Path is the path of Target with its percent-encoding decoded; RawQuery is what
-	// follows the "?".
-	Path     string
-	RawQuery string
+	// URL is the path of Target, its percent-encoding decoded, and its query.
+	URL URL
 	// HTTP10 is set for an HTTP/1.0 request (the connection closes after it).
 	HTTP10 bool
 	Host   string

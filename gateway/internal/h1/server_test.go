@@ -31,7 +31,7 @@ func echoServer(t *testing.T, limit int64) (addr string, calls *atomic.Int64) {
 	calls = &atomic.Int64{}
 	srv := &h1.Server{Handler: h1.HandlerFunc(func(w *h1.ResponseWriter, r *h1.Request) {
 		calls.Add(1)
-		s := seen{Method: r.Method, Target: r.Target, Path: r.Path, Query: r.RawQuery, Host: r.Host, HTTP10: r.HTTP10, Fields: map[string]string{}}
+		s := seen{Method: r.Method, Target: r.Target, Path: r.URL.Path, Query: r.URL.RawQuery, Host: r.Host, HTTP10: r.HTTP10, Fields: map[string]string{}}
 		for _, f := range r.Header.Fields() {
 			s.Fields[strings.ToLower(f.Name)] = f.Value
 		}
@@ -106,6 +106,7 @@ func TestAmbiguousOrMalformedHeadsAreRefusedBeforeTheHandler(t *testing.T) {
 		{"content-length-and-transfer-encoding", "POST / HTTP/1.1\r\n" + host + "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400},
 		{"transfer-encoding-twice", "POST / HTTP/1.1\r\n" + host + "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400},
 		{"transfer-encoding-list", "POST / HTTP/1.1\r\n" + host + "Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", 501},
+		{"transfer-encoding-after-a-tab", "POST / HTTP/1.1\r\n" + host + "Transfer-Encoding:\tchunked\r\n\r\n0\r\n\r\n", 501},
 		{"transfer-encoding-identity", "POST / HTTP/1.1\r\n" + host + "Transfer-Encoding: identity\r\n\r\n", 501},
 		{"transfer-encoding-http10", "POST / HTTP/1.0\r\n" + host + "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400},
 		{"content-length-twice-same", "POST / HTTP/1.1\r\n" + host + "Content-Length: 2\r\nContent-Length: 2\r\n\r\nab", 400},
@@ -130,8 +131,8 @@ func TestAmbiguousOrMalformedHeadsAreRefusedBeforeTheHandler(t *testing.T) {
 		{"host-empty", "GET / HTTP/1.1\r\nHost:\r\n\r\n", 400},
 		{"host-user-info", "GET / HTTP/1.1\r\nHost: u@a\r\n\r\n", 400},
 		{"host-path", "GET / HTTP/1.1\r\nHost: a/b\r\n\r\n", 400},
-		{"method-lower-case", "get / HTTP/1.1\r\n" + host + "\r\n", 400},
-		{"method-with-digit", "GE1 / HTTP/1.1\r\n" + host + "\r\n", 400},
+		{"method-not-a-token", "G@T / HTTP/1.1\r\n" + host + "\r\n", 400},
+		{"method-with-control", "G\x01T / HTTP/1.1\r\n" + host + "\r\n", 400},
 		{"double-space", "GET  / HTTP/1.1\r\n" + host + "\r\n", 400},
 		{"trailing-space", "GET / HTTP/1.1 \r\n" + host + "\r\n", 400},
 		{"leading-empty-line", "\r\nGET / HTTP/1.1\r\n" + host + "\r\n", 400},
@@ -147,8 +148,6 @@ func TestAmbiguousOrMalformedHeadsAreRefusedBeforeTheHandler(t *testing.T) {
 		{"control-in-target", "GET /a\x01b HTTP/1.1\r\n" + host + "\r\n", 400},
 		{"non-ascii-target", "GET /a\xc3\xa9 HTTP/1.1\r\n" + host + "\r\n", 400},
 		{"bad-percent-escape", "GET /a%zz HTTP/1.1\r\n" + host + "\r\n", 400},
-		{"encoded-nul", "GET /a%00 HTTP/1.1\r\n" + host + "\r\n", 400},
-		{"encoded-newline", "GET /a%0a HTTP/1.1\r\n" + host + "\r\n", 400},
 		{"expect-other", "POST / HTTP/1.1\r\n" + host + "Expect: 200-ok\r\nContent-Length: 2\r\n\r\nab", 417},
 		{"field-over-8k", "GET / HTTP/1.1\r\n" + host + "X-A: " + strings.Repeat("a", 8200) + "\r\n\r\n", 431},
 		{"fields-over-16k", "GET / HTTP/1.1\r\n" + host + strings.Repeat("X-A: "+strings.Repeat("a", 4000)+"\r\n", 5) + "\r\n", 431},
@@ -188,8 +187,8 @@ func TestWellFormedRequestsReachTheHandler(t *testing.T) {
 			seen{Method: "GET", Target: "/a/b?x=1", Path: "/a/b", Query: "x=1", Host: "gw.test", Fields: map[string]string{"host": "gw.test", "x-keep": "yes"}}},
 		{"escaped-path", "GET /a%20b/%2e%2e HTTP/1.1\r\n" + host + "\r\n",
 			seen{Method: "GET", Target: "/a%20b/%2e%2e", Path: "/a b/..", Host: "gw.test", Fields: map[string]string{"host": "gw.test"}}},
-		{"unknown-method", "PROPFIND / HTTP/1.1\r\n" + host + "\r\n",
-			seen{Method: "PROPFIND", Target: "/", Path: "/", Host: "gw.test", Fields: map[string]string{"host": "gw.test"}}},
+		{"any-token-method", "propFind1 / HTTP/1.1\r\n" + host + "\r\n",
+			seen{Method: "propFind1", Target: "/", Path: "/", Host: "gw.test", Fields: map[string]string{"host": "gw.test"}}},
 		{"underscore-field-dropped", "GET / HTTP/1.1\r\n" + host + "X_Platform_Identity: forged\r\n\r\n",
 			seen{Method: "GET", Target: "/", Path: "/", Host: "gw.test", Fields: map[string]string{"host": "gw.test"}}},
 		{"content-length-body", "POST / HTTP/1.1\r\n" + host + "Content-Length: 5\r\n\r\nhello",
@@ -200,8 +199,8 @@ func TestWellFormedRequestsReachTheHandler(t *testing.T) {
 			seen{Method: "POST", Target: "/", Path: "/", Host: "gw.test", Body: "hello, world!!!", Fields: map[string]string{"host": "gw.test", "transfer-encoding": "Chunked"}}},
 		{"http10-without-host", "GET / HTTP/1.0\r\n\r\n",
 			seen{Method: "GET", Target: "/", Path: "/", HTTP10: true, Fields: map[string]string{}}},
-		{"field-value-whitespace-trimmed", "GET / HTTP/1.1\r\n" + host + "X-A: \t a b \t\r\n\r\n",
-			seen{Method: "GET", Target: "/", Path: "/", Host: "gw.test", Fields: map[string]string{"host": "gw.test", "x-a": "a b"}}},
+		{"field-value-spaces-trimmed-tabs-kept", "GET / HTTP/1.1\r\n" + host + "X-A:  \ta b\t \r\n\r\n",
+			seen{Method: "GET", Target: "/", Path: "/", Host: "gw.test", Fields: map[string]string{"host": "gw.test", "x-a": "\ta b\t"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			answers := exchange(t, addr, tc.raw, 1)
