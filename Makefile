@@ -12,7 +12,7 @@ MODULES := libs devstack systemtest gateway workspace-svc embed-svc dbtsync-svc
 BIN := bin
 GO ?= go
 
-.PHONY: run build test seed bench soak fuzz fuzz-ci e2e attack openapi lint ensure-redis ensure-prometheus ensure-cli clean
+.PHONY: run build test seed bench soak fuzz fuzz-ci e2e attack openapi lint ensure-redis ensure-prometheus ensure-cli ensure-nginx clean
 FUZZTIME ?= 30s
 
 build: openapi
@@ -33,7 +33,7 @@ run: ensure-redis $(if $(filter 1 true,$(OBS)),ensure-prometheus) build
 openapi:
 	@cmp -s openapi.yaml gateway/internal/openapi/openapi.yaml || cp openapi.yaml gateway/internal/openapi/openapi.yaml
 
-test: ensure-redis ensure-prometheus ensure-cli openapi
+test: ensure-redis ensure-prometheus ensure-cli ensure-nginx openapi
 	@set -e; for m in $(MODULES); do \
 		echo "== go test $$m"; \
 		(cd $$m && $(GO) test -race -shuffle=on -count=1 -timeout 20m ./...); \
@@ -109,6 +109,17 @@ ensure-prometheus:
 			apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >&2; \
 		else \
 			echo "prometheus/promtool not found: install them with 'sudo apt-get install -y prometheus'" >&2; exit 1; \
+		fi; \
+	fi
+
+# Debian's nginx: the gateway's differential framing test runs the same requests through it.
+ensure-nginx:
+	@if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing nginx (Debian package)" >&2; \
+			apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx >&2; \
+		else \
+			echo "nginx not found: install it with 'sudo apt-get install -y nginx'" >&2; exit 1; \
 		fi; \
 	fi
 
