@@ -46,6 +46,9 @@ func (g *Gateway) clientIP(r *h1.Request) string {
 	if !ok {
 		return ""
 	}
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil && client.Is4() && !strings.Contains(host, ":") && !g.trusted(client) {
+		return host // the peer's own IPv4 address, written as netip writes it already
+	}
 	return client.String()
 }
 
@@ -123,7 +126,7 @@ type authThrottle struct {
 
 // authThrottled reports whether r's client address or credential is over the limit.
 func (g *Gateway) authThrottled(r *h1.Request) (authThrottle, bool) {
-	if g.blocked == nil {
+	if g.blocked == nil || g.blocked.Len() == 0 {
 		return authThrottle{}, false
 	}
 	addr, cred := g.failureKeys(r)

@@ -113,9 +113,8 @@ func (g *Gateway) forwardedFields(r *h1.Request, identityHeader, rid, clientRID 
 	if clientRID != "" {
 		out = appendField(out, server.ClientRequestIDHeader, clientRID)
 	}
-	carrier := appendCarrier{&out}
-	g.prop.Inject(r.Context(), carrier)
 	*bp = out
+	g.prop.Inject(r.Context(), appendCarrier{bp})
 	return bp
 }
 

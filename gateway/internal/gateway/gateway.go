@@ -207,13 +207,13 @@ func (g *Gateway) ServeH1(w *h1.ResponseWriter, r *h1.Request) {
 	if !matched {
 		info.Route = "unmatched"
 	}
-	ctx, span := g.tracer.Start(ctx, info.Route, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(attribute.String("http.request.method", obs.MethodLabel(r.Method))))
+	ctx, span := g.tracer.Start(ctx, info.Route, serverSpan...)
 	w.AddHeader("X-Content-Type-Options", "nosniff") // every answer is JSON; never sniffed as HTML
 	w.AddHeader(server.RequestIDHeader, rid)
 	defer func() {
 		code := w.Status()
-		span.SetAttributes(attribute.Int("http.response.status_code", code))
+		// Both attributes at the end, in one call: the span's attributes grow once.
+		span.SetAttributes(attribute.String("http.request.method", obs.MethodLabel(r.Method)), attribute.Int("http.response.status_code", code))
 		if code >= 500 {
 			span.SetStatus(codes.Error, http.StatusText(code))
 		}
@@ -308,6 +308,9 @@ func (g *Gateway) ServeH1(w *h1.ResponseWriter, r *h1.Request) {
 	}
 	g.proxies[rt.svc].forward(w, r, g.forwardedFields(r, hdr, rid, clientRID))
 }
+
+// serverSpan are the start options of a request's span, built once.
+var serverSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
 
 // forwardedMethods are the methods the gateway forwards.
 const forwardedMethods = "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"
@@ -418,7 +421,15 @@ func parseCredential(h string) (scheme, value string) {
 	if !ok {
 		return "", ""
 	}
-	return strings.ToLower(scheme), strings.TrimSpace(value)
+	switch {
+	case strings.EqualFold(scheme, "bearer"):
+		scheme = "bearer"
+	case strings.EqualFold(scheme, "api-key"):
+		scheme = "api-key"
+	default:
+		scheme = strings.ToLower(scheme)
+	}
+	return scheme, strings.TrimSpace(value)
 }
 
 func (g *Gateway) authorize(ctx context.Context, r *h1.Request, rt route) (*identity.Principal, error) {
