@@ -52,23 +52,25 @@ func (e *Error) Error() string { return e.Msg }
 
 func badRequest(msg string) *Error { return &Error{Status: http.StatusBadRequest, Msg: msg} }
 
-// Errors of the head's syntax (all 400, all closing the connection).
+// Errors of the head, each closing the connection after its answer.
 var (
-	errBareLF          = badRequest("a line of the request head ends in a bare LF; lines end in CRLF")
-	errRequestLine     = badRequest("malformed request line: METHOD SP /path SP HTTP/1.1, with single spaces")
-	errTarget          = badRequest("the request target must be a path starting with / of visible ASCII characters, without #")
-	errPathEscape      = badRequest("the request path has an invalid percent-encoding")
-	errFieldSyntax     = badRequest("malformed header field: name \":\" value, the name a token without surrounding whitespace")
-	errObsFold         = badRequest("a header field is folded over several lines (obs-fold), which is not accepted")
-	errFieldValue      = badRequest("a header field value holds a control character")
-	errHost            = badRequest("the request needs exactly one Host field with a valid host name")
-	errContentLength   = badRequest("Content-Length must be given once, as digits only")
-	errCLAndTE         = badRequest("a request with both Content-Length and Transfer-Encoding is refused as ambiguous")
-	errTEDuplicate     = badRequest("Transfer-Encoding must be given once")
-	errTEHTTP10        = badRequest("Transfer-Encoding is not accepted in an HTTP/1.0 request")
-	errChunked         = badRequest("malformed chunked body: hex size (no extensions, no trailers) CRLF data CRLF, ended by 0 CRLF CRLF")
-	errTransferCoding  = &Error{Status: http.StatusNotImplemented, Msg: "the only transfer coding accepted is chunked"}
-	errVersion         = &Error{Status: http.StatusHTTPVersionNotSupported, Msg: "only HTTP/1.1 and HTTP/1.0 are served"}
+	errBareLF        = badRequest("a line of the request head ends in a bare LF; lines end in CRLF")
+	errRequestLine   = badRequest("malformed request line: METHOD SP /path SP HTTP/1.1, with single spaces")
+	errTarget        = badRequest("the request target must be a path starting with / of visible ASCII characters, without #")
+	errPathEscape    = badRequest("the request path has an invalid percent-encoding")
+	errFieldSyntax   = badRequest("malformed header field: name \":\" value, the name a token without surrounding whitespace")
+	errObsFold       = badRequest("a header field is folded over several lines (obs-fold), which is not accepted")
+	errFieldValue    = badRequest("a header field value holds a control character")
+	errHost          = badRequest("the request needs exactly one Host field with a valid host name")
+	errContentLength = badRequest("Content-Length must be given once, as digits only")
+	errCLAndTE       = badRequest("a request with both Content-Length and Transfer-Encoding is refused as ambiguous")
+	errTEDuplicate   = badRequest("Transfer-Encoding must be given once")
+	errTEHTTP10      = badRequest("Transfer-Encoding is not accepted in an HTTP/1.0 request")
+	errChunked       = badRequest("malformed chunked body: hex size (no extensions, no trailers) CRLF data CRLF, ended by 0 CRLF CRLF")
+	// An unknown transfer coding and another version of HTTP are 400 rather than 501 and
+	// 505: a 5xx says the platform failed, and counts toward its error rate and alerts.
+	errTransferCoding  = badRequest("the only transfer coding accepted is chunked")
+	errVersion         = badRequest("only HTTP/1.1 and HTTP/1.0 are served")
 	errExpect          = &Error{Status: http.StatusExpectationFailed, Msg: "the only expectation met is 100-continue"}
 	errTooManyFields   = &Error{Status: http.StatusRequestHeaderFieldsTooLarge, Msg: "a request has at most " + strconv.Itoa(MaxFields) + " header fields"}
 	errRequestLineLong = &Error{Status: http.StatusRequestURITooLong, Msg: "the request line is too long"}
