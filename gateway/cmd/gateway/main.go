@@ -12,7 +12,6 @@ import (
 	"net/http/pprof"
 	"net/url"
 	"os"
-	"runtime/debug"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -46,11 +45,6 @@ func run() error {
 	cfg, err := config.Load()
 	if err != nil {
 		return err
-	}
-	if os.Getenv("GOGC") == "" {
-		// The gateway's heap is small and short-lived (about 13 KB per request); collecting
-		// less often trades a few MiB for CPU on every request. GOGC overrides it.
-		debug.SetGCPercent(400)
 	}
 	proc, err := server.Start(app.ServiceName, cfg.Common, cfg)
 	if err != nil {
