@@ -189,7 +189,7 @@ func (g *Gateway) CloseIdle() {
 // limits, authentication, rate limit, signed identity, proxy), and its deferred metrics,
 // span and log see every early return.
 func (g *Gateway) ServeH1(w *h1.ResponseWriter, r *h1.Request) {
-	start := time.Now()
+	start := r.Start
 	// The request id is the platform's own, always: a client could otherwise give its
 	// requests (and their audit events) the id of someone else's. A client's short and
 	// safe X-Request-Id is kept beside it, for the client's own correlation.

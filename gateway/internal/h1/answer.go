@@ -285,7 +285,7 @@ func (u *Upstream) copyResponse(w *ResponseWriter, r *Request, uc *upConn, resp 
 	if resp.close || uc.r != uc.w {
 		uc.close()
 	} else {
-		u.put(uc)
+		u.put(uc, r.Start)
 	}
 	return nil
 }
@@ -480,6 +480,7 @@ func (u *Upstream) fillBody(uc *upConn) error {
 		n := copy(uc.buf, uc.buf[uc.r:uc.w])
 		uc.r, uc.w = 0, n
 	}
+	uc.dl.forget()
 	_ = uc.nc.SetReadDeadline(time.Now().Add(u.o.Timeout))
 	n, err := uc.nc.Read(uc.buf[uc.w:])
 	uc.w += n

@@ -91,6 +91,14 @@ type upConn struct {
 	out       []byte
 	idleSince time.Time
 	resp      response
+	dl        deadline // both directions, as set by arm
+}
+
+// arm sets the connection's deadline, both ways, to now+d (see deadline).
+func (uc *upConn) arm(now time.Time, d time.Duration) {
+	if uc.dl.need(now, d) {
+		_ = uc.nc.SetDeadline(uc.dl.at)
+	}
 }
 
 // ClientBodyError is a failure to read the client's request body while forwarding it:
@@ -114,7 +122,7 @@ func (u *Upstream) Forward(w *ResponseWriter, r *Request, fields []byte) error {
 		}
 	}
 	for attempt := 0; ; attempt++ {
-		uc, reused, err := u.get(attempt > 0)
+		uc, reused, err := u.get(r.Start, attempt > 0)
 		if err != nil {
 			return err
 		}
@@ -226,9 +234,9 @@ func (b *outBody) prepare(r *Request) error {
 	return nil
 }
 
-// get returns an idle connection (reused true) or a new one (fresh: only a new one).
-func (u *Upstream) get(fresh bool) (*upConn, bool, error) {
-	now := time.Now()
+// get returns an idle connection (reused true) or a new one (fresh: only a new one),
+// its deadline set from now.
+func (u *Upstream) get(now time.Time, fresh bool) (*upConn, bool, error) {
 	for !fresh {
 		u.mu.Lock()
 		n := len(u.idle)
@@ -245,7 +253,7 @@ func (u *Upstream) get(fresh bool) (*upConn, bool, error) {
 			uc.close()
 			continue
 		}
-		_ = uc.nc.SetDeadline(now.Add(u.o.Timeout))
+		uc.arm(now, u.o.Timeout)
 		if idle >= probeAfter && !uc.alive() {
 			uc.close()
 			continue
@@ -256,7 +264,7 @@ func (u *Upstream) get(fresh bool) (*upConn, bool, error) {
 	if err != nil {
 		return nil, false, err
 	}
-	_ = uc.nc.SetDeadline(now.Add(u.o.Timeout))
+	uc.arm(now, u.o.Timeout)
 	return uc, false, nil
 }
 
@@ -283,9 +291,10 @@ func (u *Upstream) dial() (*upConn, error) {
 	return uc, nil
 }
 
-// put returns a connection whose exchange ended cleanly to the pool.
-func (u *Upstream) put(uc *upConn) {
-	uc.idleSince = time.Now()
+// put returns a connection whose exchange ended cleanly to the pool; the exchange began
+// at start.
+func (u *Upstream) put(uc *upConn, start time.Time) {
+	uc.idleSince = start
 	uc.r, uc.w = 0, 0
 	u.mu.Lock()
 	if len(u.idle) > 0 && uc.idleSince.Sub(u.idle[0].idleSince) > u.o.IdleTimeout {
@@ -386,6 +395,7 @@ func (u *Upstream) send(uc *upConn, r *Request, fields []byte, b *outBody) error
 // moment the body has been sent.
 func (u *Upstream) sendStreaming(uc *upConn, r *Request, fields []byte, b *outBody) error {
 	resp := &uc.resp
+	uc.dl.forget()
 	_ = uc.nc.SetReadDeadline(time.Time{})
 	b.written = true
 	done := make(chan error, 1)
@@ -405,7 +415,7 @@ func (u *Upstream) sendStreaming(uc *upConn, r *Request, fields []byte, b *outBo
 		_ = uc.nc.SetWriteDeadline(past)
 		_ = r.Body.c.nc.SetReadDeadline(past)
 		werr = <-done
-		r.Body.c.readDeadline = past // what the connection's deadline is now
+		r.Body.c.readDeadline.forget() // set another way
 	}
 	var cbe *ClientBodyError
 	switch {

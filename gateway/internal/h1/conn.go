@@ -38,9 +38,30 @@ type conn struct {
 	ctx   context.Context
 	// remote is the client's address, host:port.
 	remote string
-	// readDeadline is what the read deadline was last set to (the zero time: none).
-	readDeadline time.Time
+	// now is when the current request's head arrived (the previous one's while waiting
+	// for the next): the one reading of the clock a request's deadlines are set from.
+	now time.Time
+	// readDeadline and writeDeadline are the deadlines as last set.
+	readDeadline, writeDeadline deadline
 }
+
+// deadline is a deadline as last set on a connection, so that setting it again to about
+// the same instant, request after request, costs no timer update and no reading of the
+// clock: a deadline armed at most a 64th of its duration earlier than asked for is kept.
+type deadline struct{ at time.Time }
+
+// need reports whether the deadline must be set to now+d, recording it if so.
+func (dl *deadline) need(now time.Time, d time.Duration) bool {
+	t := now.Add(d)
+	if !dl.at.IsZero() && !dl.at.After(t) && t.Sub(dl.at) <= d/64 {
+		return false
+	}
+	dl.at = t
+	return true
+}
+
+// forget records that the deadline was set another way.
+func (dl *deadline) forget() { dl.at = time.Time{} }
 
 func (c *conn) serve() {
 	defer c.srv.forget(c)
@@ -125,13 +146,17 @@ func (c *conn) readRequest() error {
 	c.req.reset()
 	c.body = Body{c: c, done: true}
 	if c.r == c.w {
-		c.setReadDeadline(c.srv.idleTimeout())
+		c.armRead(c.now, c.srv.idleTimeout())
 	}
-	head, err := c.readHead()
+	head, waited, err := c.readHead()
 	if err != nil {
 		return err
 	}
+	if waited {
+		c.now = time.Now()
+	}
 	r := &c.req
+	r.Start = c.now
 	r.RemoteAddr = c.remote
 	r.ContentLength = 0
 	if e := parseHead(head, r, &c.srv.limits); e != nil {
@@ -145,8 +170,8 @@ func (c *conn) readRequest() error {
 
 // readHead reads until a complete head is buffered and returns it, without its final
 // CRLF CRLF, as one string; every line must end in CRLF, and the limits are checked as
-// the lines arrive.
-func (c *conn) readHead() (string, error) {
+// the lines arrive. waited: it had to read from the connection.
+func (c *conn) readHead() (head string, waited bool, err error) {
 	lim := &c.srv.limits
 	scan, lineStart := 0, 0 // offsets from c.r
 	first, fields := true, 0
@@ -158,26 +183,26 @@ func (c *conn) readHead() (string, error) {
 				continue
 			}
 			if scan == 0 || buf[scan-1] != '\r' {
-				return "", errBareLF
+				return "", waited, errBareLF
 			}
 			n := scan + 1 - lineStart // the line with its CRLF
 			switch {
 			case n == 2 && first:
-				return "", errRequestLine
+				return "", waited, errRequestLine
 			case n == 2:
 				head := string(buf[:lineStart-2])
 				c.r += scan + 1
-				return head, nil
+				return head, waited, nil
 			case first:
 				if n-2 > lim.MaxRequestLine {
-					return "", errRequestLineLong
+					return "", waited, errRequestLineLong
 				}
 				first = false
 			case n > lim.MaxFieldBytes:
-				return "", headerTooLarge("a header field is", lim.MaxFieldBytes, "GATEWAY_MAX_HEADER_FIELD_BYTES")
+				return "", waited, headerTooLarge("a header field is", lim.MaxFieldBytes, "GATEWAY_MAX_HEADER_FIELD_BYTES")
 			default:
 				if fields += n; fields > lim.MaxHeaderBytes {
-					return "", headerTooLarge("the header fields are", lim.MaxHeaderBytes, "GATEWAY_MAX_HEADER_BYTES")
+					return "", waited, headerTooLarge("the header fields are", lim.MaxHeaderBytes, "GATEWAY_MAX_HEADER_BYTES")
 				}
 			}
 			lineStart = scan + 1
@@ -185,23 +210,24 @@ func (c *conn) readHead() (string, error) {
 		partial := len(buf) - lineStart
 		switch {
 		case first && partial > lim.MaxRequestLine:
-			return "", errRequestLineLong
+			return "", waited, errRequestLineLong
 		case !first && partial > lim.MaxFieldBytes:
-			return "", headerTooLarge("a header field is", lim.MaxFieldBytes, "GATEWAY_MAX_HEADER_FIELD_BYTES")
+			return "", waited, headerTooLarge("a header field is", lim.MaxFieldBytes, "GATEWAY_MAX_HEADER_FIELD_BYTES")
 		case !first && fields+partial > lim.MaxHeaderBytes:
-			return "", headerTooLarge("the header fields are", lim.MaxHeaderBytes, "GATEWAY_MAX_HEADER_BYTES")
+			return "", waited, headerTooLarge("the header fields are", lim.MaxHeaderBytes, "GATEWAY_MAX_HEADER_BYTES")
 		}
 		if len(buf) > 0 && !headerDeadline {
 			// A request has begun: the rest of its head must arrive in time.
 			c.state.Store(stateActive)
-			c.setReadDeadline(c.srv.readHeaderTimeout())
+			c.armRead(time.Now(), c.srv.readHeaderTimeout())
 			headerDeadline = true
 		}
+		waited = true
 		if err := c.fill(lim.MaxRequestLine + lim.MaxHeaderBytes + 4); err != nil {
 			if len(buf) > 0 && errors.Is(err, io.EOF) {
-				return "", io.ErrUnexpectedEOF
+				return "", waited, io.ErrUnexpectedEOF
 			}
-			return "", err
+			return "", waited, err
 		}
 	}
 }
@@ -248,7 +274,7 @@ func (c *conn) startBody() error {
 	if !c.body.chunked && int64(c.w-c.r) >= c.body.remaining {
 		return nil // it has arrived
 	}
-	c.setReadDeadline(c.body.timeout)
+	c.armRead(time.Now(), c.body.timeout)
 	if c.req.Expect100 && !c.rw.committed && c.r == c.w {
 		if _, err := c.nc.Write([]byte("HTTP/1.1 100 Continue\r\n\r\n")); err != nil {
 			return err
@@ -332,16 +358,11 @@ func unhex(c byte) int {
 	return -1
 }
 
-// setReadDeadline sets the read deadline d from now (0: none).
-func (c *conn) setReadDeadline(d time.Duration) {
-	var t time.Time
-	if d > 0 {
-		t = time.Now().Add(d)
-	} else if c.readDeadline.IsZero() {
-		return
+// armRead sets the read deadline to now+d (see deadline).
+func (c *conn) armRead(now time.Time, d time.Duration) {
+	if c.readDeadline.need(now, d) {
+		_ = c.nc.SetReadDeadline(c.readDeadline.at)
 	}
-	c.readDeadline = t
-	_ = c.nc.SetReadDeadline(t)
 }
 
 func (c *conn) closeNow() { _ = c.nc.Close() }

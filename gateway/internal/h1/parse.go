@@ -279,10 +279,12 @@ func trimOWS(s string) string {
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 
 // isTokenChar reports a tchar of RFC 9110 5.6.2.
-func isTokenChar(c byte) bool {
-	switch {
-	case isDigit(c), 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
-		return true
+func isTokenChar(c byte) bool { return tokenChars[c] }
+
+var tokenChars = func() (t [256]bool) {
+	for c := 0; c < 256; c++ {
+		b := byte(c)
+		t[c] = isDigit(b) || 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || strings.IndexByte("!#$%&'*+-.^_`|~", b) >= 0
 	}
-	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
-}
+	return t
+}()

@@ -15,6 +15,7 @@ package h1
 import (
 	"context"
 	"strings"
+	"time"
 )
 
 // Field is one header field as the client sent it (name in its own case, value with
@@ -101,6 +102,8 @@ type Request struct {
 	// Expect100: the client waits for 100 Continue before it sends its body.
 	Expect100  bool
 	RemoteAddr string
+	// Start is when the request's head had arrived.
+	Start time.Time
 	// Connection holds the tokens of the Connection fields (hop-by-hop field names).
 	Connection []string
 	// Body reads the request body (none: at EOF at once).

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/analyticsco/platform/libs/httpx"
 )
@@ -31,7 +30,7 @@ type ResponseWriter struct {
 	out    []byte // output not yet written to the connection
 	// unsent counts the body bytes of an answer that carries none (HEAD): its length.
 	unsent int64
-	// writeDeadline: the write deadline has been set for this response.
+	// writeDeadline: the write deadline has been seen to for this response.
 	writeDeadline bool
 }
 
@@ -247,7 +246,9 @@ func (w *ResponseWriter) flush() {
 	}
 	if !w.writeDeadline {
 		w.writeDeadline = true
-		_ = w.c.nc.SetWriteDeadline(time.Now().Add(w.c.srv.writeTimeout()))
+		if c := w.c; c.writeDeadline.need(c.now, c.srv.writeTimeout()) {
+			_ = c.nc.SetWriteDeadline(c.writeDeadline.at)
+		}
 	}
 	if _, err := w.c.nc.Write(w.out); err != nil {
 		w.broken = true

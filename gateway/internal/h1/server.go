@@ -91,7 +91,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			return err
 		}
 		delay = 0
-		c := &conn{srv: s, nc: nc, buf: make([]byte, initialBuffer), ctx: ctx, remote: nc.RemoteAddr().String()}
+		c := &conn{srv: s, nc: nc, buf: make([]byte, initialBuffer), ctx: ctx, remote: nc.RemoteAddr().String(), now: time.Now()}
 		if !s.track(c) {
 			_ = nc.Close()
 			return http.ErrServerClosed
