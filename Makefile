@@ -6,16 +6,17 @@
 #   make bench  benchmarks; prints one table of figures and ratios (and a 30 s soak)
 #   make soak   the soak alone, DURATION long (default 10m): does any process leak?
 #   make lint   gofmt, go vet, staticcheck and go mod tidy -diff in every module (CI runs it first)
+#   make redoc  refresh the API reference's embedded Redoc from npm (after changing its version)
 
 SHELL := /bin/bash
-MODULES := libs devstack systemtest gateway workspace-svc embed-svc dbtsync-svc
+MODULES := api libs devstack systemtest gateway workspace-svc embed-svc dbtsync-svc
 BIN := bin
 GO ?= go
 
-.PHONY: run build test seed bench soak fuzz fuzz-ci e2e attack openapi lint ensure-redis ensure-prometheus ensure-cli ensure-nginx clean
+.PHONY: run build test seed bench soak fuzz fuzz-ci e2e attack lint redoc ensure-redis ensure-postgres ensure-prometheus ensure-cli ensure-chromium ensure-nginx clean
 FUZZTIME ?= 30s
 
-build: openapi
+build:
 	@mkdir -p $(BIN)
 	@$(GO) build -o $(BIN)/gateway ./gateway/cmd/gateway
 	@$(GO) build -o $(BIN)/platformctl ./gateway/cmd/platformctl
@@ -26,40 +27,45 @@ build: openapi
 
 # OBS=1 also runs Debian's prometheus, scraping every process, with deploy/prometheus/rules.
 OBS ?=
-run: ensure-redis $(if $(filter 1 true,$(OBS)),ensure-prometheus) build
+run: ensure-redis ensure-postgres $(if $(filter 1 true,$(OBS)),ensure-prometheus) build
 	@$(if $(OBS),DEVSTACK_OBS=$(OBS) )$(BIN)/devstack
 
-# go:embed cannot reach the root openapi.yaml from the gateway module; keep the copy in step.
-openapi:
-	@cmp -s openapi.yaml gateway/internal/openapi/openapi.yaml || cp openapi.yaml gateway/internal/openapi/openapi.yaml
-
-test: ensure-redis ensure-prometheus ensure-cli ensure-nginx openapi
+# The e2e suite runs last, on its own (make e2e), so that its verdict is printed.
+test: ensure-redis ensure-postgres ensure-prometheus ensure-cli ensure-chromium ensure-nginx
 	@set -e; for m in $(MODULES); do \
 		echo "== go test $$m"; \
-		(cd $$m && $(GO) test -race -shuffle=on -count=1 -timeout 20m ./...); \
+		(cd $$m && $(GO) test -race -shuffle=on -count=1 -timeout 20m $$($(GO) list ./... | grep -v '/systemtest/e2e$$')); \
 	done
+	@$(MAKE) --no-print-directory e2e
 
 seed:
 	@$(GO) build -o $(BIN)/platformctl ./gateway/cmd/platformctl
 	@$(BIN)/platformctl seed --json
 
-bench: ensure-redis build
+bench: ensure-redis ensure-postgres build
 	@$(GO) run ./devstack/cmd/bench
 
 # The soak alone: DURATION of mixed traffic from a fixed connection pool, then a verdict
 # per process (README "The soak and its verdict").
 DURATION ?= 10m
-soak: ensure-redis build
+soak: ensure-redis ensure-postgres build
 	@$(GO) run ./devstack/cmd/bench -only soak -soak $(DURATION)
 
 # The end-to-end suite: the real stack as processes, every rule of the spec through the
-# gateway, every response validated against openapi.yaml. `make test` runs it too.
-e2e: ensure-redis openapi
-	@cd systemtest && $(GO) test -race -count=1 -timeout 20m ./e2e/
+# gateway, every exchange judged against api/openapi.yaml by kin-openapi and by Prism.
+# `make test` runs it too. It runs verbose: on success only its verdict (the line with the
+# number of response violations, which must be 0) and the result are printed, on failure
+# everything.
+e2e: ensure-redis ensure-postgres
+	@echo "== go test systemtest/e2e"
+	@log=$$(mktemp); \
+	if (cd systemtest && $(GO) test -race -shuffle=on -count=1 -timeout 20m -v ./e2e/) >$$log 2>&1; then \
+		grep -A2 'contract validation (Prism' $$log | sed 's/^ *//'; grep -E '^(ok|PASS)' $$log | tail -1; rm -f $$log; \
+	else cat $$log; rm -f $$log; exit 1; fi
 
 # The attack suite: every finding of the security review as a named attack on the real
 # stack through the gateway. `make test` runs it too.
-attack: ensure-redis openapi
+attack: ensure-redis ensure-postgres
 	@cd systemtest && $(GO) test -race -count=1 -timeout 20m ./attack/
 
 # Every go test -fuzz target of the repository for FUZZTIME each (corpora in testdata/fuzz).
@@ -89,6 +95,12 @@ lint: $(TOOLS)/staticcheck
 	done
 	@echo "== tools: go mod tidy -diff"; cd tools && GOWORK=off $(GO) mod tidy -diff
 
+# The API reference's Redoc bundle (gateway/internal/apidocs) is the npm release of
+# apidocs.RedocVersion, byte for byte (a test checks it); this copies it after a change of
+# that version.
+redoc:
+	@cd gateway && $(GO) test -count=1 -run TestEmbeddedRedocIsTheNpmRelease ./internal/apidocs/ -update
+
 # redis-server is a real child process of the stack and of the tests.
 ensure-redis:
 	@if [ -z "$$REDIS_URL" ] && ! command -v redis-server >/dev/null 2>&1; then \
@@ -97,6 +109,21 @@ ensure-redis:
 			apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >&2; \
 		else \
 			echo "redis-server not found: install it with 'sudo apt-get install -y redis-server' (or set REDIS_URL)" >&2; exit 1; \
+		fi; \
+	fi
+
+# The embedded MongoDB (FerretDB) keeps its data in a PostgreSQL child process of the stack
+# and of the tests: Debian's postgresql package. Its own cluster (main, a system service) is
+# not wanted, so it is not created.
+ensure-postgres:
+	@if ! command -v postgres >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing postgresql (Debian package)" >&2; \
+			mkdir -p /etc/postgresql-common/createcluster.d && \
+			echo "create_main_cluster = false" >/etc/postgresql-common/createcluster.d/devstack.conf && \
+			apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >&2; \
+		else \
+			echo "PostgreSQL not found: install it with 'sudo apt-get install -y postgresql'" >&2; exit 1; \
 		fi; \
 	fi
 
@@ -132,6 +159,17 @@ ensure-cli:
 			apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >&2; \
 		else \
 			echo "not found:$$missing: install with 'sudo apt-get install -y$$missing'" >&2; exit 1; \
+		fi; \
+	fi
+
+# Debian's chromium: a test opens the API reference (/api/v1/docs) in it, headless.
+ensure-chromium:
+	@if ! command -v chromium >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing chromium (Debian package)" >&2; \
+			apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >&2; \
+		else \
+			echo "chromium not found: install it with 'sudo apt-get install -y chromium'" >&2; exit 1; \
 		fi; \
 	fi
 

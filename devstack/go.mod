@@ -35,7 +35,6 @@ require (
 	github.com/jackc/pgerrcode v0.0.0-20240316143900-6e2875d9b438 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20221227161230-091c0ba34f0a // indirect
-	github.com/jackc/pgx/v5 v5.6.0 // indirect
 	github.com/jackc/puddle/v2 v2.2.1 // indirect
 	github.com/josharian/intern v1.0.0 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
@@ -95,5 +94,6 @@ replace github.com/analyticsco/platform/libs => ../libs
 
 require (
 	github.com/analyticsco/platform/libs v0.0.0
+	github.com/jackc/pgx/v5 v5.6.0
 	gopkg.in/yaml.v3 v3.0.1
 )

@@ -20,8 +20,56 @@ import (
 // (version.Get().Package), which races when parallel tests start instances.
 var ferretNewMu sync.Mutex
 
-// Mongo is an in-process FerretDB v1 (SQLite files in Dir) behind a
-// serialising wire-protocol proxy; URI points at the proxy.
+// Engine is what FerretDB stores its documents in.
+type Engine string
+
+const (
+	// EnginePostgres is FerretDB's PostgreSQL handler on a PostgreSQL child process
+	// (Debian's package) whose every index on a document field is joined by a GIN index
+	// (postgres_gin.go): the filters FerretDB sends are jsonb containment, which only GIN
+	// serves. The default.
+	EnginePostgres Engine = "postgresql"
+	// EngineSQLite is FerretDB's SQLite handler (files in the data directory), which
+	// pushes down no filter but a lone _id: every query scans its collection.
+	EngineSQLite Engine = "sqlite"
+)
+
+// ParseEngine reads DEVSTACK_MONGO_ENGINE's values; "" is the default.
+func ParseEngine(s string) (Engine, error) {
+	switch e := Engine(s); e {
+	case "":
+		return EnginePostgres, nil
+	case EnginePostgres, EngineSQLite:
+		return e, nil
+	}
+	return "", fmt.Errorf("unknown MongoDB engine %q: want %s or %s", s, EnginePostgres, EngineSQLite)
+}
+
+// MongoConfig says how to run the embedded MongoDB.
+type MongoConfig struct {
+	// Dir holds the data: the PostgreSQL cluster (postgresql) or the SQLite files.
+	Dir string
+	// Addr is the proxy's address; "" or "127.0.0.1:0" picks a free port.
+	Addr string
+	// Engine is EnginePostgres when empty.
+	Engine Engine
+	// Serialize is which commands the proxy runs one at a time: wireproxy.All (the
+	// zero value) or wireproxy.Writes (for comparison: FerretDB on PostgreSQL then fails
+	// a few writes, see wireproxy).
+	Serialize wireproxy.Mode
+	// NoGIN leaves FerretDB's PostgreSQL tables with its btree indexes only: what
+	// FerretDB does by itself, for comparison (make bench -only engines).
+	NoGIN  bool
+	Logger *slog.Logger
+
+	// shared, when set, is a running PostgreSQL server this Mongo does not own: it uses
+	// its own database in it (MongoForTest's per-process cluster).
+	shared *Postgres
+}
+
+// Mongo is an in-process FerretDB v1 behind a wire-protocol proxy that serialises
+// commands; URI points at the proxy. With EnginePostgres it runs (or shares) a
+// PostgreSQL child process.
 type Mongo struct {
 	URI string // mongodb://127.0.0.1:<proxyport>/
 	Dir string
@@ -30,8 +78,17 @@ type Mongo struct {
 	// that demonstrate why the proxy exists.
 	UpstreamURI string
 
+	// Engine and Serialize are as configured.
+	Engine    Engine
+	Serialize wireproxy.Mode
+
 	logger    *slog.Logger
 	proxyAddr string
+
+	// Postgres is the server under FerretDB (EnginePostgres), owned unless shared.
+	Postgres   *Postgres
+	ownsPG     bool
+	pgDatabase string
 
 	mu      sync.Mutex
 	running bool
@@ -41,32 +98,79 @@ type Mongo struct {
 	runDone chan struct{}
 }
 
-// StartMongo starts FerretDB on 127.0.0.1:0 with its SQLite files in dir, and
-// the proxy on a random port. ctx bounds startup only.
+// StartMongo starts the embedded MongoDB with its data in dir and the proxy on a
+// random port. ctx bounds startup only.
 func StartMongo(ctx context.Context, dir string, logger *slog.Logger) (*Mongo, error) {
-	return StartMongoAt(ctx, dir, "127.0.0.1:0", logger)
+	return StartMongoWith(ctx, MongoConfig{Dir: dir, Logger: logger})
 }
 
 // StartMongoAt is StartMongo with a fixed proxy address, so a restarted or
 // re-run stack keeps its URI.
 func StartMongoAt(ctx context.Context, dir, proxyAddr string, logger *slog.Logger) (*Mongo, error) {
+	return StartMongoWith(ctx, MongoConfig{Dir: dir, Addr: proxyAddr, Logger: logger})
+}
+
+// ferretDatabase is the PostgreSQL database of an owned cluster that FerretDB keeps its
+// data in (each MongoDB database a schema of it).
+const ferretDatabase = "ferretdb"
+
+// StartMongoWith starts the embedded MongoDB as cfg says. ctx bounds startup only.
+func StartMongoWith(ctx context.Context, cfg MongoConfig) (*Mongo, error) {
+	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	abs, err := filepath.Abs(dir)
+	engine, err := ParseEngine(string(cfg.Engine))
 	if err != nil {
-		return nil, fmt.Errorf("devstack: mongo dir %q: %w", dir, err)
+		return nil, err
+	}
+	abs, err := filepath.Abs(cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("devstack: mongo dir %q: %w", cfg.Dir, err)
 	}
 	if err := os.MkdirAll(abs, 0o755); err != nil {
 		return nil, fmt.Errorf("devstack: mongo dir: %w", err)
 	}
-	m := &Mongo{Dir: abs, logger: logger.With("component", "mongo"), proxyAddr: proxyAddr}
+	addr := cfg.Addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	m := &Mongo{Dir: abs, Engine: engine, Serialize: cfg.Serialize, logger: logger.With("component", "mongo"), proxyAddr: addr}
+	if engine == EnginePostgres {
+		if err := m.preparePostgres(ctx, cfg.shared, cfg.NoGIN); err != nil {
+			return nil, err
+		}
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.startLocked(ctx); err != nil {
-		return nil, err
+		m.closed = true
+		return nil, errors.Join(err, m.releasePostgres())
 	}
 	return m, nil
+}
+
+// preparePostgres starts the cluster in Dir (or takes the shared server) and creates
+// FerretDB's database with the GIN trigger in it.
+func (m *Mongo) preparePostgres(ctx context.Context, shared *Postgres, noGIN bool) error {
+	if shared != nil {
+		m.Postgres = shared
+		m.pgDatabase = "m_" + randomHex(6)
+		if err := shared.Exec(ctx, "postgres", "CREATE DATABASE "+m.pgDatabase+" TEMPLATE "+ferretTemplate); err != nil {
+			return err
+		}
+		return nil
+	}
+	pg, err := StartPostgres(ctx, filepath.Join(m.Dir, "postgres"), m.logger)
+	if err != nil {
+		return err
+	}
+	m.Postgres, m.ownsPG, m.pgDatabase = pg, true, ferretDatabase
+	if err := prepareFerretDatabase(ctx, pg, ferretDatabase, noGIN); err != nil {
+		_ = pg.Close()
+		return err
+	}
+	return nil
 }
 
 // startLocked starts FerretDB and the proxy; m.mu must be held.
@@ -77,17 +181,22 @@ func (m *Mongo) startLocked(ctx context.Context) error {
 	// FerretDB logs every connection at Info and every client disconnect at
 	// Warn; only its errors are worth seeing in test and stack output.
 	flog := slog.New(levelFilter{min: slog.LevelError, Handler: m.logger.Handler()}).With("component", "ferretdb")
-	ferretNewMu.Lock()
-	f, err := ferretdb.New(&ferretdb.Config{
+	fc := &ferretdb.Config{
 		Listener: ferretdb.ListenerConfig{TCP: "127.0.0.1:0"},
-		Handler:  "sqlite",
+		Handler:  string(m.Engine),
+		Logger:   flog,
+	}
+	if m.Engine == EnginePostgres {
+		fc.PostgreSQLURL = m.Postgres.URL(m.pgDatabase)
+	} else {
 		// The trailing slash matters: FerretDB wants a directory URI.
-		SQLiteURL: "file:" + m.Dir + "/",
-		Logger:    flog,
-	})
+		fc.SQLiteURL = "file:" + m.Dir + "/"
+	}
+	ferretNewMu.Lock()
+	f, err := ferretdb.New(fc)
 	ferretNewMu.Unlock()
 	if err != nil {
-		return fmt.Errorf("devstack: start FerretDB in %s: %w", m.Dir, err)
+		return fmt.Errorf("devstack: start FerretDB (%s) in %s: %w", m.Engine, m.Dir, err)
 	}
 	// New already listens, so the URI is known before Run (MongoDBURI only
 	// blocks until the listener exists).
@@ -101,7 +210,7 @@ func (m *Mongo) startLocked(ctx context.Context) error {
 	upstreamAddr, err := hostOf(upstreamURI)
 	if err == nil {
 		var p *wireproxy.Proxy
-		p, err = wireproxy.Listen(m.proxyAddr, upstreamAddr, m.logger)
+		p, err = wireproxy.ListenWith(m.proxyAddr, upstreamAddr, wireproxy.Options{Mode: m.Serialize, EscapeNUL: m.Engine == EnginePostgres, Logger: m.logger})
 		if err == nil {
 			m.proxy, m.cancel, m.runDone, m.running = p, cancel, runDone, true
 			m.proxyAddr = p.Addr().String()
@@ -113,6 +222,17 @@ func (m *Mongo) startLocked(ctx context.Context) error {
 	cancel()
 	<-runDone
 	return fmt.Errorf("devstack: mongo proxy: %w", err)
+}
+
+// ProxyCounts are the commands the proxy has forwarded, and of them those it ran one
+// at a time (since the last start).
+func (m *Mongo) ProxyCounts() (forwarded, serialised int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.proxy == nil {
+		return 0, 0
+	}
+	return m.proxy.Counts()
 }
 
 func hostOf(uri string) (string, error) {
@@ -141,14 +261,20 @@ func (m *Mongo) Stop() error {
 	return m.stopLocked()
 }
 
-func (m *Mongo) stopLocked() error {
+func (m *Mongo) stopLocked() (err error) {
 	if !m.running {
 		return nil
 	}
 	m.running = false
+	defer func() {
+		if m.ownsPG {
+			err = errors.Join(err, m.Postgres.Stop())
+		}
+	}()
 	// Proxy first: closing its upstream connections lets FerretDB's Run
-	// return at once instead of waiting out its 3 s grace for clients.
-	err := m.proxy.Close()
+	// return at once instead of waiting out its 3 s grace for clients; the
+	// database under it last.
+	err = m.proxy.Close()
 	m.cancel()
 	select {
 	case <-m.runDone:
@@ -169,6 +295,11 @@ func (m *Mongo) Restart(ctx context.Context) error {
 	if err := m.stopLocked(); err != nil {
 		return err
 	}
+	if m.ownsPG {
+		if err := m.Postgres.Restart(ctx); err != nil {
+			return err
+		}
+	}
 	return m.startLocked(ctx)
 }
 
@@ -177,7 +308,23 @@ func (m *Mongo) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.closed = true
-	return m.stopLocked()
+	return errors.Join(m.stopLocked(), m.releasePostgres())
+}
+
+// releasePostgres closes an owned server, or drops this Mongo's database from a shared
+// one (FerretDB's connections are closed by then).
+func (m *Mongo) releasePostgres() error {
+	switch {
+	case m.ownsPG:
+		return m.Postgres.Close()
+	case m.Postgres != nil && m.pgDatabase != "":
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		db := m.pgDatabase
+		m.pgDatabase = ""
+		return m.Postgres.Exec(ctx, "postgres", "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)")
+	}
+	return nil
 }
 
 // levelFilter drops records below min before they reach Handler.
@@ -196,4 +343,13 @@ func (h levelFilter) WithAttrs(as []slog.Attr) slog.Handler {
 
 func (h levelFilter) WithGroup(name string) slog.Handler {
 	return levelFilter{min: h.min, Handler: h.Handler.WithGroup(name)}
+}
+
+// PostgresURL is the URL of the PostgreSQL database FerretDB keeps its data in, "" on
+// SQLite.
+func (m *Mongo) PostgresURL() string {
+	if m.Postgres == nil {
+		return ""
+	}
+	return m.Postgres.URL(m.pgDatabase)
 }

@@ -14,6 +14,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/analyticsco/platform/devstack"
+	"github.com/analyticsco/platform/devstack/wireproxy"
 )
 
 const (
@@ -201,4 +202,108 @@ func TestMongoStopRestart(t *testing.T) {
 	if err := m.Restart(ctx); err == nil || errors.Is(err, context.Canceled) {
 		t.Errorf("Restart after Close = %v, want an error", err)
 	}
+}
+
+// TestMongoKeepsStringsWithNUL: MongoDB strings may hold NUL, which PostgreSQL's jsonb
+// refuses; through the proxy they are stored, found by equality, unique and read back as
+// written, and so are strings holding the proxy's escape character.
+func TestMongoKeepsStringsWithNUL(t *testing.T) {
+	t.Parallel()
+	m := devstack.MongoForTest(t)
+	coll := connect(t, m.URI).Database(devstack.UniqueName(t, "db")).Collection("things")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ids := []string{"a\x00b", "a\uE000\uE001b", "a\uE000b", "a\uE000\uE000b", "\x00", "plain"}
+	for _, id := range ids {
+		doc := bson.D{{Key: "_id", Value: id}, {Key: "v", Value: "v" + id}, {Key: "list", Value: bson.A{id, bson.D{{Key: "in", Value: id}}}}}
+		if _, err := coll.InsertOne(ctx, doc); err != nil {
+			t.Fatalf("insert %q: %v", id, err)
+		}
+	}
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: "a\x00b"}}); !mongo.IsDuplicateKeyError(err) {
+		t.Errorf("a second %q: %v, want a duplicate key error", "a\x00b", err)
+	}
+	for _, id := range ids {
+		var got struct {
+			ID   string `bson:"_id"`
+			V    string `bson:"v"`
+			List bson.A `bson:"list"`
+		}
+		if err := coll.FindOne(ctx, bson.D{{Key: "v", Value: "v" + id}}).Decode(&got); err != nil {
+			t.Errorf("find v=%q: %v", "v"+id, err)
+			continue
+		}
+		inner, _ := got.List[1].(bson.D)
+		if got.ID != id || got.List[0] != id || len(inner) != 1 || inner[0].Value != id {
+			t.Errorf("read back %q, %q, %v; want %q everywhere", got.ID, got.V, got.List, id)
+		}
+	}
+	if n, err := coll.CountDocuments(ctx, bson.D{}); err != nil || n != int64(len(ids)) {
+		t.Errorf("count = %d, %v; want %d", n, err, len(ids))
+	}
+}
+
+// writesOnly runs TestMongoWritesOnlySerialised, an experiment rather than a test.
+var writesOnly = flag.Bool("mongo.writesonly", false, "run TestMongoWritesOnlySerialised: what FerretDB does when only writes are serialised")
+
+// TestMongoWritesOnlySerialised records, for the README, what happens when the proxy
+// serialises only writes and reads run beside them: 4 writers $inc two fields of one
+// document together while 4 readers read it (FindOne). Every read sees the fields
+// equal, but FerretDB v1 on PostgreSQL fails a few of the writes ("i/o timeout" on its
+// own PostgreSQL connection), which is why the local stack serialises every command.
+// Racy, so nothing is asserted: run it with -mongo.writesonly -v.
+func TestMongoWritesOnlySerialised(t *testing.T) {
+	if !*writesOnly {
+		t.Skip("an experiment, not a test: go test -run TestMongoWritesOnlySerialised -mongo.writesonly -v")
+	}
+	m := devstack.MongoForTestSerializing(t, wireproxy.Writes)
+	coll := connect(t, m.URI).Database(devstack.UniqueName(t, "db")).Collection("pairs")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: "p"}, {Key: "a", Value: int64(0)}, {Key: "b", Value: int64(0)}}); err != nil {
+		t.Fatal(err)
+	}
+	const writers, writes, readers = 4, 50, 4
+	var (
+		wg, rg                        sync.WaitGroup
+		reads, torn, failedW, failedR atomic.Int64
+		done                          = make(chan struct{})
+	)
+	for range writers {
+		wg.Go(func() {
+			for range writes {
+				_, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: "p"}},
+					bson.D{{Key: "$inc", Value: bson.D{{Key: "a", Value: int64(1)}, {Key: "b", Value: int64(1)}}}})
+				if err != nil {
+					failedW.Add(1)
+				}
+			}
+		})
+	}
+	for range readers {
+		rg.Go(func() {
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				var d struct{ A, B int64 }
+				if err := coll.FindOne(ctx, bson.D{{Key: "_id", Value: "p"}}).Decode(&d); err != nil {
+					failedR.Add(1)
+					continue
+				}
+				reads.Add(1)
+				if d.A != d.B {
+					torn.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(done)
+	rg.Wait()
+	fwd, ser := m.ProxyCounts()
+	t.Logf("writes only serialised: %d of %d writes failed, %d of %d reads failed, %d reads saw a != b; proxy serialised %d of %d commands",
+		failedW.Load(), writers*writes, failedR.Load(), reads.Load()+failedR.Load(), torn.Load(), ser, fwd)
 }

@@ -30,6 +30,7 @@ const (
 	jobsStream         = "DBTSYNC_JOBS"
 	jobsSubjects       = "dbtsync.jobs.>"
 	jobsKV             = "dbtsync_jobs"
+	ledgersKV          = "dbtsync_ledgers"
 	manifestStore      = "dbtsync_manifests"
 	branchResolve      = "dbtsync.branches.resolve"
 	identityLookupsAll = "identity.lookup.*"
@@ -59,12 +60,13 @@ func auditPublisher(service string) []string {
 	return []string{audit.Subject(service), "$JS.API.STREAM.INFO." + auditStream, "$JS.API.STREAM.CREATE." + auditStream}
 }
 
-// dbtsyncPipeline is the sync pipeline both dbtsync processes open: the jobs stream, the
-// job-state bucket and the manifest object store, and publishing jobs. Creating a bucket
-// reads the account's JetStream limits ($JS.API.INFO).
+// dbtsyncPipeline is the sync pipeline both dbtsync processes open: the jobs stream (its
+// consumers, one per deployment, included), the job-state and storage-ledger buckets and
+// the manifest object store, and publishing jobs. Creating a bucket reads the account's
+// JetStream limits ($JS.API.INFO).
 func dbtsyncPipeline() []string {
-	out := []string{jobsSubjects, "$KV." + jobsKV + ".>", "$O." + manifestStore + ".>", "$JS.API.INFO"}
-	for _, s := range []string{jobsStream, "KV_" + jobsKV, "OBJ_" + manifestStore} {
+	out := []string{jobsSubjects, "$KV." + jobsKV + ".>", "$KV." + ledgersKV + ".>", "$O." + manifestStore + ".>", "$JS.API.INFO"}
+	for _, s := range []string{jobsStream, "KV_" + jobsKV, "KV_" + ledgersKV, "OBJ_" + manifestStore} {
 		out = append(out, streamAPI(s)...)
 	}
 	return out
@@ -74,9 +76,9 @@ func dbtsyncPipeline() []string {
 //   - only the gateway answers identity lookups (and publishes nothing else);
 //   - each service publishes only its own audit subject, and only embed-svc, the trail's
 //     owner, reads the AUDIT stream;
-//   - the dbt worker, which runs untrusted repositories, gets its jobs, the job-state
-//     bucket, the manifest store and its own audit subject: it answers no request and
-//     sends none;
+//   - the dbt worker, which runs untrusted repositories, gets its jobs (and hears them
+//     published, to wake up), the job-state and ledger buckets, the manifest store and its
+//     own audit subject: it answers no request and sends none;
 //   - platformctl records the API keys it creates and revokes.
 //
 // The local stack (StartNATS) and the stack tests run with exactly these users;
@@ -93,7 +95,7 @@ func NATSUsers() []NATSUser {
 		{Name: "dbtsync-svc", Publish: slices.Concat(auditPublisher("dbtsync-svc"), dbtsyncPipeline()),
 			Subscribe: []string{natsInbox, branchResolve}, Responds: true},
 		{Name: "dbtsync-worker", Publish: slices.Concat(auditPublisher("dbtsync-worker"), dbtsyncPipeline()),
-			Subscribe: []string{natsInbox}},
+			Subscribe: []string{natsInbox, jobsSubjects}},
 		{Name: "platformctl", Publish: auditPublisher("platformctl"), Subscribe: []string{natsInbox}},
 	}
 }

@@ -1,6 +1,7 @@
 package devstack
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -8,6 +9,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"github.com/analyticsco/platform/devstack/internal/proc"
 )
 
 // NpmPackage installs the npm package pkg at version (pinned) into the user's cache
@@ -76,4 +80,27 @@ func hasNpmVersion(path, version string) bool {
 		Version string `json:"version"`
 	}
 	return json.Unmarshal(raw, &pkg) == nil && pkg.Version == version
+}
+
+// StartChild starts cmd, an outside tool a test runs beside it (an npm consumer such as
+// Prism's proxy), so that it dies with the test process (SIGTERM when it exits, however it
+// exits), and returns a channel that receives cmd.Wait's result once.
+func StartChild(cmd *exec.Cmd) (<-chan error, error) { return proc.Start(cmd) }
+
+// Node runs the node program script with args and env (added to the test's environment)
+// within timeout and returns what it printed on stdout; it fails t, with both outputs,
+// when the program fails.
+func Node(t testing.TB, timeout time.Duration, env []string, script string, args ...string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", append([]string{script}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node %s: %v\n%s\n%s", filepath.Base(script), err, out, stderr.String())
+	}
+	return out
 }

@@ -179,15 +179,7 @@ func (r *Redis) stopLocked() error {
 	}
 	cmd, exited := r.cmd, r.exited
 	r.cmd, r.exited = nil, nil
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-exited:
-		return nil
-	case <-time.After(10 * time.Second):
-		_ = cmd.Process.Kill()
-		<-exited
-		return errors.New("devstack: redis-server ignored SIGTERM for 10s, killed")
-	}
+	return proc.Stop(cmd, exited, syscall.SIGTERM, 10*time.Second, "redis-server")
 }
 
 // Restart stops and starts redis-server again on the same port and dir.

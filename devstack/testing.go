@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -12,21 +13,36 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/analyticsco/platform/devstack/wireproxy"
 )
 
 // startTimeout bounds how long a *ForTest helper waits for a server.
 const startTimeout = 60 * time.Second
 
-// MongoForTest starts a fresh FerretDB (+ proxy) in t.TempDir(), stopped in
-// t.Cleanup. It fails the test on error; it never skips.
+// MongoForTest starts a fresh FerretDB (+ proxy) for the test, stopped in t.Cleanup:
+// on PostgreSQL, a database of its own in the test process's one PostgreSQL server
+// (sharedPostgres). It fails the test on error; it never skips.
 func MongoForTest(t testing.TB) *Mongo {
+	t.Helper()
+	return MongoForTestSerializing(t, wireproxy.All)
+}
+
+// MongoForTestSerializing is MongoForTest with the proxy serialising as mode says: for
+// tests that show what FerretDB does when reads run beside writes (wireproxy.Writes).
+func MongoForTestSerializing(t testing.TB, mode wireproxy.Mode) *Mongo {
 	t.Helper()
 	logger := testLogger(t)
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
-	m, err := StartMongo(ctx, filepath.Join(t.TempDir(), "mongo"), logger)
+	pg, err := sharedPostgres(ctx)
+	if err != nil {
+		t.Fatalf("start PostgreSQL for the embedded FerretDB: %v", err)
+	}
+	m, err := StartMongoWith(ctx, MongoConfig{Dir: filepath.Join(t.TempDir(), "mongo"), Logger: logger, Serialize: mode, shared: pg})
 	if err != nil {
 		t.Fatalf("start embedded FerretDB: %v", err)
 	}
@@ -38,10 +54,54 @@ func MongoForTest(t testing.TB) *Mongo {
 	return m
 }
 
+// shared is the test process's PostgreSQL server: started by the first MongoForTest,
+// with its cluster in a temp dir that names the process, stopped when the process ends
+// (Pdeathsig). The next process to start one removes the dirs of processes that are gone.
+var shared struct {
+	sync.Mutex
+	pg *Postgres
+}
+
+func sharedPostgres(ctx context.Context) (*Postgres, error) {
+	shared.Lock()
+	defer shared.Unlock()
+	if shared.pg != nil {
+		return shared.pg, nil
+	}
+	removeStaleClusters()
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("devstack-pgtest-%d-%s", os.Getpid(), randomHex(4)))
+	pg, err := startPostgres(ctx, dir, nil, true)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	if err := prepareFerretDatabase(ctx, pg, ferretTemplate, false); err != nil {
+		_ = pg.Close()
+		return nil, err
+	}
+	shared.pg = pg
+	return pg, nil
+}
+
+// removeStaleClusters removes the temp clusters of test processes that have exited.
+func removeStaleClusters() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "devstack-pgtest-*"))
+	for _, d := range dirs {
+		var pid int
+		var suffix string
+		if _, err := fmt.Sscanf(filepath.Base(d), "devstack-pgtest-%d-%s", &pid, &suffix); err != nil || pid <= 0 {
+			continue
+		}
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			_ = os.RemoveAll(d)
+		}
+	}
+}
+
 // MongoProcessForTest is MongoForTest in a child process built without the race
-// detector (cmd/mongo): for a test that fills a database with thousands of documents,
-// since FerretDB scans a whole collection per command and, inside a race-instrumented
-// test binary, does so an order of magnitude slower. The child stops in t.Cleanup, and
+// detector (cmd/mongo), with a PostgreSQL cluster of its own: for a test that fills a
+// database with thousands of documents, which FerretDB inside a race-instrumented test
+// binary handles an order of magnitude slower. The child stops in t.Cleanup, and
 // on its own when the test process dies (its standard input closes). It returns the
 // proxy's URI.
 func MongoProcessForTest(t testing.TB) string {

@@ -9,7 +9,7 @@ require (
 	go.mongodb.org/mongo-driver/v2 v2.9.3
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/trace v1.47.0
-	gopkg.in/yaml.v3 v3.0.1
+	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
 
 require (
@@ -101,3 +101,8 @@ require (
 require github.com/analyticsco/platform/embed-svc v0.0.0
 
 replace github.com/analyticsco/platform/embed-svc => ../embed-svc
+
+// The API description the gateway serves (api/openapi.yaml).
+require github.com/analyticsco/platform/api v0.0.0
+
+replace github.com/analyticsco/platform/api => ../api

@@ -6,6 +6,7 @@ go 1.26.0
 // tools that read every service's configuration (envdoc): they import the services, which
 // import nothing of this module, so the module graph has no cycle.
 require (
+	github.com/analyticsco/platform/api v0.0.0
 	github.com/analyticsco/platform/dbtsync-svc v0.0.0
 	github.com/analyticsco/platform/devstack v0.0.0
 	github.com/analyticsco/platform/embed-svc v0.0.0
@@ -35,6 +36,7 @@ require (
 	github.com/ProtonMail/go-crypto v1.1.6 // indirect
 	github.com/SAP/go-hdb v1.10.1 // indirect
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
+	github.com/apapsch/go-jsonmerge/v2 v2.0.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
@@ -70,6 +72,7 @@ require (
 	github.com/nats-io/nkeys v0.4.16 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/ncruces/go-strftime v0.1.9 // indirect
+	github.com/oapi-codegen/runtime v1.9.0 // indirect
 	github.com/oasdiff/yaml v0.1.1 // indirect
 	github.com/oasdiff/yaml3 v0.0.14 // indirect
 	github.com/oklog/ulid/v2 v2.1.2 // indirect
@@ -121,6 +124,7 @@ require (
 )
 
 replace (
+	github.com/analyticsco/platform/api => ../api
 	github.com/analyticsco/platform/dbtsync-svc => ../dbtsync-svc
 	github.com/analyticsco/platform/devstack => ../devstack
 	github.com/analyticsco/platform/embed-svc => ../embed-svc

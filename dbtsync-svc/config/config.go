@@ -23,13 +23,16 @@ type Config struct {
 	AckWait            time.Duration `env:"DBT_SYNC_ACK_WAIT" default:"30s" help:"worker mode: a job whose worker went silent this long is redelivered"`
 	JobTimeout         time.Duration `env:"DBT_SYNC_JOB_TIMEOUT" default:"15m" help:"worker mode: a job still running after this long fails, saying so"`
 	CloneTimeout       time.Duration `env:"DBT_SYNC_CLONE_TIMEOUT" default:"2m" help:"worker mode: a git clone still running after this long fails the job, saying so"`
-	MaxRepoBytes       int64         `env:"DBT_SYNC_MAX_REPO_BYTES" default:"536870912" help:"worker mode: most bytes a clone downloads, and most bytes of its checked-out files; over it the job fails"`
-	MaxRepoFiles       int           `env:"DBT_SYNC_MAX_FILES" default:"50000" help:"worker mode: most files of a checked-out repository; over it the job fails"`
+	MaxRepoBytes       int64         `env:"DBT_SYNC_MAX_REPO_BYTES" default:"536870912" help:"worker mode: most bytes a clone downloads, and most bytes of the files it inflates (each object's size is charged from its header before it is inflated); over it the job fails naming it"`
+	MaxRepoFiles       int           `env:"DBT_SYNC_MAX_FILES" default:"50000" help:"worker mode: most files (and most directories) of a cloned repository's tree; over it the job fails naming it"`
 	MaxFileBytes       int64         `env:"DBT_SYNC_MAX_FILE_BYTES" default:"16777216" help:"worker mode: largest repository file the conversion reads (dbt_project.yml, schema .yml); over it the job fails naming the file"`
 	AllowFileURLs      bool          `env:"DBT_SYNC_ALLOW_FILE_URLS" default:"false" help:"accept file:// repoUrl values (the local stack and tests; never in production)"`
 	JobRetention       time.Duration `env:"DBT_SYNC_JOB_RETENTION" default:"720h" help:"job records untouched this long are removed from JetStream (finished jobs' retention)"`
 	ObjectMaxAge       time.Duration `env:"DBT_SYNC_OBJECT_MAX_AGE" default:"168h" help:"uploaded manifests and files results older than this are removed from the object store"`
-	DeploymentUploads  int64         `env:"DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES" default:"1073741824" help:"bytes of one deployment's uploaded manifests waiting to be converted; an upload past it is 413"`
+	DeploymentUploads  int64         `env:"DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES" default:"1073741824" help:"bytes one deployment keeps in the object store: its uploaded manifests waiting to be converted (or kept for a retry) and its files results; an upload past it is 413 (storage_quota), a files job past it fails"`
+	AccountUploads     int64         `env:"DBT_SYNC_MAX_ACCOUNT_UPLOAD_BYTES" default:"2147483648" help:"bytes one account keeps in the object store, all its deployments together (keep it well below DBT_SYNC_OBJECT_MAX_BYTES, which every account shares); an upload past it is 413 (storage_quota), a files job past it fails"`
+	MaxQueuedJobs      int           `env:"DBT_SYNC_MAX_QUEUED_JOBS" default:"20" help:"sync jobs one deployment may have queued or running (retries included); a sync or retry past it is 429 (job_limit); the API and the workers must agree (both set the job stream's limit per subject)"`
+	MaxRunningJobs     int           `env:"DBT_SYNC_MAX_RUNNING_JOBS" default:"2" help:"worker mode: sync jobs of one deployment handed to workers at once, across every worker (a job waiting for its branch or between attempts counts); the workers serve the accounts, then their deployments, in turn"`
 	ObjectMaxBytes     int64         `env:"DBT_SYNC_OBJECT_MAX_BYTES" default:"8589934592" help:"bytes of all uploaded manifests and files results in the object store; an upload past it is refused"`
 	AllowedHosts       []string      `env:"DBT_SYNC_ALLOWED_HOSTS" help:"comma-separated host names, addresses or CIDR prefixes that may be cloned although they are loopback, private or link-local (an in-cluster git server)"`
 	audit.Config

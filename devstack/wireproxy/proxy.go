@@ -1,15 +1,20 @@
-// Package wireproxy is a MongoDB wire-protocol proxy that executes one command
-// at a time across all client connections.
+// Package wireproxy is a MongoDB wire-protocol proxy that executes the commands of all
+// client connections one at a time (All), or only the write commands (Writes).
 //
 // FerretDB v1 runs update and findAndModify as read-then-write without a lock,
 // so concurrent $inc or conditional updates lose writes. Putting this proxy in
-// front makes every command atomic with respect to every other one, which is
-// what tests of optimistic concurrency and counters need from a dev database.
+// front makes every write atomic with respect to every other one, which is what
+// tests of optimistic concurrency and counters need from a dev database. Writes
+// mode lets reads (find, count, getMore, …) run beside the writes and each other;
+// FerretDB v1 on PostgreSQL then fails a few writes ("i/o timeout" on its own
+// PostgreSQL connection after finds with a limit ran beside it; see the README), so
+// the local stack serialises everything.
 // It is a dev/test tool: throughput is one command at a time by design.
 package wireproxy
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -17,6 +22,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -32,6 +38,7 @@ const (
 
 	opUpdate      = 2001
 	opInsert      = 2002
+	opQuery       = 2004
 	opDelete      = 2006
 	opKillCursors = 2007
 	opMsg         = 2013
@@ -49,11 +56,46 @@ var ErrBadHeader = errors.New("wireproxy: message length shorter than its header
 
 var errClosed = errors.New("wireproxy: proxy closed")
 
+// Mode says which commands the proxy runs one at a time.
+type Mode int
+
+const (
+	// All runs every command one at a time across all connections.
+	All Mode = iota
+	// Writes runs every command that may write (anything but the reads of readCommands)
+	// one at a time across all connections; reads are forwarded at once.
+	Writes
+)
+
+func (m Mode) String() string {
+	if m == Writes {
+		return "writes"
+	}
+	return "all"
+}
+
+// ParseMode reads a Mode's String; "" is All.
+func ParseMode(s string) (Mode, error) {
+	switch s {
+	case "", "all":
+		return All, nil
+	case "writes":
+		return Writes, nil
+	}
+	return All, fmt.Errorf("wireproxy: unknown mode %q: want all or writes", s)
+}
+
 // Proxy forwards MongoDB wire-protocol traffic to one upstream, serialised.
 type Proxy struct {
 	upstream string
 	ln       net.Listener
 	logger   *slog.Logger
+	mode     Mode
+	escape   bool
+
+	// Commands forwarded, and of them those that took the global lock (a write, or any
+	// command in All mode): what a benchmark reports beside its timings.
+	forwarded, serialised atomic.Int64
 
 	// turn is the global lock: a token in the channel means a command is in
 	// flight. A channel rather than a sync.Mutex so waiters can give up on Close.
@@ -69,10 +111,26 @@ type Proxy struct {
 }
 
 // Listen starts a proxy on addr ("127.0.0.1:0" for a random port) forwarding
-// to the MongoDB server at upstream ("host:port"). Each client connection gets
-// its own upstream connection, so per-connection server state (cursors,
-// sessions) keeps its meaning.
+// to the MongoDB server at upstream ("host:port"), serialising every command (All).
+// Each client connection gets its own upstream connection, so per-connection server
+// state (cursors, sessions) keeps its meaning.
 func Listen(addr, upstream string, logger *slog.Logger) (*Proxy, error) {
+	return ListenWith(addr, upstream, Options{Mode: All, Logger: logger})
+}
+
+// Options are a proxy's settings.
+type Options struct {
+	// Mode is which commands run one at a time: All (the zero value) or Writes.
+	Mode Mode
+	// EscapeNUL rewrites NUL in the strings of requests and back in replies (nul.go),
+	// for an upstream that cannot store it (FerretDB on PostgreSQL).
+	EscapeNUL bool
+	Logger    *slog.Logger
+}
+
+// ListenWith is Listen with options.
+func ListenWith(addr, upstream string, o Options) (*Proxy, error) {
+	logger, mode := o.Logger, o.Mode
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -84,6 +142,8 @@ func Listen(addr, upstream string, logger *slog.Logger) (*Proxy, error) {
 		upstream: upstream,
 		ln:       ln,
 		logger:   logger.With("component", "wireproxy"),
+		mode:     mode,
+		escape:   o.EscapeNUL,
 		turn:     make(chan struct{}, 1),
 		done:     make(chan struct{}),
 		conns:    make(map[net.Conn]struct{}),
@@ -95,6 +155,11 @@ func Listen(addr, upstream string, logger *slog.Logger) (*Proxy, error) {
 
 // Addr is the address the proxy listens on.
 func (p *Proxy) Addr() net.Addr { return p.ln.Addr() }
+
+// Counts are the commands forwarded so far, and of them those run one at a time.
+func (p *Proxy) Counts() (forwarded, serialised int64) {
+	return p.forwarded.Load(), p.serialised.Load()
+}
 
 // Close stops accepting, closes every client and upstream connection and
 // waits for all proxy goroutines to return. It is idempotent.
@@ -190,6 +255,9 @@ func (p *Proxy) serve(client net.Conn) {
 			p.logEnd("client", err)
 			return
 		}
+		if p.escape {
+			msg = rewriteMsg(msg, escapeString)
+		}
 		expectReply := prepareRequest(msg)
 		replies, err := p.roundTrip(up, ur, msg, expectReply)
 		if err != nil {
@@ -199,6 +267,9 @@ func (p *Proxy) serve(client net.Conn) {
 		// Replies are written after the lock is released: the command has
 		// already completed upstream, and a slow client must not stall others.
 		for _, r := range replies {
+			if p.escape && bytes.Contains(r, escCharBytes) {
+				r = rewriteMsg(r, unescapeString)
+			}
 			if _, err := client.Write(r); err != nil {
 				p.logEnd("client", err)
 				return
@@ -223,15 +294,20 @@ func (p *Proxy) logEnd(side string, err error) {
 	p.logger.Debug("connection ended", "side", side, "err", err)
 }
 
-// roundTrip forwards one request and collects its replies while holding the
-// global lock, so no other command runs upstream in between.
+// roundTrip forwards one request and collects its replies, holding the global lock
+// when the request is to be serialised, so no other such command runs upstream in
+// between.
 func (p *Proxy) roundTrip(up net.Conn, ur *bufio.Reader, msg []byte, expectReply bool) ([][]byte, error) {
-	select {
-	case p.turn <- struct{}{}:
-	case <-p.done:
-		return nil, errClosed
+	p.forwarded.Add(1)
+	if p.mode == All || !isRead(msg) {
+		p.serialised.Add(1)
+		select {
+		case p.turn <- struct{}{}:
+		case <-p.done:
+			return nil, errClosed
+		}
+		defer func() { <-p.turn }()
 	}
-	defer func() { <-p.turn }()
 
 	if _, err := up.Write(msg); err != nil {
 		return nil, err
@@ -276,6 +352,63 @@ func prepareRequest(msg []byte) (expectReply bool) {
 		// not occur in practice.
 		return true
 	}
+}
+
+// readCommands are the commands that never write. Anything else, including a command
+// this list does not know, is serialised. aggregate is not here: $out and $merge write.
+var readCommands = map[string]bool{
+	"find": true, "getMore": true, "count": true, "distinct": true,
+	"listCollections": true, "listIndexes": true, "listDatabases": true,
+	"hello": true, "isMaster": true, "ismaster": true, "ping": true,
+	"buildInfo": true, "buildinfo": true, "getParameter": true, "serverStatus": true,
+	"dbStats": true, "collStats": true, "connectionStatus": true, "hostInfo": true,
+	"whatsmyuri": true, "getCmdLineOpts": true, "getLog": true, "explain": true,
+	"killCursors": true, "endSessions": true,
+}
+
+// isRead reports whether msg is a command that never writes: an OP_MSG whose body
+// (its kind-0 section, a BSON document) names a command of readCommands first, or a
+// legacy OP_QUERY (drivers send only the handshake that way).
+func isRead(msg []byte) bool {
+	switch opCode(msg) {
+	case opQuery:
+		return true
+	case opMsg:
+		name, ok := commandName(msg)
+		return ok && readCommands[name]
+	}
+	return false
+}
+
+// commandName is the first key of an OP_MSG's body: its sections follow the flags,
+// each a kind byte then, for kind 0, one BSON document and, for kind 1, an int32 size
+// that covers the section (less its kind byte). A document is an int32 length and its
+// elements, each a type byte, a NUL-terminated key and a value.
+func commandName(msg []byte) (string, bool) {
+	end := len(msg)
+	if msgFlags(msg)&flagChecksumPresent != 0 {
+		end -= 4
+	}
+	for i := headerLen + 4; i < end; {
+		kind := msg[i]
+		i++
+		if i+4 > end {
+			return "", false
+		}
+		size := int(int32(binary.LittleEndian.Uint32(msg[i:])))
+		if size < 5 || i+size > end {
+			return "", false
+		}
+		if kind == 0 {
+			key := msg[i+5 : i+size]
+			if n := bytes.IndexByte(key, 0); n > 0 {
+				return string(key[:n]), true
+			}
+			return "", false
+		}
+		i += size
+	}
+	return "", false
 }
 
 func opCode(msg []byte) int32 { return int32(binary.LittleEndian.Uint32(msg[12:16])) }

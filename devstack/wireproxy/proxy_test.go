@@ -2,6 +2,7 @@ package wireproxy_test
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -300,6 +301,101 @@ func TestProxy(t *testing.T) {
 		}
 		if got := runtime.NumGoroutine(); got > before {
 			t.Errorf("goroutines: %d after Close, %d before Listen", got, before)
+		}
+	})
+}
+
+// command is an OP_MSG whose body (a kind-0 section) is {name: 1}.
+func command(requestID int32, name string) []byte {
+	doc := binary.LittleEndian.AppendUint32(nil, 0)
+	doc = append(doc, 0x10)
+	doc = append(doc, name...)
+	doc = append(doc, 0)
+	doc = binary.LittleEndian.AppendUint32(doc, 1)
+	doc = append(doc, 0)
+	binary.LittleEndian.PutUint32(doc, uint32(len(doc)))
+	return msg(requestID, 0, opMsg, 0, "\x00"+string(doc))
+}
+
+// commandOf is the command name of a message built by command.
+func commandOf(m []byte) string {
+	b := m[16+4+1+4+1:]
+	return string(b[:bytes.IndexByte(b, 0)])
+}
+
+func TestProxyWritesMode(t *testing.T) {
+	t.Run("a read is answered while a write holds the turn", func(t *testing.T) {
+		release := make(chan struct{})
+		var received atomic.Int32
+		f := startFake(t, func(req []byte) [][]byte {
+			if commandOf(req) == "insert" {
+				received.Add(1)
+				<-release
+			}
+			return [][]byte{msg(2, 1, opMsg, 0, "ok")}
+		})
+		p, err := wireproxy.ListenWith("127.0.0.1:0", f.ln.Addr().String(), wireproxy.Options{Mode: wireproxy.Writes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Close() })
+		defer close(release)
+		w, _ := dial(t, p)
+		w.Write(command(1, "insert"))
+		for deadline := time.Now().Add(10 * time.Second); received.Load() == 0; {
+			if time.Now().After(deadline) {
+				t.Fatal("the insert never reached the upstream")
+			}
+			runtime.Gosched()
+		}
+		for _, name := range []string{"find", "count", "getMore", "hello"} {
+			c, r := dial(t, p)
+			c.Write(command(2, name))
+			if _, err := wireproxy.ReadMessage(r); err != nil {
+				t.Errorf("%s while a write is in flight: %v, want an answer", name, err)
+			}
+		}
+		if fwd, ser := p.Counts(); fwd != 5 || ser != 1 {
+			t.Errorf("counts: %d forwarded, %d serialised; want 5 and 1", fwd, ser)
+		}
+	})
+
+	t.Run("writes run one at a time across connections", func(t *testing.T) {
+		var inFlight, maxInFlight atomic.Int32
+		f := startFake(t, func(req []byte) [][]byte {
+			if commandOf(req) != "find" {
+				n := inFlight.Add(1)
+				for m := maxInFlight.Load(); n > m && !maxInFlight.CompareAndSwap(m, n); m = maxInFlight.Load() {
+				}
+				for range 100 {
+					runtime.Gosched()
+				}
+				inFlight.Add(-1)
+			}
+			return [][]byte{msg(2, 1, opMsg, 0, "ok")}
+		})
+		p, err := wireproxy.ListenWith("127.0.0.1:0", f.ln.Addr().String(), wireproxy.Options{Mode: wireproxy.Writes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Close() })
+		var wg sync.WaitGroup
+		names := []string{"update", "findAndModify", "insert", "delete", "createIndexes", "aggregate", "someFutureCommand", "find"}
+		for g, name := range names {
+			c, r := dial(t, p)
+			wg.Go(func() {
+				for i := range 50 {
+					c.Write(command(int32(g*1000+i), name))
+					if _, err := wireproxy.ReadMessage(r); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if got := maxInFlight.Load(); got != 1 {
+			t.Errorf("max writes in flight upstream = %d, want 1", got)
 		}
 	})
 }

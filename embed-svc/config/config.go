@@ -30,6 +30,12 @@ type Config struct {
 	MaxAttributeValueBytes  int           `env:"EMBED_MAX_ATTRIBUTE_VALUE_BYTES" default:"16384" help:"largest value of one userAttributes entry of a generate-session request, as sent (JSON); it is stored on the user and signed into its tokens; larger is 413"`
 	MaxDefinitionsPerScope  int           `env:"EMBED_MAX_DEFINITIONS_PER_SCOPE" default:"10000" help:"most group and attribute definitions of one scope (account-wide or one tenant); a new one past it is 400"`
 	MaxTenantsPerAccount    int           `env:"EMBED_MAX_TENANTS_PER_ACCOUNT" default:"10000" help:"most embed tenants of one account; a mint naming a new tenant past it is 400"`
+	MaxUserAttributeBytes   int           `env:"EMBED_MAX_USER_ATTRIBUTE_BYTES" default:"65536" help:"most bytes of attribute values one external user keeps, all scopes together (each value's JSON); a mint that would store more is 413, nothing written"`
+	MaxPictureURLBytes      int           `env:"EMBED_MAX_PICTURE_URL_BYTES" default:"2048" help:"longest userProfile.picture of a generate-session request; longer is 413"`
+	MaxLiveSessions         int           `env:"EMBED_MAX_LIVE_SESSIONS_PER_ACCOUNT" default:"10000" help:"most embed sessions of one account whose token has not expired (minted in the last 24 hours, revoked ones included: each may hold a session or a revocation marker in Redis); a mint past it is 403 live_session_limit"`
+	MaxDefinitionChanges    int           `env:"EMBED_MAX_DEFINITION_CHANGES" default:"32" help:"most group and attribute definitions one generate-session may create or change (written in one batch); more is 400"`
+	MaxListScan             int           `env:"EMBED_MAX_LIST_SCAN" default:"1000" help:"sessions or tenant users a filtered page of their list reads and examines before it answers the page so far (hasNextPage true, a cursor to go on)"`
+	ExchangeFailureAudit    time.Duration `env:"EMBED_EXCHANGE_FAILURE_AUDIT_INTERVAL" default:"1m" help:"the audit trail records refused exchanges of one session id at most once per this interval, each event counting the refusals since the previous one (details.failedAttempts)"`
 	SessionRetention        time.Duration `env:"EMBED_SESSION_RETENTION" default:"168h" help:"how long a session stays listed (GET /api/v1/embed/sessions) after its token expires"`
 	audit.Config
 	// The audit trail's owner (embed-svc's audit module) reads the rest.

@@ -25,21 +25,25 @@ const (
 	CodeServerError          = "server_error"           // any other 5xx
 
 	// Named rules.
-	CodeExternalUserLimit   = "external_user_limit"      // 403: the account's external-user limit
-	CodeCreatorModeDisabled = "creator_mode_disabled"    // 403: creatorMode without the useCreatorMode flag
-	CodePlanNotEligible     = "plan_not_eligible"        // 403: embedding needs a premium or enterprise plan
-	CodePersonalKey         = "personal_key"             // 403: a personal API key where an account key is needed
-	CodeKeyOutOfScope       = "key_out_of_scope"         // 403: an API key scoped to other deployments
-	CodeBranchNotFound      = "branch_not_found"         // 404: branchName is no branch of the deployment
-	CodeBranchNotServed     = "branch_not_served"        // 400: a branch nothing is serving
-	CodeSessionIDInvalid    = "session_id_invalid"       // 401: an unknown, expired or used embed session id
-	CodeDefinitionType      = "definition_type_conflict" // 409: a definition cannot change its type
-	CodeDepthLimit          = "depth_limit"              // 400: folders nest at most 8 levels deep
-	CodeFolderCycle         = "folder_cycle"             // 400: a folder into itself or its descendant
-	CodeFolderNotEmpty      = "folder_not_empty"         // 409: deleting a folder that holds items
-	CodeItemLimit           = "item_limit"               // 400: items per deployment
-	CodeFavoritesLimit      = "favorites_limit"          // 400: favorites per user and deployment
-	CodeNotApplied          = "not_applied"              // 503: a bulk-move item the store failure left unmoved
+	CodeExternalUserLimit    = "external_user_limit"      // 403: the account's external-user limit
+	CodeLiveSessionLimit     = "live_session_limit"       // 403: the account's live embed sessions
+	CodeExternalUserDeleting = "external_user_deleting"   // 409: a mint for an external user whose delete has begun
+	CodeCreatorModeDisabled  = "creator_mode_disabled"    // 403: creatorMode without the useCreatorMode flag
+	CodePlanNotEligible      = "plan_not_eligible"        // 403: embedding needs a premium or enterprise plan
+	CodePersonalKey          = "personal_key"             // 403: a personal API key where an account key is needed
+	CodeKeyOutOfScope        = "key_out_of_scope"         // 403: an API key scoped to other deployments
+	CodeBranchNotFound       = "branch_not_found"         // 404: branchName is no branch of the deployment
+	CodeBranchNotServed      = "branch_not_served"        // 400: a branch nothing is serving
+	CodeSessionIDInvalid     = "session_id_invalid"       // 401: an unknown, expired or used embed session id
+	CodeDefinitionType       = "definition_type_conflict" // 409: a definition cannot change its type
+	CodeDepthLimit           = "depth_limit"              // 400: folders nest at most 8 levels deep
+	CodeFolderCycle          = "folder_cycle"             // 400: a folder into itself or its descendant
+	CodeFolderNotEmpty       = "folder_not_empty"         // 409: deleting a folder that holds items
+	CodeItemLimit            = "item_limit"               // 400: items per deployment
+	CodeFavoritesLimit       = "favorites_limit"          // 400: favorites per user and deployment
+	CodeNotApplied           = "not_applied"              // 503: a bulk-move item the store failure left unmoved
+	CodeJobLimit             = "job_limit"                // 429: a deployment's dbt sync jobs queued or running
+	CodeStorageQuota         = "storage_quota"            // 413: what a deployment or account keeps in the dbt sync object store
 )
 
 // Codes maps every code to the statuses it is sent with (nil: any other status of its
@@ -49,10 +53,11 @@ var Codes = map[string][]int{
 	CodeMethodNotAllowed: {405}, CodeConflict: {409}, CodeTooLarge: {413}, CodeUnsupportedMediaType: {415},
 	CodeRateLimited: {429}, CodeInternal: {500}, CodeBadGateway: {502}, CodeUnavailable: {503}, CodeTimeout: {504},
 	CodeClientError: nil, CodeServerError: nil, // any other 4xx, 5xx
-	CodeExternalUserLimit: {403}, CodeCreatorModeDisabled: {403}, CodePlanNotEligible: {403}, CodePersonalKey: {403},
+	CodeExternalUserLimit: {403}, CodeLiveSessionLimit: {403}, CodeExternalUserDeleting: {409}, CodeCreatorModeDisabled: {403}, CodePlanNotEligible: {403}, CodePersonalKey: {403},
 	CodeKeyOutOfScope: {403}, CodeBranchNotFound: {404}, CodeBranchNotServed: {400}, CodeSessionIDInvalid: {401},
 	CodeDefinitionType: {409}, CodeDepthLimit: {400}, CodeFolderCycle: {400}, CodeFolderNotEmpty: {409},
 	CodeItemLimit: {400}, CodeFavoritesLimit: {400}, CodeNotApplied: {503},
+	CodeJobLimit: {429}, CodeStorageQuota: {413},
 }
 
 // DefaultCode is the code of an error that no rule names: one per status.

@@ -9,17 +9,21 @@ import (
 )
 
 // Metrics are a process's MongoDB client counters, fed by the command monitor: the
-// commands it sends and the documents the server returns, by command and collection.
+// commands it sends and the documents and bytes the server returns, by command and
+// collection.
 // They are what a request costs the database on MongoDB too (FerretDB's timings are not).
 type Metrics struct {
 	commands   *prometheus.CounterVec
 	documents  *prometheus.CounterVec
+	replyBytes *prometheus.CounterVec
 	failures   *prometheus.CounterVec
 	heartbeats prometheus.Counter
 }
 
 // NewMetrics registers mongodb_client_commands_total,
-// mongodb_client_documents_returned_total, mongodb_client_command_failures_total and
+// mongodb_client_documents_returned_total, mongodb_client_reply_bytes_total (what a
+// request read, the measure of a query that reads more than it needs),
+// mongodb_client_command_failures_total and
 // mongodb_client_heartbeat_failures_total on reg. The last two are what the MongoDB
 // error alerts read: a failed command (the server answered with an error or the
 // connection broke mid-command), and a failed heartbeat (the server could not be
@@ -30,12 +34,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "MongoDB commands sent by this process, by command and collection."}, []string{"command", "collection"}),
 		documents: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mongodb_client_documents_returned_total",
 			Help: "Documents MongoDB returned to this process (cursor batches, findAndModify values), by command and collection."}, []string{"command", "collection"}),
+		replyBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mongodb_client_reply_bytes_total",
+			Help: "Bytes of the replies MongoDB sent this process for its successful commands, by command and collection."}, []string{"command", "collection"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mongodb_client_command_failures_total",
 			Help: "MongoDB commands of this process that failed (an error reply or a broken connection), by command and collection."}, []string{"command", "collection"}),
 		heartbeats: prometheus.NewCounter(prometheus.CounterOpts{Name: "mongodb_client_heartbeat_failures_total",
 			Help: "Failed heartbeats of the driver's server monitor: the server could not be reached."}),
 	}
-	reg.MustRegister(m.commands, m.documents, m.failures, m.heartbeats)
+	reg.MustRegister(m.commands, m.documents, m.replyBytes, m.failures, m.heartbeats)
 	// A series that exists at zero makes rate() and the alerts meaningful before the
 	// first failure.
 	m.failures.WithLabelValues("other", "other")
@@ -110,4 +116,5 @@ func (m *Metrics) succeeded(cmd, coll string, e *event.CommandSucceededEvent) {
 	if n := returned(e.CommandName, e.Reply); n > 0 {
 		m.documents.WithLabelValues(cmd, coll).Add(float64(n))
 	}
+	m.replyBytes.WithLabelValues(cmd, coll).Add(float64(len(e.Reply)))
 }

@@ -1,9 +1,12 @@
 package mongox
 
 import (
+	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
 )
 
 func raw(t *testing.T, d bson.D) bson.Raw {
@@ -51,5 +54,29 @@ func TestDocumentsReturned(t *testing.T) {
 	}
 	if n := returned("insert", raw(t, bson.D{{Key: "n", Value: 5}})); n != 0 {
 		t.Errorf("insert: %d", n)
+	}
+}
+
+// TestReplyBytesAreCounted: the bytes of each successful reply are added to its command's
+// and collection's series, so a test or a dashboard can see what a request read.
+func TestReplyBytesAreCounted(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	reply := raw(t, bson.D{{Key: "cursor", Value: bson.D{{Key: "firstBatch", Value: bson.A{bson.D{{Key: "blob", Value: strings.Repeat("x", 1000)}}}}}}})
+	for range 2 {
+		m.succeeded("find", "items", &event.CommandSucceededEvent{CommandFinishedEvent: event.CommandFinishedEvent{CommandName: "find"}, Reply: reply})
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		for _, s := range f.GetMetric() {
+			got[f.GetName()] += s.GetCounter().GetValue()
+		}
+	}
+	if got["mongodb_client_reply_bytes_total"] != float64(2*len(reply)) || got["mongodb_client_documents_returned_total"] != 2 {
+		t.Fatalf("reply bytes %v, documents %v; want %d and 2", got["mongodb_client_reply_bytes_total"], got["mongodb_client_documents_returned_total"], 2*len(reply))
 	}
 }

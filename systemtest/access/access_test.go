@@ -30,7 +30,8 @@ var credentialKinds = []string{
 	"expired-bearer",          // acme admin's bearer token, expired a minute ago
 	"foreign-signature",       // acme admin's bearer token signed by a key the gateway does not know
 	"admin-key",               // acme admin's unscoped account API key
-	"scoped-key-out-of-scope", // acme admin's key scoped to deployment 1, aimed at deployment 2
+	"scoped-key-in-scope",     // acme admin's key scoped to deployment 1, aimed at deployment 1
+	"scoped-key-out-of-scope", // the same key aimed at deployment 2
 	"personal-key",            // acme admin's personal API key
 	"admin",                   // acme users' bearer tokens, one per role
 	"developer",
@@ -75,255 +76,275 @@ type accessRoute struct {
 //   - generate-session: only an admin's account key (personal 403, out of scope 403,
 //     another account's deployment 404); exchange, JWKS and the document are public and
 //     ignore whatever credential is sent.
-//   - revoke: any admin key (scope not checked), an admin bearer, or an internal admin's
-//     embed token; other roles and an external user's embed token 403; another account's
-//     admin gets the same 204 (and its revoke touches nothing of acme, see cross-object).
+//   - revoke: any admin key (scope not checked: the spec's rule 4), an admin bearer, or an
+//     internal admin's embed token; other roles and an external user's embed token 403;
+//     another account's admin gets the same 204 (and its revoke touches nothing of acme,
+//     see cross-object).
+//   - a key scoped to deployment 1 acts on deployment 1 only, on every embed route but
+//     revoke: it lists and bulk-revokes that deployment's sessions (another deployment
+//     named: 403), sees that deployment's tenant users (another's: 404), reads catalogs
+//     and settings; what belongs to the whole account (settings, catalog entries and
+//     definitions, external users) it cannot change (403 key_out_of_scope), nor can a
+//     personal key (403 personal_key).
 //   - embed-tenant admin: an admin's account key only (a bearer is the wrong scheme,
 //     personal 403); another account does not know acme's tenant (404).
-//   - account catalogs: an admin's key of any kind or an admin bearer; another account
-//     lists its own catalog and cannot delete acme's entries (404).
+//   - account catalogs: an admin's key or an admin bearer read them; writes need an
+//     unscoped account key or a bearer; another account lists its own catalog and cannot
+//     delete acme's entries (404).
 var accessRoutes = []accessRoute{
-	//                                                                                                        none garb expd forg akey skey pkey admn devl aibi view embd okey obrr
-	{"create-folder", "POST", "/api/v1/deployments/{deploymentId}/folders", schemeBearer, "401 401 401 401 401 401 401 200 200 200 403 401 401 404",
+	//                                                                                                        none garb expd forg akey sin  sout pkey admn devl aibi view embd okey obrr
+	{"create-folder", "POST", "/api/v1/deployments/{deploymentId}/folders", schemeBearer, "401 401 401 401 401 401 401 401 200 200 200 403 401 401 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.path("/folders"), map[string]any{"name": p.unique("matrix folder")}
 		}},
-	{"get-folder", "GET", "/api/v1/deployments/{deploymentId}/folders/{folderId}", schemeBearer, "401 401 401 401 401 401 401 200 200 200 200 401 401 404",
+	{"get-folder", "GET", "/api/v1/deployments/{deploymentId}/folders/{folderId}", schemeBearer, "401 401 401 401 401 401 401 401 200 200 200 200 401 401 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.path("/folders/%d", sc.folder), nil
 		}},
-	{"rename-folder", "PATCH", "/api/v1/deployments/{deploymentId}/folders/{folderId}", schemeBearer, "401 401 401 401 401 401 401 200 200 200 403 401 401 404",
+	{"rename-folder", "PATCH", "/api/v1/deployments/{deploymentId}/folders/{folderId}", schemeBearer, "401 401 401 401 401 401 401 401 200 200 200 403 401 401 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.path("/folders/%d", sc.folder), map[string]any{"name": p.unique("renamed folder")}
 		}},
-	{"delete-folder", "DELETE", "/api/v1/deployments/{deploymentId}/folders/{folderId}", schemeBearer, "401 401 401 401 401 401 401 204 403 403 403 401 401 404",
+	{"delete-folder", "DELETE", "/api/v1/deployments/{deploymentId}/folders/{folderId}", schemeBearer, "401 401 401 401 401 401 401 401 204 403 403 403 401 401 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.path("/folders/%d", p.sharedFolder(t, sc)), nil
 		}},
-	{"get-folder-permissions", "GET", "/api/v1/deployments/{deploymentId}/folders/{folderId}/permissions", schemeBearer, "401 401 401 401 401 401 401 200 403 403 403 401 401 404",
+	{"get-folder-permissions", "GET", "/api/v1/deployments/{deploymentId}/folders/{folderId}/permissions", schemeBearer, "401 401 401 401 401 401 401 401 200 403 403 403 401 401 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.path("/folders/%d/permissions", sc.folder), nil
 		}},
-	{"set-folder-permissions", "PUT", "/api/v1/deployments/{deploymentId}/folders/{folderId}/permissions", schemeBearer, "401 401 401 401 401 401 401 200 403 403 403 401 401 404",
+	{"set-folder-permissions", "PUT", "/api/v1/deployments/{deploymentId}/folders/{folderId}/permissions", schemeBearer, "401 401 401 401 401 401 401 401 200 403 403 403 401 401 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.path("/folders/%d/permissions", sc.folder), p.editGrants()
 		}},
-	{"list-workspace", "GET", "/api/v1/deployments/{deploymentId}/workspace", schemeBearer, "401 401 401 401 401 401 401 200 200 200 200 401 401 404",
+	{"list-workspace", "GET", "/api/v1/deployments/{deploymentId}/workspace", schemeBearer, "401 401 401 401 401 401 401 401 200 200 200 200 401 401 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.path("/workspace?folderId=%d", sc.folder), nil
 		}},
-	{"move", "POST", "/api/v1/deployments/{deploymentId}/workspace/move", schemeBearer, "401 401 401 401 401 401 401 200 200 200 403 401 401 404",
+	{"move", "POST", "/api/v1/deployments/{deploymentId}/workspace/move", schemeBearer, "401 401 401 401 401 401 401 401 200 200 200 403 401 401 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.path("/workspace/move"), map[string]any{"type": "WORKBOOK", "id": p.freshWorkbook(t, sc), "folderId": nil}
 		}},
-	{"bulk-move", "POST", "/api/v1/deployments/{deploymentId}/workspace/bulk-move", schemeBearer, "401 401 401 401 401 401 401 200 200 200 200 401 401 404",
+	{"bulk-move", "POST", "/api/v1/deployments/{deploymentId}/workspace/bulk-move", schemeBearer, "401 401 401 401 401 401 401 401 200 200 200 200 401 401 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.path("/workspace/bulk-move"), map[string]any{"items": []any{map[string]any{"type": "WORKBOOK", "id": p.freshWorkbook(t, sc)}}, "folderId": nil}
 		}},
-	{"create-workbook", "POST", "/api/v1/deployments/{deploymentId}/workbooks", schemeBearer, "401 401 401 401 401 401 401 200 200 200 403 401 401 404",
+	{"create-workbook", "POST", "/api/v1/deployments/{deploymentId}/workbooks", schemeBearer, "401 401 401 401 401 401 401 401 200 200 200 403 401 401 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.path("/workbooks"), map[string]any{"name": p.unique("matrix workbook"), "folderId": sc.folder}
 		}},
-	{"get-workbook", "GET", "/api/v1/deployments/{deploymentId}/workbooks/{workbookId}", schemeBearer, "401 401 401 401 401 401 401 200 200 200 200 401 401 404",
+	{"get-workbook", "GET", "/api/v1/deployments/{deploymentId}/workbooks/{workbookId}", schemeBearer, "401 401 401 401 401 401 401 401 200 200 200 200 401 401 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.path("/workbooks/%d", sc.workbook), nil
 		}},
-	{"publish-workbook", "POST", "/api/v1/deployments/{deploymentId}/workbooks/{workbookId}/publish", schemeBearer, "401 401 401 401 401 401 401 200 200 200 403 401 401 404",
+	{"publish-workbook", "POST", "/api/v1/deployments/{deploymentId}/workbooks/{workbookId}/publish", schemeBearer, "401 401 401 401 401 401 401 401 200 200 200 403 401 401 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.path("/workbooks/%d/publish", sc.workbook), nil
 		}},
-	{"update-workbook", "PATCH", "/api/v1/deployments/{deploymentId}/workbooks/{workbookId}", schemeBearer, "401 401 401 401 401 401 401 200 200 200 403 401 401 404",
+	{"update-workbook", "PATCH", "/api/v1/deployments/{deploymentId}/workbooks/{workbookId}", schemeBearer, "401 401 401 401 401 401 401 401 200 200 200 403 401 401 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.path("/workbooks/%d", sc.workbook), map[string]any{"name": p.unique("renamed workbook")}
 		}},
-	{"delete-workbook", "DELETE", "/api/v1/deployments/{deploymentId}/workbooks/{workbookId}", schemeBearer, "401 401 401 401 401 401 401 204 403 403 403 401 401 404",
+	{"delete-workbook", "DELETE", "/api/v1/deployments/{deploymentId}/workbooks/{workbookId}", schemeBearer, "401 401 401 401 401 401 401 401 204 403 403 403 401 401 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.path("/workbooks/%d", p.freshWorkbook(t, sc)), nil
 		}},
-	{"unpublish-workbook", "POST", "/api/v1/deployments/{deploymentId}/workbooks/{workbookId}/unpublish", schemeBearer, "401 401 401 401 401 401 401 200 200 200 403 401 401 404",
+	{"unpublish-workbook", "POST", "/api/v1/deployments/{deploymentId}/workbooks/{workbookId}/unpublish", schemeBearer, "401 401 401 401 401 401 401 401 200 200 200 403 401 401 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			p.must(t, "POST", sc.path("/workbooks/%d/publish", sc.workbook), "Bearer "+sc.admin, nil, 200)
 			return sc.path("/workbooks/%d/unpublish", sc.workbook), nil
 		}},
-	{"add-favorite", "PUT", "/api/v1/deployments/{deploymentId}/workspace/favorites/{type}/{itemId}", schemeBearer, "401 401 401 401 401 401 401 204 204 204 204 401 401 404",
+	{"add-favorite", "PUT", "/api/v1/deployments/{deploymentId}/workspace/favorites/{type}/{itemId}", schemeBearer, "401 401 401 401 401 401 401 401 204 204 204 204 401 401 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.path("/workspace/favorites/workbook/%d", sc.workbook), nil
 		}},
-	{"remove-favorite", "DELETE", "/api/v1/deployments/{deploymentId}/workspace/favorites/{type}/{itemId}", schemeBearer, "401 401 401 401 401 401 401 204 204 204 204 401 401 404",
+	{"remove-favorite", "DELETE", "/api/v1/deployments/{deploymentId}/workspace/favorites/{type}/{itemId}", schemeBearer, "401 401 401 401 401 401 401 401 204 204 204 204 401 401 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.path("/workspace/favorites/workbook/%d", sc.workbook), nil
 		}},
-	{"create-report", "POST", "/api/v1/deployments/{deploymentId}/reports", schemeBearer, "401 401 401 401 401 401 401 200 200 200 403 401 401 404",
+	{"create-report", "POST", "/api/v1/deployments/{deploymentId}/reports", schemeBearer, "401 401 401 401 401 401 401 401 200 200 200 403 401 401 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.path("/reports"), map[string]any{"name": p.unique("matrix report"), "folderId": sc.folder}
 		}},
-	{"get-report", "GET", "/api/v1/deployments/{deploymentId}/reports/{reportId}", schemeBearer, "401 401 401 401 401 401 401 200 200 200 200 401 401 404",
+	{"get-report", "GET", "/api/v1/deployments/{deploymentId}/reports/{reportId}", schemeBearer, "401 401 401 401 401 401 401 401 200 200 200 200 401 401 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.path("/reports/%d", sc.report), nil
 		}},
-	{"update-report", "PATCH", "/api/v1/deployments/{deploymentId}/reports/{reportId}", schemeBearer, "401 401 401 401 401 401 401 200 200 200 403 401 401 404",
+	{"update-report", "PATCH", "/api/v1/deployments/{deploymentId}/reports/{reportId}", schemeBearer, "401 401 401 401 401 401 401 401 200 200 200 403 401 401 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.path("/reports/%d", sc.report), map[string]any{"name": p.unique("renamed report")}
 		}},
-	{"delete-report", "DELETE", "/api/v1/deployments/{deploymentId}/reports/{reportId}", schemeBearer, "401 401 401 401 401 401 401 204 403 403 403 401 401 404",
+	{"delete-report", "DELETE", "/api/v1/deployments/{deploymentId}/reports/{reportId}", schemeBearer, "401 401 401 401 401 401 401 401 204 403 403 403 401 401 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.path("/reports/%d", id(t, p.must(t, "POST", sc.path("/reports"), "Bearer "+sc.admin, map[string]any{"name": p.unique("deletable"), "folderId": sc.folder}, 200))), nil
 		}},
-	{"start-dbt-sync", "POST", "/api/v1/deployments/{deploymentId}/dbt-sync", schemeBearer, "401 401 401 401 401 401 401 202 202 403 403 401 401 404",
+	{"start-dbt-sync", "POST", "/api/v1/deployments/{deploymentId}/dbt-sync", schemeBearer, "401 401 401 401 401 401 401 401 202 202 403 403 401 401 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.path("/dbt-sync"), map[string]any{"source": "manifest", "manifest": smallManifest("orders"), "branchName": sc.branch}
 		}},
-	{"list-dbt-syncs", "GET", "/api/v1/deployments/{deploymentId}/dbt-sync", schemeBearer, "401 401 401 401 401 401 401 200 200 403 403 401 401 404",
+	{"list-dbt-syncs", "GET", "/api/v1/deployments/{deploymentId}/dbt-sync", schemeBearer, "401 401 401 401 401 401 401 401 200 200 403 403 401 401 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.path("/dbt-sync"), nil
 		}},
-	{"get-dbt-sync", "GET", "/api/v1/deployments/{deploymentId}/dbt-sync/{syncJobId}", schemeBearer, "401 401 401 401 401 401 401 200 200 403 403 401 401 404",
+	{"get-dbt-sync", "GET", "/api/v1/deployments/{deploymentId}/dbt-sync/{syncJobId}", schemeBearer, "401 401 401 401 401 401 401 401 200 200 403 403 401 401 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.path("/dbt-sync/%s", sc.syncJob), nil
 		}},
 	// Cancel on a finished job is 409 for the roles that may cancel; retry of a failed
 	// manifest job queues a new one.
-	{"cancel-dbt-sync", "POST", "/api/v1/deployments/{deploymentId}/dbt-sync/{syncJobId}/cancel", schemeBearer, "401 401 401 401 401 401 401 409 409 403 403 401 401 404",
+	{"cancel-dbt-sync", "POST", "/api/v1/deployments/{deploymentId}/dbt-sync/{syncJobId}/cancel", schemeBearer, "401 401 401 401 401 401 401 401 409 409 403 403 401 401 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.path("/dbt-sync/%s/cancel", sc.syncJob), nil
 		}},
-	{"retry-dbt-sync", "POST", "/api/v1/deployments/{deploymentId}/dbt-sync/{syncJobId}/retry", schemeBearer, "401 401 401 401 401 401 401 202 202 403 403 401 401 404",
+	{"retry-dbt-sync", "POST", "/api/v1/deployments/{deploymentId}/dbt-sync/{syncJobId}/retry", schemeBearer, "401 401 401 401 401 401 401 401 202 202 403 403 401 401 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.path("/dbt-sync/%s/retry", sc.failedJob), nil
 		}},
-	{"get-dbt-git-integration", "GET", "/api/v1/deployments/{deploymentId}/dbt-git-integration", schemeBearer, "401 401 401 401 401 401 401 200 403 403 403 401 401 404",
+	{"get-dbt-git-integration", "GET", "/api/v1/deployments/{deploymentId}/dbt-git-integration", schemeBearer, "401 401 401 401 401 401 401 401 200 403 403 403 401 401 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.path("/dbt-git-integration"), nil
 		}},
-	{"put-dbt-git-integration", "PUT", "/api/v1/deployments/{deploymentId}/dbt-git-integration", schemeBearer, "401 401 401 401 401 401 401 200 403 403 403 401 401 404",
+	{"put-dbt-git-integration", "PUT", "/api/v1/deployments/{deploymentId}/dbt-git-integration", schemeBearer, "401 401 401 401 401 401 401 401 200 403 403 403 401 401 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.path("/dbt-git-integration"), p.gitIntegration()
 		}},
-	{"list-branches", "GET", "/build/api/v1/deployments/{deploymentId}/branches", schemeBearer, "401 401 401 401 401 401 401 200 200 403 403 401 401 404",
+	{"list-branches", "GET", "/build/api/v1/deployments/{deploymentId}/branches", schemeBearer, "401 401 401 401 401 401 401 401 200 200 403 403 401 401 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.buildPath(""), nil
 		}},
-	{"get-branch", "GET", "/build/api/v1/deployments/{deploymentId}/branches/{branchName}", schemeBearer, "401 401 401 401 401 401 401 200 200 403 403 401 401 404",
+	{"get-branch", "GET", "/build/api/v1/deployments/{deploymentId}/branches/{branchName}", schemeBearer, "401 401 401 401 401 401 401 401 200 200 403 403 401 401 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.buildPath("/" + sc.branch), nil
 		}},
-	{"list-branch-files", "GET", "/build/api/v1/deployments/{deploymentId}/branches/{branchName}/files", schemeBearer, "401 401 401 401 401 401 401 200 200 403 403 401 401 404",
+	{"list-branch-files", "GET", "/build/api/v1/deployments/{deploymentId}/branches/{branchName}/files", schemeBearer, "401 401 401 401 401 401 401 401 200 200 403 403 401 401 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.buildPath("/" + sc.branch + "/files"), nil
 		}},
-	{"get-branch-file", "GET", "/build/api/v1/deployments/{deploymentId}/branches/{branchName}/files/{path}", schemeBearer, "401 401 401 401 401 401 401 200 200 403 403 401 401 404",
+	{"get-branch-file", "GET", "/build/api/v1/deployments/{deploymentId}/branches/{branchName}/files/{path}", schemeBearer, "401 401 401 401 401 401 401 401 200 200 403 403 401 401 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.buildPath("/" + sc.branch + "/files/model/cubes/orders.yml"), nil
 		}},
-	{"list-branch-versions", "GET", "/build/api/v1/deployments/{deploymentId}/branches/{branchName}/versions", schemeBearer, "401 401 401 401 401 401 401 200 200 403 403 401 401 404",
+	{"list-branch-versions", "GET", "/build/api/v1/deployments/{deploymentId}/branches/{branchName}/versions", schemeBearer, "401 401 401 401 401 401 401 401 200 200 403 403 401 401 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.buildPath("/" + sc.branch + "/versions"), nil
 		}},
-	{"open-branch", "POST", "/build/api/v1/deployments/{deploymentId}/branches/{branchName}/open", schemeBearer, "401 401 401 401 401 401 401 200 200 403 403 401 401 404",
+	{"open-branch", "POST", "/build/api/v1/deployments/{deploymentId}/branches/{branchName}/open", schemeBearer, "401 401 401 401 401 401 401 401 200 200 403 403 401 401 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.buildPath("/" + sc.branch + "/open"), nil
 		}},
-	{"set-branch-staging", "PUT", "/build/api/v1/deployments/{deploymentId}/branches/{branchName}/staging", schemeBearer, "401 401 401 401 401 401 401 200 200 403 403 401 401 404",
+	{"set-branch-staging", "PUT", "/build/api/v1/deployments/{deploymentId}/branches/{branchName}/staging", schemeBearer, "401 401 401 401 401 401 401 401 200 200 403 403 401 401 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.buildPath("/" + sc.branch + "/staging"), map[string]any{"enabled": true}
 		}},
-	{"generate-session", "POST", "/api/v1/embed/generate-session", schemeAPIKey, "401 401 401 401 200 403 403 401 401 401 401 401 404 401",
+	{"generate-session", "POST", "/api/v1/embed/generate-session", schemeAPIKey, "401 401 401 401 200 200 403 403 401 401 401 401 401 404 401",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return "/api/v1/embed/generate-session", map[string]any{"deploymentId": sc.dep, "externalId": "matrix-user"}
 		}},
-	{"exchange-session", "POST", "/api/v1/embed/session/exchange", schemePublic, "200 200 200 200 200 200 200 200 200 200 200 200 200 200",
+	{"exchange-session", "POST", "/api/v1/embed/session/exchange", schemePublic, "200 200 200 200 200 200 200 200 200 200 200 200 200 200 200",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return "/api/v1/embed/session/exchange", map[string]any{"sessionId": p.mint(t, sc.dep)}
 		}},
-	{"revoke-session", "POST", "/api/v1/embed/session/revoke", schemeAPIKeyOrBearer, "401 401 401 401 204 204 204 204 403 403 403 403 204 204",
+	{"revoke-session", "POST", "/api/v1/embed/session/revoke", schemeAPIKeyOrBearer, "401 401 401 401 204 204 204 204 204 403 403 403 403 204 204",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return "/api/v1/embed/session/revoke", map[string]any{"sessionId": p.mint(t, sc.dep)}
 		}},
-	// Session control follows revoke's rules; another account's admin sees and revokes
-	// only its own sessions (here none of the tenant named).
-	{"list-sessions", "GET", "/api/v1/embed/sessions", schemeAPIKeyOrBearer, "401 401 401 401 200 200 200 200 403 403 403 403 200 200",
-		func(p *platform, t *testing.T, sc *scope) (string, any) { return "/api/v1/embed/sessions?first=5", nil }},
-	{"revoke-sessions", "POST", "/api/v1/embed/sessions/revoke", schemeAPIKeyOrBearer, "401 401 401 401 200 200 200 200 403 403 403 403 200 200",
+	// Session control: admins' keys and bearers (no embed token); a scoped key lists and
+	// revokes inside its scope: naming another deployment is 403, any other selector
+	// resolves inside the scope (the out-of-scope user's session is not revoked, see
+	// runMatrix); another account's admin sees and revokes only its own sessions.
+	{"list-sessions", "GET", "/api/v1/embed/sessions", schemeAPIKeyOrBearer, "401 401 401 401 200 200 403 200 200 403 403 403 403 200 200",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
-			return "/api/v1/embed/sessions/revoke", map[string]any{"tenant": "matrix-no-such-tenant"}
+			return fmt.Sprintf("/api/v1/embed/sessions?first=5&deploymentId=%d", sc.dep), nil
 		}},
-	{"describe-session", "GET", "/api/v1/embed/session", schemeEmbedToken, "401 401 401 401 401 401 401 401 401 401 401 200 401 401",
+	{"revoke-sessions", "POST", "/api/v1/embed/sessions/revoke", schemeAPIKeyOrBearer, "401 401 401 401 200 200 200 200 200 403 403 403 403 200 200",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			ext := strings.ReplaceAll(p.unique("matrix-revoked"), " ", "-")
+			p.mintWith(t, adminKey(p), map[string]any{"deploymentId": sc.dep, "externalId": ext, "embedTenantName": p.tenantA})
+			return "/api/v1/embed/sessions/revoke", map[string]any{"externalId": ext, "tenant": p.tenantA}
+		}},
+	{"describe-session", "GET", "/api/v1/embed/session", schemeEmbedToken, "401 401 401 401 401 401 401 401 401 401 401 401 200 401 401",
 		func(p *platform, t *testing.T, sc *scope) (string, any) { return "/api/v1/embed/session", nil }},
-	{"ai-credentials", "POST", "/api/v1/embed/session/ai-credentials", schemeEmbedToken, "401 401 401 401 401 401 401 401 401 401 401 200 401 401",
+	{"ai-credentials", "POST", "/api/v1/embed/session/ai-credentials", schemeEmbedToken, "401 401 401 401 401 401 401 401 401 401 401 401 200 401 401",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return "/api/v1/embed/session/ai-credentials", nil
 		}},
-	{"embed-jwks", "GET", "/api/v1/embed/.well-known/jwks.json", schemePublic, "200 200 200 200 200 200 200 200 200 200 200 200 200 200",
+	{"embed-jwks", "GET", "/api/v1/embed/.well-known/jwks.json", schemePublic, "200 200 200 200 200 200 200 200 200 200 200 200 200 200 200",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return "/api/v1/embed/.well-known/jwks.json", nil
 		}},
-	{"data-api-token", "POST", "/api/v1/deployments/{deploymentId}/token", schemeEmbedToken, "401 401 401 401 401 401 401 401 401 401 401 200 401 401",
+	{"data-api-token", "POST", "/api/v1/deployments/{deploymentId}/token", schemeEmbedToken, "401 401 401 401 401 401 401 401 401 401 401 401 200 401 401",
 		func(p *platform, t *testing.T, sc *scope) (string, any) { return sc.path("/token"), nil }},
-	// A tenant's external users: an admin's account key, like the tenant catalogs.
-	{"list-tenant-users", "GET", "/api/v1/embed-tenants/{embedTenantName}/users", schemeAPIKey, "401 401 401 401 200 200 403 401 401 401 401 401 404 401",
+	// A tenant's external users: an admin's account key, like the tenant catalogs; a scoped
+	// key sees the users of its deployments (another's is 404, as one that does not exist);
+	// deleting a user, whose sessions may be in any deployment, needs an unscoped key.
+	{"list-tenant-users", "GET", "/api/v1/embed-tenants/{embedTenantName}/users", schemeAPIKey, "401 401 401 401 200 200 200 403 401 401 401 401 401 404 401",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return "/api/v1/embed-tenants/" + p.tenantA + "/users?first=5", nil
 		}},
-	{"get-tenant-user", "GET", "/api/v1/embed-tenants/{embedTenantName}/users/{externalId}", schemeAPIKey, "401 401 401 401 200 200 403 401 401 401 401 401 404 401",
+	{"get-tenant-user", "GET", "/api/v1/embed-tenants/{embedTenantName}/users/{externalId}", schemeAPIKey, "401 401 401 401 200 200 404 403 401 401 401 401 401 404 401",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
-			return "/api/v1/embed-tenants/" + p.tenantA + "/users/" + p.freshTenantUser(t), nil
+			return "/api/v1/embed-tenants/" + p.tenantA + "/users/" + p.freshTenantUser(t, sc.dep), nil
 		}},
-	{"delete-tenant-user", "DELETE", "/api/v1/embed-tenants/{embedTenantName}/users/{externalId}", schemeAPIKey, "401 401 401 401 200 200 403 401 401 401 401 401 404 401",
+	{"delete-tenant-user", "DELETE", "/api/v1/embed-tenants/{embedTenantName}/users/{externalId}", schemeAPIKey, "401 401 401 401 200 403 403 403 401 401 401 401 401 404 401",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
-			return "/api/v1/embed-tenants/" + p.tenantA + "/users/" + p.freshTenantUser(t), nil
+			return "/api/v1/embed-tenants/" + p.tenantA + "/users/" + p.freshTenantUser(t, sc.dep), nil
 		}},
-	{"list-tenant-groups", "GET", "/api/v1/embed-tenants/{embedTenantName}/groups", schemeAPIKey, "401 401 401 401 200 200 403 401 401 401 401 401 404 401",
+	{"list-tenant-groups", "GET", "/api/v1/embed-tenants/{embedTenantName}/groups", schemeAPIKey, "401 401 401 401 200 200 200 403 401 401 401 401 401 404 401",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return "/api/v1/embed-tenants/" + p.tenantA + "/groups", nil
 		}},
-	{"delete-tenant-group", "DELETE", "/api/v1/embed-tenants/{embedTenantName}/groups/{id}", schemeAPIKey, "401 401 401 401 204 204 403 401 401 401 401 401 404 401",
+	{"delete-tenant-group", "DELETE", "/api/v1/embed-tenants/{embedTenantName}/groups/{id}", schemeAPIKey, "401 401 401 401 204 403 403 403 401 401 401 401 401 404 401",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return "/api/v1/embed-tenants/" + p.tenantA + "/groups/" + p.freshTenantDefinition(t, "groups"), nil
 		}},
-	{"list-tenant-user-attributes", "GET", "/api/v1/embed-tenants/{embedTenantName}/user-attributes", schemeAPIKey, "401 401 401 401 200 200 403 401 401 401 401 401 404 401",
+	{"list-tenant-user-attributes", "GET", "/api/v1/embed-tenants/{embedTenantName}/user-attributes", schemeAPIKey, "401 401 401 401 200 200 200 403 401 401 401 401 401 404 401",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return "/api/v1/embed-tenants/" + p.tenantA + "/user-attributes", nil
 		}},
-	{"delete-tenant-user-attribute", "DELETE", "/api/v1/embed-tenants/{embedTenantName}/user-attributes/{id}", schemeAPIKey, "401 401 401 401 204 204 403 401 401 401 401 401 404 401",
+	{"delete-tenant-user-attribute", "DELETE", "/api/v1/embed-tenants/{embedTenantName}/user-attributes/{id}", schemeAPIKey, "401 401 401 401 204 403 403 403 401 401 401 401 401 404 401",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return "/api/v1/embed-tenants/" + p.tenantA + "/user-attributes/" + p.freshTenantDefinition(t, "user-attributes"), nil
 		}},
-	// The account-wide embed settings: admins by key or bearer, each account its own.
-	// The matrix writes {} (no settings, as the seed has), so it changes nothing.
-	{"get-embed-settings", "GET", "/api/v1/embed/settings", schemeAPIKeyOrBearer, "401 401 401 401 200 200 200 200 403 403 403 401 200 200",
+	// The account-wide embed settings: admins by key or bearer, each account its own;
+	// replacing them needs an unscoped account key (a scoped key key_out_of_scope, a
+	// personal key personal_key) or a bearer. The matrix writes {} (no settings, as the
+	// seed has), so it changes nothing.
+	{"get-embed-settings", "GET", "/api/v1/embed/settings", schemeAPIKeyOrBearer, "401 401 401 401 200 200 200 200 200 403 403 403 401 200 200",
 		func(p *platform, t *testing.T, sc *scope) (string, any) { return "/api/v1/embed/settings", nil }},
-	{"put-embed-settings", "PUT", "/api/v1/embed/settings", schemeAPIKeyOrBearer, "401 401 401 401 200 200 200 200 403 403 403 401 200 200",
+	{"put-embed-settings", "PUT", "/api/v1/embed/settings", schemeAPIKeyOrBearer, "401 401 401 401 200 403 403 403 200 403 403 403 401 200 200",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return "/api/v1/embed/settings", map[string]any{}
 		}},
 	// The audit trail: admins only; a scoped key aimed at another deployment is 403; another
 	// account's admin reads its own (empty for acme's deployment), never acme's events.
-	{"list-audit-events", "GET", "/api/v1/audit", schemeAPIKeyOrBearer, "401 401 401 401 200 403 200 200 403 403 403 401 200 200",
+	{"list-audit-events", "GET", "/api/v1/audit", schemeAPIKeyOrBearer, "401 401 401 401 200 200 403 200 200 403 403 403 401 200 200",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return fmt.Sprintf("/api/v1/audit?deploymentId=%d", sc.dep), nil
 		}},
-	{"list-groups", "GET", "/api/v1/groups", schemeAPIKeyOrBearer, "401 401 401 401 200 200 200 200 403 403 403 401 200 200",
+	{"list-groups", "GET", "/api/v1/groups", schemeAPIKeyOrBearer, "401 401 401 401 200 200 200 200 200 403 403 403 401 200 200",
 		func(p *platform, t *testing.T, sc *scope) (string, any) { return "/api/v1/groups", nil }},
-	{"create-group", "POST", "/api/v1/groups", schemeAPIKeyOrBearer, "401 401 401 401 200 200 200 200 403 403 403 401 200 200",
+	{"create-group", "POST", "/api/v1/groups", schemeAPIKeyOrBearer, "401 401 401 401 200 403 403 403 200 403 403 403 401 200 200",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return "/api/v1/groups", map[string]any{"name": p.unique("matrix-group")}
 		}},
-	{"delete-group", "DELETE", "/api/v1/groups/{id}", schemeAPIKeyOrBearer, "401 401 401 401 204 204 204 204 403 403 403 401 404 404",
+	{"delete-group", "DELETE", "/api/v1/groups/{id}", schemeAPIKeyOrBearer, "401 401 401 401 204 403 403 403 204 403 403 403 401 404 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return "/api/v1/groups/" + p.freshCatalogEntry(t, "groups"), nil
 		}},
-	{"list-user-attributes", "GET", "/api/v1/user-attributes", schemeAPIKeyOrBearer, "401 401 401 401 200 200 200 200 403 403 403 401 200 200",
+	{"list-user-attributes", "GET", "/api/v1/user-attributes", schemeAPIKeyOrBearer, "401 401 401 401 200 200 200 200 200 403 403 403 401 200 200",
 		func(p *platform, t *testing.T, sc *scope) (string, any) { return "/api/v1/user-attributes", nil }},
-	{"create-user-attribute", "POST", "/api/v1/user-attributes", schemeAPIKeyOrBearer, "401 401 401 401 200 200 200 200 403 403 403 401 200 200",
+	{"create-user-attribute", "POST", "/api/v1/user-attributes", schemeAPIKeyOrBearer, "401 401 401 401 200 403 403 403 200 403 403 403 401 200 200",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return "/api/v1/user-attributes", map[string]any{"name": p.unique("matrix_attr"), "type": "string"}
 		}},
-	{"delete-user-attribute", "DELETE", "/api/v1/user-attributes/{id}", schemeAPIKeyOrBearer, "401 401 401 401 204 204 204 204 403 403 403 401 404 404",
+	{"delete-user-attribute", "DELETE", "/api/v1/user-attributes/{id}", schemeAPIKeyOrBearer, "401 401 401 401 204 403 403 403 204 403 403 403 401 404 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return "/api/v1/user-attributes/" + p.freshCatalogEntry(t, "user-attributes"), nil
 		}},
-	{"openapi-document", "GET", "/api/v1/openapi.json", schemePublic, "200 200 200 200 200 200 200 200 200 200 200 200 200 200",
+	{"openapi-document", "GET", "/api/v1/openapi.json", schemePublic, "200 200 200 200 200 200 200 200 200 200 200 200 200 200 200",
 		func(p *platform, t *testing.T, sc *scope) (string, any) { return "/api/v1/openapi.json", nil }},
+	{"api-docs", "GET", "/api/v1/docs", schemePublic, "200 200 200 200 200 200 200 200 200 200 200 200 200 200 200",
+		func(p *platform, t *testing.T, sc *scope) (string, any) { return "/api/v1/docs", nil }},
 }
 
 // TestHostileAccess runs one stack for the whole suite: the matrix, the cross-object
@@ -408,6 +429,17 @@ func (p *platform) runMatrix(t *testing.T) {
 				if r.status >= 400 {
 					assertErrorBody(t, r)
 				}
+				if rt.name == "revoke-sessions" && r.status == 200 {
+					// Another account revokes nothing of acme; a scoped key's selector resolves
+					// inside its scope, so the user of deployment 2 keeps its session.
+					want := 1
+					if kind == "scoped-key-out-of-scope" || strings.HasPrefix(kind, "other-account") {
+						want = 0
+					}
+					if got := revokedCount(t, r); got != want {
+						t.Errorf("revoke-sessions as %s revoked %d, want %d: %s", kind, got, want, r.body)
+					}
+				}
 				if rt.name == "bulk-move" && r.status == 200 {
 					// The viewer's item fails inside the 200 with the single move's 403.
 					want := 0
@@ -439,6 +471,7 @@ func adminKey(p *platform) string     { return "Api-Key " + p.acme.APIKeys["admi
 func globexKey(p *platform) string    { return "Api-Key " + p.globex.APIKeys["admin"] }
 func embedBearer(p *platform) string  { return "Bearer " + p.embedToken }
 func globexBearer(p *platform) string { return "Bearer " + p.globex.Users["admin"].Bearer }
+func scopedKey(p *platform) string    { return "Api-Key " + p.acme.APIKeys["adminScoped"] }
 
 var crossObjectCases = []crossObjectCase{
 	{"create-folder-404-other-account-deployment", "POST", adminBearer, func(p *platform, t *testing.T) (string, any) {
@@ -654,6 +687,14 @@ var crossObjectCases = []crossObjectCase{
 	{"delete-group-404-tenant-group-id-on-account-route", "DELETE", adminKey, func(p *platform, t *testing.T) (string, any) {
 		return "/api/v1/groups/" + p.tenantGroupID, nil
 	}, 404, nil},
+	{"revoke-sessions-403-scoped-key-names-another-deployment", "POST", scopedKey, func(p *platform, t *testing.T) (string, any) {
+		p.outOfScopeSession = p.mint(t, p.scopes["acme-2"].dep)
+		return "/api/v1/embed/sessions/revoke", map[string]any{"deploymentId": p.scopes["acme-2"].dep}
+	}, 403, func(t *testing.T, p *platform, r response) {
+		if got := p.call(t, "POST", "/api/v1/embed/session/exchange", "", map[string]any{"sessionId": p.outOfScopeSession}, nil); got.status != 200 {
+			t.Fatalf("deployment 2's session after the scoped key's refused revoke: exchange %d, want 200: %s", got.status, got.body)
+		}
+	}},
 	{"revoke-204-other-account-leaves-the-session-alive", "POST", globexKey, func(p *platform, t *testing.T) (string, any) {
 		return "/api/v1/embed/session/revoke", map[string]any{"sessionId": p.embedSessionID}
 	}, 204, func(t *testing.T, p *platform, r response) {
@@ -933,15 +974,18 @@ type platform struct {
 	gitToken       string
 	embedToken     string
 	embedSessionID string
-	tenantA        string // acme creator-mode tenants
-	tenantB        string
-	globexTenant   string
-	tenantGroupID  string // in tenantA
-	tenantAttrID   string
-	globexGroupID  string
-	globexAttrID   string
-	counter        atomic.Int64
-	secrets        []string // credentials minted during the run
+	// outOfScopeSession: a session of acme deployment 2 that a key scoped to deployment 1
+	// tried to revoke.
+	outOfScopeSession string
+	tenantA           string // acme creator-mode tenants
+	tenantB           string
+	globexTenant      string
+	tenantGroupID     string // in tenantA
+	tenantAttrID      string
+	globexGroupID     string
+	globexAttrID      string
+	counter           atomic.Int64
+	secrets           []string // credentials minted during the run
 }
 
 // scope is the objects created in one deployment by its account's admin.
@@ -1145,11 +1189,11 @@ func (p *platform) mint(t *testing.T, dep int64) string {
 	return p.mintWith(t, adminKey(p), map[string]any{"deploymentId": dep, "externalId": "access-viewer"})
 }
 
-// freshTenantUser mints a session for a new external user of tenant A and returns the
-// user's external id.
-func (p *platform) freshTenantUser(t *testing.T) string {
+// freshTenantUser mints a session in deployment dep for a new external user of tenant A
+// and returns the user's external id.
+func (p *platform) freshTenantUser(t *testing.T, dep int64) string {
 	ext := p.unique("access-user")
-	p.mintWith(t, adminKey(p), map[string]any{"deploymentId": p.acme.Deployments[0].ID, "externalId": ext, "embedTenantName": p.tenantA})
+	p.mintWith(t, adminKey(p), map[string]any{"deploymentId": dep, "externalId": ext, "embedTenantName": p.tenantA})
 	return strings.ToLower(ext)
 }
 
@@ -1191,7 +1235,7 @@ func (p *platform) authorization(t *testing.T, kind string, sch scheme) string {
 		return "Bearer " + p.foreign
 	case "admin-key":
 		return "Api-Key " + p.acme.APIKeys["admin"]
-	case "scoped-key-out-of-scope":
+	case "scoped-key-in-scope", "scoped-key-out-of-scope":
 		return "Api-Key " + p.acme.APIKeys["adminScoped"]
 	case "personal-key":
 		return "Api-Key " + p.acme.APIKeys["personal"]
@@ -1282,6 +1326,18 @@ func codeFits(code string, status int) bool {
 		}
 	}
 	return false
+}
+
+// revokedCount is the "revoked" of a bulk revoke's answer.
+func revokedCount(t *testing.T, r response) int {
+	t.Helper()
+	var out struct {
+		Revoked *int `json:"revoked"`
+	}
+	if err := json.Unmarshal(r.body, &out); err != nil || out.Revoked == nil {
+		t.Fatalf("bulk revoke answer without revoked: %s", r.body)
+	}
+	return *out.Revoked
 }
 
 // bulkItemStatus is the error status of the single item of a bulk-move result, 0 when it moved.

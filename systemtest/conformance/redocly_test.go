@@ -11,7 +11,7 @@ import (
 	"github.com/analyticsco/platform/devstack"
 )
 
-// redoclyVersion is the pinned @redocly/cli whose recommended rules openapi.yaml must pass.
+// redoclyVersion is the pinned @redocly/cli whose recommended rules api/openapi.yaml must pass.
 const redoclyVersion = "2.77.0"
 
 // TestOpenAPIPassesRedoclyLint runs `redocly lint` with its built-in recommended rules on
@@ -19,7 +19,7 @@ const redoclyVersion = "2.77.0"
 // machine from npm into the user cache, outside the repository.
 func TestOpenAPIPassesRedoclyLint(t *testing.T) {
 	bin := ensureRedocly(t)
-	cmd := exec.Command(bin, "lint", "--format=stylish", filepath.Join(devstack.RepoRoot(t), "openapi.yaml"))
+	cmd := exec.Command(bin, "lint", "--format=stylish", filepath.Join(devstack.RepoRoot(t), "api", "openapi.yaml"))
 	cmd.Env = append(os.Environ(), "REDOCLY_TELEMETRY=off", "REDOCLY_SUPPRESS_UPDATE_NOTICE=true", "NO_COLOR=1")
 	out, err := cmd.CombinedOutput()
 	t.Logf("redocly lint (recommended rules, @redocly/cli@%s):\n%s", redoclyVersion, out)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -194,7 +195,7 @@ var auditRules = []rule{
 		wantOutcome(t, ev, "failure", 403, "forbidden")
 		wantRequestFields(t, ev, r, "", p.dep1)
 	}},
-	{"bulk-move-records-one-event-per-item-with-from-and-to", func(t *testing.T, p *platform) {
+	{"bulk-move-records-one-event-listing-its-items-with-from-and-outcome", func(t *testing.T, p *platform) {
 		admin := p.acme.Users["admin"]
 		src, dst := p.createFolder(t, admin, p.unique("from"), 0), p.createFolder(t, admin, p.unique("to"), 0)
 		a, b := p.createWorkbook(t, admin, "a", src.ID), p.createWorkbook(t, admin, "b", src.ID)
@@ -202,22 +203,26 @@ var auditRules = []rule{
 		if len(res.Moved) != 2 || len(res.Failed) != 1 {
 			t.Fatalf("bulk move %+v", res)
 		}
-		for _, w := range []item{a, b} {
-			ev := p.awaitEvent(t, "workspace.workbook.move", id64(w.ID))
-			wantOutcome(t, ev, "success", 200, "")
-			if ev.Details["from"] != float64(src.ID) || ev.Details["to"] != float64(dst.ID) || ev.Details["bulk"] != true {
-				t.Errorf("move event details %v, want from %d to %d", ev.Details, src.ID, dst.ID)
-			}
+		ev := p.awaitEvent(t, "workspace.items.move", id64(dst.ID))
+		wantOutcome(t, ev, "success", 200, "")
+		want := []any{
+			map[string]any{"type": "WORKBOOK", "id": float64(a.ID), "from": float64(src.ID), "status": float64(200)},
+			map[string]any{"type": "WORKBOOK", "id": float64(b.ID), "from": float64(src.ID), "status": float64(200)},
+			map[string]any{"type": "REPORT", "id": float64(999_999_999), "status": float64(404), "code": "not_found"},
 		}
-		ev := p.awaitEvent(t, "workspace.report.move", "999999999")
-		wantOutcome(t, ev, "failure", 404, "not_found")
+		if ev.Target.Type != "folder" || ev.Details["to"] != float64(dst.ID) || ev.Details["bulk"] != true ||
+			ev.Details["moved"] != float64(2) || ev.Details["failed"] != float64(1) || !reflect.DeepEqual(ev.Details["items"], want) {
+			t.Errorf("move event details %v, want items %v", ev.Details, want)
+		}
 	}},
 	{"single-move-is-recorded", func(t *testing.T, p *platform) {
 		admin := p.acme.Users["admin"]
 		w := p.createWorkbook(t, admin, p.unique("single"), 0)
-		p.move(t, admin, nil, wb(w)).want(t, 200)
-		ev := p.awaitEvent(t, "workspace.workbook.move", id64(w.ID))
-		if ev.Details["bulk"] != false || ev.Details["from"] != nil || ev.Details["to"] != nil {
+		r := p.move(t, admin, nil, wb(w)).want(t, 200)
+		ev := p.awaitEventOf(t, bearer(admin), url.Values{"action": {"workspace.items.move"}}, r)
+		items, _ := ev.Details["items"].([]any)
+		if ev.Details["bulk"] != false || ev.Details["to"] != nil || len(items) != 1 ||
+			items[0].(map[string]any)["id"] != float64(w.ID) || items[0].(map[string]any)["from"] != nil {
 			t.Fatalf("details %v", ev.Details)
 		}
 	}},
@@ -248,7 +253,9 @@ var auditRules = []rule{
 			t.Fatalf("folder rename event %+v", ev)
 		}
 		p.move(t, admin, b.ID, fo(a)).want(t, 200)
-		if ev := p.awaitEvent(t, "workspace.folder.move", id64(a.ID)); ev.Details["from"] != nil || ev.Details["to"] != float64(b.ID) {
+		ev := p.awaitEvent(t, "workspace.items.move", id64(b.ID))
+		if items, _ := ev.Details["items"].([]any); len(items) != 1 || ev.Details["to"] != float64(b.ID) ||
+			!reflect.DeepEqual(items[0], map[string]any{"type": "FOLDER", "id": float64(a.ID), "from": nil, "status": float64(200)}) {
 			t.Fatalf("folder move event %+v", ev)
 		}
 	}},

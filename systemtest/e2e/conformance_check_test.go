@@ -35,6 +35,8 @@ func TestResponseCheckCatchesNonConformingResponses(t *testing.T) {
 		{"a file path with slashes is the path parameter", "GET", "/build/api/v1/deployments/1/branches/dbt%2Fmain/files/model/cubes/a.yml", 200, jsonHeader,
 			`{"branchName":"dbt/main","version":1,"path":"model/cubes/a.yml","content":"cubes: []"}`, true},
 		{"a path the document does not have does not", "GET", "/api/v1/nowhere", 200, jsonHeader, `{}`, false},
+		{"the reference page conforms", "GET", "/api/v1/docs", 200, http.Header{"Content-Type": {"text/html; charset=utf-8"}}, `<!DOCTYPE html><html></html>`, true},
+		{"the reference as JSON does not", "GET", "/api/v1/docs", 200, jsonHeader, `{}`, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			req, err := http.NewRequest(c.method, "http://127.0.0.1:1"+c.path, nil)

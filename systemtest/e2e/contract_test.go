@@ -33,6 +33,7 @@ func TestContract(t *testing.T) {
 		{"routes", routeRules},
 		{"pagination", paginationRules},
 		{"audit", auditRules},
+		{"generated-client", clientRules},
 	} {
 		for _, r := range group.rules {
 			t.Run(group.name+"/"+r.name, func(t *testing.T) { r.check(t, p) })

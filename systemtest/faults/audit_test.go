@@ -82,8 +82,8 @@ func TestAuditWithTheStreamDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	exactlyOneEventEach(t, a, admin, want, 90*time.Second)
-	// The moves too: one event each, of the folders moved.
-	moved, r := auditEvents(a, admin, url.Values{"action": {"workspace.folder.move"}, "first": {"200"}})
+	// The moves too: one event each (a move request is one event).
+	moved, r := auditEvents(a, admin, url.Values{"action": {"workspace.items.move"}, "first": {"200"}})
 	if r.status != 200 || len(moved) != 4 {
 		t.Fatalf("move events after the outage: %d, want 4 (%s)", len(moved), r)
 	}

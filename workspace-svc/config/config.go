@@ -22,6 +22,9 @@ type Config struct {
 	MaxFolderGrants          int    `env:"WORKSPACE_MAX_FOLDER_GRANTS" default:"1000" help:"most grants one folder holds; setting more is 400"`
 	MaxFavorites             int    `env:"WORKSPACE_MAX_FAVORITES" default:"1000" help:"favorites one user may keep in one deployment; one more is 400"`
 	MaxSearchScan            int    `env:"WORKSPACE_MAX_SEARCH_SCAN" default:"1000" help:"items a search or filtered listing examines per page before it answers the page so far (hasNextPage true, a cursor to go on)"`
+	MaxListScan              int    `env:"WORKSPACE_MAX_LIST_SCAN" default:"1000" help:"children a folder listing examines per page before it answers the page so far (hasNextPage true, a cursor to go on): the bound when the caller can view few of many"`
+	MaxDashboardReports      int    `env:"WORKSPACE_MAX_DASHBOARD_REPORTS" default:"200" help:"distinct reports (widgets' config.reportId) one dashboard draft names; a draft naming more is 400, at save and at publish"`
+	MaxBulkMoveBytes         int    `env:"WORKSPACE_MAX_BULK_MOVE_BYTES" default:"16777216" help:"most bytes of moved workbooks and reports (meta, calculated fields and dashboards, as stored) one move answers with; an item past it is not moved and fails 413 (the first item always moves)"`
 	NATSURL                  string `env:"NATS_URL" default:"nats://127.0.0.1:4223" secret:"true" help:"NATS with JetStream: the AUDIT stream the service's audit events go to (outside the local stack it carries the user and password: nats://user:password@host:4222)"`
 	audit.Config
 }

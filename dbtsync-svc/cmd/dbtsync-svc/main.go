@@ -16,6 +16,7 @@ import (
 
 	"github.com/analyticsco/platform/dbtsync-svc/config"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/app"
+	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/gitsource"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/queue/jetstream"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/worker"
@@ -107,8 +108,9 @@ func appDeps(cfg config.Config, db *mongo.Database, nc *nats.Conn, signer *ident
 	return app.Deps{Mongo: db, NATS: nc, Signer: signer, CredentialsKey: cfg.CredentialsKey, Registry: registry, Logger: logger,
 		Git: gitsource.Limits{Policy: gitsource.Policy{AllowFile: cfg.AllowFileURLs, AllowedHosts: cfg.AllowedHosts},
 			CloneTimeout: cfg.CloneTimeout, MaxRepoBytes: cfg.MaxRepoBytes, MaxFiles: cfg.MaxRepoFiles, MaxFileBytes: cfg.MaxFileBytes},
-		UploadQuota: cfg.DeploymentUploads, AuditMaxHeld: cfg.AuditMaxHeld,
-		Storage: jetstream.Limits{JobRetention: cfg.JobRetention, ObjectMaxAge: cfg.ObjectMaxAge, ObjectMaxBytes: cfg.ObjectMaxBytes}}
+		Quotas: dbtsync.StorageQuotas{Deployment: cfg.DeploymentUploads, Account: cfg.AccountUploads}, AuditMaxHeld: cfg.AuditMaxHeld,
+		Storage: jetstream.Limits{JobRetention: cfg.JobRetention, ObjectMaxAge: cfg.ObjectMaxAge, ObjectMaxBytes: cfg.ObjectMaxBytes,
+			MaxQueuedJobs: cfg.MaxQueuedJobs, MaxRunningJobs: cfg.MaxRunningJobs}}
 }
 
 // startWorker runs the job consumer until ctx ends; wait waits for it to stop.

@@ -32,8 +32,11 @@ type Deps struct {
 	Logger         *slog.Logger
 	MaxBodyBytes   int64            // POST .../dbt-sync body limit (default 256 MiB)
 	Git            gitsource.Limits // repository policy and clone limits (zero: defaults, https only)
-	Storage        jetstream.Limits
-	UploadQuota    int64 // bytes of one deployment's manifests waiting in the object store (0: default)
+	// Storage bounds what JetStream keeps (the queue limits per deployment included);
+	// Quotas what one deployment and one account keep in the object store (zero fields:
+	// the defaults).
+	Storage jetstream.Limits
+	Quotas  dbtsync.StorageQuotas
 	// Audit events go to the AUDIT stream over NATS, else to the outbox in Mongo;
 	// AuditMaxHeld bounds those held in memory when neither takes them. Audit, when set,
 	// receives the events instead (tests).
@@ -105,8 +108,9 @@ func NewAPI(ctx context.Context, d Deps) (*API, error) {
 		return nil, err
 	}
 	go reseal(ctx, a, d.Logger)
-	svc := dbtsync.NewService(dbtsync.Ports{Branches: a.store, Integrations: a.store, Jobs: a.queue, Manifests: a.queue,
-		Git: gitsource.New(a.sealer, d.Git), Sealer: a.sealer}, dbtsync.Options{UploadQuota: d.UploadQuota})
+	svc := dbtsync.NewService(dbtsync.Ports{Branches: a.store, Integrations: a.store, Jobs: a.queue, Manifests: a.queue, Ledgers: a.queue,
+		Git: gitsource.New(a.sealer, d.Git), Sealer: a.sealer},
+		dbtsync.Options{Quotas: d.Quotas, ObjectMaxAge: d.Storage.ObjectMaxAge, MaxQueuedJobs: d.Storage.MaxQueuedJobs})
 	svc = dbtsync.LoggingMiddleware(d.Logger)(svc)
 	svc = dbtsync.InstrumentingMiddleware(a.metrics)(svc)
 	svc = dbtsync.AuditingMiddleware(a.audit)(svc)
@@ -139,10 +143,11 @@ func NewWorker(ctx context.Context, d Deps, opts worker.Options, cloneDir string
 	if opts.Audit == nil {
 		opts.Audit = a.audit
 	}
+	opts.Quotas, opts.ObjectMaxAge = d.Quotas, d.Storage.ObjectMaxAge
 	git, err := gitsource.NewCloner(a.sealer, cloneDir, d.Git)
 	if err != nil {
 		return nil, err
 	}
-	return worker.New(worker.Ports{Jobs: a.queue, Feed: a.queue, Manifests: a.queue, Branches: a.store, Integrations: a.store, Git: git},
+	return worker.New(worker.Ports{Jobs: a.queue, Feed: a.queue, Manifests: a.queue, Ledgers: a.queue, Branches: a.store, Integrations: a.store, Git: git},
 		a.metrics, d.Logger, opts), nil
 }

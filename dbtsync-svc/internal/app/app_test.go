@@ -30,6 +30,7 @@ import (
 	"github.com/analyticsco/platform/dbtsync-svc/internal/gitsource"
 	jsqueue "github.com/analyticsco/platform/dbtsync-svc/internal/queue/jetstream"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/worker"
+	"github.com/analyticsco/platform/dbtsync-svc/internal/worker/workertest"
 	"github.com/analyticsco/platform/devstack"
 	"github.com/analyticsco/platform/devstack/apitest"
 	"github.com/analyticsco/platform/devstack/gatewaytest"
@@ -497,56 +498,43 @@ func TestGitIntegration(t *testing.T) {
 	}
 }
 
-// TestFinding03_JobThatKillsItsWorkerIsAttemptedAtMostMaxAttempts: a job whose input
-// takes its worker down (here: the worker is stopped whenever it converts that job) was
-// redelivered for ever, killing a worker each time. It is started at most MaxAttempts
-// times, then fails saying why, and the other jobs keep flowing.
-func TestFinding03_JobThatKillsItsWorkerIsAttemptedAtMostMaxAttempts(t *testing.T) {
+// A job whose input takes its worker down (here: the worker is stopped whenever it
+// converts that job) was redelivered for ever, and each crash counted against the jobs
+// beside it too, which ended failed although they were sound. The first crash counts
+// against nobody; from then on the job runs alone on its worker, so each crash is pinned
+// on it: it fails after MaxAttempts runs alone, saying so, while the job that ran beside
+// it succeeds with that run not counted, and other jobs keep flowing.
+func TestJobThatKillsItsWorkerRunsAloneAndItsNeighbourSucceeds(t *testing.T) {
 	h := newHarness(t)
-	const maxAttempts = 3
-	var poison atomic.Value
-	poison.Store("")
-	crashed := make(chan struct{}, 10)
-	start := func() func() {
-		return h.worker(worker.Options{MaxAttempts: maxAttempts, AckWait: time.Second, Phase: func(ctx context.Context, id, phase string) {
-			if phase == "converting" && id == poison.Load().(string) {
-				crashed <- struct{}{}
-				<-ctx.Done() // the worker dies mid-job: no outcome is recorded
-			}
-		}})
+	const maxAttempts = 2
+	poison, innocent := h.start("poison", "a"), h.start("innocent", "b")
+	crash := workertest.NewCrash(poison, innocent)
+	opts := worker.Options{Concurrency: 2, MaxAttempts: maxAttempts, AckWait: time.Second, Phase: crash.Phase}
+	crash.Rounds(t, maxAttempts, func() func() { return h.worker(opts) }, func() bool {
+		_, job := h.do("GET", h.syncPath()+"/"+poison, h.dev, nil)
+		return job["status"] == "failed"
+	})
+	h.worker(opts)
+	if job := h.waitJob(innocent); job["status"] != "succeeded" || job["attempts"] != float64(1) {
+		t.Errorf("the job beside the poisoned one: %v, want succeeded with 1 attempt", job)
 	}
-	code, acc := h.do("POST", h.syncPath(), h.dev, map[string]any{"source": "manifest", "manifest": smallManifest("v12", "a"), "branchName": "poison"})
-	if code != 202 {
-		t.Fatal(code, acc)
+	job := h.waitJob(poison)
+	if job["status"] != "failed" || job["attempts"] != float64(maxAttempts) || job["errorCode"] != "worker_stopped" || !strings.Contains(fmt.Sprint(job["error"]), "stopped each time") {
+		t.Fatalf("job = %v, want failed after %d interrupted runs alone, saying so", job, maxAttempts)
 	}
-	id := acc["syncJobId"].(string)
-	poison.Store(id)
-	for i := 0; i < maxAttempts; i++ {
-		stop := start()
-		select {
-		case <-crashed:
-		case <-time.After(60 * time.Second):
-			t.Fatalf("run %d of the poisoned job never started", i+1)
-		}
-		stop()
-	}
-	start() // the next delivery finds the job started maxAttempts times
-	job := h.waitJob(id)
-	if job["status"] != "failed" || job["attempts"] != float64(maxAttempts) || !strings.Contains(fmt.Sprint(job["error"]), "stopped each time") {
-		t.Fatalf("job = %v, want failed after %d interrupted runs, saying so", job, maxAttempts)
-	}
-	select {
-	case <-crashed:
-		t.Fatal("the poisoned job ran again after its last attempt")
-	default:
-	}
-	code, acc = h.do("POST", h.syncPath(), h.dev, map[string]any{"source": "manifest", "manifest": smallManifest("v12", "b"), "branchName": "healthy"})
-	if code != 202 {
-		t.Fatal(code, acc)
-	}
-	if job := h.waitJob(acc["syncJobId"].(string)); job["status"] != "succeeded" {
+	if job := h.waitJob(h.start("healthy", "c")); job["status"] != "succeeded" {
 		t.Fatalf("another job after the poisoned one: %v", job)
 	}
+}
+
+// start queues a manifest sync of one model into branch and returns its job id.
+func (h *harness) start(branch, model string) string {
+	h.t.Helper()
+	code, acc := h.do("POST", h.syncPath(), h.dev, map[string]any{"source": "manifest", "manifest": smallManifest("v12", model), "branchName": branch})
+	if code != 202 {
+		h.t.Fatal(code, acc)
+	}
+	return acc["syncJobId"].(string)
 }
 
 // Security review #8: one deployment's uploads could fill the object store for every
@@ -554,7 +542,7 @@ func TestFinding03_JobThatKillsItsWorkerIsAttemptedAtMostMaxAttempts(t *testing.
 // DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES is 413 naming it, and queues nothing.
 func TestFinding08_ManifestUploadsPerDeploymentAreBounded(t *testing.T) {
 	small, _ := json.Marshal(smallManifest("v12", "a"))
-	h := newHarnessWith(t, func(d *app.Deps) { d.UploadQuota = int64(len(small))*2 + 100 })
+	h := newHarnessWith(t, func(d *app.Deps) { d.Quotas.Deployment = int64(len(small))*2 + 100 })
 	for i := 0; i < 2; i++ { // no worker runs: the manifests wait in the store
 		if code, body := h.do("POST", h.syncPath(), h.dev, map[string]any{"source": "manifest", "manifest": smallManifest("v12", "a"), "branchName": fmt.Sprintf("q%d", i)}); code != 202 {
 			t.Fatalf("upload %d: %d %v", i+1, code, body)
@@ -565,8 +553,19 @@ func TestFinding08_ManifestUploadsPerDeploymentAreBounded(t *testing.T) {
 		t.Fatalf("third upload: want 413 naming the limit, got %d %v", code, body)
 	}
 	_, jobs := h.do("GET", h.syncPath()+"?first=10", h.dev, nil)
-	if items, _ := jobs["items"].([]any); len(items) != 2 {
-		t.Errorf("jobs after the refused upload: %v, want the two accepted", jobs)
+	items, _ := jobs["items"].([]any)
+	if len(items) != 2 {
+		t.Fatalf("jobs after the refused upload: %v, want the two accepted", jobs)
+	}
+	// Converted, the manifests are removed and their charges freed: the quota has room again.
+	h.worker(worker.Options{})
+	for _, it := range items {
+		if job := h.waitJob(it.(map[string]any)["syncJobId"].(string)); job["status"] != "succeeded" {
+			t.Fatalf("job %v", job)
+		}
+	}
+	if code, body := h.do("POST", h.syncPath(), h.dev, map[string]any{"source": "manifest", "manifest": smallManifest("v12", "a"), "branchName": "q3"}); code != 202 {
+		t.Errorf("an upload once the others were converted: %d %v", code, body)
 	}
 }
 

@@ -98,9 +98,10 @@ models:
 }
 
 func TestGitSourceAtBranchAndTag(t *testing.T) {
-	// The production image has no git binary: the file:// clone must not need one.
-	t.Setenv("PATH", t.TempDir())
 	h := newHarness(t)
+	// The production image has no git binary: the file:// clone must not need one (set
+	// once the harness has built the gateway, so the test passes alone too).
+	t.Setenv("PATH", t.TempDir())
 	h.worker(worker.Options{})
 	repo := dbtRepo(t)
 	p := fmt.Sprintf("/api/v1/deployments/%d/dbt-git-integration", h.dep)
@@ -161,8 +162,8 @@ func TestGitSourceAtBranchAndTag(t *testing.T) {
 // A hex-only ref that is neither a branch nor a tag of the repository (so, for the API, a
 // commit SHA) is 400 at once and queues nothing; so is such an integration branch.
 func TestHexRefThatIsNoBranchOrTagIs400(t *testing.T) {
-	t.Setenv("PATH", t.TempDir())
 	h := newHarness(t)
+	t.Setenv("PATH", t.TempDir())
 	repo := dbtRepo(t)
 	p := fmt.Sprintf("/api/v1/deployments/%d/dbt-git-integration", h.dep)
 	if code, body := h.do("PUT", p, h.admin, map[string]any{"repoUrl": "file://" + repo, "branch": "main", "projectPath": "analytics"}); code != 200 {

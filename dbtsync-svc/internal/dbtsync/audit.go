@@ -106,8 +106,9 @@ func (a *auditing) CancelJob(ctx context.Context, p *identity.Principal, dep int
 
 func (a *auditing) PutIntegration(ctx context.Context, p *identity.Principal, dep int64, in IntegrationInput) (DbtGitIntegration, error) {
 	out, err := a.Service.PutIntegration(ctx, p, dep, in)
-	// The repository, never the credentials: only whether there are some.
-	d := map[string]any{"repoUrl": in.RepoURL, "branch": in.Branch, "hasCredentials": in.Credentials != nil}
+	// The repository, never the credentials: only whether there are some, and the URL
+	// without any a user pasted into it (also when it was refused for carrying them).
+	d := map[string]any{"repoUrl": RedactRepoURL(in.RepoURL), "branch": in.Branch, "hasCredentials": in.Credentials != nil}
 	if in.ProjectPath != nil {
 		d["projectPath"] = *in.ProjectPath
 	}
@@ -135,7 +136,7 @@ func deploymentID(dep int64) string { return strconv.FormatInt(dep, 10) }
 
 // FinishEvent is the audit event of the end of a job the worker ran: its status, what it
 // wrote, and who started it (the actor is the platform: nobody acted at that moment).
-func FinishEvent(job Job, status, errMsg string, version int64, unchanged bool) audit.Event {
+func FinishEvent(job Job, status, errCode, errMsg string, version int64, unchanged bool) audit.Event {
 	ev := audit.Event{AccountID: job.AccountID, DeploymentID: job.DeploymentID, Action: ActionSyncFinish,
 		Actor: audit.Actor{Type: audit.ActorSystem, ID: "dbtsync-worker"}, Target: audit.Target{Type: TargetSyncJob, ID: job.SyncJobID},
 		RequestID: job.RequestID, Outcome: audit.Outcome{Result: audit.Success}}
@@ -150,7 +151,7 @@ func FinishEvent(job Job, status, errMsg string, version int64, unchanged bool) 
 		}
 	case StatusFailed:
 		ev.Outcome.Result = audit.Failure
-		d["error"] = errMsg
+		d["error"], d["errorCode"] = errMsg, errCode
 	case StatusCanceled:
 		ev.Outcome.Result = audit.Failure
 		if job.CanceledBy != 0 {

@@ -2,10 +2,10 @@ package dbtsync
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/analyticsco/platform/libs/identity"
 )
@@ -34,32 +34,38 @@ func (s *service) ListBranches(ctx context.Context, p *identity.Principal, dep i
 	if err := authorize(p, roleBranches); err != nil {
 		return Page[Branch]{}, err
 	}
-	states, err := s.Branches.Branches(ctx, dep)
+	// Production first, then the others by name, a page at a time from the store (a
+	// deployment's branches are as many as the names its syncs gave): the cursor is the
+	// last name listed.
+	production, now := p.Deployment.ProductionBranch, s.now()
+	if pg.After != "" && !validBranchName(pg.After) {
+		return Page[Branch]{}, invalid("after is not a cursor returned by this list")
+	}
+	items := make([]Branch, 0, pg.First+1)
+	after := pg.After
+	if after == "" {
+		prod, err := s.branch(ctx, dep, production, production)
+		if err != nil {
+			return Page[Branch]{}, err
+		}
+		items = append(items, prod)
+	} else if after == production {
+		after = ""
+	}
+	states, err := s.Branches.Branches(ctx, dep, after, production, pg.First+1-len(items))
 	if err != nil {
 		return Page[Branch]{}, err
 	}
-	production, now := p.Deployment.ProductionBranch, s.now()
-	all := make([]Branch, 0, len(states)+1)
-	hasProd := false
 	for _, st := range states {
-		b := st.View(production, now)
-		hasProd = hasProd || b.Production
-		all = append(all, b)
+		items = append(items, st.View(production, now))
 	}
-	if !hasProd {
-		all = append(all, productionBranch(production))
+	out := Page[Branch]{Items: items[:min(len(items), pg.First)]}
+	out.PageInfo.HasNextPage = len(items) > pg.First
+	if n := len(out.Items); n > 0 {
+		c := base64.RawURLEncoding.EncodeToString([]byte(out.Items[n-1].Name))
+		out.PageInfo.EndCursor = &c
 	}
-	// Production first, then by name.
-	slices.SortFunc(all, func(a, b Branch) int {
-		if a.Production != b.Production {
-			if a.Production {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
-	return paginate(all, func(b Branch) string { return b.Name }, pg)
+	return out, nil
 }
 
 func (s *service) GetBranch(ctx context.Context, p *identity.Principal, dep int64, name string) (Branch, error) {

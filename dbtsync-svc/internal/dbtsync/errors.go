@@ -22,6 +22,10 @@ var (
 	// ErrRoleRequired marks a caller refused for its role alone (403): the operation is
 	// not one it may use at all.
 	ErrRoleRequired = errors.New("the caller's role does not allow the operation")
+	// ErrJobLimit: the deployment's queue holds its limit of jobs queued or running.
+	ErrJobLimit = errors.New("the deployment's queue is full")
+	// ErrBadCursor: a list cursor the list did not return.
+	ErrBadCursor = errors.New("not a cursor of this list")
 )
 
 // QueueUnavailable wraps an error of the job queue's server: it is ErrQueueUnavailable

@@ -3,6 +3,7 @@ package dbtsync
 import (
 	"io"
 	"strings"
+	"time"
 )
 
 // The decoders, each with the rules the service applies to what it decoded, for the
@@ -32,4 +33,9 @@ func BodyOf(body string) SyncRequestBody {
 	return func(manifest io.Writer) (StartSyncInput, error) {
 		return decodeStartSyncRequest(strings.NewReader(body), manifest)
 	}
+}
+
+// MoveCharge is Ledger.move, for the ledger's unit test.
+func MoveCharge(l *Ledger, op string, from, to Charge, quota int64, now time.Time) error {
+	return l.move(op, from, to, quota, now)
 }

@@ -37,24 +37,34 @@ type Progress struct {
 
 // Job is a sync job as the job queue keeps it: its input, where it is, and who started it.
 type Job struct {
-	SyncJobID        string
-	DeploymentID     int64
-	Status           string
-	Source           string
-	Output           string
-	Ref              *string // git: the ref to clone instead of the integration's branch
-	BranchName       string
-	WorkflowID       string
-	Progress         Progress
-	Error            *string
-	Warnings         []convert.Warning
-	CreatedAt        time.Time
-	StartedAt        *time.Time
-	FinishedAt       *time.Time
-	Attempts         int // runs started so far
+	SyncJobID    string
+	DeploymentID int64
+	Status       string
+	Source       string
+	Output       string
+	Ref          *string // git: the ref to clone instead of the integration's branch
+	BranchName   string
+	WorkflowID   string
+	Progress     Progress
+	Error        *string // what the tenant reads of a failure (PublicFailure)
+	ErrorCode    string  // ... and its code
+	Warnings     []convert.Warning
+	CreatedAt    time.Time
+	StartedAt    *time.Time
+	FinishedAt   *time.Time
+	// Attempts counts the runs that count against the job: every run started, except one
+	// its worker stopped during while other jobs ran beside it (the crash may have been
+	// theirs).
+	Attempts int
+	// Alone: a worker stopped during a run of this job, which since runs alone on its
+	// worker, so a crash it causes again is pinned on it and on no other job.
+	Alone            bool
 	ProductionBranch string
 	HasManifest      bool // the job converts an uploaded manifest (ManifestJobID's)
-	Version          int64
+	// ManifestCharge is what that manifest is charged in the storage ledgers: whoever
+	// deletes it frees that.
+	ManifestCharge Charge
+	Version        int64
 	// Changed: for a succeeded branch job, whether it wrote a new version (false: the
 	// output was byte-identical to the branch's latest version).
 	Changed *bool
@@ -99,6 +109,10 @@ func jobView(j Job) SyncJob {
 	}
 	if j.Status == StatusFailed {
 		v.Error = j.Error
+		if j.ErrorCode != "" {
+			code := j.ErrorCode
+			v.ErrorCode = &code
+		}
 	}
 	if v.Warnings == nil {
 		v.Warnings = []convert.Warning{}

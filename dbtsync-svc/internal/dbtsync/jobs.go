@@ -1,12 +1,28 @@
 package dbtsync
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
 	"github.com/analyticsco/platform/libs/identity"
 )
+
+// ResultJSON is how a files job's result is stored: the JSON array of its files, as the
+// API answers it (GetJob streams it as it is).
+func ResultJSON(files []convert.File) []byte {
+	if files == nil {
+		files = []convert.File{}
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // as httpx.WriteJSON
+	_ = enc.Encode(files)
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+}
 
 // job reads a job of the deployment, 404 when there is none.
 func (s *service) job(ctx context.Context, dep int64, id string) (Job, error) {
@@ -39,10 +55,7 @@ func (s *service) GetJob(ctx context.Context, p *identity.Principal, dep int64, 
 		case err != nil:
 			return SyncJob{}, err
 		default:
-			v.Files = files
-			if v.Files == nil {
-				v.Files = []convert.File{}
-			}
+			v.Files = files // streamed by the transport
 		}
 	}
 	return v, nil
@@ -52,16 +65,21 @@ func (s *service) ListJobs(ctx context.Context, p *identity.Principal, dep int64
 	if err := authorize(p, roleSync); err != nil {
 		return Page[SyncJob]{}, err
 	}
-	ids, err := s.Jobs.JobIDs(ctx, dep)
+	// The job index is read by page: a request reads about first ids, however many jobs
+	// the deployment has had.
+	ids, end, more, err := s.Jobs.JobPage(ctx, dep, pg.After, pg.First)
+	if errors.Is(err, ErrBadCursor) {
+		return Page[SyncJob]{}, invalid("after is not a cursor returned by this list")
+	}
 	if err != nil {
 		return Page[SyncJob]{}, err
 	}
-	idPage, err := paginate(ids, func(s string) string { return s }, pg)
-	if err != nil {
-		return Page[SyncJob]{}, err
+	out := Page[SyncJob]{Items: make([]SyncJob, 0, len(ids)), PageInfo: PageInfo{HasNextPage: more}}
+	if end != "" {
+		c := base64.RawURLEncoding.EncodeToString([]byte(end))
+		out.PageInfo.EndCursor = &c
 	}
-	out := Page[SyncJob]{Items: make([]SyncJob, 0, len(idPage.Items)), PageInfo: idPage.PageInfo}
-	for _, id := range idPage.Items {
+	for _, id := range ids {
 		j, err := s.Jobs.Job(ctx, dep, id)
 		if errors.Is(err, ErrNotFound) {
 			continue // expired since it was listed

@@ -14,7 +14,7 @@ func DecodeManifest(r io.Reader) (*convert.Project, error) {
 	p, err := convert.DecodeManifest(r)
 	if err != nil {
 		if errors.Is(err, convert.ErrNotJSON) || errors.Is(err, convert.ErrNoNodes) || errors.Is(err, convert.ErrNotManifest) || errors.Is(err, convert.ErrUnsupportedVersion) {
-			return nil, Permanent(err)
+			return nil, Permanent(Failure(CodeInvalidManifest, "%s", err))
 		}
 		return nil, err
 	}

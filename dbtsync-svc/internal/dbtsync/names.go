@@ -61,6 +61,31 @@ func validFilePath(path string) bool {
 	return true
 }
 
+// RedactRepoURL is a repository URL as the audit trail and logs may keep it: scheme,
+// host and path, without the credentials a user may have pasted into it (userinfo, a
+// token in the query) and without the fragment. A URL that does not parse keeps only
+// what follows its last '@' up to the first '?' or '#'.
+func RedactRepoURL(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		u.User, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = nil, "", false, "", ""
+		return u.String()
+	}
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		scheme, rest = "", raw
+	}
+	if i := strings.LastIndex(rest, "@"); i >= 0 {
+		rest = rest[i+1:]
+	}
+	if i := strings.IndexAny(rest, "?#"); i >= 0 {
+		rest = rest[:i]
+	}
+	if scheme == "" {
+		return rest
+	}
+	return scheme + "://" + rest
+}
+
 // RepoHost is the host of a repository URL, for messages ("" when it has none).
 func RepoHost(raw string) string {
 	u, err := url.Parse(raw)

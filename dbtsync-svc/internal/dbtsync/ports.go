@@ -18,8 +18,10 @@ import (
 // each version, and their served state (MongoDB).
 type BranchStore interface {
 	Branch(ctx context.Context, dep int64, name string) (BranchState, error)
-	// Branches returns the deployment's branches, in any order.
-	Branches(ctx context.Context, dep int64) ([]BranchState, error)
+	// Branches returns up to limit of the deployment's branches by name, those after the
+	// name after ("": from the first), leaving out the branch named except: a page read
+	// with an index, whatever the count of branches.
+	Branches(ctx context.Context, dep int64, after, except string, limit int) ([]BranchState, error)
 	// Files returns the files of one version (0: the latest) sorted by path, and the
 	// version read; path "" means every file, and contents are read only withContent.
 	// A version the branch does not keep is ErrNotFound; a path it lacks, no file.
@@ -45,19 +47,28 @@ type IntegrationStore interface {
 }
 
 // JobQueue keeps sync jobs and their order (NATS JetStream): each job's state, each
-// branch's line of jobs (one job per branch runs at a time, in order), and the queue
-// that delivers jobs to workers (JobFeed).
+// branch's line of jobs (one job per branch runs at a time, in order), a queue per
+// deployment that delivers its jobs to workers (JobFeed), and an index of each
+// deployment's jobs to list them by page.
 type JobQueue interface {
-	// Enqueue records a new job, puts it at the end of its branch's line and queues its
-	// delivery, with ctx's trace context; it returns once all three are stored, and
-	// leaves none of them behind when it fails.
+	// Enqueue records a new job, puts it at the end of its branch's line and in its
+	// deployment's index, and queues its delivery on its deployment's queue (QueueKey of
+	// its account and deployment), with ctx's trace context; it returns once all are
+	// stored, and leaves no line entry, record or delivery behind when it fails. When the
+	// deployment already has its queue's limit of jobs queued or running it fails with
+	// ErrJobLimit, decided atomically with the queueing.
 	Enqueue(ctx context.Context, j Job) error
+	// QueuedJobs is how many jobs of the deployment are queued or running.
+	QueuedJobs(ctx context.Context, k QueueKey) (int, error)
 	Job(ctx context.Context, dep int64, id string) (Job, error)
 	// UpdateJob applies fn to the job and stores the result if nobody changed the job
 	// in between (else it reads the job again and retries); fn's error aborts the update.
 	UpdateJob(ctx context.Context, dep int64, id string, fn func(*Job) error) (Job, error)
-	// JobIDs returns the ids of the deployment's jobs, newest first.
-	JobIDs(ctx context.Context, dep int64) ([]string, error)
+	// JobPage returns the ids of up to first jobs of the deployment, newest first, after
+	// the cursor after ("": from the newest). It reads about one page of the index per first ids, whatever the deployment's jobs
+	// number. A cursor it did not return is ErrBadCursor.
+	// The cursor of the last id returned is end; more tells whether older jobs follow.
+	JobPage(ctx context.Context, dep int64, after string, first int) (ids []string, end string, more bool, err error)
 	// LineHead is the id of the job at the head of the branch's line ("" when empty).
 	LineHead(ctx context.Context, dep int64, branch string) (string, error)
 	// LeaveLine takes the job out of its branch's line (nothing when it is not in it).
@@ -67,13 +78,18 @@ type JobQueue interface {
 	WatchCancel(ctx context.Context, dep int64, id string) (<-chan struct{}, error)
 }
 
-// JobFeed delivers queued jobs to workers (JetStream's durable pull consumer).
+// JobFeed delivers queued jobs to workers (JetStream's pull consumers, one per
+// deployment's queue).
 type JobFeed interface {
 	// Consume calls handle for every delivery, each in its own goroutine and at most
 	// concurrency at once, until ctx ends; then it waits for the handlers and returns.
 	// The handler's ctx carries the trace context of the request that queued the job.
 	// A delivery that is neither acknowledged nor retried is delivered again after
-	// ackWait (a worker that died), unless KeepAlive postpones it.
+	// ackWait (a worker that died), unless KeepAlive postpones it. Deliveries are fair:
+	// each free slot serves the queues in FairScheduler's order, and a deployment has at
+	// most its running limit of deliveries out at once (a delivery counts from the
+	// moment it is handed out until it is acknowledged or discarded, waiting for a
+	// retry included), across every consumer.
 	Consume(ctx context.Context, concurrency int, ackWait time.Duration, handle func(context.Context, Delivery)) error
 }
 
@@ -93,10 +109,9 @@ type Delivery interface {
 
 // ManifestStore keeps uploaded manifests until their job no longer needs them, and the
 // files of `output: files` jobs (JetStream's object store, whose age and size limits
-// remove what is left behind).
+// remove what is left behind). What each deployment and account keeps there is charged
+// to them in the ledgers (LedgerStore, Storage).
 type ManifestStore interface {
-	// UploadedBytes is what the deployment's uploaded manifests hold in the store now.
-	UploadedBytes(ctx context.Context, dep int64) (int64, error)
 	// PutManifest stores what r yields as the upload of job id, a job of dep; an error
 	// reading r aborts it.
 	PutManifest(ctx context.Context, dep int64, id string, r io.Reader) error
@@ -104,12 +119,23 @@ type ManifestStore interface {
 	Manifest(ctx context.Context, id string) (io.ReadCloser, error)
 	// HasManifest reports whether the upload of job id is still stored.
 	HasManifest(ctx context.Context, id string) (bool, error)
-	// DeleteManifest removes the upload of job id (nothing when there is none).
-	DeleteManifest(ctx context.Context, id string) error
+	// DeleteManifest removes the upload of job id; deleted is false when there was none
+	// (so a caller frees its charge once).
+	DeleteManifest(ctx context.Context, id string) (deleted bool, err error)
 	// PutResult stores the files an `output: files` job made.
 	PutResult(ctx context.Context, id string, files []convert.File) error
-	// Result reads them back.
-	Result(ctx context.Context, id string) ([]convert.File, error)
+	// Result streams them back: the JSON array of the files, as stored, never read whole.
+	Result(ctx context.Context, id string) (io.ReadCloser, error)
+}
+
+// LedgerStore keeps the storage ledgers (one per deployment, one per account) that
+// Storage charges, with compare-and-set: every charge is atomic, whichever API replica
+// or worker makes it.
+type LedgerStore interface {
+	// UpdateLedger applies fn to the ledger of key (empty when it has none) and stores
+	// the result if nobody changed it in between (else it reads it again and retries);
+	// fn's error aborts the update.
+	UpdateLedger(ctx context.Context, key LedgerKey, fn func(*Ledger) error) error
 }
 
 // GitSource reads dbt projects from the integrations' repositories.

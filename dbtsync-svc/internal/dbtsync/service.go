@@ -53,38 +53,66 @@ type Ports struct {
 	Integrations IntegrationStore
 	Jobs         JobQueue
 	Manifests    ManifestStore
+	Ledgers      LedgerStore
 	Git          GitSource
 	Sealer       Sealer
 }
 
 // Options tune the service; zero values take the defaults.
 type Options struct {
-	// UploadQuota bounds the bytes of one deployment's manifests waiting in the manifest
-	// store (DefaultDeploymentUploadBytes).
-	UploadQuota int64
+	// Quotas bound the bytes one deployment and one account keep in the manifest store
+	// (DefaultDeploymentUploadBytes, DefaultAccountUploadBytes).
+	Quotas StorageQuotas
+	// ObjectMaxAge is how long the manifest store keeps an object (7 days).
+	ObjectMaxAge time.Duration
+	// MaxQueuedJobs is the limit of a deployment's jobs queued or running, which the
+	// job queue enforces (DefaultMaxQueuedJobs); the service names it when refusing.
+	MaxQueuedJobs int
 	// Now is the clock (time.Now).
 	Now func() time.Time
 }
 
-// DefaultDeploymentUploadBytes is the default of DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES.
-const DefaultDeploymentUploadBytes = 1 << 30
+// DefaultMaxQueuedJobs is the default of DBT_SYNC_MAX_QUEUED_JOBS, and
+// DefaultMaxRunningJobs of DBT_SYNC_MAX_RUNNING_JOBS.
+const (
+	DefaultMaxQueuedJobs  = 20
+	DefaultMaxRunningJobs = 2
+)
 
-// service implements Service over the ports.
-type service struct {
-	Ports
-	uploadQuota int64
-	now         func() time.Time
-}
+// DefaultObjectMaxAge is the default of DBT_SYNC_OBJECT_MAX_AGE.
+const DefaultObjectMaxAge = 7 * 24 * time.Hour
 
-// NewService builds the Service.
-func NewService(p Ports, o Options) Service {
-	if o.UploadQuota <= 0 {
-		o.UploadQuota = DefaultDeploymentUploadBytes
+func (o *Options) defaults() {
+	if o.Quotas.Deployment <= 0 {
+		o.Quotas.Deployment = DefaultDeploymentUploadBytes
+	}
+	if o.Quotas.Account <= 0 {
+		o.Quotas.Account = DefaultAccountUploadBytes
+	}
+	if o.ObjectMaxAge <= 0 {
+		o.ObjectMaxAge = DefaultObjectMaxAge
+	}
+	if o.MaxQueuedJobs <= 0 {
+		o.MaxQueuedJobs = DefaultMaxQueuedJobs
 	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &service{Ports: p, uploadQuota: o.UploadQuota, now: o.Now}
+}
+
+// service implements Service over the ports.
+type service struct {
+	Ports
+	storage   *Storage
+	maxQueued int
+	now       func() time.Time
+}
+
+// NewService builds the Service.
+func NewService(p Ports, o Options) Service {
+	o.defaults()
+	return &service{Ports: p, maxQueued: o.MaxQueuedJobs, now: o.Now,
+		storage: &Storage{Ledgers: p.Ledgers, Quotas: o.Quotas, ObjectMaxAge: o.ObjectMaxAge, Now: o.Now}}
 }
 
 // The role each operation needs.
@@ -129,29 +157,34 @@ type SyncStarted struct {
 
 // SyncJob is a sync job as the API shows it.
 type SyncJob struct {
-	SyncJobID    string            `json:"syncJobId"`
-	DeploymentID int64             `json:"deploymentId"`
-	Status       string            `json:"status"`
-	Source       string            `json:"source"`
-	Output       string            `json:"output"`
-	Ref          *string           `json:"ref"`
-	BranchName   string            `json:"branchName"`
-	WorkflowID   string            `json:"workflowId"`
-	Progress     Progress          `json:"progress"`
-	Attempts     int               `json:"attempts"`
-	Error        *string           `json:"error"`
-	Warnings     []convert.Warning `json:"warnings"`
-	CreatedAt    httpx.Time        `json:"createdAt"`
-	StartedAt    *httpx.Time       `json:"startedAt"`
-	FinishedAt   *httpx.Time       `json:"finishedAt"`
+	SyncJobID    string   `json:"syncJobId"`
+	DeploymentID int64    `json:"deploymentId"`
+	Status       string   `json:"status"`
+	Source       string   `json:"source"`
+	Output       string   `json:"output"`
+	Ref          *string  `json:"ref"`
+	BranchName   string   `json:"branchName"`
+	WorkflowID   string   `json:"workflowId"`
+	Progress     Progress `json:"progress"`
+	Attempts     int      `json:"attempts"`
+	Error        *string  `json:"error"`
+	// ErrorCode is a failed job's code (JobFailureCodes): internal_error when the
+	// platform failed, whose message then says only that.
+	ErrorCode  *string           `json:"errorCode"`
+	Warnings   []convert.Warning `json:"warnings"`
+	CreatedAt  httpx.Time        `json:"createdAt"`
+	StartedAt  *httpx.Time       `json:"startedAt"`
+	FinishedAt *httpx.Time       `json:"finishedAt"`
 	// Changed is set when a branch job has succeeded: false when its output was
 	// byte-identical to the branch's latest version, so no version was written.
 	Changed *bool `json:"changed"`
 	// CancelRequested: a cancel was asked while the job ran; it stops at its next model.
 	CancelRequested bool `json:"cancelRequested"`
 	// RetryOf is the job this one retries.
-	RetryOf *string        `json:"retryOf"`
-	Files   []convert.File `json:"files,omitempty"`
+	RetryOf *string `json:"retryOf"`
+	// Files is a succeeded files job's result, the JSON array as stored: the transport
+	// streams it into the answer as "files" (and closes it), never holding it whole.
+	Files io.ReadCloser `json:"-"`
 	// FilesExpired: a succeeded files job whose result is older than DBT_SYNC_OBJECT_MAX_AGE
 	// was removed from the object store; run the sync again for the files.
 	FilesExpired bool `json:"filesExpired,omitempty"`

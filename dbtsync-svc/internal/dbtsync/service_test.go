@@ -14,6 +14,7 @@ import (
 	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/queue/memqueue"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/store/memstore"
+	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/identity"
 )
@@ -83,12 +84,34 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	f := &fixture{store: memstore.New(), queue: memqueue.New(), git: &fakeGit{refs: map[string]bool{}, refused: map[string]string{}},
-		clock: &clock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}}
-	f.svc = dbtsync.NewService(dbtsync.Ports{Branches: f.store, Integrations: f.store, Jobs: f.queue, Manifests: f.queue, Git: f.git, Sealer: sealer{}},
-		dbtsync.Options{UploadQuota: 4096, Now: f.clock.Now})
+	return newFixtureWith(t, dbtsync.Options{Quotas: dbtsync.StorageQuotas{Deployment: 4096, Account: 1 << 20}})
+}
+
+// newFixtureWith is newFixture with options o (its clock set); the queue's limit is o's.
+func newFixtureWith(t *testing.T, o dbtsync.Options) *fixture {
+	t.Helper()
+	f := &fixture{store: memstore.New(), queue: memqueue.NewWithLimits(memqueue.Limits{MaxQueued: o.MaxQueuedJobs}),
+		git: &fakeGit{refs: map[string]bool{}, refused: map[string]string{}}, clock: &clock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}}
+	o.Now = f.clock.Now
+	f.svc = dbtsync.NewService(dbtsync.Ports{Branches: f.store, Integrations: f.store, Jobs: f.queue, Manifests: f.queue, Ledgers: f.queue,
+		Git: f.git, Sealer: sealer{}}, o)
 	return f
 }
+
+// used is what the ledger of key holds now.
+func (f *fixture) used(t *testing.T, key dbtsync.LedgerKey) int64 {
+	t.Helper()
+	var n int64
+	if err := f.queue.UpdateLedger(context.Background(), key, func(l *dbtsync.Ledger) error {
+		n = l.Used(f.clock.Now())
+		return errors.New("read only")
+	}); err == nil {
+		t.Fatal("the ledger read was stored")
+	}
+	return n
+}
+
+const depLedger = dbtsync.LedgerKey("deployment.11")
 
 func principal(role string) *identity.Principal {
 	return &identity.Principal{Account: identity.Account{ID: 1}, User: &identity.User{ID: 100 + int64(identity.RoleRank(role)), Role: role},
@@ -122,7 +145,7 @@ func wantErr(t *testing.T, err error, status int, msg string) {
 
 func (f *fixture) jobs(t *testing.T) []dbtsync.Job {
 	t.Helper()
-	ids, err := f.queue.JobIDs(context.Background(), dep)
+	ids, _, _, err := f.queue.JobPage(context.Background(), dep, "", 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,8 +206,8 @@ func TestStartSync(t *testing.T) {
 				if js := f.jobs(t); len(js) != 0 {
 					t.Errorf("a refused sync queued %v", js)
 				}
-				if n, _ := f.queue.UploadedBytes(context.Background(), dep); n != 0 {
-					t.Errorf("a refused sync left %d bytes of manifest", n)
+				if n := f.used(t, depLedger); n != 0 {
+					t.Errorf("a refused sync left %d bytes of manifest charged", n)
 				}
 				return
 			}
@@ -245,8 +268,8 @@ func TestStartSyncKeepsTheUploadOnlyForAQueuedJob(t *testing.T) {
 	if res.ManifestBytes != size {
 		t.Errorf("refused after its upload: ManifestBytes %d, want %d", res.ManifestBytes, size)
 	}
-	if n, _ := f.queue.UploadedBytes(ctx, dep); n != size {
-		t.Errorf("uploads %d bytes, want only the queued job's %d", n, size)
+	if n := f.used(t, depLedger); n != size {
+		t.Errorf("uploads charged %d bytes, want only the queued job's %d", n, size)
 	}
 	// A git sync's manifest is ignored, never stored.
 	f.integration(t, "main")
@@ -254,8 +277,8 @@ func TestStartSyncKeepsTheUploadOnlyForAQueuedJob(t *testing.T) {
 	if err != nil || res.Source != dbtsync.SourceGit || res.ManifestBytes != 0 {
 		t.Fatalf("git sync with a manifest = %+v %v", res, err)
 	}
-	if n, _ := f.queue.UploadedBytes(ctx, dep); n != size {
-		t.Errorf("uploads %d bytes after a git sync", n)
+	if n := f.used(t, depLedger); n != size {
+		t.Errorf("uploads charged %d bytes after a git sync", n)
 	}
 }
 
@@ -266,8 +289,8 @@ func TestStartSyncUploadQuotaAndOutage(t *testing.T) {
 		strings.Repeat("x", 5000) + `"}}}`
 	_, err := f.svc.StartSync(ctx, developer, dep, dbtsync.BodyOf(big))
 	wantErr(t, err, 413, "DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES")
-	if n, _ := f.queue.UploadedBytes(ctx, dep); n != 0 || len(f.jobs(t)) != 0 {
-		t.Errorf("a refused upload left %d bytes, %d jobs", n, len(f.jobs(t)))
+	if n := f.used(t, depLedger); n != 0 || len(f.jobs(t)) != 0 {
+		t.Errorf("a refused upload left %d bytes charged, %d jobs", n, len(f.jobs(t)))
 	}
 	f.queue.SetUnavailable(true)
 	_, err = f.svc.StartSync(ctx, developer, dep, dbtsync.BodyOf(`{"source":"manifest","manifest":`+manifest+`}`))
@@ -347,8 +370,8 @@ func TestRetryJob(t *testing.T) {
 		t.Errorf("retry of the retry %+v %v", j, err)
 	}
 	// Once the upload is gone, there is nothing to retry.
-	if err := f.queue.DeleteManifest(ctx, first); err != nil {
-		t.Fatal(err)
+	if deleted, err := f.queue.DeleteManifest(ctx, first); err != nil || !deleted {
+		t.Fatal(deleted, err)
 	}
 	_, err = f.svc.RetryJob(ctx, developer, dep, first)
 	wantErr(t, err, 409, "the manifest of sync job "+first+" is no longer stored")
@@ -562,11 +585,125 @@ func TestFilesResultExpired(t *testing.T) {
 		t.Fatal(err)
 	}
 	job, err := f.svc.GetJob(ctx, developer, dep, kept)
-	if err != nil || len(job.Files) != 1 || job.FilesExpired {
+	if err != nil || job.Files == nil || job.FilesExpired {
 		t.Fatalf("a kept result: %+v %v", job, err)
+	}
+	if b, _ := io.ReadAll(job.Files); string(b) != `[{"path":"model/cubes/a.yml","content":"cubes: []\n"}]` {
+		t.Errorf("the result streams %s", b)
 	}
 	job, err = f.svc.GetJob(ctx, developer, dep, expired)
 	if err != nil || job.Files != nil || !job.FilesExpired || job.Status != dbtsync.StatusSucceeded {
 		t.Fatalf("an expired result: %+v %v, want the job with filesExpired", job, err)
+	}
+}
+
+func TestRedactRepoURLDropsCredentials(t *testing.T) {
+	cases := map[string]string{
+		"https://bob:ghp_SECRET@github.com/acme/dbt.git":            "https://github.com/acme/dbt.git",
+		"https://ghp_SECRET@github.com/acme/dbt.git":                "https://github.com/acme/dbt.git",
+		"https://github.com/acme/dbt.git?private_token=SECRET#frag": "https://github.com/acme/dbt.git",
+		"https://bob:ghp_SE CRET@github.com/acme/dbt.git":           "https://github.com/acme/dbt.git",
+		"https://bob:%zzSECRET@git.example.com/x.git?t=SECRET":      "https://git.example.com/x.git",
+		"file://user:SECRET@/srv/repo":                              "file:///srv/repo",
+		"https://github.com/acme/dbt.git":                           "https://github.com/acme/dbt.git",
+	}
+	for in, want := range cases {
+		if got := dbtsync.RedactRepoURL(in); got != want || strings.Contains(got, "SECRET") {
+			t.Errorf("RedactRepoURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// A repoUrl carrying credentials is refused (400), and the audit event of the refused
+// request keeps the URL without them.
+func TestIntegrationAuditNeverKeepsCredentialsOfTheURL(t *testing.T) {
+	f := newFixture(t)
+	rec := &audit.Memory{}
+	svc := dbtsync.AuditingMiddleware(rec)(f.svc)
+	project := "."
+	_, err := svc.PutIntegration(context.Background(), admin, dep, dbtsync.IntegrationInput{RepoURL: "https://bob:ghp_SECRET@github.com/acme/dbt.git", Branch: "main", ProjectPath: &project})
+	wantErr(t, err, 400, "must not carry credentials")
+	evs := rec.Events()
+	if len(evs) != 1 || evs[0].Details["repoUrl"] != "https://github.com/acme/dbt.git" || strings.Contains(fmt.Sprint(evs[0]), "SECRET") {
+		t.Fatalf("events %+v", evs)
+	}
+}
+
+// sizedManifest is a start-sync body whose manifest is about size bytes.
+func sizedManifest(branch string, size int) string {
+	return `{"source":"manifest","branchName":"` + branch + `","manifest":{"metadata":{"dbt_schema_version":"https://schemas.getdbt.com/dbt/manifest/v12.json"},"nodes":{"x":"` +
+		strings.Repeat("x", size) + `"}}}`
+}
+
+// Uploads running at once are charged to the deployment's quota as they stream, each
+// charge atomic: however many run together, what is accepted fits the quota, and the
+// rest is 413 naming it. Before, each upload compared the quota with what was already
+// stored when it started, and 20 concurrent uploads all passed.
+func TestConcurrentUploadsNeverPassTheQuotaTogether(t *testing.T) {
+	const size, quota, uploads = 5000, 3*5000 + 2000, 20
+	f := newFixtureWith(t, dbtsync.Options{Quotas: dbtsync.StorageQuotas{Deployment: quota, Account: 1 << 30}, MaxQueuedJobs: 100})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	answers := map[int]int{}
+	for i := range uploads {
+		wg.Go(func() {
+			_, err := f.svc.StartSync(context.Background(), developer, dep, dbtsync.BodyOf(sizedManifest(fmt.Sprintf("b%d", i), size)))
+			status, code, msg, _ := errs.Answer(err)
+			if err == nil {
+				status = 202
+			} else if status != 413 || code != "storage_quota" || !strings.Contains(msg, "DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES") {
+				t.Errorf("upload %d: %d %s %q", i, status, code, msg)
+			}
+			mu.Lock()
+			answers[status]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if answers[202] < 1 || answers[202] > quota/size || answers[202]+answers[413] != uploads {
+		t.Errorf("answers %v: want at most %d accepted, the rest 413", answers, quota/size)
+	}
+	if n := f.used(t, depLedger); n > quota || len(f.jobs(t)) != answers[202] {
+		t.Errorf("charged %d bytes (quota %d) for %d jobs", n, quota, len(f.jobs(t)))
+	}
+}
+
+// An account's deployments share its quota: one deployment cannot fill what the store
+// keeps for every tenant, nor can an account through many deployments.
+func TestAccountQuotaBoundsItsDeploymentsTogether(t *testing.T) {
+	const size = 5000
+	f := newFixtureWith(t, dbtsync.Options{Quotas: dbtsync.StorageQuotas{Deployment: 1 << 20, Account: 3 * size / 2}})
+	other := principal(identity.RoleDeveloper)
+	other.Deployment = &identity.Deployment{ID: dep + 1, ProductionBranch: prod}
+	if _, err := f.svc.StartSync(context.Background(), developer, dep, dbtsync.BodyOf(sizedManifest("a", size))); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.svc.StartSync(context.Background(), other, dep+1, dbtsync.BodyOf(sizedManifest("b", size)))
+	wantErr(t, err, 413, "account 1 would pass its 7500 bytes in the dbt sync object store (DBT_SYNC_MAX_ACCOUNT_UPLOAD_BYTES")
+	if n := f.used(t, dbtsync.LedgerKey("deployment.12")); n != 0 {
+		t.Errorf("the refused deployment's ledger holds %d bytes", n)
+	}
+}
+
+// A deployment has at most DBT_SYNC_MAX_QUEUED_JOBS jobs queued or running: a sync or a
+// retry past it is 429 naming the limit, while other deployments still queue.
+func TestQueueLimitIs429ForSyncsAndRetries(t *testing.T) {
+	f := newFixtureWith(t, dbtsync.Options{Quotas: dbtsync.StorageQuotas{Deployment: 1 << 20}, MaxQueuedJobs: 2})
+	first, _ := f.queueSync(t, "a"), f.queueSync(t, "b")
+	_, err := f.svc.StartSync(context.Background(), developer, dep, dbtsync.BodyOf(`{"source":"manifest","branchName":"c","manifest":`+manifest+`}`))
+	wantErr(t, err, 429, "deployment 11 has 2 sync jobs queued or running, the most it may have (DBT_SYNC_MAX_QUEUED_JOBS)")
+	if _, code, _, _ := errs.Answer(err); code != "job_limit" {
+		t.Errorf("code %q", code)
+	}
+	f.set(t, first, func(j *dbtsync.Job) { j.Status = dbtsync.StatusFailed })
+	_, err = f.svc.RetryJob(context.Background(), developer, dep, first)
+	wantErr(t, err, 429, "DBT_SYNC_MAX_QUEUED_JOBS")
+	if js := f.jobs(t); len(js) != 2 {
+		t.Errorf("jobs past the limit were queued: %d", len(js))
+	}
+	other := principal(identity.RoleDeveloper)
+	other.Deployment = &identity.Deployment{ID: dep + 1, ProductionBranch: prod}
+	if _, err := f.svc.StartSync(context.Background(), other, dep+1, dbtsync.BodyOf(`{"source":"manifest","manifest":`+manifest+`}`)); err != nil {
+		t.Errorf("another deployment's sync: %v", err)
 	}
 }

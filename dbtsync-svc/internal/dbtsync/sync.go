@@ -3,8 +3,11 @@ package dbtsync
 import (
 	"context"
 	"errors"
+	"net/http"
+	"time"
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
+	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/logging"
 )
@@ -32,15 +35,23 @@ func (s *service) StartSync(ctx context.Context, p *identity.Principal, dep int6
 	if err := authorize(p, roleSync); err != nil {
 		return res, err
 	}
+	queue := QueueKey{Account: p.Account.ID, Deployment: dep}
+	if err := s.queueHasRoom(ctx, queue); err != nil {
+		return res, err
+	}
 	id := NewSyncJobID(s.now().UTC())
-	in, kept, err := s.receive(ctx, dep, id, body, &res)
+	in, charge, err := s.receive(ctx, queue, id, body, &res)
 	if err != nil {
 		return res, err
 	}
+	kept := charge.Stored > 0
 	// The upload (if any) is kept from here on: any refusal removes it.
 	rollback := func(err error) (SyncStarted, error) {
 		if kept {
-			_ = s.Manifests.DeleteManifest(context.WithoutCancel(ctx), id)
+			bg := context.WithoutCancel(ctx)
+			if deleted, _ := s.Manifests.DeleteManifest(bg, id); deleted {
+				_ = s.storage.Free(bg, queue.Account, dep, charge)
+			}
 		}
 		return res, err
 	}
@@ -52,11 +63,11 @@ func (s *service) StartSync(ctx context.Context, p *identity.Principal, dep int6
 	if branch == production && !p.HasRole(identity.RoleAdmin) {
 		return rollback(forbidden("only admins may sync into the production branch %q", production))
 	}
-	job := s.newJob(ctx, p, dep, id, Job{Source: in.Source, Output: in.Output, Ref: in.Ref, BranchName: branch, HasManifest: kept})
+	job := s.newJob(ctx, p, dep, id, Job{Source: in.Source, Output: in.Output, Ref: in.Ref, BranchName: branch, HasManifest: kept, ManifestCharge: charge})
 	if in.Source != SourceGit {
 		job.Ref = nil
 	}
-	if err := s.Jobs.Enqueue(ctx, job); err != nil {
+	if err := s.enqueue(ctx, job); err != nil {
 		return rollback(err)
 	}
 	res.Accepted = SyncAccepted{BranchName: branch, SyncJobID: id, WorkflowID: job.WorkflowID}
@@ -65,10 +76,11 @@ func (s *service) StartSync(ctx context.Context, p *identity.Principal, dep int6
 }
 
 // receive reads the request with body, streaming its manifest into the store as the
-// upload of job id, and validates it; kept reports an upload that stays (a valid
-// manifest sync's). res.ManifestBytes counts it.
-func (s *service) receive(ctx context.Context, dep int64, id string, body SyncRequestBody, res *SyncStarted) (StartSyncInput, bool, error) {
-	upload := s.newUpload(ctx, dep, id)
+// upload of job id, and validates it; an upload that stays (a valid manifest sync's)
+// returns its charge in the storage ledgers (zero for none). res.ManifestBytes counts
+// it.
+func (s *service) receive(ctx context.Context, queue QueueKey, id string, body SyncRequestBody, res *SyncStarted) (StartSyncInput, Charge, error) {
+	upload := s.newUpload(ctx, queue.Account, queue.Deployment, id)
 	in, err := body(upload)
 	if err == nil {
 		err = in.validate()
@@ -77,16 +89,46 @@ func (s *service) receive(ctx context.Context, dep int64, id string, body SyncRe
 	uerr := upload.finish(keep)
 	switch {
 	case upload.refused != nil:
-		return in, false, upload.refused
+		return in, Charge{}, upload.refused
 	case err != nil:
-		return in, false, err
+		return in, Charge{}, err
 	case uerr != nil:
-		return in, false, QueueUnavailable(uerr)
+		return in, Charge{}, QueueUnavailable(uerr)
 	}
 	if keep {
 		res.ManifestBytes = upload.written
 	}
-	return in, keep, nil
+	return in, upload.stored, nil
+}
+
+// queueHasRoom refuses early (429) a sync whose deployment's queue is already full,
+// before its manifest is uploaded; Enqueue decides atomically in the end. Bounded: with
+// NATS out of reach the answer is a 503 at once.
+func (s *service) queueHasRoom(ctx context.Context, queue QueueKey) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	n, err := s.Jobs.QueuedJobs(ctx, queue)
+	if err != nil {
+		return QueueUnavailable(err)
+	}
+	if n >= s.maxQueued {
+		return s.jobLimit(queue.Deployment)
+	}
+	return nil
+}
+
+// enqueue queues job, the deployment's queue limit answered 429.
+func (s *service) enqueue(ctx context.Context, job Job) error {
+	err := s.Jobs.Enqueue(ctx, job)
+	if errors.Is(err, ErrJobLimit) {
+		return s.jobLimit(job.DeploymentID)
+	}
+	return err
+}
+
+func (s *service) jobLimit(dep int64) error {
+	return httpx.CodedErrorf(http.StatusTooManyRequests, httpx.CodeJobLimit,
+		"deployment %d has %d sync jobs queued or running, the most it may have (DBT_SYNC_MAX_QUEUED_JOBS); retry when one has finished", dep, s.maxQueued)
 }
 
 // targetBranch is the branch the sync writes: branchName, else dbt/<ref>, else
@@ -145,6 +187,9 @@ func (s *service) RetryJob(ctx context.Context, p *identity.Principal, dep int64
 	if !old.Terminal() {
 		return SyncAccepted{}, conflict("sync job %s is still %s: wait for it to finish, or cancel it, before retrying", id, old.Status)
 	}
+	if err := s.queueHasRoom(ctx, QueueKey{Account: p.Account.ID, Deployment: dep}); err != nil {
+		return SyncAccepted{}, err
+	}
 	production := p.Deployment.ProductionBranch
 	if old.BranchName == production && !p.HasRole(identity.RoleAdmin) {
 		return SyncAccepted{}, forbidden("only admins may sync into the production branch %q", production)
@@ -167,8 +212,8 @@ func (s *service) RetryJob(ctx context.Context, p *identity.Principal, dep int64
 	}
 	nid := NewSyncJobID(s.now().UTC())
 	job := s.newJob(ctx, p, dep, nid, Job{Source: old.Source, Output: old.Output, Ref: old.Ref, BranchName: old.BranchName,
-		HasManifest: old.HasManifest, ManifestOf: manifestOf, RetryOf: id})
-	if err := s.Jobs.Enqueue(ctx, job); err != nil {
+		HasManifest: old.HasManifest, ManifestOf: manifestOf, ManifestCharge: old.ManifestCharge, RetryOf: id})
+	if err := s.enqueue(ctx, job); err != nil {
 		return SyncAccepted{}, err
 	}
 	return SyncAccepted{BranchName: job.BranchName, SyncJobID: nid, WorkflowID: job.WorkflowID}, nil

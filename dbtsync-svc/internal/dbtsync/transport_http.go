@@ -1,8 +1,10 @@
 package dbtsync
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -65,11 +67,40 @@ func NewHTTPHandler(e Endpoints, logger *slog.Logger, maxSyncBodyBytes int64) ht
 
 func encodeResponse(_ context.Context, w http.ResponseWriter, resp any) error {
 	status := http.StatusOK
-	if _, ok := resp.(SyncAccepted); ok {
+	switch r := resp.(type) {
+	case SyncAccepted:
 		status = http.StatusAccepted
+	case SyncJob:
+		if r.Files != nil {
+			writeJobWithFiles(w, r)
+			return nil
+		}
 	}
 	httpx.WriteJSON(w, status, resp)
 	return nil
+}
+
+// writeJobWithFiles answers a files job with its result streamed from the store into
+// the "files" member: the process holds a buffer of it at a time, however large. A
+// store that fails midway cuts the answer off (the client sees a broken response, not a
+// truncated JSON it could take for whole).
+func writeJobWithFiles(w http.ResponseWriter, j SyncJob) {
+	defer j.Files.Close()
+	var head bytes.Buffer
+	enc := json.NewEncoder(&head)
+	enc.SetEscapeHTML(false) // as httpx.WriteJSON
+	if err := enc.Encode(j); err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	obj := bytes.TrimSuffix(head.Bytes(), []byte("\n"))
+	_, _ = w.Write(obj[:len(obj)-1]) // the object without its closing brace
+	_, _ = io.WriteString(w, `,"files":`)
+	if _, err := io.Copy(w, j.Files); err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	_, _ = io.WriteString(w, "}\n")
 }
 
 // logUnavailable logs the cause of a 503 the domain named (ErrQueueUnavailable,

@@ -123,7 +123,7 @@ func TestBodiesOverTheirLimitAre413(t *testing.T) {
 	if w.Code != 413 || body["message"] != fmt.Sprintf("request body is larger than %d bytes", limit) {
 		t.Fatalf("dbt-sync-413-over-the-body-limit: %d %v", w.Code, body)
 	}
-	if n, _ := f.queue.UploadedBytes(context.Background(), dep); n != 0 || len(f.jobs(t)) != 0 {
+	if n := f.used(t, depLedger); n != 0 || len(f.jobs(t)) != 0 {
 		t.Errorf("a body over the limit left %d bytes of manifest and %d jobs", n, len(f.jobs(t)))
 	}
 	huge := `{"enabled":true,"x":"` + strings.Repeat("x", 1<<20) + `"}`

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -29,13 +30,18 @@ func NewCloner(opener Opener, tmpDir string, limits Limits) (*Source, error) {
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		return nil, fmt.Errorf("lock clone directory: %w", err)
 	}
+	heldMu.Lock()
 	heldLocks = append(heldLocks, lock) // held until the process exits
+	heldMu.Unlock()
 	s.root = root
 	return s, nil
 }
 
 // heldLocks keeps the clone directories' lock files open (and so locked) for the process.
-var heldLocks []*os.File
+var (
+	heldMu    sync.Mutex
+	heldLocks []*os.File
+)
 
 // removeAbandonedClones removes the clone directories under dir whose process is gone
 // (their lock is free), and clone directories of the old layout (dbtsync-clone-*) older

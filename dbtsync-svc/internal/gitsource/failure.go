@@ -21,23 +21,30 @@ var errRepoTooLarge = errors.New("repository over the size limit")
 // the URL reaches). A failure retrying cannot mend is permanent.
 func cloneFailure(ctx context.Context, host, ref string, err error, l Limits) error {
 	var refused *dbtsync.RepositoryRefusedError
+	var limit *limitError
 	switch {
 	case errors.As(err, &refused):
-		return dbtsync.Permanent(errors.New(refused.Reason))
+		return dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeRepositoryRefused, "%s", refused.Reason))
+	case errors.As(err, &limit):
+		return dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeRepositoryLimit, "%s", limit.msg))
+	case errors.Is(err, errMalformedPack):
+		return dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeRepositoryUnavailable, "the repository at %s sent objects that are not a git pack this platform reads", host))
 	case errors.Is(err, errRepoTooLarge):
-		return dbtsync.Permanent(fmt.Errorf("the repository at %s is over the size limit of %d bytes (DBT_SYNC_MAX_REPO_BYTES)", host, l.MaxRepoBytes))
+		return dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeRepositoryLimit, "the repository at %s is over the size limit of %d bytes (DBT_SYNC_MAX_REPO_BYTES)", host, l.MaxRepoBytes))
 	case ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded):
-		return dbtsync.Permanent(fmt.Errorf("cloning from %s took longer than %s (DBT_SYNC_CLONE_TIMEOUT)", host, l.CloneTimeout))
+		return dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeRepositoryUnavailable, "cloning from %s took longer than %s (DBT_SYNC_CLONE_TIMEOUT)", host, l.CloneTimeout))
 	case errors.Is(err, transport.ErrAuthenticationRequired) || errors.Is(err, transport.ErrAuthorizationFailed):
-		return dbtsync.Permanent(fmt.Errorf("git server %s refused the credentials", host))
+		return dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeRepositoryUnavailable, "git server %s refused the credentials", host))
 	case errors.Is(err, transport.ErrRepositoryNotFound):
-		return dbtsync.Permanent(fmt.Errorf("no repository at %s under that path", host))
+		return dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeRepositoryUnavailable, "no repository at %s under that path", host))
 	case errors.Is(err, plumbing.ErrReferenceNotFound) || strings.Contains(err.Error(), "couldn't find remote ref") || strings.Contains(err.Error(), "reference not found"):
-		return dbtsync.Permanent(fmt.Errorf("git ref %q not found in the repository at %s", ref, host))
+		return dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeRefNotFound, "git ref %q not found in the repository at %s", ref, host))
 	}
 	var ne net.Error
 	if errors.As(err, &ne) {
-		return fmt.Errorf("git server %s cannot be reached (network error)", host)
+		return fmt.Errorf("%w: %w", dbtsync.Failure(dbtsync.CodeRepositoryUnavailable, "git server %s cannot be reached (network error)", host), err)
 	}
-	return fmt.Errorf("cloning from %s failed (the server's answer is not a git repository we can read)", host)
+	// The error stays in the worker's log (it may name the worker's paths); the job says
+	// what failed.
+	return fmt.Errorf("%w: %w", dbtsync.Failure(dbtsync.CodeRepositoryUnavailable, "cloning from %s failed (the server's answer is not a git repository we can read)", host), err)
 }

@@ -1,7 +1,9 @@
 // Package gitsource reads dbt projects from git repositories for dbtsync-svc: a
-// shallow, single-ref clone into a directory of its own, and the repository policy
-// (policy.go) that decides which URLs may be cloned at all. Repositories are hostile:
-// clones are bounded in time and size, and nothing outside a clone is ever read.
+// shallow, single-ref fetch into a directory of its own, read without a checkout (the
+// pack inflated object by object, pack.go; the commit's tree walked and served as a file
+// system, tree.go and treefs.go), and the repository policy (policy.go) that decides
+// which URLs may be cloned at all. Repositories are hostile: clones are bounded in time
+// and size while they are inflated, and nothing outside a clone is ever read.
 // Source implements dbtsync.GitSource.
 package gitsource
 
@@ -10,11 +12,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -32,9 +34,9 @@ import (
 // Limits bound what one clone may cost; zero fields take the defaults.
 type Limits struct {
 	Policy       Policy
-	CloneTimeout time.Duration // the clone, from the first request to the checked-out tree
-	MaxRepoBytes int64         // bytes downloaded, and bytes of the checked-out tree
-	MaxFiles     int           // files of the checked-out tree
+	CloneTimeout time.Duration // the clone, from the first request to the walked tree
+	MaxRepoBytes int64         // bytes downloaded, and bytes of the objects inflated (the files, each path counted)
+	MaxFiles     int           // files of the tree (and as many directories)
 	MaxFileBytes int64         // one file the conversion reads (a schema .yml, dbt_project.yml)
 	MaxManifest  int64         // the manifest at manifestPath
 }
@@ -124,8 +126,10 @@ func (s *Source) HasRef(ctx context.Context, in dbtsync.Integration, ref string)
 	return false, nil
 }
 
-// Load clones ref (a branch, else a tag) and reads the manifest at manifestPath when it
-// exists there, otherwise the dbt project files.
+// Load fetches ref (a branch, else a tag) and reads the manifest at manifestPath when it
+// exists there, otherwise the dbt project files. Nothing is checked out: the fetched pack
+// is inflated object by object within the limits (explodePack), the commit's tree is
+// walked within them (walkTree), and the conversion reads that tree (treeFS).
 func (s *Source) Load(ctx context.Context, in dbtsync.Integration, ref string) (*convert.Project, error) {
 	if s.root == "" {
 		return nil, errors.New("this process does not clone repositories (gitsource.New)")
@@ -138,91 +142,82 @@ func (s *Source) Load(ctx context.Context, in dbtsync.Integration, ref string) (
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	if err := s.clone(ctx, in, ref, dir); err != nil {
-		return nil, err
-	}
-	root, err := os.OpenRoot(dir)
+	tree, err := s.clone(ctx, in, ref, dir)
 	if err != nil {
 		return nil, err
 	}
-	defer root.Close()
+	defer tree.store.Close()
 	if in.ManifestPath != "" {
-		p, found, err := s.readManifest(root, in.ManifestPath)
+		p, found, err := s.readManifest(tree, in.ManifestPath)
 		if found || err != nil {
 			return p, err
 		}
 	}
-	return s.readProject(root, in.ProjectPath)
+	return s.readProject(tree, in.ProjectPath)
 }
 
-// clone checks ref out into dir and scans what it brought.
-func (s *Source) clone(ctx context.Context, in dbtsync.Integration, ref, dir string) error {
+// clone fetches ref into dir and indexes its tree, within the clone's time and size
+// limits.
+func (s *Source) clone(ctx context.Context, in dbtsync.Integration, ref, dir string) (*treeFS, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.limits.CloneTimeout)
 	defer cancel()
-	opts := &git.CloneOptions{URL: in.RepoURL, Depth: 1, SingleBranch: true, Tags: git.NoTags}
-	if strings.HasPrefix(in.RepoURL, "file://") {
-		// The in-process server does not negotiate shallow clones; a local clone is cheap anyway.
-		opts.Depth = 0
+	host := dbtsync.RepoHost(in.RepoURL)
+	head, err := s.fetch(ctx, in, ref, dir)
+	if err != nil {
+		return nil, cloneFailure(ctx, host, ref, err, s.limits)
 	}
-	var err error
-	if opts.Auth, err = s.auth(in); err != nil {
-		return err
-	}
-	var cloneErr error
-	for _, name := range refCandidates(ref) {
-		_ = os.RemoveAll(dir)
-		opts.ReferenceName = name
-		if _, cloneErr = git.PlainCloneContext(ctx, dir, false, opts); cloneErr == nil {
-			break
+	store, err := explodePack(ctx, filepath.Join(dir, "pack"), dir, s.limits)
+	if err == nil {
+		_ = os.Remove(filepath.Join(dir, "pack"))
+		var root *node
+		var treeHash plumbing.Hash
+		if treeHash, err = store.treeOf(head); err == nil {
+			if root, err = walkTree(store, treeHash, s.limits); err == nil {
+				return &treeFS{root: root, store: store}, nil
+			}
 		}
-		if ctx.Err() != nil {
-			break
-		}
+		store.Close()
 	}
-	if cloneErr != nil {
-		return cloneFailure(ctx, dbtsync.RepoHost(in.RepoURL), ref, cloneErr, s.limits)
-	}
-	if err := scanClone(dir, s.limits); err != nil {
-		return dbtsync.Permanent(err)
-	}
-	return nil
+	return nil, cloneFailure(ctx, host, ref, err, s.limits)
 }
 
-// readManifest reads the manifest at manifestPath; found is false when the clone has
+// readManifest reads the manifest at manifestPath; found is false when the tree has
 // none there.
-func (s *Source) readManifest(root *os.Root, manifestPath string) (p *convert.Project, found bool, err error) {
+func (s *Source) readManifest(tree *treeFS, manifestPath string) (p *convert.Project, found bool, err error) {
 	rel := strings.TrimPrefix(path.Clean("/"+manifestPath), "/")
-	f, err := root.Open(rel)
+	f, err := tree.Open(rel)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false, nil
 	}
 	if err != nil {
-		return nil, true, dbtsync.Permanent(fmt.Errorf("repository file %s cannot be read: it leads outside the repository or is not a file", rel))
+		return nil, true, dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeRepositoryLimit, "repository file %s cannot be read: it leads outside the repository or is not a file", rel))
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	switch {
 	case err != nil:
-		return nil, true, dbtsync.Permanent(fmt.Errorf("repository file %s cannot be read", rel))
+		return nil, true, dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeRepositoryLimit, "repository file %s cannot be read", rel))
 	case !st.Mode().IsRegular():
-		return nil, true, dbtsync.Permanent(fmt.Errorf("repository file %s is not a regular file", rel))
+		return nil, true, dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeRepositoryLimit, "repository file %s is not a regular file", rel))
 	case st.Size() > s.limits.MaxManifest:
-		return nil, true, dbtsync.Permanent(fmt.Errorf("repository file %s is %d bytes, over the manifest limit of %d bytes", rel, st.Size(), s.limits.MaxManifest))
+		return nil, true, dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeRepositoryLimit, "repository file %s is %d bytes, over the manifest limit of %d bytes", rel, st.Size(), s.limits.MaxManifest))
 	}
 	p, err = dbtsync.DecodeManifest(bufio.NewReaderSize(io.LimitReader(f, s.limits.MaxManifest), 256<<10))
 	return p, true, err
 }
 
 // readProject reads the dbt project files under projectPath.
-func (s *Source) readProject(root *os.Root, projectPath string) (*convert.Project, error) {
+func (s *Source) readProject(tree *treeFS, projectPath string) (*convert.Project, error) {
 	proj := strings.Trim(path.Clean("/"+projectPath), "/")
-	bfs := &boundedFS{fsys: root.FS(), maxFile: s.limits.MaxFileBytes}
+	bfs := &boundedFS{fsys: tree, maxFile: s.limits.MaxFileBytes}
 	p, err := convert.ReadProject(bfs, proj)
-	if bfs.violation != nil {
-		return nil, dbtsync.Permanent(bfs.violation)
-	}
-	if err != nil {
-		return nil, dbtsync.Permanent(err)
+	switch {
+	case bfs.violation != nil:
+		return nil, dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeRepositoryLimit, "%s", bfs.violation))
+	case errors.Is(err, errStoreRead):
+		return nil, err // the worker's disk, not the project: retried, and logged
+	case err != nil:
+		return nil, dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeInvalidProject, "%s", err))
 	}
 	return p, nil
 }

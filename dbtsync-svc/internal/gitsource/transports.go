@@ -6,11 +6,13 @@ import (
 	"sync"
 
 	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/plumbing/transport/client"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	"github.com/go-git/go-git/v5/plumbing/transport/server"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
 )
@@ -61,8 +63,11 @@ func (policyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // localRepositories opens a file:// repository, bare or with a work tree, for the
 // in-process git server (go-git's own filesystem loader takes a work tree for the .git
-// directory and finds no references in it).
+// directory and finds no references in it). Objects over servedInMemory bytes are
+// streamed from disk into the pack, never read whole: the server runs in the worker.
 type localRepositories struct{}
+
+const servedInMemory = 1 << 20
 
 func (localRepositories) Load(ep *transport.Endpoint) (storer.Storer, error) {
 	repo, err := git.PlainOpen(ep.Path)
@@ -72,5 +77,10 @@ func (localRepositories) Load(ep *transport.Endpoint) (storer.Storer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return repo.Storer, nil
+	st, ok := repo.Storer.(*filesystem.Storage)
+	if !ok {
+		return repo.Storer, nil
+	}
+	return filesystem.NewStorageWithOptions(st.Filesystem(), cache.NewObjectLRUDefault(),
+		filesystem.Options{LargeObjectThreshold: servedInMemory}), nil
 }

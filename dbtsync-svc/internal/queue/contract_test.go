@@ -1,7 +1,7 @@
 // Package queue_test is the contract of dbtsync's queue ports (dbtsync.JobQueue,
-// dbtsync.ManifestStore and dbtsync.JobFeed): one suite, run against the JetStream
-// adapter (on an in-process nats-server) and the in-memory fake the unit tests use, in
-// parallel, every case with a queue of its own.
+// dbtsync.ManifestStore, dbtsync.LedgerStore and dbtsync.JobFeed): one suite, run
+// against the JetStream adapter (on an in-process nats-server) and the in-memory fake
+// the unit tests use, in parallel, every case with a queue of its own.
 package queue_test
 
 import (
@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,7 +41,12 @@ type queue interface {
 	dbtsync.JobQueue
 	dbtsync.JobFeed
 	dbtsync.ManifestStore
+	dbtsync.LedgerStore
 }
+
+// The queue limits of every case: a deployment holds at most maxQueued jobs and has at
+// most maxRunning out at once.
+const maxQueued, maxRunning = 5, 2
 
 type adapter struct {
 	name string
@@ -62,14 +68,18 @@ func adapters(t *testing.T) []adapter {
 			n := devstack.UniqueName(t, "q")
 			q, err := jetstream.Open(context.Background(), nc, jetstream.Options{
 				// Small: the object stores of every case reserve their bytes on one server.
-				Limits: jetstream.Limits{ObjectMaxBytes: 8 << 20},
-				Names:  jetstream.Names{Stream: strings.ToUpper(n), Subject: n, KV: n + "_kv", Objects: n + "_obj", Workers: n + "_workers"}})
+				// Index pages of 2 ids: listings cross pages.
+				Limits: jetstream.Limits{ObjectMaxBytes: 8 << 20, MaxQueuedJobs: maxQueued, MaxRunningJobs: maxRunning, IndexPage: 2},
+				Names: jetstream.Names{Stream: strings.ToUpper(n), Subject: n, KV: n + "_kv", Ledgers: n + "_led", Objects: n + "_obj",
+					Workers: n + "_workers"}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			return q
 		}},
-		{"memqueue", func(*testing.T) queue { return memqueue.New() }},
+		{"memqueue", func(*testing.T) queue {
+			return memqueue.NewWithLimits(memqueue.Limits{MaxQueued: maxQueued, MaxRunning: maxRunning})
+		}},
 	}
 }
 
@@ -128,11 +138,12 @@ var jobCases = []testCase{
 	{"a-queued-job-reads-back", func(t *testing.T, q queue) {
 		j := job(1, "b")
 		ref := "main"
-		j.Ref = &ref
+		j.Ref, j.ManifestCharge, j.Alone, j.ErrorCode = &ref, dbtsync.Charge{Stored: 1234, StoredHour: 490_000}, true, dbtsync.CodeInternal
 		enqueue(t, q, j)
 		got, err := q.Job(context.Background(), dep, j.SyncJobID)
 		if err != nil || got.SyncJobID != j.SyncJobID || got.Status != dbtsync.StatusQueued || got.BranchName != "b" || got.Ref == nil ||
-			*got.Ref != "main" || !got.CreatedAt.Equal(j.CreatedAt) || !got.HasManifest || got.StartedBy != 3 || got.RequestID != "req-1" {
+			*got.Ref != "main" || !got.CreatedAt.Equal(j.CreatedAt) || !got.HasManifest || got.StartedBy != 3 || got.RequestID != "req-1" ||
+			got.ManifestCharge != j.ManifestCharge || !got.Alone || got.ErrorCode != dbtsync.CodeInternal {
 			t.Errorf("read back %+v %v", got, err)
 		}
 	}},
@@ -144,8 +155,8 @@ var jobCases = []testCase{
 		if _, err := q.UpdateJob(ctx, dep, job(1, "b").SyncJobID, func(*dbtsync.Job) error { return nil }); !errors.Is(err, dbtsync.ErrNotFound) {
 			t.Errorf("UpdateJob: %v", err)
 		}
-		if ids, err := q.JobIDs(ctx, dep); err != nil || len(ids) != 0 {
-			t.Errorf("JobIDs: %v %v", ids, err)
+		if ids, _, more, err := q.JobPage(ctx, dep, "", 10); err != nil || len(ids) != 0 || more {
+			t.Errorf("JobPage: %v %v %v", ids, more, err)
 		}
 		if head, err := q.LineHead(ctx, dep, "b"); err != nil || head != "" {
 			t.Errorf("LineHead: %q %v", head, err)
@@ -154,15 +165,66 @@ var jobCases = []testCase{
 			t.Errorf("LeaveLine: %v", err)
 		}
 	}},
-	{"job-ids-are-the-deployments-newest-first", func(t *testing.T, q queue) {
-		other := job(4, "b")
+	{"job-pages-are-the-deployments-newest-first", func(t *testing.T, q queue) {
+		ctx := context.Background()
+		other := job(6, "b")
 		other.DeploymentID = dep + 1
-		enqueue(t, q, job(2, "b"), job(1, "c"), job(3, "b"), other)
-		ids, err := q.JobIDs(context.Background(), dep)
-		want := []string{job(3, "").SyncJobID, job(2, "").SyncJobID, job(1, "").SyncJobID}
-		if err != nil || fmt.Sprint(ids) != fmt.Sprint(want) {
-			t.Errorf("JobIDs = %v %v, want %v", ids, err, want)
+		enqueue(t, q, job(2, "b"), job(1, "c"), other, job(3, "b"), job(4, "d"), job(5, "e"))
+		var got []string
+		after := ""
+		for page := 0; ; page++ {
+			ids, end, more, err := q.JobPage(ctx, dep, after, 2)
+			if err != nil || len(ids) > 2 || page > 3 {
+				t.Fatalf("page %d: %v %v", page, ids, err)
+			}
+			got = append(got, ids...)
+			if !more {
+				break
+			}
+			after = end
 		}
+		want := []string{job(5, "").SyncJobID, job(4, "").SyncJobID, job(3, "").SyncJobID, job(2, "").SyncJobID, job(1, "").SyncJobID}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("pages %v, want %v", got, want)
+		}
+		for _, bad := range []string{"no-such-cursor", "0:" + job(9, "").SyncJobID} {
+			if _, _, _, err := q.JobPage(ctx, dep, bad, 2); !errors.Is(err, dbtsync.ErrBadCursor) {
+				t.Errorf("cursor %q: %v", bad, err)
+			}
+		}
+	}},
+	{"a-deployment-holds-at-most-its-limit-of-jobs", func(t *testing.T, q queue) {
+		ctx := context.Background()
+		for i := range maxQueued {
+			enqueue(t, q, job(i+1, "b"))
+		}
+		over := job(maxQueued+1, "b")
+		if err := q.Enqueue(ctx, over); !errors.Is(err, dbtsync.ErrJobLimit) {
+			t.Fatalf("job %d: %v, want ErrJobLimit", maxQueued+1, err)
+		}
+		if _, err := q.Job(ctx, dep, over.SyncJobID); !errors.Is(err, dbtsync.ErrNotFound) {
+			t.Errorf("the refused job was recorded: %v", err)
+		}
+		if ids, _, _, err := q.JobPage(ctx, dep, "", 100); err != nil || len(ids) != maxQueued || slices.Contains(ids, over.SyncJobID) {
+			t.Errorf("listed %v %v: the refused job must not be", ids, err)
+		}
+		if n, err := q.QueuedJobs(ctx, dbtsync.QueueKey{Deployment: dep}); err != nil || n != maxQueued {
+			t.Errorf("QueuedJobs %d %v", n, err)
+		}
+		other := job(maxQueued+2, "b")
+		other.DeploymentID = dep + 1
+		enqueue(t, q, other)
+		// A settled job makes room.
+		acked := make(chan struct{})
+		var once sync.Once
+		consume(t, q, 1, time.Minute, func(_ context.Context, d dbtsync.Delivery) {
+			if d.DeploymentID() == dep {
+				d.Ack()
+				once.Do(func() { close(acked) })
+			}
+		})
+		<-acked
+		eventually(t, "the settled job makes room", func() bool { return q.Enqueue(ctx, over) == nil })
 	}},
 	{"update-applies-fn-and-an-error-aborts-it", func(t *testing.T, q queue) {
 		ctx := context.Background()
@@ -267,12 +329,6 @@ var manifestCases = []testCase{
 		if ok, err := q.HasManifest(ctx, "sj1"); err != nil || !ok {
 			t.Fatalf("HasManifest %v %v", ok, err)
 		}
-		if n, err := q.UploadedBytes(ctx, dep); err != nil || n != int64(len(body)) {
-			t.Errorf("UploadedBytes %d %v, want %d", n, err, len(body))
-		}
-		if n, _ := q.UploadedBytes(ctx, dep+1); n != 0 {
-			t.Errorf("another deployment's uploads %d", n)
-		}
 		r, err := q.Manifest(ctx, "sj1")
 		if err != nil {
 			t.Fatal(err)
@@ -282,9 +338,9 @@ var manifestCases = []testCase{
 		if !bytes.Equal(got, body) {
 			t.Errorf("read back %d bytes, want %d", len(got), len(body))
 		}
-		for range 2 { // deleting what is gone is no error
-			if err := q.DeleteManifest(ctx, "sj1"); err != nil {
-				t.Fatal(err)
+		for i, want := range []bool{true, false} { // deleting what is gone is no error, and says so
+			if deleted, err := q.DeleteManifest(ctx, "sj1"); err != nil || deleted != want {
+				t.Fatalf("delete %d: %v %v, want %v", i+1, deleted, err, want)
 			}
 		}
 		if ok, _ := q.HasManifest(ctx, "sj1"); ok {
@@ -308,17 +364,74 @@ var manifestCases = []testCase{
 		if _, err := q.Result(ctx, "sj1"); !errors.Is(err, dbtsync.ErrNotFound) {
 			t.Errorf("a result never written: %v", err)
 		}
-		want := []convert.File{{Path: "model/cubes/a.yml", Content: "cube: a\n"}}
-		if err := q.PutResult(ctx, "sj1", want); err != nil {
+		files := []convert.File{{Path: "model/cubes/a.yml", Content: "sql: <b> & c\n"}}
+		if err := q.PutResult(ctx, "sj1", files); err != nil {
 			t.Fatal(err)
 		}
-		if got, err := q.Result(ctx, "sj1"); err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Errorf("Result %v %v", got, err)
+		r, err := q.Result(ctx, "sj1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		// As the API answers it, streamed as stored.
+		if got, _ := io.ReadAll(r); string(got) != `[{"path":"model/cubes/a.yml","content":"sql: <b> & c\n"}]` {
+			t.Errorf("Result streams %s", got)
 		}
 	}},
 }
 
 func TestManifestStoreContract(t *testing.T) { run(t, manifestCases) }
+
+var ledgerCases = []testCase{
+	{"a-ledger-never-written-is-empty-and-an-error-aborts-an-update", func(t *testing.T, q queue) {
+		ctx := context.Background()
+		refused := errors.New("refused")
+		if err := q.UpdateLedger(ctx, "deployment.1", func(l *dbtsync.Ledger) error {
+			if l.Stored != nil || l.Holds != nil || l.Ops != nil {
+				t.Errorf("a new ledger %+v", l)
+			}
+			l.Stored = map[int64]int64{1: 5}
+			return refused
+		}); err != refused {
+			t.Fatalf("an aborted update: %v", err)
+		}
+		if err := q.UpdateLedger(ctx, "deployment.1", func(l *dbtsync.Ledger) error {
+			if l.Stored != nil {
+				t.Errorf("the aborted update was stored: %+v", l)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}},
+	{"concurrent-ledger-updates-all-apply", func(t *testing.T, q queue) {
+		var wg sync.WaitGroup
+		for i := range 16 {
+			wg.Go(func() {
+				if err := q.UpdateLedger(context.Background(), "account.7", func(l *dbtsync.Ledger) error {
+					if l.Stored == nil {
+						l.Stored = map[int64]int64{}
+					}
+					l.Stored[9_999_999] += 10
+					l.Ops = append(l.Ops, fmt.Sprint(i))
+					time.Sleep(time.Millisecond) // widens the window between read and write where an update could be lost
+					return nil
+				}); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		_ = q.UpdateLedger(context.Background(), "account.7", func(l *dbtsync.Ledger) error {
+			if l.Stored[9_999_999] != 160 || len(l.Ops) != 16 {
+				t.Errorf("after 16 concurrent updates: %+v", l)
+			}
+			return nil
+		})
+	}},
+}
+
+func TestLedgerStoreContract(t *testing.T) { run(t, ledgerCases) }
 
 // consume runs q.Consume with handle until the test ends.
 func consume(t *testing.T, q queue, concurrency int, ackWait time.Duration, handle func(context.Context, dbtsync.Delivery)) {
@@ -426,4 +539,77 @@ var feedCases = []testCase{
 	}},
 }
 
-func TestJobFeedContract(t *testing.T) { run(t, feedCases) }
+// queued is job n of the queue of account acc and deployment d.
+func queued(n int, acc, d int64) dbtsync.Job {
+	j := job(n, fmt.Sprintf("b%d", n))
+	j.AccountID, j.DeploymentID = acc, d
+	return j
+}
+
+var fairCases = []testCase{
+	{"an-account-with-full-queues-waits-its-turn", func(t *testing.T, q queue) {
+		// Account 1 fills two deployments' queues before account 2 queues one job: that
+		// job is the second handed out, not the ninth (a FIFO's place).
+		for i := range 4 {
+			enqueue(t, q, queued(i+1, 1, dep), queued(i+11, 1, dep+1))
+		}
+		enqueue(t, q, queued(21, 2, dep+2))
+		order := make(chan int64, 16)
+		consume(t, q, 1, time.Minute, func(_ context.Context, d dbtsync.Delivery) {
+			order <- d.DeploymentID()
+			d.Ack()
+		})
+		var got []int64
+		for len(got) < 9 {
+			select {
+			case d := <-order:
+				got = append(got, d)
+			case <-time.After(10 * time.Second):
+				t.Fatalf("handed out %v", got)
+			}
+		}
+		if pos := slices.Index(got, dep+2); pos < 0 || pos > 1 {
+			t.Errorf("handed out %v: the other account's job came %d-th", got, pos+1)
+		}
+	}},
+	{"a-deployment-has-at-most-its-running-limit-out", func(t *testing.T, q queue) {
+		for i := range 4 {
+			enqueue(t, q, queued(i+1, 1, dep))
+		}
+		enqueue(t, q, queued(9, 2, dep+1))
+		release := make(chan struct{})
+		var running, most atomic.Int32
+		other := make(chan struct{})
+		// Slots for all five: only the running limit holds the deployment's jobs back, and
+		// the other deployment's job runs beside them.
+		consume(t, q, 5, time.Minute, func(_ context.Context, d dbtsync.Delivery) {
+			if d.DeploymentID() != dep {
+				close(other)
+				d.Ack()
+				return
+			}
+			r := running.Add(1)
+			for m := most.Load(); r > m && !most.CompareAndSwap(m, r); m = most.Load() {
+			}
+			<-release
+			running.Add(-1)
+			d.Ack()
+		})
+		select {
+		case <-other:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the other deployment's job waited behind the full one")
+		}
+		eventually(t, "the deployment runs its limit", func() bool { return running.Load() == maxRunning })
+		close(release)
+		eventually(t, "all its jobs ran", func() bool {
+			n, _ := q.QueuedJobs(context.Background(), dbtsync.QueueKey{Account: 1, Deployment: dep})
+			return n == 0
+		})
+		if most.Load() != maxRunning {
+			t.Errorf("%d of the deployment's jobs ran at once, want %d", most.Load(), maxRunning)
+		}
+	}},
+}
+
+func TestJobFeedContract(t *testing.T) { run(t, append(slices.Clone(feedCases), fairCases...)) }

@@ -103,7 +103,7 @@ var branchCases = []struct {
 		if _, err := s.SetStaging(ctx, dep, "nope", true, at(0)); !errors.Is(err, dbtsync.ErrNotFound) {
 			t.Errorf("SetStaging: %v", err)
 		}
-		if bs, err := s.Branches(ctx, dep); err != nil || len(bs) != 0 {
+		if bs, err := s.Branches(ctx, dep, "", "", 10); err != nil || len(bs) != 0 {
 			t.Errorf("Branches: %v %v", bs, err)
 		}
 	}},
@@ -238,14 +238,38 @@ var branchCases = []struct {
 				t.Fatal(err)
 			}
 		}
-		bs, err := s.Branches(ctx, dep)
+		bs, err := s.Branches(ctx, dep, "", "", 10)
 		names := []string{}
 		for _, b := range bs {
 			names = append(names, b.Name)
 		}
-		slices.Sort(names)
 		if err != nil || fmt.Sprint(names) != "[a b]" {
 			t.Errorf("Branches = %v %v", names, err)
+		}
+	}},
+	{"branches-are-read-a-page-at-a-time-by-name", func(t *testing.T, s dbtsync.BranchStore) {
+		ctx := context.Background()
+		for _, name := range []string{"d", "main", "b", "e", "a", "c"} {
+			if _, _, err := s.WriteVersion(ctx, dep, name, "sj-"+name, files(name), at(0)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var got []string
+		for after := ""; ; {
+			bs, err := s.Branches(ctx, dep, after, "main", 2)
+			if err != nil || len(bs) > 2 {
+				t.Fatalf("page after %q: %v %v", after, bs, err)
+			}
+			if len(bs) == 0 {
+				break
+			}
+			for _, b := range bs {
+				got = append(got, b.Name)
+			}
+			after = bs[len(bs)-1].Name
+		}
+		if fmt.Sprint(got) != "[a b c d e]" {
+			t.Errorf("pages %v, want the branches but main by name", got)
 		}
 	}},
 }

@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -15,37 +14,42 @@ var errJobCanceled = errors.New("sync job canceled")
 
 // claim decides what becomes of a delivery before any work: a job that is over, was
 // canceled, waits for its branch or ran too often is settled here (ok false, the
-// delivery answered); otherwise the job is marked running and returned.
-func (w *Worker) claim(ctx context.Context, d dbtsync.Delivery, log *slog.Logger) (job dbtsync.Job, ok bool) {
+// delivery answered); otherwise the job is admitted (alone on this worker when a worker
+// stopped during one of its runs), marked running and returned, with the release of its
+// admission.
+func (w *Worker) claim(ctx context.Context, d dbtsync.Delivery, log *slog.Logger) (job dbtsync.Job, release func(), ok bool) {
 	bg := context.WithoutCancel(ctx)
 	job, err := w.Jobs.Job(ctx, d.DeploymentID(), d.SyncJobID())
 	switch {
 	case errors.Is(err, dbtsync.ErrNotFound):
 		d.Discard()
-		return job, false
+		return job, nil, false
 	case err != nil:
 		d.Retry(w.opts.BlockedDelay)
-		return job, false
+		return job, nil, false
 	case job.Terminal(): // a redelivery of a finished job, or one canceled while queued
 		d.Ack()
-		return job, false
+		return job, nil, false
 	case job.CancelRequested: // canceled between two attempts
 		w.finish(bg, job, outcome{status: dbtsync.StatusCanceled})
 		d.Ack()
-		return job, false
+		return job, nil, false
 	}
 	if !w.atHeadOfLine(ctx, d, job) {
-		return job, false
+		return job, nil, false
 	}
-	// Attempts counts runs started, and is stored before the run: a job whose runs never
-	// returned (its input crashed or killed the worker every time) ends here, failed,
-	// instead of taking a worker down on every redelivery.
-	if job.Attempts >= w.opts.MaxAttempts {
-		reason := fmt.Sprintf("the job was started %d times and its worker stopped each time (crashed, killed or restarted) before it finished; it is not tried again", job.Attempts)
-		w.finish(bg, job, outcome{status: dbtsync.StatusFailed, err: reason})
+	// Attempts is stored before the run: a job whose runs never return (its input crashes
+	// or kills the worker) ends here, failed, instead of taking a worker down on every
+	// redelivery. Only runs it made alone count then (interrupted).
+	if interrupted(job) >= w.opts.MaxAttempts {
+		w.finish(bg, job, outcome{status: dbtsync.StatusFailed, err: dbtsync.Permanent(errWorkerStopped(job.Attempts))})
 		d.Ack()
-		log.Warn("sync job failed: too many interrupted runs", "attempts", job.Attempts)
-		return job, false
+		log.Warn("sync job failed: its worker stopped during each of its runs alone", "attempts", job.Attempts)
+		return job, nil, false
+	}
+	release, ok = w.admit(ctx, d, job.Alone || job.Status == dbtsync.StatusRunning)
+	if !ok {
+		return job, nil, false
 	}
 	job, err = w.start(ctx, job)
 	if errors.Is(err, errJobCanceled) {
@@ -53,13 +57,52 @@ func (w *Worker) claim(ctx context.Context, d dbtsync.Delivery, log *slog.Logger
 			w.finish(bg, current, outcome{status: dbtsync.StatusCanceled})
 		}
 		d.Ack()
-		return job, false
+		release()
+		return job, nil, false
 	}
 	if err != nil {
 		d.Retry(w.opts.BlockedDelay)
-		return job, false
+		release()
+		return job, nil, false
 	}
-	return job, true
+	return job, release, true
+}
+
+// errWorkerStopped is the error of a job whose runs alone each stopped their worker.
+func errWorkerStopped(attempts int) error {
+	return dbtsync.Failure(dbtsync.CodeWorkerStopped, "the job was started %d times and its worker stopped each time (crashed, killed or restarted) while it ran alone; it is not tried again", attempts)
+}
+
+// interrupted is the job's attempts as its next start counts them: a job still marked
+// running was interrupted (its worker stopped mid-run), and that run counts against it
+// only when it ran alone; otherwise the crash may have been a neighbour's.
+func interrupted(job dbtsync.Job) int {
+	if job.Status == dbtsync.StatusRunning && !job.Alone {
+		return job.Attempts - 1
+	}
+	return job.Attempts
+}
+
+// admit lets a job run on this worker: beside others, unless a job runs or waits to run
+// alone here; alone (a job during whose run a worker stopped), once this worker's other
+// jobs have finished, and no other job starts until it ends. A job that cannot be
+// admitted now is delivered again later (to this worker or another).
+func (w *Worker) admit(ctx context.Context, d dbtsync.Delivery, alone bool) (release func(), ok bool) {
+	if !alone {
+		if !w.runs.TryRLock() {
+			d.Retry(w.opts.BlockedDelay)
+			return nil, false
+		}
+		return w.runs.RUnlock, true
+	}
+	if !w.aloneWaiting.CompareAndSwap(false, true) {
+		d.Retry(w.opts.BlockedDelay)
+		return nil, false
+	}
+	stop := w.keepAlive(ctx, d) // the other jobs may take a while
+	w.runs.Lock()
+	stop()
+	return func() { w.runs.Unlock(); w.aloneWaiting.Store(false) }, true
 }
 
 // atHeadOfLine reports whether the job may run now: one job per branch runs at a time,
@@ -96,14 +139,17 @@ func (w *Worker) releaseFinishedHead(ctx context.Context, job dbtsync.Job, head 
 }
 
 // start marks the job running for one more attempt, unless it was canceled since it
-// was read (errJobCanceled).
+// was read (errJobCanceled). A job found running was interrupted: from now on it runs
+// alone, and the interrupted run counts only if it already did.
 func (w *Worker) start(ctx context.Context, job dbtsync.Job) (dbtsync.Job, error) {
 	now := time.Now().UTC()
 	return w.Jobs.UpdateJob(ctx, job.DeploymentID, job.SyncJobID, func(j *dbtsync.Job) error {
 		if j.Terminal() || j.CancelRequested {
 			return errJobCanceled
 		}
-		j.Status, j.Attempts, j.Error = dbtsync.StatusRunning, j.Attempts+1, nil
+		j.Attempts = interrupted(*j) + 1
+		j.Alone = j.Alone || j.Status == dbtsync.StatusRunning
+		j.Status, j.Error = dbtsync.StatusRunning, nil
 		j.Progress = dbtsync.Progress{Phase: "fetching"}
 		if j.StartedAt == nil {
 			j.StartedAt = &now

@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -17,7 +16,7 @@ import (
 // outcome is how a job ended: its status, the error it failed with, and what it wrote.
 type outcome struct {
 	status    string
-	err       string
+	err       error
 	res       *convert.Result
 	version   int64
 	unchanged bool // a branch job whose output was the latest version's
@@ -43,7 +42,7 @@ func (w *Worker) execute(ctx context.Context, d dbtsync.Delivery, job dbtsync.Jo
 		log.Info("sync job canceled while running")
 	case err != nil:
 		if timedOut {
-			err = dbtsync.Permanent(fmt.Errorf("the job ran longer than %s (DBT_SYNC_JOB_TIMEOUT) and was stopped", w.opts.JobTimeout))
+			err = dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeJobTimeout, "the job ran longer than %s (DBT_SYNC_JOB_TIMEOUT) and was stopped", w.opts.JobTimeout))
 		}
 		w.failed(bg, d, job, err, span, log)
 	default:
@@ -60,14 +59,14 @@ func (w *Worker) failed(ctx context.Context, d dbtsync.Delivery, job dbtsync.Job
 	span.RecordError(err)
 	if dbtsync.IsPermanent(err) || job.Attempts >= w.opts.MaxAttempts {
 		span.SetStatus(codes.Error, err.Error())
-		w.finish(ctx, job, outcome{status: dbtsync.StatusFailed, err: err.Error()})
+		w.finish(ctx, job, outcome{status: dbtsync.StatusFailed, err: err})
 		d.Ack()
 		log.Warn("sync job failed", "err", err, "attempts", job.Attempts)
 		return
 	}
-	reason := err.Error()
+	code, reason, _ := dbtsync.PublicFailure(err)
 	_, _ = w.Jobs.UpdateJob(ctx, job.DeploymentID, job.SyncJobID, func(j *dbtsync.Job) error {
-		j.Status, j.Error, j.Progress.Phase = dbtsync.StatusQueued, &reason, "retrying"
+		j.Status, j.Error, j.ErrorCode, j.Progress.Phase = dbtsync.StatusQueued, &reason, code, "retrying"
 		return nil
 	})
 	w.metrics.Attempts.WithLabelValues("retry").Inc()
@@ -118,14 +117,21 @@ func (w *Worker) watchCancel(ctx context.Context, job dbtsync.Job, cancel contex
 
 // finish records the job's end, lets its branch's next job go, and removes a succeeded
 // job's upload: a failed or canceled job's stays (until DBT_SYNC_OBJECT_MAX_AGE) so the
-// job can be retried.
+// job can be retried. A failure is recorded as its tenant may read it (a code and a
+// message); the detail of an internal one goes to the log only.
 func (w *Worker) finish(ctx context.Context, job dbtsync.Job, o outcome) {
 	now := time.Now().UTC()
+	var code, msg string
+	if o.err != nil {
+		var own bool
+		if code, msg, own = dbtsync.PublicFailure(o.err); !own {
+			w.logger.Error("sync job failed on an internal error", "sync_job_id", job.SyncJobID, "deployment_id", job.DeploymentID, "err", o.err)
+		}
+	}
 	_, err := w.Jobs.UpdateJob(ctx, job.DeploymentID, job.SyncJobID, func(j *dbtsync.Job) error {
-		j.Status, j.FinishedAt, j.Progress.Phase, j.Error = o.status, &now, "done", nil
-		if o.err != "" {
-			msg := o.err
-			j.Error = &msg
+		j.Status, j.FinishedAt, j.Progress.Phase, j.Error, j.ErrorCode = o.status, &now, "done", nil, ""
+		if o.err != nil {
+			j.Error, j.ErrorCode = &msg, code
 		}
 		if o.res != nil {
 			j.Warnings, j.Version = o.res.Warnings, o.version
@@ -141,11 +147,14 @@ func (w *Worker) finish(ctx context.Context, job dbtsync.Job, o outcome) {
 	}
 	_ = w.Jobs.LeaveLine(ctx, job.DeploymentID, job.BranchName, job.SyncJobID)
 	if job.HasManifest && o.status == dbtsync.StatusSucceeded {
-		_ = w.Manifests.DeleteManifest(ctx, job.ManifestJobID())
+		// Freed once, by whoever removed it (two retries of one job may both succeed).
+		if deleted, _ := w.Manifests.DeleteManifest(ctx, job.ManifestJobID()); deleted {
+			_ = w.storage.Free(ctx, job.AccountID, job.DeploymentID, job.ManifestCharge)
+		}
 	}
 	w.metrics.Jobs.WithLabelValues(o.status).Inc()
 	w.metrics.Attempts.WithLabelValues(o.status).Inc()
 	if w.opts.Audit != nil {
-		w.opts.Audit.Record(ctx, dbtsync.FinishEvent(job, o.status, o.err, o.version, o.unchanged))
+		w.opts.Audit.Record(ctx, dbtsync.FinishEvent(job, o.status, code, msg, o.version, o.unchanged))
 	}
 }

@@ -30,7 +30,7 @@ func (w *Worker) run(ctx context.Context, job dbtsync.Job) (outcome, error) {
 	out := outcome{res: &res}
 	w.progress(ctx, job, dbtsync.Progress{Phase: "writing", ModelsTotal: &total, ModelsDone: total})
 	if job.Output == dbtsync.OutputFiles {
-		if err := w.Manifests.PutResult(ctx, job.SyncJobID, res.Files); err != nil {
+		if err := w.putResult(ctx, job, res.Files); err != nil {
 			return outcome{}, err
 		}
 	} else {
@@ -48,6 +48,24 @@ func (w *Worker) run(ctx context.Context, job dbtsync.Job) (outcome, error) {
 		return outcome{}, ctx.Err()
 	}
 	return out, nil
+}
+
+// putResult stores a files job's output, charged to its deployment and account until
+// the store removes it: a result past a storage quota fails the job, saying which.
+func (w *Worker) putResult(ctx context.Context, job dbtsync.Job, files []convert.File) error {
+	charge := w.storage.StoredCharge(int64(len(dbtsync.ResultJSON(files))), time.Now())
+	if err := w.storage.Move(ctx, job.AccountID, job.DeploymentID, dbtsync.Charge{}, charge); err != nil {
+		var q *dbtsync.QuotaError
+		if errors.As(err, &q) {
+			return dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeStorageQuota, "the files result of %d bytes for %s", charge.Stored, q))
+		}
+		return err
+	}
+	if err := w.Manifests.PutResult(ctx, job.SyncJobID, files); err != nil {
+		_ = w.storage.Free(context.WithoutCancel(ctx), job.AccountID, job.DeploymentID, charge)
+		return err
+	}
+	return nil
 }
 
 // progress stores where the job is (best effort: a lost update is overwritten by the next).
@@ -89,7 +107,7 @@ func (w *Worker) load(ctx context.Context, job dbtsync.Job) (*convert.Project, e
 	if job.Source == dbtsync.SourceManifest {
 		r, err := w.Manifests.Manifest(ctx, job.ManifestJobID())
 		if errors.Is(err, dbtsync.ErrNotFound) {
-			return nil, dbtsync.Permanent(errors.New("the uploaded manifest is gone from the object store"))
+			return nil, dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeInputGone, "the uploaded manifest is gone from the object store"))
 		}
 		if err != nil {
 			return nil, err
@@ -99,7 +117,7 @@ func (w *Worker) load(ctx context.Context, job dbtsync.Job) (*convert.Project, e
 	}
 	integ, err := w.Integrations.Integration(ctx, job.DeploymentID)
 	if errors.Is(err, dbtsync.ErrNotFound) {
-		return nil, dbtsync.Permanent(errors.New("the deployment has no dbt git integration any more"))
+		return nil, dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeInputGone, "the deployment has no dbt git integration any more"))
 	}
 	if err != nil {
 		return nil, err

@@ -7,6 +7,8 @@ package worker
 import (
 	"context"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -35,6 +37,10 @@ type Options struct {
 	Progressed func(ctx context.Context, syncJobID string, modelsDone, modelsTotal int)
 	// Audit records the end of every job (nil: nothing is recorded).
 	Audit audit.Recorder
+	// Quotas and ObjectMaxAge charge files results to their deployment and account, as
+	// the API charges uploads (dbtsync.Options: the same settings).
+	Quotas       dbtsync.StorageQuotas
+	ObjectMaxAge time.Duration
 }
 
 func (o *Options) defaults() {
@@ -53,6 +59,15 @@ func (o *Options) defaults() {
 	if o.BlockedDelay <= 0 {
 		o.BlockedDelay = time.Second
 	}
+	if o.Quotas.Deployment <= 0 {
+		o.Quotas.Deployment = dbtsync.DefaultDeploymentUploadBytes
+	}
+	if o.Quotas.Account <= 0 {
+		o.Quotas.Account = dbtsync.DefaultAccountUploadBytes
+	}
+	if o.ObjectMaxAge <= 0 {
+		o.ObjectMaxAge = dbtsync.DefaultObjectMaxAge
+	}
 	if o.ProgressEvery <= 0 {
 		o.ProgressEvery = 100
 	}
@@ -69,6 +84,7 @@ type Ports struct {
 	Jobs         dbtsync.JobQueue
 	Feed         dbtsync.JobFeed
 	Manifests    dbtsync.ManifestStore
+	Ledgers      dbtsync.LedgerStore
 	Branches     dbtsync.BranchStore
 	Integrations dbtsync.IntegrationStore
 	Git          dbtsync.GitSource
@@ -80,12 +96,18 @@ type Worker struct {
 	metrics *dbtsync.Metrics
 	logger  *slog.Logger
 	opts    Options
+	storage *dbtsync.Storage
+	// runs is held shared by each job running here, and exclusively by one that runs
+	// alone; aloneWaiting is set while such a job waits for it or runs.
+	runs         sync.RWMutex
+	aloneWaiting atomic.Bool
 }
 
 // New builds a worker; Run consumes until its context ends.
 func New(p Ports, metrics *dbtsync.Metrics, logger *slog.Logger, opts Options) *Worker {
 	opts.defaults()
-	return &Worker{Ports: p, metrics: metrics, logger: logger, opts: opts}
+	return &Worker{Ports: p, metrics: metrics, logger: logger, opts: opts,
+		storage: &dbtsync.Storage{Ledgers: p.Ledgers, Quotas: opts.Quotas, ObjectMaxAge: opts.ObjectMaxAge, Now: time.Now}}
 }
 
 // Run takes jobs from the feed until ctx ends. Jobs in flight then are left to be
@@ -106,9 +128,10 @@ func (w *Worker) syncJob(ctx context.Context, d dbtsync.Delivery) {
 		trace.WithAttributes(attribute.String("sync_job.id", d.SyncJobID()), attribute.Int64("deployment.id", d.DeploymentID())))
 	defer span.End()
 	log := w.logger.With("sync_job_id", d.SyncJobID(), "deployment_id", d.DeploymentID(), "trace_id", span.SpanContext().TraceID().String())
-	job, ok := w.claim(ctx, d, log)
+	job, release, ok := w.claim(ctx, d, log)
 	if !ok {
 		return
 	}
+	defer release()
 	w.execute(ctx, d, job, span, log)
 }

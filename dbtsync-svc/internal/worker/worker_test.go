@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +18,8 @@ import (
 	"github.com/analyticsco/platform/dbtsync-svc/internal/queue/memqueue"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/store/memstore"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/worker"
+	"github.com/analyticsco/platform/dbtsync-svc/internal/worker/workertest"
+	"github.com/analyticsco/platform/devstack"
 	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/identity"
 )
@@ -35,34 +39,41 @@ func (g git) Load(context.Context, dbtsync.Integration, string) (*convert.Projec
 }
 
 type fixture struct {
-	svc   dbtsync.Service
-	store *memstore.Store
-	queue *memqueue.Queue
-	audit *audit.Memory
-	git   git
+	svc    dbtsync.Service
+	store  *memstore.Store
+	queue  *memqueue.Queue
+	audit  *audit.Memory
+	git    git
+	logger *slog.Logger // the workers'
 }
 
 var developer = &identity.Principal{Account: identity.Account{ID: 1}, User: &identity.User{ID: 9, Role: identity.RoleDeveloper},
 	Deployment: &identity.Deployment{ID: dep, ProductionBranch: "main"}}
 
 func newFixture(t *testing.T, g git) *fixture {
-	f := &fixture{store: memstore.New(), queue: memqueue.New(), audit: &audit.Memory{}, git: g}
-	f.svc = dbtsync.NewService(dbtsync.Ports{Branches: f.store, Integrations: f.store, Jobs: f.queue, Manifests: f.queue, Git: g}, dbtsync.Options{})
+	f := &fixture{store: memstore.New(), queue: memqueue.New(), audit: &audit.Memory{}, git: g, logger: slogDiscard}
+	f.svc = dbtsync.NewService(dbtsync.Ports{Branches: f.store, Integrations: f.store, Jobs: f.queue, Manifests: f.queue, Ledgers: f.queue, Git: g}, dbtsync.Options{})
 	return f
 }
 
-// start runs a worker until the test ends.
-func (f *fixture) start(t *testing.T, opts worker.Options) {
-	opts.AckWait, opts.BlockedDelay, opts.Audit = 5*time.Second, 10*time.Millisecond, f.audit
+// start runs a worker until stop is called or the test ends.
+func (f *fixture) start(t *testing.T, opts worker.Options) (stop func()) {
+	if opts.AckWait == 0 {
+		opts.AckWait = 5 * time.Second
+	}
+	opts.BlockedDelay, opts.Audit = 10*time.Millisecond, f.audit
 	if opts.Backoff == nil {
 		opts.Backoff = func(int) time.Duration { return 10 * time.Millisecond }
 	}
-	w := worker.New(worker.Ports{Jobs: f.queue, Feed: f.queue, Manifests: f.queue, Branches: f.store, Integrations: f.store, Git: f.git},
-		dbtsync.NewMetrics(prometheus.NewRegistry()), slogDiscard, opts)
+	w := worker.New(worker.Ports{Jobs: f.queue, Feed: f.queue, Manifests: f.queue, Ledgers: f.queue, Branches: f.store, Integrations: f.store, Git: f.git},
+		dbtsync.NewMetrics(prometheus.NewRegistry()), f.logger, opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = w.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return stop
 }
 
 func manifest(models ...string) string {
@@ -187,13 +198,14 @@ func TestJobsOfOneBranchRunInOrder(t *testing.T) {
 func TestFailures(t *testing.T) {
 	t.Run("a-transient-failure-is-retried-until-max-attempts", func(t *testing.T) {
 		t.Parallel()
-		f := newFixture(t, git{err: errors.New("git server example.test cannot be reached (network error)")})
+		f := newFixture(t, git{err: dbtsync.Failure(dbtsync.CodeRepositoryUnavailable, "git server example.test cannot be reached (network error)")})
 		if err := f.store.SaveIntegration(context.Background(), dbtsync.Integration{DeploymentID: dep, RepoURL: "https://example.test/r.git", Branch: "main"}); err != nil {
 			t.Fatal(err)
 		}
 		f.start(t, worker.Options{MaxAttempts: 3})
 		j := f.wait(t, f.sync(t, "", ""))
-		if j.Status != dbtsync.StatusFailed || j.Attempts != 3 || j.Error == nil || *j.Error != "git server example.test cannot be reached (network error)" {
+		if j.Status != dbtsync.StatusFailed || j.Attempts != 3 || j.Error == nil || *j.Error != "git server example.test cannot be reached (network error)" ||
+			j.ErrorCode == nil || *j.ErrorCode != dbtsync.CodeRepositoryUnavailable {
 			t.Errorf("job %+v", j)
 		}
 	})
@@ -203,7 +215,7 @@ func TestFailures(t *testing.T) {
 		f.start(t, worker.Options{MaxAttempts: 3})
 		id := f.sync(t, "dbt/manifest", `{"metadata":{"dbt_schema_version":"https://schemas.getdbt.com/dbt/manifest/v12.json"}}`)
 		j := f.wait(t, id)
-		if j.Status != dbtsync.StatusFailed || j.Attempts != 1 || j.Error == nil {
+		if j.Status != dbtsync.StatusFailed || j.Attempts != 1 || j.Error == nil || j.ErrorCode == nil || *j.ErrorCode != dbtsync.CodeInvalidManifest {
 			t.Errorf("job %+v", j)
 		}
 		if ok, _ := f.queue.HasManifest(context.Background(), id); !ok {
@@ -233,3 +245,114 @@ func TestFailures(t *testing.T) {
 }
 
 var slogDiscard = slog.New(slog.DiscardHandler)
+
+// A job failed by the platform (a store's driver error naming hosts, a worker path) shows
+// its tenant a code and a generic message, in the job and in the audit trail; the detail
+// goes to the worker's log only.
+func TestAJobFailedByThePlatformShowsACodeAndAGenericMessage(t *testing.T) {
+	t.Parallel()
+	const detail = "server selection error: mongo-0.dbtsync.svc:27017 connection refused; /var/lib/dbtsync-clones-1/job-2"
+	f := newFixture(t, git{err: errors.New(detail)})
+	if err := f.store.SaveIntegration(context.Background(), dbtsync.Integration{DeploymentID: dep, RepoURL: "https://example.test/r.git", Branch: "main"}); err != nil {
+		t.Fatal(err)
+	}
+	var log devstack.LogBuffer
+	f.logger = slog.New(slog.NewJSONHandler(&log, nil))
+	f.start(t, worker.Options{MaxAttempts: 2})
+	j := f.wait(t, f.sync(t, "", ""))
+	if j.Status != dbtsync.StatusFailed || j.ErrorCode == nil || *j.ErrorCode != dbtsync.CodeInternal || j.Error == nil ||
+		strings.Contains(*j.Error, "27017") || !strings.Contains(*j.Error, "error of the platform") {
+		t.Fatalf("job %+v", j)
+	}
+	for _, ev := range f.audit.Events() {
+		if ev.Action == dbtsync.ActionSyncFinish && (strings.Contains(fmt.Sprint(ev.Details), "27017") || ev.Details["errorCode"] != dbtsync.CodeInternal) {
+			t.Errorf("finish event %+v", ev.Details)
+		}
+	}
+	if !strings.Contains(log.String(), "mongo-0.dbtsync.svc:27017") || !strings.Contains(log.String(), j.SyncJobID) {
+		t.Errorf("the worker's log lacks the detail of the job's failure:\n%s", log.String())
+	}
+}
+
+// A job that stops its worker (here: the test stops the worker whenever it converts that
+// job) is retried alone on its worker, so the crashes are pinned on it: the job that ran
+// beside it when it first took the worker down is not blamed (that attempt is not
+// counted), never runs beside it again, and succeeds.
+func TestAJobThatStopsItsWorkerRunsAloneAndItsNeighbourIsNotBlamed(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, git{})
+	const maxAttempts = 2
+	poison, innocent := f.sync(t, "poison", manifest("p")), f.sync(t, "innocent", manifest("i"))
+	crash := workertest.NewCrash(poison, innocent)
+	opts := worker.Options{Concurrency: 2, MaxAttempts: maxAttempts, AckWait: 200 * time.Millisecond, Phase: crash.Phase}
+	crash.Rounds(t, maxAttempts, func() func() { return f.start(t, opts) }, func() bool {
+		j, _ := f.svc.GetJob(context.Background(), developer, dep, poison)
+		return j.Status == dbtsync.StatusFailed
+	})
+	f.start(t, opts)
+	p, i := f.wait(t, poison), f.wait(t, innocent)
+	if i.Status != dbtsync.StatusSucceeded || i.Attempts != 1 {
+		t.Errorf("innocent job %+v, want succeeded, the crash beside it not counted (1 attempt)", i)
+	}
+	if p.Status != dbtsync.StatusFailed || p.Attempts != maxAttempts || p.ErrorCode == nil || *p.ErrorCode != dbtsync.CodeWorkerStopped ||
+		!strings.Contains(*p.Error, "stopped each time") {
+		t.Errorf("poisoned job %+v, want failed after %d runs alone", p, maxAttempts)
+	}
+}
+
+// used is what the deployment's storage ledger holds now.
+func (f *fixture) used(t *testing.T) int64 {
+	t.Helper()
+	var n int64
+	_ = f.queue.UpdateLedger(context.Background(), dbtsync.LedgerKey(fmt.Sprintf("deployment.%d", dep)), func(l *dbtsync.Ledger) error {
+		n = l.Used(time.Now())
+		return errors.New("read only")
+	})
+	return n
+}
+
+// What a job keeps in the object store is charged to its deployment: a succeeded job's
+// upload is removed and its charge freed, a files result is charged until it expires,
+// and a result past the quota fails its job naming the quota.
+func TestStoredObjectsAreChargedAndFreed(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, git{})
+	f.start(t, worker.Options{Quotas: dbtsync.StorageQuotas{Deployment: 4000, Account: 1 << 20}})
+	id := f.sync(t, "x", manifest("a"))
+	if j := f.wait(t, id); j.Status != dbtsync.StatusSucceeded {
+		t.Fatalf("job %+v", j)
+	}
+	if n := f.used(t); n != 0 {
+		t.Errorf("a succeeded job's upload is still charged: %d bytes", n)
+	}
+	res, err := f.svc.StartSync(context.Background(), developer, dep, filesSync(manifest("a")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := f.wait(t, res.Accepted.SyncJobID); j.Status != dbtsync.StatusSucceeded {
+		t.Fatalf("files job %+v", j)
+	}
+	if n := f.used(t); n < 100 {
+		t.Errorf("a files result is charged %d bytes", n)
+	}
+	var models []string
+	for i := range 40 {
+		models = append(models, fmt.Sprintf("model_with_a_long_name_%02d", i))
+	}
+	res, err = f.svc.StartSync(context.Background(), developer, dep, filesSync(manifest(models...)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := f.wait(t, res.Accepted.SyncJobID)
+	if j.Status != dbtsync.StatusFailed || j.ErrorCode == nil || *j.ErrorCode != dbtsync.CodeStorageQuota || !strings.Contains(*j.Error, "DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES") {
+		t.Errorf("a result past the quota: %+v", j)
+	}
+}
+
+// filesSync is the body of a manifest sync with output files.
+func filesSync(manifest string) dbtsync.SyncRequestBody {
+	return func(w io.Writer) (dbtsync.StartSyncInput, error) {
+		_, err := io.WriteString(w, manifest)
+		return dbtsync.StartSyncInput{Source: dbtsync.SourceManifest, Output: dbtsync.OutputFiles, HasManifest: true, SchemaVersion: 12}, err
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -16,7 +17,7 @@ import (
 )
 
 // platformInfo is the whole platform run by bin/devstack (FerretDB behind the
-// serializing proxy and NATS inside the devstack process, redis-server and every
+// serializing proxy and NATS inside the devstack process, PostgreSQL, redis-server and every
 // service as its own process), seeded with bin/platformctl.
 type platformInfo struct {
 	Gateway string
@@ -34,15 +35,20 @@ type platformInfo struct {
 	Seed  devstack.Seed
 	Redis string // redis URL, for INFO
 	Mongo string // MongoDB URI (the proxy in front of FerretDB), for serverStatus
+	// Postgres is the URL of the PostgreSQL database under FerretDB ("" on SQLite), for
+	// pg_stat_statements.
+	Postgres string
 }
 
 // stackJSON is the part of $DATA_DIR/stack.json the bench reads.
 type stackJSON struct {
-	Gateway    string            `json:"gateway"`
-	MongoDBURI string            `json:"mongodbUri"`
-	RedisURL   string            `json:"redisUrl"`
-	PIDs       map[string]int    `json:"pids"`
-	Metrics    map[string]string `json:"metrics"`
+	Gateway    string `json:"gateway"`
+	MongoDBURI string `json:"mongodbUri"`
+	RedisURL   string `json:"redisUrl"`
+	// PostgresURL is the database under the embedded FerretDB (engine postgresql).
+	PostgresURL string            `json:"postgresUrl"`
+	PIDs        map[string]int    `json:"pids"`
+	Metrics     map[string]string `json:"metrics"`
 }
 
 // platformProcesses are the processes whose RSS and metrics are reported, in
@@ -60,33 +66,20 @@ var platformProcesses = []struct{ name, addrVar string }{
 // seeds it. Rate limits are off: the bench mints thousands of sessions from one
 // key and one address on purpose.
 func (e *Env) Platform(ctx context.Context) (platformInfo, error) {
-	return memo(e, "platform", func() (platformInfo, error) {
+	return e.platformWith(ctx, "platform")
+}
+
+// platformWith is Platform for another stack of its own, named key (its data dir), with
+// extra environment for devstack (DEVSTACK_MONGO_ENGINE and the like).
+func (e *Env) platformWith(ctx context.Context, key string, extraEnv ...string) (platformInfo, error) {
+	return memo(e, key, func() (platformInfo, error) {
 		for _, b := range []string{"devstack", "gateway", "platformctl", "workspace-svc", "embed-svc", "dbtsync-svc"} {
 			if _, err := os.Stat(filepath.Join(e.BinDir, b)); err != nil {
 				return platformInfo{}, fmt.Errorf("%s missing: run `make build` first (or pass -bin)", filepath.Join(e.BinDir, b))
 			}
 		}
-		dataDir := filepath.Join(e.Dir, "platform")
-		envVars := []string{
-			"DATA_DIR=" + dataDir, "BIN_DIR=" + e.BinDir,
-			"DEVSTACK_MONGO_ADDR=random", "DEVSTACK_NATS_ADDR=random", "DEVSTACK_REDIS_ADDR=random",
-			"LOG_LEVEL=warn",
-			"RATE_LIMIT_GENERATE_SESSION=0", "RATE_LIMIT_EXCHANGE=0",
-			// The bench records thousands of audit events of one account a minute on purpose.
-			"AUDIT_ACCOUNT_MAX_EVENTS=0",
-			"GATEWAY_INTERNAL_ADDR=random", "WORKSPACE_INTERNAL_ADDR=random", "EMBED_INTERNAL_ADDR=random",
-			"DBTSYNC_INTERNAL_ADDR=random", "DBTSYNC_WORKER_INTERNAL_ADDR=random",
-		}
-		for _, p := range platformProcesses {
-			a, err := freeAddr()
-			if err != nil {
-				return platformInfo{}, err
-			}
-			envVars = append(envVars, p.addrVar+"="+a)
-		}
-		cmd := exec.Command(filepath.Join(e.BinDir, "devstack"))
-		cmd.Env = childEnv(envVars...)
-		c, err := e.startChild("devstack", cmd)
+		dataDir := filepath.Join(e.Dir, key)
+		c, err := e.startDevstack(ctx, key, dataDir, extraEnv)
 		if err != nil {
 			return platformInfo{}, err
 		}
@@ -100,7 +93,7 @@ func (e *Env) Platform(ctx context.Context) (platformInfo, error) {
 			}
 		})
 		stackPath := filepath.Join(dataDir, "stack.json")
-		sf, err := waitStackJSON(ctx, c, stackPath)
+		sf, err := readStackJSON(stackPath)
 		if err != nil {
 			return platformInfo{}, err
 		}
@@ -119,8 +112,14 @@ func (e *Env) Platform(ctx context.Context) (platformInfo, error) {
 		for name, pid := range sf.PIDs {
 			pids[name] = pid
 		}
-		info := platformInfo{Gateway: sf.Gateway, Metrics: sf.Metrics, PIDs: pids, Seed: seed, Redis: sf.RedisURL, Mongo: sf.MongoDBURI}
+		info := platformInfo{Gateway: sf.Gateway, Metrics: sf.Metrics, PIDs: pids, Seed: seed, Redis: sf.RedisURL, Mongo: sf.MongoDBURI,
+			Postgres: sf.PostgresURL}
 		info.Procs = append(info.Procs, singleProc("devstack (FerretDB+proxy+NATS)", c.pid()))
+		if pid, ok := sf.PIDs["postgres"]; ok {
+			// The postmaster and its backends (one per FerretDB connection), found anew
+			// before and after every round.
+			info.Procs = append(info.Procs, &Proc{Label: "postgres", PIDs: func() []int { return append(childrenOf(pid), pid) }})
+		}
 		for _, p := range platformProcesses {
 			if pid, ok := sf.PIDs[p.name]; ok {
 				info.Procs = append(info.Procs, singleProc(p.name, pid))
@@ -130,13 +129,67 @@ func (e *Env) Platform(ctx context.Context) (platformInfo, error) {
 			info.Procs = append(info.Procs, singleProc("redis-server", pid))
 		}
 		all := make([]int, 0, len(pids))
-		for _, pid := range pids {
-			all = append(all, pid)
+		for name, pid := range pids {
+			if name != "postgres" {
+				all = append(all, pid)
+			}
 		}
 		slices.Sort(all)
-		info.All = &Proc{Label: "platform", PIDs: func() []int { return all }}
+		pgPID := sf.PIDs["postgres"]
+		info.All = &Proc{Label: "platform", PIDs: func() []int {
+			if pgPID == 0 {
+				return all
+			}
+			return append(append(slices.Clone(all), pgPID), childrenOf(pgPID)...)
+		}}
 		return info, nil
 	})
+}
+
+// startDevstack starts bin/devstack with its data in dataDir and waits for its
+// stack.json. Its ports are free when chosen, but another process may bind one before
+// devstack does (an outgoing connection's source port): on "address already in use" it
+// starts again, on new ports and a fresh dataDir, up to three times.
+func (e *Env) startDevstack(ctx context.Context, key, dataDir string, extraEnv []string) (*child, error) {
+	for attempt := 1; ; attempt++ {
+		envVars := []string{
+			"DATA_DIR=" + dataDir, "BIN_DIR=" + e.BinDir,
+			"LOG_LEVEL=warn",
+			"RATE_LIMIT_GENERATE_SESSION=0", "RATE_LIMIT_EXCHANGE=0",
+			// The bench records thousands of audit events of one account a minute on purpose.
+			"AUDIT_ACCOUNT_MAX_EVENTS=0",
+		}
+		for _, v := range []string{"DEVSTACK_MONGO_ADDR", "DEVSTACK_NATS_ADDR", "DEVSTACK_REDIS_ADDR", "GATEWAY_INTERNAL_ADDR",
+			"WORKSPACE_INTERNAL_ADDR", "EMBED_INTERNAL_ADDR", "DBTSYNC_INTERNAL_ADDR", "DBTSYNC_WORKER_INTERNAL_ADDR"} {
+			a, err := freeAddr()
+			if err != nil {
+				return nil, err
+			}
+			envVars = append(envVars, v+"="+a)
+		}
+		for _, p := range platformProcesses {
+			a, err := freeAddr()
+			if err != nil {
+				return nil, err
+			}
+			envVars = append(envVars, p.addrVar+"="+a)
+		}
+		cmd := exec.Command(filepath.Join(e.BinDir, "devstack"))
+		cmd.Env = childEnv(append(envVars, extraEnv...)...)
+		c, err := e.startChild(fmt.Sprintf("%s-%d", key, attempt), cmd)
+		if err != nil {
+			return nil, err
+		}
+		_, err = waitStackJSON(ctx, c, filepath.Join(dataDir, "stack.json"))
+		if err == nil || attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+			return c, err
+		}
+		c.stop()
+		logf("%s: a port was taken before devstack bound it; starting again", key)
+		if err := os.RemoveAll(dataDir); err != nil {
+			return nil, err
+		}
+	}
 }
 
 // check wants what the scenarios use: acme's two deployments, admin bearer and

@@ -20,7 +20,10 @@ type apiClient struct {
 }
 
 func newAPIClient(base string) *apiClient {
-	return &apiClient{base: base, http: loadClient(32)}
+	c := loadClient(32)
+	// Set-up is untimed: a slow engine (SQLite holding 50,000 items) may take long.
+	c.Timeout = 2 * time.Minute
+	return &apiClient{base: base, http: c}
 }
 
 // do sends a JSON request and decodes a JSON answer into out; a status other

@@ -20,6 +20,8 @@ type Table struct {
 	Notes func(results map[string]*Summary) []string
 	// Legend, when set, replaces the gateway table's legend lines.
 	Legend []string
+	// OptIn tables run only when -only names them.
+	OptIn bool
 }
 
 // A Scenario is one row: a name, a setup that starts what it needs in env and

@@ -19,7 +19,7 @@ import (
 func init() {
 	registerTable(&Table{
 		Name:     "operations",
-		Title:    "operations through the gateway of the real platform (bin/devstack: FerretDB behind the proxy, NATS, redis-server, every service a process)",
+		Title:    "operations through the gateway of the real platform (bin/devstack: FerretDB on PostgreSQL behind the proxy, NATS, redis-server, every service a process)",
 		Baseline: "base",
 		Scenarios: []Scenario{
 			{Key: "healthz", Name: "gateway /healthz (own)", Setup: setupHealthz},
@@ -47,9 +47,9 @@ func init() {
 // folder creation and folder move of a deployment is a compare-and-set on that
 // deployment's tree version, so 64 concurrent writers to one deployment measure
 // retries, not the operation. These are the concurrencies printed in the legend.
-// Every other row runs opsWorkers: each request of a database-bound row waits
-// in the serializing proxy's queue, so more workers add only latency (and, at
-// 64, client timeouts on a loaded machine).
+// Every other row runs opsWorkers: each write of a database-bound row waits in the
+// serializing proxy's queue, so more workers add only latency (and, at 64, client
+// timeouts on a loaded machine).
 const (
 	opsWorkers    = 16
 	folderWorkers = 4
@@ -433,12 +433,12 @@ var operationsLegend = []string{
 	"        failed item is an error). rps_vs_base divides by the baseline row: GET /api/v1/deployments/{id}/workspace?first=1",
 	"        with a Bearer token, the cheapest request that takes the whole path gateway -> service -> database. The gateway's",
 	"        own /healthz never leaves the gateway and is printed for reference. cpu_us/req = user+system CPU of every process",
-	"        of the platform (devstack with FerretDB, the proxy and NATS; redis-server; the services; the gateway) per request.",
+	"        of the platform (devstack with FerretDB, the proxy and NATS; PostgreSQL; redis-server; the services; the gateway).",
 	fmt.Sprintf("        Workers (not the header's): create folder %d, bulk move %d (their writes meet on the deployment's tree version by", folderWorkers, bulkWorkers),
-	fmt.Sprintf("        design), every other row %d (database commands queue in the serializing proxy).", opsWorkers),
+	fmt.Sprintf("        design), every other row %d (database writes queue in the serializing proxy).", opsWorkers),
 	fmt.Sprintf("        Exchange and revoke consume up to %d sessions minted (for revoke also exchanged) before each run, untimed;", poolLimit),
 	"        a pool that runs dry ends the run early (req/s is over the time it ran). The dbtsync worker is paused from the dbt-sync row on, so queued jobs do",
 	"        not convert during other rows. convert = bin dbtconvert on the generated manifest, one run per round: req/s is",
-	"        conversions/s, p50/p99 its wall time, cpu its own CPU. FerretDB serializes every command (see README): figures of",
+	"        conversions/s, p50/p99 its wall time, cpu its own CPU. The proxy serializes every write (see README): figures of",
 	"        database-bound rows say nothing about MongoDB; the command counts do.",
 }

@@ -17,20 +17,22 @@ import (
 	"syscall"
 
 	"github.com/analyticsco/platform/devstack"
+	"github.com/analyticsco/platform/devstack/wireproxy"
 )
 
 // Usage is printed by -h.
 const Usage = `devstack runs the local platform stack in the foreground (make run).
 
-It starts embedded FerretDB (behind a serialising wire-protocol proxy), NATS
-with JetStream and a redis-server child process, creates signing keys once
+It starts embedded FerretDB (on a PostgreSQL child process, behind a serialising
+wire-protocol proxy), NATS with JetStream and a redis-server child process, creates signing keys once
 under $DATA_DIR/keys, then starts workspace-svc, embed-svc, dbtsync-svc, the
 dbtsync worker and the gateway from $BIN_DIR, waits for each GET /readyz, and
 writes $DATA_DIR/stack.json for the seeding CLI (platformctl seed). Ctrl-C
 stops everything; if any process dies, everything stops and devstack exits 1.
 
 Environment:
-  DATA_DIR             data directory (default .data): mongo/, nats/, redis/, keys/, stack.json
+  DATA_DIR             data directory (default .data): mongo/ (mongo/postgres: the PostgreSQL
+                       cluster), nats/, redis/, keys/, stack.json
   BIN_DIR              directory holding the service binaries (default bin)
   GATEWAY_ADDR         gateway listen address (default 127.0.0.1:8080)
   WORKSPACE_ADDR       workspace-svc listen address (default 127.0.0.1:8081)
@@ -48,6 +50,13 @@ Environment:
   REDIS_URL            use this Redis instead of starting redis-server
   LOG_LEVEL            passed to every service (default info); also devstack's own level
   DEVSTACK_MONGO_ADDR  embedded MongoDB (proxy) address (default 127.0.0.1:27018; "random" = free port)
+  DEVSTACK_MONGO_ENGINE      what FerretDB stores in: postgresql (default; Debian's postgresql
+                       package, run as the postgres account when devstack runs as root) or
+                       sqlite (files in $DATA_DIR/mongo; every query scans its collection)
+  DEVSTACK_MONGO_SERIALIZE   which commands the proxy runs one at a time: all (default) or
+                       writes (reads beside them; for comparison only: FerretDB on
+                       PostgreSQL then fails a few writes)
+  DEVSTACK_MONGO_GIN   0: no GIN indexes beside FerretDB's own (postgresql; for comparison only)
   DEVSTACK_NATS_ADDR   embedded NATS address (default 127.0.0.1:4223; "random" = free port)
   DEVSTACK_REDIS_ADDR  redis-server address (default 127.0.0.1:6380; "random" = free port)
   DEVSTACK_OBS         1: also run Debian's prometheus (make run OBS=1), scraping every
@@ -59,7 +68,8 @@ Environment:
 Every service gets the parent environment plus MONGODB_URI, NATS_URL,
 REDIS_URL, IDENTITY_SIGNING_KEY, LOG_LEVEL, OTEL_SERVICE_NAME and its own
 variables (HTTP_ADDR, DBT_CREDENTIALS_KEY, EMBED_KEY_ENCRYPTION_KEY, the gateway's upstream URLs and
-AUTH_JWT_* settings). redis-server must be installed (apt-get install -y redis-server).
+AUTH_JWT_* settings). redis-server and PostgreSQL must be installed
+(apt-get install -y redis-server postgresql; make run does it when root).
 `
 
 // config is read from the environment once, in main.
@@ -82,8 +92,12 @@ type config struct {
 
 	// Embedded servers' addresses; "" means a free port.
 	MongoAddr string
-	NATSAddr  string
-	RedisAddr string
+	// MongoEngine and MongoSerialize configure the embedded MongoDB.
+	MongoEngine    devstack.Engine
+	MongoSerialize wireproxy.Mode
+	MongoNoGIN     bool
+	NATSAddr       string
+	RedisAddr      string
 
 	LogLevel string
 
@@ -127,6 +141,20 @@ func configFromEnv() (config, error) {
 		PrometheusAddr:    get("DEVSTACK_PROMETHEUS_ADDR", "127.0.0.1:9090"),
 		PrometheusRules:   get("DEVSTACK_PROMETHEUS_RULES", filepath.Join("deploy", "prometheus", "rules")),
 	}
+	var err error
+	if cfg.MongoEngine, err = devstack.ParseEngine(os.Getenv("DEVSTACK_MONGO_ENGINE")); err != nil {
+		return cfg, fmt.Errorf("DEVSTACK_MONGO_ENGINE: %w", err)
+	}
+	if cfg.MongoSerialize, err = wireproxy.ParseMode(os.Getenv("DEVSTACK_MONGO_SERIALIZE")); err != nil {
+		return cfg, fmt.Errorf("DEVSTACK_MONGO_SERIALIZE: %w", err)
+	}
+	switch v := os.Getenv("DEVSTACK_MONGO_GIN"); v {
+	case "", "1":
+	case "0":
+		cfg.MongoNoGIN = true
+	default:
+		return cfg, fmt.Errorf("DEVSTACK_MONGO_GIN=%q: want 1 or 0", v)
+	}
 	switch v := os.Getenv("DEVSTACK_OBS"); v {
 	case "", "0", "false":
 	case "1", "true":
@@ -145,7 +173,6 @@ func configFromEnv() (config, error) {
 		}
 		cfg.InternalAddrs[name] = addr
 	}
-	var err error
 	if cfg.PrometheusAddr, err = randomAddr("DEVSTACK_PROMETHEUS_ADDR", cfg.PrometheusAddr, taken); err != nil {
 		return cfg, err
 	}

@@ -94,10 +94,13 @@ func processes(cfg config, k keys) ([]process, error) {
 
 // stackFile is $DATA_DIR/stack.json, read by `platformctl seed`.
 type stackFile struct {
-	Gateway                string         `json:"gateway"`
-	MongoDBURI             string         `json:"mongodbUri"`
-	NATSURL                string         `json:"natsUrl"`
-	RedisURL               string         `json:"redisUrl"`
+	Gateway    string `json:"gateway"`
+	MongoDBURI string `json:"mongodbUri"`
+	NATSURL    string `json:"natsUrl"`
+	RedisURL   string `json:"redisUrl"`
+	// PostgresURL is the PostgreSQL database under the embedded FerretDB (engine
+	// postgresql), for looking at what the engine does (psql, pg_stat_statements).
+	PostgresURL            string         `json:"postgresUrl,omitempty"`
 	JWTPrivateKeyFile      string         `json:"jwtPrivateKeyFile"`
 	JWTIssuer              string         `json:"jwtIssuer"`
 	JWTAudience            string         `json:"jwtAudience"`
@@ -271,6 +274,10 @@ func writeStackFile(cfg config, k keys, u backingURLs, b *backing, children, ser
 	if b.redis != nil {
 		sf.PIDs["redis"] = b.redis.Pid()
 	}
+	if b.mongo != nil && b.mongo.Postgres != nil {
+		sf.PIDs["postgres"] = b.mongo.Postgres.Pid()
+		sf.PostgresURL = b.mongo.PostgresURL()
+	}
 	path := filepath.Join(cfg.DataDir, "stack.json")
 	return path, writeJSON(path, sf)
 }
@@ -284,7 +291,9 @@ func startBacking(ctx context.Context, cfg config, logger *slog.Logger, b *backi
 		if addr == "" {
 			addr = "127.0.0.1:0"
 		}
-		if b.mongo, err = devstack.StartMongoAt(startCtx, filepath.Join(cfg.DataDir, "mongo"), addr, logger); err != nil {
+		b.mongo, err = devstack.StartMongoWith(startCtx, devstack.MongoConfig{Dir: filepath.Join(cfg.DataDir, "mongo"), Addr: addr,
+			Engine: cfg.MongoEngine, Serialize: cfg.MongoSerialize, NoGIN: cfg.MongoNoGIN, Logger: logger})
+		if err != nil {
 			return "", "", "", err
 		}
 		mongoURI = b.mongo.URI

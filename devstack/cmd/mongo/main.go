@@ -1,8 +1,8 @@
-// Command mongo runs the embedded MongoDB of the local stack alone: FerretDB (SQLite)
-// behind the serialising wire-protocol proxy, in the foreground. Tests start it as a
-// child process (devstack.MongoProcessForTest) when the FerretDB they talk to must not
-// run inside a test binary built with the race detector, which makes its collection
-// scans an order of magnitude slower.
+// Command mongo runs the embedded MongoDB of the local stack alone: FerretDB on its
+// PostgreSQL child process, behind the serialising wire-protocol proxy, in the
+// foreground. Tests start it as a child process (devstack.MongoProcessForTest) when the
+// FerretDB they talk to must not run inside a test binary built with the race detector,
+// which makes its work an order of magnitude slower.
 //
 // It prints "ready <uri>" on standard output once the proxy accepts connections, and
 // stops on SIGINT, SIGTERM or when its standard input closes (its parent is gone).

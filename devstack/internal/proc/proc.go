@@ -2,9 +2,12 @@
 package proc
 
 import (
+	"fmt"
+	"os"
 	"os/exec"
 	"runtime"
 	"syscall"
+	"time"
 )
 
 // Start starts cmd with Pdeathsig=SIGTERM and returns a channel that receives
@@ -38,4 +41,18 @@ func Start(cmd *exec.Cmd) (<-chan error, error) {
 		return nil, err
 	}
 	return exited, nil
+}
+
+// Stop sends sig to cmd's process and waits for exited (Start's channel), killing the
+// process after grace; it reports an error naming what when it had to kill.
+func Stop(cmd *exec.Cmd, exited <-chan error, sig os.Signal, grace time.Duration, what string) error {
+	_ = cmd.Process.Signal(sig)
+	select {
+	case <-exited:
+		return nil
+	case <-time.After(grace):
+		_ = cmd.Process.Kill()
+		<-exited
+		return fmt.Errorf("devstack: %s ignored %v for %s, killed", what, sig, grace)
+	}
 }

@@ -40,10 +40,19 @@ func testTenantUsers(t *testing.T, e *env) {
 	if r.Status != 200 || len(page.Items) != 2 || !page.PageInfo.HasNextPage || page.Items[0].ID >= page.Items[1].ID {
 		t.Fatalf("page 1 = %d %s", r.Status, r.Body)
 	}
+	// A list shows profiles; GET the user for its memberships and values.
 	first := page.Items[0]
-	if first.Email == "" || len(first.Groups) != 1 || first.Groups[0]["name"] != "sales" || first.Groups[0]["scope"] != "account" ||
-		len(first.UserAttributes) != 1 || first.UserAttributes[0]["value"] != "eu" {
-		t.Fatalf("user view %s", r.Body)
+	if first.Email == "" || first.Groups != nil || first.UserAttributes != nil {
+		t.Fatalf("list item %s", r.Body)
+	}
+	var view struct {
+		Groups         []map[string]any
+		UserAttributes []map[string]any `json:"userAttributes"`
+	}
+	e.do(t, "GET", base+"/"+url.PathEscape(first.ExternalID), key, nil).json(t, &view)
+	if len(view.Groups) != 1 || view.Groups[0]["name"] != "sales" || view.Groups[0]["scope"] != "account" ||
+		len(view.UserAttributes) != 1 || view.UserAttributes[0]["value"] != "eu" {
+		t.Fatalf("user view %+v", view)
 	}
 	r = e.do(t, "GET", base+"?first=2&after="+url.QueryEscape(*page.PageInfo.EndCursor), key, nil)
 	r.json(t, &page)
@@ -100,5 +109,56 @@ func testTenantUsers(t *testing.T, e *env) {
 	}
 	if r := e.do(t, "GET", "/api/v1/embed/session", bearer(tokens[0].Token), nil); r.Status != 200 {
 		t.Fatalf("another user's token after the delete = %d", r.Status)
+	}
+}
+
+// A delete of an external user and mints of the same user at once, on the real stores
+// through the gateway, many times over: after the delete answers 200 no session of the
+// deleted user works; a mint that raced it is 409 external_user_deleting or made a new
+// user after it.
+func testDeleteWinsOverMints(t *testing.T, e *env) {
+	acme := e.acme()
+	dep := acme.Deployments[0].ID
+	key := apiKey(acme.APIKeys["admin"])
+	tenant := tname("race")
+	for round := range 15 {
+		ext := uid("racer")
+		e.mint(t, map[string]any{"deploymentId": dep, "externalId": ext, "embedTenantName": tenant})
+		var before struct{ ID int64 }
+		e.do(t, "GET", "/api/v1/embed-tenants/"+tenant+"/users/"+ext, key, nil).json(t, &before)
+		replies := make([]resp, 5)
+		parallel(5, func(i int) {
+			if i == 0 {
+				replies[i] = e.do(t, "DELETE", "/api/v1/embed-tenants/"+tenant+"/users/"+ext, key, nil)
+				return
+			}
+			replies[i] = e.do(t, "POST", "/api/v1/embed/generate-session", key, map[string]any{"deploymentId": dep, "externalId": ext, "embedTenantName": tenant})
+		})
+		if replies[0].Status != 200 {
+			t.Fatalf("round %d: delete = %d %s", round, replies[0].Status, replies[0].Body)
+		}
+		for _, r := range replies[1:] {
+			if r.Status == 409 && strings.Contains(string(r.Body), "external_user_deleting") {
+				continue
+			}
+			if r.Status != 200 {
+				t.Fatalf("round %d: a mint racing the delete = %d %s", round, r.Status, r.Body)
+			}
+			var out struct{ SessionID string }
+			r.json(t, &out)
+			ex := e.do(t, "POST", "/api/v1/embed/session/exchange", "", map[string]any{"sessionId": out.SessionID})
+			if ex.Status != 200 {
+				continue // revoked: the deleted user's
+			}
+			var tok tokenResp
+			ex.json(t, &tok)
+			var info sessionInfo
+			if r := e.do(t, "GET", "/api/v1/embed/session", bearer(tok.Token), nil); r.Status == 200 {
+				r.json(t, &info)
+				if info.User.ID == before.ID {
+					t.Fatalf("round %d: a session of the deleted user %d works after the delete", round, before.ID)
+				}
+			}
+		}
 	}
 }

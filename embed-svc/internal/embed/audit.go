@@ -137,15 +137,30 @@ func forSession(ev *audit.Event, acc, dep int64, recordID, tenant string, user S
 
 // attributeUnusable finds the account of a session id the exchange refused (used,
 // revoked or expired), so its admins see the attempt; an id that never existed stays
-// unattributed (the event is only logged).
-func (s *service) attributeUnusable(ctx context.Context, ev *audit.Event, sessionID string) {
+// unattributed (the event is only logged). Anyone holding a used id can send it again
+// and again, so the account's trail records refusals of one id at most once per
+// ExchangeFailureAudit, counting in details.failedAttempts the refusals since the
+// previous event of that id (this one included); until then the count is in Redis
+// (SessionStore.CountExchangeFailure, kept for two intervals). It reports whether ev is
+// to be recorded.
+func (s *service) attributeUnusable(ctx context.Context, ev *audit.Event, sessionID string) bool {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	rec, err := s.d.Records.SessionRecordBySID(ctx, PublicSessionHandle(sessionID))
+	sid := PublicSessionHandle(sessionID)
+	rec, err := s.d.Records.SessionRecordBySID(ctx, sid)
 	if err != nil {
-		return
+		return true
 	}
 	forSession(ev, rec.AccountID, rec.DeploymentID, rec.ID, rec.Tenant, rec.User)
+	n, err := s.d.Sessions.CountExchangeFailure(ctx, sid, s.limits.ExchangeFailureAudit)
+	switch {
+	case err != nil:
+		return true // not counted: recorded, as every refusal was before
+	case n == 0:
+		return false
+	}
+	ev.Details = map[string]any{"failedAttempts": n}
+	return true
 }
 
 // sessionTarget is the target of an action on the caller's own session (an embed

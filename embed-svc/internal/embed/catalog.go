@@ -20,21 +20,6 @@ const MaxPageSize = httpx.MaxPage
 // refuses it first; the service holds the same bound for any caller).
 func badFirst(first int) error { return invalid("%s", httpx.BadFirstMessage(strconv.Itoa(first))) }
 
-// requireCatalogAdmin: tenant-scoped catalogs need an admin's account API key; the
-// account-wide catalog also accepts an admin's bearer token.
-func requireCatalogAdmin(p *identity.Principal, scope string) error {
-	if p == nil || !p.HasRole(identity.RoleAdmin) {
-		return forbidden("this endpoint requires an admin")
-	}
-	if scope != AccountScope {
-		return requireAdminAccountKey(p, "manage embed tenants")
-	}
-	if scope == AccountScope && p.Credential != identity.CredentialAPIKey && p.Credential != identity.CredentialBearer {
-		return forbidden("this endpoint requires an admin's API key or bearer token")
-	}
-	return nil
-}
-
 func (s *service) requireTenant(ctx context.Context, accountID int64, scope string) error {
 	if scope == AccountScope {
 		return nil
@@ -99,6 +84,9 @@ func (s *service) CreateDefinition(ctx context.Context, p *identity.Principal, k
 	if err := requireCatalogAdmin(p, AccountScope); err != nil {
 		return Definition{}, err
 	}
+	if err := keyReach(p).account("create account-wide definitions"); err != nil {
+		return Definition{}, err
+	}
 	in.Name = strings.TrimSpace(in.Name)
 	if err := ValidateDefinition(kind, in, "body"); err != nil {
 		return Definition{}, err
@@ -133,6 +121,10 @@ func (s *service) DeleteDefinition(ctx context.Context, p *identity.Principal, s
 	}
 	defer func() { s.record(ctx, &ev, err, http.StatusNoContent) }()
 	if err := requireCatalogAdmin(p, scope); err != nil {
+		return err
+	}
+	// A definition's memberships and values go from every user of the account.
+	if err := keyReach(p).account("delete definitions"); err != nil {
 		return err
 	}
 	if err := s.requireTenant(ctx, p.Account.ID, scope); err != nil {

@@ -110,21 +110,24 @@ func definitionChanged(ex *Definition, in DefinitionInput) bool {
 	return diff(in.Description, ex.Description) || diff(in.DisplayName, ex.DisplayName) || diff(in.DefaultValue, ex.DefaultValue)
 }
 
-// applyDefinitions writes the planned upserts and returns the id of every definition
-// the request names, by kind and name.
+// applyDefinitions writes the planned upserts in one batch and returns the id of every
+// definition the request names, by kind and name.
 func (s *service) applyDefinitions(ctx context.Context, accountID int64, scope string, plan *definitionPlan, now time.Time) (map[string]string, error) {
 	ids := make(map[string]string, len(plan.byKey)+len(plan.upserts))
 	for k, d := range plan.byKey {
 		ids[k] = d.ID
 	}
-	for _, u := range plan.upserts {
-		d, err := s.d.Catalog.UpsertDefinition(ctx, accountID, scope, u, now)
-		if errors.Is(err, ErrConflictType) {
-			return nil, conflict("cannot change type").WithCode(httpx.CodeDefinitionType)
-		}
-		if err != nil {
-			return nil, storeErr(err)
-		}
+	if len(plan.upserts) == 0 {
+		return ids, nil
+	}
+	defs, err := s.d.Catalog.UpsertDefinitions(ctx, accountID, scope, plan.upserts, now)
+	if errors.Is(err, ErrConflictType) {
+		return nil, conflict("cannot change type").WithCode(httpx.CodeDefinitionType)
+	}
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	for _, d := range defs {
 		ids[key(d.Kind, d.Name)] = d.ID
 	}
 	return ids, nil
@@ -134,9 +137,10 @@ func (s *service) applyDefinitions(ctx context.Context, accountID int64, scope s
 var ErrConflictType = errors.New("attribute type differs")
 
 // userUpdate is what a mint writes onto its external user: the profile it sends, the
-// scope's memberships when it sends groups, the values it sends (null clears).
-func userUpdate(req *GenerateSessionRequest, scope, tenant string, plan *definitionPlan, ids map[string]string) UserUpdate {
-	u := UserUpdate{Email: req.Email, Scope: scope, Tenant: tenant}
+// scope's memberships when it sends groups, the values it sends (null clears), and the
+// session's tenant and deployment.
+func (m *mintPlan) userUpdate(req *GenerateSessionRequest, ids map[string]string) UserUpdate {
+	u := UserUpdate{Email: req.Email, Scope: m.scope, Tenant: m.tenant, Deployment: m.deployment.ID}
 	if req.UserProfile != nil {
 		u.DisplayName, u.Picture = req.UserProfile.DisplayName, req.UserProfile.Picture
 	}

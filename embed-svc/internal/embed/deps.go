@@ -29,10 +29,24 @@ type Limits struct {
 	AttributeValueBytes  int // one userAttributes value's JSON, as sent (stored on the user, signed into its tokens)
 	DefinitionsPerScope  int // group and attribute definitions of one scope (account-wide or a tenant)
 	TenantsPerAccount    int // embed tenants of one account
+	DefinitionChanges    int // definitions one generate-session may create or change
+	UserAttributeBytes   int // all of one external user's stored values (ValueBytes), every scope
+	PictureURLBytes      int // userProfile.picture
+	// LiveSessionsPerAccount bounds the sessions of one account whose token has not
+	// expired (each may hold a session or a revocation marker in Redis).
+	LiveSessionsPerAccount int
+	// ExchangeFailureAudit is how often at most the audit trail records refused exchanges
+	// of one session id (each event counts those since the previous one).
+	ExchangeFailureAudit time.Duration
+	// ListScan bounds the entries a filtered page of the session or tenant user list
+	// examines.
+	ListScan int
 }
 
 // DefaultLimits apply where Limits leaves a field zero.
-var DefaultLimits = Limits{SecurityContextBytes: 16 << 10, SecurityContextDepth: 32, ArrayEntries: 1000, AttributeValueBytes: 16 << 10, DefinitionsPerScope: 10_000, TenantsPerAccount: 10_000}
+var DefaultLimits = Limits{SecurityContextBytes: 16 << 10, SecurityContextDepth: 32, ArrayEntries: 1000, AttributeValueBytes: 16 << 10, DefinitionsPerScope: 10_000, TenantsPerAccount: 10_000,
+	DefinitionChanges: 32, UserAttributeBytes: 64 << 10, PictureURLBytes: 2 << 10, LiveSessionsPerAccount: 10_000,
+	ExchangeFailureAudit: time.Minute, ListScan: 1000}
 
 func (l Limits) withDefaults() Limits {
 	if l.SecurityContextBytes <= 0 {
@@ -52,6 +66,24 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.TenantsPerAccount <= 0 {
 		l.TenantsPerAccount = DefaultLimits.TenantsPerAccount
+	}
+	if l.DefinitionChanges <= 0 {
+		l.DefinitionChanges = DefaultLimits.DefinitionChanges
+	}
+	if l.UserAttributeBytes <= 0 {
+		l.UserAttributeBytes = DefaultLimits.UserAttributeBytes
+	}
+	if l.PictureURLBytes <= 0 {
+		l.PictureURLBytes = DefaultLimits.PictureURLBytes
+	}
+	if l.LiveSessionsPerAccount <= 0 {
+		l.LiveSessionsPerAccount = DefaultLimits.LiveSessionsPerAccount
+	}
+	if l.ExchangeFailureAudit <= 0 {
+		l.ExchangeFailureAudit = DefaultLimits.ExchangeFailureAudit
+	}
+	if l.ListScan <= 0 {
+		l.ListScan = DefaultLimits.ListScan
 	}
 	return l
 }

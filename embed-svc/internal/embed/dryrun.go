@@ -2,7 +2,6 @@ package embed
 
 import (
 	"context"
-	"errors"
 	"slices"
 
 	"github.com/analyticsco/platform/libs/httpx"
@@ -27,17 +26,19 @@ func (s *service) DryRunSession(ctx context.Context, p *identity.Principal, req 
 		return DryRun{}, err
 	}
 	sess := m.newSession(p, &req, s.now().UTC())
+	groups, attrs := []string{}, []AttributeValue{}
 	if req.InternalID == nil {
-		u, err := s.wouldBeUser(ctx, p, m)
-		if err != nil {
+		if err := s.wouldFitUser(ctx, p, m); err != nil {
 			return DryRun{}, err
 		}
-		sess.setExternalUser(applyUserUpdate(u, userUpdate(&req, m.scope, m.tenant, m.definitions, m.standInIDs())), m.scope)
+		u := applyUserUpdate(m.user, m.userUpdate(&req, m.standInIDs()))
+		sess.setExternalUser(u)
+		groups, attrs = userScopeView(u, m.scope)
 	}
 	out := DryRun{DryRun: true, Effective: DryRunEffective{
 		User: sess.User, AccountID: sess.AccountID, DeploymentID: sess.DeploymentID, BranchName: sess.Branch,
-		Production: sess.Production, EmbedTenant: sess.Tenant, CreatorMode: sess.CreatorMode, Groups: sess.Groups,
-		UserAttributes: sess.Attributes, SecurityContext: securityContextOf(sess), Settings: sess.Settings,
+		Production: sess.Production, EmbedTenant: sess.Tenant, CreatorMode: sess.CreatorMode, Groups: groups,
+		UserAttributes: attrs, SecurityContext: securityContextOf(req.SecurityContext), Settings: sess.Settings,
 		ExpiresAt: httpx.At(s.sessionExpiry(sess)), DefinitionsCreated: []DryRunDefinition{},
 		UserCreated: sess.User.Kind == "external" && sess.User.ID == 0,
 	}}
@@ -65,22 +66,21 @@ func (m *mintPlan) standInIDs() map[string]string {
 	return ids
 }
 
-// wouldBeUser is the external user a mint would update, or a new one (id 0) when the
-// account's limit has a place for it.
-func (s *service) wouldBeUser(ctx context.Context, p *identity.Principal, m *mintPlan) (ExternalUser, error) {
-	u, err := s.d.Users.ExternalUser(ctx, p.Account.ID, m.externalID)
-	if !errors.Is(err, ErrNotFound) {
-		return u, storeErr(err)
+// wouldFitUser is the mint's check of the account's external-user limit: a user that
+// does not exist yet (prepare read it) needs a place.
+func (s *service) wouldFitUser(ctx context.Context, p *identity.Principal, m *mintPlan) error {
+	if m.userExists {
+		return nil
 	}
 	limit := externalUserLimit(p)
 	n, err := s.d.Users.ExternalUserCount(ctx, p.Account.ID)
 	if err != nil {
-		return ExternalUser{}, storeErr(err)
+		return storeErr(err)
 	}
 	if n >= limit {
-		return ExternalUser{}, limitReached(limit)
+		return limitReached(limit)
 	}
-	return ExternalUser{AccountID: p.Account.ID, ExternalID: m.externalID}, nil
+	return nil
 }
 
 // applyUserUpdate is what UserStore.UpdateExternalUser does to u, in memory.
@@ -120,6 +120,9 @@ func applyUserUpdate(u ExternalUser, upd UserUpdate) ExternalUser {
 	u.Attributes = attrs
 	if upd.Tenant != "" && !slices.Contains(u.Tenants, upd.Tenant) {
 		u.Tenants = append(slices.Clone(u.Tenants), upd.Tenant)
+	}
+	if upd.Deployment != 0 && !slices.Contains(u.Deployments, upd.Deployment) {
+		u.Deployments = append(slices.Clone(u.Deployments), upd.Deployment)
 	}
 	return u
 }

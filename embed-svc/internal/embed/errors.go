@@ -45,6 +45,12 @@ var (
 	ErrUnavailable = errs.ErrUnavailable
 	// ErrSessionUnusable: a session id is unknown, expired or already exchanged.
 	ErrSessionUnusable = errors.New("session id unusable")
+	// ErrStale: the record changed since it was read (another write came first).
+	ErrStale = errors.New("stale revision")
+	// ErrUserDeleting: a delete of the external user has begun.
+	ErrUserDeleting = errors.New("external user being deleted")
+	// ErrLiveSessionLimit: the account has as many live sessions as it may.
+	ErrLiveSessionLimit = errors.New("live session limit reached")
 )
 
 // ErrSessionID is the one answer for every unusable session id, so a caller learns

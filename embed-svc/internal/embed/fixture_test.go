@@ -24,7 +24,7 @@ import (
 // fixture.
 
 // fixture is the service over fresh fakes, with one account (acc) that may mint, its
-// deployment (dep) and another account's deployment (otherDep).
+// deployments (dep, dep2) and another account's deployment (otherDep).
 type fixture struct {
 	svc      embed.Service
 	deps     embed.Deps
@@ -34,6 +34,7 @@ type fixture struct {
 	trail    *audit.Memory
 	acc      identity.Account
 	dep      int64
+	dep2     int64
 	otherDep int64
 }
 
@@ -48,14 +49,25 @@ func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	f := &fixture{store: memstore.New(), sessions: memstore.NewSessions(nil), dir: memstore.NewDirectory(), trail: &audit.Memory{Service: "embed-svc"},
 		acc: identity.Account{ID: accountID, Plan: "enterprise", EmbeddingEnabled: true, UseCreatorMode: true, DefaultEmbedTenant: "acme-default"},
-		dep: deployments.Add(1), otherDep: deployments.Add(1)}
+		dep: deployments.Add(1), dep2: deployments.Add(1), otherDep: deployments.Add(1)}
 	f.dir.AddDeployment(embed.Deployment{ID: f.dep, AccountID: accountID, ProductionBranch: "main"})
+	f.dir.AddDeployment(embed.Deployment{ID: f.dep2, AccountID: accountID, ProductionBranch: "main"})
 	f.dir.AddDeployment(embed.Deployment{ID: f.otherDep, AccountID: otherAccountID, ProductionBranch: "main"})
 	f.dir.AddUser(embed.InternalUser{ID: 7, AccountID: accountID, Username: "acme-admin", Email: "ada@acme.example", FirstName: "Ada", Role: identity.RoleAdmin})
 	f.deps = embed.Deps{Catalog: f.store, Users: f.store, Directory: f.dir, Sessions: f.sessions, Records: f.store,
 		Branches: branches{}, Signer: newSigner(t), Issuer: "https://embed.test", Audit: f.trail}
 	f.svc = embed.NewService(f.deps)
 	return f
+}
+
+// withSessionClock gives f a session store whose keys expire on a clock that moves by
+// what the returned offset holds, and rebuilds the service over it.
+func (f *fixture) withSessionClock() *atomic.Int64 {
+	var offset atomic.Int64
+	f.sessions = memstore.NewSessions(func() time.Time { return time.Now().Add(time.Duration(offset.Load())) })
+	f.deps.Sessions = f.sessions
+	f.svc = embed.NewService(f.deps)
+	return &offset
 }
 
 // withLimits rebuilds f's service over the same stores with limits l.
@@ -69,6 +81,20 @@ func (f *fixture) withLimits(l embed.Limits) *fixture {
 func (f *fixture) adminKey() *identity.Principal {
 	return &identity.Principal{Credential: identity.CredentialAPIKey, KeyKind: identity.KeyAccount, KeyID: "key-1", Account: f.acc,
 		User: &identity.User{ID: 7, Username: "acme-admin", Role: identity.RoleAdmin}}
+}
+
+// scopedKey is the principal of an admin's account API key of acc scoped to deployments.
+func (f *fixture) scopedKey(deployments ...int64) *identity.Principal {
+	p := f.adminKey()
+	p.KeyID, p.KeyScope = "key-scoped", deployments
+	return p
+}
+
+// personalKey is the principal of the admin's personal API key (unscoped).
+func (f *fixture) personalKey() *identity.Principal {
+	p := f.adminKey()
+	p.KeyID, p.KeyKind = "key-personal", identity.KeyPersonal
+	return p
 }
 
 // mint generates a session for an external user and fails t unless it succeeds.
@@ -137,7 +163,7 @@ func (f *fixture) nothingWritten(t *testing.T) {
 	if n, _ := f.store.ExternalUserCount(ctx, accountID); n != 0 {
 		t.Errorf("%d external users written", n)
 	}
-	if recs, _ := f.store.ListSessionRecords(ctx, accountID, embed.SessionQuery{}, time.Now(), 10); len(recs) != 0 {
+	if recs, _ := f.store.ListSessionRecords(ctx, accountID, "", embed.SessionCursor{}, time.Now(), 10); len(recs) != 0 {
 		t.Errorf("%d session records written", len(recs))
 	}
 	for _, scope := range []string{embed.AccountScope, "cm-tenant"} {

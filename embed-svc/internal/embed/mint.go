@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -29,37 +30,6 @@ func PublicSessionHandle(sessionID string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// requireMinter is the rule of who may mint (the spec's Authentication 3): an admin's
-// account API key (a personal key is 403), on an account with embedding on a premium or
-// enterprise plan. The gateway only authenticates the key; this is the one place the rule
-// is decided, so every refusal is answered, and audited, here.
-func requireMinter(p *identity.Principal) error {
-	if err := requireAdminAccountKey(p, "mint embed sessions"); err != nil {
-		return err
-	}
-	if p.Account.Plan != "premium" && p.Account.Plan != "enterprise" {
-		return forbidden("embed sessions need the premium or enterprise plan; this account is on %s", p.Account.Plan).WithCode(httpx.CodePlanNotEligible)
-	}
-	if !p.Account.EmbeddingEnabled {
-		return forbidden("embedding is not enabled for this account")
-	}
-	return nil
-}
-
-// requireAdminAccountKey refuses anything but an admin's account API key: a personal key
-// is refused by name (personal_key).
-func requireAdminAccountKey(p *identity.Principal, what string) error {
-	switch {
-	case p == nil || p.Credential != identity.CredentialAPIKey:
-		return forbidden("only an admin's account API key can %s", what)
-	case p.KeyKind != identity.KeyAccount:
-		return forbidden("a personal API key cannot %s; use an account API key", what).WithCode(httpx.CodePersonalKey)
-	case !p.HasRole(identity.RoleAdmin):
-		return forbidden("only an admin's account API key can %s", what)
-	}
-	return nil
-}
-
 // mintPlan is a generate-session request validated and resolved against the stores,
 // before anything is written.
 type mintPlan struct {
@@ -73,6 +43,8 @@ type mintPlan struct {
 	acct        AccountSettings
 	definitions *definitionPlan
 	internal    InternalUser
+	user        ExternalUser // the external user as read, with the scope's values
+	userExists  bool
 }
 
 // prepare runs every validation and resolution of a mint and writes nothing: the real
@@ -93,8 +65,8 @@ func (s *service) prepare(ctx context.Context, p *identity.Principal, dep *Deplo
 	if dep == nil {
 		return nil, notFound("deployment %d not found", *req.DeploymentID)
 	}
-	if !p.InScope(dep.ID) {
-		return nil, forbidden("this API key is scoped to other deployments than %d", dep.ID).WithCode(httpx.CodeKeyOutOfScope)
+	if err := keyReach(p).deployment(dep.ID); err != nil {
+		return nil, err
 	}
 	m := &mintPlan{deployment: *dep, externalID: externalID, creator: req.CreatorMode != nil && *req.CreatorMode}
 	if m.creator && !p.Account.UseCreatorMode {
@@ -131,16 +103,26 @@ func (s *service) prepare(ctx context.Context, p *identity.Principal, dep *Deplo
 		if err != nil {
 			return nil, storeErr(err)
 		}
+		return m, nil
+	}
+	// The user's stored values are bounded in total: a mint that would pass the bound is
+	// refused here, before anything is written.
+	if err := s.readUser(ctx, p.Account.ID, m); err != nil {
+		return nil, err
+	}
+	after := attributeBytesAfter(m.user, m.userUpdate(req, m.standInIDs()))
+	if err := s.limits.checkUserAttributes(m.externalID, m.user.AttributeBytes, after); err != nil {
+		return nil, err
 	}
 	return m, nil
 }
 
-// newSession is the session a plan makes, without its user's memberships and values.
+// newSession is the session a plan makes, with an internal user; an external user is
+// set once it is written (setExternalUser).
 func (m *mintPlan) newSession(p *identity.Principal, req *GenerateSessionRequest, now time.Time) Session {
 	sess := Session{
 		AccountID: p.Account.ID, DeploymentID: m.deployment.ID, Branch: m.branch, Production: m.production,
-		Tenant: m.tenant, CreatorMode: m.creator, Settings: ResolveSettings(req.Settings, m.acct),
-		SecurityContext: req.SecurityContext, GeneratedAt: now, Groups: []string{}, Attributes: []AttributeValue{},
+		Tenant: m.tenant, CreatorMode: m.creator, Settings: ResolveSettings(req.Settings, m.acct), GeneratedAt: now,
 	}
 	if req.InternalID != nil {
 		username := m.internal.Username
@@ -171,7 +153,10 @@ func (s *service) GenerateSession(ctx context.Context, p *identity.Principal, re
 	// Validation is over: from here on the request writes. The session id is claimed in
 	// Redis first, so that a Redis outage fails the mint before MongoDB is touched.
 	id := NewSessionID()
-	if err := s.d.Sessions.ReserveSession(ctx, id); err != nil {
+	if err := s.d.Sessions.ReserveSession(ctx, p.Account.ID, id, s.limits.LiveSessionsPerAccount); err != nil {
+		if errors.Is(err, ErrLiveSessionLimit) {
+			return "", liveSessionLimit(s.limits.LiveSessionsPerAccount)
+		}
 		return "", storeErr(err)
 	}
 	now := s.now().UTC()
@@ -185,63 +170,42 @@ func (s *service) GenerateSession(ctx context.Context, p *identity.Principal, re
 	sess := m.newSession(p, &req, now)
 	userCreated := false
 	if req.InternalID == nil {
-		if userCreated, err = s.provisionExternalUser(ctx, p, m, userUpdate(&req, m.scope, m.tenant, m.definitions, ids), now, &sess); err != nil {
+		u, created, err := s.provisionExternalUser(ctx, p, m, m.userUpdate(&req, ids), now)
+		if err != nil {
 			return "", err
 		}
+		sess.setExternalUser(u)
+		userCreated = created
 	}
-	rec, err := s.storeSession(ctx, id, &sess, now)
+	rec, err := s.storeSession(ctx, id, &sess, req.SecurityContext, now)
 	if err != nil {
 		return "", err
+	}
+	if req.InternalID == nil {
+		if err := s.confirmUser(ctx, p.Account.ID, sess); err != nil {
+			return "", err
+		}
 	}
 	minted(&ev, m, rec, userCreated)
 	return id, nil
 }
 
-// provisionExternalUser writes a mint's changes onto its external user, creating the
-// user within the account's limit, and puts the user with its memberships and values on
-// sess. It reports whether it created the user.
-func (s *service) provisionExternalUser(ctx context.Context, p *identity.Principal, m *mintPlan, upd UserUpdate, now time.Time, sess *Session) (bool, error) {
-	created := false
-	u, err := s.d.Users.UpdateExternalUser(ctx, p.Account.ID, m.externalID, upd, now)
-	if errors.Is(err, ErrNotFound) {
-		limit := externalUserLimit(p)
-		u, err = s.d.Users.CreateExternalUser(ctx, p.Account.ID, m.externalID, limit, upd, now)
-		created = err == nil
-		if errors.Is(err, ErrLimitReached) {
-			// A concurrent mint may have created this very user meanwhile.
-			u, err = s.d.Users.UpdateExternalUser(ctx, p.Account.ID, m.externalID, upd, now)
-		}
-		if errors.Is(err, ErrNotFound) {
-			return false, limitReached(limit)
-		}
-	}
-	if err != nil {
-		return false, storeErr(err)
-	}
-	sess.setExternalUser(u, m.scope)
-	return created, nil
-}
-
-// setExternalUser makes u the session's user, with its memberships and values in scope.
-func (s *Session) setExternalUser(u ExternalUser, scope string) {
-	ext := u.ExternalID
-	s.User = SessionUser{Kind: "external", ID: u.ID, ExternalID: &ext, Email: u.Email, DisplayName: u.DisplayName, Picture: u.Picture}
-	s.Groups, s.Attributes = userScopeView(u, scope)
-}
-
 // storeSession writes the session's durable record, then makes its id exchangeable: a
 // session never becomes exchangeable without a record, so it can always be listed and
-// revoked in bulk.
-func (s *service) storeSession(ctx context.Context, id string, sess *Session, now time.Time) (SessionRecord, error) {
+// revoked in bulk. The record keeps what the session shows (the profile, the
+// securityContext); Redis keeps the rest (Session).
+func (s *service) storeSession(ctx context.Context, id string, sess *Session, securityContext json.RawMessage, now time.Time) (SessionRecord, error) {
 	sess.SID = PublicSessionHandle(id)
 	rec := SessionRecord{ID: NewPublicSessionID(), AccountID: sess.AccountID, SID: sess.SID, Tenant: sess.Tenant,
 		User:         SessionRecordUser{Kind: sess.User.Kind, ID: sess.User.ID, ExternalID: sess.User.ExternalID, Username: sess.User.Username},
-		DeploymentID: sess.DeploymentID, Branch: sess.Branch, CreatedAt: now, PendingUntil: now.Add(SessionIDTTL), ExpiresAt: s.sessionExpiry(*sess)}
+		DeploymentID: sess.DeploymentID, Branch: sess.Branch, CreatedAt: now, PendingUntil: now.Add(SessionIDTTL), ExpiresAt: s.sessionExpiry(*sess),
+		Profile:         &SessionProfile{Email: sess.User.Email, DisplayName: sess.User.DisplayName, Picture: sess.User.Picture},
+		SecurityContext: securityContext}
 	if err := s.d.Records.InsertSessionRecord(ctx, rec); err != nil {
 		return SessionRecord{}, storeErr(err)
 	}
 	sess.RecordID = rec.ID
-	if err := s.d.Sessions.SaveSession(ctx, id, *sess); err != nil {
+	if err := s.d.Sessions.SaveSession(ctx, id, sess.stored()); err != nil {
 		return SessionRecord{}, storeErr(err)
 	}
 	return rec, nil
@@ -252,6 +216,13 @@ func externalUserLimit(p *identity.Principal) int64 {
 		return p.Account.ExternalUserLimit
 	}
 	return DefaultUserLimit
+}
+
+// liveSessionLimit is the answer to a mint past the account's live sessions: each of
+// them may hold a session or a revocation marker in Redis, which every tenant shares.
+func liveSessionLimit(limit int) error {
+	return forbidden("the account has %d live embed sessions (minted in the last 24 hours, revoked ones included), its limit (EMBED_MAX_LIVE_SESSIONS_PER_ACCOUNT); sessions leave the count when their tokens expire", limit).
+		WithCode(httpx.CodeLiveSessionLimit)
 }
 
 func limitReached(limit int64) error {

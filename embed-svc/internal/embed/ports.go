@@ -8,7 +8,8 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 )
 
-// ExternalUser is a provisioned external user of an account.
+// ExternalUser is a provisioned external user of an account, as a store read it: the
+// memberships and values of the scopes the read asked for only.
 type ExternalUser struct {
 	ID          int64
 	AccountID   int64
@@ -17,11 +18,21 @@ type ExternalUser struct {
 	DisplayName *string
 	Picture     *string
 	// Groups and Attributes by scope, then definition id.
-	Groups     map[string]map[string]string
-	Attributes map[string]map[string]StoredValue
-	Tenants    []string // the embed tenants the user has had sessions in
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
+	Groups      map[string]map[string]string
+	Attributes  map[string]map[string]StoredValue
+	Tenants     []string // the embed tenants the user has had sessions in
+	Deployments []int64  // the deployments the user has had sessions in
+	// AttributeBytes is the size of all of the user's stored values, in every scope
+	// (ValueBytes of each), which EMBED_MAX_USER_ATTRIBUTE_BYTES bounds.
+	AttributeBytes int64
+	// Rev counts the user's updates: an update names the revision it was computed from
+	// and is refused (ErrStale) when another came first.
+	Rev int64
+	// Deleting: a delete of the user has begun (MarkExternalUserDeleting); no mint may
+	// write it or start a session for it.
+	Deleting  bool
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // StoredValue is an attribute value kept on a user, with its definition's name.
@@ -50,9 +61,13 @@ type UserUpdate struct {
 	Picture         *string
 	Scope           string
 	Tenant          string            // the session's embed tenant, added to the user's tenants
+	Deployment      int64             // the session's deployment, added to the user's deployments
 	Groups          map[string]string // nil: keep; empty: clear the scope's memberships
 	SetAttributes   map[string]StoredValue
 	ClearAttributes []string
+	// AttributeBytes is the user's ExternalUser.AttributeBytes once the update is applied
+	// (attributeBytesAfter); the store keeps it with the values.
+	AttributeBytes int64
 }
 
 // DefinitionUpsert is one definition to create (Existing nil) or to update: the
@@ -79,8 +94,10 @@ type CatalogStore interface {
 	CountDefinitions(ctx context.Context, accountID int64, scope string, max int64) (int64, error)
 	// FindDefinitions returns the definitions of scope whose names are in names (both kinds).
 	FindDefinitions(ctx context.Context, accountID int64, scope string, names []string) ([]Definition, error)
-	// UpsertDefinition creates or updates one definition and returns it as stored.
-	UpsertDefinition(ctx context.Context, accountID int64, scope string, u DefinitionUpsert, now time.Time) (Definition, error)
+	// UpsertDefinitions creates or updates the definitions in one batch and returns them as
+	// stored, in order; ErrConflictType when a concurrent request created an attribute of
+	// the name with another type.
+	UpsertDefinitions(ctx context.Context, accountID int64, scope string, us []DefinitionUpsert, now time.Time) ([]Definition, error)
 	CreateDefinition(ctx context.Context, d Definition) (Definition, error)
 	ListDefinitions(ctx context.Context, accountID int64, q ListQuery) ([]Definition, bool, error)
 	// DeleteDefinition removes a definition and every membership or value that uses it.
@@ -89,20 +106,30 @@ type CatalogStore interface {
 
 // UserStore keeps external users.
 type UserStore interface {
-	// UpdateExternalUser applies u to a known user and returns it; ErrNotFound when the
-	// account has no user with that external id.
-	UpdateExternalUser(ctx context.Context, accountID int64, externalID string, u UserUpdate, now time.Time) (ExternalUser, error)
+	// UpdateExternalUser applies u to a known user at revision rev, moving it to the next
+	// revision (the user is then what the caller read at rev with u applied:
+	// applyUserUpdate); ErrUserDeleting when a delete of the user has begun, ErrStale when
+	// the user is at another revision, ErrNotFound when the account has no user with that
+	// external id.
+	UpdateExternalUser(ctx context.Context, accountID int64, externalID string, u UserUpdate, rev int64, now time.Time) error
 	// CreateExternalUser provisions the user within the account's limit (ErrLimitReached)
-	// and applies u; a concurrent creation of the same external id yields one user.
+	// with u applied; ErrStale when the user exists (a concurrent mint created it: the
+	// caller reads it and updates it).
 	CreateExternalUser(ctx context.Context, accountID int64, externalID string, limit int64, u UserUpdate, now time.Time) (ExternalUser, error)
-	// ExternalUser reads a user (ErrNotFound when the account has none with that id).
-	ExternalUser(ctx context.Context, accountID int64, externalID string) (ExternalUser, error)
+	// ExternalUser reads a user with the memberships and values of scopes only
+	// (ErrNotFound when the account has none with that id).
+	ExternalUser(ctx context.Context, accountID int64, externalID string, scopes ...string) (ExternalUser, error)
 	// ExternalUserCount is the number of the account's external users, as the limit
 	// counts them (the dry run's check of the limit).
 	ExternalUserCount(ctx context.Context, accountID int64) (int64, error)
 	// ListTenantUsers returns up to limit users with sessions in tenant, by id after
-	// afterID, whose external id starts with prefix ("" for all).
-	ListTenantUsers(ctx context.Context, accountID int64, tenant, prefix string, afterID int64, limit int) ([]ExternalUser, error)
+	// afterID: their profiles and deployments, without memberships or values (a read
+	// of the index's order, whatever the listing then keeps).
+	ListTenantUsers(ctx context.Context, accountID int64, tenant string, afterID int64, limit int) ([]ExternalUser, error)
+	// MarkExternalUserDeleting records that a delete of the user has begun, at a new
+	// revision: from then on UpdateExternalUser refuses it (ErrUserDeleting) and reads
+	// show it Deleting. False when there is no such user.
+	MarkExternalUserDeleting(ctx context.Context, accountID int64, externalID string) (bool, error)
 	// DeleteExternalUser deletes the user and gives its place under the account's limit
 	// back; false when there was no such user.
 	DeleteExternalUser(ctx context.Context, accountID int64, externalID string) (bool, error)
@@ -117,10 +144,10 @@ type SessionRecordStore interface {
 	// SessionRecordBySID reads the record of the session with sid, in any account
 	// (ErrNotFound when there is none): who a session id presented to the exchange was for.
 	SessionRecordBySID(ctx context.Context, sid string) (SessionRecord, error)
-	// ListSessionRecords returns up to limit records of the account matching q's
-	// identity filters and narrowed by its state at now (see SessionQuery), newest first,
-	// after q.After.
-	ListSessionRecords(ctx context.Context, accountID int64, q SessionQuery, now time.Time, limit int) ([]SessionRecord, error)
+	// ListSessionRecords returns up to limit of the account's records not purged at now,
+	// newest first, after after (only the one with public id id when id is set): a read
+	// of the index's order, whatever the listing then keeps.
+	ListSessionRecords(ctx context.Context, accountID int64, id string, after SessionCursor, now time.Time, limit int) ([]SessionRecord, error)
 	// EachRevocable calls fn with batches of the account's records matching q whose token
 	// has not expired at now.
 	EachRevocable(ctx context.Context, accountID int64, q SessionQuery, now time.Time, batch int, fn func([]SessionRecord) error) error
@@ -137,9 +164,12 @@ type LiveState struct {
 
 // SessionStore keeps session ids, live sessions and revocations.
 type SessionStore interface {
-	// ReserveSession claims a fresh id (not yet exchangeable) before anything else is
-	// written, so an unavailable store fails the mint before it changes anything.
-	ReserveSession(ctx context.Context, sessionID string) error
+	// ReserveSession claims a fresh id of accountID (not yet exchangeable) before anything
+	// else is written, so an unavailable store fails the mint before it changes anything.
+	// It counts the session among the account's live sessions until its token's expiry
+	// (TokenLifetime), revoked or not: ErrLiveSessionLimit, and nothing reserved, when
+	// the account already has maxLive.
+	ReserveSession(ctx context.Context, accountID int64, sessionID string, maxLive int) error
 	// SaveSession stores a fresh session id for SessionIDTTL.
 	SaveSession(ctx context.Context, sessionID string, s Session) error
 	// ExchangeSession consumes the id atomically (single use) and keeps the session
@@ -157,6 +187,11 @@ type SessionStore interface {
 	RevokeSIDs(ctx context.Context, accountID int64, sids []string) (int, error)
 	// LiveStates reads the state of each sid, in one round trip.
 	LiveStates(ctx context.Context, sids []string) ([]LiveState, error)
+	// CountExchangeFailure counts a refused exchange of the session with sid and returns
+	// how many there were since the previous one it reported, this one included, when at
+	// least window has passed since then (the first ever is reported at once); 0
+	// otherwise. The unreported count is kept for two windows.
+	CountExchangeFailure(ctx context.Context, sid string, window time.Duration) (int64, error)
 }
 
 // Deployment is a deployment as the identity store knows it: whose it is, and its

@@ -212,23 +212,37 @@ type SessionUser struct {
 }
 
 // Session is what a session id stands for: resolved once at generation and kept, in
-// Redis, for the exchange and then for the token's lifetime.
+// Redis, for the exchange and then for the token's lifetime. It holds only what the
+// exchange, the tokens and the checks of every embed request need, each field bounded
+// (MaxSessionBytes): the user's memberships and values are read from the user when a
+// token or the session's description needs them, and the securityContext and the
+// profile from the session's record (MongoDB), so no client input of unbounded total
+// size reaches Redis.
 type Session struct {
-	SID             string           `json:"sid"`
-	RecordID        string           `json:"rid,omitempty"` // the public id of its record (the session list's id)
-	AccountID       int64            `json:"acc"`
-	DeploymentID    int64            `json:"dep"`
-	Branch          string           `json:"br"`
-	Production      bool             `json:"prod"`
-	Tenant          string           `json:"ten"`
-	CreatorMode     bool             `json:"cm"`
-	User            SessionUser      `json:"user"`
-	Role            string           `json:"role,omitempty"`
-	Groups          []string         `json:"groups"`
-	Attributes      []AttributeValue `json:"attrs"`
-	Settings        ResolvedSettings `json:"set"`
-	SecurityContext json.RawMessage  `json:"sc,omitempty"`
-	GeneratedAt     time.Time        `json:"gen"`
+	SID          string           `json:"sid"`
+	RecordID     string           `json:"rid,omitempty"` // the public id of its record (the session list's id)
+	AccountID    int64            `json:"acc"`
+	DeploymentID int64            `json:"dep"`
+	Branch       string           `json:"br"`
+	Production   bool             `json:"prod"`
+	Tenant       string           `json:"ten"`
+	CreatorMode  bool             `json:"cm"`
+	User         SessionUser      `json:"user"` // without its profile (in the record)
+	Role         string           `json:"role,omitempty"`
+	Settings     ResolvedSettings `json:"set"`
+	// SecurityContext is read from sessions stored before the record kept it; new
+	// sessions leave it empty.
+	SecurityContext json.RawMessage `json:"sc,omitempty"`
+	GeneratedAt     time.Time       `json:"gen"`
+}
+
+// scope is the catalog the session resolves memberships and values in: its tenant's in
+// creator mode, else the account-wide one.
+func (s Session) scope() string {
+	if s.CreatorMode {
+		return s.Tenant
+	}
+	return AccountScope
 }
 
 // Subject is the token's sub: the external id, or the internal user's username.

@@ -21,13 +21,18 @@ import (
 // ExchangeSession consumes a session id and signs its embed token.
 func (s *service) ExchangeSession(ctx context.Context, sessionID string) (_ SessionToken, err error) {
 	ev := exchangeEvent(ctx)
-	defer func() { s.record(ctx, &ev, err, http.StatusOK) }()
+	audited := true
+	defer func() {
+		if audited {
+			s.record(ctx, &ev, err, http.StatusOK)
+		}
+	}()
 	if strings.TrimSpace(sessionID) == "" {
 		return SessionToken{}, invalid("sessionId is required")
 	}
 	sess, err := s.d.Sessions.ExchangeSession(ctx, sessionID, TokenLifetime)
 	if errors.Is(err, ErrSessionUnusable) {
-		s.attributeUnusable(ctx, &ev, sessionID)
+		audited = s.attributeUnusable(ctx, &ev, sessionID)
 		return SessionToken{}, ErrSessionID
 	}
 	if err != nil {
@@ -107,24 +112,63 @@ func (s *service) SessionInfo(ctx context.Context, p *identity.Principal) (Sessi
 	if err != nil {
 		return SessionInfo{}, err
 	}
+	c, err := s.content(ctx, sess)
+	if err != nil {
+		return SessionInfo{}, err
+	}
 	info := SessionInfo{
-		SessionID: sess.SID, User: sess.User, AccountID: sess.AccountID, DeploymentID: sess.DeploymentID,
+		SessionID: sess.SID, User: c.user, AccountID: sess.AccountID, DeploymentID: sess.DeploymentID,
 		BranchName: sess.Branch, Production: sess.Production, EmbedTenant: sess.Tenant, CreatorMode: sess.CreatorMode,
-		Groups: sess.Groups, UserAttributes: sess.Attributes, SecurityContext: securityContextOf(sess), Settings: sess.Settings,
+		Groups: c.groups, UserAttributes: c.attrs, SecurityContext: securityContextOf(c.securityContext), Settings: sess.Settings,
 		IssuedAt: httpx.At(sess.GeneratedAt), ExpiresAt: httpx.At(s.sessionExpiry(sess)),
 	}
 	// The token's own times, as the gateway forwarded its claims.
-	var c token.Claims
-	if json.Unmarshal(p.Embed.Claims, &c) == nil && c.IssuedAt != nil && c.ExpiresAt != nil {
-		info.IssuedAt, info.ExpiresAt = httpx.At(c.IssuedAt.UTC()), httpx.At(c.ExpiresAt.UTC())
-	}
-	if info.Groups == nil {
-		info.Groups = []string{}
-	}
-	if info.UserAttributes == nil {
-		info.UserAttributes = []AttributeValue{}
+	var tc token.Claims
+	if json.Unmarshal(p.Embed.Claims, &tc) == nil && tc.IssuedAt != nil && tc.ExpiresAt != nil {
+		info.IssuedAt, info.ExpiresAt = httpx.At(tc.IssuedAt.UTC()), httpx.At(tc.ExpiresAt.UTC())
 	}
 	return info, nil
+}
+
+// sessionContent is what a session shows and signs into its data tokens besides its
+// identity: the profile and the securityContext as minted (its record), the memberships
+// and values as its user has them now.
+type sessionContent struct {
+	user            SessionUser
+	groups          []string
+	attrs           []AttributeValue
+	securityContext json.RawMessage
+}
+
+// content reads sess's content: its record, and its external user with the values of
+// the session's scope. A user being deleted, deleted, or deleted and made again since
+// the mint ends the session.
+func (s *service) content(ctx context.Context, sess Session) (sessionContent, error) {
+	c := sessionContent{user: sess.User, groups: []string{}, attrs: []AttributeValue{}, securityContext: sess.SecurityContext}
+	rec, err := s.d.Records.SessionRecordBySID(ctx, sess.SID)
+	switch {
+	case err == nil:
+		if rec.Profile != nil {
+			c.user.Email, c.user.DisplayName, c.user.Picture = rec.Profile.Email, rec.Profile.DisplayName, rec.Profile.Picture
+		}
+		if rec.SecurityContext != nil {
+			c.securityContext = rec.SecurityContext
+		}
+	case !errors.Is(err, ErrNotFound):
+		return sessionContent{}, storeErr(err)
+	}
+	if sess.User.Kind != "external" || sess.User.ExternalID == nil {
+		return c, nil
+	}
+	u, err := s.d.Users.ExternalUser(ctx, sess.AccountID, *sess.User.ExternalID, sess.scope())
+	if errors.Is(err, ErrNotFound) || (err == nil && (u.ID != sess.User.ID || u.Deleting)) {
+		return sessionContent{}, unauthorized("the embed session has ended")
+	}
+	if err != nil {
+		return sessionContent{}, storeErr(err)
+	}
+	c.groups, c.attrs = userScopeView(u, sess.scope())
+	return c, nil
 }
 
 // AICredentials enforces allowAi server-side from the signed switches.
@@ -162,7 +206,8 @@ func (s *service) AICredentials(ctx context.Context, p *identity.Principal) (_ A
 
 // DataToken issues a data-API token with its own id: the credential a data API trusts,
 // as Cube's own data API trusts its JWT. Its claims carry everything needed to filter
-// rows: the session's securityContext, effective groups, typed user attributes, tenant,
+// rows: the session's securityContext, the user's groups and typed user attributes as
+// stored when the token is issued (content), tenant,
 // user (external id, or internal user id), deployment, branch and creator mode. It
 // carries no sid, so revoking the session leaves it valid until its own expiry, at most
 // DataTokenTTL and never past the session's.
@@ -179,6 +224,10 @@ func (s *service) DataToken(ctx context.Context, p *identity.Principal, deployme
 	if err != nil {
 		return DataToken{}, err
 	}
+	c, err := s.content(ctx, sess)
+	if err != nil {
+		return DataToken{}, err
+	}
 	now := s.now().UTC().Truncate(time.Second)
 	exp := now.Add(DataTokenTTL)
 	if se := s.sessionExpiry(sess); se.Before(exp) {
@@ -188,7 +237,7 @@ func (s *service) DataToken(ctx context.Context, p *identity.Principal, deployme
 	claims := jwt.MapClaims{
 		"iss": s.d.Issuer, "aud": DataAPIAudience, "sub": sess.Subject(), "acc": sess.AccountID,
 		"dep": sess.DeploymentID, "br": sess.Branch, "ten": sess.Tenant, "int": sess.User.Kind == "internal", "cm": sess.CreatorMode,
-		"securityContext": securityContextOf(sess), "groups": nonNilGroups(sess.Groups), "userAttributes": attributeMap(sess.Attributes),
+		"securityContext": securityContextOf(c.securityContext), "groups": c.groups, "userAttributes": attributeMap(c.attrs),
 		"iat": now.Unix(), "exp": exp.Unix(), "jti": id,
 	}
 	if sess.User.Kind == "internal" {
@@ -217,19 +266,12 @@ func randomID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// securityContextOf is the session's securityContext as a JSON object ({} when none).
-func securityContextOf(sess Session) json.RawMessage {
-	if len(sess.SecurityContext) == 0 || string(sess.SecurityContext) == "null" {
+// securityContextOf is a session's securityContext as a JSON object ({} when none).
+func securityContextOf(sc json.RawMessage) json.RawMessage {
+	if len(sc) == 0 || string(sc) == "null" {
 		return json.RawMessage(`{}`)
 	}
-	return sess.SecurityContext
-}
-
-func nonNilGroups(g []string) []string {
-	if g == nil {
-		return []string{}
-	}
-	return g
+	return sc
 }
 
 // attributeMap is the effective user attributes by name, with their typed values.

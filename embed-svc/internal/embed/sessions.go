@@ -3,6 +3,7 @@ package embed
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
@@ -37,6 +38,18 @@ type SessionRecord struct {
 	CreatedAt    time.Time
 	PendingUntil time.Time // the id can be exchanged until then
 	ExpiresAt    time.Time
+	// What the session shows besides its identity, as minted; read by SessionRecordBySID
+	// only (listings leave them out).
+	Profile         *SessionProfile
+	SecurityContext json.RawMessage
+}
+
+// SessionProfile is the user's profile as a session shows it: the external user's as the
+// mint left it, or the internal user's from the identity store.
+type SessionProfile struct {
+	Email       *string
+	DisplayName *string
+	Picture     *string
 }
 
 // SessionRecordUser is who a session is for.
@@ -69,6 +82,7 @@ func (r SessionRecord) state(l LiveState, now time.Time) (state string, exchange
 type SessionQuery struct {
 	ID           string
 	DeploymentID int64
+	Deployments  []int64 // nil: every deployment; else only these (the caller's reach)
 	Tenant       string
 	ExternalID   string
 	InternalID   string // the internal user's username
@@ -158,38 +172,20 @@ func validPublicID(s string) bool {
 	return true
 }
 
-// requireRevoker is the rule of who may revoke and manage sessions (the spec's
-// Authentication 4): an admin principal (any API key of an admin, an admin's bearer
-// token, an internal admin's embed token), on an account with embedding. The gateway
-// only authenticates; the rule is decided here.
-func requireRevoker(p *identity.Principal) error {
-	if p == nil || !p.HasRole(identity.RoleAdmin) || (p.Credential == identity.CredentialEmbed && (p.Embed == nil || !p.Embed.Internal)) ||
-		p.Credential == identity.CredentialNone {
-		return forbidden("revoking embed sessions requires an admin")
-	}
-	if !p.Account.EmbeddingEnabled {
-		return forbidden("embedding is not enabled for this account")
-	}
-	return nil
-}
-
 func sessionView(r SessionRecord, l LiveState, now time.Time) SessionView {
 	state, exchangedAt, revokedAt := r.state(l, now)
 	return SessionView{ID: r.ID, EmbedTenant: r.Tenant, User: r.User, DeploymentID: r.DeploymentID, BranchName: r.Branch,
 		CreatedAt: httpx.At(r.CreatedAt.UTC()), ExchangedAt: httpx.AtPtr(exchangedAt), ExpiresAt: httpx.At(r.ExpiresAt.UTC()), RevokedAt: httpx.AtPtr(revokedAt), State: state}
 }
 
-// listScanBatch and listScanRounds bound the records a listing examines when a state
-// filter skips some: a page may then hold fewer than first items (hasNextPage and
-// endCursor say where to go on).
-const (
-	listScanBatch  = 200
-	listScanRounds = 5
-)
-
-// ListSessions lists the caller's account's sessions, newest first.
+// ListSessions lists the caller's account's sessions, newest first; a filtered page
+// examines at most EMBED_MAX_LIST_SCAN records (listSessions).
 func (s *service) ListSessions(ctx context.Context, p *identity.Principal, q SessionQuery) (SessionPage, error) {
-	if err := requireRevoker(p); err != nil {
+	if err := requireSessionControl(p); err != nil {
+		return SessionPage{}, err
+	}
+	// A scoped key lists its deployments' sessions; naming another deployment is 403.
+	if err := keyReach(p).narrow(&q); err != nil {
 		return SessionPage{}, err
 	}
 	if q.First < 1 || q.First > MaxPageSize {
@@ -210,57 +206,7 @@ func (s *service) ListSessions(ctx context.Context, p *identity.Principal, q Ses
 		return SessionPage{}, invalid("externalId and internalId are at most 256 characters")
 	}
 	q.ExternalID = strings.ToLower(strings.TrimSpace(q.ExternalID))
-	now := s.now().UTC()
-	page := SessionPage{Items: []SessionView{}}
-	var last *SessionRecord
-	for round := 0; round < listScanRounds; round++ {
-		limit := q.First + 1
-		if q.State != "" {
-			limit = max(limit, listScanBatch)
-		}
-		recs, err := s.d.Records.ListSessionRecords(ctx, p.Account.ID, q, now, limit)
-		if err != nil {
-			return SessionPage{}, storeErr(err)
-		}
-		sids := make([]string, len(recs))
-		for i, r := range recs {
-			sids[i] = r.SID
-		}
-		states, err := s.d.Sessions.LiveStates(ctx, sids)
-		if err != nil {
-			return SessionPage{}, storeErr(err)
-		}
-		for i, r := range recs {
-			v := sessionView(r, states[i], now)
-			if q.State != "" && v.State != q.State {
-				last = &recs[i]
-				continue
-			}
-			if len(page.Items) == q.First {
-				page.PageInfo.HasNextPage = true
-				break
-			}
-			page.Items = append(page.Items, v)
-			last = &recs[i]
-		}
-		if page.PageInfo.HasNextPage || len(recs) < limit {
-			break // a full page, or nothing more to examine
-		}
-		if round == listScanRounds-1 {
-			page.PageInfo.HasNextPage = true // examined enough: the client goes on from the cursor
-			break
-		}
-		q.After = SessionCursor{CreatedAt: last.CreatedAt, ID: last.ID}
-	}
-	if last != nil && (len(page.Items) > 0 || page.PageInfo.HasNextPage) {
-		end := last
-		if n := len(page.Items); n > 0 && page.PageInfo.HasNextPage && len(page.Items) == q.First {
-			end = &SessionRecord{CreatedAt: page.Items[n-1].CreatedAt.Time, ID: page.Items[n-1].ID}
-		}
-		c := EncodeSessionCursor(SessionCursor{CreatedAt: end.CreatedAt, ID: end.ID})
-		page.PageInfo.EndCursor = &c
-	}
-	return page, nil
+	return s.listSessions(ctx, p.Account.ID, q)
 }
 
 // RevokeSessions revokes every matching session of the caller's account that is pending
@@ -277,7 +223,7 @@ func (s *service) RevokeSessions(ctx context.Context, p *identity.Principal, req
 		s.record(ctx, &ev, err, http.StatusOK)
 	}()
 	ev.Details = map[string]any{}
-	if err := requireRevoker(p); err != nil {
+	if err := requireSessionControl(p); err != nil {
 		return RevokedSessions{}, err
 	}
 	switch {
@@ -308,6 +254,11 @@ func (s *service) RevokeSessions(ctx context.Context, p *identity.Principal, req
 	}
 	if q.Tenant != "" && !ValidTenantName(q.Tenant) {
 		return RevokedSessions{}, invalid("tenant %q is not a valid embed tenant name", q.Tenant)
+	}
+	// Every selector resolves inside the caller's reach: a scoped key revokes its
+	// deployments' sessions only, and naming another deployment is 403.
+	if err := keyReach(p).narrow(&q); err != nil {
+		return RevokedSessions{}, err
 	}
 	n, err := s.revokeMatching(ctx, p.Account.ID, q)
 	ev.Details["revoked"] = n

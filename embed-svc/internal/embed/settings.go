@@ -62,14 +62,22 @@ func firstUsable(resolve func(string) (string, bool), values ...*string) *string
 	return nil
 }
 
+// maxSettingNameLen bounds a usable locale or time zone (BCP-47 tags of a language and a
+// region are a few characters, IANA names at most about 30): a longer one is not usable
+// and falls through, as the spec has unusable values do.
+const maxSettingNameLen = 64
+
 // ResolveLocale returns the canonical BCP-47 tag when it resolves to a shipped language.
 func ResolveLocale(s string) (string, bool) {
+	if len(s) > maxSettingNameLen {
+		return "", false
+	}
 	tag, err := language.Parse(strings.TrimSpace(s))
 	if err != nil {
 		return "", false
 	}
 	base, conf := tag.Base()
-	if conf == language.No || !shippedLanguages[base.String()] {
+	if conf == language.No || !shippedLanguages[base.String()] || len(tag.String()) > maxSettingNameLen {
 		return "", false
 	}
 	return tag.String(), true
@@ -79,22 +87,13 @@ func ResolveLocale(s string) (string, bool) {
 // unknown names are not usable.
 func ResolveTimezone(s string) (string, bool) {
 	s = strings.TrimSpace(s)
-	if s == "" || s == "Local" || strings.ContainsAny(s, "+") || strings.HasPrefix(s, "-") || strings.Contains(s, "..") {
+	if s == "" || len(s) > maxSettingNameLen || s == "Local" || strings.ContainsAny(s, "+") || strings.HasPrefix(s, "-") || strings.Contains(s, "..") {
 		return "", false
 	}
 	if _, err := time.LoadLocation(s); err != nil {
 		return "", false
 	}
 	return s, true
-}
-
-// requireAccountAdmin: the account-wide settings belong to the account's admins, by API
-// key or bearer token (never an embed token: an embedded user cannot widen its own switches).
-func requireAccountAdmin(p *identity.Principal) error {
-	if p == nil || !p.HasRole(identity.RoleAdmin) || (p.Credential != identity.CredentialAPIKey && p.Credential != identity.CredentialBearer) {
-		return forbidden("the account's embed settings require an admin's API key or bearer token")
-	}
-	return nil
 }
 
 func settingsView(a AccountSettings) AccountSettingsView {
@@ -120,6 +119,9 @@ func (s *service) PutAccountSettings(ctx context.Context, p *identity.Principal,
 	ev := audit.New(p, ActionSettingsUpdate, audit.Target{Type: TargetAccountSettings})
 	defer func() { s.record(ctx, &ev, err, http.StatusOK) }()
 	if err := requireAccountAdmin(p); err != nil {
+		return AccountSettingsView{}, err
+	}
+	if err := keyReach(p).account("change the account's embed settings"); err != nil {
 		return AccountSettingsView{}, err
 	}
 	if in.Locale != nil {

@@ -36,23 +36,35 @@ type ScopedValue struct {
 	Scope string `json:"scope"`
 }
 
-// UserView is an external user as the tenant's admin sees it.
+// UserView is an external user as the tenant's admin sees it: the profile, and the
+// memberships and values of the account-wide catalog and the tenant's.
 type UserView struct {
-	ID             int64         `json:"id"`
-	ExternalID     string        `json:"externalId"`
-	Email          *string       `json:"email"`
-	DisplayName    *string       `json:"displayName"`
-	Picture        *string       `json:"picture"`
+	UserSummary
 	Groups         []ScopedName  `json:"groups"`
 	UserAttributes []ScopedValue `json:"userAttributes"`
-	CreatedAt      httpx.Time    `json:"createdAt"`
-	UpdatedAt      httpx.Time    `json:"updatedAt"`
+}
+
+// UserSummary is an external user as a list shows it: the profile, without memberships
+// and values (GET the user for those), so a page is bounded by the profile's caps.
+type UserSummary struct {
+	ID          int64      `json:"id"`
+	ExternalID  string     `json:"externalId"`
+	Email       *string    `json:"email"`
+	DisplayName *string    `json:"displayName"`
+	Picture     *string    `json:"picture"`
+	CreatedAt   httpx.Time `json:"createdAt"`
+	UpdatedAt   httpx.Time `json:"updatedAt"`
+}
+
+func userSummary(u ExternalUser) UserSummary {
+	return UserSummary{ID: u.ID, ExternalID: u.ExternalID, Email: u.Email, DisplayName: u.DisplayName, Picture: u.Picture,
+		CreatedAt: httpx.At(u.CreatedAt.UTC()), UpdatedAt: httpx.At(u.UpdatedAt.UTC())}
 }
 
 // UserPage is one page of a tenant's users.
 type UserPage struct {
-	Items    []UserView `json:"items"`
-	PageInfo PageInfo   `json:"pageInfo"`
+	Items    []UserSummary `json:"items"`
+	PageInfo PageInfo      `json:"pageInfo"`
 }
 
 // DeletedUser is the answer of a user deletion.
@@ -62,8 +74,7 @@ type DeletedUser struct {
 }
 
 func userView(u ExternalUser, tenant string) UserView {
-	v := UserView{ID: u.ID, ExternalID: u.ExternalID, Email: u.Email, DisplayName: u.DisplayName, Picture: u.Picture,
-		Groups: []ScopedName{}, UserAttributes: []ScopedValue{}, CreatedAt: httpx.At(u.CreatedAt.UTC()), UpdatedAt: httpx.At(u.UpdatedAt.UTC())}
+	v := UserView{UserSummary: userSummary(u), Groups: []ScopedName{}, UserAttributes: []ScopedValue{}}
 	for _, sc := range []struct{ scope, label string }{{AccountScope, "account"}, {tenant, "tenant"}} {
 		var names []string
 		for _, n := range u.Groups[sc.scope] {
@@ -92,7 +103,8 @@ func (s *service) tenantUserScope(ctx context.Context, p *identity.Principal, te
 	return s.requireTenant(ctx, p.Account.ID, tenant)
 }
 
-// ListTenantUsers lists the external users that have had sessions in the tenant, by id.
+// ListTenantUsers lists the external users that have had sessions in the tenant, by id,
+// as summaries; a filtered page examines at most EMBED_MAX_LIST_SCAN users.
 func (s *service) ListTenantUsers(ctx context.Context, p *identity.Principal, tenant string, q UserQuery) (UserPage, error) {
 	if err := s.tenantUserScope(ctx, p, tenant); err != nil {
 		return UserPage{}, err
@@ -112,33 +124,19 @@ func (s *service) ListTenantUsers(ctx context.Context, p *identity.Principal, te
 		}
 		after = n
 	}
-	users, err := s.d.Users.ListTenantUsers(ctx, p.Account.ID, tenant, strings.ToLower(strings.TrimSpace(q.Q)), after, q.First+1)
-	if err != nil {
-		return UserPage{}, storeErr(err)
-	}
-	page := UserPage{Items: make([]UserView, 0, min(len(users), q.First))}
-	for i, u := range users {
-		if i == q.First {
-			page.PageInfo.HasNextPage = true
-			break
-		}
-		page.Items = append(page.Items, userView(u, tenant))
-	}
-	if n := len(page.Items); n > 0 {
-		c := base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(page.Items[n-1].ID, 10)))
-		page.PageInfo.EndCursor = &c
-	}
-	return page, nil
+	// A scoped key lists the users that had sessions in its deployments.
+	return s.listTenantUsers(ctx, p.Account.ID, tenant, strings.ToLower(strings.TrimSpace(q.Q)), keyReach(p).deployments, q.First, after)
 }
 
-// tenantUser reads a user of the tenant: another tenant's or an unknown user is 404.
-func (s *service) tenantUser(ctx context.Context, accountID int64, tenant, externalID string) (ExternalUser, error) {
+// tenantUser reads a user of the tenant: another tenant's or an unknown user is 404, and
+// so is a user without sessions in the caller's reach (a scoped key's deployments).
+func (s *service) tenantUser(ctx context.Context, p *identity.Principal, tenant, externalID string) (ExternalUser, error) {
 	ext := strings.ToLower(strings.TrimSpace(externalID))
 	if ext == "" || len(ext) > 256 {
 		return ExternalUser{}, notFound("user %q not found in embed tenant %q", externalID, tenant)
 	}
-	u, err := s.d.Users.ExternalUser(ctx, accountID, ext)
-	if errors.Is(err, ErrNotFound) || (err == nil && !slices.Contains(u.Tenants, tenant)) {
+	u, err := s.d.Users.ExternalUser(ctx, p.Account.ID, ext, AccountScope, tenant)
+	if errors.Is(err, ErrNotFound) || (err == nil && (!slices.Contains(u.Tenants, tenant) || !keyReach(p).coversAny(u.Deployments))) {
 		return ExternalUser{}, notFound("user %q not found in embed tenant %q", externalID, tenant)
 	}
 	if err != nil {
@@ -152,16 +150,18 @@ func (s *service) GetTenantUser(ctx context.Context, p *identity.Principal, tena
 	if err := s.tenantUserScope(ctx, p, tenant); err != nil {
 		return UserView{}, err
 	}
-	u, err := s.tenantUser(ctx, p.Account.ID, tenant, externalID)
+	u, err := s.tenantUser(ctx, p, tenant, externalID)
 	if err != nil {
 		return UserView{}, err
 	}
 	return userView(u, tenant), nil
 }
 
-// DeleteTenantUser revokes every session of the user (in any tenant: the user is the
-// account's), then deletes the user, which frees its place under the account's
-// external-user limit. A user minted again later is a new user.
+// DeleteTenantUser marks the user as being deleted (from then on no mint writes it or
+// keeps a session for it: confirmUser), revokes every session of the user (in any
+// tenant: the user is the account's), then deletes the user, which frees its place under
+// the account's external-user limit. A user minted again later is a new user. A delete
+// that fails midway leaves the mark, and mints of the user are 409 until it is retried.
 func (s *service) DeleteTenantUser(ctx context.Context, p *identity.Principal, tenant, externalID string) (_ DeletedUser, err error) {
 	ev := audit.New(p, ActionExternalUserDelete, audit.Target{Type: TargetExternalUser, ID: externalID})
 	ev.Details = map[string]any{"embedTenant": tenant}
@@ -169,11 +169,18 @@ func (s *service) DeleteTenantUser(ctx context.Context, p *identity.Principal, t
 	if err := s.tenantUserScope(ctx, p, tenant); err != nil {
 		return DeletedUser{}, err
 	}
-	u, err := s.tenantUser(ctx, p.Account.ID, tenant, externalID)
+	// The user is the account's, with sessions in any deployment.
+	if err := keyReach(p).account("delete an external user"); err != nil {
+		return DeletedUser{}, err
+	}
+	u, err := s.tenantUser(ctx, p, tenant, externalID)
 	if err != nil {
 		return DeletedUser{}, err
 	}
-	// Sessions first: a user that is gone never keeps a working token.
+	if _, err := s.d.Users.MarkExternalUserDeleting(ctx, p.Account.ID, u.ExternalID); err != nil {
+		return DeletedUser{}, storeErr(err)
+	}
+	// Sessions next: a user that is gone never keeps a working token.
 	revoked, err := s.revokeMatching(ctx, p.Account.ID, SessionQuery{ExternalID: u.ExternalID})
 	if err != nil {
 		return DeletedUser{}, err

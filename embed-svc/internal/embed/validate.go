@@ -51,6 +51,9 @@ func validateUser(req *GenerateSessionRequest) (string, error) {
 		if strings.TrimSpace(*req.InternalID) == "" {
 			return "", invalid("internalId must not be empty")
 		}
+		if len(*req.InternalID) > maxNameLen {
+			return "", invalid("internalId must be at most %d characters", maxNameLen)
+		}
 		for _, f := range []struct {
 			field string
 			set   bool
@@ -110,6 +113,9 @@ func validateShape(req *GenerateSessionRequest) error {
 	}
 	if req.BranchName != nil && strings.TrimSpace(*req.BranchName) == "" {
 		return invalid("branchName must not be empty")
+	}
+	if req.BranchName != nil && len(*req.BranchName) > maxNameLen {
+		return invalid("branchName must be at most %d characters", maxNameLen)
 	}
 	return nil
 }
@@ -273,13 +279,21 @@ func (l Limits) check(req *GenerateSessionRequest) error {
 			return tooLarge("userAttributes[%d] has a value of %d bytes, over the limit of %d bytes (EMBED_MAX_ATTRIBUTE_VALUE_BYTES)", i, n, l.AttributeValueBytes)
 		}
 	}
+	if p := req.UserProfile; p != nil && p.Picture != nil && len(*p.Picture) > l.PictureURLBytes {
+		return tooLarge("userProfile.picture is %d bytes, over the limit of %d bytes (EMBED_MAX_PICTURE_URL_BYTES)", len(*p.Picture), l.PictureURLBytes)
+	}
 	return nil
 }
 
-// checkRoom refuses a mint that would create definitions past the scope's limit.
-// Concurrent mints may pass the count together, so the limit holds to within the number
-// of mints in flight at once.
+// checkRoom refuses a mint that would create or change more definitions than one
+// request may (the churn of one request is bounded whatever the catalog holds), or
+// create definitions past the scope's limit. Concurrent mints may pass the count
+// together, so that limit holds to within the number of mints in flight at once.
 func (s *service) checkRoom(ctx context.Context, accountID int64, scope string, plan *definitionPlan) error {
+	if n := len(plan.upserts); n > s.limits.DefinitionChanges {
+		return invalid("the request creates or changes %d definitions, over the limit of %d per request (EMBED_MAX_DEFINITION_CHANGES); send them over several requests",
+			n, s.limits.DefinitionChanges)
+	}
 	created := 0
 	for _, u := range plan.upserts {
 		if u.Existing == nil {

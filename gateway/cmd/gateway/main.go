@@ -17,13 +17,13 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/analyticsco/platform/api"
 	"github.com/analyticsco/platform/gateway/config"
 	"github.com/analyticsco/platform/gateway/internal/app"
 	"github.com/analyticsco/platform/gateway/internal/auth"
 	"github.com/analyticsco/platform/gateway/internal/credentials"
 	"github.com/analyticsco/platform/gateway/internal/gateway"
 	"github.com/analyticsco/platform/gateway/internal/h1"
-	"github.com/analyticsco/platform/gateway/internal/openapi"
 	"github.com/analyticsco/platform/gateway/internal/ratelimit"
 	"github.com/analyticsco/platform/gateway/internal/store"
 	"github.com/analyticsco/platform/libs/identity"
@@ -136,7 +136,7 @@ func deps(proc *server.Process, cfg config.Config) (app.Deps, func(), error) {
 		}
 		d.Upstreams[name] = urls
 	}
-	if d.OpenAPIJSON, err = openapi.JSON(); err != nil {
+	if d.OpenAPIJSON, err = api.JSON(); err != nil {
 		return fail(err)
 	}
 	return d, closeAll, nil

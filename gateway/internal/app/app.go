@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/analyticsco/platform/embed-svc/token"
+	"github.com/analyticsco/platform/gateway/internal/apidocs"
 	"github.com/analyticsco/platform/gateway/internal/auth"
 	"github.com/analyticsco/platform/gateway/internal/embedauth"
 	"github.com/analyticsco/platform/gateway/internal/gateway"
@@ -69,9 +70,11 @@ type Deps struct {
 	// RevocationPoll is how often the identity store's changes evict cached credentials
 	// (default 1s; negative: never, for tests that evict themselves).
 	RevocationPoll time.Duration
-	OpenAPIJSON    []byte
-	Now            func() time.Time // nil: time.Now
-	Configure      func(*gateway.Options)
+	// OpenAPIJSON is the document served at /api/v1/openapi.json; with it, /api/v1/docs
+	// serves its interactive reference.
+	OpenAPIJSON []byte
+	Now         func() time.Time // nil: time.Now
+	Configure   func(*gateway.Options)
 }
 
 // App is the wired gateway.
@@ -107,6 +110,13 @@ func New(ctx context.Context, d Deps) (*App, error) {
 		OpenAPIJSON: d.OpenAPIJSON, Logger: d.Logger,
 		GenerateSessionLimit: d.GenerateSessionLimit, ExchangeLimit: d.ExchangeLimit, AuthFailureLimit: d.AuthFailureLimit,
 		TrustedProxies: d.TrustedProxies,
+	}
+	if len(d.OpenAPIJSON) > 0 {
+		ref, err := apidocs.Handler("Analytics Platform Management API: reference", "/api/v1/openapi.json")
+		if err != nil {
+			return nil, err
+		}
+		o.APIReference = ref
 	}
 	if d.Registry != nil {
 		o.Metrics = obs.NewHTTPMetrics(d.Registry, ServiceName)

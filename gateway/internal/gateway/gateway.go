@@ -54,8 +54,11 @@ type Options struct {
 	UpstreamTimeout time.Duration
 	DialTimeout     time.Duration
 	OpenAPIJSON     []byte
-	Logger          *slog.Logger
-	Metrics         *obs.HTTPMetrics
+	// APIReference serves the interactive reference of the document at /api/v1/docs
+	// (nil: that path is 404).
+	APIReference http.Handler
+	Logger       *slog.Logger
+	Metrics      *obs.HTTPMetrics
 	// RateLimiter counts generate-session per API key and exchange per client address;
 	// nil or zero limits disable it.
 	RateLimiter          *ratelimit.Limiter
@@ -208,7 +211,7 @@ func (g *Gateway) ServeH1(w *h1.ResponseWriter, r *h1.Request) {
 		info.Route = "unmatched"
 	}
 	ctx, span := g.tracer.Start(ctx, info.Route, serverSpan...)
-	w.AddHeader("X-Content-Type-Options", "nosniff") // every answer is JSON; never sniffed as HTML
+	w.AddHeader("X-Content-Type-Options", "nosniff") // an answer is what its Content-Type says, never sniffed
 	w.AddHeader(server.RequestIDHeader, rid)
 	defer func() {
 		code := w.Status()
@@ -236,15 +239,7 @@ func (g *Gateway) ServeH1(w *h1.ResponseWriter, r *h1.Request) {
 	r.Header.DelPrefix(identity.HeaderPrefix)
 	r.SetContext(ctx)
 	if !matched {
-		if r.URL.Path == "/api/v1/openapi.json" && len(g.o.OpenAPIJSON) > 0 {
-			if r.Method != http.MethodGet && r.Method != http.MethodHead {
-				w.Header().Set("Allow", "GET, HEAD")
-				httpx.WriteError(w, http.StatusMethodNotAllowed, "method "+logging.Cut(r.Method, 32)+" is not allowed on /api/v1/openapi.json")
-				return
-			}
-			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("Content-Length", strconv.Itoa(len(g.o.OpenAPIJSON)))
-			_, _ = w.Write(g.o.OpenAPIJSON)
+		if g.serveOwn(w, r) {
 			return
 		}
 		if !cleanPath(r.URL.Path) {

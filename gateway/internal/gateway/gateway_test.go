@@ -423,6 +423,29 @@ func TestRoutingAndLimits(t *testing.T) {
 			t.Fatalf("%d %s %s", code, hdr.Get("Content-Type"), body)
 		}
 	})
+	t.Run("reference-public-and-read-only", func(t *testing.T) {
+		// Public like the document: no credential needed, and a wrong one changes nothing.
+		for _, authz := range []string{"", "Bearer not-a-jwt"} {
+			code, hdr, body := h.do("GET", "/api/v1/docs", authz, nil)
+			if code != 200 || hdr.Get("Content-Type") != "text/html; charset=utf-8" || !strings.Contains(string(body), `<redoc spec-url="/api/v1/openapi.json">`) ||
+				!strings.HasPrefix(hdr.Get("Content-Security-Policy"), "default-src 'none'") || hdr.Get("X-Content-Type-Options") != "nosniff" {
+				t.Fatalf("GET /api/v1/docs with %q: %d %v", authz, code, hdr)
+			}
+		}
+		if code, _, body := h.do("HEAD", "/api/v1/docs", "", nil); code != 200 || len(body) != 0 {
+			t.Fatalf("HEAD: %d with %d bytes", code, len(body))
+		}
+		for _, path := range []string{"/api/v1/docs", "/api/v1/openapi.json"} {
+			code, hdr, body := h.do("POST", path, "", nil)
+			if code != 405 || hdr.Get("Allow") != "GET, HEAD" {
+				t.Fatalf("POST %s: %d, Allow %q", path, code, hdr.Get("Allow"))
+			}
+			assertErrorBody(t, body, 405)
+		}
+		if code, _, _ := h.do("GET", "/api/v1/docs/redoc.standalone.js", "", nil); code != 404 {
+			t.Fatalf("the page is one route; a path under it: %d", code)
+		}
+	})
 	t.Run("request-id", func(t *testing.T) {
 		// The platform's request id is the gateway's own; a client's short and safe
 		// X-Request-Id travels beside it, and any other is dropped, as is a client's

@@ -220,6 +220,9 @@ func (w *ResponseWriter) finish() bool {
 		length := int64(len(w.body))
 		if w.req.Method == http.MethodHead {
 			length = w.unsent // what a GET would have carried
+			if cl, ok := parseContentLength(w.hdr.Get("Content-Length")); ok && length == 0 {
+				length = cl // a handler that writes no body to a HEAD says its length
+			}
 		}
 		w.commit(length)
 		w.out = append(w.out, w.body...)

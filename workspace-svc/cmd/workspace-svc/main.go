@@ -55,9 +55,10 @@ func run() error {
 
 	a, err := app.New(proc.Ctx, app.Deps{Mongo: client, Database: cfg.MongoDatabase, Signer: signer,
 		Logger: proc.Logger, Registry: registry, NATS: nc, AuditMaxHeld: cfg.AuditMaxHeld,
-		Limits: workspace.Limits{ItemsPerDeployment: cfg.MaxItemsPerDeployment, MetaBytes: cfg.MaxMetaBytes, Favorites: cfg.MaxFavorites, SearchScan: cfg.MaxSearchScan,
+		Limits: workspace.Limits{ItemsPerDeployment: cfg.MaxItemsPerDeployment, MetaBytes: cfg.MaxMetaBytes, Favorites: cfg.MaxFavorites, SearchScan: cfg.MaxSearchScan, ListScan: cfg.MaxListScan,
 			CalculatedFieldsBytes: cfg.MaxCalculatedFieldsBytes, DraftBytes: cfg.MaxDraftBytes,
-			PublishedBytes: cfg.MaxPublishedBytes, Grants: cfg.MaxFolderGrants}})
+			PublishedBytes: cfg.MaxPublishedBytes, Grants: cfg.MaxFolderGrants, DashboardReports: cfg.MaxDashboardReports,
+			MoveAnswerBytes: cfg.MaxBulkMoveBytes}})
 	if err != nil {
 		return err
 	}

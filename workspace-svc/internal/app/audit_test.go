@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"fmt"
+	"reflect"
 	"strconv"
 	"testing"
 
@@ -9,9 +10,10 @@ import (
 	"github.com/analyticsco/platform/libs/audit"
 )
 
-// TestAuditTrail: every state-changing call through the gateway records one event (one
-// per item of a bulk move), refused calls included, with the caller, the target, the
-// outcome it was answered, the request id it was answered with and the client address.
+// TestAuditTrail: every state-changing call through the gateway records one event (a
+// move, single or bulk, one listing its items), refused calls included, with the caller,
+// the target, the outcome it was answered, the request id it was answered with and the
+// client address.
 func TestAuditTrail(t *testing.T) {
 	e := newEnv(t, 1)
 	dep := e.dep("acme", 0)
@@ -103,55 +105,70 @@ func TestAuditTrail(t *testing.T) {
 			t.Fatalf("event %+v", ev)
 		}
 	})
+	// movedItems are the items a move's event lists.
+	movedItems := func(t *testing.T, ev audit.Event) []map[string]any {
+		t.Helper()
+		items, ok := ev.Details["items"].([]map[string]any)
+		if !ok {
+			t.Fatalf("a move event without its items: %+v", ev.Details)
+		}
+		return items
+	}
+	item := func(typ string, n int64, from any, status int, code string) map[string]any {
+		m := map[string]any{"type": typ, "id": n, "status": status}
+		if from != "-" {
+			m["from"] = from
+		}
+		if code != "" {
+			m["code"] = code
+		}
+		return m
+	}
 	t.Run("move-records-from-and-to", func(t *testing.T) {
 		r := e.do(t, "POST", depPath(dep, "/workspace/move"), admin, map[string]any{"type": "WORKBOOK", "id": wb, "folderId": sub})
 		if r.Status != 200 {
 			t.Fatalf("move: %d %s", r.Status, r.Body)
 		}
-		ev := last(t, r, "workspace.workbook.move")
-		if ev.Target.ID != id(wb) || ev.Details["from"] != folder || ev.Details["to"] != sub || ev.Details["bulk"] != false {
+		ev := last(t, r, "workspace.items.move")
+		wantOutcome(t, ev, audit.Succeeded(200))
+		if ev.Target != (audit.Target{Type: "folder", ID: id(sub)}) || ev.Details["to"] != sub || ev.Details["bulk"] != false ||
+			!reflect.DeepEqual(movedItems(t, ev), []map[string]any{item("WORKBOOK", wb, folder, 200, "")}) {
 			t.Fatalf("event %+v", ev)
 		}
 	})
-	t.Run("bulk-move-one-event-per-distinct-item", func(t *testing.T) {
+	t.Run("refused-single-move-records-the-items-error", func(t *testing.T) {
+		r := e.do(t, "POST", depPath(dep, "/workspace/move"), viewer, map[string]any{"type": "WORKBOOK", "id": wb, "folderId": nil})
+		ev := last(t, r, "workspace.items.move")
+		wantOutcome(t, ev, audit.Failed(403, "forbidden"))
+		if !reflect.DeepEqual(movedItems(t, ev), []map[string]any{item("WORKBOOK", wb, "-", 403, "forbidden")}) {
+			t.Fatalf("event %+v", ev)
+		}
+	})
+	t.Run("bulk-move-one-event-listing-each-distinct-item", func(t *testing.T) {
 		r := e.do(t, "POST", depPath(dep, "/workspace/bulk-move"), admin, map[string]any{"folderId": nil,
 			"items": []any{ref("WORKBOOK", wb), ref("REPORT", rep), ref("WORKBOOK", wb), ref("FOLDER", 999999)}})
 		if r.Status != 200 {
 			t.Fatalf("bulk move: %d %s", r.Status, r.Body)
 		}
-		evs := e.audit.Events()
-		e.audit.Reset()
-		if len(evs) != 3 {
-			t.Fatalf("%d events, want one per distinct item (3): %+v", len(evs), evs)
-		}
-		want := []struct {
-			action, target string
-			outcome        audit.Outcome
-			from           any
-		}{
-			{"workspace.workbook.move", id(wb), audit.Succeeded(200), sub},
-			{"workspace.report.move", id(rep), audit.Succeeded(200), nil},
-			{"workspace.folder.move", "999999", audit.Failed(404, "not_found"), nil},
-		}
-		for i, w := range want {
-			ev := evs[i]
-			if ev.Action != w.action || ev.Target.ID != w.target || ev.Outcome != w.outcome || ev.Details["from"] != w.from ||
-				ev.Details["to"] != nil || ev.Details["bulk"] != true || ev.RequestID != r.Header.Get("X-Request-Id") {
-				t.Errorf("item %d: event %+v, want %+v", i, ev, w)
-			}
+		ev := last(t, r, "workspace.items.move")
+		wantOutcome(t, ev, audit.Succeeded(200))
+		want := []map[string]any{item("WORKBOOK", wb, sub, 200, ""), item("REPORT", rep, nil, 200, ""), item("FOLDER", 999999, "-", 404, "not_found")}
+		if ev.Target != (audit.Target{Type: "folder"}) || ev.Details["to"] != nil || ev.Details["bulk"] != true ||
+			ev.Details["moved"] != 2 || ev.Details["failed"] != 1 || !reflect.DeepEqual(movedItems(t, ev), want) {
+			t.Fatalf("event %+v, want items %v", ev, want)
 		}
 	})
-	t.Run("bulk-move-refused-whole-records-each-item", func(t *testing.T) {
+	t.Run("bulk-move-refused-items-in-one-event", func(t *testing.T) {
 		r := e.do(t, "POST", depPath(dep, "/workspace/bulk-move"), admin, map[string]any{"folderId": 999999,
 			"items": []any{ref("WORKBOOK", wb), ref("REPORT", rep)}})
-		evs := e.audit.Events()
-		e.audit.Reset()
-		if len(evs) != 2 {
-			t.Fatalf("status %d: %d events, want 2", r.Status, len(evs))
+		ev := last(t, r, "workspace.items.move")
+		items := movedItems(t, ev)
+		if r.Status != 200 || len(items) != 2 || ev.Details["failed"] != 2 || ev.Target != (audit.Target{Type: "folder", ID: "999999"}) {
+			t.Fatalf("status %d: event %+v", r.Status, ev)
 		}
-		for _, ev := range evs {
-			if ev.Outcome.Result != audit.Failure || ev.Outcome.Status != 404 {
-				t.Errorf("event %+v: want a 404 failure", ev)
+		for _, it := range items {
+			if it["status"] != 404 || it["code"] != "not_found" {
+				t.Errorf("item %v: want a 404", it)
 			}
 		}
 	})

@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strconv"
 
@@ -11,12 +12,13 @@ import (
 )
 
 // The actions workspace-svc records in the audit trail: one event per call of a
-// state-changing method, refused ones included, and one per item of a bulk move.
-// Items' actions name their type: workspace.folder.move, workspace.report.delete.
+// state-changing method, refused ones included; a move (single or bulk) is one event
+// listing its items. Items' actions name their type: workspace.report.delete.
 const (
 	ActionFolderPermissions = "workspace.folder.permissions_change"
 	ActionFavoriteAdd       = "workspace.favorite.add"
 	ActionFavoriteRemove    = "workspace.favorite.remove"
+	ActionItemsMove         = "workspace.items.move"
 )
 
 // ItemAction is the action verb on an item of type t ("workspace.workbook.create").
@@ -118,8 +120,15 @@ func (a *auditing) BulkMove(ctx context.Context, p *identity.Principal, dep int6
 	return a.bulkMove(ctx, p, dep, refs, dest, true)
 }
 
-// bulkMove records one event per distinct item: moved, failed with the item's own
-// error, or refused with the request's.
+// maxAuditedMoveBytes bounds the items a move's event lists, as JSON: the rest of its
+// details fit beside them in audit.MaxDetailsBytes.
+const maxAuditedMoveBytes = audit.MaxDetailsBytes - 512
+
+// bulkMove records one event per request, whatever the number of items: its target is
+// the destination folder (no id: the root), its outcome what the caller was answered, and
+// its details list the distinct items in request order, each with where it was (from)
+// and its own outcome (status, and code when it failed), as many as fit in
+// maxAuditedMoveBytes; the counts cover them all.
 func (a *auditing) bulkMove(ctx context.Context, p *identity.Principal, dep int64, refs []ItemRef, dest int64, bulk bool) (BulkMoveResult, error) {
 	res, err := a.Service.BulkMove(ctx, p, dep, refs, dest)
 	failed := make(map[ItemRef]*errs.Error, len(res.Failed))
@@ -127,24 +136,47 @@ func (a *auditing) bulkMove(ctx context.Context, p *identity.Principal, dep int6
 		failed[f.Ref] = f.Err
 	}
 	distinct := distinctRefs(refs) // the service's Rule 1: the items its answer has one entry each for
-	events := make([]audit.Event, 0, len(distinct))
+	items := make([]map[string]any, 0, len(distinct))
+	size, moved, listing := 2, 0, true
 	for _, ref := range distinct {
-		ev := audit.New(p, ItemAction(ref.Type, "move"), target(ref.Type, ref.ID))
-		ev.Details = map[string]any{"to": folderRef(dest), "bulk": bulk}
+		it := map[string]any{"type": string(ref.Type), "id": ref.ID}
 		if from, ok := res.From[ref]; ok {
-			ev.Details["from"] = folderRef(from)
+			it["from"] = folderRef(from)
 		}
+		out := audit.Succeeded(http.StatusOK)
 		switch {
 		case err != nil:
-			ev.Outcome = outcomeOf(err, http.StatusOK)
+			out = outcomeOf(err, http.StatusOK)
 		case failed[ref] != nil:
-			ev.Outcome = outcomeOf(failed[ref], http.StatusOK)
+			out = outcomeOf(failed[ref], http.StatusOK)
 		default:
-			ev.Outcome = audit.Succeeded(http.StatusOK)
+			moved++
 		}
-		events = append(events, ev)
+		it["status"] = out.Status
+		if out.Code != "" {
+			it["code"] = out.Code
+		}
+		if b, _ := json.Marshal(it); listing && size+len(b)+1 <= maxAuditedMoveBytes {
+			size += len(b) + 1
+			items = append(items, it)
+		} else {
+			listing = false // the list stays a prefix of the request
+		}
 	}
-	a.rec.Record(ctx, events...)
+	ev := audit.New(p, ActionItemsMove, target(TypeFolder, dest))
+	ev.Details = map[string]any{"to": folderRef(dest), "bulk": bulk, "items": items, "moved": moved, "failed": len(distinct) - moved}
+	if len(items) < len(distinct) {
+		ev.Details["unlisted"] = len(distinct) - len(items)
+	}
+	switch {
+	case err != nil:
+		ev.Outcome = outcomeOf(err, http.StatusOK)
+	case !bulk && len(res.Failed) > 0: // a single move answers with its item's error
+		ev.Outcome = outcomeOf(res.Failed[0].Err, http.StatusOK)
+	default:
+		ev.Outcome = audit.Succeeded(http.StatusOK)
+	}
+	a.rec.Record(ctx, ev)
 	return res, err
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/json"
 
 	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/identity"
@@ -23,8 +22,14 @@ func (s *service) Publish(ctx context.Context, p *identity.Principal, dep, id in
 		if err != nil {
 			return Workbook{}, err
 		}
+		if d, err = s.withParts(ctx, r, d, PartDraft|PartPublished, LevelEdit, "publish it"); err != nil {
+			return Workbook{}, err
+		}
 		if d.Draft == nil {
 			return Workbook{}, conflictf("workbook %d has no dashboard draft to publish", id)
+		}
+		if err := s.checkDashboardReports("the dashboard draft", d.Draft); err != nil {
+			return Workbook{}, err // a draft stored before the limit
 		}
 		cfg := *d.Draft
 		dashID, publicID := d.DashboardID, d.PublicID
@@ -41,7 +46,7 @@ func (s *service) Publish(ctx context.Context, p *identity.Principal, dep, id in
 			return Workbook{}, err
 		}
 		version := d.PublishedVersion + 1
-		snaps, err := s.snapshotReports(ctx, r, cfg, version)
+		snaps, err := s.snapshotReports(ctx, r, cfg, version, id)
 		if err != nil {
 			return Workbook{}, err
 		}
@@ -87,6 +92,9 @@ func (s *service) Unpublish(ctx context.Context, p *identity.Principal, dep, id 
 		if err != nil {
 			return Workbook{}, err
 		}
+		if d, err = s.withParts(ctx, r, d, AllParts, LevelEdit, "unpublish it"); err != nil {
+			return Workbook{}, err
+		}
 		if d.Published == nil {
 			return Workbook{}, conflictf("workbook %d has no published dashboard to unpublish", id)
 		}
@@ -113,57 +121,111 @@ func (s *service) Unpublish(ctx context.Context, p *identity.Principal, dep, id 
 }
 
 // checkPublishedSize refuses a published dashboard over its limit. The draft's own limit
-// does not bound it: each snapshot copies its report's meta, and a draft's widgets can
-// name any number of reports.
+// does not bound it: each snapshot copies its report's meta.
 func (s *service) checkPublishedSize(workbook int64, dash *Dashboard) error {
-	b, _ := json.Marshal(dash) // built from decoded JSON, so it encodes
-	if len(b) > s.limits.PublishedBytes {
-		return errs.New(errs.TooLarge, "the published dashboard of workbook %d would be %d bytes, over the limit of %d bytes (WORKSPACE_MAX_PUBLISHED_BYTES): its widgets name more reports (or larger ones) than one dashboard holds",
-			workbook, len(b), s.limits.PublishedBytes)
+	if n := jsonBytes(dash); n > s.limits.PublishedBytes {
+		return s.publishedTooLarge(workbook, "would be", n)
+	}
+	return nil
+}
+
+func (s *service) publishedTooLarge(workbook int64, verb string, n int) error {
+	return errs.New(errs.TooLarge, "the published dashboard of workbook %d %s %d bytes, over the limit of %d bytes (WORKSPACE_MAX_PUBLISHED_BYTES): its widgets name more reports (or larger ones) than one dashboard holds",
+		workbook, verb, n, s.limits.PublishedBytes)
+}
+
+// reportIDs are the distinct reports a dashboard's widgets name (config.reportId, a
+// positive integer), in widget order.
+func reportIDs(cfg *DashboardConfig) []int64 {
+	var ids []int64
+	seen := map[int64]bool{}
+	for _, w := range cfg.Widgets {
+		if v, ok := w.Config["reportId"].(float64); ok && v > 0 && v == float64(int64(v)) && !seen[int64(v)] {
+			seen[int64(v)] = true
+			ids = append(ids, int64(v))
+		}
+	}
+	return ids
+}
+
+// checkDashboardReports refuses a dashboard config (field names it) whose widgets name
+// more distinct reports than one dashboard holds: each is read, checked and snapshot at
+// every publish.
+func (s *service) checkDashboardReports(field string, cfg *DashboardConfig) error {
+	if cfg == nil {
+		return nil
+	}
+	if n := len(reportIDs(cfg)); n > s.limits.DashboardReports {
+		return invalidf("%s names %d distinct reports (widgets' config.reportId), over the limit of %d (WORKSPACE_MAX_DASHBOARD_REPORTS)", field, n, s.limits.DashboardReports)
 	}
 	return nil
 }
 
 // snapshotReports copies each report a widget names into the published dashboard, but
 // only reports the publisher can view: the others are left out of the snapshot, so a
-// publish never reveals a report in a folder the publisher cannot see.
-func (s *service) snapshotReports(ctx context.Context, r *request, cfg DashboardConfig, version int64) ([]ReportSnapshot, error) {
-	p, dep := r.p, r.dep
-	var ids []int64
-	for _, w := range cfg.Widgets {
-		if v, ok := w.Config["reportId"].(float64); ok && v > 0 && v == float64(int64(v)) {
-			ids = append(ids, int64(v))
-		}
-	}
+// publish never reveals a report in a folder the publisher cannot see. Access is decided
+// on the reports' heads; only then is the meta of the allowed ones read, in batches no
+// larger than what the published dashboard still has room for, so a publish that does
+// not fit is refused (413) before the rest is read.
+func (s *service) snapshotReports(ctx context.Context, r *request, cfg DashboardConfig, version, workbook int64) ([]ReportSnapshot, error) {
 	out := []ReportSnapshot{}
+	ids := reportIDs(&cfg)
 	if len(ids) == 0 {
 		return out, nil
 	}
-	docs, err := s.store.Items(ctx, dep, ids)
+	heads, err := s.store.Items(ctx, r.dep, ids, 0)
 	if err != nil {
 		return nil, err
 	}
 	var parents []int64
-	for _, d := range docs {
+	for _, d := range heads {
 		parents = append(parents, d.Parent)
 	}
 	if err := r.need(ctx, parents...); err != nil {
 		return nil, err
 	}
-	t := r.tree
-	done := map[int64]bool{}
+	var allowed []int64
 	for _, rid := range ids {
-		d := docs[rid]
-		if d == nil || d.Type != TypeReport || done[rid] || t.itemLevel(p, d.CreatedBy, d.Parent) < LevelView {
-			continue
+		if d := heads[rid]; d != nil && d.Type == TypeReport && r.tree.itemLevel(r.p, d.CreatedBy, d.Parent) >= LevelView {
+			allowed = append(allowed, rid)
 		}
-		done[rid] = true
-		sid, err := s.store.NextID(ctx)
+	}
+	size := jsonBytes(&cfg) // a lower bound of the published dashboard's size, grown per snapshot
+	for len(allowed) > 0 {
+		n := min(len(allowed), max(1, (s.limits.PublishedBytes-size)/s.limits.MetaBytes), maxSnapshotBatch)
+		batch := allowed[:n]
+		allowed = allowed[n:]
+		docs, err := s.store.Items(ctx, r.dep, batch, PartMeta)
 		if err != nil {
 			return nil, err
 		}
-		name := d.Name
-		out = append(out, ReportSnapshot{ID: sid, ReportID: rid, VersionNumber: version, Name: &name, Title: &name, Meta: rawOrEmpty(d.Meta)})
+		for _, rid := range batch {
+			d := docs[rid]
+			if d == nil || d.Type != TypeReport || !s.stillViewable(ctx, r, heads[rid], d) {
+				continue
+			}
+			if size += len(d.Meta) + 2*len(d.Name); size > s.limits.PublishedBytes {
+				return nil, s.publishedTooLarge(workbook, "would be at least", size)
+			}
+			sid, err := s.store.NextID(ctx)
+			if err != nil {
+				return nil, err
+			}
+			name := d.Name
+			out = append(out, ReportSnapshot{ID: sid, ReportID: rid, VersionNumber: version, Name: &name, Title: &name, Meta: rawOrEmpty(d.Meta)})
+		}
 	}
 	return out, nil
+}
+
+// maxSnapshotBatch bounds the reports one read of a publish asks for.
+const maxSnapshotBatch = 100
+
+// stillViewable reports whether the publisher can view report d, read after its head:
+// checked again only when it moved in between.
+func (s *service) stillViewable(ctx context.Context, r *request, head, d *Item) bool {
+	if d.Parent == head.Parent {
+		return true
+	}
+	return r.need(ctx, d.Parent) == nil && r.tree.itemLevel(r.p, d.CreatedBy, d.Parent) >= LevelView
 }

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 
 	kithttp "github.com/go-kit/kit/transport/http"
 
@@ -96,7 +98,8 @@ func FuzzDecodeListRequest(f *testing.F) {
 	for _, s := range []string{"", "folderId=3", "folderId=0", "folderId=-1", "folderId=x", "first=1", "first=201", "first=0",
 		"first=1&after=eyJ4IjoxfQ", "after=%ff", "folderId=9223372036854775808", "folderId=3&folderId=4", "first= 5",
 		"q=sales", "q=%2A%28", "type=WORKBOOK", "type=x", "createdBy=me", "createdBy=5", "favorites=true", "favorites=1",
-		"sort=-updatedAt", "sort=size", "q=a&type=REPORT&sort=name&folderId=3&first=20"} {
+		"sort=-updatedAt", "sort=size", "q=a&type=REPORT&sort=name&folderId=3&first=20", "q=%ff%fe", "q=%00", "q=a%0Ab",
+		"q=%C3%A9t%C3%A9", "q=%ED%A0%80", "q=%E2%80%8B"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, query string) {
@@ -132,6 +135,7 @@ func FuzzDecodeListRequest(f *testing.F) {
 		case workspace.SearchRequest:
 			in := lr.In
 			if in.First < 1 || in.First > httpx.MaxPage || (in.Folder != nil && *in.Folder <= 0) || len([]rune(in.Q)) > workspace.MaxNameLength ||
+				!utf8.ValidString(in.Q) || strings.ContainsFunc(in.Q, unicode.IsControl) ||
 				(in.Type != "" && !in.Type.Valid()) || (in.Sort != "" && !slices.Contains(workspace.SearchSorts, in.Sort)) {
 				t.Fatalf("query %q: accepted %+v", query, in)
 			}

@@ -85,8 +85,8 @@ func (s *service) release(ctx context.Context, dep, folder int64) {
 	_ = s.store.ReleaseFolder(context.WithoutCancel(ctx), dep, folder)
 }
 
-// folderForRead reads folder id, in full, and its ancestor chain, and checks the caller's
-// level on it. The document read is the folder's node in the tree too, so the chain
+// folderForRead reads folder id (a folder is all head: it has no large parts) and its
+// ancestor chain, and checks the caller's level on it. The document read is the folder's node in the tree too, so the chain
 // costs only the ancestors' query; its place (parent, name, position) is the one the
 // check saw.
 func (s *service) folderForRead(ctx context.Context, p *identity.Principal, dep, id int64, need Level, verb string) (*request, *Item, error) {
@@ -94,7 +94,7 @@ func (s *service) folderForRead(ctx context.Context, p *identity.Principal, dep,
 	if err != nil {
 		return nil, nil, err
 	}
-	docs, err := s.store.Items(ctx, dep, []int64{id})
+	docs, err := s.store.Items(ctx, dep, []int64{id}, 0)
 	if err != nil {
 		return nil, nil, err
 	}

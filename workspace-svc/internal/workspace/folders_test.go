@@ -214,3 +214,66 @@ func TestValidationMessagesAreDeterministic(t *testing.T) {
 		}
 	}
 }
+
+// TestFolderPathStartsBelowFoldersTheCallerCannotView: a viewer granted a subfolder of a
+// private folder sees paths that start at the granted folder, wherever a path is shown
+// (the folder, an item, a listing, a search); the private folder's name and id appear in
+// none of them, and an admin still sees the whole path from the root.
+func TestFolderPathStartsBelowFoldersTheCallerCannotView(t *testing.T) {
+	f := newFixture(t)
+	private := f.folder(admin, "private-top", 0)
+	granted := f.folder(admin, "granted", private)
+	inner := f.folder(admin, "inner", granted)
+	wb := f.item(admin, workspace.TypeWorkbook, "board", inner)
+	f.grant(granted, workspace.Grant{UserID: viewer.User.ID, Level: "view"})
+	ids := func(path []workspace.FolderPathEntry) []int64 {
+		out := []int64{}
+		for _, e := range path {
+			out = append(out, e.ID)
+		}
+		return out
+	}
+	check := func(what string, got []workspace.FolderPathEntry, want ...int64) {
+		t.Helper()
+		if fmt.Sprint(ids(got)) != fmt.Sprint(append([]int64{}, want...)) {
+			t.Fatalf("%s: folderPath %+v, want the ids %v", what, got, want)
+		}
+		for _, e := range got {
+			if e.ID == private || e.Name == "private-top" {
+				t.Fatalf("%s: folderPath names the private folder: %+v", what, got)
+			}
+		}
+	}
+	g, err := f.svc.GetFolder(f.ctx, viewer, f.dep, granted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("the granted folder", g.FolderPath)
+	in, err := f.svc.GetFolder(f.ctx, viewer, f.dep, inner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("a folder inside it", in.FolderPath, granted)
+	w, err := f.svc.GetItem(f.ctx, viewer, f.dep, workspace.TypeWorkbook, wb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("a workbook two levels below it", w.FolderPath, granted, inner)
+	page, err := f.svc.List(f.ctx, viewer, f.dep, granted, 10, "")
+	if err != nil || len(page.Items) != 1 {
+		t.Fatalf("listing: %+v %v", page, err)
+	}
+	check("a listed child", page.Items[0].FolderPath, granted)
+	hits, err := f.svc.Search(f.ctx, viewer, f.dep, workspace.SearchInput{Q: "board", First: 10})
+	if err != nil || len(hits.Items) != 1 {
+		t.Fatalf("search: %+v %v", hits, err)
+	}
+	check("a search hit", hits.Items[0].FolderPath, granted, inner)
+	full, err := f.svc.GetItem(f.ctx, admin, f.dep, workspace.TypeWorkbook, wb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(full.FolderPath); fmt.Sprint(got) != fmt.Sprint([]int64{private, granted, inner}) {
+		t.Fatalf("the admin's folderPath %v, want the whole path from the root", got)
+	}
+}

@@ -69,13 +69,14 @@ func (s *service) CreateItem(ctx context.Context, p *identity.Principal, dep int
 	return out[0], nil
 }
 
-// itemForAccess loads a workbook or report and checks the caller's level on it.
+// itemForAccess reads the head of a workbook or report (none of its content) and checks
+// the caller's level on it; withParts reads the content once access is decided.
 func (s *service) itemForAccess(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, id int64, need Level, verb string) (*request, *Item, error) {
 	r, err := s.begin(ctx, p, dep)
 	if err != nil {
 		return nil, nil, err
 	}
-	docs, err := s.store.Items(ctx, dep, []int64{id})
+	docs, err := s.store.Items(ctx, dep, []int64{id}, 0)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -92,10 +93,35 @@ func (s *service) itemForAccess(ctx context.Context, p *identity.Principal, dep 
 	return r, d, nil
 }
 
+// withParts reads the parts of an item whose head passed itemForAccess. An item that
+// moved in between is checked again where it is now.
+func (s *service) withParts(ctx context.Context, r *request, head *Item, parts Parts, need Level, verb string) (*Item, error) {
+	docs, err := s.store.Items(ctx, r.dep, []int64{head.ID}, parts)
+	if err != nil {
+		return nil, err
+	}
+	d := docs[head.ID]
+	if d == nil || d.Type != head.Type {
+		return nil, notFound(head.Type, head.ID)
+	}
+	if d.Parent != head.Parent {
+		if err := r.need(ctx, d.Parent); err != nil {
+			return nil, err
+		}
+		if r.tree.itemLevel(r.p, d.CreatedBy, d.Parent) < need {
+			return nil, forbiddenf("you need %s access to %s %d to %s", need, d.Type.lower(), d.ID, verb)
+		}
+	}
+	return d, nil
+}
+
 // GetItem returns a workbook or report the caller can view.
 func (s *service) GetItem(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, id int64) (Workbook, error) {
 	r, d, err := s.itemForAccess(ctx, p, dep, typ, id, LevelView, "view it")
 	if err != nil {
+		return Workbook{}, err
+	}
+	if d, err = s.withParts(ctx, r, d, AllParts, LevelView, "view it"); err != nil {
 		return Workbook{}, err
 	}
 	out, err := s.render(ctx, r, []*Item{d})
@@ -177,7 +203,7 @@ func (s *service) SetFavorite(ctx context.Context, p *identity.Principal, dep in
 	if !on {
 		return s.store.RemoveFavorite(ctx, dep, p.User.ID, ref.ID)
 	}
-	docs, err := s.store.Items(ctx, dep, []int64{ref.ID})
+	docs, err := s.store.Items(ctx, dep, []int64{ref.ID}, 0)
 	if err != nil {
 		return err
 	}

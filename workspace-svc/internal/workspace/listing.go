@@ -9,12 +9,15 @@ import (
 	"github.com/analyticsco/platform/libs/identity"
 )
 
-// cursor is the sort key of the last item of a page.
+// cursor is the sort key of the last item of a page. A page that ended at the scan limit
+// on a child the caller cannot view keeps that child's name out of the cursor (Hidden):
+// the next page reads it again by id.
 type cursor struct {
 	Rank     int     `json:"r"`
 	Position float64 `json:"p"`
 	Name     string  `json:"n"`
 	ID       int64   `json:"i"`
+	Hidden   bool    `json:"h,omitempty"`
 }
 
 func keyOf(d *Item) cursor {
@@ -23,6 +26,23 @@ func keyOf(d *Item) cursor {
 		rank = 0
 	}
 	return cursor{Rank: rank, Position: d.Position, Name: d.Name, ID: d.ID}
+}
+
+// resolve fills in the name of a Hidden cursor's child from the store; a child since
+// deleted or moved leaves the name empty, so the next page starts at the cursor's
+// position and id.
+func (c *cursor) resolve(ctx context.Context, r *request, folder int64) error {
+	if c == nil || !c.Hidden {
+		return nil
+	}
+	docs, err := r.s.store.Items(ctx, r.dep, []int64{c.ID}, 0)
+	if err != nil {
+		return err
+	}
+	if d := docs[c.ID]; d != nil && d.Parent == folder && keyOf(d).Rank == c.Rank && d.Position == c.Position {
+		c.Name = d.Name
+	}
+	return nil
 }
 
 // listKey is where in its batch of folders, or of workbooks and reports, the cursor is.
@@ -35,7 +55,10 @@ func (c *cursor) listKey() *ListKey {
 
 // List returns one page of the children of folder (0: the root) that the caller can
 // view: folders first, then by position, name and id, in the summary shape (no meta,
-// calculated fields or dashboards: GET the item for those).
+// calculated fields or dashboards: GET the item for those). A page examines at most
+// ListScan children: when the caller can view few of many (a root full of other users'
+// private folders), the page ends early with hasNextPage and a cursor that goes on from
+// the last child examined, so no request reads without bound.
 func (s *service) List(ctx context.Context, p *identity.Principal, dep, folder int64, first int, after string) (Page, error) {
 	var from *cursor
 	if after != "" {
@@ -61,7 +84,10 @@ func (s *service) List(ctx context.Context, p *identity.Principal, dep, folder i
 			return Page{}, forbiddenf("you need view access to folder %d to list it", folder)
 		}
 	}
-	visible, more, err := s.visibleChildren(ctx, r, folder, from, first)
+	if err := from.resolve(ctx, r, folder); err != nil {
+		return Page{}, err
+	}
+	visible, last, more, err := s.visibleChildren(ctx, r, folder, from, first)
 	if err != nil {
 		return Page{}, err
 	}
@@ -71,22 +97,43 @@ func (s *service) List(ctx context.Context, p *identity.Principal, dep, folder i
 		return Page{}, err
 	}
 	page.Items = items
-	if n := len(visible); n > 0 {
-		b, _ := json.Marshal(keyOf(visible[n-1]))
+	// The cursor is the page's last item, or the last child examined when the page ended
+	// at the scan limit.
+	var key *cursor
+	switch n := len(visible); {
+	case n > 0 && (!more || n == first):
+		k := keyOf(visible[n-1])
+		key = &k
+	case more && last != nil && n > 0 && visible[n-1] == last:
+		k := keyOf(last)
+		key = &k
+	case more && last != nil:
+		k := keyOf(last)
+		k.Name, k.Hidden = "", true
+		key = &k
+	}
+	if key != nil {
+		b, _ := json.Marshal(key)
 		c := base64.RawURLEncoding.EncodeToString(b)
 		page.EndCursor = &c
 	}
 	return page, nil
 }
 
+// minListBatch is the smallest batch a listing reads once it has met a child the caller
+// cannot view: many may follow, and each round trip should be worth it.
+const minListBatch = 100
+
 // visibleChildren returns up to first children of folder after the cursor that the caller
-// can view, in page order, and whether more follow. It reads projected documents sorted
-// and limited by the database, folders before workbooks and reports, each batch no larger
-// than what the page still needs (plus one, to know whether more follow): when the caller
-// can view everything, a page of n reads n+1 children.
-func (s *service) visibleChildren(ctx context.Context, r *request, folder int64, from *cursor, first int) ([]*Item, bool, error) {
+// can view, in page order, the last child it examined, and whether more follow (another
+// visible child, or children not examined past the ListScan limit). It reads projected
+// documents sorted and limited by the database, folders before workbooks and reports:
+// while every child is visible, a batch is what the page still needs plus one (a page of
+// n reads n+1 children); once one was not, at least minListBatch. A child the caller
+// cannot view is examined and dropped, never kept.
+func (s *service) visibleChildren(ctx context.Context, r *request, folder int64, from *cursor, first int) (out []*Item, last *Item, more bool, err error) {
 	p, t := r.p, r.tree
-	var out []*Item
+	scanned, hidden := 0, false
 	for _, folders := range []bool{true, false} {
 		var after *cursor
 		if from != nil {
@@ -100,33 +147,41 @@ func (s *service) visibleChildren(ctx context.Context, r *request, folder int64,
 			}
 		}
 		for {
-			limit := first + 1 - len(out)
+			need := first + 1 - len(out)
+			limit := need
+			if hidden {
+				limit = max(need, min(minListBatch, s.limits.ListScan-scanned))
+			}
 			batch, err := s.store.Children(ctx, r.dep, ChildrenQuery{Parent: folder, Folders: folders, After: after.listKey(), Limit: limit})
 			if err != nil {
-				return nil, false, err
+				return nil, nil, false, err
 			}
 			for _, d := range batch {
 				var l Level
 				if d.Type == TypeFolder {
-					r.addDocs(d)
-					l = t.folderLevel(p, d.ID)
+					l = t.childFolderLevel(p, d)
 				} else {
 					l = t.itemLevel(p, d.CreatedBy, d.Parent)
 				}
-				if l < LevelView {
-					continue
+				if l >= LevelView && len(out) == first {
+					return out, last, true, nil
 				}
-				if len(out) == first {
-					return out, true, nil
+				scanned, last = scanned+1, d
+				if l >= LevelView {
+					out = append(out, d)
+				} else {
+					hidden = true
 				}
-				out = append(out, d)
 			}
 			if len(batch) < limit {
 				break
+			}
+			if scanned >= s.limits.ListScan {
+				return out, last, true, nil
 			}
 			k := keyOf(batch[len(batch)-1])
 			after = &k
 		}
 	}
-	return out, false, nil
+	return out, last, false, nil
 }

@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 
 	"github.com/analyticsco/platform/libs/errs"
@@ -29,6 +30,15 @@ func (s *service) Move(ctx context.Context, p *identity.Principal, dep int64, re
 // items applied before a fault are in Moved, the rest in Failed with a 503 that says they
 // were not applied (Rule 2: 200 whenever the request is well formed; Rule 4: an empty
 // Failed means everything applied). Each item has its own deadline (writeDeadline).
+//
+// Nothing is read before access is decided: a caller below ai_bi_user can move nothing
+// (every level it holds is capped at view), so its items are refused before any read;
+// otherwise access is checked on the items' heads (Items without parts). What the answer
+// carries is bounded by MoveAnswerBytes (WORKSPACE_MAX_BULK_MOVE_BYTES), decided on the
+// heads' sizes before each move; the moved workbooks and reports are then read in full,
+// in one query, to be answered. When the store fails after some moves, those are
+// answered as far as they were read (without their owners, and without their content if
+// that read failed too).
 func (s *service) BulkMove(ctx context.Context, p *identity.Principal, dep int64, refs []ItemRef, dest int64) (BulkMoveResult, error) {
 	r, err := s.begin(ctx, p, dep)
 	if err != nil {
@@ -36,6 +46,12 @@ func (s *service) BulkMove(ctx context.Context, p *identity.Principal, dep int64
 	}
 	distinct := distinctRefs(refs)
 	res := BulkMoveResult{Moved: []Workbook{}, Failed: []BulkFailure{}}
+	if !p.HasRole(identity.RoleAIBIUser) {
+		for _, ref := range distinct {
+			res.fail(ref, forbiddenf("moving a %s needs the ai_bi_user role or higher", ref.Type.lower()))
+		}
+		return res, nil
+	}
 	pctx, cancel := context.WithTimeout(ctx, writeDeadline)
 	docs, err := s.loadForMove(pctx, r, distinct, dest)
 	cancel()
@@ -54,6 +70,7 @@ func (s *service) BulkMove(ctx context.Context, p *identity.Principal, dep int64
 	}
 	lease := &destLease{s: s, dep: dep, dest: dest}
 	defer lease.release(ctx)
+	answer := &moveAnswer{max: s.limits.MoveAnswerBytes, read: map[int64]bool{}}
 	var movedDocs []*Item
 	for i, ref := range distinct {
 		d := docs[ref.ID]
@@ -66,7 +83,7 @@ func (s *service) BulkMove(ctx context.Context, p *identity.Principal, dep int64
 		if ref.Type == TypeFolder {
 			ferr = s.moveFolder(ictx, r, d, dest, lease)
 		} else {
-			ferr = s.moveItem(ictx, r, d, dest, lease)
+			ferr = s.moveItem(ictx, r, d, dest, lease, answer)
 		}
 		cancel()
 		if f, ok := errs.As(ferr); ok {
@@ -74,10 +91,11 @@ func (s *service) BulkMove(ctx context.Context, p *identity.Principal, dep int64
 			continue
 		}
 		if ferr != nil {
-			// The store failed: the moved items are rendered without their owners (no
-			// further wait on it), and the rest are reported not applied at once.
+			// The store failed: the moved items are rendered as read so far, without
+			// their owners or content (no further wait on it), and the rest are reported
+			// not applied at once.
 			if len(movedDocs) > 0 {
-				res.Moved = s.renderWithoutOwners(r.tree, movedDocs)
+				res.Moved = s.renderWithoutOwners(r, movedDocs)
 			}
 			res.notApplied(distinct[i:], true, ferr)
 			return res, nil
@@ -86,9 +104,13 @@ func (s *service) BulkMove(ctx context.Context, p *identity.Principal, dep int64
 	}
 	if len(movedDocs) > 0 {
 		_ = r.need(ctx, dest) // read again only if a conflict made the request forget it
+		if err := s.readMoved(ctx, r, movedDocs, answer); err != nil {
+			res.Moved = s.renderWithoutOwners(r, movedDocs)
+			return res, nil
+		}
 		out, err := s.render(ctx, r, movedDocs)
 		if err != nil {
-			out = s.renderWithoutOwners(r.tree, movedDocs) // moved all the same
+			out = s.renderWithoutOwners(r, movedDocs) // moved all the same
 		}
 		res.Moved = out
 	}
@@ -177,10 +199,63 @@ func checkDestinationAccess(t *tree, p *identity.Principal, dest int64) *errs.Er
 	return forbiddenf("you need edit access to folder %d to move items into it", dest)
 }
 
+// moveAnswer is what a bulk move's answer carries so far: the size of the large parts
+// (as stored) of the workbooks and reports it moved, and those already read in full.
+type moveAnswer struct {
+	used, max int
+	read      map[int64]bool
+}
+
+// admit refuses an item of size bytes that would take the answer past its limit; the
+// first item always fits, so a single move never fails for its size.
+func (b *moveAnswer) admit(d *Item, size int) error {
+	if b.used > 0 && b.used+size > b.max {
+		return errs.New(errs.TooLarge, "%s %d was not moved: this bulk move already answers with %d bytes of moved items and it holds %d more, over the limit of %d bytes (WORKSPACE_MAX_BULK_MOVE_BYTES); move it in another request",
+			d.Type.lower(), d.ID, b.used, size, b.max)
+	}
+	return nil
+}
+
+// readMoved replaces the moved workbooks and reports among docs not read in full yet by
+// their full documents, in one query (bounded by the answer's limit); one deleted since
+// stays as it was.
+func (s *service) readMoved(ctx context.Context, r *request, docs []*Item, answer *moveAnswer) error {
+	var ids []int64
+	for _, d := range docs {
+		if d.Type != TypeFolder && !answer.read[d.ID] {
+			ids = append(ids, d.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	full, err := s.store.Items(ctx, r.dep, ids, AllParts)
+	if err != nil {
+		return err
+	}
+	for _, d := range docs {
+		if fd := full[d.ID]; fd != nil && fd.Type == d.Type {
+			*d = *fd
+			answer.read[d.ID] = true
+		}
+	}
+	return nil
+}
+
+// jsonBytes is the size of v as JSON (0 for nil).
+func jsonBytes[T any](v *T) int {
+	if v == nil {
+		return 0
+	}
+	b, _ := json.Marshal(v) // decoded from JSON, so it encodes
+	return len(b)
+}
+
 // loadForMove reads what a move of refs into dest is checked against, in a fixed number
-// of queries whatever the number of items: the tree version (when a folder moves), the items and the
-// destination (one query), the folders holding the workbooks and reports (one), every
-// ancestor of all of them (one), and the subtrees of the moved folders (one).
+// of queries whatever the number of items: the tree version (when a folder moves), the
+// heads of the items and of the destination (one query; no item's content), the folders
+// holding the workbooks and reports (one), every ancestor of all of them (one), and the
+// subtrees of the moved folders (one).
 func (s *service) loadForMove(ctx context.Context, r *request, refs []ItemRef, dest int64) (map[int64]*Item, error) {
 	// Only folder moves compare-and-set the tree version (moveFolder's commit); workbooks
 	// and reports move with a conditional update of their own document.
@@ -199,7 +274,7 @@ func (s *service) loadForMove(ctx context.Context, r *request, refs []ItemRef, d
 	if dest != 0 {
 		ids = append(ids, dest)
 	}
-	docs, err := s.store.Items(ctx, r.dep, ids)
+	docs, err := s.store.Items(ctx, r.dep, ids, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -287,48 +362,22 @@ func (s *service) moveFolder(ctx context.Context, r *request, d *Item, dest int6
 	})
 }
 
-func (s *service) moveItem(ctx context.Context, r *request, d *Item, dest int64, lease *destLease) error {
-	p := r.p
+// moveItem moves a workbook or report whose head is d, once the move is allowed and the
+// item admitted to the answer by its size; after the move, d is where it now is.
+func (s *service) moveItem(ctx context.Context, r *request, d *Item, dest int64, lease *destLease, answer *moveAnswer) error {
 	for attempt := 0; attempt < maxTreeRetries; attempt++ {
 		if err := r.need(ctx, d.Parent, dest); err != nil {
 			return err
 		}
-		t := r.tree
-		if f := checkDestination(t, dest, lease.gone); f != nil {
-			return f
-		}
-		if t.itemLevel(p, d.CreatedBy, d.Parent) < LevelEdit {
-			return forbiddenf("you need edit access to %s %d to move it", d.Type.lower(), d.ID)
-		}
-		if f := checkDestinationAccess(t, p, dest); f != nil {
-			return f
-		}
-		if d.Parent == dest {
-			return nil
-		}
-		// No item becomes invisible to its creator through someone else's move: that
-		// needs manage on the item, not just edit.
-		if d.CreatedBy != p.User.ID && !r.creatorCanView(d.CreatedBy, dest) && t.itemLevel(p, d.CreatedBy, d.Parent) < LevelManage {
-			return forbiddenf("moving %s %d into folder %d would hide it from its creator (user %d cannot view that folder); that needs manage access to the %s",
-				d.Type.lower(), d.ID, dest, d.CreatedBy, d.Type.lower())
-		}
-		if err := lease.take(ctx); err != nil {
+		if err := r.checkItemMove(d, dest, lease); err != nil {
 			return err
 		}
-		if lease.gone {
-			return notFound(TypeFolder, dest)
-		}
-		now := s.now()
-		ok, err := s.store.MoveItem(ctx, r.dep, d.ID, d.Parent, dest, p.User.ID, now)
-		if err != nil {
+		done, err := s.applyItemMove(ctx, r, d, dest, lease, answer)
+		if done || err != nil {
 			return err
-		}
-		if ok {
-			d.Parent, d.UpdatedAt, d.UpdatedBy = dest, now, p.User.ID
-			return nil
 		}
 		// Moved or deleted since we read it: check again against where it is now.
-		fresh, err := s.store.Items(ctx, r.dep, []int64{d.ID})
+		fresh, err := s.store.Items(ctx, r.dep, []int64{d.ID}, 0)
 		if err != nil {
 			return err
 		}
@@ -337,8 +386,68 @@ func (s *service) moveItem(ctx context.Context, r *request, d *Item, dest int64,
 			return notFound(d.Type, d.ID)
 		}
 		*d = *nd
+		delete(answer.read, d.ID) // a head again
 	}
 	return busyf("%s %d kept changing during the move; retry", d.Type.lower(), d.ID)
+}
+
+// checkItemMove decides whether the caller may move the workbook or report d (its
+// folder's chain and dest's loaded) into dest.
+func (r *request) checkItemMove(d *Item, dest int64, lease *destLease) error {
+	p, t := r.p, r.tree
+	if f := checkDestination(t, dest, lease.gone); f != nil {
+		return f
+	}
+	if t.itemLevel(p, d.CreatedBy, d.Parent) < LevelEdit {
+		return forbiddenf("you need edit access to %s %d to move it", d.Type.lower(), d.ID)
+	}
+	if f := checkDestinationAccess(t, p, dest); f != nil {
+		return f
+	}
+	// No item becomes invisible to its creator through someone else's move: that needs
+	// manage on the item, not just edit.
+	if d.Parent != dest && d.CreatedBy != p.User.ID && !r.creatorCanView(d.CreatedBy, dest) && t.itemLevel(p, d.CreatedBy, d.Parent) < LevelManage {
+		return forbiddenf("moving %s %d into folder %d would hide it from its creator (user %d cannot view that folder); that needs manage access to the %s",
+			d.Type.lower(), d.ID, dest, d.CreatedBy, d.Type.lower())
+	}
+	return nil
+}
+
+// applyItemMove admits the allowed item to the answer by its size and moves it if it is
+// still where the check saw it (done false: it is not, check again). An item whose size
+// the store does not know (written before sizes were kept) is read in full to learn it.
+func (s *service) applyItemMove(ctx context.Context, r *request, d *Item, dest int64, lease *destLease, answer *moveAnswer) (bool, error) {
+	if d.Bytes < 0 {
+		full, err := s.store.Items(ctx, r.dep, []int64{d.ID}, AllParts)
+		if err != nil {
+			return false, err
+		}
+		fd := full[d.ID]
+		if fd == nil || fd.Type != d.Type || fd.Parent != d.Parent {
+			return false, nil
+		}
+		*d = *fd
+		d.Bytes, answer.read[d.ID] = len(d.Meta)+len(d.CalculatedFields)+jsonBytes(d.Draft)+jsonBytes(d.Published), true
+	}
+	if err := answer.admit(d, d.Bytes); err != nil {
+		return false, err
+	}
+	if d.Parent != dest { // else already there: answered as moved
+		if err := lease.take(ctx); err != nil {
+			return false, err
+		}
+		if lease.gone {
+			return false, notFound(TypeFolder, dest)
+		}
+		now := s.now()
+		ok, err := s.store.MoveItem(ctx, r.dep, d.ID, d.Parent, dest, r.p.User.ID, now)
+		if err != nil || !ok {
+			return false, err
+		}
+		d.Parent, d.UpdatedAt, d.UpdatedBy = dest, now, r.p.User.ID
+	}
+	answer.used += d.Bytes
+	return true, nil
 }
 
 // creatorCanView reports whether the creator of an item would still see it in folder

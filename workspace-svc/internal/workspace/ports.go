@@ -42,6 +42,11 @@ type Item struct {
 	PublishedVersion int64
 	DashboardID      int64
 	PublicID         string
+	// Bytes is the size of the large parts as stored (meta, calculated fields, the draft
+	// and the published dashboard as JSON), known from every read, heads included, so a
+	// request can bound what it will read before reading it; -1 when the store holds no
+	// record of it (an item written before sizes were kept). Writes ignore it.
+	Bytes int
 }
 
 // FolderNode is what a request keeps of a folder to check access and paths.
@@ -144,6 +149,22 @@ type ItemPrecondition struct {
 	PublishedVersion *int64 // still at this published version (0: never published)
 }
 
+// Parts selects the large parts of an item that a read returns. Every read returns the
+// item's head: ids, type, name, position, parent, creator, times, a folder's grants,
+// ancestors and depth, a workbook's published version, dashboard id and public id, and
+// the size of the large parts (Bytes).
+type Parts uint8
+
+// The large parts, each bounded by its own limit (Limits).
+const (
+	PartMeta             Parts = 1 << iota // Meta
+	PartCalculatedFields                   // CalculatedFields
+	PartDraft                              // Draft
+	PartPublished                          // Published
+	// AllParts is the item in full: what renders the Workbook shape.
+	AllParts = PartMeta | PartCalculatedFields | PartDraft | PartPublished
+)
+
 // ListKey is a position in a folder's listing order: position, name, id.
 type ListKey struct {
 	Position float64
@@ -192,8 +213,10 @@ type SearchQuery struct {
 type ItemStore interface {
 	// NextID allocates an id unique across the platform.
 	NextID(ctx context.Context) (int64, error)
-	// Items returns the live items among ids, by id, in full.
-	Items(ctx context.Context, dep int64, ids []int64) (map[int64]*Item, error)
+	// Items returns the live items among ids, by id, with the large parts that parts
+	// names; Items(..., 0) is a head read: what access and moves are decided on, never
+	// an item's content.
+	Items(ctx context.Context, dep int64, ids []int64, parts Parts) (map[int64]*Item, error)
 	// InsertItem stores a new workbook or report.
 	InsertItem(ctx context.Context, it *Item) error
 	// UpdateItem changes a live item of type typ that meets pre and returns it as

@@ -19,7 +19,7 @@ func (s *service) renderFolder(ctx context.Context, r *request, d *Item) (Folder
 	isFav := fav[d.ID]
 	return Folder{ID: d.ID, DeploymentID: d.DeploymentID, Name: d.Name, Position: d.Position, Type: TypeFolder,
 		CreatedAt: formatTime(d.CreatedAt), UpdatedAt: formatTime(d.UpdatedAt), CreatedBy: d.CreatedBy, UpdatedBy: d.UpdatedBy,
-		ParentID: optionalID(d.Parent), FolderPath: r.tree.path(d.Parent), User: owner(users, d.CreatedBy), IsFavorite: &isFav}, nil
+		ParentID: optionalID(d.Parent), FolderPath: r.tree.path(r.p, d.Parent), User: owner(users, d.CreatedBy), IsFavorite: &isFav}, nil
 }
 
 // render serializes items in the Workbook shape, loading their creators and the caller's
@@ -31,7 +31,7 @@ func (s *service) render(ctx context.Context, r *request, docs []*Item) ([]Workb
 	}
 	out := make([]Workbook, len(docs))
 	for i, d := range docs {
-		out[i] = renderItem(r.tree, users, d)
+		out[i] = renderItem(r, users, d)
 		isFav := fav[d.ID]
 		out[i].IsFavorite = &isFav
 	}
@@ -51,7 +51,7 @@ func (s *service) renderSummaries(ctx context.Context, r *request, docs []*Item)
 		createdBy, isFav := d.CreatedBy, fav[d.ID]
 		out[i] = ItemSummary{ID: d.ID, DeploymentID: d.DeploymentID, Name: d.Name, Type: d.Type, Position: d.Position,
 			CreatedAt: formatTime(d.CreatedAt), UpdatedAt: formatTime(d.UpdatedAt), CreatedBy: d.CreatedBy, UpdatedBy: d.UpdatedBy,
-			UserID: &createdBy, User: owner(users, d.CreatedBy), FolderID: optionalID(d.Parent), FolderPath: t.path(d.Parent), Slug: slugOf(d), IsFavorite: &isFav}
+			UserID: &createdBy, User: owner(users, d.CreatedBy), FolderID: optionalID(d.Parent), FolderPath: t.path(r.p, d.Parent), Slug: slugOf(d), IsFavorite: &isFav}
 	}
 	return out, nil
 }
@@ -70,12 +70,12 @@ func (s *service) ownersAndFavorites(ctx context.Context, r *request, docs []*It
 	return users, fav, nil
 }
 
-func renderItem(t *tree, users map[int64]User, d *Item) Workbook {
+func renderItem(r *request, users map[int64]User, d *Item) Workbook {
 	createdBy := d.CreatedBy
 	w := Workbook{ID: d.ID, DeploymentID: d.DeploymentID, Name: d.Name, Type: d.Type,
 		Meta: rawOrEmpty(d.Meta), CalculatedFields: rawOrEmpty(d.CalculatedFields),
 		CreatedAt: formatTime(d.CreatedAt), UpdatedAt: formatTime(d.UpdatedAt), CreatedBy: d.CreatedBy,
-		UserID: &createdBy, User: owner(users, d.CreatedBy), FolderID: optionalID(d.Parent), FolderPath: t.path(d.Parent)}
+		UserID: &createdBy, User: owner(users, d.CreatedBy), FolderID: optionalID(d.Parent), FolderPath: r.tree.path(r.p, d.Parent)}
 	w.Slug = slugOf(d)
 	w.DashboardDraft = d.Draft
 	if d.Published != nil {
@@ -87,10 +87,10 @@ func renderItem(t *tree, users map[int64]User, d *Item) Workbook {
 }
 
 // renderWithoutOwners renders docs with no user lookup (their `user` is null).
-func (s *service) renderWithoutOwners(t *tree, docs []*Item) []Workbook {
+func (s *service) renderWithoutOwners(r *request, docs []*Item) []Workbook {
 	out := make([]Workbook, len(docs))
 	for i, d := range docs {
-		out[i] = renderItem(t, nil, d)
+		out[i] = renderItem(r, nil, d)
 	}
 	return out
 }

@@ -76,11 +76,16 @@ type Limits struct {
 	Grants                int   // grants of one folder
 	Favorites             int   // favorites of one user in one deployment
 	SearchScan            int   // items a search examines per page
+	ListScan              int   // children a listing examines per page
+	DashboardReports      int   // distinct reports (config.reportId) one dashboard draft names
+	// MoveAnswerBytes bounds the moved workbooks and reports (their large parts, as
+	// stored) one bulk move answers with; the first moved item always fits.
+	MoveAnswerBytes int
 }
 
 // DefaultLimits are the limits when none are configured.
 var DefaultLimits = Limits{ItemsPerDeployment: 100_000, MetaBytes: 256 << 10, CalculatedFieldsBytes: 256 << 10, DraftBytes: 512 << 10,
-	PublishedBytes: 4 << 20, Grants: 1000, Favorites: 1000, SearchScan: 1000}
+	PublishedBytes: 4 << 20, Grants: 1000, Favorites: 1000, SearchScan: 1000, ListScan: 1000, DashboardReports: 200, MoveAnswerBytes: 16 << 20}
 
 func (l Limits) withDefaults() Limits {
 	d := DefaultLimits
@@ -92,6 +97,9 @@ func (l Limits) withDefaults() Limits {
 	orDefault(&l.Grants, d.Grants)
 	orDefault(&l.Favorites, d.Favorites)
 	orDefault(&l.SearchScan, d.SearchScan)
+	orDefault(&l.ListScan, d.ListScan)
+	orDefault(&l.DashboardReports, d.DashboardReports)
+	orDefault(&l.MoveAnswerBytes, d.MoveAnswerBytes)
 	return l
 }
 
@@ -250,14 +258,10 @@ func (s *service) checkRoom(ctx context.Context, dep int64) error {
 	return nil
 }
 
-// checkSizes refuses item documents over their size limits, naming the limit. A draft is
-// measured as its JSON, as stored.
+// checkSizes refuses item documents over their size limits, naming the limit, and a draft
+// naming more reports than a dashboard holds. A draft is measured as its JSON, as stored.
 func (s *service) checkSizes(meta, calculated json.RawMessage, draft *DashboardConfig) error {
-	draftBytes := 0
-	if draft != nil {
-		b, _ := json.Marshal(draft) // decoded from JSON, so it encodes
-		draftBytes = len(b)
-	}
+	draftBytes := jsonBytes(draft)
 	for _, c := range []struct {
 		field, env string
 		n, max     int
@@ -270,5 +274,5 @@ func (s *service) checkSizes(meta, calculated json.RawMessage, draft *DashboardC
 			return errs.New(errs.TooLarge, "%s is %d bytes, over the limit of %d bytes (%s)", c.field, c.n, c.max, c.env)
 		}
 	}
-	return nil
+	return s.checkDashboardReports("dashboardDraft", draft)
 }

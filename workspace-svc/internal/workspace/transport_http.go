@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/go-kit/kit/endpoint"
 	kithttp "github.com/go-kit/kit/transport/http"
@@ -223,6 +225,11 @@ func decodeListRequest(_ context.Context, r *http.Request) (any, error) {
 		req.Folder, folder = id, &id
 	}
 	in := SearchInput{Folder: folder, Q: strings.TrimSpace(q.Get("q")), Sort: q.Get("sort"), First: req.First, After: req.After}
+	// Names are valid UTF-8 (JSON makes them so) and a pattern with a NUL byte or invalid
+	// UTF-8 is refused by MongoDB: such a q matches nothing and is a client's error.
+	if !utf8.ValidString(in.Q) || strings.ContainsFunc(in.Q, unicode.IsControl) {
+		return nil, httpx.Errorf(http.StatusBadRequest, "q must be text: valid UTF-8 without control characters (such as NUL, tab or newline)")
+	}
 	if n := len([]rune(in.Q)); n > MaxNameLength {
 		return nil, httpx.Errorf(http.StatusBadRequest, "q must be at most %d characters, not %d", MaxNameLength, n)
 	}

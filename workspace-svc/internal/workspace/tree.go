@@ -103,13 +103,24 @@ func (t *tree) complete(id int64) bool {
 	return true
 }
 
-// path is the folderPath of an item whose folder is parent: the ancestors from the root
-// down to parent inclusive.
-func (t *tree) path(parent int64) []FolderPathEntry {
-	c := t.chain(parent)
-	out := make([]FolderPathEntry, len(c))
-	for i, n := range c {
-		out[len(c)-1-i] = FolderPathEntry{ID: n.ID, Name: n.Name}
+// path is the folderPath of an item whose folder is parent, as the caller p may see it:
+// the folders from the highest one p can view down to parent inclusive. View access flows
+// down the tree, so the folders above that one are exactly those p cannot view: they are
+// left out (the path then does not start at the root), and the path is empty when p
+// cannot view parent itself (an item p sees as its creator).
+func (t *tree) path(p *identity.Principal, parent int64) []FolderPathEntry {
+	c := t.chain(parent) // nearest first
+	top := -1            // the index in c of the highest folder p can view
+	for i := len(c) - 1; i >= 0 && top < 0; i-- {
+		// From the root down: the folders above c[i] give p nothing, so its own
+		// creatorship and grants decide.
+		if levelAlong(p, c[i:i+1]) >= LevelView {
+			top = i
+		}
+	}
+	out := make([]FolderPathEntry, top+1)
+	for i := 0; i <= top; i++ {
+		out[top-i] = FolderPathEntry{ID: c[i].ID, Name: c[i].Name}
 	}
 	return out
 }
@@ -215,6 +226,18 @@ func (t *tree) apply(op *TreeOp) {
 // otherwise the highest of the grants and creatorships along the ancestor chain.
 // Viewers never get more than view: writing needs the ai_bi_user role.
 func (t *tree) folderLevel(p *identity.Principal, id int64) Level {
+	return levelAlong(p, t.chain(id))
+}
+
+// childFolderLevel is the caller's level on folder d, a child of a folder whose chain is
+// loaded, without putting d into the tree (a listing keeps no folder it does not show).
+func (t *tree) childFolderLevel(p *identity.Principal, d *Item) Level {
+	n := &FolderNode{ID: d.ID, Parent: d.Parent, CreatedBy: d.CreatedBy, Grants: d.Grants}
+	return levelAlong(p, append([]*FolderNode{n}, t.chain(d.Parent)...))
+}
+
+// levelAlong is folderLevel from a folder's chain, the folder first.
+func levelAlong(p *identity.Principal, chain []*FolderNode) Level {
 	if p.User == nil {
 		return LevelNone
 	}
@@ -222,7 +245,7 @@ func (t *tree) folderLevel(p *identity.Principal, id int64) Level {
 		return LevelManage
 	}
 	best := LevelNone
-	for _, n := range t.chain(id) {
+	for _, n := range chain {
 		if n.CreatedBy == p.User.ID {
 			best = LevelManage
 			break

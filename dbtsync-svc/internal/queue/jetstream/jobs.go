@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -30,11 +31,13 @@ type jobRecord struct {
 	WorkflowID       string            `json:"workflowId"`
 	Progress         dbtsync.Progress  `json:"progress"`
 	Error            *string           `json:"error"`
+	ErrorCode        string            `json:"errorCode,omitempty"`
 	Warnings         []convert.Warning `json:"warnings"`
 	CreatedAt        httpx.Time        `json:"createdAt"`
 	StartedAt        *httpx.Time       `json:"startedAt"`
 	FinishedAt       *httpx.Time       `json:"finishedAt"`
 	Attempts         int               `json:"attempts"`
+	Alone            bool              `json:"alone,omitempty"`
 	ProductionBranch string            `json:"productionBranch"`
 	HasManifest      bool              `json:"hasManifest"`
 	Version          int64             `json:"version,omitempty"`
@@ -46,24 +49,29 @@ type jobRecord struct {
 	RequestID        string            `json:"requestId,omitempty"`
 	RetryOf          string            `json:"retryOf,omitempty"`
 	ManifestOf       string            `json:"manifestOf,omitempty"`
+	// The stored manifest's charge in the storage ledgers (dbtsync.Charge's stored part).
+	ManifestBytes int64 `json:"manifestBytes,omitempty"`
+	ManifestHour  int64 `json:"manifestHour,omitempty"`
 }
 
 func recordOf(j dbtsync.Job) jobRecord {
 	return jobRecord{SyncJobID: j.SyncJobID, DeploymentID: j.DeploymentID, Status: j.Status, Source: j.Source, Output: j.Output, Ref: j.Ref,
-		BranchName: j.BranchName, WorkflowID: j.WorkflowID, Progress: j.Progress, Error: j.Error, Warnings: j.Warnings,
-		CreatedAt: httpx.At(j.CreatedAt), StartedAt: httpx.AtPtr(j.StartedAt), FinishedAt: httpx.AtPtr(j.FinishedAt), Attempts: j.Attempts,
+		BranchName: j.BranchName, WorkflowID: j.WorkflowID, Progress: j.Progress, Error: j.Error, ErrorCode: j.ErrorCode, Warnings: j.Warnings,
+		CreatedAt: httpx.At(j.CreatedAt), StartedAt: httpx.AtPtr(j.StartedAt), FinishedAt: httpx.AtPtr(j.FinishedAt), Attempts: j.Attempts, Alone: j.Alone,
 		ProductionBranch: j.ProductionBranch, HasManifest: j.HasManifest, Version: j.Version, Changed: j.Changed,
 		CancelRequested: j.CancelRequested, CanceledBy: j.CanceledBy, AccountID: j.AccountID, StartedBy: j.StartedBy,
-		RequestID: j.RequestID, RetryOf: j.RetryOf, ManifestOf: j.ManifestOf}
+		RequestID: j.RequestID, RetryOf: j.RetryOf, ManifestOf: j.ManifestOf,
+		ManifestBytes: j.ManifestCharge.Stored, ManifestHour: j.ManifestCharge.StoredHour}
 }
 
 func (r jobRecord) job() dbtsync.Job {
 	return dbtsync.Job{SyncJobID: r.SyncJobID, DeploymentID: r.DeploymentID, Status: r.Status, Source: r.Source, Output: r.Output, Ref: r.Ref,
-		BranchName: r.BranchName, WorkflowID: r.WorkflowID, Progress: r.Progress, Error: r.Error, Warnings: r.Warnings,
-		CreatedAt: r.CreatedAt.Time, StartedAt: timePtr(r.StartedAt), FinishedAt: timePtr(r.FinishedAt), Attempts: r.Attempts,
+		BranchName: r.BranchName, WorkflowID: r.WorkflowID, Progress: r.Progress, Error: r.Error, ErrorCode: r.ErrorCode, Warnings: r.Warnings,
+		CreatedAt: r.CreatedAt.Time, StartedAt: timePtr(r.StartedAt), FinishedAt: timePtr(r.FinishedAt), Attempts: r.Attempts, Alone: r.Alone,
 		ProductionBranch: r.ProductionBranch, HasManifest: r.HasManifest, Version: r.Version, Changed: r.Changed,
 		CancelRequested: r.CancelRequested, CanceledBy: r.CanceledBy, AccountID: r.AccountID, StartedBy: r.StartedBy,
-		RequestID: r.RequestID, RetryOf: r.RetryOf, ManifestOf: r.ManifestOf}
+		RequestID: r.RequestID, RetryOf: r.RetryOf, ManifestOf: r.ManifestOf,
+		ManifestCharge: dbtsync.Charge{Stored: r.ManifestBytes, StoredHour: r.ManifestHour}}
 }
 
 func timePtr(t *httpx.Time) *time.Time {
@@ -131,80 +139,72 @@ func isWrongSequence(err error) bool {
 	return errors.As(err, &apiErr) && apiErr.ErrorCode == natsjs.JSErrCodeStreamWrongLastSequence || errors.Is(err, natsjs.ErrKeyExists)
 }
 
-// JobIDs lists the deployment's job ids, newest first (ids are time-ordered).
-func (q *Queue) JobIDs(ctx context.Context, dep int64) ([]string, error) {
-	lister, err := q.kv.ListKeysFiltered(ctx, fmt.Sprintf("job.%d.*", dep))
-	if err != nil {
-		if errors.Is(err, natsjs.ErrNoKeysFound) {
-			return nil, nil
-		}
-		return nil, unavailable(err)
-	}
-	var ids []string
-	prefix := fmt.Sprintf("job.%d.", dep)
-	for k := range lister.Keys() {
-		ids = append(ids, k[len(prefix):])
-	}
-	slices.Sort(ids)
-	slices.Reverse(ids)
-	return ids, nil
-}
-
-// Enqueue records the job, puts it in its branch's line and publishes its message, with
-// the caller's trace context in the headers, undoing what it did when a step fails.
+// Enqueue records the job, puts it in its branch's line, publishes its message on its
+// deployment's subject (the stream refuses it past the deployment's limit: ErrJobLimit)
+// with the caller's trace context in the headers, and adds it to its deployment's index,
+// undoing what it did when a step fails (a job refused at its limit never reaches the
+// index).
 func (q *Queue) Enqueue(ctx context.Context, j dbtsync.Job) error {
 	b, _ := json.Marshal(recordOf(j))
 	if _, err := q.kv.Create(ctx, jobKey(j.DeploymentID, j.SyncJobID), b); err != nil {
 		return unavailable(err)
 	}
+	bg := context.WithoutCancel(ctx)
 	lk := lineKey(j.DeploymentID, j.BranchName)
 	if _, err := q.updateLine(ctx, lk, func(ids []string) []string { return append(ids, j.SyncJobID) }); err != nil {
-		_ = q.kv.Delete(context.WithoutCancel(ctx), jobKey(j.DeploymentID, j.SyncJobID))
+		_ = q.kv.Delete(bg, jobKey(j.DeploymentID, j.SyncJobID))
 		return err
 	}
+	undo := func() {
+		_, _ = q.updateLine(bg, lk, func(ids []string) []string { return removeID(ids, j.SyncJobID) })
+		_ = q.kv.Delete(bg, jobKey(j.DeploymentID, j.SyncJobID))
+	}
 	body, _ := json.Marshal(jobMessage{SyncJobID: j.SyncJobID, DeploymentID: j.DeploymentID})
-	msg := nats.NewMsg(fmt.Sprintf("%s.%d", q.names.Subject, j.DeploymentID))
+	msg := nats.NewMsg(q.subject(dbtsync.QueueKey{Account: j.AccountID, Deployment: j.DeploymentID}))
 	msg.Data = body
 	msg.Header.Set(natsjs.MsgIDHeader, j.SyncJobID)
 	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(msg.Header))
-	if _, err := q.js.PublishMsg(ctx, msg); err != nil {
-		bg := context.WithoutCancel(ctx)
-		_, _ = q.updateLine(bg, lk, func(ids []string) []string { return removeID(ids, j.SyncJobID) })
-		_ = q.kv.Delete(bg, jobKey(j.DeploymentID, j.SyncJobID))
+	ack, err := q.js.PublishMsg(ctx, msg)
+	if err != nil {
+		undo()
+		if isSubjectFull(err) {
+			return dbtsync.ErrJobLimit
+		}
 		return unavailable(fmt.Errorf("publish job: %w", err))
+	}
+	if err := q.indexJob(ctx, j.DeploymentID, j.SyncJobID); err != nil {
+		// A worker that took the message meanwhile finds no job and drops it.
+		_ = q.stream.DeleteMsg(bg, ack.Sequence)
+		undo()
+		return err
 	}
 	return nil
 }
 
+// isSubjectFull reports the stream's refusal of a message past its limit per subject.
+func isSubjectFull(err error) bool {
+	return strings.Contains(err.Error(), "maximum messages per subject exceeded")
+}
+
+// QueuedJobs counts the messages of the deployment's subject: its jobs queued or running.
+func (q *Queue) QueuedJobs(ctx context.Context, k dbtsync.QueueKey) (int, error) {
+	subj := q.subject(k)
+	info, err := q.stream.Info(ctx, natsjs.WithSubjectFilter(subj))
+	if err != nil {
+		return 0, unavailable(err)
+	}
+	return int(info.State.Subjects[subj]), nil
+}
+
 // updateLine edits a branch's line with compare-and-set.
 func (q *Queue) updateLine(ctx context.Context, key string, fn func([]string) []string) ([]string, error) {
-	for {
-		var ids []string
-		var rev uint64
-		e, err := q.kv.Get(ctx, key)
-		switch {
-		case errors.Is(err, natsjs.ErrKeyNotFound):
-		case err != nil:
-			return nil, unavailable(err)
-		default:
-			rev = e.Revision()
-			_ = json.Unmarshal(e.Value(), &ids)
-		}
-		next := fn(slices.Clone(ids))
-		b, _ := json.Marshal(next)
-		if rev == 0 {
-			_, err = q.kv.Create(ctx, key, b)
-		} else {
-			_, err = q.kv.Update(ctx, key, b, rev)
-		}
-		if err != nil {
-			if isWrongSequence(err) {
-				continue
-			}
-			return nil, unavailable(err)
-		}
-		return next, nil
-	}
+	var next []string
+	err := casUpdate(ctx, q.kv, key, func(ids *[]string) error {
+		next = fn(slices.Clone(*ids))
+		*ids = next
+		return nil
+	})
+	return next, err
 }
 
 func removeID(ids []string, id string) []string {

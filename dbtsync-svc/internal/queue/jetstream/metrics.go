@@ -2,10 +2,8 @@ package jetstream
 
 import (
 	"context"
-	"errors"
 	"time"
 
-	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -68,29 +66,26 @@ type queueState struct {
 	oldestAge                   time.Duration
 }
 
-// state reads the stream and the workers' consumer. The stream is a work queue:
+// state reads the stream and the deployments' consumers. The stream is a work queue:
 // a job's message is removed when a worker acknowledges it (done, failed or canceled),
-// so the stream's first message is the oldest job not yet finished.
+// so the stream's first message is the oldest job not yet finished; a job is in flight
+// while a consumer has it pending, and undelivered otherwise (no consumer yet included).
 func (q *Queue) state(ctx context.Context, now time.Time) (queueState, error) {
 	info, err := q.stream.Info(ctx)
 	if err != nil {
 		return queueState{}, err
 	}
-	st := queueState{jobs: info.State.Msgs, undelivered: info.State.Msgs}
+	st := queueState{jobs: info.State.Msgs}
 	if st.jobs > 0 && !info.State.FirstTime.IsZero() {
 		st.oldestAge = max(now.Sub(info.State.FirstTime), 0)
 	}
-	cons, err := q.stream.Consumer(ctx, q.names.Workers)
-	switch {
-	case errors.Is(err, natsjs.ErrConsumerNotFound):
-		return st, nil // no worker has ever run: every job is undelivered
-	case err != nil:
+	consumers := q.stream.ListConsumers(ctx)
+	for ci := range consumers.Info() {
+		st.inFlight += uint64(ci.NumAckPending)
+	}
+	if err := consumers.Err(); err != nil {
 		return queueState{}, err
 	}
-	ci, err := cons.Info(ctx)
-	if err != nil {
-		return queueState{}, err
-	}
-	st.undelivered, st.inFlight = ci.NumPending, uint64(ci.NumAckPending)
+	st.undelivered = st.jobs - min(st.inFlight, st.jobs)
 	return st, nil
 }

@@ -2,11 +2,9 @@ package jetstream
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"strconv"
-	"strings"
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
@@ -20,25 +18,6 @@ func resultObject(id string) string   { return "result/" + id }
 
 // deploymentMetaKey names the deployment in an uploaded manifest's object metadata.
 const deploymentMetaKey = "deployment"
-
-// UploadedBytes sums the sizes of the deployment's uploads.
-func (q *Queue) UploadedBytes(ctx context.Context, dep int64) (int64, error) {
-	infos, err := q.obj.List(ctx)
-	if errors.Is(err, natsjs.ErrNoObjectsFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, unavailable(err)
-	}
-	want := strconv.FormatInt(dep, 10)
-	var total int64
-	for _, in := range infos {
-		if strings.HasPrefix(in.Name, "manifest/") && in.Metadata[deploymentMetaKey] == want {
-			total += int64(in.Size)
-		}
-	}
-	return total, nil
-}
 
 // PutManifest stores an upload as it is read.
 func (q *Queue) PutManifest(ctx context.Context, dep int64, id string, r io.Reader) error {
@@ -73,36 +52,42 @@ func (q *Queue) HasManifest(ctx context.Context, id string) (bool, error) {
 	return true, nil
 }
 
-// DeleteManifest removes an upload.
-func (q *Queue) DeleteManifest(ctx context.Context, id string) error {
+// DeleteManifest removes an upload. The object store's delete is not conditional (a
+// second one succeeds too), so the one caller told deleted is the one that creates the
+// KV entry deleted.<id> (kept as long as job records).
+func (q *Queue) DeleteManifest(ctx context.Context, id string) (bool, error) {
 	err := q.obj.Delete(ctx, manifestObject(id))
-	if err != nil && !errors.Is(err, natsjs.ErrObjectNotFound) {
-		return unavailable(err)
+	if errors.Is(err, natsjs.ErrObjectNotFound) {
+		return false, nil
 	}
-	return nil
+	if err != nil {
+		return false, unavailable(err)
+	}
+	if _, err := q.kv.Create(ctx, "deleted."+id, nil); err != nil {
+		if isWrongSequence(err) {
+			return false, nil
+		}
+		return false, unavailable(err)
+	}
+	return true, nil
 }
 
 // PutResult stores a files job's output.
 func (q *Queue) PutResult(ctx context.Context, id string, files []convert.File) error {
-	b, _ := json.Marshal(files)
-	if _, err := q.obj.PutBytes(ctx, resultObject(id), b); err != nil {
+	if _, err := q.obj.PutBytes(ctx, resultObject(id), dbtsync.ResultJSON(files)); err != nil {
 		return unavailable(err)
 	}
 	return nil
 }
 
-// Result reads a files job's output.
-func (q *Queue) Result(ctx context.Context, id string) ([]convert.File, error) {
-	b, err := q.obj.GetBytes(ctx, resultObject(id))
+// Result streams a files job's output, chunk by chunk as the object store keeps it.
+func (q *Queue) Result(ctx context.Context, id string) (io.ReadCloser, error) {
+	obj, err := q.obj.Get(ctx, resultObject(id))
 	if errors.Is(err, natsjs.ErrObjectNotFound) {
 		return nil, dbtsync.ErrNotFound
 	}
 	if err != nil {
 		return nil, unavailable(err)
 	}
-	var files []convert.File
-	if err := json.Unmarshal(b, &files); err != nil {
-		return nil, err
-	}
-	return files, nil
+	return obj, nil
 }

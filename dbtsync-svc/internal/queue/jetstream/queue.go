@@ -1,9 +1,18 @@
 // Package jetstream is dbtsync-svc's NATS JetStream adapter, the sync pipeline: the work
-// queue stream that delivers jobs to workers (JobsStream, consumer WorkersName), the
-// key-value bucket of job state and branch lines (JobsKV), and the object store of
-// uploaded manifests and files results (ManifestStore). Its records are its own; it maps
-// them to the domain's types and wraps NATS errors with dbtsync.ErrQueueUnavailable.
-// Queue implements dbtsync.JobQueue, dbtsync.JobFeed and dbtsync.ManifestStore.
+// queue stream that delivers jobs to workers (JobsStream: a subject and a consumer per
+// deployment, JobsSubject.<account>.<deployment>, whose per-subject limit is the
+// deployment's queue limit and whose consumer's pending limit its running limit), the
+// key-value bucket of job state, branch lines and each deployment's job index (JobsKV),
+// the bucket of storage ledgers (LedgersKV), and the object store of uploaded manifests
+// and files results (ManifestStore). Its records are its own; it maps them to the
+// domain's types and wraps NATS errors with dbtsync.ErrQueueUnavailable. Queue
+// implements dbtsync.JobQueue, dbtsync.JobFeed, dbtsync.ManifestStore and
+// dbtsync.LedgerStore.
+//
+// Every write is safe to repeat, for a JetStream whose leader may change mid-call
+// (replicated streams): jobs are published with their id as Nats-Msg-Id (a repeat is a
+// duplicate, dropped before the per-subject limit counts it), KV records change by
+// compare-and-set on their revision, and a ledger change carries its id (Ledger.Ops).
 package jetstream
 
 import (
@@ -25,8 +34,9 @@ const (
 	JobsStream    = "DBTSYNC_JOBS"
 	JobsSubject   = "dbtsync.jobs"
 	JobsKV        = "dbtsync_jobs"
+	LedgersKV     = "dbtsync_ledgers"
 	ManifestStore = "dbtsync_manifests"
-	WorkersName   = "dbtsync-workers"
+	WorkersName   = "dbtsync-workers" // the prefix of the consumers' names (and the one consumer of old)
 )
 
 // Limits bound what sync jobs keep in JetStream; zero fields take the defaults.
@@ -34,10 +44,14 @@ type Limits struct {
 	JobRetention   time.Duration // job records (and branch lines) untouched this long are removed
 	ObjectMaxAge   time.Duration // uploaded manifests and files results are removed after this long
 	ObjectMaxBytes int64         // all uploaded manifests and results together
+	MaxQueuedJobs  int           // a deployment's jobs queued or running (the stream's limit per subject)
+	MaxRunningJobs int           // a deployment's deliveries out at once (its consumer's pending limit)
+	IndexPage      int           // job ids per page of a deployment's job index
 }
 
 // DefaultLimits apply where Limits leaves a field zero.
-var DefaultLimits = Limits{JobRetention: 30 * 24 * time.Hour, ObjectMaxAge: 7 * 24 * time.Hour, ObjectMaxBytes: 8 << 30}
+var DefaultLimits = Limits{JobRetention: 30 * 24 * time.Hour, ObjectMaxAge: dbtsync.DefaultObjectMaxAge, ObjectMaxBytes: 8 << 30,
+	MaxQueuedJobs: dbtsync.DefaultMaxQueuedJobs, MaxRunningJobs: dbtsync.DefaultMaxRunningJobs, IndexPage: 100}
 
 func (l Limits) withDefaults() Limits {
 	if l.JobRetention <= 0 {
@@ -49,16 +63,25 @@ func (l Limits) withDefaults() Limits {
 	if l.ObjectMaxBytes <= 0 {
 		l.ObjectMaxBytes = DefaultLimits.ObjectMaxBytes
 	}
+	if l.MaxQueuedJobs <= 0 {
+		l.MaxQueuedJobs = DefaultLimits.MaxQueuedJobs
+	}
+	if l.MaxRunningJobs <= 0 {
+		l.MaxRunningJobs = DefaultLimits.MaxRunningJobs
+	}
+	if l.IndexPage <= 0 {
+		l.IndexPage = DefaultLimits.IndexPage
+	}
 	return l
 }
 
 // Names are the JetStream resources a Queue uses.
 type Names struct {
-	Stream, Subject, KV, Objects, Workers string
+	Stream, Subject, KV, Ledgers, Objects, Workers string
 }
 
 // DefaultNames are the production resources.
-var DefaultNames = Names{Stream: JobsStream, Subject: JobsSubject, KV: JobsKV, Objects: ManifestStore, Workers: WorkersName}
+var DefaultNames = Names{Stream: JobsStream, Subject: JobsSubject, KV: JobsKV, Ledgers: LedgersKV, Objects: ManifestStore, Workers: WorkersName}
 
 // Options configure Open.
 type Options struct {
@@ -69,12 +92,15 @@ type Options struct {
 
 // Queue is the pipeline over one NATS connection.
 type Queue struct {
-	names  Names
-	js     natsjs.JetStream
-	stream natsjs.Stream
-	kv     natsjs.KeyValue
-	obj    natsjs.ObjectStore
-	logger *slog.Logger
+	names   Names
+	limits  Limits
+	nc      *nats.Conn
+	js      natsjs.JetStream
+	stream  natsjs.Stream
+	kv      natsjs.KeyValue
+	ledgers natsjs.KeyValue
+	obj     natsjs.ObjectStore
+	logger  *slog.Logger
 }
 
 // Open creates (or updates) the stream, bucket and object store.
@@ -90,9 +116,12 @@ func Open(ctx context.Context, nc *nats.Conn, o Options) (*Queue, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A job is a message on its deployment's subject until a worker settles it: the
+	// limit per subject, refusing new messages, caps the deployment's queue atomically.
 	stream, err := js.CreateOrUpdateStream(ctx, natsjs.StreamConfig{
 		Name: n.Stream, Subjects: []string{n.Subject + ".>"}, Retention: natsjs.WorkQueuePolicy,
 		Storage: natsjs.FileStorage, Duplicates: 10 * time.Minute,
+		MaxMsgsPerSubject: int64(limits.MaxQueuedJobs), Discard: natsjs.DiscardNew, DiscardNewPerSubject: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("jobs stream: %w", err)
@@ -102,18 +131,29 @@ func Open(ctx context.Context, nc *nats.Conn, o Options) (*Queue, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jobs bucket: %w", err)
 	}
+	// Ledgers change by compare-and-set and expire nothing themselves: their charges
+	// lapse by their own hours and minutes.
+	ledgers, err := js.CreateOrUpdateKeyValue(ctx, natsjs.KeyValueConfig{Bucket: n.Ledgers, Storage: natsjs.FileStorage, History: 1})
+	if err != nil {
+		return nil, fmt.Errorf("ledgers bucket: %w", err)
+	}
 	obj, err := js.CreateOrUpdateObjectStore(ctx, natsjs.ObjectStoreConfig{Bucket: n.Objects, Storage: natsjs.FileStorage,
 		TTL: limits.ObjectMaxAge, MaxBytes: limits.ObjectMaxBytes})
 	if err != nil {
 		return nil, fmt.Errorf("manifest store: %w", err)
 	}
-	return &Queue{names: n, js: js, stream: stream, kv: kv, obj: obj, logger: o.Logger}, nil
+	return &Queue{names: n, limits: limits, nc: nc, js: js, stream: stream, kv: kv, ledgers: ledgers, obj: obj, logger: o.Logger}, nil
 }
 
 // unavailable wraps a NATS error as the domain's ErrQueueUnavailable.
 func unavailable(err error) error { return dbtsync.QueueUnavailable(err) }
 
 func jobKey(dep int64, id string) string { return fmt.Sprintf("job.%d.%s", dep, id) }
+
+// subject is the deployment's queue subject.
+func (q *Queue) subject(k dbtsync.QueueKey) string {
+	return fmt.Sprintf("%s.%d.%d", q.names.Subject, k.Account, k.Deployment)
+}
 
 // lineKey is the key of a branch's line of jobs (the name hashed: any branch name makes
 // a valid key).

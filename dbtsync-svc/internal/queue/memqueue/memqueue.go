@@ -1,13 +1,14 @@
-// Package memqueue is an in-memory dbtsync.JobQueue, dbtsync.JobFeed and
-// dbtsync.ManifestStore, for unit tests of the service and the worker without NATS. The
-// contract suite of internal/queue runs against it and against the JetStream adapter, so
-// both behave alike.
+// Package memqueue is an in-memory dbtsync.JobQueue, dbtsync.JobFeed,
+// dbtsync.ManifestStore and dbtsync.LedgerStore, for unit tests of the service and the
+// worker without NATS. The contract suite of internal/queue runs against it and against
+// the JetStream adapter, so both behave alike.
 package memqueue
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 
@@ -17,15 +18,30 @@ import (
 	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
 )
 
-// Queue keeps jobs, lines, deliveries and objects in memory; it is safe for concurrent use.
+// Queue keeps jobs, lines, deliveries, objects and ledgers in memory; it is safe for
+// concurrent use.
 type Queue struct {
 	mu          sync.Mutex
+	limits      Limits
 	jobs        map[jobKey]*entry
 	lines       map[lineKey][]string
+	queues      map[dbtsync.QueueKey]*depQueue
+	wake        chan struct{} // a delivery may be ready
 	manifests   map[string]manifest
 	results     map[string][]byte
-	pending     chan *delivery // deliveries waiting for a consumer
+	ledgers     map[dbtsync.LedgerKey]*ledger
 	unavailable bool
+}
+
+// Limits are a deployment's queue limits; zero fields take the defaults.
+type Limits struct {
+	MaxQueued  int // jobs queued or running (dbtsync.DefaultMaxQueuedJobs)
+	MaxRunning int // deliveries out at once (dbtsync.DefaultMaxRunningJobs)
+}
+
+type ledger struct {
+	l   dbtsync.Ledger
+	rev uint64
 }
 
 type jobKey struct {
@@ -51,10 +67,19 @@ type manifest struct {
 	data []byte
 }
 
-// New returns an empty queue.
-func New() *Queue {
-	return &Queue{jobs: map[jobKey]*entry{}, lines: map[lineKey][]string{}, manifests: map[string]manifest{},
-		results: map[string][]byte{}, pending: make(chan *delivery, 1024)}
+// New returns an empty queue with the default limits.
+func New() *Queue { return NewWithLimits(Limits{}) }
+
+// NewWithLimits returns an empty queue with limits.
+func NewWithLimits(l Limits) *Queue {
+	if l.MaxQueued <= 0 {
+		l.MaxQueued = dbtsync.DefaultMaxQueuedJobs
+	}
+	if l.MaxRunning <= 0 {
+		l.MaxRunning = dbtsync.DefaultMaxRunningJobs
+	}
+	return &Queue{limits: l, jobs: map[jobKey]*entry{}, lines: map[lineKey][]string{}, queues: map[dbtsync.QueueKey]*depQueue{},
+		wake: make(chan struct{}, 1), manifests: map[string]manifest{}, results: map[string][]byte{}, ledgers: map[dbtsync.LedgerKey]*ledger{}}
 }
 
 // SetUnavailable makes every call fail as an unreachable NATS would (true), or work
@@ -78,23 +103,43 @@ func (q *Queue) lock() error {
 }
 
 // Enqueue records the job, puts it in its branch's line and queues a delivery with ctx's
-// trace context.
+// trace context on its deployment's queue, unless that holds its limit of jobs.
 func (q *Queue) Enqueue(ctx context.Context, j dbtsync.Job) error {
 	if err := q.lock(); err != nil {
 		return err
 	}
-	defer q.mu.Unlock()
 	k := jobKey{j.DeploymentID, j.SyncJobID}
 	if _, ok := q.jobs[k]; ok {
+		q.mu.Unlock()
 		return dbtsync.QueueUnavailable(fmt.Errorf("memqueue: job %s exists", j.SyncJobID))
 	}
+	qk := dbtsync.QueueKey{Account: j.AccountID, Deployment: j.DeploymentID}
+	dq := q.queueOf(qk)
+	if dq.jobs >= q.limits.MaxQueued {
+		q.mu.Unlock()
+		return dbtsync.ErrJobLimit
+	}
+	dq.jobs++
 	q.jobs[k] = &entry{job: copyJob(j), rev: 1}
 	lk := lineKey{j.DeploymentID, j.BranchName}
 	q.lines[lk] = append(q.lines[lk], j.SyncJobID)
+	q.mu.Unlock()
 	carrier := propagation.MapCarrier{}
 	otel.GetTextMapPropagator().Inject(ctx, carrier)
-	q.deliver(&delivery{q: q, dep: j.DeploymentID, id: j.SyncJobID, trace: carrier})
+	q.ready(&delivery{q: q, key: qk, id: j.SyncJobID, trace: carrier}, false)
 	return nil
+}
+
+// QueuedJobs is how many jobs of the deployment are queued or running.
+func (q *Queue) QueuedJobs(_ context.Context, k dbtsync.QueueKey) (int, error) {
+	if err := q.lock(); err != nil {
+		return 0, err
+	}
+	defer q.mu.Unlock()
+	if dq := q.queues[k]; dq != nil {
+		return dq.jobs, nil
+	}
+	return 0, nil
 }
 
 // copyJob returns j with its own slices and pointers, so callers never share memory with
@@ -167,10 +212,11 @@ func (q *Queue) UpdateJob(_ context.Context, dep int64, id string, fn func(*dbts
 	}
 }
 
-// JobIDs lists the deployment's job ids, newest first.
-func (q *Queue) JobIDs(_ context.Context, dep int64) ([]string, error) {
+// JobPage lists the deployment's job ids, newest first (ids are time-ordered), a page
+// after the cursor (a job id).
+func (q *Queue) JobPage(_ context.Context, dep int64, after string, first int) ([]string, string, bool, error) {
 	if err := q.lock(); err != nil {
-		return nil, err
+		return nil, "", false, err
 	}
 	defer q.mu.Unlock()
 	var ids []string
@@ -181,7 +227,54 @@ func (q *Queue) JobIDs(_ context.Context, dep int64) ([]string, error) {
 	}
 	slices.Sort(ids)
 	slices.Reverse(ids)
-	return ids, nil
+	start := 0
+	if after != "" {
+		i := slices.Index(ids, after)
+		if i < 0 {
+			return nil, "", false, dbtsync.ErrBadCursor
+		}
+		start = i + 1
+	}
+	end := min(start+first, len(ids))
+	page := ids[start:end]
+	if len(page) == 0 {
+		return nil, "", false, nil
+	}
+	return page, page[len(page)-1], end < len(ids), nil
+}
+
+// UpdateLedger applies fn to the ledger with compare-and-set, as the JetStream
+// adapter's KV update does (fn runs outside the lock).
+func (q *Queue) UpdateLedger(_ context.Context, key dbtsync.LedgerKey, fn func(*dbtsync.Ledger) error) error {
+	for {
+		if err := q.lock(); err != nil {
+			return err
+		}
+		cur := q.ledgers[key]
+		var l dbtsync.Ledger
+		var rev uint64
+		if cur != nil {
+			l, rev = copyLedger(cur.l), cur.rev
+		}
+		q.mu.Unlock()
+		if err := fn(&l); err != nil {
+			return err
+		}
+		if err := q.lock(); err != nil {
+			return err
+		}
+		if now := q.ledgers[key]; (now == nil && rev != 0) || (now != nil && now.rev != rev) {
+			q.mu.Unlock()
+			continue
+		}
+		q.ledgers[key] = &ledger{l: copyLedger(l), rev: rev + 1}
+		q.mu.Unlock()
+		return nil
+	}
+}
+
+func copyLedger(l dbtsync.Ledger) dbtsync.Ledger {
+	return dbtsync.Ledger{Holds: maps.Clone(l.Holds), Stored: maps.Clone(l.Stored), Ops: slices.Clone(l.Ops)}
 }
 
 // LineHead is the job at the head of the branch's line.

@@ -3,27 +3,11 @@ package memqueue
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
 )
-
-// UploadedBytes sums the sizes of the deployment's uploads.
-func (q *Queue) UploadedBytes(_ context.Context, dep int64) (int64, error) {
-	if err := q.lock(); err != nil {
-		return 0, err
-	}
-	defer q.mu.Unlock()
-	var total int64
-	for _, m := range q.manifests {
-		if m.dep == dep {
-			total += int64(len(m.data))
-		}
-	}
-	return total, nil
-}
 
 // PutManifest reads r to its end and keeps what it yielded; an error reading r stores
 // nothing.
@@ -64,18 +48,19 @@ func (q *Queue) HasManifest(_ context.Context, id string) (bool, error) {
 }
 
 // DeleteManifest removes an upload.
-func (q *Queue) DeleteManifest(_ context.Context, id string) error {
+func (q *Queue) DeleteManifest(_ context.Context, id string) (bool, error) {
 	if err := q.lock(); err != nil {
-		return err
+		return false, err
 	}
 	defer q.mu.Unlock()
+	_, ok := q.manifests[id]
 	delete(q.manifests, id)
-	return nil
+	return ok, nil
 }
 
 // PutResult keeps a files job's output.
 func (q *Queue) PutResult(_ context.Context, id string, files []convert.File) error {
-	b, _ := json.Marshal(files)
+	b := dbtsync.ResultJSON(files)
 	if err := q.lock(); err != nil {
 		return err
 	}
@@ -84,8 +69,8 @@ func (q *Queue) PutResult(_ context.Context, id string, files []convert.File) er
 	return nil
 }
 
-// Result reads a files job's output.
-func (q *Queue) Result(_ context.Context, id string) ([]convert.File, error) {
+// Result streams a files job's output.
+func (q *Queue) Result(_ context.Context, id string) (io.ReadCloser, error) {
 	if err := q.lock(); err != nil {
 		return nil, err
 	}
@@ -94,7 +79,5 @@ func (q *Queue) Result(_ context.Context, id string) ([]convert.File, error) {
 	if !ok {
 		return nil, dbtsync.ErrNotFound
 	}
-	var files []convert.File
-	err := json.Unmarshal(b, &files)
-	return files, err
+	return io.NopCloser(bytes.NewReader(b)), nil
 }

@@ -86,18 +86,19 @@ func (s *Store) Branch(_ context.Context, dep int64, name string) (dbtsync.Branc
 }
 
 // Branches reads the deployment's branches.
-func (s *Store) Branches(_ context.Context, dep int64) ([]dbtsync.BranchState, error) {
+func (s *Store) Branches(_ context.Context, dep int64, after, except string, limit int) ([]dbtsync.BranchState, error) {
 	if err := s.lock(); err != nil {
 		return nil, err
 	}
 	defer s.mu.Unlock()
 	out := []dbtsync.BranchState{}
 	for k, b := range s.branches {
-		if k.dep == dep {
+		if k.dep == dep && k.name > after && k.name != except {
 			out = append(out, copyState(b.state))
 		}
 	}
-	return out, nil
+	slices.SortFunc(out, func(a, b dbtsync.BranchState) int { return strings.Compare(a.Name, b.Name) })
+	return out[:min(limit, len(out))], nil
 }
 
 // Files reads one version's files.

@@ -117,8 +117,9 @@ func (s *Store) Branch(ctx context.Context, dep int64, name string) (dbtsync.Bra
 }
 
 // Branches reads the deployment's branches.
-func (s *Store) Branches(ctx context.Context, dep int64) ([]dbtsync.BranchState, error) {
-	cur, err := s.branches.Find(ctx, bson.D{{Key: "deploymentId", Value: dep}})
+func (s *Store) Branches(ctx context.Context, dep int64, after, except string, limit int) ([]dbtsync.BranchState, error) {
+	filter := bson.D{{Key: "deploymentId", Value: dep}, {Key: "name", Value: bson.D{{Key: "$gt", Value: after}, {Key: "$ne", Value: except}}}}
+	cur, err := s.branches.Find(ctx, filter, options.Find().SetSort(bson.D{{Key: "name", Value: 1}}).SetLimit(int64(limit)))
 	if err != nil {
 		return nil, wrap(err)
 	}

@@ -3,6 +3,7 @@ package contract_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ func TestCatalogStoreContract(t *testing.T) {
 		"tenants-are-recorded-once-and-counted":         tenantsRecorded,
 		"definitions-created-listed-and-deleted":        definitionsLifecycle,
 		"upsert-creates-updates-and-keeps-the-type":     upsertDefinitions,
+		"a-batch-upserts-many-and-races-make-one-each":  upsertBatches,
 		"deleting-a-definition-removes-what-used-it":    deleteRemovesUses,
 		"definitions-of-other-accounts-are-not-visible": definitionsIsolated,
 	})
@@ -154,39 +156,106 @@ func definitionsLifecycle(t *testing.T, s durable) {
 	}
 }
 
+// upsertOne upserts one definition through the batch.
+func upsertOne(t *testing.T, s durable, acc int64, scope string, u embed.DefinitionUpsert, now time.Time) (embed.Definition, error) {
+	t.Helper()
+	defs, err := s.UpsertDefinitions(context.Background(), acc, scope, []embed.DefinitionUpsert{u}, now)
+	if err != nil {
+		return embed.Definition{}, err
+	}
+	if len(defs) != 1 {
+		t.Fatalf("%d definitions for one upsert", len(defs))
+	}
+	return defs[0], nil
+}
+
 func upsertDefinitions(t *testing.T, s durable) {
 	ctx, acc, scope := context.Background(), account(), "cm-tenant"
 	t0 := at(-time.Hour)
 	in := embed.DefinitionInput{Name: "level", Type: embed.TypeNumber, Description: ptr("Level")}
-	d, err := s.UpsertDefinition(ctx, acc, scope, embed.DefinitionUpsert{Input: in, Kind: embed.KindAttribute}, t0)
+	d, err := upsertOne(t, s, acc, scope, embed.DefinitionUpsert{Input: in, Kind: embed.KindAttribute}, t0)
 	if err != nil || d.ID == "" || d.Type != embed.TypeNumber || *d.Description != "Level" || !d.CreatedAt.Equal(t0) {
 		t.Fatalf("create: %+v %v", d, err)
 	}
 	// Created meanwhile by another request (the caller saw none): the stored one is updated.
 	in.Description = ptr("The level")
-	again, err := s.UpsertDefinition(ctx, acc, scope, embed.DefinitionUpsert{Input: in, Kind: embed.KindAttribute}, t0.Add(time.Minute))
+	again, err := upsertOne(t, s, acc, scope, embed.DefinitionUpsert{Input: in, Kind: embed.KindAttribute}, t0.Add(time.Minute))
 	if err != nil || again.ID != d.ID || *again.Description != "The level" || !again.UpdatedAt.Equal(t0.Add(time.Minute)) {
 		t.Fatalf("upsert of an existing name: %+v %v", again, err)
 	}
 	// ... unless it is an attribute of another type.
 	in.Type = embed.TypeString
-	if _, err := s.UpsertDefinition(ctx, acc, scope, embed.DefinitionUpsert{Input: in, Kind: embed.KindAttribute}, t0); !errors.Is(err, embed.ErrConflictType) {
+	if _, err := upsertOne(t, s, acc, scope, embed.DefinitionUpsert{Input: in, Kind: embed.KindAttribute}, t0); !errors.Is(err, embed.ErrConflictType) {
 		t.Fatalf("another type: %v", err)
 	}
 	// An update writes the supplied fields that differ, clears none, and keeps the time
 	// when nothing changed.
 	in = embed.DefinitionInput{Name: "level", Type: embed.TypeNumber, DisplayName: ptr("Lvl")}
-	upd, err := s.UpsertDefinition(ctx, acc, scope, embed.DefinitionUpsert{Input: in, Kind: embed.KindAttribute, Existing: &again}, t0.Add(2*time.Minute))
+	upd, err := upsertOne(t, s, acc, scope, embed.DefinitionUpsert{Input: in, Kind: embed.KindAttribute, Existing: &again}, t0.Add(2*time.Minute))
 	if err != nil || *upd.DisplayName != "Lvl" || upd.Description == nil || *upd.Description != "The level" || !upd.UpdatedAt.Equal(t0.Add(2*time.Minute)) {
 		t.Fatalf("update: %+v %v", upd, err)
 	}
-	same, err := s.UpsertDefinition(ctx, acc, scope, embed.DefinitionUpsert{Input: in, Kind: embed.KindAttribute, Existing: &upd}, t0.Add(3*time.Minute))
+	same, err := upsertOne(t, s, acc, scope, embed.DefinitionUpsert{Input: in, Kind: embed.KindAttribute, Existing: &upd}, t0.Add(3*time.Minute))
 	if err != nil || !same.UpdatedAt.Equal(upd.UpdatedAt.Time) {
 		t.Fatalf("an update changing nothing: %+v %v", same, err)
 	}
 	stored, _ := s.FindDefinitions(ctx, acc, scope, []string{"level"})
 	if len(stored) != 1 || *stored[0].DisplayName != "Lvl" || *stored[0].Description != "The level" || stored[0].Type != embed.TypeNumber {
 		t.Fatalf("stored: %+v", stored)
+	}
+}
+
+// upsertBatches: one batch creates and updates many definitions and answers them in
+// order; batches racing to create the same names make one definition per name, which
+// every batch answers.
+func upsertBatches(t *testing.T, s durable) {
+	ctx, acc, scope := context.Background(), account(), "batch-tenant"
+	t0 := at(-time.Hour)
+	existing, err := upsertOne(t, s, acc, scope, embed.DefinitionUpsert{Input: embed.DefinitionInput{Name: "kept"}, Kind: embed.KindGroup}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var batch []embed.DefinitionUpsert
+	for i := range 100 {
+		batch = append(batch, embed.DefinitionUpsert{Input: embed.DefinitionInput{Name: fmt.Sprintf("a%02d", i), Type: embed.TypeString}, Kind: embed.KindAttribute})
+	}
+	batch = append(batch, embed.DefinitionUpsert{Input: embed.DefinitionInput{Name: "kept", Description: ptr("now described")}, Kind: embed.KindGroup, Existing: &existing})
+	defs, err := s.UpsertDefinitions(ctx, acc, scope, batch, t0.Add(time.Minute))
+	if err != nil || len(defs) != len(batch) {
+		t.Fatalf("batch: %d definitions, %v", len(defs), err)
+	}
+	for i, d := range defs {
+		if d.Name != batch[i].Input.Name || d.Kind != batch[i].Kind || d.ID == "" {
+			t.Fatalf("answer %d is %+v, want %s", i, d, batch[i].Input.Name)
+		}
+	}
+	if last := defs[len(defs)-1]; last.ID != existing.ID || *last.Description != "now described" {
+		t.Fatalf("the update in the batch: %+v", last)
+	}
+	if n, _ := s.CountDefinitions(ctx, acc, scope, 200); n != 101 {
+		t.Fatalf("%d definitions stored, want 101", n)
+	}
+	// Concurrent batches creating the same names.
+	var racing []embed.DefinitionUpsert
+	for i := range 10 {
+		racing = append(racing, embed.DefinitionUpsert{Input: embed.DefinitionInput{Name: fmt.Sprintf("r%d", i), Description: ptr("d")}, Kind: embed.KindGroup})
+	}
+	answers := make([][]embed.Definition, 4)
+	together(4, func(i int) {
+		var err error
+		if answers[i], err = s.UpsertDefinitions(ctx, acc, scope, racing, t0); err != nil {
+			t.Errorf("racing batch %d: %v", i, err)
+		}
+	})
+	if n, _ := s.CountDefinitions(ctx, acc, scope, 200); n != 111 {
+		t.Fatalf("%d definitions after racing batches, want 111 (one per name)", n)
+	}
+	for i := range answers {
+		for j := range answers[i] {
+			if answers[i][j].ID != answers[0][j].ID {
+				t.Fatalf("batches answer different ids for %s", racing[j].Input.Name)
+			}
+		}
 	}
 }
 
@@ -206,7 +275,7 @@ func deleteRemovesUses(t *testing.T, s durable) {
 	if err := s.DeleteDefinition(ctx, acc, embed.AccountScope, embed.KindAttribute, a.ID); err != nil {
 		t.Fatal(err)
 	}
-	u, err := s.ExternalUser(ctx, acc, "u1")
+	u, err := s.ExternalUser(ctx, acc, "u1", embed.AccountScope)
 	if err != nil || len(u.Groups[embed.AccountScope]) != 0 || len(u.Attributes[embed.AccountScope]) != 1 || u.Attributes[embed.AccountScope][keep.ID].Name != "floor" {
 		t.Fatalf("after the deletes: groups %v attributes %v (%v)", u.Groups, u.Attributes, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"reflect"
 	"slices"
@@ -15,11 +16,32 @@ import (
 
 func TestSessionRecordStoreContract(t *testing.T) {
 	run(t, durableStores(t), map[string]func(*testing.T, durable){
-		"a-record-is-read-by-sid-in-any-account":      recordBySID,
-		"records-list-newest-first-filtered-by-page":  recordsListed,
-		"states-narrow-by-time-and-purged-records-go": recordsByState,
-		"revocable-records-come-in-batches":           revocableBatches,
+		"a-record-is-read-by-sid-in-any-account":     recordBySID,
+		"records-list-newest-first-filtered-by-page": recordsListed,
+		"purged-records-go":                          recordsByState,
+		"revocable-records-come-in-batches":          revocableBatches,
+		"a-record-keeps-what-the-session-shows":      recordContent,
 	})
+}
+
+// recordContent: a record keeps the session's profile and securityContext (as sent,
+// byte for byte); reading it by sid returns them, a listing leaves them out.
+func recordContent(t *testing.T, s durable) {
+	ctx, acc := context.Background(), account()
+	sc := json.RawMessage(`{"region": "north", "ids": [1, 2.50]}`)
+	r := record(acc, at(0), func(r *embed.SessionRecord) {
+		r.Profile = &embed.SessionProfile{Email: ptr("a@example.com"), Picture: ptr("https://cdn.example.com/a.png")}
+		r.SecurityContext = sc
+	})
+	insert(t, s, r)
+	got, err := s.SessionRecordBySID(ctx, r.SID)
+	if err != nil || !reflect.DeepEqual(got.Profile, r.Profile) || string(got.SecurityContext) != string(sc) {
+		t.Fatalf("by sid: profile %+v securityContext %s (%v)", got.Profile, got.SecurityContext, err)
+	}
+	listed, err := s.ListSessionRecords(ctx, acc, "", embed.SessionCursor{}, at(0), 10)
+	if err != nil || len(listed) != 1 || listed[0].Profile != nil || listed[0].SecurityContext != nil {
+		t.Fatalf("a listing reads the record's content: %+v %v", listed, err)
+	}
 }
 
 func hexID(n int) string {
@@ -88,36 +110,52 @@ func recordsListed(t *testing.T, s durable) {
 		r.User = embed.SessionRecordUser{Kind: "internal", ID: 9, Username: &admin}
 	})
 	insert(t, s, append(rs, internal, record(account(), now, nil))...)
-	list := func(q embed.SessionQuery, limit int) []string {
+	list := func(id string, after embed.SessionCursor, limit int) []string {
 		t.Helper()
-		got, err := s.ListSessionRecords(ctx, acc, q, now, limit)
+		got, err := s.ListSessionRecords(ctx, acc, id, after, now, limit)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return recordIDs(got)
 	}
 	newest := []string{internal.ID, rs[4].ID, rs[3].ID, rs[2].ID, rs[1].ID, rs[0].ID}
-	if got := list(embed.SessionQuery{}, 10); !reflect.DeepEqual(got, newest) {
+	if got := list("", embed.SessionCursor{}, 10); !reflect.DeepEqual(got, newest) {
 		t.Fatalf("newest first: %v, want %v", got, newest)
 	}
-	page := list(embed.SessionQuery{}, 2)
+	page := list("", embed.SessionCursor{}, 2)
 	after := embed.SessionCursor{CreatedAt: rs[4].CreatedAt, ID: rs[4].ID}
-	if got := list(embed.SessionQuery{After: after}, 2); !reflect.DeepEqual(page, newest[:2]) || !reflect.DeepEqual(got, newest[2:4]) {
+	if got := list("", after, 2); !reflect.DeepEqual(page, newest[:2]) || !reflect.DeepEqual(got, newest[2:4]) {
 		t.Fatalf("pages %v then %v", page, got)
 	}
+	if got := list(rs[1].ID, embed.SessionCursor{}, 10); !reflect.DeepEqual(got, []string{rs[1].ID}) {
+		t.Fatalf("by id: %v", got)
+	}
+	// A bulk revoke's selectors are the store's to apply (the listing filters the records
+	// it reads itself).
 	for name, c := range map[string]struct {
 		q    embed.SessionQuery
 		want []string
 	}{
-		"tenant":     {embed.SessionQuery{Tenant: "south-tenant"}, []string{rs[3].ID, rs[1].ID}},
-		"deployment": {embed.SessionQuery{DeploymentID: 7}, []string{internal.ID, rs[4].ID, rs[2].ID, rs[0].ID}},
-		"external":   {embed.SessionQuery{ExternalID: *rs[2].User.ExternalID}, []string{rs[2].ID}},
-		"internal":   {embed.SessionQuery{InternalID: admin}, []string{internal.ID}},
-		"id":         {embed.SessionQuery{ID: rs[1].ID}, []string{rs[1].ID}},
-		"none":       {embed.SessionQuery{ExternalID: admin}, []string{}},
+		"tenant":      {embed.SessionQuery{Tenant: "south-tenant"}, []string{rs[3].ID, rs[1].ID}},
+		"deployment":  {embed.SessionQuery{DeploymentID: 7}, []string{internal.ID, rs[4].ID, rs[2].ID, rs[0].ID}},
+		"deployments": {embed.SessionQuery{Deployments: []int64{8, 99}}, []string{rs[3].ID, rs[1].ID}},
+		"external":    {embed.SessionQuery{ExternalID: *rs[2].User.ExternalID}, []string{rs[2].ID}},
+		"internal":    {embed.SessionQuery{InternalID: admin}, []string{internal.ID}},
+		"id":          {embed.SessionQuery{ID: rs[1].ID}, []string{rs[1].ID}},
+		"none":        {embed.SessionQuery{ExternalID: admin}, []string{}},
 	} {
-		if got := list(c.q, 10); !reflect.DeepEqual(got, c.want) {
-			t.Errorf("%s: %v, want %v", name, got, c.want)
+		got := []string{}
+		if err := s.EachRevocable(ctx, acc, c.q, now, 100, func(batch []embed.SessionRecord) error {
+			got = append(got, recordIDs(batch)...)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(got)
+		want := slices.Clone(c.want)
+		slices.Sort(want)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("revocable by %s: %v, want %v", name, got, want)
 		}
 	}
 }
@@ -129,17 +167,9 @@ func recordsByState(t *testing.T, s durable) {
 	expired := record(acc, now.Add(-25*time.Hour), nil)
 	purged := record(acc, now.Add(-embed.TokenLifetime-embed.DefaultSessionRetention-time.Hour), nil)
 	insert(t, s, pending, exchangedLong, expired, purged)
-	for state, want := range map[string][]string{
-		"":                 {pending.ID, exchangedLong.ID, expired.ID},
-		embed.StatePending: {pending.ID},
-		embed.StateActive:  {pending.ID, exchangedLong.ID},
-		embed.StateRevoked: {pending.ID, exchangedLong.ID},
-		embed.StateExpired: {pending.ID, exchangedLong.ID, expired.ID},
-	} {
-		got, err := s.ListSessionRecords(ctx, acc, embed.SessionQuery{State: state}, now, 10)
-		if err != nil || !reflect.DeepEqual(recordIDs(got), want) {
-			t.Errorf("state %q: %v, want %v (%v)", state, recordIDs(got), want, err)
-		}
+	got, err := s.ListSessionRecords(ctx, acc, "", embed.SessionCursor{}, now, 10)
+	if want := []string{pending.ID, exchangedLong.ID, expired.ID}; err != nil || !reflect.DeepEqual(recordIDs(got), want) {
+		t.Errorf("listed %v, want %v without the purged one (%v)", recordIDs(got), want, err)
 	}
 }
 

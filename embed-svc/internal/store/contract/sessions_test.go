@@ -3,10 +3,13 @@ package contract_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/analyticsco/platform/devstack/apitest"
 	"github.com/analyticsco/platform/embed-svc/internal/embed"
 )
 
@@ -21,6 +24,9 @@ func TestSessionStoreContract(t *testing.T) {
 		"bulk-revoke-counts-what-it-revoked":              revokeSIDs,
 		"states-tell-pending-live-revoked-and-unknown":    liveStates,
 		"a-reserved-id-can-be-revoked-before-it-is-saved": revokeReserved,
+		"a-session-over-its-cap-is-not-stored":            overCap,
+		"an-accounts-live-sessions-are-bounded":           liveSessionsBounded,
+		"refused-exchanges-are-reported-once-a-window":    exchangeFailuresCounted,
 	})
 }
 
@@ -28,7 +34,7 @@ func TestSessionStoreContract(t *testing.T) {
 func saved(t *testing.T, s embed.SessionStore, acc int64) (string, string) {
 	t.Helper()
 	ctx, id := context.Background(), embed.NewSessionID()
-	if err := s.ReserveSession(ctx, id); err != nil {
+	if err := s.ReserveSession(ctx, acc, id, 1000); err != nil {
 		t.Fatal(err)
 	}
 	sid := embed.PublicSessionHandle(id)
@@ -72,10 +78,10 @@ func exchangedOnce(t *testing.T, s embed.SessionStore) {
 
 func reservedNotExchangeable(t *testing.T, s embed.SessionStore) {
 	ctx, id := context.Background(), embed.NewSessionID()
-	if err := s.ReserveSession(ctx, id); err != nil {
+	if err := s.ReserveSession(ctx, account(), id, 1000); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.ReserveSession(ctx, id); err == nil {
+	if err := s.ReserveSession(ctx, account(), id, 1000); err == nil {
 		t.Fatal("an id reserved twice")
 	}
 	if _, err := s.ExchangeSession(ctx, id, time.Hour); !errors.Is(err, embed.ErrSessionUnusable) {
@@ -204,12 +210,93 @@ func liveStates(t *testing.T, s embed.SessionStore) {
 }
 
 func revokeReserved(t *testing.T, s embed.SessionStore) {
-	ctx, id := context.Background(), embed.NewSessionID()
-	if err := s.ReserveSession(ctx, id); err != nil {
+	ctx, id, acc := context.Background(), embed.NewSessionID(), account()
+	if err := s.ReserveSession(ctx, acc, id, 1000); err != nil {
 		t.Fatal(err)
 	}
-	sess, revoked, err := s.RevokeSession(ctx, account(), id, embed.PublicSessionHandle(id))
+	if _, revoked, err := s.RevokeSession(ctx, account(), id, embed.PublicSessionHandle(id)); revoked || err != nil {
+		t.Fatalf("another account revoked a reserved id: %v %v", revoked, err)
+	}
+	sess, revoked, err := s.RevokeSession(ctx, acc, id, embed.PublicSessionHandle(id))
 	if err != nil || !revoked || sess.SID != "" {
 		t.Fatalf("revoke of a reserved id: %+v %v %v", sess, revoked, err)
+	}
+}
+
+// overCap: a session over embed.MaxSessionBytes is a bug of the caps; no store keeps it.
+func overCap(t *testing.T, s embed.SessionStore) {
+	ctx, id, acc := context.Background(), embed.NewSessionID(), account()
+	if err := s.ReserveSession(ctx, acc, id, 1000); err != nil {
+		t.Fatal(err)
+	}
+	huge := strings.Repeat("x", embed.MaxSessionBytes)
+	if err := s.SaveSession(ctx, id, embed.Session{SID: embed.PublicSessionHandle(id), AccountID: acc, Branch: huge}); err == nil {
+		t.Fatal("a session over MaxSessionBytes was stored")
+	}
+	if _, err := s.ExchangeSession(ctx, id, time.Hour); !errors.Is(err, embed.ErrSessionUnusable) {
+		t.Fatalf("the refused session is exchangeable: %v", err)
+	}
+}
+
+// liveSessionsBounded: an account reserves at most maxLive sessions whose tokens have not
+// expired; a refused reservation reserves nothing; a revoked session still counts (its
+// marker lives as long as its token); other accounts have their own count.
+func liveSessionsBounded(t *testing.T, s embed.SessionStore) {
+	ctx, acc := context.Background(), account()
+	var ids []string
+	for range 3 {
+		id := embed.NewSessionID()
+		if err := s.ReserveSession(ctx, acc, id, 3); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	refused := embed.NewSessionID()
+	if err := s.ReserveSession(ctx, acc, refused, 3); !errors.Is(err, embed.ErrLiveSessionLimit) {
+		t.Fatalf("a fourth session under a limit of 3: %v", err)
+	}
+	if states, _ := s.LiveStates(ctx, []string{embed.PublicSessionHandle(refused)}); states[0].Pending {
+		t.Fatal("the refused session's id was reserved")
+	}
+	if _, revoked, err := s.RevokeSession(ctx, acc, ids[0], embed.PublicSessionHandle(ids[0])); !revoked || err != nil {
+		t.Fatalf("revoke: %v %v", revoked, err)
+	}
+	if err := s.ReserveSession(ctx, acc, embed.NewSessionID(), 3); !errors.Is(err, embed.ErrLiveSessionLimit) {
+		t.Fatalf("after a revoke (its marker still lives): %v", err)
+	}
+	if err := s.ReserveSession(ctx, acc, embed.NewSessionID(), 4); err != nil {
+		t.Fatalf("under a higher limit: %v", err)
+	}
+	if err := s.ReserveSession(ctx, account(), embed.NewSessionID(), 3); err != nil {
+		t.Fatalf("another account: %v", err)
+	}
+}
+
+// exchangeFailuresCounted: the first refused exchange of a session id is reported at
+// once; the next ones within the window are counted, not reported; the first after it
+// reports them all. Each id has its own count.
+func exchangeFailuresCounted(t *testing.T, s embed.SessionStore) {
+	ctx, sid, other := context.Background(), hexID(32), hexID(32)
+	const window = 300 * time.Millisecond
+	if n, err := s.CountExchangeFailure(ctx, sid, window); n != 1 || err != nil {
+		t.Fatalf("the first refusal: %d %v", n, err)
+	}
+	for range 5 {
+		if n, err := s.CountExchangeFailure(ctx, sid, window); n != 0 || err != nil {
+			t.Fatalf("a refusal within the window: %d %v", n, err)
+		}
+	}
+	if n, _ := s.CountExchangeFailure(ctx, other, window); n != 1 {
+		t.Fatalf("another id's first refusal: %d", n)
+	}
+	var n int64
+	calls := int64(5)
+	apitest.Eventually(t, 5*time.Second, "a report once the window has passed", func() (bool, string) {
+		calls++
+		n, _ = s.CountExchangeFailure(ctx, sid, window)
+		return n > 0, fmt.Sprintf("%d refusals, none reported", calls)
+	})
+	if n != calls {
+		t.Fatalf("the report after the window counts %d, want the %d refusals since the first report", n, calls)
 	}
 }

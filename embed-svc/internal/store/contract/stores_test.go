@@ -48,8 +48,8 @@ func durableStores(t *testing.T) map[string]durable {
 	return map[string]durable{"mongo": st, "memory": memstore.New()}
 }
 
-// sessionStores returns the Redis store (a redis-server of its own) and the fake.
-func sessionStores(t *testing.T) map[string]embed.SessionStore {
+// redisClient is a client of a redis-server of the test's own.
+func redisClient(t *testing.T) *redis.Client {
 	t.Helper()
 	r := devstack.RedisForTest(t)
 	opts, err := redis.ParseURL(r.URL)
@@ -58,7 +58,13 @@ func sessionStores(t *testing.T) map[string]embed.SessionStore {
 	}
 	rdb := redis.NewClient(opts)
 	t.Cleanup(func() { _ = rdb.Close() })
-	return map[string]embed.SessionStore{"redis": redisstore.New(rdb), "memory": memstore.NewSessions(nil)}
+	return rdb
+}
+
+// sessionStores returns the Redis store (a redis-server of its own) and the fake.
+func sessionStores(t *testing.T) map[string]embed.SessionStore {
+	t.Helper()
+	return map[string]embed.SessionStore{"redis": redisstore.New(redisClient(t)), "memory": memstore.NewSessions(nil)}
 }
 
 // run runs every case against every store, all in parallel.

@@ -121,12 +121,27 @@ func (s *Store) find(accountID int64, scope, kind, name string) (embed.Definitio
 	return embed.Definition{}, false
 }
 
-// UpsertDefinition creates the definition, or updates the supplied fields that differ
-// from Existing's; one created meanwhile by another request is updated instead
-// (embed.ErrConflictType when it is an attribute of another type).
-func (s *Store) UpsertDefinition(_ context.Context, accountID int64, scope string, u embed.DefinitionUpsert, now time.Time) (embed.Definition, error) {
+// UpsertDefinitions creates or updates each definition (upsertDefinition) and returns
+// them as stored, in order; the first error stops it (the real store writes one batch,
+// so a refusal leaves the batch's others written there too).
+func (s *Store) UpsertDefinitions(_ context.Context, accountID int64, scope string, us []embed.DefinitionUpsert, now time.Time) ([]embed.Definition, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	out := make([]embed.Definition, len(us))
+	for i, u := range us {
+		d, err := s.upsertDefinition(accountID, scope, u, now)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = d
+	}
+	return out, nil
+}
+
+// upsertDefinition creates the definition, or updates the supplied fields that differ
+// from Existing's; one created meanwhile by another request is updated instead
+// (embed.ErrConflictType when it is an attribute of another type).
+func (s *Store) upsertDefinition(accountID int64, scope string, u embed.DefinitionUpsert, now time.Time) (embed.Definition, error) {
 	in, at := u.Input, httpx.At(stored(now))
 	var d embed.Definition
 	if u.Existing != nil {
@@ -213,11 +228,26 @@ func (s *Store) DeleteDefinition(_ context.Context, accountID int64, scope, kind
 		if k.account != accountID {
 			continue
 		}
-		if kind == embed.KindGroup {
+		if _, used := u.Groups[scope][id]; used && kind == embed.KindGroup {
 			delete(u.Groups[scope], id)
-		} else {
+			u.Rev++
+		}
+		if _, used := u.Attributes[scope][id]; used && kind == embed.KindAttribute {
 			delete(u.Attributes[scope], id)
+			u.AttributeBytes = attributeBytes(u)
+			u.Rev++
 		}
 	}
 	return nil
+}
+
+// attributeBytes is the size of all of u's values.
+func attributeBytes(u *embed.ExternalUser) int64 {
+	var n int64
+	for _, vals := range u.Attributes {
+		for _, v := range vals {
+			n += embed.ValueBytes(v.Value)
+		}
+	}
+	return n
 }

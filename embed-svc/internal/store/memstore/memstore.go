@@ -85,21 +85,39 @@ func normalized(raw json.RawMessage) (json.RawMessage, error) {
 	return json.Marshal(v)
 }
 
-func copyUser(u *embed.ExternalUser) embed.ExternalUser {
+// copyUser copies u with the memberships and values of scopes only, as mongostore
+// projects a read.
+func copyUser(u *embed.ExternalUser, scopes ...string) embed.ExternalUser {
 	c := *u
 	c.Email, c.DisplayName, c.Picture = copyString(u.Email), copyString(u.DisplayName), copyString(u.Picture)
-	if u.Groups != nil {
-		c.Groups = make(map[string]map[string]string, len(u.Groups))
-		for scope, g := range u.Groups {
+	c.Groups, c.Attributes = nil, map[string]map[string]embed.StoredValue{}
+	for _, scope := range scopes {
+		if g, ok := u.Groups[scope]; ok {
+			if c.Groups == nil {
+				c.Groups = map[string]map[string]string{}
+			}
 			c.Groups[scope] = maps.Clone(g)
 		}
+		if a, ok := u.Attributes[scope]; ok {
+			c.Attributes[scope] = maps.Clone(a)
+		}
 	}
-	c.Attributes = make(map[string]map[string]embed.StoredValue, len(u.Attributes))
-	for scope, a := range u.Attributes {
-		c.Attributes[scope] = maps.Clone(a)
-	}
-	c.Tenants = slices.Clone(u.Tenants)
+	c.Tenants, c.Deployments = slices.Clone(u.Tenants), slices.Clone(u.Deployments)
 	return c
+}
+
+// allScopes are the scopes u has memberships or values in.
+func allScopes(u *embed.ExternalUser) []string {
+	var out []string
+	for scope := range u.Groups {
+		out = append(out, scope)
+	}
+	for scope := range u.Attributes {
+		if _, ok := u.Groups[scope]; !ok {
+			out = append(out, scope)
+		}
+	}
+	return out
 }
 
 func copyString(p *string) *string {

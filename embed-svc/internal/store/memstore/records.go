@@ -20,7 +20,7 @@ func (s *Store) InsertSessionRecord(_ context.Context, r embed.SessionRecord) er
 			return embed.ErrDuplicate
 		}
 	}
-	r.User.ExternalID, r.User.Username = copyString(r.User.ExternalID), copyString(r.User.Username)
+	r = copyRecord(r)
 	r.CreatedAt, r.PendingUntil, r.ExpiresAt = stored(r.CreatedAt), stored(r.PendingUntil), stored(r.ExpiresAt)
 	s.records[r.ID] = r
 	return nil
@@ -28,6 +28,17 @@ func (s *Store) InsertSessionRecord(_ context.Context, r embed.SessionRecord) er
 
 func copyRecord(r embed.SessionRecord) embed.SessionRecord {
 	r.User.ExternalID, r.User.Username = copyString(r.User.ExternalID), copyString(r.User.Username)
+	if r.Profile != nil {
+		r.Profile = &embed.SessionProfile{Email: copyString(r.Profile.Email), DisplayName: copyString(r.Profile.DisplayName), Picture: copyString(r.Profile.Picture)}
+	}
+	r.SecurityContext = slices.Clone(r.SecurityContext)
+	return r
+}
+
+// listed is a record as a listing reads it: without what the session shows.
+func listed(r embed.SessionRecord) embed.SessionRecord {
+	r = copyRecord(r)
+	r.Profile, r.SecurityContext = nil, nil
 	return r
 }
 
@@ -51,6 +62,8 @@ func (s *Store) matches(r embed.SessionRecord, accountID int64, q embed.SessionQ
 		return false
 	case q.ID != "" && r.ID != q.ID, q.DeploymentID > 0 && r.DeploymentID != q.DeploymentID, q.Tenant != "" && r.Tenant != q.Tenant:
 		return false
+	case q.DeploymentID == 0 && q.Deployments != nil && !slices.Contains(q.Deployments, r.DeploymentID):
+		return false
 	case q.ExternalID != "" && (r.User.Kind != "external" || r.User.ExternalID == nil || *r.User.ExternalID != q.ExternalID):
 		return false
 	case q.InternalID != "" && (r.User.Kind != "internal" || r.User.Username == nil || *r.User.Username != q.InternalID):
@@ -71,14 +84,15 @@ func newestFirst(a, b embed.SessionRecord) int {
 	return cmp.Compare(b.ID, a.ID)
 }
 
-// ListSessionRecords returns up to limit matching records, newest first.
-func (s *Store) ListSessionRecords(_ context.Context, accountID int64, q embed.SessionQuery, now time.Time, limit int) ([]embed.SessionRecord, error) {
+// ListSessionRecords returns up to limit of the account's records, newest first, after
+// after (the one with id when id is set).
+func (s *Store) ListSessionRecords(_ context.Context, accountID int64, id string, after embed.SessionCursor, now time.Time, limit int) ([]embed.SessionRecord, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []embed.SessionRecord
 	for _, r := range s.records {
-		if s.matches(r, accountID, q, now) {
-			out = append(out, copyRecord(r))
+		if s.matches(r, accountID, embed.SessionQuery{ID: id, After: after}, now) {
+			out = append(out, listed(r))
 		}
 	}
 	slices.SortFunc(out, newestFirst)

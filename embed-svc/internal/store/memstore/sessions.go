@@ -20,9 +20,20 @@ type Sessions struct {
 	pending map[string]entry // sid -> the session's JSON ("" for a reserved id)
 	live    map[string]entry
 	revoked map[string]entry // sid -> revocation time
+	// liveOf: each account's live sessions, sid -> its token's expiry.
+	liveOf map[int64]map[string]time.Time
+	// failures: each sid's refused exchanges since the last report.
+	failures map[string]*failureCount
+}
+
+type failureCount struct {
+	n       int64
+	at      time.Time // the last report
+	expires time.Time
 }
 
 type entry struct {
+	account int64 // the session's account (a reserved id's too)
 	value   string
 	revoked time.Time
 	expires time.Time
@@ -33,7 +44,8 @@ func NewSessions(now func() time.Time) *Sessions {
 	if now == nil {
 		now = time.Now
 	}
-	return &Sessions{now: now, pending: map[string]entry{}, live: map[string]entry{}, revoked: map[string]entry{}}
+	return &Sessions{now: now, pending: map[string]entry{}, live: map[string]entry{}, revoked: map[string]entry{}, liveOf: map[int64]map[string]time.Time{},
+		failures: map[string]*failureCount{}}
 }
 
 // get returns the live entry of key in m, dropping it when it has expired.
@@ -46,27 +58,44 @@ func (s *Sessions) get(m map[string]entry, key string) (entry, bool) {
 	return e, ok
 }
 
-// ReserveSession claims a fresh id with a placeholder that is never exchangeable.
-func (s *Sessions) ReserveSession(_ context.Context, sessionID string) error {
+// ReserveSession counts the session among its account's live sessions until its token
+// expires (embed.ErrLiveSessionLimit at maxLive) and claims its id with a placeholder
+// that is never exchangeable.
+func (s *Sessions) ReserveSession(_ context.Context, accountID int64, sessionID string, maxLive int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	now := s.now()
+	live := s.liveOf[accountID]
+	if live == nil {
+		live = map[string]time.Time{}
+		s.liveOf[accountID] = live
+	}
+	for sid, exp := range live {
+		if !exp.After(now) {
+			delete(live, sid)
+		}
+	}
+	if len(live) >= maxLive {
+		return embed.ErrLiveSessionLimit
+	}
 	sid := embed.PublicSessionHandle(sessionID)
+	live[sid] = now.Add(embed.TokenLifetime)
 	if _, taken := s.get(s.pending, sid); taken {
 		return errors.New("session id collision")
 	}
-	s.pending[sid] = entry{expires: s.now().Add(embed.SessionIDTTL)}
+	s.pending[sid] = entry{account: accountID, expires: now.Add(embed.SessionIDTTL)}
 	return nil
 }
 
 // SaveSession stores a fresh session id for embed.SessionIDTTL.
 func (s *Sessions) SaveSession(_ context.Context, sessionID string, sess embed.Session) error {
-	raw, err := json.Marshal(sess)
+	raw, err := embed.EncodeSession(sess)
 	if err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.pending[embed.PublicSessionHandle(sessionID)] = entry{value: string(raw), expires: s.now().Add(embed.SessionIDTTL)}
+	s.pending[embed.PublicSessionHandle(sessionID)] = entry{account: sess.AccountID, value: string(raw), expires: s.now().Add(embed.SessionIDTTL)}
 	return nil
 }
 
@@ -86,7 +115,7 @@ func (s *Sessions) ExchangeSession(_ context.Context, sessionID string, ttl time
 		return embed.Session{}, embed.ErrSessionUnusable
 	}
 	delete(s.pending, sid)
-	s.live[sid] = entry{value: e.value, expires: s.now().Add(ttl)}
+	s.live[sid] = entry{account: e.account, value: e.value, expires: s.now().Add(ttl)}
 	return decode(e.value)
 }
 
@@ -101,25 +130,23 @@ func (s *Sessions) LiveSession(_ context.Context, sid string) (embed.Session, er
 	return decode(e.value)
 }
 
-// revoke is redisstore's revoke script: before the exchange it removes the id (a
-// reserved one of any account, a saved one of accountID only); after, it marks the sid
-// revoked for the live session's remaining lifetime plus a minute and drops it. It
-// returns what it revoked ("" for a reserved id) and whether it revoked anything.
+// revoke is redisstore's revoke script: before the exchange it removes the id (reserved
+// or saved) of accountID; after, it marks the sid revoked for the live session's
+// remaining lifetime plus a minute and drops it. It returns what it revoked ("" for a
+// reserved id) and whether it revoked anything.
 func (s *Sessions) revoke(accountID int64, sid string) (string, bool) {
 	now := s.now()
 	mark := func(until time.Time) { s.revoked[sid] = entry{revoked: now, expires: until.Add(time.Minute)} }
 	if e, ok := s.get(s.pending, sid); ok {
-		if e.value != "" {
-			if sess, err := decode(e.value); err != nil || sess.AccountID != accountID {
-				return "", false
-			}
+		if e.account != accountID {
+			return "", false
 		}
 		delete(s.pending, sid)
 		mark(now.Add(embed.TokenLifetime))
 		return e.value, true
 	}
 	if e, ok := s.get(s.live, sid); ok {
-		if sess, err := decode(e.value); err != nil || sess.AccountID != accountID {
+		if e.account != accountID {
 			return "", false
 		}
 		delete(s.live, sid)
@@ -170,4 +197,23 @@ func (s *Sessions) LiveStates(_ context.Context, sids []string) ([]embed.LiveSta
 		_, out[i].Pending = s.get(s.pending, sid)
 	}
 	return out, nil
+}
+
+// CountExchangeFailure counts a refused exchange of sid, as redisstore's script does.
+func (s *Sessions) CountExchangeFailure(_ context.Context, sid string, window time.Duration) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	c := s.failures[sid]
+	if c == nil || !now.Before(c.expires) {
+		c = &failureCount{}
+		s.failures[sid] = c
+	}
+	c.n++
+	if now.Sub(c.at) < window {
+		return 0, nil
+	}
+	n := c.n
+	c.n, c.at, c.expires = 0, now, now.Add(2*window)
+	return n, nil
 }

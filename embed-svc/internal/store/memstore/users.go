@@ -4,21 +4,20 @@ import (
 	"cmp"
 	"context"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/analyticsco/platform/embed-svc/internal/embed"
 )
 
-// ExternalUser reads one user.
-func (s *Store) ExternalUser(_ context.Context, accountID int64, externalID string) (embed.ExternalUser, error) {
+// ExternalUser reads one user, with the memberships and values of scopes only.
+func (s *Store) ExternalUser(_ context.Context, accountID int64, externalID string, scopes ...string) (embed.ExternalUser, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	u, ok := s.users[userKey{accountID, externalID}]
 	if !ok {
 		return embed.ExternalUser{}, embed.ErrNotFound
 	}
-	return copyUser(u), nil
+	return copyUser(u, scopes...), nil
 }
 
 // apply writes one mint's changes onto u, as mongostore's update document does.
@@ -58,28 +57,40 @@ func apply(u *embed.ExternalUser, upd embed.UserUpdate, now time.Time) error {
 	if upd.Tenant != "" && !slices.Contains(u.Tenants, upd.Tenant) {
 		u.Tenants = append(u.Tenants, upd.Tenant)
 	}
+	if upd.Deployment != 0 && !slices.Contains(u.Deployments, upd.Deployment) {
+		u.Deployments = append(u.Deployments, upd.Deployment)
+	}
+	u.AttributeBytes = upd.AttributeBytes
 	return nil
 }
 
-// UpdateExternalUser applies u to a known user (embed.ErrNotFound when there is none).
-func (s *Store) UpdateExternalUser(_ context.Context, accountID int64, externalID string, upd embed.UserUpdate, now time.Time) (embed.ExternalUser, error) {
+// UpdateExternalUser applies u to a known user at revision rev (embed.ErrNotFound when
+// there is none, embed.ErrStale when it is at another revision).
+func (s *Store) UpdateExternalUser(_ context.Context, accountID int64, externalID string, upd embed.UserUpdate, rev int64, now time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	u, ok := s.users[userKey{accountID, externalID}]
 	if !ok {
-		return embed.ExternalUser{}, embed.ErrNotFound
+		return embed.ErrNotFound
 	}
-	next := copyUser(u)
+	if u.Deleting {
+		return embed.ErrUserDeleting
+	}
+	if u.Rev != rev {
+		return embed.ErrStale
+	}
+	next := copyUser(u, allScopes(u)...)
 	if err := apply(&next, upd, now); err != nil {
-		return embed.ExternalUser{}, err
+		return err
 	}
+	next.Rev++
 	*u = next
-	return copyUser(u), nil
+	return nil
 }
 
 // CreateExternalUser takes a place under the account's limit (embed.ErrLimitReached when
 // there is none, even for a user that exists: the place is taken first, as in MongoDB)
-// and creates the user; one that exists meanwhile is updated and the place given back.
+// and creates the user; one that exists is embed.ErrStale, its place given back.
 func (s *Store) CreateExternalUser(_ context.Context, accountID int64, externalID string, limit int64, upd embed.UserUpdate, now time.Time) (embed.ExternalUser, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -87,24 +98,18 @@ func (s *Store) CreateExternalUser(_ context.Context, accountID int64, externalI
 		return embed.ExternalUser{}, embed.ErrLimitReached
 	}
 	k := userKey{accountID, externalID}
-	u, exists := s.users[k]
-	if !exists {
-		s.userSeq++
-		u = &embed.ExternalUser{ID: s.userSeq, AccountID: accountID, ExternalID: externalID, Attributes: map[string]map[string]embed.StoredValue{},
-			CreatedAt: stored(now)}
+	if _, exists := s.users[k]; exists {
+		return embed.ExternalUser{}, embed.ErrStale
 	}
-	next := copyUser(u)
-	if err := apply(&next, upd, now); err != nil {
+	s.userSeq++
+	u := embed.ExternalUser{ID: s.userSeq, AccountID: accountID, ExternalID: externalID, Attributes: map[string]map[string]embed.StoredValue{},
+		CreatedAt: stored(now), Rev: 1}
+	if err := apply(&u, upd, now); err != nil {
 		return embed.ExternalUser{}, err
 	}
-	if !exists {
-		s.counters[accountID]++
-		u = &next
-		s.users[k] = u
-	} else {
-		*u = next
-	}
-	return copyUser(u), nil
+	s.counters[accountID]++
+	s.users[k] = &u
+	return copyUser(&u, upd.Scope), nil
 }
 
 // ExternalUserCount is the account's counter: the places taken under its limit.
@@ -114,15 +119,15 @@ func (s *Store) ExternalUserCount(_ context.Context, accountID int64) (int64, er
 	return s.counters[accountID], nil
 }
 
-// ListTenantUsers lists users with sessions in tenant by id, after afterID, whose
-// external id starts with prefix.
-func (s *Store) ListTenantUsers(_ context.Context, accountID int64, tenant, prefix string, afterID int64, limit int) ([]embed.ExternalUser, error) {
+// ListTenantUsers lists the profiles of users with sessions in tenant by id, after
+// afterID.
+func (s *Store) ListTenantUsers(_ context.Context, accountID int64, tenant string, afterID int64, limit int) ([]embed.ExternalUser, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []embed.ExternalUser
 	for k, u := range s.users {
-		if k.account == accountID && slices.Contains(u.Tenants, tenant) && strings.HasPrefix(u.ExternalID, prefix) && u.ID > afterID {
-			out = append(out, copyUser(u))
+		if k.account == accountID && slices.Contains(u.Tenants, tenant) && u.ID > afterID {
+			out = append(out, copyUser(u)) // the profile, as mongostore projects it
 		}
 	}
 	slices.SortFunc(out, func(a, b embed.ExternalUser) int { return cmp.Compare(a.ID, b.ID) })
@@ -130,6 +135,19 @@ func (s *Store) ListTenantUsers(_ context.Context, accountID int64, tenant, pref
 		out = out[:limit]
 	}
 	return out, nil
+}
+
+// MarkExternalUserDeleting records the start of the user's delete at a new revision.
+func (s *Store) MarkExternalUserDeleting(_ context.Context, accountID int64, externalID string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u, ok := s.users[userKey{accountID, externalID}]
+	if !ok {
+		return false, nil
+	}
+	u.Deleting = true
+	u.Rev++
+	return true, nil
 }
 
 // DeleteExternalUser deletes the user and, only when it deleted one, gives its place

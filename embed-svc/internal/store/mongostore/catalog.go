@@ -104,32 +104,85 @@ func (s *Store) FindDefinitions(ctx context.Context, accountID int64, scope stri
 		defDoc.definition)
 }
 
-// UpsertDefinition creates the definition, or updates the supplied fields that differ.
-func (s *Store) UpsertDefinition(ctx context.Context, accountID int64, scope string, u embed.DefinitionUpsert, now time.Time) (embed.Definition, error) {
-	in := u.Input
-	if u.Existing == nil {
-		doc := defDoc{ID: bson.NewObjectID(), AccountID: accountID, Scope: scope, Kind: u.Kind, Name: in.Name, Type: in.Type,
-			DisplayName: in.DisplayName, DefaultValue: in.DefaultValue, Description: in.Description, CreatedAt: now, UpdatedAt: now}
-		_, err := s.defs.InsertOne(ctx, doc)
-		if err == nil {
-			return doc.definition(), nil
+// UpsertDefinitions creates and updates the definitions in one unordered bulk write (one
+// insert and one update command at most) per maxBulkWrites of them, and returns them as
+// stored, in order. A definition that a concurrent request created first is updated
+// instead (embed.ErrConflictType when it is an attribute of another type).
+func (s *Store) UpsertDefinitions(ctx context.Context, accountID int64, scope string, us []embed.DefinitionUpsert, now time.Time) ([]embed.Definition, error) {
+	out := make([]embed.Definition, len(us))
+	var models []mongo.WriteModel
+	var of []int // the upsert each model writes
+	for i, u := range us {
+		if u.Existing == nil {
+			in := u.Input
+			doc := defDoc{ID: bson.NewObjectID(), AccountID: accountID, Scope: scope, Kind: u.Kind, Name: in.Name, Type: in.Type,
+				DisplayName: in.DisplayName, DefaultValue: in.DefaultValue, Description: in.Description, CreatedAt: now, UpdatedAt: now}
+			out[i] = doc.definition()
+			models, of = append(models, mongo.NewInsertOneModel().SetDocument(doc)), append(of, i)
+			continue
 		}
-		if !mongox.IsDuplicateKey(err) {
-			return embed.Definition{}, wrap(err)
+		d, set := definitionChanges(*u.Existing, u.Input, now)
+		out[i] = d
+		if set != nil {
+			oid, _ := bson.ObjectIDFromHex(d.ID)
+			models = append(models, mongo.NewUpdateOneModel().SetFilter(bson.D{{Key: "_id", Value: oid}}).SetUpdate(bson.D{{Key: "$set", Value: set}}))
+			of = append(of, i)
 		}
-		// A concurrent request created it first: update that one instead.
-		var ex defDoc
-		if err := s.defs.FindOne(ctx, bson.D{{Key: "accountId", Value: accountID}, {Key: "scope", Value: scope}, {Key: "kind", Value: u.Kind}, {Key: "name", Value: in.Name}}).Decode(&ex); err != nil {
-			return embed.Definition{}, wrap(err)
-		}
-		if u.Kind == embed.KindAttribute && ex.Type != in.Type {
-			return embed.Definition{}, embed.ErrConflictType
-		}
-		d := ex.definition()
-		u.Existing = &d
 	}
-	d := *u.Existing
-	set := bson.D{{Key: "updatedAt", Value: now}}
+	for start := 0; start < len(models); start += maxBulkWrites {
+		end := min(start+maxBulkWrites, len(models))
+		_, err := s.defs.BulkWrite(ctx, models[start:end], options.BulkWrite().SetOrdered(false))
+		var bwe mongo.BulkWriteException
+		if err == nil {
+			continue
+		}
+		if !errors.As(err, &bwe) || bwe.WriteConcernError != nil {
+			return nil, wrap(err)
+		}
+		for _, we := range bwe.WriteErrors {
+			i := of[start+we.Index]
+			if !mongo.IsDuplicateKeyError(we.WriteError) || us[i].Existing != nil {
+				return nil, wrap(err)
+			}
+			// A concurrent request created it first: update that one instead.
+			if out[i], err = s.updateCreatedMeanwhile(ctx, accountID, scope, us[i], now); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// maxBulkWrites bounds the writes of one bulk write. EMBED_MAX_DEFINITION_CHANGES (32 by
+// default) fits in one; a higher setting takes one more per 32. FerretDB v1 (the local
+// stack) holds a backend connection per statement of an update command until the command
+// ends: on PostgreSQL an update of 50 statements waits forever for its pool (40 pass).
+const maxBulkWrites = 32
+
+// updateCreatedMeanwhile updates the stored definition of u's kind and name, which a
+// concurrent request created after u was planned as a creation.
+func (s *Store) updateCreatedMeanwhile(ctx context.Context, accountID int64, scope string, u embed.DefinitionUpsert, now time.Time) (embed.Definition, error) {
+	var ex defDoc
+	if err := s.defs.FindOne(ctx, bson.D{{Key: "accountId", Value: accountID}, {Key: "scope", Value: scope}, {Key: "kind", Value: u.Kind}, {Key: "name", Value: u.Input.Name}}).Decode(&ex); err != nil {
+		return embed.Definition{}, wrap(err)
+	}
+	if u.Kind == embed.KindAttribute && ex.Type != u.Input.Type {
+		return embed.Definition{}, embed.ErrConflictType
+	}
+	d, set := definitionChanges(ex.definition(), u.Input, now)
+	if set == nil {
+		return d, nil
+	}
+	if _, err := s.defs.UpdateOne(ctx, bson.D{{Key: "_id", Value: ex.ID}}, bson.D{{Key: "$set", Value: set}}); err != nil {
+		return embed.Definition{}, wrap(err)
+	}
+	return d, nil
+}
+
+// definitionChanges is d with the optional fields in supplies that differ from d's (none
+// cleared), and the $set that writes them (nil when nothing changes).
+func definitionChanges(d embed.Definition, in embed.DefinitionInput, now time.Time) (embed.Definition, bson.D) {
+	var set bson.D
 	apply := func(field string, supplied *string, stored **string) {
 		if supplied != nil && (*stored == nil || **stored != *supplied) {
 			set = append(set, bson.E{Key: field, Value: *supplied})
@@ -140,15 +193,11 @@ func (s *Store) UpsertDefinition(ctx context.Context, accountID int64, scope str
 	apply("description", in.Description, &d.Description)
 	apply("displayName", in.DisplayName, &d.DisplayName)
 	apply("defaultValue", in.DefaultValue, &d.DefaultValue)
-	if len(set) == 1 {
+	if set == nil {
 		return d, nil
 	}
-	oid, _ := bson.ObjectIDFromHex(d.ID)
-	if _, err := s.defs.UpdateOne(ctx, bson.D{{Key: "_id", Value: oid}}, bson.D{{Key: "$set", Value: set}}); err != nil {
-		return embed.Definition{}, wrap(err)
-	}
 	d.UpdatedAt = httpx.At(now)
-	return d, nil
+	return d, append(set, bson.E{Key: "updatedAt", Value: now})
 }
 
 // CreateDefinition inserts a new definition; embed.ErrDuplicate when the name is taken.
@@ -196,10 +245,13 @@ func (s *Store) DeleteDefinition(ctx context.Context, accountID int64, scope, ki
 		return embed.ErrNotFound
 	}
 	field := "groups." + scope + "." + id
+	unset := bson.D{{Key: field, Value: ""}}
 	if kind == embed.KindAttribute {
+		// The users' size of values is counted again at their next read.
 		field = "attrs." + scope + "." + id
+		unset = bson.D{{Key: field, Value: ""}, {Key: "attrBytes", Value: ""}}
 	}
 	_, err = s.users.UpdateMany(ctx, bson.D{{Key: "accountId", Value: accountID}, {Key: field, Value: bson.D{{Key: "$exists", Value: true}}}},
-		bson.D{{Key: "$unset", Value: bson.D{{Key: field, Value: ""}}}})
+		bson.D{{Key: "$unset", Value: unset}, {Key: "$inc", Value: bson.D{{Key: "rev", Value: int64(1)}}}})
 	return wrap(err)
 }

@@ -70,6 +70,21 @@ func (s *Store) EnsureIndexes(ctx context.Context) error {
 			return fmt.Errorf("index on %s: %w", ix.coll.Name(), wrap(err))
 		}
 	}
+	// Listings read index ranges: tenant users by id, a scope's definitions by id; a bulk
+	// revoke reads the unexpired records of an account, and tenants are counted by account.
+	for _, ix := range []struct {
+		coll *mongo.Collection
+		keys bson.D
+	}{
+		{s.users, bson.D{{Key: "accountId", Value: 1}, {Key: "tenants", Value: 1}, {Key: "_id", Value: 1}}},
+		{s.defs, bson.D{{Key: "accountId", Value: 1}, {Key: "scope", Value: 1}, {Key: "kind", Value: 1}, {Key: "_id", Value: 1}}},
+		{s.sessions, bson.D{{Key: "accountId", Value: 1}, {Key: "expiresAt", Value: 1}}},
+		{s.tenants, bson.D{{Key: "accountId", Value: 1}}},
+	} {
+		if _, err := ix.coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: ix.keys}); err != nil {
+			return fmt.Errorf("index on %s: %w", ix.coll.Name(), wrap(err))
+		}
+	}
 	// Listing is by account, newest first. Records go when purgeAt passes: by a TTL index
 	// where the database has them (MongoDB), else by Sweep (FerretDB v1 has no TTL
 	// indexes); the queries ignore purged records either way.

@@ -2,6 +2,7 @@ package mongostore
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -28,12 +29,31 @@ type sessionDoc struct {
 	PendingUntil time.Time `bson:"pendingUntil"`
 	ExpiresAt    time.Time `bson:"expiresAt"`
 	PurgeAt      time.Time `bson:"purgeAt"`
+	// What the session shows: read by SessionRecordBySID, never by a listing.
+	Profile         *profileDoc `bson:"profile,omitempty"`
+	SecurityContext *string     `bson:"sc,omitempty"` // the JSON as generate-session received it
 }
 
+type profileDoc struct {
+	Email       *string `bson:"email,omitempty"`
+	DisplayName *string `bson:"displayName,omitempty"`
+	Picture     *string `bson:"picture,omitempty"`
+}
+
+// listedFields leaves out what a listing never shows (the profile, the securityContext).
+var listedFields = bson.D{{Key: "profile", Value: 0}, {Key: "sc", Value: 0}}
+
 func (d sessionDoc) record() embed.SessionRecord {
-	return embed.SessionRecord{ID: d.ID, AccountID: d.AccountID, SID: d.SID, Tenant: d.Tenant,
+	r := embed.SessionRecord{ID: d.ID, AccountID: d.AccountID, SID: d.SID, Tenant: d.Tenant,
 		User:         embed.SessionRecordUser{Kind: d.UserKind, ID: d.UserID, ExternalID: d.ExternalID, Username: d.Username},
 		DeploymentID: d.DeploymentID, Branch: d.Branch, CreatedAt: d.CreatedAt.UTC(), PendingUntil: d.PendingUntil.UTC(), ExpiresAt: d.ExpiresAt.UTC()}
+	if d.Profile != nil {
+		r.Profile = &embed.SessionProfile{Email: d.Profile.Email, DisplayName: d.Profile.DisplayName, Picture: d.Profile.Picture}
+	}
+	if d.SecurityContext != nil {
+		r.SecurityContext = json.RawMessage(*d.SecurityContext)
+	}
+	return r
 }
 
 // InsertSessionRecord stores a minted session's record; it is never updated.
@@ -41,6 +61,13 @@ func (s *Store) InsertSessionRecord(ctx context.Context, r embed.SessionRecord) 
 	d := sessionDoc{ID: r.ID, AccountID: r.AccountID, SID: r.SID, Tenant: r.Tenant, UserKind: r.User.Kind, UserID: r.User.ID,
 		ExternalID: r.User.ExternalID, Username: r.User.Username, DeploymentID: r.DeploymentID, Branch: r.Branch,
 		CreatedAt: r.CreatedAt, PendingUntil: r.PendingUntil, ExpiresAt: r.ExpiresAt, PurgeAt: r.ExpiresAt.Add(s.retention)}
+	if p := r.Profile; p != nil {
+		d.Profile = &profileDoc{Email: p.Email, DisplayName: p.DisplayName, Picture: p.Picture}
+	}
+	if r.SecurityContext != nil {
+		sc := string(r.SecurityContext)
+		d.SecurityContext = &sc
+	}
 	_, err := s.sessions.InsertOne(ctx, d)
 	return wrap(err)
 }
@@ -83,6 +110,8 @@ func sessionFilter(accountID int64, q embed.SessionQuery, now time.Time) bson.D 
 	}
 	if q.DeploymentID > 0 {
 		f = append(f, bson.E{Key: "deploymentId", Value: q.DeploymentID})
+	} else if q.Deployments != nil {
+		f = append(f, bson.E{Key: "deploymentId", Value: bson.D{{Key: "$in", Value: q.Deployments}}})
 	}
 	if q.Tenant != "" {
 		f = append(f, bson.E{Key: "tenant", Value: q.Tenant})
@@ -108,10 +137,12 @@ func sessionFilter(accountID int64, q embed.SessionQuery, now time.Time) bson.D 
 	return f
 }
 
-// ListSessionRecords returns up to limit matching records, newest first.
-func (s *Store) ListSessionRecords(ctx context.Context, accountID int64, q embed.SessionQuery, now time.Time, limit int) ([]embed.SessionRecord, error) {
-	return findAll(ctx, s.sessions, sessionFilter(accountID, q, now), sessionDoc.record,
-		options.Find().SetSort(bson.D{{Key: "createdAt", Value: -1}, {Key: "_id", Value: -1}}).SetLimit(int64(limit)))
+// ListSessionRecords returns up to limit of the account's records, newest first, after
+// after (the one with id when id is set): a range of the (accountId, createdAt, _id)
+// index, so it reads no more than limit records whatever the listing then keeps.
+func (s *Store) ListSessionRecords(ctx context.Context, accountID int64, id string, after embed.SessionCursor, now time.Time, limit int) ([]embed.SessionRecord, error) {
+	return findAll(ctx, s.sessions, sessionFilter(accountID, embed.SessionQuery{ID: id, After: after}, now), sessionDoc.record,
+		options.Find().SetSort(bson.D{{Key: "createdAt", Value: -1}, {Key: "_id", Value: -1}}).SetLimit(int64(limit)).SetProjection(listedFields))
 }
 
 // EachRevocable iterates the matching records whose token has not expired, in batches,

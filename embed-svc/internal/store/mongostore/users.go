@@ -33,31 +33,62 @@ type userDoc struct {
 	Groups      map[string]map[string]string  `bson:"groups,omitempty"`
 	Attrs       map[string]map[string]attrDoc `bson:"attrs,omitempty"`
 	Tenants     []string                      `bson:"tenants,omitempty"`
-	CreatedAt   time.Time                     `bson:"createdAt"`
-	UpdatedAt   time.Time                     `bson:"updatedAt"`
+	Deployments []int64                       `bson:"deployments,omitempty"`
+	// AttrBytes is the size of all values (embed.ValueBytes); absent on users stored
+	// before it was kept, and after a definition's delete removed values: a read counts it.
+	AttrBytes  *int64     `bson:"attrBytes,omitempty"`
+	Rev        int64      `bson:"rev,omitempty"` // absent (0) on users stored before revisions
+	DeletingAt *time.Time `bson:"deletingAt,omitempty"`
+	CreatedAt  time.Time  `bson:"createdAt"`
+	UpdatedAt  time.Time  `bson:"updatedAt"`
 }
 
 func (d userDoc) user() embed.ExternalUser {
 	u := embed.ExternalUser{ID: d.ID, AccountID: d.AccountID, ExternalID: d.ExternalID, Email: d.Email, DisplayName: d.DisplayName,
-		Picture: d.Picture, Groups: d.Groups, Attributes: map[string]map[string]embed.StoredValue{}, Tenants: d.Tenants,
-		CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt}
+		Picture: d.Picture, Groups: d.Groups, Attributes: map[string]map[string]embed.StoredValue{}, Tenants: d.Tenants, Deployments: d.Deployments,
+		Rev: d.Rev, Deleting: d.DeletingAt != nil, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt}
+	if d.AttrBytes != nil {
+		u.AttributeBytes = *d.AttrBytes
+	}
 	for scope, vals := range d.Attrs {
-		m := make(map[string]embed.StoredValue, len(vals))
-		for id, v := range vals {
-			raw, err := json.Marshal(v.Value)
-			if err != nil {
-				continue
-			}
-			m[id] = embed.StoredValue{Name: v.Name, Value: raw}
-		}
-		u.Attributes[scope] = m
+		u.Attributes[scope] = storedValues(vals)
 	}
 	return u
 }
 
-// userSet is the $set/$unset of one mint's changes to a user.
+func storedValues(vals map[string]attrDoc) map[string]embed.StoredValue {
+	m := make(map[string]embed.StoredValue, len(vals))
+	for id, v := range vals {
+		raw, err := json.Marshal(v.Value)
+		if err != nil {
+			continue
+		}
+		m[id] = embed.StoredValue{Name: v.Name, Value: raw}
+	}
+	return m
+}
+
+// userFields are a user's fields besides its memberships and values.
+var userFields = []string{"_id", "accountId", "externalId", "email", "displayName", "picture", "tenants", "deployments", "attrBytes", "rev",
+	"deletingAt", "createdAt", "updatedAt"}
+
+// userProjection reads a user with the memberships and values of scopes only: a user's
+// other scopes are never read (scope names are validated tenant names or "_").
+func userProjection(scopes ...string) bson.D {
+	p := make(bson.D, 0, len(userFields)+2*len(scopes))
+	for _, f := range userFields {
+		p = append(p, bson.E{Key: f, Value: 1})
+	}
+	for _, sc := range scopes {
+		p = append(p, bson.E{Key: "groups." + sc, Value: 1}, bson.E{Key: "attrs." + sc, Value: 1})
+	}
+	return p
+}
+
+// userSet is the update of one mint's changes to a user, which moves it to its next
+// revision.
 func userSet(u embed.UserUpdate, now time.Time) (bson.D, error) {
-	set := bson.D{{Key: "updatedAt", Value: now}}
+	set := bson.D{{Key: "updatedAt", Value: now}, {Key: "attrBytes", Value: u.AttributeBytes}}
 	if u.Email != nil {
 		set = append(set, bson.E{Key: "email", Value: *u.Email})
 	}
@@ -71,15 +102,22 @@ func userSet(u embed.UserUpdate, now time.Time) (bson.D, error) {
 		set = append(set, bson.E{Key: "groups." + u.Scope, Value: u.Groups})
 	}
 	for id, v := range u.SetAttributes {
-		var val any
-		if err := json.Unmarshal(v.Value, &val); err != nil {
+		doc, err := attrOf(v)
+		if err != nil {
 			return nil, err
 		}
-		set = append(set, bson.E{Key: "attrs." + u.Scope + "." + id, Value: attrDoc{Name: v.Name, Value: val}})
+		set = append(set, bson.E{Key: "attrs." + u.Scope + "." + id, Value: doc})
 	}
-	update := bson.D{{Key: "$set", Value: set}}
+	update := bson.D{{Key: "$set", Value: set}, {Key: "$inc", Value: bson.D{{Key: "rev", Value: int64(1)}}}}
+	add := bson.D{}
 	if u.Tenant != "" {
-		update = append(update, bson.E{Key: "$addToSet", Value: bson.D{{Key: "tenants", Value: u.Tenant}}})
+		add = append(add, bson.E{Key: "tenants", Value: u.Tenant})
+	}
+	if u.Deployment != 0 {
+		add = append(add, bson.E{Key: "deployments", Value: u.Deployment})
+	}
+	if len(add) > 0 {
+		update = append(update, bson.E{Key: "$addToSet", Value: add})
 	}
 	if len(u.ClearAttributes) > 0 {
 		unset := bson.D{}
@@ -91,38 +129,94 @@ func userSet(u embed.UserUpdate, now time.Time) (bson.D, error) {
 	return update, nil
 }
 
+func attrOf(v embed.StoredValue) (attrDoc, error) {
+	var val any
+	if err := json.Unmarshal(v.Value, &val); err != nil {
+		return attrDoc{}, err
+	}
+	return attrDoc{Name: v.Name, Value: val}, nil
+}
+
 func userFilter(accountID int64, externalID string) bson.D {
 	return bson.D{{Key: "accountId", Value: accountID}, {Key: "externalId", Value: externalID}}
 }
 
-// ExternalUser reads one user.
-func (s *Store) ExternalUser(ctx context.Context, accountID int64, externalID string) (embed.ExternalUser, error) {
-	var doc userDoc
-	if err := s.users.FindOne(ctx, userFilter(accountID, externalID)).Decode(&doc); err != nil {
-		return embed.ExternalUser{}, wrap(err)
+// atRev matches a user at revision rev (0: stored before revisions were kept) that no
+// delete has begun on.
+func atRev(f bson.D, rev int64) bson.D {
+	f = append(f, bson.E{Key: "deletingAt", Value: bson.D{{Key: "$exists", Value: false}}})
+	if rev == 0 {
+		return append(f, bson.E{Key: "rev", Value: bson.D{{Key: "$exists", Value: false}}})
 	}
-	return doc.user(), nil
+	return append(f, bson.E{Key: "rev", Value: rev})
 }
 
-// UpdateExternalUser applies u to a known user in one findAndModify.
-func (s *Store) UpdateExternalUser(ctx context.Context, accountID int64, externalID string, u embed.UserUpdate, now time.Time) (embed.ExternalUser, error) {
-	update, err := userSet(u, now)
-	if err != nil {
-		return embed.ExternalUser{}, err
-	}
+// ExternalUser reads one user with the memberships and values of scopes. The size of
+// its values is counted from all of them when the user does not keep it.
+func (s *Store) ExternalUser(ctx context.Context, accountID int64, externalID string, scopes ...string) (embed.ExternalUser, error) {
 	var doc userDoc
-	err = s.users.FindOneAndUpdate(ctx, userFilter(accountID, externalID), update, options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&doc)
-	if err != nil {
+	if err := s.users.FindOne(ctx, userFilter(accountID, externalID), options.FindOne().SetProjection(userProjection(scopes...))).Decode(&doc); err != nil {
 		return embed.ExternalUser{}, wrap(err)
 	}
-	return doc.user(), nil
+	u := doc.user()
+	if doc.AttrBytes == nil {
+		var all struct {
+			Attrs map[string]map[string]attrDoc `bson:"attrs"`
+		}
+		err := s.users.FindOne(ctx, bson.D{{Key: "_id", Value: doc.ID}}, options.FindOne().SetProjection(bson.D{{Key: "attrs", Value: 1}})).Decode(&all)
+		if err != nil {
+			return embed.ExternalUser{}, wrap(err)
+		}
+		for _, vals := range all.Attrs {
+			for _, v := range storedValues(vals) {
+				u.AttributeBytes += embed.ValueBytes(v.Value)
+			}
+		}
+	}
+	return u, nil
+}
+
+// UpdateExternalUser applies u to the user at revision rev in one update (the user is
+// not read back: the caller knows what it is now).
+func (s *Store) UpdateExternalUser(ctx context.Context, accountID int64, externalID string, u embed.UserUpdate, rev int64, now time.Time) error {
+	update, err := userSet(u, now)
+	if err != nil {
+		return err
+	}
+	res, err := s.users.UpdateOne(ctx, atRev(userFilter(accountID, externalID), rev), update)
+	if err != nil {
+		return wrap(err)
+	}
+	if res.MatchedCount == 0 {
+		// Gone, being deleted, or at another revision.
+		var cur userDoc
+		err := s.users.FindOne(ctx, userFilter(accountID, externalID), options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}, {Key: "deletingAt", Value: 1}})).Decode(&cur)
+		switch {
+		case err != nil:
+			return wrap(err)
+		case cur.DeletingAt != nil:
+			return embed.ErrUserDeleting
+		}
+		return embed.ErrStale
+	}
+	return nil
+}
+
+// MarkExternalUserDeleting records the start of the user's delete at a new revision.
+func (s *Store) MarkExternalUserDeleting(ctx context.Context, accountID int64, externalID string) (bool, error) {
+	res, err := s.users.UpdateOne(ctx, userFilter(accountID, externalID),
+		bson.D{{Key: "$set", Value: bson.D{{Key: "deletingAt", Value: time.Now().UTC()}}}, {Key: "$inc", Value: bson.D{{Key: "rev", Value: int64(1)}}}})
+	if err != nil {
+		return false, wrap(err)
+	}
+	return res.MatchedCount == 1, nil
 }
 
 func counterID(accountID int64) string { return "external_users:" + strconv.FormatInt(accountID, 10) }
 
 // CreateExternalUser reserves a place under the account's limit with a conditional
-// increment before inserting, so concurrent mints never overshoot; a place reserved
-// for a user that a concurrent mint created first is given back.
+// increment before inserting, so concurrent mints never overshoot; a user that exists
+// (a concurrent mint created it first) gives its place back and is embed.ErrStale.
 func (s *Store) CreateExternalUser(ctx context.Context, accountID int64, externalID string, limit int64, u embed.UserUpdate, now time.Time) (embed.ExternalUser, error) {
 	if err := s.reservePlace(ctx, accountID, limit); err != nil {
 		return embed.ExternalUser{}, err
@@ -136,28 +230,49 @@ func (s *Store) CreateExternalUser(ctx context.Context, accountID int64, externa
 		release()
 		return embed.ExternalUser{}, wrap(err)
 	}
-	update, err := userSet(u, now)
+	doc, err := newUserDoc(id, accountID, externalID, u, now)
 	if err != nil {
 		release()
 		return embed.ExternalUser{}, err
 	}
-	update = append(update, bson.E{Key: "$setOnInsert", Value: bson.D{{Key: "_id", Value: id}, {Key: "createdAt", Value: now}}})
-	var doc userDoc
-	err = s.users.FindOneAndUpdate(ctx, userFilter(accountID, externalID), update,
-		options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)).Decode(&doc)
+	_, err = s.users.InsertOne(ctx, doc)
 	if mongox.IsDuplicateKey(err) {
-		// Two upserts raced; the other inserted the user, so this is an update.
 		release()
-		return s.UpdateExternalUser(ctx, accountID, externalID, u, now)
+		return embed.ExternalUser{}, embed.ErrStale
 	}
 	if err != nil {
 		release()
 		return embed.ExternalUser{}, wrap(err)
 	}
-	if doc.ID != id {
-		release()
-	}
 	return doc.user(), nil
+}
+
+// newUserDoc is a new user with u applied, at its first revision.
+func newUserDoc(id, accountID int64, externalID string, u embed.UserUpdate, now time.Time) (userDoc, error) {
+	attrBytes := u.AttributeBytes
+	doc := userDoc{ID: id, AccountID: accountID, ExternalID: externalID, Email: u.Email, DisplayName: u.DisplayName, Picture: u.Picture,
+		AttrBytes: &attrBytes, Rev: 1, CreatedAt: now, UpdatedAt: now}
+	if u.Groups != nil {
+		doc.Groups = map[string]map[string]string{u.Scope: u.Groups}
+	}
+	if len(u.SetAttributes) > 0 {
+		vals := make(map[string]attrDoc, len(u.SetAttributes))
+		for id, v := range u.SetAttributes {
+			a, err := attrOf(v)
+			if err != nil {
+				return userDoc{}, err
+			}
+			vals[id] = a
+		}
+		doc.Attrs = map[string]map[string]attrDoc{u.Scope: vals}
+	}
+	if u.Tenant != "" {
+		doc.Tenants = []string{u.Tenant}
+	}
+	if u.Deployment != 0 {
+		doc.Deployments = []int64{u.Deployment}
+	}
+	return doc, nil
 }
 
 // reservePlace increments the account's counter only while it is under limit. When
@@ -201,17 +316,14 @@ func (s *Store) ExternalUserCount(ctx context.Context, accountID int64) (int64, 
 	return doc.Count, wrap(err)
 }
 
-// ListTenantUsers lists users with sessions in tenant by id, after afterID, whose
-// external id starts with prefix (a range on the indexed id: no pattern is evaluated).
-func (s *Store) ListTenantUsers(ctx context.Context, accountID int64, tenant, prefix string, afterID int64, limit int) ([]embed.ExternalUser, error) {
+// ListTenantUsers lists the profiles of users with sessions in tenant by id, after
+// afterID: a range of the (accountId, tenants, _id) index.
+func (s *Store) ListTenantUsers(ctx context.Context, accountID int64, tenant string, afterID int64, limit int) ([]embed.ExternalUser, error) {
 	f := bson.D{{Key: "accountId", Value: accountID}, {Key: "tenants", Value: tenant}}
-	if prefix != "" {
-		f = append(f, bson.E{Key: "externalId", Value: bson.D{{Key: "$gte", Value: prefix}, {Key: "$lt", Value: prefix + "\uffff"}}})
-	}
 	if afterID > 0 {
 		f = append(f, bson.E{Key: "_id", Value: bson.D{{Key: "$gt", Value: afterID}}})
 	}
-	return findAll(ctx, s.users, f, userDoc.user, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).SetLimit(int64(limit)))
+	return findAll(ctx, s.users, f, userDoc.user, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).SetLimit(int64(limit)).SetProjection(userProjection()))
 }
 
 // DeleteExternalUser deletes the user and, only when it deleted one, gives its place

@@ -11,8 +11,9 @@ import (
 	"github.com/analyticsco/platform/workspace-svc/internal/workspace"
 )
 
-// Items returns the live items of the deployment among ids, by id.
-func (s *Store) Items(ctx context.Context, dep int64, ids []int64) (map[int64]*workspace.Item, error) {
+// Items returns the live items of the deployment among ids, by id, with the large parts
+// that parts names.
+func (s *Store) Items(ctx context.Context, dep int64, ids []int64, parts workspace.Parts) (map[int64]*workspace.Item, error) {
 	if err := s.begin(ctx, "Items"); err != nil {
 		return nil, err
 	}
@@ -20,10 +21,29 @@ func (s *Store) Items(ctx context.Context, dep int64, ids []int64) (map[int64]*w
 	out := make(map[int64]*workspace.Item, len(ids))
 	for _, id := range ids {
 		if r := s.live(dep, id); r != nil {
-			out[id] = clone(&r.item)
+			out[id] = withParts(&r.item, parts)
 		}
 	}
 	return out, nil
+}
+
+// withParts is a copy of it with only the large parts that parts names (and the Bytes of
+// all of them).
+func withParts(it *workspace.Item, parts workspace.Parts) *workspace.Item {
+	out := clone(it)
+	if parts&workspace.PartMeta == 0 {
+		out.Meta = nil
+	}
+	if parts&workspace.PartCalculatedFields == 0 {
+		out.CalculatedFields = nil
+	}
+	if parts&workspace.PartDraft == 0 {
+		out.Draft = nil
+	}
+	if parts&workspace.PartPublished == 0 {
+		out.Published = nil
+	}
+	return out
 }
 
 // InsertItem stores a new workbook or report; an id already taken is an error.

@@ -87,7 +87,7 @@ func (s *Store) live(dep, id int64) *record {
 }
 
 // clone is a deep copy of it: the draft and the published dashboard go through JSON, as
-// they do in MongoDB.
+// they do in MongoDB. Its Bytes are those of its large parts.
 func clone(it *workspace.Item) *workspace.Item {
 	out := *it
 	out.Grants = slices.Clone(it.Grants)
@@ -96,7 +96,17 @@ func clone(it *workspace.Item) *workspace.Item {
 	out.CalculatedFields = slices.Clone(it.CalculatedFields)
 	out.Draft = viaJSON(it.Draft)
 	out.Published = viaJSON(it.Published)
+	out.Bytes = len(it.Meta) + len(it.CalculatedFields) + jsonLen(it.Draft) + jsonLen(it.Published)
 	return &out
+}
+
+// jsonLen is the size of v as stored (JSON); 0 for nil.
+func jsonLen[T any](v *T) int {
+	if v == nil {
+		return 0
+	}
+	b, _ := json.Marshal(v)
+	return len(b)
 }
 
 func viaJSON[T any](v *T) *T {

@@ -13,14 +13,16 @@ import (
 	"github.com/analyticsco/platform/workspace-svc/internal/workspace"
 )
 
-// Items returns the live items of the deployment among ids, by id.
-func (s *Store) Items(ctx context.Context, dep int64, ids []int64) (map[int64]*workspace.Item, error) {
+// Items returns the live items of the deployment among ids, by id, with the large parts
+// that parts names: the others are left out of the projection, so the database never
+// sends them.
+func (s *Store) Items(ctx context.Context, dep int64, ids []int64, parts workspace.Parts) (map[int64]*workspace.Item, error) {
 	out := make(map[int64]*workspace.Item, len(ids))
 	if len(ids) == 0 {
 		return out, nil
 	}
 	cur, err := s.items.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}, {Key: "dep", Value: dep}, {Key: "deleted", Value: notDeleted}},
-		options.Find().SetBatchSize(1000))
+		options.Find().SetProjection(itemProjection(parts)).SetBatchSize(1000))
 	if err != nil {
 		return nil, wrap("find items", err)
 	}
@@ -90,25 +92,30 @@ func itemSet(u workspace.ItemUpdate) (bson.D, error) {
 		}
 		set = append(set, bson.E{Key: "grants", Value: g})
 	}
+	// Each large part with its size (sizesDoc).
+	part := func(field, value string) {
+		set = append(set, bson.E{Key: field, Value: value}, bson.E{Key: "sizes." + field, Value: len(value)})
+	}
 	if u.Meta != nil {
-		set = append(set, bson.E{Key: "meta", Value: string(u.Meta)})
+		part("meta", string(u.Meta))
 	}
 	if u.CalculatedFields != nil {
-		set = append(set, bson.E{Key: "calculatedFields", Value: string(u.CalculatedFields)})
+		part("calculatedFields", string(u.CalculatedFields))
 	}
 	if u.Draft != nil {
 		draft, err := encodeJSON("dashboard draft", u.Draft)
 		if err != nil {
 			return nil, err
 		}
-		set = append(set, bson.E{Key: "draft", Value: draft})
+		part("draft", draft)
 	}
 	if u.Published != nil {
 		published, err := encodeJSON("published dashboard", u.Published)
 		if err != nil {
 			return nil, err
 		}
-		set = append(set, bson.E{Key: "published", Value: published}, bson.E{Key: "publishedVersion", Value: u.Published.VersionNumber},
+		part("published", published)
+		set = append(set, bson.E{Key: "publishedVersion", Value: u.Published.VersionNumber},
 			bson.E{Key: "dashboardId", Value: u.Published.ID}, bson.E{Key: "publicId", Value: u.Published.PublicID})
 	}
 	if u.Deleted {
@@ -132,9 +139,13 @@ func (s *Store) MoveItem(ctx context.Context, dep, id, from, to, by int64, at ti
 // CountItems counts the live items (folders, workbooks, reports) of the deployment, up to
 // max: the database stops counting there.
 func (s *Store) CountItems(ctx context.Context, dep, max int64) (int64, error) {
-	n, err := s.items.CountDocuments(ctx, bson.D{{Key: "dep", Value: dep}, {Key: "deleted", Value: notDeleted}},
-		options.Count().SetLimit(max))
+	n, err := s.items.CountDocuments(ctx, countFilter(dep), options.Count().SetLimit(max))
 	return n, wrap("count items", err)
+}
+
+// countFilter matches the live items of a deployment (index dep_1_deleted_1).
+func countFilter(dep int64) bson.D {
+	return bson.D{{Key: "dep", Value: dep}, {Key: "deleted", Value: notDeleted}}
 }
 
 // MaxFolderPosition is the highest position among parent's child folders, or -1: one
@@ -166,12 +177,59 @@ func (s *Store) HasChildren(ctx context.Context, dep, folder int64) (bool, error
 // calculated fields, drafts or published dashboards, which can be large.
 var listProjection = bson.D{{Key: "_id", Value: 1}, {Key: "dep", Value: 1}, {Key: "type", Value: 1}, {Key: "name", Value: 1},
 	{Key: "position", Value: 1}, {Key: "parent", Value: 1}, {Key: "createdBy", Value: 1}, {Key: "updatedBy", Value: 1},
-	{Key: "createdAt", Value: 1}, {Key: "updatedAt", Value: 1}, {Key: "grants", Value: 1}, {Key: "anc", Value: 1}, {Key: "depth", Value: 1}}
+	{Key: "createdAt", Value: 1}, {Key: "updatedAt", Value: 1}, {Key: "grants", Value: 1}, {Key: "anc", Value: 1}, {Key: "depth", Value: 1},
+	{Key: "sizes", Value: 1}}
+
+// headProjection is an item's head (workspace.Parts): listProjection and the published
+// version, dashboard id and public id.
+var headProjection = append(append(bson.D{}, listProjection...), bson.E{Key: "publishedVersion", Value: 1},
+	bson.E{Key: "dashboardId", Value: 1}, bson.E{Key: "publicId", Value: 1})
+
+// partFields are the stored fields of the large parts.
+var partFields = []struct {
+	part  workspace.Parts
+	field string
+}{{workspace.PartMeta, "meta"}, {workspace.PartCalculatedFields, "calculatedFields"}, {workspace.PartDraft, "draft"}, {workspace.PartPublished, "published"}}
+
+// itemProjection is the head and the fields of parts.
+func itemProjection(parts workspace.Parts) bson.D {
+	p := append(bson.D{}, headProjection...)
+	for _, f := range partFields {
+		if parts&f.part != 0 {
+			p = append(p, bson.E{Key: f.field, Value: 1})
+		}
+	}
+	return p
+}
 
 // Children returns, in page order (position, name, id), at most q.Limit live children of
 // q.Parent after q.After: folders, or workbooks and reports. Only the fields of
 // listProjection are read; the database sorts and limits.
 func (s *Store) Children(ctx context.Context, dep int64, q workspace.ChildrenQuery) ([]*workspace.Item, error) {
+	cur, err := s.items.Find(ctx, childrenFilter(dep, q), options.Find().SetProjection(listProjection).
+		SetSort(childrenSort).SetLimit(int64(q.Limit)).SetBatchSize(oneBatch(q.Limit)))
+	if err != nil {
+		return nil, wrap("list children", err)
+	}
+	var docs []*itemDoc
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, wrap("list children", err)
+	}
+	return items(docs), nil
+}
+
+// oneBatch is the batch size that answers a find of limit documents in its first batch:
+// one more than the limit, so a server that does not close a cursor whose batch was
+// exactly full (FerretDB) is not asked for an empty second one.
+func oneBatch(limit int) int32 { return int32(limit) + 1 }
+
+// childrenSort is the listing order; with childrenFilter's equalities (dep, parent) it is
+// the order of index dep_1_parent_1_position_1_name_1__id_1_type_1_deleted_1, whose last
+// keys hold the rest of the filter.
+var childrenSort = bson.D{{Key: "position", Value: 1}, {Key: "name", Value: 1}, {Key: "_id", Value: 1}}
+
+// childrenFilter matches q's batch of a folder's live children.
+func childrenFilter(dep int64, q workspace.ChildrenQuery) bson.D {
 	typ := bson.D{{Key: "$ne", Value: workspace.TypeFolder}}
 	if q.Folders {
 		typ = bson.D{{Key: "$eq", Value: workspace.TypeFolder}}
@@ -184,17 +242,7 @@ func (s *Store) Children(ctx context.Context, dep int64, q workspace.ChildrenQue
 			bson.D{{Key: "position", Value: a.Position}, {Key: "name", Value: a.Name}, {Key: "_id", Value: bson.D{{Key: "$gt", Value: a.ID}}}},
 		}})
 	}
-	cur, err := s.items.Find(ctx, filter, options.Find().SetProjection(listProjection).
-		SetSort(bson.D{{Key: "position", Value: 1}, {Key: "name", Value: 1}, {Key: "_id", Value: 1}}).
-		SetLimit(int64(q.Limit)).SetBatchSize(int32(q.Limit)))
-	if err != nil {
-		return nil, wrap("list children", err)
-	}
-	var docs []*itemDoc
-	if err := cur.All(ctx, &docs); err != nil {
-		return nil, wrap("list children", err)
-	}
-	return items(docs), nil
+	return filter
 }
 
 // Search returns at most q.Limit live items matching q after q.After, in the order of
@@ -234,7 +282,7 @@ func (s *Store) Search(ctx context.Context, dep int64, q workspace.SearchQuery) 
 		}})
 	}
 	cur, err := s.items.Find(ctx, filter, options.Find().SetProjection(listProjection).
-		SetSort(bson.D{{Key: sortKey, Value: dir}, {Key: "_id", Value: dir}}).SetLimit(int64(q.Limit)).SetBatchSize(int32(q.Limit)))
+		SetSort(bson.D{{Key: sortKey, Value: dir}, {Key: "_id", Value: dir}}).SetLimit(int64(q.Limit)).SetBatchSize(oneBatch(q.Limit)))
 	if err != nil {
 		return nil, wrap("search", err)
 	}

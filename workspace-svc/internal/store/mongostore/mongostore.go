@@ -50,18 +50,25 @@ type index struct {
 	keys bson.D
 }
 
+// itemIndexes are the indexes of items. The listing's ends in type and deleted, so the
+// database filters a folder's children by kind and tombstone on the index keys and reads
+// only the documents it returns; the count of a deployment's items is answered from
+// dep_1_deleted_1 alone.
+var itemIndexes = []index{
+	{"dep_1_parent_1", bson.D{{Key: "dep", Value: 1}, {Key: "parent", Value: 1}}},
+	{"dep_1_type_1", bson.D{{Key: "dep", Value: 1}, {Key: "type", Value: 1}}},
+	{"dep_1_anc_1", bson.D{{Key: "dep", Value: 1}, {Key: "anc", Value: 1}}},
+	{"dep_1_parent_1_position_1_name_1__id_1_type_1_deleted_1", bson.D{{Key: "dep", Value: 1}, {Key: "parent", Value: 1},
+		{Key: "position", Value: 1}, {Key: "name", Value: 1}, {Key: "_id", Value: 1}, {Key: "type", Value: 1}, {Key: "deleted", Value: 1}}},
+	{"dep_1_deleted_1", bson.D{{Key: "dep", Value: 1}, {Key: "deleted", Value: 1}}},
+	{"dep_1_name_1__id_1", bson.D{{Key: "dep", Value: 1}, {Key: "name", Value: 1}, {Key: "_id", Value: 1}}},
+	{"dep_1_updatedAt_1__id_1", bson.D{{Key: "dep", Value: 1}, {Key: "updatedAt", Value: 1}, {Key: "_id", Value: 1}}},
+}
+
 // EnsureIndexes creates the indexes the queries use, skipping those that exist (FerretDB
 // v1 drops the connection when asked to create an index that is already there).
 func (s *Store) EnsureIndexes(ctx context.Context) error {
-	if err := ensure(ctx, s.items, []index{
-		{"dep_1_parent_1", bson.D{{Key: "dep", Value: 1}, {Key: "parent", Value: 1}}},
-		{"dep_1_type_1", bson.D{{Key: "dep", Value: 1}, {Key: "type", Value: 1}}},
-		{"dep_1_anc_1", bson.D{{Key: "dep", Value: 1}, {Key: "anc", Value: 1}}},
-		{"dep_1_parent_1_position_1_name_1__id_1", bson.D{{Key: "dep", Value: 1}, {Key: "parent", Value: 1},
-			{Key: "position", Value: 1}, {Key: "name", Value: 1}, {Key: "_id", Value: 1}}},
-		{"dep_1_name_1__id_1", bson.D{{Key: "dep", Value: 1}, {Key: "name", Value: 1}, {Key: "_id", Value: 1}}},
-		{"dep_1_updatedAt_1__id_1", bson.D{{Key: "dep", Value: 1}, {Key: "updatedAt", Value: 1}, {Key: "_id", Value: 1}}},
-	}); err != nil {
+	if err := ensure(ctx, s.items, itemIndexes); err != nil {
 		return err
 	}
 	return ensure(ctx, s.favorites, []index{{"dep_1_user_1", bson.D{{Key: "dep", Value: 1}, {Key: "user", Value: 1}}}})

@@ -43,6 +43,32 @@ type itemDoc struct {
 	PublishedVersion int64  `bson:"publishedVersion,omitempty"`
 	PublicID         string `bson:"publicId,omitempty"`
 	DashboardID      int64  `bson:"dashboardId,omitempty"`
+	// Sizes are the bytes of each of the four strings above them, kept beside them so a
+	// projected read knows what the content would cost (workspace.Item.Bytes).
+	Sizes *sizesDoc `bson:"sizes,omitempty"`
+}
+
+// sizesDoc is the size of each large part as stored. Every write of a part sets its
+// size; an item written before sizes were kept has none, or only those of the parts
+// changed since: its Bytes are unknown.
+type sizesDoc struct {
+	Meta             *int `bson:"meta,omitempty"`
+	CalculatedFields *int `bson:"calculatedFields,omitempty"`
+	Draft            *int `bson:"draft,omitempty"`
+	Published        *int `bson:"published,omitempty"`
+}
+
+// bytes is the total, or -1 when a part's size is missing.
+func (s *sizesDoc) bytes() int {
+	if s == nil || s.Meta == nil || s.CalculatedFields == nil || s.Draft == nil || s.Published == nil {
+		return -1
+	}
+	return *s.Meta + *s.CalculatedFields + *s.Draft + *s.Published
+}
+
+func sizeOf(s string) *int {
+	n := len(s)
+	return &n
 }
 
 type grantDoc struct {
@@ -160,10 +186,12 @@ func toItemDoc(it *workspace.Item) (*itemDoc, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &itemDoc{ID: it.ID, Dep: it.DeploymentID, Type: it.Type, Name: it.Name, Position: it.Position, Parent: it.Parent,
+	d := &itemDoc{ID: it.ID, Dep: it.DeploymentID, Type: it.Type, Name: it.Name, Position: it.Position, Parent: it.Parent,
 		CreatedBy: it.CreatedBy, UpdatedBy: it.UpdatedBy, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt,
 		Grants: grantDocs(it.Grants), Anc: it.Anc, Depth: it.Depth, Meta: string(it.Meta), CalculatedFields: string(it.CalculatedFields),
-		Draft: draft, Published: published, PublishedVersion: it.PublishedVersion, PublicID: it.PublicID, DashboardID: it.DashboardID}, nil
+		Draft: draft, Published: published, PublishedVersion: it.PublishedVersion, PublicID: it.PublicID, DashboardID: it.DashboardID}
+	d.Sizes = &sizesDoc{Meta: sizeOf(d.Meta), CalculatedFields: sizeOf(d.CalculatedFields), Draft: sizeOf(d.Draft), Published: sizeOf(d.Published)}
+	return d, nil
 }
 
 func rawJSON(s string) json.RawMessage {
@@ -179,7 +207,7 @@ func (d *itemDoc) item() *workspace.Item {
 		CreatedBy: d.CreatedBy, UpdatedBy: d.UpdatedBy, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt,
 		Grants: grants(d.Grants), Anc: d.Anc, Depth: d.Depth, Meta: rawJSON(d.Meta), CalculatedFields: rawJSON(d.CalculatedFields),
 		Draft: decodeJSON[workspace.DashboardConfig](d.Draft), Published: decodeJSON[workspace.Dashboard](d.Published),
-		PublishedVersion: d.PublishedVersion, PublicID: d.PublicID, DashboardID: d.DashboardID}
+		PublishedVersion: d.PublishedVersion, PublicID: d.PublicID, DashboardID: d.DashboardID, Bytes: d.Sizes.bytes()}
 }
 
 func items(docs []*itemDoc) []*workspace.Item {

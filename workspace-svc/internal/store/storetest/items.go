@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -22,7 +23,7 @@ func testItems(t *testing.T, f *fixture) {
 	})
 	rp := f.item(f.dep, workspace.TypeReport, "rp", 0, nil)
 	elsewhere := f.item(f.other, workspace.TypeReport, "elsewhere", 0, nil)
-	got, err := f.s.Items(f.ctx, f.dep, []int64{wb.ID, rp.ID, elsewhere.ID, folder, 999_999_999_999})
+	got, err := f.s.Items(f.ctx, f.dep, []int64{wb.ID, rp.ID, elsewhere.ID, folder, 999_999_999_999}, workspace.AllParts)
 	f.check(err)
 	if len(got) != 3 || got[elsewhere.ID] != nil {
 		t.Fatalf("items among ids: %v, want the workbook, the report and the folder of the deployment", slices.Sorted(maps.Keys(got)))
@@ -35,14 +36,74 @@ func testItems(t *testing.T, f *fixture) {
 	// What a read hands out is a copy: changing it changes nothing stored.
 	got[wb.ID].Draft.Settings["x"] = 9.0
 	got[wb.ID].Anc = append(got[wb.ID].Anc, 1)
-	again, err := f.s.Items(f.ctx, f.dep, []int64{wb.ID})
+	again, err := f.s.Items(f.ctx, f.dep, []int64{wb.ID}, workspace.AllParts)
 	f.check(err)
 	f.wantItem(again[wb.ID], wb)
 	if err := f.s.InsertItem(f.ctx, rp); err == nil {
 		t.Fatal("inserting an id that is taken succeeded")
 	}
-	if empty, err := f.s.Items(f.ctx, f.dep, nil); err != nil || len(empty) != 0 {
+	if empty, err := f.s.Items(f.ctx, f.dep, nil, workspace.AllParts); err != nil || len(empty) != 0 {
 		t.Fatalf("items among no ids: %v %v", empty, err)
+	}
+}
+
+// testItemParts: a head read (no parts) returns everything access and moves are decided
+// on and none of the large parts, but their size; each part comes only when asked for.
+func testItemParts(t *testing.T, f *fixture) {
+	title := "Board"
+	wb := f.item(f.dep, workspace.TypeWorkbook, "wb", 0, func(it *workspace.Item) {
+		it.Meta, it.CalculatedFields = json.RawMessage(`{"a":1}`), json.RawMessage(`{"b":2}`)
+		it.Draft = &workspace.DashboardConfig{Title: &title}
+	})
+	dash := &workspace.Dashboard{ID: f.id(), PublicID: "pub", DeploymentID: f.dep, WorkbookID: wb.ID, Status: workspace.StatusPublished,
+		Config: workspace.DashboardConfig{Title: &title}, VersionNumber: 1, ReportSnapshots: []workspace.ReportSnapshot{}}
+	full, err := f.s.UpdateItem(f.ctx, f.dep, wb.ID, workspace.TypeWorkbook, workspace.ItemPrecondition{}, workspace.ItemUpdate{Published: dash, UpdatedAt: at, UpdatedBy: 7})
+	f.check(err)
+	draftJSON, _ := json.Marshal(wb.Draft)
+	dashJSON, _ := json.Marshal(dash)
+	bytes := len(wb.Meta) + len(wb.CalculatedFields) + len(draftJSON) + len(dashJSON)
+	for _, c := range []struct {
+		name  string
+		parts workspace.Parts
+		keep  func(head, full *workspace.Item)
+	}{
+		{"head", 0, func(_, _ *workspace.Item) {}},
+		{"meta", workspace.PartMeta, func(h, w *workspace.Item) { h.Meta = w.Meta }},
+		{"calculatedFields", workspace.PartCalculatedFields, func(h, w *workspace.Item) { h.CalculatedFields = w.CalculatedFields }},
+		{"draft", workspace.PartDraft, func(h, w *workspace.Item) { h.Draft = w.Draft }},
+		{"published", workspace.PartPublished, func(h, w *workspace.Item) { h.Published = w.Published }},
+		{"all", workspace.AllParts, func(h, w *workspace.Item) { *h = *w }},
+	} {
+		got, err := f.s.Items(f.ctx, f.dep, []int64{wb.ID}, c.parts)
+		f.check(err)
+		want := *full
+		want.Meta, want.CalculatedFields, want.Draft, want.Published = nil, nil, nil, nil
+		c.keep(&want, full)
+		if got[wb.ID] == nil || got[wb.ID].PublishedVersion != 1 || got[wb.ID].PublicID != "pub" || got[wb.ID].DashboardID != dash.ID {
+			t.Fatalf("%s: a read without the published version, dashboard id and public id: %+v", c.name, got[wb.ID])
+		}
+		f.wantItem(got[wb.ID], &want)
+		if got[wb.ID].Bytes != bytes {
+			t.Fatalf("%s: Bytes %d, want %d (meta, calculated fields, draft and published dashboard as JSON)", c.name, got[wb.ID].Bytes, bytes)
+		}
+	}
+	if full.Bytes != bytes {
+		t.Fatalf("an update answers Bytes %d, want %d", full.Bytes, bytes)
+	}
+	// A part changed: its size changes with it.
+	grown := json.RawMessage(`{"a":"` + strings.Repeat("x", 100) + `"}`)
+	after, err := f.s.UpdateItem(f.ctx, f.dep, wb.ID, workspace.TypeWorkbook, workspace.ItemPrecondition{}, workspace.ItemUpdate{Meta: grown, UpdatedAt: at, UpdatedBy: 7})
+	f.check(err)
+	heads, err := f.s.Items(f.ctx, f.dep, []int64{wb.ID}, 0)
+	f.check(err)
+	if want := bytes - len(wb.Meta) + len(grown); after.Bytes != want || heads[wb.ID].Bytes != want {
+		t.Fatalf("after a new meta: Bytes %d (update) and %d (head), want %d", after.Bytes, heads[wb.ID].Bytes, want)
+	}
+	folder := f.folder("f", 0)
+	got, err := f.s.Items(f.ctx, f.dep, []int64{folder}, 0)
+	f.check(err)
+	if n := got[folder]; n == nil || n.Depth != 1 || n.Type != workspace.TypeFolder || n.CreatedBy != 7 {
+		t.Fatalf("a folder's head: %+v", n)
 	}
 }
 
@@ -111,7 +172,7 @@ func testUpdateItem(t *testing.T, f *fixture) {
 		workspace.ItemUpdate{Deleted: true, UpdatedAt: later, UpdatedBy: 8}); err != nil || got == nil {
 		t.Fatalf("delete: %+v %v", got, err)
 	}
-	if left, err := f.s.Items(f.ctx, f.dep, []int64{wb.ID}); err != nil || len(left) != 0 {
+	if left, err := f.s.Items(f.ctx, f.dep, []int64{wb.ID}, workspace.AllParts); err != nil || len(left) != 0 {
 		t.Fatalf("a deleted item is found: %v %v", left, err)
 	}
 	if got, err := f.s.UpdateItem(f.ctx, f.dep, wb.ID, workspace.TypeWorkbook, workspace.ItemPrecondition{},
@@ -133,7 +194,7 @@ func testMoveItem(t *testing.T, f *fixture) {
 	if ok, err := f.s.MoveItem(f.ctx, f.dep, wb.ID, a, b, 8, later); err != nil || !ok {
 		t.Fatalf("move: %v %v", ok, err)
 	}
-	got, err := f.s.Items(f.ctx, f.dep, []int64{wb.ID})
+	got, err := f.s.Items(f.ctx, f.dep, []int64{wb.ID}, workspace.AllParts)
 	f.check(err)
 	want := *wb
 	want.Parent, want.UpdatedAt, want.UpdatedBy = b, later, 8

@@ -37,6 +37,7 @@ var cases = []struct {
 	{"backfill-gives-folders-without-depth-their-ancestors", testBackfill},
 	{"folders-and-subtrees-are-live-folders-of-the-deployment", testFolders},
 	{"items-are-found-live-and-by-deployment", testItems},
+	{"items-come-with-only-the-parts-asked-for", testItemParts},
 	{"update-item-sets-typed-fields-under-preconditions", testUpdateItem},
 	{"move-item-only-from-where-the-check-saw-it", testMoveItem},
 	{"count-position-and-contents", testCounts},
@@ -150,9 +151,11 @@ func (f *fixture) wantAncestors(id int64, depth int, anc ...int64) {
 }
 
 // normal is it with what adapters may represent differently made equal: times in UTC,
-// empty slices as nil.
+// empty slices as nil; Bytes, which only reads set, is checked on its own
+// (testItemParts).
 func normal(it *workspace.Item) workspace.Item {
 	out := *it
+	out.Bytes = 0
 	out.CreatedAt, out.UpdatedAt = it.CreatedAt.UTC(), it.UpdatedAt.UTC()
 	if len(out.Grants) == 0 {
 		out.Grants = nil

@@ -49,7 +49,7 @@ func testCreateOp(t *testing.T, f *fixture) {
 		t.Fatalf("recorded op: %+v, want the creation of %d", tv.Op, b)
 	}
 	f.check(f.s.ApplyTreeOp(f.ctx, tv.V, tv.Op))
-	got, err := f.s.Items(f.ctx, f.dep, []int64{a, b})
+	got, err := f.s.Items(f.ctx, f.dep, []int64{a, b}, workspace.AllParts)
 	f.check(err)
 	want := &workspace.Item{ID: b, DeploymentID: f.dep, Type: workspace.TypeFolder, Name: "b", Parent: a, CreatedBy: 7, UpdatedBy: 7,
 		CreatedAt: at, UpdatedAt: at, Anc: []int64{a}, Depth: 2}
@@ -85,7 +85,7 @@ func testMoveOp(t *testing.T, f *fixture) {
 	if n := f.node(f.dep, b); n.Parent != d {
 		t.Fatalf("moved folder's parent %d, want %d", n.Parent, d)
 	}
-	got, err := f.s.Items(f.ctx, f.dep, []int64{b, wb.ID})
+	got, err := f.s.Items(f.ctx, f.dep, []int64{b, wb.ID}, workspace.AllParts)
 	f.check(err)
 	if it := got[b]; it.UpdatedBy != 8 || !it.UpdatedAt.Equal(at.Add(1e9)) {
 		t.Fatalf("moved folder: updated by %d at %v, want 8 at %v", it.UpdatedBy, it.UpdatedAt, at.Add(1e9))

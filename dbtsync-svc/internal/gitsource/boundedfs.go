@@ -1,0 +1,47 @@
+package gitsource
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+)
+
+// boundedFS is the fetched tree as the conversion reads it (treeFS: no path leads out
+// of it): only regular files and directories, each file at most maxFile bytes. The
+// first violation is kept, and fails the job naming the file.
+type boundedFS struct {
+	fsys      fs.FS
+	maxFile   int64
+	violation error
+}
+
+func (b *boundedFS) Open(name string) (fs.File, error) {
+	f, err := b.fsys.Open(name)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) && b.violation == nil {
+			b.violation = fmt.Errorf("repository file %s cannot be read: it leads outside the repository or is not a file", name)
+		}
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	var bad error
+	switch {
+	case st.IsDir():
+	case !st.Mode().IsRegular():
+		bad = fmt.Errorf("repository file %s is not a regular file", name)
+	case st.Size() > b.maxFile:
+		bad = fmt.Errorf("repository file %s is %d bytes, over the limit of %d bytes for a file the conversion reads (DBT_SYNC_MAX_FILE_BYTES)", name, st.Size(), b.maxFile)
+	}
+	if bad != nil {
+		f.Close()
+		if b.violation == nil {
+			b.violation = bad
+		}
+		return nil, bad
+	}
+	return f, nil
+}

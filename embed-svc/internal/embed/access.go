@@ -1,0 +1,188 @@
+package embed
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/analyticsco/platform/libs/httpx"
+	"github.com/analyticsco/platform/libs/identity"
+)
+
+// Who may do what in embed-svc. The gateway only authenticates; every rule of role, key
+// kind and key scope is decided here, so every refusal is answered, and audited, by the
+// service that owns the resource.
+
+// reach is what a principal's credential lets it act on in embed-svc, whatever its role:
+// which of its account's deployments, and whether what belongs to the whole account
+// (the embed settings, the catalogs, the external users).
+type reach struct {
+	deployments []int64 // nil: every deployment of the account
+	accountWide bool    // may change what belongs to the whole account
+	personal    bool    // a personal API key (never account-wide)
+}
+
+// keyReach is the one place a key's scope is read; every embed route asks it, except the
+// spec's revoke by session id (Authentication 4: there the key's scope is not checked,
+// holding the id is the authority). An admin's bearer token and an unscoped account API key
+// reach everything; a key scoped to deployments reaches those; a personal key reaches its
+// scope's deployments (every one when it has none) and never the account as a whole; an
+// embed token reaches its session's deployment.
+func keyReach(p *identity.Principal) reach {
+	switch {
+	case p == nil:
+		return reach{deployments: []int64{}}
+	case p.Credential == identity.CredentialBearer:
+		return reach{accountWide: true}
+	case p.Credential == identity.CredentialAPIKey:
+		r := reach{personal: p.KeyKind != identity.KeyAccount}
+		if len(p.KeyScope) > 0 {
+			r.deployments = slices.Clone(p.KeyScope)
+		}
+		r.accountWide = !r.personal && r.deployments == nil
+		return r
+	case p.Credential == identity.CredentialEmbed && p.Embed != nil:
+		return reach{deployments: []int64{p.Embed.DeploymentID}}
+	}
+	return reach{deployments: []int64{}}
+}
+
+// covers reports whether deployment dep is within reach.
+func (r reach) covers(dep int64) bool {
+	return r.deployments == nil || slices.Contains(r.deployments, dep)
+}
+
+// coversAny reports whether any of deps is within reach.
+func (r reach) coversAny(deps []int64) bool {
+	if r.deployments == nil {
+		return true
+	}
+	return slices.ContainsFunc(deps, r.covers)
+}
+
+// deployment refuses a deployment outside the reach: 403 key_out_of_scope.
+func (r reach) deployment(dep int64) error {
+	if r.covers(dep) {
+		return nil
+	}
+	return forbidden("this API key is scoped to other deployments than %d", dep).WithCode(httpx.CodeKeyOutOfScope)
+}
+
+// narrow keeps a session query inside the reach: a deployment it names outside the reach
+// is 403 key_out_of_scope, and whatever else it selects matches the reach's deployments
+// only.
+func (r reach) narrow(q *SessionQuery) error {
+	if q.DeploymentID > 0 {
+		if err := r.deployment(q.DeploymentID); err != nil {
+			return err
+		}
+	}
+	q.Deployments = r.deployments
+	return nil
+}
+
+// account refuses a change of what belongs to the whole account to a credential that
+// reaches less: a scoped key 403 key_out_of_scope, a personal key 403 personal_key.
+func (r reach) account(what string) error {
+	switch {
+	case r.accountWide:
+		return nil
+	case r.personal:
+		return forbidden("a personal API key cannot %s: it belongs to the whole account; use an unscoped account API key", what).WithCode(httpx.CodePersonalKey)
+	case len(r.deployments) > 0:
+		return forbidden("this API key is scoped to deployment %s and cannot %s: it belongs to the whole account; use an unscoped account API key",
+			joinIDs(r.deployments), what).WithCode(httpx.CodeKeyOutOfScope)
+	}
+	return forbidden("only an admin's unscoped account API key can %s", what)
+}
+
+func joinIDs(ids []int64) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = strconv.FormatInt(id, 10)
+	}
+	return strings.Join(s, ", ")
+}
+
+// requireMinter is the rule of who may mint (the spec's Authentication 3): an admin's
+// account API key (a personal key is 403), on an account with embedding on a premium or
+// enterprise plan. The deployment is checked against the key's reach once it is known.
+func requireMinter(p *identity.Principal) error {
+	if err := requireAdminAccountKey(p, "mint embed sessions"); err != nil {
+		return err
+	}
+	if p.Account.Plan != "premium" && p.Account.Plan != "enterprise" {
+		return forbidden("embed sessions need the premium or enterprise plan; this account is on %s", p.Account.Plan).WithCode(httpx.CodePlanNotEligible)
+	}
+	if !p.Account.EmbeddingEnabled {
+		return forbidden("embedding is not enabled for this account")
+	}
+	return nil
+}
+
+// requireAdminAccountKey refuses anything but an admin's account API key: a personal key
+// is refused by name (personal_key).
+func requireAdminAccountKey(p *identity.Principal, what string) error {
+	switch {
+	case p == nil || p.Credential != identity.CredentialAPIKey:
+		return forbidden("only an admin's account API key can %s", what)
+	case p.KeyKind != identity.KeyAccount:
+		return forbidden("a personal API key cannot %s; use an account API key", what).WithCode(httpx.CodePersonalKey)
+	case !p.HasRole(identity.RoleAdmin):
+		return forbidden("only an admin's account API key can %s", what)
+	}
+	return nil
+}
+
+// requireRevoker is the rule of who may revoke a session by its id (the spec's
+// Authentication 4): an admin principal (any API key of an admin, an admin's bearer
+// token, an internal admin's embed token), on an account with embedding.
+func requireRevoker(p *identity.Principal) error {
+	if p == nil || !p.HasRole(identity.RoleAdmin) || (p.Credential == identity.CredentialEmbed && (p.Embed == nil || !p.Embed.Internal)) ||
+		p.Credential == identity.CredentialNone {
+		return forbidden("revoking embed sessions requires an admin")
+	}
+	if !p.Account.EmbeddingEnabled {
+		return forbidden("embedding is not enabled for this account")
+	}
+	return nil
+}
+
+// requireSessionControl is the rule of the operator's session list and bulk revoke: an
+// admin's API key or bearer token on an account with embedding. An embed token, even an
+// internal admin's, is held by a browser: it may revoke a session whose id it holds (the
+// spec requires that much) but neither list the account's sessions nor revoke them in
+// bulk. What the caller sees and revokes is then narrowed to its reach.
+func requireSessionControl(p *identity.Principal) error {
+	if p != nil && p.Credential == identity.CredentialEmbed {
+		return forbidden("an embed token can revoke a session by its id (POST /api/v1/embed/session/revoke), not list or revoke sessions in bulk")
+	}
+	return requireRevoker(p)
+}
+
+// requireCatalogAdmin: tenant-scoped catalogs and users need an admin's account API key;
+// the account-wide catalog also accepts an admin's bearer token. Reading is not bound to
+// deployments (a scoped key mints for its deployments with these catalogs); changing
+// them is an account-wide write (reach.account).
+func requireCatalogAdmin(p *identity.Principal, scope string) error {
+	if p == nil || !p.HasRole(identity.RoleAdmin) {
+		return forbidden("this endpoint requires an admin")
+	}
+	if scope != AccountScope {
+		return requireAdminAccountKey(p, "manage embed tenants")
+	}
+	if p.Credential != identity.CredentialAPIKey && p.Credential != identity.CredentialBearer {
+		return forbidden("this endpoint requires an admin's API key or bearer token")
+	}
+	return nil
+}
+
+// requireAccountAdmin: the account-wide settings belong to the account's admins, by API
+// key or bearer token (never an embed token: an embedded user cannot widen its own
+// switches). Replacing them is an account-wide write (reach.account).
+func requireAccountAdmin(p *identity.Principal) error {
+	if p == nil || !p.HasRole(identity.RoleAdmin) || (p.Credential != identity.CredentialAPIKey && p.Credential != identity.CredentialBearer) {
+		return forbidden("the account's embed settings require an admin's API key or bearer token")
+	}
+	return nil
+}
