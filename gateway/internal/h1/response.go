@@ -115,7 +115,7 @@ func (w *ResponseWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// ErrClientGone: writing to the client failed (it went away, or stopped reading).
+// ErrClientGone means writing to the client failed (it went away, or stopped reading).
 var ErrClientGone = errors.New("h1: the connection to the client failed")
 
 var errBroken = ErrClientGone
