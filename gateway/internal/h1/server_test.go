@@ -318,3 +318,51 @@ func TestStalledBodyTimesOut(t *testing.T) {
 		t.Fatalf("body error %q, want a timeout", s.BodyErr)
 	}
 }
+
+// A net/http handler that says its length and writes no body to a HEAD (http.ServeContent
+// does) gets that length in the HEAD's answer, as net/http's server would send it; the
+// GET on the same connection gets the body.
+func TestHeadAnswerCarriesTheLengthTheHandlerSet(t *testing.T) {
+	page := strings.Repeat("<p>reference</p>", 1000)
+	srv := &h1.Server{Handler: h1.HandlerFunc(func(w *h1.ResponseWriter, r *h1.Request) {
+		req, err := http.NewRequest(r.Method, r.Target, http.NoBody)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		http.ServeContent(w, req, "", time.Time{}, strings.NewReader(page))
+	}), ReadHeaderTimeout: 2 * time.Second}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = srv.Serve(ln); close(done) }()
+	t.Cleanup(func() { _ = srv.Close(); <-done })
+
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, "HEAD /docs HTTP/1.1\r\n"+host+"\r\nGET /docs HTTP/1.1\r\n"+host+"Connection: close\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	head, err := http.ReadResponse(br, &http.Request{Method: http.MethodHead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if head.StatusCode != 200 || head.ContentLength != int64(len(page)) || len(head.Header.Values("Content-Length")) != 1 {
+		t.Fatalf("HEAD: %d, Content-Length %v, want 200 and %d once", head.StatusCode, head.Header.Values("Content-Length"), len(page))
+	}
+	get, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(get.Body)
+	if err != nil || get.StatusCode != 200 || string(body) != page || len(get.Header.Values("Content-Length")) != 1 {
+		t.Fatalf("GET after HEAD: %d, %d bytes, Content-Length %v, %v", get.StatusCode, len(body), get.Header.Values("Content-Length"), err)
+	}
+}
