@@ -59,8 +59,12 @@ type MongoConfig struct {
 	Serialize wireproxy.Mode
 	// NoGIN leaves FerretDB's PostgreSQL tables with its btree indexes only: what
 	// FerretDB does by itself, for comparison (make bench -only engines).
-	NoGIN  bool
-	Logger *slog.Logger
+	NoGIN bool
+	// CommandTimeout is how long the proxy waits for FerretDB's reply to a command;
+	// 0 is wireproxy.DefaultCommandTimeout. Past it the client gets an error and
+	// FerretDB is restarted (see replaceFerret).
+	CommandTimeout time.Duration
+	Logger         *slog.Logger
 
 	// shared, when set, is a running PostgreSQL server this Mongo does not own: it uses
 	// its own database in it (MongoForTest's per-process cluster).
@@ -82,8 +86,9 @@ type Mongo struct {
 	Engine    Engine
 	Serialize wireproxy.Mode
 
-	logger    *slog.Logger
-	proxyAddr string
+	logger         *slog.Logger
+	proxyAddr      string
+	commandTimeout time.Duration
 
 	// Postgres is the server under FerretDB (EnginePostgres), owned unless shared.
 	Postgres   *Postgres
@@ -94,8 +99,26 @@ type Mongo struct {
 	running bool
 	closed  bool
 	proxy   *wireproxy.Proxy
-	cancel  context.CancelFunc
-	runDone chan struct{}
+	ferret  *ferretRun
+}
+
+// ferretRun is a running FerretDB.
+type ferretRun struct {
+	uri, addr string
+	cancel    context.CancelFunc
+	done      chan struct{}
+}
+
+// stop cancels the run and waits for it to end. FerretDB cancels the contexts of the
+// commands in flight 3 s after its own.
+func (f *ferretRun) stop() error {
+	f.cancel()
+	select {
+	case <-f.done:
+		return nil
+	case <-time.After(30 * time.Second):
+		return errors.New("devstack: FerretDB did not stop within 30s")
+	}
 }
 
 // StartMongo starts the embedded MongoDB with its data in dir and the proxy on a
@@ -135,7 +158,8 @@ func StartMongoWith(ctx context.Context, cfg MongoConfig) (*Mongo, error) {
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
-	m := &Mongo{Dir: abs, Engine: engine, Serialize: cfg.Serialize, logger: logger.With("component", "mongo"), proxyAddr: addr}
+	m := &Mongo{Dir: abs, Engine: engine, Serialize: cfg.Serialize, logger: logger.With("component", "mongo"), proxyAddr: addr,
+		commandTimeout: cfg.CommandTimeout}
 	if engine == EnginePostgres {
 		if err := m.preparePostgres(ctx, cfg.shared, cfg.NoGIN); err != nil {
 			return nil, err
@@ -178,6 +202,24 @@ func (m *Mongo) startLocked(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	f, err := m.startFerret()
+	if err != nil {
+		return err
+	}
+	p, err := wireproxy.ListenWith(m.proxyAddr, f.addr, wireproxy.Options{Mode: m.Serialize, EscapeNUL: m.Engine == EnginePostgres,
+		CommandTimeout: m.commandTimeout, OnCommandTimeout: m.replaceFerret, Logger: m.logger})
+	if err != nil {
+		return errors.Join(fmt.Errorf("devstack: mongo proxy: %w", err), f.stop())
+	}
+	m.proxy, m.ferret, m.running = p, f, true
+	m.proxyAddr = p.Addr().String()
+	m.URI = "mongodb://" + m.proxyAddr + "/"
+	m.UpstreamURI = f.uri
+	return nil
+}
+
+// startFerret starts FerretDB on a random port.
+func (m *Mongo) startFerret() (*ferretRun, error) {
 	// FerretDB logs every connection at Info and every client disconnect at
 	// Warn; only its errors are worth seeing in test and stack output.
 	flog := slog.New(levelFilter{min: slog.LevelError, Handler: m.logger.Handler()}).With("component", "ferretdb")
@@ -196,32 +238,49 @@ func (m *Mongo) startLocked(ctx context.Context) error {
 	f, err := ferretdb.New(fc)
 	ferretNewMu.Unlock()
 	if err != nil {
-		return fmt.Errorf("devstack: start FerretDB (%s) in %s: %w", m.Engine, m.Dir, err)
+		return nil, fmt.Errorf("devstack: start FerretDB (%s) in %s: %w", m.Engine, m.Dir, err)
 	}
 	// New already listens, so the URI is known before Run (MongoDBURI only
 	// blocks until the listener exists).
-	upstreamURI := f.MongoDBURI()
-	runCtx, cancel := context.WithCancel(context.Background())
-	runDone := make(chan struct{})
+	run := &ferretRun{uri: f.MongoDBURI(), done: make(chan struct{})}
+	var runCtx context.Context
+	runCtx, run.cancel = context.WithCancel(context.Background())
 	go func() {
-		defer close(runDone)
+		defer close(run.done)
 		_ = f.Run(runCtx)
 	}()
-	upstreamAddr, err := hostOf(upstreamURI)
-	if err == nil {
-		var p *wireproxy.Proxy
-		p, err = wireproxy.ListenWith(m.proxyAddr, upstreamAddr, wireproxy.Options{Mode: m.Serialize, EscapeNUL: m.Engine == EnginePostgres, Logger: m.logger})
-		if err == nil {
-			m.proxy, m.cancel, m.runDone, m.running = p, cancel, runDone, true
-			m.proxyAddr = p.Addr().String()
-			m.URI = "mongodb://" + m.proxyAddr + "/"
-			m.UpstreamURI = upstreamURI
-			return nil
-		}
+	if run.addr, err = hostOf(run.uri); err != nil {
+		return nil, errors.Join(err, run.stop())
 	}
-	cancel()
-	<-runDone
-	return fmt.Errorf("devstack: mongo proxy: %w", err)
+	return run, nil
+}
+
+// replaceFerret replaces the FerretDB at upstream, which left a command unanswered past
+// the proxy's deadline, by a new one, unless that was done already. A FerretDB command
+// can wait for ever (an update of 50 statements waiting for its own pool did, before the
+// proxy forwarded them in batches) and keep what it holds, which dropping its client
+// connection does not release: only stopping FerretDB cancels it. The proxy's clients
+// keep the proxy's address; their next command goes to the new FerretDB.
+func (m *Mongo) replaceFerret(upstream string) {
+	go func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if !m.running || m.ferret.addr != upstream {
+			return
+		}
+		f, err := m.startFerret()
+		if err != nil {
+			m.logger.Error("replacing FerretDB after a command went unanswered failed", "err", err)
+			return
+		}
+		old := m.ferret
+		m.proxy.SetUpstream(f.addr)
+		m.ferret, m.UpstreamURI = f, f.uri
+		m.logger.Warn("FerretDB replaced after a command went unanswered past the proxy's deadline", "old", old.addr, "new", f.addr)
+		if err := old.stop(); err != nil {
+			m.logger.Error("stopping the replaced FerretDB", "err", err)
+		}
+	}()
 }
 
 // ProxyCounts are the commands the proxy has forwarded, and of them those it ran one
@@ -274,14 +333,7 @@ func (m *Mongo) stopLocked() (err error) {
 	// Proxy first: closing its upstream connections lets FerretDB's Run
 	// return at once instead of waiting out its 3 s grace for clients; the
 	// database under it last.
-	err = m.proxy.Close()
-	m.cancel()
-	select {
-	case <-m.runDone:
-	case <-time.After(30 * time.Second):
-		err = errors.Join(err, errors.New("devstack: FerretDB did not stop within 30s"))
-	}
-	return err
+	return errors.Join(m.proxy.Close(), m.ferret.stop())
 }
 
 // Restart starts FerretDB again on the same dir and the proxy on the same

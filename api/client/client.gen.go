@@ -4051,7 +4051,7 @@ type ClientInterface interface {
 	// its definition; unknown keys in `settings` (including placement-level chrome) or
 	// non-boolean values for its boolean keys; `User attributes not found`; `Groups with names
 	// <missing> not found`; a `branchName` nothing serves; definitions that would create or
-	// change more than `EMBED_MAX_DEFINITION_CHANGES` (32) definitions in one request (those
+	// change more than `EMBED_MAX_DEFINITION_CHANGES` (1,000) definitions in one request (those
 	// sent unchanged do not count; they are written in one batch). `403`: `creatorMode` without the
 	// account's `useCreatorMode` flag; the external-user limit (10,000 by default) reached, with
 	// the limit in the message; `live_session_limit`: the account already has
@@ -4091,7 +4091,7 @@ type ClientInterface interface {
 	// its definition; unknown keys in `settings` (including placement-level chrome) or
 	// non-boolean values for its boolean keys; `User attributes not found`; `Groups with names
 	// <missing> not found`; a `branchName` nothing serves; definitions that would create or
-	// change more than `EMBED_MAX_DEFINITION_CHANGES` (32) definitions in one request (those
+	// change more than `EMBED_MAX_DEFINITION_CHANGES` (1,000) definitions in one request (those
 	// sent unchanged do not count; they are written in one batch). `403`: `creatorMode` without the
 	// account's `useCreatorMode` flag; the external-user limit (10,000 by default) reached, with
 	// the limit in the message; `live_session_limit`: the account already has
@@ -5664,7 +5664,7 @@ func (c *Client) GetEmbedJwks(ctx context.Context, reqEditors ...RequestEditorFn
 // its definition; unknown keys in `settings` (including placement-level chrome) or
 // non-boolean values for its boolean keys; `User attributes not found`; `Groups with names
 // <missing> not found`; a `branchName` nothing serves; definitions that would create or
-// change more than `EMBED_MAX_DEFINITION_CHANGES` (32) definitions in one request (those
+// change more than `EMBED_MAX_DEFINITION_CHANGES` (1,000) definitions in one request (those
 // sent unchanged do not count; they are written in one batch). `403`: `creatorMode` without the
 // account's `useCreatorMode` flag; the external-user limit (10,000 by default) reached, with
 // the limit in the message; `live_session_limit`: the account already has
@@ -5714,7 +5714,7 @@ func (c *Client) GenerateEmbedSessionWithBody(ctx context.Context, contentType s
 // its definition; unknown keys in `settings` (including placement-level chrome) or
 // non-boolean values for its boolean keys; `User attributes not found`; `Groups with names
 // <missing> not found`; a `branchName` nothing serves; definitions that would create or
-// change more than `EMBED_MAX_DEFINITION_CHANGES` (32) definitions in one request (those
+// change more than `EMBED_MAX_DEFINITION_CHANGES` (1,000) definitions in one request (those
 // sent unchanged do not count; they are written in one batch). `403`: `creatorMode` without the
 // account's `useCreatorMode` flag; the external-user limit (10,000 by default) reached, with
 // the limit in the message; `live_session_limit`: the account already has
@@ -10350,7 +10350,7 @@ type ClientWithResponsesInterface interface {
 	// its definition; unknown keys in `settings` (including placement-level chrome) or
 	// non-boolean values for its boolean keys; `User attributes not found`; `Groups with names
 	// <missing> not found`; a `branchName` nothing serves; definitions that would create or
-	// change more than `EMBED_MAX_DEFINITION_CHANGES` (32) definitions in one request (those
+	// change more than `EMBED_MAX_DEFINITION_CHANGES` (1,000) definitions in one request (those
 	// sent unchanged do not count; they are written in one batch). `403`: `creatorMode` without the
 	// account's `useCreatorMode` flag; the external-user limit (10,000 by default) reached, with
 	// the limit in the message; `live_session_limit`: the account already has
@@ -10390,7 +10390,7 @@ type ClientWithResponsesInterface interface {
 	// its definition; unknown keys in `settings` (including placement-level chrome) or
 	// non-boolean values for its boolean keys; `User attributes not found`; `Groups with names
 	// <missing> not found`; a `branchName` nothing serves; definitions that would create or
-	// change more than `EMBED_MAX_DEFINITION_CHANGES` (32) definitions in one request (those
+	// change more than `EMBED_MAX_DEFINITION_CHANGES` (1,000) definitions in one request (those
 	// sent unchanged do not count; they are written in one batch). `403`: `creatorMode` without the
 	// account's `useCreatorMode` flag; the external-user limit (10,000 by default) reached, with
 	// the limit in the message; `live_session_limit`: the account already has
@@ -17838,7 +17838,7 @@ func (c *ClientWithResponses) GetEmbedJwksWithResponse(ctx context.Context, reqE
 // its definition; unknown keys in `settings` (including placement-level chrome) or
 // non-boolean values for its boolean keys; `User attributes not found`; `Groups with names
 // <missing> not found`; a `branchName` nothing serves; definitions that would create or
-// change more than `EMBED_MAX_DEFINITION_CHANGES` (32) definitions in one request (those
+// change more than `EMBED_MAX_DEFINITION_CHANGES` (1,000) definitions in one request (those
 // sent unchanged do not count; they are written in one batch). `403`: `creatorMode` without the
 // account's `useCreatorMode` flag; the external-user limit (10,000 by default) reached, with
 // the limit in the message; `live_session_limit`: the account already has
@@ -17884,7 +17884,7 @@ func (c *ClientWithResponses) GenerateEmbedSessionWithBodyWithResponse(ctx conte
 // its definition; unknown keys in `settings` (including placement-level chrome) or
 // non-boolean values for its boolean keys; `User attributes not found`; `Groups with names
 // <missing> not found`; a `branchName` nothing serves; definitions that would create or
-// change more than `EMBED_MAX_DEFINITION_CHANGES` (32) definitions in one request (those
+// change more than `EMBED_MAX_DEFINITION_CHANGES` (1,000) definitions in one request (those
 // sent unchanged do not count; they are written in one batch). `403`: `creatorMode` without the
 // account's `useCreatorMode` flag; the external-user limit (10,000 by default) reached, with
 // the limit in the message; `live_session_limit`: the account already has

@@ -10,6 +10,11 @@
 // PostgreSQL connection after finds with a limit ran beside it; see the README), so
 // the local stack serialises everything.
 // It is a dev/test tool: throughput is one command at a time by design.
+//
+// It also keeps FerretDB's write commands from hanging on their statement count: it
+// forwards the statements of update and insert commands in batches and merges the replies
+// (batch.go). A command that still gets no reply within a deadline is answered with an
+// error and its upstream connection dropped, so it cannot hold the turn for ever.
 package wireproxy
 
 import (
@@ -21,6 +26,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -87,11 +93,19 @@ func ParseMode(s string) (Mode, error) {
 
 // Proxy forwards MongoDB wire-protocol traffic to one upstream, serialised.
 type Proxy struct {
-	upstream string
-	ln       net.Listener
-	logger   *slog.Logger
-	mode     Mode
-	escape   bool
+	ln        net.Listener
+	logger    *slog.Logger
+	mode      Mode
+	escape    bool
+	batches   map[string]int
+	timeout   time.Duration
+	onTimeout func(string)
+
+	// upstream is the address new upstream connections go to; generation counts its
+	// changes, so a connection to a former upstream is replaced before its next command.
+	upstreamMu sync.Mutex
+	upstream   string
+	generation int
 
 	// Commands forwarded, and of them those that took the global lock (a write, or any
 	// command in All mode): what a benchmark reports beside its timings.
@@ -125,8 +139,23 @@ type Options struct {
 	// EscapeNUL rewrites NUL in the strings of requests and back in replies (nul.go),
 	// for an upstream that cannot store it (FerretDB on PostgreSQL).
 	EscapeNUL bool
-	Logger    *slog.Logger
+	// Batches are the most statements per command the proxy forwards of the write
+	// commands it names (update, insert, delete), see batch.go; nil is DefaultBatches, an
+	// empty map forwards every command whole.
+	Batches map[string]int
+	// CommandTimeout bounds how long the proxy waits for the reply to one command it
+	// forwards (each batch of a write command); 0 is DefaultCommandTimeout. Past it the
+	// client gets a MaxTimeMSExpired error and the upstream connection is dropped.
+	CommandTimeout time.Duration
+	// OnCommandTimeout, when set, is called with the upstream's address after a command
+	// got no reply within CommandTimeout; it must not block.
+	OnCommandTimeout func(upstream string)
+	Logger           *slog.Logger
 }
+
+// DefaultCommandTimeout is Options.CommandTimeout's default: far above what a command of
+// the local stack or the tests takes, so only a command that hangs meets it.
+const DefaultCommandTimeout = 2 * time.Minute
 
 // ListenWith is Listen with options.
 func ListenWith(addr, upstream string, o Options) (*Proxy, error) {
@@ -139,14 +168,23 @@ func ListenWith(addr, upstream string, o Options) (*Proxy, error) {
 		return nil, fmt.Errorf("wireproxy: listen on %s: %w", addr, err)
 	}
 	p := &Proxy{
-		upstream: upstream,
-		ln:       ln,
-		logger:   logger.With("component", "wireproxy"),
-		mode:     mode,
-		escape:   o.EscapeNUL,
-		turn:     make(chan struct{}, 1),
-		done:     make(chan struct{}),
-		conns:    make(map[net.Conn]struct{}),
+		upstream:  upstream,
+		ln:        ln,
+		logger:    logger.With("component", "wireproxy"),
+		mode:      mode,
+		escape:    o.EscapeNUL,
+		batches:   o.Batches,
+		timeout:   o.CommandTimeout,
+		onTimeout: o.OnCommandTimeout,
+		turn:      make(chan struct{}, 1),
+		done:      make(chan struct{}),
+		conns:     make(map[net.Conn]struct{}),
+	}
+	if p.batches == nil {
+		p.batches = DefaultBatches
+	}
+	if p.timeout <= 0 {
+		p.timeout = DefaultCommandTimeout
 	}
 	p.wg.Add(1)
 	go p.acceptLoop()
@@ -159,6 +197,21 @@ func (p *Proxy) Addr() net.Addr { return p.ln.Addr() }
 // Counts are the commands forwarded so far, and of them those run one at a time.
 func (p *Proxy) Counts() (forwarded, serialised int64) {
 	return p.forwarded.Load(), p.serialised.Load()
+}
+
+// SetUpstream points the proxy at another upstream: every client connection's next
+// command goes there, on a new upstream connection (cursors of the former one are gone).
+func (p *Proxy) SetUpstream(addr string) {
+	p.upstreamMu.Lock()
+	defer p.upstreamMu.Unlock()
+	p.upstream = addr
+	p.generation++
+}
+
+func (p *Proxy) currentUpstream() (string, int) {
+	p.upstreamMu.Lock()
+	defer p.upstreamMu.Unlock()
+	return p.upstream, p.generation
 }
 
 // Close stops accepting, closes every client and upstream connection and
@@ -228,6 +281,32 @@ func (p *Proxy) untrack(cs ...net.Conn) {
 	}
 }
 
+// link is a client connection's connection to the upstream.
+type link struct {
+	addr       string
+	generation int
+	conn       net.Conn
+	r          *bufio.Reader
+}
+
+func (p *Proxy) dial() (*link, error) {
+	addr, gen := p.currentUpstream()
+	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("wireproxy: dial upstream %s: %w", addr, err)
+	}
+	if !p.track(c) {
+		_ = c.Close()
+		return nil, errClosed
+	}
+	return &link{addr: addr, generation: gen, conn: c, r: bufio.NewReaderSize(c, 64<<10)}, nil
+}
+
+func (p *Proxy) drop(l *link) {
+	_ = l.conn.Close()
+	p.untrack(l.conn)
+}
+
 func (p *Proxy) serve(client net.Conn) {
 	defer p.wg.Done()
 	defer client.Close()
@@ -236,31 +315,30 @@ func (p *Proxy) serve(client net.Conn) {
 	}
 	defer p.untrack(client)
 
-	up, err := net.DialTimeout("tcp", p.upstream, 10*time.Second)
+	l, err := p.dial()
 	if err != nil {
-		p.logger.Warn("dial upstream failed", "upstream", p.upstream, "err", err)
+		p.logger.Warn("dial upstream failed", "err", err)
 		return
 	}
-	defer up.Close()
-	if !p.track(up) {
-		return
-	}
-	defer p.untrack(up)
+	defer func() { p.drop(l) }()
 
 	cr := bufio.NewReaderSize(client, 64<<10)
-	ur := bufio.NewReaderSize(up, 64<<10)
 	for {
 		msg, err := ReadMessage(cr)
 		if err != nil {
 			p.logEnd("client", err)
 			return
 		}
+		if _, gen := p.currentUpstream(); gen != l.generation {
+			if l, err = p.redial(l); err != nil {
+				return
+			}
+		}
 		if p.escape {
 			msg = rewriteMsg(msg, escapeString)
 		}
-		expectReply := prepareRequest(msg)
-		replies, err := p.roundTrip(up, ur, msg, expectReply)
-		if err != nil {
+		replies, err := p.handle(l, msg)
+		if err != nil && !errors.Is(err, errNoReply) {
 			p.logEnd("upstream", err)
 			return
 		}
@@ -275,7 +353,29 @@ func (p *Proxy) serve(client net.Conn) {
 				return
 			}
 		}
+		if err != nil {
+			name, _ := commandName(msg)
+			p.logger.Warn("no reply from upstream within the command deadline: dropping the upstream connection",
+				"upstream", l.addr, "command", name, "timeout", p.timeout)
+			if p.onTimeout != nil {
+				p.onTimeout(l.addr)
+			}
+			if l, err = p.redial(l); err != nil {
+				return
+			}
+		}
 	}
+}
+
+// redial replaces l by a new connection to the current upstream.
+func (p *Proxy) redial(l *link) (*link, error) {
+	p.drop(l)
+	nl, err := p.dial()
+	if err != nil {
+		p.logger.Warn("dial upstream failed", "err", err)
+		return l, err
+	}
+	return nl, nil
 }
 
 func (p *Proxy) logEnd(side string, err error) {
@@ -294,12 +394,18 @@ func (p *Proxy) logEnd(side string, err error) {
 	p.logger.Debug("connection ended", "side", side, "err", err)
 }
 
-// roundTrip forwards one request and collects its replies, holding the global lock
-// when the request is to be serialised, so no other such command runs upstream in
-// between.
-func (p *Proxy) roundTrip(up net.Conn, ur *bufio.Reader, msg []byte, expectReply bool) ([][]byte, error) {
+// errNoReply: the upstream did not answer within the command deadline.
+var errNoReply = errors.New("wireproxy: no reply from upstream within the command deadline")
+
+// handle forwards one request and returns the replies to give the client, holding the
+// global lock when the request is to be serialised, so no other such command runs
+// upstream in between. With errNoReply the replies (if any) are still to be given, and
+// the upstream connection is to be replaced.
+func (p *Proxy) handle(l *link, msg []byte) ([][]byte, error) {
 	p.forwarded.Add(1)
-	if p.mode == All || !isRead(msg) {
+	expectReply := prepareRequest(msg)
+	m, isMsg := parseOpMsg(msg)
+	if p.mode == All || !isRead(msg, m, isMsg) {
 		p.serialised.Add(1)
 		select {
 		case p.turn <- struct{}{}:
@@ -309,17 +415,42 @@ func (p *Proxy) roundTrip(up net.Conn, ur *bufio.Reader, msg []byte, expectReply
 		defer func() { <-p.turn }()
 	}
 
-	if _, err := up.Write(msg); err != nil {
+	var replies [][]byte
+	var err error
+	if w, ok := asWriteCommand(msg, m, p.batches); ok && isMsg {
+		replies, err = p.forwardWrite(l, &w, expectReply)
+	} else {
+		replies, err = p.exchange(l, msg, expectReply)
+	}
+	if errors.Is(err, errNoReply) && replies == nil && expectReply {
+		if !isMsg {
+			return nil, fmt.Errorf("%s within %s", errNoReply.Error(), p.timeout) // the connection ends
+		}
+		replies = [][]byte{errorReply(msg, codeMaxTimeMSExpired, "MaxTimeMSExpired", p.timeoutMessage())}
+	}
+	return replies, err
+}
+
+func (p *Proxy) timeoutMessage() string {
+	return fmt.Sprintf("wireproxy: no reply from the database within %s (the proxy's command deadline): the command was abandoned and its connection dropped", p.timeout)
+}
+
+// exchange writes msg upstream and reads its replies, within the command deadline.
+func (p *Proxy) exchange(l *link, msg []byte, expectReply bool) ([][]byte, error) {
+	if err := l.conn.SetDeadline(time.Now().Add(p.timeout)); err != nil {
 		return nil, err
+	}
+	if _, err := l.conn.Write(msg); err != nil {
+		return nil, noReply(err)
 	}
 	if !expectReply {
 		return nil, nil
 	}
 	var replies [][]byte
 	for {
-		r, err := ReadMessage(ur)
+		r, err := ReadMessage(l.r)
 		if err != nil {
-			return nil, err
+			return nil, noReply(err)
 		}
 		replies = append(replies, r)
 		// An exhaust reply with moreToCome is followed by more replies to the
@@ -328,6 +459,14 @@ func (p *Proxy) roundTrip(up net.Conn, ur *bufio.Reader, msg []byte, expectReply
 			return replies, nil
 		}
 	}
+}
+
+// noReply is err, marked errNoReply when it is the command deadline's.
+func noReply(err error) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("%w: %w", errNoReply, err)
+	}
+	return err
 }
 
 // prepareRequest reports whether the server will answer msg, and clears
@@ -366,49 +505,26 @@ var readCommands = map[string]bool{
 	"killCursors": true, "endSessions": true,
 }
 
-// isRead reports whether msg is a command that never writes: an OP_MSG whose body
-// (its kind-0 section, a BSON document) names a command of readCommands first, or a
-// legacy OP_QUERY (drivers send only the handshake that way).
-func isRead(msg []byte) bool {
+// isRead reports whether msg (m, when isMsg) is a command that never writes: an OP_MSG
+// whose body names a command of readCommands first, or a legacy OP_QUERY (drivers send
+// only the handshake that way).
+func isRead(msg []byte, m opMessage, isMsg bool) bool {
 	switch opCode(msg) {
 	case opQuery:
 		return true
 	case opMsg:
-		name, ok := commandName(msg)
-		return ok && readCommands[name]
+		return isMsg && readCommands[m.name()]
 	}
 	return false
 }
 
-// commandName is the first key of an OP_MSG's body: its sections follow the flags,
-// each a kind byte then, for kind 0, one BSON document and, for kind 1, an int32 size
-// that covers the section (less its kind byte). A document is an int32 length and its
-// elements, each a type byte, a NUL-terminated key and a value.
+// commandName is the name of the command of an OP_MSG, the first key of its body.
 func commandName(msg []byte) (string, bool) {
-	end := len(msg)
-	if msgFlags(msg)&flagChecksumPresent != 0 {
-		end -= 4
+	m, ok := parseOpMsg(msg)
+	if !ok || m.name() == "" {
+		return "", false
 	}
-	for i := headerLen + 4; i < end; {
-		kind := msg[i]
-		i++
-		if i+4 > end {
-			return "", false
-		}
-		size := int(int32(binary.LittleEndian.Uint32(msg[i:])))
-		if size < 5 || i+size > end {
-			return "", false
-		}
-		if kind == 0 {
-			key := msg[i+5 : i+size]
-			if n := bytes.IndexByte(key, 0); n > 0 {
-				return string(key[:n]), true
-			}
-			return "", false
-		}
-		i += size
-	}
-	return "", false
+	return m.name(), true
 }
 
 func opCode(msg []byte) int32 { return int32(binary.LittleEndian.Uint32(msg[12:16])) }

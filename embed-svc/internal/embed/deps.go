@@ -45,7 +45,7 @@ type Limits struct {
 
 // DefaultLimits apply where Limits leaves a field zero.
 var DefaultLimits = Limits{SecurityContextBytes: 16 << 10, SecurityContextDepth: 32, ArrayEntries: 1000, AttributeValueBytes: 16 << 10, DefinitionsPerScope: 10_000, TenantsPerAccount: 10_000,
-	DefinitionChanges: 32, UserAttributeBytes: 64 << 10, PictureURLBytes: 2 << 10, LiveSessionsPerAccount: 10_000,
+	DefinitionChanges: 1000, UserAttributeBytes: 64 << 10, PictureURLBytes: 2 << 10, LiveSessionsPerAccount: 10_000,
 	ExchangeFailureAudit: time.Minute, ListScan: 1000}
 
 func (l Limits) withDefaults() Limits {

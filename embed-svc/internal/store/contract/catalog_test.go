@@ -235,6 +235,28 @@ func upsertBatches(t *testing.T, s durable) {
 	if n, _ := s.CountDefinitions(ctx, acc, scope, 200); n != 101 {
 		t.Fatalf("%d definitions stored, want 101", n)
 	}
+	// One batch changing all of them (one update command of 101 statements on existing
+	// documents: FerretDB alone, under the local stack's proxy, never answers one of 50).
+	changes := make([]embed.DefinitionUpsert, len(defs))
+	for i, d := range defs {
+		changes[i] = embed.DefinitionUpsert{Input: embed.DefinitionInput{Name: d.Name, Type: d.Type, Description: ptr("changed")}, Kind: d.Kind, Existing: &defs[i]}
+	}
+	if _, err := s.UpsertDefinitions(ctx, acc, scope, changes, t0.Add(2*time.Minute)); err != nil {
+		t.Fatalf("a batch changing %d definitions: %v", len(changes), err)
+	}
+	names := make([]string, len(defs))
+	for i, d := range defs {
+		names[i] = d.Name
+	}
+	changed, err := s.FindDefinitions(ctx, acc, scope, names)
+	if err != nil || len(changed) != len(defs) {
+		t.Fatalf("after the batch of changes: %d definitions, %v", len(changed), err)
+	}
+	for _, d := range changed {
+		if d.Description == nil || *d.Description != "changed" || !d.UpdatedAt.Equal(t0.Add(2*time.Minute)) {
+			t.Fatalf("definition %s after the batch of changes: %+v", d.Name, d)
+		}
+	}
 	// Concurrent batches creating the same names.
 	var racing []embed.DefinitionUpsert
 	for i := range 10 {

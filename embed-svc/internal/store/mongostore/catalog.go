@@ -105,9 +105,10 @@ func (s *Store) FindDefinitions(ctx context.Context, accountID int64, scope stri
 }
 
 // UpsertDefinitions creates and updates the definitions in one unordered bulk write (one
-// insert and one update command at most) per maxBulkWrites of them, and returns them as
-// stored, in order. A definition that a concurrent request created first is updated
-// instead (embed.ErrConflictType when it is an attribute of another type).
+// insert and one update command at most; the service bounds their number,
+// EMBED_MAX_DEFINITION_CHANGES), and returns them as stored, in order. A definition that
+// a concurrent request created first is updated instead (embed.ErrConflictType when it
+// is an attribute of another type).
 func (s *Store) UpsertDefinitions(ctx context.Context, accountID int64, scope string, us []embed.DefinitionUpsert, now time.Time) ([]embed.Definition, error) {
 	out := make([]embed.Definition, len(us))
 	var models []mongo.WriteModel
@@ -129,35 +130,30 @@ func (s *Store) UpsertDefinitions(ctx context.Context, accountID int64, scope st
 			of = append(of, i)
 		}
 	}
-	for start := 0; start < len(models); start += maxBulkWrites {
-		end := min(start+maxBulkWrites, len(models))
-		_, err := s.defs.BulkWrite(ctx, models[start:end], options.BulkWrite().SetOrdered(false))
-		var bwe mongo.BulkWriteException
-		if err == nil {
-			continue
-		}
-		if !errors.As(err, &bwe) || bwe.WriteConcernError != nil {
+	if len(models) == 0 {
+		return out, nil
+	}
+	_, err := s.defs.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
+	var bwe mongo.BulkWriteException
+	if err == nil {
+		return out, nil
+	}
+	if !errors.As(err, &bwe) || bwe.WriteConcernError != nil {
+		return nil, wrap(err)
+	}
+	for _, we := range bwe.WriteErrors {
+		i := of[we.Index]
+		if !mongo.IsDuplicateKeyError(we.WriteError) || us[i].Existing != nil {
 			return nil, wrap(err)
 		}
-		for _, we := range bwe.WriteErrors {
-			i := of[start+we.Index]
-			if !mongo.IsDuplicateKeyError(we.WriteError) || us[i].Existing != nil {
-				return nil, wrap(err)
-			}
-			// A concurrent request created it first: update that one instead.
-			if out[i], err = s.updateCreatedMeanwhile(ctx, accountID, scope, us[i], now); err != nil {
-				return nil, err
-			}
+		// A concurrent request created it first: update that one instead.
+		var uerr error
+		if out[i], uerr = s.updateCreatedMeanwhile(ctx, accountID, scope, us[i], now); uerr != nil {
+			return nil, uerr
 		}
 	}
 	return out, nil
 }
-
-// maxBulkWrites bounds the writes of one bulk write. EMBED_MAX_DEFINITION_CHANGES (32 by
-// default) fits in one; a higher setting takes one more per 32. FerretDB v1 (the local
-// stack) holds a backend connection per statement of an update command until the command
-// ends: on PostgreSQL an update of 50 statements waits forever for its pool (40 pass).
-const maxBulkWrites = 32
 
 // updateCreatedMeanwhile updates the stored definition of u's kind and name, which a
 // concurrent request created after u was planned as a creation.
