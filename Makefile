@@ -17,7 +17,7 @@ MODULES := api libs devstack systemtest gateway workspace-svc embed-svc dbtsync-
 BIN := bin
 GO ?= go
 
-.PHONY: run build test test-unit test-redis-ha test-nats-ha seed bench soak fuzz fuzz-ci e2e attack lint redoc ensure-redis ensure-postgres ensure-prometheus ensure-cli ensure-chromium clean
+.PHONY: run build test test-unit test-redis-ha test-nats-ha seed bench soak fuzz fuzz-ci e2e attack lint redoc ensure-redis ensure-postgres ensure-prometheus ensure-cli ensure-chromium ensure-nginx clean
 FUZZTIME ?= 30s
 
 build:
@@ -35,7 +35,7 @@ run: ensure-redis ensure-postgres $(if $(filter 1 true,$(OBS)),ensure-prometheus
 	@$(if $(OBS),DEVSTACK_OBS=$(OBS) )$(BIN)/devstack
 
 # The e2e suite runs last, on its own (make e2e), so that its verdict is printed.
-test: ensure-redis ensure-postgres ensure-prometheus ensure-cli ensure-chromium
+test: ensure-redis ensure-postgres ensure-prometheus ensure-cli ensure-chromium ensure-nginx
 	@set -e; for m in $(MODULES); do \
 		echo "== go test $$m"; \
 		(cd $$m && $(GO) test -race -shuffle=on -count=1 -timeout 20m $$($(GO) list ./... | grep -v -e '/systemtest/e2e$$' -e '/systemtest/redisha$$' -e '/systemtest/natsha$$')); \
@@ -177,6 +177,17 @@ ensure-prometheus:
 			apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >&2; \
 		else \
 			echo "prometheus/promtool not found: install them with 'sudo apt-get install -y prometheus'" >&2; exit 1; \
+		fi; \
+	fi
+
+# Debian's nginx: the gateway's differential framing test runs the same requests through it.
+ensure-nginx:
+	@if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing nginx (Debian package)" >&2; \
+			apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx >&2; \
+		else \
+			echo "nginx not found: install it with 'sudo apt-get install -y nginx'" >&2; exit 1; \
 		fi; \
 	fi
 

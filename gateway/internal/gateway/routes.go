@@ -63,9 +63,10 @@ type route struct {
 
 // match maps a path to its route. Paths that are not in their clean form are not
 // matched, so "/api/v1/deployments/1/../2/folders" can never be checked against one
-// deployment and served for another.
+// deployment and served for another, and neither are paths with a (percent-encoded)
+// control character.
 func match(p string) (route, bool) {
-	if p == "" || path.Clean(p) != p {
+	if !cleanPath(p) {
 		return route{}, false
 	}
 	switch {
@@ -126,6 +127,20 @@ func match(p string) (route, bool) {
 		return route{name: "audit", svc: svcEmbed, policy: policyAccountAdmin}, true
 	}
 	return route{}, false
+}
+
+// cleanPath: p is in its clean form (no dot or empty segments) and holds no control
+// character.
+func cleanPath(p string) bool {
+	if p == "" || path.Clean(p) != p {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		if p[i] < 0x20 || p[i] == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 func parseID(s string) (int64, bool) {
