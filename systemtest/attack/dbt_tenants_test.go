@@ -208,18 +208,7 @@ func TestDbtTenantsCannotTakeEachOthersShare(t *testing.T) {
 func zeroBlobRepo(t *testing.T, size int64) string {
 	t.Helper()
 	dir := t.TempDir()
-	r, err := gitrepo.Init(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	zero, err := r.ZeroBlob(size)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proj, _ := r.Blob([]byte("name: bomb\nversion: '1'\n"))
-	models, _ := r.Tree([]gitrepo.TreeEntry{{Name: "zero.sql", Mode: gitrepo.ModeFile, Hash: zero}})
-	root, _ := r.Tree([]gitrepo.TreeEntry{{Name: "dbt_project.yml", Mode: gitrepo.ModeFile, Hash: proj}, {Name: "models", Mode: gitrepo.ModeDir, Hash: models}})
-	if _, err := r.Commit(root, "main"); err != nil {
+	if err := gitrepo.WriteZeroModel(dir, size); err != nil {
 		t.Fatal(err)
 	}
 	return dir
