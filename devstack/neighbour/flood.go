@@ -76,8 +76,11 @@ type Flood struct {
 	stats  Stats
 }
 
-// StartFlood starts every stream of the flood; Stop ends it.
-func (r *Run) StartFlood(ctx context.Context) *Flood {
+// StartFlood starts every stream of the flood; Stop ends it. Each client sends its next
+// request as soon as the last is answered, after pause when pause is above zero (the
+// attack suite paces the flood so the local stack's one serialized store can keep up on
+// a shared machine; make bench floods at full speed).
+func (r *Run) StartFlood(ctx context.Context, pause time.Duration) *Flood {
 	ctx, cancel := context.WithCancel(ctx)
 	f := &Flood{cancel: cancel, stats: Stats{}}
 	moveBody := map[string]any{"folderId": nil, "items": r.floodItems}
@@ -117,6 +120,12 @@ func (r *Run) StartFlood(ctx context.Context) *Flood {
 						return // cut short by Stop: not an answer of the platform
 					}
 					f.count(s.name, a, outcome)
+					if pause > 0 {
+						select {
+						case <-ctx.Done():
+						case <-time.After(pause): // the pace of the flood, not a wait for a state
+						}
+					}
 				}
 			})
 		}

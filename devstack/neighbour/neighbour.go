@@ -40,9 +40,10 @@ const (
 	// UploadBytes each, so a few at once pass it.
 	DeploymentUploadBytes = 8 << 20
 	UploadBytes           = 3 << 20
-	// RepoBytes is DBT_SYNC_MAX_REPO_BYTES; the bomb inflates to BombBytes.
-	RepoBytes = 32 << 20
-	BombBytes = 8 * RepoBytes
+	// RepoBytes is DBT_SYNC_MAX_REPO_BYTES; the bomb inflates to BombBytes (written, and
+	// compressed, once per run: small, so the writing is quick under -race).
+	RepoBytes = 8 << 20
+	BombBytes = 4 * RepoBytes
 )
 
 // StackEnv is the run's configuration of every process of the stack, besides
