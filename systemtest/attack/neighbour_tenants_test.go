@@ -21,8 +21,8 @@ import (
 const neighbourManifest = "manifest-v12-dbt-1.10.json"
 
 // floodPause paces each of the flood's clients: the local stack's one store serializes
-// every tenant's writes, and a flood at full speed on a shared machine makes it answer
-// everyone late, which is make bench's question (-only neighbour), not this test's.
+// every command of every tenant, and a flood at full speed on a shared machine makes it
+// answer everyone late, which is make bench's question (-only neighbour), not this test's.
 const floodPause = 250 * time.Millisecond
 
 // The noisy-neighbour run of issue 22, function only (its latencies are make bench's
@@ -33,7 +33,7 @@ const floodPause = 250 * time.Millisecond
 // runs a fixed workload, and none of it is refused, failed or lost: every request
 // answered as it is on the quiet platform (no 5xx, no 429), its sync's branch holds the
 // same files as the quiet run's, its audit events are all in its trail, and workspace-svc
-// read nothing of the items the viewer was refused beyond their projection.
+// read nothing of the items the viewer was refused.
 func TestAFloodingAccountTakesNothingFromAnother(t *testing.T) {
 	s := stacktest.Start(t, stacktest.Options{Env: append(slices.Clone(neighbour.StackEnv),
 		// Low, so the flood is at its live-session cap while globex mints; globex's own
@@ -93,7 +93,7 @@ func TestAFloodingAccountTakesNothingFromAnother(t *testing.T) {
 		t.Logf("%d viewer bulk moves of 100 items of ~%d KiB: the store returned %.0f documents and %.0f bytes more than on the quiet platform",
 			stats.Total(neighbour.StreamMove), 5*neighbour.ItemCap>>10, docs, bytes)
 		// Bytes get a KiB of slack for the replies' own drift (cursor ids, counters); one
-		// item of the flood's is ~40 KiB.
+		// item of the flood's is ~5 KiB.
 		if docs > 0 || bytes > 1024 {
 			t.Fatalf("the store returned %.0f documents and %.0f bytes beyond the workload's own while the viewer's moves were refused, want none",
 				docs, bytes)
