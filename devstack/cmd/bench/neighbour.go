@@ -33,6 +33,8 @@ const neighbourTarget = 2.0
 // neighbourPhase is one phase's samples, by operation.
 type neighbourPhase map[string][]neighbour.Sample
 
+// runNeighbour runs the noisy-neighbour run and prints its table; false when a request of
+// the neighbour's was not answered as the workload expects.
 func runNeighbour(ctx context.Context, env *Env, o options) (bool, error) {
 	logf("neighbour: setting up")
 	load0 := loadAvg()
@@ -69,8 +71,8 @@ func runNeighbour(ctx context.Context, env *Env, o options) (bool, error) {
 	defer cancel()
 	jobs, err := run.Drain(drain)
 	if err != nil {
-		// The allowance is then the longest of the jobs that ended, said under the table.
-		logf("neighbour: %v", err)
+		// The syncs' allowance is then none: stricter, and the reason is on stderr.
+		logf("neighbour: the flooder's jobs (the syncs' allowance is 0): %v", err)
 	}
 	var longest time.Duration
 	for _, j := range jobs {
