@@ -22,7 +22,8 @@ const (
 	StreamMint = "mint, maximal attributes"
 	// StreamExchange: anonymous exchanges of a used session id and of unknown ones (1).
 	StreamExchange = "anonymous failed exchange"
-	// StreamBomb: git syncs of the bomb repository in the first deployment (1).
+	// StreamBomb: git syncs of the bomb repository in the first deployment (1, never
+	// paced: it keeps the deployment's queue at its cap, which a worker drains fast).
 	StreamBomb = "dbt sync of the bomb"
 	// StreamUpload: manifest uploads of UploadBytes into the second deployment (3 at once).
 	StreamUpload = "dbt upload at the quota"
@@ -77,8 +78,8 @@ type Flood struct {
 }
 
 // StartFlood starts every stream of the flood; Stop ends it. Each client sends its next
-// request as soon as the last is answered, after pause when pause is above zero (the
-// attack suite paces the flood so the local stack's one serialized store can keep up on
+// request as soon as the last is answered, after pause when pause is above zero (but
+// the bomb's, which keeps its queue full; the attack suite paces the flood so the local stack's one serialized store can keep up on
 // a shared machine; make bench floods at full speed).
 func (r *Run) StartFlood(ctx context.Context, pause time.Duration) *Flood {
 	ctx, cancel := context.WithCancel(ctx)
@@ -120,7 +121,7 @@ func (r *Run) StartFlood(ctx context.Context, pause time.Duration) *Flood {
 						return // cut short by Stop: not an answer of the platform
 					}
 					f.count(s.name, a, outcome)
-					if pause > 0 {
+					if pause > 0 && s.name != StreamBomb {
 						select {
 						case <-ctx.Done():
 						case <-time.After(pause): // the pace of the flood, not a wait for a state
