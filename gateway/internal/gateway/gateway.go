@@ -31,6 +31,7 @@ import (
 	"github.com/analyticsco/platform/gateway/internal/auth"
 	"github.com/analyticsco/platform/gateway/internal/ratelimit"
 	"github.com/analyticsco/platform/gateway/internal/store"
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/logging"
@@ -531,7 +532,7 @@ func (g *Gateway) attachDeployment(ctx context.Context, p *identity.Principal, i
 		return notFound(fmt.Sprintf("deployment %d not found", id))
 	}
 	if checkScope && !p.InScope(id) {
-		return forbiddenCode(httpx.CodeKeyOutOfScope, fmt.Sprintf("this API key is scoped to other deployments than %d", id))
+		return forbiddenCode(errs.CodeKeyOutOfScope, fmt.Sprintf("this API key is scoped to other deployments than %d", id))
 	}
 	p.Deployment = &identity.Deployment{ID: id, ProductionBranch: d.ProductionBranch}
 	return nil

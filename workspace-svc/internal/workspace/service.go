@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/analyticsco/platform/libs/errs"
-	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -253,7 +252,7 @@ func (s *service) checkRoom(ctx context.Context, dep int64) error {
 		return err
 	}
 	if n >= s.limits.ItemsPerDeployment {
-		return errs.New(errs.Invalid, "deployment %d holds %d items (folders, workbooks and reports), the limit (WORKSPACE_MAX_ITEMS_PER_DEPLOYMENT); delete some before creating more", dep, s.limits.ItemsPerDeployment).WithCode(httpx.CodeItemLimit)
+		return errs.New(errs.Invalid, "deployment %d holds %d items (folders, workbooks and reports), the limit (WORKSPACE_MAX_ITEMS_PER_DEPLOYMENT); delete some before creating more", dep, s.limits.ItemsPerDeployment).WithCode(errs.CodeItemLimit)
 	}
 	return nil
 }
