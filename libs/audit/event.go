@@ -1,6 +1,7 @@
-// Package audit is the platform's audit-trail contract and its publishing side: the
-// event every service records for each state-changing operation, the JetStream stream
-// the events travel on, and the Publisher that gets them there durably.
+// Package audit is the platform's audit-trail contract: the event every service records
+// for each state-changing operation, and the Recorder a service records it with. The
+// publishing side (the JetStream stream, the Publisher, the outbox) is package
+// audit/publish, so that a domain that records events links no driver.
 //
 // It lives in libs, like the forwarded identity, because every service speaks it; the
 // owner of the trail (embed-svc's audit module) consumes the stream, stores the events
@@ -168,8 +169,15 @@ func ValidID(s string) bool {
 	return err == nil && id.String() == s
 }
 
-// complete fills in what the recording context knows and the event does not say yet.
-func complete(ctx context.Context, ev *Event, service string, now time.Time) {
+// Recorder records audit events. Record never fails the action it records: it returns
+// once each event is durable somewhere (publish.Publisher) and handles the rest itself.
+type Recorder interface {
+	Record(ctx context.Context, events ...Event)
+}
+
+// Complete fills in what the recording context knows and the event does not say yet
+// (what a Recorder does with each event before it keeps it).
+func Complete(ctx context.Context, ev *Event, service string, now time.Time) {
 	if ev.Time.IsZero() {
 		ev.Time = now
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/analyticsco/platform/dbtsync-svc/internal/store/mongostore"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/worker"
 	"github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/libs/audit/publish"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -73,7 +74,7 @@ func setup(ctx context.Context, d Deps, service string) (*adapters, error) {
 	}
 	rec := d.Audit
 	if rec == nil {
-		pub, err := audit.NewPublisher(audit.Options{Service: service, NATS: d.NATS, Outbox: audit.NewMongoOutbox(d.Mongo),
+		pub, err := publish.NewPublisher(publish.Options{Service: service, NATS: d.NATS, Outbox: publish.NewMongoOutbox(d.Mongo),
 			Logger: d.Logger, Registry: d.Registry, MaxHeld: d.AuditMaxHeld})
 		if err != nil {
 			return nil, err
@@ -103,7 +104,7 @@ func NewAPI(ctx context.Context, d Deps) (*API, error) {
 	if d.MaxBodyBytes <= 0 {
 		d.MaxBodyBytes = dbtsync.DefaultMaxSyncBodyBytes
 	}
-	sub, err := dbtsync.ServeResolver(d.NATS, dbtsync.NewResolver(a.store, nil), d.Logger)
+	sub, err := serveResolver(d.NATS, dbtsync.NewResolver(a.store, nil), d.Logger)
 	if err != nil {
 		return nil, err
 	}

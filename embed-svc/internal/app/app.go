@@ -21,7 +21,7 @@ import (
 	"github.com/analyticsco/platform/embed-svc/internal/store/auditstore"
 	"github.com/analyticsco/platform/embed-svc/internal/store/mongostore"
 	"github.com/analyticsco/platform/embed-svc/internal/store/redisstore"
-	libaudit "github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/libs/audit/publish"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/server"
@@ -53,7 +53,7 @@ type Deps struct {
 type AuditDeps struct {
 	Database  string        // the trail's database ("": "audit")
 	Retention time.Duration // 0: auditstore.DefaultRetention
-	Stream    libaudit.StreamLimits
+	Stream    publish.StreamLimits
 	MaxHeld   int           // events held in memory when neither stream nor outbox takes them
 	Mongo     *mongo.Client // nil: Deps.Mongo (tests give the trail a client of its own to count the service's round trips alone)
 	Relay     time.Duration // how often outboxed events are sent again (0: 1s)
@@ -95,7 +95,7 @@ func New(ctx context.Context, d Deps) (*App, error) {
 		d.Logger.ErrorContext(ctx, "Redis evicts keys under memory pressure: revoked embed sessions could come back; set maxmemory-policy noeviction",
 			"maxmemory_policy", p)
 	}
-	pub, err := libaudit.NewPublisher(libaudit.Options{Service: "embed-svc", NATS: d.NATS, Outbox: libaudit.NewMongoOutbox(db),
+	pub, err := publish.NewPublisher(publish.Options{Service: "embed-svc", NATS: d.NATS, Outbox: publish.NewMongoOutbox(db),
 		Logger: d.Logger, Registry: d.Registry, MaxHeld: d.Audit.MaxHeld, RelayInterval: d.Audit.Relay})
 	if err != nil {
 		return nil, err

@@ -481,7 +481,7 @@ func (g *Gateway) authorize(r *http.Request, rt route) (*identity.Principal, err
 	// Who may do what with an authenticated credential is the service's rule, decided
 	// (and audited) there: the gateway authenticates, routes and checks that a deployment
 	// in the path belongs to the caller's account. A deployment in a body (generate-
-	// session's) is the service's to check: it asks the identity store (identity.Lookup).
+	// session's) is the service's to check: it asks the identity store (lookup.Client).
 	if rt.deployment > 0 {
 		if err := g.attachDeployment(ctx, p, rt.deployment, p.Credential == identity.CredentialAPIKey); err != nil {
 			return nil, err

@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/libs/audit/publish"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
 	"github.com/analyticsco/platform/libs/server"
@@ -59,7 +60,7 @@ func New(ctx context.Context, d Deps) (*App, error) {
 	}
 	rec := d.Audit
 	if rec == nil {
-		pub, err := audit.NewPublisher(audit.Options{Service: ServiceName, NATS: d.NATS, Outbox: audit.NewMongoOutbox(d.Mongo.Database(d.Database)),
+		pub, err := publish.NewPublisher(publish.Options{Service: ServiceName, NATS: d.NATS, Outbox: publish.NewMongoOutbox(d.Mongo.Database(d.Database)),
 			Logger: d.Logger, Registry: d.Registry, MaxHeld: d.AuditMaxHeld, RelayInterval: d.AuditRelay})
 		if err != nil {
 			return nil, err
