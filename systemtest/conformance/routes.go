@@ -236,21 +236,30 @@ func (s *scanner) index(f *ast.File) {
 // registration reads the routes one Handle or HandleFunc call registers; ok is false
 // when the call registers nothing.
 func (s *scanner) registration(call *ast.CallExpr) (routes []Route, unresolved []Unresolved, ok bool) {
-	if len(call.Args) != 2 && len(call.Args) != 3 {
-		return nil, nil, false
-	}
 	sel, isSel := call.Fun.(*ast.SelectorExpr)
 	if !isSel || (sel.Sel.Name != "Handle" && sel.Sel.Name != "HandleFunc") {
 		return nil, nil, false
 	}
-	pos := s.fset.Position(call.Pos()).String()
-	// ServeMux.Handle(pattern, h), or httpx.Router.Handle(method, path, h): the
-	// pattern is then method + " " + path.
-	pattern := call.Args[0]
-	if len(call.Args) == 3 {
-		pattern = &ast.BinaryExpr{Op: token.ADD, Y: call.Args[1],
-			X: &ast.BinaryExpr{Op: token.ADD, X: call.Args[0], Y: &ast.BasicLit{Kind: token.STRING, Value: `" "`}}}
+	// ServeMux.Handle(pattern, h); httpx.Router.Handle(method, path, h) and
+	// httpx.Handle(router, method, path, endpoint, decoder, options), whose pattern is
+	// method + " " + path.
+	var pattern ast.Expr
+	method, path := -1, -1
+	switch pkg, isIdent := sel.X.(*ast.Ident); {
+	case isIdent && pkg.Name == "httpx" && len(call.Args) == 6:
+		method, path = 1, 2
+	case len(call.Args) == 3:
+		method, path = 0, 1
+	case len(call.Args) == 2:
+		pattern = call.Args[0]
+	default:
+		return nil, nil, false
 	}
+	if method >= 0 {
+		pattern = &ast.BinaryExpr{Op: token.ADD, Y: call.Args[path],
+			X: &ast.BinaryExpr{Op: token.ADD, X: call.Args[method], Y: &ast.BasicLit{Kind: token.STRING, Value: `" "`}}}
+	}
+	pos := s.fset.Position(call.Pos()).String()
 	vals, evaluated := s.eval(pattern, 0)
 	if !evaluated {
 		return nil, []Unresolved{{Pos: pos, Expr: s.source(pattern)}}, true

@@ -120,7 +120,7 @@ func New(ctx context.Context, d Deps) (*App, error) {
 		Service:  "embed-svc",
 		Logger:   d.Logger,
 		Registry: d.Registry,
-		API:      identity.Require(d.Signer.ForService("embed-svc"), embed.LimitBodies(routes)),
+		API:      identity.Require(d.Signer.ForService("embed-svc"), routes),
 		Checks: []server.Check{
 			{Name: "mongodb", Check: func(ctx context.Context) error { return d.Mongo.Ping(ctx, nil) }},
 			{Name: "redis", Check: func(ctx context.Context) error { return d.Redis.Ping(ctx).Err() }},
