@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/logging"
 )
@@ -117,5 +118,29 @@ func TestEventRecordsThePlatformsRequestIDAndTheClientsApart(t *testing.T) {
 	raw, _ := json.Marshal(got)
 	if !strings.Contains(string(raw), `"requestId":"gw-7"`) || !strings.Contains(string(raw), `"clientRequestId":"incident-4711"`) {
 		t.Fatalf("event JSON %s", raw)
+	}
+}
+
+// An event records what the caller was answered: the success status, or the status and
+// code the error encoder gives the error (a named rule's code, a kind's default code).
+func TestRecordTakesTheAnswersOutcome(t *testing.T) {
+	m := &audit.Memory{Service: "workspace-svc"}
+	p := &identity.Principal{Account: identity.Account{ID: 7}}
+	tg := audit.Target{Type: "folder", ID: "3"}
+	audit.Record(context.Background(), m, p, "workspace.folder.delete", tg, nil, 204, map[string]any{"name": "a"})
+	audit.Record(context.Background(), m, p, "workspace.folder.delete", tg, errs.New(errs.Conflict, "not empty").WithCode(errs.CodeFolderNotEmpty), 204, nil)
+	audit.Record(context.Background(), m, p, "workspace.folder.delete", tg, errs.New(errs.NotFound, "no folder 3"), 204, nil)
+	want := []audit.Outcome{audit.Succeeded(204), audit.Failed(409, "folder_not_empty"), audit.Failed(404, "not_found")}
+	evs := m.Events()
+	if len(evs) != len(want) {
+		t.Fatalf("%d events, want %d", len(evs), len(want))
+	}
+	for i, ev := range evs {
+		if ev.Outcome != want[i] || ev.Action != "workspace.folder.delete" || ev.Target != tg || ev.AccountID != 7 {
+			t.Errorf("event %d: %+v, want outcome %+v", i, ev, want[i])
+		}
+	}
+	if evs[0].Details["name"] != "a" {
+		t.Errorf("details: %v", evs[0].Details)
 	}
 }

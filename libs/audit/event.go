@@ -20,6 +20,7 @@ import (
 	"github.com/oklog/ulid/v2"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/logging"
 )
@@ -243,3 +244,21 @@ func Bound(ev *Event) {
 }
 
 func cut(s string) string { return logging.Cut(s, MaxStringBytes) }
+
+// OutcomeOf is the outcome the caller was answered: ok on success, else the status and
+// code the one error encoder gives err (errs.Answer).
+func OutcomeOf(err error, ok int) Outcome {
+	if err == nil {
+		return Succeeded(ok)
+	}
+	status, code, _, _ := errs.Answer(err)
+	return Failed(status, code)
+}
+
+// Record records on rec the event of p's action on target, ended by err (answered ok on
+// success), with details: what an auditing decorator does after each call it wraps.
+func Record(ctx context.Context, rec Recorder, p *identity.Principal, action string, target Target, err error, ok int, details map[string]any) {
+	ev := New(p, action, target)
+	ev.Outcome, ev.Details = OutcomeOf(err, ok), details
+	rec.Record(ctx, ev)
+}
