@@ -6,7 +6,6 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +20,7 @@ import (
 	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/audit/publish"
 	"github.com/analyticsco/platform/libs/identity"
+	"github.com/analyticsco/platform/libs/mongox"
 )
 
 // Deps are what both modes need.
@@ -45,9 +45,6 @@ type Deps struct {
 	Audit        audit.Recorder
 }
 
-// indexWithin is how long a start waits for MongoDB to create the indexes.
-const indexWithin = 30 * time.Second
-
 // adapters are what both modes share.
 type adapters struct {
 	queue   *jetstream.Queue
@@ -69,7 +66,7 @@ func setup(ctx context.Context, d Deps, service string) (*adapters, error) {
 	}
 	q.RegisterMetrics(d.Registry)
 	store := mongostore.New(d.Mongo)
-	if err := store.EnsureIndexes(ctx, indexWithin); err != nil {
+	if err := mongox.EnsureIndexes(ctx, mongox.IndexWait, store.EnsureIndexes); err != nil {
 		return nil, err
 	}
 	rec := d.Audit

@@ -24,6 +24,7 @@ import (
 	"github.com/analyticsco/platform/libs/audit/publish"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
+	"github.com/analyticsco/platform/libs/mongox"
 	"github.com/analyticsco/platform/libs/server"
 )
 
@@ -79,7 +80,7 @@ func New(ctx context.Context, d Deps) (*App, error) {
 	st.WithSessionRetention(d.SessionRetention)
 	// Purged session records go, where the database has no TTL indexes.
 	go st.Sweep(ctx)
-	if err := st.EnsureIndexes(ctx); err != nil {
+	if err := mongox.EnsureIndexes(ctx, mongox.IndexWait, st.EnsureIndexes); err != nil {
 		return nil, err
 	}
 	kr, err := NewKeyring(d.Mongo.Database(d.Database), d)
@@ -147,7 +148,7 @@ func newAuditTrail(ctx context.Context, d Deps) (*auditstore.Mongo, error) {
 		name = "audit"
 	}
 	store := auditstore.NewMongo(client.Database(name), d.Audit.Retention)
-	if err := store.EnsureIndexes(ctx); err != nil {
+	if err := mongox.EnsureIndexes(ctx, mongox.IndexWait, store.EnsureIndexes); err != nil {
 		return nil, err
 	}
 	go store.Sweep(ctx)

@@ -48,9 +48,7 @@ type App struct {
 // New wires the service. It creates the indexes first.
 func New(ctx context.Context, d Deps) (*App, error) {
 	store := mongostore.New(d.Mongo.Database(d.Database))
-	// Replicas starting together race to create the same indexes (FerretDB answers the
-	// loser by dropping its connection): retry while the database is unreachable.
-	if err := mongox.RetryUnavailable(ctx, 30*time.Second, store.EnsureIndexes); err != nil {
+	if err := mongox.EnsureIndexes(ctx, mongox.IndexWait, store.EnsureIndexes); err != nil {
 		return nil, err
 	}
 	// Folders written before folders kept their ancestors get them now; a request that
