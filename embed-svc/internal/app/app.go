@@ -111,6 +111,10 @@ func New(ctx context.Context, d Deps) (*App, error) {
 		Branches: branches.New(d.NATS, d.BranchTimeout),
 		Signer:   kr, Issuer: d.TokenIssuer, Now: d.Now, Limits: d.Limits, Audit: pub,
 	})
+	// The decorators in every service's order, less Auditing: embed records its events
+	// inside the service (Deps.Audit), since a mint's event needs what only the mint
+	// resolves (plan, tenant, session), and refused exchanges of one session id are
+	// recorded at most once per Limits.ExchangeFailureAudit, counted in the session store.
 	svc = embed.LoggingMiddleware(d.Logger)(svc)
 	svc = embed.InstrumentingMiddleware(embed.NewMetrics(d.Registry))(svc)
 	// One router: the embed API and the audit trail's route; 404 and 405 as everywhere.

@@ -68,8 +68,9 @@ func New(ctx context.Context, d Deps) (*App, error) {
 	}
 	metrics := workspace.NewMetrics(d.Registry)
 	svc := workspace.NewService(store, d.Limits, metrics.TreeConflicts)
-	// Auditing goes innermost: it records a single move from the bulk move of one it
-	// asks the service for, so the outer decorators still see the call as a Move.
+	// The decorators in every service's order: Auditing, Logging, Instrumenting. Auditing
+	// goes innermost: it records a single move from the bulk move of one it asks the
+	// service for, so the outer decorators still see the call as a Move.
 	svc = workspace.AuditingMiddleware(rec)(svc)
 	svc = workspace.LoggingMiddleware(d.Logger)(svc)
 	svc = workspace.InstrumentingMiddleware(metrics)(svc)
