@@ -1,5 +1,6 @@
-// Package httpx holds the HTTP plumbing every service shares: the JSON error body,
-// strict JSON request decoding and JSON responses.
+// Package httpx holds the HTTP plumbing every service shares: the router, route
+// registration (Handle), the status-coded JSON error, strict JSON request decoding,
+// JSON responses and pagination. The error codes and the one error encoder are errs's.
 package httpx
 
 import (
