@@ -14,6 +14,8 @@ type Operation struct {
 	Path   string // as the document writes it, with {parameters}
 	ID     string // operationId
 	Tag    string // its first tag, the route group
+	// Service is the process that serves it: the x-served-by of its first tag.
+	Service string
 }
 
 // methods are the path item keys that are operations.
@@ -23,10 +25,18 @@ var methods = []string{"get", "put", "post", "delete", "options", "head", "patch
 // generated client must cover and the API reference must render.
 func Operations() ([]Operation, error) {
 	var doc struct {
+		Tags []struct {
+			Name     string `yaml:"name"`
+			ServedBy string `yaml:"x-served-by"`
+		} `yaml:"tags"`
 		Paths map[string]map[string]yaml.Node `yaml:"paths"`
 	}
 	if err := yaml.Unmarshal(YAML, &doc); err != nil {
 		return nil, fmt.Errorf("openapi.yaml: %w", err)
+	}
+	servedBy := map[string]string{}
+	for _, tag := range doc.Tags {
+		servedBy[tag.Name] = tag.ServedBy
 	}
 	var ops []Operation
 	for path, item := range doc.Paths {
@@ -44,6 +54,7 @@ func Operations() ([]Operation, error) {
 			o := Operation{Method: strings.ToUpper(key), Path: path, ID: op.ID}
 			if len(op.Tags) > 0 {
 				o.Tag = op.Tags[0]
+				o.Service = servedBy[o.Tag]
 			}
 			ops = append(ops, o)
 		}

@@ -116,6 +116,9 @@ require (
 )
 
 require (
+	github.com/analyticsco/platform/api v0.0.0
 	github.com/oklog/ulid/v2 v2.1.2 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 )
+
+replace github.com/analyticsco/platform/api => ../api

@@ -31,6 +31,7 @@ type Redis struct {
 
 	dir    string
 	logger *slog.Logger
+	args   redisArgs
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -41,8 +42,38 @@ type Redis struct {
 // StartRedis starts redis-server with --dir dir on addr ("" picks a free port
 // on 127.0.0.1) and waits until it answers PING. ctx bounds startup only.
 func StartRedis(ctx context.Context, dir, addr string, logger *slog.Logger) (*Redis, error) {
+	return startRedisWith(ctx, dir, addr, logger, nil)
+}
+
+// redisArgs builds the command line of a child on host:port with its data in dir: the
+// binary first.
+type redisArgs func(dir, host, port string) []string
+
+// serverArgs is redis-server's command line, then extra settings (--name value...).
+func serverArgs(extra ...string) redisArgs {
+	return func(dir, host, port string) []string {
+		return append([]string{"redis-server",
+			"--bind", host,
+			"--port", port,
+			"--dir", dir,
+			"--appendonly", "yes",
+			// Revocations must never be evicted to make room: at maxmemory, writes fail instead.
+			"--maxmemory-policy", "noeviction",
+			"--save", "",
+			"--daemonize", "no",
+			"--logfile", "",
+			"--loglevel", "warning",
+		}, extra...)
+	}
+}
+
+// startRedisWith starts the child args describes (nil: a plain redis-server).
+func startRedisWith(ctx context.Context, dir, addr string, logger *slog.Logger, args redisArgs) (*Redis, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
+	}
+	if args == nil {
+		args = serverArgs()
 	}
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		return nil, ErrRedisNotInstalled
@@ -54,7 +85,7 @@ func StartRedis(ctx context.Context, dir, addr string, logger *slog.Logger) (*Re
 	if err := os.MkdirAll(abs, 0o755); err != nil {
 		return nil, fmt.Errorf("devstack: redis dir: %w", err)
 	}
-	r := &Redis{dir: abs, logger: logger.With("component", "redis")}
+	r := &Redis{dir: abs, logger: logger.With("component", "redis"), args: args}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if addr != "" {
@@ -93,18 +124,8 @@ func (r *Redis) startLocked(ctx context.Context) error {
 		r.Addr = net.JoinHostPort(host, port)
 	}
 	out := &tailWriter{logger: r.logger, max: 8 << 10}
-	cmd := exec.Command("redis-server",
-		"--bind", host,
-		"--port", port,
-		"--dir", r.dir,
-		"--appendonly", "yes",
-		// Revocations must never be evicted to make room: at maxmemory, writes fail instead.
-		"--maxmemory-policy", "noeviction",
-		"--save", "",
-		"--daemonize", "no",
-		"--logfile", "",
-		"--loglevel", "warning",
-	)
+	argv := r.args(r.dir, host, port)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = out, out
 	// An AOF-rewrite child may briefly hold the output pipe after the server
 	// exits; do not let Wait hang on it.
@@ -114,16 +135,16 @@ func (r *Redis) startLocked(ctx context.Context) error {
 		if errors.Is(err, exec.ErrNotFound) {
 			return ErrRedisNotInstalled
 		}
-		return fmt.Errorf("devstack: start redis-server: %w", err)
+		return fmt.Errorf("devstack: start %s: %w", argv[0], err)
 	}
 	r.cmd, r.exited = cmd, exited
 	r.URL = "redis://" + r.Addr + "/0"
 
 	if err := r.waitReady(ctx); err != nil {
 		r.stopLocked()
-		return fmt.Errorf("%w; redis-server output: %s", err, out.String())
+		return fmt.Errorf("%w; %s output: %s", err, argv[0], out.String())
 	}
-	r.logger.Debug("redis-server ready", "url", r.URL, "dir", r.dir, "pid", cmd.Process.Pid)
+	r.logger.Debug("redis ready", "url", r.URL, "dir", r.dir, "pid", cmd.Process.Pid)
 	return nil
 }
 
@@ -180,6 +201,33 @@ func (r *Redis) stopLocked() error {
 	cmd, exited := r.cmd, r.exited
 	r.cmd, r.exited = nil, nil
 	return proc.Stop(cmd, exited, syscall.SIGTERM, 10*time.Second, "redis-server")
+}
+
+// Kill sends SIGKILL (no AOF flush, no goodbye to replicas or sentinels: the machine
+// is gone) and waits for the process to exit. Idempotent; Start brings it back.
+func (r *Redis) Kill() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd == nil {
+		return
+	}
+	cmd, exited := r.cmd, r.exited
+	r.cmd, r.exited = nil, nil
+	_ = proc.Stop(cmd, exited, syscall.SIGKILL, 10*time.Second, "redis-server")
+}
+
+// Start starts a stopped or killed server again on the same port and dir; it does
+// nothing to one that runs.
+func (r *Redis) Start(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return errors.New("devstack: redis is closed")
+	}
+	if r.cmd != nil {
+		return nil
+	}
+	return r.startLocked(ctx)
 }
 
 // Restart stops and starts redis-server again on the same port and dir.

@@ -95,6 +95,7 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc // indirect
 	google.golang.org/grpc v1.83.2 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
+	gopkg.in/yaml.v3 v3.0.1 // indirect
 	modernc.org/gc/v3 v3.0.0-20240107210532-573471604cb6 // indirect
 	modernc.org/libc v1.55.3 // indirect
 	modernc.org/mathutil v1.6.0 // indirect
@@ -108,7 +109,12 @@ replace github.com/analyticsco/platform/libs => ../libs
 
 replace github.com/analyticsco/platform/devstack => ../devstack
 
-// The branch resolver's contract is published by dbtsync-svc (package client).
-require github.com/analyticsco/platform/dbtsync-svc v0.0.0
+require (
+	github.com/analyticsco/platform/api v0.0.0
+	// The branch resolver's contract is published by dbtsync-svc (package client).
+	github.com/analyticsco/platform/dbtsync-svc v0.0.0
+)
 
 replace github.com/analyticsco/platform/dbtsync-svc => ../dbtsync-svc
+
+replace github.com/analyticsco/platform/api => ../api

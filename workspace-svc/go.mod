@@ -76,6 +76,7 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc // indirect
 	google.golang.org/grpc v1.83.2 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
+	gopkg.in/yaml.v3 v3.0.1 // indirect
 	modernc.org/gc/v3 v3.0.0-20240107210532-573471604cb6 // indirect
 	modernc.org/libc v1.55.3 // indirect
 	modernc.org/mathutil v1.6.0 // indirect
@@ -90,9 +91,12 @@ replace github.com/analyticsco/platform/libs => ../libs
 replace github.com/analyticsco/platform/devstack => ../devstack
 
 require (
+	github.com/analyticsco/platform/api v0.0.0
 	github.com/analyticsco/platform/devstack v0.0.0
 	github.com/go-kit/kit v0.13.0
 	github.com/nats-io/nats.go v1.55.0
 	github.com/prometheus/client_golang v1.25.0
 	go.mongodb.org/mongo-driver/v2 v2.9.3
 )
+
+replace github.com/analyticsco/platform/api => ../api

@@ -4159,7 +4159,11 @@ type ClientInterface interface {
 	// of an internal admin user. `204` with no body, identical for an unknown, already revoked
 	// or non-revocable id (tokens issued before revocation existed stay valid until their own
 	// expiry). An account without embedding enabled: `403`. Revoking does not remove a displayed
-	// iframe and does not revoke data-API tokens obtained separately.
+	// iframe and does not revoke data-API tokens obtained separately. The `204` comes only once
+	// the revocation is held by Redis replicas as well as the primary that took it (in Sentinel
+	// and Cluster deployments), so no failover brings the token back; a `503` (Redis, or its
+	// replicas, not answering in time, with `Retry-After`) says nothing about whether it took:
+	// send the revoke again, which is safe.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -4174,7 +4178,11 @@ type ClientInterface interface {
 	// of an internal admin user. `204` with no body, identical for an unknown, already revoked
 	// or non-revocable id (tokens issued before revocation existed stay valid until their own
 	// expiry). An account without embedding enabled: `403`. Revoking does not remove a displayed
-	// iframe and does not revoke data-API tokens obtained separately.
+	// iframe and does not revoke data-API tokens obtained separately. The `204` comes only once
+	// the revocation is held by Redis replicas as well as the primary that took it (in Sentinel
+	// and Cluster deployments), so no failover brings the token back; a `503` (Redis, or its
+	// replicas, not answering in time, with `Retry-After`) says nothing about whether it took:
+	// send the revoke again, which is safe.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -5832,7 +5840,11 @@ func (c *Client) ExchangeEmbedSession(ctx context.Context, body ExchangeEmbedSes
 // of an internal admin user. `204` with no body, identical for an unknown, already revoked
 // or non-revocable id (tokens issued before revocation existed stay valid until their own
 // expiry). An account without embedding enabled: `403`. Revoking does not remove a displayed
-// iframe and does not revoke data-API tokens obtained separately.
+// iframe and does not revoke data-API tokens obtained separately. The `204` comes only once
+// the revocation is held by Redis replicas as well as the primary that took it (in Sentinel
+// and Cluster deployments), so no failover brings the token back; a `503` (Redis, or its
+// replicas, not answering in time, with `Retry-After`) says nothing about whether it took:
+// send the revoke again, which is safe.
 //
 // Takes any type of body and a specified content type.
 //
@@ -5857,7 +5869,11 @@ func (c *Client) RevokeEmbedSessionWithBody(ctx context.Context, contentType str
 // of an internal admin user. `204` with no body, identical for an unknown, already revoked
 // or non-revocable id (tokens issued before revocation existed stay valid until their own
 // expiry). An account without embedding enabled: `403`. Revoking does not remove a displayed
-// iframe and does not revoke data-API tokens obtained separately.
+// iframe and does not revoke data-API tokens obtained separately. The `204` comes only once
+// the revocation is held by Redis replicas as well as the primary that took it (in Sentinel
+// and Cluster deployments), so no failover brings the token back; a `503` (Redis, or its
+// replicas, not answering in time, with `Retry-After`) says nothing about whether it took:
+// send the revoke again, which is safe.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -10462,7 +10478,11 @@ type ClientWithResponsesInterface interface {
 	// of an internal admin user. `204` with no body, identical for an unknown, already revoked
 	// or non-revocable id (tokens issued before revocation existed stay valid until their own
 	// expiry). An account without embedding enabled: `403`. Revoking does not remove a displayed
-	// iframe and does not revoke data-API tokens obtained separately.
+	// iframe and does not revoke data-API tokens obtained separately. The `204` comes only once
+	// the revocation is held by Redis replicas as well as the primary that took it (in Sentinel
+	// and Cluster deployments), so no failover brings the token back; a `503` (Redis, or its
+	// replicas, not answering in time, with `Retry-After`) says nothing about whether it took:
+	// send the revoke again, which is safe.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -10477,7 +10497,11 @@ type ClientWithResponsesInterface interface {
 	// of an internal admin user. `204` with no body, identical for an unknown, already revoked
 	// or non-revocable id (tokens issued before revocation existed stay valid until their own
 	// expiry). An account without embedding enabled: `403`. Revoking does not remove a displayed
-	// iframe and does not revoke data-API tokens obtained separately.
+	// iframe and does not revoke data-API tokens obtained separately. The `204` comes only once
+	// the revocation is held by Redis replicas as well as the primary that took it (in Sentinel
+	// and Cluster deployments), so no failover brings the token back; a `503` (Redis, or its
+	// replicas, not answering in time, with `Retry-After`) says nothing about whether it took:
+	// send the revoke again, which is safe.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -17986,7 +18010,11 @@ func (c *ClientWithResponses) ExchangeEmbedSessionWithResponse(ctx context.Conte
 // of an internal admin user. `204` with no body, identical for an unknown, already revoked
 // or non-revocable id (tokens issued before revocation existed stay valid until their own
 // expiry). An account without embedding enabled: `403`. Revoking does not remove a displayed
-// iframe and does not revoke data-API tokens obtained separately.
+// iframe and does not revoke data-API tokens obtained separately. The `204` comes only once
+// the revocation is held by Redis replicas as well as the primary that took it (in Sentinel
+// and Cluster deployments), so no failover brings the token back; a `503` (Redis, or its
+// replicas, not answering in time, with `Retry-After`) says nothing about whether it took:
+// send the revoke again, which is safe.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -18007,7 +18035,11 @@ func (c *ClientWithResponses) RevokeEmbedSessionWithBodyWithResponse(ctx context
 // of an internal admin user. `204` with no body, identical for an unknown, already revoked
 // or non-revocable id (tokens issued before revocation existed stay valid until their own
 // expiry). An account without embedding enabled: `403`. Revoking does not remove a displayed
-// iframe and does not revoke data-API tokens obtained separately.
+// iframe and does not revoke data-API tokens obtained separately. The `204` comes only once
+// the revocation is held by Redis replicas as well as the primary that took it (in Sentinel
+// and Cluster deployments), so no failover brings the token back; a `503` (Redis, or its
+// replicas, not answering in time, with `Retry-After`) says nothing about whether it took:
+// send the revoke again, which is safe.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

@@ -7,6 +7,7 @@ import (
 	"github.com/analyticsco/platform/embed-svc/internal/embed"
 	"github.com/analyticsco/platform/libs/audit/publish"
 	"github.com/analyticsco/platform/libs/config"
+	"github.com/analyticsco/platform/libs/redisx"
 )
 
 // Config is everything embed-svc reads from its environment.
@@ -16,7 +17,6 @@ type Config struct {
 	InternalAddr            string        `env:"INTERNAL_ADDR" default:"127.0.0.1:9082" help:"internal listen address: /healthz, /readyz and /metrics for probes and Prometheus"`
 	MongoURI                string        `env:"MONGODB_URI" default:"mongodb://127.0.0.1:27018/" secret:"true" help:"MongoDB connection string (may hold a password)"`
 	MongoDatabase           string        `env:"MONGODB_DATABASE" default:"embed" help:"database owned by embed-svc"`
-	RedisURL                string        `env:"REDIS_URL" default:"redis://127.0.0.1:6380/0" secret:"true" help:"Redis for single-use session ids and revocations (may hold a password)"`
 	NATSURL                 string        `env:"NATS_URL" default:"nats://127.0.0.1:4223" secret:"true" help:"NATS, for the branch resolver of dbtsync-svc, the identity lookups the gateway answers and the audit trail (outside the local stack it carries the user and password: nats://user:password@host:4222)"`
 	IdentitySigningKey      string        `env:"IDENTITY_SIGNING_KEY" required:"true" secret:"true" help:"this service's own forwarded-identity key (platformctl identity-key --service embed-svc: svc:embed-svc:...), or the gateway's key; verifies the identity the gateway forwards"`
 	KeyEncryptionKey        string        `env:"EMBED_KEY_ENCRYPTION_KEY" required:"true" secret:"true" help:"base64 32-byte AES-256-GCM keys, comma-separated, encrypting the embed token signing keys stored in MongoDB: the first seals, all open; keys are re-sealed under the first at load (rotation: README)"`
@@ -47,6 +47,11 @@ type Config struct {
 	AuditStreamReplicas int             `env:"AUDIT_STREAM_REPLICAS" default:"1" help:"replicas of the AUDIT stream in a NATS cluster (3 in production clusters)"`
 	AuditAccountMax     int             `env:"AUDIT_ACCOUNT_MAX_EVENTS" default:"3000" help:"audit events one account stores one by one per AUDIT_ACCOUNT_WINDOW; the rest of the window's events are merged into its one summary event (action audit.events.merge, details.merged: how many) and counted in audit_events_merged_total; 0: no bound"`
 	AuditAccountWindow  time.Duration   `env:"AUDIT_ACCOUNT_WINDOW" default:"1m" help:"the window of AUDIT_ACCOUNT_MAX_EVENTS"`
+
+	// Redis keeps single-use session ids, live sessions and revocations (REDIS_MODE,
+	// REDIS_URL), and exchanges and revocations wait for its replicas (REDIS_DURABLE_*).
+	redisx.RedisConfig
+	redisx.Durability
 }
 
 // Limits are the domain's limits as configured.

@@ -1,8 +1,9 @@
-// Package token is embed-svc's published contract for the embed session token: the
-// claims embed-svc signs when a session id is exchanged, and that the gateway's verifier
-// parses on every embed-token request. Both import this package, so the two sides cannot
-// drift apart. The token is a JWT, alg EdDSA, with the signing key's id in the header
-// (kid); the keys are published at JWKSPath.
+// Package token is embed-svc's published contract for the tokens it signs: the embed
+// session token (Claims: signed when a session id is exchanged, parsed by the gateway's
+// verifier on every embed-token request; both import this package, so the two sides
+// cannot drift apart), the data-API token (DataClaims) and the AI credential (AIClaims),
+// which customers' data APIs and the AI service verify. Each is a JWT, alg EdDSA, with
+// the signing key's id in the header (kid); the keys are published at JWKSPath.
 package token
 
 import (
@@ -12,22 +13,31 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 )
 
-// Audience is the aud of every embed session token.
-const Audience = "platform-embed"
+// The aud of each kind of token.
+const (
+	Audience        = "platform-embed"    // the embed session token
+	DataAPIAudience = "platform-data-api" // the data-API token
+	AIAudience      = "platform-ai"       // the AI credential
+)
 
 // JWKSPath is where embed-svc publishes the keys that may have signed a live token.
 const JWKSPath = "/api/v1/embed/.well-known/jwks.json"
 
-// Claims are the claims of an embed session token. The registered claims are plain
+// Registered are the registered claims of every token embed-svc signs. They are plain
 // fields, not jwt.RegisteredClaims, so aud stays the single string it has always been on
 // the wire (jwt's ClaimStrings would write an array).
-type Claims struct {
+type Registered struct {
 	Issuer    string           `json:"iss"`
 	Audience  string           `json:"aud"`
 	Subject   string           `json:"sub"` // the external id, or the internal user's username
 	IssuedAt  *jwt.NumericDate `json:"iat,omitempty"`
 	ExpiresAt *jwt.NumericDate `json:"exp,omitempty"`
 	ID        string           `json:"jti,omitempty"`
+}
+
+// Claims are the claims of an embed session token.
+type Claims struct {
+	Registered
 
 	SessionID    string `json:"sid"`           // hex SHA-256 of the session id: revocations are keyed by it
 	RecordID     string `json:"rid,omitempty"` // the session's public id (GET /api/v1/embed/sessions)
@@ -56,22 +66,54 @@ func (c Claims) Complete() error {
 	return nil
 }
 
+// DataClaims are the claims of a data-API token: everything a data API needs to filter
+// rows, as stored when the token is issued. It carries no session id, so revoking the
+// session leaves it valid until its own expiry.
+type DataClaims struct {
+	Registered
+
+	AccountID    int64  `json:"acc"`
+	DeploymentID int64  `json:"dep"`
+	Branch       string `json:"br"`
+	Tenant       string `json:"ten"`
+	Internal     bool   `json:"int"`
+	CreatorMode  bool   `json:"cm"`
+	UserID       int64  `json:"uid,omitempty"` // internal users only
+	// SecurityContext is the session's securityContext as minted (a JSON object, {} when
+	// none); Groups and UserAttributes (typed values by name) are the user's effective ones.
+	SecurityContext json.RawMessage            `json:"securityContext"`
+	Groups          []string                   `json:"groups"`
+	UserAttributes  map[string]json.RawMessage `json:"userAttributes"`
+}
+
+// AIClaims are the claims of an AI credential, which names the session it was issued
+// for (sid).
+type AIClaims struct {
+	Registered
+
+	SessionID    string `json:"sid"`
+	AccountID    int64  `json:"acc"`
+	DeploymentID int64  `json:"dep"`
+	Branch       string `json:"br"`
+	Tenant       string `json:"ten"`
+}
+
 // The jwt.Claims methods, over the plain fields.
 
 // GetExpirationTime returns exp.
-func (c Claims) GetExpirationTime() (*jwt.NumericDate, error) { return c.ExpiresAt, nil }
+func (c Registered) GetExpirationTime() (*jwt.NumericDate, error) { return c.ExpiresAt, nil }
 
 // GetIssuedAt returns iat.
-func (c Claims) GetIssuedAt() (*jwt.NumericDate, error) { return c.IssuedAt, nil }
+func (c Registered) GetIssuedAt() (*jwt.NumericDate, error) { return c.IssuedAt, nil }
 
-// GetNotBefore returns nil: embed tokens have no nbf.
-func (c Claims) GetNotBefore() (*jwt.NumericDate, error) { return nil, nil }
+// GetNotBefore returns nil: the tokens have no nbf.
+func (c Registered) GetNotBefore() (*jwt.NumericDate, error) { return nil, nil }
 
 // GetIssuer returns iss.
-func (c Claims) GetIssuer() (string, error) { return c.Issuer, nil }
+func (c Registered) GetIssuer() (string, error) { return c.Issuer, nil }
 
 // GetSubject returns sub.
-func (c Claims) GetSubject() (string, error) { return c.Subject, nil }
+func (c Registered) GetSubject() (string, error) { return c.Subject, nil }
 
 // GetAudience returns aud.
-func (c Claims) GetAudience() (jwt.ClaimStrings, error) { return jwt.ClaimStrings{c.Audience}, nil }
+func (c Registered) GetAudience() (jwt.ClaimStrings, error) { return jwt.ClaimStrings{c.Audience}, nil }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/analyticsco/platform/libs/config"
+	"github.com/analyticsco/platform/libs/redisx"
 )
 
 // Config is everything the gateway reads from its environment.
@@ -26,12 +27,14 @@ type Config struct {
 	AuthCacheTTL             time.Duration   `env:"AUTH_CACHE_TTL" default:"30s" help:"how long a verified credential is cached (never past its expiry; key revocations are picked up within AUTH_REVOCATION_POLL)"`
 	RevocationPoll           time.Duration   `env:"AUTH_REVOCATION_POLL" default:"1s" help:"how often the gateway looks for revoked API keys and changed users"`
 	NATSURL                  string          `env:"NATS_URL" default:"nats://127.0.0.1:4223" secret:"true" help:"NATS, where the gateway answers the services' identity lookups (a deployment's account and production branch, a user of an account) from its identity store (outside the local stack it carries the user and password: nats://user:password@host:4222)"`
-	RedisURL                 string          `env:"REDIS_URL" default:"redis://127.0.0.1:6380/0" secret:"true" help:"Redis holding embed-session revocations, checked on every embed-token request (may hold a password)"`
 	EmbedTokenIssuer         string          `env:"EMBED_TOKEN_ISSUER" default:"https://embed.platform.local" help:"required iss of embed session tokens (must match embed-svc)"`
 	EmbedJWKSURL             string          `env:"EMBED_JWKS_URL" help:"JWKS of embed session tokens; default EMBED_URL + /api/v1/embed/.well-known/jwks.json"`
 	BodyLimitDefault         config.ByteSize `env:"BODY_LIMIT_DEFAULT" default:"1MiB" help:"largest request body on every route but dbt-sync"`
 	BodyLimitDBTSync         config.ByteSize `env:"BODY_LIMIT_DBT_SYNC" default:"256MiB" help:"largest request body on the dbt-sync route (uploaded manifests)"`
-	UpstreamTimeout          time.Duration   `env:"UPSTREAM_TIMEOUT" default:"30s" help:"how long the gateway waits for a service's response headers"`
+	MaxHeaderBytes           config.ByteSize `env:"GATEWAY_MAX_HEADER_BYTES" default:"16KiB" help:"largest header section of a request, its fields together (431 beyond); at most nginx's default, so the gateway never accepts a head an nginx ingress would refuse"`
+	MaxHeaderFieldBytes      config.ByteSize `env:"GATEWAY_MAX_HEADER_FIELD_BYTES" default:"8KiB" help:"longest header field line of a request (431 beyond); nginx's default"`
+	MaxURIBytes              config.ByteSize `env:"GATEWAY_MAX_URI_BYTES" default:"8KiB" help:"longest request target (path and query) on a route (414 beyond; a path that matches no route is 404 at any length); nginx's default"`
+	UpstreamTimeout          time.Duration   `env:"UPSTREAM_TIMEOUT" default:"30s" help:"how long the gateway waits for a service: for its response headers once the request is sent, and for each further part of a request or answer body it streams"`
 	RateLimitGenerateSession string          `env:"RATE_LIMIT_GENERATE_SESSION" default:"600/1m" help:"generate-session requests per API key, as N/window (e.g. 600/1m), counted in Redis across replicas; 0 disables; over it: 429 with Retry-After"`
 	RateLimitExchange        string          `env:"RATE_LIMIT_EXCHANGE" default:"300/1m" help:"session exchanges per client IP address (IPv6: per /64), as N/window; 0 disables; over it: 429 with Retry-After"`
 	AuthFailureLimit         string          `env:"AUTH_FAILURE_LIMIT" default:"60/1m" help:"failed authentications (401) per client IP address (IPv6: per /64) and per credential (API key id, bearer token), as N/window, counted in Redis; over it the address or credential gets 429 with Retry-After for what fails, while credentials that verify (bearer tokens; API keys verified within AUTH_CACHE_TTL) are still served; 0 disables"`
@@ -41,6 +44,10 @@ type Config struct {
 	ClientUploadTimeout      time.Duration   `env:"CLIENT_UPLOAD_TIMEOUT" default:"10m" help:"the same for manifest uploads on the dbt-sync route"`
 	PprofAddr                string          `env:"PPROF_ADDR" help:"when set, serves net/http/pprof on this address (keep it private: loopback or a debug port)"`
 	DialTimeout              time.Duration   `env:"UPSTREAM_DIAL_TIMEOUT" default:"2s" help:"how long the gateway waits to connect to a service before answering 503"`
+
+	// Redis holds the embed-session revocations, checked on every embed-token request,
+	// and the rate-limit counters (REDIS_MODE, REDIS_URL).
+	redisx.RedisConfig
 }
 
 // Load reads the configuration from the environment.

@@ -33,6 +33,21 @@ func (r *Router) Handle(method, path string, h http.Handler) {
 	r.mux.Handle(method+" "+path, h)
 }
 
+// Routes lists what the router serves, one "METHOD /path" ServeMux pattern a route, grouped
+// by path in the order the paths were first registered: the table a test compares with the API document, read from the
+// router itself rather than recovered from source.
+func (r *Router) Routes() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var routes []string
+	for _, path := range r.paths {
+		for _, method := range r.methods[path] {
+			routes = append(routes, method+" "+path)
+		}
+	}
+	return routes
+}
+
 // HandleFunc is Handle for a function.
 func (r *Router) HandleFunc(method, path string, f http.HandlerFunc) { r.Handle(method, path, f) }
 

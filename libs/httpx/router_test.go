@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
 
 	"github.com/analyticsco/platform/libs/httpx"
@@ -41,5 +42,22 @@ func TestRouterAnswersUnknownPathsAndMethodsInJSON(t *testing.T) {
 				t.Errorf("%s %s: body %s", c.method, c.path, w.Body)
 			}
 		}
+	}
+}
+
+func TestRouterListsItsRoutesInRegistrationOrder(t *testing.T) {
+	r := httpx.NewRouter()
+	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+	r.Handle("GET", "/api/v1/things/{id}", ok)
+	r.Handle("POST", "/api/v1/things", ok)
+	r.Handle("DELETE", "/api/v1/things/{id}", ok)
+	want := []string{"GET /api/v1/things/{id}", "DELETE /api/v1/things/{id}", "POST /api/v1/things"}
+	if got := r.Routes(); !slices.Equal(got, want) {
+		t.Fatalf("Routes() = %q, want %q", got, want)
+	}
+	// The 404 and 405 answers installed by the first request are not routes.
+	r.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/nowhere", nil))
+	if got := r.Routes(); !slices.Equal(got, want) {
+		t.Fatalf("after the first request, Routes() = %q, want %q", got, want)
 	}
 }

@@ -78,8 +78,17 @@ func CodeLabel(code int) string {
 	if code < 100 || code > 599 {
 		return "other"
 	}
-	return strconv.Itoa(code)
+	return codeLabels[code-100]
 }
+
+// codeLabels are the labels of the codes 100 to 599, built once: a label per request
+// costs no allocation.
+var codeLabels = func() (l [500]string) {
+	for i := range l {
+		l[i] = strconv.Itoa(100 + i)
+	}
+	return l
+}()
 
 // StatusRecorder remembers the status code a handler wrote.
 type StatusRecorder struct {

@@ -1,6 +1,8 @@
-// Package redisx counts a go-redis client's commands and errors for Prometheus, the same
-// way in every process that talks to Redis (the gateway's revocation checks and rate
-// limits, embed-svc's sessions).
+// Package redisx is how every process that talks to Redis (the gateway's revocation
+// checks and rate limits, embed-svc's sessions) reaches it: one setting chooses a single
+// server, Sentinel or Redis Cluster (Open), writes that must outlive their primary wait
+// for its replicas (Durable), failures that a retry may cure are told apart
+// (Unavailable), and commands and errors are counted for Prometheus (Metrics).
 package redisx
 
 import (
@@ -35,8 +37,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// Instrument adds the hook to c and returns c.
+// Instrument adds the hook to c and returns c. On a cluster client the hook goes on
+// each node's client, where every command arrives once, the durable writes that
+// Durable sends to a primary directly included.
 func (m *Metrics) Instrument(c redis.UniversalClient) redis.UniversalClient {
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		cc.OnNewNode(func(node *redis.Client) { node.AddHook(m) })
+		return c
+	}
 	c.AddHook(m)
 	return c
 }
@@ -50,6 +58,7 @@ var knownCommands = map[string]bool{
 	"zrem": true, "zrange": true, "zremrangebyscore": true, "zcard": true, "scan": true, "ping": true,
 	"info": true, "config": true, "multi": true, "exec": true, "publish": true, "sadd": true, "srem": true,
 	"smembers": true, "sismember": true, "keys": true, "unlink": true, "hello": true, "client": true,
+	"wait": true, "cluster": true, "sentinel": true, "readonly": true,
 }
 
 // CommandLabel is a command's name as a label: one of knownCommands, or "other".

@@ -224,6 +224,17 @@ type Listener struct {
 	Name    string // "public" or "internal", for the logs
 	Addr    string
 	Handler http.Handler
+	// Server, when set, serves the listener instead of a net/http server for Handler
+	// (the gateway's own HTTP/1.1 server).
+	Server Server
+}
+
+// Server serves a listener until Shutdown (graceful, within its context) or Close;
+// *http.Server is one.
+type Server interface {
+	Serve(net.Listener) error
+	Shutdown(context.Context) error
+	Close() error
 }
 
 // RunAll serves every listener until ctx ends, then shuts them all down gracefully
@@ -246,7 +257,12 @@ func RunAll(ctx context.Context, logger *slog.Logger, timeout time.Duration, ls 
 	errc := make(chan error, len(ls))
 	for i, l := range ls {
 		go func(l Listener, ln net.Listener) {
-			err := Serve(ctx, logger.With("listener", l.Name), ln, l.Handler, timeout)
+			log := logger.With("listener", l.Name)
+			srv := l.Server
+			if srv == nil {
+				srv = newHTTPServer(l.Handler, log)
+			}
+			err := serveWith(ctx, log, ln, srv, timeout)
 			if err != nil {
 				err = fmt.Errorf("%s listener: %w", l.Name, err)
 			}
@@ -265,7 +281,11 @@ func RunAll(ctx context.Context, logger *slog.Logger, timeout time.Duration, ls 
 
 // Serve is Run on an existing listener.
 func Serve(ctx context.Context, logger *slog.Logger, ln net.Listener, h http.Handler, timeout time.Duration) error {
-	srv := &http.Server{
+	return serveWith(ctx, logger, ln, newHTTPServer(h, logger), timeout)
+}
+
+func newHTTPServer(h http.Handler, logger *slog.Logger) *http.Server {
+	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       5 * time.Minute, // uploads of large manifests
@@ -274,6 +294,11 @@ func Serve(ctx context.Context, logger *slog.Logger, ln net.Listener, h http.Han
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
+}
+
+// serveWith serves ln with srv until ctx ends, then shuts it down gracefully within
+// timeout.
+func serveWith(ctx context.Context, logger *slog.Logger, ln net.Listener, srv Server, timeout time.Duration) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	logger.Info("listening", "addr", ln.Addr().String())

@@ -61,7 +61,7 @@ func TestDbtAttacks(t *testing.T) {
 
 	// #7: repoUrl reached the worker's network: loopback, metadata and private addresses
 	// were saved and cloned. They are refused before anything dials them.
-	t.Run("TestFinding07_RepoURLToInternalAddressesIs400", func(t *testing.T) {
+	t.Run("RepoURLToInternalAddressesIs400", func(t *testing.T) {
 		for _, u := range []string{"https://127.0.0.1:9/x.git", "https://169.254.169.254/latest/meta-data", "https://10.0.0.1/x.git",
 			"https://[::1]/x.git", "https://localhost/x.git", "https://100.64.0.1/x.git", "http://example.com/x.git", "git@github.com:a/b.git"} {
 			r := a.call("PUT", integration, admin, map[string]any{"repoUrl": u, "branch": "main", "projectPath": "."})
@@ -85,15 +85,15 @@ func TestDbtAttacks(t *testing.T) {
 		name, file, manifestPath string
 		files, links             map[string]string
 	}{
-		{"TestFinding02_ModelsDirLinkedOutOfTheClone", "models", "", map[string]string{"dbt_project.yml": "name: shop\nmodel-paths: [models]\n"},
+		{"ModelsDirLinkedOutOfTheClone", "models", "", map[string]string{"dbt_project.yml": "name: shop\nmodel-paths: [models]\n"},
 			map[string]string{"models": "../../../../../../../../" + strings.TrimPrefix(secretDir, "/")}},
-		{"TestFinding02_SchemaFileLinkedToAnotherDirectory", "models/schema.yml", "", project,
+		{"SchemaFileLinkedToAnotherDirectory", "models/schema.yml", "", project,
 			map[string]string{"models/schema.yml": "../../../../../../../../" + strings.TrimPrefix(filepath.Join(secretDir, "secret.yml"), "/")}},
-		{"TestFinding03_ManifestLinkedToDevZero", "target/manifest.json", "target/manifest.json", project,
+		{"ManifestLinkedToDevZero", "target/manifest.json", "target/manifest.json", project,
 			map[string]string{"target/manifest.json": "../../../../../../../../../dev/zero"}},
-		{"TestFinding03_ProjectFileLinkedToDevZero", "dbt_project.yml", "", map[string]string{"models/orders.sql": "select 1\n"},
+		{"ProjectFileLinkedToDevZero", "dbt_project.yml", "", map[string]string{"models/orders.sql": "select 1\n"},
 			map[string]string{"dbt_project.yml": "../../../../../../../../dev/zero"}},
-		{"TestFinding03_OversizedSchemaFile", "models/big.yml", "", map[string]string{"dbt_project.yml": "name: shop\nmodel-paths: [models]\n",
+		{"OversizedSchemaFile", "models/big.yml", "", map[string]string{"dbt_project.yml": "name: shop\nmodel-paths: [models]\n",
 			"models/orders.sql": "select 1\n", "models/big.yml": "# " + strings.Repeat("x", 70000) + "\n"}, nil},
 	}
 	for _, c := range cases {

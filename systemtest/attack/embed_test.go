@@ -54,7 +54,7 @@ func TestEmbedAttacks(t *testing.T) {
 	key, dep := acme.APIKeys["admin"], acme.Deployments[0].ID
 
 	// #4: an ~800 KiB securityContext was accepted and kept in Redis for 24 h.
-	t.Run("TestFinding04_SecurityContextOverTheCapIs413", func(t *testing.T) {
+	t.Run("SecurityContextOverTheCapIs413", func(t *testing.T) {
 		big := map[string]any{"blob": strings.Repeat("s", 17<<10)}
 		r := embedMint(a, key, dep, map[string]any{"externalId": "sc-big", "securityContext": big})
 		if r.status != 413 || !strings.Contains(r.message(), "securityContext") || !strings.Contains(r.message(), "EMBED_MAX_SECURITY_CONTEXT_BYTES") {
@@ -65,7 +65,7 @@ func TestEmbedAttacks(t *testing.T) {
 	})
 
 	// #13: unbounded arrays meant tens of thousands of upserts per request.
-	t.Run("TestFinding13_ArraysOverTheCapAre400", func(t *testing.T) {
+	t.Run("ArraysOverTheCapAre400", func(t *testing.T) {
 		var groups []string
 		var attrs, defs []map[string]any
 		for i := 0; i < 21; i++ {
@@ -132,7 +132,7 @@ func TestEmbedAttacks(t *testing.T) {
 
 	// #4: Redis filled to maxmemory must not bring a revoked session back, and a mint that
 	// cannot be stored is a clean 503.
-	t.Run("TestFinding04_RevokedStaysRevokedWhenRedisIsFull", func(t *testing.T) {
+	t.Run("RevokedStaysRevokedWhenRedisIsFull", func(t *testing.T) {
 		revoked := embedSessionID(t, embedMint(a, key, dep, map[string]any{"externalId": "full-revoked"}))
 		revokedToken := embedToken(t, a, revoked)
 		live := embedToken(t, a, embedSessionID(t, embedMint(a, key, dep, map[string]any{"externalId": "full-live"})))
@@ -203,7 +203,7 @@ func TestEmbedAttacks(t *testing.T) {
 
 // Security review #15: an embed token kept working after embedding was turned off or the
 // plan changed. Within a second of the change its next request is refused.
-func TestFinding15_EmbedTokensEndWithEmbedding(t *testing.T) {
+func TestEmbedTokensEndWithEmbedding(t *testing.T) {
 	s := stacktest.Start(t, stacktest.Options{Env: noRateLimits})
 	a := newAPI(s)
 	acme := s.Seed.Accounts["acme"]

@@ -87,7 +87,7 @@ func flood(t *testing.T, base string, n int, seed uint64) {
 // Finding 1: the HTTP method was a metric label, so random methods minted a new series per
 // request until the gateway ran out of memory. 10,000 requests with random methods and
 // paths must not add a single series to any process.
-func TestFinding01_RandomMethodsAndPathsAddNoSeries(t *testing.T) {
+func TestRandomMethodsAndPathsAddNoSeries(t *testing.T) {
 	s := stacktest.Start(t, stacktest.Options{Env: noRateLimits})
 	flood(t, s.Gateway, 500, 1) // every (route, OTHER, status) the flood can produce exists now
 	// The gateway's own JWKS refresh (every 2 s here) is a GET of embed-svc's JWKS route.
@@ -143,13 +143,13 @@ func callFrom(t *testing.T, base, method, path, authz, xff string, body string) 
 
 // Security review #10 and #12: the exchange limit was keyed on the connection address (the
 // ingress, shared by every viewer), and failed authentication was not throttled at all.
-func TestFinding10And12_PerClientLimitsUseTheRealClientAddress(t *testing.T) {
+func TestPerClientLimitsUseTheRealClientAddress(t *testing.T) {
 	s := stacktest.Start(t, stacktest.Options{Env: []string{
 		"GATEWAY_TRUSTED_PROXIES=127.0.0.1", "RATE_LIMIT_EXCHANGE=5/1m", "AUTH_FAILURE_LIMIT=10/1m",
 	}})
 	exchange := `{"sessionId":"not-a-session-id-at-all-0000000000000000000000"}`
 
-	t.Run("TestFinding10_ExchangeLimitPerClientBehindTheIngress", func(t *testing.T) {
+	t.Run("ExchangeLimitPerClientBehindTheIngress", func(t *testing.T) {
 		for i := 0; i < 5; i++ {
 			if r := callFrom(t, s.Gateway, "POST", "/api/v1/embed/session/exchange", "", "203.0.113.1", exchange); r.Status != 401 {
 				t.Fatalf("exchange %d of client A: %d", i+1, r.Status)
@@ -169,7 +169,7 @@ func TestFinding10And12_PerClientLimitsUseTheRealClientAddress(t *testing.T) {
 		}
 	})
 
-	t.Run("TestFinding12_FailedAuthenticationIsThrottledPerClient", func(t *testing.T) {
+	t.Run("FailedAuthenticationIsThrottledPerClient", func(t *testing.T) {
 		acme := s.Seed.Accounts["acme"]
 		path := fmt.Sprintf("/api/v1/deployments/%d/workspace", acme.Deployments[0].ID)
 		bad := "Api-Key pk_0123456789abcdef_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
@@ -193,7 +193,7 @@ func TestFinding10And12_PerClientLimitsUseTheRealClientAddress(t *testing.T) {
 // its way to one service could be replayed against any other for 30 s. A header signed
 // for workspace-svc (here with the stack's own key, as the gateway signs) is refused by
 // embed-svc and dbtsync-svc, and accepted by workspace-svc.
-func TestFinding17_ForwardedIdentityReplayedToAnotherServiceIs401(t *testing.T) {
+func TestForwardedIdentityReplayedToAnotherServiceIs401(t *testing.T) {
 	s := stacktest.Start(t, stacktest.Options{})
 	signer, err := identity.NewSigner(s.Secrets()[0])
 	if err != nil {
@@ -233,7 +233,7 @@ func TestFinding17_ForwardedIdentityReplayedToAnotherServiceIs401(t *testing.T) 
 // and a scrape is not free, so no public listener serves them: not the gateway's, and
 // not a service's. The internal listener does, and names a failing dependency without
 // its error text.
-func TestFinding16_OperationalEndpointsOnlyOnTheInternalListener(t *testing.T) {
+func TestOperationalEndpointsOnlyOnTheInternalListener(t *testing.T) {
 	s := stacktest.Start(t, stacktest.Options{Env: noRateLimits})
 	get := func(url string) (int, string) {
 		r := apitest.New(url).Call(t, "GET", "", "", nil)

@@ -25,7 +25,7 @@ func TestWorkspaceAttacks(t *testing.T) {
 
 	// #6: a developer publishing a workbook whose widget names an admin's private report
 	// must not get that report's name or meta in the published dashboard.
-	t.Run("TestFinding06_PublishLeavesOutReportsThePublisherCannotView", func(t *testing.T) {
+	t.Run("PublishLeavesOutReportsThePublisherCannotView", func(t *testing.T) {
 		private := a.call("POST", ws(dep, "/folders"), admin, map[string]any{"name": "private"})
 		if private.status != 200 {
 			t.Fatalf("create folder: %s", private)
@@ -63,7 +63,7 @@ func TestWorkspaceAttacks(t *testing.T) {
 	// #5: a listing reads only the page. The bytes it reads are measured in
 	// workspace-svc/internal/app TestListReadsOnlyThePage; here a hostile folder of
 	// maximal items must list page by page.
-	t.Run("TestFinding05_ListingAHugeFolderAnswersThePage", func(t *testing.T) {
+	t.Run("ListingAHugeFolderAnswersThePage", func(t *testing.T) {
 		folder := a.call("POST", ws(dep, "/folders"), ai, map[string]any{"name": "heavy"})
 		fid := folder.body["id"]
 		meta := map[string]any{"blob": strings.Repeat("x", 3000)}

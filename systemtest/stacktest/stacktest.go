@@ -82,6 +82,10 @@ type Options struct {
 	Replicas int      // instances of each service (and of the dbtsync worker); default 1
 	Env      []string // extra KEY=VALUE for every process (e.g. rate limits)
 	Workers  int      // dbtsync worker processes; default 1
+	Gateways int      // gateway processes (all alike, each on its own address); default 1
+	// RedisEnv are the REDIS_* settings of a Redis the test runs itself (a Sentinel group,
+	// a Redis Cluster); with them no redis-server is started and Stack.Redis is nil.
+	RedisEnv []string
 }
 
 // Stack is a running platform.
@@ -91,6 +95,9 @@ type Stack struct {
 	Mongo   *devstack.Mongo
 	NATS    *devstack.NATS
 	Redis   *devstack.Redis
+
+	// Gateways are every gateway's URL (Options.Gateways); the first is Gateway.
+	Gateways []string
 
 	t       testing.TB
 	bin     string
@@ -139,8 +146,12 @@ func Start(t testing.TB, o Options) *Stack {
 	if s.NATS, err = devstack.StartNATS(ctx, filepath.Join(s.dir, "nats"), "", logger, devstack.NATSUsersOnly()); err != nil {
 		t.Fatalf("stacktest: NATS: %v", err)
 	}
-	if s.Redis, err = devstack.StartRedis(ctx, filepath.Join(s.dir, "redis"), "", logger); err != nil {
-		t.Fatalf("stacktest: %v", err)
+	redisEnv := o.RedisEnv
+	if redisEnv == nil {
+		if s.Redis, err = devstack.StartRedis(ctx, filepath.Join(s.dir, "redis"), "", logger); err != nil {
+			t.Fatalf("stacktest: %v", err)
+		}
+		redisEnv = []string{"REDIS_URL=" + s.Redis.URL}
 	}
 	t.Cleanup(s.stop)
 
@@ -148,7 +159,7 @@ func Start(t testing.TB, o Options) *Stack {
 	s.keys = keys
 	s.env = append([]string{
 		"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "TMPDIR=" + os.TempDir(),
-		"MONGODB_URI=" + s.Mongo.URI, "NATS_URL=" + s.NATS.UserURL("platformctl"), "REDIS_URL=" + s.Redis.URL,
+		"MONGODB_URI=" + s.Mongo.URI, "NATS_URL=" + s.NATS.UserURL("platformctl"),
 		"IDENTITY_SIGNING_KEY=" + keys.identity, "DBT_CREDENTIALS_KEY=" + keys.dbt, "EMBED_KEY_ENCRYPTION_KEY=" + keys.embed,
 		"LOG_LEVEL=info", "SHUTDOWN_TIMEOUT=5s", "DBT_SYNC_ALLOW_FILE_URLS=true",
 		// The suites' integrations name a git host that is never cloned.
@@ -156,7 +167,7 @@ func Start(t testing.TB, o Options) *Stack {
 		// The suites send many wrong credentials from one address on purpose; the attack
 		// suite turns the limit on where it tests it.
 		"AUTH_FAILURE_LIMIT=0",
-	}, o.Env...)
+	}, append(redisEnv, o.Env...)...)
 
 	var urls = map[string][]string{}
 	for _, svc := range []string{"workspace-svc", "embed-svc", "dbtsync-svc"} {
@@ -169,15 +180,22 @@ func Start(t testing.TB, o Options) *Stack {
 	for i := 0; i < o.Workers; i++ {
 		s.spawn(fmt.Sprintf("dbtsync-worker-%d", i+1), "dbtsync-svc", []string{"worker"}, "HTTP_ADDR")
 	}
-	s.spawn("gateway", "gateway", nil, "GATEWAY_ADDR",
-		"WORKSPACE_URL="+strings.Join(urls["workspace-svc"], ","),
-		"EMBED_URL="+strings.Join(urls["embed-svc"], ","),
-		"DBTSYNC_URL="+strings.Join(urls["dbtsync-svc"], ","),
-		"AUTH_JWT_PUBLIC_KEYS_FILE="+keys.jwtPublic,
-		"AUTH_JWT_ISSUER=https://auth.platform.local", "AUTH_JWT_AUDIENCE=platform-api",
-		"AUTH_REVOCATION_POLL=200ms", "AUTH_JWKS_REFRESH=2s",
-	)
-	s.Gateway = "http://" + s.procs["gateway"].Addr
+	for i := range max(o.Gateways, 1) {
+		name := "gateway"
+		if i > 0 {
+			name = fmt.Sprintf("gateway-%d", i+1)
+		}
+		p := s.spawn(name, "gateway", nil, "GATEWAY_ADDR",
+			"WORKSPACE_URL="+strings.Join(urls["workspace-svc"], ","),
+			"EMBED_URL="+strings.Join(urls["embed-svc"], ","),
+			"DBTSYNC_URL="+strings.Join(urls["dbtsync-svc"], ","),
+			"AUTH_JWT_PUBLIC_KEYS_FILE="+keys.jwtPublic,
+			"AUTH_JWT_ISSUER=https://auth.platform.local", "AUTH_JWT_AUDIENCE=platform-api",
+			"AUTH_REVOCATION_POLL=200ms", "AUTH_JWKS_REFRESH=2s",
+		)
+		s.Gateways = append(s.Gateways, "http://"+p.Addr)
+	}
+	s.Gateway = s.Gateways[0]
 	for _, p := range s.Processes() {
 		s.WaitReady(ctx, p.Name)
 	}
@@ -384,7 +402,9 @@ func (s *Stack) stop() {
 	if s.t.Failed() {
 		s.t.Logf("stack logs:\n%s", tail(s.Logs(), 200))
 	}
-	_ = s.Redis.Close()
+	if s.Redis != nil {
+		_ = s.Redis.Close()
+	}
 	s.NATS.Close()
 	_ = s.Mongo.Close()
 }

@@ -6,7 +6,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"flag"
@@ -47,7 +46,7 @@ type stats struct {
 
 func run() error {
 	in := flag.String("manifest", "", "path of the manifest.json to convert (required)")
-	out := flag.String("out", "", "output directory; files go to <out>/model/cubes/<model>.yml (required)")
+	out := flag.String("out", "", "output directory; files go to <out>/model/cubes/<model>.yml and <out>/model/views/<saved query>.yml (required)")
 	quiet := flag.Bool("q", false, "print only the summary line (no warnings)")
 	statsFlag := flag.Bool("stats", false, "print one JSON line of figures (MiB/s, peak RSS) instead of the summary")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the conversion to this file")
@@ -66,36 +65,76 @@ func run() error {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if st, err := os.Stat(*in); err == nil {
+		setGCBudget(st.Size())
+	}
 	start := time.Now()
-	f, err := os.Open(*in)
+	r, err := convertManifest(*in, *out)
 	if err != nil {
 		return err
+	}
+	elapsed := time.Since(start)
+	models, conv, decoded, size := r.models, r.conv, r.decoded, r.size
+	if !*quiet && !*statsFlag {
+		for _, w := range conv.Warnings {
+			fmt.Fprintf(os.Stderr, "warning: %s: %s\n", w.Model, w.Message)
+		}
+	}
+	mib := float64(size) / (1 << 20)
+	if *statsFlag {
+		peak := peakRSS()
+		return json.NewEncoder(os.Stdout).Encode(stats{Manifest: *in, ManifestBytes: size, Models: models, Files: conv.Len(), Warnings: len(conv.Warnings),
+			Seconds: round3(elapsed.Seconds()), DecodeSeconds: round3(decoded.Seconds()), MiBPerSecond: round3(mib / elapsed.Seconds()),
+			PeakRSSBytes: peak, PeakRSSRatio: round3(float64(peak) / float64(size))})
+	}
+	fmt.Printf("converted %s: %.1f MiB, %d models, %d files, %d warnings in %s (decode %s): %.0f MiB/s\n",
+		*in, mib, models, conv.Len(), len(conv.Warnings), elapsed.Round(time.Millisecond), decoded.Round(time.Millisecond), mib/elapsed.Seconds())
+	return nil
+}
+
+// converted is what a conversion did.
+type converted struct {
+	size    int64 // the manifest's bytes
+	models  int
+	conv    *convert.Conversion // its files written, its warnings kept
+	decoded time.Duration
+}
+
+// convertManifest converts the manifest at in into files under out.
+func convertManifest(in, out string) (converted, error) {
+	start := time.Now()
+	f, err := os.Open(in)
+	if err != nil {
+		return converted{}, err
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return err
+		return converted{}, err
 	}
-	setGCBudget(st.Size())
-	cubesDir := filepath.Join(*out, "model", "cubes")
+	cubesDir := filepath.Join(out, "model", "cubes")
 	newDirs := missingDirs(cubesDir)
 	if err := os.MkdirAll(cubesDir, 0o755); err != nil {
-		return err
+		return converted{}, err
 	}
-	pre := startPrecreate(*out)
-	proj, err := convert.DecodeManifestNotify(bufio.NewReaderSize(f, 256<<10), pre.model)
+	var pre *precreate
+	var onModel func(*convert.Model)
+	if !inMemory(cubesDir) {
+		pre = startPrecreate(out)
+		onModel = pre.model
+	}
+	proj, err := convert.DecodeManifestNotify(f, onModel)
 	created := pre.finish()
 	if err != nil {
 		// A manifest that does not convert leaves the output as it found it.
 		removeAll(created)
 		removeAll(newDirs)
-		return err
+		return converted{}, err
 	}
-	decoded := time.Since(start)
-	models := len(proj.Models)
-	conv := convert.Prepare(proj)
-	proj = nil // the conversion holds what it still needs; each model goes once its file is written
-	written, err := writeFiles(conv, *out)
+	r := converted{size: st.Size(), models: len(proj.Models), decoded: time.Since(start)}
+	r.conv = convert.PrepareOwned(proj) // each model's columns go once its cube has them
+	proj = nil                          // the conversion holds what it still needs; each cube goes once its file is written
+	written, err := writeFiles(r.conv, out)
 	// Only the files of the conversion stay: MayConvert follows Prepare's rules, so this
 	// removes nothing unless a write failed or the rules ever part.
 	for _, p := range created {
@@ -103,32 +142,16 @@ func run() error {
 			_ = os.Remove(p)
 		}
 	}
-	if err != nil {
-		return err
-	}
-	elapsed := time.Since(start)
-	if !*quiet && !*statsFlag {
-		for _, w := range conv.Warnings {
-			fmt.Fprintf(os.Stderr, "warning: %s: %s\n", w.Model, w.Message)
-		}
-	}
-	mib := float64(st.Size()) / (1 << 20)
-	if *statsFlag {
-		peak := peakRSS()
-		return json.NewEncoder(os.Stdout).Encode(stats{Manifest: *in, ManifestBytes: st.Size(), Models: models, Files: conv.Len(), Warnings: len(conv.Warnings),
-			Seconds: round3(elapsed.Seconds()), DecodeSeconds: round3(decoded.Seconds()), MiBPerSecond: round3(mib / elapsed.Seconds()),
-			PeakRSSBytes: peak, PeakRSSRatio: round3(float64(peak) / float64(st.Size()))})
-	}
-	fmt.Printf("converted %s: %.1f MiB, %d models, %d files, %d warnings in %s (decode %s): %.0f MiB/s\n",
-		*in, mib, models, conv.Len(), len(conv.Warnings), elapsed.Round(time.Millisecond), decoded.Round(time.Millisecond), mib/elapsed.Seconds())
-	return nil
+	return r, err
 }
 
 // precreate creates the (empty) files of the models while the manifest is still being
 // decoded: on a disk file system, creating thousands of new files is the bulk of a
 // conversion's time, and it needs only the model names, while the contents need the whole
 // manifest (tests, semantic models and metrics name the models from anywhere in it). Once
-// decoding ends it stops, and the writers create whatever it did not reach.
+// decoding ends it stops, and the writers create whatever it did not reach. Not on tmpfs
+// (inMemory): there creating a file is no slower than opening one, and creating ahead
+// only adds system calls.
 type precreate struct {
 	mu      sync.Mutex
 	wake    *sync.Cond
@@ -177,8 +200,12 @@ func (pc *precreate) model(m *convert.Model) {
 	pc.wake.Signal()
 }
 
-// finish stops creating (the batch under way completes) and returns the files created.
+// finish stops creating (the batch under way completes) and returns the files created
+// (none when there was no precreate).
 func (pc *precreate) finish() []string {
+	if pc == nil {
+		return nil
+	}
 	pc.mu.Lock()
 	pc.stopped = true
 	pc.mu.Unlock()
@@ -209,6 +236,11 @@ func removeAll(paths []string) {
 // small files is system-call bound, and rendering overlaps with another file's write. It
 // returns the paths written, also when it fails.
 func writeFiles(conv *convert.Conversion, out string) (map[string]struct{}, error) {
+	for _, dir := range conv.Dirs() {
+		if err := os.MkdirAll(filepath.Join(out, filepath.FromSlash(dir)), 0o755); err != nil {
+			return nil, err
+		}
+	}
 	var (
 		next    atomic.Int64
 		wg      sync.WaitGroup
@@ -220,14 +252,16 @@ func writeFiles(conv *convert.Conversion, out string) (map[string]struct{}, erro
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var buf []byte // one buffer per writer: a file's content is garbage once written
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= conv.Len() {
 					return
 				}
-				file := conv.File(i)
-				path := filepath.Join(out, filepath.FromSlash(file.Path))
-				if err := writeFile(path, file.Content); err != nil {
+				rel, content := conv.AppendFile(i, buf[:0])
+				buf = content
+				path := filepath.Join(out, filepath.FromSlash(rel))
+				if err := writeFile(path, content); err != nil {
 					errOnce.Do(func() { first = err })
 					next.Store(int64(conv.Len()))
 					return
@@ -266,13 +300,13 @@ func peakRSS() int64 {
 func round3(v float64) float64 { return float64(int64(v*1000+0.5)) / 1000 }
 
 // setGCBudget bounds the heap by the manifest's size instead of by the live heap: the
-// decoded models are small and long-lived while the decoder's garbage is not, so a
-// memory limit of 0.6x the manifest (at least 32 MiB) with a lax GC target collects
-// only when the heap nears it. Peak RSS stays about 0.6x the manifest, under the 0.75x
-// bar, and the collector runs far less often than with a tight GOGC (25 before: about
-// 20% slower at the same RSS). Should the live heap ever pass the limit, the runtime
-// collects more often (capped at half the CPU), never fails.
+// decoded models and their cubes are small and long-lived while the decoder's garbage is
+// not, so a memory limit of 0.46x the manifest (at least 32 MiB) with a lax GC target
+// collects only when the heap nears it. Peak RSS stays under half the manifest (the
+// live heap peaks at about a quarter, when every cube is built), with a few collections
+// (0.6x before: fewer collections, a higher peak). Should the live heap ever pass the
+// limit, the runtime collects more often (capped at half the CPU), never fails.
 func setGCBudget(manifestBytes int64) {
 	debug.SetGCPercent(400)
-	debug.SetMemoryLimit(max(32<<20, manifestBytes*6/10))
+	debug.SetMemoryLimit(max(32<<20, manifestBytes*46/100))
 }

@@ -4,7 +4,7 @@ package main
 
 import "os"
 
-func writeFile(path, content string) error { return os.WriteFile(path, []byte(content), 0o644) }
+func writeFile(path string, content []byte) error { return os.WriteFile(path, content, 0o644) }
 
 // createEmpty creates path if it does not exist yet and reports whether it did.
 func createEmpty(path string) bool {

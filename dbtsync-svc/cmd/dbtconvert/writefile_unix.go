@@ -5,18 +5,17 @@ package main
 import (
 	"os"
 	"syscall"
-	"unsafe"
 )
 
 // writeFile is os.WriteFile(path, content, 0o644) in three system calls: os.OpenFile also
 // tries to register every file with the network poller, one failing call per file, and
 // thousands of small files make the calls the cost.
-func writeFile(path, content string) error {
+func writeFile(path string, content []byte) error {
 	fd, err := openFile(path, syscall.O_WRONLY|syscall.O_CREAT|syscall.O_TRUNC)
 	if err != nil {
 		return err
 	}
-	b := unsafe.Slice(unsafe.StringData(content), len(content))
+	b := content
 	for len(b) > 0 {
 		n, err := syscall.Write(fd, b)
 		if err == syscall.EINTR {

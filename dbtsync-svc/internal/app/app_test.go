@@ -256,11 +256,11 @@ func TestManifestSyncWritesBranchAndServesIt(t *testing.T) {
 		t.Errorf("progress: %v", p)
 	}
 	if len(job["warnings"].([]any)) == 0 {
-		t.Error("no warnings for the skipped metrics")
+		t.Error("no warnings for the renamed measures")
 	}
 	branch := url.PathEscape("dbt/feature-x")
 	code, files := h.do("GET", h.buildPath("/"+branch+"/files"), h.dev, nil)
-	if code != 200 || files["version"].(float64) != 1 || len(files["files"].([]any)) != 13 {
+	if code != 200 || files["version"].(float64) != 1 || len(files["files"].([]any)) != 16 { // 13 cubes, 3 views of saved queries
 		t.Fatalf("files: %d %v", code, files)
 	}
 	code, file := h.do("GET", h.buildPath("/"+branch+"/files/model/cubes/orders.yml"), h.dev, nil)
@@ -540,7 +540,7 @@ func (h *harness) start(branch, model string) string {
 // Security review #8: one deployment's uploads could fill the object store for every
 // tenant. The manifests of a deployment waiting to be converted are bounded: an upload past
 // DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES is 413 naming it, and queues nothing.
-func TestFinding08_ManifestUploadsPerDeploymentAreBounded(t *testing.T) {
+func TestManifestUploadsPerDeploymentAreBounded(t *testing.T) {
 	small, _ := json.Marshal(smallManifest("v12", "a"))
 	h := newHarnessWith(t, func(d *app.Deps) { d.Quotas.Deployment = int64(len(small))*2 + 100 })
 	for i := 0; i < 2; i++ { // no worker runs: the manifests wait in the store
@@ -703,13 +703,17 @@ func TestCancelAndRetry(t *testing.T) {
 	if code, body := h.do("POST", h.syncPath()+"/"+next+"/retry", h.dev, nil); code != 409 || !strings.Contains(fmt.Sprint(body["message"]), "still queued") {
 		t.Fatalf("retry of a queued job: %d %v", code, body)
 	}
-	// Running: the Phase hook cancels it while it converts, and it ends canceled.
-	var running atomic.Value
-	running.Store("")
+	// Running: the Phase hook cancels it while it converts, and it ends canceled. The hook
+	// is armed before the job starts (the worker may reach the phase before start returns),
+	// once the jobs before it are done, so the job it cancels is that one.
+	var armed atomic.Bool
+	var canceled atomic.Value
+	canceled.Store("")
 	h.worker(worker.Options{Phase: func(ctx context.Context, id, phase string) {
-		if phase != "converting" || id != running.Load().(string) {
+		if phase != "converting" || !armed.Load() {
 			return
 		}
+		canceled.Store(id)
 		if code, job := h.do("POST", h.syncPath()+"/"+id+"/cancel", h.dev, nil); code != 200 || job["cancelRequested"] != true || job["status"] != "running" {
 			t.Errorf("cancel running: %d %v", code, job)
 		}
@@ -725,12 +729,13 @@ func TestCancelAndRetry(t *testing.T) {
 	if job := h.waitJob(next); job["status"] != "succeeded" {
 		t.Fatalf("the next job of the branch: %v", job)
 	}
+	armed.Store(true)
 	runningID := start(manifestBody("dbt/cancel-running", "c"))
-	running.Store(runningID)
 	job = h.waitJob(runningID)
-	if job["status"] != "canceled" || job["cancelRequested"] != false {
-		t.Fatalf("job canceled while running: %v", job)
+	if job["status"] != "canceled" || job["cancelRequested"] != false || canceled.Load() != runningID {
+		t.Fatalf("job canceled while running (the hook canceled %q): %v", canceled.Load(), job)
 	}
+	armed.Store(false)
 	if code, body := h.do("GET", fmt.Sprintf("/build/api/v1/deployments/%d/branches/%s", h.dep, url.PathEscape("dbt/cancel-running")), h.dev, nil); code != 404 {
 		t.Fatalf("a canceled run wrote its branch: %d %v", code, body)
 	}
@@ -770,10 +775,10 @@ func TestCancelAndRetry(t *testing.T) {
 	}
 }
 
-// TestFinding08_JobRecordsAndUploadsExpire: what sync jobs leave in JetStream is bounded
+// TestJobRecordsAndUploadsExpire: what sync jobs leave in JetStream is bounded
 // by configuration: job records (and branch lines) by DBT_SYNC_JOB_RETENTION, uploaded
 // manifests and results by DBT_SYNC_OBJECT_MAX_AGE and DBT_SYNC_OBJECT_MAX_BYTES.
-func TestFinding08_JobRecordsAndUploadsExpire(t *testing.T) {
+func TestJobRecordsAndUploadsExpire(t *testing.T) {
 	h := newHarnessWith(t, func(d *app.Deps) {
 		d.Storage = jsqueue.Limits{JobRetention: 90 * time.Minute, ObjectMaxAge: 3 * time.Hour, ObjectMaxBytes: 512 << 20}
 	})

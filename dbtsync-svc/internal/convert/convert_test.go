@@ -39,37 +39,31 @@ func golden(res convert.Result) []byte {
 	return b.Bytes()
 }
 
+// Every real manifest of ../shared/fixtures/dbt, and the semantic-layer ones of
+// testdata/semantic, converts into exactly its golden file (regenerated with -update,
+// reviewed in the diff); cmd/dbtconvert's test holds the files it writes to the same.
 func TestConvertRealManifestsMatchGolden(t *testing.T) {
-	dir := fixturesDir(t)
-	cases := []struct {
-		fixture string
-		version int
-		models  int
-	}{
-		{"manifest-v7-dbt-1.3.json", 7, 5},
-		{"manifest-v8-dbt-1.4.json", 8, 5},
-		{"manifest-v10-dbt-1.6.json", 10, 6},
-		{"manifest-v11-dbt-1.7.json", 11, 35},
-		{"manifest-v12-dbt-1.8.json", 12, 36},
-		{"manifest-v12-dbt-1.10.json", 12, 13},
+	fixtures, _ := filepath.Glob(filepath.Join(fixturesDir(t), "*.json"))
+	own, _ := filepath.Glob(filepath.Join("testdata", "semantic", "*.json"))
+	if len(fixtures) < 6 || len(own) < 2 {
+		t.Fatalf("manifests missing: %v %v", fixtures, own)
 	}
-	for _, tc := range cases {
-		t.Run(strings.TrimSuffix(tc.fixture, ".json"), func(t *testing.T) {
-			f, err := os.Open(filepath.Join(dir, tc.fixture))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			p, err := convert.DecodeManifest(f)
-			if err != nil {
-				t.Fatalf("decode: %v", err)
-			}
-			if p.SchemaVersion != tc.version {
-				t.Errorf("schema version = %d, want %d", p.SchemaVersion, tc.version)
+	// What each manifest is known to hold (a new fixture gets a golden file all the same).
+	known := map[string]struct{ version, models int }{
+		"manifest-v7-dbt-1.3": {7, 5}, "manifest-v8-dbt-1.4": {8, 5}, "manifest-v10-dbt-1.6": {10, 6},
+		"manifest-v11-dbt-1.7": {11, 35}, "manifest-v12-dbt-1.8": {12, 36}, "manifest-v12-dbt-1.10": {12, 13},
+		"manifest-v12-semantic": {12, 7}, "manifest-v8-legacy-metrics": {8, 5},
+	}
+	for _, manifest := range append(fixtures, own...) {
+		name := strings.TrimSuffix(filepath.Base(manifest), ".json")
+		t.Run(name, func(t *testing.T) {
+			p := decodeFile(t, manifest)
+			if k, ok := known[name]; ok && (p.SchemaVersion != k.version || len(p.Models) != k.models) {
+				t.Errorf("schema version %d, %d models; want %d, %d", p.SchemaVersion, len(p.Models), k.version, k.models)
 			}
 			res := convert.Build(p)
 			got := golden(res)
-			path := filepath.Join("testdata", "golden", strings.TrimSuffix(tc.fixture, ".json")+".golden")
+			path := filepath.Join("testdata", "golden", name+".golden")
 			if *update {
 				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 					t.Fatal(err)
@@ -95,9 +89,13 @@ func TestConvertRealManifestsMatchGolden(t *testing.T) {
 	}
 }
 
-// assertCube parses a generated file as YAML and checks the cube's shape.
+// assertCube parses a generated file as YAML and checks the cube's shape (or the view's).
 func assertCube(t *testing.T, f convert.File) {
 	t.Helper()
+	if strings.HasPrefix(f.Path, "model/views/") {
+		assertView(t, f)
+		return
+	}
 	var doc struct {
 		Cubes []struct {
 			Name       string `yaml:"name"`
@@ -136,22 +134,41 @@ func assertCube(t *testing.T, f convert.File) {
 		t.Errorf("%s: no default count measure", f.Path)
 	}
 	for _, j := range doc.Cubes[0].Joins {
-		if j.Relationship != "many_to_one" || !strings.Contains(j.SQL, "{"+j.Name+"}.") {
+		if (j.Relationship != "many_to_one" && j.Relationship != "one_to_one") || !strings.Contains(j.SQL, "{"+j.Name) {
 			t.Errorf("%s: bad join %+v", f.Path, j)
 		}
 	}
 }
 
+// assertView checks a view file's shape: one view named after its file, rooted at one
+// cube, each cube's path starting there.
+func assertView(t *testing.T, f convert.File) {
+	t.Helper()
+	var doc struct {
+		Views []struct {
+			Name  string `yaml:"name"`
+			Cubes []struct {
+				JoinPath string `yaml:"join_path"`
+				Includes []any  `yaml:"includes"`
+			} `yaml:"cubes"`
+		} `yaml:"views"`
+	}
+	if err := yaml.Unmarshal([]byte(f.Content), &doc); err != nil {
+		t.Fatalf("%s is not YAML: %v", f.Path, err)
+	}
+	if len(doc.Views) != 1 || "model/views/"+doc.Views[0].Name+".yml" != f.Path || len(doc.Views[0].Cubes) == 0 {
+		t.Fatalf("%s: not one view named after its file: %+v", f.Path, doc.Views)
+	}
+	root := doc.Views[0].Cubes[0].JoinPath
+	for _, c := range doc.Views[0].Cubes {
+		if len(c.Includes) == 0 || (c.JoinPath != root && !strings.HasPrefix(c.JoinPath, root+".")) {
+			t.Errorf("%s: cube %+v is not reached from the root %s", f.Path, c, root)
+		}
+	}
+}
+
 func TestConvertV12SemanticModelsBecomeMeasures(t *testing.T) {
-	f, err := os.Open(filepath.Join(fixturesDir(t), "manifest-v12-dbt-1.10.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	p, err := convert.DecodeManifest(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := decodeFile(t, filepath.Join(fixturesDir(t), "manifest-v12-dbt-1.10.json"))
 	files := map[string]string{}
 	for _, f := range convert.Build(p).Files {
 		files[f.Path] = f.Content
@@ -332,7 +349,17 @@ func TestConvertChangedModelChangesOnlyItsFile(t *testing.T) {
 func FuzzDecodeManifest(f *testing.F) {
 	for _, s := range []string{`{"nodes":{}}`, `{"metadata":{"dbt_schema_version":"https://schemas.getdbt.com/dbt/manifest/v12.json"},"nodes":{"model.p.a":{"resource_type":"model","name":"a","columns":{"x":{"name":"x","data_type":"int"}}}}}`,
 		`{"nodes":{"t":{"resource_type":"test","test_metadata":{"name":"relationships","kwargs":{"to":"ref('b')","field":"id","column_name":"x","model":"ref('a')"}}}}}`,
-		`{"nodes":[]}`, `[]`, `{"nodes":{"a":{"name":{"x":1}}}}`, `{"semantic_models":{"s":{"model":"ref('a')","measures":[{"name":"m","agg":"median"}]}},"nodes":{}}`} {
+		`{"nodes":[]}`, `[]`, `{"nodes":{"a":{"name":{"x":1}}}}`, `{"semantic_models":{"s":{"model":"ref('a')","measures":[{"name":"m","agg":"median"}]}},"nodes":{}}`,
+		`{"nodes":{"model.p.a.v1":{"resource_type":"model","name":"a","version":1,"latest_version":2},"model.p.a.v2":{"resource_type":"model","name":"a","version":2,"latest_version":2,"columns":{"id":{"name":"id"}}}},` +
+			`"semantic_models":{"s":{"name":"s","model":"ref('a', v=1)","entities":[{"name":"e","type":"primary","expr":"id"}],"dimensions":[{"name":"d","type":"time","type_params":{"time_granularity":"day"}}],"measures":[{"name":"m","agg":"sum","expr":"id"}]}},` +
+			`"metrics":{"a":{"name":"a","type":"simple","type_params":{"measure":{"name":"m","filter":{"where_filters":[{"where_sql_template":"{{ Dimension('e__d') }} > 1"}]}}}},` +
+			`"c":{"name":"c","type":"cumulative","type_params":{"measure":{"name":"m"},"cumulative_type_params":{"window":{"count":7,"granularity":"day"}}}},` +
+			`"d":{"name":"d","type":"derived","type_params":{"expr":"a - b","metrics":[{"name":"a"},{"name":"a","alias":"b","offset_window":{"count":1,"granularity":"month"}}]}},` +
+			`"r":{"name":"r","type":"ratio","type_params":{"numerator":{"name":"a"},"denominator":{"name":"c","filter":{"where_filters":[{"where_sql_template":"1 = 1"}]}}}}},` +
+			`"saved_queries":{"q":{"name":"q","query_params":{"metrics":["a","d"],"group_by":["Entity('e')"],"where":{"where_filters":[{"where_sql_template":"{{ Dimension('e__d') }} in ('x', 'y')"}]}}}}}`,
+		`{"metadata":{"dbt_schema_version":"https://schemas.getdbt.com/dbt/manifest/v8.json"},"nodes":{"model.p.a":{"resource_type":"model","name":"a"}},` +
+			`"metrics":{"m":{"name":"m","calculation_method":"sum","expression":"x","model":"ref('a')","timestamp":"t","window":{"count":2,"period":"week"},"filters":[{"field":"y","operator":"=","value":"1"}]},` +
+			`"n":{"name":"n","calculation_method":"derived","expression":"{{ metric('m') }} * 2"}}}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
@@ -346,20 +373,28 @@ func FuzzDecodeManifest(f *testing.F) {
 	})
 }
 
-// checkCubeYAML: a generated file is YAML with one named cube, and holds no Jinja
-// delimiter, which would make Cube treat it as a template.
+// checkCubeYAML: a generated file is YAML with one named cube (or, under model/views/,
+// one named view), and holds no Jinja delimiter, which would make Cube treat it as a
+// template.
 func checkCubeYAML(t *testing.T, file convert.File) {
 	t.Helper()
 	var doc struct {
 		Cubes []struct {
 			Name string `yaml:"name"`
 		} `yaml:"cubes"`
+		Views []struct {
+			Name string `yaml:"name"`
+		} `yaml:"views"`
 	}
 	if err := yaml.Unmarshal([]byte(file.Content), &doc); err != nil {
 		t.Fatalf("%s is not YAML: %v\n%s", file.Path, err, file.Content)
 	}
-	if len(doc.Cubes) != 1 || doc.Cubes[0].Name == "" {
-		t.Fatalf("%s does not hold one named cube:\n%s", file.Path, file.Content)
+	named := doc.Cubes
+	if strings.HasPrefix(file.Path, "model/views/") {
+		named = doc.Views
+	}
+	if len(named)+len(doc.Cubes)+len(doc.Views) != 2 || named[0].Name == "" {
+		t.Fatalf("%s does not hold one named cube or view:\n%s", file.Path, file.Content)
 	}
 	for _, delim := range []string{"{{", "}}", "{%", "%}"} {
 		if strings.Contains(file.Content, delim) {
@@ -398,17 +433,11 @@ func FuzzCubeText(f *testing.F) {
 // files Build generates, for every real manifest: the model callback sees each model once,
 // as decoded, and MayConvert follows Build's rules.
 func TestDecodeManifestNotifyAnnouncesTheModelsThatConvert(t *testing.T) {
-	dir := fixturesDir(t)
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), ".json") {
-			continue
-		}
-		t.Run(strings.TrimSuffix(e.Name(), ".json"), func(t *testing.T) {
-			f, err := os.Open(filepath.Join(dir, e.Name()))
+	fixtures, _ := filepath.Glob(filepath.Join(fixturesDir(t), "*.json"))
+	own, _ := filepath.Glob(filepath.Join("testdata", "semantic", "*.json"))
+	for _, path := range append(fixtures, own...) {
+		t.Run(strings.TrimSuffix(filepath.Base(path), ".json"), func(t *testing.T) {
+			f, err := os.Open(path)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -434,7 +463,9 @@ func TestDecodeManifestNotifyAnnouncesTheModelsThatConvert(t *testing.T) {
 			}
 			want := map[string]bool{}
 			for _, file := range convert.Build(p).Files {
-				want[file.Path] = true
+				if strings.HasPrefix(file.Path, "model/cubes/") { // a saved query's view names no model
+					want[file.Path] = true
+				}
 			}
 			if len(announced) != len(want) {
 				t.Errorf("announced %d files, Build wrote %d", len(announced), len(want))

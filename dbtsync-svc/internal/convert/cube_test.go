@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
-	"github.com/analyticsco/platform/dbtsync-svc/internal/convert/cubecompiler"
+	"github.com/analyticsco/platform/devstack/cubecompiler"
 )
 
 // compileBuild converts p and compiles the files with Cube's schema compiler, failing on
@@ -43,7 +43,7 @@ func TestReservedNamesMatchCube(t *testing.T) {
 	got, want := convert.ReservedMemberNames(), cc.ReservedNames(t)
 	sort.Strings(want)
 	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("reserved.go lists %v\nCube %s reserves %v\nregenerate reserved.go from cubecompiler/reserved.js", got, cubecompiler.Version, want)
+		t.Fatalf("reserved.go lists %v\nCube %s reserves %v\nregenerate reserved.go from devstack/cubecompiler/reserved.js", got, cubecompiler.Version, want)
 	}
 }
 
@@ -307,7 +307,7 @@ func TestCubeCompilesDatabricksProjectWithJoins(t *testing.T) {
 		{"orders", "attrs", "{CUBE}.attrs", "string", "", false},
 		{"orders", "amount", "{CUBE}.amount", "number", "", false},
 	})
-	if got := out.Cubes["orders"].Joins["customers"]; got != "{CUBE}.`Customer ID` = {customers}.id" {
+	if got := out.Cubes["orders"].Joins["customers"].SQL; got != "{CUBE}.`Customer ID` = {customers}.id" {
 		t.Errorf("join SQL %q", got)
 	}
 	if _, ok := out.Cubes["orders"].Joins["keyless"]; ok {

@@ -181,7 +181,7 @@ func yamlTest(t any, model, column string) (Test, bool) {
 	switch v := t.(type) {
 	case string:
 		if v == "unique" || v == "not_null" {
-			return Test{Kind: v, Model: model, Column: column}, true
+			return Test{Kind: v, Model: Ref{Name: model}, Column: column}, true
 		}
 	case map[string]any:
 		if rel, ok := v["relationships"].(map[string]any); ok {
@@ -190,11 +190,11 @@ func yamlTest(t any, model, column string) (Test, bool) {
 			}
 			to, _ := rel["to"].(string)
 			field, _ := rel["field"].(string)
-			return Test{Kind: "relationships", Model: model, Column: column, ToModel: RefName(to), ToColumn: field}, true
+			return Test{Kind: "relationships", Model: Ref{Name: model}, Column: column, ToModel: ParseRef(to), ToColumn: field}, true
 		}
 		for _, k := range []string{"unique", "not_null"} {
 			if _, ok := v[k]; ok {
-				return Test{Kind: k, Model: model, Column: column}, true
+				return Test{Kind: k, Model: Ref{Name: model}, Column: column}, true
 			}
 		}
 	}

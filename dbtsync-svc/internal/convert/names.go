@@ -41,16 +41,79 @@ func memberName(orig string) (name string, changed bool) {
 	return name, true
 }
 
-// namespace hands out names unique within one cube (dimensions and measures share it).
-type namespace map[string]bool
+// namespace hands out unique names: a cube's members (dimensions and measures share
+// one namespace), or the cubes and views. A short list with each name's hash until it
+// grows (a cube has a few dozen members, and a map each was a tenth of a conversion's
+// memory), then a map.
+type namespace struct {
+	list   []string
+	hashes []uint32
+	set    map[string]bool
+}
+
+// hash32 is FNV-1a.
+func hash32(s string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(s); i++ {
+		h = (h ^ uint32(s[i])) * 16777619
+	}
+	return h
+}
+
+func (ns *namespace) has(name string) bool { return ns.hasHash(name, hash32(name)) }
+
+func (ns *namespace) hasHash(name string, h uint32) bool {
+	if ns.set != nil {
+		return ns.set[name]
+	}
+	for i, x := range ns.hashes {
+		if x == h && ns.list[i] == name {
+			return true
+		}
+	}
+	return false
+}
+
+func (ns *namespace) add(name string) { ns.addHash(name, hash32(name)) }
+
+func (ns *namespace) addHash(name string, h uint32) {
+	if ns.set == nil && len(ns.list) < 64 {
+		ns.list, ns.hashes = append(ns.list, name), append(ns.hashes, h)
+		return
+	}
+	if ns.set == nil {
+		ns.set = make(map[string]bool, 2*len(ns.list))
+		for _, n := range ns.list {
+			ns.set[n] = true
+		}
+		ns.list, ns.hashes = nil, nil
+	}
+	ns.set[name] = true
+}
+
+// release frees a name.
+func (ns *namespace) release(name string) {
+	if ns.set != nil {
+		delete(ns.set, name)
+		return
+	}
+	for i, n := range ns.list {
+		if n == name {
+			ns.list = append(ns.list[:i], ns.list[i+1:]...)
+			ns.hashes = append(ns.hashes[:i], ns.hashes[i+1:]...)
+			return
+		}
+	}
+}
 
 // claim returns want, or want_2, want_3, … when taken, and records it.
-func (ns namespace) claim(want string) string {
-	name := want
-	for i := 2; ns[name]; i++ {
+func (ns *namespace) claim(want string) string {
+	name, h := want, hash32(want)
+	for i := 2; ns.hasHash(name, h); i++ {
 		name = want + "_" + strconv.Itoa(i)
+		h = hash32(name)
 	}
-	ns[name] = true
+	ns.addHash(name, h)
 	return name
 }
 
@@ -93,7 +156,14 @@ func hasControl(s string) bool {
 
 // sqlSafe reports whether a warehouse name can appear in a member's SQL: Cube reads the
 // SQL as an f-string whose braces are member references, so a name with a brace cannot.
-func sqlSafe(s string) bool { return !strings.ContainsAny(s, "{}") && !hasControl(s) }
+func sqlSafe(s string) bool {
+	for i := 0; i < len(s); i++ { // printable ASCII without a brace: the common name, at once
+		if c := s[i]; c < ' ' || c >= 0x7f || c == '{' || c == '}' {
+			return !strings.ContainsAny(s, "{}") && !hasControl(s)
+		}
+	}
+	return true
+}
 
 // sqlEscape doubles backslashes so they survive Cube's f-string reading of the SQL.
 func sqlEscape(s string) string { return strings.ReplaceAll(s, `\`, `\\`) }

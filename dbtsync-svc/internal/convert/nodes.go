@@ -2,71 +2,128 @@ package convert
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
+	"unicode/utf8"
+	"unsafe"
 
+	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 )
 
-// decodeColumn reads one column token by token: a manifest has tens of thousands of
-// columns, and decoding each through reflection was a quarter of the conversion's time.
-// A text member of another type makes the column unreadable (the model becomes a warning).
-func decodeColumn(dec *jsontext.Decoder) (c Column, problem string, err error) {
-	if dec.PeekKind() != '{' {
-		return c, "", notJSON(dec.SkipValue())
+// nodeParser reads manifest nodes member by member, by hand: a manifest has tens of
+// thousands of columns, and decoding each through reflection was a quarter of the
+// conversion's time. Strings go into an arena (one allocation per chunk, not per
+// string). One nodeParser per goroutine.
+type nodeParser struct {
+	s       *scanner
+	arena   []byte
+	scratch []byte
+	columns []Column // a node's columns as they are read; the model gets an exact copy
+	sc      scanner  // the scanner of the member being read
+	n       node     // the node being read
+}
+
+// reset points the parser at the bytes of the next member.
+func (np *nodeParser) reset(b []byte) *scanner {
+	np.sc = scanner{buf: b, mark: -1}
+	np.s = &np.sc
+	return np.s
+}
+
+// str is the value of the string at buf[start:end], as jsontext's Token.String gives it,
+// copied into the arena.
+func (np *nodeParser) str(start, end int, escaped, ascii bool) string {
+	raw := np.s.buf[start+1 : end-1]
+	if escaped || !ascii && !utf8.Valid(raw) {
+		np.scratch, _ = jsontext.AppendUnquote(np.scratch[:0], np.s.buf[start:end])
+		raw = np.scratch
 	}
-	var meta, cmeta map[string]any
-	text := func(key string, dst *string) error {
-		if k := dec.PeekKind(); k != '"' && k != 'n' && problem == "" {
-			problem = fmt.Sprintf("%s is a JSON %s, not a string", key, kindName(k))
-		}
-		return readString(dec, dst)
+	if len(raw) == 0 {
+		return ""
 	}
-	err = eachMember(dec, func(key string) error {
-		switch key {
-		case "name":
-			return text(key, &c.Name)
-		case "description":
-			return text(key, &c.Description)
-		case "data_type":
-			return text(key, &c.DataType)
-		case "meta":
-			return readMeta(dec, &meta)
-		case "quote":
-			if dec.PeekKind() == 't' {
-				c.Quote = true
-			}
-			return notJSON(dec.SkipValue())
-		case "tags":
-			return readPrimaryKeyTag(dec, &c.PrimaryKey)
-		case "constraints":
-			var cs []rawConstraint
-			if err := readLenient(dec, &cs); err != nil {
-				return err
-			}
-			for _, k := range cs {
-				c.PrimaryKey = c.PrimaryKey || k.Type == "primary_key"
-			}
-			return nil
-		case "config":
-			if dec.PeekKind() != '{' {
-				return notJSON(dec.SkipValue())
-			}
-			return eachMember(dec, func(key string) error {
-				switch key {
-				case "meta":
-					return readMeta(dec, &cmeta)
-				case "tags":
-					return readPrimaryKeyTag(dec, &c.PrimaryKey)
-				}
-				return notJSON(dec.SkipValue())
-			})
-		default:
-			return notJSON(dec.SkipValue())
+	if len(raw) > 1024 {
+		return string(raw)
+	}
+	if cap(np.arena)-len(np.arena) < len(raw) {
+		np.arena = make([]byte, 0, 16<<10)
+	}
+	at := len(np.arena)
+	np.arena = append(np.arena, raw...)
+	// The arena's bytes are never written again once handed out: the string may share them.
+	return unsafe.String(&np.arena[at], len(raw))
+}
+
+// text reads a string value into dst; a value of another type leaves dst as it is (an
+// object or array is skipped).
+func (np *nodeParser) text(dst *string) error {
+	s := np.s
+	if s.peek() != '"' {
+		return s.skip()
+	}
+	start, end, escaped, ascii, err := s.str()
+	if err == nil {
+		*dst = np.str(start, end, escaped, ascii)
+	}
+	return err
+}
+
+// kindName names the JSON type of a value starting with c.
+func kindName(c byte) string {
+	switch c {
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case 't', 'f':
+		return "boolean"
+	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		return "number"
+	}
+	return "value"
+}
+
+// meta reads a meta object into m (merging, as json.Unmarshal into a map does); the
+// common empty one costs no allocation, one of an unexpected shape is ignored, as a
+// missing one (nil).
+func (np *nodeParser) meta(m map[string]any) (map[string]any, error) {
+	s := np.s
+	if s.peek() != '{' {
+		return m, s.skip()
+	}
+	val, err := s.rawValue()
+	if err != nil {
+		return m, err
+	}
+	for _, c := range val[1 : len(val)-1] {
+		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+			return unmarshalMeta(val, m), nil
 		}
-	})
-	c.Meta = mergeMeta(meta, cmeta)
-	return c, problem, err
+	}
+	return m, nil
+}
+
+// unmarshalMeta is json.Unmarshal of val into the map m, nil when val is of another
+// shape (apart from meta: what escapes to the heap here is only allocated when used).
+func unmarshalMeta(val []byte, m map[string]any) map[string]any {
+	if json.Unmarshal(val, &m) != nil {
+		return nil
+	}
+	return m
+}
+
+// constraints reads constraints (json.Unmarshal, a value of another shape read as
+// missing); the common empty array costs nothing.
+func (np *nodeParser) constraints(dst []rawConstraint) ([]rawConstraint, error) {
+	val, err := np.s.rawValue()
+	if err != nil || string(val) == "[]" {
+		return dst, err
+	}
+	return unmarshalConstraints(val, dst), nil
+}
+
+func unmarshalConstraints(val []byte, dst []rawConstraint) []rawConstraint {
+	_ = json.Unmarshal(val, &dst)
+	return dst
 }
 
 // rawConstraint is a dbt model or column constraint (dbt 1.5+).
@@ -75,30 +132,92 @@ type rawConstraint struct {
 	Columns []string `json:"columns"`
 }
 
-// readPrimaryKeyTag sets *pk when a tags value (a string or an array of strings) holds
+// primaryKeyTag sets *pk when a tags value (a string or an array of strings) holds
 // primary_key, the tag cube_dbt reads as a primary key.
-func readPrimaryKeyTag(dec *jsontext.Decoder, pk *bool) error {
-	var tags any
-	if err := readLenient(dec, &tags); err != nil {
-		return err
-	}
-	for _, t := range metaStrings(tags) {
-		if t == "primary_key" {
+func (np *nodeParser) primaryKeyTag(pk *bool) error {
+	s := np.s
+	is := func() error {
+		if s.peek() != '"' {
+			return s.skip()
+		}
+		start, end, escaped, ascii, err := s.str()
+		if err == nil && s.text(start, end, escaped, ascii) == "primary_key" {
 			*pk = true
 		}
+		return err
 	}
-	return nil
+	if s.peek() == '[' {
+		return s.array(is)
+	}
+	return is()
 }
 
-// rawTestMetadata is a generic test's name and arguments.
+// column reads one column. A text member of another type makes the column unreadable
+// (the model becomes a warning).
+func (np *nodeParser) column() (c Column, problem string, err error) {
+	s := np.s
+	if s.peek() != '{' {
+		return c, "", s.skip()
+	}
+	var meta, cmeta map[string]any
+	text := func(key string, dst *string) error {
+		if k := s.peek(); k != '"' && k != 'n' && problem == "" {
+			problem = fmt.Sprintf("%s is a JSON %s, not a string", key, kindName(k))
+		}
+		return np.text(dst)
+	}
+	err = s.object(func(key []byte) error {
+		switch string(key) {
+		case "name":
+			return text("name", &c.Name)
+		case "description":
+			return text("description", &c.Description)
+		case "data_type":
+			return text("data_type", &c.DataType)
+		case "meta":
+			var err error
+			meta, err = np.meta(meta)
+			return err
+		case "quote":
+			c.Quote = c.Quote || s.peek() == 't'
+			return s.skip()
+		case "tags":
+			return np.primaryKeyTag(&c.PrimaryKey)
+		case "constraints":
+			cs, err := np.constraints(nil)
+			for _, k := range cs {
+				c.PrimaryKey = c.PrimaryKey || k.Type == "primary_key"
+			}
+			return err
+		case "config":
+			if s.peek() != '{' {
+				return s.skip()
+			}
+			return s.object(func(key []byte) error {
+				switch string(key) {
+				case "meta":
+					var err error
+					cmeta, err = np.meta(cmeta)
+					return err
+				case "tags":
+					return np.primaryKeyTag(&c.PrimaryKey)
+				}
+				return s.skip()
+			})
+		}
+		return s.skip()
+	})
+	c.Meta = mergeMeta(meta, cmeta)
+	return c, problem, err
+}
+
+// rawTestMetadata is what a generic test's test_metadata says of its kind and arguments.
 type rawTestMetadata struct {
-	Name   string         `json:"name"`
-	Kwargs map[string]any `json:"kwargs"`
+	Name, ColumnName, Model, To, Field string
 }
 
 // node is one manifest node as it is read: a model's fields, or what a test needs.
 type node struct {
-	dec          *jsontext.Decoder
 	resourceType string
 	m            *Model
 	meta, cmeta  map[string]any
@@ -106,19 +225,19 @@ type node struct {
 	testMeta     rawTestMetadata
 	columnName   string
 	attached     string
-	refs         []string
+	refs         []Ref
 	constraints  []rawConstraint
 }
 
-// decodeNode reads the node id and adds it to p when it is a model or a test the data
-// model uses; onModel (when not nil) is called with each model read.
-func decodeNode(dec *jsontext.Decoder, id string, p *Project, onModel func(*Model)) error {
-	if dec.PeekKind() != '{' {
-		return notJSON(dec.SkipValue())
-	}
-	n := &node{dec: dec, m: &Model{UniqueID: id, Enabled: true}}
-	if err := eachMember(dec, n.member); err != nil {
-		return err
+// parseNode reads a node from np's scanner: a model, or a test the data model uses
+// (isTest), or nothing.
+func (np *nodeParser) parseNode() (m *Model, t Test, isTest bool, err error) {
+	n := &np.n
+	*n = node{m: &Model{Enabled: true}, columns: np.columns[:0], refs: n.refs[:0]}
+	err = np.s.object(func(key []byte) error { return np.member(n, key) })
+	np.columns = n.columns[:0]
+	if err != nil {
+		return nil, Test{}, false, err
 	}
 	switch n.resourceType {
 	case "model":
@@ -128,103 +247,97 @@ func decodeNode(dec *jsontext.Decoder, id string, p *Project, onModel func(*Mode
 				m.PrimaryKey = append(m.PrimaryKey, k.Columns...)
 			}
 		}
-		m.Columns = n.columns
+		if len(n.columns) > 0 {
+			m.Columns = append(make([]Column, 0, len(n.columns)), n.columns...)
+		}
 		m.Meta = mergeMeta(n.meta, n.cmeta)
-		p.Models = append(p.Models, m)
-		if onModel != nil {
-			onModel(m)
-		}
+		return m, Test{}, false, nil
 	case "test":
-		if t, ok := toTest(n.testMeta, n.columnName, n.attached, n.refs); ok {
-			p.Tests = append(p.Tests, t)
-		}
+		t, ok := toTest(n.testMeta, n.columnName, n.attached, n.refs)
+		return nil, t, ok, nil
 	}
-	return nil
+	return nil, Test{}, false, nil
 }
 
 // member reads the value of the node's member key.
-func (n *node) member(key string) error {
-	dec, m := n.dec, n.m
-	switch key {
+func (np *nodeParser) member(n *node, key []byte) error {
+	s, m := np.s, n.m
+	switch string(key) {
 	case "resource_type":
-		return readString(dec, &n.resourceType)
+		return np.resourceType(&n.resourceType)
 	case "name":
-		return readString(dec, &m.Name)
+		return np.text(&m.Name)
 	case "alias":
-		return readString(dec, &m.Alias)
+		return np.text(&m.Alias)
 	case "relation_name":
-		return readString(dec, &m.RelationName)
+		return np.text(&m.RelationName)
 	case "constraints":
-		return readLenient(dec, &n.constraints)
+		var err error
+		n.constraints, err = np.constraints(n.constraints)
+		return err
 	case "database":
-		return readString(dec, &m.Database)
+		return np.text(&m.Database)
 	case "schema":
-		return readString(dec, &m.Schema)
+		return np.text(&m.Schema)
 	case "description":
-		return readString(dec, &m.Description)
+		return np.text(&m.Description)
 	case "column_name":
-		return readString(dec, &n.columnName)
+		return np.text(&n.columnName)
 	case "attached_node":
-		return readString(dec, &n.attached)
+		return np.text(&n.attached)
 	case "meta":
-		return readMeta(dec, &n.meta)
+		var err error
+		n.meta, err = np.meta(n.meta)
+		return err
 	case "primary_key":
-		return readInto(dec, &m.PrimaryKey)
-	case "test_metadata":
-		return readInto(dec, &n.testMeta)
-	case "refs":
-		return n.readRefs()
-	case "config":
-		return n.readConfig()
-	case "columns":
-		return eachMemberOrNull(dec, n.readColumn)
-	}
-	return notJSON(dec.SkipValue())
-}
-
-// readRefs reads the models a node refers to, in either of dbt's shapes.
-func (n *node) readRefs() error {
-	var raw []any
-	if err := readInto(n.dec, &raw); err != nil {
-		return err
-	}
-	for _, r := range raw {
-		switch v := r.(type) {
-		case []any: // dbt < 1.5: ["name"] or ["package", "name"]
-			if len(v) > 0 {
-				s, _ := v[len(v)-1].(string)
-				n.refs = append(n.refs, s)
-			}
-		case map[string]any:
-			s, _ := v["name"].(string)
-			n.refs = append(n.refs, s)
+		val, err := s.rawValue()
+		if err == nil {
+			_ = json.Unmarshal(val, &m.PrimaryKey)
 		}
-	}
-	return nil
-}
-
-// readConfig reads what the data model needs of a node's config.
-func (n *node) readConfig() error {
-	var cfg struct {
-		Materialized string         `json:"materialized"`
-		Enabled      *bool          `json:"enabled"`
-		Meta         map[string]any `json:"meta"`
-	}
-	if err := readInto(n.dec, &cfg); err != nil {
 		return err
+	case "test_metadata":
+		return np.testMetadata(&n.testMeta)
+	case "refs":
+		return np.refs(&n.refs)
+	case "config":
+		return np.config(n)
+	case "columns":
+		if s.peek() != '{' {
+			return s.skip()
+		}
+		return s.object(func(name []byte) error { return np.addColumn(n, name) })
+	case "version":
+		return np.version(&m.Version)
+	case "latest_version":
+		return np.version(&m.Latest)
 	}
-	n.m.Materialized = cfg.Materialized
-	if cfg.Enabled != nil {
-		n.m.Enabled = *cfg.Enabled
-	}
-	n.cmeta = cfg.Meta
-	return nil
+	return s.skip()
 }
 
-// readColumn reads the column name of the node; a column that cannot be read makes the
+// resourceType reads a node's resource_type; the two the data model uses cost no
+// allocation.
+func (np *nodeParser) resourceType(dst *string) error {
+	s := np.s
+	if s.peek() != '"' {
+		return s.skip()
+	}
+	start, end, escaped, ascii, err := s.str()
+	switch {
+	case err != nil:
+	case string(s.buf[start:end]) == `"model"`:
+		*dst = "model"
+	case string(s.buf[start:end]) == `"test"`:
+		*dst = "test"
+	default:
+		*dst = s.text(start, end, escaped, ascii)
+	}
+	return err
+}
+
+// addColumn reads the column name of the node; a column that cannot be read makes the
 // model a warning.
-func (n *node) readColumn(name string) error {
-	c, problem, err := decodeColumn(n.dec)
+func (np *nodeParser) addColumn(n *node, name []byte) error {
+	c, problem, err := np.column()
 	if err != nil {
 		return err
 	}
@@ -233,53 +346,180 @@ func (n *node) readColumn(name string) error {
 		return nil
 	}
 	if c.Name == "" {
-		c.Name = name
+		c.Name = string(name)
 	}
 	n.columns = append(n.columns, c)
 	return nil
 }
 
-var refRE = regexp.MustCompile(`ref\(\s*['"]([^'"]+)['"]\s*(?:,\s*['"]([^'"]+)['"]\s*)?\)`)
-
-// RefName returns the model name of a Jinja ref('name') or ref('package', 'name').
-func RefName(s string) string {
-	m := refRE.FindStringSubmatch(s)
-	if m == nil {
-		return ""
+// config reads what the data model needs of a node's config: each config (a manifest
+// has one) sets the materialization and config.meta, absent ones included.
+func (np *nodeParser) config(n *node) error {
+	s := np.s
+	n.m.Materialized, n.cmeta = "", nil
+	if s.peek() != '{' {
+		return s.skip()
 	}
-	if m[2] != "" {
-		return m[2]
-	}
-	return m[1]
+	return s.object(func(key []byte) error {
+		switch string(key) {
+		case "materialized":
+			return np.text(&n.m.Materialized)
+		case "enabled":
+			switch s.peek() {
+			case 't':
+				n.m.Enabled = true
+			case 'f':
+				n.m.Enabled = false
+			}
+			return s.skip()
+		case "meta":
+			if s.peek() != '{' {
+				return s.skip()
+			}
+			val, err := s.rawValue()
+			if err == nil {
+				n.cmeta = nil
+				_ = json.Unmarshal(val, &n.cmeta)
+			}
+			return err
+		}
+		return s.skip()
+	})
 }
 
-func toTest(tm rawTestMetadata, columnName, attached string, refs []string) (Test, bool) {
+// testMetadata reads a generic test's name and the string arguments the data model uses.
+func (np *nodeParser) testMetadata(tm *rawTestMetadata) error {
+	s := np.s
+	if s.peek() != '{' {
+		return s.skip()
+	}
+	return s.object(func(key []byte) error {
+		switch string(key) {
+		case "name":
+			return np.text(&tm.Name)
+		case "kwargs":
+			if s.peek() != '{' {
+				return s.skip()
+			}
+			return s.object(func(key []byte) error {
+				switch string(key) {
+				case "column_name":
+					return np.text(&tm.ColumnName)
+				case "model":
+					return np.text(&tm.Model)
+				case "to":
+					return np.text(&tm.To)
+				case "field":
+					return np.text(&tm.Field)
+				}
+				return s.skip()
+			})
+		}
+		return s.skip()
+	})
+}
+
+// refs reads the models a node refers to, in either of dbt's shapes: ["name"] or
+// ["package", "name"] before dbt 1.5, {name, package, version} since.
+func (np *nodeParser) refs(dst *[]Ref) error {
+	s := np.s
+	if s.peek() != '[' {
+		return s.skip()
+	}
+	return s.array(func() error {
+		switch s.peek() {
+		case '[':
+			var last string
+			n := 0
+			err := s.array(func() error {
+				n++
+				last = ""
+				return np.text(&last)
+			})
+			if n > 0 {
+				*dst = append(*dst, Ref{Name: last})
+			}
+			return err
+		case '{':
+			var r Ref
+			err := s.object(func(key []byte) error {
+				switch string(key) {
+				case "name":
+					return np.text(&r.Name)
+				case "version":
+					return np.version(&r.Version)
+				}
+				return s.skip()
+			})
+			*dst = append(*dst, r)
+			return err
+		}
+		return s.skip()
+	})
+}
+
+// version reads a model version of any JSON shape dbt writes (a number or a string).
+func (np *nodeParser) version(dst *string) error {
+	s := np.s
+	switch c := s.peek(); {
+	case c == '"':
+		start, end, escaped, ascii, err := s.str()
+		if err == nil {
+			*dst = normVersion(s.text(start, end, escaped, ascii))
+		}
+		return err
+	case c == '-' || '0' <= c && c <= '9':
+		val, err := s.rawValue()
+		if err == nil {
+			*dst = normVersion(string(val))
+		}
+		return err
+	}
+	return s.skip()
+}
+
+func toTest(tm rawTestMetadata, columnName, attached string, refs []Ref) (Test, bool) {
 	switch tm.Name {
 	case "unique", "not_null", "relationships":
 	default:
 		return Test{}, false
 	}
-	t := Test{Kind: tm.Name, Column: columnName}
+	t := Test{Kind: tm.Name, Column: columnName, ModelID: attached}
 	if t.Column == "" {
-		t.Column, _ = tm.Kwargs["column_name"].(string)
+		t.Column = tm.ColumnName
 	}
 	if attached != "" {
-		t.Model = attached[strings.LastIndexByte(attached, '.')+1:]
-	} else if model, ok := tm.Kwargs["model"].(string); ok {
-		t.Model = RefName(model)
+		t.Model = refOfID(attached)
+	} else if tm.Model != "" {
+		t.Model = ParseRef(tm.Model)
 	}
-	if t.Model == "" && len(refs) > 0 && tm.Name != "relationships" {
+	if t.Model.Name == "" && len(refs) > 0 && tm.Name != "relationships" {
 		t.Model = refs[0]
 	}
 	if tm.Name == "relationships" {
-		to, _ := tm.Kwargs["to"].(string)
-		t.ToModel = RefName(to)
-		t.ToColumn, _ = tm.Kwargs["field"].(string)
+		t.ToModel = ParseRef(tm.To)
+		t.ToColumn = tm.Field
 	}
-	if t.Model == "" || t.Column == "" {
+	if t.Model.Name == "" || t.Column == "" {
 		return Test{}, false
 	}
 	return t, true
+}
+
+// refOfID reads the model a unique id names: model.<package>.<name>, or
+// model.<package>.<name>.v<version> for a model version.
+func refOfID(id string) Ref {
+	if rest, ok := strings.CutPrefix(id, "model."); ok {
+		if _, rest, ok = strings.Cut(rest, "."); ok { // the package
+			name, version, versioned := strings.Cut(rest, ".")
+			r := Ref{Name: name}
+			if versioned && strings.HasPrefix(version, "v") {
+				r.Version = normVersion(version[1:])
+			}
+			return r
+		}
+	}
+	return Ref{Name: id[strings.LastIndexByte(id, '.')+1:]}
 }
 
 // mergeMeta reads meta and config.meta, config.meta winning on the same key.

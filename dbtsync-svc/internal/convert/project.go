@@ -12,6 +12,8 @@ type Project struct {
 	Tests          []Test
 	SemanticModels []SemanticModel
 	Metrics        []Metric
+	SavedQueries   []SavedQuery
+	LegacyMetrics  []LegacyMetric
 }
 
 // Model is one dbt model node, reduced to the fields the data model uses.
@@ -28,6 +30,8 @@ type Model struct {
 	Columns      []Column
 	Meta         map[string]any // meta merged with config.meta, config.meta winning
 	PrimaryKey   []string       // dbt 1.9+ `primary_key` of the node, then model-level primary_key constraints
+	Version      string         // dbt 1.5+ model version ("" when the model is not versioned)
+	Latest       string         // the model's latest_version
 	Err          string         // a problem found while reading the node (the model becomes a warning)
 }
 
@@ -44,25 +48,36 @@ type Column struct {
 // Test is a generic data test attached to a model column.
 type Test struct {
 	Kind     string // unique, not_null, relationships (others are dropped while reading)
-	Model    string // the tested model's name
+	Model    Ref    // the tested model
+	ModelID  string // the tested model's unique id (attached_node), when the manifest has it
 	Column   string
-	ToModel  string // relationships: the referenced model's name ("" for a source)
+	ToModel  Ref    // relationships: the referenced model ("" name for a source)
 	ToColumn string // relationships: the referenced column
 }
 
 // SemanticModel is a MetricFlow semantic model (dbt 1.6+).
 type SemanticModel struct {
-	Name       string
-	Model      string // the dbt model's name, from ref('...')
-	Entities   []SMEntity
-	Dimensions []SMDimension
-	Measures   []SMMeasure
+	Name           string
+	Model          Ref    // the dbt model it reads: ref('…') or ref('…', v=N)
+	ModelID        string // the model's unique id (depends_on), when the manifest has it
+	Description    string
+	DefaultAggTime string // defaults.agg_time_dimension
+	Entities       []SMEntity
+	Dimensions     []SMDimension
+	Measures       []SMMeasure
+}
+
+// Ref names a dbt model as ref() does: its name and, for a versioned model, a version
+// ("" for the latest).
+type Ref struct {
+	Name    string
+	Version string
 }
 
 // SMEntity is an entity of a semantic model.
 type SMEntity struct {
 	Name string
-	Type string
+	Type string // primary, unique, foreign, natural
 	Expr string
 }
 
@@ -72,9 +87,12 @@ type SMDimension struct {
 	Type        string // categorical or time
 	Expr        string
 	Description string
+	Label       string
+	Granularity string // time: type_params.time_granularity
 }
 
-// SMMeasure is a measure of a semantic model.
+// SMMeasure is a measure of a semantic model (or the aggregation of a simple metric
+// defined without one, dbt 1.12's metric_aggregation_params).
 type SMMeasure struct {
 	Name        string
 	Agg         string
@@ -82,6 +100,9 @@ type SMMeasure struct {
 	Description string
 	Label       string
 	Percentile  float64
+	Discrete    bool   // agg_params.use_discrete_percentile
+	AggTime     string // agg_time_dimension ("" for the semantic model's default)
+	NonAdditive string // non_additive_dimension.name ("" when additive)
 }
 
 // Metric is a MetricFlow metric.
@@ -90,12 +111,80 @@ type Metric struct {
 	Label       string
 	Description string
 	Type        string // simple, ratio, derived, cumulative, conversion
-	Measure     string // simple: the input measure
 	Filters     []string
-	Numerator   string
-	Denominator string
+	// simple and cumulative: the input measure (or, for a cumulative metric of dbt
+	// 1.9+, Cumulative names an input metric instead).
+	Measure    *MeasureInput
+	Cumulative *MetricInput
+	// simple, dbt 1.12: the aggregation of a metric defined without a measure
+	// (metric_aggregation_params), with Expr as its expression.
+	Agg         *SMMeasure
+	AggModel    string // the semantic model of Agg
+	Numerator   *MetricInput
+	Denominator *MetricInput
 	Expr        string
-	Inputs      []string // derived: the metrics referenced
+	Inputs      []MetricInput // derived
+	Window      *TimeWindow   // cumulative: a trailing window
+	GrainToDate string        // cumulative: grain_to_date
+	PeriodAgg   string        // cumulative: first (default), last, average
+}
+
+// MeasureInput is a metric's input measure.
+type MeasureInput struct {
+	Name            string
+	Filters         []string
+	FillNullsWith   *float64
+	JoinToTimespine bool
+}
+
+// MetricInput is a metric's input metric.
+type MetricInput struct {
+	Name          string
+	Alias         string
+	Filters       []string
+	OffsetWindow  *TimeWindow
+	OffsetToGrain string
+}
+
+// TimeWindow is a MetricFlow window: count units of granularity.
+type TimeWindow struct {
+	Count       int
+	Granularity string
+}
+
+// SavedQuery is a MetricFlow saved query (dbt 1.7+).
+type SavedQuery struct {
+	Name        string
+	Label       string
+	Description string
+	Metrics     []string
+	GroupBy     []string
+	Where       []string
+	Limit       *int
+}
+
+// LegacyMetric is a metric of dbt 1.3 to 1.5 (manifests v7 to v9), before MetricFlow.
+type LegacyMetric struct {
+	Name        string
+	Label       string
+	Description string
+	Method      string // calculation_method: count, count_distinct, sum, average, min, max, median, derived, expression
+	Expression  string
+	Timestamp   string
+	TimeGrains  []string
+	Dimensions  []string
+	Filters     []LegacyFilter
+	Window      *TimeWindow
+	Model       Ref
+	ModelID     string
+	Meta        map[string]any
+}
+
+// LegacyFilter is a legacy metric's filter: field operator value, as SQL.
+type LegacyFilter struct {
+	Field    string
+	Operator string
+	Value    string
 }
 
 // Errors that fail a whole job (a bad model is only a warning).

@@ -4,7 +4,7 @@ import "sort"
 
 // reservedMember holds the names Cube reserves for member properties: a dimension or
 // measure named so does not compile (sql, sql_table, extends) or compiles into something
-// else. Generated from Cube's own schema (cubecompiler/reserved.js over
+// else. Generated from Cube's own schema (devstack/cubecompiler/reserved.js over
 // @cubejs-backend/schema-compiler 1.7.43's CubeValidator); TestReservedNamesMatchCube
 // fails when the installed compiler's list differs.
 var reservedMember = map[string]bool{

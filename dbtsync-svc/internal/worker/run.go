@@ -88,9 +88,10 @@ func (w *Worker) convert(ctx context.Context, job dbtsync.Job, proj *convert.Pro
 			return convert.Result{}, err
 		}
 		res.Files[i] = conv.File(i)
-		// Skipped models (warnings) count as done with the first file, so done reaches total.
+		// Skipped models (warnings) count as done with the first file, so done reaches total;
+		// the files of saved queries (views) count as none.
 		done := min(i+1+total-conv.Len(), total)
-		if done%w.opts.ProgressEvery != 0 || done == total {
+		if done <= 0 || done%w.opts.ProgressEvery != 0 || done == total {
 			continue
 		}
 		err := w.progress(ctx, job, dbtsync.Progress{Phase: "converting", ModelsTotal: &total, ModelsDone: done})

@@ -7,10 +7,14 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/analyticsco/platform/devstack"
@@ -29,7 +33,11 @@ type gatewayInfo struct {
 	DeploymentID int64
 	Bearer       string
 	APIKey       string
+	// pprof is the gateway's profiling address when -gateway-pprof is set.
+	pprof string
 }
+
+var gatewayPprof = flag.String("gateway-pprof", "", "directory to write the gateway's CPU profile of each measured run of its rows (cpu-N.pprof, merge them with go tool pprof) and its allocation profile (allocs.pprof) into")
 
 // Gateway starts the identity store (FerretDB behind the serializing proxy),
 // bin/gateway and seeds the store with bin/platformctl.
@@ -72,6 +80,13 @@ func (e *Env) Gateway(ctx context.Context) (gatewayInfo, error) {
 		if err != nil {
 			return gatewayInfo{}, err
 		}
+		var pprofAddr string
+		if *gatewayPprof != "" {
+			if pprofAddr, err = freeAddr(); err != nil {
+				return gatewayInfo{}, err
+			}
+			extra = append(extra, "PPROF_ADDR="+pprofAddr)
+		}
 		cmd := exec.Command(gwBin)
 		cmd.Env = childEnv(append(extra,
 			"GATEWAY_ADDR="+addr, "INTERNAL_ADDR="+internal,
@@ -92,8 +107,49 @@ func (e *Env) Gateway(ctx context.Context) (gatewayInfo, error) {
 		if err := waitReady(ctx, c, "http://"+internal+"/readyz"); err != nil {
 			return gatewayInfo{}, err
 		}
-		return seedGateway(ctx, e, ctlBin, mongo.URI, keys, gwURL, c)
+		gw, err := seedGateway(ctx, e, ctlBin, mongo.URI, keys, gwURL, c)
+		gw.pprof = pprofAddr
+		return gw, err
 	})
+}
+
+// profileRuns numbers the gateway's CPU profiles.
+var profileRuns atomic.Int64
+
+// profile, with -gateway-pprof, records the gateway's CPU for the run about to start
+// (d long; nothing for the probe, d 0) and its allocations so far, in the background.
+func (gw gatewayInfo) profile(ctx context.Context, d time.Duration) error {
+	if gw.pprof == "" || d <= 0 {
+		return nil
+	}
+	if err := os.MkdirAll(*gatewayPprof, 0o755); err != nil {
+		return err
+	}
+	n := profileRuns.Add(1)
+	go func() {
+		secs := max(int(d/time.Second), 1)
+		fetchProfile(ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", gw.pprof, secs), filepath.Join(*gatewayPprof, fmt.Sprintf("cpu-%d.pprof", n)))
+		fetchProfile(ctx, "http://"+gw.pprof+"/debug/pprof/allocs", filepath.Join(*gatewayPprof, "allocs.pprof"))
+	}()
+	return nil
+}
+
+func fetchProfile(ctx context.Context, url, path string) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		logf("profile %s: %v", url, err)
+		return
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		logf("profile %s: %s %v", url, resp.Status, err)
+		return
+	}
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
+		logf("profile %s: %v", path, err)
+	}
 }
 
 // seedGateway seeds the identity store with platformctl and returns acme's admin

@@ -84,13 +84,18 @@ func (e *Env) Nginx(ctx context.Context) (backend, error) {
 
 // findNginx returns the nginx binary, installing Debian's package when it is
 // missing and the bench runs as root; otherwise the row is skipped.
-func findNginx() (string, error) {
+func findNginx() (string, error) { return findPackaged("nginx", "nginx") }
+
+// findPackaged returns the binary bin of Debian's package pkg (on PATH or in
+// /usr/sbin), installing the package when it is missing and the bench runs as root;
+// otherwise the row is skipped.
+func findPackaged(bin, pkg string) (string, error) {
 	look := func() (string, bool) {
-		if p, err := exec.LookPath("nginx"); err == nil {
+		if p, err := exec.LookPath(bin); err == nil {
 			return p, true
 		}
-		if _, err := os.Stat("/usr/sbin/nginx"); err == nil {
-			return "/usr/sbin/nginx", true
+		if _, err := os.Stat("/usr/sbin/" + bin); err == nil {
+			return "/usr/sbin/" + bin, true
 		}
 		return "", false
 	}
@@ -98,14 +103,14 @@ func findNginx() (string, error) {
 		return p, nil
 	}
 	if os.Geteuid() != 0 {
-		return "", ErrSkip{"nginx not installed and not root: `sudo apt-get install -y nginx` to include it"}
+		return "", ErrSkip{fmt.Sprintf("%s not installed and not root: `sudo apt-get install -y %s` to include it", bin, pkg)}
 	}
 	if _, err := exec.LookPath("apt-get"); err != nil {
-		return "", ErrSkip{"nginx not installed and no apt-get to install it"}
+		return "", ErrSkip{bin + " not installed and no apt-get to install it"}
 	}
-	logf("installing nginx (Debian package)")
+	logf("installing %s (Debian package)", pkg)
 	install := func() error {
-		cmd := exec.Command("apt-get", "install", "-y", "-qq", "nginx")
+		cmd := exec.Command("apt-get", "install", "-y", "-qq", pkg)
 		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		return cmd.Run()
@@ -116,11 +121,11 @@ func findNginx() (string, error) {
 		upd.Stdout, upd.Stderr = os.Stderr, os.Stderr
 		_ = upd.Run()
 		if err := install(); err != nil {
-			return "", ErrSkip{fmt.Sprintf("apt-get install nginx failed: %v", err)}
+			return "", ErrSkip{fmt.Sprintf("apt-get install %s failed: %v", pkg, err)}
 		}
 	}
 	if p, ok := look(); ok {
 		return p, nil
 	}
-	return "", ErrSkip{"nginx installed but not found on PATH or in /usr/sbin"}
+	return "", ErrSkip{bin + " installed but not found on PATH or in /usr/sbin"}
 }

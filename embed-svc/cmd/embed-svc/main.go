@@ -78,11 +78,10 @@ func run() error {
 		return err
 	}
 	defer func() { _ = client.Disconnect(context.Background()) }()
-	ropts, err := redis.ParseURL(cfg.RedisURL)
+	rdb, durable, err := openRedis(cfg)
 	if err != nil {
-		return fmt.Errorf("REDIS_URL: %w", err)
+		return err
 	}
-	rdb := redis.NewClient(ropts)
 	defer rdb.Close()
 	redisx.NewMetrics(registry).Instrument(rdb)
 	natsMetrics := natsx.NewMetrics(registry)
@@ -93,7 +92,9 @@ func run() error {
 	defer nc.Drain()
 	natsMetrics.Track(nc)
 
-	a, err := app.New(proc.Ctx, deps(cfg, proc, registry, signer, client, rdb, nc))
+	d := deps(cfg, proc, registry, signer, client, rdb, nc)
+	d.RedisDurable = durable
+	a, err := app.New(proc.Ctx, d)
 	if err != nil {
 		return err
 	}
@@ -103,7 +104,22 @@ func run() error {
 }
 
 // deps is the configuration and the connections as the service's wiring takes them.
-func deps(cfg config.Config, proc *server.Process, registry *prometheus.Registry, signer *identity.Signer, client *mongo.Client, rdb *redis.Client, nc *nats.Conn) app.Deps {
+// openRedis opens the Redis that cfg names, and the durable writer of exchanges and
+// revocations over it.
+func openRedis(cfg config.Config) (redis.UniversalClient, *redisx.Durable, error) {
+	rdb, err := redisx.Open(cfg.RedisConfig)
+	if err != nil {
+		return nil, nil, err
+	}
+	durable, err := redisx.NewDurableFor(rdb, cfg.Mode, cfg.Durability)
+	if err != nil {
+		_ = rdb.Close()
+		return nil, nil, err
+	}
+	return rdb, durable, nil
+}
+
+func deps(cfg config.Config, proc *server.Process, registry *prometheus.Registry, signer *identity.Signer, client *mongo.Client, rdb redis.UniversalClient, nc *nats.Conn) app.Deps {
 	return app.Deps{
 		Logger: proc.Logger, Registry: registry, Signer: signer, Mongo: client, Database: cfg.MongoDatabase,
 		Redis: rdb, NATS: nc, KeyEncryptionKey: cfg.KeyEncryptionKey, TokenIssuer: cfg.TokenIssuer,
@@ -165,17 +181,16 @@ func revokeKey(args []string) error {
 		return err
 	}
 	defer func() { _ = client.Disconnect(context.Background()) }()
-	ropts, err := redis.ParseURL(cfg.RedisURL)
+	rdb, durable, err := openRedis(cfg)
 	if err != nil {
-		return fmt.Errorf("REDIS_URL: %w", err)
+		return err
 	}
-	rdb := redis.NewClient(ropts)
 	defer rdb.Close()
 	kr, err := app.NewKeyring(client.Database(cfg.MongoDatabase), app.Deps{KeyEncryptionKey: cfg.KeyEncryptionKey, KeyPublishDelay: cfg.KeyPublishDelay})
 	if err != nil {
 		return err
 	}
-	replacement, err := app.RevokeSigningKey(ctx, kr, rdb, *kid)
+	replacement, err := app.RevokeSigningKey(ctx, kr, durable, *kid)
 	if err != nil {
 		return err
 	}

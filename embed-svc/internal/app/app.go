@@ -25,17 +25,21 @@ import (
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
+	"github.com/analyticsco/platform/libs/redisx"
 	"github.com/analyticsco/platform/libs/server"
 )
 
 // Deps are what the service needs from its process.
 type Deps struct {
-	Logger           *slog.Logger
-	Registry         *prometheus.Registry
-	Signer           *identity.Signer // verifies the gateway's forwarded identity
-	Mongo            *mongo.Client
-	Database         string // embed-svc's own database
-	Redis            redis.UniversalClient
+	Logger   *slog.Logger
+	Registry *prometheus.Registry
+	Signer   *identity.Signer // verifies the gateway's forwarded identity
+	Mongo    *mongo.Client
+	Database string // embed-svc's own database
+	Redis    redis.UniversalClient
+	// RedisDurable sends exchanges and revocations, waiting for Redis's replicas; nil:
+	// through Redis with no wait.
+	RedisDurable     *redisx.Durable
 	NATS             *nats.Conn
 	KeyEncryptionKey string
 	TokenIssuer      string
@@ -91,7 +95,11 @@ func New(ctx context.Context, d Deps) (*App, error) {
 		return nil, err
 	}
 	kr.RegisterMetrics(d.Registry)
-	sessions := redisstore.New(d.Redis)
+	durable := d.RedisDurable
+	if durable == nil {
+		durable = redisx.NewDurable(d.Redis, 0, 0)
+	}
+	sessions := redisstore.New(durable)
 	if p := sessions.EvictionPolicy(ctx); p != "" && p != "noeviction" {
 		d.Logger.ErrorContext(ctx, "Redis evicts keys under memory pressure: revoked embed sessions could come back; set maxmemory-policy noeviction",
 			"maxmemory_policy", p)
@@ -117,10 +125,7 @@ func New(ctx context.Context, d Deps) (*App, error) {
 	// recorded at most once per Limits.ExchangeFailureAudit, counted in the session store.
 	svc = embed.LoggingMiddleware(d.Logger)(svc)
 	svc = embed.InstrumentingMiddleware(embed.NewMetrics(d.Registry))(svc)
-	// One router: the embed API and the audit trail's route; 404 and 405 as everywhere.
-	routes := httpx.NewRouter()
-	embed.RegisterRoutes(routes, embed.MakeEndpoints(svc), d.Logger)
-	audit.RegisterRoutes(routes, audit.NewService(trail), d.Logger)
+	routes := newRouter(embed.MakeEndpoints(svc), audit.NewService(trail), d.Logger)
 	o := server.Options{
 		Service:  "embed-svc",
 		Logger:   d.Logger,
@@ -138,6 +143,15 @@ func New(ctx context.Context, d Deps) (*App, error) {
 		},
 	}
 	return &App{Handler: server.Handler(o), Internal: server.Internal(o), Keyring: kr, Store: st, AuditStore: trail}, nil
+}
+
+// newRouter is embed-svc's one router: the embed API and the audit trail's route; 404 and
+// 405 as everywhere.
+func newRouter(e embed.Endpoints, trail audit.Service, logger *slog.Logger) *httpx.Router {
+	routes := httpx.NewRouter()
+	embed.RegisterRoutes(routes, e, logger)
+	audit.RegisterRoutes(routes, trail, logger)
+	return routes
 }
 
 // newAuditTrail sets up the trail's owner: its store (indexes, retention) and the
@@ -176,7 +190,7 @@ func NewKeyring(db *mongo.Database, d Deps) (*keys.Keyring, error) {
 // checked on every request with the session's own revocation), then the key leaves the
 // keyring and the JWKS, replaced by one that signs at once. The marker outlives every
 // token the key can have signed. It returns the replacement key's id.
-func RevokeSigningKey(ctx context.Context, kr *keys.Keyring, rdb redis.UniversalClient, kid string) (string, error) {
+func RevokeSigningKey(ctx context.Context, kr *keys.Keyring, rdb *redisx.Durable, kid string) (string, error) {
 	if !validKeyID(kid) {
 		return "", keys.ErrUnknownKey
 	}

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/analyticsco/platform/embed-svc/token"
 	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/identity"
 )
@@ -111,7 +112,7 @@ func requireMinter(p *identity.Principal) error {
 	if err := requireAdminAccountKey(p, "mint embed sessions"); err != nil {
 		return err
 	}
-	if p.Account.Plan != "premium" && p.Account.Plan != "enterprise" {
+	if !token.PlanAllowsEmbedding(p.Account.Plan) {
 		return forbidden("embed sessions need the premium or enterprise plan; this account is on %s", p.Account.Plan).WithCode(errs.CodePlanNotEligible)
 	}
 	if !p.Account.EmbeddingEnabled {

@@ -51,8 +51,8 @@ const (
 	DataTokenTTL     = time.Hour
 	AICredentialTTL  = 15 * time.Minute
 	TokenAudience    = token.Audience
-	DataAPIAudience  = "platform-data-api"
-	AIAudience       = "platform-ai"
+	DataAPIAudience  = token.DataAPIAudience
+	AIAudience       = token.AIAudience
 	DefaultUserLimit = 10000
 )
 

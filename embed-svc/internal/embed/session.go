@@ -193,10 +193,10 @@ func (s *service) AICredentials(ctx context.Context, p *identity.Principal) (_ A
 	}
 	now := s.now().UTC().Truncate(time.Second)
 	exp := now.Add(AICredentialTTL)
-	tok, err := s.d.Signer.Sign(ctx, jwt.MapClaims{
-		"iss": s.d.Issuer, "aud": AIAudience, "sub": p.Embed.Subject, "sid": p.Embed.SessionID,
-		"acc": p.Account.ID, "dep": p.Embed.DeploymentID, "br": p.Embed.Branch, "ten": p.Embed.Tenant,
-		"iat": now.Unix(), "exp": exp.Unix(), "jti": randomID(),
+	tok, err := s.d.Signer.Sign(ctx, token.AIClaims{
+		Registered: s.registered(AIAudience, p.Embed.Subject, now, exp, randomID()),
+		SessionID:  p.Embed.SessionID, AccountID: p.Account.ID, DeploymentID: p.Embed.DeploymentID,
+		Branch: p.Embed.Branch, Tenant: p.Embed.Tenant,
 	})
 	if err != nil {
 		return AICredentials{}, storeErr(err)
@@ -234,14 +234,14 @@ func (s *service) DataToken(ctx context.Context, p *identity.Principal, deployme
 		exp = se
 	}
 	id := randomID()
-	claims := jwt.MapClaims{
-		"iss": s.d.Issuer, "aud": DataAPIAudience, "sub": sess.Subject(), "acc": sess.AccountID,
-		"dep": sess.DeploymentID, "br": sess.Branch, "ten": sess.Tenant, "int": sess.User.Kind == "internal", "cm": sess.CreatorMode,
-		"securityContext": securityContextOf(c.securityContext), "groups": c.groups, "userAttributes": attributeMap(c.attrs),
-		"iat": now.Unix(), "exp": exp.Unix(), "jti": id,
+	claims := token.DataClaims{
+		Registered: s.registered(DataAPIAudience, sess.Subject(), now, exp, id),
+		AccountID:  sess.AccountID, DeploymentID: sess.DeploymentID, Branch: sess.Branch, Tenant: sess.Tenant,
+		Internal: sess.User.Kind == "internal", CreatorMode: sess.CreatorMode,
+		SecurityContext: securityContextOf(c.securityContext), Groups: c.groups, UserAttributes: attributeMap(c.attrs),
 	}
-	if sess.User.Kind == "internal" {
-		claims["uid"] = sess.User.ID
+	if claims.Internal {
+		claims.UserID = sess.User.ID
 	}
 	tok, err := s.d.Signer.Sign(ctx, claims)
 	if err != nil {
@@ -288,13 +288,19 @@ func attributeMap(attrs []AttributeValue) map[string]json.RawMessage {
 func (s *service) claims(sess Session, now, exp time.Time) token.Claims {
 	set, _ := json.Marshal(sess.Settings)
 	c := token.Claims{
-		Issuer: s.d.Issuer, Audience: token.Audience, Subject: sess.Subject(), SessionID: sess.SID, RecordID: sess.RecordID,
+		Registered: s.registered(token.Audience, sess.Subject(), now, exp, NewSessionID()),
+		SessionID:  sess.SID, RecordID: sess.RecordID,
 		AccountID: sess.AccountID, DeploymentID: sess.DeploymentID, Branch: sess.Branch, Tenant: sess.Tenant,
 		CreatorMode: sess.CreatorMode, Internal: sess.User.Kind == "internal", Settings: set,
-		IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(exp), ID: NewSessionID(),
 	}
 	if c.Internal {
 		c.UserID = sess.User.ID
 	}
 	return c
+}
+
+// registered are the registered claims of a token for aud, issued at now.
+func (s *service) registered(aud, subject string, now, exp time.Time, id string) token.Registered {
+	return token.Registered{Issuer: s.d.Issuer, Audience: aud, Subject: subject,
+		IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(exp), ID: id}
 }

@@ -12,11 +12,9 @@ import (
 	"net/http/pprof"
 	"net/url"
 	"os"
-	"runtime/debug"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/analyticsco/platform/api"
 	"github.com/analyticsco/platform/gateway/config"
@@ -24,6 +22,7 @@ import (
 	"github.com/analyticsco/platform/gateway/internal/auth"
 	"github.com/analyticsco/platform/gateway/internal/credentials"
 	"github.com/analyticsco/platform/gateway/internal/gateway"
+	"github.com/analyticsco/platform/gateway/internal/h1"
 	"github.com/analyticsco/platform/gateway/internal/ratelimit"
 	"github.com/analyticsco/platform/gateway/internal/store"
 	"github.com/analyticsco/platform/libs/identity"
@@ -46,11 +45,6 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if os.Getenv("GOGC") == "" {
-		// The gateway's heap is small and short-lived (about 13 KB per request); collecting
-		// less often trades a few MiB for CPU on every request. GOGC overrides it.
-		debug.SetGCPercent(400)
-	}
 	proc, err := server.Start(app.ServiceName, cfg.Common, cfg)
 	if err != nil {
 		return err
@@ -69,7 +63,7 @@ func run() error {
 		go servePprof(proc.Ctx, proc.Logger, cfg.PprofAddr)
 	}
 	return server.RunAll(proc.Ctx, proc.Logger, cfg.ShutdownTimeout,
-		server.Listener{Name: "public", Addr: cfg.Addr, Handler: a.Handler},
+		server.Listener{Name: "public", Addr: cfg.Addr, Server: a.Public},
 		server.Listener{Name: "internal", Addr: cfg.InternalAddr, Handler: a.Internal})
 }
 
@@ -97,11 +91,10 @@ func deps(proc *server.Process, cfg config.Config) (app.Deps, func(), error) {
 	if err != nil {
 		return fail(err)
 	}
-	ropts, err := redis.ParseURL(cfg.RedisURL)
+	rdb, err := redisx.Open(cfg.RedisConfig)
 	if err != nil {
-		return fail(fmt.Errorf("REDIS_URL: %w", err))
+		return fail(err)
 	}
-	rdb := redis.NewClient(ropts)
 	closers = append(closers, func() { _ = rdb.Close() })
 	redisx.NewMetrics(reg).Instrument(rdb)
 	natsMetrics := natsx.NewMetrics(reg)
@@ -115,6 +108,8 @@ func deps(proc *server.Process, cfg config.Config) (app.Deps, func(), error) {
 		Keys: keys, Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, Upstreams: map[string][]*url.URL{}, Redis: rdb, NATS: nc,
 		EmbedJWKSURL: cfg.EmbedJWKSURL, EmbedIssuer: cfg.EmbedTokenIssuer,
 		BodyLimit: int64(cfg.BodyLimitDefault), BigBodyLimit: int64(cfg.BodyLimitDBTSync),
+		Limits:          h1.Limits{MaxHeaderBytes: int(cfg.MaxHeaderBytes), MaxFieldBytes: int(cfg.MaxHeaderFieldBytes)},
+		MaxURIBytes:     int(cfg.MaxURIBytes),
 		UpstreamTimeout: cfg.UpstreamTimeout, DialTimeout: cfg.DialTimeout, BodyTimeout: cfg.ClientBodyTimeout, UploadTimeout: cfg.ClientUploadTimeout,
 		CacheTTL: cfg.AuthCacheTTL, RevocationPoll: cfg.RevocationPoll, JWKSRefresh: cfg.JWKSRefresh}
 	if d.GenerateSessionLimit, err = ratelimit.ParseLimit(cfg.RateLimitGenerateSession); err != nil {

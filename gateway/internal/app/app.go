@@ -23,6 +23,7 @@ import (
 	"github.com/analyticsco/platform/gateway/internal/auth"
 	"github.com/analyticsco/platform/gateway/internal/embedauth"
 	"github.com/analyticsco/platform/gateway/internal/gateway"
+	"github.com/analyticsco/platform/gateway/internal/h1"
 	"github.com/analyticsco/platform/gateway/internal/ratelimit"
 	"github.com/analyticsco/platform/gateway/internal/store"
 	"github.com/analyticsco/platform/libs/identity"
@@ -56,7 +57,11 @@ type Deps struct {
 	// libs/identity) from its identity store and caches; nil answers none.
 	NATS *nats.Conn
 
-	BodyLimit, BigBodyLimit             int64
+	BodyLimit, BigBodyLimit int64
+	// Limits bound a request head (h1.Limits; the defaults when zero) and MaxURIBytes
+	// the target of a routed request.
+	Limits                              h1.Limits
+	MaxURIBytes                         int
 	UpstreamTimeout, DialTimeout        time.Duration
 	BodyTimeout, UploadTimeout          time.Duration
 	GenerateSessionLimit, ExchangeLimit ratelimit.Limit
@@ -75,9 +80,12 @@ type Deps struct {
 
 // App is the wired gateway.
 type App struct {
-	Handler  http.Handler // the public listener: the API and /healthz
+	// Public serves the public listener, the API and /healthz, with the gateway's own
+	// HTTP/1.1 server (h1).
+	Public   *h1.Server
 	Internal http.Handler // the internal listener: /healthz, /readyz, /metrics
 	Auth     *auth.Authenticator
+	Gateway  *gateway.Gateway
 }
 
 // New wires the gateway; its background work (JWKS refreshes, the identity store's
@@ -99,7 +107,7 @@ func New(ctx context.Context, d Deps) (*App, error) {
 		Auth: authn, Embed: d.Embed, Signer: d.Signer, Upstreams: d.Upstreams,
 		BodyLimit: cmp.Or(d.BodyLimit, 1<<20), BigBodyLimit: cmp.Or(d.BigBodyLimit, 256<<20),
 		UpstreamTimeout: cmp.Or(d.UpstreamTimeout, 30*time.Second), DialTimeout: cmp.Or(d.DialTimeout, 2*time.Second),
-		BodyTimeout: d.BodyTimeout, UploadTimeout: d.UploadTimeout,
+		BodyTimeout: d.BodyTimeout, UploadTimeout: d.UploadTimeout, MaxURIBytes: d.MaxURIBytes,
 		OpenAPIJSON: d.OpenAPIJSON, Logger: d.Logger,
 		GenerateSessionLimit: d.GenerateSessionLimit, ExchangeLimit: d.ExchangeLimit, AuthFailureLimit: d.AuthFailureLimit,
 		TrustedProxies: d.TrustedProxies,
@@ -135,13 +143,22 @@ func New(ctx context.Context, d Deps) (*App, error) {
 	// Only liveness is on the public listener, matched by a switch in front of the
 	// gateway rather than a ServeMux: every proxied request passes here, and pattern
 	// matching is not free. Readiness and metrics are on the internal listener.
-	public := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet && r.URL.Path == "/healthz" {
-			server.Health(w, r)
-			return
-		}
-		gw.ServeHTTP(w, r)
-	})
+	public := &h1.Server{
+		Handler: h1.HandlerFunc(func(w *h1.ResponseWriter, r *h1.Request) {
+			if r.Method == http.MethodGet && r.URL.Path == "/healthz" {
+				w.AddHeader("X-Content-Type-Options", "nosniff")
+				server.Health(w, nil)
+				return
+			}
+			gw.ServeH1(w, r)
+		}),
+		Limits:            d.Limits,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		WriteTimeout:      5 * time.Minute,
+		OnError:           gw.Refuse,
+		Logger:            d.Logger,
+	}
 	reg := d.Registry
 	if reg == nil {
 		reg = prometheus.NewRegistry()
@@ -149,7 +166,7 @@ func New(ctx context.Context, d Deps) (*App, error) {
 	// Readiness does not wait for NATS: the gateway serves every route without it, and
 	// only the lookups it answers for embed-svc's generate-session need it.
 	internal := server.InternalHandler(reg, []server.Check{{Name: "mongodb", Check: d.Store.Ping}})
-	return &App{Handler: public, Internal: internal, Auth: authn}, nil
+	return &App{Public: public, Internal: internal, Auth: authn, Gateway: gw}, nil
 }
 
 // embedVerifier is the gateway's verifier of embed session tokens: embed-svc's JWKS

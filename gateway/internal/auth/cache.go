@@ -53,6 +53,13 @@ func (c *Cache[K, V]) Put(k K, v V, exp time.Time) {
 	c.mu.Unlock()
 }
 
+// Len is the number of entries, expired ones included.
+func (c *Cache[K, V]) Len() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.m)
+}
+
 // Delete removes k.
 func (c *Cache[K, V]) Delete(k K) {
 	c.mu.Lock()

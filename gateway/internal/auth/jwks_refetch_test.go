@@ -14,7 +14,7 @@ import (
 // Security review #11: every token naming an unknown kid started its own JWKS fetch while
 // the endpoint failed. Concurrent refetches are merged, a failing endpoint is not asked
 // again within minRefresh, and the wait doubles with each failure.
-func TestFinding11_UnknownKidRefetchesAreMergedAndBackedOff(t *testing.T) {
+func TestUnknownKidRefetchesAreMergedAndBackedOff(t *testing.T) {
 	var hits atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)

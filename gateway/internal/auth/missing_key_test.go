@@ -44,7 +44,7 @@ func (d *keyDirectory) ChangedSince(context.Context, time.Time) (store.Changes, 
 // Security review #12: every well-formed unknown API key cost one identity-store query.
 // A miss is remembered for MissingKeyTTL, and forgotten as soon as the change poller sees
 // the key created.
-func TestFinding12_UnknownAPIKeyIdsAreNegativeCached(t *testing.T) {
+func TestUnknownAPIKeyIdsAreNegativeCached(t *testing.T) {
 	dir := &keyDirectory{}
 	a := New(Options{Directory: dir})
 	keyID, raw, hash := credentials.NewAPIKey()

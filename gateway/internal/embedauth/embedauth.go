@@ -24,7 +24,6 @@ import (
 	"github.com/analyticsco/platform/embed-svc/revocation"
 	"github.com/analyticsco/platform/embed-svc/token"
 	"github.com/analyticsco/platform/gateway/internal/auth"
-	"github.com/analyticsco/platform/gateway/internal/store"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -45,7 +44,7 @@ func SignedRequest(signer *identity.Signer) func(*http.Request) error {
 type Verifier struct {
 	keys   *auth.KeySet
 	parser *jwt.Parser
-	rdb    redis.UniversalClient
+	marks  *revocation.Checker
 	authn  *auth.Authenticator
 	cache  *auth.Cache[string, verified]
 	now    func() time.Time
@@ -57,7 +56,7 @@ func New(keys *auth.KeySet, issuer string, rdb redis.UniversalClient, authn *aut
 	if now == nil {
 		now = time.Now
 	}
-	return &Verifier{keys: keys, rdb: rdb, authn: authn, now: now, cache: auth.NewCache[string, verified](100_000, now),
+	return &Verifier{keys: keys, marks: revocation.NewChecker(rdb, now), authn: authn, now: now, cache: auth.NewCache[string, verified](100_000, now),
 		parser: jwt.NewParser(jwt.WithValidMethods([]string{"EdDSA"}), jwt.WithExpirationRequired(),
 			jwt.WithIssuer(issuer), jwt.WithAudience(token.Audience), jwt.WithTimeFunc(now))}
 }
@@ -83,8 +82,9 @@ func (v *Verifier) Embed(ctx context.Context, raw string) (*identity.Principal, 
 		// Signature checks are cached until the token's own expiry; revocation is not.
 		v.cache.Put(raw, verified{c, payload, kid}, claims.ExpiresAt.Time)
 	}
-	// One round trip checks both the session and its signing key.
-	revoked, err := revocation.Revoked(ctx, v.rdb, c.SessionID, kid)
+	// One round trip checks both the session and its signing key (in Redis Cluster two
+	// lookups, sent at once).
+	revoked, err := v.marks.Revoked(ctx, c.SessionID, kid)
 	if err != nil {
 		v.countCheck(checkError)
 		return nil, fmt.Errorf("%w: revocation check: %v", auth.ErrUnavailable, err)
@@ -100,7 +100,7 @@ func (v *Verifier) Embed(ctx context.Context, raw string) (*identity.Principal, 
 	}
 	// Embed tokens end with the account's right to embed: turning embedding off or leaving
 	// the premium and enterprise plans is seen here within the change poller's interval.
-	if !acct.EmbeddingEnabled || (acct.Plan != store.PlanPremium && acct.Plan != store.PlanEnterprise) {
+	if !acct.EmbeddingEnabled || !token.PlanAllowsEmbedding(acct.Plan) {
 		return nil, fmt.Errorf("%w: embedding is no longer enabled for this account", auth.ErrUnauthenticated)
 	}
 	p := &identity.Principal{

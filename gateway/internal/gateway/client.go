@@ -14,12 +14,13 @@ import (
 
 	"github.com/analyticsco/platform/gateway/internal/auth"
 	"github.com/analyticsco/platform/gateway/internal/credentials"
+	"github.com/analyticsco/platform/gateway/internal/h1"
 	"github.com/analyticsco/platform/libs/httpx"
 )
 
 // clientAddr is the address limits are counted on: the client's address (clientIP),
 // with IPv6 clients counted per /64, which one subscriber usually holds whole.
-func (g *Gateway) clientAddr(r *http.Request) string {
+func (g *Gateway) clientAddr(r *h1.Request) string {
 	client, ok := g.client(r)
 	if !ok {
 		// Not an IP address (a unix socket, a test's fake peer): counted as it is.
@@ -40,15 +41,18 @@ func (g *Gateway) clientAddr(r *http.Request) string {
 // peer, or, when the peer is a configured trusted proxy, the nearest untrusted address of
 // X-Forwarded-For (read right to left: every hop before a trusted proxy could have been
 // forged by the client).
-func (g *Gateway) clientIP(r *http.Request) string {
+func (g *Gateway) clientIP(r *h1.Request) string {
 	client, ok := g.client(r)
 	if !ok {
 		return ""
 	}
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil && client.Is4() && !strings.Contains(host, ":") && !g.trusted(client) {
+		return host // the peer's own IPv4 address, written as netip writes it already
+	}
 	return client.String()
 }
 
-func (g *Gateway) client(r *http.Request) (netip.Addr, bool) {
+func (g *Gateway) client(r *h1.Request) (netip.Addr, bool) {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		host = r.RemoteAddr
@@ -96,7 +100,7 @@ func (g *Gateway) trusted(a netip.Addr) bool {
 
 // failureKeys are the counters a failed authentication of r adds to: its client
 // address, and its credential when it names one.
-func (g *Gateway) failureKeys(r *http.Request) (addr, cred string) {
+func (g *Gateway) failureKeys(r *h1.Request) (addr, cred string) {
 	addr = "addr:" + g.clientAddr(r)
 	scheme, value := credential(r)
 	switch {
@@ -121,8 +125,8 @@ type authThrottle struct {
 }
 
 // authThrottled reports whether r's client address or credential is over the limit.
-func (g *Gateway) authThrottled(r *http.Request) (authThrottle, bool) {
-	if g.blocked == nil {
+func (g *Gateway) authThrottled(r *h1.Request) (authThrottle, bool) {
+	if g.blocked == nil || g.blocked.Len() == 0 {
 		return authThrottle{}, false
 	}
 	addr, cred := g.failureKeys(r)
@@ -140,7 +144,7 @@ func (g *Gateway) authThrottled(r *http.Request) (authThrottle, bool) {
 // instead of the 401: 429 when the address or the credential is now over the limit,
 // 503 when the failure could not be counted (Redis unavailable: failures are never
 // left uncounted).
-func (g *Gateway) countFailedAuth(ctx context.Context, w http.ResponseWriter, r *http.Request) bool {
+func (g *Gateway) countFailedAuth(ctx context.Context, w *h1.ResponseWriter, r *h1.Request) bool {
 	if g.blocked == nil || g.o.RateLimiter == nil {
 		return false
 	}
@@ -172,7 +176,7 @@ func (g *Gateway) countFailedAuth(ctx context.Context, w http.ResponseWriter, r 
 	return true
 }
 
-func (g *Gateway) writeAuthThrottled(w http.ResponseWriter, t authThrottle) {
+func (g *Gateway) writeAuthThrottled(w *h1.ResponseWriter, t authThrottle) {
 	secs := max(int64((time.Until(t.until)+time.Second-1)/time.Second), 1)
 	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
 	httpx.WriteError(w, http.StatusTooManyRequests,
@@ -182,7 +186,7 @@ func (g *Gateway) writeAuthThrottled(w http.ResponseWriter, t authThrottle) {
 
 // writeLimitUnavailable answers a request whose limit could not be checked (Redis is
 // unavailable): refused, never served unlimited.
-func writeLimitUnavailable(w http.ResponseWriter) {
+func writeLimitUnavailable(w *h1.ResponseWriter) {
 	w.Header().Set("Retry-After", "1")
 	httpx.WriteError(w, http.StatusServiceUnavailable, "request limits cannot be checked right now (Redis unavailable); retry shortly")
 }

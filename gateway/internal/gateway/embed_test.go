@@ -104,7 +104,7 @@ func TestEmbedTokens(t *testing.T) {
 	})
 	acme, globex := h.acme(), h.globex()
 	a1, a2 := acme.Deployments[0].ID, acme.Deployments[1].ID
-	external := token.Claims{Subject: "ext-user", SessionID: "sid-ext", AccountID: acme.ID,
+	external := token.Claims{Registered: token.Registered{Subject: "ext-user"}, SessionID: "sid-ext", AccountID: acme.ID,
 		DeploymentID: a1, Branch: "main", Tenant: "acme-default", Settings: json.RawMessage(`{"allowAi":false}`)}
 	tok := ek.token(t, external)
 	bearer := "Bearer " + tok
@@ -156,18 +156,18 @@ func TestEmbedTokens(t *testing.T) {
 		if p := principalOf(strings.TrimPrefix(bearer, "Bearer ")); p.Embed.Internal || p.User != nil {
 			t.Fatalf("external embed user forwarded as %+v", p)
 		}
-		adminTok := ek.token(t, token.Claims{Subject: acme.Users["admin"].Username, SessionID: "sid-admin",
+		adminTok := ek.token(t, token.Claims{Registered: token.Registered{Subject: acme.Users["admin"].Username}, SessionID: "sid-admin",
 			AccountID: acme.ID, DeploymentID: a1, Internal: true, UserID: acme.Users["admin"].ID})
 		if p := principalOf(adminTok); !p.Embed.Internal || p.Role() != identity.RoleAdmin {
 			t.Fatalf("internal admin embed token forwarded as %+v", p)
 		}
-		viewerTok := ek.token(t, token.Claims{Subject: "v", SessionID: "sid-viewer",
+		viewerTok := ek.token(t, token.Claims{Registered: token.Registered{Subject: "v"}, SessionID: "sid-viewer",
 			AccountID: acme.ID, DeploymentID: a1, Internal: true, UserID: acme.Users["viewer"].ID})
 		if p := principalOf(viewerTok); p.Role() != identity.RoleViewer {
 			t.Fatalf("internal viewer embed token forwarded as %+v", p)
 		}
 		// A token claiming a user of another account is refused outright.
-		forged := ek.token(t, token.Claims{Subject: "x", SessionID: "sid-f",
+		forged := ek.token(t, token.Claims{Registered: token.Registered{Subject: "x"}, SessionID: "sid-f",
 			AccountID: acme.ID, DeploymentID: a1, Internal: true, UserID: globex.Users["admin"].ID})
 		if code, _, _ := h.do("POST", "/api/v1/embed/session/revoke", "Bearer "+forged, map[string]any{"sessionId": "x"}); code != 401 {
 			t.Fatalf("embed token with a user of another account: %d, want 401", code)

@@ -10,7 +10,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -18,7 +17,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -29,6 +27,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/analyticsco/platform/gateway/internal/auth"
+	"github.com/analyticsco/platform/gateway/internal/h1"
 	"github.com/analyticsco/platform/gateway/internal/ratelimit"
 	"github.com/analyticsco/platform/gateway/internal/store"
 	"github.com/analyticsco/platform/libs/errs"
@@ -75,56 +74,48 @@ type Options struct {
 	// 30s); UploadTimeout does the same on the manifest upload route (default 10m).
 	BodyTimeout   time.Duration
 	UploadTimeout time.Duration
+	// MaxURIBytes bounds the request target of a routed request (414 beyond; default
+	// 8 KiB, nginx's).
+	MaxURIBytes int
 }
 
-// Gateway is the HTTP handler of the public API.
+// Gateway is the handler of the public API, served by the gateway's own HTTP/1.1
+// server (h1).
 type Gateway struct {
 	o       Options
-	proxies map[service]http.Handler
+	proxies map[service]*forwarder
 	tracer  trace.Tracer
 	prop    propagation.TextMapPropagator
 	signed  *signedIdentities
 	blocked *auth.Cache[string, time.Time] // client addresses over AuthFailureLimit; nil: no limit
+	// traceFields are the fields the propagator writes (a client's are replaced).
+	traceFields []string
 }
 
-type ctxKey int
-
-const ctxClientBody ctxKey = 0
-
-// clientBody remembers why reading the client's body failed, so a proxy error caused
-// by the client (too slow, too large) is answered as the client's fault.
-type clientBody struct {
-	io.ReadCloser
-	err error
-}
-
-func (b *clientBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if err != nil && err != io.EOF && b.err == nil {
-		b.err = err
-	}
-	return n, err
-}
-
-// clientError maps a failure to read the client's body to its answer.
-func clientError(r *http.Request) (int, string, bool) {
-	cb, _ := r.Context().Value(ctxClientBody).(*clientBody)
-	if cb == nil || cb.err == nil {
+// clientError maps a failure to read the client's body to its answer, so that a proxy
+// error caused by the client (too slow, too large, malformed) is answered as the
+// client's fault.
+func clientError(r *h1.Request) (int, string, bool) {
+	err := r.Body.Err()
+	if err == nil {
 		return 0, "", false
 	}
-	var mbe *http.MaxBytesError
+	var tle *h1.TooLargeError
+	var perr *h1.Error
 	var ne net.Error
 	switch {
-	case errors.As(cb.err, &mbe):
-		return http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than the limit of %d bytes for this route", mbe.Limit), true
-	case errors.As(cb.err, &ne) && ne.Timeout():
+	case errors.As(err, &tle):
+		return http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than the limit of %d bytes for this route", tle.Limit), true
+	case errors.As(err, &ne) && ne.Timeout():
 		return http.StatusRequestTimeout, "the request body did not arrive in time", true
+	case errors.As(err, &perr):
+		return perr.Status, perr.Msg, true
 	}
 	return http.StatusBadRequest, "the request body could not be read", true
 }
 
 // withinRateLimit applies the per-credential limits; it answers 429 itself when over.
-func (g *Gateway) withinRateLimit(w http.ResponseWriter, r *http.Request, rt route, p *identity.Principal) bool {
+func (g *Gateway) withinRateLimit(w *h1.ResponseWriter, r *h1.Request, rt route, p *identity.Principal) bool {
 	if g.o.RateLimiter == nil {
 		return true
 	}
@@ -170,53 +161,39 @@ func New(o Options) (*Gateway, error) {
 	if o.UploadTimeout <= 0 {
 		o.UploadTimeout = 10 * time.Minute
 	}
-	g := &Gateway{o: o, proxies: map[service]http.Handler{}, tracer: otel.Tracer("gateway"), prop: otel.GetTextMapPropagator(),
+	if o.MaxURIBytes <= 0 {
+		o.MaxURIBytes = 8 << 10
+	}
+	g := &Gateway{o: o, proxies: map[service]*forwarder{}, tracer: otel.Tracer("gateway"), prop: otel.GetTextMapPropagator(),
 		signed: newSignedIdentities(time.Now)}
+	g.traceFields = g.prop.Fields()
 	if o.AuthFailureLimit.Enabled() && o.RateLimiter != nil {
 		g.blocked = newBlockedClients()
 	}
-	transport := &http.Transport{
-		Proxy:                 nil,
-		DialContext:           (&net.Dialer{Timeout: o.DialTimeout, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:          2048,
-		MaxIdleConnsPerHost:   512,
-		IdleConnTimeout:       90 * time.Second,
-		ResponseHeaderTimeout: o.UpstreamTimeout,
-		ExpectContinueTimeout: time.Second,
-		DisableCompression:    true, // pass bodies through as the service encoded them
-		WriteBufferSize:       32 << 10,
-		ReadBufferSize:        32 << 10,
-	}
-	pool := &bufferPool{}
+	uo := h1.UpstreamOptions{DialTimeout: o.DialTimeout, Timeout: o.UpstreamTimeout, MaxIdle: 512, IdleTimeout: 90 * time.Second}
 	for _, s := range []service{svcWorkspace, svcEmbed, svcDBTSync} {
 		targets := o.Upstreams[s.String()]
 		if len(targets) == 0 {
 			return nil, fmt.Errorf("gateway: no upstream URL for %s", s)
 		}
-		g.proxies[s] = newForwarder(targets, transport, pool, g.prop, g.upstreamError(s))
+		g.proxies[s] = newForwarder(targets, uo, g.upstreamError(s))
 	}
 	return g, nil
 }
 
-// bufferPool recycles the 32 KiB copy buffers (held by pointer, so Put does not allocate).
-type bufferPool struct{ p sync.Pool }
-
-func (b *bufferPool) Get() *[]byte {
-	if v := b.p.Get(); v != nil {
-		return v.(*[]byte)
+// CloseIdle closes the idle connections to the services (at shutdown).
+func (g *Gateway) CloseIdle() {
+	for _, f := range g.proxies {
+		f.closeIdle()
 	}
-	buf := make([]byte, 32<<10)
-	return &buf
 }
 
-func (b *bufferPool) Put(buf *[]byte) { b.p.Put(buf) }
-
-// ServeHTTP handles one request. It is one function on purpose (past 80 lines): it is the
+// ServeH1 handles one request. It is one function on purpose (past 80 lines): it is the
 // hot path of every request, read top to bottom as the pipeline it is (route, body
 // limits, authentication, rate limit, signed identity, proxy), and its deferred metrics,
 // span and log see every early return.
-func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
+func (g *Gateway) ServeH1(w *h1.ResponseWriter, r *h1.Request) {
+	start := r.Start
 	// The request id is the platform's own, always: a client could otherwise give its
 	// requests (and their audit events) the id of someone else's. A client's short and
 	// safe X-Request-Id is kept beside it, for the client's own correlation.
@@ -228,20 +205,19 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.Header.Del(server.ClientRequestIDHeader)
 	info := &logging.RequestInfo{ID: rid, ClientID: clientRID}
 	ctx := logging.WithRequest(r.Context(), info)
-	ctx = g.prop.Extract(ctx, propagation.HeaderCarrier(r.Header))
+	ctx = g.prop.Extract(ctx, headerCarrier{&r.Header})
 	rt, matched := match(r.URL.Path)
 	info.Route = rt.name
 	if !matched {
 		info.Route = "unmatched"
 	}
-	ctx, span := g.tracer.Start(ctx, info.Route, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(attribute.String("http.request.method", obs.MethodLabel(r.Method))))
-	rec := &obs.StatusRecorder{ResponseWriter: w}
-	w.Header().Set("X-Content-Type-Options", "nosniff") // an answer is what its Content-Type says, never sniffed
-	w.Header().Set(server.RequestIDHeader, rid)
+	ctx, span := g.tracer.Start(ctx, info.Route, serverSpan...)
+	w.AddHeader("X-Content-Type-Options", "nosniff") // an answer is what its Content-Type says, never sniffed
+	w.AddHeader(server.RequestIDHeader, rid)
 	defer func() {
-		code := rec.Code()
-		span.SetAttributes(attribute.Int("http.response.status_code", code))
+		code := w.Status()
+		// Both attributes at the end, in one call: the span's attributes grow once.
+		span.SetAttributes(attribute.String("http.request.method", obs.MethodLabel(r.Method)), attribute.Int("http.response.status_code", code))
 		if code >= 500 {
 			span.SetStatus(codes.Error, http.StatusText(code))
 		}
@@ -261,16 +237,32 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	// Identity headers are ours alone: whatever a client sends under that prefix is gone
 	// before anything reads the request.
-	for k := range r.Header {
-		if strings.HasPrefix(k, identity.HeaderPrefix) {
-			delete(r.Header, k)
-		}
-	}
-	r = r.WithContext(ctx)
+	r.Header.DelPrefix(identity.HeaderPrefix)
+	r.SetContext(ctx)
 	if !matched {
-		if !g.serveOwn(rec, r) {
-			httpx.WriteError(rec, http.StatusNotFound, "no route for "+r.URL.Path)
+		if g.serveOwn(w, r) {
+			return
 		}
+		if !cleanPath(r.URL.Path) {
+			w.SetClose() // dot or empty segments, or a control character: no client's mistake
+		}
+		httpx.WriteError(w, http.StatusNotFound, "no route for "+r.URL.Path)
+		return
+	}
+	if !forwardedMethod(r.Method) {
+		// Only the methods the API uses go to a service: not TRACE (it would echo the
+		// request, credentials included), not CONNECT (the gateway tunnels nothing), no
+		// method of WebDAV or anyone's invention. As nginx does after a request it
+		// refuses for its form, the connection closes: nothing more on it is trusted.
+		w.SetClose()
+		w.Header().Set("Allow", forwardedMethods)
+		httpx.WriteError(w, http.StatusMethodNotAllowed, "method "+logging.Cut(r.Method, 32)+" is not allowed; the API uses "+forwardedMethods)
+		return
+	}
+	if len(r.Target) > g.o.MaxURIBytes {
+		w.SetClose()
+		httpx.WriteError(w, http.StatusRequestURITooLong,
+			fmt.Sprintf("the request target is longer than the limit of %d bytes (GATEWAY_MAX_URI_BYTES)", g.o.MaxURIBytes))
 		return
 	}
 	limit := g.o.BodyLimit
@@ -278,23 +270,21 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		limit = g.o.BigBodyLimit
 	}
 	if r.ContentLength > limit {
-		httpx.WriteError(rec, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than the limit of %d bytes for this route", limit))
+		httpx.WriteError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than the limit of %d bytes for this route", limit))
 		return
 	}
-	if r.Body != nil && r.Body != http.NoBody {
+	if r.HasBody() {
 		// A slow client may hold a connection only so long: the body must arrive within
 		// the route's time, after which reading it fails and the answer is 408.
 		timeout := g.o.BodyTimeout
 		if rt.bigBody {
 			timeout = g.o.UploadTimeout
 		}
-		_ = http.NewResponseController(rec).SetReadDeadline(time.Now().Add(timeout))
-		cb := &clientBody{ReadCloser: http.MaxBytesReader(rec, r.Body, limit)}
-		r.Body = cb
-		r = r.WithContext(context.WithValue(r.Context(), ctxClientBody, cb))
+		r.Body.SetTimeout(timeout)
+		r.Body.SetLimit(limit)
 	}
-	p, ok := g.authenticate(rec, r, rt)
-	if !ok || !g.withinRateLimit(rec, r, rt, p) {
+	p, ok := g.authenticate(w, r, rt)
+	if !ok || !g.withinRateLimit(w, r, rt, p) {
 		return
 	}
 	// Public routes get a signed anonymous principal too, so a service can tell a request
@@ -309,30 +299,40 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.ClientAddr = g.clientIP(r)
 	hdr, err := g.signed.header(g.o.Signer, credKey, p)
 	if err != nil {
-		httpx.Internal(rec, r, g.o.Logger, err)
+		errs.Internal(ctx, w, g.o.Logger, err)
 		return
 	}
-	r.Header.Set(identity.Header, hdr)
-	r.Header.Set(server.RequestIDHeader, rid)
-	if clientRID != "" {
-		r.Header.Set(server.ClientRequestIDHeader, clientRID)
+	g.proxies[rt.svc].forward(w, r, g.forwardedFields(r, hdr, rid, clientRID))
+}
+
+// serverSpan are the start options of a request's span, built once.
+var serverSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
+
+// forwardedMethods are the methods the gateway forwards.
+const forwardedMethods = "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"
+
+func forwardedMethod(m string) bool {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions:
+		return true
 	}
-	g.proxies[rt.svc].ServeHTTP(rec, r)
+	return false
 }
 
 // authenticate authorizes r for rt, answering the failure itself (ok false). A client
 // address or credential over AUTH_FAILURE_LIMIT is still served when its credential
 // verifies (from a throttled address, API keys from the caches only); what fails then
 // is 429.
-func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request, rt route) (*identity.Principal, bool) {
+func (g *Gateway) authenticate(w *h1.ResponseWriter, r *h1.Request, rt route) (*identity.Principal, bool) {
 	var throttle authThrottle
 	throttled := false
+	ctx := r.Context()
 	if rt.policy != policyPublic {
 		if throttle, throttled = g.authThrottled(r); throttled && throttle.cacheOnly {
-			r = r.WithContext(auth.CacheOnly(r.Context()))
+			ctx = auth.CacheOnly(ctx)
 		}
 	}
-	p, err := g.authorize(r, rt)
+	p, err := g.authorize(ctx, r, rt)
 	switch {
 	case err == nil:
 		return p, true
@@ -343,36 +343,6 @@ func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request, rt route)
 		g.writeAuthError(w, r, rt, err)
 	}
 	return nil, false
-}
-
-// serveOwn answers the gateway's own routes, both public like the document they are
-// about: the document (/api/v1/openapi.json) and its interactive reference
-// (/api/v1/docs). It reports whether r was one of them.
-func (g *Gateway) serveOwn(w http.ResponseWriter, r *http.Request) bool {
-	if r.URL.Path == "/api/v1/openapi.json" && len(g.o.OpenAPIJSON) > 0 {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			methodNotAllowed(w, r)
-			return true
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(g.o.OpenAPIJSON)
-		return true
-	}
-	if r.URL.Path == "/api/v1/docs" && g.o.APIReference != nil {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			methodNotAllowed(w, r)
-			return true
-		}
-		g.o.APIReference.ServeHTTP(w, r)
-		return true
-	}
-	return false
-}
-
-// methodNotAllowed is the 405 of a read-only route of the gateway's own.
-func methodNotAllowed(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Allow", "GET, HEAD")
-	httpx.WriteError(w, http.StatusMethodNotAllowed, "method "+r.Method+" is not allowed on "+r.URL.Path)
 }
 
 // authError is an authorization failure with its status, message and, for a named rule,
@@ -393,7 +363,7 @@ func forbiddenCode(code, msg string) error {
 	return &authError{status: http.StatusForbidden, msg: msg, code: code}
 }
 
-func (g *Gateway) writeAuthError(w http.ResponseWriter, r *http.Request, rt route, err error) {
+func (g *Gateway) writeAuthError(w *h1.ResponseWriter, r *h1.Request, rt route, err error) {
 	var ae *authError
 	switch {
 	case errors.As(err, &ae):
@@ -413,7 +383,7 @@ func (g *Gateway) writeAuthError(w http.ResponseWriter, r *http.Request, rt rout
 			httpx.WriteError(w, status, msg)
 			return
 		}
-		httpx.Internal(w, r, g.o.Logger, err)
+		errs.Internal(r.Context(), w, g.o.Logger, err, "method", obs.MethodLabel(r.Method), "path", logging.Path(r.URL.Path))
 	}
 }
 
@@ -437,16 +407,28 @@ func challenge(p policy) string {
 }
 
 // credential splits the Authorization header into its scheme and value.
-func credential(r *http.Request) (scheme, value string) {
-	h := r.Header.Get("Authorization")
+func credential(r *h1.Request) (scheme, value string) {
+	return parseCredential(r.Header.Get("Authorization"))
+}
+
+// parseCredential splits an Authorization value into its scheme (lower case) and value.
+func parseCredential(h string) (scheme, value string) {
 	scheme, value, ok := strings.Cut(h, " ")
 	if !ok {
 		return "", ""
 	}
-	return strings.ToLower(scheme), strings.TrimSpace(value)
+	switch {
+	case strings.EqualFold(scheme, "bearer"):
+		scheme = "bearer"
+	case strings.EqualFold(scheme, "api-key"):
+		scheme = "api-key"
+	default:
+		scheme = strings.ToLower(scheme)
+	}
+	return scheme, strings.TrimSpace(value)
 }
 
-func (g *Gateway) authorize(r *http.Request, rt route) (*identity.Principal, error) {
+func (g *Gateway) authorize(ctx context.Context, r *h1.Request, rt route) (*identity.Principal, error) {
 	if rt.policy == policyPublic {
 		return &identity.Principal{Credential: identity.CredentialNone}, nil
 	}
@@ -454,7 +436,6 @@ func (g *Gateway) authorize(r *http.Request, rt route) (*identity.Principal, err
 	if value == "" {
 		return nil, unauthorized(missingCredential(rt.policy))
 	}
-	ctx := r.Context()
 	var (
 		p   *identity.Principal
 		err error
@@ -538,17 +519,21 @@ func (g *Gateway) attachDeployment(ctx context.Context, p *identity.Principal, i
 	return nil
 }
 
-func (g *Gateway) upstreamError(s service) func(http.ResponseWriter, *http.Request, error) {
-	return func(w http.ResponseWriter, r *http.Request, err error) {
+func (g *Gateway) upstreamError(s service) func(*h1.ResponseWriter, *h1.Request, error) {
+	return func(w *h1.ResponseWriter, r *h1.Request, err error) {
 		var ne net.Error
+		if w.Committed() {
+			// The answer was cut short; its connection closes. Nothing else can be said.
+			if !errors.Is(err, h1.ErrClientGone) {
+				g.o.Logger.WarnContext(r.Context(), "upstream answer cut short", "service", s.String(), "err", err)
+			}
+			return
+		}
 		if status, msg, ok := clientError(r); ok {
 			httpx.WriteError(w, status, msg)
 			return
 		}
 		switch {
-		case errors.Is(err, context.Canceled):
-			// The client went away; nobody reads this answer.
-			w.WriteHeader(http.StatusBadGateway)
 		case errors.Is(err, syscall.ECONNREFUSED) || isDial(err):
 			w.Header().Set("Retry-After", "1")
 			httpx.WriteError(w, http.StatusServiceUnavailable, s.String()+" is unavailable; retry shortly")
@@ -586,4 +571,19 @@ func ParseUpstreams(raw string) ([]*url.URL, error) {
 		return nil, fmt.Errorf("no URL")
 	}
 	return out, nil
+}
+
+// Refuse answers a request the HTTP/1.1 server refused before any route was matched
+// (malformed or ambiguous framing, a head over its limits): the JSON error body with a
+// request id, counted and logged like any unmatched request.
+func (g *Gateway) Refuse(w *h1.ResponseWriter, r *h1.Request, e *h1.Error) {
+	rid := server.NewRequestID()
+	w.AddHeader("X-Content-Type-Options", "nosniff")
+	w.AddHeader(server.RequestIDHeader, rid)
+	httpx.WriteError(w, e.Status, e.Msg)
+	if g.o.Metrics != nil {
+		g.o.Metrics.Observe("unmatched", r.Method, e.Status, 0)
+	}
+	ctx := logging.WithRequest(context.Background(), &logging.RequestInfo{ID: rid, Route: "unmatched"})
+	g.o.Logger.InfoContext(ctx, "request refused", "method", obs.MethodLabel(r.Method), "status", e.Status, "reason", e.Msg)
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -42,7 +43,7 @@ type harness struct {
 	authn    *auth.Authenticator
 	seed     platformctl.SeedOutput
 	issuer   credentials.Issuer
-	gw       *httptest.Server
+	gw       *gatewayServer
 	signer   *identity.Signer
 	upstream map[string]*httptest.Server
 	clock    *fakeClock
@@ -110,10 +111,28 @@ func newHarness(t *testing.T, opts ...func(*gateway.Options)) *harness {
 		t.Fatal(err)
 	}
 	h.authn = a.Auth
-	gw := a.Handler
-	h.gw = httptest.NewServer(gw)
-	t.Cleanup(h.gw.Close)
+	h.gw = serveGateway(t, a)
 	return h
+}
+
+// gatewayServer is the gateway's public listener, served by its own HTTP/1.1 server as
+// in production, on a free port until the test ends.
+type gatewayServer struct{ URL string }
+
+func serveGateway(t testing.TB, a *app.App) *gatewayServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = a.Public.Serve(ln); close(done) }()
+	t.Cleanup(func() {
+		_ = a.Public.Close()
+		<-done
+		a.Gateway.CloseIdle()
+	})
+	return &gatewayServer{URL: "http://" + ln.Addr().String()}
 }
 
 func (h *harness) acme() platformctl.SeedAccount    { return h.seed.Accounts["acme"] }

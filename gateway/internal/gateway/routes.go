@@ -63,9 +63,10 @@ type route struct {
 
 // match maps a path to its route. Paths that are not in their clean form are not
 // matched, so "/api/v1/deployments/1/../2/folders" can never be checked against one
-// deployment and served for another.
+// deployment and served for another, and neither are paths with a (percent-encoded)
+// control character.
 func match(p string) (route, bool) {
-	if p == "" || path.Clean(p) != p {
+	if !cleanPath(p) {
 		return route{}, false
 	}
 	switch {
@@ -128,6 +129,20 @@ func match(p string) (route, bool) {
 	return route{}, false
 }
 
+// cleanPath: p is in its clean form (no dot or empty segments) and holds no control
+// character.
+func cleanPath(p string) bool {
+	if p == "" || path.Clean(p) != p {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		if p[i] < 0x20 || p[i] == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
 func parseID(s string) (int64, bool) {
 	if s == "" || len(s) > 19 || s[0] == '0' {
 		return 0, false
@@ -135,3 +150,8 @@ func parseID(s string) (int64, bool) {
 	id, err := strconv.ParseInt(s, 10, 64)
 	return id, err == nil && id > 0
 }
+
+// OwnRoutes are the routes the gateway answers itself instead of forwarding (serveOwn):
+// the API document and its reference, each GET (and HEAD) only. The routes test compares
+// them with openapi.yaml, and the gateway's tests request each one.
+func OwnRoutes() []string { return []string{"GET /api/v1/openapi.json", "GET /api/v1/docs"} }

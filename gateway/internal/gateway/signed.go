@@ -35,7 +35,10 @@ func credentialKey(scheme, value string) [sha256.Size]byte {
 	if value == "" {
 		return [sha256.Size]byte{}
 	}
-	return sha256.Sum256([]byte(scheme + " " + value))
+	var buf [1 << 10]byte // a credential usually fits: no allocation
+	b := append(buf[:0], scheme...)
+	b = append(b, ' ')
+	return sha256.Sum256(append(b, value...))
 }
 
 type signedIdentity struct {

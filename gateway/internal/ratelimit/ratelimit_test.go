@@ -7,10 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/analyticsco/platform/devstack"
 	"github.com/analyticsco/platform/gateway/internal/ratelimit"
+	"github.com/analyticsco/platform/libs/redisx"
 )
 
 func TestParseLimit(t *testing.T) {
@@ -28,37 +27,49 @@ func TestParseLimit(t *testing.T) {
 }
 
 // TestLimitHoldsUnderConcurrency: of 50 concurrent requests against 10/1m, exactly 10
-// pass, whichever gateway replica counts them.
+// pass, whichever gateway replica counts them, on a single server and on a Redis Cluster
+// (the counter script's one key is in one slot).
 func TestLimitHoldsUnderConcurrency(t *testing.T) {
-	r := devstack.RedisForTest(t)
-	opts, _ := redis.ParseURL(r.URL)
-	rdb := redis.NewClient(opts)
-	defer rdb.Close()
-	replicas := []*ratelimit.Limiter{ratelimit.New(rdb, "t:"), ratelimit.New(rdb, "t:")}
-	limit := ratelimit.Limit{N: 10, Window: time.Minute}
-	var allowed atomic.Int64
-	var wg sync.WaitGroup
-	for i := 0; i < 50; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			d, err := replicas[i%2].Allow(context.Background(), "key-a", limit)
-			if err != nil {
-				t.Error(err)
+	t.Parallel()
+	single := devstack.RedisForTest(t)
+	cluster := devstack.RedisClusterForTest(t, devstack.RedisClusterConfig{})
+	for _, c := range []struct{ mode, url string }{{redisx.ModeSingle, single.URL}, {redisx.ModeCluster, cluster.URL}} {
+		t.Run(c.mode, func(t *testing.T) {
+			var replicas []*ratelimit.Limiter
+			for range 2 {
+				rdb, err := redisx.Open(redisx.RedisConfig{Mode: c.mode, URL: c.url})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer rdb.Close()
+				replicas = append(replicas, ratelimit.New(rdb, "t:"))
 			}
-			if d.Allowed {
-				allowed.Add(1)
-			} else if d.RetryAfter <= 0 || d.RetryAfter > time.Minute {
-				t.Errorf("retry after %s", d.RetryAfter)
+			limit := ratelimit.Limit{N: 10, Window: time.Minute}
+			var allowed atomic.Int64
+			var wg sync.WaitGroup
+			for i := 0; i < 50; i++ {
+				wg.Add(1)
+				go func(i int) {
+					defer wg.Done()
+					d, err := replicas[i%2].Allow(context.Background(), "key-a", limit)
+					if err != nil {
+						t.Error(err)
+					}
+					if d.Allowed {
+						allowed.Add(1)
+					} else if d.RetryAfter <= 0 || d.RetryAfter > time.Minute {
+						t.Errorf("retry after %s", d.RetryAfter)
+					}
+				}(i)
 			}
-		}(i)
-	}
-	wg.Wait()
-	if allowed.Load() != 10 {
-		t.Fatalf("%d allowed, want 10", allowed.Load())
-	}
-	// Another key has its own budget.
-	if d, _ := replicas[0].Allow(context.Background(), "key-b", limit); !d.Allowed || d.Remaining != 9 {
-		t.Fatalf("other key: %+v", d)
+			wg.Wait()
+			if allowed.Load() != 10 {
+				t.Fatalf("%d allowed, want 10", allowed.Load())
+			}
+			// Another key has its own budget.
+			if d, _ := replicas[0].Allow(context.Background(), "key-b", limit); !d.Allowed || d.Remaining != 9 {
+				t.Fatalf("other key: %+v", d)
+			}
+		})
 	}
 }

@@ -51,11 +51,6 @@ func New(ctx context.Context, d Deps) (*App, error) {
 	if err := mongox.EnsureIndexes(ctx, mongox.IndexWait, store.EnsureIndexes); err != nil {
 		return nil, err
 	}
-	// Folders written before folders kept their ancestors get them now; a request that
-	// meets one later (a replica of the old version still writing) backfills its deployment.
-	if err := store.BackfillAncestors(ctx, 0); err != nil {
-		return nil, err
-	}
 	rec := d.Audit
 	if rec == nil {
 		pub, err := publish.NewPublisher(publish.Options{Service: ServiceName, NATS: d.NATS, Outbox: publish.NewMongoOutbox(d.Mongo.Database(d.Database)),

@@ -22,7 +22,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		ItemsMoved: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "workspace_svc_items_moved_total",
-			Help: "Workspace items in single and bulk moves, by item type and outcome (moved, not_found, forbidden, invalid, busy, not_applied).",
+			Help: "Workspace items in single and bulk moves, by item type and outcome (moved, not_found, forbidden, invalid, busy, not_applied, other).",
 		}, []string{"type", "outcome"}),
 		FoldersCreated: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "workspace_svc_folders_created_total",

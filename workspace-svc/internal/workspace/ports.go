@@ -27,8 +27,7 @@ type Item struct {
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
 	// Folders only: the grants set on the folder, every ancestor's id (in no particular
-	// order) and the folder's level (1 at the root; 0 on a folder written before folders
-	// kept their ancestors), kept by the structural ops (TreeOp).
+	// order) and the folder's level (1 at the root), kept by the structural ops (TreeOp).
 	Grants []Grant
 	Anc    []int64
 	Depth  int
@@ -75,9 +74,7 @@ const (
 // before it is applied so that anyone can finish it. A move carries everything its
 // application writes, computed when it was validated: the folder's new ancestors and
 // depth, and for each folder below it the ancestors to pull and push and the depth
-// shift, so applying it reads nothing. A move with Depth 0 was recorded by a replica
-// that did not keep ancestors: applying it moves the parent pointer only, and
-// SettleLegacyOp rebuilds the ancestors after it.
+// shift, so applying it reads nothing.
 type TreeOp struct {
 	Kind    TreeOpKind
 	Folder  int64
@@ -111,14 +108,6 @@ type TreeStore interface {
 	// application never undoes a newer change). A create inserts op.Created once (ids
 	// of deleted folders included); a move writes the folder, then its subfolders.
 	ApplyTreeOp(ctx context.Context, v int64, op *TreeOp) error
-	// SettleLegacyOp rebuilds the ancestors of every folder of the deployment from the
-	// parent pointers, then replaces the op of version v with OpNone (if the tree is
-	// still at v), so the rebuild runs once.
-	SettleLegacyOp(ctx context.Context, dep, v int64) error
-	// BackfillAncestors gives the folders written before folders kept their ancestors
-	// (Depth 0) their ancestors and depth, from the parent pointers: those of deployment
-	// dep, or of every deployment when dep is 0.
-	BackfillAncestors(ctx context.Context, dep int64) error
 	// Folders returns the live folders among ids.
 	Folders(ctx context.Context, dep int64, ids []int64) ([]*FolderNode, error)
 	// SubtreeFolders returns every live folder below any of ids.

@@ -34,11 +34,6 @@ func (r *request) load(ctx context.Context) error {
 		if err := r.s.store.ApplyTreeOp(ctx, d.V, d.Op); err != nil {
 			return err
 		}
-		if d.Op.Kind == OpMove && d.Op.Depth == 0 {
-			if err := r.s.store.SettleLegacyOp(ctx, r.dep, d.V); err != nil {
-				return err
-			}
-		}
 		r.s.applied.Store(r.dep, d.V)
 	}
 	r.v, r.tree, r.loaded = d.V, newTree(), true
@@ -58,8 +53,7 @@ func (r *request) addDocs(docs ...*Item) {
 // need loads folders ids (0, the root, is skipped) and their ancestor chains: at most
 // two queries, one for the folders not yet read and one for their ancestors not yet read.
 // A folder that does not exist stays missing (the caller answers 404). A chain that does
-// not add up was read while a structural op was half applied, or was written before
-// folders kept their ancestors: the op is finished (or the deployment backfilled) and the
+// not add up was read while a structural op was half applied: the op is finished and the
 // chains read again.
 func (r *request) need(ctx context.Context, ids ...int64) error {
 	for attempt := 0; ; attempt++ {
@@ -92,11 +86,10 @@ func (r *request) need(ctx context.Context, ids ...int64) error {
 		for _, n := range nodes {
 			r.tree.add(n)
 		}
-		broken, unmigrated := false, false
+		broken := false
 		for _, id := range ids {
 			if n := r.tree.folders[id]; n != nil && !r.tree.complete(id) {
 				broken = true
-				unmigrated = unmigrated || n.Depth == 0
 			}
 		}
 		if !broken {
@@ -104,11 +97,6 @@ func (r *request) need(ctx context.Context, ids ...int64) error {
 		}
 		if attempt == 3 {
 			return busyf("the workspace tree kept changing while it was read; retry")
-		}
-		if unmigrated {
-			if err := r.s.store.BackfillAncestors(ctx, r.dep); err != nil {
-				return err
-			}
 		}
 		if err := r.load(ctx); err != nil {
 			return err

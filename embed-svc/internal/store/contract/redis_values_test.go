@@ -12,6 +12,7 @@ import (
 
 	"github.com/analyticsco/platform/embed-svc/internal/embed"
 	"github.com/analyticsco/platform/embed-svc/internal/store/redisstore"
+	"github.com/analyticsco/platform/libs/redisx"
 )
 
 // What only the Redis adapter has: the values it keeps. A value is "<account>|<session
@@ -20,7 +21,7 @@ import (
 // reserved id) are still exchanged and revoked, by their account.
 func TestRedisSessionValues(t *testing.T) {
 	rdb := redisClient(t)
-	s := redisstore.New(rdb)
+	s := redisstore.New(redisx.NewDurable(rdb, 0, 0))
 	ctx := context.Background()
 
 	t.Run("a-value-is-the-account-then-the-session", func(t *testing.T) {

@@ -20,6 +20,7 @@ import (
 	"github.com/analyticsco/platform/embed-svc/internal/store/mongostore"
 	"github.com/analyticsco/platform/embed-svc/internal/store/redisstore"
 	"github.com/analyticsco/platform/libs/mongox"
+	"github.com/analyticsco/platform/libs/redisx"
 )
 
 // durable is what mongostore and memstore.Store both are.
@@ -61,10 +62,37 @@ func redisClient(t *testing.T) *redis.Client {
 	return rdb
 }
 
-// sessionStores returns the Redis store (a redis-server of its own) and the fake.
+// sessionStores returns the Redis store on a redis-server of its own, on a Sentinel group
+// (a primary, two replicas, three sentinels) and on a Redis Cluster (three primaries,
+// each with a replica), those two waiting for a replica on every exchange and revocation
+// as they do in production, and the fake.
 func sessionStores(t *testing.T) map[string]embed.SessionStore {
 	t.Helper()
-	return map[string]embed.SessionStore{"redis": redisstore.New(redisClient(t)), "memory": memstore.NewSessions(nil)}
+	return map[string]embed.SessionStore{
+		"redis":          redisstore.New(redisx.NewDurable(redisClient(t), 0, 0)),
+		"redis-sentinel": redisstore.New(durableOn(t, redisx.ModeSentinel, devstack.RedisSentinelForTest(t, devstack.RedisSentinelConfig{}).URL)),
+		"redis-cluster":  redisstore.New(durableOn(t, redisx.ModeCluster, devstack.RedisClusterForTest(t, devstack.RedisClusterConfig{ReplicasEach: 1}).URL)),
+		"memory":         memstore.NewSessions(nil),
+	}
+}
+
+// durableOn is the production client of the mode on url, with the mode's default
+// durability (a replica acknowledges every exchange and revocation).
+func durableOn(t *testing.T, mode, url string) *redisx.Durable {
+	t.Helper()
+	rdb, err := redisx.Open(redisx.RedisConfig{Mode: mode, URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	d, err := redisx.NewDurableFor(rdb, mode, redisx.Durability{Replicas: "auto", Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Replicas() != 1 {
+		t.Fatalf("%s mode waits for %d replicas, want 1", mode, d.Replicas())
+	}
+	return d
 }
 
 // run runs every case against every store, all in parallel.

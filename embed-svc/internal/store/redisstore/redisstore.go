@@ -4,22 +4,30 @@
 // use: keyed by the hash so that reading Redis yields no usable session id),
 // embed:live:<sid> (the exchanged session, until its token expires), and the revocation
 // markers the gateway checks, whose scheme embed-svc publishes in package revocation.
-// Exchange and revoke are Lua scripts, so each is atomic and one round trip.
+// Exchange and revoke are Lua scripts, so each is atomic and one round trip. In Redis
+// Cluster the sid in a session's keys is in braces (revocation.Scheme.Tag), so the
+// scripts' keys share one hash slot; elsewhere the names are unchanged.
+//
+// Exchanges and revocations are durable (redisx.Durable): each waits for the replicas
+// (REDIS_DURABLE_REPLICAS) before it is answered, so a failover neither brings back a
+// revoked token nor makes a used session id usable again. One the replicas do not
+// acknowledge in time is ErrUnavailable (503).
 package redisstore
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/analyticsco/platform/embed-svc/internal/embed"
 	"github.com/analyticsco/platform/embed-svc/revocation"
+	"github.com/analyticsco/platform/libs/redisx"
 )
 
 // Key prefixes of embed-svc's own records (the revocation markers are in package
@@ -57,7 +65,8 @@ func (s *Store) CountExchangeFailure(ctx context.Context, sid string, window tim
 
 // liveScript counts a new session among its account's live sessions unless the account
 // already has ARGV[3]: it drops the expired ones first. One key (the account's), so it
-// runs on one node of a cluster as is.
+// runs on one node of a cluster as is; the pipeline that sends it with the id's
+// reservation is not a transaction, and a cluster client sends each to its own node.
 // KEYS: the account's set. ARGV: now (ms), the session's token expiry (ms), the limit,
 // the member, the set's lifetime (ms).
 var liveScript = `
@@ -70,15 +79,41 @@ return 1`
 // RevokeSigningKey marks kid withdrawn for ttl (at least the lifetime of the tokens it
 // signed). Set it before the key leaves the keyring, so no gateway ever accepts a
 // token of a key that is gone from the JWKS but not yet marked.
+// It is durable: acknowledged by the replicas before it returns.
 func (s *Store) RevokeSigningKey(ctx context.Context, kid string, ttl time.Duration) error {
-	return wrap(s.rdb.Set(ctx, revocation.SigningKeyKey(kid), "1", ttl).Err())
+	key := revocation.SigningKeyKey(kid)
+	var set *redis.StatusCmd
+	err := s.durable.Run(ctx, key, func(pipe redis.Pipeliner) { set = pipe.Set(ctx, key, "1", ttl) })
+	if err == nil {
+		err = set.Err()
+	}
+	return wrap(err)
 }
 
 // Store implements embed.SessionStore.
-type Store struct{ rdb redis.UniversalClient }
+type Store struct {
+	rdb     redis.UniversalClient
+	durable *redisx.Durable
+	scheme  revocation.Scheme
+	// legacyUntil: until when a revoke also looks under a session's pre-cluster names
+	// (legacy.go).
+	legacyUntil time.Time
+}
 
-// New wraps a Redis client.
-func New(rdb redis.UniversalClient) *Store { return &Store{rdb: rdb} }
+// New returns the store over d's client; exchanges and revocations go through d.
+func New(d *redisx.Durable) *Store {
+	scheme := revocation.SchemeOf(d.Client())
+	return &Store{rdb: d.Client(), durable: d, scheme: scheme, legacyUntil: legacyUntil(scheme, time.Now())}
+}
+
+// The keys of session sid (its hash-tagged form in a cluster).
+func (s *Store) pendingKey(sid string) string { return SessionPrefix + s.scheme.Tag(sid) }
+func (s *Store) liveKey(sid string) string    { return LivePrefix + s.scheme.Tag(sid) }
+
+// sessionKeys are the revoke script's keys for sid: pending id, live session, marker.
+func (s *Store) sessionKeys(sid string) []string {
+	return []string{s.pendingKey(sid), s.liveKey(sid), s.scheme.SessionKey(sid)}
+}
 
 // A session's value is "<account>|<session JSON>" (embed.EncodeSession), a reserved id's
 // "<account>|": the scripts read the account from the prefix and never decode a session.
@@ -142,6 +177,12 @@ if l and accountOf(l) == acc then
   redis.call('DEL', KEYS[2])
   return revoked(l)
 end
+-- Nothing (left) to revoke. An earlier try may have revoked it and failed to reach the
+-- replicas: the marker is written again (its lifetime unchanged), so the WAIT after this
+-- script covers it on any server (before 7.0, WAIT covered only what its own connection
+-- had written).
+local ttl = redis.call('PTTL', KEYS[3])
+if ttl > 0 then redis.call('PEXPIRE', KEYS[3], ttl) end
 return false`)
 
 // encode is a session's value: its account, then its JSON.
@@ -174,13 +215,13 @@ func (s *Store) ReserveSession(ctx context.Context, accountID int64, sessionID s
 	pipe := s.rdb.Pipeline()
 	counted := pipe.Eval(ctx, liveScript, []string{AccountSessionsPrefix + strconv.FormatInt(accountID, 10)},
 		now.UnixMilli(), now.Add(embed.TokenLifetime).UnixMilli(), maxLive, sid[:16], (embed.TokenLifetime + time.Minute).Milliseconds())
-	reserved := pipe.SetNX(ctx, SessionPrefix+sid, strconv.FormatInt(accountID, 10)+"|", embed.SessionIDTTL)
+	reserved := pipe.SetNX(ctx, s.pendingKey(sid), strconv.FormatInt(accountID, 10)+"|", embed.SessionIDTTL)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return wrap(err)
 	}
 	if n, _ := counted.Int(); n == 0 {
 		if reserved.Val() {
-			if err := s.rdb.Del(ctx, SessionPrefix+sid).Err(); err != nil {
+			if err := s.rdb.Del(ctx, s.pendingKey(sid)).Err(); err != nil {
 				return wrap(err)
 			}
 		}
@@ -198,13 +239,21 @@ func (s *Store) SaveSession(ctx context.Context, sessionID string, sess embed.Se
 	if err != nil {
 		return err
 	}
-	return wrap(s.rdb.Set(ctx, SessionPrefix+embed.PublicSessionHandle(sessionID), v, embed.SessionIDTTL).Err())
+	return wrap(s.rdb.Set(ctx, s.pendingKey(embed.PublicSessionHandle(sessionID)), v, embed.SessionIDTTL).Err())
 }
 
-// ExchangeSession consumes the id atomically.
+// ExchangeSession consumes the id atomically, durably: a failover after it cannot make
+// the id usable again.
 func (s *Store) ExchangeSession(ctx context.Context, sessionID string, ttl time.Duration) (embed.Session, error) {
 	sid := embed.PublicSessionHandle(sessionID)
-	raw, err := exchangeScript.Run(ctx, s.rdb, []string{SessionPrefix + sid, LivePrefix + sid}, strconv.FormatInt(ttl.Milliseconds(), 10)).Text()
+	var cmd *redis.Cmd
+	err := s.durable.Run(ctx, s.pendingKey(sid), func(pipe redis.Pipeliner) {
+		cmd = exchangeScript.Eval(ctx, pipe, []string{s.pendingKey(sid), s.liveKey(sid)}, strconv.FormatInt(ttl.Milliseconds(), 10))
+	})
+	if err != nil {
+		return embed.Session{}, wrap(err)
+	}
+	raw, err := cmd.Text()
 	if errors.Is(err, redis.Nil) {
 		return embed.Session{}, embed.ErrSessionUnusable
 	}
@@ -216,7 +265,7 @@ func (s *Store) ExchangeSession(ctx context.Context, sessionID string, ttl time.
 
 // LiveSession returns an exchanged session.
 func (s *Store) LiveSession(ctx context.Context, sid string) (embed.Session, error) {
-	raw, err := s.rdb.Get(ctx, LivePrefix+sid).Result()
+	raw, err := s.rdb.Get(ctx, s.liveKey(sid)).Result()
 	if errors.Is(err, redis.Nil) {
 		return embed.Session{}, embed.ErrNotFound
 	}
@@ -226,14 +275,27 @@ func (s *Store) LiveSession(ctx context.Context, sid string) (embed.Session, err
 	return decode(raw)
 }
 
-// RevokeSession ends a session of accountID.
+// RevokeSession ends a session of accountID, durably.
 func (s *Store) RevokeSession(ctx context.Context, accountID int64, sessionID, sid string) (embed.Session, bool, error) {
-	raw, err := revokeScript.Run(ctx, s.rdb, []string{SessionPrefix + embed.PublicSessionHandle(sessionID), LivePrefix + sid, revocation.SessionKey(sid)},
-		accountID, time.Now().UnixMilli(), embed.TokenLifetime.Milliseconds(), "1").Text()
-	if errors.Is(err, redis.Nil) {
-		return embed.Session{}, false, nil
-	}
+	keys := []string{s.pendingKey(embed.PublicSessionHandle(sessionID)), s.liveKey(sid), s.scheme.SessionKey(sid)}
+	var cmd *redis.Cmd
+	err := s.durable.Run(ctx, keys[0], func(pipe redis.Pipeliner) {
+		cmd = revokeScript.Eval(ctx, pipe, keys, accountID, time.Now().UnixMilli(), embed.TokenLifetime.Milliseconds(), "1")
+	})
 	if err != nil {
+		return embed.Session{}, false, wrap(err)
+	}
+	raw, err := cmd.Text()
+	if errors.Is(err, redis.Nil) {
+		found, err := s.findLegacy(ctx, accountID, []string{embed.PublicSessionHandle(sessionID)}, []string{sid})
+		if err != nil || len(found) == 0 {
+			return embed.Session{}, false, err
+		}
+		if err := s.revokeLegacy(ctx, found); err != nil {
+			return embed.Session{}, false, err
+		}
+		raw = found[0].value
+	} else if err != nil {
 		return embed.Session{}, false, wrap(err)
 	}
 	sess, _ := decode(raw) // a reserved id: revoked, nothing to tell
@@ -241,41 +303,62 @@ func (s *Store) RevokeSession(ctx context.Context, accountID int64, sessionID, s
 }
 
 // RevokeSIDs revokes sessions by sid with the revoke script (the pending id is stored
-// under the sid too), pipelined: one round trip per call, plus loading the script when
-// Redis does not have it (first use, or after a restart). It returns how many it revoked.
+// under the sid too), durably: one pipeline per primary, each ending with the WAIT, all
+// at once. A primary that does not have the script (first use, a restart, a failover:
+// the script cache is neither kept nor replicated) loads it, and its sids are sent again.
+// It returns how many it revoked.
 func (s *Store) RevokeSIDs(ctx context.Context, accountID int64, sids []string) (int, error) {
 	if len(sids) == 0 {
 		return 0, nil
 	}
 	now, life := time.Now().UnixMilli(), embed.TokenLifetime.Milliseconds()
-	run := func() (int, error) {
-		pipe := s.rdb.Pipeline()
-		cmds := make([]*redis.Cmd, len(sids))
+	n := 0
+	for attempt := 1; ; attempt++ {
+		pending := make([]string, len(sids))
 		for i, sid := range sids {
-			cmds[i] = revokeScript.EvalSha(ctx, pipe, []string{SessionPrefix + sid, LivePrefix + sid, revocation.SessionKey(sid)}, accountID, now, life, "0")
+			pending[i] = s.pendingKey(sid)
 		}
-		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-			return 0, err
+		cmds := make([]*redis.Cmd, len(sids))
+		err := s.durable.RunGroups(ctx, pending, func(pipe redis.Pipeliner, idx []int) {
+			for _, i := range idx {
+				cmds[i] = revokeScript.EvalSha(ctx, pipe, s.sessionKeys(sids[i]), accountID, now, life, "0")
+			}
+		})
+		if err != nil {
+			return n, wrap(err)
 		}
-		n := 0
-		for _, c := range cmds {
+		var missed, none []string
+		for i, c := range cmds {
 			switch _, err := c.Result(); {
 			case err == nil:
 				n++
-			case !errors.Is(err, redis.Nil):
-				return n, err
+			case redisx.IsScriptMiss(err):
+				missed = append(missed, sids[i])
+			case errors.Is(err, redis.Nil):
+				none = append(none, sids[i])
+			default:
+				return n, wrap(err)
 			}
 		}
-		return n, nil
-	}
-	n, err := run()
-	if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-		if err := revokeScript.Load(ctx, s.rdb).Err(); err != nil {
-			return 0, wrap(err)
+		found, err := s.findLegacy(ctx, accountID, none, none)
+		if err == nil {
+			err = s.revokeLegacy(ctx, found)
 		}
-		n, err = run()
+		if err != nil {
+			return n, err
+		}
+		n += len(found)
+		if len(missed) == 0 {
+			return n, nil
+		}
+		if attempt == 3 {
+			return n, errors.Join(embed.ErrUnavailable, errors.New("the revoke script is still missing on a primary after loading it (a failover under way)"))
+		}
+		if err := revokeScript.Load(ctx, s.rdb).Err(); err != nil { // a cluster client loads it on every primary
+			return n, wrap(err)
+		}
+		sids = missed
 	}
-	return n, wrap(err)
 }
 
 // LiveStates reads, in one pipelined round trip, each sid's revocation marker, live
@@ -290,9 +373,9 @@ func (s *Store) LiveStates(ctx context.Context, sids []string) ([]embed.LiveStat
 	live := make([]*redis.DurationCmd, len(sids))
 	pending := make([]*redis.IntCmd, len(sids))
 	for i, sid := range sids {
-		revoked[i] = pipe.Get(ctx, revocation.SessionKey(sid))
-		live[i] = pipe.PTTL(ctx, LivePrefix+sid)
-		pending[i] = pipe.Exists(ctx, SessionPrefix+sid)
+		revoked[i] = pipe.Get(ctx, s.scheme.SessionKey(sid))
+		live[i] = pipe.PTTL(ctx, s.liveKey(sid))
+		pending[i] = pipe.Exists(ctx, s.pendingKey(sid))
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, wrap(err)
@@ -313,36 +396,48 @@ func (s *Store) LiveStates(ctx context.Context, sids []string) ([]embed.LiveStat
 	return out, nil
 }
 
+// wrap marks what a retry may cure (redisx.Unavailable: Redis unreachable, a failover
+// under way, replicas that did not acknowledge, or out of memory under the noeviction
+// policy, where the write did not happen and nothing stored, a revocation above all, was
+// evicted to make room) as embed.ErrUnavailable: 503 with Retry-After.
 func wrap(err error) error {
 	if err == nil {
 		return nil
 	}
-	var ne net.Error
-	if errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, redis.ErrClosed) || isConnRefused(err) || isOutOfMemory(err) {
+	if redisx.Unavailable(err) {
 		return errors.Join(embed.ErrUnavailable, err)
 	}
 	return err
 }
 
-// isOutOfMemory: Redis at maxmemory under the noeviction policy refuses writes with an
-// OOM error. The write did not happen; to the client it is an unavailable store (503),
-// and nothing already stored (a revocation above all) was evicted to make room.
-func isOutOfMemory(err error) bool {
-	var re redis.Error
-	return errors.As(err, &re) && strings.HasPrefix(re.Error(), "OOM ")
-}
-
-// EvictionPolicy returns Redis's maxmemory-policy, or "" when the server does not let
-// clients read its configuration (some managed offerings).
+// EvictionPolicy returns Redis's maxmemory-policy (in a cluster, the first primary's
+// that is not noeviction), or "" when the server does not let clients read its
+// configuration (some managed offerings).
 func (s *Store) EvictionPolicy(ctx context.Context) string {
-	v, err := s.rdb.ConfigGet(ctx, "maxmemory-policy").Result()
+	policyOf := func(c redis.Cmdable) string {
+		v, err := c.ConfigGet(ctx, "maxmemory-policy").Result()
+		if err != nil {
+			return ""
+		}
+		return v["maxmemory-policy"]
+	}
+	cc, ok := s.rdb.(*redis.ClusterClient)
+	if !ok {
+		return policyOf(s.rdb)
+	}
+	var mu sync.Mutex
+	policy := "noeviction"
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+		p := policyOf(node)
+		mu.Lock()
+		defer mu.Unlock()
+		if p != "noeviction" && policy == "noeviction" {
+			policy = p
+		}
+		return nil
+	})
 	if err != nil {
 		return ""
 	}
-	return v["maxmemory-policy"]
-}
-
-func isConnRefused(err error) bool {
-	var op *net.OpError
-	return errors.As(err, &op)
+	return policy
 }

@@ -64,12 +64,7 @@ func (s *Store) applyMove(v int64, op *workspace.TreeOp) {
 	f := s.items[op.Folder]
 	if f != nil && f.treeV < v {
 		f.item.Parent, f.treeV = op.To, v
-		if op.Depth > 0 { // a legacy op moves the parent pointer only
-			f.item.Anc, f.item.Depth, f.item.UpdatedAt, f.item.UpdatedBy = slices.Clone(op.Anc), op.Depth, op.At, op.By
-		}
-	}
-	if op.Depth == 0 {
-		return
+		f.item.Anc, f.item.Depth, f.item.UpdatedAt, f.item.UpdatedBy = slices.Clone(op.Anc), op.Depth, op.At, op.By
 	}
 	for _, id := range s.sortedIDs() {
 		r := s.items[id]
@@ -83,56 +78,6 @@ func (s *Store) applyMove(v int64, op *workspace.TreeOp) {
 			}
 		}
 		r.item.Anc, r.item.Depth, r.treeV = anc, r.item.Depth+op.Delta, v
-	}
-}
-
-// SettleLegacyOp rebuilds the deployment's ancestors, then replaces the op of version v
-// with OpNone.
-func (s *Store) SettleLegacyOp(ctx context.Context, dep, v int64) error {
-	if err := s.begin(ctx, "SettleLegacyOp"); err != nil {
-		return err
-	}
-	defer s.mu.Unlock()
-	s.rebuildAncestors(dep, true)
-	if tv := s.trees[dep]; tv != nil && tv.V == v {
-		tv.Op = &workspace.TreeOp{Kind: workspace.OpNone}
-	}
-	return nil
-}
-
-// BackfillAncestors gives the folders without a depth (of dep, or of every deployment)
-// their ancestors and depth.
-func (s *Store) BackfillAncestors(ctx context.Context, dep int64) error {
-	if err := s.begin(ctx, "BackfillAncestors"); err != nil {
-		return err
-	}
-	defer s.mu.Unlock()
-	done := map[int64]bool{}
-	for _, id := range s.sortedIDs() {
-		it := &s.items[id].item
-		if it.Type != workspace.TypeFolder || it.Depth != 0 || (dep != 0 && it.DeploymentID != dep) || done[it.DeploymentID] {
-			continue
-		}
-		done[it.DeploymentID] = true
-		s.rebuildAncestors(it.DeploymentID, false)
-	}
-	return nil
-}
-
-// rebuildAncestors writes what workspace.RebuiltAncestors computes for the deployment's
-// live folders (with all unset, only onto folders still without a depth).
-func (s *Store) rebuildAncestors(dep int64, all bool) {
-	var folders []*workspace.FolderNode
-	for _, id := range s.sortedIDs() {
-		if r := s.live(dep, id); r != nil && r.item.Type == workspace.TypeFolder {
-			folders = append(folders, node(&r.item))
-		}
-	}
-	for _, fix := range workspace.RebuiltAncestors(folders, all) {
-		r := s.items[fix.ID]
-		if all || r.item.Depth == 0 {
-			r.item.Anc, r.item.Depth = fix.Anc, fix.Depth
-		}
 	}
 }
 

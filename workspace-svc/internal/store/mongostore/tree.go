@@ -55,12 +55,6 @@ func (s *Store) CommitTreeOp(ctx context.Context, dep, v int64, op *workspace.Tr
 func (s *Store) ApplyTreeOp(ctx context.Context, v int64, op *workspace.TreeOp) error {
 	switch op.Kind {
 	case workspace.OpMove:
-		if op.Depth == 0 { // recorded before folders kept their ancestors: SettleLegacyOp follows
-			_, err := s.items.UpdateOne(ctx,
-				bson.D{{Key: "_id", Value: op.Folder}, {Key: "treeV", Value: bson.D{{Key: "$lt", Value: v}}}},
-				bson.D{{Key: "$set", Value: bson.D{{Key: "parent", Value: op.To}, {Key: "treeV", Value: v}}}})
-			return wrap("apply folder move", err)
-		}
 		below := bson.D{{Key: "anc", Value: op.Folder}, {Key: "treeV", Value: bson.D{{Key: "$lt", Value: v}}}}
 		// Every statement an UpdateMany (the folder's matches one document by id): the
 		// driver sends a retryable UpdateOne and an UpdateMany as separate commands.
@@ -133,73 +127,4 @@ func (s *Store) folders(ctx context.Context, what string, filter bson.D) ([]*wor
 		out = append(out, d.node())
 	}
 	return out, nil
-}
-
-// BackfillAncestors gives every folder written before folders kept their ancestors (no
-// depth) its ancestors and depth, computed from the parent pointers, one deployment at a
-// time. It runs at start and whenever a request meets such a folder; it reads a whole
-// deployment's folders, but only once per deployment, ever.
-func (s *Store) BackfillAncestors(ctx context.Context, dep int64) error {
-	filter := bson.D{{Key: "type", Value: workspace.TypeFolder}, {Key: "depth", Value: bson.D{{Key: "$exists", Value: false}}}}
-	if dep != 0 {
-		filter = append(filter, bson.E{Key: "dep", Value: dep})
-	}
-	cur, err := s.items.Find(ctx, filter, options.Find().SetProjection(bson.D{{Key: "dep", Value: 1}}))
-	if err != nil {
-		return wrap("find folders to backfill", err)
-	}
-	var stale []struct {
-		Dep int64 `bson:"dep"`
-	}
-	if err := cur.All(ctx, &stale); err != nil {
-		return wrap("find folders to backfill", err)
-	}
-	done := map[int64]bool{}
-	for _, f := range stale {
-		if done[f.Dep] {
-			continue
-		}
-		done[f.Dep] = true
-		if err := s.rebuildAncestors(ctx, f.Dep, false); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// rebuildAncestors writes the ancestors and depth workspace.RebuiltAncestors computes
-// for the deployment's live folders: only where depth is missing (a backfill), or, with
-// all, wherever they differ.
-func (s *Store) rebuildAncestors(ctx context.Context, dep int64, all bool) error {
-	folders, err := s.folders(ctx, "load folders to backfill", bson.D{{Key: "dep", Value: dep}, {Key: "type", Value: workspace.TypeFolder},
-		{Key: "deleted", Value: notDeleted}})
-	if err != nil {
-		return err
-	}
-	var models []mongo.WriteModel
-	for _, fix := range workspace.RebuiltAncestors(folders, all) {
-		filter := bson.D{{Key: "_id", Value: fix.ID}}
-		if !all {
-			filter = append(filter, bson.E{Key: "depth", Value: bson.D{{Key: "$exists", Value: false}}})
-		}
-		models = append(models, mongo.NewUpdateOneModel().SetFilter(filter).
-			SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: "anc", Value: fix.Anc}, {Key: "depth", Value: fix.Depth}}}}))
-	}
-	if len(models) == 0 {
-		return nil
-	}
-	_, err = s.items.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
-	return wrap("backfill folder ancestors", err)
-}
-
-// SettleLegacyOp rebuilds the ancestors of a deployment whose last structural op was
-// recorded by a replica that did not keep them (it moved only a parent pointer), then
-// replaces that op with a no-op, so the rebuild runs once.
-func (s *Store) SettleLegacyOp(ctx context.Context, dep, v int64) error {
-	if err := s.rebuildAncestors(ctx, dep, true); err != nil {
-		return err
-	}
-	_, err := s.trees.UpdateOne(ctx, bson.D{{Key: "_id", Value: dep}, {Key: "v", Value: v}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "op", Value: &treeOpDoc{Kind: string(workspace.OpNone)}}}}})
-	return wrap("settle tree op", err)
 }

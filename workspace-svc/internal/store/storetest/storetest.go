@@ -33,8 +33,6 @@ var cases = []struct {
 	{"tree-version-starts-at-0-and-commits-compare-and-set", testTreeVersion},
 	{"create-op-is-idempotent-and-keeps-ancestors", testCreateOp},
 	{"move-op-rewrites-the-subtree-once-and-is-fenced", testMoveOp},
-	{"legacy-move-then-settle-rebuilds-ancestors-once", testLegacyMove},
-	{"backfill-gives-folders-without-depth-their-ancestors", testBackfill},
 	{"folders-and-subtrees-are-live-folders-of-the-deployment", testFolders},
 	{"items-are-found-live-and-by-deployment", testItems},
 	{"items-come-with-only-the-parts-asked-for", testItemParts},

@@ -112,64 +112,6 @@ func testMoveOp(t *testing.T, f *fixture) {
 	f.wantAncestors(c, 4, b, d, e)
 }
 
-func testLegacyMove(t *testing.T, f *fixture) {
-	a := f.folder("a", 0)
-	b := f.folder("b", a)
-	c := f.folder("c", b)
-	// A replica of the previous version recorded a move without ancestors (Depth 0): b
-	// to the root. Applying it moves the parent pointer only.
-	v := f.commit(f.dep, &workspace.TreeOp{Kind: workspace.OpMove, Folder: b, To: 0, By: 7, At: at})
-	if n := f.node(f.dep, b); n.Parent != 0 || n.Depth != 2 {
-		t.Fatalf("after a legacy move: parent %d depth %d, want the root and the old depth 2", n.Parent, n.Depth)
-	}
-	f.check(f.s.SettleLegacyOp(f.ctx, f.dep, v))
-	f.wantAncestors(a, 1)
-	f.wantAncestors(b, 1)
-	f.wantAncestors(c, 2, b)
-	tv, err := f.s.ReadTree(f.ctx, f.dep)
-	f.check(err)
-	if tv.V != v || tv.Op == nil || tv.Op.Kind != workspace.OpNone {
-		t.Fatalf("tree after settling: %+v, want version %d with a none op", tv, v)
-	}
-	// Settling an older version leaves a newer op alone.
-	d := f.folder("d", 0)
-	f.check(f.s.SettleLegacyOp(f.ctx, f.dep, v))
-	tv, err = f.s.ReadTree(f.ctx, f.dep)
-	f.check(err)
-	if tv.Op == nil || tv.Op.Kind != workspace.OpCreate || tv.Op.Created.ID != d {
-		t.Fatalf("a stale settle replaced the newer op: %+v", tv.Op)
-	}
-}
-
-func testBackfill(t *testing.T, f *fixture) {
-	// Folders written before folders kept their ancestors: no depth, no ancestors.
-	legacy := func(dep int64, name string, parent int64) int64 {
-		id := f.id()
-		f.commit(dep, &workspace.TreeOp{Kind: workspace.OpCreate, Folder: id, To: parent, By: 7, At: at, Created: &workspace.Item{
-			ID: id, DeploymentID: dep, Type: workspace.TypeFolder, Name: name, Parent: parent, CreatedBy: 7, UpdatedBy: 7,
-			CreatedAt: at, UpdatedAt: at}})
-		return id
-	}
-	a := legacy(f.dep, "a", 0)
-	b := legacy(f.dep, "b", a)
-	c := legacy(f.dep, "c", b)
-	o := legacy(f.other, "o", 0)
-	if n := f.node(f.dep, c); n.Depth != 0 || len(n.Anc) != 0 {
-		t.Fatalf("a legacy folder: %+v", n)
-	}
-	f.check(f.s.BackfillAncestors(f.ctx, f.dep))
-	f.wantAncestors(a, 1)
-	f.wantAncestors(b, 2, a)
-	f.wantAncestors(c, 3, a, b)
-	if n := f.node(f.other, o); n.Depth != 0 {
-		t.Fatalf("a backfill of one deployment touched another: %+v", n)
-	}
-	f.check(f.s.BackfillAncestors(f.ctx, 0)) // every deployment
-	if n := f.node(f.other, o); n.Depth != 1 || len(n.Anc) != 0 {
-		t.Fatalf("the backfill of every deployment: %+v, want depth 1", n)
-	}
-}
-
 func testFolders(t *testing.T, f *fixture) {
 	a := f.folder("a", 0)
 	b := f.folder("b", a)

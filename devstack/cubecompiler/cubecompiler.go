@@ -1,8 +1,8 @@
 // Package cubecompiler runs Cube's own schema compiler (npm @cubejs-backend/schema-compiler,
-// pinned) over generated data-model files, for tests: the converter's output is checked by
-// its real consumer, not by our reading of it. The package is installed once with npm into
-// the user's cache directory, outside the repository; tests skip only when the npm
-// registry cannot be reached.
+// pinned) over generated data-model files, for tests: the dbt converter's output is
+// checked by its real consumer, not by our reading of it. The package is installed once
+// with npm into the user's cache directory, outside the repository; tests skip only when
+// the npm registry cannot be reached. Test-only, like the rest of devstack.
 package cubecompiler
 
 import (
@@ -10,10 +10,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/analyticsco/platform/devstack"
 )
@@ -33,13 +33,18 @@ type Result struct {
 	Cubes  map[string]Cube `json:"cubes"`
 }
 
-// Cube is one compiled cube, with its SQL rendered ({CUBE} and {other_cube} kept).
+// Cube is one compiled cube or view, with its SQL rendered ({CUBE} and {other_cube}
+// kept).
 type Cube struct {
+	IsView     bool                 `json:"isView"`
 	SQLTable   string               `json:"sqlTable"`
 	Title      string               `json:"title"`
 	Dimensions map[string]Dimension `json:"dimensions"`
 	Measures   map[string]Measure   `json:"measures"`
-	Joins      map[string]string    `json:"joins"`
+	Joins      map[string]Join      `json:"joins"`
+	// A view's members (each with the path of the cube member it is) and default filters.
+	Includes       []Included      `json:"includes"`
+	DefaultFilters []DefaultFilter `json:"defaultFilters"`
 }
 
 // Dimension is a compiled dimension.
@@ -54,8 +59,53 @@ type Dimension struct {
 
 // Measure is a compiled measure.
 type Measure struct {
-	SQL  string `json:"sql"`
-	Type string `json:"type"`
+	SQL           string         `json:"sql"`
+	Type          string         `json:"type"`
+	Title         string         `json:"title"`
+	Description   string         `json:"description"`
+	Filters       []string       `json:"filters"` // each filter's SQL
+	RollingWindow *RollingWindow `json:"rollingWindow"`
+	MultiStage    bool           `json:"multiStage"`
+	TimeShift     []TimeShift    `json:"timeShift"`
+	Public        bool           `json:"public"`
+	Meta          map[string]any `json:"meta"`
+}
+
+// RollingWindow is a measure's rolling_window.
+type RollingWindow struct {
+	Trailing    string `json:"trailing"`
+	Leading     string `json:"leading"`
+	Offset      string `json:"offset"`
+	Type        string `json:"type"`
+	Granularity string `json:"granularity"`
+}
+
+// TimeShift is one time_shift of a multi-stage measure, as the compiler resolved it
+// (the time dimension as cube.member).
+type TimeShift struct {
+	Interval      string `json:"interval"`
+	Type          string `json:"type"`
+	TimeDimension string `json:"timeDimension"`
+}
+
+// Join is a compiled join.
+type Join struct {
+	SQL          string `json:"sql"`
+	Relationship string `json:"relationship"`
+}
+
+// Included is a member of a view: its name in the view and the cube member it is.
+type Included struct {
+	Name       string `json:"name"`
+	MemberPath string `json:"memberPath"`
+	Type       string `json:"type"`
+}
+
+// DefaultFilter is a view's default filter, its member as view.member.
+type DefaultFilter struct {
+	Member   string   `json:"member"`
+	Operator string   `json:"operator"`
+	Values   []string `json:"values"`
 }
 
 // Compiler is an installed compiler.
@@ -81,14 +131,7 @@ func Ensure(t testing.TB) *Compiler {
 
 func (c *Compiler) node(t testing.TB, script string, args ...string) []byte {
 	t.Helper()
-	cmd := exec.Command("node", append([]string{filepath.Join(c.scripts, script)}, args...)...)
-	cmd.Env = append(os.Environ(), "NODE_PATH="+c.modules)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node %s: %v", script, err)
-	}
-	return out
+	return devstack.Node(t, 5*time.Minute, []string{"NODE_PATH=" + c.modules}, filepath.Join(c.scripts, script), args...)
 }
 
 // Compile compiles every .yml file under dir.
