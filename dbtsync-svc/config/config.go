@@ -4,7 +4,8 @@ package config
 import (
 	"time"
 
-	"github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/dbtsync-svc/internal/gitsource"
+	"github.com/analyticsco/platform/libs/audit/publish"
 	"github.com/analyticsco/platform/libs/config"
 )
 
@@ -35,7 +36,14 @@ type Config struct {
 	MaxRunningJobs     int           `env:"DBT_SYNC_MAX_RUNNING_JOBS" default:"2" help:"worker mode: sync jobs of one deployment handed to workers at once, across every worker (a job waiting for its branch or between attempts counts); the workers serve the accounts, then their deployments, in turn"`
 	ObjectMaxBytes     int64         `env:"DBT_SYNC_OBJECT_MAX_BYTES" default:"8589934592" help:"bytes of all uploaded manifests and files results in the object store; an upload past it is refused"`
 	AllowedHosts       []string      `env:"DBT_SYNC_ALLOWED_HOSTS" help:"comma-separated host names, addresses or CIDR prefixes that may be cloned although they are loopback, private or link-local (an in-cluster git server)"`
-	audit.Config
+	publish.Config
+}
+
+// GitLimits are the limits of one clone as configured (MaxManifest has no setting: the
+// sync body's limit applies).
+func (c Config) GitLimits() gitsource.Limits {
+	return gitsource.Limits{Policy: gitsource.Policy{AllowFile: c.AllowFileURLs, AllowedHosts: c.AllowedHosts},
+		CloneTimeout: c.CloneTimeout, MaxRepoBytes: c.MaxRepoBytes, MaxFiles: c.MaxRepoFiles, MaxFileBytes: c.MaxFileBytes}
 }
 
 // Load reads the configuration from the environment.
