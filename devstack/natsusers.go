@@ -5,8 +5,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
-	"github.com/analyticsco/platform/libs/audit"
-	"github.com/analyticsco/platform/libs/identity"
+	"github.com/analyticsco/platform/libs/audit/publish"
+	"github.com/analyticsco/platform/libs/identity/lookup"
 )
 
 // NATSUser is one platform process's NATS user and the subjects it may use: what it
@@ -26,7 +26,7 @@ type NATSUser struct {
 // the stack tests (every sync, mint and audit read of the e2e suite) fail if they drift.
 const (
 	natsInbox          = "_INBOX.>" // replies to this connection's requests and JetStream deliveries
-	auditStream        = audit.StreamName
+	auditStream        = publish.StreamName
 	jobsStream         = "DBTSYNC_JOBS"
 	jobsSubjects       = "dbtsync.jobs.>"
 	jobsKV             = "dbtsync_jobs"
@@ -54,10 +54,10 @@ func streamAPI(stream string) []string {
 }
 
 // auditPublisher is what a process recording audit events needs: its own subject of the
-// AUDIT stream, and creating the stream when it is missing (audit.Publisher), nothing of
+// AUDIT stream, and creating the stream when it is missing (publish.Publisher), nothing of
 // another service's subject and no consumer of the stream.
 func auditPublisher(service string) []string {
-	return []string{audit.Subject(service), "$JS.API.STREAM.INFO." + auditStream, "$JS.API.STREAM.CREATE." + auditStream}
+	return []string{publish.Subject(service), "$JS.API.STREAM.INFO." + auditStream, "$JS.API.STREAM.CREATE." + auditStream}
 }
 
 // dbtsyncPipeline is the sync pipeline both dbtsync processes open: the jobs stream (its
@@ -89,7 +89,7 @@ func NATSUsers() []NATSUser {
 		{Name: "gateway", Subscribe: []string{identityLookupsAll}, Responds: true},
 		{Name: "workspace-svc", Publish: auditPublisher("workspace-svc"), Subscribe: []string{natsInbox}},
 		{Name: "embed-svc",
-			Publish: slices.Concat([]string{audit.Subject("embed-svc"), identity.DeploymentSubject, identity.UserSubject, branchResolve},
+			Publish: slices.Concat([]string{publish.Subject("embed-svc"), lookup.DeploymentSubject, lookup.UserSubject, branchResolve},
 				streamAPI(auditStream)),
 			Subscribe: []string{natsInbox}},
 		{Name: "dbtsync-svc", Publish: slices.Concat(auditPublisher("dbtsync-svc"), dbtsyncPipeline()),

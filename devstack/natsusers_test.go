@@ -15,7 +15,9 @@ import (
 	"github.com/analyticsco/platform/devstack"
 	"github.com/analyticsco/platform/devstack/apitest"
 	"github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/libs/audit/publish"
 	"github.com/analyticsco/platform/libs/identity"
+	"github.com/analyticsco/platform/libs/identity/lookup"
 )
 
 // usersOnlyNATS is the local stack's NATS: every connection names a platform user.
@@ -134,12 +136,12 @@ func TestEachNATSUserIsRefusedWhatIsNotItsOwn(t *testing.T) {
 
 type oneDeployment struct{}
 
-func (oneDeployment) LookupDeployment(_ context.Context, id int64) (identity.DeploymentInfo, error) {
-	return identity.DeploymentInfo{ID: id, AccountID: 7, ProductionBranch: "main"}, nil
+func (oneDeployment) LookupDeployment(_ context.Context, id int64) (lookup.DeploymentInfo, error) {
+	return lookup.DeploymentInfo{ID: id, AccountID: 7, ProductionBranch: "main"}, nil
 }
 
 func (oneDeployment) LookupUser(context.Context, int64, string) (identity.User, error) {
-	return identity.User{}, identity.ErrNotFound
+	return identity.User{}, lookup.ErrNotFound
 }
 
 // What each user needs works under its permissions: the gateway answers embed-svc's
@@ -152,22 +154,22 @@ func TestEachNATSUserCanDoItsOwnWork(t *testing.T) {
 	defer cancel()
 
 	gw, embed := connectAs(t, n, "gateway"), connectAs(t, n, "embed-svc")
-	if _, err := identity.ServeLookups(gw.nc, oneDeployment{}); err != nil {
+	if _, err := lookup.Serve(gw.nc, oneDeployment{}); err != nil {
 		t.Fatal(err)
 	}
 	_ = gw.nc.Flush()
-	dep, err := identity.NewLookup(embed.nc, 5*time.Second).Deployment(ctx, 42)
+	dep, err := lookup.NewClient(embed.nc, 5*time.Second).Deployment(ctx, 42)
 	if err != nil || dep.AccountID != 7 {
 		t.Fatalf("embed-svc's lookup answered by the gateway: %+v %v", dep, err)
 	}
 
 	embedJS, _ := jetstream.New(embed.nc)
-	stream, err := audit.EnsureStream(ctx, embedJS, audit.StreamLimits{})
+	stream, err := publish.EnsureStream(ctx, embedJS, publish.StreamLimits{})
 	if err != nil {
 		t.Fatalf("embed-svc sets up the AUDIT stream: %v", err)
 	}
 	worker := connectAs(t, n, "dbtsync-worker")
-	pub, err := audit.NewPublisher(audit.Options{Service: "dbtsync-worker", NATS: worker.nc})
+	pub, err := publish.NewPublisher(publish.Options{Service: "dbtsync-worker", NATS: worker.nc})
 	if err != nil {
 		t.Fatal(err)
 	}

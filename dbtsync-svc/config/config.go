@@ -4,7 +4,8 @@ package config
 import (
 	"time"
 
-	"github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/dbtsync-svc/internal/gitsource"
+	"github.com/analyticsco/platform/libs/audit/publish"
 	"github.com/analyticsco/platform/libs/config"
 )
 
@@ -37,7 +38,14 @@ type Config struct {
 	JetStreamReplicas  int           `env:"DBT_SYNC_JETSTREAM_REPLICAS" default:"1" help:"replicas of the job stream, the job-state and storage-ledger buckets and the manifest object store: 1 on a single NATS server, 3 on a three-node cluster (a node lost is then a leader election, not lost jobs); applied to existing ones at start, so the API and the workers must agree"`
 	JetStreamRetry     time.Duration `env:"DBT_SYNC_JETSTREAM_RETRY_TIMEOUT" default:"12s" help:"how long a call to JetStream (a job published and its acknowledgement awaited, a job-state or ledger write, a read) is retried while the cluster elects a leader or the connection moves to another node, within the request's own deadline; past it the request is answered 503 with Retry-After (a connection down for 2s ends the retries at once)"`
 	AllowedHosts       []string      `env:"DBT_SYNC_ALLOWED_HOSTS" help:"comma-separated host names, addresses or CIDR prefixes that may be cloned although they are loopback, private or link-local (an in-cluster git server)"`
-	audit.Config
+	publish.Config
+}
+
+// GitLimits are the limits of one clone as configured (MaxManifest has no setting: the
+// sync body's limit applies).
+func (c Config) GitLimits() gitsource.Limits {
+	return gitsource.Limits{Policy: gitsource.Policy{AllowFile: c.AllowFileURLs, AllowedHosts: c.AllowedHosts},
+		CloneTimeout: c.CloneTimeout, MaxRepoBytes: c.MaxRepoBytes, MaxFiles: c.MaxRepoFiles, MaxFileBytes: c.MaxFileBytes}
 }
 
 // Load reads the configuration from the environment.

@@ -186,3 +186,36 @@ func (r *Repo) Commit(tree Hash, branch string) (Hash, error) {
 	}
 	return h, os.WriteFile(ref, []byte(string(h)+"\n"), 0o644)
 }
+
+// ZeroModel writes a dbt project whose one model, models/zero.sql, is size zero bytes (a
+// compressed bomb: a few hundred KB on disk per GB it inflates to), and returns its root
+// tree.
+func (r *Repo) ZeroModel(size int64) (Hash, error) {
+	zero, err := r.ZeroBlob(size)
+	if err != nil {
+		return "", err
+	}
+	models, err := r.Tree([]TreeEntry{{Name: "zero.sql", Mode: ModeFile, Hash: zero}})
+	if err != nil {
+		return "", err
+	}
+	proj, err := r.Blob([]byte("name: bomb\nversion: '1'\nmodel-paths: [models]\n"))
+	if err != nil {
+		return "", err
+	}
+	return r.Tree([]TreeEntry{{Name: "dbt_project.yml", Mode: ModeFile, Hash: proj}, {Name: "models", Mode: ModeDir, Hash: models}})
+}
+
+// WriteZeroModel creates, at dir, a repository whose main holds ZeroModel(size).
+func WriteZeroModel(dir string, size int64) error {
+	r, err := Init(dir)
+	if err != nil {
+		return err
+	}
+	root, err := r.ZeroModel(size)
+	if err != nil {
+		return err
+	}
+	_, err = r.Commit(root, "main")
+	return err
+}

@@ -4,7 +4,8 @@ package config
 import (
 	"time"
 
-	"github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/embed-svc/internal/embed"
+	"github.com/analyticsco/platform/libs/audit/publish"
 	"github.com/analyticsco/platform/libs/config"
 	"github.com/analyticsco/platform/libs/redisx"
 )
@@ -37,7 +38,7 @@ type Config struct {
 	MaxListScan             int           `env:"EMBED_MAX_LIST_SCAN" default:"1000" help:"sessions or tenant users a filtered page of their list reads and examines before it answers the page so far (hasNextPage true, a cursor to go on)"`
 	ExchangeFailureAudit    time.Duration `env:"EMBED_EXCHANGE_FAILURE_AUDIT_INTERVAL" default:"1m" help:"the audit trail records refused exchanges of one session id at most once per this interval, each event counting the refusals since the previous one (details.failedAttempts)"`
 	SessionRetention        time.Duration `env:"EMBED_SESSION_RETENTION" default:"168h" help:"how long a session stays listed (GET /api/v1/embed/sessions) after its token expires"`
-	audit.Config
+	publish.Config
 	// The audit trail's owner (embed-svc's audit module) reads the rest.
 	AuditDatabase       string          `env:"AUDIT_MONGODB_DATABASE" default:"audit" help:"database of the audit trail (owned by embed-svc's audit module): the events every service records"`
 	AuditRetention      time.Duration   `env:"AUDIT_RETENTION" default:"9600h" help:"how long audit events are kept (default 400 days): a TTL index on MongoDB, a sweep where the database has none; a shorter value also drops the events already past it"`
@@ -51,6 +52,14 @@ type Config struct {
 	// REDIS_URL), and exchanges and revocations wait for its replicas (REDIS_DURABLE_*).
 	redisx.RedisConfig
 	redisx.Durability
+}
+
+// Limits are the domain's limits as configured.
+func (c Config) Limits() embed.Limits {
+	return embed.Limits{SecurityContextBytes: c.MaxSecurityContextBytes, SecurityContextDepth: c.MaxSecurityContextDepth, ArrayEntries: c.MaxArrayEntries,
+		AttributeValueBytes: c.MaxAttributeValueBytes, UserAttributeBytes: c.MaxUserAttributeBytes, PictureURLBytes: c.MaxPictureURLBytes,
+		LiveSessionsPerAccount: c.MaxLiveSessions, ExchangeFailureAudit: c.ExchangeFailureAudit, ListScan: c.MaxListScan,
+		DefinitionsPerScope: c.MaxDefinitionsPerScope, TenantsPerAccount: c.MaxTenantsPerAccount, DefinitionChanges: c.MaxDefinitionChanges}
 }
 
 // Load reads the configuration from the environment.

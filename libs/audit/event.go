@@ -1,6 +1,7 @@
-// Package audit is the platform's audit-trail contract and its publishing side: the
-// event every service records for each state-changing operation, the JetStream stream
-// the events travel on, and the Publisher that gets them there durably.
+// Package audit is the platform's audit-trail contract: the event every service records
+// for each state-changing operation, and the Recorder a service records it with. The
+// publishing side (the JetStream stream, the Publisher, the outbox) is package
+// audit/publish, so that a domain that records events links no driver.
 //
 // It lives in libs, like the forwarded identity, because every service speaks it; the
 // owner of the trail (embed-svc's audit module) consumes the stream, stores the events
@@ -19,6 +20,7 @@ import (
 	"github.com/oklog/ulid/v2"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/logging"
 )
@@ -168,8 +170,15 @@ func ValidID(s string) bool {
 	return err == nil && id.String() == s
 }
 
-// complete fills in what the recording context knows and the event does not say yet.
-func complete(ctx context.Context, ev *Event, service string, now time.Time) {
+// Recorder records audit events. Record never fails the action it records: it returns
+// once each event is durable somewhere (publish.Publisher) and handles the rest itself.
+type Recorder interface {
+	Record(ctx context.Context, events ...Event)
+}
+
+// Complete fills in what the recording context knows and the event does not say yet
+// (what a Recorder does with each event before it keeps it).
+func Complete(ctx context.Context, ev *Event, service string, now time.Time) {
 	if ev.Time.IsZero() {
 		ev.Time = now
 	}
@@ -235,3 +244,21 @@ func Bound(ev *Event) {
 }
 
 func cut(s string) string { return logging.Cut(s, MaxStringBytes) }
+
+// OutcomeOf is the outcome the caller was answered: ok on success, else the status and
+// code the one error encoder gives err (errs.Answer).
+func OutcomeOf(err error, ok int) Outcome {
+	if err == nil {
+		return Succeeded(ok)
+	}
+	status, code, _, _ := errs.Answer(err)
+	return Failed(status, code)
+}
+
+// Record records on rec the event of p's action on target, ended by err (answered ok on
+// success), with details: what an auditing decorator does after each call it wraps.
+func Record(ctx context.Context, rec Recorder, p *identity.Principal, action string, target Target, err error, ok int, details map[string]any) {
+	ev := New(p, action, target)
+	ev.Outcome, ev.Details = OutcomeOf(err, ok), details
+	rec.Record(ctx, ev)
+}

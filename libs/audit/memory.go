@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Memory is a Recorder that keeps events in memory, completed as the Publisher
+// Memory is a Recorder that keeps events in memory, completed as publish.Publisher
 // completes them: for tests of what a service records.
 type Memory struct {
 	Service string
@@ -19,7 +19,7 @@ func (m *Memory) Record(ctx context.Context, events ...Event) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, ev := range events {
-		complete(ctx, &ev, m.Service, time.Now())
+		Complete(ctx, &ev, m.Service, time.Now())
 		m.events = append(m.events, ev)
 	}
 }

@@ -199,3 +199,27 @@ func ParseByteSize(s string) (ByteSize, error) {
 	}
 	return ByteSize(n), nil
 }
+
+// OrDefaults returns l with every numeric field (a count, a size, a duration) that is zero
+// or less set to the same field of d: how a service's Limits take their defaults, in one
+// place, whatever the fields are. Other fields, and unexported ones, are left as they are.
+func OrDefaults[T any](l, d T) T {
+	lv, dv := reflect.ValueOf(&l).Elem(), reflect.ValueOf(d)
+	for i := range lv.NumField() {
+		f := lv.Field(i)
+		if !f.CanSet() {
+			continue
+		}
+		switch f.Kind() {
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+			if f.Int() <= 0 {
+				f.SetInt(dv.Field(i).Int())
+			}
+		case reflect.Float32, reflect.Float64:
+			if f.Float() <= 0 {
+				f.SetFloat(dv.Field(i).Float())
+			}
+		}
+	}
+	return l
+}

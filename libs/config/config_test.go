@@ -73,3 +73,20 @@ func TestParseByteSize(t *testing.T) {
 		}
 	}
 }
+
+func TestOrDefaultsFillsEveryNumberNotSet(t *testing.T) {
+	type limits struct {
+		Items   int
+		Bytes   int64
+		Timeout time.Duration
+		Ratio   float64
+		Name    string
+		hidden  int
+	}
+	d := limits{Items: 10, Bytes: 1 << 20, Timeout: time.Minute, Ratio: 0.5, Name: "default", hidden: 3}
+	got := config.OrDefaults(limits{Items: 3, Bytes: -1, Name: "mine"}, d)
+	want := limits{Items: 3, Bytes: 1 << 20, Timeout: time.Minute, Ratio: 0.5, Name: "mine"}
+	if got != want {
+		t.Fatalf("OrDefaults = %+v, want %+v", got, want)
+	}
+}

@@ -8,13 +8,13 @@ package errs
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 
-	"github.com/analyticsco/platform/libs/httpx"
-	"github.com/analyticsco/platform/libs/mongox"
+	"github.com/analyticsco/platform/libs/logging"
 )
 
 // Kind classifies a domain error.
@@ -53,7 +53,7 @@ func Status(k Kind) int {
 }
 
 // Error is a domain error with a client-facing message and, for a named rule, its code
-// (one of httpx's codes; "" takes the code of the kind's status).
+// (one of the codes in codes.go; "" takes the code of the kind's status).
 type Error struct {
 	Kind    Kind
 	Code    string
@@ -82,28 +82,37 @@ func As(err error) (*Error, bool) {
 
 // ErrUnavailable marks an error of a dependency that could not be reached (a store, a
 // queue): Write answers it 503 with Retry-After. Adapters wrap their driver's errors
-// with it (errors.Join or %w).
+// with it (errors.Join or %w): errs knows no driver, so a driver error nobody wrapped is
+// a 500.
 var ErrUnavailable = errors.New("a dependency is unavailable")
+
+// Answerer is an error that carries its own answer (httpx.Error: the transport's errors,
+// built with a status).
+type Answerer interface {
+	error
+	Answer() (status int, code, message string)
+}
 
 // Answer is what a request that failed with err is answered: status, code and message.
 // ok is false for an error no client caused (the caller logs it; the answer is a 500).
 func Answer(err error) (status int, code, message string, ok bool) {
-	var he *httpx.Error
+	var a Answerer
 	if e, isErr := As(err); isErr {
 		status = Status(e.Kind)
 		code = e.Code
 		if code == "" {
-			code = httpx.DefaultCode(status)
+			code = DefaultCode(status)
 		}
 		return status, code, e.Message, true
 	}
 	switch {
-	case errors.As(err, &he):
-		return he.Status, he.Code, he.Message, true
+	case errors.As(err, &a):
+		status, code, message = a.Answer()
+		return status, code, message, true
 	case IsUnavailable(err):
-		return http.StatusServiceUnavailable, httpx.CodeUnavailable, "a dependency of the service is unavailable; retry shortly", true
+		return http.StatusServiceUnavailable, CodeUnavailable, "a dependency of the service is unavailable; retry shortly", true
 	}
-	return http.StatusInternalServerError, httpx.CodeInternal, "", false
+	return http.StatusInternalServerError, CodeInternal, "", false
 }
 
 // IsUnavailable reports whether err means a dependency could not be reached (or did not
@@ -112,7 +121,7 @@ func IsUnavailable(err error) bool {
 	if e, ok := As(err); ok {
 		return e.Kind == Unavailable
 	}
-	return errors.Is(err, ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) || mongox.Unavailable(err)
+	return errors.Is(err, ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // Write writes err as the JSON error body: a 401 says how to authenticate
@@ -121,7 +130,7 @@ func IsUnavailable(err error) bool {
 func Write(ctx context.Context, w http.ResponseWriter, logger *slog.Logger, err error) {
 	status, code, msg, ok := Answer(err)
 	if !ok {
-		httpx.InternalContext(ctx, w, logger, err)
+		Internal(ctx, w, logger, err)
 		return
 	}
 	switch status {
@@ -133,7 +142,31 @@ func Write(ctx context.Context, w http.ResponseWriter, logger *slog.Logger, err 
 		}
 		w.Header().Set("Retry-After", "1")
 	}
-	httpx.WriteCodedError(w, status, code, msg)
+	WriteBody(w, status, code, msg)
+}
+
+// WriteBody writes the JSON error body {"status", "code", "message"} ("" code: the code
+// of the status).
+func WriteBody(w http.ResponseWriter, status int, code, message string) {
+	if code == "" {
+		code = DefaultCode(status)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // an API answer, not HTML: "<token>" stays readable
+	_ = enc.Encode(struct {
+		Status  int    `json:"status"`
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}{status, code, message})
+}
+
+// Internal logs err with its request id (and attrs) and answers a 500 that reveals
+// nothing else.
+func Internal(ctx context.Context, w http.ResponseWriter, logger *slog.Logger, err error, attrs ...any) {
+	logger.ErrorContext(ctx, "internal error", append([]any{"err", err}, attrs...)...)
+	WriteBody(w, http.StatusInternalServerError, "", "internal error (request id "+logging.RequestID(ctx)+")")
 }
 
 // Encoder is Write for a logger, in the shape of go-kit's ServerErrorEncoder.

@@ -24,7 +24,7 @@ func TestWriteAnswersEveryKindOfError(t *testing.T) {
 		challenge  bool
 	}{
 		{"invalid", errs.New(errs.Invalid, "name is required"), 400, "invalid_request", false, false},
-		{"named-rule", errs.New(errs.Invalid, "too deep").WithCode(httpx.CodeDepthLimit), 400, "depth_limit", false, false},
+		{"named-rule", errs.New(errs.Invalid, "too deep").WithCode(errs.CodeDepthLimit), 400, "depth_limit", false, false},
 		{"unauthorized", errs.New(errs.Unauthorized, "session ended"), 401, "unauthenticated", false, true},
 		{"forbidden", fmt.Errorf("wrapped: %w", errs.New(errs.Forbidden, "admins only")), 403, "forbidden", false, false},
 		{"not-found", errs.New(errs.NotFound, "folder 1 not found"), 404, "not_found", false, false},

@@ -1,9 +1,9 @@
-// Package httpx holds the HTTP plumbing every service shares: the JSON error body,
-// strict JSON request decoding and JSON responses.
+// Package httpx holds the HTTP plumbing every service shares: the router, route
+// registration (Handle), the status-coded JSON error, strict JSON request decoding,
+// JSON responses and pagination. The error codes and the one error encoder are errs's.
 package httpx
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,14 +14,14 @@ import (
 	"reflect"
 	"strings"
 
-	"github.com/analyticsco/platform/libs/logging"
+	"github.com/analyticsco/platform/libs/errs"
 )
 
 // Error is a client-facing error: an HTTP status, a stable machine-readable code and a
 // message naming what was wrong. It is also the JSON error body:
 // {"status": 404, "code": "not_found", "message": "folder 12 not found"}.
-// Code is one of the codes in codes.go (openapi.yaml lists them as an enum); an error
-// built without one gets the code of its status (DefaultCode).
+// Code is one of errs's codes (api/openapi.yaml lists them as an enum); an error built
+// without one gets the code of its status (errs.DefaultCode).
 type Error struct {
 	Status  int    `json:"status"`
 	Code    string `json:"code"`
@@ -33,9 +33,12 @@ func (e *Error) Error() string { return e.Message }
 // StatusCode lets go-kit's DefaultErrorEncoder and others pick the status.
 func (e *Error) StatusCode() int { return e.Status }
 
+// Answer is how errs.Write answers the error (errs.Answerer).
+func (e *Error) Answer() (status int, code, message string) { return e.Status, e.Code, e.Message }
+
 // Errorf builds an *Error with the code of its status.
 func Errorf(status int, format string, args ...any) *Error {
-	return &Error{Status: status, Code: DefaultCode(status), Message: fmt.Sprintf(format, args...)}
+	return &Error{Status: status, Code: errs.DefaultCode(status), Message: fmt.Sprintf(format, args...)}
 }
 
 // CodedErrorf builds an *Error with a specific code.
@@ -60,22 +63,12 @@ func WriteError(w http.ResponseWriter, status int, message string) {
 // WriteCodedError writes the JSON error body with a specific code ("": the code of the
 // status).
 func WriteCodedError(w http.ResponseWriter, status int, code, message string) {
-	if code == "" {
-		code = DefaultCode(status)
-	}
-	WriteJSON(w, status, Error{Status: status, Code: code, Message: message})
+	errs.WriteBody(w, status, code, message)
 }
 
 // Internal logs err with its request id and answers a 500 that reveals nothing else.
 func Internal(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err error) {
-	InternalContext(r.Context(), w, logger, err, "method", r.Method, "path", r.URL.Path)
-}
-
-// InternalContext is Internal where only the request's context is at hand (go-kit
-// error encoders); attrs are logged with the error.
-func InternalContext(ctx context.Context, w http.ResponseWriter, logger *slog.Logger, err error, attrs ...any) {
-	logger.ErrorContext(ctx, "internal error", append([]any{"err", err}, attrs...)...)
-	WriteError(w, http.StatusInternalServerError, "internal error (request id "+logging.RequestID(ctx)+")")
+	errs.Internal(r.Context(), w, logger, err, "method", r.Method, "path", r.URL.Path)
 }
 
 // DecodeJSON decodes the request body into dst strictly: the content type must be

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
 )
 
@@ -87,8 +88,8 @@ func (errSecret) Error() string { return "db password s3cr3t" }
 // with its statuses.
 func TestCodesMatchTheirStatuses(t *testing.T) {
 	for status := 400; status < 600; status++ {
-		code := httpx.DefaultCode(status)
-		statuses, ok := httpx.Codes[code]
+		code := errs.DefaultCode(status)
+		statuses, ok := errs.Codes[code]
 		if !ok {
 			t.Fatalf("status %d: default code %q is not in Codes", status, code)
 		}
@@ -101,7 +102,7 @@ func TestCodesMatchTheirStatuses(t *testing.T) {
 		}
 	}
 	rec := httptest.NewRecorder()
-	httpx.WriteCodedError(rec, 403, httpx.CodeExternalUserLimit, "limit")
+	httpx.WriteCodedError(rec, 403, errs.CodeExternalUserLimit, "limit")
 	if rec.Body.String() != "{\"status\":403,\"code\":\"external_user_limit\",\"message\":\"limit\"}\n" {
 		t.Fatalf("coded error body %q", rec.Body)
 	}

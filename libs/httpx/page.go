@@ -1,7 +1,7 @@
 package httpx
 
 import (
-	"fmt"
+	"errors"
 	"net/http"
 	"strconv"
 )
@@ -40,12 +40,12 @@ func BadFirst(raw string) *Error {
 	return Errorf(http.StatusBadRequest, "first must be an integer from 1 to %d, not %q", MaxPage, raw)
 }
 
-// BadCursor is the error of an `after` the list cannot read.
-func BadCursor() *Error {
-	return Errorf(http.StatusBadRequest, "after is not a cursor returned by this list")
-}
+// ErrBadCursor is what a store or a queue returns for an `after` it did not issue; a
+// service answers it with BadCursor.
+var ErrBadCursor = errors.New("after is not a cursor returned by this list")
 
-// BadFirstMessage is BadFirst's message, for services whose domain errors carry it.
-func BadFirstMessage(raw string) string {
-	return fmt.Sprintf("first must be an integer from 1 to %d, not %q", MaxPage, raw)
+// BadCursor is the error of an `after` the list cannot read: the one wording of every
+// list.
+func BadCursor() *Error {
+	return Errorf(http.StatusBadRequest, "%s", ErrBadCursor.Error())
 }

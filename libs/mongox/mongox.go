@@ -22,6 +22,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/analyticsco/platform/libs/errs"
 )
 
 // CommandCounter counts the commands a client sends, by command name.
@@ -167,8 +169,9 @@ func OnlyDuplicateKeys(err error) bool {
 	return true
 }
 
-// ErrUnavailable wraps errors that mean the database could not be reached.
-var ErrUnavailable = errors.New("database unavailable")
+// ErrUnavailable wraps errors that mean the database could not be reached: it is
+// errs.ErrUnavailable, so errs.Write answers it 503.
+var ErrUnavailable = errs.ErrUnavailable
 
 // Unavailable reports whether err means the database could not be reached (a
 // timeout, a network error, no server selectable), as opposed to a bad command.

@@ -24,3 +24,18 @@ func RetryUnavailable(ctx context.Context, within time.Duration, f func(context.
 		}
 	}
 }
+
+// IndexWait is how long a starting service waits for its indexes: the database may come
+// up after it, and replicas starting together race to create the same indexes.
+const IndexWait = 30 * time.Second
+
+// EnsureIndexes runs each of ensure (a store's EnsureIndexes) with RetryUnavailable for
+// up to within: how every service creates its indexes at start-up.
+func EnsureIndexes(ctx context.Context, within time.Duration, ensure ...func(context.Context) error) error {
+	for _, f := range ensure {
+		if err := RetryUnavailable(ctx, within, f); err != nil {
+			return err
+		}
+	}
+	return nil
+}

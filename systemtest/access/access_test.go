@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/analyticsco/platform/devstack/apitest"
-	"github.com/analyticsco/platform/libs/httpx"
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/systemtest/stacktest"
 )
 
@@ -1311,14 +1311,14 @@ func assertErrorBody(t *testing.T, r response) {
 	}
 }
 
-// codeFits reports whether code is sent with status (httpx.Codes).
+// codeFits reports whether code is sent with status (errs.Codes).
 func codeFits(code string, status int) bool {
-	statuses, ok := httpx.Codes[code]
+	statuses, ok := errs.Codes[code]
 	if !ok {
 		return false
 	}
 	if statuses == nil {
-		return code == httpx.DefaultCode(status)
+		return code == errs.DefaultCode(status)
 	}
 	for _, s := range statuses {
 		if s == status {

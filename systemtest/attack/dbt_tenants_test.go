@@ -15,6 +15,7 @@ import (
 
 	"github.com/analyticsco/platform/devstack/apitest"
 	"github.com/analyticsco/platform/devstack/gitrepo"
+	"github.com/analyticsco/platform/devstack/neighbour"
 	"github.com/analyticsco/platform/systemtest/stacktest"
 )
 
@@ -42,13 +43,6 @@ func TestDbtTenantsCannotTakeEachOthersShare(t *testing.T) {
 			return st == "failed" || st == "succeeded" || st == "canceled", job.String()
 		})
 		return job
-	}
-	manifestSync := func(branch string, pad int) map[string]any {
-		return map[string]any{"source": "manifest", "branchName": branch, "manifest": map[string]any{
-			"metadata": map[string]any{"dbt_schema_version": "https://schemas.getdbt.com/dbt/manifest/v12.json"},
-			"nodes": map[string]any{"model.p.m": map[string]any{"resource_type": "model", "name": "m", "alias": "m", "database": "d", "schema": "s",
-				"config": map[string]any{"materialized": "table"}, "columns": map[string]any{}}},
-			"pad": strings.Repeat("x", pad)}}
 	}
 
 	// N3: a blob of 1.5 GiB of zeros is a few MB packed; the worker inflated it in memory
@@ -79,7 +73,7 @@ func TestDbtTenantsCannotTakeEachOthersShare(t *testing.T) {
 	// what was stored when it started, so all passed; the charge is atomic now.
 	t.Run("concurrent-uploads-never-pass-the-deployment-quota", func(t *testing.T) {
 		dep := acme.Deployments[1].ID
-		body := manifestSync("quota", 5_000_000)
+		body := neighbour.UploadSync("quota", 5_000_000)
 		var mu sync.Mutex
 		answers := map[int]int{}
 		var wg sync.WaitGroup
@@ -108,17 +102,17 @@ func TestDbtTenantsCannotTakeEachOthersShare(t *testing.T) {
 		s.Kill("dbtsync-worker-1") // the flood and the victim's job wait together
 		var flood []string
 		for i := range 20 {
-			r := a.call("POST", syncs(flooder), dev, manifestSync(fmt.Sprintf("flood/%d", i), 0))
+			r := a.call("POST", syncs(flooder), dev, neighbour.UploadSync(fmt.Sprintf("flood/%d", i), 0))
 			if r.status != 202 {
 				t.Fatalf("flood job %d: %s", i, r)
 			}
 			flood = append(flood, r.body["syncJobId"].(string))
 		}
-		r := a.call("POST", syncs(flooder), dev, manifestSync("flood/over", 0))
+		r := a.call("POST", syncs(flooder), dev, neighbour.UploadSync("flood/over", 0))
 		if r.status != 429 || r.body["code"] != "job_limit" || !strings.Contains(r.message(), "DBT_SYNC_MAX_QUEUED_JOBS") {
 			t.Fatalf("a job past the deployment's limit: %s", r)
 		}
-		r = a.call("POST", syncs(victim), gadmin, manifestSync("victim", 0))
+		r = a.call("POST", syncs(victim), gadmin, neighbour.UploadSync("victim", 0))
 		if r.status != 202 {
 			t.Fatalf("the other account's job: %s", r)
 		}
@@ -208,18 +202,7 @@ func TestDbtTenantsCannotTakeEachOthersShare(t *testing.T) {
 func zeroBlobRepo(t *testing.T, size int64) string {
 	t.Helper()
 	dir := t.TempDir()
-	r, err := gitrepo.Init(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	zero, err := r.ZeroBlob(size)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proj, _ := r.Blob([]byte("name: bomb\nversion: '1'\n"))
-	models, _ := r.Tree([]gitrepo.TreeEntry{{Name: "zero.sql", Mode: gitrepo.ModeFile, Hash: zero}})
-	root, _ := r.Tree([]gitrepo.TreeEntry{{Name: "dbt_project.yml", Mode: gitrepo.ModeFile, Hash: proj}, {Name: "models", Mode: gitrepo.ModeDir, Hash: models}})
-	if _, err := r.Commit(root, "main"); err != nil {
+	if err := gitrepo.WriteZeroModel(dir, size); err != nil {
 		t.Fatal(err)
 	}
 	return dir

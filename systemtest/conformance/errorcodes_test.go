@@ -4,7 +4,7 @@ import (
 	"sort"
 	"testing"
 
-	"github.com/analyticsco/platform/libs/httpx"
+	"github.com/analyticsco/platform/libs/errs"
 )
 
 // TestErrorCodesAreDocumented: openapi.yaml's ErrorCode enum is exactly the codes every
@@ -20,7 +20,7 @@ func TestErrorCodesAreDocumented(t *testing.T) {
 		documented = append(documented, v.(string))
 	}
 	var sent []string
-	for code := range httpx.Codes {
+	for code := range errs.Codes {
 		sent = append(sent, code)
 	}
 	sort.Strings(documented)

@@ -91,8 +91,17 @@ var clientRules = []rule{
 		}
 		r7, err := admin.ListBranchFilesWithResponse(ctx, p.dep1, branch, nil)
 		files := *answered(t, r7, err, 200).JSON200
-		if len(files.Files) != 13 || !strings.HasPrefix(files.Files[0].Path, "model/cubes/") {
-			t.Errorf("branch %s lists %+v: want the 13 cubes of the jaffle shop", branch, files.Files)
+		cubes, views := 0, 0
+		for _, f := range files.Files {
+			switch {
+			case strings.HasPrefix(f.Path, "model/cubes/"):
+				cubes++
+			case strings.HasPrefix(f.Path, "model/views/"):
+				views++
+			}
+		}
+		if len(files.Files) != 16 || cubes != 13 || views != 3 {
+			t.Errorf("branch %s lists %+v: want the 13 cubes of the jaffle shop and a view of each of its 3 saved queries", branch, files.Files)
 		}
 	}},
 	{"a-call-of-every-route-group", func(t *testing.T, p *platform) {

@@ -2,8 +2,9 @@
 package config
 
 import (
-	"github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/libs/audit/publish"
 	"github.com/analyticsco/platform/libs/config"
+	"github.com/analyticsco/platform/workspace-svc/internal/workspace"
 )
 
 // Config is everything workspace-svc reads from its environment.
@@ -26,7 +27,14 @@ type Config struct {
 	MaxDashboardReports      int    `env:"WORKSPACE_MAX_DASHBOARD_REPORTS" default:"200" help:"distinct reports (widgets' config.reportId) one dashboard draft names; a draft naming more is 400, at save and at publish"`
 	MaxBulkMoveBytes         int    `env:"WORKSPACE_MAX_BULK_MOVE_BYTES" default:"16777216" help:"most bytes of moved workbooks and reports (meta, calculated fields and dashboards, as stored) one move answers with; an item past it is not moved and fails 413 (the first item always moves)"`
 	NATSURL                  string `env:"NATS_URL" default:"nats://127.0.0.1:4223" secret:"true" help:"NATS with JetStream: the AUDIT stream the service's audit events go to (outside the local stack it carries the user and password: nats://user:password@host:4222)"`
-	audit.Config
+	publish.Config
+}
+
+// Limits are the domain's limits as configured.
+func (c Config) Limits() workspace.Limits {
+	return workspace.Limits{ItemsPerDeployment: c.MaxItemsPerDeployment, MetaBytes: c.MaxMetaBytes, Favorites: c.MaxFavorites,
+		SearchScan: c.MaxSearchScan, ListScan: c.MaxListScan, CalculatedFieldsBytes: c.MaxCalculatedFieldsBytes, DraftBytes: c.MaxDraftBytes,
+		PublishedBytes: c.MaxPublishedBytes, Grants: c.MaxFolderGrants, DashboardReports: c.MaxDashboardReports, MoveAnswerBytes: c.MaxBulkMoveBytes}
 }
 
 // Load reads the configuration from the environment.

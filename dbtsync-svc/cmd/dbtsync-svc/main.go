@@ -17,7 +17,6 @@ import (
 	"github.com/analyticsco/platform/dbtsync-svc/config"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/app"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
-	"github.com/analyticsco/platform/dbtsync-svc/internal/gitsource"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/queue/jetstream"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/worker"
 	"github.com/analyticsco/platform/libs/identity"
@@ -106,8 +105,7 @@ func run(args []string) error {
 // appDeps is what both modes are built from, read from the configuration.
 func appDeps(cfg config.Config, db *mongo.Database, nc *nats.Conn, signer *identity.Signer, registry *prometheus.Registry, logger *slog.Logger) app.Deps {
 	return app.Deps{Mongo: db, NATS: nc, Signer: signer, CredentialsKey: cfg.CredentialsKey, Registry: registry, Logger: logger,
-		Git: gitsource.Limits{Policy: gitsource.Policy{AllowFile: cfg.AllowFileURLs, AllowedHosts: cfg.AllowedHosts},
-			CloneTimeout: cfg.CloneTimeout, MaxRepoBytes: cfg.MaxRepoBytes, MaxFiles: cfg.MaxRepoFiles, MaxFileBytes: cfg.MaxFileBytes},
+		Git:    cfg.GitLimits(),
 		Quotas: dbtsync.StorageQuotas{Deployment: cfg.DeploymentUploads, Account: cfg.AccountUploads}, AuditMaxHeld: cfg.AuditMaxHeld,
 		Replicas: cfg.JetStreamReplicas, RetryBudget: cfg.JetStreamRetry,
 		Storage: jetstream.Limits{JobRetention: cfg.JobRetention, ObjectMaxAge: cfg.ObjectMaxAge, ObjectMaxBytes: cfg.ObjectMaxBytes,

@@ -6,7 +6,6 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,7 +18,9 @@ import (
 	"github.com/analyticsco/platform/dbtsync-svc/internal/store/mongostore"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/worker"
 	"github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/libs/audit/publish"
 	"github.com/analyticsco/platform/libs/identity"
+	"github.com/analyticsco/platform/libs/mongox"
 	"github.com/analyticsco/platform/libs/natsx"
 )
 
@@ -49,9 +50,6 @@ type Deps struct {
 	Audit        audit.Recorder
 }
 
-// indexWithin is how long a start waits for MongoDB to create the indexes.
-const indexWithin = 30 * time.Second
-
 // adapters are what both modes share.
 type adapters struct {
 	queue   *jetstream.Queue
@@ -74,12 +72,12 @@ func setup(ctx context.Context, d Deps, service string) (*adapters, error) {
 	}
 	q.RegisterMetrics(d.Registry)
 	store := mongostore.New(d.Mongo)
-	if err := store.EnsureIndexes(ctx, indexWithin); err != nil {
+	if err := mongox.EnsureIndexes(ctx, mongox.IndexWait, store.EnsureIndexes); err != nil {
 		return nil, err
 	}
 	rec := d.Audit
 	if rec == nil {
-		pub, err := audit.NewPublisher(audit.Options{Service: service, NATS: d.NATS, Outbox: audit.NewMongoOutbox(d.Mongo),
+		pub, err := publish.NewPublisher(publish.Options{Service: service, NATS: d.NATS, Outbox: publish.NewMongoOutbox(d.Mongo),
 			Logger: d.Logger, Registry: d.Registry, MaxHeld: d.AuditMaxHeld})
 		if err != nil {
 			return nil, err
@@ -109,7 +107,7 @@ func NewAPI(ctx context.Context, d Deps) (*API, error) {
 	if d.MaxBodyBytes <= 0 {
 		d.MaxBodyBytes = dbtsync.DefaultMaxSyncBodyBytes
 	}
-	sub, err := dbtsync.ServeResolver(d.NATS, dbtsync.NewResolver(a.store, nil), d.Logger)
+	sub, err := serveResolver(d.NATS, dbtsync.NewResolver(a.store, nil), d.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -117,9 +115,10 @@ func NewAPI(ctx context.Context, d Deps) (*API, error) {
 	svc := dbtsync.NewService(dbtsync.Ports{Branches: a.store, Integrations: a.store, Jobs: a.queue, Manifests: a.queue, Ledgers: a.queue,
 		Git: gitsource.New(a.sealer, d.Git), Sealer: a.sealer},
 		dbtsync.Options{Quotas: d.Quotas, ObjectMaxAge: d.Storage.ObjectMaxAge, MaxQueuedJobs: d.Storage.MaxQueuedJobs})
+	// The decorators in every service's order: Auditing, Logging, Instrumenting.
+	svc = dbtsync.AuditingMiddleware(a.audit)(svc)
 	svc = dbtsync.LoggingMiddleware(d.Logger)(svc)
 	svc = dbtsync.InstrumentingMiddleware(a.metrics)(svc)
-	svc = dbtsync.AuditingMiddleware(a.audit)(svc)
 	h := dbtsync.NewHTTPHandler(dbtsync.MakeEndpoints(svc), d.Logger, d.MaxBodyBytes)
 	return &API{Handler: identity.Require(d.Signer.ForService("dbtsync-svc"), h), sub: sub}, nil
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/analyticsco/platform/libs/audit"
-	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
@@ -32,15 +31,6 @@ const (
 	TargetBranch      = "branch"
 )
 
-// outcomeOf is the outcome the caller was answered (the error encoder's mapping).
-func outcomeOf(err error, ok int) audit.Outcome {
-	if err == nil {
-		return audit.Succeeded(ok)
-	}
-	status, code, _, _ := errs.Answer(err)
-	return audit.Failed(status, code)
-}
-
 // AuditingMiddleware records every state-changing call of s in the audit trail.
 func AuditingMiddleware(rec audit.Recorder) func(Service) Service {
 	return func(next Service) Service { return &auditing{Service: next, rec: rec} }
@@ -49,12 +39,6 @@ func AuditingMiddleware(rec audit.Recorder) func(Service) Service {
 type auditing struct {
 	Service
 	rec audit.Recorder
-}
-
-func (a *auditing) record(ctx context.Context, p *identity.Principal, action string, t audit.Target, err error, ok int, d map[string]any) {
-	ev := audit.New(p, action, t)
-	ev.Outcome, ev.Details = outcomeOf(err, ok), d
-	a.rec.Record(ctx, ev)
 }
 
 func (a *auditing) StartSync(ctx context.Context, p *identity.Principal, dep int64, body SyncRequestBody) (SyncStarted, error) {
@@ -80,7 +64,7 @@ func (a *auditing) StartSync(ctx context.Context, p *identity.Principal, dep int
 	if res.ManifestBytes > 0 {
 		d["manifestBytes"] = res.ManifestBytes
 	}
-	a.record(ctx, p, ActionSyncStart, audit.Target{Type: TargetSyncJob, ID: res.Accepted.SyncJobID}, err, http.StatusAccepted, d)
+	audit.Record(ctx, a.rec, p, ActionSyncStart, audit.Target{Type: TargetSyncJob, ID: res.Accepted.SyncJobID}, err, http.StatusAccepted, d)
 	return res, err
 }
 
@@ -90,7 +74,7 @@ func (a *auditing) RetryJob(ctx context.Context, p *identity.Principal, dep int6
 	if res.BranchName != "" {
 		d["branchName"] = res.BranchName
 	}
-	a.record(ctx, p, ActionSyncRetry, audit.Target{Type: TargetSyncJob, ID: res.SyncJobID}, err, http.StatusAccepted, d)
+	audit.Record(ctx, a.rec, p, ActionSyncRetry, audit.Target{Type: TargetSyncJob, ID: res.SyncJobID}, err, http.StatusAccepted, d)
 	return res, err
 }
 
@@ -101,7 +85,7 @@ func (a *auditing) CancelJob(ctx context.Context, p *identity.Principal, dep int
 		// canceled: it never ran; running: it stops at its next model.
 		d = map[string]any{"status": job.Status, "branchName": job.BranchName}
 	}
-	a.record(ctx, p, ActionSyncCancel, audit.Target{Type: TargetSyncJob, ID: id}, err, http.StatusOK, d)
+	audit.Record(ctx, a.rec, p, ActionSyncCancel, audit.Target{Type: TargetSyncJob, ID: id}, err, http.StatusOK, d)
 	return job, err
 }
 
@@ -113,7 +97,7 @@ func (a *auditing) PutIntegration(ctx context.Context, p *identity.Principal, de
 	if in.ProjectPath != nil {
 		d["projectPath"] = *in.ProjectPath
 	}
-	a.record(ctx, p, ActionIntegrationUpdate, audit.Target{Type: TargetIntegration, ID: deploymentID(dep)}, err, http.StatusOK, d)
+	audit.Record(ctx, a.rec, p, ActionIntegrationUpdate, audit.Target{Type: TargetIntegration, ID: deploymentID(dep)}, err, http.StatusOK, d)
 	return out, err
 }
 
@@ -123,13 +107,13 @@ func (a *auditing) OpenBranch(ctx context.Context, p *identity.Principal, dep in
 	if b.LeaseExpiresAt != nil {
 		d = map[string]any{"leaseExpiresAt": b.LeaseExpiresAt.UTC().Format(httpx.TimeLayout)}
 	}
-	a.record(ctx, p, ActionBranchOpen, audit.Target{Type: TargetBranch, ID: name}, err, http.StatusOK, d)
+	audit.Record(ctx, a.rec, p, ActionBranchOpen, audit.Target{Type: TargetBranch, ID: name}, err, http.StatusOK, d)
 	return b, err
 }
 
 func (a *auditing) SetStaging(ctx context.Context, p *identity.Principal, dep int64, name string, enabled bool) (Branch, error) {
 	b, err := a.Service.SetStaging(ctx, p, dep, name, enabled)
-	a.record(ctx, p, ActionBranchStaging, audit.Target{Type: TargetBranch, ID: name}, err, http.StatusOK, map[string]any{"enabled": enabled})
+	audit.Record(ctx, a.rec, p, ActionBranchStaging, audit.Target{Type: TargetBranch, ID: name}, err, http.StatusOK, map[string]any{"enabled": enabled})
 	return b, err
 }
 

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -39,7 +40,7 @@ func (s *service) ListBranches(ctx context.Context, p *identity.Principal, dep i
 	// last name listed.
 	production, now := p.Deployment.ProductionBranch, s.now()
 	if pg.After != "" && !validBranchName(pg.After) {
-		return Page[Branch]{}, invalid("after is not a cursor returned by this list")
+		return Page[Branch]{}, httpx.BadCursor()
 	}
 	items := make([]Branch, 0, pg.First+1)
 	after := pg.After

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/analyticsco/platform/libs/errs"
+	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -25,7 +26,7 @@ var (
 	// ErrJobLimit: the deployment's queue holds its limit of jobs queued or running.
 	ErrJobLimit = errors.New("the deployment's queue is full")
 	// ErrBadCursor: a list cursor the list did not return.
-	ErrBadCursor = errors.New("not a cursor of this list")
+	ErrBadCursor = httpx.ErrBadCursor
 )
 
 // QueueUnavailable wraps an error of the job queue's server: it is ErrQueueUnavailable

@@ -8,6 +8,7 @@ import (
 	"errors"
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
+	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -69,7 +70,7 @@ func (s *service) ListJobs(ctx context.Context, p *identity.Principal, dep int64
 	// the deployment has had.
 	ids, end, more, err := s.Jobs.JobPage(ctx, dep, pg.After, pg.First)
 	if errors.Is(err, ErrBadCursor) {
-		return Page[SyncJob]{}, invalid("after is not a cursor returned by this list")
+		return Page[SyncJob]{}, httpx.BadCursor()
 	}
 	if err != nil {
 		return Page[SyncJob]{}, err

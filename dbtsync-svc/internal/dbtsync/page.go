@@ -1,6 +1,10 @@
 package dbtsync
 
-import "encoding/base64"
+import (
+	"encoding/base64"
+
+	"github.com/analyticsco/platform/libs/httpx"
+)
 
 // paginate pages items (in list order) after the item whose key is the cursor; a page's
 // end cursor is base64url of its last item's key (the transport decodes it back).
@@ -15,7 +19,7 @@ func paginate[T any](items []T, key func(T) string, pg PageRequest) (Page[T], er
 			}
 		}
 		if start < 0 {
-			return Page[T]{}, invalid("after is not a cursor returned by this list")
+			return Page[T]{}, httpx.BadCursor()
 		}
 	}
 	end := min(start+pg.First, len(items))

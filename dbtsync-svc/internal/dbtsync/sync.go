@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/logging"
@@ -126,7 +127,7 @@ func (s *service) enqueue(ctx context.Context, job Job) error {
 }
 
 func (s *service) jobLimit(dep int64) error {
-	return httpx.CodedErrorf(http.StatusTooManyRequests, httpx.CodeJobLimit,
+	return httpx.CodedErrorf(http.StatusTooManyRequests, errs.CodeJobLimit,
 		"deployment %d has %d sync jobs queued or running, the most it may have (DBT_SYNC_MAX_QUEUED_JOBS); retry when one has finished", dep, s.maxQueued)
 }
 

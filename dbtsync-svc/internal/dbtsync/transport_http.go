@@ -19,7 +19,7 @@ import (
 )
 
 // Body limits: the start-sync limit is the caller's (a manifest reaches hundreds of MiB);
-// the other bodies are a few fields.
+// every other body is a few fields, or none.
 const (
 	DefaultMaxSyncBodyBytes = 256 << 20
 	maxSmallBodyBytes       = 1 << 20
@@ -29,39 +29,27 @@ const (
 // bounds a start-sync body. The caller wraps it in identity.Require. Decoders only parse
 // the request: the service decides who may do what.
 func NewHTTPHandler(e Endpoints, logger *slog.Logger, maxSyncBodyBytes int64) http.Handler {
-	opts := []kithttp.ServerOption{
-		kithttp.ServerBefore(kithttp.PopulateRequestContext),
-		kithttp.ServerErrorEncoder(errs.Encoder(logger)),
-		kithttp.ServerErrorHandler(logUnavailable(logger)),
-	}
 	router := httpx.NewRouter()
-	// limit bounds the body before the server reads it, with the response writer, so a
-	// request over the limit also closes its connection instead of draining the rest.
-	handle := func(method, path string, limit int64, ep func(context.Context, any) (any, error), dec kithttp.DecodeRequestFunc) {
-		srv := kithttp.NewServer(ep, dec, encodeResponse, opts...)
-		router.Handle(method, path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if limit > 0 {
-				r.Body = http.MaxBytesReader(w, r.Body, limit)
-			}
-			srv.ServeHTTP(w, r)
-		}))
-	}
+	o := httpx.HandleOptions{Logger: logger, MaxBody: maxSmallBodyBytes, Encode: encodeResponse, Server: []kithttp.ServerOption{
+		kithttp.ServerBefore(kithttp.PopulateRequestContext),
+		kithttp.ServerErrorHandler(logUnavailable(logger)),
+	}}
 	const dep = "/api/v1/deployments/{deploymentId}"
-	handle("POST", dep+"/dbt-sync", maxSyncBodyBytes, e.StartSync, decodeStartSyncHTTP)
-	handle("GET", dep+"/dbt-sync", 0, e.ListJobs, decodePageRequest)
-	handle("GET", dep+"/dbt-sync/{syncJobId}", 0, e.GetJob, decodeJobRequest)
-	handle("POST", dep+"/dbt-sync/{syncJobId}/cancel", 0, e.CancelJob, decodeJobRequest)
-	handle("POST", dep+"/dbt-sync/{syncJobId}/retry", 0, e.RetryJob, decodeJobRequest)
-	handle("GET", dep+"/dbt-git-integration", 0, e.GetIntegration, decodeScope)
-	handle("PUT", dep+"/dbt-git-integration", maxSmallBodyBytes, e.PutIntegration, decodeIntegrationHTTP)
+	httpx.Handle(router, "POST", dep+"/dbt-sync", e.StartSync, decodeStartSyncHTTP, o.WithMaxBody(maxSyncBodyBytes))
+	httpx.Handle(router, "GET", dep+"/dbt-sync", e.ListJobs, decodePageRequest, o)
+	httpx.Handle(router, "GET", dep+"/dbt-sync/{syncJobId}", e.GetJob, decodeJobRequest, o)
+	httpx.Handle(router, "POST", dep+"/dbt-sync/{syncJobId}/cancel", e.CancelJob, decodeJobRequest, o)
+	httpx.Handle(router, "POST", dep+"/dbt-sync/{syncJobId}/retry", e.RetryJob, decodeJobRequest, o)
+	httpx.Handle(router, "GET", dep+"/dbt-git-integration", e.GetIntegration, decodeScope, o)
+	httpx.Handle(router, "PUT", dep+"/dbt-git-integration", e.PutIntegration, decodeIntegrationHTTP, o)
 	const build = "/build/api/v1/deployments/{deploymentId}/branches"
-	handle("GET", build, 0, e.ListBranches, decodePageRequest)
-	handle("GET", build+"/{branchName}", 0, e.GetBranch, decodeBranchRequest)
-	handle("GET", build+"/{branchName}/files", 0, e.ListFiles, decodeFilesRequest)
-	handle("GET", build+"/{branchName}/files/{path...}", 0, e.GetFile, decodeFileRequest)
-	handle("GET", build+"/{branchName}/versions", 0, e.ListVersions, decodeBranchPageRequest)
-	handle("POST", build+"/{branchName}/open", 0, e.OpenBranch, decodeBranchRequest)
-	handle("PUT", build+"/{branchName}/staging", maxSmallBodyBytes, e.SetStaging, decodeStagingHTTP)
+	httpx.Handle(router, "GET", build, e.ListBranches, decodePageRequest, o)
+	httpx.Handle(router, "GET", build+"/{branchName}", e.GetBranch, decodeBranchRequest, o)
+	httpx.Handle(router, "GET", build+"/{branchName}/files", e.ListFiles, decodeFilesRequest, o)
+	httpx.Handle(router, "GET", build+"/{branchName}/files/{path...}", e.GetFile, decodeFileRequest, o)
+	httpx.Handle(router, "GET", build+"/{branchName}/versions", e.ListVersions, decodeBranchPageRequest, o)
+	httpx.Handle(router, "POST", build+"/{branchName}/open", e.OpenBranch, decodeBranchRequest, o)
+	httpx.Handle(router, "PUT", build+"/{branchName}/staging", e.SetStaging, decodeStagingHTTP, o)
 	return router
 }
 

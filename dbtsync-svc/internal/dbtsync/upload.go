@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
 )
 
@@ -107,7 +108,7 @@ func (u *lazyUpload) hold(need int64) error {
 func asUploadRefusal(err error) error {
 	var q *QuotaError
 	if errors.As(err, &q) {
-		return httpx.CodedErrorf(http.StatusRequestEntityTooLarge, httpx.CodeStorageQuota, "the upload to %s", q)
+		return httpx.CodedErrorf(http.StatusRequestEntityTooLarge, errs.CodeStorageQuota, "the upload to %s", q)
 	}
 	return QueueUnavailable(err)
 }

@@ -29,6 +29,7 @@ import (
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
+	libconfig "github.com/analyticsco/platform/libs/config"
 )
 
 // Limits bound what one clone may cost; zero fields take the defaults.
@@ -41,29 +42,13 @@ type Limits struct {
 	MaxManifest  int64         // the manifest at manifestPath
 }
 
-// DefaultLimits apply where Limits leaves a field zero.
+// DefaultLimits apply where Limits leaves a field zero: the defaults of the config tags
+// (DBT_SYNC_*), which a fitness test keeps equal (systemtest/architecture).
 var DefaultLimits = Limits{CloneTimeout: 2 * time.Minute, MaxRepoBytes: 512 << 20, MaxFiles: 50_000,
 	MaxFileBytes: 16 << 20, MaxManifest: dbtsync.DefaultMaxSyncBodyBytes}
 
-func (l Limits) withDefaults() Limits {
-	d := DefaultLimits
-	if l.CloneTimeout <= 0 {
-		l.CloneTimeout = d.CloneTimeout
-	}
-	if l.MaxRepoBytes <= 0 {
-		l.MaxRepoBytes = d.MaxRepoBytes
-	}
-	if l.MaxFiles <= 0 {
-		l.MaxFiles = d.MaxFiles
-	}
-	if l.MaxFileBytes <= 0 {
-		l.MaxFileBytes = d.MaxFileBytes
-	}
-	if l.MaxManifest <= 0 {
-		l.MaxManifest = d.MaxManifest
-	}
-	return l
-}
+// WithDefaults is l with every limit not set (zero or less) at its DefaultLimits value.
+func (l Limits) WithDefaults() Limits { return libconfig.OrDefaults(l, DefaultLimits) }
 
 // Opener opens the sealed credentials of an integration (internal/credentials).
 type Opener interface {
@@ -80,7 +65,7 @@ type Source struct {
 
 // New checks repository URLs and lists references (the API process); it clones nothing.
 func New(opener Opener, limits Limits) *Source {
-	limits = limits.withDefaults()
+	limits = limits.WithDefaults()
 	installTransports(limits)
 	return &Source{opener: opener, limits: limits}
 }

@@ -58,15 +58,7 @@ func load(s *Source, url, manifestPath string) (*convert.Project, error) {
 // zeroModelRepo is a dbt project whose one model file is size zero bytes: a few hundred
 // KB once compressed.
 func zeroModelRepo(t *testing.T, size int64) string {
-	return repo(t, func(r *gitrepo.Repo) (gitrepo.Hash, error) {
-		zero, err := r.ZeroBlob(size)
-		if err != nil {
-			return "", err
-		}
-		proj, _ := r.Blob([]byte(project))
-		models, _ := r.Tree([]gitrepo.TreeEntry{{Name: "zero.sql", Mode: gitrepo.ModeFile, Hash: zero}})
-		return r.Tree([]gitrepo.TreeEntry{{Name: "dbt_project.yml", Mode: gitrepo.ModeFile, Hash: proj}, {Name: "models", Mode: gitrepo.ModeDir, Hash: models}})
-	})
+	return repo(t, func(r *gitrepo.Repo) (gitrepo.Hash, error) { return r.ZeroModel(size) })
 }
 
 // Not parallel: it samples the process's heap while the clone runs.

@@ -45,7 +45,7 @@ func adapters(t *testing.T) []adapter {
 	return []adapter{
 		{"mongostore", func(t *testing.T) stores {
 			s := mongostore.New(client.Database(devstack.UniqueName(t, "store")))
-			if err := s.EnsureIndexes(context.Background(), 10*time.Second); err != nil {
+			if err := mongox.EnsureIndexes(context.Background(), 10*time.Second, s.EnsureIndexes); err != nil {
 				t.Fatal(err)
 			}
 			return s

@@ -44,6 +44,9 @@ type options struct {
 	soakRate int
 	// manifestSize is gen-manifest's -size for the conversion row.
 	manifestSize string
+	// neighbourLaps and neighbourSyncs are the noisy-neighbour run's workload per phase
+	// (0 laps: no run).
+	neighbourLaps, neighbourSyncs int
 
 	loadBefore string // 1-minute load average when the run began
 }
@@ -57,17 +60,20 @@ func main() {
 	flag.DurationVar(&o.warmup, "warmup", time.Second, "length of each variant's unmeasured warm-up run")
 	flag.IntVar(&o.rate, "rate", 0, "requests/s per variant; 0 = as fast as -workers closed-loop workers go")
 	flag.IntVar(&o.workers, "workers", 64, "load-generator workers, each with its own keep-alive connection")
-	flag.StringVar(&o.only, "only", "", "run only this table (registered: "+tableNames()+") or the soak (soak); default all but engines")
+	flag.StringVar(&o.only, "only", "", "run only this table (registered: "+tableNames()+"), the soak (soak) or the noisy-neighbour run (neighbour); default all but engines")
 	flag.StringVar(&o.binDir, "bin", "", "directory with the built binaries (default <repo root>/bin)")
 	flag.DurationVar(&o.soak, "soak", 30*time.Second, "length of the mixed-traffic soak on the real platform at -soak-rate (a warm-up and two measured segments, a third each); 0 = no soak")
 	flag.IntVar(&o.soakRate, "soak-rate", 20, "requests/s of the soak (the local stack serves about 30 a second on 2 shared cores)")
 	flag.StringVar(&o.manifestSize, "manifest-size", "100MiB", "size of the generated manifest the conversion row converts")
-	short := flag.Bool("short", false, "CI-sized run: 1 round x 1 s, warm-up 500ms, soak 9 s, a 10 MiB manifest (flags given explicitly win)")
+	flag.IntVar(&o.neighbourLaps, "neighbour-laps", 30, "laps of the neighbour's workload in each phase of the noisy-neighbour run (quiet, flood); 0 = no run")
+	flag.IntVar(&o.neighbourSyncs, "neighbour-syncs", 5, "dbt syncs of the neighbour's in each phase of the noisy-neighbour run")
+	short := flag.Bool("short", false, "CI-sized run: 1 round x 1 s, warm-up 500ms, soak 9 s, a 10 MiB manifest, 5 neighbour laps and 2 syncs (flags given explicitly win)")
 	flag.Parse()
 	if *short {
 		set := map[string]bool{}
 		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		for name, value := range map[string]string{"rounds": "1", "duration": "1s", "warmup": "500ms", "soak": "9s", "manifest-size": "10MiB"} {
+		for name, value := range map[string]string{"rounds": "1", "duration": "1s", "warmup": "500ms", "soak": "9s", "manifest-size": "10MiB",
+			"neighbour-laps": "5", "neighbour-syncs": "2"} {
 			if !set[name] {
 				_ = flag.Set(name, value)
 			}
@@ -106,14 +112,15 @@ func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
 }
 
-// selectTables picks the tables -only names (all when empty) and whether the soak runs.
-func selectTables(o options) (selected []*Table, soak bool) {
+// selectTables picks the tables -only names (all when empty) and whether the soak and the
+// noisy-neighbour run run.
+func selectTables(o options) (selected []*Table, soak, neighbour bool) {
 	for _, t := range tables {
 		if o.only == t.Name || (o.only == "" && !t.OptIn) {
 			selected = append(selected, t)
 		}
 	}
-	return selected, o.soak > 0 && (o.only == "" || o.only == "soak")
+	return selected, o.soak > 0 && (o.only == "" || o.only == "soak"), o.neighbourLaps > 0 && (o.only == "" || o.only == "neighbour")
 }
 
 // defaultBinDir is the repository's bin/, where make builds the binaries.
@@ -133,9 +140,9 @@ func run(o options) error {
 	if o.rounds < 1 || o.duration <= 0 || o.workers < 1 || o.rate < 0 {
 		return errors.New("need -rounds >= 1, -duration > 0, -workers >= 1 and -rate >= 0")
 	}
-	selected, runSoakToo := selectTables(o)
-	if len(selected) == 0 && !runSoakToo {
-		return fmt.Errorf("-only %q: no such table (registered: %s)", o.only, tableNames())
+	selected, runSoakToo, runNeighbourToo := selectTables(o)
+	if len(selected) == 0 && !runSoakToo && !runNeighbourToo {
+		return fmt.Errorf("-only %q: no such table (registered: %s, soak, neighbour)", o.only, tableNames())
 	}
 	if o.binDir == "" {
 		dir, err := defaultBinDir()
@@ -155,43 +162,43 @@ func run(o options) error {
 	}
 	defer env.Close()
 
-	failed := false
-	soak := func() error {
-		ok, err := runSoak(ctx, env, o)
+	failed, printed := false, false
+	// runOne runs a table, the soak or the noisy-neighbour run, after a blank line but for
+	// the first.
+	runOne := func(f func(ctx context.Context, env *Env, o options) (bool, error)) error {
+		if printed {
+			fmt.Println()
+		}
+		printed = true
+		ok, err := f(ctx, env, o)
 		if ctx.Err() != nil {
 			return errors.New("interrupted; children stopped and temp dir removed")
 		}
 		failed = failed || !ok
 		return err
 	}
-	for i, t := range selected {
-		if i > 0 {
-			fmt.Println()
-		}
+	for _, t := range selected {
 		// The soak runs on the platform as it is after start-up, before the operations
 		// table fills it with thousands of folders and sessions: it measures stability at
 		// a steady state, which the table's leftovers would turn into a different test.
 		if t.Name == "operations" && runSoakToo {
-			if err := soak(); err != nil {
+			if err := runOne(runSoak); err != nil {
 				return err
 			}
 			runSoakToo = false
-			fmt.Println()
 		}
-		ok, err := runTable(ctx, env, t, o)
-		if ctx.Err() != nil {
-			return errors.New("interrupted; children stopped and temp dir removed")
-		}
-		if err != nil {
+		if err := runOne(func(ctx context.Context, env *Env, o options) (bool, error) { return runTable(ctx, env, t, o) }); err != nil {
 			return err
 		}
-		failed = failed || !ok
 	}
 	if runSoakToo {
-		if len(selected) > 0 {
-			fmt.Println()
+		if err := runOne(runSoak); err != nil {
+			return err
 		}
-		if err := soak(); err != nil {
+	}
+	// Last, on a platform of its own: the flood fills its store and queues.
+	if runNeighbourToo {
+		if err := runOne(runNeighbour); err != nil {
 			return err
 		}
 	}

@@ -27,7 +27,7 @@ import (
 	"github.com/analyticsco/platform/embed-svc/internal/app"
 	"github.com/analyticsco/platform/embed-svc/internal/embed"
 	"github.com/analyticsco/platform/embed-svc/internal/store/mongostore"
-	libaudit "github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/libs/audit/publish"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
 	"github.com/analyticsco/platform/libs/natsx"
@@ -124,16 +124,12 @@ func deps(cfg config.Config, proc *server.Process, registry *prometheus.Registry
 		Logger: proc.Logger, Registry: registry, Signer: signer, Mongo: client, Database: cfg.MongoDatabase,
 		Redis: rdb, NATS: nc, KeyEncryptionKey: cfg.KeyEncryptionKey, TokenIssuer: cfg.TokenIssuer,
 		KeyPublishDelay: cfg.KeyPublishDelay, KeyRefresh: cfg.KeyRefresh, BranchTimeout: cfg.BranchResolveTimeout,
-		IdentityTimeout: cfg.IdentityLookupTimeout,
-		Limits: embed.Limits{SecurityContextBytes: cfg.MaxSecurityContextBytes, SecurityContextDepth: cfg.MaxSecurityContextDepth, ArrayEntries: cfg.MaxArrayEntries,
-			AttributeValueBytes: cfg.MaxAttributeValueBytes, UserAttributeBytes: cfg.MaxUserAttributeBytes, PictureURLBytes: cfg.MaxPictureURLBytes,
-			LiveSessionsPerAccount: cfg.MaxLiveSessions, ExchangeFailureAudit: cfg.ExchangeFailureAudit,
-			ListScan:            cfg.MaxListScan,
-			DefinitionsPerScope: cfg.MaxDefinitionsPerScope, TenantsPerAccount: cfg.MaxTenantsPerAccount, DefinitionChanges: cfg.MaxDefinitionChanges},
+		IdentityTimeout:  cfg.IdentityLookupTimeout,
+		Limits:           cfg.Limits(),
 		SessionRetention: cfg.SessionRetention,
 		Audit: app.AuditDeps{Database: cfg.AuditDatabase, Retention: cfg.AuditRetention, MaxHeld: cfg.AuditMaxHeld,
 			AccountMax: cfg.AuditAccountMax, AccountWindow: cfg.AuditAccountWindow,
-			Stream: libaudit.StreamLimits{MaxBytes: int64(cfg.AuditStreamMaxBytes), MaxAge: cfg.AuditStreamMaxAge, Replicas: cfg.AuditStreamReplicas}},
+			Stream: publish.StreamLimits{MaxBytes: int64(cfg.AuditStreamMaxBytes), MaxAge: cfg.AuditStreamMaxAge, Replicas: cfg.AuditStreamReplicas}},
 	}
 }
 

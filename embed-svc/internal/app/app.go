@@ -21,9 +21,10 @@ import (
 	"github.com/analyticsco/platform/embed-svc/internal/store/auditstore"
 	"github.com/analyticsco/platform/embed-svc/internal/store/mongostore"
 	"github.com/analyticsco/platform/embed-svc/internal/store/redisstore"
-	libaudit "github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/libs/audit/publish"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
+	"github.com/analyticsco/platform/libs/mongox"
 	"github.com/analyticsco/platform/libs/redisx"
 	"github.com/analyticsco/platform/libs/server"
 )
@@ -57,7 +58,7 @@ type Deps struct {
 type AuditDeps struct {
 	Database  string        // the trail's database ("": "audit")
 	Retention time.Duration // 0: auditstore.DefaultRetention
-	Stream    libaudit.StreamLimits
+	Stream    publish.StreamLimits
 	MaxHeld   int           // events held in memory when neither stream nor outbox takes them
 	Mongo     *mongo.Client // nil: Deps.Mongo (tests give the trail a client of its own to count the service's round trips alone)
 	Relay     time.Duration // how often outboxed events are sent again (0: 1s)
@@ -83,7 +84,7 @@ func New(ctx context.Context, d Deps) (*App, error) {
 	st.WithSessionRetention(d.SessionRetention)
 	// Purged session records go, where the database has no TTL indexes.
 	go st.Sweep(ctx)
-	if err := st.EnsureIndexes(ctx); err != nil {
+	if err := mongox.EnsureIndexes(ctx, mongox.IndexWait, st.EnsureIndexes); err != nil {
 		return nil, err
 	}
 	kr, err := NewKeyring(d.Mongo.Database(d.Database), d)
@@ -103,7 +104,7 @@ func New(ctx context.Context, d Deps) (*App, error) {
 		d.Logger.ErrorContext(ctx, "Redis evicts keys under memory pressure: revoked embed sessions could come back; set maxmemory-policy noeviction",
 			"maxmemory_policy", p)
 	}
-	pub, err := libaudit.NewPublisher(libaudit.Options{Service: "embed-svc", NATS: d.NATS, Outbox: libaudit.NewMongoOutbox(db),
+	pub, err := publish.NewPublisher(publish.Options{Service: "embed-svc", NATS: d.NATS, Outbox: publish.NewMongoOutbox(db),
 		Logger: d.Logger, Registry: d.Registry, MaxHeld: d.Audit.MaxHeld, RelayInterval: d.Audit.Relay})
 	if err != nil {
 		return nil, err
@@ -118,6 +119,10 @@ func New(ctx context.Context, d Deps) (*App, error) {
 		Branches: branches.New(d.NATS, d.BranchTimeout),
 		Signer:   kr, Issuer: d.TokenIssuer, Now: d.Now, Limits: d.Limits, Audit: pub,
 	})
+	// The decorators in every service's order, less Auditing: embed records its events
+	// inside the service (Deps.Audit), since a mint's event needs what only the mint
+	// resolves (plan, tenant, session), and refused exchanges of one session id are
+	// recorded at most once per Limits.ExchangeFailureAudit, counted in the session store.
 	svc = embed.LoggingMiddleware(d.Logger)(svc)
 	svc = embed.InstrumentingMiddleware(embed.NewMetrics(d.Registry))(svc)
 	routes := newRouter(embed.MakeEndpoints(svc), audit.NewService(trail), d.Logger)
@@ -125,7 +130,7 @@ func New(ctx context.Context, d Deps) (*App, error) {
 		Service:  "embed-svc",
 		Logger:   d.Logger,
 		Registry: d.Registry,
-		API:      identity.Require(d.Signer.ForService("embed-svc"), embed.LimitBodies(routes)),
+		API:      identity.Require(d.Signer.ForService("embed-svc"), routes),
 		Checks: []server.Check{
 			{Name: "mongodb", Check: func(ctx context.Context) error { return d.Mongo.Ping(ctx, nil) }},
 			{Name: "redis", Check: func(ctx context.Context) error { return d.Redis.Ping(ctx).Err() }},
@@ -161,7 +166,7 @@ func newAuditTrail(ctx context.Context, d Deps) (*auditstore.Mongo, error) {
 		name = "audit"
 	}
 	store := auditstore.NewMongo(client.Database(name), d.Audit.Retention)
-	if err := store.EnsureIndexes(ctx); err != nil {
+	if err := mongox.EnsureIndexes(ctx, mongox.IndexWait, store.EnsureIndexes); err != nil {
 		return nil, err
 	}
 	go store.Sweep(ctx)

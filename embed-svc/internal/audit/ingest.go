@@ -16,13 +16,14 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/libs/audit/publish"
 )
 
 // IngesterOptions configure the consumer of the AUDIT stream.
 type IngesterOptions struct {
 	NATS   *nats.Conn
 	Store  Store
-	Limits audit.StreamLimits
+	Limits publish.StreamLimits
 	Logger *slog.Logger
 	// Registry receives the ingest metrics (nil: none).
 	Registry prometheus.Registerer
@@ -120,16 +121,16 @@ func (in *Ingester) consumer(ctx context.Context) (jetstream.Consumer, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := audit.EnsureStream(ctx, js, in.o.Limits)
+	s, err := publish.EnsureStream(ctx, js, in.o.Limits)
 	if err != nil {
 		return nil, err
 	}
 	// The consumer is created once (replicas share it); an existing one is used as it is.
-	if c, err := s.Consumer(ctx, audit.ConsumerName); err == nil {
+	if c, err := s.Consumer(ctx, publish.ConsumerName); err == nil {
 		return c, nil
 	}
 	return s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable: audit.ConsumerName, AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second,
+		Durable: publish.ConsumerName, AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second,
 		MaxAckPending: 4 * in.o.Batch, MaxDeliver: -1,
 	})
 }
@@ -233,7 +234,7 @@ func (in *Ingester) decode(ctx context.Context, m jetstream.Msg) (audit.Event, b
 	}
 	audit.Bound(&ev)
 	prefix, known := serviceActions[ev.Service]
-	if m.Subject() != audit.Subject(ev.Service) || !known || !strings.HasPrefix(ev.Action, prefix) {
+	if m.Subject() != publish.Subject(ev.Service) || !known || !strings.HasPrefix(ev.Action, prefix) {
 		in.m.failures.WithLabelValues("forged").Inc()
 		in.o.Logger.ErrorContext(ctx, "audit ingest: dropping an event its publisher may not record",
 			"subject", m.Subject(), "service", ev.Service, "action", ev.Action, "audit_event_id", ev.ID)

@@ -15,7 +15,6 @@ import (
 
 	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/errs"
-	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -109,7 +108,7 @@ type Service interface {
 // turns each into its status).
 var (
 	ErrForbidden  = errs.New(errs.Forbidden, "reading the audit trail requires an admin's bearer token or API key")
-	ErrOutOfScope = errs.New(errs.Forbidden, "this API key is scoped to other deployments than the one asked for").WithCode(httpx.CodeKeyOutOfScope)
+	ErrOutOfScope = errs.New(errs.Forbidden, "this API key is scoped to other deployments than the one asked for").WithCode(errs.CodeKeyOutOfScope)
 	// ErrUnavailable marks a store's failure to answer (stores wrap their driver's error
 	// with it); List answers it with errUnavailable.
 	ErrUnavailable = errors.New("the audit store is unavailable")

@@ -11,10 +11,8 @@ import (
 	"time"
 
 	"github.com/go-kit/kit/endpoint"
-	kithttp "github.com/go-kit/kit/transport/http"
 
 	"github.com/analyticsco/platform/libs/audit"
-	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
@@ -39,8 +37,7 @@ func MakeListEndpoint(s Service) endpoint.Endpoint {
 // identity.Require): the trail shares embed-svc's router, and could have a process of
 // its own by wiring alone.
 func RegisterRoutes(r *httpx.Router, s Service, logger *slog.Logger) {
-	r.Handle(http.MethodGet, Path, kithttp.NewServer(MakeListEndpoint(s), decodeListRequest, encodePage,
-		kithttp.ServerErrorEncoder(errs.Encoder(logger))))
+	httpx.Handle(r, http.MethodGet, Path, MakeListEndpoint(s), decodeListRequest, httpx.HandleOptions{Logger: logger, Encode: encodePage})
 }
 
 // Bounds of the filters: each is matched exactly against values the services set, so

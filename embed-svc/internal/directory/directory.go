@@ -11,15 +11,15 @@ import (
 
 	"github.com/analyticsco/platform/embed-svc/internal/embed"
 	"github.com/analyticsco/platform/libs/errs"
-	"github.com/analyticsco/platform/libs/identity"
+	"github.com/analyticsco/platform/libs/identity/lookup"
 )
 
 // Lookup implements embed.Directory.
-type Lookup struct{ l *identity.Lookup }
+type Lookup struct{ l *lookup.Client }
 
 // New returns a directory waiting at most timeout for each answer.
 func New(nc *nats.Conn, timeout time.Duration) *Lookup {
-	return &Lookup{l: identity.NewLookup(nc, timeout)}
+	return &Lookup{l: lookup.NewClient(nc, timeout)}
 }
 
 // unavailable is the answer when the identity store cannot be asked: a 503, never the
@@ -27,7 +27,7 @@ func New(nc *nats.Conn, timeout time.Duration) *Lookup {
 var unavailable = errs.New(errs.Unavailable, "the identity store is unavailable; retry shortly")
 
 func answer(err error) error {
-	if errors.Is(err, identity.ErrNotFound) {
+	if errors.Is(err, lookup.ErrNotFound) {
 		return embed.ErrNotFound
 	}
 	return errors.Join(unavailable, err)

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/analyticsco/platform/embed-svc/token"
-	"github.com/analyticsco/platform/libs/httpx"
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -66,7 +66,7 @@ func (r reach) deployment(dep int64) error {
 	if r.covers(dep) {
 		return nil
 	}
-	return forbidden("this API key is scoped to other deployments than %d", dep).WithCode(httpx.CodeKeyOutOfScope)
+	return forbidden("this API key is scoped to other deployments than %d", dep).WithCode(errs.CodeKeyOutOfScope)
 }
 
 // narrow keeps a session query inside the reach: a deployment it names outside the reach
@@ -89,10 +89,10 @@ func (r reach) account(what string) error {
 	case r.accountWide:
 		return nil
 	case r.personal:
-		return forbidden("a personal API key cannot %s: it belongs to the whole account; use an unscoped account API key", what).WithCode(httpx.CodePersonalKey)
+		return forbidden("a personal API key cannot %s: it belongs to the whole account; use an unscoped account API key", what).WithCode(errs.CodePersonalKey)
 	case len(r.deployments) > 0:
 		return forbidden("this API key is scoped to deployment %s and cannot %s: it belongs to the whole account; use an unscoped account API key",
-			joinIDs(r.deployments), what).WithCode(httpx.CodeKeyOutOfScope)
+			joinIDs(r.deployments), what).WithCode(errs.CodeKeyOutOfScope)
 	}
 	return forbidden("only an admin's unscoped account API key can %s", what)
 }
@@ -113,7 +113,7 @@ func requireMinter(p *identity.Principal) error {
 		return err
 	}
 	if !token.PlanAllowsEmbedding(p.Account.Plan) {
-		return forbidden("embed sessions need the premium or enterprise plan; this account is on %s", p.Account.Plan).WithCode(httpx.CodePlanNotEligible)
+		return forbidden("embed sessions need the premium or enterprise plan; this account is on %s", p.Account.Plan).WithCode(errs.CodePlanNotEligible)
 	}
 	if !p.Account.EmbeddingEnabled {
 		return forbidden("embedding is not enabled for this account")
@@ -128,7 +128,7 @@ func requireAdminAccountKey(p *identity.Principal, what string) error {
 	case p == nil || p.Credential != identity.CredentialAPIKey:
 		return forbidden("only an admin's account API key can %s", what)
 	case p.KeyKind != identity.KeyAccount:
-		return forbidden("a personal API key cannot %s; use an account API key", what).WithCode(httpx.CodePersonalKey)
+		return forbidden("a personal API key cannot %s; use an account API key", what).WithCode(errs.CodePersonalKey)
 	case !p.HasRole(identity.RoleAdmin):
 		return forbidden("only an admin's account API key can %s", what)
 	}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/analyticsco/platform/embed-svc/token"
 	"github.com/analyticsco/platform/libs/audit"
-	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -47,22 +46,12 @@ func definitionTarget(kind string) string {
 	return TargetGroup
 }
 
-// OutcomeOf is the outcome the caller was answered: ok on success, else the status and
-// code the error encoder gives err.
-func OutcomeOf(err error, ok int) audit.Outcome {
-	if err == nil {
-		return audit.Succeeded(ok)
-	}
-	status, code, _, _ := errs.Answer(err)
-	return audit.Failed(status, code)
-}
-
 // record sends ev, ended by err (answered ok on success), to the audit trail.
 func (s *service) record(ctx context.Context, ev *audit.Event, err error, ok int) {
 	if s.d.Audit == nil {
 		return
 	}
-	ev.Outcome = OutcomeOf(err, ok)
+	ev.Outcome = audit.OutcomeOf(err, ok)
 	s.d.Audit.Record(ctx, *ev)
 }
 

@@ -16,10 +16,6 @@ import (
 // MaxPageSize bounds `first`.
 const MaxPageSize = httpx.MaxPage
 
-// badFirst is the platform's one answer to a `first` out of bounds (the transport
-// refuses it first; the service holds the same bound for any caller).
-func badFirst(first int) error { return invalid("%s", httpx.BadFirstMessage(strconv.Itoa(first))) }
-
 func (s *service) requireTenant(ctx context.Context, accountID int64, scope string) error {
 	if scope == AccountScope {
 		return nil
@@ -43,12 +39,12 @@ func (s *service) ListDefinitions(ctx context.Context, p *identity.Principal, q 
 		return DefinitionPage{}, err
 	}
 	if q.First < 1 || q.First > MaxPageSize {
-		return DefinitionPage{}, badFirst(q.First)
+		return DefinitionPage{}, httpx.BadFirst(strconv.Itoa(q.First))
 	}
 	if q.After != "" {
 		id, ok := DecodeCursor(q.After)
 		if !ok {
-			return DefinitionPage{}, invalid("after is not a cursor returned by this list")
+			return DefinitionPage{}, httpx.BadCursor()
 		}
 		q.After = id
 	}
@@ -57,7 +53,7 @@ func (s *service) ListDefinitions(ctx context.Context, p *identity.Principal, q 
 	}
 	items, more, err := s.d.Catalog.ListDefinitions(ctx, p.Account.ID, q)
 	if errors.Is(err, ErrBadCursor) {
-		return DefinitionPage{}, invalid("after is not a cursor returned by this list")
+		return DefinitionPage{}, httpx.BadCursor()
 	}
 	if err != nil {
 		return DefinitionPage{}, storeErr(err)
@@ -74,7 +70,7 @@ func (s *service) ListDefinitions(ctx context.Context, p *identity.Principal, q 
 }
 
 // ErrBadCursor means the after cursor is not one this service issued.
-var ErrBadCursor = errors.New("bad cursor")
+var ErrBadCursor = httpx.ErrBadCursor
 
 // CreateDefinition adds a definition to the account-wide catalog.
 func (s *service) CreateDefinition(ctx context.Context, p *identity.Principal, kind string, in DefinitionInput) (_ Definition, err error) {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/analyticsco/platform/libs/httpx"
+	"github.com/analyticsco/platform/libs/errs"
 )
 
 // definitionPlan is the outcome of validating a request against the stored catalog.
@@ -60,7 +60,7 @@ func (s *service) planDefinitions(ctx context.Context, accountID int64, scope st
 	for _, in := range req.UserAttributeDefinitions {
 		ex := plan.byKey[key(KindAttribute, in.Name)]
 		if ex != nil && ex.Type != in.Type {
-			return nil, conflict("cannot change type").WithCode(httpx.CodeDefinitionType)
+			return nil, conflict("cannot change type").WithCode(errs.CodeDefinitionType)
 		}
 		plan.types[in.Name] = in.Type
 		if ex == nil || definitionChanged(ex, in) {
@@ -122,7 +122,7 @@ func (s *service) applyDefinitions(ctx context.Context, accountID int64, scope s
 	}
 	defs, err := s.d.Catalog.UpsertDefinitions(ctx, accountID, scope, plan.upserts, now)
 	if errors.Is(err, ErrConflictType) {
-		return nil, conflict("cannot change type").WithCode(httpx.CodeDefinitionType)
+		return nil, conflict("cannot change type").WithCode(errs.CodeDefinitionType)
 	}
 	if err != nil {
 		return nil, storeErr(err)

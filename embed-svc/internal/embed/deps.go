@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/libs/config"
 )
 
 // Deps are the ports the service is built on.
@@ -43,50 +44,14 @@ type Limits struct {
 	ListScan int
 }
 
-// DefaultLimits apply where Limits leaves a field zero.
+// DefaultLimits apply where Limits leaves a field zero: the defaults of the config tags
+// (EMBED_MAX_*), which a fitness test keeps equal (systemtest/architecture).
 var DefaultLimits = Limits{SecurityContextBytes: 16 << 10, SecurityContextDepth: 32, ArrayEntries: 1000, AttributeValueBytes: 16 << 10, DefinitionsPerScope: 10_000, TenantsPerAccount: 10_000,
 	DefinitionChanges: 1000, UserAttributeBytes: 64 << 10, PictureURLBytes: 2 << 10, LiveSessionsPerAccount: 10_000,
 	ExchangeFailureAudit: time.Minute, ListScan: 1000}
 
-func (l Limits) withDefaults() Limits {
-	if l.SecurityContextBytes <= 0 {
-		l.SecurityContextBytes = DefaultLimits.SecurityContextBytes
-	}
-	if l.SecurityContextDepth <= 0 {
-		l.SecurityContextDepth = DefaultLimits.SecurityContextDepth
-	}
-	if l.ArrayEntries <= 0 {
-		l.ArrayEntries = DefaultLimits.ArrayEntries
-	}
-	if l.AttributeValueBytes <= 0 {
-		l.AttributeValueBytes = DefaultLimits.AttributeValueBytes
-	}
-	if l.DefinitionsPerScope <= 0 {
-		l.DefinitionsPerScope = DefaultLimits.DefinitionsPerScope
-	}
-	if l.TenantsPerAccount <= 0 {
-		l.TenantsPerAccount = DefaultLimits.TenantsPerAccount
-	}
-	if l.DefinitionChanges <= 0 {
-		l.DefinitionChanges = DefaultLimits.DefinitionChanges
-	}
-	if l.UserAttributeBytes <= 0 {
-		l.UserAttributeBytes = DefaultLimits.UserAttributeBytes
-	}
-	if l.PictureURLBytes <= 0 {
-		l.PictureURLBytes = DefaultLimits.PictureURLBytes
-	}
-	if l.LiveSessionsPerAccount <= 0 {
-		l.LiveSessionsPerAccount = DefaultLimits.LiveSessionsPerAccount
-	}
-	if l.ExchangeFailureAudit <= 0 {
-		l.ExchangeFailureAudit = DefaultLimits.ExchangeFailureAudit
-	}
-	if l.ListScan <= 0 {
-		l.ListScan = DefaultLimits.ListScan
-	}
-	return l
-}
+// WithDefaults is l with every limit not set (zero or less) at its DefaultLimits value.
+func (l Limits) WithDefaults() Limits { return config.OrDefaults(l, DefaultLimits) }
 
 // service implements Service over Deps.
 type service struct {
@@ -102,5 +67,5 @@ func NewService(d Deps) Service {
 	if now == nil {
 		now = time.Now
 	}
-	return &service{d: d, now: now, limits: d.Limits.withDefaults(), tenants: &knownTenants{}}
+	return &service{d: d, now: now, limits: d.Limits.WithDefaults(), tenants: &knownTenants{}}
 }

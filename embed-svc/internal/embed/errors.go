@@ -4,7 +4,6 @@ import (
 	"errors"
 
 	"github.com/analyticsco/platform/libs/errs"
-	"github.com/analyticsco/platform/libs/httpx"
 )
 
 // The service's errors are libs/errs errors: the kind is the status the transport's one
@@ -55,7 +54,7 @@ var (
 
 // ErrSessionID is the one answer for every unusable session id, so a caller learns
 // nothing about which ids existed.
-var ErrSessionID = unauthorized("session id is invalid, expired or already used").WithCode(httpx.CodeSessionIDInvalid)
+var ErrSessionID = unauthorized("session id is invalid, expired or already used").WithCode(errs.CodeSessionIDInvalid)
 
 // storeErr is the client's answer to a store's error: an unreachable store is a 503
 // that says so; a client error passes through; anything else stays a bug (500).

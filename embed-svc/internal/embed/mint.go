@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/analyticsco/platform/libs/httpx"
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -70,7 +70,7 @@ func (s *service) prepare(ctx context.Context, p *identity.Principal, dep *Deplo
 	}
 	m := &mintPlan{deployment: *dep, externalID: externalID, creator: req.CreatorMode != nil && *req.CreatorMode}
 	if m.creator && !p.Account.UseCreatorMode {
-		return nil, forbidden("creatorMode requires the account's useCreatorMode flag").WithCode(httpx.CodeCreatorModeDisabled)
+		return nil, forbidden("creatorMode requires the account's useCreatorMode flag").WithCode(errs.CodeCreatorModeDisabled)
 	}
 	m.tenant = p.Account.DefaultEmbedTenant
 	if req.EmbedTenantName != nil {
@@ -222,11 +222,11 @@ func externalUserLimit(p *identity.Principal) int64 {
 // them may hold a session or a revocation marker in Redis, which every tenant shares.
 func liveSessionLimit(limit int) error {
 	return forbidden("the account has %d live embed sessions (minted in the last 24 hours, revoked ones included), its limit (EMBED_MAX_LIVE_SESSIONS_PER_ACCOUNT); sessions leave the count when their tokens expire", limit).
-		WithCode(httpx.CodeLiveSessionLimit)
+		WithCode(errs.CodeLiveSessionLimit)
 }
 
 func limitReached(limit int64) error {
-	return forbidden("the account has reached its limit of %d external users; contact support to raise it", limit).WithCode(httpx.CodeExternalUserLimit)
+	return forbidden("the account has reached its limit of %d external users; contact support to raise it", limit).WithCode(errs.CodeExternalUserLimit)
 }
 
 func nonEmpty(s string) *string {
@@ -273,11 +273,11 @@ func (s *service) resolveBranch(ctx context.Context, d Deployment, name *string)
 	}
 	switch {
 	case !st.Exists:
-		return "", false, notFound("branch %q is not a branch of deployment %d", *name, d.ID).WithCode(httpx.CodeBranchNotFound)
+		return "", false, notFound("branch %q is not a branch of deployment %d", *name, d.ID).WithCode(errs.CodeBranchNotFound)
 	case st.Production:
 		return *name, true, nil
 	case !st.Served:
-		return "", false, invalid("branch %q is not served: open it, or enable its staging environment", *name).WithCode(httpx.CodeBranchNotServed)
+		return "", false, invalid("branch %q is not served: open it, or enable its staging environment", *name).WithCode(errs.CodeBranchNotServed)
 	}
 	return *name, false, nil
 }

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/analyticsco/platform/libs/httpx"
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -33,7 +33,7 @@ func (s *service) readUser(ctx context.Context, accountID int64, m *mintPlan) er
 // userDeleting is the answer to a mint for a user whose delete has begun: the delete
 // wins; a mint after it has finished makes a new user.
 func userDeleting(externalID string) error {
-	return conflict("external user %q is being deleted; mint again once the delete has finished", externalID).WithCode(httpx.CodeExternalUserDeleting)
+	return conflict("external user %q is being deleted; mint again once the delete has finished", externalID).WithCode(errs.CodeExternalUserDeleting)
 }
 
 // confirmUser lets a delete of the mint's user that began while the mint wrote win. A

@@ -189,7 +189,7 @@ func (s *service) ListSessions(ctx context.Context, p *identity.Principal, q Ses
 		return SessionPage{}, err
 	}
 	if q.First < 1 || q.First > MaxPageSize {
-		return SessionPage{}, badFirst(q.First)
+		return SessionPage{}, httpx.BadFirst(strconv.Itoa(q.First))
 	}
 	switch q.State {
 	case "", StatePending, StateActive, StateRevoked, StateExpired:

@@ -7,10 +7,8 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/go-kit/kit/endpoint"
 	httptransport "github.com/go-kit/kit/transport/http"
 
-	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
@@ -18,53 +16,40 @@ import (
 // MaxBodyBytes bounds every request body the service reads.
 const MaxBodyBytes = 1 << 20
 
-// NewHTTPHandler serves the embed API alone: its routes (RegisterRoutes) with every body
-// limited (LimitBodies). It expects identity.Require around it (the principal is read
-// from the request context).
+// NewHTTPHandler serves the embed API alone (RegisterRoutes). It expects
+// identity.Require around it (the principal is read from the request context).
 func NewHTTPHandler(e Endpoints, logger *slog.Logger) http.Handler {
 	r := httpx.NewRouter()
 	RegisterRoutes(r, e, logger)
-	return LimitBodies(r)
+	return r
 }
 
-// RegisterRoutes adds the embed API's routes to r: each route to its endpoint through
-// its decoder, every error through the platform's one encoder (errs.Encoder).
+// RegisterRoutes adds the embed API's routes to r through httpx.Handle: each route to
+// its endpoint through its decoder, every body bounded at MaxBodyBytes, every error
+// through the platform's one encoder (errs.Encoder).
 func RegisterRoutes(r *httpx.Router, e Endpoints, logger *slog.Logger) {
-	opts := []httptransport.ServerOption{httptransport.ServerErrorEncoder(errs.Encoder(logger))}
-	handle := func(method, path string, ep endpoint.Endpoint, dec httptransport.DecodeRequestFunc) {
-		r.Handle(method, path, httptransport.NewServer(ep, dec, encodeResponse, opts...))
-	}
-	handle("POST", "/api/v1/embed/generate-session", e.GenerateSession, decodeGenerateSessionHTTP)
-	handle("POST", "/api/v1/embed/session/exchange", e.ExchangeSession, decodeSessionIDRequest)
-	handle("POST", "/api/v1/embed/session/revoke", e.RevokeSession, decodeSessionIDRequest)
-	handle("GET", "/api/v1/embed/session", e.SessionInfo, decodePrincipalRequest)
-	handle("POST", "/api/v1/embed/session/ai-credentials", e.AICredentials, decodePrincipalRequest)
-	handle("GET", "/api/v1/embed/.well-known/jwks.json", e.JWKS, decodePrincipalRequest)
-	handle("POST", "/api/v1/deployments/{deploymentId}/token", e.DataToken, decodeDataTokenRequest)
-	handle("GET", "/api/v1/embed-tenants/{embedTenantName}/users", e.ListUsers, decodeListUsers)
-	handle("GET", "/api/v1/embed-tenants/{embedTenantName}/users/{externalId}", e.GetUser, decodeUserRequest)
-	handle("DELETE", "/api/v1/embed-tenants/{embedTenantName}/users/{externalId}", e.DeleteUser, decodeUserRequest)
-	handle("GET", "/api/v1/embed/sessions", e.ListSessions, decodeListSessions)
-	handle("POST", "/api/v1/embed/sessions/revoke", e.RevokeSessions, decodeRevokeSessions)
-	handle("GET", "/api/v1/embed/settings", e.GetSettings, decodePrincipalRequest)
-	handle("PUT", "/api/v1/embed/settings", e.PutSettings, decodePutSettings)
+	o := httpx.HandleOptions{Logger: logger, MaxBody: MaxBodyBytes, Encode: encodeResponse}
+	httpx.Handle(r, "POST", "/api/v1/embed/generate-session", e.GenerateSession, decodeGenerateSessionHTTP, o)
+	httpx.Handle(r, "POST", "/api/v1/embed/session/exchange", e.ExchangeSession, decodeSessionIDRequest, o)
+	httpx.Handle(r, "POST", "/api/v1/embed/session/revoke", e.RevokeSession, decodeSessionIDRequest, o)
+	httpx.Handle(r, "GET", "/api/v1/embed/session", e.SessionInfo, decodePrincipalRequest, o)
+	httpx.Handle(r, "POST", "/api/v1/embed/session/ai-credentials", e.AICredentials, decodePrincipalRequest, o)
+	httpx.Handle(r, "GET", "/api/v1/embed/.well-known/jwks.json", e.JWKS, decodePrincipalRequest, o)
+	httpx.Handle(r, "POST", "/api/v1/deployments/{deploymentId}/token", e.DataToken, decodeDataTokenRequest, o)
+	httpx.Handle(r, "GET", "/api/v1/embed-tenants/{embedTenantName}/users", e.ListUsers, decodeListUsers, o)
+	httpx.Handle(r, "GET", "/api/v1/embed-tenants/{embedTenantName}/users/{externalId}", e.GetUser, decodeUserRequest, o)
+	httpx.Handle(r, "DELETE", "/api/v1/embed-tenants/{embedTenantName}/users/{externalId}", e.DeleteUser, decodeUserRequest, o)
+	httpx.Handle(r, "GET", "/api/v1/embed/sessions", e.ListSessions, decodeListSessions, o)
+	httpx.Handle(r, "POST", "/api/v1/embed/sessions/revoke", e.RevokeSessions, decodeRevokeSessions, o)
+	httpx.Handle(r, "GET", "/api/v1/embed/settings", e.GetSettings, decodePrincipalRequest, o)
+	httpx.Handle(r, "PUT", "/api/v1/embed/settings", e.PutSettings, decodePutSettings, o)
 	for _, c := range []struct{ path, kind string }{{"groups", KindGroup}, {"user-attributes", KindAttribute}} {
-		handle("GET", "/api/v1/embed-tenants/{embedTenantName}/"+c.path, e.ListDefinitions, decodeListDefinitions(c.kind))
-		handle("DELETE", "/api/v1/embed-tenants/{embedTenantName}/"+c.path+"/{id}", e.DeleteDefinition, decodeDeleteDefinition(c.kind))
-		handle("GET", "/api/v1/"+c.path, e.ListDefinitions, decodeListDefinitions(c.kind))
-		handle("POST", "/api/v1/"+c.path, e.CreateDefinition, decodeCreateDefinition(c.kind))
-		handle("DELETE", "/api/v1/"+c.path+"/{id}", e.DeleteDefinition, decodeDeleteDefinition(c.kind))
+		httpx.Handle(r, "GET", "/api/v1/embed-tenants/{embedTenantName}/"+c.path, e.ListDefinitions, decodeListDefinitions(c.kind), o)
+		httpx.Handle(r, "DELETE", "/api/v1/embed-tenants/{embedTenantName}/"+c.path+"/{id}", e.DeleteDefinition, decodeDeleteDefinition(c.kind), o)
+		httpx.Handle(r, "GET", "/api/v1/"+c.path, e.ListDefinitions, decodeListDefinitions(c.kind), o)
+		httpx.Handle(r, "POST", "/api/v1/"+c.path, e.CreateDefinition, decodeCreateDefinition(c.kind), o)
+		httpx.Handle(r, "DELETE", "/api/v1/"+c.path+"/{id}", e.DeleteDefinition, decodeDeleteDefinition(c.kind), o)
 	}
-}
-
-// LimitBodies bounds every request body next reads at MaxBodyBytes (413 past it).
-func LimitBodies(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Body != nil {
-			r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
-		}
-		next.ServeHTTP(w, r)
-	})
 }
 
 func decodeGenerateSessionHTTP(_ context.Context, r *http.Request) (any, error) {

@@ -110,7 +110,7 @@ func (s *service) ListTenantUsers(ctx context.Context, p *identity.Principal, te
 		return UserPage{}, err
 	}
 	if q.First < 1 || q.First > MaxPageSize {
-		return UserPage{}, badFirst(q.First)
+		return UserPage{}, httpx.BadFirst(strconv.Itoa(q.First))
 	}
 	if len(q.Q) > 256 {
 		return UserPage{}, invalid("q is at most 256 characters")
@@ -120,7 +120,7 @@ func (s *service) ListTenantUsers(ctx context.Context, p *identity.Principal, te
 		raw, err := base64.RawURLEncoding.DecodeString(q.After)
 		n, perr := strconv.ParseInt(string(raw), 10, 64)
 		if err != nil || perr != nil || n <= 0 {
-			return UserPage{}, invalid("after is not a cursor returned by this list")
+			return UserPage{}, httpx.BadCursor()
 		}
 		after = n
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/analyticsco/platform/gateway/internal/ratelimit"
 	"github.com/analyticsco/platform/gateway/internal/store"
 	"github.com/analyticsco/platform/libs/identity"
+	"github.com/analyticsco/platform/libs/identity/lookup"
 	"github.com/analyticsco/platform/libs/obs"
 	"github.com/analyticsco/platform/libs/server"
 )
@@ -131,7 +132,7 @@ func New(ctx context.Context, d Deps) (*App, error) {
 		d.Configure(&o)
 	}
 	if d.NATS != nil {
-		if _, err := identity.ServeLookups(d.NATS, authn); err != nil {
+		if _, err := lookup.Serve(d.NATS, authn); err != nil {
 			return nil, err
 		}
 	}

@@ -6,12 +6,13 @@ import (
 
 	"github.com/analyticsco/platform/gateway/internal/store"
 	"github.com/analyticsco/platform/libs/identity"
+	"github.com/analyticsco/platform/libs/identity/lookup"
 )
 
-// The Authenticator is the gateway's identity.Directory: it answers the services'
-// identity lookups (identity.ServeLookups) from the same caches, evicted by the same
+// The Authenticator is the gateway's lookup.Directory: it answers the services'
+// identity lookups (lookup.Serve) from the same caches, evicted by the same
 // change poller, that authenticate requests.
-var _ identity.Directory = (*Authenticator)(nil)
+var _ lookup.Directory = (*Authenticator)(nil)
 
 // usernameKey names a user by account and username; the cache maps it to the user's id,
 // and the user itself is read through the users cache, which the poller evicts by id.
@@ -20,19 +21,19 @@ type usernameKey struct {
 	username string
 }
 
-// LookupDeployment returns deployment id; identity.ErrNotFound when there is none.
-func (a *Authenticator) LookupDeployment(ctx context.Context, id int64) (identity.DeploymentInfo, error) {
+// LookupDeployment returns deployment id; lookup.ErrNotFound when there is none.
+func (a *Authenticator) LookupDeployment(ctx context.Context, id int64) (lookup.DeploymentInfo, error) {
 	d, err := a.Deployment(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return identity.DeploymentInfo{}, identity.ErrNotFound
+		return lookup.DeploymentInfo{}, lookup.ErrNotFound
 	}
 	if err != nil {
-		return identity.DeploymentInfo{}, err
+		return lookup.DeploymentInfo{}, err
 	}
-	return identity.DeploymentInfo{ID: d.ID, AccountID: d.AccountID, ProductionBranch: d.ProductionBranch}, nil
+	return lookup.DeploymentInfo{ID: d.ID, AccountID: d.AccountID, ProductionBranch: d.ProductionBranch}, nil
 }
 
-// LookupUser returns the account's user with username; identity.ErrNotFound when the
+// LookupUser returns the account's user with username; lookup.ErrNotFound when the
 // account has none. A cached name whose user has since been renamed, moved or deleted is
 // forgotten and looked up again.
 func (a *Authenticator) LookupUser(ctx context.Context, accountID int64, username string) (identity.User, error) {
@@ -49,7 +50,7 @@ func (a *Authenticator) LookupUser(ctx context.Context, accountID int64, usernam
 	}
 	u, err := a.dir.UserByUsername(ctx, accountID, username)
 	if errors.Is(err, store.ErrNotFound) {
-		return identity.User{}, identity.ErrNotFound
+		return identity.User{}, lookup.ErrNotFound
 	}
 	if err != nil {
 		return identity.User{}, err

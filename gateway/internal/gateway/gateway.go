@@ -30,6 +30,7 @@ import (
 	"github.com/analyticsco/platform/gateway/internal/h1"
 	"github.com/analyticsco/platform/gateway/internal/ratelimit"
 	"github.com/analyticsco/platform/gateway/internal/store"
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/logging"
@@ -298,7 +299,7 @@ func (g *Gateway) ServeH1(w *h1.ResponseWriter, r *h1.Request) {
 	p.ClientAddr = g.clientIP(r)
 	hdr, err := g.signed.header(g.o.Signer, credKey, p)
 	if err != nil {
-		httpx.InternalContext(ctx, w, g.o.Logger, err)
+		errs.Internal(ctx, w, g.o.Logger, err)
 		return
 	}
 	g.proxies[rt.svc].forward(w, r, g.forwardedFields(r, hdr, rid, clientRID))
@@ -382,7 +383,7 @@ func (g *Gateway) writeAuthError(w *h1.ResponseWriter, r *h1.Request, rt route, 
 			httpx.WriteError(w, status, msg)
 			return
 		}
-		httpx.InternalContext(r.Context(), w, g.o.Logger, err, "method", obs.MethodLabel(r.Method), "path", logging.Path(r.URL.Path))
+		errs.Internal(r.Context(), w, g.o.Logger, err, "method", obs.MethodLabel(r.Method), "path", logging.Path(r.URL.Path))
 	}
 }
 
@@ -461,7 +462,7 @@ func (g *Gateway) authorize(ctx context.Context, r *h1.Request, rt route) (*iden
 	// Who may do what with an authenticated credential is the service's rule, decided
 	// (and audited) there: the gateway authenticates, routes and checks that a deployment
 	// in the path belongs to the caller's account. A deployment in a body (generate-
-	// session's) is the service's to check: it asks the identity store (identity.Lookup).
+	// session's) is the service's to check: it asks the identity store (lookup.Client).
 	if rt.deployment > 0 {
 		if err := g.attachDeployment(ctx, p, rt.deployment, p.Credential == identity.CredentialAPIKey); err != nil {
 			return nil, err
@@ -512,7 +513,7 @@ func (g *Gateway) attachDeployment(ctx context.Context, p *identity.Principal, i
 		return notFound(fmt.Sprintf("deployment %d not found", id))
 	}
 	if checkScope && !p.InScope(id) {
-		return forbiddenCode(httpx.CodeKeyOutOfScope, fmt.Sprintf("this API key is scoped to other deployments than %d", id))
+		return forbiddenCode(errs.CodeKeyOutOfScope, fmt.Sprintf("this API key is scoped to other deployments than %d", id))
 	}
 	p.Deployment = &identity.Deployment{ID: id, ProductionBranch: d.ProductionBranch}
 	return nil

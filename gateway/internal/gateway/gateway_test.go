@@ -22,7 +22,7 @@ import (
 	"github.com/analyticsco/platform/gateway/internal/gateway"
 	"github.com/analyticsco/platform/gateway/internal/platformctl"
 	"github.com/analyticsco/platform/gateway/internal/store"
-	"github.com/analyticsco/platform/libs/httpx"
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -174,8 +174,8 @@ func assertErrorBody(t *testing.T, body []byte, status int) {
 	if err := json.Unmarshal(body, &e); err != nil || e.Status != status || e.Message == "" || e.Code == "" {
 		t.Fatalf("error body %s, want {\"status\": %d, \"code\": ..., \"message\": ...}", body, status)
 	}
-	if _, ok := httpx.Codes[e.Code]; !ok {
-		t.Fatalf("error body %s: code %q is not one of httpx.Codes", body, e.Code)
+	if _, ok := errs.Codes[e.Code]; !ok {
+		t.Fatalf("error body %s: code %q is not one of errs.Codes", body, e.Code)
 	}
 }
 

@@ -15,10 +15,11 @@ import (
 	"github.com/analyticsco/platform/devstack"
 	"github.com/analyticsco/platform/gateway/internal/store"
 	"github.com/analyticsco/platform/libs/identity"
+	"github.com/analyticsco/platform/libs/identity/lookup"
 )
 
 // TestIdentityLookups: the gateway answers the services' identity lookups over NATS from
-// its identity store, as libs/identity's client asks them, and the answer continues the
+// its identity store, as libs/identity/lookup's client asks them, and the answer continues the
 // requester's trace.
 func TestIdentityLookups(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
@@ -35,16 +36,16 @@ func TestIdentityLookups(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	if _, err := identity.ServeLookups(nc, h.authn); err != nil {
+	if _, err := lookup.Serve(nc, h.authn); err != nil {
 		t.Fatal(err)
 	}
-	lookup := identity.NewLookup(nc, 5*time.Second)
+	client := lookup.NewClient(nc, 5*time.Second)
 	acme, globex := h.acme(), h.globex()
 	ctx := context.Background()
 
 	t.Run("deployment", func(t *testing.T) {
 		ctx, span := tp.Tracer("test").Start(ctx, "requester")
-		d, err := lookup.Deployment(ctx, acme.Deployments[1].ID)
+		d, err := client.Deployment(ctx, acme.Deployments[1].ID)
 		span.End()
 		if err != nil || d.ID != acme.Deployments[1].ID || d.AccountID != acme.ID || d.ProductionBranch != "main" {
 			t.Fatalf("acme's deployment: %+v %v", d, err)
@@ -52,7 +53,7 @@ func TestIdentityLookups(t *testing.T) {
 		_ = tp.ForceFlush(ctx)
 		var served bool
 		for _, s := range rec.Ended() {
-			if s.Name() == identity.DeploymentSubject && s.Parent().SpanID() == span.SpanContext().SpanID() {
+			if s.Name() == lookup.DeploymentSubject && s.Parent().SpanID() == span.SpanContext().SpanID() {
 				served = true
 			}
 		}
@@ -61,28 +62,28 @@ func TestIdentityLookups(t *testing.T) {
 		}
 	})
 	t.Run("deployment-not-found", func(t *testing.T) {
-		if d, err := lookup.Deployment(ctx, 987654321); !errors.Is(err, identity.ErrNotFound) {
+		if d, err := client.Deployment(ctx, 987654321); !errors.Is(err, lookup.ErrNotFound) {
 			t.Fatalf("unknown deployment: %+v %v", d, err)
 		}
 	})
 	t.Run("user", func(t *testing.T) {
 		admin := acme.Users["admin"]
-		u, err := lookup.User(ctx, acme.ID, admin.Username)
+		u, err := client.User(ctx, acme.ID, admin.Username)
 		if err != nil || u.ID != admin.ID || u.Username != admin.Username || u.Email != admin.Email || u.Role != identity.RoleAdmin || u.FirstName != "Ada" {
 			t.Fatalf("acme's admin: %+v %v", u, err)
 		}
 	})
 	t.Run("user-of-another-account-not-found", func(t *testing.T) {
-		if u, err := lookup.User(ctx, globex.ID, acme.Users["admin"].Username); !errors.Is(err, identity.ErrNotFound) {
+		if u, err := client.User(ctx, globex.ID, acme.Users["admin"].Username); !errors.Is(err, lookup.ErrNotFound) {
 			t.Fatalf("acme's admin asked as globex's: %+v %v", u, err)
 		}
-		if u, err := lookup.User(ctx, acme.ID, "nobody-here"); !errors.Is(err, identity.ErrNotFound) {
+		if u, err := client.User(ctx, acme.ID, "nobody-here"); !errors.Is(err, lookup.ErrNotFound) {
 			t.Fatalf("unknown user: %+v %v", u, err)
 		}
 	})
 	t.Run("user-changed-is-seen-after-the-poller", func(t *testing.T) {
 		viewer := acme.Users["viewer"]
-		if _, err := lookup.User(ctx, acme.ID, viewer.Username); err != nil { // cached now
+		if _, err := client.User(ctx, acme.ID, viewer.Username); err != nil { // cached now
 			t.Fatal(err)
 		}
 		since := time.Now().Add(-time.Second)
@@ -93,7 +94,7 @@ func TestIdentityLookups(t *testing.T) {
 		if err := h.authn.Evict(ctx, since); err != nil {
 			t.Fatal(err)
 		}
-		if u, err := lookup.User(ctx, acme.ID, viewer.Username); err != nil || u.Role != identity.RoleDeveloper || u.FirstName != "Victor" {
+		if u, err := client.User(ctx, acme.ID, viewer.Username); err != nil || u.Role != identity.RoleDeveloper || u.FirstName != "Victor" {
 			t.Fatalf("after the change: %+v %v", u, err)
 		}
 	})

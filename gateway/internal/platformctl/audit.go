@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/libs/audit/publish"
 )
 
 // The actions platformctl records.
@@ -25,7 +26,7 @@ const (
 // stream to acknowledge the event before it reports success.
 type Auditor struct {
 	nc       *nats.Conn
-	pub      *audit.Publisher
+	pub      *publish.Publisher
 	operator string
 }
 
@@ -40,7 +41,7 @@ func NewAuditor(url string) (*Auditor, error) {
 		return nil, fmt.Errorf("the audit stream (NATS_URL) is unreachable, so nothing was changed: every API key change is recorded in the audit trail: %w", err)
 	}
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("service", "platformctl")
-	pub, err := audit.NewPublisher(audit.Options{Service: "platformctl", NATS: nc, Logger: logger, PublishTimeout: 5 * time.Second})
+	pub, err := publish.NewPublisher(publish.Options{Service: "platformctl", NATS: nc, Logger: logger, PublishTimeout: 5 * time.Second})
 	if err != nil {
 		nc.Close()
 		return nil, err

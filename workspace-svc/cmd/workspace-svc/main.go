@@ -14,7 +14,6 @@ import (
 	"github.com/analyticsco/platform/libs/server"
 	"github.com/analyticsco/platform/workspace-svc/config"
 	"github.com/analyticsco/platform/workspace-svc/internal/app"
-	"github.com/analyticsco/platform/workspace-svc/internal/workspace"
 )
 
 const serviceName = app.ServiceName
@@ -55,10 +54,7 @@ func run() error {
 
 	a, err := app.New(proc.Ctx, app.Deps{Mongo: client, Database: cfg.MongoDatabase, Signer: signer,
 		Logger: proc.Logger, Registry: registry, NATS: nc, AuditMaxHeld: cfg.AuditMaxHeld,
-		Limits: workspace.Limits{ItemsPerDeployment: cfg.MaxItemsPerDeployment, MetaBytes: cfg.MaxMetaBytes, Favorites: cfg.MaxFavorites, SearchScan: cfg.MaxSearchScan, ListScan: cfg.MaxListScan,
-			CalculatedFieldsBytes: cfg.MaxCalculatedFieldsBytes, DraftBytes: cfg.MaxDraftBytes,
-			PublishedBytes: cfg.MaxPublishedBytes, Grants: cfg.MaxFolderGrants, DashboardReports: cfg.MaxDashboardReports,
-			MoveAnswerBytes: cfg.MaxBulkMoveBytes}})
+		Limits: cfg.Limits()})
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/libs/audit/publish"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
 	"github.com/analyticsco/platform/libs/server"
@@ -47,14 +48,12 @@ type App struct {
 // New wires the service. It creates the indexes first.
 func New(ctx context.Context, d Deps) (*App, error) {
 	store := mongostore.New(d.Mongo.Database(d.Database))
-	// Replicas starting together race to create the same indexes (FerretDB answers the
-	// loser by dropping its connection): retry while the database is unreachable.
-	if err := mongox.RetryUnavailable(ctx, 30*time.Second, store.EnsureIndexes); err != nil {
+	if err := mongox.EnsureIndexes(ctx, mongox.IndexWait, store.EnsureIndexes); err != nil {
 		return nil, err
 	}
 	rec := d.Audit
 	if rec == nil {
-		pub, err := audit.NewPublisher(audit.Options{Service: ServiceName, NATS: d.NATS, Outbox: audit.NewMongoOutbox(d.Mongo.Database(d.Database)),
+		pub, err := publish.NewPublisher(publish.Options{Service: ServiceName, NATS: d.NATS, Outbox: publish.NewMongoOutbox(d.Mongo.Database(d.Database)),
 			Logger: d.Logger, Registry: d.Registry, MaxHeld: d.AuditMaxHeld, RelayInterval: d.AuditRelay})
 		if err != nil {
 			return nil, err
@@ -64,8 +63,9 @@ func New(ctx context.Context, d Deps) (*App, error) {
 	}
 	metrics := workspace.NewMetrics(d.Registry)
 	svc := workspace.NewService(store, d.Limits, metrics.TreeConflicts)
-	// Auditing goes innermost: it records a single move from the bulk move of one it
-	// asks the service for, so the outer decorators still see the call as a Move.
+	// The decorators in every service's order: Auditing, Logging, Instrumenting. Auditing
+	// goes innermost: it records a single move from the bulk move of one it asks the
+	// service for, so the outer decorators still see the call as a Move.
 	svc = workspace.AuditingMiddleware(rec)(svc)
 	svc = workspace.LoggingMiddleware(d.Logger)(svc)
 	svc = workspace.InstrumentingMiddleware(metrics)(svc)

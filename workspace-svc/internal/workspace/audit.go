@@ -34,15 +34,6 @@ type auditing struct {
 	rec audit.Recorder
 }
 
-// outcomeOf is the outcome the caller was answered (the error encoder's mapping).
-func outcomeOf(err error, ok int) audit.Outcome {
-	if err == nil {
-		return audit.Succeeded(ok)
-	}
-	status, code, _, _ := errs.Answer(err)
-	return audit.Failed(status, code)
-}
-
 func target(t ItemType, id int64) audit.Target {
 	if id == 0 {
 		return audit.Target{Type: t.lower()}
@@ -58,16 +49,10 @@ func folderRef(id int64) any {
 	return id
 }
 
-func (a *auditing) record(ctx context.Context, p *identity.Principal, action string, tg audit.Target, err error, ok int, details map[string]any) {
-	ev := audit.New(p, action, tg)
-	ev.Outcome, ev.Details = outcomeOf(err, ok), details
-	a.rec.Record(ctx, ev)
-}
-
 func (a *auditing) CreateFolder(ctx context.Context, p *identity.Principal, dep int64, in CreateFolderInput) (Folder, error) {
 	f, err := a.Service.CreateFolder(ctx, p, dep, in)
 	d := map[string]any{"name": in.Name, "parentId": folderRef(in.ParentID)}
-	a.record(ctx, p, ItemAction(TypeFolder, "create"), target(TypeFolder, f.ID), err, http.StatusOK, d)
+	audit.Record(ctx, a.rec, p, ItemAction(TypeFolder, "create"), target(TypeFolder, f.ID), err, http.StatusOK, d)
 	return f, err
 }
 
@@ -80,13 +65,13 @@ func (a *auditing) UpdateFolder(ctx context.Context, p *identity.Principal, dep,
 	if position != nil {
 		d["position"] = *position
 	}
-	a.record(ctx, p, ItemAction(TypeFolder, "update"), target(TypeFolder, id), err, http.StatusOK, d)
+	audit.Record(ctx, a.rec, p, ItemAction(TypeFolder, "update"), target(TypeFolder, id), err, http.StatusOK, d)
 	return f, err
 }
 
 func (a *auditing) DeleteFolder(ctx context.Context, p *identity.Principal, dep, id int64) error {
 	err := a.Service.DeleteFolder(ctx, p, dep, id)
-	a.record(ctx, p, ItemAction(TypeFolder, "delete"), target(TypeFolder, id), err, http.StatusNoContent, nil)
+	audit.Record(ctx, a.rec, p, ItemAction(TypeFolder, "delete"), target(TypeFolder, id), err, http.StatusNoContent, nil)
 	return err
 }
 
@@ -101,7 +86,7 @@ func (a *auditing) SetPermissions(ctx context.Context, p *identity.Principal, de
 		listed = append(listed, strconv.FormatInt(g.UserID, 10)+":"+g.Level)
 	}
 	d["userLevels"] = listed
-	a.record(ctx, p, ActionFolderPermissions, target(TypeFolder, id), err, http.StatusOK, d)
+	audit.Record(ctx, a.rec, p, ActionFolderPermissions, target(TypeFolder, id), err, http.StatusOK, d)
 	return out, err
 }
 
@@ -146,9 +131,9 @@ func (a *auditing) bulkMove(ctx context.Context, p *identity.Principal, dep int6
 		out := audit.Succeeded(http.StatusOK)
 		switch {
 		case err != nil:
-			out = outcomeOf(err, http.StatusOK)
+			out = audit.OutcomeOf(err, http.StatusOK)
 		case failed[ref] != nil:
-			out = outcomeOf(failed[ref], http.StatusOK)
+			out = audit.OutcomeOf(failed[ref], http.StatusOK)
 		default:
 			moved++
 		}
@@ -170,9 +155,9 @@ func (a *auditing) bulkMove(ctx context.Context, p *identity.Principal, dep int6
 	}
 	switch {
 	case err != nil:
-		ev.Outcome = outcomeOf(err, http.StatusOK)
+		ev.Outcome = audit.OutcomeOf(err, http.StatusOK)
 	case !bulk && len(res.Failed) > 0: // a single move answers with its item's error
-		ev.Outcome = outcomeOf(res.Failed[0].Err, http.StatusOK)
+		ev.Outcome = audit.OutcomeOf(res.Failed[0].Err, http.StatusOK)
 	default:
 		ev.Outcome = audit.Succeeded(http.StatusOK)
 	}
@@ -183,7 +168,7 @@ func (a *auditing) bulkMove(ctx context.Context, p *identity.Principal, dep int6
 func (a *auditing) CreateItem(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, in CreateItemInput) (Workbook, error) {
 	w, err := a.Service.CreateItem(ctx, p, dep, typ, in)
 	d := map[string]any{"name": in.Name, "folderId": folderRef(in.FolderID)}
-	a.record(ctx, p, ItemAction(typ, "create"), target(typ, w.ID), err, http.StatusOK, d)
+	audit.Record(ctx, a.rec, p, ItemAction(typ, "create"), target(typ, w.ID), err, http.StatusOK, d)
 	return w, err
 }
 
@@ -206,13 +191,13 @@ func (a *auditing) UpdateItem(ctx context.Context, p *identity.Principal, dep in
 	if in.Name != nil {
 		d["name"] = *in.Name
 	}
-	a.record(ctx, p, ItemAction(typ, "update"), target(typ, id), err, http.StatusOK, d)
+	audit.Record(ctx, a.rec, p, ItemAction(typ, "update"), target(typ, id), err, http.StatusOK, d)
 	return w, err
 }
 
 func (a *auditing) DeleteItem(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, id int64) error {
 	err := a.Service.DeleteItem(ctx, p, dep, typ, id)
-	a.record(ctx, p, ItemAction(typ, "delete"), target(typ, id), err, http.StatusNoContent, nil)
+	audit.Record(ctx, a.rec, p, ItemAction(typ, "delete"), target(typ, id), err, http.StatusNoContent, nil)
 	return err
 }
 
@@ -222,13 +207,13 @@ func (a *auditing) Publish(ctx context.Context, p *identity.Principal, dep, id i
 	if db := w.PublishedDashboard; db != nil {
 		d["versionNumber"], d["allowEmbed"] = db.VersionNumber, db.AllowEmbed
 	}
-	a.record(ctx, p, ItemAction(TypeWorkbook, "publish"), target(TypeWorkbook, id), err, http.StatusOK, d)
+	audit.Record(ctx, a.rec, p, ItemAction(TypeWorkbook, "publish"), target(TypeWorkbook, id), err, http.StatusOK, d)
 	return w, err
 }
 
 func (a *auditing) Unpublish(ctx context.Context, p *identity.Principal, dep, id int64) (Workbook, error) {
 	w, err := a.Service.Unpublish(ctx, p, dep, id)
-	a.record(ctx, p, ItemAction(TypeWorkbook, "unpublish"), target(TypeWorkbook, id), err, http.StatusOK, nil)
+	audit.Record(ctx, a.rec, p, ItemAction(TypeWorkbook, "unpublish"), target(TypeWorkbook, id), err, http.StatusOK, nil)
 	return w, err
 }
 
@@ -238,6 +223,6 @@ func (a *auditing) SetFavorite(ctx context.Context, p *identity.Principal, dep i
 	if on {
 		action = ActionFavoriteAdd
 	}
-	a.record(ctx, p, action, target(ref.Type, ref.ID), err, http.StatusNoContent, nil)
+	audit.Record(ctx, a.rec, p, action, target(ref.Type, ref.ID), err, http.StatusNoContent, nil)
 	return err
 }

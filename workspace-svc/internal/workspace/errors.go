@@ -2,7 +2,6 @@ package workspace
 
 import (
 	"github.com/analyticsco/platform/libs/errs"
-	"github.com/analyticsco/platform/libs/httpx"
 )
 
 // The domain's errors are libs/errs errors: a kind (what went wrong), the code of the
@@ -24,7 +23,7 @@ func busyf(format string, args ...any) *errs.Error {
 
 // notAppliedf: a bulk move's item the store's failure (or its deadline) left unmoved.
 func notAppliedf(format string, args ...any) *errs.Error {
-	return errs.New(errs.Unavailable, format, args...).WithCode(httpx.CodeNotApplied)
+	return errs.New(errs.Unavailable, format, args...).WithCode(errs.CodeNotApplied)
 }
 
 func notFound(t ItemType, id int64) *errs.Error {

@@ -3,7 +3,7 @@ package workspace
 import (
 	"context"
 
-	"github.com/analyticsco/platform/libs/httpx"
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -56,7 +56,7 @@ func (s *service) CreateFolder(ctx context.Context, p *identity.Principal, dep i
 				return nil, forbiddenf("you need edit access to folder %d to create a folder in it", in.ParentID)
 			}
 			if lvl := t.level(in.ParentID) + 1; lvl > MaxDepth {
-				return nil, invalidf("folder %d is at level %d: a folder in it would be at level %d, and folders nest at most %d levels deep", in.ParentID, lvl-1, lvl, MaxDepth).WithCode(httpx.CodeDepthLimit)
+				return nil, invalidf("folder %d is at level %d: a folder in it would be at level %d, and folders nest at most %d levels deep", in.ParentID, lvl-1, lvl, MaxDepth).WithCode(errs.CodeDepthLimit)
 			}
 			if !leased {
 				ok, err := s.store.LeaseFolder(ctx, dep, in.ParentID, now, now.Add(leaseTTL))
@@ -186,7 +186,7 @@ func (s *service) DeleteFolder(ctx context.Context, p *identity.Principal, dep, 
 		if err != nil {
 			return err
 		}
-		return conflictf("folder %d is not empty: move or delete its contents first", id).WithCode(httpx.CodeFolderNotEmpty)
+		return conflictf("folder %d is not empty: move or delete its contents first", id).WithCode(errs.CodeFolderNotEmpty)
 	}
 	return s.store.EndFolderDelete(ctx, dep, id, true, p.User.ID, now)
 }

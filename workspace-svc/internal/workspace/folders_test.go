@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/analyticsco/platform/libs/errs"
-	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/workspace-svc/internal/workspace"
 )
@@ -36,7 +35,7 @@ func TestCreateFolderRules(t *testing.T) {
 			parent = f.folder(dev, fmt.Sprintf("level-%d", i), parent)
 		}
 		_, err := create(f, dev, "level-9", parent)
-		if e := wantErr(t, err, errs.Invalid, httpx.CodeDepthLimit); !strings.Contains(e.Message, "8 levels") {
+		if e := wantErr(t, err, errs.Invalid, errs.CodeDepthLimit); !strings.Contains(e.Message, "8 levels") {
 			t.Fatalf("message %q", e.Message)
 		}
 	})
@@ -74,7 +73,7 @@ func TestCreateFolderRules(t *testing.T) {
 		f.folder(ai, "a", 0)
 		f.item(ai, workspace.TypeReport, "r", 0)
 		_, err := create(f, ai, "c", 0)
-		wantErr(t, err, errs.Invalid, httpx.CodeItemLimit)
+		wantErr(t, err, errs.Invalid, errs.CodeItemLimit)
 	})
 }
 
@@ -165,7 +164,7 @@ func TestDeleteFolder(t *testing.T) {
 	folder := f.folder(admin, "f", 0)
 	wb := f.item(admin, workspace.TypeWorkbook, "wb", folder)
 	err := f.svc.DeleteFolder(f.ctx, admin, f.dep, folder)
-	wantErr(t, err, errs.Conflict, httpx.CodeFolderNotEmpty)
+	wantErr(t, err, errs.Conflict, errs.CodeFolderNotEmpty)
 	if _, err := f.svc.Move(f.ctx, admin, f.dep, ref(workspace.TypeWorkbook, wb), 0); err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/analyticsco/platform/libs/errs"
-	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -71,7 +70,7 @@ func moveOutcome(err error) string {
 	case errs.Invalid:
 		return "invalid"
 	case errs.Unavailable:
-		if e.Code == httpx.CodeNotApplied {
+		if e.Code == errs.CodeNotApplied {
 			return "not_applied"
 		}
 		return "busy"

@@ -6,7 +6,6 @@ import (
 	"errors"
 
 	"github.com/analyticsco/platform/libs/errs"
-	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -338,10 +337,10 @@ func (s *service) moveFolder(ctx context.Context, r *request, d *Item, dest int6
 			return nil, f
 		}
 		if dest != 0 && t.isSelfOrDescendant(dest, d.ID) {
-			return nil, invalidf("cannot move folder %d into itself or one of its descendants (folder %d)", d.ID, dest).WithCode(httpx.CodeFolderCycle)
+			return nil, invalidf("cannot move folder %d into itself or one of its descendants (folder %d)", d.ID, dest).WithCode(errs.CodeFolderCycle)
 		}
 		if deepest := t.level(dest) + t.height(d.ID); deepest > MaxDepth {
-			return nil, invalidf("moving folder %d there would put a folder at level %d: folders nest at most %d levels deep", d.ID, deepest, MaxDepth).WithCode(httpx.CodeDepthLimit)
+			return nil, invalidf("moving folder %d there would put a folder at level %d: folders nest at most %d levels deep", d.ID, deepest, MaxDepth).WithCode(errs.CodeDepthLimit)
 		}
 		cur := t.folders[d.ID]
 		d.Parent, d.Name, d.Position, d.Grants = cur.Parent, cur.Name, cur.Position, cur.Grants

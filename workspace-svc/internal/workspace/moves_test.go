@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/analyticsco/platform/libs/errs"
-	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/workspace-svc/internal/workspace"
 )
@@ -83,7 +82,7 @@ func TestBulkMoveRules(t *testing.T) {
 		if !reflect.DeepEqual(movedIDs(res), []int64{wb, rp}) {
 			t.Fatalf("moved %v, want [%d %d] in request order", movedIDs(res), wb, rp)
 		}
-		if len(res.Failed) != 1 || res.Failed[0].Ref != ref(workspace.TypeFolder, a) || res.Failed[0].Err.Code != httpx.CodeFolderCycle {
+		if len(res.Failed) != 1 || res.Failed[0].Ref != ref(workspace.TypeFolder, a) || res.Failed[0].Err.Code != errs.CodeFolderCycle {
 			t.Fatalf("failed %+v, want folder %d as a cycle", res.Failed, a)
 		}
 		if got := f.parentOf(workspace.TypeWorkbook, wb); got != b {
@@ -181,7 +180,7 @@ func TestBulkMoveOfFolders(t *testing.T) {
 	t.Run("depth-limit-counts-the-whole-moved-subtree", func(t *testing.T) {
 		f, chain, sub := setup(t)
 		res := f.bulk(admin, chain[6], ref(workspace.TypeFolder, sub))
-		if len(res.Failed) != 1 || res.Failed[0].Err.Code != httpx.CodeDepthLimit || !strings.Contains(res.Failed[0].Err.Message, "8 levels") {
+		if len(res.Failed) != 1 || res.Failed[0].Err.Code != errs.CodeDepthLimit || !strings.Contains(res.Failed[0].Err.Message, "8 levels") {
 			t.Fatalf("into level 7 (child at 9): %+v", res.Failed)
 		}
 		res = f.bulk(admin, chain[5], ref(workspace.TypeFolder, sub))
@@ -192,7 +191,7 @@ func TestBulkMoveOfFolders(t *testing.T) {
 	t.Run("a-folder-into-its-own-descendant-is-a-cycle", func(t *testing.T) {
 		f, chain, _ := setup(t)
 		res := f.bulk(admin, chain[4], ref(workspace.TypeFolder, chain[1]))
-		if len(res.Failed) != 1 || res.Failed[0].Err.Code != httpx.CodeFolderCycle {
+		if len(res.Failed) != 1 || res.Failed[0].Err.Code != errs.CodeFolderCycle {
 			t.Fatalf("%+v", res.Failed)
 		}
 		if got := f.parentOf(workspace.TypeFolder, chain[1]); got != chain[0] {
@@ -236,7 +235,7 @@ func TestBulkMoveWhenTheStoreFails(t *testing.T) {
 	}
 	for i, fl := range res.Failed {
 		want := []string{"may not have been moved", "was not moved"}[i]
-		if fl.Err.Kind != errs.Unavailable || fl.Err.Code != httpx.CodeNotApplied || !strings.Contains(fl.Err.Message, want) {
+		if fl.Err.Kind != errs.Unavailable || fl.Err.Code != errs.CodeNotApplied || !strings.Contains(fl.Err.Message, want) {
 			t.Fatalf("failed entry %d: %+v, want not_applied saying %q", i, fl.Err, want)
 		}
 	}

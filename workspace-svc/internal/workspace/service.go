@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/analyticsco/platform/libs/config"
 	"github.com/analyticsco/platform/libs/errs"
-	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -83,32 +83,13 @@ type Limits struct {
 	MoveAnswerBytes int
 }
 
-// DefaultLimits are the limits when none are configured.
+// DefaultLimits are the limits when none are configured: the defaults of the config
+// tags (WORKSPACE_MAX_*), which a fitness test keeps equal (systemtest/architecture).
 var DefaultLimits = Limits{ItemsPerDeployment: 100_000, MetaBytes: 256 << 10, CalculatedFieldsBytes: 256 << 10, DraftBytes: 512 << 10,
 	PublishedBytes: 4 << 20, Grants: 1000, Favorites: 1000, SearchScan: 1000, ListScan: 1000, DashboardReports: 200, MoveAnswerBytes: 16 << 20}
 
-func (l Limits) withDefaults() Limits {
-	d := DefaultLimits
-	orDefault(&l.ItemsPerDeployment, d.ItemsPerDeployment)
-	orDefault(&l.MetaBytes, d.MetaBytes)
-	orDefault(&l.CalculatedFieldsBytes, d.CalculatedFieldsBytes)
-	orDefault(&l.DraftBytes, d.DraftBytes)
-	orDefault(&l.PublishedBytes, d.PublishedBytes)
-	orDefault(&l.Grants, d.Grants)
-	orDefault(&l.Favorites, d.Favorites)
-	orDefault(&l.SearchScan, d.SearchScan)
-	orDefault(&l.ListScan, d.ListScan)
-	orDefault(&l.DashboardReports, d.DashboardReports)
-	orDefault(&l.MoveAnswerBytes, d.MoveAnswerBytes)
-	return l
-}
-
-// orDefault sets a limit that is not configured (zero or less) to its default.
-func orDefault[T int | int64](limit *T, def T) {
-	if *limit <= 0 {
-		*limit = def
-	}
-}
+// WithDefaults is l with every limit not set (zero or less) at its DefaultLimits value.
+func (l Limits) WithDefaults() Limits { return config.OrDefaults(l, DefaultLimits) }
 
 // Counter counts an event; a prometheus.Counter is one.
 type Counter interface{ Inc() }
@@ -123,7 +104,7 @@ func NewService(store Store, limits Limits, treeConflicts Counter) Service {
 	if treeConflicts == nil {
 		treeConflicts = noCounter{}
 	}
-	return &service{store: store, treeConflicts: treeConflicts, limits: limits.withDefaults(),
+	return &service{store: store, treeConflicts: treeConflicts, limits: limits.WithDefaults(),
 		now: func() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }}
 }
 
@@ -253,7 +234,7 @@ func (s *service) checkRoom(ctx context.Context, dep int64) error {
 		return err
 	}
 	if n >= s.limits.ItemsPerDeployment {
-		return errs.New(errs.Invalid, "deployment %d holds %d items (folders, workbooks and reports), the limit (WORKSPACE_MAX_ITEMS_PER_DEPLOYMENT); delete some before creating more", dep, s.limits.ItemsPerDeployment).WithCode(httpx.CodeItemLimit)
+		return errs.New(errs.Invalid, "deployment %d holds %d items (folders, workbooks and reports), the limit (WORKSPACE_MAX_ITEMS_PER_DEPLOYMENT); delete some before creating more", dep, s.limits.ItemsPerDeployment).WithCode(errs.CodeItemLimit)
 	}
 	return nil
 }

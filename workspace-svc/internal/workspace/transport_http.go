@@ -25,44 +25,34 @@ const MaxBodyBytes = 1 << 20
 
 const base = "/api/v1/deployments/{deploymentId}"
 
-// NewHTTPHandler routes the workspace API to the endpoints (MakeEndpoints); every
-// error goes through the one error encoder, errs.Encoder. The caller wraps the handler
+// NewHTTPHandler routes the workspace API to the endpoints (MakeEndpoints) through
+// httpx.Handle: every body bounded at MaxBodyBytes, every error through errs.Encoder. The caller wraps the handler
 // in identity.Require.
 func NewHTTPHandler(e Endpoints, logger *slog.Logger) http.Handler {
-	opts := []kithttp.ServerOption{kithttp.ServerErrorEncoder(errs.Encoder(logger))}
 	r := httpx.NewRouter()
-	handle := func(method, path string, ep endpoint.Endpoint, dec kithttp.DecodeRequestFunc) {
-		r.Handle(method, base+path, kithttp.NewServer(ep, limitBody(dec), encodeResponse, opts...))
-	}
-	handle("POST", "/folders", e.CreateFolder, decodeCreateFolderRequest)
-	handle("GET", "/folders/{folderId}", e.GetFolder, decodeFolderRequest)
-	handle("PATCH", "/folders/{folderId}", e.UpdateFolder, decodeUpdateFolderRequest)
-	handle("DELETE", "/folders/{folderId}", e.DeleteFolder, decodeFolderRequest)
-	handle("GET", "/folders/{folderId}/permissions", e.GetPermissions, decodeFolderRequest)
-	handle("PUT", "/folders/{folderId}/permissions", e.SetPermissions, decodeSetPermissionsRequest)
-	handle("GET", "/workspace", listOrSearch(e), decodeListRequest)
-	handle("PUT", "/workspace/favorites/{type}/{itemId}", e.Favorite, decodeFavoriteRequest(true))
-	handle("DELETE", "/workspace/favorites/{type}/{itemId}", e.Favorite, decodeFavoriteRequest(false))
-	handle("POST", "/workspace/move", e.Move, decodeMoveRequest)
-	handle("POST", "/workspace/bulk-move", e.BulkMove, decodeBulkMoveRequest)
-	handle("POST", "/workbooks", e.CreateItem, decodeCreateItemRequest(TypeWorkbook))
-	handle("GET", "/workbooks/{workbookId}", e.GetItem, decodeItemRequest(TypeWorkbook, "workbookId"))
-	handle("PATCH", "/workbooks/{workbookId}", e.UpdateItem, decodeUpdateItemRequest(TypeWorkbook, "workbookId"))
-	handle("DELETE", "/workbooks/{workbookId}", e.DeleteItem, decodeItemRequest(TypeWorkbook, "workbookId"))
-	handle("POST", "/workbooks/{workbookId}/publish", e.Publish, decodePublishRequest)
-	handle("POST", "/workbooks/{workbookId}/unpublish", e.Unpublish, decodeItemRequest(TypeWorkbook, "workbookId"))
-	handle("POST", "/reports", e.CreateItem, decodeCreateItemRequest(TypeReport))
-	handle("GET", "/reports/{reportId}", e.GetItem, decodeItemRequest(TypeReport, "reportId"))
-	handle("PATCH", "/reports/{reportId}", e.UpdateItem, decodeUpdateItemRequest(TypeReport, "reportId"))
-	handle("DELETE", "/reports/{reportId}", e.DeleteItem, decodeItemRequest(TypeReport, "reportId"))
+	o := httpx.HandleOptions{Logger: logger, MaxBody: MaxBodyBytes, Encode: encodeResponse}
+	httpx.Handle(r, "POST", base+"/folders", e.CreateFolder, decodeCreateFolderRequest, o)
+	httpx.Handle(r, "GET", base+"/folders/{folderId}", e.GetFolder, decodeFolderRequest, o)
+	httpx.Handle(r, "PATCH", base+"/folders/{folderId}", e.UpdateFolder, decodeUpdateFolderRequest, o)
+	httpx.Handle(r, "DELETE", base+"/folders/{folderId}", e.DeleteFolder, decodeFolderRequest, o)
+	httpx.Handle(r, "GET", base+"/folders/{folderId}/permissions", e.GetPermissions, decodeFolderRequest, o)
+	httpx.Handle(r, "PUT", base+"/folders/{folderId}/permissions", e.SetPermissions, decodeSetPermissionsRequest, o)
+	httpx.Handle(r, "GET", base+"/workspace", listOrSearch(e), decodeListRequest, o)
+	httpx.Handle(r, "PUT", base+"/workspace/favorites/{type}/{itemId}", e.Favorite, decodeFavoriteRequest(true), o)
+	httpx.Handle(r, "DELETE", base+"/workspace/favorites/{type}/{itemId}", e.Favorite, decodeFavoriteRequest(false), o)
+	httpx.Handle(r, "POST", base+"/workspace/move", e.Move, decodeMoveRequest, o)
+	httpx.Handle(r, "POST", base+"/workspace/bulk-move", e.BulkMove, decodeBulkMoveRequest, o)
+	httpx.Handle(r, "POST", base+"/workbooks", e.CreateItem, decodeCreateItemRequest(TypeWorkbook), o)
+	httpx.Handle(r, "GET", base+"/workbooks/{workbookId}", e.GetItem, decodeItemRequest(TypeWorkbook, "workbookId"), o)
+	httpx.Handle(r, "PATCH", base+"/workbooks/{workbookId}", e.UpdateItem, decodeUpdateItemRequest(TypeWorkbook, "workbookId"), o)
+	httpx.Handle(r, "DELETE", base+"/workbooks/{workbookId}", e.DeleteItem, decodeItemRequest(TypeWorkbook, "workbookId"), o)
+	httpx.Handle(r, "POST", base+"/workbooks/{workbookId}/publish", e.Publish, decodePublishRequest, o)
+	httpx.Handle(r, "POST", base+"/workbooks/{workbookId}/unpublish", e.Unpublish, decodeItemRequest(TypeWorkbook, "workbookId"), o)
+	httpx.Handle(r, "POST", base+"/reports", e.CreateItem, decodeCreateItemRequest(TypeReport), o)
+	httpx.Handle(r, "GET", base+"/reports/{reportId}", e.GetItem, decodeItemRequest(TypeReport, "reportId"), o)
+	httpx.Handle(r, "PATCH", base+"/reports/{reportId}", e.UpdateItem, decodeUpdateItemRequest(TypeReport, "reportId"), o)
+	httpx.Handle(r, "DELETE", base+"/reports/{reportId}", e.DeleteItem, decodeItemRequest(TypeReport, "reportId"), o)
 	return r
-}
-
-func limitBody(dec kithttp.DecodeRequestFunc) kithttp.DecodeRequestFunc {
-	return func(ctx context.Context, r *http.Request) (any, error) {
-		r.Body = http.MaxBytesReader(nil, r.Body, MaxBodyBytes)
-		return dec(ctx, r)
-	}
 }
 
 func encodeResponse(_ context.Context, w http.ResponseWriter, resp any) error {

@@ -32,17 +32,15 @@ func New(db *mongo.Database) *Store {
 	return &Store{branches: db.Collection("branches"), files: db.Collection("branch_files"), integrations: db.Collection("dbt_git_integrations")}
 }
 
-// EnsureIndexes creates the indexes the queries use, retrying for up to within while the
-// database cannot be reached (replicas starting together race to create them).
-func (s *Store) EnsureIndexes(ctx context.Context, within time.Duration) error {
-	return mongox.RetryUnavailable(ctx, within, func(ctx context.Context) error {
-		_, err := s.branches.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "deploymentId", Value: 1}, {Key: "name", Value: 1}}})
-		if err != nil {
-			return wrap(err)
-		}
-		_, err = s.files.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "deploymentId", Value: 1}, {Key: "branch", Value: 1}, {Key: "setId", Value: 1}, {Key: "path", Value: 1}}})
+// EnsureIndexes creates the indexes the queries use (the app retries it while the
+// database cannot be reached: mongox.EnsureIndexes).
+func (s *Store) EnsureIndexes(ctx context.Context) error {
+	_, err := s.branches.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "deploymentId", Value: 1}, {Key: "name", Value: 1}}})
+	if err != nil {
 		return wrap(err)
-	})
+	}
+	_, err = s.files.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "deploymentId", Value: 1}, {Key: "branch", Value: 1}, {Key: "setId", Value: 1}, {Key: "path", Value: 1}}})
+	return wrap(err)
 }
 
 // wrap marks an error of an unreachable database as the domain's ErrStoreUnavailable.

@@ -1,4 +1,7 @@
-package audit
+// Package publish is the publishing side of the audit trail: the AUDIT stream the events
+// travel on, the Publisher (an audit.Recorder) that gets them there durably, and the
+// MongoDB outbox it falls back on.
+package publish
 
 import (
 	"context"
@@ -16,14 +19,9 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
 
+	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/natsx"
 )
-
-// Recorder records audit events. Record never fails the action it records: it returns
-// once each event is durable somewhere (see Publisher) and handles the rest itself.
-type Recorder interface {
-	Record(ctx context.Context, events ...Event)
-}
 
 // Pending is an event on its way to the stream: the message it will be.
 type Pending struct {
@@ -120,12 +118,12 @@ func NewPublisher(o Options) (*Publisher, error) {
 
 // Record completes, logs and delivers events (see Publisher). It outlives ctx's
 // cancellation: the action happened whether or not its caller is still waiting.
-func (p *Publisher) Record(ctx context.Context, events ...Event) {
+func (p *Publisher) Record(ctx context.Context, events ...audit.Event) {
 	ctx = context.WithoutCancel(ctx)
 	pending := make([]Pending, 0, len(events))
 	for i := range events {
 		ev := &events[i]
-		complete(ctx, ev, p.o.Service, p.o.Now())
+		audit.Complete(ctx, ev, p.o.Service, p.o.Now())
 		p.o.Logger.LogAttrs(ctx, slog.LevelInfo, "audit event", slog.Any("audit", ev))
 		if ev.AccountID == 0 {
 			p.m.recorded.WithLabelValues("log_only").Inc()

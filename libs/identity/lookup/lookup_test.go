@@ -1,4 +1,4 @@
-package identity_test
+package lookup_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/analyticsco/platform/libs/errs"
-	"github.com/analyticsco/platform/libs/identity"
+	"github.com/analyticsco/platform/libs/identity/lookup"
 )
 
 // Without an answer (here no server at all: the request waits in the reconnect buffer)
@@ -22,8 +22,8 @@ func TestLookupWithoutAnswerIsUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	l := identity.NewLookup(nc, 50*time.Millisecond)
-	if _, err := l.Deployment(context.Background(), 7); !errors.Is(err, errs.ErrUnavailable) || errors.Is(err, identity.ErrNotFound) {
+	l := lookup.NewClient(nc, 50*time.Millisecond)
+	if _, err := l.Deployment(context.Background(), 7); !errors.Is(err, errs.ErrUnavailable) || errors.Is(err, lookup.ErrNotFound) {
 		t.Fatalf("deployment lookup without a server: %v", err)
 	}
 	if _, err := l.User(context.Background(), 1, "ada"); !errors.Is(err, errs.ErrUnavailable) || !errs.IsUnavailable(err) {

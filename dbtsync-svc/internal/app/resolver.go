@@ -1,4 +1,4 @@
-package dbtsync
+package app
 
 import (
 	"context"
@@ -10,12 +10,14 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/analyticsco/platform/dbtsync-svc/client"
+	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
 )
 
-// ServeResolver answers the branch resolver (the contract is package client) with r, in
+// serveResolver answers the branch resolver (the contract is package client) with r, in
 // its queue group, so API replicas share the requests; each answer is a span of the
-// requester's trace.
-func ServeResolver(nc *nats.Conn, r *Resolver, logger *slog.Logger) (*nats.Subscription, error) {
+// requester's trace. It is the NATS transport of the domain's Resolver, kept out of
+// package dbtsync so that the domain links no NATS client.
+func serveResolver(nc *nats.Conn, r *dbtsync.Resolver, logger *slog.Logger) (*nats.Subscription, error) {
 	return client.Serve(nc, func(ctx context.Context, req client.ResolveRequest) client.ResolveReply {
 		ctx, span := otel.Tracer("dbtsync").Start(ctx, "resolve branch", trace.WithSpanKind(trace.SpanKindServer))
 		defer span.End()

@@ -1,9 +1,9 @@
-package httpx
+package errs
 
 import "net/http"
 
 // Error codes: the stable, machine-readable `code` of every error body, the same in
-// every service. openapi.yaml lists them (ErrorCode) with the statuses each goes with;
+// every service. api/openapi.yaml lists them (ErrorCode) with the statuses each goes with;
 // a conformance test keeps the two in step. A client branches on the code, never on
 // the message text.
 const (

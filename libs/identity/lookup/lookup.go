@@ -1,4 +1,7 @@
-package identity
+// Package lookup is the identity lookup over NATS: the client services ask the identity
+// store with, and the server the gateway answers from. It is apart from package identity
+// so that a domain package naming an *identity.Principal does not link the NATS client.
+package lookup
 
 import (
 	"context"
@@ -14,6 +17,7 @@ import (
 
 	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/natsx"
+	"github.com/analyticsco/platform/libs/identity"
 )
 
 // The identity lookup: what a service may ask of the identity store (accounts,
@@ -62,34 +66,34 @@ type UserRequest struct {
 
 // UserReply answers a UserRequest (User nil: the account has no such user).
 type UserReply struct {
-	User  *User  `json:"user"`
-	Error string `json:"error,omitempty"`
+	User  *identity.User `json:"user"`
+	Error string         `json:"error,omitempty"`
 }
 
 // ErrNotFound means the identity store has no such deployment, or the account no such user.
 var ErrNotFound = errors.New("identity: not found")
 
-// Lookup asks the identity store, through the gateway. A request that finds no
+// Client asks the identity store, through the gateway. A request that finds no
 // responder (the gateways reconnecting after losing their NATS server) is sent again
 // until one answers or the timeout ends. Every failure to get an answer (no responder
 // within the timeout, a timeout, an unreadable reply, the store's own error) wraps
 // errs.ErrUnavailable, never ErrNotFound.
-type Lookup struct {
+type Client struct {
 	nc      *nats.Conn
 	timeout time.Duration
 }
 
-// NewLookup returns a client waiting at most timeout (default 2 s) for a reply, retries
+// NewClient returns a client waiting at most timeout (default 2 s) for a reply, retries
 // included.
-func NewLookup(nc *nats.Conn, timeout time.Duration) *Lookup {
+func NewClient(nc *nats.Conn, timeout time.Duration) *Client {
 	if timeout <= 0 {
 		timeout = 2 * time.Second
 	}
-	return &Lookup{nc: nc, timeout: timeout}
+	return &Client{nc: nc, timeout: timeout}
 }
 
 // Deployment returns deployment id (ErrNotFound when there is none).
-func (l *Lookup) Deployment(ctx context.Context, id int64) (DeploymentInfo, error) {
+func (l *Client) Deployment(ctx context.Context, id int64) (DeploymentInfo, error) {
 	var reply DeploymentReply
 	if err := l.request(ctx, DeploymentSubject, DeploymentRequest{ID: id}, &reply, &reply.Error); err != nil {
 		return DeploymentInfo{}, err
@@ -101,20 +105,20 @@ func (l *Lookup) Deployment(ctx context.Context, id int64) (DeploymentInfo, erro
 }
 
 // User returns the account's user with username (ErrNotFound when it has none).
-func (l *Lookup) User(ctx context.Context, accountID int64, username string) (User, error) {
+func (l *Client) User(ctx context.Context, accountID int64, username string) (identity.User, error) {
 	var reply UserReply
 	if err := l.request(ctx, UserSubject, UserRequest{AccountID: accountID, Username: username}, &reply, &reply.Error); err != nil {
-		return User{}, err
+		return identity.User{}, err
 	}
 	if reply.User == nil {
-		return User{}, ErrNotFound
+		return identity.User{}, ErrNotFound
 	}
 	return *reply.User, nil
 }
 
 // request sends req on subject with the trace context and decodes the reply; a reply
 // that carries an error (replyErr, once decoded) is a failure too.
-func (l *Lookup) request(ctx context.Context, subject string, req, reply any, replyErr *string) error {
+func (l *Client) request(ctx context.Context, subject string, req, reply any, replyErr *string) error {
 	msg := nats.NewMsg(subject)
 	msg.Data, _ = json.Marshal(req)
 	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(msg.Header))
@@ -138,7 +142,7 @@ type Directory interface {
 	// LookupDeployment returns a deployment; ErrNotFound when there is none.
 	LookupDeployment(ctx context.Context, id int64) (DeploymentInfo, error)
 	// LookupUser returns the account's user with username; ErrNotFound when none.
-	LookupUser(ctx context.Context, accountID int64, username string) (User, error)
+	LookupUser(ctx context.Context, accountID int64, username string) (identity.User, error)
 }
 
 // lookupTimeout bounds the work of one answer: the requester stops waiting before.
@@ -148,11 +152,11 @@ const lookupTimeout = 5 * time.Second
 // it, a subscription answers its messages one by one (NATS queues the rest).
 const maxConcurrentLookups = 256
 
-const tracerName = "github.com/analyticsco/platform/libs/identity"
+const tracerName = "github.com/analyticsco/platform/libs/identity/lookup"
 
-// ServeLookups answers both subjects in the queue group from d, each request in a
+// Serve answers both subjects in the queue group from d, each request in a
 // context that continues the requester's trace.
-func ServeLookups(nc *nats.Conn, d Directory) ([]*nats.Subscription, error) {
+func Serve(nc *nats.Conn, d Directory) ([]*nats.Subscription, error) {
 	slots := make(chan struct{}, maxConcurrentLookups)
 	serve := func(subject string, answer func(ctx context.Context, data []byte) any) (*nats.Subscription, error) {
 		return nc.QueueSubscribe(subject, LookupQueue, func(m *nats.Msg) {

@@ -1,0 +1,51 @@
+package httpx
+
+import (
+	"log/slog"
+	"net/http"
+
+	"github.com/go-kit/kit/endpoint"
+	kithttp "github.com/go-kit/kit/transport/http"
+
+	"github.com/analyticsco/platform/libs/errs"
+)
+
+// DefaultMaxBody bounds a request body when the route's options name no limit.
+const DefaultMaxBody = 1 << 20
+
+// HandleOptions are what every route of a service shares.
+type HandleOptions struct {
+	Logger  *slog.Logger               // errs.Encoder logs a 500's cause and an unnamed 503 here
+	MaxBody int64                      // the body limit (413 past it); 0: DefaultMaxBody
+	Encode  kithttp.EncodeResponseFunc // the service's response encoder
+	Server  []kithttp.ServerOption     // more go-kit server options (the error encoder is set)
+}
+
+// WithMaxBody is o with another body limit, for a route whose body is larger by design.
+func (o HandleOptions) WithMaxBody(n int64) HandleOptions {
+	o.MaxBody = n
+	return o
+}
+
+// Handle serves method on path with the go-kit endpoint ep, decoding with dec: the one
+// way a service registers a route. The body is bounded before dec reads it, with the
+// response writer, so a request over the limit is answered 413 and its connection is
+// closed instead of drained; every error goes through errs.Encoder.
+func Handle(r *Router, method, path string, ep endpoint.Endpoint, dec kithttp.DecodeRequestFunc, o HandleOptions) {
+	limit := o.MaxBody
+	if limit <= 0 {
+		limit = DefaultMaxBody
+	}
+	logger := o.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	opts := append([]kithttp.ServerOption{kithttp.ServerErrorEncoder(errs.Encoder(logger))}, o.Server...)
+	srv := kithttp.NewServer(ep, dec, o.Encode, opts...)
+	r.Handle(method, path, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Body != nil {
+			req.Body = http.MaxBytesReader(w, req.Body, limit)
+		}
+		srv.ServeHTTP(w, req)
+	}))
+}
