@@ -16,6 +16,7 @@ import (
 	"github.com/analyticsco/platform/embed-svc/internal/audit"
 	"github.com/analyticsco/platform/embed-svc/internal/store/auditstore"
 	libaudit "github.com/analyticsco/platform/libs/audit"
+	auditpublish "github.com/analyticsco/platform/libs/audit/publish"
 )
 
 // ingesting runs an ingester of a fresh AUDIT stream into a memory store until the test
@@ -159,12 +160,12 @@ func TestARedeliveredStoredEventIsNotCountedAgainstItsAccountsBudget(t *testing.
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := libaudit.EnsureStream(ctx, js, libaudit.StreamLimits{})
+	s, err := auditpublish.EnsureStream(ctx, js, auditpublish.StreamLimits{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The consumer of an ingester that stored the first event and died before its ack.
-	cons, err := s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: libaudit.ConsumerName,
+	cons, err := s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: auditpublish.ConsumerName,
 		AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Second, MaxDeliver: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -230,14 +231,14 @@ func TestTheIngesterMovesAnExistingAuditStreamToItsReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := js.CreateStream(ctx, libaudit.StreamConfig(libaudit.DefaultStreamLimits)); err != nil {
+	if _, err := js.CreateStream(ctx, auditpublish.StreamConfig(auditpublish.DefaultStreamLimits)); err != nil {
 		t.Fatal(err)
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
-	go audit.NewIngester(audit.IngesterOptions{NATS: nc, Store: auditstore.NewMemory(), Limits: libaudit.StreamLimits{Replicas: 3}}).Run(rctx)
+	go audit.NewIngester(audit.IngesterOptions{NATS: nc, Store: auditstore.NewMemory(), Limits: auditpublish.StreamLimits{Replicas: 3}}).Run(rctx)
 	apitest.Eventually(t, 30*time.Second, "the AUDIT stream at three replicas", func() (bool, string) {
-		s, err := js.Stream(ctx, libaudit.StreamName)
+		s, err := js.Stream(ctx, auditpublish.StreamName)
 		if err != nil {
 			return false, err.Error()
 		}

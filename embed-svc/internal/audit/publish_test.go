@@ -10,7 +10,7 @@ import (
 
 	"github.com/analyticsco/platform/devstack"
 	"github.com/analyticsco/platform/devstack/apitest"
-	libaudit "github.com/analyticsco/platform/libs/audit"
+	auditpublish "github.com/analyticsco/platform/libs/audit/publish"
 )
 
 // counterValue reads a counter of reg with the label value.
@@ -44,7 +44,7 @@ func TestAnEventPublishedWhileTheStreamHasNoLeaderIsSentAgainUntilItTakesIt(t *t
 	n := devstack.NATSForTest(t)
 	pubConn := devstack.NATSConnForTest(t, n.URL)
 	reg := prometheus.NewRegistry()
-	pub, err := libaudit.NewPublisher(libaudit.Options{Service: "workspace-svc", NATS: pubConn, Registry: reg, PublishTimeout: 30 * time.Second})
+	pub, err := auditpublish.NewPublisher(auditpublish.Options{Service: "workspace-svc", NATS: pubConn, Registry: reg, PublishTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestAnEventPublishedWhileTheStreamHasNoLeaderIsSentAgainUntilItTakesIt(t *t
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := libaudit.EnsureStream(context.Background(), js, libaudit.StreamLimits{})
+	s, err := auditpublish.EnsureStream(context.Background(), js, auditpublish.StreamLimits{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,20 +13,21 @@ import (
 	"github.com/analyticsco/platform/embed-svc/internal/directory"
 	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/identity"
+	"github.com/analyticsco/platform/libs/identity/lookup"
 )
 
 // store answers lookups for deployment 7 of account 1.
 type store struct{}
 
-func (store) LookupDeployment(_ context.Context, id int64) (identity.DeploymentInfo, error) {
+func (store) LookupDeployment(_ context.Context, id int64) (lookup.DeploymentInfo, error) {
 	if id != 7 {
-		return identity.DeploymentInfo{}, identity.ErrNotFound
+		return lookup.DeploymentInfo{}, lookup.ErrNotFound
 	}
-	return identity.DeploymentInfo{ID: 7, AccountID: 1, ProductionBranch: "main"}, nil
+	return lookup.DeploymentInfo{ID: 7, AccountID: 1, ProductionBranch: "main"}, nil
 }
 
 func (store) LookupUser(context.Context, int64, string) (identity.User, error) {
-	return identity.User{}, identity.ErrNotFound
+	return identity.User{}, lookup.ErrNotFound
 }
 
 // While no gateway answers the identity lookups (the gateways reconnecting after losing
@@ -49,7 +50,7 @@ func TestDeploymentLookupWaitsForAGatewayThatSubscribesWithinItsTimeout(t *testi
 	apitest.Eventually(t, 10*time.Second, "the first lookup answered: no responders", func() (bool, string) {
 		return requester.Stats().InMsgs >= 1, "no answer yet"
 	})
-	subs, err := identity.ServeLookups(devstack.NATSConnForTest(t, ns.URL), store{})
+	subs, err := lookup.Serve(devstack.NATSConnForTest(t, ns.URL), store{})
 	if err != nil {
 		t.Fatal(err)
 	}

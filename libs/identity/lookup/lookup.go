@@ -16,8 +16,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/analyticsco/platform/libs/errs"
-	"github.com/analyticsco/platform/libs/natsx"
 	"github.com/analyticsco/platform/libs/identity"
+	"github.com/analyticsco/platform/libs/natsx"
 )
 
 // The identity lookup: what a service may ask of the identity store (accounts,
