@@ -33,21 +33,17 @@ func (q *Queue) Manifest(ctx context.Context, id string) (io.ReadCloser, error) 
 	return q.open(ctx, manifestObject(id))
 }
 
-// open opens an object, retried (its chunks are read as the caller reads).
+// open opens an object, retried; its chunks are read as the caller reads, and a read
+// that stalls is done again (objectReader).
 func (q *Queue) open(ctx context.Context, name string) (io.ReadCloser, error) {
-	var obj natsjs.ObjectResult
-	err := q.do(ctx, func(context.Context) (err error) {
-		// The result is read after the attempt: it lives as long as ctx.
-		obj, err = q.obj.Get(ctx, name)
-		return err
-	})
+	r, err := q.openReader(ctx, name, objectStall)
 	if errors.Is(err, natsjs.ErrObjectNotFound) {
 		return nil, dbtsync.ErrNotFound
 	}
 	if err != nil {
 		return nil, unavailable(err)
 	}
-	return obj, nil
+	return r, nil
 }
 
 // HasManifest reports whether an upload is stored.
