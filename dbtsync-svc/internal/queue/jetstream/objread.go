@@ -53,7 +53,7 @@ type objectReader struct {
 	cancel context.CancelFunc
 	off    int64     // bytes returned to the caller
 	skip   int64     // bytes of a reopened object still to be passed over
-	since  time.Time // when the read first stalled, zero while bytes come
+	since  time.Time // when the read first stalled, zero while new bytes come
 	junk   []byte    // what the passed-over bytes are read into
 }
 
@@ -120,13 +120,12 @@ func (r *objectReader) Read(p []byte) (int, error) {
 			buf = r.junk[:min(r.skip, int64(len(r.junk)))]
 		}
 		n, err := r.cur.Read(buf)
+		if n > 0 && r.skip > 0 { // what was read before: no progress
+			r.skip -= int64(n)
+			continue
+		}
 		if n > 0 {
-			r.since = time.Time{}
-			if r.skip > 0 {
-				r.skip -= int64(n)
-				continue
-			}
-			r.off += int64(n)
+			r.since, r.off = time.Time{}, r.off+int64(n)
 			return n, err
 		}
 		if err == io.EOF {
