@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
@@ -23,12 +22,7 @@ import (
 // waits for that deadline. The chunks are purged from the store to make them never come.
 func TestAManifestReadWhoseChunksNeverComeFailsUnavailableBeforeTheJobsDeadline(t *testing.T) {
 	t.Parallel()
-	ns := devstack.NATSForTest(t)
-	nc, err := nats.Connect(ns.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := devstack.NATSConnForTest(t, devstack.NATSForTest(t).URL)
 	names := clusterNames(t)
 	q, err := jetstream.Open(context.Background(), nc, jetstream.Options{Names: names,
 		Limits: jetstream.Limits{ObjectMaxBytes: 8 << 20}, Retry: natsx.Retrier{Budget: time.Second}})
