@@ -17,7 +17,7 @@ MODULES := api libs devstack systemtest gateway workspace-svc embed-svc dbtsync-
 BIN := bin
 GO ?= go
 
-.PHONY: run build test test-unit test-redis-ha seed bench soak fuzz fuzz-ci e2e attack lint redoc ensure-redis ensure-postgres ensure-prometheus ensure-cli ensure-chromium ensure-nginx clean
+.PHONY: run build test test-unit test-redis-ha test-nats-ha seed bench soak fuzz fuzz-ci e2e attack lint redoc ensure-redis ensure-postgres ensure-prometheus ensure-cli ensure-chromium ensure-nginx clean
 FUZZTIME ?= 30s
 
 build:
@@ -38,7 +38,7 @@ run: ensure-redis ensure-postgres $(if $(filter 1 true,$(OBS)),ensure-prometheus
 test: ensure-redis ensure-postgres ensure-prometheus ensure-cli ensure-chromium ensure-nginx
 	@set -e; for m in $(MODULES); do \
 		echo "== go test $$m"; \
-		(cd $$m && $(GO) test -race -shuffle=on -count=1 -timeout 20m $$($(GO) list ./... | grep -v -e '/systemtest/e2e$$' -e '/systemtest/redisha$$')); \
+		(cd $$m && $(GO) test -race -shuffle=on -count=1 -timeout 20m $$($(GO) list ./... | grep -v -e '/systemtest/e2e$$' -e '/systemtest/redisha$$' -e '/systemtest/natsha$$')); \
 	done
 	@$(MAKE) --no-print-directory e2e
 
@@ -76,6 +76,17 @@ e2e: ensure-redis ensure-postgres
 	@log=$$(mktemp); \
 	if (cd systemtest && $(GO) test -race -shuffle=on -count=1 -timeout 20m -v ./e2e/) >$$log 2>&1; then \
 		grep -A2 'contract validation (Prism' $$log | sed 's/^ *//'; grep -E '^(ok|PASS)' $$log | tail -1; rm -f $$log; \
+	else cat $$log; rm -f $$log; exit 1; fi
+
+# The platform on a three-node JetStream cluster (nats-server child processes), two
+# replicas of every process, under dbt syncs, audited requests and identity lookups; the
+# leader of the job stream, then of the audit stream, is killed and restarted. It prints
+# each election's downtime and the load's outcome. CI runs it after make test.
+test-nats-ha: ensure-redis ensure-postgres
+	@echo "== go test systemtest/natsha"
+	@log=$$(mktemp); \
+	if (cd systemtest && $(GO) test -race -count=1 -timeout 15m -v ./natsha/) >$$log 2>&1; then \
+		grep -E 'leader .* killed|requests answered' $$log | sed 's/^ *//'; grep -E '^(ok|PASS)' $$log | tail -1; rm -f $$log; \
 	else cat $$log; rm -f $$log; exit 1; fi
 
 # The attack suite: every finding of the security review as a named attack on the real

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/analyticsco/platform/devstack/wireproxy"
 )
 
@@ -170,6 +172,47 @@ func NATSForTest(t testing.TB) *NATS {
 	}
 	t.Cleanup(n.Close)
 	return n
+}
+
+// NATSClusterForTest starts a NATSCluster of size nodes for the test, stopped in
+// t.Cleanup (a failed test's report gets the end of each node's log); opts as
+// StartNATS's.
+func NATSClusterForTest(t testing.TB, size int, opts ...NATSOption) *NATSCluster {
+	t.Helper()
+	logger := testLogger(t)
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	c, err := StartNATSCluster(ctx, filepath.Join(t.TempDir(), "nats"), size, logger, opts...)
+	if err != nil {
+		t.Fatalf("start a cluster of nats-servers: %v", err)
+	}
+	t.Cleanup(func() {
+		c.Close()
+		if t.Failed() {
+			for i, n := range c.Nodes {
+				t.Logf("nats-server %s (node %d), the end of its log:\n%s", n.Name, i, lastLines(c.Log(i), 30))
+			}
+		}
+	})
+	return c
+}
+
+// NATSConnForTest connects to url (a server's, a cluster's list) with opts, closed in
+// t.Cleanup.
+func NATSConnForTest(t testing.TB, url string, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		t.Fatalf("connect to NATS: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// lastLines is the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(len(lines)-n, 0):], "\n")
 }
 
 // RedisForTest starts redis-server in t.TempDir() on a free port, stopped in

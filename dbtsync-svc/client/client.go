@@ -14,6 +14,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/analyticsco/platform/libs/natsx"
 )
 
 // The resolver's subject, and the queue group its replicas share.
@@ -42,9 +44,9 @@ type ResolveReply struct {
 	Error      string `json:"error,omitempty"`
 }
 
-// ErrUnavailable is any failure to get an answer: no responder, a timeout, an unreadable
-// reply or the resolver's own error (its store unavailable). It never means the branch
-// does not exist.
+// ErrUnavailable is any failure to get an answer: no responder within the timeout, a
+// timeout, an unreadable reply or the resolver's own error (its store unavailable). It
+// never means the branch does not exist.
 var ErrUnavailable = errors.New("the branch resolver is unavailable")
 
 // Resolver asks dbtsync-svc about branches.
@@ -53,7 +55,9 @@ type Resolver struct {
 	timeout time.Duration
 }
 
-// NewResolver returns a client waiting at most timeout (default 2 s) for a reply.
+// NewResolver returns a client waiting at most timeout (default 2 s) for a reply. A
+// request that finds no responder (the API replicas reconnecting after losing their NATS
+// server, or restarting) is sent again until one answers within that time.
 func NewResolver(nc *nats.Conn, timeout time.Duration) *Resolver {
 	if timeout <= 0 {
 		timeout = 2 * time.Second
@@ -69,7 +73,7 @@ func (r *Resolver) Resolve(ctx context.Context, req ResolveRequest) (ResolveRepl
 	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(msg.Header))
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	resp, err := r.nc.RequestMsgWithContext(ctx, msg)
+	resp, err := natsx.Request(ctx, r.nc, msg)
 	if err != nil {
 		return ResolveReply{}, errors.Join(ErrUnavailable, err)
 	}

@@ -44,7 +44,7 @@ type Config struct {
 	AuditRetention      time.Duration   `env:"AUDIT_RETENTION" default:"9600h" help:"how long audit events are kept (default 400 days): a TTL index on MongoDB, a sweep where the database has none; a shorter value also drops the events already past it"`
 	AuditStreamMaxBytes config.ByteSize `env:"AUDIT_STREAM_MAX_BYTES" default:"1GiB" help:"most bytes of audit events waiting in the AUDIT stream while the trail cannot store them; past it services keep new events in their outbox"`
 	AuditStreamMaxAge   time.Duration   `env:"AUDIT_STREAM_MAX_AGE" default:"336h" help:"an audit event still in the AUDIT stream after this long (the trail's store down that long) is dropped"`
-	AuditStreamReplicas int             `env:"AUDIT_STREAM_REPLICAS" default:"1" help:"replicas of the AUDIT stream in a NATS cluster (3 in production clusters)"`
+	AuditStreamReplicas int             `env:"AUDIT_STREAM_REPLICAS" default:"1" help:"replicas of the AUDIT stream: 1 on a single NATS server, 3 on a three-node cluster (a node lost is then a leader election, not lost events); applied to an existing stream at start"`
 	AuditAccountMax     int             `env:"AUDIT_ACCOUNT_MAX_EVENTS" default:"3000" help:"audit events one account stores one by one per AUDIT_ACCOUNT_WINDOW; the rest of the window's events are merged into its one summary event (action audit.events.merge, details.merged: how many) and counted in audit_events_merged_total; 0: no bound"`
 	AuditAccountWindow  time.Duration   `env:"AUDIT_ACCOUNT_WINDOW" default:"1m" help:"the window of AUDIT_ACCOUNT_MAX_EVENTS"`
 

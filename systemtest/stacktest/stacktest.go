@@ -82,7 +82,10 @@ type Options struct {
 	Replicas int      // instances of each service (and of the dbtsync worker); default 1
 	Env      []string // extra KEY=VALUE for every process (e.g. rate limits)
 	Workers  int      // dbtsync worker processes; default 1
-	Gateways int      // gateway processes (all alike, each on its own address); default 1
+	// NATSNodes above 1 runs NATS as a JetStream cluster of that many nats-server
+	// processes (Stack.NATSCluster) instead of one embedded server (Stack.NATS).
+	NATSNodes int
+	Gateways  int // gateway processes (all alike, each on its own address); default 1
 	// RedisEnv are the REDIS_* settings of a Redis the test runs itself (a Sentinel group,
 	// a Redis Cluster); with them no redis-server is started and Stack.Redis is nil.
 	RedisEnv []string
@@ -90,11 +93,12 @@ type Options struct {
 
 // Stack is a running platform.
 type Stack struct {
-	Gateway string
-	Seed    Seed
-	Mongo   *devstack.Mongo
-	NATS    *devstack.NATS
-	Redis   *devstack.Redis
+	Gateway     string
+	Seed        Seed
+	Mongo       *devstack.Mongo
+	NATS        *devstack.NATS        // nil when NATSCluster runs
+	NATSCluster *devstack.NATSCluster // with Options.NATSNodes > 1
+	Redis       *devstack.Redis
 
 	// Gateways are every gateway's URL (Options.Gateways); the first is Gateway.
 	Gateways []string
@@ -104,6 +108,7 @@ type Stack struct {
 	dir     string
 	env     []string
 	keys    stackKeys
+	natsURL func(user string) string
 	mu      sync.Mutex
 	procs   map[string]*Process
 	logs    *devstack.LogBuffer
@@ -143,8 +148,16 @@ func Start(t testing.TB, o Options) *Stack {
 	}
 	// Every process connects as its own NATS user, with only its subjects (the
 	// platform's permission table, devstack.NATSUsers): the suites run under it.
-	if s.NATS, err = devstack.StartNATS(ctx, filepath.Join(s.dir, "nats"), "", logger, devstack.NATSUsersOnly()); err != nil {
-		t.Fatalf("stacktest: NATS: %v", err)
+	if o.NATSNodes > 1 {
+		if s.NATSCluster, err = devstack.StartNATSCluster(ctx, filepath.Join(s.dir, "nats"), o.NATSNodes, logger, devstack.NATSUsersOnly()); err != nil {
+			t.Fatalf("stacktest: NATS cluster: %v", err)
+		}
+		s.natsURL = s.NATSCluster.UserURL
+	} else {
+		if s.NATS, err = devstack.StartNATS(ctx, filepath.Join(s.dir, "nats"), "", logger, devstack.NATSUsersOnly()); err != nil {
+			t.Fatalf("stacktest: NATS: %v", err)
+		}
+		s.natsURL = s.NATS.UserURL
 	}
 	redisEnv := o.RedisEnv
 	if redisEnv == nil {
@@ -159,7 +172,7 @@ func Start(t testing.TB, o Options) *Stack {
 	s.keys = keys
 	s.env = append([]string{
 		"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "TMPDIR=" + os.TempDir(),
-		"MONGODB_URI=" + s.Mongo.URI, "NATS_URL=" + s.NATS.UserURL("platformctl"),
+		"MONGODB_URI=" + s.Mongo.URI, "NATS_URL=" + s.natsURL("platformctl"),
 		"IDENTITY_SIGNING_KEY=" + keys.identity, "DBT_CREDENTIALS_KEY=" + keys.dbt, "EMBED_KEY_ENCRYPTION_KEY=" + keys.embed,
 		"LOG_LEVEL=info", "SHUTDOWN_TIMEOUT=5s", "DBT_SYNC_ALLOW_FILE_URLS=true",
 		// The suites' integrations name a git host that is never cloned.
@@ -247,7 +260,7 @@ func (s *Stack) spawn(name, binary string, args []string, addrVar string, extraE
 		natsUser = "dbtsync-worker"
 	}
 	env = append(append(env, addrVar+"="+addr, "INTERNAL_ADDR="+internal, "OTEL_SERVICE_NAME="+name,
-		"NATS_URL="+s.NATS.UserURL(natsUser)), extraEnv...)
+		"NATS_URL="+s.natsURL(natsUser)), extraEnv...)
 	p := &Process{Name: name, Addr: addr, InternalAddr: internal, args: append([]string{filepath.Join(s.bin, binary)}, args...), env: env}
 	s.mu.Lock()
 	s.procs[name] = p
@@ -405,7 +418,11 @@ func (s *Stack) stop() {
 	if s.Redis != nil {
 		_ = s.Redis.Close()
 	}
-	s.NATS.Close()
+	if s.NATSCluster != nil {
+		s.NATSCluster.Close()
+	} else {
+		s.NATS.Close()
+	}
 	_ = s.Mongo.Close()
 }
 

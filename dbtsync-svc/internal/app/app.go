@@ -6,6 +6,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +22,7 @@ import (
 	"github.com/analyticsco/platform/libs/audit/publish"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
+	"github.com/analyticsco/platform/libs/natsx"
 )
 
 // Deps are what both modes need.
@@ -38,6 +40,10 @@ type Deps struct {
 	// the defaults).
 	Storage jetstream.Limits
 	Quotas  dbtsync.StorageQuotas
+	// Replicas of the JetStream resources (0: 1), and how long a JetStream call is
+	// retried across a leader election (0: natsx.DefaultRetryBudget).
+	Replicas    int
+	RetryBudget time.Duration
 	// Audit events go to the AUDIT stream over NATS, else to the outbox in Mongo;
 	// AuditMaxHeld bounds those held in memory when neither takes them. Audit, when set,
 	// receives the events instead (tests).
@@ -60,7 +66,8 @@ func setup(ctx context.Context, d Deps, service string) (*adapters, error) {
 	if err != nil {
 		return nil, err
 	}
-	q, err := jetstream.Open(ctx, d.NATS, jetstream.Options{Limits: d.Storage, Logger: d.Logger})
+	q, err := jetstream.Open(ctx, d.NATS, jetstream.Options{Limits: d.Storage, Replicas: d.Replicas,
+		Retry: natsx.Retrier{Budget: d.RetryBudget}, Logger: d.Logger})
 	if err != nil {
 		return nil, err
 	}

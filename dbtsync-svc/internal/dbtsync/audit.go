@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/httpx"
@@ -118,24 +119,36 @@ func (a *auditing) SetStaging(ctx context.Context, p *identity.Principal, dep in
 
 func deploymentID(dep int64) string { return strconv.FormatInt(dep, 10) }
 
-// FinishEvent is the audit event of the end of a job the worker ran: its status, what it
-// wrote, and who started it (the actor is the platform: nobody acted at that moment).
-func FinishEvent(job Job, status, errCode, errMsg string, version int64, unchanged bool) audit.Event {
-	ev := audit.Event{AccountID: job.AccountID, DeploymentID: job.DeploymentID, Action: ActionSyncFinish,
+// FinishEvent is the audit event of the end of a job a worker ran, read from the job as
+// the worker recorded it: its status, what it wrote, and who started it (the actor is
+// the platform: nobody acted at that moment). Its id and time derive from the job and
+// its finish time, so the event recorded again (a redelivery after the worker stopped
+// before its event was safe) is the same event, and the trail stores it once.
+func FinishEvent(job Job) audit.Event {
+	var at time.Time
+	if job.FinishedAt != nil {
+		at = job.FinishedAt.UTC().Truncate(time.Millisecond)
+	}
+	ev := audit.Event{ID: audit.DerivedID(at, ActionSyncFinish+"/"+job.SyncJobID), Time: at,
+		AccountID: job.AccountID, DeploymentID: job.DeploymentID, Action: ActionSyncFinish,
 		Actor: audit.Actor{Type: audit.ActorSystem, ID: "dbtsync-worker"}, Target: audit.Target{Type: TargetSyncJob, ID: job.SyncJobID},
 		RequestID: job.RequestID, Outcome: audit.Outcome{Result: audit.Success}}
-	d := map[string]any{"status": status, "branchName": job.BranchName, "source": job.Source, "attempts": job.Attempts}
+	d := map[string]any{"status": job.Status, "branchName": job.BranchName, "source": job.Source, "attempts": job.Attempts}
 	if job.StartedBy != 0 {
 		d["startedBy"] = job.StartedBy
 	}
-	switch status {
+	switch job.Status {
 	case StatusSucceeded:
 		if job.Output == OutputBranch {
-			d["version"], d["changed"] = version, !unchanged
+			d["version"], d["changed"] = job.Version, job.Changed == nil || *job.Changed
 		}
 	case StatusFailed:
 		ev.Outcome.Result = audit.Failure
-		d["error"], d["errorCode"] = errMsg, errCode
+		msg := ""
+		if job.Error != nil {
+			msg = *job.Error
+		}
+		d["error"], d["errorCode"] = msg, job.ErrorCode
 	case StatusCanceled:
 		ev.Outcome.Result = audit.Failure
 		if job.CanceledBy != 0 {

@@ -56,6 +56,11 @@ type Job struct {
 	// its worker stopped during while other jobs ran beside it (the crash may have been
 	// theirs).
 	Attempts int
+	// Runs counts every start of the job, interrupted or not: a worker writes the
+	// outcome of its run only while the job's Runs is still the one its start set, so a
+	// run that another worker took over (its delivery redelivered while it still ran)
+	// writes nothing, and the job ends once, with one run's result.
+	Runs int
 	// Alone: a worker stopped during a run of this job, which since runs alone on its
 	// worker, so a crash it causes again is pinned on it and on no other job.
 	Alone            bool
@@ -80,6 +85,13 @@ type Job struct {
 	RetryOf   string
 	// ManifestOf names the job whose uploaded manifest this one converts (a retry's).
 	ManifestOf string
+	// ResultCharge is what the files result (output files) is charged in the storage
+	// ledgers: a run that replaces the result moves the charge from it.
+	ResultCharge Charge
+	// FinishedByWorker: a worker ended the job (not a cancel of a queued job), and the
+	// audit trail holds its finish event (FinishEvent), which a redelivery records again
+	// under the same id in case the worker stopped before it could.
+	FinishedByWorker bool
 }
 
 // Terminal reports whether the job is over: it runs no more and cannot be canceled.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"time"
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
 	"github.com/analyticsco/platform/libs/errs"
@@ -103,11 +102,11 @@ func (s *service) receive(ctx context.Context, queue QueueKey, id string, body S
 }
 
 // queueHasRoom refuses early (429) a sync whose deployment's queue is already full,
-// before its manifest is uploaded; Enqueue decides atomically in the end. Bounded: with
-// NATS out of reach the answer is a 503 at once.
+// before its manifest is uploaded; Enqueue decides atomically in the end. Bounded by the
+// queue adapter: while the stream elects a leader it retries (within
+// DBT_SYNC_JETSTREAM_RETRY_TIMEOUT), with NATS out of reach it answers 503 within
+// seconds.
 func (s *service) queueHasRoom(ctx context.Context, queue QueueKey) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
 	n, err := s.Jobs.QueuedJobs(ctx, queue)
 	if err != nil {
 		return QueueUnavailable(err)

@@ -88,12 +88,13 @@ func (w heldWriter) Write(p []byte) (int, error) {
 
 // hold makes the upload's hold cover need bytes: a step ahead when the quotas leave
 // room for it, else exactly need.
+//
+// The ledgers out of reach answer 503 within seconds, not at the client's patience: the
+// adapter retries only while NATS elects a leader (DBT_SYNC_JETSTREAM_RETRY_TIMEOUT).
 func (u *lazyUpload) hold(need int64) error {
-	ctx, cancel := context.WithTimeout(u.ctx, 5*time.Second) // the ledgers out of reach: 503 now, not at the client's patience
-	defer cancel()
-	held, err := u.storage.Hold(ctx, u.acc, u.dep, u.held, need+max(holdStep, need/8))
+	held, err := u.storage.Hold(u.ctx, u.acc, u.dep, u.held, need+max(holdStep, need/8))
 	if isQuotaRefusal(err) {
-		held, err = u.storage.Hold(ctx, u.acc, u.dep, u.held, need)
+		held, err = u.storage.Hold(u.ctx, u.acc, u.dep, u.held, need)
 	}
 	if err != nil {
 		return err

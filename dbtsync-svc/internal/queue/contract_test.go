@@ -139,11 +139,13 @@ var jobCases = []testCase{
 		j := job(1, "b")
 		ref := "main"
 		j.Ref, j.ManifestCharge, j.Alone, j.ErrorCode = &ref, dbtsync.Charge{Stored: 1234, StoredHour: 490_000}, true, dbtsync.CodeInternal
+		j.ResultCharge, j.FinishedByWorker = dbtsync.Charge{Stored: 99, StoredHour: 490_001}, true
 		enqueue(t, q, j)
 		got, err := q.Job(context.Background(), dep, j.SyncJobID)
 		if err != nil || got.SyncJobID != j.SyncJobID || got.Status != dbtsync.StatusQueued || got.BranchName != "b" || got.Ref == nil ||
 			*got.Ref != "main" || !got.CreatedAt.Equal(j.CreatedAt) || !got.HasManifest || got.StartedBy != 3 || got.RequestID != "req-1" ||
-			got.ManifestCharge != j.ManifestCharge || !got.Alone || got.ErrorCode != dbtsync.CodeInternal {
+			got.ManifestCharge != j.ManifestCharge || !got.Alone || got.ErrorCode != dbtsync.CodeInternal ||
+			got.ResultCharge != j.ResultCharge || !got.FinishedByWorker {
 			t.Errorf("read back %+v %v", got, err)
 		}
 	}},

@@ -12,6 +12,20 @@ import (
 // errJobCanceled: the job was canceled before this worker could start it.
 var errJobCanceled = errors.New("sync job canceled")
 
+// errSuperseded: the job was started again since this run started (its delivery went
+// to another worker while this one still ran) or it is over: this run writes nothing
+// more and leaves the delivery to the run that took over.
+var errSuperseded = errors.New("sync job taken over by another run")
+
+// current reports errSuperseded unless j (the job as stored now) is still the
+// non-terminal job that run started.
+func current(j *dbtsync.Job, run dbtsync.Job) error {
+	if j.Terminal() || j.Runs != run.Runs {
+		return errSuperseded
+	}
+	return nil
+}
+
 // claim decides what becomes of a delivery before any work: a job that is over, was
 // canceled, waits for its branch or ran too often is settled here (ok false, the
 // delivery answered); otherwise the job is admitted (alone on this worker when a worker
@@ -28,11 +42,15 @@ func (w *Worker) claim(ctx context.Context, d dbtsync.Delivery, log *slog.Logger
 		d.Retry(w.opts.BlockedDelay)
 		return job, nil, false
 	case job.Terminal(): // a redelivery of a finished job, or one canceled while queued
+		if job.FinishedByWorker && w.opts.Audit != nil {
+			// Its worker may have stopped before its finish event was safe: the same
+			// event again (its id derives from the job), stored once.
+			w.opts.Audit.Record(bg, dbtsync.FinishEvent(job))
+		}
 		d.Ack()
 		return job, nil, false
 	case job.CancelRequested: // canceled between two attempts
-		w.finish(bg, job, outcome{status: dbtsync.StatusCanceled})
-		d.Ack()
+		w.settle(bg, d, job, outcome{status: dbtsync.StatusCanceled})
 		return job, nil, false
 	}
 	if !w.atHeadOfLine(ctx, d, job) {
@@ -42,8 +60,7 @@ func (w *Worker) claim(ctx context.Context, d dbtsync.Delivery, log *slog.Logger
 	// or kills the worker) ends here, failed, instead of taking a worker down on every
 	// redelivery. Only runs it made alone count then (interrupted).
 	if interrupted(job) >= w.opts.MaxAttempts {
-		w.finish(bg, job, outcome{status: dbtsync.StatusFailed, err: dbtsync.Permanent(errWorkerStopped(job.Attempts))})
-		d.Ack()
+		w.settle(bg, d, job, outcome{status: dbtsync.StatusFailed, err: dbtsync.Permanent(errWorkerStopped(job.Attempts))})
 		log.Warn("sync job failed: its worker stopped during each of its runs alone", "attempts", job.Attempts)
 		return job, nil, false
 	}
@@ -53,10 +70,11 @@ func (w *Worker) claim(ctx context.Context, d dbtsync.Delivery, log *slog.Logger
 	}
 	job, err = w.start(ctx, job)
 	if errors.Is(err, errJobCanceled) {
-		if current, err := w.Jobs.Job(ctx, d.DeploymentID(), d.SyncJobID()); err == nil && !current.Terminal() {
-			w.finish(bg, current, outcome{status: dbtsync.StatusCanceled})
+		if now, err := w.Jobs.Job(ctx, d.DeploymentID(), d.SyncJobID()); err == nil && !now.Terminal() {
+			w.settle(bg, d, now, outcome{status: dbtsync.StatusCanceled})
+		} else {
+			d.Ack()
 		}
-		d.Ack()
 		release()
 		return job, nil, false
 	}
@@ -138,16 +156,17 @@ func (w *Worker) releaseFinishedHead(ctx context.Context, job dbtsync.Job, head 
 	return w.Jobs.LeaveLine(ctx, job.DeploymentID, job.BranchName, head) == nil
 }
 
-// start marks the job running for one more attempt, unless it was canceled since it
-// was read (errJobCanceled). A job found running was interrupted: from now on it runs
-// alone, and the interrupted run counts only if it already did.
+// start marks the job running for one more attempt and one more run, unless it was
+// canceled since it was read (errJobCanceled). A job found running was interrupted (or
+// its worker lost its delivery): from now on it runs alone, the interrupted run counts
+// only if it already did, and that run is superseded (Runs).
 func (w *Worker) start(ctx context.Context, job dbtsync.Job) (dbtsync.Job, error) {
 	now := time.Now().UTC()
 	return w.Jobs.UpdateJob(ctx, job.DeploymentID, job.SyncJobID, func(j *dbtsync.Job) error {
 		if j.Terminal() || j.CancelRequested {
 			return errJobCanceled
 		}
-		j.Attempts = interrupted(*j) + 1
+		j.Attempts, j.Runs = interrupted(*j)+1, j.Runs+1
 		j.Alone = j.Alone || j.Status == dbtsync.StatusRunning
 		j.Status, j.Error = dbtsync.StatusRunning, nil
 		j.Progress = dbtsync.Progress{Phase: "fetching"}

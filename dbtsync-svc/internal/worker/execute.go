@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -36,10 +37,12 @@ func (w *Worker) execute(ctx context.Context, d dbtsync.Delivery, job dbtsync.Jo
 	switch {
 	case ctx.Err() != nil:
 		log.Warn("worker stopping mid-job; JetStream will redeliver it")
+	case errors.Is(err, errSuperseded):
+		log.Warn("sync job started again by another worker while this one ran it; this run's outcome is dropped")
 	case err != nil && canceled.Load():
-		w.finish(bg, job, outcome{status: dbtsync.StatusCanceled})
-		d.Ack()
-		log.Info("sync job canceled while running")
+		if w.settle(bg, d, job, outcome{status: dbtsync.StatusCanceled}) {
+			log.Info("sync job canceled while running")
+		}
 	case err != nil:
 		if timedOut {
 			err = dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeJobTimeout, "the job ran longer than %s (DBT_SYNC_JOB_TIMEOUT) and was stopped", w.opts.JobTimeout))
@@ -47,31 +50,107 @@ func (w *Worker) execute(ctx context.Context, d dbtsync.Delivery, job dbtsync.Jo
 		w.failed(bg, d, job, err, span, log)
 	default:
 		out.status = dbtsync.StatusSucceeded
-		w.finish(bg, job, out)
-		d.Ack()
-		log.Info("sync job succeeded", "files", len(out.res.Files), "warnings", len(out.res.Warnings), "version", out.version, "changed", !out.unchanged)
+		if w.settle(bg, d, job, out) {
+			log.Info("sync job succeeded", "files", len(out.res.Files), "warnings", len(out.res.Warnings), "version", out.version, "changed", !out.unchanged)
+		}
 	}
 }
 
 // failed ends the job failed when retrying cannot help or it ran MaxAttempts times, and
-// otherwise queues it again after the backoff.
+// otherwise queues it again after the backoff (unless another run took it over).
 func (w *Worker) failed(ctx context.Context, d dbtsync.Delivery, job dbtsync.Job, err error, span trace.Span, log *slog.Logger) {
 	span.RecordError(err)
 	if dbtsync.IsPermanent(err) || job.Attempts >= w.opts.MaxAttempts {
 		span.SetStatus(codes.Error, err.Error())
-		w.finish(ctx, job, outcome{status: dbtsync.StatusFailed, err: err})
-		d.Ack()
-		log.Warn("sync job failed", "err", err, "attempts", job.Attempts)
+		if w.settle(ctx, d, job, outcome{status: dbtsync.StatusFailed, err: err}) {
+			log.Warn("sync job failed", "err", err, "attempts", job.Attempts)
+		}
 		return
 	}
 	code, reason, _ := dbtsync.PublicFailure(err)
-	_, _ = w.Jobs.UpdateJob(ctx, job.DeploymentID, job.SyncJobID, func(j *dbtsync.Job) error {
+	_, uerr := w.Jobs.UpdateJob(ctx, job.DeploymentID, job.SyncJobID, func(j *dbtsync.Job) error {
+		if err := current(j, job); err != nil {
+			return err
+		}
 		j.Status, j.Error, j.ErrorCode, j.Progress.Phase = dbtsync.StatusQueued, &reason, code, "retrying"
 		return nil
 	})
+	if errors.Is(uerr, errSuperseded) {
+		return
+	}
 	w.metrics.Attempts.WithLabelValues("retry").Inc()
 	d.Retry(w.opts.Backoff(job.Attempts))
 	log.Warn("sync job attempt failed; retrying", "err", err, "attempt", job.Attempts)
+}
+
+// settle ends the job with o and answers its delivery: acknowledged once the end is
+// recorded; left to the run that took the job over when this one was superseded; and
+// delivered again shortly when the end could not be recorded (the job queue out of
+// reach), so that a later delivery ends it. It reports whether this run ended the job.
+func (w *Worker) settle(ctx context.Context, d dbtsync.Delivery, job dbtsync.Job, o outcome) bool {
+	err := w.finish(ctx, job, o)
+	switch {
+	case err == nil:
+		d.Ack()
+		return true
+	case errors.Is(err, errSuperseded):
+		w.logger.Warn("sync job ended or started again by another run; this run's outcome is dropped", "sync_job_id", job.SyncJobID)
+	default:
+		w.logger.Error("record job outcome; the job is delivered again", "sync_job_id", job.SyncJobID, "err", err)
+		d.Retry(w.opts.BlockedDelay)
+	}
+	return false
+}
+
+// finish records the job's end (once: only while the job is still the run's, see
+// current), lets its branch's next job go, and removes a succeeded job's upload: a
+// failed or canceled job's stays (until DBT_SYNC_OBJECT_MAX_AGE) so the job can be
+// retried. A failure is recorded as its tenant may read it (a code and a message); the
+// detail of an internal one goes to the log only. The finish event is recorded from the
+// job as stored (FinishEvent), so a redelivery can record it again, identical.
+func (w *Worker) finish(ctx context.Context, job dbtsync.Job, o outcome) error {
+	now := time.Now().UTC()
+	var code, msg string
+	if o.err != nil {
+		var own bool
+		if code, msg, own = dbtsync.PublicFailure(o.err); !own {
+			w.logger.Error("sync job failed on an internal error", "sync_job_id", job.SyncJobID, "deployment_id", job.DeploymentID, "err", o.err)
+		}
+	}
+	ended, err := w.Jobs.UpdateJob(ctx, job.DeploymentID, job.SyncJobID, func(j *dbtsync.Job) error {
+		if err := current(j, job); err != nil {
+			return err
+		}
+		j.Status, j.FinishedAt, j.Progress.Phase, j.Error, j.ErrorCode = o.status, &now, "done", nil, ""
+		j.FinishedByWorker = true
+		if o.err != nil {
+			j.Error, j.ErrorCode = &msg, code
+		}
+		if o.res != nil {
+			j.Warnings, j.Version = o.res.Warnings, o.version
+			if j.Output == dbtsync.OutputBranch {
+				changed := !o.unchanged
+				j.Changed = &changed
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	_ = w.Jobs.LeaveLine(ctx, job.DeploymentID, job.BranchName, job.SyncJobID)
+	if job.HasManifest && o.status == dbtsync.StatusSucceeded {
+		// Freed once, by whoever removed it (two retries of one job may both succeed).
+		if deleted, _ := w.Manifests.DeleteManifest(ctx, job.ManifestJobID()); deleted {
+			_ = w.storage.Free(ctx, job.AccountID, job.DeploymentID, job.ManifestCharge)
+		}
+	}
+	w.metrics.Jobs.WithLabelValues(o.status).Inc()
+	w.metrics.Attempts.WithLabelValues(o.status).Inc()
+	if w.opts.Audit != nil {
+		w.opts.Audit.Record(ctx, dbtsync.FinishEvent(ended))
+	}
+	return nil
 }
 
 // keepAlive keeps the delivery the worker's while it converts (the queue would deliver it
@@ -113,48 +192,4 @@ func (w *Worker) watchCancel(ctx context.Context, job dbtsync.Job, cancel contex
 		}
 	}()
 	return &flag
-}
-
-// finish records the job's end, lets its branch's next job go, and removes a succeeded
-// job's upload: a failed or canceled job's stays (until DBT_SYNC_OBJECT_MAX_AGE) so the
-// job can be retried. A failure is recorded as its tenant may read it (a code and a
-// message); the detail of an internal one goes to the log only.
-func (w *Worker) finish(ctx context.Context, job dbtsync.Job, o outcome) {
-	now := time.Now().UTC()
-	var code, msg string
-	if o.err != nil {
-		var own bool
-		if code, msg, own = dbtsync.PublicFailure(o.err); !own {
-			w.logger.Error("sync job failed on an internal error", "sync_job_id", job.SyncJobID, "deployment_id", job.DeploymentID, "err", o.err)
-		}
-	}
-	_, err := w.Jobs.UpdateJob(ctx, job.DeploymentID, job.SyncJobID, func(j *dbtsync.Job) error {
-		j.Status, j.FinishedAt, j.Progress.Phase, j.Error, j.ErrorCode = o.status, &now, "done", nil, ""
-		if o.err != nil {
-			j.Error, j.ErrorCode = &msg, code
-		}
-		if o.res != nil {
-			j.Warnings, j.Version = o.res.Warnings, o.version
-			if j.Output == dbtsync.OutputBranch {
-				changed := !o.unchanged
-				j.Changed = &changed
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		w.logger.Error("record job outcome", "sync_job_id", job.SyncJobID, "err", err)
-	}
-	_ = w.Jobs.LeaveLine(ctx, job.DeploymentID, job.BranchName, job.SyncJobID)
-	if job.HasManifest && o.status == dbtsync.StatusSucceeded {
-		// Freed once, by whoever removed it (two retries of one job may both succeed).
-		if deleted, _ := w.Manifests.DeleteManifest(ctx, job.ManifestJobID()); deleted {
-			_ = w.storage.Free(ctx, job.AccountID, job.DeploymentID, job.ManifestCharge)
-		}
-	}
-	w.metrics.Jobs.WithLabelValues(o.status).Inc()
-	w.metrics.Attempts.WithLabelValues(o.status).Inc()
-	if w.opts.Audit != nil {
-		w.opts.Audit.Record(ctx, dbtsync.FinishEvent(job, o.status, code, msg, o.version, o.unchanged))
-	}
 }

@@ -11,14 +11,17 @@ import (
 )
 
 // run converts the job's input and writes the outcome (a branch version or the result
-// files); it is safe to run again for the same job.
+// files); it is safe to run again for the same job. A run that another run superseded
+// (errSuperseded) stops before it writes anything.
 func (w *Worker) run(ctx context.Context, job dbtsync.Job) (outcome, error) {
 	proj, err := w.load(ctx, job)
 	if err != nil {
 		return outcome{}, err
 	}
 	total := len(proj.Models)
-	w.progress(ctx, job, dbtsync.Progress{Phase: "converting", ModelsTotal: &total})
+	if err := w.progress(ctx, job, dbtsync.Progress{Phase: "converting", ModelsTotal: &total}); errors.Is(err, errSuperseded) {
+		return outcome{}, err
+	}
 	w.phase(ctx, job.SyncJobID, "converting")
 	if ctx.Err() != nil {
 		return outcome{}, ctx.Err()
@@ -28,7 +31,12 @@ func (w *Worker) run(ctx context.Context, job dbtsync.Job) (outcome, error) {
 		return outcome{}, err
 	}
 	out := outcome{res: &res}
-	w.progress(ctx, job, dbtsync.Progress{Phase: "writing", ModelsTotal: &total, ModelsDone: total})
+	// The last look before writing: a run superseded by now writes nothing (one that is
+	// superseded while it writes writes what the run that took over writes too, from the
+	// same input; only one of them records the job's end).
+	if err := w.progress(ctx, job, dbtsync.Progress{Phase: "writing", ModelsTotal: &total, ModelsDone: total}); errors.Is(err, errSuperseded) {
+		return outcome{}, err
+	}
 	if job.Output == dbtsync.OutputFiles {
 		if err := w.putResult(ctx, job, res.Files); err != nil {
 			return outcome{}, err
@@ -51,10 +59,32 @@ func (w *Worker) run(ctx context.Context, job dbtsync.Job) (outcome, error) {
 }
 
 // putResult stores a files job's output, charged to its deployment and account until
-// the store removes it: a result past a storage quota fails the job, saying which.
+// the store removes it: a result past a storage quota fails the job, saying which. The
+// job records the result's charge before the ledgers take it, and a run moves the charge
+// from what the job records: a run of the job again (a retry, a redelivery) replaces
+// the result and its charge instead of charging it twice. A run that stops between the
+// two leaves the job recording a charge the ledgers do not hold; the next run's move
+// from it then frees the earlier result's bytes, which its own result (the same input,
+// the same size) takes again.
 func (w *Worker) putResult(ctx context.Context, job dbtsync.Job, files []convert.File) error {
+	prev := job.ResultCharge
 	charge := w.storage.StoredCharge(int64(len(dbtsync.ResultJSON(files))), time.Now())
-	if err := w.storage.Move(ctx, job.AccountID, job.DeploymentID, dbtsync.Charge{}, charge); err != nil {
+	setCharge := func(ctx context.Context, c dbtsync.Charge) error {
+		_, err := w.Jobs.UpdateJob(ctx, job.DeploymentID, job.SyncJobID, func(j *dbtsync.Job) error {
+			if err := current(j, job); err != nil {
+				return err
+			}
+			j.ResultCharge = c
+			return nil
+		})
+		return err
+	}
+	if err := setCharge(ctx, charge); err != nil {
+		return err
+	}
+	bg := context.WithoutCancel(ctx)
+	if err := w.storage.Move(ctx, job.AccountID, job.DeploymentID, prev, charge); err != nil {
+		_ = setCharge(bg, prev)
 		var q *dbtsync.QuotaError
 		if errors.As(err, &q) {
 			return dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeStorageQuota, "the files result of %d bytes for %s", charge.Stored, q))
@@ -62,15 +92,22 @@ func (w *Worker) putResult(ctx context.Context, job dbtsync.Job, files []convert
 		return err
 	}
 	if err := w.Manifests.PutResult(ctx, job.SyncJobID, files); err != nil {
-		_ = w.storage.Free(context.WithoutCancel(ctx), job.AccountID, job.DeploymentID, charge)
+		// The earlier result (if any) stays as it was, and so does its charge.
+		if w.storage.Move(bg, job.AccountID, job.DeploymentID, charge, prev) == nil {
+			_ = setCharge(bg, prev)
+		}
 		return err
 	}
 	return nil
 }
 
-// progress stores where the job is (best effort: a lost update is overwritten by the next).
+// progress stores where the job is (best effort: a lost update is overwritten by the
+// next), unless another run took the job over (errSuperseded).
 func (w *Worker) progress(ctx context.Context, job dbtsync.Job, p dbtsync.Progress) error {
 	_, err := w.Jobs.UpdateJob(ctx, job.DeploymentID, job.SyncJobID, func(j *dbtsync.Job) error {
+		if err := current(j, job); err != nil {
+			return err
+		}
 		j.Progress = p
 		return nil
 	})

@@ -177,7 +177,12 @@ func (in *Ingester) store(ctx context.Context, msgs []jetstream.Msg) {
 	// The span continues the trace of the request that recorded the first event.
 	sctx := in.prop.Extract(ctx, propagation.HeaderCarrier(kept[0].Headers()))
 	sctx, span := otel.Tracer("audit").Start(sctx, "audit ingest", trace.WithSpanKind(trace.SpanKindConsumer))
-	stored, merged, err := in.admit(sctx, events)
+	fresh, err := in.unstored(sctx, events, kept)
+	var stored []audit.Event
+	var merged []Merged
+	if err == nil {
+		stored, merged, err = in.admit(sctx, fresh)
+	}
 	if err == nil {
 		err = in.o.Store.Insert(sctx, stored)
 	}
@@ -236,6 +241,36 @@ func (in *Ingester) decode(ctx context.Context, m jetstream.Msg) (audit.Event, b
 		return ev, false
 	}
 	return ev, true
+}
+
+// unstored drops the events already stored from a batch that holds redeliveries (an
+// acknowledgement lost while the stream changed leader, a batch handed back): they are
+// acknowledged again but not counted against their account's budget a second time. A
+// batch delivered for the first time is not looked up.
+func (in *Ingester) unstored(ctx context.Context, events []audit.Event, msgs []jetstream.Msg) ([]audit.Event, error) {
+	if in.o.AccountLimit <= 0 {
+		return events, nil // Insert alone is idempotent
+	}
+	var again []string
+	for i, m := range msgs {
+		if md, err := m.Metadata(); err == nil && md.NumDelivered > 1 {
+			again = append(again, events[i].ID)
+		}
+	}
+	if len(again) == 0 {
+		return events, nil
+	}
+	done, err := in.o.Store.Stored(ctx, again)
+	if err != nil || len(done) == 0 {
+		return events, err
+	}
+	fresh := make([]audit.Event, 0, len(events)-len(done))
+	for _, ev := range events {
+		if !done[ev.ID] {
+			fresh = append(fresh, ev)
+		}
+	}
+	return fresh, nil
 }
 
 // admit splits events into those stored one by one and, per account and window, the

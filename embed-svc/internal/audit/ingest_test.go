@@ -3,6 +3,7 @@ package audit_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/analyticsco/platform/embed-svc/internal/audit"
 	"github.com/analyticsco/platform/embed-svc/internal/store/auditstore"
 	libaudit "github.com/analyticsco/platform/libs/audit"
+	auditpublish "github.com/analyticsco/platform/libs/audit/publish"
 )
 
 // ingesting runs an ingester of a fresh AUDIT stream into a memory store until the test
@@ -145,4 +147,103 @@ func number(v any) float64 {
 		return n
 	}
 	return -1
+}
+
+// An event stored by an ingester whose acknowledgement was lost (its stream changed
+// leader, its process died) comes again; it is acknowledged, stays stored once, and
+// is not counted against its account's budget a second time: the account's next event
+// is still stored one by one, nothing is merged.
+func TestARedeliveredStoredEventIsNotCountedAgainstItsAccountsBudget(t *testing.T) {
+	nc := devstack.NATSConnForTest(t, devstack.NATSForTest(t).URL)
+	ctx := context.Background()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := auditpublish.EnsureStream(ctx, js, auditpublish.StreamLimits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The consumer of an ingester that stored the first event and died before its ack.
+	cons, err := s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: auditpublish.ConsumerName,
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Second, MaxDeliver: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	window := time.Now().UTC().Truncate(time.Minute)
+	first := newEvent("workspace-svc", 1, "workspace.folder.create", window)
+	publish(t, nc, "audit.events.workspace-svc", first)
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	for range batch.Messages() {
+		got++ // taken, never acknowledged
+	}
+	if got != 1 {
+		t.Fatalf("the first delivery: %d messages, want 1", got)
+	}
+	st := auditstore.NewMemory()
+	if _, err := st.Admit(ctx, 1, window, 1); err != nil { // counted once, by the ingester that died
+		t.Fatal(err)
+	}
+	if err := st.Insert(ctx, []libaudit.Event{first}); err != nil {
+		t.Fatal(err)
+	}
+	second := newEvent("workspace-svc", 1, "workspace.folder.create", window.Add(time.Millisecond))
+	publish(t, nc, "audit.events.workspace-svc", second)
+
+	reg := prometheus.NewRegistry()
+	rctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	go audit.NewIngester(audit.IngesterOptions{NATS: nc, Store: st, Registry: reg, AccountLimit: 2, AccountWindow: time.Minute}).Run(rctx)
+	apitest.Eventually(t, 15*time.Second, "both events acknowledged", func() (bool, string) {
+		info, err := s.Info(ctx)
+		return err == nil && info.State.Msgs == 0 && devstack.MetricValue(t, reg, "audit_events_stored_total") >= 1, "events still in the stream"
+	})
+	evs := stored(t, st, 1)
+	if len(evs) != 2 || evs[0].ID != second.ID || evs[1].ID != first.ID {
+		t.Errorf("account 1 holds %v, want the two events once each and no summary", ids(evs))
+	}
+	if got := devstack.MetricValue(t, reg, "audit_events_merged_total"); got != 0 {
+		t.Errorf("audit_events_merged_total = %v, want 0", got)
+	}
+}
+
+func ids(evs []libaudit.Event) []string {
+	out := make([]string, len(evs))
+	for i, e := range evs {
+		out[i] = e.ID + " " + e.Action
+	}
+	return out
+}
+
+// The AUDIT stream a publisher created at one replica (its default, before the trail's
+// owner started) is moved to the replicas the owner is configured with
+// (AUDIT_STREAM_REPLICAS) when the ingester starts on a three-node cluster.
+func TestTheIngesterMovesAnExistingAuditStreamToItsReplicas(t *testing.T) {
+	t.Parallel()
+	c := devstack.NATSClusterForTest(t, 3)
+	nc := devstack.NATSConnForTest(t, c.URL())
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := js.CreateStream(ctx, auditpublish.StreamConfig(auditpublish.DefaultStreamLimits)); err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	go audit.NewIngester(audit.IngesterOptions{NATS: nc, Store: auditstore.NewMemory(), Limits: auditpublish.StreamLimits{Replicas: 3}}).Run(rctx)
+	apitest.Eventually(t, 30*time.Second, "the AUDIT stream at three replicas", func() (bool, string) {
+		s, err := js.Stream(ctx, auditpublish.StreamName)
+		if err != nil {
+			return false, err.Error()
+		}
+		info := s.CachedInfo()
+		return info.Config.Replicas == 3 && info.Cluster != nil && len(info.Cluster.Replicas) == 2,
+			fmt.Sprintf("replicas %d, cluster %+v", info.Config.Replicas, info.Cluster)
+	})
 }

@@ -50,6 +50,9 @@ type Store interface {
 	// Insert stores events; an event already stored (same id) is not an error and is not
 	// changed: the stream may deliver an event twice.
 	Insert(ctx context.Context, events []audit.Event) error
+	// Stored reports which of ids are stored (a redelivered event the ingester must not
+	// count against its account's budget again).
+	Stored(ctx context.Context, ids []string) (map[string]bool, error)
 	// List returns up to limit events of accountID matching f, newest (largest id) first.
 	List(ctx context.Context, accountID int64, f Filter, limit int) ([]audit.Event, error)
 	// Admit adds n to the count of accountID's events in the window that starts at window

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/libs/natsx"
 )
 
 // Pending is an event on its way to the stream: the message it will be.
@@ -46,8 +47,9 @@ type Options struct {
 	Outbox   Outbox       // nil: no outbox; an event the stream refuses is held in memory
 	Logger   *slog.Logger // every event is one line at info: "audit event"
 	Registry prometheus.Registerer
-	// PublishTimeout bounds the wait for the stream's acknowledgements (default 2s); the
-	// outbox write has the same bound.
+	// PublishTimeout bounds the wait for the stream's acknowledgements, publishes sent
+	// again while the stream has no leader included (default 2s); the outbox write has
+	// the same bound.
 	PublishTimeout time.Duration
 	// MaxHeld bounds the events held in memory when neither the stream nor the outbox
 	// takes them (default 10,000); past it the oldest are dropped, and logged as such.
@@ -155,7 +157,11 @@ func (p *Publisher) Record(ctx context.Context, events ...audit.Event) {
 	}
 }
 
-// publish sends events to the stream and returns those it did not acknowledge in time.
+// publish sends events to the stream and returns those it did not acknowledge within
+// PublishTimeout. A publish the stream could not take yet (no leader while a cluster
+// elects one, the connection moving to another server) is sent again with the same
+// message id, so an event whose acknowledgement was lost is stored once (the stream's
+// Duplicates window); one it refused for good (full) is left at once, for the outbox.
 func (p *Publisher) publish(ctx context.Context, events []Pending) []Pending {
 	if len(events) == 0 {
 		return nil
@@ -165,8 +171,31 @@ func (p *Publisher) publish(ctx context.Context, events []Pending) []Pending {
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.o.PublishTimeout)
 	defer cancel()
+	left := events
+	r := natsx.Retrier{Budget: p.o.PublishTimeout, Conn: p.o.NATS}
+	_ = r.Do(ctx, func(actx context.Context) error {
+		var err error
+		left, err = p.publishOnce(actx, left)
+		return err
+	})
+	return left
+}
+
+// publishOnce publishes events asynchronously and waits for their acknowledgements
+// within ctx; it returns those not acknowledged and an error: a transient one
+// (natsx.Transient) only when every failure was.
+func (p *Publisher) publishOnce(ctx context.Context, events []Pending) ([]Pending, error) {
 	futures := make([]jetstream.PubAckFuture, len(events))
 	var left []Pending
+	var transient, lasting error
+	fail := func(pe Pending, err error) {
+		left = append(left, pe)
+		if natsx.Transient(err) {
+			transient = err
+		} else {
+			lasting = err
+		}
+	}
 	for i, pe := range events {
 		m := &nats.Msg{Subject: pe.Subject, Data: pe.Data, Header: nats.Header{}}
 		for k, v := range pe.Header {
@@ -174,7 +203,7 @@ func (p *Publisher) publish(ctx context.Context, events []Pending) []Pending {
 		}
 		f, err := p.js.PublishMsgAsync(m, jetstream.WithMsgID(pe.ID))
 		if err != nil {
-			left = append(left, pe)
+			fail(pe, err)
 			continue
 		}
 		futures[i] = f
@@ -185,13 +214,16 @@ func (p *Publisher) publish(ctx context.Context, events []Pending) []Pending {
 		}
 		select {
 		case <-f.Ok():
-		case <-f.Err():
-			left = append(left, events[i])
+		case err := <-f.Err():
+			fail(events[i], err)
 		case <-ctx.Done():
-			left = append(left, events[i])
+			fail(events[i], ctx.Err())
 		}
 	}
-	return left
+	if lasting != nil {
+		return left, lasting
+	}
+	return left, transient
 }
 
 // store puts events in the outbox and returns those it could not.

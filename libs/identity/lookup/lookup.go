@@ -17,6 +17,7 @@ import (
 
 	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/identity"
+	"github.com/analyticsco/platform/libs/natsx"
 )
 
 // The identity lookup: what a service may ask of the identity store (accounts,
@@ -72,15 +73,18 @@ type UserReply struct {
 // ErrNotFound means the identity store has no such deployment, or the account no such user.
 var ErrNotFound = errors.New("identity: not found")
 
-// Client asks the identity store, through the gateway. Every failure to get an answer
-// (no responder, a timeout, an unreadable reply, the store's own error) wraps
+// Client asks the identity store, through the gateway. A request that finds no
+// responder (the gateways reconnecting after losing their NATS server) is sent again
+// until one answers or the timeout ends. Every failure to get an answer (no responder
+// within the timeout, a timeout, an unreadable reply, the store's own error) wraps
 // errs.ErrUnavailable, never ErrNotFound.
 type Client struct {
 	nc      *nats.Conn
 	timeout time.Duration
 }
 
-// NewClient returns a client waiting at most timeout (default 2 s) for a reply.
+// NewClient returns a client waiting at most timeout (default 2 s) for a reply, retries
+// included.
 func NewClient(nc *nats.Conn, timeout time.Duration) *Client {
 	if timeout <= 0 {
 		timeout = 2 * time.Second
@@ -120,7 +124,7 @@ func (l *Client) request(ctx context.Context, subject string, req, reply any, re
 	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(msg.Header))
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
-	resp, err := l.nc.RequestMsgWithContext(ctx, msg)
+	resp, err := natsx.Request(ctx, l.nc, msg)
 	if err != nil {
 		return errors.Join(errs.ErrUnavailable, fmt.Errorf("%s: %w", subject, err))
 	}

@@ -38,7 +38,9 @@ const pollInterval = 500 * time.Millisecond
 func (q *Queue) Consume(ctx context.Context, concurrency int, ackWait time.Duration, handle func(context.Context, dbtsync.Delivery)) error {
 	// The single consumer of old filtered every subject, which a work queue allows no
 	// other consumer beside.
-	if err := q.stream.DeleteConsumer(ctx, q.names.Workers); err != nil && !errors.Is(err, natsjs.ErrConsumerNotFound) {
+	if err := q.do(ctx, func(ctx context.Context) error {
+		return q.stream.DeleteConsumer(ctx, q.names.Workers)
+	}); err != nil && !errors.Is(err, natsjs.ErrConsumerNotFound) {
 		return fmt.Errorf("workers consumer of old: %w", err)
 	}
 	wake := make(chan struct{}, 1)

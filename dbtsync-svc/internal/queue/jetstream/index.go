@@ -31,14 +31,17 @@ func indexPageKey(dep int64, n int) string { return fmt.Sprintf("jobidx.%d.%d", 
 // indexJob adds id to the deployment's index. It is safe to repeat: an id the head
 // already holds is not added twice.
 func (q *Queue) indexJob(ctx context.Context, dep int64, id string) error {
-	return casUpdate(ctx, q.kv, indexHeadKey(dep), func(head *indexHead) error {
+	return casUpdate(ctx, q, q.kv, indexHeadKey(dep), func(head *indexHead) error {
 		if slices.Contains(head.IDs, id) {
 			return errSkip
 		}
 		if len(head.IDs) >= q.limits.IndexPage {
 			// Sealed first: a seal repeated by a racing writer puts the same page.
 			b, _ := json.Marshal(head.IDs)
-			if _, err := q.kv.Put(ctx, indexPageKey(dep, head.Page), b); err != nil {
+			if err := q.do(ctx, func(ctx context.Context) error {
+				_, err := q.kv.Put(ctx, indexPageKey(dep, head.Page), b)
+				return err
+			}); err != nil {
 				return unavailable(err)
 			}
 			*head = indexHead{Page: head.Page + 1}
@@ -54,7 +57,7 @@ func (q *Queue) indexPage(ctx context.Context, dep int64, n int, head indexHead)
 	if n == head.Page {
 		ids = slices.Clone(head.IDs)
 	} else {
-		e, err := q.kv.Get(ctx, indexPageKey(dep, n))
+		e, err := q.getEntry(ctx, q.kv, indexPageKey(dep, n))
 		if errors.Is(err, natsjs.ErrKeyNotFound) {
 			return nil, false, nil
 		}
@@ -75,7 +78,7 @@ func (q *Queue) indexPage(ctx context.Context, dep int64, n int, head indexHead)
 // "<page>:<id>".
 func (q *Queue) JobPage(ctx context.Context, dep int64, after string, first int) ([]string, string, bool, error) {
 	var head indexHead
-	e, err := q.kv.Get(ctx, indexHeadKey(dep))
+	e, err := q.getEntry(ctx, q.kv, indexHeadKey(dep))
 	switch {
 	case errors.Is(err, natsjs.ErrKeyNotFound):
 		if after != "" {

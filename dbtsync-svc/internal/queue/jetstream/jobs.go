@@ -2,6 +2,8 @@ package jetstream
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,6 +39,7 @@ type jobRecord struct {
 	StartedAt        *httpx.Time       `json:"startedAt"`
 	FinishedAt       *httpx.Time       `json:"finishedAt"`
 	Attempts         int               `json:"attempts"`
+	Runs             int               `json:"runs,omitempty"`
 	Alone            bool              `json:"alone,omitempty"`
 	ProductionBranch string            `json:"productionBranch"`
 	HasManifest      bool              `json:"hasManifest"`
@@ -52,26 +55,50 @@ type jobRecord struct {
 	// The stored manifest's charge in the storage ledgers (dbtsync.Charge's stored part).
 	ManifestBytes int64 `json:"manifestBytes,omitempty"`
 	ManifestHour  int64 `json:"manifestHour,omitempty"`
+	// The files result's charge, likewise.
+	ResultBytes int64 `json:"resultBytes,omitempty"`
+	ResultHour  int64 `json:"resultHour,omitempty"`
+	// FinishedByWorker: a worker ended the job (and recorded its finish event).
+	FinishedByWorker bool `json:"finishedByWorker,omitempty"`
+	// Ops are the ids of the last writes that stored this record (the newest last): a
+	// writer whose reply was lost (a leader change) reads the record back and knows
+	// whether its write landed, even when others wrote after it.
+	Ops []string `json:"ops,omitempty"`
+}
+
+// keptOps is how many write ids a job record remembers: more than the writes one job
+// sees while a writer waits for its retry (a worker, a cancel, progress).
+const keptOps = 16
+
+// withOp is r with op added to its write ids.
+func (r jobRecord) withOp(prev []string, op string) jobRecord {
+	r.Ops = append(slices.Clone(prev), op)
+	if len(r.Ops) > keptOps {
+		r.Ops = r.Ops[len(r.Ops)-keptOps:]
+	}
+	return r
 }
 
 func recordOf(j dbtsync.Job) jobRecord {
 	return jobRecord{SyncJobID: j.SyncJobID, DeploymentID: j.DeploymentID, Status: j.Status, Source: j.Source, Output: j.Output, Ref: j.Ref,
 		BranchName: j.BranchName, WorkflowID: j.WorkflowID, Progress: j.Progress, Error: j.Error, ErrorCode: j.ErrorCode, Warnings: j.Warnings,
-		CreatedAt: httpx.At(j.CreatedAt), StartedAt: httpx.AtPtr(j.StartedAt), FinishedAt: httpx.AtPtr(j.FinishedAt), Attempts: j.Attempts, Alone: j.Alone,
+		CreatedAt: httpx.At(j.CreatedAt), StartedAt: httpx.AtPtr(j.StartedAt), FinishedAt: httpx.AtPtr(j.FinishedAt), Attempts: j.Attempts, Runs: j.Runs, Alone: j.Alone,
 		ProductionBranch: j.ProductionBranch, HasManifest: j.HasManifest, Version: j.Version, Changed: j.Changed,
 		CancelRequested: j.CancelRequested, CanceledBy: j.CanceledBy, AccountID: j.AccountID, StartedBy: j.StartedBy,
 		RequestID: j.RequestID, RetryOf: j.RetryOf, ManifestOf: j.ManifestOf,
-		ManifestBytes: j.ManifestCharge.Stored, ManifestHour: j.ManifestCharge.StoredHour}
+		ManifestBytes: j.ManifestCharge.Stored, ManifestHour: j.ManifestCharge.StoredHour,
+		ResultBytes: j.ResultCharge.Stored, ResultHour: j.ResultCharge.StoredHour, FinishedByWorker: j.FinishedByWorker}
 }
 
 func (r jobRecord) job() dbtsync.Job {
 	return dbtsync.Job{SyncJobID: r.SyncJobID, DeploymentID: r.DeploymentID, Status: r.Status, Source: r.Source, Output: r.Output, Ref: r.Ref,
 		BranchName: r.BranchName, WorkflowID: r.WorkflowID, Progress: r.Progress, Error: r.Error, ErrorCode: r.ErrorCode, Warnings: r.Warnings,
-		CreatedAt: r.CreatedAt.Time, StartedAt: timePtr(r.StartedAt), FinishedAt: timePtr(r.FinishedAt), Attempts: r.Attempts, Alone: r.Alone,
+		CreatedAt: r.CreatedAt.Time, StartedAt: timePtr(r.StartedAt), FinishedAt: timePtr(r.FinishedAt), Attempts: r.Attempts, Runs: r.Runs, Alone: r.Alone,
 		ProductionBranch: r.ProductionBranch, HasManifest: r.HasManifest, Version: r.Version, Changed: r.Changed,
 		CancelRequested: r.CancelRequested, CanceledBy: r.CanceledBy, AccountID: r.AccountID, StartedBy: r.StartedBy,
 		RequestID: r.RequestID, RetryOf: r.RetryOf, ManifestOf: r.ManifestOf,
-		ManifestCharge: dbtsync.Charge{Stored: r.ManifestBytes, StoredHour: r.ManifestHour}}
+		ManifestCharge: dbtsync.Charge{Stored: r.ManifestBytes, StoredHour: r.ManifestHour},
+		ResultCharge:   dbtsync.Charge{Stored: r.ResultBytes, StoredHour: r.ResultHour}, FinishedByWorker: r.FinishedByWorker}
 }
 
 func timePtr(t *httpx.Time) *time.Time {
@@ -89,7 +116,7 @@ type jobMessage struct {
 }
 
 func (q *Queue) get(ctx context.Context, dep int64, id string) (jobRecord, uint64, error) {
-	e, err := q.kv.Get(ctx, jobKey(dep, id))
+	e, err := q.getEntry(ctx, q.kv, jobKey(dep, id))
 	if errors.Is(err, natsjs.ErrKeyNotFound) {
 		return jobRecord{}, 0, dbtsync.ErrNotFound
 	}
@@ -112,59 +139,112 @@ func (q *Queue) Job(ctx context.Context, dep int64, id string) (dbtsync.Job, err
 	return r.job(), nil
 }
 
-// UpdateJob applies fn to the job with a compare-and-set on the entry's revision.
+// UpdateJob applies fn to the job with a compare-and-set on the entry's revision. The
+// record it writes carries a new op id: when the write's reply is lost and the retry
+// finds the revision moved, the record read back says whether the write was its own
+// (a read may come from a replica a little behind; only a current one lets a write
+// through, and it holds the op if the write landed).
 func (q *Queue) UpdateJob(ctx context.Context, dep int64, id string, fn func(*dbtsync.Job) error) (dbtsync.Job, error) {
+	op := newOp()
 	for {
 		r, rev, err := q.get(ctx, dep, id)
 		if err != nil {
 			return dbtsync.Job{}, err
 		}
+		if slices.Contains(r.Ops, op) {
+			return r.job(), nil
+		}
 		j := r.job()
 		if err := fn(&j); err != nil {
 			return dbtsync.Job{}, err
 		}
-		b, _ := json.Marshal(recordOf(j))
-		if _, err := q.kv.Update(ctx, jobKey(dep, id), b, rev); err != nil {
-			if isWrongSequence(err) {
-				continue
-			}
+		b, _ := json.Marshal(recordOf(j).withOp(r.Ops, op))
+		err = q.do(ctx, func(ctx context.Context) error {
+			_, err := q.kv.Update(ctx, jobKey(dep, id), b, rev)
+			return err
+		})
+		switch {
+		case err == nil:
+			return j, nil
+		case !isWrongSequence(err):
 			return dbtsync.Job{}, unavailable(err)
 		}
-		return j, nil
 	}
 }
 
+// isWrongSequence reports a compare-and-set that found another revision (10071, or
+// 10164 on a replicated stream) or a create that found the key.
 func isWrongSequence(err error) bool {
 	var apiErr *natsjs.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode == natsjs.JSErrCodeStreamWrongLastSequence || errors.Is(err, natsjs.ErrKeyExists)
+	if errors.As(err, &apiErr) && (apiErr.ErrorCode == natsjs.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == natsjs.JSErrCodeStreamWrongLastSequenceConstant) {
+		return true
+	}
+	return errors.Is(err, natsjs.ErrKeyExists) || errors.Is(err, natsjs.ErrKeyRevisionMismatch)
+}
+
+// newOp is a fresh id of one write.
+func newOp() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// create stores a new job record; a retry that finds the key holding its own write (the
+// first reply lost) has done it.
+func (q *Queue) create(ctx context.Context, j dbtsync.Job) error {
+	op := newOp()
+	b, _ := json.Marshal(recordOf(j).withOp(nil, op))
+	err := q.do(ctx, func(ctx context.Context) error {
+		_, err := q.kv.Create(ctx, jobKey(j.DeploymentID, j.SyncJobID), b)
+		return err
+	})
+	if isWrongSequence(err) {
+		if r, _, gerr := q.get(ctx, j.DeploymentID, j.SyncJobID); gerr == nil && slices.Contains(r.Ops, op) {
+			return nil
+		}
+	}
+	if err != nil {
+		return unavailable(err)
+	}
+	return nil
+}
+
+// deleteJob removes a job record (an enqueue undone), retried.
+func (q *Queue) deleteJob(ctx context.Context, dep int64, id string) {
+	_ = q.do(ctx, func(ctx context.Context) error { return q.kv.Delete(ctx, jobKey(dep, id)) })
 }
 
 // Enqueue records the job, puts it in its branch's line, publishes its message on its
 // deployment's subject (the stream refuses it past the deployment's limit: ErrJobLimit)
 // with the caller's trace context in the headers, and adds it to its deployment's index,
 // undoing what it did when a step fails (a job refused at its limit never reaches the
-// index).
+// index). A publish whose acknowledgement is lost is sent again with the same message
+// id: the stream stores the job once.
 func (q *Queue) Enqueue(ctx context.Context, j dbtsync.Job) error {
-	b, _ := json.Marshal(recordOf(j))
-	if _, err := q.kv.Create(ctx, jobKey(j.DeploymentID, j.SyncJobID), b); err != nil {
-		return unavailable(err)
+	if err := q.create(ctx, j); err != nil {
+		return err
 	}
 	bg := context.WithoutCancel(ctx)
 	lk := lineKey(j.DeploymentID, j.BranchName)
-	if _, err := q.updateLine(ctx, lk, func(ids []string) []string { return append(ids, j.SyncJobID) }); err != nil {
-		_ = q.kv.Delete(bg, jobKey(j.DeploymentID, j.SyncJobID))
+	if _, err := q.updateLine(ctx, lk, func(ids []string) []string { return appendID(ids, j.SyncJobID) }); err != nil {
+		q.deleteJob(bg, j.DeploymentID, j.SyncJobID)
 		return err
 	}
 	undo := func() {
 		_, _ = q.updateLine(bg, lk, func(ids []string) []string { return removeID(ids, j.SyncJobID) })
-		_ = q.kv.Delete(bg, jobKey(j.DeploymentID, j.SyncJobID))
+		q.deleteJob(bg, j.DeploymentID, j.SyncJobID)
 	}
 	body, _ := json.Marshal(jobMessage{SyncJobID: j.SyncJobID, DeploymentID: j.DeploymentID})
 	msg := nats.NewMsg(q.subject(dbtsync.QueueKey{Account: j.AccountID, Deployment: j.DeploymentID}))
 	msg.Data = body
 	msg.Header.Set(natsjs.MsgIDHeader, j.SyncJobID)
 	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(msg.Header))
-	ack, err := q.js.PublishMsg(ctx, msg)
+	var ack *natsjs.PubAck
+	err := q.do(ctx, func(ctx context.Context) (err error) {
+		ack, err = q.js.PublishMsg(ctx, msg)
+		return err
+	})
 	if err != nil {
 		undo()
 		if isSubjectFull(err) {
@@ -174,7 +254,7 @@ func (q *Queue) Enqueue(ctx context.Context, j dbtsync.Job) error {
 	}
 	if err := q.indexJob(ctx, j.DeploymentID, j.SyncJobID); err != nil {
 		// A worker that took the message meanwhile finds no job and drops it.
-		_ = q.stream.DeleteMsg(bg, ack.Sequence)
+		_ = q.do(bg, func(ctx context.Context) error { return q.stream.DeleteMsg(ctx, ack.Sequence) })
 		undo()
 		return err
 	}
@@ -189,7 +269,11 @@ func isSubjectFull(err error) bool {
 // QueuedJobs counts the messages of the deployment's subject: its jobs queued or running.
 func (q *Queue) QueuedJobs(ctx context.Context, k dbtsync.QueueKey) (int, error) {
 	subj := q.subject(k)
-	info, err := q.stream.Info(ctx, natsjs.WithSubjectFilter(subj))
+	var info *natsjs.StreamInfo
+	err := q.do(ctx, func(ctx context.Context) (err error) {
+		info, err = q.stream.Info(ctx, natsjs.WithSubjectFilter(subj))
+		return err
+	})
 	if err != nil {
 		return 0, unavailable(err)
 	}
@@ -199,12 +283,20 @@ func (q *Queue) QueuedJobs(ctx context.Context, k dbtsync.QueueKey) (int, error)
 // updateLine edits a branch's line with compare-and-set.
 func (q *Queue) updateLine(ctx context.Context, key string, fn func([]string) []string) ([]string, error) {
 	var next []string
-	err := casUpdate(ctx, q.kv, key, func(ids *[]string) error {
+	err := casUpdate(ctx, q, q.kv, key, func(ids *[]string) error {
 		next = fn(slices.Clone(*ids))
 		*ids = next
 		return nil
 	})
 	return next, err
+}
+
+// appendID adds id to the line once: a retried append finds it there.
+func appendID(ids []string, id string) []string {
+	if slices.Contains(ids, id) {
+		return ids
+	}
+	return append(ids, id)
 }
 
 func removeID(ids []string, id string) []string {
@@ -213,7 +305,7 @@ func removeID(ids []string, id string) []string {
 
 // LineHead is the job at the head of the branch's line.
 func (q *Queue) LineHead(ctx context.Context, dep int64, branch string) (string, error) {
-	e, err := q.kv.Get(ctx, lineKey(dep, branch))
+	e, err := q.getEntry(ctx, q.kv, lineKey(dep, branch))
 	if errors.Is(err, natsjs.ErrKeyNotFound) {
 		return "", nil
 	}
@@ -237,7 +329,12 @@ func (q *Queue) LeaveLine(ctx context.Context, dep int64, branch, id string) err
 // WatchCancel watches the job's entry and closes the channel at the first update that
 // requests a cancel.
 func (q *Queue) WatchCancel(ctx context.Context, dep int64, id string) (<-chan struct{}, error) {
-	watcher, err := q.kv.Watch(ctx, jobKey(dep, id), natsjs.UpdatesOnly())
+	var watcher natsjs.KeyWatcher
+	err := q.do(ctx, func(context.Context) (err error) {
+		// The watcher lives as long as ctx, not as the attempt.
+		watcher, err = q.kv.Watch(ctx, jobKey(dep, id), natsjs.UpdatesOnly())
+		return err
+	})
 	if err != nil {
 		return nil, unavailable(err)
 	}

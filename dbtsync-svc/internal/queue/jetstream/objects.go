@@ -30,19 +30,32 @@ func (q *Queue) PutManifest(ctx context.Context, dep int64, id string, r io.Read
 
 // Manifest opens an upload.
 func (q *Queue) Manifest(ctx context.Context, id string) (io.ReadCloser, error) {
-	obj, err := q.obj.Get(ctx, manifestObject(id))
+	return q.open(ctx, manifestObject(id))
+}
+
+// open opens an object, retried; its chunks are read as the caller reads, and a read
+// that stalls is done again (objectReader).
+func (q *Queue) open(ctx context.Context, name string) (io.ReadCloser, error) {
+	r, err := q.openReader(ctx, name, objectStall)
 	if errors.Is(err, natsjs.ErrObjectNotFound) {
 		return nil, dbtsync.ErrNotFound
 	}
 	if err != nil {
 		return nil, unavailable(err)
 	}
-	return obj, nil
+	return r, nil
 }
 
 // HasManifest reports whether an upload is stored.
 func (q *Queue) HasManifest(ctx context.Context, id string) (bool, error) {
-	_, err := q.obj.GetInfo(ctx, manifestObject(id))
+	return q.hasObject(ctx, manifestObject(id))
+}
+
+func (q *Queue) hasObject(ctx context.Context, name string) (bool, error) {
+	err := q.do(ctx, func(ctx context.Context) error {
+		_, err := q.obj.GetInfo(ctx, name)
+		return err
+	})
 	if errors.Is(err, natsjs.ErrObjectNotFound) {
 		return false, nil
 	}
@@ -54,27 +67,43 @@ func (q *Queue) HasManifest(ctx context.Context, id string) (bool, error) {
 
 // DeleteManifest removes an upload. The object store's delete is not conditional (a
 // second one succeeds too), so the one caller told deleted is the one that creates the
-// KV entry deleted.<id> (kept as long as job records).
+// KV entry deleted.<id> (kept as long as job records), before it deletes the object: a
+// delete retried after a lost reply finds the entry its own (its op id) and the object
+// gone, and still says deleted.
 func (q *Queue) DeleteManifest(ctx context.Context, id string) (bool, error) {
-	err := q.obj.Delete(ctx, manifestObject(id))
-	if errors.Is(err, natsjs.ErrObjectNotFound) {
-		return false, nil
+	if ok, err := q.hasObject(ctx, manifestObject(id)); err != nil || !ok {
+		return false, err
+	}
+	op := []byte(newOp())
+	err := q.do(ctx, func(ctx context.Context) error {
+		_, err := q.kv.Create(ctx, "deleted."+id, op)
+		return err
+	})
+	if isWrongSequence(err) {
+		e, gerr := q.getEntry(ctx, q.kv, "deleted."+id)
+		if gerr != nil || string(e.Value()) != string(op) {
+			return false, nil // another caller deletes it
+		}
+		err = nil
 	}
 	if err != nil {
 		return false, unavailable(err)
 	}
-	if _, err := q.kv.Create(ctx, "deleted."+id, nil); err != nil {
-		if isWrongSequence(err) {
-			return false, nil
-		}
+	err = q.do(ctx, func(ctx context.Context) error { return q.obj.Delete(ctx, manifestObject(id)) })
+	if err != nil && !errors.Is(err, natsjs.ErrObjectNotFound) {
+		// Not deleted: it stays, charged, until the store removes it by its age.
 		return false, unavailable(err)
 	}
 	return true, nil
 }
 
-// PutResult stores a files job's output.
+// PutResult stores a files job's output (a retry overwrites what an earlier attempt left).
 func (q *Queue) PutResult(ctx context.Context, id string, files []convert.File) error {
-	if _, err := q.obj.PutBytes(ctx, resultObject(id), dbtsync.ResultJSON(files)); err != nil {
+	data := dbtsync.ResultJSON(files)
+	if err := q.do(ctx, func(ctx context.Context) error {
+		_, err := q.obj.PutBytes(ctx, resultObject(id), data)
+		return err
+	}); err != nil {
 		return unavailable(err)
 	}
 	return nil
@@ -82,12 +111,5 @@ func (q *Queue) PutResult(ctx context.Context, id string, files []convert.File) 
 
 // Result streams a files job's output, chunk by chunk as the object store keeps it.
 func (q *Queue) Result(ctx context.Context, id string) (io.ReadCloser, error) {
-	obj, err := q.obj.Get(ctx, resultObject(id))
-	if errors.Is(err, natsjs.ErrObjectNotFound) {
-		return nil, dbtsync.ErrNotFound
-	}
-	if err != nil {
-		return nil, unavailable(err)
-	}
-	return obj, nil
+	return q.open(ctx, resultObject(id))
 }

@@ -9,10 +9,13 @@
 // implements dbtsync.JobQueue, dbtsync.JobFeed, dbtsync.ManifestStore and
 // dbtsync.LedgerStore.
 //
-// Every write is safe to repeat, for a JetStream whose leader may change mid-call
-// (replicated streams): jobs are published with their id as Nats-Msg-Id (a repeat is a
-// duplicate, dropped before the per-subject limit counts it), KV records change by
-// compare-and-set on their revision, and a ledger change carries its id (Ledger.Ops).
+// Every call is retried across a leader election or a reconnect (Options.Retry), and
+// every write is safe to repeat, for a JetStream whose leader may change mid-call
+// (replicated streams) and whose reply may be lost after the write was made: jobs are
+// published with their id as Nats-Msg-Id (a repeat is a duplicate, dropped before the
+// per-subject limit counts it), a job record carries the id of the change that wrote it
+// (a writer that finds its own change knows it landed), branch lines and the job index
+// add an id once, and a ledger change carries its id (Ledger.Ops).
 package jetstream
 
 import (
@@ -27,6 +30,7 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
+	"github.com/analyticsco/platform/libs/natsx"
 )
 
 // JetStream resources of the pipeline.
@@ -86,6 +90,13 @@ var DefaultNames = Names{Stream: JobsStream, Subject: JobsSubject, KV: JobsKV, L
 // Options configure Open.
 type Options struct {
 	Limits
+	// Replicas of the stream, the buckets and the object store: 1 on a single server, 3
+	// on a three-node cluster (a node lost is a leader election, not lost jobs). Open
+	// applies it to existing ones too. Zero: 1.
+	Replicas int
+	// Retry carries each call across a leader election or a reconnect (its budget, within
+	// the caller's deadline); its Conn is set by Open.
+	Retry  natsx.Retrier
 	Names  Names        // zero: DefaultNames (tests give each queue its own)
 	Logger *slog.Logger // Consume's transient pull errors (nil: slog.Default())
 }
@@ -100,10 +111,12 @@ type Queue struct {
 	kv      natsjs.KeyValue
 	ledgers natsjs.KeyValue
 	obj     natsjs.ObjectStore
+	retry   natsx.Retrier
 	logger  *slog.Logger
 }
 
-// Open creates (or updates) the stream, bucket and object store.
+// Open creates the stream, buckets and object store, or brings their configuration to
+// o's where it differs (replicas included).
 func Open(ctx context.Context, nc *nats.Conn, o Options) (*Queue, error) {
 	limits, n := o.Limits.withDefaults(), o.Names
 	if n == (Names{}) {
@@ -112,37 +125,48 @@ func Open(ctx context.Context, nc *nats.Conn, o Options) (*Queue, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	replicas := max(o.Replicas, 1)
 	js, err := natsjs.New(nc)
 	if err != nil {
 		return nil, err
 	}
+	o.Retry.Conn = nc
+	q := &Queue{names: n, limits: limits, nc: nc, js: js, retry: o.Retry, logger: o.Logger}
 	// A job is a message on its deployment's subject until a worker settles it: the
 	// limit per subject, refusing new messages, caps the deployment's queue atomically.
-	stream, err := js.CreateOrUpdateStream(ctx, natsjs.StreamConfig{
+	// Duplicates outlasts every retry of a publish (natsx.Retrier's budget, well under
+	// a minute), so a retried job is stored once.
+	q.stream, err = q.ensureStream(ctx, natsjs.StreamConfig{
 		Name: n.Stream, Subjects: []string{n.Subject + ".>"}, Retention: natsjs.WorkQueuePolicy,
-		Storage: natsjs.FileStorage, Duplicates: 10 * time.Minute,
+		Storage: natsjs.FileStorage, Duplicates: 10 * time.Minute, Replicas: replicas,
 		MaxMsgsPerSubject: int64(limits.MaxQueuedJobs), Discard: natsjs.DiscardNew, DiscardNewPerSubject: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("jobs stream: %w", err)
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, natsjs.KeyValueConfig{Bucket: n.KV, Storage: natsjs.FileStorage, History: 1,
-		TTL: limits.JobRetention})
+	q.kv, err = q.ensureKeyValue(ctx, natsjs.KeyValueConfig{Bucket: n.KV, Storage: natsjs.FileStorage, History: 1,
+		TTL: limits.JobRetention, Replicas: replicas})
 	if err != nil {
 		return nil, fmt.Errorf("jobs bucket: %w", err)
 	}
 	// Ledgers change by compare-and-set and expire nothing themselves: their charges
 	// lapse by their own hours and minutes.
-	ledgers, err := js.CreateOrUpdateKeyValue(ctx, natsjs.KeyValueConfig{Bucket: n.Ledgers, Storage: natsjs.FileStorage, History: 1})
+	q.ledgers, err = q.ensureKeyValue(ctx, natsjs.KeyValueConfig{Bucket: n.Ledgers, Storage: natsjs.FileStorage, History: 1, Replicas: replicas})
 	if err != nil {
 		return nil, fmt.Errorf("ledgers bucket: %w", err)
 	}
-	obj, err := js.CreateOrUpdateObjectStore(ctx, natsjs.ObjectStoreConfig{Bucket: n.Objects, Storage: natsjs.FileStorage,
-		TTL: limits.ObjectMaxAge, MaxBytes: limits.ObjectMaxBytes})
+	q.obj, err = q.ensureObjectStore(ctx, natsjs.ObjectStoreConfig{Bucket: n.Objects, Storage: natsjs.FileStorage,
+		TTL: limits.ObjectMaxAge, MaxBytes: limits.ObjectMaxBytes, Replicas: replicas})
 	if err != nil {
 		return nil, fmt.Errorf("manifest store: %w", err)
 	}
-	return &Queue{names: n, limits: limits, nc: nc, js: js, stream: stream, kv: kv, ledgers: ledgers, obj: obj, logger: o.Logger}, nil
+	return q, nil
+}
+
+// do runs op with the queue's retries (see natsx.Retrier): every op it is given is safe
+// to repeat.
+func (q *Queue) do(ctx context.Context, op func(ctx context.Context) error) error {
+	return q.retry.Do(ctx, op)
 }
 
 // unavailable wraps a NATS error as the domain's ErrQueueUnavailable.

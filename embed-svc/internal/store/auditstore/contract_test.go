@@ -104,6 +104,16 @@ func contract(t *testing.T, s auditsvc.Store) {
 	if err := s.Insert(ctx, []audit.Event{dup, evs[1]}); err != nil {
 		t.Fatalf("insert of stored ids: %v", err)
 	}
+	t.Run("stored-names-the-stored-ids-only", func(t *testing.T) {
+		unknown := audit.NewID(base.Add(time.Hour))
+		got, err := s.Stored(ctx, []string{evs[0].ID, unknown, evs[12].ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 2 || !got[evs[0].ID] || !got[evs[12].ID] || got[unknown] {
+			t.Errorf("stored: %v, want %s and %s only", got, evs[0].ID, evs[12].ID)
+		}
+	})
 
 	list := func(f auditsvc.Filter, limit int) []audit.Event {
 		t.Helper()

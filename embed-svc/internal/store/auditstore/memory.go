@@ -64,6 +64,19 @@ func (m *Memory) Insert(_ context.Context, events []audit.Event) error {
 	return nil
 }
 
+// Stored reports which of ids are stored.
+func (m *Memory) Stored(_ context.Context, ids []string) (map[string]bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]bool{}
+	for _, id := range ids {
+		if _, ok := m.events[id]; ok {
+			out[id] = true
+		}
+	}
+	return out, nil
+}
+
 // List returns up to limit events of the account matching f, newest first.
 func (m *Memory) List(_ context.Context, accountID int64, f auditsvc.Filter, limit int) ([]audit.Event, error) {
 	m.mu.Lock()

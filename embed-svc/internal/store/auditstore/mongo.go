@@ -237,6 +237,29 @@ func (s *Mongo) Insert(ctx context.Context, events []audit.Event) error {
 	return nil
 }
 
+// Stored reports which of ids are stored.
+func (s *Mongo) Stored(ctx context.Context, ids []string) (map[string]bool, error) {
+	out := map[string]bool{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	cur, err := s.c.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}},
+		options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}}))
+	if err != nil {
+		return nil, wrap(err)
+	}
+	var docs []struct {
+		ID string `bson:"_id"`
+	}
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, wrap(err)
+	}
+	for _, d := range docs {
+		out[d.ID] = true
+	}
+	return out, nil
+}
+
 type budgetDoc struct {
 	ID string    `bson:"_id"`
 	N  int64     `bson:"n"`

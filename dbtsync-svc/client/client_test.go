@@ -1,0 +1,62 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/analyticsco/platform/dbtsync-svc/client"
+	"github.com/analyticsco/platform/devstack"
+	"github.com/analyticsco/platform/devstack/apitest"
+)
+
+var req = client.ResolveRequest{DeploymentID: 7, BranchName: "feature-x", ProductionBranch: "main"}
+
+// While no API replica subscribes (they are reconnecting after losing their NATS
+// server), a resolve is sent again until one answers within the caller's timeout: the
+// embed session is minted, not refused.
+func TestResolveWaitsForAResponderThatSubscribesWithinItsTimeout(t *testing.T) {
+	ns := devstack.NATSForTest(t)
+	requester := devstack.NATSConnForTest(t, ns.URL)
+	type result struct {
+		reply client.ResolveReply
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rep, err := client.NewResolver(requester, 30*time.Second).Resolve(context.Background(), req)
+		done <- result{rep, err}
+	}()
+	// The server's "no responders" status is the first message the requester receives.
+	apitest.Eventually(t, 10*time.Second, "the first request answered: no responders", func() (bool, string) {
+		return requester.Stats().InMsgs >= 1, "no answer yet"
+	})
+	sub, err := client.Serve(devstack.NATSConnForTest(t, ns.URL), func(_ context.Context, got client.ResolveRequest) client.ResolveReply {
+		return client.ResolveReply{Exists: got == req, Served: true}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	got := <-done
+	if got.err != nil || !got.reply.Exists || !got.reply.Served {
+		t.Fatalf("resolve once a responder subscribed: %+v, %v; want exists and served", got.reply, got.err)
+	}
+}
+
+// With no responder for the whole timeout the resolver is unavailable (a 503 upstream),
+// never "no such branch".
+func TestResolveWithoutResponderIsUnavailableAfterItsTimeout(t *testing.T) {
+	ns := devstack.NATSForTest(t)
+	requester := devstack.NATSConnForTest(t, ns.URL)
+	_, err := client.NewResolver(requester, 300*time.Millisecond).Resolve(context.Background(), req)
+	if !errors.Is(err, client.ErrUnavailable) || !errors.Is(err, nats.ErrNoResponders) {
+		t.Fatalf("resolve without a responder: %v; want ErrUnavailable for no responders", err)
+	}
+	if n := requester.Stats().InMsgs; n < 2 {
+		t.Errorf("no-responders answers within the timeout: %d, want the request sent again at least once", n)
+	}
+}
