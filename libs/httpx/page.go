@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strconv"
 )
@@ -43,9 +42,17 @@ func BadFirst(raw string) *Error {
 	return Errorf(http.StatusBadRequest, "first must be an integer from 1 to %d, not %q", MaxPage, raw)
 }
 
-// ErrBadCursor is what a store or a queue returns for an `after` it did not issue; a
-// service answers it with BadCursor.
-var ErrBadCursor = errors.New("after is not a cursor returned by this list")
+// ErrBadCursor is what DecodeCursor, a store or a queue returns for an `after` the list
+// did not issue. It carries its answer (BadCursor's), so a list returns it as it is.
+var ErrBadCursor error = badCursor{}
+
+type badCursor struct{}
+
+func (badCursor) Error() string { return "after is not a cursor returned by this list" }
+
+func (e badCursor) Answer() (status int, code, message string) {
+	return BadCursor().Answer()
+}
 
 // BadCursor is the error of an `after` the list cannot read: the one wording of every
 // list.

@@ -3,8 +3,12 @@ package httpx
 import (
 	"encoding/base64"
 	"errors"
+	"fmt"
+	"net/http"
 	"testing"
 	"time"
+
+	"github.com/analyticsco/platform/libs/errs"
 )
 
 type testKey struct {
@@ -96,4 +100,13 @@ func FuzzDecodeCursor(f *testing.F) {
 			t.Fatalf("a decoded key %+v does not round trip: %+v, %v", k, back, err)
 		}
 	})
+}
+
+func TestBadCursorAnswersTheOneBadRequest(t *testing.T) {
+	_, err := DecodeCursor[string]("!!!")
+	status, code, message, ok := errs.Answer(fmt.Errorf("list jobs: %w", err))
+	want := BadCursor()
+	if !ok || status != http.StatusBadRequest || code != want.Code || message != want.Message {
+		t.Fatalf("a bad cursor answers %d %s %q, want 400 %s %q", status, code, message, want.Code, want.Message)
+	}
 }
