@@ -75,12 +75,23 @@ type Page[T any] struct {
 // PageOf is the page of items (at most `first`, in list order), more saying whether the
 // list goes on after them; its end cursor is EncodeCursor of its last item's key.
 func PageOf[T, K any](items []T, more bool, key func(T) K) Page[T] {
+	if n := len(items); n > 0 {
+		k := key(items[n-1])
+		return PageEndingAt(items, more, &k)
+	}
+	return PageEndingAt[T, K](items, more, nil)
+}
+
+// PageEndingAt is the page of items whose end cursor is EncodeCursor of end (nil: no
+// cursor), for a list whose page can end past its last item (at the last one it
+// examined).
+func PageEndingAt[T, K any](items []T, more bool, end *K) Page[T] {
 	out := Page[T]{Items: items, PageInfo: PageInfo{HasNextPage: more}}
 	if out.Items == nil {
 		out.Items = []T{}
 	}
-	if n := len(items); n > 0 {
-		c := EncodeCursor(key(items[n-1]))
+	if end != nil {
+		c := EncodeCursor(*end)
 		out.PageInfo.EndCursor = &c
 	}
 	return out
