@@ -1,7 +1,9 @@
 package httpx
 
 import (
-	"errors"
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
 	"net/http"
 	"strconv"
 )
@@ -15,16 +17,16 @@ const (
 	MaxPage     = 200
 )
 
-// Page is a list request's `first` and raw `after`.
-type Page struct {
+// PageQuery is a list request's `first` and raw `after`.
+type PageQuery struct {
 	First int
 	After string
 }
 
 // ParsePage reads `first` and `after` from the query of r.
-func ParsePage(r *http.Request) (Page, error) {
+func ParsePage(r *http.Request) (PageQuery, error) {
 	q := r.URL.Query()
-	p := Page{First: DefaultPage, After: q.Get("after")}
+	p := PageQuery{First: DefaultPage, After: q.Get("after")}
 	if raw := q.Get("first"); raw != "" {
 		n, err := strconv.Atoi(raw)
 		if err != nil || n < 1 || n > MaxPage {
@@ -40,12 +42,122 @@ func BadFirst(raw string) *Error {
 	return Errorf(http.StatusBadRequest, "first must be an integer from 1 to %d, not %q", MaxPage, raw)
 }
 
-// ErrBadCursor is what a store or a queue returns for an `after` it did not issue; a
-// service answers it with BadCursor.
-var ErrBadCursor = errors.New("after is not a cursor returned by this list")
+// ErrBadCursor is what DecodeCursor, a store or a queue returns for an `after` the list
+// did not issue. It carries its answer (BadCursor's), so a list returns it as it is.
+var ErrBadCursor error = badCursor{}
+
+type badCursor struct{}
+
+func (badCursor) Error() string { return "after is not a cursor returned by this list" }
+
+func (e badCursor) Answer() (status int, code, message string) {
+	return BadCursor().Answer()
+}
 
 // BadCursor is the error of an `after` the list cannot read: the one wording of every
 // list.
 func BadCursor() *Error {
 	return Errorf(http.StatusBadRequest, "%s", ErrBadCursor.Error())
+}
+
+// PageInfo is the cursor state of a page: `endCursor` is null on an empty page.
+type PageInfo struct {
+	HasNextPage bool    `json:"hasNextPage"`
+	EndCursor   *string `json:"endCursor"`
+}
+
+// Page is one page of any list, as every list answers it.
+type Page[T any] struct {
+	Items    []T      `json:"items"`
+	PageInfo PageInfo `json:"pageInfo"`
+}
+
+// PageOf is the page of items (at most `first`, in list order), more saying whether the
+// list goes on after them; its end cursor is EncodeCursor of its last item's key.
+func PageOf[T, K any](items []T, more bool, key func(T) K) Page[T] {
+	if n := len(items); n > 0 {
+		k := key(items[n-1])
+		return PageEndingAt(items, more, &k)
+	}
+	return PageEndingAt[T, K](items, more, nil)
+}
+
+// PageEndingAt is the page of items whose end cursor is EncodeCursor of end (nil: no
+// cursor), for a list whose page can end past its last item (at the last one it
+// examined).
+func PageEndingAt[T, K any](items []T, more bool, end *K) Page[T] {
+	out := Page[T]{Items: items, PageInfo: PageInfo{HasNextPage: more}}
+	if out.Items == nil {
+		out.Items = []T{}
+	}
+	if end != nil {
+		c := EncodeCursor(*end)
+		out.PageInfo.EndCursor = &c
+	}
+	return out
+}
+
+// Paginate pages items (the whole list, in list order) after the item whose key is
+// after (nil: the first page); a key no item has is ErrBadCursor.
+func Paginate[T any, K comparable](items []T, key func(T) K, after *K, first int) (Page[T], error) {
+	start := 0
+	if after != nil {
+		start = -1
+		for i, it := range items {
+			if key(it) == *after {
+				start = i + 1
+				break
+			}
+		}
+		if start < 0 {
+			return Page[T]{}, ErrBadCursor
+		}
+	}
+	end := min(start+first, len(items))
+	return PageOf(items[start:end], end < len(items), key), nil
+}
+
+// EncodeCursor is the one cursor encoding of every list: base64url (unpadded) of the JSON
+// of the list's own key type, the item a page ended at.
+func EncodeCursor[K any](k K) string {
+	b, err := json.Marshal(k)
+	if err != nil {
+		panic("httpx: a cursor key that JSON cannot encode: " + err.Error())
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// DecodeCursor reads a cursor EncodeCursor[K] made. Anything else (empty, not base64url,
+// null, not the JSON of a K, with unknown fields or trailing data) is ErrBadCursor; the list
+// still checks that the key is one it could have issued.
+func DecodeCursor[K any](s string) (K, error) {
+	var k K
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || len(b) == 0 || bytes.Equal(b, []byte("null")) {
+		return k, ErrBadCursor
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&k); err != nil {
+		var zero K
+		return zero, ErrBadCursor
+	}
+	if _, err := dec.Token(); err == nil {
+		var zero K
+		return zero, ErrBadCursor
+	}
+	return k, nil
+}
+
+// AfterCursor decodes a list request's `after`: nil for the first page, ErrBadCursor for a
+// cursor that is not a K.
+func AfterCursor[K any](after string) (*K, error) {
+	if after == "" {
+		return nil, nil
+	}
+	k, err := DecodeCursor[K](after)
+	if err != nil {
+		return nil, err
+	}
+	return &k, nil
 }

@@ -2,10 +2,8 @@ package dbtsync
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"slices"
-	"strconv"
 
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
@@ -31,23 +29,26 @@ func (s *service) branch(ctx context.Context, dep int64, name, production string
 	return st.View(production, s.now()), nil
 }
 
-func (s *service) ListBranches(ctx context.Context, p *identity.Principal, dep int64, pg PageRequest) (Page[Branch], error) {
+func (s *service) ListBranches(ctx context.Context, p *identity.Principal, dep int64, pg httpx.PageQuery) (httpx.Page[Branch], error) {
 	if err := authorize(p, roleBranches); err != nil {
-		return Page[Branch]{}, err
+		return httpx.Page[Branch]{}, err
 	}
 	// Production first, then the others by name, a page at a time from the store (a
 	// deployment's branches are as many as the names its syncs gave): the cursor is the
 	// last name listed.
 	production, now := p.Deployment.ProductionBranch, s.now()
-	if pg.After != "" && !validBranchName(pg.After) {
-		return Page[Branch]{}, httpx.BadCursor()
+	var after string
+	if pg.After != "" {
+		var err error
+		if after, err = httpx.DecodeCursor[string](pg.After); err != nil || !validBranchName(after) {
+			return httpx.Page[Branch]{}, httpx.ErrBadCursor
+		}
 	}
 	items := make([]Branch, 0, pg.First+1)
-	after := pg.After
 	if after == "" {
 		prod, err := s.branch(ctx, dep, production, production)
 		if err != nil {
-			return Page[Branch]{}, err
+			return httpx.Page[Branch]{}, err
 		}
 		items = append(items, prod)
 	} else if after == production {
@@ -55,18 +56,12 @@ func (s *service) ListBranches(ctx context.Context, p *identity.Principal, dep i
 	}
 	states, err := s.Branches.Branches(ctx, dep, after, production, pg.First+1-len(items))
 	if err != nil {
-		return Page[Branch]{}, err
+		return httpx.Page[Branch]{}, err
 	}
 	for _, st := range states {
 		items = append(items, st.View(production, now))
 	}
-	out := Page[Branch]{Items: items[:min(len(items), pg.First)]}
-	out.PageInfo.HasNextPage = len(items) > pg.First
-	if n := len(out.Items); n > 0 {
-		c := base64.RawURLEncoding.EncodeToString([]byte(out.Items[n-1].Name))
-		out.PageInfo.EndCursor = &c
-	}
-	return out, nil
+	return httpx.PageOf(items[:min(len(items), pg.First)], len(items) > pg.First, func(b Branch) string { return b.Name }), nil
 }
 
 func (s *service) GetBranch(ctx context.Context, p *identity.Principal, dep int64, name string) (Branch, error) {
@@ -108,17 +103,21 @@ func (s *service) GetFile(ctx context.Context, p *identity.Principal, dep int64,
 	return FileContent{BranchName: name, Version: v, Path: path, Content: files[0].Content}, nil
 }
 
-func (s *service) ListVersions(ctx context.Context, p *identity.Principal, dep int64, name string, pg PageRequest) (Page[BranchVersion], error) {
+func (s *service) ListVersions(ctx context.Context, p *identity.Principal, dep int64, name string, pg httpx.PageQuery) (httpx.Page[BranchVersion], error) {
 	if err := authorize(p, roleBranches); err != nil {
-		return Page[BranchVersion]{}, err
+		return httpx.Page[BranchVersion]{}, err
 	}
 	st, err := s.Branches.Branch(ctx, dep, name)
 	if err != nil {
-		return Page[BranchVersion]{}, branchError(name, err)
+		return httpx.Page[BranchVersion]{}, branchError(name, err)
 	}
 	newestFirst := slices.Clone(st.Versions)
 	slices.Reverse(newestFirst)
-	return paginate(newestFirst, func(v BranchVersion) string { return strconv.FormatInt(v.Version, 10) }, pg)
+	after, err := httpx.AfterCursor[int64](pg.After)
+	if err != nil {
+		return httpx.Page[BranchVersion]{}, err
+	}
+	return httpx.Paginate(newestFirst, func(v BranchVersion) int64 { return v.Version }, after, pg.First)
 }
 
 // OpenBranch renews the branch's lease: it is served for LeaseDuration from now. The

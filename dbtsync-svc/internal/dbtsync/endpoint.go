@@ -5,6 +5,7 @@ import (
 
 	"github.com/go-kit/kit/endpoint"
 
+	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -25,7 +26,7 @@ type (
 	}
 	pageRequest struct {
 		scope
-		Page PageRequest
+		Page httpx.PageQuery
 	}
 	putIntegrationRequest struct {
 		scope
@@ -38,7 +39,7 @@ type (
 	branchPageRequest struct {
 		scope
 		Name string
-		Page PageRequest
+		Page httpx.PageQuery
 	}
 	filesRequest struct {
 		scope

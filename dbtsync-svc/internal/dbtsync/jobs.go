@@ -3,7 +3,6 @@ package dbtsync
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 
@@ -62,22 +61,27 @@ func (s *service) GetJob(ctx context.Context, p *identity.Principal, dep int64, 
 	return v, nil
 }
 
-func (s *service) ListJobs(ctx context.Context, p *identity.Principal, dep int64, pg PageRequest) (Page[SyncJob], error) {
+func (s *service) ListJobs(ctx context.Context, p *identity.Principal, dep int64, pg httpx.PageQuery) (httpx.Page[SyncJob], error) {
 	if err := authorize(p, roleSync); err != nil {
-		return Page[SyncJob]{}, err
+		return httpx.Page[SyncJob]{}, err
 	}
 	// The job index is read by page: a request reads about first ids, however many jobs
 	// the deployment has had.
-	ids, end, more, err := s.Jobs.JobPage(ctx, dep, pg.After, pg.First)
-	if errors.Is(err, ErrBadCursor) {
-		return Page[SyncJob]{}, httpx.BadCursor()
+	// The cursor is the queue's own key of the last job listed.
+	var after string
+	if pg.After != "" {
+		var err error
+		if after, err = httpx.DecodeCursor[string](pg.After); err != nil {
+			return httpx.Page[SyncJob]{}, err
+		}
 	}
+	ids, end, more, err := s.Jobs.JobPage(ctx, dep, after, pg.First)
 	if err != nil {
-		return Page[SyncJob]{}, err
+		return httpx.Page[SyncJob]{}, err
 	}
-	out := Page[SyncJob]{Items: make([]SyncJob, 0, len(ids)), PageInfo: PageInfo{HasNextPage: more}}
+	out := httpx.Page[SyncJob]{Items: make([]SyncJob, 0, len(ids)), PageInfo: httpx.PageInfo{HasNextPage: more}}
 	if end != "" {
-		c := base64.RawURLEncoding.EncodeToString([]byte(end))
+		c := httpx.EncodeCursor(end)
 		out.PageInfo.EndCursor = &c
 	}
 	for _, id := range ids {
@@ -86,7 +90,7 @@ func (s *service) ListJobs(ctx context.Context, p *identity.Principal, dep int64
 			continue // expired since it was listed
 		}
 		if err != nil {
-			return Page[SyncJob]{}, err
+			return httpx.Page[SyncJob]{}, err
 		}
 		out.Items = append(out.Items, jobView(j))
 	}

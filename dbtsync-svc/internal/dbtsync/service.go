@@ -27,7 +27,7 @@ type Service interface {
 	// the role never reaches the manifest store.
 	StartSync(ctx context.Context, p *identity.Principal, dep int64, body SyncRequestBody) (SyncStarted, error)
 	GetJob(ctx context.Context, p *identity.Principal, dep int64, syncJobID string) (SyncJob, error)
-	ListJobs(ctx context.Context, p *identity.Principal, dep int64, pg PageRequest) (Page[SyncJob], error)
+	ListJobs(ctx context.Context, p *identity.Principal, dep int64, pg httpx.PageQuery) (httpx.Page[SyncJob], error)
 	// CancelJob cancels a queued job (it never runs) or asks a running one to stop at its
 	// next model; a finished job is a conflict.
 	CancelJob(ctx context.Context, p *identity.Principal, dep int64, syncJobID string) (SyncJob, error)
@@ -37,12 +37,12 @@ type Service interface {
 	PutIntegration(ctx context.Context, p *identity.Principal, dep int64, in IntegrationInput) (DbtGitIntegration, error)
 	GetIntegration(ctx context.Context, p *identity.Principal, dep int64) (DbtGitIntegration, error)
 
-	ListBranches(ctx context.Context, p *identity.Principal, dep int64, pg PageRequest) (Page[Branch], error)
+	ListBranches(ctx context.Context, p *identity.Principal, dep int64, pg httpx.PageQuery) (httpx.Page[Branch], error)
 	GetBranch(ctx context.Context, p *identity.Principal, dep int64, name string) (Branch, error)
 	// ListFiles and GetFile read one version of the branch; version 0 is the latest.
 	ListFiles(ctx context.Context, p *identity.Principal, dep int64, name string, version int64) (FileList, error)
 	GetFile(ctx context.Context, p *identity.Principal, dep int64, name, path string, version int64) (FileContent, error)
-	ListVersions(ctx context.Context, p *identity.Principal, dep int64, name string, pg PageRequest) (Page[BranchVersion], error)
+	ListVersions(ctx context.Context, p *identity.Principal, dep int64, name string, pg httpx.PageQuery) (httpx.Page[BranchVersion], error)
 	OpenBranch(ctx context.Context, p *identity.Principal, dep int64, name string) (Branch, error)
 	SetStaging(ctx context.Context, p *identity.Principal, dep int64, name string, enabled bool) (Branch, error)
 }
@@ -209,25 +209,6 @@ type DbtGitIntegration struct {
 	ManifestPath   *string    `json:"manifestPath"`
 	HasCredentials bool       `json:"hasCredentials"`
 	UpdatedAt      httpx.Time `json:"updatedAt"`
-}
-
-// PageRequest selects a page of a list: First items after the item whose key is After
-// ("" for the first page).
-type PageRequest struct {
-	First int
-	After string
-}
-
-// PageInfo is the cursor state of a page.
-type PageInfo struct {
-	HasNextPage bool    `json:"hasNextPage"`
-	EndCursor   *string `json:"endCursor"`
-}
-
-// Page is one page of a list.
-type Page[T any] struct {
-	Items    []T      `json:"items"`
-	PageInfo PageInfo `json:"pageInfo"`
 }
 
 // FileList is the files of one branch version, without contents.

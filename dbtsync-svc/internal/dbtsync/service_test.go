@@ -16,6 +16,7 @@ import (
 	"github.com/analyticsco/platform/dbtsync-svc/internal/store/memstore"
 	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/errs"
+	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -403,11 +404,13 @@ func TestJobView(t *testing.T) {
 	if job, _ := f.svc.GetJob(ctx, developer, dep, id); job.Error == nil || *job.Error != msg || job.CancelRequested {
 		t.Errorf("a failed job shows %+v, want its error and no cancel request", job)
 	}
-	page, err := f.svc.ListJobs(ctx, developer, dep, dbtsync.PageRequest{First: 1})
+	page, err := f.svc.ListJobs(ctx, developer, dep, httpx.PageQuery{First: 1})
 	if err != nil || len(page.Items) != 1 || page.PageInfo.HasNextPage || page.PageInfo.EndCursor == nil {
 		t.Errorf("ListJobs = %+v %v", page, err)
 	}
-	_, err = f.svc.ListJobs(ctx, developer, dep, dbtsync.PageRequest{First: 1, After: "sj-unknown"})
+	_, err = f.svc.ListJobs(ctx, developer, dep, httpx.PageQuery{First: 1, After: httpx.EncodeCursor("sj-unknown")})
+	wantErr(t, err, 400, "after is not a cursor returned by this list")
+	_, err = f.svc.ListJobs(ctx, developer, dep, httpx.PageQuery{First: 1, After: "sj-unknown"})
 	wantErr(t, err, 400, "after is not a cursor returned by this list")
 }
 
@@ -486,16 +489,16 @@ func TestBranchLists(t *testing.T) {
 	for _, n := range []string{"zeta", "alpha"} {
 		f.write(t, n)
 	}
-	page, err := f.svc.ListBranches(ctx, developer, dep, dbtsync.PageRequest{First: 2})
+	page, err := f.svc.ListBranches(ctx, developer, dep, httpx.PageQuery{First: 2})
 	if err != nil || len(page.Items) != 2 || page.Items[0].Name != prod || page.Items[1].Name != "alpha" || !page.PageInfo.HasNextPage {
 		t.Fatalf("first page %+v %v", page, err)
 	}
-	page, err = f.svc.ListBranches(ctx, developer, dep, dbtsync.PageRequest{First: 2, After: "alpha"})
+	page, err = f.svc.ListBranches(ctx, developer, dep, httpx.PageQuery{First: 2, After: *page.PageInfo.EndCursor})
 	if err != nil || len(page.Items) != 1 || page.Items[0].Name != "zeta" || page.PageInfo.HasNextPage {
 		t.Fatalf("second page %+v %v", page, err)
 	}
 	f.write(t, prod) // once synced, production is listed once, first
-	if page, _ := f.svc.ListBranches(ctx, developer, dep, dbtsync.PageRequest{First: 10}); len(page.Items) != 3 || page.Items[0].Name != prod ||
+	if page, _ := f.svc.ListBranches(ctx, developer, dep, httpx.PageQuery{First: 10}); len(page.Items) != 3 || page.Items[0].Name != prod ||
 		page.Items[0].LatestVersion == nil {
 		t.Errorf("with a synced production %+v", page)
 	}
@@ -508,7 +511,7 @@ func TestBranchLists(t *testing.T) {
 	}
 	_, err = f.svc.ListFiles(ctx, developer, dep, "alpha", 2)
 	wantErr(t, err, 404, `branch "alpha" not found`)
-	_, err = f.svc.ListBranches(ctx, viewer, dep, dbtsync.PageRequest{First: 10})
+	_, err = f.svc.ListBranches(ctx, viewer, dep, httpx.PageQuery{First: 10})
 	wantErr(t, err, 403, "developer")
 }
 

@@ -3,7 +3,6 @@ package dbtsync
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -143,29 +142,11 @@ func decodePageRequest(_ context.Context, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	pg, err := pageParams(r)
+	pg, err := httpx.ParsePage(r)
 	if err != nil {
 		return nil, err
 	}
 	return pageRequest{scope: sc, Page: pg}, nil
-}
-
-// pageParams reads first and after (the one pagination contract, httpx.ParsePage); the
-// cursor is base64url of the list's own key.
-func pageParams(r *http.Request) (PageRequest, error) {
-	p, err := httpx.ParsePage(r)
-	if err != nil {
-		return PageRequest{}, err
-	}
-	pg := PageRequest{First: p.First}
-	if p.After != "" {
-		b, err := base64.RawURLEncoding.DecodeString(p.After)
-		if err != nil || len(b) == 0 {
-			return PageRequest{}, httpx.BadCursor()
-		}
-		pg.After = string(b)
-	}
-	return pg, nil
 }
 
 func decodeIntegrationHTTP(_ context.Context, r *http.Request) (any, error) {
@@ -196,7 +177,7 @@ func decodeBranchPageRequest(_ context.Context, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	pg, err := pageParams(r)
+	pg, err := httpx.ParsePage(r)
 	if err != nil {
 		return nil, err
 	}

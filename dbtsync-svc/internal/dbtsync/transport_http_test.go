@@ -16,6 +16,7 @@ import (
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
+	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -103,10 +104,18 @@ func TestListsPageWithTheirCursors(t *testing.T) {
 			}
 		})
 	}
-	for _, after := range []string{"not base64!", base64.RawURLEncoding.EncodeToString([]byte("sj-no-such-job"))} {
-		w, body := call(t, h, "GET", base+"/dbt-sync?after="+url.QueryEscape(after), "")
+	for _, c := range []struct{ path, after string }{
+		{base + "/dbt-sync", "not base64!"},
+		{base + "/dbt-sync", base64.RawURLEncoding.EncodeToString([]byte("sj-no-such-job"))},
+		{base + "/dbt-sync", httpx.EncodeCursor("sj-no-such-job")},
+		{build, httpx.EncodeCursor("..bad name")},
+		{build, httpx.EncodeCursor(7)},
+		{build + "/dbt%2Fx/versions", httpx.EncodeCursor(int64(99))},
+		{build + "/dbt%2Fx/versions", httpx.EncodeCursor("2")},
+	} {
+		w, body := call(t, h, "GET", c.path+"?after="+url.QueryEscape(c.after), "")
 		if w.Code != 400 || body["message"] != "after is not a cursor returned by this list" {
-			t.Errorf("dbt-sync-list-400-after %q: %d %v", after, w.Code, body)
+			t.Errorf("list-400-after %s %q: %d %v", c.path, c.after, w.Code, body)
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/analyticsco/platform/embed-svc/internal/embed"
 	"github.com/analyticsco/platform/embed-svc/internal/keys"
 	"github.com/analyticsco/platform/embed-svc/revocation"
+	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/redisx"
 )
 
@@ -853,7 +854,7 @@ func testCatalogs(t *testing.T, e *env) {
 		{"groups-400-first-201", "/api/v1/groups?first=201", gkey, 400},
 		{"groups-400-first-not-a-number", "/api/v1/groups?first=ten", gkey, 400},
 		{"groups-400-bad-cursor", "/api/v1/groups?after=not*a*cursor", gkey, 400},
-		{"groups-400-forged-cursor", "/api/v1/groups?after=ZGVmOnh5eg", gkey, 400},
+		{"groups-400-forged-cursor", "/api/v1/groups?after=" + httpx.EncodeCursor("xyz"), gkey, 400},
 		{"groups-200-first-200", "/api/v1/groups?first=200", gkey, 200},
 		{"groups-403-viewer-bearer", "/api/v1/groups", bearer(acme.Users["viewer"].Bearer), 403},
 		{"embed-tenant-groups-404-unknown-tenant", "/api/v1/embed-tenants/no-such-tenant/groups", key, 404},

@@ -15,6 +15,7 @@ import (
 
 	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/errs"
+	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -92,16 +93,9 @@ func (m Merged) Event() audit.Event {
 	}
 }
 
-// Page is one page of events.
-type Page struct {
-	Items    []audit.Event
-	HasNext  bool
-	EndAfter string // the After of the next page
-}
-
 // Service is the audit trail's API.
 type Service interface {
-	List(ctx context.Context, p *identity.Principal, q Query) (Page, error)
+	List(ctx context.Context, p *identity.Principal, q Query) (httpx.Page[audit.Event], error)
 }
 
 // The service's answers to a refused or failed read (libs/errs: the transport's encoder
@@ -123,10 +117,10 @@ func NewService(store Store) Service { return &service{store: store} }
 // List returns a page of the caller's account's events. Only admins read the trail
 // (a user's bearer token or an API key of an admin); an API key scoped to deployments
 // reads the events of those deployments only.
-func (s *service) List(ctx context.Context, p *identity.Principal, q Query) (Page, error) {
+func (s *service) List(ctx context.Context, p *identity.Principal, q Query) (httpx.Page[audit.Event], error) {
 	if p == nil || !p.HasRole(identity.RoleAdmin) ||
 		(p.Credential != identity.CredentialBearer && p.Credential != identity.CredentialAPIKey) {
-		return Page{}, ErrForbidden
+		return httpx.Page[audit.Event]{}, ErrForbidden
 	}
 	f := Filter{From: q.From, To: q.To, Actor: q.Actor, TargetType: q.TargetType, TargetID: q.TargetID, BeforeID: q.After}
 	if prefix, ok := cutWildcard(q.Action); ok {
@@ -136,7 +130,7 @@ func (s *service) List(ctx context.Context, p *identity.Principal, q Query) (Pag
 	}
 	switch {
 	case q.DeploymentID > 0 && !p.InScope(q.DeploymentID):
-		return Page{}, ErrOutOfScope
+		return httpx.Page[audit.Event]{}, ErrOutOfScope
 	case q.DeploymentID > 0:
 		f.Deployments = []int64{q.DeploymentID}
 	case len(p.KeyScope) > 0:
@@ -144,19 +138,14 @@ func (s *service) List(ctx context.Context, p *identity.Principal, q Query) (Pag
 	}
 	items, err := s.store.List(ctx, p.Account.ID, f, q.First+1)
 	if errors.Is(err, ErrUnavailable) {
-		return Page{}, errUnavailable
+		return httpx.Page[audit.Event]{}, errUnavailable
 	}
 	if err != nil {
-		return Page{}, err
+		return httpx.Page[audit.Event]{}, err
 	}
-	pg := Page{Items: items}
-	if len(items) > q.First {
-		pg.Items, pg.HasNext = items[:q.First], true
-	}
-	if n := len(pg.Items); n > 0 {
-		pg.EndAfter = pg.Items[n-1].ID
-	}
-	return pg, nil
+	// The cursor is the last event's id.
+	more := len(items) > q.First
+	return httpx.PageOf(items[:min(len(items), q.First)], more, func(ev audit.Event) string { return ev.ID }), nil
 }
 
 // cutWildcard splits "x.y.*" into its prefix "x.y.".

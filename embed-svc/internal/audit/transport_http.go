@@ -2,7 +2,6 @@ package audit
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -90,9 +89,9 @@ func decodeListRequest(_ context.Context, r *http.Request) (any, error) {
 		q.DeploymentID = n
 	}
 	if pg.After != "" {
-		id, ok := decodeCursor(pg.After)
-		if !ok {
-			return nil, httpx.BadCursor()
+		id, err := httpx.DecodeCursor[string](pg.After)
+		if err != nil || !audit.ValidID(id) {
+			return nil, httpx.ErrBadCursor
 		}
 		q.After = id
 	}
@@ -108,17 +107,6 @@ func parseTime(name, raw string) (time.Time, error) {
 		return time.Time{}, httpx.Errorf(http.StatusBadRequest, "%s must be an RFC 3339 date-time such as 2026-11-25T08:00:00Z, not %q", name, raw)
 	}
 	return t, nil
-}
-
-// The cursor is the last event's id, encoded so clients treat it as opaque.
-func encodeCursor(id string) string { return base64.RawURLEncoding.EncodeToString([]byte("a:" + id)) }
-
-func decodeCursor(c string) (string, bool) {
-	raw, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil || len(raw) < 2 || string(raw[:2]) != "a:" || !audit.ValidID(string(raw[2:])) {
-		return "", false
-	}
-	return string(raw[2:]), true
 }
 
 // EventView is an event as the API shows it (timestamps in the one API format).
@@ -164,16 +152,11 @@ func orNil(s string) *string {
 }
 
 func encodePage(_ context.Context, w http.ResponseWriter, resp any) error {
-	pg := resp.(Page)
+	pg := resp.(httpx.Page[audit.Event])
 	items := make([]EventView, len(pg.Items))
 	for i, ev := range pg.Items {
 		items[i] = View(ev)
 	}
-	var end *string
-	if pg.EndAfter != "" {
-		c := encodeCursor(pg.EndAfter)
-		end = &c
-	}
-	httpx.WriteJSON(w, http.StatusOK, map[string]any{"items": items, "pageInfo": map[string]any{"hasNextPage": pg.HasNext, "endCursor": end}})
+	httpx.WriteJSON(w, http.StatusOK, httpx.Page[EventView]{Items: items, PageInfo: pg.PageInfo})
 	return nil
 }

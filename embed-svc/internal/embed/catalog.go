@@ -2,7 +2,6 @@ package embed
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"net/http"
 	"strconv"
@@ -34,39 +33,29 @@ func (s *service) requireTenant(ctx context.Context, accountID int64, scope stri
 }
 
 // ListDefinitions returns one page of a catalog in a stable order.
-func (s *service) ListDefinitions(ctx context.Context, p *identity.Principal, q ListQuery) (DefinitionPage, error) {
+func (s *service) ListDefinitions(ctx context.Context, p *identity.Principal, q ListQuery) (httpx.Page[Definition], error) {
 	if err := requireCatalogAdmin(p, q.Scope); err != nil {
-		return DefinitionPage{}, err
+		return httpx.Page[Definition]{}, err
 	}
 	if q.First < 1 || q.First > MaxPageSize {
-		return DefinitionPage{}, httpx.BadFirst(strconv.Itoa(q.First))
+		return httpx.Page[Definition]{}, httpx.BadFirst(strconv.Itoa(q.First))
 	}
 	if q.After != "" {
-		id, ok := DecodeCursor(q.After)
-		if !ok {
-			return DefinitionPage{}, httpx.BadCursor()
+		// The cursor is the last definition's id.
+		id, err := httpx.DecodeCursor[string](q.After)
+		if err != nil || id == "" {
+			return httpx.Page[Definition]{}, httpx.ErrBadCursor
 		}
 		q.After = id
 	}
 	if err := s.requireTenant(ctx, p.Account.ID, q.Scope); err != nil {
-		return DefinitionPage{}, err
+		return httpx.Page[Definition]{}, err
 	}
 	items, more, err := s.d.Catalog.ListDefinitions(ctx, p.Account.ID, q)
-	if errors.Is(err, ErrBadCursor) {
-		return DefinitionPage{}, httpx.BadCursor()
-	}
 	if err != nil {
-		return DefinitionPage{}, storeErr(err)
+		return httpx.Page[Definition]{}, storeErr(err) // ErrBadCursor answers itself
 	}
-	page := DefinitionPage{Items: items, PageInfo: PageInfo{HasNextPage: more}}
-	if page.Items == nil {
-		page.Items = []Definition{}
-	}
-	if n := len(items); n > 0 {
-		c := EncodeCursor(items[n-1].ID)
-		page.PageInfo.EndCursor = &c
-	}
-	return page, nil
+	return httpx.PageOf(items, more, func(d Definition) string { return d.ID }), nil
 }
 
 // ErrBadCursor means the after cursor is not one this service issued.
@@ -135,17 +124,4 @@ func (s *service) DeleteDefinition(ctx context.Context, p *identity.Principal, s
 		return notFound("%s %q not found", what, id)
 	}
 	return storeErr(err)
-}
-
-// EncodeCursor makes the opaque cursor of a definition id.
-func EncodeCursor(id string) string { return base64.RawURLEncoding.EncodeToString([]byte("def:" + id)) }
-
-// DecodeCursor returns the definition id of a cursor.
-func DecodeCursor(c string) (string, bool) {
-	raw, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil {
-		return "", false
-	}
-	id, ok := strings.CutPrefix(string(raw), "def:")
-	return id, ok && id != ""
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/go-kit/kit/endpoint"
 
+	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -189,10 +190,10 @@ func definitionView(d Definition, kind string) any {
 
 const timeFormat = "2006-01-02T15:04:05.000Z07:00"
 
-func definitionPageView(p DefinitionPage, kind string) any {
+func definitionPageView(p httpx.Page[Definition], kind string) any {
 	items := make([]any, 0, len(p.Items))
 	for _, d := range p.Items {
 		items = append(items, definitionView(d, kind))
 	}
-	return map[string]any{"items": items, "pageInfo": p.PageInfo}
+	return httpx.Page[any]{Items: items, PageInfo: p.PageInfo}
 }

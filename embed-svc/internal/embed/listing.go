@@ -2,11 +2,11 @@ package embed
 
 import (
 	"context"
-	"encoding/base64"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/analyticsco/platform/libs/httpx"
 )
 
 // listBatch is how many entries a filtered listing reads per round trip.
@@ -100,7 +100,7 @@ func (q SessionQuery) filtered() bool {
 
 // listSessions reads a page of the account's sessions matching q, newest first, each
 // with its state from Redis; a filtered page examines at most the ListScan limit.
-func (s *service) listSessions(ctx context.Context, accountID int64, q SessionQuery) (SessionPage, error) {
+func (s *service) listSessions(ctx context.Context, accountID int64, q SessionQuery) (httpx.Page[SessionView], error) {
 	now := s.now().UTC()
 	batch := listBatch
 	if !q.filtered() {
@@ -139,23 +139,23 @@ func (s *service) listSessions(ctx context.Context, accountID int64, q SessionQu
 	}
 	sp, err := scanPage(q.First, batch, s.limits.ListScan, read, keep)
 	if err != nil {
-		return SessionPage{}, storeErr(err)
+		return httpx.Page[SessionView]{}, storeErr(err)
 	}
-	page := SessionPage{Items: make([]SessionView, 0, len(sp.items)), PageInfo: PageInfo{HasNextPage: sp.more}}
+	items := make([]SessionView, 0, len(sp.items))
 	for _, r := range sp.items {
-		page.Items = append(page.Items, views[r.ID])
+		items = append(items, views[r.ID])
 	}
-	if end := sp.cursorEntry(q.First); end != nil {
-		c := EncodeSessionCursor(SessionCursor{CreatedAt: end.CreatedAt, ID: end.ID})
-		page.PageInfo.EndCursor = &c
+	var end *SessionCursor
+	if e := sp.cursorEntry(q.First); e != nil {
+		end = &SessionCursor{CreatedAt: e.CreatedAt, ID: e.ID}
 	}
-	return page, nil
+	return httpx.PageEndingAt(items, sp.more, end), nil
 }
 
 // listTenantUsers reads a page of the tenant's users by id whose external id starts
 // with prefix and, unless deployments is nil, who had sessions in one of them; it
 // examines at most the ListScan limit.
-func (s *service) listTenantUsers(ctx context.Context, accountID int64, tenant, prefix string, deployments []int64, first int, after int64) (UserPage, error) {
+func (s *service) listTenantUsers(ctx context.Context, accountID int64, tenant, prefix string, deployments []int64, first int, after int64) (httpx.Page[UserSummary], error) {
 	batch := listBatch
 	if prefix == "" && deployments == nil {
 		batch = first + 1
@@ -177,15 +177,15 @@ func (s *service) listTenantUsers(ctx context.Context, accountID int64, tenant, 
 	}
 	sp, err := scanPage(first, batch, s.limits.ListScan, read, keep)
 	if err != nil {
-		return UserPage{}, storeErr(err)
+		return httpx.Page[UserSummary]{}, storeErr(err)
 	}
-	page := UserPage{Items: make([]UserSummary, 0, len(sp.items)), PageInfo: PageInfo{HasNextPage: sp.more}}
+	items := make([]UserSummary, 0, len(sp.items))
 	for _, u := range sp.items {
-		page.Items = append(page.Items, userSummary(u))
+		items = append(items, userSummary(u))
 	}
-	if end := sp.cursorEntry(first); end != nil {
-		c := base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(end.ID, 10)))
-		page.PageInfo.EndCursor = &c
+	var end *int64
+	if e := sp.cursorEntry(first); e != nil {
+		end = &e.ID
 	}
-	return page, nil
+	return httpx.PageEndingAt(items, sp.more, end), nil
 }

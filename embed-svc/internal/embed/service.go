@@ -21,10 +21,10 @@ type Service interface {
 	DryRunSession(ctx context.Context, p *identity.Principal, req GenerateSessionRequest) (DryRun, error)
 	// ListSessions and RevokeSessions are the operator's session control (admins, as
 	// the spec's revoke): the account's sessions by public id, and revocation in bulk.
-	ListSessions(ctx context.Context, p *identity.Principal, q SessionQuery) (SessionPage, error)
+	ListSessions(ctx context.Context, p *identity.Principal, q SessionQuery) (httpx.Page[SessionView], error)
 	// ListTenantUsers, GetTenantUser and DeleteTenantUser manage an embed tenant's
 	// external users (an admin's account API key, as the tenant catalogs).
-	ListTenantUsers(ctx context.Context, p *identity.Principal, tenant string, q UserQuery) (UserPage, error)
+	ListTenantUsers(ctx context.Context, p *identity.Principal, tenant string, q UserQuery) (httpx.Page[UserSummary], error)
 	GetTenantUser(ctx context.Context, p *identity.Principal, tenant, externalID string) (UserView, error)
 	DeleteTenantUser(ctx context.Context, p *identity.Principal, tenant, externalID string) (DeletedUser, error)
 	RevokeSessions(ctx context.Context, p *identity.Principal, req RevokeSessionsRequest) (RevokedSessions, error)
@@ -34,7 +34,7 @@ type Service interface {
 	AICredentials(ctx context.Context, p *identity.Principal) (AICredentials, error)
 	DataToken(ctx context.Context, p *identity.Principal, deploymentID int64) (DataToken, error)
 	JWKS(ctx context.Context) (JWKSet, error)
-	ListDefinitions(ctx context.Context, p *identity.Principal, q ListQuery) (DefinitionPage, error)
+	ListDefinitions(ctx context.Context, p *identity.Principal, q ListQuery) (httpx.Page[Definition], error)
 	CreateDefinition(ctx context.Context, p *identity.Principal, kind string, in DefinitionInput) (Definition, error)
 	DeleteDefinition(ctx context.Context, p *identity.Principal, scope, kind, id string) error
 	// GetAccountSettings and PutAccountSettings read and replace the account-wide layer
@@ -331,16 +331,4 @@ type ListQuery struct {
 	Kind  string
 	First int
 	After string // opaque cursor, "" for the first page
-}
-
-// PageInfo is the cursor state of a page.
-type PageInfo struct {
-	HasNextPage bool    `json:"hasNextPage"`
-	EndCursor   *string `json:"endCursor"`
-}
-
-// DefinitionPage is one page of definitions.
-type DefinitionPage struct {
-	Items    []Definition `json:"items"`
-	PageInfo PageInfo     `json:"pageInfo"`
 }

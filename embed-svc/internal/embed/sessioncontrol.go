@@ -2,7 +2,6 @@ package embed
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -91,32 +90,24 @@ type SessionQuery struct {
 	After        SessionCursor // zero: the first page
 }
 
-// SessionCursor is the position after the last item of a page (newest first).
+// SessionCursor is the position after the last item of a page (newest first), the key
+// of the list's cursor.
 type SessionCursor struct {
-	CreatedAt time.Time
-	ID        string
+	CreatedAt time.Time `json:"t"`
+	ID        string    `json:"i"`
 }
 
 // IsZero reports whether the cursor is the start.
 func (c SessionCursor) IsZero() bool { return c.ID == "" }
 
-// EncodeSessionCursor is the opaque endCursor of a page.
-func EncodeSessionCursor(c SessionCursor) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.CreatedAt.UnixNano(), 10) + ":" + c.ID))
-}
-
-// DecodeSessionCursor reads an endCursor.
-func DecodeSessionCursor(s string) (SessionCursor, bool) {
-	raw, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil {
-		return SessionCursor{}, false
+// DecodeSessionCursor reads a page's endCursor: httpx's codec, and a session id.
+func DecodeSessionCursor(s string) (SessionCursor, error) {
+	c, err := httpx.DecodeCursor[SessionCursor](s)
+	if err != nil || !validPublicID(c.ID) {
+		return SessionCursor{}, httpx.ErrBadCursor
 	}
-	ns, id, ok := strings.Cut(string(raw), ":")
-	n, err := strconv.ParseInt(ns, 10, 64)
-	if !ok || err != nil || !validPublicID(id) {
-		return SessionCursor{}, false
-	}
-	return SessionCursor{CreatedAt: time.Unix(0, n).UTC(), ID: id}, true
+	c.CreatedAt = c.CreatedAt.UTC()
+	return c, nil
 }
 
 // SessionView is one session as the API lists it.
@@ -131,12 +122,6 @@ type SessionView struct {
 	ExpiresAt    httpx.Time        `json:"expiresAt"`
 	RevokedAt    *httpx.Time       `json:"revokedAt"`
 	State        string            `json:"state"`
-}
-
-// SessionPage is one page of sessions.
-type SessionPage struct {
-	Items    []SessionView `json:"items"`
-	PageInfo PageInfo      `json:"pageInfo"`
 }
 
 // RevokeSessionsRequest selects the sessions to revoke: exactly one of {"id"},
@@ -180,30 +165,30 @@ func sessionView(r SessionRecord, l LiveState, now time.Time) SessionView {
 
 // ListSessions lists the caller's account's sessions, newest first; a filtered page
 // examines at most EMBED_MAX_LIST_SCAN records (listSessions).
-func (s *service) ListSessions(ctx context.Context, p *identity.Principal, q SessionQuery) (SessionPage, error) {
+func (s *service) ListSessions(ctx context.Context, p *identity.Principal, q SessionQuery) (httpx.Page[SessionView], error) {
 	if err := requireSessionControl(p); err != nil {
-		return SessionPage{}, err
+		return httpx.Page[SessionView]{}, err
 	}
 	// A scoped key lists its deployments' sessions; naming another deployment is 403.
 	if err := keyReach(p).narrow(&q); err != nil {
-		return SessionPage{}, err
+		return httpx.Page[SessionView]{}, err
 	}
 	if q.First < 1 || q.First > MaxPageSize {
-		return SessionPage{}, httpx.BadFirst(strconv.Itoa(q.First))
+		return httpx.Page[SessionView]{}, httpx.BadFirst(strconv.Itoa(q.First))
 	}
 	switch q.State {
 	case "", StatePending, StateActive, StateRevoked, StateExpired:
 	default:
-		return SessionPage{}, invalid("state must be pending, active, revoked or expired, not %q", q.State)
+		return httpx.Page[SessionView]{}, invalid("state must be pending, active, revoked or expired, not %q", q.State)
 	}
 	if q.Tenant != "" && !ValidTenantName(q.Tenant) {
-		return SessionPage{}, invalid("tenant %q is not a valid embed tenant name", q.Tenant)
+		return httpx.Page[SessionView]{}, invalid("tenant %q is not a valid embed tenant name", q.Tenant)
 	}
 	if q.ID != "" && !validPublicID(q.ID) {
-		return SessionPage{}, invalid("id %q is not a session id of this list", q.ID)
+		return httpx.Page[SessionView]{}, invalid("id %q is not a session id of this list", q.ID)
 	}
 	if len(q.ExternalID) > 256 || len(q.InternalID) > 256 {
-		return SessionPage{}, invalid("externalId and internalId are at most 256 characters")
+		return httpx.Page[SessionView]{}, invalid("externalId and internalId are at most 256 characters")
 	}
 	q.ExternalID = strings.ToLower(strings.TrimSpace(q.ExternalID))
 	return s.listSessions(ctx, p.Account.ID, q)

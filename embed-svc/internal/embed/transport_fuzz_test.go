@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -48,9 +49,9 @@ func (r *recorder) RevokeSession(_ context.Context, _ *identity.Principal, id st
 	return nil
 }
 
-func (r *recorder) ListSessions(_ context.Context, _ *identity.Principal, q embed.SessionQuery) (embed.SessionPage, error) {
+func (r *recorder) ListSessions(_ context.Context, _ *identity.Principal, q embed.SessionQuery) (httpx.Page[embed.SessionView], error) {
 	r.got = q
-	return embed.SessionPage{}, nil
+	return httpx.Page[embed.SessionView]{}, nil
 }
 
 func (r *recorder) RevokeSessions(_ context.Context, _ *identity.Principal, req embed.RevokeSessionsRequest) (embed.RevokedSessions, error) {
@@ -68,9 +69,9 @@ func (r *recorder) CreateDefinition(_ context.Context, _ *identity.Principal, _ 
 	return embed.Definition{}, nil
 }
 
-func (r *recorder) ListDefinitions(_ context.Context, _ *identity.Principal, q embed.ListQuery) (embed.DefinitionPage, error) {
+func (r *recorder) ListDefinitions(_ context.Context, _ *identity.Principal, q embed.ListQuery) (httpx.Page[embed.Definition], error) {
 	r.got = q
-	return embed.DefinitionPage{}, nil
+	return httpx.Page[embed.Definition]{}, nil
 }
 
 // serve sends one request through the embed API's handler, with an admin's principal
@@ -193,7 +194,7 @@ func FuzzDecodeListDefinitions(f *testing.F) {
 // (the service validates the rest) or a 4xx.
 func FuzzDecodeListSessions(f *testing.F) {
 	for _, s := range []string{"", "first=20", "first=0", "state=active", "state=gone", "deploymentId=3", "deploymentId=-1",
-		"after=" + embed.EncodeSessionCursor(embed.SessionCursor{CreatedAt: time.Unix(1700000000, 5), ID: "0123456789abcdef0123456789abcdef"}),
+		"after=" + httpx.EncodeCursor(embed.SessionCursor{CreatedAt: time.Unix(1700000000, 5), ID: "0123456789abcdef0123456789abcdef"}),
 		"after=%ff", "after=MTIzOm5vcGU", "tenant=A%20B", "externalId=x&internalId=y", "id=zz"} {
 		f.Add(s)
 	}
@@ -207,7 +208,7 @@ func FuzzDecodeListSessions(f *testing.F) {
 			t.Fatalf("query %q decoded to %+v", query, q)
 		}
 		if !q.After.IsZero() {
-			if _, ok := embed.DecodeSessionCursor(embed.EncodeSessionCursor(q.After)); !ok {
+			if _, err := embed.DecodeSessionCursor(httpx.EncodeCursor(q.After)); err != nil {
 				t.Fatalf("query %q decoded to a cursor the list cannot issue: %+v", query, q.After)
 			}
 		}
@@ -235,18 +236,22 @@ func FuzzDecodePutSettings(f *testing.F) {
 	})
 }
 
-// FuzzDecodeSessionCursor: DecodeSessionCursor round-trips what it accepts.
+// FuzzDecodeSessionCursor: DecodeSessionCursor round-trips what it accepts and refuses
+// the rest with ErrBadCursor.
 func FuzzDecodeSessionCursor(f *testing.F) {
-	f.Add(embed.EncodeSessionCursor(embed.SessionCursor{CreatedAt: time.Unix(1, 2), ID: "0123456789abcdef0123456789abcdef"}))
+	f.Add(httpx.EncodeCursor(embed.SessionCursor{CreatedAt: time.Unix(1, 2), ID: "0123456789abcdef0123456789abcdef"}))
 	f.Add("")
 	f.Add("Zm9vOmJhcg")
 	f.Fuzz(func(t *testing.T, s string) {
-		c, ok := embed.DecodeSessionCursor(s)
-		if !ok {
+		c, err := embed.DecodeSessionCursor(s)
+		if err != nil {
+			if !errors.Is(err, httpx.ErrBadCursor) {
+				t.Fatalf("cursor %q: %v, want ErrBadCursor", s, err)
+			}
 			return
 		}
-		back, ok := embed.DecodeSessionCursor(embed.EncodeSessionCursor(c))
-		if !ok || !back.CreatedAt.Equal(c.CreatedAt) || back.ID != c.ID {
+		back, err := embed.DecodeSessionCursor(httpx.EncodeCursor(c))
+		if err != nil || !back.CreatedAt.Equal(c.CreatedAt) || back.ID != c.ID {
 			t.Fatalf("cursor %q does not round-trip: %+v %+v", s, c, back)
 		}
 	})

@@ -146,9 +146,9 @@ func decodeListSessions(_ context.Context, r *http.Request) (any, error) {
 		q.DeploymentID = n
 	}
 	if pg.After != "" {
-		c, ok := DecodeSessionCursor(pg.After)
-		if !ok {
-			return nil, httpx.BadCursor()
+		c, err := DecodeSessionCursor(pg.After)
+		if err != nil {
+			return nil, err
 		}
 		q.After = c
 	}

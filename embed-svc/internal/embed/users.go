@@ -2,7 +2,6 @@ package embed
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"net/http"
 	"slices"
@@ -61,12 +60,6 @@ func userSummary(u ExternalUser) UserSummary {
 		CreatedAt: httpx.At(u.CreatedAt.UTC()), UpdatedAt: httpx.At(u.UpdatedAt.UTC())}
 }
 
-// UserPage is one page of a tenant's users.
-type UserPage struct {
-	Items    []UserSummary `json:"items"`
-	PageInfo PageInfo      `json:"pageInfo"`
-}
-
 // DeletedUser is the answer of a user deletion.
 type DeletedUser struct {
 	Deleted         bool `json:"deleted"`
@@ -105,22 +98,22 @@ func (s *service) tenantUserScope(ctx context.Context, p *identity.Principal, te
 
 // ListTenantUsers lists the external users that have had sessions in the tenant, by id,
 // as summaries; a filtered page examines at most EMBED_MAX_LIST_SCAN users.
-func (s *service) ListTenantUsers(ctx context.Context, p *identity.Principal, tenant string, q UserQuery) (UserPage, error) {
+func (s *service) ListTenantUsers(ctx context.Context, p *identity.Principal, tenant string, q UserQuery) (httpx.Page[UserSummary], error) {
 	if err := s.tenantUserScope(ctx, p, tenant); err != nil {
-		return UserPage{}, err
+		return httpx.Page[UserSummary]{}, err
 	}
 	if q.First < 1 || q.First > MaxPageSize {
-		return UserPage{}, httpx.BadFirst(strconv.Itoa(q.First))
+		return httpx.Page[UserSummary]{}, httpx.BadFirst(strconv.Itoa(q.First))
 	}
 	if len(q.Q) > 256 {
-		return UserPage{}, invalid("q is at most 256 characters")
+		return httpx.Page[UserSummary]{}, invalid("q is at most 256 characters")
 	}
+	// The cursor is the last user's id.
 	var after int64
 	if q.After != "" {
-		raw, err := base64.RawURLEncoding.DecodeString(q.After)
-		n, perr := strconv.ParseInt(string(raw), 10, 64)
-		if err != nil || perr != nil || n <= 0 {
-			return UserPage{}, httpx.BadCursor()
+		n, err := httpx.DecodeCursor[int64](q.After)
+		if err != nil || n <= 0 {
+			return httpx.Page[UserSummary]{}, httpx.ErrBadCursor
 		}
 		after = n
 	}

@@ -2,8 +2,6 @@ package workspace
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
@@ -59,44 +57,37 @@ func (c *cursor) listKey() *ListKey {
 // ListScan children: when the caller can view few of many (a root full of other users'
 // private folders), the page ends early with hasNextPage and a cursor that goes on from
 // the last child examined, so no request reads without bound.
-func (s *service) List(ctx context.Context, p *identity.Principal, dep, folder int64, first int, after string) (Page, error) {
-	var from *cursor
-	if after != "" {
-		raw, err := base64.RawURLEncoding.DecodeString(after)
-		var c cursor
-		if err != nil || json.Unmarshal(raw, &c) != nil {
-			return Page{}, httpx.BadCursor()
-		}
-		from = &c
+func (s *service) List(ctx context.Context, p *identity.Principal, dep, folder int64, first int, after string) (httpx.Page[ItemSummary], error) {
+	from, err := httpx.AfterCursor[cursor](after)
+	if err != nil {
+		return httpx.Page[ItemSummary]{}, err
 	}
 	r, err := s.begin(ctx, p, dep)
 	if err != nil {
-		return Page{}, err
+		return httpx.Page[ItemSummary]{}, err
 	}
 	if err := r.need(ctx, folder); err != nil {
-		return Page{}, err
+		return httpx.Page[ItemSummary]{}, err
 	}
 	if folder != 0 {
 		if r.tree.folders[folder] == nil {
-			return Page{}, notFound(TypeFolder, folder)
+			return httpx.Page[ItemSummary]{}, notFound(TypeFolder, folder)
 		}
 		if r.tree.folderLevel(p, folder) < LevelView {
-			return Page{}, forbiddenf("you need view access to folder %d to list it", folder)
+			return httpx.Page[ItemSummary]{}, forbiddenf("you need view access to folder %d to list it", folder)
 		}
 	}
 	if err := from.resolve(ctx, r, folder); err != nil {
-		return Page{}, err
+		return httpx.Page[ItemSummary]{}, err
 	}
 	visible, last, more, err := s.visibleChildren(ctx, r, folder, from, first)
 	if err != nil {
-		return Page{}, err
+		return httpx.Page[ItemSummary]{}, err
 	}
-	page := Page{HasNextPage: more}
 	items, err := s.renderSummaries(ctx, r, visible)
 	if err != nil {
-		return Page{}, err
+		return httpx.Page[ItemSummary]{}, err
 	}
-	page.Items = items
 	// The cursor is the page's last item, or the last child examined when the page ended
 	// at the scan limit.
 	var key *cursor
@@ -112,12 +103,7 @@ func (s *service) List(ctx context.Context, p *identity.Principal, dep, folder i
 		k.Name, k.Hidden = "", true
 		key = &k
 	}
-	if key != nil {
-		b, _ := json.Marshal(key)
-		c := base64.RawURLEncoding.EncodeToString(b)
-		page.EndCursor = &c
-	}
-	return page, nil
+	return httpx.PageEndingAt(items, more, key), nil
 }
 
 // minListBatch is the smallest batch a listing reads once it has met a child the caller

@@ -374,17 +374,17 @@ func TestListEndsAtTheScanLimitWithACursorThatGoesOn(t *testing.T) {
 		for _, it := range page.Items {
 			got = append(got, it.ID)
 		}
-		if !page.HasNextPage {
+		if !page.PageInfo.HasNextPage {
 			break
 		}
-		if page.EndCursor == nil {
+		if page.PageInfo.EndCursor == nil {
 			t.Fatalf("page %d: more to come without a cursor", pages)
 		}
-		raw, _ := base64.RawURLEncoding.DecodeString(*page.EndCursor)
+		raw, _ := base64.RawURLEncoding.DecodeString(*page.PageInfo.EndCursor)
 		if strings.Contains(string(raw), "private") {
 			t.Fatalf("page %d's cursor names a folder the viewer cannot view: %s", pages, raw)
 		}
-		after = *page.EndCursor
+		after = *page.PageInfo.EndCursor
 	}
 	if !slices.Equal(got, want) || pages < 4 {
 		t.Fatalf("pages (%d) listed %v, want %v", pages+1, got, want)

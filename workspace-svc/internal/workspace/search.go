@@ -2,8 +2,6 @@ package workspace
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"strings"
 	"time"
 
@@ -36,17 +34,17 @@ func (c *searchCursor) searchKey() *SearchKey {
 // checked from its folder's chain. A page examines at most SearchScan items: when the
 // caller can see few of many matches, the page ends early with hasNextPage and a cursor
 // to go on, so no request reads without bound.
-func (s *service) Search(ctx context.Context, p *identity.Principal, dep int64, in SearchInput) (Page, error) {
+func (s *service) Search(ctx context.Context, p *identity.Principal, dep int64, in SearchInput) (httpx.Page[ItemSummary], error) {
 	if in.Sort == "" {
 		in.Sort = "name"
 	}
 	from, err := parseSearchCursor(in.After, in.Sort)
 	if err != nil {
-		return Page{}, err
+		return httpx.Page[ItemSummary]{}, err
 	}
 	r, err := s.begin(ctx, p, dep)
 	if err != nil {
-		return Page{}, err
+		return httpx.Page[ItemSummary]{}, err
 	}
 	q := SearchQuery{Parent: in.Folder, NameContains: in.Q, Type: in.Type, Desc: strings.HasPrefix(in.Sort, "-")}
 	if strings.TrimPrefix(in.Sort, "-") == "updatedAt" {
@@ -57,55 +55,53 @@ func (s *service) Search(ctx context.Context, p *identity.Principal, dep int64, 
 	}
 	if in.Folder != nil && *in.Folder != 0 {
 		if err := r.need(ctx, *in.Folder); err != nil {
-			return Page{}, err
+			return httpx.Page[ItemSummary]{}, err
 		}
 		if r.tree.folders[*in.Folder] == nil {
-			return Page{}, notFound(TypeFolder, *in.Folder)
+			return httpx.Page[ItemSummary]{}, notFound(TypeFolder, *in.Folder)
 		}
 		if r.tree.folderLevel(p, *in.Folder) < LevelView {
-			return Page{}, forbiddenf("you need view access to folder %d to list it", *in.Folder)
+			return httpx.Page[ItemSummary]{}, forbiddenf("you need view access to folder %d to list it", *in.Folder)
 		}
 	}
 	if in.Favorites {
 		if q.IDs, err = s.store.FavoriteIDs(ctx, dep, p.User.ID, s.limits.Favorites); err != nil {
-			return Page{}, err
+			return httpx.Page[ItemSummary]{}, err
 		}
 	}
 	out, last, more, err := s.scan(ctx, r, q, in, from)
 	if err != nil {
-		return Page{}, err
+		return httpx.Page[ItemSummary]{}, err
 	}
 	items, err := s.renderSummaries(ctx, r, out)
 	if err != nil {
-		return Page{}, err
+		return httpx.Page[ItemSummary]{}, err
 	}
-	page := Page{Items: items, HasNextPage: more}
 	// The cursor is the last item of the page, or the last one examined when the page
 	// ended at the scan limit.
 	cursorDoc := last
 	if len(out) > 0 && (!more || len(out) == in.First) {
 		cursorDoc = out[len(out)-1]
 	}
+	var key *searchCursor
 	if cursorDoc != nil && (more || len(out) > 0) {
-		b, _ := json.Marshal(searchKey(in.Sort, cursorDoc))
-		c := base64.RawURLEncoding.EncodeToString(b)
-		page.EndCursor = &c
+		k := searchKey(in.Sort, cursorDoc)
+		key = &k
 	}
-	return page, nil
+	return httpx.PageEndingAt(items, more, key), nil
 }
 
 // parseSearchCursor reads a search page's `after`; a cursor of another sort is refused
 // too.
 func parseSearchCursor(after, sort string) (*searchCursor, error) {
-	if after == "" {
-		return nil, nil
+	c, err := httpx.AfterCursor[searchCursor](after)
+	if err != nil {
+		return nil, err
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(after)
-	var c searchCursor
-	if err != nil || json.Unmarshal(raw, &c) != nil || c.Sort != sort {
-		return nil, httpx.BadCursor()
+	if c != nil && c.Sort != sort {
+		return nil, httpx.ErrBadCursor
 	}
-	return &c, nil
+	return c, nil
 }
 
 // scan reads batches of q's matches after from until the page holds in.First items the

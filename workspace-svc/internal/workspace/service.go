@@ -13,6 +13,7 @@ import (
 
 	"github.com/analyticsco/platform/libs/config"
 	"github.com/analyticsco/platform/libs/errs"
+	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -37,8 +38,8 @@ type Service interface {
 	DeleteFolder(ctx context.Context, p *identity.Principal, dep, id int64) error
 	GetPermissions(ctx context.Context, p *identity.Principal, dep, id int64) ([]Grant, error)
 	SetPermissions(ctx context.Context, p *identity.Principal, dep, id int64, grants []Grant) ([]Grant, error)
-	List(ctx context.Context, p *identity.Principal, dep, folder int64, first int, after string) (Page, error)
-	Search(ctx context.Context, p *identity.Principal, dep int64, in SearchInput) (Page, error)
+	List(ctx context.Context, p *identity.Principal, dep, folder int64, first int, after string) (httpx.Page[ItemSummary], error)
+	Search(ctx context.Context, p *identity.Principal, dep int64, in SearchInput) (httpx.Page[ItemSummary], error)
 	Move(ctx context.Context, p *identity.Principal, dep int64, ref ItemRef, dest int64) (Workbook, error)
 	BulkMove(ctx context.Context, p *identity.Principal, dep int64, refs []ItemRef, dest int64) (BulkMoveResult, error)
 	CreateItem(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, in CreateItemInput) (Workbook, error)
@@ -162,13 +163,6 @@ type BulkMoveResult struct {
 	// From is where each item was before the request (0: the root), for the items the
 	// request read: what the audit trail records of a move.
 	From map[ItemRef]int64
-}
-
-// Page is one page of a folder's children.
-type Page struct {
-	Items       []ItemSummary
-	HasNextPage bool
-	EndCursor   *string
 }
 
 func (s *service) begin(ctx context.Context, p *identity.Principal, dep int64) (*request, error) {

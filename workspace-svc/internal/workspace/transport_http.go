@@ -63,8 +63,8 @@ func encodeResponse(_ context.Context, w http.ResponseWriter, resp any) error {
 	case BulkMoveResult:
 		httpx.WriteJSON(w, http.StatusOK, encodeBulkMoveResult(v))
 		return nil
-	case Page:
-		httpx.WriteJSON(w, http.StatusOK, map[string]any{"items": v.Items, "pageInfo": map[string]any{"hasNextPage": v.HasNextPage, "endCursor": v.EndCursor}})
+	case httpx.Page[ItemSummary]:
+		httpx.WriteJSON(w, http.StatusOK, v)
 		return nil
 	}
 	httpx.WriteJSON(w, http.StatusOK, resp)
