@@ -51,6 +51,9 @@ type Deps struct {
 	Now              func() time.Time // nil: time.Now
 	Limits           embed.Limits     // zero fields: embed.DefaultLimits
 	Audit            AuditDeps
+	// Checks gate /readyz: the readiness checks main's server.Connect* returned (MongoDB,
+	// Redis and NATS: a session is minted, exchanged and resolved through all three).
+	Checks []server.Check
 }
 
 // AuditDeps configure the audit trail: embed-svc's own events, and the trail's owner
@@ -131,16 +134,7 @@ func New(ctx context.Context, d Deps) (*App, error) {
 		Logger:   d.Logger,
 		Registry: d.Registry,
 		API:      identity.Require(d.Signer.ForService("embed-svc"), routes),
-		Checks: []server.Check{
-			{Name: "mongodb", Check: func(ctx context.Context) error { return d.Mongo.Ping(ctx, nil) }},
-			{Name: "redis", Check: func(ctx context.Context) error { return d.Redis.Ping(ctx).Err() }},
-			{Name: "nats", Check: func(context.Context) error {
-				if !d.NATS.IsConnected() {
-					return nats.ErrConnectionClosed
-				}
-				return nil
-			}},
-		},
+		Checks:   d.Checks,
 	}
 	return &App{Handler: server.Handler(o), Internal: server.Internal(o), Keyring: kr, Store: st, AuditStore: trail}, nil
 }
