@@ -65,7 +65,7 @@ func New(ctx context.Context, d Deps) (*App, error) {
 		rec = pub
 	}
 	metrics := workspace.NewMetrics(d.Registry)
-	svc := workspace.NewService(store, d.Limits, metrics.TreeConflicts)
+	svc := workspace.NewService(workspace.Ports{Store: store}, workspace.Options{Limits: d.Limits, TreeConflicts: metrics.TreeConflicts})
 	// The decorators in every service's order: Auditing, Logging, Instrumenting. Auditing
 	// goes innermost: it records a single move from the bulk move of one it asks the
 	// service for, so the outer decorators still see the call as a Move.
