@@ -117,13 +117,12 @@ func New(ctx context.Context, d Deps) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	svc := embed.NewService(embed.Deps{
+	svc := embed.NewService(embed.Ports{
 		Catalog: st, Users: st, Directory: directory.New(d.NATS, d.IdentityTimeout), Sessions: sessions, Records: st,
-		Branches: branches.New(d.NATS, d.BranchTimeout),
-		Signer:   kr, Issuer: d.TokenIssuer, Now: d.Now, Limits: d.Limits, Audit: pub,
-	})
+		Branches: branches.New(d.NATS, d.BranchTimeout), Signer: kr, Audit: pub,
+	}, embed.Options{Issuer: d.TokenIssuer, Now: d.Now, Limits: d.Limits})
 	// The decorators in every service's order, less Auditing: embed records its events
-	// inside the service (Deps.Audit), since a mint's event needs what only the mint
+	// inside the service (Ports.Audit), since a mint's event needs what only the mint
 	// resolves (plan, tenant, session), and refused exchanges of one session id are
 	// recorded at most once per Limits.ExchangeFailureAudit, counted in the session store.
 	svc = embed.LoggingMiddleware(d.Logger)(svc)
