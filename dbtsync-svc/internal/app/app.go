@@ -51,7 +51,7 @@ type Deps struct {
 	AuditMaxHeld int
 	Audit        audit.Recorder
 	// Checks gate /readyz: the readiness checks main's server.Connect* returned (MongoDB
-	// and NATS: both processes serve nothing without either).
+	// and NATS, in both processes).
 	Checks []server.Check
 }
 
