@@ -20,8 +20,6 @@ import (
 	"github.com/analyticsco/platform/dbtsync-svc/internal/queue/jetstream"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/worker"
 	"github.com/analyticsco/platform/libs/identity"
-	"github.com/analyticsco/platform/libs/mongox"
-	"github.com/analyticsco/platform/libs/natsx"
 	"github.com/analyticsco/platform/libs/obs"
 	"github.com/analyticsco/platform/libs/server"
 )
@@ -66,40 +64,38 @@ func run(args []string) error {
 		}
 	}
 	registry := obs.NewRegistry()
-	client, err := mongox.ConnectWithMetrics(proc.Ctx, cfg.MongoURI, nil, mongox.NewMetrics(registry))
+	client, mongoReady, err := server.ConnectMongo(proc.Ctx, cfg.MongoURI, registry)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = client.Disconnect(context.Background()) }()
-	natsMetrics := natsx.NewMetrics(registry)
-	nc, err := nats.Connect(cfg.NATSURL, append(natsMetrics.Options(), nats.Name(name), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true))...)
+	nc, natsReady, err := server.ConnectNATS(cfg.NATSURL, name, registry)
 	if err != nil {
-		return fmt.Errorf("NATS_URL: %w", err)
+		return err
 	}
 	defer nc.Drain()
-	natsMetrics.Track(nc)
 
 	deps := appDeps(cfg, client.Database(cfg.MongoDatabase), nc, signer, registry, proc.Logger)
-	var handler http.Handler = http.HandlerFunc(server.NotFound)
+	deps.Checks = []server.Check{mongoReady, natsReady}
+	var public, internal http.Handler
 	if mode == "worker" {
 		wait, err := startWorker(proc.Ctx, proc.Logger, deps, cfg)
 		if err != nil {
 			return err
 		}
 		defer wait()
+		public, internal = app.Listeners(name, deps, nil)
 	} else {
 		api, err := app.NewAPI(proc.Ctx, deps)
 		if err != nil {
 			return err
 		}
 		defer api.Close()
-		handler = api.Handler
+		public, internal = api.Handler, api.Internal
 	}
-	o := server.Options{Service: name, Logger: proc.Logger, Registry: registry, API: handler,
-		Checks: []server.Check{{Name: "mongodb", Check: mongox.Ping(client)}, {Name: "nats", Check: natsConnected(nc)}}}
 	return server.RunAll(proc.Ctx, proc.Logger, cfg.ShutdownTimeout,
-		server.Listener{Name: "public", Addr: cfg.HTTPAddr, Handler: server.Handler(o)},
-		server.Listener{Name: "internal", Addr: cfg.InternalAddr, Handler: server.Internal(o)})
+		server.Listener{Name: "public", Addr: cfg.HTTPAddr, Handler: public},
+		server.Listener{Name: "internal", Addr: cfg.InternalAddr, Handler: internal})
 }
 
 // appDeps is what both modes are built from, read from the configuration.
@@ -125,14 +121,4 @@ func startWorker(ctx context.Context, logger *slog.Logger, deps app.Deps, cfg co
 			logger.Error("worker", "err", err)
 		}
 	}, nil
-}
-
-// natsConnected is the readiness check of the NATS connection.
-func natsConnected(nc *nats.Conn) func(context.Context) error {
-	return func(context.Context) error {
-		if !nc.IsConnected() {
-			return fmt.Errorf("not connected (%s)", nc.Status())
-		}
-		return nil
-	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
 	"github.com/analyticsco/platform/libs/natsx"
+	"github.com/analyticsco/platform/libs/server"
 )
 
 // Deps are what both modes need.
@@ -31,7 +32,7 @@ type Deps struct {
 	NATS           *nats.Conn
 	Signer         *identity.Signer
 	CredentialsKey string // base64 32 bytes
-	Registry       prometheus.Registerer
+	Registry       *prometheus.Registry
 	Logger         *slog.Logger
 	MaxBodyBytes   int64            // POST .../dbt-sync body limit (default 256 MiB)
 	Git            gitsource.Limits // repository policy and clone limits (zero: defaults, https only)
@@ -49,6 +50,9 @@ type Deps struct {
 	// receives the events instead (tests).
 	AuditMaxHeld int
 	Audit        audit.Recorder
+	// Checks gate /readyz: the readiness checks main's server.Connect* returned (MongoDB
+	// and NATS, in both processes).
+	Checks []server.Check
 }
 
 // adapters are what both modes share.
@@ -89,11 +93,13 @@ func setup(ctx context.Context, d Deps, service string) (*adapters, error) {
 	return &adapters{queue: q, store: store, sealer: sealer, metrics: dbtsync.NewMetrics(d.Registry), audit: rec}, nil
 }
 
-// API is the API process: the HTTP handler (behind identity.Require) and the branch
-// resolver subscription; Close stops the resolver.
+// API is the API process: its public handler (the API behind identity.Require, /healthz),
+// its internal one (/healthz, /readyz, /metrics) and the branch resolver subscription;
+// Close stops the resolver.
 type API struct {
-	Handler http.Handler
-	sub     *nats.Subscription
+	Handler  http.Handler
+	Internal http.Handler
+	sub      *nats.Subscription
 }
 
 // Close unsubscribes the resolver.
@@ -121,7 +127,18 @@ func NewAPI(ctx context.Context, d Deps) (*API, error) {
 	svc = dbtsync.LoggingMiddleware(d.Logger)(svc)
 	svc = dbtsync.InstrumentingMiddleware(a.metrics)(svc)
 	h := dbtsync.NewHTTPHandler(dbtsync.MakeEndpoints(svc), d.Logger, d.MaxBodyBytes)
-	return &API{Handler: identity.Require(d.Signer.ForService("dbtsync-svc"), h), sub: sub}, nil
+	public, internal := Listeners("dbtsync-svc", d, identity.Require(d.Signer.ForService("dbtsync-svc"), h))
+	return &API{Handler: public, Internal: internal, sub: sub}, nil
+}
+
+// Listeners are a process's public handler (api, nil: none, and /healthz) and internal
+// one (/healthz, /readyz over d.Checks, /metrics), as every service builds them.
+func Listeners(service string, d Deps, api http.Handler) (public, internal http.Handler) {
+	if api == nil {
+		api = http.HandlerFunc(server.NotFound)
+	}
+	o := server.Options{Service: service, Logger: d.Logger, Registry: d.Registry, API: api, Checks: d.Checks}
+	return server.Handler(o), server.Internal(o)
 }
 
 // reseal is step 2 of a DBT_CREDENTIALS_KEY rotation: what is sealed under an older key

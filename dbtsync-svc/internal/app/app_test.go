@@ -37,8 +37,6 @@ import (
 	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
-	"github.com/analyticsco/platform/libs/obs"
-	"github.com/analyticsco/platform/libs/server"
 )
 
 type harness struct {
@@ -101,7 +99,7 @@ func newHarnessWith(t *testing.T, tune func(*app.Deps)) *harness {
 	}
 	t.Cleanup(api.Close)
 	// Served as main serves it (server spans, request ids), so traces start where they do in production.
-	srv := httptest.NewServer(server.Handler(server.Options{Service: "dbtsync-svc", Logger: deps.Logger, Registry: obs.NewRegistry(), API: api.Handler}))
+	srv := httptest.NewServer(api.Handler)
 	t.Cleanup(srv.Close)
 	stack := gatewaytest.Start(t, gatewaytest.Options{MongoURI: mongo.URI, Upstreams: map[string]string{"dbtsync-svc": srv.URL}, SigningKey: key})
 	acme := stack.Seed.Accounts["acme"]

@@ -30,7 +30,7 @@ func queueGauges(t *testing.T, reg prometheus.Gatherer) map[string]float64 {
 // once a worker takes the job.
 func TestJobQueueMetrics(t *testing.T) {
 	h := newHarness(t)
-	reg := h.deps.Registry.(*prometheus.Registry)
+	reg := h.deps.Registry
 	if g := queueGauges(t, reg); g["dbtsync_svc_job_queue_jobs"] != 0 || g["dbtsync_svc_job_queue_oldest_age_seconds"] != 0 {
 		t.Fatalf("empty queue: %v", g)
 	}

@@ -30,7 +30,6 @@ import (
 	"github.com/analyticsco/platform/libs/audit/publish"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
-	"github.com/analyticsco/platform/libs/natsx"
 	"github.com/analyticsco/platform/libs/obs"
 	"github.com/analyticsco/platform/libs/redisx"
 	"github.com/analyticsco/platform/libs/server"
@@ -73,27 +72,25 @@ func run() error {
 		return err
 	}
 	registry := obs.NewRegistry()
-	client, err := mongox.ConnectWithMetrics(proc.Ctx, cfg.MongoURI, nil, mongox.NewMetrics(registry))
+	client, mongoReady, err := server.ConnectMongo(proc.Ctx, cfg.MongoURI, registry)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = client.Disconnect(context.Background()) }()
-	rdb, durable, err := openRedis(cfg)
+	rdb, redisReady, durable, err := openRedis(cfg, registry)
 	if err != nil {
 		return err
 	}
 	defer rdb.Close()
-	redisx.NewMetrics(registry).Instrument(rdb)
-	natsMetrics := natsx.NewMetrics(registry)
-	nc, err := nats.Connect(cfg.NATSURL, append(natsMetrics.Options(), nats.Name(serviceName), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true))...)
+	nc, natsReady, err := server.ConnectNATS(cfg.NATSURL, serviceName, registry)
 	if err != nil {
-		return fmt.Errorf("NATS_URL: %w", err)
+		return err
 	}
 	defer nc.Drain()
-	natsMetrics.Track(nc)
 
 	d := deps(cfg, proc, registry, signer, client, rdb, nc)
 	d.RedisDurable = durable
+	d.Checks = []server.Check{mongoReady, redisReady, natsReady}
 	a, err := app.New(proc.Ctx, d)
 	if err != nil {
 		return err
@@ -103,21 +100,48 @@ func run() error {
 		server.Listener{Name: "internal", Addr: cfg.InternalAddr, Handler: a.Internal})
 }
 
-// deps is the configuration and the connections as the service's wiring takes them.
-// openRedis opens the Redis that cfg names, and the durable writer of exchanges and
-// revocations over it.
-func openRedis(cfg config.Config) (redis.UniversalClient, *redisx.Durable, error) {
-	rdb, err := redisx.Open(cfg.RedisConfig)
+// openRedis opens the Redis that cfg names, with its metrics on reg and its readiness
+// check, and the durable writer of exchanges and revocations over it.
+func openRedis(cfg config.Config, reg prometheus.Registerer) (redis.UniversalClient, server.Check, *redisx.Durable, error) {
+	rdb, ready, err := server.OpenRedis(cfg.RedisConfig, reg)
 	if err != nil {
-		return nil, nil, err
+		return nil, server.Check{}, nil, err
 	}
 	durable, err := redisx.NewDurableFor(rdb, cfg.Mode, cfg.Durability)
 	if err != nil {
 		_ = rdb.Close()
-		return nil, nil, err
+		return nil, server.Check{}, nil, err
 	}
-	return rdb, durable, nil
+	return rdb, ready, durable, nil
 }
+
+// command is what each subcommand starts from: the configuration, a deadline of a minute
+// and a connection to its MongoDB; close disconnects.
+type command struct {
+	cfg    config.Config
+	ctx    context.Context
+	client *mongo.Client
+	close  func()
+}
+
+func startCommand() (*command, error) {
+	cfg, err := config.Load()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	client, err := mongox.Connect(ctx, cfg.MongoURI, nil)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return &command{cfg: cfg, ctx: ctx, client: client, close: func() {
+		_ = client.Disconnect(context.Background())
+		cancel()
+	}}, nil
+}
+
+// deps is the configuration and the connections as the service's wiring takes them.
 
 func deps(cfg config.Config, proc *server.Process, registry *prometheus.Registry, signer *identity.Signer, client *mongo.Client, rdb redis.UniversalClient, nc *nats.Conn) app.Deps {
 	return app.Deps{
@@ -134,17 +158,12 @@ func deps(cfg config.Config, proc *server.Process, registry *prometheus.Registry
 }
 
 func rotateKeys() error {
-	cfg, err := config.Load()
+	c, err := startCommand()
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	client, err := mongox.Connect(ctx, cfg.MongoURI, nil)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = client.Disconnect(context.Background()) }()
+	defer c.close()
+	cfg, ctx, client := c.cfg, c.ctx, c.client
 	kr, err := app.NewKeyring(client.Database(cfg.MongoDatabase), app.Deps{KeyEncryptionKey: cfg.KeyEncryptionKey, KeyPublishDelay: cfg.KeyPublishDelay})
 	if err != nil {
 		return err
@@ -170,18 +189,13 @@ func revokeKey(args []string) error {
 	if *kid == "" {
 		return fmt.Errorf("revoke-key: --kid is required")
 	}
-	cfg, err := config.Load()
+	c, err := startCommand()
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	client, err := mongox.Connect(ctx, cfg.MongoURI, nil)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = client.Disconnect(context.Background()) }()
-	rdb, durable, err := openRedis(cfg)
+	defer c.close()
+	cfg, ctx, client := c.cfg, c.ctx, c.client
+	rdb, _, durable, err := openRedis(cfg, prometheus.NewRegistry())
 	if err != nil {
 		return err
 	}
@@ -242,17 +256,12 @@ func accountSettings(args []string) error {
 	if *account <= 0 {
 		return fmt.Errorf("--account is required")
 	}
-	cfg, err := config.Load()
+	c, err := startCommand()
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	client, err := mongox.Connect(ctx, cfg.MongoURI, nil)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = client.Disconnect(context.Background()) }()
+	defer c.close()
+	cfg, ctx, client := c.cfg, c.ctx, c.client
 	st := mongostore.New(client.Database(cfg.MongoDatabase))
 	if err := st.SetAccountSettings(ctx, *account, s); err != nil {
 		return err

@@ -51,6 +51,9 @@ type Deps struct {
 	Now              func() time.Time // nil: time.Now
 	Limits           embed.Limits     // zero fields: embed.DefaultLimits
 	Audit            AuditDeps
+	// Checks gate /readyz: the readiness checks main's server.Connect* returned (MongoDB,
+	// Redis and NATS: a session is minted, exchanged and resolved through all three).
+	Checks []server.Check
 }
 
 // AuditDeps configure the audit trail: embed-svc's own events, and the trail's owner
@@ -114,13 +117,12 @@ func New(ctx context.Context, d Deps) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	svc := embed.NewService(embed.Deps{
+	svc := embed.NewService(embed.Ports{
 		Catalog: st, Users: st, Directory: directory.New(d.NATS, d.IdentityTimeout), Sessions: sessions, Records: st,
-		Branches: branches.New(d.NATS, d.BranchTimeout),
-		Signer:   kr, Issuer: d.TokenIssuer, Now: d.Now, Limits: d.Limits, Audit: pub,
-	})
+		Branches: branches.New(d.NATS, d.BranchTimeout), Signer: kr, Audit: pub,
+	}, embed.Options{Issuer: d.TokenIssuer, Now: d.Now, Limits: d.Limits})
 	// The decorators in every service's order, less Auditing: embed records its events
-	// inside the service (Deps.Audit), since a mint's event needs what only the mint
+	// inside the service (Ports.Audit), since a mint's event needs what only the mint
 	// resolves (plan, tenant, session), and refused exchanges of one session id are
 	// recorded at most once per Limits.ExchangeFailureAudit, counted in the session store.
 	svc = embed.LoggingMiddleware(d.Logger)(svc)
@@ -131,16 +133,7 @@ func New(ctx context.Context, d Deps) (*App, error) {
 		Logger:   d.Logger,
 		Registry: d.Registry,
 		API:      identity.Require(d.Signer.ForService("embed-svc"), routes),
-		Checks: []server.Check{
-			{Name: "mongodb", Check: func(ctx context.Context) error { return d.Mongo.Ping(ctx, nil) }},
-			{Name: "redis", Check: func(ctx context.Context) error { return d.Redis.Ping(ctx).Err() }},
-			{Name: "nats", Check: func(context.Context) error {
-				if !d.NATS.IsConnected() {
-					return nats.ErrConnectionClosed
-				}
-				return nil
-			}},
-		},
+		Checks:   d.Checks,
 	}
 	return &App{Handler: server.Handler(o), Internal: server.Internal(o), Keyring: kr, Store: st, AuditStore: trail}, nil
 }

@@ -7,8 +7,9 @@ import (
 	"github.com/analyticsco/platform/libs/config"
 )
 
-// Deps are the ports the service is built on.
-type Deps struct {
+// Ports are what the service is built on: its stores, the directory, the branch
+// resolver, the token signer and the audit trail.
+type Ports struct {
 	Catalog   CatalogStore
 	Users     UserStore
 	Directory Directory // the identity store's deployments and internal users
@@ -16,10 +17,14 @@ type Deps struct {
 	Records   SessionRecordStore
 	Branches  BranchResolver
 	Signer    TokenSigner
-	Issuer    string           // iss of every token
-	Now       func() time.Time // nil: time.Now
-	Limits    Limits           // zero fields: DefaultLimits
-	Audit     audit.Recorder   // nil: nothing is recorded
+	Audit     audit.Recorder // nil: nothing is recorded
+}
+
+// Options tune the service; zero values take the defaults.
+type Options struct {
+	Issuer string           // iss of every token
+	Now    func() time.Time // nil: time.Now
+	Limits Limits           // zero fields: DefaultLimits
 }
 
 // Limits bound what one request or one account can make embed-svc store.
@@ -53,19 +58,20 @@ var DefaultLimits = Limits{SecurityContextBytes: 16 << 10, SecurityContextDepth:
 // WithDefaults is l with every limit not set (zero or less) at its DefaultLimits value.
 func (l Limits) WithDefaults() Limits { return config.OrDefaults(l, DefaultLimits) }
 
-// service implements Service over Deps.
+// service implements Service over Ports.
 type service struct {
-	d       Deps
+	d       Ports
+	issuer  string
 	now     func() time.Time
 	limits  Limits
 	tenants *knownTenants
 }
 
 // NewService builds the embed service.
-func NewService(d Deps) Service {
-	now := d.Now
+func NewService(p Ports, o Options) Service {
+	now := o.Now
 	if now == nil {
 		now = time.Now
 	}
-	return &service{d: d, now: now, limits: d.Limits.WithDefaults(), tenants: &knownTenants{}}
+	return &service{d: p, issuer: o.Issuer, now: now, limits: o.Limits.WithDefaults(), tenants: &knownTenants{}}
 }

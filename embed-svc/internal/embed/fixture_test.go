@@ -27,7 +27,8 @@ import (
 // deployments (dep, dep2) and another account's deployment (otherDep).
 type fixture struct {
 	svc      embed.Service
-	deps     embed.Deps
+	deps     embed.Ports
+	opts     embed.Options
 	store    *memstore.Store
 	sessions *memstore.Sessions
 	dir      *memstore.Directory
@@ -54,9 +55,10 @@ func newFixture(t *testing.T) *fixture {
 	f.dir.AddDeployment(embed.Deployment{ID: f.dep2, AccountID: accountID, ProductionBranch: "main"})
 	f.dir.AddDeployment(embed.Deployment{ID: f.otherDep, AccountID: otherAccountID, ProductionBranch: "main"})
 	f.dir.AddUser(embed.InternalUser{ID: 7, AccountID: accountID, Username: "acme-admin", Email: "ada@acme.example", FirstName: "Ada", Role: identity.RoleAdmin})
-	f.deps = embed.Deps{Catalog: f.store, Users: f.store, Directory: f.dir, Sessions: f.sessions, Records: f.store,
-		Branches: branches{}, Signer: newSigner(t), Issuer: "https://embed.test", Audit: f.trail}
-	f.svc = embed.NewService(f.deps)
+	f.deps = embed.Ports{Catalog: f.store, Users: f.store, Directory: f.dir, Sessions: f.sessions, Records: f.store,
+		Branches: branches{}, Signer: newSigner(t), Audit: f.trail}
+	f.opts = embed.Options{Issuer: "https://embed.test"}
+	f.svc = embed.NewService(f.deps, f.opts)
 	return f
 }
 
@@ -66,14 +68,14 @@ func (f *fixture) withSessionClock() *atomic.Int64 {
 	var offset atomic.Int64
 	f.sessions = memstore.NewSessions(func() time.Time { return time.Now().Add(time.Duration(offset.Load())) })
 	f.deps.Sessions = f.sessions
-	f.svc = embed.NewService(f.deps)
+	f.svc = embed.NewService(f.deps, f.opts)
 	return &offset
 }
 
 // withLimits rebuilds f's service over the same stores with limits l.
 func (f *fixture) withLimits(l embed.Limits) *fixture {
-	f.deps.Limits = l
-	f.svc = embed.NewService(f.deps)
+	f.opts.Limits = l
+	f.svc = embed.NewService(f.deps, f.opts)
 	return f
 }
 

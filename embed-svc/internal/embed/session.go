@@ -301,6 +301,6 @@ func (s *service) claims(sess Session, now, exp time.Time) token.Claims {
 
 // registered are the registered claims of a token for aud, issued at now.
 func (s *service) registered(aud, subject string, now, exp time.Time, id string) token.Registered {
-	return token.Registered{Issuer: s.d.Issuer, Audience: aud, Subject: subject,
+	return token.Registered{Issuer: s.issuer, Audience: aud, Subject: subject,
 		IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(exp), ID: id}
 }

@@ -14,8 +14,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/analyticsco/platform/api"
 	"github.com/analyticsco/platform/gateway/config"
 	"github.com/analyticsco/platform/gateway/internal/app"
@@ -26,10 +24,7 @@ import (
 	"github.com/analyticsco/platform/gateway/internal/ratelimit"
 	"github.com/analyticsco/platform/gateway/internal/store"
 	"github.com/analyticsco/platform/libs/identity"
-	"github.com/analyticsco/platform/libs/mongox"
-	"github.com/analyticsco/platform/libs/natsx"
 	"github.com/analyticsco/platform/libs/obs"
-	"github.com/analyticsco/platform/libs/redisx"
 	"github.com/analyticsco/platform/libs/server"
 )
 
@@ -82,7 +77,7 @@ func deps(proc *server.Process, cfg config.Config) (app.Deps, func(), error) {
 		return fail(err)
 	}
 	reg := obs.NewRegistry()
-	client, err := mongox.ConnectWithMetrics(proc.Ctx, cfg.MongoURI, nil, mongox.NewMetrics(reg))
+	client, mongoReady, err := server.ConnectMongo(proc.Ctx, cfg.MongoURI, reg)
 	if err != nil {
 		return fail(err)
 	}
@@ -91,21 +86,22 @@ func deps(proc *server.Process, cfg config.Config) (app.Deps, func(), error) {
 	if err != nil {
 		return fail(err)
 	}
-	rdb, err := redisx.Open(cfg.RedisConfig)
+	rdb, _, err := server.OpenRedis(cfg.RedisConfig, reg)
 	if err != nil {
 		return fail(err)
 	}
 	closers = append(closers, func() { _ = rdb.Close() })
-	redisx.NewMetrics(reg).Instrument(rdb)
-	natsMetrics := natsx.NewMetrics(reg)
-	nc, err := nats.Connect(cfg.NATSURL, append(natsMetrics.Options(), nats.Name(app.ServiceName), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true))...)
+	nc, _, err := server.ConnectNATS(cfg.NATSURL, app.ServiceName, reg)
 	if err != nil {
-		return fail(fmt.Errorf("NATS_URL: %w", err))
+		return fail(err)
 	}
 	closers = append(closers, func() { _ = nc.Drain() })
-	natsMetrics.Track(nc)
 	d := app.Deps{Logger: proc.Logger, Registry: reg, Store: store.New(client.Database(cfg.MongoDatabase)), Signer: signer,
 		Keys: keys, Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, Upstreams: map[string][]*url.URL{}, Redis: rdb, NATS: nc,
+		// Readiness waits for the identity store only: the gateway serves every route
+		// without NATS (only the lookups it answers for embed-svc's generate-session need
+		// it), and Redis, like NATS, has never gated it.
+		Checks:       []server.Check{mongoReady},
 		EmbedJWKSURL: cfg.EmbedJWKSURL, EmbedIssuer: cfg.EmbedTokenIssuer,
 		BodyLimit: int64(cfg.BodyLimitDefault), BigBodyLimit: int64(cfg.BodyLimitDBTSync),
 		Limits:          h1.Limits{MaxHeaderBytes: int(cfg.MaxHeaderBytes), MaxFieldBytes: int(cfg.MaxHeaderFieldBytes)},

@@ -56,6 +56,9 @@ type Deps struct {
 	// NATS is where the gateway answers the services' identity lookups (identity.lookup.*,
 	// libs/identity) from its identity store and caches; nil answers none.
 	NATS *nats.Conn
+	// Checks gate /readyz: the readiness checks main's server.Connect* returned for the
+	// connections the gateway cannot serve without (the identity store).
+	Checks []server.Check
 
 	BodyLimit, BigBodyLimit int64
 	// Limits bound a request head (h1.Limits; the defaults when zero) and MaxURIBytes
@@ -163,9 +166,7 @@ func New(ctx context.Context, d Deps) (*App, error) {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	// Readiness does not wait for NATS: the gateway serves every route without it, and
-	// only the lookups it answers for embed-svc's generate-session need it.
-	internal := server.InternalHandler(reg, []server.Check{{Name: "mongodb", Check: d.Store.Ping}})
+	internal := server.InternalHandler(reg, d.Checks)
 	return &App{Public: public, Internal: internal, Auth: authn, Gateway: gw}, nil
 }
 

@@ -6,10 +6,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/analyticsco/platform/libs/identity"
-	"github.com/analyticsco/platform/libs/mongox"
 	"github.com/analyticsco/platform/libs/obs"
 	"github.com/analyticsco/platform/libs/server"
 	"github.com/analyticsco/platform/workspace-svc/config"
@@ -40,21 +37,21 @@ func run() error {
 		return err
 	}
 	registry := obs.NewRegistry()
-	client, err := mongox.ConnectWithMetrics(proc.Ctx, cfg.MongoURI, nil, mongox.NewMetrics(registry))
+	client, mongoReady, err := server.ConnectMongo(proc.Ctx, cfg.MongoURI, registry)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = client.Disconnect(context.Background()) }()
-
-	nc, err := nats.Connect(cfg.NATSURL, nats.Name(serviceName), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true))
+	// NATS does not gate readiness: audit events it cannot take wait in the outbox.
+	nc, _, err := server.ConnectNATS(cfg.NATSURL, serviceName, registry)
 	if err != nil {
-		return fmt.Errorf("NATS_URL: %w", err)
+		return err
 	}
 	defer nc.Drain()
 
 	a, err := app.New(proc.Ctx, app.Deps{Mongo: client, Database: cfg.MongoDatabase, Signer: signer,
 		Logger: proc.Logger, Registry: registry, NATS: nc, AuditMaxHeld: cfg.AuditMaxHeld,
-		Limits: cfg.Limits()})
+		Limits: cfg.Limits(), Checks: []server.Check{mongoReady}})
 	if err != nil {
 		return err
 	}

@@ -37,6 +37,9 @@ type Deps struct {
 	AuditMaxHeld int
 	AuditRelay   time.Duration  // how often outboxed events are sent again (0: 1s)
 	Audit        audit.Recorder // set: events go here instead (tests)
+	// Checks gate /readyz: the readiness checks main's server.Connect* returned for the
+	// connections the service cannot serve without (MongoDB).
+	Checks []server.Check
 }
 
 // App is the wired service: its public and internal handlers.
@@ -62,7 +65,7 @@ func New(ctx context.Context, d Deps) (*App, error) {
 		rec = pub
 	}
 	metrics := workspace.NewMetrics(d.Registry)
-	svc := workspace.NewService(store, d.Limits, metrics.TreeConflicts)
+	svc := workspace.NewService(workspace.Ports{Store: store}, workspace.Options{Limits: d.Limits, TreeConflicts: metrics.TreeConflicts})
 	// The decorators in every service's order: Auditing, Logging, Instrumenting. Auditing
 	// goes innermost: it records a single move from the bulk move of one it asks the
 	// service for, so the outer decorators still see the call as a Move.
@@ -74,7 +77,7 @@ func New(ctx context.Context, d Deps) (*App, error) {
 		Logger:   d.Logger,
 		Registry: d.Registry,
 		API:      identity.Require(d.Signer.ForService(ServiceName), workspace.NewHTTPHandler(workspace.MakeEndpoints(svc), d.Logger)),
-		Checks:   []server.Check{{Name: "mongodb", Check: mongox.Ping(d.Mongo)}},
+		Checks:   d.Checks,
 	}
 	return &App{Handler: server.Handler(o), Internal: server.Internal(o)}, nil
 }

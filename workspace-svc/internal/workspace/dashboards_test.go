@@ -27,7 +27,7 @@ func draftNaming(reports ...int64) *workspace.DashboardConfig {
 // nothing, and the dashboard published before stays as it was.
 func TestPublishedDashboardIsBounded(t *testing.T) {
 	f := newFixture(t)
-	f.svc = workspace.NewService(f.store, workspace.Limits{PublishedBytes: 4096}, nil)
+	f.svc = workspace.NewService(workspace.Ports{Store: f.store}, workspace.Options{Limits: workspace.Limits{PublishedBytes: 4096}})
 	meta := json.RawMessage(`{"sql":"` + strings.Repeat("x", 1500) + `"}`)
 	var reports []int64
 	for i := range 3 {

@@ -69,7 +69,7 @@ func TestCreateFolderRules(t *testing.T) {
 	})
 	t.Run("create-folder-400-item-limit", func(t *testing.T) {
 		f := newFixture(t)
-		f.svc = workspace.NewService(f.store, workspace.Limits{ItemsPerDeployment: 2}, nil)
+		f.svc = workspace.NewService(workspace.Ports{Store: f.store}, workspace.Options{Limits: workspace.Limits{ItemsPerDeployment: 2}})
 		f.folder(ai, "a", 0)
 		f.item(ai, workspace.TypeReport, "r", 0)
 		_, err := create(f, ai, "c", 0)

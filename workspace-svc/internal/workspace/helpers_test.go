@@ -21,7 +21,7 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	store := memstore.New()
-	return &fixture{t: t, ctx: context.Background(), store: store, svc: workspace.NewService(store, workspace.Limits{}, nil), dep: 7}
+	return &fixture{t: t, ctx: context.Background(), store: store, svc: workspace.NewService(workspace.Ports{Store: store}, workspace.Options{}), dep: 7}
 }
 
 // The users of the fixture's account, one per role.

@@ -20,7 +20,7 @@ import (
 func TestInstrumentingMiddlewareCountsFromResults(t *testing.T) {
 	f := newFixture(t)
 	m := workspace.NewMetrics(prometheus.NewRegistry())
-	f.svc = workspace.InstrumentingMiddleware(m)(workspace.NewService(f.store, workspace.Limits{}, m.TreeConflicts))
+	f.svc = workspace.InstrumentingMiddleware(m)(workspace.NewService(workspace.Ports{Store: f.store}, workspace.Options{TreeConflicts: m.TreeConflicts}))
 	dest := f.folder(ai, "dest", 0)
 	wb := f.item(ai, workspace.TypeWorkbook, "wb", 0)
 	private := f.folder(admin, "private", 0)
@@ -101,8 +101,8 @@ func TestLoggingMiddlewareLogsChangesDone(t *testing.T) {
 func TestTreeConflictsAreCountedInsideTheCommitLoop(t *testing.T) {
 	f := newFixture(t)
 	conflicts := prometheus.NewCounter(prometheus.CounterOpts{Name: "c"})
-	f.svc = workspace.NewService(f.store, workspace.Limits{}, conflicts)
-	other := workspace.NewService(f.store, workspace.Limits{}, nil) // another replica
+	f.svc = workspace.NewService(workspace.Ports{Store: f.store}, workspace.Options{TreeConflicts: conflicts})
+	other := workspace.NewService(workspace.Ports{Store: f.store}, workspace.Options{}) // another replica
 	a := f.folder(admin, "a", 0)
 	// The first compare-and-set of the next change meets a change the other replica
 	// commits just before it.

@@ -70,7 +70,7 @@ func (l *readLog) contentRead() []int64 {
 func logged(t *testing.T, limits workspace.Limits) (*fixture, *readLog) {
 	f := newFixture(t)
 	log := &readLog{Store: f.store}
-	f.svc = workspace.NewService(log, limits, nil)
+	f.svc = workspace.NewService(workspace.Ports{Store: log}, workspace.Options{Limits: limits})
 	return f, log
 }
 
@@ -177,7 +177,7 @@ func (u unsized) Items(ctx context.Context, dep int64, ids []int64, parts worksp
 // not know is read in full before its move, and the answer's limit holds all the same.
 func TestBulkMoveReadsItemsOfUnknownSizeToBoundItsAnswer(t *testing.T) {
 	f, log := logged(t, workspace.Limits{MoveAnswerBytes: 9000})
-	f.svc = workspace.NewService(unsized{log}, workspace.Limits{MoveAnswerBytes: 9000}, nil)
+	f.svc = workspace.NewService(workspace.Ports{Store: unsized{log}}, workspace.Options{Limits: workspace.Limits{MoveAnswerBytes: 9000}})
 	dest := f.folder(admin, "dest", 0)
 	var refs []workspace.ItemRef
 	for i := range 3 {
@@ -252,7 +252,7 @@ func TestDraftNamingTooManyReportsIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.svc = workspace.NewService(f.store, workspace.Limits{DashboardReports: 2}, nil)
+	f.svc = workspace.NewService(workspace.Ports{Store: f.store}, workspace.Options{Limits: workspace.Limits{DashboardReports: 2}})
 	_, err = f.svc.CreateItem(f.ctx, ai, f.dep, workspace.TypeWorkbook, workspace.CreateItemInput{Name: "b2", DashboardDraft: draft})
 	if e := wantErr(t, err, errs.Invalid, ""); !strings.Contains(e.Message, "WORKSPACE_MAX_DASHBOARD_REPORTS") || !strings.Contains(e.Message, "3 distinct") {
 		t.Fatalf("create: %q", e.Message)
@@ -346,7 +346,7 @@ func (l *childrenLog) Children(ctx context.Context, dep int64, q workspace.Child
 func TestListEndsAtTheScanLimitWithACursorThatGoesOn(t *testing.T) {
 	f := newFixture(t)
 	log := &childrenLog{Store: f.store}
-	f.svc = workspace.NewService(log, workspace.Limits{ListScan: 100}, nil)
+	f.svc = workspace.NewService(workspace.Ports{Store: log}, workspace.Options{Limits: workspace.Limits{ListScan: 100}})
 	var want []int64
 	for i := range 450 {
 		pos := float64(i)

@@ -99,13 +99,28 @@ type noCounter struct{}
 
 func (noCounter) Inc() {}
 
-// NewService builds the service over store; zero limits take DefaultLimits' values, and
-// treeConflicts may be nil. The other domain counters are InstrumentingMiddleware's.
-func NewService(store Store, limits Limits, treeConflicts Counter) Service {
+// Ports are what the service is built on: its store (the tree, items, leases, users and
+// favorites).
+type Ports struct {
+	Store Store
+}
+
+// Options tune the service; zero values take the defaults.
+type Options struct {
+	Limits Limits // zero fields: DefaultLimits
+	// TreeConflicts counts structural changes retried after another change of the
+	// deployment committed first (nil: not counted). The other domain counters are
+	// InstrumentingMiddleware's.
+	TreeConflicts Counter
+}
+
+// NewService builds the service over p.
+func NewService(p Ports, o Options) Service {
+	treeConflicts := o.TreeConflicts
 	if treeConflicts == nil {
 		treeConflicts = noCounter{}
 	}
-	return &service{store: store, treeConflicts: treeConflicts, limits: limits.WithDefaults(),
+	return &service{store: p.Store, treeConflicts: treeConflicts, limits: o.Limits.WithDefaults(),
 		now: func() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }}
 }
 

@@ -1,0 +1,89 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/analyticsco/platform/libs/obs"
+	"github.com/analyticsco/platform/libs/redisx"
+	"github.com/analyticsco/platform/libs/server"
+)
+
+// closedAddr is an address where nothing listens.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return addr
+}
+
+// A process whose MongoDB, NATS and Redis are not up yet still starts (NATS keeps
+// retrying); /readyz names each connection unavailable and /metrics has each one's metrics.
+func TestConnectionsNotUpAreNotReadyAndHaveMetrics(t *testing.T) {
+	reg := obs.NewRegistry()
+	ctx := context.Background()
+	mc, mongoReady, err := server.ConnectMongo(ctx, "mongodb://"+closedAddr(t)+"/?serverSelectionTimeoutMS=500", reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mc.Disconnect(ctx) })
+	nc, natsReady, err := server.ConnectNATS("nats://"+closedAddr(t), "test-svc", reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	rdb, redisReady, err := server.OpenRedis(redisx.RedisConfig{Mode: "single", URL: "redis://" + closedAddr(t) + "/0"}, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+
+	srv := httptest.NewServer(server.InternalHandler(reg, []server.Check{mongoReady, natsReady, redisReady}))
+	t.Cleanup(srv.Close)
+	res, err := srv.Client().Get(srv.URL + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body struct {
+		Status string            `json:"status"`
+		Checks map[string]string `json:"checks"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	_ = res.Body.Close()
+	want := map[string]string{"mongodb": "unavailable", "nats": "unavailable", "redis": "unavailable"}
+	if res.StatusCode != 503 || len(body.Checks) != 3 || body.Checks["mongodb"] != want["mongodb"] ||
+		body.Checks["nats"] != want["nats"] || body.Checks["redis"] != want["redis"] {
+		t.Fatalf("/readyz = %d %+v, want 503 %v", res.StatusCode, body, want)
+	}
+
+	res, err = srv.Client().Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(res.Body)
+	_ = res.Body.Close()
+	for _, m := range []string{"mongodb_client_heartbeat_failures_total", "nats_client_connected 0",
+		`nats_client_errors_total{kind="disconnect"}`, "redis_client_commands_total"} {
+		if !strings.Contains(string(metrics), m) {
+			t.Errorf("/metrics lacks %s", m)
+		}
+	}
+}
+
+func TestOpenRedisRefusesAnUnknownMode(t *testing.T) {
+	_, _, err := server.OpenRedis(redisx.RedisConfig{Mode: "galaxy", URL: "redis://127.0.0.1:6379/0"}, obs.NewRegistry())
+	if err == nil || !strings.Contains(err.Error(), "REDIS_MODE") {
+		t.Fatalf("err = %v, want one naming REDIS_MODE", err)
+	}
+}
