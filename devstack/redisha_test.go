@@ -13,7 +13,7 @@ import (
 
 // TestRedisClusterFailsOverAndTakesBackItsPrimary: the cluster launcher's cluster
 // serves keys of every slot through a cluster client; a primary killed is replaced by
-// its replica, and started again it rejoins as a replica, the cluster whole again.
+// its replica, and started again it rejoins, the cluster whole again.
 func TestRedisClusterFailsOverAndTakesBackItsPrimary(t *testing.T) {
 	t.Parallel()
 	rc := devstack.RedisClusterForTest(t, devstack.RedisClusterConfig{ReplicasEach: 1, NodeTimeout: time.Second})
@@ -48,12 +48,9 @@ func TestRedisClusterFailsOverAndTakesBackItsPrimary(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("rejoin %s", time.Since(t0))
-	after, _ := rc.Primaries(ctx)
-	for _, p := range after {
-		if p == victim {
-			t.Errorf("the killed primary %s came back as a primary, want a replica", victim.Addr)
-		}
-	}
+	// Which node is primary afterwards is not asserted: on a loaded machine a primary
+	// starved past the node timeout is failed over again, to any replica, this one
+	// included. WaitHealthy is the check: every slot served, every node back in.
 }
 
 // TestRedisSentinelFailsOverAndTakesBackItsPrimary: the sentinel launcher's group serves
@@ -94,10 +91,12 @@ func TestRedisSentinelFailsOverAndTakesBackItsPrimary(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("rejoin %s", time.Since(t0))
-	if now, _ := rs.Primary(ctx); now == old {
-		t.Errorf("the killed primary came back as the primary")
-	}
-	if v, err := rdb.Get(ctx, "k").Result(); v != "v" {
-		t.Errorf("a key written before the failover: %q %v", v, err)
+	// The old primary rejoins as a replica of the new one, so what was written to the
+	// new primary is kept. Which server is primary afterwards is not asserted: on a
+	// loaded machine the sentinels may fail over again, to any server, this one included.
+	for _, key := range []string{"k", "k2"} {
+		if v, err := rdb.Get(ctx, key).Result(); v != "v" {
+			t.Errorf("%s, written before the rejoin: %q %v", key, v, err)
+		}
 	}
 }
