@@ -9,6 +9,8 @@
 #   make soak   the soak alone, DURATION long (default 10m): does any process leak?
 #   make test-redis-ha  the Redis failover suite: the platform on a Sentinel group and on a
 #               Redis Cluster, a primary killed under load (CI runs it after make test)
+#   make test-nats-ha  the NATS failover suite: the platform on a three-node JetStream, the
+#               jobs and audit streams' leaders killed under load (CI runs it after make test)
 #   make lint   gofmt, go vet, staticcheck and go mod tidy -diff in every module (CI runs it first)
 #   make redoc  refresh the API reference's embedded Redoc from npm (after changing its version)
 
