@@ -117,6 +117,10 @@ func Paginate[T any, K comparable](items []T, key func(T) K, after *K, first int
 	return PageOf(items[start:end], end < len(items), key), nil
 }
 
+// MaxCursorBytes bounds a cursor a client sends back: every list's key encodes far below
+// it, so a longer `after` is refused before it is decoded.
+const MaxCursorBytes = 4096
+
 // EncodeCursor is the one cursor encoding of every list: base64url (unpadded) of the JSON
 // of the list's own key type, the item a page ended at.
 func EncodeCursor[K any](k K) string {
@@ -132,6 +136,9 @@ func EncodeCursor[K any](k K) string {
 // still checks that the key is one it could have issued.
 func DecodeCursor[K any](s string) (K, error) {
 	var k K
+	if len(s) > MaxCursorBytes {
+		return k, ErrBadCursor
+	}
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil || len(b) == 0 || bytes.Equal(b, []byte("null")) {
 		return k, ErrBadCursor

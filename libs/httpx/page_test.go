@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,6 +43,7 @@ func TestCursorRejectsWhatItDidNotIssue(t *testing.T) {
 		"unknown field":  b64([]byte(`{"i":"a","x":1}`)),
 		"trailing data":  b64([]byte(`{"i":"a"}{}`)),
 		"truncated JSON": b64([]byte(`{"i":"a"`)),
+		"over the bound": b64([]byte(`{"i":"` + strings.Repeat("a", MaxCursorBytes) + `"}`)),
 	} {
 		if _, err := DecodeCursor[testKey](s); !errors.Is(err, ErrBadCursor) {
 			t.Errorf("%s: DecodeCursor(%q) = %v, want ErrBadCursor", name, s, err)
