@@ -512,7 +512,6 @@ func TestJobThatKillsItsWorkerRunsAloneAndItsNeighbourSucceeds(t *testing.T) {
 		_, job := h.do("GET", h.syncPath()+"/"+poison, h.dev, nil)
 		return job["status"] == "failed"
 	})
-	h.worker(opts)
 	if job := h.waitJob(innocent); job["status"] != "succeeded" || job["attempts"] != float64(1) {
 		t.Errorf("the job beside the poisoned one: %v, want succeeded with 1 attempt", job)
 	}

@@ -289,7 +289,6 @@ func TestAJobThatStopsItsWorkerRunsAloneAndItsNeighbourIsNotBlamed(t *testing.T)
 		j, _ := f.svc.GetJob(context.Background(), developer, dep, poison)
 		return j.Status == dbtsync.StatusFailed
 	})
-	f.start(t, opts)
 	p, i := f.wait(t, poison), f.wait(t, innocent)
 	if i.Status != dbtsync.StatusSucceeded || i.Attempts != 1 {
 		t.Errorf("innocent job %+v, want succeeded, the crash beside it not counted (1 attempt)", i)
