@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/analyticsco/platform/devstack"
+	"github.com/analyticsco/platform/devstack/platform"
 )
 
 // TestRunnerWithPrometheus: with DEVSTACK_OBS=1 (make run OBS=1) the runner starts
@@ -25,8 +26,7 @@ func TestRunnerWithPrometheus(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	tools := t.TempDir()
-	goBuild(ctx, t, tools, "./devstack/cmd/devstack")
+	tools := platform.BinDir(t, platform.Devstack)
 	dataDir := filepath.Join(t.TempDir(), "data")
 	rules := filepath.Join(devstack.RepoRoot(t), "deploy", "prometheus", "rules")
 	r := startRunner(t, filepath.Join(tools, "devstack"), fakeBinDir(t), dataDir, freshAddrs(t), "DEVSTACK_FAKE_SERVICE=1",

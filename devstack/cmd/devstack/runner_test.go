@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/analyticsco/platform/devstack/platform"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -26,7 +27,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("DEVSTACK_FAKE_SERVICE") == "1" {
 		os.Exit(fakeService())
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	platform.RemoveBinDir()
+	os.Exit(code)
 }
 
 // fakeService serves /healthz, /env (its args and env) and /die (exit 3) on
@@ -107,8 +110,7 @@ func fakeEnv(ctx context.Context, t *testing.T, addr string) (args []string, env
 func TestRunnerWithFakeServices(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	tools := t.TempDir()
-	goBuild(ctx, t, tools, "./devstack/cmd/devstack")
+	tools := platform.BinDir(t, platform.Devstack)
 	bin := fakeBinDir(t)
 	dataDir := filepath.Join(t.TempDir(), "data")
 	a := freshAddrs(t)
