@@ -31,6 +31,10 @@ type Layout struct {
 	// and Workers 1 they are "workspace-svc", "dbtsync-worker" (make run). The gateways
 	// are "gateway", "gateway-2", ...
 	Numbered bool
+	// Upstreams are the services' URLs by binary name ("workspace-svc"; comma-separated
+	// for replicas): with them the table is the gateways alone, in front of services run
+	// elsewhere (a service's tests, gatewaytest).
+	Upstreams map[string]string
 	// Addr and InternalAddr give a process's public and internal listeners by name.
 	Addr, InternalAddr func(name string) string
 
@@ -43,27 +47,14 @@ type Layout struct {
 // Table is the process table of l in start order: the services, the dbt workers, then
 // the gateways, each with its whole environment.
 func Table(l Layout) ([]Proc, error) {
-	replicas, workers := max(l.Replicas, 1), max(l.Workers, 1)
-	name := func(base string, i, n int) string {
-		if l.Numbered || n > 1 {
-			return fmt.Sprintf("%s-%d", base, i+1)
-		}
-		return base
-	}
 	var ps []Proc
 	urls := map[string][]string{}
-	for _, b := range []Binary{WorkspaceSvc, EmbedSvc, DBTSyncSvc} {
-		for i := range replicas {
-			p := Proc{Name: name(b.Name, i, replicas), Binary: b.Name}
-			p.Addr = l.Addr(p.Name)
-			urls[b.Name] = append(urls[b.Name], "http://"+p.Addr)
-			ps = append(ps, p)
+	if l.Upstreams != nil {
+		for b, u := range l.Upstreams {
+			urls[b] = []string{u}
 		}
-	}
-	for i := range workers {
-		p := Proc{Name: name("dbtsync-worker", i, workers), Binary: DBTSyncSvc.Name, Args: []string{"worker"}}
-		p.Addr = l.Addr(p.Name)
-		ps = append(ps, p)
+	} else {
+		ps = l.services(urls)
 	}
 	for i := range max(l.Gateways, 1) {
 		p := Proc{Name: "gateway", Binary: Gateway.Name}
@@ -83,6 +74,33 @@ func Table(l Layout) ([]Proc, error) {
 		ps[i].Env = append(ps[i].Env, l.Extra...)
 	}
 	return ps, nil
+}
+
+// services are the services' replicas and the dbt workers, their URLs added to urls by
+// binary name.
+func (l Layout) services(urls map[string][]string) []Proc {
+	replicas, workers := max(l.Replicas, 1), max(l.Workers, 1)
+	name := func(base string, i, n int) string {
+		if l.Numbered || n > 1 {
+			return fmt.Sprintf("%s-%d", base, i+1)
+		}
+		return base
+	}
+	var ps []Proc
+	for _, b := range []Binary{WorkspaceSvc, EmbedSvc, DBTSyncSvc} {
+		for i := range replicas {
+			p := Proc{Name: name(b.Name, i, replicas), Binary: b.Name}
+			p.Addr = l.Addr(p.Name)
+			urls[b.Name] = append(urls[b.Name], "http://"+p.Addr)
+			ps = append(ps, p)
+		}
+	}
+	for i := range workers {
+		p := Proc{Name: name("dbtsync-worker", i, workers), Binary: DBTSyncSvc.Name, Args: []string{"worker"}}
+		p.Addr = l.Addr(p.Name)
+		ps = append(ps, p)
+	}
+	return ps
 }
 
 // env is p's environment but for INTERNAL_ADDR and Extra.
