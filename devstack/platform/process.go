@@ -22,7 +22,7 @@ import (
 type Proc struct {
 	Name string // unique in the stack: "gateway", "workspace-svc-1", "dbtsync-worker"
 	// Binary is a file of the bin dir, or an absolute path (a tool from outside the
-	// repository, such as prometheus).
+	// repository, such as prometheus; with no bin dir, a name looked up in PATH).
 	Binary string
 	Args   []string
 	Addr   string // its public listener
@@ -30,6 +30,8 @@ type Proc struct {
 	InternalAddr string
 	ReadyPath    string   // default /readyz
 	Env          []string // its whole environment (Table builds it)
+	// ExtraFiles are passed from fd 3 on (a listener the bench hands its own servers).
+	ExtraFiles []*os.File
 }
 
 // Running is a started Proc. Restart runs it again with the same environment.
@@ -49,11 +51,11 @@ type Running struct {
 // SIGTERM when the caller dies.
 func Start(p Proc, binDir string, out io.Writer) (*Running, error) {
 	path := p.Binary
-	if !filepath.IsAbs(path) {
+	if binDir != "" && !filepath.IsAbs(path) {
 		path = filepath.Join(binDir, p.Binary)
-	}
-	if _, err := os.Stat(path); err != nil {
-		return nil, fmt.Errorf("%s: %s not found (build it with `make build`): %w", p.Name, path, err)
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("%s: %s not found (build it with `make build`): %w", p.Name, path, err)
+		}
 	}
 	r := &Running{Proc: p, path: path, out: out, tail: &tailBuffer{}}
 	return r, r.launch()
@@ -62,6 +64,7 @@ func Start(p Proc, binDir string, out io.Writer) (*Running, error) {
 func (r *Running) launch() error {
 	cmd := exec.Command(r.path, r.Args...)
 	cmd.Env = r.Env
+	cmd.ExtraFiles = r.ExtraFiles
 	w := io.MultiWriter(r.out, r.tail)
 	cmd.Stdout, cmd.Stderr = w, w
 	// A grandchild holding the output pipe must not block Wait forever.
