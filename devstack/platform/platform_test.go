@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
@@ -364,5 +365,24 @@ func TestStackFileRoundTrips(t *testing.T) {
 	}
 	if got.Gateway != want.Gateway || got.JWTIssuer != want.JWTIssuer || got.PIDs["gateway"] != 7 {
 		t.Errorf("read %+v, wrote %+v", got, want)
+	}
+}
+
+// The binaries the launcher builds are a declared list, checked against the repository:
+// each is a main package whose directory is named after the binary.
+func TestDeclaredBinariesAreTheRepositorysMainPackages(t *testing.T) {
+	root := devstack.RepoRoot(t)
+	for _, b := range append(slices.Clone(platform.Stack), platform.Devstack) {
+		cmd := exec.Command("go", "list", "-f", "{{.Name}} {{.ImportPath}}", b.Pkg)
+		cmd.Dir = root
+		out, err := cmd.Output()
+		if err != nil {
+			t.Errorf("%s: go list %s: %v", b.Name, b.Pkg, err)
+			continue
+		}
+		name, path, _ := strings.Cut(strings.TrimSpace(string(out)), " ")
+		if name != "main" || !strings.HasSuffix(path, "/"+b.Name) {
+			t.Errorf("%s: %s is package %s at %s, want a main package named after the binary", b.Name, b.Pkg, name, path)
+		}
 	}
 }
