@@ -110,3 +110,21 @@ func removeStaleBinDirs() {
 		_ = os.RemoveAll(d)
 	}
 }
+
+// FakeBinDir links the running test binary under the name of every binary of Stack, for
+// tests of the launcher and of its callers that run a fake of each process (the test
+// binary, in a mode its TestMain picks from the environment).
+func FakeBinDir(t testing.TB) string {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, b := range Stack {
+		if err := os.Symlink(self, filepath.Join(dir, b.Name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}

@@ -65,22 +65,6 @@ func fake(mode string) int {
 	return 0
 }
 
-// fakeBinDir links the test binary under every binary name of the table.
-func fakeBinDir(t *testing.T) string {
-	t.Helper()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	for _, b := range platform.Stack {
-		if err := os.Symlink(self, filepath.Join(dir, b.Name)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
-
 // layout is a stack of two replicas of each service, two workers and two gateways on
 // free ports, with fresh keys.
 func layout(t *testing.T, mode string) platform.Layout {
@@ -116,16 +100,21 @@ func envMap(env []string) map[string]string {
 	return m
 }
 
+func nameList(table []platform.Proc) []string {
+	var names []string
+	for _, p := range table {
+		names = append(names, p.Name)
+	}
+	return names
+}
+
 func TestTableGivesEachProcessItsNameAddressesKeysAndUpstreams(t *testing.T) {
 	l := layout(t, "ready")
 	table, err := platform.Table(l)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var names []string
-	for _, p := range table {
-		names = append(names, p.Name)
-	}
+	names := nameList(table)
 	want := []string{"workspace-svc-1", "workspace-svc-2", "embed-svc-1", "embed-svc-2", "dbtsync-svc-1", "dbtsync-svc-2",
 		"dbtsync-worker-1", "dbtsync-worker-2", "gateway", "gateway-2"}
 	if !slices.Equal(names, want) {
@@ -186,10 +175,7 @@ func TestTableOfOneNamesProcessesWithoutNumbers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var names []string
-	for _, p := range table {
-		names = append(names, p.Name)
-	}
+	names := nameList(table)
 	if want := []string{"workspace-svc", "embed-svc", "dbtsync-svc", "dbtsync-worker", "gateway"}; !slices.Equal(names, want) {
 		t.Fatalf("names %v, want %v (make run's)", names, want)
 	}
@@ -239,7 +225,7 @@ func TestAStartedPlatformGetsReadyRestartsWithItsEnvironmentAndStops(t *testing.
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs := startAll(t, table, fakeBinDir(t))
+	rs := startAll(t, table, platform.FakeBinDir(t))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var ready []string
@@ -292,7 +278,7 @@ func TestWaitReadyNamesTheProcessNotReadyWithItsLogTail(t *testing.T) {
 	l := layout(t, "unready")
 	l.Replicas, l.Workers, l.Gateways, l.Numbered = 1, 1, 1, false
 	table, _ := platform.Table(l)
-	rs := startAll(t, table[:1], fakeBinDir(t))
+	rs := startAll(t, table[:1], platform.FakeBinDir(t))
 	err := platform.WaitReady(context.Background(), time.Second, rs, nil)
 	if err == nil {
 		t.Fatal("a process answering 503 was ready")
@@ -313,7 +299,7 @@ func TestWaitReadyReportsAProcessThatExitsWithItsStatusAndLogTail(t *testing.T) 
 	l := layout(t, "exit")
 	l.Replicas, l.Workers, l.Gateways, l.Numbered = 1, 1, 1, false
 	table, _ := platform.Table(l)
-	rs := startAll(t, table[1:2], fakeBinDir(t))
+	rs := startAll(t, table[1:2], platform.FakeBinDir(t))
 	err := platform.WaitReady(context.Background(), time.Minute, rs, nil)
 	if err == nil || !strings.Contains(err.Error(), "embed-svc exited during startup (exit status 3)") ||
 		!strings.Contains(err.Error(), "embed-svc: cannot start: no database") {

@@ -29,7 +29,7 @@ func TestRunnerWithPrometheus(t *testing.T) {
 	tools := platform.BinDir(t, platform.Devstack)
 	dataDir := filepath.Join(t.TempDir(), "data")
 	rules := filepath.Join(devstack.RepoRoot(t), "deploy", "prometheus", "rules")
-	r := startRunner(t, filepath.Join(tools, "devstack"), fakeBinDir(t), dataDir, freshAddrs(t), "DEVSTACK_FAKE_SERVICE=1",
+	r := startRunner(t, filepath.Join(tools, "devstack"), platform.FakeBinDir(t), dataDir, freshAddrs(t), "DEVSTACK_FAKE_SERVICE=1",
 		"DEVSTACK_OBS=1", "DEVSTACK_PROMETHEUS_ADDR=random", "DEVSTACK_PROMETHEUS_RULES="+rules)
 	r.waitReady(ctx)
 	s := r.stack()

@@ -75,22 +75,6 @@ func fakeService() int {
 	return 0
 }
 
-// fakeBinDir links the test binary under every service binary name.
-func fakeBinDir(t *testing.T) string {
-	t.Helper()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	for _, name := range []string{"workspace-svc", "embed-svc", "dbtsync-svc", "gateway"} {
-		if err := os.Symlink(self, filepath.Join(dir, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
-
 func fakeEnv(ctx context.Context, t *testing.T, addr string) (args []string, env map[string]string) {
 	t.Helper()
 	code, body, err := getStatus(ctx, "http://"+addr+"/env")
@@ -111,7 +95,7 @@ func TestRunnerWithFakeServices(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	tools := platform.BinDir(t, platform.Devstack)
-	bin := fakeBinDir(t)
+	bin := platform.FakeBinDir(t)
 	dataDir := filepath.Join(t.TempDir(), "data")
 	a := freshAddrs(t)
 
