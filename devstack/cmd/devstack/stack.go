@@ -20,13 +20,12 @@ const stopTimeout = 20 * time.Second
 // with the parent's environment first (later entries win in os/exec, so the table
 // overrides it).
 func layout(cfg config, k platform.Keys, b *backing, mongoURI, natsURL, redisURL string) platform.Layout {
+	addrs := map[string]string{"gateway": cfg.GatewayAddr, "workspace-svc": cfg.WorkspaceAddr, "embed-svc": cfg.EmbedAddr,
+		"dbtsync-svc": cfg.DBTSyncAddr, "dbtsync-worker": cfg.DBTSyncWorkerAddr}
 	l := platform.Layout{
 		MongoURI: mongoURI, Redis: []string{"REDIS_URL=" + redisURL}, Keys: k,
-		NATSURL: func(string) string { return natsURL },
-		Addr: func(name string) string {
-			return map[string]string{"gateway": cfg.GatewayAddr, "workspace-svc": cfg.WorkspaceAddr, "embed-svc": cfg.EmbedAddr,
-				"dbtsync-svc": cfg.DBTSyncAddr, "dbtsync-worker": cfg.DBTSyncWorkerAddr}[name]
-		},
+		NATSURL:      func(string) string { return natsURL },
+		Addr:         func(name string) string { return addrs[name] },
 		InternalAddr: func(name string) string { return cfg.InternalAddrs[name] },
 		Env:          append(os.Environ(), "LOG_LEVEL="+cfg.LogLevel),
 	}
