@@ -64,18 +64,18 @@ func NewSecret() string {
 	return base64.StdEncoding.EncodeToString(raw[:])
 }
 
-// IdentityKey is the IDENTITY_SIGNING_KEY of process binary: the gateway holds the key;
-// each service only its own key derived from it (it verifies what is sent to it and can
-// sign for no other service); anything else (the dbt worker, which runs untrusted
-// repositories) none ("").
-func (k Keys) IdentityKey(binary string, args ...string) (string, error) {
+// IdentityKey is the IDENTITY_SIGNING_KEY of p: the gateway holds the key; each service
+// only its own key derived from it (it verifies what is sent to it and can sign for no
+// other service); the dbt worker, which runs untrusted repositories and serves no API,
+// none ("").
+func (k Keys) IdentityKey(p Proc) (string, error) {
 	switch {
-	case binary == Gateway.Name:
+	case p.Binary == Gateway.Name:
 		return k.IdentitySigningKey, nil
-	case len(args) > 0: // a service's other mode (dbtsync-svc worker) serves no API
+	case p.DBTWorker():
 		return "", nil
-	case binary == WorkspaceSvc.Name, binary == EmbedSvc.Name, binary == DBTSyncSvc.Name:
-		sk, err := identity.ServiceKey(k.IdentitySigningKey, binary)
+	case p.Binary == WorkspaceSvc.Name, p.Binary == EmbedSvc.Name, p.Binary == DBTSyncSvc.Name:
+		sk, err := identity.ServiceKey(k.IdentitySigningKey, p.Binary)
 		if err != nil {
 			return "", fmt.Errorf("%s: %w", k.IdentityKeyFile, err)
 		}
@@ -89,7 +89,7 @@ func (k Keys) IdentityKey(binary string, args ...string) (string, error) {
 func (k Keys) Secrets() []string {
 	out := []string{k.IdentitySigningKey, k.DBTCredentialsKey, k.EmbedKeyEncryption}
 	for _, b := range []Binary{WorkspaceSvc, EmbedSvc, DBTSyncSvc} {
-		if sk, err := k.IdentityKey(b.Name); err == nil {
+		if sk, err := k.IdentityKey(Proc{Binary: b.Name}); err == nil {
 			out = append(out, sk)
 		}
 	}

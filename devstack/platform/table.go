@@ -44,6 +44,14 @@ type Layout struct {
 	Env, GatewayEnv, Extra []string
 }
 
+// dbtWorkerArg runs dbtsync-svc as the dbt worker.
+const dbtWorkerArg = "worker"
+
+// DBTWorker reports whether p is a dbt worker (dbtsync-svc worker).
+func (p Proc) DBTWorker() bool {
+	return p.Binary == DBTSyncSvc.Name && len(p.Args) > 0 && p.Args[0] == dbtWorkerArg
+}
+
 // Table is the process table of l in start order: the services, the dbt workers, then
 // the gateways, each with its whole environment.
 func Table(l Layout) ([]Proc, error) {
@@ -96,7 +104,7 @@ func (l Layout) services(urls map[string][]string) []Proc {
 		}
 	}
 	for i := range workers {
-		p := Proc{Name: name("dbtsync-worker", i, workers), Binary: DBTSyncSvc.Name, Args: []string{"worker"}}
+		p := Proc{Name: name("dbtsync-worker", i, workers), Binary: DBTSyncSvc.Name, Args: []string{dbtWorkerArg}}
 		p.Addr = l.Addr(p.Name)
 		ps = append(ps, p)
 	}
@@ -106,12 +114,12 @@ func (l Layout) services(urls map[string][]string) []Proc {
 // env is p's environment but for INTERNAL_ADDR and Extra.
 func (l Layout) env(p Proc, urls map[string][]string) ([]string, error) {
 	natsUser := p.Binary
-	if len(p.Args) > 0 {
+	if p.DBTWorker() {
 		natsUser = "dbtsync-worker"
 	}
 	env := append(append([]string{}, l.Env...), "MONGODB_URI="+l.MongoURI, "NATS_URL="+l.NATSURL(natsUser))
 	env = append(append(env, l.Redis...), "OTEL_SERVICE_NAME="+p.Name)
-	key, err := l.Keys.IdentityKey(p.Binary, p.Args...)
+	key, err := l.Keys.IdentityKey(p)
 	if err != nil {
 		return nil, err
 	}
