@@ -67,6 +67,31 @@ func New(k Kind, format string, args ...any) *Error {
 	return &Error{Kind: k, Message: fmt.Sprintf(format, args...)}
 }
 
+// One shorthand per kind, the domains' one way to build their errors (a named rule adds
+// its code with WithCode).
+
+// Invalidf is a 400: the request is malformed or breaks a rule.
+func Invalidf(format string, args ...any) *Error { return New(Invalid, format, args...) }
+
+// Unauthorizedf is a 401: the credential (a session id, a token) is not valid.
+func Unauthorizedf(format string, args ...any) *Error { return New(Unauthorized, format, args...) }
+
+// Forbiddenf is a 403: the caller may not do this.
+func Forbiddenf(format string, args ...any) *Error { return New(Forbidden, format, args...) }
+
+// NotFoundf is a 404: no such thing for this caller.
+func NotFoundf(format string, args ...any) *Error { return New(NotFound, format, args...) }
+
+// Conflictf is a 409: the request contradicts the stored state.
+func Conflictf(format string, args ...any) *Error { return New(Conflict, format, args...) }
+
+// TooLargef is a 413: a part of the request is over its size limit.
+func TooLargef(format string, args ...any) *Error { return New(TooLarge, format, args...) }
+
+// Unavailablef is a 503 the domain names (a store that cannot be reached, a tree that
+// kept changing); the client retries.
+func Unavailablef(format string, args ...any) *Error { return New(Unavailable, format, args...) }
+
 // WithCode sets the error's code and returns it.
 func (e *Error) WithCode(code string) *Error {
 	e.Code = code

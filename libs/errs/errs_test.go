@@ -14,6 +14,8 @@ import (
 	"github.com/analyticsco/platform/libs/httpx"
 )
 
+// TestWriteAnswersEveryKindOfError: each kind (built with its shorthand) is answered
+// with its status and code, a 401 with its challenge, a 503 with Retry-After.
 func TestWriteAnswersEveryKindOfError(t *testing.T) {
 	cases := []struct {
 		name       string
@@ -23,14 +25,14 @@ func TestWriteAnswersEveryKindOfError(t *testing.T) {
 		retryAfter bool
 		challenge  bool
 	}{
-		{"invalid", errs.New(errs.Invalid, "name is required"), 400, "invalid_request", false, false},
-		{"named-rule", errs.New(errs.Invalid, "too deep").WithCode(errs.CodeDepthLimit), 400, "depth_limit", false, false},
-		{"unauthorized", errs.New(errs.Unauthorized, "session ended"), 401, "unauthenticated", false, true},
-		{"forbidden", fmt.Errorf("wrapped: %w", errs.New(errs.Forbidden, "admins only")), 403, "forbidden", false, false},
-		{"not-found", errs.New(errs.NotFound, "folder 1 not found"), 404, "not_found", false, false},
-		{"conflict", errs.New(errs.Conflict, "not empty"), 409, "conflict", false, false},
-		{"too-large", errs.New(errs.TooLarge, "too big"), 413, "too_large", false, false},
-		{"unavailable-kind", errs.New(errs.Unavailable, "busy"), 503, "unavailable", true, false},
+		{"invalid", errs.Invalidf("%s is required", "name"), 400, "invalid_request", false, false},
+		{"named-rule", errs.Invalidf("too deep").WithCode(errs.CodeDepthLimit), 400, "depth_limit", false, false},
+		{"unauthorized", errs.Unauthorizedf("session ended"), 401, "unauthenticated", false, true},
+		{"forbidden", fmt.Errorf("wrapped: %w", errs.Forbiddenf("admins only")), 403, "forbidden", false, false},
+		{"not-found", errs.NotFoundf("folder %d not found", 1), 404, "not_found", false, false},
+		{"conflict", errs.Conflictf("not empty"), 409, "conflict", false, false},
+		{"too-large", errs.TooLargef("too big"), 413, "too_large", false, false},
+		{"unavailable-kind", errs.Unavailablef("busy"), 503, "unavailable", true, false},
 		{"unavailable-sentinel", errors.Join(errs.ErrUnavailable, errors.New("dial tcp: refused")), 503, "unavailable", true, false},
 		{"deadline", context.DeadlineExceeded, 503, "unavailable", true, false},
 		{"httpx", httpx.Errorf(415, "Content-Type must be application/json"), 415, "unsupported_media_type", false, false},
