@@ -100,7 +100,8 @@ func oneShot() {
 	_ = server.Options{Service: "cli"}
 }
 `
-	problems := bootstrapDrift(parseSource(t, "main.go", handMade))
+	fset := token.NewFileSet()
+	problems := bootstrapDrift(fset, parseFixture(t, fset, "main.go", handMade), true)
 	if len(problems) != 3 || !strings.Contains(problems[0], "natsgo.Connect") ||
 		!strings.Contains(problems[1], "mongox.Connect") || !strings.Contains(problems[2], "server.Options") {
 		t.Errorf("a hand-made NATS and MongoDB connection and server.Options in a cmd: got %q", problems)
@@ -118,20 +119,9 @@ func oneShot() {
 	client, _, _ := server.ConnectMongo(ctx, uri, reg)
 }
 `
-	if problems := bootstrapDrift(parseSource(t, "main.go", throughBootstrap)); len(problems) != 0 {
+	if problems := bootstrapDrift(fset, parseFixture(t, fset, "main.go", throughBootstrap), true); len(problems) != 0 {
 		t.Errorf("a command connecting through libs/server: %q", problems)
 	}
-}
-
-// parseSource parses src as the file name of a cmd directory: fset, file, inCmd.
-func parseSource(t *testing.T, name, src string) (*token.FileSet, *ast.File, bool) {
-	t.Helper()
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, name, src, parser.SkipObjectResolution)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fset, f, true
 }
 
 // bootstrapDrift lists f's hand-made connections and, in a cmd (inCmd), its
