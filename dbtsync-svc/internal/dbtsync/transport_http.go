@@ -255,7 +255,7 @@ func decodeStagingRequest(body io.Reader) (bool, error) {
 		return false, err
 	}
 	if req.Enabled == nil {
-		return false, badRequest("field \"enabled\" is required")
+		return false, errs.Invalidf("field \"enabled\" is required")
 	}
 	return *req.Enabled, nil
 }
@@ -267,7 +267,7 @@ func versionParam(r *http.Request) (int64, error) {
 	}
 	v, err := strconv.ParseInt(raw, 10, 64)
 	if err != nil || v < 1 {
-		return 0, badRequest("query parameter \"version\" must be a positive integer, not %q", raw)
+		return 0, errs.Invalidf("query parameter \"version\" must be a positive integer, not %q", raw)
 	}
 	return v, nil
 }
