@@ -51,7 +51,8 @@ var skeletons = map[string]skeleton{
 // TestEveryServiceHasOneConstructorAndOneDecoratorOrder: every domain is built by
 // NewService(Ports, Options) Service and wrapped by its app (internal/app) in the house
 // order, Auditing → Logging → Instrumenting, right after it is built, and nowhere else;
-// the exceptions are the ones skeletons names, each with its reason.
+// the exceptions are the ones skeletons names, each with its reason. Its errors are built
+// with errs's shorthands, not copies of them.
 func TestEveryServiceHasOneConstructorAndOneDecoratorOrder(t *testing.T) {
 	root := devstack.RepoRoot(t)
 	found := map[string]bool{}
@@ -88,11 +89,17 @@ func TestEveryServiceHasOneConstructorAndOneDecoratorOrder(t *testing.T) {
 
 // TestSkeletonCheckFailsOnAnotherConstructorOrOrder: the check passes a domain in the
 // house shape and reports one whose constructor takes other parameters, an app that
-// wraps in another order, and a decorator applied away from NewService.
+// wraps in another order, a decorator applied away from NewService, and an error helper
+// that copies one of errs's.
 func TestSkeletonCheckFailsOnAnotherConstructorOrOrder(t *testing.T) {
 	const path = prefix + "shop-svc/internal/shop"
 	domain := func(constructor string) string {
 		return `package shop
+
+import (
+	"github.com/analyticsco/platform/libs/errs"
+	"github.com/analyticsco/platform/libs/httpx"
+)
 
 type Service interface{ Buy() error }
 
@@ -143,6 +150,12 @@ func New(d Deps) http.Handler {
 		{"a decorator applied elsewhere", domain(ports), app(house + `
 	traced := shop.LoggingMiddleware(d.Logger)(svc)
 	_ = traced`), "applies LoggingMiddleware away from NewService"},
+		{"an error helper of its own", domain(ports + `
+func invalid(format string, args ...any) error { return errs.New(errs.Invalid, format, args...) }`), app(house),
+			"invalid copies errs's shorthand of errs.Invalid"},
+		{"a 400 of its own", domain(ports + `
+func badRequest(format string, args ...any) error { return httpx.Errorf(http.StatusBadRequest, format, args...) }`), app(house),
+			"badRequest copies errs's shorthand of http.StatusBadRequest"},
 		{"a fourth decorator", domain(ports + `
 func CachingMiddleware(c Cache) func(Service) Service { return nil }`), app(house),
 			"declares the decorator CachingMiddleware"},
@@ -174,6 +187,10 @@ func skeletonDrift(fset *token.FileSet, pkg string, domain, app []*ast.File, wan
 					problems = append(problems, fmt.Sprintf("%s: %s; every service's constructor is NewService(Ports, Options) Service",
 						fset.Position(fn.Pos()), sig))
 				}
+			}
+			if kind, ok := errorShorthand(fn, importNames(f)); ok {
+				problems = append(problems, fmt.Sprintf("%s: %s copies errs's shorthand of %s: build the error with errs (errs.Invalidf, errs.Forbiddenf, ...)",
+					fset.Position(fn.Pos()), fn.Name.Name, kind))
 			}
 			if isDecorator(fn.Type) {
 				decorators[fn.Name.Name] = true
@@ -296,6 +313,28 @@ func wrapped(stmt ast.Stmt, v, pkg string, imports map[string]string) (string, b
 		return "", false
 	}
 	return name, true
+}
+
+// errorShorthand: fn only forwards its arguments to errs.New (or httpx.Errorf), a copy of
+// one of errs's shorthands (errs.Invalidf, ...); kind is the kind or status it passes.
+// A helper that adds something (a code, a message of its own) is not one.
+func errorShorthand(fn *ast.FuncDecl, imports map[string]string) (kind string, ok bool) {
+	if fn.Body == nil || len(fn.Body.List) != 1 {
+		return "", false
+	}
+	ret, isRet := fn.Body.List[0].(*ast.ReturnStmt)
+	if !isRet || len(ret.Results) != 1 {
+		return "", false
+	}
+	call, isCall := ret.Results[0].(*ast.CallExpr)
+	if !isCall || !call.Ellipsis.IsValid() || len(call.Args) != 3 {
+		return "", false
+	}
+	pkg, name, isQualified := qualified(call.Fun, imports)
+	if !isQualified || !(pkg == prefix+"libs/errs" && name == "New" || pkg == prefix+"libs/httpx" && name == "Errorf") {
+		return "", false
+	}
+	return types(&ast.FieldList{List: []*ast.Field{{Type: call.Args[0]}}}), true
 }
 
 // isDecorator: the function returns exactly func(Service) Service.
