@@ -150,8 +150,9 @@ func IsUnavailable(err error) bool {
 }
 
 // Write writes err as the JSON error body: a 401 says how to authenticate
-// (WWW-Authenticate), a 503 when to retry (Retry-After); an error no client caused is
-// logged with the request id and answered 500 "internal error".
+// (WWW-Authenticate), a 503 when to retry (Retry-After), and a dependency's failure
+// (ErrUnavailable in err's chain) is logged; an error no client caused is logged with the
+// request id and answered 500 "internal error".
 func Write(ctx context.Context, w http.ResponseWriter, logger *slog.Logger, err error) {
 	status, code, msg, ok := Answer(err)
 	if !ok {
@@ -162,7 +163,10 @@ func Write(ctx context.Context, w http.ResponseWriter, logger *slog.Logger, err 
 	case http.StatusUnauthorized:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="platform"`)
 	case http.StatusServiceUnavailable:
-		if _, domain := As(err); !domain {
+		// A dependency's failure is logged with its cause, also when the domain named it
+		// for the client (a domain error beside ErrUnavailable); a 503 the domain decided
+		// alone (a tree that kept changing) is not a failure to log.
+		if _, domain := As(err); !domain || errors.Is(err, ErrUnavailable) {
 			logger.WarnContext(ctx, "dependency unavailable", "err", err)
 		}
 		w.Header().Set("Retry-After", "1")

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/analyticsco/platform/libs/errs"
@@ -57,6 +58,37 @@ func TestWriteAnswersEveryKindOfError(t *testing.T) {
 			}
 			if c.status == 500 && body.Message == c.err.Error() {
 				t.Errorf("a 500 shows the error: %s", body.Message)
+			}
+		})
+	}
+}
+
+// TestWriteLogsADependencysFailureEvenWhenTheDomainNamedIt: a 503 caused by a dependency
+// (ErrUnavailable in the chain) is logged with its cause, whether the domain gave the
+// client its own words for it or not; a 503 the domain decided alone is not logged.
+func TestWriteLogsADependencysFailureEvenWhenTheDomainNamedIt(t *testing.T) {
+	cause := errors.New("dial tcp 10.0.0.7:4222: connection refused")
+	for _, c := range []struct {
+		name   string
+		err    error
+		logged bool
+	}{
+		{"raw", errors.Join(errs.ErrUnavailable, cause), true},
+		{"named-by-the-domain", errors.Join(errs.Unavailablef("the job queue is unavailable; retry shortly"), errs.ErrUnavailable, cause), true},
+		{"decided-by-the-domain", errs.Unavailablef("the tree kept changing; retry"), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var log strings.Builder
+			w := httptest.NewRecorder()
+			errs.Write(context.Background(), w, slog.New(slog.NewJSONHandler(&log, nil)), c.err)
+			if w.Code != 503 {
+				t.Fatalf("status %d, want 503", w.Code)
+			}
+			if got := strings.Contains(log.String(), "connection refused"); got != c.logged {
+				t.Errorf("cause logged: %v, want %v (log %q)", got, c.logged, log.String())
+			}
+			if strings.Contains(w.Body.String(), "10.0.0.7") {
+				t.Errorf("the answer shows the cause: %s", w.Body)
 			}
 		})
 	}
