@@ -36,13 +36,14 @@ var (
 var ErrSessionID = errs.Unauthorizedf("session id is invalid, expired or already used").WithCode(errs.CodeSessionIDInvalid)
 
 // storeErr is the client's answer to a store's error: an unreachable store is a 503
-// that says so; a client error passes through; anything else stays a bug (500).
+// that says so (its cause kept for the log: errs.Write logs it); a client error passes
+// through; anything else stays a bug (500).
 func storeErr(err error) error {
 	if _, ok := errs.As(err); ok {
 		return err
 	}
 	if errors.Is(err, ErrUnavailable) {
-		return errs.New(errs.Unavailable, "a backing store is unavailable; retry shortly")
+		return errors.Join(errs.Unavailablef("a backing store is unavailable; retry shortly"), err)
 	}
 	return err
 }
