@@ -16,15 +16,8 @@ import (
 // MaxBodyBytes bounds every request body the service reads.
 const MaxBodyBytes = 1 << 20
 
-// NewHTTPHandler serves the embed API alone (RegisterRoutes). It expects
-// identity.Require around it (the principal is read from the request context).
-func NewHTTPHandler(e Endpoints, logger *slog.Logger) http.Handler {
-	r := httpx.NewRouter()
-	RegisterRoutes(r, e, logger)
-	return r
-}
-
-// RegisterRoutes adds the embed API's routes to r through httpx.Handle: each route to
+// RegisterRoutes adds the embed API's routes to r (embed-svc's one router, shared with
+// the audit trail's route; identity.Require around it) through httpx.Handle: each route to
 // its endpoint through its decoder, every body bounded at MaxBodyBytes, every error
 // through the platform's one encoder (errs.Encoder).
 func RegisterRoutes(r *httpx.Router, e Endpoints, logger *slog.Logger) {
