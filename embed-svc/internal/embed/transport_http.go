@@ -176,7 +176,7 @@ func decodeDeleteDefinition(kind string) httptransport.DecodeRequestFunc {
 // credentials (no-store), but for the JWKS a verifier may keep a minute.
 func encodeResponse(ctx context.Context, w http.ResponseWriter, resp any) error {
 	switch resp.(type) {
-	case httpx.NoContent:
+	case httpx.NoContent: // 204: no body to cache
 	case JWKSet:
 		// Short enough that a rotation's new key is seen well within the publish delay.
 		w.Header().Set("Cache-Control", "public, max-age=60")
