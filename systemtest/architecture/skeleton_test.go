@@ -5,6 +5,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,6 +20,9 @@ import (
 // every service the same way), so the outer decorators see the call as the client made
 // it and a refusal is audited, logged and counted alike in every service.
 var houseOrder = []string{"AuditingMiddleware", "LoggingMiddleware", "InstrumentingMiddleware"}
+
+// decoratorFiles are where a domain declares each decorator, the same in every service.
+var decoratorFiles = map[string]string{"AuditingMiddleware": "audit.go", "LoggingMiddleware": "logging.go", "InstrumentingMiddleware": "metrics.go"}
 
 // skeleton is a domain's shape: the decorators its app wraps it in, innermost first, and
 // whether its constructor is NewService(Ports, Options) Service. A shape other than the
@@ -51,8 +55,9 @@ var skeletons = map[string]skeleton{
 // TestEveryServiceHasOneConstructorAndOneDecoratorOrder: every domain is built by
 // NewService(Ports, Options) Service and wrapped by its app (internal/app) in the house
 // order, Auditing → Logging → Instrumenting, right after it is built, and nowhere else;
-// the exceptions are the ones skeletons names, each with its reason. Its errors are built
-// with errs's shorthands, not copies of them.
+// the exceptions are the ones skeletons names, each with its reason. Each decorator is
+// declared in its file (audit.go, logging.go, metrics.go), and the domain's errors are
+// built with errs's shorthands, not copies of them.
 func TestEveryServiceHasOneConstructorAndOneDecoratorOrder(t *testing.T) {
 	root := devstack.RepoRoot(t)
 	found := map[string]bool{}
@@ -87,14 +92,25 @@ func TestEveryServiceHasOneConstructorAndOneDecoratorOrder(t *testing.T) {
 	}
 }
 
-// TestSkeletonCheckFailsOnAnotherConstructorOrOrder: the check passes a domain in the
-// house shape and reports one whose constructor takes other parameters, an app that
-// wraps in another order, a decorator applied away from NewService, and an error helper
-// that copies one of errs's.
-func TestSkeletonCheckFailsOnAnotherConstructorOrOrder(t *testing.T) {
-	const path = prefix + "shop-svc/internal/shop"
-	domain := func(constructor string) string {
-		return `package shop
+// The skeleton check's fixture: a domain "shop" and its app, in parts a case replaces.
+const (
+	shopPath = prefix + "shop-svc/internal/shop"
+	// The decorators, each in the file named for it.
+	auditing      = "func AuditingMiddleware(rec Recorder) func(Service) Service { return nil }\n"
+	logging       = "func LoggingMiddleware(l *slog.Logger) func(Service) Service { return nil }\n"
+	instrumenting = "func InstrumentingMiddleware(m *Metrics) func(Service) Service { return nil }\n"
+	// The app's wrapping in the house order, and the house constructor.
+	house = `	svc = shop.AuditingMiddleware(d.Audit)(svc)
+	svc = shop.LoggingMiddleware(d.Logger)(svc)
+	svc = shop.InstrumentingMiddleware(d.Metrics)(svc)`
+	ports = `func NewService(p Ports, o Options) Service { return nil }`
+)
+
+var decorators = map[string]string{"audit.go": auditing, "logging.go": logging, "metrics.go": instrumenting}
+
+// shopDomain is the shop's service.go with constructor (and anything after it).
+func shopDomain(constructor string) string {
+	return `package shop
 
 import (
 	"github.com/analyticsco/platform/libs/errs"
@@ -103,15 +119,12 @@ import (
 
 type Service interface{ Buy() error }
 
-` + constructor + `
+` + constructor + "\n"
+}
 
-func AuditingMiddleware(rec Recorder) func(Service) Service      { return nil }
-func LoggingMiddleware(l *slog.Logger) func(Service) Service     { return nil }
-func InstrumentingMiddleware(m *Metrics) func(Service) Service   { return nil }
-`
-	}
-	app := func(wrap string) string {
-		return `package app
+// shopApp is the shop's internal/app, wrapping the service with wrap.
+func shopApp(wrap string) string {
+	return `package app
 
 import "github.com/analyticsco/platform/shop-svc/internal/shop"
 
@@ -121,47 +134,66 @@ func New(d Deps) http.Handler {
 	return shop.NewHTTPHandler(shop.MakeEndpoints(svc))
 }
 `
-	}
-	const house = `	svc = shop.AuditingMiddleware(d.Audit)(svc)
-	svc = shop.LoggingMiddleware(d.Logger)(svc)
-	svc = shop.InstrumentingMiddleware(d.Metrics)(svc)`
-	const ports = `func NewService(p Ports, o Options) Service { return nil }`
-	check := func(domainSrc, appSrc string) []string {
-		fset := token.NewFileSet()
-		d, a := parseFixture(t, fset, "shop.go", domainSrc), parseFixture(t, fset, "app.go", appSrc)
-		return skeletonDrift(fset, path, []*ast.File{d}, []*ast.File{a}, skeleton{order: houseOrder, constructor: true})
-	}
+}
 
-	if problems := check(domain(ports), app(house)); len(problems) != 0 {
+// checkShop runs the skeleton check over the shop: service.go, the decorators' files,
+// and its app.
+func checkShop(t *testing.T, domainSrc, appSrc string, files map[string]string) []string {
+	fset := token.NewFileSet()
+	d := []*ast.File{parseFixture(t, fset, "service.go", domainSrc)}
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		d = append(d, parseFixture(t, fset, name, "package shop\n\n"+files[name]))
+	}
+	a := parseFixture(t, fset, "app.go", appSrc)
+	return skeletonDrift(fset, shopPath, d, []*ast.File{a}, skeleton{order: houseOrder, constructor: true})
+}
+
+// TestSkeletonCheckFailsOnAnotherConstructorOrOrder: the check passes a domain in the
+// house shape and reports one whose constructor takes other parameters, an app that
+// wraps in another order, a decorator applied away from NewService or declared away from
+// its file, and an error helper that copies one of errs's.
+func TestSkeletonCheckFailsOnAnotherConstructorOrOrder(t *testing.T) {
+	if problems := checkShop(t, shopDomain(ports), shopApp(house), decorators); len(problems) != 0 {
 		t.Fatalf("the house shape: %q", problems)
 	}
-	for _, c := range []struct{ name, domain, app, want string }{
-		{"a constructor of other parameters", domain(`func NewService(store Store, limits Limits) Service { return nil }`), app(house),
+	for _, c := range []struct {
+		name, domain, app string
+		files             map[string]string // the decorators' files (nil: each in its own)
+		want              string
+	}{
+		{"a constructor of other parameters", shopDomain(`func NewService(store Store, limits Limits) Service { return nil }`), shopApp(house), nil,
 			"NewService(Store, Limits) Service"},
-		{"a constructor of three parameters", domain(`func NewService(p Ports, o Options, now func() time.Time) Service { return nil }`), app(house),
+		{"a constructor of three parameters", shopDomain(`func NewService(p Ports, o Options, now func() time.Time) Service { return nil }`), shopApp(house), nil,
 			"NewService(Ports, Options, func) Service"},
-		{"a constructor returning the implementation", domain(`func NewService(p Ports, o Options) *service { return nil }`), app(house),
+		{"a constructor returning the implementation", shopDomain(`func NewService(p Ports, o Options) *service { return nil }`), shopApp(house), nil,
 			"NewService(Ports, Options) *service"},
-		{"Auditing outermost", domain(ports), app(`	svc = shop.LoggingMiddleware(d.Logger)(svc)
+		{"Auditing outermost", shopDomain(ports), shopApp(`	svc = shop.LoggingMiddleware(d.Logger)(svc)
 	svc = shop.InstrumentingMiddleware(d.Metrics)(svc)
-	svc = shop.AuditingMiddleware(d.Audit)(svc)`), "wraps NewService in [LoggingMiddleware InstrumentingMiddleware AuditingMiddleware]"},
-		{"Logging left out", domain(ports), app(`	svc = shop.AuditingMiddleware(d.Audit)(svc)
-	svc = shop.InstrumentingMiddleware(d.Metrics)(svc)`), "wraps NewService in [AuditingMiddleware InstrumentingMiddleware]"},
-		{"a decorator applied elsewhere", domain(ports), app(house + `
+	svc = shop.AuditingMiddleware(d.Audit)(svc)`), nil, "wraps NewService in [LoggingMiddleware InstrumentingMiddleware AuditingMiddleware]"},
+		{"Logging left out", shopDomain(ports), shopApp(`	svc = shop.AuditingMiddleware(d.Audit)(svc)
+	svc = shop.InstrumentingMiddleware(d.Metrics)(svc)`), nil, "wraps NewService in [AuditingMiddleware InstrumentingMiddleware]"},
+		{"a decorator applied elsewhere", shopDomain(ports), shopApp(house + `
 	traced := shop.LoggingMiddleware(d.Logger)(svc)
-	_ = traced`), "applies LoggingMiddleware away from NewService"},
-		{"an error helper of its own", domain(ports + `
-func invalid(format string, args ...any) error { return errs.New(errs.Invalid, format, args...) }`), app(house),
+	_ = traced`), nil, "applies LoggingMiddleware away from NewService"},
+		{"an error helper of its own", shopDomain(ports + `
+func invalid(format string, args ...any) error { return errs.New(errs.Invalid, format, args...) }`), shopApp(house), nil,
 			"invalid copies errs's shorthand of errs.Invalid"},
-		{"a 400 of its own", domain(ports + `
-func badRequest(format string, args ...any) error { return httpx.Errorf(http.StatusBadRequest, format, args...) }`), app(house),
+		{"a 400 of its own", shopDomain(ports + `
+func badRequest(format string, args ...any) error { return httpx.Errorf(http.StatusBadRequest, format, args...) }`), shopApp(house), nil,
 			"badRequest copies errs's shorthand of http.StatusBadRequest"},
-		{"a fourth decorator", domain(ports + `
-func CachingMiddleware(c Cache) func(Service) Service { return nil }`), app(house),
+		{"a fourth decorator", shopDomain(ports + `
+func CachingMiddleware(c Cache) func(Service) Service { return nil }`), shopApp(house), nil,
 			"declares the decorator CachingMiddleware"},
+		{"two decorators in one file", shopDomain(ports), shopApp(house),
+			map[string]string{"audit.go": auditing, "middleware.go": logging + instrumenting},
+			"LoggingMiddleware is declared in middleware.go, not logging.go"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			problems := check(c.domain, c.app)
+			files := c.files
+			if files == nil {
+				files = decorators
+			}
+			problems := checkShop(t, c.domain, c.app, files)
 			if !slices.ContainsFunc(problems, func(p string) bool { return strings.Contains(p, c.want) }) {
 				t.Errorf("problems %q, want one saying %q", problems, c.want)
 			}
@@ -194,6 +226,11 @@ func skeletonDrift(fset *token.FileSet, pkg string, domain, app []*ast.File, wan
 			}
 			if isDecorator(fn.Type) {
 				decorators[fn.Name.Name] = true
+				file := filepath.Base(fset.Position(fn.Pos()).Filename)
+				if want, ok := decoratorFiles[fn.Name.Name]; ok && file != want {
+					problems = append(problems, fmt.Sprintf("%s: %s is declared in %s, not %s: each decorator has its file, the same in every service",
+						fset.Position(fn.Pos()), fn.Name.Name, file, want))
+				}
 				if !slices.Contains(want.order, fn.Name.Name) {
 					problems = append(problems, fmt.Sprintf("%s: declares the decorator %s, which is not in its order %v%s",
 						fset.Position(fn.Pos()), fn.Name.Name, want.order, because(want)))
