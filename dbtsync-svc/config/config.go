@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/gitsource"
+	"github.com/analyticsco/platform/dbtsync-svc/internal/queue/jetstream"
 	"github.com/analyticsco/platform/libs/audit/publish"
 	"github.com/analyticsco/platform/libs/config"
 )
@@ -46,6 +47,12 @@ type Config struct {
 func (c Config) GitLimits() gitsource.Limits {
 	return gitsource.Limits{Policy: gitsource.Policy{AllowFile: c.AllowFileURLs, AllowedHosts: c.AllowedHosts},
 		CloneTimeout: c.CloneTimeout, MaxRepoBytes: c.MaxRepoBytes, MaxFiles: c.MaxRepoFiles, MaxFileBytes: c.MaxFileBytes}
+}
+
+// StorageLimits are what sync jobs may keep in JetStream, as the queue takes them.
+func (c Config) StorageLimits() jetstream.Limits {
+	return jetstream.Limits{JobRetention: c.JobRetention, ObjectMaxAge: c.ObjectMaxAge, ObjectMaxBytes: c.ObjectMaxBytes,
+		MaxQueuedJobs: c.MaxQueuedJobs, MaxRunningJobs: c.MaxRunningJobs}
 }
 
 // Load reads the configuration from the environment.

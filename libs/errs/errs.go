@@ -67,6 +67,31 @@ func New(k Kind, format string, args ...any) *Error {
 	return &Error{Kind: k, Message: fmt.Sprintf(format, args...)}
 }
 
+// One shorthand per kind, the domains' one way to build their errors (a named rule adds
+// its code with WithCode).
+
+// Invalidf is a 400: the request is malformed or breaks a rule.
+func Invalidf(format string, args ...any) *Error { return New(Invalid, format, args...) }
+
+// Unauthorizedf is a 401: the credential (a session id, a token) is not valid.
+func Unauthorizedf(format string, args ...any) *Error { return New(Unauthorized, format, args...) }
+
+// Forbiddenf is a 403: the caller may not do this.
+func Forbiddenf(format string, args ...any) *Error { return New(Forbidden, format, args...) }
+
+// NotFoundf is a 404: no such thing for this caller.
+func NotFoundf(format string, args ...any) *Error { return New(NotFound, format, args...) }
+
+// Conflictf is a 409: the request contradicts the stored state.
+func Conflictf(format string, args ...any) *Error { return New(Conflict, format, args...) }
+
+// TooLargef is a 413: a part of the request is over its size limit.
+func TooLargef(format string, args ...any) *Error { return New(TooLarge, format, args...) }
+
+// Unavailablef is a 503 the domain names (a store that cannot be reached, a tree that
+// kept changing); the client retries.
+func Unavailablef(format string, args ...any) *Error { return New(Unavailable, format, args...) }
+
 // WithCode sets the error's code and returns it.
 func (e *Error) WithCode(code string) *Error {
 	e.Code = code
@@ -125,8 +150,9 @@ func IsUnavailable(err error) bool {
 }
 
 // Write writes err as the JSON error body: a 401 says how to authenticate
-// (WWW-Authenticate), a 503 when to retry (Retry-After); an error no client caused is
-// logged with the request id and answered 500 "internal error".
+// (WWW-Authenticate), a 503 when to retry (Retry-After), and a dependency's failure
+// (ErrUnavailable in err's chain) is logged; an error no client caused is logged with the
+// request id and answered 500 "internal error".
 func Write(ctx context.Context, w http.ResponseWriter, logger *slog.Logger, err error) {
 	status, code, msg, ok := Answer(err)
 	if !ok {
@@ -137,7 +163,10 @@ func Write(ctx context.Context, w http.ResponseWriter, logger *slog.Logger, err 
 	case http.StatusUnauthorized:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="platform"`)
 	case http.StatusServiceUnavailable:
-		if _, domain := As(err); !domain {
+		// A dependency's failure is logged with its cause, also when the domain named it
+		// for the client (a domain error beside ErrUnavailable); a 503 the domain decided
+		// alone (a tree that kept changing) is not a failure to log.
+		if _, domain := As(err); !domain || errors.Is(err, ErrUnavailable) {
 			logger.WarnContext(ctx, "dependency unavailable", "err", err)
 		}
 		w.Header().Set("Retry-After", "1")

@@ -8,12 +8,15 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
 )
 
+// TestWriteAnswersEveryKindOfError: each kind (built with its shorthand) is answered
+// with its status and code, a 401 with its challenge, a 503 with Retry-After.
 func TestWriteAnswersEveryKindOfError(t *testing.T) {
 	cases := []struct {
 		name       string
@@ -23,14 +26,14 @@ func TestWriteAnswersEveryKindOfError(t *testing.T) {
 		retryAfter bool
 		challenge  bool
 	}{
-		{"invalid", errs.New(errs.Invalid, "name is required"), 400, "invalid_request", false, false},
-		{"named-rule", errs.New(errs.Invalid, "too deep").WithCode(errs.CodeDepthLimit), 400, "depth_limit", false, false},
-		{"unauthorized", errs.New(errs.Unauthorized, "session ended"), 401, "unauthenticated", false, true},
-		{"forbidden", fmt.Errorf("wrapped: %w", errs.New(errs.Forbidden, "admins only")), 403, "forbidden", false, false},
-		{"not-found", errs.New(errs.NotFound, "folder 1 not found"), 404, "not_found", false, false},
-		{"conflict", errs.New(errs.Conflict, "not empty"), 409, "conflict", false, false},
-		{"too-large", errs.New(errs.TooLarge, "too big"), 413, "too_large", false, false},
-		{"unavailable-kind", errs.New(errs.Unavailable, "busy"), 503, "unavailable", true, false},
+		{"invalid", errs.Invalidf("%s is required", "name"), 400, "invalid_request", false, false},
+		{"named-rule", errs.Invalidf("too deep").WithCode(errs.CodeDepthLimit), 400, "depth_limit", false, false},
+		{"unauthorized", errs.Unauthorizedf("session ended"), 401, "unauthenticated", false, true},
+		{"forbidden", fmt.Errorf("wrapped: %w", errs.Forbiddenf("admins only")), 403, "forbidden", false, false},
+		{"not-found", errs.NotFoundf("folder %d not found", 1), 404, "not_found", false, false},
+		{"conflict", errs.Conflictf("not empty"), 409, "conflict", false, false},
+		{"too-large", errs.TooLargef("too big"), 413, "too_large", false, false},
+		{"unavailable-kind", errs.Unavailablef("busy"), 503, "unavailable", true, false},
 		{"unavailable-sentinel", errors.Join(errs.ErrUnavailable, errors.New("dial tcp: refused")), 503, "unavailable", true, false},
 		{"deadline", context.DeadlineExceeded, 503, "unavailable", true, false},
 		{"httpx", httpx.Errorf(415, "Content-Type must be application/json"), 415, "unsupported_media_type", false, false},
@@ -55,6 +58,37 @@ func TestWriteAnswersEveryKindOfError(t *testing.T) {
 			}
 			if c.status == 500 && body.Message == c.err.Error() {
 				t.Errorf("a 500 shows the error: %s", body.Message)
+			}
+		})
+	}
+}
+
+// TestWriteLogsADependencysFailureEvenWhenTheDomainNamedIt: a 503 caused by a dependency
+// (ErrUnavailable in the chain) is logged with its cause, whether the domain gave the
+// client its own words for it or not; a 503 the domain decided alone is not logged.
+func TestWriteLogsADependencysFailureEvenWhenTheDomainNamedIt(t *testing.T) {
+	cause := errors.New("dial tcp 10.0.0.7:4222: connection refused")
+	for _, c := range []struct {
+		name   string
+		err    error
+		logged bool
+	}{
+		{"raw", errors.Join(errs.ErrUnavailable, cause), true},
+		{"named-by-the-domain", errors.Join(errs.Unavailablef("the job queue is unavailable; retry shortly"), errs.ErrUnavailable, cause), true},
+		{"decided-by-the-domain", errs.Unavailablef("the tree kept changing; retry"), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var log strings.Builder
+			w := httptest.NewRecorder()
+			errs.Write(context.Background(), w, slog.New(slog.NewJSONHandler(&log, nil)), c.err)
+			if w.Code != 503 {
+				t.Fatalf("status %d, want 503", w.Code)
+			}
+			if got := strings.Contains(log.String(), "connection refused"); got != c.logged {
+				t.Errorf("cause logged: %v, want %v (log %q)", got, c.logged, log.String())
+			}
+			if strings.Contains(w.Body.String(), "10.0.0.7") {
+				t.Errorf("the answer shows the cause: %s", w.Body)
 			}
 		})
 	}

@@ -4,6 +4,7 @@
 package httpx
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -53,6 +54,21 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false) // an API answer, not HTML: "<token>" stays readable
 	_ = enc.Encode(v)
+}
+
+// NoContent is the response of an endpoint answered 204 No Content (EncodeResponse).
+type NoContent struct{}
+
+// EncodeResponse is the response encoder of a route (HandleOptions.Encode): NoContent is
+// answered 204 with no body, anything else 200 with its JSON (WriteJSON). A service with
+// other answers (202, headers) handles those and hands the rest to it.
+func EncodeResponse(_ context.Context, w http.ResponseWriter, resp any) error {
+	if _, ok := resp.(NoContent); ok {
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
+	WriteJSON(w, http.StatusOK, resp)
+	return nil
 }
 
 // WriteError writes the JSON error body with the code of its status.

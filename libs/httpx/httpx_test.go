@@ -123,3 +123,23 @@ func TestTimeIsMillisecondsUTC(t *testing.T) {
 		t.Fatalf("%v %v", back, err)
 	}
 }
+
+// TestEncodeResponseAnswersNoContent204AndTheRestAsJSON: NoContent is a 204 with no body
+// and no content type; any other response is 200 JSON, with "<" and "&" as they are.
+func TestEncodeResponseAnswersNoContent204AndTheRestAsJSON(t *testing.T) {
+	rec := httptest.NewRecorder()
+	if err := httpx.EncodeResponse(t.Context(), rec, httpx.NoContent{}); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Code != 204 || rec.Body.Len() != 0 || rec.Header().Get("Content-Type") != "" {
+		t.Fatalf("NoContent: %d %q %q", rec.Code, rec.Header().Get("Content-Type"), rec.Body)
+	}
+	rec = httptest.NewRecorder()
+	if err := httpx.EncodeResponse(t.Context(), rec, body{Name: "<a&b>", Count: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"name":"<a&b>","count":2,"items":null}` + "\n"; rec.Code != 200 || rec.Body.String() != want ||
+		rec.Header().Get("Content-Type") != "application/json" {
+		t.Fatalf("a body: %d %q %q, want 200 %q", rec.Code, rec.Header().Get("Content-Type"), rec.Body, want)
+	}
+}

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,7 +18,9 @@ import (
 // The bootstrap: every process connects to MongoDB, NATS and Redis through these, so each
 // connection has the same metrics on the process's registry and the same readiness check
 // in every service. Each returns the check; the service decides which of its checks gate
-// /readyz (the caller closes the connection).
+// /readyz (the caller closes the connection). A one-shot command connects through them
+// too, its metrics on a registry of its own (prometheus.NewRegistry) that it discards,
+// and to NATS with ConnectNATSOnce.
 
 // ConnectMongo connects to the MongoDB at uri (MONGO_URI) with the command monitor of
 // mongox.Metrics; its check pings the primary.
@@ -45,6 +48,20 @@ func ConnectNATS(url, name string, reg prometheus.Registerer) (*nats.Conn, Check
 		}
 		return nil
 	}}, nil
+}
+
+// ConnectNATSOnce is ConnectNATS for a one-shot command (platformctl, embed-svc's
+// subcommands): a server that does not answer within timeout fails the connect, so the
+// command refuses to start instead of waiting for it. The connection has the same
+// metrics as a process's, on reg (a command's own registry, which it may discard).
+func ConnectNATSOnce(url, name string, timeout time.Duration, reg prometheus.Registerer) (*nats.Conn, error) {
+	m := natsx.NewMetrics(reg)
+	nc, err := nats.Connect(url, append(m.Options(), nats.Name(name), nats.Timeout(timeout))...)
+	if err != nil {
+		return nil, fmt.Errorf("NATS_URL: %w", err)
+	}
+	m.Track(nc)
+	return nc, nil
 }
 
 // OpenRedis opens the Redis that c names (REDIS_MODE single, sentinel or cluster; REDIS_URL)

@@ -6,8 +6,12 @@ import (
 	"io"
 	"net"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/analyticsco/platform/libs/obs"
 	"github.com/analyticsco/platform/libs/redisx"
@@ -85,5 +89,31 @@ func TestOpenRedisRefusesAnUnknownMode(t *testing.T) {
 	_, _, err := server.OpenRedis(redisx.RedisConfig{Mode: "galaxy", URL: "redis://127.0.0.1:6379/0"}, obs.NewRegistry())
 	if err == nil || !strings.Contains(err.Error(), "REDIS_MODE") {
 		t.Fatalf("err = %v, want one naming REDIS_MODE", err)
+	}
+}
+
+// TestConnectNATSOnceRefusesAServerThatIsNotUp: a one-shot command's connect fails when
+// NATS does not answer (ConnectNATS would hand back a connection that keeps retrying),
+// and its metrics are registered like a process's.
+func TestConnectNATSOnceRefusesAServerThatIsNotUp(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	nc, err := server.ConnectNATSOnce("nats://"+closedAddr(t), "test-cli", time.Second, reg)
+	if err == nil {
+		nc.Close()
+		t.Fatal("connected to a NATS that is not up")
+	}
+	if !strings.Contains(err.Error(), "NATS_URL") {
+		t.Errorf("err = %v, want one naming NATS_URL", err)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range families {
+		names = append(names, f.GetName())
+	}
+	if !slices.Contains(names, "nats_client_errors_total") {
+		t.Errorf("the command's registry has %v, want nats_client_errors_total among them", names)
 	}
 }

@@ -79,6 +79,11 @@ func TestLimitDefaultsAreTheConfigTags(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("dbtsync-svc: the config tags give %+v, gitsource.DefaultLimits %+v", got, want)
 	}
+	gotStorage, wantStorage := dbt.StorageLimits(), (dbtconfig.Config{}).StorageLimits().WithDefaults()
+	gotStorage.IndexPage = wantStorage.IndexPage // no setting: the page of a job index
+	if !reflect.DeepEqual(gotStorage, wantStorage) {
+		t.Errorf("dbtsync-svc: the config tags give %+v, jetstream.DefaultLimits %+v", gotStorage, wantStorage)
+	}
 }
 
 // load fills cfg from its tags' defaults alone (a required variable gets a placeholder).

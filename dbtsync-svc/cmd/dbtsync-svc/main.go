@@ -17,7 +17,6 @@ import (
 	"github.com/analyticsco/platform/dbtsync-svc/config"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/app"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
-	"github.com/analyticsco/platform/dbtsync-svc/internal/queue/jetstream"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/worker"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/obs"
@@ -104,8 +103,7 @@ func appDeps(cfg config.Config, db *mongo.Database, nc *nats.Conn, signer *ident
 		Git:    cfg.GitLimits(),
 		Quotas: dbtsync.StorageQuotas{Deployment: cfg.DeploymentUploads, Account: cfg.AccountUploads}, AuditMaxHeld: cfg.AuditMaxHeld,
 		Replicas: cfg.JetStreamReplicas, RetryBudget: cfg.JetStreamRetry,
-		Storage: jetstream.Limits{JobRetention: cfg.JobRetention, ObjectMaxAge: cfg.ObjectMaxAge, ObjectMaxBytes: cfg.ObjectMaxBytes,
-			MaxQueuedJobs: cfg.MaxQueuedJobs, MaxRunningJobs: cfg.MaxRunningJobs}}
+		Storage: cfg.StorageLimits()}
 }
 
 // startWorker runs the job consumer until ctx ends; wait waits for it to stop.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
@@ -12,7 +13,7 @@ import (
 // branchError names the branch when the store did not find it.
 func branchError(name string, err error) error {
 	if errors.Is(err, ErrNotFound) {
-		return notFound("branch %q not found", name)
+		return errs.NotFoundf("branch %q not found", name)
 	}
 	return err
 }
@@ -91,11 +92,11 @@ func (s *service) GetFile(ctx context.Context, p *identity.Principal, dep int64,
 		return FileContent{}, err
 	}
 	if !validFilePath(path) {
-		return FileContent{}, invalid("file path %q must be relative, without empty, '.' or '..' segments", path)
+		return FileContent{}, errs.Invalidf("file path %q must be relative, without empty, '.' or '..' segments", path)
 	}
 	v, files, err := s.Branches.Files(ctx, dep, name, version, path, true)
 	if err == nil && len(files) == 0 {
-		return FileContent{}, notFound("file %q not found in branch %q", path, name)
+		return FileContent{}, errs.NotFoundf("file %q not found in branch %q", path, name)
 	}
 	if err != nil {
 		return FileContent{}, branchError(name, err)
@@ -144,7 +145,7 @@ func (s *service) SetStaging(ctx context.Context, p *identity.Principal, dep int
 	}
 	production := p.Deployment.ProductionBranch
 	if name == production {
-		return Branch{}, invalid("branch %q is the production branch, which is always served", name)
+		return Branch{}, errs.Invalidf("branch %q is the production branch, which is always served", name)
 	}
 	st, err := s.Branches.SetStaging(ctx, dep, name, enabled, s.now().UTC())
 	if err != nil {

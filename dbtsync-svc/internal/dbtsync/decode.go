@@ -9,13 +9,8 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
-	"github.com/analyticsco/platform/libs/httpx"
+	"github.com/analyticsco/platform/libs/errs"
 )
-
-// badRequest is a request the transport could not parse (400).
-func badRequest(format string, args ...any) error {
-	return httpx.Errorf(http.StatusBadRequest, format, args...)
-}
 
 // decodeStartSyncRequest reads the body of POST .../dbt-sync as a token stream: the small
 // fields are decoded, and the `manifest` value is copied token by token to manifest (the
@@ -57,7 +52,7 @@ func (d *startSyncDecoder) object() error {
 		return syntaxError(err)
 	}
 	if tok.Kind() != '{' {
-		return badRequest("request body must be a JSON object")
+		return errs.Invalidf("request body must be a JSON object")
 	}
 	for d.dec.PeekKind() != '}' {
 		tok, err := d.dec.ReadToken()
@@ -73,7 +68,7 @@ func (d *startSyncDecoder) object() error {
 	}
 	if _, err := d.dec.ReadToken(); err != io.EOF {
 		if err == nil {
-			return badRequest("request body must be a single JSON object")
+			return errs.Invalidf("request body must be a single JSON object")
 		}
 		return syntaxError(err)
 	}
@@ -88,7 +83,7 @@ func (d *startSyncDecoder) member(key string) error {
 	case "manifest":
 		return d.manifestMember()
 	}
-	return badRequest("unknown field %q", key)
+	return errs.Invalidf("unknown field %q", key)
 }
 
 // stringMember reads one of the string fields; ref and branchName may be null.
@@ -101,18 +96,18 @@ func (d *startSyncDecoder) stringMember(key string) error {
 		return nil
 	}
 	if tok.Kind() != '"' {
-		return badRequest("field %q must be a string, not %s", key, kindName(tok.Kind()))
+		return errs.Invalidf("field %q must be a string, not %s", key, kindName(tok.Kind()))
 	}
 	v := tok.String()
 	switch key {
 	case "source":
 		if v != SourceGit && v != SourceManifest {
-			return badRequest("field \"source\" must be \"git\" or \"manifest\", not %q", v)
+			return errs.Invalidf("field \"source\" must be \"git\" or \"manifest\", not %q", v)
 		}
 		d.in.Source, d.sourceSeen = v, true
 	case "output":
 		if v != OutputBranch && v != OutputFiles {
-			return badRequest("field \"output\" must be \"branch\" or \"files\", not %q", v)
+			return errs.Invalidf("field \"output\" must be \"branch\" or \"files\", not %q", v)
 		}
 		d.in.Output = v
 	case "ref":
@@ -139,7 +134,7 @@ func (d *startSyncDecoder) manifestMember() error {
 	case 0:
 		return syntaxError(io.ErrUnexpectedEOF)
 	default:
-		d.manifestErr = badRequest("field \"manifest\" must be an object, not %s", kindName(d.dec.PeekKind()))
+		d.manifestErr = errs.Invalidf("field \"manifest\" must be an object, not %s", kindName(d.dec.PeekKind()))
 		if err := d.dec.SkipValue(); err != nil {
 			return syntaxError(err)
 		}
@@ -178,19 +173,19 @@ func kindName(k jsontext.Kind) string {
 func syntaxError(err error) error {
 	var mb *http.MaxBytesError
 	if errors.As(err, &mb) {
-		return httpx.Errorf(http.StatusRequestEntityTooLarge, "request body is larger than %d bytes", mb.Limit)
+		return errs.TooLargef("request body is larger than %d bytes", mb.Limit)
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return badRequest("malformed JSON: unexpected end of input")
+		return errs.Invalidf("malformed JSON: unexpected end of input")
 	}
 	var se *jsontext.SyntacticError
 	if errors.As(err, &se) {
 		if errors.Is(err, jsontext.ErrDuplicateName) {
-			return badRequest("malformed JSON: duplicate field at %s", se.JSONPointer)
+			return errs.Invalidf("malformed JSON: duplicate field at %s", se.JSONPointer)
 		}
-		return badRequest("malformed JSON at byte %d: %v", se.ByteOffset, se.Err)
+		return errs.Invalidf("malformed JSON at byte %d: %v", se.ByteOffset, se.Err)
 	}
-	return badRequest("malformed JSON: %v", err)
+	return errs.Invalidf("malformed JSON: %v", err)
 }
 
 // manifestCheckError is a manifest that is well-formed JSON but fails a check (its
@@ -229,9 +224,9 @@ func copyManifest(dec *jsontext.Decoder, w io.Writer, stopOnCheck bool) (int, er
 				v, err := convert.CheckSchemaVersion(tok.String())
 				switch {
 				case err != nil && stopOnCheck:
-					return 0, badRequest("field \"manifest\": %v", err)
+					return 0, errs.Invalidf("field \"manifest\": %v", err)
 				case err != nil:
-					checkErr = manifestCheckError{badRequest("field \"manifest\": %v", err)}
+					checkErr = manifestCheckError{errs.Invalidf("field \"manifest\": %v", err)}
 				default:
 					version = v
 				}
@@ -244,7 +239,7 @@ func copyManifest(dec *jsontext.Decoder, w io.Writer, stopOnCheck bool) (int, er
 			if errors.Is(err, io.ErrClosedPipe) || !isSyntactic(err) {
 				return 0, fmt.Errorf("stream manifest: %w", err)
 			}
-			return 0, badRequest("malformed manifest: %v", err)
+			return 0, errs.Invalidf("malformed manifest: %v", err)
 		}
 		switch kind {
 		case '{':

@@ -55,11 +55,6 @@ type unavailableError struct {
 func (e *unavailableError) Error() string   { return e.what + " unavailable: " + e.cause.Error() }
 func (e *unavailableError) Unwrap() []error { return []error{e.kind, errs.ErrUnavailable, e.cause} }
 
-func invalid(format string, args ...any) error   { return errs.New(errs.Invalid, format, args...) }
-func forbidden(format string, args ...any) error { return errs.New(errs.Forbidden, format, args...) }
-func notFound(format string, args ...any) error  { return errs.New(errs.NotFound, format, args...) }
-func conflict(format string, args ...any) error  { return errs.New(errs.Conflict, format, args...) }
-
 // authorize refuses a caller below role.
 func authorize(p *identity.Principal, role string) error {
 	if p == nil || p.User == nil || !p.HasRole(role) {

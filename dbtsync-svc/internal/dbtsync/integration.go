@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
@@ -38,23 +39,23 @@ func (e *RepositoryRefusedError) Error() string { return "refused repository hos
 func (in IntegrationInput) validate() error {
 	switch {
 	case in.RepoURL == "":
-		return invalid("field \"repoUrl\" is required")
+		return errs.Invalidf("field \"repoUrl\" is required")
 	case !strings.HasPrefix(in.RepoURL, "https://") && !strings.HasPrefix(in.RepoURL, "file://"):
-		return invalid("field \"repoUrl\" must be an https:// or file:// URL")
+		return errs.Invalidf("field \"repoUrl\" must be an https:// or file:// URL")
 	case strings.Contains(urlAuthority(in.RepoURL), "@"):
-		return invalid("field \"repoUrl\" must not carry credentials: send them in \"credentials\"")
+		return errs.Invalidf("field \"repoUrl\" must not carry credentials: send them in \"credentials\"")
 	case in.Branch == "":
-		return invalid("field \"branch\" is required")
+		return errs.Invalidf("field \"branch\" is required")
 	case !ValidRef(in.Branch):
-		return invalid("field \"branch\" must be a branch name")
+		return errs.Invalidf("field \"branch\" must be a branch name")
 	case in.ProjectPath == nil:
-		return invalid("field \"projectPath\" is required")
+		return errs.Invalidf("field \"projectPath\" is required")
 	case strings.Contains(*in.ProjectPath, ".."):
-		return invalid("field \"projectPath\" must stay inside the repository (no \"..\")")
+		return errs.Invalidf("field \"projectPath\" must stay inside the repository (no \"..\")")
 	case in.ManifestPath != nil && strings.Contains(*in.ManifestPath, ".."):
-		return invalid("field \"manifestPath\" must stay inside the repository (no \"..\")")
+		return errs.Invalidf("field \"manifestPath\" must stay inside the repository (no \"..\")")
 	case in.Credentials != nil && in.Credentials.Token == "":
-		return invalid("field \"credentials.token\" is required")
+		return errs.Invalidf("field \"credentials.token\" is required")
 	}
 	return nil
 }
@@ -85,7 +86,7 @@ func (s *service) PutIntegration(ctx context.Context, p *identity.Principal, dep
 	if err := s.Git.CheckRepository(ctx, in.RepoURL); err != nil {
 		var refused *RepositoryRefusedError
 		if errors.As(err, &refused) {
-			return DbtGitIntegration{}, invalid("field \"repoUrl\": %s", refused.Reason)
+			return DbtGitIntegration{}, errs.Invalidf("field \"repoUrl\": %s", refused.Reason)
 		}
 		return DbtGitIntegration{}, err
 	}
@@ -101,7 +102,7 @@ func (s *service) PutIntegration(ctx context.Context, p *identity.Principal, dep
 	// repository has it as a branch or tag.
 	if LooksLikeSHA(d.Branch) {
 		if ok, err := s.Git.HasRef(ctx, d, d.Branch); err == nil && !ok {
-			return DbtGitIntegration{}, invalid("field \"branch\": %q is neither a branch nor a tag of the repository at %s (a commit SHA is not accepted)", d.Branch, RepoHost(d.RepoURL))
+			return DbtGitIntegration{}, errs.Invalidf("field \"branch\": %q is neither a branch nor a tag of the repository at %s (a commit SHA is not accepted)", d.Branch, RepoHost(d.RepoURL))
 		}
 	}
 	if err := s.Integrations.SaveIntegration(ctx, d); err != nil {
@@ -116,7 +117,7 @@ func (s *service) GetIntegration(ctx context.Context, p *identity.Principal, dep
 	}
 	d, err := s.Integrations.Integration(ctx, dep)
 	if errors.Is(err, ErrNotFound) {
-		return DbtGitIntegration{}, notFound("deployment %d has no dbt git integration", dep)
+		return DbtGitIntegration{}, errs.NotFoundf("deployment %d has no dbt git integration", dep)
 	}
 	if err != nil {
 		return DbtGitIntegration{}, err

@@ -7,6 +7,7 @@ import (
 	"errors"
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
@@ -27,11 +28,11 @@ func ResultJSON(files []convert.File) []byte {
 // job reads a job of the deployment, 404 when there is none.
 func (s *service) job(ctx context.Context, dep int64, id string) (Job, error) {
 	if !ValidJobID(id) {
-		return Job{}, notFound("sync job %q not found", id)
+		return Job{}, errs.NotFoundf("sync job %q not found", id)
 	}
 	j, err := s.Jobs.Job(ctx, dep, id)
 	if errors.Is(err, ErrNotFound) {
-		return Job{}, notFound("sync job %q not found", id)
+		return Job{}, errs.NotFoundf("sync job %q not found", id)
 	}
 	return j, err
 }
@@ -102,13 +103,13 @@ func (s *service) CancelJob(ctx context.Context, p *identity.Principal, dep int6
 		return SyncJob{}, err
 	}
 	if !ValidJobID(id) {
-		return SyncJob{}, notFound("sync job %q not found", id)
+		return SyncJob{}, errs.NotFoundf("sync job %q not found", id)
 	}
 	dequeued := false
 	j, err := s.Jobs.UpdateJob(ctx, dep, id, func(j *Job) error {
 		dequeued = false
 		if j.Terminal() {
-			return conflict("sync job %s is already %s", id, j.Status)
+			return errs.Conflictf("sync job %s is already %s", id, j.Status)
 		}
 		j.CanceledBy = p.User.ID
 		if j.Status == StatusQueued { // never started, or waiting between attempts: no worker holds it
@@ -121,7 +122,7 @@ func (s *service) CancelJob(ctx context.Context, p *identity.Principal, dep int6
 		return nil
 	})
 	if errors.Is(err, ErrNotFound) {
-		return SyncJob{}, notFound("sync job %q not found", id)
+		return SyncJob{}, errs.NotFoundf("sync job %q not found", id)
 	}
 	if err != nil {
 		return SyncJob{}, err

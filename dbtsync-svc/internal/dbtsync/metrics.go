@@ -1,6 +1,12 @@
 package dbtsync
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"context"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/analyticsco/platform/libs/identity"
+)
 
 // Metrics are the domain counters, the same names in the API and the worker process.
 type Metrics struct {
@@ -31,4 +37,26 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.Queued.WithLabelValues("git")
 	m.Queued.WithLabelValues("manifest")
 	return m
+}
+
+// InstrumentingMiddleware counts the API's domain outcomes: sync jobs queued (by source)
+// and manifest bytes streamed to the object store.
+func InstrumentingMiddleware(m *Metrics) func(Service) Service {
+	return func(next Service) Service { return &instrumenting{Service: next, m: m} }
+}
+
+type instrumenting struct {
+	Service
+	m *Metrics
+}
+
+func (i *instrumenting) StartSync(ctx context.Context, p *identity.Principal, dep int64, body SyncRequestBody) (SyncStarted, error) {
+	res, err := i.Service.StartSync(ctx, p, dep, body)
+	if res.ManifestBytes > 0 {
+		i.m.Uploaded.Add(float64(res.ManifestBytes))
+	}
+	if err == nil {
+		i.m.Queued.WithLabelValues(res.Source).Inc()
+	}
+	return res, err
 }

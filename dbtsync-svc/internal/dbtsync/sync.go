@@ -17,15 +17,15 @@ import (
 func (in StartSyncInput) validate() error {
 	switch {
 	case in.Source == SourceManifest && !in.HasManifest:
-		return invalid("field \"manifest\" is required when \"source\" is \"manifest\"")
+		return errs.Invalidf("field \"manifest\" is required when \"source\" is \"manifest\"")
 	case in.Ref != nil && *in.Ref == "":
-		return invalid("field \"ref\" must not be empty")
+		return errs.Invalidf("field \"ref\" must not be empty")
 	case in.Ref != nil && !ValidRef(*in.Ref):
-		return invalid("field \"ref\" is not a valid git branch or tag name")
+		return errs.Invalidf("field \"ref\" is not a valid git branch or tag name")
 	case in.BranchName != nil && !validBranchName(*in.BranchName):
-		return invalid("field \"branchName\" must be 1 to 200 characters of letters, digits, '-', '_', '.', '/', with no '..' and no leading or trailing '/'")
+		return errs.Invalidf("field \"branchName\" must be 1 to 200 characters of letters, digits, '-', '_', '.', '/', with no '..' and no leading or trailing '/'")
 	case in.Source == SourceManifest && in.SchemaVersion == 0:
-		return invalid("field \"manifest\" has no metadata.dbt_schema_version: a dbt manifest (schema v7 to v12, or v20) is required")
+		return errs.Invalidf("field \"manifest\" has no metadata.dbt_schema_version: a dbt manifest (schema v7 to v12, or v20) is required")
 	}
 	return nil
 }
@@ -61,7 +61,7 @@ func (s *service) StartSync(ctx context.Context, p *identity.Principal, dep int6
 	}
 	production := p.Deployment.ProductionBranch
 	if branch == production && !p.HasRole(identity.RoleAdmin) {
-		return rollback(forbidden("only admins may sync into the production branch %q", production))
+		return rollback(errs.Forbiddenf("only admins may sync into the production branch %q", production))
 	}
 	job := s.newJob(ctx, p, dep, id, Job{Source: in.Source, Output: in.Output, Ref: in.Ref, BranchName: branch, HasManifest: kept, ManifestCharge: charge})
 	if in.Source != SourceGit {
@@ -151,7 +151,7 @@ func (s *service) targetBranch(ctx context.Context, dep int64, in StartSyncInput
 	}
 	integ, err := s.Integrations.Integration(ctx, dep)
 	if errors.Is(err, ErrNotFound) {
-		return "", invalid("source \"git\" needs a dbt git integration: save one with PUT /api/v1/deployments/%d/dbt-git-integration, or send source \"manifest\" with the manifest", dep)
+		return "", errs.Invalidf("source \"git\" needs a dbt git integration: save one with PUT /api/v1/deployments/%d/dbt-git-integration, or send source \"manifest\" with the manifest", dep)
 	}
 	if err != nil {
 		return "", err
@@ -162,7 +162,7 @@ func (s *service) targetBranch(ctx context.Context, dep int64, in StartSyncInput
 	// When the repository cannot be asked, the job finds out and fails naming the ref.
 	if in.Ref != nil && LooksLikeSHA(*in.Ref) {
 		if ok, err := s.Git.HasRef(ctx, integ, *in.Ref); err == nil && !ok {
-			return "", invalid("field \"ref\": %q is neither a branch nor a tag of the repository at %s (a commit SHA is not accepted)", *in.Ref, RepoHost(integ.RepoURL))
+			return "", errs.Invalidf("field \"ref\": %q is neither a branch nor a tag of the repository at %s (a commit SHA is not accepted)", *in.Ref, RepoHost(integ.RepoURL))
 		}
 	}
 	return branch, nil
@@ -185,18 +185,18 @@ func (s *service) RetryJob(ctx context.Context, p *identity.Principal, dep int64
 		return SyncAccepted{}, err
 	}
 	if !old.Terminal() {
-		return SyncAccepted{}, conflict("sync job %s is still %s: wait for it to finish, or cancel it, before retrying", id, old.Status)
+		return SyncAccepted{}, errs.Conflictf("sync job %s is still %s: wait for it to finish, or cancel it, before retrying", id, old.Status)
 	}
 	if err := s.queueHasRoom(ctx, QueueKey{Account: p.Account.ID, Deployment: dep}); err != nil {
 		return SyncAccepted{}, err
 	}
 	production := p.Deployment.ProductionBranch
 	if old.BranchName == production && !p.HasRole(identity.RoleAdmin) {
-		return SyncAccepted{}, forbidden("only admins may sync into the production branch %q", production)
+		return SyncAccepted{}, errs.Forbiddenf("only admins may sync into the production branch %q", production)
 	}
 	if old.Source == SourceGit {
 		if _, err := s.Integrations.Integration(ctx, dep); errors.Is(err, ErrNotFound) {
-			return SyncAccepted{}, invalid("source \"git\" needs a dbt git integration: save one with PUT /api/v1/deployments/%d/dbt-git-integration", dep)
+			return SyncAccepted{}, errs.Invalidf("source \"git\" needs a dbt git integration: save one with PUT /api/v1/deployments/%d/dbt-git-integration", dep)
 		} else if err != nil {
 			return SyncAccepted{}, err
 		}
@@ -207,7 +207,7 @@ func (s *service) RetryJob(ctx context.Context, p *identity.Principal, dep int64
 		if ok, err := s.Manifests.HasManifest(ctx, manifestOf); err != nil {
 			return SyncAccepted{}, err
 		} else if !ok {
-			return SyncAccepted{}, conflict("the manifest of sync job %s is no longer stored (a manifest is kept after a failed or canceled job until DBT_SYNC_OBJECT_MAX_AGE, and removed after a successful one): start a new sync with it", id)
+			return SyncAccepted{}, errs.Conflictf("the manifest of sync job %s is no longer stored (a manifest is kept after a failed or canceled job until DBT_SYNC_OBJECT_MAX_AGE, and removed after a successful one): start a new sync with it", id)
 		}
 	}
 	nid := NewSyncJobID(s.now().UTC())

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/go-kit/kit/transport"
 	kithttp "github.com/go-kit/kit/transport/http"
 
 	"github.com/analyticsco/platform/libs/errs"
@@ -31,7 +30,6 @@ func NewHTTPHandler(e Endpoints, logger *slog.Logger, maxSyncBodyBytes int64) ht
 	router := httpx.NewRouter()
 	o := httpx.HandleOptions{Logger: logger, MaxBody: maxSmallBodyBytes, Encode: encodeResponse, Server: []kithttp.ServerOption{
 		kithttp.ServerBefore(kithttp.PopulateRequestContext),
-		kithttp.ServerErrorHandler(logUnavailable(logger)),
 	}}
 	const dep = "/api/v1/deployments/{deploymentId}"
 	httpx.Handle(router, "POST", dep+"/dbt-sync", e.StartSync, decodeStartSyncHTTP, o.WithMaxBody(maxSyncBodyBytes))
@@ -88,17 +86,6 @@ func writeJobWithFiles(w http.ResponseWriter, j SyncJob) {
 		panic(http.ErrAbortHandler)
 	}
 	_, _ = io.WriteString(w, "}\n")
-}
-
-// logUnavailable logs the cause of a 503 the domain named (ErrQueueUnavailable,
-// ErrStoreUnavailable): errs.Encoder answers it with the domain's words and logs only
-// the failures it had to name itself.
-func logUnavailable(logger *slog.Logger) transport.ErrorHandler {
-	return transport.ErrorHandlerFunc(func(ctx context.Context, err error) {
-		if e, ok := errs.As(err); ok && e.Kind == errs.Unavailable {
-			logger.WarnContext(ctx, "dependency unavailable", "err", err)
-		}
-	})
 }
 
 // scopeOf is the verified caller and the deployment of the path (404 unless it is the
@@ -255,7 +242,7 @@ func decodeStagingRequest(body io.Reader) (bool, error) {
 		return false, err
 	}
 	if req.Enabled == nil {
-		return false, badRequest("field \"enabled\" is required")
+		return false, errs.Invalidf("field \"enabled\" is required")
 	}
 	return *req.Enabled, nil
 }
@@ -267,7 +254,7 @@ func versionParam(r *http.Request) (int64, error) {
 	}
 	v, err := strconv.ParseInt(raw, 10, 64)
 	if err != nil || v < 1 {
-		return 0, badRequest("query parameter \"version\" must be a positive integer, not %q", raw)
+		return 0, errs.Invalidf("query parameter \"version\" must be a positive integer, not %q", raw)
 	}
 	return v, nil
 }

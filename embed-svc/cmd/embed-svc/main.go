@@ -29,7 +29,6 @@ import (
 	"github.com/analyticsco/platform/embed-svc/internal/store/mongostore"
 	"github.com/analyticsco/platform/libs/audit/publish"
 	"github.com/analyticsco/platform/libs/identity"
-	"github.com/analyticsco/platform/libs/mongox"
 	"github.com/analyticsco/platform/libs/obs"
 	"github.com/analyticsco/platform/libs/redisx"
 	"github.com/analyticsco/platform/libs/server"
@@ -116,10 +115,12 @@ func openRedis(cfg config.Config, reg prometheus.Registerer) (redis.UniversalCli
 }
 
 // command is what each subcommand starts from: the configuration, a deadline of a minute
-// and a connection to its MongoDB; close disconnects.
+// and a connection to its MongoDB, made through the bootstrap like the server's, with its
+// metrics on the command's own registry (reg, discarded when it ends); close disconnects.
 type command struct {
 	cfg    config.Config
 	ctx    context.Context
+	reg    *prometheus.Registry
 	client *mongo.Client
 	close  func()
 }
@@ -130,19 +131,19 @@ func startCommand() (*command, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	client, err := mongox.Connect(ctx, cfg.MongoURI, nil)
+	reg := prometheus.NewRegistry()
+	client, _, err := server.ConnectMongo(ctx, cfg.MongoURI, reg)
 	if err != nil {
 		cancel()
 		return nil, err
 	}
-	return &command{cfg: cfg, ctx: ctx, client: client, close: func() {
+	return &command{cfg: cfg, ctx: ctx, reg: reg, client: client, close: func() {
 		_ = client.Disconnect(context.Background())
 		cancel()
 	}}, nil
 }
 
 // deps is the configuration and the connections as the service's wiring takes them.
-
 func deps(cfg config.Config, proc *server.Process, registry *prometheus.Registry, signer *identity.Signer, client *mongo.Client, rdb redis.UniversalClient, nc *nats.Conn) app.Deps {
 	return app.Deps{
 		Logger: proc.Logger, Registry: registry, Signer: signer, Mongo: client, Database: cfg.MongoDatabase,
@@ -195,7 +196,7 @@ func revokeKey(args []string) error {
 	}
 	defer c.close()
 	cfg, ctx, client := c.cfg, c.ctx, c.client
-	rdb, _, durable, err := openRedis(cfg, prometheus.NewRegistry())
+	rdb, _, durable, err := openRedis(cfg, c.reg)
 	if err != nil {
 		return err
 	}

@@ -125,6 +125,8 @@ func New(ctx context.Context, d Deps) (*App, error) {
 	// inside the service (Ports.Audit), since a mint's event needs what only the mint
 	// resolves (plan, tenant, session), and refused exchanges of one session id are
 	// recorded at most once per Limits.ExchangeFailureAudit, counted in the session store.
+	// (systemtest/architecture's skeleton test holds every service to the order and names
+	// this exception.)
 	svc = embed.LoggingMiddleware(d.Logger)(svc)
 	svc = embed.InstrumentingMiddleware(embed.NewMetrics(d.Registry))(svc)
 	routes := newRouter(embed.MakeEndpoints(svc), audit.NewService(trail), d.Logger)

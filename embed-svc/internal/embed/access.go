@@ -66,7 +66,7 @@ func (r reach) deployment(dep int64) error {
 	if r.covers(dep) {
 		return nil
 	}
-	return forbidden("this API key is scoped to other deployments than %d", dep).WithCode(errs.CodeKeyOutOfScope)
+	return errs.Forbiddenf("this API key is scoped to other deployments than %d", dep).WithCode(errs.CodeKeyOutOfScope)
 }
 
 // narrow keeps a session query inside the reach: a deployment it names outside the reach
@@ -89,12 +89,12 @@ func (r reach) account(what string) error {
 	case r.accountWide:
 		return nil
 	case r.personal:
-		return forbidden("a personal API key cannot %s: it belongs to the whole account; use an unscoped account API key", what).WithCode(errs.CodePersonalKey)
+		return errs.Forbiddenf("a personal API key cannot %s: it belongs to the whole account; use an unscoped account API key", what).WithCode(errs.CodePersonalKey)
 	case len(r.deployments) > 0:
-		return forbidden("this API key is scoped to deployment %s and cannot %s: it belongs to the whole account; use an unscoped account API key",
+		return errs.Forbiddenf("this API key is scoped to deployment %s and cannot %s: it belongs to the whole account; use an unscoped account API key",
 			joinIDs(r.deployments), what).WithCode(errs.CodeKeyOutOfScope)
 	}
-	return forbidden("only an admin's unscoped account API key can %s", what)
+	return errs.Forbiddenf("only an admin's unscoped account API key can %s", what)
 }
 
 func joinIDs(ids []int64) string {
@@ -113,10 +113,10 @@ func requireMinter(p *identity.Principal) error {
 		return err
 	}
 	if !token.PlanAllowsEmbedding(p.Account.Plan) {
-		return forbidden("embed sessions need the premium or enterprise plan; this account is on %s", p.Account.Plan).WithCode(errs.CodePlanNotEligible)
+		return errs.Forbiddenf("embed sessions need the premium or enterprise plan; this account is on %s", p.Account.Plan).WithCode(errs.CodePlanNotEligible)
 	}
 	if !p.Account.EmbeddingEnabled {
-		return forbidden("embedding is not enabled for this account")
+		return errs.Forbiddenf("embedding is not enabled for this account")
 	}
 	return nil
 }
@@ -126,11 +126,11 @@ func requireMinter(p *identity.Principal) error {
 func requireAdminAccountKey(p *identity.Principal, what string) error {
 	switch {
 	case p == nil || p.Credential != identity.CredentialAPIKey:
-		return forbidden("only an admin's account API key can %s", what)
+		return errs.Forbiddenf("only an admin's account API key can %s", what)
 	case p.KeyKind != identity.KeyAccount:
-		return forbidden("a personal API key cannot %s; use an account API key", what).WithCode(errs.CodePersonalKey)
+		return errs.Forbiddenf("a personal API key cannot %s; use an account API key", what).WithCode(errs.CodePersonalKey)
 	case !p.HasRole(identity.RoleAdmin):
-		return forbidden("only an admin's account API key can %s", what)
+		return errs.Forbiddenf("only an admin's account API key can %s", what)
 	}
 	return nil
 }
@@ -141,10 +141,10 @@ func requireAdminAccountKey(p *identity.Principal, what string) error {
 func requireRevoker(p *identity.Principal) error {
 	if p == nil || !p.HasRole(identity.RoleAdmin) || (p.Credential == identity.CredentialEmbed && (p.Embed == nil || !p.Embed.Internal)) ||
 		p.Credential == identity.CredentialNone {
-		return forbidden("revoking embed sessions requires an admin")
+		return errs.Forbiddenf("revoking embed sessions requires an admin")
 	}
 	if !p.Account.EmbeddingEnabled {
-		return forbidden("embedding is not enabled for this account")
+		return errs.Forbiddenf("embedding is not enabled for this account")
 	}
 	return nil
 }
@@ -156,7 +156,7 @@ func requireRevoker(p *identity.Principal) error {
 // bulk. What the caller sees and revokes is then narrowed to its reach.
 func requireSessionControl(p *identity.Principal) error {
 	if p != nil && p.Credential == identity.CredentialEmbed {
-		return forbidden("an embed token can revoke a session by its id (POST /api/v1/embed/session/revoke), not list or revoke sessions in bulk")
+		return errs.Forbiddenf("an embed token can revoke a session by its id (POST /api/v1/embed/session/revoke), not list or revoke sessions in bulk")
 	}
 	return requireRevoker(p)
 }
@@ -167,13 +167,13 @@ func requireSessionControl(p *identity.Principal) error {
 // them is an account-wide write (reach.account).
 func requireCatalogAdmin(p *identity.Principal, scope string) error {
 	if p == nil || !p.HasRole(identity.RoleAdmin) {
-		return forbidden("this endpoint requires an admin")
+		return errs.Forbiddenf("this endpoint requires an admin")
 	}
 	if scope != AccountScope {
 		return requireAdminAccountKey(p, "manage embed tenants")
 	}
 	if p.Credential != identity.CredentialAPIKey && p.Credential != identity.CredentialBearer {
-		return forbidden("this endpoint requires an admin's API key or bearer token")
+		return errs.Forbiddenf("this endpoint requires an admin's API key or bearer token")
 	}
 	return nil
 }
@@ -183,7 +183,7 @@ func requireCatalogAdmin(p *identity.Principal, scope string) error {
 // switches). Replacing them is an account-wide write (reach.account).
 func requireAccountAdmin(p *identity.Principal) error {
 	if p == nil || !p.HasRole(identity.RoleAdmin) || (p.Credential != identity.CredentialAPIKey && p.Credential != identity.CredentialBearer) {
-		return forbidden("the account's embed settings require an admin's API key or bearer token")
+		return errs.Forbiddenf("the account's embed settings require an admin's API key or bearer token")
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
@@ -20,14 +21,14 @@ func (s *service) requireTenant(ctx context.Context, accountID int64, scope stri
 		return nil
 	}
 	if !ValidTenantName(scope) {
-		return notFound("embed tenant %q not found", scope)
+		return errs.NotFoundf("embed tenant %q not found", scope)
 	}
 	ok, err := s.d.Catalog.TenantExists(ctx, accountID, scope)
 	if err != nil {
 		return storeErr(err)
 	}
 	if !ok {
-		return notFound("embed tenant %q not found", scope)
+		return errs.NotFoundf("embed tenant %q not found", scope)
 	}
 	return nil
 }
@@ -88,7 +89,7 @@ func (s *service) CreateDefinition(ctx context.Context, p *identity.Principal, k
 		if kind == KindAttribute {
 			what = "user attribute"
 		}
-		return Definition{}, conflict("a %s named %q already exists", what, in.Name)
+		return Definition{}, errs.Conflictf("a %s named %q already exists", what, in.Name)
 	}
 	if err != nil {
 		return Definition{}, storeErr(err)
@@ -121,7 +122,7 @@ func (s *service) DeleteDefinition(ctx context.Context, p *identity.Principal, s
 		if kind == KindAttribute {
 			what = "user attribute"
 		}
-		return notFound("%s %q not found", what, id)
+		return errs.NotFoundf("%s %q not found", what, id)
 	}
 	return storeErr(err)
 }

@@ -60,7 +60,7 @@ func (s *service) planDefinitions(ctx context.Context, accountID int64, scope st
 	for _, in := range req.UserAttributeDefinitions {
 		ex := plan.byKey[key(KindAttribute, in.Name)]
 		if ex != nil && ex.Type != in.Type {
-			return nil, conflict("cannot change type").WithCode(errs.CodeDefinitionType)
+			return nil, errs.Conflictf("cannot change type").WithCode(errs.CodeDefinitionType)
 		}
 		plan.types[in.Name] = in.Type
 		if ex == nil || definitionChanged(ex, in) {
@@ -82,7 +82,7 @@ func (s *service) planDefinitions(ctx context.Context, accountID int64, scope st
 		}
 	}
 	if missingAttrs {
-		return nil, invalid("User attributes not found")
+		return nil, errs.Invalidf("User attributes not found")
 	}
 	var missing []string
 	for _, g := range req.Groups {
@@ -91,12 +91,12 @@ func (s *service) planDefinitions(ctx context.Context, accountID int64, scope st
 		}
 	}
 	if len(missing) > 0 {
-		return nil, invalid("Groups with names %s not found", strings.Join(missing, ", "))
+		return nil, errs.Invalidf("Groups with names %s not found", strings.Join(missing, ", "))
 	}
 	for _, a := range req.UserAttributes {
 		got, _ := valueType(a.Value)
 		if got != "" && !valueFits(got, plan.types[a.Name]) {
-			return nil, invalid("userAttributes %q: value does not match the attribute's type %s", a.Name, plan.types[a.Name])
+			return nil, errs.Invalidf("userAttributes %q: value does not match the attribute's type %s", a.Name, plan.types[a.Name])
 		}
 	}
 	return plan, nil
@@ -122,7 +122,7 @@ func (s *service) applyDefinitions(ctx context.Context, accountID int64, scope s
 	}
 	defs, err := s.d.Catalog.UpsertDefinitions(ctx, accountID, scope, plan.upserts, now)
 	if errors.Is(err, ErrConflictType) {
-		return nil, conflict("cannot change type").WithCode(errs.CodeDefinitionType)
+		return nil, errs.Conflictf("cannot change type").WithCode(errs.CodeDefinitionType)
 	}
 	if err != nil {
 		return nil, storeErr(err)

@@ -93,9 +93,6 @@ type deleteDefinitionRequest struct {
 	Scope, Kind, ID string
 }
 
-// noContent is the response of operations answered 204.
-type noContent struct{}
-
 // MakeEndpoints builds the endpoints of s.
 func MakeEndpoints(s Service) Endpoints {
 	return Endpoints{
@@ -112,7 +109,7 @@ func MakeEndpoints(s Service) Endpoints {
 		},
 		RevokeSession: func(ctx context.Context, r any) (any, error) {
 			req := r.(sessionIDRequest)
-			return noContent{}, s.RevokeSession(ctx, req.P, req.SessionID)
+			return httpx.NoContent{}, s.RevokeSession(ctx, req.P, req.SessionID)
 		},
 		SessionInfo: func(ctx context.Context, r any) (any, error) {
 			return s.SessionInfo(ctx, r.(principalRequest).P)
@@ -139,7 +136,7 @@ func MakeEndpoints(s Service) Endpoints {
 		},
 		DeleteDefinition: func(ctx context.Context, r any) (any, error) {
 			req := r.(deleteDefinitionRequest)
-			return noContent{}, s.DeleteDefinition(ctx, req.P, req.Scope, req.Kind, req.ID)
+			return httpx.NoContent{}, s.DeleteDefinition(ctx, req.P, req.Scope, req.Kind, req.ID)
 		},
 		GetSettings: func(ctx context.Context, r any) (any, error) {
 			return s.GetAccountSettings(ctx, r.(principalRequest).P)

@@ -6,31 +6,10 @@ import (
 	"github.com/analyticsco/platform/libs/errs"
 )
 
-// The service's errors are libs/errs errors: the kind is the status the transport's one
-// encoder (errs.Encoder) answers, a named rule adds its code (WithCode), the message is
-// the client's. These shorthands keep the rules readable.
-
-func invalid(format string, args ...any) *errs.Error { return errs.New(errs.Invalid, format, args...) }
-
-func unauthorized(format string, args ...any) *errs.Error {
-	return errs.New(errs.Unauthorized, format, args...)
-}
-
-func forbidden(format string, args ...any) *errs.Error {
-	return errs.New(errs.Forbidden, format, args...)
-}
-
-func notFound(format string, args ...any) *errs.Error {
-	return errs.New(errs.NotFound, format, args...)
-}
-
-func conflict(format string, args ...any) *errs.Error {
-	return errs.New(errs.Conflict, format, args...)
-}
-
-func tooLarge(format string, args ...any) *errs.Error {
-	return errs.New(errs.TooLarge, format, args...)
-}
+// The service's errors are libs/errs errors, built with errs's shorthands (errs.Invalidf,
+// errs.Forbiddenf, ...): the kind is the status the transport's one encoder
+// (errs.Encoder) answers, a named rule adds its code (WithCode), the message is the
+// client's.
 
 // Sentinels the stores return; the service turns them into client errors.
 var (
@@ -54,16 +33,17 @@ var (
 
 // ErrSessionID is the one answer for every unusable session id, so a caller learns
 // nothing about which ids existed.
-var ErrSessionID = unauthorized("session id is invalid, expired or already used").WithCode(errs.CodeSessionIDInvalid)
+var ErrSessionID = errs.Unauthorizedf("session id is invalid, expired or already used").WithCode(errs.CodeSessionIDInvalid)
 
 // storeErr is the client's answer to a store's error: an unreachable store is a 503
-// that says so; a client error passes through; anything else stays a bug (500).
+// that says so (its cause kept for the log: errs.Write logs it); a client error passes
+// through; anything else stays a bug (500).
 func storeErr(err error) error {
 	if _, ok := errs.As(err); ok {
 		return err
 	}
 	if errors.Is(err, ErrUnavailable) {
-		return errs.New(errs.Unavailable, "a backing store is unavailable; retry shortly")
+		return errors.Join(errs.Unavailablef("a backing store is unavailable; retry shortly"), err)
 	}
 	return err
 }

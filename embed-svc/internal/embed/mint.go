@@ -63,14 +63,14 @@ func (s *service) prepare(ctx context.Context, p *identity.Principal, dep *Deplo
 	}
 	// Another account's deployment is answered as one that does not exist.
 	if dep == nil {
-		return nil, notFound("deployment %d not found", *req.DeploymentID)
+		return nil, errs.NotFoundf("deployment %d not found", *req.DeploymentID)
 	}
 	if err := keyReach(p).deployment(dep.ID); err != nil {
 		return nil, err
 	}
 	m := &mintPlan{deployment: *dep, externalID: externalID, creator: req.CreatorMode != nil && *req.CreatorMode}
 	if m.creator && !p.Account.UseCreatorMode {
-		return nil, forbidden("creatorMode requires the account's useCreatorMode flag").WithCode(errs.CodeCreatorModeDisabled)
+		return nil, errs.Forbiddenf("creatorMode requires the account's useCreatorMode flag").WithCode(errs.CodeCreatorModeDisabled)
 	}
 	m.tenant = p.Account.DefaultEmbedTenant
 	if req.EmbedTenantName != nil {
@@ -98,7 +98,7 @@ func (s *service) prepare(ctx context.Context, p *identity.Principal, dep *Deplo
 	if req.InternalID != nil {
 		m.internal, err = s.d.Directory.InternalUser(ctx, p.Account.ID, strings.TrimSpace(*req.InternalID))
 		if errors.Is(err, ErrNotFound) {
-			return nil, notFound("internal user %q not found in this account", strings.TrimSpace(*req.InternalID))
+			return nil, errs.NotFoundf("internal user %q not found in this account", strings.TrimSpace(*req.InternalID))
 		}
 		if err != nil {
 			return nil, storeErr(err)
@@ -148,7 +148,7 @@ func (s *service) GenerateSession(ctx context.Context, p *identity.Principal, re
 		return "", err
 	}
 	if req.DryRun {
-		return "", invalid("dryRun requests are answered by DryRunSession")
+		return "", errs.Invalidf("dryRun requests are answered by DryRunSession")
 	}
 	// Validation is over: from here on the request writes. The session id is claimed in
 	// Redis first, so that a Redis outage fails the mint before MongoDB is touched.
@@ -221,12 +221,12 @@ func externalUserLimit(p *identity.Principal) int64 {
 // liveSessionLimit is the answer to a mint past the account's live sessions: each of
 // them may hold a session or a revocation marker in Redis, which every tenant shares.
 func liveSessionLimit(limit int) error {
-	return forbidden("the account has %d live embed sessions (minted in the last 24 hours, revoked ones included), its limit (EMBED_MAX_LIVE_SESSIONS_PER_ACCOUNT); sessions leave the count when their tokens expire", limit).
+	return errs.Forbiddenf("the account has %d live embed sessions (minted in the last 24 hours, revoked ones included), its limit (EMBED_MAX_LIVE_SESSIONS_PER_ACCOUNT); sessions leave the count when their tokens expire", limit).
 		WithCode(errs.CodeLiveSessionLimit)
 }
 
 func limitReached(limit int64) error {
-	return forbidden("the account has reached its limit of %d external users; contact support to raise it", limit).WithCode(errs.CodeExternalUserLimit)
+	return errs.Forbiddenf("the account has reached its limit of %d external users; contact support to raise it", limit).WithCode(errs.CodeExternalUserLimit)
 }
 
 func nonEmpty(s string) *string {
@@ -273,11 +273,11 @@ func (s *service) resolveBranch(ctx context.Context, d Deployment, name *string)
 	}
 	switch {
 	case !st.Exists:
-		return "", false, notFound("branch %q is not a branch of deployment %d", *name, d.ID).WithCode(errs.CodeBranchNotFound)
+		return "", false, errs.NotFoundf("branch %q is not a branch of deployment %d", *name, d.ID).WithCode(errs.CodeBranchNotFound)
 	case st.Production:
 		return *name, true, nil
 	case !st.Served:
-		return "", false, invalid("branch %q is not served: open it, or enable its staging environment", *name).WithCode(errs.CodeBranchNotServed)
+		return "", false, errs.Invalidf("branch %q is not served: open it, or enable its staging environment", *name).WithCode(errs.CodeBranchNotServed)
 	}
 	return *name, false, nil
 }

@@ -33,7 +33,7 @@ func (s *service) readUser(ctx context.Context, accountID int64, m *mintPlan) er
 // userDeleting is the answer to a mint for a user whose delete has begun: the delete
 // wins; a mint after it has finished makes a new user.
 func userDeleting(externalID string) error {
-	return conflict("external user %q is being deleted; mint again once the delete has finished", externalID).WithCode(errs.CodeExternalUserDeleting)
+	return errs.Conflictf("external user %q is being deleted; mint again once the delete has finished", externalID).WithCode(errs.CodeExternalUserDeleting)
 }
 
 // confirmUser lets a delete of the mint's user that began while the mint wrote win. A
@@ -88,7 +88,7 @@ func (s *service) provisionExternalUser(ctx context.Context, p *identity.Princip
 			return ExternalUser{}, false, storeErr(err)
 		}
 		if attempt == maxUserWrites {
-			return ExternalUser{}, false, conflict("external user %q is being changed by concurrent requests; retry", m.externalID)
+			return ExternalUser{}, false, errs.Conflictf("external user %q is being changed by concurrent requests; retry", m.externalID)
 		}
 		atLimit := errors.Is(err, ErrLimitReached)
 		if err := s.readUser(ctx, p.Account.ID, m); err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/analyticsco/platform/embed-svc/token"
 	"github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
@@ -28,7 +29,7 @@ func (s *service) ExchangeSession(ctx context.Context, sessionID string) (_ Sess
 		}
 	}()
 	if strings.TrimSpace(sessionID) == "" {
-		return SessionToken{}, invalid("sessionId is required")
+		return SessionToken{}, errs.Invalidf("sessionId is required")
 	}
 	sess, err := s.d.Sessions.ExchangeSession(ctx, sessionID, TokenLifetime)
 	if errors.Is(err, ErrSessionUnusable) {
@@ -70,7 +71,7 @@ func (s *service) RevokeSession(ctx context.Context, p *identity.Principal, sess
 		return err
 	}
 	if strings.TrimSpace(sessionID) == "" {
-		return invalid("sessionId is required")
+		return errs.Invalidf("sessionId is required")
 	}
 	sess, revoked, err := s.d.Sessions.RevokeSession(ctx, p.Account.ID, sessionID, PublicSessionHandle(sessionID))
 	if err != nil {
@@ -87,7 +88,7 @@ func (s *service) RevokeSession(ctx context.Context, p *identity.Principal, sess
 
 func requireEmbed(p *identity.Principal) error {
 	if p == nil || p.Credential != identity.CredentialEmbed || p.Embed == nil || p.Embed.SessionID == "" {
-		return unauthorized("this endpoint requires an embed session token")
+		return errs.Unauthorizedf("this endpoint requires an embed session token")
 	}
 	return nil
 }
@@ -95,7 +96,7 @@ func requireEmbed(p *identity.Principal) error {
 func (s *service) liveSession(ctx context.Context, p *identity.Principal) (Session, error) {
 	sess, err := s.d.Sessions.LiveSession(ctx, p.Embed.SessionID)
 	if errors.Is(err, ErrNotFound) || (err == nil && sess.AccountID != p.Account.ID) {
-		return Session{}, unauthorized("the embed session has ended")
+		return Session{}, errs.Unauthorizedf("the embed session has ended")
 	}
 	if err != nil {
 		return Session{}, storeErr(err)
@@ -162,7 +163,7 @@ func (s *service) content(ctx context.Context, sess Session) (sessionContent, er
 	}
 	u, err := s.d.Users.ExternalUser(ctx, sess.AccountID, *sess.User.ExternalID, sess.scope())
 	if errors.Is(err, ErrNotFound) || (err == nil && (u.ID != sess.User.ID || u.Deleting)) {
-		return sessionContent{}, unauthorized("the embed session has ended")
+		return sessionContent{}, errs.Unauthorizedf("the embed session has ended")
 	}
 	if err != nil {
 		return sessionContent{}, storeErr(err)
@@ -189,7 +190,7 @@ func (s *service) AICredentials(ctx context.Context, p *identity.Principal) (_ A
 		set = sess.Settings
 	}
 	if !set.AllowAI {
-		return AICredentials{}, forbidden("AI is disabled for this embed session (allowAi: false)")
+		return AICredentials{}, errs.Forbiddenf("AI is disabled for this embed session (allowAi: false)")
 	}
 	now := s.now().UTC().Truncate(time.Second)
 	exp := now.Add(AICredentialTTL)
@@ -218,7 +219,7 @@ func (s *service) DataToken(ctx context.Context, p *identity.Principal, deployme
 		return DataToken{}, err
 	}
 	if p.Embed.DeploymentID != deploymentID {
-		return DataToken{}, notFound("deployment %d not found", deploymentID)
+		return DataToken{}, errs.NotFoundf("deployment %d not found", deploymentID)
 	}
 	sess, err := s.liveSession(ctx, p)
 	if err != nil {

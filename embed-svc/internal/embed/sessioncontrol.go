@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
@@ -179,16 +180,16 @@ func (s *service) ListSessions(ctx context.Context, p *identity.Principal, q Ses
 	switch q.State {
 	case "", StatePending, StateActive, StateRevoked, StateExpired:
 	default:
-		return httpx.Page[SessionView]{}, invalid("state must be pending, active, revoked or expired, not %q", q.State)
+		return httpx.Page[SessionView]{}, errs.Invalidf("state must be pending, active, revoked or expired, not %q", q.State)
 	}
 	if q.Tenant != "" && !ValidTenantName(q.Tenant) {
-		return httpx.Page[SessionView]{}, invalid("tenant %q is not a valid embed tenant name", q.Tenant)
+		return httpx.Page[SessionView]{}, errs.Invalidf("tenant %q is not a valid embed tenant name", q.Tenant)
 	}
 	if q.ID != "" && !validPublicID(q.ID) {
-		return httpx.Page[SessionView]{}, invalid("id %q is not a session id of this list", q.ID)
+		return httpx.Page[SessionView]{}, errs.Invalidf("id %q is not a session id of this list", q.ID)
 	}
 	if len(q.ExternalID) > 256 || len(q.InternalID) > 256 {
-		return httpx.Page[SessionView]{}, invalid("externalId and internalId are at most 256 characters")
+		return httpx.Page[SessionView]{}, errs.Invalidf("externalId and internalId are at most 256 characters")
 	}
 	q.ExternalID = strings.ToLower(strings.TrimSpace(q.ExternalID))
 	return s.listSessions(ctx, p.Account.ID, q)
@@ -214,31 +215,31 @@ func (s *service) RevokeSessions(ctx context.Context, p *identity.Principal, req
 	switch {
 	case req.ID != nil && req.ExternalID == nil && req.Tenant == nil && req.InternalID == nil && req.DeploymentID == nil:
 		if !validPublicID(*req.ID) {
-			return RevokedSessions{}, invalid("id %q is not a session id returned by GET /api/v1/embed/sessions", *req.ID)
+			return RevokedSessions{}, errs.Invalidf("id %q is not a session id returned by GET /api/v1/embed/sessions", *req.ID)
 		}
 		q.ID = *req.ID
 	case req.ExternalID != nil && req.Tenant != nil && req.ID == nil && req.InternalID == nil && req.DeploymentID == nil:
 		q.ExternalID, q.Tenant = strings.ToLower(strings.TrimSpace(*req.ExternalID)), *req.Tenant
 		if q.ExternalID == "" || len(q.ExternalID) > 256 {
-			return RevokedSessions{}, invalid("externalId must be 1 to 256 characters")
+			return RevokedSessions{}, errs.Invalidf("externalId must be 1 to 256 characters")
 		}
 	case req.InternalID != nil && req.ID == nil && req.ExternalID == nil && req.Tenant == nil && req.DeploymentID == nil:
 		q.InternalID = strings.TrimSpace(*req.InternalID)
 		if q.InternalID == "" || len(q.InternalID) > 256 {
-			return RevokedSessions{}, invalid("internalId must be 1 to 256 characters")
+			return RevokedSessions{}, errs.Invalidf("internalId must be 1 to 256 characters")
 		}
 	case req.Tenant != nil && req.ID == nil && req.ExternalID == nil && req.InternalID == nil && req.DeploymentID == nil:
 		q.Tenant = *req.Tenant
 	case req.DeploymentID != nil && req.ID == nil && req.ExternalID == nil && req.Tenant == nil && req.InternalID == nil:
 		if *req.DeploymentID <= 0 {
-			return RevokedSessions{}, invalid("deploymentId must be a positive integer")
+			return RevokedSessions{}, errs.Invalidf("deploymentId must be a positive integer")
 		}
 		q.DeploymentID = *req.DeploymentID
 	default:
-		return RevokedSessions{}, invalid(`send exactly one of {"id"}, {"externalId", "tenant"}, {"internalId"}, {"tenant"} or {"deploymentId"}`)
+		return RevokedSessions{}, errs.Invalidf(`send exactly one of {"id"}, {"externalId", "tenant"}, {"internalId"}, {"tenant"} or {"deploymentId"}`)
 	}
 	if q.Tenant != "" && !ValidTenantName(q.Tenant) {
-		return RevokedSessions{}, invalid("tenant %q is not a valid embed tenant name", q.Tenant)
+		return RevokedSessions{}, errs.Invalidf("tenant %q is not a valid embed tenant name", q.Tenant)
 	}
 	// Every selector resolves inside the caller's reach: a scoped key revokes its
 	// deployments' sessions only, and naming another deployment is 403.

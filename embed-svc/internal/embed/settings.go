@@ -9,6 +9,7 @@ import (
 	"golang.org/x/text/language"
 
 	"github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -127,14 +128,14 @@ func (s *service) PutAccountSettings(ctx context.Context, p *identity.Principal,
 	if in.Locale != nil {
 		l, ok := ResolveLocale(*in.Locale)
 		if !ok {
-			return AccountSettingsView{}, invalid("locale %q is not a BCP-47 tag of a supported language", *in.Locale)
+			return AccountSettingsView{}, errs.Invalidf("locale %q is not a BCP-47 tag of a supported language", *in.Locale)
 		}
 		in.Locale = &l
 	}
 	if in.Timezone != nil {
 		tz, ok := ResolveTimezone(*in.Timezone)
 		if !ok {
-			return AccountSettingsView{}, invalid("timezone %q is not an IANA time zone name", *in.Timezone)
+			return AccountSettingsView{}, errs.Invalidf("timezone %q is not an IANA time zone name", *in.Timezone)
 		}
 		in.Timezone = &tz
 	}

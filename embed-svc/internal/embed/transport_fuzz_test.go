@@ -80,7 +80,8 @@ func (r *recorder) ListDefinitions(_ context.Context, _ *identity.Principal, q e
 func serve(t *testing.T, method, path, rawQuery string, body []byte) any {
 	t.Helper()
 	rec := &recorder{}
-	h := embed.NewHTTPHandler(embed.MakeEndpoints(rec), slog.New(slog.NewJSONHandler(io.Discard, nil)))
+	h := httpx.NewRouter()
+	embed.RegisterRoutes(h, embed.MakeEndpoints(rec), slog.New(slog.NewJSONHandler(io.Discard, nil)))
 	r := httptest.NewRequest(method, path, bytes.NewReader(body))
 	r.URL.RawQuery = rawQuery // set directly: a hostile query need not survive a request line
 	r.Header.Set("Content-Type", "application/json")

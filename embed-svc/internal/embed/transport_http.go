@@ -2,13 +2,13 @@ package embed
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"net/http"
 	"strconv"
 
 	httptransport "github.com/go-kit/kit/transport/http"
 
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
@@ -16,15 +16,8 @@ import (
 // MaxBodyBytes bounds every request body the service reads.
 const MaxBodyBytes = 1 << 20
 
-// NewHTTPHandler serves the embed API alone (RegisterRoutes). It expects
-// identity.Require around it (the principal is read from the request context).
-func NewHTTPHandler(e Endpoints, logger *slog.Logger) http.Handler {
-	r := httpx.NewRouter()
-	RegisterRoutes(r, e, logger)
-	return r
-}
-
-// RegisterRoutes adds the embed API's routes to r through httpx.Handle: each route to
+// RegisterRoutes adds the embed API's routes to r (embed-svc's one router, shared with
+// the audit trail's route; identity.Require around it) through httpx.Handle: each route to
 // its endpoint through its decoder, every body bounded at MaxBodyBytes, every error
 // through the platform's one encoder (errs.Encoder).
 func RegisterRoutes(r *httpx.Router, e Endpoints, logger *slog.Logger) {
@@ -68,7 +61,7 @@ func decodeSessionIDRequest(_ context.Context, r *http.Request) (any, error) {
 		return nil, err
 	}
 	if body.SessionID == nil || *body.SessionID == "" {
-		return nil, invalid("sessionId is required")
+		return nil, errs.Invalidf("sessionId is required")
 	}
 	return sessionIDRequest{P: identity.FromContext(r.Context()), SessionID: *body.SessionID}, nil
 }
@@ -141,7 +134,7 @@ func decodeListSessions(_ context.Context, r *http.Request) (any, error) {
 	if raw := v.Get("deploymentId"); raw != "" {
 		n, err := strconv.ParseInt(raw, 10, 64)
 		if err != nil || n <= 0 {
-			return nil, invalid("deploymentId must be a positive integer, not %q", raw)
+			return nil, errs.Invalidf("deploymentId must be a positive integer, not %q", raw)
 		}
 		q.DeploymentID = n
 	}
@@ -179,17 +172,16 @@ func decodeDeleteDefinition(kind string) httptransport.DecodeRequestFunc {
 	}
 }
 
-func encodeResponse(_ context.Context, w http.ResponseWriter, resp any) error {
-	if _, ok := resp.(noContent); ok {
-		w.WriteHeader(http.StatusNoContent)
-		return nil
-	}
-	w.Header().Set("Content-Type", "application/json")
-	if _, ok := resp.(JWKSet); ok {
+// encodeResponse is httpx.EncodeResponse with embed's caching: its answers are
+// credentials (no-store), but for the JWKS a verifier may keep a minute.
+func encodeResponse(ctx context.Context, w http.ResponseWriter, resp any) error {
+	switch resp.(type) {
+	case httpx.NoContent: // 204: no body to cache
+	case JWKSet:
 		// Short enough that a rotation's new key is seen well within the publish delay.
 		w.Header().Set("Cache-Control", "public, max-age=60")
-	} else {
+	default:
 		w.Header().Set("Cache-Control", "no-store")
 	}
-	return json.NewEncoder(w).Encode(resp)
+	return httpx.EncodeResponse(ctx, w, resp)
 }

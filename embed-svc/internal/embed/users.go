@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
@@ -106,7 +107,7 @@ func (s *service) ListTenantUsers(ctx context.Context, p *identity.Principal, te
 		return httpx.Page[UserSummary]{}, httpx.BadFirst(strconv.Itoa(q.First))
 	}
 	if len(q.Q) > 256 {
-		return httpx.Page[UserSummary]{}, invalid("q is at most 256 characters")
+		return httpx.Page[UserSummary]{}, errs.Invalidf("q is at most 256 characters")
 	}
 	// The cursor is the last user's id.
 	var after int64
@@ -126,11 +127,11 @@ func (s *service) ListTenantUsers(ctx context.Context, p *identity.Principal, te
 func (s *service) tenantUser(ctx context.Context, p *identity.Principal, tenant, externalID string) (ExternalUser, error) {
 	ext := strings.ToLower(strings.TrimSpace(externalID))
 	if ext == "" || len(ext) > 256 {
-		return ExternalUser{}, notFound("user %q not found in embed tenant %q", externalID, tenant)
+		return ExternalUser{}, errs.NotFoundf("user %q not found in embed tenant %q", externalID, tenant)
 	}
 	u, err := s.d.Users.ExternalUser(ctx, p.Account.ID, ext, AccountScope, tenant)
 	if errors.Is(err, ErrNotFound) || (err == nil && (!slices.Contains(u.Tenants, tenant) || !keyReach(p).coversAny(u.Deployments))) {
-		return ExternalUser{}, notFound("user %q not found in embed tenant %q", externalID, tenant)
+		return ExternalUser{}, errs.NotFoundf("user %q not found in embed tenant %q", externalID, tenant)
 	}
 	if err != nil {
 		return ExternalUser{}, storeErr(err)

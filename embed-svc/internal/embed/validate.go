@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/analyticsco/platform/libs/errs"
 )
 
 var tenantNamePattern = regexp.MustCompile(`^[a-z][a-z0-9-]{3,34}[a-z0-9]$`)
@@ -21,10 +23,10 @@ const maxNameLen = 255
 // lists. It returns the normalized external id ("" for an internal user).
 func validateStatic(req *GenerateSessionRequest) (string, error) {
 	if req.DeploymentID == nil {
-		return "", invalid("deploymentId is required")
+		return "", errs.Invalidf("deploymentId is required")
 	}
 	if *req.DeploymentID <= 0 {
-		return "", invalid("deploymentId must be a positive integer")
+		return "", errs.Invalidf("deploymentId must be a positive integer")
 	}
 	externalID, err := validateUser(req)
 	if err != nil {
@@ -42,14 +44,14 @@ func validateStatic(req *GenerateSessionRequest) (string, error) {
 func validateUser(req *GenerateSessionRequest) (string, error) {
 	hasExt, hasInt := req.ExternalID != nil, req.InternalID != nil
 	if hasExt == hasInt {
-		return "", invalid("exactly one of externalId and internalId is required")
+		return "", errs.Invalidf("exactly one of externalId and internalId is required")
 	}
 	if hasInt {
 		if strings.TrimSpace(*req.InternalID) == "" {
-			return "", invalid("internalId must not be empty")
+			return "", errs.Invalidf("internalId must not be empty")
 		}
 		if len(*req.InternalID) > maxNameLen {
-			return "", invalid("internalId must be at most %d characters", maxNameLen)
+			return "", errs.Invalidf("internalId must be at most %d characters", maxNameLen)
 		}
 		for _, f := range []struct {
 			field string
@@ -60,20 +62,20 @@ func validateUser(req *GenerateSessionRequest) (string, error) {
 			{"securityContext", req.SecurityContext != nil}, {"userProfile", req.UserProfile != nil},
 		} {
 			if f.set {
-				return "", invalid("%s is not allowed with internalId: the internal user's own permissions apply", f.field)
+				return "", errs.Invalidf("%s is not allowed with internalId: the internal user's own permissions apply", f.field)
 			}
 		}
 		if req.Email != nil {
-			return "", invalid("email is only allowed with externalId")
+			return "", errs.Invalidf("email is only allowed with externalId")
 		}
 		return "", nil
 	}
 	externalID := strings.ToLower(strings.TrimSpace(*req.ExternalID))
 	if externalID == "" {
-		return "", invalid("externalId must not be empty")
+		return "", errs.Invalidf("externalId must not be empty")
 	}
 	if len(externalID) > maxNameLen {
-		return "", invalid("externalId must be at most %d characters", maxNameLen)
+		return "", errs.Invalidf("externalId must be at most %d characters", maxNameLen)
 	}
 	return externalID, nil
 }
@@ -82,37 +84,37 @@ func validateUser(req *GenerateSessionRequest) (string, error) {
 // definitions need, the profile and the branch name.
 func validateShape(req *GenerateSessionRequest) error {
 	if req.Email != nil && len(*req.Email) > maxNameLen {
-		return invalid("email must be at most %d characters", maxNameLen)
+		return errs.Invalidf("email must be at most %d characters", maxNameLen)
 	}
 	if req.SecurityContext != nil {
 		trimmed := bytes.TrimSpace(req.SecurityContext)
 		if len(trimmed) == 0 || trimmed[0] != '{' {
-			return invalid("securityContext must be an object")
+			return errs.Invalidf("securityContext must be an object")
 		}
 	}
 	if req.EmbedTenantName != nil && !ValidTenantName(*req.EmbedTenantName) {
-		return invalid("embedTenantName %q is invalid: lowercase, 5 to 36 characters, starting with a letter, ending with a letter or digit, only a-z, 0-9 and -", *req.EmbedTenantName)
+		return errs.Invalidf("embedTenantName %q is invalid: lowercase, 5 to 36 characters, starting with a letter, ending with a letter or digit, only a-z, 0-9 and -", *req.EmbedTenantName)
 	}
 	hasDefs := req.GroupDefinitions != nil || req.UserAttributeDefinitions != nil
 	if hasDefs && (req.CreatorMode == nil || !*req.CreatorMode) {
-		return invalid("groupDefinitions and userAttributeDefinitions require creatorMode: true")
+		return errs.Invalidf("groupDefinitions and userAttributeDefinitions require creatorMode: true")
 	}
 	if hasDefs && req.EmbedTenantName == nil {
-		return invalid("groupDefinitions and userAttributeDefinitions require embedTenantName")
+		return errs.Invalidf("groupDefinitions and userAttributeDefinitions require embedTenantName")
 	}
 	if p := req.UserProfile; p != nil {
 		if p.DisplayName != nil && len(*p.DisplayName) > maxNameLen {
-			return invalid("userProfile.displayName must be at most %d characters", maxNameLen)
+			return errs.Invalidf("userProfile.displayName must be at most %d characters", maxNameLen)
 		}
 		if p.Picture != nil && !absoluteHTTPURL(*p.Picture) {
-			return invalid("userProfile.picture must be an absolute http:// or https:// URL")
+			return errs.Invalidf("userProfile.picture must be an absolute http:// or https:// URL")
 		}
 	}
 	if req.BranchName != nil && strings.TrimSpace(*req.BranchName) == "" {
-		return invalid("branchName must not be empty")
+		return errs.Invalidf("branchName must not be empty")
 	}
 	if req.BranchName != nil && len(*req.BranchName) > maxNameLen {
-		return invalid("branchName must be at most %d characters", maxNameLen)
+		return errs.Invalidf("branchName must be at most %d characters", maxNameLen)
 	}
 	return nil
 }
@@ -125,7 +127,7 @@ func validateLists(req *GenerateSessionRequest) error {
 	}
 	for _, g := range req.Groups {
 		if g == "" {
-			return invalid("groups must not contain an empty name")
+			return errs.Invalidf("groups must not contain an empty name")
 		}
 	}
 	if err := uniqueNames("userAttributes", req.UserAttributes, func(a AttributeValue) string { return a.Name }); err != nil {
@@ -133,13 +135,13 @@ func validateLists(req *GenerateSessionRequest) error {
 	}
 	for _, a := range req.UserAttributes {
 		if a.Name == "" {
-			return invalid("userAttributes: name is required")
+			return errs.Invalidf("userAttributes: name is required")
 		}
 		if len(a.Value) == 0 {
-			return invalid("userAttributes %q: value is required (null clears it)", a.Name)
+			return errs.Invalidf("userAttributes %q: value is required (null clears it)", a.Name)
 		}
 		if _, ok := valueType(a.Value); !ok {
-			return invalid("userAttributes %q: value must be a string, a number, an array of strings, an array of numbers or null", a.Name)
+			return errs.Invalidf("userAttributes %q: value must be a string, a number, an array of strings, an array of numbers or null", a.Name)
 		}
 	}
 	for _, defs := range []struct {
@@ -166,23 +168,23 @@ func validateLists(req *GenerateSessionRequest) error {
 // ValidateDefinition checks one definition input; field names the array or body.
 func ValidateDefinition(kind string, d DefinitionInput, field string) error {
 	if strings.TrimSpace(d.Name) == "" {
-		return invalid("%s: name is required", field)
+		return errs.Invalidf("%s: name is required", field)
 	}
 	if len(d.Name) > maxNameLen {
-		return invalid("%s: name must be at most %d characters", field, maxNameLen)
+		return errs.Invalidf("%s: name must be at most %d characters", field, maxNameLen)
 	}
 	if kind == KindGroup {
 		if d.Type != "" || d.DisplayName != nil || d.DefaultValue != nil {
-			return invalid("%s %q: a group has only name and description", field, d.Name)
+			return errs.Invalidf("%s %q: a group has only name and description", field, d.Name)
 		}
 		return nil
 	}
 	switch d.Type {
 	case TypeString, TypeNumber, TypeStringArray, TypeNumberArray:
 	case "":
-		return invalid("%s %q: type is required (string, number, string_array or number_array)", field, d.Name)
+		return errs.Invalidf("%s %q: type is required (string, number, string_array or number_array)", field, d.Name)
 	default:
-		return invalid("%s %q: type %q is not one of string, number, string_array, number_array", field, d.Name, d.Type)
+		return errs.Invalidf("%s %q: type %q is not one of string, number, string_array, number_array", field, d.Name, d.Type)
 	}
 	return nil
 }
@@ -199,7 +201,7 @@ func uniqueNames[T any](field string, items []T, name func(T) string) error {
 	}
 	if len(dups) > 0 {
 		sort.Strings(dups)
-		return invalid("%s: duplicate name %q", field, dups[0])
+		return errs.Invalidf("%s: duplicate name %q", field, dups[0])
 	}
 	return nil
 }

@@ -18,12 +18,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/analyticsco/platform/gateway/internal/credentials"
 	"github.com/analyticsco/platform/gateway/internal/platformctl"
 	"github.com/analyticsco/platform/gateway/internal/store"
 	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/identity"
-	"github.com/analyticsco/platform/libs/mongox"
+	"github.com/analyticsco/platform/libs/server"
 )
 
 const usage = `platformctl administers the platform's identity store.
@@ -146,7 +148,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	client, err := mongox.Connect(ctx, e.mongoURI, nil)
+	client, _, err := server.ConnectMongo(ctx, e.mongoURI, prometheus.NewRegistry()) // a command's metrics are discarded
 	if err != nil {
 		return err
 	}

@@ -9,9 +9,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/audit/publish"
+	"github.com/analyticsco/platform/libs/server"
 )
 
 // The actions platformctl records.
@@ -33,10 +35,11 @@ type Auditor struct {
 // deliverTimeout is how long a command waits for the stream to take its event.
 const deliverTimeout = 10 * time.Second
 
-// NewAuditor connects to NATS at url. Events are also logged, one JSON line each, to
-// stderr (stdout is the command's JSON answer).
+// NewAuditor connects to NATS at url through the bootstrap's one-shot connect (its
+// metrics on a registry the command discards). Events are also logged, one JSON line
+// each, to stderr (stdout is the command's JSON answer).
 func NewAuditor(url string) (*Auditor, error) {
-	nc, err := nats.Connect(url, nats.Name("platformctl"), nats.Timeout(5*time.Second))
+	nc, err := server.ConnectNATSOnce(url, "platformctl", 5*time.Second, prometheus.NewRegistry())
 	if err != nil {
 		return nil, fmt.Errorf("the audit stream (NATS_URL) is unreachable, so nothing was changed: every API key change is recorded in the audit trail: %w", err)
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/analyticsco/platform/libs/errs"
 )
 
 // DashboardConfig is a dashboard configuration; every field optional.
@@ -92,22 +94,22 @@ func (c *DashboardConfig) Validate(field string) error {
 		return nil
 	}
 	if c.Kind != nil && !slices.Contains(dashboardKinds, *c.Kind) {
-		return invalidf("%s.kind must be one of %s, not %q", field, strings.Join(dashboardKinds, ", "), *c.Kind)
+		return errs.Invalidf("%s.kind must be one of %s, not %q", field, strings.Join(dashboardKinds, ", "), *c.Kind)
 	}
 	if c.App != nil && c.App.Entry != nil && len([]rune(*c.App.Entry)) > MaxAppEntryLength {
-		return invalidf("%s.app.entry must be at most %d characters", field, MaxAppEntryLength)
+		return errs.Invalidf("%s.app.entry must be at most %d characters", field, MaxAppEntryLength)
 	}
 	for i, w := range c.Widgets {
 		wf := fmt.Sprintf("%s.widgets[%d]", field, i)
 		switch {
 		case w.ID == nil || *w.ID == "":
-			return invalidf("%s.id is required", wf)
+			return errs.Invalidf("%s.id is required", wf)
 		case w.Type == nil:
-			return invalidf("%s.type is required", wf)
+			return errs.Invalidf("%s.type is required", wf)
 		case !slices.Contains(widgetTypes, *w.Type):
-			return invalidf("%s.type must be one of %s, not %q", wf, strings.Join(widgetTypes, ", "), *w.Type)
+			return errs.Invalidf("%s.type must be one of %s, not %q", wf, strings.Join(widgetTypes, ", "), *w.Type)
 		case w.Position == nil:
-			return invalidf("%s.position is required", wf)
+			return errs.Invalidf("%s.position is required", wf)
 		}
 		if err := w.Position.validate(wf + ".position"); err != nil {
 			return err
@@ -136,7 +138,7 @@ func (p *WidgetPosition) validate(field string) error {
 		v    *int64
 	}{{"x", p.X}, {"y", p.Y}, {"w", p.W}, {"h", p.H}} {
 		if c.v == nil {
-			return invalidf("%s.%s is required", field, c.name)
+			return errs.Invalidf("%s.%s is required", field, c.name)
 		}
 	}
 	return nil

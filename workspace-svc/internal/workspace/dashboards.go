@@ -26,7 +26,7 @@ func (s *service) Publish(ctx context.Context, p *identity.Principal, dep, id in
 			return Workbook{}, err
 		}
 		if d.Draft == nil {
-			return Workbook{}, conflictf("workbook %d has no dashboard draft to publish", id)
+			return Workbook{}, errs.Conflictf("workbook %d has no dashboard draft to publish", id)
 		}
 		if err := s.checkDashboardReports("the dashboard draft", d.Draft); err != nil {
 			return Workbook{}, err // a draft stored before the limit
@@ -80,7 +80,7 @@ func (s *service) Publish(ctx context.Context, p *identity.Principal, dep, id in
 		}
 		return out[0], nil
 	}
-	return Workbook{}, busyf("workbook %d kept changing during the publish; retry", id)
+	return Workbook{}, errs.Unavailablef("workbook %d kept changing during the publish; retry", id)
 }
 
 // Unpublish archives a workbook's published dashboard (status archived; the version
@@ -96,7 +96,7 @@ func (s *service) Unpublish(ctx context.Context, p *identity.Principal, dep, id 
 			return Workbook{}, err
 		}
 		if d.Published == nil {
-			return Workbook{}, conflictf("workbook %d has no published dashboard to unpublish", id)
+			return Workbook{}, errs.Conflictf("workbook %d has no published dashboard to unpublish", id)
 		}
 		nd := d
 		if d.Published.Status != StatusArchived {
@@ -117,7 +117,7 @@ func (s *service) Unpublish(ctx context.Context, p *identity.Principal, dep, id 
 		}
 		return out[0], nil
 	}
-	return Workbook{}, busyf("workbook %d kept changing during the unpublish; retry", id)
+	return Workbook{}, errs.Unavailablef("workbook %d kept changing during the unpublish; retry", id)
 }
 
 // checkPublishedSize refuses a published dashboard over its limit. The draft's own limit
@@ -156,7 +156,7 @@ func (s *service) checkDashboardReports(field string, cfg *DashboardConfig) erro
 		return nil
 	}
 	if n := len(reportIDs(cfg)); n > s.limits.DashboardReports {
-		return invalidf("%s names %d distinct reports (widgets' config.reportId), over the limit of %d (WORKSPACE_MAX_DASHBOARD_REPORTS)", field, n, s.limits.DashboardReports)
+		return errs.Invalidf("%s names %d distinct reports (widgets' config.reportId), over the limit of %d (WORKSPACE_MAX_DASHBOARD_REPORTS)", field, n, s.limits.DashboardReports)
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 
 	kithttp "github.com/go-kit/kit/transport/http"
 
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/workspace-svc/internal/workspace"
@@ -45,8 +46,8 @@ func fuzzDecoder(f *testing.F, pattern, path string, dec kithttp.DecodeRequestFu
 		if err == nil {
 			return
 		}
-		he, ok := err.(*httpx.Error)
-		if !ok || he.Status < 400 || he.Status > 499 || he.Message == "" {
+		status, _, msg, ok := errs.Answer(err)
+		if !ok || status < 400 || status > 499 || msg == "" {
 			t.Fatalf("body %q: want a 4xx client error, got %#v", body, err)
 		}
 	})
@@ -121,8 +122,8 @@ func FuzzDecodeListRequest(f *testing.F) {
 			t.Fatal("the workspace route did not match")
 		}
 		if err != nil {
-			he, ok := err.(*httpx.Error)
-			if !ok || he.Status < 400 || he.Status > 499 || he.Message == "" {
+			status, _, msg, ok := errs.Answer(err)
+			if !ok || status < 400 || status > 499 || msg == "" {
 				t.Fatalf("query %q: want a 4xx client error, got %#v", query, err)
 			}
 			return

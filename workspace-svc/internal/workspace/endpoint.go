@@ -5,6 +5,7 @@ import (
 
 	"github.com/go-kit/kit/endpoint"
 
+	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -77,7 +78,6 @@ type (
 		Ref ItemRef
 		On  bool
 	}
-	noContent   struct{}
 	permissions struct {
 		Grants []Grant `json:"grants"`
 	}
@@ -110,7 +110,7 @@ func MakeEndpoints(s Service) Endpoints {
 		},
 		DeleteFolder: func(ctx context.Context, req any) (any, error) {
 			r := req.(folderRequest)
-			return noContent{}, s.DeleteFolder(ctx, r.P, r.Dep, r.ID)
+			return httpx.NoContent{}, s.DeleteFolder(ctx, r.P, r.Dep, r.ID)
 		},
 		GetPermissions: func(ctx context.Context, req any) (any, error) {
 			r := req.(folderRequest)
@@ -156,7 +156,7 @@ func MakeEndpoints(s Service) Endpoints {
 		},
 		DeleteItem: func(ctx context.Context, req any) (any, error) {
 			r := req.(itemRequest)
-			return noContent{}, s.DeleteItem(ctx, r.P, r.Dep, r.Type, r.ID)
+			return httpx.NoContent{}, s.DeleteItem(ctx, r.P, r.Dep, r.Type, r.ID)
 		},
 		Search: func(ctx context.Context, req any) (any, error) {
 			r := req.(searchRequest)
@@ -164,7 +164,7 @@ func MakeEndpoints(s Service) Endpoints {
 		},
 		Favorite: func(ctx context.Context, req any) (any, error) {
 			r := req.(favoriteRequest)
-			return noContent{}, s.SetFavorite(ctx, r.P, r.Dep, r.Ref, r.On)
+			return httpx.NoContent{}, s.SetFavorite(ctx, r.P, r.Dep, r.Ref, r.On)
 		},
 	}
 }

@@ -6,20 +6,9 @@ import (
 
 // The domain's errors are libs/errs errors: a kind (what went wrong), the code of the
 // named rule that refused the request, if any, and the client-facing message. Only the
-// transport turns them into statuses (errs.Encoder).
-
-func invalidf(format string, args ...any) *errs.Error { return errs.New(errs.Invalid, format, args...) }
-func forbiddenf(format string, args ...any) *errs.Error {
-	return errs.New(errs.Forbidden, format, args...)
-}
-func conflictf(format string, args ...any) *errs.Error {
-	return errs.New(errs.Conflict, format, args...)
-}
-
-// busyf: the tree (or an item) kept changing under the request; the client retries.
-func busyf(format string, args ...any) *errs.Error {
-	return errs.New(errs.Unavailable, format, args...)
-}
+// transport turns them into statuses (errs.Encoder). They are built with errs's
+// shorthands (errs.Invalidf, errs.Forbiddenf, ...; errs.Unavailablef when the tree kept
+// changing under a request and the client retries); the two below carry more.
 
 // notAppliedf: a bulk move's item the store's failure (or its deadline) left unmoved.
 func notAppliedf(format string, args ...any) *errs.Error {

@@ -20,7 +20,7 @@ func (s *service) CreateFolder(ctx context.Context, p *identity.Principal, dep i
 		return Folder{}, err
 	}
 	if !p.HasRole(identity.RoleAIBIUser) {
-		return Folder{}, forbiddenf("creating a folder needs the ai_bi_user role or higher")
+		return Folder{}, errs.Forbiddenf("creating a folder needs the ai_bi_user role or higher")
 	}
 	if err := s.checkRoom(ctx, dep); err != nil {
 		return Folder{}, err
@@ -53,10 +53,10 @@ func (s *service) CreateFolder(ctx context.Context, p *identity.Principal, dep i
 				return nil, notFound(TypeFolder, in.ParentID)
 			}
 			if t.folderLevel(p, in.ParentID) < LevelEdit {
-				return nil, forbiddenf("you need edit access to folder %d to create a folder in it", in.ParentID)
+				return nil, errs.Forbiddenf("you need edit access to folder %d to create a folder in it", in.ParentID)
 			}
 			if lvl := t.level(in.ParentID) + 1; lvl > MaxDepth {
-				return nil, invalidf("folder %d is at level %d: a folder in it would be at level %d, and folders nest at most %d levels deep", in.ParentID, lvl-1, lvl, MaxDepth).WithCode(errs.CodeDepthLimit)
+				return nil, errs.Invalidf("folder %d is at level %d: a folder in it would be at level %d, and folders nest at most %d levels deep", in.ParentID, lvl-1, lvl, MaxDepth).WithCode(errs.CodeDepthLimit)
 			}
 			if !leased {
 				ok, err := s.store.LeaseFolder(ctx, dep, in.ParentID, now, now.Add(leaseTTL))
@@ -111,7 +111,7 @@ func (s *service) folderForRead(ctx context.Context, p *identity.Principal, dep,
 		return nil, nil, notFound(TypeFolder, id)
 	}
 	if r.tree.folderLevel(p, id) < need {
-		return nil, nil, forbiddenf("you need %s access to folder %d to %s", need, id, verb)
+		return nil, nil, errs.Forbiddenf("you need %s access to folder %d to %s", need, id, verb)
 	}
 	d.Parent, d.Name, d.Position = n.Parent, n.Name, n.Position
 	return r, d, nil
@@ -137,7 +137,7 @@ func (s *service) UpdateFolder(ctx context.Context, p *identity.Principal, dep, 
 		u.Name = &n
 	}
 	if name == nil && position == nil {
-		return Folder{}, invalidf("nothing to update: send name and/or position")
+		return Folder{}, errs.Invalidf("nothing to update: send name and/or position")
 	}
 	r, _, err := s.folderForRead(ctx, p, dep, id, LevelEdit, "change it")
 	if err != nil {
@@ -173,7 +173,7 @@ func (s *service) DeleteFolder(ctx context.Context, p *identity.Principal, dep, 
 		return err
 	}
 	if !ok {
-		return conflictf("folder %d is receiving items right now; retry the delete shortly", id)
+		return errs.Conflictf("folder %d is receiving items right now; retry the delete shortly", id)
 	}
 	r := &request{s: s, p: p, dep: dep}
 	if err := r.load(ctx); err != nil {
@@ -186,7 +186,7 @@ func (s *service) DeleteFolder(ctx context.Context, p *identity.Principal, dep, 
 		if err != nil {
 			return err
 		}
-		return conflictf("folder %d is not empty: move or delete its contents first", id).WithCode(errs.CodeFolderNotEmpty)
+		return errs.Conflictf("folder %d is not empty: move or delete its contents first", id).WithCode(errs.CodeFolderNotEmpty)
 	}
 	return s.store.EndFolderDelete(ctx, dep, id, true, p.User.ID, now)
 }
@@ -205,18 +205,18 @@ func (s *service) SetPermissions(ctx context.Context, p *identity.Principal, dep
 	// Bounded: every request that touches the folder or its subtree reads its grants, and
 	// a listing reads those of every folder on its page.
 	if len(grants) > s.limits.Grants {
-		return nil, invalidf("a folder holds at most %d grants (WORKSPACE_MAX_FOLDER_GRANTS), not %d", s.limits.Grants, len(grants))
+		return nil, errs.Invalidf("a folder holds at most %d grants (WORKSPACE_MAX_FOLDER_GRANTS), not %d", s.limits.Grants, len(grants))
 	}
 	seen := map[int64]bool{}
 	for i, g := range grants {
 		if g.UserID <= 0 {
-			return nil, invalidf("grants[%d].userId must be a positive integer", i)
+			return nil, errs.Invalidf("grants[%d].userId must be a positive integer", i)
 		}
 		if _, ok := ParseLevel(g.Level); !ok {
-			return nil, invalidf("grants[%d].level must be one of view, edit, manage, not %q", i, g.Level)
+			return nil, errs.Invalidf("grants[%d].level must be one of view, edit, manage, not %q", i, g.Level)
 		}
 		if seen[g.UserID] {
-			return nil, invalidf("grants[%d].userId %d is listed twice", i, g.UserID)
+			return nil, errs.Invalidf("grants[%d].userId %d is listed twice", i, g.UserID)
 		}
 		seen[g.UserID] = true
 	}

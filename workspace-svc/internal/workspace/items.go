@@ -23,7 +23,7 @@ func (s *service) CreateItem(ctx context.Context, p *identity.Principal, dep int
 		return Workbook{}, err
 	}
 	if !p.HasRole(identity.RoleAIBIUser) {
-		return Workbook{}, forbiddenf("creating a %s needs the ai_bi_user role or higher", typ.lower())
+		return Workbook{}, errs.Forbiddenf("creating a %s needs the ai_bi_user role or higher", typ.lower())
 	}
 	if err := s.checkSizes(in.Meta, in.CalculatedFields, in.DashboardDraft); err != nil {
 		return Workbook{}, err
@@ -39,7 +39,7 @@ func (s *service) CreateItem(ctx context.Context, p *identity.Principal, dep int
 			return Workbook{}, notFound(TypeFolder, in.FolderID)
 		}
 		if r.tree.folderLevel(p, in.FolderID) < LevelEdit {
-			return Workbook{}, forbiddenf("you need edit access to folder %d to create a %s in it", in.FolderID, typ.lower())
+			return Workbook{}, errs.Forbiddenf("you need edit access to folder %d to create a %s in it", in.FolderID, typ.lower())
 		}
 		now := s.now()
 		ok, err := s.store.LeaseFolder(ctx, dep, in.FolderID, now, now.Add(leaseTTL))
@@ -87,7 +87,7 @@ func (s *service) itemForAccess(ctx context.Context, p *identity.Principal, dep 
 		return nil, nil, err
 	}
 	if r.tree.itemLevel(p, d.CreatedBy, d.Parent) < need {
-		return nil, nil, forbiddenf("you need %s access to %s %d to %s", need, typ.lower(), id, verb)
+		return nil, nil, errs.Forbiddenf("you need %s access to %s %d to %s", need, typ.lower(), id, verb)
 	}
 	return r, d, nil
 }
@@ -108,7 +108,7 @@ func (s *service) withParts(ctx context.Context, r *request, head *Item, parts P
 			return nil, err
 		}
 		if r.tree.itemLevel(r.p, d.CreatedBy, d.Parent) < need {
-			return nil, forbiddenf("you need %s access to %s %d to %s", need, d.Type.lower(), d.ID, verb)
+			return nil, errs.Forbiddenf("you need %s access to %s %d to %s", need, d.Type.lower(), d.ID, verb)
 		}
 	}
 	return d, nil
@@ -143,7 +143,7 @@ func (s *service) UpdateItem(ctx context.Context, p *identity.Principal, dep int
 	}
 	if in.DashboardDraft != nil {
 		if typ != TypeWorkbook {
-			return Workbook{}, invalidf("only workbooks have a dashboardDraft")
+			return Workbook{}, errs.Invalidf("only workbooks have a dashboardDraft")
 		}
 		if err := in.DashboardDraft.Validate("dashboardDraft"); err != nil {
 			return Workbook{}, err
@@ -153,7 +153,7 @@ func (s *service) UpdateItem(ctx context.Context, p *identity.Principal, dep int
 		return Workbook{}, err
 	}
 	if in.Name == nil && in.Meta == nil && in.CalculatedFields == nil && in.DashboardDraft == nil {
-		return Workbook{}, invalidf("nothing to update: send name, meta, calculatedFields or dashboardDraft")
+		return Workbook{}, errs.Invalidf("nothing to update: send name, meta, calculatedFields or dashboardDraft")
 	}
 	r, d, err := s.itemForAccess(ctx, p, dep, typ, id, LevelEdit, "change it")
 	if err != nil {
@@ -165,7 +165,7 @@ func (s *service) UpdateItem(ctx context.Context, p *identity.Principal, dep int
 		return Workbook{}, err
 	}
 	if nd == nil {
-		return Workbook{}, conflictf("%s %d was moved or deleted during the change; retry", typ.lower(), id)
+		return Workbook{}, errs.Conflictf("%s %d was moved or deleted during the change; retry", typ.lower(), id)
 	}
 	out, err := s.render(ctx, r, []*Item{nd})
 	if err != nil {
@@ -187,7 +187,7 @@ func (s *service) DeleteItem(ctx context.Context, p *identity.Principal, dep int
 		return err
 	}
 	if nd == nil {
-		return conflictf("%s %d was moved or deleted during the delete; retry", typ.lower(), id)
+		return errs.Conflictf("%s %d was moved or deleted during the delete; retry", typ.lower(), id)
 	}
 	return s.store.RemoveItemFavorites(ctx, dep, id)
 }
@@ -219,7 +219,7 @@ func (s *service) SetFavorite(ctx context.Context, p *identity.Principal, dep in
 		return err
 	}
 	if !r.visible(d) {
-		return forbiddenf("you need view access to %s %d to make it a favorite", ref.Type.lower(), ref.ID)
+		return errs.Forbiddenf("you need view access to %s %d to make it a favorite", ref.Type.lower(), ref.ID)
 	}
 	have, err := s.store.FavoriteIDs(ctx, dep, p.User.ID, s.limits.Favorites)
 	if err != nil {

@@ -3,6 +3,7 @@ package workspace
 import (
 	"context"
 
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
@@ -74,7 +75,7 @@ func (s *service) List(ctx context.Context, p *identity.Principal, dep, folder i
 			return httpx.Page[ItemSummary]{}, notFound(TypeFolder, folder)
 		}
 		if r.tree.folderLevel(p, folder) < LevelView {
-			return httpx.Page[ItemSummary]{}, forbiddenf("you need view access to folder %d to list it", folder)
+			return httpx.Page[ItemSummary]{}, errs.Forbiddenf("you need view access to folder %d to list it", folder)
 		}
 	}
 	if err := from.resolve(ctx, r, folder); err != nil {

@@ -47,7 +47,7 @@ func (s *service) BulkMove(ctx context.Context, p *identity.Principal, dep int64
 	res := BulkMoveResult{Moved: []Workbook{}, Failed: []BulkFailure{}}
 	if !p.HasRole(identity.RoleAIBIUser) {
 		for _, ref := range distinct {
-			res.fail(ref, forbiddenf("moving a %s needs the ai_bi_user role or higher", ref.Type.lower()))
+			res.fail(ref, errs.Forbiddenf("moving a %s needs the ai_bi_user role or higher", ref.Type.lower()))
 		}
 		return res, nil
 	}
@@ -193,9 +193,9 @@ func checkDestinationAccess(t *tree, p *identity.Principal, dest int64) *errs.Er
 		return nil
 	}
 	if dest == 0 {
-		return forbiddenf("moving items to the workspace root needs the ai_bi_user role or higher")
+		return errs.Forbiddenf("moving items to the workspace root needs the ai_bi_user role or higher")
 	}
-	return forbiddenf("you need edit access to folder %d to move items into it", dest)
+	return errs.Forbiddenf("you need edit access to folder %d to move items into it", dest)
 }
 
 // moveAnswer is what a bulk move's answer carries so far: the size of the large parts
@@ -331,16 +331,16 @@ func (s *service) moveFolder(ctx context.Context, r *request, d *Item, dest int6
 			return nil, f
 		}
 		if t.folderLevel(p, d.ID) < LevelEdit {
-			return nil, forbiddenf("you need edit access to folder %d to move it", d.ID)
+			return nil, errs.Forbiddenf("you need edit access to folder %d to move it", d.ID)
 		}
 		if f := checkDestinationAccess(t, p, dest); f != nil {
 			return nil, f
 		}
 		if dest != 0 && t.isSelfOrDescendant(dest, d.ID) {
-			return nil, invalidf("cannot move folder %d into itself or one of its descendants (folder %d)", d.ID, dest).WithCode(errs.CodeFolderCycle)
+			return nil, errs.Invalidf("cannot move folder %d into itself or one of its descendants (folder %d)", d.ID, dest).WithCode(errs.CodeFolderCycle)
 		}
 		if deepest := t.level(dest) + t.height(d.ID); deepest > MaxDepth {
-			return nil, invalidf("moving folder %d there would put a folder at level %d: folders nest at most %d levels deep", d.ID, deepest, MaxDepth).WithCode(errs.CodeDepthLimit)
+			return nil, errs.Invalidf("moving folder %d there would put a folder at level %d: folders nest at most %d levels deep", d.ID, deepest, MaxDepth).WithCode(errs.CodeDepthLimit)
 		}
 		cur := t.folders[d.ID]
 		d.Parent, d.Name, d.Position, d.Grants = cur.Parent, cur.Name, cur.Position, cur.Grants
@@ -387,7 +387,7 @@ func (s *service) moveItem(ctx context.Context, r *request, d *Item, dest int64,
 		*d = *nd
 		delete(answer.read, d.ID) // a head again
 	}
-	return busyf("%s %d kept changing during the move; retry", d.Type.lower(), d.ID)
+	return errs.Unavailablef("%s %d kept changing during the move; retry", d.Type.lower(), d.ID)
 }
 
 // checkItemMove decides whether the caller may move the workbook or report d (its
@@ -398,7 +398,7 @@ func (r *request) checkItemMove(d *Item, dest int64, lease *destLease) error {
 		return f
 	}
 	if t.itemLevel(p, d.CreatedBy, d.Parent) < LevelEdit {
-		return forbiddenf("you need edit access to %s %d to move it", d.Type.lower(), d.ID)
+		return errs.Forbiddenf("you need edit access to %s %d to move it", d.Type.lower(), d.ID)
 	}
 	if f := checkDestinationAccess(t, p, dest); f != nil {
 		return f
@@ -406,7 +406,7 @@ func (r *request) checkItemMove(d *Item, dest int64, lease *destLease) error {
 	// No item becomes invisible to its creator through someone else's move: that needs
 	// manage on the item, not just edit.
 	if d.Parent != dest && d.CreatedBy != p.User.ID && !r.creatorCanView(d.CreatedBy, dest) && t.itemLevel(p, d.CreatedBy, d.Parent) < LevelManage {
-		return forbiddenf("moving %s %d into folder %d would hide it from its creator (user %d cannot view that folder); that needs manage access to the %s",
+		return errs.Forbiddenf("moving %s %d into folder %d would hide it from its creator (user %d cannot view that folder); that needs manage access to the %s",
 			d.Type.lower(), d.ID, dest, d.CreatedBy, d.Type.lower())
 	}
 	return nil

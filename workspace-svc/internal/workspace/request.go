@@ -3,6 +3,7 @@ package workspace
 import (
 	"context"
 
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -96,7 +97,7 @@ func (r *request) need(ctx context.Context, ids ...int64) error {
 			return nil
 		}
 		if attempt == 3 {
-			return busyf("the workspace tree kept changing while it was read; retry")
+			return errs.Unavailablef("the workspace tree kept changing while it was read; retry")
 		}
 		if err := r.load(ctx); err != nil {
 			return err
@@ -167,7 +168,7 @@ func (r *request) commit(ctx context.Context, prepare func(ctx context.Context) 
 	if err := r.load(ctx); err != nil {
 		return err
 	}
-	return busyf("the workspace tree kept changing during the request; retry")
+	return errs.Unavailablef("the workspace tree kept changing during the request; retry")
 }
 
 // visible reports whether the caller can view d; its chain must be loaded.

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
@@ -61,7 +62,7 @@ func (s *service) Search(ctx context.Context, p *identity.Principal, dep int64, 
 			return httpx.Page[ItemSummary]{}, notFound(TypeFolder, *in.Folder)
 		}
 		if r.tree.folderLevel(p, *in.Folder) < LevelView {
-			return httpx.Page[ItemSummary]{}, forbiddenf("you need view access to folder %d to list it", *in.Folder)
+			return httpx.Page[ItemSummary]{}, errs.Forbiddenf("you need view access to folder %d to list it", *in.Folder)
 		}
 	}
 	if in.Favorites {

@@ -182,7 +182,7 @@ type BulkMoveResult struct {
 
 func (s *service) begin(ctx context.Context, p *identity.Principal, dep int64) (*request, error) {
 	if p == nil || p.User == nil {
-		return nil, forbiddenf("the workspace needs a user's bearer token")
+		return nil, errs.Forbiddenf("the workspace needs a user's bearer token")
 	}
 	s.recordUser(ctx, p)
 	return &request{s: s, p: p, dep: dep, tree: newTree()}, nil
@@ -227,9 +227,9 @@ func validName(field, name string) (string, error) {
 	name = strings.TrimSpace(name)
 	switch {
 	case name == "":
-		return "", invalidf("%s is required and must not be blank", field)
+		return "", errs.Invalidf("%s is required and must not be blank", field)
 	case len([]rune(name)) > MaxNameLength:
-		return "", invalidf("%s must be at most %d characters", field, MaxNameLength)
+		return "", errs.Invalidf("%s must be at most %d characters", field, MaxNameLength)
 	}
 	return name, nil
 }

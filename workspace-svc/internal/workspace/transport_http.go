@@ -55,20 +55,13 @@ func NewHTTPHandler(e Endpoints, logger *slog.Logger) http.Handler {
 	return r
 }
 
-func encodeResponse(_ context.Context, w http.ResponseWriter, resp any) error {
-	switch v := resp.(type) {
-	case noContent:
-		w.WriteHeader(http.StatusNoContent)
-		return nil
-	case BulkMoveResult:
-		httpx.WriteJSON(w, http.StatusOK, encodeBulkMoveResult(v))
-		return nil
-	case httpx.Page[ItemSummary]:
-		httpx.WriteJSON(w, http.StatusOK, v)
-		return nil
+// encodeResponse is httpx.EncodeResponse, a bulk move's failures answered as their
+// single moves would have been.
+func encodeResponse(ctx context.Context, w http.ResponseWriter, resp any) error {
+	if v, ok := resp.(BulkMoveResult); ok {
+		resp = encodeBulkMoveResult(v)
 	}
-	httpx.WriteJSON(w, http.StatusOK, resp)
-	return nil
+	return httpx.EncodeResponse(ctx, w, resp)
 }
 
 type bulkFailureBody struct {
@@ -100,7 +93,7 @@ func pathID(r *http.Request, name string) (int64, error) {
 	raw := r.PathValue(name)
 	id, err := strconv.ParseInt(raw, 10, 64)
 	if err != nil || id <= 0 {
-		return 0, httpx.Errorf(http.StatusBadRequest, "%s in the path must be a positive integer, not %q", name, raw)
+		return 0, errs.Invalidf("%s in the path must be a positive integer, not %q", name, raw)
 	}
 	return id, nil
 }
@@ -119,12 +112,12 @@ func decodeCreateFolderRequest(_ context.Context, r *http.Request) (any, error) 
 		return nil, err
 	}
 	if body.Name == nil {
-		return nil, httpx.Errorf(http.StatusBadRequest, "name is required")
+		return nil, errs.Invalidf("name is required")
 	}
 	in := CreateFolderInput{Name: *body.Name, Position: body.Position}
 	if body.ParentID != nil {
 		if *body.ParentID <= 0 {
-			return nil, httpx.Errorf(http.StatusBadRequest, "parentId must be a positive integer; omit it to create at the workspace root")
+			return nil, errs.Invalidf("parentId must be a positive integer; omit it to create at the workspace root")
 		}
 		in.ParentID = *body.ParentID
 	}
@@ -156,7 +149,7 @@ func decodeUpdateFolderRequest(ctx context.Context, r *http.Request) (any, error
 		return nil, err
 	}
 	if body.Name == nil && body.Position == nil {
-		return nil, httpx.Errorf(http.StatusBadRequest, "nothing to update: send name and/or position")
+		return nil, errs.Invalidf("nothing to update: send name and/or position")
 	}
 	f := fr.(folderRequest)
 	return updateFolderRequest{scope: f.scope, ID: f.ID, Name: body.Name, Position: body.Position}, nil
@@ -177,15 +170,15 @@ func decodeSetPermissionsRequest(ctx context.Context, r *http.Request) (any, err
 		return nil, err
 	}
 	if body.Grants == nil {
-		return nil, httpx.Errorf(http.StatusBadRequest, "grants is required (an empty array removes every grant)")
+		return nil, errs.Invalidf("grants is required (an empty array removes every grant)")
 	}
 	grants := make([]Grant, 0, len(*body.Grants))
 	for i, g := range *body.Grants {
 		if g.UserID == nil {
-			return nil, httpx.Errorf(http.StatusBadRequest, "grants[%d].userId is required", i)
+			return nil, errs.Invalidf("grants[%d].userId is required", i)
 		}
 		if g.Level == nil {
-			return nil, httpx.Errorf(http.StatusBadRequest, "grants[%d].level is required", i)
+			return nil, errs.Invalidf("grants[%d].level is required", i)
 		}
 		grants = append(grants, Grant{UserID: *g.UserID, Level: *g.Level})
 	}
@@ -210,7 +203,7 @@ func decodeListRequest(_ context.Context, r *http.Request) (any, error) {
 	if raw := q.Get("folderId"); raw != "" {
 		id, err := strconv.ParseInt(raw, 10, 64)
 		if err != nil || id <= 0 {
-			return nil, httpx.Errorf(http.StatusBadRequest, "folderId must be a positive integer, not %q; omit it for the workspace root", raw)
+			return nil, errs.Invalidf("folderId must be a positive integer, not %q; omit it for the workspace root", raw)
 		}
 		req.Folder, folder = id, &id
 	}
@@ -218,14 +211,14 @@ func decodeListRequest(_ context.Context, r *http.Request) (any, error) {
 	// Names are valid UTF-8 (JSON makes them so) and a pattern with a NUL byte or invalid
 	// UTF-8 is refused by MongoDB: such a q matches nothing and is a client's error.
 	if !utf8.ValidString(in.Q) || strings.ContainsFunc(in.Q, unicode.IsControl) {
-		return nil, httpx.Errorf(http.StatusBadRequest, "q must be text: valid UTF-8 without control characters (such as NUL, tab or newline)")
+		return nil, errs.Invalidf("q must be text: valid UTF-8 without control characters (such as NUL, tab or newline)")
 	}
 	if n := len([]rune(in.Q)); n > MaxNameLength {
-		return nil, httpx.Errorf(http.StatusBadRequest, "q must be at most %d characters, not %d", MaxNameLength, n)
+		return nil, errs.Invalidf("q must be at most %d characters, not %d", MaxNameLength, n)
 	}
 	if raw := q.Get("type"); raw != "" {
 		if !ItemType(raw).Valid() {
-			return nil, httpx.Errorf(http.StatusBadRequest, "type must be one of FOLDER, WORKBOOK, REPORT, not %q", raw)
+			return nil, errs.Invalidf("type must be one of FOLDER, WORKBOOK, REPORT, not %q", raw)
 		}
 		in.Type = ItemType(raw)
 	}
@@ -234,17 +227,17 @@ func decodeListRequest(_ context.Context, r *http.Request) (any, error) {
 	case "me":
 		in.CreatedByMe = true
 	default:
-		return nil, httpx.Errorf(http.StatusBadRequest, "createdBy must be me, not %q", raw)
+		return nil, errs.Invalidf("createdBy must be me, not %q", raw)
 	}
 	switch raw := q.Get("favorites"); raw {
 	case "", "false":
 	case "true":
 		in.Favorites = true
 	default:
-		return nil, httpx.Errorf(http.StatusBadRequest, "favorites must be true or false, not %q", raw)
+		return nil, errs.Invalidf("favorites must be true or false, not %q", raw)
 	}
 	if in.Sort != "" && !slices.Contains(SearchSorts, in.Sort) {
-		return nil, httpx.Errorf(http.StatusBadRequest, "sort must be one of %s, not %q", strings.Join(SearchSorts, ", "), in.Sort)
+		return nil, errs.Invalidf("sort must be one of %s, not %q", strings.Join(SearchSorts, ", "), in.Sort)
 	}
 	if in.Q != "" || in.Type != "" || in.CreatedByMe || in.Favorites || in.Sort != "" {
 		return searchRequest{scope: sc, In: in}, nil
@@ -270,7 +263,7 @@ func decodeFavoriteRequest(on bool) kithttp.DecodeRequestFunc {
 		}
 		typ := ItemType(strings.ToUpper(r.PathValue("type")))
 		if !typ.Valid() {
-			return nil, httpx.Errorf(http.StatusBadRequest, "type in the path must be one of FOLDER, WORKBOOK, REPORT, not %q", r.PathValue("type"))
+			return nil, errs.Invalidf("type in the path must be one of FOLDER, WORKBOOK, REPORT, not %q", r.PathValue("type"))
 		}
 		id, err := pathID(r, "itemId")
 		if err != nil {
@@ -322,13 +315,13 @@ func decodeUpdateItemRequest(t ItemType, param string) kithttp.DecodeRequestFunc
 			return nil, err
 		}
 		if in.Name == nil && in.Meta == nil && in.CalculatedFields == nil && in.DashboardDraft == nil {
-			return nil, httpx.Errorf(http.StatusBadRequest, "nothing to update: send name, meta, calculatedFields or dashboardDraft")
+			return nil, errs.Invalidf("nothing to update: send name, meta, calculatedFields or dashboardDraft")
 		}
 		if in.DashboardDraft != nil && t != TypeWorkbook {
-			return nil, httpx.Errorf(http.StatusBadRequest, "only workbooks have a dashboardDraft")
+			return nil, errs.Invalidf("only workbooks have a dashboardDraft")
 		}
 		if err := body.DashboardDraft.Validate("dashboardDraft"); err != nil {
-			return nil, httpx.Errorf(http.StatusBadRequest, "%s", err.Error())
+			return nil, errs.Invalidf("%s", err.Error())
 		}
 		return updateItemRequest{itemRequest: ir.(itemRequest), In: in}, nil
 	}
@@ -343,13 +336,13 @@ type rawRef struct {
 func (rr rawRef) ref(field string) (ItemRef, error) {
 	switch {
 	case rr.Type == nil:
-		return ItemRef{}, httpx.Errorf(http.StatusBadRequest, "%stype is required", field)
+		return ItemRef{}, errs.Invalidf("%stype is required", field)
 	case !ItemType(*rr.Type).Valid():
-		return ItemRef{}, httpx.Errorf(http.StatusBadRequest, "%stype must be one of FOLDER, WORKBOOK, REPORT, not %q", field, *rr.Type)
+		return ItemRef{}, errs.Invalidf("%stype must be one of FOLDER, WORKBOOK, REPORT, not %q", field, *rr.Type)
 	case rr.ID == nil:
-		return ItemRef{}, httpx.Errorf(http.StatusBadRequest, "%sid is required", field)
+		return ItemRef{}, errs.Invalidf("%sid is required", field)
 	case *rr.ID <= 0:
-		return ItemRef{}, httpx.Errorf(http.StatusBadRequest, "%sid must be a positive integer", field)
+		return ItemRef{}, errs.Invalidf("%sid must be a positive integer", field)
 	}
 	return ItemRef{Type: ItemType(*rr.Type), ID: *rr.ID}, nil
 }
@@ -359,7 +352,7 @@ func destination(folderID *int64) (int64, error) {
 		return 0, nil
 	}
 	if *folderID <= 0 {
-		return 0, httpx.Errorf(http.StatusBadRequest, "folderId must be a positive integer, or null for the workspace root")
+		return 0, errs.Invalidf("folderId must be a positive integer, or null for the workspace root")
 	}
 	return *folderID, nil
 }
@@ -400,10 +393,10 @@ func decodeBulkMoveRequest(_ context.Context, r *http.Request) (any, error) {
 		return nil, err
 	}
 	if body.Items == nil {
-		return nil, httpx.Errorf(http.StatusBadRequest, "items is required: 1 to %d item references", MaxBulkItems)
+		return nil, errs.Invalidf("items is required: 1 to %d item references", MaxBulkItems)
 	}
 	if n := len(*body.Items); n < 1 || n > MaxBulkItems {
-		return nil, httpx.Errorf(http.StatusBadRequest, "items must hold 1 to %d item references, not %d", MaxBulkItems, n)
+		return nil, errs.Invalidf("items must hold 1 to %d item references, not %d", MaxBulkItems, n)
 	}
 	refs := make([]ItemRef, len(*body.Items))
 	for i, rr := range *body.Items {
@@ -424,11 +417,11 @@ func jsonObject(field string, raw json.RawMessage) (json.RawMessage, error) {
 		return nil, nil
 	}
 	if raw[0] != '{' {
-		return nil, httpx.Errorf(http.StatusBadRequest, "%s must be an object", field)
+		return nil, errs.Invalidf("%s must be an object", field)
 	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, raw); err != nil {
-		return nil, httpx.Errorf(http.StatusBadRequest, "%s must be an object", field)
+		return nil, errs.Invalidf("%s must be an object", field)
 	}
 	return buf.Bytes(), nil
 }
@@ -450,7 +443,7 @@ func decodeCreateItemRequest(t ItemType) kithttp.DecodeRequestFunc {
 			return nil, err
 		}
 		if body.Name == nil {
-			return nil, httpx.Errorf(http.StatusBadRequest, "name is required")
+			return nil, errs.Invalidf("name is required")
 		}
 		in := CreateItemInput{Name: *body.Name, DashboardDraft: body.DashboardDraft}
 		if in.FolderID, err = destination(body.FolderID); err != nil {
@@ -463,7 +456,7 @@ func decodeCreateItemRequest(t ItemType) kithttp.DecodeRequestFunc {
 			return nil, err
 		}
 		if err := body.DashboardDraft.Validate("dashboardDraft"); err != nil {
-			return nil, httpx.Errorf(http.StatusBadRequest, "%s", err.Error())
+			return nil, errs.Invalidf("%s", err.Error())
 		}
 		return createItemRequest{scope: sc, Type: t, In: in}, nil
 	}

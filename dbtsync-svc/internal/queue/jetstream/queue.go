@@ -30,6 +30,7 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
+	libconfig "github.com/analyticsco/platform/libs/config"
 	"github.com/analyticsco/platform/libs/natsx"
 )
 
@@ -57,27 +58,8 @@ type Limits struct {
 var DefaultLimits = Limits{JobRetention: 30 * 24 * time.Hour, ObjectMaxAge: dbtsync.DefaultObjectMaxAge, ObjectMaxBytes: 8 << 30,
 	MaxQueuedJobs: dbtsync.DefaultMaxQueuedJobs, MaxRunningJobs: dbtsync.DefaultMaxRunningJobs, IndexPage: 100}
 
-func (l Limits) withDefaults() Limits {
-	if l.JobRetention <= 0 {
-		l.JobRetention = DefaultLimits.JobRetention
-	}
-	if l.ObjectMaxAge <= 0 {
-		l.ObjectMaxAge = DefaultLimits.ObjectMaxAge
-	}
-	if l.ObjectMaxBytes <= 0 {
-		l.ObjectMaxBytes = DefaultLimits.ObjectMaxBytes
-	}
-	if l.MaxQueuedJobs <= 0 {
-		l.MaxQueuedJobs = DefaultLimits.MaxQueuedJobs
-	}
-	if l.MaxRunningJobs <= 0 {
-		l.MaxRunningJobs = DefaultLimits.MaxRunningJobs
-	}
-	if l.IndexPage <= 0 {
-		l.IndexPage = DefaultLimits.IndexPage
-	}
-	return l
-}
+// WithDefaults is l with DefaultLimits where it leaves a field zero.
+func (l Limits) WithDefaults() Limits { return libconfig.OrDefaults(l, DefaultLimits) }
 
 // Names are the JetStream resources a Queue uses.
 type Names struct {
@@ -118,7 +100,7 @@ type Queue struct {
 // Open creates the stream, buckets and object store, or brings their configuration to
 // o's where it differs (replicas included).
 func Open(ctx context.Context, nc *nats.Conn, o Options) (*Queue, error) {
-	limits, n := o.Limits.withDefaults(), o.Names
+	limits, n := o.Limits.WithDefaults(), o.Names
 	if n == (Names{}) {
 		n = DefaultNames
 	}

@@ -7,28 +7,6 @@ import (
 	"github.com/analyticsco/platform/libs/identity"
 )
 
-// InstrumentingMiddleware counts the API's domain outcomes: sync jobs queued (by source)
-// and manifest bytes streamed to the object store.
-func InstrumentingMiddleware(m *Metrics) func(Service) Service {
-	return func(next Service) Service { return &instrumenting{Service: next, m: m} }
-}
-
-type instrumenting struct {
-	Service
-	m *Metrics
-}
-
-func (i *instrumenting) StartSync(ctx context.Context, p *identity.Principal, dep int64, body SyncRequestBody) (SyncStarted, error) {
-	res, err := i.Service.StartSync(ctx, p, dep, body)
-	if res.ManifestBytes > 0 {
-		i.m.Uploaded.Add(float64(res.ManifestBytes))
-	}
-	if err == nil {
-		i.m.Queued.WithLabelValues(res.Source).Inc()
-	}
-	return res, err
-}
-
 // LoggingMiddleware logs the API's changes of state once they are done. Failures are
 // logged by the transport's error encoder, which knows which of them are the caller's.
 func LoggingMiddleware(logger *slog.Logger) func(Service) Service {
