@@ -2,29 +2,23 @@
 // gateway binary as a child process on free ports, with a seeded identity store (the
 // `platformctl seed` accounts, users, keys and bearer tokens) on the given MongoDB.
 // Tests talk to URL with the credentials in Seed, exactly as clients talk to the deployed
-// gateway. It runs binaries rather than importing the gateway, so a service's tests
-// depend on no other service's module.
+// gateway. It runs binaries (devstack/platform builds and starts them) rather than
+// importing the gateway, so a service's tests depend on no other service's module.
 package gatewaytest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
-	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/analyticsco/platform/devstack"
+	"github.com/analyticsco/platform/devstack/platform"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -65,45 +59,61 @@ type Stack struct {
 }
 
 // NewSigningKey returns a random base64 identity signing key.
-func NewSigningKey() string {
-	var key [32]byte
-	_, _ = rand.Read(key[:])
-	return base64.StdEncoding.EncodeToString(key[:])
-}
-
-const (
-	issuer   = "https://auth.platform.test"
-	audience = "platform-api"
-)
+func NewSigningKey() string { return platform.NewSecret() }
 
 // Start runs the gateway until the test ends.
 func Start(t testing.TB, o Options) *Stack {
 	t.Helper()
-	bin := binaries(t)
+	bin := platform.BinDir(t, platform.Gateway, platform.Platformctl)
 	if o.Database == "" {
 		o.Database = devstack.UniqueName(t, "identity")
 	}
-	if o.SigningKey == "" {
-		o.SigningKey = NewSigningKey()
-	}
-	signer, err := identity.NewSigner(o.SigningKey)
+	keys, err := platform.EnsureKeys(t.TempDir())
 	if err != nil {
 		t.Fatalf("gatewaytest: %v", err)
 	}
-	private, public, err := devstack.WriteBearerKeys(t.TempDir())
+	if o.SigningKey != "" {
+		keys.IdentitySigningKey = o.SigningKey
+	}
+	signer, err := identity.NewSigner(keys.IdentitySigningKey)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("gatewaytest: %v", err)
 	}
-	addr, internal := devstack.FreeAddr(t), devstack.FreeAddr(t)
-	env := []string{
-		"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "LOG_LEVEL=warn", "SHUTDOWN_TIMEOUT=2s",
-		"GATEWAY_ADDR=" + addr, "INTERNAL_ADDR=" + internal,
-		"MONGODB_URI=" + o.MongoURI, "MONGODB_DATABASE=" + o.Database, "IDENTITY_SIGNING_KEY=" + o.SigningKey,
-		"AUTH_JWT_PUBLIC_KEYS_FILE=" + public, "AUTH_JWT_ISSUER=" + issuer, "AUTH_JWT_AUDIENCE=" + audience,
+	l := gatewayLayout(t, o, keys)
+	table, err := platform.Table(l)
+	if err != nil {
+		t.Fatalf("gatewaytest: %v", err)
+	}
+	logs := &devstack.LogBuffer{}
+	gw, err := platform.Start(table[0], bin, logs)
+	if err != nil {
+		t.Fatalf("gatewaytest: %v", err)
+	}
+	t.Cleanup(func() { gw.Stop(5 * time.Second) })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := platform.WaitReady(ctx, 30*time.Second, []*platform.Running{gw}, nil); err != nil {
+		t.Fatalf("gatewaytest: %v", err)
+	}
+	url := "http://" + gw.Addr
+	env := append(l.PlatformctlEnv(minimalEnv(), url, filepath.Join(t.TempDir(), "none.json")), "MONGODB_DATABASE="+o.Database)
+	seed := seedIdentities(ctx, t, bin, env, logs)
+	return &Stack{URL: url, Seed: seed, SigningKey: keys.IdentitySigningKey, Signer: signer}
+}
+
+// closed is an address nothing listens on: what the gateway gets for a server the
+// test does not run (it answers 503 for the routes that need it).
+const closed = "127.0.0.1:1"
+
+// gatewayLayout is one gateway on free ports in front of o's upstreams.
+func gatewayLayout(t testing.TB, o Options, keys platform.Keys) platform.Layout {
+	upstreams := map[string]string{}
+	for _, b := range []platform.Binary{platform.WorkspaceSvc, platform.EmbedSvc, platform.DBTSyncSvc} {
+		upstreams[b.Name] = cmp.Or(o.Upstreams[b.Name], "http://"+closed)
+	}
+	env := append(minimalEnv(), "LOG_LEVEL=warn", "SHUTDOWN_TIMEOUT=2s", "MONGODB_DATABASE="+o.Database,
 		"AUTH_REVOCATION_POLL=200ms", "UPSTREAM_DIAL_TIMEOUT=1s",
-		"REDIS_URL=" + cmpOr(o.RedisURL, "redis://127.0.0.1:1/0"), "NATS_URL=" + cmpOr(o.NATSURL, "nats://127.0.0.1:1"),
-		"EMBED_TOKEN_ISSUER=" + cmpOr(o.EmbedIssuer, "https://embed.platform.local"),
-	}
+		"EMBED_TOKEN_ISSUER="+cmp.Or(o.EmbedIssuer, "https://embed.platform.local"))
 	if o.RedisURL == "" { // nothing to count on
 		env = append(env, "RATE_LIMIT_GENERATE_SESSION=0", "RATE_LIMIT_EXCHANGE=0", "AUTH_FAILURE_LIMIT=0")
 	}
@@ -113,34 +123,26 @@ func Start(t testing.TB, o Options) *Stack {
 	if o.UpstreamTimeout > 0 {
 		env = append(env, "UPSTREAM_TIMEOUT="+o.UpstreamTimeout.String())
 	}
-	for name, v := range map[string]string{"workspace-svc": "WORKSPACE_URL", "embed-svc": "EMBED_URL", "dbtsync-svc": "DBTSYNC_URL"} {
-		env = append(env, v+"="+cmpOr(o.Upstreams[name], "http://127.0.0.1:1"))
+	natsURL := cmp.Or(o.NATSURL, "nats://"+closed)
+	return platform.Layout{
+		MongoURI: o.MongoURI, Redis: []string{"REDIS_URL=" + cmp.Or(o.RedisURL, "redis://"+closed+"/0")},
+		NATSURL: func(string) string { return natsURL }, Keys: keys, Upstreams: upstreams,
+		Addr:         func(string) string { return devstack.FreeAddr(t) },
+		InternalAddr: func(string) string { return devstack.FreeAddr(t) },
+		Env:          env, Extra: o.Env,
 	}
-	env = append(env, o.Env...)
-	logs := start(t, filepath.Join(bin, "gateway"), env)
-	waitReady(t, "http://"+internal+"/readyz", logs)
-
-	seed := seedIdentities(t, bin, o, private, "http://"+addr, logs)
-	return &Stack{URL: "http://" + addr, Seed: seed, SigningKey: o.SigningKey, Signer: signer}
 }
 
-func cmpOr(v, def string) string {
-	if v == "" {
-		return def
-	}
-	return v
+func minimalEnv() []string {
+	return []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
 }
 
 // seedIdentities runs `platformctl seed --json --identity-only`: the accounts, users,
 // keys and tokens of the seed, without the catalog (which needs embed-svc).
-func seedIdentities(t testing.TB, bin string, o Options, privateKey, gateway string, logs *devstack.LogBuffer) Seed {
+func seedIdentities(ctx context.Context, t testing.TB, bin string, env []string, logs *devstack.LogBuffer) Seed {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(bin, "platformctl"), "seed", "--json", "--identity-only")
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "MONGODB_URI=" + o.MongoURI, "MONGODB_DATABASE=" + o.Database,
-		"AUTH_JWT_PRIVATE_KEY_FILE=" + privateKey, "AUTH_JWT_ISSUER=" + issuer, "AUTH_JWT_AUDIENCE=" + audience,
-		"GATEWAY_URL=" + gateway, "PLATFORM_STACK_FILE=" + filepath.Join(t.TempDir(), "none.json")}
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, platform.Platformctl.Name), "seed", "--json", "--identity-only")
+	cmd.Env = env
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
@@ -151,88 +153,4 @@ func seedIdentities(t testing.TB, bin string, o Options, privateKey, gateway str
 		t.Fatalf("gatewaytest: seed output %q: %v", out.String(), err)
 	}
 	return seed
-}
-
-// start runs the binary until the test ends (SIGTERM, then SIGKILL after 5 s).
-func start(t testing.TB, path string, env []string) *devstack.LogBuffer {
-	t.Helper()
-	logs := &devstack.LogBuffer{}
-	cmd := exec.Command(path)
-	cmd.Env = env
-	cmd.Stdout, cmd.Stderr = logs, logs
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("gatewaytest: start %s: %v", path, err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
-	return logs
-}
-
-func waitReady(t testing.TB, url string, logs *devstack.LogBuffer) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("gatewaytest: the gateway is not ready at %s: %v\n%s", url, err, logs.String())
-		}
-		time.Sleep(50 * time.Millisecond) // polling interval of a deadline loop
-	}
-}
-
-var (
-	buildOnce sync.Once
-	binDir    string
-	buildErr  error
-)
-
-// binaries builds the gateway and platformctl once per test process, into a directory of
-// the system's temp dir named after the process (those of processes that are gone are
-// removed first).
-func binaries(t testing.TB) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		removeStale()
-		binDir = filepath.Join(os.TempDir(), "gatewaytest-bin-"+strconv.Itoa(os.Getpid()))
-		if buildErr = os.MkdirAll(binDir, 0o755); buildErr != nil {
-			return
-		}
-		cmd := exec.Command("go", "build", "-o", binDir+"/", "./gateway/cmd/gateway", "./gateway/cmd/platformctl")
-		cmd.Dir = devstack.RepoRoot(t)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("gatewaytest: %v", buildErr)
-	}
-	return binDir
-}
-
-// removeStale removes the binary directories of test processes that have ended.
-func removeStale() {
-	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "gatewaytest-bin-*"))
-	for _, d := range dirs {
-		pid, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(d), "gatewaytest-bin-"))
-		if err != nil || syscall.Kill(pid, 0) == nil {
-			continue // not ours, or its process still runs
-		}
-		_ = os.RemoveAll(d)
-	}
 }

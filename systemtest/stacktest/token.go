@@ -13,14 +13,14 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/analyticsco/platform/libs/identity"
+	"github.com/analyticsco/platform/devstack/platform"
 )
 
 // Token issues a bearer token for userID signed with the stack's key, valid for ttl
 // (a negative ttl gives an already expired token).
 func (s *Stack) Token(userID int64, ttl time.Duration) string {
 	s.t.Helper()
-	raw, err := os.ReadFile(s.keys.jwtPrivate)
+	raw, err := os.ReadFile(s.layout.Keys.JWTPrivateKeyFile)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func SignToken(key ed25519.PrivateKey, userID int64, ttl time.Duration) string {
 	_, _ = rand.Read(jti[:])
 	now := time.Now()
 	header, _ := json.Marshal(map[string]string{"alg": "EdDSA", "typ": "JWT", "kid": base64.RawURLEncoding.EncodeToString(sum[:12])})
-	claims, _ := json.Marshal(map[string]any{"iss": "https://auth.platform.local", "aud": []string{"platform-api"},
+	claims, _ := json.Marshal(map[string]any{"iss": platform.JWTIssuer, "aud": []string{platform.JWTAudience},
 		"sub": strconv.FormatInt(userID, 10), "iat": now.Unix(), "nbf": now.Add(-2 * time.Hour).Unix(),
 		"exp": now.Add(ttl).Unix(), "jti": hex.EncodeToString(jti[:])})
 	signing := base64.RawURLEncoding.EncodeToString(header) + "." + base64.RawURLEncoding.EncodeToString(claims)
@@ -51,20 +51,4 @@ func SignToken(key ed25519.PrivateKey, userID int64, ttl time.Duration) string {
 // Secrets returns the stack's own secrets (identity HMAC key first, dbt credentials key,
 // embed key-encryption key, then the services' own identity keys), for tests that check
 // nothing secret reaches a log.
-func (s *Stack) Secrets() []string {
-	var out []string
-	for _, kv := range s.env {
-		for _, name := range []string{"IDENTITY_SIGNING_KEY=", "DBT_CREDENTIALS_KEY=", "EMBED_KEY_ENCRYPTION_KEY="} {
-			if len(kv) > len(name) && kv[:len(name)] == name {
-				out = append(out, kv[len(name):])
-			}
-		}
-	}
-	// The services' own identity keys, derived from the first.
-	for _, svc := range []string{"workspace-svc", "embed-svc", "dbtsync-svc"} {
-		if k, err := identity.ServiceKey(out[0], svc); err == nil {
-			out = append(out, k)
-		}
-	}
-	return out
-}
+func (s *Stack) Secrets() []string { return s.layout.Keys.Secrets() }

@@ -5,17 +5,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
-	"github.com/analyticsco/platform/devstack/internal/proc"
+	"github.com/analyticsco/platform/devstack/platform"
 )
 
 // Env is what scenarios share: a temp dir, the child processes, and the servers
@@ -27,7 +24,8 @@ type Env struct {
 	Log    *slog.Logger
 
 	mu       sync.Mutex
-	children []*child
+	children []*platform.Running
+	logs     []*os.File     // the children's output files, closed once they stop
 	closers  []func() error // run in reverse order after the children stop
 	stopping []func()       // run before the children are asked to stop
 	once     map[string]*onceResult
@@ -74,14 +72,18 @@ func memo[T any](e *Env, key string, start func() (T, error)) (T, error) {
 func (e *Env) Close() {
 	e.mu.Lock()
 	kids := slices.Clone(e.children)
+	logs := slices.Clone(e.logs)
 	closers := slices.Clone(e.closers)
 	stopping := slices.Clone(e.stopping)
 	e.mu.Unlock()
 	for _, f := range stopping {
 		f()
 	}
-	for i := len(kids) - 1; i >= 0; i-- {
-		kids[i].stop()
+	if killed := platform.StopAll(kids, 5*time.Second); len(killed) > 0 {
+		e.Log.Warn("killed after SIGTERM", "children", killed)
+	}
+	for _, f := range logs {
+		_ = f.Close()
 	}
 	for i := len(closers) - 1; i >= 0; i-- {
 		if err := closers[i](); err != nil {
@@ -106,117 +108,29 @@ func (e *Env) addCloser(f func() error) {
 	e.mu.Unlock()
 }
 
-// child is a process started by the bench; its output goes to <dir>/<name>.log.
-type child struct {
-	name    string
-	cmd     *exec.Cmd
-	logPath string
-	exited  <-chan error
-	mu      sync.Mutex
-	waitErr error
-	gone    bool
-}
-
-// startChild starts cmd as a child that dies with the bench (Pdeathsig).
-func (e *Env) startChild(name string, cmd *exec.Cmd) (*child, error) {
-	logPath := filepath.Join(e.Dir, name+".log")
-	f, err := os.Create(logPath)
+// start starts p (Binary a path, or a name in PATH) as a child that dies with the bench;
+// its output goes to <dir>/<name>.log.
+func (e *Env) start(p platform.Proc) (*platform.Running, error) {
+	f, err := os.Create(filepath.Join(e.Dir, p.Name+".log"))
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close() // the child has its own copy of the fd
-	cmd.Stdout, cmd.Stderr = f, f
-	exited, err := proc.Start(cmd)
+	r, err := platform.Start(p, "", f)
 	if err != nil {
-		return nil, fmt.Errorf("start %s: %w", name, err)
+		f.Close()
+		return nil, err
 	}
-	c := &child{name: name, cmd: cmd, logPath: logPath, exited: exited}
 	e.mu.Lock()
-	e.children = append(e.children, c)
+	e.children = append(e.children, r)
+	e.logs = append(e.logs, f)
 	e.mu.Unlock()
-	return c, nil
+	return r, nil
 }
 
-func (c *child) pid() int { return c.cmd.Process.Pid }
-
-// exitedErr reports whether the child has exited, without blocking.
-func (c *child) exitedErr() (bool, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.gone {
-		return true, c.waitErr
-	}
-	select {
-	case err := <-c.exited:
-		c.gone, c.waitErr = true, err
-		return true, err
-	default:
-		return false, nil
-	}
-}
-
-func (c *child) stop() {
-	if gone, _ := c.exitedErr(); gone {
-		return
-	}
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-c.exited:
-		c.mu.Lock()
-		c.gone, c.waitErr = true, err
-		c.mu.Unlock()
-		return
-	case <-time.After(5 * time.Second):
-	}
-	_ = c.cmd.Process.Kill()
-	err := <-c.exited
-	c.mu.Lock()
-	c.gone, c.waitErr = true, err
-	c.mu.Unlock()
-}
-
-// logTail is the end of the child's output, for error messages.
-func (c *child) logTail() string {
-	raw, _ := os.ReadFile(c.logPath)
-	const max = 2000
-	if len(raw) > max {
-		raw = raw[len(raw)-max:]
-	}
-	s := strings.TrimSpace(string(raw))
-	if s == "" {
-		return "(no output)"
-	}
-	return s
-}
-
-// waitReady polls url until it answers 200, the child exits or 60 s pass.
-func waitReady(ctx context.Context, c *child, url string) error {
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{Proxy: nil}}
-	defer client.CloseIdleConnections()
-	var last string
-	for {
-		if gone, err := c.exitedErr(); gone {
-			return fmt.Errorf("%s exited (%v) before it was ready; its output:\n%s", c.name, err, c.logTail())
-		}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		resp, err := client.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			last = resp.Status
-		} else {
-			last = err.Error()
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s not ready at %s (last: %s); its output:\n%s", c.name, url, last, c.logTail())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+// waitReady polls r's ReadyPath on its InternalAddr until it answers 200, r exits
+// (its output tail in the error) or 60 s pass.
+func waitReady(ctx context.Context, r *platform.Running) error {
+	return platform.WaitReady(ctx, platform.ReadyTimeout, []*platform.Running{r}, nil)
 }
 
 // handedOut are the addresses freeAddr returned: nothing holds them until a child binds
@@ -242,7 +156,7 @@ func freeAddr() (string, error) {
 
 // startSelf re-executes the bench binary in a server mode, handing it a fresh
 // listener as fd 3; it returns the child and the listener's URL once it serves.
-func (e *Env) startSelf(ctx context.Context, name string, args ...string) (*child, string, error) {
+func (e *Env) startSelf(ctx context.Context, name string, args ...string) (*platform.Running, string, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, "", err
@@ -258,18 +172,15 @@ func (e *Env) startSelf(ctx context.Context, name string, args ...string) (*chil
 		return nil, "", err
 	}
 	defer lf.Close()
-	cmd := exec.Command(exe, args...)
-	cmd.Env = childEnv()
-	cmd.ExtraFiles = []*os.File{lf}
-	c, err := e.startChild(name, cmd)
+	r, err := e.start(platform.Proc{Name: name, Binary: exe, Args: args, Addr: addr, InternalAddr: addr, ReadyPath: "/",
+		Env: childEnv(), ExtraFiles: []*os.File{lf}})
 	if err != nil {
 		return nil, "", err
 	}
-	u := "http://" + addr
-	if err := waitReady(ctx, c, u+"/"); err != nil {
+	if err := waitReady(ctx, r); err != nil {
 		return nil, "", err
 	}
-	return c, u, nil
+	return r, "http://" + addr, nil
 }
 
 // childEnv is a minimal environment: children must not pick up OTEL_* or service
@@ -298,7 +209,7 @@ func (e *Env) Backend(ctx context.Context) (backend, error) {
 		if err != nil {
 			return backend{}, err
 		}
-		return backend{URL: u, Proc: singleProc("backend", c.pid())}, nil
+		return backend{URL: u, Proc: singleProc("backend", c.Pid())}, nil
 	})
 }
 
@@ -318,6 +229,6 @@ func (e *Env) BareProxy(ctx context.Context) (backend, error) {
 		if err != nil {
 			return backend{}, err
 		}
-		return backend{URL: u, Proc: singleProc("bare ReverseProxy", c.pid())}, nil
+		return backend{URL: u, Proc: singleProc("bare ReverseProxy", c.Pid())}, nil
 	})
 }

@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -18,11 +16,7 @@ import (
 	"time"
 
 	"github.com/analyticsco/platform/devstack"
-)
-
-const (
-	jwtIssuer   = "https://auth.platform.local"
-	jwtAudience = "platform-api"
+	"github.com/analyticsco/platform/devstack/platform"
 )
 
 // gatewayInfo is a running gateway whose three upstreams are the bench backend,
@@ -47,8 +41,8 @@ func (e *Env) Gateway(ctx context.Context) (gatewayInfo, error) {
 		if err != nil {
 			return gatewayInfo{}, err
 		}
-		gwBin, ctlBin := filepath.Join(e.BinDir, "gateway"), filepath.Join(e.BinDir, "platformctl")
-		for _, b := range []string{gwBin, ctlBin} {
+		gwBin := filepath.Join(e.BinDir, platform.Gateway.Name)
+		for _, b := range []string{gwBin, filepath.Join(e.BinDir, platform.Platformctl.Name)} {
 			if _, err := os.Stat(b); err != nil {
 				return gatewayInfo{}, fmt.Errorf("%s missing: run `make build` first (or pass -bin)", b)
 			}
@@ -58,16 +52,16 @@ func (e *Env) Gateway(ctx context.Context) (gatewayInfo, error) {
 			return gatewayInfo{}, err
 		}
 		e.addCloser(mongo.Close)
-		extra := []string{}
+		var redis, extra []string
 		// The gateway may keep embed-session revocations in Redis; give it one when
 		// redis-server is installed (make bench installs it).
 		if rdb, err := devstack.StartRedis(ctx, filepath.Join(e.Dir, "redis"), "", e.Log); err == nil {
 			e.addCloser(rdb.Close)
-			extra = append(extra, "REDIS_URL="+rdb.URL)
+			redis = []string{"REDIS_URL=" + rdb.URL}
 		} else if !errors.Is(err, devstack.ErrRedisNotInstalled) {
 			return gatewayInfo{}, err
 		}
-		keys, err := writeKeys(filepath.Join(e.Dir, "keys"))
+		keys, err := platform.EnsureKeys(filepath.Join(e.Dir, "keys"))
 		if err != nil {
 			return gatewayInfo{}, err
 		}
@@ -75,7 +69,6 @@ func (e *Env) Gateway(ctx context.Context) (gatewayInfo, error) {
 		if err != nil {
 			return gatewayInfo{}, err
 		}
-		gwURL := "http://" + addr
 		internal, err := freeAddr()
 		if err != nil {
 			return gatewayInfo{}, err
@@ -87,27 +80,32 @@ func (e *Env) Gateway(ctx context.Context) (gatewayInfo, error) {
 			}
 			extra = append(extra, "PPROF_ADDR="+pprofAddr)
 		}
-		cmd := exec.Command(gwBin)
-		cmd.Env = childEnv(append(extra,
-			"GATEWAY_ADDR="+addr, "INTERNAL_ADDR="+internal,
-			"WORKSPACE_URL="+be.URL, "EMBED_URL="+be.URL, "DBTSYNC_URL="+be.URL,
-			"MONGODB_URI="+mongo.URI, "MONGODB_DATABASE=identity",
-			"IDENTITY_SIGNING_KEY="+keys.identity,
-			"AUTH_JWT_PUBLIC_KEYS_FILE="+keys.publicFile,
-			"AUTH_JWT_ISSUER="+jwtIssuer, "AUTH_JWT_AUDIENCE="+jwtAudience,
-			"LOG_LEVEL=warn",
-			// (e) measures authentication by API key, like (d) by bearer token: the
-			// generate-session rate limit (a Redis round trip, and 429s at this rate) is off.
-			"RATE_LIMIT_GENERATE_SESSION=0",
-		)...)
-		c, err := e.startChild("gateway", cmd)
+		// The gateway of the launcher's table, alone, in front of the backend.
+		l := platform.Layout{
+			MongoURI: mongo.URI, Redis: redis, Keys: keys,
+			NATSURL:   func(string) string { return "nats://127.0.0.1:1" }, // nothing the rows measure uses NATS
+			Upstreams: map[string]string{"workspace-svc": be.URL, "embed-svc": be.URL, "dbtsync-svc": be.URL},
+			Addr:      func(string) string { return addr }, InternalAddr: func(string) string { return internal },
+			Env: childEnv("MONGODB_DATABASE=identity", "LOG_LEVEL=warn",
+				// (e) measures authentication by API key, like (d) by bearer token: the
+				// generate-session rate limit (a Redis round trip, and 429s at this rate) is off.
+				"RATE_LIMIT_GENERATE_SESSION=0"),
+			Extra: extra,
+		}
+		table, err := platform.Table(l)
 		if err != nil {
 			return gatewayInfo{}, err
 		}
-		if err := waitReady(ctx, c, "http://"+internal+"/readyz"); err != nil {
+		gwProc := table[0]
+		gwProc.Binary = gwBin
+		c, err := e.start(gwProc)
+		if err != nil {
 			return gatewayInfo{}, err
 		}
-		gw, err := seedGateway(ctx, e, ctlBin, mongo.URI, keys, gwURL, c)
+		if err := waitReady(ctx, c); err != nil {
+			return gatewayInfo{}, err
+		}
+		gw, err := seedGateway(ctx, e, l, "http://"+addr, c)
 		gw.pprof = pprofAddr
 		return gw, err
 	})
@@ -154,15 +152,10 @@ func fetchProfile(ctx context.Context, url, path string) {
 
 // seedGateway seeds the identity store with platformctl and returns acme's admin
 // credentials and first deployment, which every gateway row uses.
-func seedGateway(ctx context.Context, e *Env, ctlBin, mongoURI string, keys benchKeys, gwURL string, c *child) (gatewayInfo, error) {
-	seed, err := runSeed(ctx, ctlBin, e.Dir, childEnv(
-		"MONGODB_URI="+mongoURI, "MONGODB_DATABASE=identity",
-		"AUTH_JWT_PRIVATE_KEY_FILE="+keys.privateFile,
-		"AUTH_JWT_ISSUER="+jwtIssuer, "AUTH_JWT_AUDIENCE="+jwtAudience,
-		"GATEWAY_URL="+gwURL,
-		// Never read the local stack's .data/stack.json.
-		"PLATFORM_STACK_FILE="+filepath.Join(e.Dir, "no-stack.json"),
-	))
+func seedGateway(ctx context.Context, e *Env, l platform.Layout, gwURL string, c *platform.Running) (gatewayInfo, error) {
+	// Never read the local stack's .data/stack.json.
+	env := l.PlatformctlEnv(childEnv(), gwURL, filepath.Join(e.Dir, "no-stack.json"))
+	seed, err := runSeed(ctx, filepath.Join(e.BinDir, platform.Platformctl.Name), e.Dir, env)
 	if err != nil {
 		return gatewayInfo{}, err
 	}
@@ -172,7 +165,7 @@ func seedGateway(ctx context.Context, e *Env, ctlBin, mongoURI string, keys benc
 	}
 	return gatewayInfo{
 		URL:          gwURL,
-		Proc:         singleProc("gateway", c.pid()),
+		Proc:         singleProc("gateway", c.Pid()),
 		DeploymentID: acme.Deployments[0].ID,
 		Bearer:       acme.Users["admin"].Bearer,
 		APIKey:       acme.APIKeys["admin"],
@@ -195,21 +188,4 @@ func runSeed(ctx context.Context, bin, dir string, env []string) (devstack.Seed,
 		return out, fmt.Errorf("platformctl seed output: %w", err)
 	}
 	return out, nil
-}
-
-type benchKeys struct {
-	identity                string // IDENTITY_SIGNING_KEY: 32 random bytes, std base64
-	privateFile, publicFile string // Ed25519, PKCS#8 and PKIX PEM
-}
-
-func writeKeys(dir string) (benchKeys, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return benchKeys{}, err
-	}
-	secret := make([]byte, 32)
-	_, _ = rand.Read(secret)
-	k := benchKeys{identity: base64.StdEncoding.EncodeToString(secret)}
-	var err error
-	k.privateFile, k.publicFile, err = devstack.WriteBearerKeys(dir)
-	return k, err
 }

@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+
+	"github.com/analyticsco/platform/devstack/platform"
 )
 
 // nginxConf is a reverse proxy with upstream keepalive. keepalive_requests is
@@ -64,18 +66,17 @@ func (e *Env) Nginx(ctx context.Context) (backend, error) {
 			return backend{}, err
 		}
 		// -e: the startup error log, before the config is read, must not go to /var/log.
-		cmd := exec.Command(bin, "-p", dir, "-e", filepath.Join(dir, "error.log"), "-c", conf, "-g", "daemon off;")
-		cmd.Env = childEnv()
-		c, err := e.startChild("nginx", cmd)
+		c, err := e.start(platform.Proc{Name: "nginx", Binary: bin, Args: []string{"-p", dir, "-e", filepath.Join(dir, "error.log"), "-c", conf, "-g", "daemon off;"},
+			Addr: addr, InternalAddr: addr, ReadyPath: "/", Env: childEnv()})
 		if err != nil {
 			return backend{}, err
 		}
 		u := "http://" + addr
-		if err := waitReady(ctx, c, u+"/"); err != nil {
+		if err := waitReady(ctx, c); err != nil {
 			raw, _ := os.ReadFile(filepath.Join(dir, "error.log"))
 			return backend{}, fmt.Errorf("%w\nnginx error.log:\n%s", err, raw)
 		}
-		master := c.pid()
+		master := c.Pid()
 		return backend{URL: u, Proc: &Proc{Label: "nginx (master+2 workers)", PIDs: func() []int {
 			return append([]int{master}, childrenOf(master)...)
 		}}}, nil

@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,6 +12,7 @@ import (
 	"time"
 
 	"github.com/analyticsco/platform/devstack"
+	"github.com/analyticsco/platform/devstack/platform"
 )
 
 // platformInfo is the whole platform run by bin/devstack (FerretDB behind the
@@ -40,17 +39,6 @@ type platformInfo struct {
 	Postgres string
 }
 
-// stackJSON is the part of $DATA_DIR/stack.json the bench reads.
-type stackJSON struct {
-	Gateway    string `json:"gateway"`
-	MongoDBURI string `json:"mongodbUri"`
-	RedisURL   string `json:"redisUrl"`
-	// PostgresURL is the database under the embedded FerretDB (engine postgresql).
-	PostgresURL string            `json:"postgresUrl"`
-	PIDs        map[string]int    `json:"pids"`
-	Metrics     map[string]string `json:"metrics"`
-}
-
 // platformProcesses are the processes whose RSS and metrics are reported, in
 // print order; the address variable is the one devstack reads for each.
 var platformProcesses = []struct{ name, addrVar string }{
@@ -73,9 +61,9 @@ func (e *Env) Platform(ctx context.Context) (platformInfo, error) {
 // extra environment for devstack (DEVSTACK_MONGO_ENGINE and the like).
 func (e *Env) platformWith(ctx context.Context, key string, extraEnv ...string) (platformInfo, error) {
 	return memo(e, key, func() (platformInfo, error) {
-		for _, b := range []string{"devstack", "gateway", "platformctl", "workspace-svc", "embed-svc", "dbtsync-svc"} {
-			if _, err := os.Stat(filepath.Join(e.BinDir, b)); err != nil {
-				return platformInfo{}, fmt.Errorf("%s missing: run `make build` first (or pass -bin)", filepath.Join(e.BinDir, b))
+		for _, b := range append(slices.Clone(platform.Stack), platform.Devstack) {
+			if _, err := os.Stat(filepath.Join(e.BinDir, b.Name)); err != nil {
+				return platformInfo{}, fmt.Errorf("%s missing: run `make build` first (or pass -bin)", filepath.Join(e.BinDir, b.Name))
 			}
 		}
 		dataDir := filepath.Join(e.Dir, key)
@@ -86,35 +74,31 @@ func (e *Env) platformWith(ctx context.Context, key string, extraEnv ...string) 
 		// A stopped (SIGSTOP) child would not act on devstack's SIGTERM; continue
 		// every process of the platform before it is asked to stop.
 		e.beforeStop(func() {
-			if sf, err := readStackJSON(filepath.Join(dataDir, "stack.json")); err == nil {
+			if sf, err := platform.ReadStackFile(filepath.Join(dataDir, "stack.json")); err == nil {
 				for _, pid := range sf.PIDs {
 					_ = syscall.Kill(pid, syscall.SIGCONT)
 				}
 			}
 		})
 		stackPath := filepath.Join(dataDir, "stack.json")
-		sf, err := readStackJSON(stackPath)
+		sf, err := platform.ReadStackFile(stackPath)
 		if err != nil {
 			return platformInfo{}, err
 		}
-		seedOut, err := runSeedJSON(ctx, filepath.Join(e.BinDir, "platformctl"), e.Dir, childEnv("PLATFORM_STACK_FILE="+stackPath))
+		seed, err := runSeed(ctx, filepath.Join(e.BinDir, platform.Platformctl.Name), e.Dir, childEnv("PLATFORM_STACK_FILE="+stackPath))
 		if err != nil {
 			return platformInfo{}, err
-		}
-		var seed devstack.Seed
-		if err := json.Unmarshal(seedOut, &seed); err != nil {
-			return platformInfo{}, fmt.Errorf("platformctl seed output: %w", err)
 		}
 		if err := checkSeed(seed); err != nil {
 			return platformInfo{}, err
 		}
-		pids := map[string]int{"devstack": c.pid()}
+		pids := map[string]int{"devstack": c.Pid()}
 		for name, pid := range sf.PIDs {
 			pids[name] = pid
 		}
 		info := platformInfo{Gateway: sf.Gateway, Metrics: sf.Metrics, PIDs: pids, Seed: seed, Redis: sf.RedisURL, Mongo: sf.MongoDBURI,
 			Postgres: sf.PostgresURL}
-		info.Procs = append(info.Procs, singleProc("devstack (FerretDB+proxy+NATS)", c.pid()))
+		info.Procs = append(info.Procs, singleProc("devstack (FerretDB+proxy+NATS)", c.Pid()))
 		if pid, ok := sf.PIDs["postgres"]; ok {
 			// The postmaster and its backends (one per FerretDB connection), found anew
 			// before and after every round.
@@ -150,7 +134,7 @@ func (e *Env) platformWith(ctx context.Context, key string, extraEnv ...string) 
 // stack.json. Its ports are free when chosen, but another process may bind one before
 // devstack does (an outgoing connection's source port): on "address already in use" it
 // starts again, on new ports and a fresh dataDir, up to three times.
-func (e *Env) startDevstack(ctx context.Context, key, dataDir string, extraEnv []string) (*child, error) {
+func (e *Env) startDevstack(ctx context.Context, key, dataDir string, extraEnv []string) (*platform.Running, error) {
 	for attempt := 1; ; attempt++ {
 		envVars := []string{
 			"DATA_DIR=" + dataDir, "BIN_DIR=" + e.BinDir,
@@ -174,9 +158,8 @@ func (e *Env) startDevstack(ctx context.Context, key, dataDir string, extraEnv [
 			}
 			envVars = append(envVars, p.addrVar+"="+a)
 		}
-		cmd := exec.Command(filepath.Join(e.BinDir, "devstack"))
-		cmd.Env = childEnv(append(envVars, extraEnv...)...)
-		c, err := e.startChild(fmt.Sprintf("%s-%d", key, attempt), cmd)
+		c, err := e.start(platform.Proc{Name: fmt.Sprintf("%s-%d", key, attempt), Binary: filepath.Join(e.BinDir, platform.Devstack.Name),
+			Env: childEnv(append(envVars, extraEnv...)...)})
 		if err != nil {
 			return nil, err
 		}
@@ -184,7 +167,7 @@ func (e *Env) startDevstack(ctx context.Context, key, dataDir string, extraEnv [
 		if err == nil || attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
 			return c, err
 		}
-		c.stop()
+		c.Stop(5 * time.Second)
 		logf("%s: a port was taken before devstack bound it; starting again", key)
 		if err := os.RemoveAll(dataDir); err != nil {
 			return nil, err
@@ -205,63 +188,25 @@ func checkSeed(s devstack.Seed) error {
 	return nil
 }
 
-func readStackJSON(path string) (stackJSON, error) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return stackJSON{}, err
-	}
-	var sf stackJSON
-	err = json.Unmarshal(raw, &sf)
-	return sf, err
-}
-
 // waitStackJSON polls for devstack's stack.json, which it writes (by rename) once
 // every process is ready, failing when devstack exits or 90 s pass.
-func waitStackJSON(ctx context.Context, c *child, path string) (stackJSON, error) {
+func waitStackJSON(ctx context.Context, c *platform.Running, path string) (platform.StackFile, error) {
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
 	for {
-		if gone, err := c.exitedErr(); gone {
-			return stackJSON{}, fmt.Errorf("devstack exited (%v) before it was ready; its output:\n%s", err, c.logTail())
+		if gone, how := c.Exited(); gone {
+			return platform.StackFile{}, fmt.Errorf("devstack exited (%s) before it was ready; its output:\n%s", how, c.Tail())
 		}
-		if sf, err := readStackJSON(path); err == nil && sf.Gateway != "" {
+		if sf, err := platform.ReadStackFile(path); err == nil && sf.Gateway != "" {
 			return sf, nil
 		}
 		select {
 		case <-ctx.Done():
-			return stackJSON{}, fmt.Errorf("devstack not ready (no %s); its output:\n%s", path, c.logTail())
+			return platform.StackFile{}, fmt.Errorf("devstack not ready (no %s); its output:\n%s", path, c.Tail())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }
-
-// runSeedJSON runs `platformctl seed --json` and returns its output.
-func runSeedJSON(ctx context.Context, bin, dir string, env []string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "seed", "--json")
-	cmd.Env = env
-	cmd.Dir = dir
-	var stderr limitedBuffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return nil, fmt.Errorf("platformctl seed: %w: %s", err, stderr.String())
-	}
-	return out, nil
-}
-
-// limitedBuffer keeps the first 4 KiB written to it, for error messages.
-type limitedBuffer struct{ b []byte }
-
-func (l *limitedBuffer) Write(p []byte) (int, error) {
-	if room := 4096 - len(l.b); room > 0 {
-		l.b = append(l.b, p[:min(room, len(p))]...)
-	}
-	return len(p), nil
-}
-
-func (l *limitedBuffer) String() string { return string(l.b) }
 
 // pauseProcess stops (SIGSTOP) or continues (SIGCONT) a platform process.
 func pauseProcess(pid int, pause bool) error {

@@ -4,8 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
+
+	"github.com/analyticsco/platform/devstack/platform"
 )
 
 // The other reverse proxies of the gateway table, each with keep-alive to the backend
@@ -37,15 +38,14 @@ func (e *Env) Caddy(ctx context.Context) (backend, error) {
 		if err != nil {
 			return backend{}, err
 		}
-		return e.startProxy(ctx, "caddy", func(dir, upstream, addr string) (*exec.Cmd, error) {
+		return e.startProxy(ctx, "caddy", func(dir, upstream, addr string) (platform.Proc, error) {
 			conf := filepath.Join(dir, "Caddyfile")
 			if err := os.WriteFile(conf, fmt.Appendf(nil, caddyfile, upstream, addr), 0o644); err != nil {
-				return nil, err
+				return platform.Proc{}, err
 			}
-			cmd := exec.Command(bin, "run", "--config", conf, "--adapter", "caddyfile")
 			// Caddy writes its state under $HOME and the XDG directories: the temp dir's.
-			cmd.Env = childEnv("HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)
-			return cmd, nil
+			return platform.Proc{Binary: bin, Args: []string{"run", "--config", conf, "--adapter", "caddyfile"},
+				Env: childEnv("HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)}, nil
 		})
 	})
 }
@@ -77,21 +77,20 @@ func (e *Env) HAProxy(ctx context.Context) (backend, error) {
 		if err != nil {
 			return backend{}, err
 		}
-		return e.startProxy(ctx, "haproxy", func(dir, upstream, addr string) (*exec.Cmd, error) {
+		return e.startProxy(ctx, "haproxy", func(dir, upstream, addr string) (platform.Proc, error) {
 			conf := filepath.Join(dir, "haproxy.cfg")
 			if err := os.WriteFile(conf, fmt.Appendf(nil, haproxyConf, dir, upstream, addr), 0o644); err != nil {
-				return nil, err
+				return platform.Proc{}, err
 			}
-			cmd := exec.Command(bin, "-db", "-f", conf) // -db: in the foreground
-			cmd.Env = childEnv()
-			return cmd, nil
+			// -db: in the foreground
+			return platform.Proc{Binary: bin, Args: []string{"-db", "-f", conf}, Env: childEnv()}, nil
 		})
 	})
 }
 
 // startProxy starts a reverse proxy in front of the backend on a free port, from the
 // command command builds (given its own dir, the backend's host:port and its address).
-func (e *Env) startProxy(ctx context.Context, name string, command func(dir, upstream, addr string) (*exec.Cmd, error)) (backend, error) {
+func (e *Env) startProxy(ctx context.Context, name string, command func(dir, upstream, addr string) (platform.Proc, error)) (backend, error) {
 	be, err := e.Backend(ctx)
 	if err != nil {
 		return backend{}, err
@@ -104,17 +103,17 @@ func (e *Env) startProxy(ctx context.Context, name string, command func(dir, ups
 	if err != nil {
 		return backend{}, err
 	}
-	cmd, err := command(dir, be.URL[len("http://"):], addr)
+	p, err := command(dir, be.URL[len("http://"):], addr)
 	if err != nil {
 		return backend{}, err
 	}
-	c, err := e.startChild(name, cmd)
+	p.Name, p.Addr, p.InternalAddr, p.ReadyPath = name, addr, addr, "/"
+	c, err := e.start(p)
 	if err != nil {
 		return backend{}, err
 	}
-	u := "http://" + addr
-	if err := waitReady(ctx, c, u+"/"); err != nil {
+	if err := waitReady(ctx, c); err != nil {
 		return backend{}, err
 	}
-	return backend{URL: u, Proc: singleProc(name, c.pid())}, nil
+	return backend{URL: "http://" + addr, Proc: singleProc(name, c.Pid())}, nil
 }

@@ -25,7 +25,7 @@ import (
 func TestFilledDeploymentIsServedLikeOneBuiltByRequests(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	bin := buildStack(ctx, t)
+	bin := buildStack(t)
 	dataDir := filepath.Join(t.TempDir(), "data")
 	a := freshAddrs(t)
 	r := startRunner(t, filepath.Join(bin, "devstack"), bin, dataDir, a)

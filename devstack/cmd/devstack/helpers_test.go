@@ -3,12 +3,12 @@ package main_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,43 +16,14 @@ import (
 	"time"
 
 	"github.com/analyticsco/platform/devstack"
+	"github.com/analyticsco/platform/devstack/platform"
 )
 
-// stackJSON mirrors $DATA_DIR/stack.json.
-type stackJSON struct {
-	Gateway                string            `json:"gateway"`
-	MongoDBURI             string            `json:"mongodbUri"`
-	NATSURL                string            `json:"natsUrl"`
-	RedisURL               string            `json:"redisUrl"`
-	JWTPrivateKeyFile      string            `json:"jwtPrivateKeyFile"`
-	JWTIssuer              string            `json:"jwtIssuer"`
-	JWTAudience            string            `json:"jwtAudience"`
-	IdentitySigningKeyFile string            `json:"identitySigningKeyFile"`
-	PIDs                   map[string]int    `json:"pids"`
-	Metrics                map[string]string `json:"metrics"`
-	Prometheus             string            `json:"prometheus"`
-}
-
 // buildStack builds every binary of the local stack (the services, the gateway,
-// platformctl and the runner) into a fresh directory.
-func buildStack(ctx context.Context, t *testing.T) string {
+// platformctl and the runner), once per test process.
+func buildStack(t *testing.T) string {
 	t.Helper()
-	bin := t.TempDir()
-	goBuild(ctx, t, bin,
-		"./gateway/cmd/gateway", "./gateway/cmd/platformctl",
-		"./workspace-svc/cmd/workspace-svc", "./embed-svc/cmd/embed-svc", "./dbtsync-svc/cmd/dbtsync-svc",
-		"./devstack/cmd/devstack")
-	return bin
-}
-
-// goBuild builds main packages (relative to the repo root) into dir.
-func goBuild(ctx context.Context, t *testing.T, dir string, pkgs ...string) {
-	t.Helper()
-	cmd := exec.CommandContext(ctx, "go", append([]string{"build", "-o", dir + "/"}, pkgs...)...)
-	cmd.Dir = devstack.RepoRoot(t)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %v: %v\n%s", pkgs, err, out)
-	}
+	return platform.BinDir(t, append(slices.Clone(platform.Stack), platform.Devstack)...)
 }
 
 // runner is a devstack process started by a test.
@@ -157,15 +128,11 @@ func (r *runner) wait(timeout time.Duration) int {
 	return r.cmd.ProcessState.ExitCode()
 }
 
-func (r *runner) stack() stackJSON {
+func (r *runner) stack() platform.StackFile {
 	r.t.Helper()
-	b, err := os.ReadFile(filepath.Join(r.dataDir, "stack.json"))
+	s, err := platform.ReadStackFile(filepath.Join(r.dataDir, "stack.json"))
 	if err != nil {
-		r.t.Fatalf("read stack.json: %v", err)
-	}
-	var s stackJSON
-	if err := json.Unmarshal(b, &s); err != nil {
-		r.t.Fatalf("stack.json: %v\n%s", err, b)
+		r.t.Fatalf("stack.json: %v", err)
 	}
 	return s
 }

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 
+	"github.com/analyticsco/platform/devstack/platform"
 	"gopkg.in/yaml.v3"
 )
 
@@ -53,13 +54,16 @@ func prometheusConfig(internal map[string]string, order []string, rulesDir strin
 
 // prometheusProcess writes the config under $DATA_DIR/prometheus and returns the
 // process-table row of the prometheus child.
-func prometheusProcess(cfg config, ps []process) (process, error) {
+func prometheusProcess(cfg config, ps []platform.Proc) (platform.Proc, error) {
 	bin, err := exec.LookPath("prometheus")
+	if err == nil {
+		bin, err = filepath.Abs(bin)
+	}
 	if err != nil {
-		return process{}, fmt.Errorf("OBS=1 needs prometheus: install Debian's package with `sudo apt-get install -y prometheus` (%w)", err)
+		return platform.Proc{}, fmt.Errorf("OBS=1 needs prometheus: install Debian's package with `sudo apt-get install -y prometheus` (%w)", err)
 	}
 	if _, err := os.Stat(cfg.PrometheusRules); err != nil {
-		return process{}, fmt.Errorf("DEVSTACK_PROMETHEUS_RULES: %w (run from the repository root, or set it)", err)
+		return platform.Proc{}, fmt.Errorf("DEVSTACK_PROMETHEUS_RULES: %w (run from the repository root, or set it)", err)
 	}
 	internal := map[string]string{}
 	var order []string
@@ -69,18 +73,19 @@ func prometheusProcess(cfg config, ps []process) (process, error) {
 	}
 	body, err := prometheusConfig(internal, order, cfg.PrometheusRules)
 	if err != nil {
-		return process{}, err
+		return platform.Proc{}, err
 	}
 	dir := filepath.Join(cfg.DataDir, "prometheus")
 	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
-		return process{}, err
+		return platform.Proc{}, err
 	}
 	path := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(path, body, 0o644); err != nil {
-		return process{}, err
+		return platform.Proc{}, err
 	}
-	return process{
-		Name: "prometheus", Path: bin, Addr: cfg.PrometheusAddr, InternalAddr: cfg.PrometheusAddr, ReadyPath: "/-/ready", Bare: true,
+	// Only the parent's environment: none of the platform's variables (secrets, URLs).
+	return platform.Proc{
+		Name: "prometheus", Binary: bin, Addr: cfg.PrometheusAddr, InternalAddr: cfg.PrometheusAddr, ReadyPath: "/-/ready", Env: os.Environ(),
 		Args: []string{
 			"--config.file=" + path,
 			"--storage.tsdb.path=" + filepath.Join(dir, "data"),

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/analyticsco/platform/devstack"
+	"github.com/analyticsco/platform/devstack/platform"
 )
 
 // TestRunnerWithPrometheus: with DEVSTACK_OBS=1 (make run OBS=1) the runner starts
@@ -25,11 +26,10 @@ func TestRunnerWithPrometheus(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	tools := t.TempDir()
-	goBuild(ctx, t, tools, "./devstack/cmd/devstack")
+	tools := platform.BinDir(t, platform.Devstack)
 	dataDir := filepath.Join(t.TempDir(), "data")
 	rules := filepath.Join(devstack.RepoRoot(t), "deploy", "prometheus", "rules")
-	r := startRunner(t, filepath.Join(tools, "devstack"), fakeBinDir(t), dataDir, freshAddrs(t), "DEVSTACK_FAKE_SERVICE=1",
+	r := startRunner(t, filepath.Join(tools, "devstack"), platform.FakeBinDir(t), dataDir, freshAddrs(t), "DEVSTACK_FAKE_SERVICE=1",
 		"DEVSTACK_OBS=1", "DEVSTACK_PROMETHEUS_ADDR=random", "DEVSTACK_PROMETHEUS_RULES="+rules)
 	r.waitReady(ctx)
 	s := r.stack()

@@ -45,7 +45,7 @@ func TestREADMEQuickstart(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	bin := buildStack(ctx, t)
+	bin := buildStack(t)
 	dataDir := filepath.Join(t.TempDir(), "data")
 	r := startRunner(t, filepath.Join(bin, "devstack"), bin, dataDir, freshAddrs(t))
 	r.waitReady(ctx)

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/analyticsco/platform/devstack/platform"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -26,7 +27,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("DEVSTACK_FAKE_SERVICE") == "1" {
 		os.Exit(fakeService())
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	platform.RemoveBinDir()
+	os.Exit(code)
 }
 
 // fakeService serves /healthz, /env (its args and env) and /die (exit 3) on
@@ -72,22 +75,6 @@ func fakeService() int {
 	return 0
 }
 
-// fakeBinDir links the test binary under every service binary name.
-func fakeBinDir(t *testing.T) string {
-	t.Helper()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	for _, name := range []string{"workspace-svc", "embed-svc", "dbtsync-svc", "gateway"} {
-		if err := os.Symlink(self, filepath.Join(dir, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
-
 func fakeEnv(ctx context.Context, t *testing.T, addr string) (args []string, env map[string]string) {
 	t.Helper()
 	code, body, err := getStatus(ctx, "http://"+addr+"/env")
@@ -107,9 +94,8 @@ func fakeEnv(ctx context.Context, t *testing.T, addr string) (args []string, env
 func TestRunnerWithFakeServices(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	tools := t.TempDir()
-	goBuild(ctx, t, tools, "./devstack/cmd/devstack")
-	bin := fakeBinDir(t)
+	tools := platform.BinDir(t, platform.Devstack)
+	bin := platform.FakeBinDir(t)
 	dataDir := filepath.Join(t.TempDir(), "data")
 	a := freshAddrs(t)
 

@@ -33,7 +33,7 @@ var wantAccounts = map[string]struct {
 func TestStack(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	bin := buildStack(ctx, t)
+	bin := buildStack(t)
 	dataDir := filepath.Join(t.TempDir(), "data")
 	a := freshAddrs(t)
 

@@ -1,4 +1,4 @@
-package main
+package platform
 
 import (
 	"crypto/ed25519"
@@ -12,11 +12,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/analyticsco/platform/libs/identity"
 )
 
-// keys are generated once under $DATA_DIR/keys and reused, so tokens and
-// encrypted credentials survive a restart of the stack.
-type keys struct {
+// Keys are the platform's secrets and signing keys, created once in Dir and reused, so
+// tokens and encrypted credentials survive a restart (make run keeps them under
+// $DATA_DIR/keys; a test's stack in its temp dir).
+type Keys struct {
 	Dir                string
 	IdentitySigningKey string // base64 of 32 bytes; IDENTITY_SIGNING_KEY
 	IdentityKeyFile    string
@@ -26,8 +29,9 @@ type keys struct {
 	JWTPublicKeyFile   string // PKIX PEM
 }
 
-func ensureKeys(dir string) (keys, error) {
-	k := keys{
+// EnsureKeys reads the keys in dir, creating the missing ones.
+func EnsureKeys(dir string) (Keys, error) {
+	k := Keys{
 		Dir:               dir,
 		IdentityKeyFile:   filepath.Join(dir, "identity.key"),
 		JWTPrivateKeyFile: filepath.Join(dir, "bearer-ed25519.pem"),
@@ -52,6 +56,46 @@ func ensureKeys(dir string) (keys, error) {
 	return k, nil
 }
 
+// NewSecret returns 32 random bytes in standard base64: the form of every secret of the
+// platform (IDENTITY_SIGNING_KEY, DBT_CREDENTIALS_KEY, EMBED_KEY_ENCRYPTION_KEY).
+func NewSecret() string {
+	var raw [32]byte
+	_, _ = rand.Read(raw[:]) // crypto/rand.Read never fails (Go 1.24)
+	return base64.StdEncoding.EncodeToString(raw[:])
+}
+
+// IdentityKey is the IDENTITY_SIGNING_KEY of p: the gateway holds the key; each service
+// only its own key derived from it (it verifies what is sent to it and can sign for no
+// other service); the dbt worker, which runs untrusted repositories and serves no API,
+// none ("").
+func (k Keys) IdentityKey(p Proc) (string, error) {
+	switch {
+	case p.Binary == Gateway.Name:
+		return k.IdentitySigningKey, nil
+	case p.DBTWorker():
+		return "", nil
+	case p.Binary == WorkspaceSvc.Name, p.Binary == EmbedSvc.Name, p.Binary == DBTSyncSvc.Name:
+		sk, err := identity.ServiceKey(k.IdentitySigningKey, p.Binary)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", k.IdentityKeyFile, err)
+		}
+		return sk, nil
+	}
+	return "", nil
+}
+
+// Secrets are the values of every secret in k (the identity key first, the dbt and embed
+// keys, then the services' own identity keys), for tests that check none reaches a log.
+func (k Keys) Secrets() []string {
+	out := []string{k.IdentitySigningKey, k.DBTCredentialsKey, k.EmbedKeyEncryption}
+	for _, b := range []Binary{WorkspaceSvc, EmbedSvc, DBTSyncSvc} {
+		if sk, err := k.IdentityKey(Proc{Binary: b.Name}); err == nil {
+			out = append(out, sk)
+		}
+	}
+	return out
+}
+
 // ensureSecret returns the base64 (std) 32-byte secret in path, creating it.
 func ensureSecret(path string) (string, error) {
 	b, err := os.ReadFile(path)
@@ -66,11 +110,7 @@ func ensureSecret(path string) (string, error) {
 	if !errors.Is(err, fs.ErrNotExist) {
 		return "", err
 	}
-	raw := make([]byte, 32)
-	if _, err := rand.Read(raw); err != nil {
-		return "", err
-	}
-	s := base64.StdEncoding.EncodeToString(raw)
+	s := NewSecret()
 	if err := writeFileExclusive(path, []byte(s+"\n")); err != nil {
 		return "", err
 	}
