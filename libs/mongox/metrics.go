@@ -104,17 +104,22 @@ func returned(command string, reply bson.Raw) int {
 	return 0
 }
 
+// started counts a command. Its first command makes every series of its (command,
+// collection) at once, at zero where nothing happened yet: the set of series follows
+// the commands the code sends, never what a reply held (an upsert that returned no
+// document) or whether one failed.
 func (m *Metrics) started(e *event.CommandStartedEvent) (string, string) {
 	cmd, coll := labels(e.CommandName, e.Command)
 	m.commands.WithLabelValues(cmd, coll).Inc()
+	m.documents.WithLabelValues(cmd, coll)
+	m.replyBytes.WithLabelValues(cmd, coll)
+	m.failures.WithLabelValues(cmd, coll)
 	return cmd, coll
 }
 
 func (m *Metrics) failed(cmd, coll string) { m.failures.WithLabelValues(cmd, coll).Inc() }
 
 func (m *Metrics) succeeded(cmd, coll string, e *event.CommandSucceededEvent) {
-	if n := returned(e.CommandName, e.Reply); n > 0 {
-		m.documents.WithLabelValues(cmd, coll).Add(float64(n))
-	}
+	m.documents.WithLabelValues(cmd, coll).Add(float64(returned(e.CommandName, e.Reply)))
 	m.replyBytes.WithLabelValues(cmd, coll).Add(float64(len(e.Reply)))
 }

@@ -80,3 +80,33 @@ func TestReplyBytesAreCounted(t *testing.T) {
 		t.Fatalf("reply bytes %v, documents %v; want %d and 2", got["mongodb_client_reply_bytes_total"], got["mongodb_client_documents_returned_total"], 2*len(reply))
 	}
 }
+
+// A command's first start makes every series of its (command, collection), so what a
+// reply held (an upsert returning no document) or a failure adds no series later: the
+// series follow the code's commands, never the traffic.
+func TestACommandsSeriesAllExistFromItsFirstStart(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	count := func() int {
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, f := range families {
+			n += len(f.GetMetric())
+		}
+		return n
+	}
+	upsert := raw(t, bson.D{{Key: "findAndModify", Value: "budgets"}})
+	cmd, coll := m.started(&event.CommandStartedEvent{CommandName: "findAndModify", Command: upsert})
+	m.succeeded(cmd, coll, &event.CommandSucceededEvent{CommandFinishedEvent: event.CommandFinishedEvent{CommandName: "findAndModify"}, Reply: raw(t, bson.D{{Key: "value", Value: nil}})})
+	first := count()
+	cmd, coll = m.started(&event.CommandStartedEvent{CommandName: "findAndModify", Command: upsert})
+	m.succeeded(cmd, coll, &event.CommandSucceededEvent{CommandFinishedEvent: event.CommandFinishedEvent{CommandName: "findAndModify"}, Reply: raw(t, bson.D{{Key: "value", Value: bson.D{{Key: "_id", Value: "a"}}}})})
+	cmd, coll = m.started(&event.CommandStartedEvent{CommandName: "findAndModify", Command: upsert})
+	m.failed(cmd, coll)
+	if n := count(); n != first {
+		t.Fatalf("%d series after the first upsert, %d after one that returned a document and one that failed", first, n)
+	}
+}
