@@ -11,6 +11,7 @@ import (
 	"github.com/analyticsco/platform/dbtsync-svc/client"
 	"github.com/analyticsco/platform/devstack"
 	"github.com/analyticsco/platform/devstack/apitest"
+	"github.com/analyticsco/platform/libs/natsx"
 )
 
 var req = client.ResolveRequest{DeploymentID: 7, BranchName: "feature-x", ProductionBranch: "main"}
@@ -27,20 +28,20 @@ func TestResolveWaitsForAResponderThatSubscribesWithinItsTimeout(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		rep, err := client.NewResolver(requester, 30*time.Second).Resolve(context.Background(), req)
+		rep, err := client.NewResolver(natsx.NewClient(requester, natsx.ClientOptions{}), 30*time.Second).Resolve(context.Background(), req)
 		done <- result{rep, err}
 	}()
 	// The server's "no responders" status is the first message the requester receives.
 	apitest.Eventually(t, 10*time.Second, "the first request answered: no responders", func() (bool, string) {
 		return requester.Stats().InMsgs >= 1, "no answer yet"
 	})
-	sub, err := client.Serve(devstack.NATSConnForTest(t, ns.URL), func(_ context.Context, got client.ResolveRequest) client.ResolveReply {
-		return client.ResolveReply{Exists: got == req, Served: true}
-	})
-	if err != nil {
+	srv := natsx.NewServer(devstack.NATSConnForTest(t, ns.URL), natsx.ServerOptions{})
+	t.Cleanup(func() { _ = srv.Close() })
+	if err := client.Serve(srv, func(_ context.Context, got client.ResolveRequest) (client.ResolveReply, error) {
+		return client.ResolveReply{Exists: got == req, Served: true}, nil
+	}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
 	got := <-done
 	if got.err != nil || !got.reply.Exists || !got.reply.Served {
 		t.Fatalf("resolve once a responder subscribed: %+v, %v; want exists and served", got.reply, got.err)
@@ -52,7 +53,7 @@ func TestResolveWaitsForAResponderThatSubscribesWithinItsTimeout(t *testing.T) {
 func TestResolveWithoutResponderIsUnavailableAfterItsTimeout(t *testing.T) {
 	ns := devstack.NATSForTest(t)
 	requester := devstack.NATSConnForTest(t, ns.URL)
-	_, err := client.NewResolver(requester, 300*time.Millisecond).Resolve(context.Background(), req)
+	_, err := client.NewResolver(natsx.NewClient(requester, natsx.ClientOptions{}), 300*time.Millisecond).Resolve(context.Background(), req)
 	if !errors.Is(err, client.ErrUnavailable) || !errors.Is(err, nats.ErrNoResponders) {
 		t.Fatalf("resolve without a responder: %v; want ErrUnavailable for no responders", err)
 	}
