@@ -304,7 +304,7 @@ func TestErrorAnswersArriveTyped(t *testing.T) {
 	p.serve(t, func(_ context.Context, req echoRequest) (echoReply, error) {
 		switch req.N {
 		case 1:
-			return echoReply{}, errs.New(errs.Conflict, "folder %d holds items", req.N).WithCode(errs.CodeFolderNotEmpty)
+			return echoReply{}, errs.Conflictf("folder %d holds items", req.N).WithCode(errs.CodeFolderNotEmpty)
 		case 2:
 			return echoReply{}, errors.New("secret cause")
 		case 3:

@@ -179,7 +179,7 @@ func TestEachNATSUserCanDoItsOwnWork(t *testing.T) {
 	if err := natsx.Handle(natsx.NewServer(api.nc, natsx.ServerOptions{}), branchResolve, "dbtsync-resolver",
 		func(_ context.Context, branch string) (bool, error) {
 			if branch == "" {
-				return false, errs.New(errs.Invalid, "no branch")
+				return false, errs.Invalidf("no branch")
 			}
 			return true, nil
 		}); err != nil {

@@ -73,7 +73,7 @@ func (r *Resolver) Resolve(ctx context.Context, req ResolveRequest) (ResolveRepl
 func Serve(s *natsx.Server, resolve func(ctx context.Context, req ResolveRequest) (ResolveReply, error)) error {
 	return natsx.Handle(s, ResolveSubject, ResolveQueue, func(ctx context.Context, req ResolveRequest) (ResolveReply, error) {
 		if !req.Valid() {
-			return ResolveReply{}, errs.New(errs.Invalid,
+			return ResolveReply{}, errs.Invalidf(
 				`request must be {"deploymentId": <positive integer>, "branchName": <string>, "productionBranch": <string>}`)
 		}
 		return resolve(ctx, req)

@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/analyticsco/platform/dbtsync-svc/client"
 	"github.com/analyticsco/platform/devstack"
 	"github.com/analyticsco/platform/devstack/apitest"
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/natsx"
 )
 
@@ -59,5 +61,25 @@ func TestResolveWithoutResponderIsUnavailableAfterItsTimeout(t *testing.T) {
 	}
 	if n := requester.Stats().InMsgs; n < 2 {
 		t.Errorf("no-responders answers within the timeout: %d, want the request sent again at least once", n)
+	}
+}
+
+// A request that names no branch is refused by the resolver with a typed 400 (and, for
+// the caller, the resolver is unavailable: it asked wrongly, the branch is not absent).
+func TestResolveOfNoBranchIsRefusedTyped(t *testing.T) {
+	ns := devstack.NATSForTest(t)
+	srv := natsx.NewServer(devstack.NATSConnForTest(t, ns.URL), natsx.ServerOptions{})
+	t.Cleanup(func() { _ = srv.Close() })
+	var resolved atomic.Bool
+	if err := client.Serve(srv, func(context.Context, client.ResolveRequest) (client.ResolveReply, error) {
+		resolved.Store(true)
+		return client.ResolveReply{Exists: true}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r := client.NewResolver(natsx.NewClient(devstack.NATSConnForTest(t, ns.URL), natsx.ClientOptions{}), 5*time.Second)
+	_, err := r.Resolve(context.Background(), client.ResolveRequest{DeploymentID: 7, ProductionBranch: "main"})
+	if e, ok := errs.As(err); !ok || e.Kind != errs.Invalid || !errors.Is(err, client.ErrUnavailable) || resolved.Load() {
+		t.Fatalf("resolve of no branch: %v (resolver called: %v); want a typed invalid, unavailable to the caller, the resolver not called", err, resolved.Load())
 	}
 }

@@ -104,7 +104,7 @@ func Handle[Req, Rep any](s *Server, subject, queue string, h func(ctx context.C
 	run := func(ctx context.Context, data []byte) ([]byte, error) {
 		var req Req
 		if err := json.Unmarshal(data, &req); err != nil {
-			return nil, errs.New(errs.Invalid, "the body is not a JSON %s request", subject)
+			return nil, errs.Invalidf("the body is not a JSON %s request", subject)
 		}
 		rep, err := h(ctx, req)
 		if err != nil {
@@ -201,7 +201,8 @@ func (s *Server) answerError(ctx context.Context, x exchange, err error) {
 	if !ok {
 		s.o.Logger.ErrorContext(ctx, "request handler failed", "subject", x.subject, "err", err)
 		msg = "internal error"
-	} else if _, domain := errs.As(err); !domain && status == http.StatusServiceUnavailable {
+	} else if _, domain := errs.As(err); status == http.StatusServiceUnavailable && (!domain || errors.Is(err, errs.ErrUnavailable)) {
+		// As errs.Write: a dependency's failure is logged with its cause.
 		s.o.Logger.WarnContext(ctx, "request handler: dependency unavailable", "subject", x.subject, "err", err)
 	}
 	outcome := OutcomeError

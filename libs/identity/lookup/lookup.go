@@ -118,7 +118,7 @@ type Directory interface {
 func Serve(s *natsx.Server, d Directory) error {
 	err := natsx.Handle(s, DeploymentSubject, LookupQueue, func(ctx context.Context, req DeploymentRequest) (DeploymentReply, error) {
 		if req.ID <= 0 {
-			return DeploymentReply{}, errs.New(errs.Invalid, `request must be {"id": <positive integer>}`)
+			return DeploymentReply{}, errs.Invalidf(`request must be {"id": <positive integer>}`)
 		}
 		dep, err := d.LookupDeployment(ctx, req.ID)
 		switch {
@@ -134,7 +134,7 @@ func Serve(s *natsx.Server, d Directory) error {
 	}
 	return natsx.Handle(s, UserSubject, LookupQueue, func(ctx context.Context, req UserRequest) (UserReply, error) {
 		if req.AccountID <= 0 || req.Username == "" {
-			return UserReply{}, errs.New(errs.Invalid, `request must be {"accountId": <positive integer>, "username": <non-empty string>}`)
+			return UserReply{}, errs.Invalidf(`request must be {"accountId": <positive integer>, "username": <non-empty string>}`)
 		}
 		u, err := d.LookupUser(ctx, req.AccountID, req.Username)
 		switch {
