@@ -16,9 +16,14 @@ import (
 	"github.com/analyticsco/platform/devstack/apitest"
 	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/audit/publish"
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/identity/lookup"
+	"github.com/analyticsco/platform/libs/natsx"
 )
+
+// branchResolve is dbtsync-svc's resolver subject (dbtsync-svc/client.ResolveSubject).
+const branchResolve = "dbtsync.branches.resolve"
 
 // usersOnlyNATS is the local stack's NATS: every connection names a platform user.
 func usersOnlyNATS(t *testing.T) *devstack.NATS {
@@ -140,6 +145,11 @@ func (oneDeployment) LookupDeployment(_ context.Context, id int64) (lookup.Deplo
 	return lookup.DeploymentInfo{ID: id, AccountID: 7, ProductionBranch: "main"}, nil
 }
 
+func isKind(err error, k errs.Kind) bool {
+	e, ok := errs.As(err)
+	return ok && e.Kind == k
+}
+
 func (oneDeployment) LookupUser(context.Context, int64, string) (identity.User, error) {
 	return identity.User{}, lookup.ErrNotFound
 }
@@ -154,13 +164,34 @@ func TestEachNATSUserCanDoItsOwnWork(t *testing.T) {
 	defer cancel()
 
 	gw, embed := connectAs(t, n, "gateway"), connectAs(t, n, "embed-svc")
-	if _, err := lookup.Serve(gw.nc, oneDeployment{}); err != nil {
+	if err := lookup.Serve(natsx.NewServer(gw.nc, natsx.ServerOptions{}), oneDeployment{}); err != nil {
 		t.Fatal(err)
 	}
 	_ = gw.nc.Flush()
-	dep, err := lookup.NewClient(embed.nc, 5*time.Second).Deployment(ctx, 42)
+	embedRR := natsx.NewClient(embed.nc, natsx.ClientOptions{})
+	dep, err := lookup.NewClient(embedRR, 5*time.Second).Deployment(ctx, 42)
 	if err != nil || dep.AccountID != 7 {
 		t.Fatalf("embed-svc's lookup answered by the gateway: %+v %v", dep, err)
+	}
+	// dbtsync-svc answers embed-svc's branch resolves (the contract is dbtsync-svc/client,
+	// which devstack does not import), an error answer's headers included.
+	api := connectAs(t, n, "dbtsync-svc")
+	if err := natsx.Handle(natsx.NewServer(api.nc, natsx.ServerOptions{}), branchResolve, "dbtsync-resolver",
+		func(_ context.Context, branch string) (bool, error) {
+			if branch == "" {
+				return false, errs.Invalidf("no branch")
+			}
+			return true, nil
+		}); err != nil {
+		t.Fatal(err)
+	}
+	_ = api.nc.Flush()
+	resolve := natsx.NewEndpoint[string, bool](embedRR, branchResolve, 5*time.Second)
+	if ok, err := resolve.Call(ctx, "main"); err != nil || !ok {
+		t.Fatalf("embed-svc's resolve answered by dbtsync-svc: %v %v", ok, err)
+	}
+	if _, err := resolve.Call(ctx, ""); !isKind(err, errs.Invalid) {
+		t.Fatalf("dbtsync-svc's error answer to embed-svc: %v, want a typed invalid", err)
 	}
 
 	embedJS, _ := jetstream.New(embed.nc)

@@ -1,20 +1,16 @@
 // Package client is dbtsync-svc's published contract with other services: the branch
 // resolver over NATS request-reply (subject, messages, a client and the server's
 // handler shape). embed-svc imports it to ask whether a deployment's branch exists and
-// is served; dbtsync-svc serves it. Both sides carry the trace context in the message
-// headers.
+// is served; dbtsync-svc serves it. Both sides are libs/natsx's request-reply (spans,
+// timeouts, caps, metrics, typed error answers).
 package client
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/propagation"
-
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/natsx"
 )
 
@@ -36,70 +32,50 @@ func (r ResolveRequest) Valid() bool {
 	return r.DeploymentID > 0 && r.BranchName != "" && r.ProductionBranch != ""
 }
 
-// ResolveReply is {"exists": true, "served": false, "production": false} or {"error": "..."}.
+// ResolveReply is {"exists": true, "served": false, "production": false}; a failure is an
+// error answer (natsx: errs' model across the wire).
 type ResolveReply struct {
-	Exists     bool   `json:"exists"`
-	Served     bool   `json:"served"`
-	Production bool   `json:"production"`
-	Error      string `json:"error,omitempty"`
+	Exists     bool `json:"exists"`
+	Served     bool `json:"served"`
+	Production bool `json:"production"`
 }
 
 // ErrUnavailable is any failure to get an answer: no responder within the timeout, a
-// timeout, an unreadable reply or the resolver's own error (its store unavailable). It
-// never means the branch does not exist.
+// timeout, a busy or unreadable answer or the resolver's own error (its store
+// unavailable). It never means the branch does not exist.
 var ErrUnavailable = errors.New("the branch resolver is unavailable")
 
 // Resolver asks dbtsync-svc about branches.
 type Resolver struct {
-	nc      *nats.Conn
-	timeout time.Duration
+	e *natsx.Endpoint[ResolveRequest, ResolveReply]
 }
 
 // NewResolver returns a client waiting at most timeout (default 2 s) for a reply. A
 // request that finds no responder (the API replicas reconnecting after losing their NATS
-// server, or restarting) is sent again until one answers within that time.
-func NewResolver(nc *nats.Conn, timeout time.Duration) *Resolver {
-	if timeout <= 0 {
-		timeout = 2 * time.Second
-	}
-	return &Resolver{nc: nc, timeout: timeout}
+// server, or restarting) or a busy one is sent again until one answers within that time.
+func NewResolver(c *natsx.Client, timeout time.Duration) *Resolver {
+	return &Resolver{e: natsx.NewEndpoint[ResolveRequest, ResolveReply](c, ResolveSubject, timeout)}
 }
 
-// Resolve asks about one branch; every failure wraps ErrUnavailable.
+// Resolve asks about one branch; every failure wraps ErrUnavailable (and the typed
+// answer, when there was one).
 func (r *Resolver) Resolve(ctx context.Context, req ResolveRequest) (ResolveReply, error) {
-	body, _ := json.Marshal(req)
-	msg := nats.NewMsg(ResolveSubject)
-	msg.Data = body
-	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(msg.Header))
-	ctx, cancel := context.WithTimeout(ctx, r.timeout)
-	defer cancel()
-	resp, err := natsx.Request(ctx, r.nc, msg)
+	reply, err := r.e.Call(ctx, req)
 	if err != nil {
 		return ResolveReply{}, errors.Join(ErrUnavailable, err)
-	}
-	var reply ResolveReply
-	if err := json.Unmarshal(resp.Data, &reply); err != nil {
-		return ResolveReply{}, errors.Join(ErrUnavailable, errors.New("an unreadable reply"))
-	}
-	if reply.Error != "" {
-		return ResolveReply{}, errors.Join(ErrUnavailable, errors.New(reply.Error))
 	}
 	return reply, nil
 }
 
-// Serve answers resolve requests in the queue group with resolve, in a context that
-// continues the requester's trace.
-func Serve(nc *nats.Conn, resolve func(ctx context.Context, req ResolveRequest) ResolveReply) (*nats.Subscription, error) {
-	return nc.QueueSubscribe(ResolveSubject, ResolveQueue, func(m *nats.Msg) {
-		ctx := otel.GetTextMapPropagator().Extract(context.Background(), propagation.HeaderCarrier(m.Header))
-		var req ResolveRequest
-		var reply ResolveReply
-		if err := json.Unmarshal(m.Data, &req); err != nil || !req.Valid() {
-			reply.Error = `request must be {"deploymentId": <positive integer>, "branchName": <string>, "productionBranch": <string>}`
-		} else {
-			reply = resolve(ctx, req)
+// Serve answers resolve requests in the queue group on s (its timeout, its cap of
+// handlers in flight, its spans continuing the requester's trace) with resolve; a
+// request that is not Valid is answered 400.
+func Serve(s *natsx.Server, resolve func(ctx context.Context, req ResolveRequest) (ResolveReply, error)) error {
+	return natsx.Handle(s, ResolveSubject, ResolveQueue, func(ctx context.Context, req ResolveRequest) (ResolveReply, error) {
+		if !req.Valid() {
+			return ResolveReply{}, errs.Invalidf(
+				`request must be {"deploymentId": <positive integer>, "branchName": <string>, "productionBranch": <string>}`)
 		}
-		b, _ := json.Marshal(reply)
-		_ = m.Respond(b)
+		return resolve(ctx, req)
 	})
 }

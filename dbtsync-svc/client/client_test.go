@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +12,8 @@ import (
 	"github.com/analyticsco/platform/dbtsync-svc/client"
 	"github.com/analyticsco/platform/devstack"
 	"github.com/analyticsco/platform/devstack/apitest"
+	"github.com/analyticsco/platform/libs/errs"
+	"github.com/analyticsco/platform/libs/natsx"
 )
 
 var req = client.ResolveRequest{DeploymentID: 7, BranchName: "feature-x", ProductionBranch: "main"}
@@ -27,20 +30,20 @@ func TestResolveWaitsForAResponderThatSubscribesWithinItsTimeout(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		rep, err := client.NewResolver(requester, 30*time.Second).Resolve(context.Background(), req)
+		rep, err := client.NewResolver(natsx.NewClient(requester, natsx.ClientOptions{}), 30*time.Second).Resolve(context.Background(), req)
 		done <- result{rep, err}
 	}()
 	// The server's "no responders" status is the first message the requester receives.
 	apitest.Eventually(t, 10*time.Second, "the first request answered: no responders", func() (bool, string) {
 		return requester.Stats().InMsgs >= 1, "no answer yet"
 	})
-	sub, err := client.Serve(devstack.NATSConnForTest(t, ns.URL), func(_ context.Context, got client.ResolveRequest) client.ResolveReply {
-		return client.ResolveReply{Exists: got == req, Served: true}
-	})
-	if err != nil {
+	srv := natsx.NewServer(devstack.NATSConnForTest(t, ns.URL), natsx.ServerOptions{})
+	t.Cleanup(func() { _ = srv.Close() })
+	if err := client.Serve(srv, func(_ context.Context, got client.ResolveRequest) (client.ResolveReply, error) {
+		return client.ResolveReply{Exists: got == req, Served: true}, nil
+	}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
 	got := <-done
 	if got.err != nil || !got.reply.Exists || !got.reply.Served {
 		t.Fatalf("resolve once a responder subscribed: %+v, %v; want exists and served", got.reply, got.err)
@@ -52,11 +55,31 @@ func TestResolveWaitsForAResponderThatSubscribesWithinItsTimeout(t *testing.T) {
 func TestResolveWithoutResponderIsUnavailableAfterItsTimeout(t *testing.T) {
 	ns := devstack.NATSForTest(t)
 	requester := devstack.NATSConnForTest(t, ns.URL)
-	_, err := client.NewResolver(requester, 300*time.Millisecond).Resolve(context.Background(), req)
+	_, err := client.NewResolver(natsx.NewClient(requester, natsx.ClientOptions{}), 300*time.Millisecond).Resolve(context.Background(), req)
 	if !errors.Is(err, client.ErrUnavailable) || !errors.Is(err, nats.ErrNoResponders) {
 		t.Fatalf("resolve without a responder: %v; want ErrUnavailable for no responders", err)
 	}
 	if n := requester.Stats().InMsgs; n < 2 {
 		t.Errorf("no-responders answers within the timeout: %d, want the request sent again at least once", n)
+	}
+}
+
+// A request that names no branch is refused by the resolver with a typed 400 (and, for
+// the caller, the resolver is unavailable: it asked wrongly, the branch is not absent).
+func TestResolveOfNoBranchIsRefusedTyped(t *testing.T) {
+	ns := devstack.NATSForTest(t)
+	srv := natsx.NewServer(devstack.NATSConnForTest(t, ns.URL), natsx.ServerOptions{})
+	t.Cleanup(func() { _ = srv.Close() })
+	var resolved atomic.Bool
+	if err := client.Serve(srv, func(context.Context, client.ResolveRequest) (client.ResolveReply, error) {
+		resolved.Store(true)
+		return client.ResolveReply{Exists: true}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r := client.NewResolver(natsx.NewClient(devstack.NATSConnForTest(t, ns.URL), natsx.ClientOptions{}), 5*time.Second)
+	_, err := r.Resolve(context.Background(), client.ResolveRequest{DeploymentID: 7, ProductionBranch: "main"})
+	if e, ok := errs.As(err); !ok || e.Kind != errs.Invalid || !errors.Is(err, client.ErrUnavailable) || resolved.Load() {
+		t.Fatalf("resolve of no branch: %v (resolver called: %v); want a typed invalid, unavailable to the caller, the resolver not called", err, resolved.Load())
 	}
 }

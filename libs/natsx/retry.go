@@ -132,27 +132,3 @@ func Transient(err error) bool {
 	}
 	return false
 }
-
-// Request sends msg and returns the reply, sending it again while no responder
-// subscribes (they are reconnecting after losing their server, or restarting) until one
-// answers or ctx ends. Only the absence of responders is retried: a request that reached
-// one and timed out may have been acted on, and used up the caller's patience anyway.
-func Request(ctx context.Context, nc *nats.Conn, msg *nats.Msg) (*nats.Msg, error) {
-	wait := 25 * time.Millisecond
-	for {
-		resp, err := nc.RequestMsgWithContext(ctx, msg)
-		if !errors.Is(err, nats.ErrNoResponders) {
-			return resp, err
-		}
-		pause := wait/2 + rand.N(wait/2+1)
-		if d, ok := ctx.Deadline(); ok && time.Until(d) < pause {
-			return nil, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, err
-		case <-time.After(pause):
-		}
-		wait = min(wait*2, 500*time.Millisecond)
-	}
-}

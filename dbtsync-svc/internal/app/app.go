@@ -94,16 +94,16 @@ func setup(ctx context.Context, d Deps, service string) (*adapters, error) {
 }
 
 // API is the API process: its public handler (the API behind identity.Require, /healthz),
-// its internal one (/healthz, /readyz, /metrics) and the branch resolver subscription;
+// its internal one (/healthz, /readyz, /metrics) and the branch resolver's server;
 // Close stops the resolver.
 type API struct {
 	Handler  http.Handler
 	Internal http.Handler
-	sub      *nats.Subscription
+	resolver *natsx.Server
 }
 
 // Close unsubscribes the resolver.
-func (a *API) Close() { _ = a.sub.Unsubscribe() }
+func (a *API) Close() { _ = a.resolver.Close() }
 
 // NewAPI builds the API process.
 func NewAPI(ctx context.Context, d Deps) (*API, error) {
@@ -114,7 +114,7 @@ func NewAPI(ctx context.Context, d Deps) (*API, error) {
 	if d.MaxBodyBytes <= 0 {
 		d.MaxBodyBytes = dbtsync.DefaultMaxSyncBodyBytes
 	}
-	sub, err := serveResolver(d.NATS, dbtsync.NewResolver(a.store, nil), d.Logger)
+	resolver, err := serveResolver(d.NATS, dbtsync.NewResolver(a.store, nil), d.Logger, d.Registry)
 	if err != nil {
 		return nil, err
 	}
@@ -128,7 +128,7 @@ func NewAPI(ctx context.Context, d Deps) (*API, error) {
 	svc = dbtsync.InstrumentingMiddleware(a.metrics)(svc)
 	h := dbtsync.NewHTTPHandler(dbtsync.MakeEndpoints(svc), d.Logger, d.MaxBodyBytes)
 	public, internal := Listeners("dbtsync-svc", d, identity.Require(d.Signer.ForService("dbtsync-svc"), h))
-	return &API{Handler: public, Internal: internal, sub: sub}, nil
+	return &API{Handler: public, Internal: internal, resolver: resolver}, nil
 }
 
 // Listeners are a process's public handler (api, nil: none, and /healthz) and internal

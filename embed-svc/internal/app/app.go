@@ -25,6 +25,7 @@ import (
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
+	"github.com/analyticsco/platform/libs/natsx"
 	"github.com/analyticsco/platform/libs/redisx"
 	"github.com/analyticsco/platform/libs/server"
 )
@@ -117,9 +118,12 @@ func New(ctx context.Context, d Deps) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
+	// One request-reply client for the process: its cap of requests in flight covers
+	// both the identity lookups and the branch resolver.
+	rr := natsx.NewClient(d.NATS, natsx.ClientOptions{Metrics: natsx.NewRequestMetrics(d.Registry)})
 	svc := embed.NewService(embed.Ports{
-		Catalog: st, Users: st, Directory: directory.New(d.NATS, d.IdentityTimeout), Sessions: sessions, Records: st,
-		Branches: branches.New(d.NATS, d.BranchTimeout), Signer: kr, Audit: pub,
+		Catalog: st, Users: st, Directory: directory.New(rr, d.IdentityTimeout), Sessions: sessions, Records: st,
+		Branches: branches.New(rr, d.BranchTimeout), Signer: kr, Audit: pub,
 	}, embed.Options{Issuer: d.TokenIssuer, Now: d.Now, Limits: d.Limits})
 	// The decorators in every service's order, less Auditing: embed records its events
 	// inside the service (Ports.Audit), since a mint's event needs what only the mint

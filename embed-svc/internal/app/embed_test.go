@@ -133,8 +133,7 @@ func TestEmbedService(t *testing.T) {
 				})
 			}
 			t.Run("generate-session-503-resolver-unreachable", func(t *testing.T) {
-				sub := e.branches.Load()
-				if err := sub.Unsubscribe(); err != nil {
+				if err := e.branches.Load().Close(); err != nil {
 					t.Fatal(err)
 				}
 				if err := e.nc.Flush(); err != nil {

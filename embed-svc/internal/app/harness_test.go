@@ -26,6 +26,7 @@ import (
 	"github.com/analyticsco/platform/embed-svc/internal/app"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
+	"github.com/analyticsco/platform/libs/natsx"
 	"github.com/analyticsco/platform/libs/obs"
 )
 
@@ -86,27 +87,28 @@ type env struct {
 	mongoCmd    *mongox.CommandCounter
 	redisCmd    *redisCounter
 	signer      *identity.Signer
-	branches    atomic.Pointer[nats.Subscription]
+	branches    atomic.Pointer[natsx.Server]
 }
 
 // branchResponder answers dbtsync.branches.resolve like dbtsync-svc: "main" is
 // production, "feature-*" exists and is served, "stale-*" exists and is not served.
-func branchResponder(t *testing.T, nc *nats.Conn) *nats.Subscription {
-	sub, err := client.Serve(nc, func(_ context.Context, req client.ResolveRequest) client.ResolveReply {
+func branchResponder(t *testing.T, nc *nats.Conn) *natsx.Server {
+	srv := natsx.NewServer(nc, natsx.ServerOptions{})
+	err := client.Serve(srv, func(_ context.Context, req client.ResolveRequest) (client.ResolveReply, error) {
 		switch {
 		case req.BranchName == req.ProductionBranch:
-			return client.ResolveReply{Exists: true, Served: true, Production: true}
+			return client.ResolveReply{Exists: true, Served: true, Production: true}, nil
 		case strings.HasPrefix(req.BranchName, "feature-"):
-			return client.ResolveReply{Exists: true, Served: true}
+			return client.ResolveReply{Exists: true, Served: true}, nil
 		case strings.HasPrefix(req.BranchName, "stale-"):
-			return client.ResolveReply{Exists: true}
+			return client.ResolveReply{Exists: true}, nil
 		}
-		return client.ResolveReply{}
+		return client.ResolveReply{}, nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return sub
+	return srv
 }
 
 func newEnv(t *testing.T) *env {

@@ -6,19 +6,18 @@ import (
 	"context"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/analyticsco/platform/dbtsync-svc/client"
 	"github.com/analyticsco/platform/embed-svc/internal/embed"
 	"github.com/analyticsco/platform/libs/errs"
+	"github.com/analyticsco/platform/libs/natsx"
 )
 
 // Resolver implements embed.BranchResolver.
 type Resolver struct{ c *client.Resolver }
 
-// New returns a resolver waiting at most timeout for a reply.
-func New(nc *nats.Conn, timeout time.Duration) *Resolver {
-	return &Resolver{c: client.NewResolver(nc, timeout)}
+// New returns a resolver asking through c, waiting at most timeout for a reply.
+func New(c *natsx.Client, timeout time.Duration) *Resolver {
+	return &Resolver{c: client.NewResolver(c, timeout)}
 }
 
 // ResolveBranch asks about one branch. No responder, a timeout or a resolver error is

@@ -1,5 +1,5 @@
 // Package directory is embed.Directory over the identity lookup the gateway answers for
-// its identity store (libs/identity: NATS request-reply, the trace context carried).
+// its identity store (libs/identity/lookup over libs/natsx's request-reply).
 package directory
 
 import (
@@ -7,19 +7,18 @@ import (
 	"errors"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/analyticsco/platform/embed-svc/internal/embed"
 	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/identity/lookup"
+	"github.com/analyticsco/platform/libs/natsx"
 )
 
 // Lookup implements embed.Directory.
 type Lookup struct{ l *lookup.Client }
 
-// New returns a directory waiting at most timeout for each answer.
-func New(nc *nats.Conn, timeout time.Duration) *Lookup {
-	return &Lookup{l: lookup.NewClient(nc, timeout)}
+// New returns a directory asking through c, waiting at most timeout for each answer.
+func New(c *natsx.Client, timeout time.Duration) *Lookup {
+	return &Lookup{l: lookup.NewClient(c, timeout)}
 }
 
 // unavailable is the answer when the identity store cannot be asked: a 503, never the

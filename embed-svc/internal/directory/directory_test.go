@@ -14,6 +14,7 @@ import (
 	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/identity/lookup"
+	"github.com/analyticsco/platform/libs/natsx"
 )
 
 // store answers lookups for deployment 7 of account 1.
@@ -43,22 +44,18 @@ func TestDeploymentLookupWaitsForAGatewayThatSubscribesWithinItsTimeout(t *testi
 	}
 	done := make(chan result, 1)
 	go func() {
-		d, err := directory.New(requester, 30*time.Second).Deployment(context.Background(), 7)
+		d, err := directory.New(natsx.NewClient(requester, natsx.ClientOptions{}), 30*time.Second).Deployment(context.Background(), 7)
 		done <- result{d.ID, d.AccountID, err}
 	}()
 	// The server's "no responders" status is the first message the requester receives.
 	apitest.Eventually(t, 10*time.Second, "the first lookup answered: no responders", func() (bool, string) {
 		return requester.Stats().InMsgs >= 1, "no answer yet"
 	})
-	subs, err := lookup.Serve(devstack.NATSConnForTest(t, ns.URL), store{})
-	if err != nil {
+	srv := natsx.NewServer(devstack.NATSConnForTest(t, ns.URL), natsx.ServerOptions{})
+	t.Cleanup(func() { _ = srv.Close() })
+	if err := lookup.Serve(srv, store{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		for _, s := range subs {
-			_ = s.Unsubscribe()
-		}
-	})
 	got := <-done
 	if got.err != nil || got.dep != 7 || got.acc != 1 {
 		t.Fatalf("lookup once a gateway subscribed: %+v; want deployment 7 of account 1", got)
@@ -69,7 +66,7 @@ func TestDeploymentLookupWaitsForAGatewayThatSubscribesWithinItsTimeout(t *testi
 func TestDeploymentLookupWithoutGatewayIsUnavailableAfterItsTimeout(t *testing.T) {
 	ns := devstack.NATSForTest(t)
 	requester := devstack.NATSConnForTest(t, ns.URL)
-	_, err := directory.New(requester, 300*time.Millisecond).Deployment(context.Background(), 7)
+	_, err := directory.New(natsx.NewClient(requester, natsx.ClientOptions{}), 300*time.Millisecond).Deployment(context.Background(), 7)
 	if !errs.IsUnavailable(err) || !errors.Is(err, nats.ErrNoResponders) {
 		t.Fatalf("lookup without a gateway: %v; want unavailable for no responders", err)
 	}

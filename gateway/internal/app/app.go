@@ -28,6 +28,7 @@ import (
 	"github.com/analyticsco/platform/gateway/internal/store"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/identity/lookup"
+	"github.com/analyticsco/platform/libs/natsx"
 	"github.com/analyticsco/platform/libs/obs"
 	"github.com/analyticsco/platform/libs/server"
 )
@@ -122,8 +123,10 @@ func New(ctx context.Context, d Deps) (*App, error) {
 		}
 		o.APIReference = ref
 	}
+	var natsMetrics *natsx.RequestMetrics // nil: none
 	if d.Registry != nil {
 		o.Metrics = obs.NewHTTPMetrics(d.Registry, ServiceName)
+		natsMetrics = natsx.NewRequestMetrics(d.Registry)
 	}
 	if d.Redis != nil {
 		o.RateLimiter = ratelimit.New(d.Redis, "ratelimit:")
@@ -135,7 +138,7 @@ func New(ctx context.Context, d Deps) (*App, error) {
 		d.Configure(&o)
 	}
 	if d.NATS != nil {
-		if _, err := lookup.Serve(d.NATS, authn); err != nil {
+		if err := lookup.Serve(natsx.NewServer(d.NATS, natsx.ServerOptions{Metrics: natsMetrics, Logger: d.Logger}), authn); err != nil {
 			return nil, err
 		}
 	}

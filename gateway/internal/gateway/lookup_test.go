@@ -16,6 +16,7 @@ import (
 	"github.com/analyticsco/platform/gateway/internal/store"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/identity/lookup"
+	"github.com/analyticsco/platform/libs/natsx"
 )
 
 // TestIdentityLookups: the gateway answers the services' identity lookups over NATS from
@@ -36,10 +37,12 @@ func TestIdentityLookups(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	if _, err := lookup.Serve(nc, h.authn); err != nil {
+	srv := natsx.NewServer(nc, natsx.ServerOptions{})
+	t.Cleanup(func() { _ = srv.Close() })
+	if err := lookup.Serve(srv, h.authn); err != nil {
 		t.Fatal(err)
 	}
-	client := lookup.NewClient(nc, 5*time.Second)
+	client := lookup.NewClient(natsx.NewClient(nc, natsx.ClientOptions{}), 5*time.Second)
 	acme, globex := h.acme(), h.globex()
 	ctx := context.Background()
 

@@ -5,15 +5,8 @@ package lookup
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
-
-	"github.com/nats-io/nats.go"
-	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/identity"
@@ -28,10 +21,10 @@ import (
 //
 //	identity.lookup.deployment  {"id": 7}
 //	  -> {"deployment": {"id": 7, "accountId": 1, "productionBranch": "main"}}
-//	   | {"deployment": null} (no such deployment) | {"error": "..."}
+//	   | {"deployment": null} (no such deployment) | an error answer (natsx)
 //	identity.lookup.user        {"accountId": 1, "username": "acme-admin"}
 //	  -> {"user": {"id", "username", "email", "firstName", "picture", "role"}}
-//	   | {"user": null} (no such user in that account) | {"error": "..."}
+//	   | {"user": null} (no such user in that account) | an error answer (natsx)
 const (
 	DeploymentSubject = "identity.lookup.deployment"
 	UserSubject       = "identity.lookup.user"
@@ -51,11 +44,9 @@ type DeploymentInfo struct {
 	ProductionBranch string `json:"productionBranch"`
 }
 
-// DeploymentReply answers a DeploymentRequest: the deployment, nil when there is none,
-// or the error that kept the store from answering.
+// DeploymentReply answers a DeploymentRequest: the deployment, nil when there is none.
 type DeploymentReply struct {
 	Deployment *DeploymentInfo `json:"deployment"`
-	Error      string          `json:"error,omitempty"`
 }
 
 // UserRequest asks for a user of an account by username.
@@ -66,39 +57,37 @@ type UserRequest struct {
 
 // UserReply answers a UserRequest (User nil: the account has no such user).
 type UserReply struct {
-	User  *identity.User `json:"user"`
-	Error string         `json:"error,omitempty"`
+	User *identity.User `json:"user"`
 }
 
 // ErrNotFound means the identity store has no such deployment, or the account no such user.
 var ErrNotFound = errors.New("identity: not found")
 
-// Client asks the identity store, through the gateway. A request that finds no
-// responder (the gateways reconnecting after losing their NATS server) is sent again
-// until one answers or the timeout ends. Every failure to get an answer (no responder
-// within the timeout, a timeout, an unreadable reply, the store's own error) wraps
-// errs.ErrUnavailable, never ErrNotFound.
+// Client asks the identity store, through the gateway, with natsx's request-reply (a
+// request finding no responder or a busy one is sent again within the timeout). A
+// failure to get an answer (no responder, a timeout, the store's own failure) is
+// unavailable (errs.IsUnavailable), never ErrNotFound.
 type Client struct {
-	nc      *nats.Conn
-	timeout time.Duration
+	deployments *natsx.Endpoint[DeploymentRequest, DeploymentReply]
+	users       *natsx.Endpoint[UserRequest, UserReply]
 }
 
-// NewClient returns a client waiting at most timeout (default 2 s) for a reply, retries
-// included.
-func NewClient(nc *nats.Conn, timeout time.Duration) *Client {
-	if timeout <= 0 {
-		timeout = 2 * time.Second
+// NewClient returns a client waiting at most timeout (default 2 s) for each answer,
+// retries included.
+func NewClient(c *natsx.Client, timeout time.Duration) *Client {
+	return &Client{
+		deployments: natsx.NewEndpoint[DeploymentRequest, DeploymentReply](c, DeploymentSubject, timeout),
+		users:       natsx.NewEndpoint[UserRequest, UserReply](c, UserSubject, timeout),
 	}
-	return &Client{nc: nc, timeout: timeout}
 }
 
 // Deployment returns deployment id (ErrNotFound when there is none).
 func (l *Client) Deployment(ctx context.Context, id int64) (DeploymentInfo, error) {
-	var reply DeploymentReply
-	if err := l.request(ctx, DeploymentSubject, DeploymentRequest{ID: id}, &reply, &reply.Error); err != nil {
+	reply, err := l.deployments.Call(ctx, DeploymentRequest{ID: id})
+	switch {
+	case err != nil:
 		return DeploymentInfo{}, err
-	}
-	if reply.Deployment == nil {
+	case reply.Deployment == nil:
 		return DeploymentInfo{}, ErrNotFound
 	}
 	return *reply.Deployment, nil
@@ -106,35 +95,14 @@ func (l *Client) Deployment(ctx context.Context, id int64) (DeploymentInfo, erro
 
 // User returns the account's user with username (ErrNotFound when it has none).
 func (l *Client) User(ctx context.Context, accountID int64, username string) (identity.User, error) {
-	var reply UserReply
-	if err := l.request(ctx, UserSubject, UserRequest{AccountID: accountID, Username: username}, &reply, &reply.Error); err != nil {
+	reply, err := l.users.Call(ctx, UserRequest{AccountID: accountID, Username: username})
+	switch {
+	case err != nil:
 		return identity.User{}, err
-	}
-	if reply.User == nil {
+	case reply.User == nil:
 		return identity.User{}, ErrNotFound
 	}
 	return *reply.User, nil
-}
-
-// request sends req on subject with the trace context and decodes the reply; a reply
-// that carries an error (replyErr, once decoded) is a failure too.
-func (l *Client) request(ctx context.Context, subject string, req, reply any, replyErr *string) error {
-	msg := nats.NewMsg(subject)
-	msg.Data, _ = json.Marshal(req)
-	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(msg.Header))
-	ctx, cancel := context.WithTimeout(ctx, l.timeout)
-	defer cancel()
-	resp, err := natsx.Request(ctx, l.nc, msg)
-	if err != nil {
-		return errors.Join(errs.ErrUnavailable, fmt.Errorf("%s: %w", subject, err))
-	}
-	if err := json.Unmarshal(resp.Data, reply); err != nil {
-		return errors.Join(errs.ErrUnavailable, fmt.Errorf("%s: an unreadable reply", subject))
-	}
-	if *replyErr != "" {
-		return errors.Join(errs.ErrUnavailable, fmt.Errorf("%s: %s", subject, *replyErr))
-	}
-	return nil
 }
 
 // Directory is what the owner of the identity store answers lookups from.
@@ -145,72 +113,36 @@ type Directory interface {
 	LookupUser(ctx context.Context, accountID int64, username string) (identity.User, error)
 }
 
-// lookupTimeout bounds the work of one answer: the requester stops waiting before.
-const lookupTimeout = 5 * time.Second
-
-// maxConcurrentLookups bounds the answers in progress at once on one connection; past
-// it, a subscription answers its messages one by one (NATS queues the rest).
-const maxConcurrentLookups = 256
-
-const tracerName = "github.com/analyticsco/platform/libs/identity/lookup"
-
-// Serve answers both subjects in the queue group from d, each request in a
-// context that continues the requester's trace.
-func Serve(nc *nats.Conn, d Directory) ([]*nats.Subscription, error) {
-	slots := make(chan struct{}, maxConcurrentLookups)
-	serve := func(subject string, answer func(ctx context.Context, data []byte) any) (*nats.Subscription, error) {
-		return nc.QueueSubscribe(subject, LookupQueue, func(m *nats.Msg) {
-			handle := func() {
-				ctx := otel.GetTextMapPropagator().Extract(context.Background(), propagation.HeaderCarrier(m.Header))
-				ctx, span := otel.Tracer(tracerName).Start(ctx, subject, trace.WithSpanKind(trace.SpanKindServer))
-				defer span.End()
-				ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
-				defer cancel()
-				b, _ := json.Marshal(answer(ctx, m.Data))
-				_ = m.Respond(b)
-			}
-			select {
-			case slots <- struct{}{}:
-				go func() { defer func() { <-slots }(); handle() }()
-			default:
-				handle()
-			}
-		})
-	}
-	deployments, err := serve(DeploymentSubject, func(ctx context.Context, data []byte) any {
-		var req DeploymentRequest
-		if json.Unmarshal(data, &req) != nil || req.ID <= 0 {
-			return DeploymentReply{Error: `request must be {"id": <positive integer>}`}
+// Serve answers both subjects in the queue group LookupQueue from d, on s (its timeout
+// and cap of handlers in flight, its spans continuing the requester's trace).
+func Serve(s *natsx.Server, d Directory) error {
+	err := natsx.Handle(s, DeploymentSubject, LookupQueue, func(ctx context.Context, req DeploymentRequest) (DeploymentReply, error) {
+		if req.ID <= 0 {
+			return DeploymentReply{}, errs.Invalidf(`request must be {"id": <positive integer>}`)
 		}
 		dep, err := d.LookupDeployment(ctx, req.ID)
 		switch {
 		case errors.Is(err, ErrNotFound):
-			return DeploymentReply{}
+			return DeploymentReply{}, nil
 		case err != nil:
-			return DeploymentReply{Error: "the identity store is unavailable"}
+			return DeploymentReply{}, errors.Join(errs.ErrUnavailable, err) // answered 503 (never 404), the cause logged
 		}
-		return DeploymentReply{Deployment: &dep}
+		return DeploymentReply{Deployment: &dep}, nil
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	users, err := serve(UserSubject, func(ctx context.Context, data []byte) any {
-		var req UserRequest
-		if json.Unmarshal(data, &req) != nil || req.AccountID <= 0 || req.Username == "" {
-			return UserReply{Error: `request must be {"accountId": <positive integer>, "username": <non-empty string>}`}
+	return natsx.Handle(s, UserSubject, LookupQueue, func(ctx context.Context, req UserRequest) (UserReply, error) {
+		if req.AccountID <= 0 || req.Username == "" {
+			return UserReply{}, errs.Invalidf(`request must be {"accountId": <positive integer>, "username": <non-empty string>}`)
 		}
 		u, err := d.LookupUser(ctx, req.AccountID, req.Username)
 		switch {
 		case errors.Is(err, ErrNotFound):
-			return UserReply{}
+			return UserReply{}, nil
 		case err != nil:
-			return UserReply{Error: "the identity store is unavailable"}
+			return UserReply{}, errors.Join(errs.ErrUnavailable, err) // answered 503 (never 404), the cause logged
 		}
-		return UserReply{User: &u}
+		return UserReply{User: &u}, nil
 	})
-	if err != nil {
-		_ = deployments.Unsubscribe()
-		return nil, err
-	}
-	return []*nats.Subscription{deployments, users}, nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/identity/lookup"
+	"github.com/analyticsco/platform/libs/natsx"
 )
 
 // Without an answer (here no server at all: the request waits in the reconnect buffer)
@@ -22,7 +23,7 @@ func TestLookupWithoutAnswerIsUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	l := lookup.NewClient(nc, 50*time.Millisecond)
+	l := lookup.NewClient(natsx.NewClient(nc, natsx.ClientOptions{}), 50*time.Millisecond)
 	if _, err := l.Deployment(context.Background(), 7); !errors.Is(err, errs.ErrUnavailable) || errors.Is(err, lookup.ErrNotFound) {
 		t.Fatalf("deployment lookup without a server: %v", err)
 	}
