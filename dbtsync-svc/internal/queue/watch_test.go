@@ -3,6 +3,8 @@ package queue_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/queue/jetstream"
 	"github.com/analyticsco/platform/devstack"
+	"github.com/analyticsco/platform/devstack/apitest"
 	"github.com/analyticsco/platform/libs/natsx"
 )
 
@@ -45,5 +48,87 @@ func TestACancelWatchWhoseConsumerIsNeverCreatedFailsUnavailableBeforeTheJobsDea
 	requested, err := q.WatchCancel(ctx, dep, j.SyncJobID)
 	if !errors.Is(err, dbtsync.ErrQueueUnavailable) || requested != nil || ctx.Err() != nil {
 		t.Fatalf("watch: %v (the job's deadline: %v); want unavailable before the deadline", err, ctx.Err())
+	}
+}
+
+// While the job bucket's leader is killed and elected again, workers keep making cancel
+// watches (one per job they start): each is made, or refused unavailable, long before
+// its job's deadline (nats.go alone waited for that deadline, each of four such watches
+// in most runs, as the natsha suite's workers did with every slot), and a watch made
+// once the cluster is whole again sees the job's cancel.
+func TestCancelWatchesAcrossAKilledLeaderEndBeforeTheJobsDeadline(t *testing.T) {
+	t.Parallel()
+	c := devstack.NATSClusterForTest(t, 3)
+	names := clusterNames(t)
+	q := openQueue(t, clusterConn(t, c), names, 3)
+	j := job(1, "main")
+	enqueue(t, q, j)
+
+	var mu sync.Mutex
+	var made, refused int
+	var late []string
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 { // a worker's slots
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // the job's deadline
+				_, err := q.WatchCancel(ctx, dep, j.SyncJobID)
+				mu.Lock()
+				switch {
+				case ctx.Err() != nil:
+					late = append(late, fmt.Sprint(err))
+				case err == nil:
+					made++
+				case errors.Is(err, dbtsync.ErrQueueUnavailable):
+					refused++
+				default:
+					t.Errorf("watch: %v", err)
+				}
+				mu.Unlock()
+				cancel() // ends the watch
+			}
+		})
+	}
+	count := func() int { mu.Lock(); defer mu.Unlock(); return made + refused + len(late) }
+	apitest.Eventually(t, 30*time.Second, "watches before the kill", func() (bool, string) { return count() > 8, "" })
+	leader, err := c.StreamLeader(context.Background(), "KV_"+names.KV)
+	if err != nil || leader < 0 {
+		t.Fatalf("leader of the job bucket: %d %v", leader, err)
+	}
+	c.Kill(leader)
+	after := count()
+	apitest.Eventually(t, 2*time.Minute, "watches made again after the kill", func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return made+refused+len(late) > after+8, fmt.Sprintf("%d made, %d refused, %d at the deadline", made, refused, len(late))
+	})
+	if err := c.Restart(contextWithin(t, 2*time.Minute), leader); err != nil {
+		t.Fatal(err)
+	}
+	close(stop)
+	wg.Wait()
+	t.Logf("%d watches made, %d refused unavailable", made, refused)
+	if len(late) > 0 {
+		t.Errorf("%d watches ended at their job's deadline: %v", len(late), late)
+	}
+
+	ctx := contextWithin(t, time.Minute)
+	requested, err := q.WatchCancel(ctx, dep, j.SyncJobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.UpdateJob(ctx, dep, j.SyncJobID, func(j *dbtsync.Job) error { j.CancelRequested = true; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-requested:
+	case <-ctx.Done():
+		t.Fatal("the watch made after the restart did not see the cancel")
 	}
 }
