@@ -69,29 +69,22 @@ func TestCancelWatchesAcrossAKilledLeaderEndBeforeTheJobsDeadline(t *testing.T) 
 	var late []string
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	for range 4 { // a worker's slots
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // the job's deadline
-				_, err := q.WatchCancel(ctx, dep, j.SyncJobID)
-				mu.Lock()
-				switch {
-				case ctx.Err() != nil:
-					late = append(late, fmt.Sprint(err))
-				case err == nil:
-					made++
-				case errors.Is(err, dbtsync.ErrQueueUnavailable):
-					refused++
-				default:
-					t.Errorf("watch: %v", err)
-				}
-				mu.Unlock()
-				cancel() // ends the watch
+	for range 4 { // two workers' slots
+		untilStopped(&wg, stop, func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // the job's deadline
+			defer cancel()                                                        // ends the watch
+			_, err := q.WatchCancel(ctx, dep, j.SyncJobID)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case ctx.Err() != nil:
+				late = append(late, fmt.Sprint(err))
+			case err == nil:
+				made++
+			case errors.Is(err, dbtsync.ErrQueueUnavailable):
+				refused++
+			default:
+				t.Errorf("watch: %v", err)
 			}
 		})
 	}
@@ -118,17 +111,5 @@ func TestCancelWatchesAcrossAKilledLeaderEndBeforeTheJobsDeadline(t *testing.T) 
 		t.Errorf("%d watches ended at their job's deadline: %v", len(late), late)
 	}
 
-	ctx := contextWithin(t, time.Minute)
-	requested, err := q.WatchCancel(ctx, dep, j.SyncJobID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := q.UpdateJob(ctx, dep, j.SyncJobID, func(j *dbtsync.Job) error { j.CancelRequested = true; return nil }); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-requested:
-	case <-ctx.Done():
-		t.Fatal("the watch made after the restart did not see the cancel")
-	}
+	cancelIsSeen(contextWithin(t, time.Minute), t, q, j)
 }
