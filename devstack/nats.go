@@ -31,6 +31,7 @@ type NATS struct {
 	logger    *slog.Logger
 	usersOnly bool
 	passwords map[string]string // by user; fixed for the server's life, restarts included
+	denied    []*server.User    // NATSUserDenied's users
 
 	mu     sync.Mutex
 	srv    *server.Server
@@ -44,6 +45,18 @@ type NATSOption func(*NATS)
 // connects without credentials, so the subject permissions hold for everything that
 // runs on the stack (bin/devstack, the stack tests).
 func NATSUsersOnly() NATSOption { return func(n *NATS) { n.usersOnly = true } }
+
+// NATSUserDenied adds a user (connecting with UserURL(name)) that may do anything but
+// publish to the subjects deny. The server drops such a publish: a JetStream API call
+// among them is a request it never answers, as a cluster's server lost mid-call does,
+// for tests of what a caller does when an answer never comes. StartNATS only.
+func NATSUserDenied(name string, deny ...string) NATSOption {
+	return func(n *NATS) {
+		n.passwords[name] = randomHex(24)
+		n.denied = append(n.denied, &server.User{Username: name, Password: n.passwords[name],
+			Permissions: &server.Permissions{Publish: &server.SubjectPermission{Deny: deny}}})
+	}
+}
 
 // adminUser is the devstack's own user: every subject, for tests and tools.
 const adminUser = "devstack"
@@ -146,13 +159,14 @@ func (n *NATS) startLocked(ctx context.Context) error {
 	return nil
 }
 
-// users are the server's users: the platform's (NATSUsers) and the devstack's own.
+// users are the server's users: the platform's (NATSUsers), the devstack's own and
+// those NATSUserDenied adds.
 func (n *NATS) users() []*server.User {
 	out := []*server.User{{Username: adminUser, Password: n.passwords[adminUser]}}
 	for _, u := range NATSUsers() {
 		out = append(out, &server.User{Username: u.Name, Password: n.passwords[u.Name], Permissions: u.Permissions()})
 	}
-	return out
+	return append(out, n.denied...)
 }
 
 // UserURL is the URL a process connects with as its user of NATSUsers ("devstack": the

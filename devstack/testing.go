@@ -160,13 +160,13 @@ func MongoProcessForTest(t testing.TB) string {
 }
 
 // NATSForTest starts nats-server with JetStream in t.TempDir() on a random
-// port, shut down in t.Cleanup.
-func NATSForTest(t testing.TB) *NATS {
+// port, shut down in t.Cleanup; opts as StartNATS's.
+func NATSForTest(t testing.TB, opts ...NATSOption) *NATS {
 	t.Helper()
 	logger := testLogger(t)
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
-	n, err := StartNATS(ctx, filepath.Join(t.TempDir(), "nats"), "", logger)
+	n, err := StartNATS(ctx, filepath.Join(t.TempDir(), "nats"), "", logger, opts...)
 	if err != nil {
 		t.Fatalf("start embedded nats-server: %v", err)
 	}

@@ -104,47 +104,35 @@ func TestEnqueueAndUpdateAcrossKilledLeadersApplyOnce(t *testing.T) {
 	var refused, increments, unknown, enqueues atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Go(func() { // enqueues, each job its own branch's
-		for n := 1; ; n++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			j := job(n, fmt.Sprintf("b%d", n))
-			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			err := q.Enqueue(rctx, j)
-			cancel()
-			enqueues.Add(1)
-			switch {
-			case err == nil:
-				accepted.Store(j.SyncJobID, true)
-			case errors.Is(err, dbtsync.ErrQueueUnavailable):
-				refused.Add(1)
-			default:
-				t.Errorf("enqueue %s: %v", j.SyncJobID, err)
-			}
+	sent := 0
+	untilStopped(&wg, stop, func() { // enqueues, each job its own branch's
+		sent++
+		j := job(sent, fmt.Sprintf("b%d", sent))
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := q.Enqueue(rctx, j)
+		cancel()
+		enqueues.Add(1)
+		switch {
+		case err == nil:
+			accepted.Store(j.SyncJobID, true)
+		case errors.Is(err, dbtsync.ErrQueueUnavailable):
+			refused.Add(1)
+		default:
+			t.Errorf("enqueue %s: %v", j.SyncJobID, err)
 		}
 	})
 	for range 2 { // increments of one job's attempts
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-				_, err := q.UpdateJob(rctx, dep, counter.SyncJobID, func(j *dbtsync.Job) error { j.Attempts++; return nil })
-				cancel()
-				switch {
-				case err == nil:
-					increments.Add(1)
-				case errors.Is(err, dbtsync.ErrQueueUnavailable):
-					unknown.Add(1) // applied or not: its reply never came
-				default:
-					t.Errorf("update: %v", err)
-				}
+		untilStopped(&wg, stop, func() {
+			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			_, err := q.UpdateJob(rctx, dep, counter.SyncJobID, func(j *dbtsync.Job) error { j.Attempts++; return nil })
+			cancel()
+			switch {
+			case err == nil:
+				increments.Add(1)
+			case errors.Is(err, dbtsync.ErrQueueUnavailable):
+				unknown.Add(1) // applied or not: its reply never came
+			default:
+				t.Errorf("update: %v", err)
 			}
 		})
 	}
@@ -208,6 +196,20 @@ func TestEnqueueAndUpdateAcrossKilledLeadersApplyOnce(t *testing.T) {
 	if n == 0 || increments.Load() == 0 {
 		t.Error("nothing succeeded")
 	}
+}
+
+// untilStopped calls step again and again in a goroutine of wg until stop is closed.
+func untilStopped(wg *sync.WaitGroup, stop <-chan struct{}, step func()) {
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			step()
+		}
+	})
 }
 
 // publishedJobs counts the stream's messages by job id (their message id).

@@ -293,19 +293,25 @@ var jobCases = []testCase{
 		defer cancel()
 		j := job(1, "b")
 		enqueue(t, q, j)
-		requested, err := q.WatchCancel(ctx, dep, j.SyncJobID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := q.UpdateJob(ctx, dep, j.SyncJobID, func(j *dbtsync.Job) error { j.CancelRequested = true; return nil }); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case <-requested:
-		case <-time.After(10 * time.Second):
-			t.Fatal("the watcher did not see the cancel request")
-		}
+		cancelIsSeen(ctx, t, q, j)
 	}},
+}
+
+// cancelIsSeen: a watch of j made now sees the cancel requested next.
+func cancelIsSeen(ctx context.Context, t *testing.T, q queue, j dbtsync.Job) {
+	t.Helper()
+	requested, err := q.WatchCancel(ctx, dep, j.SyncJobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.UpdateJob(ctx, dep, j.SyncJobID, func(j *dbtsync.Job) error { j.CancelRequested = true; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-requested:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watcher did not see the cancel request")
+	}
 }
 
 func TestJobQueueContract(t *testing.T) { run(t, jobCases) }

@@ -327,12 +327,15 @@ func (q *Queue) LeaveLine(ctx context.Context, dep int64, branch, id string) err
 }
 
 // WatchCancel watches the job's entry and closes the channel at the first update that
-// requests a cancel.
+// requests a cancel. Making the watch (a consumer's creation) is retried like every
+// call; the watch then lives as long as ctx.
 func (q *Queue) WatchCancel(ctx context.Context, dep int64, id string) (<-chan struct{}, error) {
 	var watcher natsjs.KeyWatcher
-	err := q.do(ctx, func(context.Context) (err error) {
-		// The watcher lives as long as ctx, not as the attempt.
-		watcher, err = q.kv.Watch(ctx, jobKey(dep, id), natsjs.UpdatesOnly())
+	var stop context.CancelFunc
+	err := q.do(ctx, func(actx context.Context) (err error) {
+		watcher, stop, err = outlive(ctx, actx, func(ctx context.Context) (natsjs.KeyWatcher, error) {
+			return q.kv.Watch(ctx, jobKey(dep, id), natsjs.UpdatesOnly())
+		}, func(w natsjs.KeyWatcher) { _ = w.Stop() })
 		return err
 	})
 	if err != nil {
@@ -340,6 +343,7 @@ func (q *Queue) WatchCancel(ctx context.Context, dep int64, id string) (<-chan s
 	}
 	canceled := make(chan struct{})
 	go func() {
+		defer stop()
 		defer func() { _ = watcher.Stop() }()
 		for {
 			select {

@@ -70,20 +70,12 @@ func (q *Queue) openReader(ctx context.Context, name string, stall time.Duration
 func (r *objectReader) reopen() error {
 	r.drop()
 	return r.q.do(r.ctx, func(actx context.Context) error {
-		// The result is read after the attempt and lives as long as its own context; the
-		// attempt's deadline bounds the Get alone.
-		gctx, cancel := context.WithCancel(r.ctx)
-		stop := context.AfterFunc(actx, cancel)
-		obj, err := r.q.obj.Get(stallContext{Context: gctx, stall: r.stall}, r.name)
-		if !stop() { // the attempt's time ran out during the Get
-			if err == nil {
-				_ = obj.Close()
-			}
-			cancel()
-			return context.DeadlineExceeded
-		}
+		// The result is read after the attempt and lives as long as r.ctx; the attempt's
+		// deadline bounds the Get alone.
+		obj, cancel, err := outlive(r.ctx, actx, func(ctx context.Context) (natsjs.ObjectResult, error) {
+			return r.q.obj.Get(stallContext{Context: ctx, stall: r.stall}, r.name)
+		}, func(obj natsjs.ObjectResult) { _ = obj.Close() })
 		if err != nil {
-			cancel()
 			return err
 		}
 		r.cur, r.cancel, r.skip = obj, cancel, r.off

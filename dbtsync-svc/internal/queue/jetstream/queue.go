@@ -151,6 +151,32 @@ func (q *Queue) do(ctx context.Context, op func(ctx context.Context) error) erro
 	return q.retry.Do(ctx, op)
 }
 
+// outlive makes, within one attempt of q.do (actx), something that lives as long as
+// ctx: a watcher, an object's chunk subscription. open gets a context of ctx's that the
+// attempt's end cancels while open runs, so a JetStream API request of open's that is
+// never answered (sent to a server lost mid-call, or to a meta leader being replaced,
+// which drops it) fails with the attempt, to be retried, instead of waiting for ctx's
+// own deadline (a job's whole timeout). What open made after the attempt ended is
+// closed. The returned cancel ends the context what open made lives on.
+func outlive[T any](ctx, actx context.Context, open func(context.Context) (T, error), closeFn func(T)) (T, context.CancelFunc, error) {
+	var zero T
+	octx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(actx, cancel)
+	v, err := open(octx)
+	if !stop() { // the attempt's time ran out during open
+		if err == nil {
+			closeFn(v)
+		}
+		cancel()
+		return zero, nil, context.DeadlineExceeded
+	}
+	if err != nil {
+		cancel()
+		return zero, nil, err
+	}
+	return v, cancel, nil
+}
+
 // unavailable wraps a NATS error as the domain's ErrQueueUnavailable.
 func unavailable(err error) error { return dbtsync.QueueUnavailable(err) }
 
