@@ -110,6 +110,7 @@ type Proxy struct {
 	// Commands forwarded, and of them those that took the global lock (a write, or any
 	// command in All mode): what a benchmark reports beside its timings.
 	forwarded, serialised atomic.Int64
+	stats                 stats
 
 	// turn is the global lock: a token in the channel means a command is in
 	// flight. A channel rather than a sync.Mutex so waiters can give up on Close.
@@ -402,9 +403,14 @@ var errNoReply = errors.New("wireproxy: no reply from upstream within the comman
 // upstream in between. With errNoReply the replies (if any) are still to be given, and
 // the upstream connection is to be replaced.
 func (p *Proxy) handle(l *link, msg []byte) ([][]byte, error) {
-	p.forwarded.Add(1)
 	expectReply := prepareRequest(msg)
 	m, isMsg := parseOpMsg(msg)
+	if isStatsRequest(m, isMsg) {
+		return [][]byte{p.statsReply(msg)}, nil
+	}
+	p.forwarded.Add(1)
+	arrived := time.Now()
+	turn := arrived
 	if p.mode == All || !isRead(msg, m, isMsg) {
 		p.serialised.Add(1)
 		select {
@@ -412,8 +418,10 @@ func (p *Proxy) handle(l *link, msg []byte) ([][]byte, error) {
 		case <-p.done:
 			return nil, errClosed
 		}
+		turn = time.Now()
 		defer func() { <-p.turn }()
 	}
+	defer func() { p.stats.record(statsKey(msg, m, isMsg), turn.Sub(arrived), time.Since(turn)) }()
 
 	var replies [][]byte
 	var err error

@@ -85,12 +85,25 @@ func runSoak(ctx context.Context, env *Env, o options) (bool, error) {
 			}
 		}
 	}
+	load.opOf = func(res *vegeta.Result) string { return soakOp(res.Method, res.URL) }
+	var before, after proxyStats
+	load.onMeasure = func(ctx context.Context, begin bool) error {
+		s, err := readProxyStats(ctx, p.Mongo)
+		if begin {
+			before = s
+		} else {
+			after = s
+		}
+		return err
+	}
 	perSegment := max(int(o.soak.Seconds()*float64(o.soakRate))/3, 20)
 	r, err := soakRun(ctx, load, procs, perSegment, logf)
 	if err != nil {
 		return false, err
 	}
 	printSoak(os.Stdout, "mixed traffic on the real platform (globex's deployment)", r, procs, o)
+	printSoakOps(os.Stdout, r.perOp)
+	printProxyStats(os.Stdout, diffProxyStats(before, after), r.wall)
 	failed := r.metrics.Requests - uint64(r.metrics.Success*float64(r.metrics.Requests)+0.5)
 	ok := failed == 0 && r.metrics.Requests > 0
 	for _, v := range r.verdicts {
