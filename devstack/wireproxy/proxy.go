@@ -68,14 +68,22 @@ type Mode int
 const (
 	// All runs every command one at a time across all connections.
 	All Mode = iota
-	// Writes runs every command that may write (anything but the reads of readCommands)
-	// one at a time across all connections; reads are forwarded at once.
+	// Writes runs every command that may write (anything but the reads of readCommands
+	// and aggregates without $out or $merge) one at a time across all connections; reads
+	// are forwarded at once.
 	Writes
+	// Collections runs the writes to one collection one at a time, writes to different
+	// collections and reads side by side (turns.go); a write that names no collection
+	// or several waits for every other write.
+	Collections
 )
 
 func (m Mode) String() string {
-	if m == Writes {
+	switch m {
+	case Writes:
 		return "writes"
+	case Collections:
+		return "collections"
 	}
 	return "all"
 }
@@ -87,8 +95,10 @@ func ParseMode(s string) (Mode, error) {
 		return All, nil
 	case "writes":
 		return Writes, nil
+	case "collections":
+		return Collections, nil
 	}
-	return All, fmt.Errorf("wireproxy: unknown mode %q: want all or writes", s)
+	return All, fmt.Errorf("wireproxy: unknown mode %q: want all, writes or collections", s)
 }
 
 // Proxy forwards MongoDB wire-protocol traffic to one upstream, serialised.
@@ -112,10 +122,9 @@ type Proxy struct {
 	forwarded, serialised atomic.Int64
 	stats                 stats
 
-	// turn is the global lock: a token in the channel means a command is in
-	// flight. A channel rather than a sync.Mutex so waiters can give up on Close.
-	turn chan struct{}
-	done chan struct{}
+	// turns are the locks commands wait for (turns.go).
+	turns *turns
+	done  chan struct{}
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -177,10 +186,10 @@ func ListenWith(addr, upstream string, o Options) (*Proxy, error) {
 		batches:   o.Batches,
 		timeout:   o.CommandTimeout,
 		onTimeout: o.OnCommandTimeout,
-		turn:      make(chan struct{}, 1),
 		done:      make(chan struct{}),
 		conns:     make(map[net.Conn]struct{}),
 	}
+	p.turns = newTurns(p.done)
 	if p.batches == nil {
 		p.batches = DefaultBatches
 	}
@@ -399,8 +408,8 @@ func (p *Proxy) logEnd(side string, err error) {
 var errNoReply = errors.New("wireproxy: no reply from upstream within the command deadline")
 
 // handle forwards one request and returns the replies to give the client, holding the
-// global lock when the request is to be serialised, so no other such command runs
-// upstream in between. With errNoReply the replies (if any) are still to be given, and
+// turns its mode gives it (turns.go), so no command it must not overlap runs upstream
+// in between. With errNoReply the replies (if any) are still to be given, and
 // the upstream connection is to be replaced.
 func (p *Proxy) handle(l *link, msg []byte) ([][]byte, error) {
 	expectReply := prepareRequest(msg)
@@ -408,19 +417,20 @@ func (p *Proxy) handle(l *link, msg []byte) ([][]byte, error) {
 	if isStatsRequest(m, isMsg) {
 		return [][]byte{p.statsReply(msg)}, nil
 	}
+	msg, m = withoutMaxTime(msg, m, isMsg)
+	msg, m = withInOneAsEquality(msg, m, isMsg)
 	p.forwarded.Add(1)
-	arrived := time.Now()
-	turn := arrived
-	if p.mode == All || !isRead(msg, m, isMsg) {
+	sc := scopeOf(p.mode, msg, m, isMsg)
+	if sc.all || sc.stripe >= 0 {
 		p.serialised.Add(1)
-		select {
-		case p.turn <- struct{}{}:
-		case <-p.done:
-			return nil, errClosed
-		}
-		turn = time.Now()
-		defer func() { <-p.turn }()
 	}
+	arrived := time.Now()
+	release, ok := p.turns.acquire(sc)
+	if !ok {
+		return nil, errClosed
+	}
+	turn := time.Now()
+	defer release()
 	defer func() { p.stats.record(statsKey(msg, m, isMsg), turn.Sub(arrived), time.Since(turn)) }()
 
 	var replies [][]byte
@@ -502,7 +512,8 @@ func prepareRequest(msg []byte) (expectReply bool) {
 }
 
 // readCommands are the commands that never write. Anything else, including a command
-// this list does not know, is serialised. aggregate is not here: $out and $merge write.
+// this list does not know, is serialised. aggregate is not here: it is a read unless its
+// pipeline has $out or $merge (isRead).
 var readCommands = map[string]bool{
 	"find": true, "getMore": true, "count": true, "distinct": true,
 	"listCollections": true, "listIndexes": true, "listDatabases": true,
@@ -521,6 +532,9 @@ func isRead(msg []byte, m opMessage, isMsg bool) bool {
 	case opQuery:
 		return true
 	case opMsg:
+		if isMsg && m.name() == "aggregate" {
+			return !aggregateWrites(m.body)
+		}
 		return isMsg && readCommands[m.name()]
 	}
 	return false

@@ -36,6 +36,9 @@ const soakConns = 8
 func runSoak(ctx context.Context, env *Env, o options) (bool, error) {
 	logf("soak: setting up")
 	p, err := env.Platform(ctx)
+	if o.soakSerialize != "" {
+		p, err = env.platformWith(ctx, "soak-"+o.soakSerialize, "DEVSTACK_MONGO_SERIALIZE="+o.soakSerialize)
+	}
 	if err != nil {
 		return false, err
 	}
@@ -168,6 +171,9 @@ func printSoak(w io.Writer, what string, r *soakResult, procs []soakProcess, o o
 	m := r.metrics
 	failed := m.Requests - uint64(m.Success*float64(m.Requests)+0.5)
 	fmt.Fprintf(w, "# soak: %s, from a fixed pool of %d keep-alive connections\n", what, soakConns)
+	if o.soakSerialize != "" {
+		fmt.Fprintf(w, "# the wire proxy's mode: DEVSTACK_MONGO_SERIALIZE=%s\n", o.soakSerialize)
+	}
 	fmt.Fprintf(w, "# one run on %d CPU cores (%s) at %d req/s: a warm-up and two measured segments of %d requests each; per lap of %d\n",
 		runtime.NumCPU(), runtime.Version(), o.soakRate, r.perSegment, len(soakMix))
 	fmt.Fprintf(w, "# requests: 8 listings, 4 single moves, 2 workbook and 1 folder creations, 3 generate-session, 2 exchanges; load average %s\n", loadAvg())
