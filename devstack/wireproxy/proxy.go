@@ -1,14 +1,16 @@
 // Package wireproxy is a MongoDB wire-protocol proxy that executes the commands of all
-// client connections one at a time (All), or only the write commands (Writes).
+// client connections one at a time (All), only the writes to one collection one at a
+// time (Collections), or only the write commands (Writes).
 //
 // FerretDB v1 runs update and findAndModify as read-then-write without a lock,
 // so concurrent $inc or conditional updates lose writes. Putting this proxy in
 // front makes every write atomic with respect to every other one, which is what
-// tests of optimistic concurrency and counters need from a dev database. Writes
-// mode lets reads (find, count, getMore, …) run beside the writes and each other;
-// FerretDB v1 on PostgreSQL then fails a few writes ("i/o timeout" on its own
-// PostgreSQL connection after finds with a limit ran beside it; see the README), so
-// the local stack serialises everything.
+// tests of optimistic concurrency and counters need from a dev database. Collections and
+// Writes modes let reads (find, count, getMore, aggregate without $out or $merge, …) run
+// beside the writes and each other (turns.go). The proxy takes maxTimeMS out of finds and
+// aggregates (maxtime.go: FerretDB's cancellation of it spoiled pooled PostgreSQL
+// connections) and writes a find's $in of one value as the equality FerretDB pushes down
+// (inone.go). It answers StatsCommand itself (stats.go).
 // It is a dev/test tool: throughput is one command at a time by design.
 //
 // It also keeps FerretDB's write commands from hanging on their statement count: it
