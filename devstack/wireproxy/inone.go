@@ -33,25 +33,12 @@ func withInOneAsEquality(msg []byte, m opMessage, isMsg bool) ([]byte, opMessage
 	if !changed {
 		return msg, m
 	}
-	elems, err := m.body.Elements()
-	if err != nil {
-		return msg, m
-	}
-	b := bsoncore.NewDocumentBuilder()
-	for _, e := range elems {
-		if e.Key() == "filter" {
-			b.AppendDocument("filter", newFilter)
-		} else {
-			b.AppendValue(e.Key(), e.Value())
-		}
-	}
-	m.body = b.Build()
-	out := m.encode()
-	nm, ok := parseOpMsg(out)
+	v := bsoncore.Value{Type: bsoncore.TypeEmbeddedDocument, Data: newFilter}
+	body, ok := withField(m.body, "filter", &v)
 	if !ok {
 		return msg, m
 	}
-	return out, nm
+	return rebuilt(msg, m, body)
 }
 
 // inOneAsEquality rewrites the filter's top-level fields whose condition is exactly

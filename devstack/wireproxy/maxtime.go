@@ -29,17 +29,36 @@ func withoutMaxTime(msg []byte, m opMessage, isMsg bool) ([]byte, opMessage) {
 	if _, err := m.body.LookupErr("maxTimeMS"); err != nil {
 		return msg, m
 	}
-	elems, err := m.body.Elements()
-	if err != nil {
+	body, ok := withField(m.body, "maxTimeMS", nil)
+	if !ok {
 		return msg, m
+	}
+	return rebuilt(msg, m, body)
+}
+
+// withField is doc with key's value replaced by v, or key left out when v is nil; false
+// when doc cannot be read.
+func withField(doc bsoncore.Document, key string, v *bsoncore.Value) (bsoncore.Document, bool) {
+	elems, err := doc.Elements()
+	if err != nil {
+		return doc, false
 	}
 	b := bsoncore.NewDocumentBuilder()
 	for _, e := range elems {
-		if e.Key() != "maxTimeMS" {
+		switch {
+		case e.Key() != key:
 			b.AppendValue(e.Key(), e.Value())
+		case v != nil:
+			b.AppendValue(key, *v)
 		}
 	}
-	m.body = b.Build()
+	return b.Build(), true
+}
+
+// rebuilt is msg with m's body replaced by body, and its parse; msg and m when the new
+// message does not parse.
+func rebuilt(msg []byte, m opMessage, body bsoncore.Document) ([]byte, opMessage) {
+	m.body = body
 	out := m.encode()
 	nm, ok := parseOpMsg(out)
 	if !ok {
