@@ -119,8 +119,8 @@ type Proxy struct {
 	upstream   string
 	generation int
 
-	// Commands forwarded, and of them those that took the global lock (a write, or any
-	// command in All mode): what a benchmark reports beside its timings.
+	// Commands forwarded, and of them those that took a turn (a write, or any command in
+	// All mode): what a benchmark reports beside its timings.
 	forwarded, serialised atomic.Int64
 	stats                 stats
 

@@ -35,9 +35,12 @@ const soakConns = 8
 
 func runSoak(ctx context.Context, env *Env, o options) (bool, error) {
 	logf("soak: setting up")
-	p, err := env.Platform(ctx)
+	var p platformInfo
+	var err error
 	if o.soakSerialize != "" {
 		p, err = env.platformWith(ctx, "soak-"+o.soakSerialize, "DEVSTACK_MONGO_SERIALIZE="+o.soakSerialize)
+	} else {
+		p, err = env.Platform(ctx)
 	}
 	if err != nil {
 		return false, err
