@@ -54,8 +54,8 @@ type MongoConfig struct {
 	// Engine is EnginePostgres when empty.
 	Engine Engine
 	// Serialize is which commands the proxy runs one at a time: wireproxy.All (the
-	// zero value) or wireproxy.Writes (for comparison: FerretDB on PostgreSQL then fails
-	// a few writes, see wireproxy).
+	// zero value), wireproxy.Collections or wireproxy.Writes (for comparison, see
+	// wireproxy).
 	Serialize wireproxy.Mode
 	// NoGIN leaves FerretDB's PostgreSQL tables with its btree indexes only: what
 	// FerretDB does by itself, for comparison (make bench -only engines).

@@ -34,7 +34,8 @@ func MongoForTest(t testing.TB) *Mongo {
 }
 
 // MongoForTestSerializing is MongoForTest with the proxy serialising as mode says: for
-// tests that show what FerretDB does when reads run beside writes (wireproxy.Writes).
+// tests that show what FerretDB does when reads run beside writes (wireproxy.Collections,
+// wireproxy.Writes).
 func MongoForTestSerializing(t testing.TB, mode wireproxy.Mode) *Mongo {
 	t.Helper()
 	logger := testLogger(t)

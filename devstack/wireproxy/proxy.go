@@ -1,14 +1,16 @@
 // Package wireproxy is a MongoDB wire-protocol proxy that executes the commands of all
-// client connections one at a time (All), or only the write commands (Writes).
+// client connections one at a time (All), only the writes to one collection one at a
+// time (Collections), or only the write commands (Writes).
 //
 // FerretDB v1 runs update and findAndModify as read-then-write without a lock,
 // so concurrent $inc or conditional updates lose writes. Putting this proxy in
 // front makes every write atomic with respect to every other one, which is what
-// tests of optimistic concurrency and counters need from a dev database. Writes
-// mode lets reads (find, count, getMore, …) run beside the writes and each other;
-// FerretDB v1 on PostgreSQL then fails a few writes ("i/o timeout" on its own
-// PostgreSQL connection after finds with a limit ran beside it; see the README), so
-// the local stack serialises everything.
+// tests of optimistic concurrency and counters need from a dev database. Collections and
+// Writes modes let reads (find, count, getMore, aggregate without $out or $merge, …) run
+// beside the writes and each other (turns.go). The proxy takes maxTimeMS out of finds and
+// aggregates (maxtime.go: FerretDB's cancellation of it spoiled pooled PostgreSQL
+// connections) and writes a find's $in of one value as the equality FerretDB pushes down
+// (inone.go). It answers StatsCommand itself (stats.go).
 // It is a dev/test tool: throughput is one command at a time by design.
 //
 // It also keeps FerretDB's write commands from hanging on their statement count: it
@@ -68,14 +70,22 @@ type Mode int
 const (
 	// All runs every command one at a time across all connections.
 	All Mode = iota
-	// Writes runs every command that may write (anything but the reads of readCommands)
-	// one at a time across all connections; reads are forwarded at once.
+	// Writes runs every command that may write (anything but the reads of readCommands
+	// and aggregates without $out or $merge) one at a time across all connections; reads
+	// are forwarded at once.
 	Writes
+	// Collections runs the writes to one collection one at a time, writes to different
+	// collections and reads side by side (turns.go); a write that names no collection
+	// or several waits for every other write.
+	Collections
 )
 
 func (m Mode) String() string {
-	if m == Writes {
+	switch m {
+	case Writes:
 		return "writes"
+	case Collections:
+		return "collections"
 	}
 	return "all"
 }
@@ -87,8 +97,10 @@ func ParseMode(s string) (Mode, error) {
 		return All, nil
 	case "writes":
 		return Writes, nil
+	case "collections":
+		return Collections, nil
 	}
-	return All, fmt.Errorf("wireproxy: unknown mode %q: want all or writes", s)
+	return All, fmt.Errorf("wireproxy: unknown mode %q: want all, writes or collections", s)
 }
 
 // Proxy forwards MongoDB wire-protocol traffic to one upstream, serialised.
@@ -107,14 +119,14 @@ type Proxy struct {
 	upstream   string
 	generation int
 
-	// Commands forwarded, and of them those that took the global lock (a write, or any
-	// command in All mode): what a benchmark reports beside its timings.
+	// Commands forwarded, and of them those that took a turn (a write, or any command in
+	// All mode): what a benchmark reports beside its timings.
 	forwarded, serialised atomic.Int64
+	stats                 stats
 
-	// turn is the global lock: a token in the channel means a command is in
-	// flight. A channel rather than a sync.Mutex so waiters can give up on Close.
-	turn chan struct{}
-	done chan struct{}
+	// turns are the locks commands wait for (turns.go).
+	turns *turns
+	done  chan struct{}
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -176,10 +188,10 @@ func ListenWith(addr, upstream string, o Options) (*Proxy, error) {
 		batches:   o.Batches,
 		timeout:   o.CommandTimeout,
 		onTimeout: o.OnCommandTimeout,
-		turn:      make(chan struct{}, 1),
 		done:      make(chan struct{}),
 		conns:     make(map[net.Conn]struct{}),
 	}
+	p.turns = newTurns(p.done)
 	if p.batches == nil {
 		p.batches = DefaultBatches
 	}
@@ -398,22 +410,30 @@ func (p *Proxy) logEnd(side string, err error) {
 var errNoReply = errors.New("wireproxy: no reply from upstream within the command deadline")
 
 // handle forwards one request and returns the replies to give the client, holding the
-// global lock when the request is to be serialised, so no other such command runs
-// upstream in between. With errNoReply the replies (if any) are still to be given, and
+// turns its mode gives it (turns.go), so no command it must not overlap runs upstream
+// in between. With errNoReply the replies (if any) are still to be given, and
 // the upstream connection is to be replaced.
 func (p *Proxy) handle(l *link, msg []byte) ([][]byte, error) {
-	p.forwarded.Add(1)
 	expectReply := prepareRequest(msg)
 	m, isMsg := parseOpMsg(msg)
-	if p.mode == All || !isRead(msg, m, isMsg) {
-		p.serialised.Add(1)
-		select {
-		case p.turn <- struct{}{}:
-		case <-p.done:
-			return nil, errClosed
-		}
-		defer func() { <-p.turn }()
+	if isStatsRequest(m, isMsg) {
+		return [][]byte{p.statsReply(msg)}, nil
 	}
+	msg, m = withoutMaxTime(msg, m, isMsg)
+	msg, m = withInOneAsEquality(msg, m, isMsg)
+	p.forwarded.Add(1)
+	sc := scopeOf(p.mode, msg, m, isMsg)
+	if sc.all || sc.stripe >= 0 {
+		p.serialised.Add(1)
+	}
+	arrived := time.Now()
+	release, ok := p.turns.acquire(sc)
+	if !ok {
+		return nil, errClosed
+	}
+	turn := time.Now()
+	defer release()
+	defer func() { p.stats.record(statsKey(msg, m, isMsg), turn.Sub(arrived), time.Since(turn)) }()
 
 	var replies [][]byte
 	var err error
@@ -494,7 +514,8 @@ func prepareRequest(msg []byte) (expectReply bool) {
 }
 
 // readCommands are the commands that never write. Anything else, including a command
-// this list does not know, is serialised. aggregate is not here: $out and $merge write.
+// this list does not know, is serialised. aggregate is not here: it is a read unless its
+// pipeline has $out or $merge (isRead).
 var readCommands = map[string]bool{
 	"find": true, "getMore": true, "count": true, "distinct": true,
 	"listCollections": true, "listIndexes": true, "listDatabases": true,
@@ -513,6 +534,9 @@ func isRead(msg []byte, m opMessage, isMsg bool) bool {
 	case opQuery:
 		return true
 	case opMsg:
+		if isMsg && m.name() == "aggregate" {
+			return !aggregateWrites(m.body)
+		}
 		return isMsg && readCommands[m.name()]
 	}
 	return false

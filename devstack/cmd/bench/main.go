@@ -42,6 +42,9 @@ type options struct {
 	// soak is the length of the mixed-traffic soak (0: none) at soakRate requests/s.
 	soak     time.Duration
 	soakRate int
+	// soakSerialize, when set, runs the soak on a stack of its own with
+	// DEVSTACK_MONGO_SERIALIZE set to it.
+	soakSerialize string
 	// manifestSize is gen-manifest's -size for the conversion row.
 	manifestSize string
 	// neighbourLaps and neighbourSyncs are the noisy-neighbour run's workload per phase
@@ -64,6 +67,7 @@ func main() {
 	flag.StringVar(&o.binDir, "bin", "", "directory with the built binaries (default <repo root>/bin)")
 	flag.DurationVar(&o.soak, "soak", 30*time.Second, "length of the mixed-traffic soak on the real platform at -soak-rate (a warm-up and two measured segments, a third each); 0 = no soak")
 	flag.IntVar(&o.soakRate, "soak-rate", 20, "requests/s of the soak (the local stack serves about 30 a second on 2 shared cores)")
+	flag.StringVar(&o.soakSerialize, "soak-serialize", "", "run the soak on a stack of its own with DEVSTACK_MONGO_SERIALIZE set to this (all, writes, collections); default: the stack's default")
 	flag.StringVar(&o.manifestSize, "manifest-size", "100MiB", "size of the generated manifest the conversion row converts")
 	flag.IntVar(&o.neighbourLaps, "neighbour-laps", 30, "laps of the neighbour's workload in each phase of the noisy-neighbour run (quiet, flood); 0 = no run")
 	flag.IntVar(&o.neighbourSyncs, "neighbour-syncs", 5, "dbt syncs of the neighbour's in each phase of the noisy-neighbour run")

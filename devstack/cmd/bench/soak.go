@@ -35,7 +35,13 @@ const soakConns = 8
 
 func runSoak(ctx context.Context, env *Env, o options) (bool, error) {
 	logf("soak: setting up")
-	p, err := env.Platform(ctx)
+	var p platformInfo
+	var err error
+	if o.soakSerialize != "" {
+		p, err = env.platformWith(ctx, "soak-"+o.soakSerialize, "DEVSTACK_MONGO_SERIALIZE="+o.soakSerialize)
+	} else {
+		p, err = env.Platform(ctx)
+	}
 	if err != nil {
 		return false, err
 	}
@@ -85,12 +91,25 @@ func runSoak(ctx context.Context, env *Env, o options) (bool, error) {
 			}
 		}
 	}
+	load.opOf = func(res *vegeta.Result) string { return soakOp(res.Method, res.URL) }
+	var before, after proxyStats
+	load.onMeasure = func(ctx context.Context, begin bool) error {
+		s, err := readProxyStats(ctx, p.Mongo)
+		if begin {
+			before = s
+		} else {
+			after = s
+		}
+		return err
+	}
 	perSegment := max(int(o.soak.Seconds()*float64(o.soakRate))/3, 20)
 	r, err := soakRun(ctx, load, procs, perSegment, logf)
 	if err != nil {
 		return false, err
 	}
 	printSoak(os.Stdout, "mixed traffic on the real platform (globex's deployment)", r, procs, o)
+	printSoakOps(os.Stdout, r.perOp)
+	printProxyStats(os.Stdout, diffProxyStats(before, after), r.wall)
 	failed := r.metrics.Requests - uint64(r.metrics.Success*float64(r.metrics.Requests)+0.5)
 	ok := failed == 0 && r.metrics.Requests > 0
 	for _, v := range r.verdicts {
@@ -155,6 +174,9 @@ func printSoak(w io.Writer, what string, r *soakResult, procs []soakProcess, o o
 	m := r.metrics
 	failed := m.Requests - uint64(m.Success*float64(m.Requests)+0.5)
 	fmt.Fprintf(w, "# soak: %s, from a fixed pool of %d keep-alive connections\n", what, soakConns)
+	if o.soakSerialize != "" {
+		fmt.Fprintf(w, "# the wire proxy's mode: DEVSTACK_MONGO_SERIALIZE=%s\n", o.soakSerialize)
+	}
 	fmt.Fprintf(w, "# one run on %d CPU cores (%s) at %d req/s: a warm-up and two measured segments of %d requests each; per lap of %d\n",
 		runtime.NumCPU(), runtime.Version(), o.soakRate, r.perSegment, len(soakMix))
 	fmt.Fprintf(w, "# requests: 8 listings, 4 single moves, 2 workbook and 1 folder creations, 3 generate-session, 2 exchanges; load average %s\n", loadAvg())

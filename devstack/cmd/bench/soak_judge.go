@@ -91,6 +91,12 @@ type soakLoad struct {
 	client   *http.Client
 	next     func(*vegeta.Target) error // the targeter: each call is the next request
 	onResult func(*vegeta.Result)       // optional, called from the workers
+	// opOf, when set, names a result's operation: the measured segments' figures are
+	// kept per operation too (soakResult.perOp).
+	opOf func(*vegeta.Result) string
+	// onMeasure, when set, is called before the first measured segment (begin) and
+	// after the last.
+	onMeasure func(ctx context.Context, begin bool) error
 }
 
 func newSoakLoad(conns, rate int, next func(*vegeta.Target) error) *soakLoad {
@@ -106,8 +112,8 @@ func newSoakLoad(conns, rate int, next func(*vegeta.Target) error) *soakLoad {
 }
 
 // run sends exactly n requests, paced at rate, each by one of conns workers, adding
-// the results to m.
-func (l *soakLoad) run(ctx context.Context, n int, m *vegeta.Metrics) error {
+// the results to m, and to perOp by operation when perOp and l.opOf are set.
+func (l *soakLoad) run(ctx context.Context, n int, m *vegeta.Metrics, perOp map[string]*vegeta.Metrics) error {
 	ticks := make(chan struct{})
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -124,6 +130,13 @@ func (l *soakLoad) run(ctx context.Context, n int, m *vegeta.Metrics) error {
 				}
 				if res != nil {
 					m.Add(res)
+					if perOp != nil && l.opOf != nil {
+						op := l.opOf(res)
+						if perOp[op] == nil {
+							perOp[op] = &vegeta.Metrics{}
+						}
+						perOp[op].Add(res)
+					}
 				}
 				mu.Unlock()
 			}
@@ -179,6 +192,14 @@ func (l *soakLoad) hit(ctx context.Context) (*vegeta.Result, error) {
 		l.onResult(res)
 	}
 	return res, nil
+}
+
+// measure calls onMeasure, if any.
+func (l *soakLoad) measure(ctx context.Context, begin bool) error {
+	if l.onMeasure == nil {
+		return nil
+	}
+	return l.onMeasure(ctx, begin)
 }
 
 // soakProcess is one sampled process: its metrics URL on the internal listener.
@@ -285,9 +306,10 @@ func scrapeRuntime(ctx context.Context, c *http.Client, url string) (soakSample,
 // after segment B) of every process and the verdicts.
 type soakResult struct {
 	perSegment int
-	at         [3][]soakSample // by checkpoint, then process
-	metrics    vegeta.Metrics  // the measured segments' requests (not the warm-up's)
-	wall       time.Duration   // of the measured segments
+	at         [3][]soakSample            // by checkpoint, then process
+	metrics    vegeta.Metrics             // the measured segments' requests (not the warm-up's)
+	perOp      map[string]*vegeta.Metrics // the same by operation, when the load names them
+	wall       time.Duration              // of the measured segments
 	verdicts   []soakVerdict
 	limits     soakLimits
 }
@@ -295,20 +317,30 @@ type soakResult struct {
 // soakRun runs the method on procs: a warm-up of perSegment requests, then two
 // segments of perSegment requests, with a checkpoint after each.
 func soakRun(ctx context.Context, l *soakLoad, procs []soakProcess, perSegment int, logf func(string, ...any)) (*soakResult, error) {
-	r := &soakResult{perSegment: perSegment, limits: limitsFor(l.conns)}
+	r := &soakResult{perSegment: perSegment, limits: limitsFor(l.conns), perOp: map[string]*vegeta.Metrics{}}
 	var warm vegeta.Metrics
 	logf("soak: warm-up, %d requests", perSegment)
-	if err := l.run(ctx, perSegment, &warm); err != nil {
+	if err := l.run(ctx, perSegment, &warm, nil); err != nil {
 		return nil, err
 	}
 	for i := range r.at {
 		if i > 0 {
 			logf("soak: segment %c, %d requests at %d/s on %d connections", 'A'+i-1, perSegment, l.rate, l.conns)
+			if i == 1 {
+				if err := l.measure(ctx, true); err != nil {
+					return nil, err
+				}
+			}
 			segStart := time.Now()
-			if err := l.run(ctx, perSegment, &r.metrics); err != nil {
+			if err := l.run(ctx, perSegment, &r.metrics, r.perOp); err != nil {
 				return nil, err
 			}
 			r.wall += time.Since(segStart)
+			if i == len(r.at)-1 {
+				if err := l.measure(ctx, false); err != nil {
+					return nil, err
+				}
+			}
 		}
 		s, err := l.checkpoint(ctx, procs)
 		if err != nil {

@@ -168,7 +168,7 @@ func TestSoakTellsALeakFromKeepAliveConnections(t *testing.T) {
 			// goroutine per connection more than at the checkpoint. A soak that sampled
 			// while connections were open would read their number, not a leak.
 			var m vegeta.Metrics
-			if err := load.run(ctx, 50, &m); err != nil {
+			if err := load.run(ctx, 50, &m, nil); err != nil {
 				t.Fatal(err)
 			}
 			open, err := scrapeRuntime(ctx, http.DefaultClient, procs[0].metricsURL)
