@@ -61,6 +61,10 @@ func NATSUserDenied(name string, deny ...string) NATSOption {
 // adminUser is the devstack's own user: every subject, for tests and tools.
 const adminUser = "devstack"
 
+// JetStreamMaxStore is the file storage every devstack nats-server offers JetStream,
+// whatever the disk has free (1 TiB, nats-server's own guess when it cannot tell).
+const JetStreamMaxStore = server.JetStreamMaxStoreDefault
+
 // StartNATS starts nats-server with JetStream in storeDir, listening on addr
 // ("" picks a random port on 127.0.0.1). ctx bounds startup only.
 func StartNATS(ctx context.Context, storeDir, addr string, logger *slog.Logger, opts ...NATSOption) (*NATS, error) {
@@ -116,6 +120,13 @@ func (n *NATS) startLocked(ctx context.Context) error {
 		Port:       n.port,
 		JetStream:  true,
 		StoreDir:   n.storeDir,
+		// nats-server's default is 75% of the disk free when it starts, and the
+		// platform's streams reserve their MaxBytes against it (the object store alone
+		// 8 GiB by default): on a machine with less free disk, or while other tests fill
+		// it, a service's start would fail "insufficient storage resources". The
+		// streams' own limits bound what is stored; this bound does not depend on the
+		// machine.
+		JetStreamMaxStore: JetStreamMaxStore,
 		// No HTTP monitoring, no signal handlers (the runner owns signals),
 		// no logger configured: nats-server is silent unless told otherwise.
 		HTTPPort: 0,

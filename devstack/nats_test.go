@@ -2,6 +2,8 @@ package devstack_test
 
 import (
 	"context"
+	"os"
+	"syscall"
 	"testing"
 	"time"
 
@@ -71,5 +73,37 @@ func TestNATSJetStreamSurvivesRestart(t *testing.T) {
 	}
 	if info.State.Msgs != 1 {
 		t.Errorf("messages after restart = %d, want 1", info.State.Msgs)
+	}
+}
+
+// The platform's streams reserve their MaxBytes against JetStream's file storage; a
+// devstack nats-server offers the same storage whatever the disk has free, so a stream
+// reserving more than the disk has free (the object store's 8 GiB on a smaller disk)
+// is created, where nats-server's default (75% of the free disk) refuses it.
+func TestNATSStorageDoesNotDependOnTheFreeDisk(t *testing.T) {
+	t.Parallel()
+	n := devstack.NATSForTest(t)
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(os.TempDir(), &fs); err != nil {
+		t.Fatal(err)
+	}
+	free := int64(fs.Bavail) * int64(fs.Bsize)
+	if free*2 >= devstack.JetStreamMaxStore {
+		t.Skipf("the disk has %d bytes free: more than half of what devstack offers", free)
+	}
+	nc, err := nats.Connect(n.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	stream := devstack.UniqueName(t, "big")
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{stream + ".>"}, MaxBytes: free * 2}); err != nil {
+		t.Fatalf("a stream reserving twice the free disk (%d bytes): %v", free*2, err)
 	}
 }

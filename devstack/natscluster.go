@@ -144,7 +144,7 @@ func (c *NATSCluster) config(n *NATSNode, dir, routeAddr, routePass string, rout
 		"server_name": n.Name,
 		"listen":      n.Addr,
 		"http":        n.monitor,
-		"jetstream":   map[string]any{"store_dir": filepath.Join(dir, "jetstream")},
+		"jetstream":   map[string]any{"store_dir": filepath.Join(dir, "jetstream"), "max_file_store": JetStreamMaxStore},
 		"cluster": map[string]any{"name": c.name, "listen": routeAddr, "routes": routes,
 			"authorization": map[string]any{"user": "route", "password": routePass}},
 		"authorization": map[string]any{"users": users},
