@@ -52,6 +52,20 @@ func Status(k Kind) int {
 	return http.StatusInternalServerError
 }
 
+// KindOf is the kind answered with status, the inverse of Status: any other client
+// error is Invalid, any other server error Unavailable.
+func KindOf(status int) Kind {
+	for k := Invalid; k <= Unavailable; k++ {
+		if Status(k) == status {
+			return k
+		}
+	}
+	if status >= 500 {
+		return Unavailable
+	}
+	return Invalid
+}
+
 // Error is a domain error with a client-facing message and, for a named rule, its code
 // (one of the codes in codes.go; "" takes the code of the kind's status).
 type Error struct {

@@ -93,3 +93,17 @@ func TestWriteLogsADependencysFailureEvenWhenTheDomainNamedIt(t *testing.T) {
 		})
 	}
 }
+
+// KindOf inverts Status for every kind, and sorts the statuses no kind has by class.
+func TestKindOfInvertsStatus(t *testing.T) {
+	for k := errs.Invalid; k <= errs.Unavailable; k++ {
+		if got := errs.KindOf(errs.Status(k)); got != k {
+			t.Errorf("errs.KindOf(Status(%d) = %d) = %d", k, errs.Status(k), got)
+		}
+	}
+	for status, want := range map[int]errs.Kind{429: errs.Invalid, 405: errs.Invalid, 500: errs.Unavailable, 502: errs.Unavailable} {
+		if got := errs.KindOf(status); got != want {
+			t.Errorf("errs.KindOf(%d) = %d, want %d", status, got, want)
+		}
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"strconv"
 	"time"
 
@@ -69,7 +68,7 @@ func remoteError(subject string, resp *nats.Msg) error {
 	if err := json.Unmarshal(resp.Data, &w); err != nil || w.Status < 400 || w.Status > 599 {
 		return errors.Join(errs.ErrUnavailable, fmt.Errorf("%s: an unreadable error answer", subject))
 	}
-	e := &errs.Error{Kind: kindOf(w.Status), Code: w.Code, Message: w.Message}
+	e := &errs.Error{Kind: errs.KindOf(w.Status), Code: w.Code, Message: w.Message}
 	if errs.Status(e.Kind) != w.Status {
 		e.Code = "" // a status without a kind of its own: its code would not match the kind's status
 	}
@@ -83,29 +82,6 @@ func remoteError(subject string, resp *nats.Msg) error {
 		return errors.Join(e, ErrHandlerTimeout, errs.ErrUnavailable)
 	}
 	return errors.Join(e, errs.ErrUnavailable)
-}
-
-// kindOf is the kind errs answers with status (the inverse of errs.Status): any other
-// client error is Invalid, any server error Unavailable.
-func kindOf(status int) errs.Kind {
-	switch status {
-	case http.StatusBadRequest:
-		return errs.Invalid
-	case http.StatusUnauthorized:
-		return errs.Unauthorized
-	case http.StatusForbidden:
-		return errs.Forbidden
-	case http.StatusNotFound:
-		return errs.NotFound
-	case http.StatusConflict:
-		return errs.Conflict
-	case http.StatusRequestEntityTooLarge:
-		return errs.TooLarge
-	}
-	if status >= 500 {
-		return errs.Unavailable
-	}
-	return errs.Invalid
 }
 
 // callerTimeout is what the caller had left when it sent m (0: it did not say).
