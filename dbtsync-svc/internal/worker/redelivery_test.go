@@ -30,6 +30,23 @@ func (f *fixture) finishEvents(id string) []audit.Event {
 	return out
 }
 
+// settled waits (10 s at most) for the job's finish event, the last thing a worker does
+// when it ends a job (after its status, its line and its upload), and returns the job's
+// finish events then.
+func (f *fixture) settled(t *testing.T, id string) []audit.Event {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if fin := f.finishEvents(id); len(fin) > 0 {
+			return fin
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s ended without a finish event", id)
+		}
+		time.Sleep(5 * time.Millisecond) // polling interval of a deadline loop
+	}
+}
+
 // A run whose job another run took over (started again, and ended, while the first
 // still converted) writes nothing and records no end: the job keeps the other run's
 // outcome, its branch no version of the first run, and its one finish event says what

@@ -135,6 +135,7 @@ func TestAManifestJobWritesItsBranchOnce(t *testing.T) {
 	if j.Status != dbtsync.StatusSucceeded || j.Changed == nil || !*j.Changed || j.Attempts != 1 || j.Progress.ModelsDone != 2 {
 		t.Fatalf("job %+v", j)
 	}
+	fin := f.settled(t, id)
 	b, err := f.store.Branch(context.Background(), dep, "dbt/x")
 	if err != nil || b.LatestVersion != 1 || b.Versions[0].SyncJobID != id || b.Versions[0].FileCount != 2 {
 		t.Errorf("branch %+v %v", b, err)
@@ -144,12 +145,6 @@ func TestAManifestJobWritesItsBranchOnce(t *testing.T) {
 	}
 	if head, _ := f.queue.LineHead(context.Background(), dep, "dbt/x"); head != "" {
 		t.Errorf("the finished job holds its line (%q)", head)
-	}
-	var fin []audit.Event
-	for _, ev := range f.audit.Events() {
-		if ev.Action == dbtsync.ActionSyncFinish && ev.Target.ID == id {
-			fin = append(fin, ev)
-		}
 	}
 	if len(fin) != 1 || fin[0].Details["status"] != "succeeded" || fin[0].Details["version"] != int64(1) || fin[0].Details["startedBy"] != int64(9) {
 		t.Errorf("finish events %+v", fin)
@@ -264,7 +259,7 @@ func TestAJobFailedByThePlatformShowsACodeAndAGenericMessage(t *testing.T) {
 		strings.Contains(*j.Error, "27017") || !strings.Contains(*j.Error, "error of the platform") {
 		t.Fatalf("job %+v", j)
 	}
-	for _, ev := range f.audit.Events() {
+	for _, ev := range f.settled(t, j.SyncJobID) {
 		if ev.Action == dbtsync.ActionSyncFinish && (strings.Contains(fmt.Sprint(ev.Details), "27017") || ev.Details["errorCode"] != dbtsync.CodeInternal) {
 			t.Errorf("finish event %+v", ev.Details)
 		}
