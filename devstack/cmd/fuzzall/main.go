@@ -1,8 +1,9 @@
 // Command fuzzall finds every Go fuzz target of the repository (go test -list '^Fuzz' in
 // each module of go.work) and runs each for a set time or number of executions in its
-// package directory, then prints one summary table. With -save-corpus it copies the inputs the fuzzer found
-// interesting (kept in the Go build cache) into the package's testdata/fuzz/<Target>/,
-// where plain `go test` replays them as seeds: that is how the corpora get committed.
+// package directory, then prints one summary table. With -save-corpus it copies the
+// inputs the fuzzer found interesting (kept in the Go build cache) into the package's
+// testdata/fuzz/<Target>/, where plain `go test` replays them as seeds: that is how the
+// corpora get committed.
 //
 //	go run ./devstack/cmd/fuzzall                  # make fuzz: 30 s per target
 //	go run ./devstack/cmd/fuzzall -fuzztime=5000x  # CI's brief run: 5000 executions each
