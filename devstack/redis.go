@@ -17,6 +17,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/analyticsco/platform/devstack/freeport"
 	"github.com/analyticsco/platform/devstack/internal/proc"
 )
 
@@ -289,31 +290,6 @@ func (w *tailWriter) String() string {
 	return strings.TrimSpace(string(w.buf))
 }
 
-// handedOut are the ports freeAddr has returned in this process: a port is free when
-// handed out, but nothing holds it until its user binds it, so the kernel may offer it
-// again meanwhile; it is never handed out twice.
-var handedOut struct {
-	sync.Mutex
-	ports map[string]bool
-}
-
-func freeAddr() (string, error) {
-	handedOut.Lock()
-	defer handedOut.Unlock()
-	if handedOut.ports == nil {
-		handedOut.ports = map[string]bool{}
-	}
-	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return "", fmt.Errorf("devstack: find a free port: %w", err)
-		}
-		a := l.Addr().String()
-		l.Close()
-		if !handedOut.ports[a] {
-			handedOut.ports[a] = true
-			return a, nil
-		}
-	}
-	return "", fmt.Errorf("devstack: no free port not handed out already")
-}
+// freeAddr is a 127.0.0.1 address for a child that binds its own listener (see
+// package freeport: outside the kernel's ephemeral range, claimed across processes).
+func freeAddr() (string, error) { return freeport.Addr() }

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/analyticsco/platform/devstack/freeport"
 )
 
 // RedisCluster is a Redis Cluster of redis-server children on 127.0.0.1 (random ports),
@@ -63,7 +65,17 @@ func StartRedisCluster(ctx context.Context, c RedisClusterConfig) (_ *RedisClust
 		"--cluster-require-full-coverage", "no")...)
 	var addrs []string
 	for i := range c.Primaries * (1 + c.ReplicasEach) {
-		n, err := startRedisWith(ctx, filepath.Join(c.Dir, fmt.Sprintf("node-%d", i+1)), "", c.Logger, args)
+		// The bus port is claimed too (by default it is the port plus 10000, which
+		// nothing reserves), and kept across the node's restarts: the others know it.
+		bus, err := freeport.Addr()
+		if err != nil {
+			return nil, err
+		}
+		_, busPort, _ := net.SplitHostPort(bus)
+		nodeArgs := func(dir, host, port string) []string {
+			return append(args(dir, host, port), "--cluster-port", busPort)
+		}
+		n, err := startRedisWith(ctx, filepath.Join(c.Dir, fmt.Sprintf("node-%d", i+1)), "", c.Logger, nodeArgs)
 		if err != nil {
 			return nil, err
 		}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -12,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/analyticsco/platform/devstack/freeport"
 	"github.com/analyticsco/platform/devstack/platform"
 )
 
@@ -133,26 +133,9 @@ func waitReady(ctx context.Context, r *platform.Running) error {
 	return platform.WaitReady(ctx, platform.ReadyTimeout, []*platform.Running{r}, nil)
 }
 
-// handedOut are the addresses freeAddr returned: nothing holds them until a child binds
-// them, so the kernel may offer one again; none is returned twice.
-var handedOut sync.Map
-
-// freeAddr returns a 127.0.0.1 address that was free a moment ago, for children
-// that bind their own port (nginx, the gateway), never one it returned before.
-func freeAddr() (string, error) {
-	for range 100 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return "", err
-		}
-		a := ln.Addr().String()
-		ln.Close()
-		if _, dup := handedOut.LoadOrStore(a, true); !dup {
-			return a, nil
-		}
-	}
-	return "", fmt.Errorf("no free port not handed out already")
-}
+// freeAddr returns a 127.0.0.1 address for children that bind their own port (nginx,
+// the gateway); see package freeport.
+func freeAddr() (string, error) { return freeport.Addr() }
 
 // startSelf re-executes the bench binary in a server mode, handing it a fresh
 // listener as fd 3; it returns the child and the listener's URL once it serves.

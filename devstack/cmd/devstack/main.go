@@ -9,7 +9,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	"syscall"
 
 	"github.com/analyticsco/platform/devstack"
+	"github.com/analyticsco/platform/devstack/freeport"
 	"github.com/analyticsco/platform/devstack/wireproxy"
 )
 
@@ -190,20 +190,19 @@ func configFromEnv() (config, error) {
 	return cfg, nil
 }
 
-// randomAddr is addr, or for "random" a free port that is none of taken (nothing binds
-// those yet, so the kernel could offer one of them again); the result joins taken.
+// randomAddr is addr, or for "random" a free port that is none of taken (see package
+// freeport); the result joins taken.
 func randomAddr(key, addr string, taken map[string]bool) (string, error) {
 	if addr == "random" {
 		for attempt := 0; addr == "random" || taken[addr]; attempt++ {
 			if attempt == 100 {
 				return "", fmt.Errorf("%s: no free port", key)
 			}
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			a, err := freeport.Addr()
 			if err != nil {
 				return "", fmt.Errorf("%s: %w", key, err)
 			}
-			addr = ln.Addr().String()
-			_ = ln.Close()
+			addr = a
 		}
 	}
 	taken[addr] = true
