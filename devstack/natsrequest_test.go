@@ -296,6 +296,35 @@ func TestNoRespondersIsRetriedUntilTheDeadline(t *testing.T) {
 	}
 }
 
+// When the deadline ends a request sent again before its answer comes, the caller still
+// learns what the last answer said: nobody subscribed (a no-responders status can come
+// late on a loaded machine; here a silent subscriber holds the resend to the deadline).
+func TestARetryCutByTheDeadlineReportsTheLastAnswer(t *testing.T) {
+	p := newRRPair(t, natsx.ServerOptions{}, natsx.ClientOptions{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.endpoint(2*time.Second).Call(context.Background(), echoRequest{})
+		done <- err
+	}()
+	apitest.Eventually(t, 2*time.Second, "the first request answered: no responders", func() (bool, string) {
+		return p.nc.Stats().InMsgs >= 1, "no answer yet"
+	})
+	silent := devstack.NATSConnForTest(t, p.nc.ConnectedUrl())
+	if _, err := silent.Subscribe(echoSubject, func(*nats.Msg) {}); err != nil {
+		t.Fatal(err)
+	}
+	if err := silent.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	err := <-done
+	if !errors.Is(err, nats.ErrNoResponders) || !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, errs.ErrUnavailable) {
+		t.Fatalf("a resend cut by the deadline: %v; want unavailable, for no responders, then the deadline", err)
+	}
+	if n := p.metric(t, "nats_requests_total", natsx.OutcomeNoResponders, echoSubject); n != 1 {
+		t.Errorf(`nats_requests_total{outcome="no_responders"} = %v, want 1`, n)
+	}
+}
+
 // An error answer arrives typed: a client error with its kind, code and message; a
 // request that is not the handler's JSON a 400; a failure no client caused (an error,
 // a panic) unavailable, saying nothing of its cause.

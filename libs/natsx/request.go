@@ -127,6 +127,11 @@ func (e *Endpoint[Req, Rep]) send(ctx context.Context, body []byte) (*nats.Msg, 
 	m.gauge(inFlight, 1)
 	defer func() { <-e.c.slots; m.gauge(inFlight, -1) }()
 	wait := 25 * time.Millisecond
+	// The answer that made the last retry (no responders or busy): when the deadline
+	// ends the request sent again before its answer comes, that is still what the caller
+	// learns, with the deadline (a no-responders status can be late on a loaded machine).
+	var lastOutcome string
+	var lastErr error
 	for {
 		msg := nats.NewMsg(e.subject)
 		msg.Data = body
@@ -139,6 +144,8 @@ func (e *Endpoint[Req, Rep]) send(ctx context.Context, body []byte) (*nats.Msg, 
 		switch {
 		case errors.Is(err, nats.ErrNoResponders):
 			outcome, err = OutcomeNoResponders, errors.Join(errs.ErrUnavailable, fmt.Errorf("%s: %w", e.subject, err))
+		case err != nil && lastErr != nil && ctx.Err() != nil:
+			return nil, lastOutcome, errors.Join(lastErr, fmt.Errorf("%s: sent again until the deadline: %w", e.subject, err))
 		case err != nil:
 			return nil, OutcomeNoAnswer, errors.Join(errs.ErrUnavailable, fmt.Errorf("%s: %w", e.subject, err))
 		case resp.Header.Get(errorCodeHeader) == "":
@@ -156,6 +163,7 @@ func (e *Endpoint[Req, Rep]) send(ctx context.Context, body []byte) (*nats.Msg, 
 			return nil, outcome, err
 		}
 		m.retried(e.subject, outcome)
+		lastOutcome, lastErr = outcome, err
 		select {
 		case <-ctx.Done():
 			return nil, outcome, err
