@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
 	"github.com/analyticsco/platform/libs/httpx"
+	"github.com/analyticsco/platform/libs/natsx"
 )
 
 // jobRecord is a job's state in the KV bucket (key job.<deploymentId>.<syncJobId>).
@@ -60,23 +62,66 @@ type jobRecord struct {
 	ResultHour  int64 `json:"resultHour,omitempty"`
 	// FinishedByWorker: a worker ended the job (and recorded its finish event).
 	FinishedByWorker bool `json:"finishedByWorker,omitempty"`
-	// Ops are the ids of the last writes that stored this record (the newest last): a
-	// writer whose reply was lost (a leader change) reads the record back and knows
-	// whether its write landed, even when others wrote after it.
+	// Ops are the ids of the last writes that stored this record (the newest last), each
+	// "<id>@<unix ms of the write>": a writer whose reply was lost (a leader change)
+	// reads the record back and knows whether its write landed, even when others wrote
+	// after it.
 	Ops []string `json:"ops,omitempty"`
 }
 
-// keptOps is how many write ids a job record remembers: more than the writes one job
-// sees while a writer waits for its retry (a worker, a cancel, progress).
-const keptOps = 16
+// A record keeps every write id of the last opRetention (see Queue.opRetention), and
+// at least the last keptOps whatever their age, up to maxOps. A writer whose reply was
+// lost reads the record back within its retry budget (DBT_SYNC_JETSTREAM_RETRY_TIMEOUT,
+// 12 s by default, for the write and as much for the read): however many writes others
+// made meanwhile, its id is still there. A count alone is not enough: writers that go
+// on while one waits out a leader change can push its id out, and it would then apply
+// its change twice.
+const (
+	keptOps = 16
+	maxOps  = 512
+)
 
-// withOp is r with op added to its write ids.
-func (r jobRecord) withOp(prev []string, op string) jobRecord {
-	r.Ops = append(slices.Clone(prev), op)
-	if len(r.Ops) > keptOps {
-		r.Ops = r.Ops[len(r.Ops)-keptOps:]
+// opRetention is how long a job record keeps every write id: three retry budgets, and
+// at least a minute.
+func (q *Queue) opRetention() time.Duration {
+	budget := q.retry.Budget
+	if budget <= 0 {
+		budget = natsx.DefaultRetryBudget
 	}
+	return max(time.Minute, 3*budget)
+}
+
+// withOp is r with op, written at now, added to prev's write ids, less those older
+// than retention (but for the last keptOps).
+func (r jobRecord) withOp(prev []string, op string, now time.Time, retention time.Duration) jobRecord {
+	ops := make([]string, 0, min(len(prev)+1, maxOps))
+	for i, o := range prev {
+		if len(prev)-i <= keptOps-1 || now.Sub(opTime(o)) < retention {
+			ops = append(ops, o)
+		}
+	}
+	ops = append(ops, op+"@"+strconv.FormatInt(now.UnixMilli(), 10))
+	if len(ops) > maxOps {
+		ops = ops[len(ops)-maxOps:]
+	}
+	r.Ops = ops
 	return r
+}
+
+// hasOp reports whether the record was stored by the write op.
+func (r jobRecord) hasOp(op string) bool {
+	return slices.ContainsFunc(r.Ops, func(o string) bool { id, _, _ := strings.Cut(o, "@"); return id == op })
+}
+
+// opTime is when the write id o was written (the zero time for an id without one,
+// written before ids carried their time).
+func opTime(o string) time.Time {
+	_, at, ok := strings.Cut(o, "@")
+	ms, err := strconv.ParseInt(at, 10, 64)
+	if !ok || err != nil {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
 }
 
 func recordOf(j dbtsync.Job) jobRecord {
@@ -151,14 +196,14 @@ func (q *Queue) UpdateJob(ctx context.Context, dep int64, id string, fn func(*db
 		if err != nil {
 			return dbtsync.Job{}, err
 		}
-		if slices.Contains(r.Ops, op) {
+		if r.hasOp(op) {
 			return r.job(), nil
 		}
 		j := r.job()
 		if err := fn(&j); err != nil {
 			return dbtsync.Job{}, err
 		}
-		b, _ := json.Marshal(recordOf(j).withOp(r.Ops, op))
+		b, _ := json.Marshal(recordOf(j).withOp(r.Ops, op, time.Now(), q.opRetention()))
 		err = q.do(ctx, func(ctx context.Context) error {
 			_, err := q.kv.Update(ctx, jobKey(dep, id), b, rev)
 			return err
@@ -194,13 +239,13 @@ func newOp() string {
 // first reply lost) has done it.
 func (q *Queue) create(ctx context.Context, j dbtsync.Job) error {
 	op := newOp()
-	b, _ := json.Marshal(recordOf(j).withOp(nil, op))
+	b, _ := json.Marshal(recordOf(j).withOp(nil, op, time.Now(), q.opRetention()))
 	err := q.do(ctx, func(ctx context.Context) error {
 		_, err := q.kv.Create(ctx, jobKey(j.DeploymentID, j.SyncJobID), b)
 		return err
 	})
 	if isWrongSequence(err) {
-		if r, _, gerr := q.get(ctx, j.DeploymentID, j.SyncJobID); gerr == nil && slices.Contains(r.Ops, op) {
+		if r, _, gerr := q.get(ctx, j.DeploymentID, j.SyncJobID); gerr == nil && r.hasOp(op) {
 			return nil
 		}
 	}
