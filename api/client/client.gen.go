@@ -863,6 +863,7 @@ const (
 	SyncJobErrorCodeRepositoryRefused     SyncJobErrorCode = "repository_refused"
 	SyncJobErrorCodeRepositoryUnavailable SyncJobErrorCode = "repository_unavailable"
 	SyncJobErrorCodeStorageQuota          SyncJobErrorCode = "storage_quota"
+	SyncJobErrorCodeWorkLimit             SyncJobErrorCode = "work_limit"
 	SyncJobErrorCodeWorkerStopped         SyncJobErrorCode = "worker_stopped"
 )
 
@@ -888,6 +889,8 @@ func (e SyncJobErrorCode) Valid() bool {
 	case SyncJobErrorCodeRepositoryUnavailable:
 		return true
 	case SyncJobErrorCodeStorageQuota:
+		return true
+	case SyncJobErrorCodeWorkLimit:
 		return true
 	case SyncJobErrorCodeWorkerStopped:
 		return true
@@ -2256,6 +2259,7 @@ type SyncJob struct {
 	// - `ref_not_found`: the ref is neither a branch nor a tag of the repository
 	// - `input_gone`: the uploaded manifest expired, or the integration was removed
 	// - `job_timeout`: the job ran longer than `DBT_SYNC_JOB_TIMEOUT`
+	// - `work_limit`: reading the job's input (the clone, the tree walk, links, the project and YAML files, the manifest scan, the conversion) passed a total work budget, or the isolated run was stopped by its CPU or memory limit; the message names the limit and its value
 	// - `worker_stopped`: the job's runs alone each stopped their worker
 	// - `storage_quota`: the files result would pass a storage quota
 	// - `internal_error`: a failure of the platform, not of the job's input
@@ -2304,6 +2308,7 @@ type SyncJobSource string
 // - `ref_not_found`: the ref is neither a branch nor a tag of the repository
 // - `input_gone`: the uploaded manifest expired, or the integration was removed
 // - `job_timeout`: the job ran longer than `DBT_SYNC_JOB_TIMEOUT`
+// - `work_limit`: reading the job's input (the clone, the tree walk, links, the project and YAML files, the manifest scan, the conversion) passed a total work budget, or the isolated run was stopped by its CPU or memory limit; the message names the limit and its value
 // - `worker_stopped`: the job's runs alone each stopped their worker
 // - `storage_quota`: the files result would pass a storage quota
 // - `internal_error`: a failure of the platform, not of the job's input

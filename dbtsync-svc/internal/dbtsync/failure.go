@@ -32,6 +32,7 @@ const (
 	CodeRefNotFound           = "ref_not_found"          // the ref is neither a branch nor a tag of the repository
 	CodeInputGone             = "input_gone"             // the uploaded manifest expired, or the integration was removed
 	CodeJobTimeout            = "job_timeout"            // the job ran longer than DBT_SYNC_JOB_TIMEOUT
+	CodeWorkLimit             = "work_limit"             // reading the input passed a total work budget, or the isolated run met its CPU or memory limit
 	CodeWorkerStopped         = "worker_stopped"         // the job's runs alone each stopped their worker
 	CodeStorageQuota          = "storage_quota"          // the files result would pass a storage quota
 	CodeInternal              = "internal_error"         // anything else: the detail is in the worker's log
@@ -39,7 +40,7 @@ const (
 
 // JobFailureCodes are the codes a failed job can carry.
 var JobFailureCodes = []string{CodeInvalidManifest, CodeInvalidProject, CodeRepositoryLimit, CodeRepositoryRefused,
-	CodeRepositoryUnavailable, CodeRefNotFound, CodeInputGone, CodeJobTimeout, CodeWorkerStopped, CodeStorageQuota, CodeInternal}
+	CodeRepositoryUnavailable, CodeRefNotFound, CodeInputGone, CodeJobTimeout, CodeWorkLimit, CodeWorkerStopped, CodeStorageQuota, CodeInternal}
 
 // internalMessage is what a tenant reads of a job that failed on the platform's side.
 const internalMessage = "the sync job failed on an error of the platform, not of its input; retry it, and if it keeps failing, contact support with the job id"
