@@ -4,7 +4,7 @@ go 1.26.0
 
 require (
 	github.com/oapi-codegen/runtime v1.9.0
-	gopkg.in/yaml.v3 v3.0.1
+	go.yaml.in/yaml/v3 v3.0.6
 )
 
 require (

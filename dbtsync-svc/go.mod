@@ -112,8 +112,9 @@ require (
 	go.mongodb.org/mongo-driver/v2 v2.9.3
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/trace v1.47.0
-	gopkg.in/yaml.v3 v3.0.1
 )
+
+require go.yaml.in/yaml/v3 v3.0.6
 
 require (
 	github.com/analyticsco/platform/api v0.0.0

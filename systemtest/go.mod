@@ -22,8 +22,8 @@ require (
 	github.com/nats-io/nats.go v1.55.0
 	github.com/redis/go-redis/v9 v9.23.0
 	go.mongodb.org/mongo-driver/v2 v2.9.3
+	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/mod v0.43.0
-	gopkg.in/yaml.v3 v3.0.1
 )
 
 require (

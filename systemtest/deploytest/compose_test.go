@@ -26,7 +26,7 @@ import (
 	"testing"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	yaml "go.yaml.in/yaml/v3"
 
 	dbtsyncconfig "github.com/analyticsco/platform/dbtsync-svc/config"
 	embedconfig "github.com/analyticsco/platform/embed-svc/config"

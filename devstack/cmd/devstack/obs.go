@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/analyticsco/platform/devstack/platform"
-	"gopkg.in/yaml.v3"
+	yaml "go.yaml.in/yaml/v3"
 )
 
 // Observability (make run OBS=1): Debian's prometheus binary as one more child,
