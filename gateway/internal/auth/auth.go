@@ -25,22 +25,32 @@ var ErrUnauthenticated = errors.New("unauthenticated")
 var ErrUnavailable = errors.New("credential store unavailable")
 
 // ErrNotCached means the credential could be checked only by asking the identity store,
-// and the context said not to (CacheOnly).
+// and a throttled request may not ask now (Throttled).
 var ErrNotCached = errors.New("credential not verified recently")
 
-type cacheOnlyKey struct{}
+// LookupBudget is asked before a throttled request's API key id that this replica has
+// never verified is looked up in the identity store; false refuses the lookup.
+type LookupBudget func(ctx context.Context) bool
 
-// CacheOnly marks ctx so that an API key is checked only against what the caches hold
-// (a key verified recently, or an id remembered as missing): an unknown key id is
-// ErrNotCached instead of a query to the identity store. Bearer tokens are checked as
-// always: their signature is verified here, without the store. The gateway uses it for
-// a client over AUTH_FAILURE_LIMIT: its valid credentials still work, its guesses cost
-// the store nothing.
-func CacheOnly(ctx context.Context) context.Context {
-	return context.WithValue(ctx, cacheOnlyKey{}, true)
+type throttledKey struct{}
+
+// Throttled marks ctx as a request from a client address over AUTH_FAILURE_LIMIT. An API
+// key the caches hold (or remember as missing) is checked as always. One they do not
+// hold is looked up in the identity store at most once per key id per
+// Options.ThrottledLookupInterval on this replica, and, when this replica has never
+// verified that key id, only if budget allows it: a valid key whose cache entry expired
+// is served again within one interval, while a guesser naming new key ids costs the store
+// what budget grants (each id found missing is then remembered as missing). A refused
+// lookup is ErrNotCached. Bearer tokens are checked as always: their signature is
+// verified here, without the store.
+func Throttled(ctx context.Context, budget LookupBudget) context.Context {
+	return context.WithValue(ctx, throttledKey{}, budget)
 }
 
-func cacheOnly(ctx context.Context) bool { v, _ := ctx.Value(cacheOnlyKey{}).(bool); return v }
+func throttled(ctx context.Context) (LookupBudget, bool) {
+	b, ok := ctx.Value(throttledKey{}).(LookupBudget)
+	return b, ok
+}
 
 // Directory is what the authenticator reads from the identity store.
 type Directory interface {
@@ -65,8 +75,14 @@ type Authenticator struct {
 	accounts    *Cache[int64, store.Account]
 	deployments *Cache[int64, store.Deployment]
 	keys        *Cache[string, store.APIKey]
-	missingKeys *Cache[string, struct{}]   // API key ids the identity store does not have
-	usernames   *Cache[usernameKey, int64] // the services' user lookups (LookupUser)
+	missingKeys *Cache[string, struct{}] // API key ids the identity store does not have
+	// verifiedKeys are the API key ids this replica found in the identity store in the
+	// last VerifiedKeyMemory, and throttledLookups those looked up for a throttled request
+	// in the last throttledInterval.
+	verifiedKeys      *Cache[string, struct{}]
+	throttledLookups  *Cache[string, struct{}]
+	throttledInterval time.Duration
+	usernames         *Cache[usernameKey, int64] // the services' user lookups (LookupUser)
 }
 
 type tokenEntry struct {
@@ -80,7 +96,15 @@ type Options struct {
 	CacheTTL  time.Duration
 	Now       func() time.Time
 	Logger    *slog.Logger
+	// ThrottledLookupInterval is how often, at most, an API key id not in the caches is
+	// looked up in the identity store for a throttled request (Throttled; default 1s).
+	ThrottledLookupInterval time.Duration
 }
+
+// VerifiedKeyMemory is how long an API key id found in the identity store is remembered
+// as a real key's (its record is cached for the much shorter CacheTTL): a throttled
+// request with it is looked up again without the address's lookup budget.
+const VerifiedKeyMemory = 24 * time.Hour
 
 // MissingKeyTTL is how long an API key id the identity store does not have is remembered
 // as missing.
@@ -94,15 +118,20 @@ func New(o Options) *Authenticator {
 	if o.CacheTTL <= 0 {
 		o.CacheTTL = 30 * time.Second
 	}
+	if o.ThrottledLookupInterval <= 0 {
+		o.ThrottledLookupInterval = time.Second
+	}
 	return &Authenticator{
 		dir: o.Directory, verifier: o.Verifier, ttl: o.CacheTTL, now: o.Now, log: o.Logger,
-		tokens:      NewCache[string, tokenEntry](100_000, o.Now),
-		users:       NewCache[int64, store.User](100_000, o.Now),
-		accounts:    NewCache[int64, store.Account](10_000, o.Now),
-		deployments: NewCache[int64, store.Deployment](100_000, o.Now),
-		keys:        NewCache[string, store.APIKey](100_000, o.Now),
-		missingKeys: NewCache[string, struct{}](100_000, o.Now),
-		usernames:   NewCache[usernameKey, int64](100_000, o.Now),
+		tokens:       NewCache[string, tokenEntry](100_000, o.Now),
+		users:        NewCache[int64, store.User](100_000, o.Now),
+		accounts:     NewCache[int64, store.Account](10_000, o.Now),
+		deployments:  NewCache[int64, store.Deployment](100_000, o.Now),
+		keys:         NewCache[string, store.APIKey](100_000, o.Now),
+		missingKeys:  NewCache[string, struct{}](100_000, o.Now),
+		verifiedKeys: NewCache[string, struct{}](100_000, o.Now), throttledLookups: NewCache[string, struct{}](100_000, o.Now),
+		throttledInterval: o.ThrottledLookupInterval,
+		usernames:         NewCache[usernameKey, int64](100_000, o.Now),
 	}
 }
 
@@ -150,7 +179,7 @@ func (a *Authenticator) APIKey(ctx context.Context, raw string) (*identity.Princ
 		if _, missing := a.missingKeys.Get(keyID); missing {
 			return nil, fmt.Errorf("%w: unknown API key", ErrUnauthenticated)
 		}
-		if cacheOnly(ctx) {
+		if budget, ok := throttled(ctx); ok && !a.mayLookUpThrottled(ctx, keyID, budget) {
 			return nil, ErrNotCached
 		}
 		var err error
@@ -166,6 +195,7 @@ func (a *Authenticator) APIKey(ctx context.Context, raw string) (*identity.Princ
 			return nil, err
 		}
 		a.keys.Put(keyID, k, a.now().Add(a.ttl))
+		a.verifiedKeys.Put(keyID, struct{}{}, a.now().Add(VerifiedKeyMemory))
 	}
 	// The hash is compared on every request, cached or not, so a cache entry can never
 	// authenticate a different secret.
@@ -188,6 +218,19 @@ func (a *Authenticator) APIKey(ctx context.Context, raw string) (*identity.Princ
 	}
 	return &identity.Principal{Credential: identity.CredentialAPIKey, Account: acct.Identity(), User: u.Identity(),
 		KeyID: k.ID, KeyKind: k.Kind, KeyScope: k.Scope}, nil
+}
+
+// mayLookUpThrottled decides whether a throttled request may look key id up in the
+// identity store now (see Throttled), and if so remembers that it did.
+func (a *Authenticator) mayLookUpThrottled(ctx context.Context, keyID string, budget LookupBudget) bool {
+	if _, recent := a.throttledLookups.Get(keyID); recent {
+		return false
+	}
+	if _, known := a.verifiedKeys.Get(keyID); !known && (budget == nil || !budget(ctx)) {
+		return false
+	}
+	a.throttledLookups.Put(keyID, struct{}{}, a.now().Add(a.throttledInterval))
+	return true
 }
 
 // User returns a user, cached; ErrUnauthenticated when it no longer exists.

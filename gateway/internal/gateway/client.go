@@ -78,6 +78,20 @@ func (g *Gateway) client(r *h1.Request) (netip.Addr, bool) {
 	return client, true
 }
 
+// peerTrusted reports whether r's connection comes from a trusted proxy itself (not
+// what X-Forwarded-For claims).
+func (g *Gateway) peerTrusted(r *h1.Request) bool {
+	if len(g.o.TrustedProxies) == 0 {
+		return false
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	peer, err := netip.ParseAddr(host)
+	return err == nil && g.trusted(peer.Unmap())
+}
+
 func (g *Gateway) trusted(a netip.Addr) bool {
 	for _, p := range g.o.TrustedProxies {
 		if p.Contains(a) {
@@ -92,11 +106,13 @@ func (g *Gateway) trusted(a netip.Addr) bool {
 // address or the credential is throttled, not locked out: its requests are still
 // authenticated, and what verifies is served, so one client failing behind an office NAT
 // does not lock the office's valid credentials out, nor can someone who knows a key's id
-// lock its owner out. What fails is answered 429. From a throttled address an API key is
-// checked from the caches only (auth.CacheOnly): there a guesser could name a new key id
-// every time, each a query to the identity store. A throttled credential is one key id,
-// whose record the caches hold after one query. The throttle is remembered in this
-// replica; the counts are shared in Redis.
+// lock its owner out. What fails is answered 429. From a throttled address an API key the
+// caches do not hold is looked up at a bounded rate (auth.Throttled): once per key id and
+// second on each replica, and a key id the replica has never verified only within the
+// address's lookup budget, AUTH_FAILURE_LIMIT again, counted apart: there a guesser could
+// name a new key id every time, each a query to the identity store. A throttled
+// credential is one key id, whose record the caches hold after one query. The throttle
+// is remembered in this replica; the counts are shared in Redis.
 
 // failureKeys are the counters a failed authentication of r adds to: its client
 // address, and its credential when it names one.
@@ -116,12 +132,12 @@ func (g *Gateway) failureKeys(r *h1.Request) (addr, cred string) {
 	return addr, cred
 }
 
-// authThrottle is why a request is throttled: until when, whom it names, and whether
-// its API key may be checked from the caches only (its address is throttled).
+// authThrottle is why a request is throttled: until when, whom it names, and the
+// failure counter of its address when that is what is throttled.
 type authThrottle struct {
-	until     time.Time
-	who       string
-	cacheOnly bool
+	until time.Time
+	who   string
+	addr  string
 }
 
 // authThrottled reports whether r's client address or credential is over the limit.
@@ -132,7 +148,7 @@ func (g *Gateway) authThrottled(r *h1.Request) (authThrottle, bool) {
 	addr, cred := g.failureKeys(r)
 	now := time.Now()
 	if until, ok := g.blocked.Get(addr); ok && now.Before(until) {
-		return authThrottle{until: until, who: "this client address", cacheOnly: true}, true
+		return authThrottle{until: until, who: "this client address", addr: addr}, true
 	}
 	if until, ok := g.blocked.Get(cred); ok && cred != "" && now.Before(until) {
 		return authThrottle{until: until, who: "this credential"}, true
@@ -180,8 +196,23 @@ func (g *Gateway) writeAuthThrottled(w *h1.ResponseWriter, t authThrottle) {
 	secs := max(int64((time.Until(t.until)+time.Second-1)/time.Second), 1)
 	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
 	httpx.WriteError(w, http.StatusTooManyRequests,
-		fmt.Sprintf("more than %d failed authentications per %s with %s (AUTH_FAILURE_LIMIT); only credentials that verify are served until it passes, in %d s",
+		fmt.Sprintf("more than %d failed authentications per %s with %s; only credentials that verify are served until it passes, in %d s",
 			g.o.AuthFailureLimit.N, g.o.AuthFailureLimit.Window, t.who, secs))
+}
+
+// lookupBudget is the identity-store lookups a throttled address may cause with API key
+// ids this replica has never verified: AUTH_FAILURE_LIMIT per window, counted in Redis
+// across replicas apart from its failures. A budget that cannot be counted grants
+// nothing.
+func (g *Gateway) lookupBudget(addr string) auth.LookupBudget {
+	return func(ctx context.Context) bool {
+		d, err := g.o.RateLimiter.Allow(ctx, "authlookup:"+addr, g.o.AuthFailureLimit)
+		if err != nil {
+			g.o.Logger.WarnContext(ctx, "identity-store lookup of a throttled address not counted", "err", err)
+			return false
+		}
+		return d.Allowed
+	}
 }
 
 // writeLimitUnavailable answers a request whose limit could not be checked (Redis is
