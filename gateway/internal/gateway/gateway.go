@@ -88,7 +88,7 @@ type Gateway struct {
 	prop    propagation.TextMapPropagator
 	signed  *signedIdentities
 	blocked *auth.Cache[string, time.Time] // client addresses over AuthFailureLimit; nil: no limit
-	// traceFields are the fields the propagator writes (a client's are replaced).
+	// traceFields are the trace-context fields of a client's request, never forwarded.
 	traceFields []string
 }
 
@@ -166,7 +166,9 @@ func New(o Options) (*Gateway, error) {
 	}
 	g := &Gateway{o: o, proxies: map[service]*forwarder{}, tracer: otel.Tracer("gateway"), prop: otel.GetTextMapPropagator(),
 		signed: newSignedIdentities(time.Now)}
-	g.traceFields = g.prop.Fields()
+	// A client's trace fields never go upstream, baggage included whatever the
+	// propagator writes: only the gateway's own trace context does.
+	g.traceFields = append([]string{"traceparent", "tracestate", "baggage"}, g.prop.Fields()...)
 	if o.AuthFailureLimit.Enabled() && o.RateLimiter != nil {
 		g.blocked = newBlockedClients()
 	}
@@ -205,13 +207,13 @@ func (g *Gateway) ServeH1(w *h1.ResponseWriter, r *h1.Request) {
 	r.Header.Del(server.ClientRequestIDHeader)
 	info := &logging.RequestInfo{ID: rid, ClientID: clientRID}
 	ctx := logging.WithRequest(r.Context(), info)
-	ctx = g.prop.Extract(ctx, headerCarrier{&r.Header})
+	ctx, spanOpts := g.traceParent(ctx, r)
 	rt, matched := match(r.URL.Path)
 	info.Route = rt.name
 	if !matched {
 		info.Route = "unmatched"
 	}
-	ctx, span := g.tracer.Start(ctx, info.Route, serverSpan...)
+	ctx, span := g.tracer.Start(ctx, info.Route, spanOpts...)
 	w.AddHeader("X-Content-Type-Options", "nosniff") // an answer is what its Content-Type says, never sniffed
 	w.AddHeader(server.RequestIDHeader, rid)
 	defer func() {
@@ -262,7 +264,7 @@ func (g *Gateway) ServeH1(w *h1.ResponseWriter, r *h1.Request) {
 	if len(r.Target) > g.o.MaxURIBytes {
 		w.SetClose()
 		httpx.WriteError(w, http.StatusRequestURITooLong,
-			fmt.Sprintf("the request target is longer than the limit of %d bytes (GATEWAY_MAX_URI_BYTES)", g.o.MaxURIBytes))
+			fmt.Sprintf("the request target is longer than the limit of %d bytes", g.o.MaxURIBytes))
 		return
 	}
 	limit := g.o.BodyLimit
@@ -305,8 +307,40 @@ func (g *Gateway) ServeH1(w *h1.ResponseWriter, r *h1.Request) {
 	g.proxies[rt.svc].forward(w, r, g.forwardedFields(r, hdr, rid, clientRID))
 }
 
-// serverSpan are the start options of a request's span, built once.
-var serverSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
+// serverSpan are the start options of a request's span continuing a trusted proxy's
+// trace, and rootSpan those of every other request's, built once.
+var (
+	serverSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
+	rootSpan   = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer), trace.WithNewRoot()}
+)
+
+// clientTraceContext reads a request's traceparent and tracestate, never its baggage.
+var clientTraceContext propagation.TraceContext
+
+// traceParent decides where a request's span starts. Only a peer in TrustedProxies (the
+// ingress, whose trace the platform continues) has its traceparent and tracestate
+// continued. Anyone else's request starts a new trace of the platform's own, sampled as
+// the platform decides (a client's flags cannot turn tracing off), and a valid client
+// trace context is kept only as a link of that span: a client can correlate its own
+// requests, but never give its audit events and log lines another request's trace id.
+// Baggage is never read from a request, so none reaches the services.
+func (g *Gateway) traceParent(ctx context.Context, r *h1.Request) (context.Context, []trace.SpanStartOption) {
+	if r.Header.Get("traceparent") == "" {
+		return ctx, rootSpan
+	}
+	if g.peerTrusted(r) {
+		return clientTraceContext.Extract(ctx, headerCarrier{&r.Header}), serverSpan
+	}
+	sc := trace.SpanContextFromContext(clientTraceContext.Extract(context.Background(), headerCarrier{&r.Header}))
+	if !sc.IsValid() {
+		return ctx, rootSpan
+	}
+	return ctx, []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer), trace.WithNewRoot(),
+		trace.WithLinks(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{clientLink}})}
+}
+
+// clientLink marks the link to a client's own trace context.
+var clientLink = attribute.String("link.source", "client traceparent")
 
 // forwardedMethods are the methods the gateway forwards.
 const forwardedMethods = "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"
@@ -321,15 +355,15 @@ func forwardedMethod(m string) bool {
 
 // authenticate authorizes r for rt, answering the failure itself (ok false). A client
 // address or credential over AUTH_FAILURE_LIMIT is still served when its credential
-// verifies (from a throttled address, API keys from the caches only); what fails then
-// is 429.
+// verifies (from a throttled address, an API key the caches do not hold is looked up at
+// a bounded rate: auth.Throttled); what fails then is 429.
 func (g *Gateway) authenticate(w *h1.ResponseWriter, r *h1.Request, rt route) (*identity.Principal, bool) {
 	var throttle authThrottle
 	throttled := false
 	ctx := r.Context()
 	if rt.policy != policyPublic {
-		if throttle, throttled = g.authThrottled(r); throttled && throttle.cacheOnly {
-			ctx = auth.CacheOnly(ctx)
+		if throttle, throttled = g.authThrottled(r); throttled && throttle.addr != "" {
+			ctx = auth.Throttled(ctx, g.lookupBudget(throttle.addr))
 		}
 	}
 	p, err := g.authorize(ctx, r, rt)
