@@ -8,8 +8,10 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"reflect"
 	"strconv"
@@ -178,26 +180,28 @@ func set(f reflect.Value, raw string) error {
 	return nil
 }
 
-// ParseByteSize parses sizes such as "1MiB", "256MiB", "64KiB", "1GiB" or "1048576".
+// ParseByteSize parses sizes such as "1MiB", "256MiB", "64KiB", "1GiB" or "1048576". A
+// size that does not fit in an int64 number of bytes is refused, never wrapped.
 func ParseByteSize(s string) (ByteSize, error) {
 	units := []struct {
 		suffix string
 		mult   int64
 	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}}
+	num, mult := s, int64(1)
 	for _, u := range units {
 		if strings.HasSuffix(s, u.suffix) {
-			n, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), 10, 64)
-			if err != nil || n < 0 {
-				return 0, fmt.Errorf("not a size (like 1MiB): %q", s)
-			}
-			return ByteSize(n * u.mult), nil
+			num, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
+			break
 		}
 	}
-	n, err := strconv.ParseInt(s, 10, 64)
+	n, err := strconv.ParseInt(num, 10, 64)
+	if errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(num, "-") || err == nil && n > math.MaxInt64/mult {
+		return 0, fmt.Errorf("size too large: %q (at most %d bytes)", s, int64(math.MaxInt64))
+	}
 	if err != nil || n < 0 {
 		return 0, fmt.Errorf("not a size (like 1MiB): %q", s)
 	}
-	return ByteSize(n), nil
+	return ByteSize(n * mult), nil
 }
 
 // OrDefaults returns l with every numeric field (a count, a size, a duration) that is zero

@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"log/slog"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -71,6 +72,55 @@ func TestParseByteSize(t *testing.T) {
 		if _, err := config.ParseByteSize(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+func TestParseByteSizeRefusesSizesThatOverflow(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		want    config.ByteSize
+		tooBig  bool
+		refused bool
+	}{
+		{in: "9223372036854775807", want: math.MaxInt64},
+		{in: "9223372036854775807B", want: math.MaxInt64},
+		{in: "8589934591GiB", want: 8589934591 << 30},
+		{in: "8796093022207MiB", want: 8796093022207 << 20},
+		{in: "9007199254740991KiB", want: 9007199254740991 << 10},
+		{in: "9223372036854775808", tooBig: true},
+		{in: "99999999999999999999B", tooBig: true},
+		{in: "8589934592GiB", tooBig: true},
+		{in: "9000000000GiB", tooBig: true},
+		{in: "8796093022208MiB", tooBig: true},
+		{in: "9007199254740992KiB", tooBig: true},
+		{in: "-9223372036854775809", refused: true},
+		{in: "8EiB", refused: true},
+	} {
+		got, err := config.ParseByteSize(tc.in)
+		switch {
+		case tc.tooBig:
+			if err == nil || !strings.Contains(err.Error(), "too large") || !strings.Contains(err.Error(), "9223372036854775807 bytes") {
+				t.Errorf("%s: got %d, %v; want a too-large error naming the maximum", tc.in, got, err)
+			}
+		case tc.refused:
+			if err == nil || got != 0 {
+				t.Errorf("%s: got %d, %v; want refused", tc.in, got, err)
+			}
+		case err != nil || got != tc.want || got < 0:
+			t.Errorf("%s: got %d, %v; want %d", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func TestLoadRefusesAByteSizeThatOverflows(t *testing.T) {
+	type cfg struct {
+		Max config.ByteSize `env:"TEST_OVERFLOW_MAX" default:"1MiB"`
+	}
+	env := map[string]string{"TEST_OVERFLOW_MAX": "9000000000GiB"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	var c cfg
+	if err := config.LoadFrom(lookup, &c); err == nil || !strings.Contains(err.Error(), "too large") {
+		t.Fatalf("loaded %d, %v; want a too-large error", c.Max, err)
 	}
 }
 
