@@ -7,6 +7,7 @@ import (
 
 	"github.com/analyticsco/platform/libs/audit/publish"
 	"github.com/analyticsco/platform/libs/identity/lookup"
+	"github.com/analyticsco/platform/libs/natsx"
 )
 
 // NATSUser is one platform process's NATS user and the subjects it may use: what it
@@ -25,7 +26,6 @@ type NATSUser struct {
 // client.ResolveSubject and queue/jetstream constants), which devstack cannot import:
 // the stack tests (every sync, mint and audit read of the e2e suite) fail if they drift.
 const (
-	natsInbox          = "_INBOX.>" // replies to this connection's requests and JetStream deliveries
 	auditStream        = publish.StreamName
 	jobsStream         = "DBTSYNC_JOBS"
 	jobsSubjects       = "dbtsync.jobs.>"
@@ -36,13 +36,29 @@ const (
 	identityLookupsAll = "identity.lookup.*"
 )
 
-// streamAPI is the JetStream API of one stream and its consumers: create, update, info,
-// purge and delete it, read its messages, create, read from and acknowledge its
-// consumers.
+// inbox is what user subscribes to for the replies to its requests, JetStream's answers
+// and pull deliveries included: its own inbox prefix (natsx.InboxPrefix, which
+// server.ConnectNATS gives its connection), never another user's nor all of _INBOX.
+func inbox(user string) string { return natsx.InboxPrefix(user) + ".>" }
+
+// streamAPI is the JetStream API of one stream and its consumers for the stream's owner:
+// create, update, info, purge and delete it, read and delete its messages, and
+// streamConsumers.
 func streamAPI(stream string) []string {
+	return append([]string{"$JS.API.STREAM.*." + stream, "$JS.API.STREAM.MSG.*." + stream}, streamConsumers(stream)...)
+}
+
+// streamUse is the JetStream API of one stream for a process that uses it but does not
+// manage it: the stream's info, reading its messages, and streamConsumers. It cannot
+// create, update, purge or delete the stream, nor delete its messages.
+func streamUse(stream string) []string {
+	return append([]string{"$JS.API.STREAM.INFO." + stream, "$JS.API.STREAM.MSG.GET." + stream}, streamConsumers(stream)...)
+}
+
+// streamConsumers is reading one stream's messages directly and creating, reading from
+// and acknowledging its consumers.
+func streamConsumers(stream string) []string {
 	return []string{
-		"$JS.API.STREAM.*." + stream,
-		"$JS.API.STREAM.MSG.*." + stream,
 		"$JS.API.DIRECT.GET." + stream,
 		"$JS.API.DIRECT.GET." + stream + ".>",
 		"$JS.API.CONSUMER.*." + stream,
@@ -60,16 +76,39 @@ func auditPublisher(service string) []string {
 	return []string{publish.Subject(service), "$JS.API.STREAM.INFO." + auditStream, "$JS.API.STREAM.CREATE." + auditStream}
 }
 
-// dbtsyncPipeline is the sync pipeline both dbtsync processes open: the jobs stream (its
-// consumers, one per deployment, included), the job-state and storage-ledger buckets and
-// the manifest object store, and publishing jobs. Creating a bucket reads the account's
+// pipelineStreams are the streams of the sync pipeline: the jobs stream, the job-state
+// and storage-ledger buckets' and the manifest object store's.
+var pipelineStreams = []string{jobsStream, "KV_" + jobsKV, "KV_" + ledgersKV, "OBJ_" + manifestStore}
+
+// pipelineData is the sync pipeline's messages: publishing jobs, and the buckets' and the
+// object store's entries.
+var pipelineData = []string{jobsSubjects, "$KV." + jobsKV + ".>", "$KV." + ledgersKV + ".>", "$O." + manifestStore + ".>"}
+
+// dbtsyncPipeline is the sync pipeline as dbtsync-svc, its owner, opens it: it creates the
+// jobs stream, the job-state and storage-ledger buckets and the manifest object store,
+// or updates their configuration, and uses them. Creating a bucket reads the account's
 // JetStream limits ($JS.API.INFO).
 func dbtsyncPipeline() []string {
-	out := []string{jobsSubjects, "$KV." + jobsKV + ".>", "$KV." + ledgersKV + ".>", "$O." + manifestStore + ".>", "$JS.API.INFO"}
-	for _, s := range []string{jobsStream, "KV_" + jobsKV, "KV_" + ledgersKV, "OBJ_" + manifestStore} {
+	out := append(slices.Clone(pipelineData), "$JS.API.INFO")
+	for _, s := range pipelineStreams {
 		out = append(out, streamAPI(s)...)
 	}
 	return out
+}
+
+// workerPipeline is the sync pipeline as the dbt worker uses it: it binds to the streams
+// dbtsync-svc made and takes its jobs (the consumers, one per deployment), reads and
+// writes job state, ledgers and objects, but cannot create, update, delete or purge a
+// stream. The one exception is purging the object store's stream: the object store
+// removes an object's chunks (a manifest deleted after its sync, a files result written
+// again by a retry) with a purge filtered to that object's chunk subject, and NATS
+// authorizes the purge by the stream's subject alone.
+func workerPipeline() []string {
+	out := slices.Clone(pipelineData)
+	for _, s := range pipelineStreams {
+		out = append(out, streamUse(s)...)
+	}
+	return append(out, "$JS.API.STREAM.PURGE.OBJ_"+manifestStore)
 }
 
 // NATSUsers are the platform's NATS users, one per process, and what each may do:
@@ -78,8 +117,12 @@ func dbtsyncPipeline() []string {
 //     owner, reads the AUDIT stream;
 //   - the dbt worker, which runs untrusted repositories, gets its jobs (and hears them
 //     published, to wake up), the job-state and ledger buckets, the manifest store and its
-//     own audit subject: it answers no request and sends none;
-//   - platformctl records the API keys it creates and revokes.
+//     own audit subject: it answers no request and sends none, and it uses the pipeline's
+//     streams without managing them (only dbtsync-svc creates, updates, purges or deletes
+//     them);
+//   - platformctl records the API keys it creates and revokes;
+//   - each user subscribes to its own inbox only (inbox), so no process receives another's
+//     replies or JetStream deliveries.
 //
 // The local stack (StartNATS) and the stack tests run with exactly these users;
 // deploy/nats/platform-users.conf holds them for compose and Kubernetes, and a deploytest
@@ -87,16 +130,16 @@ func dbtsyncPipeline() []string {
 func NATSUsers() []NATSUser {
 	return []NATSUser{
 		{Name: "gateway", Subscribe: []string{identityLookupsAll}, Responds: true},
-		{Name: "workspace-svc", Publish: auditPublisher("workspace-svc"), Subscribe: []string{natsInbox}},
+		{Name: "workspace-svc", Publish: auditPublisher("workspace-svc"), Subscribe: []string{inbox("workspace-svc")}},
 		{Name: "embed-svc",
 			Publish: slices.Concat([]string{publish.Subject("embed-svc"), lookup.DeploymentSubject, lookup.UserSubject, branchResolve},
 				streamAPI(auditStream)),
-			Subscribe: []string{natsInbox}},
+			Subscribe: []string{inbox("embed-svc")}},
 		{Name: "dbtsync-svc", Publish: slices.Concat(auditPublisher("dbtsync-svc"), dbtsyncPipeline()),
-			Subscribe: []string{natsInbox, branchResolve}, Responds: true},
-		{Name: "dbtsync-worker", Publish: slices.Concat(auditPublisher("dbtsync-worker"), dbtsyncPipeline()),
-			Subscribe: []string{natsInbox, jobsSubjects}},
-		{Name: "platformctl", Publish: auditPublisher("platformctl"), Subscribe: []string{natsInbox}},
+			Subscribe: []string{inbox("dbtsync-svc"), branchResolve}, Responds: true},
+		{Name: "dbtsync-worker", Publish: slices.Concat(auditPublisher("dbtsync-worker"), workerPipeline()),
+			Subscribe: []string{inbox("dbtsync-worker"), jobsSubjects}},
+		{Name: "platformctl", Publish: auditPublisher("platformctl"), Subscribe: []string{inbox("platformctl")}},
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -49,7 +50,12 @@ type natsClient struct {
 func connectAs(t *testing.T, n *devstack.NATS, user string) *natsClient {
 	t.Helper()
 	c := &natsClient{}
-	nc, err := nats.Connect(n.UserURL(user), nats.Name(user), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+	// The user's own inbox prefix, as server.ConnectNATS sets it.
+	inbox, err := natsx.UserInbox(n.UserURL(user))
+	if err != nil || inbox == nil {
+		t.Fatalf("the inbox option of %s: %v", user, err)
+	}
+	nc, err := nats.Connect(n.UserURL(user), inbox, nats.Name(user), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 		if errors.Is(err, nats.ErrPermissionViolation) {
 			c.mu.Lock()
 			c.errs = append(c.errs, err.Error())
@@ -111,8 +117,14 @@ func TestEachNATSUserIsRefusedWhatIsNotItsOwn(t *testing.T) {
 			"identity.lookup.deployment", "dbtsync.branches.resolve", "$JS.API.CONSUMER.CREATE.AUDIT.x", "$JS.API.STREAM.DELETE.AUDIT",
 			"$JS.API.DIRECT.GET.AUDIT", "$JS.API.STREAM.MSG.GET.AUDIT"}},
 		{"dbtsync-worker", "Subscription", []string{"identity.lookup.*", "identity.lookup.deployment", "audit.events.>", "dbtsync.branches.resolve", ">"}},
+		// Only dbtsync-svc manages the pipeline's streams: the worker may not create,
+		// update, delete or purge them (but for the object store's purge of one object's
+		// chunks, see workerPipeline), nor delete their messages.
+		{"dbtsync-worker", "Publish", managementOf(
+			[]string{"DBTSYNC_JOBS", "KV_dbtsync_jobs", "KV_dbtsync_ledgers", "OBJ_dbtsync_manifests"}, "CREATE", "UPDATE", "DELETE", "MSG.DELETE")},
+		{"dbtsync-worker", "Publish", managementOf([]string{"DBTSYNC_JOBS", "KV_dbtsync_jobs", "KV_dbtsync_ledgers"}, "PURGE")},
 		{"gateway", "Publish", []string{"audit.events.gateway", "audit.events.workspace-svc", "identity.lookup.user", "dbtsync.jobs.1", "_INBOX.x"}},
-		{"gateway", "Subscription", []string{"audit.events.>", "_INBOX.>"}},
+		{"gateway", "Subscription", []string{"audit.events.>", "_INBOX.>", "_INBOX_gateway.>"}},
 		{"workspace-svc", "Publish", []string{"audit.events.embed-svc", "identity.lookup.deployment", "dbtsync.jobs.1",
 			"$JS.API.CONSUMER.CREATE.AUDIT.x", "$JS.API.STREAM.UPDATE.AUDIT", "$KV.dbtsync_jobs.job.1.x"}},
 		{"workspace-svc", "Subscription", []string{"identity.lookup.*", "audit.events.>"}},
@@ -137,6 +149,18 @@ func TestEachNATSUserIsRefusedWhatIsNotItsOwn(t *testing.T) {
 		nc.Close()
 		t.Errorf("an anonymous connection was accepted by the users-only server")
 	}
+}
+
+// managementOf are the JetStream API subjects of ops (CREATE, PURGE, MSG.DELETE...) on
+// each stream.
+func managementOf(streams []string, ops ...string) []string {
+	var out []string
+	for _, s := range streams {
+		for _, op := range ops {
+			out = append(out, "$JS.API.STREAM."+op+"."+s)
+		}
+	}
+	return out
 }
 
 type oneDeployment struct{}
@@ -217,20 +241,19 @@ func TestEachNATSUserCanDoItsOwnWork(t *testing.T) {
 		t.Fatalf("embed-svc acknowledges: %v", err)
 	}
 
+	// dbtsync-svc makes the pipeline's streams; the worker binds to them.
 	svc := connectAs(t, n, "dbtsync-svc")
 	svcJS, _ := jetstream.New(svc.nc)
 	workerJS, _ := jetstream.New(worker.nc)
-	for who, js := range map[string]jetstream.JetStream{"dbtsync-svc": svcJS, "dbtsync-worker": workerJS} {
-		if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "DBTSYNC_JOBS", Subjects: []string{"dbtsync.jobs.>"},
-			Retention: jetstream.WorkQueuePolicy}); err != nil {
-			t.Fatalf("%s opens the jobs stream: %v", who, err)
-		}
-		if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "dbtsync_jobs"}); err != nil {
-			t.Fatalf("%s opens the job-state bucket: %v %v", who, err, svc.errs)
-		}
-		if _, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: "dbtsync_manifests"}); err != nil {
-			t.Fatalf("%s opens the manifest store: %v", who, err)
-		}
+	if _, err := svcJS.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "DBTSYNC_JOBS", Subjects: []string{"dbtsync.jobs.>"},
+		Retention: jetstream.WorkQueuePolicy}); err != nil {
+		t.Fatalf("dbtsync-svc makes the jobs stream: %v", err)
+	}
+	if _, err := svcJS.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "dbtsync_jobs"}); err != nil {
+		t.Fatalf("dbtsync-svc makes the job-state bucket: %v %v", err, svc.errs)
+	}
+	if _, err := svcJS.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: "dbtsync_manifests"}); err != nil {
+		t.Fatalf("dbtsync-svc makes the manifest store: %v", err)
 	}
 	if _, err := svcJS.Publish(ctx, "dbtsync.jobs.1", []byte("job")); err != nil {
 		t.Fatalf("dbtsync-svc queues a job: %v", err)
@@ -243,7 +266,10 @@ func TestEachNATSUserCanDoItsOwnWork(t *testing.T) {
 	if _, err := svcObj.PutBytes(ctx, "manifest-a", []byte("manifest")); err != nil {
 		t.Fatalf("dbtsync-svc stores a manifest: %v", err)
 	}
-	jobs, _ := workerJS.Stream(ctx, "DBTSYNC_JOBS")
+	jobs, err := workerJS.Stream(ctx, "DBTSYNC_JOBS")
+	if err != nil {
+		t.Fatalf("the worker binds to the jobs stream: %v", err)
+	}
 	wc, err := jobs.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "dbtsync-workers", AckPolicy: jetstream.AckExplicitPolicy})
 	if err != nil {
 		t.Fatalf("the worker creates its consumer: %v", err)
@@ -252,7 +278,10 @@ func TestEachNATSUserCanDoItsOwnWork(t *testing.T) {
 	if err != nil || string(job.Data()) != "job" || job.Ack() != nil {
 		t.Fatalf("the worker takes and acknowledges the job: %v %v", job, err)
 	}
-	workerKV, _ := workerJS.KeyValue(ctx, "dbtsync_jobs")
+	workerKV, err := workerJS.KeyValue(ctx, "dbtsync_jobs")
+	if err != nil {
+		t.Fatalf("the worker binds to the job-state bucket: %v", err)
+	}
 	e, err := workerKV.Get(ctx, "job.1.a")
 	if err != nil || string(e.Value()) != "queued" {
 		t.Fatalf("the worker reads job state: %v", err)
@@ -266,18 +295,193 @@ func TestEachNATSUserCanDoItsOwnWork(t *testing.T) {
 	}
 	for range keys.Keys() {
 	}
-	workerObj, _ := workerJS.ObjectStore(ctx, "dbtsync_manifests")
+	workerObj, err := workerJS.ObjectStore(ctx, "dbtsync_manifests")
+	if err != nil {
+		t.Fatalf("the worker binds to the manifest store: %v", err)
+	}
 	if b, err := workerObj.GetBytes(ctx, "manifest-a"); err != nil || string(b) != "manifest" {
 		t.Fatalf("the worker reads the manifest: %q %v", b, err)
 	}
 	if err := workerObj.Delete(ctx, "manifest-a"); err != nil {
 		t.Fatalf("the worker deletes the manifest: %v", err)
 	}
-	for who, c := range map[string]*natsClient{"gateway": gw, "embed-svc": embed, "dbtsync-worker": worker} {
+	for who, c := range map[string]*natsClient{"gateway": gw, "embed-svc": embed, "dbtsync-svc": svc, "dbtsync-worker": worker} {
 		c.mu.Lock()
 		if len(c.errs) > 0 {
 			t.Errorf("%s was refused: %v", who, c.errs)
 		}
 		c.mu.Unlock()
+	}
+}
+
+// Each user subscribes only to its own inbox (natsx.InboxPrefix): never to all of
+// _INBOX, nor to another user's.
+func TestNoNATSUserMaySubscribeToAnothersInbox(t *testing.T) {
+	n := usersOnlyNATS(t)
+	for _, u := range devstack.NATSUsers() {
+		t.Run(u.Name, func(t *testing.T) {
+			c := connectAs(t, n, u.Name)
+			subjects := []string{"_INBOX.>", "_INBOX.*", "_INBOX.x.y", "_INBOX_*.>", "*.>"}
+			for _, other := range devstack.NATSUsers() {
+				if other.Name != u.Name {
+					subjects = append(subjects, natsx.InboxPrefix(other.Name)+".>")
+				}
+			}
+			for _, s := range subjects {
+				denied(t, c, u.Name, "Subscription", s)
+			}
+		})
+	}
+}
+
+// The dbt worker's user, which runs untrusted repositories, receives nothing of another
+// process's traffic: while embed-svc asks the gateway an identity lookup and pulls an
+// audit event from the AUDIT stream, the worker's subscriptions to every inbox, to
+// embed-svc's and to everything are refused and get no message, and embed-svc gets its
+// answer and its delivery. A worker connection without its own inbox prefix cannot even
+// get its own JetStream answers.
+func TestTheWorkerReceivesNoOtherProcesssRepliesOrDeliveries(t *testing.T) {
+	n := usersOnlyNATS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	worker := connectAs(t, n, "dbtsync-worker")
+	var mu sync.Mutex
+	var overheard []string
+	for _, s := range []string{"_INBOX.>", natsx.InboxPrefix("embed-svc") + ".>", natsx.InboxPrefix("gateway") + ".>", ">"} {
+		if _, err := worker.nc.Subscribe(s, func(m *nats.Msg) {
+			mu.Lock()
+			overheard = append(overheard, m.Subject)
+			mu.Unlock()
+		}); err != nil {
+			t.Fatal(err)
+		}
+		_ = worker.nc.Flush()
+		apitest.Eventually(t, 5*time.Second, "the worker's subscription to "+s+" refused", func() (bool, string) {
+			return worker.violated("Subscription", s), "not refused"
+		})
+	}
+
+	gw, embed := connectAs(t, n, "gateway"), connectAs(t, n, "embed-svc")
+	if err := lookup.Serve(natsx.NewServer(gw.nc, natsx.ServerOptions{}), oneDeployment{}); err != nil {
+		t.Fatal(err)
+	}
+	_ = gw.nc.Flush()
+	for i := range 3 {
+		dep, err := lookup.NewClient(natsx.NewClient(embed.nc, natsx.ClientOptions{}), 5*time.Second).Deployment(ctx, int64(40+i))
+		if err != nil || dep.AccountID != 7 {
+			t.Fatalf("embed-svc's lookup answered by the gateway: %+v %v", dep, err)
+		}
+	}
+	embedJS, err := jetstream.New(embed.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := publish.EnsureStream(ctx, embedJS, publish.StreamLimits{})
+	if err != nil {
+		t.Fatalf("embed-svc sets up the AUDIT stream: %v", err)
+	}
+	ws := connectAs(t, n, "workspace-svc")
+	pub, err := publish.NewPublisher(publish.Options{Service: "workspace-svc", NATS: ws.nc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub.Record(ctx, audit.Event{AccountID: 9, Action: "workspace.folder.create", Target: audit.Target{Type: "folder", ID: "secret-folder"}})
+	cons, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "trail", AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		t.Fatalf("embed-svc creates its consumer: %v", err)
+	}
+	msg, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+	if err != nil || !bytes.Contains(msg.Data(), []byte("secret-folder")) {
+		t.Fatalf("embed-svc's delivery of the folder event: %v %v", msg, err)
+	}
+	if !strings.HasPrefix(msg.Reply(), "$JS.ACK.AUDIT.") {
+		t.Fatalf("the delivery's reply subject %q", msg.Reply())
+	}
+	_ = msg.Ack()
+	// Whatever was on its way to the worker has arrived once a round trip of its own has.
+	_ = worker.nc.Flush()
+	_ = embed.nc.Flush()
+	time.Sleep(200 * time.Millisecond)
+	_ = worker.nc.Flush()
+	mu.Lock()
+	got := slices.Clone(overheard)
+	mu.Unlock()
+	if len(got) > 0 {
+		t.Fatalf("the worker received %d messages of other processes: %v", len(got), got)
+	}
+	for who, c := range map[string]*natsClient{"gateway": gw, "embed-svc": embed, "workspace-svc": ws} {
+		c.mu.Lock()
+		if len(c.errs) > 0 {
+			t.Errorf("%s was refused: %v", who, c.errs)
+		}
+		c.mu.Unlock()
+	}
+
+	// With the default _INBOX prefix the worker's own JetStream request gets no answer
+	// it may receive.
+	plain, err := nats.Connect(n.UserURL("dbtsync-worker"), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	plainJS, _ := jetstream.New(plain)
+	sctx, scancel := context.WithTimeout(ctx, 2*time.Second)
+	defer scancel()
+	if _, err := plainJS.Stream(sctx, publish.StreamName); err == nil {
+		t.Fatal("a worker connection on _INBOX received its JetStream answer")
+	}
+}
+
+// The worker cannot delete or purge the jobs stream: the requests are refused and the
+// stream keeps its jobs, which dbtsync-svc, its owner, may purge.
+func TestTheWorkerCannotDeleteOrPurgeTheJobsStream(t *testing.T) {
+	n := usersOnlyNATS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	svc := connectAs(t, n, "dbtsync-svc")
+	svcJS, _ := jetstream.New(svc.nc)
+	if _, err := svcJS.CreateStream(ctx, jetstream.StreamConfig{Name: "DBTSYNC_JOBS", Subjects: []string{"dbtsync.jobs.>"},
+		Retention: jetstream.WorkQueuePolicy}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svcJS.Publish(ctx, "dbtsync.jobs.1.2", []byte("job")); err != nil {
+		t.Fatal(err)
+	}
+	worker := connectAs(t, n, "dbtsync-worker")
+	workerJS, _ := jetstream.New(worker.nc)
+	short := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, 2*time.Second) }
+	dctx, dcancel := short()
+	defer dcancel()
+	if err := workerJS.DeleteStream(dctx, "DBTSYNC_JOBS"); err == nil {
+		t.Fatal("the worker deleted the jobs stream")
+	}
+	jobs, err := workerJS.Stream(ctx, "DBTSYNC_JOBS")
+	if err != nil {
+		t.Fatalf("the worker binds to the jobs stream: %v", err)
+	}
+	pctx, pcancel := short()
+	defer pcancel()
+	if err := jobs.Purge(pctx); err == nil {
+		t.Fatal("the worker purged the jobs stream")
+	}
+	uctx, ucancel := short()
+	defer ucancel()
+	if _, err := workerJS.UpdateStream(uctx, jetstream.StreamConfig{Name: "DBTSYNC_JOBS", Subjects: []string{"dbtsync.jobs.>"},
+		Retention: jetstream.WorkQueuePolicy, MaxMsgs: 1}); err == nil {
+		t.Fatal("the worker updated the jobs stream")
+	}
+	for _, s := range []string{"$JS.API.STREAM.DELETE.DBTSYNC_JOBS", "$JS.API.STREAM.PURGE.DBTSYNC_JOBS", "$JS.API.STREAM.UPDATE.DBTSYNC_JOBS"} {
+		if !worker.violated("Publish", s) {
+			t.Errorf("%s: not refused as a permissions violation", s)
+		}
+	}
+	info, err := jobs.Info(ctx)
+	if err != nil || info.State.Msgs != 1 {
+		t.Fatalf("the jobs stream after the worker's attempts: %v %v, want its one job", info, err)
+	}
+	owned, _ := svcJS.Stream(ctx, "DBTSYNC_JOBS")
+	if err := owned.Purge(ctx); err != nil {
+		t.Fatalf("dbtsync-svc purges its stream: %v", err)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/analyticsco/platform/devstack/wireproxy"
+	"github.com/analyticsco/platform/libs/natsx"
 )
 
 // startTimeout bounds how long a *ForTest helper waits for a server.
@@ -199,9 +200,17 @@ func NATSClusterForTest(t testing.TB, size int, opts ...NATSOption) *NATSCluster
 }
 
 // NATSConnForTest connects to url (a server's, a cluster's list) with opts, closed in
-// t.Cleanup.
+// t.Cleanup. A URL that names a user (UserURL) gets that user's inbox prefix, as a
+// process's connection does (server.ConnectNATS).
 func NATSConnForTest(t testing.TB, url string, opts ...nats.Option) *nats.Conn {
 	t.Helper()
+	inbox, err := natsx.UserInbox(url)
+	if err != nil {
+		t.Fatalf("connect to NATS: %v", err)
+	}
+	if inbox != nil {
+		opts = append([]nats.Option{inbox}, opts...)
+	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		t.Fatalf("connect to NATS: %v", err)

@@ -33,11 +33,17 @@ func ConnectMongo(ctx context.Context, uri string, reg prometheus.Registerer) (*
 }
 
 // ConnectNATS connects to the NATS at url (NATS_URL, which carries the process's user and
-// password) as name, with natsx's connection metrics. The connection retries a server that
-// is not up yet and reconnects forever; its check fails while it is not connected.
+// password) as name, with natsx's connection metrics and the user's own inbox prefix
+// (natsx.UserInbox: replies and JetStream deliveries to this connection arrive where no
+// other user may subscribe). The connection retries a server that is not up yet and
+// reconnects forever; its check fails while it is not connected.
 func ConnectNATS(url, name string, reg prometheus.Registerer) (*nats.Conn, Check, error) {
+	inbox, err := natsOptions(url)
+	if err != nil {
+		return nil, Check{}, err
+	}
 	m := natsx.NewMetrics(reg)
-	nc, err := nats.Connect(url, append(m.Options(), nats.Name(name), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true))...)
+	nc, err := nats.Connect(url, append(append(m.Options(), inbox...), nats.Name(name), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true))...)
 	if err != nil {
 		return nil, Check{}, fmt.Errorf("NATS_URL: %w", err)
 	}
@@ -55,13 +61,29 @@ func ConnectNATS(url, name string, reg prometheus.Registerer) (*nats.Conn, Check
 // command refuses to start instead of waiting for it. The connection has the same
 // metrics as a process's, on reg (a command's own registry, which it may discard).
 func ConnectNATSOnce(url, name string, timeout time.Duration, reg prometheus.Registerer) (*nats.Conn, error) {
+	inbox, err := natsOptions(url)
+	if err != nil {
+		return nil, err
+	}
 	m := natsx.NewMetrics(reg)
-	nc, err := nats.Connect(url, append(m.Options(), nats.Name(name), nats.Timeout(timeout))...)
+	nc, err := nats.Connect(url, append(append(m.Options(), inbox...), nats.Name(name), nats.Timeout(timeout))...)
 	if err != nil {
 		return nil, fmt.Errorf("NATS_URL: %w", err)
 	}
 	m.Track(nc)
 	return nc, nil
+}
+
+// natsOptions are the options url itself asks for: its user's inbox prefix.
+func natsOptions(url string) ([]nats.Option, error) {
+	inbox, err := natsx.UserInbox(url)
+	if err != nil {
+		return nil, fmt.Errorf("NATS_URL: %w", err)
+	}
+	if inbox == nil {
+		return nil, nil
+	}
+	return []nats.Option{inbox}, nil
 }
 
 // OpenRedis opens the Redis that c names (REDIS_MODE single, sentinel or cluster; REDIS_URL)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/analyticsco/platform/devstack/apitest"
 	"github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/libs/natsx"
 	"github.com/analyticsco/platform/systemtest/stacktest"
 )
 
@@ -151,7 +152,7 @@ func TestWorkerNATSCredentialsCannotForgeAuditOrAnswerLookups(t *testing.T) {
 	globex := s.Seed.Accounts["globex"]
 	var mu sync.Mutex
 	var violations []string
-	nc, err := nats.Connect(s.NATS.UserURL("dbtsync-worker"), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+	nc, err := nats.Connect(s.NATS.UserURL("dbtsync-worker"), nats.CustomInboxPrefix(natsx.InboxPrefix("dbtsync-worker")), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 		if errors.Is(err, nats.ErrPermissionViolation) {
 			mu.Lock()
 			violations = append(violations, err.Error())

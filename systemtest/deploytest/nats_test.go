@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/analyticsco/platform/devstack"
+	"github.com/analyticsco/platform/libs/natsx"
 )
 
 // natsPasswordVar is the environment variable of a NATS user's password in
@@ -87,7 +88,9 @@ func TestNATSUsersFileIsThePermissionTable(t *testing.T) {
 
 // A nats-server running deploy/nats/nats.conf refuses anonymous connections and what a
 // user's subjects do not allow: the worker's credentials cannot publish another
-// service's audit events or answer identity lookups; the gateway's can answer them.
+// service's audit events, answer identity lookups, read every inbox or embed-svc's, or
+// manage the jobs stream; the gateway's can answer the lookups, and the answer reaches
+// embed-svc's own inbox.
 func TestNATSConfRefusesTheWorkerAnotherServicesSubjects(t *testing.T) {
 	opts := loadNATSConf(t)
 	opts.Host, opts.Port, opts.HTTPPort = "127.0.0.1", server.RANDOM_PORT, 0
@@ -109,6 +112,7 @@ func TestNATSConfRefusesTheWorkerAnotherServicesSubjects(t *testing.T) {
 	connect := func(user string) (*nats.Conn, chan error) {
 		errs := make(chan error, 16)
 		nc, err := nats.Connect("nats://"+url.UserPassword(user, "pw-"+user).String()+"@"+addr, nats.NoReconnect(),
+			nats.CustomInboxPrefix(natsx.InboxPrefix(user)),
 			nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err }))
 		if err != nil {
 			t.Fatalf("connect as %s: %v", user, err)
@@ -134,6 +138,16 @@ func TestNATSConfRefusesTheWorkerAnotherServicesSubjects(t *testing.T) {
 	_, _ = worker.Subscribe("identity.lookup.*", func(*nats.Msg) {})
 	_ = worker.Flush()
 	refused("dbtsync-worker", "subscribing to identity.lookup.*", werrs)
+	for _, inbox := range []string{"_INBOX.>", natsx.InboxPrefix("embed-svc") + ".>"} {
+		_, _ = worker.Subscribe(inbox, func(*nats.Msg) {})
+		_ = worker.Flush()
+		refused("dbtsync-worker", "subscribing to "+inbox, werrs)
+	}
+	for _, op := range []string{"DELETE", "PURGE", "UPDATE", "CREATE"} {
+		_ = worker.Publish("$JS.API.STREAM."+op+".DBTSYNC_JOBS", []byte("{}"))
+		_ = worker.Flush()
+		refused("dbtsync-worker", op+" of the jobs stream", werrs)
+	}
 
 	gw, gerrs := connect("gateway")
 	if _, err := gw.Subscribe("identity.lookup.*", func(m *nats.Msg) { _ = m.Respond([]byte("ok")) }); err != nil {

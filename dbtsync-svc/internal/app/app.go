@@ -65,13 +65,15 @@ type adapters struct {
 }
 
 // setup builds what both modes share; service names the process in its audit events.
-func setup(ctx context.Context, d Deps, service string) (*adapters, error) {
+// The API process makes the JetStream resources (or updates their configuration); the
+// worker binds to them as they are (bind), waiting for the API to make them.
+func setup(ctx context.Context, d Deps, service string, bind bool) (*adapters, error) {
 	sealer, err := credentials.NewSealer(d.CredentialsKey)
 	if err != nil {
 		return nil, err
 	}
 	q, err := jetstream.Open(ctx, d.NATS, jetstream.Options{Limits: d.Storage, Replicas: d.Replicas,
-		Retry: natsx.Retrier{Budget: d.RetryBudget}, Logger: d.Logger})
+		Retry: natsx.Retrier{Budget: d.RetryBudget}, Logger: d.Logger, Bind: bind})
 	if err != nil {
 		return nil, err
 	}
@@ -107,7 +109,7 @@ func (a *API) Close() { _ = a.resolver.Close() }
 
 // NewAPI builds the API process.
 func NewAPI(ctx context.Context, d Deps) (*API, error) {
-	a, err := setup(ctx, d, "dbtsync-svc")
+	a, err := setup(ctx, d, "dbtsync-svc", false)
 	if err != nil {
 		return nil, err
 	}
@@ -159,7 +161,7 @@ func reseal(ctx context.Context, a *adapters, logger *slog.Logger) {
 // NewWorker builds the worker process's job consumer; it clones under cloneDir ("": the
 // system temp directory).
 func NewWorker(ctx context.Context, d Deps, opts worker.Options, cloneDir string) (*worker.Worker, error) {
-	a, err := setup(ctx, d, "dbtsync-worker")
+	a, err := setup(ctx, d, "dbtsync-worker", true)
 	if err != nil {
 		return nil, err
 	}

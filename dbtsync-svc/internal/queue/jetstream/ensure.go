@@ -3,6 +3,7 @@ package jetstream
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -86,4 +87,68 @@ func (q *Queue) ensureObjectStore(ctx context.Context, want natsjs.ObjectStoreCo
 func sameBucket(c natsjs.StreamConfig, replicas int, ttl time.Duration, maxBytes, history int64) bool {
 	return c.Replicas == max(replicas, 1) && c.MaxAge == ttl &&
 		(maxBytes <= 0 || c.MaxBytes == maxBytes) && (history <= 0 || c.MaxMsgsPerSubject == history)
+}
+
+// bindWait is how long bind waits between two looks for resources not made yet, and
+// bindLogEvery how often it says it still waits.
+const (
+	bindWait     = 500 * time.Millisecond
+	bindLogEvery = 10 * time.Second
+)
+
+// bind opens the pipeline's resources as they are, waiting until ctx ends for those not
+// made yet: the worker starts beside dbtsync-svc, which makes them, and binds once they
+// exist.
+func (q *Queue) bind(ctx context.Context) error {
+	start, logged := time.Now(), time.Now()
+	for {
+		missing, err := q.bindOnce(ctx)
+		if err != nil {
+			return err
+		}
+		if missing == "" {
+			return nil
+		}
+		if time.Since(logged) >= bindLogEvery {
+			logged = time.Now()
+			q.logger.WarnContext(ctx, "waiting for dbtsync-svc to create the sync pipeline's JetStream resources",
+				"missing", missing, "waited", time.Since(start).Round(time.Second).String())
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s not created by dbtsync-svc within %s: %w", missing, time.Since(start).Round(time.Second), ctx.Err())
+		case <-time.After(bindWait):
+		}
+	}
+}
+
+// bindOnce opens what exists of the pipeline; missing names the first resource that does
+// not exist yet ("" when all do).
+func (q *Queue) bindOnce(ctx context.Context) (missing string, err error) {
+	open := func(what string, op func(ctx context.Context) error) (bool, error) {
+		err := q.do(ctx, op)
+		switch {
+		case errors.Is(err, natsjs.ErrStreamNotFound), errors.Is(err, natsjs.ErrBucketNotFound):
+			missing = what
+			return false, nil
+		case err != nil:
+			return false, fmt.Errorf("%s: %w", what, err)
+		}
+		return true, nil
+	}
+	steps := []struct {
+		what string
+		op   func(ctx context.Context) error
+	}{
+		{"jobs stream", func(ctx context.Context) (err error) { q.stream, err = q.js.Stream(ctx, q.names.Stream); return err }},
+		{"jobs bucket", func(ctx context.Context) (err error) { q.kv, err = q.js.KeyValue(ctx, q.names.KV); return err }},
+		{"ledgers bucket", func(ctx context.Context) (err error) { q.ledgers, err = q.js.KeyValue(ctx, q.names.Ledgers); return err }},
+		{"manifest store", func(ctx context.Context) (err error) { q.obj, err = q.js.ObjectStore(ctx, q.names.Objects); return err }},
+	}
+	for _, s := range steps {
+		if ok, err := open(s.what, s.op); !ok {
+			return missing, err
+		}
+	}
+	return "", nil
 }

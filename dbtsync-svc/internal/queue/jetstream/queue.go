@@ -81,6 +81,11 @@ type Options struct {
 	Retry  natsx.Retrier
 	Names  Names        // zero: DefaultNames (tests give each queue its own)
 	Logger *slog.Logger // Consume's transient pull errors (nil: slog.Default())
+	// Bind opens the stream, the buckets and the object store as they are, without
+	// creating or updating any (the worker's: its NATS user may not), waiting for them
+	// until ctx ends while the process that owns them (dbtsync-svc) has not made them
+	// yet; Replicas and the limits the resources carry are the owner's.
+	Bind bool
 }
 
 // Queue is the pipeline over one NATS connection.
@@ -98,7 +103,7 @@ type Queue struct {
 }
 
 // Open creates the stream, buckets and object store, or brings their configuration to
-// o's where it differs (replicas included).
+// o's where it differs (replicas included); with o.Bind it opens them as they are.
 func Open(ctx context.Context, nc *nats.Conn, o Options) (*Queue, error) {
 	limits, n := o.Limits.WithDefaults(), o.Names
 	if n == (Names{}) {
@@ -114,6 +119,12 @@ func Open(ctx context.Context, nc *nats.Conn, o Options) (*Queue, error) {
 	}
 	o.Retry.Conn = nc
 	q := &Queue{names: n, limits: limits, nc: nc, js: js, retry: o.Retry, logger: o.Logger}
+	if o.Bind {
+		if err := q.bind(ctx); err != nil {
+			return nil, err
+		}
+		return q, nil
+	}
 	// A job is a message on its deployment's subject until a worker settles it: the
 	// limit per subject, refusing new messages, caps the deployment's queue atomically.
 	// Duplicates outlasts every retry of a publish (natsx.Retrier's budget, well under
