@@ -106,6 +106,7 @@ func deps(proc *server.Process, cfg config.Config) (app.Deps, func(), error) {
 		BodyLimit: int64(cfg.BodyLimitDefault), BigBodyLimit: int64(cfg.BodyLimitDBTSync),
 		Limits:          h1.Limits{MaxHeaderBytes: int(cfg.MaxHeaderBytes), MaxFieldBytes: int(cfg.MaxHeaderFieldBytes)},
 		MaxURIBytes:     int(cfg.MaxURIBytes),
+		ConnLimits:      h1.ConnLimits{Max: cfg.MaxConns, PerClient: cfg.MaxConnsPerClient, PerProxy: cfg.MaxConnsPerProxy},
 		UpstreamTimeout: cfg.UpstreamTimeout, DialTimeout: cfg.DialTimeout, BodyTimeout: cfg.ClientBodyTimeout, UploadTimeout: cfg.ClientUploadTimeout,
 		CacheTTL: cfg.AuthCacheTTL, RevocationPoll: cfg.RevocationPoll, JWKSRefresh: cfg.JWKSRefresh}
 	if d.GenerateSessionLimit, err = ratelimit.ParseLimit(cfg.RateLimitGenerateSession); err != nil {

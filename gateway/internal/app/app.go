@@ -64,7 +64,10 @@ type Deps struct {
 	BodyLimit, BigBodyLimit int64
 	// Limits bound a request head (h1.Limits; the defaults when zero) and MaxURIBytes
 	// the target of a routed request.
-	Limits                              h1.Limits
+	Limits h1.Limits
+	// ConnLimits caps the public listener's connections (h1.ConnLimits; the defaults
+	// when zero), TrustedProxies being its proxies.
+	ConnLimits                          h1.ConnLimits
 	MaxURIBytes                         int
 	UpstreamTimeout, DialTimeout        time.Duration
 	BodyTimeout, UploadTimeout          time.Duration
@@ -159,6 +162,7 @@ func New(ctx context.Context, d Deps) (*App, error) {
 			gw.ServeH1(w, r)
 		}),
 		Limits:            d.Limits,
+		ConnLimits:        connLimits(d),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		WriteTimeout:      5 * time.Minute,
@@ -171,6 +175,13 @@ func New(ctx context.Context, d Deps) (*App, error) {
 	}
 	internal := server.InternalHandler(reg, d.Checks)
 	return &App{Public: public, Internal: internal, Auth: authn, Gateway: gw}, nil
+}
+
+// connLimits are the public listener's connection caps, its trusted proxies capped apart.
+func connLimits(d Deps) h1.ConnLimits {
+	l := d.ConnLimits
+	l.Trusted = d.TrustedProxies
+	return l
 }
 
 // embedVerifier is the gateway's verifier of embed session tokens: embed-svc's JWKS

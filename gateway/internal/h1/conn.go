@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"runtime/debug"
 	"sync/atomic"
 	"time"
@@ -43,6 +44,10 @@ type conn struct {
 	now time.Time
 	// readDeadline and writeDeadline are the deadlines as last set.
 	readDeadline, writeDeadline deadline
+	// counted: c counts against the connection caps, under key (ConnLimits);
+	// refused: it is over a cap, answered 503 and closed.
+	counted, refused bool
+	key              netip.Prefix
 }
 
 // deadline is a deadline as last set on a connection, so that setting it again to about
@@ -129,6 +134,9 @@ func (c *conn) refuse(e *Error) {
 	c.req.Close = true
 	c.rw.reset(c, &c.req)
 	c.rw.close = true
+	if c.refused {
+		c.rw.Header().Set("Retry-After", "1")
+	}
 	if c.srv.OnError != nil {
 		c.srv.OnError(&c.rw, &c.req, e)
 	} else {
@@ -199,10 +207,10 @@ func (c *conn) readHead() (head string, waited bool, err error) {
 				}
 				first = false
 			case n > lim.MaxFieldBytes:
-				return "", waited, headerTooLarge("a header field is", lim.MaxFieldBytes, "GATEWAY_MAX_HEADER_FIELD_BYTES")
+				return "", waited, headerTooLarge("a header field is", lim.MaxFieldBytes)
 			default:
 				if fields += n; fields > lim.MaxHeaderBytes {
-					return "", waited, headerTooLarge("the header fields are", lim.MaxHeaderBytes, "GATEWAY_MAX_HEADER_BYTES")
+					return "", waited, headerTooLarge("the header fields are", lim.MaxHeaderBytes)
 				}
 			}
 			lineStart = scan + 1
@@ -212,9 +220,9 @@ func (c *conn) readHead() (head string, waited bool, err error) {
 		case first && partial > lim.MaxRequestLine:
 			return "", waited, errRequestLineLong
 		case !first && partial > lim.MaxFieldBytes:
-			return "", waited, headerTooLarge("a header field is", lim.MaxFieldBytes, "GATEWAY_MAX_HEADER_FIELD_BYTES")
+			return "", waited, headerTooLarge("a header field is", lim.MaxFieldBytes)
 		case !first && fields+partial > lim.MaxHeaderBytes:
-			return "", waited, headerTooLarge("the header fields are", lim.MaxHeaderBytes, "GATEWAY_MAX_HEADER_BYTES")
+			return "", waited, headerTooLarge("the header fields are", lim.MaxHeaderBytes)
 		}
 		if len(buf) > 0 && !headerDeadline {
 			// A request has begun: the rest of its head must arrive in time.

@@ -77,9 +77,9 @@ var (
 )
 
 // headerTooLarge names the limit that a header section or field broke, and its setting.
-func headerTooLarge(what string, limit int, setting string) *Error {
+func headerTooLarge(what string, limit int) *Error {
 	return &Error{Status: http.StatusRequestHeaderFieldsTooLarge,
-		Msg: what + " larger than the limit of " + strconv.Itoa(limit) + " bytes (" + setting + ")"}
+		Msg: what + " larger than the limit of " + strconv.Itoa(limit) + " bytes"}
 }
 
 // parseHead parses a complete request head (every line ending in CRLF, the final empty

@@ -249,7 +249,7 @@ func (w *ResponseWriter) flush() {
 	}
 	if !w.writeDeadline {
 		w.writeDeadline = true
-		if c := w.c; c.writeDeadline.need(c.now, c.srv.writeTimeout()) {
+		if c := w.c; c.writeDeadline.need(c.now, c.writeTimeout()) {
 			_ = c.nc.SetWriteDeadline(c.writeDeadline.at)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -33,13 +34,19 @@ type Server struct {
 	// OnError answers a request refused before the handler (nil: the JSON error body).
 	OnError func(w *ResponseWriter, r *Request, e *Error)
 	Logger  *slog.Logger
+	// ConnLimits caps the connections served at once, in total and per client address.
+	ConnLimits ConnLimits
 
 	limits     Limits
+	connLimits ConnLimits
 	inShutdown atomic.Bool
+	refusing   atomic.Int32 // connections over a cap being answered
 	mu         sync.Mutex
 	listeners  map[net.Listener]struct{}
 	conns      map[*conn]struct{}
-	idle       chan struct{} // closed when the last connection is gone during a shutdown
+	open       int                  // connections counted against the caps
+	perPeer    map[netip.Prefix]int // of them, per client address or proxy
+	idle       chan struct{}        // closed when the last connection is gone during a shutdown
 }
 
 func (s *Server) readHeaderTimeout() time.Duration { return or(s.ReadHeaderTimeout, 10*time.Second) }
@@ -68,6 +75,8 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.listeners = map[net.Listener]struct{}{}
 		s.conns = map[*conn]struct{}{}
 		s.limits = s.Limits.withDefaults()
+		s.connLimits = s.ConnLimits.withDefaults()
+		s.perPeer = map[netip.Prefix]int{}
 	}
 	s.listeners[ln] = struct{}{}
 	s.mu.Unlock()
@@ -92,26 +101,40 @@ func (s *Server) Serve(ln net.Listener) error {
 		}
 		delay = 0
 		c := &conn{srv: s, nc: nc, buf: make([]byte, initialBuffer), ctx: ctx, remote: nc.RemoteAddr().String(), now: time.Now()}
-		if !s.track(c) {
+		over, ok := s.track(c)
+		switch {
+		case !ok:
 			_ = nc.Close()
 			return http.ErrServerClosed
+		case over == nil:
+			go c.serve()
+		case s.refusing.Add(1) <= maxRefusing:
+			go c.serveRefused(over)
+		default:
+			// Too many are being answered already: closed without an answer.
+			s.refusing.Add(-1)
+			s.forget(c)
+			_ = nc.Close()
 		}
-		go c.serve()
 	}
 }
 
-func (s *Server) track(c *conn) bool {
+// track records c; false when the server is shutting down. over is the answer of a
+// connection over a cap (ConnLimits), recorded but not counted.
+func (s *Server) track(c *conn) (over *Error, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.inShutdown.Load() {
-		return false
+		return nil, false
 	}
+	over = s.admit(c)
 	s.conns[c] = struct{}{}
-	return true
+	return over, true
 }
 
 func (s *Server) forget(c *conn) {
 	s.mu.Lock()
+	s.release(c)
 	delete(s.conns, c)
 	if len(s.conns) == 0 && s.idle != nil {
 		close(s.idle)
