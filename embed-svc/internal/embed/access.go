@@ -26,7 +26,8 @@ type reach struct {
 // keyReach is the one place a key's scope is read; every embed route asks it, except the
 // spec's revoke by session id (Authentication 4: there the key's scope is not checked,
 // holding the id is the authority). An admin's bearer token and an unscoped account API key
-// reach everything; a key scoped to deployments reaches those; a personal key reaches its
+// reach everything; a key scoped to deployments reaches those, and the external users
+// whose every session was minted in them (coversUser); a personal key reaches its
 // scope's deployments (every one when it has none) and never the account as a whole; an
 // embed token reaches its session's deployment.
 func keyReach(p *identity.Principal) reach {
@@ -53,12 +54,22 @@ func (r reach) covers(dep int64) bool {
 	return r.deployments == nil || slices.Contains(r.deployments, dep)
 }
 
-// coversAny reports whether any of deps is within reach.
-func (r reach) coversAny(deps []int64) bool {
+// coversUser reports whether an external user with sessions in deps is within reach:
+// every deployment the user was ever minted in is. A user with none recorded may have
+// been minted anywhere, so only a reach of every deployment covers it.
+func (r reach) coversUser(deps []int64) bool {
 	if r.deployments == nil {
 		return true
 	}
-	return slices.ContainsFunc(deps, r.covers)
+	return len(deps) > 0 && !slices.ContainsFunc(deps, func(d int64) bool { return !r.covers(d) })
+}
+
+// userOutOfScope is the answer to a mint for an external user outside the reach
+// (coversUser): 403 key_out_of_scope, naming neither the user's other deployments nor
+// the key's.
+func userOutOfScope(externalID string) error {
+	return errs.Forbiddenf("external user %q has sessions in deployments outside this API key's scope; mint with a key that reaches them all", externalID).
+		WithCode(errs.CodeKeyOutOfScope)
 }
 
 // deployment refuses a deployment outside the reach: 403 key_out_of_scope.

@@ -269,39 +269,6 @@ func TestScopedKeyReadsCatalogsAndSettings(t *testing.T) {
 	}
 }
 
-func TestScopedKeySeesOnlyTenantUsersOfItsDeployments(t *testing.T) {
-	ctx := context.Background()
-	f := newFixture(t)
-	f.mintIn(t, f.dep, "ann")
-	f.mintIn(t, f.dep2, "bob")
-	f.mintIn(t, f.dep2, "cat")
-	f.mintIn(t, f.dep, "cat") // cat had sessions in both
-	names := func(p *identity.Principal) []string {
-		page, err := f.svc.ListTenantUsers(ctx, p, "scope-tenant", embed.UserQuery{First: 50})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, u := range page.Items {
-			out = append(out, u.ExternalID)
-		}
-		return out
-	}
-	if got := names(f.adminKey()); !slices.Equal(got, []string{"ann", "bob", "cat"}) {
-		t.Fatalf("the unscoped key lists %v", got)
-	}
-	if got := names(f.scopedKey(f.dep)); !slices.Equal(got, []string{"ann", "cat"}) {
-		t.Fatalf("the key scoped to %d lists %v, want ann and cat", f.dep, got)
-	}
-	if _, err := f.svc.GetTenantUser(ctx, f.scopedKey(f.dep), "scope-tenant", "cat"); err != nil {
-		t.Fatalf("a user of its deployment: %v", err)
-	}
-	_, err := f.svc.GetTenantUser(ctx, f.scopedKey(f.dep), "scope-tenant", "bob")
-	if status, _, _ := answer(err); status != 404 {
-		t.Fatalf("a user of another deployment: %d, want 404 (as one that does not exist)", status)
-	}
-}
-
 func TestEmbedTokenMayRevokeByIDButNotListOrRevokeInBulk(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)

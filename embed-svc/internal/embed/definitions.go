@@ -140,7 +140,7 @@ var ErrConflictType = errors.New("attribute type differs")
 // scope's memberships when it sends groups, the values it sends (null clears), and the
 // session's tenant and deployment.
 func (m *mintPlan) userUpdate(req *GenerateSessionRequest, ids map[string]string) UserUpdate {
-	u := UserUpdate{Email: req.Email, Scope: m.scope, Tenant: m.tenant, Deployment: m.deployment.ID}
+	u := UserUpdate{Email: req.Email, Scope: m.scope, Tenant: m.tenant, Deployment: m.deployment.ID, Within: m.reach.deployments}
 	if req.UserProfile != nil {
 		u.DisplayName, u.Picture = req.UserProfile.DisplayName, req.UserProfile.Picture
 	}

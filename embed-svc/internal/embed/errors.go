@@ -27,6 +27,9 @@ var (
 	ErrStale = errors.New("stale revision")
 	// ErrUserDeleting: a delete of the external user has begun.
 	ErrUserDeleting = errors.New("external user being deleted")
+	// ErrOutOfReach: the external user has a recorded deployment outside the update's
+	// UserUpdate.Within.
+	ErrOutOfReach = errors.New("external user outside the key's deployments")
 	// ErrLiveSessionLimit: the account has as many live sessions as it may.
 	ErrLiveSessionLimit = errors.New("live session limit reached")
 )

@@ -153,7 +153,7 @@ func (s *service) listSessions(ctx context.Context, accountID int64, q SessionQu
 }
 
 // listTenantUsers reads a page of the tenant's users by id whose external id starts
-// with prefix and, unless deployments is nil, who had sessions in one of them; it
+// with prefix and, unless deployments is nil, whose every session was in one of them; it
 // examines at most the ListScan limit.
 func (s *service) listTenantUsers(ctx context.Context, accountID int64, tenant, prefix string, deployments []int64, first int, after int64) (httpx.Page[UserSummary], error) {
 	batch := listBatch
@@ -171,7 +171,7 @@ func (s *service) listTenantUsers(ctx context.Context, accountID int64, tenant, 
 	keep := func(users []ExternalUser) ([]bool, error) {
 		kept := make([]bool, len(users))
 		for i, u := range users {
-			kept[i] = strings.HasPrefix(u.ExternalID, prefix) && r.coversAny(u.Deployments)
+			kept[i] = strings.HasPrefix(u.ExternalID, prefix) && r.coversUser(u.Deployments)
 		}
 		return kept, nil
 	}

@@ -45,6 +45,7 @@ type mintPlan struct {
 	internal    InternalUser
 	user        ExternalUser // the external user as read, with the scope's values
 	userExists  bool
+	reach       reach // the caller's: an external user outside it is not minted for
 }
 
 // prepare runs every validation and resolution of a mint and writes nothing: the real
@@ -68,7 +69,7 @@ func (s *service) prepare(ctx context.Context, p *identity.Principal, dep *Deplo
 	if err := keyReach(p).deployment(dep.ID); err != nil {
 		return nil, err
 	}
-	m := &mintPlan{deployment: *dep, externalID: externalID, creator: req.CreatorMode != nil && *req.CreatorMode}
+	m := &mintPlan{deployment: *dep, externalID: externalID, creator: req.CreatorMode != nil && *req.CreatorMode, reach: keyReach(p)}
 	if m.creator && !p.Account.UseCreatorMode {
 		return nil, errs.Forbiddenf("creatorMode requires the account's useCreatorMode flag").WithCode(errs.CodeCreatorModeDisabled)
 	}
@@ -105,8 +106,9 @@ func (s *service) prepare(ctx context.Context, p *identity.Principal, dep *Deplo
 		}
 		return m, nil
 	}
-	// The user's stored values are bounded in total: a mint that would pass the bound is
-	// refused here, before anything is written.
+	// A user with a session outside the caller's reach is refused here (readUser), before
+	// anything is written. The user's stored values are bounded in total: a mint that
+	// would pass the bound is refused here too.
 	if err := s.readUser(ctx, p.Account.ID, m); err != nil {
 		return nil, err
 	}

@@ -68,6 +68,10 @@ type UserUpdate struct {
 	// AttributeBytes is the user's ExternalUser.AttributeBytes once the update is applied
 	// (attributeBytesAfter); the store keeps it with the values.
 	AttributeBytes int64
+	// Within, when not nil, are the deployments of a scoped key's reach: the update is
+	// made only on a user with at least one recorded deployment and none outside Within
+	// (ErrOutOfReach otherwise), in the same conditional write as the revision's check.
+	Within []int64
 }
 
 // DefinitionUpsert is one definition to create (Existing nil) or to update: the
@@ -108,9 +112,10 @@ type CatalogStore interface {
 type UserStore interface {
 	// UpdateExternalUser applies u to a known user at revision rev, moving it to the next
 	// revision (the user is then what the caller read at rev with u applied:
-	// applyUserUpdate); ErrUserDeleting when a delete of the user has begun, ErrStale when
-	// the user is at another revision, ErrNotFound when the account has no user with that
-	// external id.
+	// applyUserUpdate); ErrUserDeleting when a delete of the user has begun, ErrOutOfReach
+	// when u.Within is set and the user has a deployment outside it (or none), ErrStale
+	// when the user is at another revision, ErrNotFound when the account has no user with
+	// that external id.
 	UpdateExternalUser(ctx context.Context, accountID int64, externalID string, u UserUpdate, rev int64, now time.Time) error
 	// CreateExternalUser provisions the user within the account's limit (ErrLimitReached)
 	// with u applied; ErrStale when the user exists (a concurrent mint created it: the

@@ -14,7 +14,10 @@ import (
 const maxUserWrites = 16
 
 // readUser reads the mint's external user, with the values of the mint's scope (what
-// the mint may overwrite), into m; a user that does not exist yet is an empty one.
+// the mint may overwrite), into m; a user that does not exist yet is an empty one. A
+// user with a session in a deployment outside the caller's reach is 403
+// key_out_of_scope, whatever the mint would write: a scoped key neither reads nor
+// changes what another deployment's sessions are built from.
 func (s *service) readUser(ctx context.Context, accountID int64, m *mintPlan) error {
 	u, err := s.d.Users.ExternalUser(ctx, accountID, m.externalID, m.scope)
 	switch {
@@ -24,6 +27,8 @@ func (s *service) readUser(ctx context.Context, accountID int64, m *mintPlan) er
 		return storeErr(err)
 	case u.Deleting:
 		return userDeleting(m.externalID)
+	case !m.reach.coversUser(u.Deployments):
+		return userOutOfScope(m.externalID)
 	default:
 		m.user, m.userExists = u, true
 	}
@@ -60,7 +65,9 @@ func (s *service) confirmUser(ctx context.Context, accountID int64, sess Session
 // created it. The update is computed from the user as last read and is written only if
 // no other write came first (the user's revision); otherwise the user is read again and
 // the update computed again, so the bound on the user's stored values holds under
-// concurrent mints.
+// concurrent mints. A scoped key's update is conditional on the user's deployments too
+// (UserUpdate.Within): a user that another deployment's mint reached since it was read is
+// refused, not written.
 func (s *service) provisionExternalUser(ctx context.Context, p *identity.Principal, m *mintPlan, upd UserUpdate, now time.Time) (ExternalUser, bool, error) {
 	limit := externalUserLimit(p)
 	for attempt := 1; ; attempt++ {
@@ -81,6 +88,9 @@ func (s *service) provisionExternalUser(ctx context.Context, p *identity.Princip
 		}
 		if errors.Is(err, ErrUserDeleting) {
 			return ExternalUser{}, false, userDeleting(m.externalID)
+		}
+		if errors.Is(err, ErrOutOfReach) {
+			return ExternalUser{}, false, userOutOfScope(m.externalID)
 		}
 		// Another mint wrote the user first, deleted it, created it or took the last place
 		// under the limit: read the user again.

@@ -118,19 +118,20 @@ func (s *service) ListTenantUsers(ctx context.Context, p *identity.Principal, te
 		}
 		after = n
 	}
-	// A scoped key lists the users that had sessions in its deployments.
+	// A scoped key lists the users whose every session was in its deployments.
 	return s.listTenantUsers(ctx, p.Account.ID, tenant, strings.ToLower(strings.TrimSpace(q.Q)), keyReach(p).deployments, q.First, after)
 }
 
 // tenantUser reads a user of the tenant: another tenant's or an unknown user is 404, and
-// so is a user without sessions in the caller's reach (a scoped key's deployments).
+// so is a user with a session outside the caller's reach (a scoped key reads the users
+// minted in its deployments only: coversUser).
 func (s *service) tenantUser(ctx context.Context, p *identity.Principal, tenant, externalID string) (ExternalUser, error) {
 	ext := strings.ToLower(strings.TrimSpace(externalID))
 	if ext == "" || len(ext) > 256 {
 		return ExternalUser{}, errs.NotFoundf("user %q not found in embed tenant %q", externalID, tenant)
 	}
 	u, err := s.d.Users.ExternalUser(ctx, p.Account.ID, ext, AccountScope, tenant)
-	if errors.Is(err, ErrNotFound) || (err == nil && (!slices.Contains(u.Tenants, tenant) || !keyReach(p).coversAny(u.Deployments))) {
+	if errors.Is(err, ErrNotFound) || (err == nil && (!slices.Contains(u.Tenants, tenant) || !keyReach(p).coversUser(u.Deployments))) {
 		return ExternalUser{}, errs.NotFoundf("user %q not found in embed tenant %q", externalID, tenant)
 	}
 	if err != nil {

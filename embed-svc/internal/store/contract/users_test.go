@@ -18,6 +18,7 @@ func TestUserStoreContract(t *testing.T) {
 		"attribute-values-read-back-as-stored-json":        valuesNormalized,
 		"a-read-has-only-the-scopes-it-asks-for":           readsProjectScopes,
 		"an-update-from-a-stale-revision-is-refused":       staleUpdates,
+		"an-update-within-deployments-needs-all-of-them":   updatesWithinDeployments,
 		"deleting-a-definition-recounts-the-values":        deleteRecountsValues,
 		"a-user-being-deleted-is-not-written":              markedDeleting,
 		"the-limit-counts-users-and-deletes-free-places":   limitAndDeletes,
@@ -409,5 +410,79 @@ func markedDeleting(t *testing.T, s durable) {
 	}
 	if _, err := s.CreateExternalUser(ctx, acc, "gone", 10, embed.UserUpdate{Scope: embed.AccountScope}, at(0)); err != nil {
 		t.Fatalf("a new user of the id after the delete: %v", err)
+	}
+}
+
+// updatesWithinDeployments: an update that names deployments (a scoped key's reach) is
+// made only on a user whose recorded deployments are all among them, at the right
+// revision too; one outside them, or with none recorded, is refused and not written.
+func updatesWithinDeployments(t *testing.T, s durable) {
+	ctx, acc := context.Background(), account()
+	if _, err := s.CreateExternalUser(ctx, acc, "ola", 10, embed.UserUpdate{Scope: embed.AccountScope, Deployment: 5,
+		SetAttributes: map[string]embed.StoredValue{"a1": {Name: "region", Value: []byte(`"eu"`)}}, AttributeBytes: 4}, at(0)); err != nil {
+		t.Fatal(err)
+	}
+	u := update(t, s, acc, "ola", embed.UserUpdate{Scope: embed.AccountScope, Deployment: 5, Within: []int64{5}, DisplayName: ptr("in reach"), AttributeBytes: 4}, at(0))
+	if *u.DisplayName != "in reach" || !reflect.DeepEqual(u.Deployments, []int64{5}) {
+		t.Fatalf("an update within the user's only deployment: %+v", u)
+	}
+	u = update(t, s, acc, "ola", embed.UserUpdate{Scope: embed.AccountScope, Deployment: 6, Within: []int64{5, 6}, AttributeBytes: 4}, at(0))
+	if !reflect.DeepEqual(u.Deployments, []int64{5, 6}) {
+		t.Fatalf("an update within both deployments adds the second: %v", u.Deployments)
+	}
+	// At the user's current revision, a reach of one of its deployments is refused.
+	for _, reach := range [][]int64{{5}, {6}, {7}, {}} {
+		err := s.UpdateExternalUser(ctx, acc, "ola", embed.UserUpdate{Scope: embed.AccountScope, Deployment: 5, Within: reach,
+			DisplayName: ptr("out of reach"), Groups: map[string]string{}, ClearAttributes: []string{"a1"}}, u.Rev, at(time.Minute))
+		if !errors.Is(err, embed.ErrOutOfReach) {
+			t.Fatalf("an update within %v of a user of deployments 5 and 6: %v, want ErrOutOfReach", reach, err)
+		}
+	}
+	if got, _ := s.ExternalUser(ctx, acc, "ola", embed.AccountScope); got.Rev != u.Rev || *got.DisplayName != "in reach" ||
+		!got.UpdatedAt.Equal(u.UpdatedAt) || string(got.Attributes[embed.AccountScope]["a1"].Value) != `"eu"` || !reflect.DeepEqual(got.Deployments, []int64{5, 6}) {
+		t.Fatalf("a refused update wrote: %+v", got)
+	}
+	// Within reach, a stale revision is still stale; outside it, the reach decides.
+	if err := s.UpdateExternalUser(ctx, acc, "ola", embed.UserUpdate{Scope: embed.AccountScope, Within: []int64{5, 6, 7}}, u.Rev-1, at(0)); !errors.Is(err, embed.ErrStale) {
+		t.Fatalf("a stale update within reach: %v, want ErrStale", err)
+	}
+	if err := s.UpdateExternalUser(ctx, acc, "ola", embed.UserUpdate{Scope: embed.AccountScope, Within: []int64{5}}, u.Rev-1, at(0)); !errors.Is(err, embed.ErrOutOfReach) {
+		t.Fatalf("a stale update out of reach: %v, want ErrOutOfReach", err)
+	}
+	// A user with no deployment recorded may have been minted anywhere: only an update
+	// without Within writes it.
+	legacy, err := s.CreateExternalUser(ctx, acc, "old", 10, embed.UserUpdate{Scope: embed.AccountScope}, at(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.UpdateExternalUser(ctx, acc, "old", embed.UserUpdate{Scope: embed.AccountScope, Deployment: 5, Within: []int64{5}}, legacy.Rev, at(0)); !errors.Is(err, embed.ErrOutOfReach) {
+		t.Fatalf("an update within a reach of a user with no deployment recorded: %v, want ErrOutOfReach", err)
+	}
+	if got := update(t, s, acc, "old", embed.UserUpdate{Scope: embed.AccountScope, Deployment: 5}, at(0)); !reflect.DeepEqual(got.Deployments, []int64{5}) {
+		t.Fatalf("an update without a reach: %v", got.Deployments)
+	}
+	// Of concurrent updates from one revision, one adding a deployment outside the others'
+	// reach: a reach-bound update never lands after it.
+	base, _ := s.ExternalUser(ctx, acc, "old")
+	var outsideWon atomic.Bool
+	together(8, func(i int) {
+		upd := embed.UserUpdate{Scope: embed.AccountScope, Deployment: 5, Within: []int64{5}, DisplayName: ptr(fmt.Sprint("scoped ", i))}
+		if i == 0 {
+			upd = embed.UserUpdate{Scope: embed.AccountScope, Deployment: 9, DisplayName: ptr("unscoped")}
+		}
+		err := s.UpdateExternalUser(ctx, acc, "old", upd, base.Rev, at(0))
+		switch {
+		case err == nil && i == 0:
+			outsideWon.Store(true)
+		case err != nil && !errors.Is(err, embed.ErrStale) && !errors.Is(err, embed.ErrOutOfReach):
+			t.Error(err)
+		}
+	})
+	got, _ := s.ExternalUser(ctx, acc, "old")
+	if outsideWon.Load() != (*got.DisplayName == "unscoped") || got.Rev != base.Rev+1 {
+		t.Fatalf("after concurrent updates: %q at rev %d (from %d), the unscoped one won: %v", *got.DisplayName, got.Rev, base.Rev, outsideWon.Load())
+	}
+	if err := s.UpdateExternalUser(ctx, acc, "old", embed.UserUpdate{Scope: embed.AccountScope, Deployment: 5, Within: []int64{5}}, got.Rev, at(0)); outsideWon.Load() != errors.Is(err, embed.ErrOutOfReach) {
+		t.Fatalf("a reach-bound update after the race: %v (the unscoped one won: %v)", err, outsideWon.Load())
 	}
 }

@@ -65,7 +65,8 @@ func apply(u *embed.ExternalUser, upd embed.UserUpdate, now time.Time) error {
 }
 
 // UpdateExternalUser applies u to a known user at revision rev (embed.ErrNotFound when
-// there is none, embed.ErrStale when it is at another revision).
+// there is none, embed.ErrOutOfReach when it has a deployment outside u.Within,
+// embed.ErrStale when it is at another revision).
 func (s *Store) UpdateExternalUser(_ context.Context, accountID int64, externalID string, upd embed.UserUpdate, rev int64, now time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -75,6 +76,9 @@ func (s *Store) UpdateExternalUser(_ context.Context, accountID int64, externalI
 	}
 	if u.Deleting {
 		return embed.ErrUserDeleting
+	}
+	if upd.Within != nil && (len(u.Deployments) == 0 || slices.ContainsFunc(u.Deployments, func(d int64) bool { return !slices.Contains(upd.Within, d) })) {
+		return embed.ErrOutOfReach
 	}
 	if u.Rev != rev {
 		return embed.ErrStale

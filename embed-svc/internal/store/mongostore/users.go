@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"time"
 
@@ -177,29 +178,66 @@ func (s *Store) ExternalUser(ctx context.Context, accountID int64, externalID st
 }
 
 // UpdateExternalUser applies u to the user at revision rev in one update (the user is
-// not read back: the caller knows what it is now).
+// not read back: the caller knows what it is now). With u.Within, the update is made on
+// a user within it only: its deployments are read, checked, and the update's filter
+// names them, so a deployment added in between makes it match nothing. (FerretDB's
+// $elemMatch matches the array as a whole, so "no element outside within" cannot be
+// said in the filter itself.)
 func (s *Store) UpdateExternalUser(ctx context.Context, accountID int64, externalID string, u embed.UserUpdate, rev int64, now time.Time) error {
 	update, err := userSet(u, now)
 	if err != nil {
 		return err
 	}
-	res, err := s.users.UpdateOne(ctx, atRev(userFilter(accountID, externalID), rev), update)
+	f := atRev(userFilter(accountID, externalID), rev)
+	if u.Within != nil {
+		var cur userDoc
+		err := s.users.FindOne(ctx, f, options.FindOne().SetProjection(bson.D{{Key: "deployments", Value: 1}})).Decode(&cur)
+		switch {
+		case errors.Is(err, mongo.ErrNoDocuments):
+			return s.whyNotUpdated(ctx, accountID, externalID, u.Within)
+		case err != nil:
+			return wrap(err)
+		case !within(cur.Deployments, u.Within):
+			return embed.ErrOutOfReach
+		}
+		f = sameDeployments(f, cur.Deployments)
+	}
+	res, err := s.users.UpdateOne(ctx, f, update)
 	if err != nil {
 		return wrap(err)
 	}
 	if res.MatchedCount == 0 {
-		// Gone, being deleted, or at another revision.
-		var cur userDoc
-		err := s.users.FindOne(ctx, userFilter(accountID, externalID), options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}, {Key: "deletingAt", Value: 1}})).Decode(&cur)
-		switch {
-		case err != nil:
-			return wrap(err)
-		case cur.DeletingAt != nil:
-			return embed.ErrUserDeleting
-		}
-		return embed.ErrStale
+		return s.whyNotUpdated(ctx, accountID, externalID, u.Within)
 	}
 	return nil
+}
+
+// whyNotUpdated is the error of an update that matched nothing: the user is gone, being
+// deleted, out of reach (within, when not nil), or at another revision.
+func (s *Store) whyNotUpdated(ctx context.Context, accountID int64, externalID string, reach []int64) error {
+	var cur userDoc
+	err := s.users.FindOne(ctx, userFilter(accountID, externalID),
+		options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}, {Key: "deletingAt", Value: 1}, {Key: "deployments", Value: 1}})).Decode(&cur)
+	switch {
+	case err != nil:
+		return wrap(err)
+	case cur.DeletingAt != nil:
+		return embed.ErrUserDeleting
+	case reach != nil && !within(cur.Deployments, reach):
+		return embed.ErrOutOfReach
+	}
+	return embed.ErrStale
+}
+
+// sameDeployments matches a user whose deployments are deps, in any order (they are a
+// set: $addToSet keeps them).
+func sameDeployments(f bson.D, deps []int64) bson.D {
+	return append(f, bson.E{Key: "deployments", Value: bson.D{{Key: "$size", Value: len(deps)}, {Key: "$all", Value: deps}}})
+}
+
+// within reports whether deps has at least one deployment and none outside reach.
+func within(deps, reach []int64) bool {
+	return len(deps) > 0 && !slices.ContainsFunc(deps, func(d int64) bool { return !slices.Contains(reach, d) })
 }
 
 // MarkExternalUserDeleting records the start of the user's delete at a new revision.
