@@ -36,6 +36,8 @@ umask 077
   for u in GATEWAY WORKSPACE EMBED DBTSYNC DBTSYNC_WORKER PLATFORMCTL; do
     echo "NATS_${u}_PASSWORD=$(openssl rand -hex 24)"
   done
+  # Redis's password (the gateway's and embed-svc's REDIS_URL; the worker gets none).
+  echo "REDIS_PASSWORD=$(openssl rand -hex 24)"
   echo "GRAFANA_ADMIN_PASSWORD=$(openssl rand -hex 16)"
   for u in ROOT GATEWAY WORKSPACE EMBED DBTSYNC; do
     echo "MONGO_${u}_PASSWORD=$(openssl rand -hex 24)"

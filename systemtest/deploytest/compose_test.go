@@ -95,7 +95,10 @@ var urlVars = map[string]string{
 
 type composeFile struct {
 	Services map[string]composeService `yaml:"services"`
-	Secrets  map[string]struct {
+	Networks map[string]*struct {
+		Internal bool `yaml:"internal"`
+	} `yaml:"networks"`
+	Secrets map[string]struct {
 		File string `yaml:"file"`
 	} `yaml:"secrets"`
 }
@@ -113,6 +116,8 @@ type composeService struct {
 	Secrets     []yaml.Node               `yaml:"secrets"`
 	DependsOn   map[string]map[string]any `yaml:"depends_on"`
 	Ports       []string                  `yaml:"ports"`
+	Expose      []string                  `yaml:"expose"`
+	Networks    networkList               `yaml:"networks"`
 	Volumes     []string                  `yaml:"volumes"`
 	Healthcheck *struct {
 		Test stringList `yaml:"test"`
@@ -168,6 +173,37 @@ func (s *stringList) UnmarshalYAML(n *yaml.Node) error {
 	}
 	*s = l
 	return nil
+}
+
+// networkList is the networks a compose service joins (a list or a mapping); none
+// written is the default network alone.
+type networkList []string
+
+func (l *networkList) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.SequenceNode {
+		var names []string
+		if err := n.Decode(&names); err != nil {
+			return err
+		}
+		*l = names
+		return nil
+	}
+	var m map[string]any
+	if err := n.Decode(&m); err != nil {
+		return err
+	}
+	for name := range m {
+		*l = append(*l, name)
+	}
+	return nil
+}
+
+// joined is the networks the service is on.
+func (l networkList) joined() []string {
+	if len(l) == 0 {
+		return []string{"default"}
+	}
+	return l
 }
 
 // secretNames lists the compose secrets a service mounts (short or long syntax).

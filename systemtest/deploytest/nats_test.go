@@ -213,3 +213,23 @@ func TestEachProcessConnectsToNATSAsItsOwnUser(t *testing.T) {
 		t.Errorf("k8s: %d processes read their NATS_URL from a Secret key of their own, want %d: %v", len(keys), len(processes), keys)
 	}
 }
+
+// NATS monitoring has no authentication (/connz?subs=1, /subsz), so nats.conf binds it
+// to the loopback only, where compose's healthcheck asks, and compose publishes no port
+// of NATS: no other container, nor the host, reaches it.
+func TestNATSMonitoringListensOnTheLoopbackOnly(t *testing.T) {
+	opts := loadNATSConf(t)
+	if opts.HTTPHost != "127.0.0.1" || opts.HTTPPort != 8222 {
+		t.Errorf("nats.conf monitoring on %s:%d, want 127.0.0.1:8222", opts.HTTPHost, opts.HTTPPort)
+	}
+	if opts.HTTPSPort != 0 {
+		t.Errorf("nats.conf serves monitoring over HTTPS on %d too", opts.HTTPSPort)
+	}
+	svc := loadCompose(t).Services["nats"]
+	if len(svc.Ports) > 0 || len(svc.Expose) > 0 {
+		t.Errorf("compose nats publishes %v, exposes %v; want none", svc.Ports, svc.Expose)
+	}
+	if svc.Healthcheck == nil || !strings.Contains(strings.Join(svc.Healthcheck.Test, " "), "http://127.0.0.1:8222/") {
+		t.Errorf("compose nats healthcheck %v, want it on http://127.0.0.1:8222", svc.Healthcheck)
+	}
+}

@@ -65,3 +65,67 @@ func TestK8sRedisOverlaysSetEachMode(t *testing.T) {
 		})
 	}
 }
+
+// Compose's Redis requires a password (REDIS_PASSWORD from .env, which gen-env.sh
+// writes) and sits on a network of its own, internal, that only the gateway and
+// embed-svc join with the password in their REDIS_URL; the dbt worker (and every other
+// process) neither reaches Redis nor holds its password. Kubernetes gives REDIS_URL to
+// the gateway and embed-svc only.
+func TestComposeRedisRequiresAPasswordOnlyItsClientsHold(t *testing.T) {
+	c := loadCompose(t)
+	redis := c.Services["redis"]
+	i := slices.Index(redis.Command, "--requirepass")
+	if i < 0 || i+1 >= len(redis.Command) || !strings.HasPrefix(redis.Command[i+1], "${REDIS_PASSWORD:?") {
+		t.Errorf("compose redis: command %q, want --requirepass ${REDIS_PASSWORD:?...}", redis.Command)
+	}
+	if !strings.HasPrefix(redis.Environment["REDISCLI_AUTH"], "${REDIS_PASSWORD:?") {
+		t.Errorf("compose redis: the healthcheck's redis-cli has no password (REDISCLI_AUTH %q)", redis.Environment["REDISCLI_AUTH"])
+	}
+	if len(redis.Ports) > 0 {
+		t.Errorf("compose redis publishes %v", redis.Ports)
+	}
+	if got := redis.Networks.joined(); !slices.Equal(got, []string{"redis"}) {
+		t.Errorf("compose redis is on %v, want its own network redis alone", got)
+	}
+	if n := c.Networks["redis"]; n == nil || !n.Internal {
+		t.Errorf("compose network redis: %+v, want internal: true", n)
+	}
+	clients := []string{"gateway", "embed-svc"}
+	for name, svc := range c.Services {
+		onRedis := slices.Contains(svc.Networks.joined(), "redis")
+		raw, hasURL := svc.Environment["REDIS_URL"]
+		switch {
+		case name == "redis":
+		case slices.Contains(clients, name):
+			if !onRedis {
+				t.Errorf("compose %s is not on the redis network", name)
+			}
+			if !strings.Contains(raw, ":${REDIS_PASSWORD:?") || !strings.HasSuffix(raw, "@redis:6379/0") {
+				t.Errorf("compose %s: REDIS_URL %q, want redis://:${REDIS_PASSWORD:?...}@redis:6379/0", name, raw)
+			}
+		default:
+			if onRedis || hasURL {
+				t.Errorf("compose %s: on the redis network %v, REDIS_URL %q; only %v reach Redis", name, onRedis, raw, clients)
+			}
+			for k, v := range svc.Environment {
+				if strings.Contains(v, "REDIS_PASSWORD") {
+					t.Errorf("compose %s: %s carries Redis's password", name, k)
+				}
+			}
+		}
+	}
+	m := loadK8s(t)
+	for _, p := range processes {
+		containers, ok := m.containers(t, p.name)
+		if !ok {
+			t.Fatalf("no Deployment %s", p.name)
+		}
+		var has bool
+		for _, e := range containers[0].Env {
+			has = has || e.Name == "REDIS_URL"
+		}
+		if want := slices.Contains(clients, p.name); has != want {
+			t.Errorf("k8s %s: REDIS_URL set %v, want %v", p.name, has, want)
+		}
+	}
+}
