@@ -3990,8 +3990,9 @@ type ClientInterface interface {
 	// with it (case-insensitive); with it a page may hold fewer than `first` items (at most
 	// `EMBED_MAX_LIST_SCAN`, 1,000, users are read and examined per request): follow
 	// `endCursor` while `hasNextPage`. Requires an admin's account API key.
-	// A key scoped to deployments sees the users that had sessions in its deployments; any
-	// other user is `404`, as one that does not exist.
+	// A key scoped to deployments lists only the users all of whose sessions were minted in its
+	// deployments; a user with a session in any other deployment (or none recorded) is left
+	// out, and its GET is `404`.
 	//
 	// Corresponds with GET /api/v1/embed-tenants/{embedTenantName}/users (the `ListEmbedTenantUsers` operationId).
 	ListEmbedTenantUsers(ctx context.Context, embedTenantName EmbedTenantNameParam, params *ListEmbedTenantUsersParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -4019,8 +4020,9 @@ type ClientInterface interface {
 	// account-wide catalog) or `tenant` (the tenant's creator-mode catalog). A user without
 	// sessions in this tenant, or of another account, is `404`. Requires an admin's account
 	// API key.
-	// A key scoped to deployments sees the users that had sessions in its deployments; any
-	// other user is `404`, as one that does not exist.
+	// A key scoped to deployments sees only the users all of whose sessions were minted in its
+	// deployments; a user with a session in any other deployment (or none recorded) is `404`,
+	// as one that does not exist.
 	//
 	// Corresponds with GET /api/v1/embed-tenants/{embedTenantName}/users/{externalId} (the `GetEmbedTenantUser` operationId).
 	GetEmbedTenantUser(ctx context.Context, embedTenantName EmbedTenantNameParam, externalId string, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -4040,6 +4042,16 @@ type ClientInterface interface {
 	// API key of an admin user (a personal key: `403`; a key scoped to other deployments: `403`;
 	// an unscoped key: any deployment of its account; a deployment of another account: `404`)
 	// and a `premium` or `enterprise` plan (`403` otherwise).
+	//
+	// External users are stored per `externalId`, once for the account, and recorded with
+	// every deployment they were minted in. A key scoped to deployments mints only for a user
+	// all of whose deployments are in its scope: for one with a session in any other
+	// deployment, the mint, `dryRun` included and whatever the request sends, is `403
+	// key_out_of_scope` and writes nothing (no session, no change to the user); the message
+	// names the user, not the other deployment. The same holds when another deployment's mint
+	// reaches the user while this one is under way. A user with no deployment recorded is
+	// reached by an unscoped key only. Mint with a key that reaches every deployment of the
+	// user, or an unscoped one.
 	//
 	// `413`: a `securityContext`, an attribute value or a `picture` over its limit, or a user
 	// whose stored attribute values would pass `EMBED_MAX_USER_ATTRIBUTE_BYTES` (64 KiB by
@@ -4080,6 +4092,16 @@ type ClientInterface interface {
 	// API key of an admin user (a personal key: `403`; a key scoped to other deployments: `403`;
 	// an unscoped key: any deployment of its account; a deployment of another account: `404`)
 	// and a `premium` or `enterprise` plan (`403` otherwise).
+	//
+	// External users are stored per `externalId`, once for the account, and recorded with
+	// every deployment they were minted in. A key scoped to deployments mints only for a user
+	// all of whose deployments are in its scope: for one with a session in any other
+	// deployment, the mint, `dryRun` included and whatever the request sends, is `403
+	// key_out_of_scope` and writes nothing (no session, no change to the user); the message
+	// names the user, not the other deployment. The same holds when another deployment's mint
+	// reaches the user while this one is under way. A user with no deployment recorded is
+	// reached by an unscoped key only. Mint with a key that reaches every deployment of the
+	// user, or an unscoped one.
 	//
 	// `413`: a `securityContext`, an attribute value or a `picture` over its limit, or a user
 	// whose stored attribute values would pass `EMBED_MAX_USER_ATTRIBUTE_BYTES` (64 KiB by
@@ -5571,8 +5593,9 @@ func (c *Client) DeleteEmbedTenantUserAttribute(ctx context.Context, embedTenant
 // with it (case-insensitive); with it a page may hold fewer than `first` items (at most
 // `EMBED_MAX_LIST_SCAN`, 1,000, users are read and examined per request): follow
 // `endCursor` while `hasNextPage`. Requires an admin's account API key.
-// A key scoped to deployments sees the users that had sessions in its deployments; any
-// other user is `404`, as one that does not exist.
+// A key scoped to deployments lists only the users all of whose sessions were minted in its
+// deployments; a user with a session in any other deployment (or none recorded) is left
+// out, and its GET is `404`.
 //
 // Corresponds with GET /api/v1/embed-tenants/{embedTenantName}/users (the `ListEmbedTenantUsers` operationId).
 func (c *Client) ListEmbedTenantUsers(ctx context.Context, embedTenantName EmbedTenantNameParam, params *ListEmbedTenantUsersParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5620,8 +5643,9 @@ func (c *Client) DeleteEmbedTenantUser(ctx context.Context, embedTenantName Embe
 // account-wide catalog) or `tenant` (the tenant's creator-mode catalog). A user without
 // sessions in this tenant, or of another account, is `404`. Requires an admin's account
 // API key.
-// A key scoped to deployments sees the users that had sessions in its deployments; any
-// other user is `404`, as one that does not exist.
+// A key scoped to deployments sees only the users all of whose sessions were minted in its
+// deployments; a user with a session in any other deployment (or none recorded) is `404`,
+// as one that does not exist.
 //
 // Corresponds with GET /api/v1/embed-tenants/{embedTenantName}/users/{externalId} (the `GetEmbedTenantUser` operationId).
 func (c *Client) GetEmbedTenantUser(ctx context.Context, embedTenantName EmbedTenantNameParam, externalId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5661,6 +5685,16 @@ func (c *Client) GetEmbedJwks(ctx context.Context, reqEditors ...RequestEditorFn
 // API key of an admin user (a personal key: `403`; a key scoped to other deployments: `403`;
 // an unscoped key: any deployment of its account; a deployment of another account: `404`)
 // and a `premium` or `enterprise` plan (`403` otherwise).
+//
+// External users are stored per `externalId`, once for the account, and recorded with
+// every deployment they were minted in. A key scoped to deployments mints only for a user
+// all of whose deployments are in its scope: for one with a session in any other
+// deployment, the mint, `dryRun` included and whatever the request sends, is `403
+// key_out_of_scope` and writes nothing (no session, no change to the user); the message
+// names the user, not the other deployment. The same holds when another deployment's mint
+// reaches the user while this one is under way. A user with no deployment recorded is
+// reached by an unscoped key only. Mint with a key that reaches every deployment of the
+// user, or an unscoped one.
 //
 // `413`: a `securityContext`, an attribute value or a `picture` over its limit, or a user
 // whose stored attribute values would pass `EMBED_MAX_USER_ATTRIBUTE_BYTES` (64 KiB by
@@ -5711,6 +5745,16 @@ func (c *Client) GenerateEmbedSessionWithBody(ctx context.Context, contentType s
 // API key of an admin user (a personal key: `403`; a key scoped to other deployments: `403`;
 // an unscoped key: any deployment of its account; a deployment of another account: `404`)
 // and a `premium` or `enterprise` plan (`403` otherwise).
+//
+// External users are stored per `externalId`, once for the account, and recorded with
+// every deployment they were minted in. A key scoped to deployments mints only for a user
+// all of whose deployments are in its scope: for one with a session in any other
+// deployment, the mint, `dryRun` included and whatever the request sends, is `403
+// key_out_of_scope` and writes nothing (no session, no change to the user); the message
+// names the user, not the other deployment. The same holds when another deployment's mint
+// reaches the user while this one is under way. A user with no deployment recorded is
+// reached by an unscoped key only. Mint with a key that reaches every deployment of the
+// user, or an unscoped one.
 //
 // `413`: a `securityContext`, an attribute value or a `picture` over its limit, or a user
 // whose stored attribute values would pass `EMBED_MAX_USER_ATTRIBUTE_BYTES` (64 KiB by
@@ -10297,8 +10341,9 @@ type ClientWithResponsesInterface interface {
 	// with it (case-insensitive); with it a page may hold fewer than `first` items (at most
 	// `EMBED_MAX_LIST_SCAN`, 1,000, users are read and examined per request): follow
 	// `endCursor` while `hasNextPage`. Requires an admin's account API key.
-	// A key scoped to deployments sees the users that had sessions in its deployments; any
-	// other user is `404`, as one that does not exist.
+	// A key scoped to deployments lists only the users all of whose sessions were minted in its
+	// deployments; a user with a session in any other deployment (or none recorded) is left
+	// out, and its GET is `404`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -10330,8 +10375,9 @@ type ClientWithResponsesInterface interface {
 	// account-wide catalog) or `tenant` (the tenant's creator-mode catalog). A user without
 	// sessions in this tenant, or of another account, is `404`. Requires an admin's account
 	// API key.
-	// A key scoped to deployments sees the users that had sessions in its deployments; any
-	// other user is `404`, as one that does not exist.
+	// A key scoped to deployments sees only the users all of whose sessions were minted in its
+	// deployments; a user with a session in any other deployment (or none recorded) is `404`,
+	// as one that does not exist.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -10355,6 +10401,16 @@ type ClientWithResponsesInterface interface {
 	// API key of an admin user (a personal key: `403`; a key scoped to other deployments: `403`;
 	// an unscoped key: any deployment of its account; a deployment of another account: `404`)
 	// and a `premium` or `enterprise` plan (`403` otherwise).
+	//
+	// External users are stored per `externalId`, once for the account, and recorded with
+	// every deployment they were minted in. A key scoped to deployments mints only for a user
+	// all of whose deployments are in its scope: for one with a session in any other
+	// deployment, the mint, `dryRun` included and whatever the request sends, is `403
+	// key_out_of_scope` and writes nothing (no session, no change to the user); the message
+	// names the user, not the other deployment. The same holds when another deployment's mint
+	// reaches the user while this one is under way. A user with no deployment recorded is
+	// reached by an unscoped key only. Mint with a key that reaches every deployment of the
+	// user, or an unscoped one.
 	//
 	// `413`: a `securityContext`, an attribute value or a `picture` over its limit, or a user
 	// whose stored attribute values would pass `EMBED_MAX_USER_ATTRIBUTE_BYTES` (64 KiB by
@@ -10395,6 +10451,16 @@ type ClientWithResponsesInterface interface {
 	// API key of an admin user (a personal key: `403`; a key scoped to other deployments: `403`;
 	// an unscoped key: any deployment of its account; a deployment of another account: `404`)
 	// and a `premium` or `enterprise` plan (`403` otherwise).
+	//
+	// External users are stored per `externalId`, once for the account, and recorded with
+	// every deployment they were minted in. A key scoped to deployments mints only for a user
+	// all of whose deployments are in its scope: for one with a session in any other
+	// deployment, the mint, `dryRun` included and whatever the request sends, is `403
+	// key_out_of_scope` and writes nothing (no session, no change to the user); the message
+	// names the user, not the other deployment. The same holds when another deployment's mint
+	// reaches the user while this one is under way. A user with no deployment recorded is
+	// reached by an unscoped key only. Mint with a key that reaches every deployment of the
+	// user, or an unscoped one.
 	//
 	// `413`: a `securityContext`, an attribute value or a `picture` over its limit, or a user
 	// whose stored attribute values would pass `EMBED_MAX_USER_ATTRIBUTE_BYTES` (64 KiB by
@@ -17769,8 +17835,9 @@ func (c *ClientWithResponses) DeleteEmbedTenantUserAttributeWithResponse(ctx con
 // with it (case-insensitive); with it a page may hold fewer than `first` items (at most
 // `EMBED_MAX_LIST_SCAN`, 1,000, users are read and examined per request): follow
 // `endCursor` while `hasNextPage`. Requires an admin's account API key.
-// A key scoped to deployments sees the users that had sessions in its deployments; any
-// other user is `404`, as one that does not exist.
+// A key scoped to deployments lists only the users all of whose sessions were minted in its
+// deployments; a user with a session in any other deployment (or none recorded) is left
+// out, and its GET is `404`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -17814,8 +17881,9 @@ func (c *ClientWithResponses) DeleteEmbedTenantUserWithResponse(ctx context.Cont
 // account-wide catalog) or `tenant` (the tenant's creator-mode catalog). A user without
 // sessions in this tenant, or of another account, is `404`. Requires an admin's account
 // API key.
-// A key scoped to deployments sees the users that had sessions in its deployments; any
-// other user is `404`, as one that does not exist.
+// A key scoped to deployments sees only the users all of whose sessions were minted in its
+// deployments; a user with a session in any other deployment (or none recorded) is `404`,
+// as one that does not exist.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -17851,6 +17919,16 @@ func (c *ClientWithResponses) GetEmbedJwksWithResponse(ctx context.Context, reqE
 // API key of an admin user (a personal key: `403`; a key scoped to other deployments: `403`;
 // an unscoped key: any deployment of its account; a deployment of another account: `404`)
 // and a `premium` or `enterprise` plan (`403` otherwise).
+//
+// External users are stored per `externalId`, once for the account, and recorded with
+// every deployment they were minted in. A key scoped to deployments mints only for a user
+// all of whose deployments are in its scope: for one with a session in any other
+// deployment, the mint, `dryRun` included and whatever the request sends, is `403
+// key_out_of_scope` and writes nothing (no session, no change to the user); the message
+// names the user, not the other deployment. The same holds when another deployment's mint
+// reaches the user while this one is under way. A user with no deployment recorded is
+// reached by an unscoped key only. Mint with a key that reaches every deployment of the
+// user, or an unscoped one.
 //
 // `413`: a `securityContext`, an attribute value or a `picture` over its limit, or a user
 // whose stored attribute values would pass `EMBED_MAX_USER_ATTRIBUTE_BYTES` (64 KiB by
@@ -17897,6 +17975,16 @@ func (c *ClientWithResponses) GenerateEmbedSessionWithBodyWithResponse(ctx conte
 // API key of an admin user (a personal key: `403`; a key scoped to other deployments: `403`;
 // an unscoped key: any deployment of its account; a deployment of another account: `404`)
 // and a `premium` or `enterprise` plan (`403` otherwise).
+//
+// External users are stored per `externalId`, once for the account, and recorded with
+// every deployment they were minted in. A key scoped to deployments mints only for a user
+// all of whose deployments are in its scope: for one with a session in any other
+// deployment, the mint, `dryRun` included and whatever the request sends, is `403
+// key_out_of_scope` and writes nothing (no session, no change to the user); the message
+// names the user, not the other deployment. The same holds when another deployment's mint
+// reaches the user while this one is under way. A user with no deployment recorded is
+// reached by an unscoped key only. Mint with a key that reaches every deployment of the
+// user, or an unscoped one.
 //
 // `413`: a `securityContext`, an attribute value or a `picture` over its limit, or a user
 // whose stored attribute values would pass `EMBED_MAX_USER_ATTRIBUTE_BYTES` (64 KiB by
