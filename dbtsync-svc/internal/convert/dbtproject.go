@@ -1,7 +1,10 @@
 package convert
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"path"
 	"regexp"
@@ -14,19 +17,82 @@ import (
 // ReadProject reads a dbt project without running dbt: dbt_project.yml, the schema files
 // (models/**/*.yml) and the model .sql file names. The warehouse database and schema come
 // from the profile, which is not in the repository: sql_table carries the configured
-// schema (`+schema` or the model's config) when there is one, else the alias alone.
+// schema (`+schema` or the model's config) when there is one, else the alias alone. It
+// reads within DefaultReadLimits and cannot be stopped: ReadProjectContext is the same
+// read, with a context and limits of the caller's.
 func ReadProject(fsys fs.FS, dir string) (*Project, error) {
+	return ReadProjectContext(context.Background(), fsys, dir, ReadLimits{})
+}
+
+// ReadLimits bound the total work of one project read (a repository is hostile, and
+// dbt_project.yml may name its model directories any number of times); a field zero or
+// less takes its DefaultReadLimits value. Over a limit the read stops with a *LimitError.
+type ReadLimits struct {
+	MaxPaths   int   // distinct model directories dbt_project.yml names (model-paths)
+	MaxEntries int   // directory entries the walks of those directories visit, all together
+	MaxFiles   int   // files read: dbt_project.yml, the schema files and the .sql files
+	MaxBytes   int64 // bytes of the files read, all together
+}
+
+// DefaultReadLimits apply where ReadLimits leaves a field zero.
+var DefaultReadLimits = ReadLimits{MaxPaths: 64, MaxEntries: 100_000, MaxFiles: 50_000, MaxBytes: 512 << 20}
+
+// maxModelPathBytes bounds one model path as dbt_project.yml writes it (PATH_MAX).
+const maxModelPathBytes = 4096
+
+// WithDefaults is l with every limit not set (zero or less) at its DefaultReadLimits
+// value.
+func (l ReadLimits) WithDefaults() ReadLimits {
+	d := DefaultReadLimits
+	if l.MaxPaths <= 0 {
+		l.MaxPaths = d.MaxPaths
+	}
+	if l.MaxEntries <= 0 {
+		l.MaxEntries = d.MaxEntries
+	}
+	if l.MaxFiles <= 0 {
+		l.MaxFiles = d.MaxFiles
+	}
+	if l.MaxBytes <= 0 {
+		l.MaxBytes = d.MaxBytes
+	}
+	return l
+}
+
+// LimitError is a project read that passed one of its ReadLimits: its message names the
+// limit and its value.
+type LimitError struct {
+	Limit string // what is counted, as the message says it ("distinct model paths")
+	Value int64  // the limit
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("the dbt project read is over its limit of %d %s", e.Value, e.Limit)
+}
+
+// ReadProjectContext is ReadProject within limits, stopping when ctx ends (its error is
+// then ctx.Err()). Every file it reads counts against the limits; a model directory is
+// walked once however often, and however spelled, dbt_project.yml names it.
+func ReadProjectContext(ctx context.Context, fsys fs.FS, dir string, limits ReadLimits) (*Project, error) {
 	if dir == "" {
 		dir = "."
 	}
-	proj, err := readProjectFile(fsys, dir)
+	r := &projectReader{ctx: ctx, fsys: fsys, limits: limits.WithDefaults()}
+	proj, err := r.readProjectFile(dir)
 	if err != nil {
 		return nil, err
 	}
-	models, schemaFiles := findModels(fsys, dir, proj)
+	models, schemaFiles, err := r.findModels(dir, proj)
+	if err != nil {
+		return nil, err
+	}
 	p := &Project{}
 	for _, f := range schemaFiles {
-		p.Tests = append(p.Tests, applySchemaFile(fsys, f, models)...)
+		tests, err := r.applySchemaFile(f, models)
+		if err != nil {
+			return nil, err
+		}
+		p.Tests = append(p.Tests, tests...)
 	}
 	names := make([]string, 0, len(models))
 	for n := range models {
@@ -37,21 +103,34 @@ func ReadProject(fsys fs.FS, dir string) (*Project, error) {
 		p.Models = append(p.Models, models[n])
 	}
 	if len(p.Models) == 0 {
-		return nil, fmt.Errorf("%w: the dbt project has no models under %s", ErrNoNodes, strings.Join(proj.paths, ", "))
+		return nil, fmt.Errorf("%w: the dbt project has no models under %s", ErrNoNodes, listPaths(proj.paths))
 	}
 	return p, nil
+}
+
+// projectReader is one project read: what it has read so far, against its limits.
+type projectReader struct {
+	ctx            context.Context
+	fsys           fs.FS
+	limits         ReadLimits
+	entries, files int
+	bytes          int64
 }
 
 // dbtProject is what dbt_project.yml says of the models.
 type dbtProject struct {
 	name                 string
-	paths                []string // the model directories
+	paths                []string // the model directories to walk: distinct, none inside another
 	materialized, schema string   // the project's defaults
 }
 
-func readProjectFile(fsys fs.FS, dir string) (dbtProject, error) {
-	raw, err := fs.ReadFile(fsys, path.Join(dir, "dbt_project.yml"))
+func (r *projectReader) readProjectFile(dir string) (dbtProject, error) {
+	name := path.Join(dir, "dbt_project.yml")
+	raw, err := r.readFile(name)
 	if err != nil {
+		if stopped(err) {
+			return dbtProject{}, err
+		}
 		return dbtProject{}, fmt.Errorf("no dbt_project.yml in %q: %w", dir, err)
 	}
 	var y struct {
@@ -60,15 +139,23 @@ func readProjectFile(fsys fs.FS, dir string) (dbtProject, error) {
 		Source     []string                  `yaml:"source-paths"` // dbt < 1.0
 		Models     map[string]map[string]any `yaml:"models"`
 	}
-	if err := yaml.Unmarshal(raw, &y); err != nil {
-		return dbtProject{}, fmt.Errorf("dbt_project.yml: %w", err)
+	if err := decodeYAML(name, raw, &y); err != nil {
+		var pe *parserPanic
+		if errors.As(err, &pe) {
+			return dbtProject{}, err
+		}
+		return dbtProject{}, fmt.Errorf("%s cannot be read: %w", name, err)
 	}
-	proj := dbtProject{name: y.Name, paths: y.ModelPaths}
-	if len(proj.paths) == 0 {
-		proj.paths = y.Source
+	paths := y.ModelPaths
+	if len(paths) == 0 {
+		paths = y.Source
 	}
-	if len(proj.paths) == 0 {
-		proj.paths = []string{"models"}
+	if len(paths) == 0 {
+		paths = []string{"models"}
+	}
+	proj := dbtProject{name: y.Name}
+	if proj.paths, err = r.walkRoots(dir, paths); err != nil {
+		return dbtProject{}, err
 	}
 	defaults := y.Models[y.Name]
 	proj.materialized, _ = firstString(defaults, "+materialized", "materialized")
@@ -76,14 +163,80 @@ func readProjectFile(fsys fs.FS, dir string) (dbtProject, error) {
 	return proj, nil
 }
 
+// walkRoots are the directories the model paths name under dir, each once: cleaned
+// (models, ./models and models/ are one), at most MaxPaths distinct ones, and without
+// those inside another (models/staging is walked with models), in the order named.
+func (r *projectReader) walkRoots(dir string, paths []string) ([]string, error) {
+	seen := map[string]bool{}
+	var distinct []string
+	for _, mp := range paths {
+		if len(mp) > maxModelPathBytes {
+			return nil, &LimitError{Limit: "bytes of a model path", Value: maxModelPathBytes}
+		}
+		p := path.Join(dir, mp)
+		if seen[p] {
+			continue
+		}
+		if len(distinct) == r.limits.MaxPaths {
+			return nil, &LimitError{Limit: "distinct model paths", Value: int64(r.limits.MaxPaths)}
+		}
+		seen[p] = true
+		distinct = append(distinct, p)
+	}
+	roots := distinct[:0:0]
+	for _, p := range distinct {
+		inside := false
+		for _, q := range distinct {
+			if q != p && within(p, q) {
+				inside = true
+				break
+			}
+		}
+		if !inside {
+			roots = append(roots, p)
+		}
+	}
+	return roots, nil
+}
+
+// within reports whether the cleaned path p is dir or lies under it.
+func within(p, dir string) bool {
+	switch {
+	case p == dir || strings.HasPrefix(p, dir+"/"):
+		return true
+	case dir == ".":
+		return p != ".." && !strings.HasPrefix(p, "../")
+	}
+	return false
+}
+
+// listPaths names the walked directories in a message, at most about 512 bytes of them.
+func listPaths(paths []string) string {
+	s := strings.Join(paths, ", ")
+	if len(s) > 512 {
+		s = strings.ToValidUTF8(s[:512], "") + "…"
+	}
+	return s
+}
+
 // findModels walks the model directories: each .sql file is a model (its materialization
 // read from a config() call), each .yml or .yaml file may be a schema file (in path
 // order).
-func findModels(fsys fs.FS, dir string, proj dbtProject) (map[string]*Model, []string) {
+func (r *projectReader) findModels(dir string, proj dbtProject) (map[string]*Model, []string, error) {
 	models := map[string]*Model{}
 	var schemaFiles []string
-	for _, mp := range proj.paths {
-		_ = fs.WalkDir(fsys, path.Join(dir, mp), func(p string, d fs.DirEntry, err error) error {
+	for _, root := range proj.paths {
+		if err := r.ctx.Err(); err != nil {
+			return nil, nil, err
+		}
+		err := fs.WalkDir(r.fsys, root, func(p string, d fs.DirEntry, err error) error {
+			if cerr := r.ctx.Err(); cerr != nil {
+				return cerr
+			}
+			if r.entries >= r.limits.MaxEntries {
+				return &LimitError{Limit: "directory entries walked", Value: int64(r.limits.MaxEntries)}
+			}
+			r.entries++
 			if err != nil || d.IsDir() {
 				return nil
 			}
@@ -91,34 +244,134 @@ func findModels(fsys fs.FS, dir string, proj dbtProject) (map[string]*Model, []s
 			case ".sql":
 				name := strings.TrimSuffix(path.Base(p), ".sql")
 				m := &Model{UniqueID: "model." + proj.name + "." + name, Name: name, Alias: name, Schema: proj.schema, Materialized: proj.materialized, Enabled: true}
-				if body, err := fs.ReadFile(fsys, p); err == nil {
+				body, err := r.readFile(p)
+				switch {
+				case stopped(err):
+					return err
+				case err == nil:
 					if mm := configMaterializedRE.FindSubmatch(body); mm != nil {
 						m.Materialized = string(mm[1])
 					}
 				}
 				models[name] = m
 			case ".yml", ".yaml":
-				schemaFiles = append(schemaFiles, p)
+				if p != path.Join(dir, "dbt_project.yml") { // a walk of the project directory itself
+					schemaFiles = append(schemaFiles, p)
+				}
 			}
 			return nil
 		})
+		if stopped(err) {
+			return nil, nil, err
+		}
 	}
 	sort.Strings(schemaFiles)
-	return models, schemaFiles
+	return models, schemaFiles, nil
+}
+
+// readFile reads the file name, counting it and its bytes against the read's limits.
+func (r *projectReader) readFile(name string) ([]byte, error) {
+	if err := r.ctx.Err(); err != nil {
+		return nil, err
+	}
+	if r.files >= r.limits.MaxFiles {
+		return nil, &LimitError{Limit: "files read", Value: int64(r.limits.MaxFiles)}
+	}
+	r.files++
+	f, err := r.fsys.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	left := r.limits.MaxBytes - r.bytes
+	overBytes := &LimitError{Limit: "bytes of files read", Value: r.limits.MaxBytes}
+	if st, err := f.Stat(); err == nil && st.Size() > left {
+		return nil, overBytes
+	}
+	raw, err := io.ReadAll(io.LimitReader(ctxReader{r.ctx, f}, left+1))
+	r.bytes += int64(len(raw))
+	switch {
+	case r.ctx.Err() != nil:
+		return nil, r.ctx.Err()
+	case int64(len(raw)) > left:
+		return nil, overBytes
+	case err != nil:
+		return nil, err
+	}
+	return raw, nil
+}
+
+// stopped reports whether err ends the whole read (a limit passed, the context ended, a
+// parser's panic) rather than only the one file's reading.
+func stopped(err error) bool {
+	var le *LimitError
+	var pe *parserPanic
+	return errors.As(err, &le) || errors.As(err, &pe) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// ctxReader stops reading once its context ends.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
+// unmarshalYAML parses YAML: yaml.Unmarshal, a variable so that a test can stand in a
+// parser that panics.
+var unmarshalYAML = yaml.Unmarshal
+
+// decodeYAML decodes the content of the file name into v. A panic of the parser (crafted
+// input has panicked YAML parsers before) is recovered into a *parserPanic naming the
+// file, which fails the read.
+func decodeYAML(name string, raw []byte, v any) (err error) {
+	defer func() {
+		if rec := recover(); rec != nil {
+			err = &parserPanic{file: name, value: rec}
+		}
+	}()
+	return unmarshalYAML(raw, v)
+}
+
+// parserPanic is a YAML parser's panic on the file's content, recovered.
+type parserPanic struct {
+	file  string
+	value any
+}
+
+func (e *parserPanic) Error() string {
+	v := fmt.Sprint(e.value)
+	if len(v) > 200 {
+		v = strings.ToValidUTF8(v[:200], "") + "…"
+	}
+	return fmt.Sprintf("%s cannot be read: the YAML parser failed on it (%s)", e.file, v)
 }
 
 // applySchemaFile applies what the schema file at p documents to the models (their
 // descriptions, meta, config and columns) and returns the tests it declares.
-func applySchemaFile(fsys fs.FS, p string, models map[string]*Model) []Test {
-	raw, err := fs.ReadFile(fsys, p)
+// A file that cannot be read or parsed is skipped (not every .yml under models/ is a
+// schema file), unless the read must stop (stopped).
+func (r *projectReader) applySchemaFile(p string, models map[string]*Model) ([]Test, error) {
+	raw, err := r.readFile(p)
 	if err != nil {
-		return nil
+		if stopped(err) {
+			return nil, err
+		}
+		return nil, nil
 	}
 	var doc struct {
 		Models []yamlModel `yaml:"models"`
 	}
-	if err := yaml.Unmarshal(raw, &doc); err != nil {
-		return nil // not every .yml under models/ is a schema file
+	if err := decodeYAML(p, raw, &doc); err != nil {
+		if stopped(err) {
+			return nil, err
+		}
+		return nil, nil
 	}
 	var tests []Test
 	for _, ym := range doc.Models {
@@ -146,7 +399,7 @@ func applySchemaFile(fsys fs.FS, p string, models map[string]*Model) []Test {
 			}
 		}
 	}
-	return tests
+	return tests, nil
 }
 
 var configMaterializedRE = regexp.MustCompile(`config\([^)]*materialized\s*=\s*['"]([a-z_]+)['"]`)
