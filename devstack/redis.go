@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,10 +26,14 @@ import (
 var ErrRedisNotInstalled = errors.New("redis-server not found: install it with `apt-get install -y redis-server`")
 
 // Redis is a redis-server child process bound to 127.0.0.1, persisting with
-// an append-only file in its dir. It dies with the parent (Pdeathsig).
+// an append-only file in its dir, requiring a password (requirepass, random per server
+// or per group of servers) of every client, so every client of the local stack and the
+// tests goes through the code path a production Redis with a password takes. It dies
+// with the parent (Pdeathsig).
 type Redis struct {
-	URL  string // redis://127.0.0.1:<port>/0
-	Addr string // 127.0.0.1:<port>
+	URL      string // redis://:<password>@127.0.0.1:<port>/0
+	Addr     string // 127.0.0.1:<port>
+	Password string // what clients AUTH with (and replicas with their primary: masterauth)
 
 	dir    string
 	logger *slog.Logger
@@ -43,7 +48,7 @@ type Redis struct {
 // StartRedis starts redis-server with --dir dir on addr ("" picks a free port
 // on 127.0.0.1) and waits until it answers PING. ctx bounds startup only.
 func StartRedis(ctx context.Context, dir, addr string, logger *slog.Logger) (*Redis, error) {
-	return startRedisWith(ctx, dir, addr, logger, nil)
+	return startRedisWith(ctx, dir, addr, logger, nil, randomHex(16))
 }
 
 // redisArgs builds the command line of a child on host:port with its data in dir: the
@@ -68,8 +73,9 @@ func serverArgs(extra ...string) redisArgs {
 	}
 }
 
-// startRedisWith starts the child args describes (nil: a plain redis-server).
-func startRedisWith(ctx context.Context, dir, addr string, logger *slog.Logger, args redisArgs) (*Redis, error) {
+// startRedisWith starts the child args describes (nil: a plain redis-server), requiring
+// password.
+func startRedisWith(ctx context.Context, dir, addr string, logger *slog.Logger, args redisArgs, password string) (*Redis, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -86,7 +92,7 @@ func startRedisWith(ctx context.Context, dir, addr string, logger *slog.Logger, 
 	if err := os.MkdirAll(abs, 0o755); err != nil {
 		return nil, fmt.Errorf("devstack: redis dir: %w", err)
 	}
-	r := &Redis{dir: abs, logger: logger.With("component", "redis"), args: args}
+	r := &Redis{dir: abs, logger: logger.With("component", "redis"), args: args, Password: password}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if addr != "" {
@@ -126,6 +132,12 @@ func (r *Redis) startLocked(ctx context.Context) error {
 	}
 	out := &tailWriter{logger: r.logger, max: 8 << 10}
 	argv := r.args(r.dir, host, port)
+	if r.Password != "" {
+		argv = append(argv, "--requirepass", r.Password)
+		if argv[0] == "redis-server" { // a replica authenticates with its primary
+			argv = append(argv, "--masterauth", r.Password)
+		}
+	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = out, out
 	// An AOF-rewrite child may briefly hold the output pipe after the server
@@ -139,7 +151,7 @@ func (r *Redis) startLocked(ctx context.Context) error {
 		return fmt.Errorf("devstack: start %s: %w", argv[0], err)
 	}
 	r.cmd, r.exited = cmd, exited
-	r.URL = "redis://" + r.Addr + "/0"
+	r.URL = "redis://" + r.userinfo() + r.Addr + "/0"
 
 	if err := r.waitReady(ctx); err != nil {
 		r.stopLocked()
@@ -152,7 +164,7 @@ func (r *Redis) startLocked(ctx context.Context) error {
 func (r *Redis) waitReady(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	c := redis.NewClient(&redis.Options{Addr: r.Addr, DialTimeout: time.Second, MaxRetries: -1})
+	c := redis.NewClient(&redis.Options{Addr: r.Addr, Password: r.Password, DialTimeout: time.Second, MaxRetries: -1})
 	defer c.Close()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
@@ -175,6 +187,14 @@ func (r *Redis) waitReady(ctx context.Context) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// userinfo is the password part of a redis:// URL ("" without a password).
+func (r *Redis) userinfo() string {
+	if r.Password == "" {
+		return ""
+	}
+	return url.UserPassword("", r.Password).String() + "@"
 }
 
 // Pid is the redis-server process id, 0 when stopped.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -95,5 +96,38 @@ func TestRepoRootAndFreeAddr(t *testing.T) {
 	}
 	if a, b := devstack.FreeAddr(t), devstack.FreeAddr(t); a == "" || a == b {
 		t.Errorf("FreeAddr gave %q and %q", a, b)
+	}
+}
+
+// Every devstack Redis requires a password, so every client of the stack and the tests
+// takes the password path: a client without it is refused (NOAUTH), one with a wrong
+// one too, and the URL carries it; each server has its own.
+func TestRedisRequiresItsPassword(t *testing.T) {
+	t.Parallel()
+	r, other := devstack.RedisForTest(t), devstack.RedisForTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if r.Password == "" || r.Password == other.Password {
+		t.Fatalf("passwords %q and %q: want one of its own for each server", r.Password, other.Password)
+	}
+	for name, o := range map[string]*redis.Options{
+		"no password":    {Addr: r.Addr},
+		"wrong password": {Addr: r.Addr, Password: other.Password},
+	} {
+		c := redis.NewClient(o)
+		err := c.Set(ctx, "k", "v", 0).Err()
+		_ = c.Close()
+		if err == nil || !(strings.Contains(err.Error(), "NOAUTH") || strings.Contains(err.Error(), "WRONGPASS")) {
+			t.Errorf("%s: %v, want the server's refusal", name, err)
+		}
+	}
+	opts, err := redis.ParseURL(r.URL)
+	if err != nil || opts.Password != r.Password {
+		t.Fatalf("URL %q: password %q (%v), want the server's", r.URL, opts.Password, err)
+	}
+	c := redis.NewClient(opts)
+	defer c.Close()
+	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatalf("with the URL's password: %v", err)
 	}
 }

@@ -59,6 +59,7 @@ func StartRedisCluster(ctx context.Context, c RedisClusterConfig) (_ *RedisClust
 			rc.Close()
 		}
 	}()
+	password := randomHex(16) // one for the cluster: clients, and nodes among them
 	args := serverArgs(replicaSync("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 		"--cluster-node-timeout", strconv.FormatInt(c.NodeTimeout.Milliseconds(), 10),
 		// A slot range without a primary stops only its own keys, not the whole cluster.
@@ -75,7 +76,7 @@ func StartRedisCluster(ctx context.Context, c RedisClusterConfig) (_ *RedisClust
 		nodeArgs := func(dir, host, port string) []string {
 			return append(args(dir, host, port), "--cluster-port", busPort)
 		}
-		n, err := startRedisWith(ctx, filepath.Join(c.Dir, fmt.Sprintf("node-%d", i+1)), "", c.Logger, nodeArgs)
+		n, err := startRedisWith(ctx, filepath.Join(c.Dir, fmt.Sprintf("node-%d", i+1)), "", c.Logger, nodeArgs, password)
 		if err != nil {
 			return nil, err
 		}
@@ -84,6 +85,7 @@ func StartRedisCluster(ctx context.Context, c RedisClusterConfig) (_ *RedisClust
 	}
 	create := exec.CommandContext(ctx, "redis-cli", append(append([]string{"--cluster", "create"}, addrs...),
 		"--cluster-replicas", strconv.Itoa(c.ReplicasEach), "--cluster-yes")...)
+	create.Env = append(os.Environ(), "REDISCLI_AUTH="+password)
 	if out, err := create.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("devstack: redis-cli --cluster create: %v\n%s", err, out)
 	}
@@ -91,7 +93,7 @@ func StartRedisCluster(ctx context.Context, c RedisClusterConfig) (_ *RedisClust
 	for _, a := range addrs[1:] {
 		q.Add("addr", a)
 	}
-	rc.URL = "redis://" + addrs[0] + "?" + q.Encode()
+	rc.URL = "redis://" + rc.Nodes[0].userinfo() + addrs[0] + "?" + q.Encode()
 	if err := rc.WaitHealthy(ctx); err != nil {
 		return nil, err
 	}
@@ -106,7 +108,7 @@ func (rc *RedisCluster) WaitHealthy(ctx context.Context) error {
 			if n.Pid() == 0 {
 				return false, n.Addr + " is not running"
 			}
-			info, err := infoOf(ctx, n.Addr, "cluster")
+			info, err := infoOf(ctx, n.Addr, n.Password, "cluster")
 			if err != nil || info["cluster_state"] != "ok" {
 				return false, fmt.Sprintf("%s: cluster_state %q (%v)", n.Addr, info["cluster_state"], err)
 			}
@@ -119,7 +121,7 @@ func (rc *RedisCluster) WaitHealthy(ctx context.Context) error {
 			return false, fmt.Sprintf("%d primaries, want %d", len(primaries), want)
 		}
 		for _, p := range primaries {
-			if ok, why := replicasInSync(ctx, p.Addr, rc.replicasEach); !ok {
+			if ok, why := replicasInSync(ctx, p.Addr, p.Password, rc.replicasEach); !ok {
 				return false, why
 			}
 		}
@@ -136,7 +138,7 @@ func (rc *RedisCluster) WaitFailover(ctx context.Context) error {
 			if n.Pid() == 0 {
 				continue
 			}
-			info, err := infoOf(ctx, n.Addr, "cluster")
+			info, err := infoOf(ctx, n.Addr, n.Password, "cluster")
 			if err != nil || info["cluster_state"] != "ok" {
 				return false, fmt.Sprintf("%s: cluster_state %q (%v)", n.Addr, info["cluster_state"], err)
 			}
@@ -157,7 +159,7 @@ func (rc *RedisCluster) Primaries(ctx context.Context) ([]*Redis, error) {
 		if n.Pid() == 0 {
 			continue
 		}
-		info, err := infoOf(ctx, n.Addr, "replication")
+		info, err := infoOf(ctx, n.Addr, n.Password, "replication")
 		if err != nil {
 			return nil, err
 		}
@@ -211,33 +213,36 @@ func StartRedisSentinel(ctx context.Context, c RedisSentinelConfig) (_ *RedisSen
 		return nil, errors.New("redis-sentinel not found: install it with `apt-get install -y redis-sentinel`")
 	}
 	rs := &RedisSentinel{Master: "platform"}
+	// One password for the group: the servers' (clients, replicas with their primary),
+	// the sentinels' own, and what the sentinels give the servers and one another.
+	password := randomHex(16)
 	defer func() {
 		if err != nil {
 			rs.Close()
 		}
 	}()
-	primary, err := startRedisWith(ctx, filepath.Join(c.Dir, "server-1"), "", c.Logger, serverArgs(replicaSync()...))
+	primary, err := startRedisWith(ctx, filepath.Join(c.Dir, "server-1"), "", c.Logger, serverArgs(replicaSync()...), password)
 	if err != nil {
 		return nil, err
 	}
 	rs.Servers = append(rs.Servers, primary)
 	host, port, _ := net.SplitHostPort(primary.Addr)
 	for i := range c.Replicas {
-		r, err := startRedisWith(ctx, filepath.Join(c.Dir, fmt.Sprintf("server-%d", i+2)), "", c.Logger, serverArgs(replicaSync("--replicaof", host, port)...))
+		r, err := startRedisWith(ctx, filepath.Join(c.Dir, fmt.Sprintf("server-%d", i+2)), "", c.Logger, serverArgs(replicaSync("--replicaof", host, port)...), password)
 		if err != nil {
 			return nil, err
 		}
 		rs.Servers = append(rs.Servers, r)
 	}
 	if err := pollUntil(ctx, 60*time.Second, "replicas in sync", func(ctx context.Context) (bool, string) {
-		return replicasInSync(ctx, primary.Addr, c.Replicas)
+		return replicasInSync(ctx, primary.Addr, primary.Password, c.Replicas)
 	}); err != nil {
 		return nil, err
 	}
 	q := url.Values{"master_name": {rs.Master}}
 	for i := range c.Sentinels {
 		s, err := startRedisWith(ctx, filepath.Join(c.Dir, fmt.Sprintf("sentinel-%d", i+1)), "", c.Logger,
-			sentinelArgs(rs.Master, primary.Addr, c.Sentinels/2+1, c.DownAfter))
+			sentinelArgs(rs.Master, primary.Addr, password, c.Sentinels/2+1, c.DownAfter), password)
 		if err != nil {
 			return nil, err
 		}
@@ -246,7 +251,9 @@ func StartRedisSentinel(ctx context.Context, c RedisSentinelConfig) (_ *RedisSen
 			q.Add("addr", s.Addr)
 		}
 	}
-	rs.URL = "redis://" + rs.Sentinels[0].Addr + "/0?" + q.Encode()
+	// The sentinels' password as the URL's, the servers' as password=.
+	q.Set("password", password)
+	rs.URL = "redis://" + rs.Sentinels[0].userinfo() + rs.Sentinels[0].Addr + "/0?" + q.Encode()
 	if err := rs.WaitHealthy(ctx); err != nil {
 		return nil, err
 	}
@@ -261,8 +268,9 @@ func replicaSync(extra ...string) []string {
 }
 
 // sentinelArgs is a redis-sentinel's command line: its configuration file (which the
-// sentinel rewrites as it learns; written on the first start only) in its directory.
-func sentinelArgs(master, primary string, quorum int, downAfter time.Duration) redisArgs {
+// sentinel rewrites as it learns; written on the first start only) in its directory,
+// with the password it gives the servers and the other sentinels.
+func sentinelArgs(master, primary, password string, quorum int, downAfter time.Duration) redisArgs {
 	return func(dir, host, port string) []string {
 		conf := filepath.Join(dir, "sentinel.conf")
 		if _, err := os.Stat(conf); err != nil {
@@ -274,6 +282,8 @@ func sentinelArgs(master, primary string, quorum int, downAfter time.Duration) r
 				// A failover that stalls is retried after this long.
 				fmt.Sprintf("sentinel failover-timeout %s %d", master, 3*downAfter.Milliseconds()),
 				fmt.Sprintf("sentinel parallel-syncs %s 1", master),
+				fmt.Sprintf("sentinel auth-pass %s %s", master, password),
+				"sentinel sentinel-pass " + password,
 			}, "\n") + "\n"
 			_ = os.WriteFile(conf, []byte(text), 0o644)
 		}
@@ -296,11 +306,11 @@ func (rs *RedisSentinel) WaitHealthy(ctx context.Context) error {
 		if err != nil {
 			return false, err.Error()
 		}
-		if ok, why := replicasInSync(ctx, primary.Addr, len(rs.Servers)-1); !ok {
+		if ok, why := replicasInSync(ctx, primary.Addr, primary.Password, len(rs.Servers)-1); !ok {
 			return false, why
 		}
 		for _, s := range rs.Sentinels {
-			c := redis.NewSentinelClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+			c := redis.NewSentinelClient(&redis.Options{Addr: s.Addr, Password: s.Password, MaxRetries: -1})
 			m, err := c.Master(ctx, rs.Master).Result()
 			_ = c.Close()
 			if err != nil {
@@ -349,7 +359,7 @@ func (rs *RedisSentinel) Primary(ctx context.Context) (*Redis, error) {
 		if s.Pid() == 0 {
 			continue
 		}
-		c := redis.NewSentinelClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+		c := redis.NewSentinelClient(&redis.Options{Addr: s.Addr, Password: s.Password, MaxRetries: -1})
 		addr, err := c.GetMasterAddrByName(ctx, rs.Master).Result()
 		_ = c.Close()
 		if err != nil || len(addr) != 2 {
@@ -359,7 +369,7 @@ func (rs *RedisSentinel) Primary(ctx context.Context) (*Redis, error) {
 			if n.Addr != net.JoinHostPort(addr[0], addr[1]) || n.Pid() == 0 {
 				continue
 			}
-			if info, err := infoOf(ctx, n.Addr, "replication"); err == nil && info["role"] == "master" {
+			if info, err := infoOf(ctx, n.Addr, n.Password, "replication"); err == nil && info["role"] == "master" {
 				return n, nil
 			}
 		}
@@ -377,8 +387,8 @@ func (rs *RedisSentinel) Close() {
 
 // infoOf is INFO section of the server at addr, as a map; section "cluster" is CLUSTER
 // INFO.
-func infoOf(ctx context.Context, addr, section string) (map[string]string, error) {
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Second})
+func infoOf(ctx context.Context, addr, password, section string) (map[string]string, error) {
+	c := redis.NewClient(&redis.Options{Addr: addr, Password: password, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Second})
 	defer c.Close()
 	var raw string
 	var err error
@@ -399,9 +409,10 @@ func infoOf(ctx context.Context, addr, section string) (map[string]string, error
 	return out, nil
 }
 
-// replicasInSync reports whether the primary at addr has want replicas online.
-func replicasInSync(ctx context.Context, addr string, want int) (bool, string) {
-	info, err := infoOf(ctx, addr, "replication")
+// replicasInSync reports whether the primary at addr (AUTH password) has want replicas
+// online.
+func replicasInSync(ctx context.Context, addr, password string, want int) (bool, string) {
+	info, err := infoOf(ctx, addr, password, "replication")
 	if err != nil {
 		return false, fmt.Sprintf("%s: %v", addr, err)
 	}

@@ -2,6 +2,7 @@ package contract_test
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"testing"
 	"time"
@@ -48,8 +49,12 @@ func TestMovingToAClusterForgetsNoRevocation(t *testing.T) {
 	_, bulkLiveSID := exchanged(acc)
 	otherID, otherSID := exchanged(other)
 
-	if out, err := exec.Command("redis-cli", "--cluster", "import", cluster.Nodes[0].Addr,
-		"--cluster-from", single.Addr, "--cluster-copy").CombinedOutput(); err != nil {
+	// Both Redis require a password: the cluster's in REDISCLI_AUTH, the old server's
+	// as --cluster-from-pass.
+	move := exec.Command("redis-cli", "--cluster", "import", cluster.Nodes[0].Addr,
+		"--cluster-from", single.Addr, "--cluster-from-pass", single.Password, "--cluster-copy")
+	move.Env = append(os.Environ(), "REDISCLI_AUTH="+cluster.Nodes[0].Password)
+	if out, err := move.CombinedOutput(); err != nil {
 		t.Fatalf("redis-cli --cluster import: %v\n%s", err, out)
 	}
 	after, err := redisx.Open(redisx.RedisConfig{Mode: redisx.ModeCluster, URL: cluster.URL})
