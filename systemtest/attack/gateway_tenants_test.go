@@ -70,10 +70,10 @@ func trail(t *testing.T, a *api, admin, query string) []trailEvent {
 // Review 3, N11: after 80 bad bearer tokens from one address, the admin's valid token
 // from that address got 429 for a minute (an office NAT locked out by one client). The
 // address is throttled only for what fails: the admin's bearer token, and an API key in
-// use, are served; a bad token is still 429. From a throttled address an API key is
-// checked from the gateway's caches only, so "in use" means verified recently from
-// another address; the poller evicts every key changed in its look-back window (the
-// seed's, in the first seconds of a stack), so that is waited for, not assumed.
+// use, are served; a bad token is still 429. From a throttled address an API key the
+// gateway's caches do not hold is looked up at a bounded rate (once per key id and
+// second); the poller evicts every key changed in its look-back window (the seed's, in
+// the first seconds of a stack), so the key being served is waited for, not assumed.
 func TestValidCredentialsAreServedFromAnAddressThrottledForBadTokens(t *testing.T) {
 	s := stacktest.Start(t, stacktest.Options{Env: []string{"AUTH_FAILURE_LIMIT=10/1m", "GATEWAY_TRUSTED_PROXIES=127.0.0.1"}})
 	const throttled, office = "203.0.113.7", "203.0.113.8"
