@@ -28,6 +28,11 @@ type Config struct {
 	MaxRepoBytes       int64         `env:"DBT_SYNC_MAX_REPO_BYTES" default:"536870912" help:"worker mode: most bytes a clone downloads, and most bytes of the files it inflates (each object's size is charged from its header before it is inflated); over it the job fails naming it"`
 	MaxRepoFiles       int           `env:"DBT_SYNC_MAX_FILES" default:"50000" help:"worker mode: most files (and most directories) of a cloned repository's tree; over it the job fails naming it"`
 	MaxFileBytes       int64         `env:"DBT_SYNC_MAX_FILE_BYTES" default:"16777216" help:"worker mode: largest repository file the conversion reads (dbt_project.yml, schema .yml); over it the job fails naming the file"`
+	MaxTreeEntries     int           `env:"DBT_SYNC_MAX_TREE_ENTRIES" default:"200000" help:"worker mode: most tree entries one clone's walk reads, counting the entries a checkout skips (duplicates, ., .., .git, submodules) and a subtree once per directory that names it; over it the job fails (work_limit) naming the limit"`
+	MaxPathBytes       int64         `env:"DBT_SYNC_MAX_PATH_BYTES" default:"67108864" help:"worker mode: most bytes of the full paths of the tree entries one clone's walk reads, together (one path is at most 4096 bytes); over it the job fails (work_limit) naming the limit"`
+	MaxLookupSteps     int64         `env:"DBT_SYNC_MAX_LOOKUP_STEPS" default:"10000000" help:"worker mode: most path components one clone walks resolving paths and symbolic links (the tree's links, at most 40 per path as the kernel counts them, and every file the conversion opens); over it the job fails (work_limit) naming the limit"`
+	MaxRefAdvertBytes  int64         `env:"DBT_SYNC_MAX_REF_ADVERTISEMENT_BYTES" default:"8388608" help:"most bytes of a git server's list of references read: the API's check that a SHA-like ref is a branch or tag stops there (the job then finds out), and a clone over it fails naming the limit"`
+	RefListings        int           `env:"DBT_SYNC_REF_LISTINGS" default:"4" help:"API mode: git servers' reference lists read at once by this process (the check of a SHA-like ref); more wait, within their request's deadline"`
 	AllowFileURLs      bool          `env:"DBT_SYNC_ALLOW_FILE_URLS" default:"false" help:"accept file:// repoUrl values (the local stack and tests; never in production)"`
 	JobRetention       time.Duration `env:"DBT_SYNC_JOB_RETENTION" default:"720h" help:"job records untouched this long are removed from JetStream (finished jobs' retention)"`
 	ObjectMaxAge       time.Duration `env:"DBT_SYNC_OBJECT_MAX_AGE" default:"168h" help:"uploaded manifests and files results older than this are removed from the object store"`
@@ -46,7 +51,9 @@ type Config struct {
 // sync body's limit applies).
 func (c Config) GitLimits() gitsource.Limits {
 	return gitsource.Limits{Policy: gitsource.Policy{AllowFile: c.AllowFileURLs, AllowedHosts: c.AllowedHosts},
-		CloneTimeout: c.CloneTimeout, MaxRepoBytes: c.MaxRepoBytes, MaxFiles: c.MaxRepoFiles, MaxFileBytes: c.MaxFileBytes}
+		CloneTimeout: c.CloneTimeout, MaxRepoBytes: c.MaxRepoBytes, MaxFiles: c.MaxRepoFiles, MaxFileBytes: c.MaxFileBytes,
+		MaxTreeEntries: c.MaxTreeEntries, MaxPathBytes: c.MaxPathBytes, MaxLookupSteps: c.MaxLookupSteps,
+		MaxRefAdverts: c.MaxRefAdvertBytes, RefListings: c.RefListings}
 }
 
 // StorageLimits are what sync jobs may keep in JetStream, as the queue takes them.

@@ -1,6 +1,7 @@
 package gitsource
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -8,7 +9,8 @@ import (
 
 // boundedFS is the fetched tree as the conversion reads it (treeFS: no path leads out
 // of it): only regular files and directories, each file at most maxFile bytes. The
-// first violation is kept, and fails the job naming the file.
+// first violation is kept, and fails the job naming the file (a lookup that stopped on the
+// context or the clone's work budget is not one: treeFS.stopped reports those).
 type boundedFS struct {
 	fsys      fs.FS
 	maxFile   int64
@@ -18,7 +20,9 @@ type boundedFS struct {
 func (b *boundedFS) Open(name string) (fs.File, error) {
 	f, err := b.fsys.Open(name)
 	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) && b.violation == nil {
+		var work *workLimitError
+		stopped := errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.As(err, &work)
+		if !errors.Is(err, fs.ErrNotExist) && !stopped && b.violation == nil {
 			b.violation = fmt.Errorf("repository file %s cannot be read: it leads outside the repository or is not a file", name)
 		}
 		return nil, err

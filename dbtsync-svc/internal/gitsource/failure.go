@@ -22,9 +22,12 @@ var errRepoTooLarge = errors.New("repository over the size limit")
 func cloneFailure(ctx context.Context, host, ref string, err error, l Limits) error {
 	var refused *dbtsync.RepositoryRefusedError
 	var limit *limitError
+	var work *workLimitError
 	switch {
 	case errors.As(err, &refused):
 		return dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeRepositoryRefused, "%s", refused.Reason))
+	case errors.As(err, &work):
+		return dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeWorkLimit, "%s", work.msg))
 	case errors.As(err, &limit):
 		return dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeRepositoryLimit, "%s", limit.msg))
 	case errors.Is(err, errMalformedPack):

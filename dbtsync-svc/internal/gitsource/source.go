@@ -34,18 +34,25 @@ import (
 
 // Limits bound what one clone may cost; zero fields take the defaults.
 type Limits struct {
-	Policy       Policy
-	CloneTimeout time.Duration // the clone, from the first request to the walked tree
-	MaxRepoBytes int64         // bytes downloaded, and bytes of the objects inflated (the files, each path counted)
-	MaxFiles     int           // files of the tree (and as many directories)
-	MaxFileBytes int64         // one file the conversion reads (a schema .yml, dbt_project.yml)
-	MaxManifest  int64         // the manifest at manifestPath
+	Policy         Policy
+	CloneTimeout   time.Duration // the clone, from the first request to the walked tree
+	MaxRepoBytes   int64         // bytes downloaded, and bytes of the objects inflated (the files, each path counted)
+	MaxFiles       int           // files of the tree (and as many directories)
+	MaxFileBytes   int64         // one file the conversion reads (a schema .yml, dbt_project.yml)
+	MaxManifest    int64         // the manifest at manifestPath
+	MaxTreeEntries int           // tree entries read in one clone, skipped ones and re-read subtrees included
+	MaxPathBytes   int64         // bytes of the full paths of those entries, together
+	MaxLookupSteps int64         // path components walked resolving paths and links in one clone's tree
+	MaxRefAdverts  int64         // bytes of a server's reference advertisement read (ref listing and fetch)
+	RefListings    int           // reference listings (HasRef) this process runs at once
 }
 
 // DefaultLimits apply where Limits leaves a field zero: the defaults of the config tags
 // (DBT_SYNC_*), which a fitness test keeps equal (systemtest/architecture).
 var DefaultLimits = Limits{CloneTimeout: 2 * time.Minute, MaxRepoBytes: 512 << 20, MaxFiles: 50_000,
-	MaxFileBytes: 16 << 20, MaxManifest: dbtsync.DefaultMaxSyncBodyBytes}
+	MaxFileBytes: 16 << 20, MaxManifest: dbtsync.DefaultMaxSyncBodyBytes,
+	MaxTreeEntries: 200_000, MaxPathBytes: 64 << 20, MaxLookupSteps: 10_000_000,
+	MaxRefAdverts: 8 << 20, RefListings: 4}
 
 // WithDefaults is l with every limit not set (zero or less) at its DefaultLimits value.
 func (l Limits) WithDefaults() Limits { return libconfig.OrDefaults(l, DefaultLimits) }
@@ -134,6 +141,9 @@ func (s *Source) Load(ctx context.Context, in dbtsync.Integration, ref string) (
 	defer tree.store.Close()
 	if in.ManifestPath != "" {
 		p, found, err := s.readManifest(tree, in.ManifestPath)
+		if stop := tree.stopped(); stop != nil {
+			return nil, stop
+		}
 		if found || err != nil {
 			return p, err
 		}
@@ -142,28 +152,30 @@ func (s *Source) Load(ctx context.Context, in dbtsync.Integration, ref string) (
 }
 
 // clone fetches ref into dir and indexes its tree, within the clone's time and size
-// limits.
+// limits and its work budget. The tree it returns reads within ctx (the job's) and on
+// the same budget.
 func (s *Source) clone(ctx context.Context, in dbtsync.Integration, ref, dir string) (*treeFS, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.limits.CloneTimeout)
+	cloneCtx, cancel := context.WithTimeout(ctx, s.limits.CloneTimeout)
 	defer cancel()
 	host := dbtsync.RepoHost(in.RepoURL)
-	head, err := s.fetch(ctx, in, ref, dir)
+	head, err := s.fetch(cloneCtx, in, ref, dir)
 	if err != nil {
-		return nil, cloneFailure(ctx, host, ref, err, s.limits)
+		return nil, cloneFailure(cloneCtx, host, ref, err, s.limits)
 	}
-	store, err := explodePack(ctx, filepath.Join(dir, "pack"), dir, s.limits)
+	store, err := explodePack(cloneCtx, filepath.Join(dir, "pack"), dir, s.limits)
 	if err == nil {
 		_ = os.Remove(filepath.Join(dir, "pack"))
+		m := newMeter(s.limits)
 		var root *node
 		var treeHash plumbing.Hash
 		if treeHash, err = store.treeOf(head); err == nil {
-			if root, err = walkTree(store, treeHash, s.limits); err == nil {
-				return &treeFS{root: root, store: store}, nil
+			if root, err = walkTree(cloneCtx, store, treeHash, m); err == nil {
+				return &treeFS{ctx: ctx, root: root, store: store, meter: m}, nil
 			}
 		}
 		store.Close()
 	}
-	return nil, cloneFailure(ctx, host, ref, err, s.limits)
+	return nil, cloneFailure(cloneCtx, host, ref, err, s.limits)
 }
 
 // readManifest reads the manifest at manifestPath; found is false when the tree has
@@ -195,12 +207,21 @@ func (s *Source) readManifest(tree *treeFS, manifestPath string) (p *convert.Pro
 func (s *Source) readProject(tree *treeFS, projectPath string) (*convert.Project, error) {
 	proj := strings.Trim(path.Clean("/"+projectPath), "/")
 	bfs := &boundedFS{fsys: tree, maxFile: s.limits.MaxFileBytes}
-	p, err := convert.ReadProject(bfs, proj)
+	// The read's own budget: the files a clone may hold, read once each, and the entries
+	// a clone may list.
+	limits := convert.ReadLimits{MaxEntries: s.limits.MaxTreeEntries, MaxFiles: s.limits.MaxFiles, MaxBytes: s.limits.MaxRepoBytes}
+	p, err := convert.ReadProjectContext(tree.ctx, bfs, proj, limits)
+	var overBudget *convert.LimitError
+	if stop := tree.stopped(); stop != nil {
+		return nil, stop
+	}
 	switch {
 	case bfs.violation != nil:
 		return nil, dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeRepositoryLimit, "%s", bfs.violation))
 	case errors.Is(err, errStoreRead):
 		return nil, err // the worker's disk, not the project: retried, and logged
+	case errors.As(err, &overBudget):
+		return nil, dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeWorkLimit, "%s", err))
 	case err != nil:
 		return nil, dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeInvalidProject, "%s", err))
 	}

@@ -3,11 +3,12 @@ package gitsource
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"path"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -19,7 +20,9 @@ import (
 // is read (a tree that names one subtree a million times is refused at the limit, not
 // expanded), and keeps the paths in memory as a small index (node) that treeFS serves.
 // Symbolic links are resolved inside that index: one that leads outside the repository
-// fails the job naming it, as the checkout's scan did.
+// fails the job naming it, as the checkout's scan did. Beyond the per-object limits, the
+// whole walk and every lookup in the index run on the clone's budget (meter, budget.go),
+// and stop when the job's context ends.
 
 // node is one entry of the walked tree.
 type node struct {
@@ -34,10 +37,11 @@ type node struct {
 
 // Limits on what a tree walk reads of single objects held in memory.
 const (
-	maxCommitBytes = 1 << 20 // a commit or tag object
-	maxLinkBytes   = 4096    // a symbolic link's target (PATH_MAX)
-	maxTagDepth    = 8       // annotated tags pointing at tags
-	maxLinkHops    = 40      // links followed to resolve one path (Linux's limit)
+	maxCommitBytes    = 1 << 20 // a commit or tag object
+	maxLinkBytes      = 4096    // a symbolic link's target (PATH_MAX)
+	maxPathBytes      = 4096    // a path in the tree, from its root (PATH_MAX)
+	maxTagDepth       = 8       // annotated tags pointing at tags
+	maxLinksPerLookup = 40      // links followed in all to resolve one path, however nested (Linux's MAXSYMLINKS)
 )
 
 // treeOf returns the tree a commit (or an annotated tag of one) names.
@@ -82,28 +86,34 @@ func (s *objectStore) treeOf(h plumbing.Hash) (plumbing.Hash, error) {
 type walker struct {
 	store       *objectStore
 	limits      Limits
+	meter       *meter
 	files, dirs int
 	bytes       int64
 	links       []string // paths of the symbolic links, resolved once the walk is over
 }
 
 // walkTree indexes the tree at h within the limits: at most MaxFiles files (links
-// included) and as many directories, and MaxRepoBytes of file content, counted per path.
-func walkTree(store *objectStore, h plumbing.Hash, l Limits) (*node, error) {
-	w := &walker{store: store, limits: l}
+// included) and as many directories, and MaxRepoBytes of file content, counted per path;
+// every entry it reads, and every path component its link resolution walks, is charged to
+// m. It stops when ctx ends.
+func walkTree(ctx context.Context, store *objectStore, h plumbing.Hash, m *meter) (*node, error) {
+	w := &walker{store: store, limits: m.limits, meter: m}
 	root := &node{dir: true}
 	stack := []subdir{{root, h, ""}}
 	for len(stack) > 0 {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		t := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		subdirs, err := w.readTree(t.n, t.hash, t.path)
+		subdirs, err := w.readTree(ctx, t.n, t.hash, t.path)
 		if err != nil {
 			return nil, err
 		}
 		stack = append(stack, subdirs...)
 	}
 	for _, p := range w.links {
-		if _, _, err := resolve(root, p, 0); err != nil {
+		if _, _, err := resolve(ctx, root, p, m); err != nil {
 			return nil, err
 		}
 	}
@@ -117,8 +127,9 @@ type subdir struct {
 	path string
 }
 
-// readTree reads the tree object h into dir (at path p), streaming its entries.
-func (w *walker) readTree(dir *node, h plumbing.Hash, p string) ([]subdir, error) {
+// readTree reads the tree object h into dir (at path p), streaming its entries. Every
+// entry read is charged, the ones a checkout would skip included.
+func (w *walker) readTree(ctx context.Context, dir *node, h plumbing.Hash, p string) ([]subdir, error) {
 	o, ok := w.store.objs[h]
 	if !ok || o.typ != plumbing.TreeObject {
 		return nil, fmt.Errorf("%w: directory %q is not a tree the pack holds", errMalformedPack, p)
@@ -142,9 +153,15 @@ func (w *walker) readTree(dir *node, h plumbing.Hash, p string) ([]subdir, error
 		if _, err := io.ReadFull(r, raw[:]); err != nil {
 			return nil, fmt.Errorf("%w: tree %q", errMalformedPack, p)
 		}
-		full := path.Join(p, name)
+		if err := w.meter.entry(ctx, p, name); err != nil {
+			return nil, err
+		}
 		if _, dup := dir.children[name]; dup || name == "." || name == ".." || strings.EqualFold(name, ".git") {
 			continue // what a checkout would never write (a .git of its own included)
+		}
+		full := name
+		if p != "" {
+			full = p + "/" + name
 		}
 		n, sub, err := w.entry(strings.TrimSuffix(mode, " "), name, full, plumbing.Hash(raw))
 		if err != nil {
@@ -240,12 +257,36 @@ var errNotExist = errors.New("no such file")
 // resolve finds the node at path p (slash-separated, relative to root) and the
 // directories that lead to it (root excluded), following symbolic links inside the
 // repository, the final one included, as the kernel would: ".." after a link leaves the
-// link's target. A link that leads outside, or to nothing, is an error naming it.
-func resolve(root *node, p string, hops int) (*node, []*node, error) {
-	var stack []*node
-	cur := root
-	parts := strings.Split(p, "/")
-	for i, part := range parts {
+// link's target, and at most maxLinksPerLookup links are followed in all, however they
+// nest. Every component walked is charged to m. A link that leads outside, or to
+// nothing, is an error naming it.
+func resolve(ctx context.Context, root *node, p string, m *meter) (*node, []*node, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	lk := &lookup{ctx: ctx, root: root, meter: m, path: p}
+	return lk.walk(nil, p)
+}
+
+// lookup is the resolution of one path: the links it has followed so far.
+type lookup struct {
+	ctx   context.Context
+	root  *node
+	meter *meter
+	path  string // the path resolved
+	links int
+}
+
+// walk resolves p from the directory stack (the real directories from the root, as
+// resolve returns them).
+func (lk *lookup) walk(stack []*node, p string) (*node, []*node, error) {
+	cur := top(lk.root, stack)
+	for rest, more := p, true; more; {
+		var part string
+		part, rest, more = strings.Cut(rest, "/")
+		if err := lk.meter.step(lk.ctx, 1); err != nil {
+			return nil, nil, err
+		}
 		switch part {
 		case "", ".":
 			continue
@@ -254,7 +295,7 @@ func resolve(root *node, p string, hops int) (*node, []*node, error) {
 				return nil, nil, errOutside
 			}
 			stack = stack[:len(stack)-1]
-			cur = top(root, stack)
+			cur = top(lk.root, stack)
 			continue
 		}
 		if !cur.dir {
@@ -265,11 +306,11 @@ func resolve(root *node, p string, hops int) (*node, []*node, error) {
 			return nil, nil, errNotExist
 		}
 		if next.symlink {
-			target, targetStack, err := followLink(root, stack, next, hops)
+			target, targetStack, err := lk.follow(stack, next)
 			if err != nil {
 				return nil, nil, err
 			}
-			if i < len(parts)-1 && !target.dir {
+			if more && !target.dir {
 				return nil, nil, errNotExist
 			}
 			cur, stack = target, targetStack
@@ -290,24 +331,31 @@ func top(root *node, stack []*node) *node {
 	return stack[len(stack)-1]
 }
 
-// followLink resolves the link n found in the directory stack.
-func followLink(root *node, stack []*node, n *node, hops int) (*node, []*node, error) {
-	linkPath := strings.Join(append(pathOf(stack), n.name), "/")
-	if hops >= maxLinkHops {
-		return nil, nil, overLimit("repository file %s: too many levels of symbolic links", linkPath)
+// follow resolves the link n found in the directory stack; the caller goes on from what
+// it returns.
+func (lk *lookup) follow(stack []*node, n *node) (*node, []*node, error) {
+	linkPath := func() string { return strings.Join(append(pathOf(stack), n.name), "/") }
+	lk.links++
+	if lk.links > maxLinksPerLookup {
+		return nil, nil, lk.meter.fail("repository path %s: resolving it follows more symbolic links than the limit of %d links per path", truncate(lk.path, 256), maxLinksPerLookup)
 	}
 	if strings.HasPrefix(n.target, "/") {
-		return nil, nil, linkOutside(linkPath)
+		return nil, nil, linkOutside(linkPath())
 	}
-	// Not path.Join: its lexical ".." would skip the links that resolve walks through.
-	target, stack, err := resolve(root, strings.Join(append(pathOf(stack), n.target), "/"), hops+1)
+	// The target is walked from the link's directory (its ".." pops what the stack holds:
+	// not path.Join, whose lexical ".." would skip the links on the way). The stack is
+	// clipped so that the target's directories never overwrite it; copying it is charged.
+	if err := lk.meter.step(lk.ctx, len(stack)); err != nil {
+		return nil, nil, err
+	}
+	target, targetStack, err := lk.walk(slices.Clip(stack), n.target)
 	switch {
 	case errors.Is(err, errOutside):
-		return nil, nil, linkOutside(linkPath)
+		return nil, nil, linkOutside(linkPath())
 	case errors.Is(err, errNotExist):
-		return nil, nil, overLimit("repository file %s is a symbolic link to something that is not a file or directory", linkPath)
+		return nil, nil, overLimit("repository file %s is a symbolic link to something that is not a file or directory", linkPath())
 	}
-	return target, stack, err
+	return target, targetStack, err
 }
 
 func linkOutside(p string) error {

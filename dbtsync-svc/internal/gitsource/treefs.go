@@ -1,21 +1,41 @@
 package gitsource
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"path"
 	"time"
+
+	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
 )
 
 // treeFS is a walked tree as a read-only file system: directories list their entries in
 // git's order (a symbolic link is listed as one), and opening a path follows links
 // inside the repository. A file's size comes from the object store's index, so a reader
-// knows it before reading a byte; its content streams from the store.
+// knows it before reading a byte; its content streams from the store. Every lookup is
+// charged to the clone's meter, and once ctx ends every call returns its error.
 type treeFS struct {
+	ctx   context.Context
 	root  *node
 	store *objectStore
+	meter *meter
+}
+
+// stopped is why reading the tree must stop, if it must: the job's context ended
+// (returned as is: the worker reports a cancel or a timeout), or the clone passed a work
+// budget (a permanent work_limit failure naming it), which a reader that swallows errors
+// would not report itself.
+func (t *treeFS) stopped() error {
+	if err := t.ctx.Err(); err != nil {
+		return err
+	}
+	if e := t.meter.err(); e != nil {
+		return dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeWorkLimit, "%s", e.msg))
+	}
+	return nil
 }
 
 var (
@@ -24,13 +44,16 @@ var (
 )
 
 func (t *treeFS) lookup(op, name string) (*node, error) {
+	if err := t.ctx.Err(); err != nil {
+		return nil, &fs.PathError{Op: op, Path: name, Err: err}
+	}
 	if !fs.ValidPath(name) {
 		return nil, &fs.PathError{Op: op, Path: name, Err: fs.ErrInvalid}
 	}
 	if name == "." {
 		return t.root, nil
 	}
-	n, _, err := resolve(t.root, name, 0)
+	n, _, err := resolve(t.ctx, t.root, name, t.meter)
 	if errors.Is(err, errNotExist) {
 		err = fs.ErrNotExist
 	}
@@ -48,9 +71,9 @@ func (t *treeFS) Open(name string) (fs.File, error) {
 	}
 	info := fileInfo{n: n, name: path.Base(name)}
 	if n.dir {
-		return &treeDir{info: info, n: n}, nil
+		return &treeDir{ctx: t.ctx, info: info, n: n}, nil
 	}
-	return &treeFile{info: info, r: t.store.reader(n.blob)}, nil
+	return &treeFile{ctx: t.ctx, info: info, r: t.store.reader(n.blob)}, nil
 }
 
 // Stat describes the file or directory at name (links followed).
@@ -71,12 +94,13 @@ func (t *treeFS) ReadDir(name string) ([]fs.DirEntry, error) {
 	if !n.dir {
 		return nil, &fs.PathError{Op: "readdir", Path: name, Err: errors.New("not a directory")}
 	}
-	return entries(n), nil
+	return entries(n, n.names), nil
 }
 
-func entries(n *node) []fs.DirEntry {
-	out := make([]fs.DirEntry, 0, len(n.names))
-	for _, name := range n.names {
+// entries describes the entries of directory n named in names.
+func entries(n *node, names []string) []fs.DirEntry {
+	out := make([]fs.DirEntry, 0, len(names))
+	for _, name := range names {
 		out = append(out, fs.FileInfoToDirEntry(fileInfo{n: n.children[name], name: name}))
 	}
 	return out
@@ -105,12 +129,16 @@ func (i fileInfo) Mode() fs.FileMode {
 
 // treeFile is an open file: its content, streamed from the store.
 type treeFile struct {
+	ctx  context.Context
 	info fileInfo
 	r    *io.SectionReader
 }
 
 func (f *treeFile) Stat() (fs.FileInfo, error) { return f.info, nil }
 func (f *treeFile) Read(p []byte) (int, error) {
+	if err := f.ctx.Err(); err != nil {
+		return 0, err
+	}
 	n, err := f.r.Read(p)
 	if err != nil && err != io.EOF {
 		err = fmt.Errorf("%w: %w", errStoreRead, err)
@@ -126,6 +154,7 @@ func (f *treeFile) Close() error { return nil }
 
 // treeDir is an open directory.
 type treeDir struct {
+	ctx  context.Context
 	info fileInfo
 	n    *node
 	read int // entries returned by ReadDir so far
@@ -139,15 +168,18 @@ func (d *treeDir) Close() error { return nil }
 
 // ReadDir returns the next n entries (all with n <= 0), as fs.ReadDirFile does.
 func (d *treeDir) ReadDir(n int) ([]fs.DirEntry, error) {
-	all := entries(d.n)[d.read:]
-	if n <= 0 {
-		d.read += len(all)
-		return all, nil
+	if err := d.ctx.Err(); err != nil {
+		return nil, err
 	}
-	if len(all) == 0 {
+	names := d.n.names[d.read:]
+	if n <= 0 {
+		d.read += len(names)
+		return entries(d.n, names), nil
+	}
+	if len(names) == 0 {
 		return nil, io.EOF
 	}
-	all = all[:min(n, len(all))]
-	d.read += len(all)
-	return all, nil
+	names = names[:min(n, len(names))]
+	d.read += len(names)
+	return entries(d.n, names), nil
 }
