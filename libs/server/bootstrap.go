@@ -24,6 +24,8 @@ type Process struct {
 func Start(service string, common config.Common, cfg any) (*Process, error) {
 	log := logging.New(os.Stdout, common.LogLevel, service)
 	log.Info("starting", "config", config.LogValue(cfg))
+	ml := SetMemoryLimit("/sys/fs/cgroup", os.Getenv)
+	log.Info("memory limit", "gomemlimit_bytes", ml.Bytes, "from", ml.Reason)
 	ctx, stop := SignalContext()
 	name := common.ServiceName
 	if name == "" {
