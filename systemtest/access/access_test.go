@@ -82,7 +82,9 @@ type accessRoute struct {
 //     see cross-object).
 //   - a key scoped to deployment 1 acts on deployment 1 only, on every embed route but
 //     revoke: it lists and bulk-revokes that deployment's sessions (another deployment
-//     named: 403), sees that deployment's tenant users (another's: 404), reads catalogs
+//     named: 403), sees the tenant users minted in that deployment only (a user with a
+//     session in another deployment: 404, and its mint, dry run included, 403
+//     key_out_of_scope: users are the account's, not a deployment's), reads catalogs
 //     and settings; what belongs to the whole account (settings, catalog entries and
 //     definitions, external users) it cannot change (403 key_out_of_scope), nor can a
 //     personal key (403 personal_key).
@@ -275,7 +277,8 @@ var accessRoutes = []accessRoute{
 	{"data-api-token", "POST", "/api/v1/deployments/{deploymentId}/token", schemeEmbedToken, "401 401 401 401 401 401 401 401 401 401 401 401 200 401 401",
 		func(p *platform, t *testing.T, sc *scope) (string, any) { return sc.path("/token"), nil }},
 	// A tenant's external users: an admin's account key, like the tenant catalogs; a scoped
-	// key sees the users of its deployments (another's is 404, as one that does not exist);
+	// key sees the users all of whose sessions are in its deployments (another is 404, as one
+	// that does not exist; see cross-object for a user of both deployments);
 	// deleting a user, whose sessions may be in any deployment, needs an unscoped key.
 	{"list-tenant-users", "GET", "/api/v1/embed-tenants/{embedTenantName}/users", schemeAPIKey, "401 401 401 401 200 200 200 403 401 401 401 401 401 404 401",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
@@ -695,6 +698,22 @@ var crossObjectCases = []crossObjectCase{
 			t.Fatalf("deployment 2's session after the scoped key's refused revoke: exchange %d, want 200: %s", got.status, got.body)
 		}
 	}},
+	// An external user is the account's, recorded with every deployment it was minted in: a
+	// key scoped to deployment 1 neither mints for (dry run included) nor reads one with a
+	// session in deployment 2.
+	{"generate-session-403-scoped-key-user-of-other-deployment", "POST", scopedKey, func(p *platform, t *testing.T) (string, any) {
+		return "/api/v1/embed/generate-session", map[string]any{"deploymentId": p.scopes["acme-1"].dep,
+			"externalId": p.freshTenantUser(t, p.scopes["acme-2"].dep), "embedTenantName": p.tenantA}
+	}, 403, wantCode("key_out_of_scope")},
+	{"generate-session-dry-run-403-scoped-key-user-of-other-deployment", "POST", scopedKey, func(p *platform, t *testing.T) (string, any) {
+		return "/api/v1/embed/generate-session", map[string]any{"deploymentId": p.scopes["acme-1"].dep, "dryRun": true,
+			"externalId": p.freshTenantUser(t, p.scopes["acme-2"].dep), "embedTenantName": p.tenantA}
+	}, 403, wantCode("key_out_of_scope")},
+	{"get-tenant-user-404-scoped-key-user-also-of-other-deployment", "GET", scopedKey, func(p *platform, t *testing.T) (string, any) {
+		ext := p.freshTenantUser(t, p.scopes["acme-1"].dep)
+		p.mintWith(t, adminKey(p), map[string]any{"deploymentId": p.scopes["acme-2"].dep, "externalId": ext, "embedTenantName": p.tenantA})
+		return "/api/v1/embed-tenants/" + p.tenantA + "/users/" + ext, nil
+	}, 404, nil},
 	{"revoke-204-other-account-leaves-the-session-alive", "POST", globexKey, func(p *platform, t *testing.T) (string, any) {
 		return "/api/v1/embed/session/revoke", map[string]any{"sessionId": p.embedSessionID}
 	}, 204, func(t *testing.T, p *platform, r response) {
@@ -709,6 +728,18 @@ var crossObjectCases = []crossObjectCase{
 			t.Fatalf("acme's embed token after globex's revoke: %d, want 200: %s", got.status, got.body)
 		}
 	}},
+}
+
+// wantCode checks that an error answer carries code.
+func wantCode(code string) func(t *testing.T, p *platform, r response) {
+	return func(t *testing.T, p *platform, r response) {
+		var e struct {
+			Code string `json:"code"`
+		}
+		if err := json.Unmarshal(r.body, &e); err != nil || e.Code != code {
+			t.Errorf("code of %s: want %s", r.body, code)
+		}
+	}
 }
 
 // auditOfAcme are queries that name acme's events: another account gets an empty page.
