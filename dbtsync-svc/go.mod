@@ -115,6 +115,8 @@ require (
 
 require go.yaml.in/yaml/v3 v3.0.6
 
+require code.dny.dev/ssrf v0.3.0 // indirect
+
 require (
 	github.com/analyticsco/platform/api v0.0.0
 	github.com/oklog/ulid/v2 v2.1.2 // indirect

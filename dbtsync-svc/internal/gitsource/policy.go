@@ -2,6 +2,7 @@ package gitsource
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
+	"github.com/analyticsco/platform/libs/netguard"
 )
 
 // Policy says which repositories a dbt git integration may clone. Repositories are
@@ -33,48 +35,9 @@ func refused(format string, args ...any) error {
 	return &dbtsync.RepositoryRefusedError{Reason: fmt.Sprintf(format, args...)}
 }
 
-// blockedPrefixes are the ranges a clone must never reach, beyond what netip classifies
-// as loopback, private, link-local, multicast or unspecified: shared address space
-// (CGNAT), "this network", IETF protocol assignments and benchmarking.
-var blockedPrefixes = []netip.Prefix{
-	netip.MustParsePrefix("0.0.0.0/8"), netip.MustParsePrefix("100.64.0.0/10"),
-	netip.MustParsePrefix("192.0.0.0/24"), netip.MustParsePrefix("198.18.0.0/15"),
-	netip.MustParsePrefix("64:ff9b::/96"),
-}
-
-func internalAddr(a netip.Addr) bool {
-	a = a.Unmap()
-	if a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() ||
-		a.IsMulticast() || a.IsUnspecified() || a.IsInterfaceLocalMulticast() {
-		return true
-	}
-	for _, p := range blockedPrefixes {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
-}
-
-// allowed reports whether the operator listed host (or one of its addresses).
-func (p Policy) allowed(host string, addr netip.Addr) bool {
-	for _, h := range p.AllowedHosts {
-		h = strings.TrimSpace(h)
-		if h == "" {
-			continue
-		}
-		if strings.EqualFold(h, host) {
-			return true
-		}
-		if pfx, err := netip.ParsePrefix(h); err == nil && addr.IsValid() && pfx.Contains(addr.Unmap()) {
-			return true
-		}
-		if a, err := netip.ParseAddr(h); err == nil && addr.IsValid() && a.Unmap() == addr.Unmap() {
-			return true
-		}
-	}
-	return false
-}
+// guard is the outbound-address check of this policy: public addresses, and the hosts,
+// addresses and prefixes the operator listed.
+func (p Policy) guard() *netguard.Guard { return netguard.New(p.AllowedHosts) }
 
 // CheckURL validates a repository URL: https (or file:// when allowed), no credentials in
 // it, and a host that resolves only to public addresses unless listed. Its errors name the
@@ -101,10 +64,11 @@ func (p Policy) CheckURL(ctx context.Context, raw string) error {
 	if host == "" {
 		return refused("repoUrl has no host")
 	}
+	g := p.guard()
 	if a, err := netip.ParseAddr(host); err == nil {
-		return p.checkAddr(host, a)
+		return checkAddr(g, host, a)
 	}
-	if p.allowed(host, netip.Addr{}) {
+	if g.HostAllowed(host) {
 		return nil // a host the operator listed by name is trusted whatever it resolves to
 	}
 	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
@@ -115,18 +79,22 @@ func (p Policy) CheckURL(ctx context.Context, raw string) error {
 		return refused("host %s cannot be resolved", host)
 	}
 	for _, a := range addrs {
-		if err := p.checkAddr(host, a); err != nil {
+		if err := checkAddr(g, host, a); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (p Policy) checkAddr(host string, a netip.Addr) error {
-	if internalAddr(a) && !p.allowed(host, a) {
-		return refused("host %s is a loopback, private, link-local or metadata address; only public git servers can be cloned (or hosts listed in DBT_SYNC_ALLOWED_HOSTS)", host)
+func checkAddr(g *netguard.Guard, host string, a netip.Addr) error {
+	if g.Check(host, a) != nil {
+		return refusedAddr(host)
 	}
 	return nil
+}
+
+func refusedAddr(host string) error {
+	return refused("host %s is not a public internet address (it is loopback, private, link-local, metadata or reserved); only public git servers can be cloned, and hosts the operator allowed", host)
 }
 
 func (p Policy) resolve(ctx context.Context, host string) ([]netip.Addr, error) {
@@ -139,8 +107,9 @@ func (p Policy) resolve(ctx context.Context, host string) ([]netip.Addr, error) 
 }
 
 // dialContext connects only to addresses the policy allows, checked on the address it is
-// about to dial: a host that resolved to a public address when the integration was saved
-// and to an internal one now (DNS rebinding) is refused here.
+// about to dial (netguard's Control, as the socket connects): a host that resolved to a
+// public address when the integration was saved and to an internal one now (DNS
+// rebinding) is refused here.
 func (p Policy) dialContext(ctx context.Context, network, address string) (net.Conn, error) {
 	host, port, err := net.SplitHostPort(address)
 	if err != nil {
@@ -152,15 +121,19 @@ func (p Policy) dialContext(ctx context.Context, network, address string) (net.C
 	} else if addrs, err = p.resolve(ctx, host); err != nil {
 		return nil, err
 	}
-	d := net.Dialer{Timeout: 10 * time.Second}
+	g := p.guard()
+	d := net.Dialer{Timeout: 10 * time.Second, Control: g.Control(host)}
 	var last error = refused("host %s has no address", host)
 	for _, a := range addrs {
-		if err := p.checkAddr(host, a); err != nil {
+		if err := checkAddr(g, host, a); err != nil {
 			return nil, err
 		}
 		conn, err := d.DialContext(ctx, network, net.JoinHostPort(a.String(), port))
 		if err == nil {
 			return conn, nil
+		}
+		if errors.Is(err, netguard.ErrNotPublic) {
+			return nil, refusedAddr(host)
 		}
 		last = err
 	}
