@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -45,6 +46,10 @@ type Running struct {
 	cmd  *exec.Cmd
 	done chan struct{} // closed when the current run has exited
 	err  error         // Wait's result, valid after done
+	// stopping is set by StopAll: an exit then is the stop asked for, which Supervise
+	// does not undo. life orders it with Supervise's restarts.
+	stopping atomic.Bool
+	life     sync.Mutex
 }
 
 // Start runs p from binDir, its output (stdout and stderr) to out; the process gets
@@ -151,6 +156,7 @@ func (r *Running) Restart() error {
 	if gone, _ := r.Exited(); !gone {
 		return fmt.Errorf("restart %s: it is still running", r.Name)
 	}
+	r.stopping.Store(false)
 	return r.launch()
 }
 
@@ -158,6 +164,9 @@ func (r *Running) Restart() error {
 // the rest; it returns the names of those it had to kill.
 func StopAll(rs []*Running, grace time.Duration) (killed []string) {
 	for _, r := range rs {
+		r.life.Lock()
+		r.stopping.Store(true)
+		r.life.Unlock()
 		if gone, _ := r.Exited(); !gone {
 			r.Signal(syscall.SIGTERM)
 		}

@@ -28,7 +28,9 @@ wire-protocol proxy), NATS with JetStream and a redis-server child process, crea
 under $DATA_DIR/keys, then starts workspace-svc, embed-svc, dbtsync-svc, the
 dbtsync worker and the gateway from $BIN_DIR, waits for each GET /readyz, and
 writes $DATA_DIR/stack.json for the seeding CLI (platformctl seed). Ctrl-C
-stops everything; if any process dies, everything stops and devstack exits 1.
+stops everything. A process that exits is restarted, as a cluster would, and the
+console says so (after 1 s, 2 s, 4 s... at most 5 times within 10 minutes); one that
+keeps exiting past that stops everything, and devstack exits 1.
 
 Environment:
   DATA_DIR             data directory (default .data): mongo/ (mongo/postgres: the PostgreSQL

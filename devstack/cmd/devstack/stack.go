@@ -79,7 +79,11 @@ func run(ctx context.Context, cfg config, out *devstack.Console, logger *slog.Lo
 	if b.nats != nil {
 		shownNATS = b.nats.URL + " (a user per process)" // the URLs with credentials are the processes' own
 	}
-	out.Printf("devstack", "mongodb %s, nats %s, redis %s", mongoURI, shownNATS, redisURL)
+	shownRedis := redisURL
+	if b.redis != nil {
+		shownRedis = "redis://" + b.redis.Addr + "/0 (its password in stack.json)"
+	}
+	out.Printf("devstack", "mongodb %s, nats %s, redis %s", mongoURI, shownNATS, shownRedis)
 
 	table, err := platform.Table(layout(cfg, k, &b, mongoURI, natsURL, redisURL))
 	if err != nil {
@@ -232,8 +236,9 @@ func startBacking(ctx context.Context, cfg config, logger *slog.Logger, b *backi
 	return mongoURI, natsURL, redisURL, nil
 }
 
-// startChild starts p with its output prefixed by its name, and reports it on died
-// when it exits.
+// startChild starts p with its output prefixed by its name and restarts it when it
+// exits, as a cluster would (platform.DefaultRestarts), saying so; one that keeps
+// exiting past that budget is reported on died.
 func startChild(cfg config, p platform.Proc, out *devstack.Console, died chan<- *platform.Running) (*platform.Running, error) {
 	w := out.Writer(p.Name)
 	r, err := platform.Start(p, cfg.BinDir, w)
@@ -241,9 +246,8 @@ func startChild(cfg config, p platform.Proc, out *devstack.Console, died chan<- 
 		return nil, err
 	}
 	out.Printf("devstack", "started %s (pid %d) on %s (internal %s)", p.Name, r.Pid(), p.Addr, p.InternalAddr)
-	go func() {
-		<-r.Done()
-		died <- r
-	}()
+	go platform.Supervise(context.Background(), r, platform.DefaultRestarts, // until the stack's StopAll
+		func(line string) { out.Printf("devstack", "%s", line) },
+		func(r *platform.Running, why string) { out.Printf("devstack", "%s", why); died <- r })
 	return r, nil
 }
