@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/analyticsco/platform/libs/natsx"
 	"github.com/analyticsco/platform/libs/obs"
 	"github.com/analyticsco/platform/libs/redisx"
 	"github.com/analyticsco/platform/libs/server"
@@ -115,5 +116,25 @@ func TestConnectNATSOnceRefusesAServerThatIsNotUp(t *testing.T) {
 	}
 	if !slices.Contains(names, "nats_client_errors_total") {
 		t.Errorf("the command's registry has %v, want nats_client_errors_total among them", names)
+	}
+}
+
+// A process's connection takes its NATS user's own inbox prefix (natsx.InboxPrefix) from
+// NATS_URL, a one-shot command's too, so its replies arrive where no other user may
+// subscribe.
+func TestConnectNATSTakesTheUsersInboxPrefix(t *testing.T) {
+	nc, _, err := server.ConnectNATS("nats://dbtsync-worker:pw@"+closedAddr(t), "dbtsync-worker", prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	if got := nc.Opts.InboxPrefix; got != natsx.InboxPrefix("dbtsync-worker") {
+		t.Errorf("inbox prefix %q, want %q", got, natsx.InboxPrefix("dbtsync-worker"))
+	}
+	if !strings.HasPrefix(nc.NewInbox(), natsx.InboxPrefix("dbtsync-worker")+".") {
+		t.Errorf("NewInbox %q is not under the user's prefix", nc.NewInbox())
+	}
+	if _, _, err := server.ConnectNATS("nats://a*b:pw@"+closedAddr(t), "x", prometheus.NewRegistry()); err == nil || !strings.Contains(err.Error(), "NATS_URL") {
+		t.Errorf("a user name no subject can start with: %v, want an error naming NATS_URL", err)
 	}
 }
