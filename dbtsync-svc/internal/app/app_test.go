@@ -536,7 +536,8 @@ func (h *harness) start(branch, model string) string {
 
 // Security review #8: one deployment's uploads could fill the object store for every
 // tenant. The manifests of a deployment waiting to be converted are bounded: an upload past
-// DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES is 413 naming it, and queues nothing.
+// DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES is 413 naming the limit and its value (never the
+// setting), and queues nothing.
 func TestManifestUploadsPerDeploymentAreBounded(t *testing.T) {
 	small, _ := json.Marshal(smallManifest("v12", "a"))
 	h := newHarnessWith(t, func(d *app.Deps) { d.Quotas.Deployment = int64(len(small))*2 + 100 })
@@ -546,7 +547,7 @@ func TestManifestUploadsPerDeploymentAreBounded(t *testing.T) {
 		}
 	}
 	code, body := h.do("POST", h.syncPath(), h.dev, map[string]any{"source": "manifest", "manifest": smallManifest("v12", "a"), "branchName": "q3"})
-	if code != 413 || !strings.Contains(fmt.Sprint(body["message"]), "DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES") {
+	if msg := fmt.Sprint(body["message"]); code != 413 || !strings.Contains(msg, fmt.Sprintf("would pass its limit of %d bytes", len(small)*2+100)) || strings.Contains(msg, "DBT_SYNC_") {
 		t.Fatalf("third upload: want 413 naming the limit, got %d %v", code, body)
 	}
 	_, jobs := h.do("GET", h.syncPath()+"?first=10", h.dev, nil)

@@ -142,6 +142,10 @@ func wantErr(t *testing.T, err error, status int, msg string) {
 	if err == nil || got != status || !strings.Contains(gotMsg, msg) {
 		t.Fatalf("error %v (answered %d %q), want %d with %q", err, got, gotMsg, status, msg)
 	}
+	// A client is told the limit and its value, never the operator's setting.
+	if strings.Contains(gotMsg, "DBT_SYNC_") {
+		t.Fatalf("answered %q: names an environment variable", gotMsg)
+	}
 }
 
 func (f *fixture) jobs(t *testing.T) []dbtsync.Job {
@@ -289,7 +293,7 @@ func TestStartSyncUploadQuotaAndOutage(t *testing.T) {
 	big := `{"source":"manifest","manifest":{"metadata":{"dbt_schema_version":"https://schemas.getdbt.com/dbt/manifest/v12.json"},"nodes":{"x":"` +
 		strings.Repeat("x", 5000) + `"}}}`
 	_, err := f.svc.StartSync(ctx, developer, dep, dbtsync.BodyOf(big))
-	wantErr(t, err, 413, "DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES")
+	wantErr(t, err, 413, "deployment 11 would pass its limit of 4096 bytes in the dbt sync object store")
 	if n := f.used(t, depLedger); n != 0 || len(f.jobs(t)) != 0 {
 		t.Errorf("a refused upload left %d bytes charged, %d jobs", n, len(f.jobs(t)))
 	}
@@ -375,7 +379,7 @@ func TestRetryJob(t *testing.T) {
 		t.Fatal(deleted, err)
 	}
 	_, err = f.svc.RetryJob(ctx, developer, dep, first)
-	wantErr(t, err, 409, "the manifest of sync job "+first+" is no longer stored")
+	wantErr(t, err, 409, "the manifest of sync job "+first+" is no longer stored (a manifest is kept for 168h0m0s after a failed")
 
 	// The production branch's rule holds for retries too.
 	res, err := f.svc.StartSync(ctx, admin, dep, dbtsync.BodyOf(`{"source":"manifest","branchName":"main","manifest":`+manifest+`}`))
@@ -654,7 +658,7 @@ func TestConcurrentUploadsNeverPassTheQuotaTogether(t *testing.T) {
 			status, code, msg, _ := errs.Answer(err)
 			if err == nil {
 				status = 202
-			} else if status != 413 || code != "storage_quota" || !strings.Contains(msg, "DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES") {
+			} else if status != 413 || code != "storage_quota" || !strings.Contains(msg, fmt.Sprintf("would pass its limit of %d bytes", quota)) || strings.Contains(msg, "DBT_SYNC_") {
 				t.Errorf("upload %d: %d %s %q", i, status, code, msg)
 			}
 			mu.Lock()
@@ -682,7 +686,7 @@ func TestAccountQuotaBoundsItsDeploymentsTogether(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := f.svc.StartSync(context.Background(), other, dep+1, dbtsync.BodyOf(sizedManifest("b", size)))
-	wantErr(t, err, 413, "account 1 would pass its 7500 bytes in the dbt sync object store (DBT_SYNC_MAX_ACCOUNT_UPLOAD_BYTES")
+	wantErr(t, err, 413, "account 1 would pass its limit of 7500 bytes in the dbt sync object store (its uploaded manifests")
 	if n := f.used(t, dbtsync.LedgerKey("deployment.12")); n != 0 {
 		t.Errorf("the refused deployment's ledger holds %d bytes", n)
 	}
@@ -694,13 +698,13 @@ func TestQueueLimitIs429ForSyncsAndRetries(t *testing.T) {
 	f := newFixtureWith(t, dbtsync.Options{Quotas: dbtsync.StorageQuotas{Deployment: 1 << 20}, MaxQueuedJobs: 2})
 	first, _ := f.queueSync(t, "a"), f.queueSync(t, "b")
 	_, err := f.svc.StartSync(context.Background(), developer, dep, dbtsync.BodyOf(`{"source":"manifest","branchName":"c","manifest":`+manifest+`}`))
-	wantErr(t, err, 429, "deployment 11 has 2 sync jobs queued or running, the most it may have (DBT_SYNC_MAX_QUEUED_JOBS)")
+	wantErr(t, err, 429, "deployment 11 has 2 sync jobs queued or running, the most it may have; retry")
 	if _, code, _, _ := errs.Answer(err); code != "job_limit" {
 		t.Errorf("code %q", code)
 	}
 	f.set(t, first, func(j *dbtsync.Job) { j.Status = dbtsync.StatusFailed })
 	_, err = f.svc.RetryJob(context.Background(), developer, dep, first)
-	wantErr(t, err, 429, "DBT_SYNC_MAX_QUEUED_JOBS")
+	wantErr(t, err, 429, "has 2 sync jobs queued or running")
 	if js := f.jobs(t); len(js) != 2 {
 		t.Errorf("jobs past the limit were queued: %d", len(js))
 	}

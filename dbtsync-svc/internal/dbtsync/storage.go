@@ -150,7 +150,7 @@ func (s *Storage) charge(ctx context.Context, acc, dep int64, from, to Charge) e
 	if err := s.Ledgers.UpdateLedger(ctx, deploymentLedger(dep), func(l *Ledger) error {
 		return l.move(op, from, to, s.Quotas.Deployment, now)
 	}); err != nil {
-		return quotaError(err, "deployment", dep, s.Quotas.Deployment, "DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES")
+		return quotaError(err, "deployment", dep, s.Quotas.Deployment)
 	}
 	err := s.Ledgers.UpdateLedger(ctx, accountLedger(acc), func(l *Ledger) error {
 		return l.move(op, from, to, s.Quotas.Account, now)
@@ -160,29 +160,28 @@ func (s *Storage) charge(ctx context.Context, acc, dep int64, from, to Charge) e
 		_ = s.Ledgers.UpdateLedger(context.WithoutCancel(ctx), deploymentLedger(dep), func(l *Ledger) error {
 			return l.move(back, to, from, s.Quotas.Deployment, now)
 		})
-		return quotaError(err, "account", acc, s.Quotas.Account, "DBT_SYNC_MAX_ACCOUNT_UPLOAD_BYTES")
+		return quotaError(err, "account", acc, s.Quotas.Account)
 	}
 	return nil
 }
 
-func quotaError(err error, scope string, id, quota int64, setting string) error {
+func quotaError(err error, scope string, id, quota int64) error {
 	var q errQuota
 	if !errors.As(err, &q) {
 		return err
 	}
-	return &QuotaError{Scope: fmt.Sprintf("%s %d", scope, id), Quota: quota, Used: q.used, Setting: setting}
+	return &QuotaError{Scope: fmt.Sprintf("%s %d", scope, id), Quota: quota, Used: q.used}
 }
 
 // QuotaError is a charge refused because it would pass a quota.
 type QuotaError struct {
 	Scope       string // "deployment 5", "account 1"
 	Quota, Used int64
-	Setting     string
 }
 
 func (e *QuotaError) Error() string {
-	return fmt.Sprintf("%s would pass its %d bytes in the dbt sync object store (%s; its uploaded manifests and files results hold %d); retry when its queued syncs have run or its results have expired",
-		e.Scope, e.Quota, e.Setting, e.Used)
+	return fmt.Sprintf("%s would pass its limit of %d bytes in the dbt sync object store (its uploaded manifests and files results hold %d); retry when its queued syncs have run or its results have expired",
+		e.Scope, e.Quota, e.Used)
 }
 
 func newOpID() string {

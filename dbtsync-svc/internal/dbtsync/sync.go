@@ -128,7 +128,7 @@ func (s *service) enqueue(ctx context.Context, job Job) error {
 
 func (s *service) jobLimit(dep int64) error {
 	return httpx.CodedErrorf(http.StatusTooManyRequests, errs.CodeJobLimit,
-		"deployment %d has %d sync jobs queued or running, the most it may have (DBT_SYNC_MAX_QUEUED_JOBS); retry when one has finished", dep, s.maxQueued)
+		"deployment %d has %d sync jobs queued or running, the most it may have; retry when one has finished", dep, s.maxQueued)
 }
 
 // targetBranch is the branch the sync writes: branchName, else dbt/<ref>, else
@@ -207,7 +207,7 @@ func (s *service) RetryJob(ctx context.Context, p *identity.Principal, dep int64
 		if ok, err := s.Manifests.HasManifest(ctx, manifestOf); err != nil {
 			return SyncAccepted{}, err
 		} else if !ok {
-			return SyncAccepted{}, errs.Conflictf("the manifest of sync job %s is no longer stored (a manifest is kept after a failed or canceled job until DBT_SYNC_OBJECT_MAX_AGE, and removed after a successful one): start a new sync with it", id)
+			return SyncAccepted{}, errs.Conflictf("the manifest of sync job %s is no longer stored (a manifest is kept for %s after a failed or canceled job, and removed after a successful one): start a new sync with it", id, s.storage.ObjectMaxAge)
 		}
 	}
 	nid := NewSyncJobID(s.now().UTC())
