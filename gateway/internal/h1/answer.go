@@ -114,7 +114,8 @@ func (resp *response) parse(head []byte) error {
 		!isDigit(line[9]) || !isDigit(line[10]) || !isDigit(line[11]) || (len(line) > 12 && line[12] != ' ') {
 		return errBadAnswer
 	}
-	resp.close = line[7] == '0'
+	http10 := line[7] == '0'
+	resp.close = http10
 	resp.status = int(line[9]-'0')*100 + int(line[10]-'0')*10 + int(line[11]-'0')
 	if resp.status < 100 {
 		return errBadAnswer
@@ -177,7 +178,10 @@ func (resp *response) parse(head []byte) error {
 		}
 		off = len(head) - len(rest)
 	}
-	if haveCL && haveTE {
+	// Content-Length with Transfer-Encoding is ambiguous, and Transfer-Encoding in an
+	// HTTP/1.0 answer is faulty framing (RFC 9112, 6.1): an HTTP/1.0 reader would take
+	// the chunks for a close-delimited body.
+	if haveCL && haveTE || haveTE && http10 {
 		return errBadAnswer
 	}
 	if resp.length == lengthToClose {

@@ -61,6 +61,7 @@ var (
 	errFieldSyntax   = badRequest("malformed header field: name \":\" value, the name a token without surrounding whitespace")
 	errObsFold       = badRequest("a header field is folded over several lines (obs-fold), which is not accepted")
 	errFieldValue    = badRequest("a header field value holds a control character")
+	errFieldValueTab = badRequest("a header field value begins or ends with a tab; only spaces may surround a value")
 	errHost          = badRequest("the request needs exactly one Host field with a valid host name")
 	errContentLength = badRequest("Content-Length must be given once, as digits only")
 	errCLAndTE       = badRequest("a request with both Content-Length and Transfer-Encoding is refused as ambiguous")
@@ -118,6 +119,11 @@ func parseHead(head string, r *Request, lim *Limits) *Error {
 			if c := value[i]; (c < 0x20 && c != '\t') || c == 0x7f {
 				return errFieldValue
 			}
+		}
+		if value != "" && (value[0] == '\t' || value[len(value)-1] == '\t') {
+			// A tab around a value is whitespace to net/http (the services trim it) but
+			// part of the value to nginx: either reading is the wrong one for someone.
+			return errFieldValueTab
 		}
 		if drop {
 			continue
