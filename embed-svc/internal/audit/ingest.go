@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -94,9 +95,10 @@ func NewIngester(o IngesterOptions) *Ingester {
 }
 
 // Run consumes until ctx ends, setting the stream and the consumer up again whenever
-// fetching fails (NATS restarted, the stream was deleted).
+// fetching fails (NATS restarted, the stream was deleted), after a wait that follows
+// retryBackOff.
 func (in *Ingester) Run(ctx context.Context) {
-	backoff := 100 * time.Millisecond
+	b := retryBackOff()
 	for ctx.Err() == nil {
 		cons, err := in.consumer(ctx)
 		if err == nil {
@@ -107,13 +109,28 @@ func (in *Ingester) Run(ctx context.Context) {
 		}
 		in.m.failures.WithLabelValues("stream").Inc()
 		in.o.Logger.WarnContext(ctx, "audit ingest: stream unavailable; retrying", "err", err)
+		t := time.NewTimer(b.NextBackOff())
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
-		case <-time.After(backoff):
+		case <-t.C:
 		}
-		backoff = min(backoff*2, 5*time.Second)
 	}
+}
+
+// The waits before setting the stream up again double from retryFirstWait up to
+// retryMaxWait, each drawn at random within retryJitter of that (±50%), so replicas
+// that lost NATS together do not come back together.
+const (
+	retryFirstWait = 100 * time.Millisecond
+	retryGrowth    = 2
+	retryMaxWait   = 5 * time.Second
+	retryJitter    = 0.5
+)
+
+func retryBackOff() *backoff.ExponentialBackOff {
+	return &backoff.ExponentialBackOff{InitialInterval: retryFirstWait, RandomizationFactor: retryJitter, Multiplier: retryGrowth, MaxInterval: retryMaxWait}
 }
 
 func (in *Ingester) consumer(ctx context.Context) (jetstream.Consumer, error) {
