@@ -32,6 +32,8 @@ func cloneFailure(ctx context.Context, host, ref string, err error, l Limits) er
 		return dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeRepositoryLimit, "%s", limit.msg))
 	case errors.Is(err, errMalformedPack):
 		return dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeRepositoryUnavailable, "the repository at %s sent objects that are not a git pack this platform reads", host))
+	case errors.Is(err, errAdvertTooLarge) || strings.Contains(err.Error(), errAdvertTooLarge.Error()):
+		return dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeRepositoryLimit, "the repository at %s lists references over the limit of %d bytes for its list of references", host, l.MaxRefAdverts))
 	case errors.Is(err, errRepoTooLarge):
 		return dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeRepositoryLimit, "the repository at %s is over the size limit of %d bytes (DBT_SYNC_MAX_REPO_BYTES)", host, l.MaxRepoBytes))
 	case ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded):

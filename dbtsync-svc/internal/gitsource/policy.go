@@ -141,9 +141,10 @@ func (p Policy) dialContext(ctx context.Context, network, address string) (net.C
 }
 
 // transport is what git clones over https with: dials through the policy, timeouts on
-// every phase, and at most maxBytes read from the server per response. (The client
-// around it, installHTTPS's, refuses redirects; the clone's context bounds its time.)
-func (p Policy) transport(maxBytes int64) http.RoundTripper {
+// every phase, at most maxAdvert bytes read of a reference advertisement (info/refs) and
+// maxBytes of any other response. (The client around it, installHTTPS's, refuses
+// redirects; the clone's context bounds its time.)
+func (p Policy) transport(maxBytes, maxAdvert int64) http.RoundTripper {
 	tr := &http.Transport{
 		DialContext:           p.dialContext,
 		TLSHandshakeTimeout:   10 * time.Second,
@@ -152,32 +153,38 @@ func (p Policy) transport(maxBytes int64) http.RoundTripper {
 		MaxIdleConns:          4,
 		ForceAttemptHTTP2:     true,
 	}
-	return limitedTransport{rt: tr, max: maxBytes}
+	return limitedTransport{rt: tr, max: maxBytes, maxAdvert: maxAdvert}
 }
 
-// limitedTransport stops reading a response after max bytes.
+// limitedTransport stops reading a response after its limit.
 type limitedTransport struct {
-	rt  http.RoundTripper
-	max int64
+	rt             http.RoundTripper
+	max, maxAdvert int64
 }
 
 func (l limitedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp, err := l.rt.RoundTrip(r)
-	if err != nil || l.max <= 0 {
+	if err != nil {
 		return resp, err
 	}
-	resp.Body = &limitedBody{rc: resp.Body, left: l.max}
+	switch {
+	case strings.HasSuffix(r.URL.Path, "/info/refs") && l.maxAdvert > 0:
+		resp.Body = &limitedBody{rc: resp.Body, left: l.maxAdvert, over: errAdvertTooLarge}
+	case l.max > 0:
+		resp.Body = &limitedBody{rc: resp.Body, left: l.max, over: errRepoTooLarge}
+	}
 	return resp, nil
 }
 
 type limitedBody struct {
 	rc   io.ReadCloser
 	left int64
+	over error // what a read past the limit returns
 }
 
 func (b *limitedBody) Read(p []byte) (int, error) {
 	if b.left <= 0 {
-		return 0, errRepoTooLarge
+		return 0, b.over
 	}
 	if int64(len(p)) > b.left {
 		p = p[:b.left]

@@ -20,12 +20,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
-	"github.com/go-git/go-git/v5/storage/memory"
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
@@ -65,57 +62,22 @@ type Opener interface {
 // Source checks repository URLs, lists their references and, when made by NewCloner,
 // clones them.
 type Source struct {
-	opener Opener
-	limits Limits
-	root   string // this process's clone directory ("": no clones); each clone gets its own directory under it
+	opener   Opener
+	limits   Limits
+	root     string        // this process's clone directory ("": no clones); each clone gets its own directory under it
+	listings chan struct{} // one token per reference listing running (HasRef)
 }
 
 // New checks repository URLs and lists references (the API process); it clones nothing.
 func New(opener Opener, limits Limits) *Source {
 	limits = limits.WithDefaults()
 	installTransports(limits)
-	return &Source{opener: opener, limits: limits}
+	return &Source{opener: opener, limits: limits, listings: make(chan struct{}, limits.RefListings)}
 }
 
 // CheckRepository applies the repository policy to url.
 func (s *Source) CheckRepository(ctx context.Context, url string) error {
 	return s.limits.Policy.CheckURL(ctx, url)
-}
-
-// refListTimeout bounds the listing inside the request that asked for it.
-const refListTimeout = 15 * time.Second
-
-// maxListedRefs bounds how many advertised references are looked at.
-const maxListedRefs = 100_000
-
-// HasRef reports whether ref is a branch or a tag of the integration's repository, by
-// listing the remote's references (git ls-remote: no objects are fetched). An error means
-// the repository could not be asked (the caller may let the job find out).
-func (s *Source) HasRef(ctx context.Context, in dbtsync.Integration, ref string) (bool, error) {
-	if err := s.limits.Policy.CheckURL(ctx, in.RepoURL); err != nil {
-		return false, dbtsync.Permanent(err)
-	}
-	auth, err := s.auth(in)
-	if err != nil {
-		return false, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, min(refListTimeout, s.limits.CloneTimeout))
-	defer cancel()
-	rem := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{in.RepoURL}})
-	refs, err := rem.ListContext(ctx, &git.ListOptions{Auth: auth})
-	if err != nil {
-		return false, cloneFailure(ctx, dbtsync.RepoHost(in.RepoURL), ref, err, s.limits)
-	}
-	want := refCandidates(ref)
-	for i, r := range refs {
-		if i >= maxListedRefs {
-			break
-		}
-		if r.Name() == want[0] || r.Name() == want[1] {
-			return true, nil
-		}
-	}
-	return false, nil
 }
 
 // Load fetches ref (a branch, else a tag) and reads the manifest at manifestPath when it

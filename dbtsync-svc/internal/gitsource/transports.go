@@ -37,7 +37,7 @@ func installTransports(l Limits) {
 // installHTTPS makes go-git clone over https with the policy's client (go-git keeps one
 // client per scheme for the process; the limits of the last Source made apply).
 func installHTTPS(l Limits) {
-	rt := l.Policy.transport(l.MaxRepoBytes)
+	rt := l.Policy.transport(l.MaxRepoBytes, l.MaxRefAdverts)
 	httpsMu.Lock()
 	httpsTransport = rt
 	httpsMu.Unlock()
