@@ -59,8 +59,9 @@ func TestDbtTenantsCannotTakeEachOthersShare(t *testing.T) {
 			t.Fatalf("sync: %s", r)
 		}
 		job := waitJob(t, dep, r.body["syncJobId"].(string), dev)
-		if job.body["status"] != "failed" || job.body["errorCode"] != "repository_limit" || !strings.Contains(fmt.Sprint(job.body["error"]), "DBT_SYNC_MAX_REPO_BYTES") {
-			t.Fatalf("want the job failed naming DBT_SYNC_MAX_REPO_BYTES, got %s", job)
+		if msg := fmt.Sprint(job.body["error"]); job.body["status"] != "failed" || job.body["errorCode"] != "repository_limit" ||
+			!strings.Contains(msg, "536870912 bytes") || strings.Contains(msg, "DBT_SYNC_") {
+			t.Fatalf("want the job failed naming the limit of 536870912 bytes (never the setting), got %s", job)
 		}
 		peak := peakRSS(t, s.Process("dbtsync-worker-1").Pid())
 		t.Logf("worker peak RSS after the 1.5 GiB zero blob: %d MiB", peak>>20)
@@ -80,7 +81,7 @@ func TestDbtTenantsCannotTakeEachOthersShare(t *testing.T) {
 		for range 20 {
 			wg.Go(func() {
 				r := a.call("POST", syncs(dep), dev, body)
-				if r.status != 202 && (r.status != 413 || r.body["code"] != "storage_quota" || !strings.Contains(r.message(), "DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES")) {
+				if r.status != 202 && (r.status != 413 || r.body["code"] != "storage_quota" || !strings.Contains(r.message(), fmt.Sprintf("its limit of %d bytes", quota)) || strings.Contains(r.message(), "DBT_SYNC_")) {
 					t.Errorf("an upload: %s", r)
 				}
 				mu.Lock()
@@ -109,7 +110,7 @@ func TestDbtTenantsCannotTakeEachOthersShare(t *testing.T) {
 			flood = append(flood, r.body["syncJobId"].(string))
 		}
 		r := a.call("POST", syncs(flooder), dev, neighbour.UploadSync("flood/over", 0))
-		if r.status != 429 || r.body["code"] != "job_limit" || !strings.Contains(r.message(), "DBT_SYNC_MAX_QUEUED_JOBS") {
+		if r.status != 429 || r.body["code"] != "job_limit" || !strings.Contains(r.message(), "has 20 sync jobs queued or running, the most it may have") || strings.Contains(r.message(), "DBT_SYNC_") {
 			t.Fatalf("a job past the deployment's limit: %s", r)
 		}
 		r = a.call("POST", syncs(victim), gadmin, neighbour.UploadSync("victim", 0))

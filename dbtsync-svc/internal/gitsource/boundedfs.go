@@ -38,7 +38,7 @@ func (b *boundedFS) Open(name string) (fs.File, error) {
 	case !st.Mode().IsRegular():
 		bad = fmt.Errorf("repository file %s is not a regular file", name)
 	case st.Size() > b.maxFile:
-		bad = fmt.Errorf("repository file %s is %d bytes, over the limit of %d bytes for a file the conversion reads (DBT_SYNC_MAX_FILE_BYTES)", name, st.Size(), b.maxFile)
+		bad = fmt.Errorf("repository file %s is %d bytes, over the limit of %d bytes for a file the conversion reads", name, st.Size(), b.maxFile)
 	}
 	if bad != nil {
 		f.Close()

@@ -35,9 +35,9 @@ func cloneFailure(ctx context.Context, host, ref string, err error, l Limits) er
 	case errors.Is(err, errAdvertTooLarge) || strings.Contains(err.Error(), errAdvertTooLarge.Error()):
 		return dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeRepositoryLimit, "the repository at %s lists references over the limit of %d bytes for its list of references", host, l.MaxRefAdverts))
 	case errors.Is(err, errRepoTooLarge):
-		return dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeRepositoryLimit, "the repository at %s is over the size limit of %d bytes (DBT_SYNC_MAX_REPO_BYTES)", host, l.MaxRepoBytes))
+		return dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeRepositoryLimit, "the repository at %s is over the size limit of %d bytes", host, l.MaxRepoBytes))
 	case ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded):
-		return dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeRepositoryUnavailable, "cloning from %s took longer than %s (DBT_SYNC_CLONE_TIMEOUT)", host, l.CloneTimeout))
+		return dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeRepositoryUnavailable, "cloning from %s took longer than the limit of %s", host, l.CloneTimeout))
 	case errors.Is(err, transport.ErrAuthenticationRequired) || errors.Is(err, transport.ErrAuthorizationFailed):
 		return dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeRepositoryUnavailable, "git server %s refused the credentials", host))
 	case errors.Is(err, transport.ErrRepositoryNotFound):

@@ -54,7 +54,7 @@ type packBudget struct {
 
 func (b *packBudget) charge(n int64) error {
 	if n < 0 || n > b.bytes {
-		return overLimit("the repository's files are over %d bytes (DBT_SYNC_MAX_REPO_BYTES)", b.limits.MaxRepoBytes)
+		return overLimit("the repository's files are over the size limit of %d bytes", b.limits.MaxRepoBytes)
 	}
 	b.bytes -= n
 	return nil
@@ -143,7 +143,7 @@ func (x *exploder) scan(sc *packfile.Scanner) error {
 		return fmt.Errorf("%w: %v", errMalformedPack, err)
 	}
 	if limit := maxPackObjects(x.budget.limits); count > limit {
-		return overLimit("the repository has more than %d files and directories (DBT_SYNC_MAX_FILES is %d)", limit, x.budget.limits.MaxFiles)
+		return overLimit("the repository has more than %d files and directories (the limit is %d files and as many directories)", limit, x.budget.limits.MaxFiles)
 	}
 	for range count {
 		if err := x.ctx.Err(); err != nil {

@@ -51,7 +51,7 @@ func (p Policy) CheckURL(ctx context.Context, raw string) error {
 	case "https":
 	case "file":
 		if !p.AllowFile {
-			return refused("file:// repositories are disabled on this platform (DBT_SYNC_ALLOW_FILE_URLS)")
+			return refused("file:// repositories are disabled on this platform")
 		}
 		return nil
 	default:

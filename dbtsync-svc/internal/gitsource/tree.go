@@ -211,7 +211,7 @@ func (w *walker) entry(mode, name, full string, h plumbing.Hash) (*node, *subdir
 	case 0o040000:
 		w.dirs++
 		if w.dirs > w.limits.MaxFiles {
-			return nil, nil, overLimit("the repository has more than %d directories (DBT_SYNC_MAX_FILES)", w.limits.MaxFiles)
+			return nil, nil, overLimit("the repository has more than %d directories, the most a sync reads", w.limits.MaxFiles)
 		}
 		n := &node{name: name, dir: true}
 		return n, &subdir{n, h, full}, nil
@@ -223,14 +223,14 @@ func (w *walker) entry(mode, name, full string, h plumbing.Hash) (*node, *subdir
 	}
 	w.files++
 	if w.files > w.limits.MaxFiles {
-		return nil, nil, overLimit("the repository has more than %d files (DBT_SYNC_MAX_FILES)", w.limits.MaxFiles)
+		return nil, nil, overLimit("the repository has more than %d files, the most a sync reads", w.limits.MaxFiles)
 	}
 	o, ok := w.store.objs[h]
 	if !ok || o.typ != plumbing.BlobObject {
 		return nil, nil, fmt.Errorf("%w: file %q is not a blob the pack holds", errMalformedPack, full)
 	}
 	if o.size > w.limits.MaxRepoBytes-w.bytes {
-		return nil, nil, overLimit("the repository's files are over %d bytes (DBT_SYNC_MAX_REPO_BYTES)", w.limits.MaxRepoBytes)
+		return nil, nil, overLimit("the repository's files are over the size limit of %d bytes", w.limits.MaxRepoBytes)
 	}
 	w.bytes += o.size
 	n := &node{name: name, blob: o}
