@@ -89,7 +89,7 @@ func (m Merged) Event() audit.Event {
 		ID: audit.DerivedID(at, fmt.Sprintf("audit merged %d %d", m.AccountID, at.UnixMilli())), Time: at, Service: "embed-svc",
 		AccountID: m.AccountID, Actor: audit.Actor{Type: audit.ActorSystem}, Action: ActionMerged,
 		Target: audit.Target{Type: "account", ID: strconv.FormatInt(m.AccountID, 10)}, Outcome: audit.Succeeded(0),
-		Details: map[string]any{"windowSeconds": int64(m.Length / time.Second), "limit": m.Limit, "setting": "AUDIT_ACCOUNT_MAX_EVENTS"},
+		Details: map[string]any{"windowSeconds": int64(m.Length / time.Second), "limit": m.Limit},
 	}
 }
 

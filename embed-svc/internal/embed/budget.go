@@ -49,7 +49,7 @@ func attributeBytesAfter(u ExternalUser, upd UserUpdate) int64 {
 // the limit existed, or under a higher one) may still mint and clear values.
 func (l Limits) checkUserAttributes(externalID string, before, after int64) error {
 	if after > int64(l.UserAttributeBytes) && after > before {
-		return errs.TooLargef("user %q would store %d bytes of attribute values, over the limit of %d bytes (EMBED_MAX_USER_ATTRIBUTE_BYTES); clear values (null) or send smaller ones",
+		return errs.TooLargef("user %q would store %d bytes of attribute values, over the limit of %d bytes; clear values (null) or send smaller ones",
 			externalID, after, l.UserAttributeBytes)
 	}
 	return nil

@@ -52,7 +52,7 @@ func TestUserAttributeValuesAreBoundedInTotal(t *testing.T) {
 	recordsBefore, _ := f.store.ListSessionRecords(ctx, accountID, "", embed.SessionCursor{}, time.Now(), 100)
 	_, err := f.svc.GenerateSession(ctx, f.adminKey(), over)
 	status, code, msg := answer(err)
-	if status != 413 || code != "too_large" || !strings.Contains(msg, "EMBED_MAX_USER_ATTRIBUTE_BYTES") || !strings.Contains(msg, "120 bytes") {
+	if status != 413 || code != "too_large" || !strings.Contains(msg, "over the limit of 100 bytes") || !strings.Contains(msg, "120 bytes") || strings.Contains(msg, "EMBED_") {
 		t.Fatalf("a third value: %d %s %q", status, code, msg)
 	}
 	if _, dc, dm := answer(dryErr); dc != code || dm != msg {
@@ -138,7 +138,7 @@ func TestPictureURLIsBounded(t *testing.T) {
 		return r
 	}
 	_, err := f.svc.GenerateSession(context.Background(), f.adminKey(), req(65))
-	if status, _, msg := answer(err); status != 413 || !strings.Contains(msg, "EMBED_MAX_PICTURE_URL_BYTES") {
+	if status, _, msg := answer(err); status != 413 || !strings.Contains(msg, "65 bytes, over the limit of 64 bytes") || strings.Contains(msg, "EMBED_") {
 		t.Fatalf("a picture URL of 65 bytes: %d %q", status, msg)
 	}
 	f.nothingWritten(t)
@@ -208,7 +208,7 @@ func TestStoredSessionCarriesNoValuesProfileOrSecurityContext(t *testing.T) {
 // TestLiveSessionsPerAccountAreBounded: an account holds at most
 // EMBED_MAX_LIVE_SESSIONS_PER_ACCOUNT sessions whose tokens have not expired (revoked
 // ones included: their markers live as long); past it a mint is 403 live_session_limit
-// naming the setting and writes nothing; another account is not affected; once the
+// naming the limit and writes nothing; another account is not affected; once the
 // tokens expire the account mints again.
 func TestLiveSessionsPerAccountAreBounded(t *testing.T) {
 	ctx := context.Background()
@@ -227,7 +227,7 @@ func TestLiveSessionsPerAccountAreBounded(t *testing.T) {
 	}
 	_, err := f.svc.GenerateSession(ctx, f.adminKey(), f.external("newcomer"))
 	status, code, msg := answer(err)
-	if status != 403 || code != "live_session_limit" || !strings.Contains(msg, "EMBED_MAX_LIVE_SESSIONS_PER_ACCOUNT") {
+	if status != 403 || code != "live_session_limit" || !strings.Contains(msg, "the account has 3 live embed sessions") || strings.Contains(msg, "EMBED_") {
 		t.Fatalf("a fourth session: %d %s %q", status, code, msg)
 	}
 	if _, err := f.store.ExternalUser(ctx, accountID, "newcomer"); err == nil {

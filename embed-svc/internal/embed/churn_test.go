@@ -30,7 +30,7 @@ func TestDefinitionChurnPerRequestIsCapped(t *testing.T) {
 	f := newFixture(t).withLimits(embed.Limits{DefinitionChanges: limit})
 	_, err := f.svc.GenerateSession(ctx, f.adminKey(), f.definitionsRequest(limit+1, "a"))
 	status, code, msg := answer(err)
-	if status != 400 || code != "invalid_request" || !strings.Contains(msg, "EMBED_MAX_DEFINITION_CHANGES") || !strings.Contains(msg, "11 definitions") {
+	if status != 400 || code != "invalid_request" || !strings.Contains(msg, "over the limit of 10 per request") || !strings.Contains(msg, "11 definitions") || strings.Contains(msg, "EMBED_") {
 		t.Fatalf("%d new definitions: %d %s %q", limit+1, status, code, msg)
 	}
 	if _, dryErr := f.svc.DryRunSession(ctx, f.adminKey(), f.definitionsRequest(limit+1, "a")); dryErr == nil || dryErr.Error() != err.Error() {

@@ -14,10 +14,10 @@ import (
 // limit.
 func (l Limits) check(req *GenerateSessionRequest) error {
 	if n := len(req.SecurityContext); n > l.SecurityContextBytes {
-		return errs.TooLargef("securityContext is %d bytes, over the limit of %d bytes (EMBED_MAX_SECURITY_CONTEXT_BYTES)", n, l.SecurityContextBytes)
+		return errs.TooLargef("securityContext is %d bytes, over the limit of %d bytes", n, l.SecurityContextBytes)
 	}
 	if d := jsonDepth(req.SecurityContext); d > l.SecurityContextDepth {
-		return errs.Invalidf("securityContext nests %d levels deep, over the limit of %d (EMBED_MAX_SECURITY_CONTEXT_DEPTH)", d, l.SecurityContextDepth)
+		return errs.Invalidf("securityContext nests %d levels deep, over the limit of %d", d, l.SecurityContextDepth)
 	}
 	for _, a := range []struct {
 		field string
@@ -27,16 +27,16 @@ func (l Limits) check(req *GenerateSessionRequest) error {
 		{"groupDefinitions", len(req.GroupDefinitions)}, {"userAttributeDefinitions", len(req.UserAttributeDefinitions)},
 	} {
 		if a.n > l.ArrayEntries {
-			return errs.Invalidf("%s has %d entries, over the limit of %d (EMBED_MAX_ARRAY_ENTRIES)", a.field, a.n, l.ArrayEntries)
+			return errs.Invalidf("%s has %d entries, over the limit of %d", a.field, a.n, l.ArrayEntries)
 		}
 	}
 	for i, a := range req.UserAttributes {
 		if n := len(a.Value); n > l.AttributeValueBytes {
-			return errs.TooLargef("userAttributes[%d] has a value of %d bytes, over the limit of %d bytes (EMBED_MAX_ATTRIBUTE_VALUE_BYTES)", i, n, l.AttributeValueBytes)
+			return errs.TooLargef("userAttributes[%d] has a value of %d bytes, over the limit of %d bytes", i, n, l.AttributeValueBytes)
 		}
 	}
 	if p := req.UserProfile; p != nil && p.Picture != nil && len(*p.Picture) > l.PictureURLBytes {
-		return errs.TooLargef("userProfile.picture is %d bytes, over the limit of %d bytes (EMBED_MAX_PICTURE_URL_BYTES)", len(*p.Picture), l.PictureURLBytes)
+		return errs.TooLargef("userProfile.picture is %d bytes, over the limit of %d bytes", len(*p.Picture), l.PictureURLBytes)
 	}
 	return nil
 }
@@ -47,7 +47,7 @@ func (l Limits) check(req *GenerateSessionRequest) error {
 // together, so that limit holds to within the number of mints in flight at once.
 func (s *service) checkRoom(ctx context.Context, accountID int64, scope string, plan *definitionPlan) error {
 	if n := len(plan.upserts); n > s.limits.DefinitionChanges {
-		return errs.Invalidf("the request creates or changes %d definitions, over the limit of %d per request (EMBED_MAX_DEFINITION_CHANGES); send them over several requests",
+		return errs.Invalidf("the request creates or changes %d definitions, over the limit of %d per request; send them over several requests",
 			n, s.limits.DefinitionChanges)
 	}
 	created := 0
@@ -70,7 +70,7 @@ func (s *service) checkDefinitionRoom(ctx context.Context, accountID int64, scop
 		return storeErr(err)
 	}
 	if n+int64(created) > limit {
-		return errs.Invalidf("scope %q holds %d definitions; %d more would pass the limit of %d (EMBED_MAX_DEFINITIONS_PER_SCOPE)", scope, n, created, limit)
+		return errs.Invalidf("scope %q holds %d definitions; %d more would pass the limit of %d", scope, n, created, limit)
 	}
 	return nil
 }

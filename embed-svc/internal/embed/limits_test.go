@@ -12,7 +12,7 @@ import (
 func TestLimitsCheck(t *testing.T) {
 	l := embed.DefaultLimits
 	deep := json.RawMessage(`{"a":` + strings.Repeat("[", 40) + strings.Repeat("]", 40) + `}`)
-	if e, ok := errs.As(l.Check(&embed.GenerateSessionRequest{SecurityContext: deep})); !ok || e.Kind != errs.Invalid || !strings.Contains(e.Message, "EMBED_MAX_SECURITY_CONTEXT_DEPTH") {
+	if e, ok := errs.As(l.Check(&embed.GenerateSessionRequest{SecurityContext: deep})); !ok || e.Kind != errs.Invalid || !strings.Contains(e.Message, "nests 41 levels deep, over the limit of") || strings.Contains(e.Message, "EMBED_") {
 		t.Fatalf("41 levels: %v", e)
 	}
 	brackets := json.RawMessage(`{"s":"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\\"[[[["}`)

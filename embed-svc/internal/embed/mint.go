@@ -223,7 +223,7 @@ func externalUserLimit(p *identity.Principal) int64 {
 // liveSessionLimit is the answer to a mint past the account's live sessions: each of
 // them may hold a session or a revocation marker in Redis, which every tenant shares.
 func liveSessionLimit(limit int) error {
-	return errs.Forbiddenf("the account has %d live embed sessions (minted in the last 24 hours, revoked ones included), its limit (EMBED_MAX_LIVE_SESSIONS_PER_ACCOUNT); sessions leave the count when their tokens expire", limit).
+	return errs.Forbiddenf("the account has %d live embed sessions (minted in the last 24 hours, revoked ones included), its limit; sessions leave the count when their tokens expire", limit).
 		WithCode(errs.CodeLiveSessionLimit)
 }
 

@@ -44,7 +44,7 @@ func (s *service) ensureTenant(ctx context.Context, accountID int64, tenant stri
 // tenantLimitReached is the mint's and the dry run's one answer to a new tenant past the
 // account's limit.
 func tenantLimitReached(limit int64, tenant string) error {
-	return errs.Invalidf("the account has %d embed tenants, the limit (EMBED_MAX_TENANTS_PER_ACCOUNT); tenant %q cannot be created", limit, tenant)
+	return errs.Invalidf("the account has %d embed tenants, the limit; tenant %q cannot be created", limit, tenant)
 }
 
 // knownTenants remembers tenants that exist, bounded in entries (emptied when full: it
