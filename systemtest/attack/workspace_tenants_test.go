@@ -309,7 +309,7 @@ func TestWorkspaceSharesStayBounded(t *testing.T) {
 		}
 		for _, f := range failed {
 			e := f.(map[string]any)["error"].(map[string]any)
-			if e["status"] != float64(413) || !strings.Contains(e["message"].(string), "WORKSPACE_MAX_BULK_MOVE_BYTES") {
+			if e["status"] != float64(413) || !strings.Contains(e["message"].(string), "over the limit of") || strings.Contains(e["message"].(string), "WORKSPACE_") {
 				t.Fatalf("failed entry %v, want 413 naming the limit", f)
 			}
 		}

@@ -80,17 +80,17 @@ func TestWorkspaceAttacks(t *testing.T) {
 
 	t.Run("TestCap_ItemMetaCalculatedFieldsAndDraftSizes", func(t *testing.T) {
 		cases := []struct {
-			name, env string
-			body      map[string]any
+			name, limit string
+			body        map[string]any
 		}{
-			{"meta", "WORKSPACE_MAX_META_BYTES", map[string]any{"name": "m", "meta": map[string]any{"b": strings.Repeat("x", 5000)}}},
-			{"calculatedFields", "WORKSPACE_MAX_CALCULATED_FIELDS_BYTES", map[string]any{"name": "c", "calculatedFields": map[string]any{"b": strings.Repeat("x", 3000)}}},
-			{"dashboardDraft", "WORKSPACE_MAX_DRAFT_BYTES", map[string]any{"name": "d", "dashboardDraft": map[string]any{"title": strings.Repeat("x", 4000)}}},
+			{"meta", "over the limit of 4096 bytes", map[string]any{"name": "m", "meta": map[string]any{"b": strings.Repeat("x", 5000)}}},
+			{"calculatedFields", "over the limit of 2048 bytes", map[string]any{"name": "c", "calculatedFields": map[string]any{"b": strings.Repeat("x", 3000)}}},
+			{"dashboardDraft", "over the limit of 3000 bytes", map[string]any{"name": "d", "dashboardDraft": map[string]any{"title": strings.Repeat("x", 4000)}}},
 		}
 		for _, c := range cases {
 			r := a.call("POST", ws(dep, "/workbooks"), ai, c.body)
-			if r.status != 413 || !strings.Contains(r.message(), c.name) || !strings.Contains(r.message(), c.env) {
-				t.Fatalf("%s over its limit: want 413 naming %s and %s, got %s", c.name, c.name, c.env, r)
+			if r.status != 413 || !strings.Contains(r.message(), c.name) || !strings.Contains(r.message(), c.limit) || strings.Contains(r.message(), "WORKSPACE_") {
+				t.Fatalf("%s over its limit: want 413 naming %s and %q (never the setting), got %s", c.name, c.name, c.limit, r)
 			}
 		}
 		if r := a.call("POST", ws(dep, "/workbooks"), ai, map[string]any{"name": "fits", "meta": map[string]any{"b": strings.Repeat("x", 3000)}}); r.status != 200 {
@@ -108,8 +108,8 @@ func TestWorkspaceAttacks(t *testing.T) {
 		}
 		for _, path := range []string{"/workbooks", "/reports", "/folders"} {
 			r := a.call("POST", ws(dep, path), ai, map[string]any{"name": "one-too-many"})
-			if r.status != 400 || !strings.Contains(r.message(), "WORKSPACE_MAX_ITEMS_PER_DEPLOYMENT") {
-				t.Fatalf("POST %s past the limit: want 400 naming WORKSPACE_MAX_ITEMS_PER_DEPLOYMENT, got %s", path, r)
+			if r.status != 400 || !strings.Contains(r.message(), "holds 40 items (folders, workbooks and reports), the limit") || strings.Contains(r.message(), "WORKSPACE_") {
+				t.Fatalf("POST %s past the limit: want 400 naming the limit of 40 items, got %s", path, r)
 			}
 		}
 		// Another deployment is not affected.

@@ -164,7 +164,7 @@ func TestFavorites(t *testing.T) {
 			}
 		}
 		r := e.favorite(t, dep, admin, "PUT", "workbook", ids[3])
-		if _, msg := errorBody(t, r); r.Status != 400 || !strings.Contains(msg, "WORKSPACE_MAX_FAVORITES") || r.Object(t)["code"] != "favorites_limit" {
+		if _, msg := errorBody(t, r); r.Status != 400 || !strings.Contains(msg, "you already have 3 favorites") || strings.Contains(msg, "WORKSPACE_") || r.Object(t)["code"] != "favorites_limit" {
 			t.Fatalf("fourth favorite: want 400 naming the limit, got %d %s", r.Status, r.Body)
 		}
 		if r := e.favorite(t, dep, admin, "PUT", "workbook", ids[0]); r.Status != 204 {

@@ -130,7 +130,7 @@ func (s *service) checkPublishedSize(workbook int64, dash *Dashboard) error {
 }
 
 func (s *service) publishedTooLarge(workbook int64, verb string, n int) error {
-	return errs.New(errs.TooLarge, "the published dashboard of workbook %d %s %d bytes, over the limit of %d bytes (WORKSPACE_MAX_PUBLISHED_BYTES): its widgets name more reports (or larger ones) than one dashboard holds",
+	return errs.New(errs.TooLarge, "the published dashboard of workbook %d %s %d bytes, over the limit of %d bytes: its widgets name more reports (or larger ones) than one dashboard holds",
 		workbook, verb, n, s.limits.PublishedBytes)
 }
 
@@ -156,7 +156,7 @@ func (s *service) checkDashboardReports(field string, cfg *DashboardConfig) erro
 		return nil
 	}
 	if n := len(reportIDs(cfg)); n > s.limits.DashboardReports {
-		return errs.Invalidf("%s names %d distinct reports (widgets' config.reportId), over the limit of %d (WORKSPACE_MAX_DASHBOARD_REPORTS)", field, n, s.limits.DashboardReports)
+		return errs.Invalidf("%s names %d distinct reports (widgets' config.reportId), over the limit of %d", field, n, s.limits.DashboardReports)
 	}
 	return nil
 }

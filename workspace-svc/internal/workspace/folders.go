@@ -205,7 +205,7 @@ func (s *service) SetPermissions(ctx context.Context, p *identity.Principal, dep
 	// Bounded: every request that touches the folder or its subtree reads its grants, and
 	// a listing reads those of every folder on its page.
 	if len(grants) > s.limits.Grants {
-		return nil, errs.Invalidf("a folder holds at most %d grants (WORKSPACE_MAX_FOLDER_GRANTS), not %d", s.limits.Grants, len(grants))
+		return nil, errs.Invalidf("a folder holds at most %d grants, not %d", s.limits.Grants, len(grants))
 	}
 	seen := map[int64]bool{}
 	for i, g := range grants {

@@ -148,7 +148,7 @@ func TestSetPermissionsValidatesEveryGrant(t *testing.T) {
 		many[i] = workspace.Grant{UserID: int64(i + 1), Level: "view"}
 	}
 	_, err = f.svc.SetPermissions(f.ctx, ai, f.dep, folder, many)
-	if e := wantErr(t, err, errs.Invalid, ""); e.Message != fmt.Sprintf("a folder holds at most %d grants (WORKSPACE_MAX_FOLDER_GRANTS), not %d", workspace.DefaultLimits.Grants, workspace.DefaultLimits.Grants+1) {
+	if e := wantErr(t, err, errs.Invalid, ""); e.Message != fmt.Sprintf("a folder holds at most %d grants, not %d", workspace.DefaultLimits.Grants, workspace.DefaultLimits.Grants+1) {
 		t.Fatalf("message %q", e.Message)
 	}
 	if kept, err := f.svc.GetPermissions(f.ctx, ai, f.dep, folder); err != nil || len(kept) != 2 {

@@ -226,7 +226,7 @@ func (s *service) SetFavorite(ctx context.Context, p *identity.Principal, dep in
 		return err
 	}
 	if len(have) >= s.limits.Favorites && !containsID(have, ref.ID) {
-		return errs.New(errs.Invalid, "you already have %d favorites in deployment %d, the limit (WORKSPACE_MAX_FAVORITES); remove one first", s.limits.Favorites, dep).WithCode(errs.CodeFavoritesLimit)
+		return errs.New(errs.Invalid, "you already have %d favorites in deployment %d, the limit; remove one first", s.limits.Favorites, dep).WithCode(errs.CodeFavoritesLimit)
 	}
 	return s.store.AddFavorite(ctx, dep, p.User.ID, ref, s.now())
 }

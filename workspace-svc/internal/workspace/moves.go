@@ -209,7 +209,7 @@ type moveAnswer struct {
 // first item always fits, so a single move never fails for its size.
 func (b *moveAnswer) admit(d *Item, size int) error {
 	if b.used > 0 && b.used+size > b.max {
-		return errs.New(errs.TooLarge, "%s %d was not moved: this bulk move already answers with %d bytes of moved items and it holds %d more, over the limit of %d bytes (WORKSPACE_MAX_BULK_MOVE_BYTES); move it in another request",
+		return errs.New(errs.TooLarge, "%s %d was not moved: this bulk move already answers with %d bytes of moved items and it holds %d more, over the limit of %d bytes; move it in another request",
 			d.Type.lower(), d.ID, b.used, size, b.max)
 	}
 	return nil

@@ -149,7 +149,7 @@ func TestBulkMoveAnswerStaysWithinItsLimit(t *testing.T) {
 	if !slices.Equal(movedIDs(res), []int64{refs[0].ID, refs[1].ID}) || len(res.Failed) != 1 || res.Failed[0].Ref != refs[2] {
 		t.Fatalf("moved %v, failed %+v; want two items (about 8 KB) moved and the third refused", movedIDs(res), res.Failed)
 	}
-	if e := res.Failed[0].Err; e.Kind != errs.TooLarge || !strings.Contains(e.Message, "WORKSPACE_MAX_BULK_MOVE_BYTES") {
+	if e := res.Failed[0].Err; e.Kind != errs.TooLarge || !strings.Contains(e.Message, "bytes of moved items and it holds") || !strings.Contains(e.Message, "over the limit of") || strings.Contains(e.Message, "WORKSPACE_") {
 		t.Fatalf("failed entry %+v, want 413 naming the limit", e)
 	}
 	if got := f.parentOf(workspace.TypeWorkbook, refs[2].ID); got != 0 {
@@ -234,7 +234,7 @@ func TestPublishStopsReadingReportsOnceTheDashboardIsFull(t *testing.T) {
 	}
 	log.reset()
 	_, err = f.svc.Publish(f.ctx, ai, f.dep, wb.ID, nil)
-	if e := wantErr(t, err, errs.TooLarge, ""); !strings.Contains(e.Message, "WORKSPACE_MAX_PUBLISHED_BYTES") {
+	if e := wantErr(t, err, errs.TooLarge, ""); !strings.Contains(e.Message, "over the limit of") || strings.Contains(e.Message, "WORKSPACE_") {
 		t.Fatalf("message %q", e.Message)
 	}
 	if n := len(log.contentRead()) - 1; n > 4 { // the workbook, then the reports
@@ -254,13 +254,13 @@ func TestDraftNamingTooManyReportsIsRefused(t *testing.T) {
 	}
 	f.svc = workspace.NewService(workspace.Ports{Store: f.store}, workspace.Options{Limits: workspace.Limits{DashboardReports: 2}})
 	_, err = f.svc.CreateItem(f.ctx, ai, f.dep, workspace.TypeWorkbook, workspace.CreateItemInput{Name: "b2", DashboardDraft: draft})
-	if e := wantErr(t, err, errs.Invalid, ""); !strings.Contains(e.Message, "WORKSPACE_MAX_DASHBOARD_REPORTS") || !strings.Contains(e.Message, "3 distinct") {
+	if e := wantErr(t, err, errs.Invalid, ""); !strings.Contains(e.Message, "over the limit of 2") || !strings.Contains(e.Message, "3 distinct") || strings.Contains(e.Message, "WORKSPACE_") {
 		t.Fatalf("create: %q", e.Message)
 	}
 	_, err = f.svc.UpdateItem(f.ctx, ai, f.dep, workspace.TypeWorkbook, wb.ID, workspace.UpdateItemInput{DashboardDraft: draft})
 	wantErr(t, err, errs.Invalid, "")
 	_, err = f.svc.Publish(f.ctx, ai, f.dep, wb.ID, nil)
-	if e := wantErr(t, err, errs.Invalid, ""); !strings.Contains(e.Message, "WORKSPACE_MAX_DASHBOARD_REPORTS") {
+	if e := wantErr(t, err, errs.Invalid, ""); !strings.Contains(e.Message, "over the limit of 2") || strings.Contains(e.Message, "WORKSPACE_") {
 		t.Fatalf("publish: %q", e.Message)
 	}
 	if _, err := f.svc.UpdateItem(f.ctx, ai, f.dep, workspace.TypeWorkbook, wb.ID, workspace.UpdateItemInput{DashboardDraft: draftNaming(11, 12, 11)}); err != nil {

@@ -243,7 +243,7 @@ func (s *service) checkRoom(ctx context.Context, dep int64) error {
 		return err
 	}
 	if n >= s.limits.ItemsPerDeployment {
-		return errs.New(errs.Invalid, "deployment %d holds %d items (folders, workbooks and reports), the limit (WORKSPACE_MAX_ITEMS_PER_DEPLOYMENT); delete some before creating more", dep, s.limits.ItemsPerDeployment).WithCode(errs.CodeItemLimit)
+		return errs.New(errs.Invalid, "deployment %d holds %d items (folders, workbooks and reports), the limit; delete some before creating more", dep, s.limits.ItemsPerDeployment).WithCode(errs.CodeItemLimit)
 	}
 	return nil
 }
@@ -253,15 +253,15 @@ func (s *service) checkRoom(ctx context.Context, dep int64) error {
 func (s *service) checkSizes(meta, calculated json.RawMessage, draft *DashboardConfig) error {
 	draftBytes := jsonBytes(draft)
 	for _, c := range []struct {
-		field, env string
-		n, max     int
+		field  string
+		n, max int
 	}{
-		{"meta", "WORKSPACE_MAX_META_BYTES", len(meta), s.limits.MetaBytes},
-		{"calculatedFields", "WORKSPACE_MAX_CALCULATED_FIELDS_BYTES", len(calculated), s.limits.CalculatedFieldsBytes},
-		{"dashboardDraft", "WORKSPACE_MAX_DRAFT_BYTES", draftBytes, s.limits.DraftBytes},
+		{"meta", len(meta), s.limits.MetaBytes},
+		{"calculatedFields", len(calculated), s.limits.CalculatedFieldsBytes},
+		{"dashboardDraft", draftBytes, s.limits.DraftBytes},
 	} {
 		if c.n > c.max {
-			return errs.New(errs.TooLarge, "%s is %d bytes, over the limit of %d bytes (%s)", c.field, c.n, c.max, c.env)
+			return errs.New(errs.TooLarge, "%s is %d bytes, over the limit of %d bytes", c.field, c.n, c.max)
 		}
 	}
 	return s.checkDashboardReports("dashboardDraft", draft)
