@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/gitsource"
+	"github.com/analyticsco/platform/dbtsync-svc/internal/isolate"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/queue/jetstream"
 	"github.com/analyticsco/platform/libs/audit/publish"
 	"github.com/analyticsco/platform/libs/config"
@@ -24,6 +25,8 @@ type Config struct {
 	MaxAttempts        int           `env:"DBT_SYNC_MAX_ATTEMPTS" default:"5" help:"worker mode: runs of a sync job (with backoff between them) before it ends failed"`
 	AckWait            time.Duration `env:"DBT_SYNC_ACK_WAIT" default:"30s" help:"worker mode: a job whose worker went silent this long is redelivered"`
 	JobTimeout         time.Duration `env:"DBT_SYNC_JOB_TIMEOUT" default:"15m" help:"worker mode: a job still running after this long fails, saying so"`
+	ChildCPULimit      time.Duration `env:"DBT_SYNC_CHILD_CPU_LIMIT" default:"15m" help:"worker mode: CPU time the child process that reads and converts one job's input (clone, tree walk, project or manifest read, conversion) may use; the kernel kills it at the limit (RLIMIT_CPU) and the job fails with work_limit"`
+	ChildMemoryLimit   int64         `env:"DBT_SYNC_CHILD_MEMORY_LIMIT" default:"2147483648" help:"worker mode: memory in bytes of the child process that reads and converts one job's input: its GOMEMLIMIT, with its address space (RLIMIT_AS) capped 2 GiB above for the Go runtime's reservations; a child that needs more fails the job with work_limit. Size the worker's memory for DBT_SYNC_WORKER_CONCURRENCY children"`
 	CloneTimeout       time.Duration `env:"DBT_SYNC_CLONE_TIMEOUT" default:"2m" help:"worker mode: a git clone still running after this long fails the job, saying so"`
 	MaxRepoBytes       int64         `env:"DBT_SYNC_MAX_REPO_BYTES" default:"536870912" help:"worker mode: most bytes a clone downloads, and most bytes of the files it inflates (each object's size is charged from its header before it is inflated); over it the job fails naming it"`
 	MaxRepoFiles       int           `env:"DBT_SYNC_MAX_FILES" default:"50000" help:"worker mode: most files (and most directories) of a cloned repository's tree; over it the job fails naming it"`
@@ -54,6 +57,11 @@ func (c Config) GitLimits() gitsource.Limits {
 		CloneTimeout: c.CloneTimeout, MaxRepoBytes: c.MaxRepoBytes, MaxFiles: c.MaxRepoFiles, MaxFileBytes: c.MaxFileBytes,
 		MaxTreeEntries: c.MaxTreeEntries, MaxPathBytes: c.MaxPathBytes, MaxLookupSteps: c.MaxLookupSteps,
 		MaxRefAdverts: c.MaxRefAdvertBytes, RefListings: c.RefListings}
+}
+
+// ChildLimits are what the child process that reads and converts one job's input may use.
+func (c Config) ChildLimits() isolate.Limits {
+	return isolate.Limits{CPU: c.ChildCPULimit, Memory: c.ChildMemoryLimit}
 }
 
 // StorageLimits are what sync jobs may keep in JetStream, as the queue takes them.

@@ -84,6 +84,9 @@ func TestLimitDefaultsAreTheConfigTags(t *testing.T) {
 	if !reflect.DeepEqual(gotStorage, wantStorage) {
 		t.Errorf("dbtsync-svc: the config tags give %+v, jetstream.DefaultLimits %+v", gotStorage, wantStorage)
 	}
+	if got, want := dbt.ChildLimits(), (dbtconfig.Config{}).ChildLimits().WithDefaults(); got != want {
+		t.Errorf("dbtsync-svc: the config tags give %+v, isolate.DefaultLimits %+v", got, want)
+	}
 }
 
 // load fills cfg from its tags' defaults alone (a required variable gets a placeholder).

@@ -1,5 +1,6 @@
 // Command dbtsync-svc turns dbt projects into data-model branches. `dbtsync-svc` serves
-// the API; `dbtsync-svc worker` consumes the job queue.
+// the API; `dbtsync-svc worker` consumes the job queue, and runs `dbtsync-svc
+// convert-child` for each job (internal/isolate).
 package main
 
 import (
@@ -16,7 +17,9 @@ import (
 
 	"github.com/analyticsco/platform/dbtsync-svc/config"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/app"
+	"github.com/analyticsco/platform/dbtsync-svc/internal/credentials"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
+	"github.com/analyticsco/platform/dbtsync-svc/internal/isolate"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/worker"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/obs"
@@ -36,6 +39,9 @@ func run(args []string) error {
 	mode := "api"
 	if len(args) > 0 {
 		mode = args[0]
+	}
+	if mode == isolate.Subcommand { // a worker's child: no configuration, no connection
+		isolate.Main(isolate.ChildOptions{})
 	}
 	if mode != "api" && mode != "worker" {
 		return fmt.Errorf("unknown mode %q: run with no argument for the API or with `worker`", mode)
@@ -108,7 +114,22 @@ func appDeps(cfg config.Config, db *mongo.Database, nc *nats.Conn, signer *ident
 
 // startWorker runs the job consumer until ctx ends; wait waits for it to stop.
 func startWorker(ctx context.Context, logger *slog.Logger, deps app.Deps, cfg config.Config) (wait func(), err error) {
-	w, err := app.NewWorker(ctx, deps, worker.Options{Concurrency: cfg.WorkerConcurrency, MaxAttempts: cfg.MaxAttempts, AckWait: cfg.AckWait, JobTimeout: cfg.JobTimeout}, "")
+	child, err := isolate.SelfCommand()
+	if err != nil {
+		return nil, err
+	}
+	opener, err := credentials.NewSealer(cfg.CredentialsKey)
+	if err != nil {
+		return nil, err
+	}
+	if !isolate.Supported {
+		logger.Warn("convert children run without CPU and memory limits on this system (Linux only): a cancel or the job timeout still kills them")
+	}
+	logger.Info("sync jobs read and convert their input in child processes", "cpu_limit", cfg.ChildCPULimit, "memory_limit_bytes", cfg.ChildMemoryLimit)
+	iso := &isolate.Runner{Command: child, Env: isolate.ChildEnv(os.Environ()), Limits: cfg.ChildLimits(),
+		Git: cfg.GitLimits().WithDefaults(), Opener: opener, Logger: logger}
+	w, err := app.NewWorker(ctx, deps, worker.Options{Concurrency: cfg.WorkerConcurrency, MaxAttempts: cfg.MaxAttempts, AckWait: cfg.AckWait, JobTimeout: cfg.JobTimeout,
+		Isolate: iso}, "")
 	if err != nil {
 		return nil, err
 	}

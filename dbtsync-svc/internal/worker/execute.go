@@ -24,7 +24,8 @@ type outcome struct {
 }
 
 // execute runs a claimed job and records how it ended. A run is bounded by JobTimeout
-// and stops at its next model when a cancel is requested.
+// and stops when a cancel is requested: an isolated run's child is killed then, an
+// in-process run stops at its next model.
 func (w *Worker) execute(ctx context.Context, d dbtsync.Delivery, job dbtsync.Job, span trace.Span, log *slog.Logger) {
 	stopKeepAlive := w.keepAlive(ctx, d)
 	runCtx, cancelRun := context.WithTimeout(ctx, w.opts.JobTimeout)
@@ -45,7 +46,7 @@ func (w *Worker) execute(ctx context.Context, d dbtsync.Delivery, job dbtsync.Jo
 		}
 	case err != nil:
 		if timedOut {
-			err = dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeJobTimeout, "the job ran longer than %s (DBT_SYNC_JOB_TIMEOUT) and was stopped", w.opts.JobTimeout))
+			err = dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeJobTimeout, "the job ran longer than %s, its time limit, and was stopped", w.opts.JobTimeout))
 		}
 		w.failed(bg, d, job, err, span, log)
 	default:
@@ -174,8 +175,9 @@ func (w *Worker) keepAlive(ctx context.Context, d dbtsync.Delivery) (stop func()
 	return func() { close(done) }
 }
 
-// watchCancel watches the job while it runs and calls cancel when a cancel is requested;
-// the conversion checks its context before each model. The returned flag tells a
+// watchCancel watches the job while it runs and calls cancel when a cancel is requested
+// (which kills an isolated run's child; an in-process conversion checks its context
+// before each model). The returned flag tells a
 // canceled run from a failed one.
 func (w *Worker) watchCancel(ctx context.Context, job dbtsync.Job, cancel context.CancelFunc) *atomic.Bool {
 	var flag atomic.Bool

@@ -8,25 +8,21 @@ import (
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
+	"github.com/analyticsco/platform/dbtsync-svc/internal/isolate"
 )
 
 // run converts the job's input and writes the outcome (a branch version or the result
 // files); it is safe to run again for the same job. A run that another run superseded
 // (errSuperseded) stops before it writes anything.
 func (w *Worker) run(ctx context.Context, job dbtsync.Job) (outcome, error) {
-	proj, err := w.load(ctx, job)
-	if err != nil {
-		return outcome{}, err
+	var res convert.Result
+	var total int
+	var err error
+	if w.opts.Isolate != nil {
+		res, total, err = w.produceIsolated(ctx, job)
+	} else {
+		res, total, err = w.produce(ctx, job)
 	}
-	total := len(proj.Models)
-	if err := w.progress(ctx, job, dbtsync.Progress{Phase: "converting", ModelsTotal: &total}); errors.Is(err, errSuperseded) {
-		return outcome{}, err
-	}
-	w.phase(ctx, job.SyncJobID, "converting")
-	if ctx.Err() != nil {
-		return outcome{}, ctx.Err()
-	}
-	res, err := w.convert(ctx, job, proj)
 	if err != nil {
 		return outcome{}, err
 	}
@@ -114,6 +110,70 @@ func (w *Worker) progress(ctx context.Context, job dbtsync.Job, p dbtsync.Progre
 	return err
 }
 
+// loaded records that the job's input is read, with its models, and passes the
+// "converting" phase.
+func (w *Worker) loaded(ctx context.Context, job dbtsync.Job, total int) error {
+	if err := w.progress(ctx, job, dbtsync.Progress{Phase: "converting", ModelsTotal: &total}); errors.Is(err, errSuperseded) {
+		return err
+	}
+	w.phase(ctx, job.SyncJobID, "converting")
+	return ctx.Err()
+}
+
+// converted records that done of the job's total models are converted.
+func (w *Worker) converted(ctx context.Context, job dbtsync.Job, done, total int) {
+	err := w.progress(ctx, job, dbtsync.Progress{Phase: "converting", ModelsTotal: &total, ModelsDone: done})
+	if err == nil && w.opts.Progressed != nil {
+		w.opts.Progressed(ctx, job.SyncJobID, done, total)
+	}
+}
+
+// produce reads and converts the job's input in this process (tests that run the
+// worker in-process: Options.Isolate nil).
+func (w *Worker) produce(ctx context.Context, job dbtsync.Job) (convert.Result, int, error) {
+	proj, err := w.load(ctx, job)
+	if err != nil {
+		return convert.Result{}, 0, err
+	}
+	total := len(proj.Models)
+	if err := w.loaded(ctx, job, total); err != nil {
+		return convert.Result{}, 0, err
+	}
+	res, err := w.convert(ctx, job, proj)
+	return res, total, err
+}
+
+// produceIsolated reads and converts the job's input in a child process (Options.Isolate)
+// that is killed when ctx ends (a cancel, the job's deadline): the worker opens the
+// input (the uploaded manifest, or the integration and its credentials) and keeps every
+// write; the child reads what the tenant supplied and converts it.
+func (w *Worker) produceIsolated(ctx context.Context, job dbtsync.Job) (convert.Result, int, error) {
+	total := 0
+	in := isolate.Input{Source: job.Source, ProgressEvery: w.opts.ProgressEvery,
+		Loaded:   func(n int) error { total = n; return w.loaded(ctx, job, n) },
+		Progress: func(done, n int) { w.converted(ctx, job, done, n) },
+		Logger:   w.logger.With("sync_job_id", job.SyncJobID, "deployment_id", job.DeploymentID)}
+	if job.Source == dbtsync.SourceManifest {
+		r, err := w.Manifests.Manifest(ctx, job.ManifestJobID())
+		if errors.Is(err, dbtsync.ErrNotFound) {
+			return convert.Result{}, 0, errManifestGone
+		}
+		if err != nil {
+			return convert.Result{}, 0, err
+		}
+		defer r.Close()
+		in.Manifest = r
+	} else {
+		integ, ref, err := w.integration(ctx, job)
+		if err != nil {
+			return convert.Result{}, 0, err
+		}
+		in.Integration, in.Ref = integ, ref
+	}
+	res, err := w.opts.Isolate.Run(ctx, in)
+	return res, total, err
+}
+
 // convert renders the project model by model, recording progress every ProgressEvery
 // models; it stops before the next model once ctx ends (a cancel, the job's deadline).
 func (w *Worker) convert(ctx context.Context, job dbtsync.Job, proj *convert.Project) (convert.Result, error) {
@@ -131,10 +191,7 @@ func (w *Worker) convert(ctx context.Context, job dbtsync.Job, proj *convert.Pro
 		if done <= 0 || done%w.opts.ProgressEvery != 0 || done == total {
 			continue
 		}
-		err := w.progress(ctx, job, dbtsync.Progress{Phase: "converting", ModelsTotal: &total, ModelsDone: done})
-		if err == nil && w.opts.Progressed != nil {
-			w.opts.Progressed(ctx, job.SyncJobID, done, total)
-		}
+		w.converted(ctx, job, done, total)
 	}
 	return res, nil
 }
@@ -145,7 +202,7 @@ func (w *Worker) load(ctx context.Context, job dbtsync.Job) (*convert.Project, e
 	if job.Source == dbtsync.SourceManifest {
 		r, err := w.Manifests.Manifest(ctx, job.ManifestJobID())
 		if errors.Is(err, dbtsync.ErrNotFound) {
-			return nil, dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeInputGone, "the uploaded manifest is gone from the object store"))
+			return nil, errManifestGone
 		}
 		if err != nil {
 			return nil, err
@@ -153,16 +210,27 @@ func (w *Worker) load(ctx context.Context, job dbtsync.Job) (*convert.Project, e
 		defer r.Close()
 		return dbtsync.DecodeManifest(bufio.NewReaderSize(r, 256<<10))
 	}
-	integ, err := w.Integrations.Integration(ctx, job.DeploymentID)
-	if errors.Is(err, dbtsync.ErrNotFound) {
-		return nil, dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeInputGone, "the deployment has no dbt git integration any more"))
-	}
+	integ, ref, err := w.integration(ctx, job)
 	if err != nil {
 		return nil, err
+	}
+	return w.Git.Load(ctx, integ, ref)
+}
+
+var errManifestGone = dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeInputGone, "the uploaded manifest is gone from the object store"))
+
+// integration is the deployment's git integration and the ref the job reads.
+func (w *Worker) integration(ctx context.Context, job dbtsync.Job) (dbtsync.Integration, string, error) {
+	integ, err := w.Integrations.Integration(ctx, job.DeploymentID)
+	if errors.Is(err, dbtsync.ErrNotFound) {
+		return integ, "", dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeInputGone, "the deployment has no dbt git integration any more"))
+	}
+	if err != nil {
+		return integ, "", err
 	}
 	ref := integ.Branch
 	if job.Ref != nil {
 		ref = *job.Ref
 	}
-	return w.Git.Load(ctx, integ, ref)
+	return integ, ref, nil
 }

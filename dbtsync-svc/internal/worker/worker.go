@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
+	"github.com/analyticsco/platform/dbtsync-svc/internal/isolate"
 	"github.com/analyticsco/platform/libs/audit"
 )
 
@@ -41,6 +42,10 @@ type Options struct {
 	// the API charges uploads (dbtsync.Options: the same settings).
 	Quotas       dbtsync.StorageQuotas
 	ObjectMaxAge time.Duration
+	// Isolate, when set, reads and converts each job's input in a child process it can
+	// kill (the worker's command and the local stack always set it); nil runs them in
+	// this process (tests of the worker's rules over fakes).
+	Isolate *isolate.Runner
 }
 
 func (o *Options) defaults() {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -52,7 +51,7 @@ var developer = &identity.Principal{Account: identity.Account{ID: 1}, User: &ide
 	Deployment: &identity.Deployment{ID: dep, ProductionBranch: "main"}}
 
 func newFixture(t *testing.T, g git) *fixture {
-	f := &fixture{store: memstore.New(), queue: memqueue.New(), audit: &audit.Memory{}, git: g, logger: slog.New(slog.NewTextHandler(os.Stderr, nil))}
+	f := &fixture{store: memstore.New(), queue: memqueue.New(), audit: &audit.Memory{}, git: g, logger: slogDiscard}
 	f.svc = dbtsync.NewService(dbtsync.Ports{Branches: f.store, Integrations: f.store, Jobs: f.queue, Manifests: f.queue, Ledgers: f.queue, Git: g}, dbtsync.Options{})
 	return f
 }

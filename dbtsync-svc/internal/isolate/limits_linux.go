@@ -1,0 +1,36 @@
+//go:build linux
+
+package isolate
+
+import (
+	"fmt"
+	"math"
+	"os/exec"
+	"syscall"
+	"time"
+)
+
+// setLimits caps this process's CPU time (the kernel kills it with SIGKILL at the limit:
+// soft and hard limits are equal) and its address space.
+func setLimits(cpu time.Duration, addressSpace int64) error {
+	if cpu > 0 {
+		secs := uint64(math.Ceil(cpu.Seconds()))
+		if err := syscall.Setrlimit(syscall.RLIMIT_CPU, &syscall.Rlimit{Cur: secs, Max: secs}); err != nil {
+			return fmt.Errorf("set RLIMIT_CPU: %w", err)
+		}
+	}
+	if addressSpace > 0 {
+		if err := syscall.Setrlimit(syscall.RLIMIT_AS, &syscall.Rlimit{Cur: uint64(addressSpace), Max: uint64(addressSpace)}); err != nil {
+			return fmt.Errorf("set RLIMIT_AS: %w", err)
+		}
+	}
+	return nil
+}
+
+// Supported reports whether children get their limits here.
+const Supported = true
+
+// childAttrs kills the child when the worker's thread that started it dies with the worker.
+func childAttrs(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}
