@@ -201,6 +201,22 @@ type backend struct {
 	Proc *Proc
 }
 
+// TunedProxy is httputil.ReverseProxy tuned (serveTunedProxy) in its own process in
+// front of the backend.
+func (e *Env) TunedProxy(ctx context.Context) (backend, error) {
+	return memo(e, "tuned-proxy", func() (backend, error) {
+		be, err := e.Backend(ctx)
+		if err != nil {
+			return backend{}, err
+		}
+		c, u, err := e.startSelf(ctx, "tuned-proxy", "-tuned-reverse-proxy", be.URL)
+		if err != nil {
+			return backend{}, err
+		}
+		return backend{URL: u, Proc: singleProc("tuned ReverseProxy", c.Pid())}, nil
+	})
+}
+
 // BareProxy is httputil.ReverseProxy in its own process in front of the backend.
 func (e *Env) BareProxy(ctx context.Context) (backend, error) {
 	return memo(e, "bare-proxy", func() (backend, error) {

@@ -57,6 +57,7 @@ type options struct {
 func main() {
 	backendMode := flag.Bool("backend", false, "internal: serve the bench backend on fd 3")
 	proxyMode := flag.String("reverse-proxy", "", "internal: serve a bare httputil.ReverseProxy to this URL on fd 3")
+	tunedProxyMode := flag.String("tuned-reverse-proxy", "", "internal: serve a tuned httputil.ReverseProxy (64 idle connections per host, a BufferPool) to this URL on fd 3")
 	var o options
 	flag.IntVar(&o.rounds, "rounds", 5, "measured rounds; each runs every variant once, in turn")
 	flag.DurationVar(&o.duration, "duration", 3*time.Second, "length of one variant's run in a round")
@@ -91,6 +92,8 @@ func main() {
 		err = serveBackend()
 	case *proxyMode != "":
 		err = serveBareProxy(*proxyMode)
+	case *tunedProxyMode != "":
+		err = serveTunedProxy(*tunedProxyMode)
 	default:
 		err = run(o)
 	}

@@ -10,7 +10,8 @@ import (
 )
 
 // The gateway table: what the gateway costs per request against the backend alone, a
-// bare Go reverse proxy, nginx, Caddy and HAProxy (issues 2 and 27). Every row sends the
+// bare Go reverse proxy, nginx, Caddy, HAProxy and a tuned Go reverse proxy (issues 2
+// and 27). Every row sends the
 // same request: POST /api/v1/embed/session/revoke with a 64-byte JSON body, a route that
 // takes a user's bearer token and an API key alike, so the two gateway rows differ in
 // the credential only.
@@ -27,8 +28,9 @@ func init() {
 			{Key: "e", Name: "(e) HAProxy, 2 threads", Setup: proxyRow((*Env).HAProxy)},
 			{Key: "f", Name: "(f) gateway, Bearer JWT", Setup: gatewayRow(func(gw gatewayInfo) string { return "Bearer " + gw.Bearer })},
 			{Key: "g", Name: "(g) gateway, Api-Key", Setup: gatewayRow(func(gw gatewayInfo) string { return "Api-Key " + gw.APIKey })},
+			{Key: "h", Name: "(h) tuned ReverseProxy", Setup: proxyRow((*Env).TunedProxy)},
 		},
-		Ratios: []Ratio{{"f", "c"}, {"g", "c"}, {"f", "d"}, {"g", "d"}, {"g", "f"}},
+		Ratios: []Ratio{{"f", "c"}, {"g", "c"}, {"f", "d"}, {"g", "d"}, {"g", "f"}, {"f", "h"}},
 		Notes:  gatewayBars,
 	})
 }
