@@ -8,12 +8,19 @@ import (
 	"github.com/analyticsco/platform/devstack"
 )
 
-// TestProductionBinariesDoNotLinkDevDependencies keeps FerretDB, nats-server, the
-// devstack helpers and the in-process test gateway out of every production binary.
+// TestProductionBinariesDoNotLinkDevDependencies keeps FerretDB (and the drivers and SDK
+// it brings, which every service's go.mod lists as indirect because its tests require
+// devstack), nats-server, the devstack helpers and the in-process test gateway out of
+// every production binary.
 func TestProductionBinariesDoNotLinkDevDependencies(t *testing.T) {
 	root := devstack.RepoRoot(t)
 	forbidden := []string{
-		"github.com/FerretDB/FerretDB",
+		"github.com/FerretDB/",
+		"github.com/SAP/go-hdb",
+		"github.com/go-sql-driver/mysql",
+		"modernc.org/sqlite",
+		"github.com/jackc/pgx",
+		"github.com/antithesishq/antithesis-sdk-go",
 		"github.com/nats-io/nats-server",
 		"github.com/analyticsco/platform/devstack",
 		"github.com/analyticsco/platform/systemtest",
