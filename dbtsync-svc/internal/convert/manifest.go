@@ -10,21 +10,61 @@ import (
 	"github.com/go-json-experiment/json"
 )
 
-// DecodeManifest reads a manifest.json as a stream, keeping only what the data model
-// needs: memory stays proportional to the models, not to the file (raw and compiled SQL,
-// macros, docs and the rest are skipped without being held).
+// DecodeManifest reads a manifest.json as a stream within DefaultManifestLimits, keeping
+// only what the data model needs: memory stays proportional to the members the
+// conversion reads, not to the file (raw and compiled SQL, macros, docs and the rest are
+// validated as they stream past and never held). A manifest is read once, as jsontext
+// reads JSON by default: a duplicate member name or invalid UTF-8 anywhere fails it
+// (a *FieldError saying where), and so does a member the conversion reads that is not
+// of the shape dbt writes.
 func DecodeManifest(r io.Reader) (*Project, error) { return DecodeManifestNotify(r, nil) }
 
-// DecodeManifestNotify is DecodeManifest calling onModel (when not nil) with each model as
-// soon as it is decoded, in manifest order, so a caller can prepare for its file while
-// the rest streams in.
+// DecodeManifestNotify is DecodeManifestWith the default limits.
+func DecodeManifestNotify(r io.Reader, onModel func(*Model)) (*Project, error) {
+	return DecodeManifestWith(r, ManifestLimits{}, onModel)
+}
+
+// ManifestLimits bound what one manifest read holds; a limit of zero or less takes its
+// DefaultManifestLimits value. Over a limit the read fails with a *ManifestLimitError.
+type ManifestLimits struct {
+	// MaxMemberBytes is the most bytes of one member the conversion reads whole: the
+	// members of a node it reads, together (not its SQL, which streams past), the
+	// metadata, one metric, semantic model or saved query. Each is held while it is read.
+	MaxMemberBytes int
+	// MaxNames is the most member names the objects open at once hold together: each is
+	// remembered, to refuse a duplicate (the nodes object's names are its node ids).
+	MaxNames int
+}
+
+// DefaultManifestLimits apply where ManifestLimits leaves a field zero.
+var DefaultManifestLimits = ManifestLimits{MaxMemberBytes: 32 << 20, MaxNames: 1 << 20}
+
+// WithDefaults is l with every limit not set at its DefaultManifestLimits value.
+func (l ManifestLimits) WithDefaults() ManifestLimits {
+	if l.MaxMemberBytes <= 0 {
+		l.MaxMemberBytes = DefaultManifestLimits.MaxMemberBytes
+	}
+	if l.MaxNames <= 0 {
+		l.MaxNames = DefaultManifestLimits.MaxNames
+	}
+	return l
+}
+
+// ErrMemberShape is a member the conversion reads (the metadata, a metric, a semantic
+// model, a saved query) that is not of the shape dbt writes.
+var ErrMemberShape = errors.New("a manifest member is not of the shape dbt writes")
+
+// DecodeManifestWith is DecodeManifest within limits, calling onModel (when not nil) with
+// each model as soon as it is decoded, in manifest order, so a caller can prepare for its
+// file while the rest streams in.
 //
 // One goroutine reads the stream and cuts it into members (each node, metric, semantic
 // model and saved query), validating what lies between them, and hands them on in
 // batches; one worker per CPU parses and validates the members; the caller's goroutine
 // takes their results in manifest order. The project, and the first error in manifest
 // order, are what one pass would give.
-func DecodeManifestNotify(r io.Reader, onModel func(*Model)) (*Project, error) {
+func DecodeManifestWith(r io.Reader, limits ManifestLimits, onModel func(*Model)) (*Project, error) {
+	limits = limits.WithDefaults()
 	workers := runtime.GOMAXPROCS(0)
 	inFlight := 16 + 2*workers
 	d := &decoding{work: make(chan *batch, 2*workers), order: make(chan *batch, 16), stop: make(chan struct{}),
@@ -33,12 +73,15 @@ func DecodeManifestNotify(r io.Reader, onModel func(*Model)) (*Project, error) {
 	wg.Add(1 + workers)
 	go func() {
 		defer wg.Done()
-		d.split(newStreamScanner(r, scanWindow))
+		s := newStreamScanner(r, scanWindow)
+		s.maxHold, s.names.max = limits.MaxMemberBytes, limits.MaxNames
+		d.maxNode = limits.MaxMemberBytes
+		d.split(s)
 	}()
 	for range workers {
 		go func() {
 			defer wg.Done()
-			np := &nodeParser{}
+			np := &nodeParser{maxNames: limits.MaxNames}
 			for b := range d.work {
 				b.parse(np)
 				b.done <- struct{}{}
@@ -116,28 +159,39 @@ func (b *batch) parse(np *nodeParser) {
 		case memberMetadata:
 			m.err = s.skip() // validated by the splitter; read by the collector
 		default:
-			// The rest is small: validated here, then decoded by reflection, a member of
-			// an unexpected shape reading as a zero one (as it always has).
-			m.err = s.skip()
-			switch m.kind {
-			case memberMetric:
-				v := &rawMetric{}
-				_ = json.Unmarshal(raw, v)
-				m.other = v
-			case memberSemanticModel:
-				v := &rawSemanticModel{}
-				_ = json.Unmarshal(raw, v)
-				m.other = v
-			case memberSavedQuery:
-				v := &rawSavedQuery{}
-				_ = json.Unmarshal(raw, v)
-				m.other = v
+			// The rest is small: validated here, then decoded by reflection.
+			if m.err = s.skip(); m.err == nil {
+				m.other, m.err = unmarshalMember(m.kind, raw)
 			}
 		}
 		if m.err == nil && s.ws() {
 			m.err = s.fail("after a value")
 		}
+		if m.err != nil && m.kind != memberMetadata {
+			m.err = atPath(sections[m.kind], atMember(b.buf[m.id0:m.id1], m.err))
+		}
 	}
+}
+
+// sections names the manifest's member that holds each kind of member.
+var sections = [...]string{memberNode: "nodes", memberMetadata: "metadata", memberMetric: "metrics",
+	memberSemanticModel: "semantic_models", memberSavedQuery: "saved_queries"}
+
+// unmarshalMember decodes a metric, semantic model or saved query.
+func unmarshalMember(kind memberKind, raw []byte) (any, error) {
+	var v any
+	switch kind {
+	case memberMetric:
+		v = &rawMetric{}
+	case memberSemanticModel:
+		v = &rawSemanticModel{}
+	case memberSavedQuery:
+		v = &rawSavedQuery{}
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMemberShape, err)
+	}
+	return v, nil
 }
 
 // decoding is the state shared by the splitter, the workers and the collector.
@@ -148,11 +202,24 @@ type decoding struct {
 	stop  chan struct{}
 	cur   *batch // the splitter's batch being filled
 	id    []byte // the splitter's copy of a node's id
+	// maxNode is the most bytes of the members of one node the splitter hands on.
+	maxNode int
 }
 
 // add puts a member into the current batch, handing the batch on once it is full; false
 // when the collector has stopped.
 func (d *decoding) add(kind memberKind, id, raw []byte) bool {
+	b := d.batch()
+	m := member{kind: kind, id0: len(b.buf)}
+	b.buf = append(b.buf, id...)
+	m.id1, m.v0 = len(b.buf), len(b.buf)
+	b.buf = append(b.buf, raw...)
+	m.v1 = len(b.buf)
+	return d.added(m)
+}
+
+// batch is the batch being filled.
+func (d *decoding) batch() *batch {
 	if d.cur == nil {
 		select {
 		case d.cur = <-d.free:
@@ -160,17 +227,66 @@ func (d *decoding) add(kind memberKind, id, raw []byte) bool {
 			d.cur = &batch{done: make(chan struct{}, 1)}
 		}
 	}
+	return d.cur
+}
+
+// added puts m, whose bytes are in the current batch, into it, handing the batch on
+// once it is full; false when the collector has stopped.
+func (d *decoding) added(m member) bool {
 	b := d.cur
-	m := member{kind: kind, id0: len(b.buf)}
-	b.buf = append(b.buf, id...)
-	m.id1, m.v0 = len(b.buf), len(b.buf)
-	b.buf = append(b.buf, raw...)
-	m.v1 = len(b.buf)
 	b.members = append(b.members, m)
 	if len(b.buf) < batchBytes {
 		return true
 	}
 	return d.flush()
+}
+
+// splitNode hands on the node at the current position as an object of the members the
+// conversion reads (nodeReads), validating and skipping the rest as they stream past: a
+// node's SQL is most of a manifest, and is never held.
+func (d *decoding) splitNode(s *scanner, id []byte) error {
+	b := d.batch()
+	m := member{kind: memberNode, id0: len(b.buf)}
+	b.buf = append(b.buf, id...)
+	m.id1, m.v0 = len(b.buf), len(b.buf)
+	b.buf = append(b.buf, '{')
+	err := s.object(func(name []byte) error {
+		if !nodeReads(name) {
+			return s.skip()
+		}
+		// The name's bytes are the window's: copied before the value's capture moves it.
+		if len(b.buf) > m.v0+1 {
+			b.buf = append(b.buf, ',')
+		}
+		b.buf = append(b.buf, '"')
+		b.buf = append(b.buf, name...) // nodeReads names need no escape
+		b.buf = append(b.buf, '"', ':')
+		var raw []byte
+		var err error
+		if c := s.peek(); c == '{' || c == '[' {
+			raw, err = s.capture()
+		} else {
+			raw, err = s.rawValue()
+		}
+		if err != nil {
+			return err
+		}
+		b.buf = append(b.buf, raw...)
+		if len(b.buf)-m.v0 > d.maxNode {
+			return &ManifestLimitError{Limit: "bytes of the members of one node the conversion reads", Value: int64(d.maxNode)}
+		}
+		return nil
+	})
+	if err != nil {
+		b.buf = b.buf[:m.id0]
+		return err
+	}
+	b.buf = append(b.buf, '}')
+	m.v1 = len(b.buf)
+	if !d.added(m) {
+		return errStopped
+	}
+	return nil
 }
 
 // flush hands the current batch on (to the collector, and to a worker); false when the
@@ -272,7 +388,12 @@ func applyMetadata(p *Project, raw []byte) error {
 		Version string `json:"dbt_schema_version"`
 		Adapter string `json:"adapter_type"`
 	}
-	_ = json.Unmarshal(raw, &md) // a member of an unexpected shape is not a broken manifest
+	if raw[0] != '{' {
+		return nil // metadata that is no object says nothing
+	}
+	if err := json.Unmarshal(raw, &md); err != nil {
+		return &FieldError{Path: "metadata", Err: fmt.Errorf("%w: %v", ErrMemberShape, err)}
+	}
 	p.Adapter = md.Adapter
 	if md.Version != "" {
 		v, err := CheckSchemaVersion(md.Version)
@@ -359,27 +480,23 @@ func (d *decoding) splitMembersOrNull(s *scanner, kind memberKind) error {
 // is not an object is skipped (it was never read); any other member is handed on.
 func (d *decoding) splitMembers(s *scanner, kind memberKind, objectsOnly bool) error {
 	return s.object(func(key []byte) error {
-		var id []byte
-		if kind == memberNode {
-			// The name's bytes are the window's: copied before the value's capture moves it.
-			d.id = append(d.id[:0], key...)
-			id = d.id
-		}
+		// The name's bytes are the window's: copied before the value's capture moves it.
+		d.id = append(d.id[:0], key...)
+		id := d.id
 		var raw []byte
 		var err error
 		switch c := s.peek(); {
+		case kind == memberNode && c == '{':
+			return d.splitNode(s, id)
+		case objectsOnly:
+			return s.skip() // an array as a node: validated, not read
 		case c == '{' || c == '[':
 			raw, err = s.capture()
-		case objectsOnly:
-			return s.skip()
 		default:
 			raw, err = s.rawValue()
 		}
 		if err != nil {
 			return err
-		}
-		if kind == memberNode && raw[0] != '{' {
-			return newBytesScanner(raw).skip() // an array as a node: validated, not read
 		}
 		if !d.add(kind, id, raw) {
 			return errStopped

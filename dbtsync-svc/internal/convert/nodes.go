@@ -15,17 +15,21 @@ import (
 // conversion's time. Strings go into an arena (one allocation per chunk, not per
 // string). One nodeParser per goroutine.
 type nodeParser struct {
-	s       *scanner
-	arena   []byte
-	scratch []byte
-	columns []Column // a node's columns as they are read; the model gets an exact copy
-	sc      scanner  // the scanner of the member being read
-	n       node     // the node being read
+	maxNames int // the scanner's names.max
+	s        *scanner
+	arena    []byte
+	scratch  []byte
+	columns  []Column // a node's columns as they are read; the model gets an exact copy
+	sc       scanner  // the scanner of the member being read
+	n        node     // the node being read
 }
 
 // reset points the parser at the bytes of the next member.
 func (np *nodeParser) reset(b []byte) *scanner {
-	np.sc = scanner{buf: b, mark: -1}
+	names := np.sc.names
+	names.reset()
+	names.max = np.maxNames
+	np.sc = scanner{buf: b, mark: -1, names: names}
 	np.s = &np.sc
 	return np.s
 }
@@ -83,7 +87,7 @@ func kindName(c byte) string {
 }
 
 // meta reads a meta object into m (merging, as json.Unmarshal into a map does); the
-// common empty one costs no allocation, one of an unexpected shape is ignored, as a
+// common empty one costs no allocation, a value that is no object is ignored, as a
 // missing one (nil).
 func (np *nodeParser) meta(m map[string]any) (map[string]any, error) {
 	s := np.s
@@ -96,34 +100,38 @@ func (np *nodeParser) meta(m map[string]any) (map[string]any, error) {
 	}
 	for _, c := range val[1 : len(val)-1] {
 		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
-			return unmarshalMeta(val, m), nil
+			return unmarshalMeta(val, m)
 		}
 	}
 	return m, nil
 }
 
-// unmarshalMeta is json.Unmarshal of val into the map m, nil when val is of another
-// shape (apart from meta: what escapes to the heap here is only allocated when used).
-func unmarshalMeta(val []byte, m map[string]any) map[string]any {
-	if json.Unmarshal(val, &m) != nil {
-		return nil
+// unmarshalMeta is json.Unmarshal of the object val into the map m (apart from meta:
+// what escapes to the heap here is only allocated when used). The scanner has validated
+// val as json.Unmarshal does, so an error is one neither expects.
+func unmarshalMeta(val []byte, m map[string]any) (map[string]any, error) {
+	if err := json.Unmarshal(val, &m); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNotJSON, err)
 	}
-	return m
+	return m, nil
 }
 
-// constraints reads constraints (json.Unmarshal, a value of another shape read as
-// missing); the common empty array costs nothing.
-func (np *nodeParser) constraints(dst []rawConstraint) ([]rawConstraint, error) {
+// constraints reads constraints (json.Unmarshal); the common empty array costs nothing.
+// A value of another shape is a problem that makes the model a warning (constraints
+// that say nothing, null or not an array, read as missing).
+func (np *nodeParser) constraints(dst []rawConstraint) (_ []rawConstraint, problem string, err error) {
 	val, err := np.s.rawValue()
-	if err != nil || string(val) == "[]" {
-		return dst, err
+	if err != nil || string(val) == "[]" || val[0] != '[' {
+		return dst, "", err
 	}
-	return unmarshalConstraints(val, dst), nil
+	return unmarshalConstraints(val, dst)
 }
 
-func unmarshalConstraints(val []byte, dst []rawConstraint) []rawConstraint {
-	_ = json.Unmarshal(val, &dst)
-	return dst
+func unmarshalConstraints(val []byte, dst []rawConstraint) ([]rawConstraint, string, error) {
+	if err := json.Unmarshal(val, &dst); err != nil {
+		return dst, "constraints could not be read: " + err.Error(), nil
+	}
+	return dst, "", nil
 }
 
 // rawConstraint is a dbt model or column constraint (dbt 1.5+).
@@ -184,9 +192,12 @@ func (np *nodeParser) column() (c Column, problem string, err error) {
 		case "tags":
 			return np.primaryKeyTag(&c.PrimaryKey)
 		case "constraints":
-			cs, err := np.constraints(nil)
+			cs, bad, err := np.constraints(nil)
 			for _, k := range cs {
 				c.PrimaryKey = c.PrimaryKey || k.Type == "primary_key"
+			}
+			if bad != "" && problem == "" {
+				problem = bad
 			}
 			return err
 		case "config":
@@ -259,7 +270,19 @@ func (np *nodeParser) parseNode() (m *Model, t Test, isTest bool, err error) {
 	return nil, Test{}, false, nil
 }
 
-// member reads the value of the node's member key.
+// nodeReads is whether member reads a node's member name (the splitter hands on no
+// other).
+func nodeReads(name []byte) bool {
+	switch string(name) {
+	case "resource_type", "name", "alias", "relation_name", "constraints", "database", "schema", "description",
+		"column_name", "attached_node", "meta", "primary_key", "test_metadata", "refs", "config", "columns",
+		"version", "latest_version":
+		return true
+	}
+	return false
+}
+
+// member reads the value of the node's member key (one nodeReads names).
 func (np *nodeParser) member(n *node, key []byte) error {
 	s, m := np.s, n.m
 	switch string(key) {
@@ -272,8 +295,11 @@ func (np *nodeParser) member(n *node, key []byte) error {
 	case "relation_name":
 		return np.text(&m.RelationName)
 	case "constraints":
-		var err error
-		n.constraints, err = np.constraints(n.constraints)
+		cs, problem, err := np.constraints(n.constraints)
+		n.constraints = cs
+		if problem != "" && m.Err == "" {
+			m.Err = problem
+		}
 		return err
 	case "database":
 		return np.text(&m.Database)
@@ -291,8 +317,10 @@ func (np *nodeParser) member(n *node, key []byte) error {
 		return err
 	case "primary_key":
 		val, err := s.rawValue()
-		if err == nil {
-			_ = json.Unmarshal(val, &m.PrimaryKey)
+		if err == nil && val[0] == '[' {
+			if err := json.Unmarshal(val, &m.PrimaryKey); err != nil && m.Err == "" {
+				m.Err = "primary_key could not be read: " + err.Error()
+			}
 		}
 		return err
 	case "test_metadata":
@@ -378,8 +406,7 @@ func (np *nodeParser) config(n *node) error {
 			}
 			val, err := s.rawValue()
 			if err == nil {
-				n.cmeta = nil
-				_ = json.Unmarshal(val, &n.cmeta)
+				n.cmeta, err = unmarshalMeta(val, nil)
 			}
 			return err
 		}

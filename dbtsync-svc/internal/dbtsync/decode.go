@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/go-json-experiment/json/jsontext"
 
@@ -19,10 +20,10 @@ import (
 // at once. It only parses: StartSync applies the rules. On an error the fields decoded
 // so far are returned too (the audit trail names them).
 func decodeStartSyncRequest(body io.Reader, manifest io.Writer) (StartSyncInput, error) {
-	// Duplicate names are allowed: rejecting them makes the decoder remember every member
-	// name of every open object, which a body of millions of short keys turns into
-	// hundreds of MiB (security review #8). The worker decodes the manifest again anyway.
-	d := &startSyncDecoder{dec: jsontext.NewDecoder(body, jsontext.AllowDuplicateNames(true)), manifest: manifest,
+	// The body is read as the worker reads the manifest: a duplicate member name or
+	// invalid UTF-8 anywhere is refused. The decoder remembers the names of the open
+	// objects to do so, which copyManifest bounds (maxOpenNames).
+	d := &startSyncDecoder{dec: jsontext.NewDecoder(body), manifest: manifest,
 		in: StartSyncInput{Source: SourceGit, Output: OutputBranch}}
 	if err := d.object(); err != nil {
 		return d.in, err
@@ -180,13 +181,31 @@ func syntaxError(err error) error {
 	}
 	var se *jsontext.SyntacticError
 	if errors.As(err, &se) {
-		if errors.Is(err, jsontext.ErrDuplicateName) {
-			return errs.Invalidf("malformed JSON: duplicate field at %s", se.JSONPointer)
+		switch {
+		case errors.Is(err, jsontext.ErrDuplicateName):
+			return errs.Invalidf("malformed JSON: duplicate member name %q in %s", se.JSONPointer.LastToken(), where(se.JSONPointer.Parent()))
+		// jsontext exports no error for these two.
+		case se.Err != nil && strings.HasPrefix(se.Err.Error(), "invalid UTF-8"):
+			return errs.Invalidf("malformed JSON: invalid UTF-8 in a string at %s (byte %d)", where(se.JSONPointer), se.ByteOffset)
+		case se.Err != nil && strings.HasPrefix(se.Err.Error(), "invalid surrogate pair"):
+			return errs.Invalidf("malformed JSON: invalid UTF-16 surrogate pair in a string at %s (byte %d)", where(se.JSONPointer), se.ByteOffset)
 		}
 		return errs.Invalidf("malformed JSON at byte %d: %v", se.ByteOffset, se.Err)
 	}
 	return errs.Invalidf("malformed JSON: %v", err)
 }
+
+// where is a JSON pointer as a message says it ("/" for the body itself).
+func where(p jsontext.Pointer) string {
+	if p == "" {
+		return "/"
+	}
+	return string(p)
+}
+
+// maxOpenNames is the most member names the open objects of a manifest hold together,
+// as the worker's scan allows (each is remembered to refuse a duplicate).
+var maxOpenNames = convert.DefaultManifestLimits.MaxNames
 
 // manifestCheckError is a manifest that is well-formed JSON but fails a check (its
 // schema version): with the source not yet known, the stream goes on and the error
@@ -204,9 +223,10 @@ func copyManifest(dec *jsontext.Decoder, w io.Writer, stopOnCheck bool) (int, er
 		object  bool
 		wantKey bool
 		key     string
+		names   int
 	}
 	var stack []frame
-	version := 0
+	version, names := 0, 0
 	for {
 		tok, err := dec.ReadToken()
 		if err != nil {
@@ -217,6 +237,10 @@ func copyManifest(dec *jsontext.Decoder, w io.Writer, stopOnCheck bool) (int, er
 		if isKey {
 			stack[len(stack)-1].key = tok.String()
 			stack[len(stack)-1].wantKey = false
+			stack[len(stack)-1].names++
+			if names++; names > maxOpenNames {
+				return 0, errs.TooLargef("field \"manifest\" is over its limit of %d member names in the objects open at once", maxOpenNames)
+			}
 		} else if len(stack) > 0 && kind != '}' && kind != ']' {
 			top := &stack[len(stack)-1]
 			// A string value at manifest.metadata.dbt_schema_version is the version.
@@ -247,6 +271,7 @@ func copyManifest(dec *jsontext.Decoder, w io.Writer, stopOnCheck bool) (int, er
 		case '[':
 			stack = append(stack, frame{})
 		case '}', ']':
+			names -= stack[len(stack)-1].names
 			stack = stack[:len(stack)-1]
 			if len(stack) == 0 {
 				if checkErr != nil {
