@@ -46,6 +46,13 @@ func SetMemoryLimit(root string, getenv func(string) string) MemoryLimit {
 	return MemoryLimit{Bytes: soft, Reason: fmt.Sprintf("%d%% of %s (%d bytes)", MemoryLimitPercent, file, limit)}
 }
 
+// CgroupMemoryLimit is the memory limit of this process's cgroup (/sys/fs/cgroup, v2 or
+// v1) in bytes: 0 when it sets none or none can be read.
+func CgroupMemoryLimit() int64 {
+	n, _, _ := cgroupMemoryLimit("/sys/fs/cgroup")
+	return n
+}
+
 // cgroupMemoryLimit reads the cgroup's memory limit under root: 0 when it sets none.
 func cgroupMemoryLimit(root string) (limit int64, file string, err error) {
 	for _, f := range []string{"memory.max", filepath.Join("memory", "memory.limit_in_bytes")} {

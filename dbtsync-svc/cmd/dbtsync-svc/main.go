@@ -125,8 +125,9 @@ func startWorker(ctx context.Context, logger *slog.Logger, deps app.Deps, cfg co
 	if !isolate.Supported {
 		logger.Warn("convert children run without CPU and memory limits on this system (Linux only): a cancel or the job timeout still kills them")
 	}
-	logger.Info("sync jobs read and convert their input in child processes", "cpu_limit", cfg.ChildCPULimit, "memory_limit_bytes", cfg.ChildMemoryLimit)
-	iso := &isolate.Runner{Command: child, Env: isolate.ChildEnv(os.Environ()), Limits: cfg.ChildLimits(),
+	limits := childLimits(cfg, server.CgroupMemoryLimit(), logger)
+	logger.Info("sync jobs read and convert their input in child processes", "cpu_limit", limits.CPU, "memory_limit_bytes", limits.Memory)
+	iso := &isolate.Runner{Command: child, Env: isolate.ChildEnv(os.Environ()), Limits: limits,
 		Git: cfg.GitLimits().WithDefaults(), Opener: opener, Logger: logger}
 	w, err := app.NewWorker(ctx, deps, worker.Options{Concurrency: cfg.WorkerConcurrency, MaxAttempts: cfg.MaxAttempts, AckWait: cfg.AckWait, JobTimeout: cfg.JobTimeout,
 		Isolate: iso}, "")
@@ -140,4 +141,22 @@ func startWorker(ctx context.Context, logger *slog.Logger, deps app.Deps, cfg co
 			logger.Error("worker", "err", err)
 		}
 	}, nil
+}
+
+// childLimits are the configured limits of a convert child, its memory lowered to its
+// share of the worker's cgroup (80% of the limit over the jobs run at once) when the
+// configured value does not fit: a child the cgroup's OOM killer stops fails as an
+// internal error, one its own limit stops fails work_limit, saying so.
+func childLimits(cfg config.Config, cgroup int64, logger *slog.Logger) isolate.Limits {
+	l := cfg.ChildLimits().WithDefaults()
+	if cgroup <= 0 {
+		return l
+	}
+	share := cgroup / 100 * 80 / int64(max(cfg.WorkerConcurrency, 1))
+	if l.Memory > share {
+		logger.Warn("the convert children's memory limit does not fit the worker's cgroup; each child gets its share",
+			"configured_bytes", l.Memory, "cgroup_bytes", cgroup, "concurrency", cfg.WorkerConcurrency, "share_bytes", share)
+		l.Memory = share
+	}
+	return l
 }

@@ -49,6 +49,7 @@ func Serve(in io.Reader, out io.Writer, opts ChildOptions) error {
 	if err := setLimits(req.CPU, req.Memory+addressHeadroom); err != nil {
 		return err
 	}
+	preferOOMKill()
 	debug.SetMemoryLimit(req.Memory)
 	bw := bufio.NewWriterSize(out, 256<<10)
 	enc := gob.NewEncoder(bw)

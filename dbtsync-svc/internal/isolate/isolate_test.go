@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/gob"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
@@ -26,6 +29,11 @@ func TestMain(m *testing.M) {
 	switch os.Getenv(childMode) {
 	case "serve":
 		Main(ChildOptions{})
+	case "report": // the child's limits as it runs, in a panic's message
+		Main(ChildOptions{Inspect: func(*convert.Project) {
+			score, _ := os.ReadFile("/proc/self/oom_score_adj")
+			panic(fmt.Sprintf("oom_score_adj=%s gomemlimit=%d", strings.TrimSpace(string(score)), debug.SetMemoryLimit(-1)))
+		}})
 	case "dump": // what a child receives, written to DUMP_TO
 		var req request
 		if err := gob.NewDecoder(os.Stdin).Decode(&req); err != nil {
@@ -185,5 +193,19 @@ func TestStderrCaptureKeepsItsHeadAndTailBounded(t *testing.T) {
 	}
 	if !oom(s) {
 		t.Error("an out-of-memory crash is not told apart")
+	}
+}
+
+// A child sets its soft memory limit, and offers itself to the OOM killer before its
+// worker; its crash is an internal failure that a retry may mend, with its stderr.
+func TestTheChildSetsItsMemoryLimitAndIsTheOOMKillersFirstChoice(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the limits are Linux's")
+	}
+	rn := runner("report")
+	rn.Limits = Limits{Memory: 300 << 20}
+	_, err := rn.Run(context.Background(), Input{Source: dbtsync.SourceManifest, Manifest: strings.NewReader(manifestV12)})
+	if err == nil || dbtsync.IsPermanent(err) || !strings.Contains(err.Error(), fmt.Sprintf("oom_score_adj=500 gomemlimit=%d", 300<<20)) || !strings.Contains(err.Error(), "exit status 2") {
+		t.Errorf("error %v", err)
 	}
 }
