@@ -24,8 +24,8 @@ import (
 	"code.dny.dev/ssrf"
 )
 
-// ErrNotPublic: the destination is not a public internet address, and the operator did
-// not allow it.
+// ErrNotPublic is the error of a destination that is not a public internet address and
+// that the operator did not allow.
 var ErrNotPublic = errors.New("not a public internet address")
 
 // Guard is a destination check; the zero value is not usable, New makes one. Safe for

@@ -22,7 +22,7 @@ import (
 
 // loadWithin loads url as the worker does and fails the test, rather than hanging, when
 // the load takes longer than d.
-func loadWithin(t *testing.T, ctx context.Context, s *Source, url string, d time.Duration) (*convert.Project, error, time.Duration) {
+func loadWithin(t *testing.T, ctx context.Context, s *Source, url string, d time.Duration) (*convert.Project, time.Duration, error) {
 	t.Helper()
 	type result struct {
 		p   *convert.Project
@@ -36,10 +36,10 @@ func loadWithin(t *testing.T, ctx context.Context, s *Source, url string, d time
 	}()
 	select {
 	case r := <-done:
-		return r.p, r.err, time.Since(start)
+		return r.p, time.Since(start), r.err
 	case <-time.After(d):
 		t.Fatalf("Load still running after %s", d)
-		return nil, nil, 0
+		return nil, 0, nil
 	}
 }
 
@@ -90,7 +90,7 @@ func TestALinkBombFailsOnTheLinksAPathMayFollow(t *testing.T) {
 		}
 		return withProject(r, entries...)
 	})
-	_, err, took := loadWithin(t, context.Background(), cloner(t, Limits{}), url, 20*time.Second)
+	_, took, err := loadWithin(t, context.Background(), cloner(t, Limits{}), url, 20*time.Second)
 	wantWorkLimit(t, err, "symbolic links", "limit of 40 links per path")
 	if took > time.Second {
 		t.Errorf("the link bomb took %s to fail", took)
@@ -118,10 +118,10 @@ func TestLinksUpToFortyPerPathResolve(t *testing.T) {
 			return withProject(r, gitrepo.TreeEntry{Name: "models", Mode: gitrepo.ModeDir, Hash: inner})
 		}
 	}
-	if _, err, _ := loadWithin(t, context.Background(), cloner(t, Limits{}), repo(t, chain(40)), 20*time.Second); err != nil {
+	if _, _, err := loadWithin(t, context.Background(), cloner(t, Limits{}), repo(t, chain(40)), 20*time.Second); err != nil {
 		t.Fatalf("40 links: %v", err)
 	}
-	_, err, _ := loadWithin(t, context.Background(), cloner(t, Limits{}), repo(t, chain(41)), 20*time.Second)
+	_, _, err := loadWithin(t, context.Background(), cloner(t, Limits{}), repo(t, chain(41)), 20*time.Second)
 	wantWorkLimit(t, err, "models/l41", "limit of 40 links per path")
 }
 
@@ -148,7 +148,7 @@ func TestASubtreeOfSkippedEntriesNamedFromManyDirectoriesFailsOnTheEntryBudget(t
 		return withProject(r, dirs...)
 	})
 	// 300,400 entries read for 100 directories and 100 files.
-	_, err, _ := loadWithin(t, context.Background(), cloner(t, Limits{}), url, 20*time.Second)
+	_, _, err := loadWithin(t, context.Background(), cloner(t, Limits{}), url, 20*time.Second)
 	wantWorkLimit(t, err, "limit of 200000 tree entries")
 }
 
@@ -157,6 +157,9 @@ func TestAPathOverFourKilobytesFailsOnThePathLimit(t *testing.T) {
 	t.Parallel()
 	url := repo(t, func(r *gitrepo.Repo) (gitrepo.Hash, error) {
 		h, err := r.Tree(nil)
+		if err != nil {
+			return "", err
+		}
 		for i := range 25 {
 			if h, err = r.Tree([]gitrepo.TreeEntry{{Name: fmt.Sprintf("%03d%s", i, strings.Repeat("d", 197)), Mode: gitrepo.ModeDir, Hash: h}}); err != nil {
 				return "", err
@@ -164,7 +167,7 @@ func TestAPathOverFourKilobytesFailsOnThePathLimit(t *testing.T) {
 		}
 		return withProject(r, gitrepo.TreeEntry{Name: "deep", Mode: gitrepo.ModeDir, Hash: h})
 	})
-	_, err, _ := loadWithin(t, context.Background(), cloner(t, Limits{}), url, 20*time.Second)
+	_, _, err := loadWithin(t, context.Background(), cloner(t, Limits{}), url, 20*time.Second)
 	wantWorkLimit(t, err, "deep/024ddd", "over the limit of 4096 bytes for one path")
 }
 
@@ -175,7 +178,7 @@ func TestThePathsOfATreeAreBoundedTogether(t *testing.T) {
 		files[fmt.Sprintf("models/a_rather_long_directory_name/m%d.sql", i)] = []byte("select 1\n")
 	}
 	url := repo(t, func(r *gitrepo.Repo) (gitrepo.Hash, error) { return r.Files(files) })
-	_, err, _ := loadWithin(t, context.Background(), cloner(t, Limits{MaxPathBytes: 1000}), url, 20*time.Second)
+	_, _, err := loadWithin(t, context.Background(), cloner(t, Limits{MaxPathBytes: 1000}), url, 20*time.Second)
 	wantWorkLimit(t, err, "over the limit of 1000 bytes together")
 }
 
@@ -205,7 +208,7 @@ func slowLinks(n int) func(r *gitrepo.Repo) (gitrepo.Hash, error) {
 // of lookup steps.
 func TestManyLinksWithLongTargetsFailOnTheLookupBudget(t *testing.T) {
 	t.Parallel()
-	_, err, took := loadWithin(t, context.Background(), cloner(t, Limits{MaxLookupSteps: 1_000_000}), repo(t, slowLinks(1_000)), 20*time.Second)
+	_, took, err := loadWithin(t, context.Background(), cloner(t, Limits{MaxLookupSteps: 1_000_000}), repo(t, slowLinks(1_000)), 20*time.Second)
 	wantWorkLimit(t, err, "limit of 1000000 path components per clone")
 	if took > 5*time.Second {
 		t.Errorf("the lookup budget took %s to fail", took)
@@ -226,7 +229,7 @@ func TestAWalkStopsWhenItsJobIsCanceled(t *testing.T) {
 		canceledAt = time.Now()
 		cancel()
 	}()
-	_, err, took := loadWithin(t, ctx, s, url, 60*time.Second)
+	_, took, err := loadWithin(t, ctx, s, url, 60*time.Second)
 	if err == nil {
 		t.Fatalf("Load of a canceled job succeeded after %s", took)
 	}
