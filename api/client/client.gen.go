@@ -1129,7 +1129,9 @@ type AuditEvent struct {
 	// Time When the recording service recorded it (its clock), with milliseconds.
 	Time time.Time `json:"time"`
 
-	// TraceId The OpenTelemetry trace id of the request (32 hex digits).
+	// TraceId The OpenTelemetry trace id of the request (32 hex digits): the platform's own. A
+	// client's `traceparent` is never continued (only a trusted proxy's, the ingress's), so
+	// a caller cannot choose it.
 	TraceId *string `json:"traceId"`
 }
 
