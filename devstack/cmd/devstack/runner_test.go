@@ -271,6 +271,16 @@ func TestRunnerWithFakeServices(t *testing.T) {
 				t.Fatal("the restarted embed-svc does not answer")
 			}
 		}
+		// The worker killed from outside (as by the OOM killer) comes back too.
+		if err := syscall.Kill(s.PIDs["dbtsync-worker"], syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		const workerBack = "[devstack] dbtsync-worker exited (signal: killed); restarted it after 1s as pid "
+		for deadline := time.Now().Add(30 * time.Second); !r.out.contains(workerBack); time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("output does not say the killed worker was restarted (%q)", workerBack)
+			}
+		}
 		select {
 		case <-r.exited:
 			t.Fatalf("devstack exited after a service died: %v", r.err)
