@@ -37,12 +37,12 @@ func FuzzReadProject(f *testing.F) {
 			"models/staging/stg_a.sql": file("select 1\n"),
 			"back":                     {Data: []byte("models"), Mode: fs.ModeSymlink},
 		}
-		read := func() (*Project, error, *countingFS) {
+		read := func() (*Project, *countingFS, error) {
 			c := counting(fsys)
 			p, err := ReadProjectContext(context.Background(), c, "", fuzzLimits)
-			return p, err, c
+			return p, c, err
 		}
-		p, err, c := read()
+		p, c, err := read()
 		var pe *parserPanic
 		if errors.As(err, &pe) {
 			t.Fatalf("the YAML parser panicked (recovered): %v", err)
@@ -73,7 +73,7 @@ func FuzzReadProject(f *testing.F) {
 		if errors.As(err, &le) && !strings.HasPrefix(err.Error(), "the dbt project read is over its limit of ") {
 			t.Fatalf("limit error %q", err)
 		}
-		p2, err2, _ := read()
+		p2, _, err2 := read()
 		if dump(p) != dump(p2) || (err == nil) != (err2 == nil) || err != nil && err.Error() != err2.Error() {
 			t.Fatalf("two reads differ: %+v, %v and %+v, %v", p, err, p2, err2)
 		}
