@@ -1,10 +1,15 @@
 package attack_test
 
 import (
+	"bufio"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -103,4 +108,68 @@ func TestClientTraceparentNeverBecomesTheAuditTraceId(t *testing.T) {
 	if len(traceID) != 32 {
 		t.Fatalf("the audit event's traceId %q, want the platform's own trace id", traceID)
 	}
+}
+
+// Review 4 (libraries, h1): the gateway capped no connections, so one address could
+// hold every descriptor it has. Past GATEWAY_MAX_CONNS_PER_CLIENT (3 here) a connection
+// from the same address is answered 503 with Connection: close and the JSON error naming
+// the limit and its value (not the setting), then closed; closing one frees its slot.
+func TestConnectionsPastTheGatewaysPerClientCapAreRefused(t *testing.T) {
+	s := stacktest.Start(t, stacktest.Options{Env: []string{"GATEWAY_MAX_CONNS_PER_CLIENT=3"}})
+	addr := strings.TrimPrefix(s.Gateway, "http://")
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			_ = c.Close()
+		}
+	}()
+	var refused *http.Response
+	var body []byte
+	var rest *bufio.Reader
+	for i := 0; i < 4 && refused == nil; i++ {
+		c, err := net.DialTimeout("tcp", addr, requestTimeout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+		_ = c.SetDeadline(time.Now().Add(requestTimeout))
+		if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: gw.test\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("connection %d: no answer: %v", i+1, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode == http.StatusServiceUnavailable {
+			refused, body, rest = resp, b, br
+		} else if resp.StatusCode != 200 {
+			t.Fatalf("connection %d: %d %s", i+1, resp.StatusCode, b)
+		}
+	}
+	if refused == nil {
+		t.Fatal("a fourth connection from one address was served, past a cap of 3")
+	}
+	var e struct {
+		Status  int    `json:"status"`
+		Message string `json:"message"`
+		Code    string `json:"code"`
+	}
+	if err := json.Unmarshal(body, &e); err != nil || e.Status != 503 || e.Code == "" || !refused.Close ||
+		!strings.Contains(e.Message, "the limit is 3") || strings.Contains(e.Message, "GATEWAY_") || refused.Header.Get("X-Request-Id") == "" {
+		t.Fatalf("over the cap: close=%v X-Request-Id %q %s, want 503, Connection: close and the JSON error naming the limit of 3",
+			refused.Close, refused.Header.Get("X-Request-Id"), body)
+	}
+	if _, err := rest.ReadByte(); err == nil {
+		t.Fatal("the refused connection stayed open")
+	}
+	for _, c := range held {
+		_ = c.Close()
+	}
+	held = nil
+	apitest.Eventually(t, 10*time.Second, "a slot freed once the connections closed", func() (bool, string) {
+		r := callFrom(t, s.Gateway, "GET", "/healthz", "", "", "")
+		return r.Status == 200, fmt.Sprintf("%d %s", r.Status, r.Body)
+	})
 }
