@@ -75,6 +75,9 @@ type Deps struct {
 	AuthFailureLimit                    ratelimit.Limit
 	TrustedProxies                      []netip.Prefix
 	CacheTTL, JWKSRefresh               time.Duration
+	// ThrottledKeyLookup is how often, at most, a throttled request looks an API key id up
+	// in the identity store (auth.Options.ThrottledLookupInterval; default 1s).
+	ThrottledKeyLookup time.Duration
 	// RevocationPoll is how often the identity store's changes evict cached credentials
 	// (default 1s; negative: never, for tests that evict themselves).
 	RevocationPoll time.Duration
@@ -104,6 +107,8 @@ func New(ctx context.Context, d Deps) (*App, error) {
 		CacheTTL:  cmp.Or(d.CacheTTL, 30*time.Second),
 		Logger:    d.Logger,
 		Now:       d.Now,
+
+		ThrottledLookupInterval: d.ThrottledKeyLookup,
 	})
 	if d.RevocationPoll >= 0 {
 		go authn.WatchChanges(ctx, cmp.Or(d.RevocationPoll, time.Second))
