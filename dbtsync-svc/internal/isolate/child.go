@@ -46,11 +46,15 @@ func Serve(in io.Reader, out io.Writer, opts ChildOptions) error {
 	if err := gob.NewDecoder(br).Decode(&req); err != nil {
 		return fmt.Errorf("read request: %w", err)
 	}
-	if err := setLimits(req.CPU, req.Memory+addressHeadroom); err != nil {
+	var addressSpace int64
+	if req.Memory > 0 {
+		addressSpace = req.Memory + addressHeadroom
+		debug.SetMemoryLimit(req.Memory)
+	}
+	if err := setLimits(req.CPU, addressSpace); err != nil {
 		return err
 	}
 	preferOOMKill()
-	debug.SetMemoryLimit(req.Memory)
 	bw := bufio.NewWriterSize(out, 256<<10)
 	enc := gob.NewEncoder(bw)
 	send := func(f frame) error {
