@@ -31,6 +31,7 @@ type Config struct {
 	MaxRepoBytes       int64         `env:"DBT_SYNC_MAX_REPO_BYTES" default:"536870912" help:"worker mode: most bytes a clone downloads, and most bytes of the files it inflates (each object's size is charged from its header before it is inflated); over it the job fails naming it"`
 	MaxRepoFiles       int           `env:"DBT_SYNC_MAX_FILES" default:"50000" help:"worker mode: most files (and most directories) of a cloned repository's tree; over it the job fails naming it"`
 	MaxFileBytes       int64         `env:"DBT_SYNC_MAX_FILE_BYTES" default:"16777216" help:"worker mode: largest repository file the conversion reads (dbt_project.yml, schema .yml); over it the job fails naming the file"`
+	MaxModelPaths      int           `env:"DBT_SYNC_MAX_MODEL_PATHS" default:"64" help:"worker mode: most distinct directories a dbt_project.yml names to read models from (model-paths, cleaned: models, ./models and models/ are one); over it the job fails (work_limit) naming the limit"`
 	MaxTreeEntries     int           `env:"DBT_SYNC_MAX_TREE_ENTRIES" default:"200000" help:"worker mode: most tree entries one clone's walk reads, counting the entries a checkout skips (duplicates, ., .., .git, submodules) and a subtree once per directory that names it; over it the job fails (work_limit) naming the limit"`
 	MaxPathBytes       int64         `env:"DBT_SYNC_MAX_PATH_BYTES" default:"67108864" help:"worker mode: most bytes of the full paths of the tree entries one clone's walk reads, together (one path is at most 4096 bytes); over it the job fails (work_limit) naming the limit"`
 	MaxLookupSteps     int64         `env:"DBT_SYNC_MAX_LOOKUP_STEPS" default:"10000000" help:"worker mode: most path components one clone walks resolving paths and symbolic links (the tree's links, at most 40 per path as the kernel counts them, and every file the conversion opens); over it the job fails (work_limit) naming the limit"`
@@ -54,7 +55,7 @@ type Config struct {
 // sync body's limit applies).
 func (c Config) GitLimits() gitsource.Limits {
 	return gitsource.Limits{Policy: gitsource.Policy{AllowFile: c.AllowFileURLs, AllowedHosts: c.AllowedHosts},
-		CloneTimeout: c.CloneTimeout, MaxRepoBytes: c.MaxRepoBytes, MaxFiles: c.MaxRepoFiles, MaxFileBytes: c.MaxFileBytes,
+		CloneTimeout: c.CloneTimeout, MaxRepoBytes: c.MaxRepoBytes, MaxFiles: c.MaxRepoFiles, MaxFileBytes: c.MaxFileBytes, MaxModelPaths: c.MaxModelPaths,
 		MaxTreeEntries: c.MaxTreeEntries, MaxPathBytes: c.MaxPathBytes, MaxLookupSteps: c.MaxLookupSteps,
 		MaxRefAdverts: c.MaxRefAdvertBytes, RefListings: c.RefListings}
 }

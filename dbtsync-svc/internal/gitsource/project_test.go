@@ -72,3 +72,23 @@ func TestAProjectReadThroughLinksOverItsBudgetFailsOnTheWorkLimit(t *testing.T) 
 		t.Fatalf("Load = %+v, %v", p, err)
 	}
 }
+
+func TestModelPathsOverTheLimitFailOnTheWorkLimit(t *testing.T) {
+	t.Parallel()
+	url := repo(t, func(r *gitrepo.Repo) (gitrepo.Hash, error) {
+		return r.Files(map[string][]byte{
+			"dbt_project.yml": []byte("name: shop\nmodel-paths: [models/a, ./models/a/, models/b, models/c]\n"),
+			"models/a/x.sql":  []byte("select 1\n"), "models/b/y.sql": []byte("select 2\n"), "models/c/z.sql": []byte("select 3\n"),
+		})
+	})
+	_, err := load(cloner(t, Limits{MaxModelPaths: 2}), url, "")
+	code, msg, _ := dbtsync.PublicFailure(err)
+	if !dbtsync.IsPermanent(err) || code != dbtsync.CodeWorkLimit || msg != "the dbt project read is over its limit of 2 distinct model paths" {
+		t.Fatalf("Load = %v (%s: %q), want work_limit naming 2 distinct model paths", err, code, msg)
+	}
+	// Three distinct paths (two spell models/a) are within a limit of 3.
+	p, err := load(cloner(t, Limits{MaxModelPaths: 3}), url, "")
+	if err != nil || len(p.Models) != 3 {
+		t.Fatalf("Load = %+v, %v", p, err)
+	}
+}

@@ -37,6 +37,7 @@ type Limits struct {
 	MaxFiles       int           // files of the tree (and as many directories)
 	MaxFileBytes   int64         // one file the conversion reads (a schema .yml, dbt_project.yml)
 	MaxManifest    int64         // the manifest at manifestPath
+	MaxModelPaths  int           // distinct model directories dbt_project.yml names
 	MaxTreeEntries int           // tree entries read in one clone, skipped ones and re-read subtrees included
 	MaxPathBytes   int64         // bytes of the full paths of those entries, together
 	MaxLookupSteps int64         // path components walked resolving paths and links in one clone's tree
@@ -47,7 +48,7 @@ type Limits struct {
 // DefaultLimits apply where Limits leaves a field zero: the defaults of the config tags
 // (DBT_SYNC_*), which a fitness test keeps equal (systemtest/architecture).
 var DefaultLimits = Limits{CloneTimeout: 2 * time.Minute, MaxRepoBytes: 512 << 20, MaxFiles: 50_000,
-	MaxFileBytes: 16 << 20, MaxManifest: dbtsync.DefaultMaxSyncBodyBytes,
+	MaxFileBytes: 16 << 20, MaxManifest: dbtsync.DefaultMaxSyncBodyBytes, MaxModelPaths: 64,
 	MaxTreeEntries: 200_000, MaxPathBytes: 64 << 20, MaxLookupSteps: 10_000_000,
 	MaxRefAdverts: 8 << 20, RefListings: 4}
 
@@ -169,9 +170,9 @@ func (s *Source) readManifest(tree *treeFS, manifestPath string) (p *convert.Pro
 func (s *Source) readProject(tree *treeFS, projectPath string) (*convert.Project, error) {
 	proj := strings.Trim(path.Clean("/"+projectPath), "/")
 	bfs := &boundedFS{fsys: tree, maxFile: s.limits.MaxFileBytes}
-	// The read's own budget: the files a clone may hold, read once each, and the entries
-	// a clone may list.
-	limits := convert.ReadLimits{MaxEntries: s.limits.MaxTreeEntries, MaxFiles: s.limits.MaxFiles, MaxBytes: s.limits.MaxRepoBytes}
+	// The read's own budget: its model directories, the files a clone may hold, read once
+	// each, and the entries a clone may list.
+	limits := convert.ReadLimits{MaxPaths: s.limits.MaxModelPaths, MaxEntries: s.limits.MaxTreeEntries, MaxFiles: s.limits.MaxFiles, MaxBytes: s.limits.MaxRepoBytes}
 	p, err := convert.ReadProjectContext(tree.ctx, bfs, proj, limits)
 	var overBudget *convert.LimitError
 	if stop := tree.stopped(); stop != nil {
