@@ -149,11 +149,15 @@ func TestTableGivesEachProcessItsNameAddressesKeysAndUpstreams(t *testing.T) {
 		}
 		for k, v := range map[string]string{
 			"OTEL_SERVICE_NAME": p.Name, "INTERNAL_ADDR": p.InternalAddr, "MONGODB_URI": l.MongoURI,
-			"NATS_URL": l.NATSURL(natsUser), "REDIS_URL": "redis://127.0.0.1:1", "LOG_LEVEL": "warn",
+			"NATS_URL": l.NATSURL(natsUser), "LOG_LEVEL": "warn",
 		} {
 			if env[k] != v {
 				t.Errorf("%s: %s = %q, want %q", p.Name, k, env[k], v)
 			}
+		}
+		// Redis, its password in the URL, for its users only.
+		if url, has := env["REDIS_URL"]; has != (svc == "gateway" || svc == "embed-svc") || (has && url != "redis://127.0.0.1:1") {
+			t.Errorf("%s: REDIS_URL %q (set %v), want it for the gateway and embed-svc only", p.Name, url, has)
 		}
 		if p.InternalAddr == p.Addr || p.InternalAddr == "" {
 			t.Errorf("%s: internal %q, public %q", p.Name, p.InternalAddr, p.Addr)

@@ -15,7 +15,8 @@ const (
 // Layout says which processes a stack runs, where, and with what around them.
 type Layout struct {
 	// MongoURI and Redis (REDIS_URL=..., or the REDIS_* of a Sentinel group or a
-	// Cluster) are the backing servers every process gets.
+	// Cluster) are the backing servers: every process gets MongoURI, the gateways and
+	// embed-svc Redis.
 	MongoURI string
 	Redis    []string
 	// NATSURL is the NATS URL of a process by its NATS user (devstack.NATSUsers: the
@@ -118,7 +119,12 @@ func (l Layout) env(p Proc, urls map[string][]string) ([]string, error) {
 		natsUser = "dbtsync-worker"
 	}
 	env := append(append([]string{}, l.Env...), "MONGODB_URI="+l.MongoURI, "NATS_URL="+l.NATSURL(natsUser))
-	env = append(append(env, l.Redis...), "OTEL_SERVICE_NAME="+p.Name)
+	// Only the gateway and embed-svc use Redis: no other process (the dbt worker, which
+	// runs untrusted repositories, least of all) gets its address or its password.
+	if p.Binary == Gateway.Name || p.Binary == EmbedSvc.Name {
+		env = append(env, l.Redis...)
+	}
+	env = append(env, "OTEL_SERVICE_NAME="+p.Name)
 	key, err := l.Keys.IdentityKey(p)
 	if err != nil {
 		return nil, err

@@ -173,7 +173,7 @@ func TestRunnerWithFakeServices(t *testing.T) {
 			return k
 		}
 		common := map[string]string{
-			"MONGODB_URI": s.MongoDBURI, "REDIS_URL": s.RedisURL, "LOG_LEVEL": "info",
+			"MONGODB_URI": s.MongoDBURI, "LOG_LEVEL": "info",
 		}
 		cases := []struct {
 			name, addr string
@@ -182,12 +182,12 @@ func TestRunnerWithFakeServices(t *testing.T) {
 		}{
 			// Each service holds only its own identity key, the gateway the key they derive from.
 			{"workspace-svc", a.Workspace, nil, map[string]string{"HTTP_ADDR": a.Workspace, "IDENTITY_SIGNING_KEY": serviceKey("workspace-svc")}},
-			{"embed-svc", a.Embed, nil, map[string]string{"HTTP_ADDR": a.Embed, "IDENTITY_SIGNING_KEY": serviceKey("embed-svc")}},
+			{"embed-svc", a.Embed, nil, map[string]string{"HTTP_ADDR": a.Embed, "IDENTITY_SIGNING_KEY": serviceKey("embed-svc"), "REDIS_URL": s.RedisURL}},
 			{"dbtsync-svc", a.DBTSync, nil, map[string]string{"HTTP_ADDR": a.DBTSync, "IDENTITY_SIGNING_KEY": serviceKey("dbtsync-svc")}},
 			{"dbtsync-worker", a.Worker, []string{"worker"}, map[string]string{"HTTP_ADDR": a.Worker}},
 			{"gateway", a.Gateway, nil, map[string]string{
-				"IDENTITY_SIGNING_KEY": gatewayKey,
-				"GATEWAY_ADDR":         a.Gateway, "WORKSPACE_URL": "http://" + a.Workspace, "EMBED_URL": "http://" + a.Embed,
+				"IDENTITY_SIGNING_KEY": gatewayKey, "REDIS_URL": s.RedisURL,
+				"GATEWAY_ADDR": a.Gateway, "WORKSPACE_URL": "http://" + a.Workspace, "EMBED_URL": "http://" + a.Embed,
 				"DBTSYNC_URL": "http://" + a.DBTSync, "AUTH_JWT_PUBLIC_KEYS_FILE": filepath.Join(dataDir, "keys", "bearer-ed25519.pub.pem"),
 				"AUTH_JWT_ISSUER": "https://auth.platform.local", "AUTH_JWT_AUDIENCE": "platform-api",
 			}},
@@ -219,6 +219,10 @@ func TestRunnerWithFakeServices(t *testing.T) {
 			// another's.
 			if u, err := url.Parse(env["NATS_URL"]); err != nil || u.User.Username() != tc.name || !strings.Contains(u.Host, "127.0.0.1:") {
 				t.Errorf("%s: NATS_URL = %q, want its own user %s", tc.name, env["NATS_URL"], tc.name)
+			}
+			// Only the gateway and embed-svc reach Redis, its password in REDIS_URL.
+			if _, hasRedis := env["REDIS_URL"]; hasRedis != (tc.name == "gateway" || tc.name == "embed-svc") {
+				t.Errorf("%s: has REDIS_URL = %v", tc.name, hasRedis)
 			}
 			_, hasDBTKey := env["DBT_CREDENTIALS_KEY"]
 			if wantKey := strings.HasPrefix(tc.name, "dbtsync"); hasDBTKey != wantKey {
