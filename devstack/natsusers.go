@@ -102,7 +102,9 @@ func dbtsyncPipeline() []string {
 // stream. The one exception is purging the object store's stream: the object store
 // removes an object's chunks (a manifest deleted after its sync, a files result written
 // again by a retry) with a purge filtered to that object's chunk subject, and NATS
-// authorizes the purge by the stream's subject alone.
+// authorizes the purge by the stream's subject alone. It reaches no object the worker
+// could not already replace one by one: writing results needs publishing to the store's
+// subjects.
 func workerPipeline() []string {
 	out := slices.Clone(pipelineData)
 	for _, s := range pipelineStreams {
