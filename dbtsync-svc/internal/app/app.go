@@ -173,6 +173,9 @@ func NewWorker(ctx context.Context, d Deps, opts worker.Options, cloneDir string
 	if err != nil {
 		return nil, err
 	}
+	if opts.Isolate != nil && opts.Isolate.CloneDir == "" {
+		opts.Isolate.CloneDir = git.Root() // the children clone under the worker's own locked directory
+	}
 	return worker.New(worker.Ports{Jobs: a.queue, Feed: a.queue, Manifests: a.queue, Ledgers: a.queue, Branches: a.store, Integrations: a.store, Git: git},
 		a.metrics, d.Logger, opts), nil
 }

@@ -37,6 +37,10 @@ func NewCloner(opener Opener, tmpDir string, limits Limits) (*Source, error) {
 	return s, nil
 }
 
+// Root is the directory this Source's clones go under, locked by this process ("" for
+// New's, which clones nothing).
+func (s *Source) Root() string { return s.root }
+
 // heldLocks keeps the clone directories' lock files open (and so locked) for the process.
 var (
 	heldMu    sync.Mutex

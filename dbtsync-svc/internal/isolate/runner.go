@@ -54,7 +54,9 @@ type Runner struct {
 	// in the worker: the child receives them opened.
 	Git    gitsource.Limits
 	Opener gitsource.Opener
-	// CloneDir is where the child's clones go (os.TempDir when empty).
+	// CloneDir is where the child's clones go (os.TempDir when empty): app.NewWorker sets
+	// the worker's own clone directory, so a restarted worker removes what a killed
+	// child left there.
 	CloneDir string
 	Logger   *slog.Logger
 }
