@@ -115,3 +115,42 @@ func TestPolicyTransportReusesConnections(t *testing.T) {
 		t.Errorf("3 requests opened %d connections, want 1", n)
 	}
 }
+
+// The dial-time check (netguard's, as the socket connects) honours the operator's list:
+// a listed host name is dialed whatever it resolves to, a listed prefix covers its
+// addresses, and nothing else internal is reached.
+func TestPolicyDialHonoursTheAllowListAsItConnects(t *testing.T) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	loopback := func(context.Context, string) ([]netip.Addr, error) {
+		return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+	}
+	for _, allow := range [][]string{{"git.internal"}, {"127.0.0.0/8"}, {"127.0.0.1"}} {
+		p := Policy{Resolve: loopback, AllowedHosts: allow}
+		c, err := p.dialContext(context.Background(), "tcp4", net.JoinHostPort("git.internal", port))
+		if err != nil {
+			t.Errorf("allowed %v: %v", allow, err)
+			continue
+		}
+		c.Close()
+	}
+	p := Policy{Resolve: loopback, AllowedHosts: []string{"other.internal", "10.0.0.0/8"}}
+	_, err = p.dialContext(context.Background(), "tcp4", net.JoinHostPort("git.internal", port))
+	var refused *dbtsync.RepositoryRefusedError
+	if !errors.As(err, &refused) || !strings.Contains(refused.Reason, "git.internal") || strings.Contains(refused.Reason, "DBT_SYNC_") {
+		t.Errorf("dial to an unlisted internal host: %v", err)
+	}
+}
