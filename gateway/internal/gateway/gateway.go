@@ -619,5 +619,19 @@ func (g *Gateway) Refuse(w *h1.ResponseWriter, r *h1.Request, e *h1.Error) {
 		g.o.Metrics.Observe("unmatched", r.Method, e.Status, 0)
 	}
 	ctx := logging.WithRequest(context.Background(), &logging.RequestInfo{ID: rid, Route: "unmatched"})
+	if setting, ok := refusalSettings[e.Limit]; ok {
+		g.o.Logger.InfoContext(ctx, "request refused", "method", obs.MethodLabel(r.Method), "status", e.Status, "reason", e.Msg, "setting", setting)
+		return
+	}
 	g.o.Logger.InfoContext(ctx, "request refused", "method", obs.MethodLabel(r.Method), "status", e.Status, "reason", e.Msg)
+}
+
+// refusalSettings name, for the operator's log, the setting of each h1 limit a refusal
+// can be over (h1.Error.Limit); the client's answer names the limit's value only.
+var refusalSettings = map[string]string{
+	"MaxHeaderBytes": "GATEWAY_MAX_HEADER_BYTES",
+	"MaxFieldBytes":  "GATEWAY_MAX_HEADER_FIELD_BYTES",
+	"Max":            "GATEWAY_MAX_CONNS",
+	"PerClient":      "GATEWAY_MAX_CONNS_PER_CLIENT",
+	"PerProxy":       "GATEWAY_MAX_CONNS_PER_PROXY",
 }

@@ -207,10 +207,10 @@ func (c *conn) readHead() (head string, waited bool, err error) {
 				}
 				first = false
 			case n > lim.MaxFieldBytes:
-				return "", waited, headerTooLarge("a header field is", lim.MaxFieldBytes)
+				return "", waited, headerTooLarge("a header field is", lim.MaxFieldBytes, "MaxFieldBytes")
 			default:
 				if fields += n; fields > lim.MaxHeaderBytes {
-					return "", waited, headerTooLarge("the header fields are", lim.MaxHeaderBytes)
+					return "", waited, headerTooLarge("the header fields are", lim.MaxHeaderBytes, "MaxHeaderBytes")
 				}
 			}
 			lineStart = scan + 1
@@ -220,9 +220,9 @@ func (c *conn) readHead() (head string, waited bool, err error) {
 		case first && partial > lim.MaxRequestLine:
 			return "", waited, errRequestLineLong
 		case !first && partial > lim.MaxFieldBytes:
-			return "", waited, headerTooLarge("a header field is", lim.MaxFieldBytes)
+			return "", waited, headerTooLarge("a header field is", lim.MaxFieldBytes, "MaxFieldBytes")
 		case !first && fields+partial > lim.MaxHeaderBytes:
-			return "", waited, headerTooLarge("the header fields are", lim.MaxHeaderBytes)
+			return "", waited, headerTooLarge("the header fields are", lim.MaxHeaderBytes, "MaxHeaderBytes")
 		}
 		if len(buf) > 0 && !headerDeadline {
 			// A request has begun: the rest of its head must arrive in time.

@@ -66,19 +66,19 @@ func connKey(a net.Addr) netip.Prefix {
 func (s *Server) admit(c *conn) *Error {
 	l := &s.connLimits
 	if l.Max > 0 && s.open >= l.Max {
-		return connsOver(l.Max, "in total")
+		return connsOver(l.Max, "in total", "Max")
 	}
 	key := connKey(c.nc.RemoteAddr())
 	if key.IsValid() {
-		limit, who := l.PerClient, "from this client address"
+		limit, who, field := l.PerClient, "from this client address", "PerClient"
 		for _, p := range l.Trusted {
 			if p.Contains(key.Addr()) {
-				limit, who = l.PerProxy, "from this proxy"
+				limit, who, field = l.PerProxy, "from this proxy", "PerProxy"
 				break
 			}
 		}
 		if limit > 0 && s.perPeer[key] >= limit {
-			return connsOver(limit, who)
+			return connsOver(limit, who, field)
 		}
 		s.perPeer[key]++
 	}
@@ -103,9 +103,10 @@ func (s *Server) release(c *conn) {
 	}
 }
 
-func connsOver(limit int, who string) *Error {
+func connsOver(limit int, who, field string) *Error {
 	return &Error{Status: http.StatusServiceUnavailable,
-		Msg: "too many connections " + who + ": the limit is " + strconv.Itoa(limit) + " at once; close one or retry shortly"}
+		Msg:   "too many connections " + who + ": the limit is " + strconv.Itoa(limit) + " at once; close one or retry shortly",
+		Limit: field}
 }
 
 // serveRefused answers a connection over a cap and closes it: 503 at once (the request

@@ -46,6 +46,9 @@ func (l Limits) withDefaults() Limits {
 type Error struct {
 	Status int
 	Msg    string
+	// Limit names the Limits or ConnLimits field a refusal is over ("": none), for the
+	// operator's log; Msg names its value.
+	Limit string
 }
 
 func (e *Error) Error() string { return e.Msg }
@@ -77,10 +80,11 @@ var (
 	errRequestLineLong = &Error{Status: http.StatusRequestURITooLong, Msg: "the request line is too long"}
 )
 
-// headerTooLarge names the limit that a header section or field broke, and its setting.
-func headerTooLarge(what string, limit int) *Error {
+// headerTooLarge names what broke a header limit and the limit's value; field is the
+// Limits field.
+func headerTooLarge(what string, limit int, field string) *Error {
 	return &Error{Status: http.StatusRequestHeaderFieldsTooLarge,
-		Msg: what + " larger than the limit of " + strconv.Itoa(limit) + " bytes"}
+		Msg: what + " larger than the limit of " + strconv.Itoa(limit) + " bytes", Limit: field}
 }
 
 // parseHead parses a complete request head (every line ending in CRLF, the final empty
