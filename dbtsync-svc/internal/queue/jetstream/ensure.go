@@ -142,7 +142,10 @@ func (q *Queue) bindOnce(ctx context.Context) (missing string, err error) {
 	}{
 		{"jobs stream", func(ctx context.Context) (err error) { q.stream, err = q.js.Stream(ctx, q.names.Stream); return err }},
 		{"jobs bucket", func(ctx context.Context) (err error) { q.kv, err = q.js.KeyValue(ctx, q.names.KV); return err }},
-		{"ledgers bucket", func(ctx context.Context) (err error) { q.ledgers, err = q.js.KeyValue(ctx, q.names.Ledgers); return err }},
+		{"ledgers bucket", func(ctx context.Context) (err error) {
+			q.ledgers, err = q.js.KeyValue(ctx, q.names.Ledgers)
+			return err
+		}},
 		{"manifest store", func(ctx context.Context) (err error) { q.obj, err = q.js.ObjectStore(ctx, q.names.Objects); return err }},
 	}
 	for _, s := range steps {
