@@ -136,6 +136,7 @@ type batch struct {
 type member struct {
 	kind             memberKind
 	id0, id1, v0, v1 int
+	at               int64 // the value's input offset (noOffset for a node: its members are not the input's bytes)
 
 	err    error
 	model  *Model
@@ -150,6 +151,7 @@ func (b *batch) parse(np *nodeParser) {
 		m := &b.members[i]
 		raw := b.buf[m.v0:m.v1]
 		s := np.reset(raw)
+		s.base = m.at
 		switch m.kind {
 		case memberNode:
 			m.model, m.test, m.isTest, m.err = np.parseNode()
@@ -208,9 +210,9 @@ type decoding struct {
 
 // add puts a member into the current batch, handing the batch on once it is full; false
 // when the collector has stopped.
-func (d *decoding) add(kind memberKind, id, raw []byte) bool {
+func (d *decoding) add(kind memberKind, id, raw []byte, at int64) bool {
 	b := d.batch()
-	m := member{kind: kind, id0: len(b.buf)}
+	m := member{kind: kind, id0: len(b.buf), at: at}
 	b.buf = append(b.buf, id...)
 	m.id1, m.v0 = len(b.buf), len(b.buf)
 	b.buf = append(b.buf, raw...)
@@ -246,7 +248,7 @@ func (d *decoding) added(m member) bool {
 // node's SQL is most of a manifest, and is never held.
 func (d *decoding) splitNode(s *scanner, id []byte) error {
 	b := d.batch()
-	m := member{kind: memberNode, id0: len(b.buf)}
+	m := member{kind: memberNode, id0: len(b.buf), at: noOffset}
 	b.buf = append(b.buf, id...)
 	m.id1, m.v0 = len(b.buf), len(b.buf)
 	b.buf = append(b.buf, '{')
@@ -443,8 +445,10 @@ func (d *decoding) splitObject(s *scanner, sawNodes *bool) error {
 		section := string(key)
 		switch section {
 		case "metadata":
+			s.ws()
+			at := s.base + int64(s.pos)
 			raw, err := s.rawValue()
-			if err == nil && !d.add(memberMetadata, nil, raw) {
+			if err == nil && !d.add(memberMetadata, nil, raw, at) {
 				return errStopped
 			}
 			return err
@@ -485,7 +489,9 @@ func (d *decoding) splitMembers(s *scanner, kind memberKind, objectsOnly bool) e
 		id := d.id
 		var raw []byte
 		var err error
-		switch c := s.peek(); {
+		c := s.peek()
+		at := s.base + int64(s.pos)
+		switch {
 		case kind == memberNode && c == '{':
 			return d.splitNode(s, id)
 		case objectsOnly:
@@ -498,7 +504,7 @@ func (d *decoding) splitMembers(s *scanner, kind memberKind, objectsOnly bool) e
 		if err != nil {
 			return err
 		}
-		if !d.add(kind, id, raw) {
+		if !d.add(kind, id, raw, at) {
 			return errStopped
 		}
 		return nil

@@ -25,7 +25,7 @@ type scanner struct {
 	r      io.Reader // nil: buf is all the input
 	rerr   error     // what the reader returned last (io.EOF at the end), or a *ManifestLimitError
 	mark   int       // >= 0: fill keeps the bytes from here on (a value being captured)
-	base   int64     // the input offset of buf[0]
+	base   int64     // the input offset of buf[0] (noOffset: unknown)
 	depth  int       // open objects and arrays
 	window int       // the window's size when nothing is held (it shrinks back to it)
 	// maxHold is the most bytes fill keeps from mark (0: no limit): past it the scan
@@ -119,7 +119,7 @@ func (s *scanner) fail(what string) error {
 		}
 		return fmt.Errorf("%w: %v %s", ErrNotJSON, io.ErrUnexpectedEOF, what)
 	}
-	return fmt.Errorf("%w: invalid character %q %s at offset %d", ErrNotJSON, s.buf[s.pos], what, s.base+int64(s.pos))
+	return fmt.Errorf("%w: invalid character %q %s%s", ErrNotJSON, s.buf[s.pos], what, atOffset(s.base, s.pos))
 }
 
 // ws skips whitespace and reports whether a byte follows.
@@ -227,6 +227,10 @@ func (s *scanner) str() (start, end int, escaped, ascii bool, err error) {
 			}
 			s.pos = len(s.buf)
 		default:
+			if seen&highs != 0 && !utf8.Valid(b[start+1:j]) { // the earlier error
+				s.release(outer)
+				return 0, 0, false, false, s.badUTF8(b[:j], start+1)
+			}
 			s.pos = j
 		}
 		s.release(outer)
@@ -289,6 +293,9 @@ func (s *scanner) skipStr() error {
 			}
 			s.pos = len(s.buf)
 		default:
+			if seen&highs != 0 && !utf8.Valid(b[from:j]) { // the earlier error
+				return s.badUTF8(b[:j], from)
+			}
 			s.pos = j
 		}
 		return s.fail("in a string")
@@ -305,7 +312,7 @@ func (s *scanner) badUTF8(b []byte, from int) error {
 		}
 		k += n
 	}
-	return fmt.Errorf("%w: invalid UTF-8 in a string at offset %d", ErrNotJSON, s.base+int64(k))
+	return fmt.Errorf("%w: invalid UTF-8 in a string%s", ErrNotJSON, atOffset(s.base, k))
 }
 
 // plain is the index in b, from i on, of the first quote, backslash or control
@@ -534,7 +541,7 @@ func (s *scanner) skipValue() error {
 		switch c := s.buf[s.pos]; c {
 		case '{', '[':
 			if s.depth+len(stack) >= maxDepth {
-				return fmt.Errorf("%w: exceeded max depth of %d at offset %d", ErrNotJSON, maxDepth, s.base+int64(s.pos))
+				return fmt.Errorf("%w: exceeded max depth of %d%s", ErrNotJSON, maxDepth, atOffset(s.base, s.pos))
 			}
 			s.pos++
 			if c2 := s.peek(); c2 == '}' && c == '{' || c2 == ']' && c == '[' {
@@ -810,8 +817,21 @@ func (ns *nameStack) index(lv *nameLevel, i int) {
 }
 
 func duplicateName(name []byte, at int64) error {
-	return fmt.Errorf("%w: duplicate member name %s at offset %d", ErrNotJSON, strconv.Quote(string(name)), at)
+	return fmt.Errorf("%w: duplicate member name %s%s", ErrNotJSON, strconv.Quote(string(name)), atOffset(at, 0))
 }
+
+// atOffset says where in the input buf[i] of a window at base is ("" when the window's
+// bytes are not the input's: noOffset).
+func atOffset(base int64, i int) string {
+	if base < 0 {
+		return ""
+	}
+	return " at offset " + strconv.FormatInt(base+int64(i), 10)
+}
+
+// noOffset is the base of a scanner whose bytes are no stretch of the input (a node's
+// members the splitter handed on).
+const noOffset = -1 << 62
 
 // FieldError is a manifest that cannot be read at one field: Path is where, from the
 // manifest's root (nodes["model.p.m"].columns.id.name, metadata).

@@ -111,3 +111,29 @@ func nodesOf(n int) string {
 	}
 	return b.String()
 }
+
+// An upload whose open objects hold more member names than the worker remembers is 413
+// naming the limit (the decoder remembers them too, to refuse a duplicate); as many is
+// taken, as the worker takes it.
+func TestUploadOverTheNamesLimitIs413(t *testing.T) {
+	defer dbtsync.SetMaxOpenNames(100)()
+	f := newFixture(t)
+	h := f.handler(developer, dbtsync.DefaultMaxSyncBodyBytes)
+	for _, c := range []struct {
+		name  string
+		nodes int
+		code  int
+	}{{"dbt-sync-202-at-the-names-limit", 98, 202}, {"dbt-sync-413-over-the-names-limit", 99, 413}} {
+		// The names open at once: the manifest's metadata and nodes, and the nodes.
+		manifest := `{"metadata":{` + v12 + `},"nodes":{` + nodesOf(c.nodes) + `}}`
+		body := `{"source":"manifest","branchName":"dbt/x","manifest":` + manifest + `}`
+		w, out := call(t, h, "POST", fmt.Sprintf("/api/v1/deployments/%d/dbt-sync", dep), body)
+		if w.Code != c.code || c.code == 413 && out["message"] != `field "manifest" is over its limit of 100 member names in the objects open at once` {
+			t.Errorf("%s: %d %v", c.name, w.Code, out)
+		}
+		_, err := dbtsync.DecodeManifestWith(strings.NewReader(manifest), convert.ManifestLimits{MaxNames: 100})
+		if (err == nil) != (c.code == 202) {
+			t.Errorf("%s: the worker reads it with %v", c.name, err)
+		}
+	}
+}
