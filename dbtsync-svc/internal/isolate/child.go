@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"time"
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
@@ -27,7 +28,8 @@ type ChildOptions struct {
 
 // Main serves one child on the process's standard streams and exits: status 0 once the
 // outcome (a result or the job's failure) is written, 3 when the worker's request
-// cannot be read or the limits cannot be set. A crash exits as Go crashes (status 2).
+// cannot be read or the limits cannot be set, 4 when its memory watch stopped it. A
+// crash exits as Go crashes (status 2).
 func Main(opts ChildOptions) {
 	if err := Serve(os.Stdin, os.Stdout, opts); err != nil {
 		fmt.Fprintln(os.Stderr, "dbtsync convert child:", err)
@@ -50,6 +52,7 @@ func Serve(in io.Reader, out io.Writer, opts ChildOptions) error {
 	if req.Memory > 0 {
 		addressSpace = req.Memory + addressHeadroom
 		debug.SetMemoryLimit(req.Memory)
+		go watchMemory(req.Memory, 20*time.Millisecond)
 	}
 	if err := setLimits(req.CPU, addressSpace); err != nil {
 		return err

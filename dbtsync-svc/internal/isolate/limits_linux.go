@@ -3,10 +3,12 @@
 package isolate
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"os"
 	"os/exec"
+	"strconv"
 	"syscall"
 	"time"
 )
@@ -39,3 +41,17 @@ func childAttrs(cmd *exec.Cmd) {
 // preferOOMKill makes this child the kernel's first choice when its cgroup runs out of
 // memory, before the worker that runs it (raising one's own score needs no privilege).
 func preferOOMKill() { _ = os.WriteFile("/proc/self/oom_score_adj", []byte("500"), 0) }
+
+// resident reads the resident set from /proc/self/statm (its second field, in pages).
+func resident() (int64, bool) {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0, false
+	}
+	f := bytes.Fields(b)
+	if len(f) < 2 {
+		return 0, false
+	}
+	pages, err := strconv.ParseInt(string(f[1]), 10, 64)
+	return pages * int64(os.Getpagesize()), err == nil
+}

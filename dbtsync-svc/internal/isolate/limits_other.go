@@ -17,3 +17,5 @@ const Supported = false
 func childAttrs(*exec.Cmd) {}
 
 func preferOOMKill() {}
+
+func resident() (int64, bool) { return 0, false }

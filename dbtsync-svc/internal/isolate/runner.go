@@ -229,10 +229,11 @@ func (r *Runner) read(stdout io.Reader, in Input) (res convert.Result, end strin
 	}
 }
 
-// oom tells a Go runtime that could not map memory (under RLIMIT_AS) from other deaths;
-// a race-enabled build (tests) runs out in the race detector's allocator instead.
+// oom tells a child over its memory limit (its watch stopped it, or the Go runtime could
+// not map memory under RLIMIT_AS) from other deaths; a race-enabled build (tests) runs
+// out in the race detector's allocator instead.
 func oom(stderr string) bool {
-	for _, s := range []string{"fatal error: runtime: out of memory", "fatal error: out of memory", "runtime: out of memory", "ThreadSanitizer failed to allocate"} {
+	for _, s := range []string{overMemory, "fatal error: runtime: out of memory", "fatal error: out of memory", "runtime: out of memory", "ThreadSanitizer failed to allocate"} {
 		if strings.Contains(stderr, s) {
 			return true
 		}

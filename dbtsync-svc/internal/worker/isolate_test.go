@@ -31,8 +31,8 @@ func TestMain(m *testing.M) {
 
 var sink [][]byte
 
-// misbehave is the child's test hook: "spin" loops on the CPU for good, "hog" holds ever
-// more memory, "crash" panics; any other model converts.
+// misbehave is the child's test hook: "spin" loops on the CPU for good, "hog" reserves
+// ever more memory and "fill" writes ever more, "crash" panics; any other model converts.
 func misbehave(p *convert.Project) {
 	if len(p.Models) == 0 {
 		return
@@ -44,9 +44,17 @@ func misbehave(p *convert.Project) {
 				runtime.Gosched()
 			}
 		}
-	case "hog":
+	case "hog": // address space: chunks never touched, so never resident
 		for {
 			sink = append(sink, make([]byte, 64<<20))
+		}
+	case "fill": // resident memory: every page written
+		for {
+			b := make([]byte, 16<<20)
+			for i := range b {
+				b[i] = 1
+			}
+			sink = append(sink, b)
 		}
 	case "crash":
 		panic("the conversion's input broke it")
@@ -170,6 +178,17 @@ func TestAChildOverItsMemoryLimitFailsWorkLimit(t *testing.T) {
 	f.start(t, worker.Options{Isolate: isolated(0, 64<<20), MaxAttempts: 3})
 	j := f.waitLong(t, f.sync(t, "hog", manifest("hog")))
 	failedWith(t, j, dbtsync.CodeWorkLimit, "needed more than 64 MiB of memory, its limit")
+	if j.Attempts != 1 {
+		t.Errorf("a job over its memory limit ran %d times: retrying cannot help", j.Attempts)
+	}
+}
+
+func TestAChildOverItsMemoryLimitInResidentMemoryFailsWorkLimitAtTheLimit(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, git{})
+	f.start(t, worker.Options{Isolate: isolated(0, 128<<20), MaxAttempts: 3})
+	j := f.waitLong(t, f.sync(t, "fill", manifest("fill")))
+	failedWith(t, j, dbtsync.CodeWorkLimit, "needed more than 128 MiB of memory, its limit")
 	if j.Attempts != 1 {
 		t.Errorf("a job over its memory limit ran %d times: retrying cannot help", j.Attempts)
 	}
