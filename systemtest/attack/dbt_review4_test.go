@@ -23,7 +23,7 @@ import (
 // the same worker succeeds within twice its quiet time plus the kill latency, the worker
 // stays up, and a cancel of a hostile job in progress ends it within seconds.
 func TestDbtReview4LinkBombAndYAMLFailBesideAnotherAccountsSync(t *testing.T) {
-	const cpuLimit = 5 * time.Second // the child's CPU limit: the longest a hostile job holds a slot, in CPU time
+	const cpuLimit = time.Second // the child's CPU limit: the longest a hostile job holds a slot, in CPU time
 	s := stacktest.Start(t, stacktest.Options{Env: append(slices.Clone(noRateLimits), "DBT_SYNC_CHILD_CPU_LIMIT="+cpuLimit.String())})
 	a := newAPI(s)
 	acme, globex := s.Seed.Accounts["acme"], s.Seed.Accounts["globex"]
@@ -107,14 +107,30 @@ func TestDbtReview4LinkBombAndYAMLFailBesideAnotherAccountsSync(t *testing.T) {
 		}
 	})
 
-	// A clone that inflates 500 MiB keeps its child busy for seconds: a cancel while it runs
-	// kills the child, and the job ends canceled within seconds.
-	t.Run("CancelOfAHostileJobInProgressEndsItWithinSeconds", func(t *testing.T) {
-		repo := t.TempDir()
-		if err := gitrepo.WriteZeroModel(repo, 500<<20); err != nil {
-			t.Fatal(err)
+	// A clone that inflates 500 MiB costs its child seconds of CPU: past the child's CPU
+	// limit the kernel kills it, and the job fails work_limit naming the limit.
+	slowRepo := t.TempDir()
+	if err := gitrepo.WriteZeroModel(slowRepo, 500<<20); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("ACloneOverTheChildsCPULimitFailsWorkLimit", func(t *testing.T) {
+		setRepo(yamlDep, slowRepo)
+		job := waitJob(yamlDep, start(yamlDep, dev, map[string]any{"source": "git", "branchName": "slow/cpu"}), dev)
+		t.Logf("the 500 MiB clone with %s of CPU: %s", cpuLimit, job)
+		msg := fmt.Sprint(job.body["error"])
+		if job.body["status"] != "failed" || job.body["errorCode"] != "work_limit" || !strings.Contains(msg, "used more than 1s of CPU time, its limit") ||
+			strings.Contains(msg, "DBT_SYNC_") || job.body["attempts"] != float64(1) {
+			t.Errorf("want failed work_limit after one attempt, naming the CPU limit of 1s (never the setting), got %s", job)
 		}
-		setRepo(bombDep, repo)
+		if gone, how := worker.Exited(); gone || worker.Pid() != workerPid {
+			t.Errorf("the worker exited (%s) or was replaced", how)
+		}
+	})
+
+	// The same clone canceled while it runs: the child is killed, and the job ends
+	// canceled within seconds.
+	t.Run("CancelOfAHostileJobInProgressEndsItWithinSeconds", func(t *testing.T) {
+		setRepo(bombDep, slowRepo)
 		id := start(bombDep, dev, map[string]any{"source": "git", "branchName": "slow/1"})
 		apitest.Eventually(t, time.Minute, "the job runs", func() (bool, string) {
 			job := a.call("GET", syncs(bombDep)+"/"+id, dev, nil)
