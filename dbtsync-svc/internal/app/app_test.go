@@ -83,10 +83,12 @@ func newHarnessWith(t *testing.T, tune func(*app.Deps)) *harness {
 	deps := app.Deps{Audit: rec, Mongo: client.Database(devstack.UniqueName(t, "dbtsync")), NATS: nc, Signer: signer, CredentialsKey: credentialsKey(),
 		Registry: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler),
 		Git: gitsource.Limits{Policy: gitsource.Policy{AllowFile: true, AllowedHosts: []string{"127.0.0.1"},
-			// example.test stands for a public git host; nothing dials it.
+			// example.test stands for a public git host; nothing dials it. Its address is a
+			// public one: the documentation ranges (203.0.113.0/24 and the like) are
+			// reserved, and the outbound-address check refuses them.
 			Resolve: func(_ context.Context, host string) ([]netip.Addr, error) {
 				if host == "example.test" {
-					return []netip.Addr{netip.MustParseAddr("203.0.113.10")}, nil
+					return []netip.Addr{netip.MustParseAddr("140.82.112.3")}, nil
 				}
 				return net.DefaultResolver.LookupNetIP(context.Background(), "ip", host)
 			}}}}
