@@ -285,6 +285,14 @@ func TestRunnerWithFakeServices(t *testing.T) {
 				t.Fatalf("output does not say the killed worker was restarted (%q)", workerBack)
 			}
 		}
+		// stack.json names the processes that run now, for the tools that signal them.
+		now := r.stack()
+		if now.PIDs["dbtsync-worker"] == s.PIDs["dbtsync-worker"] || now.PIDs["embed-svc"] == s.PIDs["embed-svc"] {
+			t.Errorf("stack.json keeps the pids of processes that exited: worker %d (was %d), embed-svc %d (was %d)",
+				now.PIDs["dbtsync-worker"], s.PIDs["dbtsync-worker"], now.PIDs["embed-svc"], s.PIDs["embed-svc"])
+		} else if err := syscall.Kill(now.PIDs["dbtsync-worker"], 0); err != nil {
+			t.Errorf("stack.json's worker pid %d does not run: %v", now.PIDs["dbtsync-worker"], err)
+		}
 		select {
 		case <-r.exited:
 			t.Fatalf("devstack exited after a service died: %v", r.err)
@@ -293,6 +301,6 @@ func TestRunnerWithFakeServices(t *testing.T) {
 		if code := r.stop(60 * time.Second); code != 0 {
 			t.Errorf("devstack exit code after SIGTERM = %d, want 0", code)
 		}
-		assertGone(t, s.PIDs)
+		assertGone(t, now.PIDs)
 	})
 }

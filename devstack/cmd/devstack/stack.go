@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/analyticsco/platform/devstack"
@@ -200,6 +202,8 @@ func writeStackFile(cfg config, k platform.Keys, u backingURLs, b *backing, chil
 		sf.PostgresURL = b.mongo.PostgresURL()
 	}
 	path := filepath.Join(cfg.DataDir, "stack.json")
+	stackFileMu.Lock()
+	defer stackFileMu.Unlock()
 	return path, platform.WriteStackFile(path, sf)
 }
 
@@ -236,6 +240,30 @@ func startBacking(ctx context.Context, cfg config, logger *slog.Logger, b *backi
 	return mongoURI, natsURL, redisURL, nil
 }
 
+// stackFileMu serializes the rewrites of stack.json by restarts.
+var stackFileMu sync.Mutex
+
+// refreshStackPID records a restarted process's new pid in $DATA_DIR/stack.json, so the
+// tools that signal the stack's processes (the bench pauses and resumes them) find the
+// one that runs. Before the stack is ready there is no stack.json yet, and nothing to do.
+func refreshStackPID(cfg config, r *platform.Running) error {
+	stackFileMu.Lock()
+	defer stackFileMu.Unlock()
+	path := filepath.Join(cfg.DataDir, "stack.json")
+	sf, err := platform.ReadStackFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if _, ok := sf.PIDs[r.Name]; !ok {
+		return nil
+	}
+	sf.PIDs[r.Name] = r.Pid()
+	return platform.WriteStackFile(path, sf)
+}
+
 // startChild starts p with its output prefixed by its name and restarts it when it
 // exits, as a cluster would (platform.DefaultRestarts), saying so; one that keeps
 // exiting past that budget is reported on died.
@@ -247,7 +275,13 @@ func startChild(cfg config, p platform.Proc, out *devstack.Console, died chan<- 
 	}
 	out.Printf("devstack", "started %s (pid %d) on %s (internal %s)", p.Name, r.Pid(), p.Addr, p.InternalAddr)
 	go platform.Supervise(context.Background(), r, platform.DefaultRestarts, // until the stack's StopAll
-		func(line string) { out.Printf("devstack", "%s", line) },
+		func(line string) {
+			// stack.json first: whoever reads the line finds the new pid there.
+			if err := refreshStackPID(cfg, r); err != nil {
+				out.Printf("devstack", "stack.json keeps %s's old pid: %v", r.Name, err)
+			}
+			out.Printf("devstack", "%s", line)
+		},
 		func(r *platform.Running, why string) { out.Printf("devstack", "%s", why); died <- r })
 	return r, nil
 }
