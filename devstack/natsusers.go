@@ -33,6 +33,7 @@ const (
 	ledgersKV          = "dbtsync_ledgers"
 	manifestStore      = "dbtsync_manifests"
 	branchResolve      = "dbtsync.branches.resolve"
+	objectRemove       = "dbtsync.objects.remove"
 	identityLookupsAll = "identity.lookup.*"
 )
 
@@ -99,18 +100,17 @@ func dbtsyncPipeline() []string {
 // workerPipeline is the sync pipeline as the dbt worker uses it: it binds to the streams
 // dbtsync-svc made and takes its jobs (the consumers, one per deployment), reads and
 // writes job state, ledgers and objects, but cannot create, update, delete or purge a
-// stream. The one exception is purging the object store's stream: the object store
-// removes an object's chunks (a manifest deleted after its sync, a files result written
-// again by a retry) with a purge filtered to that object's chunk subject, and NATS
-// authorizes the purge by the stream's subject alone. It reaches no object the worker
-// could not already replace one by one: writing results needs publishing to the store's
-// subjects.
+// stream. Not even the object store's: removing an object purges its chunks with a
+// purge filtered to them, which NATS authorizes by the stream's subject alone, so the
+// right to remove one object would be the right to purge them all. The worker asks
+// dbtsync-svc to remove an object instead (objectRemove), and writes a result only to a
+// name no object holds (a put over an existing one purges it).
 func workerPipeline() []string {
 	out := slices.Clone(pipelineData)
 	for _, s := range pipelineStreams {
 		out = append(out, streamUse(s)...)
 	}
-	return append(out, "$JS.API.STREAM.PURGE.OBJ_"+manifestStore)
+	return append(out, objectRemove)
 }
 
 // NATSUsers are the platform's NATS users, one per process, and what each may do:
@@ -119,9 +119,9 @@ func workerPipeline() []string {
 //     owner, reads the AUDIT stream;
 //   - the dbt worker, which runs untrusted repositories, gets its jobs (and hears them
 //     published, to wake up), the job-state and ledger buckets, the manifest store and its
-//     own audit subject: it answers no request and sends none, and it uses the pipeline's
-//     streams without managing them (only dbtsync-svc creates, updates, purges or deletes
-//     them);
+//     own audit subject: it answers no request and sends only dbtsync-svc's object
+//     removals, and it uses the pipeline's streams without managing them (only
+//     dbtsync-svc creates, updates, purges or deletes them, and removes objects);
 //   - platformctl records the API keys it creates and revokes;
 //   - each user subscribes to its own inbox only (inbox), so no process receives another's
 //     replies or JetStream deliveries.
@@ -138,7 +138,7 @@ func NATSUsers() []NATSUser {
 				streamAPI(auditStream)),
 			Subscribe: []string{inbox("embed-svc")}},
 		{Name: "dbtsync-svc", Publish: slices.Concat(auditPublisher("dbtsync-svc"), dbtsyncPipeline()),
-			Subscribe: []string{inbox("dbtsync-svc"), branchResolve}, Responds: true},
+			Subscribe: []string{inbox("dbtsync-svc"), branchResolve, objectRemove}, Responds: true},
 		{Name: "dbtsync-worker", Publish: slices.Concat(auditPublisher("dbtsync-worker"), workerPipeline()),
 			Subscribe: []string{inbox("dbtsync-worker"), jobsSubjects}},
 		{Name: "platformctl", Publish: auditPublisher("platformctl"), Subscribe: []string{inbox("platformctl")}},

@@ -23,8 +23,13 @@ import (
 	"github.com/analyticsco/platform/libs/natsx"
 )
 
-// branchResolve is dbtsync-svc's resolver subject (dbtsync-svc/client.ResolveSubject).
-const branchResolve = "dbtsync.branches.resolve"
+// branchResolve is dbtsync-svc's resolver subject (dbtsync-svc/client.ResolveSubject),
+// objectRemove the worker's requests to dbtsync-svc to remove an object
+// (dbtsync.RemoveObjectSubject).
+const (
+	branchResolve = "dbtsync.branches.resolve"
+	objectRemove  = "dbtsync.objects.remove"
+)
 
 // usersOnlyNATS is the local stack's NATS: every connection names a platform user.
 func usersOnlyNATS(t *testing.T) *devstack.NATS {
@@ -116,13 +121,13 @@ func TestEachNATSUserIsRefusedWhatIsNotItsOwn(t *testing.T) {
 		{"dbtsync-worker", "Publish", []string{"audit.events.workspace-svc", "audit.events.embed-svc", "audit.events.platformctl",
 			"identity.lookup.deployment", "dbtsync.branches.resolve", "$JS.API.CONSUMER.CREATE.AUDIT.x", "$JS.API.STREAM.DELETE.AUDIT",
 			"$JS.API.DIRECT.GET.AUDIT", "$JS.API.STREAM.MSG.GET.AUDIT"}},
-		{"dbtsync-worker", "Subscription", []string{"identity.lookup.*", "identity.lookup.deployment", "audit.events.>", "dbtsync.branches.resolve", ">"}},
+		{"dbtsync-worker", "Subscription", []string{"identity.lookup.*", "identity.lookup.deployment", "audit.events.>", "dbtsync.branches.resolve",
+			objectRemove, ">"}},
 		// Only dbtsync-svc manages the pipeline's streams: the worker may not create,
-		// update, delete or purge them (but for the object store's purge of one object's
-		// chunks, see workerPipeline), nor delete their messages.
+		// update, delete or purge them (the object store's included: it asks dbtsync-svc
+		// to remove an object), nor delete their messages.
 		{"dbtsync-worker", "Publish", managementOf(
-			[]string{"DBTSYNC_JOBS", "KV_dbtsync_jobs", "KV_dbtsync_ledgers", "OBJ_dbtsync_manifests"}, "CREATE", "UPDATE", "DELETE", "MSG.DELETE")},
-		{"dbtsync-worker", "Publish", managementOf([]string{"DBTSYNC_JOBS", "KV_dbtsync_jobs", "KV_dbtsync_ledgers"}, "PURGE")},
+			[]string{"DBTSYNC_JOBS", "KV_dbtsync_jobs", "KV_dbtsync_ledgers", "OBJ_dbtsync_manifests"}, "CREATE", "UPDATE", "DELETE", "MSG.DELETE", "PURGE")},
 		{"gateway", "Publish", []string{"audit.events.gateway", "audit.events.workspace-svc", "identity.lookup.user", "dbtsync.jobs.1", "_INBOX.x"}},
 		{"gateway", "Subscription", []string{"audit.events.>", "_INBOX.>", "_INBOX_gateway.>"}},
 		{"workspace-svc", "Publish", []string{"audit.events.embed-svc", "identity.lookup.deployment", "dbtsync.jobs.1",
@@ -130,11 +135,16 @@ func TestEachNATSUserIsRefusedWhatIsNotItsOwn(t *testing.T) {
 		{"workspace-svc", "Subscription", []string{"identity.lookup.*", "audit.events.>"}},
 		{"embed-svc", "Publish", []string{"audit.events.workspace-svc", "dbtsync.jobs.1", "$KV.dbtsync_jobs.job.1.x",
 			"$JS.API.CONSUMER.CREATE.DBTSYNC_JOBS.x", "$O.dbtsync_manifests.C.x"}},
-		{"embed-svc", "Subscription", []string{"identity.lookup.*", "dbtsync.branches.resolve"}},
+		{"embed-svc", "Publish", []string{objectRemove}},
+		{"embed-svc", "Subscription", []string{"identity.lookup.*", "dbtsync.branches.resolve", objectRemove}},
+		{"workspace-svc", "Publish", []string{objectRemove}},
+		{"gateway", "Publish", []string{objectRemove}},
+		{"gateway", "Subscription", []string{objectRemove}},
+		{"dbtsync-svc", "Publish", []string{objectRemove}},
 		{"dbtsync-svc", "Publish", []string{"audit.events.dbtsync-worker", "audit.events.embed-svc", "identity.lookup.deployment",
 			"$JS.API.CONSUMER.CREATE.AUDIT.x"}},
 		{"dbtsync-svc", "Subscription", []string{"identity.lookup.*", "audit.events.>"}},
-		{"platformctl", "Publish", []string{"audit.events.workspace-svc", "identity.lookup.user", "dbtsync.jobs.1"}},
+		{"platformctl", "Publish", []string{"audit.events.workspace-svc", "identity.lookup.user", "dbtsync.jobs.1", objectRemove}},
 		{"platformctl", "Subscription", []string{"identity.lookup.*"}},
 	} {
 		t.Run(tc.user+"-"+tc.op, func(t *testing.T) {
@@ -302,8 +312,25 @@ func TestEachNATSUserCanDoItsOwnWork(t *testing.T) {
 	if b, err := workerObj.GetBytes(ctx, "manifest-a"); err != nil || string(b) != "manifest" {
 		t.Fatalf("the worker reads the manifest: %q %v", b, err)
 	}
-	if err := workerObj.Delete(ctx, "manifest-a"); err != nil {
-		t.Fatalf("the worker deletes the manifest: %v", err)
+	// The worker writes a result to a name no object holds (a put that purges nothing)
+	// and reads it back; it asks dbtsync-svc to remove an object, which dbtsync-svc does.
+	if _, err := workerObj.PutBytes(ctx, "result-a", []byte("files")); err != nil {
+		t.Fatalf("the worker stores a result: %v", err)
+	}
+	if b, err := workerObj.GetBytes(ctx, "result-a"); err != nil || string(b) != "files" {
+		t.Fatalf("the worker reads its result: %q %v", b, err)
+	}
+	if err := natsx.Handle(natsx.NewServer(svc.nc, natsx.ServerOptions{}), objectRemove, "dbtsync-objects",
+		func(ctx context.Context, name string) (bool, error) { return true, svcObj.Delete(ctx, name) }); err != nil {
+		t.Fatal(err)
+	}
+	_ = svc.nc.Flush()
+	remove := natsx.NewEndpoint[string, bool](natsx.NewClient(worker.nc, natsx.ClientOptions{}), objectRemove, 5*time.Second)
+	if ok, err := remove.Call(ctx, "manifest-a"); err != nil || !ok {
+		t.Fatalf("dbtsync-svc removes the manifest at the worker's request: %v %v", ok, err)
+	}
+	if _, err := workerObj.GetInfo(ctx, "manifest-a"); !errors.Is(err, jetstream.ErrObjectNotFound) {
+		t.Fatalf("the manifest after its removal: %v, want not found", err)
 	}
 	for who, c := range map[string]*natsClient{"gateway": gw, "embed-svc": embed, "dbtsync-svc": svc, "dbtsync-worker": worker} {
 		c.mu.Lock()
@@ -483,5 +510,73 @@ func TestTheWorkerCannotDeleteOrPurgeTheJobsStream(t *testing.T) {
 	owned, _ := svcJS.Stream(ctx, "DBTSYNC_JOBS")
 	if err := owned.Purge(ctx); err != nil {
 		t.Fatalf("dbtsync-svc purges its stream: %v", err)
+	}
+}
+
+// The worker cannot purge the manifest object store, neither whole nor filtered to one
+// object's chunks (NATS authorizes a purge by the stream alone): its attempts are
+// refused, every object stays, and dbtsync-svc, the store's owner, removes an object.
+func TestTheWorkerCannotPurgeTheObjectStore(t *testing.T) {
+	n := usersOnlyNATS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	svc := connectAs(t, n, "dbtsync-svc")
+	svcJS, _ := jetstream.New(svc.nc)
+	svcObj, err := svcJS.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: "dbtsync_manifests"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"manifest/a", "manifest/b"} {
+		if _, err := svcObj.PutBytes(ctx, name, []byte("upload "+name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, err := svcObj.GetInfo(ctx, "manifest/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker := connectAs(t, n, "dbtsync-worker")
+	workerJS, _ := jetstream.New(worker.nc)
+	store, err := workerJS.Stream(ctx, "OBJ_dbtsync_manifests")
+	if err != nil {
+		t.Fatalf("the worker binds to the object store's stream: %v", err)
+	}
+	for _, opts := range [][]jetstream.StreamPurgeOpt{nil, {jetstream.WithPurgeSubject("$O.dbtsync_manifests.C." + a.NUID)}} {
+		pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
+		err := store.Purge(pctx, opts...)
+		pcancel()
+		if err == nil {
+			t.Fatalf("the worker purged the object store (%d options)", len(opts))
+		}
+	}
+	workerObj, err := workerJS.ObjectStore(ctx, "dbtsync_manifests")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dctx, dcancel := context.WithTimeout(ctx, 2*time.Second)
+	defer dcancel()
+	if err := workerObj.Delete(dctx, "manifest/a"); err == nil {
+		t.Fatal("the worker deleted an object")
+	}
+	if !worker.violated("Publish", "$JS.API.STREAM.PURGE.OBJ_dbtsync_manifests") {
+		t.Errorf("the purge was not refused as a permissions violation: %v", worker.errs)
+	}
+	// The delete marked the object deleted before its purge was refused (the worker may
+	// write the store's entries): its chunks stay, and so does every other object.
+	info, err := store.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs < 4 {
+		t.Fatalf("the store holds %d messages after the worker's attempts, want both objects' chunks and entries", info.State.Msgs)
+	}
+	if b, err := svcObj.GetBytes(ctx, "manifest/b"); err != nil || string(b) != "upload manifest/b" {
+		t.Fatalf("another object after the worker's attempts: %q %v", b, err)
+	}
+	if err := svcObj.Delete(ctx, "manifest/b"); err != nil {
+		t.Fatalf("dbtsync-svc removes an object: %v", err)
+	}
+	if len(svc.errs) > 0 {
+		t.Errorf("dbtsync-svc was refused: %v", svc.errs)
 	}
 }

@@ -96,8 +96,8 @@ func setup(ctx context.Context, d Deps, service string, bind bool) (*adapters, e
 }
 
 // API is the API process: its public handler (the API behind identity.Require, /healthz),
-// its internal one (/healthz, /readyz, /metrics) and the branch resolver's server;
-// Close stops the resolver.
+// its internal one (/healthz, /readyz, /metrics) and the server of the branch resolver
+// and of the worker's object removals; Close stops it.
 type API struct {
 	Handler  http.Handler
 	Internal http.Handler
@@ -118,6 +118,10 @@ func NewAPI(ctx context.Context, d Deps) (*API, error) {
 	}
 	resolver, err := serveResolver(d.NATS, dbtsync.NewResolver(a.store, nil), d.Logger, d.Registry)
 	if err != nil {
+		return nil, err
+	}
+	if err := serveObjectRemoval(resolver, &dbtsync.ObjectRemover{Jobs: a.queue, Objects: a.queue}); err != nil {
+		_ = resolver.Close()
 		return nil, err
 	}
 	go reseal(ctx, a, d.Logger)
@@ -176,6 +180,8 @@ func NewWorker(ctx context.Context, d Deps, opts worker.Options, cloneDir string
 	if opts.Isolate != nil && opts.Isolate.CloneDir == "" {
 		opts.Isolate.CloneDir = git.Root() // the children clone under the worker's own locked directory
 	}
-	return worker.New(worker.Ports{Jobs: a.queue, Feed: a.queue, Manifests: a.queue, Ledgers: a.queue, Branches: a.store, Integrations: a.store, Git: git},
-		a.metrics, d.Logger, opts), nil
+	// The worker removes no object itself: the API does, when it asks (remoteObjects).
+	objects := newRemoteObjects(natsx.NewClient(d.NATS, natsx.ClientOptions{Metrics: natsx.NewRequestMetrics(d.Registry)}))
+	return worker.New(worker.Ports{Jobs: a.queue, Feed: a.queue, Manifests: a.queue, Ledgers: a.queue, Branches: a.store, Integrations: a.store, Git: git,
+		Objects: objects}, a.metrics, d.Logger, opts), nil
 }

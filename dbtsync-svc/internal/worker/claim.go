@@ -47,6 +47,14 @@ func (w *Worker) claim(ctx context.Context, d dbtsync.Delivery, log *slog.Logger
 			// event again (its id derives from the job), stored once.
 			w.opts.Audit.Record(bg, dbtsync.FinishEvent(job))
 		}
+		// Its upload may still be stored (its worker could not have it removed).
+		if job.FinishedByWorker && job.HasManifest && job.Status == dbtsync.StatusSucceeded {
+			if err := w.removeManifest(bg, job); err != nil {
+				log.Warn("the upload of a succeeded job could not be removed; the job is delivered again", "err", err)
+				d.Retry(w.opts.BlockedDelay)
+				return job, nil, false
+			}
+		}
 		d.Ack()
 		return job, nil, false
 	case job.CancelRequested: // canceled between two attempts

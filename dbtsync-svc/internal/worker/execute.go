@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
+	"github.com/analyticsco/platform/libs/errs"
 )
 
 // outcome is how a job ended: its status, the error it failed with, and what it wrote.
@@ -58,10 +60,14 @@ func (w *Worker) execute(ctx context.Context, d dbtsync.Delivery, job dbtsync.Jo
 }
 
 // failed ends the job failed when retrying cannot help or it ran MaxAttempts times, and
-// otherwise queues it again after the backoff (unless another run took it over).
+// otherwise queues it again after the backoff (unless another run took it over). A run
+// that could not have the API remove an earlier result (removalError) is queued again
+// after BlockedDelay and does not count as an attempt.
 func (w *Worker) failed(ctx context.Context, d dbtsync.Delivery, job dbtsync.Job, err error, span trace.Span, log *slog.Logger) {
 	span.RecordError(err)
-	if dbtsync.IsPermanent(err) || job.Attempts >= w.opts.MaxAttempts {
+	var removal *removalError
+	uncounted := errors.As(err, &removal)
+	if !uncounted && (dbtsync.IsPermanent(err) || job.Attempts >= w.opts.MaxAttempts) {
 		span.SetStatus(codes.Error, err.Error())
 		if w.settle(ctx, d, job, outcome{status: dbtsync.StatusFailed, err: err}) {
 			log.Warn("sync job failed", "err", err, "attempts", job.Attempts)
@@ -74,12 +80,20 @@ func (w *Worker) failed(ctx context.Context, d dbtsync.Delivery, job dbtsync.Job
 			return err
 		}
 		j.Status, j.Error, j.ErrorCode, j.Progress.Phase = dbtsync.StatusQueued, &reason, code, "retrying"
+		if uncounted {
+			j.Attempts-- // the next start counts it again
+		}
 		return nil
 	})
 	if errors.Is(uerr, errSuperseded) {
 		return
 	}
 	w.metrics.Attempts.WithLabelValues("retry").Inc()
+	if uncounted {
+		d.Retry(w.opts.BlockedDelay)
+		log.Warn("sync job's earlier files result could not be removed; retrying", "err", err)
+		return
+	}
 	d.Retry(w.opts.Backoff(job.Attempts))
 	log.Warn("sync job attempt failed; retrying", "err", err, "attempt", job.Attempts)
 }
@@ -140,18 +154,42 @@ func (w *Worker) finish(ctx context.Context, job dbtsync.Job, o outcome) error {
 		return err
 	}
 	_ = w.Jobs.LeaveLine(ctx, job.DeploymentID, job.BranchName, job.SyncJobID)
+	var rerr error
 	if job.HasManifest && o.status == dbtsync.StatusSucceeded {
-		// Freed once, by whoever removed it (two retries of one job may both succeed).
-		if deleted, _ := w.Manifests.DeleteManifest(ctx, job.ManifestJobID()); deleted {
-			_ = w.storage.Free(ctx, job.AccountID, job.DeploymentID, job.ManifestCharge)
-		}
+		rerr = w.removeManifest(ctx, ended)
 	}
 	w.metrics.Jobs.WithLabelValues(o.status).Inc()
 	w.metrics.Attempts.WithLabelValues(o.status).Inc()
 	if w.opts.Audit != nil {
 		w.opts.Audit.Record(ctx, dbtsync.FinishEvent(ended))
 	}
+	return rerr
+}
+
+// removeManifest has a succeeded job's upload removed (by the API: Objects) and frees
+// its charge, once, by whoever removed it (two retries of one job may both succeed).
+// An error means the API could not be asked: the job, already ended, is delivered
+// again shortly and its redelivery asks again (claim); it never fails the job.
+func (w *Worker) removeManifest(ctx context.Context, job dbtsync.Job) error {
+	deleted, err := w.Objects.RemoveManifest(ctx, job)
+	if deleted {
+		_ = w.storage.Free(ctx, job.AccountID, job.DeploymentID, job.ManifestCharge)
+	}
+	if refused(err) {
+		w.logger.Error("the API refused to remove a succeeded job's upload; it stays until its age removes it", "sync_job_id", job.SyncJobID, "err", err)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("remove the upload of succeeded job %s: %w", job.SyncJobID, err)
+	}
 	return nil
+}
+
+// refused reports whether err is the API's answer that a request is wrong (a client
+// error), which asking again does not mend; any other error is asked again.
+func refused(err error) bool {
+	e, ok := errs.As(err)
+	return ok && e.Kind != errs.Unavailable
 }
 
 // keepAlive keeps the delivery the worker's while it converts (the queue would deliver it

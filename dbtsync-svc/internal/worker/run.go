@@ -87,8 +87,23 @@ func (w *Worker) putResult(ctx context.Context, job dbtsync.Job, files []convert
 		}
 		return err
 	}
+	// A result an earlier run may have left (it recorded a charge) is removed first, by
+	// the API (Objects), so the put finds no object to replace (which the worker may not).
+	if prev != (dbtsync.Charge{}) {
+		if err := w.Objects.RemoveResult(ctx, job); err != nil {
+			// The earlier result stays as it was, and so does its charge.
+			if w.storage.Move(bg, job.AccountID, job.DeploymentID, charge, prev) == nil {
+				_ = setCharge(bg, prev)
+			}
+			if refused(err) {
+				return err
+			}
+			return &removalError{err}
+		}
+	}
 	if err := w.Manifests.PutResult(ctx, job.SyncJobID, files); err != nil {
-		// The earlier result (if any) stays as it was, and so does its charge.
+		// The charge is the earlier result's again (whose object, if it was removed, is
+		// gone: its charge stays until its age, as a lost result's does).
 		if w.storage.Move(bg, job.AccountID, job.DeploymentID, charge, prev) == nil {
 			_ = setCharge(bg, prev)
 		}
@@ -96,6 +111,14 @@ func (w *Worker) putResult(ctx context.Context, job dbtsync.Job, files []convert
 	}
 	return nil
 }
+
+// removalError: the API could not be asked to remove an earlier result. The run is
+// tried again shortly and does not count as an attempt (failed): the job never fails
+// for it.
+type removalError struct{ err error }
+
+func (e *removalError) Error() string { return "remove the earlier files result: " + e.err.Error() }
+func (e *removalError) Unwrap() error { return e.err }
 
 // progress stores where the job is (best effort: a lost update is overwritten by the
 // next), unless another run took the job over (errSuperseded).

@@ -93,7 +93,20 @@ type Ports struct {
 	Branches     dbtsync.BranchStore
 	Integrations dbtsync.IntegrationStore
 	Git          dbtsync.GitSource
+	// Objects removes a job's objects: the API, which the worker asks (it may not remove
+	// anything from the object store itself). Nil: Manifests removes them (stores whose
+	// PutResult replaces a result in place, as the tests' in-memory ones do).
+	Objects dbtsync.JobObjects
 }
+
+// ownObjects is the Objects of a worker given none.
+type ownObjects struct{ m dbtsync.ManifestStore }
+
+func (o ownObjects) RemoveManifest(ctx context.Context, job dbtsync.Job) (bool, error) {
+	return o.m.DeleteManifest(ctx, job.ManifestJobID())
+}
+
+func (ownObjects) RemoveResult(context.Context, dbtsync.Job) error { return nil }
 
 // Worker converts queued jobs.
 type Worker struct {
@@ -111,6 +124,9 @@ type Worker struct {
 // New builds a worker; Run consumes until its context ends.
 func New(p Ports, metrics *dbtsync.Metrics, logger *slog.Logger, opts Options) *Worker {
 	opts.defaults()
+	if p.Objects == nil {
+		p.Objects = ownObjects{p.Manifests}
+	}
 	return &Worker{Ports: p, metrics: metrics, logger: logger, opts: opts,
 		storage: &dbtsync.Storage{Ledgers: p.Ledgers, Quotas: opts.Quotas, ObjectMaxAge: opts.ObjectMaxAge, Now: time.Now}}
 }

@@ -97,13 +97,24 @@ func (q *Queue) DeleteManifest(ctx context.Context, id string) (bool, error) {
 	return true, nil
 }
 
-// PutResult stores a files job's output (a retry overwrites what an earlier attempt left).
+// PutResult stores a files job's output. A put over an existing object purges the
+// earlier one's chunks, which only the API may do: a run that replaces an earlier run's
+// result has it removed first (DeleteResult, through the API).
 func (q *Queue) PutResult(ctx context.Context, id string, files []convert.File) error {
 	data := dbtsync.ResultJSON(files)
 	if err := q.do(ctx, func(ctx context.Context) error {
 		_, err := q.obj.PutBytes(ctx, resultObject(id), data)
 		return err
 	}); err != nil {
+		return unavailable(err)
+	}
+	return nil
+}
+
+// DeleteResult removes a files job's output, if any.
+func (q *Queue) DeleteResult(ctx context.Context, id string) error {
+	err := q.do(ctx, func(ctx context.Context) error { return q.obj.Delete(ctx, resultObject(id)) })
+	if err != nil && !errors.Is(err, natsjs.ErrObjectNotFound) {
 		return unavailable(err)
 	}
 	return nil
