@@ -114,3 +114,28 @@ func (s *scanner) stringEnd(i int) (int, bool) {
 		j++
 	}
 }
+
+// stringEndInWindow is the index after the closing quote of the string at pos, when it
+// is in the window and at most max bytes long (quotes included); its bytes are not
+// validated.
+func (s *scanner) stringEndInWindow(max int) (int, bool) {
+	i := s.pos
+	b := s.buf[:min(len(s.buf), i+max)]
+	if end := shortStringEnd(b, i+1); end > 0 {
+		return end, true
+	}
+	for j := i + 1; ; j++ {
+		k := bytes.IndexByte(b[j:], '"')
+		if k < 0 {
+			return 0, false
+		}
+		j += k
+		n := 0 // a quote after an odd number of backslashes is escaped
+		for p := j - 1; p > i && b[p] == '\\'; p-- {
+			n++
+		}
+		if n%2 == 0 {
+			return j + 1, true
+		}
+	}
+}

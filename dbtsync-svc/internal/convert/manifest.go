@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // DecodeManifest reads a manifest.json as a stream within DefaultManifestLimits, keeping
@@ -243,6 +244,27 @@ func (d *decoding) added(m member) bool {
 	return d.flush()
 }
 
+// maxInline is the longest string a node's member the conversion reads is captured
+// as without validating (the worker does); a longer one is validated as it is held.
+const maxInline = 64 << 10
+
+// appendMemberName appends `"name":` to the object begun at b[start], after a comma
+// unless it is the first member.
+func appendMemberName(b []byte, start int, name []byte) []byte {
+	if len(b) > start+1 {
+		b = append(b, ',')
+	}
+	for _, c := range name {
+		if c < ' ' || c == '"' || c == '\\' {
+			b, _ = jsontext.AppendQuote(b, name)
+			return append(b, ':')
+		}
+	}
+	b = append(b, '"')
+	b = append(b, name...)
+	return append(b, '"', ':')
+}
+
 // splitNode hands on the node at the current position as an object of the members the
 // conversion reads (nodeReads), validating and skipping the rest as they stream past: a
 // node's SQL is most of a manifest, and is never held.
@@ -257,20 +279,25 @@ func (d *decoding) splitNode(s *scanner, id []byte) error {
 			return s.skip()
 		}
 		// The name's bytes are the window's: copied before the value's capture moves it.
-		if len(b.buf) > m.v0+1 {
-			b.buf = append(b.buf, ',')
-		}
-		b.buf = append(b.buf, '"')
-		b.buf = append(b.buf, name...) // nodeReads names need no escape
-		b.buf = append(b.buf, '"', ':')
+		member := len(b.buf)
+		b.buf = appendMemberName(b.buf, m.v0, name)
+		// Captured, not validated: the worker validates what it reads.
 		var raw []byte
 		var err error
-		if c := s.peek(); c == '{' || c == '[' {
+		switch c := s.peek(); {
+		case c == '{' || c == '[':
 			raw, err = s.capture()
-		} else {
+		case c == '"':
+			if end, ok := s.stringEndInWindow(maxInline); ok {
+				raw, s.pos = s.buf[s.pos:end], end
+				break
+			}
+			fallthrough
+		default:
 			raw, err = s.rawValue()
 		}
 		if err != nil {
+			b.buf = b.buf[:member]
 			return err
 		}
 		b.buf = append(b.buf, raw...)
@@ -280,7 +307,14 @@ func (d *decoding) splitNode(s *scanner, id []byte) error {
 		return nil
 	})
 	if err != nil {
+		// The members handed on so far come first: an error in them is the node's.
+		part := append(b.buf[m.v0:], '}')
 		b.buf = b.buf[:m.id0]
+		ps := newBytesScanner(part)
+		ps.base = noOffset
+		if perr := ps.object(func([]byte) error { return ps.skip() }); perr != nil {
+			return perr
+		}
 		return err
 	}
 	b.buf = append(b.buf, '}')

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -48,7 +49,7 @@ func FuzzDecodeManifestReadsJSONOnce(f *testing.F) {
 		}
 		scanWindow = 16
 		p2, err2 := DecodeManifest(iotest.OneByteReader(bytes.NewReader(in)))
-		if (err == nil) != (err2 == nil) || err != nil && err.Error() != err2.Error() {
+		if (err == nil) != (err2 == nil) || err != nil && withoutOffset(err) != withoutOffset(err2) {
 			t.Fatalf("%q: %v, through a small window %v", in, err, err2)
 		}
 		if err == nil && render(Build(p)) != render(Build(p2)) {
@@ -63,7 +64,7 @@ func TestManifestsWithTwoReadingsFailNamingTheField(t *testing.T) {
 		`metadata: manifest is not valid JSON: duplicate member name "x" at offset 19`,
 		`nodes["model.p.m"]: manifest is not valid JSON: duplicate member name "name" at offset 58`,
 		`nodes["model.p.m"]: manifest is not valid JSON: duplicate member name "name" at offset 58`,
-		`nodes["model.p.m"].name: manifest is not valid JSON: invalid UTF-8 in a string at offset 56`,
+		`nodes["model.p.m"].name: manifest is not valid JSON: invalid UTF-8 in a string`,
 		`nodes["model.p.m"].raw_code: manifest is not valid JSON: invalid UTF-8 in a string at offset 70`,
 		`nodes.m.raw_code: manifest is not valid JSON: invalid character '\\' in a string at offset 40`,
 		"",
@@ -84,7 +85,7 @@ func TestManifestsWithTwoReadingsFailNamingTheField(t *testing.T) {
 				got = err.Error()
 			}
 			var fe *FieldError
-			if got != want[i] {
+			if window == saved && got != want[i] || window != saved && withoutOffset(err) != withoutOffset(errors.New(want[i])) {
 				t.Errorf("%s (window %d): got %q, want %q", in, window, got, want[i])
 			}
 			if err != nil && !errors.Is(err, ErrNotJSON) || err != nil && i != 8 && !errors.As(err, &fe) {
@@ -93,6 +94,18 @@ func TestManifestsWithTwoReadingsFailNamingTheField(t *testing.T) {
 		}
 	}
 }
+
+// withoutOffset is err's message without the offsets it names: an error the splitter
+// finds says where in the input, one a worker finds in the members handed to it only
+// which field, and which of the two finds one depends on the window.
+func withoutOffset(err error) string {
+	if err == nil {
+		return ""
+	}
+	return offsetRE.ReplaceAllString(err.Error(), "")
+}
+
+var offsetRE = regexp.MustCompile(` at offset [0-9]+`)
 
 // Duplicates are found by the names, not by their hashes: with every hash the same,
 // an object of many distinct names is taken and one repeated name is refused, in a small

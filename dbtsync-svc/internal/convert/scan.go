@@ -698,9 +698,9 @@ func (s *scanner) rawValue() ([]byte, error) {
 	return s.buf[int(startAbs-s.base):s.pos], nil
 }
 
-// smallNames is how many names an object has before they are indexed by hash (below
-// it, a scan of their hashes is faster).
-const smallNames = 16
+// smallNames is how many names an object has before they are indexed by hash: below
+// it, a scan of their fingerprints is faster (a node has some twenty members).
+const smallNames = 32
 
 // nameSeed hashes member names (one seed per process: an input cannot aim at it).
 var nameSeed = maphash.MakeSeed()
@@ -710,7 +710,7 @@ var nameSeed = maphash.MakeSeed()
 type nameStack struct {
 	names  []byte   // the names, back to back
 	ends   []int    // where each name ends in names
-	hashes []uint64 // each name's hash
+	hashes []uint64 // each name's fingerprint, or its hash once its object is indexed
 	levels []nameLevel
 	spare  map[uint64]int // an index kept for the next large object
 	// max is the most names the open objects may hold together (0: no limit): past it
@@ -763,35 +763,36 @@ func (ns *nameStack) name(k int) []byte {
 // add records name (read at input offset at) in the innermost open object and returns
 // its index (for name), failing when that object already has it.
 func (ns *nameStack) add(name []byte, at int64) (int, error) {
-	h := maphash.Bytes(nameSeed, name)
-	if ns.collide {
-		h = 0
-	}
 	lv := &ns.levels[len(ns.levels)-1]
 	k := len(ns.ends)
+	if lv.index == nil && k-lv.first >= smallNames {
+		lv.index, ns.spare = ns.spare, nil
+		if lv.index == nil {
+			lv.index = make(map[uint64]int, 2*smallNames)
+		}
+		for i := lv.first; i < k; i++ {
+			ns.hashes[i] = ns.hash(ns.name(i))
+			ns.index(lv, i)
+		}
+	}
+	var h uint64
 	if lv.index == nil {
+		h = ns.fingerprint(name)
 		for i := lv.first; i < k; i++ {
 			if ns.hashes[i] == h && bytes.Equal(ns.name(i), name) {
 				return 0, duplicateName(name, at)
 			}
 		}
-		if k-lv.first >= smallNames {
-			lv.index = ns.spare
-			ns.spare = nil
-			if lv.index == nil {
-				lv.index = make(map[uint64]int, 2*smallNames)
-			}
-			for i := lv.first; i < k; i++ {
-				ns.index(lv, i)
-			}
-		}
-	} else if i, ok := lv.index[h]; ok {
-		if bytes.Equal(ns.name(i), name) {
-			return 0, duplicateName(name, at)
-		}
-		for _, i := range lv.more {
-			if ns.hashes[i] == h && bytes.Equal(ns.name(i), name) {
+	} else {
+		h = ns.hash(name)
+		if i, ok := lv.index[h]; ok {
+			if bytes.Equal(ns.name(i), name) {
 				return 0, duplicateName(name, at)
+			}
+			for _, i := range lv.more {
+				if ns.hashes[i] == h && bytes.Equal(ns.name(i), name) {
+					return 0, duplicateName(name, at)
+				}
 			}
 		}
 	}
@@ -805,6 +806,31 @@ func (ns *nameStack) add(name []byte, at int64) (int, error) {
 		ns.index(lv, k)
 	}
 	return k, nil
+}
+
+// hash is name's hash in an indexed object: seeded, so that no input can aim at it.
+func (ns *nameStack) hash(name []byte) uint64 {
+	if ns.collide {
+		return 0
+	}
+	return maphash.Bytes(nameSeed, name)
+}
+
+// fingerprint tells most names of a small object apart at little cost: their length
+// and their first and last eight bytes (equal ones are compared whole).
+func (ns *nameStack) fingerprint(name []byte) uint64 {
+	if ns.collide {
+		return 0
+	}
+	n := len(name)
+	if n >= 8 {
+		return binary.LittleEndian.Uint64(name) ^ bits.RotateLeft64(binary.LittleEndian.Uint64(name[n-8:]), 29) ^ uint64(n)<<58
+	}
+	var f uint64
+	for i, c := range name {
+		f |= uint64(c) << (8 * i)
+	}
+	return f ^ uint64(n)<<58
 }
 
 // index puts name i into lv's index.

@@ -58,7 +58,8 @@ func FuzzScannerValidatesAsJSONText(f *testing.F) {
 	})
 }
 
-// A string's value is what jsontext's Token.String gives, its end where jsontext ends it.
+// A string's value is what jsontext's Token.String gives, its end where jsontext ends it
+// (and where the splitter's fast capture ends it).
 func FuzzScannerStringIsJSONTexts(f *testing.F) {
 	for _, s := range []string{`"plain"`, `"a\"b\\c\/d\u00e9\n"`, "\"\xff\xfe\"", `"` + string(bytes.Repeat([]byte(`0123456789\"`), 9)) + `"`} {
 		f.Add([]byte(s))
@@ -78,6 +79,12 @@ func FuzzScannerStringIsJSONTexts(f *testing.F) {
 		}
 		if got := s.text(start, end, escaped, ascii); got != want {
 			t.Fatalf("%q: scanner reads %q, jsontext %q", b, got, want)
+		}
+		// The splitter's fast capture of a string ends it there too.
+		fast := newBytesScanner(b)
+		fast.ws()
+		if fastEnd, ok := fast.stringEndInWindow(len(b)); !ok || fastEnd != end {
+			t.Fatalf("%q: the fast capture ends at %d (%v), the scan at %d", b, fastEnd, ok, end)
 		}
 	})
 }
