@@ -2253,7 +2253,7 @@ type SyncJob struct {
 	Error *string `json:"error"`
 
 	// ErrorCode The code of a failed job's `error` (null unless `status` is `failed`):
-	// - `invalid_manifest`: the manifest is not JSON, has no nodes, or an unsupported schema version
+	// - `invalid_manifest`: the manifest is not JSON (a duplicate member name or invalid UTF-8 anywhere included), has no nodes, has an unsupported schema version, or a member the conversion reads (the metadata, a metric, a semantic model, a saved query) is not of the shape dbt writes; the message names the field (`nodes["model.p.m"].name`, `metadata`)
 	// - `invalid_project`: the dbt project files cannot be read or hold no model
 	// - `repository_limit`: the repository is over a clone limit (`DBT_SYNC_MAX_REPO_BYTES`, `DBT_SYNC_MAX_FILES`, `DBT_SYNC_MAX_FILE_BYTES`), or a link leads out of it
 	// - `repository_refused`: the repository's URL is not one the platform clones
@@ -2302,7 +2302,7 @@ type SyncJobOutput string
 type SyncJobSource string
 
 // SyncJobErrorCode The code of a failed job's `error` (null unless `status` is `failed`):
-// - `invalid_manifest`: the manifest is not JSON, has no nodes, or an unsupported schema version
+// - `invalid_manifest`: the manifest is not JSON (a duplicate member name or invalid UTF-8 anywhere included), has no nodes, has an unsupported schema version, or a member the conversion reads (the metadata, a metric, a semantic model, a saved query) is not of the shape dbt writes; the message names the field (`nodes["model.p.m"].name`, `metadata`)
 // - `invalid_project`: the dbt project files cannot be read or hold no model
 // - `repository_limit`: the repository is over a clone limit (`DBT_SYNC_MAX_REPO_BYTES`, `DBT_SYNC_MAX_FILES`, `DBT_SYNC_MAX_FILE_BYTES`), or a link leads out of it
 // - `repository_refused`: the repository's URL is not one the platform clones
@@ -3430,8 +3430,11 @@ type ClientInterface interface {
 	// `manifest` without `manifest`; a manifest schema version other than v7 to v12 (or v20),
 	// with the version found in the message; a `ref` of 7 to 40 hex characters that the
 	// repository has neither as a branch nor as a tag (so a commit SHA); `source` `git` without a saved dbt git integration; unknown fields or wrong
-	// types. `branchName` naming the production branch is `403` unless the caller is `admin`.
-	// The body may be up to 256 MiB (configurable); a larger one is `413` `too_large`. An
+	// types; a body that JSON readers could read two ways: a duplicate member name in any
+	// object, or invalid UTF-8 (a lone UTF-16 surrogate escape included) in any string, the
+	// message naming where as a JSON pointer. `branchName` naming the production branch is `403` unless the caller is `admin`.
+	// The body may be up to 256 MiB (configurable); a larger one is `413` `too_large`, and so
+	// is a manifest whose objects open at once hold more than 1,048,576 member names together. An
 	// uploaded manifest counts against its deployment's and its account's storage quotas
 	// (`DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES`, 1 GiB, and `DBT_SYNC_MAX_ACCOUNT_UPLOAD_BYTES`,
 	// 2 GiB, by default: uploads waiting to be converted or kept for a retry, and files
@@ -3456,8 +3459,11 @@ type ClientInterface interface {
 	// `manifest` without `manifest`; a manifest schema version other than v7 to v12 (or v20),
 	// with the version found in the message; a `ref` of 7 to 40 hex characters that the
 	// repository has neither as a branch nor as a tag (so a commit SHA); `source` `git` without a saved dbt git integration; unknown fields or wrong
-	// types. `branchName` naming the production branch is `403` unless the caller is `admin`.
-	// The body may be up to 256 MiB (configurable); a larger one is `413` `too_large`. An
+	// types; a body that JSON readers could read two ways: a duplicate member name in any
+	// object, or invalid UTF-8 (a lone UTF-16 surrogate escape included) in any string, the
+	// message naming where as a JSON pointer. `branchName` naming the production branch is `403` unless the caller is `admin`.
+	// The body may be up to 256 MiB (configurable); a larger one is `413` `too_large`, and so
+	// is a manifest whose objects open at once hold more than 1,048,576 member names together. An
 	// uploaded manifest counts against its deployment's and its account's storage quotas
 	// (`DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES`, 1 GiB, and `DBT_SYNC_MAX_ACCOUNT_UPLOAD_BYTES`,
 	// 2 GiB, by default: uploads waiting to be converted or kept for a retry, and files
@@ -4612,8 +4618,11 @@ func (c *Client) ListDbtSyncJobs(ctx context.Context, deploymentId DeploymentId,
 // `manifest` without `manifest`; a manifest schema version other than v7 to v12 (or v20),
 // with the version found in the message; a `ref` of 7 to 40 hex characters that the
 // repository has neither as a branch nor as a tag (so a commit SHA); `source` `git` without a saved dbt git integration; unknown fields or wrong
-// types. `branchName` naming the production branch is `403` unless the caller is `admin`.
-// The body may be up to 256 MiB (configurable); a larger one is `413` `too_large`. An
+// types; a body that JSON readers could read two ways: a duplicate member name in any
+// object, or invalid UTF-8 (a lone UTF-16 surrogate escape included) in any string, the
+// message naming where as a JSON pointer. `branchName` naming the production branch is `403` unless the caller is `admin`.
+// The body may be up to 256 MiB (configurable); a larger one is `413` `too_large`, and so
+// is a manifest whose objects open at once hold more than 1,048,576 member names together. An
 // uploaded manifest counts against its deployment's and its account's storage quotas
 // (`DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES`, 1 GiB, and `DBT_SYNC_MAX_ACCOUNT_UPLOAD_BYTES`,
 // 2 GiB, by default: uploads waiting to be converted or kept for a retry, and files
@@ -4648,8 +4657,11 @@ func (c *Client) StartDbtSyncWithBody(ctx context.Context, deploymentId Deployme
 // `manifest` without `manifest`; a manifest schema version other than v7 to v12 (or v20),
 // with the version found in the message; a `ref` of 7 to 40 hex characters that the
 // repository has neither as a branch nor as a tag (so a commit SHA); `source` `git` without a saved dbt git integration; unknown fields or wrong
-// types. `branchName` naming the production branch is `403` unless the caller is `admin`.
-// The body may be up to 256 MiB (configurable); a larger one is `413` `too_large`. An
+// types; a body that JSON readers could read two ways: a duplicate member name in any
+// object, or invalid UTF-8 (a lone UTF-16 surrogate escape included) in any string, the
+// message naming where as a JSON pointer. `branchName` naming the production branch is `403` unless the caller is `admin`.
+// The body may be up to 256 MiB (configurable); a larger one is `413` `too_large`, and so
+// is a manifest whose objects open at once hold more than 1,048,576 member names together. An
 // uploaded manifest counts against its deployment's and its account's storage quotas
 // (`DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES`, 1 GiB, and `DBT_SYNC_MAX_ACCOUNT_UPLOAD_BYTES`,
 // 2 GiB, by default: uploads waiting to be converted or kept for a retry, and files
@@ -9741,8 +9753,11 @@ type ClientWithResponsesInterface interface {
 	// `manifest` without `manifest`; a manifest schema version other than v7 to v12 (or v20),
 	// with the version found in the message; a `ref` of 7 to 40 hex characters that the
 	// repository has neither as a branch nor as a tag (so a commit SHA); `source` `git` without a saved dbt git integration; unknown fields or wrong
-	// types. `branchName` naming the production branch is `403` unless the caller is `admin`.
-	// The body may be up to 256 MiB (configurable); a larger one is `413` `too_large`. An
+	// types; a body that JSON readers could read two ways: a duplicate member name in any
+	// object, or invalid UTF-8 (a lone UTF-16 surrogate escape included) in any string, the
+	// message naming where as a JSON pointer. `branchName` naming the production branch is `403` unless the caller is `admin`.
+	// The body may be up to 256 MiB (configurable); a larger one is `413` `too_large`, and so
+	// is a manifest whose objects open at once hold more than 1,048,576 member names together. An
 	// uploaded manifest counts against its deployment's and its account's storage quotas
 	// (`DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES`, 1 GiB, and `DBT_SYNC_MAX_ACCOUNT_UPLOAD_BYTES`,
 	// 2 GiB, by default: uploads waiting to be converted or kept for a retry, and files
@@ -9767,8 +9782,11 @@ type ClientWithResponsesInterface interface {
 	// `manifest` without `manifest`; a manifest schema version other than v7 to v12 (or v20),
 	// with the version found in the message; a `ref` of 7 to 40 hex characters that the
 	// repository has neither as a branch nor as a tag (so a commit SHA); `source` `git` without a saved dbt git integration; unknown fields or wrong
-	// types. `branchName` naming the production branch is `403` unless the caller is `admin`.
-	// The body may be up to 256 MiB (configurable); a larger one is `413` `too_large`. An
+	// types; a body that JSON readers could read two ways: a duplicate member name in any
+	// object, or invalid UTF-8 (a lone UTF-16 surrogate escape included) in any string, the
+	// message naming where as a JSON pointer. `branchName` naming the production branch is `403` unless the caller is `admin`.
+	// The body may be up to 256 MiB (configurable); a larger one is `413` `too_large`, and so
+	// is a manifest whose objects open at once hold more than 1,048,576 member names together. An
 	// uploaded manifest counts against its deployment's and its account's storage quotas
 	// (`DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES`, 1 GiB, and `DBT_SYNC_MAX_ACCOUNT_UPLOAD_BYTES`,
 	// 2 GiB, by default: uploads waiting to be converted or kept for a retry, and files
@@ -16982,8 +17000,11 @@ func (c *ClientWithResponses) ListDbtSyncJobsWithResponse(ctx context.Context, d
 // `manifest` without `manifest`; a manifest schema version other than v7 to v12 (or v20),
 // with the version found in the message; a `ref` of 7 to 40 hex characters that the
 // repository has neither as a branch nor as a tag (so a commit SHA); `source` `git` without a saved dbt git integration; unknown fields or wrong
-// types. `branchName` naming the production branch is `403` unless the caller is `admin`.
-// The body may be up to 256 MiB (configurable); a larger one is `413` `too_large`. An
+// types; a body that JSON readers could read two ways: a duplicate member name in any
+// object, or invalid UTF-8 (a lone UTF-16 surrogate escape included) in any string, the
+// message naming where as a JSON pointer. `branchName` naming the production branch is `403` unless the caller is `admin`.
+// The body may be up to 256 MiB (configurable); a larger one is `413` `too_large`, and so
+// is a manifest whose objects open at once hold more than 1,048,576 member names together. An
 // uploaded manifest counts against its deployment's and its account's storage quotas
 // (`DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES`, 1 GiB, and `DBT_SYNC_MAX_ACCOUNT_UPLOAD_BYTES`,
 // 2 GiB, by default: uploads waiting to be converted or kept for a retry, and files
@@ -17014,8 +17035,11 @@ func (c *ClientWithResponses) StartDbtSyncWithBodyWithResponse(ctx context.Conte
 // `manifest` without `manifest`; a manifest schema version other than v7 to v12 (or v20),
 // with the version found in the message; a `ref` of 7 to 40 hex characters that the
 // repository has neither as a branch nor as a tag (so a commit SHA); `source` `git` without a saved dbt git integration; unknown fields or wrong
-// types. `branchName` naming the production branch is `403` unless the caller is `admin`.
-// The body may be up to 256 MiB (configurable); a larger one is `413` `too_large`. An
+// types; a body that JSON readers could read two ways: a duplicate member name in any
+// object, or invalid UTF-8 (a lone UTF-16 surrogate escape included) in any string, the
+// message naming where as a JSON pointer. `branchName` naming the production branch is `403` unless the caller is `admin`.
+// The body may be up to 256 MiB (configurable); a larger one is `413` `too_large`, and so
+// is a manifest whose objects open at once hold more than 1,048,576 member names together. An
 // uploaded manifest counts against its deployment's and its account's storage quotas
 // (`DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES`, 1 GiB, and `DBT_SYNC_MAX_ACCOUNT_UPLOAD_BYTES`,
 // 2 GiB, by default: uploads waiting to be converted or kept for a retry, and files
