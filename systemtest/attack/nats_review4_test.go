@@ -24,7 +24,8 @@ import (
 // subscribing to every inbox, to embed-svc's or to the gateway's is refused, and while
 // globex creates a folder (an audit event embed-svc pulls from the AUDIT stream) and
 // mints an embed session (identity lookups embed-svc asks the gateway) nothing arrives;
-// deleting, purging or updating DBTSYNC_JOBS is refused and the stream stays.
+// deleting, purging or updating DBTSYNC_JOBS is refused and the stream stays, and so is
+// purging the manifest object store.
 func TestWorkerNATSCredentialsReceiveNoOtherProcesssRepliesNorManageTheJobsStream(t *testing.T) {
 	s := stacktest.Start(t, stacktest.Options{})
 	a := newAPI(s)
@@ -124,5 +125,24 @@ func TestWorkerNATSCredentialsReceiveNoOtherProcesssRepliesNorManageTheJobsStrea
 	info, err := jobs.Info(ctx)
 	if err != nil || info.Config.MaxMsgsPerSubject == 1 {
 		t.Fatalf("DBTSYNC_JOBS after the worker's attempts: %+v %v", info, err)
+	}
+	// Nor the manifest object store's stream, whole or filtered to one object's chunks
+	// (the worker asks dbtsync-svc to remove an object).
+	objects, err := js.Stream(ctx, "OBJ_dbtsync_manifests")
+	if err != nil {
+		t.Fatalf("the worker binds to the object store's stream: %v", err)
+	}
+	before, err := objects.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, opts := range [][]jetstream.StreamPurgeOpt{nil, {jetstream.WithPurgeSubject("$O.dbtsync_manifests.C.x")}} {
+		if err := attempt(func(ctx context.Context) error { return objects.Purge(ctx, opts...) }); err == nil {
+			t.Fatalf("the worker's credentials purged OBJ_dbtsync_manifests (%d options)", len(opts))
+		}
+	}
+	refused(`Publish to "$JS.API.STREAM.PURGE.OBJ_dbtsync_manifests"`)
+	if after, err := objects.Info(ctx); err != nil || after.State.Msgs < before.State.Msgs {
+		t.Fatalf("OBJ_dbtsync_manifests after the worker's purges: %+v %v, want its %d messages", after, err, before.State.Msgs)
 	}
 }
