@@ -40,8 +40,9 @@ type RemoveObjectReply struct {
 	Deleted bool `json:"deleted"`
 }
 
-// ErrNotRemovable: the job's state does not let its object go (a manifest of a job that
-// has not succeeded, a result of a job that is over or makes no files).
+// ErrNotRemovable is the answer when the job's state does not let its object go (a
+// manifest of a job that has not succeeded, a result of a job that is over or makes no
+// files).
 var ErrNotRemovable = errors.New("the job's object may not be removed now")
 
 // JobObjects removes a job's objects on the worker's behalf.
