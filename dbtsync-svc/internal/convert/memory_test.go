@@ -12,13 +12,17 @@ import (
 	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
 )
 
-// bigNodeReader streams a manifest of one model whose member big holds a string of size
-// bytes, generated as it is read: the test holds none of it, so the heap the decode
+// bigNodeReader streams a manifest of one model whose member holds a string of size
+// bytes (and whose description, or alias, is "after"), generated as it is read: the test holds none of it, so the heap the decode
 // reaches is the decoder's own.
 func bigNodeReader(member string, size int) io.Reader {
 	head := `{"metadata":{"dbt_schema_version":"https://schemas.getdbt.com/dbt/manifest/v12.json"},"nodes":{"model.p.m":{"resource_type":"model","name":"m",` +
 		`"columns":{"id":{"name":"id","data_type":"int"}},"` + member + `":"`
-	tail := `","description":"after"}}}`
+	after := "description"
+	if member == after {
+		after = "alias"
+	}
+	tail := `","` + after + `":"after"}}}`
 	chunk := []byte(strings.Repeat("select 1 from t -- é\\n ", 1<<10))
 	body := &repeatReader{chunk: chunk, left: size / len(chunk) * len(chunk)}
 	return io.MultiReader(strings.NewReader(head), body, strings.NewReader(tail))
@@ -117,4 +121,23 @@ func BenchmarkDecodeManifestBigNode(b *testing.B) {
 	}
 	b.ReportMetric(float64(worst)/size, "peak/node")
 	b.ReportMetric(float64(worst)/(1<<20), "peak-MiB")
+}
+
+// A member the conversion reads whole (a description of 16 MiB) is held while it is read,
+// and copied once into the model: the decode's heap peaks at a small multiple of it.
+func TestDecodeManifestHoldsAReadMemberAFewTimesAtMost(t *testing.T) {
+	const size = 16 << 20
+	var p *convert.Project
+	var err error
+	peak := peakHeap(func() { p, err = convert.DecodeManifest(bigNodeReader("description", size)) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Models) != 1 || len(p.Models[0].Description) < size*9/10 || p.Models[0].Alias != "after" {
+		t.Fatalf("the model read is %d models", len(p.Models))
+	}
+	t.Logf("description of %d MiB: peak heap %.1f MiB (%.2fx the member)", size>>20, float64(peak)/(1<<20), float64(peak)/size)
+	if peak > 4*size {
+		t.Errorf("description of %d MiB: the decode's heap peaked at %.1f MiB, over 4x the member", size>>20, float64(peak)/(1<<20))
+	}
 }

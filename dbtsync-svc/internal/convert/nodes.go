@@ -3,7 +3,6 @@ package convert
 import (
 	"fmt"
 	"strings"
-	"unicode/utf8"
 	"unsafe"
 
 	"github.com/go-json-experiment/json"
@@ -38,7 +37,11 @@ func (np *nodeParser) reset(b []byte) *scanner {
 // copied into the arena.
 func (np *nodeParser) str(start, end int, escaped, ascii bool) string {
 	raw := np.s.buf[start+1 : end-1]
-	if escaped || !ascii && !utf8.Valid(raw) {
+	switch {
+	case escaped && len(raw) > 1024: // unescaped once, into the string's own bytes
+		b, _ := jsontext.AppendUnquote(make([]byte, 0, len(raw)), np.s.buf[start:end])
+		return unsafe.String(unsafe.SliceData(b), len(b))
+	case escaped: // the scanner has validated it: no invalid UTF-8 to replace
 		np.scratch, _ = jsontext.AppendUnquote(np.scratch[:0], np.s.buf[start:end])
 		raw = np.scratch
 	}
