@@ -104,7 +104,7 @@ type API struct {
 	resolver *natsx.Server
 }
 
-// Close unsubscribes the resolver.
+// Close unsubscribes the resolver and the object removals.
 func (a *API) Close() { _ = a.resolver.Close() }
 
 // NewAPI builds the API process.
