@@ -3434,7 +3434,7 @@ type ClientInterface interface {
 	// object, or invalid UTF-8 (a lone UTF-16 surrogate escape included) in any string, the
 	// message naming where as a JSON pointer. `branchName` naming the production branch is `403` unless the caller is `admin`.
 	// The body may be up to 256 MiB (configurable); a larger one is `413` `too_large`, and so
-	// is a manifest whose objects open at once hold more than 1,048,576 member names together. An
+	// is a manifest whose objects open at once hold more than 524,288 member names together. An
 	// uploaded manifest counts against its deployment's and its account's storage quotas
 	// (`DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES`, 1 GiB, and `DBT_SYNC_MAX_ACCOUNT_UPLOAD_BYTES`,
 	// 2 GiB, by default: uploads waiting to be converted or kept for a retry, and files
@@ -3463,7 +3463,7 @@ type ClientInterface interface {
 	// object, or invalid UTF-8 (a lone UTF-16 surrogate escape included) in any string, the
 	// message naming where as a JSON pointer. `branchName` naming the production branch is `403` unless the caller is `admin`.
 	// The body may be up to 256 MiB (configurable); a larger one is `413` `too_large`, and so
-	// is a manifest whose objects open at once hold more than 1,048,576 member names together. An
+	// is a manifest whose objects open at once hold more than 524,288 member names together. An
 	// uploaded manifest counts against its deployment's and its account's storage quotas
 	// (`DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES`, 1 GiB, and `DBT_SYNC_MAX_ACCOUNT_UPLOAD_BYTES`,
 	// 2 GiB, by default: uploads waiting to be converted or kept for a retry, and files
@@ -4622,7 +4622,7 @@ func (c *Client) ListDbtSyncJobs(ctx context.Context, deploymentId DeploymentId,
 // object, or invalid UTF-8 (a lone UTF-16 surrogate escape included) in any string, the
 // message naming where as a JSON pointer. `branchName` naming the production branch is `403` unless the caller is `admin`.
 // The body may be up to 256 MiB (configurable); a larger one is `413` `too_large`, and so
-// is a manifest whose objects open at once hold more than 1,048,576 member names together. An
+// is a manifest whose objects open at once hold more than 524,288 member names together. An
 // uploaded manifest counts against its deployment's and its account's storage quotas
 // (`DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES`, 1 GiB, and `DBT_SYNC_MAX_ACCOUNT_UPLOAD_BYTES`,
 // 2 GiB, by default: uploads waiting to be converted or kept for a retry, and files
@@ -4661,7 +4661,7 @@ func (c *Client) StartDbtSyncWithBody(ctx context.Context, deploymentId Deployme
 // object, or invalid UTF-8 (a lone UTF-16 surrogate escape included) in any string, the
 // message naming where as a JSON pointer. `branchName` naming the production branch is `403` unless the caller is `admin`.
 // The body may be up to 256 MiB (configurable); a larger one is `413` `too_large`, and so
-// is a manifest whose objects open at once hold more than 1,048,576 member names together. An
+// is a manifest whose objects open at once hold more than 524,288 member names together. An
 // uploaded manifest counts against its deployment's and its account's storage quotas
 // (`DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES`, 1 GiB, and `DBT_SYNC_MAX_ACCOUNT_UPLOAD_BYTES`,
 // 2 GiB, by default: uploads waiting to be converted or kept for a retry, and files
@@ -9757,7 +9757,7 @@ type ClientWithResponsesInterface interface {
 	// object, or invalid UTF-8 (a lone UTF-16 surrogate escape included) in any string, the
 	// message naming where as a JSON pointer. `branchName` naming the production branch is `403` unless the caller is `admin`.
 	// The body may be up to 256 MiB (configurable); a larger one is `413` `too_large`, and so
-	// is a manifest whose objects open at once hold more than 1,048,576 member names together. An
+	// is a manifest whose objects open at once hold more than 524,288 member names together. An
 	// uploaded manifest counts against its deployment's and its account's storage quotas
 	// (`DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES`, 1 GiB, and `DBT_SYNC_MAX_ACCOUNT_UPLOAD_BYTES`,
 	// 2 GiB, by default: uploads waiting to be converted or kept for a retry, and files
@@ -9786,7 +9786,7 @@ type ClientWithResponsesInterface interface {
 	// object, or invalid UTF-8 (a lone UTF-16 surrogate escape included) in any string, the
 	// message naming where as a JSON pointer. `branchName` naming the production branch is `403` unless the caller is `admin`.
 	// The body may be up to 256 MiB (configurable); a larger one is `413` `too_large`, and so
-	// is a manifest whose objects open at once hold more than 1,048,576 member names together. An
+	// is a manifest whose objects open at once hold more than 524,288 member names together. An
 	// uploaded manifest counts against its deployment's and its account's storage quotas
 	// (`DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES`, 1 GiB, and `DBT_SYNC_MAX_ACCOUNT_UPLOAD_BYTES`,
 	// 2 GiB, by default: uploads waiting to be converted or kept for a retry, and files
@@ -17004,7 +17004,7 @@ func (c *ClientWithResponses) ListDbtSyncJobsWithResponse(ctx context.Context, d
 // object, or invalid UTF-8 (a lone UTF-16 surrogate escape included) in any string, the
 // message naming where as a JSON pointer. `branchName` naming the production branch is `403` unless the caller is `admin`.
 // The body may be up to 256 MiB (configurable); a larger one is `413` `too_large`, and so
-// is a manifest whose objects open at once hold more than 1,048,576 member names together. An
+// is a manifest whose objects open at once hold more than 524,288 member names together. An
 // uploaded manifest counts against its deployment's and its account's storage quotas
 // (`DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES`, 1 GiB, and `DBT_SYNC_MAX_ACCOUNT_UPLOAD_BYTES`,
 // 2 GiB, by default: uploads waiting to be converted or kept for a retry, and files
@@ -17039,7 +17039,7 @@ func (c *ClientWithResponses) StartDbtSyncWithBodyWithResponse(ctx context.Conte
 // object, or invalid UTF-8 (a lone UTF-16 surrogate escape included) in any string, the
 // message naming where as a JSON pointer. `branchName` naming the production branch is `403` unless the caller is `admin`.
 // The body may be up to 256 MiB (configurable); a larger one is `413` `too_large`, and so
-// is a manifest whose objects open at once hold more than 1,048,576 member names together. An
+// is a manifest whose objects open at once hold more than 524,288 member names together. An
 // uploaded manifest counts against its deployment's and its account's storage quotas
 // (`DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES`, 1 GiB, and `DBT_SYNC_MAX_ACCOUNT_UPLOAD_BYTES`,
 // 2 GiB, by default: uploads waiting to be converted or kept for a retry, and files

@@ -38,7 +38,7 @@ type ManifestLimits struct {
 }
 
 // DefaultManifestLimits apply where ManifestLimits leaves a field zero.
-var DefaultManifestLimits = ManifestLimits{MaxMemberBytes: 32 << 20, MaxNames: 1 << 20}
+var DefaultManifestLimits = ManifestLimits{MaxMemberBytes: 32 << 20, MaxNames: 1 << 19}
 
 // WithDefaults is l with every limit not set at its DefaultManifestLimits value.
 func (l ManifestLimits) WithDefaults() ManifestLimits {

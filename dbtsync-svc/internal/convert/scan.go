@@ -3,6 +3,7 @@ package convert
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"io"
@@ -842,8 +843,11 @@ func (ns *nameStack) index(lv *nameLevel, i int) {
 	lv.index[ns.hashes[i]] = i
 }
 
+// ErrDuplicateName is a member name its object already has (wrapped in ErrNotJSON).
+var ErrDuplicateName = errors.New("duplicate member name")
+
 func duplicateName(name []byte, at int64) error {
-	return fmt.Errorf("%w: duplicate member name %s%s", ErrNotJSON, strconv.Quote(string(name)), atOffset(at, 0))
+	return fmt.Errorf("%w: %w %s%s", ErrNotJSON, ErrDuplicateName, strconv.Quote(string(name)), atOffset(at, 0))
 }
 
 // atOffset says where in the input buf[i] of a window at base is ("" when the window's
@@ -912,4 +916,23 @@ type ManifestLimitError struct {
 
 func (e *ManifestLimitError) Error() string {
 	return fmt.Sprintf("the manifest read is over its limit of %d %s", e.Value, e.Limit)
+}
+
+// Names refuses a duplicate member name as the scanner does, for a JSON reader of its
+// own (the API's, which streams an upload token by token): Open and Close each object,
+// Add each of its names.
+type Names struct{ ns nameStack }
+
+// NewNames is a Names that holds at most max names in the open objects together (0: no
+// limit); past it Add fails with a *ManifestLimitError.
+func NewNames(max int) *Names { return &Names{ns: nameStack{max: max}} }
+
+func (n *Names) Open()  { n.ns.open() }
+func (n *Names) Close() { n.ns.close() }
+
+// Add records name, unescaped, in the innermost open object; a name that object already
+// has fails with ErrDuplicateName.
+func (n *Names) Add(name []byte) error {
+	_, err := n.ns.add(name, noOffset)
+	return err
 }

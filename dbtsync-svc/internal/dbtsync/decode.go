@@ -21,10 +21,11 @@ import (
 // so far are returned too (the audit trail names them).
 func decodeStartSyncRequest(body io.Reader, manifest io.Writer) (StartSyncInput, error) {
 	// The body is read as the worker reads the manifest: a duplicate member name or
-	// invalid UTF-8 anywhere is refused. The decoder remembers the names of the open
-	// objects to do so, which copyManifest bounds (maxOpenNames).
-	d := &startSyncDecoder{dec: jsontext.NewDecoder(body), manifest: manifest,
-		in: StartSyncInput{Source: SourceGit, Output: OutputBranch}}
+	// invalid UTF-8 anywhere is refused. The names of the open objects are remembered by
+	// the worker's own check (convert.Names, a fraction of what jsontext's takes), at most
+	// maxOpenNames of them.
+	d := &startSyncDecoder{dec: jsontext.NewDecoder(body, jsontext.AllowDuplicateNames(true)), manifest: manifest,
+		fields: convert.NewNames(0), names: convert.NewNames(maxOpenNames), in: StartSyncInput{Source: SourceGit, Output: OutputBranch}}
 	if err := d.object(); err != nil {
 		return d.in, err
 	}
@@ -37,6 +38,8 @@ func decodeStartSyncRequest(body io.Reader, manifest io.Writer) (StartSyncInput,
 // startSyncDecoder is the state of one start-sync body being read.
 type startSyncDecoder struct {
 	dec      *jsontext.Decoder
+	fields   *convert.Names // the body's own member names
+	names    *convert.Names // the manifest's
 	manifest io.Writer
 	in       StartSyncInput
 	// A manifest is ignored with source "git" (the spec): once "source" has said so, the
@@ -55,12 +58,17 @@ func (d *startSyncDecoder) object() error {
 	if tok.Kind() != '{' {
 		return errs.Invalidf("request body must be a JSON object")
 	}
+	d.fields.Open()
 	for d.dec.PeekKind() != '}' {
 		tok, err := d.dec.ReadToken()
 		if err != nil {
 			return syntaxError(err)
 		}
-		if err := d.member(tok.String()); err != nil {
+		key := tok.String()
+		if err := d.addName(d.fields, key); err != nil {
+			return err
+		}
+		if err := d.member(key); err != nil {
 			return err
 		}
 	}
@@ -119,6 +127,20 @@ func (d *startSyncDecoder) stringMember(key string) error {
 	return nil
 }
 
+// addName records the member name just read in its object, refusing a duplicate (the
+// decoder's pointer names it) and one past the limit of names.
+func (d *startSyncDecoder) addName(names *convert.Names, name string) error {
+	err := names.Add([]byte(name))
+	var limit *convert.ManifestLimitError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &limit):
+		return errs.TooLargef("field \"manifest\" is over its limit of %d member names in the objects open at once", limit.Value)
+	}
+	return errs.Invalidf("malformed JSON: duplicate member name %q in %s", name, where(d.dec.StackPointer().Parent()))
+}
+
 // manifestMember streams the manifest out, or skips it when source "git" came first.
 func (d *startSyncDecoder) manifestMember() error {
 	if d.sourceSeen && d.in.Source == SourceGit {
@@ -141,7 +163,7 @@ func (d *startSyncDecoder) manifestMember() error {
 		}
 		return nil
 	}
-	v, err := copyManifest(d.dec, d.manifest, d.sourceSeen)
+	v, err := d.copyManifest(d.sourceSeen)
 	var checkErr manifestCheckError
 	switch {
 	case errors.As(err, &checkErr):
@@ -181,10 +203,7 @@ func syntaxError(err error) error {
 	}
 	var se *jsontext.SyntacticError
 	if errors.As(err, &se) {
-		switch {
-		case errors.Is(err, jsontext.ErrDuplicateName):
-			return errs.Invalidf("malformed JSON: duplicate member name %q in %s", se.JSONPointer.LastToken(), where(se.JSONPointer.Parent()))
-		// jsontext exports no error for these two.
+		switch { // jsontext exports no error for these two
 		case se.Err != nil && strings.HasPrefix(se.Err.Error(), "invalid UTF-8"):
 			return errs.Invalidf("malformed JSON: invalid UTF-8 in a string at %s (byte %d)", where(se.JSONPointer), se.ByteOffset)
 		case se.Err != nil && strings.HasPrefix(se.Err.Error(), "invalid surrogate pair"):
@@ -212,21 +231,21 @@ var maxOpenNames = convert.DefaultManifestLimits.MaxNames
 // counts only for source "manifest".
 type manifestCheckError struct{ error }
 
-// copyManifest streams the manifest object from dec to w and returns its schema version
+// copyManifest streams the manifest object from the decoder to d.manifest and returns its schema version
 // (0 when it has none). With stopOnCheck, a failed check stops the stream at once (the
 // source is known to be "manifest"); otherwise it is returned as manifestCheckError
 // once the whole value is copied.
-func copyManifest(dec *jsontext.Decoder, w io.Writer, stopOnCheck bool) (int, error) {
+func (d *startSyncDecoder) copyManifest(stopOnCheck bool) (int, error) {
+	dec, w := d.dec, d.manifest
 	var checkErr error
 	enc := jsontext.NewEncoder(w, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
 	type frame struct {
 		object  bool
 		wantKey bool
 		key     string
-		names   int
 	}
 	var stack []frame
-	version, names := 0, 0
+	version := 0
 	for {
 		tok, err := dec.ReadToken()
 		if err != nil {
@@ -237,9 +256,8 @@ func copyManifest(dec *jsontext.Decoder, w io.Writer, stopOnCheck bool) (int, er
 		if isKey {
 			stack[len(stack)-1].key = tok.String()
 			stack[len(stack)-1].wantKey = false
-			stack[len(stack)-1].names++
-			if names++; names > maxOpenNames {
-				return 0, errs.TooLargef("field \"manifest\" is over its limit of %d member names in the objects open at once", maxOpenNames)
+			if err := d.addName(d.names, stack[len(stack)-1].key); err != nil {
+				return 0, err
 			}
 		} else if len(stack) > 0 && kind != '}' && kind != ']' {
 			top := &stack[len(stack)-1]
@@ -268,10 +286,13 @@ func copyManifest(dec *jsontext.Decoder, w io.Writer, stopOnCheck bool) (int, er
 		switch kind {
 		case '{':
 			stack = append(stack, frame{object: true, wantKey: true})
+			d.names.Open()
 		case '[':
 			stack = append(stack, frame{})
 		case '}', ']':
-			names -= stack[len(stack)-1].names
+			if kind == '}' {
+				d.names.Close()
+			}
 			stack = stack[:len(stack)-1]
 			if len(stack) == 0 {
 				if checkErr != nil {

@@ -70,6 +70,10 @@ func TestUploadedManifestWithTwoReadingsIs400(t *testing.T) {
 			}
 		})
 	}
+	body := `{"source":"git","source":"manifest","manifest":{"nodes":{}}}`
+	if w, out := call(t, h, "POST", fmt.Sprintf("/api/v1/deployments/%d/dbt-sync", dep), body); w.Code != 400 || out["message"] != `malformed JSON: duplicate member name "source" in /` {
+		t.Errorf("dbt-sync-400-duplicate-field: %d %v", w.Code, out)
+	}
 	if n := len(f.jobs(t)); n != 0 {
 		t.Errorf("%d jobs queued", n)
 	}
