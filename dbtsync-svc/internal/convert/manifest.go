@@ -452,6 +452,9 @@ func (d *decoding) split(s *scanner) {
 	if err == nil && s.ws() {
 		err = fmt.Errorf("%w: trailing data after the manifest object", ErrNotJSON)
 	}
+	if limit, ok := s.rerr.(*ManifestLimitError); ok && err == nil { // a refill it refused ends the read
+		err = limit
+	}
 	if err == errStopped {
 		return
 	}

@@ -259,3 +259,30 @@ func eachNode(t *testing.T, raw []byte, fn func(id string, node []byte)) {
 	}
 	t.Fatal("no nodes")
 }
+
+// Names, the check the API's upload reader uses, refuses what the scanner refuses: a
+// name its object has, and names past its limit.
+func TestNamesRefuseADuplicateAndNamesPastTheLimit(t *testing.T) {
+	n := NewNames(3)
+	n.Open()
+	if err := n.Add([]byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	n.Open()
+	if err := n.Add([]byte("a")); err != nil { // an inner object's own name
+		t.Fatal(err)
+	}
+	n.Close()
+	if err := n.Add([]byte("a")); !errors.Is(err, ErrDuplicateName) || !errors.Is(err, ErrNotJSON) {
+		t.Fatalf("a repeated name: %v", err)
+	}
+	for _, name := range []string{"b", "c"} {
+		if err := n.Add([]byte(name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var limit *ManifestLimitError
+	if err := n.Add([]byte("d")); !errors.As(err, &limit) || limit.Value != 3 {
+		t.Fatalf("a fourth name: %v", err)
+	}
+}
