@@ -35,6 +35,8 @@ type Config struct {
 	MaxTreeEntries     int           `env:"DBT_SYNC_MAX_TREE_ENTRIES" default:"200000" help:"worker mode: most tree entries one clone's walk reads, counting the entries a checkout skips (duplicates, ., .., .git, submodules) and a subtree once per directory that names it; over it the job fails (work_limit) naming the limit"`
 	MaxPathBytes       int64         `env:"DBT_SYNC_MAX_PATH_BYTES" default:"67108864" help:"worker mode: most bytes of the full paths of the tree entries one clone's walk reads, together (one path is at most 4096 bytes); over it the job fails (work_limit) naming the limit"`
 	MaxLookupSteps     int64         `env:"DBT_SYNC_MAX_LOOKUP_STEPS" default:"10000000" help:"worker mode: most path components one clone walks resolving paths and symbolic links (the tree's links, at most 40 per path as the kernel counts them, and every file the conversion opens); over it the job fails (work_limit) naming the limit"`
+	MaxMemberBytes     int64         `env:"DBT_SYNC_MANIFEST_MAX_MEMBER_BYTES" default:"33554432" help:"most bytes of one manifest value the conversion reads whole: a node's members it reads, together (not its SQL, which streams past), the metadata, one metric, semantic model or saved query; over it a sync job fails (work_limit) naming the limit (an upload is not refused for it: the worker's read decides)"`
+	MaxManifestNames   int           `env:"DBT_SYNC_MANIFEST_MAX_NAMES" default:"524288" help:"most member names a manifest's objects open at once hold together (each is remembered to refuse a duplicate name; the nodes object's names are its node ids): over it an upload is refused (413) and a sync job fails (work_limit), naming the limit; the API and the workers must agree"`
 	MaxRefAdvertBytes  int64         `env:"DBT_SYNC_MAX_REF_ADVERTISEMENT_BYTES" default:"8388608" help:"most bytes of a git server's list of references read: the API's check that a SHA-like ref is a branch or tag stops there (the job then finds out), and a clone over it fails naming the limit"`
 	RefListings        int           `env:"DBT_SYNC_REF_LISTINGS" default:"4" help:"API mode: git servers' reference lists read at once by this process (the check of a SHA-like ref); more wait, within their request's deadline"`
 	AllowFileURLs      bool          `env:"DBT_SYNC_ALLOW_FILE_URLS" default:"false" help:"accept file:// repoUrl values (the local stack and tests; never in production)"`
@@ -51,13 +53,15 @@ type Config struct {
 	publish.Config
 }
 
-// GitLimits are the limits of one clone as configured (MaxManifest has no setting: the
-// sync body's limit applies).
+// GitLimits are the limits of one clone, and of every manifest read (an upload's, a
+// job's, a repository's), as configured (MaxManifest has no setting: the sync body's
+// limit applies).
 func (c Config) GitLimits() gitsource.Limits {
 	return gitsource.Limits{Policy: gitsource.Policy{AllowFile: c.AllowFileURLs, AllowedHosts: c.AllowedHosts},
 		CloneTimeout: c.CloneTimeout, MaxRepoBytes: c.MaxRepoBytes, MaxFiles: c.MaxRepoFiles, MaxFileBytes: c.MaxFileBytes, MaxModelPaths: c.MaxModelPaths,
 		MaxTreeEntries: c.MaxTreeEntries, MaxPathBytes: c.MaxPathBytes, MaxLookupSteps: c.MaxLookupSteps,
-		MaxRefAdverts: c.MaxRefAdvertBytes, RefListings: c.RefListings}
+		MaxRefAdverts: c.MaxRefAdvertBytes, RefListings: c.RefListings,
+		MaxManifestMemberBytes: c.MaxMemberBytes, MaxManifestNames: c.MaxManifestNames}
 }
 
 // ChildLimits are what the child process that reads and converts one job's input may use.

@@ -79,6 +79,11 @@ func TestLimitDefaultsAreTheConfigTags(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("dbtsync-svc: the config tags give %+v, gitsource.DefaultLimits %+v", got, want)
 	}
+	// The manifest read limits (every read: the API's upload check, the worker's) are the
+	// scanner's own defaults, convert.DefaultManifestLimits, which an unset Limits takes.
+	if got, want := dbt.GitLimits().ManifestLimits(), (dbtconfig.Config{}).GitLimits().ManifestLimits(); got != want {
+		t.Errorf("dbtsync-svc: the config tags give the manifest read %+v, convert.DefaultManifestLimits %+v", got, want)
+	}
 	gotStorage, wantStorage := dbt.StorageLimits(), (dbtconfig.Config{}).StorageLimits().WithDefaults()
 	gotStorage.IndexPage = wantStorage.IndexPage // no setting: the page of a job index
 	if !reflect.DeepEqual(gotStorage, wantStorage) {

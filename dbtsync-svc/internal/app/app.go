@@ -35,7 +35,7 @@ type Deps struct {
 	Registry       *prometheus.Registry
 	Logger         *slog.Logger
 	MaxBodyBytes   int64            // POST .../dbt-sync body limit (default 256 MiB)
-	Git            gitsource.Limits // repository policy and clone limits (zero: defaults, https only)
+	Git            gitsource.Limits // repository policy, clone and manifest read limits (zero: defaults, https only)
 	// Storage bounds what JetStream keeps (the queue limits per deployment included);
 	// Quotas what one deployment and one account keep in the object store (zero fields:
 	// the defaults).
@@ -132,7 +132,7 @@ func NewAPI(ctx context.Context, d Deps) (*API, error) {
 	svc = dbtsync.AuditingMiddleware(a.audit)(svc)
 	svc = dbtsync.LoggingMiddleware(d.Logger)(svc)
 	svc = dbtsync.InstrumentingMiddleware(a.metrics)(svc)
-	h := dbtsync.NewHTTPHandler(dbtsync.MakeEndpoints(svc), d.Logger, d.MaxBodyBytes)
+	h := dbtsync.NewHTTPHandler(dbtsync.MakeEndpoints(svc), d.Logger, d.MaxBodyBytes, d.Git.ManifestLimits())
 	public, internal := Listeners("dbtsync-svc", d, identity.Require(d.Signer.ForService("dbtsync-svc"), h))
 	return &API{Handler: public, Internal: internal, resolver: resolver}, nil
 }
@@ -173,12 +173,18 @@ func NewWorker(ctx context.Context, d Deps, opts worker.Options, cloneDir string
 		opts.Audit = a.audit
 	}
 	opts.Quotas, opts.ObjectMaxAge = d.Quotas, d.Storage.ObjectMaxAge
+	// Every manifest read, here or in a child, within the limits the API's upload check
+	// applies (d.Git's).
+	opts.Manifest = d.Git.ManifestLimits()
 	git, err := gitsource.NewCloner(a.sealer, cloneDir, d.Git)
 	if err != nil {
 		return nil, err
 	}
 	if opts.Isolate != nil && opts.Isolate.CloneDir == "" {
 		opts.Isolate.CloneDir = git.Root() // the children clone under the worker's own locked directory
+	}
+	if opts.Isolate != nil {
+		opts.Isolate.Git.MaxManifestMemberBytes, opts.Isolate.Git.MaxManifestNames = d.Git.MaxManifestMemberBytes, d.Git.MaxManifestNames
 	}
 	// The worker removes no object itself: the API does, when it asks (remoteObjects).
 	objects := newRemoteObjects(natsx.NewClient(d.NATS, natsx.ClientOptions{Metrics: natsx.NewRequestMetrics(d.Registry)}))

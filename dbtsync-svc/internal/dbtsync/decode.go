@@ -19,13 +19,15 @@ import (
 // manifest's schema version is checked on the way: an unsupported one stops the upload
 // at once. It only parses: StartSync applies the rules. On an error the fields decoded
 // so far are returned too (the audit trail names them).
-func decodeStartSyncRequest(body io.Reader, manifest io.Writer) (StartSyncInput, error) {
+func decodeStartSyncRequest(body io.Reader, manifest io.Writer, limits convert.ManifestLimits) (StartSyncInput, error) {
 	// The body is read as the worker reads the manifest: a duplicate member name or
 	// invalid UTF-8 anywhere is refused. The names of the open objects are remembered by
 	// the worker's own check (convert.Names, a fraction of what jsontext's takes), at most
-	// maxOpenNames of them.
+	// limits.MaxNames of them, the worker's limit (the worker's other limit, of a value
+	// read whole, is its read's to apply: only the conversion knows which it reads).
+	limits = limits.WithDefaults()
 	d := &startSyncDecoder{dec: jsontext.NewDecoder(body, jsontext.AllowDuplicateNames(true)), manifest: manifest,
-		fields: convert.NewNames(0), names: convert.NewNames(maxOpenNames), in: StartSyncInput{Source: SourceGit, Output: OutputBranch}}
+		fields: convert.NewNames(0), names: convert.NewNames(limits.MaxNames), in: StartSyncInput{Source: SourceGit, Output: OutputBranch}}
 	if err := d.object(); err != nil {
 		return d.in, err
 	}
@@ -221,10 +223,6 @@ func where(p jsontext.Pointer) string {
 	}
 	return string(p)
 }
-
-// maxOpenNames is the most member names the open objects of a manifest hold together,
-// as the worker's scan allows (each is remembered to refuse a duplicate).
-var maxOpenNames = convert.DefaultManifestLimits.MaxNames
 
 // manifestCheckError is a manifest that is well-formed JSON but fails a check (its
 // schema version): with the source not yet known, the stream goes on and the error

@@ -4,13 +4,15 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
 )
 
 // The decoders, each with the rules the service applies to what it decoded, for the
 // black-box fuzz tests: a body is either refused with a client error or accepted.
 
 func DecodeStartSyncRequest(body io.Reader, manifest io.Writer) (StartSyncInput, error) {
-	in, err := decodeStartSyncRequest(body, manifest)
+	in, err := decodeStartSyncRequest(body, manifest, convert.ManifestLimits{})
 	if err == nil {
 		err = in.validate()
 	}
@@ -31,7 +33,7 @@ var DecodeStagingRequest = decodeStagingRequest
 // body (content type aside): the unit tests drive the service with what a client sends.
 func BodyOf(body string) SyncRequestBody {
 	return func(manifest io.Writer) (StartSyncInput, error) {
-		return decodeStartSyncRequest(strings.NewReader(body), manifest)
+		return decodeStartSyncRequest(strings.NewReader(body), manifest, convert.ManifestLimits{})
 	}
 }
 

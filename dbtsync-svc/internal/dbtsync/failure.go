@@ -24,7 +24,7 @@ func Failure(code, format string, args ...any) error {
 
 // The codes of failed jobs (SyncJob.errorCode, openapi.yaml's SyncJobErrorCode).
 const (
-	CodeInvalidManifest       = "invalid_manifest"       // the manifest is not JSON, has no nodes, or an unsupported schema version
+	CodeInvalidManifest       = "invalid_manifest"       // the manifest is not JSON (duplicate names, invalid UTF-8), has no nodes, is no manifest, has an unsupported schema version, or a member of the wrong shape
 	CodeInvalidProject        = "invalid_project"        // the dbt project files cannot be read or hold no model
 	CodeRepositoryLimit       = "repository_limit"       // the repository is over a clone limit, or a link leads out of it
 	CodeRepositoryRefused     = "repository_refused"     // the repository's URL is not one the platform clones
@@ -32,7 +32,7 @@ const (
 	CodeRefNotFound           = "ref_not_found"          // the ref is neither a branch nor a tag of the repository
 	CodeInputGone             = "input_gone"             // the uploaded manifest expired, or the integration was removed
 	CodeJobTimeout            = "job_timeout"            // the job ran longer than DBT_SYNC_JOB_TIMEOUT
-	CodeWorkLimit             = "work_limit"             // reading the input passed a total work budget, or the isolated run met its CPU or memory limit
+	CodeWorkLimit             = "work_limit"             // reading the input passed a work budget or a manifest read limit, or the isolated run met its CPU or memory limit
 	CodeWorkerStopped         = "worker_stopped"         // the job's runs alone each stopped their worker
 	CodeStorageQuota          = "storage_quota"          // the files result would pass a storage quota
 	CodeInternal              = "internal_error"         // anything else: the detail is in the worker's log

@@ -120,9 +120,8 @@ func nodesOf(n int) string {
 // naming the limit (the decoder remembers them too, to refuse a duplicate); as many is
 // taken, as the worker takes it.
 func TestUploadOverTheNamesLimitIs413(t *testing.T) {
-	defer dbtsync.SetMaxOpenNames(100)()
 	f := newFixture(t)
-	h := f.handler(developer, dbtsync.DefaultMaxSyncBodyBytes)
+	h := f.handlerWith(developer, dbtsync.DefaultMaxSyncBodyBytes, convert.ManifestLimits{MaxNames: 100})
 	for _, c := range []struct {
 		name  string
 		nodes int

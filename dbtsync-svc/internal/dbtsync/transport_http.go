@@ -11,6 +11,7 @@ import (
 
 	kithttp "github.com/go-kit/kit/transport/http"
 
+	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
 	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
@@ -24,15 +25,16 @@ const (
 )
 
 // NewHTTPHandler routes the dbt sync and /build routes to the endpoints; maxSyncBodyBytes
-// bounds a start-sync body. The caller wraps it in identity.Require. Decoders only parse
-// the request: the service decides who may do what.
-func NewHTTPHandler(e Endpoints, logger *slog.Logger, maxSyncBodyBytes int64) http.Handler {
+// bounds a start-sync body, and manifest the manifest it uploads as the worker's read
+// bounds it (zero fields: the defaults). The caller wraps it in identity.Require.
+// Decoders only parse the request: the service decides who may do what.
+func NewHTTPHandler(e Endpoints, logger *slog.Logger, maxSyncBodyBytes int64, manifest convert.ManifestLimits) http.Handler {
 	router := httpx.NewRouter()
 	o := httpx.HandleOptions{Logger: logger, MaxBody: maxSmallBodyBytes, Encode: encodeResponse, Server: []kithttp.ServerOption{
 		kithttp.ServerBefore(kithttp.PopulateRequestContext),
 	}}
 	const dep = "/api/v1/deployments/{deploymentId}"
-	httpx.Handle(router, "POST", dep+"/dbt-sync", e.StartSync, decodeStartSyncHTTP, o.WithMaxBody(maxSyncBodyBytes))
+	httpx.Handle(router, "POST", dep+"/dbt-sync", e.StartSync, decodeStartSyncHTTP(manifest), o.WithMaxBody(maxSyncBodyBytes))
 	httpx.Handle(router, "GET", dep+"/dbt-sync", e.ListJobs, decodePageRequest, o)
 	httpx.Handle(router, "GET", dep+"/dbt-sync/{syncJobId}", e.GetJob, decodeJobRequest, o)
 	httpx.Handle(router, "POST", dep+"/dbt-sync/{syncJobId}/cancel", e.CancelJob, decodeJobRequest, o)
@@ -103,17 +105,19 @@ func decodeScope(_ context.Context, r *http.Request) (any, error) { return scope
 // decodeStartSyncHTTP leaves the body to the service (see SyncRequestBody), which reads
 // it with decodeStartSyncRequest once the caller is authorized and it has a place for the
 // manifest: a refused caller is answered 403 whatever it sent.
-func decodeStartSyncHTTP(_ context.Context, r *http.Request) (any, error) {
-	sc, err := scopeOf(r)
-	if err != nil {
-		return nil, err
-	}
-	return syncRequest{scope: sc, Body: func(manifest io.Writer) (StartSyncInput, error) {
-		if err := httpx.RequireJSON(r); err != nil {
-			return StartSyncInput{}, err
+func decodeStartSyncHTTP(limits convert.ManifestLimits) kithttp.DecodeRequestFunc {
+	return func(_ context.Context, r *http.Request) (any, error) {
+		sc, err := scopeOf(r)
+		if err != nil {
+			return nil, err
 		}
-		return decodeStartSyncRequest(r.Body, manifest)
-	}}, nil
+		return syncRequest{scope: sc, Body: func(manifest io.Writer) (StartSyncInput, error) {
+			if err := httpx.RequireJSON(r); err != nil {
+				return StartSyncInput{}, err
+			}
+			return decodeStartSyncRequest(r.Body, manifest, limits)
+		}}, nil
+	}
 }
 
 func decodeJobRequest(_ context.Context, r *http.Request) (any, error) {

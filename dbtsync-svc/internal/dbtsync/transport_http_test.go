@@ -26,7 +26,12 @@ import (
 
 // handler serves the fixture's service to p, with maxSyncBody as the start-sync limit.
 func (f *fixture) handler(p *identity.Principal, maxSyncBody int64) http.Handler {
-	h := dbtsync.NewHTTPHandler(dbtsync.MakeEndpoints(f.svc), slog.New(slog.DiscardHandler), maxSyncBody)
+	return f.handlerWith(p, maxSyncBody, convert.ManifestLimits{})
+}
+
+// handlerWith is handler with the upload's manifest read within manifest.
+func (f *fixture) handlerWith(p *identity.Principal, maxSyncBody int64, manifest convert.ManifestLimits) http.Handler {
+	h := dbtsync.NewHTTPHandler(dbtsync.MakeEndpoints(f.svc), slog.New(slog.DiscardHandler), maxSyncBody, manifest)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.ServeHTTP(w, r.WithContext(identity.NewContext(r.Context(), p)))
 	})

@@ -43,6 +43,10 @@ type Limits struct {
 	MaxLookupSteps int64         // path components walked resolving paths and links in one clone's tree
 	MaxRefAdverts  int64         // bytes of a server's reference advertisement read (ref listing and fetch)
 	RefListings    int           // reference listings (HasRef) this process runs at once
+	// The limits of every manifest read (convert.ManifestLimits): the API's upload check,
+	// the worker's read of an uploaded manifest and of the one at manifestPath.
+	MaxManifestMemberBytes int64 // one value the conversion reads whole (a node's read members together)
+	MaxManifestNames       int   // member names the open objects hold together
 }
 
 // DefaultLimits apply where Limits leaves a field zero: the defaults of the config tags
@@ -50,10 +54,16 @@ type Limits struct {
 var DefaultLimits = Limits{CloneTimeout: 2 * time.Minute, MaxRepoBytes: 512 << 20, MaxFiles: 50_000,
 	MaxFileBytes: 16 << 20, MaxManifest: dbtsync.DefaultMaxSyncBodyBytes, MaxModelPaths: 64,
 	MaxTreeEntries: 200_000, MaxPathBytes: 64 << 20, MaxLookupSteps: 10_000_000,
-	MaxRefAdverts: 8 << 20, RefListings: 4}
+	MaxRefAdverts: 8 << 20, RefListings: 4,
+	MaxManifestMemberBytes: int64(convert.DefaultManifestLimits.MaxMemberBytes), MaxManifestNames: convert.DefaultManifestLimits.MaxNames}
 
 // WithDefaults is l with every limit not set (zero or less) at its DefaultLimits value.
 func (l Limits) WithDefaults() Limits { return libconfig.OrDefaults(l, DefaultLimits) }
+
+// ManifestLimits are the limits of a manifest read, with the defaults where l sets none.
+func (l Limits) ManifestLimits() convert.ManifestLimits {
+	return convert.ManifestLimits{MaxMemberBytes: int(l.MaxManifestMemberBytes), MaxNames: l.MaxManifestNames}.WithDefaults()
+}
 
 // Opener opens the sealed credentials of an integration (internal/credentials).
 type Opener interface {
@@ -162,7 +172,7 @@ func (s *Source) readManifest(tree *treeFS, manifestPath string) (p *convert.Pro
 	case st.Size() > s.limits.MaxManifest:
 		return nil, true, dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeRepositoryLimit, "repository file %s is %d bytes, over the manifest limit of %d bytes", rel, st.Size(), s.limits.MaxManifest))
 	}
-	p, err = dbtsync.DecodeManifest(bufio.NewReaderSize(io.LimitReader(f, s.limits.MaxManifest), 256<<10))
+	p, err = dbtsync.DecodeManifestWith(bufio.NewReaderSize(io.LimitReader(f, s.limits.MaxManifest), 256<<10), s.limits.ManifestLimits())
 	return p, true, err
 }
 

@@ -189,6 +189,43 @@ func TestProjectIsReadFromTheFetchedTree(t *testing.T) {
 	}
 }
 
+// The manifest at manifestPath is read within the manifest limits of the Limits, as the
+// API's upload check and the worker's read of an upload are: a lowered limit fails the
+// job with work_limit naming the value set; the defaults read it.
+func TestTheRepositorysManifestIsReadWithinTheManifestLimits(t *testing.T) {
+	t.Parallel()
+	manifest := `{"metadata":{"dbt_schema_version":"https://schemas.getdbt.com/dbt/manifest/v12.json"},"nodes":{` +
+		`"model.p.orders":{"resource_type":"model","name":"orders","alias":"orders","database":"db","schema":"s","description":"` + strings.Repeat("d", 2000) + `"}}}`
+	url := repo(t, func(r *gitrepo.Repo) (gitrepo.Hash, error) {
+		return r.Files(map[string][]byte{"dbt_project.yml": []byte(project), "target/manifest.json": []byte(manifest)})
+	})
+	for _, c := range []struct {
+		name   string
+		limits Limits
+		want   string // the failure's message; "" reads it
+	}{
+		{"defaults", Limits{}, ""},
+		{"member-bytes", Limits{MaxManifestMemberBytes: 1000},
+			`nodes["model.p.orders"].description: the manifest read is over its limit of 1000 bytes of the members of one node the conversion reads`},
+		{"names", Limits{MaxManifestNames: 6},
+			`nodes["model.p.orders"]: the manifest read is over its limit of 6 member names of the objects open at once`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p, err := load(cloner(t, c.limits), url, "target/manifest.json")
+			if c.want == "" {
+				if err != nil || len(p.Models) != 1 || p.Models[0].Name != "orders" {
+					t.Fatalf("Load = %+v, %v; want the manifest's one model", p, err)
+				}
+				return
+			}
+			code, msg, own := dbtsync.PublicFailure(err)
+			if !own || code != dbtsync.CodeWorkLimit || msg != c.want || !dbtsync.IsPermanent(err) {
+				t.Fatalf("Load = %v: code %q, message %q; want work_limit %q", err, code, msg, c.want)
+			}
+		})
+	}
+}
+
 // withEntry writes dbt_project.yml and the models of files, with one more entry in
 // models/.
 func withEntry(r *gitrepo.Repo, files map[string][]byte, extra gitrepo.TreeEntry) (gitrepo.Hash, error) {

@@ -123,7 +123,7 @@ func produce(ctx context.Context, req request, in io.Reader, opts ChildOptions, 
 func load(ctx context.Context, req request, in io.Reader) (*convert.Project, error) {
 	switch req.Source {
 	case dbtsync.SourceManifest:
-		return dbtsync.DecodeManifest(in)
+		return dbtsync.DecodeManifestWith(in, req.Git.ManifestLimits())
 	case dbtsync.SourceGit:
 		integ := req.Integration
 		integ.Credentials = nil

@@ -84,6 +84,32 @@ func TestAnInputFailureInTheChildIsTheJobsFailure(t *testing.T) {
 	}
 }
 
+// The child reads an uploaded manifest within the manifest limits the worker sends it
+// (Runner.Git's), not its own defaults: lowered ones fail the job with work_limit,
+// naming the value set.
+func TestTheChildReadsTheManifestWithinTheLimitsItIsSent(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		git  gitsource.Limits
+		want string
+	}{
+		{"member-bytes", gitsource.Limits{MaxManifestMemberBytes: 64},
+			`nodes["model.p.orders"].database: the manifest read is over its limit of 64 bytes of the members of one node the conversion reads`},
+		{"names", gitsource.Limits{MaxManifestNames: 5},
+			`nodes["model.p.orders"]: the manifest read is over its limit of 5 member names of the objects open at once`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := runner("serve")
+			r.Git = c.git
+			_, err := r.Run(context.Background(), Input{Source: dbtsync.SourceManifest, Manifest: strings.NewReader(manifestV12)})
+			code, msg, own := dbtsync.PublicFailure(err)
+			if !own || code != dbtsync.CodeWorkLimit || msg != c.want || !dbtsync.IsPermanent(err) {
+				t.Errorf("error %v: code %q, message %q, want work_limit %q", err, code, msg, c.want)
+			}
+		})
+	}
+}
+
 func TestAGitProjectIsClonedAndReadInTheChild(t *testing.T) {
 	dir := t.TempDir()
 	r, err := gitrepo.Init(dir)

@@ -32,7 +32,7 @@ type request struct {
 	Source string // dbtsync.SourceManifest (the manifest follows on stdin) or dbtsync.SourceGit
 	// Git jobs: the integration (its sealed credentials left out), the ref, the opened
 	// credentials (GitCredentials JSON; none when empty), the limits and the directory
-	// clones go under.
+	// clones go under. Git's manifest limits bound the manifest read of both sources.
 	Integration dbtsync.Integration
 	Ref         string
 	Credentials []byte

@@ -50,8 +50,9 @@ type Runner struct {
 	Env []string
 	// Limits are what one child may use.
 	Limits Limits
-	// Git are the limits of a clone; Opener opens the integration's saved credentials,
-	// in the worker: the child receives them opened.
+	// Git are the limits of a clone and of a manifest read (an uploaded one's too);
+	// Opener opens the integration's saved credentials, in the worker: the child receives
+	// them opened.
 	Git    gitsource.Limits
 	Opener gitsource.Opener
 	// CloneDir is where the child's clones go (os.TempDir when empty): app.NewWorker sets

@@ -231,7 +231,7 @@ func (w *Worker) load(ctx context.Context, job dbtsync.Job) (*convert.Project, e
 			return nil, err
 		}
 		defer r.Close()
-		return dbtsync.DecodeManifest(bufio.NewReaderSize(r, 256<<10))
+		return dbtsync.DecodeManifestWith(bufio.NewReaderSize(r, 256<<10), w.opts.Manifest)
 	}
 	integ, ref, err := w.integration(ctx, job)
 	if err != nil {

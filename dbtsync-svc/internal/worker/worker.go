@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/isolate"
 	"github.com/analyticsco/platform/libs/audit"
@@ -42,6 +43,10 @@ type Options struct {
 	// the API charges uploads (dbtsync.Options: the same settings).
 	Quotas       dbtsync.StorageQuotas
 	ObjectMaxAge time.Duration
+	// Manifest bounds the read of an uploaded manifest in this process (zero fields: the
+	// defaults); with Isolate, the child reads it within Isolate.Git's manifest limits.
+	// app.NewWorker sets both from the configuration, the API's upload check's limits.
+	Manifest convert.ManifestLimits
 	// Isolate, when set, reads and converts each job's input in a child process it can
 	// kill (the worker's command and the local stack always set it); nil runs them in
 	// this process (tests of the worker's rules over fakes).
