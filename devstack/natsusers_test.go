@@ -580,3 +580,63 @@ func TestTheWorkerCannotPurgeTheObjectStore(t *testing.T) {
 		t.Errorf("dbtsync-svc was refused: %v", svc.errs)
 	}
 }
+
+// The worker cannot empty the job or ledger bucket with a roll-up: a publish to one of
+// a bucket's keys with "Nats-Rollup: all" (which on a stream that allows roll-ups
+// removes every key) is refused in its ack, and the bucket keeps its keys. The buckets'
+// streams are configured as dbtsync-svc makes them (its queue's keyValueStream): roll-ups
+// and purges refused.
+func TestTheWorkerCannotRollUpTheJobAndLedgerBuckets(t *testing.T) {
+	n := usersOnlyNATS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	svc := connectAs(t, n, "dbtsync-svc")
+	svcJS, _ := jetstream.New(svc.nc)
+	worker := connectAs(t, n, "dbtsync-worker")
+	workerJS, _ := jetstream.New(worker.nc)
+	for _, bucket := range []string{"dbtsync_jobs", "dbtsync_ledgers"} {
+		if _, err := svcJS.CreateStream(ctx, jetstream.StreamConfig{Name: "KV_" + bucket, Subjects: []string{"$KV." + bucket + ".>"},
+			MaxMsgsPerSubject: 1, MaxBytes: -1, MaxMsgSize: -1, MaxMsgs: -1, MaxConsumers: -1, Storage: jetstream.FileStorage,
+			Duplicates: 2 * time.Minute, AllowDirect: true, Discard: jetstream.DiscardNew,
+			AllowRollup: false, DenyPurge: true, DenyDelete: true}); err != nil {
+			t.Fatal(err)
+		}
+		kv, err := workerJS.KeyValue(ctx, bucket)
+		if err != nil {
+			t.Fatalf("the worker opens %s: %v", bucket, err)
+		}
+		for _, key := range []string{"job.1.a", "job.2.b"} {
+			if _, err := kv.Put(ctx, key, []byte("record")); err != nil {
+				t.Fatalf("the worker writes %s: %v", bucket, err)
+			}
+		}
+		m := nats.NewMsg("$KV." + bucket + ".job.1.a")
+		m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupAll)
+		m.Data = []byte("rolled up")
+		_, err = workerJS.PublishMsg(ctx, m)
+		var apiErr *jetstream.APIError
+		if !errors.As(err, &apiErr) || apiErr.ErrorCode != 10111 { // JSStreamRollupFailedErr
+			t.Fatalf("the worker's roll-up of %s: %v, want JetStream's refusal", bucket, err)
+		}
+		if err := kv.Purge(ctx, "job.2.b"); err == nil {
+			t.Fatalf("the worker purged a key of %s", bucket)
+		}
+		keys, err := kv.ListKeys(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for k := range keys.Keys() {
+			got = append(got, k)
+		}
+		if slices.Sort(got); !slices.Equal(got, []string{"job.1.a", "job.2.b"}) {
+			t.Fatalf("%s holds %q after the worker's roll-ups", bucket, got)
+		}
+		if e, err := kv.Get(ctx, "job.1.a"); err != nil || string(e.Value()) != "record" {
+			t.Fatalf("a key of %s after the roll-up: %v", bucket, err)
+		}
+	}
+	if len(worker.errs) > 0 || len(svc.errs) > 0 {
+		t.Errorf("refused as permissions violations (the roll-ups are JetStream's refusals): %v %v", worker.errs, svc.errs)
+	}
+}

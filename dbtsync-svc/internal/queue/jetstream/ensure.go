@@ -45,23 +45,73 @@ func sameStream(a, b natsjs.StreamConfig) bool {
 		a.DiscardNewPerSubject == b.DiscardNewPerSubject && slices.Equal(a.Subjects, b.Subjects)
 }
 
-// ensureKeyValue opens the bucket, creating it or updating its configuration first when
-// its stream's replicas, TTL or history differ from want.
+// ensureKeyValue opens the bucket, creating its stream or bringing the stream's
+// configuration to want's first when its replicas, TTL or history differ, or when it
+// allows roll-ups or purges.
+//
+// The stream is made and updated here rather than by CreateOrUpdateKeyValue, which
+// sets AllowRollup on every call: on a stream that allows roll-ups any publish to one
+// of the bucket's keys with a "Nats-Rollup: all" header erases the whole bucket, and
+// the worker's NATS user, which writes the buckets, must not be able to. The buckets'
+// operations need no roll-up (a key's Delete publishes a marker, and the pipeline
+// never purges a key), so the stream refuses roll-ups and purges; a new bucket's
+// stream is created that way, and an existing one's is updated before the bucket is
+// opened.
 func (q *Queue) ensureKeyValue(ctx context.Context, want natsjs.KeyValueConfig) (natsjs.KeyValue, error) {
+	wantStream := keyValueStream(want)
 	var kv natsjs.KeyValue
 	err := q.do(ctx, func(ctx context.Context) error {
-		s, err := q.js.Stream(ctx, "KV_"+want.Bucket)
-		if err == nil && sameBucket(s.CachedInfo().Config, want.Replicas, want.TTL, 0, int64(want.History)) {
-			kv, err = q.js.KeyValue(ctx, want.Bucket)
+		s, err := q.js.Stream(ctx, wantStream.Name)
+		if errors.Is(err, natsjs.ErrStreamNotFound) {
+			s, err = q.js.CreateStream(ctx, wantStream)
+			if errors.Is(err, natsjs.ErrStreamNameAlreadyInUse) { // another process was first
+				s, err = q.js.Stream(ctx, wantStream.Name)
+			}
+		}
+		if err != nil {
 			return err
 		}
-		if err != nil && !errors.Is(err, natsjs.ErrStreamNotFound) {
-			return err
+		if c := s.CachedInfo().Config; !sameBucket(c, want.Replicas, want.TTL, 0, int64(want.History)) || c.AllowRollup || !c.DenyPurge {
+			if _, err := q.js.UpdateStream(ctx, wantStream); err != nil {
+				return err
+			}
 		}
-		kv, err = q.js.CreateOrUpdateKeyValue(ctx, want)
+		kv, err = q.js.KeyValue(ctx, want.Bucket)
 		return err
 	})
 	return kv, err
+}
+
+// keyValueStream is the stream configuration CreateOrUpdateKeyValue gives a bucket of
+// c's (nats.go's prepareKeyValueConfig: the settings the pipeline's buckets use, without
+// mirrors, sources or limit markers), except that it refuses roll-ups and purges.
+// NATS allows no roll-up on a stream that denies purges, and once set DenyPurge cannot be
+// cleared.
+func keyValueStream(c natsjs.KeyValueConfig) natsjs.StreamConfig {
+	history := int64(max(c.History, 1))
+	maxBytes, maxMsgSize := c.MaxBytes, c.MaxValueSize
+	if maxBytes == 0 {
+		maxBytes = -1
+	}
+	if maxMsgSize == 0 {
+		maxMsgSize = -1
+	}
+	duplicates := 2 * time.Minute
+	if c.TTL > 0 && c.TTL < duplicates {
+		duplicates = c.TTL
+	}
+	var compression natsjs.StoreCompression
+	if c.Compression {
+		compression = natsjs.S2Compression
+	}
+	return natsjs.StreamConfig{
+		Name: "KV_" + c.Bucket, Description: c.Description, Subjects: []string{"$KV." + c.Bucket + ".>"},
+		MaxMsgsPerSubject: history, MaxBytes: maxBytes, MaxAge: c.TTL, MaxMsgSize: maxMsgSize,
+		Storage: c.Storage, Replicas: max(c.Replicas, 1), Placement: c.Placement,
+		AllowRollup: false, DenyPurge: true, DenyDelete: true,
+		Duplicates: duplicates, MaxMsgs: -1, MaxConsumers: -1, AllowDirect: true,
+		RePublish: c.RePublish, Compression: compression, Discard: natsjs.DiscardNew, Metadata: c.Metadata,
+	}
 }
 
 // ensureObjectStore is ensureKeyValue for the object store.
