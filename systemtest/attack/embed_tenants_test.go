@@ -103,8 +103,8 @@ func TestEmbedTenantAttacks(t *testing.T) {
 		embedSessionID(t, mintValues("a1", "a2"))
 		embedSessionID(t, mintValues("a3", "a4"))
 		r := mintValues("a5")
-		if r.status != 413 || !strings.Contains(r.message(), "EMBED_MAX_USER_ATTRIBUTE_BYTES") {
-			t.Fatalf("a fifth 15 KB value (75 KB in all): want 413 naming EMBED_MAX_USER_ATTRIBUTE_BYTES, got %s", r)
+		if r.status != 413 || !strings.Contains(r.message(), "limit of 65536 bytes") || strings.Contains(r.message(), "EMBED_") {
+			t.Fatalf("a fifth 15 KB value (75 KB in all): want 413 naming the limit of 65536 bytes (not its setting), got %s", r)
 		}
 		if g := a.call("GET", "/api/v1/embed-tenants/whale-tenant/user-attributes", key, nil); len(g.body["items"].([]any)) != 4 {
 			t.Fatalf("the refused mint wrote its definition: %s", g)
@@ -130,8 +130,8 @@ func TestEmbedTenantAttacks(t *testing.T) {
 				break
 			}
 		}
-		if last.status != 403 || last.body["code"] != "live_session_limit" || !strings.Contains(last.message(), "EMBED_MAX_LIVE_SESSIONS_PER_ACCOUNT") {
-			t.Fatalf("globex past 150 live sessions: want 403 live_session_limit, got %s", last)
+		if last.status != 403 || last.body["code"] != "live_session_limit" || !strings.Contains(last.message(), "150 live embed sessions") || strings.Contains(last.message(), "EMBED_") {
+			t.Fatalf("globex past 150 live sessions: want 403 live_session_limit naming 150 (not its setting), got %s", last)
 		}
 		id := embedSessionID(t, embedMint(a, acme.APIKeys["admin"], dep1, map[string]any{"externalId": "neighbour"}))
 		if r := a.call("POST", "/api/v1/embed/session/revoke", key, map[string]any{"sessionId": id}); r.status != 204 {
@@ -149,8 +149,8 @@ func TestEmbedTenantAttacks(t *testing.T) {
 			}
 			return map[string]any{"externalId": "churner", "creatorMode": true, "embedTenantName": "churn-tenant", "userAttributeDefinitions": defs}
 		}
-		if r := embedMint(a, acme.APIKeys["admin"], dep1, body(61, "a")); r.status != 400 || !strings.Contains(r.message(), "EMBED_MAX_DEFINITION_CHANGES") {
-			t.Fatalf("61 new definitions: want 400 naming EMBED_MAX_DEFINITION_CHANGES, got %s", r)
+		if r := embedMint(a, acme.APIKeys["admin"], dep1, body(61, "a")); r.status != 400 || !strings.Contains(r.message(), "limit of 60 per request") || strings.Contains(r.message(), "EMBED_") {
+			t.Fatalf("61 new definitions: want 400 naming the limit of 60 (not its setting), got %s", r)
 		}
 		embedSessionID(t, embedMint(a, acme.APIKeys["admin"], dep1, body(60, "a")))
 		embedProcess := s.Process("embed-svc-1")

@@ -57,7 +57,7 @@ func TestEmbedAttacks(t *testing.T) {
 	t.Run("SecurityContextOverTheCapIs413", func(t *testing.T) {
 		big := map[string]any{"blob": strings.Repeat("s", 17<<10)}
 		r := embedMint(a, key, dep, map[string]any{"externalId": "sc-big", "securityContext": big})
-		if r.status != 413 || !strings.Contains(r.message(), "securityContext") || !strings.Contains(r.message(), "EMBED_MAX_SECURITY_CONTEXT_BYTES") {
+		if r.status != 413 || !strings.Contains(r.message(), "securityContext") || !strings.Contains(r.message(), "limit of 16384 bytes") || strings.Contains(r.message(), "EMBED_") {
 			t.Fatalf("17 KiB securityContext: want 413 naming the limit, got %s", r)
 		}
 		ok := map[string]any{"blob": strings.Repeat("s", 15<<10)}
@@ -75,12 +75,12 @@ func TestEmbedAttacks(t *testing.T) {
 		}
 		for field, v := range map[string]any{"groups": groups, "userAttributes": attrs} {
 			r := embedMint(a, key, dep, map[string]any{"externalId": "arrays", field: v})
-			if r.status != 400 || !strings.Contains(r.message(), field) || !strings.Contains(r.message(), "EMBED_MAX_ARRAY_ENTRIES") {
+			if r.status != 400 || !strings.Contains(r.message(), field) || !strings.Contains(r.message(), "limit of 20") || strings.Contains(r.message(), "EMBED_") {
 				t.Fatalf("21 %s: want 400 naming the limit, got %s", field, r)
 			}
 		}
 		r := embedMint(a, key, dep, map[string]any{"externalId": "arrays", "creatorMode": true, "embedTenantName": "arrays-tenant", "groupDefinitions": defs})
-		if r.status != 400 || !strings.Contains(r.message(), "groupDefinitions") || !strings.Contains(r.message(), "EMBED_MAX_ARRAY_ENTRIES") {
+		if r.status != 400 || !strings.Contains(r.message(), "groupDefinitions") || !strings.Contains(r.message(), "limit of 20") || strings.Contains(r.message(), "EMBED_") {
 			t.Fatalf("21 groupDefinitions: want 400 naming the limit, got %s", r)
 		}
 		if u := a.call("GET", "/api/v1/embed-tenants/arrays-tenant/groups", apitest.APIKey(key), nil); u.status == 200 && len(u.body["items"].([]any)) > 0 {
@@ -101,8 +101,8 @@ func TestEmbedAttacks(t *testing.T) {
 			}
 		}
 		r := a.call("POST", "/api/v1/groups", apitest.APIKey(key), map[string]any{"name": "one-too-many"})
-		if r.status != 400 || !strings.Contains(r.message(), "EMBED_MAX_DEFINITIONS_PER_SCOPE") {
-			t.Fatalf("definition past the limit: want 400 naming EMBED_MAX_DEFINITIONS_PER_SCOPE, got %s", r)
+		if r.status != 400 || !strings.Contains(r.message(), "limit of 30") || strings.Contains(r.message(), "EMBED_") {
+			t.Fatalf("definition past the limit: want 400 naming the limit of 30 (not its setting), got %s", r)
 		}
 		// A tenant scope has its own count: a mint defining groups there still works.
 		embedSessionID(t, embedMint(a, key, dep, map[string]any{"externalId": "defs", "creatorMode": true, "embedTenantName": "defs-tenant",
@@ -116,8 +116,8 @@ func TestEmbedAttacks(t *testing.T) {
 			r := embedMint(a, key, dep, map[string]any{"externalId": "tenants", "embedTenantName": tenant})
 			if r.status == 400 {
 				refused = tenant
-				if !strings.Contains(r.message(), "EMBED_MAX_TENANTS_PER_ACCOUNT") {
-					t.Fatalf("tenant past the limit: want 400 naming EMBED_MAX_TENANTS_PER_ACCOUNT, got %s", r)
+				if !strings.Contains(r.message(), "has 4 embed tenants, the limit") || strings.Contains(r.message(), "EMBED_") {
+					t.Fatalf("tenant past the limit: want 400 naming the limit of 4 (not its setting), got %s", r)
 				}
 				break
 			}
