@@ -112,8 +112,8 @@ func gatewaySpan(t *testing.T, traceparent string, opts ...func(*gateway.Options
 	return nil, nil
 }
 
-// Security review 4, F7: a client's traceparent became the audit event's traceId, and
-// its flags 00 turned tracing off. From a peer that is no trusted proxy, the gateway's
+// A client must not choose the audit event's traceId, nor turn tracing off with flags
+// 00. From a peer that is no trusted proxy, the gateway's
 // span is a new, sampled root whose only tie to the client's context is a link; the
 // service continues the gateway's trace, and no client baggage reaches it.
 func TestClientTraceContextIsOnlyALinkOfANewTrace(t *testing.T) {
