@@ -4,11 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/analyticsco/platform/libs/natsx"
 )
 
 // errSkip, returned by a casUpdate function, leaves the entry as it is.
@@ -77,47 +77,19 @@ func (q *Queue) getEntry(ctx context.Context, kv natsjs.KeyValue, key string) (n
 	return e, err
 }
 
-// leaderEntry reads key of kv from its stream's leader (the JetStream API's message get,
-// which only the leader answers): natsjs.ErrKeyNotFound when the key holds no value.
+// leaderEntry reads key of kv from its stream's leader (natsx.LeaderLastMsg):
+// natsjs.ErrKeyNotFound when the key holds no value.
 func (q *Queue) leaderEntry(ctx context.Context, kv natsjs.KeyValue, key string) (natsjs.KeyValueEntry, error) {
-	subj := "$KV." + kv.Bucket() + "." + key
-	req, _ := json.Marshal(struct {
-		LastFor string `json:"last_by_subj"`
-	}{subj})
-	msg, err := q.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+kv.Bucket(), req)
+	m, err := natsx.LeaderLastMsg(ctx, q.nc, "KV_"+kv.Bucket(), "$KV."+kv.Bucket()+"."+key)
+	if errors.Is(err, natsjs.ErrMsgNotFound) {
+		return nil, natsjs.ErrKeyNotFound
+	}
 	if err != nil {
 		return nil, err
 	}
-	var resp struct {
-		Message *struct {
-			Sequence uint64    `json:"seq"`
-			Header   []byte    `json:"hdrs"`
-			Data     []byte    `json:"data"`
-			Time     time.Time `json:"time"`
-		} `json:"message"`
-		Error *natsjs.APIError `json:"error"`
-	}
-	if err := json.Unmarshal(msg.Data, &resp); err != nil {
-		return nil, fmt.Errorf("message get of %s: %w", subj, err)
-	}
-	switch {
-	case resp.Error != nil && resp.Error.ErrorCode == natsjs.JSErrCodeMessageNotFound:
+	switch m.Header.Get("KV-Operation") {
+	case "DEL", "PURGE":
 		return nil, natsjs.ErrKeyNotFound
-	case resp.Error != nil:
-		return nil, resp.Error
-	case resp.Message == nil:
-		return nil, fmt.Errorf("message get of %s: no message in the answer", subj)
-	}
-	m := resp.Message
-	if len(m.Header) > 0 {
-		h, err := nats.DecodeHeadersMsg(m.Header)
-		if err != nil {
-			return nil, fmt.Errorf("message get of %s: %w", subj, err)
-		}
-		switch h.Get("KV-Operation") {
-		case "DEL", "PURGE":
-			return nil, natsjs.ErrKeyNotFound
-		}
 	}
 	return leaderKV{bucket: kv.Bucket(), key: key, value: m.Data, rev: m.Sequence, created: m.Time}, nil
 }
