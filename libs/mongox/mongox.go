@@ -89,11 +89,32 @@ func Connect(ctx context.Context, uri string, counter *CommandCounter) (*mongo.C
 // ConnectWithMetrics is Connect that also feeds metrics (nil: none), the process's
 // mongodb_client_* counters.
 func ConnectWithMetrics(ctx context.Context, uri string, counter *CommandCounter, metrics *Metrics) (*mongo.Client, error) {
+	return ConnectWith(ctx, uri, ConnectOptions{Counter: counter, Metrics: metrics})
+}
+
+// ConnectOptions are what a client reports beside its spans, each optional.
+type ConnectOptions struct {
+	// Counter counts the commands sent, by name.
+	Counter *CommandCounter
+	// Metrics are the process's mongodb_client_* counters.
+	Metrics *Metrics
+	// Observe is called with every command the client starts (handshakes included), in
+	// the goroutine that sends it, so the caller's stack is the code that built it: how
+	// tests hold each command against the indexes (devstack/mongoplan). It must not block.
+	Observe func(context.Context, *event.CommandStartedEvent)
+}
+
+// ConnectWith opens a client for uri with a span per command and what o asks for.
+func ConnectWith(ctx context.Context, uri string, o ConnectOptions) (*mongo.Client, error) {
+	counter, metrics := o.Counter, o.Metrics
 	tracer := otel.Tracer("mongo")
 	var spans sync.Map  // request id -> trace.Span
 	var labels sync.Map // request id -> [2]string (command, collection labels)
 	monitor := &event.CommandMonitor{
 		Started: func(ctx context.Context, e *event.CommandStartedEvent) {
+			if o.Observe != nil {
+				o.Observe(ctx, e)
+			}
 			if counter != nil && !handshake[e.CommandName] {
 				counter.add(e.CommandName)
 			}
