@@ -1,6 +1,7 @@
 // Package wireproxy is a MongoDB wire-protocol proxy that executes the commands of all
 // client connections one at a time (All), only the writes to one collection one at a
-// time (Collections), or only the write commands (Writes).
+// time (Collections), or only the write commands (Writes); Interleave is Collections with
+// writes of many documents split as MongoDB interleaves them (interleave.go).
 //
 // FerretDB v1 runs update and findAndModify as read-then-write without a lock,
 // so concurrent $inc or conditional updates lose writes. Putting this proxy in
@@ -86,6 +87,8 @@ func (m Mode) String() string {
 		return "writes"
 	case Collections:
 		return "collections"
+	case Interleave:
+		return "interleave"
 	}
 	return "all"
 }
@@ -99,8 +102,10 @@ func ParseMode(s string) (Mode, error) {
 		return Writes, nil
 	case "collections":
 		return Collections, nil
+	case "interleave":
+		return Interleave, nil
 	}
-	return All, fmt.Errorf("wireproxy: unknown mode %q: want all, writes or collections", s)
+	return All, fmt.Errorf("wireproxy: unknown mode %q: want all, writes, collections or interleave", s)
 }
 
 // Proxy forwards MongoDB wire-protocol traffic to one upstream, serialised.
@@ -421,6 +426,11 @@ func (p *Proxy) handle(l *link, msg []byte) ([][]byte, error) {
 	}
 	msg, m = withoutMaxTime(msg, m, isMsg)
 	msg, m = withInOneAsEquality(msg, m, isMsg)
+	if p.mode == Interleave && isMsg && expectReply {
+		if replies, ok, err := p.interleave(l, msg, m); ok {
+			return replies, err
+		}
+	}
 	p.forwarded.Add(1)
 	sc := scopeOf(p.mode, msg, m, isMsg)
 	if sc.all || sc.stripe >= 0 {
