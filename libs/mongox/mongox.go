@@ -1,29 +1,26 @@
 // Package mongox connects to MongoDB with the command monitoring every service uses:
 // a span per command, and an optional counter so tests and benchmarks can count round
 // trips (the honest cost measure on FerretDB, whose timings say nothing about MongoDB).
+// Every client writes with majority, journaled write concern and reads from the primary
+// (clientOptions), and its timeouts outlast an election; Unavailable tells the errors
+// of a database that cannot answer now from those of a bad command.
 package mongox
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
-	"go.mongodb.org/mongo-driver/v2/x/mongo/driver"
-	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology"
+	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/analyticsco/platform/libs/errs"
 )
 
 // CommandCounter counts the commands a client sends, by command name.
@@ -151,8 +148,11 @@ func ConnectWith(ctx context.Context, uri string, o ConnectOptions) (*mongo.Clie
 			}
 		},
 	}
-	opts := options.Client().ApplyURI(uri).SetMonitor(monitor).
-		SetServerSelectionTimeout(5 * time.Second).SetConnectTimeout(5 * time.Second)
+	opts, err := clientOptions(uri)
+	if err != nil {
+		return nil, err
+	}
+	opts.SetMonitor(monitor)
 	if metrics != nil {
 		opts.SetServerMonitor(&event.ServerMonitor{
 			ServerHeartbeatFailed: func(*event.ServerHeartbeatFailedEvent) { metrics.heartbeats.Inc() },
@@ -165,58 +165,15 @@ func ConnectWith(ctx context.Context, uri string, o ConnectOptions) (*mongo.Clie
 	return client, nil
 }
 
-// Ping is a readiness check.
+// Ping is a readiness check: whether the process reaches the replica set, any member of
+// it. It pings the primary when there is one and a secondary otherwise (primaryPreferred),
+// so an election does not take every replica of every service out of its load balancer
+// at once: while no primary is elected, reads that need it and writes answer 503 (their
+// errors are Unavailable) and the process stays ready to answer again the moment one is.
 func Ping(client *mongo.Client) func(context.Context) error {
 	return func(ctx context.Context) error {
-		return client.Ping(ctx, nil)
+		return client.Ping(ctx, readpref.PrimaryPreferred())
 	}
-}
-
-// IsDuplicateKey reports a unique-index violation.
-func IsDuplicateKey(err error) bool { return mongo.IsDuplicateKeyError(err) }
-
-// OnlyDuplicateKeys reports whether err is a bulk insert's error in which every failed
-// write was a duplicate key: an idempotent insert of documents that are already there.
-func OnlyDuplicateKeys(err error) bool {
-	var bwe mongo.BulkWriteException
-	if !errors.As(err, &bwe) || bwe.WriteConcernError != nil || len(bwe.WriteErrors) == 0 {
-		return false
-	}
-	for _, we := range bwe.WriteErrors {
-		if we.Code != 11000 && we.Code != 11001 && we.Code != 12582 {
-			return false
-		}
-	}
-	return true
-}
-
-// ErrUnavailable wraps errors that mean the database could not be reached: it is
-// errs.ErrUnavailable, so errs.Write answers it 503.
-var ErrUnavailable = errs.ErrUnavailable
-
-// Unavailable reports whether err means the database could not be reached (a
-// timeout, a network error, no server selectable), as opposed to a bad command.
-func Unavailable(err error) bool {
-	if err == nil {
-		return false
-	}
-	if errors.Is(err, ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) || mongo.IsTimeout(err) || mongo.IsNetworkError(err) {
-		return true
-	}
-	var sse topology.ServerSelectionError
-	if errors.As(err, &sse) || errors.Is(err, mongo.ErrClientDisconnected) {
-		return true
-	}
-	// A connection pool cleared after a failed operation (the server went away) is the
-	// driver's retryable pool error: the database is unreachable, not the request wrong.
-	var pool driver.RetryablePoolError
-	if errors.As(err, &pool) && pool.Retryable() {
-		return true
-	}
-	// The driver does not always keep that error's type when it wraps it for the caller;
-	// its message is fixed by the driver (x/mongo/driver/topology/pool.go).
-	msg := err.Error()
-	return strings.Contains(msg, "connection pool for ") && strings.Contains(msg, " was cleared because another operation failed")
 }
 
 // IDAllocator hands out integer ids from blocks reserved atomically in a counters

@@ -23,7 +23,9 @@ import (
 // and to NATS with ConnectNATSOnce.
 
 // ConnectMongo connects to the MongoDB at uri (MONGO_URI) with the command monitor of
-// mongox.Metrics; its check pings the primary.
+// mongox.Metrics and mongox's pinned durability (w: majority, j: true; a URI that asks
+// for less is refused here, at start). Its check is mongox.Ping: it fails when no member
+// of the replica set answers, not during an election, when writes answer 503 instead.
 func ConnectMongo(ctx context.Context, uri string, reg prometheus.Registerer) (*mongo.Client, Check, error) {
 	client, err := mongox.ConnectWithMetrics(ctx, uri, nil, mongox.NewMetrics(reg))
 	if err != nil {
