@@ -64,18 +64,26 @@ type MongoConfig struct {
 	// 0 is wireproxy.DefaultCommandTimeout. Past it the client gets an error and
 	// FerretDB is restarted (see replaceFerret).
 	CommandTimeout time.Duration
-	Logger         *slog.Logger
+	// Standalone has the proxy show FerretDB as it is, a standalone server. By default
+	// the proxy presents it as the one-node replica set ReplicaSetName, so clients use
+	// sessions and retryable writes as against MongoDB in production, and Stepdown can
+	// take its primary away.
+	Standalone bool
+	Logger     *slog.Logger
 
 	// shared, when set, is a running PostgreSQL server this Mongo does not own: it uses
 	// its own database in it (MongoForTest's per-process cluster).
 	shared *Postgres
 }
 
+// ReplicaSetName is the name of the replica set the proxy presents (MongoConfig.Standalone).
+const ReplicaSetName = "rs0"
+
 // Mongo is an in-process FerretDB v1 behind a wire-protocol proxy that serialises
-// commands; URI points at the proxy. With EnginePostgres it runs (or shares) a
-// PostgreSQL child process.
+// commands; URI points at the proxy, naming its replica set unless Standalone. With
+// EnginePostgres it runs (or shares) a PostgreSQL child process.
 type Mongo struct {
-	URI string // mongodb://127.0.0.1:<proxyport>/
+	URI string // mongodb://127.0.0.1:<proxyport>/?replicaSet=rs0, or without the query when standalone
 	Dir string
 
 	// UpstreamURI is FerretDB itself, bypassing the proxy. Only for tests
@@ -88,6 +96,7 @@ type Mongo struct {
 
 	logger         *slog.Logger
 	proxyAddr      string
+	replicaSet     *wireproxy.ReplicaSet // nil when standalone; kept across restarts
 	commandTimeout time.Duration
 
 	// Postgres is the server under FerretDB (EnginePostgres), owned unless shared.
@@ -160,6 +169,9 @@ func StartMongoWith(ctx context.Context, cfg MongoConfig) (*Mongo, error) {
 	}
 	m := &Mongo{Dir: abs, Engine: engine, Serialize: cfg.Serialize, logger: logger.With("component", "mongo"), proxyAddr: addr,
 		commandTimeout: cfg.CommandTimeout}
+	if !cfg.Standalone {
+		m.replicaSet = wireproxy.NewReplicaSet(ReplicaSetName)
+	}
 	if engine == EnginePostgres {
 		if err := m.preparePostgres(ctx, cfg.shared, cfg.NoGIN); err != nil {
 			return nil, err
@@ -207,13 +219,16 @@ func (m *Mongo) startLocked(ctx context.Context) error {
 		return err
 	}
 	p, err := wireproxy.ListenWith(m.proxyAddr, f.addr, wireproxy.Options{Mode: m.Serialize, EscapeNUL: m.Engine == EnginePostgres,
-		CommandTimeout: m.commandTimeout, OnCommandTimeout: m.replaceFerret, Logger: m.logger})
+		CommandTimeout: m.commandTimeout, OnCommandTimeout: m.replaceFerret, ReplicaSet: m.replicaSet, Logger: m.logger})
 	if err != nil {
 		return errors.Join(fmt.Errorf("devstack: mongo proxy: %w", err), f.stop())
 	}
 	m.proxy, m.ferret, m.running = p, f, true
 	m.proxyAddr = p.Addr().String()
 	m.URI = "mongodb://" + m.proxyAddr + "/"
+	if m.replicaSet != nil {
+		m.URI += "?replicaSet=" + m.replicaSet.Name()
+	}
 	m.UpstreamURI = f.uri
 	return nil
 }
@@ -292,6 +307,40 @@ func (m *Mongo) ProxyCounts() (forwarded, serialised int64) {
 		return 0, 0
 	}
 	return m.proxy.Counts()
+}
+
+// errStandalone: a replica-set control was asked of a standalone Mongo.
+var errStandalone = errors.New("devstack: mongo is standalone (MongoConfig.Standalone): it has no replica set")
+
+// Stepdown steps the replica set's primary down for d: clients' commands are refused
+// with the errors of a node that is no longer primary (writes NotWritablePrimary,
+// labelled RetryableWriteError), hello says secondary, and after d the node is primary
+// again with a new election. It returns at once.
+func (m *Mongo) Stepdown(d time.Duration) error {
+	if m.replicaSet == nil {
+		return errStandalone
+	}
+	return m.replicaSet.Stepdown(d)
+}
+
+// LoseWriteReplies makes the next n retryable writes apply and then lose their reply
+// (the client's connection closes), so the client retries them; the proxy answers each
+// retry with the recorded reply, so each lands exactly once.
+func (m *Mongo) LoseWriteReplies(n int) error {
+	if m.replicaSet == nil {
+		return errStandalone
+	}
+	m.replicaSet.LoseWriteReplies(n)
+	return nil
+}
+
+// ReplicaSetCounts are what the replica set did so far (stepdowns, refused commands,
+// retries answered from their record, replies lost); zero when standalone.
+func (m *Mongo) ReplicaSetCounts() wireproxy.ReplicaSetCounts {
+	if m.replicaSet == nil {
+		return wireproxy.ReplicaSetCounts{}
+	}
+	return m.replicaSet.Counts()
 }
 
 func hostOf(uri string) (string, error) {

@@ -117,6 +117,7 @@ type Proxy struct {
 	batches   map[string]int
 	timeout   time.Duration
 	onTimeout func(string)
+	rs        *ReplicaSet
 
 	// upstream is the address new upstream connections go to; generation counts its
 	// changes, so a connection to a former upstream is replaced before its next command.
@@ -168,6 +169,10 @@ type Options struct {
 	// got no reply within CommandTimeout; it must not block.
 	OnCommandTimeout func(upstream string)
 	Logger           *slog.Logger
+
+	// ReplicaSet, when set, makes the proxy present its upstream as that one-node
+	// replica set (replset.go), with the proxy's address as its member.
+	ReplicaSet *ReplicaSet
 }
 
 // DefaultCommandTimeout is Options.CommandTimeout's default: far above what a command of
@@ -193,10 +198,14 @@ func ListenWith(addr, upstream string, o Options) (*Proxy, error) {
 		batches:   o.Batches,
 		timeout:   o.CommandTimeout,
 		onTimeout: o.OnCommandTimeout,
+		rs:        o.ReplicaSet,
 		done:      make(chan struct{}),
 		conns:     make(map[net.Conn]struct{}),
 	}
 	p.turns = newTurns(p.done)
+	if p.rs != nil {
+		p.rs.attach(ln.Addr().String())
+	}
 	if p.batches == nil {
 		p.batches = DefaultBatches
 	}
@@ -414,11 +423,22 @@ func (p *Proxy) logEnd(side string, err error) {
 // errNoReply: the upstream did not answer within the command deadline.
 var errNoReply = errors.New("wireproxy: no reply from upstream within the command deadline")
 
-// handle forwards one request and returns the replies to give the client, holding the
+// handle answers one request: the replica set's way when the proxy presents one
+// (replset.go), else forward's. With errNoReply the replies (if any) are still to be
+// given, and the upstream connection is to be replaced; with any other error the client
+// connection ends.
+func (p *Proxy) handle(l *link, msg []byte) ([][]byte, error) {
+	if p.rs != nil {
+		return p.rs.handle(p, l, msg)
+	}
+	return p.forward(l, msg)
+}
+
+// forward forwards one request and returns the replies to give the client, holding the
 // turns its mode gives it (turns.go), so no command it must not overlap runs upstream
 // in between. With errNoReply the replies (if any) are still to be given, and
 // the upstream connection is to be replaced.
-func (p *Proxy) handle(l *link, msg []byte) ([][]byte, error) {
+func (p *Proxy) forward(l *link, msg []byte) ([][]byte, error) {
 	expectReply := prepareRequest(msg)
 	m, isMsg := parseOpMsg(msg)
 	if isStatsRequest(m, isMsg) {
