@@ -10,7 +10,6 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -155,45 +154,65 @@ func (s *Mongo) EnsureIndexes(ctx context.Context) error {
 	if err := s.ensureTTL(ctx); err != nil {
 		return err
 	}
+	// The budgets' expiry never changes: where the database has no TTL indexes, or has an
+	// at_ttl index with other options (it serves the sweep's range delete), Sweep drops
+	// old counts.
 	budgetTTL := mongo.IndexModel{Keys: bson.D{{Key: "at", Value: 1}},
 		Options: options.Index().SetName("at_ttl").SetExpireAfterSeconds(int32(budgetRetention / time.Second))}
-	if _, err := s.budgets.Indexes().CreateOne(ctx, budgetTTL); err != nil {
-		if !strings.Contains(err.Error(), "expireAfterSeconds") {
-			return fmt.Errorf("index on %s: %w", BudgetCollection, wrap(err))
-		}
-		// No TTL indexes here (FerretDB): Sweep drops old counts.
+	_, err := s.budgets.Indexes().CreateOne(ctx, budgetTTL)
+	switch mongox.ClassifyTTLRefusal(err) {
+	case mongox.TTLNotSupported:
 		s.sweep.Store(true)
 		_, err = s.budgets.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "at", Value: 1}}, Options: options.Index().SetName("at_ttl")})
-		return wrap(err)
+	case mongox.TTLOptionsChanged:
+		s.sweep.Store(true)
+		err = nil
+	}
+	if err != nil {
+		return fmt.Errorf("index on %s: %w", BudgetCollection, wrap(err))
 	}
 	return nil
 }
 
+// ensureTTL makes the events' TTL index (time_ttl) expire them at the retention. On a
+// database without TTL indexes (FerretDB) it makes a plain index of that name and Sweep
+// enforces the retention. When the index exists with another expiry (the retention
+// changed since it was made), collMod changes the expiry in place, so a shorter
+// retention drops the events already past it too; that needs the collMod privilege on
+// the collection, which a readWrite role does not hold (deploy/mongodb/users.js grants
+// it through the auditRetention role).
 func (s *Mongo) ensureTTL(ctx context.Context) error {
 	secs := int32(min(s.retention/time.Second, 1<<31-1))
-	ttl := mongo.IndexModel{Keys: bson.D{{Key: "time", Value: 1}}, Options: options.Index().SetName("time_ttl").SetExpireAfterSeconds(secs)}
+	ttl := mongo.IndexModel{Keys: bson.D{{Key: "time", Value: 1}}, Options: options.Index().SetName(ttlIndex).SetExpireAfterSeconds(secs)}
 	_, err := s.c.Indexes().CreateOne(ctx, ttl)
-	switch {
-	case err == nil:
+	if err == nil {
 		return nil
-	case strings.Contains(err.Error(), "expireAfterSeconds"):
-		// No TTL indexes here (FerretDB): Sweep enforces the retention.
-		s.sweep.Store(true)
-		_, err = s.c.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "time", Value: 1}}, Options: options.Index().SetName("time_ttl")})
-		return wrap(err)
-	case isIndexOptionsConflict(err):
-		// The retention changed since the index was made: change its expiry in place, so
-		// a shorter retention applies to the events already stored too.
-		cmd := bson.D{{Key: "collMod", Value: Collection}, {Key: "index", Value: bson.D{{Key: "name", Value: "time_ttl"}, {Key: "expireAfterSeconds", Value: secs}}}}
-		return wrap(s.c.Database().RunCommand(ctx, cmd).Err())
 	}
-	return wrap(err)
+	switch mongox.ClassifyTTLRefusal(err) {
+	case mongox.TTLNotSupported:
+		s.sweep.Store(true)
+		_, err = s.c.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "time", Value: 1}}, Options: options.Index().SetName(ttlIndex)})
+		if err != nil {
+			return fmt.Errorf("index %s on %s: %w", ttlIndex, Collection, wrap(err))
+		}
+		return nil
+	case mongox.TTLOptionsChanged:
+		cmd := bson.D{{Key: "collMod", Value: Collection}, {Key: "index", Value: bson.D{{Key: "name", Value: ttlIndex}, {Key: "expireAfterSeconds", Value: secs}}}}
+		if err := s.c.Database().RunCommand(ctx, cmd).Err(); err != nil {
+			if mongox.Unavailable(err) {
+				return fmt.Errorf("change the expiry of index %s on %s: %w", ttlIndex, Collection, wrap(err))
+			}
+			return fmt.Errorf("the retention changed: change the expiry of index %s on %s.%s to %d s with collMod: %w "+
+				"(the service's database user needs the collMod action on %s.%s: deploy/mongodb/users.js grants it with the auditRetention role)",
+				ttlIndex, s.c.Database().Name(), Collection, secs, err, s.c.Database().Name(), Collection)
+		}
+		return nil
+	}
+	return fmt.Errorf("index %s on %s: %w", ttlIndex, Collection, wrap(err))
 }
 
-func isIndexOptionsConflict(err error) bool {
-	var ce mongo.CommandError
-	return errors.As(err, &ce) && (ce.Code == 85 || ce.Code == 86)
-}
+// ttlIndex is the name of the events' TTL index.
+const ttlIndex = "time_ttl"
 
 // Sweep drops events past the retention once a minute until ctx ends, where the
 // database has no TTL indexes; on MongoDB the TTL index does it and Sweep only waits.

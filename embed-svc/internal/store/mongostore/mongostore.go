@@ -12,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -87,14 +86,20 @@ func (s *Store) EnsureIndexes(ctx context.Context) error {
 	}
 	// Listing is by account, newest first. Records go when purgeAt passes: by a TTL index
 	// where the database has them (MongoDB), else by Sweep (FerretDB v1 has no TTL
-	// indexes); the queries ignore purged records either way.
+	// indexes, and answers NotImplemented); the queries ignore purged records either way.
+	// An index on purgeAt that exists with other options (MongoDB's conflict codes) serves
+	// Sweep's range delete just as well.
 	if _, err := s.sessions.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "accountId", Value: 1}, {Key: "createdAt", Value: -1}, {Key: "_id", Value: -1}}}); err != nil {
 		return fmt.Errorf("index on sessions: %w", wrap(err))
 	}
 	_, err := s.sessions.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "purgeAt", Value: 1}}, Options: options.Index().SetExpireAfterSeconds(0)})
-	if err != nil && strings.Contains(err.Error(), "expireAfterSeconds") {
+	switch mongox.ClassifyTTLRefusal(err) {
+	case mongox.TTLNotSupported:
 		s.sweep.Store(true)
 		_, err = s.sessions.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "purgeAt", Value: 1}}})
+	case mongox.TTLOptionsChanged:
+		s.sweep.Store(true)
+		err = nil
 	}
 	if err != nil {
 		return fmt.Errorf("index on sessions: %w", wrap(err))
