@@ -20,6 +20,11 @@ import (
 // mongox.ConnectOptions.Observe) with the code that built it, and Check holds each
 // against the database's indexes.
 type Recorder struct {
+	// Tests records the queries a test's own code sends too; by default a query whose
+	// sender is a _test.go file (a test inspecting the database) is not a store's and is
+	// left out.
+	Tests bool
+
 	mu   sync.Mutex
 	seen map[string]bool
 	cmds []Command
@@ -45,7 +50,10 @@ func (r *Recorder) Observe(_ context.Context, e *event.CommandStartedEvent) {
 	if len(cmds) == 0 {
 		return
 	}
-	stack := callers()
+	stack, fromTest := callers()
+	if fromTest && !r.Tests {
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, c := range cmds {
@@ -69,18 +77,23 @@ func clone(b bson.Raw) bson.Raw {
 }
 
 // callers names the first frames outside the driver, mongox and this package, innermost
-// first: "mongostore.(*Store).ApplyTreeOp tree.go:75 < workspace.(*Service).apply service.go:60".
-func callers() string {
+// first: "mongostore.(*Store).ApplyTreeOp tree.go:75 < workspace.(*Service).apply service.go:60",
+// and says whether the innermost of them is a test's.
+func callers() (string, bool) {
 	pcs := make([]uintptr, 64)
 	n := runtime.Callers(3, pcs)
 	frames := runtime.CallersFrames(pcs[:n])
 	var out []string
+	fromTest := false
 	for {
 		f, more := frames.Next()
 		if !slices.ContainsFunc(ignoredFrames, func(p string) bool { return strings.HasPrefix(f.Function, p) }) && f.Function != "" {
 			name := f.Function
 			if i := strings.LastIndex(name, "/"); i >= 0 {
 				name = name[i+1:]
+			}
+			if len(out) == 0 {
+				fromTest = strings.HasSuffix(f.File, "_test.go")
 			}
 			out = append(out, fmt.Sprintf("%s %s:%d", name, filepath.Base(f.File), f.Line))
 			if len(out) == stackFrames {
@@ -91,7 +104,7 @@ func callers() string {
 			break
 		}
 	}
-	return strings.Join(out, " < ")
+	return strings.Join(out, " < "), fromTest
 }
 
 // shapeKey identifies a query up to its values.

@@ -132,6 +132,7 @@ func (t *tb) Errorf(format string, args ...any) {
 func TestRecorderCheck(t *testing.T) {
 	ctx := context.Background()
 	rec := mongoplan.NewRecorder()
+	rec.Tests = true // this test's own queries stand for a store's
 	client := connect(t, rec.Observe)
 	db := client.Database(devstack.UniqueName(t, "plan"))
 	other := client.Database(devstack.UniqueName(t, "planother"))
@@ -181,6 +182,15 @@ func TestRecorderCheck(t *testing.T) {
 	rec.Check(got, db, mongoplan.Allowance{Func: "readAll"})
 	if len(got.errors) == 0 || !strings.Contains(got.errors[0], "needs a function and a reason") {
 		t.Fatalf("an allowance without a reason: %q", got.errors)
+	}
+
+	// By default a test's own reads of the database are not recorded.
+	quiet := mongoplan.NewRecorder()
+	if err := readAll(ctx, connect(t, quiet.Observe).Database(db.Name()).Collection("keys")); err != nil {
+		t.Fatal(err)
+	}
+	if cmds := quiet.Commands(); len(cmds) != 0 {
+		t.Fatalf("a test's own query recorded: %+v", cmds)
 	}
 }
 

@@ -107,7 +107,10 @@ type TreeStore interface {
 	// folder already changed at version v or later is left alone (a late or repeated
 	// application never undoes a newer change). A create inserts op.Created once (ids
 	// of deleted folders included); a move writes the folder, then its subfolders.
-	ApplyTreeOp(ctx context.Context, v int64, op *TreeOp) error
+	//
+	// Every statement is bounded by the deployment dep, whose op it is: it reads only
+	// that deployment's index keys.
+	ApplyTreeOp(ctx context.Context, dep, v int64, op *TreeOp) error
 	// Folders returns the live folders among ids.
 	Folders(ctx context.Context, dep int64, ids []int64) ([]*FolderNode, error)
 	// SubtreeFolders returns every live folder below any of ids.

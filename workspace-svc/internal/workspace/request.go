@@ -32,7 +32,7 @@ func (r *request) load(ctx context.Context) error {
 		return err
 	}
 	if v, ok := r.s.applied.Load(r.dep); d.Op != nil && (!ok || v.(int64) != d.V) {
-		if err := r.s.store.ApplyTreeOp(ctx, d.V, d.Op); err != nil {
+		if err := r.s.store.ApplyTreeOp(ctx, r.dep, d.V, d.Op); err != nil {
 			return err
 		}
 		r.s.applied.Store(r.dep, d.V)
@@ -157,7 +157,7 @@ func (r *request) commit(ctx context.Context, prepare func(ctx context.Context) 
 			continue
 		}
 		r.v++
-		if err := r.s.store.ApplyTreeOp(ctx, r.v, op); err != nil {
+		if err := r.s.store.ApplyTreeOp(ctx, r.dep, r.v, op); err != nil {
 			return err
 		}
 		r.s.applied.Store(r.dep, r.v)

@@ -37,14 +37,14 @@ func (s *Store) CommitTreeOp(ctx context.Context, dep, v int64, op *workspace.Tr
 }
 
 // ApplyTreeOp applies the op recorded as version v, fenced by each folder's treeV.
-func (s *Store) ApplyTreeOp(ctx context.Context, v int64, op *workspace.TreeOp) error {
+func (s *Store) ApplyTreeOp(ctx context.Context, dep, v int64, op *workspace.TreeOp) error {
 	if err := s.begin(ctx, "ApplyTreeOp"); err != nil {
 		return err
 	}
 	defer s.mu.Unlock()
 	switch op.Kind {
 	case workspace.OpMove:
-		s.applyMove(v, op)
+		s.applyMove(dep, v, op)
 		return nil
 	case workspace.OpNone:
 		return nil
@@ -57,18 +57,18 @@ func (s *Store) ApplyTreeOp(ctx context.Context, v int64, op *workspace.TreeOp) 
 	return fmt.Errorf("unknown tree op %q", op.Kind)
 }
 
-// applyMove writes the folder, then every folder below it, each only if its treeV is
-// older than v (any deployment and tombstones included: ids are unique, as in
-// mongostore's statements by id and by ancestor).
-func (s *Store) applyMove(v int64, op *workspace.TreeOp) {
+// applyMove writes the folder, then every folder below it, each of deployment dep and
+// only if its treeV is older than v (tombstones included), as mongostore's statements by
+// id and by ancestor do.
+func (s *Store) applyMove(dep, v int64, op *workspace.TreeOp) {
 	f := s.items[op.Folder]
-	if f != nil && f.treeV < v {
+	if f != nil && f.item.DeploymentID == dep && f.treeV < v {
 		f.item.Parent, f.treeV = op.To, v
 		f.item.Anc, f.item.Depth, f.item.UpdatedAt, f.item.UpdatedBy = slices.Clone(op.Anc), op.Depth, op.At, op.By
 	}
 	for _, id := range s.sortedIDs() {
 		r := s.items[id]
-		if r.treeV >= v || !slices.Contains(r.item.Anc, op.Folder) {
+		if r.item.DeploymentID != dep || r.treeV >= v || !slices.Contains(r.item.Anc, op.Folder) {
 			continue
 		}
 		anc := slices.DeleteFunc(slices.Clone(r.item.Anc), func(a int64) bool { return slices.Contains(op.Pull, a) })

@@ -51,15 +51,17 @@ func (s *Store) CommitTreeOp(ctx context.Context, dep, v int64, op *workspace.Tr
 // repeated application never undoes a newer change. A move is one command of up to three
 // statements: the folder itself, then its subfolders' ancestors pulled (idempotent), then
 // pushed with the depth shift and the fence (treeV = v), so a crash between any two of
-// them is finished by applying the op again.
-func (s *Store) ApplyTreeOp(ctx context.Context, v int64, op *workspace.TreeOp) error {
+// them is finished by applying the op again. Every statement names the deployment: the
+// subfolders' statements are bounded by dep_1_anc_1 (dep, then the ancestor), the
+// folder's by _id, so a move reads only its own subtree's index keys.
+func (s *Store) ApplyTreeOp(ctx context.Context, dep, v int64, op *workspace.TreeOp) error {
 	switch op.Kind {
 	case workspace.OpMove:
-		below := bson.D{{Key: "anc", Value: op.Folder}, {Key: "treeV", Value: bson.D{{Key: "$lt", Value: v}}}}
+		below := bson.D{{Key: "dep", Value: dep}, {Key: "anc", Value: op.Folder}, {Key: "treeV", Value: bson.D{{Key: "$lt", Value: v}}}}
 		// Every statement an UpdateMany (the folder's matches one document by id): the
 		// driver sends a retryable UpdateOne and an UpdateMany as separate commands.
 		models := []mongo.WriteModel{mongo.NewUpdateManyModel().
-			SetFilter(bson.D{{Key: "_id", Value: op.Folder}, {Key: "treeV", Value: bson.D{{Key: "$lt", Value: v}}}}).
+			SetFilter(bson.D{{Key: "_id", Value: op.Folder}, {Key: "dep", Value: dep}, {Key: "treeV", Value: bson.D{{Key: "$lt", Value: v}}}}).
 			SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: "parent", Value: op.To}, {Key: "treeV", Value: v},
 				{Key: "anc", Value: op.Anc}, {Key: "depth", Value: op.Depth},
 				{Key: "updatedAt", Value: op.At}, {Key: "updatedBy", Value: op.By}}}})}

@@ -33,6 +33,7 @@ var cases = []struct {
 	{"tree-version-starts-at-0-and-commits-compare-and-set", testTreeVersion},
 	{"create-op-is-idempotent-and-keeps-ancestors", testCreateOp},
 	{"move-op-rewrites-the-subtree-once-and-is-fenced", testMoveOp},
+	{"move-op-touches-only-its-deployment", testMoveOpOfAnotherDeployment},
 	{"folders-and-subtrees-are-live-folders-of-the-deployment", testFolders},
 	{"items-are-found-live-and-by-deployment", testItems},
 	{"items-come-with-only-the-parts-asked-for", testItemParts},
@@ -90,7 +91,7 @@ func (f *fixture) commit(dep int64, op *workspace.TreeOp) int64 {
 	if !ok {
 		f.t.Fatalf("commit at version %d refused", tv.V)
 	}
-	f.check(f.s.ApplyTreeOp(f.ctx, tv.V+1, op))
+	f.check(f.s.ApplyTreeOp(f.ctx, dep, tv.V+1, op))
 	return tv.V + 1
 }
 

@@ -48,7 +48,7 @@ func testCreateOp(t *testing.T, f *fixture) {
 	if tv.Op == nil || tv.Op.Kind != workspace.OpCreate || tv.Op.Created == nil || tv.Op.Created.ID != b {
 		t.Fatalf("recorded op: %+v, want the creation of %d", tv.Op, b)
 	}
-	f.check(f.s.ApplyTreeOp(f.ctx, tv.V, tv.Op))
+	f.check(f.s.ApplyTreeOp(f.ctx, f.dep, tv.V, tv.Op))
 	got, err := f.s.Items(f.ctx, f.dep, []int64{a, b}, workspace.AllParts)
 	f.check(err)
 	want := &workspace.Item{ID: b, DeploymentID: f.dep, Type: workspace.TypeFolder, Name: "b", Parent: a, CreatedBy: 7, UpdatedBy: 7,
@@ -64,7 +64,7 @@ func testCreateOp(t *testing.T, f *fixture) {
 	f.check(f.s.EndFolderDelete(f.ctx, f.dep, c, true, 7, at))
 	tv, err = f.s.ReadTree(f.ctx, f.dep)
 	f.check(err)
-	f.check(f.s.ApplyTreeOp(f.ctx, tv.V, tv.Op))
+	f.check(f.s.ApplyTreeOp(f.ctx, f.dep, tv.V, tv.Op))
 	if got, _ := f.s.Folders(f.ctx, f.dep, []int64{c}); len(got) != 0 {
 		t.Fatalf("a deleted folder came back: %+v", got[0])
 	}
@@ -92,7 +92,7 @@ func testMoveOp(t *testing.T, f *fixture) {
 	}
 	f.wantItem(got[wb.ID], wb) // a workbook inside moves with its folder: nothing of it changes
 	// Applied again: idempotent.
-	f.check(f.s.ApplyTreeOp(f.ctx, v, op))
+	f.check(f.s.ApplyTreeOp(f.ctx, f.dep, v, op))
 	f.wantAncestors(b, 2, d)
 	f.wantAncestors(c, 3, b, d)
 	// A newer move (b under a, one level deeper: c at 4), then the older op applied
@@ -100,7 +100,7 @@ func testMoveOp(t *testing.T, f *fixture) {
 	back := &workspace.TreeOp{Kind: workspace.OpMove, Folder: b, To: a, By: 8, At: at, Anc: []int64{a}, Depth: 2,
 		Pull: []int64{d}, Push: []int64{a}, Delta: 0}
 	f.commit(f.dep, back)
-	f.check(f.s.ApplyTreeOp(f.ctx, v, op))
+	f.check(f.s.ApplyTreeOp(f.ctx, f.dep, v, op))
 	f.wantAncestors(b, 2, a)
 	f.wantAncestors(c, 3, a, b)
 	// A move that changes depth shifts the subtree: b (with c) into c's sibling e at
