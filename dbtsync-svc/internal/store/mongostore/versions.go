@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
@@ -194,9 +195,30 @@ func (s *Store) Files(ctx context.Context, dep int64, name string, version int64
 	if err := cur.All(ctx, &docs); err != nil {
 		return 0, nil, wrap(err)
 	}
+	// A version other than the newest may be dropped while it is read: the branch
+	// document forgets it first, then its files go, document by document, so on
+	// MongoDB this read may have met a part of them. Still kept after the read, it
+	// was whole; gone, it answers as a version no longer kept would.
+	if latest := b.Versions[len(b.Versions)-1].Version; version != latest {
+		if kept, err := s.keeps(ctx, dep, name, set); err != nil {
+			return 0, nil, err
+		} else if !kept {
+			return 0, nil, dbtsync.ErrNotFound
+		}
+	}
 	out := make([]dbtsync.StoredFile, len(docs))
 	for i, d := range docs {
 		out[i] = dbtsync.StoredFile{Path: d.Path, Content: d.Content, Size: d.Size, SHA256: d.SHA256}
 	}
 	return version, out, nil
+}
+
+// keeps reports whether the branch still keeps the file set of sync job set.
+func (s *Store) keeps(ctx context.Context, dep int64, name, set string) (bool, error) {
+	err := s.branches.FindOne(ctx, bson.D{{Key: "_id", Value: branchID(dep, name)}, {Key: "versions.syncJobId", Value: set}},
+		options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}})).Err()
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return false, nil
+	}
+	return err == nil, wrap(err)
 }
