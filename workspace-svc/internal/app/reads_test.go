@@ -32,6 +32,24 @@ func (e *env) measure(t *testing.T, want int, method, path string, body any) rea
 	return c
 }
 
+// measureWrite is measure for a write that allocates an id, made twice (body names the
+// second "… again"): the lower cost of the two, since one in IDBlock allocations also
+// reserves a new block of ids (one more command), whatever the deployment holds.
+func (e *env) measureWrite(t *testing.T, path string, body map[string]any) readCost {
+	t.Helper()
+	first := e.measure(t, 200, "POST", path, body)
+	again := map[string]any{}
+	for k, v := range body {
+		again[k] = v
+	}
+	again["name"] = fmt.Sprint(body["name"], " again")
+	second := e.measure(t, 200, "POST", path, again)
+	if second.commands < first.commands {
+		return second
+	}
+	return first
+}
+
 // fillFolders inserts folders straight into the items collection until the deployment
 // holds total folders: chains of eight levels under the root, written the way the
 // service writes them (ancestors and depth included), ids far above the allocator's.
@@ -83,11 +101,12 @@ func (e *env) fillFolders(t *testing.T, dep int64, total int) {
 // folders (chains of eight levels): the figures must not grow with the deployment and
 // must stay within the bounds of issue 12. The region the requests touch is the same in
 // both deployments: a chain of eight folders, the seventh holding 30 workbooks and three
-// folders, a folder with a subtree of three folders, and a destination.
+// folders, a folder with a subtree of three folders, and a destination. Creates are
+// measured too: neither counts the deployment's items nor reads a folder's siblings.
 func TestReadsFollowTheRequest(t *testing.T) {
 	e := newEnvWithOptions(t, 1, workspace.Limits{}, 10*time.Minute)
 	admin := e.bearer("acme", "admin")
-	type figures struct{ get, list, move, bulk readCost }
+	type figures struct{ get, list, move, bulk, createRoot, createNested, createWorkbook readCost }
 	const bulkItems = 23 // 20 workbooks, 3 folders
 	run := func(t *testing.T, dep int64, folders int) figures {
 		chain := make([]int64, 9)
@@ -117,6 +136,9 @@ func TestReadsFollowTheRequest(t *testing.T) {
 		f.list = e.measure(t, 200, "GET", depPath(dep, fmt.Sprintf("/workspace?folderId=%d&first=20", src)), nil)
 		f.move = e.measure(t, 200, "POST", depPath(dep, "/workspace/move"), map[string]any{"type": "FOLDER", "id": moved, "folderId": dest})
 		f.bulk = e.measure(t, 200, "POST", depPath(dep, "/workspace/bulk-move"), map[string]any{"items": items, "folderId": dest})
+		f.createRoot = e.measureWrite(t, depPath(dep, "/folders"), map[string]any{"name": "new at the root"})
+		f.createNested = e.measureWrite(t, depPath(dep, "/folders"), map[string]any{"name": "new at level 8", "parentId": chain[7]})
+		f.createWorkbook = e.measureWrite(t, depPath(dep, "/workbooks"), map[string]any{"name": "new workbook"})
 		// The moves landed where they should, with the ancestors the reads rely on.
 		got := e.do(t, "GET", depPath(dep, fmt.Sprintf("/folders/%d", m1)), admin, nil).Object(t)
 		if path := got["folderPath"].([]any); len(path) != 5 || path[3].(map[string]any)["id"] != float64(dest) {
@@ -137,6 +159,12 @@ func TestReadsFollowTheRequest(t *testing.T) {
 		{"listing page of 20", small.list, large.list, 60, 0},
 		{"single move of a folder with 3 below it", small.move, large.move, 60 + subtree, 0},
 		{"bulk move of 23 items", small.bulk, large.bulk, 6*bulkItems + 60, 2*bulkItems + 10},
+		// The slot counter, the tree version, its compare-and-set, the insert, the creator.
+		{"folder create at the root", small.createRoot, large.createRoot, 3, 5},
+		// And the parent with its ancestors (two queries), its lease and its release.
+		{"folder create at level 8", small.createNested, large.createNested, 12, 9},
+		// The slot counter, the insert, the creator.
+		{"workbook create at the root", small.createWorkbook, large.createWorkbook, 3, 3},
 	} {
 		t.Logf("%-42s 100 folders: %2d commands %3d documents | 10,000 folders: %2d commands %3d documents (bound %d documents)",
 			c.name, c.small.commands, c.small.documents, c.large.commands, c.large.documents, c.maxDocs)

@@ -8,7 +8,7 @@ import (
 // named rule that refused the request, if any, and the client-facing message. Only the
 // transport turns them into statuses (errs.Encoder). They are built with errs's
 // shorthands (errs.Invalidf, errs.Forbiddenf, ...; errs.Unavailablef when the tree kept
-// changing under a request and the client retries); the two below carry more.
+// changing under a request and the client retries); the ones below carry more.
 
 // notAppliedf: a bulk move's item the store's failure (or its deadline) left unmoved.
 func notAppliedf(format string, args ...any) *errs.Error {
@@ -17,4 +17,10 @@ func notAppliedf(format string, args ...any) *errs.Error {
 
 func notFound(t ItemType, id int64) *errs.Error {
 	return errs.New(errs.NotFound, "%s %d not found", t.lower(), id)
+}
+
+// idTaken: a create whose allocated id turned out to be another item's (ErrIDTaken).
+// Nothing was stored and the next id is a fresh one, so the client retries.
+func idTaken(t ItemType, id int64) *errs.Error {
+	return errs.Unavailablef("the %s was not created: the id allocated for it, %d, is another item's; retry", t.lower(), id)
 }

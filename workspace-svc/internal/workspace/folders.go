@@ -2,12 +2,23 @@ package workspace
 
 import (
 	"context"
+	"errors"
 
 	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
 // CreateFolder creates a folder at the root or in a parent the caller can edit.
+//
+// What it costs does not depend on what the deployment holds: the item limit is one
+// atomic update of the deployment's counter (takeSlot), taken once access is decided,
+// and a folder created without a position is placed without reading its siblings: its
+// position is the tree version its creation commits as. Every structural change of a
+// deployment (a folder created or moved) takes the next version, so a folder created
+// later without a position lists after every folder created earlier without one,
+// wherever each was created or moved since; a position the client gives is kept as
+// given. (A folder positioned by the highest sibling plus one, before, sits below any
+// such version: each folder created took a version.)
 func (s *service) CreateFolder(ctx context.Context, p *identity.Principal, dep int64, in CreateFolderInput) (Folder, error) {
 	ctx, cancel := context.WithTimeout(ctx, writeDeadline)
 	defer cancel()
@@ -22,30 +33,17 @@ func (s *service) CreateFolder(ctx context.Context, p *identity.Principal, dep i
 	if !p.HasRole(identity.RoleAIBIUser) {
 		return Folder{}, errs.Forbiddenf("creating a folder needs the ai_bi_user role or higher")
 	}
-	if err := s.checkRoom(ctx, dep); err != nil {
-		return Folder{}, err
-	}
 	id, err := s.store.NextID(ctx)
 	if err != nil {
 		return Folder{}, err
 	}
 	now := s.now()
-	leased := false
+	leased, slotted := false, false
 	defer func() {
 		if leased {
 			s.release(ctx, dep, in.ParentID)
 		}
 	}()
-	pos := 0.0
-	if in.Position != nil {
-		pos = *in.Position
-	} else {
-		max, err := s.store.MaxFolderPosition(ctx, dep, in.ParentID)
-		if err != nil {
-			return Folder{}, err
-		}
-		pos = max + 1
-	}
 	var doc *Item
 	err = r.commit(ctx, func(ctx context.Context) error { return r.need(ctx, in.ParentID) }, func(t *tree) (*TreeOp, error) {
 		if in.ParentID != 0 {
@@ -69,14 +67,35 @@ func (s *service) CreateFolder(ctx context.Context, p *identity.Principal, dep i
 				leased = true
 			}
 		}
+		if !slotted {
+			if err := s.takeSlot(ctx, dep); err != nil {
+				return nil, err
+			}
+			slotted = true
+		}
+		pos := float64(r.v + 1) // the version this op commits as
+		if in.Position != nil {
+			pos = *in.Position
+		}
 		anc, depth := t.ancestorsOf(in.ParentID)
 		doc = &Item{ID: id, DeploymentID: dep, Type: TypeFolder, Name: name, Position: pos, Parent: in.ParentID,
 			CreatedBy: p.User.ID, UpdatedBy: p.User.ID, CreatedAt: now, UpdatedAt: now, Anc: anc, Depth: depth}
 		return &TreeOp{Kind: OpCreate, Folder: id, To: in.ParentID, By: p.User.ID, At: now, Created: doc}, nil
 	})
 	if err != nil {
+		// The slot goes back when nothing was stored: the op was never recorded, or it
+		// was and is void (its id was another item's). An op recorded but not yet
+		// applied keeps it: whoever finishes the op stores the folder.
+		taken := errors.Is(err, ErrIDTaken)
+		if slotted && (!r.committing || taken) {
+			s.returnSlot(ctx, dep)
+		}
+		if taken {
+			return Folder{}, idTaken(TypeFolder, id)
+		}
 		return Folder{}, err
 	}
+	r.created = id
 	return s.renderFolder(ctx, r, doc)
 }
 
@@ -160,7 +179,7 @@ func (s *service) UpdateFolder(ctx context.Context, p *identity.Principal, dep, 
 // DeleteFolder deletes an empty folder the caller manages. The folder is marked as being
 // deleted (refused while a request holds a lease on it for putting items in), the last
 // structural op is finished, and only then is emptiness checked: nothing can land in it
-// after the check.
+// after the check. The delete that tombstones it gives its item slot back.
 func (s *service) DeleteFolder(ctx context.Context, p *identity.Principal, dep, id int64) error {
 	ctx, cancel := context.WithTimeout(ctx, writeDeadline)
 	defer cancel()
@@ -177,18 +196,25 @@ func (s *service) DeleteFolder(ctx context.Context, p *identity.Principal, dep, 
 	}
 	r := &request{s: s, p: p, dep: dep}
 	if err := r.load(ctx); err != nil {
-		_ = s.store.EndFolderDelete(context.WithoutCancel(ctx), dep, id, false, p.User.ID, now)
+		_, _ = s.store.EndFolderDelete(context.WithoutCancel(ctx), dep, id, false, p.User.ID, now)
 		return err
 	}
 	busy, err := s.store.HasChildren(ctx, dep, id)
 	if err != nil || busy {
-		_ = s.store.EndFolderDelete(context.WithoutCancel(ctx), dep, id, false, p.User.ID, now)
+		_, _ = s.store.EndFolderDelete(context.WithoutCancel(ctx), dep, id, false, p.User.ID, now)
 		if err != nil {
 			return err
 		}
 		return errs.Conflictf("folder %d is not empty: move or delete its contents first", id).WithCode(errs.CodeFolderNotEmpty)
 	}
-	return s.store.EndFolderDelete(ctx, dep, id, true, p.User.ID, now)
+	deleted, err := s.store.EndFolderDelete(ctx, dep, id, true, p.User.ID, now)
+	if err != nil {
+		return err
+	}
+	if deleted { // only the delete that tombstoned it: a concurrent second one gives nothing back
+		s.returnSlot(ctx, dep)
+	}
+	return nil
 }
 
 // GetPermissions returns the grants set directly on a folder the caller manages.

@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"context"
+	"errors"
 
 	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/identity"
@@ -28,9 +29,6 @@ func (s *service) CreateItem(ctx context.Context, p *identity.Principal, dep int
 	if err := s.checkSizes(in.Meta, in.CalculatedFields, in.DashboardDraft); err != nil {
 		return Workbook{}, err
 	}
-	if err := s.checkRoom(ctx, dep); err != nil {
-		return Workbook{}, err
-	}
 	if err := r.need(ctx, in.FolderID); err != nil {
 		return Workbook{}, err
 	}
@@ -51,16 +49,28 @@ func (s *service) CreateItem(ctx context.Context, p *identity.Principal, dep int
 		}
 		defer s.release(ctx, dep, in.FolderID)
 	}
+	// The item limit, once access is decided: one update of the deployment's counter.
+	if err := s.takeSlot(ctx, dep); err != nil {
+		return Workbook{}, err
+	}
 	id, err := s.store.NextID(ctx)
 	if err != nil {
+		s.returnSlot(ctx, dep)
 		return Workbook{}, err
 	}
 	now := s.now()
 	d := &Item{ID: id, DeploymentID: dep, Type: typ, Name: name, Parent: in.FolderID, CreatedBy: p.User.ID, UpdatedBy: p.User.ID,
 		CreatedAt: now, UpdatedAt: now, Meta: in.Meta, CalculatedFields: in.CalculatedFields, Draft: in.DashboardDraft}
 	if err := s.store.InsertItem(ctx, d); err != nil {
+		// Another item's id: nothing was stored. Any other failure may have stored it
+		// (a write the database did not confirm): the slot stays taken.
+		if errors.Is(err, ErrIDTaken) {
+			s.returnSlot(ctx, dep)
+			return Workbook{}, idTaken(typ, id)
+		}
 		return Workbook{}, err
 	}
+	r.created = id
 	out, err := s.render(ctx, r, []*Item{d})
 	if err != nil {
 		return Workbook{}, err
@@ -175,20 +185,21 @@ func (s *service) UpdateItem(ctx context.Context, p *identity.Principal, dep int
 }
 
 // DeleteItem deletes a workbook or report the caller manages (its creator, or manage on
-// its folder). It leaves a tombstone; later publishes no longer snapshot a deleted report,
-// and every user's favorite of it is dropped.
+// its folder). It leaves a tombstone and gives the item's slot back; later publishes no
+// longer snapshot a deleted report, and every user's favorite of it is dropped.
 func (s *service) DeleteItem(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, id int64) error {
 	_, d, err := s.itemForAccess(ctx, p, dep, typ, id, LevelManage, "delete it")
 	if err != nil {
 		return err
 	}
-	nd, err := s.store.UpdateItem(ctx, dep, id, typ, ItemPrecondition{Parent: &d.Parent}, ItemUpdate{Deleted: true, UpdatedAt: s.now(), UpdatedBy: p.User.ID})
+	deleted, err := s.store.DeleteItem(ctx, dep, id, typ, ItemPrecondition{Parent: &d.Parent}, p.User.ID, s.now())
 	if err != nil {
 		return err
 	}
-	if nd == nil {
+	if !deleted {
 		return errs.Conflictf("%s %d was moved or deleted during the delete; retry", typ.lower(), id)
 	}
+	s.returnSlot(ctx, dep) // only a live item matches: exactly one delete gives its slot back
 	return s.store.RemoveItemFavorites(ctx, dep, id)
 }
 

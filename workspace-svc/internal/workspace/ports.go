@@ -3,6 +3,7 @@ package workspace
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 )
 
@@ -106,7 +107,11 @@ type TreeStore interface {
 	// ApplyTreeOp applies the op recorded as version v: idempotent, and fenced so that a
 	// folder already changed at version v or later is left alone (a late or repeated
 	// application never undoes a newer change). A create inserts op.Created once (ids
-	// of deleted folders included); a move writes the folder, then its subfolders.
+	// of deleted folders included): an id already stored is "applied before" only when
+	// the stored item is this op's folder (same deployment, creator and creation time,
+	// changed at version v or later); another item's is ErrIDTaken, and the op is void
+	// (nothing of it is stored, nor ever will be). A move writes the folder, then its
+	// subfolders.
 	//
 	// Every statement is bounded by the deployment dep, whose op it is: it reads only
 	// that deployment's index keys.
@@ -129,7 +134,6 @@ type ItemUpdate struct {
 	// Published sets the published dashboard with its version (VersionNumber), id and
 	// public id.
 	Published *Dashboard
-	Deleted   bool // leaves a tombstone: the item is no longer live
 	UpdatedAt time.Time
 	UpdatedBy int64
 }
@@ -203,23 +207,37 @@ type SearchQuery struct {
 
 // ItemStore keeps the items.
 type ItemStore interface {
-	// NextID allocates an id unique across the platform.
+	// NextID allocates an id unique across the platform. An insert that finds its id
+	// taken by another item (an id handed out twice) fails with ErrIDTaken.
 	NextID(ctx context.Context) (int64, error)
 	// Items returns the live items among ids, by id, with the large parts that parts
 	// names; Items(..., 0) is a head read: what access and moves are decided on, never
 	// an item's content.
 	Items(ctx context.Context, dep int64, ids []int64, parts Parts) (map[int64]*Item, error)
-	// InsertItem stores a new workbook or report.
+	// InsertItem stores a new workbook or report; ErrIDTaken when its id is another
+	// item's.
 	InsertItem(ctx context.Context, it *Item) error
 	// UpdateItem changes a live item of type typ that meets pre and returns it as
-	// changed, or nil when there is no such item.
+	// changed, or nil when there is no such item. It answers the whole item: what every
+	// caller answers with (a workbook or report in full; a folder is all head).
 	UpdateItem(ctx context.Context, dep, id int64, typ ItemType, pre ItemPrecondition, u ItemUpdate) (*Item, error)
+	// DeleteItem tombstones a live item of type typ that meets pre (by, at: its
+	// updatedBy and updatedAt); false when there is no such item. It answers nothing of
+	// the item, which a delete does not need.
+	DeleteItem(ctx context.Context, dep, id int64, typ ItemType, pre ItemPrecondition, by int64, at time.Time) (bool, error)
 	// MoveItem re-parents a workbook or report if it is still in folder from.
 	MoveItem(ctx context.Context, dep, id, from, to, by int64, at time.Time) (bool, error)
-	// CountItems counts the deployment's items (folders, workbooks, reports), up to max.
-	CountItems(ctx context.Context, dep, max int64) (int64, error)
-	// MaxFolderPosition is the highest position among parent's child folders, or -1.
-	MaxFolderPosition(ctx context.Context, dep, parent int64) (float64, error)
+	// TakeItemSlot takes one of the deployment's limit item slots (folders, workbooks
+	// and reports together) in one atomic step: false, and nothing taken, when all are
+	// taken. The slots taken are a per-deployment counter kept beside the items, never
+	// a count of them: a deployment without a counter (its items stored before there was
+	// one) has it built once from a count of its live items, by whichever request gets
+	// there first. Every live item holds one slot: a create takes it before storing the
+	// item and gives it back (ReturnItemSlot) when nothing was stored; a delete gives it
+	// back once the item is a tombstone.
+	TakeItemSlot(ctx context.Context, dep, limit int64) (bool, error)
+	// ReturnItemSlot gives one slot back (never below none taken).
+	ReturnItemSlot(ctx context.Context, dep int64) error
 	// HasChildren reports whether anything is inside folder.
 	HasChildren(ctx context.Context, dep, folder int64) (bool, error)
 	// Children returns at most q.Limit children of q.Parent after q.After, by position,
@@ -242,8 +260,10 @@ type LeaseStore interface {
 	// BeginFolderDelete marks folder as being deleted until `until` if no lease on it is
 	// live; false when one is (or the folder is gone).
 	BeginFolderDelete(ctx context.Context, dep, folder int64, now, until time.Time) (bool, error)
-	// EndFolderDelete tombstones the folder (deleted) or lifts the delete mark.
-	EndFolderDelete(ctx context.Context, dep, folder int64, deleted bool, by int64, at time.Time) error
+	// EndFolderDelete tombstones the folder (deleted) or lifts the delete mark; true
+	// when it tombstoned a live folder (a second delete of the same folder is false, so
+	// exactly one delete gives the folder's item slot back).
+	EndFolderDelete(ctx context.Context, dep, folder int64, deleted bool, by int64, at time.Time) (bool, error)
 }
 
 // User is what the service keeps of a user it has seen: what renders an item's `user`,
@@ -279,6 +299,12 @@ type FavoriteStore interface {
 	// FavoriteSet tells which of ids are favorites of user.
 	FavoriteSet(ctx context.Context, dep, user int64, ids []int64) (map[int64]bool, error)
 }
+
+// ErrIDTaken is an insert that found its allocated id stored for another item: the id
+// was handed out twice (an id block reserved again after a failover rolled the first
+// reservation back). Nothing of the insert is stored, and the store has dropped the rest
+// of its id block, so the next id is a fresh one. It is never a success.
+var ErrIDTaken = errors.New("the allocated id is already another item's")
 
 // Store is everything the service keeps.
 type Store interface {

@@ -57,13 +57,23 @@ func (s *service) renderSummaries(ctx context.Context, r *request, docs []*Item)
 }
 
 // ownersAndFavorites loads what every rendering of docs shows besides the documents:
-// their creators (the `user` field) and which of them the caller marked a favorite.
+// their creators (the `user` field) and which of them the caller marked a favorite. An
+// item the request itself created is nobody's favorite yet: it is not asked about.
 func (s *service) ownersAndFavorites(ctx context.Context, r *request, docs []*Item) (map[int64]User, map[int64]bool, error) {
 	users, err := s.usersFor(ctx, r, creators(docs))
 	if err != nil {
 		return nil, nil, err
 	}
-	fav, err := s.store.FavoriteSet(ctx, r.dep, r.p.User.ID, idsOf(docs))
+	var ids []int64
+	for _, d := range docs {
+		if d.ID != r.created {
+			ids = append(ids, d.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return users, map[int64]bool{}, nil
+	}
+	fav, err := s.store.FavoriteSet(ctx, r.dep, r.p.User.ID, ids)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -117,14 +127,6 @@ func owner(users map[int64]User, id int64) *ResourceOwner {
 		o.Picture = &u.Picture
 	}
 	return o
-}
-
-func idsOf(docs []*Item) []int64 {
-	out := make([]int64, len(docs))
-	for i, d := range docs {
-		out[i] = d.ID
-	}
-	return out
 }
 
 func creators(docs []*Item) []int64 {

@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"context"
+	"errors"
 
 	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/identity"
@@ -18,11 +19,16 @@ type request struct {
 	// loaded: the tree version has been read (load) and r.v is the version the tree
 	// read since then is checked against.
 	loaded bool
-	users  map[int64]User // users read so far (creators)
+	// committing: commit sent its op's compare-and-set, which may have recorded it (an
+	// error leaves that unknown); false once the store said it did not.
+	committing bool
+	users      map[int64]User // users read so far (creators)
+	created    int64          // the item this request created, if any (0: none)
 }
 
 // load reads the tree version and finishes the structural op recorded there
-// (idempotent), then forgets what the request had read: every folder read afterwards
+// (idempotent; a creation void because its id was another item's, ErrIDTaken, has
+// nothing to finish), then forgets what the request had read: every folder read afterwards
 // reflects that version or a later one, and a later one makes the commit's
 // compare-and-set fail, so what a committed change was checked against is exactly the
 // tree at the version it replaced.
@@ -32,7 +38,7 @@ func (r *request) load(ctx context.Context) error {
 		return err
 	}
 	if v, ok := r.s.applied.Load(r.dep); d.Op != nil && (!ok || v.(int64) != d.V) {
-		if err := r.s.store.ApplyTreeOp(ctx, r.dep, d.V, d.Op); err != nil {
+		if err := r.s.store.ApplyTreeOp(ctx, r.dep, d.V, d.Op); err != nil && !errors.Is(err, ErrIDTaken) {
 			return err
 		}
 		r.s.applied.Store(r.dep, d.V)
@@ -148,11 +154,13 @@ func (r *request) commit(ctx context.Context, prepare func(ctx context.Context) 
 		if err != nil || op == nil {
 			return err
 		}
+		r.committing = true
 		ok, err := r.s.store.CommitTreeOp(ctx, r.dep, r.v, op)
 		if err != nil {
 			return err
 		}
 		if !ok {
+			r.committing = false
 			r.s.treeConflicts.Inc()
 			continue
 		}

@@ -234,18 +234,27 @@ func validName(field, name string) (string, error) {
 	return name, nil
 }
 
-// checkRoom refuses a new item when the deployment already holds the configured
-// maximum. Concurrent creates may pass the count together, so the bound holds to within
-// the number of creates in flight at once.
-func (s *service) checkRoom(ctx context.Context, dep int64) error {
-	n, err := s.store.CountItems(ctx, dep, s.limits.ItemsPerDeployment)
+// takeSlot takes one of the deployment's item slots for a create, or refuses it when the
+// deployment already holds the configured maximum. The limit is checked and counted in
+// one atomic step on a per-deployment counter (Store.TakeItemSlot), never by counting
+// the items, so it holds exactly under concurrent creates and costs one write whatever
+// the deployment holds.
+func (s *service) takeSlot(ctx context.Context, dep int64) error {
+	ok, err := s.store.TakeItemSlot(ctx, dep, s.limits.ItemsPerDeployment)
 	if err != nil {
 		return err
 	}
-	if n >= s.limits.ItemsPerDeployment {
+	if !ok {
 		return errs.New(errs.Invalid, "deployment %d holds %d items (folders, workbooks and reports), the limit; delete some before creating more", dep, s.limits.ItemsPerDeployment).WithCode(errs.CodeItemLimit)
 	}
 	return nil
+}
+
+// returnSlot gives back the slot of a create that stored nothing, or of an item just
+// tombstoned, even when the request's context has ended. A return that fails leaves
+// the counter one high: the limit then errs toward refusing, never toward more items.
+func (s *service) returnSlot(ctx context.Context, dep int64) {
+	_ = s.store.ReturnItemSlot(context.WithoutCancel(ctx), dep)
 }
 
 // checkSizes refuses item documents over their size limits, naming the limit, and a draft

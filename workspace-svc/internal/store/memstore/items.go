@@ -53,7 +53,7 @@ func (s *Store) InsertItem(ctx context.Context, it *workspace.Item) error {
 	}
 	defer s.mu.Unlock()
 	if s.items[it.ID] != nil {
-		return fmt.Errorf("insert item: id %d is taken", it.ID)
+		return fmt.Errorf("insert item %d: %w", it.ID, workspace.ErrIDTaken)
 	}
 	s.items[it.ID] = &record{item: *clone(it)}
 	return nil
@@ -66,13 +66,8 @@ func (s *Store) UpdateItem(ctx context.Context, dep, id int64, typ workspace.Ite
 		return nil, err
 	}
 	defer s.mu.Unlock()
-	r := s.live(dep, id)
-	switch {
-	case r == nil || r.item.Type != typ:
-		return nil, nil
-	case pre.Parent != nil && r.item.Parent != *pre.Parent:
-		return nil, nil
-	case pre.PublishedVersion != nil && r.item.PublishedVersion != *pre.PublishedVersion:
+	r := s.meeting(dep, id, typ, pre)
+	if r == nil {
 		return nil, nil
 	}
 	it := &r.item
@@ -97,9 +92,36 @@ func (s *Store) UpdateItem(ctx context.Context, dep, id int64, typ workspace.Ite
 	if p := u.Published; p != nil {
 		it.Published, it.PublishedVersion, it.DashboardID, it.PublicID = viaJSON(p), p.VersionNumber, p.ID, p.PublicID
 	}
-	r.deleted = r.deleted || u.Deleted
 	it.UpdatedAt, it.UpdatedBy = u.UpdatedAt, u.UpdatedBy
 	return clone(it), nil
+}
+
+// meeting is the live item id of type typ meeting pre, or nil.
+func (s *Store) meeting(dep, id int64, typ workspace.ItemType, pre workspace.ItemPrecondition) *record {
+	r := s.live(dep, id)
+	switch {
+	case r == nil || r.item.Type != typ:
+		return nil
+	case pre.Parent != nil && r.item.Parent != *pre.Parent:
+		return nil
+	case pre.PublishedVersion != nil && r.item.PublishedVersion != *pre.PublishedVersion:
+		return nil
+	}
+	return r
+}
+
+// DeleteItem tombstones a live item of type typ that meets pre; false when there is none.
+func (s *Store) DeleteItem(ctx context.Context, dep, id int64, typ workspace.ItemType, pre workspace.ItemPrecondition, by int64, at time.Time) (bool, error) {
+	if err := s.begin(ctx, "DeleteItem"); err != nil {
+		return false, err
+	}
+	defer s.mu.Unlock()
+	r := s.meeting(dep, id, typ, pre)
+	if r == nil {
+		return false, nil
+	}
+	r.deleted, r.item.UpdatedAt, r.item.UpdatedBy = true, at, by
+	return true, nil
 }
 
 // MoveItem re-parents a live item if it is still in folder from.
@@ -114,43 +136,6 @@ func (s *Store) MoveItem(ctx context.Context, dep, id, from, to, by int64, at ti
 	}
 	r.item.Parent, r.item.UpdatedAt, r.item.UpdatedBy = to, at, by
 	return true, nil
-}
-
-// CountItems counts the deployment's live items, up to max.
-func (s *Store) CountItems(ctx context.Context, dep, max int64) (int64, error) {
-	if err := s.begin(ctx, "CountItems"); err != nil {
-		return 0, err
-	}
-	defer s.mu.Unlock()
-	var n int64
-	for _, r := range s.items {
-		if !r.deleted && r.item.DeploymentID == dep {
-			n++
-		}
-	}
-	if max > 0 && n > max {
-		n = max
-	}
-	return n, nil
-}
-
-// MaxFolderPosition is the highest position among parent's live child folders, or -1.
-func (s *Store) MaxFolderPosition(ctx context.Context, dep, parent int64) (float64, error) {
-	if err := s.begin(ctx, "MaxFolderPosition"); err != nil {
-		return 0, err
-	}
-	defer s.mu.Unlock()
-	found, best := false, 0.0
-	for _, r := range s.items {
-		it := &r.item
-		if !r.deleted && it.DeploymentID == dep && it.Parent == parent && it.Type == workspace.TypeFolder && (!found || it.Position > best) {
-			found, best = true, it.Position
-		}
-	}
-	if !found {
-		return -1, nil
-	}
-	return best, nil
 }
 
 // HasChildren reports whether anything live is inside folder.
@@ -293,20 +278,24 @@ func (s *Store) BeginFolderDelete(ctx context.Context, dep, folder int64, now, u
 	return true, nil
 }
 
-// EndFolderDelete tombstones the folder (deleted) or lifts the delete mark.
-func (s *Store) EndFolderDelete(ctx context.Context, dep, folder int64, deleted bool, by int64, at time.Time) error {
+// EndFolderDelete tombstones the folder (deleted) or lifts the delete mark; true when
+// it tombstoned a live folder.
+func (s *Store) EndFolderDelete(ctx context.Context, dep, folder int64, deleted bool, by int64, at time.Time) (bool, error) {
 	if err := s.begin(ctx, "EndFolderDelete"); err != nil {
-		return err
+		return false, err
 	}
 	defer s.mu.Unlock()
 	r := s.items[folder]
 	if r == nil || r.item.DeploymentID != dep {
-		return nil
+		return false, nil
 	}
-	if deleted {
-		r.deleted, r.item.UpdatedAt, r.item.UpdatedBy = true, at, by
-	} else {
+	if !deleted {
 		r.deletingUntil = time.Time{}
+		return false, nil
 	}
-	return nil
+	if r.deleted {
+		return false, nil
+	}
+	r.deleted, r.item.UpdatedAt, r.item.UpdatedBy = true, at, by
+	return true, nil
 }

@@ -25,8 +25,13 @@ type Store struct {
 	// service's answers to a store failure).
 	Fault func(method string) error
 
+	// RepeatIDs, when set, is called by NextID with the id it would hand out; the id
+	// returned instead is handed out (tests of an id handed out twice).
+	RepeatIDs func(id int64) int64
+
 	mu        sync.Mutex
 	lastID    int64
+	slots     map[int64]int64   // by deployment: the item slots taken
 	items     map[int64]*record // by id, tombstones included
 	trees     map[int64]*workspace.TreeVersion
 	users     map[int64]workspace.User
@@ -56,7 +61,7 @@ type favorite struct {
 // New returns an empty store.
 func New() *Store {
 	return &Store{items: map[int64]*record{}, trees: map[int64]*workspace.TreeVersion{}, users: map[int64]workspace.User{},
-		favorites: map[string]*favorite{}}
+		favorites: map[string]*favorite{}, slots: map[int64]int64{}}
 }
 
 // begin locks the store for one method, or fails as the database would: on Fault, or on
@@ -166,7 +171,45 @@ func (s *Store) NextID(ctx context.Context) (int64, error) {
 	}
 	defer s.mu.Unlock()
 	s.lastID++
+	if s.RepeatIDs != nil {
+		return s.RepeatIDs(s.lastID), nil
+	}
 	return s.lastID, nil
+}
+
+// TakeItemSlot takes one of the deployment's limit item slots; a deployment without a
+// counter has it built from a count of its live items first, as in mongostore.
+func (s *Store) TakeItemSlot(ctx context.Context, dep, limit int64) (bool, error) {
+	if err := s.begin(ctx, "TakeItemSlot"); err != nil {
+		return false, err
+	}
+	defer s.mu.Unlock()
+	n, ok := s.slots[dep]
+	if !ok {
+		for _, r := range s.items {
+			if !r.deleted && r.item.DeploymentID == dep {
+				n++
+			}
+		}
+	}
+	if n >= limit {
+		s.slots[dep] = n
+		return false, nil
+	}
+	s.slots[dep] = n + 1
+	return true, nil
+}
+
+// ReturnItemSlot gives one slot back, never below none taken.
+func (s *Store) ReturnItemSlot(ctx context.Context, dep int64) error {
+	if err := s.begin(ctx, "ReturnItemSlot"); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if n, ok := s.slots[dep]; ok && n > 0 {
+		s.slots[dep] = n - 1
+	}
+	return nil
 }
 
 // RecordUser creates or replaces the user's details.

@@ -49,8 +49,17 @@ func (s *Store) ApplyTreeOp(ctx context.Context, dep, v int64, op *workspace.Tre
 	case workspace.OpNone:
 		return nil
 	case workspace.OpCreate:
-		if s.items[op.Created.ID] == nil { // else applied before (a tombstone keeps the id)
-			s.items[op.Created.ID] = &record{item: *clone(op.Created), treeV: v}
+		c := op.Created
+		r := s.items[c.ID]
+		switch {
+		case r == nil:
+			s.items[c.ID] = &record{item: *clone(c), treeV: v}
+		case r.item.DeploymentID == c.DeploymentID && r.item.Type == workspace.TypeFolder && r.item.CreatedBy == c.CreatedBy &&
+			r.item.CreatedAt.Equal(c.CreatedAt) && r.treeV >= v:
+			// applied before (a tombstone keeps it all; a rename or a move since may
+			// have changed its name, place and position)
+		default:
+			return fmt.Errorf("apply folder creation %d: %w", c.ID, workspace.ErrIDTaken)
 		}
 		return nil
 	}

@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/analyticsco/platform/libs/mongox"
 	"github.com/analyticsco/platform/workspace-svc/internal/workspace"
 )
 
@@ -43,23 +44,17 @@ func (s *Store) InsertItem(ctx context.Context, it *workspace.Item) error {
 		return err
 	}
 	_, err = s.items.InsertOne(ctx, doc)
+	if mongox.IsDuplicateKey(err) { // only _id is unique in items: the id was handed out twice
+		return s.idTaken("insert item", it.ID)
+	}
 	return wrap("insert item", err)
 }
 
 // UpdateItem sets fields of a live item of the deployment that meets pre and returns it
-// as changed; nil when there is no such item.
+// as changed (the whole document: what every caller answers with); nil when there is no
+// such item.
 func (s *Store) UpdateItem(ctx context.Context, dep, id int64, typ workspace.ItemType, pre workspace.ItemPrecondition, u workspace.ItemUpdate) (*workspace.Item, error) {
-	filter := bson.D{{Key: "_id", Value: id}, {Key: "dep", Value: dep}, {Key: "type", Value: typ}, {Key: "deleted", Value: notDeleted}}
-	if pre.Parent != nil {
-		filter = append(filter, bson.E{Key: "parent", Value: *pre.Parent})
-	}
-	if pre.PublishedVersion != nil {
-		var v any = *pre.PublishedVersion
-		if *pre.PublishedVersion == 0 { // never published: the field is not there
-			v = bson.D{{Key: "$exists", Value: false}}
-		}
-		filter = append(filter, bson.E{Key: "publishedVersion", Value: v})
-	}
+	filter := itemFilter(dep, id, typ, pre)
 	set, err := itemSet(u)
 	if err != nil {
 		return nil, err
@@ -74,6 +69,33 @@ func (s *Store) UpdateItem(ctx context.Context, dep, id int64, typ workspace.Ite
 		return nil, wrap("update item", err)
 	}
 	return d.item(), nil
+}
+
+// DeleteItem tombstones a live item of the deployment that meets pre: one update, which
+// sends back no document.
+func (s *Store) DeleteItem(ctx context.Context, dep, id int64, typ workspace.ItemType, pre workspace.ItemPrecondition, by int64, at time.Time) (bool, error) {
+	res, err := s.items.UpdateOne(ctx, itemFilter(dep, id, typ, pre),
+		bson.D{{Key: "$set", Value: bson.D{{Key: "deleted", Value: true}, {Key: "updatedAt", Value: at}, {Key: "updatedBy", Value: by}}}})
+	if err != nil {
+		return false, wrap("delete item", err)
+	}
+	return res.MatchedCount == 1, nil
+}
+
+// itemFilter matches item id of the deployment, live, of type typ, meeting pre.
+func itemFilter(dep, id int64, typ workspace.ItemType, pre workspace.ItemPrecondition) bson.D {
+	filter := bson.D{{Key: "_id", Value: id}, {Key: "dep", Value: dep}, {Key: "type", Value: typ}, {Key: "deleted", Value: notDeleted}}
+	if pre.Parent != nil {
+		filter = append(filter, bson.E{Key: "parent", Value: *pre.Parent})
+	}
+	if pre.PublishedVersion != nil {
+		var v any = *pre.PublishedVersion
+		if *pre.PublishedVersion == 0 { // never published: the field is not there
+			v = bson.D{{Key: "$exists", Value: false}}
+		}
+		filter = append(filter, bson.E{Key: "publishedVersion", Value: v})
+	}
+	return filter
 }
 
 // itemSet is the $set of an update.
@@ -118,9 +140,6 @@ func itemSet(u workspace.ItemUpdate) (bson.D, error) {
 		set = append(set, bson.E{Key: "publishedVersion", Value: u.Published.VersionNumber},
 			bson.E{Key: "dashboardId", Value: u.Published.ID}, bson.E{Key: "publicId", Value: u.Published.PublicID})
 	}
-	if u.Deleted {
-		set = append(set, bson.E{Key: "deleted", Value: true})
-	}
 	return append(set, bson.E{Key: "updatedAt", Value: u.UpdatedAt}, bson.E{Key: "updatedBy", Value: u.UpdatedBy}), nil
 }
 
@@ -136,31 +155,9 @@ func (s *Store) MoveItem(ctx context.Context, dep, id, from, to, by int64, at ti
 	return res.MatchedCount == 1, nil
 }
 
-// CountItems counts the live items (folders, workbooks, reports) of the deployment, up to
-// max: the database stops counting there.
-func (s *Store) CountItems(ctx context.Context, dep, max int64) (int64, error) {
-	n, err := s.items.CountDocuments(ctx, countFilter(dep), options.Count().SetLimit(max))
-	return n, wrap("count items", err)
-}
-
 // countFilter matches the live items of a deployment (index dep_1_deleted_1).
 func countFilter(dep int64) bson.D {
 	return bson.D{{Key: "dep", Value: dep}, {Key: "deleted", Value: notDeleted}}
-}
-
-// MaxFolderPosition is the highest position among parent's child folders, or -1: one
-// document read, the database sorts.
-func (s *Store) MaxFolderPosition(ctx context.Context, dep, parent int64) (float64, error) {
-	var d struct {
-		Position float64 `bson:"position"`
-	}
-	err := s.items.FindOne(ctx, bson.D{{Key: "dep", Value: dep}, {Key: "parent", Value: parent}, {Key: "type", Value: workspace.TypeFolder},
-		{Key: "deleted", Value: notDeleted}},
-		options.FindOne().SetSort(bson.D{{Key: "position", Value: -1}}).SetProjection(bson.D{{Key: "position", Value: 1}})).Decode(&d)
-	if errors.Is(err, mongo.ErrNoDocuments) {
-		return -1, nil
-	}
-	return d.Position, wrap("find folder position", err)
 }
 
 // HasChildren reports whether anything live is inside folder.
@@ -207,7 +204,7 @@ func itemProjection(parts workspace.Parts) bson.D {
 // listProjection are read; the database sorts and limits.
 func (s *Store) Children(ctx context.Context, dep int64, q workspace.ChildrenQuery) ([]*workspace.Item, error) {
 	cur, err := s.items.Find(ctx, childrenFilter(dep, q), options.Find().SetProjection(listProjection).
-		SetSort(childrenSort).SetLimit(int64(q.Limit)).SetBatchSize(oneBatch(q.Limit)))
+		SetSort(childrenSort).SetHint(listIndex).SetLimit(int64(q.Limit)).SetBatchSize(oneBatch(q.Limit)))
 	if err != nil {
 		return nil, wrap("list children", err)
 	}
@@ -224,65 +221,51 @@ func (s *Store) Children(ctx context.Context, dep int64, q workspace.ChildrenQue
 func oneBatch(limit int) int32 { return int32(limit) + 1 }
 
 // childrenSort is the listing order; with childrenFilter's equalities (dep, parent) it is
-// the order of index dep_1_parent_1_position_1_name_1__id_1_type_1_deleted_1, whose last
-// keys hold the rest of the filter.
+// the order of listIndex, whose last keys hold the rest of the filter.
 var childrenSort = bson.D{{Key: "position", Value: 1}, {Key: "name", Value: 1}, {Key: "_id", Value: 1}}
 
 // childrenFilter matches q's batch of a folder's live children.
+//
+// A later page starts after the key (position, name, id) of the last child examined.
+// That is a rooted $or of three branches, each carrying every equality of the filter
+// (dep, parent), the kind and tombstone filters, and one range: position above the
+// key's; the same position and a name above; the same position and name and an id above.
+// Each branch alone is a scan of listIndex bounded on its leading keys (dep, parent,
+// then position, or position and name, or all three, then the range), and it returns its
+// documents in the listing order, since the keys after its equalities are the sort's; so
+// MongoDB plans the $or as one index scan per branch merged in sort order (OR + SORT_MERGE)
+// and reads only what the page returns, however deep the page. Left as one $or beside the
+// equalities instead, it may scan the folder's children from its first key and filter:
+// each page then costs its offset. Children hints listIndex so no other plan is tried.
 func childrenFilter(dep int64, q workspace.ChildrenQuery) bson.D {
 	typ := bson.D{{Key: "$ne", Value: workspace.TypeFolder}}
 	if q.Folders {
 		typ = bson.D{{Key: "$eq", Value: workspace.TypeFolder}}
 	}
-	filter := bson.D{{Key: "dep", Value: dep}, {Key: "parent", Value: q.Parent}, {Key: "type", Value: typ}, {Key: "deleted", Value: notDeleted}}
-	if a := q.After; a != nil {
-		filter = append(filter, bson.E{Key: "$or", Value: bson.A{
-			bson.D{{Key: "position", Value: bson.D{{Key: "$gt", Value: a.Position}}}},
-			bson.D{{Key: "position", Value: a.Position}, {Key: "name", Value: bson.D{{Key: "$gt", Value: a.Name}}}},
-			bson.D{{Key: "position", Value: a.Position}, {Key: "name", Value: a.Name}, {Key: "_id", Value: bson.D{{Key: "$gt", Value: a.ID}}}},
-		}})
+	base := func(more ...bson.E) bson.D {
+		return append(bson.D{{Key: "dep", Value: dep}, {Key: "parent", Value: q.Parent}}, append(more,
+			bson.E{Key: "type", Value: typ}, bson.E{Key: "deleted", Value: notDeleted})...)
 	}
-	return filter
+	a := q.After
+	if a == nil {
+		return base()
+	}
+	return bson.D{{Key: "$or", Value: bson.A{
+		base(bson.E{Key: "position", Value: bson.D{{Key: "$gt", Value: a.Position}}}),
+		base(bson.E{Key: "position", Value: a.Position}, bson.E{Key: "name", Value: bson.D{{Key: "$gt", Value: a.Name}}}),
+		base(bson.E{Key: "position", Value: a.Position}, bson.E{Key: "name", Value: a.Name}, bson.E{Key: "_id", Value: bson.D{{Key: "$gt", Value: a.ID}}}),
+	}}}
 }
 
 // Search returns at most q.Limit live items matching q after q.After, in the order of
 // q.Sort (name or updatedAt, then id; Desc reverses both), projected like a listing.
 func (s *Store) Search(ctx context.Context, dep int64, q workspace.SearchQuery) ([]*workspace.Item, error) {
-	filter := bson.D{{Key: "dep", Value: dep}, {Key: "deleted", Value: notDeleted}}
-	if q.Parent != nil {
-		filter = append(filter, bson.E{Key: "parent", Value: *q.Parent})
+	filter, sort, hint := searchQuery(dep, q)
+	opts := options.Find().SetProjection(listProjection).SetSort(sort).SetLimit(int64(q.Limit)).SetBatchSize(oneBatch(q.Limit))
+	if hint != "" {
+		opts.SetHint(hint)
 	}
-	if q.NameContains != "" {
-		filter = append(filter, bson.E{Key: "name", Value: bson.D{{Key: "$regex", Value: regexp.QuoteMeta(q.NameContains)}, {Key: "$options", Value: "i"}}})
-	}
-	if q.Type != "" {
-		filter = append(filter, bson.E{Key: "type", Value: q.Type})
-	}
-	if q.CreatedBy != 0 {
-		filter = append(filter, bson.E{Key: "createdBy", Value: q.CreatedBy})
-	}
-	if q.IDs != nil {
-		filter = append(filter, bson.E{Key: "_id", Value: bson.D{{Key: "$in", Value: q.IDs}}})
-	}
-	sortKey, dir, cmp := "name", 1, "$gt"
-	if q.Sort == workspace.ByUpdatedAt {
-		sortKey = "updatedAt"
-	}
-	if q.Desc {
-		dir, cmp = -1, "$lt"
-	}
-	if a := q.After; a != nil {
-		var key any = a.Name
-		if q.Sort == workspace.ByUpdatedAt {
-			key = a.UpdatedAt
-		}
-		filter = append(filter, bson.E{Key: "$or", Value: bson.A{
-			bson.D{{Key: sortKey, Value: bson.D{{Key: cmp, Value: key}}}},
-			bson.D{{Key: sortKey, Value: key}, {Key: "_id", Value: bson.D{{Key: cmp, Value: a.ID}}}},
-		}})
-	}
-	cur, err := s.items.Find(ctx, filter, options.Find().SetProjection(listProjection).
-		SetSort(bson.D{{Key: sortKey, Value: dir}, {Key: "_id", Value: dir}}).SetLimit(int64(q.Limit)).SetBatchSize(oneBatch(q.Limit)))
+	cur, err := s.items.Find(ctx, filter, opts)
 	if err != nil {
 		return nil, wrap("search", err)
 	}
@@ -291,6 +274,78 @@ func (s *Store) Search(ctx context.Context, dep int64, q workspace.SearchQuery) 
 		return nil, wrap("search", err)
 	}
 	return items(docs), nil
+}
+
+// searchIndexes are the indexes of the search orders: dep, the sort field, then the id.
+var searchIndexes = map[workspace.SearchSort]string{workspace.ByName: "dep_1_name_1__id_1", workspace.ByUpdatedAt: "dep_1_updatedAt_1__id_1"}
+
+// searchQuery is q's filter, sort and hint ("": none).
+//
+// A later page is, as in childrenFilter, a rooted $or whose branches each carry the
+// whole filter and one range (the sort field past the key's; or the same value and the
+// id past it), so each is a scan of the order's index bounded by dep and its range, in
+// the sort's order (or its reverse), merged by MongoDB (SORT_MERGE). Across the whole
+// tree the order's index is hinted: without it the planner may take dep_1_type_1 or
+// dep_1_deleted_1, which bound the same deployment but sort in memory every match.
+// Within a folder (Parent) or among given ids (IDs, the favorites) the planner chooses:
+// the folder's children (listIndex) or the ids (_id) bound the read better than the
+// deployment's range of the order's index.
+func searchQuery(dep int64, q workspace.SearchQuery) (filter, sort bson.D, hint string) {
+	sortKey, dir, cmp := "name", 1, "$gt"
+	if q.Sort == workspace.ByUpdatedAt {
+		sortKey = "updatedAt"
+	}
+	if q.Desc {
+		dir, cmp = -1, "$lt"
+	}
+	sort = bson.D{{Key: sortKey, Value: dir}, {Key: "_id", Value: dir}}
+	if q.Parent == nil && q.IDs == nil {
+		hint = searchIndexes[q.Sort]
+	}
+	// base is the filter with the predicates of a branch on name, updatedAt and _id
+	// merged into the operators of each field (a document holds a field once).
+	base := func(name, updatedAt, id bson.D) bson.D {
+		f := bson.D{{Key: "dep", Value: dep}, {Key: "deleted", Value: notDeleted}}
+		if q.Parent != nil {
+			f = append(f, bson.E{Key: "parent", Value: *q.Parent})
+		}
+		if q.NameContains != "" {
+			name = append(name, bson.E{Key: "$regex", Value: regexp.QuoteMeta(q.NameContains)}, bson.E{Key: "$options", Value: "i"})
+		}
+		if len(name) > 0 {
+			f = append(f, bson.E{Key: "name", Value: name})
+		}
+		if len(updatedAt) > 0 {
+			f = append(f, bson.E{Key: "updatedAt", Value: updatedAt})
+		}
+		if q.Type != "" {
+			f = append(f, bson.E{Key: "type", Value: q.Type})
+		}
+		if q.CreatedBy != 0 {
+			f = append(f, bson.E{Key: "createdBy", Value: q.CreatedBy})
+		}
+		if q.IDs != nil {
+			id = append(id, bson.E{Key: "$in", Value: q.IDs})
+		}
+		if len(id) > 0 {
+			f = append(f, bson.E{Key: "_id", Value: id})
+		}
+		return f
+	}
+	a := q.After
+	if a == nil {
+		return base(nil, nil, nil), sort, hint
+	}
+	var key any = a.Name
+	if q.Sort == workspace.ByUpdatedAt {
+		key = a.UpdatedAt
+	}
+	past, at := bson.D{{Key: cmp, Value: key}}, bson.D{{Key: "$eq", Value: key}}
+	idPast := bson.D{{Key: cmp, Value: a.ID}}
+	if q.Sort == workspace.ByUpdatedAt {
+		return bson.D{{Key: "$or", Value: bson.A{base(nil, past, nil), base(nil, at, idPast)}}}, sort, hint
+	}
+	return bson.D{{Key: "$or", Value: bson.A{base(past, nil, nil), base(at, nil, idPast)}}}, sort, hint
 }
 
 // LeaseFolder marks folder as receiving items until `until`, unless it is gone or being
@@ -333,14 +388,18 @@ func (s *Store) BeginFolderDelete(ctx context.Context, dep, folder int64, now, u
 	return res.MatchedCount == 1, nil
 }
 
-// EndFolderDelete tombstones the folder (deleted) or lifts the delete mark.
-func (s *Store) EndFolderDelete(ctx context.Context, dep, folder int64, deleted bool, by int64, at time.Time) error {
-	var update bson.D
+// EndFolderDelete tombstones the folder (deleted) or lifts the delete mark; true when
+// it tombstoned a live folder.
+func (s *Store) EndFolderDelete(ctx context.Context, dep, folder int64, deleted bool, by int64, at time.Time) (bool, error) {
+	filter := bson.D{{Key: "_id", Value: folder}, {Key: "dep", Value: dep}}
+	update := bson.D{{Key: "$unset", Value: bson.D{{Key: "deletingUntil", Value: ""}}}}
 	if deleted {
+		filter = append(filter, bson.E{Key: "deleted", Value: notDeleted})
 		update = bson.D{{Key: "$set", Value: bson.D{{Key: "deleted", Value: true}, {Key: "updatedAt", Value: at}, {Key: "updatedBy", Value: by}}}}
-	} else {
-		update = bson.D{{Key: "$unset", Value: bson.D{{Key: "deletingUntil", Value: ""}}}}
 	}
-	_, err := s.items.UpdateOne(ctx, bson.D{{Key: "_id", Value: folder}, {Key: "dep", Value: dep}}, update)
-	return wrap("end folder delete", err)
+	res, err := s.items.UpdateOne(ctx, filter, update)
+	if err != nil {
+		return false, wrap("end folder delete", err)
+	}
+	return deleted && res.MatchedCount == 1, nil
 }

@@ -3,12 +3,14 @@
 // updates, the indexes, and driver errors wrapped into errs.ErrUnavailable.
 //
 // Collections: items (folders, workbooks and reports), trees (one tree version per
-// deployment), users, favorites, counters (id blocks).
+// deployment), users, favorites, counters (id blocks), slots (the item slots each
+// deployment has taken: {_id: dep, items}).
 package mongostore
 
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -25,7 +27,11 @@ type Store struct {
 	trees     *mongo.Collection
 	users     *mongo.Collection
 	favorites *mongo.Collection
-	ids       *mongox.IDAllocator
+	slots     *mongo.Collection
+	counters  *mongo.Collection
+	// ids is this replica's allocator; an insert that finds its id taken replaces it,
+	// dropping the rest of a block that was handed out twice (newIDs).
+	ids atomic.Pointer[mongox.IDAllocator]
 }
 
 var _ workspace.Store = (*Store)(nil)
@@ -35,13 +41,21 @@ const IDBlock = 100
 
 // New uses db's items, trees, users, favorites and counters collections.
 func New(db *mongo.Database) *Store {
-	return &Store{
+	s := &Store{
 		items:     db.Collection("items"),
 		trees:     db.Collection("trees"),
 		users:     db.Collection("users"),
 		favorites: db.Collection("favorites"),
-		ids:       mongox.NewIDAllocator(db.Collection("counters"), "workspace_items", IDBlock),
+		slots:     db.Collection("slots"),
+		counters:  db.Collection("counters"),
 	}
+	s.newIDs()
+	return s
+}
+
+// newIDs starts a new allocator: its first id comes from a block reserved afresh.
+func (s *Store) newIDs() {
+	s.ids.Store(mongox.NewIDAllocator(s.counters, "workspace_items", IDBlock))
 }
 
 // index is one index the queries use.
@@ -50,31 +64,41 @@ type index struct {
 	keys bson.D
 }
 
-// itemIndexes are the indexes of items. The listing's ends in type and deleted, so the
-// database filters a folder's children by kind and tombstone on the index keys and reads
-// only the documents it returns; the count of a deployment's items is answered from
-// dep_1_deleted_1 alone.
+// itemIndexes are the indexes of items. The listing's (listIndex) ends in type and
+// deleted, so the database filters a folder's children by kind and tombstone on the index
+// keys and reads only the documents it returns; its prefix {dep, parent} serves every
+// other query by parent (HasChildren). The count of a deployment's items, made once when
+// its slot counter is built, is answered from dep_1_deleted_1 alone.
 var itemIndexes = []index{
-	{"dep_1_parent_1", bson.D{{Key: "dep", Value: 1}, {Key: "parent", Value: 1}}},
 	{"dep_1_type_1", bson.D{{Key: "dep", Value: 1}, {Key: "type", Value: 1}}},
 	{"dep_1_anc_1", bson.D{{Key: "dep", Value: 1}, {Key: "anc", Value: 1}}},
-	{"dep_1_parent_1_position_1_name_1__id_1_type_1_deleted_1", bson.D{{Key: "dep", Value: 1}, {Key: "parent", Value: 1},
+	{listIndex, bson.D{{Key: "dep", Value: 1}, {Key: "parent", Value: 1},
 		{Key: "position", Value: 1}, {Key: "name", Value: 1}, {Key: "_id", Value: 1}, {Key: "type", Value: 1}, {Key: "deleted", Value: 1}}},
 	{"dep_1_deleted_1", bson.D{{Key: "dep", Value: 1}, {Key: "deleted", Value: 1}}},
 	{"dep_1_name_1__id_1", bson.D{{Key: "dep", Value: 1}, {Key: "name", Value: 1}, {Key: "_id", Value: 1}}},
 	{"dep_1_updatedAt_1__id_1", bson.D{{Key: "dep", Value: 1}, {Key: "updatedAt", Value: 1}, {Key: "_id", Value: 1}}},
 }
 
+// listIndex is the listing's index (Children hints it).
+const listIndex = "dep_1_parent_1_position_1_name_1__id_1_type_1_deleted_1"
+
+// retiredItemIndexes are indexes of items no query needs any more, dropped at start
+// where they exist (the readWrite role may drop indexes): every write maintains an
+// index, read or not. dep_1_parent_1 is a prefix of listIndex, which serves its queries.
+var retiredItemIndexes = []string{"dep_1_parent_1"}
+
 // EnsureIndexes creates the indexes the queries use, skipping those that exist (FerretDB
-// v1 drops the connection when asked to create an index that is already there).
+// v1 drops the connection when asked to create an index that is already there), and
+// drops the retired ones.
 func (s *Store) EnsureIndexes(ctx context.Context) error {
-	if err := ensure(ctx, s.items, itemIndexes); err != nil {
+	if err := ensure(ctx, s.items, itemIndexes, retiredItemIndexes...); err != nil {
 		return err
 	}
 	return ensure(ctx, s.favorites, []index{{"dep_1_user_1", bson.D{{Key: "dep", Value: 1}, {Key: "user", Value: 1}}}})
 }
 
-func ensure(ctx context.Context, coll *mongo.Collection, want []index) error {
+// ensure creates the indexes of want that coll lacks and drops those of retired it has.
+func ensure(ctx context.Context, coll *mongo.Collection, want []index, retired ...string) error {
 	cur, err := coll.Indexes().List(ctx)
 	if err != nil {
 		return wrap("list indexes", err)
@@ -88,6 +112,13 @@ func ensure(ctx context.Context, coll *mongo.Collection, want []index) error {
 	have := map[string]bool{}
 	for _, ix := range existing {
 		have[ix.Name] = true
+	}
+	for _, name := range retired {
+		if have[name] {
+			if err := coll.Indexes().DropOne(ctx, name); err != nil {
+				return wrap("drop index "+name, err)
+			}
+		}
 	}
 	var missing []mongo.IndexModel
 	for _, ix := range want {
@@ -118,6 +149,13 @@ var notDeleted = bson.D{{Key: "$ne", Value: true}}
 
 // NextID allocates an id from this replica's block of the counter.
 func (s *Store) NextID(ctx context.Context) (int64, error) {
-	id, err := s.ids.Next(ctx)
+	id, err := s.ids.Load().Next(ctx)
 	return id, wrap("allocate id", err)
+}
+
+// idTaken is the answer to an insert whose id is another item's: ErrIDTaken, and this
+// replica's block dropped, since the rest of a block handed out twice is likely taken too.
+func (s *Store) idTaken(what string, id int64) error {
+	s.newIDs()
+	return fmt.Errorf("%s %d: %w", what, id, workspace.ErrIDTaken)
 }

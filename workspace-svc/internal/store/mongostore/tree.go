@@ -3,6 +3,7 @@ package mongostore
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -85,12 +86,34 @@ func (s *Store) ApplyTreeOp(ctx context.Context, dep, v int64, op *workspace.Tre
 		}
 		doc.TreeV = v
 		_, err = s.items.InsertOne(ctx, doc)
-		if mongox.IsDuplicateKey(err) { // applied before (the id stays taken by a tombstone)
-			return nil
+		if mongox.IsDuplicateKey(err) {
+			return s.createdBefore(ctx, v, doc)
 		}
 		return wrap("apply folder creation", err)
 	}
 	return fmt.Errorf("unknown tree op %q", op.Kind)
+}
+
+// createdBefore answers a folder creation whose insert met its id already stored. It
+// was applied before when the stored item is this op's folder: the same deployment,
+// creator and creation time (to the millisecond), a folder, changed by version v or a
+// later one (a later move rewrites treeV; a tombstone keeps it all). Its name, place and
+// position are not compared: a rename or a move may have changed them since. Anything
+// else is another item holding the id, which was handed out twice: the op is void,
+// ErrIDTaken, never a success.
+func (s *Store) createdBefore(ctx context.Context, v int64, want *itemDoc) error {
+	var got itemDoc
+	err := s.items.FindOne(ctx, bson.D{{Key: "_id", Value: want.ID}},
+		options.FindOne().SetProjection(bson.D{{Key: "dep", Value: 1}, {Key: "type", Value: 1}, {Key: "createdBy", Value: 1},
+			{Key: "createdAt", Value: 1}, {Key: "treeV", Value: 1}})).Decode(&got)
+	if err != nil {
+		return wrap("check folder creation", err)
+	}
+	if got.Dep == want.Dep && got.Type == workspace.TypeFolder && got.CreatedBy == want.CreatedBy &&
+		got.CreatedAt.Equal(want.CreatedAt.Truncate(time.Millisecond)) && got.TreeV >= v {
+		return nil
+	}
+	return s.idTaken("apply folder creation", want.ID)
 }
 
 // folderProjection is what a request keeps of a folder (folderDoc).

@@ -168,9 +168,25 @@ func testUpdateItem(t *testing.T, f *fixture) {
 		t.Fatalf("grants after clearing: %v", fo.Grants)
 	}
 	// A delete leaves a tombstone: no longer found, not updatable again.
-	if got, err := f.s.UpdateItem(f.ctx, f.dep, wb.ID, workspace.TypeWorkbook, workspace.ItemPrecondition{Parent: &folder},
-		workspace.ItemUpdate{Deleted: true, UpdatedAt: later, UpdatedBy: 8}); err != nil || got == nil {
-		t.Fatalf("delete: %+v %v", got, err)
+	for _, c := range []struct {
+		name string
+		dep  int64
+		typ  workspace.ItemType
+		pre  workspace.ItemPrecondition
+	}{
+		{"other-parent", f.dep, workspace.TypeWorkbook, workspace.ItemPrecondition{Parent: ptr(int64(0))}},
+		{"wrong-type", f.dep, workspace.TypeReport, workspace.ItemPrecondition{}},
+		{"other-deployment", f.other, workspace.TypeWorkbook, workspace.ItemPrecondition{}},
+	} {
+		if ok, err := f.s.DeleteItem(f.ctx, c.dep, wb.ID, c.typ, c.pre, 8, later); err != nil || ok {
+			t.Fatalf("delete, %s: %v %v, want no item", c.name, ok, err)
+		}
+	}
+	if ok, err := f.s.DeleteItem(f.ctx, f.dep, wb.ID, workspace.TypeWorkbook, workspace.ItemPrecondition{Parent: &folder}, 8, later); err != nil || !ok {
+		t.Fatalf("delete: %v %v", ok, err)
+	}
+	if ok, err := f.s.DeleteItem(f.ctx, f.dep, wb.ID, workspace.TypeWorkbook, workspace.ItemPrecondition{}, 8, later); err != nil || ok {
+		t.Fatalf("delete of a tombstone: %v %v, want no item (exactly one delete gives the slot back)", ok, err)
 	}
 	if left, err := f.s.Items(f.ctx, f.dep, []int64{wb.ID}, workspace.AllParts); err != nil || len(left) != 0 {
 		t.Fatalf("a deleted item is found: %v %v", left, err)
@@ -201,35 +217,23 @@ func testMoveItem(t *testing.T, f *fixture) {
 	f.wantItem(got[wb.ID], &want)
 }
 
-func testCounts(t *testing.T, f *fixture) {
-	if n, err := f.s.CountItems(f.ctx, f.dep, 10); err != nil || n != 0 {
-		t.Fatalf("count of an empty deployment: %d %v", n, err)
-	}
-	if p, err := f.s.MaxFolderPosition(f.ctx, f.dep, 0); err != nil || p != -1 {
-		t.Fatalf("highest position without folders: %v %v, want -1", p, err)
-	}
+func testContents(t *testing.T, f *fixture) {
 	parent := f.folder("p", 0)
-	for _, pos := range []float64{3, 7.5, 1} {
-		f.check(updatePosition(f, f.folder("c", parent), pos))
-	}
-	f.item(f.dep, workspace.TypeWorkbook, "wb", parent, func(it *workspace.Item) { it.Position = 100 })
+	f.folder("c", parent)
+	f.item(f.dep, workspace.TypeWorkbook, "wb", parent, nil)
 	f.item(f.other, workspace.TypeWorkbook, "elsewhere", 0, nil)
-	if p, err := f.s.MaxFolderPosition(f.ctx, f.dep, parent); err != nil || p != 7.5 {
-		t.Fatalf("highest folder position: %v %v, want 7.5 (workbooks do not count)", p, err)
-	}
-	if n, err := f.s.CountItems(f.ctx, f.dep, 100); err != nil || n != 5 {
-		t.Fatalf("count: %d %v, want 5 (4 folders, 1 workbook)", n, err)
-	}
-	if n, err := f.s.CountItems(f.ctx, f.dep, 3); err != nil || n != 3 {
-		t.Fatalf("count up to 3: %d %v", n, err)
-	}
 	empty := f.folder("empty", 0)
+	gone := f.folder("gone", 0)
+	rp := f.item(f.dep, workspace.TypeReport, "deleted", gone, nil)
+	if ok, err := f.s.DeleteItem(f.ctx, f.dep, rp.ID, workspace.TypeReport, workspace.ItemPrecondition{}, 7, at); err != nil || !ok {
+		t.Fatalf("delete: %v %v", ok, err)
+	}
 	for _, c := range []struct {
 		folder int64
 		want   bool
-	}{{parent, true}, {empty, false}, {0, true}} {
+	}{{parent, true}, {empty, false}, {gone, false}, {0, true}} {
 		if got, err := f.s.HasChildren(f.ctx, f.dep, c.folder); err != nil || got != c.want {
-			t.Fatalf("folder %d has children: %v %v, want %v", c.folder, got, err, c.want)
+			t.Fatalf("folder %d has children: %v %v, want %v (tombstones do not count)", c.folder, got, err, c.want)
 		}
 	}
 	if got, err := f.s.HasChildren(f.ctx, f.other, parent); err != nil || got {
@@ -385,7 +389,9 @@ func testLeases(t *testing.T, f *fixture) {
 	if ok, err := f.s.LeaseFolder(f.ctx, f.dep, folder, now.Add(3*time.Minute), now.Add(5*time.Minute)); err != nil || ok {
 		t.Fatalf("lease while being deleted: %v %v, want refused", ok, err)
 	}
-	f.check(f.s.EndFolderDelete(f.ctx, f.dep, folder, false, 7, now)) // not empty: the mark is lifted
+	if deleted, err := f.s.EndFolderDelete(f.ctx, f.dep, folder, false, 7, now); err != nil || deleted { // not empty: the mark is lifted
+		t.Fatalf("lifting the delete mark: deleted %v %v", deleted, err)
+	}
 	if ok, err := f.s.LeaseFolder(f.ctx, f.dep, folder, now.Add(3*time.Minute), now.Add(5*time.Minute)); err != nil || !ok {
 		t.Fatalf("lease after the delete gave up: %v %v", ok, err)
 	}
@@ -402,7 +408,13 @@ func testLeases(t *testing.T, f *fixture) {
 	if ok, err := f.s.BeginFolderDelete(f.ctx, f.dep, folder, now.Add(5*time.Minute), now.Add(6*time.Minute)); err != nil || !ok {
 		t.Fatalf("begin delete: %v %v", ok, err)
 	}
-	f.check(f.s.EndFolderDelete(f.ctx, f.dep, folder, true, 8, now.Add(5*time.Minute)))
+	if deleted, err := f.s.EndFolderDelete(f.ctx, f.dep, folder, true, 8, now.Add(5*time.Minute)); err != nil || !deleted {
+		t.Fatalf("tombstoning: deleted %v %v", deleted, err)
+	}
+	// A second tombstoning of the same folder (a concurrent delete) is not one.
+	if deleted, err := f.s.EndFolderDelete(f.ctx, f.dep, folder, true, 8, now.Add(5*time.Minute)); err != nil || deleted {
+		t.Fatalf("tombstoning a tombstone: deleted %v %v, want false", deleted, err)
+	}
 	if ok, err := f.s.LeaseFolder(f.ctx, f.dep, folder, now.Add(10*time.Minute), now.Add(11*time.Minute)); err != nil || ok {
 		t.Fatalf("lease of a deleted folder: %v %v", ok, err)
 	}

@@ -61,7 +61,8 @@ func testCreateOp(t *testing.T, f *fixture) {
 	if !ok {
 		t.Fatal("begin delete of an unleased folder refused")
 	}
-	f.check(f.s.EndFolderDelete(f.ctx, f.dep, c, true, 7, at))
+	_, err = f.s.EndFolderDelete(f.ctx, f.dep, c, true, 7, at)
+	f.check(err)
 	tv, err = f.s.ReadTree(f.ctx, f.dep)
 	f.check(err)
 	f.check(f.s.ApplyTreeOp(f.ctx, f.dep, tv.V, tv.Op))
@@ -144,7 +145,8 @@ func testFolders(t *testing.T, f *fixture) {
 	if !ok {
 		t.Fatal("begin delete refused")
 	}
-	f.check(f.s.EndFolderDelete(f.ctx, f.dep, d, true, 7, at))
+	_, err = f.s.EndFolderDelete(f.ctx, f.dep, d, true, 7, at)
+	f.check(err)
 	sub, err = f.s.SubtreeFolders(f.ctx, f.dep, []int64{a})
 	f.check(err)
 	if want := sorted(b, c); !slices.Equal(nodeIDs(sub), want) {
