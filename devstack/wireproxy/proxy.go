@@ -118,6 +118,7 @@ type Proxy struct {
 	timeout   time.Duration
 	onTimeout func(string)
 	rs        *ReplicaSet
+	examiner  *examiner // what MongoDB would read (examine.go)
 
 	// upstream is the address new upstream connections go to; generation counts its
 	// changes, so a connection to a former upstream is replaced before its next command.
@@ -173,6 +174,9 @@ type Options struct {
 	// ReplicaSet, when set, makes the proxy present its upstream as that one-node
 	// replica set (replset.go), with the proxy's address as its member.
 	ReplicaSet *ReplicaSet
+	// Examine makes the proxy count what MongoDB would read for each query it forwards
+	// from the start (examine.go); without it, from ExamineCommand's {record: true} on.
+	Examine bool
 }
 
 // DefaultCommandTimeout is Options.CommandTimeout's default: far above what a command of
@@ -203,6 +207,7 @@ func ListenWith(addr, upstream string, o Options) (*Proxy, error) {
 		conns:     make(map[net.Conn]struct{}),
 	}
 	p.turns = newTurns(p.done)
+	p.examiner = newExaminer(p.currentUpstream, p.logger, o.Examine)
 	if p.rs != nil {
 		p.rs.attach(ln.Addr().String())
 	}
@@ -254,6 +259,7 @@ func (p *Proxy) Close() error {
 		}
 		p.mu.Unlock()
 		p.wg.Wait()
+		p.examiner.close()
 	})
 	return err
 }
@@ -446,6 +452,9 @@ func (p *Proxy) forward(l *link, msg []byte) ([][]byte, error) {
 	}
 	msg, m = withoutMaxTime(msg, m, isMsg)
 	msg, m = withInOneAsEquality(msg, m, isMsg)
+	if reply, ok := p.examine(msg, m, isMsg); ok {
+		return [][]byte{reply}, nil
+	}
 	if p.mode == Interleave && isMsg && expectReply {
 		if replies, ok, err := p.interleave(l, msg, m); ok {
 			return replies, err
