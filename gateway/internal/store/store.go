@@ -243,7 +243,13 @@ type UserSpec struct {
 }
 
 // UpsertUser creates the user with spec.Username in the account, or updates it. A
-// username belongs to one account; reusing another account's username is a conflict.
+// username belongs to one account: reusing another account's username is a conflict
+// (ErrConflict) and changes nothing. An existing user of the account is updated by
+// {username, accountId}; a new one is created by an upsert on the unique key alone,
+// {username}, with every field set only on insert: MongoDB retries on the server an
+// upsert whose filter is exactly a unique key, so two first creations of one username
+// both get the one user instead of a duplicate key error, and a match in another
+// account is left as it was and refused.
 func (s *Store) UpsertUser(ctx context.Context, spec UserSpec) (User, error) {
 	if !identity.ValidRole(spec.Role) {
 		return User{}, fmt.Errorf("%w: role must be viewer, ai_bi_user, developer or admin", ErrInvalid)
@@ -254,20 +260,37 @@ func (s *Store) UpsertUser(ctx context.Context, spec UserSpec) (User, error) {
 	if _, err := s.Account(ctx, spec.AccountID); err != nil {
 		return User{}, err
 	}
-	id, err := s.userIDs.Next(ctx)
-	if err != nil {
-		return User{}, err
-	}
 	now := s.now()
-	var u User
-	err = s.users.FindOneAndUpdate(ctx, bson.D{{Key: "username", Value: spec.Username}, {Key: "accountId", Value: spec.AccountID}}, bson.D{
-		{Key: "$set", Value: bson.D{
-			{Key: "email", Value: spec.Email}, {Key: "firstName", Value: spec.FirstName}, {Key: "picture", Value: spec.Picture},
-			{Key: "role", Value: spec.Role}, {Key: "updatedAt", Value: now},
-		}},
-		{Key: "$setOnInsert", Value: bson.D{{Key: "_id", Value: id}, {Key: "createdAt", Value: now}}},
-	}, options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)).Decode(&u)
-	return u, wrap(err)
+	fields := bson.D{
+		{Key: "email", Value: spec.Email}, {Key: "firstName", Value: spec.FirstName}, {Key: "picture", Value: spec.Picture},
+		{Key: "role", Value: spec.Role}, {Key: "updatedAt", Value: now},
+	}
+	after := options.FindOneAndUpdate().SetReturnDocument(options.After)
+	for attempt := 1; ; attempt++ {
+		var u User
+		err := s.users.FindOneAndUpdate(ctx, bson.D{{Key: "username", Value: spec.Username}, {Key: "accountId", Value: spec.AccountID}},
+			bson.D{{Key: "$set", Value: fields}}, after).Decode(&u)
+		if !errors.Is(err, mongo.ErrNoDocuments) || attempt == 2 {
+			return u, wrap(err)
+		}
+		id, err := s.userIDs.Next(ctx)
+		if err != nil {
+			return User{}, err
+		}
+		insert := append(bson.D{{Key: "_id", Value: id}, {Key: "accountId", Value: spec.AccountID}, {Key: "createdAt", Value: now}}, fields...)
+		err = s.users.FindOneAndUpdate(ctx, bson.D{{Key: "username", Value: spec.Username}}, bson.D{{Key: "$setOnInsert", Value: insert}},
+			options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)).Decode(&u)
+		switch {
+		case err != nil:
+			return User{}, wrap(err)
+		case u.AccountID != spec.AccountID:
+			return User{}, fmt.Errorf("%w: username %q belongs to another account", ErrConflict, spec.Username)
+		case u.ID == id:
+			return u, nil
+		}
+		// Another caller created the user in this account since the update missed:
+		// this caller's fields go on it as an update.
+	}
 }
 
 // InsertAPIKey stores a new key record.
