@@ -131,7 +131,10 @@ func (rs *ReplicaSet) signalLocked() {
 }
 
 // Stepdown makes the primary step down now and be elected again after d: for that
-// window the set has no primary. It fails when a window is open already.
+// window the set has no primary. Awaitable hellos already held are answered when their
+// maxAwaitTimeMS ends or the window does, not at once, so clients' commands meet the
+// refusals before their monitor tells them, as when a primary fails. It fails when a
+// window is open already.
 func (rs *ReplicaSet) Stepdown(d time.Duration) error {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
@@ -141,7 +144,8 @@ func (rs *ReplicaSet) Stepdown(d time.Duration) error {
 	rs.primary = false
 	rs.counter++
 	rs.counts.Stepdowns++
-	rs.signalLocked()
+	// Held hellos are not woken: as when a primary fails, a client learns of it from a
+	// command's error, a new connection's hello or its monitor's next one.
 	var t *time.Timer
 	t = time.AfterFunc(d, func() {
 		rs.mu.Lock()
