@@ -84,8 +84,9 @@ func (s *service) CreateFolder(ctx context.Context, p *identity.Principal, dep i
 	})
 	if err != nil {
 		// The slot goes back when nothing was stored: the op was never recorded, or it
-		// was and is void (its id was another item's). An op recorded but not yet
-		// applied keeps it: whoever finishes the op stores the folder.
+		// was and is void (its id was another item's). An op that was or may have been
+		// recorded (its compare-and-set failed without an answer) keeps it: whoever
+		// finishes the op stores the folder.
 		taken := errors.Is(err, ErrIDTaken)
 		if slotted && (!r.committing || taken) {
 			s.returnSlot(ctx, dep)
