@@ -10,8 +10,9 @@
 // Writes modes let reads (find, count, getMore, aggregate without $out or $merge, …) run
 // beside the writes and each other (turns.go). The proxy takes maxTimeMS out of finds and
 // aggregates (maxtime.go: FerretDB's cancellation of it spoiled pooled PostgreSQL
-// connections) and writes a find's $in of one value as the equality FerretDB pushes down
-// (inone.go). It answers StatsCommand itself (stats.go).
+// connections), writes a find's $in of one value as the equality FerretDB pushes down
+// (inone.go) and adds the equalities every branch of a find's rooted $or shares beside it
+// (orhoist.go). It answers StatsCommand itself (stats.go).
 // It is a dev/test tool: throughput is one command at a time by design.
 //
 // It also keeps FerretDB's write commands from hanging on their statement count: it
@@ -452,6 +453,7 @@ func (p *Proxy) forward(l *link, msg []byte) ([][]byte, error) {
 	}
 	msg, m = withoutMaxTime(msg, m, isMsg)
 	msg, m = withInOneAsEquality(msg, m, isMsg)
+	msg, m = withOrEqualitiesHoisted(msg, m, isMsg)
 	if reply, ok := p.examine(msg, m, isMsg); ok {
 		return [][]byte{reply}, nil
 	}
