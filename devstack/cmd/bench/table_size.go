@@ -2,40 +2,46 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	vegeta "github.com/tsenart/vegeta/v12/lib"
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	mongooptions "go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/analyticsco/platform/devstack"
+	"github.com/analyticsco/platform/devstack/wireproxy"
 )
 
-// The size tables (issue 28): the workspace's everyday requests on stacks that differ
-// only in what another deployment stores (sizes, filled in bulk by
-// devstack.FillWorkspace), so a ratio of the same row at two sizes says whether a
-// request's cost follows the platform's size or its own. "size" runs the local stack as
-// make run does; "engines" (only with -only engines) runs every candidate engine that way,
-// every row of every stack interleaved round by round.
+// The size tables (issue 28): every request of the workspace, reads and every write
+// route, on stacks that differ only in what is stored: the measured deployment holding
+// 100 items or 50,000 (filled in bulk by devstack.FillWorkspace), or holding 100 beside
+// another deployment of 50,000. A ratio of the same row at two sizes says whether a
+// request's cost follows what the deployment holds, what the platform holds, or neither.
+// Beside the timings, per request: the MongoDB commands the services sent, and what
+// MongoDB would read for them (the wire proxy's planner model, wireproxy's
+// ExamineCommand), which FerretDB's timings cannot show. "size" runs the local stack as
+// make run does; "engines" (only with -only engines) runs every candidate engine that
+// way, the requests that need no write route of their own, every row of every stack
+// interleaved round by round.
 func init() {
 	registerTable(&Table{
 		Name:      "size",
-		Title:     "the workspace's requests with 100 and with 50,000 items of another deployment stored (bin/devstack as make run starts it)",
-		Scenarios: sizeScenarios(engineCandidates[:1]),
-		Notes:     sizeNotes(engineCandidates[:1]),
+		Title:     "the workspace's requests in a deployment of 100 and of 50,000 items, and beside another deployment of 50,000 (bin/devstack as make run starts it)",
+		Scenarios: sizeScenarios(engineCandidates[:1], sizeVariants),
+		Notes:     sizeNotes(engineCandidates[:1], sizeVariants),
 		Legend:    sizeLegend,
 	})
 	registerTable(&Table{
 		Name:      "engines",
-		Title:     "the embedded MongoDB's candidates, each with 100 and with 50,000 items of another deployment stored",
-		Scenarios: sizeScenarios(engineCandidates),
-		Notes:     sizeNotes(engineCandidates),
+		Title:     "the embedded MongoDB's candidates, each with 100 items and beside another deployment of 50,000",
+		Scenarios: sizeScenarios(engineCandidates, engineVariants),
+		Notes:     sizeNotes(engineCandidates, engineVariants),
 		Legend:    sizeLegend,
 		OptIn:     true,
 	})
@@ -56,33 +62,84 @@ var engineCandidates = []engineCandidate{
 	{"sqlitewrites", "SQLite, writes serialised", []string{"DEVSTACK_MONGO_ENGINE=sqlite", "DEVSTACK_MONGO_SERIALIZE=writes"}},
 }
 
-// platformSizes are the items another deployment holds on the compared stacks.
-var platformSizes = []int{100, 50_000}
+// sizeVariant is one stack of the comparison: Own items filled into the measured
+// deployment (acme's first) before its working set, Other into another (initech's) after.
+type sizeVariant struct {
+	Key, Label string
+	Own, Other int
+	// AllOps: every request runs on it; otherwise only the core ones.
+	AllOps bool
+}
 
-// sizeOps are the measured requests: key, row label, workers.
-var sizeOps = []struct {
+// sizeVariants are the size table's stacks; the first is what the others are divided by.
+var sizeVariants = []sizeVariant{
+	{Key: "100", Label: "@100", Own: 100, AllOps: true},
+	{Key: "own", Label: "@50k own", Own: 50_000, AllOps: true},
+	{Key: "other", Label: "@50k other", Own: 100, Other: 50_000},
+}
+
+// engineVariants are the engines table's stacks.
+var engineVariants = []sizeVariant{sizeVariants[0], sizeVariants[2]}
+
+// sizeOp is one measured request.
+type sizeOp struct {
 	key, label string
 	workers    int
-}{
-	{"get", "folder GET", 4},
-	{"list", "list page of 20", 4},
-	{"bulk", "bulk move of 10", 1}, // moves of one deployment meet on its tree version
+	// core ops also run beside another deployment's 50,000 and in the engines table.
+	core bool
+	// capped ops send at most sizeRunCap requests a run: each adds an item to the
+	// deployment (a create) or consumes one (a delete).
+	capped bool
+	status int // the success status
 }
 
-func sizeKey(c engineCandidate, op string, size int) string {
-	return fmt.Sprintf("%s-%s-%d", c.Key, op, size)
+// sizeOps are the measured requests. Writes run one at a time: a deployment's folder
+// creates, moves and deletes meet on its tree version by design.
+var sizeOps = []sizeOp{
+	{key: "get", label: "folder GET", workers: 4, core: true, status: http.StatusOK},
+	{key: "list", label: "list page 1", workers: 4, core: true, status: http.StatusOK},
+	{key: "list3", label: "list page 3", workers: 4, core: true, status: http.StatusOK},
+	{key: "mkroot", label: "mkfolder root", workers: 1, core: true, capped: true, status: http.StatusOK},
+	{key: "mkfolder", label: "mkfolder nested", workers: 1, capped: true, status: http.StatusOK},
+	{key: "mkwb", label: "create workbook", workers: 1, core: true, capped: true, status: http.StatusOK},
+	{key: "mkrep", label: "create report", workers: 1, capped: true, status: http.StatusOK},
+	{key: "renf", label: "rename folder", workers: 1, status: http.StatusOK},
+	{key: "renwb", label: "rename workbook", workers: 1, status: http.StatusOK},
+	{key: "renrep", label: "rename report", workers: 1, status: http.StatusOK},
+	{key: "move", label: "move folder", workers: 1, core: true, status: http.StatusOK},
+	{key: "bulk", label: "bulk move 10", workers: 1, core: true, status: http.StatusOK},
+	{key: "delwb", label: "delete workbook", workers: 1, capped: true, status: http.StatusNoContent},
+	{key: "delrep", label: "delete report", workers: 1, capped: true, status: http.StatusNoContent},
+	{key: "delf", label: "delete folder", workers: 1, capped: true, status: http.StatusNoContent},
+	{key: "fav", label: "favorite on/off", workers: 1, status: http.StatusNoContent},
+	{key: "perm", label: "set permissions", workers: 1, status: http.StatusOK},
+	{key: "pub", label: "publish/unpub", workers: 1, status: http.StatusOK},
 }
 
-func sizeScenarios(cands []engineCandidate) []Scenario {
+// sizeRunCap bounds the requests of a capped op in one run (warm-up and rounds alike),
+// so creates grow the deployment by hundreds over the table, not thousands.
+const sizeRunCap = 40
+
+func sizeKey(c engineCandidate, v sizeVariant, op string) string {
+	return fmt.Sprintf("%s-%s-%s", c.Key, op, v.Key)
+}
+
+func sizeScenarios(cands []engineCandidate, variants []sizeVariant) []Scenario {
 	var out []Scenario
 	for _, c := range cands {
 		for _, op := range sizeOps {
-			for _, size := range platformSizes {
-				name := fmt.Sprintf("%s @%d", op.label, size)
+			if len(cands) > 1 && !op.core {
+				continue
+			}
+			for _, v := range variants {
+				if !v.AllOps && !op.core {
+					continue
+				}
+				name := fmt.Sprintf("%s %s", op.label, v.Label)
 				if len(cands) > 1 {
 					name = fmt.Sprintf("%s: %s", c.Key, name)
 				}
-				out = append(out, Scenario{Key: sizeKey(c, op.key, size), Name: name, Setup: setupSized(c, op.key, op.workers, size)})
+				out = append(out, Scenario{Key: sizeKey(c, v, op.key), Name: name, Setup: setupSized(c, v, op)})
 			}
 		}
 	}
@@ -90,171 +147,128 @@ func sizeScenarios(cands []engineCandidate) []Scenario {
 }
 
 // sizedStack is one stack of the comparison with its working set in acme's first
-// deployment: folder A holding 40 workbooks (the folder read and listed), and two sets of
-// 10 mixed items (4 folders, 3 workbooks, 3 reports) in folder C, moved between C and D.
+// deployment (sizeset.go).
 type sizedStack struct {
-	p          platformInfo
-	dep        int64
-	bearer     string
-	a, c, d    int64
-	sets       [][]byte
-	filled     devstack.Filled
-	fillTook   time.Duration
-	candidate  engineCandidate
-	otherItems int
+	p         platformInfo
+	candidate engineCandidate
+	variant   sizeVariant
+	dep       int64
+	bearer    string
+	set       workingSet
+	// client is a connection to the stack's MongoDB (the proxy), for its examination
+	// totals and the item count at the end.
+	client *mongo.Client
+	fills  []string
 }
 
-func (e *Env) sizedStack(ctx context.Context, c engineCandidate, size int) (*sizedStack, error) {
-	key := fmt.Sprintf("sized-%s-%d", c.Key, size) // the platform's key and data dir
+func (e *Env) sizedStack(ctx context.Context, c engineCandidate, v sizeVariant) (*sizedStack, error) {
+	key := fmt.Sprintf("sized-%s-%s", c.Key, v.Key) // the platform's key and data dir
 	return memo(e, "workingset-"+key, func() (*sizedStack, error) {
 		p, err := e.platformWith(ctx, key, c.Env...)
 		if err != nil {
 			return nil, err
 		}
-		s := &sizedStack{p: p, candidate: c, otherItems: size}
-		// The working set first: on an engine that scans, creating it after the fill
-		// would take minutes.
-		if err := s.workingSet(ctx); err != nil {
+		s := &sizedStack{p: p, candidate: c, variant: v}
+		if s.client, err = mongo.Connect(mongooptions.Client().ApplyURI(p.Mongo).SetTimeout(10 * time.Minute)); err != nil {
 			return nil, err
 		}
-		return s, s.fill(ctx, size)
+		e.beforeStop(func() { _ = s.client.Disconnect(context.Background()) })
+		acme := p.Seed.Accounts["acme"]
+		s.dep, s.bearer = acme.Deployments[0].ID, acme.Users["admin"].Bearer
+		// The measured deployment's own items first, while workspace-svc has stored
+		// nothing in it (FillWorkspace fills only a fresh deployment).
+		if err := s.fill(ctx, "acme", s.dep, acme.Users["admin"].ID, v.Own); err != nil {
+			return nil, err
+		}
+		// Then the working set, before another deployment's fill: on an engine that scans,
+		// creating it after the fill would take minutes.
+		if err := s.set.create(ctx, newAPIClient(p.Gateway), s.bearer, s.dep); err != nil {
+			return nil, err
+		}
+		if v.Other > 0 {
+			initech := p.Seed.Accounts["initech"]
+			if len(initech.Deployments) == 0 {
+				return nil, fmt.Errorf("platformctl seed: initech has no deployment to fill")
+			}
+			if err := s.fill(ctx, "initech", initech.Deployments[0].ID, initech.Users["admin"].ID, v.Other); err != nil {
+				return nil, err
+			}
+		}
+		sizeCounts.Lock()
+		sizeCounts.stacks = append(sizeCounts.stacks, s)
+		sizeCounts.Unlock()
+		return s, nil
 	})
 }
 
-// fill writes size items into initech's deployment, through the stack's MongoDB.
-func (s *sizedStack) fill(ctx context.Context, size int) error {
-	initech := s.p.Seed.Accounts["initech"]
-	if len(initech.Deployments) == 0 {
-		return fmt.Errorf("platformctl seed: initech has no deployment to fill")
-	}
-	client, err := mongo.Connect(mongooptions.Client().ApplyURI(s.p.Mongo).SetTimeout(10 * time.Minute))
-	if err != nil {
-		return err
-	}
-	defer client.Disconnect(context.WithoutCancel(ctx))
-	logf("%s: filling initech's deployment with %d items", s.candidate.Key, size)
+// fill writes items into deployment dep of account, through the stack's MongoDB.
+func (s *sizedStack) fill(ctx context.Context, account string, dep, by int64, items int) error {
+	logf("%s %s: filling %s's deployment with %d items", s.candidate.Key, s.variant.Label, account, items)
 	start := time.Now()
-	s.filled, err = devstack.FillWorkspace(ctx, client.Database("workspace"),
-		devstack.Fill{Deployment: initech.Deployments[0].ID, By: initech.Users["admin"].ID, Items: size})
-	s.fillTook = time.Since(start)
-	return err
-}
-
-func (s *sizedStack) workingSet(ctx context.Context) error {
-	acme := s.p.Seed.Accounts["acme"]
-	s.dep, s.bearer = acme.Deployments[0].ID, acme.Users["admin"].Bearer
-	c := newAPIClient(s.p.Gateway)
-	var err error
-	for _, f := range []struct {
-		id   *int64
-		name string
-	}{{&s.a, "size A"}, {&s.c, "size C"}, {&s.d, "size D"}} {
-		if *f.id, err = c.createFolder(ctx, s.bearer, s.dep, f.name, 0); err != nil {
-			return err
-		}
+	_, err := devstack.FillWorkspace(ctx, s.client.Database("workspace"), devstack.Fill{Deployment: dep, By: by, Items: items})
+	took := time.Since(start)
+	if err != nil {
+		return fmt.Errorf("fill %s's deployment: %w", account, err)
 	}
-	if err := parallel(ctx, 40, 4, func(ctx context.Context, i int) error {
-		_, err := c.createItem(ctx, s.bearer, s.dep, "workbooks", fmt.Sprintf("size workbook %d", i), s.a)
-		return err
-	}); err != nil {
-		return err
-	}
-	for set := range 2 {
-		refs := make([]itemRef, 10)
-		for i := range refs {
-			name := fmt.Sprintf("size set %d item %d", set, i)
-			switch {
-			case i < 4:
-				refs[i].Type = "FOLDER"
-				refs[i].ID, err = c.createFolder(ctx, s.bearer, s.dep, name, s.c)
-			case i < 7:
-				refs[i].Type = "WORKBOOK"
-				refs[i].ID, err = c.createItem(ctx, s.bearer, s.dep, "workbooks", name, s.c)
-			default:
-				refs[i].Type = "REPORT"
-				refs[i].ID, err = c.createItem(ctx, s.bearer, s.dep, "reports", name, s.c)
-			}
-			if err != nil {
-				return err
-			}
-		}
-		raw, err := json.Marshal(refs)
-		if err != nil {
-			return err
-		}
-		s.sets = append(s.sets, raw)
-	}
+	s.fills = append(s.fills, fmt.Sprintf("%s's %d in %s (%.0f/s)", account, items, took.Round(time.Millisecond), float64(items)/took.Seconds()))
 	return nil
 }
 
-// request is the n-th request of op on the stack.
-func (s *sizedStack) request(op string, n int) vegeta.Target {
-	base := fmt.Sprintf("%s/api/v1/deployments/%d", s.p.Gateway, s.dep)
-	hdr := jsonHeader("Bearer " + s.bearer)
-	switch op {
-	case "get":
-		return vegeta.Target{Method: http.MethodGet, URL: fmt.Sprintf("%s/folders/%d", base, s.a), Header: hdr}
-	case "list":
-		return vegeta.Target{Method: http.MethodGet, URL: fmt.Sprintf("%s/workspace?folderId=%d&first=20", base, s.a), Header: hdr}
-	}
-	// Each lap over the sets moves every set to the other of C and D.
-	set, lap := n%len(s.sets), n/len(s.sets)
-	dest := s.d
-	if lap%2 == 1 {
-		dest = s.c
-	}
-	return vegeta.Target{Method: http.MethodPost, URL: base + "/workspace/bulk-move", Header: hdr,
-		Body: fmt.Appendf(nil, `{"items":%s,"folderId":%d}`, s.sets[set], dest)}
-}
-
-func setupSized(c engineCandidate, op string, workers, size int) func(ctx context.Context, env *Env) (*Target, error) {
+func setupSized(c engineCandidate, v sizeVariant, op sizeOp) func(ctx context.Context, env *Env) (*Target, error) {
 	return func(ctx context.Context, env *Env) (*Target, error) {
-		s, err := env.sizedStack(ctx, c, size)
+		s, err := env.sizedStack(ctx, c, v)
 		if err != nil {
 			return nil, err
 		}
-		var n int
-		var mu sync.Mutex
-		next := func() int {
-			mu.Lock()
-			defer mu.Unlock()
-			n++
-			return n - 1
-		}
-		if err := s.count(ctx, sizeKey(c, op, size), op, next); err != nil {
+		r := s.set.requests(s.p.Gateway, s.bearer, s.dep, op)
+		if err := s.count(ctx, sizeKey(c, v, op.key), r); err != nil {
 			return nil, err
 		}
-		t := &Target{Proc: s.p.All, RSS: s.p.Procs, Workers: workers, Targeter: func(tgt *vegeta.Target) error {
-			*tgt = s.request(op, next())
-			return nil
-		}}
-		if op == "bulk" {
-			t.Check = wantAllMoved(10)
+		t := &Target{Proc: s.p.All, RSS: s.p.Procs, Workers: op.workers, Check: r.check,
+			Targeter: func(tgt *vegeta.Target) error {
+				next, ok := r.next(true)
+				if !ok {
+					return vegeta.ErrNoTargets
+				}
+				*tgt = next
+				return nil
+			},
+			Prepare: func(ctx context.Context, _ time.Duration) error { return r.prepare(ctx) },
 		}
 		return t, nil
 	}
 }
 
 // engineCounts are what one request of a row costs the database, counted around serial
-// requests at set-up: commands the services sent (their command monitors) and, on
-// PostgreSQL, statements, rows returned and shared buffers touched (pg_stat_statements).
+// requests at set-up: commands the services sent (their command monitors); what MongoDB
+// would read for them (the proxy's examination: statements judged, documents admitted by
+// the chosen indexes' bounds, collection scans, and the statement kind that admitted the
+// most); and, on PostgreSQL, rows returned (pg_stat_statements).
 type engineCounts struct {
-	commands, statements, rows, buffers float64
-	postgres                            bool
+	commands                     float64
+	examined                     bool
+	statements, documents, scans float64
+	heaviest                     string
+	rows                         float64
+	postgres                     bool
 }
 
 var sizeCounts = struct {
 	sync.Mutex
-	byKey map[string]engineCounts
-	fills map[string]string
-}{byKey: map[string]engineCounts{}, fills: map[string]string{}}
+	byKey  map[string]engineCounts
+	stacks []*sizedStack
+}{byKey: map[string]engineCounts{}}
 
 // countedRequests is how many serial requests a row's counts are taken over.
 const countedRequests = 20
 
-func (s *sizedStack) count(ctx context.Context, key, op string, next func() int) error {
+func (s *sizedStack) count(ctx context.Context, key string, r *sizeRequests) error {
 	c := newAPIClient(s.p.Gateway)
 	defer c.http.CloseIdleConnections()
+	if err := r.fillPool(ctx, countedRequests); err != nil {
+		return err
+	}
+	ex0, exErr := s.examined(ctx, true)
 	cmd0, _, err := platformMongoCounts(ctx, s.p)
 	if err != nil {
 		return err
@@ -264,13 +278,16 @@ func (s *sizedStack) count(ctx context.Context, key, op string, next func() int)
 		return err
 	}
 	for range countedRequests {
-		tgt := s.request(op, next())
+		tgt, ok := r.next(false)
+		if !ok {
+			return fmt.Errorf("%s: no target left to count", key)
+		}
 		var body any
 		if tgt.Body != nil {
 			body = rawJSON(tgt.Body)
 		}
 		path := strings.TrimPrefix(tgt.URL, s.p.Gateway)
-		if err := c.do(ctx, tgt.Method, path, tgt.Header.Get("Authorization"), body, http.StatusOK, nil); err != nil {
+		if err := c.do(ctx, tgt.Method, path, tgt.Header.Get("Authorization"), body, r.op.status, nil); err != nil {
 			return err
 		}
 	}
@@ -282,83 +299,55 @@ func (s *sizedStack) count(ctx context.Context, key, op string, next func() int)
 	if err != nil {
 		return err
 	}
+	ex1, exErr1 := s.examined(ctx, false)
 	ec := engineCounts{commands: (cmd1 - cmd0) / countedRequests, postgres: s.p.Postgres != ""}
 	if ec.postgres {
-		ec.statements = (pg1[0] - pg0[0]) / countedRequests
 		ec.rows = (pg1[1] - pg0[1]) / countedRequests
-		ec.buffers = (pg1[2] - pg0[2]) / countedRequests
+	}
+	if exErr == nil && exErr1 == nil {
+		ec.examined = true
+		var most int64
+		for k, a := range ex1 {
+			b := ex0[k]
+			ec.statements += float64(a.Statements-b.Statements) / countedRequests
+			ec.documents += float64(a.Documents-b.Documents) / countedRequests
+			ec.scans += float64(a.Scans-b.Scans) / countedRequests
+			if d := a.Documents - b.Documents; d > most {
+				most, ec.heaviest = d, fmt.Sprintf("%s %.0f", k, float64(d)/countedRequests)
+				if a.Scans > b.Scans {
+					ec.heaviest += " (scan)"
+				}
+			}
+		}
+	} else {
+		logf("%s: no examination: %v", key, errors.Join(exErr, exErr1))
 	}
 	sizeCounts.Lock()
 	sizeCounts.byKey[key] = ec
-	sizeCounts.fills[fmt.Sprintf("%s-%d", s.candidate.Key, s.otherItems)] = fmt.Sprintf("%s: %d items filled in %s (%.0f/s)",
-		s.candidate.Key, s.otherItems, s.fillTook.Round(time.Millisecond), float64(s.otherItems)/s.fillTook.Seconds())
 	sizeCounts.Unlock()
 	return nil
 }
 
-// pgStatements sums pg_stat_statements over the database: calls, rows and shared
-// buffers hit or read. Nothing ("" url: not PostgreSQL) is zeros.
-func pgStatements(ctx context.Context, url string) ([3]float64, error) {
-	var out [3]float64
-	if url == "" {
-		return out, nil
-	}
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		return out, err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	err = conn.QueryRow(ctx, `SELECT coalesce(sum(calls), 0)::float8, coalesce(sum(rows), 0)::float8,
-		coalesce(sum(shared_blks_hit + shared_blks_read), 0)::float8
-		FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&out[0], &out[1], &out[2])
-	return out, err
+// examinedTotals are one "command db.collection" key of the proxy's ExamineCommand reply.
+type examinedTotals struct {
+	Statements int64 `bson:"statements"`
+	Documents  int64 `bson:"documents"`
+	Scans      int64 `bson:"scans"`
 }
 
-// sizeNotes prints, per candidate and request, the large stack's figures over the small
-// one's: latency, CPU and the engine's counts, judged against issue 28's bar of 1.5x.
-func sizeNotes(cands []engineCandidate) func(res map[string]*Summary) []string {
-	return func(res map[string]*Summary) []string {
-		small, large := platformSizes[0], platformSizes[len(platformSizes)-1]
-		lines := []string{fmt.Sprintf("cost at %d over cost at %d items of another deployment (bar: 1.5x), and per request: MongoDB commands, PostgreSQL statements/rows/buffers", large, small)}
-		sizeCounts.Lock()
-		defer sizeCounts.Unlock()
-		for _, c := range cands {
-			for _, op := range sizeOps {
-				s, l := res[sizeKey(c, op.key, small)], res[sizeKey(c, op.key, large)]
-				if s == nil || l == nil || s.Err != nil || l.Err != nil || s.P50 == 0 || s.CPUPerReq == 0 {
-					lines = append(lines, fmt.Sprintf("  %-10s %-16s n/a", c.Key, op.label))
-					continue
-				}
-				p50, cpu := float64(l.P50)/float64(s.P50), l.CPUPerReq/s.CPUPerReq
-				cs, cl := sizeCounts.byKey[sizeKey(c, op.key, small)], sizeCounts.byKey[sizeKey(c, op.key, large)]
-				engine := "no PostgreSQL counters (SQLite)"
-				if cs.postgres {
-					engine = fmt.Sprintf("stmts %.1f->%.1f rows %.0f->%.0f buffers %.0f->%.0f", cs.statements, cl.statements, cs.rows, cl.rows, cs.buffers, cl.buffers)
-				}
-				verdict := "PASS"
-				if p50 > 1.5 || cpu > 1.5 {
-					verdict = "FAIL"
-				}
-				lines = append(lines, fmt.Sprintf("  %-10s %-16s p50 %5.2fx cpu %5.2fx [%s]  commands %.1f->%.1f, %s",
-					c.Key, op.label, p50, cpu, verdict, cs.commands, cl.commands, engine))
-			}
-		}
-		for _, c := range cands {
-			for _, size := range platformSizes {
-				if f, ok := sizeCounts.fills[fmt.Sprintf("%s-%d", c.Key, size)]; ok {
-					lines = append(lines, "fill: "+f)
-				}
-			}
-		}
-		return lines
+// examined reads the stack's proxy's examination totals and has it examine the commands
+// that follow (record) or not: on only around the serial requests, since examining a
+// command delays it.
+func (s *sizedStack) examined(ctx context.Context, record bool) (map[string]examinedTotals, error) {
+	var out struct {
+		Commands map[string]examinedTotals `bson:"commands"`
 	}
+	err := s.client.Database("admin").RunCommand(ctx, bson.D{{Key: wireproxy.ExamineCommand, Value: 1}, {Key: "record", Value: record}}).Decode(&out)
+	return out.Commands, err
 }
 
-var sizeLegend = []string{
-	"legend: each row's stack is bin/devstack with its own data; another deployment (initech's) holds @N items (a fifth",
-	"        folders, 10 wide and 4 deep, the rest workbooks), written by devstack.FillWorkspace. The rows work in acme's first",
-	"        deployment: GET a folder holding 40 workbooks, list a page of 20 of it, bulk-move a set of 10 (4 folders, 3",
-	"        workbooks, 3 reports) between two folders. Workers: GET and list 4, bulk move 1. cpu_us/req is every process of",
-	"        the stack, PostgreSQL's included. The counts under the table are per request, over 20 serial requests at",
-	"        set-up: they do not depend on the machine's load; timings do (compare ratios within the run).",
+// itemsStored is what the measured deployment holds (deleted items included: a delete
+// marks them).
+func (s *sizedStack) itemsStored(ctx context.Context) (int64, error) {
+	return s.client.Database("workspace").Collection("items").CountDocuments(ctx, bson.D{{Key: "dep", Value: s.dep}})
 }
