@@ -113,7 +113,12 @@ func branchResponder(t *testing.T, nc *nats.Conn) *natsx.Server {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	mongo := devstack.MongoForTest(t)
+	return newEnvOn(t, devstack.MongoForTest(t))
+}
+
+// newEnvOn is newEnv on mongo, a FerretDB whose proxy serialises as the test chooses.
+func newEnvOn(t *testing.T, mongo *devstack.Mongo) *env {
+	t.Helper()
 	rs := devstack.RedisForTest(t)
 	ns := devstack.NATSForTest(t)
 	ctx := context.Background()
