@@ -12,7 +12,8 @@
 // beside the $or, is served (and, with a sort, gives the sort itself, as MERGE_SORT needs).
 // A sort no serving index gives is an in-memory sort, which fails too unless the result
 // is bounded by an equality on a unique index (_id included). A hint is judged alone.
-// An empty filter is a collection scan.
+// An empty filter is a collection scan, except that an index which gives the sort walked
+// up to a limit (the oldest N of a queue) reads N keys.
 package mongoplan
 
 import (
@@ -53,6 +54,7 @@ type Command struct {
 	HintName   string
 	Projection bson.Raw
 	Key        string // distinct's field
+	Limit      int64  // the most documents it returns (0: no limit; a findAndModify's is 1)
 	Stack      string // the code that sent it, outside the driver (Recorder fills it)
 }
 
@@ -257,6 +259,14 @@ func Choose(c Command, indexes []Index) Plan {
 			for _, ix := range indexes {
 				if ix.Keys[0].Field == c.Key {
 					return Plan{Served: true, SortCovered: true, Index: ix.Name, Bounded: []string{c.Key}}
+				}
+			}
+		case len(sortKeys) > 0 && c.Limit > 0:
+			// Nothing to bound, so the planner walks an index that gives the sort and stops
+			// at the limit: it reads Limit keys.
+			for _, ix := range indexes {
+				if sortCovered(ix, p.fields, sortKeys) {
+					return Plan{Served: true, SortCovered: true, Index: ix.Name}
 				}
 			}
 		}
@@ -501,10 +511,12 @@ func Commands(e *event.CommandStartedEvent) []Command {
 	case "find":
 		c := withHint(base, cmd)
 		c.Filter, c.Sort, c.Projection = filter(cmd, "filter"), doc(cmd, "sort"), doc(cmd, "projection")
+		c.Limit = limit(cmd.Lookup("limit"))
 		return []Command{c}
 	case "findAndModify":
 		c := withHint(base, cmd)
 		c.Filter, c.Sort, c.Projection = filter(cmd, "query"), doc(cmd, "sort"), doc(cmd, "fields")
+		c.Limit = 1
 		return []Command{c}
 	case "count":
 		c := withHint(base, cmd)
@@ -545,15 +557,28 @@ func Commands(e *event.CommandStartedEvent) []Command {
 			if c.Filter == nil {
 				c.Filter = emptyDoc
 			}
-			if len(stages) > 1 {
-				c.Sort = doc(stages[1], "$sort")
+			stages = stages[1:]
+		}
+		if len(stages) > 0 {
+			if c.Sort = doc(stages[0], "$sort"); c.Sort != nil {
+				stages = stages[1:]
 			}
-		case "$sort":
-			c.Sort = doc(stages[0], "$sort")
+		}
+		if len(stages) > 0 {
+			c.Limit = limit(stages[0].Lookup("$limit"))
 		}
 		return []Command{c}
 	}
 	return nil
+}
+
+// limit reads a limit's value (a negative one, a single batch, counts as its size).
+func limit(v bson.RawValue) int64 {
+	n, ok := v.AsInt64OK()
+	if !ok {
+		return 0
+	}
+	return max(n, -n)
 }
 
 var emptyDoc = func() bson.Raw { b, _ := bson.Marshal(bson.D{}); return b }()

@@ -60,6 +60,7 @@ func TestChoose(t *testing.T) {
 		filter   string
 		sort     string
 		hint     string
+		limit    int64
 		served   bool
 		index    string
 		bounded  []string
@@ -93,6 +94,14 @@ func TestChoose(t *testing.T) {
 		{name: "a case-insensitive anchored regex is not served", filter: `{"path": {"$regex": "^model", "$options": "i"}}`, reason: "it bounds nothing"},
 		{name: "an anchor followed by a wildcard is not a prefix", filter: `{"path": {"$regularExpression": {"pattern": "^.*x", "options": ""}}}`, reason: "it bounds nothing"},
 		{name: "an empty filter is a collection scan", filter: `{}`, reason: "an empty filter"},
+		{name: "an empty filter sorted by an index, with a limit, walks the index to the limit", filter: `{}`, sort: `{"_id": 1}`, limit: 100,
+			served: true, index: "_id_", covered: true},
+		{name: "an empty filter sorted by an index reversed, with a limit", filter: `{}`, sort: `{"dep": -1, "createdAt": 1}`, limit: 1,
+			served: true, index: "dep_1_createdAt_-1__id_-1", covered: true},
+		{name: "an empty filter sorted by an index without a limit is a collection scan", filter: `{}`, sort: `{"_id": 1}`, reason: "an empty filter"},
+		{name: "an empty filter sorted by no index, with a limit, is a collection scan", filter: `{}`, sort: `{"anc": 1}`, limit: 10, reason: "an empty filter"},
+		{name: "an unbounded filter sorted by an index, with a limit, may walk it all", filter: `{"deleted": {"$ne": true}}`, sort: `{"_id": 1}`, limit: 10,
+			reason: "it bounds nothing"},
 		{name: "the sort after the equality prefix is covered", filter: `{"dep": 1, "parent": 0}`, sort: `{"position": 1, "name": 1, "_id": 1}`,
 			served: true, index: "dep_1_parent_1_position_1_name_1__id_1", bounded: []string{"dep", "parent"}, covered: true},
 		{name: "the sort reversed is covered", filter: `{"dep": 1, "parent": 0}`, sort: `{"position": -1, "name": -1, "_id": -1}`,
@@ -127,7 +136,7 @@ func TestChoose(t *testing.T) {
 		{name: "a hint naming no index", filter: `{"dep": 1}`, hint: "gone_1", reason: `the hint "gone_1" names no index`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			p := Choose(Command{Name: "find", Collection: "items", Filter: ej(t, c.filter), Sort: ej(t, c.sort), HintName: c.hint}, testIndexes)
+			p := Choose(Command{Name: "find", Collection: "items", Filter: ej(t, c.filter), Sort: ej(t, c.sort), HintName: c.hint, Limit: c.limit}, testIndexes)
 			if p.Served != c.served {
 				t.Fatalf("served = %v, want %v: %+v", p.Served, c.served, p)
 			}

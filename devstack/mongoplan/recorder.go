@@ -107,9 +107,11 @@ func callers() (string, bool) {
 	return strings.Join(out, " < "), fromTest
 }
 
-// shapeKey identifies a query up to its values.
+// shapeKey identifies a query up to its values and the callers of the function that
+// built it: a query is reported once, with the stack it was first sent from.
 func shapeKey(c Command) string {
-	return strings.Join([]string{c.Database, c.Collection, c.Name, Shape(c.Filter), KeysShape(c.Sort), KeysShape(c.Hint), c.HintName, c.Key, c.Stack}, "\x00")
+	builder, _, _ := strings.Cut(c.Stack, " < ")
+	return strings.Join([]string{c.Database, c.Collection, c.Name, Shape(c.Filter), KeysShape(c.Sort), KeysShape(c.Hint), c.HintName, c.Key, builder}, "\x00")
 }
 
 // KeysShape is a sort, a hint or a projection: {position: 1, _id: -1}.
@@ -239,6 +241,22 @@ func (r *Recorder) CheckAllowancesUsed(t testing.TB, allow ...Allowance) {
 		if !r.used[a] {
 			t.Errorf("mongoplan: the allowance %+v excused nothing: remove it", a)
 		}
+	}
+}
+
+// Await waits up to timeout until a query whose stack names fn has been recorded, and
+// reports whether one was: for a query a background task sends at start, which an
+// allowance excuses and CheckAllowancesUsed then expects.
+func (r *Recorder) Await(fn string, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for {
+		r.mu.Lock()
+		found := slices.ContainsFunc(r.cmds, func(c Command) bool { return strings.Contains(c.Stack, fn) })
+		r.mu.Unlock()
+		if found || time.Now().After(deadline) {
+			return found
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

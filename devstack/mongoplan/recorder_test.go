@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/event"
@@ -55,6 +56,9 @@ func TestCommandsReadsRealEvents(t *testing.T) {
 			if c.Key != "" {
 				line += " key " + c.Key
 			}
+			if c.Limit != 0 {
+				line += fmt.Sprintf(" limit %d", c.Limit)
+			}
 			got = append(got, line)
 		}
 	})
@@ -71,7 +75,7 @@ func TestCommandsReadsRealEvents(t *testing.T) {
 	_, err = coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "dep", Value: 1}}, Options: options.Index().SetName("dep_1")})
 	must(err)
 	cur, err := coll.Find(ctx, bson.D{{Key: "dep", Value: 1}, {Key: "x", Value: bson.D{{Key: "$gt", Value: 2}}}},
-		options.Find().SetSort(bson.D{{Key: "_id", Value: -1}}).SetHint("dep_1").SetProjection(bson.D{{Key: "dep", Value: 1}}))
+		options.Find().SetSort(bson.D{{Key: "_id", Value: -1}}).SetHint("dep_1").SetProjection(bson.D{{Key: "dep", Value: 1}}).SetLimit(5))
 	must(err)
 	must(cur.All(ctx, &[]bson.D{}))
 	_, err = coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$set", Value: bson.D{{Key: "y", Value: 1}}}})
@@ -91,23 +95,24 @@ func TestCommandsReadsRealEvents(t *testing.T) {
 	_, err = coll.EstimatedDocumentCount(ctx)
 	must(err)
 	must(coll.Distinct(ctx, "dep", bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: bson.A{1, 2}}}}}).Err())
-	cur, err = coll.Aggregate(ctx, mongo.Pipeline{{{Key: "$match", Value: bson.D{{Key: "dep", Value: 1}}}}, {{Key: "$sort", Value: bson.D{{Key: "_id", Value: 1}}}}})
+	cur, err = coll.Aggregate(ctx, mongo.Pipeline{{{Key: "$match", Value: bson.D{{Key: "dep", Value: 1}}}}, {{Key: "$sort", Value: bson.D{{Key: "_id", Value: 1}}}},
+		{{Key: "$limit", Value: 3}}})
 	must(err)
 	must(cur.All(ctx, &[]bson.D{}))
 
 	mu.Lock()
 	defer mu.Unlock()
 	want := []string{
-		"find c {dep: ?, x: {$gt: ?}} sort {_id: -1} hint dep_1 projection {dep: 1}",
+		"find c {dep: ?, x: {$gt: ?}} sort {_id: -1} hint dep_1 projection {dep: 1} limit 5",
 		"update c {_id: ?}",
 		"update c {anc: ?}",
 		"update c {dep: ?, anc: ?} hint {dep: 1}",
 		"delete c {gone: ?}",
-		"findAndModify c {_id: ?} sort {dep: 1}",
+		"findAndModify c {_id: ?} sort {dep: 1} limit 1",
 		"aggregate c {dep: ?}",
 		"count c {}",
 		"distinct c {_id: {$in: ?}} key dep",
-		"aggregate c {dep: ?} sort {_id: 1}",
+		"aggregate c {dep: ?} sort {_id: 1} limit 3",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("commands read:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -191,6 +196,9 @@ func TestRecorderCheck(t *testing.T) {
 	}
 	if cmds := quiet.Commands(); len(cmds) != 0 {
 		t.Fatalf("a test's own query recorded: %+v", cmds)
+	}
+	if !rec.Await("mongoplan_test.readAll", time.Second) || rec.Await("mongoplan_test.nothing", 50*time.Millisecond) {
+		t.Fatal("Await does not tell a recorded sender from one never seen")
 	}
 }
 
