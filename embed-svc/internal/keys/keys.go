@@ -96,14 +96,17 @@ func (k *Keyring) newKey(activateAt time.Time) (key, error) {
 	return key{ID: id, Public: pub, Sealed: sealed, CreatedAt: k.o.Now().UTC(), ActivateAt: activateAt.UTC()}, nil
 }
 
-// Ensure creates a first key, active at once, when there is none.
+// Ensure loads the keys and creates a first key, active at once, when there is none:
+// one read of the keyring, no count of it.
 func (k *Keyring) Ensure(ctx context.Context) error {
-	n, err := k.coll.CountDocuments(ctx, bson.D{})
-	if err != nil {
-		return fmt.Errorf("signing keys: %w", err)
+	if err := k.reload(ctx); err != nil {
+		return err
 	}
+	k.mu.Lock()
+	n := len(k.keys)
+	k.mu.Unlock()
 	if n > 0 {
-		return k.reload(ctx)
+		return nil
 	}
 	nk, err := k.newKey(k.o.Now())
 	if err != nil {
