@@ -34,6 +34,7 @@ import (
 	"github.com/analyticsco/platform/devstack"
 	"github.com/analyticsco/platform/devstack/apitest"
 	"github.com/analyticsco/platform/devstack/gatewaytest"
+	"github.com/analyticsco/platform/devstack/mongoplan"
 	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
@@ -57,6 +58,12 @@ func credentialsKey() string {
 	return base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))
 }
 
+// resealRead is step 2 of a DBT_CREDENTIALS_KEY rotation, allowed: once per start, in
+// the background, it must look at every saved credential (one per deployment that saved
+// one: ids and credentials only, in batches of 200) to find those sealed under an older key.
+var resealRead = mongoplan.Allowance{Func: "mongostore.(*Store).ResealCredentials", Collection: "dbt_git_integrations",
+	Reason: "a key rotation's re-seal reads every saved credential once per start, in the background"}
+
 func newHarness(t *testing.T) *harness { t.Helper(); return newHarnessWith(t, nil) }
 
 // newHarnessWith is newHarness with deps adjusted by tune before the API starts.
@@ -64,11 +71,18 @@ func newHarnessWith(t *testing.T, tune func(*app.Deps)) *harness {
 	t.Helper()
 	mongo := devstack.MongoForTest(t)
 	ns := devstack.NATSForTest(t)
-	client, err := mongox.Connect(context.Background(), mongo.URI, nil)
+	plan := mongoplan.NewRecorder() // every query of the API, checked once it has stopped
+	client, err := mongox.ConnectWith(context.Background(), mongo.URI, mongox.ConnectOptions{Observe: plan.Observe})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	database := devstack.UniqueName(t, "dbtsync")
+	t.Cleanup(func() {
+		plan.Await("ResealCredentials", 10*time.Second) // sent in the background at start
+		plan.Check(t, client.Database(database), resealRead)
+		plan.CheckAllowancesUsed(t, resealRead)
+	})
 	nc, err := nats.Connect(ns.URL, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +94,7 @@ func newHarnessWith(t *testing.T, tune func(*app.Deps)) *harness {
 		t.Fatal(err)
 	}
 	rec := &audit.Memory{Service: "dbtsync-svc"}
-	deps := app.Deps{Audit: rec, Mongo: client.Database(devstack.UniqueName(t, "dbtsync")), NATS: nc, Signer: signer, CredentialsKey: credentialsKey(),
+	deps := app.Deps{Audit: rec, Mongo: client.Database(database), NATS: nc, Signer: signer, CredentialsKey: credentialsKey(),
 		Registry: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler),
 		Git: gitsource.Limits{Policy: gitsource.Policy{AllowFile: true, AllowedHosts: []string{"127.0.0.1"},
 			// example.test stands for a public git host; nothing dials it. Its address is a

@@ -18,6 +18,7 @@ import (
 	"github.com/analyticsco/platform/dbtsync-svc/internal/store/memstore"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/store/mongostore"
 	"github.com/analyticsco/platform/devstack"
+	"github.com/analyticsco/platform/devstack/mongoplan"
 	"github.com/analyticsco/platform/libs/mongox"
 )
 
@@ -37,14 +38,17 @@ type adapter struct {
 func adapters(t *testing.T) []adapter {
 	t.Helper()
 	mongo := devstack.MongoForTest(t)
-	client, err := mongox.Connect(context.Background(), mongo.URI, nil)
+	plan := mongoplan.NewRecorder()
+	client, err := mongox.ConnectWith(context.Background(), mongo.URI, mongox.ConnectOptions{Observe: plan.Observe})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
 	return []adapter{
 		{"mongostore", func(t *testing.T) stores {
-			s := mongostore.New(client.Database(devstack.UniqueName(t, "store")))
+			db := client.Database(devstack.UniqueName(t, "store"))
+			t.Cleanup(func() { plan.Check(t, db) })
+			s := mongostore.New(db)
 			if err := mongox.EnsureIndexes(context.Background(), 10*time.Second, s.EnsureIndexes); err != nil {
 				t.Fatal(err)
 			}

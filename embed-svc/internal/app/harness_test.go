@@ -23,6 +23,7 @@ import (
 	"github.com/analyticsco/platform/devstack"
 	"github.com/analyticsco/platform/devstack/apitest"
 	"github.com/analyticsco/platform/devstack/gatewaytest"
+	"github.com/analyticsco/platform/devstack/mongoplan"
 	"github.com/analyticsco/platform/embed-svc/internal/app"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
@@ -111,6 +112,12 @@ func branchResponder(t *testing.T, nc *nats.Conn) *natsx.Server {
 	return srv
 }
 
+// keyringRead is the signing keyring's one read of its whole collection, allowed: a
+// handful of keys (a rotation deletes those whose tokens have all expired), read in
+// activation order on every reload.
+var keyringRead = mongoplan.Allowance{Func: "keys.(*Keyring).reload", Collection: "signing_keys",
+	Reason: "the keyring is a handful of keys, read whole on every reload"}
+
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	return newEnvOn(t, devstack.MongoForTest(t))
@@ -124,16 +131,23 @@ func newEnvOn(t *testing.T, mongo *devstack.Mongo) *env {
 	ctx := context.Background()
 
 	e := &env{clock: &clock{}, mongoCmd: &mongox.CommandCounter{}, redisCmd: &redisCounter{}}
-	client, err := mongox.Connect(ctx, mongo.URI, e.mongoCmd)
+	plan := mongoplan.NewRecorder() // every query of the service and its trail, checked at the end
+	client, err := mongox.ConnectWith(ctx, mongo.URI, mongox.ConnectOptions{Counter: e.mongoCmd, Observe: plan.Observe})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
-	auditClient, err := mongox.Connect(ctx, mongo.URI, nil)
+	auditClient, err := mongox.ConnectWith(ctx, mongo.URI, mongox.ConnectOptions{Observe: plan.Observe})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = auditClient.Disconnect(context.Background()) })
+	database := devstack.UniqueName(t, "embed")
+	t.Cleanup(func() {
+		plan.Check(t, client.Database(database), keyringRead)
+		plan.Check(t, auditClient.Database("audit"))
+		plan.CheckAllowancesUsed(t, keyringRead)
+	})
 	ropts, err := redis.ParseURL(rs.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -154,7 +168,7 @@ func newEnvOn(t *testing.T, mongo *devstack.Mongo) *env {
 	copy(encKey[:], "embed-svc-test-key-0123456789abc")
 	a, err := app.New(ctx, app.Deps{
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Registry: obs.NewRegistry(), Signer: e.signer,
-		Mongo: client, Database: devstack.UniqueName(t, "embed"),
+		Mongo: client, Database: database,
 		Redis: e.rdb, NATS: e.nc, KeyEncryptionKey: base64.StdEncoding.EncodeToString(encKey[:]), TokenIssuer: issuer,
 		KeyPublishDelay: 10 * time.Minute, KeyRefresh: time.Hour, BranchTimeout: 2 * time.Second, Now: e.clock.Now,
 		// The trail's ingester gets a client of its own: the round-trip budgets count the

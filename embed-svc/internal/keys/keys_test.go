@@ -13,6 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/analyticsco/platform/devstack"
+	"github.com/analyticsco/platform/devstack/mongoplan"
 	"github.com/analyticsco/platform/embed-svc/internal/keys"
 	"github.com/analyticsco/platform/libs/mongox"
 )
@@ -60,17 +61,26 @@ func TestEncryptionKeyRotation(t *testing.T) {
 }
 
 // signingKeys is a keyring's collection in a database of the test's own, on a FerretDB of
-// its own.
+// its own; every query the keyring sends it is held against its indexes at the end.
 func signingKeys(t *testing.T) *mongo.Collection {
 	t.Helper()
 	m := devstack.MongoForTest(t)
-	client, err := mongox.Connect(context.Background(), m.URI, nil)
+	plan := mongoplan.NewRecorder()
+	client, err := mongox.ConnectWith(context.Background(), m.URI, mongox.ConnectOptions{Observe: plan.Observe})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
-	return client.Database(devstack.UniqueName(t, "embedkeys")).Collection("signing_keys")
+	db := client.Database(devstack.UniqueName(t, "embedkeys"))
+	t.Cleanup(func() { plan.Check(t, db, keyringRead); plan.CheckAllowancesUsed(t, keyringRead) })
+	return db.Collection("signing_keys")
 }
+
+// keyringRead is the keyring's one read of its whole collection, allowed: every key, a
+// handful at most (a rotation deletes the keys whose tokens have all expired), in
+// activation order, on every reload.
+var keyringRead = mongoplan.Allowance{Func: "keys.(*Keyring).reload", Collection: "signing_keys",
+	Reason: "the keyring is a handful of keys, read whole on every reload"}
 
 // signingKID is the kid a token signed by kr names.
 func signingKID(t *testing.T, kr *keys.Keyring) string {

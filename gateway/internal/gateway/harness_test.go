@@ -18,6 +18,7 @@ import (
 
 	"github.com/analyticsco/platform/devstack"
 	"github.com/analyticsco/platform/devstack/apitest"
+	"github.com/analyticsco/platform/devstack/mongoplan"
 	"github.com/analyticsco/platform/gateway/internal/app"
 	"github.com/analyticsco/platform/gateway/internal/auth"
 	"github.com/analyticsco/platform/gateway/internal/credentials"
@@ -61,12 +62,15 @@ func newHarness(t *testing.T, opts ...func(*gateway.Options)) *harness {
 	t.Helper()
 	ctx := context.Background()
 	m := devstack.MongoForTest(t)
-	client, err := mongox.Connect(ctx, m.URI, nil)
+	plan := mongoplan.NewRecorder()
+	client, err := mongox.ConnectWith(ctx, m.URI, mongox.ConnectOptions{Observe: plan.Observe})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
-	st := store.New(client.Database(devstack.UniqueName(t, "identity")))
+	db := client.Database(devstack.UniqueName(t, "identity"))
+	t.Cleanup(func() { plan.Check(t, db) }) // every query of the gateway's store, checked at the end
+	st := store.New(db)
 	if err := st.EnsureIndexes(ctx); err != nil {
 		t.Fatal(err)
 	}

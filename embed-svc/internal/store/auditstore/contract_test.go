@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/analyticsco/platform/devstack"
+	"github.com/analyticsco/platform/devstack/mongoplan"
 	auditsvc "github.com/analyticsco/platform/embed-svc/internal/audit"
 	"github.com/analyticsco/platform/embed-svc/internal/store/auditstore"
 	"github.com/analyticsco/platform/libs/audit"
@@ -18,14 +19,17 @@ import (
 // production does. Each case works in accounts of its own.
 func TestStoreContract(t *testing.T) {
 	mongo := devstack.MongoForTest(t)
-	client, err := mongox.Connect(context.Background(), mongo.URI, nil)
+	plan := mongoplan.NewRecorder()
+	client, err := mongox.ConnectWith(context.Background(), mongo.URI, mongox.ConnectOptions{Observe: plan.Observe})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
 	stores := map[string]func(t *testing.T) auditsvc.Store{
 		"mongo": func(t *testing.T) auditsvc.Store {
-			s := auditstore.NewMongo(client.Database(devstack.UniqueName(t, "audit")), 0)
+			db := client.Database(devstack.UniqueName(t, "audit"))
+			t.Cleanup(func() { plan.Check(t, db) })
+			s := auditstore.NewMongo(db, 0)
 			if err := s.EnsureIndexes(context.Background()); err != nil {
 				t.Fatal(err)
 			}
@@ -248,12 +252,14 @@ func contract(t *testing.T, s auditsvc.Store) {
 func TestMongoRetention(t *testing.T) {
 	mongo := devstack.MongoForTest(t)
 	ctx := context.Background()
-	client, err := mongox.Connect(ctx, mongo.URI, nil)
+	plan := mongoplan.NewRecorder()
+	client, err := mongox.ConnectWith(ctx, mongo.URI, mongox.ConnectOptions{Observe: plan.Observe})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
 	db := client.Database(devstack.UniqueName(t, "audit"))
+	t.Cleanup(func() { plan.Check(t, db) })
 	s := auditstore.NewMongo(db, time.Hour)
 	if err := s.EnsureIndexes(ctx); err != nil {
 		t.Fatal(err)

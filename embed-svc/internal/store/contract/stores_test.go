@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/analyticsco/platform/devstack"
+	"github.com/analyticsco/platform/devstack/mongoplan"
 	"github.com/analyticsco/platform/embed-svc/internal/embed"
 	"github.com/analyticsco/platform/embed-svc/internal/store/memstore"
 	"github.com/analyticsco/platform/embed-svc/internal/store/mongostore"
@@ -30,18 +31,20 @@ type durable interface {
 	embed.SessionRecordStore
 }
 
-// durableStores returns the MongoDB store (on a database of its own, indexes made) and
-// the fake, by name.
+// durableStores returns the MongoDB store (on a database of its own, indexes made, every
+// query it is sent held against them at the end) and the fake, by name.
 func durableStores(t *testing.T) map[string]durable {
 	t.Helper()
 	m := devstack.MongoForTest(t)
 	ctx := context.Background()
-	client, err := mongox.Connect(ctx, m.URI, nil)
+	plan := mongoplan.NewRecorder()
+	client, err := mongox.ConnectWith(ctx, m.URI, mongox.ConnectOptions{Observe: plan.Observe})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
 	db := client.Database(devstack.UniqueName(t, "embed"))
+	t.Cleanup(func() { plan.Check(t, db) })
 	st := mongostore.New(db)
 	if err := st.EnsureIndexes(ctx); err != nil {
 		t.Fatal(err)

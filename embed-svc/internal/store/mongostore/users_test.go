@@ -7,6 +7,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/analyticsco/platform/devstack"
+	"github.com/analyticsco/platform/devstack/mongoplan"
 	"github.com/analyticsco/platform/libs/mongox"
 )
 
@@ -17,12 +18,15 @@ import (
 func TestSameDeploymentsMatchesTheSetOnly(t *testing.T) {
 	ctx := context.Background()
 	m := devstack.MongoForTest(t)
-	client, err := mongox.Connect(ctx, m.URI, nil)
+	plan := mongoplan.NewRecorder()
+	client, err := mongox.ConnectWith(ctx, m.URI, mongox.ConnectOptions{Observe: plan.Observe})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
-	st := New(client.Database(devstack.UniqueName(t, "embed")))
+	db := client.Database(devstack.UniqueName(t, "embed"))
+	t.Cleanup(func() { plan.Check(t, db) })
+	st := New(db)
 	docs := []any{
 		userDoc{ID: 1, AccountID: 1, ExternalID: "one", Deployments: []int64{5}},
 		userDoc{ID: 2, AccountID: 1, ExternalID: "two", Deployments: []int64{5, 6}},
