@@ -53,8 +53,6 @@ var testIndexes = []Index{
 
 // TestChoose: the planner model's rules, one case each.
 func TestChoose(t *testing.T) {
-	type D = bson.D
-	type A = bson.A
 	for _, c := range []struct {
 		name     string
 		filter   string
