@@ -143,26 +143,30 @@ type apiError struct {
 }
 
 // outcome is the treeOutput of an answer: definite for a 2xx or 4xx, else unknown.
-func outcome(r apitest.Response) (treeOutput, placed) {
-	var p placed
+func outcome(r apitest.Response) treeOutput {
 	if r.Err != nil {
-		return treeOutput{}, p
+		return treeOutput{}
 	}
 	if r.Status >= 500 {
-		return treeOutput{Answered: true, Status: r.Status}, p
+		return treeOutput{Answered: true, Status: r.Status}
 	}
 	out := treeOutput{Known: true, Status: r.Status}
 	if r.Status >= 400 {
 		var e apiError
 		_ = json.Unmarshal(r.Body, &e)
 		out.Code = e.Code
-		return out, p
+		return out
 	}
+	var p placed
 	_ = json.Unmarshal(r.Body, &p)
 	out.ID, out.Parent, out.Path = p.ID, p.parent(), p.path()
-	return out, p
+	return out
 }
 
+// TestWorkspaceTreeIsLinearizableUnderInterleaving records linSeeds histories of
+// linClients clients × linOpsPerClient calls, each on a fresh deployment, and checks
+// each for linearizability within linCheckTimeout (a check that does not end is logged,
+// not failed: porcupine found no violation in that time).
 func TestWorkspaceTreeIsLinearizableUnderInterleaving(t *testing.T) {
 	stack := startLinStack(t)
 	start := time.Now()
@@ -257,7 +261,7 @@ func checkLinearizable(t *testing.T, stack *linStack, seed uint64) {
 					if parent != 0 {
 						body["parentId"] = parent
 					}
-					out, _ := outcome(c.call("POST", "/folders", body))
+					out := outcome(c.call("POST", "/folders", body))
 					in := treeInput{Kind: "create", Item: parent, Client: cl}
 					if !out.Known {
 						ret := int64(math.MaxInt64)
@@ -276,12 +280,12 @@ func checkLinearizable(t *testing.T, stack *linStack, seed uint64) {
 					}
 				case x < 45: // move a folder
 					in := treeInput{Kind: "move", Item: pick(), Dest: dest(), Client: cl}
-					out, _ := outcome(c.call("POST", "/workspace/move", map[string]any{"type": "FOLDER", "id": in.Item, "folderId": nullable(in.Dest)}))
+					out := outcome(c.call("POST", "/workspace/move", map[string]any{"type": "FOLDER", "id": in.Item, "folderId": nullable(in.Dest)}))
 					out.CheckPth = true
 					record(in, call, out)
 				case x < 55: // move a workbook
 					in := treeInput{Kind: "move", Item: wbs[rng.IntN(len(wbs))], Dest: dest(), Workbook: true, Client: cl}
-					out, _ := outcome(c.call("POST", "/workspace/move", map[string]any{"type": "WORKBOOK", "id": in.Item, "folderId": nullable(in.Dest)}))
+					out := outcome(c.call("POST", "/workspace/move", map[string]any{"type": "WORKBOOK", "id": in.Item, "folderId": nullable(in.Dest)}))
 					record(in, call, out)
 				case x < 70: // bulk move
 					to := dest()
@@ -318,7 +322,7 @@ func checkLinearizable(t *testing.T, stack *linStack, seed uint64) {
 						in.Item = pick()
 						path = fmt.Sprintf("/folders/%d", in.Item)
 					}
-					out, _ := outcome(c.call("GET", path, nil))
+					out := outcome(c.call("GET", path, nil))
 					if !out.Known {
 						continue // a read that failed shows nothing
 					}
@@ -400,7 +404,7 @@ func nullable(id int64) any {
 // bulkOutcome is the answer of a bulk move for item: its moved entry or its failed one.
 func bulkOutcome(r apitest.Response, item int64) treeOutput {
 	if r.Err != nil || r.Status != 200 {
-		out, _ := outcome(r)
+		out := outcome(r)
 		return out
 	}
 	var body struct {
