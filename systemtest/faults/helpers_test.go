@@ -24,8 +24,10 @@ func TestMain(m *testing.M) { os.Exit(stacktest.Main(m)) }
 var noRateLimits = []string{"RATE_LIMIT_GENERATE_SESSION=0", "RATE_LIMIT_EXCHANGE=0"}
 
 // requestTimeout is the client's patience: a fault must be answered, never hang. The
-// services give up on MongoDB after 5 s of server selection, so 10 s leaves room.
-const requestTimeout = 10 * time.Second
+// services give up on MongoDB's replica set after 15 s of server selection (an
+// election's length, mongox.ServerSelectionTimeout); above the gateway's
+// UPSTREAM_TIMEOUT (30 s), a service too slow to answer shows as the gateway's 504.
+const requestTimeout = 35 * time.Second
 
 // reply is one answered (or unanswered) request.
 type reply struct {
