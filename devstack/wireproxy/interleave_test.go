@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -206,5 +207,38 @@ func TestInterleaveKeepsTheOrderOfStatements(t *testing.T) {
 	}
 	if n := count(t, coll, bson.D{{Key: "s", Value: "after"}}); n != 0 {
 		t.Errorf("%d documents updated by the statement after the error, want 0 (ordered)", n)
+	}
+}
+
+// TestInterleaveKeepsAnUpsertWhole: an UpdateMany with upsert is not split: matching
+// nothing, it inserts one document, as MongoDB does; matching some, it updates them all.
+func TestInterleaveKeepsAnUpsertWhole(t *testing.T) {
+	db := interleaveDB(t)
+	ctx := context.Background()
+	coll := db.Collection("upsert")
+	var split atomic.Int32
+	defer wireproxy.SetBeforeDocument(func(c string, stmt, k int) {
+		if c == "upsert" {
+			split.Add(1)
+		}
+	})()
+	update := bson.D{{Key: "$set", Value: bson.D{{Key: "s", Value: "up"}}}}
+	res, err := coll.UpdateMany(ctx, bson.D{{Key: "k", Value: "a"}}, update, options.UpdateMany().SetUpsert(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.UpsertedCount != 1 || res.MatchedCount != 0 {
+		t.Errorf("upsert matching nothing: %+v, want one document upserted", res)
+	}
+	seed(t, coll, 3)
+	res, err = coll.UpdateMany(ctx, bson.D{{Key: "s", Value: "old"}}, update, options.UpdateMany().SetUpsert(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.MatchedCount != 3 || res.ModifiedCount != 3 || res.UpsertedCount != 0 {
+		t.Errorf("upsert matching 3 documents: %+v, want 3 matched and modified", res)
+	}
+	if n := split.Load(); n != 0 {
+		t.Errorf("the proxy split an upsert into %d documents", n)
 	}
 }
