@@ -214,22 +214,31 @@ func recordHistory(e *env, w workload) *history {
 				}
 				add(client, "mint", call, ret, r, o, steps...)
 			case roll < w.mint+w.exchange:
-				in.kind, in.sess = opExchange, sess.idx
-				call := now()
-				r := api.Do("POST", "/api/v1/embed/session/exchange", "", map[string]any{"sessionId": sess.val})
-				ret := now()
-				o := linOutput{outcome: classify(r, 200, 401, "session_id_invalid"), status: r.Status}
-				if o.outcome == outOK {
-					var body tokenResp
-					if json.Unmarshal(r.Body, &body) != nil || body.Token == "" {
-						o.outcome = outOther
-					} else {
-						p.mu.Lock()
-						p.tokens = append(p.tokens, pooled{sess.idx, body.Token})
-						p.mu.Unlock()
+				// Half the exchanges are three at once of the same id, as a viewer's
+				// retries or a replayed id would send them.
+				n := 1 + 2*rng.IntN(2)
+				parallel(n, func(j int) {
+					in := in
+					if j > 0 {
+						in.call = newCall()
 					}
-				}
-				add(client, "exchange", call, ret, r, o, in)
+					in.kind, in.sess = opExchange, sess.idx
+					call := now()
+					r := api.Do("POST", "/api/v1/embed/session/exchange", "", map[string]any{"sessionId": sess.val})
+					ret := now()
+					o := linOutput{outcome: classify(r, 200, 401, "session_id_invalid"), status: r.Status}
+					if o.outcome == outOK {
+						var body tokenResp
+						if json.Unmarshal(r.Body, &body) != nil || body.Token == "" {
+							o.outcome = outOther
+						} else {
+							p.mu.Lock()
+							p.tokens = append(p.tokens, pooled{sess.idx, body.Token})
+							p.mu.Unlock()
+						}
+					}
+					add(client+j*w.clients, "exchange", call, ret, r, o, in)
+				})
 			case roll < w.mint+w.exchange+w.read && haveTok:
 				in.kind, in.sess = opRead, tok.idx
 				call := now()
