@@ -1319,7 +1319,7 @@ type CreateFolderRequest struct {
 	// ParentId Parent folder; omit to create at the workspace root.
 	ParentId *int64 `json:"parentId,omitempty"`
 
-	// Position Ordering among siblings.
+	// Position Ordering among siblings. Omitted, the folder takes a number larger than that of every folder created before it without a position (the deployment's tree version at its creation: positions have gaps), so such folders list in the order they were created.
 	Position *float64 `json:"position,omitempty"`
 }
 
