@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -337,4 +338,71 @@ func rawCommand(t *testing.T, p *wireproxy.Proxy, body bson.D) bson.M {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// TestReplicaSetRetryWaitsForTheFirstAttempt: a retry that arrives while the first
+// attempt is still upstream (its client gave up on the connection) waits for that
+// attempt's reply and is answered with it; the write reaches the upstream once. A write
+// with another txnNumber of the same session is forwarded.
+func TestReplicaSetRetryWaitsForTheFirstAttempt(t *testing.T) {
+	release := make(chan struct{})
+	var inserts sync.Map // txnNumber -> count
+	up := startFake(t, func(req []byte) [][]byte {
+		body := parseMsg(t, req).body
+		txn, _ := body.Lookup("txnNumber").Int64OK()
+		n, _ := inserts.LoadOrStore(txn, new(atomic.Int64))
+		n.(*atomic.Int64).Add(1)
+		if txn == 1 {
+			<-release
+		}
+		return [][]byte{reply(t, req, bson.D{{Key: "n", Value: int32(1)}, {Key: "ok", Value: 1.0}})}
+	})
+	p, err := wireproxy.ListenWith("127.0.0.1:0", up.ln.Addr().String(), wireproxy.Options{ReplicaSet: wireproxy.NewReplicaSet("rs-test")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	lsid := bson.D{{Key: "id", Value: bson.Binary{Subtype: 4, Data: []byte("0123456789abcdef")}}}
+	insert := func(id, txn int64) []byte {
+		return writeMsg(t, int32(id), 0, bson.D{{Key: "insert", Value: "c"}, {Key: "$db", Value: "d"},
+			{Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: id}}}}, {Key: "lsid", Value: lsid}, {Key: "txnNumber", Value: txn}}, "")
+	}
+
+	first, _ := dial(t, p)
+	if _, err := first.Write(insert(1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // the first attempt is upstream, held
+	_ = first.Close()
+	retry, rr := dial(t, p)
+	if _, err := retry.Write(insert(2, 1)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	close(release)
+	got, err := wireproxy.ReadMessage(rr)
+	if err != nil {
+		t.Fatalf("the retry got no reply: %v", err)
+	}
+	if to := binary.LittleEndian.Uint32(got[8:]); to != 2 {
+		t.Errorf("the retry's reply answers request %d, want 2", to)
+	}
+	if b := replyBody(t, got); lookup(b, "n") != int32(1) {
+		t.Errorf("the retry's reply: %v, want the first attempt's", b)
+	}
+	if _, err := retry.Write(insert(3, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wireproxy.ReadMessage(rr); err != nil {
+		t.Fatal(err)
+	}
+	for _, txn := range []int64{1, 2} {
+		var got int64
+		if n, ok := inserts.Load(txn); ok {
+			got = n.(*atomic.Int64).Load()
+		}
+		if got != 1 {
+			t.Errorf("txnNumber %d reached the upstream %d times, want once", txn, got)
+		}
+	}
 }
