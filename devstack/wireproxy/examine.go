@@ -1,6 +1,7 @@
 package wireproxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -375,21 +376,33 @@ func bounds(fields []string, filters ...bson.Raw) bson.D {
 	for _, f := range filters {
 		walk(f)
 	}
-	// A field named twice (beside the $or and in a branch) is an $and of both.
-	seen := map[string]bool{}
-	dup := false
+	// A predicate named twice (beside the $or and in a branch, the same or another) is
+	// kept once at the top level, where FerretDB pushes equalities down; a second,
+	// different one on the same field goes into an $and beside it.
+	var top bson.D
+	var and bson.A
+	seen := map[string]any{}
 	for _, p := range preds {
-		dup = dup || seen[p.Key]
-		seen[p.Key] = true
+		first, ok := seen[p.Key]
+		switch {
+		case !ok:
+			seen[p.Key] = p.Value
+			top = append(top, p)
+		case !sameValue(first, p.Value):
+			and = append(and, bson.D{p})
+		}
 	}
-	if !dup {
-		return bson.D(preds)
+	if len(and) > 0 {
+		top = append(top, bson.E{Key: "$and", Value: and})
 	}
-	and := make(bson.A, len(preds))
-	for i, p := range preds {
-		and[i] = bson.D{p}
-	}
-	return bson.D{{Key: "$and", Value: and}}
+	return top
+}
+
+// sameValue: a and b marshal to the same BSON value.
+func sameValue(a, b any) bool {
+	ta, da, errA := bson.MarshalValue(a)
+	tb, db, errB := bson.MarshalValue(b)
+	return errA == nil && errB == nil && ta == tb && bytes.Equal(da, db)
 }
 
 // boundingOps are the operators that bound an index scan.
