@@ -269,6 +269,13 @@ func (s *sizedStack) count(ctx context.Context, key string, r *sizeRequests) err
 		return err
 	}
 	ex0, exErr := s.examined(ctx, true)
+	// Examination delays every command: it is off again however the count ends.
+	examining := true
+	defer func() {
+		if examining {
+			_, _ = s.examined(context.WithoutCancel(ctx), false)
+		}
+	}()
 	cmd0, _, err := platformMongoCounts(ctx, s.p)
 	if err != nil {
 		return err
@@ -300,6 +307,7 @@ func (s *sizedStack) count(ctx context.Context, key string, r *sizeRequests) err
 		return err
 	}
 	ex1, exErr1 := s.examined(ctx, false)
+	examining = exErr1 != nil
 	ec := engineCounts{commands: (cmd1 - cmd0) / countedRequests, postgres: s.p.Postgres != ""}
 	if ec.postgres {
 		ec.rows = (pg1[1] - pg0[1]) / countedRequests
