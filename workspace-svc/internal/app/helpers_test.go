@@ -12,6 +12,7 @@ import (
 	"github.com/analyticsco/platform/devstack"
 	"github.com/analyticsco/platform/devstack/apitest"
 	"github.com/analyticsco/platform/devstack/gatewaytest"
+	"github.com/analyticsco/platform/devstack/mongoplan"
 	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
@@ -27,6 +28,8 @@ type env struct {
 	stack    *gatewaytest.Stack
 	api      *apitest.Client // the gateway
 	counter  *mongox.CommandCounter
+	plan     *mongoplan.Recorder // every query of every instance, checked once at the end
+	planned  bool                // the check is registered
 	mongoURI string
 	database string
 	key      string
@@ -57,7 +60,7 @@ func newEnvWithOptions(t *testing.T, instances int, limits workspace.Limits, ups
 	} else {
 		uri = devstack.MongoForTest(t).URI
 	}
-	e := &env{audit: &audit.Memory{Service: app.ServiceName}, counter: &mongox.CommandCounter{}, mongoURI: uri, database: devstack.UniqueName(t, "ws"), key: gatewaytest.NewSigningKey(), limits: limits}
+	e := &env{audit: &audit.Memory{Service: app.ServiceName}, counter: &mongox.CommandCounter{}, plan: mongoplan.NewRecorder(), mongoURI: uri, database: devstack.UniqueName(t, "ws"), key: gatewaytest.NewSigningKey(), limits: limits}
 	for i := 0; i < instances; i++ {
 		var counter *mongox.CommandCounter
 		if i == 0 {
@@ -77,11 +80,15 @@ func newEnvWithOptions(t *testing.T, instances int, limits workspace.Limits, ups
 func (e *env) startInstance(t *testing.T, counter *mongox.CommandCounter) string {
 	t.Helper()
 	ctx := context.Background()
-	client, err := mongox.Connect(ctx, e.mongoURI, counter)
+	client, err := mongox.ConnectWith(ctx, e.mongoURI, mongox.ConnectOptions{Counter: counter, Observe: e.plan.Observe})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	if !e.planned { // before this client's disconnect
+		e.planned = true
+		t.Cleanup(func() { e.plan.Check(t, client.Database(e.database)) })
+	}
 	signer, err := identity.NewSigner(e.key)
 	if err != nil {
 		t.Fatal(err)
