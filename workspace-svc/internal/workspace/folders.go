@@ -100,9 +100,12 @@ func (s *service) CreateFolder(ctx context.Context, p *identity.Principal, dep i
 	return s.renderFolder(ctx, r, doc)
 }
 
-// release gives a folder lease back, even when the request's context has ended.
+// release gives a folder lease back, even when the request's context has ended, within
+// cleanupTimeout: a lease not given back lapses on its own.
 func (s *service) release(ctx context.Context, dep, folder int64) {
-	_ = s.store.ReleaseFolder(context.WithoutCancel(ctx), dep, folder)
+	ctx, cancel := cleanupContext(ctx)
+	defer cancel()
+	_ = s.store.ReleaseFolder(ctx, dep, folder)
 }
 
 // folderForRead reads folder id (a folder is all head: it has no large parts) and its
@@ -197,12 +200,12 @@ func (s *service) DeleteFolder(ctx context.Context, p *identity.Principal, dep, 
 	}
 	r := &request{s: s, p: p, dep: dep}
 	if err := r.load(ctx); err != nil {
-		_, _ = s.store.EndFolderDelete(context.WithoutCancel(ctx), dep, id, false, p.User.ID, now)
+		s.liftDeleteMark(ctx, dep, id, p.User.ID, now)
 		return err
 	}
 	busy, err := s.store.HasChildren(ctx, dep, id)
 	if err != nil || busy {
-		_, _ = s.store.EndFolderDelete(context.WithoutCancel(ctx), dep, id, false, p.User.ID, now)
+		s.liftDeleteMark(ctx, dep, id, p.User.ID, now)
 		if err != nil {
 			return err
 		}

@@ -254,7 +254,28 @@ func (s *service) takeSlot(ctx context.Context, dep int64) error {
 // tombstoned, even when the request's context has ended. A return that fails leaves
 // the counter one high: the limit then errs toward refusing, never toward more items.
 func (s *service) returnSlot(ctx context.Context, dep int64) {
-	_ = s.store.ReturnItemSlot(context.WithoutCancel(ctx), dep)
+	ctx, cancel := cleanupContext(ctx)
+	defer cancel()
+	_ = s.store.ReturnItemSlot(ctx, dep)
+}
+
+// liftDeleteMark ends a folder delete that did not happen (the mark lapses on its own).
+func (s *service) liftDeleteMark(ctx context.Context, dep, folder, by int64, now time.Time) {
+	ctx, cancel := cleanupContext(ctx)
+	defer cancel()
+	_, _ = s.store.EndFolderDelete(ctx, dep, folder, false, by, now)
+}
+
+// cleanupTimeout bounds the writes that tidy up after a request (a lease given back, a
+// delete mark lifted, an item slot returned), which run even when the request's context
+// has ended. Each has a fallback (the lease and the mark lapse; a slot not returned errs
+// toward refusing), so when the database is away the answer does not wait a server
+// selection a second time: the request's own wait plus this stays under the gateway's
+// UPSTREAM_TIMEOUT.
+const cleanupTimeout = 5 * time.Second
+
+func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 }
 
 // checkSizes refuses item documents over their size limits, naming the limit, and a draft
