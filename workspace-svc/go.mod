@@ -10,7 +10,6 @@ require (
 	github.com/FerretDB/FerretDB v1.24.2 // indirect
 	github.com/FerretDB/wire v0.0.8 // indirect
 	github.com/SAP/go-hdb v1.13.6 // indirect
-	github.com/anishathalye/porcupine v1.3.1 // indirect
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
@@ -93,6 +92,7 @@ replace github.com/analyticsco/platform/devstack => ../devstack
 require (
 	github.com/analyticsco/platform/api v0.0.0
 	github.com/analyticsco/platform/devstack v0.0.0
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/go-kit/kit v0.13.0
 	github.com/nats-io/nats.go v1.55.0
 	github.com/prometheus/client_golang v1.25.0
