@@ -225,12 +225,7 @@ func checkLinearizable(t *testing.T, stack *linStack, seed uint64) {
 	)
 	t0 := time.Now()
 	now := func() int64 { return time.Since(t0).Nanoseconds() }
-	var record func(in treeInput, call int64, out treeOutput)
-	record = func(in treeInput, call int64, out treeOutput) {
-		if in.Kind == "move" && in.Workbook && out.Known && out.Status == 200 {
-			// The answer is a read of the workbook after the move (treemodel_test.go).
-			defer record(treeInput{Kind: "read", Item: in.Item, Workbook: true, Client: in.Client}, call, treeOutput{Known: true, Status: 200, Parent: out.Parent})
-		}
+	record := func(in treeInput, call int64, out treeOutput) {
 		ret := now()
 		if !out.Known && !out.Answered {
 			ret = math.MaxInt64 // may take effect at any point after its start
@@ -286,6 +281,7 @@ func checkLinearizable(t *testing.T, stack *linStack, seed uint64) {
 				case x < 55: // move a workbook
 					in := treeInput{Kind: "move", Item: wbs[rng.IntN(len(wbs))], Dest: dest(), Workbook: true, Client: cl}
 					out := outcome(c.call("POST", "/workspace/move", map[string]any{"type": "WORKBOOK", "id": in.Item, "folderId": nullable(in.Dest)}))
+					out.CheckPth = true
 					record(in, call, out)
 				case x < 70: // bulk move
 					to := dest()
@@ -419,7 +415,7 @@ func bulkOutcome(r apitest.Response, item int64) treeOutput {
 	}
 	for _, m := range body.Moved {
 		if m.ID == item {
-			return treeOutput{Known: true, Status: 200, Parent: m.parent(), Path: m.path()}
+			return treeOutput{Known: true, Status: 200, Parent: m.parent(), Path: m.path(), CheckPth: true}
 		}
 	}
 	for _, f := range body.Failed {

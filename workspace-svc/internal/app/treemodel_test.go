@@ -25,13 +25,10 @@ import (
 // (the model is nondeterministic there); taking effect, it follows the same rules. A 5xx
 // ends it (a structural change takes effect when its tree version is committed, before
 // the answer); one with no answer has no end in the history. A read answers the
-// item's folder and that folder's path from the root. The final observation is the stored
-// tree after every client ended.
-//
-// A workbook move answers the workbook as a read after the move finds it (its folderId
-// can be that of another client's later move), so the history holds that answer as a
-// read of its own within the move's interval, of the folder only: its folderPath comes
-// from the folders the move request had read, not from that read.
+// item's folder and that folder's path from the root. A successful move, of a folder or a
+// workbook, single or one item of a bulk move, answers the state right after it: the item
+// in the destination, at the destination's path. The final observation is the stored tree
+// after every client ended.
 
 // treeInput is an operation of the history.
 type treeInput struct {
@@ -123,7 +120,7 @@ func treeModel(workbooks map[int64]bool, initial treeState) porcupine.Model {
 			if status != 200 {
 				return true, s
 			}
-			if !in.Workbook && (out.Parent != in.Dest || out.CheckPth && !slices.Equal(out.Path, chain(s, in.Dest))) {
+			if out.Parent != in.Dest || out.CheckPth && !slices.Equal(out.Path, chain(s, in.Dest)) {
 				return false, s
 			}
 			return true, with(s, in.Item, in.Dest)

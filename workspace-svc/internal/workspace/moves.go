@@ -38,6 +38,10 @@ func (s *service) Move(ctx context.Context, p *identity.Principal, dep int64, re
 // in one query, to be answered. When the store fails after some moves, those are
 // answered as far as they were read (without their owners, and without their content if
 // that read failed too).
+//
+// Each moved item is answered as its own move left it (movedItem): in the destination,
+// at the destination's path as that move checked it, never at a later place or path that
+// another client's move, or a reload of the tree for a later item, made.
 func (s *service) BulkMove(ctx context.Context, p *identity.Principal, dep int64, refs []ItemRef, dest int64) (BulkMoveResult, error) {
 	r, err := s.begin(ctx, p, dep)
 	if err != nil {
@@ -70,7 +74,7 @@ func (s *service) BulkMove(ctx context.Context, p *identity.Principal, dep int64
 	lease := &destLease{s: s, dep: dep, dest: dest}
 	defer lease.release(ctx)
 	answer := &moveAnswer{max: s.limits.MoveAnswerBytes, read: map[int64]bool{}}
-	var movedDocs []*Item
+	var moved []movedItem
 	for i, ref := range distinct {
 		d := docs[ref.ID]
 		if d == nil || d.Type != ref.Type {
@@ -93,27 +97,36 @@ func (s *service) BulkMove(ctx context.Context, p *identity.Principal, dep int64
 			// The store failed: the moved items are rendered as read so far, without
 			// their owners or content (no further wait on it), and the rest are reported
 			// not applied at once.
-			if len(movedDocs) > 0 {
-				res.Moved = s.renderWithoutOwners(r, movedDocs)
+			if len(moved) > 0 {
+				res.Moved = renderMovedWithoutOwners(moved)
 			}
 			res.notApplied(distinct[i:], true, ferr)
 			return res, nil
 		}
-		movedDocs = append(movedDocs, d)
+		// The tree holds dest's chain as this move checked it; a later item may reload it.
+		moved = append(moved, movedItem{d: d, path: r.tree.path(r.p, dest)})
 	}
-	if len(movedDocs) > 0 {
-		_ = r.need(ctx, dest) // read again only if a conflict made the request forget it
-		if err := s.readMoved(ctx, r, movedDocs, answer); err != nil {
-			res.Moved = s.renderWithoutOwners(r, movedDocs)
+	if len(moved) > 0 {
+		if err := s.readMoved(ctx, r, moved, answer); err != nil {
+			res.Moved = renderMovedWithoutOwners(moved)
 			return res, nil
 		}
-		out, err := s.render(ctx, r, movedDocs)
+		out, err := s.renderMoved(ctx, r, moved)
 		if err != nil {
-			out = s.renderWithoutOwners(r, movedDocs) // moved all the same
+			out = renderMovedWithoutOwners(moved) // moved all the same
 		}
 		res.Moved = out
 	}
 	return res, nil
+}
+
+// movedItem is an item as its own move left it, which is what the move answers: d is its
+// document with the move applied (Parent the destination, and for a write the move's
+// updatedAt and updatedBy), path the destination's folderPath in the tree the move was
+// checked against (for a folder, the tree at the version its move committed on).
+type movedItem struct {
+	d    *Item
+	path []FolderPathEntry
 }
 
 // distinctRefs is refs without repeats, in the order of their first mention (Rule 1).
@@ -215,14 +228,18 @@ func (b *moveAnswer) admit(d *Item, size int) error {
 	return nil
 }
 
-// readMoved replaces the moved workbooks and reports among docs not read in full yet by
-// their full documents, in one query (bounded by the answer's limit); one deleted since
-// stays as it was.
-func (s *service) readMoved(ctx context.Context, r *request, docs []*Item, answer *moveAnswer) error {
+// readMoved completes the moved workbooks and reports not read in full yet with their
+// large parts, in one query (bounded by the answer's limit); one deleted since stays as
+// it was. The read comes after the moves, so it may see later writes of other clients:
+// an item whose stored head is still the one its move left (same folder, updatedAt and
+// updatedBy; every write of an item sets its updatedAt) is taken as read, since that is
+// its state at the move; an item written since keeps the head its move left, and only
+// its large parts are taken from the read (the request cannot read them as they were).
+func (s *service) readMoved(ctx context.Context, r *request, moved []movedItem, answer *moveAnswer) error {
 	var ids []int64
-	for _, d := range docs {
-		if d.Type != TypeFolder && !answer.read[d.ID] {
-			ids = append(ids, d.ID)
+	for _, m := range moved {
+		if m.d.Type != TypeFolder && !answer.read[m.d.ID] {
+			ids = append(ids, m.d.ID)
 		}
 	}
 	if len(ids) == 0 {
@@ -232,11 +249,18 @@ func (s *service) readMoved(ctx context.Context, r *request, docs []*Item, answe
 	if err != nil {
 		return err
 	}
-	for _, d := range docs {
-		if fd := full[d.ID]; fd != nil && fd.Type == d.Type {
-			*d = *fd
-			answer.read[d.ID] = true
+	for _, m := range moved {
+		d := m.d
+		fd := full[d.ID]
+		if fd == nil || fd.Type != d.Type {
+			continue
 		}
+		if fd.Parent == d.Parent && fd.UpdatedBy == d.UpdatedBy && fd.UpdatedAt.Equal(d.UpdatedAt) {
+			*d = *fd
+		} else {
+			d.Meta, d.CalculatedFields, d.Draft, d.Published = fd.Meta, fd.CalculatedFields, fd.Draft, fd.Published
+		}
+		answer.read[d.ID] = true
 	}
 	return nil
 }

@@ -22,8 +22,8 @@ func (s *service) renderFolder(ctx context.Context, r *request, d *Item) (Folder
 		ParentID: optionalID(d.Parent), FolderPath: r.tree.path(r.p, d.Parent), User: owner(users, d.CreatedBy), IsFavorite: &isFav}, nil
 }
 
-// render serializes items in the Workbook shape, loading their creators and the caller's
-// favorites among them at once.
+// render serializes items in the Workbook shape, each at its folder's path in the tree
+// the request read, loading their creators and the caller's favorites among them at once.
 func (s *service) render(ctx context.Context, r *request, docs []*Item) ([]Workbook, error) {
 	users, fav, err := s.ownersAndFavorites(ctx, r, docs)
 	if err != nil {
@@ -31,8 +31,28 @@ func (s *service) render(ctx context.Context, r *request, docs []*Item) ([]Workb
 	}
 	out := make([]Workbook, len(docs))
 	for i, d := range docs {
-		out[i] = renderItem(r, users, d)
+		out[i] = renderItem(users, d, r.tree.path(r.p, d.Parent))
 		isFav := fav[d.ID]
+		out[i].IsFavorite = &isFav
+	}
+	return out, nil
+}
+
+// renderMoved serializes moved items in the Workbook shape as their moves left them:
+// each at the path its move recorded, not at one the request's tree holds now.
+func (s *service) renderMoved(ctx context.Context, r *request, moved []movedItem) ([]Workbook, error) {
+	docs := make([]*Item, len(moved))
+	for i, m := range moved {
+		docs[i] = m.d
+	}
+	users, fav, err := s.ownersAndFavorites(ctx, r, docs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Workbook, len(moved))
+	for i, m := range moved {
+		out[i] = renderItem(users, m.d, m.path)
+		isFav := fav[m.d.ID]
 		out[i].IsFavorite = &isFav
 	}
 	return out, nil
@@ -80,12 +100,13 @@ func (s *service) ownersAndFavorites(ctx context.Context, r *request, docs []*It
 	return users, fav, nil
 }
 
-func renderItem(r *request, users map[int64]User, d *Item) Workbook {
+// renderItem is d in the Workbook shape, in its folder d.Parent at path.
+func renderItem(users map[int64]User, d *Item, path []FolderPathEntry) Workbook {
 	createdBy := d.CreatedBy
 	w := Workbook{ID: d.ID, DeploymentID: d.DeploymentID, Name: d.Name, Type: d.Type,
 		Meta: rawOrEmpty(d.Meta), CalculatedFields: rawOrEmpty(d.CalculatedFields),
 		CreatedAt: formatTime(d.CreatedAt), UpdatedAt: formatTime(d.UpdatedAt), CreatedBy: d.CreatedBy,
-		UserID: &createdBy, User: owner(users, d.CreatedBy), FolderID: optionalID(d.Parent), FolderPath: r.tree.path(r.p, d.Parent)}
+		UserID: &createdBy, User: owner(users, d.CreatedBy), FolderID: optionalID(d.Parent), FolderPath: path}
 	w.Slug = slugOf(d)
 	w.DashboardDraft = d.Draft
 	if d.Published != nil {
@@ -96,11 +117,12 @@ func renderItem(r *request, users map[int64]User, d *Item) Workbook {
 	return w
 }
 
-// renderWithoutOwners renders docs with no user lookup (their `user` is null).
-func (s *service) renderWithoutOwners(r *request, docs []*Item) []Workbook {
-	out := make([]Workbook, len(docs))
-	for i, d := range docs {
-		out[i] = renderItem(r, nil, d)
+// renderMovedWithoutOwners renders moved items as renderMoved does, with no user or
+// favorite lookup (their `user` and `isFavorite` are null).
+func renderMovedWithoutOwners(moved []movedItem) []Workbook {
+	out := make([]Workbook, len(moved))
+	for i, m := range moved {
+		out[i] = renderItem(nil, m.d, m.path)
 	}
 	return out
 }
