@@ -33,7 +33,7 @@ const linTimeout = 10 * time.Second
 // on how many external users in how many embed tenants, and the percentage of each call
 // (the rest are deletes): mints, exchanges, reads, revokes by session id, revocations of
 // a user's sessions in a tenant. A user's calls are one partition of the check, whose
-// cost grows steeply with its length: about 60 calls each at most.
+// cost grows steeply with its length: about 50 calls each at most.
 type workload struct {
 	seed                                     uint64
 	clients, calls                           int
@@ -51,8 +51,8 @@ var linWorkloads = []workload{
 	{seed: 2, clients: 6, calls: 24, users: 3, tenants: 2, mint: 30, exchange: 25, read: 15, revoke: 10, revokeUser: 12},
 	{seed: 3, clients: 6, calls: 16, users: 2, tenants: 2, mint: 30, exchange: 25, read: 15, revoke: 10, revokeUser: 12},
 	// Mints racing revocations and deletes of one user.
-	{seed: 4, clients: 5, calls: 10, users: 1, tenants: 1, mint: 40, exchange: 25, read: 5, revoke: 5, revokeUser: 20},
-	{seed: 5, clients: 5, calls: 10, users: 1, tenants: 2, mint: 40, exchange: 20, read: 10, revoke: 0, revokeUser: 15},
+	{seed: 4, clients: 5, calls: 8, users: 1, tenants: 1, mint: 40, exchange: 25, read: 5, revoke: 5, revokeUser: 20},
+	{seed: 5, clients: 5, calls: 8, users: 1, tenants: 2, mint: 40, exchange: 20, read: 10, revoke: 0, revokeUser: 15},
 }
 
 // Concurrent clients mint, exchange, read, revoke (a session, a user's sessions in a

@@ -38,8 +38,8 @@ import (
 // not have applied (the model steps both ways: it is nondeterministic). The bulk
 // operations are not atomic: each is two or three steps that the checker places in the
 // operation's interval, so a session minted while a revocation runs may fall either side
-// of it, never both. Their counts are lower bounds: sessions another bulk operation under
-// way could also have ended may be counted by either.
+// of it, never both. A count is at most the sessions the operation found live, and at
+// least those of them no other bulk operation under way could have ended instead.
 
 type opKind int
 
@@ -101,9 +101,12 @@ const (
 	sPending sessState = iota
 	sActive
 	sRevoked
+	// sPhantom: the session of a mint that lost to a delete, which no client holds and no
+	// exchange can use; a revocation may or may not count it.
+	sPhantom
 )
 
-func (s sessState) String() string { return [...]string{"pending", "active", "revoked"}[s] }
+func (s sessState) String() string { return [...]string{"pending", "active", "revoked", "phantom"}[s] }
 
 type modelSession struct {
 	tenant int
@@ -161,7 +164,7 @@ func (s userState) contested(call, k int) bool {
 func (s userState) mustCount(call int, sessions []int) int {
 	n := 0
 	for _, k := range sessions {
-		if s.sessions[k].state != sRevoked && !s.contested(call, k) {
+		if st := s.sessions[k].state; st != sRevoked && st != sPhantom && !s.contested(call, k) {
 			n++
 		}
 	}
@@ -172,6 +175,10 @@ func (s userState) revokeAll(keys []int) userState {
 	next := s.clone()
 	for _, k := range keys {
 		ms := next.sessions[k]
+		if ms.state == sPhantom {
+			delete(next.sessions, k) // gone as if it had never been: states merge
+			continue
+		}
 		ms.state = sRevoked
 		next.sessions[k] = ms
 	}
@@ -226,8 +233,14 @@ func stepUser(st userState, in linInput, out linOutput) []userState {
 		return []userState{made(out.sess)}
 	case opMintWrite:
 		// A mint refused because a delete won may have written the user first (made it
-		// again, or recorded it in the mint's tenant), never a session that survives.
-		return []userState{st, written()}
+		// again, or recorded it in the mint's tenant), and, once the delete has begun, its
+		// session, which it or the delete revokes before the mint answers.
+		if !st.deleting() {
+			return []userState{st, written()}
+		}
+		phantom := written()
+		phantom.sessions[in.sess] = modelSession{tenant: in.tenant, state: sPhantom}
+		return []userState{st, written(), phantom}
 	case opExchange:
 		ms, ok := st.sessions[in.sess]
 		if !ok {
@@ -288,7 +301,7 @@ func stepUser(st userState, in linInput, out linOutput) []userState {
 		if !ok || b.del {
 			return none
 		}
-		if !unknown && out.n < st.mustCount(in.call, b.snapshot) {
+		if !unknown && (out.n < st.mustCount(in.call, b.snapshot) || out.n > len(b.snapshot)) {
 			return none
 		}
 		ended := st.revokeAll(b.snapshot)
@@ -333,7 +346,7 @@ func stepUser(st userState, in linInput, out linOutput) []userState {
 			return none
 		}
 		live := st.live(-1)
-		if !unknown && out.n < st.mustCount(in.call, live) {
+		if !unknown && (out.n < st.mustCount(in.call, live) || out.n > len(live)) {
 			return none
 		}
 		next := st.revokeAll(live)
@@ -499,6 +512,11 @@ func TestSessionModel(t *testing.T) {
 		{"a read of an active session", []call{mint1, {20, 30, []linInput{op(opExchange, 0, 1)}, ok}, {40, 50, []linInput{op(opRead, 0, 1)}, ok}}, true},
 		{"no exchange after the user's revocation returned", []call{mint1, {20, 30, revokeUser, counted(1)}, {40, 50, []linInput{op(opExchange, 0, 1)}, ok}}, false},
 		{"a user's revocation counts what it ended", []call{mint1, {20, 30, revokeUser, counted(0)}}, false},
+		{"and no more", []call{mint1, {20, 30, revokeUser, counted(2)}}, false},
+		{"a revocation counting a mint beside it ended its session", []call{{0, 50, revokeUser, counted(1)}, {10, 20, []linInput{op(opMint, 0, 0)}, minted(1)},
+			{60, 70, []linInput{op(opExchange, 0, 1)}, ok}}, false},
+		{"unless the mint lost to a delete", []call{mint1, {12, 18, []linInput{op(opExchange, 0, 1)}, ok}, {20, 50, del, deleted(2)},
+			{21, 40, []linInput{op(opMint, 0, -3), op(opMintWrite, 0, -3)}, refused}}, true},
 		{"a user's revocation ends the tenant's sessions only", []call{{0, 10, []linInput{op(opMint, 1, 0)}, minted(1)}, {20, 30, revokeUser, counted(0)},
 			{40, 50, []linInput{op(opExchange, 1, 1)}, ok}}, true},
 		{"a mint beside a user's revocation falls after it", []call{{0, 50, revokeUser, counted(0)}, {10, 20, []linInput{op(opMint, 0, 0)}, minted(1)},
