@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/analyticsco/platform/devstack v0.0.0
 	github.com/analyticsco/platform/libs v0.0.0
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/cenkalti/backoff/v5 v5.0.3
 	github.com/go-kit/kit v0.13.0
 	github.com/golang-jwt/jwt/v5 v5.3.1
@@ -24,7 +25,6 @@ require (
 	github.com/FerretDB/FerretDB v1.24.2 // indirect
 	github.com/FerretDB/wire v0.0.8 // indirect
 	github.com/SAP/go-hdb v1.13.6 // indirect
-	github.com/anishathalye/porcupine v1.3.1 // indirect
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
