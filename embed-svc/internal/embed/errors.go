@@ -23,6 +23,8 @@ var (
 	ErrUnavailable = errs.ErrUnavailable
 	// ErrSessionUnusable: a session id is unknown, expired or already exchanged.
 	ErrSessionUnusable = errors.New("session id unusable")
+	// ErrSessionRevoked: a reserved session id was revoked before its session was saved.
+	ErrSessionRevoked = errors.New("session id revoked before it was saved")
 	// ErrStale: the record changed since it was read (another write came first).
 	ErrStale = errors.New("stale revision")
 	// ErrUserDeleting: a delete of the external user has begun.

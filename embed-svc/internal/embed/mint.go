@@ -194,7 +194,8 @@ func (s *service) GenerateSession(ctx context.Context, p *identity.Principal, re
 
 // storeSession writes the session's durable record, then makes its id exchangeable: a
 // session never becomes exchangeable without a record, so it can always be listed and
-// revoked in bulk. The record keeps what the session shows (the profile, the
+// revoked in bulk, and a revoke that reads the record before the id is saved stays
+// (SessionStore.SaveSession). The record keeps what the session shows (the profile, the
 // securityContext); Redis keeps the rest (Session).
 func (s *service) storeSession(ctx context.Context, id string, sess *Session, securityContext json.RawMessage, now time.Time) (SessionRecord, error) {
 	sess.SID = PublicSessionHandle(id)
@@ -207,7 +208,17 @@ func (s *service) storeSession(ctx context.Context, id string, sess *Session, se
 		return SessionRecord{}, storeErr(err)
 	}
 	sess.RecordID = rec.ID
-	if err := s.d.Sessions.SaveSession(ctx, id, sess.stored()); err != nil {
+	switch err := s.d.Sessions.SaveSession(ctx, id, sess.stored()); {
+	case errors.Is(err, ErrSessionRevoked):
+		// A revoke that read the record (in bulk, or a delete of the user) ended the
+		// reserved id before it was saved: the session was minted, then revoked. The mint
+		// answers its id, as for a revoke that came just after it; the revoke counted it,
+		// the list shows it revoked, and its exchange is refused like any revoked id's.
+	case errors.Is(err, ErrSessionUnusable):
+		// The reservation is gone without a revocation (it expired, or Redis lost it): the
+		// id was never exchangeable, and a new mint makes another.
+		return SessionRecord{}, errors.Join(errs.Unavailablef("the session id's reservation was lost before the session was stored; retry the request"), err)
+	case err != nil:
 		return SessionRecord{}, storeErr(err)
 	}
 	return rec, nil

@@ -175,7 +175,12 @@ type SessionStore interface {
 	// (TokenLifetime), revoked or not: ErrLiveSessionLimit, and nothing reserved, when
 	// the account already has maxLive.
 	ReserveSession(ctx context.Context, accountID int64, sessionID string, maxLive int) error
-	// SaveSession stores a fresh session id for SessionIDTTL.
+	// SaveSession makes a reserved id exchangeable, for SessionIDTTL, only while its
+	// reservation stands: a revocation that came between the reservation and the save
+	// (its marker stands, the reservation is gone) stays, and the save stores nothing and
+	// returns ErrSessionRevoked; an id whose reservation is gone otherwise (expired, or
+	// lost by Redis) is not stored either: ErrSessionUnusable. The check and the write
+	// are one atomic step, so no revocation falls between them.
 	SaveSession(ctx context.Context, sessionID string, s Session) error
 	// ExchangeSession consumes the id atomically (single use) and keeps the session
 	// live under its sid for ttl; ErrSessionUnusable when the id cannot be used.

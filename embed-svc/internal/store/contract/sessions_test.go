@@ -24,6 +24,8 @@ func TestSessionStoreContract(t *testing.T) {
 		"bulk-revoke-counts-what-it-revoked":              revokeSIDs,
 		"states-tell-pending-live-revoked-and-unknown":    liveStates,
 		"a-reserved-id-can-be-revoked-before-it-is-saved": revokeReserved,
+		"a-revoke-before-the-save-stays":                  revokedBeforeSave,
+		"only-a-reserved-id-is-saved":                     savedOnlyIfReserved,
 		"a-session-over-its-cap-is-not-stored":            overCap,
 		"an-accounts-live-sessions-are-bounded":           liveSessionsBounded,
 		"refused-exchanges-are-reported-once-a-window":    exchangeFailuresCounted,

@@ -87,7 +87,10 @@ func (s *Sessions) ReserveSession(_ context.Context, accountID int64, sessionID 
 	return nil
 }
 
-// SaveSession stores a fresh session id for embed.SessionIDTTL.
+// SaveSession makes a reserved id exchangeable for embed.SessionIDTTL, as redisstore's
+// save script does: only while its reservation stands and its sid has no revocation
+// marker (embed.ErrSessionRevoked when it has, embed.ErrSessionUnusable when the
+// reservation is gone otherwise).
 func (s *Sessions) SaveSession(_ context.Context, sessionID string, sess embed.Session) error {
 	raw, err := embed.EncodeSession(sess)
 	if err != nil {
@@ -95,7 +98,15 @@ func (s *Sessions) SaveSession(_ context.Context, sessionID string, sess embed.S
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.pending[embed.PublicSessionHandle(sessionID)] = entry{account: sess.AccountID, value: string(raw), expires: s.now().Add(embed.SessionIDTTL)}
+	sid := embed.PublicSessionHandle(sessionID)
+	if _, revoked := s.get(s.revoked, sid); revoked {
+		delete(s.pending, sid)
+		return embed.ErrSessionRevoked
+	}
+	if _, reserved := s.get(s.pending, sid); !reserved {
+		return embed.ErrSessionUnusable
+	}
+	s.pending[sid] = entry{account: sess.AccountID, value: string(raw), expires: s.now().Add(embed.SessionIDTTL)}
 	return nil
 }
 

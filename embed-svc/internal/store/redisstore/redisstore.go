@@ -4,7 +4,8 @@
 // use: keyed by the hash so that reading Redis yields no usable session id),
 // embed:live:<sid> (the exchanged session, until its token expires), and the revocation
 // markers the gateway checks, whose scheme embed-svc publishes in package revocation.
-// Exchange and revoke are Lua scripts, so each is atomic and one round trip. In Redis
+// Save, exchange and revoke are Lua scripts, so each is atomic and one round trip (a save
+// never brings back an id a revoke has ended). In Redis
 // Cluster the sid in a session's keys is in braces (revocation.Scheme.Tag), so the
 // scripts' keys share one hash slot; elsewhere the names are unchanged.
 //
@@ -233,13 +234,43 @@ func (s *Store) ReserveSession(ctx context.Context, accountID int64, sessionID s
 	return nil
 }
 
-// SaveSession stores a fresh session id for embed.SessionIDTTL.
+// saveScript makes a reserved id exchangeable: it replaces the reservation with the
+// session only while the reservation is there and the sid has no revocation marker. A
+// revoke that came first (a bulk revoke reads the session's record, written before the
+// save) has deleted the reservation and written the marker: the save then stores
+// nothing and answers "revoked" (it deletes the id too, should a marker stand beside
+// it), so the revoke stays; an id whose reservation is gone without a marker (expired,
+// or lost in a failover) is not stored either ("gone").
+// KEYS: session id key, revoked key (one slot: both carry the sid's hash tag).
+// ARGV: the session's value, its lifetime (ms).
+var saveScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  redis.call('DEL', KEYS[1])
+  return 'revoked'
+end
+if not redis.call('SET', KEYS[1], ARGV[1], 'XX', 'PX', ARGV[2]) then return 'gone' end
+return 'saved'`)
+
+// SaveSession makes a reserved id exchangeable for embed.SessionIDTTL, in one script, only
+// while its reservation stands (see embed.SessionStore): embed.ErrSessionRevoked when a
+// revoke came first, embed.ErrSessionUnusable when the reservation is gone otherwise.
+// It is sent as EVAL, one round trip whether or not the server has the script cached.
 func (s *Store) SaveSession(ctx context.Context, sessionID string, sess embed.Session) error {
 	v, err := encode(sess)
 	if err != nil {
 		return err
 	}
-	return wrap(s.rdb.Set(ctx, s.pendingKey(embed.PublicSessionHandle(sessionID)), v, embed.SessionIDTTL).Err())
+	sid := embed.PublicSessionHandle(sessionID)
+	res, err := saveScript.Eval(ctx, s.rdb, []string{s.pendingKey(sid), s.scheme.SessionKey(sid)}, v, embed.SessionIDTTL.Milliseconds()).Text()
+	switch {
+	case err != nil:
+		return wrap(err)
+	case res == "revoked":
+		return embed.ErrSessionRevoked
+	case res == "gone":
+		return embed.ErrSessionUnusable
+	}
+	return nil
 }
 
 // ExchangeSession consumes the id atomically, durably: a failover after it cannot make
