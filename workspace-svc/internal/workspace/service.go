@@ -184,20 +184,27 @@ func (s *service) begin(ctx context.Context, p *identity.Principal, dep int64) (
 	if p == nil || p.User == nil {
 		return nil, errs.Forbiddenf("the workspace needs a user's bearer token")
 	}
-	s.recordUser(ctx, p)
+	// The record is best effort, but a database that could not be reached for it is
+	// the request's answer (503): the request's next command would wait out another
+	// server selection only to fail the same way, past the gateway's deadline.
+	if err := s.recordUser(ctx, p); err != nil && errs.IsUnavailable(err) {
+		return nil, err
+	}
 	return &request{s: s, p: p, dep: dep, tree: newTree()}, nil
 }
 
 // recordUser keeps the users projection that renders `user` of items, writing only when
 // this replica has not recorded the same details yet.
-func (s *service) recordUser(ctx context.Context, p *identity.Principal) {
+func (s *service) recordUser(ctx context.Context, p *identity.Principal) error {
 	u := User{ID: p.User.ID, Account: p.Account.ID, Email: p.User.Email, FirstName: p.User.FirstName, Picture: p.User.Picture, Role: p.User.Role}
 	if prev, ok := s.seen.Load(u.ID); ok && prev.(User) == u {
-		return
+		return nil
 	}
-	if err := s.store.RecordUser(ctx, u); err == nil {
+	err := s.store.RecordUser(ctx, u)
+	if err == nil {
 		s.seen.Store(u.ID, u)
 	}
+	return err
 }
 
 // usersFor returns the users among ids, reading only those not read yet.
