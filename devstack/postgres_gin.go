@@ -8,37 +8,34 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// ginTriggerSQL makes PostgreSQL serve FerretDB's filters from indexes the way MongoDB
-// serves them from compound indexes: through an index's leading field only. FerretDB v1
-// stores a collection as a table of one jsonb column, _jsonb, turns a MongoDB index into a
-// btree on its fields' expressions (_jsonb->'dep'), and pushes an equality filter down as
-// containment (_jsonb->'dep' @> '5', which also matches an array holding 5). No btree
-// serves @>; a GIN index on the same expression does. So an event trigger joins every
-// btree index FerretDB creates on a document field with a GIN index (jsonb_path_ops:
-// containment only, the smaller kind) on the index's FIRST field, one per field and table
-// whichever indexes lead with it (_id's own index gives _id one). A filter that skips an
-// index's leading field (an equality on anc alone, where the index is {dep, anc}) finds
-// no GIN index and reads the whole table, as MongoDB would scan the whole collection; a
-// filter on the leading field reads its entries and FerretDB filters the rest, where
-// MongoDB would bound the scan further by the next fields. fastupdate is off: with it,
-// new entries wait in a pending list that every search reads whole until a vacuum merges
-// it (after a bulk insert of 50,000 items a folder GET read 127 buffers instead of 4).
-// The services' code creates its indexes as it does on MongoDB; nothing in it knows.
+// ginTriggerSQL makes PostgreSQL serve FerretDB's filters from indexes. FerretDB v1
+// stores a collection as a table of one jsonb column, _jsonb, turns a MongoDB index
+// into a btree on its fields' expressions (_jsonb->'dep'), and pushes an equality
+// filter down as containment (_jsonb->'dep' @> '5', which also matches an array
+// holding 5). No btree serves @>; a GIN index on the same expression does. So an event
+// trigger joins every btree index FerretDB creates on a document field with a GIN
+// index (jsonb_path_ops: containment only, the smaller kind) on each of its fields, one
+// per field and table whichever indexes name it. fastupdate is off: with it, new entries
+// wait in a pending list that every search reads whole until a vacuum merges it (after a
+// bulk insert of 50,000 items a folder GET read 127 buffers instead of 4). The services'
+// code creates its indexes as it does on MongoDB; nothing in it knows.
 var ginTriggerSQL = []string{
 	`CREATE OR REPLACE FUNCTION devstack_gin_indexes() RETURNS event_trigger LANGUAGE plpgsql AS $fn$
 DECLARE
 	cmd record;
 	tbl oid;
+	k int;
 	expr text;
 BEGIN
 	FOR cmd IN SELECT objid FROM pg_event_trigger_ddl_commands() WHERE command_tag = 'CREATE INDEX' AND object_type = 'index' LOOP
 		CONTINUE WHEN (SELECT am.amname FROM pg_class c JOIN pg_am am ON am.oid = c.relam WHERE c.oid = cmd.objid) <> 'btree';
 		SELECT indrelid INTO tbl FROM pg_index WHERE indexrelid = cmd.objid;
-		-- The leading field only: column 1 of the index.
-		expr := pg_get_indexdef(cmd.objid, 1, false);
-		CONTINUE WHEN expr NOT LIKE '((_jsonb -> %';
-		EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s USING gin (%s jsonb_path_ops) WITH (fastupdate = off)',
-			left((SELECT relname FROM pg_class WHERE oid = tbl), 40) || '_' || left(md5(expr), 8) || '_gin', tbl::regclass, expr);
+		FOR k IN 1..(SELECT indnatts FROM pg_index WHERE indexrelid = cmd.objid) LOOP
+			expr := pg_get_indexdef(cmd.objid, k, false);
+			CONTINUE WHEN expr NOT LIKE '((_jsonb -> %';
+			EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s USING gin (%s jsonb_path_ops) WITH (fastupdate = off)',
+				left((SELECT relname FROM pg_class WHERE oid = tbl), 40) || '_' || left(md5(expr), 8) || '_gin', tbl::regclass, expr);
+		END LOOP;
 	END LOOP;
 END
 $fn$`,
