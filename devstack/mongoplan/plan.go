@@ -329,7 +329,7 @@ func choose(p preds, sortKeys []Key, indexes []Index) Plan {
 			continue
 		}
 		cand := Plan{Served: true, Index: ix.Name, Bounded: bounded, SortCovered: sortCovered(ix, p.fields, sortKeys)}
-		if best == nil || better(cand, ix, *best, bestIx) {
+		if best == nil || better(cand, ix, *best, bestIx, p.fields) {
 			best, bestIx = &cand, ix
 		}
 	}
@@ -344,9 +344,14 @@ func choose(p preds, sortKeys []Key, indexes []Index) Plan {
 	return *best
 }
 
-// better prefers an index that gives the sort, then the longer bounded prefix, then a
-// unique one, then the shorter.
-func better(a Plan, ai Index, b Plan, bi Index) bool {
+// better prefers a unique index every key of which the filter fixes (a point lookup: it
+// reads at most one document per value, which MongoDB's trial of plans finds first), then
+// an index that gives the sort, then the longer bounded prefix, then a unique one, then the
+// shorter.
+func better(a Plan, ai Index, b Plan, bi Index, fields map[string]kind) bool {
+	if pa, pb := pointLookup(ai, fields), pointLookup(bi, fields); pa != pb {
+		return pa
+	}
 	if a.SortCovered != b.SortCovered {
 		return a.SortCovered
 	}
@@ -357,6 +362,20 @@ func better(a Plan, ai Index, b Plan, bi Index) bool {
 		return ai.Unique
 	}
 	return len(ai.Keys) < len(bi.Keys)
+}
+
+// pointLookup: ix is unique and the filter fixes every one of its keys by an equality or
+// an $in.
+func pointLookup(ix Index, fields map[string]kind) bool {
+	if !ix.Unique {
+		return false
+	}
+	for _, k := range ix.Keys {
+		if f := fields[k.Field]; f != equal && f != points {
+			return false
+		}
+	}
+	return true
 }
 
 // prefix is the leading fields of ix that the predicates bound: equalities and $in

@@ -189,6 +189,20 @@ func TestChooseCountsAndDistinct(t *testing.T) {
 
 // TestChooseAssumesTheIDIndex: a collection whose indexes are not listed (not created
 // yet) still has _id's.
+// TestChoosePrefersAPointLookup: ids looked up in a deployment are read through _id, not
+// through a longer prefix of the deployment's index, as MongoDB's trial of plans picks.
+func TestChoosePrefersAPointLookup(t *testing.T) {
+	ixs := []Index{{Name: "dep_1_type_1_deleted_1", Keys: []Key{{Field: "dep"}, {Field: "type"}, {Field: "deleted"}}}}
+	f := raw(t, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: bson.A{1, 2}}}}, {Key: "dep", Value: 7}, {Key: "type", Value: "FOLDER"}})
+	if p := Choose(Command{Name: "find", Filter: f}, ixs); !p.Served || p.Index != "_id_" {
+		t.Fatalf("ids in a deployment: %+v, want the _id index", p)
+	}
+	f = raw(t, bson.D{{Key: "_id", Value: bson.D{{Key: "$gt", Value: 1}}}, {Key: "dep", Value: 7}, {Key: "type", Value: "FOLDER"}})
+	if p := Choose(Command{Name: "find", Filter: f}, ixs); p.Index != "dep_1_type_1_deleted_1" {
+		t.Fatalf("a range of ids in a deployment: %+v, want the longer prefix", p)
+	}
+}
+
 func TestChooseAssumesTheIDIndex(t *testing.T) {
 	if p := Choose(Command{Name: "find", Filter: raw(t, bson.D{{Key: "_id", Value: 1}})}, nil); !p.Served || p.Index != "_id_" {
 		t.Fatalf("an _id equality with no index listed: %+v", p)
