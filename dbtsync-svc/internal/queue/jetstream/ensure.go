@@ -77,10 +77,24 @@ func (q *Queue) ensureKeyValue(ctx context.Context, want natsjs.KeyValueConfig) 
 			}
 		}
 		kv, err = q.js.KeyValue(ctx, want.Bucket)
+		// The bucket's stream exists (just read or made), yet on a cluster its info can
+		// lag a moment behind another process's creation of it, and the bucket reads as
+		// not found: ask again for a little while before calling it missing.
+		for wait := time.Duration(0); errors.Is(err, natsjs.ErrBucketNotFound) && wait < bucketInfoWait; wait += 100 * time.Millisecond {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+			}
+			kv, err = q.js.KeyValue(ctx, want.Bucket)
+		}
 		return err
 	})
 	return kv, err
 }
+
+// bucketInfoWait bounds how long a bucket whose stream exists may read as not found.
+const bucketInfoWait = 5 * time.Second
 
 // keyValueStream is the stream configuration CreateOrUpdateKeyValue gives a bucket of
 // c's (nats.go's prepareKeyValueConfig: the settings the pipeline's buckets use, without
