@@ -22,6 +22,12 @@ var equalityKinds = map[bsoncore.Type]bool{
 // withInOneAsEquality is msg with a find's top-level {f: {$in: [v]}} written {f: v}, and
 // m re-parsed; msg and m themselves when there is nothing to rewrite.
 func withInOneAsEquality(msg []byte, m opMessage, isMsg bool) ([]byte, opMessage) {
+	return withFindFilter(msg, m, isMsg, inOneAsEquality)
+}
+
+// withFindFilter is msg with a find's filter as rewrite makes it, and m re-parsed; msg
+// and m themselves when it is no find or rewrite changes nothing.
+func withFindFilter(msg []byte, m opMessage, isMsg bool, rewrite func(bsoncore.Document) (bsoncore.Document, bool)) ([]byte, opMessage) {
 	if !isMsg || m.name() != "find" {
 		return msg, m
 	}
@@ -29,7 +35,7 @@ func withInOneAsEquality(msg []byte, m opMessage, isMsg bool) ([]byte, opMessage
 	if !ok {
 		return msg, m
 	}
-	newFilter, changed := inOneAsEquality(filter)
+	newFilter, changed := rewrite(filter)
 	if !changed {
 		return msg, m
 	}

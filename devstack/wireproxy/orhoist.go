@@ -20,23 +20,7 @@ import (
 // also at the filter's top level, and m re-parsed; msg and m themselves when there is
 // nothing to add.
 func withOrEqualitiesHoisted(msg []byte, m opMessage, isMsg bool) ([]byte, opMessage) {
-	if !isMsg || m.name() != "find" {
-		return msg, m
-	}
-	filter, ok := m.body.Lookup("filter").DocumentOK()
-	if !ok {
-		return msg, m
-	}
-	newFilter, changed := orEqualitiesHoisted(filter)
-	if !changed {
-		return msg, m
-	}
-	v := bsoncore.Value{Type: bsoncore.TypeEmbeddedDocument, Data: newFilter}
-	body, ok := withField(m.body, "filter", &v)
-	if !ok {
-		return msg, m
-	}
-	return rebuilt(msg, m, body)
+	return withFindFilter(msg, m, isMsg, orEqualitiesHoisted)
 }
 
 // orEqualitiesHoisted appends to filter the field: value pairs (equalityKinds scalars)
