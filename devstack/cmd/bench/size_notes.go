@@ -27,7 +27,7 @@ func pgStatements(ctx context.Context, url string) ([3]float64, error) {
 	return out, err
 }
 
-// sizeBar is issue 28's bar: a request costs at most this much more at 50,000 items.
+// sizeBar is the size table's bar: a request costs at most this much more at 50,000 items.
 const sizeBar = 1.5
 
 // sizeNotes prints, per candidate and request, each stack's counts per request and its

@@ -18,7 +18,7 @@ import (
 	"github.com/analyticsco/platform/devstack/wireproxy"
 )
 
-// The size tables (issue 28): every request of the workspace, reads and every write
+// The size tables: every request of the workspace, reads and every write
 // route, on stacks that differ only in what is stored: the measured deployment holding
 // 100 items or 50,000 (filled in bulk by devstack.FillWorkspace), or holding 100 beside
 // another deployment of 50,000. A ratio of the same row at two sizes says whether a
