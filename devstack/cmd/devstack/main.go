@@ -57,8 +57,10 @@ Environment:
                        sqlite (files in $DATA_DIR/mongo; every query scans its collection)
   DEVSTACK_MONGO_SERIALIZE   which commands the proxy runs one at a time: all (default),
                        collections (writes one at a time per collection, reads beside
-                       them) or writes (every write one at a time, reads beside them);
-                       for comparison (README "The embedded MongoDB is atomic")
+                       them), interleave (collections, with writes of many documents run
+                       one document at a time, as MongoDB does) or writes (every write
+                       one at a time, reads beside them); for comparison (README "The
+                       embedded MongoDB is atomic")
   DEVSTACK_MONGO_GIN   0: no GIN indexes beside FerretDB's own (postgresql; for comparison only)
   DEVSTACK_NATS_ADDR   embedded NATS address (default 127.0.0.1:4223; "random" = free port)
   DEVSTACK_REDIS_ADDR  redis-server address (default 127.0.0.1:6380; "random" = free port)
