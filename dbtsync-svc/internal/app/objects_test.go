@@ -41,6 +41,20 @@ func (h *harness) removals() float64 {
 	return 0
 }
 
+// awaitRemovals waits until the API has answered want object removals: the worker
+// asks for them after it records the job's end, so a finished job comes first.
+func (h *harness) awaitRemovals(want float64) float64 {
+	h.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got := h.removals()
+		if got >= want || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // objectChunks are the chunk subjects the object store holds, with their messages.
 func (h *harness) objectChunks(ctx context.Context) map[string]uint64 {
 	h.t.Helper()
@@ -77,7 +91,7 @@ func TestSucceededJobsUploadIsRemovedByTheAPIAndFreed(t *testing.T) {
 	if job := h.waitJob(acc["syncJobId"].(string)); job["status"] != "succeeded" {
 		t.Fatalf("job: %v", job)
 	}
-	if got := h.removals(); got != 1 {
+	if got := h.awaitRemovals(1); got != 1 {
 		t.Fatalf("object removals the API answered: %v, want the upload's", got)
 	}
 	if chunks := h.objectChunks(ctx); len(chunks) != 0 {
@@ -122,7 +136,7 @@ func TestRetriedFilesJobReplacesItsResultThroughTheAPI(t *testing.T) {
 	if job["status"] != "succeeded" || len(files) != 2 {
 		t.Fatalf("files job after its second run: %v", job)
 	}
-	if got := h.removals(); got != 2 { // the earlier result, then the upload
+	if got := h.awaitRemovals(2); got != 2 { // the earlier result, then the upload
 		t.Fatalf("object removals the API answered: %v, want 2", got)
 	}
 	if chunks := h.objectChunks(ctx); len(chunks) != 1 {
