@@ -100,3 +100,9 @@ require (
 )
 
 replace github.com/analyticsco/platform/api => ../api
+
+require github.com/analyticsco/platform/embed-svc v0.0.0
+
+replace github.com/analyticsco/platform/embed-svc => ../embed-svc
+
+replace github.com/analyticsco/platform/dbtsync-svc => ../dbtsync-svc

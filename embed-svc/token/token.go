@@ -50,7 +50,19 @@ type Claims struct {
 	UserID       int64  `json:"uid,omitempty"` // internal users only
 	// Settings are the session's resolved switches, locale and timezone (an object).
 	Settings json.RawMessage `json:"set,omitempty"`
+	// Resources, when present, narrows the session to these dashboards among those its
+	// grants let it open (generate-session's resources); absent: no narrowing.
+	Resources *Resources `json:"res,omitempty"`
 }
+
+// Resources is what a session is narrowed to: dashboards by public id (at most
+// MaxResourceDashboards).
+type Resources struct {
+	Dashboards []string `json:"dashboards"`
+}
+
+// MaxResourceDashboards bounds a session's resources.dashboards.
+const MaxResourceDashboards = 50
 
 // ErrIncomplete means a token without sid, acc or dep is no embed session token, whoever
 // signed it.

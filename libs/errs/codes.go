@@ -44,6 +44,7 @@ const (
 	CodeNotApplied           = "not_applied"              // 503: a bulk-move item the store failure left unmoved
 	CodeJobLimit             = "job_limit"                // 429: a deployment's dbt sync jobs queued or running
 	CodeStorageQuota         = "storage_quota"            // 413: what a deployment or account keeps in the dbt sync object store
+	CodeEmbedAccessLimit     = "embed_access_limit"       // 400: entries of one object's embed grants
 )
 
 // Codes maps every code to the statuses it is sent with (nil: any other status of its
@@ -57,7 +58,7 @@ var Codes = map[string][]int{
 	CodeKeyOutOfScope: {403}, CodeBranchNotFound: {404}, CodeBranchNotServed: {400}, CodeSessionIDInvalid: {401},
 	CodeDefinitionType: {409}, CodeDepthLimit: {400}, CodeFolderCycle: {400}, CodeFolderNotEmpty: {409},
 	CodeItemLimit: {400}, CodeFavoritesLimit: {400}, CodeNotApplied: {503},
-	CodeJobLimit: {429}, CodeStorageQuota: {413},
+	CodeJobLimit: {429}, CodeStorageQuota: {413}, CodeEmbedAccessLimit: {400},
 }
 
 // DefaultCode is the code of an error that no rule names: one per status.

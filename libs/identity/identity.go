@@ -112,7 +112,16 @@ type Embed struct {
 	Tenant       string          `json:"tenant,omitempty"`
 	CreatorMode  bool            `json:"creatorMode,omitempty"`
 	Internal     bool            `json:"internal,omitempty"`
-	Claims       json.RawMessage `json:"claims,omitempty"`
+	// Resources, when not nil, narrows the session to the dashboards it names among
+	// those its grants let it open (generate-session's resources): never wider, and an
+	// empty list opens nothing.
+	Resources *EmbedResources `json:"resources,omitempty"`
+	Claims    json.RawMessage `json:"claims,omitempty"`
+}
+
+// EmbedResources is what an embed session is narrowed to: dashboards by public id.
+type EmbedResources struct {
+	Dashboards []string `json:"dashboards"`
 }
 
 // Principal is the verified caller of one request.

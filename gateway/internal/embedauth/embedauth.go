@@ -109,6 +109,9 @@ func (v *Verifier) Embed(ctx context.Context, raw string) (*identity.Principal, 
 		Embed: &identity.Embed{SessionID: c.SessionID, Subject: c.Subject, DeploymentID: c.DeploymentID, Branch: c.Branch,
 			Tenant: c.Tenant, CreatorMode: c.CreatorMode, Internal: c.Internal, Claims: payload},
 	}
+	if c.Resources != nil {
+		p.Embed.Resources = &identity.EmbedResources{Dashboards: append([]string{}, c.Resources.Dashboards...)}
+	}
 	if c.Internal && c.UserID > 0 {
 		u, err := v.authn.User(ctx, c.UserID)
 		if err != nil {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"time"
+
+	"github.com/analyticsco/platform/workspace-svc/internal/embedaccess"
 )
 
 // The ports: what the service needs from storage, in the domain's terms. The MongoDB
@@ -32,6 +34,13 @@ type Item struct {
 	Grants []Grant
 	Anc    []int64
 	Depth  int
+	// Folders and workbooks: their own embed grants (empty: none), read with the head.
+	EmbedAccess embedaccess.Grants
+	// Workbooks: the published dashboard's title (config.title, else the dashboard's
+	// title; nil: none) and whether it is published with allowEmbed, kept with the head
+	// by every write of the published dashboard, so the embed listing reads no dashboard.
+	PublishedTitle *string
+	Embeddable     bool
 	// Workbooks and reports: JSON objects kept verbatim (nil: none).
 	Meta             json.RawMessage
 	CalculatedFields json.RawMessage
@@ -59,6 +68,8 @@ type FolderNode struct {
 	Grants    []Grant
 	Anc       []int64
 	Depth     int
+	// EmbedAccess is the folder's own embed grants (empty: none).
+	EmbedAccess embedaccess.Grants
 }
 
 // TreeOpKind names a structural change of a deployment's folder tree.
@@ -313,4 +324,5 @@ type Store interface {
 	LeaseStore
 	UserStore
 	FavoriteStore
+	EmbedAccessStore
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
+	"github.com/analyticsco/platform/workspace-svc/internal/embedaccess"
 )
 
 // Limits and timings of the service.
@@ -49,6 +50,14 @@ type Service interface {
 	Publish(ctx context.Context, p *identity.Principal, dep, id int64, allowEmbed *bool) (Workbook, error)
 	Unpublish(ctx context.Context, p *identity.Principal, dep, id int64) (Workbook, error)
 	SetFavorite(ctx context.Context, p *identity.Principal, dep int64, ref ItemRef, on bool) error
+	// Embed grants (embedgrants.go).
+	GetEmbedAccess(ctx context.Context, p *identity.Principal, dep int64, obj EmbedObject) (EmbedAccessView, error)
+	PutEmbedAccess(ctx context.Context, p *identity.Principal, dep int64, obj EmbedObject, g embedaccess.Grants) (EmbedAccessView, error)
+	TenantWorkbooks(ctx context.Context, p *identity.Principal, dep int64, tenant string, in TenantWorkbooksInput) (httpx.Page[TenantWorkbook], error)
+	// The embed viewer's read path (embedview.go): the session's deployment, tenant and
+	// narrowing are the principal's (identity.Embed).
+	EmbedDashboards(ctx context.Context, p *identity.Principal, first int, after string) (httpx.Page[EmbedDashboardSummary], error)
+	EmbedDashboard(ctx context.Context, p *identity.Principal, publicID string) (Dashboard, error)
 }
 
 // service implements Service over the store's ports.
@@ -103,6 +112,8 @@ func (noCounter) Inc() {}
 // favorites).
 type Ports struct {
 	Store Store
+	// Viewers answers an embed viewer's current groups (nil: every viewer has none).
+	Viewers ViewerGroups
 }
 
 // Options tune the service; zero values take the defaults.
