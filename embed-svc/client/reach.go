@@ -21,6 +21,22 @@ const (
 	MaxReachDashboards = 100
 )
 
+// ValidDashboardPublicID reports whether id has the form of a dashboard's public id:
+// 16 base64url characters (12 random bytes), as workspace-svc makes them at the first
+// publish. generate-session's resources are format-checked by it.
+func ValidDashboardPublicID(id string) bool {
+	if len(id) != 16 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
 // ReachRequest describes a viewer: the deployment and tenant of the session, the
 // viewer's groups in each catalog, and the session's narrowing (Resources nil: none).
 // An internal user (InternalUserID > 0) is decided by their own role and folder grants,
