@@ -21,6 +21,7 @@ type Config struct {
 	MaxDraftBytes            int    `env:"WORKSPACE_MAX_DRAFT_BYTES" default:"524288" help:"largest dashboard draft of a workbook; larger is 413"`
 	MaxPublishedBytes        int    `env:"WORKSPACE_MAX_PUBLISHED_BYTES" default:"4194304" help:"largest published dashboard of a workbook, as stored (its config and a snapshot of every report it names); a publish past it is 413"`
 	MaxFolderGrants          int    `env:"WORKSPACE_MAX_FOLDER_GRANTS" default:"1000" help:"most grants one folder holds; setting more is 400"`
+	MaxEmbedAccessEntries    int    `env:"WORKSPACE_MAX_EMBED_ACCESS_ENTRIES" default:"200" help:"most embed access entries (allEmbedUsers, tenants and groups together) one workbook, folder or the root holds; setting more is 400 embed_access_limit"`
 	MaxFavorites             int    `env:"WORKSPACE_MAX_FAVORITES" default:"1000" help:"favorites one user may keep in one deployment; one more is 400"`
 	MaxSearchScan            int    `env:"WORKSPACE_MAX_SEARCH_SCAN" default:"1000" help:"items a search or filtered listing examines per page before it answers the page so far (hasNextPage true, a cursor to go on)"`
 	MaxListScan              int    `env:"WORKSPACE_MAX_LIST_SCAN" default:"1000" help:"children a folder listing examines per page before it answers the page so far (hasNextPage true, a cursor to go on): the bound when the caller can view few of many"`
@@ -34,7 +35,7 @@ type Config struct {
 func (c Config) Limits() workspace.Limits {
 	return workspace.Limits{ItemsPerDeployment: c.MaxItemsPerDeployment, MetaBytes: c.MaxMetaBytes, Favorites: c.MaxFavorites,
 		SearchScan: c.MaxSearchScan, ListScan: c.MaxListScan, CalculatedFieldsBytes: c.MaxCalculatedFieldsBytes, DraftBytes: c.MaxDraftBytes,
-		PublishedBytes: c.MaxPublishedBytes, Grants: c.MaxFolderGrants, DashboardReports: c.MaxDashboardReports, MoveAnswerBytes: c.MaxBulkMoveBytes}
+		PublishedBytes: c.MaxPublishedBytes, Grants: c.MaxFolderGrants, EmbedAccessEntries: c.MaxEmbedAccessEntries, DashboardReports: c.MaxDashboardReports, MoveAnswerBytes: c.MaxBulkMoveBytes}
 }
 
 // Load reads the configuration from the environment.

@@ -84,6 +84,7 @@ type Limits struct {
 	DraftBytes            int   // a workbook's dashboard draft, as stored
 	PublishedBytes        int   // a workbook's published dashboard (its config and report snapshots), as stored
 	Grants                int   // grants of one folder
+	EmbedAccessEntries    int   // embed access entries of one workbook, folder or the root
 	Favorites             int   // favorites of one user in one deployment
 	SearchScan            int   // items a search examines per page
 	ListScan              int   // children a listing examines per page
@@ -96,7 +97,7 @@ type Limits struct {
 // DefaultLimits are the limits when none are configured: the defaults of the config
 // tags (WORKSPACE_MAX_*), which a fitness test keeps equal (systemtest/architecture).
 var DefaultLimits = Limits{ItemsPerDeployment: 100_000, MetaBytes: 256 << 10, CalculatedFieldsBytes: 256 << 10, DraftBytes: 512 << 10,
-	PublishedBytes: 4 << 20, Grants: 1000, Favorites: 1000, SearchScan: 1000, ListScan: 1000, DashboardReports: 200, MoveAnswerBytes: 16 << 20}
+	PublishedBytes: 4 << 20, Grants: 1000, EmbedAccessEntries: embedaccess.DefaultMaxEntries, Favorites: 1000, SearchScan: 1000, ListScan: 1000, DashboardReports: 200, MoveAnswerBytes: 16 << 20}
 
 // WithDefaults is l with every limit not set (zero or less) at its DefaultLimits value.
 func (l Limits) WithDefaults() Limits { return config.OrDefaults(l, DefaultLimits) }
