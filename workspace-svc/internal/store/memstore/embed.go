@@ -2,41 +2,136 @@ package memstore
 
 import (
 	"context"
+	"slices"
 	"time"
 
-	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/workspace-svc/internal/embedaccess"
 	"github.com/analyticsco/platform/workspace-svc/internal/workspace"
 )
 
-var errBuilding = errs.Unavailablef("embed access storage is being built")
-
-// SetEmbedAccess implements workspace.EmbedAccessStore.
+// SetEmbedAccess replaces the own embed grants of the live folder or workbook id of type
+// typ; an empty g clears them. A grant change is not a change of the item's content: its
+// updatedAt and updatedBy stay as they are.
 func (s *Store) SetEmbedAccess(ctx context.Context, dep, id int64, typ workspace.ItemType, g embedaccess.Grants, by int64, at time.Time) (bool, error) {
-	return false, errBuilding
+	if err := s.begin(ctx, "SetEmbedAccess"); err != nil {
+		return false, err
+	}
+	defer s.mu.Unlock()
+	if typ != workspace.TypeFolder && typ != workspace.TypeWorkbook {
+		return false, nil
+	}
+	r := s.meeting(dep, id, typ, workspace.ItemPrecondition{})
+	if r == nil {
+		return false, nil
+	}
+	r.item.EmbedAccess = cloneGrants(g)
+	return true, nil
 }
 
-// RootEmbedAccess implements workspace.EmbedAccessStore.
+// RootEmbedAccess returns the grants on the deployment's root (empty when none).
 func (s *Store) RootEmbedAccess(ctx context.Context, dep int64) (embedaccess.Grants, error) {
-	return embedaccess.Grants{}, errBuilding
+	if err := s.begin(ctx, "RootEmbedAccess"); err != nil {
+		return embedaccess.Grants{}, err
+	}
+	defer s.mu.Unlock()
+	return cloneGrants(s.roots[dep]), nil
 }
 
-// SetRootEmbedAccess implements workspace.EmbedAccessStore.
+// SetRootEmbedAccess replaces the grants on the deployment's root.
 func (s *Store) SetRootEmbedAccess(ctx context.Context, dep int64, g embedaccess.Grants, by int64, at time.Time) error {
-	return errBuilding
+	if err := s.begin(ctx, "SetRootEmbedAccess"); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if g.Empty() {
+		delete(s.roots, dep)
+		return nil
+	}
+	s.roots[dep] = cloneGrants(g)
+	return nil
 }
 
-// WorkbookByPublicID implements workspace.EmbedAccessStore.
+// WorkbookByPublicID returns the live workbook of dep whose published dashboard has
+// publicID, with the large parts that parts names; nil when there is none.
 func (s *Store) WorkbookByPublicID(ctx context.Context, dep int64, publicID string, parts workspace.Parts) (*workspace.Item, error) {
-	return nil, errBuilding
+	if err := s.begin(ctx, "WorkbookByPublicID"); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	if publicID == "" {
+		return nil, nil
+	}
+	for _, id := range s.sortedIDs() {
+		r := s.live(dep, id)
+		if r != nil && r.item.Type == workspace.TypeWorkbook && r.item.PublicID == publicID {
+			return withParts(&r.item, parts), nil
+		}
+	}
+	return nil, nil
 }
 
-// EmbeddableWorkbooks implements workspace.EmbedAccessStore.
+// EmbeddableWorkbooks returns heads of at most limit live workbooks of dep, by id after
+// afterID, whose dashboard is published with allowEmbed.
 func (s *Store) EmbeddableWorkbooks(ctx context.Context, dep, afterID int64, limit int) ([]*workspace.Item, error) {
-	return nil, errBuilding
+	if err := s.begin(ctx, "EmbeddableWorkbooks"); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	return s.workbookHeads(dep, afterID, limit, func(it *workspace.Item) bool { return it.Embeddable }), nil
 }
 
-// WorkbookHeads implements workspace.EmbedAccessStore.
+// WorkbookHeads returns heads of at most limit live workbooks of dep, by id after
+// afterID.
 func (s *Store) WorkbookHeads(ctx context.Context, dep, afterID int64, limit int) ([]*workspace.Item, error) {
-	return nil, errBuilding
+	if err := s.begin(ctx, "WorkbookHeads"); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	return s.workbookHeads(dep, afterID, limit, func(*workspace.Item) bool { return true }), nil
+}
+
+func (s *Store) workbookHeads(dep, afterID int64, limit int, keep func(*workspace.Item) bool) []*workspace.Item {
+	out := []*workspace.Item{}
+	for _, id := range s.sortedIDs() {
+		if len(out) >= limit {
+			break
+		}
+		r := s.live(dep, id)
+		if id <= afterID || r == nil || r.item.Type != workspace.TypeWorkbook || !keep(&r.item) {
+			continue
+		}
+		out = append(out, withParts(&r.item, 0))
+	}
+	return out
+}
+
+// cloneGrants is a deep copy of g, its empty lists nil (as MongoDB reads a list it does
+// not store).
+func cloneGrants(g embedaccess.Grants) embedaccess.Grants {
+	out := embedaccess.Grants{AllEmbedUsers: g.AllEmbedUsers}
+	if len(g.Tenants) > 0 {
+		out.Tenants = slices.Clone(g.Tenants)
+	}
+	if len(g.Groups) > 0 {
+		out.Groups = slices.Clone(g.Groups)
+	}
+	return out
+}
+
+// publishedHead is what the head keeps of a published dashboard: its title
+// (config.title, else the dashboard's title) and whether it is published with
+// allowEmbed.
+func publishedHead(p *workspace.Dashboard) (*string, bool) {
+	if p == nil {
+		return nil, false
+	}
+	title := p.Config.Title
+	if title == nil {
+		title = p.Title
+	}
+	if title != nil {
+		t := *title
+		title = &t
+	}
+	return title, p.Status == workspace.StatusPublished && p.AllowEmbed
 }

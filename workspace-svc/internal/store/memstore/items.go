@@ -55,7 +55,9 @@ func (s *Store) InsertItem(ctx context.Context, it *workspace.Item) error {
 	if s.items[it.ID] != nil {
 		return fmt.Errorf("insert item %d: %w", it.ID, workspace.ErrIDTaken)
 	}
-	s.items[it.ID] = &record{item: *clone(it)}
+	r := &record{item: *clone(it)}
+	r.item.PublishedTitle, r.item.Embeddable = publishedHead(it.Published)
+	s.items[it.ID] = r
 	return nil
 }
 
@@ -91,6 +93,7 @@ func (s *Store) UpdateItem(ctx context.Context, dep, id int64, typ workspace.Ite
 	}
 	if p := u.Published; p != nil {
 		it.Published, it.PublishedVersion, it.DashboardID, it.PublicID = viaJSON(p), p.VersionNumber, p.ID, p.PublicID
+		it.PublishedTitle, it.Embeddable = publishedHead(p)
 	}
 	it.UpdatedAt, it.UpdatedBy = u.UpdatedAt, u.UpdatedBy
 	return clone(it), nil

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/analyticsco/platform/libs/errs"
+	"github.com/analyticsco/platform/workspace-svc/internal/embedaccess"
 	"github.com/analyticsco/platform/workspace-svc/internal/workspace"
 )
 
@@ -37,6 +38,7 @@ type Store struct {
 	users     map[int64]workspace.User
 	favorites map[string]*favorite // by dep:user:item
 	favSeq    int64
+	roots     map[int64]embedaccess.Grants // by deployment: the root's embed grants
 }
 
 var _ workspace.Store = (*Store)(nil)
@@ -61,7 +63,7 @@ type favorite struct {
 // New returns an empty store.
 func New() *Store {
 	return &Store{items: map[int64]*record{}, trees: map[int64]*workspace.TreeVersion{}, users: map[int64]workspace.User{},
-		favorites: map[string]*favorite{}, slots: map[int64]int64{}}
+		favorites: map[string]*favorite{}, slots: map[int64]int64{}, roots: map[int64]embedaccess.Grants{}}
 }
 
 // begin locks the store for one method, or fails as the database would: on Fault, or on
@@ -97,6 +99,11 @@ func clone(it *workspace.Item) *workspace.Item {
 	out := *it
 	out.Grants = slices.Clone(it.Grants)
 	out.Anc = slices.Clone(it.Anc)
+	out.EmbedAccess = cloneGrants(it.EmbedAccess)
+	if it.PublishedTitle != nil {
+		t := *it.PublishedTitle
+		out.PublishedTitle = &t
+	}
 	out.Meta = slices.Clone(it.Meta)
 	out.CalculatedFields = slices.Clone(it.CalculatedFields)
 	out.Draft = viaJSON(it.Draft)
@@ -129,17 +136,19 @@ func viaJSON[T any](v *T) *T {
 	return &out
 }
 
-// projected is a listed item: without what can be large.
+// projected is a listed item: without what can be large, and without what only a head
+// carries (the published version and ids, the embed grants and the published title).
 func projected(it *workspace.Item) *workspace.Item {
 	out := clone(it)
 	out.Meta, out.CalculatedFields, out.Draft, out.Published = nil, nil, nil, nil
 	out.PublishedVersion, out.PublicID, out.DashboardID = 0, "", 0
+	out.EmbedAccess, out.PublishedTitle, out.Embeddable = embedaccess.Grants{}, nil, false
 	return out
 }
 
 func node(it *workspace.Item) *workspace.FolderNode {
 	return &workspace.FolderNode{ID: it.ID, Parent: it.Parent, Name: it.Name, Position: it.Position, CreatedBy: it.CreatedBy,
-		Grants: slices.Clone(it.Grants), Anc: slices.Clone(it.Anc), Depth: it.Depth}
+		Grants: slices.Clone(it.Grants), Anc: slices.Clone(it.Anc), Depth: it.Depth, EmbedAccess: cloneGrants(it.EmbedAccess)}
 }
 
 func cloneOp(op *workspace.TreeOp) *workspace.TreeOp {
