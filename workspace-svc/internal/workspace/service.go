@@ -74,6 +74,7 @@ type service struct {
 	// structural request; another replica applies it once, then remembers too).
 	applied sync.Map // deployment id -> int64
 	limits  Limits
+	viewers ViewerGroups // nil: every embed viewer has no groups
 }
 
 // Limits bound what clients can store; zero fields take the defaults.
@@ -132,7 +133,7 @@ func NewService(p Ports, o Options) Service {
 	if treeConflicts == nil {
 		treeConflicts = noCounter{}
 	}
-	return &service{store: p.Store, treeConflicts: treeConflicts, limits: o.Limits.WithDefaults(),
+	return &service{store: p.Store, treeConflicts: treeConflicts, limits: o.Limits.WithDefaults(), viewers: p.Viewers,
 		now: func() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }}
 }
 
