@@ -79,7 +79,18 @@ func match(p string) (route, bool) {
 		first, _, _ := strings.Cut(rest, "/")
 		switch first {
 		case "workspace", "folders", "workbooks", "reports":
+			// The embed grants of a folder or a workbook (.../{id}/embed-access) are served
+			// with the object, by workspace-svc.
 			return route{name: first, svc: svcWorkspace, policy: policyBearer, deployment: id}, true
+		case "embed-access":
+			// The grants on the deployment's root.
+			if rest == "embed-access" {
+				return route{name: "embed-access", svc: svcWorkspace, policy: policyBearer, deployment: id}, true
+			}
+		case "embed-tenants":
+			// A tenant's effective access to the deployment's workbooks; the embed tenants'
+			// own routes (/api/v1/embed-tenants/...) are embed-svc's.
+			return route{name: "embed-tenant-workbooks", svc: svcWorkspace, policy: policyBearer, deployment: id}, true
 		case "dbt-sync":
 			return route{name: "dbt-sync", svc: svcDBTSync, policy: policyBearer, deployment: id, bigBody: rest == "dbt-sync"}, true
 		case "dbt-git-integration":
@@ -114,6 +125,11 @@ func match(p string) (route, bool) {
 		return route{name: ".well-known/jwks.json", svc: svcEmbed, policy: policyPublic}, true
 	case p == "/api/v1/embed/settings":
 		return route{name: "embed-settings", svc: svcEmbed, policy: policyAccountAdmin}, true
+	case p == "/api/v1/embed/dashboards", strings.HasPrefix(p, "/api/v1/embed/dashboards/"):
+		// The viewer's read path: workspace-svc keeps the dashboards and their grants, and
+		// reads the session's deployment, tenant and narrowing from the signed principal.
+		// Every id, malformed ones included, is the service's to answer, after the token.
+		return route{name: "embed-dashboards", svc: svcWorkspace, policy: policyEmbedToken}, true
 	case p == "/api/v1/embed/session", p == "/api/v1/embed/session/ai-credentials":
 		return route{name: strings.TrimPrefix(p, "/api/v1/embed/"), svc: svcEmbed, policy: policyEmbedToken}, true
 	case strings.HasPrefix(p, "/api/v1/embed-tenants/"):
