@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/identity"
+	"github.com/analyticsco/platform/workspace-svc/internal/embedaccess"
 )
 
 // The actions workspace-svc records in the audit trail: one event per call of a
@@ -19,6 +21,10 @@ const (
 	ActionFavoriteAdd       = "workspace.favorite.add"
 	ActionFavoriteRemove    = "workspace.favorite.remove"
 	ActionItemsMove         = "workspace.items.move"
+	// A change of the embed access of the deployment's root (its target the deployment);
+	// a workbook's or a folder's is ItemAction(type, EmbedAccessVerb).
+	ActionRootEmbedAccess = "workspace.deployment.embed_access_change"
+	EmbedAccessVerb       = "embed_access_change"
 )
 
 // ItemAction is the action verb on an item of type t ("workspace.workbook.create").
@@ -225,4 +231,94 @@ func (a *auditing) SetFavorite(ctx context.Context, p *identity.Principal, dep i
 	}
 	audit.Record(ctx, a.rec, p, action, target(ref.Type, ref.ID), err, http.StatusNoContent, nil)
 	return err
+}
+
+// embedAccessEvent is the action and target of a change of obj's embed access.
+func embedAccessEvent(dep int64, obj EmbedObject) (string, audit.Target) {
+	if obj.Root() {
+		return ActionRootEmbedAccess, audit.Target{Type: "deployment", ID: strconv.FormatInt(dep, 10)}
+	}
+	return ItemAction(obj.Type, EmbedAccessVerb), target(obj.Type, obj.ID)
+}
+
+// maxAuditedEmbedBytes bounds the entries an embed access event lists, as JSON: the rest
+// of its details fit beside them in audit.MaxDetailsBytes.
+const maxAuditedEmbedBytes = audit.MaxDetailsBytes - 512
+
+// PutEmbedAccess records one event per PUT that changed the grants, and every refused
+// one; a PUT of the grants already there changed nothing and records nothing. A change
+// lists each entry added, removed or changed (subject, before and after: absent when
+// there was no entry), in subject order, as many as fit in maxAuditedEmbedBytes
+// ("unlisted" counts the rest); a refusal, how many entries were sent.
+func (a *auditing) PutEmbedAccess(ctx context.Context, p *identity.Principal, dep int64, obj EmbedObject, g embedaccess.Grants) (EmbedAccessView, error) {
+	v, err := a.Service.PutEmbedAccess(ctx, p, dep, obj, g)
+	if err == nil && !v.Changed {
+		return v, err
+	}
+	action, tgt := embedAccessEvent(dep, obj)
+	d := map[string]any{"entries": g.Entries()}
+	if err == nil {
+		d = embedAccessChanges(v.Previous, v.Grants)
+	}
+	audit.Record(ctx, a.rec, p, action, tgt, err, http.StatusOK, d)
+	return v, err
+}
+
+// embedSubjects maps each entry of g to its access, by a key naming its subject:
+// allEmbedUsers, tenant:<name>, group:account:<group>, group:tenant:<tenant>:<group>.
+func embedSubjects(g embedaccess.Grants) map[string]embedaccess.Access {
+	m := make(map[string]embedaccess.Access, g.Entries())
+	if g.AllEmbedUsers != "" {
+		m[embedaccess.SourceAllEmbedUsers] = g.AllEmbedUsers
+	}
+	for _, e := range g.Tenants {
+		m["tenant:"+e.EmbedTenantName] = e.Access
+	}
+	for _, e := range g.Groups {
+		k := "group:" + e.Scope + ":"
+		if e.Scope == embedaccess.ScopeTenant {
+			k += e.EmbedTenantName + ":"
+		}
+		m[k+e.GroupName] = e.Access
+	}
+	return m
+}
+
+// embedAccessChanges is the details of a change from before to after.
+func embedAccessChanges(before, after embedaccess.Grants) map[string]any {
+	was, now := embedSubjects(before), embedSubjects(after)
+	keys := make([]string, 0, len(was)+len(now))
+	for k := range was {
+		keys = append(keys, k)
+	}
+	for k := range now {
+		if _, ok := was[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	changes := []map[string]any{}
+	size, changed := 2, 0
+	for _, k := range keys {
+		if was[k] == now[k] {
+			continue
+		}
+		changed++
+		c := map[string]any{"subject": k}
+		if x := was[k]; x != "" {
+			c["before"] = string(x)
+		}
+		if x := now[k]; x != "" {
+			c["after"] = string(x)
+		}
+		if b, _ := json.Marshal(c); len(changes) == changed-1 && size+len(b)+1 <= maxAuditedEmbedBytes {
+			size += len(b) + 1
+			changes = append(changes, c)
+		}
+	}
+	d := map[string]any{"entriesBefore": before.Entries(), "entriesAfter": after.Entries(), "changes": changes}
+	if n := changed - len(changes); n > 0 {
+		d["unlisted"] = n
+	}
+	return d
 }

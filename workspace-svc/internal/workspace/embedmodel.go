@@ -24,6 +24,10 @@ func (o EmbedObject) Root() bool { return o.Type == "" }
 type EmbedAccessView struct {
 	embedaccess.Grants
 	Inherited []InheritedEmbedAccess `json:"inherited"`
+	// Changed says a PUT replaced different grants, which were Previous: what the audit
+	// trail records of it (a PUT of the grants already there changes nothing).
+	Changed  bool               `json:"-"`
+	Previous embedaccess.Grants `json:"-"`
 }
 
 // InheritedEmbedAccess is the own grants of one object above: a folder (Source

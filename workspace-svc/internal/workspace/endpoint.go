@@ -7,6 +7,7 @@ import (
 
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
+	"github.com/analyticsco/platform/workspace-svc/internal/embedaccess"
 )
 
 // Requests of the endpoints: the verified caller, the deployment of the path, and the
@@ -81,6 +82,29 @@ type (
 	permissions struct {
 		Grants []Grant `json:"grants"`
 	}
+	embedAccessRequest struct {
+		scope
+		Object EmbedObject
+	}
+	putEmbedAccessRequest struct {
+		embedAccessRequest
+		Grants embedaccess.Grants
+	}
+	tenantWorkbooksRequest struct {
+		scope
+		Tenant string
+		In     TenantWorkbooksInput
+	}
+	// The embed viewer's requests: the session's deployment is the principal's.
+	embedDashboardsRequest struct {
+		P     *identity.Principal
+		First int
+		After string
+	}
+	embedDashboardRequest struct {
+		P        *identity.Principal
+		PublicID string
+	}
 )
 
 // Endpoints are the go-kit endpoints of the service.
@@ -91,6 +115,8 @@ type Endpoints struct {
 	CreateItem, GetItem, Publish                        endpoint.Endpoint
 	UpdateItem, DeleteItem, Unpublish                   endpoint.Endpoint
 	Search, Favorite                                    endpoint.Endpoint
+	GetEmbedAccess, PutEmbedAccess, TenantWorkbooks     endpoint.Endpoint
+	EmbedDashboards, EmbedDashboard                     endpoint.Endpoint
 }
 
 // MakeEndpoints adapts s.
@@ -165,6 +191,26 @@ func MakeEndpoints(s Service) Endpoints {
 		Favorite: func(ctx context.Context, req any) (any, error) {
 			r := req.(favoriteRequest)
 			return httpx.NoContent{}, s.SetFavorite(ctx, r.P, r.Dep, r.Ref, r.On)
+		},
+		GetEmbedAccess: func(ctx context.Context, req any) (any, error) {
+			r := req.(embedAccessRequest)
+			return s.GetEmbedAccess(ctx, r.P, r.Dep, r.Object)
+		},
+		PutEmbedAccess: func(ctx context.Context, req any) (any, error) {
+			r := req.(putEmbedAccessRequest)
+			return s.PutEmbedAccess(ctx, r.P, r.Dep, r.Object, r.Grants)
+		},
+		TenantWorkbooks: func(ctx context.Context, req any) (any, error) {
+			r := req.(tenantWorkbooksRequest)
+			return s.TenantWorkbooks(ctx, r.P, r.Dep, r.Tenant, r.In)
+		},
+		EmbedDashboards: func(ctx context.Context, req any) (any, error) {
+			r := req.(embedDashboardsRequest)
+			return s.EmbedDashboards(ctx, r.P, r.First, r.After)
+		},
+		EmbedDashboard: func(ctx context.Context, req any) (any, error) {
+			r := req.(embedDashboardRequest)
+			return s.EmbedDashboard(ctx, r.P, r.PublicID)
 		},
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/analyticsco/platform/libs/identity"
+	"github.com/analyticsco/platform/workspace-svc/internal/embedaccess"
 )
 
 // LoggingMiddleware logs the workspace's changes of state once they are done, with the
@@ -99,4 +100,12 @@ func (l *logging) SetFavorite(ctx context.Context, p *identity.Principal, dep in
 	err := l.Service.SetFavorite(ctx, p, dep, ref, on)
 	l.done(ctx, err, "favorite set", "deploymentId", dep, "type", ref.Type, "id", ref.ID, "favorite", on)
 	return err
+}
+
+func (l *logging) PutEmbedAccess(ctx context.Context, p *identity.Principal, dep int64, obj EmbedObject, g embedaccess.Grants) (EmbedAccessView, error) {
+	v, err := l.Service.PutEmbedAccess(ctx, p, dep, obj, g)
+	if v.Changed {
+		l.done(ctx, err, "embed access set", "deploymentId", dep, "object", embedObjectLabel(obj), "id", obj.ID, "entries", v.Entries())
+	}
+	return v, err
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/identity"
+	"github.com/analyticsco/platform/workspace-svc/internal/embedaccess"
 )
 
 // Metrics are the domain counters of workspace-svc.
@@ -15,6 +16,8 @@ type Metrics struct {
 	FoldersCreated      prometheus.Counter
 	TreeConflicts       prometheus.Counter // counted by the service itself (NewService)
 	DashboardsPublished prometheus.Counter
+	EmbedAccessChanges  *prometheus.CounterVec
+	EmbedDashboardReads *prometheus.CounterVec
 }
 
 // NewMetrics registers the counters on reg (nil: unregistered, for tests).
@@ -36,9 +39,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "workspace_svc_dashboards_published_total",
 			Help: "Workbook dashboards published.",
 		}),
+		EmbedAccessChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "workspace_svc_embed_access_changes_total",
+			Help: "Changes of embed access grants, by the object they sit on (workbook, folder, root); a PUT of the grants already there is none.",
+		}, []string{"object"}),
+		EmbedDashboardReads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "workspace_svc_embed_dashboard_reads_total",
+			Help: "Published dashboards asked for by embed sessions, by outcome (opened, not_found, forbidden, unavailable, other).",
+		}, []string{"outcome"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.ItemsMoved, m.FoldersCreated, m.TreeConflicts, m.DashboardsPublished)
+		reg.MustRegister(m.ItemsMoved, m.FoldersCreated, m.TreeConflicts, m.DashboardsPublished, m.EmbedAccessChanges, m.EmbedDashboardReads)
 	}
 	return m
 }
@@ -118,4 +129,42 @@ func (i *instrumenting) Publish(ctx context.Context, p *identity.Principal, dep,
 		i.m.DashboardsPublished.Inc()
 	}
 	return w, err
+}
+
+// embedObjectLabel names the object embed grants sit on: workbook, folder or root.
+func embedObjectLabel(obj EmbedObject) string {
+	if obj.Root() {
+		return "root"
+	}
+	return obj.Type.lower()
+}
+
+func (i *instrumenting) PutEmbedAccess(ctx context.Context, p *identity.Principal, dep int64, obj EmbedObject, g embedaccess.Grants) (EmbedAccessView, error) {
+	v, err := i.Service.PutEmbedAccess(ctx, p, dep, obj, g)
+	if err == nil && v.Changed {
+		i.m.EmbedAccessChanges.WithLabelValues(embedObjectLabel(obj)).Inc()
+	}
+	return v, err
+}
+
+// EmbedDashboard counts each read by its outcome: every dashboard the session may not
+// open is one not_found.
+func (i *instrumenting) EmbedDashboard(ctx context.Context, p *identity.Principal, publicID string) (Dashboard, error) {
+	d, err := i.Service.EmbedDashboard(ctx, p, publicID)
+	outcome := "opened"
+	if err != nil {
+		outcome = "other"
+		if e, ok := errs.As(err); ok {
+			switch e.Kind {
+			case errs.NotFound:
+				outcome = "not_found"
+			case errs.Forbidden:
+				outcome = "forbidden"
+			case errs.Unavailable:
+				outcome = "unavailable"
+			}
+		}
+	}
+	i.m.EmbedDashboardReads.WithLabelValues(outcome).Inc()
+	return d, err
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
+	"github.com/analyticsco/platform/workspace-svc/internal/embedaccess"
 )
 
 // MaxBodyBytes bounds every request body.
@@ -52,7 +53,93 @@ func NewHTTPHandler(e Endpoints, logger *slog.Logger) http.Handler {
 	httpx.Handle(r, "GET", base+"/reports/{reportId}", e.GetItem, decodeItemRequest(TypeReport, "reportId"), o)
 	httpx.Handle(r, "PATCH", base+"/reports/{reportId}", e.UpdateItem, decodeUpdateItemRequest(TypeReport, "reportId"), o)
 	httpx.Handle(r, "DELETE", base+"/reports/{reportId}", e.DeleteItem, decodeItemRequest(TypeReport, "reportId"), o)
+	httpx.Handle(r, "GET", base+"/embed-access", e.GetEmbedAccess, decodeEmbedAccessRequest(""), o)
+	httpx.Handle(r, "PUT", base+"/embed-access", e.PutEmbedAccess, decodePutEmbedAccessRequest(""), o)
+	httpx.Handle(r, "GET", base+"/folders/{folderId}/embed-access", e.GetEmbedAccess, decodeEmbedAccessRequest(TypeFolder), o)
+	httpx.Handle(r, "PUT", base+"/folders/{folderId}/embed-access", e.PutEmbedAccess, decodePutEmbedAccessRequest(TypeFolder), o)
+	httpx.Handle(r, "GET", base+"/workbooks/{workbookId}/embed-access", e.GetEmbedAccess, decodeEmbedAccessRequest(TypeWorkbook), o)
+	httpx.Handle(r, "PUT", base+"/workbooks/{workbookId}/embed-access", e.PutEmbedAccess, decodePutEmbedAccessRequest(TypeWorkbook), o)
+	httpx.Handle(r, "GET", base+"/embed-tenants/{embedTenantName}/workbooks", e.TenantWorkbooks, decodeTenantWorkbooksRequest, o)
+	// The embed viewer's read path: an embed token, whose session names the deployment.
+	httpx.Handle(r, "GET", "/api/v1/embed/dashboards", e.EmbedDashboards, decodeEmbedDashboardsRequest, o)
+	httpx.Handle(r, "GET", "/api/v1/embed/dashboards/{publicId}", e.EmbedDashboard, decodeEmbedDashboardRequest, o)
 	return r
+}
+
+// decodeEmbedAccessRequest reads the object of an embed-access route: the root (t ""),
+// or the folder or workbook of the path.
+func decodeEmbedAccessRequest(t ItemType) kithttp.DecodeRequestFunc {
+	return func(_ context.Context, r *http.Request) (any, error) {
+		sc, err := scopeOf(r)
+		if err != nil {
+			return nil, err
+		}
+		obj := EmbedObject{Type: t}
+		switch t {
+		case TypeFolder:
+			obj.ID, err = pathID(r, "folderId")
+		case TypeWorkbook:
+			obj.ID, err = pathID(r, "workbookId")
+		}
+		if err != nil {
+			return nil, err
+		}
+		return embedAccessRequest{scope: sc, Object: obj}, nil
+	}
+}
+
+// decodePutEmbedAccessRequest reads a PUT of embed access: the grants (allEmbedUsers,
+// tenants, groups; a missing key is no entry) and, ignored, the inherited list of a GET's
+// answer, so that answer can be sent back as it is.
+func decodePutEmbedAccessRequest(t ItemType) kithttp.DecodeRequestFunc {
+	return func(ctx context.Context, r *http.Request) (any, error) {
+		er, err := decodeEmbedAccessRequest(t)(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		var body struct {
+			embedaccess.Grants
+			Inherited json.RawMessage `json:"inherited"`
+		}
+		if err := httpx.DecodeJSON(r, &body); err != nil {
+			return nil, err
+		}
+		return putEmbedAccessRequest{embedAccessRequest: er.(embedAccessRequest), Grants: body.Grants}, nil
+	}
+}
+
+func decodeTenantWorkbooksRequest(_ context.Context, r *http.Request) (any, error) {
+	sc, err := scopeOf(r)
+	if err != nil {
+		return nil, err
+	}
+	tenant := r.PathValue("embedTenantName")
+	if err := validTenantPath(tenant); err != nil {
+		return nil, err
+	}
+	pg, err := httpx.ParsePage(r)
+	if err != nil {
+		return nil, err
+	}
+	in := TenantWorkbooksInput{AccessSource: r.URL.Query().Get("accessSource"), First: pg.First, After: pg.After}
+	if in.AccessSource != "" && !slices.Contains(TenantAccessSources, in.AccessSource) {
+		return nil, badAccessSource(in.AccessSource)
+	}
+	return tenantWorkbooksRequest{scope: sc, Tenant: tenant, In: in}, nil
+}
+
+func decodeEmbedDashboardsRequest(_ context.Context, r *http.Request) (any, error) {
+	pg, err := httpx.ParsePage(r)
+	if err != nil {
+		return nil, err
+	}
+	return embedDashboardsRequest{P: identity.FromContext(r.Context()), First: pg.First, After: pg.After}, nil
+}
+
+// decodeEmbedDashboardRequest passes the public id on as sent: the service answers a
+// malformed one as it answers an unknown one.
+func decodeEmbedDashboardRequest(_ context.Context, r *http.Request) (any, error) {
+	return embedDashboardRequest{P: identity.FromContext(r.Context()), PublicID: r.PathValue("publicId")}, nil
 }
 
 // encodeResponse is httpx.EncodeResponse, a bulk move's failures answered as their
