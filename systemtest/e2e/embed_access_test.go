@@ -50,8 +50,12 @@ const embedDashboards = "/api/v1/embed/dashboards"
 // grants is the body of an embed-access PUT: allEmbedUsers, tenants, groups.
 type grants map[string]any
 
-func tenantRead(tenant string) map[string]any  { return map[string]any{"embedTenantName": tenant, "access": "read"} }
-func tenantNone(tenant string) map[string]any  { return map[string]any{"embedTenantName": tenant, "access": "none"} }
+func tenantRead(tenant string) map[string]any {
+	return map[string]any{"embedTenantName": tenant, "access": "read"}
+}
+func tenantNone(tenant string) map[string]any {
+	return map[string]any{"embedTenantName": tenant, "access": "none"}
+}
 func accountGroup(name, access string) map[string]any {
 	return map[string]any{"scope": "account", "groupName": name, "access": access}
 }
