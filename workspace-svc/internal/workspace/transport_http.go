@@ -98,13 +98,16 @@ func decodePutEmbedAccessRequest(t ItemType) kithttp.DecodeRequestFunc {
 			return nil, err
 		}
 		var body struct {
-			embedaccess.Grants
-			Inherited json.RawMessage `json:"inherited"`
+			AllEmbedUsers embedaccess.Access        `json:"allEmbedUsers"`
+			Tenants       []embedaccess.TenantEntry `json:"tenants"`
+			Groups        []embedaccess.GroupEntry  `json:"groups"`
+			Inherited     json.RawMessage           `json:"inherited"`
 		}
 		if err := httpx.DecodeJSON(r, &body); err != nil {
 			return nil, err
 		}
-		return putEmbedAccessRequest{embedAccessRequest: er.(embedAccessRequest), Grants: body.Grants}, nil
+		g := embedaccess.Grants{AllEmbedUsers: body.AllEmbedUsers, Tenants: body.Tenants, Groups: body.Groups}
+		return putEmbedAccessRequest{embedAccessRequest: er.(embedAccessRequest), Grants: g}, nil
 	}
 }
 
