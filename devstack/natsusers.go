@@ -22,9 +22,11 @@ type NATSUser struct {
 }
 
 // The platform's JetStream resources and request subjects a permission names. The
-// audit and identity subjects come from libs; dbtsync-svc owns the others (its
-// client.ResolveSubject and queue/jetstream constants), which devstack cannot import:
-// the stack tests (every sync, mint and audit read of the e2e suite) fail if they drift.
+// audit and identity subjects come from libs; dbtsync-svc owns the pipeline's and the
+// branch resolver (its client.ResolveSubject and queue/jetstream constants), embed-svc's
+// client the viewer lookup (ViewerSubject) and the dashboard reach (ReachSubject), which
+// devstack cannot import: the stack tests (every sync, mint, embed read and audit read
+// of the e2e suite) fail if they drift.
 const (
 	auditStream        = publish.StreamName
 	jobsStream         = "DBTSYNC_JOBS"
@@ -35,6 +37,8 @@ const (
 	branchResolve      = "dbtsync.branches.resolve"
 	objectRemove       = "dbtsync.objects.remove"
 	identityLookupsAll = "identity.lookup.*"
+	viewerGroups       = "embed.viewer.groups"
+	dashboardReach     = "workspace.embed.reach"
 )
 
 // inbox is what user subscribes to for the replies to its requests, JetStream's answers
@@ -117,6 +121,9 @@ func workerPipeline() []string {
 //   - only the gateway answers identity lookups (and publishes nothing else);
 //   - each service publishes only its own audit subject, and only embed-svc, the trail's
 //     owner, reads the AUDIT stream;
+//   - embed-svc answers workspace-svc's embed viewer lookups (a viewer's current groups),
+//     and workspace-svc answers embed-svc's dashboard reach (the dry-run mint's
+//     dashboards): each asks only the other, and nobody else may ask either;
 //   - the dbt worker, which runs untrusted repositories, gets its jobs (and hears them
 //     published, to wake up), the job-state and ledger buckets, the manifest store and its
 //     own audit subject: it answers no request and sends only dbtsync-svc's object
@@ -132,11 +139,12 @@ func workerPipeline() []string {
 func NATSUsers() []NATSUser {
 	return []NATSUser{
 		{Name: "gateway", Subscribe: []string{identityLookupsAll}, Responds: true},
-		{Name: "workspace-svc", Publish: auditPublisher("workspace-svc"), Subscribe: []string{inbox("workspace-svc")}},
+		{Name: "workspace-svc", Publish: append(auditPublisher("workspace-svc"), viewerGroups),
+			Subscribe: []string{inbox("workspace-svc"), dashboardReach}, Responds: true},
 		{Name: "embed-svc",
-			Publish: slices.Concat([]string{publish.Subject("embed-svc"), lookup.DeploymentSubject, lookup.UserSubject, branchResolve},
+			Publish: slices.Concat([]string{publish.Subject("embed-svc"), lookup.DeploymentSubject, lookup.UserSubject, branchResolve, dashboardReach},
 				streamAPI(auditStream)),
-			Subscribe: []string{inbox("embed-svc")}},
+			Subscribe: []string{inbox("embed-svc"), viewerGroups}, Responds: true},
 		{Name: "dbtsync-svc", Publish: slices.Concat(auditPublisher("dbtsync-svc"), dbtsyncPipeline()),
 			Subscribe: []string{inbox("dbtsync-svc"), branchResolve, objectRemove}, Responds: true},
 		{Name: "dbtsync-worker", Publish: slices.Concat(auditPublisher("dbtsync-worker"), workerPipeline()),

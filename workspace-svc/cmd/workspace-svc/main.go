@@ -42,7 +42,8 @@ func run() error {
 		return err
 	}
 	defer func() { _ = client.Disconnect(context.Background()) }()
-	// NATS does not gate readiness: audit events it cannot take wait in the outbox.
+	// NATS does not gate readiness: audit events it cannot take wait in the outbox, and
+	// only embed viewers' requests need it (503 while it is away).
 	nc, _, err := server.ConnectNATS(cfg.NATSURL, serviceName, registry)
 	if err != nil {
 		return err
@@ -50,11 +51,12 @@ func run() error {
 	defer nc.Drain()
 
 	a, err := app.New(proc.Ctx, app.Deps{Mongo: client, Database: cfg.MongoDatabase, Signer: signer,
-		Logger: proc.Logger, Registry: registry, NATS: nc, AuditMaxHeld: cfg.AuditMaxHeld,
+		Logger: proc.Logger, Registry: registry, NATS: nc, ViewerTimeout: cfg.EmbedViewerTimeout, AuditMaxHeld: cfg.AuditMaxHeld,
 		Limits: cfg.Limits(), Checks: []server.Check{mongoReady}})
 	if err != nil {
 		return err
 	}
+	defer a.Close()
 	return server.RunAll(proc.Ctx, proc.Logger, cfg.ShutdownTimeout,
 		server.Listener{Name: "public", Addr: cfg.HTTPAddr, Handler: a.Handler},
 		server.Listener{Name: "internal", Addr: cfg.InternalAddr, Handler: a.Internal})

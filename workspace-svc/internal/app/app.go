@@ -11,10 +11,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/analyticsco/platform/embed-svc/client"
 	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/audit/publish"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
+	"github.com/analyticsco/platform/libs/natsx"
 	"github.com/analyticsco/platform/libs/server"
 	"github.com/analyticsco/platform/workspace-svc/internal/store/mongostore"
 	"github.com/analyticsco/platform/workspace-svc/internal/workspace"
@@ -32,8 +34,15 @@ type Deps struct {
 	Registry *prometheus.Registry
 	Limits   workspace.Limits // zero fields: workspace.DefaultLimits
 	// NATS carries the audit events to the AUDIT stream; those it cannot take wait in
-	// the outbox of the service's database (nil: every event goes there).
-	NATS         *nats.Conn
+	// the outbox of the service's database (nil: every event goes there). It also
+	// carries the embed read path's viewer lookups to embed-svc, and the dashboard reach
+	// the service answers for embed-svc's dry-run mints (nil: neither; every embed
+	// viewer has no groups).
+	NATS *nats.Conn
+	// ViewerTimeout bounds the wait for embed-svc's answer to a viewer lookup (0: 2s).
+	ViewerTimeout time.Duration
+	// Viewers answers the viewer lookups instead of embed-svc over NATS (tests).
+	Viewers      workspace.ViewerGroups
 	AuditMaxHeld int
 	AuditRelay   time.Duration  // how often outboxed events are sent again (0: 1s)
 	Audit        audit.Recorder // set: events go here instead (tests)
@@ -42,10 +51,19 @@ type Deps struct {
 	Checks []server.Check
 }
 
-// App is the wired service: its public and internal handlers.
+// App is the wired service: its public and internal handlers, and the server of the
+// dashboard reach.
 type App struct {
 	Handler  http.Handler // the public listener: the API behind identity verification, /healthz
 	Internal http.Handler // the internal listener: /healthz, /readyz, /metrics
+	reach    *natsx.Server
+}
+
+// Close stops answering the dashboard reach.
+func (a *App) Close() {
+	if a.reach != nil {
+		_ = a.reach.Close()
+	}
 }
 
 // New wires the service. It creates the indexes first.
@@ -65,7 +83,15 @@ func New(ctx context.Context, d Deps) (*App, error) {
 		rec = pub
 	}
 	metrics := workspace.NewMetrics(d.Registry)
-	svc := workspace.NewService(workspace.Ports{Store: store}, workspace.Options{Limits: d.Limits, TreeConflicts: metrics.TreeConflicts})
+	ports := workspace.Ports{Store: store, Viewers: d.Viewers}
+	var requests *natsx.RequestMetrics
+	if d.NATS != nil {
+		requests = natsx.NewRequestMetrics(d.Registry)
+		if ports.Viewers == nil {
+			ports.Viewers = client.NewViewers(natsx.NewClient(d.NATS, natsx.ClientOptions{Metrics: requests}), d.ViewerTimeout)
+		}
+	}
+	svc := workspace.NewService(ports, workspace.Options{Limits: d.Limits, TreeConflicts: metrics.TreeConflicts})
 	// The decorators in every service's order: Auditing, Logging, Instrumenting. Auditing
 	// goes innermost: it records a single move from the bulk move of one it asks the
 	// service for, so the outer decorators still see the call as a Move.
@@ -79,5 +105,25 @@ func New(ctx context.Context, d Deps) (*App, error) {
 		API:      identity.Require(d.Signer.ForService(ServiceName), workspace.NewHTTPHandler(workspace.MakeEndpoints(svc), d.Logger)),
 		Checks:   d.Checks,
 	}
-	return &App{Handler: server.Handler(o), Internal: server.Internal(o)}, nil
+	a := &App{Handler: server.Handler(o), Internal: server.Internal(o)}
+	if d.NATS != nil {
+		reach, err := serveReach(d.NATS, workspace.NewReach(ports, workspace.Options{Limits: d.Limits}), d.Logger, requests)
+		if err != nil {
+			return nil, err
+		}
+		a.reach = reach
+	}
+	return a, nil
+}
+
+// serveReach answers embed-svc's dashboard reach (the contract is embed-svc/client) with
+// reach, in its queue group, so the replicas share the requests, through natsx's server:
+// each answer a span of the asker's trace, bounded in time and in handlers in flight.
+// Only embed-svc's NATS user may ask it (devstack.NATSUsers).
+func serveReach(nc *nats.Conn, reach func(context.Context, client.ReachRequest) (client.ReachReply, error), logger *slog.Logger, m *natsx.RequestMetrics) (*natsx.Server, error) {
+	s := natsx.NewServer(nc, natsx.ServerOptions{Metrics: m, Logger: logger})
+	if err := client.ServeReach(s, reach); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
