@@ -43,44 +43,49 @@ func (e AttributeType) Valid() bool {
 
 // Defines values for AuditAction.
 const (
-	AuditActionAuditEventsMerge                 AuditAction = "audit.events.merge"
-	AuditActionDbtsyncBranchOpen                AuditAction = "dbtsync.branch.open"
-	AuditActionDbtsyncBranchStagingUpdate       AuditAction = "dbtsync.branch.staging_update"
-	AuditActionDbtsyncIntegrationUpdate         AuditAction = "dbtsync.integration.update"
-	AuditActionDbtsyncSyncCancel                AuditAction = "dbtsync.sync.cancel"
-	AuditActionDbtsyncSyncFinish                AuditAction = "dbtsync.sync.finish"
-	AuditActionDbtsyncSyncRetry                 AuditAction = "dbtsync.sync.retry"
-	AuditActionDbtsyncSyncStart                 AuditAction = "dbtsync.sync.start"
-	AuditActionEmbedAiCredentialsIssue          AuditAction = "embed.ai_credentials.issue"
-	AuditActionEmbedDataTokenIssue              AuditAction = "embed.data_token.issue"
-	AuditActionEmbedDefinitionCreate            AuditAction = "embed.definition.create"
-	AuditActionEmbedDefinitionDelete            AuditAction = "embed.definition.delete"
-	AuditActionEmbedExternalUserDelete          AuditAction = "embed.external_user.delete"
-	AuditActionEmbedSessionExchange             AuditAction = "embed.session.exchange"
-	AuditActionEmbedSessionGenerate             AuditAction = "embed.session.generate"
-	AuditActionEmbedSessionRevoke               AuditAction = "embed.session.revoke"
-	AuditActionEmbedSessionsRevoke              AuditAction = "embed.sessions.revoke"
-	AuditActionEmbedSettingsUpdate              AuditAction = "embed.settings.update"
-	AuditActionPlatformApiKeyCreate             AuditAction = "platform.api_key.create"
-	AuditActionPlatformApiKeyRevoke             AuditAction = "platform.api_key.revoke"
-	AuditActionWorkspaceFavoriteAdd             AuditAction = "workspace.favorite.add"
-	AuditActionWorkspaceFavoriteRemove          AuditAction = "workspace.favorite.remove"
-	AuditActionWorkspaceFolderCreate            AuditAction = "workspace.folder.create"
-	AuditActionWorkspaceFolderDelete            AuditAction = "workspace.folder.delete"
-	AuditActionWorkspaceFolderMove              AuditAction = "workspace.folder.move"
-	AuditActionWorkspaceFolderPermissionsChange AuditAction = "workspace.folder.permissions_change"
-	AuditActionWorkspaceFolderUpdate            AuditAction = "workspace.folder.update"
-	AuditActionWorkspaceItemsMove               AuditAction = "workspace.items.move"
-	AuditActionWorkspaceReportCreate            AuditAction = "workspace.report.create"
-	AuditActionWorkspaceReportDelete            AuditAction = "workspace.report.delete"
-	AuditActionWorkspaceReportMove              AuditAction = "workspace.report.move"
-	AuditActionWorkspaceReportUpdate            AuditAction = "workspace.report.update"
-	AuditActionWorkspaceWorkbookCreate          AuditAction = "workspace.workbook.create"
-	AuditActionWorkspaceWorkbookDelete          AuditAction = "workspace.workbook.delete"
-	AuditActionWorkspaceWorkbookMove            AuditAction = "workspace.workbook.move"
-	AuditActionWorkspaceWorkbookPublish         AuditAction = "workspace.workbook.publish"
-	AuditActionWorkspaceWorkbookUnpublish       AuditAction = "workspace.workbook.unpublish"
-	AuditActionWorkspaceWorkbookUpdate          AuditAction = "workspace.workbook.update"
+	AuditActionAuditEventsMerge                     AuditAction = "audit.events.merge"
+	AuditActionDbtsyncBranchOpen                    AuditAction = "dbtsync.branch.open"
+	AuditActionDbtsyncBranchStagingUpdate           AuditAction = "dbtsync.branch.staging_update"
+	AuditActionDbtsyncIntegrationUpdate             AuditAction = "dbtsync.integration.update"
+	AuditActionDbtsyncSyncCancel                    AuditAction = "dbtsync.sync.cancel"
+	AuditActionDbtsyncSyncFinish                    AuditAction = "dbtsync.sync.finish"
+	AuditActionDbtsyncSyncRetry                     AuditAction = "dbtsync.sync.retry"
+	AuditActionDbtsyncSyncStart                     AuditAction = "dbtsync.sync.start"
+	AuditActionEmbedAiCredentialsIssue              AuditAction = "embed.ai_credentials.issue"
+	AuditActionEmbedDataTokenIssue                  AuditAction = "embed.data_token.issue"
+	AuditActionEmbedDefinitionCreate                AuditAction = "embed.definition.create"
+	AuditActionEmbedDefinitionDelete                AuditAction = "embed.definition.delete"
+	AuditActionEmbedExternalUserDelete              AuditAction = "embed.external_user.delete"
+	AuditActionEmbedGroupMembershipAdd              AuditAction = "embed.group_membership.add"
+	AuditActionEmbedGroupMembershipRemove           AuditAction = "embed.group_membership.remove"
+	AuditActionEmbedSessionExchange                 AuditAction = "embed.session.exchange"
+	AuditActionEmbedSessionGenerate                 AuditAction = "embed.session.generate"
+	AuditActionEmbedSessionRevoke                   AuditAction = "embed.session.revoke"
+	AuditActionEmbedSessionsRevoke                  AuditAction = "embed.sessions.revoke"
+	AuditActionEmbedSettingsUpdate                  AuditAction = "embed.settings.update"
+	AuditActionPlatformApiKeyCreate                 AuditAction = "platform.api_key.create"
+	AuditActionPlatformApiKeyRevoke                 AuditAction = "platform.api_key.revoke"
+	AuditActionWorkspaceDeploymentEmbedAccessChange AuditAction = "workspace.deployment.embed_access_change"
+	AuditActionWorkspaceFavoriteAdd                 AuditAction = "workspace.favorite.add"
+	AuditActionWorkspaceFavoriteRemove              AuditAction = "workspace.favorite.remove"
+	AuditActionWorkspaceFolderCreate                AuditAction = "workspace.folder.create"
+	AuditActionWorkspaceFolderDelete                AuditAction = "workspace.folder.delete"
+	AuditActionWorkspaceFolderEmbedAccessChange     AuditAction = "workspace.folder.embed_access_change"
+	AuditActionWorkspaceFolderMove                  AuditAction = "workspace.folder.move"
+	AuditActionWorkspaceFolderPermissionsChange     AuditAction = "workspace.folder.permissions_change"
+	AuditActionWorkspaceFolderUpdate                AuditAction = "workspace.folder.update"
+	AuditActionWorkspaceItemsMove                   AuditAction = "workspace.items.move"
+	AuditActionWorkspaceReportCreate                AuditAction = "workspace.report.create"
+	AuditActionWorkspaceReportDelete                AuditAction = "workspace.report.delete"
+	AuditActionWorkspaceReportMove                  AuditAction = "workspace.report.move"
+	AuditActionWorkspaceReportUpdate                AuditAction = "workspace.report.update"
+	AuditActionWorkspaceWorkbookCreate              AuditAction = "workspace.workbook.create"
+	AuditActionWorkspaceWorkbookDelete              AuditAction = "workspace.workbook.delete"
+	AuditActionWorkspaceWorkbookEmbedAccessChange   AuditAction = "workspace.workbook.embed_access_change"
+	AuditActionWorkspaceWorkbookMove                AuditAction = "workspace.workbook.move"
+	AuditActionWorkspaceWorkbookPublish             AuditAction = "workspace.workbook.publish"
+	AuditActionWorkspaceWorkbookUnpublish           AuditAction = "workspace.workbook.unpublish"
+	AuditActionWorkspaceWorkbookUpdate              AuditAction = "workspace.workbook.update"
 )
 
 // Valid indicates whether the value is a known member of the AuditAction enum.
@@ -112,6 +117,10 @@ func (e AuditAction) Valid() bool {
 		return true
 	case AuditActionEmbedExternalUserDelete:
 		return true
+	case AuditActionEmbedGroupMembershipAdd:
+		return true
+	case AuditActionEmbedGroupMembershipRemove:
+		return true
 	case AuditActionEmbedSessionExchange:
 		return true
 	case AuditActionEmbedSessionGenerate:
@@ -126,6 +135,8 @@ func (e AuditAction) Valid() bool {
 		return true
 	case AuditActionPlatformApiKeyRevoke:
 		return true
+	case AuditActionWorkspaceDeploymentEmbedAccessChange:
+		return true
 	case AuditActionWorkspaceFavoriteAdd:
 		return true
 	case AuditActionWorkspaceFavoriteRemove:
@@ -133,6 +144,8 @@ func (e AuditAction) Valid() bool {
 	case AuditActionWorkspaceFolderCreate:
 		return true
 	case AuditActionWorkspaceFolderDelete:
+		return true
+	case AuditActionWorkspaceFolderEmbedAccessChange:
 		return true
 	case AuditActionWorkspaceFolderMove:
 		return true
@@ -153,6 +166,8 @@ func (e AuditAction) Valid() bool {
 	case AuditActionWorkspaceWorkbookCreate:
 		return true
 	case AuditActionWorkspaceWorkbookDelete:
+		return true
+	case AuditActionWorkspaceWorkbookEmbedAccessChange:
 		return true
 	case AuditActionWorkspaceWorkbookMove:
 		return true
@@ -443,6 +458,51 @@ func (e DbtSyncRequestSource) Valid() bool {
 	}
 }
 
+// Defines values for EmbedAccessLevel.
+const (
+	EmbedAccessLevelNone EmbedAccessLevel = "none"
+	EmbedAccessLevelRead EmbedAccessLevel = "read"
+)
+
+// Valid indicates whether the value is a known member of the EmbedAccessLevel enum.
+func (e EmbedAccessLevel) Valid() bool {
+	switch e {
+	case EmbedAccessLevelNone:
+		return true
+	case EmbedAccessLevelRead:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EmbedDashboardSummaryAccessSource.
+const (
+	EmbedDashboardSummaryAccessSourceAllEmbedUsers EmbedDashboardSummaryAccessSource = "allEmbedUsers"
+	EmbedDashboardSummaryAccessSourceFolder        EmbedDashboardSummaryAccessSource = "folder"
+	EmbedDashboardSummaryAccessSourceGroup         EmbedDashboardSummaryAccessSource = "group"
+	EmbedDashboardSummaryAccessSourceTenant        EmbedDashboardSummaryAccessSource = "tenant"
+	EmbedDashboardSummaryAccessSourceUser          EmbedDashboardSummaryAccessSource = "user"
+)
+
+// Valid indicates whether the value is a known member of the EmbedDashboardSummaryAccessSource enum.
+func (e EmbedDashboardSummaryAccessSource) Valid() bool {
+	switch e {
+	case EmbedDashboardSummaryAccessSourceAllEmbedUsers:
+		return true
+	case EmbedDashboardSummaryAccessSourceFolder:
+		return true
+	case EmbedDashboardSummaryAccessSourceGroup:
+		return true
+	case EmbedDashboardSummaryAccessSourceTenant:
+		return true
+	case EmbedDashboardSummaryAccessSourceUser:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for EmbedExternalUserGroupsScope.
 const (
 	EmbedExternalUserGroupsScopeAccount EmbedExternalUserGroupsScope = "account"
@@ -473,6 +533,93 @@ func (e EmbedExternalUserUserAttributesScope) Valid() bool {
 	case EmbedExternalUserUserAttributesScopeAccount:
 		return true
 	case EmbedExternalUserUserAttributesScopeTenant:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EmbedGrantSubjectScope.
+const (
+	EmbedGrantSubjectScopeAccount EmbedGrantSubjectScope = "account"
+	EmbedGrantSubjectScopeTenant  EmbedGrantSubjectScope = "tenant"
+)
+
+// Valid indicates whether the value is a known member of the EmbedGrantSubjectScope enum.
+func (e EmbedGrantSubjectScope) Valid() bool {
+	switch e {
+	case EmbedGrantSubjectScopeAccount:
+		return true
+	case EmbedGrantSubjectScopeTenant:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EmbedGrantSubjectType.
+const (
+	EmbedGrantSubjectTypeAllEmbedUsers EmbedGrantSubjectType = "allEmbedUsers"
+	EmbedGrantSubjectTypeGroup         EmbedGrantSubjectType = "group"
+	EmbedGrantSubjectTypeTenant        EmbedGrantSubjectType = "tenant"
+	EmbedGrantSubjectTypeUser          EmbedGrantSubjectType = "user"
+)
+
+// Valid indicates whether the value is a known member of the EmbedGrantSubjectType enum.
+func (e EmbedGrantSubjectType) Valid() bool {
+	switch e {
+	case EmbedGrantSubjectTypeAllEmbedUsers:
+		return true
+	case EmbedGrantSubjectTypeGroup:
+		return true
+	case EmbedGrantSubjectTypeTenant:
+		return true
+	case EmbedGrantSubjectTypeUser:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EmbedGroupGrantScope.
+const (
+	EmbedGroupGrantScopeAccount EmbedGroupGrantScope = "account"
+	EmbedGroupGrantScopeTenant  EmbedGroupGrantScope = "tenant"
+)
+
+// Valid indicates whether the value is a known member of the EmbedGroupGrantScope enum.
+func (e EmbedGroupGrantScope) Valid() bool {
+	switch e {
+	case EmbedGroupGrantScopeAccount:
+		return true
+	case EmbedGroupGrantScopeTenant:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EmbedReachDashboardAccessSource.
+const (
+	EmbedReachDashboardAccessSourceAllEmbedUsers EmbedReachDashboardAccessSource = "allEmbedUsers"
+	EmbedReachDashboardAccessSourceFolder        EmbedReachDashboardAccessSource = "folder"
+	EmbedReachDashboardAccessSourceGroup         EmbedReachDashboardAccessSource = "group"
+	EmbedReachDashboardAccessSourceTenant        EmbedReachDashboardAccessSource = "tenant"
+	EmbedReachDashboardAccessSourceUser          EmbedReachDashboardAccessSource = "user"
+)
+
+// Valid indicates whether the value is a known member of the EmbedReachDashboardAccessSource enum.
+func (e EmbedReachDashboardAccessSource) Valid() bool {
+	switch e {
+	case EmbedReachDashboardAccessSourceAllEmbedUsers:
+		return true
+	case EmbedReachDashboardAccessSourceFolder:
+		return true
+	case EmbedReachDashboardAccessSourceGroup:
+		return true
+	case EmbedReachDashboardAccessSourceTenant:
+		return true
+	case EmbedReachDashboardAccessSourceUser:
 		return true
 	default:
 		return false
@@ -549,6 +696,7 @@ const (
 	ErrorCodeCreatorModeDisabled    ErrorCode = "creator_mode_disabled"
 	ErrorCodeDefinitionTypeConflict ErrorCode = "definition_type_conflict"
 	ErrorCodeDepthLimit             ErrorCode = "depth_limit"
+	ErrorCodeEmbedAccessLimit       ErrorCode = "embed_access_limit"
 	ErrorCodeExternalUserDeleting   ErrorCode = "external_user_deleting"
 	ErrorCodeExternalUserLimit      ErrorCode = "external_user_limit"
 	ErrorCodeFavoritesLimit         ErrorCode = "favorites_limit"
@@ -595,6 +743,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeDefinitionTypeConflict:
 		return true
 	case ErrorCodeDepthLimit:
+		return true
+	case ErrorCodeEmbedAccessLimit:
 		return true
 	case ErrorCodeExternalUserDeleting:
 		return true
@@ -701,6 +851,24 @@ const (
 func (e GenerateSessionResponseDryRun) Valid() bool {
 	switch e {
 	case GenerateSessionResponseDryRunTrue:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for InheritedEmbedAccessSource.
+const (
+	InheritedEmbedAccessSourceFolder InheritedEmbedAccessSource = "folder"
+	InheritedEmbedAccessSourceRoot   InheritedEmbedAccessSource = "root"
+)
+
+// Valid indicates whether the value is a known member of the InheritedEmbedAccessSource enum.
+func (e InheritedEmbedAccessSource) Valid() bool {
+	switch e {
+	case InheritedEmbedAccessSourceFolder:
+		return true
+	case InheritedEmbedAccessSourceRoot:
 		return true
 	default:
 		return false
@@ -926,6 +1094,30 @@ func (e SyncJobStatus) Valid() bool {
 	}
 }
 
+// Defines values for TenantWorkbookAccessSource.
+const (
+	TenantWorkbookAccessSourceAllEmbedUsers TenantWorkbookAccessSource = "allEmbedUsers"
+	TenantWorkbookAccessSourceFolder        TenantWorkbookAccessSource = "folder"
+	TenantWorkbookAccessSourceGroup         TenantWorkbookAccessSource = "group"
+	TenantWorkbookAccessSourceTenant        TenantWorkbookAccessSource = "tenant"
+)
+
+// Valid indicates whether the value is a known member of the TenantWorkbookAccessSource enum.
+func (e TenantWorkbookAccessSource) Valid() bool {
+	switch e {
+	case TenantWorkbookAccessSourceAllEmbedUsers:
+		return true
+	case TenantWorkbookAccessSourceFolder:
+		return true
+	case TenantWorkbookAccessSourceGroup:
+		return true
+	case TenantWorkbookAccessSourceTenant:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for WorkspaceItemType.
 const (
 	WorkspaceItemTypeFOLDER   WorkspaceItemType = "FOLDER"
@@ -941,6 +1133,30 @@ func (e WorkspaceItemType) Valid() bool {
 	case WorkspaceItemTypeREPORT:
 		return true
 	case WorkspaceItemTypeWORKBOOK:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListEmbedTenantWorkbooksParamsAccessSource.
+const (
+	ListEmbedTenantWorkbooksParamsAccessSourceAllEmbedUsers ListEmbedTenantWorkbooksParamsAccessSource = "allEmbedUsers"
+	ListEmbedTenantWorkbooksParamsAccessSourceFolder        ListEmbedTenantWorkbooksParamsAccessSource = "folder"
+	ListEmbedTenantWorkbooksParamsAccessSourceGroup         ListEmbedTenantWorkbooksParamsAccessSource = "group"
+	ListEmbedTenantWorkbooksParamsAccessSourceTenant        ListEmbedTenantWorkbooksParamsAccessSource = "tenant"
+)
+
+// Valid indicates whether the value is a known member of the ListEmbedTenantWorkbooksParamsAccessSource enum.
+func (e ListEmbedTenantWorkbooksParamsAccessSource) Valid() bool {
+	switch e {
+	case ListEmbedTenantWorkbooksParamsAccessSourceAllEmbedUsers:
+		return true
+	case ListEmbedTenantWorkbooksParamsAccessSourceFolder:
+		return true
+	case ListEmbedTenantWorkbooksParamsAccessSourceGroup:
+		return true
+	case ListEmbedTenantWorkbooksParamsAccessSourceTenant:
 		return true
 	default:
 		return false
@@ -1182,6 +1398,7 @@ type AuditOutcome struct {
 	// - `not_applied`: 503: a bulk-move item the store failure left unmoved
 	// - `job_limit`: 429: a deployment's dbt sync jobs queued or running
 	// - `storage_quota`: 413: what a deployment or account keeps in the dbt sync object store
+	// - `embed_access_limit`: 400: embed access entries of one workbook, folder or the root
 	Code   *ErrorCode         `json:"code,omitempty"`
 	Result AuditOutcomeResult `json:"result"`
 
@@ -1533,6 +1750,33 @@ type DbtSyncRequestOutput string
 // DbtSyncRequestSource Where the sync input comes from.
 type DbtSyncRequestSource string
 
+// EmbedAccess An object's own embed grants, as a PUT sends them. A missing key or an empty list is no
+// entry (the object inherits), never `none`. `inherited` is ignored, so a GET's answer can
+// be sent back as it is.
+type EmbedAccess struct {
+	// AllEmbedUsers `read` lets the viewers the entry names open the dashboard; `none` refuses it to them.
+	AllEmbedUsers *EmbedAccessLevel  `json:"allEmbedUsers,omitempty"`
+	Groups        *[]EmbedGroupGrant `json:"groups,omitempty"`
+
+	// Inherited Ignored.
+	Inherited *[]InheritedEmbedAccess `json:"inherited,omitempty"`
+	Tenants   *[]EmbedTenantGrant     `json:"tenants,omitempty"`
+}
+
+// EmbedAccessLevel `read` lets the viewers the entry names open the dashboard; `none` refuses it to them.
+type EmbedAccessLevel string
+
+// EmbedAccessView An object's own embed grants (`allEmbedUsers` absent when it has no such entry; tenants
+// by name, groups by scope, tenant and name) and, in `inherited`, the own grants of every
+// object above it that has any, nearest first: its folders, then the root.
+type EmbedAccessView struct {
+	// AllEmbedUsers `read` lets the viewers the entry names open the dashboard; `none` refuses it to them.
+	AllEmbedUsers *EmbedAccessLevel      `json:"allEmbedUsers,omitempty"`
+	Groups        []EmbedGroupGrant      `json:"groups"`
+	Inherited     []InheritedEmbedAccess `json:"inherited"`
+	Tenants       []EmbedTenantGrant     `json:"tenants"`
+}
+
 // EmbedAccountSettings defines model for EmbedAccountSettings.
 type EmbedAccountSettings struct {
 	AllowAi *bool `json:"allowAi"`
@@ -1555,6 +1799,23 @@ type EmbedAccountSettingsInput struct {
 	ShowDashboardChat *bool   `json:"showDashboardChat,omitempty"`
 	ShowWorkbookChat  *bool   `json:"showWorkbookChat,omitempty"`
 	Timezone          *string `json:"timezone,omitempty"`
+}
+
+// EmbedDashboardSummary A dashboard the embed session may open.
+type EmbedDashboardSummary struct {
+	AccessSource EmbedDashboardSummaryAccessSource `json:"accessSource"`
+	PublicId     string                            `json:"publicId"`
+	Title        *string                           `json:"title"`
+	WorkbookId   int64                             `json:"workbookId"`
+}
+
+// EmbedDashboardSummaryAccessSource defines model for EmbedDashboardSummary.AccessSource.
+type EmbedDashboardSummaryAccessSource string
+
+// EmbedDashboardSummaryPage defines model for EmbedDashboardSummaryPage.
+type EmbedDashboardSummaryPage struct {
+	Items    []EmbedDashboardSummary `json:"items"`
+	PageInfo PageInfo                `json:"pageInfo"`
 }
 
 // EmbedExternalUser defines model for EmbedExternalUser.
@@ -1612,6 +1873,60 @@ type EmbedExternalUserSummary struct {
 	Picture     *string   `json:"picture"`
 	UpdatedAt   time.Time `json:"updatedAt"`
 }
+
+// EmbedGrantSubject The grant entry that decided: `{"type": "tenant", "embedTenantName"}`, `{"type":
+// "group", "scope", "embedTenantName"?, "groupName"}`, `{"type": "allEmbedUsers"}`, or
+// `{"type": "user"}` for an internal user's own access.
+type EmbedGrantSubject struct {
+	EmbedTenantName *string                 `json:"embedTenantName,omitempty"`
+	GroupName       *string                 `json:"groupName,omitempty"`
+	Scope           *EmbedGrantSubjectScope `json:"scope,omitempty"`
+	Type            EmbedGrantSubjectType   `json:"type"`
+}
+
+// EmbedGrantSubjectScope defines model for EmbedGrantSubject.Scope.
+type EmbedGrantSubjectScope string
+
+// EmbedGrantSubjectType defines model for EmbedGrantSubject.Type.
+type EmbedGrantSubjectType string
+
+// EmbedGroupGrant A grant to the current members of one group: of the account's catalog (`scope`
+// `account`, the groups mints without creator mode resolve; no `embedTenantName`) or of
+// one tenant's (`scope` `tenant`, with its `embedTenantName`; creator-mode mints resolve
+// there).
+type EmbedGroupGrant struct {
+	// Access `read` lets the viewers the entry names open the dashboard; `none` refuses it to them.
+	Access EmbedAccessLevel `json:"access"`
+
+	// EmbedTenantName Lowercase, 5 to 36 characters, starts with a letter, ends with a letter or digit, only `a-z`, `0-9`, `-`.
+	//
+	// Example: acme-partners
+	EmbedTenantName *EmbedTenantName     `json:"embedTenantName,omitempty"`
+	GroupName       string               `json:"groupName"`
+	Scope           EmbedGroupGrantScope `json:"scope"`
+}
+
+// EmbedGroupGrantScope defines model for EmbedGroupGrant.Scope.
+type EmbedGroupGrantScope string
+
+// EmbedReachDashboard A dashboard a session would open, and through which grant: `accessSource` and `subject`
+// as in `TenantWorkbook`, `user` for an internal user's own access.
+type EmbedReachDashboard struct {
+	AccessSource EmbedReachDashboardAccessSource `json:"accessSource"`
+	PublicId     string                          `json:"publicId"`
+
+	// Subject The grant entry that decided: `{"type": "tenant", "embedTenantName"}`, `{"type":
+	// "group", "scope", "embedTenantName"?, "groupName"}`, `{"type": "allEmbedUsers"}`, or
+	// `{"type": "user"}` for an internal user's own access.
+	Subject     EmbedGrantSubject `json:"subject"`
+	Title       *string           `json:"title"`
+	ViaFolderId *int64            `json:"viaFolderId,omitempty"`
+	ViaRoot     *bool             `json:"viaRoot,omitempty"`
+	WorkbookId  int64             `json:"workbookId"`
+}
+
+// EmbedReachDashboardAccessSource defines model for EmbedReachDashboard.AccessSource.
+type EmbedReachDashboardAccessSource string
 
 // EmbedSessionInfo defines model for EmbedSessionInfo.
 type EmbedSessionInfo struct {
@@ -1676,6 +1991,14 @@ type EmbedSessionRecordPage struct {
 	PageInfo PageInfo             `json:"pageInfo"`
 }
 
+// EmbedSessionResources What a session is narrowed to: among the dashboards its grants let it open, only these
+// (by public id). It never widens; an id that matches nothing opens nothing, and `[]`
+// opens nothing at all. Not with `internalId`. A dry run's `effective.resources` is the
+// request's, absent when it sends none.
+type EmbedSessionResources struct {
+	Dashboards []string `json:"dashboards"`
+}
+
 // EmbedSessionSettings Per-session overrides. An omitted key inherits the layer below (the account-wide embed
 // setting for the AI keys except `allowChatWorkspaceAuthoring`, and for `locale`/`timezone`;
 // otherwise the built-in default). Boolean switches are signed into the session token.
@@ -1735,6 +2058,17 @@ type EmbedSessionUser struct {
 // EmbedSessionUserKind defines model for EmbedSessionUser.Kind.
 type EmbedSessionUserKind string
 
+// EmbedTenantGrant A grant to every viewer of one embed tenant.
+type EmbedTenantGrant struct {
+	// Access `read` lets the viewers the entry names open the dashboard; `none` refuses it to them.
+	Access EmbedAccessLevel `json:"access"`
+
+	// EmbedTenantName Lowercase, 5 to 36 characters, starts with a letter, ends with a letter or digit, only `a-z`, `0-9`, `-`.
+	//
+	// Example: acme-partners
+	EmbedTenantName EmbedTenantName `json:"embedTenantName"`
+}
+
 // EmbedTenantName Lowercase, 5 to 36 characters, starts with a letter, ends with a letter or digit, only `a-z`, `0-9`, `-`.
 //
 // Example: acme-partners
@@ -1790,6 +2124,7 @@ type Error struct {
 	// - `not_applied`: 503: a bulk-move item the store failure left unmoved
 	// - `job_limit`: 429: a deployment's dbt sync jobs queued or running
 	// - `storage_quota`: 413: what a deployment or account keeps in the dbt sync object store
+	// - `embed_access_limit`: 400: embed access entries of one workbook, folder or the root
 	Code ErrorCode `json:"code"`
 
 	// Message Example: folder 12 not found
@@ -1835,6 +2170,7 @@ type Error struct {
 // - `not_applied`: 503: a bulk-move item the store failure left unmoved
 // - `job_limit`: 429: a deployment's dbt sync jobs queued or running
 // - `storage_quota`: 413: what a deployment or account keeps in the dbt sync object store
+// - `embed_access_limit`: 400: embed access entries of one workbook, folder or the root
 type ErrorCode string
 
 // ExchangeSessionRequest defines model for ExchangeSessionRequest.
@@ -1903,16 +2239,34 @@ type GenerateSessionDryRun struct {
 	BranchName  string `json:"branchName"`
 	CreatorMode bool   `json:"creatorMode"`
 
+	// Dashboards The dashboards the session would open, by workbook id, each with the grant that
+	// decided it; at most 100 (`dashboardsTruncated` when it would open more).
+	Dashboards          []EmbedReachDashboard `json:"dashboards"`
+	DashboardsTruncated bool                  `json:"dashboardsTruncated"`
+
 	// DefinitionsCreated Group and attribute definitions the mint would create.
 	DefinitionsCreated []struct {
 		Kind GenerateSessionDryRunDefinitionsCreatedKind `json:"kind"`
 		Name string                                      `json:"name"`
 	} `json:"definitionsCreated"`
-	DeploymentId    int64                  `json:"deploymentId"`
-	EmbedTenantName string                 `json:"embedTenantName"`
-	ExpiresAt       time.Time              `json:"expiresAt"`
-	Groups          []string               `json:"groups"`
-	Production      bool                   `json:"production"`
+	DeploymentId    int64     `json:"deploymentId"`
+	EmbedTenantName string    `json:"embedTenantName"`
+	ExpiresAt       time.Time `json:"expiresAt"`
+
+	// GroupMemberships The names of the user's groups once minted, in each catalog: what the embed grants
+	// of `scope` `account` and `tenant` match (`tenant` is empty without a tenant).
+	GroupMemberships struct {
+		Account []string `json:"account"`
+		Tenant  []string `json:"tenant"`
+	} `json:"groupMemberships"`
+	Groups     []string `json:"groups"`
+	Production bool     `json:"production"`
+
+	// Resources What a session is narrowed to: among the dashboards its grants let it open, only these
+	// (by public id). It never widens; an id that matches nothing opens nothing, and `[]`
+	// opens nothing at all. Not with `internalId`. A dry run's `effective.resources` is the
+	// request's, absent when it sends none.
+	Resources       *EmbedSessionResources `json:"resources,omitempty"`
 	SecurityContext map[string]interface{} `json:"securityContext"`
 
 	// Settings The settings in effect for the session after layering.
@@ -1944,7 +2298,10 @@ type GenerateSessionRequest struct {
 	// groups, attributes, settings layering, branch resolution, the tenant and
 	// external-user limits) and answer `{"dryRun": true, "effective": {...}}` with what
 	// the session would carry, writing nothing: no session, no user, no definition, no
-	// tenant, no counter. Every error is the one the real mint would give.
+	// tenant, no counter. Every error is the one the real mint would give. `effective`
+	// also explains what the session would open: the dashboards and the grant that
+	// decided each, the groups in each catalog that decide them, and the row-level
+	// values.
 	DryRun *bool `json:"dryRun,omitempty"`
 
 	// Email Attached to the provisioned external user; only with `externalId`.
@@ -1961,11 +2318,19 @@ type GenerateSessionRequest struct {
 	// GroupDefinitions Upserted into the embed tenant's scope; requires `creatorMode` true and `embedTenantName`.
 	GroupDefinitions *[]GroupDefinitionInput `json:"groupDefinitions,omitempty"`
 
-	// Groups Omitted keeps memberships, `[]` clears them, a list replaces them; not allowed with `internalId`.
+	// Groups The user's memberships in the session's catalog: omitted keeps them (those the
+	// membership routes set included), `[]` clears them, a list replaces them; not allowed
+	// with `internalId`.
 	Groups *[]string `json:"groups,omitempty"`
 
 	// InternalId Username of an existing internal user of the account; its permissions are used.
 	InternalId *string `json:"internalId,omitempty"`
+
+	// Resources What a session is narrowed to: among the dashboards its grants let it open, only these
+	// (by public id). It never widens; an id that matches nothing opens nothing, and `[]`
+	// opens nothing at all. Not with `internalId`. A dry run's `effective.resources` is the
+	// request's, absent when it sends none.
+	Resources *EmbedSessionResources `json:"resources,omitempty"`
 
 	// SecurityContext Custom security context passed to data queries; not allowed with `internalId`.
 	SecurityContext *map[string]interface{} `json:"securityContext,omitempty"`
@@ -2031,6 +2396,42 @@ type GroupDefinitionPage struct {
 	Items    []GroupDefinition `json:"items"`
 	PageInfo PageInfo          `json:"pageInfo"`
 }
+
+// GroupMemberPage defines model for GroupMemberPage.
+type GroupMemberPage struct {
+	Items    []EmbedExternalUserSummary `json:"items"`
+	PageInfo PageInfo                   `json:"pageInfo"`
+}
+
+// GroupMembersAdded defines model for GroupMembersAdded.
+type GroupMembersAdded struct {
+	// Added Users who were not members and are now.
+	Added int `json:"added"`
+
+	// AlreadyMembers Users who were members already.
+	AlreadyMembers int `json:"alreadyMembers"`
+}
+
+// GroupMembersInput defines model for GroupMembersInput.
+type GroupMembersInput struct {
+	ExternalIds []string `json:"externalIds"`
+}
+
+// InheritedEmbedAccess The own grants of one object above: a folder (`source` `folder`, its `folderId`, and its
+// `folderName` when the caller can view it) or the deployment's root (`source` `root`,
+// `folderId` null).
+type InheritedEmbedAccess struct {
+	// AllEmbedUsers `read` lets the viewers the entry names open the dashboard; `none` refuses it to them.
+	AllEmbedUsers *EmbedAccessLevel          `json:"allEmbedUsers,omitempty"`
+	FolderId      *int64                     `json:"folderId"`
+	FolderName    *string                    `json:"folderName,omitempty"`
+	Groups        []EmbedGroupGrant          `json:"groups"`
+	Source        InheritedEmbedAccessSource `json:"source"`
+	Tenants       []EmbedTenantGrant         `json:"tenants"`
+}
+
+// InheritedEmbedAccessSource defines model for InheritedEmbedAccess.Source.
+type InheritedEmbedAccessSource string
 
 // JsonWebKey defines model for JsonWebKey.
 type JsonWebKey struct {
@@ -2347,6 +2748,37 @@ type SyncWarning struct {
 	Model *string `json:"model,omitempty"`
 }
 
+// TenantWorkbook A workbook an embed tenant's viewers read, and the grant that decided it: `accessSource`
+// `tenant`, `group` or `allEmbedUsers` for a grant on the workbook itself, `folder` for
+// one inherited (from `viaFolderId`, or from the root when `viaRoot`). `embeddable`: its
+// dashboard is published with `allowEmbed`, so a viewer can open it now.
+type TenantWorkbook struct {
+	AccessSource TenantWorkbookAccessSource `json:"accessSource"`
+	Embeddable   bool                       `json:"embeddable"`
+	FolderId     *int64                     `json:"folderId"`
+	Name         string                     `json:"name"`
+
+	// PublicId The public id of its published dashboard; null when never published.
+	PublicId *string `json:"publicId"`
+
+	// Subject The grant entry that decided: `{"type": "tenant", "embedTenantName"}`, `{"type":
+	// "group", "scope", "embedTenantName"?, "groupName"}`, `{"type": "allEmbedUsers"}`, or
+	// `{"type": "user"}` for an internal user's own access.
+	Subject     EmbedGrantSubject `json:"subject"`
+	ViaFolderId *int64            `json:"viaFolderId,omitempty"`
+	ViaRoot     *bool             `json:"viaRoot,omitempty"`
+	WorkbookId  int64             `json:"workbookId"`
+}
+
+// TenantWorkbookAccessSource defines model for TenantWorkbook.AccessSource.
+type TenantWorkbookAccessSource string
+
+// TenantWorkbookPage defines model for TenantWorkbookPage.
+type TenantWorkbookPage struct {
+	Items    []TenantWorkbook `json:"items"`
+	PageInfo PageInfo         `json:"pageInfo"`
+}
+
 // UpdateFolderRequest defines model for UpdateFolderRequest.
 type UpdateFolderRequest struct {
 	Name     *string  `json:"name,omitempty"`
@@ -2540,6 +2972,9 @@ type First = int
 // FolderId defines model for FolderId.
 type FolderId = int64
 
+// PublicId defines model for PublicId.
+type PublicId = string
+
 // ReportId defines model for ReportId.
 type ReportId = int64
 
@@ -2563,6 +2998,16 @@ type BadRequest = Error
 // HTTP status code; `code` is stable and machine-readable (branch on it, not on `message`);
 // `message` says what was wrong in words.
 type Conflict = Error
+
+// DashboardNotFound Error body of every failure (and of each failed bulk-move item). `status` repeats the
+// HTTP status code; `code` is stable and machine-readable (branch on it, not on `message`);
+// `message` says what was wrong in words.
+type DashboardNotFound = Error
+
+// EmbedAccessRejected Error body of every failure (and of each failed bulk-move item). `status` repeats the
+// HTTP status code; `code` is stable and machine-readable (branch on it, not on `message`);
+// `message` says what was wrong in words.
+type EmbedAccessRejected = Error
 
 // Forbidden Error body of every failure (and of each failed bulk-move item). `status` repeats the
 // HTTP status code; `code` is stable and machine-readable (branch on it, not on `message`);
@@ -2646,6 +3091,23 @@ type ListDbtSyncJobsParams struct {
 	After *After `form:"after,omitempty" json:"after,omitempty"`
 }
 
+// ListEmbedTenantWorkbooksParams defines parameters for ListEmbedTenantWorkbooks.
+type ListEmbedTenantWorkbooksParams struct {
+	AccessSource *ListEmbedTenantWorkbooksParamsAccessSource `form:"accessSource,omitempty" json:"accessSource,omitempty"`
+
+	// First Page size, 1 to 200; 50 when absent or empty. Anything else is `400` with the same message
+	// on every list: `first must be an integer from 1 to 200, not "<value>"`.
+	First *First `form:"first,omitempty" json:"first,omitempty"`
+
+	// After Opaque cursor, the `endCursor` of the previous page; absent or empty is the first page. A
+	// cursor the list cannot read (another list's, or another sort's) is `400` with the same
+	// message on every list: `after is not a cursor returned by this list`.
+	After *After `form:"after,omitempty" json:"after,omitempty"`
+}
+
+// ListEmbedTenantWorkbooksParamsAccessSource defines parameters for ListEmbedTenantWorkbooks.
+type ListEmbedTenantWorkbooksParamsAccessSource string
+
 // ListWorkspaceItemsParams defines parameters for ListWorkspaceItems.
 type ListWorkspaceItemsParams struct {
 	// FolderId Parent folder; omit for the workspace root.
@@ -2698,6 +3160,18 @@ type ListEmbedTenantGroupsParams struct {
 	After *After `form:"after,omitempty" json:"after,omitempty"`
 }
 
+// ListEmbedTenantGroupMembersParams defines parameters for ListEmbedTenantGroupMembers.
+type ListEmbedTenantGroupMembersParams struct {
+	// First Page size, 1 to 200; 50 when absent or empty. Anything else is `400` with the same message
+	// on every list: `first must be an integer from 1 to 200, not "<value>"`.
+	First *First `form:"first,omitempty" json:"first,omitempty"`
+
+	// After Opaque cursor, the `endCursor` of the previous page; absent or empty is the first page. A
+	// cursor the list cannot read (another list's, or another sort's) is `400` with the same
+	// message on every list: `after is not a cursor returned by this list`.
+	After *After `form:"after,omitempty" json:"after,omitempty"`
+}
+
 // ListEmbedTenantUserAttributesParams defines parameters for ListEmbedTenantUserAttributes.
 type ListEmbedTenantUserAttributesParams struct {
 	// First Page size, 1 to 200; 50 when absent or empty. Anything else is `400` with the same message
@@ -2714,6 +3188,18 @@ type ListEmbedTenantUserAttributesParams struct {
 type ListEmbedTenantUsersParams struct {
 	Q *string `form:"q,omitempty" json:"q,omitempty"`
 
+	// First Page size, 1 to 200; 50 when absent or empty. Anything else is `400` with the same message
+	// on every list: `first must be an integer from 1 to 200, not "<value>"`.
+	First *First `form:"first,omitempty" json:"first,omitempty"`
+
+	// After Opaque cursor, the `endCursor` of the previous page; absent or empty is the first page. A
+	// cursor the list cannot read (another list's, or another sort's) is `400` with the same
+	// message on every list: `after is not a cursor returned by this list`.
+	After *After `form:"after,omitempty" json:"after,omitempty"`
+}
+
+// ListEmbedDashboardsParams defines parameters for ListEmbedDashboards.
+type ListEmbedDashboardsParams struct {
 	// First Page size, 1 to 200; 50 when absent or empty. Anything else is `400` with the same message
 	// on every list: `first must be an integer from 1 to 200, not "<value>"`.
 	First *First `form:"first,omitempty" json:"first,omitempty"`
@@ -2747,6 +3233,18 @@ type ListEmbedSessionsParamsState string
 
 // ListGroupsParams defines parameters for ListGroups.
 type ListGroupsParams struct {
+	// First Page size, 1 to 200; 50 when absent or empty. Anything else is `400` with the same message
+	// on every list: `first must be an integer from 1 to 200, not "<value>"`.
+	First *First `form:"first,omitempty" json:"first,omitempty"`
+
+	// After Opaque cursor, the `endCursor` of the previous page; absent or empty is the first page. A
+	// cursor the list cannot read (another list's, or another sort's) is `400` with the same
+	// message on every list: `after is not a cursor returned by this list`.
+	After *After `form:"after,omitempty" json:"after,omitempty"`
+}
+
+// ListGroupMembersParams defines parameters for ListGroupMembers.
+type ListGroupMembersParams struct {
 	// First Page size, 1 to 200; 50 when absent or empty. Anything else is `400` with the same message
 	// on every list: `first must be an integer from 1 to 200, not "<value>"`.
 	First *First `form:"first,omitempty" json:"first,omitempty"`
@@ -2811,11 +3309,17 @@ type SetDbtGitIntegrationJSONRequestBody = DbtGitIntegrationRequest
 // StartDbtSyncJSONRequestBody defines body for StartDbtSync for application/json ContentType.
 type StartDbtSyncJSONRequestBody = DbtSyncRequest
 
+// SetRootEmbedAccessJSONRequestBody defines body for SetRootEmbedAccess for application/json ContentType.
+type SetRootEmbedAccessJSONRequestBody = EmbedAccess
+
 // CreateFolderJSONRequestBody defines body for CreateFolder for application/json ContentType.
 type CreateFolderJSONRequestBody = CreateFolderRequest
 
 // UpdateFolderJSONRequestBody defines body for UpdateFolder for application/json ContentType.
 type UpdateFolderJSONRequestBody = UpdateFolderRequest
+
+// SetFolderEmbedAccessJSONRequestBody defines body for SetFolderEmbedAccess for application/json ContentType.
+type SetFolderEmbedAccessJSONRequestBody = EmbedAccess
 
 // SetFolderPermissionsJSONRequestBody defines body for SetFolderPermissions for application/json ContentType.
 type SetFolderPermissionsJSONRequestBody = FolderPermissions
@@ -2832,6 +3336,9 @@ type CreateWorkbookJSONRequestBody = CreateWorkspaceItemRequest
 // UpdateWorkbookJSONRequestBody defines body for UpdateWorkbook for application/json ContentType.
 type UpdateWorkbookJSONRequestBody = UpdateWorkspaceItemRequest
 
+// SetWorkbookEmbedAccessJSONRequestBody defines body for SetWorkbookEmbedAccess for application/json ContentType.
+type SetWorkbookEmbedAccessJSONRequestBody = EmbedAccess
+
 // PublishWorkbookJSONRequestBody defines body for PublishWorkbook for application/json ContentType.
 type PublishWorkbookJSONRequestBody = PublishWorkbookRequest
 
@@ -2840,6 +3347,9 @@ type BulkMoveWorkspaceItemsJSONRequestBody = BulkMoveRequest
 
 // MoveWorkspaceItemJSONRequestBody defines body for MoveWorkspaceItem for application/json ContentType.
 type MoveWorkspaceItemJSONRequestBody = MoveRequest
+
+// AddEmbedTenantGroupMembersJSONRequestBody defines body for AddEmbedTenantGroupMembers for application/json ContentType.
+type AddEmbedTenantGroupMembersJSONRequestBody = GroupMembersInput
 
 // GenerateEmbedSessionJSONRequestBody defines body for GenerateEmbedSession for application/json ContentType.
 type GenerateEmbedSessionJSONRequestBody = GenerateSessionRequest
@@ -2858,6 +3368,9 @@ type PutEmbedAccountSettingsJSONRequestBody = EmbedAccountSettingsInput
 
 // CreateGroupJSONRequestBody defines body for CreateGroup for application/json ContentType.
 type CreateGroupJSONRequestBody = GroupDefinitionInput
+
+// AddGroupMembersJSONRequestBody defines body for AddGroupMembers for application/json ContentType.
+type AddGroupMembersJSONRequestBody = GroupMembersInput
 
 // CreateUserAttributeJSONRequestBody defines body for CreateUserAttribute for application/json ContentType.
 type CreateUserAttributeJSONRequestBody = AttributeDefinitionInput
@@ -3512,6 +4025,50 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/dbt-sync/{syncJobId}/retry (the `RetryDbtSyncJob` operationId).
 	RetryDbtSyncJob(ctx context.Context, deploymentId DeploymentId, syncJobId SyncJobId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetRootEmbedAccess Get the embed grants on the deployment's root
+	//
+	// The grants on the deployment's root, which reach every workbook of the deployment
+	// (`inherited` is always empty). Requires the `admin` role and a user's bearer token.
+	//
+	// Corresponds with GET /api/v1/deployments/{deploymentId}/embed-access (the `GetRootEmbedAccess` operationId).
+	GetRootEmbedAccess(ctx context.Context, deploymentId DeploymentId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetRootEmbedAccessWithBody Replace the embed grants on the deployment's root
+	//
+	// Replaces the root's grants, with the rules of `setWorkbookEmbedAccess`. Requires the
+	// `admin` role.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /api/v1/deployments/{deploymentId}/embed-access (the `SetRootEmbedAccess` operationId).
+	SetRootEmbedAccessWithBody(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetRootEmbedAccess Replace the embed grants on the deployment's root
+	//
+	// Replaces the root's grants, with the rules of `setWorkbookEmbedAccess`. Requires the
+	// `admin` role.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /api/v1/deployments/{deploymentId}/embed-access (the `SetRootEmbedAccess` operationId).
+	SetRootEmbedAccess(ctx context.Context, deploymentId DeploymentId, body SetRootEmbedAccessJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListEmbedTenantWorkbooks List the workbooks an embed tenant's viewers can read
+	//
+	// The tenant's effective access, by workbook id: each workbook of the deployment that a
+	// viewer of the tenant reads, by the grants alone (a viewer without groups, or else the
+	// members of a group a grant names), with the grant that decided it: `accessSource`
+	// `tenant`, `group` or `allEmbedUsers` for a grant on the workbook itself, `folder` for one
+	// inherited (`viaFolderId`, or `viaRoot` for the root's), and `subject` the entry.
+	// `embeddable` says whether its dashboard can be opened now (published with
+	// `allowEmbed`). `accessSource` keeps only the workbooks one source decided. With it a page
+	// may hold fewer than `first` items: at most `WORKSPACE_MAX_LIST_SCAN` (1,000) workbooks are
+	// examined per request; follow `endCursor` while `hasNextPage`. Requires the `admin`
+	// role and a user's bearer token. An invalid tenant name or `accessSource` is `400`.
+	//
+	// Corresponds with GET /api/v1/deployments/{deploymentId}/embed-tenants/{embedTenantName}/workbooks (the `ListEmbedTenantWorkbooks` operationId).
+	ListEmbedTenantWorkbooks(ctx context.Context, deploymentId DeploymentId, embedTenantName EmbedTenantName, params *ListEmbedTenantWorkbooksParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// CreateFolderWithBody Create a folder
 	//
 	// Creates a folder at the workspace root or under `parentId`. Requires the `ai_bi_user` role
@@ -3570,6 +4127,39 @@ type ClientInterface interface {
 	//
 	// Corresponds with PATCH /api/v1/deployments/{deploymentId}/folders/{folderId} (the `UpdateFolder` operationId).
 	UpdateFolder(ctx context.Context, deploymentId DeploymentId, folderId FolderId, body UpdateFolderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetFolderEmbedAccess Get the embed grants of a folder and what it inherits
+	//
+	// The folder's own embed grants, which reach every workbook below it at any depth, and in
+	// `inherited` those of the folders above it (nearest first) and of the root. An inherited
+	// folder the caller cannot view is listed without its `folderName`. Requires `manage` on
+	// the folder (an admin, or a `manage` grant on it or above it). Only a user's bearer token.
+	// A folder of another deployment or account is `404`.
+	//
+	// Corresponds with GET /api/v1/deployments/{deploymentId}/folders/{folderId}/embed-access (the `GetFolderEmbedAccess` operationId).
+	GetFolderEmbedAccess(ctx context.Context, deploymentId DeploymentId, folderId FolderId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetFolderEmbedAccessWithBody Replace the embed grants of a folder
+	//
+	// Replaces the folder's own embed grants, with the rules of `setWorkbookEmbedAccess`.
+	// Requires `manage` on the folder. A grant on a folder follows its subtree: a workbook or
+	// folder moved in or out of it gains or loses what the folder grants at once.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /api/v1/deployments/{deploymentId}/folders/{folderId}/embed-access (the `SetFolderEmbedAccess` operationId).
+	SetFolderEmbedAccessWithBody(ctx context.Context, deploymentId DeploymentId, folderId FolderId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetFolderEmbedAccess Replace the embed grants of a folder
+	//
+	// Replaces the folder's own embed grants, with the rules of `setWorkbookEmbedAccess`.
+	// Requires `manage` on the folder. A grant on a folder follows its subtree: a workbook or
+	// folder moved in or out of it gains or loses what the folder grants at once.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /api/v1/deployments/{deploymentId}/folders/{folderId}/embed-access (the `SetFolderEmbedAccess` operationId).
+	SetFolderEmbedAccess(ctx context.Context, deploymentId DeploymentId, folderId FolderId, body SetFolderEmbedAccessJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetFolderPermissions Get the grants set on a folder
 	//
@@ -3747,6 +4337,57 @@ type ClientInterface interface {
 	//
 	// Corresponds with PATCH /api/v1/deployments/{deploymentId}/workbooks/{workbookId} (the `UpdateWorkbook` operationId).
 	UpdateWorkbook(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, body UpdateWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetWorkbookEmbedAccess Get the embed grants of a workbook and what it inherits
+	//
+	// The workbook's own embed grants (`allEmbedUsers`, `tenants`, `groups`) and, in
+	// `inherited`, the own grants of every folder above it that has any (nearest first, each
+	// naming its folder) and of the deployment's root. Requires `manage` on the workbook: its
+	// creator, `manage` on its folder, or an admin. Only a user's bearer token: an API key or an
+	// embed token is `401`. A workbook of another deployment or account is `404`.
+	//
+	// Corresponds with GET /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/embed-access (the `GetWorkbookEmbedAccess` operationId).
+	GetWorkbookEmbedAccess(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetWorkbookEmbedAccessWithBody Replace the embed grants of a workbook
+	//
+	// Replaces the workbook's own embed grants with exactly those sent: a missing key or an
+	// empty list is no entry here (the workbook inherits), never `none`; `{}` removes them
+	// all. `inherited` is ignored, so a GET's body can be sent back. Requires `manage` on the
+	// workbook. The grants are checked before anything is read or written, and a rejected
+	// request changes nothing: an invalid `embedTenantName` or `groupName`, an `access` other
+	// than `read` or `none`, a `scope` other than `account` or `tenant`, `embedTenantName` on
+	// a group of scope `account` or its absence on one of scope `tenant`, or two entries for
+	// one subject is `400 invalid_request` naming the entry; more than
+	// `WORKSPACE_MAX_EMBED_ACCESS_ENTRIES` (200 by default) entries, `allEmbedUsers`, tenants
+	// and groups together, is `400 embed_access_limit`. Any valid tenant name may be granted,
+	// before its first session too. Every PUT is an audit event (`workspace.workbook.embed_access_change`; a folder's
+	// `workspace.folder.embed_access_change`, the root's `workspace.deployment.embed_access_change`).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/embed-access (the `SetWorkbookEmbedAccess` operationId).
+	SetWorkbookEmbedAccessWithBody(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetWorkbookEmbedAccess Replace the embed grants of a workbook
+	//
+	// Replaces the workbook's own embed grants with exactly those sent: a missing key or an
+	// empty list is no entry here (the workbook inherits), never `none`; `{}` removes them
+	// all. `inherited` is ignored, so a GET's body can be sent back. Requires `manage` on the
+	// workbook. The grants are checked before anything is read or written, and a rejected
+	// request changes nothing: an invalid `embedTenantName` or `groupName`, an `access` other
+	// than `read` or `none`, a `scope` other than `account` or `tenant`, `embedTenantName` on
+	// a group of scope `account` or its absence on one of scope `tenant`, or two entries for
+	// one subject is `400 invalid_request` naming the entry; more than
+	// `WORKSPACE_MAX_EMBED_ACCESS_ENTRIES` (200 by default) entries, `allEmbedUsers`, tenants
+	// and groups together, is `400 embed_access_limit`. Any valid tenant name may be granted,
+	// before its first session too. Every PUT is an audit event (`workspace.workbook.embed_access_change`; a folder's
+	// `workspace.folder.embed_access_change`, the root's `workspace.deployment.embed_access_change`).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/embed-access (the `SetWorkbookEmbedAccess` operationId).
+	SetWorkbookEmbedAccess(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, body SetWorkbookEmbedAccessJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PublishWorkbookWithBody Publish the workbook's dashboard draft
 	//
@@ -3973,6 +4614,63 @@ type ClientInterface interface {
 	// Corresponds with DELETE /api/v1/embed-tenants/{embedTenantName}/groups/{id} (the `DeleteEmbedTenantGroup` operationId).
 	DeleteEmbedTenantGroup(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListEmbedTenantGroupMembers List the members of an embed-tenant group
+	//
+	// The external users who are members of the tenant's group now, by id, whether a mint's
+	// `groups` or `addEmbedTenantGroupMembers` made them so. Requires an admin's unscoped
+	// account API key (a key scoped to deployments is `403 key_out_of_scope`, a personal key
+	// `403 personal_key`): memberships are the account's, not a deployment's. An unknown
+	// tenant or group, or a group of another tenant, is `404`.
+	//
+	// Corresponds with GET /api/v1/embed-tenants/{embedTenantName}/groups/{id}/users (the `ListEmbedTenantGroupMembers` operationId).
+	ListEmbedTenantGroupMembers(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, params *ListEmbedTenantGroupMembersParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AddEmbedTenantGroupMembersWithBody Add external users to an embed-tenant group
+	//
+	// Makes existing external users of the tenant (1 to 100 `externalIds`, trimmed and
+	// lowercased as a mint's `externalId`, none twice) members of the tenant's group; those
+	// already members are counted in `alreadyMembers`. Ids of no user of the tenant are `404`
+	// naming them all (`external users not found: a, b`), and nothing is added. A mint's `groups` keeps its meaning over these
+	// memberships: omitted preserves them, `[]` clears them, a list replaces them. The change
+	// decides the members' dashboards within a second, on every replica. Recorded in the
+	// audit trail (`embed.group_membership.add`).
+	// Changing what belongs to the whole account needs an admin's unscoped account API key: a
+	// key scoped to deployments is `403 key_out_of_scope`, a personal key `403 personal_key`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/embed-tenants/{embedTenantName}/groups/{id}/users (the `AddEmbedTenantGroupMembers` operationId).
+	AddEmbedTenantGroupMembersWithBody(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AddEmbedTenantGroupMembers Add external users to an embed-tenant group
+	//
+	// Makes existing external users of the tenant (1 to 100 `externalIds`, trimmed and
+	// lowercased as a mint's `externalId`, none twice) members of the tenant's group; those
+	// already members are counted in `alreadyMembers`. Ids of no user of the tenant are `404`
+	// naming them all (`external users not found: a, b`), and nothing is added. A mint's `groups` keeps its meaning over these
+	// memberships: omitted preserves them, `[]` clears them, a list replaces them. The change
+	// decides the members' dashboards within a second, on every replica. Recorded in the
+	// audit trail (`embed.group_membership.add`).
+	// Changing what belongs to the whole account needs an admin's unscoped account API key: a
+	// key scoped to deployments is `403 key_out_of_scope`, a personal key `403 personal_key`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/embed-tenants/{embedTenantName}/groups/{id}/users (the `AddEmbedTenantGroupMembers` operationId).
+	AddEmbedTenantGroupMembers(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, body AddEmbedTenantGroupMembersJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RemoveEmbedTenantGroupMember Remove an external user from an embed-tenant group
+	//
+	// Ends the user's membership of the tenant's group; the user's dashboards follow within a
+	// second, on every replica. A user who is not a member is answered as one who was (`204`:
+	// a retried DELETE succeeds); an unknown tenant, group or user is `404`. Recorded in the
+	// audit trail (`embed.group_membership.remove`).
+	// Changing what belongs to the whole account needs an admin's unscoped account API key: a
+	// key scoped to deployments is `403 key_out_of_scope`, a personal key `403 personal_key`.
+	//
+	// Corresponds with DELETE /api/v1/embed-tenants/{embedTenantName}/groups/{id}/users/{externalId} (the `RemoveEmbedTenantGroupMember` operationId).
+	RemoveEmbedTenantGroupMember(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, externalId string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListEmbedTenantUserAttributes List the embed tenant's user-attribute definitions
 	//
 	// Requires an admin's API key. An unknown tenant is `404`.
@@ -4043,6 +4741,39 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/embed/.well-known/jwks.json (the `GetEmbedJwks` operationId).
 	GetEmbedJwks(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListEmbedDashboards List the dashboards the embed session may open
+	//
+	// The published dashboards of the session's deployment that its viewer may open now, by
+	// workbook id, each with the grant kind that decided it (`accessSource`: `tenant`, `group`
+	// or `allEmbedUsers` for a grant on the workbook, `folder` for one inherited from a folder
+	// or the root; `user` for an internal user's session, which follows the user's own role
+	// and folder grants). A dashboard is listed when it is published with `allowEmbed` and the
+	// grants let the viewer read it (see `setWorkbookEmbedAccess`), and, for a session minted
+	// with `resources`, only when it is one of those. Decided per request from the current
+	// grants and group memberships: a change is seen within a second, on every replica.
+	// Served by workspace-svc, which learns the session's deployment, tenant and narrowing
+	// from the embed token's verified identity and the viewer's current groups from
+	// embed-svc. With few readable dashboards among many a page may hold fewer than `first`
+	// items; follow `endCursor` while `hasNextPage`.
+	//
+	// Corresponds with GET /api/v1/embed/dashboards (the `ListEmbedDashboards` operationId).
+	ListEmbedDashboards(ctx context.Context, params *ListEmbedDashboardsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetEmbedDashboard Get a published dashboard the embed session may open
+	//
+	// The published `Dashboard`, without what a viewer must not see: every report snapshot's
+	// `sqlQuery`, `pythonCode` and `meta` are null, and so are `createdBy` and `updatedBy`.
+	// Everything the session may not open is the same `404` (code `not_found`, message
+	// `dashboard <publicId> not found`, the same headers and body): an unknown or malformed
+	// id, a dashboard of another deployment or account, one unpublished or archived, with
+	// `allowEmbed` false, without a grant that lets the viewer read it, outside the session's
+	// `resources`, or deleted. A revoked session is `401` on its next request. Grants decide
+	// which dashboards a session opens; they do not change the data-API token
+	// (`createDataApiToken`).
+	//
+	// Corresponds with GET /api/v1/embed/dashboards/{publicId} (the `GetEmbedDashboard` operationId).
+	GetEmbedDashboard(ctx context.Context, publicId PublicId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GenerateEmbedSessionWithBody Mint an embed session
 	//
 	// Mints a single-use session identifier for an external user (`externalId`) or an existing
@@ -4077,7 +4808,10 @@ type ClientInterface interface {
 	// non-boolean values for its boolean keys; `User attributes not found`; `Groups with names
 	// <missing> not found`; a `branchName` nothing serves; definitions that would create or
 	// change more than `EMBED_MAX_DEFINITION_CHANGES` (1,000) definitions in one request (those
-	// sent unchanged do not count; they are written in one batch). `403`: `creatorMode` without the
+	// sent unchanged do not count; they are written in one batch); `resources` with
+	// `internalId`, without `dashboards`, with more than 50 of them, one twice or one that
+	// is not a public id's form. A dry run asks workspace-svc which dashboards the session
+	// would open: while it cannot answer, the dry run is `503`. `403`: `creatorMode` without the
 	// account's `useCreatorMode` flag; the external-user limit (10,000 by default) reached, with
 	// the limit in the message; `live_session_limit`: the account already has
 	// `EMBED_MAX_LIVE_SESSIONS_PER_ACCOUNT` (10,000 by default) sessions whose token has not
@@ -4127,7 +4861,10 @@ type ClientInterface interface {
 	// non-boolean values for its boolean keys; `User attributes not found`; `Groups with names
 	// <missing> not found`; a `branchName` nothing serves; definitions that would create or
 	// change more than `EMBED_MAX_DEFINITION_CHANGES` (1,000) definitions in one request (those
-	// sent unchanged do not count; they are written in one batch). `403`: `creatorMode` without the
+	// sent unchanged do not count; they are written in one batch); `resources` with
+	// `internalId`, without `dashboards`, with more than 50 of them, one twice or one that
+	// is not a public id's form. A dry run asks workspace-svc which dashboards the session
+	// would open: while it cannot answer, the dry run is `503`. `403`: `creatorMode` without the
 	// account's `useCreatorMode` flag; the external-user limit (10,000 by default) reached, with
 	// the limit in the message; `live_session_limit`: the account already has
 	// `EMBED_MAX_LIVE_SESSIONS_PER_ACCOUNT` (10,000 by default) sessions whose token has not
@@ -4371,6 +5108,55 @@ type ClientInterface interface {
 	//
 	// Corresponds with DELETE /api/v1/groups/{id} (the `DeleteGroup` operationId).
 	DeleteGroup(ctx context.Context, id DefinitionId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListGroupMembers List the members of an account-wide group
+	//
+	// The external users who are members of the account-wide group now, by id. Requires an
+	// admin's unscoped account API key or an admin's bearer token (a key scoped to deployments
+	// is `403 key_out_of_scope`, a personal key `403 personal_key`). An unknown group, or one
+	// of another account, is `404`.
+	//
+	// Corresponds with GET /api/v1/groups/{id}/users (the `ListGroupMembers` operationId).
+	ListGroupMembers(ctx context.Context, id DefinitionId, params *ListGroupMembersParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AddGroupMembersWithBody Add external users to an account-wide group
+	//
+	// As `addEmbedTenantGroupMembers`, for the account's catalog (the groups mints without
+	// creator mode resolve): any external user of the account may be a member. Ids of no
+	// user are `404` naming them all, and nothing is added.
+	// Changing what belongs to the whole account needs an admin's unscoped account API key
+	// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+	// `403 key_out_of_scope`, a personal key `403 personal_key`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/groups/{id}/users (the `AddGroupMembers` operationId).
+	AddGroupMembersWithBody(ctx context.Context, id DefinitionId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AddGroupMembers Add external users to an account-wide group
+	//
+	// As `addEmbedTenantGroupMembers`, for the account's catalog (the groups mints without
+	// creator mode resolve): any external user of the account may be a member. Ids of no
+	// user are `404` naming them all, and nothing is added.
+	// Changing what belongs to the whole account needs an admin's unscoped account API key
+	// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+	// `403 key_out_of_scope`, a personal key `403 personal_key`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/groups/{id}/users (the `AddGroupMembers` operationId).
+	AddGroupMembers(ctx context.Context, id DefinitionId, body AddGroupMembersJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RemoveGroupMember Remove an external user from an account-wide group
+	//
+	// As `removeEmbedTenantGroupMember`, for the account's catalog: `204` also for a user who
+	// is not a member, `404` for an unknown group or user.
+	// Changing what belongs to the whole account needs an admin's unscoped account API key
+	// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+	// `403 key_out_of_scope`, a personal key `403 personal_key`.
+	//
+	// Corresponds with DELETE /api/v1/groups/{id}/users/{externalId} (the `RemoveGroupMember` operationId).
+	RemoveGroupMember(ctx context.Context, id DefinitionId, externalId string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetOpenApiDocument This OpenAPI document, as JSON
 	//
@@ -4750,6 +5536,90 @@ func (c *Client) RetryDbtSyncJob(ctx context.Context, deploymentId DeploymentId,
 	return c.Client.Do(req)
 }
 
+// GetRootEmbedAccess Get the embed grants on the deployment's root
+//
+// The grants on the deployment's root, which reach every workbook of the deployment
+// (`inherited` is always empty). Requires the `admin` role and a user's bearer token.
+//
+// Corresponds with GET /api/v1/deployments/{deploymentId}/embed-access (the `GetRootEmbedAccess` operationId).
+func (c *Client) GetRootEmbedAccess(ctx context.Context, deploymentId DeploymentId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetRootEmbedAccessRequest(c.Server, deploymentId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetRootEmbedAccessWithBody Replace the embed grants on the deployment's root
+//
+// Replaces the root's grants, with the rules of `setWorkbookEmbedAccess`. Requires the
+// `admin` role.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /api/v1/deployments/{deploymentId}/embed-access (the `SetRootEmbedAccess` operationId).
+func (c *Client) SetRootEmbedAccessWithBody(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetRootEmbedAccessRequestWithBody(c.Server, deploymentId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetRootEmbedAccess Replace the embed grants on the deployment's root
+//
+// Replaces the root's grants, with the rules of `setWorkbookEmbedAccess`. Requires the
+// `admin` role.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /api/v1/deployments/{deploymentId}/embed-access (the `SetRootEmbedAccess` operationId).
+func (c *Client) SetRootEmbedAccess(ctx context.Context, deploymentId DeploymentId, body SetRootEmbedAccessJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetRootEmbedAccessRequest(c.Server, deploymentId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListEmbedTenantWorkbooks List the workbooks an embed tenant's viewers can read
+//
+// The tenant's effective access, by workbook id: each workbook of the deployment that a
+// viewer of the tenant reads, by the grants alone (a viewer without groups, or else the
+// members of a group a grant names), with the grant that decided it: `accessSource`
+// `tenant`, `group` or `allEmbedUsers` for a grant on the workbook itself, `folder` for one
+// inherited (`viaFolderId`, or `viaRoot` for the root's), and `subject` the entry.
+// `embeddable` says whether its dashboard can be opened now (published with
+// `allowEmbed`). `accessSource` keeps only the workbooks one source decided. With it a page
+// may hold fewer than `first` items: at most `WORKSPACE_MAX_LIST_SCAN` (1,000) workbooks are
+// examined per request; follow `endCursor` while `hasNextPage`. Requires the `admin`
+// role and a user's bearer token. An invalid tenant name or `accessSource` is `400`.
+//
+// Corresponds with GET /api/v1/deployments/{deploymentId}/embed-tenants/{embedTenantName}/workbooks (the `ListEmbedTenantWorkbooks` operationId).
+func (c *Client) ListEmbedTenantWorkbooks(ctx context.Context, deploymentId DeploymentId, embedTenantName EmbedTenantName, params *ListEmbedTenantWorkbooksParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListEmbedTenantWorkbooksRequest(c.Server, deploymentId, embedTenantName, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // CreateFolderWithBody Create a folder
 //
 // Creates a folder at the workspace root or under `parentId`. Requires the `ai_bi_user` role
@@ -4859,6 +5729,69 @@ func (c *Client) UpdateFolderWithBody(ctx context.Context, deploymentId Deployme
 // Corresponds with PATCH /api/v1/deployments/{deploymentId}/folders/{folderId} (the `UpdateFolder` operationId).
 func (c *Client) UpdateFolder(ctx context.Context, deploymentId DeploymentId, folderId FolderId, body UpdateFolderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewUpdateFolderRequest(c.Server, deploymentId, folderId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetFolderEmbedAccess Get the embed grants of a folder and what it inherits
+//
+// The folder's own embed grants, which reach every workbook below it at any depth, and in
+// `inherited` those of the folders above it (nearest first) and of the root. An inherited
+// folder the caller cannot view is listed without its `folderName`. Requires `manage` on
+// the folder (an admin, or a `manage` grant on it or above it). Only a user's bearer token.
+// A folder of another deployment or account is `404`.
+//
+// Corresponds with GET /api/v1/deployments/{deploymentId}/folders/{folderId}/embed-access (the `GetFolderEmbedAccess` operationId).
+func (c *Client) GetFolderEmbedAccess(ctx context.Context, deploymentId DeploymentId, folderId FolderId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetFolderEmbedAccessRequest(c.Server, deploymentId, folderId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetFolderEmbedAccessWithBody Replace the embed grants of a folder
+//
+// Replaces the folder's own embed grants, with the rules of `setWorkbookEmbedAccess`.
+// Requires `manage` on the folder. A grant on a folder follows its subtree: a workbook or
+// folder moved in or out of it gains or loses what the folder grants at once.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /api/v1/deployments/{deploymentId}/folders/{folderId}/embed-access (the `SetFolderEmbedAccess` operationId).
+func (c *Client) SetFolderEmbedAccessWithBody(ctx context.Context, deploymentId DeploymentId, folderId FolderId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetFolderEmbedAccessRequestWithBody(c.Server, deploymentId, folderId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetFolderEmbedAccess Replace the embed grants of a folder
+//
+// Replaces the folder's own embed grants, with the rules of `setWorkbookEmbedAccess`.
+// Requires `manage` on the folder. A grant on a folder follows its subtree: a workbook or
+// folder moved in or out of it gains or loses what the folder grants at once.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /api/v1/deployments/{deploymentId}/folders/{folderId}/embed-access (the `SetFolderEmbedAccess` operationId).
+func (c *Client) SetFolderEmbedAccess(ctx context.Context, deploymentId DeploymentId, folderId FolderId, body SetFolderEmbedAccessJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetFolderEmbedAccessRequest(c.Server, deploymentId, folderId, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5197,6 +6130,87 @@ func (c *Client) UpdateWorkbookWithBody(ctx context.Context, deploymentId Deploy
 // Corresponds with PATCH /api/v1/deployments/{deploymentId}/workbooks/{workbookId} (the `UpdateWorkbook` operationId).
 func (c *Client) UpdateWorkbook(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, body UpdateWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewUpdateWorkbookRequest(c.Server, deploymentId, workbookId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetWorkbookEmbedAccess Get the embed grants of a workbook and what it inherits
+//
+// The workbook's own embed grants (`allEmbedUsers`, `tenants`, `groups`) and, in
+// `inherited`, the own grants of every folder above it that has any (nearest first, each
+// naming its folder) and of the deployment's root. Requires `manage` on the workbook: its
+// creator, `manage` on its folder, or an admin. Only a user's bearer token: an API key or an
+// embed token is `401`. A workbook of another deployment or account is `404`.
+//
+// Corresponds with GET /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/embed-access (the `GetWorkbookEmbedAccess` operationId).
+func (c *Client) GetWorkbookEmbedAccess(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetWorkbookEmbedAccessRequest(c.Server, deploymentId, workbookId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetWorkbookEmbedAccessWithBody Replace the embed grants of a workbook
+//
+// Replaces the workbook's own embed grants with exactly those sent: a missing key or an
+// empty list is no entry here (the workbook inherits), never `none`; `{}` removes them
+// all. `inherited` is ignored, so a GET's body can be sent back. Requires `manage` on the
+// workbook. The grants are checked before anything is read or written, and a rejected
+// request changes nothing: an invalid `embedTenantName` or `groupName`, an `access` other
+// than `read` or `none`, a `scope` other than `account` or `tenant`, `embedTenantName` on
+// a group of scope `account` or its absence on one of scope `tenant`, or two entries for
+// one subject is `400 invalid_request` naming the entry; more than
+// `WORKSPACE_MAX_EMBED_ACCESS_ENTRIES` (200 by default) entries, `allEmbedUsers`, tenants
+// and groups together, is `400 embed_access_limit`. Any valid tenant name may be granted,
+// before its first session too. Every PUT is an audit event (`workspace.workbook.embed_access_change`; a folder's
+// `workspace.folder.embed_access_change`, the root's `workspace.deployment.embed_access_change`).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/embed-access (the `SetWorkbookEmbedAccess` operationId).
+func (c *Client) SetWorkbookEmbedAccessWithBody(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetWorkbookEmbedAccessRequestWithBody(c.Server, deploymentId, workbookId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetWorkbookEmbedAccess Replace the embed grants of a workbook
+//
+// Replaces the workbook's own embed grants with exactly those sent: a missing key or an
+// empty list is no entry here (the workbook inherits), never `none`; `{}` removes them
+// all. `inherited` is ignored, so a GET's body can be sent back. Requires `manage` on the
+// workbook. The grants are checked before anything is read or written, and a rejected
+// request changes nothing: an invalid `embedTenantName` or `groupName`, an `access` other
+// than `read` or `none`, a `scope` other than `account` or `tenant`, `embedTenantName` on
+// a group of scope `account` or its absence on one of scope `tenant`, or two entries for
+// one subject is `400 invalid_request` naming the entry; more than
+// `WORKSPACE_MAX_EMBED_ACCESS_ENTRIES` (200 by default) entries, `allEmbedUsers`, tenants
+// and groups together, is `400 embed_access_limit`. Any valid tenant name may be granted,
+// before its first session too. Every PUT is an audit event (`workspace.workbook.embed_access_change`; a folder's
+// `workspace.folder.embed_access_change`, the root's `workspace.deployment.embed_access_change`).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/embed-access (the `SetWorkbookEmbedAccess` operationId).
+func (c *Client) SetWorkbookEmbedAccess(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, body SetWorkbookEmbedAccessJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetWorkbookEmbedAccessRequest(c.Server, deploymentId, workbookId, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5562,6 +6576,103 @@ func (c *Client) DeleteEmbedTenantGroup(ctx context.Context, embedTenantName Emb
 	return c.Client.Do(req)
 }
 
+// ListEmbedTenantGroupMembers List the members of an embed-tenant group
+//
+// The external users who are members of the tenant's group now, by id, whether a mint's
+// `groups` or `addEmbedTenantGroupMembers` made them so. Requires an admin's unscoped
+// account API key (a key scoped to deployments is `403 key_out_of_scope`, a personal key
+// `403 personal_key`): memberships are the account's, not a deployment's. An unknown
+// tenant or group, or a group of another tenant, is `404`.
+//
+// Corresponds with GET /api/v1/embed-tenants/{embedTenantName}/groups/{id}/users (the `ListEmbedTenantGroupMembers` operationId).
+func (c *Client) ListEmbedTenantGroupMembers(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, params *ListEmbedTenantGroupMembersParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListEmbedTenantGroupMembersRequest(c.Server, embedTenantName, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AddEmbedTenantGroupMembersWithBody Add external users to an embed-tenant group
+//
+// Makes existing external users of the tenant (1 to 100 `externalIds`, trimmed and
+// lowercased as a mint's `externalId`, none twice) members of the tenant's group; those
+// already members are counted in `alreadyMembers`. Ids of no user of the tenant are `404`
+// naming them all (`external users not found: a, b`), and nothing is added. A mint's `groups` keeps its meaning over these
+// memberships: omitted preserves them, `[]` clears them, a list replaces them. The change
+// decides the members' dashboards within a second, on every replica. Recorded in the
+// audit trail (`embed.group_membership.add`).
+// Changing what belongs to the whole account needs an admin's unscoped account API key: a
+// key scoped to deployments is `403 key_out_of_scope`, a personal key `403 personal_key`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/embed-tenants/{embedTenantName}/groups/{id}/users (the `AddEmbedTenantGroupMembers` operationId).
+func (c *Client) AddEmbedTenantGroupMembersWithBody(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAddEmbedTenantGroupMembersRequestWithBody(c.Server, embedTenantName, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AddEmbedTenantGroupMembers Add external users to an embed-tenant group
+//
+// Makes existing external users of the tenant (1 to 100 `externalIds`, trimmed and
+// lowercased as a mint's `externalId`, none twice) members of the tenant's group; those
+// already members are counted in `alreadyMembers`. Ids of no user of the tenant are `404`
+// naming them all (`external users not found: a, b`), and nothing is added. A mint's `groups` keeps its meaning over these
+// memberships: omitted preserves them, `[]` clears them, a list replaces them. The change
+// decides the members' dashboards within a second, on every replica. Recorded in the
+// audit trail (`embed.group_membership.add`).
+// Changing what belongs to the whole account needs an admin's unscoped account API key: a
+// key scoped to deployments is `403 key_out_of_scope`, a personal key `403 personal_key`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/embed-tenants/{embedTenantName}/groups/{id}/users (the `AddEmbedTenantGroupMembers` operationId).
+func (c *Client) AddEmbedTenantGroupMembers(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, body AddEmbedTenantGroupMembersJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAddEmbedTenantGroupMembersRequest(c.Server, embedTenantName, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RemoveEmbedTenantGroupMember Remove an external user from an embed-tenant group
+//
+// Ends the user's membership of the tenant's group; the user's dashboards follow within a
+// second, on every replica. A user who is not a member is answered as one who was (`204`:
+// a retried DELETE succeeds); an unknown tenant, group or user is `404`. Recorded in the
+// audit trail (`embed.group_membership.remove`).
+// Changing what belongs to the whole account needs an admin's unscoped account API key: a
+// key scoped to deployments is `403 key_out_of_scope`, a personal key `403 personal_key`.
+//
+// Corresponds with DELETE /api/v1/embed-tenants/{embedTenantName}/groups/{id}/users/{externalId} (the `RemoveEmbedTenantGroupMember` operationId).
+func (c *Client) RemoveEmbedTenantGroupMember(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, externalId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRemoveEmbedTenantGroupMemberRequest(c.Server, embedTenantName, id, externalId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListEmbedTenantUserAttributes List the embed tenant's user-attribute definitions
 //
 // Requires an admin's API key. An unknown tenant is `404`.
@@ -5692,6 +6803,59 @@ func (c *Client) GetEmbedJwks(ctx context.Context, reqEditors ...RequestEditorFn
 	return c.Client.Do(req)
 }
 
+// ListEmbedDashboards List the dashboards the embed session may open
+//
+// The published dashboards of the session's deployment that its viewer may open now, by
+// workbook id, each with the grant kind that decided it (`accessSource`: `tenant`, `group`
+// or `allEmbedUsers` for a grant on the workbook, `folder` for one inherited from a folder
+// or the root; `user` for an internal user's session, which follows the user's own role
+// and folder grants). A dashboard is listed when it is published with `allowEmbed` and the
+// grants let the viewer read it (see `setWorkbookEmbedAccess`), and, for a session minted
+// with `resources`, only when it is one of those. Decided per request from the current
+// grants and group memberships: a change is seen within a second, on every replica.
+// Served by workspace-svc, which learns the session's deployment, tenant and narrowing
+// from the embed token's verified identity and the viewer's current groups from
+// embed-svc. With few readable dashboards among many a page may hold fewer than `first`
+// items; follow `endCursor` while `hasNextPage`.
+//
+// Corresponds with GET /api/v1/embed/dashboards (the `ListEmbedDashboards` operationId).
+func (c *Client) ListEmbedDashboards(ctx context.Context, params *ListEmbedDashboardsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListEmbedDashboardsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetEmbedDashboard Get a published dashboard the embed session may open
+//
+// The published `Dashboard`, without what a viewer must not see: every report snapshot's
+// `sqlQuery`, `pythonCode` and `meta` are null, and so are `createdBy` and `updatedBy`.
+// Everything the session may not open is the same `404` (code `not_found`, message
+// `dashboard <publicId> not found`, the same headers and body): an unknown or malformed
+// id, a dashboard of another deployment or account, one unpublished or archived, with
+// `allowEmbed` false, without a grant that lets the viewer read it, outside the session's
+// `resources`, or deleted. A revoked session is `401` on its next request. Grants decide
+// which dashboards a session opens; they do not change the data-API token
+// (`createDataApiToken`).
+//
+// Corresponds with GET /api/v1/embed/dashboards/{publicId} (the `GetEmbedDashboard` operationId).
+func (c *Client) GetEmbedDashboard(ctx context.Context, publicId PublicId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetEmbedDashboardRequest(c.Server, publicId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // GenerateEmbedSessionWithBody Mint an embed session
 //
 // Mints a single-use session identifier for an external user (`externalId`) or an existing
@@ -5726,7 +6890,10 @@ func (c *Client) GetEmbedJwks(ctx context.Context, reqEditors ...RequestEditorFn
 // non-boolean values for its boolean keys; `User attributes not found`; `Groups with names
 // <missing> not found`; a `branchName` nothing serves; definitions that would create or
 // change more than `EMBED_MAX_DEFINITION_CHANGES` (1,000) definitions in one request (those
-// sent unchanged do not count; they are written in one batch). `403`: `creatorMode` without the
+// sent unchanged do not count; they are written in one batch); `resources` with
+// `internalId`, without `dashboards`, with more than 50 of them, one twice or one that
+// is not a public id's form. A dry run asks workspace-svc which dashboards the session
+// would open: while it cannot answer, the dry run is `503`. `403`: `creatorMode` without the
 // account's `useCreatorMode` flag; the external-user limit (10,000 by default) reached, with
 // the limit in the message; `live_session_limit`: the account already has
 // `EMBED_MAX_LIVE_SESSIONS_PER_ACCOUNT` (10,000 by default) sessions whose token has not
@@ -5786,7 +6953,10 @@ func (c *Client) GenerateEmbedSessionWithBody(ctx context.Context, contentType s
 // non-boolean values for its boolean keys; `User attributes not found`; `Groups with names
 // <missing> not found`; a `branchName` nothing serves; definitions that would create or
 // change more than `EMBED_MAX_DEFINITION_CHANGES` (1,000) definitions in one request (those
-// sent unchanged do not count; they are written in one batch). `403`: `creatorMode` without the
+// sent unchanged do not count; they are written in one batch); `resources` with
+// `internalId`, without `dashboards`, with more than 50 of them, one twice or one that
+// is not a public id's form. A dry run asks workspace-svc which dashboards the session
+// would open: while it cannot answer, the dry run is `503`. `403`: `creatorMode` without the
 // account's `useCreatorMode` flag; the external-user limit (10,000 by default) reached, with
 // the limit in the message; `live_session_limit`: the account already has
 // `EMBED_MAX_LIVE_SESSIONS_PER_ACCOUNT` (10,000 by default) sessions whose token has not
@@ -6191,6 +7361,95 @@ func (c *Client) CreateGroup(ctx context.Context, body CreateGroupJSONRequestBod
 // Corresponds with DELETE /api/v1/groups/{id} (the `DeleteGroup` operationId).
 func (c *Client) DeleteGroup(ctx context.Context, id DefinitionId, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDeleteGroupRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListGroupMembers List the members of an account-wide group
+//
+// The external users who are members of the account-wide group now, by id. Requires an
+// admin's unscoped account API key or an admin's bearer token (a key scoped to deployments
+// is `403 key_out_of_scope`, a personal key `403 personal_key`). An unknown group, or one
+// of another account, is `404`.
+//
+// Corresponds with GET /api/v1/groups/{id}/users (the `ListGroupMembers` operationId).
+func (c *Client) ListGroupMembers(ctx context.Context, id DefinitionId, params *ListGroupMembersParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListGroupMembersRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AddGroupMembersWithBody Add external users to an account-wide group
+//
+// As `addEmbedTenantGroupMembers`, for the account's catalog (the groups mints without
+// creator mode resolve): any external user of the account may be a member. Ids of no
+// user are `404` naming them all, and nothing is added.
+// Changing what belongs to the whole account needs an admin's unscoped account API key
+// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+// `403 key_out_of_scope`, a personal key `403 personal_key`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/groups/{id}/users (the `AddGroupMembers` operationId).
+func (c *Client) AddGroupMembersWithBody(ctx context.Context, id DefinitionId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAddGroupMembersRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AddGroupMembers Add external users to an account-wide group
+//
+// As `addEmbedTenantGroupMembers`, for the account's catalog (the groups mints without
+// creator mode resolve): any external user of the account may be a member. Ids of no
+// user are `404` naming them all, and nothing is added.
+// Changing what belongs to the whole account needs an admin's unscoped account API key
+// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+// `403 key_out_of_scope`, a personal key `403 personal_key`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/groups/{id}/users (the `AddGroupMembers` operationId).
+func (c *Client) AddGroupMembers(ctx context.Context, id DefinitionId, body AddGroupMembersJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAddGroupMembersRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RemoveGroupMember Remove an external user from an account-wide group
+//
+// As `removeEmbedTenantGroupMember`, for the account's catalog: `204` also for a user who
+// is not a member, `404` for an unknown group or user.
+// Changing what belongs to the whole account needs an admin's unscoped account API key
+// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+// `403 key_out_of_scope`, a personal key `403 personal_key`.
+//
+// Corresponds with DELETE /api/v1/groups/{id}/users/{externalId} (the `RemoveGroupMember` operationId).
+func (c *Client) RemoveGroupMember(ctx context.Context, id DefinitionId, externalId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRemoveGroupMemberRequest(c.Server, id, externalId)
 	if err != nil {
 		return nil, err
 	}
@@ -6927,6 +8186,179 @@ func NewRetryDbtSyncJobRequest(server string, deploymentId DeploymentId, syncJob
 	return req, nil
 }
 
+// NewGetRootEmbedAccessRequest constructs an http.Request for the GetRootEmbedAccess method
+func NewGetRootEmbedAccessRequest(server string, deploymentId DeploymentId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "deploymentId", deploymentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/deployments/%s/embed-access", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSetRootEmbedAccessRequest calls the generic SetRootEmbedAccess builder with application/json body
+func NewSetRootEmbedAccessRequest(server string, deploymentId DeploymentId, body SetRootEmbedAccessJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSetRootEmbedAccessRequestWithBody(server, deploymentId, "application/json", bodyReader)
+}
+
+// NewSetRootEmbedAccessRequestWithBody constructs an http.Request for the SetRootEmbedAccess method, with any body, and a specified content type
+func NewSetRootEmbedAccessRequestWithBody(server string, deploymentId DeploymentId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "deploymentId", deploymentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/deployments/%s/embed-access", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewListEmbedTenantWorkbooksRequest constructs an http.Request for the ListEmbedTenantWorkbooks method
+func NewListEmbedTenantWorkbooksRequest(server string, deploymentId DeploymentId, embedTenantName EmbedTenantName, params *ListEmbedTenantWorkbooksParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "deploymentId", deploymentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "embedTenantName", embedTenantName, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/deployments/%s/embed-tenants/%s/workbooks", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.AccessSource != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "accessSource", *params.AccessSource, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.First != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "first", *params.First, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewCreateFolderRequest calls the generic CreateFolder builder with application/json body
 func NewCreateFolderRequest(server string, deploymentId DeploymentId, body CreateFolderJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -7101,6 +8533,101 @@ func NewUpdateFolderRequestWithBody(server string, deploymentId DeploymentId, fo
 	}
 
 	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewGetFolderEmbedAccessRequest constructs an http.Request for the GetFolderEmbedAccess method
+func NewGetFolderEmbedAccessRequest(server string, deploymentId DeploymentId, folderId FolderId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "deploymentId", deploymentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "folderId", folderId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/deployments/%s/folders/%s/embed-access", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSetFolderEmbedAccessRequest calls the generic SetFolderEmbedAccess builder with application/json body
+func NewSetFolderEmbedAccessRequest(server string, deploymentId DeploymentId, folderId FolderId, body SetFolderEmbedAccessJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSetFolderEmbedAccessRequestWithBody(server, deploymentId, folderId, "application/json", bodyReader)
+}
+
+// NewSetFolderEmbedAccessRequestWithBody constructs an http.Request for the SetFolderEmbedAccess method, with any body, and a specified content type
+func NewSetFolderEmbedAccessRequestWithBody(server string, deploymentId DeploymentId, folderId FolderId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "deploymentId", deploymentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "folderId", folderId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/deployments/%s/folders/%s/embed-access", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
 	if err != nil {
 		return nil, err
 	}
@@ -7596,6 +9123,101 @@ func NewUpdateWorkbookRequestWithBody(server string, deploymentId DeploymentId, 
 	}
 
 	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewGetWorkbookEmbedAccessRequest constructs an http.Request for the GetWorkbookEmbedAccess method
+func NewGetWorkbookEmbedAccessRequest(server string, deploymentId DeploymentId, workbookId WorkbookId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "deploymentId", deploymentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "workbookId", workbookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/deployments/%s/workbooks/%s/embed-access", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSetWorkbookEmbedAccessRequest calls the generic SetWorkbookEmbedAccess builder with application/json body
+func NewSetWorkbookEmbedAccessRequest(server string, deploymentId DeploymentId, workbookId WorkbookId, body SetWorkbookEmbedAccessJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSetWorkbookEmbedAccessRequestWithBody(server, deploymentId, workbookId, "application/json", bodyReader)
+}
+
+// NewSetWorkbookEmbedAccessRequestWithBody constructs an http.Request for the SetWorkbookEmbedAccess method, with any body, and a specified content type
+func NewSetWorkbookEmbedAccessRequestWithBody(server string, deploymentId DeploymentId, workbookId WorkbookId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "deploymentId", deploymentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "workbookId", workbookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/deployments/%s/workbooks/%s/embed-access", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
 	if err != nil {
 		return nil, err
 	}
@@ -8176,6 +9798,188 @@ func NewDeleteEmbedTenantGroupRequest(server string, embedTenantName EmbedTenant
 	return req, nil
 }
 
+// NewListEmbedTenantGroupMembersRequest constructs an http.Request for the ListEmbedTenantGroupMembers method
+func NewListEmbedTenantGroupMembersRequest(server string, embedTenantName EmbedTenantNameParam, id DefinitionId, params *ListEmbedTenantGroupMembersParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "embedTenantName", embedTenantName, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/embed-tenants/%s/groups/%s/users", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.First != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "first", *params.First, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewAddEmbedTenantGroupMembersRequest calls the generic AddEmbedTenantGroupMembers builder with application/json body
+func NewAddEmbedTenantGroupMembersRequest(server string, embedTenantName EmbedTenantNameParam, id DefinitionId, body AddEmbedTenantGroupMembersJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewAddEmbedTenantGroupMembersRequestWithBody(server, embedTenantName, id, "application/json", bodyReader)
+}
+
+// NewAddEmbedTenantGroupMembersRequestWithBody constructs an http.Request for the AddEmbedTenantGroupMembers method, with any body, and a specified content type
+func NewAddEmbedTenantGroupMembersRequestWithBody(server string, embedTenantName EmbedTenantNameParam, id DefinitionId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "embedTenantName", embedTenantName, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/embed-tenants/%s/groups/%s/users", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewRemoveEmbedTenantGroupMemberRequest constructs an http.Request for the RemoveEmbedTenantGroupMember method
+func NewRemoveEmbedTenantGroupMemberRequest(server string, embedTenantName EmbedTenantNameParam, id DefinitionId, externalId string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "embedTenantName", embedTenantName, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "externalId", externalId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/embed-tenants/%s/groups/%s/users/%s", pathParam0, pathParam1, pathParam2)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListEmbedTenantUserAttributesRequest constructs an http.Request for the ListEmbedTenantUserAttributes method
 func NewListEmbedTenantUserAttributesRequest(server string, embedTenantName EmbedTenantNameParam, params *ListEmbedTenantUserAttributesParams) (*http.Request, error) {
 	var err error
@@ -8467,6 +10271,106 @@ func NewGetEmbedJwksRequest(server string) (*http.Request, error) {
 	}
 
 	operationPath := fmt.Sprintf("/api/v1/embed/.well-known/jwks.json")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListEmbedDashboardsRequest constructs an http.Request for the ListEmbedDashboards method
+func NewListEmbedDashboardsRequest(server string, params *ListEmbedDashboardsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/embed/dashboards")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.First != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "first", *params.First, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetEmbedDashboardRequest constructs an http.Request for the GetEmbedDashboard method
+func NewGetEmbedDashboardRequest(server string, publicId PublicId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "publicId", publicId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/embed/dashboards/%s", pathParam0)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -9014,6 +10918,167 @@ func NewDeleteGroupRequest(server string, id DefinitionId) (*http.Request, error
 	}
 
 	operationPath := fmt.Sprintf("/api/v1/groups/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListGroupMembersRequest constructs an http.Request for the ListGroupMembers method
+func NewListGroupMembersRequest(server string, id DefinitionId, params *ListGroupMembersParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/groups/%s/users", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.First != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "first", *params.First, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewAddGroupMembersRequest calls the generic AddGroupMembers builder with application/json body
+func NewAddGroupMembersRequest(server string, id DefinitionId, body AddGroupMembersJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewAddGroupMembersRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewAddGroupMembersRequestWithBody constructs an http.Request for the AddGroupMembers method, with any body, and a specified content type
+func NewAddGroupMembersRequestWithBody(server string, id DefinitionId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/groups/%s/users", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewRemoveGroupMemberRequest constructs an http.Request for the RemoveGroupMember method
+func NewRemoveGroupMemberRequest(server string, id DefinitionId, externalId string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "externalId", externalId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/groups/%s/users/%s", pathParam0, pathParam1)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -9841,6 +11906,54 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/dbt-sync/{syncJobId}/retry (the `RetryDbtSyncJob` operationId).
 	RetryDbtSyncJobWithResponse(ctx context.Context, deploymentId DeploymentId, syncJobId SyncJobId, reqEditors ...RequestEditorFn) (*RetryDbtSyncJobResponse, error)
 
+	// GetRootEmbedAccessWithResponse Get the embed grants on the deployment's root
+	//
+	// The grants on the deployment's root, which reach every workbook of the deployment
+	// (`inherited` is always empty). Requires the `admin` role and a user's bearer token.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/deployments/{deploymentId}/embed-access (the `GetRootEmbedAccess` operationId).
+	GetRootEmbedAccessWithResponse(ctx context.Context, deploymentId DeploymentId, reqEditors ...RequestEditorFn) (*GetRootEmbedAccessResponse, error)
+
+	// SetRootEmbedAccessWithBodyWithResponse Replace the embed grants on the deployment's root
+	//
+	// Replaces the root's grants, with the rules of `setWorkbookEmbedAccess`. Requires the
+	// `admin` role.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/v1/deployments/{deploymentId}/embed-access (the `SetRootEmbedAccess` operationId).
+	SetRootEmbedAccessWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetRootEmbedAccessResponse, error)
+
+	// SetRootEmbedAccessWithResponse Replace the embed grants on the deployment's root
+	//
+	// Replaces the root's grants, with the rules of `setWorkbookEmbedAccess`. Requires the
+	// `admin` role.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/v1/deployments/{deploymentId}/embed-access (the `SetRootEmbedAccess` operationId).
+	SetRootEmbedAccessWithResponse(ctx context.Context, deploymentId DeploymentId, body SetRootEmbedAccessJSONRequestBody, reqEditors ...RequestEditorFn) (*SetRootEmbedAccessResponse, error)
+
+	// ListEmbedTenantWorkbooksWithResponse List the workbooks an embed tenant's viewers can read
+	//
+	// The tenant's effective access, by workbook id: each workbook of the deployment that a
+	// viewer of the tenant reads, by the grants alone (a viewer without groups, or else the
+	// members of a group a grant names), with the grant that decided it: `accessSource`
+	// `tenant`, `group` or `allEmbedUsers` for a grant on the workbook itself, `folder` for one
+	// inherited (`viaFolderId`, or `viaRoot` for the root's), and `subject` the entry.
+	// `embeddable` says whether its dashboard can be opened now (published with
+	// `allowEmbed`). `accessSource` keeps only the workbooks one source decided. With it a page
+	// may hold fewer than `first` items: at most `WORKSPACE_MAX_LIST_SCAN` (1,000) workbooks are
+	// examined per request; follow `endCursor` while `hasNextPage`. Requires the `admin`
+	// role and a user's bearer token. An invalid tenant name or `accessSource` is `400`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/deployments/{deploymentId}/embed-tenants/{embedTenantName}/workbooks (the `ListEmbedTenantWorkbooks` operationId).
+	ListEmbedTenantWorkbooksWithResponse(ctx context.Context, deploymentId DeploymentId, embedTenantName EmbedTenantName, params *ListEmbedTenantWorkbooksParams, reqEditors ...RequestEditorFn) (*ListEmbedTenantWorkbooksResponse, error)
+
 	// CreateFolderWithBodyWithResponse Create a folder
 	//
 	// Creates a folder at the workspace root or under `parentId`. Requires the `ai_bi_user` role
@@ -9903,6 +12016,41 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PATCH /api/v1/deployments/{deploymentId}/folders/{folderId} (the `UpdateFolder` operationId).
 	UpdateFolderWithResponse(ctx context.Context, deploymentId DeploymentId, folderId FolderId, body UpdateFolderJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateFolderResponse, error)
+
+	// GetFolderEmbedAccessWithResponse Get the embed grants of a folder and what it inherits
+	//
+	// The folder's own embed grants, which reach every workbook below it at any depth, and in
+	// `inherited` those of the folders above it (nearest first) and of the root. An inherited
+	// folder the caller cannot view is listed without its `folderName`. Requires `manage` on
+	// the folder (an admin, or a `manage` grant on it or above it). Only a user's bearer token.
+	// A folder of another deployment or account is `404`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/deployments/{deploymentId}/folders/{folderId}/embed-access (the `GetFolderEmbedAccess` operationId).
+	GetFolderEmbedAccessWithResponse(ctx context.Context, deploymentId DeploymentId, folderId FolderId, reqEditors ...RequestEditorFn) (*GetFolderEmbedAccessResponse, error)
+
+	// SetFolderEmbedAccessWithBodyWithResponse Replace the embed grants of a folder
+	//
+	// Replaces the folder's own embed grants, with the rules of `setWorkbookEmbedAccess`.
+	// Requires `manage` on the folder. A grant on a folder follows its subtree: a workbook or
+	// folder moved in or out of it gains or loses what the folder grants at once.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/v1/deployments/{deploymentId}/folders/{folderId}/embed-access (the `SetFolderEmbedAccess` operationId).
+	SetFolderEmbedAccessWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, folderId FolderId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetFolderEmbedAccessResponse, error)
+
+	// SetFolderEmbedAccessWithResponse Replace the embed grants of a folder
+	//
+	// Replaces the folder's own embed grants, with the rules of `setWorkbookEmbedAccess`.
+	// Requires `manage` on the folder. A grant on a folder follows its subtree: a workbook or
+	// folder moved in or out of it gains or loses what the folder grants at once.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/v1/deployments/{deploymentId}/folders/{folderId}/embed-access (the `SetFolderEmbedAccess` operationId).
+	SetFolderEmbedAccessWithResponse(ctx context.Context, deploymentId DeploymentId, folderId FolderId, body SetFolderEmbedAccessJSONRequestBody, reqEditors ...RequestEditorFn) (*SetFolderEmbedAccessResponse, error)
 
 	// GetFolderPermissionsWithResponse Get the grants set on a folder
 	//
@@ -10092,6 +12240,59 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PATCH /api/v1/deployments/{deploymentId}/workbooks/{workbookId} (the `UpdateWorkbook` operationId).
 	UpdateWorkbookWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, body UpdateWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateWorkbookResponse, error)
+
+	// GetWorkbookEmbedAccessWithResponse Get the embed grants of a workbook and what it inherits
+	//
+	// The workbook's own embed grants (`allEmbedUsers`, `tenants`, `groups`) and, in
+	// `inherited`, the own grants of every folder above it that has any (nearest first, each
+	// naming its folder) and of the deployment's root. Requires `manage` on the workbook: its
+	// creator, `manage` on its folder, or an admin. Only a user's bearer token: an API key or an
+	// embed token is `401`. A workbook of another deployment or account is `404`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/embed-access (the `GetWorkbookEmbedAccess` operationId).
+	GetWorkbookEmbedAccessWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, reqEditors ...RequestEditorFn) (*GetWorkbookEmbedAccessResponse, error)
+
+	// SetWorkbookEmbedAccessWithBodyWithResponse Replace the embed grants of a workbook
+	//
+	// Replaces the workbook's own embed grants with exactly those sent: a missing key or an
+	// empty list is no entry here (the workbook inherits), never `none`; `{}` removes them
+	// all. `inherited` is ignored, so a GET's body can be sent back. Requires `manage` on the
+	// workbook. The grants are checked before anything is read or written, and a rejected
+	// request changes nothing: an invalid `embedTenantName` or `groupName`, an `access` other
+	// than `read` or `none`, a `scope` other than `account` or `tenant`, `embedTenantName` on
+	// a group of scope `account` or its absence on one of scope `tenant`, or two entries for
+	// one subject is `400 invalid_request` naming the entry; more than
+	// `WORKSPACE_MAX_EMBED_ACCESS_ENTRIES` (200 by default) entries, `allEmbedUsers`, tenants
+	// and groups together, is `400 embed_access_limit`. Any valid tenant name may be granted,
+	// before its first session too. Every PUT is an audit event (`workspace.workbook.embed_access_change`; a folder's
+	// `workspace.folder.embed_access_change`, the root's `workspace.deployment.embed_access_change`).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/embed-access (the `SetWorkbookEmbedAccess` operationId).
+	SetWorkbookEmbedAccessWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetWorkbookEmbedAccessResponse, error)
+
+	// SetWorkbookEmbedAccessWithResponse Replace the embed grants of a workbook
+	//
+	// Replaces the workbook's own embed grants with exactly those sent: a missing key or an
+	// empty list is no entry here (the workbook inherits), never `none`; `{}` removes them
+	// all. `inherited` is ignored, so a GET's body can be sent back. Requires `manage` on the
+	// workbook. The grants are checked before anything is read or written, and a rejected
+	// request changes nothing: an invalid `embedTenantName` or `groupName`, an `access` other
+	// than `read` or `none`, a `scope` other than `account` or `tenant`, `embedTenantName` on
+	// a group of scope `account` or its absence on one of scope `tenant`, or two entries for
+	// one subject is `400 invalid_request` naming the entry; more than
+	// `WORKSPACE_MAX_EMBED_ACCESS_ENTRIES` (200 by default) entries, `allEmbedUsers`, tenants
+	// and groups together, is `400 embed_access_limit`. Any valid tenant name may be granted,
+	// before its first session too. Every PUT is an audit event (`workspace.workbook.embed_access_change`; a folder's
+	// `workspace.folder.embed_access_change`, the root's `workspace.deployment.embed_access_change`).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/embed-access (the `SetWorkbookEmbedAccess` operationId).
+	SetWorkbookEmbedAccessWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, body SetWorkbookEmbedAccessJSONRequestBody, reqEditors ...RequestEditorFn) (*SetWorkbookEmbedAccessResponse, error)
 
 	// PublishWorkbookWithBodyWithResponse Publish the workbook's dashboard draft
 	//
@@ -10332,6 +12533,67 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with DELETE /api/v1/embed-tenants/{embedTenantName}/groups/{id} (the `DeleteEmbedTenantGroup` operationId).
 	DeleteEmbedTenantGroupWithResponse(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, reqEditors ...RequestEditorFn) (*DeleteEmbedTenantGroupResponse, error)
 
+	// ListEmbedTenantGroupMembersWithResponse List the members of an embed-tenant group
+	//
+	// The external users who are members of the tenant's group now, by id, whether a mint's
+	// `groups` or `addEmbedTenantGroupMembers` made them so. Requires an admin's unscoped
+	// account API key (a key scoped to deployments is `403 key_out_of_scope`, a personal key
+	// `403 personal_key`): memberships are the account's, not a deployment's. An unknown
+	// tenant or group, or a group of another tenant, is `404`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/embed-tenants/{embedTenantName}/groups/{id}/users (the `ListEmbedTenantGroupMembers` operationId).
+	ListEmbedTenantGroupMembersWithResponse(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, params *ListEmbedTenantGroupMembersParams, reqEditors ...RequestEditorFn) (*ListEmbedTenantGroupMembersResponse, error)
+
+	// AddEmbedTenantGroupMembersWithBodyWithResponse Add external users to an embed-tenant group
+	//
+	// Makes existing external users of the tenant (1 to 100 `externalIds`, trimmed and
+	// lowercased as a mint's `externalId`, none twice) members of the tenant's group; those
+	// already members are counted in `alreadyMembers`. Ids of no user of the tenant are `404`
+	// naming them all (`external users not found: a, b`), and nothing is added. A mint's `groups` keeps its meaning over these
+	// memberships: omitted preserves them, `[]` clears them, a list replaces them. The change
+	// decides the members' dashboards within a second, on every replica. Recorded in the
+	// audit trail (`embed.group_membership.add`).
+	// Changing what belongs to the whole account needs an admin's unscoped account API key: a
+	// key scoped to deployments is `403 key_out_of_scope`, a personal key `403 personal_key`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/embed-tenants/{embedTenantName}/groups/{id}/users (the `AddEmbedTenantGroupMembers` operationId).
+	AddEmbedTenantGroupMembersWithBodyWithResponse(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AddEmbedTenantGroupMembersResponse, error)
+
+	// AddEmbedTenantGroupMembersWithResponse Add external users to an embed-tenant group
+	//
+	// Makes existing external users of the tenant (1 to 100 `externalIds`, trimmed and
+	// lowercased as a mint's `externalId`, none twice) members of the tenant's group; those
+	// already members are counted in `alreadyMembers`. Ids of no user of the tenant are `404`
+	// naming them all (`external users not found: a, b`), and nothing is added. A mint's `groups` keeps its meaning over these
+	// memberships: omitted preserves them, `[]` clears them, a list replaces them. The change
+	// decides the members' dashboards within a second, on every replica. Recorded in the
+	// audit trail (`embed.group_membership.add`).
+	// Changing what belongs to the whole account needs an admin's unscoped account API key: a
+	// key scoped to deployments is `403 key_out_of_scope`, a personal key `403 personal_key`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/embed-tenants/{embedTenantName}/groups/{id}/users (the `AddEmbedTenantGroupMembers` operationId).
+	AddEmbedTenantGroupMembersWithResponse(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, body AddEmbedTenantGroupMembersJSONRequestBody, reqEditors ...RequestEditorFn) (*AddEmbedTenantGroupMembersResponse, error)
+
+	// RemoveEmbedTenantGroupMemberWithResponse Remove an external user from an embed-tenant group
+	//
+	// Ends the user's membership of the tenant's group; the user's dashboards follow within a
+	// second, on every replica. A user who is not a member is answered as one who was (`204`:
+	// a retried DELETE succeeds); an unknown tenant, group or user is `404`. Recorded in the
+	// audit trail (`embed.group_membership.remove`).
+	// Changing what belongs to the whole account needs an admin's unscoped account API key: a
+	// key scoped to deployments is `403 key_out_of_scope`, a personal key `403 personal_key`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /api/v1/embed-tenants/{embedTenantName}/groups/{id}/users/{externalId} (the `RemoveEmbedTenantGroupMember` operationId).
+	RemoveEmbedTenantGroupMemberWithResponse(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, externalId string, reqEditors ...RequestEditorFn) (*RemoveEmbedTenantGroupMemberResponse, error)
+
 	// ListEmbedTenantUserAttributesWithResponse List the embed tenant's user-attribute definitions
 	//
 	// Requires an admin's API key. An unknown tenant is `404`.
@@ -10414,6 +12676,43 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/embed/.well-known/jwks.json (the `GetEmbedJwks` operationId).
 	GetEmbedJwksWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetEmbedJwksResponse, error)
 
+	// ListEmbedDashboardsWithResponse List the dashboards the embed session may open
+	//
+	// The published dashboards of the session's deployment that its viewer may open now, by
+	// workbook id, each with the grant kind that decided it (`accessSource`: `tenant`, `group`
+	// or `allEmbedUsers` for a grant on the workbook, `folder` for one inherited from a folder
+	// or the root; `user` for an internal user's session, which follows the user's own role
+	// and folder grants). A dashboard is listed when it is published with `allowEmbed` and the
+	// grants let the viewer read it (see `setWorkbookEmbedAccess`), and, for a session minted
+	// with `resources`, only when it is one of those. Decided per request from the current
+	// grants and group memberships: a change is seen within a second, on every replica.
+	// Served by workspace-svc, which learns the session's deployment, tenant and narrowing
+	// from the embed token's verified identity and the viewer's current groups from
+	// embed-svc. With few readable dashboards among many a page may hold fewer than `first`
+	// items; follow `endCursor` while `hasNextPage`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/embed/dashboards (the `ListEmbedDashboards` operationId).
+	ListEmbedDashboardsWithResponse(ctx context.Context, params *ListEmbedDashboardsParams, reqEditors ...RequestEditorFn) (*ListEmbedDashboardsResponse, error)
+
+	// GetEmbedDashboardWithResponse Get a published dashboard the embed session may open
+	//
+	// The published `Dashboard`, without what a viewer must not see: every report snapshot's
+	// `sqlQuery`, `pythonCode` and `meta` are null, and so are `createdBy` and `updatedBy`.
+	// Everything the session may not open is the same `404` (code `not_found`, message
+	// `dashboard <publicId> not found`, the same headers and body): an unknown or malformed
+	// id, a dashboard of another deployment or account, one unpublished or archived, with
+	// `allowEmbed` false, without a grant that lets the viewer read it, outside the session's
+	// `resources`, or deleted. A revoked session is `401` on its next request. Grants decide
+	// which dashboards a session opens; they do not change the data-API token
+	// (`createDataApiToken`).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/embed/dashboards/{publicId} (the `GetEmbedDashboard` operationId).
+	GetEmbedDashboardWithResponse(ctx context.Context, publicId PublicId, reqEditors ...RequestEditorFn) (*GetEmbedDashboardResponse, error)
+
 	// GenerateEmbedSessionWithBodyWithResponse Mint an embed session
 	//
 	// Mints a single-use session identifier for an external user (`externalId`) or an existing
@@ -10448,7 +12747,10 @@ type ClientWithResponsesInterface interface {
 	// non-boolean values for its boolean keys; `User attributes not found`; `Groups with names
 	// <missing> not found`; a `branchName` nothing serves; definitions that would create or
 	// change more than `EMBED_MAX_DEFINITION_CHANGES` (1,000) definitions in one request (those
-	// sent unchanged do not count; they are written in one batch). `403`: `creatorMode` without the
+	// sent unchanged do not count; they are written in one batch); `resources` with
+	// `internalId`, without `dashboards`, with more than 50 of them, one twice or one that
+	// is not a public id's form. A dry run asks workspace-svc which dashboards the session
+	// would open: while it cannot answer, the dry run is `503`. `403`: `creatorMode` without the
 	// account's `useCreatorMode` flag; the external-user limit (10,000 by default) reached, with
 	// the limit in the message; `live_session_limit`: the account already has
 	// `EMBED_MAX_LIVE_SESSIONS_PER_ACCOUNT` (10,000 by default) sessions whose token has not
@@ -10498,7 +12800,10 @@ type ClientWithResponsesInterface interface {
 	// non-boolean values for its boolean keys; `User attributes not found`; `Groups with names
 	// <missing> not found`; a `branchName` nothing serves; definitions that would create or
 	// change more than `EMBED_MAX_DEFINITION_CHANGES` (1,000) definitions in one request (those
-	// sent unchanged do not count; they are written in one batch). `403`: `creatorMode` without the
+	// sent unchanged do not count; they are written in one batch); `resources` with
+	// `internalId`, without `dashboards`, with more than 50 of them, one twice or one that
+	// is not a public id's form. A dry run asks workspace-svc which dashboards the session
+	// would open: while it cannot answer, the dry run is `503`. `403`: `creatorMode` without the
 	// account's `useCreatorMode` flag; the external-user limit (10,000 by default) reached, with
 	// the limit in the message; `live_session_limit`: the account already has
 	// `EMBED_MAX_LIVE_SESSIONS_PER_ACCOUNT` (10,000 by default) sessions whose token has not
@@ -10754,6 +13059,59 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with DELETE /api/v1/groups/{id} (the `DeleteGroup` operationId).
 	DeleteGroupWithResponse(ctx context.Context, id DefinitionId, reqEditors ...RequestEditorFn) (*DeleteGroupResponse, error)
+
+	// ListGroupMembersWithResponse List the members of an account-wide group
+	//
+	// The external users who are members of the account-wide group now, by id. Requires an
+	// admin's unscoped account API key or an admin's bearer token (a key scoped to deployments
+	// is `403 key_out_of_scope`, a personal key `403 personal_key`). An unknown group, or one
+	// of another account, is `404`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/groups/{id}/users (the `ListGroupMembers` operationId).
+	ListGroupMembersWithResponse(ctx context.Context, id DefinitionId, params *ListGroupMembersParams, reqEditors ...RequestEditorFn) (*ListGroupMembersResponse, error)
+
+	// AddGroupMembersWithBodyWithResponse Add external users to an account-wide group
+	//
+	// As `addEmbedTenantGroupMembers`, for the account's catalog (the groups mints without
+	// creator mode resolve): any external user of the account may be a member. Ids of no
+	// user are `404` naming them all, and nothing is added.
+	// Changing what belongs to the whole account needs an admin's unscoped account API key
+	// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+	// `403 key_out_of_scope`, a personal key `403 personal_key`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/groups/{id}/users (the `AddGroupMembers` operationId).
+	AddGroupMembersWithBodyWithResponse(ctx context.Context, id DefinitionId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AddGroupMembersResponse, error)
+
+	// AddGroupMembersWithResponse Add external users to an account-wide group
+	//
+	// As `addEmbedTenantGroupMembers`, for the account's catalog (the groups mints without
+	// creator mode resolve): any external user of the account may be a member. Ids of no
+	// user are `404` naming them all, and nothing is added.
+	// Changing what belongs to the whole account needs an admin's unscoped account API key
+	// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+	// `403 key_out_of_scope`, a personal key `403 personal_key`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/groups/{id}/users (the `AddGroupMembers` operationId).
+	AddGroupMembersWithResponse(ctx context.Context, id DefinitionId, body AddGroupMembersJSONRequestBody, reqEditors ...RequestEditorFn) (*AddGroupMembersResponse, error)
+
+	// RemoveGroupMemberWithResponse Remove an external user from an account-wide group
+	//
+	// As `removeEmbedTenantGroupMember`, for the account's catalog: `204` also for a user who
+	// is not a member, `404` for an unknown group or user.
+	// Changing what belongs to the whole account needs an admin's unscoped account API key
+	// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+	// `403 key_out_of_scope`, a personal key `403 personal_key`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /api/v1/groups/{id}/users/{externalId} (the `RemoveGroupMember` operationId).
+	RemoveGroupMemberWithResponse(ctx context.Context, id DefinitionId, externalId string, reqEditors ...RequestEditorFn) (*RemoveGroupMemberResponse, error)
 
 	// GetOpenApiDocumentWithResponse This OpenAPI document, as JSON
 	//
@@ -11700,6 +14058,304 @@ func (r RetryDbtSyncJobResponse) ContentType() string {
 	return ""
 }
 
+// GetRootEmbedAccessResponse401Headers the declared response headers of an HTTP 401 response for GetRootEmbedAccess
+type GetRootEmbedAccessResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type GetRootEmbedAccessResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *EmbedAccessView
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *BadGateway
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *GatewayTimeout
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetRootEmbedAccessResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetRootEmbedAccessResponse) GetJSON200() *EmbedAccessView {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetRootEmbedAccessResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetRootEmbedAccessResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetRootEmbedAccessResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r GetRootEmbedAccessResponse) GetJSON502() *BadGateway {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetRootEmbedAccessResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r GetRootEmbedAccessResponse) GetJSON504() *GatewayTimeout {
+	return r.JSON504
+}
+
+// GetBody returns the raw response body bytes
+func (r GetRootEmbedAccessResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetRootEmbedAccessResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetRootEmbedAccessResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetRootEmbedAccessResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SetRootEmbedAccessResponse401Headers the declared response headers of an HTTP 401 response for SetRootEmbedAccess
+type SetRootEmbedAccessResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type SetRootEmbedAccessResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *EmbedAccessView
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *EmbedAccessRejected
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *PayloadTooLarge
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *BadGateway
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *GatewayTimeout
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *SetRootEmbedAccessResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SetRootEmbedAccessResponse) GetJSON200() *EmbedAccessView {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r SetRootEmbedAccessResponse) GetJSON400() *EmbedAccessRejected {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r SetRootEmbedAccessResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r SetRootEmbedAccessResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r SetRootEmbedAccessResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r SetRootEmbedAccessResponse) GetJSON413() *PayloadTooLarge {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r SetRootEmbedAccessResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r SetRootEmbedAccessResponse) GetJSON502() *BadGateway {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r SetRootEmbedAccessResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r SetRootEmbedAccessResponse) GetJSON504() *GatewayTimeout {
+	return r.JSON504
+}
+
+// GetBody returns the raw response body bytes
+func (r SetRootEmbedAccessResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SetRootEmbedAccessResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SetRootEmbedAccessResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SetRootEmbedAccessResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListEmbedTenantWorkbooksResponse401Headers the declared response headers of an HTTP 401 response for ListEmbedTenantWorkbooks
+type ListEmbedTenantWorkbooksResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type ListEmbedTenantWorkbooksResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TenantWorkbookPage
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *BadGateway
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *GatewayTimeout
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListEmbedTenantWorkbooksResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListEmbedTenantWorkbooksResponse) GetJSON200() *TenantWorkbookPage {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListEmbedTenantWorkbooksResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListEmbedTenantWorkbooksResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListEmbedTenantWorkbooksResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ListEmbedTenantWorkbooksResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r ListEmbedTenantWorkbooksResponse) GetJSON502() *BadGateway {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListEmbedTenantWorkbooksResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r ListEmbedTenantWorkbooksResponse) GetJSON504() *GatewayTimeout {
+	return r.JSON504
+}
+
+// GetBody returns the raw response body bytes
+func (r ListEmbedTenantWorkbooksResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListEmbedTenantWorkbooksResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListEmbedTenantWorkbooksResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListEmbedTenantWorkbooksResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // CreateFolderResponse401Headers the declared response headers of an HTTP 401 response for CreateFolder
 type CreateFolderResponse401Headers struct {
 	WWWAuthenticate string
@@ -12110,6 +14766,214 @@ func (r UpdateFolderResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r UpdateFolderResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetFolderEmbedAccessResponse401Headers the declared response headers of an HTTP 401 response for GetFolderEmbedAccess
+type GetFolderEmbedAccessResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type GetFolderEmbedAccessResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *EmbedAccessView
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *BadGateway
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *GatewayTimeout
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetFolderEmbedAccessResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetFolderEmbedAccessResponse) GetJSON200() *EmbedAccessView {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetFolderEmbedAccessResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetFolderEmbedAccessResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetFolderEmbedAccessResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetFolderEmbedAccessResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r GetFolderEmbedAccessResponse) GetJSON502() *BadGateway {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetFolderEmbedAccessResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r GetFolderEmbedAccessResponse) GetJSON504() *GatewayTimeout {
+	return r.JSON504
+}
+
+// GetBody returns the raw response body bytes
+func (r GetFolderEmbedAccessResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetFolderEmbedAccessResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetFolderEmbedAccessResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetFolderEmbedAccessResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SetFolderEmbedAccessResponse401Headers the declared response headers of an HTTP 401 response for SetFolderEmbedAccess
+type SetFolderEmbedAccessResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type SetFolderEmbedAccessResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *EmbedAccessView
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *EmbedAccessRejected
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *PayloadTooLarge
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *BadGateway
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *GatewayTimeout
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *SetFolderEmbedAccessResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SetFolderEmbedAccessResponse) GetJSON200() *EmbedAccessView {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r SetFolderEmbedAccessResponse) GetJSON400() *EmbedAccessRejected {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r SetFolderEmbedAccessResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r SetFolderEmbedAccessResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r SetFolderEmbedAccessResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r SetFolderEmbedAccessResponse) GetJSON413() *PayloadTooLarge {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r SetFolderEmbedAccessResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r SetFolderEmbedAccessResponse) GetJSON502() *BadGateway {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r SetFolderEmbedAccessResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r SetFolderEmbedAccessResponse) GetJSON504() *GatewayTimeout {
+	return r.JSON504
+}
+
+// GetBody returns the raw response body bytes
+func (r SetFolderEmbedAccessResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SetFolderEmbedAccessResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SetFolderEmbedAccessResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SetFolderEmbedAccessResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -13260,6 +16124,214 @@ func (r UpdateWorkbookResponse) ContentType() string {
 	return ""
 }
 
+// GetWorkbookEmbedAccessResponse401Headers the declared response headers of an HTTP 401 response for GetWorkbookEmbedAccess
+type GetWorkbookEmbedAccessResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type GetWorkbookEmbedAccessResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *EmbedAccessView
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *BadGateway
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *GatewayTimeout
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetWorkbookEmbedAccessResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetWorkbookEmbedAccessResponse) GetJSON200() *EmbedAccessView {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetWorkbookEmbedAccessResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetWorkbookEmbedAccessResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetWorkbookEmbedAccessResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetWorkbookEmbedAccessResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r GetWorkbookEmbedAccessResponse) GetJSON502() *BadGateway {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetWorkbookEmbedAccessResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r GetWorkbookEmbedAccessResponse) GetJSON504() *GatewayTimeout {
+	return r.JSON504
+}
+
+// GetBody returns the raw response body bytes
+func (r GetWorkbookEmbedAccessResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetWorkbookEmbedAccessResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetWorkbookEmbedAccessResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetWorkbookEmbedAccessResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SetWorkbookEmbedAccessResponse401Headers the declared response headers of an HTTP 401 response for SetWorkbookEmbedAccess
+type SetWorkbookEmbedAccessResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type SetWorkbookEmbedAccessResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *EmbedAccessView
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *EmbedAccessRejected
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *PayloadTooLarge
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *BadGateway
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *GatewayTimeout
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *SetWorkbookEmbedAccessResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SetWorkbookEmbedAccessResponse) GetJSON200() *EmbedAccessView {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r SetWorkbookEmbedAccessResponse) GetJSON400() *EmbedAccessRejected {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r SetWorkbookEmbedAccessResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r SetWorkbookEmbedAccessResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r SetWorkbookEmbedAccessResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r SetWorkbookEmbedAccessResponse) GetJSON413() *PayloadTooLarge {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r SetWorkbookEmbedAccessResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r SetWorkbookEmbedAccessResponse) GetJSON502() *BadGateway {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r SetWorkbookEmbedAccessResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r SetWorkbookEmbedAccessResponse) GetJSON504() *GatewayTimeout {
+	return r.JSON504
+}
+
+// GetBody returns the raw response body bytes
+func (r SetWorkbookEmbedAccessResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SetWorkbookEmbedAccessResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SetWorkbookEmbedAccessResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SetWorkbookEmbedAccessResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // PublishWorkbookResponse401Headers the declared response headers of an HTTP 401 response for PublishWorkbook
 type PublishWorkbookResponse401Headers struct {
 	WWWAuthenticate string
@@ -14188,6 +17260,297 @@ func (r DeleteEmbedTenantGroupResponse) ContentType() string {
 	return ""
 }
 
+// ListEmbedTenantGroupMembersResponse401Headers the declared response headers of an HTTP 401 response for ListEmbedTenantGroupMembers
+type ListEmbedTenantGroupMembersResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type ListEmbedTenantGroupMembersResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *GroupMemberPage
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *BadGateway
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *GatewayTimeout
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListEmbedTenantGroupMembersResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListEmbedTenantGroupMembersResponse) GetJSON200() *GroupMemberPage {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListEmbedTenantGroupMembersResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListEmbedTenantGroupMembersResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListEmbedTenantGroupMembersResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ListEmbedTenantGroupMembersResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r ListEmbedTenantGroupMembersResponse) GetJSON502() *BadGateway {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListEmbedTenantGroupMembersResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r ListEmbedTenantGroupMembersResponse) GetJSON504() *GatewayTimeout {
+	return r.JSON504
+}
+
+// GetBody returns the raw response body bytes
+func (r ListEmbedTenantGroupMembersResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListEmbedTenantGroupMembersResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListEmbedTenantGroupMembersResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListEmbedTenantGroupMembersResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// AddEmbedTenantGroupMembersResponse401Headers the declared response headers of an HTTP 401 response for AddEmbedTenantGroupMembers
+type AddEmbedTenantGroupMembersResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type AddEmbedTenantGroupMembersResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *GroupMembersAdded
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *PayloadTooLarge
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *BadGateway
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *GatewayTimeout
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *AddEmbedTenantGroupMembersResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AddEmbedTenantGroupMembersResponse) GetJSON200() *GroupMembersAdded {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r AddEmbedTenantGroupMembersResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r AddEmbedTenantGroupMembersResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r AddEmbedTenantGroupMembersResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r AddEmbedTenantGroupMembersResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r AddEmbedTenantGroupMembersResponse) GetJSON413() *PayloadTooLarge {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r AddEmbedTenantGroupMembersResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r AddEmbedTenantGroupMembersResponse) GetJSON502() *BadGateway {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r AddEmbedTenantGroupMembersResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r AddEmbedTenantGroupMembersResponse) GetJSON504() *GatewayTimeout {
+	return r.JSON504
+}
+
+// GetBody returns the raw response body bytes
+func (r AddEmbedTenantGroupMembersResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AddEmbedTenantGroupMembersResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AddEmbedTenantGroupMembersResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AddEmbedTenantGroupMembersResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RemoveEmbedTenantGroupMemberResponse401Headers the declared response headers of an HTTP 401 response for RemoveEmbedTenantGroupMember
+type RemoveEmbedTenantGroupMemberResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type RemoveEmbedTenantGroupMemberResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *BadGateway
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *GatewayTimeout
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RemoveEmbedTenantGroupMemberResponse401Headers
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RemoveEmbedTenantGroupMemberResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RemoveEmbedTenantGroupMemberResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RemoveEmbedTenantGroupMemberResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r RemoveEmbedTenantGroupMemberResponse) GetJSON502() *BadGateway {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r RemoveEmbedTenantGroupMemberResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r RemoveEmbedTenantGroupMemberResponse) GetJSON504() *GatewayTimeout {
+	return r.JSON504
+}
+
+// GetBody returns the raw response body bytes
+func (r RemoveEmbedTenantGroupMemberResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RemoveEmbedTenantGroupMemberResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RemoveEmbedTenantGroupMemberResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RemoveEmbedTenantGroupMemberResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListEmbedTenantUserAttributesResponse401Headers the declared response headers of an HTTP 401 response for ListEmbedTenantUserAttributes
 type ListEmbedTenantUserAttributesResponse401Headers struct {
 	WWWAuthenticate string
@@ -14713,6 +18076,172 @@ func (r GetEmbedJwksResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetEmbedJwksResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListEmbedDashboardsResponse401Headers the declared response headers of an HTTP 401 response for ListEmbedDashboards
+type ListEmbedDashboardsResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type ListEmbedDashboardsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *EmbedDashboardSummaryPage
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *BadGateway
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *GatewayTimeout
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListEmbedDashboardsResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListEmbedDashboardsResponse) GetJSON200() *EmbedDashboardSummaryPage {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListEmbedDashboardsResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListEmbedDashboardsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r ListEmbedDashboardsResponse) GetJSON502() *BadGateway {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListEmbedDashboardsResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r ListEmbedDashboardsResponse) GetJSON504() *GatewayTimeout {
+	return r.JSON504
+}
+
+// GetBody returns the raw response body bytes
+func (r ListEmbedDashboardsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListEmbedDashboardsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListEmbedDashboardsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListEmbedDashboardsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetEmbedDashboardResponse401Headers the declared response headers of an HTTP 401 response for GetEmbedDashboard
+type GetEmbedDashboardResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type GetEmbedDashboardResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Dashboard
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *DashboardNotFound
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *BadGateway
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *GatewayTimeout
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetEmbedDashboardResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetEmbedDashboardResponse) GetJSON200() *Dashboard {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetEmbedDashboardResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetEmbedDashboardResponse) GetJSON404() *DashboardNotFound {
+	return r.JSON404
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r GetEmbedDashboardResponse) GetJSON502() *BadGateway {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetEmbedDashboardResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r GetEmbedDashboardResponse) GetJSON504() *GatewayTimeout {
+	return r.JSON504
+}
+
+// GetBody returns the raw response body bytes
+func (r GetEmbedDashboardResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetEmbedDashboardResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetEmbedDashboardResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetEmbedDashboardResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -15881,6 +19410,297 @@ func (r DeleteGroupResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r DeleteGroupResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListGroupMembersResponse401Headers the declared response headers of an HTTP 401 response for ListGroupMembers
+type ListGroupMembersResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type ListGroupMembersResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *GroupMemberPage
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *BadGateway
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *GatewayTimeout
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListGroupMembersResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListGroupMembersResponse) GetJSON200() *GroupMemberPage {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListGroupMembersResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListGroupMembersResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListGroupMembersResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ListGroupMembersResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r ListGroupMembersResponse) GetJSON502() *BadGateway {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListGroupMembersResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r ListGroupMembersResponse) GetJSON504() *GatewayTimeout {
+	return r.JSON504
+}
+
+// GetBody returns the raw response body bytes
+func (r ListGroupMembersResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListGroupMembersResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListGroupMembersResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListGroupMembersResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// AddGroupMembersResponse401Headers the declared response headers of an HTTP 401 response for AddGroupMembers
+type AddGroupMembersResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type AddGroupMembersResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *GroupMembersAdded
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *PayloadTooLarge
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *BadGateway
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *GatewayTimeout
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *AddGroupMembersResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AddGroupMembersResponse) GetJSON200() *GroupMembersAdded {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r AddGroupMembersResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r AddGroupMembersResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r AddGroupMembersResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r AddGroupMembersResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r AddGroupMembersResponse) GetJSON413() *PayloadTooLarge {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r AddGroupMembersResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r AddGroupMembersResponse) GetJSON502() *BadGateway {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r AddGroupMembersResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r AddGroupMembersResponse) GetJSON504() *GatewayTimeout {
+	return r.JSON504
+}
+
+// GetBody returns the raw response body bytes
+func (r AddGroupMembersResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AddGroupMembersResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AddGroupMembersResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AddGroupMembersResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RemoveGroupMemberResponse401Headers the declared response headers of an HTTP 401 response for RemoveGroupMember
+type RemoveGroupMemberResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type RemoveGroupMemberResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *BadGateway
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *GatewayTimeout
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RemoveGroupMemberResponse401Headers
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RemoveGroupMemberResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RemoveGroupMemberResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RemoveGroupMemberResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r RemoveGroupMemberResponse) GetJSON502() *BadGateway {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r RemoveGroupMemberResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r RemoveGroupMemberResponse) GetJSON504() *GatewayTimeout {
+	return r.JSON504
+}
+
+// GetBody returns the raw response body bytes
+func (r RemoveGroupMemberResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RemoveGroupMemberResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RemoveGroupMemberResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RemoveGroupMemberResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -17118,6 +20938,78 @@ func (c *ClientWithResponses) RetryDbtSyncJobWithResponse(ctx context.Context, d
 	return ParseRetryDbtSyncJobResponse(rsp)
 }
 
+// GetRootEmbedAccessWithResponse Get the embed grants on the deployment's root
+//
+// The grants on the deployment's root, which reach every workbook of the deployment
+// (`inherited` is always empty). Requires the `admin` role and a user's bearer token.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/deployments/{deploymentId}/embed-access (the `GetRootEmbedAccess` operationId).
+func (c *ClientWithResponses) GetRootEmbedAccessWithResponse(ctx context.Context, deploymentId DeploymentId, reqEditors ...RequestEditorFn) (*GetRootEmbedAccessResponse, error) {
+	rsp, err := c.GetRootEmbedAccess(ctx, deploymentId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetRootEmbedAccessResponse(rsp)
+}
+
+// SetRootEmbedAccessWithBodyWithResponse Replace the embed grants on the deployment's root
+//
+// Replaces the root's grants, with the rules of `setWorkbookEmbedAccess`. Requires the
+// `admin` role.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/v1/deployments/{deploymentId}/embed-access (the `SetRootEmbedAccess` operationId).
+func (c *ClientWithResponses) SetRootEmbedAccessWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetRootEmbedAccessResponse, error) {
+	rsp, err := c.SetRootEmbedAccessWithBody(ctx, deploymentId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetRootEmbedAccessResponse(rsp)
+}
+
+// SetRootEmbedAccessWithResponse Replace the embed grants on the deployment's root
+//
+// Replaces the root's grants, with the rules of `setWorkbookEmbedAccess`. Requires the
+// `admin` role.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/v1/deployments/{deploymentId}/embed-access (the `SetRootEmbedAccess` operationId).
+func (c *ClientWithResponses) SetRootEmbedAccessWithResponse(ctx context.Context, deploymentId DeploymentId, body SetRootEmbedAccessJSONRequestBody, reqEditors ...RequestEditorFn) (*SetRootEmbedAccessResponse, error) {
+	rsp, err := c.SetRootEmbedAccess(ctx, deploymentId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetRootEmbedAccessResponse(rsp)
+}
+
+// ListEmbedTenantWorkbooksWithResponse List the workbooks an embed tenant's viewers can read
+//
+// The tenant's effective access, by workbook id: each workbook of the deployment that a
+// viewer of the tenant reads, by the grants alone (a viewer without groups, or else the
+// members of a group a grant names), with the grant that decided it: `accessSource`
+// `tenant`, `group` or `allEmbedUsers` for a grant on the workbook itself, `folder` for one
+// inherited (`viaFolderId`, or `viaRoot` for the root's), and `subject` the entry.
+// `embeddable` says whether its dashboard can be opened now (published with
+// `allowEmbed`). `accessSource` keeps only the workbooks one source decided. With it a page
+// may hold fewer than `first` items: at most `WORKSPACE_MAX_LIST_SCAN` (1,000) workbooks are
+// examined per request; follow `endCursor` while `hasNextPage`. Requires the `admin`
+// role and a user's bearer token. An invalid tenant name or `accessSource` is `400`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/deployments/{deploymentId}/embed-tenants/{embedTenantName}/workbooks (the `ListEmbedTenantWorkbooks` operationId).
+func (c *ClientWithResponses) ListEmbedTenantWorkbooksWithResponse(ctx context.Context, deploymentId DeploymentId, embedTenantName EmbedTenantName, params *ListEmbedTenantWorkbooksParams, reqEditors ...RequestEditorFn) (*ListEmbedTenantWorkbooksResponse, error) {
+	rsp, err := c.ListEmbedTenantWorkbooks(ctx, deploymentId, embedTenantName, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListEmbedTenantWorkbooksResponse(rsp)
+}
+
 // CreateFolderWithBodyWithResponse Create a folder
 //
 // Creates a folder at the workspace root or under `parentId`. Requires the `ai_bi_user` role
@@ -17215,6 +21107,59 @@ func (c *ClientWithResponses) UpdateFolderWithResponse(ctx context.Context, depl
 		return nil, err
 	}
 	return ParseUpdateFolderResponse(rsp)
+}
+
+// GetFolderEmbedAccessWithResponse Get the embed grants of a folder and what it inherits
+//
+// The folder's own embed grants, which reach every workbook below it at any depth, and in
+// `inherited` those of the folders above it (nearest first) and of the root. An inherited
+// folder the caller cannot view is listed without its `folderName`. Requires `manage` on
+// the folder (an admin, or a `manage` grant on it or above it). Only a user's bearer token.
+// A folder of another deployment or account is `404`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/deployments/{deploymentId}/folders/{folderId}/embed-access (the `GetFolderEmbedAccess` operationId).
+func (c *ClientWithResponses) GetFolderEmbedAccessWithResponse(ctx context.Context, deploymentId DeploymentId, folderId FolderId, reqEditors ...RequestEditorFn) (*GetFolderEmbedAccessResponse, error) {
+	rsp, err := c.GetFolderEmbedAccess(ctx, deploymentId, folderId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetFolderEmbedAccessResponse(rsp)
+}
+
+// SetFolderEmbedAccessWithBodyWithResponse Replace the embed grants of a folder
+//
+// Replaces the folder's own embed grants, with the rules of `setWorkbookEmbedAccess`.
+// Requires `manage` on the folder. A grant on a folder follows its subtree: a workbook or
+// folder moved in or out of it gains or loses what the folder grants at once.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/v1/deployments/{deploymentId}/folders/{folderId}/embed-access (the `SetFolderEmbedAccess` operationId).
+func (c *ClientWithResponses) SetFolderEmbedAccessWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, folderId FolderId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetFolderEmbedAccessResponse, error) {
+	rsp, err := c.SetFolderEmbedAccessWithBody(ctx, deploymentId, folderId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetFolderEmbedAccessResponse(rsp)
+}
+
+// SetFolderEmbedAccessWithResponse Replace the embed grants of a folder
+//
+// Replaces the folder's own embed grants, with the rules of `setWorkbookEmbedAccess`.
+// Requires `manage` on the folder. A grant on a folder follows its subtree: a workbook or
+// folder moved in or out of it gains or loses what the folder grants at once.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/v1/deployments/{deploymentId}/folders/{folderId}/embed-access (the `SetFolderEmbedAccess` operationId).
+func (c *ClientWithResponses) SetFolderEmbedAccessWithResponse(ctx context.Context, deploymentId DeploymentId, folderId FolderId, body SetFolderEmbedAccessJSONRequestBody, reqEditors ...RequestEditorFn) (*SetFolderEmbedAccessResponse, error) {
+	rsp, err := c.SetFolderEmbedAccess(ctx, deploymentId, folderId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetFolderEmbedAccessResponse(rsp)
 }
 
 // GetFolderPermissionsWithResponse Get the grants set on a folder
@@ -17501,6 +21446,77 @@ func (c *ClientWithResponses) UpdateWorkbookWithResponse(ctx context.Context, de
 		return nil, err
 	}
 	return ParseUpdateWorkbookResponse(rsp)
+}
+
+// GetWorkbookEmbedAccessWithResponse Get the embed grants of a workbook and what it inherits
+//
+// The workbook's own embed grants (`allEmbedUsers`, `tenants`, `groups`) and, in
+// `inherited`, the own grants of every folder above it that has any (nearest first, each
+// naming its folder) and of the deployment's root. Requires `manage` on the workbook: its
+// creator, `manage` on its folder, or an admin. Only a user's bearer token: an API key or an
+// embed token is `401`. A workbook of another deployment or account is `404`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/embed-access (the `GetWorkbookEmbedAccess` operationId).
+func (c *ClientWithResponses) GetWorkbookEmbedAccessWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, reqEditors ...RequestEditorFn) (*GetWorkbookEmbedAccessResponse, error) {
+	rsp, err := c.GetWorkbookEmbedAccess(ctx, deploymentId, workbookId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetWorkbookEmbedAccessResponse(rsp)
+}
+
+// SetWorkbookEmbedAccessWithBodyWithResponse Replace the embed grants of a workbook
+//
+// Replaces the workbook's own embed grants with exactly those sent: a missing key or an
+// empty list is no entry here (the workbook inherits), never `none`; `{}` removes them
+// all. `inherited` is ignored, so a GET's body can be sent back. Requires `manage` on the
+// workbook. The grants are checked before anything is read or written, and a rejected
+// request changes nothing: an invalid `embedTenantName` or `groupName`, an `access` other
+// than `read` or `none`, a `scope` other than `account` or `tenant`, `embedTenantName` on
+// a group of scope `account` or its absence on one of scope `tenant`, or two entries for
+// one subject is `400 invalid_request` naming the entry; more than
+// `WORKSPACE_MAX_EMBED_ACCESS_ENTRIES` (200 by default) entries, `allEmbedUsers`, tenants
+// and groups together, is `400 embed_access_limit`. Any valid tenant name may be granted,
+// before its first session too. Every PUT is an audit event (`workspace.workbook.embed_access_change`; a folder's
+// `workspace.folder.embed_access_change`, the root's `workspace.deployment.embed_access_change`).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/embed-access (the `SetWorkbookEmbedAccess` operationId).
+func (c *ClientWithResponses) SetWorkbookEmbedAccessWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetWorkbookEmbedAccessResponse, error) {
+	rsp, err := c.SetWorkbookEmbedAccessWithBody(ctx, deploymentId, workbookId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetWorkbookEmbedAccessResponse(rsp)
+}
+
+// SetWorkbookEmbedAccessWithResponse Replace the embed grants of a workbook
+//
+// Replaces the workbook's own embed grants with exactly those sent: a missing key or an
+// empty list is no entry here (the workbook inherits), never `none`; `{}` removes them
+// all. `inherited` is ignored, so a GET's body can be sent back. Requires `manage` on the
+// workbook. The grants are checked before anything is read or written, and a rejected
+// request changes nothing: an invalid `embedTenantName` or `groupName`, an `access` other
+// than `read` or `none`, a `scope` other than `account` or `tenant`, `embedTenantName` on
+// a group of scope `account` or its absence on one of scope `tenant`, or two entries for
+// one subject is `400 invalid_request` naming the entry; more than
+// `WORKSPACE_MAX_EMBED_ACCESS_ENTRIES` (200 by default) entries, `allEmbedUsers`, tenants
+// and groups together, is `400 embed_access_limit`. Any valid tenant name may be granted,
+// before its first session too. Every PUT is an audit event (`workspace.workbook.embed_access_change`; a folder's
+// `workspace.folder.embed_access_change`, the root's `workspace.deployment.embed_access_change`).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/embed-access (the `SetWorkbookEmbedAccess` operationId).
+func (c *ClientWithResponses) SetWorkbookEmbedAccessWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, body SetWorkbookEmbedAccessJSONRequestBody, reqEditors ...RequestEditorFn) (*SetWorkbookEmbedAccessResponse, error) {
+	rsp, err := c.SetWorkbookEmbedAccess(ctx, deploymentId, workbookId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetWorkbookEmbedAccessResponse(rsp)
 }
 
 // PublishWorkbookWithBodyWithResponse Publish the workbook's dashboard draft
@@ -17820,6 +21836,91 @@ func (c *ClientWithResponses) DeleteEmbedTenantGroupWithResponse(ctx context.Con
 	return ParseDeleteEmbedTenantGroupResponse(rsp)
 }
 
+// ListEmbedTenantGroupMembersWithResponse List the members of an embed-tenant group
+//
+// The external users who are members of the tenant's group now, by id, whether a mint's
+// `groups` or `addEmbedTenantGroupMembers` made them so. Requires an admin's unscoped
+// account API key (a key scoped to deployments is `403 key_out_of_scope`, a personal key
+// `403 personal_key`): memberships are the account's, not a deployment's. An unknown
+// tenant or group, or a group of another tenant, is `404`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/embed-tenants/{embedTenantName}/groups/{id}/users (the `ListEmbedTenantGroupMembers` operationId).
+func (c *ClientWithResponses) ListEmbedTenantGroupMembersWithResponse(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, params *ListEmbedTenantGroupMembersParams, reqEditors ...RequestEditorFn) (*ListEmbedTenantGroupMembersResponse, error) {
+	rsp, err := c.ListEmbedTenantGroupMembers(ctx, embedTenantName, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListEmbedTenantGroupMembersResponse(rsp)
+}
+
+// AddEmbedTenantGroupMembersWithBodyWithResponse Add external users to an embed-tenant group
+//
+// Makes existing external users of the tenant (1 to 100 `externalIds`, trimmed and
+// lowercased as a mint's `externalId`, none twice) members of the tenant's group; those
+// already members are counted in `alreadyMembers`. Ids of no user of the tenant are `404`
+// naming them all (`external users not found: a, b`), and nothing is added. A mint's `groups` keeps its meaning over these
+// memberships: omitted preserves them, `[]` clears them, a list replaces them. The change
+// decides the members' dashboards within a second, on every replica. Recorded in the
+// audit trail (`embed.group_membership.add`).
+// Changing what belongs to the whole account needs an admin's unscoped account API key: a
+// key scoped to deployments is `403 key_out_of_scope`, a personal key `403 personal_key`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/embed-tenants/{embedTenantName}/groups/{id}/users (the `AddEmbedTenantGroupMembers` operationId).
+func (c *ClientWithResponses) AddEmbedTenantGroupMembersWithBodyWithResponse(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AddEmbedTenantGroupMembersResponse, error) {
+	rsp, err := c.AddEmbedTenantGroupMembersWithBody(ctx, embedTenantName, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAddEmbedTenantGroupMembersResponse(rsp)
+}
+
+// AddEmbedTenantGroupMembersWithResponse Add external users to an embed-tenant group
+//
+// Makes existing external users of the tenant (1 to 100 `externalIds`, trimmed and
+// lowercased as a mint's `externalId`, none twice) members of the tenant's group; those
+// already members are counted in `alreadyMembers`. Ids of no user of the tenant are `404`
+// naming them all (`external users not found: a, b`), and nothing is added. A mint's `groups` keeps its meaning over these
+// memberships: omitted preserves them, `[]` clears them, a list replaces them. The change
+// decides the members' dashboards within a second, on every replica. Recorded in the
+// audit trail (`embed.group_membership.add`).
+// Changing what belongs to the whole account needs an admin's unscoped account API key: a
+// key scoped to deployments is `403 key_out_of_scope`, a personal key `403 personal_key`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/embed-tenants/{embedTenantName}/groups/{id}/users (the `AddEmbedTenantGroupMembers` operationId).
+func (c *ClientWithResponses) AddEmbedTenantGroupMembersWithResponse(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, body AddEmbedTenantGroupMembersJSONRequestBody, reqEditors ...RequestEditorFn) (*AddEmbedTenantGroupMembersResponse, error) {
+	rsp, err := c.AddEmbedTenantGroupMembers(ctx, embedTenantName, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAddEmbedTenantGroupMembersResponse(rsp)
+}
+
+// RemoveEmbedTenantGroupMemberWithResponse Remove an external user from an embed-tenant group
+//
+// Ends the user's membership of the tenant's group; the user's dashboards follow within a
+// second, on every replica. A user who is not a member is answered as one who was (`204`:
+// a retried DELETE succeeds); an unknown tenant, group or user is `404`. Recorded in the
+// audit trail (`embed.group_membership.remove`).
+// Changing what belongs to the whole account needs an admin's unscoped account API key: a
+// key scoped to deployments is `403 key_out_of_scope`, a personal key `403 personal_key`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /api/v1/embed-tenants/{embedTenantName}/groups/{id}/users/{externalId} (the `RemoveEmbedTenantGroupMember` operationId).
+func (c *ClientWithResponses) RemoveEmbedTenantGroupMemberWithResponse(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, externalId string, reqEditors ...RequestEditorFn) (*RemoveEmbedTenantGroupMemberResponse, error) {
+	rsp, err := c.RemoveEmbedTenantGroupMember(ctx, embedTenantName, id, externalId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRemoveEmbedTenantGroupMemberResponse(rsp)
+}
+
 // ListEmbedTenantUserAttributesWithResponse List the embed tenant's user-attribute definitions
 //
 // Requires an admin's API key. An unknown tenant is `404`.
@@ -17938,6 +22039,55 @@ func (c *ClientWithResponses) GetEmbedJwksWithResponse(ctx context.Context, reqE
 	return ParseGetEmbedJwksResponse(rsp)
 }
 
+// ListEmbedDashboardsWithResponse List the dashboards the embed session may open
+//
+// The published dashboards of the session's deployment that its viewer may open now, by
+// workbook id, each with the grant kind that decided it (`accessSource`: `tenant`, `group`
+// or `allEmbedUsers` for a grant on the workbook, `folder` for one inherited from a folder
+// or the root; `user` for an internal user's session, which follows the user's own role
+// and folder grants). A dashboard is listed when it is published with `allowEmbed` and the
+// grants let the viewer read it (see `setWorkbookEmbedAccess`), and, for a session minted
+// with `resources`, only when it is one of those. Decided per request from the current
+// grants and group memberships: a change is seen within a second, on every replica.
+// Served by workspace-svc, which learns the session's deployment, tenant and narrowing
+// from the embed token's verified identity and the viewer's current groups from
+// embed-svc. With few readable dashboards among many a page may hold fewer than `first`
+// items; follow `endCursor` while `hasNextPage`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/embed/dashboards (the `ListEmbedDashboards` operationId).
+func (c *ClientWithResponses) ListEmbedDashboardsWithResponse(ctx context.Context, params *ListEmbedDashboardsParams, reqEditors ...RequestEditorFn) (*ListEmbedDashboardsResponse, error) {
+	rsp, err := c.ListEmbedDashboards(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListEmbedDashboardsResponse(rsp)
+}
+
+// GetEmbedDashboardWithResponse Get a published dashboard the embed session may open
+//
+// The published `Dashboard`, without what a viewer must not see: every report snapshot's
+// `sqlQuery`, `pythonCode` and `meta` are null, and so are `createdBy` and `updatedBy`.
+// Everything the session may not open is the same `404` (code `not_found`, message
+// `dashboard <publicId> not found`, the same headers and body): an unknown or malformed
+// id, a dashboard of another deployment or account, one unpublished or archived, with
+// `allowEmbed` false, without a grant that lets the viewer read it, outside the session's
+// `resources`, or deleted. A revoked session is `401` on its next request. Grants decide
+// which dashboards a session opens; they do not change the data-API token
+// (`createDataApiToken`).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/embed/dashboards/{publicId} (the `GetEmbedDashboard` operationId).
+func (c *ClientWithResponses) GetEmbedDashboardWithResponse(ctx context.Context, publicId PublicId, reqEditors ...RequestEditorFn) (*GetEmbedDashboardResponse, error) {
+	rsp, err := c.GetEmbedDashboard(ctx, publicId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetEmbedDashboardResponse(rsp)
+}
+
 // GenerateEmbedSessionWithBodyWithResponse Mint an embed session
 //
 // Mints a single-use session identifier for an external user (`externalId`) or an existing
@@ -17972,7 +22122,10 @@ func (c *ClientWithResponses) GetEmbedJwksWithResponse(ctx context.Context, reqE
 // non-boolean values for its boolean keys; `User attributes not found`; `Groups with names
 // <missing> not found`; a `branchName` nothing serves; definitions that would create or
 // change more than `EMBED_MAX_DEFINITION_CHANGES` (1,000) definitions in one request (those
-// sent unchanged do not count; they are written in one batch). `403`: `creatorMode` without the
+// sent unchanged do not count; they are written in one batch); `resources` with
+// `internalId`, without `dashboards`, with more than 50 of them, one twice or one that
+// is not a public id's form. A dry run asks workspace-svc which dashboards the session
+// would open: while it cannot answer, the dry run is `503`. `403`: `creatorMode` without the
 // account's `useCreatorMode` flag; the external-user limit (10,000 by default) reached, with
 // the limit in the message; `live_session_limit`: the account already has
 // `EMBED_MAX_LIVE_SESSIONS_PER_ACCOUNT` (10,000 by default) sessions whose token has not
@@ -18028,7 +22181,10 @@ func (c *ClientWithResponses) GenerateEmbedSessionWithBodyWithResponse(ctx conte
 // non-boolean values for its boolean keys; `User attributes not found`; `Groups with names
 // <missing> not found`; a `branchName` nothing serves; definitions that would create or
 // change more than `EMBED_MAX_DEFINITION_CHANGES` (1,000) definitions in one request (those
-// sent unchanged do not count; they are written in one batch). `403`: `creatorMode` without the
+// sent unchanged do not count; they are written in one batch); `resources` with
+// `internalId`, without `dashboards`, with more than 50 of them, one twice or one that
+// is not a public id's form. A dry run asks workspace-svc which dashboards the session
+// would open: while it cannot answer, the dry run is `503`. `403`: `creatorMode` without the
 // account's `useCreatorMode` flag; the external-user limit (10,000 by default) reached, with
 // the limit in the message; `live_session_limit`: the account already has
 // `EMBED_MAX_LIVE_SESSIONS_PER_ACCOUNT` (10,000 by default) sessions whose token has not
@@ -18385,6 +22541,83 @@ func (c *ClientWithResponses) DeleteGroupWithResponse(ctx context.Context, id De
 		return nil, err
 	}
 	return ParseDeleteGroupResponse(rsp)
+}
+
+// ListGroupMembersWithResponse List the members of an account-wide group
+//
+// The external users who are members of the account-wide group now, by id. Requires an
+// admin's unscoped account API key or an admin's bearer token (a key scoped to deployments
+// is `403 key_out_of_scope`, a personal key `403 personal_key`). An unknown group, or one
+// of another account, is `404`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/groups/{id}/users (the `ListGroupMembers` operationId).
+func (c *ClientWithResponses) ListGroupMembersWithResponse(ctx context.Context, id DefinitionId, params *ListGroupMembersParams, reqEditors ...RequestEditorFn) (*ListGroupMembersResponse, error) {
+	rsp, err := c.ListGroupMembers(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListGroupMembersResponse(rsp)
+}
+
+// AddGroupMembersWithBodyWithResponse Add external users to an account-wide group
+//
+// As `addEmbedTenantGroupMembers`, for the account's catalog (the groups mints without
+// creator mode resolve): any external user of the account may be a member. Ids of no
+// user are `404` naming them all, and nothing is added.
+// Changing what belongs to the whole account needs an admin's unscoped account API key
+// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+// `403 key_out_of_scope`, a personal key `403 personal_key`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/groups/{id}/users (the `AddGroupMembers` operationId).
+func (c *ClientWithResponses) AddGroupMembersWithBodyWithResponse(ctx context.Context, id DefinitionId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AddGroupMembersResponse, error) {
+	rsp, err := c.AddGroupMembersWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAddGroupMembersResponse(rsp)
+}
+
+// AddGroupMembersWithResponse Add external users to an account-wide group
+//
+// As `addEmbedTenantGroupMembers`, for the account's catalog (the groups mints without
+// creator mode resolve): any external user of the account may be a member. Ids of no
+// user are `404` naming them all, and nothing is added.
+// Changing what belongs to the whole account needs an admin's unscoped account API key
+// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+// `403 key_out_of_scope`, a personal key `403 personal_key`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/groups/{id}/users (the `AddGroupMembers` operationId).
+func (c *ClientWithResponses) AddGroupMembersWithResponse(ctx context.Context, id DefinitionId, body AddGroupMembersJSONRequestBody, reqEditors ...RequestEditorFn) (*AddGroupMembersResponse, error) {
+	rsp, err := c.AddGroupMembers(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAddGroupMembersResponse(rsp)
+}
+
+// RemoveGroupMemberWithResponse Remove an external user from an account-wide group
+//
+// As `removeEmbedTenantGroupMember`, for the account's catalog: `204` also for a user who
+// is not a member, `404` for an unknown group or user.
+// Changing what belongs to the whole account needs an admin's unscoped account API key
+// (or an admin's bearer token where the route takes one): a key scoped to deployments is
+// `403 key_out_of_scope`, a personal key `403 personal_key`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /api/v1/groups/{id}/users/{externalId} (the `RemoveGroupMember` operationId).
+func (c *ClientWithResponses) RemoveGroupMemberWithResponse(ctx context.Context, id DefinitionId, externalId string, reqEditors ...RequestEditorFn) (*RemoveGroupMemberResponse, error) {
+	rsp, err := c.RemoveGroupMember(ctx, id, externalId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRemoveGroupMemberResponse(rsp)
 }
 
 // GetOpenApiDocumentWithResponse This OpenAPI document, as JSON
@@ -19337,6 +23570,277 @@ func ParseRetryDbtSyncJobResponse(rsp *http.Response) (*RetryDbtSyncJobResponse,
 	return response, nil
 }
 
+// ParseGetRootEmbedAccessResponse parses an HTTP response from a GetRootEmbedAccessWithResponse call
+func ParseGetRootEmbedAccessResponse(rsp *http.Response) (*GetRootEmbedAccessResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetRootEmbedAccessResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest EmbedAccessView
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest BadGateway
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest GatewayTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetRootEmbedAccessResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSetRootEmbedAccessResponse parses an HTTP response from a SetRootEmbedAccessWithResponse call
+func ParseSetRootEmbedAccessResponse(rsp *http.Response) (*SetRootEmbedAccessResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SetRootEmbedAccessResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest EmbedAccessView
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest EmbedAccessRejected
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest BadGateway
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest GatewayTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers SetRootEmbedAccessResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListEmbedTenantWorkbooksResponse parses an HTTP response from a ListEmbedTenantWorkbooksWithResponse call
+func ParseListEmbedTenantWorkbooksResponse(rsp *http.Response) (*ListEmbedTenantWorkbooksResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListEmbedTenantWorkbooksResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TenantWorkbookPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest BadGateway
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest GatewayTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListEmbedTenantWorkbooksResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseCreateFolderResponse parses an HTTP response from a CreateFolderWithResponse call
 func ParseCreateFolderResponse(rsp *http.Response) (*CreateFolderResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -19707,6 +24211,196 @@ func ParseUpdateFolderResponse(rsp *http.Response) (*UpdateFolderResponse, error
 	switch {
 	case rsp.StatusCode == 401:
 		var headers UpdateFolderResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetFolderEmbedAccessResponse parses an HTTP response from a GetFolderEmbedAccessWithResponse call
+func ParseGetFolderEmbedAccessResponse(rsp *http.Response) (*GetFolderEmbedAccessResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetFolderEmbedAccessResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest EmbedAccessView
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest BadGateway
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest GatewayTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetFolderEmbedAccessResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSetFolderEmbedAccessResponse parses an HTTP response from a SetFolderEmbedAccessWithResponse call
+func ParseSetFolderEmbedAccessResponse(rsp *http.Response) (*SetFolderEmbedAccessResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SetFolderEmbedAccessResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest EmbedAccessView
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest EmbedAccessRejected
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest BadGateway
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest GatewayTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers SetFolderEmbedAccessResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
@@ -20771,6 +25465,196 @@ func ParseUpdateWorkbookResponse(rsp *http.Response) (*UpdateWorkbookResponse, e
 	return response, nil
 }
 
+// ParseGetWorkbookEmbedAccessResponse parses an HTTP response from a GetWorkbookEmbedAccessWithResponse call
+func ParseGetWorkbookEmbedAccessResponse(rsp *http.Response) (*GetWorkbookEmbedAccessResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetWorkbookEmbedAccessResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest EmbedAccessView
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest BadGateway
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest GatewayTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetWorkbookEmbedAccessResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSetWorkbookEmbedAccessResponse parses an HTTP response from a SetWorkbookEmbedAccessWithResponse call
+func ParseSetWorkbookEmbedAccessResponse(rsp *http.Response) (*SetWorkbookEmbedAccessResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SetWorkbookEmbedAccessResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest EmbedAccessView
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest EmbedAccessRejected
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest BadGateway
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest GatewayTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers SetWorkbookEmbedAccessResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
 // ParsePublishWorkbookResponse parses an HTTP response from a PublishWorkbookWithResponse call
 func ParsePublishWorkbookResponse(rsp *http.Response) (*PublishWorkbookResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -21609,6 +26493,273 @@ func ParseDeleteEmbedTenantGroupResponse(rsp *http.Response) (*DeleteEmbedTenant
 	return response, nil
 }
 
+// ParseListEmbedTenantGroupMembersResponse parses an HTTP response from a ListEmbedTenantGroupMembersWithResponse call
+func ParseListEmbedTenantGroupMembersResponse(rsp *http.Response) (*ListEmbedTenantGroupMembersResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListEmbedTenantGroupMembersResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest GroupMemberPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest BadGateway
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest GatewayTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListEmbedTenantGroupMembersResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseAddEmbedTenantGroupMembersResponse parses an HTTP response from a AddEmbedTenantGroupMembersWithResponse call
+func ParseAddEmbedTenantGroupMembersResponse(rsp *http.Response) (*AddEmbedTenantGroupMembersResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AddEmbedTenantGroupMembersResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest GroupMembersAdded
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest BadGateway
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest GatewayTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers AddEmbedTenantGroupMembersResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRemoveEmbedTenantGroupMemberResponse parses an HTTP response from a RemoveEmbedTenantGroupMemberWithResponse call
+func ParseRemoveEmbedTenantGroupMemberResponse(rsp *http.Response) (*RemoveEmbedTenantGroupMemberResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RemoveEmbedTenantGroupMemberResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest BadGateway
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest GatewayTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers RemoveEmbedTenantGroupMemberResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseListEmbedTenantUserAttributesResponse parses an HTTP response from a ListEmbedTenantUserAttributesWithResponse call
 func ParseListEmbedTenantUserAttributesResponse(rsp *http.Response) (*ListEmbedTenantUserAttributesResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -22072,6 +27223,154 @@ func ParseGetEmbedJwksResponse(rsp *http.Response) (*GetEmbedJwksResponse, error
 		}
 		response.JSON504 = &dest
 
+	}
+
+	return response, nil
+}
+
+// ParseListEmbedDashboardsResponse parses an HTTP response from a ListEmbedDashboardsWithResponse call
+func ParseListEmbedDashboardsResponse(rsp *http.Response) (*ListEmbedDashboardsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListEmbedDashboardsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest EmbedDashboardSummaryPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest BadGateway
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest GatewayTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListEmbedDashboardsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetEmbedDashboardResponse parses an HTTP response from a GetEmbedDashboardWithResponse call
+func ParseGetEmbedDashboardResponse(rsp *http.Response) (*GetEmbedDashboardResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetEmbedDashboardResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Dashboard
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest DashboardNotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest BadGateway
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest GatewayTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetEmbedDashboardResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
 	}
 
 	return response, nil
@@ -23134,6 +28433,273 @@ func ParseDeleteGroupResponse(rsp *http.Response) (*DeleteGroupResponse, error) 
 	switch {
 	case rsp.StatusCode == 401:
 		var headers DeleteGroupResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListGroupMembersResponse parses an HTTP response from a ListGroupMembersWithResponse call
+func ParseListGroupMembersResponse(rsp *http.Response) (*ListGroupMembersResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListGroupMembersResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest GroupMemberPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest BadGateway
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest GatewayTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListGroupMembersResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseAddGroupMembersResponse parses an HTTP response from a AddGroupMembersWithResponse call
+func ParseAddGroupMembersResponse(rsp *http.Response) (*AddGroupMembersResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AddGroupMembersResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest GroupMembersAdded
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest BadGateway
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest GatewayTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers AddGroupMembersResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRemoveGroupMemberResponse parses an HTTP response from a RemoveGroupMemberWithResponse call
+func ParseRemoveGroupMemberResponse(rsp *http.Response) (*RemoveGroupMemberResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RemoveGroupMemberResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest BadGateway
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest GatewayTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers RemoveGroupMemberResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
