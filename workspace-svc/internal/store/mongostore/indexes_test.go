@@ -147,7 +147,7 @@ func fieldValue(filter bson.D, key string) (any, bool) {
 
 // TestNoIndexIsAPrefixOfAnother: an index that is a prefix of another serves nothing the
 // longer one does not, and costs every write; dep_1_parent_1, the listing index's prefix,
-// is retired.
+// and dep_1_type_1, the workbook pages' index's, are retired.
 func TestNoIndexIsAPrefixOfAnother(t *testing.T) {
 	for _, a := range itemIndexes {
 		for _, b := range itemIndexes {
@@ -159,14 +159,16 @@ func TestNoIndexIsAPrefixOfAnother(t *testing.T) {
 			t.Errorf("index %s is both declared and retired", a.name)
 		}
 	}
-	if !slices.Contains(retiredItemIndexes, "dep_1_parent_1") {
-		t.Error("dep_1_parent_1 is not retired")
+	for _, name := range []string{"dep_1_parent_1", "dep_1_type_1"} {
+		if !slices.Contains(retiredItemIndexes, name) {
+			t.Errorf("%s is not retired", name)
+		}
 	}
 }
 
-// TestEnsureIndexesDropsTheRetiredOnes: a database that still has dep_1_parent_1 (made by
-// an older version) loses it at start and keeps every declared index; a second start
-// changes nothing.
+// TestEnsureIndexesDropsTheRetiredOnes: a database that still has dep_1_parent_1 and
+// dep_1_type_1 (made by older versions) loses them at start and keeps every declared
+// index; a second start changes nothing.
 func TestEnsureIndexesDropsTheRetiredOnes(t *testing.T) {
 	ctx := context.Background()
 	client, err := mongox.Connect(ctx, devstack.MongoForTest(t).URI, nil)
@@ -175,8 +177,9 @@ func TestEnsureIndexesDropsTheRetiredOnes(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = client.Disconnect(ctx) })
 	db := client.Database(devstack.UniqueName(t, "ws"))
-	if _, err := db.Collection("items").Indexes().CreateOne(ctx, mongo.IndexModel{
-		Keys: bson.D{{Key: "dep", Value: 1}, {Key: "parent", Value: 1}}, Options: options.Index().SetName("dep_1_parent_1")}); err != nil {
+	if _, err := db.Collection("items").Indexes().CreateMany(ctx, []mongo.IndexModel{
+		{Keys: bson.D{{Key: "dep", Value: 1}, {Key: "parent", Value: 1}}, Options: options.Index().SetName("dep_1_parent_1")},
+		{Keys: bson.D{{Key: "dep", Value: 1}, {Key: "type", Value: 1}}, Options: options.Index().SetName("dep_1_type_1")}}); err != nil {
 		t.Fatal(err)
 	}
 	s := New(db)

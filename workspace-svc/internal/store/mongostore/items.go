@@ -137,8 +137,10 @@ func itemSet(u workspace.ItemUpdate) (bson.D, error) {
 			return nil, err
 		}
 		part("published", published)
+		title, embeddable := publishedHead(u.Published)
 		set = append(set, bson.E{Key: "publishedVersion", Value: u.Published.VersionNumber},
-			bson.E{Key: "dashboardId", Value: u.Published.ID}, bson.E{Key: "publicId", Value: u.Published.PublicID})
+			bson.E{Key: "dashboardId", Value: u.Published.ID}, bson.E{Key: "publicId", Value: u.Published.PublicID},
+			bson.E{Key: "publishedTitle", Value: title}, bson.E{Key: "embeddable", Value: embeddable})
 	}
 	return append(set, bson.E{Key: "updatedAt", Value: u.UpdatedAt}, bson.E{Key: "updatedBy", Value: u.UpdatedBy}), nil
 }
@@ -178,9 +180,11 @@ var listProjection = bson.D{{Key: "_id", Value: 1}, {Key: "dep", Value: 1}, {Key
 	{Key: "sizes", Value: 1}}
 
 // headProjection is an item's head (workspace.Parts): listProjection and the published
-// version, dashboard id and public id.
+// version, dashboard id and public id, the embed grants, the published title and
+// embeddable.
 var headProjection = append(append(bson.D{}, listProjection...), bson.E{Key: "publishedVersion", Value: 1},
-	bson.E{Key: "dashboardId", Value: 1}, bson.E{Key: "publicId", Value: 1})
+	bson.E{Key: "dashboardId", Value: 1}, bson.E{Key: "publicId", Value: 1}, bson.E{Key: "embedAccess", Value: 1},
+	bson.E{Key: "publishedTitle", Value: 1}, bson.E{Key: "embeddable", Value: 1})
 
 // partFields are the stored fields of the large parts.
 var partFields = []struct {
@@ -285,7 +289,7 @@ var searchIndexes = map[workspace.SearchSort]string{workspace.ByName: "dep_1_nam
 // whole filter and one range (the sort field past the key's; or the same value and the
 // id past it), so each is a scan of the order's index bounded by dep and its range, in
 // the sort's order (or its reverse), merged by MongoDB (SORT_MERGE). Across the whole
-// tree the order's index is hinted: without it the planner may take dep_1_type_1 or
+// tree the order's index is hinted: without it the planner may take dep_1_type_1__id_1 or
 // dep_1_deleted_1, which bound the same deployment but sort in memory every match.
 // Within a folder (Parent) or among given ids (IDs, the favorites) the planner chooses:
 // the folder's children (listIndex) or the ids (_id) bound the read better than the

@@ -4,7 +4,8 @@
 //
 // Collections: items (folders, workbooks and reports), trees (one tree version per
 // deployment), users, favorites, counters (id blocks), slots (the item slots each
-// deployment has taken: {_id: dep, items}).
+// deployment has taken: {_id: dep, items}), embedroots (each deployment's root embed
+// grants: {_id: dep, grants}), migrations (one marker per data migration done at start).
 package mongostore
 
 import (
@@ -29,6 +30,10 @@ type Store struct {
 	favorites *mongo.Collection
 	slots     *mongo.Collection
 	counters  *mongo.Collection
+	// embedRoots keeps each deployment's root embed grants; migrations the markers of
+	// the data migrations done at start.
+	embedRoots *mongo.Collection
+	migrations *mongo.Collection
 	// ids is this replica's allocator; an insert that finds its id taken replaces it,
 	// dropping the rest of a block that was handed out twice (newIDs).
 	ids atomic.Pointer[mongox.IDAllocator]
@@ -42,12 +47,14 @@ const IDBlock = 100
 // New uses db's items, trees, users, favorites and counters collections.
 func New(db *mongo.Database) *Store {
 	s := &Store{
-		items:     db.Collection("items"),
-		trees:     db.Collection("trees"),
-		users:     db.Collection("users"),
-		favorites: db.Collection("favorites"),
-		slots:     db.Collection("slots"),
-		counters:  db.Collection("counters"),
+		items:      db.Collection("items"),
+		trees:      db.Collection("trees"),
+		users:      db.Collection("users"),
+		favorites:  db.Collection("favorites"),
+		slots:      db.Collection("slots"),
+		counters:   db.Collection("counters"),
+		embedRoots: db.Collection("embedroots"),
+		migrations: db.Collection("migrations"),
 	}
 	s.newIDs()
 	return s
@@ -68,9 +75,14 @@ type index struct {
 // deleted, so the database filters a folder's children by kind and tombstone on the index
 // keys and reads only the documents it returns; its prefix {dep, parent} serves every
 // other query by parent (HasChildren). The count of a deployment's items, made once when
-// its slot counter is built, is answered from dep_1_deleted_1 alone.
+// its slot counter is built, is answered from dep_1_deleted_1 alone. The embed read
+// path's: a workbook by its dashboard's public id (publicIDIndex), and the keyset pages
+// by _id of a deployment's workbooks (workbookIndex, whose prefix {dep, type} serves
+// what dep_1_type_1 did) and of its embeddable ones (embeddableIndex).
 var itemIndexes = []index{
-	{"dep_1_type_1", bson.D{{Key: "dep", Value: 1}, {Key: "type", Value: 1}}},
+	{workbookIndex, bson.D{{Key: "dep", Value: 1}, {Key: "type", Value: 1}, {Key: "_id", Value: 1}}},
+	{embeddableIndex, bson.D{{Key: "dep", Value: 1}, {Key: "embeddable", Value: 1}, {Key: "_id", Value: 1}}},
+	{publicIDIndex, bson.D{{Key: "dep", Value: 1}, {Key: "publicId", Value: 1}}},
 	{"dep_1_anc_1", bson.D{{Key: "dep", Value: 1}, {Key: "anc", Value: 1}}},
 	{listIndex, bson.D{{Key: "dep", Value: 1}, {Key: "parent", Value: 1},
 		{Key: "position", Value: 1}, {Key: "name", Value: 1}, {Key: "_id", Value: 1}, {Key: "type", Value: 1}, {Key: "deleted", Value: 1}}},
@@ -84,17 +96,23 @@ const listIndex = "dep_1_parent_1_position_1_name_1__id_1_type_1_deleted_1"
 
 // retiredItemIndexes are indexes of items no query needs any more, dropped at start
 // where they exist (the readWrite role may drop indexes): every write maintains an
-// index, read or not. dep_1_parent_1 is a prefix of listIndex, which serves its queries.
-var retiredItemIndexes = []string{"dep_1_parent_1"}
+// index, read or not. dep_1_parent_1 is a prefix of listIndex, which serves its queries;
+// dep_1_type_1 one of workbookIndex.
+var retiredItemIndexes = []string{"dep_1_parent_1", "dep_1_type_1"}
 
 // EnsureIndexes creates the indexes the queries use, skipping those that exist (FerretDB
 // v1 drops the connection when asked to create an index that is already there), and
-// drops the retired ones.
+// drops the retired ones; then it runs the data migrations not yet done
+// (backfillPublishedHeads). Every step is idempotent, so a start that fails part-way is
+// finished by the next.
 func (s *Store) EnsureIndexes(ctx context.Context) error {
 	if err := ensure(ctx, s.items, itemIndexes, retiredItemIndexes...); err != nil {
 		return err
 	}
-	return ensure(ctx, s.favorites, []index{{"dep_1_user_1", bson.D{{Key: "dep", Value: 1}, {Key: "user", Value: 1}}}})
+	if err := ensure(ctx, s.favorites, []index{{"dep_1_user_1", bson.D{{Key: "dep", Value: 1}, {Key: "user", Value: 1}}}}); err != nil {
+		return err
+	}
+	return s.backfillPublishedHeads(ctx)
 }
 
 // ensure creates the indexes of want that coll lacks and drops those of retired it has.

@@ -28,6 +28,8 @@ type itemDoc struct {
 	// root), kept by the structural ops.
 	Anc   []int64 `bson:"anc,omitempty"`
 	Depth int     `bson:"depth,omitempty"`
+	// EmbedAccess is a folder's or a workbook's own embed grants (absent: none).
+	EmbedAccess *embedAccessDoc `bson:"embedAccess,omitempty"`
 	// LeaseUntil is set while a request is putting items into this folder; a delete
 	// waits for it to lapse. DeletingUntil is set while a delete checks emptiness.
 	LeaseUntil    time.Time `bson:"leaseUntil,omitempty"`
@@ -43,6 +45,12 @@ type itemDoc struct {
 	PublishedVersion int64  `bson:"publishedVersion,omitempty"`
 	PublicID         string `bson:"publicId,omitempty"`
 	DashboardID      int64  `bson:"dashboardId,omitempty"`
+	// PublishedTitle and Embeddable are kept with the published dashboard by every write
+	// of it (publishedHead); Embeddable is there (true or false) on every workbook whose
+	// dashboard was published since they were kept, and absent on one published before
+	// until the backfill has given it them (backfillPublishedHeads).
+	PublishedTitle *string `bson:"publishedTitle,omitempty"`
+	Embeddable     *bool   `bson:"embeddable,omitempty"`
 	// Sizes are the bytes of each of the four strings above them, kept beside them so a
 	// projected read knows what the content would cost (workspace.Item.Bytes).
 	Sizes *sizesDoc `bson:"sizes,omitempty"`
@@ -86,6 +94,8 @@ type folderDoc struct {
 	Grants    []grantDoc `bson:"grants"`
 	Anc       []int64    `bson:"anc"`
 	Depth     int        `bson:"depth"`
+	// EmbedAccess is the folder's own embed grants (absent: none).
+	EmbedAccess *embedAccessDoc `bson:"embedAccess"`
 }
 
 // treeOpDoc is a structural op as recorded in a trees document.
@@ -191,6 +201,11 @@ func toItemDoc(it *workspace.Item) (*itemDoc, error) {
 		Grants: grantDocs(it.Grants), Anc: it.Anc, Depth: it.Depth, Meta: string(it.Meta), CalculatedFields: string(it.CalculatedFields),
 		Draft: draft, Published: published, PublishedVersion: it.PublishedVersion, PublicID: it.PublicID, DashboardID: it.DashboardID}
 	d.Sizes = &sizesDoc{Meta: sizeOf(d.Meta), CalculatedFields: sizeOf(d.CalculatedFields), Draft: sizeOf(d.Draft), Published: sizeOf(d.Published)}
+	d.EmbedAccess = toEmbedAccessDoc(it.EmbedAccess, it.UpdatedBy, it.UpdatedAt)
+	if it.Published != nil {
+		title, embeddable := publishedHead(it.Published)
+		d.PublishedTitle, d.Embeddable = title, &embeddable
+	}
 	return d, nil
 }
 
@@ -207,7 +222,8 @@ func (d *itemDoc) item() *workspace.Item {
 		CreatedBy: d.CreatedBy, UpdatedBy: d.UpdatedBy, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt,
 		Grants: grants(d.Grants), Anc: d.Anc, Depth: d.Depth, Meta: rawJSON(d.Meta), CalculatedFields: rawJSON(d.CalculatedFields),
 		Draft: decodeJSON[workspace.DashboardConfig](d.Draft), Published: decodeJSON[workspace.Dashboard](d.Published),
-		PublishedVersion: d.PublishedVersion, PublicID: d.PublicID, DashboardID: d.DashboardID, Bytes: d.Sizes.bytes()}
+		PublishedVersion: d.PublishedVersion, PublicID: d.PublicID, DashboardID: d.DashboardID, Bytes: d.Sizes.bytes(),
+		EmbedAccess: d.EmbedAccess.grants(), PublishedTitle: d.PublishedTitle, Embeddable: d.Embeddable != nil && *d.Embeddable}
 }
 
 func items(docs []*itemDoc) []*workspace.Item {
@@ -220,7 +236,7 @@ func items(docs []*itemDoc) []*workspace.Item {
 
 func (d *folderDoc) node() *workspace.FolderNode {
 	return &workspace.FolderNode{ID: d.ID, Parent: d.Parent, Name: d.Name, Position: d.Position, CreatedBy: d.CreatedBy,
-		Grants: grants(d.Grants), Anc: d.Anc, Depth: d.Depth}
+		Grants: grants(d.Grants), Anc: d.Anc, Depth: d.Depth, EmbedAccess: d.EmbedAccess.grants()}
 }
 
 // toTreeOpDoc is the record of op; slices are kept as they are (nil or empty), so what

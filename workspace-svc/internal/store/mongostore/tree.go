@@ -118,7 +118,8 @@ func (s *Store) createdBefore(ctx context.Context, v int64, want *itemDoc) error
 
 // folderProjection is what a request keeps of a folder (folderDoc).
 var folderProjection = bson.D{{Key: "_id", Value: 1}, {Key: "parent", Value: 1}, {Key: "name", Value: 1},
-	{Key: "position", Value: 1}, {Key: "createdBy", Value: 1}, {Key: "grants", Value: 1}, {Key: "anc", Value: 1}, {Key: "depth", Value: 1}}
+	{Key: "position", Value: 1}, {Key: "createdBy", Value: 1}, {Key: "grants", Value: 1}, {Key: "anc", Value: 1}, {Key: "depth", Value: 1},
+	{Key: "embedAccess", Value: 1}}
 
 // Folders returns the live folders of the deployment among ids.
 func (s *Store) Folders(ctx context.Context, dep int64, ids []int64) ([]*workspace.FolderNode, error) {
