@@ -50,6 +50,12 @@ var cases = []struct {
 	{"users-are-recorded-and-found", testUsers},
 	{"favorites-are-per-user-and-deployment", testFavorites},
 	{"ids-are-unique-under-concurrency", testIDs},
+	{"embed-access-is-set-read-with-heads-and-cleared", testEmbedAccess},
+	{"embed-access-only-on-a-live-folder-or-workbook-of-its-type", testEmbedAccessRefused},
+	{"embed-access-follows-folder-moves", testEmbedAccessFollowsMoves},
+	{"published-title-and-embeddable-follow-every-publish", testPublishedHead},
+	{"workbook-by-public-id-is-of-its-deployment-and-live", testWorkbookByPublicID},
+	{"workbook-heads-page-by-id", testWorkbookHeadsPage},
 }
 
 // deps hands out deployment ids no other case (or run) uses.
@@ -166,6 +172,7 @@ func normal(it *workspace.Item) workspace.Item {
 	if len(out.Anc) == 0 {
 		out.Anc = nil
 	}
+	out.EmbedAccess = normalGrants(out.EmbedAccess)
 	return out
 }
 
