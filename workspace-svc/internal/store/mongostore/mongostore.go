@@ -78,7 +78,7 @@ type index struct {
 // its slot counter is built, is answered from dep_1_deleted_1 alone. The embed read
 // path's: a workbook by its dashboard's public id (publicIDIndex), and the keyset pages
 // by _id of a deployment's workbooks (workbookIndex, whose prefix {dep, type} serves
-// what dep_1_type_1 did) and of its embeddable ones (embeddableIndex).
+// every query by type) and of its embeddable ones (embeddableIndex).
 var itemIndexes = []index{
 	{workbookIndex, bson.D{{Key: "dep", Value: 1}, {Key: "type", Value: 1}, {Key: "_id", Value: 1}}},
 	{embeddableIndex, bson.D{{Key: "dep", Value: 1}, {Key: "embeddable", Value: 1}, {Key: "_id", Value: 1}}},
@@ -96,9 +96,11 @@ const listIndex = "dep_1_parent_1_position_1_name_1__id_1_type_1_deleted_1"
 
 // retiredItemIndexes are indexes of items no query needs any more, dropped at start
 // where they exist (the readWrite role may drop indexes): every write maintains an
-// index, read or not. dep_1_parent_1 is a prefix of listIndex, which serves its queries;
-// dep_1_type_1 one of workbookIndex.
-var retiredItemIndexes = []string{"dep_1_parent_1", "dep_1_type_1"}
+// index, read or not. dep_1_parent_1 is a prefix of listIndex, which serves its queries.
+// dep_1_type_1, a prefix of workbookIndex, is no longer declared but is not dropped yet:
+// an index is added in one release and the one it replaces dropped in a later one
+// (docs/mongodb.md, "Rolling an index change"), so a rollback finds what it needs.
+var retiredItemIndexes = []string{"dep_1_parent_1"}
 
 // EnsureIndexes creates the indexes the queries use, skipping those that exist (FerretDB
 // v1 drops the connection when asked to create an index that is already there), and
