@@ -3,6 +3,8 @@ package embed
 import (
 	"context"
 	"encoding/json"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -18,8 +20,11 @@ type ExternalUser struct {
 	DisplayName *string
 	Picture     *string
 	// Groups and Attributes by scope, then definition id.
-	Groups      map[string]map[string]string
-	Attributes  map[string]map[string]StoredValue
+	Groups     map[string]map[string]string
+	Attributes map[string]map[string]StoredValue
+	// Memberships are the user's memberships in every scope, whatever the read asked
+	// for, each MembershipKey(scope, definition id), sorted: what lists a group's members.
+	Memberships []string
 	Tenants     []string // the embed tenants the user has had sessions in
 	Deployments []int64  // the deployments the user has had sessions in
 	// AttributeBytes is the size of all of the user's stored values, in every scope
@@ -68,6 +73,9 @@ type UserUpdate struct {
 	// AttributeBytes is the user's ExternalUser.AttributeBytes once the update is applied
 	// (attributeBytesAfter); the store keeps it with the values.
 	AttributeBytes int64
+	// Memberships, when Groups is not nil, are the user's ExternalUser.Memberships once
+	// the update is applied (membershipsAfter); the store keeps them with the groups.
+	Memberships []string
 	// Within, when not nil, are the deployments of a scoped key's reach: the update is
 	// made only on a user with at least one recorded deployment and none outside Within
 	// (ErrOutOfReach otherwise), in the same conditional write as the revision's check.
@@ -106,6 +114,9 @@ type CatalogStore interface {
 	ListDefinitions(ctx context.Context, accountID int64, q ListQuery) ([]Definition, bool, error)
 	// DeleteDefinition removes a definition and every membership or value that uses it.
 	DeleteDefinition(ctx context.Context, accountID int64, scope, kind, id string) error
+	// Definition reads one definition of scope and kind by id (ErrNotFound when the
+	// account has none: another scope's or kind's is none).
+	Definition(ctx context.Context, accountID int64, scope, kind, id string) (Definition, error)
 }
 
 // UserStore keeps external users.
@@ -138,6 +149,43 @@ type UserStore interface {
 	// DeleteExternalUser deletes the user and gives its place under the account's limit
 	// back; false when there was no such user.
 	DeleteExternalUser(ctx context.Context, accountID int64, externalID string) (bool, error)
+	// FindExternalUsers reads the users with these external ids (at most a hundred), as
+	// ListTenantUsers reads them (profiles, tenants, deployments; no memberships or values
+	// of any scope); ids of no user are left out.
+	FindExternalUsers(ctx context.Context, accountID int64, externalIDs []string) ([]ExternalUser, error)
+	// AddGroupMembers makes the users with these external ids members of the group
+	// (scope, definition id, name), each at its next revision, and returns how many were
+	// not members before; a user a delete has begun on is not changed. Idempotent.
+	AddGroupMembers(ctx context.Context, accountID int64, scope, groupID, groupName string, externalIDs []string, now time.Time) (int64, error)
+	// RemoveGroupMember ends one user's membership of the group (at the user's next
+	// revision) and reports whether the user was a member.
+	RemoveGroupMember(ctx context.Context, accountID int64, scope, groupID, externalID string, now time.Time) (bool, error)
+	// ListGroupMembers returns up to limit members of the group by id after afterID, as
+	// ListTenantUsers reads them (a range of an index on the memberships).
+	ListGroupMembers(ctx context.Context, accountID int64, scope, groupID string, afterID int64, limit int) ([]ExternalUser, error)
+}
+
+// MembershipKey names a membership across scopes: the scope ("_" or a tenant name,
+// neither holding "/") and the group's definition id.
+func MembershipKey(scope, groupID string) string { return scope + "/" + groupID }
+
+// membershipsAfter is u's Memberships once upd is applied: upd.Groups replaces upd.Scope's.
+func membershipsAfter(u ExternalUser, upd UserUpdate) []string {
+	if upd.Groups == nil {
+		return u.Memberships
+	}
+	prefix := upd.Scope + "/"
+	out := make([]string, 0, len(u.Memberships)+len(upd.Groups))
+	for _, m := range u.Memberships {
+		if !strings.HasPrefix(m, prefix) {
+			out = append(out, m)
+		}
+	}
+	for id := range upd.Groups {
+		out = append(out, MembershipKey(upd.Scope, id))
+	}
+	sort.Strings(out)
+	return out
 }
 
 // SessionRecordStore keeps the durable records of minted sessions (MongoDB), for listing
@@ -231,6 +279,50 @@ type BranchStatus struct {
 // BranchResolver asks dbtsync-svc about a deployment's branch.
 type BranchResolver interface {
 	ResolveBranch(ctx context.Context, deploymentID int64, branch, productionBranch string) (BranchStatus, error)
+}
+
+// ReachQuery describes a viewer to the dashboard reach (workspace-svc, which keeps the
+// dashboards and their embed grants): client.ReachRequest in the domain's terms.
+type ReachQuery struct {
+	AccountID      int64
+	DeploymentID   int64
+	Tenant         string
+	AccountGroups  []string
+	TenantGroups   []string
+	Resources      *[]string // nil: no narrowing
+	InternalUserID int64     // > 0: an internal user, decided by its own role and grants
+	InternalRole   string
+}
+
+// ReachSubject is the grant subject that decided a dashboard (client.ReachSubjectRef).
+type ReachSubject struct {
+	Type            string `json:"type"`
+	Scope           string `json:"scope,omitempty"`
+	EmbedTenantName string `json:"embedTenantName,omitempty"`
+	GroupName       string `json:"groupName,omitempty"`
+}
+
+// ReachDashboard is one dashboard the viewer would open (client.ReachDashboard).
+type ReachDashboard struct {
+	PublicID     string       `json:"publicId"`
+	WorkbookID   int64        `json:"workbookId"`
+	Title        *string      `json:"title"`
+	AccessSource string       `json:"accessSource"`
+	Subject      ReachSubject `json:"subject"`
+	ViaFolderID  *int64       `json:"viaFolderId,omitempty"`
+	ViaRoot      bool         `json:"viaRoot,omitempty"`
+}
+
+// ReachAnswer lists the dashboards, Truncated when the viewer would open more.
+type ReachAnswer struct {
+	Dashboards []ReachDashboard
+	Truncated  bool
+}
+
+// DashboardReach asks which dashboards a viewer would open (the dry run's explanation);
+// every failure to get an answer is an error wrapping ErrUnavailable.
+type DashboardReach interface {
+	Dashboards(ctx context.Context, q ReachQuery) (ReachAnswer, error)
 }
 
 // TokenSigner signs JWTs with the current embed key.

@@ -72,6 +72,7 @@ func (s *service) provisionExternalUser(ctx context.Context, p *identity.Princip
 	limit := externalUserLimit(p)
 	for attempt := 1; ; attempt++ {
 		upd.AttributeBytes = attributeBytesAfter(m.user, upd)
+		upd.Memberships = membershipsAfter(m.user, upd)
 		if err := s.limits.checkUserAttributes(m.externalID, m.user.AttributeBytes, upd.AttributeBytes); err != nil {
 			return ExternalUser{}, false, err
 		}

@@ -103,7 +103,21 @@ func copyUser(u *embed.ExternalUser, scopes ...string) embed.ExternalUser {
 		}
 	}
 	c.Tenants, c.Deployments = slices.Clone(u.Tenants), slices.Clone(u.Deployments)
+	c.Memberships = memberships(u)
 	return c
+}
+
+// memberships are u's memberships in every scope, as mongostore keeps them beside the
+// groups (embed.MembershipKey, sorted).
+func memberships(u *embed.ExternalUser) []string {
+	out := []string{}
+	for scope, g := range u.Groups {
+		for id := range g {
+			out = append(out, embed.MembershipKey(scope, id))
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // allScopes are the scopes u has memberships or values in.

@@ -131,7 +131,7 @@ func (s *Store) ListTenantUsers(_ context.Context, accountID int64, tenant strin
 	var out []embed.ExternalUser
 	for k, u := range s.users {
 		if k.account == accountID && slices.Contains(u.Tenants, tenant) && u.ID > afterID {
-			out = append(out, copyUser(u)) // the profile, as mongostore projects it
+			out = append(out, profile(u)) // the profile, as mongostore projects it
 		}
 	}
 	slices.SortFunc(out, func(a, b embed.ExternalUser) int { return cmp.Compare(a.ID, b.ID) })

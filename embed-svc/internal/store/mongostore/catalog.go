@@ -241,13 +241,28 @@ func (s *Store) DeleteDefinition(ctx context.Context, accountID int64, scope, ki
 		return embed.ErrNotFound
 	}
 	field := "groups." + scope + "." + id
-	unset := bson.D{{Key: field, Value: ""}}
+	update := bson.D{{Key: "$unset", Value: bson.D{{Key: field, Value: ""}}},
+		{Key: "$pull", Value: bson.D{{Key: "memberships", Value: embed.MembershipKey(scope, id)}}}}
 	if kind == embed.KindAttribute {
 		// The users' size of values is counted again at their next read.
 		field = "attrs." + scope + "." + id
-		unset = bson.D{{Key: field, Value: ""}, {Key: "attrBytes", Value: ""}}
+		update = bson.D{{Key: "$unset", Value: bson.D{{Key: field, Value: ""}, {Key: "attrBytes", Value: ""}}}}
 	}
-	_, err = s.users.UpdateMany(ctx, bson.D{{Key: "accountId", Value: accountID}, {Key: field, Value: bson.D{{Key: "$exists", Value: true}}}},
-		bson.D{{Key: "$unset", Value: unset}, {Key: "$inc", Value: bson.D{{Key: "rev", Value: int64(1)}}}})
+	update = append(update, bson.E{Key: "$inc", Value: bson.D{{Key: "rev", Value: int64(1)}}})
+	_, err = s.users.UpdateMany(ctx, bson.D{{Key: "accountId", Value: accountID}, {Key: field, Value: bson.D{{Key: "$exists", Value: true}}}}, update)
 	return wrap(err)
+}
+
+// Definition reads one definition of scope and kind by id.
+func (s *Store) Definition(ctx context.Context, accountID int64, scope, kind, id string) (embed.Definition, error) {
+	oid, err := bson.ObjectIDFromHex(id)
+	if err != nil {
+		return embed.Definition{}, embed.ErrNotFound
+	}
+	var d defDoc
+	err = s.defs.FindOne(ctx, bson.D{{Key: "_id", Value: oid}, {Key: "accountId", Value: accountID}, {Key: "scope", Value: scope}, {Key: "kind", Value: kind}}).Decode(&d)
+	if err != nil {
+		return embed.Definition{}, wrap(err)
+	}
+	return d.definition(), nil
 }

@@ -69,13 +69,14 @@ func (s *Store) EnsureIndexes(ctx context.Context) error {
 			return fmt.Errorf("index on %s: %w", ix.coll.Name(), wrap(err))
 		}
 	}
-	// Listings read index ranges: tenant users by id, a scope's definitions by id; a bulk
+	// Listings read index ranges: tenant users by id, a group's members by id, a scope's definitions by id; a bulk
 	// revoke reads the unexpired records of an account, and tenants are counted by account.
 	for _, ix := range []struct {
 		coll *mongo.Collection
 		keys bson.D
 	}{
 		{s.users, bson.D{{Key: "accountId", Value: 1}, {Key: "tenants", Value: 1}, {Key: "_id", Value: 1}}},
+		{s.users, bson.D{{Key: "accountId", Value: 1}, {Key: "memberships", Value: 1}, {Key: "_id", Value: 1}}},
 		{s.defs, bson.D{{Key: "accountId", Value: 1}, {Key: "scope", Value: 1}, {Key: "kind", Value: 1}, {Key: "_id", Value: 1}}},
 		{s.sessions, bson.D{{Key: "accountId", Value: 1}, {Key: "expiresAt", Value: 1}}},
 		{s.tenants, bson.D{{Key: "accountId", Value: 1}}},

@@ -25,13 +25,18 @@ type attrDoc struct {
 }
 
 type userDoc struct {
-	ID          int64                         `bson:"_id"`
-	AccountID   int64                         `bson:"accountId"`
-	ExternalID  string                        `bson:"externalId"`
-	Email       *string                       `bson:"email,omitempty"`
-	DisplayName *string                       `bson:"displayName,omitempty"`
-	Picture     *string                       `bson:"picture,omitempty"`
-	Groups      map[string]map[string]string  `bson:"groups,omitempty"`
+	ID          int64                        `bson:"_id"`
+	AccountID   int64                        `bson:"accountId"`
+	ExternalID  string                       `bson:"externalId"`
+	Email       *string                      `bson:"email,omitempty"`
+	DisplayName *string                      `bson:"displayName,omitempty"`
+	Picture     *string                      `bson:"picture,omitempty"`
+	Groups      map[string]map[string]string `bson:"groups,omitempty"`
+	// Memberships are embed.MembershipKey of every membership in groups, all scopes:
+	// the multikey field a group's members are listed by (groups is keyed by definition
+	// id, which no index can name). Written with groups; users stored before it get it
+	// from BackfillMemberships.
+	Memberships *[]string                     `bson:"memberships,omitempty"`
 	Attrs       map[string]map[string]attrDoc `bson:"attrs,omitempty"`
 	Tenants     []string                      `bson:"tenants,omitempty"`
 	Deployments []int64                       `bson:"deployments,omitempty"`
@@ -51,6 +56,9 @@ func (d userDoc) user() embed.ExternalUser {
 	if d.AttrBytes != nil {
 		u.AttributeBytes = *d.AttrBytes
 	}
+	if d.Memberships != nil {
+		u.Memberships = *d.Memberships
+	}
 	for scope, vals := range d.Attrs {
 		u.Attributes[scope] = storedValues(vals)
 	}
@@ -69,17 +77,25 @@ func storedValues(vals map[string]attrDoc) map[string]embed.StoredValue {
 	return m
 }
 
-// userFields are a user's fields besides its memberships and values.
-var userFields = []string{"_id", "accountId", "externalId", "email", "displayName", "picture", "tenants", "deployments", "attrBytes", "rev",
+// profileFields are a user's fields besides its memberships and values: what a listing
+// reads.
+var profileFields = []string{"_id", "accountId", "externalId", "email", "displayName", "picture", "tenants", "deployments", "attrBytes", "rev",
 	"deletingAt", "createdAt", "updatedAt"}
 
-// userProjection reads a user with the memberships and values of scopes only: a user's
-// other scopes are never read (scope names are validated tenant names or "_").
-func userProjection(scopes ...string) bson.D {
-	p := make(bson.D, 0, len(userFields)+2*len(scopes))
-	for _, f := range userFields {
+// profileProjection reads a user as a listing shows it.
+func profileProjection() bson.D {
+	p := make(bson.D, 0, len(profileFields))
+	for _, f := range profileFields {
 		p = append(p, bson.E{Key: f, Value: 1})
 	}
+	return p
+}
+
+// userProjection reads a user with the memberships and values of scopes only (and the
+// keys of all its memberships, which an update of a scope's groups rewrites): a user's
+// other scopes are never read (scope names are validated tenant names or "_").
+func userProjection(scopes ...string) bson.D {
+	p := append(profileProjection(), bson.E{Key: "memberships", Value: 1})
 	for _, sc := range scopes {
 		p = append(p, bson.E{Key: "groups." + sc, Value: 1}, bson.E{Key: "attrs." + sc, Value: 1})
 	}
@@ -100,7 +116,11 @@ func userSet(u embed.UserUpdate, now time.Time) (bson.D, error) {
 		set = append(set, bson.E{Key: "picture", Value: *u.Picture})
 	}
 	if u.Groups != nil {
-		set = append(set, bson.E{Key: "groups." + u.Scope, Value: u.Groups})
+		keys := u.Memberships
+		if keys == nil {
+			keys = []string{}
+		}
+		set = append(set, bson.E{Key: "groups." + u.Scope, Value: u.Groups}, bson.E{Key: "memberships", Value: keys})
 	}
 	for id, v := range u.SetAttributes {
 		doc, err := attrOf(v)
@@ -288,10 +308,15 @@ func (s *Store) CreateExternalUser(ctx context.Context, accountID int64, externa
 // newUserDoc is a new user with u applied, at its first revision.
 func newUserDoc(id, accountID int64, externalID string, u embed.UserUpdate, now time.Time) (userDoc, error) {
 	attrBytes := u.AttributeBytes
+	keys := []string{}
 	doc := userDoc{ID: id, AccountID: accountID, ExternalID: externalID, Email: u.Email, DisplayName: u.DisplayName, Picture: u.Picture,
-		AttrBytes: &attrBytes, Rev: 1, CreatedAt: now, UpdatedAt: now}
+		AttrBytes: &attrBytes, Memberships: &keys, Rev: 1, CreatedAt: now, UpdatedAt: now}
 	if u.Groups != nil {
 		doc.Groups = map[string]map[string]string{u.Scope: u.Groups}
+		for gid := range u.Groups {
+			keys = append(keys, embed.MembershipKey(u.Scope, gid))
+		}
+		slices.Sort(keys)
 	}
 	if len(u.SetAttributes) > 0 {
 		vals := make(map[string]attrDoc, len(u.SetAttributes))
@@ -361,7 +386,7 @@ func (s *Store) ListTenantUsers(ctx context.Context, accountID int64, tenant str
 	if afterID > 0 {
 		f = append(f, bson.E{Key: "_id", Value: bson.D{{Key: "$gt", Value: afterID}}})
 	}
-	return findAll(ctx, s.users, f, userDoc.user, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).SetLimit(int64(limit)).SetProjection(userProjection()))
+	return findAll(ctx, s.users, f, userDoc.user, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).SetLimit(int64(limit)).SetProjection(profileProjection()))
 }
 
 // DeleteExternalUser deletes the user and, only when it deleted one, gives its place
