@@ -48,6 +48,7 @@ type Deps struct {
 	KeyRefresh       time.Duration
 	BranchTimeout    time.Duration
 	IdentityTimeout  time.Duration    // the identity lookups the gateway answers (0: 2s)
+	ReachTimeout     time.Duration    // the dashboard reach workspace-svc answers (0: 2s)
 	SessionRetention time.Duration    // 0: embed.DefaultSessionRetention
 	Now              func() time.Time // nil: time.Now
 	Limits           embed.Limits     // zero fields: embed.DefaultLimits
@@ -91,6 +92,13 @@ func New(ctx context.Context, d Deps) (*App, error) {
 	if err := mongox.EnsureIndexes(ctx, mongox.IndexWait, st.EnsureIndexes); err != nil {
 		return nil, err
 	}
+	// Users stored before their memberships were kept beside their groups get them
+	// before the service answers (once: a mark says it is done).
+	if n, err := st.BackfillMemberships(ctx); err != nil {
+		return nil, err
+	} else if n > 0 {
+		d.Logger.InfoContext(ctx, "external users' memberships backfilled", "users", n)
+	}
 	kr, err := NewKeyring(d.Mongo.Database(d.Database), d)
 	if err != nil {
 		return nil, err
@@ -119,11 +127,12 @@ func New(ctx context.Context, d Deps) (*App, error) {
 		return nil, err
 	}
 	// One request-reply client for the process: its cap of requests in flight covers
-	// both the identity lookups and the branch resolver.
-	rr := natsx.NewClient(d.NATS, natsx.ClientOptions{Metrics: natsx.NewRequestMetrics(d.Registry)})
+	// the identity lookups, the branch resolver and the dashboard reach.
+	natsMetrics := natsx.NewRequestMetrics(d.Registry) // one per registry: the client's and the viewer lookup's
+	rr := natsx.NewClient(d.NATS, natsx.ClientOptions{Metrics: natsMetrics})
 	svc := embed.NewService(embed.Ports{
 		Catalog: st, Users: st, Directory: directory.New(rr, d.IdentityTimeout), Sessions: sessions, Records: st,
-		Branches: branches.New(rr, d.BranchTimeout), Signer: kr, Audit: pub,
+		Branches: branches.New(rr, d.BranchTimeout), Signer: kr, Audit: pub, Reach: newReach(rr, d.ReachTimeout),
 	}, embed.Options{Issuer: d.TokenIssuer, Now: d.Now, Limits: d.Limits})
 	// The decorators in every service's order, less Auditing: embed records its events
 	// inside the service (Ports.Audit), since a mint's event needs what only the mint
@@ -133,6 +142,10 @@ func New(ctx context.Context, d Deps) (*App, error) {
 	// this exception.)
 	svc = embed.LoggingMiddleware(d.Logger)(svc)
 	svc = embed.InstrumentingMiddleware(embed.NewMetrics(d.Registry))(svc)
+	// The viewer lookup workspace-svc asks on every embed read of a dashboard.
+	if _, err := serveViewers(d.NATS, svc, d.Logger, natsMetrics); err != nil {
+		return nil, err
+	}
 	routes := newRouter(embed.MakeEndpoints(svc), audit.NewService(trail), d.Logger)
 	o := server.Options{
 		Service:  "embed-svc",

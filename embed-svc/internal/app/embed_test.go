@@ -195,6 +195,9 @@ func TestEmbedService(t *testing.T) {
 		t.Run("session-control", func(t *testing.T) { testSessionControl(t, e) })
 		t.Run("session-control-round-trips", func(t *testing.T) { testSessionControlRoundTrips(t, e) })
 		t.Run("tenant-users", func(t *testing.T) { testTenantUsers(t, e) })
+		t.Run("group-members", func(t *testing.T) { testGroupMembers(t, e) })
+		t.Run("viewer-lookup", func(t *testing.T) { testViewerLookup(t, e) })
+		t.Run("generate-session-resources", func(t *testing.T) { testResources(t, e) })
 		t.Run("delete-wins-over-concurrent-mints", func(t *testing.T) { testDeleteWinsOverMints(t, e) })
 		// GET/PUT /api/v1/embed/settings: the account-wide layer, by the account's admins
 		// (issue 11), with the layering above applied to the next sessions.

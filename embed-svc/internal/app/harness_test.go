@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,6 +25,7 @@ import (
 	"github.com/analyticsco/platform/devstack/apitest"
 	"github.com/analyticsco/platform/devstack/gatewaytest"
 	"github.com/analyticsco/platform/devstack/mongoplan"
+	embedclient "github.com/analyticsco/platform/embed-svc/client"
 	"github.com/analyticsco/platform/embed-svc/internal/app"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
@@ -89,6 +91,48 @@ type env struct {
 	redisCmd    *redisCounter
 	signer      *identity.Signer
 	branches    atomic.Pointer[natsx.Server]
+	reach       *reachFake
+}
+
+// reachFake answers workspace.embed.reach as workspace-svc would for a deployment whose
+// every dashboard is granted to one account group: "dash-<group>" (padded to 16
+// characters) per account group of the viewer, narrowed to the request's resources; it
+// keeps the last request.
+type reachFake struct {
+	mu   sync.Mutex
+	last embedclient.ReachRequest
+	n    int
+}
+
+func (f *reachFake) serve(t *testing.T, nc *nats.Conn) {
+	srv := natsx.NewServer(nc, natsx.ServerOptions{})
+	err := embedclient.ServeReach(srv, func(_ context.Context, req embedclient.ReachRequest) (embedclient.ReachReply, error) {
+		f.mu.Lock()
+		f.last, f.n = req, f.n+1
+		f.mu.Unlock()
+		out := embedclient.ReachReply{Dashboards: []embedclient.ReachDashboard{}}
+		for _, g := range req.AccountGroups {
+			id := fmt.Sprintf("%-16.16s", "dash-"+g)
+			id = strings.ReplaceAll(id, " ", "_")
+			if req.Resources != nil && !slices.Contains(*req.Resources, id) {
+				continue
+			}
+			out.Dashboards = append(out.Dashboards, embedclient.ReachDashboard{PublicID: id, WorkbookID: int64(len(out.Dashboards) + 1),
+				AccessSource: "group", Subject: embedclient.ReachSubjectRef{Type: "group", Scope: "account", GroupName: g}})
+		}
+		return out, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+}
+
+// request is the last reach request and how many there were.
+func (f *reachFake) request() (embedclient.ReachRequest, int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.last, f.n
 }
 
 // branchResponder answers dbtsync.branches.resolve like dbtsync-svc: "main" is
@@ -161,6 +205,8 @@ func newEnvOn(t *testing.T, mongo *devstack.Mongo) *env {
 	}
 	t.Cleanup(e.nc.Close)
 	e.branches.Store(branchResponder(t, e.nc))
+	e.reach = &reachFake{}
+	e.reach.serve(t, e.nc)
 
 	signingKey := gatewaytest.NewSigningKey()
 	e.signer, _ = identity.NewSigner(signingKey)
@@ -207,6 +253,9 @@ type claims struct {
 	Int bool           `json:"int"`
 	UID int64          `json:"uid"`
 	Set map[string]any `json:"set"`
+	Res *struct {
+		Dashboards []string `json:"dashboards"`
+	} `json:"res"`
 }
 
 func fetchJWKS(url string) (map[string]ed25519.PublicKey, error) {

@@ -24,6 +24,10 @@ const (
 	ActionDefinitionDelete   = "embed.definition.delete"
 	ActionExternalUserDelete = "embed.external_user.delete"
 	ActionSettingsUpdate     = "embed.settings.update"
+	// A batch of users made members of a group (details: externalIds, added,
+	// alreadyMembers), one user's membership ended (details: externalId, removed).
+	ActionGroupMembershipAdd    = "embed.group_membership.add"
+	ActionGroupMembershipRemove = "embed.group_membership.remove"
 )
 
 // Audit target types of embed-svc. A session is named by its public id (the id of

@@ -18,6 +18,8 @@ type Ports struct {
 	Branches  BranchResolver
 	Signer    TokenSigner
 	Audit     audit.Recorder // nil: nothing is recorded
+	// Reach answers the dry run's dashboards (workspace-svc); nil: a dry run is 503.
+	Reach DashboardReach
 }
 
 // Options tune the service; zero values take the defaults.

@@ -2,8 +2,10 @@ package embed
 
 import (
 	"context"
+	"errors"
 	"slices"
 
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
@@ -27,13 +29,22 @@ func (s *service) DryRunSession(ctx context.Context, p *identity.Principal, req 
 	}
 	sess := m.newSession(p, &req, s.now().UTC())
 	groups, attrs := []string{}, []AttributeValue{}
+	memberships := DryRunMemberships{Account: []string{}, Tenant: []string{}}
 	if req.InternalID == nil {
 		if err := s.wouldFitUser(ctx, p, m); err != nil {
 			return DryRun{}, err
 		}
-		u := applyUserUpdate(m.user, m.userUpdate(&req, m.standInIDs()))
+		upd := m.userUpdate(&req, m.standInIDs())
+		u := applyUserUpdate(m.user, upd)
 		sess.setExternalUser(u)
 		groups, attrs = userScopeView(u, m.scope)
+		if memberships, err = s.wouldBeMemberOf(ctx, m, upd); err != nil {
+			return DryRun{}, err
+		}
+	}
+	reach, err := s.wouldReach(ctx, sess, m, memberships, req.Resources)
+	if err != nil {
+		return DryRun{}, err
 	}
 	out := DryRun{DryRun: true, Effective: DryRunEffective{
 		User: sess.User, AccountID: sess.AccountID, DeploymentID: sess.DeploymentID, BranchName: sess.Branch,
@@ -41,6 +52,7 @@ func (s *service) DryRunSession(ctx context.Context, p *identity.Principal, req 
 		UserAttributes: attrs, SecurityContext: securityContextOf(req.SecurityContext), Settings: sess.Settings,
 		ExpiresAt: httpx.At(s.sessionExpiry(sess)), DefinitionsCreated: []DryRunDefinition{},
 		UserCreated: sess.User.Kind == "external" && sess.User.ID == 0,
+		Resources:   req.Resources, GroupMemberships: memberships, Dashboards: reach.Dashboards, DashboardsTruncated: reach.Truncated,
 	}}
 	for _, u := range m.definitions.upserts {
 		if u.Existing == nil {
@@ -101,6 +113,7 @@ func applyUserUpdate(u ExternalUser, upd UserUpdate) ExternalUser {
 	if upd.Groups != nil {
 		groups[upd.Scope] = upd.Groups
 	}
+	u.Memberships = membershipsAfter(u, upd)
 	u.Groups = groups
 	attrs := make(map[string]map[string]StoredValue, len(u.Attributes)+1)
 	for k, v := range u.Attributes {
@@ -125,4 +138,46 @@ func applyUserUpdate(u ExternalUser, upd UserUpdate) ExternalUser {
 		u.Deployments = append(slices.Clone(u.Deployments), upd.Deployment)
 	}
 	return u
+}
+
+// wouldBeMemberOf are the memberships grants would match once the mint's update is
+// applied: the user's in the account's catalog and the tenant's (the mint read one of
+// them; the dry run reads the user once more with both).
+func (s *service) wouldBeMemberOf(ctx context.Context, m *mintPlan, upd UserUpdate) (DryRunMemberships, error) {
+	u := ExternalUser{}
+	if m.userExists {
+		var err error
+		u, err = s.d.Users.ExternalUser(ctx, m.user.AccountID, m.externalID, AccountScope, m.tenant) // the user prepare read
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return DryRunMemberships{}, storeErr(err)
+		}
+	}
+	u = applyUserUpdate(u, upd)
+	return DryRunMemberships{Account: groupNames(u.Groups[AccountScope]), Tenant: groupNames(u.Groups[m.tenant])}, nil
+}
+
+// wouldReach asks the dashboard reach which dashboards the session would open. A reach
+// that cannot answer fails the dry run (503): a dry run is asked to explain access, and
+// an answer without its dashboards would read as "opens nothing".
+func (s *service) wouldReach(ctx context.Context, sess Session, m *mintPlan, g DryRunMemberships, res *SessionResources) (ReachAnswer, error) {
+	q := ReachQuery{AccountID: sess.AccountID, DeploymentID: sess.DeploymentID, Tenant: sess.Tenant, AccountGroups: g.Account, TenantGroups: g.Tenant}
+	if res != nil {
+		ds := slices.Clone(res.Dashboards)
+		q.Resources = &ds
+	}
+	if sess.User.Kind == "internal" {
+		q.InternalUserID, q.InternalRole = m.internal.ID, m.internal.Role
+	}
+	if s.d.Reach == nil {
+		return ReachAnswer{}, errs.Unavailablef("the dashboard reach is not configured; the dry run cannot say which dashboards the session would open")
+	}
+	a, err := s.d.Reach.Dashboards(ctx, q)
+	if err != nil {
+		// Whatever the reach answered (its cause is kept for the log), the caller may retry.
+		return ReachAnswer{}, errors.Join(errs.Unavailablef("the dashboard reach is unavailable; retry shortly"), err)
+	}
+	if a.Dashboards == nil {
+		a.Dashboards = []ReachDashboard{}
+	}
+	return a, nil
 }

@@ -28,6 +28,26 @@ type Endpoints struct {
 	ListUsers        endpoint.Endpoint
 	GetUser          endpoint.Endpoint
 	DeleteUser       endpoint.Endpoint
+	ListMembers      endpoint.Endpoint
+	AddMembers       endpoint.Endpoint
+	RemoveMember     endpoint.Endpoint
+}
+
+type listMembersRequest struct {
+	P            *identity.Principal
+	Scope, Group string
+	Query        UserQuery
+}
+
+type addMembersRequest struct {
+	P            *identity.Principal
+	Scope, Group string
+	Body         GroupMembersInput
+}
+
+type removeMemberRequest struct {
+	P                        *identity.Principal
+	Scope, Group, ExternalID string
 }
 
 type listUsersRequest struct {
@@ -164,6 +184,18 @@ func MakeEndpoints(s Service) Endpoints {
 		DeleteUser: func(ctx context.Context, r any) (any, error) {
 			req := r.(userRequest)
 			return s.DeleteTenantUser(ctx, req.P, req.Tenant, req.ExternalID)
+		},
+		ListMembers: func(ctx context.Context, r any) (any, error) {
+			req := r.(listMembersRequest)
+			return s.ListGroupMembers(ctx, req.P, req.Scope, req.Group, req.Query)
+		},
+		AddMembers: func(ctx context.Context, r any) (any, error) {
+			req := r.(addMembersRequest)
+			return s.AddGroupMembers(ctx, req.P, req.Scope, req.Group, req.Body)
+		},
+		RemoveMember: func(ctx context.Context, r any) (any, error) {
+			req := r.(removeMemberRequest)
+			return httpx.NoContent{}, s.RemoveGroupMember(ctx, req.P, req.Scope, req.Group, req.ExternalID)
 		},
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -33,6 +34,7 @@ type fixture struct {
 	sessions *memstore.Sessions
 	dir      *memstore.Directory
 	trail    *audit.Memory
+	reach    *fakeReach
 	acc      identity.Account
 	dep      int64
 	dep2     int64
@@ -55,8 +57,9 @@ func newFixture(t *testing.T) *fixture {
 	f.dir.AddDeployment(embed.Deployment{ID: f.dep2, AccountID: accountID, ProductionBranch: "main"})
 	f.dir.AddDeployment(embed.Deployment{ID: f.otherDep, AccountID: otherAccountID, ProductionBranch: "main"})
 	f.dir.AddUser(embed.InternalUser{ID: 7, AccountID: accountID, Username: "acme-admin", Email: "ada@acme.example", FirstName: "Ada", Role: identity.RoleAdmin})
+	f.reach = &fakeReach{}
 	f.deps = embed.Ports{Catalog: f.store, Users: f.store, Directory: f.dir, Sessions: f.sessions, Records: f.store,
-		Branches: branches{}, Signer: newSigner(t), Audit: f.trail}
+		Branches: branches{}, Signer: newSigner(t), Audit: f.trail, Reach: f.reach}
 	f.opts = embed.Options{Issuer: "https://embed.test"}
 	f.svc = embed.NewService(f.deps, f.opts)
 	return f
@@ -191,4 +194,38 @@ func together(n int, fn func(i int)) {
 	}
 	close(start)
 	wg.Wait()
+}
+
+// fakeReach answers the dashboard reach as workspace-svc would for one dashboard per
+// group the viewer is in (publicId "dash-<group>", padded to 16 characters), remembering
+// the queries; err, when set, is every answer.
+type fakeReach struct {
+	mu      sync.Mutex
+	queries []embed.ReachQuery
+	err     error
+}
+
+func (r *fakeReach) Dashboards(_ context.Context, q embed.ReachQuery) (embed.ReachAnswer, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.queries = append(r.queries, q)
+	if r.err != nil {
+		return embed.ReachAnswer{}, r.err
+	}
+	out := embed.ReachAnswer{Dashboards: []embed.ReachDashboard{}}
+	for _, g := range q.AccountGroups {
+		out.Dashboards = append(out.Dashboards, embed.ReachDashboard{PublicID: fmt.Sprintf("%-16.16s", "dash-"+g), AccessSource: "group",
+			Subject: embed.ReachSubject{Type: "group", Scope: "account", GroupName: g}})
+	}
+	return out, nil
+}
+
+// last is the last query the reach was asked.
+func (r *fakeReach) last() embed.ReachQuery {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.queries) == 0 {
+		return embed.ReachQuery{}
+	}
+	return r.queries[len(r.queries)-1]
 }

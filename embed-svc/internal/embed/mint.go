@@ -125,6 +125,7 @@ func (m *mintPlan) newSession(p *identity.Principal, req *GenerateSessionRequest
 	sess := Session{
 		AccountID: p.Account.ID, DeploymentID: m.deployment.ID, Branch: m.branch, Production: m.production,
 		Tenant: m.tenant, CreatorMode: m.creator, Settings: ResolveSettings(req.Settings, m.acct), GeneratedAt: now,
+		Resources: req.Resources,
 	}
 	if req.InternalID != nil {
 		username := m.internal.Username

@@ -28,6 +28,14 @@ type Service interface {
 	GetTenantUser(ctx context.Context, p *identity.Principal, tenant, externalID string) (UserView, error)
 	DeleteTenantUser(ctx context.Context, p *identity.Principal, tenant, externalID string) (DeletedUser, error)
 	RevokeSessions(ctx context.Context, p *identity.Principal, req RevokeSessionsRequest) (RevokedSessions, error)
+	// ListGroupMembers, AddGroupMembers and RemoveGroupMember manage a group's members
+	// outside a mint (scope AccountScope or a tenant's; an unscoped admin key).
+	ListGroupMembers(ctx context.Context, p *identity.Principal, scope, groupID string, q UserQuery) (httpx.Page[UserSummary], error)
+	AddGroupMembers(ctx context.Context, p *identity.Principal, scope, groupID string, in GroupMembersInput) (GroupMembersAdded, error)
+	RemoveGroupMember(ctx context.Context, p *identity.Principal, scope, groupID, externalID string) error
+	// ViewerGroups answers the viewer lookup (client.ViewerSubject): the names of an
+	// external user's current groups in the account's catalog and in tenant's.
+	ViewerGroups(ctx context.Context, accountID int64, tenant, externalID string) (ViewerGroups, error)
 	ExchangeSession(ctx context.Context, sessionID string) (SessionToken, error)
 	RevokeSession(ctx context.Context, p *identity.Principal, sessionID string) error
 	SessionInfo(ctx context.Context, p *identity.Principal) (SessionInfo, error)
@@ -91,8 +99,18 @@ type GenerateSessionRequest struct {
 	SecurityContext          json.RawMessage   `json:"securityContext"`
 	Settings                 *SessionSettings  `json:"settings"`
 	BranchName               *string           `json:"branchName"`
+	// Resources, when sent, narrows the session to these dashboards among those its
+	// grants let it open (never widens); nil: no narrowing.
+	Resources *SessionResources `json:"resources"`
 	// DryRun: validate and resolve only (DryRunSession); nothing is written.
 	DryRun bool `json:"dryRun"`
+}
+
+// SessionResources is generate-session's resources: {"dashboards": [publicId, ...]}, at
+// most token.MaxResourceDashboards, each a dashboard public id, none twice; empty opens
+// nothing.
+type SessionResources struct {
+	Dashboards []string `json:"dashboards"`
 }
 
 // DryRun is the answer of a generate-session dry run.
@@ -117,6 +135,21 @@ type DryRunEffective struct {
 	Settings           ResolvedSettings   `json:"settings"`
 	ExpiresAt          httpx.Time         `json:"expiresAt"`
 	DefinitionsCreated []DryRunDefinition `json:"definitionsCreated"`
+	// Resources are the request's, as sent (absent: no narrowing).
+	Resources *SessionResources `json:"resources,omitempty"`
+	// GroupMemberships are the memberships grants would match: the user's current ones
+	// once the mint's groups are applied, in the account's catalog and the tenant's.
+	GroupMemberships DryRunMemberships `json:"groupMemberships"`
+	// Dashboards are the dashboards the session would open and through which grant (at
+	// most client.MaxReachDashboards; DashboardsTruncated when there are more).
+	Dashboards          []ReachDashboard `json:"dashboards"`
+	DashboardsTruncated bool             `json:"dashboardsTruncated"`
+}
+
+// DryRunMemberships are group names by catalog.
+type DryRunMemberships struct {
+	Account []string `json:"account"`
+	Tenant  []string `json:"tenant"`
 }
 
 // DryRunDefinition names a definition the mint would create.
@@ -234,6 +267,8 @@ type Session struct {
 	// sessions leave it empty.
 	SecurityContext json.RawMessage `json:"sc,omitempty"`
 	GeneratedAt     time.Time       `json:"gen"`
+	// Resources narrows the session (signed into its token); nil: no narrowing.
+	Resources *SessionResources `json:"res,omitempty"`
 }
 
 // scope is the catalog the session resolves memberships and values in: its tenant's in
@@ -278,8 +313,10 @@ type SessionInfo struct {
 	// SecurityContext is the session's securityContext, as the data-API token carries it.
 	SecurityContext json.RawMessage  `json:"securityContext"`
 	Settings        ResolvedSettings `json:"settings"`
-	IssuedAt        httpx.Time       `json:"issuedAt"`
-	ExpiresAt       httpx.Time       `json:"expiresAt"`
+	// Resources are the session's narrowing, as minted (absent: none).
+	Resources *SessionResources `json:"resources,omitempty"`
+	IssuedAt  httpx.Time        `json:"issuedAt"`
+	ExpiresAt httpx.Time        `json:"expiresAt"`
 }
 
 // AICredentials are short-lived credentials for the AI chat service.

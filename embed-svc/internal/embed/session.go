@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -121,7 +122,7 @@ func (s *service) SessionInfo(ctx context.Context, p *identity.Principal) (Sessi
 		SessionID: sess.SID, User: c.user, AccountID: sess.AccountID, DeploymentID: sess.DeploymentID,
 		BranchName: sess.Branch, Production: sess.Production, EmbedTenant: sess.Tenant, CreatorMode: sess.CreatorMode,
 		Groups: c.groups, UserAttributes: c.attrs, SecurityContext: securityContextOf(c.securityContext), Settings: sess.Settings,
-		IssuedAt: httpx.At(sess.GeneratedAt), ExpiresAt: httpx.At(s.sessionExpiry(sess)),
+		Resources: sess.Resources, IssuedAt: httpx.At(sess.GeneratedAt), ExpiresAt: httpx.At(s.sessionExpiry(sess)),
 	}
 	// The token's own times, as the gateway forwarded its claims.
 	var tc token.Claims
@@ -293,6 +294,9 @@ func (s *service) claims(sess Session, now, exp time.Time) token.Claims {
 		SessionID:  sess.SID, RecordID: sess.RecordID,
 		AccountID: sess.AccountID, DeploymentID: sess.DeploymentID, Branch: sess.Branch, Tenant: sess.Tenant,
 		CreatorMode: sess.CreatorMode, Internal: sess.User.Kind == "internal", Settings: set,
+	}
+	if sess.Resources != nil {
+		c.Resources = &token.Resources{Dashboards: slices.Clone(sess.Resources.Dashboards)}
 	}
 	if c.Internal {
 		c.UserID = sess.User.ID

@@ -36,6 +36,11 @@ func RegisterRoutes(r *httpx.Router, e Endpoints, logger *slog.Logger) {
 	httpx.Handle(r, "POST", "/api/v1/embed/sessions/revoke", e.RevokeSessions, decodeRevokeSessions, o)
 	httpx.Handle(r, "GET", "/api/v1/embed/settings", e.GetSettings, decodePrincipalRequest, o)
 	httpx.Handle(r, "PUT", "/api/v1/embed/settings", e.PutSettings, decodePutSettings, o)
+	for _, base := range []string{"/api/v1/embed-tenants/{embedTenantName}/groups/{id}/users", "/api/v1/groups/{id}/users"} {
+		httpx.Handle(r, "GET", base, e.ListMembers, decodeListMembers, o)
+		httpx.Handle(r, "POST", base, e.AddMembers, decodeAddMembers, o)
+		httpx.Handle(r, "DELETE", base+"/{externalId}", e.RemoveMember, decodeRemoveMember, o)
+	}
 	for _, c := range []struct{ path, kind string }{{"groups", KindGroup}, {"user-attributes", KindAttribute}} {
 		httpx.Handle(r, "GET", "/api/v1/embed-tenants/{embedTenantName}/"+c.path, e.ListDefinitions, decodeListDefinitions(c.kind), o)
 		httpx.Handle(r, "DELETE", "/api/v1/embed-tenants/{embedTenantName}/"+c.path+"/{id}", e.DeleteDefinition, decodeDeleteDefinition(c.kind), o)
@@ -164,6 +169,29 @@ func decodePutSettings(_ context.Context, r *http.Request) (any, error) {
 		return nil, err
 	}
 	return putSettingsRequest{P: identity.FromContext(r.Context()), Body: in}, nil
+}
+
+// decodeListMembers reads the page of a group's member list.
+func decodeListMembers(_ context.Context, r *http.Request) (any, error) {
+	pg, err := httpx.ParsePage(r)
+	if err != nil {
+		return nil, err
+	}
+	return listMembersRequest{P: identity.FromContext(r.Context()), Scope: scopeOf(r), Group: r.PathValue("id"),
+		Query: UserQuery{First: pg.First, After: pg.After}}, nil
+}
+
+// decodeAddMembers strictly decodes {"externalIds": [...]}.
+func decodeAddMembers(_ context.Context, r *http.Request) (any, error) {
+	var in GroupMembersInput
+	if err := httpx.DecodeJSON(r, &in); err != nil {
+		return nil, err
+	}
+	return addMembersRequest{P: identity.FromContext(r.Context()), Scope: scopeOf(r), Group: r.PathValue("id"), Body: in}, nil
+}
+
+func decodeRemoveMember(_ context.Context, r *http.Request) (any, error) {
+	return removeMemberRequest{P: identity.FromContext(r.Context()), Scope: scopeOf(r), Group: r.PathValue("id"), ExternalID: r.PathValue("externalId")}, nil
 }
 
 func decodeDeleteDefinition(kind string) httptransport.DecodeRequestFunc {

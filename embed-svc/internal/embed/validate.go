@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/analyticsco/platform/embed-svc/token"
 	"github.com/analyticsco/platform/libs/errs"
 )
 
@@ -35,7 +36,51 @@ func validateStatic(req *GenerateSessionRequest) (string, error) {
 	if err := validateShape(req); err != nil {
 		return "", err
 	}
-	return externalID, validateLists(req)
+	if err := validateLists(req); err != nil {
+		return "", err
+	}
+	return externalID, validateResources(req.Resources)
+}
+
+// validateResources checks generate-session's resources: dashboards required, at most
+// token.MaxResourceDashboards, each a dashboard public id, none twice.
+func validateResources(r *SessionResources) error {
+	if r == nil {
+		return nil
+	}
+	if r.Dashboards == nil {
+		return errs.Invalidf(`resources.dashboards is required: {"dashboards": [publicId, ...]} ([] opens nothing)`)
+	}
+	if n := len(r.Dashboards); n > token.MaxResourceDashboards {
+		return errs.Invalidf("resources.dashboards has %d entries, over the limit of %d", n, token.MaxResourceDashboards)
+	}
+	seen := make(map[string]bool, len(r.Dashboards))
+	for _, id := range r.Dashboards {
+		if !ValidDashboardPublicID(id) {
+			return errs.Invalidf("resources.dashboards: %q is not a dashboard public id (16 characters of A-Z, a-z, 0-9, - and _)", id)
+		}
+		if seen[id] {
+			return errs.Invalidf("resources.dashboards: duplicate %q", id)
+		}
+		seen[id] = true
+	}
+	return nil
+}
+
+// ValidDashboardPublicID reports whether id has the form of a dashboard's public id: 16
+// base64url characters. It is client.ValidDashboardPublicID, which the domain cannot
+// link (the client package holds a NATS client); a test keeps the two the same.
+func ValidDashboardPublicID(id string) bool {
+	if len(id) != 16 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // validateUser checks who the session is for: exactly one of externalId (normalized:
@@ -60,6 +105,7 @@ func validateUser(req *GenerateSessionRequest) (string, error) {
 			{"groups", req.Groups != nil}, {"userAttributes", req.UserAttributes != nil},
 			{"groupDefinitions", req.GroupDefinitions != nil}, {"userAttributeDefinitions", req.UserAttributeDefinitions != nil},
 			{"securityContext", req.SecurityContext != nil}, {"userProfile", req.UserProfile != nil},
+			{"resources", req.Resources != nil},
 		} {
 			if f.set {
 				return "", errs.Invalidf("%s is not allowed with internalId: the internal user's own permissions apply", f.field)
