@@ -263,7 +263,9 @@ func TestEmbedReadPathOverTheStore(t *testing.T) {
 		if base.Status != 404 || strings.TrimSpace(string(base.Body)) != `{"status":404,"code":"not_found","message":"dashboard `+unknown+` not found"}` {
 			t.Fatalf("unknown id: %d %s", base.Status, base.Body)
 		}
-		globex := e.embedSession(dep, "u-1", nil)
+		// Another account's session names that account's deployment (embed-svc checked
+		// it at the mint, and signed it into the token).
+		globex := e.embedSession(e.dep("globex", 0), "u-1", nil)
 		globex.Account.ID = e.stack.Seed.Accounts["globex"].ID
 		for _, tc := range []struct {
 			name, id string
@@ -279,6 +281,7 @@ func TestEmbedReadPathOverTheStore(t *testing.T) {
 			{"deleted", deleted, viewer},
 			{"excluded by resources", revenue, e.embedSession(dep, "u-1", nil, atRoot)},
 			{"a session of the other deployment", revenue, e.embedSession(otherDep, "u-1", nil)},
+			{"another account's session", revenue, globex},
 			{"another tenant's session", revenue, func() *identity.Principal {
 				p := e.embedSession(dep, "u-1", nil)
 				p.Embed.Tenant = "globex-inc"
