@@ -733,3 +733,37 @@ func TestEmbedAccessDecoratorsCountAndLogChangesOnly(t *testing.T) {
 		t.Fatalf("%v embed dashboard reads counted, want 1", reads)
 	}
 }
+
+// FuzzPutEmbedAccess: whatever body a PUT of embed access sends, the answer is a 200 or
+// a 4xx client error, never a 5xx or a panic; a 200 answers grants that pass Validate.
+func FuzzPutEmbedAccess(f *testing.F) {
+	for _, s := range []string{`{}`, `{"allEmbedUsers":"read"}`, `{"tenants":[{"embedTenantName":"acme-corp","access":"none"}]}`,
+		`{"groups":[{"scope":"tenant","embedTenantName":"acme-corp","groupName":"ops","access":"read"}],"inherited":[]}`,
+		`{"groups":[{"scope":"account","groupName":"\u0000","access":"read"}]}`, `{"tenants":null}`, `[]`, `{`, ``, `{"allEmbedUsers":1}`,
+		`{"tenants":[{"embedTenantName":"acme-corp","access":"read"},{"embedTenantName":"acme-corp","access":"read"}]}`} {
+		f.Add(s)
+	}
+	fx := newFixture(&testing.T{}) // its t is each input's (fx.t = t) before any helper runs
+	w, err := fx.svc.CreateItem(fx.ctx, admin, fx.dep, workspace.TypeWorkbook, workspace.CreateItemInput{Name: "wb"})
+	if err != nil {
+		f.Fatal(err)
+	}
+	path := fmt.Sprintf("/api/v1/deployments/7/workbooks/%d/embed-access", w.ID)
+	f.Fuzz(func(t *testing.T, body string) {
+		fx.t = t
+		rec := fx.serve(admin, "PUT", path, body)
+		switch {
+		case rec.Code == 200:
+			var v embedaccess.Grants
+			if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil || embedaccess.Validate(v, embedaccess.DefaultMaxEntries) != nil {
+				t.Fatalf("body %q: answered %s", body, rec.Body)
+			}
+		case rec.Code >= 400 && rec.Code < 500:
+			if m := decodeJSON(t, rec); m["message"] == "" || m["code"] == "" {
+				t.Fatalf("body %q: %s", body, rec.Body)
+			}
+		default:
+			t.Fatalf("body %q: %d %s", body, rec.Code, rec.Body)
+		}
+	})
+}
