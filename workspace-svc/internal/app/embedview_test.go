@@ -482,8 +482,14 @@ func TestEmbedViewerLookupAndReachOverNATS(t *testing.T) {
 		}
 	}
 
-	// Without embed-svc answering, the viewer's read is 503, never a 404 or a dashboard.
+	// Without embed-svc answering, the viewer's read is 503, never a 404 or a dashboard,
+	// and no other process can answer in its place: its subscription is refused.
 	_ = srv.Close()
+	impostor := natsx.NewServer(devstack.NATSConnForTest(t, ns.UserURL("dbtsync-worker")), natsx.ServerOptions{})
+	t.Cleanup(func() { _ = impostor.Close() })
+	_ = client.Serve(impostor, func(context.Context, client.ViewerRequest) (client.ViewerReply, error) {
+		return client.ViewerReply{AccountGroups: []string{"finance"}}, nil
+	})
 	start := time.Now()
 	r := e.embedGet(t, base, embedPath(publicID), viewer)
 	if r.Status != 503 {
