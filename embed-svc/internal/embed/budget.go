@@ -60,10 +60,11 @@ func (l Limits) checkUserAttributes(externalID string, before, after int64) erro
 // the deployment and account ids, the tenant (36 characters of a-z0-9-), the branch,
 // the external id and the internal username (255 bytes each, at most 6 bytes each once
 // JSON-escaped: 1,530), the settings (nine booleans, a locale and a time zone of at most
-// maxSettingNameLen bytes), the role and the mint time. The profile and the
+// maxSettingNameLen bytes), the role, the mint time and the resources (at most
+// token.MaxResourceDashboards public ids of 16 base64url characters). The profile and the
 // securityContext are in the session's record, the memberships and values on the user.
 // TestMaximalSessionFitsItsCap builds the largest session the caps allow.
-const MaxSessionBytes = 6 << 10
+const MaxSessionBytes = 8 << 10
 
 // EncodeSession is a session as the session stores keep it (JSON). A session over
 // MaxSessionBytes is a bug of the caps above: it is refused (a 500 that says so in the

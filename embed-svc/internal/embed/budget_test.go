@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/analyticsco/platform/embed-svc/internal/embed"
+	"github.com/analyticsco/platform/embed-svc/token"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -160,6 +162,7 @@ func TestMaximalSessionFitsItsCap(t *testing.T) {
 			AllowChatWorkspaceAuthoring: true, ShowWorkbookShare: true, ShowDashboardSettings: true, ShowMemberNames: true, ShowGroupByCube: true,
 			Locale: &setting, Timezone: &setting},
 		GeneratedAt: time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.FixedZone("", -12*3600)),
+		Resources:   &embed.SessionResources{Dashboards: slices.Repeat([]string{strings.Repeat("_", 16)}, token.MaxResourceDashboards)},
 	}
 	raw, err := embed.EncodeSession(sess)
 	if err != nil {
