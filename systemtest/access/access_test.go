@@ -93,6 +93,16 @@ type accessRoute struct {
 //   - account catalogs: an admin's key or an admin bearer read them; writes need an
 //     unscoped account key or a bearer; another account lists its own catalog and cannot
 //     delete acme's entries (404).
+//   - embed grants: workspace routes with a user's bearer token only; a workbook's or a
+//     folder's need manage on it (folder F grants edit, so only the admin), the root's and
+//     a tenant's workbook listing the admin role.
+//   - the viewer's dashboards: the embed token only (every other credential is 401); the
+//     matrix's embed user opens the embeddable workbook of its deployment, which grants
+//     allEmbedUsers read.
+//   - group members, of either catalog: memberships are the account's, so listing and
+//     changing them needs an admin's unscoped account key (scoped 403 key_out_of_scope,
+//     personal 403 personal_key), or on the account's catalog an admin bearer; another
+//     account does not know acme's tenant or group (404).
 var accessRoutes = []accessRoute{
 	//                                                                                                        none garb expd forg akey sin  sout pkey admn devl aibi view embd okey obrr
 	{"create-folder", "POST", "/api/v1/deployments/{deploymentId}/folders", schemeBearer, "401 401 401 401 401 401 401 401 200 200 200 403 401 401 404",
@@ -238,6 +248,41 @@ var accessRoutes = []accessRoute{
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.buildPath("/" + sc.branch + "/staging"), map[string]any{"enabled": true}
 		}},
+	{"get-workbook-embed-access", "GET", "/api/v1/deployments/{deploymentId}/workbooks/{workbookId}/embed-access", schemeBearer, "401 401 401 401 401 401 401 401 200 403 403 403 401 401 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return sc.path("/workbooks/%d/embed-access", sc.workbook), nil
+		}},
+	{"set-workbook-embed-access", "PUT", "/api/v1/deployments/{deploymentId}/workbooks/{workbookId}/embed-access", schemeBearer, "401 401 401 401 401 401 401 401 200 403 403 403 401 401 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return sc.path("/workbooks/%d/embed-access", sc.workbook), p.tenantGrant()
+		}},
+	{"get-folder-embed-access", "GET", "/api/v1/deployments/{deploymentId}/folders/{folderId}/embed-access", schemeBearer, "401 401 401 401 401 401 401 401 200 403 403 403 401 401 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return sc.path("/folders/%d/embed-access", sc.folder), nil
+		}},
+	{"set-folder-embed-access", "PUT", "/api/v1/deployments/{deploymentId}/folders/{folderId}/embed-access", schemeBearer, "401 401 401 401 401 401 401 401 200 403 403 403 401 401 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return sc.path("/folders/%d/embed-access", sc.folder), p.tenantGrant()
+		}},
+	// The matrix writes no grant on the root ({} is what it has), so it changes nothing.
+	{"get-root-embed-access", "GET", "/api/v1/deployments/{deploymentId}/embed-access", schemeBearer, "401 401 401 401 401 401 401 401 200 403 403 403 401 401 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) { return sc.path("/embed-access"), nil }},
+	{"set-root-embed-access", "PUT", "/api/v1/deployments/{deploymentId}/embed-access", schemeBearer, "401 401 401 401 401 401 401 401 200 403 403 403 401 401 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return sc.path("/embed-access"), map[string]any{}
+		}},
+	{"list-embed-tenant-workbooks", "GET", "/api/v1/deployments/{deploymentId}/embed-tenants/{embedTenantName}/workbooks", schemeBearer, "401 401 401 401 401 401 401 401 200 403 403 403 401 401 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return sc.path("/embed-tenants/%s/workbooks?first=5", p.tenantA), nil
+		}},
+	{"list-embed-dashboards", "GET", "/api/v1/embed/dashboards", schemeEmbedToken, "401 401 401 401 401 401 401 401 401 401 401 401 200 401 401",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return "/api/v1/embed/dashboards?first=5", nil
+		}},
+	{"get-embed-dashboard", "GET", "/api/v1/embed/dashboards/{publicId}", schemeEmbedToken, "401 401 401 401 401 401 401 401 401 401 401 401 200 401 401",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return "/api/v1/embed/dashboards/" + p.scopes["acme-1"].publicID, nil
+		}},
 	{"generate-session", "POST", "/api/v1/embed/generate-session", schemeAPIKey, "401 401 401 401 200 200 403 403 401 401 401 401 401 404 401",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return "/api/v1/embed/generate-session", map[string]any{"deploymentId": sc.dep, "externalId": "matrix-user"}
@@ -300,6 +345,19 @@ var accessRoutes = []accessRoute{
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return "/api/v1/embed-tenants/" + p.tenantA + "/groups/" + p.freshTenantDefinition(t, "groups"), nil
 		}},
+	{"list-tenant-group-members", "GET", "/api/v1/embed-tenants/{embedTenantName}/groups/{id}/users", schemeAPIKey, "401 401 401 401 200 403 403 403 401 401 401 401 401 404 401",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return "/api/v1/embed-tenants/" + p.tenantA + "/groups/" + p.tenantGroupID + "/users?first=5", nil
+		}},
+	{"add-tenant-group-members", "POST", "/api/v1/embed-tenants/{embedTenantName}/groups/{id}/users", schemeAPIKey, "401 401 401 401 200 403 403 403 401 401 401 401 401 404 401",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return "/api/v1/embed-tenants/" + p.tenantA + "/groups/" + p.tenantGroupID + "/users",
+				map[string]any{"externalIds": []string{p.freshTenantUser(t, p.scopes["acme-1"].dep)}}
+		}},
+	{"remove-tenant-group-member", "DELETE", "/api/v1/embed-tenants/{embedTenantName}/groups/{id}/users/{externalId}", schemeAPIKey, "401 401 401 401 204 403 403 403 401 401 401 401 401 404 401",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return "/api/v1/embed-tenants/" + p.tenantA + "/groups/" + p.tenantGroupID + "/users/" + p.freshTenantMember(t, p.tenantA, p.tenantGroupID), nil
+		}},
 	{"list-tenant-user-attributes", "GET", "/api/v1/embed-tenants/{embedTenantName}/user-attributes", schemeAPIKey, "401 401 401 401 200 200 200 403 401 401 401 401 401 404 401",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return "/api/v1/embed-tenants/" + p.tenantA + "/user-attributes", nil
@@ -333,6 +391,18 @@ var accessRoutes = []accessRoute{
 	{"delete-group", "DELETE", "/api/v1/groups/{id}", schemeAPIKeyOrBearer, "401 401 401 401 204 403 403 403 204 403 403 403 401 404 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return "/api/v1/groups/" + p.freshCatalogEntry(t, "groups"), nil
+		}},
+	{"list-group-members", "GET", "/api/v1/groups/{id}/users", schemeAPIKeyOrBearer, "401 401 401 401 200 403 403 403 200 403 403 403 401 404 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return "/api/v1/groups/" + p.acmeGroupID + "/users?first=5", nil
+		}},
+	{"add-group-members", "POST", "/api/v1/groups/{id}/users", schemeAPIKeyOrBearer, "401 401 401 401 200 403 403 403 200 403 403 403 401 404 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return "/api/v1/groups/" + p.acmeGroupID + "/users", map[string]any{"externalIds": []string{p.freshTenantUser(t, p.scopes["acme-1"].dep)}}
+		}},
+	{"remove-group-member", "DELETE", "/api/v1/groups/{id}/users/{externalId}", schemeAPIKeyOrBearer, "401 401 401 401 204 403 403 403 204 403 403 403 401 404 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return "/api/v1/groups/" + p.acmeGroupID + "/users/" + p.freshTenantMember(t, "", p.acmeGroupID), nil
 		}},
 	{"list-user-attributes", "GET", "/api/v1/user-attributes", schemeAPIKeyOrBearer, "401 401 401 401 200 200 200 200 200 403 403 403 401 200 200",
 		func(p *platform, t *testing.T, sc *scope) (string, any) { return "/api/v1/user-attributes", nil }},
@@ -690,6 +760,83 @@ var crossObjectCases = []crossObjectCase{
 	{"delete-group-404-tenant-group-id-on-account-route", "DELETE", adminKey, func(p *platform, t *testing.T) (string, any) {
 		return "/api/v1/groups/" + p.tenantGroupID, nil
 	}, 404, nil},
+	// Embed grants: an object of another deployment or account is 404 on every grant route,
+	// and a grant naming it changes nothing (the snapshot reads its embed access).
+	{"get-workbook-embed-access-404-other-deployment", "GET", adminBearer, func(p *platform, t *testing.T) (string, any) {
+		return p.scopes["acme-1"].path("/workbooks/%d/embed-access", p.scopes["acme-2"].workbook), nil
+	}, 404, nil},
+	{"set-workbook-embed-access-404-other-account", "PUT", adminBearer, func(p *platform, t *testing.T) (string, any) {
+		return p.scopes["acme-1"].path("/workbooks/%d/embed-access", p.scopes["globex"].workbook), map[string]any{"allEmbedUsers": "read"}
+	}, 404, nil},
+	{"set-workbook-embed-access-404-a-report-id", "PUT", adminBearer, func(p *platform, t *testing.T) (string, any) {
+		return p.scopes["acme-1"].path("/workbooks/%d/embed-access", p.scopes["acme-1"].report), map[string]any{"allEmbedUsers": "read"}
+	}, 404, nil},
+	{"get-folder-embed-access-404-other-account", "GET", adminBearer, func(p *platform, t *testing.T) (string, any) {
+		return p.scopes["acme-1"].path("/folders/%d/embed-access", p.scopes["globex"].folder), nil
+	}, 404, nil},
+	{"set-folder-embed-access-404-other-deployment", "PUT", adminBearer, func(p *platform, t *testing.T) (string, any) {
+		return p.scopes["acme-1"].path("/folders/%d/embed-access", p.scopes["acme-2"].folder), map[string]any{"allEmbedUsers": "read"}
+	}, 404, nil},
+	{"set-folder-embed-access-404-a-workbook-id", "PUT", adminBearer, func(p *platform, t *testing.T) (string, any) {
+		return p.scopes["acme-1"].path("/folders/%d/embed-access", p.scopes["acme-1"].workbook), map[string]any{"allEmbedUsers": "read"}
+	}, 404, nil},
+	{"set-root-embed-access-404-other-account-deployment", "PUT", adminBearer, func(p *platform, t *testing.T) (string, any) {
+		return p.scopes["globex"].path("/embed-access"), map[string]any{"allEmbedUsers": "read"}
+	}, 404, nil},
+	{"list-embed-tenant-workbooks-404-other-account-deployment", "GET", adminBearer, func(p *platform, t *testing.T) (string, any) {
+		return p.scopes["globex"].path("/embed-tenants/%s/workbooks", p.globexTenant), nil
+	}, 404, nil},
+	{"set-workbook-embed-access-400-invalid-tenant-changes-nothing", "PUT", adminBearer, func(p *platform, t *testing.T) (string, any) {
+		return p.scopes["acme-2"].path("/workbooks/%d/embed-access", p.scopes["acme-2"].workbook),
+			map[string]any{"tenants": []any{map[string]any{"embedTenantName": "Not A Tenant", "access": "read"}}}
+	}, 400, nil},
+	// The viewer's dashboards: an embed token of acme deployment 1 never sees another
+	// deployment's or account's dashboard, whatever public id it sends; each is the one 404.
+	{"get-embed-dashboard-404-other-deployment", "GET", embedBearer, func(p *platform, t *testing.T) (string, any) {
+		return "/api/v1/embed/dashboards/" + p.scopes["acme-2"].publicID, nil
+	}, 404, wantDashboardNotFound(func(p *platform) string { return p.scopes["acme-2"].publicID })},
+	{"get-embed-dashboard-404-other-account", "GET", embedBearer, func(p *platform, t *testing.T) (string, any) {
+		return "/api/v1/embed/dashboards/" + p.scopes["globex"].publicID, nil
+	}, 404, wantDashboardNotFound(func(p *platform) string { return p.scopes["globex"].publicID })},
+	{"list-embed-dashboards-200-own-deployment-only", "GET", embedBearer, func(p *platform, t *testing.T) (string, any) {
+		return "/api/v1/embed/dashboards?first=200", nil
+	}, 200, func(t *testing.T, p *platform, r response) {
+		var page struct {
+			Items []struct {
+				PublicID string `json:"publicId"`
+			} `json:"items"`
+		}
+		if err := json.Unmarshal(r.body, &page); err != nil {
+			t.Fatalf("%v: %s", err, r.body)
+		}
+		own := false
+		for _, it := range page.Items {
+			own = own || it.PublicID == p.scopes["acme-1"].publicID
+			if it.PublicID == p.scopes["acme-2"].publicID || it.PublicID == p.scopes["globex"].publicID {
+				t.Errorf("the embed token of deployment 1 lists %s of another deployment: %s", it.PublicID, r.body)
+			}
+		}
+		if !own {
+			t.Errorf("the embed token does not list its own deployment's embeddable dashboard %s: %s", p.scopes["acme-1"].publicID, r.body)
+		}
+	}},
+	// Group members: another account's group, a tenant's group on the account's route or
+	// under another tenant, and another account's user are 404, and nothing is added.
+	{"add-group-members-404-group-of-other-account", "POST", adminKey, func(p *platform, t *testing.T) (string, any) {
+		return "/api/v1/groups/" + p.globexGroupID + "/users", map[string]any{"externalIds": []string{p.freshTenantUser(t, p.scopes["acme-1"].dep)}}
+	}, 404, nil},
+	{"list-group-members-404-tenant-group-id-on-account-route", "GET", adminKey, func(p *platform, t *testing.T) (string, any) {
+		return "/api/v1/groups/" + p.tenantGroupID + "/users", nil
+	}, 404, nil},
+	{"add-tenant-group-members-404-group-of-other-tenant", "POST", adminKey, func(p *platform, t *testing.T) (string, any) {
+		return "/api/v1/embed-tenants/" + p.tenantB + "/groups/" + p.tenantGroupID + "/users", map[string]any{"externalIds": []string{p.freshTenantUser(t, p.scopes["acme-1"].dep)}}
+	}, 404, nil},
+	{"add-tenant-group-members-404-user-of-other-account", "POST", adminKey, func(p *platform, t *testing.T) (string, any) {
+		return "/api/v1/embed-tenants/" + p.tenantB + "/groups/" + p.tenantBGroupID + "/users", map[string]any{"externalIds": []string{"globex-user"}}
+	}, 404, nil},
+	{"remove-group-member-404-through-other-account-key", "DELETE", globexKey, func(p *platform, t *testing.T) (string, any) {
+		return "/api/v1/groups/" + p.acmeGroupID + "/users/" + p.freshTenantMember(t, "", p.acmeGroupID), nil
+	}, 404, nil},
 	{"revoke-sessions-403-scoped-key-names-another-deployment", "POST", scopedKey, func(p *platform, t *testing.T) (string, any) {
 		p.outOfScopeSession = p.mint(t, p.scopes["acme-2"].dep)
 		return "/api/v1/embed/sessions/revoke", map[string]any{"deploymentId": p.scopes["acme-2"].dep}
@@ -738,6 +885,17 @@ func wantCode(code string) func(t *testing.T, p *platform, r response) {
 		}
 		if err := json.Unmarshal(r.body, &e); err != nil || e.Code != code {
 			t.Errorf("code of %s: want %s", r.body, code)
+		}
+	}
+}
+
+// wantDashboardNotFound checks the viewer's one 404: code not_found and the message
+// naming the id it was asked for, nothing else.
+func wantDashboardNotFound(publicID func(p *platform) string) func(t *testing.T, p *platform, r response) {
+	return func(t *testing.T, p *platform, r response) {
+		want := fmt.Sprintf(`{"status":404,"code":"not_found","message":"dashboard %s not found"}`, publicID(p))
+		if got := strings.TrimSpace(string(r.body)); got != want {
+			t.Errorf("body %s, want %s", got, want)
 		}
 	}
 }
@@ -835,17 +993,20 @@ func (p *platform) snapshot(t *testing.T) map[string]string {
 			sc.path("/folders/%d", sc.folder), sc.path("/folders/%d", sc.emptyFolder), sc.path("/folders/%d/permissions", sc.folder),
 			sc.path("/workbooks/%d", sc.workbook), sc.path("/reports/%d", sc.report), sc.path("/workspace"),
 			sc.buildPath("/" + sc.branch),
+			sc.path("/workbooks/%d/embed-access", sc.workbook), sc.path("/folders/%d/embed-access", sc.folder), sc.path("/embed-access"),
 		} {
 			r := p.call(t, "GET", path, "Bearer "+sc.admin, nil, nil)
 			out[path] = fmt.Sprintf("%d %s", r.status, withoutLeaseExpiry(r.body))
 		}
 	}
-	for _, path := range []string{"/api/v1/groups", "/api/v1/user-attributes"} {
+	for _, path := range []string{"/api/v1/groups", "/api/v1/user-attributes", "/api/v1/groups/" + p.globexGroupID + "/users"} {
 		r := p.call(t, "GET", path, globexKey(p), nil, nil)
 		out["globex "+path] = fmt.Sprintf("%d %s", r.status, r.body)
 	}
-	for _, kind := range []string{"groups", "user-attributes"} {
-		path := "/api/v1/embed-tenants/" + p.tenantA + "/" + kind + "?first=200"
+	for _, path := range []string{
+		"/api/v1/embed-tenants/" + p.tenantA + "/groups?first=200", "/api/v1/embed-tenants/" + p.tenantA + "/user-attributes?first=200",
+		"/api/v1/embed-tenants/" + p.tenantB + "/groups/" + p.tenantBGroupID + "/users",
+	} {
 		r := p.call(t, "GET", path, adminKey(p), nil, nil)
 		out[path] = fmt.Sprintf("%d %s", r.status, r.body)
 	}
@@ -1012,9 +1173,11 @@ type platform struct {
 	tenantB           string
 	globexTenant      string
 	tenantGroupID     string // in tenantA
+	tenantBGroupID    string
 	tenantAttrID      string
 	globexGroupID     string
 	globexAttrID      string
+	acmeGroupID       string // of acme's account catalog
 	counter           atomic.Int64
 	secrets           []string // credentials minted during the run
 }
@@ -1030,6 +1193,10 @@ type scope struct {
 	syncJob     string
 	failedJob   string // a manifest job that failed (no nodes): it can be retried
 	branch      string
+	// embeddable is a workbook at the root whose dashboard is published with allowEmbed
+	// and which grants allEmbedUsers read: what the deployment's embed viewers open.
+	embeddable int64
+	publicID   string
 }
 
 func (sc *scope) path(format string, args ...any) string {
@@ -1084,9 +1251,11 @@ func startPlatform(t *testing.T) *platform {
 	}
 	p.tenantGroupID = p.definitionID(t, p.tenantA, "groups", p.tenantA+"-fixture")
 	p.tenantAttrID = p.definitionID(t, p.tenantA, "user-attributes", "fixture_region")
+	p.tenantBGroupID = p.definitionID(t, p.tenantB, "groups", p.tenantB+"-fixture")
 	p.mintWith(t, globexKey(p), map[string]any{"deploymentId": p.scopes["globex"].dep, "externalId": "globex-user", "embedTenantName": p.globexTenant})
 	p.globexGroupID = p.must(t, "POST", "/api/v1/groups", globexKey(p), map[string]any{"name": "globex-fixture"}, 200)["id"].(string)
 	p.globexAttrID = p.must(t, "POST", "/api/v1/user-attributes", globexKey(p), map[string]any{"name": "globex_fixture", "type": "string"}, 200)["id"].(string)
+	p.acmeGroupID = p.must(t, "POST", "/api/v1/groups", adminKey(p), map[string]any{"name": "acme-members-fixture"}, 200)["id"].(string)
 	return p
 }
 
@@ -1109,6 +1278,14 @@ func (p *platform) populate(t *testing.T, dep int64, admin, branch string, grant
 	noNodes := map[string]any{"metadata": map[string]any{"dbt_schema_version": "https://schemas.getdbt.com/dbt/manifest/v12.json"}}
 	out = p.must(t, "POST", sc.path("/dbt-sync"), bearer, map[string]any{"source": "manifest", "manifest": noNodes, "output": "files"}, 202)
 	sc.failedJob, _ = out["syncJobId"].(string)
+	sc.embeddable = id(t, p.must(t, "POST", sc.path("/workbooks"), bearer, map[string]any{"name": "embeddable " + branch,
+		"dashboardDraft": map[string]any{"kind": "CLASSIC", "title": "embedded", "widgets": []any{}}}, 200))
+	published := p.must(t, "POST", sc.path("/workbooks/%d/publish", sc.embeddable), bearer, map[string]any{"allowEmbed": true}, 200)
+	dash, _ := published["publishedDashboard"].(map[string]any)
+	if sc.publicID, _ = dash["publicId"].(string); sc.publicID == "" {
+		t.Fatalf("published workbook without a public id: %v", published)
+	}
+	p.must(t, "PUT", sc.path("/workbooks/%d/embed-access", sc.embeddable), bearer, map[string]any{"allEmbedUsers": "read"}, 200)
 	return sc
 }
 
@@ -1136,6 +1313,11 @@ func (p *platform) editGrants() map[string]any {
 		grants = append(grants, map[string]any{"userId": p.acme.Users[role].ID, "level": "edit"})
 	}
 	return map[string]any{"grants": grants}
+}
+
+// tenantGrant is an object's embed grants letting tenant A read it.
+func (p *platform) tenantGrant() map[string]any {
+	return map[string]any{"tenants": []any{map[string]any{"embedTenantName": p.tenantA, "access": "read"}}}
 }
 
 func (p *platform) gitIntegration() map[string]any {
@@ -1214,6 +1396,18 @@ func (p *platform) freshCatalogEntry(t *testing.T, kind string) string {
 	out := p.must(t, "POST", "/api/v1/"+kind, adminKey(p), body, 200)
 	idv, _ := out["id"].(string)
 	return idv
+}
+
+// freshTenantMember is a new external user of tenant A made a member of groupID, of
+// tenant's catalog ("": the account's), for a call that removes it.
+func (p *platform) freshTenantMember(t *testing.T, tenant, groupID string) string {
+	ext := p.freshTenantUser(t, p.scopes["acme-1"].dep)
+	path := "/api/v1/groups/" + groupID + "/users"
+	if tenant != "" {
+		path = "/api/v1/embed-tenants/" + tenant + "/groups/" + groupID + "/users"
+	}
+	p.must(t, "POST", path, adminKey(p), map[string]any{"externalIds": []string{ext}}, 200)
+	return ext
 }
 
 func (p *platform) mint(t *testing.T, dep int64) string {
