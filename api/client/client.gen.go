@@ -4361,8 +4361,11 @@ type ClientInterface interface {
 	// one subject is `400 invalid_request` naming the entry; more than
 	// `WORKSPACE_MAX_EMBED_ACCESS_ENTRIES` (200 by default) entries, `allEmbedUsers`, tenants
 	// and groups together, is `400 embed_access_limit`. Any valid tenant name may be granted,
-	// before its first session too. Every PUT is an audit event (`workspace.workbook.embed_access_change`; a folder's
-	// `workspace.folder.embed_access_change`, the root's `workspace.deployment.embed_access_change`).
+	// before its first session too. A PUT that changes the grants, and every refused one, is an
+	// audit event (`workspace.workbook.embed_access_change`; a folder's
+	// `workspace.folder.embed_access_change`, the root's
+	// `workspace.deployment.embed_access_change`); a PUT of the grants already there changes
+	// and records nothing.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -4381,8 +4384,11 @@ type ClientInterface interface {
 	// one subject is `400 invalid_request` naming the entry; more than
 	// `WORKSPACE_MAX_EMBED_ACCESS_ENTRIES` (200 by default) entries, `allEmbedUsers`, tenants
 	// and groups together, is `400 embed_access_limit`. Any valid tenant name may be granted,
-	// before its first session too. Every PUT is an audit event (`workspace.workbook.embed_access_change`; a folder's
-	// `workspace.folder.embed_access_change`, the root's `workspace.deployment.embed_access_change`).
+	// before its first session too. A PUT that changes the grants, and every refused one, is an
+	// audit event (`workspace.workbook.embed_access_change`; a folder's
+	// `workspace.folder.embed_access_change`, the root's
+	// `workspace.deployment.embed_access_change`); a PUT of the grants already there changes
+	// and records nothing.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -6173,8 +6179,11 @@ func (c *Client) GetWorkbookEmbedAccess(ctx context.Context, deploymentId Deploy
 // one subject is `400 invalid_request` naming the entry; more than
 // `WORKSPACE_MAX_EMBED_ACCESS_ENTRIES` (200 by default) entries, `allEmbedUsers`, tenants
 // and groups together, is `400 embed_access_limit`. Any valid tenant name may be granted,
-// before its first session too. Every PUT is an audit event (`workspace.workbook.embed_access_change`; a folder's
-// `workspace.folder.embed_access_change`, the root's `workspace.deployment.embed_access_change`).
+// before its first session too. A PUT that changes the grants, and every refused one, is an
+// audit event (`workspace.workbook.embed_access_change`; a folder's
+// `workspace.folder.embed_access_change`, the root's
+// `workspace.deployment.embed_access_change`); a PUT of the grants already there changes
+// and records nothing.
 //
 // Takes any type of body and a specified content type.
 //
@@ -6203,8 +6212,11 @@ func (c *Client) SetWorkbookEmbedAccessWithBody(ctx context.Context, deploymentI
 // one subject is `400 invalid_request` naming the entry; more than
 // `WORKSPACE_MAX_EMBED_ACCESS_ENTRIES` (200 by default) entries, `allEmbedUsers`, tenants
 // and groups together, is `400 embed_access_limit`. Any valid tenant name may be granted,
-// before its first session too. Every PUT is an audit event (`workspace.workbook.embed_access_change`; a folder's
-// `workspace.folder.embed_access_change`, the root's `workspace.deployment.embed_access_change`).
+// before its first session too. A PUT that changes the grants, and every refused one, is an
+// audit event (`workspace.workbook.embed_access_change`; a folder's
+// `workspace.folder.embed_access_change`, the root's
+// `workspace.deployment.embed_access_change`); a PUT of the grants already there changes
+// and records nothing.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -12266,8 +12278,11 @@ type ClientWithResponsesInterface interface {
 	// one subject is `400 invalid_request` naming the entry; more than
 	// `WORKSPACE_MAX_EMBED_ACCESS_ENTRIES` (200 by default) entries, `allEmbedUsers`, tenants
 	// and groups together, is `400 embed_access_limit`. Any valid tenant name may be granted,
-	// before its first session too. Every PUT is an audit event (`workspace.workbook.embed_access_change`; a folder's
-	// `workspace.folder.embed_access_change`, the root's `workspace.deployment.embed_access_change`).
+	// before its first session too. A PUT that changes the grants, and every refused one, is an
+	// audit event (`workspace.workbook.embed_access_change`; a folder's
+	// `workspace.folder.embed_access_change`, the root's
+	// `workspace.deployment.embed_access_change`); a PUT of the grants already there changes
+	// and records nothing.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -12286,8 +12301,11 @@ type ClientWithResponsesInterface interface {
 	// one subject is `400 invalid_request` naming the entry; more than
 	// `WORKSPACE_MAX_EMBED_ACCESS_ENTRIES` (200 by default) entries, `allEmbedUsers`, tenants
 	// and groups together, is `400 embed_access_limit`. Any valid tenant name may be granted,
-	// before its first session too. Every PUT is an audit event (`workspace.workbook.embed_access_change`; a folder's
-	// `workspace.folder.embed_access_change`, the root's `workspace.deployment.embed_access_change`).
+	// before its first session too. A PUT that changes the grants, and every refused one, is an
+	// audit event (`workspace.workbook.embed_access_change`; a folder's
+	// `workspace.folder.embed_access_change`, the root's
+	// `workspace.deployment.embed_access_change`); a PUT of the grants already there changes
+	// and records nothing.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -21479,8 +21497,11 @@ func (c *ClientWithResponses) GetWorkbookEmbedAccessWithResponse(ctx context.Con
 // one subject is `400 invalid_request` naming the entry; more than
 // `WORKSPACE_MAX_EMBED_ACCESS_ENTRIES` (200 by default) entries, `allEmbedUsers`, tenants
 // and groups together, is `400 embed_access_limit`. Any valid tenant name may be granted,
-// before its first session too. Every PUT is an audit event (`workspace.workbook.embed_access_change`; a folder's
-// `workspace.folder.embed_access_change`, the root's `workspace.deployment.embed_access_change`).
+// before its first session too. A PUT that changes the grants, and every refused one, is an
+// audit event (`workspace.workbook.embed_access_change`; a folder's
+// `workspace.folder.embed_access_change`, the root's
+// `workspace.deployment.embed_access_change`); a PUT of the grants already there changes
+// and records nothing.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -21505,8 +21526,11 @@ func (c *ClientWithResponses) SetWorkbookEmbedAccessWithBodyWithResponse(ctx con
 // one subject is `400 invalid_request` naming the entry; more than
 // `WORKSPACE_MAX_EMBED_ACCESS_ENTRIES` (200 by default) entries, `allEmbedUsers`, tenants
 // and groups together, is `400 embed_access_limit`. Any valid tenant name may be granted,
-// before its first session too. Every PUT is an audit event (`workspace.workbook.embed_access_change`; a folder's
-// `workspace.folder.embed_access_change`, the root's `workspace.deployment.embed_access_change`).
+// before its first session too. A PUT that changes the grants, and every refused one, is an
+// audit event (`workspace.workbook.embed_access_change`; a folder's
+// `workspace.folder.embed_access_change`, the root's
+// `workspace.deployment.embed_access_change`); a PUT of the grants already there changes
+// and records nothing.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
