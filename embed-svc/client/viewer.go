@@ -1,80 +1,56 @@
-// Package client is embed-svc's published contract with other services: the embed
-// viewer lookup over NATS request-reply (subject, messages, a client and the server's
-// handler shape), and the grammar of the names embed-svc keeps (embed tenants, group
-// definitions), which a service that stores those names checks the same way.
-// workspace-svc imports it to learn an embed viewer's current group memberships when it
-// decides which dashboards the viewer may open; embed-svc serves it. Both sides are
+// Package client is embed-svc's published contract with other services over NATS
+// request-reply: the embed viewer lookup (workspace-svc asks it for an embed viewer's
+// current group memberships when it decides which dashboards the viewer may open;
+// embed-svc serves it) and the dashboard reach (embed-svc's dry-run mint asks it;
+// workspace-svc serves it). The messages and name grammar are package contract's, so
+// that a domain naming them links no NATS client; this package carries them with
 // libs/natsx's request-reply (spans, timeouts, caps, metrics, typed error answers).
 package client
 
 import (
 	"context"
 	"errors"
-	"regexp"
-	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
+	"github.com/analyticsco/platform/embed-svc/client/contract"
 	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/natsx"
 )
 
-// The viewer lookup's subject, and the queue group its replicas share.
+// The contract's names, as this package's clients and servers use them.
 const (
-	ViewerSubject = "embed.viewer.groups"
-	ViewerQueue   = "embed-viewer"
+	ViewerSubject           = contract.ViewerSubject
+	ViewerQueue             = contract.ViewerQueue
+	ReachSubject            = contract.ReachSubject
+	ReachQueue              = contract.ReachQueue
+	MaxReachDashboards      = contract.MaxReachDashboards
+	ScopeAccount            = contract.ScopeAccount
+	ScopeTenant             = contract.ScopeTenant
+	MaxDefinitionNameLength = contract.MaxDefinitionNameLength
 )
 
-// The group catalogs a membership is in: the account's, or an embed tenant's.
-const (
-	ScopeAccount = "account"
-	ScopeTenant  = "tenant"
+// The contract's messages.
+type (
+	ViewerRequest   = contract.ViewerRequest
+	ViewerReply     = contract.ViewerReply
+	ReachRequest    = contract.ReachRequest
+	ReachReply      = contract.ReachReply
+	ReachDashboard  = contract.ReachDashboard
+	ReachSubjectRef = contract.ReachSubjectRef
 )
 
-var tenantNamePattern = regexp.MustCompile(`^[a-z][a-z0-9-]{3,34}[a-z0-9]$`)
+// The contract's errors: every failure of a call wraps one.
+var (
+	ErrUnavailable      = contract.ErrUnavailable
+	ErrReachUnavailable = contract.ErrReachUnavailable
+)
 
-// MaxDefinitionNameLength bounds a group or attribute definition's name, in bytes.
-const MaxDefinitionNameLength = 255
-
-// ValidTenantName reports whether name is a well-formed embed tenant name: lowercase, 5
-// to 36 characters, starting with a letter, ending with a letter or digit, only a-z, 0-9
-// and -.
-func ValidTenantName(name string) bool { return tenantNamePattern.MatchString(name) }
-
-// ValidGroupName reports whether name can name a group definition: not blank, at most
-// MaxDefinitionNameLength bytes of valid UTF-8, no control character.
-func ValidGroupName(name string) bool {
-	if strings.TrimSpace(name) == "" || len(name) > MaxDefinitionNameLength || !utf8.ValidString(name) {
-		return false
-	}
-	return !strings.ContainsFunc(name, unicode.IsControl)
-}
-
-// ViewerRequest is {"accountId": 1, "embedTenantName": "acme-corp", "externalId": "u-1"}:
-// the external user of an account, and the embed tenant of the session asking.
-type ViewerRequest struct {
-	AccountID       int64  `json:"accountId"`
-	EmbedTenantName string `json:"embedTenantName"`
-	ExternalID      string `json:"externalId"`
-}
-
-// Valid reports whether the request names an account and an external user.
-func (r ViewerRequest) Valid() bool { return r.AccountID > 0 && r.ExternalID != "" && len(r.ExternalID) <= 1024 }
-
-// ViewerReply is {"accountGroups": ["finance"], "tenantGroups": ["managers"]}: the
-// names of the groups the user is a member of now, in the account's catalog and in the
-// tenant's (none when the request named no tenant). A user embed-svc does not know has
-// none; a failure is an error answer (natsx: errs' model across the wire).
-type ViewerReply struct {
-	AccountGroups []string `json:"accountGroups"`
-	TenantGroups  []string `json:"tenantGroups"`
-}
-
-// ErrUnavailable is any failure to get an answer: no responder within the timeout, a
-// timeout, a busy or unreadable answer or the lookup's own error (its store
-// unavailable). It never means the user has no groups.
-var ErrUnavailable = errors.New("the embed viewer lookup is unavailable")
+// The contract's grammar.
+var (
+	ValidTenantName        = contract.ValidTenantName
+	ValidGroupName         = contract.ValidGroupName
+	ValidDashboardPublicID = contract.ValidDashboardPublicID
+)
 
 // Viewers asks embed-svc about embed viewers.
 type Viewers struct {

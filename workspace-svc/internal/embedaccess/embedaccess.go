@@ -9,7 +9,7 @@ package embedaccess
 import (
 	"slices"
 
-	"github.com/analyticsco/platform/embed-svc/client"
+	"github.com/analyticsco/platform/embed-svc/client/contract"
 )
 
 // Access is what a grant entry answers: read, or none. "" is no entry (inherit).
@@ -23,8 +23,8 @@ const (
 
 // The group catalogs a group entry names (embed-svc's scopes).
 const (
-	ScopeAccount = client.ScopeAccount
-	ScopeTenant  = client.ScopeTenant
+	ScopeAccount = contract.ScopeAccount
+	ScopeTenant  = contract.ScopeTenant
 )
 
 // The accessSource of a decision, and the subject types.
@@ -60,7 +60,9 @@ type Grants struct {
 }
 
 // Empty reports whether g has no entry at all.
-func (g Grants) Empty() bool { return g.AllEmbedUsers == "" && len(g.Tenants) == 0 && len(g.Groups) == 0 }
+func (g Grants) Empty() bool {
+	return g.AllEmbedUsers == "" && len(g.Tenants) == 0 && len(g.Groups) == 0
+}
 
 // Entries is the number of g's entries (allEmbedUsers, tenants and groups).
 func (g Grants) Entries() int {
@@ -89,7 +91,7 @@ type Level struct {
 
 // Subject is the grant entry that decided: {"type": "tenant"|"group"|"allEmbedUsers"}
 // with the tenant or group it names.
-type Subject = client.ReachSubjectRef
+type Subject = contract.ReachSubjectRef
 
 // Decision is the outcome of a walk: Access read or none ("" when no object along it has
 // an entry for the viewer: no access), the entry that decided (Subject) and where it was

@@ -1,7 +1,7 @@
 package embedaccess
 
 import (
-	"github.com/analyticsco/platform/embed-svc/client"
+	"github.com/analyticsco/platform/embed-svc/client/contract"
 	"github.com/analyticsco/platform/libs/errs"
 )
 
@@ -23,7 +23,7 @@ func Validate(g Grants, maxEntries int) error {
 	}
 	tenants := make(map[string]bool, len(g.Tenants))
 	for i, e := range g.Tenants {
-		if !client.ValidTenantName(e.EmbedTenantName) {
+		if !contract.ValidTenantName(e.EmbedTenantName) {
 			return errs.Invalidf("tenants[%d]: embedTenantName %q is invalid: lowercase, 5 to 36 characters, starting with a letter, ending with a letter or digit, only a-z, 0-9 and -", i, e.EmbedTenantName)
 		}
 		if !validAccess(e.Access) {
@@ -43,14 +43,14 @@ func Validate(g Grants, maxEntries int) error {
 				return errs.Invalidf("groups[%d]: embedTenantName is only for scope %q; a group of scope %q is in the account's catalog", i, ScopeTenant, ScopeAccount)
 			}
 		case ScopeTenant:
-			if !client.ValidTenantName(e.EmbedTenantName) {
+			if !contract.ValidTenantName(e.EmbedTenantName) {
 				return errs.Invalidf("groups[%d]: a group of scope %q needs a valid embedTenantName, not %q", i, ScopeTenant, e.EmbedTenantName)
 			}
 		default:
 			return errs.Invalidf("groups[%d]: scope must be %q or %q, not %q", i, ScopeAccount, ScopeTenant, e.Scope)
 		}
-		if !client.ValidGroupName(e.GroupName) {
-			return errs.Invalidf("groups[%d]: groupName %q is invalid: 1 to %d bytes, not blank, no control character", i, e.GroupName, client.MaxDefinitionNameLength)
+		if !contract.ValidGroupName(e.GroupName) {
+			return errs.Invalidf("groups[%d]: groupName %q is invalid: 1 to %d bytes, not blank, no control character", i, e.GroupName, contract.MaxDefinitionNameLength)
 		}
 		if !validAccess(e.Access) {
 			return errs.Invalidf("groups[%d]: access must be %q or %q, not %q", i, Read, None, e.Access)

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/analyticsco/platform/embed-svc/client"
+	"github.com/analyticsco/platform/embed-svc/client/contract"
 	"github.com/analyticsco/platform/workspace-svc/internal/embedaccess"
 )
 
@@ -73,9 +73,9 @@ type EmbedDashboardSummary struct {
 }
 
 // ViewerGroups asks embed-svc, which keeps group memberships, for an embed viewer's
-// current groups (embed-svc/client.Viewers over NATS).
+// current groups (embed-svc/contract.Viewers over NATS).
 type ViewerGroups interface {
-	Groups(ctx context.Context, req client.ViewerRequest) (client.ViewerReply, error)
+	Groups(ctx context.Context, req contract.ViewerRequest) (contract.ViewerReply, error)
 }
 
 // EmbedAccessStore keeps embed grants and finds the dashboards the viewer's read path

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/analyticsco/platform/embed-svc/client"
+	"github.com/analyticsco/platform/embed-svc/client/contract"
 	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/workspace-svc/internal/embedaccess"
@@ -13,7 +13,7 @@ import (
 // The dashboard reach answers embed-svc's dry-run mint: which published dashboards a
 // viewer it describes would open, and through which grant, by the rules of the viewer's
 // listing (EmbedDashboards) with the groups the request names. An answer lists at most
-// client.MaxReachDashboards and costs at most reachScanFactor listing pages of workbooks
+// contract.MaxReachDashboards and costs at most reachScanFactor listing pages of workbooks
 // examined and reachTimeBudget: past either it is Truncated, as when the viewer would
 // open more than it lists.
 //
@@ -26,19 +26,19 @@ const (
 	reachTimeBudget = time.Second
 )
 
-// NewReach returns the reach's handler over p (client.ServeReach serves it).
-func NewReach(p Ports, o Options) func(ctx context.Context, req client.ReachRequest) (client.ReachReply, error) {
+// NewReach returns the reach's handler over p (contract.ServeReach serves it).
+func NewReach(p Ports, o Options) func(ctx context.Context, req contract.ReachRequest) (contract.ReachReply, error) {
 	s := NewService(p, o).(*service)
 	return s.reach
 }
 
-func (s *service) reach(ctx context.Context, req client.ReachRequest) (client.ReachReply, error) {
+func (s *service) reach(ctx context.Context, req contract.ReachRequest) (contract.ReachReply, error) {
 	if !req.Valid() {
-		return client.ReachReply{}, errs.Invalidf("request must name accountId and deploymentId, at most 1000 groups per catalog and at most 50 resources")
+		return contract.ReachReply{}, errs.Invalidf("request must name accountId and deploymentId, at most 1000 groups per catalog and at most 50 resources")
 	}
 	internal := req.InternalUserID > 0
 	if internal && !identity.ValidRole(req.InternalRole) {
-		return client.ReachReply{}, errs.Invalidf("an internal user's internalRole must be one of viewer, ai_bi_user, developer, admin, not %q", req.InternalRole)
+		return contract.ReachReply{}, errs.Invalidf("an internal user's internalRole must be one of viewer, ai_bi_user, developer, admin, not %q", req.InternalRole)
 	}
 	p := &identity.Principal{Credential: identity.CredentialEmbed, Account: identity.Account{ID: req.AccountID}}
 	if internal {
@@ -46,14 +46,14 @@ func (s *service) reach(ctx context.Context, req client.ReachRequest) (client.Re
 	}
 	j := s.newJudge(p, req.DeploymentID, internal,
 		embedaccess.Viewer{Tenant: req.EmbedTenantName, AccountGroups: req.AccountGroups, TenantGroups: req.TenantGroups})
-	out := client.ReachReply{Dashboards: []client.ReachDashboard{}}
+	out := contract.ReachReply{Dashboards: []contract.ReachDashboard{}}
 	// add lists d when the viewer opens it, and reports whether the answer is full.
 	add := func(d *Item) bool {
 		dec := j.decide(d)
 		if !dec.Allowed() {
 			return false
 		}
-		if len(out.Dashboards) == client.MaxReachDashboards {
+		if len(out.Dashboards) == contract.MaxReachDashboards {
 			out.Truncated = true
 			return true
 		}
@@ -63,10 +63,10 @@ func (s *service) reach(ctx context.Context, req client.ReachRequest) (client.Re
 	if req.Resources != nil {
 		heads, err := s.narrowedHeads(ctx, req.DeploymentID, publicIDs(*req.Resources))
 		if err != nil {
-			return client.ReachReply{}, err
+			return contract.ReachReply{}, err
 		}
 		if err := j.load(ctx, heads); err != nil {
-			return client.ReachReply{}, err
+			return contract.ReachReply{}, err
 		}
 		for _, d := range heads {
 			if add(d) {
@@ -85,10 +85,10 @@ func (s *service) reach(ctx context.Context, req client.ReachRequest) (client.Re
 		}
 		batch, err := s.store.EmbeddableWorkbooks(ctx, req.DeploymentID, afterID, min(batchSize, budget-scanned))
 		if err != nil {
-			return client.ReachReply{}, err
+			return contract.ReachReply{}, err
 		}
 		if err := j.load(ctx, batch); err != nil {
-			return client.ReachReply{}, err
+			return contract.ReachReply{}, err
 		}
 		for _, d := range batch {
 			if d.Embeddable && d.PublicID != "" && add(d) {
@@ -104,8 +104,8 @@ func (s *service) reach(ctx context.Context, req client.ReachRequest) (client.Re
 }
 
 // reachDashboard is the reach's entry of workbook d, opened by dec.
-func reachDashboard(d *Item, dec embedaccess.Decision) client.ReachDashboard {
-	out := client.ReachDashboard{PublicID: d.PublicID, WorkbookID: d.ID, Title: d.PublishedTitle, AccessSource: dec.Source,
+func reachDashboard(d *Item, dec embedaccess.Decision) contract.ReachDashboard {
+	out := contract.ReachDashboard{PublicID: d.PublicID, WorkbookID: d.ID, Title: d.PublishedTitle, AccessSource: dec.Source,
 		Subject: dec.Subject, ViaRoot: dec.ViaRoot}
 	if dec.ViaFolderID != 0 {
 		id := dec.ViaFolderID

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"slices"
 
-	"github.com/analyticsco/platform/embed-svc/client"
+	"github.com/analyticsco/platform/embed-svc/client/contract"
 	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
@@ -69,7 +69,7 @@ func embedSessionOf(p *identity.Principal) (*embedSession, error) {
 func publicIDs(ids []string) []string {
 	out := []string{}
 	for _, id := range ids {
-		if client.ValidDashboardPublicID(id) && !slices.Contains(out, id) {
+		if contract.ValidDashboardPublicID(id) && !slices.Contains(out, id) {
 			out = append(out, id)
 		}
 	}
@@ -90,9 +90,9 @@ func (s *service) lookupViewer(ctx context.Context, sess *embedSession) func() (
 	if sess.internal || s.viewers == nil {
 		return func() (embedaccess.Viewer, error) { return v, nil }
 	}
-	req := client.ViewerRequest{AccountID: sess.p.Account.ID, EmbedTenantName: sess.p.Embed.Tenant, ExternalID: sess.p.Embed.Subject}
+	req := contract.ViewerRequest{AccountID: sess.p.Account.ID, EmbedTenantName: sess.p.Embed.Tenant, ExternalID: sess.p.Embed.Subject}
 	done := make(chan struct{})
-	var reply client.ViewerReply
+	var reply contract.ViewerReply
 	var err error
 	go func() {
 		defer close(done)
@@ -190,7 +190,7 @@ func (s *service) EmbedDashboard(ctx context.Context, p *identity.Principal, pub
 	if err != nil {
 		return Dashboard{}, err
 	}
-	if !client.ValidDashboardPublicID(publicID) || !sess.admits(publicID) {
+	if !contract.ValidDashboardPublicID(publicID) || !sess.admits(publicID) {
 		return Dashboard{}, embedDashboardNotFound(publicID)
 	}
 	ctx, cancel := context.WithCancel(ctx)

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/analyticsco/platform/embed-svc/client"
+	"github.com/analyticsco/platform/embed-svc/client/contract"
 	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
@@ -24,17 +24,17 @@ import (
 // groups, changed between requests, or a lookup that fails.
 type viewers struct {
 	mu     sync.Mutex
-	groups map[string]client.ViewerReply // by externalId
+	groups map[string]contract.ViewerReply // by externalId
 	fail   bool
-	asked  []client.ViewerRequest
+	asked  []contract.ViewerRequest
 }
 
-func (v *viewers) Groups(_ context.Context, req client.ViewerRequest) (client.ViewerReply, error) {
+func (v *viewers) Groups(_ context.Context, req contract.ViewerRequest) (contract.ViewerReply, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.asked = append(v.asked, req)
 	if v.fail {
-		return client.ViewerReply{}, errors.Join(client.ErrUnavailable, errs.ErrUnavailable)
+		return contract.ViewerReply{}, errors.Join(contract.ErrUnavailable, errs.ErrUnavailable)
 	}
 	return v.groups[req.ExternalID], nil
 }
@@ -42,7 +42,7 @@ func (v *viewers) Groups(_ context.Context, req client.ViewerRequest) (client.Vi
 func (v *viewers) set(externalID string, account, tenant []string) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.groups[externalID] = client.ViewerReply{AccountGroups: account, TenantGroups: tenant}
+	v.groups[externalID] = contract.ViewerReply{AccountGroups: account, TenantGroups: tenant}
 }
 
 func (v *viewers) calls() int {
@@ -60,7 +60,7 @@ type embedFixture struct {
 }
 
 func newEmbedFixture(t *testing.T, limits workspace.Limits) *embedFixture {
-	f := &embedFixture{fixture: newFixture(t), viewers: &viewers{groups: map[string]client.ViewerReply{}}, calls: map[string]int{}}
+	f := &embedFixture{fixture: newFixture(t), viewers: &viewers{groups: map[string]contract.ViewerReply{}}, calls: map[string]int{}}
 	f.store.Fault = func(method string) error {
 		f.mu.Lock()
 		f.calls[method]++
@@ -671,13 +671,13 @@ func TestReachListsWhatTheViewerWouldOpen(t *testing.T) {
 	f.grantRoot(embedaccess.Grants{Groups: []embedaccess.GroupEntry{{Scope: embedaccess.ScopeAccount, GroupName: "finance", Access: embedaccess.Read}}})
 	f.board("no-embed", folder, false)
 
-	req := client.ReachRequest{AccountID: 100, DeploymentID: f.dep, EmbedTenantName: "acme-corp", AccountGroups: []string{"finance"}, TenantGroups: []string{"managers"}}
+	req := contract.ReachRequest{AccountID: 100, DeploymentID: f.dep, EmbedTenantName: "acme-corp", AccountGroups: []string{"finance"}, TenantGroups: []string{"managers"}}
 	got, err := reach(f.ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	fid := folder
-	want := []client.ReachDashboard{
+	want := []contract.ReachDashboard{
 		{PublicID: inFolder, WorkbookID: inFolderID, AccessSource: embedaccess.SourceFolder,
 			Subject: embedaccess.Subject{Type: embedaccess.SourceTenant, EmbedTenantName: "acme-corp"}, ViaFolderID: &fid},
 		{PublicID: group, WorkbookID: groupID, AccessSource: embedaccess.SourceGroup,
@@ -702,7 +702,7 @@ func TestReachListsWhatTheViewerWouldOpen(t *testing.T) {
 	}
 
 	// Without the groups only the tenant's grant opens; narrowed, only what it names.
-	got, err = reach(f.ctx, client.ReachRequest{AccountID: 100, DeploymentID: f.dep, EmbedTenantName: "acme-corp"})
+	got, err = reach(f.ctx, contract.ReachRequest{AccountID: 100, DeploymentID: f.dep, EmbedTenantName: "acme-corp"})
 	if err != nil || len(got.Dashboards) != 1 || got.Dashboards[0].PublicID != inFolder {
 		t.Fatalf("reach without groups: %+v %v", got, err)
 	}
@@ -713,7 +713,7 @@ func TestReachListsWhatTheViewerWouldOpen(t *testing.T) {
 		t.Fatalf("narrowed reach: %+v %v", got, err)
 	}
 	// Another deployment's session reaches nothing of this one.
-	got, err = reach(f.ctx, client.ReachRequest{AccountID: 100, DeploymentID: 8, EmbedTenantName: "acme-corp", AccountGroups: []string{"finance"}})
+	got, err = reach(f.ctx, contract.ReachRequest{AccountID: 100, DeploymentID: 8, EmbedTenantName: "acme-corp", AccountGroups: []string{"finance"}})
 	if err != nil || len(got.Dashboards) != 0 || got.Truncated {
 		t.Fatalf("deployment 8's reach: %+v %v", got, err)
 	}
@@ -727,7 +727,7 @@ func TestReachOfAnInternalUserIsTheirOwnAccess(t *testing.T) {
 	f.grantFolder(private, readAll)
 	_, inPrivate := f.board("in-private", private, true)
 	_, atRoot := f.board("at-root", 0, true)
-	req := client.ReachRequest{AccountID: 100, DeploymentID: f.dep, InternalUserID: viewer.User.ID, InternalRole: identity.RoleViewer}
+	req := contract.ReachRequest{AccountID: 100, DeploymentID: f.dep, InternalUserID: viewer.User.ID, InternalRole: identity.RoleViewer}
 	got, err := reach(f.ctx, req)
 	if err != nil || len(got.Dashboards) != 1 || got.Dashboards[0].PublicID != atRoot || got.Dashboards[0].AccessSource != embedaccess.SourceUser ||
 		got.Dashboards[0].Subject.Type != embedaccess.SourceUser {
@@ -735,32 +735,32 @@ func TestReachOfAnInternalUserIsTheirOwnAccess(t *testing.T) {
 	}
 	f.grant(private, workspace.Grant{UserID: viewer.User.ID, Level: "view"})
 	got, err = reach(f.ctx, req)
-	if err != nil || len(got.Dashboards) != 2 || !slices.ContainsFunc(got.Dashboards, func(d client.ReachDashboard) bool { return d.PublicID == inPrivate }) {
+	if err != nil || len(got.Dashboards) != 2 || !slices.ContainsFunc(got.Dashboards, func(d contract.ReachDashboard) bool { return d.PublicID == inPrivate }) {
 		t.Fatalf("internal viewer's reach once granted view: %+v %v", got, err)
 	}
 	req.InternalRole = "owner"
 	_, err = reach(f.ctx, req)
 	wantErr(t, err, errs.Invalid, "")
-	_, err = reach(f.ctx, client.ReachRequest{DeploymentID: f.dep})
+	_, err = reach(f.ctx, contract.ReachRequest{DeploymentID: f.dep})
 	wantErr(t, err, errs.Invalid, "")
 }
 
-// The reach lists at most client.MaxReachDashboards, Truncated when there are more.
+// The reach lists at most contract.MaxReachDashboards, Truncated when there are more.
 func TestReachIsBoundedAndSaysSo(t *testing.T) {
 	f := newEmbedFixture(t, workspace.Limits{ListScan: 40})
 	reach := workspace.NewReach(workspace.Ports{Store: f.store}, workspace.Options{Limits: workspace.Limits{ListScan: 40}})
 	f.grantRoot(readAll)
-	for i := range client.MaxReachDashboards {
+	for i := range contract.MaxReachDashboards {
 		f.board(fmt.Sprint("b", i), 0, true)
 	}
-	req := client.ReachRequest{AccountID: 100, DeploymentID: f.dep, EmbedTenantName: "acme-corp"}
+	req := contract.ReachRequest{AccountID: 100, DeploymentID: f.dep, EmbedTenantName: "acme-corp"}
 	got, err := reach(f.ctx, req)
-	if err != nil || len(got.Dashboards) != client.MaxReachDashboards || got.Truncated {
+	if err != nil || len(got.Dashboards) != contract.MaxReachDashboards || got.Truncated {
 		t.Fatalf("exactly the bound: %d dashboards, truncated %v, %v", len(got.Dashboards), got.Truncated, err)
 	}
 	f.board("one-more", 0, true)
 	got, err = reach(f.ctx, req)
-	if err != nil || len(got.Dashboards) != client.MaxReachDashboards || !got.Truncated {
+	if err != nil || len(got.Dashboards) != contract.MaxReachDashboards || !got.Truncated {
 		t.Fatalf("one past the bound: %d dashboards, truncated %v, %v", len(got.Dashboards), got.Truncated, err)
 	}
 	// Past the workbooks it may examine (10 scan limits: 400) it stops, truncated.
