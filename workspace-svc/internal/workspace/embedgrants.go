@@ -5,7 +5,7 @@ import (
 	"context"
 	"slices"
 
-	"github.com/analyticsco/platform/embed-svc/client"
+	"github.com/analyticsco/platform/embed-svc/client/contract"
 	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
@@ -309,7 +309,7 @@ func tenantWorkbook(d *Item, dec embedaccess.Decision) TenantWorkbook {
 
 // validTenantPath checks the embedTenantName of a tenant's listing.
 func validTenantPath(tenant string) error {
-	if !client.ValidTenantName(tenant) {
+	if !contract.ValidTenantName(tenant) {
 		const rule = "lowercase, 5 to 36 characters, starting with a letter, ending with a letter or digit, only a-z, 0-9 and -"
 		if len(tenant) > 64 { // not echoed: a path can be long
 			return errs.Invalidf("embedTenantName in the path is invalid: %s", rule)
