@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -132,11 +133,19 @@ func TestEmbedAccessAttacks(t *testing.T) {
 			if r.status != 404 || r.body["code"] != "not_found" || r.header.Get("X-Injected") != "" {
 				t.Errorf("%.40s: want 404 not_found, got %s", id, r)
 			}
-			if strings.Contains(id, "%2F") || id == "%2e%2e" {
-				continue // the gateway answers a path of its own
+			// A dot segment or a control character in the path: the gateway routes nothing
+			// and answers its own 404 (before the token), naming no dashboard. Every other id
+			// is the service's one 404, the id as the path carried it.
+			gatewayOwn := id == "%2e%2e" || strings.Contains(id, "%00") || strings.Contains(id, "%0D")
+			if gatewayOwn && !strings.HasPrefix(r.message(), "no route for ") {
+				t.Errorf("%.40s: message %q, want the gateway's own", id, r.message())
 			}
-			if !strings.HasPrefix(r.message(), "dashboard ") || !strings.HasSuffix(r.message(), " not found") {
-				t.Errorf("%.40s: message %q", id, r.message())
+			plain, err := url.PathUnescape(id)
+			if raw, _ := json.Marshal(plain); json.Unmarshal(raw, &plain) != nil {
+				t.Fatal("the id does not survive JSON") // invalid UTF-8 reads back as U+FFFD, as the answer writes it
+			}
+			if !gatewayOwn && (err != nil || r.message() != "dashboard "+plain+" not found") {
+				t.Errorf("%.40s: message %q, want the one 404's", id, r.message())
 			}
 			if len(r.raw) > 4096+200 {
 				t.Errorf("%.40s: a %d-byte answer", id, len(r.raw))
