@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/analyticsco/platform/embed-svc/client/contract"
 	"github.com/analyticsco/platform/embed-svc/token"
 	"github.com/analyticsco/platform/libs/errs"
 )
@@ -56,7 +57,7 @@ func validateResources(r *SessionResources) error {
 	}
 	seen := make(map[string]bool, len(r.Dashboards))
 	for _, id := range r.Dashboards {
-		if !ValidDashboardPublicID(id) {
+		if !contract.ValidDashboardPublicID(id) {
 			return errs.Invalidf("resources.dashboards: %q is not a dashboard public id (16 characters of A-Z, a-z, 0-9, - and _)", id)
 		}
 		if seen[id] {
@@ -65,22 +66,6 @@ func validateResources(r *SessionResources) error {
 		seen[id] = true
 	}
 	return nil
-}
-
-// ValidDashboardPublicID reports whether id has the form of a dashboard's public id: 16
-// base64url characters. It is client.ValidDashboardPublicID, which the domain cannot
-// link (the client package holds a NATS client); a test keeps the two the same.
-func ValidDashboardPublicID(id string) bool {
-	if len(id) != 16 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
-			return false
-		}
-	}
-	return true
 }
 
 // validateUser checks who the session is for: exactly one of externalId (normalized:
