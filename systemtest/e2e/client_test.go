@@ -154,6 +154,12 @@ var clientRules = []rule{
 		answered(t, r12, err, 200)
 		r13, err := anonymous.GetOpenApiDocumentWithResponse(ctx)
 		answered(t, r13, err, 200)
+		// Embed access: the grants on the deployment's root, and the dashboards the
+		// session may open.
+		r14, err := admin.GetRootEmbedAccessWithResponse(ctx, p.dep1)
+		answered(t, r14, err, 200)
+		r15, err := embedded.ListEmbedDashboardsWithResponse(ctx, nil)
+		answered(t, r15, err, 200)
 
 		ops, err := api.Operations()
 		if err != nil {
