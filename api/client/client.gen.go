@@ -1944,6 +1944,12 @@ type EmbedSessionInfo struct {
 	// Production Whether the session queries the production branch.
 	Production bool `json:"production"`
 
+	// Resources What a session is narrowed to: among the dashboards its grants let it open, only these
+	// (by public id). It never widens; an id that matches nothing opens nothing, and `[]`
+	// opens nothing at all. Not with `internalId`. A dry run's `effective.resources` is the
+	// request's, absent when it sends none.
+	Resources *EmbedSessionResources `json:"resources,omitempty"`
+
 	// SecurityContext The session's `securityContext` (`{}` when none), as the data-API token carries it.
 	SecurityContext map[string]interface{} `json:"securityContext"`
 	SessionId       string                 `json:"sessionId"`
