@@ -24,6 +24,7 @@ type Config struct {
 	KeyPublishDelay         time.Duration `env:"EMBED_KEY_PUBLISH_DELAY" default:"10m" help:"after rotate-keys, how long a new key is published in the JWKS before it signs; keep above the gateway's JWKS refresh"`
 	KeyRefresh              time.Duration `env:"EMBED_KEY_REFRESH" default:"30s" help:"how often a replica reloads the signing keys from MongoDB"`
 	BranchResolveTimeout    time.Duration `env:"BRANCH_RESOLVE_TIMEOUT" default:"2s" help:"how long generate-session waits for dbtsync-svc's branch resolver"`
+	DashboardReachTimeout   time.Duration `env:"DASHBOARD_REACH_TIMEOUT" default:"2s" help:"how long a dry-run generate-session waits for workspace-svc's answer of the dashboards the user would open; past it the dry run is 503"`
 	IdentityLookupTimeout   time.Duration `env:"IDENTITY_LOOKUP_TIMEOUT" default:"2s" help:"how long generate-session waits for the gateway's answer to an identity lookup (whose a deployment is, an internal user); past it the answer is 503"`
 	MaxSecurityContextBytes int           `env:"EMBED_MAX_SECURITY_CONTEXT_BYTES" default:"16384" help:"largest securityContext of a generate-session request, as sent; larger is 413"`
 	MaxSecurityContextDepth int           `env:"EMBED_MAX_SECURITY_CONTEXT_DEPTH" default:"32" help:"deepest nesting of objects and arrays in a securityContext; deeper is 400"`

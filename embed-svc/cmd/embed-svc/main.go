@@ -148,7 +148,7 @@ func deps(cfg config.Config, proc *server.Process, registry *prometheus.Registry
 	return app.Deps{
 		Logger: proc.Logger, Registry: registry, Signer: signer, Mongo: client, Database: cfg.MongoDatabase,
 		Redis: rdb, NATS: nc, KeyEncryptionKey: cfg.KeyEncryptionKey, TokenIssuer: cfg.TokenIssuer,
-		KeyPublishDelay: cfg.KeyPublishDelay, KeyRefresh: cfg.KeyRefresh, BranchTimeout: cfg.BranchResolveTimeout,
+		KeyPublishDelay: cfg.KeyPublishDelay, KeyRefresh: cfg.KeyRefresh, BranchTimeout: cfg.BranchResolveTimeout, ReachTimeout: cfg.DashboardReachTimeout,
 		IdentityTimeout:  cfg.IdentityLookupTimeout,
 		Limits:           cfg.Limits(),
 		SessionRetention: cfg.SessionRetention,
