@@ -52,7 +52,7 @@ func (r *request) addDocs(docs ...*Item) {
 	for _, d := range docs {
 		if d != nil && d.Type == TypeFolder {
 			r.tree.add(&FolderNode{ID: d.ID, Parent: d.Parent, Name: d.Name, Position: d.Position, CreatedBy: d.CreatedBy,
-				Grants: d.Grants, Anc: d.Anc, Depth: d.Depth})
+				Grants: d.Grants, Anc: d.Anc, Depth: d.Depth, EmbedAccess: d.EmbedAccess})
 		}
 	}
 }
