@@ -105,13 +105,13 @@ type Deployment struct {
 
 // Embed carries the claims of an embed session token.
 type Embed struct {
-	SessionID    string          `json:"sid"`
-	Subject      string          `json:"sub"`
-	DeploymentID int64           `json:"deploymentId"`
-	Branch       string          `json:"branch,omitempty"`
-	Tenant       string          `json:"tenant,omitempty"`
-	CreatorMode  bool            `json:"creatorMode,omitempty"`
-	Internal     bool            `json:"internal,omitempty"`
+	SessionID    string `json:"sid"`
+	Subject      string `json:"sub"`
+	DeploymentID int64  `json:"deploymentId"`
+	Branch       string `json:"branch,omitempty"`
+	Tenant       string `json:"tenant,omitempty"`
+	CreatorMode  bool   `json:"creatorMode,omitempty"`
+	Internal     bool   `json:"internal,omitempty"`
 	// Resources, when not nil, narrows the session to the dashboards it names among
 	// those its grants let it open (generate-session's resources): never wider, and an
 	// empty list opens nothing.
