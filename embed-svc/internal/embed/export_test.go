@@ -12,3 +12,6 @@ func ValidateGenerateSession(req GenerateSessionRequest) error {
 
 // Check is Limits.check.
 func (l Limits) Check(req *GenerateSessionRequest) error { return l.check(req) }
+
+// NormalizeMembers is normalizeMembers: a membership POST's external ids checked.
+func NormalizeMembers(in GroupMembersInput) ([]string, error) { return normalizeMembers(in) }

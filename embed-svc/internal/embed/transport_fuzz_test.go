@@ -34,6 +34,11 @@ func (r *recorder) GenerateSession(_ context.Context, _ *identity.Principal, req
 	return "id", nil
 }
 
+func (r *recorder) AddGroupMembers(_ context.Context, _ *identity.Principal, _, _ string, in embed.GroupMembersInput) (embed.GroupMembersAdded, error) {
+	r.got = in
+	return embed.GroupMembersAdded{}, nil
+}
+
 func (r *recorder) DryRunSession(_ context.Context, _ *identity.Principal, req embed.GenerateSessionRequest) (embed.DryRun, error) {
 	r.got = req
 	return embed.DryRun{DryRun: true}, nil
@@ -254,6 +259,35 @@ func FuzzDecodeSessionCursor(f *testing.F) {
 		back, err := embed.DecodeSessionCursor(httpx.EncodeCursor(c))
 		if err != nil || !back.CreatedAt.Equal(c.CreatedAt) || back.ID != c.ID {
 			t.Fatalf("cursor %q does not round-trip: %+v %+v", s, c, back)
+		}
+	})
+}
+
+// FuzzDecodeAddMembers: a membership POST on either catalog decodes strictly to
+// {"externalIds": [...]} or is a 4xx, and the ids then pass or fail their rules (1 to
+// 100, not empty, bounded, no repeat) with a 400, never anything else.
+func FuzzDecodeAddMembers(f *testing.F) {
+	for _, s := range []string{`{"externalIds":["a","b"]}`, `{"externalIds":[]}`, `{"externalIds":[" A ","a"]}`, `{"externalIds":[""]}`,
+		`{"externalIds":"a"}`, `{"externalIds":[1]}`, `{"externalIds":null}`, `{}`, `{"externalIds":["a"],"x":1}`, `[]`, `null`, `{`,
+		`{"externalIds":["` + string(bytes.Repeat([]byte("n"), 300)) + `"]}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		for _, path := range []string{"/api/v1/groups/g1/users", "/api/v1/embed-tenants/acme-corp/groups/g1/users"} {
+			got := serve(t, "POST", path, "", body)
+			if got == nil {
+				continue
+			}
+			ids, err := embed.NormalizeMembers(got.(embed.GroupMembersInput))
+			if err != nil {
+				if e, ok := errs.As(err); !ok || errs.Status(e.Kind) != 400 || e.Message == "" {
+					t.Fatalf("%s %q: validation error %v is not a 400", path, body, err)
+				}
+				continue
+			}
+			if len(ids) == 0 || len(ids) > embed.MaxMembersPerRequest {
+				t.Fatalf("%s %q: %d ids passed", path, body, len(ids))
+			}
 		}
 	})
 }
