@@ -3,6 +3,7 @@ package workspace
 import (
 	"context"
 	"time"
+	"unicode/utf8"
 
 	"github.com/analyticsco/platform/embed-svc/client/contract"
 	"github.com/analyticsco/platform/workspace-svc/internal/embedaccess"
@@ -100,4 +101,37 @@ type EmbedAccessStore interface {
 	// WorkbookHeads returns heads of at most limit live workbooks of dep, by id after
 	// afterID.
 	WorkbookHeads(ctx context.Context, dep, afterID int64, limit int) ([]*Item, error)
+}
+
+// MaxPublishedTitleBytes bounds the title a workbook's head keeps of its published
+// dashboard (Item.PublishedTitle): a dashboard's own title is bounded only by its
+// config's size, and every head read carries the head's title, so the head keeps at most
+// this many bytes of it, cut at a character boundary. The viewer's listing shows that
+// title; the dashboard itself has the whole one.
+const MaxPublishedTitleBytes = 255
+
+// PublishedHead is what a workbook's head keeps of its published dashboard p (nil: none):
+// its title (config.title, else the dashboard's title; a copy, at most
+// MaxPublishedTitleBytes) and whether it is published with allowEmbed. Both stores keep
+// it with every write of the published dashboard.
+func PublishedHead(p *Dashboard) (*string, bool) {
+	if p == nil {
+		return nil, false
+	}
+	title := p.Config.Title
+	if title == nil {
+		title = p.Title
+	}
+	if title != nil {
+		t := *title
+		if len(t) > MaxPublishedTitleBytes {
+			cut := MaxPublishedTitleBytes
+			for cut > 0 && !utf8.RuneStart(t[cut]) {
+				cut--
+			}
+			t = t[:cut]
+		}
+		title = &t
+	}
+	return title, p.Status == StatusPublished && p.AllowEmbed
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/analyticsco/platform/embed-svc/client/contract"
 	"github.com/analyticsco/platform/libs/errs"
@@ -769,5 +770,21 @@ func TestReachIsBoundedAndSaysSo(t *testing.T) {
 	got, err = small(f.ctx, req)
 	if err != nil || len(got.Dashboards) != 0 || !got.Truncated {
 		t.Fatalf("past the scan budget: %d dashboards, truncated %v, %v", len(got.Dashboards), got.Truncated, err)
+	}
+}
+
+// The title a workbook's head keeps is bounded: a dashboard title of any size is kept
+// as its first MaxPublishedTitleBytes bytes, cut at a character boundary.
+func TestPublishedHeadBoundsTheTitle(t *testing.T) {
+	long := strings.Repeat("é", workspace.MaxPublishedTitleBytes) // two bytes each
+	title, embeddable := workspace.PublishedHead(&workspace.Dashboard{Status: workspace.StatusPublished, AllowEmbed: true,
+		Config: workspace.DashboardConfig{Title: &long}})
+	if !embeddable || title == nil || len(*title) > workspace.MaxPublishedTitleBytes || !utf8.ValidString(*title) || !strings.HasPrefix(long, *title) ||
+		len(*title) < workspace.MaxPublishedTitleBytes-1 {
+		t.Fatalf("head title of %d bytes (valid %v), want the first %d bytes or one less", len(*title), utf8.ValidString(*title), workspace.MaxPublishedTitleBytes)
+	}
+	short := "Revenue"
+	if title, _ := workspace.PublishedHead(&workspace.Dashboard{Title: &short}); title == nil || *title != short {
+		t.Fatalf("short title %v", title)
 	}
 }

@@ -117,21 +117,3 @@ func cloneGrants(g embedaccess.Grants) embedaccess.Grants {
 	}
 	return out
 }
-
-// publishedHead is what the head keeps of a published dashboard: its title
-// (config.title, else the dashboard's title) and whether it is published with
-// allowEmbed.
-func publishedHead(p *workspace.Dashboard) (*string, bool) {
-	if p == nil {
-		return nil, false
-	}
-	title := p.Config.Title
-	if title == nil {
-		title = p.Title
-	}
-	if title != nil {
-		t := *title
-		title = &t
-	}
-	return title, p.Status == workspace.StatusPublished && p.AllowEmbed
-}

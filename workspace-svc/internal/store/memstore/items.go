@@ -56,7 +56,7 @@ func (s *Store) InsertItem(ctx context.Context, it *workspace.Item) error {
 		return fmt.Errorf("insert item %d: %w", it.ID, workspace.ErrIDTaken)
 	}
 	r := &record{item: *clone(it)}
-	r.item.PublishedTitle, r.item.Embeddable = publishedHead(it.Published)
+	r.item.PublishedTitle, r.item.Embeddable = workspace.PublishedHead(it.Published)
 	s.items[it.ID] = r
 	return nil
 }
@@ -93,7 +93,7 @@ func (s *Store) UpdateItem(ctx context.Context, dep, id int64, typ workspace.Ite
 	}
 	if p := u.Published; p != nil {
 		it.Published, it.PublishedVersion, it.DashboardID, it.PublicID = viaJSON(p), p.VersionNumber, p.ID, p.PublicID
-		it.PublishedTitle, it.Embeddable = publishedHead(p)
+		it.PublishedTitle, it.Embeddable = workspace.PublishedHead(p)
 	}
 	it.UpdatedAt, it.UpdatedBy = u.UpdatedAt, u.UpdatedBy
 	return clone(it), nil

@@ -78,20 +78,6 @@ func (d *embedAccessDoc) grants() embedaccess.Grants {
 	return g
 }
 
-// publishedHead is what an item's head keeps of its published dashboard p: its title
-// (config.title, else the dashboard's title) and whether it is published with
-// allowEmbed (workspace.Item.PublishedTitle and Embeddable).
-func publishedHead(p *workspace.Dashboard) (*string, bool) {
-	if p == nil {
-		return nil, false
-	}
-	title := p.Config.Title
-	if title == nil {
-		title = p.Title
-	}
-	return title, p.Status == workspace.StatusPublished && p.AllowEmbed
-}
-
 // SetEmbedAccess replaces the own embed grants of the live folder or workbook id of
 // type typ: one update by _id of the embedAccess field alone (unset when g is empty).
 func (s *Store) SetEmbedAccess(ctx context.Context, dep, id int64, typ workspace.ItemType, g embedaccess.Grants, by int64, at time.Time) (bool, error) {
@@ -252,7 +238,7 @@ func (s *Store) backfillPublishedHeads(ctx context.Context) error {
 			if json.Unmarshal([]byte(d.Published), &p) != nil {
 				continue // it renders as null: nothing to open, and nothing to list
 			}
-			title, embeddable := publishedHead(&p)
+			title, embeddable := workspace.PublishedHead(&p)
 			models = append(models, mongo.NewUpdateOneModel().
 				SetFilter(bson.D{{Key: "_id", Value: d.ID}, {Key: "embeddable", Value: bson.D{{Key: "$exists", Value: false}}}}).
 				SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: "publishedTitle", Value: title}, {Key: "embeddable", Value: embeddable}}}}))

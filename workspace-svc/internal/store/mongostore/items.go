@@ -137,7 +137,7 @@ func itemSet(u workspace.ItemUpdate) (bson.D, error) {
 			return nil, err
 		}
 		part("published", published)
-		title, embeddable := publishedHead(u.Published)
+		title, embeddable := workspace.PublishedHead(u.Published)
 		set = append(set, bson.E{Key: "publishedVersion", Value: u.Published.VersionNumber},
 			bson.E{Key: "dashboardId", Value: u.Published.ID}, bson.E{Key: "publicId", Value: u.Published.PublicID},
 			bson.E{Key: "publishedTitle", Value: title}, bson.E{Key: "embeddable", Value: embeddable})

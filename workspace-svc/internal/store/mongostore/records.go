@@ -46,7 +46,7 @@ type itemDoc struct {
 	PublicID         string `bson:"publicId,omitempty"`
 	DashboardID      int64  `bson:"dashboardId,omitempty"`
 	// PublishedTitle and Embeddable are kept with the published dashboard by every write
-	// of it (publishedHead); Embeddable is there (true or false) on every workbook whose
+	// of it (workspace.PublishedHead); Embeddable is there (true or false) on every workbook whose
 	// dashboard was published since they were kept, and absent on one published before
 	// until the backfill has given it them (backfillPublishedHeads).
 	PublishedTitle *string `bson:"publishedTitle,omitempty"`
@@ -203,7 +203,7 @@ func toItemDoc(it *workspace.Item) (*itemDoc, error) {
 	d.Sizes = &sizesDoc{Meta: sizeOf(d.Meta), CalculatedFields: sizeOf(d.CalculatedFields), Draft: sizeOf(d.Draft), Published: sizeOf(d.Published)}
 	d.EmbedAccess = toEmbedAccessDoc(it.EmbedAccess, it.UpdatedBy, it.UpdatedAt)
 	if it.Published != nil {
-		title, embeddable := publishedHead(it.Published)
+		title, embeddable := workspace.PublishedHead(it.Published)
 		d.PublishedTitle, d.Embeddable = title, &embeddable
 	}
 	return d, nil
