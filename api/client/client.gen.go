@@ -17,6 +17,75 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for ApiKeyKind.
+const (
+	ApiKeyKindAccount  ApiKeyKind = "account"
+	ApiKeyKindPersonal ApiKeyKind = "personal"
+)
+
+// Valid indicates whether the value is a known member of the ApiKeyKind enum.
+func (e ApiKeyKind) Valid() bool {
+	switch e {
+	case ApiKeyKindAccount:
+		return true
+	case ApiKeyKindPersonal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ApiKeyInputKind.
+const (
+	ApiKeyInputKindAccount  ApiKeyInputKind = "account"
+	ApiKeyInputKindPersonal ApiKeyInputKind = "personal"
+)
+
+// Valid indicates whether the value is a known member of the ApiKeyInputKind enum.
+func (e ApiKeyInputKind) Valid() bool {
+	switch e {
+	case ApiKeyInputKindAccount:
+		return true
+	case ApiKeyInputKindPersonal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ApiKeyOwnerType.
+const (
+	ApiKeyOwnerTypeUser ApiKeyOwnerType = "user"
+)
+
+// Valid indicates whether the value is a known member of the ApiKeyOwnerType enum.
+func (e ApiKeyOwnerType) Valid() bool {
+	switch e {
+	case ApiKeyOwnerTypeUser:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ApiKeyWithTokenKind.
+const (
+	ApiKeyWithTokenKindAccount  ApiKeyWithTokenKind = "account"
+	ApiKeyWithTokenKindPersonal ApiKeyWithTokenKind = "personal"
+)
+
+// Valid indicates whether the value is a known member of the ApiKeyWithTokenKind enum.
+func (e ApiKeyWithTokenKind) Valid() bool {
+	switch e {
+	case ApiKeyWithTokenKindAccount:
+		return true
+	case ApiKeyWithTokenKindPersonal:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for AttributeType.
 const (
 	AttributeTypeNumber      AttributeType = "number"
@@ -688,6 +757,7 @@ func (e EmbedSessionUserKind) Valid() bool {
 
 // Defines values for ErrorCode.
 const (
+	ErrorCodeApiKeyLimit            ErrorCode = "api_key_limit"
 	ErrorCodeBadGateway             ErrorCode = "bad_gateway"
 	ErrorCodeBranchNotFound         ErrorCode = "branch_not_found"
 	ErrorCodeBranchNotServed        ErrorCode = "branch_not_served"
@@ -728,6 +798,8 @@ const (
 // Valid indicates whether the value is a known member of the ErrorCode enum.
 func (e ErrorCode) Valid() bool {
 	switch e {
+	case ErrorCodeApiKeyLimit:
+		return true
 	case ErrorCodeBadGateway:
 		return true
 	case ErrorCodeBranchNotFound:
@@ -1234,6 +1306,97 @@ type AiCredentials struct {
 	Token string `json:"token"`
 }
 
+// ApiKey defines model for ApiKey.
+type ApiKey struct {
+	CreatedAt time.Time  `json:"createdAt"`
+	ExpiresAt *time.Time `json:"expiresAt"`
+
+	// Id The key's public id, the part after `pk_` of its token.
+	Id   string     `json:"id"`
+	Kind ApiKeyKind `json:"kind"`
+
+	// LastUsedAt At most `API_KEY_LAST_USED_FLUSH` (a minute) behind the key's last request.
+	LastUsedAt *time.Time `json:"lastUsedAt"`
+	Name       string     `json:"name"`
+
+	// Owner Who the key acts for: a user of the account (`type: user`). Other owner types may be
+	// added (a service account); clients should ignore a type they do not know.
+	Owner     ApiKeyOwner `json:"owner"`
+	RevokedAt *time.Time  `json:"revokedAt"`
+	RotatedAt *time.Time  `json:"rotatedAt"`
+
+	// Scope Deployment ids; empty is every deployment of the account.
+	Scope []int64 `json:"scope"`
+}
+
+// ApiKeyKind defines model for ApiKey.Kind.
+type ApiKeyKind string
+
+// ApiKeyInput defines model for ApiKeyInput.
+type ApiKeyInput struct {
+	ExpiresAt *time.Time      `json:"expiresAt,omitempty"`
+	Kind      ApiKeyInputKind `json:"kind"`
+	Name      string          `json:"name"`
+
+	// Owner Who the key acts for: a user of the account (`type: user`). Other owner types may be
+	// added (a service account); clients should ignore a type they do not know.
+	Owner *ApiKeyOwner `json:"owner,omitempty"`
+
+	// Scope Deployment ids of the account; absent or empty is every deployment.
+	Scope *[]int64 `json:"scope,omitempty"`
+}
+
+// ApiKeyInputKind defines model for ApiKeyInput.Kind.
+type ApiKeyInputKind string
+
+// ApiKeyOwner Who the key acts for: a user of the account (`type: user`). Other owner types may be
+// added (a service account); clients should ignore a type they do not know.
+type ApiKeyOwner struct {
+	Id   int64           `json:"id"`
+	Type ApiKeyOwnerType `json:"type"`
+}
+
+// ApiKeyOwnerType defines model for ApiKeyOwner.Type.
+type ApiKeyOwnerType string
+
+// ApiKeyPage defines model for ApiKeyPage.
+type ApiKeyPage struct {
+	Items    []ApiKey `json:"items"`
+	PageInfo PageInfo `json:"pageInfo"`
+}
+
+// ApiKeyWithToken An `ApiKey` (the same properties) with its secret, answered only by a create or a rotation.
+type ApiKeyWithToken struct {
+	CreatedAt time.Time  `json:"createdAt"`
+	ExpiresAt *time.Time `json:"expiresAt"`
+
+	// Id The key's public id, the part after `pk_` of its token.
+	Id   string              `json:"id"`
+	Kind ApiKeyWithTokenKind `json:"kind"`
+
+	// LastUsedAt At most `API_KEY_LAST_USED_FLUSH` (a minute) behind the key's last request.
+	LastUsedAt *time.Time `json:"lastUsedAt"`
+	Name       string     `json:"name"`
+
+	// Owner Who the key acts for: a user of the account (`type: user`). Other owner types may be
+	// added (a service account); clients should ignore a type they do not know.
+	Owner ApiKeyOwner `json:"owner"`
+
+	// PreviousTokenExpiresAt After a rotation, when the secret it replaced stops authenticating.
+	PreviousTokenExpiresAt *time.Time `json:"previousTokenExpiresAt,omitempty"`
+	RevokedAt              *time.Time `json:"revokedAt"`
+	RotatedAt              *time.Time `json:"rotatedAt"`
+
+	// Scope Deployment ids; empty is every deployment of the account.
+	Scope []int64 `json:"scope"`
+
+	// Token The key itself, `pk_<id>_<secret>`: shown only in this answer. Send it as `Authorization: Api-Key <token>`.
+	Token string `json:"token"`
+}
+
+// ApiKeyWithTokenKind defines model for ApiKeyWithToken.Kind.
+type ApiKeyWithTokenKind string
+
 // AttributeDefinition defines model for AttributeDefinition.
 type AttributeDefinition struct {
 	CreatedAt    time.Time `json:"createdAt"`
@@ -1399,6 +1562,7 @@ type AuditOutcome struct {
 	// - `job_limit`: 429: a deployment's dbt sync jobs queued or running
 	// - `storage_quota`: 413: what a deployment or account keeps in the dbt sync object store
 	// - `embed_access_limit`: 400: embed access entries of one workbook, folder or the root
+	// - `api_key_limit`: 400: live API keys of one account (`API_KEY_MAX_PER_ACCOUNT`)
 	Code   *ErrorCode         `json:"code,omitempty"`
 	Result AuditOutcomeResult `json:"result"`
 
@@ -2131,6 +2295,7 @@ type Error struct {
 	// - `job_limit`: 429: a deployment's dbt sync jobs queued or running
 	// - `storage_quota`: 413: what a deployment or account keeps in the dbt sync object store
 	// - `embed_access_limit`: 400: embed access entries of one workbook, folder or the root
+	// - `api_key_limit`: 400: live API keys of one account (`API_KEY_MAX_PER_ACCOUNT`)
 	Code ErrorCode `json:"code"`
 
 	// Message Example: folder 12 not found
@@ -2177,6 +2342,7 @@ type Error struct {
 // - `job_limit`: 429: a deployment's dbt sync jobs queued or running
 // - `storage_quota`: 413: what a deployment or account keeps in the dbt sync object store
 // - `embed_access_limit`: 400: embed access entries of one workbook, folder or the root
+// - `api_key_limit`: 400: live API keys of one account (`API_KEY_MAX_PER_ACCOUNT`)
 type ErrorCode string
 
 // ExchangeSessionRequest defines model for ExchangeSessionRequest.
@@ -2952,6 +3118,9 @@ type WorkspaceItemType string
 // After defines model for After.
 type After = string
 
+// ApiKeyId defines model for ApiKeyId.
+type ApiKeyId = string
+
 // BranchName defines model for BranchName.
 type BranchName = string
 
@@ -3064,6 +3233,18 @@ type UnsupportedMediaType = Error
 // HTTP status code; `code` is stable and machine-readable (branch on it, not on `message`);
 // `message` says what was wrong in words.
 type UploadTooLarge = Error
+
+// ListApiKeysParams defines parameters for ListApiKeys.
+type ListApiKeysParams struct {
+	// First Page size, 1 to 200; 50 when absent or empty. Anything else is `400` with the same message
+	// on every list: `first must be an integer from 1 to 200, not "<value>"`.
+	First *First `form:"first,omitempty" json:"first,omitempty"`
+
+	// After Opaque cursor, the `endCursor` of the previous page; absent or empty is the first page. A
+	// cursor the list cannot read (another list's, or another sort's) is `400` with the same
+	// message on every list: `after is not a cursor returned by this list`.
+	After *After `form:"after,omitempty" json:"after,omitempty"`
+}
 
 // ListAuditEventsParams defines parameters for ListAuditEvents.
 type ListAuditEventsParams struct {
@@ -3308,6 +3489,9 @@ type ListBranchVersionsParams struct {
 	// message on every list: `after is not a cursor returned by this list`.
 	After *After `form:"after,omitempty" json:"after,omitempty"`
 }
+
+// CreateApiKeyJSONRequestBody defines body for CreateApiKey for application/json ContentType.
+type CreateApiKeyJSONRequestBody = ApiKeyInput
 
 // SetDbtGitIntegrationJSONRequestBody defines body for SetDbtGitIntegration for application/json ContentType.
 type SetDbtGitIntegrationJSONRequestBody = DbtGitIntegrationRequest
@@ -3876,11 +4060,95 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 // The interface specification for the client above.
 type ClientInterface interface {
 
+	// ListApiKeys List the account's API keys
+	//
+	// Every key of the caller's account, by id: live ones, expired ones, and revoked ones for
+	// `API_KEY_REVOKED_RETENTION` (30 days by default) after their revocation. Never a secret.
+	// Served by the gateway itself (it owns the identity store). Managing keys is an
+	// account-wide change: it needs an admin's bearer token or an admin's unscoped account key
+	// (a personal key is `403 personal_key`, a key scoped to deployments `403
+	// key_out_of_scope`, anyone else `403 forbidden`).
+	//
+	// Corresponds with GET /api/v1/api-keys (the `ListApiKeys` operationId).
+	ListApiKeys(ctx context.Context, params *ListApiKeysParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateApiKeyWithBody Create an API key
+	//
+	// Creates a key in the caller's account and answers it with its secret, `token`, shown
+	// this once (only its hash is stored). Who may: as `listApiKeys`. The change is audited
+	// (`platform.api_key.create`), refused ones included.
+	//
+	// `kind` is `account` or `personal`; `scope` lists deployment ids of the account (absent or
+	// empty: every deployment), at most `API_KEY_MAX_SCOPE` (100); `owner` is a user of the
+	// account (default: the caller); `expiresAt` must be in the future and at most
+	// `API_KEY_MAX_TTL` (8760h) from now, and is that limit when absent. An account keeps at most
+	// `API_KEY_MAX_PER_ACCOUNT` (100) live keys: one more is `400 api_key_limit`. A name missing
+	// or over `API_KEY_MAX_NAME_BYTES` (128), an unknown kind, a deployment of another account,
+	// an owner of another account: `400`, naming the field; nothing is created.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/api-keys (the `CreateApiKey` operationId).
+	CreateApiKeyWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateApiKey Create an API key
+	//
+	// Creates a key in the caller's account and answers it with its secret, `token`, shown
+	// this once (only its hash is stored). Who may: as `listApiKeys`. The change is audited
+	// (`platform.api_key.create`), refused ones included.
+	//
+	// `kind` is `account` or `personal`; `scope` lists deployment ids of the account (absent or
+	// empty: every deployment), at most `API_KEY_MAX_SCOPE` (100); `owner` is a user of the
+	// account (default: the caller); `expiresAt` must be in the future and at most
+	// `API_KEY_MAX_TTL` (8760h) from now, and is that limit when absent. An account keeps at most
+	// `API_KEY_MAX_PER_ACCOUNT` (100) live keys: one more is `400 api_key_limit`. A name missing
+	// or over `API_KEY_MAX_NAME_BYTES` (128), an unknown kind, a deployment of another account,
+	// an owner of another account: `400`, naming the field; nothing is created.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/api-keys (the `CreateApiKey` operationId).
+	CreateApiKey(ctx context.Context, body CreateApiKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RevokeApiKey Revoke an API key
+	//
+	// Revokes the key: every gateway replica refuses it within the revocation bound
+	// (`AUTH_REVOCATION_POLL`, 1 s). Revoking a revoked key answers it as it is. The key stays
+	// listed for `API_KEY_REVOKED_RETENTION`. Audited (`platform.api_key.revoke`). Who may: as
+	// `listApiKeys`; another account's key: `404`.
+	//
+	// Corresponds with DELETE /api/v1/api-keys/{id} (the `RevokeApiKey` operationId).
+	RevokeApiKey(ctx context.Context, id ApiKeyId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetApiKey Get an API key
+	//
+	// One key of the caller's account, never its secret. Another account's key, or one revoked
+	// longer ago than `API_KEY_REVOKED_RETENTION`: `404`. Who may: as `listApiKeys`.
+	//
+	// `lastUsedAt` is kept cheaply: each gateway marks a key's last use in memory and writes
+	// the marks at most once per `API_KEY_LAST_USED_FLUSH` (a minute), so it may be that much
+	// behind the key's last request.
+	//
+	// Corresponds with GET /api/v1/api-keys/{id} (the `GetApiKey` operationId).
+	GetApiKey(ctx context.Context, id ApiKeyId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RotateApiKey Rotate an API key's secret
+	//
+	// Gives the key a new secret under the same id, answered once as `token`. The secret it
+	// replaces keeps authenticating for `API_KEY_ROTATION_OVERLAP` (24h by default), until
+	// `previousTokenExpiresAt`, then stops on every gateway at once; rotating again during
+	// the overlap ends the older secret at once. No body, or `{}`. A revoked or expired key
+	// is `409` (create a new one); another account's key `404`. Audited
+	// (`platform.api_key.rotate`). Who may: as `listApiKeys`.
+	//
+	// Corresponds with POST /api/v1/api-keys/{id}/rotate (the `RotateApiKey` operationId).
+	RotateApiKey(ctx context.Context, id ApiKeyId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListAuditEvents List the account's audit events
 	//
 	// The audit trail of the caller's account, newest first: one event per state-changing
 	// operation of every service (refused ones included; one per move request, single or
-	// bulk, listing its items; the end of every dbt sync job; API keys created and revoked with `platformctl`). An event
+	// bulk, listing its items; the end of every dbt sync job; API keys created, rotated and revoked, over the API or with `platformctl`). An event
 	// says who acted (`actor`, never a secret), on what (`target`), how it ended (`outcome`:
 	// the status and code the caller was answered), when (`time`, the recording service's
 	// clock), from where (`clientAddress`), and carries the request's `requestId` and
@@ -5293,11 +5561,155 @@ type ClientInterface interface {
 	ListBranchVersions(ctx context.Context, deploymentId DeploymentId, branchName BranchName, params *ListBranchVersionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
+// ListApiKeys List the account's API keys
+//
+// Every key of the caller's account, by id: live ones, expired ones, and revoked ones for
+// `API_KEY_REVOKED_RETENTION` (30 days by default) after their revocation. Never a secret.
+// Served by the gateway itself (it owns the identity store). Managing keys is an
+// account-wide change: it needs an admin's bearer token or an admin's unscoped account key
+// (a personal key is `403 personal_key`, a key scoped to deployments `403
+// key_out_of_scope`, anyone else `403 forbidden`).
+//
+// Corresponds with GET /api/v1/api-keys (the `ListApiKeys` operationId).
+func (c *Client) ListApiKeys(ctx context.Context, params *ListApiKeysParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListApiKeysRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateApiKeyWithBody Create an API key
+//
+// Creates a key in the caller's account and answers it with its secret, `token`, shown
+// this once (only its hash is stored). Who may: as `listApiKeys`. The change is audited
+// (`platform.api_key.create`), refused ones included.
+//
+// `kind` is `account` or `personal`; `scope` lists deployment ids of the account (absent or
+// empty: every deployment), at most `API_KEY_MAX_SCOPE` (100); `owner` is a user of the
+// account (default: the caller); `expiresAt` must be in the future and at most
+// `API_KEY_MAX_TTL` (8760h) from now, and is that limit when absent. An account keeps at most
+// `API_KEY_MAX_PER_ACCOUNT` (100) live keys: one more is `400 api_key_limit`. A name missing
+// or over `API_KEY_MAX_NAME_BYTES` (128), an unknown kind, a deployment of another account,
+// an owner of another account: `400`, naming the field; nothing is created.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/api-keys (the `CreateApiKey` operationId).
+func (c *Client) CreateApiKeyWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateApiKeyRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateApiKey Create an API key
+//
+// Creates a key in the caller's account and answers it with its secret, `token`, shown
+// this once (only its hash is stored). Who may: as `listApiKeys`. The change is audited
+// (`platform.api_key.create`), refused ones included.
+//
+// `kind` is `account` or `personal`; `scope` lists deployment ids of the account (absent or
+// empty: every deployment), at most `API_KEY_MAX_SCOPE` (100); `owner` is a user of the
+// account (default: the caller); `expiresAt` must be in the future and at most
+// `API_KEY_MAX_TTL` (8760h) from now, and is that limit when absent. An account keeps at most
+// `API_KEY_MAX_PER_ACCOUNT` (100) live keys: one more is `400 api_key_limit`. A name missing
+// or over `API_KEY_MAX_NAME_BYTES` (128), an unknown kind, a deployment of another account,
+// an owner of another account: `400`, naming the field; nothing is created.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/api-keys (the `CreateApiKey` operationId).
+func (c *Client) CreateApiKey(ctx context.Context, body CreateApiKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateApiKeyRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RevokeApiKey Revoke an API key
+//
+// Revokes the key: every gateway replica refuses it within the revocation bound
+// (`AUTH_REVOCATION_POLL`, 1 s). Revoking a revoked key answers it as it is. The key stays
+// listed for `API_KEY_REVOKED_RETENTION`. Audited (`platform.api_key.revoke`). Who may: as
+// `listApiKeys`; another account's key: `404`.
+//
+// Corresponds with DELETE /api/v1/api-keys/{id} (the `RevokeApiKey` operationId).
+func (c *Client) RevokeApiKey(ctx context.Context, id ApiKeyId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRevokeApiKeyRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetApiKey Get an API key
+//
+// One key of the caller's account, never its secret. Another account's key, or one revoked
+// longer ago than `API_KEY_REVOKED_RETENTION`: `404`. Who may: as `listApiKeys`.
+//
+// `lastUsedAt` is kept cheaply: each gateway marks a key's last use in memory and writes
+// the marks at most once per `API_KEY_LAST_USED_FLUSH` (a minute), so it may be that much
+// behind the key's last request.
+//
+// Corresponds with GET /api/v1/api-keys/{id} (the `GetApiKey` operationId).
+func (c *Client) GetApiKey(ctx context.Context, id ApiKeyId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetApiKeyRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RotateApiKey Rotate an API key's secret
+//
+// Gives the key a new secret under the same id, answered once as `token`. The secret it
+// replaces keeps authenticating for `API_KEY_ROTATION_OVERLAP` (24h by default), until
+// `previousTokenExpiresAt`, then stops on every gateway at once; rotating again during
+// the overlap ends the older secret at once. No body, or `{}`. A revoked or expired key
+// is `409` (create a new one); another account's key `404`. Audited
+// (`platform.api_key.rotate`). Who may: as `listApiKeys`.
+//
+// Corresponds with POST /api/v1/api-keys/{id}/rotate (the `RotateApiKey` operationId).
+func (c *Client) RotateApiKey(ctx context.Context, id ApiKeyId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRotateApiKeyRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListAuditEvents List the account's audit events
 //
 // The audit trail of the caller's account, newest first: one event per state-changing
 // operation of every service (refused ones included; one per move request, single or
-// bulk, listing its items; the end of every dbt sync job; API keys created and revoked with `platformctl`). An event
+// bulk, listing its items; the end of every dbt sync job; API keys created, rotated and revoked, over the API or with `platformctl`). An event
 // says who acted (`actor`, never a secret), on what (`target`), how it ended (`outcome`:
 // the status and code the caller was answered), when (`time`, the recording service's
 // clock), from where (`clientAddress`), and carries the request's `requestId` and
@@ -7728,6 +8140,214 @@ func (c *Client) ListBranchVersions(ctx context.Context, deploymentId Deployment
 		return nil, err
 	}
 	return c.Client.Do(req)
+}
+
+// NewListApiKeysRequest constructs an http.Request for the ListApiKeys method
+func NewListApiKeysRequest(server string, params *ListApiKeysParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/api-keys")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.First != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "first", *params.First, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateApiKeyRequest calls the generic CreateApiKey builder with application/json body
+func NewCreateApiKeyRequest(server string, body CreateApiKeyJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateApiKeyRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateApiKeyRequestWithBody constructs an http.Request for the CreateApiKey method, with any body, and a specified content type
+func NewCreateApiKeyRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/api-keys")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewRevokeApiKeyRequest constructs an http.Request for the RevokeApiKey method
+func NewRevokeApiKeyRequest(server string, id ApiKeyId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/api-keys/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetApiKeyRequest constructs an http.Request for the GetApiKey method
+func NewGetApiKeyRequest(server string, id ApiKeyId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/api-keys/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRotateApiKeyRequest constructs an http.Request for the RotateApiKey method
+func NewRotateApiKeyRequest(server string, id ApiKeyId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/api-keys/%s/rotate", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
 }
 
 // NewListAuditEventsRequest constructs an http.Request for the ListAuditEvents method
@@ -11757,11 +12377,103 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
+	// ListApiKeysWithResponse List the account's API keys
+	//
+	// Every key of the caller's account, by id: live ones, expired ones, and revoked ones for
+	// `API_KEY_REVOKED_RETENTION` (30 days by default) after their revocation. Never a secret.
+	// Served by the gateway itself (it owns the identity store). Managing keys is an
+	// account-wide change: it needs an admin's bearer token or an admin's unscoped account key
+	// (a personal key is `403 personal_key`, a key scoped to deployments `403
+	// key_out_of_scope`, anyone else `403 forbidden`).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/api-keys (the `ListApiKeys` operationId).
+	ListApiKeysWithResponse(ctx context.Context, params *ListApiKeysParams, reqEditors ...RequestEditorFn) (*ListApiKeysResponse, error)
+
+	// CreateApiKeyWithBodyWithResponse Create an API key
+	//
+	// Creates a key in the caller's account and answers it with its secret, `token`, shown
+	// this once (only its hash is stored). Who may: as `listApiKeys`. The change is audited
+	// (`platform.api_key.create`), refused ones included.
+	//
+	// `kind` is `account` or `personal`; `scope` lists deployment ids of the account (absent or
+	// empty: every deployment), at most `API_KEY_MAX_SCOPE` (100); `owner` is a user of the
+	// account (default: the caller); `expiresAt` must be in the future and at most
+	// `API_KEY_MAX_TTL` (8760h) from now, and is that limit when absent. An account keeps at most
+	// `API_KEY_MAX_PER_ACCOUNT` (100) live keys: one more is `400 api_key_limit`. A name missing
+	// or over `API_KEY_MAX_NAME_BYTES` (128), an unknown kind, a deployment of another account,
+	// an owner of another account: `400`, naming the field; nothing is created.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/api-keys (the `CreateApiKey` operationId).
+	CreateApiKeyWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateApiKeyResponse, error)
+
+	// CreateApiKeyWithResponse Create an API key
+	//
+	// Creates a key in the caller's account and answers it with its secret, `token`, shown
+	// this once (only its hash is stored). Who may: as `listApiKeys`. The change is audited
+	// (`platform.api_key.create`), refused ones included.
+	//
+	// `kind` is `account` or `personal`; `scope` lists deployment ids of the account (absent or
+	// empty: every deployment), at most `API_KEY_MAX_SCOPE` (100); `owner` is a user of the
+	// account (default: the caller); `expiresAt` must be in the future and at most
+	// `API_KEY_MAX_TTL` (8760h) from now, and is that limit when absent. An account keeps at most
+	// `API_KEY_MAX_PER_ACCOUNT` (100) live keys: one more is `400 api_key_limit`. A name missing
+	// or over `API_KEY_MAX_NAME_BYTES` (128), an unknown kind, a deployment of another account,
+	// an owner of another account: `400`, naming the field; nothing is created.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/api-keys (the `CreateApiKey` operationId).
+	CreateApiKeyWithResponse(ctx context.Context, body CreateApiKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateApiKeyResponse, error)
+
+	// RevokeApiKeyWithResponse Revoke an API key
+	//
+	// Revokes the key: every gateway replica refuses it within the revocation bound
+	// (`AUTH_REVOCATION_POLL`, 1 s). Revoking a revoked key answers it as it is. The key stays
+	// listed for `API_KEY_REVOKED_RETENTION`. Audited (`platform.api_key.revoke`). Who may: as
+	// `listApiKeys`; another account's key: `404`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /api/v1/api-keys/{id} (the `RevokeApiKey` operationId).
+	RevokeApiKeyWithResponse(ctx context.Context, id ApiKeyId, reqEditors ...RequestEditorFn) (*RevokeApiKeyResponse, error)
+
+	// GetApiKeyWithResponse Get an API key
+	//
+	// One key of the caller's account, never its secret. Another account's key, or one revoked
+	// longer ago than `API_KEY_REVOKED_RETENTION`: `404`. Who may: as `listApiKeys`.
+	//
+	// `lastUsedAt` is kept cheaply: each gateway marks a key's last use in memory and writes
+	// the marks at most once per `API_KEY_LAST_USED_FLUSH` (a minute), so it may be that much
+	// behind the key's last request.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/api-keys/{id} (the `GetApiKey` operationId).
+	GetApiKeyWithResponse(ctx context.Context, id ApiKeyId, reqEditors ...RequestEditorFn) (*GetApiKeyResponse, error)
+
+	// RotateApiKeyWithResponse Rotate an API key's secret
+	//
+	// Gives the key a new secret under the same id, answered once as `token`. The secret it
+	// replaces keeps authenticating for `API_KEY_ROTATION_OVERLAP` (24h by default), until
+	// `previousTokenExpiresAt`, then stops on every gateway at once; rotating again during
+	// the overlap ends the older secret at once. No body, or `{}`. A revoked or expired key
+	// is `409` (create a new one); another account's key `404`. Audited
+	// (`platform.api_key.rotate`). Who may: as `listApiKeys`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/api-keys/{id}/rotate (the `RotateApiKey` operationId).
+	RotateApiKeyWithResponse(ctx context.Context, id ApiKeyId, reqEditors ...RequestEditorFn) (*RotateApiKeyResponse, error)
+
 	// ListAuditEventsWithResponse List the account's audit events
 	//
 	// The audit trail of the caller's account, newest first: one event per state-changing
 	// operation of every service (refused ones included; one per move request, single or
-	// bulk, listing its items; the end of every dbt sync job; API keys created and revoked with `platformctl`). An event
+	// bulk, listing its items; the end of every dbt sync job; API keys created, rotated and revoked, over the API or with `platformctl`). An event
 	// says who acted (`actor`, never a secret), on what (`target`), how it ended (`outcome`:
 	// the status and code the caller was answered), when (`time`, the recording service's
 	// clock), from where (`clientAddress`), and carries the request's `requestId` and
@@ -13276,6 +13988,428 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /build/api/v1/deployments/{deploymentId}/branches/{branchName}/versions (the `ListBranchVersions` operationId).
 	ListBranchVersionsWithResponse(ctx context.Context, deploymentId DeploymentId, branchName BranchName, params *ListBranchVersionsParams, reqEditors ...RequestEditorFn) (*ListBranchVersionsResponse, error)
+}
+
+// ListApiKeysResponse401Headers the declared response headers of an HTTP 401 response for ListApiKeys
+type ListApiKeysResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type ListApiKeysResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ApiKeyPage
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListApiKeysResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListApiKeysResponse) GetJSON200() *ApiKeyPage {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListApiKeysResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListApiKeysResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListApiKeysResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListApiKeysResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListApiKeysResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListApiKeysResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListApiKeysResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListApiKeysResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateApiKeyResponse201Headers the declared response headers of an HTTP 201 response for CreateApiKey
+type CreateApiKeyResponse201Headers struct {
+	Location *string
+}
+
+// CreateApiKeyResponse401Headers the declared response headers of an HTTP 401 response for CreateApiKey
+type CreateApiKeyResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type CreateApiKeyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *ApiKeyWithToken
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *PayloadTooLarge
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateApiKeyResponse201Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreateApiKeyResponse401Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateApiKeyResponse) GetJSON201() *ApiKeyWithToken {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CreateApiKeyResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CreateApiKeyResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreateApiKeyResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r CreateApiKeyResponse) GetJSON413() *PayloadTooLarge {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r CreateApiKeyResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CreateApiKeyResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateApiKeyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateApiKeyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateApiKeyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateApiKeyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RevokeApiKeyResponse401Headers the declared response headers of an HTTP 401 response for RevokeApiKey
+type RevokeApiKeyResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type RevokeApiKeyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ApiKey
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RevokeApiKeyResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RevokeApiKeyResponse) GetJSON200() *ApiKey {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RevokeApiKeyResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RevokeApiKeyResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RevokeApiKeyResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r RevokeApiKeyResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RevokeApiKeyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RevokeApiKeyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RevokeApiKeyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RevokeApiKeyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetApiKeyResponse401Headers the declared response headers of an HTTP 401 response for GetApiKey
+type GetApiKeyResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type GetApiKeyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ApiKey
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetApiKeyResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetApiKeyResponse) GetJSON200() *ApiKey {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetApiKeyResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetApiKeyResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetApiKeyResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetApiKeyResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetApiKeyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetApiKeyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetApiKeyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetApiKeyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RotateApiKeyResponse401Headers the declared response headers of an HTTP 401 response for RotateApiKey
+type RotateApiKeyResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type RotateApiKeyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ApiKeyWithToken
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RotateApiKeyResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RotateApiKeyResponse) GetJSON200() *ApiKeyWithToken {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r RotateApiKeyResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RotateApiKeyResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RotateApiKeyResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RotateApiKeyResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r RotateApiKeyResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r RotateApiKeyResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r RotateApiKeyResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RotateApiKeyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RotateApiKeyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RotateApiKeyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RotateApiKeyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 // ListAuditEventsResponse401Headers the declared response headers of an HTTP 401 response for ListAuditEvents
@@ -20735,11 +21869,139 @@ func (r ListBranchVersionsResponse) ContentType() string {
 	return ""
 }
 
+// ListApiKeysWithResponse List the account's API keys
+//
+// Every key of the caller's account, by id: live ones, expired ones, and revoked ones for
+// `API_KEY_REVOKED_RETENTION` (30 days by default) after their revocation. Never a secret.
+// Served by the gateway itself (it owns the identity store). Managing keys is an
+// account-wide change: it needs an admin's bearer token or an admin's unscoped account key
+// (a personal key is `403 personal_key`, a key scoped to deployments `403
+// key_out_of_scope`, anyone else `403 forbidden`).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/api-keys (the `ListApiKeys` operationId).
+func (c *ClientWithResponses) ListApiKeysWithResponse(ctx context.Context, params *ListApiKeysParams, reqEditors ...RequestEditorFn) (*ListApiKeysResponse, error) {
+	rsp, err := c.ListApiKeys(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListApiKeysResponse(rsp)
+}
+
+// CreateApiKeyWithBodyWithResponse Create an API key
+//
+// Creates a key in the caller's account and answers it with its secret, `token`, shown
+// this once (only its hash is stored). Who may: as `listApiKeys`. The change is audited
+// (`platform.api_key.create`), refused ones included.
+//
+// `kind` is `account` or `personal`; `scope` lists deployment ids of the account (absent or
+// empty: every deployment), at most `API_KEY_MAX_SCOPE` (100); `owner` is a user of the
+// account (default: the caller); `expiresAt` must be in the future and at most
+// `API_KEY_MAX_TTL` (8760h) from now, and is that limit when absent. An account keeps at most
+// `API_KEY_MAX_PER_ACCOUNT` (100) live keys: one more is `400 api_key_limit`. A name missing
+// or over `API_KEY_MAX_NAME_BYTES` (128), an unknown kind, a deployment of another account,
+// an owner of another account: `400`, naming the field; nothing is created.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/api-keys (the `CreateApiKey` operationId).
+func (c *ClientWithResponses) CreateApiKeyWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateApiKeyResponse, error) {
+	rsp, err := c.CreateApiKeyWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateApiKeyResponse(rsp)
+}
+
+// CreateApiKeyWithResponse Create an API key
+//
+// Creates a key in the caller's account and answers it with its secret, `token`, shown
+// this once (only its hash is stored). Who may: as `listApiKeys`. The change is audited
+// (`platform.api_key.create`), refused ones included.
+//
+// `kind` is `account` or `personal`; `scope` lists deployment ids of the account (absent or
+// empty: every deployment), at most `API_KEY_MAX_SCOPE` (100); `owner` is a user of the
+// account (default: the caller); `expiresAt` must be in the future and at most
+// `API_KEY_MAX_TTL` (8760h) from now, and is that limit when absent. An account keeps at most
+// `API_KEY_MAX_PER_ACCOUNT` (100) live keys: one more is `400 api_key_limit`. A name missing
+// or over `API_KEY_MAX_NAME_BYTES` (128), an unknown kind, a deployment of another account,
+// an owner of another account: `400`, naming the field; nothing is created.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/api-keys (the `CreateApiKey` operationId).
+func (c *ClientWithResponses) CreateApiKeyWithResponse(ctx context.Context, body CreateApiKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateApiKeyResponse, error) {
+	rsp, err := c.CreateApiKey(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateApiKeyResponse(rsp)
+}
+
+// RevokeApiKeyWithResponse Revoke an API key
+//
+// Revokes the key: every gateway replica refuses it within the revocation bound
+// (`AUTH_REVOCATION_POLL`, 1 s). Revoking a revoked key answers it as it is. The key stays
+// listed for `API_KEY_REVOKED_RETENTION`. Audited (`platform.api_key.revoke`). Who may: as
+// `listApiKeys`; another account's key: `404`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /api/v1/api-keys/{id} (the `RevokeApiKey` operationId).
+func (c *ClientWithResponses) RevokeApiKeyWithResponse(ctx context.Context, id ApiKeyId, reqEditors ...RequestEditorFn) (*RevokeApiKeyResponse, error) {
+	rsp, err := c.RevokeApiKey(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRevokeApiKeyResponse(rsp)
+}
+
+// GetApiKeyWithResponse Get an API key
+//
+// One key of the caller's account, never its secret. Another account's key, or one revoked
+// longer ago than `API_KEY_REVOKED_RETENTION`: `404`. Who may: as `listApiKeys`.
+//
+// `lastUsedAt` is kept cheaply: each gateway marks a key's last use in memory and writes
+// the marks at most once per `API_KEY_LAST_USED_FLUSH` (a minute), so it may be that much
+// behind the key's last request.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/api-keys/{id} (the `GetApiKey` operationId).
+func (c *ClientWithResponses) GetApiKeyWithResponse(ctx context.Context, id ApiKeyId, reqEditors ...RequestEditorFn) (*GetApiKeyResponse, error) {
+	rsp, err := c.GetApiKey(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetApiKeyResponse(rsp)
+}
+
+// RotateApiKeyWithResponse Rotate an API key's secret
+//
+// Gives the key a new secret under the same id, answered once as `token`. The secret it
+// replaces keeps authenticating for `API_KEY_ROTATION_OVERLAP` (24h by default), until
+// `previousTokenExpiresAt`, then stops on every gateway at once; rotating again during
+// the overlap ends the older secret at once. No body, or `{}`. A revoked or expired key
+// is `409` (create a new one); another account's key `404`. Audited
+// (`platform.api_key.rotate`). Who may: as `listApiKeys`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/api-keys/{id}/rotate (the `RotateApiKey` operationId).
+func (c *ClientWithResponses) RotateApiKeyWithResponse(ctx context.Context, id ApiKeyId, reqEditors ...RequestEditorFn) (*RotateApiKeyResponse, error) {
+	rsp, err := c.RotateApiKey(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRotateApiKeyResponse(rsp)
+}
+
 // ListAuditEventsWithResponse List the account's audit events
 //
 // The audit trail of the caller's account, newest first: one event per state-changing
 // operation of every service (refused ones included; one per move request, single or
-// bulk, listing its items; the end of every dbt sync job; API keys created and revoked with `platformctl`). An event
+// bulk, listing its items; the end of every dbt sync job; API keys created, rotated and revoked, over the API or with `platformctl`). An event
 // says who acted (`actor`, never a secret), on what (`target`), how it ended (`outcome`:
 // the status and code the caller was answered), when (`time`, the recording service's
 // clock), from where (`clientAddress`), and carries the request's `requestId` and
@@ -22866,6 +24128,386 @@ func (c *ClientWithResponses) ListBranchVersionsWithResponse(ctx context.Context
 		return nil, err
 	}
 	return ParseListBranchVersionsResponse(rsp)
+}
+
+// ParseListApiKeysResponse parses an HTTP response from a ListApiKeysWithResponse call
+func ParseListApiKeysResponse(rsp *http.Response) (*ListApiKeysResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListApiKeysResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ApiKeyPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListApiKeysResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateApiKeyResponse parses an HTTP response from a CreateApiKeyWithResponse call
+func ParseCreateApiKeyResponse(rsp *http.Response) (*CreateApiKeyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateApiKeyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest ApiKeyWithToken
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers CreateApiKeyResponse201Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 401:
+		var headers CreateApiKeyResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRevokeApiKeyResponse parses an HTTP response from a RevokeApiKeyWithResponse call
+func ParseRevokeApiKeyResponse(rsp *http.Response) (*RevokeApiKeyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RevokeApiKeyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ApiKey
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers RevokeApiKeyResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetApiKeyResponse parses an HTTP response from a GetApiKeyWithResponse call
+func ParseGetApiKeyResponse(rsp *http.Response) (*GetApiKeyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetApiKeyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ApiKey
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetApiKeyResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRotateApiKeyResponse parses an HTTP response from a RotateApiKeyWithResponse call
+func ParseRotateApiKeyResponse(rsp *http.Response) (*RotateApiKeyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RotateApiKeyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ApiKeyWithToken
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers RotateApiKeyResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
 }
 
 // ParseListAuditEventsResponse parses an HTTP response from a ListAuditEventsWithResponse call

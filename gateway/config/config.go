@@ -4,6 +4,7 @@ package config
 import (
 	"time"
 
+	"github.com/analyticsco/platform/gateway/internal/apikeys"
 	"github.com/analyticsco/platform/libs/config"
 	"github.com/analyticsco/platform/libs/redisx"
 )
@@ -49,9 +50,37 @@ type Config struct {
 	PprofAddr                string          `env:"PPROF_ADDR" help:"when set, serves net/http/pprof on this address (keep it private: loopback or a debug port)"`
 	DialTimeout              time.Duration   `env:"UPSTREAM_DIAL_TIMEOUT" default:"2s" help:"how long the gateway waits to connect to a service before answering 503"`
 
+	// APIKeys bounds the keys of /api/v1/api-keys and platformctl keys.
+	APIKeys
+
 	// Redis holds the embed-session revocations, checked on every embed-token request,
 	// and the rate-limit counters (REDIS_MODE, REDIS_URL).
 	redisx.RedisConfig
+}
+
+// APIKeys are the limits of API keys, read by the gateway and by platformctl (the same
+// code creates keys in both).
+type APIKeys struct {
+	MaxPerAccount    int64         `env:"API_KEY_MAX_PER_ACCOUNT" default:"100" help:"most live (neither revoked nor expired) API keys of one account; a create beyond it is 400 api_key_limit"`
+	MaxTTL           time.Duration `env:"API_KEY_MAX_TTL" default:"8760h" help:"farthest expiresAt an API key may have from its creation; a key created without one expires then"`
+	MaxNameBytes     int           `env:"API_KEY_MAX_NAME_BYTES" default:"128" help:"longest API key name, in bytes"`
+	MaxScope         int           `env:"API_KEY_MAX_SCOPE" default:"100" help:"most deployment ids in an API key's scope"`
+	RotationOverlap  time.Duration `env:"API_KEY_ROTATION_OVERLAP" default:"24h" help:"how long the secret a rotation replaced keeps authenticating; then it stops on every gateway at once"`
+	RevokedRetention time.Duration `env:"API_KEY_REVOKED_RETENTION" default:"720h" help:"how long a revoked API key stays listed (and readable) by GET /api/v1/api-keys"`
+	LastUsedFlush    time.Duration `env:"API_KEY_LAST_USED_FLUSH" default:"1m" help:"how often each gateway writes the lastUsedAt of the keys used since (one bulk write); lastUsedAt is at most this far behind"`
+}
+
+// Limits are the limits of the apikeys service.
+func (k APIKeys) Limits() apikeys.Limits {
+	return apikeys.Limits{MaxPerAccount: k.MaxPerAccount, MaxTTL: k.MaxTTL, MaxNameBytes: k.MaxNameBytes, MaxScope: k.MaxScope,
+		Overlap: k.RotationOverlap, Retention: k.RevokedRetention}
+}
+
+// LoadAPIKeys reads only the API key limits (platformctl).
+func LoadAPIKeys() (APIKeys, error) {
+	var k APIKeys
+	err := config.Load(&k)
+	return k, err
 }
 
 // Load reads the configuration from the environment.

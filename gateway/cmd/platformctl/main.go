@@ -20,10 +20,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/analyticsco/platform/gateway/config"
+	"github.com/analyticsco/platform/gateway/internal/apikeys"
 	"github.com/analyticsco/platform/gateway/internal/credentials"
 	"github.com/analyticsco/platform/gateway/internal/platformctl"
 	"github.com/analyticsco/platform/gateway/internal/store"
-	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/server"
 )
@@ -37,6 +38,7 @@ Usage:
   platformctl users create --account ID --username NAME --email EMAIL --role viewer|ai_bi_user|developer|admin [--first-name NAME]
   platformctl keys create --user ID --kind account|personal [--scope ID,ID] [--name NAME] [--ttl DURATION]
   platformctl keys revoke --id KEYID
+  platformctl keys rotate --id KEYID
   platformctl tokens issue --user ID [--ttl 1h]
   platformctl identity-key --service workspace-svc|embed-svc|dbtsync-svc
       prints the service's own forwarded-identity key, derived from IDENTITY_SIGNING_KEY
@@ -45,7 +47,8 @@ Usage:
 
 Output is JSON (--json is accepted everywhere and is the default).
 
-keys create and keys revoke are recorded in the audit trail (GET /api/v1/audit of the
+keys create, revoke and rotate run the code of the gateway's /api/v1/api-keys (its rules
+and API_KEY_* limits) and are recorded in the audit trail (GET /api/v1/audit of the
 key's account): they need NATS_URL reachable, and refuse to change anything otherwise.
 The operator recorded is PLATFORMCTL_OPERATOR, else the OS user.
 
@@ -204,6 +207,7 @@ var commands = map[string]func(c *invocation) (any, error){
 	"users create":       createUser,
 	"keys create":        createKey,
 	"keys revoke":        revokeKey,
+	"keys rotate":        rotateKey,
 	"tokens issue":       issueToken,
 }
 
@@ -266,14 +270,48 @@ func createUser(c *invocation) (any, error) {
 	return c.st.UpsertUser(c.ctx, store.UserSpec{AccountID: *acct, Username: *username, Email: *email, FirstName: *first, Role: *role})
 }
 
-// createKey creates an API key and records it in the key's account's audit trail: the
-// AUDIT stream must be reachable before anything changes.
+// keyService is the API-key service on the identity store, recording in aud: the code
+// of POST /api/v1/api-keys, with the limits of the gateway's environment.
+func (c *invocation) keyService(aud *platformctl.Auditor) (*apikeys.Service, error) {
+	limits, err := config.LoadAPIKeys()
+	if err != nil {
+		return nil, err
+	}
+	return apikeys.New(c.st, aud, limits.Limits(), nil), nil
+}
+
+// auditedKeyChange runs change with the API-key service, recorded in the key's
+// account's audit trail: the AUDIT stream must be reachable before anything changes.
+func (c *invocation) auditedKeyChange(change func(svc *apikeys.Service) (any, error)) (any, error) {
+	aud, err := platformctl.NewAuditor(c.env.natsURL)
+	if err != nil {
+		return nil, err
+	}
+	defer aud.Close()
+	svc, err := c.keyService(aud)
+	if err != nil {
+		return nil, err
+	}
+	result, err := change(svc)
+	if err != nil {
+		return nil, err
+	}
+	if err := aud.Err(); err != nil {
+		// The change was made (a new secret is shown only once): print it, then say what
+		// failed.
+		_ = json.NewEncoder(c.stdout).Encode(result)
+		return nil, err
+	}
+	return result, nil
+}
+
+// createKey creates an API key for a user.
 func createKey(c *invocation) (any, error) {
 	userID := c.fs.Int64("user", 0, "owner user id")
 	kind := c.fs.String("kind", "account", "account or personal")
 	scope := c.fs.String("scope", "", "comma-separated deployment ids")
-	name := c.fs.String("name", "", "a label for the key")
-	ttl := c.fs.Duration("ttl", 0, "expiry (0 = none)")
+	name := c.fs.String("name", "platformctl", "a label for the key")
+	ttl := c.fs.Duration("ttl", 0, "expiry (0 = API_KEY_MAX_TTL)")
 	if err := c.parse(); err != nil {
 		return nil, err
 	}
@@ -285,31 +323,23 @@ func createKey(c *invocation) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	aud, err := platformctl.NewAuditor(c.env.natsURL)
-	if err != nil {
-		return nil, err
-	}
-	defer aud.Close()
-	key, err := platformctl.CreateKey(c.ctx, c.st, u, *kind, ids, *name, *ttl)
-	if err != nil {
-		return nil, err
-	}
-	keyID, _, _ := credentials.ParseAPIKey(key)
-	result := map[string]any{"id": keyID, "key": key, "kind": *kind, "scope": ids, "userId": u.ID}
-	ev := audit.Event{AccountID: u.AccountID, Action: platformctl.ActionKeyCreate, Target: audit.Target{Type: "api_key", ID: keyID},
-		Details: map[string]any{"userId": u.ID, "kind": *kind, "scope": ids, "name": *name}}
+	req := apikeys.CreateRequest{Name: *name, Kind: *kind, Scope: ids, Owner: &apikeys.Owner{Type: apikeys.OwnerUser, ID: u.ID}}
 	if *ttl > 0 {
-		ev.Details["ttl"] = ttl.String()
+		exp := time.Now().Add(*ttl)
+		req.ExpiresAt = &exp
 	}
-	if err := aud.Record(c.ctx, ev); err != nil {
-		// The key exists: print it (it is shown only once), then say what failed.
-		_ = json.NewEncoder(c.stdout).Encode(result)
-		return nil, err
-	}
-	return result, nil
+	return c.auditedKeyChange(func(svc *apikeys.Service) (any, error) {
+		out, err := svc.Create(c.ctx, apikeys.Operator(u.AccountID), req)
+		if err != nil {
+			return nil, err
+		}
+		// "key" is what this command has always printed; "token" is the API's name.
+		return map[string]any{"id": out.ID, "key": out.Token, "token": out.Token, "kind": out.Kind, "scope": out.Scope,
+			"userId": u.ID, "expiresAt": out.ExpiresAt}, nil
+	})
 }
 
-// revokeKey revokes an API key and records it in its account's audit trail.
+// revokeKey revokes an API key.
 func revokeKey(c *invocation) (any, error) {
 	id := c.fs.String("id", "", "key id")
 	if err := c.parse(); err != nil {
@@ -319,19 +349,31 @@ func revokeKey(c *invocation) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("key %s: %w", *id, err)
 	}
-	aud, err := platformctl.NewAuditor(c.env.natsURL)
-	if err != nil {
+	return c.auditedKeyChange(func(svc *apikeys.Service) (any, error) {
+		if _, err := svc.Revoke(c.ctx, apikeys.Operator(k.AccountID), *id); err != nil {
+			return nil, fmt.Errorf("key %s: %w", *id, err)
+		}
+		return map[string]any{"id": *id, "revoked": true}, nil
+	})
+}
+
+// rotateKey gives an API key a new secret; the old one works for API_KEY_ROTATION_OVERLAP.
+func rotateKey(c *invocation) (any, error) {
+	id := c.fs.String("id", "", "key id")
+	if err := c.parse(); err != nil {
 		return nil, err
 	}
-	defer aud.Close()
-	if err := c.st.RevokeAPIKey(c.ctx, *id); err != nil {
+	k, err := c.st.APIKey(c.ctx, *id)
+	if err != nil {
 		return nil, fmt.Errorf("key %s: %w", *id, err)
 	}
-	if err := aud.Record(c.ctx, audit.Event{AccountID: k.AccountID, Action: platformctl.ActionKeyRevoke,
-		Target: audit.Target{Type: "api_key", ID: k.ID}, Details: map[string]any{"userId": k.UserID, "kind": k.Kind}}); err != nil {
-		return nil, err
-	}
-	return map[string]any{"id": *id, "revoked": true}, nil
+	return c.auditedKeyChange(func(svc *apikeys.Service) (any, error) {
+		out, err := svc.Rotate(c.ctx, apikeys.Operator(k.AccountID), *id)
+		if err != nil {
+			return nil, fmt.Errorf("key %s: %w", *id, err)
+		}
+		return out, nil
+	})
 }
 
 func issueToken(c *invocation) (any, error) {

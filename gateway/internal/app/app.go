@@ -20,12 +20,15 @@ import (
 
 	"github.com/analyticsco/platform/embed-svc/token"
 	"github.com/analyticsco/platform/gateway/internal/apidocs"
+	"github.com/analyticsco/platform/gateway/internal/apikeys"
 	"github.com/analyticsco/platform/gateway/internal/auth"
 	"github.com/analyticsco/platform/gateway/internal/embedauth"
 	"github.com/analyticsco/platform/gateway/internal/gateway"
 	"github.com/analyticsco/platform/gateway/internal/h1"
 	"github.com/analyticsco/platform/gateway/internal/ratelimit"
 	"github.com/analyticsco/platform/gateway/internal/store"
+	"github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/libs/audit/publish"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/identity/lookup"
 	"github.com/analyticsco/platform/libs/natsx"
@@ -86,6 +89,15 @@ type Deps struct {
 	OpenAPIJSON []byte
 	Now         func() time.Time // nil: time.Now
 	Configure   func(*gateway.Options)
+
+	// APIKeys bound the keys /api/v1/api-keys creates (zero fields: apikeys.DefaultLimits).
+	APIKeys apikeys.Limits
+	// LastUsedFlush is how often the keys' in-memory last uses are written to the
+	// identity store (default 1m): lastUsedAt is at most that far behind.
+	LastUsedFlush time.Duration
+	// Audit records the API-key changes (nil: a publisher on NATS, with its outbox in
+	// the identity store's database).
+	Audit audit.Recorder
 }
 
 // App is the wired gateway.
@@ -114,6 +126,25 @@ func New(ctx context.Context, d Deps) (*App, error) {
 		go authn.WatchChanges(ctx, cmp.Or(d.RevocationPoll, time.Second))
 	}
 	go d.Keys.Run(ctx, cmp.Or(d.JWKSRefresh, 5*time.Minute))
+	rec := d.Audit
+	if rec == nil {
+		po := publish.Options{Service: ServiceName, NATS: d.NATS, Outbox: publish.NewMongoOutbox(d.Store.Database()), Logger: d.Logger}
+		if d.Registry != nil {
+			po.Registry = d.Registry
+		}
+		pub, err := publish.NewPublisher(po)
+		if err != nil {
+			return nil, err
+		}
+		pub.Start(ctx)
+		rec = pub
+	}
+	lastUsedWrites := prometheus.NewCounter(prometheus.CounterOpts{Name: "gateway_api_key_last_used_writes_total",
+		Help: "API keys whose lastUsedAt a flush wrote (at most one per key, replica and flush interval)."})
+	if d.Registry != nil {
+		d.Registry.MustRegister(lastUsedWrites)
+	}
+	go authn.RunLastUsedFlush(ctx, d.Store, cmp.Or(d.LastUsedFlush, time.Minute), func(n int) { lastUsedWrites.Add(float64(n)) })
 
 	o := gateway.Options{
 		Auth: authn, Embed: d.Embed, Signer: d.Signer, Upstreams: d.Upstreams,
@@ -123,6 +154,7 @@ func New(ctx context.Context, d Deps) (*App, error) {
 		OpenAPIJSON: d.OpenAPIJSON, Logger: d.Logger,
 		GenerateSessionLimit: d.GenerateSessionLimit, ExchangeLimit: d.ExchangeLimit, AuthFailureLimit: d.AuthFailureLimit,
 		TrustedProxies: d.TrustedProxies,
+		APIKeys:        apikeys.New(d.Store, rec, d.APIKeys, d.Now),
 	}
 	if len(d.OpenAPIJSON) > 0 {
 		ref, err := apidocs.Handler("Analytics Platform Management API: reference", "/api/v1/openapi.json")

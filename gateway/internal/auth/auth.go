@@ -6,7 +6,6 @@ package auth
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -83,6 +82,10 @@ type Authenticator struct {
 	throttledLookups  *Cache[string, struct{}]
 	throttledInterval time.Duration
 	usernames         *Cache[usernameKey, int64] // the services' user lookups (LookupUser)
+	// rechecked are the key ids whose record was read again for a secret the cached one
+	// did not know, in the last throttledInterval.
+	rechecked *Cache[string, struct{}]
+	used      *usage
 }
 
 type tokenEntry struct {
@@ -132,6 +135,8 @@ func New(o Options) *Authenticator {
 		verifiedKeys: NewCache[string, struct{}](100_000, o.Now), throttledLookups: NewCache[string, struct{}](100_000, o.Now),
 		throttledInterval: o.ThrottledLookupInterval,
 		usernames:         NewCache[usernameKey, int64](100_000, o.Now),
+		rechecked:         NewCache[string, struct{}](100_000, o.Now),
+		used:              newUsage(),
 	}
 }
 
@@ -174,8 +179,8 @@ func (a *Authenticator) APIKey(ctx context.Context, raw string) (*identity.Princ
 	if !ok {
 		return nil, fmt.Errorf("%w: malformed API key", ErrUnauthenticated)
 	}
-	k, ok := a.keys.Get(keyID)
-	if !ok {
+	k, cached := a.keys.Get(keyID)
+	if !cached {
 		if _, missing := a.missingKeys.Get(keyID); missing {
 			return nil, fmt.Errorf("%w: unknown API key", ErrUnauthenticated)
 		}
@@ -198,9 +203,22 @@ func (a *Authenticator) APIKey(ctx context.Context, raw string) (*identity.Princ
 		a.verifiedKeys.Put(keyID, struct{}{}, a.now().Add(VerifiedKeyMemory))
 	}
 	// The hash is compared on every request, cached or not, so a cache entry can never
-	// authenticate a different secret.
-	if subtle.ConstantTimeCompare(hash[:], k.SecretHash) != 1 {
-		return nil, fmt.Errorf("%w: unknown API key", ErrUnauthenticated)
+	// authenticate a different secret. A cached record that does not know the secret may
+	// predate a rotation on another replica: it is read again, at most once per key id
+	// and throttled interval, so a new secret works at once and guesses cost no more.
+	if !k.Authenticates(hash[:], a.now()) {
+		if !cached || !a.mayRecheck(keyID) {
+			return nil, fmt.Errorf("%w: unknown API key", ErrUnauthenticated)
+		}
+		fresh, err := a.dir.APIKey(ctx, keyID)
+		if err != nil || !fresh.Authenticates(hash[:], a.now()) {
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%w: unknown API key", ErrUnauthenticated)
+		}
+		k = fresh
+		a.keys.Put(keyID, k, a.now().Add(a.ttl))
 	}
 	if k.RevokedAt != nil {
 		return nil, fmt.Errorf("%w: API key revoked", ErrUnauthenticated)
@@ -216,8 +234,19 @@ func (a *Authenticator) APIKey(ctx context.Context, raw string) (*identity.Princ
 	if err != nil {
 		return nil, err
 	}
+	a.used.mark(k.ID, a.now())
 	return &identity.Principal{Credential: identity.CredentialAPIKey, Account: acct.Identity(), User: u.Identity(),
 		KeyID: k.ID, KeyKind: k.Kind, KeyScope: k.Scope}, nil
+}
+
+// mayRecheck reports whether a cached key's record may be read again now because a
+// secret did not match it, and if so remembers that it was.
+func (a *Authenticator) mayRecheck(keyID string) bool {
+	if _, recent := a.rechecked.Get(keyID); recent {
+		return false
+	}
+	a.rechecked.Put(keyID, struct{}{}, a.now().Add(a.throttledInterval))
+	return true
 }
 
 // mayLookUpThrottled decides whether a throttled request may look key id up in the

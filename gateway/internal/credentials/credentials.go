@@ -38,6 +38,19 @@ func NewAPIKey() (keyID, key string, secretHash []byte) {
 	return keyID, keyPrefix + keyID + "_" + s, h[:]
 }
 
+// NewAPIKeySecret returns a new full key for an existing key id (a rotation) and its
+// secret's hash.
+func NewAPIKeySecret(keyID string) (key string, secretHash []byte, err error) {
+	if len(keyID) != 16 {
+		return "", nil, errors.New("credentials: a key id is 16 hex characters")
+	}
+	var secret [32]byte
+	_, _ = rand.Read(secret[:])
+	s := base64.RawURLEncoding.EncodeToString(secret[:])
+	h := sha256.Sum256([]byte(s))
+	return keyPrefix + keyID + "_" + s, h[:], nil
+}
+
 // ParseAPIKey splits a key into its id and the hash of its secret.
 func ParseAPIKey(key string) (keyID string, secretHash [32]byte, ok bool) {
 	rest, found := strings.CutPrefix(key, keyPrefix)

@@ -26,6 +26,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/analyticsco/platform/gateway/internal/apikeys"
 	"github.com/analyticsco/platform/gateway/internal/auth"
 	"github.com/analyticsco/platform/gateway/internal/h1"
 	"github.com/analyticsco/platform/gateway/internal/ratelimit"
@@ -75,6 +76,8 @@ type Options struct {
 	// MaxURIBytes bounds the request target of a routed request (414 beyond; default
 	// 8 KiB, nginx's).
 	MaxURIBytes int
+	// APIKeys serves /api/v1/api-keys (nil: those paths are 404).
+	APIKeys *apikeys.Service
 }
 
 // Gateway is the handler of the public API, served by the gateway's own HTTP/1.1
@@ -285,6 +288,11 @@ func (g *Gateway) ServeH1(w *h1.ResponseWriter, r *h1.Request) {
 	}
 	p, ok := g.authenticate(w, r, rt)
 	if !ok || !g.withinRateLimit(w, r, rt, p) {
+		return
+	}
+	if rt.svc == svcNone {
+		p.ClientAddr = g.clientIP(r)
+		g.serveAPIKeys(w, r, p)
 		return
 	}
 	// Public routes get a signed anonymous principal too, so a service can tell a request

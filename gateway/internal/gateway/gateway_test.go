@@ -437,6 +437,9 @@ func TestRoutingAndLimits(t *testing.T) {
 		}
 		for _, route := range gateway.OwnRoutes() {
 			method, path, _ := strings.Cut(route, " ")
+			if strings.HasPrefix(path, "/api/v1/api-keys") {
+				continue // an admin's routes (TestAPIKeyLifecycle requests each one)
+			}
 			if code, _, _ := h.do(method, path, "", nil); code != 200 {
 				t.Fatalf("%s: %d", route, code)
 			}

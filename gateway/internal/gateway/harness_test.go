@@ -49,6 +49,20 @@ type harness struct {
 	upstream map[string]*httptest.Server
 	clock    *fakeClock
 	extra    map[string]string // more credentials created by the harness
+	deps     app.Deps          // what the gateway was built from (another replica: replica)
+}
+
+// replica starts another gateway replica on the same identity store and services, from
+// the same dependencies, until the test ends.
+func (h *harness) replica() (*app.App, *gatewayServer) {
+	h.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	h.t.Cleanup(cancel)
+	a, err := app.New(ctx, h.deps)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return a, serveGateway(h.t, a)
 }
 
 type fakeClock struct{ offset time.Duration }
@@ -59,6 +73,12 @@ func (c *fakeClock) now() time.Time { return time.Now().Add(c.offset) }
 // and runs the real gateway in front of three echo services that verify the forwarded
 // identity exactly as the real services do.
 func newHarness(t *testing.T, opts ...func(*gateway.Options)) *harness {
+	t.Helper()
+	return newHarnessWith(t, nil, opts...)
+}
+
+// newHarnessWith is newHarness with the gateway's dependencies changed by dep first.
+func newHarnessWith(t *testing.T, dep func(*app.Deps), opts ...func(*gateway.Options)) *harness {
 	t.Helper()
 	ctx := context.Background()
 	m := devstack.MongoForTest(t)
@@ -102,7 +122,7 @@ func newHarness(t *testing.T, opts ...func(*gateway.Options)) *harness {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	a, err := app.New(ctx, app.Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Store: st, Signer: signer,
+	d := app.Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Store: st, Signer: signer,
 		Keys: auth.NewKeySet([]crypto.PublicKey{pub}, ""), Issuer: issuer.Issuer, Audience: issuer.Audience, Upstreams: upstreams,
 		BigBodyLimit: 8 << 20, UpstreamTimeout: 5 * time.Second, DialTimeout: time.Second, CacheTTL: time.Minute,
 		RevocationPoll: -1, OpenAPIJSON: []byte(`{"openapi":"3.0.3"}`), Now: h.clock.now,
@@ -110,7 +130,12 @@ func newHarness(t *testing.T, opts ...func(*gateway.Options)) *harness {
 			for _, f := range opts {
 				f(o)
 			}
-		}})
+		}}
+	if dep != nil {
+		dep(&d)
+	}
+	h.deps = d
+	a, err := app.New(ctx, d)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -138,6 +138,9 @@ func match(p string) (route, bool) {
 		return route{name: "groups", svc: svcEmbed, policy: policyAccountAdmin}, true
 	case p == "/api/v1/user-attributes", strings.HasPrefix(p, "/api/v1/user-attributes/"):
 		return route{name: "user-attributes", svc: svcEmbed, policy: policyAccountAdmin}, true
+	case p == apiKeysPath, strings.HasPrefix(p, apiKeysPath+"/"):
+		// The gateway's own: the keys live in its identity store (serveAPIKeys).
+		return route{name: "api-keys", svc: svcNone, policy: policyAccountAdmin}, true
 	case p == "/api/v1/audit":
 		// The audit trail is served by its owner, embed-svc's audit module.
 		return route{name: "audit", svc: svcEmbed, policy: policyAccountAdmin}, true
@@ -167,7 +170,10 @@ func parseID(s string) (int64, bool) {
 	return id, err == nil && id > 0
 }
 
-// OwnRoutes are the routes the gateway answers itself instead of forwarding (serveOwn):
-// the API document and its reference, each GET (and HEAD) only. The routes test compares
-// them with openapi.yaml, and the gateway's tests request each one.
-func OwnRoutes() []string { return []string{"GET /api/v1/openapi.json", "GET /api/v1/docs"} }
+// OwnRoutes are the routes the gateway answers itself instead of forwarding: the API
+// document and its reference, each GET (and HEAD) only (serveOwn), and the account's
+// API keys (serveAPIKeys). The routes test compares them with openapi.yaml, and the
+// gateway's tests request each one.
+func OwnRoutes() []string {
+	return append([]string{"GET /api/v1/openapi.json", "GET /api/v1/docs"}, apiKeyRoutes...)
+}

@@ -11,15 +11,17 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/analyticsco/platform/gateway/internal/apikeys"
 	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/audit/publish"
 	"github.com/analyticsco/platform/libs/server"
 )
 
-// The actions platformctl records.
+// The actions platformctl records: the API-key service's own.
 const (
-	ActionKeyCreate = "platform.api_key.create"
-	ActionKeyRevoke = "platform.api_key.revoke"
+	ActionKeyCreate = apikeys.ActionCreate
+	ActionKeyRevoke = apikeys.ActionRevoke
+	ActionKeyRotate = apikeys.ActionRotate
 )
 
 // Auditor records platformctl's changes (API keys created and revoked) in the audit
@@ -30,7 +32,10 @@ type Auditor struct {
 	nc       *nats.Conn
 	pub      *publish.Publisher
 	operator string
+	err      error // the first event not acknowledged
 }
+
+var _ audit.Recorder = (*Auditor)(nil)
 
 // deliverTimeout is how long a command waits for the stream to take its event.
 const deliverTimeout = 10 * time.Second
@@ -63,18 +68,22 @@ func operatorName() string {
 	return "unknown"
 }
 
-// Record delivers ev, done by the operator, to the stream; an error says the change was
-// made but its event is only in the log line (stderr).
-func (a *Auditor) Record(ctx context.Context, ev audit.Event) error {
-	ev.Actor = audit.Actor{Type: audit.ActorOperator, ID: a.operator}
-	a.pub.Record(ctx, ev)
+// Record delivers events, done by the operator, to the stream and waits for it; Err
+// then says whether one was not acknowledged (it is only in its log line, on stderr).
+func (a *Auditor) Record(ctx context.Context, events ...audit.Event) {
+	for i := range events {
+		events[i].Actor = audit.Actor{Type: audit.ActorOperator, ID: a.operator}
+	}
+	a.pub.Record(ctx, events...)
 	ctx, cancel := context.WithTimeout(ctx, deliverTimeout)
 	defer cancel()
-	if n := a.pub.Flush(ctx); n > 0 {
-		return fmt.Errorf("the change was made, but its audit event was not acknowledged by the AUDIT stream within %s; the event is in the log line above", deliverTimeout)
+	if n := a.pub.Flush(ctx); n > 0 && a.err == nil {
+		a.err = fmt.Errorf("the change was made, but its audit event was not acknowledged by the AUDIT stream within %s; the event is in the log line above", deliverTimeout)
 	}
-	return nil
 }
+
+// Err is the failure to deliver an event Record was given, if any.
+func (a *Auditor) Err() error { return a.err }
 
 // Close disconnects.
 func (a *Auditor) Close() { a.nc.Close() }

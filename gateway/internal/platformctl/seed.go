@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/analyticsco/platform/gateway/internal/apikeys"
 	"github.com/analyticsco/platform/gateway/internal/credentials"
 	"github.com/analyticsco/platform/gateway/internal/store"
 	"github.com/analyticsco/platform/libs/identity"
@@ -139,27 +140,17 @@ func Seed(ctx context.Context, st *store.Store, issuer credentials.Issuer, gatew
 	return out, nil
 }
 
-// CreateKey creates an API key for user and returns the key, which is shown only now.
+// CreateKey creates an API key for user and returns the key, which is shown only now:
+// the API-key service's Create (the same rules as POST /api/v1/api-keys), unaudited.
+// A zero ttl takes the service's longest.
 func CreateKey(ctx context.Context, st *store.Store, u store.User, kind string, scope []int64, name string, ttl time.Duration) (string, error) {
-	if kind != identity.KeyAccount && kind != identity.KeyPersonal {
-		return "", fmt.Errorf("%w: key kind must be account or personal", store.ErrInvalid)
-	}
-	for _, id := range scope {
-		d, err := st.Deployment(ctx, id)
-		if err != nil || d.AccountID != u.AccountID {
-			return "", fmt.Errorf("%w: deployment %d is not in the user's account", store.ErrInvalid, id)
-		}
-	}
-	id, key, hash := credentials.NewAPIKey()
-	rec := store.APIKey{ID: id, AccountID: u.AccountID, UserID: u.ID, Kind: kind, Name: name, Scope: scope, SecretHash: hash}
+	req := apikeys.CreateRequest{Name: name, Kind: kind, Scope: scope, Owner: &apikeys.Owner{Type: apikeys.OwnerUser, ID: u.ID}}
 	if ttl > 0 {
-		exp := time.Now().Add(ttl).UTC()
-		rec.ExpiresAt = &exp
+		exp := time.Now().Add(ttl)
+		req.ExpiresAt = &exp
 	}
-	if err := st.InsertAPIKey(ctx, rec); err != nil {
-		return "", err
-	}
-	return key, nil
+	out, err := apikeys.New(st, nil, apikeys.Limits{}, nil).Create(ctx, apikeys.Operator(u.AccountID), req)
+	return out.Token, err
 }
 
 func kebab(s string) string {

@@ -4,6 +4,7 @@ package store
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"regexp"
@@ -83,17 +84,40 @@ func (u User) Identity() *identity.User {
 
 // APIKey is an API key's record; the secret itself is never stored.
 type APIKey struct {
-	ID         string     `bson:"_id" json:"id"`
-	AccountID  int64      `bson:"accountId" json:"accountId"`
-	UserID     int64      `bson:"userId" json:"userId"`
-	Kind       string     `bson:"kind" json:"kind"`
-	Name       string     `bson:"name" json:"name"`
-	Scope      []int64    `bson:"scope" json:"scope"`
-	SecretHash []byte     `bson:"secretHash" json:"-"`
-	CreatedAt  time.Time  `bson:"createdAt" json:"createdAt"`
-	UpdatedAt  time.Time  `bson:"updatedAt" json:"updatedAt"`
-	ExpiresAt  *time.Time `bson:"expiresAt,omitempty" json:"expiresAt,omitempty"`
-	RevokedAt  *time.Time `bson:"revokedAt,omitempty" json:"revokedAt,omitempty"`
+	ID        string `bson:"_id" json:"id"`
+	AccountID int64  `bson:"accountId" json:"accountId"`
+	// OwnerType is who the key acts for: OwnerUser (UserID), the only type so far; empty
+	// in records written before owners had a type, which are a user's.
+	OwnerType  string  `bson:"ownerType,omitempty" json:"ownerType,omitempty"`
+	UserID     int64   `bson:"userId" json:"userId"`
+	Kind       string  `bson:"kind" json:"kind"`
+	Name       string  `bson:"name" json:"name"`
+	Scope      []int64 `bson:"scope" json:"scope"`
+	SecretHash []byte  `bson:"secretHash" json:"-"`
+	// PrevSecretHash is the secret a rotation replaced: it still authenticates until
+	// PrevSecretUntil, then never again.
+	PrevSecretHash  []byte     `bson:"prevSecretHash,omitempty" json:"-"`
+	PrevSecretUntil *time.Time `bson:"prevSecretUntil,omitempty" json:"-"`
+	CreatedAt       time.Time  `bson:"createdAt" json:"createdAt"`
+	UpdatedAt       time.Time  `bson:"updatedAt" json:"updatedAt"`
+	ExpiresAt       *time.Time `bson:"expiresAt,omitempty" json:"expiresAt,omitempty"`
+	RevokedAt       *time.Time `bson:"revokedAt,omitempty" json:"revokedAt,omitempty"`
+	RotatedAt       *time.Time `bson:"rotatedAt,omitempty" json:"rotatedAt,omitempty"`
+	// LastUsedAt is written by the gateways' flush of their in-memory marks, without
+	// touching UpdatedAt (it is no change a cache must see).
+	LastUsedAt *time.Time `bson:"lastUsedAt,omitempty" json:"lastUsedAt,omitempty"`
+}
+
+// OwnerUser is the owner type of a key that acts for a user of its account.
+const OwnerUser = "user"
+
+// Authenticates reports whether hash is the key's secret, or the secret a rotation
+// replaced while its overlap lasts, compared in constant time.
+func (k APIKey) Authenticates(hash []byte, now time.Time) bool {
+	if subtle.ConstantTimeCompare(hash, k.SecretHash) == 1 {
+		return true
+	}
+	return k.PrevSecretUntil != nil && now.Before(*k.PrevSecretUntil) && subtle.ConstantTimeCompare(hash, k.PrevSecretHash) == 1
 }
 
 // Store is the identity store.
@@ -142,6 +166,10 @@ func (s *Store) EnsureIndexes(ctx context.Context) error {
 	}
 	// The change poller of every gateway replica asks each of these for recent updates
 	// every second: an index keeps that a range read, not a scan.
+	// An account's keys are listed and counted by account.
+	if _, err := s.keys.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "accountId", Value: 1}, {Key: "_id", Value: 1}}}); err != nil {
+		return fmt.Errorf("create accountId index on %s: %w", s.keys.Name(), err)
+	}
 	for _, c := range []*mongo.Collection{s.accounts, s.users, s.deployments, s.keys} {
 		if _, err := c.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "updatedAt", Value: 1}}}); err != nil {
 			return fmt.Errorf("create updatedAt index on %s: %w", c.Name(), err)
@@ -157,6 +185,9 @@ func (s *Store) WithClock(now func() time.Time) *Store {
 	c.now = now
 	return &c
 }
+
+// Database is the identity store's database (the gateway's audit outbox lives there).
+func (s *Store) Database() *mongo.Database { return s.db }
 
 // Ping checks the database.
 func (s *Store) Ping(ctx context.Context) error { return s.db.Client().Ping(ctx, nil) }
@@ -304,6 +335,13 @@ func (s *Store) InsertAPIKey(ctx context.Context, k APIKey) error {
 	return wrap(err)
 }
 
+// DeleteAPIKey removes a key record: only a key just created over the account's bound,
+// whose secret nobody was given.
+func (s *Store) DeleteAPIKey(ctx context.Context, keyID string) error {
+	_, err := s.keys.DeleteOne(ctx, bson.D{{Key: "_id", Value: keyID}})
+	return wrap(err)
+}
+
 // RevokeAPIKey marks a key revoked; revoking twice is a no-op.
 func (s *Store) RevokeAPIKey(ctx context.Context, keyID string) error {
 	now := s.now()
@@ -318,6 +356,76 @@ func (s *Store) RevokeAPIKey(ctx context.Context, keyID string) error {
 		}
 	}
 	return nil
+}
+
+// RotateAPIKey gives an unrevoked key a new secret hash; the current one keeps
+// authenticating until overlapUntil (a rotation during an overlap ends the older
+// secret's at once). It returns the record as it now is; ErrNotFound when there is no
+// key id, ErrConflict when the key is revoked.
+func (s *Store) RotateAPIKey(ctx context.Context, keyID string, newHash []byte, overlapUntil time.Time) (APIKey, error) {
+	for attempt := 1; ; attempt++ {
+		k, err := s.APIKey(ctx, keyID)
+		if err != nil {
+			return APIKey{}, err
+		}
+		if k.RevokedAt != nil {
+			return APIKey{}, fmt.Errorf("%w: key %s is revoked", ErrConflict, keyID)
+		}
+		now := s.now()
+		// The filter names the secret read: a rotation racing this one makes it miss, and
+		// it is read and applied again, so no secret is lost between two rotations.
+		res, err := s.keys.UpdateOne(ctx, bson.D{{Key: "_id", Value: keyID}, {Key: "revokedAt", Value: nil}, {Key: "secretHash", Value: k.SecretHash}},
+			bson.D{{Key: "$set", Value: bson.D{
+				{Key: "prevSecretHash", Value: k.SecretHash}, {Key: "prevSecretUntil", Value: overlapUntil},
+				{Key: "secretHash", Value: newHash}, {Key: "rotatedAt", Value: now}, {Key: "updatedAt", Value: now},
+			}}})
+		if err != nil {
+			return APIKey{}, wrap(err)
+		}
+		if res.MatchedCount == 1 {
+			k.PrevSecretHash, k.PrevSecretUntil, k.SecretHash, k.RotatedAt, k.UpdatedAt = k.SecretHash, &overlapUntil, newHash, &now, now
+			return k, nil
+		}
+		if attempt == 3 {
+			return APIKey{}, fmt.Errorf("%w: key %s changed during the rotation; retry", ErrConflict, keyID)
+		}
+	}
+}
+
+// APIKeys returns the account's keys by id, those revoked before revokedSince left out.
+func (s *Store) APIKeys(ctx context.Context, accountID int64, revokedSince time.Time) ([]APIKey, error) {
+	cur, err := s.keys.Find(ctx, bson.D{{Key: "accountId", Value: accountID}, {Key: "$or", Value: bson.A{
+		bson.D{{Key: "revokedAt", Value: nil}}, bson.D{{Key: "revokedAt", Value: bson.D{{Key: "$gte", Value: revokedSince}}}},
+	}}}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
+	if err != nil {
+		return nil, wrap(err)
+	}
+	out := []APIKey{}
+	return out, wrap(cur.All(ctx, &out))
+}
+
+// CountLiveAPIKeys counts the account's keys neither revoked nor expired at now.
+func (s *Store) CountLiveAPIKeys(ctx context.Context, accountID int64, now time.Time) (int64, error) {
+	n, err := s.keys.CountDocuments(ctx, bson.D{{Key: "accountId", Value: accountID}, {Key: "revokedAt", Value: nil}, {Key: "$or", Value: bson.A{
+		bson.D{{Key: "expiresAt", Value: nil}}, bson.D{{Key: "expiresAt", Value: bson.D{{Key: "$gt", Value: now}}}},
+	}}})
+	return n, wrap(err)
+}
+
+// MarkAPIKeysUsed raises the lastUsedAt of each key to its time (never lowers it: two
+// gateways flush in any order). UpdatedAt is left alone: no cache needs to reload a key
+// for it.
+func (s *Store) MarkAPIKeysUsed(ctx context.Context, used map[string]time.Time) error {
+	if len(used) == 0 {
+		return nil
+	}
+	models := make([]mongo.WriteModel, 0, len(used))
+	for id, at := range used {
+		models = append(models, mongo.NewUpdateOneModel().SetFilter(bson.D{{Key: "_id", Value: id}}).
+			SetUpdate(bson.D{{Key: "$max", Value: bson.D{{Key: "lastUsedAt", Value: at.UTC().Truncate(time.Millisecond)}}}}))
+	}
+	_, err := s.keys.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
+	return wrap(err)
 }
 
 // Account returns an account by id.
