@@ -118,7 +118,8 @@ func workerPipeline() []string {
 }
 
 // NATSUsers are the platform's NATS users, one per process, and what each may do:
-//   - only the gateway answers identity lookups (and publishes nothing else);
+//   - only the gateway answers identity lookups; it publishes only its own audit subject
+//     (the API keys it manages);
 //   - each service publishes only its own audit subject, and only embed-svc, the trail's
 //     owner, reads the AUDIT stream;
 //   - embed-svc answers workspace-svc's embed viewer lookups (a viewer's current groups),
@@ -138,7 +139,7 @@ func workerPipeline() []string {
 // test checks the file against this table.
 func NATSUsers() []NATSUser {
 	return []NATSUser{
-		{Name: "gateway", Subscribe: []string{identityLookupsAll}, Responds: true},
+		{Name: "gateway", Publish: auditPublisher("gateway"), Subscribe: []string{inbox("gateway"), identityLookupsAll}, Responds: true},
 		{Name: "workspace-svc", Publish: append(auditPublisher("workspace-svc"), viewerGroups),
 			Subscribe: []string{inbox("workspace-svc"), dashboardReach}, Responds: true},
 		{Name: "embed-svc",

@@ -128,8 +128,9 @@ func TestEachNATSUserIsRefusedWhatIsNotItsOwn(t *testing.T) {
 		// to remove an object), nor delete their messages.
 		{"dbtsync-worker", "Publish", managementOf(
 			[]string{"DBTSYNC_JOBS", "KV_dbtsync_jobs", "KV_dbtsync_ledgers", "OBJ_dbtsync_manifests"}, "CREATE", "UPDATE", "DELETE", "MSG.DELETE", "PURGE")},
-		{"gateway", "Publish", []string{"audit.events.gateway", "audit.events.workspace-svc", "identity.lookup.user", "dbtsync.jobs.1", "_INBOX.x"}},
-		{"gateway", "Subscription", []string{"audit.events.>", "_INBOX.>", "_INBOX_gateway.>"}},
+		{"gateway", "Publish", []string{"audit.events.platformctl", "audit.events.workspace-svc", "identity.lookup.user", "dbtsync.jobs.1", "_INBOX.x",
+			"$JS.API.CONSUMER.CREATE.AUDIT.x", "$JS.API.STREAM.DELETE.AUDIT"}},
+		{"gateway", "Subscription", []string{"audit.events.>", "_INBOX.>", "_INBOX_embed-svc.>"}},
 		{"workspace-svc", "Publish", []string{"audit.events.embed-svc", "identity.lookup.deployment", "dbtsync.jobs.1",
 			"$JS.API.CONSUMER.CREATE.AUDIT.x", "$JS.API.STREAM.UPDATE.AUDIT", "$KV.dbtsync_jobs.job.1.x"}},
 		{"workspace-svc", "Subscription", []string{"identity.lookup.*", "audit.events.>"}},

@@ -134,6 +134,7 @@ const (
 	AuditActionEmbedSettingsUpdate                  AuditAction = "embed.settings.update"
 	AuditActionPlatformApiKeyCreate                 AuditAction = "platform.api_key.create"
 	AuditActionPlatformApiKeyRevoke                 AuditAction = "platform.api_key.revoke"
+	AuditActionPlatformApiKeyRotate                 AuditAction = "platform.api_key.rotate"
 	AuditActionWorkspaceDeploymentEmbedAccessChange AuditAction = "workspace.deployment.embed_access_change"
 	AuditActionWorkspaceFavoriteAdd                 AuditAction = "workspace.favorite.add"
 	AuditActionWorkspaceFavoriteRemove              AuditAction = "workspace.favorite.remove"
@@ -203,6 +204,8 @@ func (e AuditAction) Valid() bool {
 	case AuditActionPlatformApiKeyCreate:
 		return true
 	case AuditActionPlatformApiKeyRevoke:
+		return true
+	case AuditActionPlatformApiKeyRotate:
 		return true
 	case AuditActionWorkspaceDeploymentEmbedAccessChange:
 		return true
@@ -289,6 +292,7 @@ const (
 	AuditEventServiceDbtsyncSvc    AuditEventService = "dbtsync-svc"
 	AuditEventServiceDbtsyncWorker AuditEventService = "dbtsync-worker"
 	AuditEventServiceEmbedSvc      AuditEventService = "embed-svc"
+	AuditEventServiceGateway       AuditEventService = "gateway"
 	AuditEventServicePlatformctl   AuditEventService = "platformctl"
 	AuditEventServiceWorkspaceSvc  AuditEventService = "workspace-svc"
 )
@@ -301,6 +305,8 @@ func (e AuditEventService) Valid() bool {
 	case AuditEventServiceDbtsyncWorker:
 		return true
 	case AuditEventServiceEmbedSvc:
+		return true
+	case AuditEventServiceGateway:
 		return true
 	case AuditEventServicePlatformctl:
 		return true

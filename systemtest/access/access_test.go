@@ -382,6 +382,23 @@ var accessRoutes = []accessRoute{
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return fmt.Sprintf("/api/v1/audit?deploymentId=%d", sc.dep), nil
 		}},
+	// API keys, served by the gateway: managing them is account-wide, so an admin's bearer
+	// or unscoped account key only (scoped 403 key_out_of_scope, personal 403
+	// personal_key); another account lists and creates its own, and acme's key is 404.
+	{"list-api-keys", "GET", "/api/v1/api-keys", schemeAPIKeyOrBearer, "401 401 401 401 200 403 403 403 200 403 403 403 401 200 200",
+		func(p *platform, t *testing.T, sc *scope) (string, any) { return "/api/v1/api-keys", nil }},
+	{"create-api-key", "POST", "/api/v1/api-keys", schemeAPIKeyOrBearer, "401 401 401 401 201 403 403 403 201 403 403 403 401 201 201",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return "/api/v1/api-keys", map[string]any{"name": "matrix", "kind": "account", "expiresAt": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)}
+		}},
+	{"get-api-key", "GET", "/api/v1/api-keys/{id}", schemeAPIKeyOrBearer, "401 401 401 401 200 403 403 403 200 403 403 403 401 404 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) { return "/api/v1/api-keys/" + p.freshAPIKey(t), nil }},
+	{"revoke-api-key", "DELETE", "/api/v1/api-keys/{id}", schemeAPIKeyOrBearer, "401 401 401 401 200 403 403 403 200 403 403 403 401 404 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) { return "/api/v1/api-keys/" + p.freshAPIKey(t), nil }},
+	{"rotate-api-key", "POST", "/api/v1/api-keys/{id}/rotate", schemeAPIKeyOrBearer, "401 401 401 401 200 403 403 403 200 403 403 403 401 404 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return "/api/v1/api-keys/" + p.freshAPIKey(t) + "/rotate", nil
+		}},
 	{"list-groups", "GET", "/api/v1/groups", schemeAPIKeyOrBearer, "401 401 401 401 200 200 200 200 200 403 403 403 401 200 200",
 		func(p *platform, t *testing.T, sc *scope) (string, any) { return "/api/v1/groups", nil }},
 	{"create-group", "POST", "/api/v1/groups", schemeAPIKeyOrBearer, "401 401 401 401 200 403 403 403 200 403 403 403 401 200 200",
@@ -1394,6 +1411,15 @@ func (p *platform) freshCatalogEntry(t *testing.T, kind string) string {
 		body["type"] = "string"
 	}
 	out := p.must(t, "POST", "/api/v1/"+kind, adminKey(p), body, 200)
+	idv, _ := out["id"].(string)
+	return idv
+}
+
+// freshAPIKey is a new API key of acme, expiring within the hour, for a call that reads,
+// revokes or rotates it.
+func (p *platform) freshAPIKey(t *testing.T) string {
+	out := p.must(t, "POST", "/api/v1/api-keys", adminBearer(p),
+		map[string]any{"name": "matrix", "kind": "account", "expiresAt": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)}, 201)
 	idv, _ := out["id"].(string)
 	return idv
 }

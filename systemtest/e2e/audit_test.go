@@ -471,6 +471,39 @@ var auditRules = []rule{
 			t.Fatal("the API key's secret is in the audit trail")
 		}
 	}},
+	{"api-key-create-rotate-and-revoke-over-the-api-are-recorded", func(t *testing.T, p *platform) {
+		admin := bearer(p.acme.Users["admin"])
+		r, trace := p.traced(t, "POST", "/api/v1/api-keys", admin, map[string]any{"name": "e2e-audited", "kind": "account", "scope": []int64{p.dep1}})
+		var k struct{ ID, Token string }
+		r.want(t, 201).decode(t, &k)
+		ev := p.awaitEvent(t, "platform.api_key.create", k.ID)
+		if ev.Service != "gateway" || ev.Actor.Type != "user" || ev.Actor.UserID != p.acme.Users["admin"].ID || ev.Details["name"] != "e2e-audited" {
+			t.Fatalf("key create event %+v", ev)
+		}
+		wantOutcome(t, ev, "success", 201, "")
+		wantRequestFields(t, ev, r, trace, 0)
+		// The key works at once, through the gateway, on a route of its scope.
+		p.call(t, "GET", "/api/v1/groups", apiKey(k.Token), nil).want(t, 200)
+		var rot struct{ Token string }
+		p.call(t, "POST", "/api/v1/api-keys/"+k.ID+"/rotate", admin, nil).want(t, 200).decode(t, &rot)
+		wantOutcome(t, p.awaitEvent(t, "platform.api_key.rotate", k.ID), "success", 200, "")
+		p.call(t, "GET", "/api/v1/groups", apiKey(rot.Token), nil).want(t, 200)
+		p.call(t, "DELETE", "/api/v1/api-keys/"+k.ID, admin, nil).want(t, 200)
+		wantOutcome(t, p.awaitEvent(t, "platform.api_key.revoke", k.ID), "success", 200, "")
+		eventually(t, 5*time.Second, "the revoked key refused", func() bool {
+			return p.call(t, "GET", "/api/v1/groups", apiKey(rot.Token), nil).status == 401
+		})
+		// A refused create is recorded too, and no secret is ever in the trail.
+		bad := p.call(t, "POST", "/api/v1/api-keys", admin, map[string]any{"name": "e2e-refused", "kind": "root"}).want(t, 400)
+		ev = p.awaitEventOf(t, admin, url.Values{"action": {"platform.api_key.create"}}, bad)
+		wantOutcome(t, ev, "failure", 400, "invalid_request")
+		raw, _ := json.Marshal(p.auditQuery(t, admin, url.Values{"targetId": {k.ID}}))
+		for _, secret := range []string{k.Token, rot.Token} {
+			if strings.Contains(string(raw), secret[20:]) {
+				t.Fatal("an API key's secret is in the audit trail")
+			}
+		}
+	}},
 	{"every-event-is-one-log-line", func(t *testing.T, p *platform) {
 		f := p.createFolder(t, p.acme.Users["admin"], p.unique("logged"), 0)
 		ev := p.awaitEvent(t, "workspace.folder.create", id64(f.ID))

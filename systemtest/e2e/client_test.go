@@ -160,6 +160,11 @@ var clientRules = []rule{
 		answered(t, r14, err, 200)
 		r15, err := embedded.ListEmbedDashboardsWithResponse(ctx, nil)
 		answered(t, r15, err, 200)
+		// API keys, served by the gateway itself.
+		r16, err := admin.ListApiKeysWithResponse(ctx, nil)
+		if keys := answered(t, r16, err, 200).JSON200; len(keys.Items) == 0 {
+			t.Errorf("acme's keys %s: want the seed's", r16.Body)
+		}
 
 		ops, err := api.Operations()
 		if err != nil {

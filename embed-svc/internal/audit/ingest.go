@@ -234,6 +234,7 @@ var serviceActions = map[string]string{
 	"dbtsync-svc":    "dbtsync.",
 	"dbtsync-worker": "dbtsync.",
 	"platformctl":    "platform.",
+	"gateway":        "platform.", // the API keys it manages
 }
 
 // decode reads one message as an event; false (logged, counted) when it can never be

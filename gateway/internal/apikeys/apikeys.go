@@ -186,7 +186,7 @@ func (s *Service) Create(ctx context.Context, c Caller, req CreateRequest) (With
 	if out.ID != "" {
 		details["ownerId"] = out.Owner.ID
 		if out.ExpiresAt != nil {
-			details["expiresAt"] = out.ExpiresAt.UTC().Format(time.RFC3339)
+			details["expiresAt"] = out.ExpiresAt.UTC().Format(eventTime)
 		}
 	}
 	s.record(ctx, c, ActionCreate, out.ID, err, 201, details)
@@ -366,7 +366,7 @@ func (s *Service) Rotate(ctx context.Context, c Caller, id string) (WithToken, e
 	out, err := s.rotate(ctx, c, id)
 	details := map[string]any{"overlap": s.limits.Overlap.String()}
 	if out.PreviousTokenExpiresAt != nil {
-		details["previousTokenExpiresAt"] = out.PreviousTokenExpiresAt.UTC().Format(time.RFC3339)
+		details["previousTokenExpiresAt"] = out.PreviousTokenExpiresAt.UTC().Format(eventTime)
 	}
 	s.record(ctx, c, ActionRotate, id, err, 200, details)
 	return out, err
@@ -382,7 +382,7 @@ func (s *Service) rotate(ctx context.Context, c Caller, id string) (WithToken, e
 	case k.RevokedAt != nil:
 		return WithToken{}, errs.Conflictf("API key %s is revoked: create a new key", id)
 	case k.ExpiresAt != nil && !now.Before(*k.ExpiresAt):
-		return WithToken{}, errs.Conflictf("API key %s expired at %s: create a new key", id, k.ExpiresAt.UTC().Format(time.RFC3339))
+		return WithToken{}, errs.Conflictf("API key %s expired at %s: create a new key", id, k.ExpiresAt.UTC().Format(eventTime))
 	}
 	secret, hash, err := credentials.NewAPIKeySecret(id)
 	if err != nil {
@@ -408,6 +408,9 @@ func (s *Service) record(ctx context.Context, c Caller, action, keyID string, er
 	ev.Outcome, ev.Details = audit.OutcomeOf(err, ok), details
 	s.rec.Record(ctx, ev)
 }
+
+// eventTime is the API's timestamp form (milliseconds, UTC), for event details.
+const eventTime = "2006-01-02T15:04:05.000Z07:00"
 
 func hasControl(s string) bool {
 	for _, r := range s {
