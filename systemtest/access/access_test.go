@@ -392,9 +392,13 @@ var accessRoutes = []accessRoute{
 			return "/api/v1/api-keys", map[string]any{"name": "matrix", "kind": "account", "expiresAt": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)}
 		}},
 	{"get-api-key", "GET", "/api/v1/api-keys/{id}", schemeAPIKeyOrBearer, "401 401 401 401 200 403 403 403 200 403 403 403 401 404 404",
-		func(p *platform, t *testing.T, sc *scope) (string, any) { return "/api/v1/api-keys/" + p.freshAPIKey(t), nil }},
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return "/api/v1/api-keys/" + p.freshAPIKey(t), nil
+		}},
 	{"revoke-api-key", "DELETE", "/api/v1/api-keys/{id}", schemeAPIKeyOrBearer, "401 401 401 401 200 403 403 403 200 403 403 403 401 404 404",
-		func(p *platform, t *testing.T, sc *scope) (string, any) { return "/api/v1/api-keys/" + p.freshAPIKey(t), nil }},
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return "/api/v1/api-keys/" + p.freshAPIKey(t), nil
+		}},
 	{"rotate-api-key", "POST", "/api/v1/api-keys/{id}/rotate", schemeAPIKeyOrBearer, "401 401 401 401 200 403 403 403 200 403 403 403 401 404 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return "/api/v1/api-keys/" + p.freshAPIKey(t) + "/rotate", nil
