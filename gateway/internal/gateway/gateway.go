@@ -1,8 +1,10 @@
 // Package gateway is the platform's front door: it matches a route, authenticates the
 // credential the route accepts, checks that a deployment in the path belongs to the
 // caller's account and key scope, signs the verified principal for the service, and
-// proxies the request. It never reads a body to decide anything: what an authenticated
-// caller may do is the service's rule.
+// proxies the request. It never reads a forwarded body to decide anything: what an
+// authenticated caller may do is the service's rule. The routes it serves itself (the
+// document, and the account's API keys, which live in its identity store) it answers
+// like a service.
 package gateway
 
 import (
