@@ -41,11 +41,8 @@ func (r reach) Dashboards(ctx context.Context, q embed.ReachQuery) (embed.ReachA
 	if err != nil {
 		return embed.ReachAnswer{}, err
 	}
-	out := embed.ReachAnswer{Truncated: rep.Truncated, Dashboards: make([]embed.ReachDashboard, 0, len(rep.Dashboards))}
-	for _, d := range rep.Dashboards {
-		out.Dashboards = append(out.Dashboards, embed.ReachDashboard{PublicID: d.PublicID, WorkbookID: d.WorkbookID, Title: d.Title,
-			AccessSource: d.AccessSource, ViaFolderID: d.ViaFolderID, ViaRoot: d.ViaRoot,
-			Subject: embed.ReachSubject{Type: d.Subject.Type, Scope: d.Subject.Scope, EmbedTenantName: d.Subject.EmbedTenantName, GroupName: d.Subject.GroupName}})
+	if rep.Dashboards == nil {
+		rep.Dashboards = []embed.ReachDashboard{}
 	}
-	return out, nil
+	return embed.ReachAnswer{Truncated: rep.Truncated, Dashboards: rep.Dashboards}, nil
 }

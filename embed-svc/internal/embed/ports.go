@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/analyticsco/platform/embed-svc/client/contract"
 )
 
 // ExternalUser is a provisioned external user of an account, as a store read it: the
@@ -294,24 +296,13 @@ type ReachQuery struct {
 	InternalRole   string
 }
 
-// ReachSubject is the grant subject that decided a dashboard (client.ReachSubjectRef).
-type ReachSubject struct {
-	Type            string `json:"type"`
-	Scope           string `json:"scope,omitempty"`
-	EmbedTenantName string `json:"embedTenantName,omitempty"`
-	GroupName       string `json:"groupName,omitempty"`
-}
-
-// ReachDashboard is one dashboard the viewer would open (client.ReachDashboard).
-type ReachDashboard struct {
-	PublicID     string       `json:"publicId"`
-	WorkbookID   int64        `json:"workbookId"`
-	Title        *string      `json:"title"`
-	AccessSource string       `json:"accessSource"`
-	Subject      ReachSubject `json:"subject"`
-	ViaFolderID  *int64       `json:"viaFolderId,omitempty"`
-	ViaRoot      bool         `json:"viaRoot,omitempty"`
-}
+// ReachSubject is the grant subject that decided a dashboard, and ReachDashboard one
+// dashboard the viewer would open: the contract's messages (embed-svc/client/contract,
+// which links no transport), as the dry run answers them.
+type (
+	ReachSubject   = contract.ReachSubjectRef
+	ReachDashboard = contract.ReachDashboard
+)
 
 // ReachAnswer lists the dashboards, Truncated when the viewer would open more.
 type ReachAnswer struct {
