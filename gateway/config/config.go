@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/analyticsco/platform/gateway/internal/apikeys"
+	"github.com/analyticsco/platform/gateway/internal/serviceaccounts"
 	"github.com/analyticsco/platform/libs/config"
 	"github.com/analyticsco/platform/libs/redisx"
 )
@@ -53,6 +54,10 @@ type Config struct {
 	// APIKeys bounds the keys of /api/v1/api-keys and platformctl keys.
 	APIKeys
 
+	// ServiceAccounts bounds /api/v1/service-accounts and the tokens of
+	// /api/v1/oauth/token.
+	ServiceAccounts
+
 	// Redis holds the embed-session revocations, checked on every embed-token request,
 	// and the rate-limit counters (REDIS_MODE, REDIS_URL).
 	redisx.RedisConfig
@@ -74,6 +79,26 @@ type APIKeys struct {
 func (k APIKeys) Limits() apikeys.Limits {
 	return apikeys.Limits{MaxPerAccount: k.MaxPerAccount, MaxTTL: k.MaxTTL, MaxNameBytes: k.MaxNameBytes, MaxScope: k.MaxScope,
 		Overlap: k.RotationOverlap, Retention: k.RevokedRetention}
+}
+
+// ServiceAccounts are the settings of service accounts and their client-credentials
+// tokens.
+type ServiceAccounts struct {
+	OAuthSigningKeyFile   string          `env:"OAUTH_SIGNING_KEY_FILE" help:"PKCS#8 PEM Ed25519 private key with which the gateway signs service accounts' access tokens (POST /api/v1/oauth/token); its public key is trusted for bearer tokens beside AUTH_JWT_PUBLIC_KEYS_FILE; unset, the token endpoint is 404. Every replica needs the same key"`
+	OAuthTokenTTL         time.Duration   `env:"OAUTH_TOKEN_TTL" default:"1h" help:"lifetime of a service account's access token (expires_in)"`
+	OAuthTokenBodyLimit   config.ByteSize `env:"OAUTH_TOKEN_BODY_LIMIT" default:"8KiB" help:"largest form body of POST /api/v1/oauth/token (413 beyond)"`
+	MaxServiceAccounts    int64           `env:"SERVICE_ACCOUNT_MAX_PER_ACCOUNT" default:"100" help:"most service accounts (not deleted) of one account; a create beyond it is 400 service_account_limit"`
+	MaxSecrets            int64           `env:"SERVICE_ACCOUNT_MAX_SECRETS" default:"5" help:"most unrevoked client secrets of one service account; a create beyond it is 400 client_secret_limit"`
+	MaxSANameBytes        int             `env:"SERVICE_ACCOUNT_MAX_NAME_BYTES" default:"128" help:"longest service account name, in bytes"`
+	MaxTokenScope         int             `env:"OAUTH_TOKEN_MAX_SCOPE" default:"100" help:"most deployment ids in the scope of a token request (400 invalid_scope beyond)"`
+	SecretRotationOverlap time.Duration   `env:"SERVICE_ACCOUNT_SECRET_ROTATION_OVERLAP" default:"24h" help:"how long the client secret a rotation replaced keeps authenticating"`
+}
+
+// Limits are the limits of the serviceaccounts service; revoked secrets stay listed as
+// long as revoked API keys (retention).
+func (s ServiceAccounts) Limits(retention time.Duration) serviceaccounts.Limits {
+	return serviceaccounts.Limits{MaxPerAccount: s.MaxServiceAccounts, MaxSecrets: s.MaxSecrets, MaxNameBytes: s.MaxSANameBytes,
+		TokenTTL: s.OAuthTokenTTL, MaxScope: s.MaxTokenScope, Overlap: s.SecretRotationOverlap, Retention: retention}
 }
 
 // LoadAPIKeys reads only the API key limits (platformctl).

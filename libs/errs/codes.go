@@ -46,6 +46,8 @@ const (
 	CodeStorageQuota         = "storage_quota"            // 413: what a deployment or account keeps in the dbt sync object store
 	CodeEmbedAccessLimit     = "embed_access_limit"       // 400: entries of one object's embed grants
 	CodeAPIKeyLimit          = "api_key_limit"            // 400: live API keys per account
+	CodeServiceAccountLimit  = "service_account_limit"    // 400: service accounts per account
+	CodeClientSecretLimit    = "client_secret_limit"      // 400: live client secrets per service account
 )
 
 // Codes maps every code to the statuses it is sent with (nil: any other status of its
@@ -60,7 +62,7 @@ var Codes = map[string][]int{
 	CodeDefinitionType: {409}, CodeDepthLimit: {400}, CodeFolderCycle: {400}, CodeFolderNotEmpty: {409},
 	CodeItemLimit: {400}, CodeFavoritesLimit: {400}, CodeNotApplied: {503},
 	CodeJobLimit: {429}, CodeStorageQuota: {413}, CodeEmbedAccessLimit: {400},
-	CodeAPIKeyLimit: {400},
+	CodeAPIKeyLimit: {400}, CodeServiceAccountLimit: {400}, CodeClientSecretLimit: {400},
 }
 
 // DefaultCode is the code of an error that no rule names: one per status.

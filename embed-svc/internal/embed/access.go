@@ -34,6 +34,9 @@ func keyReach(p *identity.Principal) reach {
 	switch {
 	case p == nil:
 		return reach{deployments: []int64{}}
+	case p.Credential == identity.CredentialBearer && len(p.KeyScope) > 0:
+		// A service account's token scoped to deployments reaches those, as a scoped key.
+		return reach{deployments: slices.Clone(p.KeyScope)}
 	case p.Credential == identity.CredentialBearer:
 		return reach{accountWide: true}
 	case p.Credential == identity.CredentialAPIKey:

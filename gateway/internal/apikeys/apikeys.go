@@ -135,7 +135,11 @@ func view(k store.APIKey) Key {
 	if scope == nil {
 		scope = []int64{}
 	}
-	return Key{ID: k.ID, Name: k.Name, Kind: k.Kind, Scope: scope, Owner: Owner{Type: OwnerUser, ID: k.UserID},
+	owner := Owner{Type: OwnerUser, ID: k.UserID}
+	if k.OwnerType == store.OwnerServiceAccount {
+		owner.Type = OwnerServiceAccount
+	}
+	return Key{ID: k.ID, Name: k.Name, Kind: k.Kind, Scope: scope, Owner: owner,
 		CreatedAt: httpx.At(k.CreatedAt), ExpiresAt: httpx.AtPtr(k.ExpiresAt), LastUsedAt: httpx.AtPtr(k.LastUsedAt),
 		RevokedAt: httpx.AtPtr(k.RevokedAt), RotatedAt: httpx.AtPtr(k.RotatedAt)}
 }
@@ -161,6 +165,8 @@ func Authorize(p *identity.Principal) (Caller, error) {
 		return Caller{}, errs.Forbiddenf("a personal API key cannot manage API keys: use an account key").WithCode(errs.CodePersonalKey)
 	case p.Credential == identity.CredentialAPIKey && len(p.KeyScope) > 0:
 		return Caller{}, errs.Forbiddenf("an API key scoped to deployments cannot manage API keys, an account-wide change: use an unscoped key").WithCode(errs.CodeKeyOutOfScope)
+	case len(p.KeyScope) > 0:
+		return Caller{}, errs.Forbiddenf("a token scoped to deployments cannot manage API keys, an account-wide change: use an unscoped token").WithCode(errs.CodeKeyOutOfScope)
 	case p.Credential != identity.CredentialAPIKey && p.Credential != identity.CredentialBearer:
 		return Caller{}, errs.Forbiddenf("managing API keys needs an admin's bearer token or an unscoped admin account key")
 	case p.Role() != identity.RoleAdmin:
@@ -208,7 +214,7 @@ func (s *Service) create(ctx context.Context, c Caller, req CreateRequest) (With
 	case len(req.Scope) > l.MaxScope:
 		return WithToken{}, errs.Invalidf("scope names %d deployments, over the limit of %d", len(req.Scope), l.MaxScope)
 	}
-	ownerID, err := s.owner(ctx, c, req.Owner)
+	ownerID, ownerType, err := s.owner(ctx, c, req.Owner)
 	if err != nil {
 		return WithToken{}, err
 	}
@@ -235,7 +241,7 @@ func (s *Service) create(ctx context.Context, c Caller, req CreateRequest) (With
 		return WithToken{}, limitError(l.MaxPerAccount)
 	}
 	id, token, hash := credentials.NewAPIKey()
-	rec := store.APIKey{ID: id, AccountID: c.Account, OwnerType: store.OwnerUser, UserID: ownerID, Kind: req.Kind, Name: req.Name,
+	rec := store.APIKey{ID: id, AccountID: c.Account, OwnerType: ownerType, UserID: ownerID, Kind: req.Kind, Name: req.Name,
 		Scope: scope, SecretHash: hash, ExpiresAt: &exp}
 	if err := s.st.InsertAPIKey(ctx, rec); err != nil {
 		return WithToken{}, err
@@ -258,26 +264,47 @@ func limitError(n int64) error {
 	return errs.Invalidf("the account has %d live API keys, the limit: revoke one first", n).WithCode(errs.CodeAPIKeyLimit)
 }
 
-// owner resolves the owner of a new key: a user of the account.
-func (s *Service) owner(ctx context.Context, c Caller, o *Owner) (int64, error) {
+// owner resolves the owner of a new key: a person of the account (type user) or one of
+// its service accounts (type serviceAccount), never a deleted one. Without an owner, the
+// key is the caller's own.
+func (s *Service) owner(ctx context.Context, c Caller, o *Owner) (int64, string, error) {
 	if o == nil {
 		if c.Principal == nil || c.Principal.User == nil {
-			return 0, errs.Invalidf("owner is required")
+			return 0, "", errs.Invalidf("owner is required")
 		}
-		return c.Principal.User.ID, nil
+		u, err := s.st.User(ctx, c.Principal.User.ID)
+		if err != nil {
+			return 0, "", err
+		}
+		if u.IsService() {
+			return u.ID, store.OwnerServiceAccount, nil
+		}
+		return u.ID, store.OwnerUser, nil
 	}
 	switch o.Type {
-	case OwnerUser:
-	case OwnerServiceAccount:
-		return 0, errs.Invalidf("owner type serviceAccount is not available yet: a key's owner is a user")
+	case OwnerUser, OwnerServiceAccount:
 	default:
-		return 0, errs.Invalidf("owner.type must be user, not %q", cutString(o.Type))
+		return 0, "", errs.Invalidf("owner.type must be user or serviceAccount, not %q", cutString(o.Type))
 	}
 	u, err := s.st.User(ctx, o.ID)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && u.AccountID != c.Account) {
-		return 0, errs.Invalidf("owner: user %d is not a user of this account", o.ID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && (u.AccountID != c.Account || u.DeletedAt != nil)) {
+		if o.Type == OwnerServiceAccount {
+			return 0, "", errs.Invalidf("owner: service account %d is not a service account of this account", o.ID)
+		}
+		return 0, "", errs.Invalidf("owner: user %d is not a user of this account", o.ID)
 	}
-	return u.ID, err
+	if err != nil {
+		return 0, "", err
+	}
+	switch {
+	case o.Type == OwnerServiceAccount && !u.IsService():
+		return 0, "", errs.Invalidf("owner: user %d is a person, not a service account: use owner type user", o.ID)
+	case o.Type == OwnerUser && u.IsService():
+		return 0, "", errs.Invalidf("owner: user %d is a service account: use owner type serviceAccount", o.ID)
+	case o.Type == OwnerServiceAccount:
+		return u.ID, store.OwnerServiceAccount, nil
+	}
+	return u.ID, store.OwnerUser, nil
 }
 
 // scope checks that every deployment is the account's and within what the caller may

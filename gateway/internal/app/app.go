@@ -8,6 +8,7 @@ package app
 import (
 	"cmp"
 	"context"
+	"crypto/ed25519"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -26,6 +27,7 @@ import (
 	"github.com/analyticsco/platform/gateway/internal/gateway"
 	"github.com/analyticsco/platform/gateway/internal/h1"
 	"github.com/analyticsco/platform/gateway/internal/ratelimit"
+	"github.com/analyticsco/platform/gateway/internal/serviceaccounts"
 	"github.com/analyticsco/platform/gateway/internal/store"
 	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/audit/publish"
@@ -98,6 +100,14 @@ type Deps struct {
 	// Audit records the API-key changes (nil: a publisher on NATS, with its outbox in
 	// the identity store's database).
 	Audit audit.Recorder
+	// ServiceAccounts bound the service accounts, their secrets and tokens (zero fields:
+	// serviceaccounts.DefaultLimits).
+	ServiceAccounts serviceaccounts.Limits
+	// OAuthKey signs service accounts' access tokens (nil: /api/v1/oauth/token issues
+	// none); its public key is trusted for bearer tokens beside Keys.
+	OAuthKey ed25519.PrivateKey
+	// TokenBodyLimit bounds the token endpoint's form body (default 8 KiB).
+	TokenBodyLimit int64
 }
 
 // App is the wired gateway.
@@ -113,6 +123,15 @@ type App struct {
 // New wires the gateway; its background work (JWKS refreshes, the identity store's
 // change poller) runs until ctx ends.
 func New(ctx context.Context, d Deps) (*App, error) {
+	var signing *serviceaccounts.Signing
+	if d.OAuthKey != nil {
+		signing = &serviceaccounts.Signing{Key: d.OAuthKey, Issuer: d.Issuer, Audience: d.Audience}
+		d.Keys.AddStatic(d.OAuthKey.Public())
+	}
+	serviceKid := ""
+	if signing != nil {
+		serviceKid = signing.KeyID()
+	}
 	authn := auth.New(auth.Options{
 		Directory: d.Store,
 		Verifier:  auth.NewVerifier(d.Keys, d.Issuer, d.Audience, d.Now),
@@ -121,6 +140,7 @@ func New(ctx context.Context, d Deps) (*App, error) {
 		Now:       d.Now,
 
 		ThrottledLookupInterval: d.ThrottledKeyLookup,
+		ServiceTokenKeyID:       serviceKid,
 	})
 	if d.RevocationPoll >= 0 {
 		go authn.WatchChanges(ctx, cmp.Or(d.RevocationPoll, time.Second))
@@ -153,8 +173,10 @@ func New(ctx context.Context, d Deps) (*App, error) {
 		BodyTimeout: d.BodyTimeout, UploadTimeout: d.UploadTimeout, MaxURIBytes: d.MaxURIBytes,
 		OpenAPIJSON: d.OpenAPIJSON, Logger: d.Logger,
 		GenerateSessionLimit: d.GenerateSessionLimit, ExchangeLimit: d.ExchangeLimit, AuthFailureLimit: d.AuthFailureLimit,
-		TrustedProxies: d.TrustedProxies,
-		APIKeys:        apikeys.New(d.Store, rec, d.APIKeys, d.Now),
+		TrustedProxies:  d.TrustedProxies,
+		APIKeys:         apikeys.New(d.Store, rec, d.APIKeys, d.Now),
+		ServiceAccounts: serviceaccounts.New(d.Store, rec, d.ServiceAccounts, signing, d.Now),
+		TokenBodyLimit:  d.TokenBodyLimit,
 	}
 	if len(d.OpenAPIJSON) > 0 {
 		ref, err := apidocs.Handler("Analytics Platform Management API: reference", "/api/v1/openapi.json")

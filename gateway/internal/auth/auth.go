@@ -86,10 +86,14 @@ type Authenticator struct {
 	// did not know, in the last throttledInterval.
 	rechecked *Cache[string, struct{}]
 	used      *usage
+	// serviceKid is Options.ServiceTokenKeyID.
+	serviceKid string
 }
 
 type tokenEntry struct {
-	userID int64
+	userID  int64
+	service bool    // a service account's token, signed by the gateway's own key
+	scope   []int64 // its deployment scope (nil: every deployment)
 }
 
 // Options configure an Authenticator.
@@ -102,6 +106,10 @@ type Options struct {
 	// ThrottledLookupInterval is how often, at most, an API key id not in the caches is
 	// looked up in the identity store for a throttled request (Throttled; default 1s).
 	ThrottledLookupInterval time.Duration
+	// ServiceTokenKeyID is the kid of the gateway's own key, which signs service
+	// accounts' access tokens: a token with it must name a service account, and its
+	// scope claim scopes it to deployments ("": none is issued).
+	ServiceTokenKeyID string
 }
 
 // VerifiedKeyMemory is how long an API key id found in the identity store is remembered
@@ -137,22 +145,28 @@ func New(o Options) *Authenticator {
 		usernames:         NewCache[usernameKey, int64](100_000, o.Now),
 		rechecked:         NewCache[string, struct{}](100_000, o.Now),
 		used:              newUsage(),
+		serviceKid:        o.ServiceTokenKeyID,
 	}
 }
 
-// Bearer authenticates a user bearer token.
+// Bearer authenticates a bearer token: a user's, or a service account's access token
+// (signed by the gateway's own key, scoped to deployments by its scope claim).
 func (a *Authenticator) Bearer(ctx context.Context, token string) (*identity.Principal, error) {
-	var userID int64
-	if e, ok := a.tokens.Get(token); ok {
-		userID = e.userID
-	} else {
-		claims, err := a.verifier.Verify(token)
+	e, ok := a.tokens.Get(token)
+	if !ok {
+		claims, kid, err := a.verifier.VerifyKid(token)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrUnauthenticated, err)
 		}
-		userID, err = claims.UserID()
+		e.userID, err = claims.UserID()
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrUnauthenticated, err)
+		}
+		if a.serviceKid != "" && kid == a.serviceKid {
+			e.service = true
+			if e.scope, err = claims.DeploymentScope(); err != nil {
+				return nil, fmt.Errorf("%w: %v", ErrUnauthenticated, err)
+			}
 		}
 		// Cached until the token's own expiry at the latest: a hit is then as good as a
 		// fresh verification.
@@ -160,17 +174,21 @@ func (a *Authenticator) Bearer(ctx context.Context, token string) (*identity.Pri
 		if limit := a.now().Add(a.ttl); limit.Before(exp) {
 			exp = limit
 		}
-		a.tokens.Put(token, tokenEntry{userID: userID}, exp)
+		a.tokens.Put(token, e, exp)
 	}
-	u, err := a.user(ctx, userID)
+	u, err := a.user(ctx, e.userID)
 	if err != nil {
 		return nil, err
+	}
+	if e.service != u.IsService() {
+		// The gateway's key signs service accounts' tokens only, and only it does.
+		return nil, fmt.Errorf("%w: token signer does not match user %d", ErrUnauthenticated, u.ID)
 	}
 	acct, err := a.Account(ctx, u.AccountID)
 	if err != nil {
 		return nil, err
 	}
-	return &identity.Principal{Credential: identity.CredentialBearer, Account: acct.Identity(), User: u.Identity()}, nil
+	return &identity.Principal{Credential: identity.CredentialBearer, Account: acct.Identity(), User: u.Identity(), KeyScope: e.scope}, nil
 }
 
 // APIKey authenticates an API key.
@@ -272,8 +290,8 @@ func (a *Authenticator) user(ctx context.Context, id int64) (store.User, error) 
 		return u, nil
 	}
 	u, err := a.dir.User(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return u, fmt.Errorf("%w: user %d no longer exists", ErrUnauthenticated, id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && u.DeletedAt != nil) {
+		return store.User{}, fmt.Errorf("%w: user %d no longer exists", ErrUnauthenticated, id)
 	}
 	if err != nil {
 		return u, err

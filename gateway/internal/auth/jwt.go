@@ -271,9 +271,24 @@ func NewVerifier(keys *KeySet, issuer, audience string, now func() time.Time) *V
 
 // Verify checks a token and returns its claims.
 func (v *Verifier) Verify(token string) (*credentials.Claims, error) {
+	c, _, err := v.VerifyKid(token)
+	return c, err
+}
+
+// VerifyKid checks a token and returns its claims and the kid of its header.
+func (v *Verifier) VerifyKid(token string) (*credentials.Claims, string, error) {
 	var c credentials.Claims
-	if _, err := v.parser.ParseWithClaims(token, &c, v.keys.Keyfunc); err != nil {
-		return nil, err
+	t, err := v.parser.ParseWithClaims(token, &c, v.keys.Keyfunc)
+	if err != nil {
+		return nil, "", err
 	}
-	return &c, nil
+	kid, _ := t.Header["kid"].(string)
+	return &c, kid, nil
+}
+
+// AddStatic trusts one more static key (the gateway's own token-signing key).
+func (ks *KeySet) AddStatic(k crypto.PublicKey) {
+	ks.mu.Lock()
+	ks.static[credentials.KeyID(k)] = k
+	ks.mu.Unlock()
 }

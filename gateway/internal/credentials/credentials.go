@@ -68,9 +68,27 @@ func ParseAPIKey(key string) (keyID string, secretHash [32]byte, ok bool) {
 	return keyID, sha256.Sum256(secret[:]), true
 }
 
-// Claims are the claims of a user bearer token.
+// Claims are the claims of a bearer token. Scope and ClientID are those of a service
+// account's access token, which the gateway itself signs (RFC 9068's scope and
+// client_id): scope is its deployment ids, space-separated.
 type Claims struct {
 	jwt.RegisteredClaims
+	Scope    string `json:"scope,omitempty"`
+	ClientID string `json:"client_id,omitempty"`
+}
+
+// DeploymentScope reads the deployment ids of a service account token's scope (nil:
+// every deployment of the account).
+func (c Claims) DeploymentScope() ([]int64, error) {
+	var out []int64
+	for _, f := range strings.Fields(c.Scope) {
+		id, err := strconv.ParseInt(f, 10, 64)
+		if err != nil || id <= 0 {
+			return nil, errors.New("scope is not a list of deployment ids")
+		}
+		out = append(out, id)
+	}
+	return out, nil
 }
 
 // UserID returns the subject as a user id.
@@ -96,7 +114,7 @@ func (is Issuer) Issue(userID int64, ttl time.Duration) (string, time.Time, erro
 	exp := now.Add(ttl)
 	var jti [12]byte
 	_, _ = rand.Read(jti[:])
-	tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, Claims{jwt.RegisteredClaims{
+	tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, Claims{RegisteredClaims: jwt.RegisteredClaims{
 		Issuer:    is.Issuer,
 		Subject:   strconv.FormatInt(userID, 10),
 		Audience:  jwt.ClaimStrings{is.Audience},

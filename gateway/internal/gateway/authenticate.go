@@ -163,7 +163,9 @@ func (g *Gateway) authorize(ctx context.Context, r *h1.Request, rt route) (*iden
 	// in the path belongs to the caller's account. A deployment in a body (generate-
 	// session's) is the service's to check: it asks the identity store (lookup.Client).
 	if rt.deployment > 0 {
-		if err := g.attachDeployment(ctx, p, rt.deployment, p.Credential == identity.CredentialAPIKey); err != nil {
+		// A scoped credential (an API key, a service account's token) is checked against
+		// its scope.
+		if err := g.attachDeployment(ctx, p, rt.deployment, len(p.KeyScope) > 0); err != nil {
 			return nil, err
 		}
 	}
@@ -212,7 +214,11 @@ func (g *Gateway) attachDeployment(ctx context.Context, p *identity.Principal, i
 		return notFound(fmt.Sprintf("deployment %d not found", id))
 	}
 	if checkScope && !p.InScope(id) {
-		return forbiddenCode(errs.CodeKeyOutOfScope, fmt.Sprintf("this API key is scoped to other deployments than %d", id))
+		what := "API key"
+		if p.Credential == identity.CredentialBearer {
+			what = "token"
+		}
+		return forbiddenCode(errs.CodeKeyOutOfScope, fmt.Sprintf("this %s is scoped to other deployments than %d", what, id))
 	}
 	p.Deployment = &identity.Deployment{ID: id, ProductionBranch: d.ProductionBranch}
 	return nil

@@ -32,6 +32,7 @@ import (
 	"github.com/analyticsco/platform/gateway/internal/auth"
 	"github.com/analyticsco/platform/gateway/internal/h1"
 	"github.com/analyticsco/platform/gateway/internal/ratelimit"
+	"github.com/analyticsco/platform/gateway/internal/serviceaccounts"
 	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
@@ -80,6 +81,11 @@ type Options struct {
 	MaxURIBytes int
 	// APIKeys serves /api/v1/api-keys (nil: those paths are 404).
 	APIKeys *apikeys.Service
+	// ServiceAccounts serves /api/v1/service-accounts and /api/v1/oauth/token (nil:
+	// those paths are 404).
+	ServiceAccounts *serviceaccounts.Service
+	// TokenBodyLimit bounds the form body of /api/v1/oauth/token (default 8 KiB).
+	TokenBodyLimit int64
 }
 
 // Gateway is the handler of the public API, served by the gateway's own HTTP/1.1
@@ -166,6 +172,9 @@ func New(o Options) (*Gateway, error) {
 	}
 	if o.MaxURIBytes <= 0 {
 		o.MaxURIBytes = 8 << 10
+	}
+	if o.TokenBodyLimit <= 0 {
+		o.TokenBodyLimit = 8 << 10
 	}
 	g := &Gateway{o: o, proxies: map[service]*forwarder{}, tracer: otel.Tracer("gateway"), prop: otel.GetTextMapPropagator(),
 		signed: newSignedIdentities(time.Now)}
@@ -271,8 +280,11 @@ func (g *Gateway) ServeH1(w *h1.ResponseWriter, r *h1.Request) {
 		return
 	}
 	limit := g.o.BodyLimit
-	if rt.bigBody {
+	switch {
+	case rt.bigBody:
 		limit = g.o.BigBodyLimit
+	case rt.tokenBody:
+		limit = g.o.TokenBodyLimit
 	}
 	if r.ContentLength > limit {
 		httpx.WriteError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than the limit of %d bytes for this route", limit))
@@ -294,7 +306,14 @@ func (g *Gateway) ServeH1(w *h1.ResponseWriter, r *h1.Request) {
 	}
 	if rt.svc == svcNone {
 		p.ClientAddr = g.clientIP(r)
-		g.serveAPIKeys(w, r, p)
+		switch rt.name {
+		case "service-accounts":
+			g.serveServiceAccounts(w, r, p)
+		case "oauth-token":
+			g.serveOAuthToken(w, r)
+		default:
+			g.serveAPIKeys(w, r, p)
+		}
 		return
 	}
 	// Public routes get a signed anonymous principal too, so a service can tell a request

@@ -58,6 +58,7 @@ type route struct {
 	policy     policy
 	deployment int64 // the {deploymentId} of the path, 0 when there is none
 	bigBody    bool  // manifest uploads: the dbt-sync body limit applies
+	tokenBody  bool  // the token endpoint: its own, small body limit applies
 	limit      rateLimit
 }
 
@@ -141,6 +142,12 @@ func match(p string) (route, bool) {
 	case p == apiKeysPath, strings.HasPrefix(p, apiKeysPath+"/"):
 		// The gateway's own: the keys live in its identity store (serveAPIKeys).
 		return route{name: "api-keys", svc: svcNone, policy: policyAccountAdmin}, true
+	case p == serviceAccountsPath, strings.HasPrefix(p, serviceAccountsPath+"/"):
+		// The gateway's own, like the API keys (serveServiceAccounts).
+		return route{name: "service-accounts", svc: svcNone, policy: policyAccountAdmin}, true
+	case p == oauthTokenPath:
+		// The credential is in the body or HTTP Basic (serveOAuthToken).
+		return route{name: "oauth-token", svc: svcNone, policy: policyPublic, tokenBody: true}, true
 	case p == "/api/v1/audit":
 		// The audit trail is served by its owner, embed-svc's audit module.
 		return route{name: "audit", svc: svcEmbed, policy: policyAccountAdmin}, true
@@ -171,9 +178,11 @@ func parseID(s string) (int64, bool) {
 }
 
 // OwnRoutes are the routes the gateway answers itself instead of forwarding: the API
-// document and its reference, each GET (and HEAD) only (serveOwn), and the account's
-// API keys (serveAPIKeys). The routes test compares them with openapi.yaml, and the
-// gateway's tests request each one.
+// document and its reference, each GET (and HEAD) only (serveOwn), the account's API
+// keys (serveAPIKeys), its service accounts and their token endpoint
+// (serveServiceAccounts, serveOAuthToken). The routes test compares them with
+// openapi.yaml, and the gateway's tests request each one.
 func OwnRoutes() []string {
-	return append([]string{"GET /api/v1/openapi.json", "GET /api/v1/docs"}, apiKeyRoutes...)
+	out := append([]string{"GET /api/v1/openapi.json", "GET /api/v1/docs"}, apiKeyRoutes...)
+	return append(out, serviceAccountRoutes...)
 }

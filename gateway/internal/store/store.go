@@ -66,16 +66,32 @@ type Deployment struct {
 
 // User is an internal user of one account.
 type User struct {
-	ID        int64     `bson:"_id" json:"id"`
-	AccountID int64     `bson:"accountId" json:"accountId"`
-	Username  string    `bson:"username" json:"username"`
-	Email     string    `bson:"email" json:"email"`
-	FirstName string    `bson:"firstName" json:"firstName"`
-	Picture   string    `bson:"picture" json:"picture"`
-	Role      string    `bson:"role" json:"role"`
-	CreatedAt time.Time `bson:"createdAt" json:"createdAt"`
-	UpdatedAt time.Time `bson:"updatedAt" json:"updatedAt"`
+	ID        int64  `bson:"_id" json:"id"`
+	AccountID int64  `bson:"accountId" json:"accountId"`
+	Username  string `bson:"username" json:"username"`
+	Email     string `bson:"email" json:"email"`
+	FirstName string `bson:"firstName" json:"firstName"`
+	Picture   string `bson:"picture" json:"picture"`
+	Role      string `bson:"role" json:"role"`
+	// Kind is UserService for a service account (no person, no login); empty for a
+	// person.
+	Kind string `bson:"kind,omitempty" json:"kind,omitempty"`
+	// Name is a service account's display name.
+	Name string `bson:"name,omitempty" json:"name,omitempty"`
+	// CreatedBy is the user who created a service account (0: platformctl).
+	CreatedBy int64 `bson:"createdBy,omitempty" json:"createdBy,omitempty"`
+	// DeletedAt marks a deleted service account: kept so the change poller sees the
+	// deletion (updatedAt) and every cache drops it; it authenticates nothing.
+	DeletedAt *time.Time `bson:"deletedAt,omitempty" json:"deletedAt,omitempty"`
+	CreatedAt time.Time  `bson:"createdAt" json:"createdAt"`
+	UpdatedAt time.Time  `bson:"updatedAt" json:"updatedAt"`
 }
+
+// UserService is the kind of a service account's user record.
+const UserService = "service"
+
+// IsService reports whether u is a service account.
+func (u User) IsService() bool { return u.Kind == UserService }
 
 // Identity returns what services see of the user.
 func (u User) Identity() *identity.User {
@@ -86,7 +102,7 @@ func (u User) Identity() *identity.User {
 type APIKey struct {
 	ID        string `bson:"_id" json:"id"`
 	AccountID int64  `bson:"accountId" json:"accountId"`
-	// OwnerType is who the key acts for: OwnerUser (UserID), the only type so far; empty
+	// OwnerType is who the key acts for (UserID): OwnerUser or OwnerServiceAccount; empty
 	// in records written before owners had a type, which are a user's.
 	OwnerType  string  `bson:"ownerType,omitempty" json:"ownerType,omitempty"`
 	UserID     int64   `bson:"userId" json:"userId"`
@@ -108,8 +124,11 @@ type APIKey struct {
 	LastUsedAt *time.Time `bson:"lastUsedAt,omitempty" json:"lastUsedAt,omitempty"`
 }
 
-// OwnerUser is the owner type of a key that acts for a user of its account.
-const OwnerUser = "user"
+// Owner types of a key: a person of its account, or one of its service accounts.
+const (
+	OwnerUser           = "user"
+	OwnerServiceAccount = "serviceAccount"
+)
 
 // Authenticates reports whether hash is the key's secret, or the secret a rotation
 // replaced while its overlap lasts, compared in constant time.
@@ -127,6 +146,7 @@ type Store struct {
 	deployments  *mongo.Collection
 	users        *mongo.Collection
 	keys         *mongo.Collection
+	saSecrets    *mongo.Collection
 	accountIDs   *mongox.IDAllocator
 	deploymentID *mongox.IDAllocator
 	userIDs      *mongox.IDAllocator
@@ -142,6 +162,7 @@ func New(db *mongo.Database) *Store {
 		deployments:  db.Collection("deployments"),
 		users:        db.Collection("users"),
 		keys:         db.Collection("api_keys"),
+		saSecrets:    db.Collection("service_account_secrets"),
 		accountIDs:   mongox.NewIDAllocator(counters, "accounts", 1),
 		deploymentID: mongox.NewIDAllocator(counters, "deployments", 1),
 		userIDs:      mongox.NewIDAllocator(counters, "users", 1),
@@ -169,6 +190,14 @@ func (s *Store) EnsureIndexes(ctx context.Context) error {
 	// An account's keys are listed and counted by account.
 	if _, err := s.keys.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "accountId", Value: 1}, {Key: "_id", Value: 1}}}); err != nil {
 		return fmt.Errorf("create accountId index on %s: %w", s.keys.Name(), err)
+	}
+	// A service account's secrets are listed and counted by service account, and the
+	// service accounts of an account by account and kind.
+	if _, err := s.saSecrets.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "userId", Value: 1}, {Key: "_id", Value: 1}}}); err != nil {
+		return fmt.Errorf("create userId index on %s: %w", s.saSecrets.Name(), err)
+	}
+	if _, err := s.users.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "accountId", Value: 1}, {Key: "kind", Value: 1}, {Key: "_id", Value: 1}}}); err != nil {
+		return fmt.Errorf("create accountId index on %s: %w", s.users.Name(), err)
 	}
 	for _, c := range []*mongo.Collection{s.accounts, s.users, s.deployments, s.keys} {
 		if _, err := c.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "updatedAt", Value: 1}}}); err != nil {
@@ -465,7 +494,7 @@ func (s *Store) User(ctx context.Context, id int64) (User, error) {
 // UserByUsername returns a user of the account by username.
 func (s *Store) UserByUsername(ctx context.Context, accountID int64, username string) (User, error) {
 	var u User
-	return u, wrap(s.users.FindOne(ctx, bson.D{{Key: "accountId", Value: accountID}, {Key: "username", Value: username}}).Decode(&u))
+	return u, wrap(s.users.FindOne(ctx, bson.D{{Key: "accountId", Value: accountID}, {Key: "username", Value: username}, {Key: "deletedAt", Value: nil}}).Decode(&u))
 }
 
 // APIKey returns a key record by id.
