@@ -55,12 +55,15 @@ func (e ApiKeyInputKind) Valid() bool {
 
 // Defines values for ApiKeyOwnerType.
 const (
-	ApiKeyOwnerTypeUser ApiKeyOwnerType = "user"
+	ApiKeyOwnerTypeServiceAccount ApiKeyOwnerType = "serviceAccount"
+	ApiKeyOwnerTypeUser           ApiKeyOwnerType = "user"
 )
 
 // Valid indicates whether the value is a known member of the ApiKeyOwnerType enum.
 func (e ApiKeyOwnerType) Valid() bool {
 	switch e {
+	case ApiKeyOwnerTypeServiceAccount:
+		return true
 	case ApiKeyOwnerTypeUser:
 		return true
 	default:
@@ -768,6 +771,7 @@ const (
 	ErrorCodeBranchNotFound         ErrorCode = "branch_not_found"
 	ErrorCodeBranchNotServed        ErrorCode = "branch_not_served"
 	ErrorCodeClientError            ErrorCode = "client_error"
+	ErrorCodeClientSecretLimit      ErrorCode = "client_secret_limit"
 	ErrorCodeConflict               ErrorCode = "conflict"
 	ErrorCodeCreatorModeDisabled    ErrorCode = "creator_mode_disabled"
 	ErrorCodeDefinitionTypeConflict ErrorCode = "definition_type_conflict"
@@ -792,6 +796,7 @@ const (
 	ErrorCodePlanNotEligible        ErrorCode = "plan_not_eligible"
 	ErrorCodeRateLimited            ErrorCode = "rate_limited"
 	ErrorCodeServerError            ErrorCode = "server_error"
+	ErrorCodeServiceAccountLimit    ErrorCode = "service_account_limit"
 	ErrorCodeSessionIdInvalid       ErrorCode = "session_id_invalid"
 	ErrorCodeStorageQuota           ErrorCode = "storage_quota"
 	ErrorCodeTimeout                ErrorCode = "timeout"
@@ -813,6 +818,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeBranchNotServed:
 		return true
 	case ErrorCodeClientError:
+		return true
+	case ErrorCodeClientSecretLimit:
 		return true
 	case ErrorCodeConflict:
 		return true
@@ -861,6 +868,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeRateLimited:
 		return true
 	case ErrorCodeServerError:
+		return true
+	case ErrorCodeServiceAccountLimit:
 		return true
 	case ErrorCodeSessionIdInvalid:
 		return true
@@ -1031,6 +1040,60 @@ func (e NullableDashboardConfigKind) Valid() bool {
 	}
 }
 
+// Defines values for OAuthErrorError.
+const (
+	OAuthErrorErrorInvalidClient        OAuthErrorError = "invalid_client"
+	OAuthErrorErrorInvalidRequest       OAuthErrorError = "invalid_request"
+	OAuthErrorErrorInvalidScope         OAuthErrorError = "invalid_scope"
+	OAuthErrorErrorUnsupportedGrantType OAuthErrorError = "unsupported_grant_type"
+)
+
+// Valid indicates whether the value is a known member of the OAuthErrorError enum.
+func (e OAuthErrorError) Valid() bool {
+	switch e {
+	case OAuthErrorErrorInvalidClient:
+		return true
+	case OAuthErrorErrorInvalidRequest:
+		return true
+	case OAuthErrorErrorInvalidScope:
+		return true
+	case OAuthErrorErrorUnsupportedGrantType:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OAuthTokenTokenType.
+const (
+	OAuthTokenTokenTypeBearer OAuthTokenTokenType = "Bearer"
+)
+
+// Valid indicates whether the value is a known member of the OAuthTokenTokenType enum.
+func (e OAuthTokenTokenType) Valid() bool {
+	switch e {
+	case OAuthTokenTokenTypeBearer:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OAuthTokenRequestGrantType.
+const (
+	OAuthTokenRequestGrantTypeClientCredentials OAuthTokenRequestGrantType = "client_credentials"
+)
+
+// Valid indicates whether the value is a known member of the OAuthTokenRequestGrantType enum.
+func (e OAuthTokenRequestGrantType) Valid() bool {
+	switch e {
+	case OAuthTokenRequestGrantTypeClientCredentials:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ReportSnapshotKind.
 const (
 	ReportSnapshotKindHtml   ReportSnapshotKind = "html"
@@ -1055,6 +1118,54 @@ func (e ReportSnapshotKind) Valid() bool {
 	case ReportSnapshotKindTable:
 		return true
 	case ReportSnapshotKindVega:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ServiceAccountRole.
+const (
+	ServiceAccountRoleAdmin     ServiceAccountRole = "admin"
+	ServiceAccountRoleAiBiUser  ServiceAccountRole = "ai_bi_user"
+	ServiceAccountRoleDeveloper ServiceAccountRole = "developer"
+	ServiceAccountRoleViewer    ServiceAccountRole = "viewer"
+)
+
+// Valid indicates whether the value is a known member of the ServiceAccountRole enum.
+func (e ServiceAccountRole) Valid() bool {
+	switch e {
+	case ServiceAccountRoleAdmin:
+		return true
+	case ServiceAccountRoleAiBiUser:
+		return true
+	case ServiceAccountRoleDeveloper:
+		return true
+	case ServiceAccountRoleViewer:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ServiceAccountInputRole.
+const (
+	ServiceAccountInputRoleAdmin     ServiceAccountInputRole = "admin"
+	ServiceAccountInputRoleAiBiUser  ServiceAccountInputRole = "ai_bi_user"
+	ServiceAccountInputRoleDeveloper ServiceAccountInputRole = "developer"
+	ServiceAccountInputRoleViewer    ServiceAccountInputRole = "viewer"
+)
+
+// Valid indicates whether the value is a known member of the ServiceAccountInputRole enum.
+func (e ServiceAccountInputRole) Valid() bool {
+	switch e {
+	case ServiceAccountInputRoleAdmin:
+		return true
+	case ServiceAccountInputRoleAiBiUser:
+		return true
+	case ServiceAccountInputRoleDeveloper:
+		return true
+	case ServiceAccountInputRoleViewer:
 		return true
 	default:
 		return false
@@ -1325,8 +1436,10 @@ type ApiKey struct {
 	LastUsedAt *time.Time `json:"lastUsedAt"`
 	Name       string     `json:"name"`
 
-	// Owner Who the key acts for: a user of the account (`type: user`). Other owner types may be
-	// added (a service account); clients should ignore a type they do not know.
+	// Owner Who the key acts for: a person of the account (`type: user`) or one of its service
+	// accounts (`type: serviceAccount`, `listServiceAccounts`). A deleted service account's
+	// keys are revoked with it. Other owner types may be added; clients should ignore a type
+	// they do not know.
 	Owner     ApiKeyOwner `json:"owner"`
 	RevokedAt *time.Time  `json:"revokedAt"`
 	RotatedAt *time.Time  `json:"rotatedAt"`
@@ -1344,8 +1457,10 @@ type ApiKeyInput struct {
 	Kind      ApiKeyInputKind `json:"kind"`
 	Name      string          `json:"name"`
 
-	// Owner Who the key acts for: a user of the account (`type: user`). Other owner types may be
-	// added (a service account); clients should ignore a type they do not know.
+	// Owner Who the key acts for: a person of the account (`type: user`) or one of its service
+	// accounts (`type: serviceAccount`, `listServiceAccounts`). A deleted service account's
+	// keys are revoked with it. Other owner types may be added; clients should ignore a type
+	// they do not know.
 	Owner *ApiKeyOwner `json:"owner,omitempty"`
 
 	// Scope Deployment ids of the account; absent or empty is every deployment.
@@ -1355,8 +1470,10 @@ type ApiKeyInput struct {
 // ApiKeyInputKind defines model for ApiKeyInput.Kind.
 type ApiKeyInputKind string
 
-// ApiKeyOwner Who the key acts for: a user of the account (`type: user`). Other owner types may be
-// added (a service account); clients should ignore a type they do not know.
+// ApiKeyOwner Who the key acts for: a person of the account (`type: user`) or one of its service
+// accounts (`type: serviceAccount`, `listServiceAccounts`). A deleted service account's
+// keys are revoked with it. Other owner types may be added; clients should ignore a type
+// they do not know.
 type ApiKeyOwner struct {
 	Id   int64           `json:"id"`
 	Type ApiKeyOwnerType `json:"type"`
@@ -1384,8 +1501,10 @@ type ApiKeyWithToken struct {
 	LastUsedAt *time.Time `json:"lastUsedAt"`
 	Name       string     `json:"name"`
 
-	// Owner Who the key acts for: a user of the account (`type: user`). Other owner types may be
-	// added (a service account); clients should ignore a type they do not know.
+	// Owner Who the key acts for: a person of the account (`type: user`) or one of its service
+	// accounts (`type: serviceAccount`, `listServiceAccounts`). A deleted service account's
+	// keys are revoked with it. Other owner types may be added; clients should ignore a type
+	// they do not know.
 	Owner ApiKeyOwner `json:"owner"`
 
 	// PreviousTokenExpiresAt After a rotation, when the secret it replaced stops authenticating.
@@ -1569,6 +1688,8 @@ type AuditOutcome struct {
 	// - `storage_quota`: 413: what a deployment or account keeps in the dbt sync object store
 	// - `embed_access_limit`: 400: embed access entries of one workbook, folder or the root
 	// - `api_key_limit`: 400: live API keys of one account (`API_KEY_MAX_PER_ACCOUNT`)
+	// - `service_account_limit`: 400: service accounts of one account (`SERVICE_ACCOUNT_MAX_PER_ACCOUNT`)
+	// - `client_secret_limit`: 400: live client secrets of one service account (`SERVICE_ACCOUNT_MAX_SECRETS`)
 	Code   *ErrorCode         `json:"code,omitempty"`
 	Result AuditOutcomeResult `json:"result"`
 
@@ -2302,6 +2423,8 @@ type Error struct {
 	// - `storage_quota`: 413: what a deployment or account keeps in the dbt sync object store
 	// - `embed_access_limit`: 400: embed access entries of one workbook, folder or the root
 	// - `api_key_limit`: 400: live API keys of one account (`API_KEY_MAX_PER_ACCOUNT`)
+	// - `service_account_limit`: 400: service accounts of one account (`SERVICE_ACCOUNT_MAX_PER_ACCOUNT`)
+	// - `client_secret_limit`: 400: live client secrets of one service account (`SERVICE_ACCOUNT_MAX_SECRETS`)
 	Code ErrorCode `json:"code"`
 
 	// Message Example: folder 12 not found
@@ -2349,6 +2472,8 @@ type Error struct {
 // - `storage_quota`: 413: what a deployment or account keeps in the dbt sync object store
 // - `embed_access_limit`: 400: embed access entries of one workbook, folder or the root
 // - `api_key_limit`: 400: live API keys of one account (`API_KEY_MAX_PER_ACCOUNT`)
+// - `service_account_limit`: 400: service accounts of one account (`SERVICE_ACCOUNT_MAX_PER_ACCOUNT`)
+// - `client_secret_limit`: 400: live client secrets of one service account (`SERVICE_ACCOUNT_MAX_SECRETS`)
 type ErrorCode string
 
 // ExchangeSessionRequest defines model for ExchangeSessionRequest.
@@ -2678,6 +2803,47 @@ type NullableResourceOwner struct {
 	Picture   *string `json:"picture,omitempty"`
 }
 
+// OAuthError The error body of the token endpoint (RFC 6749 §5.2).
+type OAuthError struct {
+	Error            OAuthErrorError `json:"error"`
+	ErrorDescription string          `json:"error_description"`
+}
+
+// OAuthErrorError defines model for OAuthError.Error.
+type OAuthErrorError string
+
+// OAuthToken defines model for OAuthToken.
+type OAuthToken struct {
+	// AccessToken The bearer token: send it as `Authorization: Bearer <access_token>`.
+	AccessToken string `json:"access_token"`
+
+	// ExpiresIn Seconds until it expires (`OAUTH_TOKEN_TTL`, 3600 by default).
+	ExpiresIn int `json:"expires_in"`
+
+	// Scope The deployment ids it is scoped to, sorted; absent when unscoped.
+	Scope     *string             `json:"scope,omitempty"`
+	TokenType OAuthTokenTokenType `json:"token_type"`
+}
+
+// OAuthTokenTokenType defines model for OAuthToken.TokenType.
+type OAuthTokenTokenType string
+
+// OAuthTokenRequest defines model for OAuthTokenRequest.
+type OAuthTokenRequest struct {
+	// ClientId The client id, unless sent by HTTP Basic.
+	ClientId *string `json:"client_id,omitempty"`
+
+	// ClientSecret The client secret, unless sent by HTTP Basic.
+	ClientSecret *string                    `json:"client_secret,omitempty"`
+	GrantType    OAuthTokenRequestGrantType `json:"grant_type"`
+
+	// Scope Deployment ids of the account, space-separated; absent, every deployment.
+	Scope *string `json:"scope,omitempty"`
+}
+
+// OAuthTokenRequestGrantType defines model for OAuthTokenRequest.GrantType.
+type OAuthTokenRequestGrantType string
+
 // OpenApiDocument An OpenAPI 3.0.3 document (this one).
 type OpenApiDocument struct {
 	// Info Free-form JSON object; any properties allowed.
@@ -2800,6 +2966,73 @@ type RevokeEmbedSessionsRequest struct {
 type RevokeSessionRequest struct {
 	// SessionId The value returned by session generation.
 	SessionId string `json:"sessionId"`
+}
+
+// ServiceAccount defines model for ServiceAccount.
+type ServiceAccount struct {
+	CreatedAt time.Time `json:"createdAt"`
+
+	// CreatedBy The user who created it (null when an operator did).
+	CreatedBy *int64 `json:"createdBy"`
+
+	// Id The service account's user id, the `sub` of its tokens.
+	Id   int64              `json:"id"`
+	Name string             `json:"name"`
+	Role ServiceAccountRole `json:"role"`
+}
+
+// ServiceAccountRole defines model for ServiceAccount.Role.
+type ServiceAccountRole string
+
+// ServiceAccountInput defines model for ServiceAccountInput.
+type ServiceAccountInput struct {
+	Name string                  `json:"name"`
+	Role ServiceAccountInputRole `json:"role"`
+}
+
+// ServiceAccountInputRole defines model for ServiceAccountInput.Role.
+type ServiceAccountInputRole string
+
+// ServiceAccountPage defines model for ServiceAccountPage.
+type ServiceAccountPage struct {
+	Items    []ServiceAccount `json:"items"`
+	PageInfo PageInfo         `json:"pageInfo"`
+}
+
+// ServiceAccountSecret defines model for ServiceAccountSecret.
+type ServiceAccountSecret struct {
+	// ClientId The public client id, `client_id` of a token request.
+	ClientId  string    `json:"clientId"`
+	CreatedAt time.Time `json:"createdAt"`
+
+	// LastUsedAt When it last bought a token.
+	LastUsedAt       *time.Time `json:"lastUsedAt"`
+	RevokedAt        *time.Time `json:"revokedAt"`
+	RotatedAt        *time.Time `json:"rotatedAt"`
+	ServiceAccountId int64      `json:"serviceAccountId"`
+}
+
+// ServiceAccountSecretPage defines model for ServiceAccountSecretPage.
+type ServiceAccountSecretPage struct {
+	Items    []ServiceAccountSecret `json:"items"`
+	PageInfo PageInfo               `json:"pageInfo"`
+}
+
+// ServiceAccountSecretWithValue A `ServiceAccountSecret` (the same properties) with its value, answered only by a create or a rotation.
+type ServiceAccountSecretWithValue struct {
+	// ClientId The public client id, `client_id` of a token request.
+	ClientId string `json:"clientId"`
+
+	// ClientSecret `sas_<secret>`, the `client_secret` of a token request: shown only in this answer.
+	ClientSecret string     `json:"clientSecret"`
+	CreatedAt    time.Time  `json:"createdAt"`
+	LastUsedAt   *time.Time `json:"lastUsedAt"`
+
+	// PreviousSecretExpiresAt After a rotation, when the value it replaced stops authenticating.
+	PreviousSecretExpiresAt *time.Time `json:"previousSecretExpiresAt,omitempty"`
+	RevokedAt               *time.Time `json:"revokedAt"`
+	RotatedAt               *time.Time `json:"rotatedAt"`
+	ServiceAccountId        int64      `json:"serviceAccountId"`
 }
 
 // SyncJob defines model for SyncJob.
@@ -3133,6 +3366,9 @@ type BranchName = string
 // BranchVersionParam defines model for BranchVersionParam.
 type BranchVersionParam = int64
 
+// ClientId defines model for ClientId.
+type ClientId = string
+
 // DefinitionId defines model for DefinitionId.
 type DefinitionId = string
 
@@ -3158,6 +3394,9 @@ type PublicId = string
 
 // ReportId defines model for ReportId.
 type ReportId = int64
+
+// ServiceAccountId defines model for ServiceAccountId.
+type ServiceAccountId = int64
 
 // SyncJobId defines model for SyncJobId.
 type SyncJobId = string
@@ -3448,6 +3687,30 @@ type ListGroupMembersParams struct {
 	After *After `form:"after,omitempty" json:"after,omitempty"`
 }
 
+// ListServiceAccountsParams defines parameters for ListServiceAccounts.
+type ListServiceAccountsParams struct {
+	// First Page size, 1 to 200; 50 when absent or empty. Anything else is `400` with the same message
+	// on every list: `first must be an integer from 1 to 200, not "<value>"`.
+	First *First `form:"first,omitempty" json:"first,omitempty"`
+
+	// After Opaque cursor, the `endCursor` of the previous page; absent or empty is the first page. A
+	// cursor the list cannot read (another list's, or another sort's) is `400` with the same
+	// message on every list: `after is not a cursor returned by this list`.
+	After *After `form:"after,omitempty" json:"after,omitempty"`
+}
+
+// ListServiceAccountSecretsParams defines parameters for ListServiceAccountSecrets.
+type ListServiceAccountSecretsParams struct {
+	// First Page size, 1 to 200; 50 when absent or empty. Anything else is `400` with the same message
+	// on every list: `first must be an integer from 1 to 200, not "<value>"`.
+	First *First `form:"first,omitempty" json:"first,omitempty"`
+
+	// After Opaque cursor, the `endCursor` of the previous page; absent or empty is the first page. A
+	// cursor the list cannot read (another list's, or another sort's) is `400` with the same
+	// message on every list: `after is not a cursor returned by this list`.
+	After *After `form:"after,omitempty" json:"after,omitempty"`
+}
+
 // ListUserAttributesParams defines parameters for ListUserAttributes.
 type ListUserAttributesParams struct {
 	// First Page size, 1 to 200; 50 when absent or empty. Anything else is `400` with the same message
@@ -3567,6 +3830,12 @@ type CreateGroupJSONRequestBody = GroupDefinitionInput
 
 // AddGroupMembersJSONRequestBody defines body for AddGroupMembers for application/json ContentType.
 type AddGroupMembersJSONRequestBody = GroupMembersInput
+
+// CreateOAuthTokenFormdataRequestBody defines body for CreateOAuthToken for application/x-www-form-urlencoded ContentType.
+type CreateOAuthTokenFormdataRequestBody = OAuthTokenRequest
+
+// CreateServiceAccountJSONRequestBody defines body for CreateServiceAccount for application/json ContentType.
+type CreateServiceAccountJSONRequestBody = ServiceAccountInput
 
 // CreateUserAttributeJSONRequestBody defines body for CreateUserAttribute for application/json ContentType.
 type CreateUserAttributeJSONRequestBody = AttributeDefinitionInput
@@ -5444,12 +5713,177 @@ type ClientInterface interface {
 	// Corresponds with DELETE /api/v1/groups/{id}/users/{externalId} (the `RemoveGroupMember` operationId).
 	RemoveGroupMember(ctx context.Context, id DefinitionId, externalId string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// CreateOAuthTokenWithBody Get a service account's access token (OAuth 2.0 client credentials)
+	//
+	// The client-credentials grant of RFC 6749 §4.4. The body is form-encoded
+	// (`grant_type=client_credentials`); the client authenticates with `client_id` and
+	// `client_secret` in the body or by HTTP Basic (`Authorization: Basic
+	// base64(client_id:client_secret)`), one way only. `scope`, optional, is deployment ids of
+	// the service account's account, space-separated (at most `OAUTH_TOKEN_MAX_SCOPE`, 100):
+	// the token is then scoped to them as a scoped API key is (another deployment in a path is
+	// `403 key_out_of_scope`); absent, it reaches every deployment of the account.
+	//
+	// The answer is a short-lived bearer token, a JWT the gateway signs with its own Ed25519
+	// key (`OAUTH_SIGNING_KEY_FILE`): `iss` and `aud` those of every bearer token, `sub` the
+	// service account's id, `scope`, `client_id`, `jti`, and `exp` `OAUTH_TOKEN_TTL` after
+	// issue (default 1 h). Every bearer route accepts it under the service account's role.
+	//
+	// Failures have the body of RFC 6749 §5.2: a wrong, unknown or revoked client or secret
+	// is `401 invalid_client` (with `WWW-Authenticate: Basic` when Basic was used); another
+	// `grant_type` is `400 unsupported_grant_type`; a scope outside the account
+	// `400 invalid_scope`; a malformed request `400 invalid_request`. Failed client
+	// authentications count against the client address's `AUTH_FAILURE_LIMIT`, over which
+	// they are `429`. Nothing is issued on any error. Without `OAUTH_SIGNING_KEY_FILE` the
+	// route is `404`. The body is bounded by `OAUTH_TOKEN_BODY_LIMIT` (8 KiB; `413` beyond).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/oauth/token (the `CreateOAuthToken` operationId).
+	CreateOAuthTokenWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateOAuthTokenWithFormdataBody Get a service account's access token (OAuth 2.0 client credentials)
+	//
+	// The client-credentials grant of RFC 6749 §4.4. The body is form-encoded
+	// (`grant_type=client_credentials`); the client authenticates with `client_id` and
+	// `client_secret` in the body or by HTTP Basic (`Authorization: Basic
+	// base64(client_id:client_secret)`), one way only. `scope`, optional, is deployment ids of
+	// the service account's account, space-separated (at most `OAUTH_TOKEN_MAX_SCOPE`, 100):
+	// the token is then scoped to them as a scoped API key is (another deployment in a path is
+	// `403 key_out_of_scope`); absent, it reaches every deployment of the account.
+	//
+	// The answer is a short-lived bearer token, a JWT the gateway signs with its own Ed25519
+	// key (`OAUTH_SIGNING_KEY_FILE`): `iss` and `aud` those of every bearer token, `sub` the
+	// service account's id, `scope`, `client_id`, `jti`, and `exp` `OAUTH_TOKEN_TTL` after
+	// issue (default 1 h). Every bearer route accepts it under the service account's role.
+	//
+	// Failures have the body of RFC 6749 §5.2: a wrong, unknown or revoked client or secret
+	// is `401 invalid_client` (with `WWW-Authenticate: Basic` when Basic was used); another
+	// `grant_type` is `400 unsupported_grant_type`; a scope outside the account
+	// `400 invalid_scope`; a malformed request `400 invalid_request`. Failed client
+	// authentications count against the client address's `AUTH_FAILURE_LIMIT`, over which
+	// they are `429`. Nothing is issued on any error. Without `OAUTH_SIGNING_KEY_FILE` the
+	// route is `404`. The body is bounded by `OAUTH_TOKEN_BODY_LIMIT` (8 KiB; `413` beyond).
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type.
+	//
+	// Corresponds with POST /api/v1/oauth/token (the `CreateOAuthToken` operationId).
+	CreateOAuthTokenWithFormdataBody(ctx context.Context, body CreateOAuthTokenFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetOpenApiDocument This OpenAPI document, as JSON
 	//
 	// Served by the gateway itself; no authentication.
 	//
 	// Corresponds with GET /api/v1/openapi.json (the `GetOpenApiDocument` operationId).
 	GetOpenApiDocument(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListServiceAccounts List the account's service accounts
+	//
+	// Every service account of the caller's account that is not deleted, by id. A service
+	// account is a non-person user of the account with a role; it authenticates by the OAuth
+	// 2.0 client-credentials grant (`createOAuthToken`) with a client secret, or by an API key
+	// it owns. Served by the gateway itself. Managing service accounts is an account-wide
+	// change: it needs an admin's bearer token or an admin's unscoped account key (a personal
+	// key is `403 personal_key`, a credential scoped to deployments `403 key_out_of_scope`,
+	// anyone else `403 forbidden`).
+	//
+	// Corresponds with GET /api/v1/service-accounts (the `ListServiceAccounts` operationId).
+	ListServiceAccounts(ctx context.Context, params *ListServiceAccountsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateServiceAccountWithBody Create a service account
+	//
+	// Creates a service account in the caller's account with a role (`viewer`, `ai_bi_user`,
+	// `developer`, `admin`): its tokens and keys act under that role on every route, as a
+	// person's would (an `admin` service account's account key may mint embed sessions). It
+	// survives the person who made it (`createdBy`). An account keeps at most
+	// `SERVICE_ACCOUNT_MAX_PER_ACCOUNT` (100): one more is `400 service_account_limit`; a
+	// name missing or over `SERVICE_ACCOUNT_MAX_NAME_BYTES` (128), an unknown role: `400`;
+	// nothing is created. Audited (`platform.service_account.create`), refused ones included.
+	// Who may: as `listServiceAccounts`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/service-accounts (the `CreateServiceAccount` operationId).
+	CreateServiceAccountWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateServiceAccount Create a service account
+	//
+	// Creates a service account in the caller's account with a role (`viewer`, `ai_bi_user`,
+	// `developer`, `admin`): its tokens and keys act under that role on every route, as a
+	// person's would (an `admin` service account's account key may mint embed sessions). It
+	// survives the person who made it (`createdBy`). An account keeps at most
+	// `SERVICE_ACCOUNT_MAX_PER_ACCOUNT` (100): one more is `400 service_account_limit`; a
+	// name missing or over `SERVICE_ACCOUNT_MAX_NAME_BYTES` (128), an unknown role: `400`;
+	// nothing is created. Audited (`platform.service_account.create`), refused ones included.
+	// Who may: as `listServiceAccounts`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/service-accounts (the `CreateServiceAccount` operationId).
+	CreateServiceAccount(ctx context.Context, body CreateServiceAccountJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteServiceAccount Delete a service account
+	//
+	// Deletes the service account and revokes its client secrets and API keys: the token
+	// endpoint refuses its secrets at once, and every gateway refuses its tokens already issued
+	// and its keys within the revocation bound (`AUTH_REVOCATION_POLL`, 1 s). Audited
+	// (`platform.service_account.delete`). Who may: as `listServiceAccounts`.
+	//
+	// Corresponds with DELETE /api/v1/service-accounts/{id} (the `DeleteServiceAccount` operationId).
+	DeleteServiceAccount(ctx context.Context, id ServiceAccountId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetServiceAccount Get a service account
+	//
+	// One service account of the caller's account; another account's, a deleted one or a person is `404`. Who may, as `listServiceAccounts`.
+	//
+	// Corresponds with GET /api/v1/service-accounts/{id} (the `GetServiceAccount` operationId).
+	GetServiceAccount(ctx context.Context, id ServiceAccountId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListServiceAccountSecrets List a service account's client secrets
+	//
+	// The service account's client secrets by client id: live ones, and revoked ones for
+	// `API_KEY_REVOKED_RETENTION` (30 days) after their revocation. Never a secret. Who may: as
+	// `listServiceAccounts`.
+	//
+	// Corresponds with GET /api/v1/service-accounts/{id}/secrets (the `ListServiceAccountSecrets` operationId).
+	ListServiceAccountSecrets(ctx context.Context, id ServiceAccountId, params *ListServiceAccountSecretsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateServiceAccountSecret Create a client secret
+	//
+	// Creates a client secret for the service account and answers it once as `clientSecret`
+	// beside its public `clientId` (only the secret's hash is stored). No body, or `{}`. A
+	// service account keeps at most `SERVICE_ACCOUNT_MAX_SECRETS` (5) unrevoked secrets: one
+	// more is `400 client_secret_limit`, and nothing is created. Audited
+	// (`platform.service_account_secret.create`). Who may: as `listServiceAccounts`.
+	//
+	// Corresponds with POST /api/v1/service-accounts/{id}/secrets (the `CreateServiceAccountSecret` operationId).
+	CreateServiceAccountSecret(ctx context.Context, id ServiceAccountId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RevokeServiceAccountSecret Revoke a client secret
+	//
+	// Revokes the secret: the token endpoint refuses it at once (tokens it already bought run
+	// to their expiry; delete the service account to stop those). Revoking a revoked secret
+	// answers it as it is. Audited (`platform.service_account_secret.revoke`). Who may: as
+	// `listServiceAccounts`.
+	//
+	// Corresponds with DELETE /api/v1/service-accounts/{id}/secrets/{clientId} (the `RevokeServiceAccountSecret` operationId).
+	RevokeServiceAccountSecret(ctx context.Context, id ServiceAccountId, clientId ClientId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetServiceAccountSecret Get a client secret
+	//
+	// One client secret of the service account, never its value. Who may, as `listServiceAccounts`.
+	//
+	// Corresponds with GET /api/v1/service-accounts/{id}/secrets/{clientId} (the `GetServiceAccountSecret` operationId).
+	GetServiceAccountSecret(ctx context.Context, id ServiceAccountId, clientId ClientId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RotateServiceAccountSecret Rotate a client secret
+	//
+	// Gives the secret a new value under the same client id, answered once as `clientSecret`.
+	// The value it replaces keeps authenticating for `SERVICE_ACCOUNT_SECRET_ROTATION_OVERLAP`
+	// (24h), until `previousSecretExpiresAt`. No body, or `{}`. A revoked secret is `409`.
+	// Audited (`platform.service_account_secret.rotate`). Who may: as `listServiceAccounts`.
+	//
+	// Corresponds with POST /api/v1/service-accounts/{id}/secrets/{clientId}/rotate (the `RotateServiceAccountSecret` operationId).
+	RotateServiceAccountSecret(ctx context.Context, id ServiceAccountId, clientId ClientId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListUserAttributes List the account-wide user-attribute definitions
 	//
@@ -7896,6 +8330,82 @@ func (c *Client) RemoveGroupMember(ctx context.Context, id DefinitionId, externa
 	return c.Client.Do(req)
 }
 
+// CreateOAuthTokenWithBody Get a service account's access token (OAuth 2.0 client credentials)
+//
+// The client-credentials grant of RFC 6749 §4.4. The body is form-encoded
+// (`grant_type=client_credentials`); the client authenticates with `client_id` and
+// `client_secret` in the body or by HTTP Basic (`Authorization: Basic
+// base64(client_id:client_secret)`), one way only. `scope`, optional, is deployment ids of
+// the service account's account, space-separated (at most `OAUTH_TOKEN_MAX_SCOPE`, 100):
+// the token is then scoped to them as a scoped API key is (another deployment in a path is
+// `403 key_out_of_scope`); absent, it reaches every deployment of the account.
+//
+// The answer is a short-lived bearer token, a JWT the gateway signs with its own Ed25519
+// key (`OAUTH_SIGNING_KEY_FILE`): `iss` and `aud` those of every bearer token, `sub` the
+// service account's id, `scope`, `client_id`, `jti`, and `exp` `OAUTH_TOKEN_TTL` after
+// issue (default 1 h). Every bearer route accepts it under the service account's role.
+//
+// Failures have the body of RFC 6749 §5.2: a wrong, unknown or revoked client or secret
+// is `401 invalid_client` (with `WWW-Authenticate: Basic` when Basic was used); another
+// `grant_type` is `400 unsupported_grant_type`; a scope outside the account
+// `400 invalid_scope`; a malformed request `400 invalid_request`. Failed client
+// authentications count against the client address's `AUTH_FAILURE_LIMIT`, over which
+// they are `429`. Nothing is issued on any error. Without `OAUTH_SIGNING_KEY_FILE` the
+// route is `404`. The body is bounded by `OAUTH_TOKEN_BODY_LIMIT` (8 KiB; `413` beyond).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/oauth/token (the `CreateOAuthToken` operationId).
+func (c *Client) CreateOAuthTokenWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateOAuthTokenRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateOAuthTokenWithFormdataBody Get a service account's access token (OAuth 2.0 client credentials)
+//
+// The client-credentials grant of RFC 6749 §4.4. The body is form-encoded
+// (`grant_type=client_credentials`); the client authenticates with `client_id` and
+// `client_secret` in the body or by HTTP Basic (`Authorization: Basic
+// base64(client_id:client_secret)`), one way only. `scope`, optional, is deployment ids of
+// the service account's account, space-separated (at most `OAUTH_TOKEN_MAX_SCOPE`, 100):
+// the token is then scoped to them as a scoped API key is (another deployment in a path is
+// `403 key_out_of_scope`); absent, it reaches every deployment of the account.
+//
+// The answer is a short-lived bearer token, a JWT the gateway signs with its own Ed25519
+// key (`OAUTH_SIGNING_KEY_FILE`): `iss` and `aud` those of every bearer token, `sub` the
+// service account's id, `scope`, `client_id`, `jti`, and `exp` `OAUTH_TOKEN_TTL` after
+// issue (default 1 h). Every bearer route accepts it under the service account's role.
+//
+// Failures have the body of RFC 6749 §5.2: a wrong, unknown or revoked client or secret
+// is `401 invalid_client` (with `WWW-Authenticate: Basic` when Basic was used); another
+// `grant_type` is `400 unsupported_grant_type`; a scope outside the account
+// `400 invalid_scope`; a malformed request `400 invalid_request`. Failed client
+// authentications count against the client address's `AUTH_FAILURE_LIMIT`, over which
+// they are `429`. Nothing is issued on any error. Without `OAUTH_SIGNING_KEY_FILE` the
+// route is `404`. The body is bounded by `OAUTH_TOKEN_BODY_LIMIT` (8 KiB; `413` beyond).
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type.
+//
+// Corresponds with POST /api/v1/oauth/token (the `CreateOAuthToken` operationId).
+func (c *Client) CreateOAuthTokenWithFormdataBody(ctx context.Context, body CreateOAuthTokenFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateOAuthTokenRequestWithFormdataBody(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // GetOpenApiDocument This OpenAPI document, as JSON
 //
 // Served by the gateway itself; no authentication.
@@ -7903,6 +8413,215 @@ func (c *Client) RemoveGroupMember(ctx context.Context, id DefinitionId, externa
 // Corresponds with GET /api/v1/openapi.json (the `GetOpenApiDocument` operationId).
 func (c *Client) GetOpenApiDocument(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetOpenApiDocumentRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListServiceAccounts List the account's service accounts
+//
+// Every service account of the caller's account that is not deleted, by id. A service
+// account is a non-person user of the account with a role; it authenticates by the OAuth
+// 2.0 client-credentials grant (`createOAuthToken`) with a client secret, or by an API key
+// it owns. Served by the gateway itself. Managing service accounts is an account-wide
+// change: it needs an admin's bearer token or an admin's unscoped account key (a personal
+// key is `403 personal_key`, a credential scoped to deployments `403 key_out_of_scope`,
+// anyone else `403 forbidden`).
+//
+// Corresponds with GET /api/v1/service-accounts (the `ListServiceAccounts` operationId).
+func (c *Client) ListServiceAccounts(ctx context.Context, params *ListServiceAccountsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListServiceAccountsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateServiceAccountWithBody Create a service account
+//
+// Creates a service account in the caller's account with a role (`viewer`, `ai_bi_user`,
+// `developer`, `admin`): its tokens and keys act under that role on every route, as a
+// person's would (an `admin` service account's account key may mint embed sessions). It
+// survives the person who made it (`createdBy`). An account keeps at most
+// `SERVICE_ACCOUNT_MAX_PER_ACCOUNT` (100): one more is `400 service_account_limit`; a
+// name missing or over `SERVICE_ACCOUNT_MAX_NAME_BYTES` (128), an unknown role: `400`;
+// nothing is created. Audited (`platform.service_account.create`), refused ones included.
+// Who may: as `listServiceAccounts`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/service-accounts (the `CreateServiceAccount` operationId).
+func (c *Client) CreateServiceAccountWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateServiceAccountRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateServiceAccount Create a service account
+//
+// Creates a service account in the caller's account with a role (`viewer`, `ai_bi_user`,
+// `developer`, `admin`): its tokens and keys act under that role on every route, as a
+// person's would (an `admin` service account's account key may mint embed sessions). It
+// survives the person who made it (`createdBy`). An account keeps at most
+// `SERVICE_ACCOUNT_MAX_PER_ACCOUNT` (100): one more is `400 service_account_limit`; a
+// name missing or over `SERVICE_ACCOUNT_MAX_NAME_BYTES` (128), an unknown role: `400`;
+// nothing is created. Audited (`platform.service_account.create`), refused ones included.
+// Who may: as `listServiceAccounts`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/service-accounts (the `CreateServiceAccount` operationId).
+func (c *Client) CreateServiceAccount(ctx context.Context, body CreateServiceAccountJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateServiceAccountRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteServiceAccount Delete a service account
+//
+// Deletes the service account and revokes its client secrets and API keys: the token
+// endpoint refuses its secrets at once, and every gateway refuses its tokens already issued
+// and its keys within the revocation bound (`AUTH_REVOCATION_POLL`, 1 s). Audited
+// (`platform.service_account.delete`). Who may: as `listServiceAccounts`.
+//
+// Corresponds with DELETE /api/v1/service-accounts/{id} (the `DeleteServiceAccount` operationId).
+func (c *Client) DeleteServiceAccount(ctx context.Context, id ServiceAccountId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteServiceAccountRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetServiceAccount Get a service account
+//
+// One service account of the caller's account; another account's, a deleted one or a person is `404`. Who may, as `listServiceAccounts`.
+//
+// Corresponds with GET /api/v1/service-accounts/{id} (the `GetServiceAccount` operationId).
+func (c *Client) GetServiceAccount(ctx context.Context, id ServiceAccountId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetServiceAccountRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListServiceAccountSecrets List a service account's client secrets
+//
+// The service account's client secrets by client id: live ones, and revoked ones for
+// `API_KEY_REVOKED_RETENTION` (30 days) after their revocation. Never a secret. Who may: as
+// `listServiceAccounts`.
+//
+// Corresponds with GET /api/v1/service-accounts/{id}/secrets (the `ListServiceAccountSecrets` operationId).
+func (c *Client) ListServiceAccountSecrets(ctx context.Context, id ServiceAccountId, params *ListServiceAccountSecretsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListServiceAccountSecretsRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateServiceAccountSecret Create a client secret
+//
+// Creates a client secret for the service account and answers it once as `clientSecret`
+// beside its public `clientId` (only the secret's hash is stored). No body, or `{}`. A
+// service account keeps at most `SERVICE_ACCOUNT_MAX_SECRETS` (5) unrevoked secrets: one
+// more is `400 client_secret_limit`, and nothing is created. Audited
+// (`platform.service_account_secret.create`). Who may: as `listServiceAccounts`.
+//
+// Corresponds with POST /api/v1/service-accounts/{id}/secrets (the `CreateServiceAccountSecret` operationId).
+func (c *Client) CreateServiceAccountSecret(ctx context.Context, id ServiceAccountId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateServiceAccountSecretRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RevokeServiceAccountSecret Revoke a client secret
+//
+// Revokes the secret: the token endpoint refuses it at once (tokens it already bought run
+// to their expiry; delete the service account to stop those). Revoking a revoked secret
+// answers it as it is. Audited (`platform.service_account_secret.revoke`). Who may: as
+// `listServiceAccounts`.
+//
+// Corresponds with DELETE /api/v1/service-accounts/{id}/secrets/{clientId} (the `RevokeServiceAccountSecret` operationId).
+func (c *Client) RevokeServiceAccountSecret(ctx context.Context, id ServiceAccountId, clientId ClientId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRevokeServiceAccountSecretRequest(c.Server, id, clientId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetServiceAccountSecret Get a client secret
+//
+// One client secret of the service account, never its value. Who may, as `listServiceAccounts`.
+//
+// Corresponds with GET /api/v1/service-accounts/{id}/secrets/{clientId} (the `GetServiceAccountSecret` operationId).
+func (c *Client) GetServiceAccountSecret(ctx context.Context, id ServiceAccountId, clientId ClientId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetServiceAccountSecretRequest(c.Server, id, clientId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RotateServiceAccountSecret Rotate a client secret
+//
+// Gives the secret a new value under the same client id, answered once as `clientSecret`.
+// The value it replaces keeps authenticating for `SERVICE_ACCOUNT_SECRET_ROTATION_OVERLAP`
+// (24h), until `previousSecretExpiresAt`. No body, or `{}`. A revoked secret is `409`.
+// Audited (`platform.service_account_secret.rotate`). Who may: as `listServiceAccounts`.
+//
+// Corresponds with POST /api/v1/service-accounts/{id}/secrets/{clientId}/rotate (the `RotateServiceAccountSecret` operationId).
+func (c *Client) RotateServiceAccountSecret(ctx context.Context, id ServiceAccountId, clientId ClientId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRotateServiceAccountSecretRequest(c.Server, id, clientId)
 	if err != nil {
 		return nil, err
 	}
@@ -11740,6 +12459,46 @@ func NewRemoveGroupMemberRequest(server string, id DefinitionId, externalId stri
 	return req, nil
 }
 
+// NewCreateOAuthTokenRequestWithFormdataBody calls the generic CreateOAuthToken builder with application/x-www-form-urlencoded body
+func NewCreateOAuthTokenRequestWithFormdataBody(server string, body CreateOAuthTokenFormdataRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	bodyStr, err := runtime.MarshalForm(body, nil)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = strings.NewReader(bodyStr.Encode())
+	return NewCreateOAuthTokenRequestWithBody(server, "application/x-www-form-urlencoded", bodyReader)
+}
+
+// NewCreateOAuthTokenRequestWithBody constructs an http.Request for the CreateOAuthToken method, with any body, and a specified content type
+func NewCreateOAuthTokenRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/oauth/token")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewGetOpenApiDocumentRequest constructs an http.Request for the GetOpenApiDocument method
 func NewGetOpenApiDocumentRequest(server string) (*http.Request, error) {
 	var err error
@@ -11760,6 +12519,410 @@ func NewGetOpenApiDocumentRequest(server string) (*http.Request, error) {
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListServiceAccountsRequest constructs an http.Request for the ListServiceAccounts method
+func NewListServiceAccountsRequest(server string, params *ListServiceAccountsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/service-accounts")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.First != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "first", *params.First, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateServiceAccountRequest calls the generic CreateServiceAccount builder with application/json body
+func NewCreateServiceAccountRequest(server string, body CreateServiceAccountJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateServiceAccountRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateServiceAccountRequestWithBody constructs an http.Request for the CreateServiceAccount method, with any body, and a specified content type
+func NewCreateServiceAccountRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/service-accounts")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeleteServiceAccountRequest constructs an http.Request for the DeleteServiceAccount method
+func NewDeleteServiceAccountRequest(server string, id ServiceAccountId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/service-accounts/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetServiceAccountRequest constructs an http.Request for the GetServiceAccount method
+func NewGetServiceAccountRequest(server string, id ServiceAccountId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/service-accounts/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListServiceAccountSecretsRequest constructs an http.Request for the ListServiceAccountSecrets method
+func NewListServiceAccountSecretsRequest(server string, id ServiceAccountId, params *ListServiceAccountSecretsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/service-accounts/%s/secrets", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.First != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "first", *params.First, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateServiceAccountSecretRequest constructs an http.Request for the CreateServiceAccountSecret method
+func NewCreateServiceAccountSecretRequest(server string, id ServiceAccountId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/service-accounts/%s/secrets", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRevokeServiceAccountSecretRequest constructs an http.Request for the RevokeServiceAccountSecret method
+func NewRevokeServiceAccountSecretRequest(server string, id ServiceAccountId, clientId ClientId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "clientId", clientId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/service-accounts/%s/secrets/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetServiceAccountSecretRequest constructs an http.Request for the GetServiceAccountSecret method
+func NewGetServiceAccountSecretRequest(server string, id ServiceAccountId, clientId ClientId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "clientId", clientId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/service-accounts/%s/secrets/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRotateServiceAccountSecretRequest constructs an http.Request for the RotateServiceAccountSecret method
+func NewRotateServiceAccountSecretRequest(server string, id ServiceAccountId, clientId ClientId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "clientId", clientId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/service-accounts/%s/secrets/%s/rotate", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -13855,6 +15018,62 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with DELETE /api/v1/groups/{id}/users/{externalId} (the `RemoveGroupMember` operationId).
 	RemoveGroupMemberWithResponse(ctx context.Context, id DefinitionId, externalId string, reqEditors ...RequestEditorFn) (*RemoveGroupMemberResponse, error)
 
+	// CreateOAuthTokenWithBodyWithResponse Get a service account's access token (OAuth 2.0 client credentials)
+	//
+	// The client-credentials grant of RFC 6749 §4.4. The body is form-encoded
+	// (`grant_type=client_credentials`); the client authenticates with `client_id` and
+	// `client_secret` in the body or by HTTP Basic (`Authorization: Basic
+	// base64(client_id:client_secret)`), one way only. `scope`, optional, is deployment ids of
+	// the service account's account, space-separated (at most `OAUTH_TOKEN_MAX_SCOPE`, 100):
+	// the token is then scoped to them as a scoped API key is (another deployment in a path is
+	// `403 key_out_of_scope`); absent, it reaches every deployment of the account.
+	//
+	// The answer is a short-lived bearer token, a JWT the gateway signs with its own Ed25519
+	// key (`OAUTH_SIGNING_KEY_FILE`): `iss` and `aud` those of every bearer token, `sub` the
+	// service account's id, `scope`, `client_id`, `jti`, and `exp` `OAUTH_TOKEN_TTL` after
+	// issue (default 1 h). Every bearer route accepts it under the service account's role.
+	//
+	// Failures have the body of RFC 6749 §5.2: a wrong, unknown or revoked client or secret
+	// is `401 invalid_client` (with `WWW-Authenticate: Basic` when Basic was used); another
+	// `grant_type` is `400 unsupported_grant_type`; a scope outside the account
+	// `400 invalid_scope`; a malformed request `400 invalid_request`. Failed client
+	// authentications count against the client address's `AUTH_FAILURE_LIMIT`, over which
+	// they are `429`. Nothing is issued on any error. Without `OAUTH_SIGNING_KEY_FILE` the
+	// route is `404`. The body is bounded by `OAUTH_TOKEN_BODY_LIMIT` (8 KiB; `413` beyond).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/oauth/token (the `CreateOAuthToken` operationId).
+	CreateOAuthTokenWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateOAuthTokenResponse, error)
+
+	// CreateOAuthTokenWithFormdataBodyWithResponse Get a service account's access token (OAuth 2.0 client credentials)
+	//
+	// The client-credentials grant of RFC 6749 §4.4. The body is form-encoded
+	// (`grant_type=client_credentials`); the client authenticates with `client_id` and
+	// `client_secret` in the body or by HTTP Basic (`Authorization: Basic
+	// base64(client_id:client_secret)`), one way only. `scope`, optional, is deployment ids of
+	// the service account's account, space-separated (at most `OAUTH_TOKEN_MAX_SCOPE`, 100):
+	// the token is then scoped to them as a scoped API key is (another deployment in a path is
+	// `403 key_out_of_scope`); absent, it reaches every deployment of the account.
+	//
+	// The answer is a short-lived bearer token, a JWT the gateway signs with its own Ed25519
+	// key (`OAUTH_SIGNING_KEY_FILE`): `iss` and `aud` those of every bearer token, `sub` the
+	// service account's id, `scope`, `client_id`, `jti`, and `exp` `OAUTH_TOKEN_TTL` after
+	// issue (default 1 h). Every bearer route accepts it under the service account's role.
+	//
+	// Failures have the body of RFC 6749 §5.2: a wrong, unknown or revoked client or secret
+	// is `401 invalid_client` (with `WWW-Authenticate: Basic` when Basic was used); another
+	// `grant_type` is `400 unsupported_grant_type`; a scope outside the account
+	// `400 invalid_scope`; a malformed request `400 invalid_request`. Failed client
+	// authentications count against the client address's `AUTH_FAILURE_LIMIT`, over which
+	// they are `429`. Nothing is issued on any error. Without `OAUTH_SIGNING_KEY_FILE` the
+	// route is `404`. The body is bounded by `OAUTH_TOKEN_BODY_LIMIT` (8 KiB; `413` beyond).
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/oauth/token (the `CreateOAuthToken` operationId).
+	CreateOAuthTokenWithFormdataBodyWithResponse(ctx context.Context, body CreateOAuthTokenFormdataRequestBody, reqEditors ...RequestEditorFn) (*CreateOAuthTokenResponse, error)
+
 	// GetOpenApiDocumentWithResponse This OpenAPI document, as JSON
 	//
 	// Served by the gateway itself; no authentication.
@@ -13863,6 +15082,131 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /api/v1/openapi.json (the `GetOpenApiDocument` operationId).
 	GetOpenApiDocumentWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetOpenApiDocumentResponse, error)
+
+	// ListServiceAccountsWithResponse List the account's service accounts
+	//
+	// Every service account of the caller's account that is not deleted, by id. A service
+	// account is a non-person user of the account with a role; it authenticates by the OAuth
+	// 2.0 client-credentials grant (`createOAuthToken`) with a client secret, or by an API key
+	// it owns. Served by the gateway itself. Managing service accounts is an account-wide
+	// change: it needs an admin's bearer token or an admin's unscoped account key (a personal
+	// key is `403 personal_key`, a credential scoped to deployments `403 key_out_of_scope`,
+	// anyone else `403 forbidden`).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/service-accounts (the `ListServiceAccounts` operationId).
+	ListServiceAccountsWithResponse(ctx context.Context, params *ListServiceAccountsParams, reqEditors ...RequestEditorFn) (*ListServiceAccountsResponse, error)
+
+	// CreateServiceAccountWithBodyWithResponse Create a service account
+	//
+	// Creates a service account in the caller's account with a role (`viewer`, `ai_bi_user`,
+	// `developer`, `admin`): its tokens and keys act under that role on every route, as a
+	// person's would (an `admin` service account's account key may mint embed sessions). It
+	// survives the person who made it (`createdBy`). An account keeps at most
+	// `SERVICE_ACCOUNT_MAX_PER_ACCOUNT` (100): one more is `400 service_account_limit`; a
+	// name missing or over `SERVICE_ACCOUNT_MAX_NAME_BYTES` (128), an unknown role: `400`;
+	// nothing is created. Audited (`platform.service_account.create`), refused ones included.
+	// Who may: as `listServiceAccounts`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/service-accounts (the `CreateServiceAccount` operationId).
+	CreateServiceAccountWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateServiceAccountResponse, error)
+
+	// CreateServiceAccountWithResponse Create a service account
+	//
+	// Creates a service account in the caller's account with a role (`viewer`, `ai_bi_user`,
+	// `developer`, `admin`): its tokens and keys act under that role on every route, as a
+	// person's would (an `admin` service account's account key may mint embed sessions). It
+	// survives the person who made it (`createdBy`). An account keeps at most
+	// `SERVICE_ACCOUNT_MAX_PER_ACCOUNT` (100): one more is `400 service_account_limit`; a
+	// name missing or over `SERVICE_ACCOUNT_MAX_NAME_BYTES` (128), an unknown role: `400`;
+	// nothing is created. Audited (`platform.service_account.create`), refused ones included.
+	// Who may: as `listServiceAccounts`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/service-accounts (the `CreateServiceAccount` operationId).
+	CreateServiceAccountWithResponse(ctx context.Context, body CreateServiceAccountJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateServiceAccountResponse, error)
+
+	// DeleteServiceAccountWithResponse Delete a service account
+	//
+	// Deletes the service account and revokes its client secrets and API keys: the token
+	// endpoint refuses its secrets at once, and every gateway refuses its tokens already issued
+	// and its keys within the revocation bound (`AUTH_REVOCATION_POLL`, 1 s). Audited
+	// (`platform.service_account.delete`). Who may: as `listServiceAccounts`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /api/v1/service-accounts/{id} (the `DeleteServiceAccount` operationId).
+	DeleteServiceAccountWithResponse(ctx context.Context, id ServiceAccountId, reqEditors ...RequestEditorFn) (*DeleteServiceAccountResponse, error)
+
+	// GetServiceAccountWithResponse Get a service account
+	//
+	// One service account of the caller's account; another account's, a deleted one or a person is `404`. Who may, as `listServiceAccounts`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/service-accounts/{id} (the `GetServiceAccount` operationId).
+	GetServiceAccountWithResponse(ctx context.Context, id ServiceAccountId, reqEditors ...RequestEditorFn) (*GetServiceAccountResponse, error)
+
+	// ListServiceAccountSecretsWithResponse List a service account's client secrets
+	//
+	// The service account's client secrets by client id: live ones, and revoked ones for
+	// `API_KEY_REVOKED_RETENTION` (30 days) after their revocation. Never a secret. Who may: as
+	// `listServiceAccounts`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/service-accounts/{id}/secrets (the `ListServiceAccountSecrets` operationId).
+	ListServiceAccountSecretsWithResponse(ctx context.Context, id ServiceAccountId, params *ListServiceAccountSecretsParams, reqEditors ...RequestEditorFn) (*ListServiceAccountSecretsResponse, error)
+
+	// CreateServiceAccountSecretWithResponse Create a client secret
+	//
+	// Creates a client secret for the service account and answers it once as `clientSecret`
+	// beside its public `clientId` (only the secret's hash is stored). No body, or `{}`. A
+	// service account keeps at most `SERVICE_ACCOUNT_MAX_SECRETS` (5) unrevoked secrets: one
+	// more is `400 client_secret_limit`, and nothing is created. Audited
+	// (`platform.service_account_secret.create`). Who may: as `listServiceAccounts`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/service-accounts/{id}/secrets (the `CreateServiceAccountSecret` operationId).
+	CreateServiceAccountSecretWithResponse(ctx context.Context, id ServiceAccountId, reqEditors ...RequestEditorFn) (*CreateServiceAccountSecretResponse, error)
+
+	// RevokeServiceAccountSecretWithResponse Revoke a client secret
+	//
+	// Revokes the secret: the token endpoint refuses it at once (tokens it already bought run
+	// to their expiry; delete the service account to stop those). Revoking a revoked secret
+	// answers it as it is. Audited (`platform.service_account_secret.revoke`). Who may: as
+	// `listServiceAccounts`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /api/v1/service-accounts/{id}/secrets/{clientId} (the `RevokeServiceAccountSecret` operationId).
+	RevokeServiceAccountSecretWithResponse(ctx context.Context, id ServiceAccountId, clientId ClientId, reqEditors ...RequestEditorFn) (*RevokeServiceAccountSecretResponse, error)
+
+	// GetServiceAccountSecretWithResponse Get a client secret
+	//
+	// One client secret of the service account, never its value. Who may, as `listServiceAccounts`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/service-accounts/{id}/secrets/{clientId} (the `GetServiceAccountSecret` operationId).
+	GetServiceAccountSecretWithResponse(ctx context.Context, id ServiceAccountId, clientId ClientId, reqEditors ...RequestEditorFn) (*GetServiceAccountSecretResponse, error)
+
+	// RotateServiceAccountSecretWithResponse Rotate a client secret
+	//
+	// Gives the secret a new value under the same client id, answered once as `clientSecret`.
+	// The value it replaces keeps authenticating for `SERVICE_ACCOUNT_SECRET_ROTATION_OVERLAP`
+	// (24h), until `previousSecretExpiresAt`. No body, or `{}`. A revoked secret is `409`.
+	// Audited (`platform.service_account_secret.rotate`). Who may: as `listServiceAccounts`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/service-accounts/{id}/secrets/{clientId}/rotate (the `RotateServiceAccountSecret` operationId).
+	RotateServiceAccountSecretWithResponse(ctx context.Context, id ServiceAccountId, clientId ClientId, reqEditors ...RequestEditorFn) (*RotateServiceAccountSecretResponse, error)
 
 	// ListUserAttributesWithResponse List the account-wide user-attribute definitions
 	//
@@ -20871,6 +22215,110 @@ func (r RemoveGroupMemberResponse) ContentType() string {
 	return ""
 }
 
+// CreateOAuthTokenResponse200Headers the declared response headers of an HTTP 200 response for CreateOAuthToken
+type CreateOAuthTokenResponse200Headers struct {
+	CacheControl *string
+}
+
+// CreateOAuthTokenResponse401Headers the declared response headers of an HTTP 401 response for CreateOAuthToken
+type CreateOAuthTokenResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// CreateOAuthTokenResponse429Headers the declared response headers of an HTTP 429 response for CreateOAuthToken
+type CreateOAuthTokenResponse429Headers struct {
+	RetryAfter int
+}
+
+type CreateOAuthTokenResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *OAuthToken
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *OAuthError
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *OAuthError
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *PayloadTooLarge
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *CreateOAuthTokenResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreateOAuthTokenResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateOAuthTokenResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CreateOAuthTokenResponse) GetJSON200() *OAuthToken {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CreateOAuthTokenResponse) GetJSON400() *OAuthError {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CreateOAuthTokenResponse) GetJSON401() *OAuthError {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r CreateOAuthTokenResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r CreateOAuthTokenResponse) GetJSON413() *PayloadTooLarge {
+	return r.JSON413
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreateOAuthTokenResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CreateOAuthTokenResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateOAuthTokenResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateOAuthTokenResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateOAuthTokenResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateOAuthTokenResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type GetOpenApiDocumentResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -20906,6 +22354,753 @@ func (r GetOpenApiDocumentResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetOpenApiDocumentResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListServiceAccountsResponse401Headers the declared response headers of an HTTP 401 response for ListServiceAccounts
+type ListServiceAccountsResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type ListServiceAccountsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ServiceAccountPage
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListServiceAccountsResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListServiceAccountsResponse) GetJSON200() *ServiceAccountPage {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListServiceAccountsResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListServiceAccountsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListServiceAccountsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListServiceAccountsResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListServiceAccountsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListServiceAccountsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListServiceAccountsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListServiceAccountsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateServiceAccountResponse201Headers the declared response headers of an HTTP 201 response for CreateServiceAccount
+type CreateServiceAccountResponse201Headers struct {
+	Location *string
+}
+
+// CreateServiceAccountResponse401Headers the declared response headers of an HTTP 401 response for CreateServiceAccount
+type CreateServiceAccountResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type CreateServiceAccountResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *ServiceAccount
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *PayloadTooLarge
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateServiceAccountResponse201Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreateServiceAccountResponse401Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateServiceAccountResponse) GetJSON201() *ServiceAccount {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CreateServiceAccountResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CreateServiceAccountResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreateServiceAccountResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r CreateServiceAccountResponse) GetJSON413() *PayloadTooLarge {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r CreateServiceAccountResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CreateServiceAccountResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateServiceAccountResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateServiceAccountResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateServiceAccountResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateServiceAccountResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeleteServiceAccountResponse401Headers the declared response headers of an HTTP 401 response for DeleteServiceAccount
+type DeleteServiceAccountResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type DeleteServiceAccountResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DeleteServiceAccountResponse401Headers
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DeleteServiceAccountResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r DeleteServiceAccountResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DeleteServiceAccountResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r DeleteServiceAccountResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteServiceAccountResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteServiceAccountResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteServiceAccountResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteServiceAccountResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetServiceAccountResponse401Headers the declared response headers of an HTTP 401 response for GetServiceAccount
+type GetServiceAccountResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type GetServiceAccountResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ServiceAccount
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetServiceAccountResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetServiceAccountResponse) GetJSON200() *ServiceAccount {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetServiceAccountResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetServiceAccountResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetServiceAccountResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetServiceAccountResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetServiceAccountResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetServiceAccountResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetServiceAccountResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetServiceAccountResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListServiceAccountSecretsResponse401Headers the declared response headers of an HTTP 401 response for ListServiceAccountSecrets
+type ListServiceAccountSecretsResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type ListServiceAccountSecretsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ServiceAccountSecretPage
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListServiceAccountSecretsResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListServiceAccountSecretsResponse) GetJSON200() *ServiceAccountSecretPage {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListServiceAccountSecretsResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListServiceAccountSecretsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListServiceAccountSecretsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ListServiceAccountSecretsResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListServiceAccountSecretsResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListServiceAccountSecretsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListServiceAccountSecretsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListServiceAccountSecretsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListServiceAccountSecretsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateServiceAccountSecretResponse201Headers the declared response headers of an HTTP 201 response for CreateServiceAccountSecret
+type CreateServiceAccountSecretResponse201Headers struct {
+	Location *string
+}
+
+// CreateServiceAccountSecretResponse401Headers the declared response headers of an HTTP 401 response for CreateServiceAccountSecret
+type CreateServiceAccountSecretResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type CreateServiceAccountSecretResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *ServiceAccountSecretWithValue
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateServiceAccountSecretResponse201Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreateServiceAccountSecretResponse401Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateServiceAccountSecretResponse) GetJSON201() *ServiceAccountSecretWithValue {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CreateServiceAccountSecretResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CreateServiceAccountSecretResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreateServiceAccountSecretResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r CreateServiceAccountSecretResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r CreateServiceAccountSecretResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CreateServiceAccountSecretResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateServiceAccountSecretResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateServiceAccountSecretResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateServiceAccountSecretResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateServiceAccountSecretResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RevokeServiceAccountSecretResponse401Headers the declared response headers of an HTTP 401 response for RevokeServiceAccountSecret
+type RevokeServiceAccountSecretResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type RevokeServiceAccountSecretResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ServiceAccountSecret
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RevokeServiceAccountSecretResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RevokeServiceAccountSecretResponse) GetJSON200() *ServiceAccountSecret {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RevokeServiceAccountSecretResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RevokeServiceAccountSecretResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RevokeServiceAccountSecretResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r RevokeServiceAccountSecretResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RevokeServiceAccountSecretResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RevokeServiceAccountSecretResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RevokeServiceAccountSecretResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RevokeServiceAccountSecretResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetServiceAccountSecretResponse401Headers the declared response headers of an HTTP 401 response for GetServiceAccountSecret
+type GetServiceAccountSecretResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type GetServiceAccountSecretResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ServiceAccountSecret
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetServiceAccountSecretResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetServiceAccountSecretResponse) GetJSON200() *ServiceAccountSecret {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetServiceAccountSecretResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetServiceAccountSecretResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetServiceAccountSecretResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetServiceAccountSecretResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetServiceAccountSecretResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetServiceAccountSecretResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetServiceAccountSecretResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetServiceAccountSecretResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RotateServiceAccountSecretResponse401Headers the declared response headers of an HTTP 401 response for RotateServiceAccountSecret
+type RotateServiceAccountSecretResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+type RotateServiceAccountSecretResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ServiceAccountSecretWithValue
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RotateServiceAccountSecretResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RotateServiceAccountSecretResponse) GetJSON200() *ServiceAccountSecretWithValue {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r RotateServiceAccountSecretResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RotateServiceAccountSecretResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RotateServiceAccountSecretResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RotateServiceAccountSecretResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r RotateServiceAccountSecretResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r RotateServiceAccountSecretResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r RotateServiceAccountSecretResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RotateServiceAccountSecretResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RotateServiceAccountSecretResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RotateServiceAccountSecretResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RotateServiceAccountSecretResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -23918,6 +26113,74 @@ func (c *ClientWithResponses) RemoveGroupMemberWithResponse(ctx context.Context,
 	return ParseRemoveGroupMemberResponse(rsp)
 }
 
+// CreateOAuthTokenWithBodyWithResponse Get a service account's access token (OAuth 2.0 client credentials)
+//
+// The client-credentials grant of RFC 6749 §4.4. The body is form-encoded
+// (`grant_type=client_credentials`); the client authenticates with `client_id` and
+// `client_secret` in the body or by HTTP Basic (`Authorization: Basic
+// base64(client_id:client_secret)`), one way only. `scope`, optional, is deployment ids of
+// the service account's account, space-separated (at most `OAUTH_TOKEN_MAX_SCOPE`, 100):
+// the token is then scoped to them as a scoped API key is (another deployment in a path is
+// `403 key_out_of_scope`); absent, it reaches every deployment of the account.
+//
+// The answer is a short-lived bearer token, a JWT the gateway signs with its own Ed25519
+// key (`OAUTH_SIGNING_KEY_FILE`): `iss` and `aud` those of every bearer token, `sub` the
+// service account's id, `scope`, `client_id`, `jti`, and `exp` `OAUTH_TOKEN_TTL` after
+// issue (default 1 h). Every bearer route accepts it under the service account's role.
+//
+// Failures have the body of RFC 6749 §5.2: a wrong, unknown or revoked client or secret
+// is `401 invalid_client` (with `WWW-Authenticate: Basic` when Basic was used); another
+// `grant_type` is `400 unsupported_grant_type`; a scope outside the account
+// `400 invalid_scope`; a malformed request `400 invalid_request`. Failed client
+// authentications count against the client address's `AUTH_FAILURE_LIMIT`, over which
+// they are `429`. Nothing is issued on any error. Without `OAUTH_SIGNING_KEY_FILE` the
+// route is `404`. The body is bounded by `OAUTH_TOKEN_BODY_LIMIT` (8 KiB; `413` beyond).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/oauth/token (the `CreateOAuthToken` operationId).
+func (c *ClientWithResponses) CreateOAuthTokenWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateOAuthTokenResponse, error) {
+	rsp, err := c.CreateOAuthTokenWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateOAuthTokenResponse(rsp)
+}
+
+// CreateOAuthTokenWithFormdataBodyWithResponse Get a service account's access token (OAuth 2.0 client credentials)
+//
+// The client-credentials grant of RFC 6749 §4.4. The body is form-encoded
+// (`grant_type=client_credentials`); the client authenticates with `client_id` and
+// `client_secret` in the body or by HTTP Basic (`Authorization: Basic
+// base64(client_id:client_secret)`), one way only. `scope`, optional, is deployment ids of
+// the service account's account, space-separated (at most `OAUTH_TOKEN_MAX_SCOPE`, 100):
+// the token is then scoped to them as a scoped API key is (another deployment in a path is
+// `403 key_out_of_scope`); absent, it reaches every deployment of the account.
+//
+// The answer is a short-lived bearer token, a JWT the gateway signs with its own Ed25519
+// key (`OAUTH_SIGNING_KEY_FILE`): `iss` and `aud` those of every bearer token, `sub` the
+// service account's id, `scope`, `client_id`, `jti`, and `exp` `OAUTH_TOKEN_TTL` after
+// issue (default 1 h). Every bearer route accepts it under the service account's role.
+//
+// Failures have the body of RFC 6749 §5.2: a wrong, unknown or revoked client or secret
+// is `401 invalid_client` (with `WWW-Authenticate: Basic` when Basic was used); another
+// `grant_type` is `400 unsupported_grant_type`; a scope outside the account
+// `400 invalid_scope`; a malformed request `400 invalid_request`. Failed client
+// authentications count against the client address's `AUTH_FAILURE_LIMIT`, over which
+// they are `429`. Nothing is issued on any error. Without `OAUTH_SIGNING_KEY_FILE` the
+// route is `404`. The body is bounded by `OAUTH_TOKEN_BODY_LIMIT` (8 KiB; `413` beyond).
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/oauth/token (the `CreateOAuthToken` operationId).
+func (c *ClientWithResponses) CreateOAuthTokenWithFormdataBodyWithResponse(ctx context.Context, body CreateOAuthTokenFormdataRequestBody, reqEditors ...RequestEditorFn) (*CreateOAuthTokenResponse, error) {
+	rsp, err := c.CreateOAuthTokenWithFormdataBody(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateOAuthTokenResponse(rsp)
+}
+
 // GetOpenApiDocumentWithResponse This OpenAPI document, as JSON
 //
 // Served by the gateway itself; no authentication.
@@ -23931,6 +26194,191 @@ func (c *ClientWithResponses) GetOpenApiDocumentWithResponse(ctx context.Context
 		return nil, err
 	}
 	return ParseGetOpenApiDocumentResponse(rsp)
+}
+
+// ListServiceAccountsWithResponse List the account's service accounts
+//
+// Every service account of the caller's account that is not deleted, by id. A service
+// account is a non-person user of the account with a role; it authenticates by the OAuth
+// 2.0 client-credentials grant (`createOAuthToken`) with a client secret, or by an API key
+// it owns. Served by the gateway itself. Managing service accounts is an account-wide
+// change: it needs an admin's bearer token or an admin's unscoped account key (a personal
+// key is `403 personal_key`, a credential scoped to deployments `403 key_out_of_scope`,
+// anyone else `403 forbidden`).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/service-accounts (the `ListServiceAccounts` operationId).
+func (c *ClientWithResponses) ListServiceAccountsWithResponse(ctx context.Context, params *ListServiceAccountsParams, reqEditors ...RequestEditorFn) (*ListServiceAccountsResponse, error) {
+	rsp, err := c.ListServiceAccounts(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListServiceAccountsResponse(rsp)
+}
+
+// CreateServiceAccountWithBodyWithResponse Create a service account
+//
+// Creates a service account in the caller's account with a role (`viewer`, `ai_bi_user`,
+// `developer`, `admin`): its tokens and keys act under that role on every route, as a
+// person's would (an `admin` service account's account key may mint embed sessions). It
+// survives the person who made it (`createdBy`). An account keeps at most
+// `SERVICE_ACCOUNT_MAX_PER_ACCOUNT` (100): one more is `400 service_account_limit`; a
+// name missing or over `SERVICE_ACCOUNT_MAX_NAME_BYTES` (128), an unknown role: `400`;
+// nothing is created. Audited (`platform.service_account.create`), refused ones included.
+// Who may: as `listServiceAccounts`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/service-accounts (the `CreateServiceAccount` operationId).
+func (c *ClientWithResponses) CreateServiceAccountWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateServiceAccountResponse, error) {
+	rsp, err := c.CreateServiceAccountWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateServiceAccountResponse(rsp)
+}
+
+// CreateServiceAccountWithResponse Create a service account
+//
+// Creates a service account in the caller's account with a role (`viewer`, `ai_bi_user`,
+// `developer`, `admin`): its tokens and keys act under that role on every route, as a
+// person's would (an `admin` service account's account key may mint embed sessions). It
+// survives the person who made it (`createdBy`). An account keeps at most
+// `SERVICE_ACCOUNT_MAX_PER_ACCOUNT` (100): one more is `400 service_account_limit`; a
+// name missing or over `SERVICE_ACCOUNT_MAX_NAME_BYTES` (128), an unknown role: `400`;
+// nothing is created. Audited (`platform.service_account.create`), refused ones included.
+// Who may: as `listServiceAccounts`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/service-accounts (the `CreateServiceAccount` operationId).
+func (c *ClientWithResponses) CreateServiceAccountWithResponse(ctx context.Context, body CreateServiceAccountJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateServiceAccountResponse, error) {
+	rsp, err := c.CreateServiceAccount(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateServiceAccountResponse(rsp)
+}
+
+// DeleteServiceAccountWithResponse Delete a service account
+//
+// Deletes the service account and revokes its client secrets and API keys: the token
+// endpoint refuses its secrets at once, and every gateway refuses its tokens already issued
+// and its keys within the revocation bound (`AUTH_REVOCATION_POLL`, 1 s). Audited
+// (`platform.service_account.delete`). Who may: as `listServiceAccounts`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /api/v1/service-accounts/{id} (the `DeleteServiceAccount` operationId).
+func (c *ClientWithResponses) DeleteServiceAccountWithResponse(ctx context.Context, id ServiceAccountId, reqEditors ...RequestEditorFn) (*DeleteServiceAccountResponse, error) {
+	rsp, err := c.DeleteServiceAccount(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteServiceAccountResponse(rsp)
+}
+
+// GetServiceAccountWithResponse Get a service account
+//
+// One service account of the caller's account; another account's, a deleted one or a person is `404`. Who may, as `listServiceAccounts`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/service-accounts/{id} (the `GetServiceAccount` operationId).
+func (c *ClientWithResponses) GetServiceAccountWithResponse(ctx context.Context, id ServiceAccountId, reqEditors ...RequestEditorFn) (*GetServiceAccountResponse, error) {
+	rsp, err := c.GetServiceAccount(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetServiceAccountResponse(rsp)
+}
+
+// ListServiceAccountSecretsWithResponse List a service account's client secrets
+//
+// The service account's client secrets by client id: live ones, and revoked ones for
+// `API_KEY_REVOKED_RETENTION` (30 days) after their revocation. Never a secret. Who may: as
+// `listServiceAccounts`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/service-accounts/{id}/secrets (the `ListServiceAccountSecrets` operationId).
+func (c *ClientWithResponses) ListServiceAccountSecretsWithResponse(ctx context.Context, id ServiceAccountId, params *ListServiceAccountSecretsParams, reqEditors ...RequestEditorFn) (*ListServiceAccountSecretsResponse, error) {
+	rsp, err := c.ListServiceAccountSecrets(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListServiceAccountSecretsResponse(rsp)
+}
+
+// CreateServiceAccountSecretWithResponse Create a client secret
+//
+// Creates a client secret for the service account and answers it once as `clientSecret`
+// beside its public `clientId` (only the secret's hash is stored). No body, or `{}`. A
+// service account keeps at most `SERVICE_ACCOUNT_MAX_SECRETS` (5) unrevoked secrets: one
+// more is `400 client_secret_limit`, and nothing is created. Audited
+// (`platform.service_account_secret.create`). Who may: as `listServiceAccounts`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/service-accounts/{id}/secrets (the `CreateServiceAccountSecret` operationId).
+func (c *ClientWithResponses) CreateServiceAccountSecretWithResponse(ctx context.Context, id ServiceAccountId, reqEditors ...RequestEditorFn) (*CreateServiceAccountSecretResponse, error) {
+	rsp, err := c.CreateServiceAccountSecret(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateServiceAccountSecretResponse(rsp)
+}
+
+// RevokeServiceAccountSecretWithResponse Revoke a client secret
+//
+// Revokes the secret: the token endpoint refuses it at once (tokens it already bought run
+// to their expiry; delete the service account to stop those). Revoking a revoked secret
+// answers it as it is. Audited (`platform.service_account_secret.revoke`). Who may: as
+// `listServiceAccounts`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /api/v1/service-accounts/{id}/secrets/{clientId} (the `RevokeServiceAccountSecret` operationId).
+func (c *ClientWithResponses) RevokeServiceAccountSecretWithResponse(ctx context.Context, id ServiceAccountId, clientId ClientId, reqEditors ...RequestEditorFn) (*RevokeServiceAccountSecretResponse, error) {
+	rsp, err := c.RevokeServiceAccountSecret(ctx, id, clientId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRevokeServiceAccountSecretResponse(rsp)
+}
+
+// GetServiceAccountSecretWithResponse Get a client secret
+//
+// One client secret of the service account, never its value. Who may, as `listServiceAccounts`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/service-accounts/{id}/secrets/{clientId} (the `GetServiceAccountSecret` operationId).
+func (c *ClientWithResponses) GetServiceAccountSecretWithResponse(ctx context.Context, id ServiceAccountId, clientId ClientId, reqEditors ...RequestEditorFn) (*GetServiceAccountSecretResponse, error) {
+	rsp, err := c.GetServiceAccountSecret(ctx, id, clientId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetServiceAccountSecretResponse(rsp)
+}
+
+// RotateServiceAccountSecretWithResponse Rotate a client secret
+//
+// Gives the secret a new value under the same client id, answered once as `clientSecret`.
+// The value it replaces keeps authenticating for `SERVICE_ACCOUNT_SECRET_ROTATION_OVERLAP`
+// (24h), until `previousSecretExpiresAt`. No body, or `{}`. A revoked secret is `409`.
+// Audited (`platform.service_account_secret.rotate`). Who may: as `listServiceAccounts`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/service-accounts/{id}/secrets/{clientId}/rotate (the `RotateServiceAccountSecret` operationId).
+func (c *ClientWithResponses) RotateServiceAccountSecretWithResponse(ctx context.Context, id ServiceAccountId, clientId ClientId, reqEditors ...RequestEditorFn) (*RotateServiceAccountSecretResponse, error) {
+	rsp, err := c.RotateServiceAccountSecret(ctx, id, clientId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRotateServiceAccountSecretResponse(rsp)
 }
 
 // ListUserAttributesWithResponse List the account-wide user-attribute definitions
@@ -30391,6 +32839,107 @@ func ParseRemoveGroupMemberResponse(rsp *http.Response) (*RemoveGroupMemberRespo
 	return response, nil
 }
 
+// ParseCreateOAuthTokenResponse parses an HTTP response from a CreateOAuthTokenWithResponse call
+func ParseCreateOAuthTokenResponse(rsp *http.Response) (*CreateOAuthTokenResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateOAuthTokenResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest OAuthToken
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest OAuthError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest OAuthError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers CreateOAuthTokenResponse200Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers CreateOAuthTokenResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateOAuthTokenResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseGetOpenApiDocumentResponse parses an HTTP response from a GetOpenApiDocumentWithResponse call
 func ParseGetOpenApiDocumentResponse(rsp *http.Response) (*GetOpenApiDocumentResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -30412,6 +32961,681 @@ func ParseGetOpenApiDocumentResponse(rsp *http.Response) (*GetOpenApiDocumentRes
 		}
 		response.JSON200 = &dest
 
+	}
+
+	return response, nil
+}
+
+// ParseListServiceAccountsResponse parses an HTTP response from a ListServiceAccountsWithResponse call
+func ParseListServiceAccountsResponse(rsp *http.Response) (*ListServiceAccountsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListServiceAccountsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ServiceAccountPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListServiceAccountsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateServiceAccountResponse parses an HTTP response from a CreateServiceAccountWithResponse call
+func ParseCreateServiceAccountResponse(rsp *http.Response) (*CreateServiceAccountResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateServiceAccountResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest ServiceAccount
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers CreateServiceAccountResponse201Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 401:
+		var headers CreateServiceAccountResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteServiceAccountResponse parses an HTTP response from a DeleteServiceAccountWithResponse call
+func ParseDeleteServiceAccountResponse(rsp *http.Response) (*DeleteServiceAccountResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteServiceAccountResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers DeleteServiceAccountResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetServiceAccountResponse parses an HTTP response from a GetServiceAccountWithResponse call
+func ParseGetServiceAccountResponse(rsp *http.Response) (*GetServiceAccountResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetServiceAccountResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ServiceAccount
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetServiceAccountResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListServiceAccountSecretsResponse parses an HTTP response from a ListServiceAccountSecretsWithResponse call
+func ParseListServiceAccountSecretsResponse(rsp *http.Response) (*ListServiceAccountSecretsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListServiceAccountSecretsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ServiceAccountSecretPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListServiceAccountSecretsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateServiceAccountSecretResponse parses an HTTP response from a CreateServiceAccountSecretWithResponse call
+func ParseCreateServiceAccountSecretResponse(rsp *http.Response) (*CreateServiceAccountSecretResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateServiceAccountSecretResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest ServiceAccountSecretWithValue
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers CreateServiceAccountSecretResponse201Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 401:
+		var headers CreateServiceAccountSecretResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRevokeServiceAccountSecretResponse parses an HTTP response from a RevokeServiceAccountSecretWithResponse call
+func ParseRevokeServiceAccountSecretResponse(rsp *http.Response) (*RevokeServiceAccountSecretResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RevokeServiceAccountSecretResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ServiceAccountSecret
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers RevokeServiceAccountSecretResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetServiceAccountSecretResponse parses an HTTP response from a GetServiceAccountSecretWithResponse call
+func ParseGetServiceAccountSecretResponse(rsp *http.Response) (*GetServiceAccountSecretResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetServiceAccountSecretResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ServiceAccountSecret
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetServiceAccountSecretResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRotateServiceAccountSecretResponse parses an HTTP response from a RotateServiceAccountSecretWithResponse call
+func ParseRotateServiceAccountSecretResponse(rsp *http.Response) (*RotateServiceAccountSecretResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RotateServiceAccountSecretResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ServiceAccountSecretWithValue
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers RotateServiceAccountSecretResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
 	}
 
 	return response, nil

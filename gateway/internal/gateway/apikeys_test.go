@@ -326,7 +326,7 @@ func TestAPIKeyRefusals(t *testing.T) {
 		{"create-400-expiry-in-the-past", "POST", "", admin, map[string]any{"name": "x", "kind": "account", "expiresAt": "2020-01-01T00:00:00Z"}, 400, "invalid_request", "not in the future"},
 		{"create-400-expiry-beyond-the-maximum", "POST", "", admin, map[string]any{"name": "x", "kind": "account", "expiresAt": time.Now().Add(49 * time.Hour).UTC().Format(time.RFC3339)}, 400, "invalid_request", "beyond the limit of 48h"},
 		{"create-400-owner-of-another-account", "POST", "", admin, map[string]any{"name": "x", "kind": "account", "expiresAt": future, "owner": map[string]any{"type": "user", "id": globex.Users["admin"].ID}}, 400, "invalid_request", "not a user of this account"},
-		{"create-400-owner-service-account", "POST", "", admin, map[string]any{"name": "x", "kind": "account", "owner": map[string]any{"type": "serviceAccount", "id": 1}}, 400, "invalid_request", "serviceAccount"},
+		{"create-400-owner-person-as-service-account", "POST", "", admin, map[string]any{"name": "x", "kind": "account", "owner": map[string]any{"type": "serviceAccount", "id": acme.Users["viewer"].ID}}, 400, "invalid_request", "not a service account"},
 		{"create-400-unknown-field", "POST", "", admin, map[string]any{"name": "x", "kind": "account", "secret": "mine"}, 400, "invalid_request", "unknown field"},
 		{"create-400-not-an-object", "POST", "", admin, []int{1}, 400, "invalid_request", ""},
 		{"create-400-scope-not-ids", "POST", "", admin, map[string]any{"name": "x", "kind": "account", "scope": "all"}, 400, "invalid_request", "scope"},
