@@ -18,6 +18,10 @@ if [[ ! -e "$secrets/jwt-private.pem" ]]; then
   openssl genpkey -algorithm ed25519 -out "$secrets/jwt-private.pem"
   openssl pkey -in "$secrets/jwt-private.pem" -pubout -out "$secrets/jwt-public.pem"
 fi
+# The gateway's own key for service accounts' access tokens (OAUTH_SIGNING_KEY_FILE).
+if [[ ! -e "$secrets/oauth-signing.pem" ]]; then
+  openssl genpkey -algorithm ed25519 -out "$secrets/oauth-signing.pem"
+fi
 identity_key="$(openssl rand -base64 32)"
 hexkey="$(printf %s "$identity_key" | base64 -d | od -An -v -tx1 | tr -d ' \n')"
 service_key() {
@@ -43,4 +47,4 @@ umask 077
     echo "MONGO_${u}_PASSWORD=$(openssl rand -hex 24)"
   done
 } > "$env_file"
-echo "gen-env: wrote $env_file and $secrets/jwt-{private,public}.pem"
+echo "gen-env: wrote $env_file, $secrets/jwt-{private,public}.pem and $secrets/oauth-signing.pem"

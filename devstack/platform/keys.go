@@ -27,6 +27,9 @@ type Keys struct {
 	EmbedKeyEncryption string // base64 of 32 bytes; EMBED_KEY_ENCRYPTION_KEY
 	JWTPrivateKeyFile  string // PKCS#8 PEM Ed25519
 	JWTPublicKeyFile   string // PKIX PEM
+	// OAuthSigningKeyFile is the gateway's own key for service accounts' access tokens
+	// (PKCS#8 PEM Ed25519; OAUTH_SIGNING_KEY_FILE).
+	OAuthSigningKeyFile string
 }
 
 // EnsureKeys reads the keys in dir, creating the missing ones.
@@ -36,6 +39,8 @@ func EnsureKeys(dir string) (Keys, error) {
 		IdentityKeyFile:   filepath.Join(dir, "identity.key"),
 		JWTPrivateKeyFile: filepath.Join(dir, "bearer-ed25519.pem"),
 		JWTPublicKeyFile:  filepath.Join(dir, "bearer-ed25519.pub.pem"),
+
+		OAuthSigningKeyFile: filepath.Join(dir, "oauth-ed25519.pem"),
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return k, fmt.Errorf("keys dir: %w", err)
@@ -51,6 +56,9 @@ func EnsureKeys(dir string) (Keys, error) {
 		return k, err
 	}
 	if err := ensureEd25519(k.JWTPrivateKeyFile, k.JWTPublicKeyFile); err != nil {
+		return k, err
+	}
+	if err := ensureEd25519(k.OAuthSigningKeyFile, filepath.Join(dir, "oauth-ed25519.pub.pem")); err != nil {
 		return k, err
 	}
 	return k, nil

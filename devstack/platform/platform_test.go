@@ -167,7 +167,7 @@ func TestTableGivesEachProcessItsNameAddressesKeysAndUpstreams(t *testing.T) {
 	if want := "http://" + l.Addr("workspace-svc-1") + ",http://" + l.Addr("workspace-svc-2"); gw["WORKSPACE_URL"] != want {
 		t.Errorf("gateway WORKSPACE_URL = %q, want every replica %q", gw["WORKSPACE_URL"], want)
 	}
-	if gw["AUTH_JWT_PUBLIC_KEYS_FILE"] != l.Keys.JWTPublicKeyFile || gw["AUTH_REVOCATION_POLL"] != "200ms" || gw["GATEWAY_ADDR"] != l.Addr("gateway-2") {
+	if gw["AUTH_JWT_PUBLIC_KEYS_FILE"] != l.Keys.JWTPublicKeyFile || gw["OAUTH_SIGNING_KEY_FILE"] != l.Keys.OAuthSigningKeyFile || gw["AUTH_REVOCATION_POLL"] != "200ms" || gw["GATEWAY_ADDR"] != l.Addr("gateway-2") {
 		t.Errorf("gateway-2 env %v", gw)
 	}
 }
@@ -338,8 +338,9 @@ func TestEnsureKeysCreatesPrivateFilesOnceAndReusesThem(t *testing.T) {
 			t.Errorf("%s mode %v, want 0600", e.Name(), fi.Mode().Perm())
 		}
 	}
-	if len(entries) != 5 {
-		t.Errorf("%d files in %s, want 5", len(entries), dir)
+	// Three secrets, the bearer key pair and the gateway's OAuth key pair.
+	if len(entries) != 7 {
+		t.Errorf("%d files in %s, want 7", len(entries), dir)
 	}
 }
 

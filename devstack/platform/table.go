@@ -139,7 +139,8 @@ func (l Layout) env(p Proc, urls map[string][]string) ([]string, error) {
 			"EMBED_URL="+strings.Join(urls[EmbedSvc.Name], ","),
 			"DBTSYNC_URL="+strings.Join(urls[DBTSyncSvc.Name], ","),
 			"AUTH_JWT_PUBLIC_KEYS_FILE="+l.Keys.JWTPublicKeyFile,
-			"AUTH_JWT_ISSUER="+JWTIssuer, "AUTH_JWT_AUDIENCE="+JWTAudience)
+			"AUTH_JWT_ISSUER="+JWTIssuer, "AUTH_JWT_AUDIENCE="+JWTAudience,
+			"OAUTH_SIGNING_KEY_FILE="+l.Keys.OAuthSigningKeyFile)
 		env = append(env, l.GatewayEnv...)
 	case EmbedSvc.Name:
 		env = append(env, "HTTP_ADDR="+p.Addr, "EMBED_KEY_ENCRYPTION_KEY="+l.Keys.EmbedKeyEncryption)
