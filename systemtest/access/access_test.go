@@ -403,6 +403,52 @@ var accessRoutes = []accessRoute{
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return "/api/v1/api-keys/" + p.freshAPIKey(t) + "/rotate", nil
 		}},
+	// Service accounts, served by the gateway: managed as the API keys are (an admin's
+	// bearer or unscoped account key); another account does not know acme's (404).
+	{"list-service-accounts", "GET", "/api/v1/service-accounts", schemeAPIKeyOrBearer, "401 401 401 401 200 403 403 403 200 403 403 403 401 200 200",
+		func(p *platform, t *testing.T, sc *scope) (string, any) { return "/api/v1/service-accounts", nil }},
+	{"create-service-account", "POST", "/api/v1/service-accounts", schemeAPIKeyOrBearer, "401 401 401 401 201 403 403 403 201 403 403 403 401 201 201",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return "/api/v1/service-accounts", map[string]any{"name": "matrix", "role": "viewer"}
+		}},
+	{"get-service-account", "GET", "/api/v1/service-accounts/{id}", schemeAPIKeyOrBearer, "401 401 401 401 200 403 403 403 200 403 403 403 401 404 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return fmt.Sprintf("/api/v1/service-accounts/%d", p.freshServiceAccount(t)), nil
+		}},
+	{"delete-service-account", "DELETE", "/api/v1/service-accounts/{id}", schemeAPIKeyOrBearer, "401 401 401 401 204 403 403 403 204 403 403 403 401 404 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return fmt.Sprintf("/api/v1/service-accounts/%d", p.freshServiceAccount(t)), nil
+		}},
+	{"list-service-account-secrets", "GET", "/api/v1/service-accounts/{id}/secrets", schemeAPIKeyOrBearer, "401 401 401 401 200 403 403 403 200 403 403 403 401 404 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return fmt.Sprintf("/api/v1/service-accounts/%d/secrets", p.freshServiceAccount(t)), nil
+		}},
+	{"create-service-account-secret", "POST", "/api/v1/service-accounts/{id}/secrets", schemeAPIKeyOrBearer, "401 401 401 401 201 403 403 403 201 403 403 403 401 404 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return fmt.Sprintf("/api/v1/service-accounts/%d/secrets", p.freshServiceAccount(t)), nil
+		}},
+	{"get-service-account-secret", "GET", "/api/v1/service-accounts/{id}/secrets/{clientId}", schemeAPIKeyOrBearer, "401 401 401 401 200 403 403 403 200 403 403 403 401 404 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			sa, clientID, _ := p.freshClientSecret(t)
+			return fmt.Sprintf("/api/v1/service-accounts/%d/secrets/%s", sa, clientID), nil
+		}},
+	{"revoke-service-account-secret", "DELETE", "/api/v1/service-accounts/{id}/secrets/{clientId}", schemeAPIKeyOrBearer, "401 401 401 401 200 403 403 403 200 403 403 403 401 404 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			sa, clientID, _ := p.freshClientSecret(t)
+			return fmt.Sprintf("/api/v1/service-accounts/%d/secrets/%s", sa, clientID), nil
+		}},
+	{"rotate-service-account-secret", "POST", "/api/v1/service-accounts/{id}/secrets/{clientId}/rotate", schemeAPIKeyOrBearer, "401 401 401 401 200 403 403 403 200 403 403 403 401 404 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			sa, clientID, _ := p.freshClientSecret(t)
+			return fmt.Sprintf("/api/v1/service-accounts/%d/secrets/%s/rotate", sa, clientID), nil
+		}},
+	// The token endpoint is public: the client's id and secret are in the form body, and
+	// whatever bearer token or API key is sent beside them is ignored.
+	{"oauth-token", "POST", "/api/v1/oauth/token", schemePublic, "200 200 200 200 200 200 200 200 200 200 200 200 200 200 200",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			_, clientID, secret := p.freshClientSecret(t)
+			return "/api/v1/oauth/token", url.Values{"grant_type": {"client_credentials"}, "client_id": {clientID}, "client_secret": {secret}}
+		}},
 	{"list-groups", "GET", "/api/v1/groups", schemeAPIKeyOrBearer, "401 401 401 401 200 200 200 200 200 403 403 403 401 200 200",
 		func(p *platform, t *testing.T, sc *scope) (string, any) { return "/api/v1/groups", nil }},
 	{"create-group", "POST", "/api/v1/groups", schemeAPIKeyOrBearer, "401 401 401 401 200 403 403 403 200 403 403 403 401 200 200",
@@ -1421,6 +1467,23 @@ func (p *platform) freshCatalogEntry(t *testing.T, kind string) string {
 
 // freshAPIKey is a new API key of acme, expiring within the hour, for a call that reads,
 // revokes or rotates it.
+// freshServiceAccount is a new viewer service account of acme, for a call that reads or
+// deletes it.
+func (p *platform) freshServiceAccount(t *testing.T) int64 {
+	return id(t, p.must(t, "POST", "/api/v1/service-accounts", adminBearer(p), map[string]any{"name": "matrix", "role": "viewer"}, 201))
+}
+
+// freshClientSecret is a new client secret of a new service account of acme: the
+// service account, the client id and the secret (which the log scan looks for).
+func (p *platform) freshClientSecret(t *testing.T) (int64, string, string) {
+	sa := p.freshServiceAccount(t)
+	out := p.must(t, "POST", fmt.Sprintf("/api/v1/service-accounts/%d/secrets", sa), adminBearer(p), nil, 201)
+	clientID, _ := out["clientId"].(string)
+	secret, _ := out["clientSecret"].(string)
+	p.secrets = append(p.secrets, secret)
+	return sa, clientID, secret
+}
+
 func (p *platform) freshAPIKey(t *testing.T) string {
 	out := p.must(t, "POST", "/api/v1/api-keys", adminBearer(p),
 		map[string]any{"name": "matrix", "kind": "account", "expiresAt": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)}, 201)
@@ -1517,9 +1580,16 @@ type response struct {
 
 func (p *platform) call(t *testing.T, method, path, authz string, body any, headers map[string]string) response {
 	t.Helper()
+	form, isForm := body.(url.Values)
+	if isForm {
+		body = form.Encode()
+	}
 	req, err := p.api.Request(method, path, authz, body)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if isForm {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	}
 	for k, v := range headers {
 		req.Header.Set(k, v)

@@ -271,11 +271,9 @@ func (g *Gateway) decodeTokenRequest(r *h1.Request) (serviceaccounts.TokenReques
 	}
 	req.GrantType, req.Scope = form.Get("grant_type"), form.Get("scope")
 	req.ClientID, req.ClientSecret = form.Get("client_id"), form.Get("client_secret")
-	if h := r.Header.Get("Authorization"); h != "" {
-		scheme, value, _ := strings.Cut(h, " ")
-		if !strings.EqualFold(scheme, "basic") {
-			return req, invalidTokenRequest("the client authenticates by HTTP Basic or in the body, not by " + strconv.Quote(logging.Cut(scheme, 32)))
-		}
+	// Another scheme (a bearer token, an API key) is no client authentication: it is
+	// ignored, as on every public route.
+	if scheme, value, _ := strings.Cut(r.Header.Get("Authorization"), " "); strings.EqualFold(scheme, "basic") {
 		req.Basic = true
 		if req.ClientSecret != "" {
 			return req, invalidTokenRequest("the client authenticates one way only: HTTP Basic or client_secret in the body, not both")
