@@ -1275,7 +1275,8 @@ func (sc *scope) buildPath(rest string) string {
 }
 
 func startPlatform(t *testing.T) *platform {
-	s := stacktest.Start(t, stacktest.Options{Env: []string{"RATE_LIMIT_GENERATE_SESSION=0", "RATE_LIMIT_EXCHANGE=0"}})
+	// The matrix makes a fresh service account for every call that consumes one.
+	s := stacktest.Start(t, stacktest.Options{Env: []string{"RATE_LIMIT_GENERATE_SESSION=0", "RATE_LIMIT_EXCHANGE=0", "SERVICE_ACCOUNT_MAX_PER_ACCOUNT=1000"}})
 	p := &platform{s: s, api: apitest.New(s.Gateway), acme: s.Seed.Accounts["acme"], globex: s.Seed.Accounts["globex"],
 		scopes: map[string]*scope{}, tenantA: "acme-north", tenantB: "acme-south", globexTenant: "globex-only"}
 	_, foreignKey, err := ed25519.GenerateKey(rand.Reader)
