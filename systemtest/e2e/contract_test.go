@@ -34,6 +34,7 @@ func TestContract(t *testing.T) {
 		{"pagination", paginationRules},
 		{"audit", auditRules},
 		{"generated-client", clientRules},
+		{"service-accounts", serviceAccountRules},
 	} {
 		for _, r := range group.rules {
 			t.Run(group.name+"/"+r.name, func(t *testing.T) { r.check(t, p) })
