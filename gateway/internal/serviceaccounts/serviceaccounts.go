@@ -496,10 +496,6 @@ func IsClientFailure(err error) bool {
 	return errors.As(err, &oe) && oe.Status == 401
 }
 
-// ScopeClaim is the claim an access token carries its deployment scope in: the ids,
-// space-separated (RFC 8693 §4.2); absent, every deployment of the account.
-const ScopeClaim = "scope"
-
 // TokenClaims are the claims of an access token the service issues.
 type TokenClaims struct {
 	jwt.RegisteredClaims
@@ -603,19 +599,6 @@ func (s *Service) tokenScope(ctx context.Context, accountID int64, raw string) (
 		parts[i] = strconv.FormatInt(id, 10)
 	}
 	return strings.Join(parts, " "), nil
-}
-
-// ParseScope reads the deployment ids of an access token's scope claim.
-func ParseScope(scope string) ([]int64, error) {
-	var out []int64
-	for _, f := range strings.Fields(scope) {
-		id, err := strconv.ParseInt(f, 10, 64)
-		if err != nil || id <= 0 {
-			return nil, errors.New("scope is not a list of deployment ids")
-		}
-		out = append(out, id)
-	}
-	return out, nil
 }
 
 func (s *Service) record(ctx context.Context, c Caller, action, targetType, id string, err error, ok int, details map[string]any) {
