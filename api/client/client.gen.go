@@ -13996,9 +13996,22 @@ type ClientWithResponsesInterface interface {
 	ListBranchVersionsWithResponse(ctx context.Context, deploymentId DeploymentId, branchName BranchName, params *ListBranchVersionsParams, reqEditors ...RequestEditorFn) (*ListBranchVersionsResponse, error)
 }
 
+// ListApiKeysResponse200Headers the declared response headers of an HTTP 200 response for ListApiKeys
+type ListApiKeysResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // ListApiKeysResponse401Headers the declared response headers of an HTTP 401 response for ListApiKeys
 type ListApiKeysResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// ListApiKeysResponse429Headers the declared response headers of an HTTP 429 response for ListApiKeys
+type ListApiKeysResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type ListApiKeysResponse struct {
@@ -14012,10 +14025,16 @@ type ListApiKeysResponse struct {
 	JSON401 *Unauthorized
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Forbidden
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListApiKeysResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListApiKeysResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListApiKeysResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -14036,6 +14055,11 @@ func (r ListApiKeysResponse) GetJSON401() *Unauthorized {
 // GetJSON403 returns the response for an HTTP 403 `application/json` response
 func (r ListApiKeysResponse) GetJSON403() *Forbidden {
 	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListApiKeysResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
@@ -14074,12 +14098,21 @@ func (r ListApiKeysResponse) ContentType() string {
 
 // CreateApiKeyResponse201Headers the declared response headers of an HTTP 201 response for CreateApiKey
 type CreateApiKeyResponse201Headers struct {
-	Location *string
+	Location        *string
+	RateLimit       *string
+	RateLimitPolicy *string
 }
 
 // CreateApiKeyResponse401Headers the declared response headers of an HTTP 401 response for CreateApiKey
 type CreateApiKeyResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// CreateApiKeyResponse429Headers the declared response headers of an HTTP 429 response for CreateApiKey
+type CreateApiKeyResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type CreateApiKeyResponse struct {
@@ -14097,12 +14130,16 @@ type CreateApiKeyResponse struct {
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// Headers201 the parsed response headers for an HTTP 201 response
 	Headers201 *CreateApiKeyResponse201Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreateApiKeyResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateApiKeyResponse429Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -14133,6 +14170,11 @@ func (r CreateApiKeyResponse) GetJSON413() *PayloadTooLarge {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r CreateApiKeyResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreateApiKeyResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
@@ -14169,9 +14211,22 @@ func (r CreateApiKeyResponse) ContentType() string {
 	return ""
 }
 
+// RevokeApiKeyResponse200Headers the declared response headers of an HTTP 200 response for RevokeApiKey
+type RevokeApiKeyResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // RevokeApiKeyResponse401Headers the declared response headers of an HTTP 401 response for RevokeApiKey
 type RevokeApiKeyResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// RevokeApiKeyResponse429Headers the declared response headers of an HTTP 429 response for RevokeApiKey
+type RevokeApiKeyResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type RevokeApiKeyResponse struct {
@@ -14185,10 +14240,16 @@ type RevokeApiKeyResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *RevokeApiKeyResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *RevokeApiKeyResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RevokeApiKeyResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -14209,6 +14270,11 @@ func (r RevokeApiKeyResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r RevokeApiKeyResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RevokeApiKeyResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
@@ -14245,9 +14311,22 @@ func (r RevokeApiKeyResponse) ContentType() string {
 	return ""
 }
 
+// GetApiKeyResponse200Headers the declared response headers of an HTTP 200 response for GetApiKey
+type GetApiKeyResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // GetApiKeyResponse401Headers the declared response headers of an HTTP 401 response for GetApiKey
 type GetApiKeyResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// GetApiKeyResponse429Headers the declared response headers of an HTTP 429 response for GetApiKey
+type GetApiKeyResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type GetApiKeyResponse struct {
@@ -14261,10 +14340,16 @@ type GetApiKeyResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetApiKeyResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetApiKeyResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetApiKeyResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -14285,6 +14370,11 @@ func (r GetApiKeyResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r GetApiKeyResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetApiKeyResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
@@ -14321,9 +14411,22 @@ func (r GetApiKeyResponse) ContentType() string {
 	return ""
 }
 
+// RotateApiKeyResponse200Headers the declared response headers of an HTTP 200 response for RotateApiKey
+type RotateApiKeyResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // RotateApiKeyResponse401Headers the declared response headers of an HTTP 401 response for RotateApiKey
 type RotateApiKeyResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// RotateApiKeyResponse429Headers the declared response headers of an HTTP 429 response for RotateApiKey
+type RotateApiKeyResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type RotateApiKeyResponse struct {
@@ -14343,10 +14446,16 @@ type RotateApiKeyResponse struct {
 	JSON409 *Conflict
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *RotateApiKeyResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *RotateApiKeyResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RotateApiKeyResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -14384,6 +14493,11 @@ func (r RotateApiKeyResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
 }
 
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RotateApiKeyResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
 func (r RotateApiKeyResponse) GetJSON503() *ServiceUnavailable {
 	return r.JSON503
@@ -14418,9 +14532,22 @@ func (r RotateApiKeyResponse) ContentType() string {
 	return ""
 }
 
+// ListAuditEventsResponse200Headers the declared response headers of an HTTP 200 response for ListAuditEvents
+type ListAuditEventsResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // ListAuditEventsResponse401Headers the declared response headers of an HTTP 401 response for ListAuditEvents
 type ListAuditEventsResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// ListAuditEventsResponse429Headers the declared response headers of an HTTP 429 response for ListAuditEvents
+type ListAuditEventsResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type ListAuditEventsResponse struct {
@@ -14434,14 +14561,20 @@ type ListAuditEventsResponse struct {
 	JSON401 *Unauthorized
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Forbidden
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListAuditEventsResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListAuditEventsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListAuditEventsResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -14462,6 +14595,11 @@ func (r ListAuditEventsResponse) GetJSON401() *Unauthorized {
 // GetJSON403 returns the response for an HTTP 403 `application/json` response
 func (r ListAuditEventsResponse) GetJSON403() *Forbidden {
 	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListAuditEventsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -14508,9 +14646,22 @@ func (r ListAuditEventsResponse) ContentType() string {
 	return ""
 }
 
+// GetDbtGitIntegrationResponse200Headers the declared response headers of an HTTP 200 response for GetDbtGitIntegration
+type GetDbtGitIntegrationResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // GetDbtGitIntegrationResponse401Headers the declared response headers of an HTTP 401 response for GetDbtGitIntegration
 type GetDbtGitIntegrationResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// GetDbtGitIntegrationResponse429Headers the declared response headers of an HTTP 429 response for GetDbtGitIntegration
+type GetDbtGitIntegrationResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type GetDbtGitIntegrationResponse struct {
@@ -14524,14 +14675,20 @@ type GetDbtGitIntegrationResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetDbtGitIntegrationResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetDbtGitIntegrationResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetDbtGitIntegrationResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -14552,6 +14709,11 @@ func (r GetDbtGitIntegrationResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r GetDbtGitIntegrationResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetDbtGitIntegrationResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -14598,9 +14760,22 @@ func (r GetDbtGitIntegrationResponse) ContentType() string {
 	return ""
 }
 
+// SetDbtGitIntegrationResponse200Headers the declared response headers of an HTTP 200 response for SetDbtGitIntegration
+type SetDbtGitIntegrationResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // SetDbtGitIntegrationResponse401Headers the declared response headers of an HTTP 401 response for SetDbtGitIntegration
 type SetDbtGitIntegrationResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// SetDbtGitIntegrationResponse429Headers the declared response headers of an HTTP 429 response for SetDbtGitIntegration
+type SetDbtGitIntegrationResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type SetDbtGitIntegrationResponse struct {
@@ -14620,14 +14795,20 @@ type SetDbtGitIntegrationResponse struct {
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *SetDbtGitIntegrationResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *SetDbtGitIntegrationResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *SetDbtGitIntegrationResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -14663,6 +14844,11 @@ func (r SetDbtGitIntegrationResponse) GetJSON413() *PayloadTooLarge {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r SetDbtGitIntegrationResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r SetDbtGitIntegrationResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -14709,9 +14895,22 @@ func (r SetDbtGitIntegrationResponse) ContentType() string {
 	return ""
 }
 
+// ListDbtSyncJobsResponse200Headers the declared response headers of an HTTP 200 response for ListDbtSyncJobs
+type ListDbtSyncJobsResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // ListDbtSyncJobsResponse401Headers the declared response headers of an HTTP 401 response for ListDbtSyncJobs
 type ListDbtSyncJobsResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// ListDbtSyncJobsResponse429Headers the declared response headers of an HTTP 429 response for ListDbtSyncJobs
+type ListDbtSyncJobsResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type ListDbtSyncJobsResponse struct {
@@ -14727,14 +14926,20 @@ type ListDbtSyncJobsResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListDbtSyncJobsResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListDbtSyncJobsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListDbtSyncJobsResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -14760,6 +14965,11 @@ func (r ListDbtSyncJobsResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r ListDbtSyncJobsResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListDbtSyncJobsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -14806,6 +15016,12 @@ func (r ListDbtSyncJobsResponse) ContentType() string {
 	return ""
 }
 
+// StartDbtSyncResponse202Headers the declared response headers of an HTTP 202 response for StartDbtSync
+type StartDbtSyncResponse202Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // StartDbtSyncResponse401Headers the declared response headers of an HTTP 401 response for StartDbtSync
 type StartDbtSyncResponse401Headers struct {
 	WWWAuthenticate string
@@ -14836,6 +15052,8 @@ type StartDbtSyncResponse struct {
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *StartDbtSyncResponse202Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *StartDbtSyncResponse401Headers
 }
@@ -14924,9 +15142,22 @@ func (r StartDbtSyncResponse) ContentType() string {
 	return ""
 }
 
+// GetDbtSyncJobResponse200Headers the declared response headers of an HTTP 200 response for GetDbtSyncJob
+type GetDbtSyncJobResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // GetDbtSyncJobResponse401Headers the declared response headers of an HTTP 401 response for GetDbtSyncJob
 type GetDbtSyncJobResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// GetDbtSyncJobResponse429Headers the declared response headers of an HTTP 429 response for GetDbtSyncJob
+type GetDbtSyncJobResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type GetDbtSyncJobResponse struct {
@@ -14940,14 +15171,20 @@ type GetDbtSyncJobResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetDbtSyncJobResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetDbtSyncJobResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetDbtSyncJobResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -14968,6 +15205,11 @@ func (r GetDbtSyncJobResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r GetDbtSyncJobResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetDbtSyncJobResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -15014,9 +15256,22 @@ func (r GetDbtSyncJobResponse) ContentType() string {
 	return ""
 }
 
+// CancelDbtSyncJobResponse200Headers the declared response headers of an HTTP 200 response for CancelDbtSyncJob
+type CancelDbtSyncJobResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // CancelDbtSyncJobResponse401Headers the declared response headers of an HTTP 401 response for CancelDbtSyncJob
 type CancelDbtSyncJobResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// CancelDbtSyncJobResponse429Headers the declared response headers of an HTTP 429 response for CancelDbtSyncJob
+type CancelDbtSyncJobResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type CancelDbtSyncJobResponse struct {
@@ -15032,14 +15287,20 @@ type CancelDbtSyncJobResponse struct {
 	JSON404 *NotFound
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Conflict
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *CancelDbtSyncJobResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CancelDbtSyncJobResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CancelDbtSyncJobResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -15065,6 +15326,11 @@ func (r CancelDbtSyncJobResponse) GetJSON404() *NotFound {
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
 func (r CancelDbtSyncJobResponse) GetJSON409() *Conflict {
 	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CancelDbtSyncJobResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -15111,6 +15377,12 @@ func (r CancelDbtSyncJobResponse) ContentType() string {
 	return ""
 }
 
+// RetryDbtSyncJobResponse202Headers the declared response headers of an HTTP 202 response for RetryDbtSyncJob
+type RetryDbtSyncJobResponse202Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // RetryDbtSyncJobResponse401Headers the declared response headers of an HTTP 401 response for RetryDbtSyncJob
 type RetryDbtSyncJobResponse401Headers struct {
 	WWWAuthenticate string
@@ -15139,6 +15411,8 @@ type RetryDbtSyncJobResponse struct {
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *RetryDbtSyncJobResponse202Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *RetryDbtSyncJobResponse401Headers
 }
@@ -15222,9 +15496,22 @@ func (r RetryDbtSyncJobResponse) ContentType() string {
 	return ""
 }
 
+// GetRootEmbedAccessResponse200Headers the declared response headers of an HTTP 200 response for GetRootEmbedAccess
+type GetRootEmbedAccessResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // GetRootEmbedAccessResponse401Headers the declared response headers of an HTTP 401 response for GetRootEmbedAccess
 type GetRootEmbedAccessResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// GetRootEmbedAccessResponse429Headers the declared response headers of an HTTP 429 response for GetRootEmbedAccess
+type GetRootEmbedAccessResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type GetRootEmbedAccessResponse struct {
@@ -15238,14 +15525,20 @@ type GetRootEmbedAccessResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetRootEmbedAccessResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetRootEmbedAccessResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetRootEmbedAccessResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -15266,6 +15559,11 @@ func (r GetRootEmbedAccessResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r GetRootEmbedAccessResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetRootEmbedAccessResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -15312,9 +15610,22 @@ func (r GetRootEmbedAccessResponse) ContentType() string {
 	return ""
 }
 
+// SetRootEmbedAccessResponse200Headers the declared response headers of an HTTP 200 response for SetRootEmbedAccess
+type SetRootEmbedAccessResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // SetRootEmbedAccessResponse401Headers the declared response headers of an HTTP 401 response for SetRootEmbedAccess
 type SetRootEmbedAccessResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// SetRootEmbedAccessResponse429Headers the declared response headers of an HTTP 429 response for SetRootEmbedAccess
+type SetRootEmbedAccessResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type SetRootEmbedAccessResponse struct {
@@ -15334,14 +15645,20 @@ type SetRootEmbedAccessResponse struct {
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *SetRootEmbedAccessResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *SetRootEmbedAccessResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *SetRootEmbedAccessResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -15377,6 +15694,11 @@ func (r SetRootEmbedAccessResponse) GetJSON413() *PayloadTooLarge {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r SetRootEmbedAccessResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r SetRootEmbedAccessResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -15423,9 +15745,22 @@ func (r SetRootEmbedAccessResponse) ContentType() string {
 	return ""
 }
 
+// ListEmbedTenantWorkbooksResponse200Headers the declared response headers of an HTTP 200 response for ListEmbedTenantWorkbooks
+type ListEmbedTenantWorkbooksResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // ListEmbedTenantWorkbooksResponse401Headers the declared response headers of an HTTP 401 response for ListEmbedTenantWorkbooks
 type ListEmbedTenantWorkbooksResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// ListEmbedTenantWorkbooksResponse429Headers the declared response headers of an HTTP 429 response for ListEmbedTenantWorkbooks
+type ListEmbedTenantWorkbooksResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type ListEmbedTenantWorkbooksResponse struct {
@@ -15441,14 +15776,20 @@ type ListEmbedTenantWorkbooksResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListEmbedTenantWorkbooksResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListEmbedTenantWorkbooksResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListEmbedTenantWorkbooksResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -15474,6 +15815,11 @@ func (r ListEmbedTenantWorkbooksResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r ListEmbedTenantWorkbooksResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListEmbedTenantWorkbooksResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -15520,9 +15866,22 @@ func (r ListEmbedTenantWorkbooksResponse) ContentType() string {
 	return ""
 }
 
+// CreateFolderResponse200Headers the declared response headers of an HTTP 200 response for CreateFolder
+type CreateFolderResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // CreateFolderResponse401Headers the declared response headers of an HTTP 401 response for CreateFolder
 type CreateFolderResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// CreateFolderResponse429Headers the declared response headers of an HTTP 429 response for CreateFolder
+type CreateFolderResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type CreateFolderResponse struct {
@@ -15542,14 +15901,20 @@ type CreateFolderResponse struct {
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *CreateFolderResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreateFolderResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateFolderResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -15585,6 +15950,11 @@ func (r CreateFolderResponse) GetJSON413() *PayloadTooLarge {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r CreateFolderResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreateFolderResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -15631,9 +16001,22 @@ func (r CreateFolderResponse) ContentType() string {
 	return ""
 }
 
+// DeleteFolderResponse204Headers the declared response headers of an HTTP 204 response for DeleteFolder
+type DeleteFolderResponse204Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // DeleteFolderResponse401Headers the declared response headers of an HTTP 401 response for DeleteFolder
 type DeleteFolderResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// DeleteFolderResponse429Headers the declared response headers of an HTTP 429 response for DeleteFolder
+type DeleteFolderResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type DeleteFolderResponse struct {
@@ -15649,14 +16032,20 @@ type DeleteFolderResponse struct {
 	JSON404 *NotFound
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Conflict
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers204 the parsed response headers for an HTTP 204 response
+	Headers204 *DeleteFolderResponse204Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *DeleteFolderResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeleteFolderResponse429Headers
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
@@ -15682,6 +16071,11 @@ func (r DeleteFolderResponse) GetJSON404() *NotFound {
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
 func (r DeleteFolderResponse) GetJSON409() *Conflict {
 	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DeleteFolderResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -15728,9 +16122,22 @@ func (r DeleteFolderResponse) ContentType() string {
 	return ""
 }
 
+// GetFolderResponse200Headers the declared response headers of an HTTP 200 response for GetFolder
+type GetFolderResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // GetFolderResponse401Headers the declared response headers of an HTTP 401 response for GetFolder
 type GetFolderResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// GetFolderResponse429Headers the declared response headers of an HTTP 429 response for GetFolder
+type GetFolderResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type GetFolderResponse struct {
@@ -15746,14 +16153,20 @@ type GetFolderResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetFolderResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetFolderResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetFolderResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -15779,6 +16192,11 @@ func (r GetFolderResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r GetFolderResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetFolderResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -15825,9 +16243,22 @@ func (r GetFolderResponse) ContentType() string {
 	return ""
 }
 
+// UpdateFolderResponse200Headers the declared response headers of an HTTP 200 response for UpdateFolder
+type UpdateFolderResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // UpdateFolderResponse401Headers the declared response headers of an HTTP 401 response for UpdateFolder
 type UpdateFolderResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// UpdateFolderResponse429Headers the declared response headers of an HTTP 429 response for UpdateFolder
+type UpdateFolderResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type UpdateFolderResponse struct {
@@ -15847,14 +16278,20 @@ type UpdateFolderResponse struct {
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *UpdateFolderResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *UpdateFolderResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *UpdateFolderResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -15890,6 +16327,11 @@ func (r UpdateFolderResponse) GetJSON413() *PayloadTooLarge {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r UpdateFolderResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r UpdateFolderResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -15936,9 +16378,22 @@ func (r UpdateFolderResponse) ContentType() string {
 	return ""
 }
 
+// GetFolderEmbedAccessResponse200Headers the declared response headers of an HTTP 200 response for GetFolderEmbedAccess
+type GetFolderEmbedAccessResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // GetFolderEmbedAccessResponse401Headers the declared response headers of an HTTP 401 response for GetFolderEmbedAccess
 type GetFolderEmbedAccessResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// GetFolderEmbedAccessResponse429Headers the declared response headers of an HTTP 429 response for GetFolderEmbedAccess
+type GetFolderEmbedAccessResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type GetFolderEmbedAccessResponse struct {
@@ -15954,14 +16409,20 @@ type GetFolderEmbedAccessResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetFolderEmbedAccessResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetFolderEmbedAccessResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetFolderEmbedAccessResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -15987,6 +16448,11 @@ func (r GetFolderEmbedAccessResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r GetFolderEmbedAccessResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetFolderEmbedAccessResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -16033,9 +16499,22 @@ func (r GetFolderEmbedAccessResponse) ContentType() string {
 	return ""
 }
 
+// SetFolderEmbedAccessResponse200Headers the declared response headers of an HTTP 200 response for SetFolderEmbedAccess
+type SetFolderEmbedAccessResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // SetFolderEmbedAccessResponse401Headers the declared response headers of an HTTP 401 response for SetFolderEmbedAccess
 type SetFolderEmbedAccessResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// SetFolderEmbedAccessResponse429Headers the declared response headers of an HTTP 429 response for SetFolderEmbedAccess
+type SetFolderEmbedAccessResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type SetFolderEmbedAccessResponse struct {
@@ -16055,14 +16534,20 @@ type SetFolderEmbedAccessResponse struct {
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *SetFolderEmbedAccessResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *SetFolderEmbedAccessResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *SetFolderEmbedAccessResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -16098,6 +16583,11 @@ func (r SetFolderEmbedAccessResponse) GetJSON413() *PayloadTooLarge {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r SetFolderEmbedAccessResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r SetFolderEmbedAccessResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -16144,9 +16634,22 @@ func (r SetFolderEmbedAccessResponse) ContentType() string {
 	return ""
 }
 
+// GetFolderPermissionsResponse200Headers the declared response headers of an HTTP 200 response for GetFolderPermissions
+type GetFolderPermissionsResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // GetFolderPermissionsResponse401Headers the declared response headers of an HTTP 401 response for GetFolderPermissions
 type GetFolderPermissionsResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// GetFolderPermissionsResponse429Headers the declared response headers of an HTTP 429 response for GetFolderPermissions
+type GetFolderPermissionsResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type GetFolderPermissionsResponse struct {
@@ -16162,14 +16665,20 @@ type GetFolderPermissionsResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetFolderPermissionsResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetFolderPermissionsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetFolderPermissionsResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -16195,6 +16704,11 @@ func (r GetFolderPermissionsResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r GetFolderPermissionsResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetFolderPermissionsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -16241,9 +16755,22 @@ func (r GetFolderPermissionsResponse) ContentType() string {
 	return ""
 }
 
+// SetFolderPermissionsResponse200Headers the declared response headers of an HTTP 200 response for SetFolderPermissions
+type SetFolderPermissionsResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // SetFolderPermissionsResponse401Headers the declared response headers of an HTTP 401 response for SetFolderPermissions
 type SetFolderPermissionsResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// SetFolderPermissionsResponse429Headers the declared response headers of an HTTP 429 response for SetFolderPermissions
+type SetFolderPermissionsResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type SetFolderPermissionsResponse struct {
@@ -16263,14 +16790,20 @@ type SetFolderPermissionsResponse struct {
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *SetFolderPermissionsResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *SetFolderPermissionsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *SetFolderPermissionsResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -16306,6 +16839,11 @@ func (r SetFolderPermissionsResponse) GetJSON413() *PayloadTooLarge {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r SetFolderPermissionsResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r SetFolderPermissionsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -16352,9 +16890,22 @@ func (r SetFolderPermissionsResponse) ContentType() string {
 	return ""
 }
 
+// CreateReportResponse200Headers the declared response headers of an HTTP 200 response for CreateReport
+type CreateReportResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // CreateReportResponse401Headers the declared response headers of an HTTP 401 response for CreateReport
 type CreateReportResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// CreateReportResponse429Headers the declared response headers of an HTTP 429 response for CreateReport
+type CreateReportResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type CreateReportResponse struct {
@@ -16374,14 +16925,20 @@ type CreateReportResponse struct {
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *CreateReportResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreateReportResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateReportResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -16417,6 +16974,11 @@ func (r CreateReportResponse) GetJSON413() *PayloadTooLarge {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r CreateReportResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreateReportResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -16463,9 +17025,22 @@ func (r CreateReportResponse) ContentType() string {
 	return ""
 }
 
+// DeleteReportResponse204Headers the declared response headers of an HTTP 204 response for DeleteReport
+type DeleteReportResponse204Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // DeleteReportResponse401Headers the declared response headers of an HTTP 401 response for DeleteReport
 type DeleteReportResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// DeleteReportResponse429Headers the declared response headers of an HTTP 429 response for DeleteReport
+type DeleteReportResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type DeleteReportResponse struct {
@@ -16481,14 +17056,20 @@ type DeleteReportResponse struct {
 	JSON404 *NotFound
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Conflict
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers204 the parsed response headers for an HTTP 204 response
+	Headers204 *DeleteReportResponse204Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *DeleteReportResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeleteReportResponse429Headers
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
@@ -16514,6 +17095,11 @@ func (r DeleteReportResponse) GetJSON404() *NotFound {
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
 func (r DeleteReportResponse) GetJSON409() *Conflict {
 	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DeleteReportResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -16560,9 +17146,22 @@ func (r DeleteReportResponse) ContentType() string {
 	return ""
 }
 
+// GetReportResponse200Headers the declared response headers of an HTTP 200 response for GetReport
+type GetReportResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // GetReportResponse401Headers the declared response headers of an HTTP 401 response for GetReport
 type GetReportResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// GetReportResponse429Headers the declared response headers of an HTTP 429 response for GetReport
+type GetReportResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type GetReportResponse struct {
@@ -16578,14 +17177,20 @@ type GetReportResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetReportResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetReportResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetReportResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -16611,6 +17216,11 @@ func (r GetReportResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r GetReportResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetReportResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -16657,9 +17267,22 @@ func (r GetReportResponse) ContentType() string {
 	return ""
 }
 
+// UpdateReportResponse200Headers the declared response headers of an HTTP 200 response for UpdateReport
+type UpdateReportResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // UpdateReportResponse401Headers the declared response headers of an HTTP 401 response for UpdateReport
 type UpdateReportResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// UpdateReportResponse429Headers the declared response headers of an HTTP 429 response for UpdateReport
+type UpdateReportResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type UpdateReportResponse struct {
@@ -16681,14 +17304,20 @@ type UpdateReportResponse struct {
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *UpdateReportResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *UpdateReportResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *UpdateReportResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -16729,6 +17358,11 @@ func (r UpdateReportResponse) GetJSON413() *PayloadTooLarge {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r UpdateReportResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r UpdateReportResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -16775,9 +17409,22 @@ func (r UpdateReportResponse) ContentType() string {
 	return ""
 }
 
+// CreateDataApiTokenResponse200Headers the declared response headers of an HTTP 200 response for CreateDataApiToken
+type CreateDataApiTokenResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // CreateDataApiTokenResponse401Headers the declared response headers of an HTTP 401 response for CreateDataApiToken
 type CreateDataApiTokenResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// CreateDataApiTokenResponse429Headers the declared response headers of an HTTP 429 response for CreateDataApiToken
+type CreateDataApiTokenResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type CreateDataApiTokenResponse struct {
@@ -16791,14 +17438,20 @@ type CreateDataApiTokenResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *CreateDataApiTokenResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreateDataApiTokenResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateDataApiTokenResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -16819,6 +17472,11 @@ func (r CreateDataApiTokenResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r CreateDataApiTokenResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreateDataApiTokenResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -16865,9 +17523,22 @@ func (r CreateDataApiTokenResponse) ContentType() string {
 	return ""
 }
 
+// CreateWorkbookResponse200Headers the declared response headers of an HTTP 200 response for CreateWorkbook
+type CreateWorkbookResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // CreateWorkbookResponse401Headers the declared response headers of an HTTP 401 response for CreateWorkbook
 type CreateWorkbookResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// CreateWorkbookResponse429Headers the declared response headers of an HTTP 429 response for CreateWorkbook
+type CreateWorkbookResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type CreateWorkbookResponse struct {
@@ -16887,14 +17558,20 @@ type CreateWorkbookResponse struct {
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *CreateWorkbookResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreateWorkbookResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateWorkbookResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -16930,6 +17607,11 @@ func (r CreateWorkbookResponse) GetJSON413() *PayloadTooLarge {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r CreateWorkbookResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreateWorkbookResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -16976,9 +17658,22 @@ func (r CreateWorkbookResponse) ContentType() string {
 	return ""
 }
 
+// DeleteWorkbookResponse204Headers the declared response headers of an HTTP 204 response for DeleteWorkbook
+type DeleteWorkbookResponse204Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // DeleteWorkbookResponse401Headers the declared response headers of an HTTP 401 response for DeleteWorkbook
 type DeleteWorkbookResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// DeleteWorkbookResponse429Headers the declared response headers of an HTTP 429 response for DeleteWorkbook
+type DeleteWorkbookResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type DeleteWorkbookResponse struct {
@@ -16994,14 +17689,20 @@ type DeleteWorkbookResponse struct {
 	JSON404 *NotFound
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Conflict
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers204 the parsed response headers for an HTTP 204 response
+	Headers204 *DeleteWorkbookResponse204Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *DeleteWorkbookResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeleteWorkbookResponse429Headers
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
@@ -17027,6 +17728,11 @@ func (r DeleteWorkbookResponse) GetJSON404() *NotFound {
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
 func (r DeleteWorkbookResponse) GetJSON409() *Conflict {
 	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DeleteWorkbookResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -17073,9 +17779,22 @@ func (r DeleteWorkbookResponse) ContentType() string {
 	return ""
 }
 
+// GetWorkbookResponse200Headers the declared response headers of an HTTP 200 response for GetWorkbook
+type GetWorkbookResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // GetWorkbookResponse401Headers the declared response headers of an HTTP 401 response for GetWorkbook
 type GetWorkbookResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// GetWorkbookResponse429Headers the declared response headers of an HTTP 429 response for GetWorkbook
+type GetWorkbookResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type GetWorkbookResponse struct {
@@ -17091,14 +17810,20 @@ type GetWorkbookResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetWorkbookResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetWorkbookResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetWorkbookResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -17124,6 +17849,11 @@ func (r GetWorkbookResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r GetWorkbookResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetWorkbookResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -17170,9 +17900,22 @@ func (r GetWorkbookResponse) ContentType() string {
 	return ""
 }
 
+// UpdateWorkbookResponse200Headers the declared response headers of an HTTP 200 response for UpdateWorkbook
+type UpdateWorkbookResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // UpdateWorkbookResponse401Headers the declared response headers of an HTTP 401 response for UpdateWorkbook
 type UpdateWorkbookResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// UpdateWorkbookResponse429Headers the declared response headers of an HTTP 429 response for UpdateWorkbook
+type UpdateWorkbookResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type UpdateWorkbookResponse struct {
@@ -17194,14 +17937,20 @@ type UpdateWorkbookResponse struct {
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *UpdateWorkbookResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *UpdateWorkbookResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *UpdateWorkbookResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -17242,6 +17991,11 @@ func (r UpdateWorkbookResponse) GetJSON413() *PayloadTooLarge {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r UpdateWorkbookResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r UpdateWorkbookResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -17288,9 +18042,22 @@ func (r UpdateWorkbookResponse) ContentType() string {
 	return ""
 }
 
+// GetWorkbookEmbedAccessResponse200Headers the declared response headers of an HTTP 200 response for GetWorkbookEmbedAccess
+type GetWorkbookEmbedAccessResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // GetWorkbookEmbedAccessResponse401Headers the declared response headers of an HTTP 401 response for GetWorkbookEmbedAccess
 type GetWorkbookEmbedAccessResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// GetWorkbookEmbedAccessResponse429Headers the declared response headers of an HTTP 429 response for GetWorkbookEmbedAccess
+type GetWorkbookEmbedAccessResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type GetWorkbookEmbedAccessResponse struct {
@@ -17306,14 +18073,20 @@ type GetWorkbookEmbedAccessResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetWorkbookEmbedAccessResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetWorkbookEmbedAccessResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetWorkbookEmbedAccessResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -17339,6 +18112,11 @@ func (r GetWorkbookEmbedAccessResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r GetWorkbookEmbedAccessResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetWorkbookEmbedAccessResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -17385,9 +18163,22 @@ func (r GetWorkbookEmbedAccessResponse) ContentType() string {
 	return ""
 }
 
+// SetWorkbookEmbedAccessResponse200Headers the declared response headers of an HTTP 200 response for SetWorkbookEmbedAccess
+type SetWorkbookEmbedAccessResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // SetWorkbookEmbedAccessResponse401Headers the declared response headers of an HTTP 401 response for SetWorkbookEmbedAccess
 type SetWorkbookEmbedAccessResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// SetWorkbookEmbedAccessResponse429Headers the declared response headers of an HTTP 429 response for SetWorkbookEmbedAccess
+type SetWorkbookEmbedAccessResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type SetWorkbookEmbedAccessResponse struct {
@@ -17407,14 +18198,20 @@ type SetWorkbookEmbedAccessResponse struct {
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *SetWorkbookEmbedAccessResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *SetWorkbookEmbedAccessResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *SetWorkbookEmbedAccessResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -17450,6 +18247,11 @@ func (r SetWorkbookEmbedAccessResponse) GetJSON413() *PayloadTooLarge {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r SetWorkbookEmbedAccessResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r SetWorkbookEmbedAccessResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -17496,9 +18298,22 @@ func (r SetWorkbookEmbedAccessResponse) ContentType() string {
 	return ""
 }
 
+// PublishWorkbookResponse200Headers the declared response headers of an HTTP 200 response for PublishWorkbook
+type PublishWorkbookResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // PublishWorkbookResponse401Headers the declared response headers of an HTTP 401 response for PublishWorkbook
 type PublishWorkbookResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// PublishWorkbookResponse429Headers the declared response headers of an HTTP 429 response for PublishWorkbook
+type PublishWorkbookResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type PublishWorkbookResponse struct {
@@ -17518,14 +18333,20 @@ type PublishWorkbookResponse struct {
 	JSON409 *Conflict
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *PayloadTooLarge
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *PublishWorkbookResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *PublishWorkbookResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PublishWorkbookResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -17561,6 +18382,11 @@ func (r PublishWorkbookResponse) GetJSON409() *Conflict {
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
 func (r PublishWorkbookResponse) GetJSON413() *PayloadTooLarge {
 	return r.JSON413
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r PublishWorkbookResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -17607,9 +18433,22 @@ func (r PublishWorkbookResponse) ContentType() string {
 	return ""
 }
 
+// UnpublishWorkbookResponse200Headers the declared response headers of an HTTP 200 response for UnpublishWorkbook
+type UnpublishWorkbookResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // UnpublishWorkbookResponse401Headers the declared response headers of an HTTP 401 response for UnpublishWorkbook
 type UnpublishWorkbookResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// UnpublishWorkbookResponse429Headers the declared response headers of an HTTP 429 response for UnpublishWorkbook
+type UnpublishWorkbookResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type UnpublishWorkbookResponse struct {
@@ -17627,14 +18466,20 @@ type UnpublishWorkbookResponse struct {
 	JSON404 *NotFound
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Conflict
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *UnpublishWorkbookResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *UnpublishWorkbookResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *UnpublishWorkbookResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -17665,6 +18510,11 @@ func (r UnpublishWorkbookResponse) GetJSON404() *NotFound {
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
 func (r UnpublishWorkbookResponse) GetJSON409() *Conflict {
 	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r UnpublishWorkbookResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -17711,9 +18561,22 @@ func (r UnpublishWorkbookResponse) ContentType() string {
 	return ""
 }
 
+// ListWorkspaceItemsResponse200Headers the declared response headers of an HTTP 200 response for ListWorkspaceItems
+type ListWorkspaceItemsResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // ListWorkspaceItemsResponse401Headers the declared response headers of an HTTP 401 response for ListWorkspaceItems
 type ListWorkspaceItemsResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// ListWorkspaceItemsResponse429Headers the declared response headers of an HTTP 429 response for ListWorkspaceItems
+type ListWorkspaceItemsResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type ListWorkspaceItemsResponse struct {
@@ -17729,14 +18592,20 @@ type ListWorkspaceItemsResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListWorkspaceItemsResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListWorkspaceItemsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListWorkspaceItemsResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -17762,6 +18631,11 @@ func (r ListWorkspaceItemsResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r ListWorkspaceItemsResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListWorkspaceItemsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -17808,9 +18682,22 @@ func (r ListWorkspaceItemsResponse) ContentType() string {
 	return ""
 }
 
+// BulkMoveWorkspaceItemsResponse200Headers the declared response headers of an HTTP 200 response for BulkMoveWorkspaceItems
+type BulkMoveWorkspaceItemsResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // BulkMoveWorkspaceItemsResponse401Headers the declared response headers of an HTTP 401 response for BulkMoveWorkspaceItems
 type BulkMoveWorkspaceItemsResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// BulkMoveWorkspaceItemsResponse429Headers the declared response headers of an HTTP 429 response for BulkMoveWorkspaceItems
+type BulkMoveWorkspaceItemsResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type BulkMoveWorkspaceItemsResponse struct {
@@ -17830,14 +18717,20 @@ type BulkMoveWorkspaceItemsResponse struct {
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *BulkMoveWorkspaceItemsResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *BulkMoveWorkspaceItemsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *BulkMoveWorkspaceItemsResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -17873,6 +18766,11 @@ func (r BulkMoveWorkspaceItemsResponse) GetJSON413() *PayloadTooLarge {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r BulkMoveWorkspaceItemsResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r BulkMoveWorkspaceItemsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -17919,9 +18817,22 @@ func (r BulkMoveWorkspaceItemsResponse) ContentType() string {
 	return ""
 }
 
+// RemoveFavoriteResponse204Headers the declared response headers of an HTTP 204 response for RemoveFavorite
+type RemoveFavoriteResponse204Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // RemoveFavoriteResponse401Headers the declared response headers of an HTTP 401 response for RemoveFavorite
 type RemoveFavoriteResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// RemoveFavoriteResponse429Headers the declared response headers of an HTTP 429 response for RemoveFavorite
+type RemoveFavoriteResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type RemoveFavoriteResponse struct {
@@ -17935,14 +18846,20 @@ type RemoveFavoriteResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers204 the parsed response headers for an HTTP 204 response
+	Headers204 *RemoveFavoriteResponse204Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *RemoveFavoriteResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RemoveFavoriteResponse429Headers
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
@@ -17963,6 +18880,11 @@ func (r RemoveFavoriteResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r RemoveFavoriteResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RemoveFavoriteResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -18009,9 +18931,22 @@ func (r RemoveFavoriteResponse) ContentType() string {
 	return ""
 }
 
+// AddFavoriteResponse204Headers the declared response headers of an HTTP 204 response for AddFavorite
+type AddFavoriteResponse204Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // AddFavoriteResponse401Headers the declared response headers of an HTTP 401 response for AddFavorite
 type AddFavoriteResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// AddFavoriteResponse429Headers the declared response headers of an HTTP 429 response for AddFavorite
+type AddFavoriteResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type AddFavoriteResponse struct {
@@ -18025,14 +18960,20 @@ type AddFavoriteResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers204 the parsed response headers for an HTTP 204 response
+	Headers204 *AddFavoriteResponse204Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *AddFavoriteResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *AddFavoriteResponse429Headers
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
@@ -18053,6 +18994,11 @@ func (r AddFavoriteResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r AddFavoriteResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r AddFavoriteResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -18099,9 +19045,22 @@ func (r AddFavoriteResponse) ContentType() string {
 	return ""
 }
 
+// MoveWorkspaceItemResponse200Headers the declared response headers of an HTTP 200 response for MoveWorkspaceItem
+type MoveWorkspaceItemResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // MoveWorkspaceItemResponse401Headers the declared response headers of an HTTP 401 response for MoveWorkspaceItem
 type MoveWorkspaceItemResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// MoveWorkspaceItemResponse429Headers the declared response headers of an HTTP 429 response for MoveWorkspaceItem
+type MoveWorkspaceItemResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type MoveWorkspaceItemResponse struct {
@@ -18121,14 +19080,20 @@ type MoveWorkspaceItemResponse struct {
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *MoveWorkspaceItemResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *MoveWorkspaceItemResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *MoveWorkspaceItemResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -18164,6 +19129,11 @@ func (r MoveWorkspaceItemResponse) GetJSON413() *PayloadTooLarge {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r MoveWorkspaceItemResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r MoveWorkspaceItemResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -18244,9 +19214,22 @@ func (r GetApiReferenceResponse) ContentType() string {
 	return ""
 }
 
+// ListEmbedTenantGroupsResponse200Headers the declared response headers of an HTTP 200 response for ListEmbedTenantGroups
+type ListEmbedTenantGroupsResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // ListEmbedTenantGroupsResponse401Headers the declared response headers of an HTTP 401 response for ListEmbedTenantGroups
 type ListEmbedTenantGroupsResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// ListEmbedTenantGroupsResponse429Headers the declared response headers of an HTTP 429 response for ListEmbedTenantGroups
+type ListEmbedTenantGroupsResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type ListEmbedTenantGroupsResponse struct {
@@ -18262,14 +19245,20 @@ type ListEmbedTenantGroupsResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListEmbedTenantGroupsResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListEmbedTenantGroupsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListEmbedTenantGroupsResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -18295,6 +19284,11 @@ func (r ListEmbedTenantGroupsResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r ListEmbedTenantGroupsResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListEmbedTenantGroupsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -18341,9 +19335,22 @@ func (r ListEmbedTenantGroupsResponse) ContentType() string {
 	return ""
 }
 
+// DeleteEmbedTenantGroupResponse204Headers the declared response headers of an HTTP 204 response for DeleteEmbedTenantGroup
+type DeleteEmbedTenantGroupResponse204Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // DeleteEmbedTenantGroupResponse401Headers the declared response headers of an HTTP 401 response for DeleteEmbedTenantGroup
 type DeleteEmbedTenantGroupResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// DeleteEmbedTenantGroupResponse429Headers the declared response headers of an HTTP 429 response for DeleteEmbedTenantGroup
+type DeleteEmbedTenantGroupResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type DeleteEmbedTenantGroupResponse struct {
@@ -18355,14 +19362,20 @@ type DeleteEmbedTenantGroupResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers204 the parsed response headers for an HTTP 204 response
+	Headers204 *DeleteEmbedTenantGroupResponse204Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *DeleteEmbedTenantGroupResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeleteEmbedTenantGroupResponse429Headers
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -18378,6 +19391,11 @@ func (r DeleteEmbedTenantGroupResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r DeleteEmbedTenantGroupResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DeleteEmbedTenantGroupResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -18424,9 +19442,22 @@ func (r DeleteEmbedTenantGroupResponse) ContentType() string {
 	return ""
 }
 
+// ListEmbedTenantGroupMembersResponse200Headers the declared response headers of an HTTP 200 response for ListEmbedTenantGroupMembers
+type ListEmbedTenantGroupMembersResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // ListEmbedTenantGroupMembersResponse401Headers the declared response headers of an HTTP 401 response for ListEmbedTenantGroupMembers
 type ListEmbedTenantGroupMembersResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// ListEmbedTenantGroupMembersResponse429Headers the declared response headers of an HTTP 429 response for ListEmbedTenantGroupMembers
+type ListEmbedTenantGroupMembersResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type ListEmbedTenantGroupMembersResponse struct {
@@ -18442,14 +19473,20 @@ type ListEmbedTenantGroupMembersResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListEmbedTenantGroupMembersResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListEmbedTenantGroupMembersResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListEmbedTenantGroupMembersResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -18475,6 +19512,11 @@ func (r ListEmbedTenantGroupMembersResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r ListEmbedTenantGroupMembersResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListEmbedTenantGroupMembersResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -18521,9 +19563,22 @@ func (r ListEmbedTenantGroupMembersResponse) ContentType() string {
 	return ""
 }
 
+// AddEmbedTenantGroupMembersResponse200Headers the declared response headers of an HTTP 200 response for AddEmbedTenantGroupMembers
+type AddEmbedTenantGroupMembersResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // AddEmbedTenantGroupMembersResponse401Headers the declared response headers of an HTTP 401 response for AddEmbedTenantGroupMembers
 type AddEmbedTenantGroupMembersResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// AddEmbedTenantGroupMembersResponse429Headers the declared response headers of an HTTP 429 response for AddEmbedTenantGroupMembers
+type AddEmbedTenantGroupMembersResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type AddEmbedTenantGroupMembersResponse struct {
@@ -18543,14 +19598,20 @@ type AddEmbedTenantGroupMembersResponse struct {
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *AddEmbedTenantGroupMembersResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *AddEmbedTenantGroupMembersResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *AddEmbedTenantGroupMembersResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -18586,6 +19647,11 @@ func (r AddEmbedTenantGroupMembersResponse) GetJSON413() *PayloadTooLarge {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r AddEmbedTenantGroupMembersResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r AddEmbedTenantGroupMembersResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -18632,9 +19698,22 @@ func (r AddEmbedTenantGroupMembersResponse) ContentType() string {
 	return ""
 }
 
+// RemoveEmbedTenantGroupMemberResponse204Headers the declared response headers of an HTTP 204 response for RemoveEmbedTenantGroupMember
+type RemoveEmbedTenantGroupMemberResponse204Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // RemoveEmbedTenantGroupMemberResponse401Headers the declared response headers of an HTTP 401 response for RemoveEmbedTenantGroupMember
 type RemoveEmbedTenantGroupMemberResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// RemoveEmbedTenantGroupMemberResponse429Headers the declared response headers of an HTTP 429 response for RemoveEmbedTenantGroupMember
+type RemoveEmbedTenantGroupMemberResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type RemoveEmbedTenantGroupMemberResponse struct {
@@ -18646,14 +19725,20 @@ type RemoveEmbedTenantGroupMemberResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers204 the parsed response headers for an HTTP 204 response
+	Headers204 *RemoveEmbedTenantGroupMemberResponse204Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *RemoveEmbedTenantGroupMemberResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RemoveEmbedTenantGroupMemberResponse429Headers
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -18669,6 +19754,11 @@ func (r RemoveEmbedTenantGroupMemberResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r RemoveEmbedTenantGroupMemberResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RemoveEmbedTenantGroupMemberResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -18715,9 +19805,22 @@ func (r RemoveEmbedTenantGroupMemberResponse) ContentType() string {
 	return ""
 }
 
+// ListEmbedTenantUserAttributesResponse200Headers the declared response headers of an HTTP 200 response for ListEmbedTenantUserAttributes
+type ListEmbedTenantUserAttributesResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // ListEmbedTenantUserAttributesResponse401Headers the declared response headers of an HTTP 401 response for ListEmbedTenantUserAttributes
 type ListEmbedTenantUserAttributesResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// ListEmbedTenantUserAttributesResponse429Headers the declared response headers of an HTTP 429 response for ListEmbedTenantUserAttributes
+type ListEmbedTenantUserAttributesResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type ListEmbedTenantUserAttributesResponse struct {
@@ -18733,14 +19836,20 @@ type ListEmbedTenantUserAttributesResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListEmbedTenantUserAttributesResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListEmbedTenantUserAttributesResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListEmbedTenantUserAttributesResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -18766,6 +19875,11 @@ func (r ListEmbedTenantUserAttributesResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r ListEmbedTenantUserAttributesResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListEmbedTenantUserAttributesResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -18812,9 +19926,22 @@ func (r ListEmbedTenantUserAttributesResponse) ContentType() string {
 	return ""
 }
 
+// DeleteEmbedTenantUserAttributeResponse204Headers the declared response headers of an HTTP 204 response for DeleteEmbedTenantUserAttribute
+type DeleteEmbedTenantUserAttributeResponse204Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // DeleteEmbedTenantUserAttributeResponse401Headers the declared response headers of an HTTP 401 response for DeleteEmbedTenantUserAttribute
 type DeleteEmbedTenantUserAttributeResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// DeleteEmbedTenantUserAttributeResponse429Headers the declared response headers of an HTTP 429 response for DeleteEmbedTenantUserAttribute
+type DeleteEmbedTenantUserAttributeResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type DeleteEmbedTenantUserAttributeResponse struct {
@@ -18826,14 +19953,20 @@ type DeleteEmbedTenantUserAttributeResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers204 the parsed response headers for an HTTP 204 response
+	Headers204 *DeleteEmbedTenantUserAttributeResponse204Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *DeleteEmbedTenantUserAttributeResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeleteEmbedTenantUserAttributeResponse429Headers
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -18849,6 +19982,11 @@ func (r DeleteEmbedTenantUserAttributeResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r DeleteEmbedTenantUserAttributeResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DeleteEmbedTenantUserAttributeResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -18895,9 +20033,22 @@ func (r DeleteEmbedTenantUserAttributeResponse) ContentType() string {
 	return ""
 }
 
+// ListEmbedTenantUsersResponse200Headers the declared response headers of an HTTP 200 response for ListEmbedTenantUsers
+type ListEmbedTenantUsersResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // ListEmbedTenantUsersResponse401Headers the declared response headers of an HTTP 401 response for ListEmbedTenantUsers
 type ListEmbedTenantUsersResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// ListEmbedTenantUsersResponse429Headers the declared response headers of an HTTP 429 response for ListEmbedTenantUsers
+type ListEmbedTenantUsersResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type ListEmbedTenantUsersResponse struct {
@@ -18916,14 +20067,20 @@ type ListEmbedTenantUsersResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListEmbedTenantUsersResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListEmbedTenantUsersResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListEmbedTenantUsersResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -18952,6 +20109,11 @@ func (r ListEmbedTenantUsersResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r ListEmbedTenantUsersResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListEmbedTenantUsersResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -18998,9 +20160,22 @@ func (r ListEmbedTenantUsersResponse) ContentType() string {
 	return ""
 }
 
+// DeleteEmbedTenantUserResponse200Headers the declared response headers of an HTTP 200 response for DeleteEmbedTenantUser
+type DeleteEmbedTenantUserResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // DeleteEmbedTenantUserResponse401Headers the declared response headers of an HTTP 401 response for DeleteEmbedTenantUser
 type DeleteEmbedTenantUserResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// DeleteEmbedTenantUserResponse429Headers the declared response headers of an HTTP 429 response for DeleteEmbedTenantUser
+type DeleteEmbedTenantUserResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type DeleteEmbedTenantUserResponse struct {
@@ -19017,14 +20192,20 @@ type DeleteEmbedTenantUserResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *DeleteEmbedTenantUserResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *DeleteEmbedTenantUserResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeleteEmbedTenantUserResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -19048,6 +20229,11 @@ func (r DeleteEmbedTenantUserResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r DeleteEmbedTenantUserResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DeleteEmbedTenantUserResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -19094,9 +20280,22 @@ func (r DeleteEmbedTenantUserResponse) ContentType() string {
 	return ""
 }
 
+// GetEmbedTenantUserResponse200Headers the declared response headers of an HTTP 200 response for GetEmbedTenantUser
+type GetEmbedTenantUserResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // GetEmbedTenantUserResponse401Headers the declared response headers of an HTTP 401 response for GetEmbedTenantUser
 type GetEmbedTenantUserResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// GetEmbedTenantUserResponse429Headers the declared response headers of an HTTP 429 response for GetEmbedTenantUser
+type GetEmbedTenantUserResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type GetEmbedTenantUserResponse struct {
@@ -19110,14 +20309,20 @@ type GetEmbedTenantUserResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetEmbedTenantUserResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetEmbedTenantUserResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetEmbedTenantUserResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -19138,6 +20343,11 @@ func (r GetEmbedTenantUserResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r GetEmbedTenantUserResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetEmbedTenantUserResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -19246,9 +20456,22 @@ func (r GetEmbedJwksResponse) ContentType() string {
 	return ""
 }
 
+// ListEmbedDashboardsResponse200Headers the declared response headers of an HTTP 200 response for ListEmbedDashboards
+type ListEmbedDashboardsResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // ListEmbedDashboardsResponse401Headers the declared response headers of an HTTP 401 response for ListEmbedDashboards
 type ListEmbedDashboardsResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// ListEmbedDashboardsResponse429Headers the declared response headers of an HTTP 429 response for ListEmbedDashboards
+type ListEmbedDashboardsResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type ListEmbedDashboardsResponse struct {
@@ -19260,14 +20483,20 @@ type ListEmbedDashboardsResponse struct {
 	JSON400 *BadRequest
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListEmbedDashboardsResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListEmbedDashboardsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListEmbedDashboardsResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -19283,6 +20512,11 @@ func (r ListEmbedDashboardsResponse) GetJSON400() *BadRequest {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r ListEmbedDashboardsResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListEmbedDashboardsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -19329,9 +20563,22 @@ func (r ListEmbedDashboardsResponse) ContentType() string {
 	return ""
 }
 
+// GetEmbedDashboardResponse200Headers the declared response headers of an HTTP 200 response for GetEmbedDashboard
+type GetEmbedDashboardResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // GetEmbedDashboardResponse401Headers the declared response headers of an HTTP 401 response for GetEmbedDashboard
 type GetEmbedDashboardResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// GetEmbedDashboardResponse429Headers the declared response headers of an HTTP 429 response for GetEmbedDashboard
+type GetEmbedDashboardResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type GetEmbedDashboardResponse struct {
@@ -19343,14 +20590,20 @@ type GetEmbedDashboardResponse struct {
 	JSON401 *Unauthorized
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *DashboardNotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetEmbedDashboardResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetEmbedDashboardResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetEmbedDashboardResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -19366,6 +20619,11 @@ func (r GetEmbedDashboardResponse) GetJSON401() *Unauthorized {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r GetEmbedDashboardResponse) GetJSON404() *DashboardNotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetEmbedDashboardResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -19412,6 +20670,12 @@ func (r GetEmbedDashboardResponse) ContentType() string {
 	return ""
 }
 
+// GenerateEmbedSessionResponse200Headers the declared response headers of an HTTP 200 response for GenerateEmbedSession
+type GenerateEmbedSessionResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // GenerateEmbedSessionResponse401Headers the declared response headers of an HTTP 401 response for GenerateEmbedSession
 type GenerateEmbedSessionResponse401Headers struct {
 	WWWAuthenticate string
@@ -19419,7 +20683,9 @@ type GenerateEmbedSessionResponse401Headers struct {
 
 // GenerateEmbedSessionResponse429Headers the declared response headers of an HTTP 429 response for GenerateEmbedSession
 type GenerateEmbedSessionResponse429Headers struct {
-	RetryAfter int
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type GenerateEmbedSessionResponse struct {
@@ -19449,6 +20715,8 @@ type GenerateEmbedSessionResponse struct {
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GenerateEmbedSessionResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GenerateEmbedSessionResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -19544,9 +20812,22 @@ func (r GenerateEmbedSessionResponse) ContentType() string {
 	return ""
 }
 
+// GetEmbedSessionResponse200Headers the declared response headers of an HTTP 200 response for GetEmbedSession
+type GetEmbedSessionResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // GetEmbedSessionResponse401Headers the declared response headers of an HTTP 401 response for GetEmbedSession
 type GetEmbedSessionResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// GetEmbedSessionResponse429Headers the declared response headers of an HTTP 429 response for GetEmbedSession
+type GetEmbedSessionResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type GetEmbedSessionResponse struct {
@@ -19558,14 +20839,20 @@ type GetEmbedSessionResponse struct {
 	JSON401 *Unauthorized
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Forbidden
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetEmbedSessionResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetEmbedSessionResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetEmbedSessionResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -19581,6 +20868,11 @@ func (r GetEmbedSessionResponse) GetJSON401() *Unauthorized {
 // GetJSON403 returns the response for an HTTP 403 `application/json` response
 func (r GetEmbedSessionResponse) GetJSON403() *Forbidden {
 	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetEmbedSessionResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -19627,9 +20919,22 @@ func (r GetEmbedSessionResponse) ContentType() string {
 	return ""
 }
 
+// CreateEmbedAiCredentialsResponse200Headers the declared response headers of an HTTP 200 response for CreateEmbedAiCredentials
+type CreateEmbedAiCredentialsResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // CreateEmbedAiCredentialsResponse401Headers the declared response headers of an HTTP 401 response for CreateEmbedAiCredentials
 type CreateEmbedAiCredentialsResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// CreateEmbedAiCredentialsResponse429Headers the declared response headers of an HTTP 429 response for CreateEmbedAiCredentials
+type CreateEmbedAiCredentialsResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type CreateEmbedAiCredentialsResponse struct {
@@ -19641,14 +20946,20 @@ type CreateEmbedAiCredentialsResponse struct {
 	JSON401 *Unauthorized
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Forbidden
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *CreateEmbedAiCredentialsResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreateEmbedAiCredentialsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateEmbedAiCredentialsResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -19664,6 +20975,11 @@ func (r CreateEmbedAiCredentialsResponse) GetJSON401() *Unauthorized {
 // GetJSON403 returns the response for an HTTP 403 `application/json` response
 func (r CreateEmbedAiCredentialsResponse) GetJSON403() *Forbidden {
 	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreateEmbedAiCredentialsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -19710,6 +21026,12 @@ func (r CreateEmbedAiCredentialsResponse) ContentType() string {
 	return ""
 }
 
+// ExchangeEmbedSessionResponse200Headers the declared response headers of an HTTP 200 response for ExchangeEmbedSession
+type ExchangeEmbedSessionResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // ExchangeEmbedSessionResponse401Headers the declared response headers of an HTTP 401 response for ExchangeEmbedSession
 type ExchangeEmbedSessionResponse401Headers struct {
 	WWWAuthenticate string
@@ -19717,7 +21039,9 @@ type ExchangeEmbedSessionResponse401Headers struct {
 
 // ExchangeEmbedSessionResponse429Headers the declared response headers of an HTTP 429 response for ExchangeEmbedSession
 type ExchangeEmbedSessionResponse429Headers struct {
-	RetryAfter int
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type ExchangeEmbedSessionResponse struct {
@@ -19741,6 +21065,8 @@ type ExchangeEmbedSessionResponse struct {
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ExchangeEmbedSessionResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ExchangeEmbedSessionResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -19821,9 +21147,22 @@ func (r ExchangeEmbedSessionResponse) ContentType() string {
 	return ""
 }
 
+// RevokeEmbedSessionResponse204Headers the declared response headers of an HTTP 204 response for RevokeEmbedSession
+type RevokeEmbedSessionResponse204Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // RevokeEmbedSessionResponse401Headers the declared response headers of an HTTP 401 response for RevokeEmbedSession
 type RevokeEmbedSessionResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// RevokeEmbedSessionResponse429Headers the declared response headers of an HTTP 429 response for RevokeEmbedSession
+type RevokeEmbedSessionResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type RevokeEmbedSessionResponse struct {
@@ -19839,14 +21178,20 @@ type RevokeEmbedSessionResponse struct {
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers204 the parsed response headers for an HTTP 204 response
+	Headers204 *RevokeEmbedSessionResponse204Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *RevokeEmbedSessionResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RevokeEmbedSessionResponse429Headers
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
@@ -19872,6 +21217,11 @@ func (r RevokeEmbedSessionResponse) GetJSON413() *PayloadTooLarge {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r RevokeEmbedSessionResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RevokeEmbedSessionResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -19918,9 +21268,22 @@ func (r RevokeEmbedSessionResponse) ContentType() string {
 	return ""
 }
 
+// ListEmbedSessionsResponse200Headers the declared response headers of an HTTP 200 response for ListEmbedSessions
+type ListEmbedSessionsResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // ListEmbedSessionsResponse401Headers the declared response headers of an HTTP 401 response for ListEmbedSessions
 type ListEmbedSessionsResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// ListEmbedSessionsResponse429Headers the declared response headers of an HTTP 429 response for ListEmbedSessions
+type ListEmbedSessionsResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type ListEmbedSessionsResponse struct {
@@ -19934,14 +21297,20 @@ type ListEmbedSessionsResponse struct {
 	JSON401 *Unauthorized
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Forbidden
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListEmbedSessionsResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListEmbedSessionsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListEmbedSessionsResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -19962,6 +21331,11 @@ func (r ListEmbedSessionsResponse) GetJSON401() *Unauthorized {
 // GetJSON403 returns the response for an HTTP 403 `application/json` response
 func (r ListEmbedSessionsResponse) GetJSON403() *Forbidden {
 	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListEmbedSessionsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -20008,9 +21382,22 @@ func (r ListEmbedSessionsResponse) ContentType() string {
 	return ""
 }
 
+// RevokeEmbedSessionsResponse200Headers the declared response headers of an HTTP 200 response for RevokeEmbedSessions
+type RevokeEmbedSessionsResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // RevokeEmbedSessionsResponse401Headers the declared response headers of an HTTP 401 response for RevokeEmbedSessions
 type RevokeEmbedSessionsResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// RevokeEmbedSessionsResponse429Headers the declared response headers of an HTTP 429 response for RevokeEmbedSessions
+type RevokeEmbedSessionsResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type RevokeEmbedSessionsResponse struct {
@@ -20030,14 +21417,20 @@ type RevokeEmbedSessionsResponse struct {
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *RevokeEmbedSessionsResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *RevokeEmbedSessionsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RevokeEmbedSessionsResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -20070,6 +21463,11 @@ func (r RevokeEmbedSessionsResponse) GetJSON413() *PayloadTooLarge {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r RevokeEmbedSessionsResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RevokeEmbedSessionsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -20116,9 +21514,22 @@ func (r RevokeEmbedSessionsResponse) ContentType() string {
 	return ""
 }
 
+// GetEmbedAccountSettingsResponse200Headers the declared response headers of an HTTP 200 response for GetEmbedAccountSettings
+type GetEmbedAccountSettingsResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // GetEmbedAccountSettingsResponse401Headers the declared response headers of an HTTP 401 response for GetEmbedAccountSettings
 type GetEmbedAccountSettingsResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// GetEmbedAccountSettingsResponse429Headers the declared response headers of an HTTP 429 response for GetEmbedAccountSettings
+type GetEmbedAccountSettingsResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type GetEmbedAccountSettingsResponse struct {
@@ -20130,14 +21541,20 @@ type GetEmbedAccountSettingsResponse struct {
 	JSON401 *Unauthorized
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Forbidden
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetEmbedAccountSettingsResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetEmbedAccountSettingsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetEmbedAccountSettingsResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -20153,6 +21570,11 @@ func (r GetEmbedAccountSettingsResponse) GetJSON401() *Unauthorized {
 // GetJSON403 returns the response for an HTTP 403 `application/json` response
 func (r GetEmbedAccountSettingsResponse) GetJSON403() *Forbidden {
 	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetEmbedAccountSettingsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -20199,9 +21621,22 @@ func (r GetEmbedAccountSettingsResponse) ContentType() string {
 	return ""
 }
 
+// PutEmbedAccountSettingsResponse200Headers the declared response headers of an HTTP 200 response for PutEmbedAccountSettings
+type PutEmbedAccountSettingsResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // PutEmbedAccountSettingsResponse401Headers the declared response headers of an HTTP 401 response for PutEmbedAccountSettings
 type PutEmbedAccountSettingsResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// PutEmbedAccountSettingsResponse429Headers the declared response headers of an HTTP 429 response for PutEmbedAccountSettings
+type PutEmbedAccountSettingsResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type PutEmbedAccountSettingsResponse struct {
@@ -20217,14 +21652,20 @@ type PutEmbedAccountSettingsResponse struct {
 	JSON403 *Forbidden
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *PutEmbedAccountSettingsResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *PutEmbedAccountSettingsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PutEmbedAccountSettingsResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -20250,6 +21691,11 @@ func (r PutEmbedAccountSettingsResponse) GetJSON403() *Forbidden {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r PutEmbedAccountSettingsResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r PutEmbedAccountSettingsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -20296,9 +21742,22 @@ func (r PutEmbedAccountSettingsResponse) ContentType() string {
 	return ""
 }
 
+// ListGroupsResponse200Headers the declared response headers of an HTTP 200 response for ListGroups
+type ListGroupsResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // ListGroupsResponse401Headers the declared response headers of an HTTP 401 response for ListGroups
 type ListGroupsResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// ListGroupsResponse429Headers the declared response headers of an HTTP 429 response for ListGroups
+type ListGroupsResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type ListGroupsResponse struct {
@@ -20312,14 +21771,20 @@ type ListGroupsResponse struct {
 	JSON401 *Unauthorized
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Forbidden
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListGroupsResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListGroupsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListGroupsResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -20340,6 +21805,11 @@ func (r ListGroupsResponse) GetJSON401() *Unauthorized {
 // GetJSON403 returns the response for an HTTP 403 `application/json` response
 func (r ListGroupsResponse) GetJSON403() *Forbidden {
 	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListGroupsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -20386,9 +21856,22 @@ func (r ListGroupsResponse) ContentType() string {
 	return ""
 }
 
+// CreateGroupResponse200Headers the declared response headers of an HTTP 200 response for CreateGroup
+type CreateGroupResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // CreateGroupResponse401Headers the declared response headers of an HTTP 401 response for CreateGroup
 type CreateGroupResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// CreateGroupResponse429Headers the declared response headers of an HTTP 429 response for CreateGroup
+type CreateGroupResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type CreateGroupResponse struct {
@@ -20408,14 +21891,20 @@ type CreateGroupResponse struct {
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *CreateGroupResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreateGroupResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateGroupResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -20451,6 +21940,11 @@ func (r CreateGroupResponse) GetJSON413() *PayloadTooLarge {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r CreateGroupResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreateGroupResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -20497,9 +21991,22 @@ func (r CreateGroupResponse) ContentType() string {
 	return ""
 }
 
+// DeleteGroupResponse204Headers the declared response headers of an HTTP 204 response for DeleteGroup
+type DeleteGroupResponse204Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // DeleteGroupResponse401Headers the declared response headers of an HTTP 401 response for DeleteGroup
 type DeleteGroupResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// DeleteGroupResponse429Headers the declared response headers of an HTTP 429 response for DeleteGroup
+type DeleteGroupResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type DeleteGroupResponse struct {
@@ -20511,14 +22018,20 @@ type DeleteGroupResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers204 the parsed response headers for an HTTP 204 response
+	Headers204 *DeleteGroupResponse204Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *DeleteGroupResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeleteGroupResponse429Headers
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -20534,6 +22047,11 @@ func (r DeleteGroupResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r DeleteGroupResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DeleteGroupResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -20580,9 +22098,22 @@ func (r DeleteGroupResponse) ContentType() string {
 	return ""
 }
 
+// ListGroupMembersResponse200Headers the declared response headers of an HTTP 200 response for ListGroupMembers
+type ListGroupMembersResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // ListGroupMembersResponse401Headers the declared response headers of an HTTP 401 response for ListGroupMembers
 type ListGroupMembersResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// ListGroupMembersResponse429Headers the declared response headers of an HTTP 429 response for ListGroupMembers
+type ListGroupMembersResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type ListGroupMembersResponse struct {
@@ -20598,14 +22129,20 @@ type ListGroupMembersResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListGroupMembersResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListGroupMembersResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListGroupMembersResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -20631,6 +22168,11 @@ func (r ListGroupMembersResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r ListGroupMembersResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListGroupMembersResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -20677,9 +22219,22 @@ func (r ListGroupMembersResponse) ContentType() string {
 	return ""
 }
 
+// AddGroupMembersResponse200Headers the declared response headers of an HTTP 200 response for AddGroupMembers
+type AddGroupMembersResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // AddGroupMembersResponse401Headers the declared response headers of an HTTP 401 response for AddGroupMembers
 type AddGroupMembersResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// AddGroupMembersResponse429Headers the declared response headers of an HTTP 429 response for AddGroupMembers
+type AddGroupMembersResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type AddGroupMembersResponse struct {
@@ -20699,14 +22254,20 @@ type AddGroupMembersResponse struct {
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *AddGroupMembersResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *AddGroupMembersResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *AddGroupMembersResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -20742,6 +22303,11 @@ func (r AddGroupMembersResponse) GetJSON413() *PayloadTooLarge {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r AddGroupMembersResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r AddGroupMembersResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -20788,9 +22354,22 @@ func (r AddGroupMembersResponse) ContentType() string {
 	return ""
 }
 
+// RemoveGroupMemberResponse204Headers the declared response headers of an HTTP 204 response for RemoveGroupMember
+type RemoveGroupMemberResponse204Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // RemoveGroupMemberResponse401Headers the declared response headers of an HTTP 401 response for RemoveGroupMember
 type RemoveGroupMemberResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// RemoveGroupMemberResponse429Headers the declared response headers of an HTTP 429 response for RemoveGroupMember
+type RemoveGroupMemberResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type RemoveGroupMemberResponse struct {
@@ -20802,14 +22381,20 @@ type RemoveGroupMemberResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers204 the parsed response headers for an HTTP 204 response
+	Headers204 *RemoveGroupMemberResponse204Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *RemoveGroupMemberResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RemoveGroupMemberResponse429Headers
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -20825,6 +22410,11 @@ func (r RemoveGroupMemberResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r RemoveGroupMemberResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RemoveGroupMemberResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -20912,9 +22502,22 @@ func (r GetOpenApiDocumentResponse) ContentType() string {
 	return ""
 }
 
+// ListUserAttributesResponse200Headers the declared response headers of an HTTP 200 response for ListUserAttributes
+type ListUserAttributesResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // ListUserAttributesResponse401Headers the declared response headers of an HTTP 401 response for ListUserAttributes
 type ListUserAttributesResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// ListUserAttributesResponse429Headers the declared response headers of an HTTP 429 response for ListUserAttributes
+type ListUserAttributesResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type ListUserAttributesResponse struct {
@@ -20928,14 +22531,20 @@ type ListUserAttributesResponse struct {
 	JSON401 *Unauthorized
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Forbidden
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListUserAttributesResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListUserAttributesResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListUserAttributesResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -20956,6 +22565,11 @@ func (r ListUserAttributesResponse) GetJSON401() *Unauthorized {
 // GetJSON403 returns the response for an HTTP 403 `application/json` response
 func (r ListUserAttributesResponse) GetJSON403() *Forbidden {
 	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListUserAttributesResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -21002,9 +22616,22 @@ func (r ListUserAttributesResponse) ContentType() string {
 	return ""
 }
 
+// CreateUserAttributeResponse200Headers the declared response headers of an HTTP 200 response for CreateUserAttribute
+type CreateUserAttributeResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // CreateUserAttributeResponse401Headers the declared response headers of an HTTP 401 response for CreateUserAttribute
 type CreateUserAttributeResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// CreateUserAttributeResponse429Headers the declared response headers of an HTTP 429 response for CreateUserAttribute
+type CreateUserAttributeResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type CreateUserAttributeResponse struct {
@@ -21024,14 +22651,20 @@ type CreateUserAttributeResponse struct {
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *CreateUserAttributeResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreateUserAttributeResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateUserAttributeResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -21067,6 +22700,11 @@ func (r CreateUserAttributeResponse) GetJSON413() *PayloadTooLarge {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r CreateUserAttributeResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreateUserAttributeResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -21113,9 +22751,22 @@ func (r CreateUserAttributeResponse) ContentType() string {
 	return ""
 }
 
+// DeleteUserAttributeResponse204Headers the declared response headers of an HTTP 204 response for DeleteUserAttribute
+type DeleteUserAttributeResponse204Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // DeleteUserAttributeResponse401Headers the declared response headers of an HTTP 401 response for DeleteUserAttribute
 type DeleteUserAttributeResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// DeleteUserAttributeResponse429Headers the declared response headers of an HTTP 429 response for DeleteUserAttribute
+type DeleteUserAttributeResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type DeleteUserAttributeResponse struct {
@@ -21127,14 +22778,20 @@ type DeleteUserAttributeResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers204 the parsed response headers for an HTTP 204 response
+	Headers204 *DeleteUserAttributeResponse204Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *DeleteUserAttributeResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeleteUserAttributeResponse429Headers
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -21150,6 +22807,11 @@ func (r DeleteUserAttributeResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r DeleteUserAttributeResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DeleteUserAttributeResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -21196,9 +22858,22 @@ func (r DeleteUserAttributeResponse) ContentType() string {
 	return ""
 }
 
+// ListBranchesResponse200Headers the declared response headers of an HTTP 200 response for ListBranches
+type ListBranchesResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // ListBranchesResponse401Headers the declared response headers of an HTTP 401 response for ListBranches
 type ListBranchesResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// ListBranchesResponse429Headers the declared response headers of an HTTP 429 response for ListBranches
+type ListBranchesResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type ListBranchesResponse struct {
@@ -21214,14 +22889,20 @@ type ListBranchesResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListBranchesResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListBranchesResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListBranchesResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -21247,6 +22928,11 @@ func (r ListBranchesResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r ListBranchesResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListBranchesResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -21293,9 +22979,22 @@ func (r ListBranchesResponse) ContentType() string {
 	return ""
 }
 
+// GetBranchResponse200Headers the declared response headers of an HTTP 200 response for GetBranch
+type GetBranchResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // GetBranchResponse401Headers the declared response headers of an HTTP 401 response for GetBranch
 type GetBranchResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// GetBranchResponse429Headers the declared response headers of an HTTP 429 response for GetBranch
+type GetBranchResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type GetBranchResponse struct {
@@ -21309,14 +23008,20 @@ type GetBranchResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetBranchResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetBranchResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetBranchResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -21337,6 +23042,11 @@ func (r GetBranchResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r GetBranchResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetBranchResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -21383,9 +23093,22 @@ func (r GetBranchResponse) ContentType() string {
 	return ""
 }
 
+// ListBranchFilesResponse200Headers the declared response headers of an HTTP 200 response for ListBranchFiles
+type ListBranchFilesResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // ListBranchFilesResponse401Headers the declared response headers of an HTTP 401 response for ListBranchFiles
 type ListBranchFilesResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// ListBranchFilesResponse429Headers the declared response headers of an HTTP 429 response for ListBranchFiles
+type ListBranchFilesResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type ListBranchFilesResponse struct {
@@ -21401,14 +23124,20 @@ type ListBranchFilesResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListBranchFilesResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListBranchFilesResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListBranchFilesResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -21434,6 +23163,11 @@ func (r ListBranchFilesResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r ListBranchFilesResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListBranchFilesResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -21480,9 +23214,22 @@ func (r ListBranchFilesResponse) ContentType() string {
 	return ""
 }
 
+// GetBranchFileResponse200Headers the declared response headers of an HTTP 200 response for GetBranchFile
+type GetBranchFileResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // GetBranchFileResponse401Headers the declared response headers of an HTTP 401 response for GetBranchFile
 type GetBranchFileResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// GetBranchFileResponse429Headers the declared response headers of an HTTP 429 response for GetBranchFile
+type GetBranchFileResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type GetBranchFileResponse struct {
@@ -21498,14 +23245,20 @@ type GetBranchFileResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetBranchFileResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetBranchFileResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetBranchFileResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -21531,6 +23284,11 @@ func (r GetBranchFileResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r GetBranchFileResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetBranchFileResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -21577,9 +23335,22 @@ func (r GetBranchFileResponse) ContentType() string {
 	return ""
 }
 
+// OpenBranchResponse200Headers the declared response headers of an HTTP 200 response for OpenBranch
+type OpenBranchResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // OpenBranchResponse401Headers the declared response headers of an HTTP 401 response for OpenBranch
 type OpenBranchResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// OpenBranchResponse429Headers the declared response headers of an HTTP 429 response for OpenBranch
+type OpenBranchResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type OpenBranchResponse struct {
@@ -21593,14 +23364,20 @@ type OpenBranchResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *OpenBranchResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *OpenBranchResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *OpenBranchResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -21621,6 +23398,11 @@ func (r OpenBranchResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r OpenBranchResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r OpenBranchResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -21667,9 +23449,22 @@ func (r OpenBranchResponse) ContentType() string {
 	return ""
 }
 
+// SetBranchStagingResponse200Headers the declared response headers of an HTTP 200 response for SetBranchStaging
+type SetBranchStagingResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // SetBranchStagingResponse401Headers the declared response headers of an HTTP 401 response for SetBranchStaging
 type SetBranchStagingResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// SetBranchStagingResponse429Headers the declared response headers of an HTTP 429 response for SetBranchStaging
+type SetBranchStagingResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type SetBranchStagingResponse struct {
@@ -21689,14 +23484,20 @@ type SetBranchStagingResponse struct {
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *SetBranchStagingResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *SetBranchStagingResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *SetBranchStagingResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -21732,6 +23533,11 @@ func (r SetBranchStagingResponse) GetJSON413() *PayloadTooLarge {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r SetBranchStagingResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r SetBranchStagingResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -21778,9 +23584,22 @@ func (r SetBranchStagingResponse) ContentType() string {
 	return ""
 }
 
+// ListBranchVersionsResponse200Headers the declared response headers of an HTTP 200 response for ListBranchVersions
+type ListBranchVersionsResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
 // ListBranchVersionsResponse401Headers the declared response headers of an HTTP 401 response for ListBranchVersions
 type ListBranchVersionsResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// ListBranchVersionsResponse429Headers the declared response headers of an HTTP 429 response for ListBranchVersions
+type ListBranchVersionsResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
 }
 
 type ListBranchVersionsResponse struct {
@@ -21796,14 +23615,20 @@ type ListBranchVersionsResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListBranchVersionsResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListBranchVersionsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListBranchVersionsResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -21829,6 +23654,11 @@ func (r ListBranchVersionsResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r ListBranchVersionsResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListBranchVersionsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -24178,6 +26008,13 @@ func ParseListApiKeysResponse(rsp *http.Response) (*ListApiKeysResponse, error) 
 		}
 		response.JSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
 		var dest ServiceUnavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -24188,6 +26025,23 @@ func ParseListApiKeysResponse(rsp *http.Response) (*ListApiKeysResponse, error) 
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers ListApiKeysResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers ListApiKeysResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -24198,6 +26052,30 @@ func ParseListApiKeysResponse(rsp *http.Response) (*ListApiKeysResponse, error) 
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListApiKeysResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -24259,6 +26137,13 @@ func ParseCreateApiKeyResponse(rsp *http.Response) (*CreateApiKeyResponse, error
 		}
 		response.JSON415 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
 		var dest ServiceUnavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -24278,6 +26163,20 @@ func ParseCreateApiKeyResponse(rsp *http.Response) (*CreateApiKeyResponse, error
 			}
 			headers.Location = &value
 		}
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
 		response.Headers201 = &headers
 	case rsp.StatusCode == 401:
 		var headers CreateApiKeyResponse401Headers
@@ -24289,6 +26188,30 @@ func ParseCreateApiKeyResponse(rsp *http.Response) (*CreateApiKeyResponse, error
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateApiKeyResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -24336,6 +26259,13 @@ func ParseRevokeApiKeyResponse(rsp *http.Response) (*RevokeApiKeyResponse, error
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
 		var dest ServiceUnavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -24346,6 +26276,23 @@ func ParseRevokeApiKeyResponse(rsp *http.Response) (*RevokeApiKeyResponse, error
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers RevokeApiKeyResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers RevokeApiKeyResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -24356,6 +26303,30 @@ func ParseRevokeApiKeyResponse(rsp *http.Response) (*RevokeApiKeyResponse, error
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers RevokeApiKeyResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -24403,6 +26374,13 @@ func ParseGetApiKeyResponse(rsp *http.Response) (*GetApiKeyResponse, error) {
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
 		var dest ServiceUnavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -24413,6 +26391,23 @@ func ParseGetApiKeyResponse(rsp *http.Response) (*GetApiKeyResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers GetApiKeyResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers GetApiKeyResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -24423,6 +26418,30 @@ func ParseGetApiKeyResponse(rsp *http.Response) (*GetApiKeyResponse, error) {
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetApiKeyResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -24491,6 +26510,13 @@ func ParseRotateApiKeyResponse(rsp *http.Response) (*RotateApiKeyResponse, error
 		}
 		response.JSON415 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
 		var dest ServiceUnavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -24501,6 +26527,23 @@ func ParseRotateApiKeyResponse(rsp *http.Response) (*RotateApiKeyResponse, error
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers RotateApiKeyResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers RotateApiKeyResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -24511,6 +26554,30 @@ func ParseRotateApiKeyResponse(rsp *http.Response) (*RotateApiKeyResponse, error
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers RotateApiKeyResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -24558,6 +26625,13 @@ func ParseListAuditEventsResponse(rsp *http.Response) (*ListAuditEventsResponse,
 		}
 		response.JSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -24582,6 +26656,23 @@ func ParseListAuditEventsResponse(rsp *http.Response) (*ListAuditEventsResponse,
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers ListAuditEventsResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers ListAuditEventsResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -24592,6 +26683,30 @@ func ParseListAuditEventsResponse(rsp *http.Response) (*ListAuditEventsResponse,
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListAuditEventsResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -24639,6 +26754,13 @@ func ParseGetDbtGitIntegrationResponse(rsp *http.Response) (*GetDbtGitIntegratio
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -24663,6 +26785,23 @@ func ParseGetDbtGitIntegrationResponse(rsp *http.Response) (*GetDbtGitIntegratio
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers GetDbtGitIntegrationResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers GetDbtGitIntegrationResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -24673,6 +26812,30 @@ func ParseGetDbtGitIntegrationResponse(rsp *http.Response) (*GetDbtGitIntegratio
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetDbtGitIntegrationResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -24741,6 +26904,13 @@ func ParseSetDbtGitIntegrationResponse(rsp *http.Response) (*SetDbtGitIntegratio
 		}
 		response.JSON415 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -24765,6 +26935,23 @@ func ParseSetDbtGitIntegrationResponse(rsp *http.Response) (*SetDbtGitIntegratio
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers SetDbtGitIntegrationResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers SetDbtGitIntegrationResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -24775,6 +26962,30 @@ func ParseSetDbtGitIntegrationResponse(rsp *http.Response) (*SetDbtGitIntegratio
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers SetDbtGitIntegrationResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -24829,6 +27040,13 @@ func ParseListDbtSyncJobsResponse(rsp *http.Response) (*ListDbtSyncJobsResponse,
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -24853,6 +27071,23 @@ func ParseListDbtSyncJobsResponse(rsp *http.Response) (*ListDbtSyncJobsResponse,
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers ListDbtSyncJobsResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers ListDbtSyncJobsResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -24863,6 +27098,30 @@ func ParseListDbtSyncJobsResponse(rsp *http.Response) (*ListDbtSyncJobsResponse,
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListDbtSyncJobsResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -24962,6 +27221,23 @@ func ParseStartDbtSyncResponse(rsp *http.Response) (*StartDbtSyncResponse, error
 	}
 
 	switch {
+	case rsp.StatusCode == 202:
+		var headers StartDbtSyncResponse202Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers202 = &headers
 	case rsp.StatusCode == 401:
 		var headers StartDbtSyncResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -25019,6 +27295,13 @@ func ParseGetDbtSyncJobResponse(rsp *http.Response) (*GetDbtSyncJobResponse, err
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -25043,6 +27326,23 @@ func ParseGetDbtSyncJobResponse(rsp *http.Response) (*GetDbtSyncJobResponse, err
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers GetDbtSyncJobResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers GetDbtSyncJobResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -25053,6 +27353,30 @@ func ParseGetDbtSyncJobResponse(rsp *http.Response) (*GetDbtSyncJobResponse, err
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetDbtSyncJobResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -25107,6 +27431,13 @@ func ParseCancelDbtSyncJobResponse(rsp *http.Response) (*CancelDbtSyncJobRespons
 		}
 		response.JSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -25131,6 +27462,23 @@ func ParseCancelDbtSyncJobResponse(rsp *http.Response) (*CancelDbtSyncJobRespons
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers CancelDbtSyncJobResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers CancelDbtSyncJobResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -25141,6 +27489,30 @@ func ParseCancelDbtSyncJobResponse(rsp *http.Response) (*CancelDbtSyncJobRespons
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers CancelDbtSyncJobResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -25233,6 +27605,23 @@ func ParseRetryDbtSyncJobResponse(rsp *http.Response) (*RetryDbtSyncJobResponse,
 	}
 
 	switch {
+	case rsp.StatusCode == 202:
+		var headers RetryDbtSyncJobResponse202Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers202 = &headers
 	case rsp.StatusCode == 401:
 		var headers RetryDbtSyncJobResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -25290,6 +27679,13 @@ func ParseGetRootEmbedAccessResponse(rsp *http.Response) (*GetRootEmbedAccessRes
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -25314,6 +27710,23 @@ func ParseGetRootEmbedAccessResponse(rsp *http.Response) (*GetRootEmbedAccessRes
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers GetRootEmbedAccessResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers GetRootEmbedAccessResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -25324,6 +27737,30 @@ func ParseGetRootEmbedAccessResponse(rsp *http.Response) (*GetRootEmbedAccessRes
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetRootEmbedAccessResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -25392,6 +27829,13 @@ func ParseSetRootEmbedAccessResponse(rsp *http.Response) (*SetRootEmbedAccessRes
 		}
 		response.JSON415 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -25416,6 +27860,23 @@ func ParseSetRootEmbedAccessResponse(rsp *http.Response) (*SetRootEmbedAccessRes
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers SetRootEmbedAccessResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers SetRootEmbedAccessResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -25426,6 +27887,30 @@ func ParseSetRootEmbedAccessResponse(rsp *http.Response) (*SetRootEmbedAccessRes
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers SetRootEmbedAccessResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -25480,6 +27965,13 @@ func ParseListEmbedTenantWorkbooksResponse(rsp *http.Response) (*ListEmbedTenant
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -25504,6 +27996,23 @@ func ParseListEmbedTenantWorkbooksResponse(rsp *http.Response) (*ListEmbedTenant
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers ListEmbedTenantWorkbooksResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers ListEmbedTenantWorkbooksResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -25514,6 +28023,30 @@ func ParseListEmbedTenantWorkbooksResponse(rsp *http.Response) (*ListEmbedTenant
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListEmbedTenantWorkbooksResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -25582,6 +28115,13 @@ func ParseCreateFolderResponse(rsp *http.Response) (*CreateFolderResponse, error
 		}
 		response.JSON415 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -25606,6 +28146,23 @@ func ParseCreateFolderResponse(rsp *http.Response) (*CreateFolderResponse, error
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers CreateFolderResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers CreateFolderResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -25616,6 +28173,30 @@ func ParseCreateFolderResponse(rsp *http.Response) (*CreateFolderResponse, error
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateFolderResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -25673,6 +28254,13 @@ func ParseDeleteFolderResponse(rsp *http.Response) (*DeleteFolderResponse, error
 		}
 		response.JSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -25697,6 +28285,23 @@ func ParseDeleteFolderResponse(rsp *http.Response) (*DeleteFolderResponse, error
 	}
 
 	switch {
+	case rsp.StatusCode == 204:
+		var headers DeleteFolderResponse204Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers204 = &headers
 	case rsp.StatusCode == 401:
 		var headers DeleteFolderResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -25707,6 +28312,30 @@ func ParseDeleteFolderResponse(rsp *http.Response) (*DeleteFolderResponse, error
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers DeleteFolderResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -25761,6 +28390,13 @@ func ParseGetFolderResponse(rsp *http.Response) (*GetFolderResponse, error) {
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -25785,6 +28421,23 @@ func ParseGetFolderResponse(rsp *http.Response) (*GetFolderResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers GetFolderResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers GetFolderResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -25795,6 +28448,30 @@ func ParseGetFolderResponse(rsp *http.Response) (*GetFolderResponse, error) {
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetFolderResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -25863,6 +28540,13 @@ func ParseUpdateFolderResponse(rsp *http.Response) (*UpdateFolderResponse, error
 		}
 		response.JSON415 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -25887,6 +28571,23 @@ func ParseUpdateFolderResponse(rsp *http.Response) (*UpdateFolderResponse, error
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers UpdateFolderResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers UpdateFolderResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -25897,6 +28598,30 @@ func ParseUpdateFolderResponse(rsp *http.Response) (*UpdateFolderResponse, error
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers UpdateFolderResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -25951,6 +28676,13 @@ func ParseGetFolderEmbedAccessResponse(rsp *http.Response) (*GetFolderEmbedAcces
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -25975,6 +28707,23 @@ func ParseGetFolderEmbedAccessResponse(rsp *http.Response) (*GetFolderEmbedAcces
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers GetFolderEmbedAccessResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers GetFolderEmbedAccessResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -25985,6 +28734,30 @@ func ParseGetFolderEmbedAccessResponse(rsp *http.Response) (*GetFolderEmbedAcces
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetFolderEmbedAccessResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -26053,6 +28826,13 @@ func ParseSetFolderEmbedAccessResponse(rsp *http.Response) (*SetFolderEmbedAcces
 		}
 		response.JSON415 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -26077,6 +28857,23 @@ func ParseSetFolderEmbedAccessResponse(rsp *http.Response) (*SetFolderEmbedAcces
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers SetFolderEmbedAccessResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers SetFolderEmbedAccessResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -26087,6 +28884,30 @@ func ParseSetFolderEmbedAccessResponse(rsp *http.Response) (*SetFolderEmbedAcces
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers SetFolderEmbedAccessResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -26141,6 +28962,13 @@ func ParseGetFolderPermissionsResponse(rsp *http.Response) (*GetFolderPermission
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -26165,6 +28993,23 @@ func ParseGetFolderPermissionsResponse(rsp *http.Response) (*GetFolderPermission
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers GetFolderPermissionsResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers GetFolderPermissionsResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -26175,6 +29020,30 @@ func ParseGetFolderPermissionsResponse(rsp *http.Response) (*GetFolderPermission
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetFolderPermissionsResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -26243,6 +29112,13 @@ func ParseSetFolderPermissionsResponse(rsp *http.Response) (*SetFolderPermission
 		}
 		response.JSON415 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -26267,6 +29143,23 @@ func ParseSetFolderPermissionsResponse(rsp *http.Response) (*SetFolderPermission
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers SetFolderPermissionsResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers SetFolderPermissionsResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -26277,6 +29170,30 @@ func ParseSetFolderPermissionsResponse(rsp *http.Response) (*SetFolderPermission
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers SetFolderPermissionsResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -26345,6 +29262,13 @@ func ParseCreateReportResponse(rsp *http.Response) (*CreateReportResponse, error
 		}
 		response.JSON415 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -26369,6 +29293,23 @@ func ParseCreateReportResponse(rsp *http.Response) (*CreateReportResponse, error
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers CreateReportResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers CreateReportResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -26379,6 +29320,30 @@ func ParseCreateReportResponse(rsp *http.Response) (*CreateReportResponse, error
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateReportResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -26436,6 +29401,13 @@ func ParseDeleteReportResponse(rsp *http.Response) (*DeleteReportResponse, error
 		}
 		response.JSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -26460,6 +29432,23 @@ func ParseDeleteReportResponse(rsp *http.Response) (*DeleteReportResponse, error
 	}
 
 	switch {
+	case rsp.StatusCode == 204:
+		var headers DeleteReportResponse204Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers204 = &headers
 	case rsp.StatusCode == 401:
 		var headers DeleteReportResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -26470,6 +29459,30 @@ func ParseDeleteReportResponse(rsp *http.Response) (*DeleteReportResponse, error
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers DeleteReportResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -26524,6 +29537,13 @@ func ParseGetReportResponse(rsp *http.Response) (*GetReportResponse, error) {
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -26548,6 +29568,23 @@ func ParseGetReportResponse(rsp *http.Response) (*GetReportResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers GetReportResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers GetReportResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -26558,6 +29595,30 @@ func ParseGetReportResponse(rsp *http.Response) (*GetReportResponse, error) {
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetReportResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -26633,6 +29694,13 @@ func ParseUpdateReportResponse(rsp *http.Response) (*UpdateReportResponse, error
 		}
 		response.JSON415 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -26657,6 +29725,23 @@ func ParseUpdateReportResponse(rsp *http.Response) (*UpdateReportResponse, error
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers UpdateReportResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers UpdateReportResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -26667,6 +29752,30 @@ func ParseUpdateReportResponse(rsp *http.Response) (*UpdateReportResponse, error
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers UpdateReportResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -26714,6 +29823,13 @@ func ParseCreateDataApiTokenResponse(rsp *http.Response) (*CreateDataApiTokenRes
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -26738,6 +29854,23 @@ func ParseCreateDataApiTokenResponse(rsp *http.Response) (*CreateDataApiTokenRes
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers CreateDataApiTokenResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers CreateDataApiTokenResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -26748,6 +29881,30 @@ func ParseCreateDataApiTokenResponse(rsp *http.Response) (*CreateDataApiTokenRes
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateDataApiTokenResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -26816,6 +29973,13 @@ func ParseCreateWorkbookResponse(rsp *http.Response) (*CreateWorkbookResponse, e
 		}
 		response.JSON415 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -26840,6 +30004,23 @@ func ParseCreateWorkbookResponse(rsp *http.Response) (*CreateWorkbookResponse, e
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers CreateWorkbookResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers CreateWorkbookResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -26850,6 +30031,30 @@ func ParseCreateWorkbookResponse(rsp *http.Response) (*CreateWorkbookResponse, e
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateWorkbookResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -26907,6 +30112,13 @@ func ParseDeleteWorkbookResponse(rsp *http.Response) (*DeleteWorkbookResponse, e
 		}
 		response.JSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -26931,6 +30143,23 @@ func ParseDeleteWorkbookResponse(rsp *http.Response) (*DeleteWorkbookResponse, e
 	}
 
 	switch {
+	case rsp.StatusCode == 204:
+		var headers DeleteWorkbookResponse204Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers204 = &headers
 	case rsp.StatusCode == 401:
 		var headers DeleteWorkbookResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -26941,6 +30170,30 @@ func ParseDeleteWorkbookResponse(rsp *http.Response) (*DeleteWorkbookResponse, e
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers DeleteWorkbookResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -26995,6 +30248,13 @@ func ParseGetWorkbookResponse(rsp *http.Response) (*GetWorkbookResponse, error) 
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -27019,6 +30279,23 @@ func ParseGetWorkbookResponse(rsp *http.Response) (*GetWorkbookResponse, error) 
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers GetWorkbookResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers GetWorkbookResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -27029,6 +30306,30 @@ func ParseGetWorkbookResponse(rsp *http.Response) (*GetWorkbookResponse, error) 
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetWorkbookResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -27104,6 +30405,13 @@ func ParseUpdateWorkbookResponse(rsp *http.Response) (*UpdateWorkbookResponse, e
 		}
 		response.JSON415 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -27128,6 +30436,23 @@ func ParseUpdateWorkbookResponse(rsp *http.Response) (*UpdateWorkbookResponse, e
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers UpdateWorkbookResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers UpdateWorkbookResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -27138,6 +30463,30 @@ func ParseUpdateWorkbookResponse(rsp *http.Response) (*UpdateWorkbookResponse, e
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers UpdateWorkbookResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -27192,6 +30541,13 @@ func ParseGetWorkbookEmbedAccessResponse(rsp *http.Response) (*GetWorkbookEmbedA
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -27216,6 +30572,23 @@ func ParseGetWorkbookEmbedAccessResponse(rsp *http.Response) (*GetWorkbookEmbedA
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers GetWorkbookEmbedAccessResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers GetWorkbookEmbedAccessResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -27226,6 +30599,30 @@ func ParseGetWorkbookEmbedAccessResponse(rsp *http.Response) (*GetWorkbookEmbedA
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetWorkbookEmbedAccessResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -27294,6 +30691,13 @@ func ParseSetWorkbookEmbedAccessResponse(rsp *http.Response) (*SetWorkbookEmbedA
 		}
 		response.JSON415 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -27318,6 +30722,23 @@ func ParseSetWorkbookEmbedAccessResponse(rsp *http.Response) (*SetWorkbookEmbedA
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers SetWorkbookEmbedAccessResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers SetWorkbookEmbedAccessResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -27328,6 +30749,30 @@ func ParseSetWorkbookEmbedAccessResponse(rsp *http.Response) (*SetWorkbookEmbedA
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers SetWorkbookEmbedAccessResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -27396,6 +30841,13 @@ func ParsePublishWorkbookResponse(rsp *http.Response) (*PublishWorkbookResponse,
 		}
 		response.JSON413 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -27420,6 +30872,23 @@ func ParsePublishWorkbookResponse(rsp *http.Response) (*PublishWorkbookResponse,
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers PublishWorkbookResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers PublishWorkbookResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -27430,6 +30899,30 @@ func ParsePublishWorkbookResponse(rsp *http.Response) (*PublishWorkbookResponse,
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers PublishWorkbookResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -27491,6 +30984,13 @@ func ParseUnpublishWorkbookResponse(rsp *http.Response) (*UnpublishWorkbookRespo
 		}
 		response.JSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -27515,6 +31015,23 @@ func ParseUnpublishWorkbookResponse(rsp *http.Response) (*UnpublishWorkbookRespo
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers UnpublishWorkbookResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers UnpublishWorkbookResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -27525,6 +31042,30 @@ func ParseUnpublishWorkbookResponse(rsp *http.Response) (*UnpublishWorkbookRespo
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers UnpublishWorkbookResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -27579,6 +31120,13 @@ func ParseListWorkspaceItemsResponse(rsp *http.Response) (*ListWorkspaceItemsRes
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -27603,6 +31151,23 @@ func ParseListWorkspaceItemsResponse(rsp *http.Response) (*ListWorkspaceItemsRes
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers ListWorkspaceItemsResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers ListWorkspaceItemsResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -27613,6 +31178,30 @@ func ParseListWorkspaceItemsResponse(rsp *http.Response) (*ListWorkspaceItemsRes
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListWorkspaceItemsResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -27681,6 +31270,13 @@ func ParseBulkMoveWorkspaceItemsResponse(rsp *http.Response) (*BulkMoveWorkspace
 		}
 		response.JSON415 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -27705,6 +31301,23 @@ func ParseBulkMoveWorkspaceItemsResponse(rsp *http.Response) (*BulkMoveWorkspace
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers BulkMoveWorkspaceItemsResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers BulkMoveWorkspaceItemsResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -27715,6 +31328,30 @@ func ParseBulkMoveWorkspaceItemsResponse(rsp *http.Response) (*BulkMoveWorkspace
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers BulkMoveWorkspaceItemsResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -27765,6 +31402,13 @@ func ParseRemoveFavoriteResponse(rsp *http.Response) (*RemoveFavoriteResponse, e
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -27789,6 +31433,23 @@ func ParseRemoveFavoriteResponse(rsp *http.Response) (*RemoveFavoriteResponse, e
 	}
 
 	switch {
+	case rsp.StatusCode == 204:
+		var headers RemoveFavoriteResponse204Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers204 = &headers
 	case rsp.StatusCode == 401:
 		var headers RemoveFavoriteResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -27799,6 +31460,30 @@ func ParseRemoveFavoriteResponse(rsp *http.Response) (*RemoveFavoriteResponse, e
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers RemoveFavoriteResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -27849,6 +31534,13 @@ func ParseAddFavoriteResponse(rsp *http.Response) (*AddFavoriteResponse, error) 
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -27873,6 +31565,23 @@ func ParseAddFavoriteResponse(rsp *http.Response) (*AddFavoriteResponse, error) 
 	}
 
 	switch {
+	case rsp.StatusCode == 204:
+		var headers AddFavoriteResponse204Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers204 = &headers
 	case rsp.StatusCode == 401:
 		var headers AddFavoriteResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -27883,6 +31592,30 @@ func ParseAddFavoriteResponse(rsp *http.Response) (*AddFavoriteResponse, error) 
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers AddFavoriteResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -27951,6 +31684,13 @@ func ParseMoveWorkspaceItemResponse(rsp *http.Response) (*MoveWorkspaceItemRespo
 		}
 		response.JSON415 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -27975,6 +31715,23 @@ func ParseMoveWorkspaceItemResponse(rsp *http.Response) (*MoveWorkspaceItemRespo
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers MoveWorkspaceItemResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers MoveWorkspaceItemResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -27985,6 +31742,30 @@ func ParseMoveWorkspaceItemResponse(rsp *http.Response) (*MoveWorkspaceItemRespo
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers MoveWorkspaceItemResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -28055,6 +31836,13 @@ func ParseListEmbedTenantGroupsResponse(rsp *http.Response) (*ListEmbedTenantGro
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -28079,6 +31867,23 @@ func ParseListEmbedTenantGroupsResponse(rsp *http.Response) (*ListEmbedTenantGro
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers ListEmbedTenantGroupsResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers ListEmbedTenantGroupsResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -28089,6 +31894,30 @@ func ParseListEmbedTenantGroupsResponse(rsp *http.Response) (*ListEmbedTenantGro
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListEmbedTenantGroupsResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -28132,6 +31961,13 @@ func ParseDeleteEmbedTenantGroupResponse(rsp *http.Response) (*DeleteEmbedTenant
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -28156,6 +31992,23 @@ func ParseDeleteEmbedTenantGroupResponse(rsp *http.Response) (*DeleteEmbedTenant
 	}
 
 	switch {
+	case rsp.StatusCode == 204:
+		var headers DeleteEmbedTenantGroupResponse204Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers204 = &headers
 	case rsp.StatusCode == 401:
 		var headers DeleteEmbedTenantGroupResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -28166,6 +32019,30 @@ func ParseDeleteEmbedTenantGroupResponse(rsp *http.Response) (*DeleteEmbedTenant
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers DeleteEmbedTenantGroupResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -28220,6 +32097,13 @@ func ParseListEmbedTenantGroupMembersResponse(rsp *http.Response) (*ListEmbedTen
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -28244,6 +32128,23 @@ func ParseListEmbedTenantGroupMembersResponse(rsp *http.Response) (*ListEmbedTen
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers ListEmbedTenantGroupMembersResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers ListEmbedTenantGroupMembersResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -28254,6 +32155,30 @@ func ParseListEmbedTenantGroupMembersResponse(rsp *http.Response) (*ListEmbedTen
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListEmbedTenantGroupMembersResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -28322,6 +32247,13 @@ func ParseAddEmbedTenantGroupMembersResponse(rsp *http.Response) (*AddEmbedTenan
 		}
 		response.JSON415 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -28346,6 +32278,23 @@ func ParseAddEmbedTenantGroupMembersResponse(rsp *http.Response) (*AddEmbedTenan
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers AddEmbedTenantGroupMembersResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers AddEmbedTenantGroupMembersResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -28356,6 +32305,30 @@ func ParseAddEmbedTenantGroupMembersResponse(rsp *http.Response) (*AddEmbedTenan
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers AddEmbedTenantGroupMembersResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -28399,6 +32372,13 @@ func ParseRemoveEmbedTenantGroupMemberResponse(rsp *http.Response) (*RemoveEmbed
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -28423,6 +32403,23 @@ func ParseRemoveEmbedTenantGroupMemberResponse(rsp *http.Response) (*RemoveEmbed
 	}
 
 	switch {
+	case rsp.StatusCode == 204:
+		var headers RemoveEmbedTenantGroupMemberResponse204Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers204 = &headers
 	case rsp.StatusCode == 401:
 		var headers RemoveEmbedTenantGroupMemberResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -28433,6 +32430,30 @@ func ParseRemoveEmbedTenantGroupMemberResponse(rsp *http.Response) (*RemoveEmbed
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers RemoveEmbedTenantGroupMemberResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -28487,6 +32508,13 @@ func ParseListEmbedTenantUserAttributesResponse(rsp *http.Response) (*ListEmbedT
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -28511,6 +32539,23 @@ func ParseListEmbedTenantUserAttributesResponse(rsp *http.Response) (*ListEmbedT
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers ListEmbedTenantUserAttributesResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers ListEmbedTenantUserAttributesResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -28521,6 +32566,30 @@ func ParseListEmbedTenantUserAttributesResponse(rsp *http.Response) (*ListEmbedT
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListEmbedTenantUserAttributesResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -28564,6 +32633,13 @@ func ParseDeleteEmbedTenantUserAttributeResponse(rsp *http.Response) (*DeleteEmb
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -28588,6 +32664,23 @@ func ParseDeleteEmbedTenantUserAttributeResponse(rsp *http.Response) (*DeleteEmb
 	}
 
 	switch {
+	case rsp.StatusCode == 204:
+		var headers DeleteEmbedTenantUserAttributeResponse204Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers204 = &headers
 	case rsp.StatusCode == 401:
 		var headers DeleteEmbedTenantUserAttributeResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -28598,6 +32691,30 @@ func ParseDeleteEmbedTenantUserAttributeResponse(rsp *http.Response) (*DeleteEmb
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers DeleteEmbedTenantUserAttributeResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -28655,6 +32772,13 @@ func ParseListEmbedTenantUsersResponse(rsp *http.Response) (*ListEmbedTenantUser
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -28679,6 +32803,23 @@ func ParseListEmbedTenantUsersResponse(rsp *http.Response) (*ListEmbedTenantUser
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers ListEmbedTenantUsersResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers ListEmbedTenantUsersResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -28689,6 +32830,30 @@ func ParseListEmbedTenantUsersResponse(rsp *http.Response) (*ListEmbedTenantUser
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListEmbedTenantUsersResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -28739,6 +32904,13 @@ func ParseDeleteEmbedTenantUserResponse(rsp *http.Response) (*DeleteEmbedTenantU
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -28763,6 +32935,23 @@ func ParseDeleteEmbedTenantUserResponse(rsp *http.Response) (*DeleteEmbedTenantU
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers DeleteEmbedTenantUserResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers DeleteEmbedTenantUserResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -28773,6 +32962,30 @@ func ParseDeleteEmbedTenantUserResponse(rsp *http.Response) (*DeleteEmbedTenantU
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers DeleteEmbedTenantUserResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -28820,6 +33033,13 @@ func ParseGetEmbedTenantUserResponse(rsp *http.Response) (*GetEmbedTenantUserRes
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -28844,6 +33064,23 @@ func ParseGetEmbedTenantUserResponse(rsp *http.Response) (*GetEmbedTenantUserRes
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers GetEmbedTenantUserResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers GetEmbedTenantUserResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -28854,6 +33091,30 @@ func ParseGetEmbedTenantUserResponse(rsp *http.Response) (*GetEmbedTenantUserRes
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetEmbedTenantUserResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -28941,6 +33202,13 @@ func ParseListEmbedDashboardsResponse(rsp *http.Response) (*ListEmbedDashboardsR
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -28965,6 +33233,23 @@ func ParseListEmbedDashboardsResponse(rsp *http.Response) (*ListEmbedDashboardsR
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers ListEmbedDashboardsResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers ListEmbedDashboardsResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -28975,6 +33260,30 @@ func ParseListEmbedDashboardsResponse(rsp *http.Response) (*ListEmbedDashboardsR
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListEmbedDashboardsResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -29015,6 +33324,13 @@ func ParseGetEmbedDashboardResponse(rsp *http.Response) (*GetEmbedDashboardRespo
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -29039,6 +33355,23 @@ func ParseGetEmbedDashboardResponse(rsp *http.Response) (*GetEmbedDashboardRespo
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers GetEmbedDashboardResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers GetEmbedDashboardResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -29049,6 +33382,30 @@ func ParseGetEmbedDashboardResponse(rsp *http.Response) (*GetEmbedDashboardRespo
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetEmbedDashboardResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -29155,6 +33512,23 @@ func ParseGenerateEmbedSessionResponse(rsp *http.Response) (*GenerateEmbedSessio
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers GenerateEmbedSessionResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers GenerateEmbedSessionResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -29167,6 +33541,20 @@ func ParseGenerateEmbedSessionResponse(rsp *http.Response) (*GenerateEmbedSessio
 		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers GenerateEmbedSessionResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
@@ -29215,6 +33603,13 @@ func ParseGetEmbedSessionResponse(rsp *http.Response) (*GetEmbedSessionResponse,
 		}
 		response.JSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -29239,6 +33634,23 @@ func ParseGetEmbedSessionResponse(rsp *http.Response) (*GetEmbedSessionResponse,
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers GetEmbedSessionResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers GetEmbedSessionResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -29249,6 +33661,30 @@ func ParseGetEmbedSessionResponse(rsp *http.Response) (*GetEmbedSessionResponse,
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetEmbedSessionResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -29289,6 +33725,13 @@ func ParseCreateEmbedAiCredentialsResponse(rsp *http.Response) (*CreateEmbedAiCr
 		}
 		response.JSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -29313,6 +33756,23 @@ func ParseCreateEmbedAiCredentialsResponse(rsp *http.Response) (*CreateEmbedAiCr
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers CreateEmbedAiCredentialsResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers CreateEmbedAiCredentialsResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -29323,6 +33783,30 @@ func ParseCreateEmbedAiCredentialsResponse(rsp *http.Response) (*CreateEmbedAiCr
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateEmbedAiCredentialsResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -29408,6 +33892,23 @@ func ParseExchangeEmbedSessionResponse(rsp *http.Response) (*ExchangeEmbedSessio
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers ExchangeEmbedSessionResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers ExchangeEmbedSessionResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -29420,6 +33921,20 @@ func ParseExchangeEmbedSessionResponse(rsp *http.Response) (*ExchangeEmbedSessio
 		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers ExchangeEmbedSessionResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
@@ -29485,6 +34000,13 @@ func ParseRevokeEmbedSessionResponse(rsp *http.Response) (*RevokeEmbedSessionRes
 		}
 		response.JSON415 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -29509,6 +34031,23 @@ func ParseRevokeEmbedSessionResponse(rsp *http.Response) (*RevokeEmbedSessionRes
 	}
 
 	switch {
+	case rsp.StatusCode == 204:
+		var headers RevokeEmbedSessionResponse204Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers204 = &headers
 	case rsp.StatusCode == 401:
 		var headers RevokeEmbedSessionResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -29519,6 +34058,30 @@ func ParseRevokeEmbedSessionResponse(rsp *http.Response) (*RevokeEmbedSessionRes
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers RevokeEmbedSessionResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -29566,6 +34129,13 @@ func ParseListEmbedSessionsResponse(rsp *http.Response) (*ListEmbedSessionsRespo
 		}
 		response.JSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -29590,6 +34160,23 @@ func ParseListEmbedSessionsResponse(rsp *http.Response) (*ListEmbedSessionsRespo
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers ListEmbedSessionsResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers ListEmbedSessionsResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -29600,6 +34187,30 @@ func ParseListEmbedSessionsResponse(rsp *http.Response) (*ListEmbedSessionsRespo
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListEmbedSessionsResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -29663,6 +34274,13 @@ func ParseRevokeEmbedSessionsResponse(rsp *http.Response) (*RevokeEmbedSessionsR
 		}
 		response.JSON415 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -29687,6 +34305,23 @@ func ParseRevokeEmbedSessionsResponse(rsp *http.Response) (*RevokeEmbedSessionsR
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers RevokeEmbedSessionsResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers RevokeEmbedSessionsResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -29697,6 +34332,30 @@ func ParseRevokeEmbedSessionsResponse(rsp *http.Response) (*RevokeEmbedSessionsR
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers RevokeEmbedSessionsResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -29737,6 +34396,13 @@ func ParseGetEmbedAccountSettingsResponse(rsp *http.Response) (*GetEmbedAccountS
 		}
 		response.JSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -29761,6 +34427,23 @@ func ParseGetEmbedAccountSettingsResponse(rsp *http.Response) (*GetEmbedAccountS
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers GetEmbedAccountSettingsResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers GetEmbedAccountSettingsResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -29771,6 +34454,30 @@ func ParseGetEmbedAccountSettingsResponse(rsp *http.Response) (*GetEmbedAccountS
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetEmbedAccountSettingsResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -29825,6 +34532,13 @@ func ParsePutEmbedAccountSettingsResponse(rsp *http.Response) (*PutEmbedAccountS
 		}
 		response.JSON415 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -29849,6 +34563,23 @@ func ParsePutEmbedAccountSettingsResponse(rsp *http.Response) (*PutEmbedAccountS
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers PutEmbedAccountSettingsResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers PutEmbedAccountSettingsResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -29859,6 +34590,30 @@ func ParsePutEmbedAccountSettingsResponse(rsp *http.Response) (*PutEmbedAccountS
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers PutEmbedAccountSettingsResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -29906,6 +34661,13 @@ func ParseListGroupsResponse(rsp *http.Response) (*ListGroupsResponse, error) {
 		}
 		response.JSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -29930,6 +34692,23 @@ func ParseListGroupsResponse(rsp *http.Response) (*ListGroupsResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers ListGroupsResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers ListGroupsResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -29940,6 +34719,30 @@ func ParseListGroupsResponse(rsp *http.Response) (*ListGroupsResponse, error) {
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListGroupsResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -30008,6 +34811,13 @@ func ParseCreateGroupResponse(rsp *http.Response) (*CreateGroupResponse, error) 
 		}
 		response.JSON415 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -30032,6 +34842,23 @@ func ParseCreateGroupResponse(rsp *http.Response) (*CreateGroupResponse, error) 
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers CreateGroupResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers CreateGroupResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -30042,6 +34869,30 @@ func ParseCreateGroupResponse(rsp *http.Response) (*CreateGroupResponse, error) 
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateGroupResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -30085,6 +34936,13 @@ func ParseDeleteGroupResponse(rsp *http.Response) (*DeleteGroupResponse, error) 
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -30109,6 +34967,23 @@ func ParseDeleteGroupResponse(rsp *http.Response) (*DeleteGroupResponse, error) 
 	}
 
 	switch {
+	case rsp.StatusCode == 204:
+		var headers DeleteGroupResponse204Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers204 = &headers
 	case rsp.StatusCode == 401:
 		var headers DeleteGroupResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -30119,6 +34994,30 @@ func ParseDeleteGroupResponse(rsp *http.Response) (*DeleteGroupResponse, error) 
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers DeleteGroupResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -30173,6 +35072,13 @@ func ParseListGroupMembersResponse(rsp *http.Response) (*ListGroupMembersRespons
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -30197,6 +35103,23 @@ func ParseListGroupMembersResponse(rsp *http.Response) (*ListGroupMembersRespons
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers ListGroupMembersResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers ListGroupMembersResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -30207,6 +35130,30 @@ func ParseListGroupMembersResponse(rsp *http.Response) (*ListGroupMembersRespons
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListGroupMembersResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -30275,6 +35222,13 @@ func ParseAddGroupMembersResponse(rsp *http.Response) (*AddGroupMembersResponse,
 		}
 		response.JSON415 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -30299,6 +35253,23 @@ func ParseAddGroupMembersResponse(rsp *http.Response) (*AddGroupMembersResponse,
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers AddGroupMembersResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers AddGroupMembersResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -30309,6 +35280,30 @@ func ParseAddGroupMembersResponse(rsp *http.Response) (*AddGroupMembersResponse,
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers AddGroupMembersResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -30352,6 +35347,13 @@ func ParseRemoveGroupMemberResponse(rsp *http.Response) (*RemoveGroupMemberRespo
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -30376,6 +35378,23 @@ func ParseRemoveGroupMemberResponse(rsp *http.Response) (*RemoveGroupMemberRespo
 	}
 
 	switch {
+	case rsp.StatusCode == 204:
+		var headers RemoveGroupMemberResponse204Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers204 = &headers
 	case rsp.StatusCode == 401:
 		var headers RemoveGroupMemberResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -30386,6 +35405,30 @@ func ParseRemoveGroupMemberResponse(rsp *http.Response) (*RemoveGroupMemberRespo
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers RemoveGroupMemberResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -30459,6 +35502,13 @@ func ParseListUserAttributesResponse(rsp *http.Response) (*ListUserAttributesRes
 		}
 		response.JSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -30483,6 +35533,23 @@ func ParseListUserAttributesResponse(rsp *http.Response) (*ListUserAttributesRes
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers ListUserAttributesResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers ListUserAttributesResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -30493,6 +35560,30 @@ func ParseListUserAttributesResponse(rsp *http.Response) (*ListUserAttributesRes
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListUserAttributesResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -30561,6 +35652,13 @@ func ParseCreateUserAttributeResponse(rsp *http.Response) (*CreateUserAttributeR
 		}
 		response.JSON415 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -30585,6 +35683,23 @@ func ParseCreateUserAttributeResponse(rsp *http.Response) (*CreateUserAttributeR
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers CreateUserAttributeResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers CreateUserAttributeResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -30595,6 +35710,30 @@ func ParseCreateUserAttributeResponse(rsp *http.Response) (*CreateUserAttributeR
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateUserAttributeResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -30638,6 +35777,13 @@ func ParseDeleteUserAttributeResponse(rsp *http.Response) (*DeleteUserAttributeR
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -30662,6 +35808,23 @@ func ParseDeleteUserAttributeResponse(rsp *http.Response) (*DeleteUserAttributeR
 	}
 
 	switch {
+	case rsp.StatusCode == 204:
+		var headers DeleteUserAttributeResponse204Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers204 = &headers
 	case rsp.StatusCode == 401:
 		var headers DeleteUserAttributeResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -30672,6 +35835,30 @@ func ParseDeleteUserAttributeResponse(rsp *http.Response) (*DeleteUserAttributeR
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers DeleteUserAttributeResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -30726,6 +35913,13 @@ func ParseListBranchesResponse(rsp *http.Response) (*ListBranchesResponse, error
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -30750,6 +35944,23 @@ func ParseListBranchesResponse(rsp *http.Response) (*ListBranchesResponse, error
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers ListBranchesResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers ListBranchesResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -30760,6 +35971,30 @@ func ParseListBranchesResponse(rsp *http.Response) (*ListBranchesResponse, error
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListBranchesResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -30807,6 +36042,13 @@ func ParseGetBranchResponse(rsp *http.Response) (*GetBranchResponse, error) {
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -30831,6 +36073,23 @@ func ParseGetBranchResponse(rsp *http.Response) (*GetBranchResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers GetBranchResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers GetBranchResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -30841,6 +36100,30 @@ func ParseGetBranchResponse(rsp *http.Response) (*GetBranchResponse, error) {
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetBranchResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -30895,6 +36178,13 @@ func ParseListBranchFilesResponse(rsp *http.Response) (*ListBranchFilesResponse,
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -30919,6 +36209,23 @@ func ParseListBranchFilesResponse(rsp *http.Response) (*ListBranchFilesResponse,
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers ListBranchFilesResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers ListBranchFilesResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -30929,6 +36236,30 @@ func ParseListBranchFilesResponse(rsp *http.Response) (*ListBranchFilesResponse,
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListBranchFilesResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -30983,6 +36314,13 @@ func ParseGetBranchFileResponse(rsp *http.Response) (*GetBranchFileResponse, err
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -31007,6 +36345,23 @@ func ParseGetBranchFileResponse(rsp *http.Response) (*GetBranchFileResponse, err
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers GetBranchFileResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers GetBranchFileResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -31017,6 +36372,30 @@ func ParseGetBranchFileResponse(rsp *http.Response) (*GetBranchFileResponse, err
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetBranchFileResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -31064,6 +36443,13 @@ func ParseOpenBranchResponse(rsp *http.Response) (*OpenBranchResponse, error) {
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -31088,6 +36474,23 @@ func ParseOpenBranchResponse(rsp *http.Response) (*OpenBranchResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers OpenBranchResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers OpenBranchResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -31098,6 +36501,30 @@ func ParseOpenBranchResponse(rsp *http.Response) (*OpenBranchResponse, error) {
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers OpenBranchResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -31166,6 +36593,13 @@ func ParseSetBranchStagingResponse(rsp *http.Response) (*SetBranchStagingRespons
 		}
 		response.JSON415 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -31190,6 +36624,23 @@ func ParseSetBranchStagingResponse(rsp *http.Response) (*SetBranchStagingRespons
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers SetBranchStagingResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers SetBranchStagingResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -31200,6 +36651,30 @@ func ParseSetBranchStagingResponse(rsp *http.Response) (*SetBranchStagingRespons
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers SetBranchStagingResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -31254,6 +36729,13 @@ func ParseListBranchVersionsResponse(rsp *http.Response) (*ListBranchVersionsRes
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -31278,6 +36760,23 @@ func ParseListBranchVersionsResponse(rsp *http.Response) (*ListBranchVersionsRes
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers ListBranchVersionsResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers ListBranchVersionsResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -31288,6 +36787,30 @@ func ParseListBranchVersionsResponse(rsp *http.Response) (*ListBranchVersionsRes
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListBranchVersionsResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
