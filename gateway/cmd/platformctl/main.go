@@ -33,7 +33,7 @@ const usage = `platformctl administers the platform's identity store.
 
 Usage:
   platformctl seed [--json] [--identity-only]
-  platformctl accounts create --name NAME --plan free|premium|enterprise [--embedding] [--creator-mode] [--external-user-limit N] [--default-tenant NAME]
+  platformctl accounts create --name NAME --plan free|premium|enterprise [--embedding] [--creator-mode] [--external-user-limit N] [--default-tenant NAME] [--rate-limit N/window]
   platformctl deployments create --account ID --name NAME [--production-branch main]
   platformctl users create --account ID --username NAME --email EMAIL --role viewer|ai_bi_user|developer|admin [--first-name NAME]
   platformctl keys create --user ID --kind account|personal [--scope ID,ID] [--name NAME] [--ttl DURATION]
