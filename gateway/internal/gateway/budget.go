@@ -1,9 +1,11 @@
 package gateway
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -20,6 +22,12 @@ const (
 	policyNameGenerateSession = "generate-session" // per API key
 	policyNameExchange        = "exchange"         // per client address
 )
+
+// budgetPause is how long the account budgets go unchecked after a decision failed
+// (Redis unreachable).
+const budgetPause = time.Second
+
+var errBudgetsPaused = errors.New("account budgets paused after a Redis failure")
 
 // PlanLimits are the account budgets of each plan (free, premium, enterprise); an
 // account's own override (store.Account.RateLimit) replaces its plan's.
@@ -104,11 +112,19 @@ func (g *Gateway) withinRateLimit(w *h1.ResponseWriter, r *h1.Request, rt route,
 		}
 	}
 	if name, key, limit := g.accountBudget(r, p); limit.Enabled() {
-		d, err := g.o.RateLimiter.AllowN(r.Context(), key, limit, cost)
+		var d ratelimit.Decision
+		err := errBudgetsPaused
+		if now := time.Now().UnixNano(); now >= g.budgetsPausedUntil.Load() {
+			if d, err = g.o.RateLimiter.AllowN(r.Context(), key, limit, cost); err != nil {
+				// A failed decision waits for the client's retries and dial timeouts: the
+				// next second's requests do not try again, each would wait as long.
+				g.budgetsPausedUntil.Store(time.Now().Add(budgetPause).UnixNano())
+				g.o.Logger.WarnContext(r.Context(), "rate limit not checked; served", "policy", name, "err", err)
+			}
+		}
 		if err != nil {
 			// A general budget fails open: an outage of Redis does not take the API down
-			// with it. Logged and counted, so that it is seen.
-			g.o.Logger.WarnContext(r.Context(), "rate limit not checked; served", "policy", name, "err", err)
+			// with it. Counted (and logged once a pause), so that it is seen.
 			g.o.LimitMetrics.uncheckedInc(name)
 		} else {
 			st[n] = ratelimit.Status{Policy: name, Limit: limit, Decision: d}

@@ -276,6 +276,16 @@ func TestAccountBudgetFailsOpenWithoutRedis(t *testing.T) {
 	if code != 200 || hdr.Get("RateLimit") != "" {
 		t.Fatalf("the account budget with Redis down: %d %q %s, want 200 without RateLimit", code, hdr.Get("RateLimit"), body)
 	}
+	// The failed decision paused the budgets: the next requests do not wait for Redis.
+	start := time.Now()
+	for i := 0; i < 5; i++ {
+		if code, _, body := h.do("GET", "/api/v1/groups", "Api-Key "+acme.APIKeys["admin"], nil); code != 200 {
+			t.Fatalf("request %d after the pause began: %d %s", i, code, body)
+		}
+	}
+	if took := time.Since(start); took > 900*time.Millisecond {
+		t.Errorf("5 requests during the pause took %s: they waited for Redis", took)
+	}
 	gen := map[string]any{"deploymentId": acme.Deployments[0].ID}
 	if code, _, body := h.do("POST", "/api/v1/embed/generate-session", "Api-Key "+acme.APIKeys["admin"], gen); code != 503 {
 		t.Fatalf("generate-session with Redis down: %d %s, want 503", code, body)

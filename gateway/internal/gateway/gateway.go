@@ -18,6 +18,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -94,6 +95,9 @@ type Gateway struct {
 	prop    propagation.TextMapPropagator
 	signed  *signedIdentities
 	blocked *auth.Cache[string, time.Time] // client addresses over AuthFailureLimit; nil: no limit
+	// budgetsPausedUntil (unix ns): until then the account budgets are not checked, a
+	// decision having failed (withinRateLimit).
+	budgetsPausedUntil atomic.Int64
 	// traceFields are the trace-context fields of a client's request, never forwarded.
 	traceFields []string
 }
