@@ -40,7 +40,7 @@ func budgetHarness(t *testing.T, red *devstack.Redis, plans gateway.PlanLimits, 
 				r.URL, r.RequestURI, r.Host = &u, "", u.Host
 				resp, err := http.DefaultTransport.RoundTrip(r)
 				if err != nil {
-					http.Error(w, err.Error(), 502)
+					http.Error(w, err.Error(), http.StatusBadGateway)
 					return
 				}
 				defer resp.Body.Close()
