@@ -104,6 +104,7 @@ replace github.com/analyticsco/platform/devstack => ../devstack
 
 require (
 	github.com/analyticsco/platform/devstack v0.0.0
+	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/lestrrat-go/jwx/v3 v3.4.0
 	github.com/nats-io/nats.go v1.55.0
 	github.com/redis/go-redis/v9 v9.23.0

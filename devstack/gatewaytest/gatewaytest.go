@@ -115,7 +115,7 @@ func gatewayLayout(t testing.TB, o Options, keys platform.Keys) platform.Layout 
 		"AUTH_REVOCATION_POLL=200ms", "UPSTREAM_DIAL_TIMEOUT=1s",
 		"EMBED_TOKEN_ISSUER="+cmp.Or(o.EmbedIssuer, "https://embed.platform.local"))
 	if o.RedisURL == "" { // nothing to count on
-		env = append(env, "RATE_LIMIT_GENERATE_SESSION=0", "RATE_LIMIT_EXCHANGE=0", "AUTH_FAILURE_LIMIT=0")
+		env = append(env, "RATE_LIMIT_GENERATE_SESSION=0", "RATE_LIMIT_EXCHANGE=0", "RATE_LIMIT_PLAN_FREE=0", "RATE_LIMIT_PLAN_PREMIUM=0", "RATE_LIMIT_PLAN_ENTERPRISE=0", "AUTH_FAILURE_LIMIT=0")
 	}
 	if o.EmbedJWKSURL != "" {
 		env = append(env, "EMBED_JWKS_URL="+o.EmbedJWKSURL)

@@ -1276,7 +1276,7 @@ func (sc *scope) buildPath(rest string) string {
 
 func startPlatform(t *testing.T) *platform {
 	// The matrix makes a fresh service account for every call that consumes one.
-	s := stacktest.Start(t, stacktest.Options{Env: []string{"RATE_LIMIT_GENERATE_SESSION=0", "RATE_LIMIT_EXCHANGE=0", "SERVICE_ACCOUNT_MAX_PER_ACCOUNT=1000"}})
+	s := stacktest.Start(t, stacktest.Options{Env: []string{"RATE_LIMIT_GENERATE_SESSION=0", "RATE_LIMIT_EXCHANGE=0", "RATE_LIMIT_PLAN_FREE=0", "RATE_LIMIT_PLAN_PREMIUM=0", "RATE_LIMIT_PLAN_ENTERPRISE=0", "SERVICE_ACCOUNT_MAX_PER_ACCOUNT=1000"}})
 	p := &platform{s: s, api: apitest.New(s.Gateway), acme: s.Seed.Accounts["acme"], globex: s.Seed.Accounts["globex"],
 		scopes: map[string]*scope{}, tenantA: "acme-north", tenantB: "acme-south", globexTenant: "globex-only"}
 	_, foreignKey, err := ed25519.GenerateKey(rand.Reader)

@@ -16,7 +16,7 @@ func TestMain(m *testing.M) { os.Exit(stacktest.Main(m)) }
 
 // noRateLimits: attacks that need volume turn the per-key limits off; the limits have their
 // own tests.
-var noRateLimits = []string{"RATE_LIMIT_GENERATE_SESSION=0", "RATE_LIMIT_EXCHANGE=0"}
+var noRateLimits = []string{"RATE_LIMIT_GENERATE_SESSION=0", "RATE_LIMIT_EXCHANGE=0", "RATE_LIMIT_PLAN_FREE=0", "RATE_LIMIT_PLAN_PREMIUM=0", "RATE_LIMIT_PLAN_ENTERPRISE=0"}
 
 // requestTimeout is the attacker's patience: every answer must come well within it.
 const requestTimeout = 10 * time.Second

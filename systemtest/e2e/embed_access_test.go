@@ -25,7 +25,7 @@ import (
 // token. Subtests run one after another: root grants reach every workbook of a
 // deployment, so the subtests that set them use the second deployment and clear them.
 func TestEmbedAccess(t *testing.T) {
-	p := startPlatformWith(t, stacktest.Options{Replicas: 2, Env: []string{"RATE_LIMIT_GENERATE_SESSION=0", "RATE_LIMIT_EXCHANGE=0"}})
+	p := startPlatformWith(t, stacktest.Options{Replicas: 2, Env: []string{"RATE_LIMIT_GENERATE_SESSION=0", "RATE_LIMIT_EXCHANGE=0", "RATE_LIMIT_PLAN_FREE=0", "RATE_LIMIT_PLAN_PREMIUM=0", "RATE_LIMIT_PLAN_ENTERPRISE=0"}})
 	for _, r := range embedAccessRules {
 		t.Run(r.name, func(t *testing.T) { r.check(t, p) })
 	}

@@ -75,7 +75,7 @@ func loadContract(t *testing.T) (*openapi3.T, routers.Router) {
 func startPlatform(t *testing.T) *platform {
 	t.Helper()
 	doc, router := loadContract(t)
-	s := stacktest.Start(t, stacktest.Options{Env: []string{"RATE_LIMIT_GENERATE_SESSION=0", "RATE_LIMIT_EXCHANGE=0"}})
+	s := stacktest.Start(t, stacktest.Options{Env: []string{"RATE_LIMIT_GENERATE_SESSION=0", "RATE_LIMIT_EXCHANGE=0", "RATE_LIMIT_PLAN_FREE=0", "RATE_LIMIT_PLAN_PREMIUM=0", "RATE_LIMIT_PLAN_ENTERPRISE=0"}})
 	p := &platform{s: s, doc: doc, router: router,
 		acme: s.Seed.Accounts["acme"], globex: s.Seed.Accounts["globex"], initech: s.Seed.Accounts["initech"]}
 	p.dep1, p.dep2 = p.acme.Deployments[0].ID, p.acme.Deployments[1].ID

@@ -21,7 +21,7 @@ import (
 func TestMain(m *testing.M) { os.Exit(stacktest.Main(m)) }
 
 // noRateLimits: these tests mint many sessions; the limits have their own suite.
-var noRateLimits = []string{"RATE_LIMIT_GENERATE_SESSION=0", "RATE_LIMIT_EXCHANGE=0"}
+var noRateLimits = []string{"RATE_LIMIT_GENERATE_SESSION=0", "RATE_LIMIT_EXCHANGE=0", "RATE_LIMIT_PLAN_FREE=0", "RATE_LIMIT_PLAN_PREMIUM=0", "RATE_LIMIT_PLAN_ENTERPRISE=0"}
 
 // requestTimeout is the client's patience: a fault must be answered, never hang. The
 // services give up on MongoDB's replica set after 15 s of server selection (an

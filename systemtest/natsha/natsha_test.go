@@ -36,7 +36,7 @@ var victims = []struct{ stream, load string }{
 func TestALostStreamLeaderLosesNoJobAndNoAuditEvent(t *testing.T) {
 	s := stacktest.Start(t, stacktest.Options{NATSNodes: 3, Replicas: 2, Workers: 2, Gateways: 2, Env: []string{
 		"DBT_SYNC_JETSTREAM_REPLICAS=3", "AUDIT_STREAM_REPLICAS=3",
-		"RATE_LIMIT_GENERATE_SESSION=0", "RATE_LIMIT_EXCHANGE=0",
+		"RATE_LIMIT_GENERATE_SESSION=0", "RATE_LIMIT_EXCHANGE=0", "RATE_LIMIT_PLAN_FREE=0", "RATE_LIMIT_PLAN_PREMIUM=0", "RATE_LIMIT_PLAN_ENTERPRISE=0",
 		"DBT_SYNC_MAX_QUEUED_JOBS=1000", "DBT_SYNC_MAX_RUNNING_JOBS=8",
 	}})
 	everyStreamHasThreeReplicas(t, s.NATSCluster.URL())

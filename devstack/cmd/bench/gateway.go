@@ -89,7 +89,10 @@ func (e *Env) Gateway(ctx context.Context) (gatewayInfo, error) {
 			Env: childEnv("MONGODB_DATABASE=identity", "LOG_LEVEL=warn",
 				// (e) measures authentication by API key, like (d) by bearer token: the
 				// generate-session rate limit (a Redis round trip, and 429s at this rate) is off.
-				"RATE_LIMIT_GENERATE_SESSION=0"),
+				// The account budgets are on, each request spending its account's in Redis as in
+				// production, with quotas no row reaches.
+				"RATE_LIMIT_GENERATE_SESSION=0", "RATE_LIMIT_PLAN_FREE=1000000000/1m",
+				"RATE_LIMIT_PLAN_PREMIUM=1000000000/1m", "RATE_LIMIT_PLAN_ENTERPRISE=1000000000/1m"),
 			Extra: extra,
 		}
 		table, err := platform.Table(l)

@@ -139,7 +139,7 @@ func (e *Env) startDevstack(ctx context.Context, key, dataDir string, extraEnv [
 		envVars := []string{
 			"DATA_DIR=" + dataDir, "BIN_DIR=" + e.BinDir,
 			"LOG_LEVEL=warn",
-			"RATE_LIMIT_GENERATE_SESSION=0", "RATE_LIMIT_EXCHANGE=0",
+			"RATE_LIMIT_GENERATE_SESSION=0", "RATE_LIMIT_EXCHANGE=0", "RATE_LIMIT_PLAN_FREE=0", "RATE_LIMIT_PLAN_PREMIUM=0", "RATE_LIMIT_PLAN_ENTERPRISE=0",
 			// The bench records thousands of audit events of one account a minute on purpose.
 			"AUDIT_ACCOUNT_MAX_EVENTS=0",
 		}

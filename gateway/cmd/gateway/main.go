@@ -125,6 +125,16 @@ func deps(proc *server.Process, cfg config.Config) (app.Deps, func(), error) {
 	if d.AuthFailureLimit, err = ratelimit.ParseLimit(cfg.AuthFailureLimit); err != nil {
 		return fail(fmt.Errorf("AUTH_FAILURE_LIMIT: %w", err))
 	}
+	d.PlanLimits = gateway.PlanLimits{}
+	for _, p := range []struct{ plan, setting, value string }{
+		{store.PlanFree, "RATE_LIMIT_PLAN_FREE", cfg.RateLimitPlanFree},
+		{store.PlanPremium, "RATE_LIMIT_PLAN_PREMIUM", cfg.RateLimitPlanPremium},
+		{store.PlanEnterprise, "RATE_LIMIT_PLAN_ENTERPRISE", cfg.RateLimitPlanEnterprise},
+	} {
+		if d.PlanLimits[p.plan], err = ratelimit.ParseLimit(p.value); err != nil {
+			return fail(fmt.Errorf("%s: %w", p.setting, err))
+		}
+	}
 	if d.TrustedProxies, err = gateway.ParsePrefixes(cfg.TrustedProxies); err != nil {
 		return fail(fmt.Errorf("GATEWAY_TRUSTED_PROXIES: %w", err))
 	}

@@ -33,7 +33,7 @@ const usage = `platformctl administers the platform's identity store.
 
 Usage:
   platformctl seed [--json] [--identity-only]
-  platformctl accounts create --name NAME --plan free|premium|enterprise [--embedding] [--creator-mode] [--external-user-limit N] [--default-tenant NAME]
+  platformctl accounts create --name NAME --plan free|premium|enterprise [--embedding] [--creator-mode] [--external-user-limit N] [--default-tenant NAME] [--rate-limit N/window]
   platformctl deployments create --account ID --name NAME [--production-branch main]
   platformctl users create --account ID --username NAME --email EMAIL --role viewer|ai_bi_user|developer|admin [--first-name NAME]
   platformctl keys create --user ID --kind account|personal [--scope ID,ID] [--name NAME] [--ttl DURATION]
@@ -241,11 +241,12 @@ func createAccount(c *invocation) (any, error) {
 	creator := c.fs.Bool("creator-mode", false, "useCreatorMode tenant flag")
 	limit := c.fs.Int64("external-user-limit", store.DefaultExternalUserLimit, "external-user limit")
 	tenant := c.fs.String("default-tenant", "", "default embed tenant name")
+	rateLimit := c.fs.String("rate-limit", "", "the account's own request budget as N/window (e.g. 5000/1m), replacing its plan's; empty: the plan's")
 	if err := c.parse(); err != nil {
 		return nil, err
 	}
 	return c.st.UpsertAccount(c.ctx, store.AccountSpec{Name: *name, Plan: *plan, EmbeddingEnabled: *embedding,
-		UseCreatorMode: *creator, ExternalUserLimit: *limit, DefaultEmbedTenant: *tenant})
+		UseCreatorMode: *creator, ExternalUserLimit: *limit, DefaultEmbedTenant: *tenant, RateLimit: *rateLimit})
 }
 
 func createDeployment(c *invocation) (any, error) {

@@ -78,8 +78,10 @@ type Deps struct {
 	BodyTimeout, UploadTimeout          time.Duration
 	GenerateSessionLimit, ExchangeLimit ratelimit.Limit
 	AuthFailureLimit                    ratelimit.Limit
-	TrustedProxies                      []netip.Prefix
-	CacheTTL, JWKSRefresh               time.Duration
+	// PlanLimits are the account budgets by plan (nil: none; docs/rate-limits.md).
+	PlanLimits            gateway.PlanLimits
+	TrustedProxies        []netip.Prefix
+	CacheTTL, JWKSRefresh time.Duration
 	// ThrottledKeyLookup is how often, at most, a throttled request looks an API key id up
 	// in the identity store (auth.Options.ThrottledLookupInterval; default 1s).
 	ThrottledKeyLookup time.Duration
@@ -173,6 +175,7 @@ func New(ctx context.Context, d Deps) (*App, error) {
 		BodyTimeout: d.BodyTimeout, UploadTimeout: d.UploadTimeout, MaxURIBytes: d.MaxURIBytes,
 		OpenAPIJSON: d.OpenAPIJSON, Logger: d.Logger,
 		GenerateSessionLimit: d.GenerateSessionLimit, ExchangeLimit: d.ExchangeLimit, AuthFailureLimit: d.AuthFailureLimit,
+		PlanLimits:      d.PlanLimits,
 		TrustedProxies:  d.TrustedProxies,
 		APIKeys:         apikeys.New(d.Store, rec, d.APIKeys, d.Now),
 		ServiceAccounts: serviceaccounts.New(d.Store, rec, d.ServiceAccounts, signing, d.Now),
@@ -188,6 +191,7 @@ func New(ctx context.Context, d Deps) (*App, error) {
 	var natsMetrics *natsx.RequestMetrics // nil: none
 	if d.Registry != nil {
 		o.Metrics = obs.NewHTTPMetrics(d.Registry, ServiceName)
+		o.LimitMetrics = gateway.NewLimitMetrics(d.Registry)
 		natsMetrics = natsx.NewRequestMetrics(d.Registry)
 	}
 	if d.Redis != nil {

@@ -17,8 +17,8 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
-	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -62,13 +62,17 @@ type Options struct {
 	APIReference http.Handler
 	Logger       *slog.Logger
 	Metrics      *obs.HTTPMetrics
-	// RateLimiter counts generate-session per API key and exchange per client address;
-	// nil or zero limits disable it.
+	// RateLimiter counts generate-session per API key, exchange per client address and
+	// the account budgets (docs/rate-limits.md); nil or zero limits disable it.
 	RateLimiter          *ratelimit.Limiter
 	GenerateSessionLimit ratelimit.Limit
 	ExchangeLimit        ratelimit.Limit
 	// AuthFailureLimit bounds failed authentications per client address (zero: off).
 	AuthFailureLimit ratelimit.Limit
+	// PlanLimits are the account budgets by plan, spent per account and credential kind
+	// (nil: no account budget); LimitMetrics counts the limits' refusals (nil: none).
+	PlanLimits   PlanLimits
+	LimitMetrics *LimitMetrics
 	// TrustedProxies are the peers whose X-Forwarded-For names the client (the ingress);
 	// from anyone else the header is ignored.
 	TrustedProxies []netip.Prefix
@@ -97,6 +101,9 @@ type Gateway struct {
 	prop    propagation.TextMapPropagator
 	signed  *signedIdentities
 	blocked *auth.Cache[string, time.Time] // client addresses over AuthFailureLimit; nil: no limit
+	// budgetsPausedUntil (unix ns): until then the account budgets are not checked, a
+	// decision having failed (withinRateLimit).
+	budgetsPausedUntil atomic.Int64
 	// traceFields are the trace-context fields of a client's request, never forwarded.
 	traceFields []string
 }
@@ -121,45 +128,6 @@ func clientError(r *h1.Request) (int, string, bool) {
 		return perr.Status, perr.Msg, true
 	}
 	return http.StatusBadRequest, "the request body could not be read", true
-}
-
-// withinRateLimit applies the per-credential limits; it answers 429 itself when over.
-func (g *Gateway) withinRateLimit(w *h1.ResponseWriter, r *h1.Request, rt route, p *identity.Principal) bool {
-	if g.o.RateLimiter == nil {
-		return true
-	}
-	var key, who string
-	var limit ratelimit.Limit
-	switch rt.limit {
-	case limitPerKey:
-		key, who, limit = "gs:"+p.KeyID, "this API key", g.o.GenerateSessionLimit
-	case limitPerClient:
-		key, who, limit = "ex:"+g.clientAddr(r), "this client address", g.o.ExchangeLimit
-	default:
-		return true
-	}
-	if !limit.Enabled() {
-		return true
-	}
-	d, err := g.o.RateLimiter.Allow(r.Context(), key, limit)
-	if err != nil {
-		// Counting failed (Redis unreachable): refused with 503, never served unlimited.
-		// Both limited routes keep their sessions in the same Redis, so they could not be
-		// served anyway.
-		g.o.Logger.WarnContext(r.Context(), "rate limit not checked", "err", err)
-		writeLimitUnavailable(w)
-		return false
-	}
-	w.Header().Set("X-RateLimit-Limit", strconv.FormatInt(limit.N, 10))
-	w.Header().Set("X-RateLimit-Remaining", strconv.FormatInt(d.Remaining, 10))
-	if d.Allowed {
-		return true
-	}
-	secs := int64((d.RetryAfter + time.Second - 1) / time.Second)
-	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
-	httpx.WriteError(w, http.StatusTooManyRequests,
-		fmt.Sprintf("rate limit of %d requests per %s exceeded for %s; retry in %d s", limit.N, limit.Window, who, secs))
-	return false
 }
 
 // New builds the gateway.

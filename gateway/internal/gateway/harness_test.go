@@ -184,6 +184,17 @@ func (h *harness) do(method, path, authz string, body any, hdr ...string) (int, 
 	return r.Status, r.Header, r.Body
 }
 
+// doAt is do against another gateway replica's URL.
+func (h *harness) doAt(base, method, path, authz string, body any) (int, http.Header, []byte) {
+	h.t.Helper()
+	req, err := apitest.New(base).Request(method, path, authz, body)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	r := apitest.New(base).Send(h.t, req)
+	return r.Status, r.Header, r.Body
+}
+
 // token issues a bearer token for userID with the harness issuer.
 func (h *harness) token(userID int64, ttl time.Duration) string {
 	tok, _, err := h.issuer.Issue(userID, ttl)

@@ -24,8 +24,10 @@ func TestRateLimits(t *testing.T) {
 	gen := map[string]any{"deploymentId": acme.Deployments[0].ID}
 	for i := 1; i <= 3; i++ {
 		code, hdr, _ := h.do("POST", "/api/v1/embed/generate-session", "Api-Key "+acme.APIKeys["admin"], gen)
-		if code != 200 || hdr.Get("X-RateLimit-Remaining") != strconv.Itoa(3-i) {
-			t.Fatalf("request %d: %d remaining %q", i, code, hdr.Get("X-RateLimit-Remaining"))
+		want := fmt.Sprintf(`"generate-session";r=%d;t=`, 3-i)
+		if code != 200 || !strings.HasPrefix(hdr.Get("RateLimit"), want) || hdr.Get("RateLimit-Policy") != `"generate-session";q=3;w=60` ||
+			hdr.Get("X-RateLimit-Remaining") != "" {
+			t.Fatalf("request %d: %d RateLimit %q RateLimit-Policy %q, want %s…", i, code, hdr.Get("RateLimit"), hdr.Get("RateLimit-Policy"), want)
 		}
 	}
 	code, hdr, body := h.do("POST", "/api/v1/embed/generate-session", "Api-Key "+acme.APIKeys["admin"], gen)

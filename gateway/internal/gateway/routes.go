@@ -60,7 +60,17 @@ type route struct {
 	bigBody    bool  // manifest uploads: the dbt-sync body limit applies
 	tokenBody  bool  // the token endpoint: its own, small body limit applies
 	limit      rateLimit
+	// writeCost is what a POST, PUT, PATCH or DELETE of the route spends of the account
+	// budget (0: 1); reads cost 1. The table is in docs/rate-limits.md.
+	writeCost int64
 }
+
+// Route costs above 1 (docs/rate-limits.md).
+const (
+	costBulkMove     = 10 // POST .../workspace/bulk-move: up to a page of items moved
+	costImport       = 20 // POST .../workspace/import: a whole tree written
+	costManifestSync = 20 // POST .../dbt-sync: a manifest upload and a sync job
+)
 
 // match maps a path to its route. Paths that are not in their clean form are not
 // matched, so "/api/v1/deployments/1/../2/folders" can never be checked against one
@@ -82,7 +92,14 @@ func match(p string) (route, bool) {
 		case "workspace", "folders", "workbooks", "reports":
 			// The embed grants of a folder or a workbook (.../{id}/embed-access) are served
 			// with the object, by workspace-svc.
-			return route{name: first, svc: svcWorkspace, policy: policyBearer, deployment: id}, true
+			r := route{name: first, svc: svcWorkspace, policy: policyBearer, deployment: id}
+			switch rest {
+			case "workspace/bulk-move":
+				r.writeCost = costBulkMove
+			case "workspace/import":
+				r.writeCost = costImport
+			}
+			return r, true
 		case "embed-access":
 			// The grants on the deployment's root.
 			if rest == "embed-access" {
@@ -93,7 +110,11 @@ func match(p string) (route, bool) {
 			// own routes (/api/v1/embed-tenants/...) are embed-svc's.
 			return route{name: "embed-tenant-workbooks", svc: svcWorkspace, policy: policyBearer, deployment: id}, true
 		case "dbt-sync":
-			return route{name: "dbt-sync", svc: svcDBTSync, policy: policyBearer, deployment: id, bigBody: rest == "dbt-sync"}, true
+			r := route{name: "dbt-sync", svc: svcDBTSync, policy: policyBearer, deployment: id, bigBody: rest == "dbt-sync"}
+			if r.bigBody {
+				r.writeCost = costManifestSync
+			}
+			return r, true
 		case "dbt-git-integration":
 			return route{name: "dbt-git-integration", svc: svcDBTSync, policy: policyBearer, deployment: id}, true
 		case "token":

@@ -12,6 +12,7 @@ import (
 
 	"github.com/analyticsco/platform/devstack"
 	"github.com/analyticsco/platform/devstack/apitest"
+	"github.com/analyticsco/platform/gateway/internal/app"
 	"github.com/analyticsco/platform/gateway/internal/credentials"
 	"github.com/analyticsco/platform/gateway/internal/gateway"
 	"github.com/analyticsco/platform/gateway/internal/ratelimit"
@@ -20,11 +21,19 @@ import (
 // limitedHarness is a harness whose gateway counts its limits in a Redis of its own.
 func limitedHarness(t *testing.T, red *devstack.Redis, opts ...func(*gateway.Options)) *harness {
 	t.Helper()
+	return limitedHarnessWith(t, red, nil, opts...)
+}
+
+// limitedHarnessWith is limitedHarness with the gateway's dependencies changed by dep
+// first; its replicas count in the same Redis, under the same prefix.
+func limitedHarnessWith(t *testing.T, red *devstack.Redis, dep func(*app.Deps), opts ...func(*gateway.Options)) *harness {
+	t.Helper()
 	ropts, _ := redis.ParseURL(red.URL)
 	rdb := redis.NewClient(ropts)
 	t.Cleanup(func() { _ = rdb.Close() })
-	return newHarness(t, append([]func(*gateway.Options){func(o *gateway.Options) {
-		o.RateLimiter = ratelimit.New(rdb, devstack.UniqueName(t, "rl")+":")
+	prefix := devstack.UniqueName(t, "rl") + ":"
+	return newHarnessWith(t, dep, append([]func(*gateway.Options){func(o *gateway.Options) {
+		o.RateLimiter = ratelimit.New(rdb, prefix)
 	}}, opts...)...)
 }
 

@@ -73,3 +73,72 @@ func TestLimitHoldsUnderConcurrency(t *testing.T) {
 		})
 	}
 }
+
+func TestHeaderFields(t *testing.T) {
+	account := ratelimit.Status{Policy: "account", Limit: ratelimit.Limit{N: 600, Window: time.Minute},
+		Decision: ratelimit.Decision{Allowed: true, Remaining: 42, ResetAfter: 17200 * time.Millisecond}}
+	gs := ratelimit.Status{Policy: "generate-session", Limit: ratelimit.Limit{N: 10, Window: 90 * time.Second},
+		Decision: ratelimit.Decision{Remaining: 0, ResetAfter: 90 * time.Second}}
+	for _, c := range []struct {
+		name       string
+		st         []ratelimit.Status
+		wantPolicy string
+		wantLimit  string
+	}{
+		{"one policy", []ratelimit.Status{account}, `"account";q=600;w=60`, `"account";r=42;t=18`},
+		{"two policies", []ratelimit.Status{gs, account}, `"generate-session";q=10;w=90, "account";q=600;w=60`,
+			`"generate-session";r=0;t=90, "account";r=42;t=18`},
+	} {
+		if got := ratelimit.PolicyHeader(c.st...); got != c.wantPolicy {
+			t.Errorf("%s: RateLimit-Policy %s, want %s", c.name, got, c.wantPolicy)
+		}
+		if got := ratelimit.Header(c.st...); got != c.wantLimit {
+			t.Errorf("%s: RateLimit %s, want %s", c.name, got, c.wantLimit)
+		}
+	}
+	for d, want := range map[time.Duration]int64{0: 0, -time.Second: 0, time.Millisecond: 1, time.Second: 1, 1001 * time.Millisecond: 2} {
+		if got := ratelimit.Seconds(d); got != want {
+			t.Errorf("Seconds(%s) = %d, want %d", d, got, want)
+		}
+	}
+}
+
+// A request spends its cost; one that does not fit is refused, spends nothing, and is
+// told when it would fit; a cost above the quota never fits. The key expires once the
+// budget is whole again (Redis runs noeviction: nothing of the limiter stays forever).
+func TestCostsAndExpiry(t *testing.T) {
+	t.Parallel()
+	red := devstack.RedisForTest(t)
+	rdb, err := redisx.Open(redisx.RedisConfig{Mode: redisx.ModeSingle, URL: red.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	prefix := devstack.UniqueName(t, "rl") + ":"
+	l := ratelimit.New(rdb, prefix)
+	ctx := context.Background()
+	limit := ratelimit.Limit{N: 60, Window: time.Minute} // one unit a second
+	d, err := l.AllowN(ctx, "k", limit, 50)
+	if err != nil || !d.Allowed || d.Remaining != 10 || d.ResetAfter < 49*time.Second || d.ResetAfter > 50*time.Second {
+		t.Fatalf("cost 50 of 60: %+v %v, want allowed, 10 left, whole again in 50s", d, err)
+	}
+	d, err = l.AllowN(ctx, "k", limit, 20)
+	if err != nil || d.Allowed || d.RetryAfter < 9*time.Second || d.RetryAfter > 10*time.Second {
+		t.Fatalf("cost 20 with 10 left: %+v %v, want refused, retry in about 10s", d, err)
+	}
+	d, err = l.AllowN(ctx, "k", limit, 10)
+	if err != nil || !d.Allowed || d.Remaining != 0 {
+		t.Fatalf("cost 10 with 10 left (the refused request spent nothing): %+v %v", d, err)
+	}
+	if d, _ := l.AllowN(ctx, "other", limit, 61); d.Allowed || d.RetryAfter != time.Minute {
+		t.Fatalf("a cost above the quota: %+v, want refused, retry after the window", d)
+	}
+	keys, err := rdb.Keys(ctx, "*"+prefix+"*").Result()
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("keys %v %v, want the one of k", keys, err)
+	}
+	ttl, err := rdb.PTTL(ctx, keys[0]).Result()
+	if err != nil || ttl <= 0 || ttl > time.Minute {
+		t.Fatalf("TTL of %s: %s %v, want at most the window", keys[0], ttl, err)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/analyticsco/platform/gateway/internal/ratelimit"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
 )
@@ -37,15 +38,19 @@ const DefaultExternalUserLimit = 10000
 
 // Account is a customer account.
 type Account struct {
-	ID                 int64     `bson:"_id" json:"id"`
-	Name               string    `bson:"name" json:"name"`
-	Plan               string    `bson:"plan" json:"plan"`
-	EmbeddingEnabled   bool      `bson:"embeddingEnabled" json:"embeddingEnabled"`
-	UseCreatorMode     bool      `bson:"useCreatorMode" json:"useCreatorMode"`
-	DefaultEmbedTenant string    `bson:"defaultEmbedTenant" json:"defaultEmbedTenant"`
-	ExternalUserLimit  int64     `bson:"externalUserLimit" json:"externalUserLimit"`
-	CreatedAt          time.Time `bson:"createdAt" json:"createdAt"`
-	UpdatedAt          time.Time `bson:"updatedAt" json:"updatedAt"`
+	ID                 int64  `bson:"_id" json:"id"`
+	Name               string `bson:"name" json:"name"`
+	Plan               string `bson:"plan" json:"plan"`
+	EmbeddingEnabled   bool   `bson:"embeddingEnabled" json:"embeddingEnabled"`
+	UseCreatorMode     bool   `bson:"useCreatorMode" json:"useCreatorMode"`
+	DefaultEmbedTenant string `bson:"defaultEmbedTenant" json:"defaultEmbedTenant"`
+	ExternalUserLimit  int64  `bson:"externalUserLimit" json:"externalUserLimit"`
+	// RateLimit overrides the plan's request budget of the account, as N/window (e.g.
+	// 5000/1m); "": the plan's (RATE_LIMIT_PLAN_*). It is the gateway's alone: services
+	// never see it.
+	RateLimit string    `bson:"rateLimit,omitempty" json:"rateLimit,omitempty"`
+	CreatedAt time.Time `bson:"createdAt" json:"createdAt"`
+	UpdatedAt time.Time `bson:"updatedAt" json:"updatedAt"`
 }
 
 // Identity returns what services see of the account.
@@ -232,6 +237,8 @@ type AccountSpec struct {
 	UseCreatorMode     bool
 	DefaultEmbedTenant string
 	ExternalUserLimit  int64
+	// RateLimit is the account's own request budget, N/window ("": its plan's).
+	RateLimit string
 }
 
 // UpsertAccount creates the account named spec.Name or updates its settings.
@@ -254,6 +261,9 @@ func (s *Store) UpsertAccount(ctx context.Context, spec AccountSpec) (Account, e
 		// embed-svc uses it as a scope and inside MongoDB field paths.
 		return Account{}, fmt.Errorf("%w: default embed tenant %q is invalid: lowercase, 5 to 36 characters, starting with a letter, ending with a letter or digit, only a-z, 0-9 and -", ErrInvalid, spec.DefaultEmbedTenant)
 	}
+	if _, err := ratelimit.ParseLimit(spec.RateLimit); err != nil {
+		return Account{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
 	id, err := s.accountIDs.Next(ctx)
 	if err != nil {
 		return Account{}, err
@@ -264,7 +274,7 @@ func (s *Store) UpsertAccount(ctx context.Context, spec AccountSpec) (Account, e
 		{Key: "$set", Value: bson.D{
 			{Key: "plan", Value: spec.Plan}, {Key: "embeddingEnabled", Value: spec.EmbeddingEnabled},
 			{Key: "useCreatorMode", Value: spec.UseCreatorMode}, {Key: "defaultEmbedTenant", Value: spec.DefaultEmbedTenant},
-			{Key: "externalUserLimit", Value: spec.ExternalUserLimit}, {Key: "updatedAt", Value: now},
+			{Key: "externalUserLimit", Value: spec.ExternalUserLimit}, {Key: "rateLimit", Value: spec.RateLimit}, {Key: "updatedAt", Value: now},
 		}},
 		{Key: "$setOnInsert", Value: bson.D{{Key: "_id", Value: id}, {Key: "createdAt", Value: now}}},
 	}, options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)).Decode(&a)
