@@ -46,6 +46,7 @@ const (
 	CodeStorageQuota         = "storage_quota"            // 413: what a deployment or account keeps in the dbt sync object store
 	CodeEmbedAccessLimit     = "embed_access_limit"       // 400: entries of one object's embed grants
 	CodeAPIKeyLimit          = "api_key_limit"            // 400: live API keys per account
+	CodeConcurrencyLimit     = "concurrency_limit"        // 429: an account's requests in flight on an expensive route of one replica
 )
 
 // Codes maps every code to the statuses it is sent with (nil: any other status of its
@@ -60,7 +61,7 @@ var Codes = map[string][]int{
 	CodeDefinitionType: {409}, CodeDepthLimit: {400}, CodeFolderCycle: {400}, CodeFolderNotEmpty: {409},
 	CodeItemLimit: {400}, CodeFavoritesLimit: {400}, CodeNotApplied: {503},
 	CodeJobLimit: {429}, CodeStorageQuota: {413}, CodeEmbedAccessLimit: {400},
-	CodeAPIKeyLimit: {400},
+	CodeAPIKeyLimit: {400}, CodeConcurrencyLimit: {429},
 }
 
 // DefaultCode is the code of an error that no rule names: one per status.
