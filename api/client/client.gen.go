@@ -768,6 +768,7 @@ const (
 	ErrorCodeBranchNotFound         ErrorCode = "branch_not_found"
 	ErrorCodeBranchNotServed        ErrorCode = "branch_not_served"
 	ErrorCodeClientError            ErrorCode = "client_error"
+	ErrorCodeConcurrencyLimit       ErrorCode = "concurrency_limit"
 	ErrorCodeConflict               ErrorCode = "conflict"
 	ErrorCodeCreatorModeDisabled    ErrorCode = "creator_mode_disabled"
 	ErrorCodeDefinitionTypeConflict ErrorCode = "definition_type_conflict"
@@ -813,6 +814,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeBranchNotServed:
 		return true
 	case ErrorCodeClientError:
+		return true
+	case ErrorCodeConcurrencyLimit:
 		return true
 	case ErrorCodeConflict:
 		return true
@@ -1569,6 +1572,7 @@ type AuditOutcome struct {
 	// - `storage_quota`: 413: what a deployment or account keeps in the dbt sync object store
 	// - `embed_access_limit`: 400: embed access entries of one workbook, folder or the root
 	// - `api_key_limit`: 400: live API keys of one account (`API_KEY_MAX_PER_ACCOUNT`)
+	// - `concurrency_limit`: 429: an account's requests in flight on an expensive route of one replica (`WORKSPACE_MAX_INFLIGHT_PER_ACCOUNT`, `EMBED_MAX_INFLIGHT_PER_ACCOUNT`, `DBT_SYNC_MAX_INFLIGHT_PER_ACCOUNT`)
 	Code   *ErrorCode         `json:"code,omitempty"`
 	Result AuditOutcomeResult `json:"result"`
 
@@ -2302,6 +2306,7 @@ type Error struct {
 	// - `storage_quota`: 413: what a deployment or account keeps in the dbt sync object store
 	// - `embed_access_limit`: 400: embed access entries of one workbook, folder or the root
 	// - `api_key_limit`: 400: live API keys of one account (`API_KEY_MAX_PER_ACCOUNT`)
+	// - `concurrency_limit`: 429: an account's requests in flight on an expensive route of one replica (`WORKSPACE_MAX_INFLIGHT_PER_ACCOUNT`, `EMBED_MAX_INFLIGHT_PER_ACCOUNT`, `DBT_SYNC_MAX_INFLIGHT_PER_ACCOUNT`)
 	Code ErrorCode `json:"code"`
 
 	// Message Example: folder 12 not found
@@ -2349,6 +2354,7 @@ type Error struct {
 // - `storage_quota`: 413: what a deployment or account keeps in the dbt sync object store
 // - `embed_access_limit`: 400: embed access entries of one workbook, folder or the root
 // - `api_key_limit`: 400: live API keys of one account (`API_KEY_MAX_PER_ACCOUNT`)
+// - `concurrency_limit`: 429: an account's requests in flight on an expensive route of one replica (`WORKSPACE_MAX_INFLIGHT_PER_ACCOUNT`, `EMBED_MAX_INFLIGHT_PER_ACCOUNT`, `DBT_SYNC_MAX_INFLIGHT_PER_ACCOUNT`)
 type ErrorCode string
 
 // ExchangeSessionRequest defines model for ExchangeSessionRequest.
@@ -3175,6 +3181,11 @@ type BadGateway = Error
 // `message` says what was wrong in words.
 type BadRequest = Error
 
+// ConcurrencyLimit Error body of every failure (and of each failed bulk-move item). `status` repeats the
+// HTTP status code; `code` is stable and machine-readable (branch on it, not on `message`);
+// `message` says what was wrong in words.
+type ConcurrencyLimit = Error
+
 // Conflict Error body of every failure (and of each failed bulk-move item). `status` repeats the
 // HTTP status code; `code` is stable and machine-readable (branch on it, not on `message`);
 // `message` says what was wrong in words.
@@ -3219,6 +3230,11 @@ type PayloadTooLarge = Error
 // HTTP status code; `code` is stable and machine-readable (branch on it, not on `message`);
 // `message` says what was wrong in words.
 type ServiceUnavailable = Error
+
+// SyncLimit Error body of every failure (and of each failed bulk-move item). `status` repeats the
+// HTTP status code; `code` is stable and machine-readable (branch on it, not on `message`);
+// `message` says what was wrong in words.
+type SyncLimit = Error
 
 // TooManyRequests Error body of every failure (and of each failed bulk-move item). `status` repeats the
 // HTTP status code; `code` is stable and machine-readable (branch on it, not on `message`);
@@ -14811,6 +14827,11 @@ type StartDbtSyncResponse401Headers struct {
 	WWWAuthenticate string
 }
 
+// StartDbtSyncResponse429Headers the declared response headers of an HTTP 429 response for StartDbtSync
+type StartDbtSyncResponse429Headers struct {
+	RetryAfter int
+}
+
 type StartDbtSyncResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -14829,7 +14850,7 @@ type StartDbtSyncResponse struct {
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
 	// JSON429 the response for an HTTP 429 `application/json` response
-	JSON429 *JobLimit
+	JSON429 *SyncLimit
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -14838,6 +14859,8 @@ type StartDbtSyncResponse struct {
 	JSON504 *GatewayTimeout
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *StartDbtSyncResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *StartDbtSyncResponse429Headers
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
@@ -14876,7 +14899,7 @@ func (r StartDbtSyncResponse) GetJSON415() *UnsupportedMediaType {
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r StartDbtSyncResponse) GetJSON429() *JobLimit {
+func (r StartDbtSyncResponse) GetJSON429() *SyncLimit {
 	return r.JSON429
 }
 
@@ -17501,6 +17524,11 @@ type PublishWorkbookResponse401Headers struct {
 	WWWAuthenticate string
 }
 
+// PublishWorkbookResponse429Headers the declared response headers of an HTTP 429 response for PublishWorkbook
+type PublishWorkbookResponse429Headers struct {
+	RetryAfter int
+}
+
 type PublishWorkbookResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -17518,6 +17546,8 @@ type PublishWorkbookResponse struct {
 	JSON409 *Conflict
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *PayloadTooLarge
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ConcurrencyLimit
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -17526,6 +17556,8 @@ type PublishWorkbookResponse struct {
 	JSON504 *GatewayTimeout
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *PublishWorkbookResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PublishWorkbookResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -17561,6 +17593,11 @@ func (r PublishWorkbookResponse) GetJSON409() *Conflict {
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
 func (r PublishWorkbookResponse) GetJSON413() *PayloadTooLarge {
 	return r.JSON413
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r PublishWorkbookResponse) GetJSON429() *ConcurrencyLimit {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -17813,6 +17850,11 @@ type BulkMoveWorkspaceItemsResponse401Headers struct {
 	WWWAuthenticate string
 }
 
+// BulkMoveWorkspaceItemsResponse429Headers the declared response headers of an HTTP 429 response for BulkMoveWorkspaceItems
+type BulkMoveWorkspaceItemsResponse429Headers struct {
+	RetryAfter int
+}
+
 type BulkMoveWorkspaceItemsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -17830,6 +17872,8 @@ type BulkMoveWorkspaceItemsResponse struct {
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ConcurrencyLimit
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -17838,6 +17882,8 @@ type BulkMoveWorkspaceItemsResponse struct {
 	JSON504 *GatewayTimeout
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *BulkMoveWorkspaceItemsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *BulkMoveWorkspaceItemsResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -17873,6 +17919,11 @@ func (r BulkMoveWorkspaceItemsResponse) GetJSON413() *PayloadTooLarge {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r BulkMoveWorkspaceItemsResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r BulkMoveWorkspaceItemsResponse) GetJSON429() *ConcurrencyLimit {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -19442,7 +19493,7 @@ type GenerateEmbedSessionResponse struct {
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
 	// JSON429 the response for an HTTP 429 `application/json` response
-	JSON429 *TooManyRequests
+	JSON429 *ConcurrencyLimit
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -19496,7 +19547,7 @@ func (r GenerateEmbedSessionResponse) GetJSON415() *UnsupportedMediaType {
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r GenerateEmbedSessionResponse) GetJSON429() *TooManyRequests {
+func (r GenerateEmbedSessionResponse) GetJSON429() *ConcurrencyLimit {
 	return r.JSON429
 }
 
@@ -24932,7 +24983,7 @@ func ParseStartDbtSyncResponse(rsp *http.Response) (*StartDbtSyncResponse, error
 		response.JSON415 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
-		var dest JobLimit
+		var dest SyncLimit
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -24972,6 +25023,16 @@ func ParseStartDbtSyncResponse(rsp *http.Response) (*StartDbtSyncResponse, error
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers StartDbtSyncResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -27396,6 +27457,13 @@ func ParsePublishWorkbookResponse(rsp *http.Response) (*PublishWorkbookResponse,
 		}
 		response.JSON413 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ConcurrencyLimit
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -27430,6 +27498,16 @@ func ParsePublishWorkbookResponse(rsp *http.Response) (*PublishWorkbookResponse,
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers PublishWorkbookResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -27681,6 +27759,13 @@ func ParseBulkMoveWorkspaceItemsResponse(rsp *http.Response) (*BulkMoveWorkspace
 		}
 		response.JSON415 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ConcurrencyLimit
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -27715,6 +27800,16 @@ func ParseBulkMoveWorkspaceItemsResponse(rsp *http.Response) (*BulkMoveWorkspace
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers BulkMoveWorkspaceItemsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -29125,7 +29220,7 @@ func ParseGenerateEmbedSessionResponse(rsp *http.Response) (*GenerateEmbedSessio
 		response.JSON415 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
-		var dest TooManyRequests
+		var dest ConcurrencyLimit
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
