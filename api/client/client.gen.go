@@ -772,6 +772,7 @@ const (
 	ErrorCodeBranchNotServed        ErrorCode = "branch_not_served"
 	ErrorCodeClientError            ErrorCode = "client_error"
 	ErrorCodeClientSecretLimit      ErrorCode = "client_secret_limit"
+	ErrorCodeConcurrencyLimit       ErrorCode = "concurrency_limit"
 	ErrorCodeConflict               ErrorCode = "conflict"
 	ErrorCodeCreatorModeDisabled    ErrorCode = "creator_mode_disabled"
 	ErrorCodeDefinitionTypeConflict ErrorCode = "definition_type_conflict"
@@ -820,6 +821,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeClientError:
 		return true
 	case ErrorCodeClientSecretLimit:
+		return true
+	case ErrorCodeConcurrencyLimit:
 		return true
 	case ErrorCodeConflict:
 		return true
@@ -1690,6 +1693,7 @@ type AuditOutcome struct {
 	// - `api_key_limit`: 400: live API keys of one account (`API_KEY_MAX_PER_ACCOUNT`)
 	// - `service_account_limit`: 400: service accounts of one account (`SERVICE_ACCOUNT_MAX_PER_ACCOUNT`)
 	// - `client_secret_limit`: 400: live client secrets of one service account (`SERVICE_ACCOUNT_MAX_SECRETS`)
+	// - `concurrency_limit`: 429: an account's requests in flight on an expensive route of one replica (`WORKSPACE_MAX_INFLIGHT_PER_ACCOUNT`, `EMBED_MAX_INFLIGHT_PER_ACCOUNT`, `DBT_SYNC_MAX_INFLIGHT_PER_ACCOUNT`)
 	Code   *ErrorCode         `json:"code,omitempty"`
 	Result AuditOutcomeResult `json:"result"`
 
@@ -2425,6 +2429,7 @@ type Error struct {
 	// - `api_key_limit`: 400: live API keys of one account (`API_KEY_MAX_PER_ACCOUNT`)
 	// - `service_account_limit`: 400: service accounts of one account (`SERVICE_ACCOUNT_MAX_PER_ACCOUNT`)
 	// - `client_secret_limit`: 400: live client secrets of one service account (`SERVICE_ACCOUNT_MAX_SECRETS`)
+	// - `concurrency_limit`: 429: an account's requests in flight on an expensive route of one replica (`WORKSPACE_MAX_INFLIGHT_PER_ACCOUNT`, `EMBED_MAX_INFLIGHT_PER_ACCOUNT`, `DBT_SYNC_MAX_INFLIGHT_PER_ACCOUNT`)
 	Code ErrorCode `json:"code"`
 
 	// Message Example: folder 12 not found
@@ -2474,6 +2479,7 @@ type Error struct {
 // - `api_key_limit`: 400: live API keys of one account (`API_KEY_MAX_PER_ACCOUNT`)
 // - `service_account_limit`: 400: service accounts of one account (`SERVICE_ACCOUNT_MAX_PER_ACCOUNT`)
 // - `client_secret_limit`: 400: live client secrets of one service account (`SERVICE_ACCOUNT_MAX_SECRETS`)
+// - `concurrency_limit`: 429: an account's requests in flight on an expensive route of one replica (`WORKSPACE_MAX_INFLIGHT_PER_ACCOUNT`, `EMBED_MAX_INFLIGHT_PER_ACCOUNT`, `DBT_SYNC_MAX_INFLIGHT_PER_ACCOUNT`)
 type ErrorCode string
 
 // ExchangeSessionRequest defines model for ExchangeSessionRequest.
@@ -3414,6 +3420,11 @@ type BadGateway = Error
 // `message` says what was wrong in words.
 type BadRequest = Error
 
+// ConcurrencyLimit Error body of every failure (and of each failed bulk-move item). `status` repeats the
+// HTTP status code; `code` is stable and machine-readable (branch on it, not on `message`);
+// `message` says what was wrong in words.
+type ConcurrencyLimit = Error
+
 // Conflict Error body of every failure (and of each failed bulk-move item). `status` repeats the
 // HTTP status code; `code` is stable and machine-readable (branch on it, not on `message`);
 // `message` says what was wrong in words.
@@ -3458,6 +3469,11 @@ type PayloadTooLarge = Error
 // HTTP status code; `code` is stable and machine-readable (branch on it, not on `message`);
 // `message` says what was wrong in words.
 type ServiceUnavailable = Error
+
+// SyncLimit Error body of every failure (and of each failed bulk-move item). `status` repeats the
+// HTTP status code; `code` is stable and machine-readable (branch on it, not on `message`);
+// `message` says what was wrong in words.
+type SyncLimit = Error
 
 // TooManyRequests Error body of every failure (and of each failed bulk-move item). `status` repeats the
 // HTTP status code; `code` is stable and machine-readable (branch on it, not on `message`);
@@ -16371,6 +16387,11 @@ type StartDbtSyncResponse401Headers struct {
 	WWWAuthenticate string
 }
 
+// StartDbtSyncResponse429Headers the declared response headers of an HTTP 429 response for StartDbtSync
+type StartDbtSyncResponse429Headers struct {
+	RetryAfter int
+}
+
 type StartDbtSyncResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -16389,7 +16410,7 @@ type StartDbtSyncResponse struct {
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
 	// JSON429 the response for an HTTP 429 `application/json` response
-	JSON429 *JobLimit
+	JSON429 *SyncLimit
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -16400,6 +16421,8 @@ type StartDbtSyncResponse struct {
 	Headers202 *StartDbtSyncResponse202Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *StartDbtSyncResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *StartDbtSyncResponse429Headers
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
@@ -16438,7 +16461,7 @@ func (r StartDbtSyncResponse) GetJSON415() *UnsupportedMediaType {
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r StartDbtSyncResponse) GetJSON429() *JobLimit {
+func (r StartDbtSyncResponse) GetJSON429() *SyncLimit {
 	return r.JSON429
 }
 
@@ -19678,7 +19701,7 @@ type PublishWorkbookResponse struct {
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *PayloadTooLarge
 	// JSON429 the response for an HTTP 429 `application/json` response
-	JSON429 *TooManyRequests
+	JSON429 *ConcurrencyLimit
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -19729,7 +19752,7 @@ func (r PublishWorkbookResponse) GetJSON413() *PayloadTooLarge {
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r PublishWorkbookResponse) GetJSON429() *TooManyRequests {
+func (r PublishWorkbookResponse) GetJSON429() *ConcurrencyLimit {
 	return r.JSON429
 }
 
@@ -20062,7 +20085,7 @@ type BulkMoveWorkspaceItemsResponse struct {
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
 	// JSON429 the response for an HTTP 429 `application/json` response
-	JSON429 *TooManyRequests
+	JSON429 *ConcurrencyLimit
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -20113,7 +20136,7 @@ func (r BulkMoveWorkspaceItemsResponse) GetJSON415() *UnsupportedMediaType {
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r BulkMoveWorkspaceItemsResponse) GetJSON429() *TooManyRequests {
+func (r BulkMoveWorkspaceItemsResponse) GetJSON429() *ConcurrencyLimit {
 	return r.JSON429
 }
 
@@ -22052,7 +22075,7 @@ type GenerateEmbedSessionResponse struct {
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
 	// JSON429 the response for an HTTP 429 `application/json` response
-	JSON429 *TooManyRequests
+	JSON429 *ConcurrencyLimit
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -22108,7 +22131,7 @@ func (r GenerateEmbedSessionResponse) GetJSON415() *UnsupportedMediaType {
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r GenerateEmbedSessionResponse) GetJSON429() *TooManyRequests {
+func (r GenerateEmbedSessionResponse) GetJSON429() *ConcurrencyLimit {
 	return r.JSON429
 }
 
@@ -29641,7 +29664,7 @@ func ParseStartDbtSyncResponse(rsp *http.Response) (*StartDbtSyncResponse, error
 		response.JSON415 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
-		var dest JobLimit
+		var dest SyncLimit
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -29698,6 +29721,16 @@ func ParseStartDbtSyncResponse(rsp *http.Response) (*StartDbtSyncResponse, error
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers StartDbtSyncResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -33292,7 +33325,7 @@ func ParsePublishWorkbookResponse(rsp *http.Response) (*PublishWorkbookResponse,
 		response.JSON413 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
-		var dest TooManyRequests
+		var dest ConcurrencyLimit
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -33721,7 +33754,7 @@ func ParseBulkMoveWorkspaceItemsResponse(rsp *http.Response) (*BulkMoveWorkspace
 		response.JSON415 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
-		var dest TooManyRequests
+		var dest ConcurrencyLimit
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -35932,7 +35965,7 @@ func ParseGenerateEmbedSessionResponse(rsp *http.Response) (*GenerateEmbedSessio
 		response.JSON415 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
-		var dest TooManyRequests
+		var dest ConcurrencyLimit
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

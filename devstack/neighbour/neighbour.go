@@ -75,6 +75,7 @@ const (
 
 // Run is a prepared noisy-neighbour run on one stack.
 type Run struct {
+	gateway            string
 	flooder, neighbour devstack.SeedAccount
 	fc, nc             *client // the flooder's and the neighbour's
 
@@ -119,7 +120,7 @@ func Prepare(ctx context.Context, o Options) (*Run, error) {
 	if len(acme.Deployments) < 2 || len(globex.Deployments) < 1 || !json.Valid(o.Manifest) {
 		return nil, fmt.Errorf("neighbour: need acme's two deployments, globex's one and a JSON manifest")
 	}
-	r := &Run{flooder: acme, neighbour: globex, fc: newClient(o.Gateway, flooderAddr), nc: newClient(o.Gateway, neighbourAddr),
+	r := &Run{gateway: o.Gateway, flooder: acme, neighbour: globex, fc: newClient(o.Gateway, flooderAddr), nc: newClient(o.Gateway, neighbourAddr),
 		bombDep: acme.Deployments[0].ID, uploadDep: acme.Deployments[1].ID, dep: globex.Deployments[0].ID, manifest: o.Manifest}
 	if err := r.prepareFlooderItems(ctx); err != nil {
 		return nil, err

@@ -48,6 +48,7 @@ const (
 	CodeAPIKeyLimit          = "api_key_limit"            // 400: live API keys per account
 	CodeServiceAccountLimit  = "service_account_limit"    // 400: service accounts per account
 	CodeClientSecretLimit    = "client_secret_limit"      // 400: live client secrets per service account
+	CodeConcurrencyLimit     = "concurrency_limit"        // 429: an account's requests in flight on an expensive route of one replica
 )
 
 // Codes maps every code to the statuses it is sent with (nil: any other status of its
@@ -62,7 +63,7 @@ var Codes = map[string][]int{
 	CodeDefinitionType: {409}, CodeDepthLimit: {400}, CodeFolderCycle: {400}, CodeFolderNotEmpty: {409},
 	CodeItemLimit: {400}, CodeFavoritesLimit: {400}, CodeNotApplied: {503},
 	CodeJobLimit: {429}, CodeStorageQuota: {413}, CodeEmbedAccessLimit: {400},
-	CodeAPIKeyLimit: {400}, CodeServiceAccountLimit: {400}, CodeClientSecretLimit: {400},
+	CodeAPIKeyLimit: {400}, CodeServiceAccountLimit: {400}, CodeClientSecretLimit: {400}, CodeConcurrencyLimit: {429},
 }
 
 // DefaultCode is the code of an error that no rule names: one per status.

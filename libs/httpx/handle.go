@@ -19,6 +19,15 @@ type HandleOptions struct {
 	MaxBody int64                      // the body limit (413 past it); 0: DefaultMaxBody
 	Encode  kithttp.EncodeResponseFunc // the service's response encoder
 	Server  []kithttp.ServerOption     // more go-kit server options (the error encoder is set)
+	// Admit, when set, wraps the route's handler outside the body limit: what refuses a
+	// request before a byte of its body is read (fairshare's bound of requests in flight).
+	Admit func(http.Handler) http.Handler
+}
+
+// WithAdmit is o with the admission wrapper of one route.
+func (o HandleOptions) WithAdmit(admit func(http.Handler) http.Handler) HandleOptions {
+	o.Admit = admit
+	return o
 }
 
 // WithMaxBody is o with another body limit, for a route whose body is larger by design.
@@ -42,10 +51,14 @@ func Handle(r *Router, method, path string, ep endpoint.Endpoint, dec kithttp.De
 	}
 	opts := append([]kithttp.ServerOption{kithttp.ServerErrorEncoder(errs.Encoder(logger))}, o.Server...)
 	srv := kithttp.NewServer(ep, dec, o.Encode, opts...)
-	r.Handle(method, path, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.Body != nil {
 			req.Body = http.MaxBytesReader(w, req.Body, limit)
 		}
 		srv.ServeHTTP(w, req)
-	}))
+	})
+	if o.Admit != nil {
+		h = o.Admit(h)
+	}
+	r.Handle(method, path, h)
 }

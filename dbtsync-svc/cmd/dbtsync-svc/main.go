@@ -108,7 +108,8 @@ func appDeps(cfg config.Config, db *mongo.Database, nc *nats.Conn, signer *ident
 	return app.Deps{Mongo: db, NATS: nc, Signer: signer, CredentialsKey: cfg.CredentialsKey, Registry: registry, Logger: logger,
 		Git:    cfg.GitLimits(),
 		Quotas: dbtsync.StorageQuotas{Deployment: cfg.DeploymentUploads, Account: cfg.AccountUploads}, AuditMaxHeld: cfg.AuditMaxHeld,
-		Replicas: cfg.JetStreamReplicas, RetryBudget: cfg.JetStreamRetry,
+		MaxInFlightPerAccount: cfg.MaxInFlightPerAccount,
+		Replicas:              cfg.JetStreamReplicas, RetryBudget: cfg.JetStreamRetry,
 		Storage: cfg.StorageLimits()}
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/analyticsco/platform/dbtsync-svc/internal/worker"
 	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/audit/publish"
+	"github.com/analyticsco/platform/libs/fairshare"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
 	"github.com/analyticsco/platform/libs/natsx"
@@ -34,8 +35,11 @@ type Deps struct {
 	CredentialsKey string // base64 32 bytes
 	Registry       *prometheus.Registry
 	Logger         *slog.Logger
-	MaxBodyBytes   int64            // POST .../dbt-sync body limit (default 256 MiB)
-	Git            gitsource.Limits // repository policy, clone and manifest read limits (zero: defaults, https only)
+	MaxBodyBytes   int64 // POST .../dbt-sync body limit (default 256 MiB)
+	// MaxInFlightPerAccount bounds one account's POST .../dbt-sync requests in flight on
+	// this replica; 0: unbounded.
+	MaxInFlightPerAccount int
+	Git                   gitsource.Limits // repository policy, clone and manifest read limits (zero: defaults, https only)
 	// Storage bounds what JetStream keeps (the queue limits per deployment included);
 	// Quotas what one deployment and one account keep in the object store (zero fields:
 	// the defaults).
@@ -132,7 +136,8 @@ func NewAPI(ctx context.Context, d Deps) (*API, error) {
 	svc = dbtsync.AuditingMiddleware(a.audit)(svc)
 	svc = dbtsync.LoggingMiddleware(d.Logger)(svc)
 	svc = dbtsync.InstrumentingMiddleware(a.metrics)(svc)
-	h := dbtsync.NewHTTPHandler(dbtsync.MakeEndpoints(svc), d.Logger, d.MaxBodyBytes, d.Git.ManifestLimits())
+	h := dbtsync.NewHTTPHandler(dbtsync.MakeEndpoints(svc), d.Logger, d.MaxBodyBytes, d.Git.ManifestLimits(),
+		fairshare.New(d.Registry, "dbtsync-svc", d.MaxInFlightPerAccount))
 	public, internal := Listeners("dbtsync-svc", d, identity.Require(d.Signer.ForService("dbtsync-svc"), h))
 	return &API{Handler: public, Internal: internal, resolver: resolver}, nil
 }

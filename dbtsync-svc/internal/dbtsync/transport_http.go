@@ -13,6 +13,7 @@ import (
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
 	"github.com/analyticsco/platform/libs/errs"
+	"github.com/analyticsco/platform/libs/fairshare"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
@@ -24,17 +25,23 @@ const (
 	maxSmallBodyBytes       = 1 << 20
 )
 
+// ClassUpload is start sync's route class in the fair-share bound
+// (DBT_SYNC_MAX_INFLIGHT_PER_ACCOUNT): the create of a sync job, with the manifest it
+// uploads or the repository it names.
+const ClassUpload = "upload"
+
 // NewHTTPHandler routes the dbt sync and /build routes to the endpoints; maxSyncBodyBytes
 // bounds a start-sync body, and manifest the manifest it uploads as the worker's read
 // bounds it (zero fields: the defaults). The caller wraps it in identity.Require.
-// Decoders only parse the request: the service decides who may do what.
-func NewHTTPHandler(e Endpoints, logger *slog.Logger, maxSyncBodyBytes int64, manifest convert.ManifestLimits) http.Handler {
+// Decoders only parse the request: the service decides who may do what. fair bounds one
+// account's start-sync uploads in flight before their body is read (nil: unbounded).
+func NewHTTPHandler(e Endpoints, logger *slog.Logger, maxSyncBodyBytes int64, manifest convert.ManifestLimits, fair *fairshare.Limiter) http.Handler {
 	router := httpx.NewRouter()
 	o := httpx.HandleOptions{Logger: logger, MaxBody: maxSmallBodyBytes, Encode: encodeResponse, Server: []kithttp.ServerOption{
 		kithttp.ServerBefore(kithttp.PopulateRequestContext),
 	}}
 	const dep = "/api/v1/deployments/{deploymentId}"
-	httpx.Handle(router, "POST", dep+"/dbt-sync", e.StartSync, decodeStartSyncHTTP(manifest), o.WithMaxBody(maxSyncBodyBytes))
+	httpx.Handle(router, "POST", dep+"/dbt-sync", e.StartSync, decodeStartSyncHTTP(manifest), o.WithMaxBody(maxSyncBodyBytes).WithAdmit(fair.Guard(ClassUpload)))
 	httpx.Handle(router, "GET", dep+"/dbt-sync", e.ListJobs, decodePageRequest, o)
 	httpx.Handle(router, "GET", dep+"/dbt-sync/{syncJobId}", e.GetJob, decodeJobRequest, o)
 	httpx.Handle(router, "POST", dep+"/dbt-sync/{syncJobId}/cancel", e.CancelJob, decodeJobRequest, o)

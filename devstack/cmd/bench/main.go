@@ -50,11 +50,16 @@ type options struct {
 	// neighbourLaps and neighbourSyncs are the noisy-neighbour run's workload per phase
 	// (0 laps: no run).
 	neighbourLaps, neighbourSyncs int
+	// neighbourClientCores is each client process's CPU quota in the noisy-neighbour run.
+	neighbourClientCores float64
 
 	loadBefore string // 1-minute load average when the run began
 }
 
 func main() {
+	if role := os.Getenv(neighbourClientVar); role != "" {
+		os.Exit(runNeighbourClient(role))
+	}
 	backendMode := flag.Bool("backend", false, "internal: serve the bench backend on fd 3")
 	proxyMode := flag.String("reverse-proxy", "", "internal: serve a bare httputil.ReverseProxy to this URL on fd 3")
 	tunedProxyMode := flag.String("tuned-reverse-proxy", "", "internal: serve a tuned httputil.ReverseProxy (64 idle connections per host, a BufferPool) to this URL on fd 3")
@@ -71,6 +76,7 @@ func main() {
 	flag.StringVar(&o.soakSerialize, "soak-serialize", "", "run the soak on a stack of its own with DEVSTACK_MONGO_SERIALIZE set to this (all, writes, collections); default: the stack's default")
 	flag.StringVar(&o.manifestSize, "manifest-size", "100MiB", "size of the generated manifest the conversion row converts")
 	flag.IntVar(&o.neighbourLaps, "neighbour-laps", 30, "laps of the neighbour's workload in each phase of the noisy-neighbour run (quiet, flood); 0 = no run")
+	flag.Float64Var(&o.neighbourClientCores, "neighbour-client-cores", 0.5, "CPU quota, in cores, of each of the noisy-neighbour run's two client processes (the flood's and the neighbour's), each in a CPU cgroup of its own")
 	flag.IntVar(&o.neighbourSyncs, "neighbour-syncs", 5, "dbt syncs of the neighbour's in each phase of the noisy-neighbour run")
 	short := flag.Bool("short", false, "CI-sized run: 1 round x 1 s, warm-up 500ms, soak 9 s, a 10 MiB manifest, 5 neighbour laps and 2 syncs (flags given explicitly win)")
 	flag.Parse()

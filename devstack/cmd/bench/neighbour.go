@@ -33,12 +33,34 @@ const neighbourTarget = 2.0
 // neighbourPhase is one phase's samples, by operation.
 type neighbourPhase map[string][]neighbour.Sample
 
+// neighbourMeasure is a phase's cost to the platform: its processes' CPU and the wire
+// proxy's figures over the phase.
+type neighbourMeasure struct {
+	wall  time.Duration
+	cpu   time.Duration // user+system of every platform process
+	proxy []wireRow
+}
+
 // runNeighbour runs the noisy-neighbour run and prints its table; false when a request of
-// the neighbour's was not answered as the workload expects.
+// the neighbour's was not answered as the workload expects. The two clients run in
+// processes of their own, each in a CPU cgroup with a quota of -neighbour-client-cores;
+// the local engine's proxy runs in collections mode (reads beside writes, writes to one
+// collection in turn).
 func runNeighbour(ctx context.Context, env *Env, o options) (bool, error) {
 	logf("neighbour: setting up")
 	load0 := loadAvg()
-	p, err := env.platformWith(ctx, "neighbour", neighbour.StackEnv...)
+	period := 100 * time.Millisecond
+	quota := time.Duration(o.neighbourClientCores * float64(period))
+	groups := map[string]*cpuGroup{}
+	for _, name := range []string{"flood", "neighbour"} {
+		g, err := newCPUGroup(fmt.Sprintf("bench-neighbour-%s-%d", name, os.Getpid()), quota, period)
+		if err != nil {
+			return false, fmt.Errorf("neighbour: the %s client's CPU cgroup: %w", name, err)
+		}
+		defer g.remove()
+		groups[name] = g
+	}
+	p, err := env.platformWith(ctx, "neighbour", append(slices.Clone(neighbour.StackEnv), "DEVSTACK_MONGO_SERIALIZE=collections")...)
 	if err != nil {
 		return false, err
 	}
@@ -55,18 +77,47 @@ func runNeighbour(ctx context.Context, env *Env, o options) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	job := func(phase string) clientJob {
+		return clientJob{State: run.State(), Laps: o.neighbourLaps, Syncs: o.neighbourSyncs, Phase: phase,
+			CapsWithin: 2 * time.Minute, SyncTimeout: 3 * time.Minute, BranchPrefix: "neighbour/" + phase}
+	}
+	measure := func(f func() error) (neighbourMeasure, error) {
+		before, _ := readProxyStats(ctx, p.Mongo)
+		cpu0, start := cpuMicros(p.All.PIDs()), time.Now()
+		err := f()
+		m := neighbourMeasure{wall: time.Since(start), cpu: time.Duration(cpuMicros(p.All.PIDs())-cpu0) * time.Microsecond}
+		if after, perr := readProxyStats(ctx, p.Mongo); perr == nil {
+			m.proxy = diffProxyStats(before, after)
+		}
+		return m, err
+	}
 
 	logf("neighbour: %d laps and %d syncs on the quiet platform", o.neighbourLaps, o.neighbourSyncs)
-	quiet := neighbourWorkload(ctx, run, o, "quiet")
+	var quiet, loud neighbourPhase
+	var laps int
+	quietM, err := measure(func() (err error) {
+		quiet, laps, err = runWorkloadClient(groups["neighbour"], job("quiet"))
+		return err
+	})
+	if err != nil {
+		return false, err
+	}
 	logf("neighbour: the flood, until it meets its limits")
-	flood := run.StartFlood(ctx, 0)
-	if err := flood.WaitAtCaps(ctx, 2*time.Minute); err != nil {
-		flood.Stop()
+	flood, err := startFloodClient(groups["flood"], job("flood"))
+	if err != nil {
 		return false, err
 	}
 	logf("neighbour: %d laps and %d syncs under the flood", o.neighbourLaps, o.neighbourSyncs)
-	loud := neighbourWorkload(ctx, run, o, "flood")
+	loudJob := job("flood")
+	loudJob.State.Laps = laps
+	loudM, err := measure(func() (err error) {
+		loud, _, err = runWorkloadClient(groups["neighbour"], loudJob)
+		return err
+	})
 	stats := flood.Stop()
+	if err != nil {
+		return false, err
+	}
 	drain, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	jobs, err := run.Drain(drain)
@@ -78,25 +129,35 @@ func runNeighbour(ctx context.Context, env *Env, o options) (bool, error) {
 	for _, j := range jobs {
 		longest = max(longest, j.Ran)
 	}
-	return printNeighbour(os.Stdout, quiet, loud, stats, longest, o, load0), nil
+	ok := printNeighbour(os.Stdout, quiet, loud, stats, longest, o, load0)
+	printNeighbourCost(os.Stdout, quietM, loudM, groups, o)
+	return ok, nil
 }
 
-// neighbourWorkload runs the laps, then the syncs, each into a branch of its own.
-func neighbourWorkload(ctx context.Context, run *neighbour.Run, o options, phase string) neighbourPhase {
-	out := neighbourPhase{}
-	for range o.neighbourLaps {
-		for _, s := range run.Lap(ctx) {
-			out[s.Op] = append(out[s.Op], s)
+// printNeighbourCost prints what each phase cost the platform, the clients' throttling,
+// and the wire proxy's waits by phase.
+func printNeighbourCost(w io.Writer, quiet, loud neighbourMeasure, groups map[string]*cpuGroup, o options) {
+	fmt.Fprintf(w, "# the platform's CPU (every process's user+system, /proc/<pid>/stat) and the MongoDB wire proxy (collections mode) by phase;\n")
+	fmt.Fprintf(w, "# each client runs in a process of its own in a CPU cgroup of %.2f cores\n", o.neighbourClientCores)
+	fmt.Fprintf(w, "%-8s %9s %10s %7s %10s %12s %12s\n", "phase", "wall", "CPU", "cores", "commands", "proxy wait", "proxy run")
+	for _, ph := range []struct {
+		name string
+		m    neighbourMeasure
+	}{{"quiet", quiet}, {"flood", loud}} {
+		var n int64
+		var wait, exec time.Duration
+		for _, r := range ph.m.proxy {
+			n, wait, exec = n+r.count, wait+r.waitSum, exec+r.execSum
 		}
+		fmt.Fprintf(w, "%-8s %9s %10s %7.2f %10d %12s %12s\n", ph.name, ph.m.wall.Round(time.Millisecond), ph.m.cpu.Round(time.Millisecond),
+			ph.m.cpu.Seconds()/max(ph.m.wall.Seconds(), 1e-9), n, wait.Round(time.Millisecond), exec.Round(time.Millisecond))
 	}
-	for i := range o.neighbourSyncs {
-		// A job that does not end within 3 minutes counts as the sync's failure.
-		sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-		s, _ := run.Sync(sctx, fmt.Sprintf("neighbour/%s-%d", phase, i))
-		cancel()
-		out[s.Op] = append(out[s.Op], s)
+	for _, name := range []string{"flood", "neighbour"} {
+		periods, d := groups[name].throttled()
+		fmt.Fprintf(w, "the %s client's cgroup: throttled in %d periods, %s in all\n", name, periods, d.Round(time.Millisecond))
 	}
-	return out
+	fmt.Fprintf(w, "# the proxy's commands under the flood, every account together (the proxy sees collections, not accounts):\n")
+	printProxyStats(w, loud.proxy, loud.wall)
 }
 
 // percentile is the q-th percentile (nearest rank) of the samples' times.
@@ -167,7 +228,7 @@ func printNeighbour(w io.Writer, quiet, loud neighbourPhase, stats neighbour.Sta
 	fmt.Fprintf(w, "legend: n = samples per phase; p50/p99 = nearest rank over the phase's samples (with few samples p99 is the\n")
 	fmt.Fprintf(w, "        slowest); a sync's time is its job's, createdAt to finishedAt; x = flood over quiet; target + = the\n")
 	fmt.Fprintf(w, "        longest job of the flooder's, which a worker may be running when the neighbour's job arrives.\n")
-	fmt.Fprintf(w, "        The target is reported, not judged (the local stack's store serializes every tenant's commands);\n")
+	fmt.Fprintf(w, "        The target is reported, not judged (every tenant's commands share the local stack's one FerretDB);\n")
 	fmt.Fprintf(w, "        errors (a 5xx, a 429 or a wrong answer to the neighbour) fail the run. [%s]\n", passFail(ok))
 	return ok
 }

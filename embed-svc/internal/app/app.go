@@ -22,6 +22,7 @@ import (
 	"github.com/analyticsco/platform/embed-svc/internal/store/mongostore"
 	"github.com/analyticsco/platform/embed-svc/internal/store/redisstore"
 	"github.com/analyticsco/platform/libs/audit/publish"
+	"github.com/analyticsco/platform/libs/fairshare"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
@@ -52,7 +53,10 @@ type Deps struct {
 	SessionRetention time.Duration    // 0: embed.DefaultSessionRetention
 	Now              func() time.Time // nil: time.Now
 	Limits           embed.Limits     // zero fields: embed.DefaultLimits
-	Audit            AuditDeps
+	// MaxInFlightPerAccount bounds one account's generate-session requests in flight on
+	// this replica; 0: unbounded.
+	MaxInFlightPerAccount int
+	Audit                 AuditDeps
 	// Checks gate /readyz: the readiness checks main's server.Connect* returned (MongoDB,
 	// Redis and NATS: a session is minted, exchanged and resolved through all three).
 	Checks []server.Check
@@ -146,7 +150,8 @@ func New(ctx context.Context, d Deps) (*App, error) {
 	if _, err := serveViewers(d.NATS, svc, d.Logger, natsMetrics); err != nil {
 		return nil, err
 	}
-	routes := newRouter(embed.MakeEndpoints(svc), audit.NewService(trail), d.Logger)
+	fair := fairshare.New(d.Registry, "embed-svc", d.MaxInFlightPerAccount)
+	routes := newRouter(embed.MakeEndpoints(svc), audit.NewService(trail), d.Logger, fair)
 	o := server.Options{
 		Service:  "embed-svc",
 		Logger:   d.Logger,
@@ -159,9 +164,9 @@ func New(ctx context.Context, d Deps) (*App, error) {
 
 // newRouter is embed-svc's one router: the embed API and the audit trail's route; 404 and
 // 405 as everywhere.
-func newRouter(e embed.Endpoints, trail audit.Service, logger *slog.Logger) *httpx.Router {
+func newRouter(e embed.Endpoints, trail audit.Service, logger *slog.Logger, fair *fairshare.Limiter) *httpx.Router {
 	routes := httpx.NewRouter()
-	embed.RegisterRoutes(routes, e, logger)
+	embed.RegisterRoutes(routes, e, logger, fair)
 	audit.RegisterRoutes(routes, trail, logger)
 	return routes
 }

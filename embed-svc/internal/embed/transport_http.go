@@ -9,9 +9,13 @@ import (
 	httptransport "github.com/go-kit/kit/transport/http"
 
 	"github.com/analyticsco/platform/libs/errs"
+	"github.com/analyticsco/platform/libs/fairshare"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
+
+// ClassMint is generate-session's route class in the fair-share bound.
+const ClassMint = "mint"
 
 // MaxBodyBytes bounds every request body the service reads.
 const MaxBodyBytes = 1 << 20
@@ -19,10 +23,11 @@ const MaxBodyBytes = 1 << 20
 // RegisterRoutes adds the embed API's routes to r (embed-svc's one router, shared with
 // the audit trail's route; identity.Require around it) through httpx.Handle: each route to
 // its endpoint through its decoder, every body bounded at MaxBodyBytes, every error
-// through the platform's one encoder (errs.Encoder).
-func RegisterRoutes(r *httpx.Router, e Endpoints, logger *slog.Logger) {
+// through the platform's one encoder (errs.Encoder). generate-session is bounded per
+// account by fair (EMBED_MAX_INFLIGHT_PER_ACCOUNT; nil: unbounded) before its body is read.
+func RegisterRoutes(r *httpx.Router, e Endpoints, logger *slog.Logger, fair *fairshare.Limiter) {
 	o := httpx.HandleOptions{Logger: logger, MaxBody: MaxBodyBytes, Encode: encodeResponse}
-	httpx.Handle(r, "POST", "/api/v1/embed/generate-session", e.GenerateSession, decodeGenerateSessionHTTP, o)
+	httpx.Handle(r, "POST", "/api/v1/embed/generate-session", e.GenerateSession, decodeGenerateSessionHTTP, o.WithAdmit(fair.Guard(ClassMint)))
 	httpx.Handle(r, "POST", "/api/v1/embed/session/exchange", e.ExchangeSession, decodeSessionIDRequest, o)
 	httpx.Handle(r, "POST", "/api/v1/embed/session/revoke", e.RevokeSession, decodeSessionIDRequest, o)
 	httpx.Handle(r, "GET", "/api/v1/embed/session", e.SessionInfo, decodePrincipalRequest, o)

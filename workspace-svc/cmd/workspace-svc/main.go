@@ -52,7 +52,8 @@ func run() error {
 
 	a, err := app.New(proc.Ctx, app.Deps{Mongo: client, Database: cfg.MongoDatabase, Signer: signer,
 		Logger: proc.Logger, Registry: registry, NATS: nc, ViewerTimeout: cfg.EmbedViewerTimeout, AuditMaxHeld: cfg.AuditMaxHeld,
-		Limits: cfg.Limits(), Checks: []server.Check{mongoReady}})
+		MaxInFlightPerAccount: cfg.MaxInFlightPerAccount,
+		Limits:                cfg.Limits(), Checks: []server.Check{mongoReady}})
 	if err != nil {
 		return err
 	}

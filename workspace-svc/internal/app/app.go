@@ -14,6 +14,7 @@ import (
 	"github.com/analyticsco/platform/embed-svc/client"
 	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/audit/publish"
+	"github.com/analyticsco/platform/libs/fairshare"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
 	"github.com/analyticsco/platform/libs/natsx"
@@ -44,8 +45,11 @@ type Deps struct {
 	// Viewers answers the viewer lookups instead of embed-svc over NATS (tests).
 	Viewers      workspace.ViewerGroups
 	AuditMaxHeld int
-	AuditRelay   time.Duration  // how often outboxed events are sent again (0: 1s)
-	Audit        audit.Recorder // set: events go here instead (tests)
+	// MaxInFlightPerAccount bounds one account's requests in flight on this replica per
+	// expensive route class (bulk move, publish); 0: unbounded.
+	MaxInFlightPerAccount int
+	AuditRelay            time.Duration  // how often outboxed events are sent again (0: 1s)
+	Audit                 audit.Recorder // set: events go here instead (tests)
 	// Checks gate /readyz: the readiness checks main's server.Connect* returned for the
 	// connections the service cannot serve without (MongoDB).
 	Checks []server.Check
@@ -102,8 +106,9 @@ func New(ctx context.Context, d Deps) (*App, error) {
 		Service:  ServiceName,
 		Logger:   d.Logger,
 		Registry: d.Registry,
-		API:      identity.Require(d.Signer.ForService(ServiceName), workspace.NewHTTPHandler(workspace.MakeEndpoints(svc), d.Logger)),
-		Checks:   d.Checks,
+		API: identity.Require(d.Signer.ForService(ServiceName), workspace.NewHTTPHandler(workspace.MakeEndpoints(svc), d.Logger,
+			fairshare.New(d.Registry, ServiceName, d.MaxInFlightPerAccount))),
+		Checks: d.Checks,
 	}
 	a := &App{Handler: server.Handler(o), Internal: server.Internal(o)}
 	if d.NATS != nil {

@@ -16,6 +16,7 @@ import (
 	kithttp "github.com/go-kit/kit/transport/http"
 
 	"github.com/analyticsco/platform/libs/errs"
+	"github.com/analyticsco/platform/libs/fairshare"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/workspace-svc/internal/embedaccess"
@@ -26,10 +27,21 @@ const MaxBodyBytes = 1 << 20
 
 const base = "/api/v1/deployments/{deploymentId}"
 
+// The route classes whose requests in flight fair bounds per account
+// (WORKSPACE_MAX_INFLIGHT_PER_ACCOUNT): each class counts on its own. ClassImport is the
+// class of POST .../workspace/import, to be guarded with fair.Guard(ClassImport) where it
+// is registered.
+const (
+	ClassBulkMove = "bulk_move"
+	ClassPublish  = "publish"
+	ClassImport   = "import"
+)
+
 // NewHTTPHandler routes the workspace API to the endpoints (MakeEndpoints) through
-// httpx.Handle: every body bounded at MaxBodyBytes, every error through errs.Encoder. The caller wraps the handler
-// in identity.Require.
-func NewHTTPHandler(e Endpoints, logger *slog.Logger) http.Handler {
+// httpx.Handle: every body bounded at MaxBodyBytes, every error through errs.Encoder, the
+// expensive routes bounded per account by fair (nil: unbounded) before their body is
+// read. The caller wraps the handler in identity.Require.
+func NewHTTPHandler(e Endpoints, logger *slog.Logger, fair *fairshare.Limiter) http.Handler {
 	r := httpx.NewRouter()
 	o := httpx.HandleOptions{Logger: logger, MaxBody: MaxBodyBytes, Encode: encodeResponse}
 	httpx.Handle(r, "POST", base+"/folders", e.CreateFolder, decodeCreateFolderRequest, o)
@@ -42,12 +54,12 @@ func NewHTTPHandler(e Endpoints, logger *slog.Logger) http.Handler {
 	httpx.Handle(r, "PUT", base+"/workspace/favorites/{type}/{itemId}", e.Favorite, decodeFavoriteRequest(true), o)
 	httpx.Handle(r, "DELETE", base+"/workspace/favorites/{type}/{itemId}", e.Favorite, decodeFavoriteRequest(false), o)
 	httpx.Handle(r, "POST", base+"/workspace/move", e.Move, decodeMoveRequest, o)
-	httpx.Handle(r, "POST", base+"/workspace/bulk-move", e.BulkMove, decodeBulkMoveRequest, o)
+	httpx.Handle(r, "POST", base+"/workspace/bulk-move", e.BulkMove, decodeBulkMoveRequest, o.WithAdmit(fair.Guard(ClassBulkMove)))
 	httpx.Handle(r, "POST", base+"/workbooks", e.CreateItem, decodeCreateItemRequest(TypeWorkbook), o)
 	httpx.Handle(r, "GET", base+"/workbooks/{workbookId}", e.GetItem, decodeItemRequest(TypeWorkbook, "workbookId"), o)
 	httpx.Handle(r, "PATCH", base+"/workbooks/{workbookId}", e.UpdateItem, decodeUpdateItemRequest(TypeWorkbook, "workbookId"), o)
 	httpx.Handle(r, "DELETE", base+"/workbooks/{workbookId}", e.DeleteItem, decodeItemRequest(TypeWorkbook, "workbookId"), o)
-	httpx.Handle(r, "POST", base+"/workbooks/{workbookId}/publish", e.Publish, decodePublishRequest, o)
+	httpx.Handle(r, "POST", base+"/workbooks/{workbookId}/publish", e.Publish, decodePublishRequest, o.WithAdmit(fair.Guard(ClassPublish)))
 	httpx.Handle(r, "POST", base+"/workbooks/{workbookId}/unpublish", e.Unpublish, decodeItemRequest(TypeWorkbook, "workbookId"), o)
 	httpx.Handle(r, "POST", base+"/reports", e.CreateItem, decodeCreateItemRequest(TypeReport), o)
 	httpx.Handle(r, "GET", base+"/reports/{reportId}", e.GetItem, decodeItemRequest(TypeReport, "reportId"), o)

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/analyticsco/platform/libs/errs"
+	"github.com/analyticsco/platform/libs/fairshare"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/workspace-svc/internal/workspace"
 )
@@ -21,7 +22,8 @@ import (
 // verified, as identity.Require leaves it).
 func (f *fixture) serve(p *identity.Principal, method, path, body string) *httptest.ResponseRecorder {
 	f.t.Helper()
-	h := workspace.NewHTTPHandler(workspace.MakeEndpoints(f.svc), slog.New(slog.NewJSONHandler(io.Discard, nil)))
+	h := workspace.NewHTTPHandler(workspace.MakeEndpoints(f.svc), slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		fairshare.New(nil, "workspace-svc", 8)) // every route as served: the bound in front
 	req := httptest.NewRequest(method, path, bytes.NewBufferString(body))
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
