@@ -1,0 +1,420 @@
+package wireproxy
+
+import (
+	"bytes"
+	"cmp"
+	"slices"
+	"strconv"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+)
+
+// FerretDB v1 on PostgreSQL pushes a filter's top-level equalities down to PostgreSQL and
+// does a field's $in itself, over every document the equalities selected. The services read
+// items by {_id: {$in: ids}, dep: d, …} (a folder's ancestors, the items a move or a bulk
+// move reads), so each such find reads and decodes every document of the deployment (two
+// items of a deployment of 50,000: 50,000 rows, 4.9 s), where MongoDB seeks the _id index
+// once per id. {_id: {$in: [v1 … vn]}, rest} selects the union of the {_id: vi, rest}, and
+// each of those matches at most one document (_id is unique). So the proxy answers a find
+// whose filter has a top-level _id: {$in: [...]} of 2 to Options.MaxSplitIDs equalityKinds
+// scalars with one find per distinct value, each with the rest of the filter and the
+// projection (FerretDB pushes the _id equality down to its index), sent one after another
+// in the original command's turn, and gives the one reply MongoDB gives: the documents by
+// _id (descending when the find sorts {_id: -1}; ascending otherwise, an order MongoDB may
+// give a find without sort), at most limit of them, in one batch with the cursor closed.
+//
+// A find whose answer the merge cannot give as MongoDB would is forwarded as it is: one with
+// skip, hint, collation, let, min/max, a sort on anything but _id alone, a batchSize or a
+// singleBatch's batch below the distinct ids, a limit below them without a sort on _id, a
+// projection that leaves _id out or computes it, a transaction's fields, or any field this
+// file does not know. So is the original find, in the same turn, when a part fails, a part
+// leaves a cursor open, a document's _id is of a type the merge does not order, or the
+// merged batch would exceed maxBatchBytes. The examination (examine.go) sees the client's
+// find, before the split; the stats count it once, with the finds it took (stats.go).
+
+// DefaultMaxSplitIDs is Options.MaxSplitIDs's default.
+const DefaultMaxSplitIDs = 1000
+
+// maxBatchBytes bounds the documents of a merged batch: MongoDB's largest document
+// (16 MiB), which a reply's batch does not exceed.
+const maxBatchBytes = 16 << 20
+
+// defaultBatchSize is the first batch of a find without batchSize (MongoDB's and
+// FerretDB's), which is all a singleBatch find answers.
+const defaultBatchSize = 101
+
+// splitFindFields are the fields of a find the split takes: copied into each part as they
+// are (true), or honoured by the merge and left out of the parts (false).
+var splitFindFields = map[string]bool{
+	"find": true, "projection": true, "$db": true, "lsid": true, "$clusterTime": true,
+	"$readPreference": true, "readConcern": true, "comment": true, "allowDiskUse": true,
+	"apiVersion": true, "apiStrict": true, "apiDeprecationErrors": true,
+	"filter": false, "sort": false, "limit": false, "batchSize": false, "singleBatch": false,
+}
+
+// findSplit is a find taken apart into its parts.
+type findSplit struct {
+	parts [][]byte // one find per distinct _id
+	desc  bool     // sorted {_id: -1}
+	limit int64    // 0: none
+}
+
+// splitFind is the split of the find msg (m) into one find per _id of its filter's
+// top-level $in; false when it is no such find or one the merge cannot answer as
+// MongoDB would (see above).
+func splitFind(m opMessage, maxIDs int) (findSplit, bool) {
+	if maxIDs < 2 || m.name() != "find" || len(m.seqs) > 0 {
+		return findSplit{}, false
+	}
+	elems, err := m.body.Elements()
+	if err != nil {
+		return findSplit{}, false
+	}
+	var s findSplit
+	var filter, sortDoc bsoncore.Document
+	batch, single := int64(-1), false
+	for _, e := range elems {
+		keep, known := splitFindFields[e.Key()]
+		if !known {
+			return findSplit{}, false
+		}
+		if keep {
+			continue
+		}
+		v, ok := e.Value(), true
+		switch e.Key() {
+		case "filter":
+			filter, ok = v.DocumentOK()
+		case "sort":
+			sortDoc, ok = v.DocumentOK()
+		case "limit":
+			s.limit, ok = wholeNumber(v)
+		case "batchSize":
+			batch, ok = wholeNumber(v)
+		case "singleBatch":
+			single, ok = v.BooleanOK()
+		}
+		if !ok {
+			return findSplit{}, false
+		}
+	}
+	if filter == nil || !keepsID(m.body.Lookup("projection")) {
+		return findSplit{}, false
+	}
+	sorted, desc, ok := sortOnID(sortDoc)
+	if !ok {
+		return findSplit{}, false
+	}
+	s.desc = desc
+	ids, ok := inIDs(filter, maxIDs)
+	if !ok {
+		return findSplit{}, false
+	}
+	n := int64(len(ids))
+	if single && batch < 0 {
+		batch = defaultBatchSize
+	}
+	if batch >= 0 && batch < n || s.limit > 0 && s.limit < n && !sorted {
+		return findSplit{}, false
+	}
+	for _, id := range ids {
+		part, ok := partFind(m, elems, filter, id)
+		if !ok {
+			return findSplit{}, false
+		}
+		s.parts = append(s.parts, part)
+	}
+	return s, true
+}
+
+// wholeNumber is v as a count (a non-negative int32, int64 or whole double).
+func wholeNumber(v bsoncore.Value) (int64, bool) {
+	switch v.Type {
+	case bsoncore.TypeInt32, bsoncore.TypeInt64:
+		n, ok := v.AsInt64OK()
+		return n, ok && n >= 0
+	case bsoncore.TypeDouble:
+		f := v.Double()
+		if f >= 0 && f <= 1<<53 && f == float64(int64(f)) {
+			return int64(f), true
+		}
+	}
+	return 0, false
+}
+
+// keepsID reports whether a find's projection (absent: none) returns each document's _id
+// as it is stored: no _id in it, or _id: true or a number but 0.
+func keepsID(p bsoncore.Value) bool {
+	if p.Type == 0 {
+		return true
+	}
+	d, ok := p.DocumentOK()
+	if !ok {
+		return false
+	}
+	v, err := d.LookupErr("_id")
+	if err != nil {
+		return true
+	}
+	if b, ok := v.BooleanOK(); ok {
+		return b
+	}
+	n, ok := v.AsFloat64OK()
+	return ok && n != 0
+}
+
+// sortOnID reads a find's sort: none (nil or {}), or {_id: 1} or {_id: -1}; false for any
+// other.
+func sortOnID(d bsoncore.Document) (sorted, desc, ok bool) {
+	if d == nil {
+		return false, false, true
+	}
+	elems, err := d.Elements()
+	if err != nil || len(elems) > 1 {
+		return false, false, false
+	}
+	if len(elems) == 0 {
+		return false, false, true
+	}
+	if elems[0].Key() != "_id" {
+		return false, false, false
+	}
+	switch dir, ok := elems[0].Value().AsFloat64OK(); {
+	case ok && dir == 1:
+		return true, false, true
+	case ok && dir == -1:
+		return true, true, true
+	}
+	return false, false, false
+}
+
+// inIDs are the distinct values of filter's one top-level _id: {$in: [...]} of 2 to maxIDs
+// equalityKinds scalars, in their order (of equal numbers the first); false when the
+// filter has none such.
+func inIDs(filter bsoncore.Document, maxIDs int) ([]bsoncore.Value, bool) {
+	elems, err := filter.Elements()
+	if err != nil {
+		return nil, false
+	}
+	var in bsoncore.Element
+	for _, e := range elems {
+		if e.Key() != "_id" {
+			continue
+		}
+		if in != nil {
+			return nil, false // _id twice: MongoDB ANDs them
+		}
+		in = e
+	}
+	if in == nil {
+		return nil, false
+	}
+	cond, ok := in.Value().DocumentOK()
+	if !ok {
+		return nil, false
+	}
+	ce, err := cond.Elements()
+	if err != nil || len(ce) != 1 || ce[0].Key() != "$in" {
+		return nil, false
+	}
+	arr, ok := ce[0].Value().ArrayOK()
+	if !ok {
+		return nil, false
+	}
+	vs, err := arr.Values()
+	if err != nil || len(vs) < 2 || len(vs) > maxIDs {
+		return nil, false
+	}
+	seen := make(map[string]bool, len(vs))
+	var ids []bsoncore.Value
+	for _, v := range vs {
+		if !equalityKinds[v.Type] {
+			return nil, false
+		}
+		k, _ := idKey(v)
+		if !seen[k] {
+			seen[k] = true
+			ids = append(ids, v)
+		}
+	}
+	return ids, true
+}
+
+// partFind is the find m (its body's elements elems) for the one _id id: its filter with
+// id in place of the $in, without sort, limit and batchSize, in a single batch.
+func partFind(m opMessage, elems []bsoncore.Element, filter bsoncore.Document, id bsoncore.Value) ([]byte, bool) {
+	fe, err := filter.Elements()
+	if err != nil {
+		return nil, false
+	}
+	f := bsoncore.NewDocumentBuilder()
+	for _, e := range fe {
+		if e.Key() == "_id" {
+			f.AppendValue("_id", id)
+			continue
+		}
+		f.AppendValue(e.Key(), e.Value())
+	}
+	b := bsoncore.NewDocumentBuilder()
+	for _, e := range elems {
+		switch keep := splitFindFields[e.Key()]; {
+		case keep:
+			b.AppendValue(e.Key(), e.Value())
+		case e.Key() == "filter":
+			b.AppendDocument("filter", f.Build())
+		}
+	}
+	b.AppendBoolean("singleBatch", true)
+	part := m
+	part.body = b.Build()
+	part.seqs = nil
+	return part.encode(), true
+}
+
+// forwardSplit sends s's parts on l one after another (the caller holds the turn) and
+// returns the merged reply to msg, or, when a part's answer cannot be merged, the reply to
+// msg forwarded whole; sent is how many finds went upstream.
+func (p *Proxy) forwardSplit(l *link, msg []byte, s *findSplit) (replies [][]byte, sent int, err error) {
+	var docs []bsoncore.Document
+	var ns string
+	merged := true
+	for _, part := range s.parts {
+		rs, err := p.exchange(l, part, true)
+		sent++
+		if err != nil {
+			return nil, sent, err
+		}
+		got, partNS, ok := partDocuments(rs[len(rs)-1])
+		if !ok {
+			merged = false
+			break
+		}
+		docs, ns = append(docs, got...), cmp.Or(ns, partNS)
+	}
+	if merged {
+		if reply, ok := mergedReply(msg, docs, ns, s); ok {
+			return [][]byte{reply}, sent, nil
+		}
+	}
+	replies, err = p.exchange(l, msg, true)
+	return replies, sent + 1, err
+}
+
+// partDocuments are the documents and namespace of a part's reply; false when it is an
+// error, unreadable, or leaves a cursor open.
+func partDocuments(reply []byte) ([]bsoncore.Document, string, bool) {
+	rm, ok := parseOpMsg(reply)
+	if !ok {
+		return nil, "", false
+	}
+	if okv, _ := rm.body.Lookup("ok").AsFloat64OK(); okv != 1 {
+		return nil, "", false
+	}
+	cursor, ok := rm.body.Lookup("cursor").DocumentOK()
+	if !ok {
+		return nil, "", false
+	}
+	if id, ok := cursor.Lookup("id").AsInt64OK(); !ok || id != 0 {
+		return nil, "", false
+	}
+	batch, ok := cursor.Lookup("firstBatch").ArrayOK()
+	if !ok {
+		return nil, "", false
+	}
+	vs, err := batch.Values()
+	if err != nil {
+		return nil, "", false
+	}
+	docs := make([]bsoncore.Document, 0, len(vs))
+	for _, v := range vs {
+		d, ok := v.DocumentOK()
+		if !ok {
+			return nil, "", false
+		}
+		docs = append(docs, d)
+	}
+	ns, _ := cursor.Lookup("ns").StringValueOK()
+	return docs, ns, true
+}
+
+// mergedReply is the one reply to msg of docs: each _id once, by _id, at most s.limit, in
+// a first batch with the cursor closed; false when a document's _id is of a type the merge
+// does not order or the batch would exceed maxBatchBytes.
+func mergedReply(msg []byte, docs []bsoncore.Document, ns string, s *findSplit) ([]byte, bool) {
+	type keyed struct {
+		id  bsoncore.Value
+		doc bsoncore.Document
+	}
+	seen := make(map[string]bool, len(docs))
+	out := make([]keyed, 0, len(docs))
+	for _, d := range docs {
+		id, err := d.LookupErr("_id")
+		if err != nil {
+			return nil, false
+		}
+		k, ok := idKey(id)
+		if !ok {
+			return nil, false
+		}
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, keyed{id, d})
+		}
+	}
+	slices.SortFunc(out, func(a, b keyed) int {
+		if s.desc {
+			return compareIDs(b.id, a.id)
+		}
+		return compareIDs(a.id, b.id)
+	})
+	if s.limit > 0 && int64(len(out)) > s.limit {
+		out = out[:s.limit]
+	}
+	batch := bsoncore.NewArrayBuilder()
+	size := 0
+	for _, k := range out {
+		if size += len(k.doc); size > maxBatchBytes {
+			return nil, false
+		}
+		batch.AppendDocument(k.doc)
+	}
+	cursor := bsoncore.NewDocumentBuilder().AppendArray("firstBatch", batch.Build()).
+		AppendInt64("id", 0).AppendString("ns", ns).Build()
+	body := bsoncore.NewDocumentBuilder().AppendDocument("cursor", cursor).AppendDouble("ok", 1).Build()
+	return replyMessage(0, requestIDOf(msg), body), true
+}
+
+// idKey is an _id's identity as MongoDB compares it (an int32 and an int64 of the same
+// number are one) and its type's place in MongoDB's order; false for a type the merge does
+// not order (anything but equalityKinds).
+func idKey(v bsoncore.Value) (string, bool) {
+	switch v.Type {
+	case bsoncore.TypeInt32, bsoncore.TypeInt64:
+		n, _ := v.AsInt64OK()
+		return "0" + strconv.FormatInt(n, 10), true
+	case bsoncore.TypeString:
+		return "1" + v.StringValue(), true
+	case bsoncore.TypeObjectID:
+		return "2" + string(v.Data), true
+	}
+	return "", false
+}
+
+// compareIDs orders two _ids of idKey's types as MongoDB does: numbers, then strings
+// (bytewise, no collation), then ObjectIds (bytewise).
+func compareIDs(a, b bsoncore.Value) int {
+	ka, _ := idKey(a)
+	kb, _ := idKey(b)
+	if c := cmp.Compare(ka[0], kb[0]); c != 0 {
+		return c
+	}
+	switch ka[0] {
+	case '0':
+		na, _ := a.AsInt64OK()
+		nb, _ := b.AsInt64OK()
+		return cmp.Compare(na, nb)
+	case '1':
+		return cmp.Compare(a.StringValue(), b.StringValue())
+	}
+	return bytes.Compare(a.Data, b.Data)
+}
