@@ -106,7 +106,7 @@ func splitFind(m opMessage, maxIDs int) (findSplit, bool) {
 		return findSplit{}, false
 	}
 	s.desc = desc
-	ids, ok := inIDs(filter, maxIDs)
+	ids, ok := inIDs(filter, 2, maxIDs) // one is the equality already (inone.go)
 	if !ok {
 		return findSplit{}, false
 	}
@@ -188,10 +188,10 @@ func sortOnID(d bsoncore.Document) (sorted, desc, ok bool) {
 	return false, false, false
 }
 
-// inIDs are the distinct values of filter's one top-level _id: {$in: [...]} of 2 to maxIDs
-// equalityKinds scalars, in their order (of equal numbers the first); false when the
+// inIDs are the distinct values of filter's one top-level _id: {$in: [...]} of minIDs to
+// maxIDs equalityKinds scalars, in their order (of equal numbers the first); false when the
 // filter has none such.
-func inIDs(filter bsoncore.Document, maxIDs int) ([]bsoncore.Value, bool) {
+func inIDs(filter bsoncore.Document, minIDs, maxIDs int) ([]bsoncore.Value, bool) {
 	elems, err := filter.Elements()
 	if err != nil {
 		return nil, false
@@ -222,7 +222,7 @@ func inIDs(filter bsoncore.Document, maxIDs int) ([]bsoncore.Value, bool) {
 		return nil, false
 	}
 	vs, err := arr.Values()
-	if err != nil || len(vs) < 2 || len(vs) > maxIDs {
+	if err != nil || len(vs) < minIDs || len(vs) > maxIDs {
 		return nil, false
 	}
 	seen := make(map[string]bool, len(vs))
@@ -243,6 +243,28 @@ func inIDs(filter bsoncore.Document, maxIDs int) ([]bsoncore.Value, bool) {
 // partFind is the find m (its body's elements elems) for the one _id id: its filter with
 // id in place of the $in, without sort, limit and batchSize, in a single batch.
 func partFind(m opMessage, elems []bsoncore.Element, filter bsoncore.Document, id bsoncore.Value) ([]byte, bool) {
+	f, ok := withID(filter, id)
+	if !ok {
+		return nil, false
+	}
+	b := bsoncore.NewDocumentBuilder()
+	for _, e := range elems {
+		switch keep := splitFindFields[e.Key()]; {
+		case keep:
+			b.AppendValue(e.Key(), e.Value())
+		case e.Key() == "filter":
+			b.AppendDocument("filter", f)
+		}
+	}
+	b.AppendBoolean("singleBatch", true)
+	part := m
+	part.body = b.Build()
+	part.seqs = nil
+	return part.encode(), true
+}
+
+// withID is filter with id in place of its top-level _id's condition.
+func withID(filter bsoncore.Document, id bsoncore.Value) (bsoncore.Document, bool) {
 	fe, err := filter.Elements()
 	if err != nil {
 		return nil, false
@@ -255,20 +277,7 @@ func partFind(m opMessage, elems []bsoncore.Element, filter bsoncore.Document, i
 		}
 		f.AppendValue(e.Key(), e.Value())
 	}
-	b := bsoncore.NewDocumentBuilder()
-	for _, e := range elems {
-		switch keep := splitFindFields[e.Key()]; {
-		case keep:
-			b.AppendValue(e.Key(), e.Value())
-		case e.Key() == "filter":
-			b.AppendDocument("filter", f.Build())
-		}
-	}
-	b.AppendBoolean("singleBatch", true)
-	part := m
-	part.body = b.Build()
-	part.seqs = nil
-	return part.encode(), true
+	return f.Build(), true
 }
 
 // forwardSplit sends s's parts on l one after another (the caller holds the turn) and
