@@ -334,7 +334,7 @@ func idCounts(filter bson.D) ([]bson.Raw, bool) {
 	}
 	parts := make([]bson.Raw, 0, len(ids))
 	for _, id := range ids {
-		one, ok := withID(raw, id)
+		one, ok := withValue(raw, "_id", id)
 		if !ok {
 			return nil, false
 		}
@@ -559,4 +559,30 @@ func (e *examiner) indexesOf(ctx context.Context, db *mongo.Database, coll strin
 	e.indexes[key] = listed{indexes: ix, at: start}
 	e.mu.Unlock()
 	return ix, nil
+}
+
+// indexed reports whether an index of db.coll (listed as indexesOf lists them) has field
+// among its keys.
+func (e *examiner) indexed(db, coll, field string) bool {
+	if db == "" || coll == "" {
+		return false
+	}
+	d, err := e.database(db)
+	if err != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, examineTimeout)
+	defer cancel()
+	ix, err := e.indexesOf(ctx, d, coll)
+	if err != nil {
+		return false
+	}
+	for _, i := range ix {
+		for _, k := range i.Keys {
+			if k.Field == field {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -472,7 +472,7 @@ func (p *Proxy) forward(l *link, msg []byte) ([][]byte, error) {
 	}
 	split, splits := findSplit{}, false
 	if isMsg && expectReply {
-		split, splits = splitFind(m, p.maxSplit)
+		split, splits = splitFind(m, p.maxSplit, p.examiner.indexed)
 	}
 	p.forwarded.Add(1)
 	sc := scopeOf(p.mode, msg, m, isMsg)

@@ -54,15 +54,17 @@ var splitFindFields = map[string]bool{
 
 // findSplit is a find taken apart into its parts.
 type findSplit struct {
-	parts [][]byte // one find per distinct _id
+	parts [][]byte // one find per distinct value
 	desc  bool     // sorted {_id: -1}
 	limit int64    // 0: none
+	batch int64    // the most documents the client's first batch holds; -1: no bound
+	many  bool     // a part may match many documents (a field other than _id)
 }
 
 // splitFind is the split of the find msg (m) into one find per _id of its filter's
 // top-level $in; false when it is no such find or one the merge cannot answer as
 // MongoDB would (see above).
-func splitFind(m opMessage, maxIDs int) (findSplit, bool) {
+func splitFind(m opMessage, maxIDs int, indexed func(db, coll, field string) bool) (findSplit, bool) {
 	if maxIDs < 2 || m.name() != "find" || len(m.seqs) > 0 {
 		return findSplit{}, false
 	}
@@ -106,25 +108,71 @@ func splitFind(m opMessage, maxIDs int) (findSplit, bool) {
 		return findSplit{}, false
 	}
 	s.desc = desc
+	field := "_id"
 	ids, ok := inIDs(filter, 2, maxIDs) // one is the equality already (inone.go)
 	if !ok {
-		return findSplit{}, false
+		db, _ := m.body.Lookup("$db").StringValueOK()
+		coll, _ := m.body.Lookup("find").StringValueOK()
+		if field, ids, ok = inField(filter, maxIDs); !ok || indexed == nil || !indexed(db, coll, field) {
+			return findSplit{}, false
+		}
+		s.many = true
 	}
 	n := int64(len(ids))
 	if single && batch < 0 {
 		batch = defaultBatchSize
 	}
-	if batch >= 0 && batch < n || s.limit > 0 && s.limit < n && !sorted {
-		return findSplit{}, false
+	s.batch = batch
+	switch {
+	case !s.many && (batch >= 0 && batch < n || s.limit > 0 && s.limit < n && !sorted):
+		return findSplit{}, false // more documents than the first batch or the limit would hold
+	case s.many && s.limit > 0 && !sorted:
+		return findSplit{}, false // which documents a limit keeps is the server's order
 	}
 	for _, id := range ids {
-		part, ok := partFind(m, elems, filter, id)
+		part, ok := partFind(m, elems, filter, field, id, s.many)
 		if !ok {
 			return findSplit{}, false
 		}
 		s.parts = append(s.parts, part)
 	}
 	return s, true
+}
+
+// maxPartDocuments is the batch of a part that may match many documents: a part that
+// fills it may have been cut short, and the find goes upstream whole.
+const maxPartDocuments = 10000
+
+// inField is the one top-level field (not _id) of filter whose condition is exactly {$in:
+// [...]} of 2 to maxValues equalityKinds scalars, and the distinct values; false when
+// there is none or more than one.
+func inField(filter bsoncore.Document, maxValues int) (string, []bsoncore.Value, bool) {
+	elems, err := filter.Elements()
+	if err != nil {
+		return "", nil, false
+	}
+	field := ""
+	for _, e := range elems {
+		k := e.Key()
+		if k == "" || k[0] == '$' || k == "_id" {
+			continue
+		}
+		if cond, ok := e.Value().DocumentOK(); ok {
+			if first, err := cond.IndexErr(0); err == nil && first.Key() == "$in" {
+				if field != "" {
+					return "", nil, false
+				}
+				field = k
+			}
+		}
+	}
+	if field == "" || duplicated(filter, field) {
+		return "", nil, false
+	}
+	// The values as inIDs reads them, of field instead of _id.
+	b := bsoncore.NewDocumentBuilder().AppendValue("_id", filter.Lookup(field)).Build()
+	vs, ok := inIDs(b, 2, maxValues)
+	return field, vs, ok
 }
 
 // wholeNumber is v as a count (a non-negative int32, int64 or whole double).
@@ -240,10 +288,11 @@ func inIDs(filter bsoncore.Document, minIDs, maxIDs int) ([]bsoncore.Value, bool
 	return ids, true
 }
 
-// partFind is the find m (its body's elements elems) for the one _id id: its filter with
-// id in place of the $in, without sort, limit and batchSize, in a single batch.
-func partFind(m opMessage, elems []bsoncore.Element, filter bsoncore.Document, id bsoncore.Value) ([]byte, bool) {
-	f, ok := withID(filter, id)
+// partFind is the find m (its body's elements elems) for the one value id of field: its
+// filter with id in place of the field's $in, without sort, limit and batchSize, in a
+// single batch (of maxPartDocuments when many documents may match).
+func partFind(m opMessage, elems []bsoncore.Element, filter bsoncore.Document, field string, id bsoncore.Value, many bool) ([]byte, bool) {
+	f, ok := withValue(filter, field, id)
 	if !ok {
 		return nil, false
 	}
@@ -256,6 +305,9 @@ func partFind(m opMessage, elems []bsoncore.Element, filter bsoncore.Document, i
 			b.AppendDocument("filter", f)
 		}
 	}
+	if many {
+		b.AppendInt32("batchSize", maxPartDocuments)
+	}
 	b.AppendBoolean("singleBatch", true)
 	part := m
 	part.body = b.Build()
@@ -263,16 +315,16 @@ func partFind(m opMessage, elems []bsoncore.Element, filter bsoncore.Document, i
 	return part.encode(), true
 }
 
-// withID is filter with id in place of its top-level _id's condition.
-func withID(filter bsoncore.Document, id bsoncore.Value) (bsoncore.Document, bool) {
+// withValue is filter with v in place of its top-level field's condition.
+func withValue(filter bsoncore.Document, field string, v bsoncore.Value) (bsoncore.Document, bool) {
 	fe, err := filter.Elements()
 	if err != nil {
 		return nil, false
 	}
 	f := bsoncore.NewDocumentBuilder()
 	for _, e := range fe {
-		if e.Key() == "_id" {
-			f.AppendValue("_id", id)
+		if e.Key() == field {
+			f.AppendValue(field, v)
 			continue
 		}
 		f.AppendValue(e.Key(), e.Value())
@@ -294,7 +346,7 @@ func (p *Proxy) forwardSplit(l *link, msg []byte, s *findSplit) (replies [][]byt
 			return nil, sent, err
 		}
 		got, partNS, ok := partDocuments(rs[len(rs)-1])
-		if !ok {
+		if !ok || s.many && len(got) >= maxPartDocuments {
 			merged = false
 			break
 		}
@@ -378,6 +430,9 @@ func mergedReply(msg []byte, docs []bsoncore.Document, ns string, s *findSplit) 
 	})
 	if s.limit > 0 && int64(len(out)) > s.limit {
 		out = out[:s.limit]
+	}
+	if s.batch >= 0 && int64(len(out)) > s.batch {
+		return nil, false // the client's first batch would not hold them all
 	}
 	batch := bsoncore.NewArrayBuilder()
 	size := 0

@@ -92,6 +92,9 @@ func TestProxySplitsAFindOfSeveralIDsIntoOneFindPerID(t *testing.T) {
 	if _, err := direct.Collection("items").InsertMany(ctx, docs); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := direct.Collection("items").Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "dep", Value: 1}, {Key: "tags", Value: 1}}}); err != nil {
+		t.Fatal(err)
+	}
 	in := func(vs ...any) bson.D { return bson.D{{Key: "$in", Value: bson.A(vs)}} }
 	for _, c := range []struct {
 		name   string
@@ -118,6 +121,19 @@ func TestProxySplitsAFindOfSeveralIDsIntoOneFindPerID(t *testing.T) {
 			func() *options.FindOptionsBuilder { return options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}) }, true, 2},
 		{"ids of several types, sorted", bson.D{{Key: "_id", Value: in(oid, "x", int64(10), int32(1))}, {Key: "dep", Value: int64(1)}},
 			func() *options.FindOptionsBuilder { return options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}) }, true, 4},
+		{"an indexed array field, a document matching two values once", bson.D{{Key: "dep", Value: int64(1)}, {Key: "tags", Value: in("3", "5", "a", "zz")}},
+			func() *options.FindOptionsBuilder {
+				return options.Find().SetSort(bson.D{{Key: "_id", Value: -1}}).SetBatchSize(1000)
+			}, true, 4},
+		{"an indexed field with a limit, sorted on _id", bson.D{{Key: "tags", Value: in("a", "7")}},
+			func() *options.FindOptionsBuilder {
+				return options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).SetLimit(4)
+			}, true, 2},
+		{"an indexed field whose matches overflow the batch is forwarded whole after the parts", bson.D{{Key: "tags", Value: in("a", "7")}},
+			func() *options.FindOptionsBuilder { return options.Find().SetBatchSize(5) }, false, 3},
+		{"an unindexed field is forwarded whole", bson.D{{Key: "name", Value: in("n01", "n02", "n03")}}, options.Find, false, 0},
+		{"an indexed field with a limit and no sort is forwarded whole", bson.D{{Key: "tags", Value: in("a", "7")}},
+			func() *options.FindOptionsBuilder { return options.Find().SetLimit(4) }, false, 0},
 		{"a sort on another field is forwarded whole", bson.D{{Key: "_id", Value: in(int64(1), int64(2), int64(3))}},
 			func() *options.FindOptionsBuilder { return options.Find().SetSort(bson.D{{Key: "name", Value: 1}}) }, true, 0},
 		{"a skip is forwarded whole", bson.D{{Key: "_id", Value: in(int64(1), int64(2), int64(3))}},
@@ -134,8 +150,8 @@ func TestProxySplitsAFindOfSeveralIDsIntoOneFindPerID(t *testing.T) {
 			if ext(got) != ext(want) {
 				t.Errorf("through the proxy %s, want FerretDB's own answer %s", ext(got), ext(want))
 			}
-			if len(want) == 0 {
-				t.Errorf("the case finds nothing: it shows nothing")
+			if len(want) < 2 {
+				t.Errorf("the case finds %d documents: it shows little", len(want))
 			}
 			after := p.Stats()["find items"]
 			split, parts := after.Split-before.Split, after.Parts-before.Parts
@@ -308,7 +324,6 @@ func TestProxyForwardsWholeTheFindsItCannotSplit(t *testing.T) {
 		{"a document among the ids", bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: bson.A{int64(1), bson.D{{Key: "a", Value: 1}}}}}}}, nil, 0},
 		{"$in beside another operator", bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}, {Key: "$ne", Value: int64(2)}}}}, nil, 0},
 		{"_id twice", append(slices.Clone(in), bson.E{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}), nil, 0},
-		{"an $in of another field", bson.D{{Key: "dep", Value: bson.D{{Key: "$in", Value: ids}}}}, nil, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := &scriptedFinds{fail: func(int64) string { return "" }}
