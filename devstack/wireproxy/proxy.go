@@ -12,7 +12,8 @@
 // aggregates (maxtime.go: FerretDB's cancellation of it spoiled pooled PostgreSQL
 // connections), writes a find's $in of one value as the equality FerretDB pushes down
 // (inone.go), adds the equalities every branch of a find's rooted $or shares beside it
-// (orhoist.go) and answers a find of several _ids with one find per _id, merged (split.go).
+// (orhoist.go) and answers a find with an $in of several _ids (or of an indexed field) with
+// one find per value, merged (split.go).
 // It answers StatsCommand itself (stats.go).
 // It is a dev/test tool: throughput is one command at a time by design.
 //
@@ -179,8 +180,8 @@ type Options struct {
 	// Examine makes the proxy count what MongoDB would read for each query it forwards
 	// from the start (examine.go); without it, from ExamineCommand's {record: true} on.
 	Examine bool
-	// MaxSplitIDs is the most _ids of a find's top-level $in the proxy sends as one find
-	// per _id (split.go); 0 is DefaultMaxSplitIDs, a negative number splits none.
+	// MaxSplitIDs is the most values of a find's top-level $in the proxy sends as one find
+	// per value (split.go); 0 is DefaultMaxSplitIDs, a negative number splits none.
 	MaxSplitIDs int
 }
 

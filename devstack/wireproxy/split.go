@@ -12,25 +12,29 @@ import (
 // FerretDB v1 on PostgreSQL pushes a filter's top-level equalities down to PostgreSQL and
 // does a field's $in itself, over every document the equalities selected. The services read
 // items by {_id: {$in: ids}, dep: d, …} (a folder's ancestors, the items a move or a bulk
-// move reads), so each such find reads and decodes every document of the deployment (two
-// items of a deployment of 50,000: 50,000 rows, 4.9 s), where MongoDB seeks the _id index
-// once per id. {_id: {$in: [v1 … vn]}, rest} selects the union of the {_id: vi, rest}, and
-// each of those matches at most one document (_id is unique). So the proxy answers a find
-// whose filter has a top-level _id: {$in: [...]} of 2 to Options.MaxSplitIDs equalityKinds
-// scalars with one find per distinct value, each with the rest of the filter and the
-// projection (FerretDB pushes the _id equality down to its index), sent one after another
-// in the original command's turn, and gives the one reply MongoDB gives: the documents by
-// _id (descending when the find sorts {_id: -1}; ascending otherwise, an order MongoDB may
-// give a find without sort), at most limit of them, in one batch with the cursor closed.
+// move reads) and subtrees by {dep: d, anc: {$in: folders}, …}, so each such find reads and
+// decodes every document (every folder) of the deployment (two items of a deployment of
+// 50,000: 50,000 rows, 4.9 s), where MongoDB seeks the index once per value.
+// {f: {$in: [v1 … vn]}, rest} selects the union of the {f: vi, rest}, an array field's
+// included. So the proxy answers a find whose filter has a top-level _id: {$in: [...]} of 2
+// to Options.MaxSplitIDs equalityKinds scalars, or else one such $in of a field that one
+// of the collection's indexes names (FerretDB's GIN index on it then serves f: vi,
+// devstack/postgres_gin.go), with one find per distinct value, each with the rest of the
+// filter and the projection, sent one after another in the original command's turn, and
+// gives the one reply MongoDB gives: each document once, by _id (descending when the find
+// sorts {_id: -1}; ascending otherwise, an order MongoDB may give a find without sort), at
+// most limit of them, in one batch with the cursor closed.
 //
 // A find whose answer the merge cannot give as MongoDB would is forwarded as it is: one with
-// skip, hint, collation, let, min/max, a sort on anything but _id alone, a batchSize or a
-// singleBatch's batch below the distinct ids, a limit below them without a sort on _id, a
-// projection that leaves _id out or computes it, a transaction's fields, or any field this
-// file does not know. So is the original find, in the same turn, when a part fails, a part
-// leaves a cursor open, a document's _id is of a type the merge does not order, or the
-// merged batch would exceed maxBatchBytes. The examination (examine.go) sees the client's
-// find, before the split; the stats count it once, with the finds it took (stats.go).
+// skip, hint, collation, let, min/max, a sort on anything but _id alone, a limit without a
+// sort on _id (of an _id's $in: a limit below the ids), a batchSize or a singleBatch's batch
+// below the distinct ids, a projection that leaves _id out or computes it, a transaction's
+// fields, or any field this file does not know. So is the original find, in the same turn,
+// after the parts, when a part fails, leaves a cursor open or fills maxPartDocuments, a
+// document's _id is of a type the merge does not order, the merged documents would not fit
+// the client's first batch (batchSize, or a singleBatch's), or they would exceed
+// maxBatchBytes. The examination (examine.go) sees the client's find, before the split;
+// the stats count it once, with the finds it took (stats.go).
 
 // DefaultMaxSplitIDs is Options.MaxSplitIDs's default.
 const DefaultMaxSplitIDs = 1000
@@ -61,9 +65,9 @@ type findSplit struct {
 	many  bool     // a part may match many documents (a field other than _id)
 }
 
-// splitFind is the split of the find msg (m) into one find per _id of its filter's
-// top-level $in; false when it is no such find or one the merge cannot answer as
-// MongoDB would (see above).
+// splitFind is the split of the find m into one find per value of its filter's top-level
+// $in of _id, or of a field indexed says an index of the collection names; false when it
+// is no such find or one the merge cannot answer as MongoDB would (see above).
 func splitFind(m opMessage, maxIDs int, indexed func(db, coll, field string) bool) (findSplit, bool) {
 	if maxIDs < 2 || m.name() != "find" || len(m.seqs) > 0 {
 		return findSplit{}, false
