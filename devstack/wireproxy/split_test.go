@@ -313,7 +313,7 @@ func TestProxyForwardsWholeTheFindsItCannotSplit(t *testing.T) {
 		{"a sort on another field", in, []bson.E{{Key: "sort", Value: bson.D{{Key: "name", Value: 1}}}}, 0},
 		{"a sort on _id and another field", in, []bson.E{{Key: "sort", Value: bson.D{{Key: "_id", Value: 1}, {Key: "name", Value: 1}}}}, 0},
 		{"a batchSize below the ids", in, []bson.E{{Key: "batchSize", Value: int32(2)}}, 0},
-		{"a singleBatch of the default batch below the ids", bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: many}}}}, []bson.E{{Key: "singleBatch", Value: true}}, 0},
+		{"a singleBatch of the default batch below the ids", bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: many}}}}, []bson.E{{Key: "singleBatch", Value: true}}, 1000},
 		{"a limit below the ids without sort", in, []bson.E{{Key: "limit", Value: int64(2)}}, 0},
 		{"a projection without _id", in, []bson.E{{Key: "projection", Value: bson.D{{Key: "_id", Value: 0}}}}, 0},
 		{"a projection computing _id", in, []bson.E{{Key: "projection", Value: bson.D{{Key: "_id", Value: "$name"}}}}, 0},
