@@ -297,11 +297,57 @@ func admitted(ctx context.Context, db *mongo.Database, c mongoplan.Command, plan
 // collectionCount is the plan mongoplan gives a count of a whole collection.
 const collectionCount = "(collection count)"
 
-// count is the documents of coll that match filter (all of them when nil).
+// count is the documents of coll that match filter (all of them when nil). A filter
+// with a top-level _id: {$in: [...]} of 1 to DefaultMaxSplitIDs scalars is counted as the
+// sum of one count per distinct _id (each matches at most one document) for the reason
+// the proxy splits such a find (split.go): FerretDB would read the whole collection, and
+// what a benchmark reads of PostgreSQL's statistics would be the examiner's.
 func count(ctx context.Context, db *mongo.Database, coll string, filter bson.D) (int64, error) {
+	if filter == nil {
+		return countQuery(ctx, db, coll, nil)
+	}
+	parts, ok := idCounts(filter)
+	if !ok {
+		return countQuery(ctx, db, coll, filter)
+	}
+	var sum int64
+	for _, q := range parts {
+		n, err := countQuery(ctx, db, coll, q)
+		if err != nil {
+			return 0, err
+		}
+		sum += n
+	}
+	return sum, nil
+}
+
+// idCounts are the filters of one count per distinct _id of filter's top-level _id: {$in:
+// [...]}, with the rest of the filter; false when it has none such.
+func idCounts(filter bson.D) ([]bson.Raw, bool) {
+	raw, err := bson.Marshal(filter)
+	if err != nil {
+		return nil, false
+	}
+	ids, ok := inIDs(raw, 1, DefaultMaxSplitIDs)
+	if !ok {
+		return nil, false
+	}
+	parts := make([]bson.Raw, 0, len(ids))
+	for _, id := range ids {
+		one, ok := withValue(raw, "_id", id)
+		if !ok {
+			return nil, false
+		}
+		parts = append(parts, bson.Raw(one))
+	}
+	return parts, true
+}
+
+// countQuery is the count command of coll with query (none when nil).
+func countQuery(ctx context.Context, db *mongo.Database, coll string, query any) (int64, error) {
 	cmd := bson.D{{Key: "count", Value: coll}}
-	if filter != nil {
-		cmd = append(cmd, bson.E{Key: "query", Value: filter})
+	if query != nil {
+		cmd = append(cmd, bson.E{Key: "query", Value: query})
 	}
 	var out struct {
 		N int64 `bson:"n"`
@@ -513,4 +559,30 @@ func (e *examiner) indexesOf(ctx context.Context, db *mongo.Database, coll strin
 	e.indexes[key] = listed{indexes: ix, at: start}
 	e.mu.Unlock()
 	return ix, nil
+}
+
+// indexed reports whether an index of db.coll (listed as indexesOf lists them) has field
+// among its keys.
+func (e *examiner) indexed(db, coll, field string) bool {
+	if db == "" || coll == "" {
+		return false
+	}
+	d, err := e.database(db)
+	if err != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, examineTimeout)
+	defer cancel()
+	ix, err := e.indexesOf(ctx, d, coll)
+	if err != nil {
+		return false
+	}
+	for _, i := range ix {
+		for _, k := range i.Keys {
+			if k.Field == field {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -85,6 +85,8 @@ func TestExamineCountsWhatTheIndexBoundsAdmit(t *testing.T) {
 			wireproxy.Examined{Statements: 1, Documents: 10}},
 		{"rooted $or", finds, find(bson.D{{Key: "$or", Value: bson.A{bson.D{{Key: "a", Value: 1}}, bson.D{{Key: "a", Value: 2}, {Key: "b", Value: 2}}}}}),
 			wireproxy.Examined{Statements: 1, Documents: 10 + 1}},
+		{"ids, one repeated and one missing, counted per id", finds, find(bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: bson.A{1, 2, 3, 99, 3}}}}}),
+			wireproxy.Examined{Statements: 1, Documents: 3}},
 		{"leading field skipped", finds, find(bson.D{{Key: "b", Value: 5}}), wireproxy.Examined{Statements: 1, Documents: 30, Scans: 1, Unserved: 1}},
 		{"update of the leading field's matches", "update examine.things", func() error {
 			_, err := coll.UpdateMany(ctx, bson.D{{Key: "a", Value: 1}}, bson.D{{Key: "$set", Value: bson.D{{Key: "c", Value: true}}}})

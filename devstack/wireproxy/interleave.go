@@ -256,7 +256,7 @@ func (p *Proxy) inTurn(l *link, cmd []byte) ([]byte, error) {
 	turn := time.Now()
 	replies, err := p.exchange(l, cmd, true)
 	release()
-	p.stats.record(statsKey(cmd, m, isMsg), turn.Sub(arrived), time.Since(turn))
+	p.stats.record(statsKey(cmd, m, isMsg), turn.Sub(arrived), time.Since(turn), 0)
 	if err != nil {
 		return nil, err
 	}

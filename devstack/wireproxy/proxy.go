@@ -11,8 +11,10 @@
 // beside the writes and each other (turns.go). The proxy takes maxTimeMS out of finds and
 // aggregates (maxtime.go: FerretDB's cancellation of it spoiled pooled PostgreSQL
 // connections), writes a find's $in of one value as the equality FerretDB pushes down
-// (inone.go) and adds the equalities every branch of a find's rooted $or shares beside it
-// (orhoist.go). It answers StatsCommand itself (stats.go).
+// (inone.go), adds the equalities every branch of a find's rooted $or shares beside it
+// (orhoist.go) and answers a find with an $in of several _ids (or of an indexed field) with
+// one find per value, merged (split.go).
+// It answers StatsCommand itself (stats.go).
 // It is a dev/test tool: throughput is one command at a time by design.
 //
 // It also keeps FerretDB's write commands from hanging on their statement count: it
@@ -119,6 +121,7 @@ type Proxy struct {
 	onTimeout func(string)
 	rs        *ReplicaSet
 	examiner  *examiner // what MongoDB would read (examine.go)
+	maxSplit  int       // Options.MaxSplitIDs, defaulted
 
 	// upstream is the address new upstream connections go to; generation counts its
 	// changes, so a connection to a former upstream is replaced before its next command.
@@ -126,8 +129,8 @@ type Proxy struct {
 	upstream   string
 	generation int
 
-	// Commands forwarded, and of them those that took a turn (a write, or any command in
-	// All mode): what a benchmark reports beside its timings.
+	// Commands forwarded (each find a split sent, split.go), and of them those that took a
+	// turn (a write, or any command in All mode): what a benchmark reports beside its timings.
 	forwarded, serialised atomic.Int64
 	stats                 stats
 
@@ -177,6 +180,9 @@ type Options struct {
 	// Examine makes the proxy count what MongoDB would read for each query it forwards
 	// from the start (examine.go); without it, from ExamineCommand's {record: true} on.
 	Examine bool
+	// MaxSplitIDs is the most values of a find's top-level $in the proxy sends as one find
+	// per value (split.go); 0 is DefaultMaxSplitIDs, a negative number splits none.
+	MaxSplitIDs int
 }
 
 // DefaultCommandTimeout is Options.CommandTimeout's default: far above what a command of
@@ -203,6 +209,7 @@ func ListenWith(addr, upstream string, o Options) (*Proxy, error) {
 		timeout:   o.CommandTimeout,
 		onTimeout: o.OnCommandTimeout,
 		rs:        o.ReplicaSet,
+		maxSplit:  o.MaxSplitIDs,
 		done:      make(chan struct{}),
 		conns:     make(map[net.Conn]struct{}),
 	}
@@ -216,6 +223,9 @@ func ListenWith(addr, upstream string, o Options) (*Proxy, error) {
 	}
 	if p.timeout <= 0 {
 		p.timeout = DefaultCommandTimeout
+	}
+	if p.maxSplit == 0 {
+		p.maxSplit = DefaultMaxSplitIDs
 	}
 	p.wg.Add(1)
 	go p.acceptLoop()
@@ -461,6 +471,10 @@ func (p *Proxy) forward(l *link, msg []byte) ([][]byte, error) {
 			return replies, err
 		}
 	}
+	split, splits := findSplit{}, false
+	if isMsg && expectReply {
+		split, splits = splitFind(m, p.maxSplit, p.examiner.indexed)
+	}
 	p.forwarded.Add(1)
 	sc := scopeOf(p.mode, msg, m, isMsg)
 	if sc.all || sc.stripe >= 0 {
@@ -473,12 +487,20 @@ func (p *Proxy) forward(l *link, msg []byte) ([][]byte, error) {
 	}
 	turn := time.Now()
 	defer release()
-	defer func() { p.stats.record(statsKey(msg, m, isMsg), turn.Sub(arrived), time.Since(turn)) }()
+	sent := 0 // finds a split sent upstream
+	defer func() { p.stats.record(statsKey(msg, m, isMsg), turn.Sub(arrived), time.Since(turn), sent) }()
 
 	var replies [][]byte
 	var err error
 	if w, ok := asWriteCommand(msg, m, p.batches); ok && isMsg {
 		replies, err = p.forwardWrite(l, &w, expectReply)
+	} else if splits {
+		replies, sent, err = p.forwardSplit(l, msg, &split)
+		// Every find it sent was forwarded, in the command's turn.
+		p.forwarded.Add(int64(sent - 1))
+		if sc.all || sc.stripe >= 0 {
+			p.serialised.Add(int64(sent - 1))
+		}
 	} else {
 		replies, err = p.exchange(l, msg, expectReply)
 	}

@@ -46,8 +46,12 @@ func (h *Histogram) add(d time.Duration) {
 type CommandStats struct {
 	Count int64
 	// Wait is the time from the command's arrival to its turn; Exec from its turn to
-	// its reply (every batch of a write command).
+	// its reply (every batch of a write command, every part of a split find).
 	Wait, Exec Histogram
+	// Split is how many of them the proxy sent as one find per _id (split.go), and Parts
+	// the finds they took upstream, the original's included when the proxy forwarded it
+	// after all.
+	Split, Parts int64
 }
 
 // stats is the proxy's Stats, guarded.
@@ -56,7 +60,9 @@ type stats struct {
 	m  map[string]*CommandStats
 }
 
-func (s *stats) record(key string, wait, exec time.Duration) {
+// record counts one command; parts is the finds it took upstream when the proxy split it
+// (split.go), 0 when it did not.
+func (s *stats) record(key string, wait, exec time.Duration, parts int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m == nil {
@@ -74,6 +80,10 @@ func (s *stats) record(key string, wait, exec time.Duration) {
 		}
 	}
 	c.Count++
+	if parts > 0 {
+		c.Split++
+		c.Parts += int64(parts)
+	}
 	c.Wait.add(wait)
 	c.Exec.add(exec)
 }
@@ -85,7 +95,7 @@ func (p *Proxy) Stats() map[string]CommandStats {
 	defer p.stats.mu.Unlock()
 	out := make(map[string]CommandStats, len(p.stats.m))
 	for k, c := range p.stats.m {
-		out[k] = CommandStats{Count: c.Count,
+		out[k] = CommandStats{Count: c.Count, Split: c.Split, Parts: c.Parts,
 			Wait: Histogram{Buckets: append([]int64(nil), c.Wait.Buckets...), Sum: c.Wait.Sum},
 			Exec: Histogram{Buckets: append([]int64(nil), c.Exec.Buckets...), Sum: c.Exec.Sum}}
 	}
@@ -119,7 +129,7 @@ func opName(code int32) string {
 }
 
 // statsReply is the reply to StatsCommand: {ok: 1, boundsMicros: [...], commands: {key:
-// {count, waitMicros: [buckets], execMicros: [buckets], waitSumMicros, execSumMicros}}}.
+// {count, wait: [buckets], exec: [buckets], waitSumMicros, execSumMicros, split, parts}}}.
 func (p *Proxy) statsReply(msg []byte) []byte {
 	b := bsoncore.NewDocumentBuilder().AppendDouble("ok", 1)
 	bounds := bsoncore.NewArrayBuilder()
@@ -138,7 +148,8 @@ func (p *Proxy) statsReply(msg []byte) []byte {
 		c := st[k]
 		cmds.AppendDocument(k, bsoncore.NewDocumentBuilder().AppendInt64("count", c.Count).
 			AppendArray("wait", int64Array(c.Wait.Buckets)).AppendArray("exec", int64Array(c.Exec.Buckets)).
-			AppendInt64("waitSumMicros", c.Wait.Sum.Microseconds()).AppendInt64("execSumMicros", c.Exec.Sum.Microseconds()).Build())
+			AppendInt64("waitSumMicros", c.Wait.Sum.Microseconds()).AppendInt64("execSumMicros", c.Exec.Sum.Microseconds()).
+			AppendInt64("split", c.Split).AppendInt64("parts", c.Parts).Build())
 	}
 	b.AppendDocument("commands", cmds.Build())
 	return replyMessage(0, requestIDOf(msg), b.Build())
