@@ -6,6 +6,7 @@ import (
 
 	"github.com/analyticsco/platform/gateway/internal/apikeys"
 	"github.com/analyticsco/platform/libs/config"
+	"github.com/analyticsco/platform/libs/idempotency"
 	"github.com/analyticsco/platform/libs/redisx"
 )
 
@@ -52,6 +53,9 @@ type Config struct {
 
 	// APIKeys bounds the keys of /api/v1/api-keys and platformctl keys.
 	APIKeys
+
+	// Idempotency bounds the Idempotency-Key records of the gateway's own POSTs.
+	idempotency.Settings
 
 	// Redis holds the embed-session revocations, checked on every embed-token request,
 	// and the rate-limit counters (REDIS_MODE, REDIS_URL).

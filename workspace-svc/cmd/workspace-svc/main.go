@@ -52,7 +52,7 @@ func run() error {
 
 	a, err := app.New(proc.Ctx, app.Deps{Mongo: client, Database: cfg.MongoDatabase, Signer: signer,
 		Logger: proc.Logger, Registry: registry, NATS: nc, ViewerTimeout: cfg.EmbedViewerTimeout, AuditMaxHeld: cfg.AuditMaxHeld,
-		Limits: cfg.Limits(), Checks: []server.Check{mongoReady}})
+		Limits: cfg.Limits(), Idempotency: cfg.Settings, Checks: []server.Check{mongoReady}})
 	if err != nil {
 		return err
 	}

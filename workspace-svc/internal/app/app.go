@@ -14,6 +14,7 @@ import (
 	"github.com/analyticsco/platform/embed-svc/client"
 	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/audit/publish"
+	"github.com/analyticsco/platform/libs/idempotency"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
 	"github.com/analyticsco/platform/libs/natsx"
@@ -46,6 +47,8 @@ type Deps struct {
 	AuditMaxHeld int
 	AuditRelay   time.Duration  // how often outboxed events are sent again (0: 1s)
 	Audit        audit.Recorder // set: events go here instead (tests)
+	// Idempotency are the Idempotency-Key settings (zero fields: their defaults).
+	Idempotency idempotency.Settings
 	// Checks gate /readyz: the readiness checks main's server.Connect* returned for the
 	// connections the service cannot serve without (MongoDB).
 	Checks []server.Check
@@ -69,7 +72,8 @@ func (a *App) Close() {
 // New wires the service. It creates the indexes first.
 func New(ctx context.Context, d Deps) (*App, error) {
 	store := mongostore.New(d.Mongo.Database(d.Database))
-	if err := mongox.EnsureIndexes(ctx, mongox.IndexWait, store.EnsureIndexes); err != nil {
+	idemStore := idempotency.NewMongoStore(d.Mongo.Database(d.Database))
+	if err := mongox.EnsureIndexes(ctx, mongox.IndexWait, store.EnsureIndexes, idemStore.EnsureIndexes); err != nil {
 		return nil, err
 	}
 	rec := d.Audit
@@ -98,11 +102,12 @@ func New(ctx context.Context, d Deps) (*App, error) {
 	svc = workspace.AuditingMiddleware(rec)(svc)
 	svc = workspace.LoggingMiddleware(d.Logger)(svc)
 	svc = workspace.InstrumentingMiddleware(metrics)(svc)
+	idem := idempotency.New(idempotency.Options{Store: idemStore, Settings: d.Idempotency, Logger: d.Logger})
 	o := server.Options{
 		Service:  ServiceName,
 		Logger:   d.Logger,
 		Registry: d.Registry,
-		API:      identity.Require(d.Signer.ForService(ServiceName), workspace.NewHTTPHandler(workspace.MakeEndpoints(svc), d.Logger)),
+		API:      identity.Require(d.Signer.ForService(ServiceName), workspace.NewHTTPHandler(workspace.MakeEndpoints(svc), d.Logger, idem)),
 		Checks:   d.Checks,
 	}
 	a := &App{Handler: server.Handler(o), Internal: server.Internal(o)}

@@ -11,7 +11,7 @@ import (
 // endpoints behind it: only its table is read) holds exactly the operations openapi.yaml
 // says workspace-svc serves.
 func TestRouterServesWhatTheDocumentSays(t *testing.T) {
-	h, ok := workspace.NewHTTPHandler(workspace.Endpoints{}, nil).(interface{ Routes() []string })
+	h, ok := workspace.NewHTTPHandler(workspace.Endpoints{}, nil, nil).(interface{ Routes() []string })
 	if !ok {
 		t.Fatal("NewHTTPHandler no longer returns a router that lists its routes")
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
+	"github.com/analyticsco/platform/libs/idempotency"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/workspace-svc/internal/embedaccess"
 )
@@ -28,10 +29,13 @@ const base = "/api/v1/deployments/{deploymentId}"
 
 // NewHTTPHandler routes the workspace API to the endpoints (MakeEndpoints) through
 // httpx.Handle: every body bounded at MaxBodyBytes, every error through errs.Encoder. The caller wraps the handler
-// in identity.Require.
-func NewHTTPHandler(e Endpoints, logger *slog.Logger) http.Handler {
+// in identity.Require. idem (nil: none) deduplicates every POST by its Idempotency-Key.
+func NewHTTPHandler(e Endpoints, logger *slog.Logger, idem *idempotency.Middleware) http.Handler {
 	r := httpx.NewRouter()
 	o := httpx.HandleOptions{Logger: logger, MaxBody: MaxBodyBytes, Encode: encodeResponse}
+	if idem != nil {
+		o.Wrap = idem.Wrap
+	}
 	httpx.Handle(r, "POST", base+"/folders", e.CreateFolder, decodeCreateFolderRequest, o)
 	httpx.Handle(r, "GET", base+"/folders/{folderId}", e.GetFolder, decodeFolderRequest, o)
 	httpx.Handle(r, "PATCH", base+"/folders/{folderId}", e.UpdateFolder, decodeUpdateFolderRequest, o)

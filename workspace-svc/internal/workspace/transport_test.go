@@ -21,7 +21,7 @@ import (
 // verified, as identity.Require leaves it).
 func (f *fixture) serve(p *identity.Principal, method, path, body string) *httptest.ResponseRecorder {
 	f.t.Helper()
-	h := workspace.NewHTTPHandler(workspace.MakeEndpoints(f.svc), slog.New(slog.NewJSONHandler(io.Discard, nil)))
+	h := workspace.NewHTTPHandler(workspace.MakeEndpoints(f.svc), slog.New(slog.NewJSONHandler(io.Discard, nil)), nil)
 	req := httptest.NewRequest(method, path, bytes.NewBufferString(body))
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
