@@ -23,6 +23,7 @@ import (
 	"github.com/analyticsco/platform/embed-svc/internal/store/redisstore"
 	"github.com/analyticsco/platform/libs/audit/publish"
 	"github.com/analyticsco/platform/libs/httpx"
+	"github.com/analyticsco/platform/libs/idempotency"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
 	"github.com/analyticsco/platform/libs/natsx"
@@ -53,6 +54,7 @@ type Deps struct {
 	Now              func() time.Time // nil: time.Now
 	Limits           embed.Limits     // zero fields: embed.DefaultLimits
 	Audit            AuditDeps
+	Idempotency      idempotency.Settings // the Idempotency-Key records (zero fields: their defaults)
 	// Checks gate /readyz: the readiness checks main's server.Connect* returned (MongoDB,
 	// Redis and NATS: a session is minted, exchanged and resolved through all three).
 	Checks []server.Check
@@ -89,7 +91,8 @@ func New(ctx context.Context, d Deps) (*App, error) {
 	st.WithSessionRetention(d.SessionRetention)
 	// Purged session records go, where the database has no TTL indexes.
 	go st.Sweep(ctx)
-	if err := mongox.EnsureIndexes(ctx, mongox.IndexWait, st.EnsureIndexes); err != nil {
+	idemStore := idempotency.NewMongoStore(db)
+	if err := mongox.EnsureIndexes(ctx, mongox.IndexWait, st.EnsureIndexes, idemStore.EnsureIndexes); err != nil {
 		return nil, err
 	}
 	// Users stored before their memberships were kept beside their groups get them
@@ -146,7 +149,8 @@ func New(ctx context.Context, d Deps) (*App, error) {
 	if _, err := serveViewers(d.NATS, svc, d.Logger, natsMetrics); err != nil {
 		return nil, err
 	}
-	routes := newRouter(embed.MakeEndpoints(svc), audit.NewService(trail), d.Logger)
+	idem := idempotency.New(embed.IdempotencyOptions(idempotency.Options{Store: idemStore, Settings: d.Idempotency, Logger: d.Logger, Now: d.Now}))
+	routes := newRouter(embed.MakeEndpoints(svc), audit.NewService(trail), d.Logger, idem)
 	o := server.Options{
 		Service:  "embed-svc",
 		Logger:   d.Logger,
@@ -159,9 +163,9 @@ func New(ctx context.Context, d Deps) (*App, error) {
 
 // newRouter is embed-svc's one router: the embed API and the audit trail's route; 404 and
 // 405 as everywhere.
-func newRouter(e embed.Endpoints, trail audit.Service, logger *slog.Logger) *httpx.Router {
+func newRouter(e embed.Endpoints, trail audit.Service, logger *slog.Logger, idem *idempotency.Middleware) *httpx.Router {
 	routes := httpx.NewRouter()
-	embed.RegisterRoutes(routes, e, logger)
+	embed.RegisterRoutes(routes, e, logger, idem)
 	audit.RegisterRoutes(routes, trail, logger)
 	return routes
 }

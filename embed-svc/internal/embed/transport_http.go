@@ -5,11 +5,13 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"time"
 
 	httptransport "github.com/go-kit/kit/transport/http"
 
 	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
+	"github.com/analyticsco/platform/libs/idempotency"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -19,9 +21,13 @@ const MaxBodyBytes = 1 << 20
 // RegisterRoutes adds the embed API's routes to r (embed-svc's one router, shared with
 // the audit trail's route; identity.Require around it) through httpx.Handle: each route to
 // its endpoint through its decoder, every body bounded at MaxBodyBytes, every error
-// through the platform's one encoder (errs.Encoder).
-func RegisterRoutes(r *httpx.Router, e Endpoints, logger *slog.Logger) {
+// through the platform's one encoder (errs.Encoder). idem (nil: none) deduplicates the
+// POSTs by their Idempotency-Key (IdempotencyOptions names those that take none).
+func RegisterRoutes(r *httpx.Router, e Endpoints, logger *slog.Logger, idem *idempotency.Middleware) {
 	o := httpx.HandleOptions{Logger: logger, MaxBody: MaxBodyBytes, Encode: encodeResponse}
+	if idem != nil {
+		o.Wrap = idem.Wrap
+	}
 	httpx.Handle(r, "POST", "/api/v1/embed/generate-session", e.GenerateSession, decodeGenerateSessionHTTP, o)
 	httpx.Handle(r, "POST", "/api/v1/embed/session/exchange", e.ExchangeSession, decodeSessionIDRequest, o)
 	httpx.Handle(r, "POST", "/api/v1/embed/session/revoke", e.RevokeSession, decodeSessionIDRequest, o)
@@ -48,6 +54,16 @@ func RegisterRoutes(r *httpx.Router, e Endpoints, logger *slog.Logger) {
 		httpx.Handle(r, "POST", "/api/v1/"+c.path, e.CreateDefinition, decodeCreateDefinition(c.kind), o)
 		httpx.Handle(r, "DELETE", "/api/v1/"+c.path+"/{id}", e.DeleteDefinition, decodeDeleteDefinition(c.kind), o)
 	}
+}
+
+// IdempotencyOptions are o with the embed API's rules: the exchange (single use by
+// design: a second exchange must fail) and the revokes (idempotent already) take no key,
+// and generate-session's answer is replayed only while its session id could be
+// exchanged (SessionIDTTL).
+func IdempotencyOptions(o idempotency.Options) idempotency.Options {
+	o.Exclude = []string{"POST /api/v1/embed/session/exchange", "POST /api/v1/embed/session/revoke", "POST /api/v1/embed/sessions/revoke"}
+	o.TTL = map[string]time.Duration{"POST /api/v1/embed/generate-session": SessionIDTTL}
+	return o
 }
 
 func decodeGenerateSessionHTTP(_ context.Context, r *http.Request) (any, error) {
