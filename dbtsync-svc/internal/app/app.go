@@ -20,6 +20,7 @@ import (
 	"github.com/analyticsco/platform/dbtsync-svc/internal/worker"
 	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/audit/publish"
+	"github.com/analyticsco/platform/libs/idempotency"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
 	"github.com/analyticsco/platform/libs/natsx"
@@ -50,6 +51,8 @@ type Deps struct {
 	// receives the events instead (tests).
 	AuditMaxHeld int
 	Audit        audit.Recorder
+	// Idempotency are the Idempotency-Key settings of the API (zero fields: the defaults).
+	Idempotency idempotency.Settings
 	// Checks gate /readyz: the readiness checks main's server.Connect* returned (MongoDB
 	// and NATS, in both processes).
 	Checks []server.Check
@@ -132,7 +135,12 @@ func NewAPI(ctx context.Context, d Deps) (*API, error) {
 	svc = dbtsync.AuditingMiddleware(a.audit)(svc)
 	svc = dbtsync.LoggingMiddleware(d.Logger)(svc)
 	svc = dbtsync.InstrumentingMiddleware(a.metrics)(svc)
-	h := dbtsync.NewHTTPHandler(dbtsync.MakeEndpoints(svc), d.Logger, d.MaxBodyBytes, d.Git.ManifestLimits())
+	idemStore := idempotency.NewMongoStore(d.Mongo)
+	if err := mongox.EnsureIndexes(ctx, mongox.IndexWait, idemStore.EnsureIndexes); err != nil {
+		return nil, err
+	}
+	idem := idempotency.New(idempotency.Options{Store: idemStore, Settings: d.Idempotency, Logger: d.Logger})
+	h := dbtsync.NewHTTPHandler(dbtsync.MakeEndpoints(svc), d.Logger, d.MaxBodyBytes, d.Git.ManifestLimits(), idem)
 	public, internal := Listeners("dbtsync-svc", d, identity.Require(d.Signer.ForService("dbtsync-svc"), h))
 	return &API{Handler: public, Internal: internal, resolver: resolver}, nil
 }

@@ -12,7 +12,7 @@ import (
 // endpoints behind it: only its table is read) holds exactly the operations openapi.yaml
 // says dbtsync-svc serves.
 func TestRouterServesWhatTheDocumentSays(t *testing.T) {
-	h, ok := dbtsync.NewHTTPHandler(dbtsync.Endpoints{}, nil, 1, convert.ManifestLimits{}).(interface{ Routes() []string })
+	h, ok := dbtsync.NewHTTPHandler(dbtsync.Endpoints{}, nil, 1, convert.ManifestLimits{}, nil).(interface{ Routes() []string })
 	if !ok {
 		t.Fatal("NewHTTPHandler no longer returns a router that lists its routes")
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
 	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
+	"github.com/analyticsco/platform/libs/idempotency"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -27,12 +28,17 @@ const (
 // NewHTTPHandler routes the dbt sync and /build routes to the endpoints; maxSyncBodyBytes
 // bounds a start-sync body, and manifest the manifest it uploads as the worker's read
 // bounds it (zero fields: the defaults). The caller wraps it in identity.Require.
-// Decoders only parse the request: the service decides who may do what.
-func NewHTTPHandler(e Endpoints, logger *slog.Logger, maxSyncBodyBytes int64, manifest convert.ManifestLimits) http.Handler {
+// Decoders only parse the request: the service decides who may do what. idem (nil:
+// none) deduplicates every POST by its Idempotency-Key; it hashes a manifest upload as
+// the decoder streams it, never holding the body.
+func NewHTTPHandler(e Endpoints, logger *slog.Logger, maxSyncBodyBytes int64, manifest convert.ManifestLimits, idem *idempotency.Middleware) http.Handler {
 	router := httpx.NewRouter()
 	o := httpx.HandleOptions{Logger: logger, MaxBody: maxSmallBodyBytes, Encode: encodeResponse, Server: []kithttp.ServerOption{
 		kithttp.ServerBefore(kithttp.PopulateRequestContext),
 	}}
+	if idem != nil {
+		o.Wrap = idem.Wrap
+	}
 	const dep = "/api/v1/deployments/{deploymentId}"
 	httpx.Handle(router, "POST", dep+"/dbt-sync", e.StartSync, decodeStartSyncHTTP(manifest), o.WithMaxBody(maxSyncBodyBytes))
 	httpx.Handle(router, "GET", dep+"/dbt-sync", e.ListJobs, decodePageRequest, o)
