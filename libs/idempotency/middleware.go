@@ -20,7 +20,7 @@ import (
 )
 
 // KeptHeaders are the response headers a record keeps and a replay sends again.
-var KeptHeaders = []string{"Content-Type", "Location", "ETag"}
+var KeptHeaders = []string{"Content-Type", "Location", "ETag", "Cache-Control"}
 
 // Options configure a Middleware.
 type Options struct {

@@ -109,7 +109,7 @@ func deps(proc *server.Process, cfg config.Config) (app.Deps, func(), error) {
 		ConnLimits:      h1.ConnLimits{Max: cfg.MaxConns, PerClient: cfg.MaxConnsPerClient, PerProxy: cfg.MaxConnsPerProxy},
 		UpstreamTimeout: cfg.UpstreamTimeout, DialTimeout: cfg.DialTimeout, BodyTimeout: cfg.ClientBodyTimeout, UploadTimeout: cfg.ClientUploadTimeout,
 		CacheTTL: cfg.AuthCacheTTL, RevocationPoll: cfg.RevocationPoll, JWKSRefresh: cfg.JWKSRefresh, ThrottledKeyLookup: cfg.ThrottledKeyLookup,
-		APIKeys: cfg.APIKeys.Limits(), LastUsedFlush: cfg.APIKeys.LastUsedFlush}
+		APIKeys: cfg.APIKeys.Limits(), LastUsedFlush: cfg.APIKeys.LastUsedFlush, Idempotency: cfg.Settings}
 	if d.GenerateSessionLimit, err = ratelimit.ParseLimit(cfg.RateLimitGenerateSession); err != nil {
 		return fail(fmt.Errorf("RATE_LIMIT_GENERATE_SESSION: %w", err))
 	}

@@ -34,6 +34,7 @@ import (
 	"github.com/analyticsco/platform/gateway/internal/ratelimit"
 	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
+	"github.com/analyticsco/platform/libs/idempotency"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/logging"
 	"github.com/analyticsco/platform/libs/obs"
@@ -80,6 +81,9 @@ type Options struct {
 	MaxURIBytes int
 	// APIKeys serves /api/v1/api-keys (nil: those paths are 404).
 	APIKeys *apikeys.Service
+	// Idempotency deduplicates the POSTs the gateway serves itself (create and rotate
+	// an API key) by their Idempotency-Key (nil: none).
+	Idempotency *idempotency.Middleware
 }
 
 // Gateway is the handler of the public API, served by the gateway's own HTTP/1.1
