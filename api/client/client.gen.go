@@ -779,7 +779,11 @@ const (
 	ErrorCodeFolderCycle            ErrorCode = "folder_cycle"
 	ErrorCodeFolderNotEmpty         ErrorCode = "folder_not_empty"
 	ErrorCodeForbidden              ErrorCode = "forbidden"
+	ErrorCodeIdempotencyKeyInUse    ErrorCode = "idempotency_key_in_use"
+	ErrorCodeIdempotencyKeyReused   ErrorCode = "idempotency_key_reused"
+	ErrorCodeIdempotencyLimit       ErrorCode = "idempotency_limit"
 	ErrorCodeInternal               ErrorCode = "internal"
+	ErrorCodeInvalidIdempotencyKey  ErrorCode = "invalid_idempotency_key"
 	ErrorCodeInvalidRequest         ErrorCode = "invalid_request"
 	ErrorCodeItemLimit              ErrorCode = "item_limit"
 	ErrorCodeJobLimit               ErrorCode = "job_limit"
@@ -836,7 +840,15 @@ func (e ErrorCode) Valid() bool {
 		return true
 	case ErrorCodeForbidden:
 		return true
+	case ErrorCodeIdempotencyKeyInUse:
+		return true
+	case ErrorCodeIdempotencyKeyReused:
+		return true
+	case ErrorCodeIdempotencyLimit:
+		return true
 	case ErrorCodeInternal:
+		return true
+	case ErrorCodeInvalidIdempotencyKey:
 		return true
 	case ErrorCodeInvalidRequest:
 		return true
@@ -1569,6 +1581,10 @@ type AuditOutcome struct {
 	// - `storage_quota`: 413: what a deployment or account keeps in the dbt sync object store
 	// - `embed_access_limit`: 400: embed access entries of one workbook, folder or the root
 	// - `api_key_limit`: 400: live API keys of one account (`API_KEY_MAX_PER_ACCOUNT`)
+	// - `invalid_idempotency_key`: 400: an Idempotency-Key that is not 1 to 255 visible ASCII characters
+	// - `idempotency_key_in_use`: 409: the key's first request is still running
+	// - `idempotency_key_reused`: 422: the key was used with another request
+	// - `idempotency_limit`: 429: the account's Idempotency-Key records or bytes within their window
 	Code   *ErrorCode         `json:"code,omitempty"`
 	Result AuditOutcomeResult `json:"result"`
 
@@ -2302,6 +2318,10 @@ type Error struct {
 	// - `storage_quota`: 413: what a deployment or account keeps in the dbt sync object store
 	// - `embed_access_limit`: 400: embed access entries of one workbook, folder or the root
 	// - `api_key_limit`: 400: live API keys of one account (`API_KEY_MAX_PER_ACCOUNT`)
+	// - `invalid_idempotency_key`: 400: an Idempotency-Key that is not 1 to 255 visible ASCII characters
+	// - `idempotency_key_in_use`: 409: the key's first request is still running
+	// - `idempotency_key_reused`: 422: the key was used with another request
+	// - `idempotency_limit`: 429: the account's Idempotency-Key records or bytes within their window
 	Code ErrorCode `json:"code"`
 
 	// Message Example: folder 12 not found
@@ -2349,6 +2369,10 @@ type Error struct {
 // - `storage_quota`: 413: what a deployment or account keeps in the dbt sync object store
 // - `embed_access_limit`: 400: embed access entries of one workbook, folder or the root
 // - `api_key_limit`: 400: live API keys of one account (`API_KEY_MAX_PER_ACCOUNT`)
+// - `invalid_idempotency_key`: 400: an Idempotency-Key that is not 1 to 255 visible ASCII characters
+// - `idempotency_key_in_use`: 409: the key's first request is still running
+// - `idempotency_key_reused`: 422: the key was used with another request
+// - `idempotency_limit`: 429: the account's Idempotency-Key records or bytes within their window
 type ErrorCode string
 
 // ExchangeSessionRequest defines model for ExchangeSessionRequest.
@@ -3153,6 +3177,9 @@ type First = int
 // FolderId defines model for FolderId.
 type FolderId = int64
 
+// IdempotencyKey defines model for IdempotencyKey.
+type IdempotencyKey = string
+
 // PublicId defines model for PublicId.
 type PublicId = string
 
@@ -3199,6 +3226,21 @@ type Forbidden = Error
 // HTTP status code; `code` is stable and machine-readable (branch on it, not on `message`);
 // `message` says what was wrong in words.
 type GatewayTimeout = Error
+
+// IdempotencyKeyInUse Error body of every failure (and of each failed bulk-move item). `status` repeats the
+// HTTP status code; `code` is stable and machine-readable (branch on it, not on `message`);
+// `message` says what was wrong in words.
+type IdempotencyKeyInUse = Error
+
+// IdempotencyKeyReused Error body of every failure (and of each failed bulk-move item). `status` repeats the
+// HTTP status code; `code` is stable and machine-readable (branch on it, not on `message`);
+// `message` says what was wrong in words.
+type IdempotencyKeyReused = Error
+
+// IdempotencyLimit Error body of every failure (and of each failed bulk-move item). `status` repeats the
+// HTTP status code; `code` is stable and machine-readable (branch on it, not on `message`);
+// `message` says what was wrong in words.
+type IdempotencyLimit = Error
 
 // JobLimit Error body of every failure (and of each failed bulk-move item). `status` repeats the
 // HTTP status code; `code` is stable and machine-readable (branch on it, not on `message`);
@@ -3252,6 +3294,32 @@ type ListApiKeysParams struct {
 	After *After `form:"after,omitempty" json:"after,omitempty"`
 }
 
+// CreateApiKeyParams defines parameters for CreateApiKey.
+type CreateApiKeyParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// RotateApiKeyParams defines parameters for RotateApiKey.
+type RotateApiKeyParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
 // ListAuditEventsParams defines parameters for ListAuditEvents.
 type ListAuditEventsParams struct {
 	From         *time.Time `form:"from,omitempty" json:"from,omitempty"`
@@ -3284,6 +3352,45 @@ type ListDbtSyncJobsParams struct {
 	After *After `form:"after,omitempty" json:"after,omitempty"`
 }
 
+// StartDbtSyncParams defines parameters for StartDbtSync.
+type StartDbtSyncParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// CancelDbtSyncJobParams defines parameters for CancelDbtSyncJob.
+type CancelDbtSyncJobParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// RetryDbtSyncJobParams defines parameters for RetryDbtSyncJob.
+type RetryDbtSyncJobParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
 // ListEmbedTenantWorkbooksParams defines parameters for ListEmbedTenantWorkbooks.
 type ListEmbedTenantWorkbooksParams struct {
 	AccessSource *ListEmbedTenantWorkbooksParamsAccessSource `form:"accessSource,omitempty" json:"accessSource,omitempty"`
@@ -3300,6 +3407,84 @@ type ListEmbedTenantWorkbooksParams struct {
 
 // ListEmbedTenantWorkbooksParamsAccessSource defines parameters for ListEmbedTenantWorkbooks.
 type ListEmbedTenantWorkbooksParamsAccessSource string
+
+// CreateFolderParams defines parameters for CreateFolder.
+type CreateFolderParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// CreateReportParams defines parameters for CreateReport.
+type CreateReportParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// CreateDataApiTokenParams defines parameters for CreateDataApiToken.
+type CreateDataApiTokenParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// CreateWorkbookParams defines parameters for CreateWorkbook.
+type CreateWorkbookParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// PublishWorkbookParams defines parameters for PublishWorkbook.
+type PublishWorkbookParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// UnpublishWorkbookParams defines parameters for UnpublishWorkbook.
+type UnpublishWorkbookParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
 
 // ListWorkspaceItemsParams defines parameters for ListWorkspaceItems.
 type ListWorkspaceItemsParams struct {
@@ -3341,6 +3526,32 @@ type ListWorkspaceItemsParamsCreatedBy string
 // ListWorkspaceItemsParamsSort defines parameters for ListWorkspaceItems.
 type ListWorkspaceItemsParamsSort string
 
+// BulkMoveWorkspaceItemsParams defines parameters for BulkMoveWorkspaceItems.
+type BulkMoveWorkspaceItemsParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// MoveWorkspaceItemParams defines parameters for MoveWorkspaceItem.
+type MoveWorkspaceItemParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
 // ListEmbedTenantGroupsParams defines parameters for ListEmbedTenantGroups.
 type ListEmbedTenantGroupsParams struct {
 	// First Page size, 1 to 200; 50 when absent or empty. Anything else is `400` with the same message
@@ -3363,6 +3574,19 @@ type ListEmbedTenantGroupMembersParams struct {
 	// cursor the list cannot read (another list's, or another sort's) is `400` with the same
 	// message on every list: `after is not a cursor returned by this list`.
 	After *After `form:"after,omitempty" json:"after,omitempty"`
+}
+
+// AddEmbedTenantGroupMembersParams defines parameters for AddEmbedTenantGroupMembers.
+type AddEmbedTenantGroupMembersParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
 // ListEmbedTenantUserAttributesParams defines parameters for ListEmbedTenantUserAttributes.
@@ -3403,6 +3627,32 @@ type ListEmbedDashboardsParams struct {
 	After *After `form:"after,omitempty" json:"after,omitempty"`
 }
 
+// GenerateEmbedSessionParams defines parameters for GenerateEmbedSession.
+type GenerateEmbedSessionParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// CreateEmbedAiCredentialsParams defines parameters for CreateEmbedAiCredentials.
+type CreateEmbedAiCredentialsParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
 // ListEmbedSessionsParams defines parameters for ListEmbedSessions.
 type ListEmbedSessionsParams struct {
 	DeploymentId *int64                        `form:"deploymentId,omitempty" json:"deploymentId,omitempty"`
@@ -3436,6 +3686,19 @@ type ListGroupsParams struct {
 	After *After `form:"after,omitempty" json:"after,omitempty"`
 }
 
+// CreateGroupParams defines parameters for CreateGroup.
+type CreateGroupParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
 // ListGroupMembersParams defines parameters for ListGroupMembers.
 type ListGroupMembersParams struct {
 	// First Page size, 1 to 200; 50 when absent or empty. Anything else is `400` with the same message
@@ -3448,6 +3711,19 @@ type ListGroupMembersParams struct {
 	After *After `form:"after,omitempty" json:"after,omitempty"`
 }
 
+// AddGroupMembersParams defines parameters for AddGroupMembers.
+type AddGroupMembersParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
 // ListUserAttributesParams defines parameters for ListUserAttributes.
 type ListUserAttributesParams struct {
 	// First Page size, 1 to 200; 50 when absent or empty. Anything else is `400` with the same message
@@ -3458,6 +3734,19 @@ type ListUserAttributesParams struct {
 	// cursor the list cannot read (another list's, or another sort's) is `400` with the same
 	// message on every list: `after is not a cursor returned by this list`.
 	After *After `form:"after,omitempty" json:"after,omitempty"`
+}
+
+// CreateUserAttributeParams defines parameters for CreateUserAttribute.
+type CreateUserAttributeParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
 // ListBranchesParams defines parameters for ListBranches.
@@ -3482,6 +3771,19 @@ type ListBranchFilesParams struct {
 type GetBranchFileParams struct {
 	// Version A kept version of the branch (see `listBranchVersions`); omit for the latest.
 	Version *BranchVersionParam `form:"version,omitempty" json:"version,omitempty"`
+}
+
+// OpenBranchParams defines parameters for OpenBranch.
+type OpenBranchParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
 // ListBranchVersionsParams defines parameters for ListBranchVersions.
@@ -4095,7 +4397,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/api-keys (the `CreateApiKey` operationId).
-	CreateApiKeyWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateApiKeyWithBody(ctx context.Context, params *CreateApiKeyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateApiKey Create an API key
 	//
@@ -4114,7 +4416,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/api-keys (the `CreateApiKey` operationId).
-	CreateApiKey(ctx context.Context, body CreateApiKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateApiKey(ctx context.Context, params *CreateApiKeyParams, body CreateApiKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RevokeApiKey Revoke an API key
 	//
@@ -4148,7 +4450,7 @@ type ClientInterface interface {
 	// (`platform.api_key.rotate`). Who may: as `listApiKeys`.
 	//
 	// Corresponds with POST /api/v1/api-keys/{id}/rotate (the `RotateApiKey` operationId).
-	RotateApiKey(ctx context.Context, id ApiKeyId, reqEditors ...RequestEditorFn) (*http.Response, error)
+	RotateApiKey(ctx context.Context, id ApiKeyId, params *RotateApiKeyParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListAuditEvents List the account's audit events
 	//
@@ -4242,7 +4544,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/dbt-sync (the `StartDbtSync` operationId).
-	StartDbtSyncWithBody(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	StartDbtSyncWithBody(ctx context.Context, deploymentId DeploymentId, params *StartDbtSyncParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// StartDbtSync Start a dbt sync
 	//
@@ -4271,7 +4573,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/dbt-sync (the `StartDbtSync` operationId).
-	StartDbtSync(ctx context.Context, deploymentId DeploymentId, body StartDbtSyncJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	StartDbtSync(ctx context.Context, deploymentId DeploymentId, params *StartDbtSyncParams, body StartDbtSyncJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetDbtSyncJob Get a dbt sync job
 	//
@@ -4288,7 +4590,7 @@ type ClientInterface interface {
 	// keeps its outcome. A finished job is `409`. Requires `developer` or higher. No body.
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/dbt-sync/{syncJobId}/cancel (the `CancelDbtSyncJob` operationId).
-	CancelDbtSyncJob(ctx context.Context, deploymentId DeploymentId, syncJobId SyncJobId, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CancelDbtSyncJob(ctx context.Context, deploymentId DeploymentId, syncJobId SyncJobId, params *CancelDbtSyncJobParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RetryDbtSyncJob Retry a finished dbt sync job
 	//
@@ -4303,7 +4605,7 @@ type ClientInterface interface {
 	// `developer` or higher. No body.
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/dbt-sync/{syncJobId}/retry (the `RetryDbtSyncJob` operationId).
-	RetryDbtSyncJob(ctx context.Context, deploymentId DeploymentId, syncJobId SyncJobId, reqEditors ...RequestEditorFn) (*http.Response, error)
+	RetryDbtSyncJob(ctx context.Context, deploymentId DeploymentId, syncJobId SyncJobId, params *RetryDbtSyncJobParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetRootEmbedAccess Get the embed grants on the deployment's root
 	//
@@ -4359,7 +4661,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/folders (the `CreateFolder` operationId).
-	CreateFolderWithBody(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateFolderWithBody(ctx context.Context, deploymentId DeploymentId, params *CreateFolderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateFolder Create a folder
 	//
@@ -4371,7 +4673,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/folders (the `CreateFolder` operationId).
-	CreateFolder(ctx context.Context, deploymentId DeploymentId, body CreateFolderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateFolder(ctx context.Context, deploymentId DeploymentId, params *CreateFolderParams, body CreateFolderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DeleteFolder Delete an empty folder
 	//
@@ -4485,7 +4787,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/reports (the `CreateReport` operationId).
-	CreateReportWithBody(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateReportWithBody(ctx context.Context, deploymentId DeploymentId, params *CreateReportParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateReport Create a report
 	//
@@ -4495,7 +4797,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/reports (the `CreateReport` operationId).
-	CreateReport(ctx context.Context, deploymentId DeploymentId, body CreateReportJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateReport(ctx context.Context, deploymentId DeploymentId, params *CreateReportParams, body CreateReportJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DeleteReport Delete a report
 	//
@@ -4555,7 +4857,7 @@ type ClientInterface interface {
 	// `GET /api/v1/embed/session` shows the same values.
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/token (the `CreateDataApiToken` operationId).
-	CreateDataApiToken(ctx context.Context, deploymentId DeploymentId, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateDataApiToken(ctx context.Context, deploymentId DeploymentId, params *CreateDataApiTokenParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateWorkbookWithBody Create a workbook
 	//
@@ -4566,7 +4868,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks (the `CreateWorkbook` operationId).
-	CreateWorkbookWithBody(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateWorkbookWithBody(ctx context.Context, deploymentId DeploymentId, params *CreateWorkbookParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateWorkbook Create a workbook
 	//
@@ -4577,7 +4879,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks (the `CreateWorkbook` operationId).
-	CreateWorkbook(ctx context.Context, deploymentId DeploymentId, body CreateWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateWorkbook(ctx context.Context, deploymentId DeploymentId, params *CreateWorkbookParams, body CreateWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DeleteWorkbook Delete a workbook
 	//
@@ -4693,7 +4995,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/publish (the `PublishWorkbook` operationId).
-	PublishWorkbookWithBody(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	PublishWorkbookWithBody(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *PublishWorkbookParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PublishWorkbook Publish the workbook's dashboard draft
 	//
@@ -4713,7 +5015,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/publish (the `PublishWorkbook` operationId).
-	PublishWorkbook(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, body PublishWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	PublishWorkbook(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *PublishWorkbookParams, body PublishWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// UnpublishWorkbook Archive the workbook's published dashboard
 	//
@@ -4723,7 +5025,7 @@ type ClientInterface interface {
 	// `409`. No request body.
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/unpublish (the `UnpublishWorkbook` operationId).
-	UnpublishWorkbook(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, reqEditors ...RequestEditorFn) (*http.Response, error)
+	UnpublishWorkbook(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *UnpublishWorkbookParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListWorkspaceItems List the children of a folder or of the root
 	//
@@ -4783,7 +5085,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/bulk-move (the `BulkMoveWorkspaceItems` operationId).
-	BulkMoveWorkspaceItemsWithBody(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	BulkMoveWorkspaceItemsWithBody(ctx context.Context, deploymentId DeploymentId, params *BulkMoveWorkspaceItemsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// BulkMoveWorkspaceItems Move up to 100 workspace items
 	//
@@ -4820,7 +5122,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/bulk-move (the `BulkMoveWorkspaceItems` operationId).
-	BulkMoveWorkspaceItems(ctx context.Context, deploymentId DeploymentId, body BulkMoveWorkspaceItemsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	BulkMoveWorkspaceItems(ctx context.Context, deploymentId DeploymentId, params *BulkMoveWorkspaceItemsParams, body BulkMoveWorkspaceItemsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RemoveFavorite Remove an item from the caller's favorites
 	//
@@ -4853,7 +5155,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/move (the `MoveWorkspaceItem` operationId).
-	MoveWorkspaceItemWithBody(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	MoveWorkspaceItemWithBody(ctx context.Context, deploymentId DeploymentId, params *MoveWorkspaceItemParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// MoveWorkspaceItem Move one workspace item
 	//
@@ -4869,7 +5171,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/move (the `MoveWorkspaceItem` operationId).
-	MoveWorkspaceItem(ctx context.Context, deploymentId DeploymentId, body MoveWorkspaceItemJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	MoveWorkspaceItem(ctx context.Context, deploymentId DeploymentId, params *MoveWorkspaceItemParams, body MoveWorkspaceItemJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetApiReference This document as an interactive reference, in HTML
 	//
@@ -4926,7 +5228,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/embed-tenants/{embedTenantName}/groups/{id}/users (the `AddEmbedTenantGroupMembers` operationId).
-	AddEmbedTenantGroupMembersWithBody(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	AddEmbedTenantGroupMembersWithBody(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, params *AddEmbedTenantGroupMembersParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// AddEmbedTenantGroupMembers Add external users to an embed-tenant group
 	//
@@ -4943,7 +5245,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/embed-tenants/{embedTenantName}/groups/{id}/users (the `AddEmbedTenantGroupMembers` operationId).
-	AddEmbedTenantGroupMembers(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, body AddEmbedTenantGroupMembersJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	AddEmbedTenantGroupMembers(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, params *AddEmbedTenantGroupMembersParams, body AddEmbedTenantGroupMembersJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RemoveEmbedTenantGroupMember Remove an external user from an embed-tenant group
 	//
@@ -5111,7 +5413,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/embed/generate-session (the `GenerateEmbedSession` operationId).
-	GenerateEmbedSessionWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	GenerateEmbedSessionWithBody(ctx context.Context, params *GenerateEmbedSessionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GenerateEmbedSession Mint an embed session
 	//
@@ -5164,7 +5466,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/embed/generate-session (the `GenerateEmbedSession` operationId).
-	GenerateEmbedSession(ctx context.Context, body GenerateEmbedSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	GenerateEmbedSession(ctx context.Context, params *GenerateEmbedSessionParams, body GenerateEmbedSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetEmbedSession Describe the current embed session
 	//
@@ -5181,7 +5483,7 @@ type ClientInterface interface {
 	// setting it inherits) is `403`: the switch is enforced here, server-side.
 	//
 	// Corresponds with POST /api/v1/embed/session/ai-credentials (the `CreateEmbedAiCredentials` operationId).
-	CreateEmbedAiCredentials(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateEmbedAiCredentials(ctx context.Context, params *CreateEmbedAiCredentialsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ExchangeEmbedSessionWithBody Exchange a session identifier for an embed token
 	//
@@ -5369,7 +5671,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/groups (the `CreateGroup` operationId).
-	CreateGroupWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateGroupWithBody(ctx context.Context, params *CreateGroupParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateGroup Create an account-wide group
 	//
@@ -5382,7 +5684,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/groups (the `CreateGroup` operationId).
-	CreateGroup(ctx context.Context, body CreateGroupJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateGroup(ctx context.Context, params *CreateGroupParams, body CreateGroupJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DeleteGroup Delete an account-wide group
 	//
@@ -5417,7 +5719,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/groups/{id}/users (the `AddGroupMembers` operationId).
-	AddGroupMembersWithBody(ctx context.Context, id DefinitionId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	AddGroupMembersWithBody(ctx context.Context, id DefinitionId, params *AddGroupMembersParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// AddGroupMembers Add external users to an account-wide group
 	//
@@ -5431,7 +5733,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/groups/{id}/users (the `AddGroupMembers` operationId).
-	AddGroupMembers(ctx context.Context, id DefinitionId, body AddGroupMembersJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	AddGroupMembers(ctx context.Context, id DefinitionId, params *AddGroupMembersParams, body AddGroupMembersJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RemoveGroupMember Remove an external user from an account-wide group
 	//
@@ -5470,7 +5772,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/user-attributes (the `CreateUserAttribute` operationId).
-	CreateUserAttributeWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateUserAttributeWithBody(ctx context.Context, params *CreateUserAttributeParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateUserAttribute Create an account-wide user-attribute definition
 	//
@@ -5483,7 +5785,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/user-attributes (the `CreateUserAttribute` operationId).
-	CreateUserAttribute(ctx context.Context, body CreateUserAttributeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateUserAttribute(ctx context.Context, params *CreateUserAttributeParams, body CreateUserAttributeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DeleteUserAttribute Delete an account-wide user-attribute definition
 	//
@@ -5535,7 +5837,7 @@ type ClientInterface interface {
 	// No request body. Requires `developer` or higher.
 	//
 	// Corresponds with POST /build/api/v1/deployments/{deploymentId}/branches/{branchName}/open (the `OpenBranch` operationId).
-	OpenBranch(ctx context.Context, deploymentId DeploymentId, branchName BranchName, reqEditors ...RequestEditorFn) (*http.Response, error)
+	OpenBranch(ctx context.Context, deploymentId DeploymentId, branchName BranchName, params *OpenBranchParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SetBranchStagingWithBody Enable or disable the branch's staging environment
 	//
@@ -5606,8 +5908,8 @@ func (c *Client) ListApiKeys(ctx context.Context, params *ListApiKeysParams, req
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/api-keys (the `CreateApiKey` operationId).
-func (c *Client) CreateApiKeyWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateApiKeyRequestWithBody(c.Server, contentType, body)
+func (c *Client) CreateApiKeyWithBody(ctx context.Context, params *CreateApiKeyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateApiKeyRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5635,8 +5937,8 @@ func (c *Client) CreateApiKeyWithBody(ctx context.Context, contentType string, b
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/api-keys (the `CreateApiKey` operationId).
-func (c *Client) CreateApiKey(ctx context.Context, body CreateApiKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateApiKeyRequest(c.Server, body)
+func (c *Client) CreateApiKey(ctx context.Context, params *CreateApiKeyParams, body CreateApiKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateApiKeyRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5699,8 +6001,8 @@ func (c *Client) GetApiKey(ctx context.Context, id ApiKeyId, reqEditors ...Reque
 // (`platform.api_key.rotate`). Who may: as `listApiKeys`.
 //
 // Corresponds with POST /api/v1/api-keys/{id}/rotate (the `RotateApiKey` operationId).
-func (c *Client) RotateApiKey(ctx context.Context, id ApiKeyId, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewRotateApiKeyRequest(c.Server, id)
+func (c *Client) RotateApiKey(ctx context.Context, id ApiKeyId, params *RotateApiKeyParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRotateApiKeyRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -5853,8 +6155,8 @@ func (c *Client) ListDbtSyncJobs(ctx context.Context, deploymentId DeploymentId,
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/dbt-sync (the `StartDbtSync` operationId).
-func (c *Client) StartDbtSyncWithBody(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewStartDbtSyncRequestWithBody(c.Server, deploymentId, contentType, body)
+func (c *Client) StartDbtSyncWithBody(ctx context.Context, deploymentId DeploymentId, params *StartDbtSyncParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewStartDbtSyncRequestWithBody(c.Server, deploymentId, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5892,8 +6194,8 @@ func (c *Client) StartDbtSyncWithBody(ctx context.Context, deploymentId Deployme
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/dbt-sync (the `StartDbtSync` operationId).
-func (c *Client) StartDbtSync(ctx context.Context, deploymentId DeploymentId, body StartDbtSyncJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewStartDbtSyncRequest(c.Server, deploymentId, body)
+func (c *Client) StartDbtSync(ctx context.Context, deploymentId DeploymentId, params *StartDbtSyncParams, body StartDbtSyncJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewStartDbtSyncRequest(c.Server, deploymentId, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5929,8 +6231,8 @@ func (c *Client) GetDbtSyncJob(ctx context.Context, deploymentId DeploymentId, s
 // keeps its outcome. A finished job is `409`. Requires `developer` or higher. No body.
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/dbt-sync/{syncJobId}/cancel (the `CancelDbtSyncJob` operationId).
-func (c *Client) CancelDbtSyncJob(ctx context.Context, deploymentId DeploymentId, syncJobId SyncJobId, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCancelDbtSyncJobRequest(c.Server, deploymentId, syncJobId)
+func (c *Client) CancelDbtSyncJob(ctx context.Context, deploymentId DeploymentId, syncJobId SyncJobId, params *CancelDbtSyncJobParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCancelDbtSyncJobRequest(c.Server, deploymentId, syncJobId, params)
 	if err != nil {
 		return nil, err
 	}
@@ -5954,8 +6256,8 @@ func (c *Client) CancelDbtSyncJob(ctx context.Context, deploymentId DeploymentId
 // `developer` or higher. No body.
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/dbt-sync/{syncJobId}/retry (the `RetryDbtSyncJob` operationId).
-func (c *Client) RetryDbtSyncJob(ctx context.Context, deploymentId DeploymentId, syncJobId SyncJobId, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewRetryDbtSyncJobRequest(c.Server, deploymentId, syncJobId)
+func (c *Client) RetryDbtSyncJob(ctx context.Context, deploymentId DeploymentId, syncJobId SyncJobId, params *RetryDbtSyncJobParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRetryDbtSyncJobRequest(c.Server, deploymentId, syncJobId, params)
 	if err != nil {
 		return nil, err
 	}
@@ -6060,8 +6362,8 @@ func (c *Client) ListEmbedTenantWorkbooks(ctx context.Context, deploymentId Depl
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/folders (the `CreateFolder` operationId).
-func (c *Client) CreateFolderWithBody(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateFolderRequestWithBody(c.Server, deploymentId, contentType, body)
+func (c *Client) CreateFolderWithBody(ctx context.Context, deploymentId DeploymentId, params *CreateFolderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateFolderRequestWithBody(c.Server, deploymentId, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -6082,8 +6384,8 @@ func (c *Client) CreateFolderWithBody(ctx context.Context, deploymentId Deployme
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/folders (the `CreateFolder` operationId).
-func (c *Client) CreateFolder(ctx context.Context, deploymentId DeploymentId, body CreateFolderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateFolderRequest(c.Server, deploymentId, body)
+func (c *Client) CreateFolder(ctx context.Context, deploymentId DeploymentId, params *CreateFolderParams, body CreateFolderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateFolderRequest(c.Server, deploymentId, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -6306,8 +6608,8 @@ func (c *Client) SetFolderPermissions(ctx context.Context, deploymentId Deployme
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/reports (the `CreateReport` operationId).
-func (c *Client) CreateReportWithBody(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateReportRequestWithBody(c.Server, deploymentId, contentType, body)
+func (c *Client) CreateReportWithBody(ctx context.Context, deploymentId DeploymentId, params *CreateReportParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateReportRequestWithBody(c.Server, deploymentId, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -6326,8 +6628,8 @@ func (c *Client) CreateReportWithBody(ctx context.Context, deploymentId Deployme
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/reports (the `CreateReport` operationId).
-func (c *Client) CreateReport(ctx context.Context, deploymentId DeploymentId, body CreateReportJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateReportRequest(c.Server, deploymentId, body)
+func (c *Client) CreateReport(ctx context.Context, deploymentId DeploymentId, params *CreateReportParams, body CreateReportJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateReportRequest(c.Server, deploymentId, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -6437,8 +6739,8 @@ func (c *Client) UpdateReport(ctx context.Context, deploymentId DeploymentId, re
 // `GET /api/v1/embed/session` shows the same values.
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/token (the `CreateDataApiToken` operationId).
-func (c *Client) CreateDataApiToken(ctx context.Context, deploymentId DeploymentId, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateDataApiTokenRequest(c.Server, deploymentId)
+func (c *Client) CreateDataApiToken(ctx context.Context, deploymentId DeploymentId, params *CreateDataApiTokenParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateDataApiTokenRequest(c.Server, deploymentId, params)
 	if err != nil {
 		return nil, err
 	}
@@ -6458,8 +6760,8 @@ func (c *Client) CreateDataApiToken(ctx context.Context, deploymentId Deployment
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks (the `CreateWorkbook` operationId).
-func (c *Client) CreateWorkbookWithBody(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateWorkbookRequestWithBody(c.Server, deploymentId, contentType, body)
+func (c *Client) CreateWorkbookWithBody(ctx context.Context, deploymentId DeploymentId, params *CreateWorkbookParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateWorkbookRequestWithBody(c.Server, deploymentId, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -6479,8 +6781,8 @@ func (c *Client) CreateWorkbookWithBody(ctx context.Context, deploymentId Deploy
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks (the `CreateWorkbook` operationId).
-func (c *Client) CreateWorkbook(ctx context.Context, deploymentId DeploymentId, body CreateWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateWorkbookRequest(c.Server, deploymentId, body)
+func (c *Client) CreateWorkbook(ctx context.Context, deploymentId DeploymentId, params *CreateWorkbookParams, body CreateWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateWorkbookRequest(c.Server, deploymentId, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -6675,8 +6977,8 @@ func (c *Client) SetWorkbookEmbedAccess(ctx context.Context, deploymentId Deploy
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/publish (the `PublishWorkbook` operationId).
-func (c *Client) PublishWorkbookWithBody(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewPublishWorkbookRequestWithBody(c.Server, deploymentId, workbookId, contentType, body)
+func (c *Client) PublishWorkbookWithBody(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *PublishWorkbookParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPublishWorkbookRequestWithBody(c.Server, deploymentId, workbookId, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -6705,8 +7007,8 @@ func (c *Client) PublishWorkbookWithBody(ctx context.Context, deploymentId Deplo
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/publish (the `PublishWorkbook` operationId).
-func (c *Client) PublishWorkbook(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, body PublishWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewPublishWorkbookRequest(c.Server, deploymentId, workbookId, body)
+func (c *Client) PublishWorkbook(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *PublishWorkbookParams, body PublishWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPublishWorkbookRequest(c.Server, deploymentId, workbookId, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -6725,8 +7027,8 @@ func (c *Client) PublishWorkbook(ctx context.Context, deploymentId DeploymentId,
 // `409`. No request body.
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/unpublish (the `UnpublishWorkbook` operationId).
-func (c *Client) UnpublishWorkbook(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewUnpublishWorkbookRequest(c.Server, deploymentId, workbookId)
+func (c *Client) UnpublishWorkbook(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *UnpublishWorkbookParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUnpublishWorkbookRequest(c.Server, deploymentId, workbookId, params)
 	if err != nil {
 		return nil, err
 	}
@@ -6805,8 +7107,8 @@ func (c *Client) ListWorkspaceItems(ctx context.Context, deploymentId Deployment
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/bulk-move (the `BulkMoveWorkspaceItems` operationId).
-func (c *Client) BulkMoveWorkspaceItemsWithBody(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewBulkMoveWorkspaceItemsRequestWithBody(c.Server, deploymentId, contentType, body)
+func (c *Client) BulkMoveWorkspaceItemsWithBody(ctx context.Context, deploymentId DeploymentId, params *BulkMoveWorkspaceItemsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewBulkMoveWorkspaceItemsRequestWithBody(c.Server, deploymentId, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -6852,8 +7154,8 @@ func (c *Client) BulkMoveWorkspaceItemsWithBody(ctx context.Context, deploymentI
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/bulk-move (the `BulkMoveWorkspaceItems` operationId).
-func (c *Client) BulkMoveWorkspaceItems(ctx context.Context, deploymentId DeploymentId, body BulkMoveWorkspaceItemsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewBulkMoveWorkspaceItemsRequest(c.Server, deploymentId, body)
+func (c *Client) BulkMoveWorkspaceItems(ctx context.Context, deploymentId DeploymentId, params *BulkMoveWorkspaceItemsParams, body BulkMoveWorkspaceItemsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewBulkMoveWorkspaceItemsRequest(c.Server, deploymentId, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -6915,8 +7217,8 @@ func (c *Client) AddFavorite(ctx context.Context, deploymentId DeploymentId, pTy
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/move (the `MoveWorkspaceItem` operationId).
-func (c *Client) MoveWorkspaceItemWithBody(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewMoveWorkspaceItemRequestWithBody(c.Server, deploymentId, contentType, body)
+func (c *Client) MoveWorkspaceItemWithBody(ctx context.Context, deploymentId DeploymentId, params *MoveWorkspaceItemParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewMoveWorkspaceItemRequestWithBody(c.Server, deploymentId, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -6941,8 +7243,8 @@ func (c *Client) MoveWorkspaceItemWithBody(ctx context.Context, deploymentId Dep
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/move (the `MoveWorkspaceItem` operationId).
-func (c *Client) MoveWorkspaceItem(ctx context.Context, deploymentId DeploymentId, body MoveWorkspaceItemJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewMoveWorkspaceItemRequest(c.Server, deploymentId, body)
+func (c *Client) MoveWorkspaceItem(ctx context.Context, deploymentId DeploymentId, params *MoveWorkspaceItemParams, body MoveWorkspaceItemJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewMoveWorkspaceItemRequest(c.Server, deploymentId, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -7048,8 +7350,8 @@ func (c *Client) ListEmbedTenantGroupMembers(ctx context.Context, embedTenantNam
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/embed-tenants/{embedTenantName}/groups/{id}/users (the `AddEmbedTenantGroupMembers` operationId).
-func (c *Client) AddEmbedTenantGroupMembersWithBody(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewAddEmbedTenantGroupMembersRequestWithBody(c.Server, embedTenantName, id, contentType, body)
+func (c *Client) AddEmbedTenantGroupMembersWithBody(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, params *AddEmbedTenantGroupMembersParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAddEmbedTenantGroupMembersRequestWithBody(c.Server, embedTenantName, id, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -7075,8 +7377,8 @@ func (c *Client) AddEmbedTenantGroupMembersWithBody(ctx context.Context, embedTe
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/embed-tenants/{embedTenantName}/groups/{id}/users (the `AddEmbedTenantGroupMembers` operationId).
-func (c *Client) AddEmbedTenantGroupMembers(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, body AddEmbedTenantGroupMembersJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewAddEmbedTenantGroupMembersRequest(c.Server, embedTenantName, id, body)
+func (c *Client) AddEmbedTenantGroupMembers(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, params *AddEmbedTenantGroupMembersParams, body AddEmbedTenantGroupMembersJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAddEmbedTenantGroupMembersRequest(c.Server, embedTenantName, id, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -7343,8 +7645,8 @@ func (c *Client) GetEmbedDashboard(ctx context.Context, publicId PublicId, reqEd
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/embed/generate-session (the `GenerateEmbedSession` operationId).
-func (c *Client) GenerateEmbedSessionWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewGenerateEmbedSessionRequestWithBody(c.Server, contentType, body)
+func (c *Client) GenerateEmbedSessionWithBody(ctx context.Context, params *GenerateEmbedSessionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGenerateEmbedSessionRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -7406,8 +7708,8 @@ func (c *Client) GenerateEmbedSessionWithBody(ctx context.Context, contentType s
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/embed/generate-session (the `GenerateEmbedSession` operationId).
-func (c *Client) GenerateEmbedSession(ctx context.Context, body GenerateEmbedSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewGenerateEmbedSessionRequest(c.Server, body)
+func (c *Client) GenerateEmbedSession(ctx context.Context, params *GenerateEmbedSessionParams, body GenerateEmbedSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGenerateEmbedSessionRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -7443,8 +7745,8 @@ func (c *Client) GetEmbedSession(ctx context.Context, reqEditors ...RequestEdito
 // setting it inherits) is `403`: the switch is enforced here, server-side.
 //
 // Corresponds with POST /api/v1/embed/session/ai-credentials (the `CreateEmbedAiCredentials` operationId).
-func (c *Client) CreateEmbedAiCredentials(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateEmbedAiCredentialsRequest(c.Server)
+func (c *Client) CreateEmbedAiCredentials(ctx context.Context, params *CreateEmbedAiCredentialsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateEmbedAiCredentialsRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -7751,8 +8053,8 @@ func (c *Client) ListGroups(ctx context.Context, params *ListGroupsParams, reqEd
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/groups (the `CreateGroup` operationId).
-func (c *Client) CreateGroupWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateGroupRequestWithBody(c.Server, contentType, body)
+func (c *Client) CreateGroupWithBody(ctx context.Context, params *CreateGroupParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateGroupRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -7774,8 +8076,8 @@ func (c *Client) CreateGroupWithBody(ctx context.Context, contentType string, bo
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/groups (the `CreateGroup` operationId).
-func (c *Client) CreateGroup(ctx context.Context, body CreateGroupJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateGroupRequest(c.Server, body)
+func (c *Client) CreateGroup(ctx context.Context, params *CreateGroupParams, body CreateGroupJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateGroupRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -7839,8 +8141,8 @@ func (c *Client) ListGroupMembers(ctx context.Context, id DefinitionId, params *
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/groups/{id}/users (the `AddGroupMembers` operationId).
-func (c *Client) AddGroupMembersWithBody(ctx context.Context, id DefinitionId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewAddGroupMembersRequestWithBody(c.Server, id, contentType, body)
+func (c *Client) AddGroupMembersWithBody(ctx context.Context, id DefinitionId, params *AddGroupMembersParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAddGroupMembersRequestWithBody(c.Server, id, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -7863,8 +8165,8 @@ func (c *Client) AddGroupMembersWithBody(ctx context.Context, id DefinitionId, c
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/groups/{id}/users (the `AddGroupMembers` operationId).
-func (c *Client) AddGroupMembers(ctx context.Context, id DefinitionId, body AddGroupMembersJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewAddGroupMembersRequest(c.Server, id, body)
+func (c *Client) AddGroupMembers(ctx context.Context, id DefinitionId, params *AddGroupMembersParams, body AddGroupMembersJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAddGroupMembersRequest(c.Server, id, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -7942,8 +8244,8 @@ func (c *Client) ListUserAttributes(ctx context.Context, params *ListUserAttribu
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/user-attributes (the `CreateUserAttribute` operationId).
-func (c *Client) CreateUserAttributeWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateUserAttributeRequestWithBody(c.Server, contentType, body)
+func (c *Client) CreateUserAttributeWithBody(ctx context.Context, params *CreateUserAttributeParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateUserAttributeRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -7965,8 +8267,8 @@ func (c *Client) CreateUserAttributeWithBody(ctx context.Context, contentType st
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/user-attributes (the `CreateUserAttribute` operationId).
-func (c *Client) CreateUserAttribute(ctx context.Context, body CreateUserAttributeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateUserAttributeRequest(c.Server, body)
+func (c *Client) CreateUserAttribute(ctx context.Context, params *CreateUserAttributeParams, body CreateUserAttributeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateUserAttributeRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -8077,8 +8379,8 @@ func (c *Client) GetBranchFile(ctx context.Context, deploymentId DeploymentId, b
 // No request body. Requires `developer` or higher.
 //
 // Corresponds with POST /build/api/v1/deployments/{deploymentId}/branches/{branchName}/open (the `OpenBranch` operationId).
-func (c *Client) OpenBranch(ctx context.Context, deploymentId DeploymentId, branchName BranchName, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewOpenBranchRequest(c.Server, deploymentId, branchName)
+func (c *Client) OpenBranch(ctx context.Context, deploymentId DeploymentId, branchName BranchName, params *OpenBranchParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOpenBranchRequest(c.Server, deploymentId, branchName, params)
 	if err != nil {
 		return nil, err
 	}
@@ -8215,18 +8517,18 @@ func NewListApiKeysRequest(server string, params *ListApiKeysParams) (*http.Requ
 }
 
 // NewCreateApiKeyRequest calls the generic CreateApiKey builder with application/json body
-func NewCreateApiKeyRequest(server string, body CreateApiKeyJSONRequestBody) (*http.Request, error) {
+func NewCreateApiKeyRequest(server string, params *CreateApiKeyParams, body CreateApiKeyJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewCreateApiKeyRequestWithBody(server, "application/json", bodyReader)
+	return NewCreateApiKeyRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewCreateApiKeyRequestWithBody constructs an http.Request for the CreateApiKey method, with any body, and a specified content type
-func NewCreateApiKeyRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewCreateApiKeyRequestWithBody(server string, params *CreateApiKeyParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -8250,6 +8552,21 @@ func NewCreateApiKeyRequestWithBody(server string, contentType string, body io.R
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -8323,7 +8640,7 @@ func NewGetApiKeyRequest(server string, id ApiKeyId) (*http.Request, error) {
 }
 
 // NewRotateApiKeyRequest constructs an http.Request for the RotateApiKey method
-func NewRotateApiKeyRequest(server string, id ApiKeyId) (*http.Request, error) {
+func NewRotateApiKeyRequest(server string, id ApiKeyId, params *RotateApiKeyParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -8351,6 +8668,21 @@ func NewRotateApiKeyRequest(server string, id ApiKeyId) (*http.Request, error) {
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -8661,18 +8993,18 @@ func NewListDbtSyncJobsRequest(server string, deploymentId DeploymentId, params 
 }
 
 // NewStartDbtSyncRequest calls the generic StartDbtSync builder with application/json body
-func NewStartDbtSyncRequest(server string, deploymentId DeploymentId, body StartDbtSyncJSONRequestBody) (*http.Request, error) {
+func NewStartDbtSyncRequest(server string, deploymentId DeploymentId, params *StartDbtSyncParams, body StartDbtSyncJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewStartDbtSyncRequestWithBody(server, deploymentId, "application/json", bodyReader)
+	return NewStartDbtSyncRequestWithBody(server, deploymentId, params, "application/json", bodyReader)
 }
 
 // NewStartDbtSyncRequestWithBody constructs an http.Request for the StartDbtSync method, with any body, and a specified content type
-func NewStartDbtSyncRequestWithBody(server string, deploymentId DeploymentId, contentType string, body io.Reader) (*http.Request, error) {
+func NewStartDbtSyncRequestWithBody(server string, deploymentId DeploymentId, params *StartDbtSyncParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -8703,6 +9035,21 @@ func NewStartDbtSyncRequestWithBody(server string, deploymentId DeploymentId, co
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -8749,7 +9096,7 @@ func NewGetDbtSyncJobRequest(server string, deploymentId DeploymentId, syncJobId
 }
 
 // NewCancelDbtSyncJobRequest constructs an http.Request for the CancelDbtSyncJob method
-func NewCancelDbtSyncJobRequest(server string, deploymentId DeploymentId, syncJobId SyncJobId) (*http.Request, error) {
+func NewCancelDbtSyncJobRequest(server string, deploymentId DeploymentId, syncJobId SyncJobId, params *CancelDbtSyncJobParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -8786,11 +9133,26 @@ func NewCancelDbtSyncJobRequest(server string, deploymentId DeploymentId, syncJo
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewRetryDbtSyncJobRequest constructs an http.Request for the RetryDbtSyncJob method
-func NewRetryDbtSyncJobRequest(server string, deploymentId DeploymentId, syncJobId SyncJobId) (*http.Request, error) {
+func NewRetryDbtSyncJobRequest(server string, deploymentId DeploymentId, syncJobId SyncJobId, params *RetryDbtSyncJobParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -8825,6 +9187,21 @@ func NewRetryDbtSyncJobRequest(server string, deploymentId DeploymentId, syncJob
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -9004,18 +9381,18 @@ func NewListEmbedTenantWorkbooksRequest(server string, deploymentId DeploymentId
 }
 
 // NewCreateFolderRequest calls the generic CreateFolder builder with application/json body
-func NewCreateFolderRequest(server string, deploymentId DeploymentId, body CreateFolderJSONRequestBody) (*http.Request, error) {
+func NewCreateFolderRequest(server string, deploymentId DeploymentId, params *CreateFolderParams, body CreateFolderJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewCreateFolderRequestWithBody(server, deploymentId, "application/json", bodyReader)
+	return NewCreateFolderRequestWithBody(server, deploymentId, params, "application/json", bodyReader)
 }
 
 // NewCreateFolderRequestWithBody constructs an http.Request for the CreateFolder method, with any body, and a specified content type
-func NewCreateFolderRequestWithBody(server string, deploymentId DeploymentId, contentType string, body io.Reader) (*http.Request, error) {
+func NewCreateFolderRequestWithBody(server string, deploymentId DeploymentId, params *CreateFolderParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -9046,6 +9423,21 @@ func NewCreateFolderRequestWithBody(server string, deploymentId DeploymentId, co
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -9377,18 +9769,18 @@ func NewSetFolderPermissionsRequestWithBody(server string, deploymentId Deployme
 }
 
 // NewCreateReportRequest calls the generic CreateReport builder with application/json body
-func NewCreateReportRequest(server string, deploymentId DeploymentId, body CreateReportJSONRequestBody) (*http.Request, error) {
+func NewCreateReportRequest(server string, deploymentId DeploymentId, params *CreateReportParams, body CreateReportJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewCreateReportRequestWithBody(server, deploymentId, "application/json", bodyReader)
+	return NewCreateReportRequestWithBody(server, deploymentId, params, "application/json", bodyReader)
 }
 
 // NewCreateReportRequestWithBody constructs an http.Request for the CreateReport method, with any body, and a specified content type
-func NewCreateReportRequestWithBody(server string, deploymentId DeploymentId, contentType string, body io.Reader) (*http.Request, error) {
+func NewCreateReportRequestWithBody(server string, deploymentId DeploymentId, params *CreateReportParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -9419,6 +9811,21 @@ func NewCreateReportRequestWithBody(server string, deploymentId DeploymentId, co
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -9560,7 +9967,7 @@ func NewUpdateReportRequestWithBody(server string, deploymentId DeploymentId, re
 }
 
 // NewCreateDataApiTokenRequest constructs an http.Request for the CreateDataApiToken method
-func NewCreateDataApiTokenRequest(server string, deploymentId DeploymentId) (*http.Request, error) {
+func NewCreateDataApiTokenRequest(server string, deploymentId DeploymentId, params *CreateDataApiTokenParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -9590,22 +9997,37 @@ func NewCreateDataApiTokenRequest(server string, deploymentId DeploymentId) (*ht
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewCreateWorkbookRequest calls the generic CreateWorkbook builder with application/json body
-func NewCreateWorkbookRequest(server string, deploymentId DeploymentId, body CreateWorkbookJSONRequestBody) (*http.Request, error) {
+func NewCreateWorkbookRequest(server string, deploymentId DeploymentId, params *CreateWorkbookParams, body CreateWorkbookJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewCreateWorkbookRequestWithBody(server, deploymentId, "application/json", bodyReader)
+	return NewCreateWorkbookRequestWithBody(server, deploymentId, params, "application/json", bodyReader)
 }
 
 // NewCreateWorkbookRequestWithBody constructs an http.Request for the CreateWorkbook method, with any body, and a specified content type
-func NewCreateWorkbookRequestWithBody(server string, deploymentId DeploymentId, contentType string, body io.Reader) (*http.Request, error) {
+func NewCreateWorkbookRequestWithBody(server string, deploymentId DeploymentId, params *CreateWorkbookParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -9636,6 +10058,21 @@ func NewCreateWorkbookRequestWithBody(server string, deploymentId DeploymentId, 
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -9872,18 +10309,18 @@ func NewSetWorkbookEmbedAccessRequestWithBody(server string, deploymentId Deploy
 }
 
 // NewPublishWorkbookRequest calls the generic PublishWorkbook builder with application/json body
-func NewPublishWorkbookRequest(server string, deploymentId DeploymentId, workbookId WorkbookId, body PublishWorkbookJSONRequestBody) (*http.Request, error) {
+func NewPublishWorkbookRequest(server string, deploymentId DeploymentId, workbookId WorkbookId, params *PublishWorkbookParams, body PublishWorkbookJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewPublishWorkbookRequestWithBody(server, deploymentId, workbookId, "application/json", bodyReader)
+	return NewPublishWorkbookRequestWithBody(server, deploymentId, workbookId, params, "application/json", bodyReader)
 }
 
 // NewPublishWorkbookRequestWithBody constructs an http.Request for the PublishWorkbook method, with any body, and a specified content type
-func NewPublishWorkbookRequestWithBody(server string, deploymentId DeploymentId, workbookId WorkbookId, contentType string, body io.Reader) (*http.Request, error) {
+func NewPublishWorkbookRequestWithBody(server string, deploymentId DeploymentId, workbookId WorkbookId, params *PublishWorkbookParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -9922,11 +10359,26 @@ func NewPublishWorkbookRequestWithBody(server string, deploymentId DeploymentId,
 
 	req.Header.Add("Content-Type", contentType)
 
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewUnpublishWorkbookRequest constructs an http.Request for the UnpublishWorkbook method
-func NewUnpublishWorkbookRequest(server string, deploymentId DeploymentId, workbookId WorkbookId) (*http.Request, error) {
+func NewUnpublishWorkbookRequest(server string, deploymentId DeploymentId, workbookId WorkbookId, params *UnpublishWorkbookParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -9961,6 +10413,21 @@ func NewUnpublishWorkbookRequest(server string, deploymentId DeploymentId, workb
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -10112,18 +10579,18 @@ func NewListWorkspaceItemsRequest(server string, deploymentId DeploymentId, para
 }
 
 // NewBulkMoveWorkspaceItemsRequest calls the generic BulkMoveWorkspaceItems builder with application/json body
-func NewBulkMoveWorkspaceItemsRequest(server string, deploymentId DeploymentId, body BulkMoveWorkspaceItemsJSONRequestBody) (*http.Request, error) {
+func NewBulkMoveWorkspaceItemsRequest(server string, deploymentId DeploymentId, params *BulkMoveWorkspaceItemsParams, body BulkMoveWorkspaceItemsJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewBulkMoveWorkspaceItemsRequestWithBody(server, deploymentId, "application/json", bodyReader)
+	return NewBulkMoveWorkspaceItemsRequestWithBody(server, deploymentId, params, "application/json", bodyReader)
 }
 
 // NewBulkMoveWorkspaceItemsRequestWithBody constructs an http.Request for the BulkMoveWorkspaceItems method, with any body, and a specified content type
-func NewBulkMoveWorkspaceItemsRequestWithBody(server string, deploymentId DeploymentId, contentType string, body io.Reader) (*http.Request, error) {
+func NewBulkMoveWorkspaceItemsRequestWithBody(server string, deploymentId DeploymentId, params *BulkMoveWorkspaceItemsParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -10154,6 +10621,21 @@ func NewBulkMoveWorkspaceItemsRequestWithBody(server string, deploymentId Deploy
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -10255,18 +10737,18 @@ func NewAddFavoriteRequest(server string, deploymentId DeploymentId, pType strin
 }
 
 // NewMoveWorkspaceItemRequest calls the generic MoveWorkspaceItem builder with application/json body
-func NewMoveWorkspaceItemRequest(server string, deploymentId DeploymentId, body MoveWorkspaceItemJSONRequestBody) (*http.Request, error) {
+func NewMoveWorkspaceItemRequest(server string, deploymentId DeploymentId, params *MoveWorkspaceItemParams, body MoveWorkspaceItemJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewMoveWorkspaceItemRequestWithBody(server, deploymentId, "application/json", bodyReader)
+	return NewMoveWorkspaceItemRequestWithBody(server, deploymentId, params, "application/json", bodyReader)
 }
 
 // NewMoveWorkspaceItemRequestWithBody constructs an http.Request for the MoveWorkspaceItem method, with any body, and a specified content type
-func NewMoveWorkspaceItemRequestWithBody(server string, deploymentId DeploymentId, contentType string, body io.Reader) (*http.Request, error) {
+func NewMoveWorkspaceItemRequestWithBody(server string, deploymentId DeploymentId, params *MoveWorkspaceItemParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -10297,6 +10779,21 @@ func NewMoveWorkspaceItemRequestWithBody(server string, deploymentId DeploymentI
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -10523,18 +11020,18 @@ func NewListEmbedTenantGroupMembersRequest(server string, embedTenantName EmbedT
 }
 
 // NewAddEmbedTenantGroupMembersRequest calls the generic AddEmbedTenantGroupMembers builder with application/json body
-func NewAddEmbedTenantGroupMembersRequest(server string, embedTenantName EmbedTenantNameParam, id DefinitionId, body AddEmbedTenantGroupMembersJSONRequestBody) (*http.Request, error) {
+func NewAddEmbedTenantGroupMembersRequest(server string, embedTenantName EmbedTenantNameParam, id DefinitionId, params *AddEmbedTenantGroupMembersParams, body AddEmbedTenantGroupMembersJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewAddEmbedTenantGroupMembersRequestWithBody(server, embedTenantName, id, "application/json", bodyReader)
+	return NewAddEmbedTenantGroupMembersRequestWithBody(server, embedTenantName, id, params, "application/json", bodyReader)
 }
 
 // NewAddEmbedTenantGroupMembersRequestWithBody constructs an http.Request for the AddEmbedTenantGroupMembers method, with any body, and a specified content type
-func NewAddEmbedTenantGroupMembersRequestWithBody(server string, embedTenantName EmbedTenantNameParam, id DefinitionId, contentType string, body io.Reader) (*http.Request, error) {
+func NewAddEmbedTenantGroupMembersRequestWithBody(server string, embedTenantName EmbedTenantNameParam, id DefinitionId, params *AddEmbedTenantGroupMembersParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -10572,6 +11069,21 @@ func NewAddEmbedTenantGroupMembersRequestWithBody(server string, embedTenantName
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -11033,18 +11545,18 @@ func NewGetEmbedDashboardRequest(server string, publicId PublicId) (*http.Reques
 }
 
 // NewGenerateEmbedSessionRequest calls the generic GenerateEmbedSession builder with application/json body
-func NewGenerateEmbedSessionRequest(server string, body GenerateEmbedSessionJSONRequestBody) (*http.Request, error) {
+func NewGenerateEmbedSessionRequest(server string, params *GenerateEmbedSessionParams, body GenerateEmbedSessionJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewGenerateEmbedSessionRequestWithBody(server, "application/json", bodyReader)
+	return NewGenerateEmbedSessionRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewGenerateEmbedSessionRequestWithBody constructs an http.Request for the GenerateEmbedSession method, with any body, and a specified content type
-func NewGenerateEmbedSessionRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewGenerateEmbedSessionRequestWithBody(server string, params *GenerateEmbedSessionParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -11068,6 +11580,21 @@ func NewGenerateEmbedSessionRequestWithBody(server string, contentType string, b
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -11100,7 +11627,7 @@ func NewGetEmbedSessionRequest(server string) (*http.Request, error) {
 }
 
 // NewCreateEmbedAiCredentialsRequest constructs an http.Request for the CreateEmbedAiCredentials method
-func NewCreateEmbedAiCredentialsRequest(server string) (*http.Request, error) {
+func NewCreateEmbedAiCredentialsRequest(server string, params *CreateEmbedAiCredentialsParams) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -11121,6 +11648,21 @@ func NewCreateEmbedAiCredentialsRequest(server string) (*http.Request, error) {
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -11506,18 +12048,18 @@ func NewListGroupsRequest(server string, params *ListGroupsParams) (*http.Reques
 }
 
 // NewCreateGroupRequest calls the generic CreateGroup builder with application/json body
-func NewCreateGroupRequest(server string, body CreateGroupJSONRequestBody) (*http.Request, error) {
+func NewCreateGroupRequest(server string, params *CreateGroupParams, body CreateGroupJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewCreateGroupRequestWithBody(server, "application/json", bodyReader)
+	return NewCreateGroupRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewCreateGroupRequestWithBody constructs an http.Request for the CreateGroup method, with any body, and a specified content type
-func NewCreateGroupRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewCreateGroupRequestWithBody(server string, params *CreateGroupParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -11541,6 +12083,21 @@ func NewCreateGroupRequestWithBody(server string, contentType string, body io.Re
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -11653,18 +12210,18 @@ func NewListGroupMembersRequest(server string, id DefinitionId, params *ListGrou
 }
 
 // NewAddGroupMembersRequest calls the generic AddGroupMembers builder with application/json body
-func NewAddGroupMembersRequest(server string, id DefinitionId, body AddGroupMembersJSONRequestBody) (*http.Request, error) {
+func NewAddGroupMembersRequest(server string, id DefinitionId, params *AddGroupMembersParams, body AddGroupMembersJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewAddGroupMembersRequestWithBody(server, id, "application/json", bodyReader)
+	return NewAddGroupMembersRequestWithBody(server, id, params, "application/json", bodyReader)
 }
 
 // NewAddGroupMembersRequestWithBody constructs an http.Request for the AddGroupMembers method, with any body, and a specified content type
-func NewAddGroupMembersRequestWithBody(server string, id DefinitionId, contentType string, body io.Reader) (*http.Request, error) {
+func NewAddGroupMembersRequestWithBody(server string, id DefinitionId, params *AddGroupMembersParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -11695,6 +12252,21 @@ func NewAddGroupMembersRequestWithBody(server string, id DefinitionId, contentTy
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -11834,18 +12406,18 @@ func NewListUserAttributesRequest(server string, params *ListUserAttributesParam
 }
 
 // NewCreateUserAttributeRequest calls the generic CreateUserAttribute builder with application/json body
-func NewCreateUserAttributeRequest(server string, body CreateUserAttributeJSONRequestBody) (*http.Request, error) {
+func NewCreateUserAttributeRequest(server string, params *CreateUserAttributeParams, body CreateUserAttributeJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewCreateUserAttributeRequestWithBody(server, "application/json", bodyReader)
+	return NewCreateUserAttributeRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewCreateUserAttributeRequestWithBody constructs an http.Request for the CreateUserAttribute method, with any body, and a specified content type
-func NewCreateUserAttributeRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewCreateUserAttributeRequestWithBody(server string, params *CreateUserAttributeParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -11869,6 +12441,21 @@ func NewCreateUserAttributeRequestWithBody(server string, contentType string, bo
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -12165,7 +12752,7 @@ func NewGetBranchFileRequest(server string, deploymentId DeploymentId, branchNam
 }
 
 // NewOpenBranchRequest constructs an http.Request for the OpenBranch method
-func NewOpenBranchRequest(server string, deploymentId DeploymentId, branchName BranchName) (*http.Request, error) {
+func NewOpenBranchRequest(server string, deploymentId DeploymentId, branchName BranchName, params *OpenBranchParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -12200,6 +12787,21 @@ func NewOpenBranchRequest(server string, deploymentId DeploymentId, branchName B
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -12414,7 +13016,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/api-keys (the `CreateApiKey` operationId).
-	CreateApiKeyWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateApiKeyResponse, error)
+	CreateApiKeyWithBodyWithResponse(ctx context.Context, params *CreateApiKeyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateApiKeyResponse, error)
 
 	// CreateApiKeyWithResponse Create an API key
 	//
@@ -12433,7 +13035,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/api-keys (the `CreateApiKey` operationId).
-	CreateApiKeyWithResponse(ctx context.Context, body CreateApiKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateApiKeyResponse, error)
+	CreateApiKeyWithResponse(ctx context.Context, params *CreateApiKeyParams, body CreateApiKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateApiKeyResponse, error)
 
 	// RevokeApiKeyWithResponse Revoke an API key
 	//
@@ -12473,7 +13075,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/api-keys/{id}/rotate (the `RotateApiKey` operationId).
-	RotateApiKeyWithResponse(ctx context.Context, id ApiKeyId, reqEditors ...RequestEditorFn) (*RotateApiKeyResponse, error)
+	RotateApiKeyWithResponse(ctx context.Context, id ApiKeyId, params *RotateApiKeyParams, reqEditors ...RequestEditorFn) (*RotateApiKeyResponse, error)
 
 	// ListAuditEventsWithResponse List the account's audit events
 	//
@@ -12573,7 +13175,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/dbt-sync (the `StartDbtSync` operationId).
-	StartDbtSyncWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*StartDbtSyncResponse, error)
+	StartDbtSyncWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, params *StartDbtSyncParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*StartDbtSyncResponse, error)
 
 	// StartDbtSyncWithResponse Start a dbt sync
 	//
@@ -12602,7 +13204,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/dbt-sync (the `StartDbtSync` operationId).
-	StartDbtSyncWithResponse(ctx context.Context, deploymentId DeploymentId, body StartDbtSyncJSONRequestBody, reqEditors ...RequestEditorFn) (*StartDbtSyncResponse, error)
+	StartDbtSyncWithResponse(ctx context.Context, deploymentId DeploymentId, params *StartDbtSyncParams, body StartDbtSyncJSONRequestBody, reqEditors ...RequestEditorFn) (*StartDbtSyncResponse, error)
 
 	// GetDbtSyncJobWithResponse Get a dbt sync job
 	//
@@ -12623,7 +13225,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/dbt-sync/{syncJobId}/cancel (the `CancelDbtSyncJob` operationId).
-	CancelDbtSyncJobWithResponse(ctx context.Context, deploymentId DeploymentId, syncJobId SyncJobId, reqEditors ...RequestEditorFn) (*CancelDbtSyncJobResponse, error)
+	CancelDbtSyncJobWithResponse(ctx context.Context, deploymentId DeploymentId, syncJobId SyncJobId, params *CancelDbtSyncJobParams, reqEditors ...RequestEditorFn) (*CancelDbtSyncJobResponse, error)
 
 	// RetryDbtSyncJobWithResponse Retry a finished dbt sync job
 	//
@@ -12640,7 +13242,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/dbt-sync/{syncJobId}/retry (the `RetryDbtSyncJob` operationId).
-	RetryDbtSyncJobWithResponse(ctx context.Context, deploymentId DeploymentId, syncJobId SyncJobId, reqEditors ...RequestEditorFn) (*RetryDbtSyncJobResponse, error)
+	RetryDbtSyncJobWithResponse(ctx context.Context, deploymentId DeploymentId, syncJobId SyncJobId, params *RetryDbtSyncJobParams, reqEditors ...RequestEditorFn) (*RetryDbtSyncJobResponse, error)
 
 	// GetRootEmbedAccessWithResponse Get the embed grants on the deployment's root
 	//
@@ -12700,7 +13302,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/folders (the `CreateFolder` operationId).
-	CreateFolderWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateFolderResponse, error)
+	CreateFolderWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, params *CreateFolderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateFolderResponse, error)
 
 	// CreateFolderWithResponse Create a folder
 	//
@@ -12712,7 +13314,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/folders (the `CreateFolder` operationId).
-	CreateFolderWithResponse(ctx context.Context, deploymentId DeploymentId, body CreateFolderJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateFolderResponse, error)
+	CreateFolderWithResponse(ctx context.Context, deploymentId DeploymentId, params *CreateFolderParams, body CreateFolderJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateFolderResponse, error)
 
 	// DeleteFolderWithResponse Delete an empty folder
 	//
@@ -12834,7 +13436,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/reports (the `CreateReport` operationId).
-	CreateReportWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateReportResponse, error)
+	CreateReportWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, params *CreateReportParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateReportResponse, error)
 
 	// CreateReportWithResponse Create a report
 	//
@@ -12844,7 +13446,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/reports (the `CreateReport` operationId).
-	CreateReportWithResponse(ctx context.Context, deploymentId DeploymentId, body CreateReportJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateReportResponse, error)
+	CreateReportWithResponse(ctx context.Context, deploymentId DeploymentId, params *CreateReportParams, body CreateReportJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateReportResponse, error)
 
 	// DeleteReportWithResponse Delete a report
 	//
@@ -12910,7 +13512,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/token (the `CreateDataApiToken` operationId).
-	CreateDataApiTokenWithResponse(ctx context.Context, deploymentId DeploymentId, reqEditors ...RequestEditorFn) (*CreateDataApiTokenResponse, error)
+	CreateDataApiTokenWithResponse(ctx context.Context, deploymentId DeploymentId, params *CreateDataApiTokenParams, reqEditors ...RequestEditorFn) (*CreateDataApiTokenResponse, error)
 
 	// CreateWorkbookWithBodyWithResponse Create a workbook
 	//
@@ -12921,7 +13523,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks (the `CreateWorkbook` operationId).
-	CreateWorkbookWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateWorkbookResponse, error)
+	CreateWorkbookWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, params *CreateWorkbookParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateWorkbookResponse, error)
 
 	// CreateWorkbookWithResponse Create a workbook
 	//
@@ -12932,7 +13534,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks (the `CreateWorkbook` operationId).
-	CreateWorkbookWithResponse(ctx context.Context, deploymentId DeploymentId, body CreateWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateWorkbookResponse, error)
+	CreateWorkbookWithResponse(ctx context.Context, deploymentId DeploymentId, params *CreateWorkbookParams, body CreateWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateWorkbookResponse, error)
 
 	// DeleteWorkbookWithResponse Delete a workbook
 	//
@@ -13054,7 +13656,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/publish (the `PublishWorkbook` operationId).
-	PublishWorkbookWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PublishWorkbookResponse, error)
+	PublishWorkbookWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *PublishWorkbookParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PublishWorkbookResponse, error)
 
 	// PublishWorkbookWithResponse Publish the workbook's dashboard draft
 	//
@@ -13074,7 +13676,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/publish (the `PublishWorkbook` operationId).
-	PublishWorkbookWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, body PublishWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*PublishWorkbookResponse, error)
+	PublishWorkbookWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *PublishWorkbookParams, body PublishWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*PublishWorkbookResponse, error)
 
 	// UnpublishWorkbookWithResponse Archive the workbook's published dashboard
 	//
@@ -13086,7 +13688,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/unpublish (the `UnpublishWorkbook` operationId).
-	UnpublishWorkbookWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, reqEditors ...RequestEditorFn) (*UnpublishWorkbookResponse, error)
+	UnpublishWorkbookWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *UnpublishWorkbookParams, reqEditors ...RequestEditorFn) (*UnpublishWorkbookResponse, error)
 
 	// ListWorkspaceItemsWithResponse List the children of a folder or of the root
 	//
@@ -13148,7 +13750,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/bulk-move (the `BulkMoveWorkspaceItems` operationId).
-	BulkMoveWorkspaceItemsWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BulkMoveWorkspaceItemsResponse, error)
+	BulkMoveWorkspaceItemsWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, params *BulkMoveWorkspaceItemsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BulkMoveWorkspaceItemsResponse, error)
 
 	// BulkMoveWorkspaceItemsWithResponse Move up to 100 workspace items
 	//
@@ -13185,7 +13787,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/bulk-move (the `BulkMoveWorkspaceItems` operationId).
-	BulkMoveWorkspaceItemsWithResponse(ctx context.Context, deploymentId DeploymentId, body BulkMoveWorkspaceItemsJSONRequestBody, reqEditors ...RequestEditorFn) (*BulkMoveWorkspaceItemsResponse, error)
+	BulkMoveWorkspaceItemsWithResponse(ctx context.Context, deploymentId DeploymentId, params *BulkMoveWorkspaceItemsParams, body BulkMoveWorkspaceItemsJSONRequestBody, reqEditors ...RequestEditorFn) (*BulkMoveWorkspaceItemsResponse, error)
 
 	// RemoveFavoriteWithResponse Remove an item from the caller's favorites
 	//
@@ -13222,7 +13824,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/move (the `MoveWorkspaceItem` operationId).
-	MoveWorkspaceItemWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*MoveWorkspaceItemResponse, error)
+	MoveWorkspaceItemWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, params *MoveWorkspaceItemParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*MoveWorkspaceItemResponse, error)
 
 	// MoveWorkspaceItemWithResponse Move one workspace item
 	//
@@ -13238,7 +13840,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/move (the `MoveWorkspaceItem` operationId).
-	MoveWorkspaceItemWithResponse(ctx context.Context, deploymentId DeploymentId, body MoveWorkspaceItemJSONRequestBody, reqEditors ...RequestEditorFn) (*MoveWorkspaceItemResponse, error)
+	MoveWorkspaceItemWithResponse(ctx context.Context, deploymentId DeploymentId, params *MoveWorkspaceItemParams, body MoveWorkspaceItemJSONRequestBody, reqEditors ...RequestEditorFn) (*MoveWorkspaceItemResponse, error)
 
 	// GetApiReferenceWithResponse This document as an interactive reference, in HTML
 	//
@@ -13303,7 +13905,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/embed-tenants/{embedTenantName}/groups/{id}/users (the `AddEmbedTenantGroupMembers` operationId).
-	AddEmbedTenantGroupMembersWithBodyWithResponse(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AddEmbedTenantGroupMembersResponse, error)
+	AddEmbedTenantGroupMembersWithBodyWithResponse(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, params *AddEmbedTenantGroupMembersParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AddEmbedTenantGroupMembersResponse, error)
 
 	// AddEmbedTenantGroupMembersWithResponse Add external users to an embed-tenant group
 	//
@@ -13320,7 +13922,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/embed-tenants/{embedTenantName}/groups/{id}/users (the `AddEmbedTenantGroupMembers` operationId).
-	AddEmbedTenantGroupMembersWithResponse(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, body AddEmbedTenantGroupMembersJSONRequestBody, reqEditors ...RequestEditorFn) (*AddEmbedTenantGroupMembersResponse, error)
+	AddEmbedTenantGroupMembersWithResponse(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, params *AddEmbedTenantGroupMembersParams, body AddEmbedTenantGroupMembersJSONRequestBody, reqEditors ...RequestEditorFn) (*AddEmbedTenantGroupMembersResponse, error)
 
 	// RemoveEmbedTenantGroupMemberWithResponse Remove an external user from an embed-tenant group
 	//
@@ -13506,7 +14108,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/embed/generate-session (the `GenerateEmbedSession` operationId).
-	GenerateEmbedSessionWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*GenerateEmbedSessionResponse, error)
+	GenerateEmbedSessionWithBodyWithResponse(ctx context.Context, params *GenerateEmbedSessionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*GenerateEmbedSessionResponse, error)
 
 	// GenerateEmbedSessionWithResponse Mint an embed session
 	//
@@ -13559,7 +14161,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/embed/generate-session (the `GenerateEmbedSession` operationId).
-	GenerateEmbedSessionWithResponse(ctx context.Context, body GenerateEmbedSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*GenerateEmbedSessionResponse, error)
+	GenerateEmbedSessionWithResponse(ctx context.Context, params *GenerateEmbedSessionParams, body GenerateEmbedSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*GenerateEmbedSessionResponse, error)
 
 	// GetEmbedSessionWithResponse Describe the current embed session
 	//
@@ -13580,7 +14182,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/embed/session/ai-credentials (the `CreateEmbedAiCredentials` operationId).
-	CreateEmbedAiCredentialsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*CreateEmbedAiCredentialsResponse, error)
+	CreateEmbedAiCredentialsWithResponse(ctx context.Context, params *CreateEmbedAiCredentialsParams, reqEditors ...RequestEditorFn) (*CreateEmbedAiCredentialsResponse, error)
 
 	// ExchangeEmbedSessionWithBodyWithResponse Exchange a session identifier for an embed token
 	//
@@ -13774,7 +14376,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/groups (the `CreateGroup` operationId).
-	CreateGroupWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateGroupResponse, error)
+	CreateGroupWithBodyWithResponse(ctx context.Context, params *CreateGroupParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateGroupResponse, error)
 
 	// CreateGroupWithResponse Create an account-wide group
 	//
@@ -13787,7 +14389,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/groups (the `CreateGroup` operationId).
-	CreateGroupWithResponse(ctx context.Context, body CreateGroupJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateGroupResponse, error)
+	CreateGroupWithResponse(ctx context.Context, params *CreateGroupParams, body CreateGroupJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateGroupResponse, error)
 
 	// DeleteGroupWithResponse Delete an account-wide group
 	//
@@ -13826,7 +14428,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/groups/{id}/users (the `AddGroupMembers` operationId).
-	AddGroupMembersWithBodyWithResponse(ctx context.Context, id DefinitionId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AddGroupMembersResponse, error)
+	AddGroupMembersWithBodyWithResponse(ctx context.Context, id DefinitionId, params *AddGroupMembersParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AddGroupMembersResponse, error)
 
 	// AddGroupMembersWithResponse Add external users to an account-wide group
 	//
@@ -13840,7 +14442,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/groups/{id}/users (the `AddGroupMembers` operationId).
-	AddGroupMembersWithResponse(ctx context.Context, id DefinitionId, body AddGroupMembersJSONRequestBody, reqEditors ...RequestEditorFn) (*AddGroupMembersResponse, error)
+	AddGroupMembersWithResponse(ctx context.Context, id DefinitionId, params *AddGroupMembersParams, body AddGroupMembersJSONRequestBody, reqEditors ...RequestEditorFn) (*AddGroupMembersResponse, error)
 
 	// RemoveGroupMemberWithResponse Remove an external user from an account-wide group
 	//
@@ -13885,7 +14487,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/user-attributes (the `CreateUserAttribute` operationId).
-	CreateUserAttributeWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateUserAttributeResponse, error)
+	CreateUserAttributeWithBodyWithResponse(ctx context.Context, params *CreateUserAttributeParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateUserAttributeResponse, error)
 
 	// CreateUserAttributeWithResponse Create an account-wide user-attribute definition
 	//
@@ -13898,7 +14500,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/user-attributes (the `CreateUserAttribute` operationId).
-	CreateUserAttributeWithResponse(ctx context.Context, body CreateUserAttributeJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateUserAttributeResponse, error)
+	CreateUserAttributeWithResponse(ctx context.Context, params *CreateUserAttributeParams, body CreateUserAttributeJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateUserAttributeResponse, error)
 
 	// DeleteUserAttributeWithResponse Delete an account-wide user-attribute definition
 	//
@@ -13962,7 +14564,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /build/api/v1/deployments/{deploymentId}/branches/{branchName}/open (the `OpenBranch` operationId).
-	OpenBranchWithResponse(ctx context.Context, deploymentId DeploymentId, branchName BranchName, reqEditors ...RequestEditorFn) (*OpenBranchResponse, error)
+	OpenBranchWithResponse(ctx context.Context, deploymentId DeploymentId, branchName BranchName, params *OpenBranchParams, reqEditors ...RequestEditorFn) (*OpenBranchResponse, error)
 
 	// SetBranchStagingWithBodyWithResponse Enable or disable the branch's staging environment
 	//
@@ -14074,12 +14676,23 @@ func (r ListApiKeysResponse) ContentType() string {
 
 // CreateApiKeyResponse201Headers the declared response headers of an HTTP 201 response for CreateApiKey
 type CreateApiKeyResponse201Headers struct {
-	Location *string
+	IdempotentReplayed *string
+	Location           *string
 }
 
 // CreateApiKeyResponse401Headers the declared response headers of an HTTP 401 response for CreateApiKey
 type CreateApiKeyResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// CreateApiKeyResponse409Headers the declared response headers of an HTTP 409 response for CreateApiKey
+type CreateApiKeyResponse409Headers struct {
+	RetryAfter int
+}
+
+// CreateApiKeyResponse429Headers the declared response headers of an HTTP 429 response for CreateApiKey
+type CreateApiKeyResponse429Headers struct {
+	RetryAfter int
 }
 
 type CreateApiKeyResponse struct {
@@ -14093,16 +14706,26 @@ type CreateApiKeyResponse struct {
 	JSON401 *Unauthorized
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Forbidden
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *IdempotencyKeyInUse
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *IdempotencyLimit
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// Headers201 the parsed response headers for an HTTP 201 response
 	Headers201 *CreateApiKeyResponse201Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreateApiKeyResponse401Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CreateApiKeyResponse409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateApiKeyResponse429Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -14125,6 +14748,11 @@ func (r CreateApiKeyResponse) GetJSON403() *Forbidden {
 	return r.JSON403
 }
 
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CreateApiKeyResponse) GetJSON409() *IdempotencyKeyInUse {
+	return r.JSON409
+}
+
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
 func (r CreateApiKeyResponse) GetJSON413() *PayloadTooLarge {
 	return r.JSON413
@@ -14133,6 +14761,16 @@ func (r CreateApiKeyResponse) GetJSON413() *PayloadTooLarge {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r CreateApiKeyResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r CreateApiKeyResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreateApiKeyResponse) GetJSON429() *IdempotencyLimit {
+	return r.JSON429
 }
 
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
@@ -14321,9 +14959,19 @@ func (r GetApiKeyResponse) ContentType() string {
 	return ""
 }
 
+// RotateApiKeyResponse200Headers the declared response headers of an HTTP 200 response for RotateApiKey
+type RotateApiKeyResponse200Headers struct {
+	IdempotentReplayed *string
+}
+
 // RotateApiKeyResponse401Headers the declared response headers of an HTTP 401 response for RotateApiKey
 type RotateApiKeyResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// RotateApiKeyResponse429Headers the declared response headers of an HTTP 429 response for RotateApiKey
+type RotateApiKeyResponse429Headers struct {
+	RetryAfter int
 }
 
 type RotateApiKeyResponse struct {
@@ -14343,10 +14991,18 @@ type RotateApiKeyResponse struct {
 	JSON409 *Conflict
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *IdempotencyLimit
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *RotateApiKeyResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *RotateApiKeyResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RotateApiKeyResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -14382,6 +15038,16 @@ func (r RotateApiKeyResponse) GetJSON409() *Conflict {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r RotateApiKeyResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r RotateApiKeyResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RotateApiKeyResponse) GetJSON429() *IdempotencyLimit {
+	return r.JSON429
 }
 
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
@@ -14806,9 +15472,19 @@ func (r ListDbtSyncJobsResponse) ContentType() string {
 	return ""
 }
 
+// StartDbtSyncResponse202Headers the declared response headers of an HTTP 202 response for StartDbtSync
+type StartDbtSyncResponse202Headers struct {
+	IdempotentReplayed *string
+}
+
 // StartDbtSyncResponse401Headers the declared response headers of an HTTP 401 response for StartDbtSync
 type StartDbtSyncResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// StartDbtSyncResponse409Headers the declared response headers of an HTTP 409 response for StartDbtSync
+type StartDbtSyncResponse409Headers struct {
+	RetryAfter int
 }
 
 type StartDbtSyncResponse struct {
@@ -14824,10 +15500,14 @@ type StartDbtSyncResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *IdempotencyKeyInUse
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *UploadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *JobLimit
 	// JSON502 the response for an HTTP 502 `application/json` response
@@ -14836,8 +15516,12 @@ type StartDbtSyncResponse struct {
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *StartDbtSyncResponse202Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *StartDbtSyncResponse401Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *StartDbtSyncResponse409Headers
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
@@ -14865,6 +15549,11 @@ func (r StartDbtSyncResponse) GetJSON404() *NotFound {
 	return r.JSON404
 }
 
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r StartDbtSyncResponse) GetJSON409() *IdempotencyKeyInUse {
+	return r.JSON409
+}
+
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
 func (r StartDbtSyncResponse) GetJSON413() *UploadTooLarge {
 	return r.JSON413
@@ -14873,6 +15562,11 @@ func (r StartDbtSyncResponse) GetJSON413() *UploadTooLarge {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r StartDbtSyncResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r StartDbtSyncResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -15014,9 +15708,19 @@ func (r GetDbtSyncJobResponse) ContentType() string {
 	return ""
 }
 
+// CancelDbtSyncJobResponse200Headers the declared response headers of an HTTP 200 response for CancelDbtSyncJob
+type CancelDbtSyncJobResponse200Headers struct {
+	IdempotentReplayed *string
+}
+
 // CancelDbtSyncJobResponse401Headers the declared response headers of an HTTP 401 response for CancelDbtSyncJob
 type CancelDbtSyncJobResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// CancelDbtSyncJobResponse429Headers the declared response headers of an HTTP 429 response for CancelDbtSyncJob
+type CancelDbtSyncJobResponse429Headers struct {
+	RetryAfter int
 }
 
 type CancelDbtSyncJobResponse struct {
@@ -15032,14 +15736,22 @@ type CancelDbtSyncJobResponse struct {
 	JSON404 *NotFound
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Conflict
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *IdempotencyLimit
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *CancelDbtSyncJobResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CancelDbtSyncJobResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CancelDbtSyncJobResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -15065,6 +15777,16 @@ func (r CancelDbtSyncJobResponse) GetJSON404() *NotFound {
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
 func (r CancelDbtSyncJobResponse) GetJSON409() *Conflict {
 	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r CancelDbtSyncJobResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CancelDbtSyncJobResponse) GetJSON429() *IdempotencyLimit {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -15111,6 +15833,11 @@ func (r CancelDbtSyncJobResponse) ContentType() string {
 	return ""
 }
 
+// RetryDbtSyncJobResponse202Headers the declared response headers of an HTTP 202 response for RetryDbtSyncJob
+type RetryDbtSyncJobResponse202Headers struct {
+	IdempotentReplayed *string
+}
+
 // RetryDbtSyncJobResponse401Headers the declared response headers of an HTTP 401 response for RetryDbtSyncJob
 type RetryDbtSyncJobResponse401Headers struct {
 	WWWAuthenticate string
@@ -15131,6 +15858,8 @@ type RetryDbtSyncJobResponse struct {
 	JSON404 *NotFound
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Conflict
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *JobLimit
 	// JSON502 the response for an HTTP 502 `application/json` response
@@ -15139,6 +15868,8 @@ type RetryDbtSyncJobResponse struct {
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *RetryDbtSyncJobResponse202Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *RetryDbtSyncJobResponse401Headers
 }
@@ -15171,6 +15902,11 @@ func (r RetryDbtSyncJobResponse) GetJSON404() *NotFound {
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
 func (r RetryDbtSyncJobResponse) GetJSON409() *Conflict {
 	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r RetryDbtSyncJobResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -15520,9 +16256,24 @@ func (r ListEmbedTenantWorkbooksResponse) ContentType() string {
 	return ""
 }
 
+// CreateFolderResponse200Headers the declared response headers of an HTTP 200 response for CreateFolder
+type CreateFolderResponse200Headers struct {
+	IdempotentReplayed *string
+}
+
 // CreateFolderResponse401Headers the declared response headers of an HTTP 401 response for CreateFolder
 type CreateFolderResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// CreateFolderResponse409Headers the declared response headers of an HTTP 409 response for CreateFolder
+type CreateFolderResponse409Headers struct {
+	RetryAfter int
+}
+
+// CreateFolderResponse429Headers the declared response headers of an HTTP 429 response for CreateFolder
+type CreateFolderResponse429Headers struct {
+	RetryAfter int
 }
 
 type CreateFolderResponse struct {
@@ -15538,18 +16289,30 @@ type CreateFolderResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *IdempotencyKeyInUse
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *IdempotencyLimit
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *CreateFolderResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreateFolderResponse401Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CreateFolderResponse409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateFolderResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -15577,6 +16340,11 @@ func (r CreateFolderResponse) GetJSON404() *NotFound {
 	return r.JSON404
 }
 
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CreateFolderResponse) GetJSON409() *IdempotencyKeyInUse {
+	return r.JSON409
+}
+
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
 func (r CreateFolderResponse) GetJSON413() *PayloadTooLarge {
 	return r.JSON413
@@ -15585,6 +16353,16 @@ func (r CreateFolderResponse) GetJSON413() *PayloadTooLarge {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r CreateFolderResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r CreateFolderResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreateFolderResponse) GetJSON429() *IdempotencyLimit {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -16352,9 +17130,24 @@ func (r SetFolderPermissionsResponse) ContentType() string {
 	return ""
 }
 
+// CreateReportResponse200Headers the declared response headers of an HTTP 200 response for CreateReport
+type CreateReportResponse200Headers struct {
+	IdempotentReplayed *string
+}
+
 // CreateReportResponse401Headers the declared response headers of an HTTP 401 response for CreateReport
 type CreateReportResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// CreateReportResponse409Headers the declared response headers of an HTTP 409 response for CreateReport
+type CreateReportResponse409Headers struct {
+	RetryAfter int
+}
+
+// CreateReportResponse429Headers the declared response headers of an HTTP 429 response for CreateReport
+type CreateReportResponse429Headers struct {
+	RetryAfter int
 }
 
 type CreateReportResponse struct {
@@ -16370,18 +17163,30 @@ type CreateReportResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *IdempotencyKeyInUse
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *IdempotencyLimit
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *CreateReportResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreateReportResponse401Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CreateReportResponse409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateReportResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -16409,6 +17214,11 @@ func (r CreateReportResponse) GetJSON404() *NotFound {
 	return r.JSON404
 }
 
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CreateReportResponse) GetJSON409() *IdempotencyKeyInUse {
+	return r.JSON409
+}
+
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
 func (r CreateReportResponse) GetJSON413() *PayloadTooLarge {
 	return r.JSON413
@@ -16417,6 +17227,16 @@ func (r CreateReportResponse) GetJSON413() *PayloadTooLarge {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r CreateReportResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r CreateReportResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreateReportResponse) GetJSON429() *IdempotencyLimit {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -16775,9 +17595,24 @@ func (r UpdateReportResponse) ContentType() string {
 	return ""
 }
 
+// CreateDataApiTokenResponse200Headers the declared response headers of an HTTP 200 response for CreateDataApiToken
+type CreateDataApiTokenResponse200Headers struct {
+	IdempotentReplayed *string
+}
+
 // CreateDataApiTokenResponse401Headers the declared response headers of an HTTP 401 response for CreateDataApiToken
 type CreateDataApiTokenResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// CreateDataApiTokenResponse409Headers the declared response headers of an HTTP 409 response for CreateDataApiToken
+type CreateDataApiTokenResponse409Headers struct {
+	RetryAfter int
+}
+
+// CreateDataApiTokenResponse429Headers the declared response headers of an HTTP 429 response for CreateDataApiToken
+type CreateDataApiTokenResponse429Headers struct {
+	RetryAfter int
 }
 
 type CreateDataApiTokenResponse struct {
@@ -16791,14 +17626,26 @@ type CreateDataApiTokenResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *IdempotencyKeyInUse
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *IdempotencyLimit
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *CreateDataApiTokenResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreateDataApiTokenResponse401Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CreateDataApiTokenResponse409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateDataApiTokenResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -16819,6 +17666,21 @@ func (r CreateDataApiTokenResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r CreateDataApiTokenResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CreateDataApiTokenResponse) GetJSON409() *IdempotencyKeyInUse {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r CreateDataApiTokenResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreateDataApiTokenResponse) GetJSON429() *IdempotencyLimit {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -16865,9 +17727,24 @@ func (r CreateDataApiTokenResponse) ContentType() string {
 	return ""
 }
 
+// CreateWorkbookResponse200Headers the declared response headers of an HTTP 200 response for CreateWorkbook
+type CreateWorkbookResponse200Headers struct {
+	IdempotentReplayed *string
+}
+
 // CreateWorkbookResponse401Headers the declared response headers of an HTTP 401 response for CreateWorkbook
 type CreateWorkbookResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// CreateWorkbookResponse409Headers the declared response headers of an HTTP 409 response for CreateWorkbook
+type CreateWorkbookResponse409Headers struct {
+	RetryAfter int
+}
+
+// CreateWorkbookResponse429Headers the declared response headers of an HTTP 429 response for CreateWorkbook
+type CreateWorkbookResponse429Headers struct {
+	RetryAfter int
 }
 
 type CreateWorkbookResponse struct {
@@ -16883,18 +17760,30 @@ type CreateWorkbookResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *IdempotencyKeyInUse
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *IdempotencyLimit
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *CreateWorkbookResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreateWorkbookResponse401Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CreateWorkbookResponse409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateWorkbookResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -16922,6 +17811,11 @@ func (r CreateWorkbookResponse) GetJSON404() *NotFound {
 	return r.JSON404
 }
 
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CreateWorkbookResponse) GetJSON409() *IdempotencyKeyInUse {
+	return r.JSON409
+}
+
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
 func (r CreateWorkbookResponse) GetJSON413() *PayloadTooLarge {
 	return r.JSON413
@@ -16930,6 +17824,16 @@ func (r CreateWorkbookResponse) GetJSON413() *PayloadTooLarge {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r CreateWorkbookResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r CreateWorkbookResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreateWorkbookResponse) GetJSON429() *IdempotencyLimit {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -17496,9 +18400,19 @@ func (r SetWorkbookEmbedAccessResponse) ContentType() string {
 	return ""
 }
 
+// PublishWorkbookResponse200Headers the declared response headers of an HTTP 200 response for PublishWorkbook
+type PublishWorkbookResponse200Headers struct {
+	IdempotentReplayed *string
+}
+
 // PublishWorkbookResponse401Headers the declared response headers of an HTTP 401 response for PublishWorkbook
 type PublishWorkbookResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// PublishWorkbookResponse429Headers the declared response headers of an HTTP 429 response for PublishWorkbook
+type PublishWorkbookResponse429Headers struct {
+	RetryAfter int
 }
 
 type PublishWorkbookResponse struct {
@@ -17518,14 +18432,22 @@ type PublishWorkbookResponse struct {
 	JSON409 *Conflict
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *PayloadTooLarge
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *IdempotencyLimit
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *PublishWorkbookResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *PublishWorkbookResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PublishWorkbookResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -17561,6 +18483,16 @@ func (r PublishWorkbookResponse) GetJSON409() *Conflict {
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
 func (r PublishWorkbookResponse) GetJSON413() *PayloadTooLarge {
 	return r.JSON413
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r PublishWorkbookResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r PublishWorkbookResponse) GetJSON429() *IdempotencyLimit {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -17607,9 +18539,19 @@ func (r PublishWorkbookResponse) ContentType() string {
 	return ""
 }
 
+// UnpublishWorkbookResponse200Headers the declared response headers of an HTTP 200 response for UnpublishWorkbook
+type UnpublishWorkbookResponse200Headers struct {
+	IdempotentReplayed *string
+}
+
 // UnpublishWorkbookResponse401Headers the declared response headers of an HTTP 401 response for UnpublishWorkbook
 type UnpublishWorkbookResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// UnpublishWorkbookResponse429Headers the declared response headers of an HTTP 429 response for UnpublishWorkbook
+type UnpublishWorkbookResponse429Headers struct {
+	RetryAfter int
 }
 
 type UnpublishWorkbookResponse struct {
@@ -17627,14 +18569,22 @@ type UnpublishWorkbookResponse struct {
 	JSON404 *NotFound
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Conflict
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *IdempotencyLimit
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *UnpublishWorkbookResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *UnpublishWorkbookResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *UnpublishWorkbookResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -17665,6 +18615,16 @@ func (r UnpublishWorkbookResponse) GetJSON404() *NotFound {
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
 func (r UnpublishWorkbookResponse) GetJSON409() *Conflict {
 	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r UnpublishWorkbookResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r UnpublishWorkbookResponse) GetJSON429() *IdempotencyLimit {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -17808,9 +18768,24 @@ func (r ListWorkspaceItemsResponse) ContentType() string {
 	return ""
 }
 
+// BulkMoveWorkspaceItemsResponse200Headers the declared response headers of an HTTP 200 response for BulkMoveWorkspaceItems
+type BulkMoveWorkspaceItemsResponse200Headers struct {
+	IdempotentReplayed *string
+}
+
 // BulkMoveWorkspaceItemsResponse401Headers the declared response headers of an HTTP 401 response for BulkMoveWorkspaceItems
 type BulkMoveWorkspaceItemsResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// BulkMoveWorkspaceItemsResponse409Headers the declared response headers of an HTTP 409 response for BulkMoveWorkspaceItems
+type BulkMoveWorkspaceItemsResponse409Headers struct {
+	RetryAfter int
+}
+
+// BulkMoveWorkspaceItemsResponse429Headers the declared response headers of an HTTP 429 response for BulkMoveWorkspaceItems
+type BulkMoveWorkspaceItemsResponse429Headers struct {
+	RetryAfter int
 }
 
 type BulkMoveWorkspaceItemsResponse struct {
@@ -17826,18 +18801,30 @@ type BulkMoveWorkspaceItemsResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *IdempotencyKeyInUse
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *IdempotencyLimit
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *BulkMoveWorkspaceItemsResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *BulkMoveWorkspaceItemsResponse401Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *BulkMoveWorkspaceItemsResponse409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *BulkMoveWorkspaceItemsResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -17865,6 +18852,11 @@ func (r BulkMoveWorkspaceItemsResponse) GetJSON404() *NotFound {
 	return r.JSON404
 }
 
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r BulkMoveWorkspaceItemsResponse) GetJSON409() *IdempotencyKeyInUse {
+	return r.JSON409
+}
+
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
 func (r BulkMoveWorkspaceItemsResponse) GetJSON413() *PayloadTooLarge {
 	return r.JSON413
@@ -17873,6 +18865,16 @@ func (r BulkMoveWorkspaceItemsResponse) GetJSON413() *PayloadTooLarge {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r BulkMoveWorkspaceItemsResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r BulkMoveWorkspaceItemsResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r BulkMoveWorkspaceItemsResponse) GetJSON429() *IdempotencyLimit {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -18099,9 +19101,24 @@ func (r AddFavoriteResponse) ContentType() string {
 	return ""
 }
 
+// MoveWorkspaceItemResponse200Headers the declared response headers of an HTTP 200 response for MoveWorkspaceItem
+type MoveWorkspaceItemResponse200Headers struct {
+	IdempotentReplayed *string
+}
+
 // MoveWorkspaceItemResponse401Headers the declared response headers of an HTTP 401 response for MoveWorkspaceItem
 type MoveWorkspaceItemResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// MoveWorkspaceItemResponse409Headers the declared response headers of an HTTP 409 response for MoveWorkspaceItem
+type MoveWorkspaceItemResponse409Headers struct {
+	RetryAfter int
+}
+
+// MoveWorkspaceItemResponse429Headers the declared response headers of an HTTP 429 response for MoveWorkspaceItem
+type MoveWorkspaceItemResponse429Headers struct {
+	RetryAfter int
 }
 
 type MoveWorkspaceItemResponse struct {
@@ -18117,18 +19134,30 @@ type MoveWorkspaceItemResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *IdempotencyKeyInUse
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *IdempotencyLimit
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *MoveWorkspaceItemResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *MoveWorkspaceItemResponse401Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *MoveWorkspaceItemResponse409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *MoveWorkspaceItemResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -18156,6 +19185,11 @@ func (r MoveWorkspaceItemResponse) GetJSON404() *NotFound {
 	return r.JSON404
 }
 
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r MoveWorkspaceItemResponse) GetJSON409() *IdempotencyKeyInUse {
+	return r.JSON409
+}
+
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
 func (r MoveWorkspaceItemResponse) GetJSON413() *PayloadTooLarge {
 	return r.JSON413
@@ -18164,6 +19198,16 @@ func (r MoveWorkspaceItemResponse) GetJSON413() *PayloadTooLarge {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r MoveWorkspaceItemResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r MoveWorkspaceItemResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r MoveWorkspaceItemResponse) GetJSON429() *IdempotencyLimit {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -18521,9 +19565,24 @@ func (r ListEmbedTenantGroupMembersResponse) ContentType() string {
 	return ""
 }
 
+// AddEmbedTenantGroupMembersResponse200Headers the declared response headers of an HTTP 200 response for AddEmbedTenantGroupMembers
+type AddEmbedTenantGroupMembersResponse200Headers struct {
+	IdempotentReplayed *string
+}
+
 // AddEmbedTenantGroupMembersResponse401Headers the declared response headers of an HTTP 401 response for AddEmbedTenantGroupMembers
 type AddEmbedTenantGroupMembersResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// AddEmbedTenantGroupMembersResponse409Headers the declared response headers of an HTTP 409 response for AddEmbedTenantGroupMembers
+type AddEmbedTenantGroupMembersResponse409Headers struct {
+	RetryAfter int
+}
+
+// AddEmbedTenantGroupMembersResponse429Headers the declared response headers of an HTTP 429 response for AddEmbedTenantGroupMembers
+type AddEmbedTenantGroupMembersResponse429Headers struct {
+	RetryAfter int
 }
 
 type AddEmbedTenantGroupMembersResponse struct {
@@ -18539,18 +19598,30 @@ type AddEmbedTenantGroupMembersResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *IdempotencyKeyInUse
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *IdempotencyLimit
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *AddEmbedTenantGroupMembersResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *AddEmbedTenantGroupMembersResponse401Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *AddEmbedTenantGroupMembersResponse409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *AddEmbedTenantGroupMembersResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -18578,6 +19649,11 @@ func (r AddEmbedTenantGroupMembersResponse) GetJSON404() *NotFound {
 	return r.JSON404
 }
 
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r AddEmbedTenantGroupMembersResponse) GetJSON409() *IdempotencyKeyInUse {
+	return r.JSON409
+}
+
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
 func (r AddEmbedTenantGroupMembersResponse) GetJSON413() *PayloadTooLarge {
 	return r.JSON413
@@ -18586,6 +19662,16 @@ func (r AddEmbedTenantGroupMembersResponse) GetJSON413() *PayloadTooLarge {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r AddEmbedTenantGroupMembersResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r AddEmbedTenantGroupMembersResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r AddEmbedTenantGroupMembersResponse) GetJSON429() *IdempotencyLimit {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -19412,6 +20498,11 @@ func (r GetEmbedDashboardResponse) ContentType() string {
 	return ""
 }
 
+// GenerateEmbedSessionResponse200Headers the declared response headers of an HTTP 200 response for GenerateEmbedSession
+type GenerateEmbedSessionResponse200Headers struct {
+	IdempotentReplayed *string
+}
+
 // GenerateEmbedSessionResponse401Headers the declared response headers of an HTTP 401 response for GenerateEmbedSession
 type GenerateEmbedSessionResponse401Headers struct {
 	WWWAuthenticate string
@@ -19441,6 +20532,8 @@ type GenerateEmbedSessionResponse struct {
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
@@ -19449,6 +20542,8 @@ type GenerateEmbedSessionResponse struct {
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GenerateEmbedSessionResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GenerateEmbedSessionResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -19493,6 +20588,11 @@ func (r GenerateEmbedSessionResponse) GetJSON413() *PayloadTooLarge {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r GenerateEmbedSessionResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r GenerateEmbedSessionResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -19627,9 +20727,24 @@ func (r GetEmbedSessionResponse) ContentType() string {
 	return ""
 }
 
+// CreateEmbedAiCredentialsResponse200Headers the declared response headers of an HTTP 200 response for CreateEmbedAiCredentials
+type CreateEmbedAiCredentialsResponse200Headers struct {
+	IdempotentReplayed *string
+}
+
 // CreateEmbedAiCredentialsResponse401Headers the declared response headers of an HTTP 401 response for CreateEmbedAiCredentials
 type CreateEmbedAiCredentialsResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// CreateEmbedAiCredentialsResponse409Headers the declared response headers of an HTTP 409 response for CreateEmbedAiCredentials
+type CreateEmbedAiCredentialsResponse409Headers struct {
+	RetryAfter int
+}
+
+// CreateEmbedAiCredentialsResponse429Headers the declared response headers of an HTTP 429 response for CreateEmbedAiCredentials
+type CreateEmbedAiCredentialsResponse429Headers struct {
+	RetryAfter int
 }
 
 type CreateEmbedAiCredentialsResponse struct {
@@ -19641,14 +20756,26 @@ type CreateEmbedAiCredentialsResponse struct {
 	JSON401 *Unauthorized
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Forbidden
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *IdempotencyKeyInUse
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *IdempotencyLimit
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *CreateEmbedAiCredentialsResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreateEmbedAiCredentialsResponse401Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CreateEmbedAiCredentialsResponse409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateEmbedAiCredentialsResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -19664,6 +20791,21 @@ func (r CreateEmbedAiCredentialsResponse) GetJSON401() *Unauthorized {
 // GetJSON403 returns the response for an HTTP 403 `application/json` response
 func (r CreateEmbedAiCredentialsResponse) GetJSON403() *Forbidden {
 	return r.JSON403
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CreateEmbedAiCredentialsResponse) GetJSON409() *IdempotencyKeyInUse {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r CreateEmbedAiCredentialsResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreateEmbedAiCredentialsResponse) GetJSON429() *IdempotencyLimit {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -20386,9 +21528,19 @@ func (r ListGroupsResponse) ContentType() string {
 	return ""
 }
 
+// CreateGroupResponse200Headers the declared response headers of an HTTP 200 response for CreateGroup
+type CreateGroupResponse200Headers struct {
+	IdempotentReplayed *string
+}
+
 // CreateGroupResponse401Headers the declared response headers of an HTTP 401 response for CreateGroup
 type CreateGroupResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// CreateGroupResponse429Headers the declared response headers of an HTTP 429 response for CreateGroup
+type CreateGroupResponse429Headers struct {
+	RetryAfter int
 }
 
 type CreateGroupResponse struct {
@@ -20408,14 +21560,22 @@ type CreateGroupResponse struct {
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *IdempotencyLimit
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *CreateGroupResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreateGroupResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateGroupResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -20451,6 +21611,16 @@ func (r CreateGroupResponse) GetJSON413() *PayloadTooLarge {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r CreateGroupResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r CreateGroupResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreateGroupResponse) GetJSON429() *IdempotencyLimit {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -20677,9 +21847,24 @@ func (r ListGroupMembersResponse) ContentType() string {
 	return ""
 }
 
+// AddGroupMembersResponse200Headers the declared response headers of an HTTP 200 response for AddGroupMembers
+type AddGroupMembersResponse200Headers struct {
+	IdempotentReplayed *string
+}
+
 // AddGroupMembersResponse401Headers the declared response headers of an HTTP 401 response for AddGroupMembers
 type AddGroupMembersResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// AddGroupMembersResponse409Headers the declared response headers of an HTTP 409 response for AddGroupMembers
+type AddGroupMembersResponse409Headers struct {
+	RetryAfter int
+}
+
+// AddGroupMembersResponse429Headers the declared response headers of an HTTP 429 response for AddGroupMembers
+type AddGroupMembersResponse429Headers struct {
+	RetryAfter int
 }
 
 type AddGroupMembersResponse struct {
@@ -20695,18 +21880,30 @@ type AddGroupMembersResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *IdempotencyKeyInUse
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *IdempotencyLimit
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *AddGroupMembersResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *AddGroupMembersResponse401Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *AddGroupMembersResponse409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *AddGroupMembersResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -20734,6 +21931,11 @@ func (r AddGroupMembersResponse) GetJSON404() *NotFound {
 	return r.JSON404
 }
 
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r AddGroupMembersResponse) GetJSON409() *IdempotencyKeyInUse {
+	return r.JSON409
+}
+
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
 func (r AddGroupMembersResponse) GetJSON413() *PayloadTooLarge {
 	return r.JSON413
@@ -20742,6 +21944,16 @@ func (r AddGroupMembersResponse) GetJSON413() *PayloadTooLarge {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r AddGroupMembersResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r AddGroupMembersResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r AddGroupMembersResponse) GetJSON429() *IdempotencyLimit {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -21002,9 +22214,19 @@ func (r ListUserAttributesResponse) ContentType() string {
 	return ""
 }
 
+// CreateUserAttributeResponse200Headers the declared response headers of an HTTP 200 response for CreateUserAttribute
+type CreateUserAttributeResponse200Headers struct {
+	IdempotentReplayed *string
+}
+
 // CreateUserAttributeResponse401Headers the declared response headers of an HTTP 401 response for CreateUserAttribute
 type CreateUserAttributeResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// CreateUserAttributeResponse429Headers the declared response headers of an HTTP 429 response for CreateUserAttribute
+type CreateUserAttributeResponse429Headers struct {
+	RetryAfter int
 }
 
 type CreateUserAttributeResponse struct {
@@ -21024,14 +22246,22 @@ type CreateUserAttributeResponse struct {
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *IdempotencyLimit
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *CreateUserAttributeResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreateUserAttributeResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateUserAttributeResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -21067,6 +22297,16 @@ func (r CreateUserAttributeResponse) GetJSON413() *PayloadTooLarge {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r CreateUserAttributeResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r CreateUserAttributeResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreateUserAttributeResponse) GetJSON429() *IdempotencyLimit {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -21577,9 +22817,24 @@ func (r GetBranchFileResponse) ContentType() string {
 	return ""
 }
 
+// OpenBranchResponse200Headers the declared response headers of an HTTP 200 response for OpenBranch
+type OpenBranchResponse200Headers struct {
+	IdempotentReplayed *string
+}
+
 // OpenBranchResponse401Headers the declared response headers of an HTTP 401 response for OpenBranch
 type OpenBranchResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// OpenBranchResponse409Headers the declared response headers of an HTTP 409 response for OpenBranch
+type OpenBranchResponse409Headers struct {
+	RetryAfter int
+}
+
+// OpenBranchResponse429Headers the declared response headers of an HTTP 429 response for OpenBranch
+type OpenBranchResponse429Headers struct {
+	RetryAfter int
 }
 
 type OpenBranchResponse struct {
@@ -21593,14 +22848,26 @@ type OpenBranchResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *IdempotencyKeyInUse
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *IdempotencyLimit
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *BadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *OpenBranchResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *OpenBranchResponse401Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *OpenBranchResponse409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *OpenBranchResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -21621,6 +22888,21 @@ func (r OpenBranchResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r OpenBranchResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r OpenBranchResponse) GetJSON409() *IdempotencyKeyInUse {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r OpenBranchResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r OpenBranchResponse) GetJSON429() *IdempotencyLimit {
+	return r.JSON429
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -21912,8 +23194,8 @@ func (c *ClientWithResponses) ListApiKeysWithResponse(ctx context.Context, param
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/api-keys (the `CreateApiKey` operationId).
-func (c *ClientWithResponses) CreateApiKeyWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateApiKeyResponse, error) {
-	rsp, err := c.CreateApiKeyWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) CreateApiKeyWithBodyWithResponse(ctx context.Context, params *CreateApiKeyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateApiKeyResponse, error) {
+	rsp, err := c.CreateApiKeyWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -21937,8 +23219,8 @@ func (c *ClientWithResponses) CreateApiKeyWithBodyWithResponse(ctx context.Conte
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/api-keys (the `CreateApiKey` operationId).
-func (c *ClientWithResponses) CreateApiKeyWithResponse(ctx context.Context, body CreateApiKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateApiKeyResponse, error) {
-	rsp, err := c.CreateApiKey(ctx, body, reqEditors...)
+func (c *ClientWithResponses) CreateApiKeyWithResponse(ctx context.Context, params *CreateApiKeyParams, body CreateApiKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateApiKeyResponse, error) {
+	rsp, err := c.CreateApiKey(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -21995,8 +23277,8 @@ func (c *ClientWithResponses) GetApiKeyWithResponse(ctx context.Context, id ApiK
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/api-keys/{id}/rotate (the `RotateApiKey` operationId).
-func (c *ClientWithResponses) RotateApiKeyWithResponse(ctx context.Context, id ApiKeyId, reqEditors ...RequestEditorFn) (*RotateApiKeyResponse, error) {
-	rsp, err := c.RotateApiKey(ctx, id, reqEditors...)
+func (c *ClientWithResponses) RotateApiKeyWithResponse(ctx context.Context, id ApiKeyId, params *RotateApiKeyParams, reqEditors ...RequestEditorFn) (*RotateApiKeyResponse, error) {
+	rsp, err := c.RotateApiKey(ctx, id, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -22131,8 +23413,8 @@ func (c *ClientWithResponses) ListDbtSyncJobsWithResponse(ctx context.Context, d
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/dbt-sync (the `StartDbtSync` operationId).
-func (c *ClientWithResponses) StartDbtSyncWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*StartDbtSyncResponse, error) {
-	rsp, err := c.StartDbtSyncWithBody(ctx, deploymentId, contentType, body, reqEditors...)
+func (c *ClientWithResponses) StartDbtSyncWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, params *StartDbtSyncParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*StartDbtSyncResponse, error) {
+	rsp, err := c.StartDbtSyncWithBody(ctx, deploymentId, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -22166,8 +23448,8 @@ func (c *ClientWithResponses) StartDbtSyncWithBodyWithResponse(ctx context.Conte
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/dbt-sync (the `StartDbtSync` operationId).
-func (c *ClientWithResponses) StartDbtSyncWithResponse(ctx context.Context, deploymentId DeploymentId, body StartDbtSyncJSONRequestBody, reqEditors ...RequestEditorFn) (*StartDbtSyncResponse, error) {
-	rsp, err := c.StartDbtSync(ctx, deploymentId, body, reqEditors...)
+func (c *ClientWithResponses) StartDbtSyncWithResponse(ctx context.Context, deploymentId DeploymentId, params *StartDbtSyncParams, body StartDbtSyncJSONRequestBody, reqEditors ...RequestEditorFn) (*StartDbtSyncResponse, error) {
+	rsp, err := c.StartDbtSync(ctx, deploymentId, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -22199,8 +23481,8 @@ func (c *ClientWithResponses) GetDbtSyncJobWithResponse(ctx context.Context, dep
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/dbt-sync/{syncJobId}/cancel (the `CancelDbtSyncJob` operationId).
-func (c *ClientWithResponses) CancelDbtSyncJobWithResponse(ctx context.Context, deploymentId DeploymentId, syncJobId SyncJobId, reqEditors ...RequestEditorFn) (*CancelDbtSyncJobResponse, error) {
-	rsp, err := c.CancelDbtSyncJob(ctx, deploymentId, syncJobId, reqEditors...)
+func (c *ClientWithResponses) CancelDbtSyncJobWithResponse(ctx context.Context, deploymentId DeploymentId, syncJobId SyncJobId, params *CancelDbtSyncJobParams, reqEditors ...RequestEditorFn) (*CancelDbtSyncJobResponse, error) {
+	rsp, err := c.CancelDbtSyncJob(ctx, deploymentId, syncJobId, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -22222,8 +23504,8 @@ func (c *ClientWithResponses) CancelDbtSyncJobWithResponse(ctx context.Context, 
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/dbt-sync/{syncJobId}/retry (the `RetryDbtSyncJob` operationId).
-func (c *ClientWithResponses) RetryDbtSyncJobWithResponse(ctx context.Context, deploymentId DeploymentId, syncJobId SyncJobId, reqEditors ...RequestEditorFn) (*RetryDbtSyncJobResponse, error) {
-	rsp, err := c.RetryDbtSyncJob(ctx, deploymentId, syncJobId, reqEditors...)
+func (c *ClientWithResponses) RetryDbtSyncJobWithResponse(ctx context.Context, deploymentId DeploymentId, syncJobId SyncJobId, params *RetryDbtSyncJobParams, reqEditors ...RequestEditorFn) (*RetryDbtSyncJobResponse, error) {
+	rsp, err := c.RetryDbtSyncJob(ctx, deploymentId, syncJobId, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -22312,8 +23594,8 @@ func (c *ClientWithResponses) ListEmbedTenantWorkbooksWithResponse(ctx context.C
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/folders (the `CreateFolder` operationId).
-func (c *ClientWithResponses) CreateFolderWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateFolderResponse, error) {
-	rsp, err := c.CreateFolderWithBody(ctx, deploymentId, contentType, body, reqEditors...)
+func (c *ClientWithResponses) CreateFolderWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, params *CreateFolderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateFolderResponse, error) {
+	rsp, err := c.CreateFolderWithBody(ctx, deploymentId, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -22330,8 +23612,8 @@ func (c *ClientWithResponses) CreateFolderWithBodyWithResponse(ctx context.Conte
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/folders (the `CreateFolder` operationId).
-func (c *ClientWithResponses) CreateFolderWithResponse(ctx context.Context, deploymentId DeploymentId, body CreateFolderJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateFolderResponse, error) {
-	rsp, err := c.CreateFolder(ctx, deploymentId, body, reqEditors...)
+func (c *ClientWithResponses) CreateFolderWithResponse(ctx context.Context, deploymentId DeploymentId, params *CreateFolderParams, body CreateFolderJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateFolderResponse, error) {
+	rsp, err := c.CreateFolder(ctx, deploymentId, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -22518,8 +23800,8 @@ func (c *ClientWithResponses) SetFolderPermissionsWithResponse(ctx context.Conte
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/reports (the `CreateReport` operationId).
-func (c *ClientWithResponses) CreateReportWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateReportResponse, error) {
-	rsp, err := c.CreateReportWithBody(ctx, deploymentId, contentType, body, reqEditors...)
+func (c *ClientWithResponses) CreateReportWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, params *CreateReportParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateReportResponse, error) {
+	rsp, err := c.CreateReportWithBody(ctx, deploymentId, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -22534,8 +23816,8 @@ func (c *ClientWithResponses) CreateReportWithBodyWithResponse(ctx context.Conte
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/reports (the `CreateReport` operationId).
-func (c *ClientWithResponses) CreateReportWithResponse(ctx context.Context, deploymentId DeploymentId, body CreateReportJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateReportResponse, error) {
-	rsp, err := c.CreateReport(ctx, deploymentId, body, reqEditors...)
+func (c *ClientWithResponses) CreateReportWithResponse(ctx context.Context, deploymentId DeploymentId, params *CreateReportParams, body CreateReportJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateReportResponse, error) {
+	rsp, err := c.CreateReport(ctx, deploymentId, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -22631,8 +23913,8 @@ func (c *ClientWithResponses) UpdateReportWithResponse(ctx context.Context, depl
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/token (the `CreateDataApiToken` operationId).
-func (c *ClientWithResponses) CreateDataApiTokenWithResponse(ctx context.Context, deploymentId DeploymentId, reqEditors ...RequestEditorFn) (*CreateDataApiTokenResponse, error) {
-	rsp, err := c.CreateDataApiToken(ctx, deploymentId, reqEditors...)
+func (c *ClientWithResponses) CreateDataApiTokenWithResponse(ctx context.Context, deploymentId DeploymentId, params *CreateDataApiTokenParams, reqEditors ...RequestEditorFn) (*CreateDataApiTokenResponse, error) {
+	rsp, err := c.CreateDataApiToken(ctx, deploymentId, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -22648,8 +23930,8 @@ func (c *ClientWithResponses) CreateDataApiTokenWithResponse(ctx context.Context
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks (the `CreateWorkbook` operationId).
-func (c *ClientWithResponses) CreateWorkbookWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateWorkbookResponse, error) {
-	rsp, err := c.CreateWorkbookWithBody(ctx, deploymentId, contentType, body, reqEditors...)
+func (c *ClientWithResponses) CreateWorkbookWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, params *CreateWorkbookParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateWorkbookResponse, error) {
+	rsp, err := c.CreateWorkbookWithBody(ctx, deploymentId, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -22665,8 +23947,8 @@ func (c *ClientWithResponses) CreateWorkbookWithBodyWithResponse(ctx context.Con
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks (the `CreateWorkbook` operationId).
-func (c *ClientWithResponses) CreateWorkbookWithResponse(ctx context.Context, deploymentId DeploymentId, body CreateWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateWorkbookResponse, error) {
-	rsp, err := c.CreateWorkbook(ctx, deploymentId, body, reqEditors...)
+func (c *ClientWithResponses) CreateWorkbookWithResponse(ctx context.Context, deploymentId DeploymentId, params *CreateWorkbookParams, body CreateWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateWorkbookResponse, error) {
+	rsp, err := c.CreateWorkbook(ctx, deploymentId, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -22835,8 +24117,8 @@ func (c *ClientWithResponses) SetWorkbookEmbedAccessWithResponse(ctx context.Con
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/publish (the `PublishWorkbook` operationId).
-func (c *ClientWithResponses) PublishWorkbookWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PublishWorkbookResponse, error) {
-	rsp, err := c.PublishWorkbookWithBody(ctx, deploymentId, workbookId, contentType, body, reqEditors...)
+func (c *ClientWithResponses) PublishWorkbookWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *PublishWorkbookParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PublishWorkbookResponse, error) {
+	rsp, err := c.PublishWorkbookWithBody(ctx, deploymentId, workbookId, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -22861,8 +24143,8 @@ func (c *ClientWithResponses) PublishWorkbookWithBodyWithResponse(ctx context.Co
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/publish (the `PublishWorkbook` operationId).
-func (c *ClientWithResponses) PublishWorkbookWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, body PublishWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*PublishWorkbookResponse, error) {
-	rsp, err := c.PublishWorkbook(ctx, deploymentId, workbookId, body, reqEditors...)
+func (c *ClientWithResponses) PublishWorkbookWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *PublishWorkbookParams, body PublishWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*PublishWorkbookResponse, error) {
+	rsp, err := c.PublishWorkbook(ctx, deploymentId, workbookId, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -22879,8 +24161,8 @@ func (c *ClientWithResponses) PublishWorkbookWithResponse(ctx context.Context, d
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/unpublish (the `UnpublishWorkbook` operationId).
-func (c *ClientWithResponses) UnpublishWorkbookWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, reqEditors ...RequestEditorFn) (*UnpublishWorkbookResponse, error) {
-	rsp, err := c.UnpublishWorkbook(ctx, deploymentId, workbookId, reqEditors...)
+func (c *ClientWithResponses) UnpublishWorkbookWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *UnpublishWorkbookParams, reqEditors ...RequestEditorFn) (*UnpublishWorkbookResponse, error) {
+	rsp, err := c.UnpublishWorkbook(ctx, deploymentId, workbookId, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -22953,8 +24235,8 @@ func (c *ClientWithResponses) ListWorkspaceItemsWithResponse(ctx context.Context
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/bulk-move (the `BulkMoveWorkspaceItems` operationId).
-func (c *ClientWithResponses) BulkMoveWorkspaceItemsWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BulkMoveWorkspaceItemsResponse, error) {
-	rsp, err := c.BulkMoveWorkspaceItemsWithBody(ctx, deploymentId, contentType, body, reqEditors...)
+func (c *ClientWithResponses) BulkMoveWorkspaceItemsWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, params *BulkMoveWorkspaceItemsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BulkMoveWorkspaceItemsResponse, error) {
+	rsp, err := c.BulkMoveWorkspaceItemsWithBody(ctx, deploymentId, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -22996,8 +24278,8 @@ func (c *ClientWithResponses) BulkMoveWorkspaceItemsWithBodyWithResponse(ctx con
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/bulk-move (the `BulkMoveWorkspaceItems` operationId).
-func (c *ClientWithResponses) BulkMoveWorkspaceItemsWithResponse(ctx context.Context, deploymentId DeploymentId, body BulkMoveWorkspaceItemsJSONRequestBody, reqEditors ...RequestEditorFn) (*BulkMoveWorkspaceItemsResponse, error) {
-	rsp, err := c.BulkMoveWorkspaceItems(ctx, deploymentId, body, reqEditors...)
+func (c *ClientWithResponses) BulkMoveWorkspaceItemsWithResponse(ctx context.Context, deploymentId DeploymentId, params *BulkMoveWorkspaceItemsParams, body BulkMoveWorkspaceItemsJSONRequestBody, reqEditors ...RequestEditorFn) (*BulkMoveWorkspaceItemsResponse, error) {
+	rsp, err := c.BulkMoveWorkspaceItems(ctx, deploymentId, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -23051,8 +24333,8 @@ func (c *ClientWithResponses) AddFavoriteWithResponse(ctx context.Context, deplo
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/move (the `MoveWorkspaceItem` operationId).
-func (c *ClientWithResponses) MoveWorkspaceItemWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*MoveWorkspaceItemResponse, error) {
-	rsp, err := c.MoveWorkspaceItemWithBody(ctx, deploymentId, contentType, body, reqEditors...)
+func (c *ClientWithResponses) MoveWorkspaceItemWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, params *MoveWorkspaceItemParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*MoveWorkspaceItemResponse, error) {
+	rsp, err := c.MoveWorkspaceItemWithBody(ctx, deploymentId, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -23073,8 +24355,8 @@ func (c *ClientWithResponses) MoveWorkspaceItemWithBodyWithResponse(ctx context.
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/move (the `MoveWorkspaceItem` operationId).
-func (c *ClientWithResponses) MoveWorkspaceItemWithResponse(ctx context.Context, deploymentId DeploymentId, body MoveWorkspaceItemJSONRequestBody, reqEditors ...RequestEditorFn) (*MoveWorkspaceItemResponse, error) {
-	rsp, err := c.MoveWorkspaceItem(ctx, deploymentId, body, reqEditors...)
+func (c *ClientWithResponses) MoveWorkspaceItemWithResponse(ctx context.Context, deploymentId DeploymentId, params *MoveWorkspaceItemParams, body MoveWorkspaceItemJSONRequestBody, reqEditors ...RequestEditorFn) (*MoveWorkspaceItemResponse, error) {
+	rsp, err := c.MoveWorkspaceItem(ctx, deploymentId, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -23168,8 +24450,8 @@ func (c *ClientWithResponses) ListEmbedTenantGroupMembersWithResponse(ctx contex
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/embed-tenants/{embedTenantName}/groups/{id}/users (the `AddEmbedTenantGroupMembers` operationId).
-func (c *ClientWithResponses) AddEmbedTenantGroupMembersWithBodyWithResponse(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AddEmbedTenantGroupMembersResponse, error) {
-	rsp, err := c.AddEmbedTenantGroupMembersWithBody(ctx, embedTenantName, id, contentType, body, reqEditors...)
+func (c *ClientWithResponses) AddEmbedTenantGroupMembersWithBodyWithResponse(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, params *AddEmbedTenantGroupMembersParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AddEmbedTenantGroupMembersResponse, error) {
+	rsp, err := c.AddEmbedTenantGroupMembersWithBody(ctx, embedTenantName, id, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -23191,8 +24473,8 @@ func (c *ClientWithResponses) AddEmbedTenantGroupMembersWithBodyWithResponse(ctx
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/embed-tenants/{embedTenantName}/groups/{id}/users (the `AddEmbedTenantGroupMembers` operationId).
-func (c *ClientWithResponses) AddEmbedTenantGroupMembersWithResponse(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, body AddEmbedTenantGroupMembersJSONRequestBody, reqEditors ...RequestEditorFn) (*AddEmbedTenantGroupMembersResponse, error) {
-	rsp, err := c.AddEmbedTenantGroupMembers(ctx, embedTenantName, id, body, reqEditors...)
+func (c *ClientWithResponses) AddEmbedTenantGroupMembersWithResponse(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, params *AddEmbedTenantGroupMembersParams, body AddEmbedTenantGroupMembersJSONRequestBody, reqEditors ...RequestEditorFn) (*AddEmbedTenantGroupMembersResponse, error) {
+	rsp, err := c.AddEmbedTenantGroupMembers(ctx, embedTenantName, id, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -23437,8 +24719,8 @@ func (c *ClientWithResponses) GetEmbedDashboardWithResponse(ctx context.Context,
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/embed/generate-session (the `GenerateEmbedSession` operationId).
-func (c *ClientWithResponses) GenerateEmbedSessionWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*GenerateEmbedSessionResponse, error) {
-	rsp, err := c.GenerateEmbedSessionWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) GenerateEmbedSessionWithBodyWithResponse(ctx context.Context, params *GenerateEmbedSessionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*GenerateEmbedSessionResponse, error) {
+	rsp, err := c.GenerateEmbedSessionWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -23496,8 +24778,8 @@ func (c *ClientWithResponses) GenerateEmbedSessionWithBodyWithResponse(ctx conte
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/embed/generate-session (the `GenerateEmbedSession` operationId).
-func (c *ClientWithResponses) GenerateEmbedSessionWithResponse(ctx context.Context, body GenerateEmbedSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*GenerateEmbedSessionResponse, error) {
-	rsp, err := c.GenerateEmbedSession(ctx, body, reqEditors...)
+func (c *ClientWithResponses) GenerateEmbedSessionWithResponse(ctx context.Context, params *GenerateEmbedSessionParams, body GenerateEmbedSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*GenerateEmbedSessionResponse, error) {
+	rsp, err := c.GenerateEmbedSession(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -23529,8 +24811,8 @@ func (c *ClientWithResponses) GetEmbedSessionWithResponse(ctx context.Context, r
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/embed/session/ai-credentials (the `CreateEmbedAiCredentials` operationId).
-func (c *ClientWithResponses) CreateEmbedAiCredentialsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*CreateEmbedAiCredentialsResponse, error) {
-	rsp, err := c.CreateEmbedAiCredentials(ctx, reqEditors...)
+func (c *ClientWithResponses) CreateEmbedAiCredentialsWithResponse(ctx context.Context, params *CreateEmbedAiCredentialsParams, reqEditors ...RequestEditorFn) (*CreateEmbedAiCredentialsResponse, error) {
+	rsp, err := c.CreateEmbedAiCredentials(ctx, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -23795,8 +25077,8 @@ func (c *ClientWithResponses) ListGroupsWithResponse(ctx context.Context, params
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/groups (the `CreateGroup` operationId).
-func (c *ClientWithResponses) CreateGroupWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateGroupResponse, error) {
-	rsp, err := c.CreateGroupWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) CreateGroupWithBodyWithResponse(ctx context.Context, params *CreateGroupParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateGroupResponse, error) {
+	rsp, err := c.CreateGroupWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -23814,8 +25096,8 @@ func (c *ClientWithResponses) CreateGroupWithBodyWithResponse(ctx context.Contex
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/groups (the `CreateGroup` operationId).
-func (c *ClientWithResponses) CreateGroupWithResponse(ctx context.Context, body CreateGroupJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateGroupResponse, error) {
-	rsp, err := c.CreateGroup(ctx, body, reqEditors...)
+func (c *ClientWithResponses) CreateGroupWithResponse(ctx context.Context, params *CreateGroupParams, body CreateGroupJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateGroupResponse, error) {
+	rsp, err := c.CreateGroup(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -23871,8 +25153,8 @@ func (c *ClientWithResponses) ListGroupMembersWithResponse(ctx context.Context, 
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/groups/{id}/users (the `AddGroupMembers` operationId).
-func (c *ClientWithResponses) AddGroupMembersWithBodyWithResponse(ctx context.Context, id DefinitionId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AddGroupMembersResponse, error) {
-	rsp, err := c.AddGroupMembersWithBody(ctx, id, contentType, body, reqEditors...)
+func (c *ClientWithResponses) AddGroupMembersWithBodyWithResponse(ctx context.Context, id DefinitionId, params *AddGroupMembersParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AddGroupMembersResponse, error) {
+	rsp, err := c.AddGroupMembersWithBody(ctx, id, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -23891,8 +25173,8 @@ func (c *ClientWithResponses) AddGroupMembersWithBodyWithResponse(ctx context.Co
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/groups/{id}/users (the `AddGroupMembers` operationId).
-func (c *ClientWithResponses) AddGroupMembersWithResponse(ctx context.Context, id DefinitionId, body AddGroupMembersJSONRequestBody, reqEditors ...RequestEditorFn) (*AddGroupMembersResponse, error) {
-	rsp, err := c.AddGroupMembers(ctx, id, body, reqEditors...)
+func (c *ClientWithResponses) AddGroupMembersWithResponse(ctx context.Context, id DefinitionId, params *AddGroupMembersParams, body AddGroupMembersJSONRequestBody, reqEditors ...RequestEditorFn) (*AddGroupMembersResponse, error) {
+	rsp, err := c.AddGroupMembers(ctx, id, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -23960,8 +25242,8 @@ func (c *ClientWithResponses) ListUserAttributesWithResponse(ctx context.Context
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/user-attributes (the `CreateUserAttribute` operationId).
-func (c *ClientWithResponses) CreateUserAttributeWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateUserAttributeResponse, error) {
-	rsp, err := c.CreateUserAttributeWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) CreateUserAttributeWithBodyWithResponse(ctx context.Context, params *CreateUserAttributeParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateUserAttributeResponse, error) {
+	rsp, err := c.CreateUserAttributeWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -23979,8 +25261,8 @@ func (c *ClientWithResponses) CreateUserAttributeWithBodyWithResponse(ctx contex
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/user-attributes (the `CreateUserAttribute` operationId).
-func (c *ClientWithResponses) CreateUserAttributeWithResponse(ctx context.Context, body CreateUserAttributeJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateUserAttributeResponse, error) {
-	rsp, err := c.CreateUserAttribute(ctx, body, reqEditors...)
+func (c *ClientWithResponses) CreateUserAttributeWithResponse(ctx context.Context, params *CreateUserAttributeParams, body CreateUserAttributeJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateUserAttributeResponse, error) {
+	rsp, err := c.CreateUserAttribute(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -24079,8 +25361,8 @@ func (c *ClientWithResponses) GetBranchFileWithResponse(ctx context.Context, dep
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /build/api/v1/deployments/{deploymentId}/branches/{branchName}/open (the `OpenBranch` operationId).
-func (c *ClientWithResponses) OpenBranchWithResponse(ctx context.Context, deploymentId DeploymentId, branchName BranchName, reqEditors ...RequestEditorFn) (*OpenBranchResponse, error) {
-	rsp, err := c.OpenBranch(ctx, deploymentId, branchName, reqEditors...)
+func (c *ClientWithResponses) OpenBranchWithResponse(ctx context.Context, deploymentId DeploymentId, branchName BranchName, params *OpenBranchParams, reqEditors ...RequestEditorFn) (*OpenBranchResponse, error) {
+	rsp, err := c.OpenBranch(ctx, deploymentId, branchName, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -24245,6 +25527,13 @@ func ParseCreateApiKeyResponse(rsp *http.Response) (*CreateApiKeyResponse, error
 		}
 		response.JSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyKeyInUse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest PayloadTooLarge
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -24259,6 +25548,20 @@ func ParseCreateApiKeyResponse(rsp *http.Response) (*CreateApiKeyResponse, error
 		}
 		response.JSON415 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest IdempotencyLimit
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
 		var dest ServiceUnavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -24271,6 +25574,13 @@ func ParseCreateApiKeyResponse(rsp *http.Response) (*CreateApiKeyResponse, error
 	switch {
 	case rsp.StatusCode == 201:
 		var headers CreateApiKeyResponse201Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
 		if values := rsp.Header.Values("Location"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -24289,6 +25599,26 @@ func ParseCreateApiKeyResponse(rsp *http.Response) (*CreateApiKeyResponse, error
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 409:
+		var headers CreateApiKeyResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateApiKeyResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -24491,6 +25821,20 @@ func ParseRotateApiKeyResponse(rsp *http.Response) (*RotateApiKeyResponse, error
 		}
 		response.JSON415 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest IdempotencyLimit
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
 		var dest ServiceUnavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -24501,6 +25845,16 @@ func ParseRotateApiKeyResponse(rsp *http.Response) (*RotateApiKeyResponse, error
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers RotateApiKeyResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers RotateApiKeyResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -24511,6 +25865,16 @@ func ParseRotateApiKeyResponse(rsp *http.Response) (*RotateApiKeyResponse, error
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers RotateApiKeyResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -24917,6 +26281,13 @@ func ParseStartDbtSyncResponse(rsp *http.Response) (*StartDbtSyncResponse, error
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyKeyInUse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest UploadTooLarge
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -24930,6 +26301,13 @@ func ParseStartDbtSyncResponse(rsp *http.Response) (*StartDbtSyncResponse, error
 			return nil, err
 		}
 		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest JobLimit
@@ -24962,6 +26340,16 @@ func ParseStartDbtSyncResponse(rsp *http.Response) (*StartDbtSyncResponse, error
 	}
 
 	switch {
+	case rsp.StatusCode == 202:
+		var headers StartDbtSyncResponse202Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		response.Headers202 = &headers
 	case rsp.StatusCode == 401:
 		var headers StartDbtSyncResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -24972,6 +26360,16 @@ func ParseStartDbtSyncResponse(rsp *http.Response) (*StartDbtSyncResponse, error
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 409:
+		var headers StartDbtSyncResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers409 = &headers
 	}
 
 	return response, nil
@@ -25107,6 +26505,20 @@ func ParseCancelDbtSyncJobResponse(rsp *http.Response) (*CancelDbtSyncJobRespons
 		}
 		response.JSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest IdempotencyLimit
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -25131,6 +26543,16 @@ func ParseCancelDbtSyncJobResponse(rsp *http.Response) (*CancelDbtSyncJobRespons
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers CancelDbtSyncJobResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers CancelDbtSyncJobResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -25141,6 +26563,16 @@ func ParseCancelDbtSyncJobResponse(rsp *http.Response) (*CancelDbtSyncJobRespons
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers CancelDbtSyncJobResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -25202,6 +26634,13 @@ func ParseRetryDbtSyncJobResponse(rsp *http.Response) (*RetryDbtSyncJobResponse,
 		}
 		response.JSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest JobLimit
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -25233,6 +26672,16 @@ func ParseRetryDbtSyncJobResponse(rsp *http.Response) (*RetryDbtSyncJobResponse,
 	}
 
 	switch {
+	case rsp.StatusCode == 202:
+		var headers RetryDbtSyncJobResponse202Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		response.Headers202 = &headers
 	case rsp.StatusCode == 401:
 		var headers RetryDbtSyncJobResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -25568,6 +27017,13 @@ func ParseCreateFolderResponse(rsp *http.Response) (*CreateFolderResponse, error
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyKeyInUse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest PayloadTooLarge
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -25581,6 +27037,20 @@ func ParseCreateFolderResponse(rsp *http.Response) (*CreateFolderResponse, error
 			return nil, err
 		}
 		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest IdempotencyLimit
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
@@ -25606,6 +27076,16 @@ func ParseCreateFolderResponse(rsp *http.Response) (*CreateFolderResponse, error
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers CreateFolderResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers CreateFolderResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -25616,6 +27096,26 @@ func ParseCreateFolderResponse(rsp *http.Response) (*CreateFolderResponse, error
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 409:
+		var headers CreateFolderResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateFolderResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -26331,6 +27831,13 @@ func ParseCreateReportResponse(rsp *http.Response) (*CreateReportResponse, error
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyKeyInUse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest PayloadTooLarge
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -26344,6 +27851,20 @@ func ParseCreateReportResponse(rsp *http.Response) (*CreateReportResponse, error
 			return nil, err
 		}
 		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest IdempotencyLimit
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
@@ -26369,6 +27890,16 @@ func ParseCreateReportResponse(rsp *http.Response) (*CreateReportResponse, error
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers CreateReportResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers CreateReportResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -26379,6 +27910,26 @@ func ParseCreateReportResponse(rsp *http.Response) (*CreateReportResponse, error
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 409:
+		var headers CreateReportResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateReportResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -26714,6 +28265,27 @@ func ParseCreateDataApiTokenResponse(rsp *http.Response) (*CreateDataApiTokenRes
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyKeyInUse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest IdempotencyLimit
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -26738,6 +28310,16 @@ func ParseCreateDataApiTokenResponse(rsp *http.Response) (*CreateDataApiTokenRes
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers CreateDataApiTokenResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers CreateDataApiTokenResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -26748,6 +28330,26 @@ func ParseCreateDataApiTokenResponse(rsp *http.Response) (*CreateDataApiTokenRes
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 409:
+		var headers CreateDataApiTokenResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateDataApiTokenResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -26802,6 +28404,13 @@ func ParseCreateWorkbookResponse(rsp *http.Response) (*CreateWorkbookResponse, e
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyKeyInUse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest PayloadTooLarge
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -26815,6 +28424,20 @@ func ParseCreateWorkbookResponse(rsp *http.Response) (*CreateWorkbookResponse, e
 			return nil, err
 		}
 		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest IdempotencyLimit
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
@@ -26840,6 +28463,16 @@ func ParseCreateWorkbookResponse(rsp *http.Response) (*CreateWorkbookResponse, e
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers CreateWorkbookResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers CreateWorkbookResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -26850,6 +28483,26 @@ func ParseCreateWorkbookResponse(rsp *http.Response) (*CreateWorkbookResponse, e
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 409:
+		var headers CreateWorkbookResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateWorkbookResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -27396,6 +29049,20 @@ func ParsePublishWorkbookResponse(rsp *http.Response) (*PublishWorkbookResponse,
 		}
 		response.JSON413 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest IdempotencyLimit
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -27420,6 +29087,16 @@ func ParsePublishWorkbookResponse(rsp *http.Response) (*PublishWorkbookResponse,
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers PublishWorkbookResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers PublishWorkbookResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -27430,6 +29107,16 @@ func ParsePublishWorkbookResponse(rsp *http.Response) (*PublishWorkbookResponse,
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers PublishWorkbookResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -27491,6 +29178,20 @@ func ParseUnpublishWorkbookResponse(rsp *http.Response) (*UnpublishWorkbookRespo
 		}
 		response.JSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest IdempotencyLimit
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -27515,6 +29216,16 @@ func ParseUnpublishWorkbookResponse(rsp *http.Response) (*UnpublishWorkbookRespo
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers UnpublishWorkbookResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers UnpublishWorkbookResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -27525,6 +29236,16 @@ func ParseUnpublishWorkbookResponse(rsp *http.Response) (*UnpublishWorkbookRespo
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers UnpublishWorkbookResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -27667,6 +29388,13 @@ func ParseBulkMoveWorkspaceItemsResponse(rsp *http.Response) (*BulkMoveWorkspace
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyKeyInUse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest PayloadTooLarge
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -27680,6 +29408,20 @@ func ParseBulkMoveWorkspaceItemsResponse(rsp *http.Response) (*BulkMoveWorkspace
 			return nil, err
 		}
 		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest IdempotencyLimit
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
@@ -27705,6 +29447,16 @@ func ParseBulkMoveWorkspaceItemsResponse(rsp *http.Response) (*BulkMoveWorkspace
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers BulkMoveWorkspaceItemsResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers BulkMoveWorkspaceItemsResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -27715,6 +29467,26 @@ func ParseBulkMoveWorkspaceItemsResponse(rsp *http.Response) (*BulkMoveWorkspace
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 409:
+		var headers BulkMoveWorkspaceItemsResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers BulkMoveWorkspaceItemsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -27937,6 +29709,13 @@ func ParseMoveWorkspaceItemResponse(rsp *http.Response) (*MoveWorkspaceItemRespo
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyKeyInUse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest PayloadTooLarge
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -27950,6 +29729,20 @@ func ParseMoveWorkspaceItemResponse(rsp *http.Response) (*MoveWorkspaceItemRespo
 			return nil, err
 		}
 		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest IdempotencyLimit
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
@@ -27975,6 +29768,16 @@ func ParseMoveWorkspaceItemResponse(rsp *http.Response) (*MoveWorkspaceItemRespo
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers MoveWorkspaceItemResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers MoveWorkspaceItemResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -27985,6 +29788,26 @@ func ParseMoveWorkspaceItemResponse(rsp *http.Response) (*MoveWorkspaceItemRespo
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 409:
+		var headers MoveWorkspaceItemResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers MoveWorkspaceItemResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -28308,6 +30131,13 @@ func ParseAddEmbedTenantGroupMembersResponse(rsp *http.Response) (*AddEmbedTenan
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyKeyInUse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest PayloadTooLarge
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -28321,6 +30151,20 @@ func ParseAddEmbedTenantGroupMembersResponse(rsp *http.Response) (*AddEmbedTenan
 			return nil, err
 		}
 		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest IdempotencyLimit
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
@@ -28346,6 +30190,16 @@ func ParseAddEmbedTenantGroupMembersResponse(rsp *http.Response) (*AddEmbedTenan
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers AddEmbedTenantGroupMembersResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers AddEmbedTenantGroupMembersResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -28356,6 +30210,26 @@ func ParseAddEmbedTenantGroupMembersResponse(rsp *http.Response) (*AddEmbedTenan
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 409:
+		var headers AddEmbedTenantGroupMembersResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers AddEmbedTenantGroupMembersResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -29124,6 +30998,13 @@ func ParseGenerateEmbedSessionResponse(rsp *http.Response) (*GenerateEmbedSessio
 		}
 		response.JSON415 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -29155,6 +31036,16 @@ func ParseGenerateEmbedSessionResponse(rsp *http.Response) (*GenerateEmbedSessio
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers GenerateEmbedSessionResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers GenerateEmbedSessionResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -29289,6 +31180,27 @@ func ParseCreateEmbedAiCredentialsResponse(rsp *http.Response) (*CreateEmbedAiCr
 		}
 		response.JSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyKeyInUse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest IdempotencyLimit
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -29313,6 +31225,16 @@ func ParseCreateEmbedAiCredentialsResponse(rsp *http.Response) (*CreateEmbedAiCr
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers CreateEmbedAiCredentialsResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers CreateEmbedAiCredentialsResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -29323,6 +31245,26 @@ func ParseCreateEmbedAiCredentialsResponse(rsp *http.Response) (*CreateEmbedAiCr
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 409:
+		var headers CreateEmbedAiCredentialsResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateEmbedAiCredentialsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -30008,6 +31950,20 @@ func ParseCreateGroupResponse(rsp *http.Response) (*CreateGroupResponse, error) 
 		}
 		response.JSON415 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest IdempotencyLimit
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -30032,6 +31988,16 @@ func ParseCreateGroupResponse(rsp *http.Response) (*CreateGroupResponse, error) 
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers CreateGroupResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers CreateGroupResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -30042,6 +32008,16 @@ func ParseCreateGroupResponse(rsp *http.Response) (*CreateGroupResponse, error) 
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateGroupResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -30261,6 +32237,13 @@ func ParseAddGroupMembersResponse(rsp *http.Response) (*AddGroupMembersResponse,
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyKeyInUse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest PayloadTooLarge
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -30274,6 +32257,20 @@ func ParseAddGroupMembersResponse(rsp *http.Response) (*AddGroupMembersResponse,
 			return nil, err
 		}
 		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest IdempotencyLimit
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
@@ -30299,6 +32296,16 @@ func ParseAddGroupMembersResponse(rsp *http.Response) (*AddGroupMembersResponse,
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers AddGroupMembersResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers AddGroupMembersResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -30309,6 +32316,26 @@ func ParseAddGroupMembersResponse(rsp *http.Response) (*AddGroupMembersResponse,
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 409:
+		var headers AddGroupMembersResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers AddGroupMembersResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -30561,6 +32588,20 @@ func ParseCreateUserAttributeResponse(rsp *http.Response) (*CreateUserAttributeR
 		}
 		response.JSON415 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest IdempotencyLimit
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -30585,6 +32626,16 @@ func ParseCreateUserAttributeResponse(rsp *http.Response) (*CreateUserAttributeR
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers CreateUserAttributeResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers CreateUserAttributeResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -30595,6 +32646,16 @@ func ParseCreateUserAttributeResponse(rsp *http.Response) (*CreateUserAttributeR
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateUserAttributeResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -31064,6 +33125,27 @@ func ParseOpenBranchResponse(rsp *http.Response) (*OpenBranchResponse, error) {
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyKeyInUse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest IdempotencyLimit
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest BadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -31088,6 +33170,16 @@ func ParseOpenBranchResponse(rsp *http.Response) (*OpenBranchResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers OpenBranchResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers OpenBranchResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -31098,6 +33190,26 @@ func ParseOpenBranchResponse(rsp *http.Response) (*OpenBranchResponse, error) {
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 409:
+		var headers OpenBranchResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers OpenBranchResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
