@@ -170,10 +170,6 @@ func (g *Gateway) idempotent(w *h1.ResponseWriter, r *h1.Request, p *identity.Pr
 	})).ServeHTTP(w, req)
 }
 
-func decodeBody(r *h1.Request, dst any, optional bool) error {
-	return decodeBodyFrom(r, r.Body, dst, optional)
-}
-
 // decodeBodyFrom is decodeBody reading the body from body (r's, through a hash).
 func decodeBodyFrom(r *h1.Request, body io.Reader, dst any, optional bool) error {
 	if !r.HasBody() {
