@@ -36,7 +36,7 @@ func (m *Memory) Claim(_ context.Context, sc Scope, now, leaseUntil, expires tim
 		rec.Answer.Body = slices.Clone(rec.Answer.Body)
 		return nil, &rec, nil
 	}
-	tok := newToken()
+	tok := NewToken()
 	m.records[sc] = &memRecord{token: tok, expires: expires, rec: Record{Running: true, LeaseUntil: leaseUntil}}
 	return &Claim{Scope: sc, Token: tok}, nil, nil
 }
@@ -88,15 +88,15 @@ func (m *Memory) Release(_ context.Context, c *Claim) error {
 func (m *Memory) Use(_ context.Context, account string, now time.Time, window time.Duration, records, bytes int64) (Usage, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	id := bucketID(account, now)
+	id := BucketID(account, now)
 	u := m.usage[id]
 	u.Records += records
 	u.Bytes += bytes
 	m.usage[id] = u
 	var sum Usage
 	seen := map[string]bool{}
-	for t := now.Add(-window); !t.After(now); t = t.Add(bucket) {
-		b := bucketID(account, t)
+	for t := now.Add(-window); !t.After(now); t = t.Add(Bucket) {
+		b := BucketID(account, t)
 		if seen[b] {
 			continue
 		}

@@ -153,9 +153,9 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, h http.Handle
 		m.release(claim)
 		_, _ = m.o.Store.Use(context.WithoutCancel(ctx), account, now, s.TTL, -1, 0)
 		w.Header().Set("Retry-After", "3600")
-		msg := fmt.Sprintf("the account holds %d Idempotency-Key records within %s, at most IDEMPOTENCY_MAX_RECORDS_PER_ACCOUNT=%d", u.Records-1, s.TTL, s.MaxRecords)
+		msg := fmt.Sprintf("the account holds %d Idempotency-Key records within %s; at most %d are kept", u.Records-1, s.TTL, s.MaxRecords)
 		if u.Records <= s.MaxRecords {
-			msg = fmt.Sprintf("the account's Idempotency-Key answers hold %d bytes within %s, at most IDEMPOTENCY_MAX_BYTES_PER_ACCOUNT=%d", u.Bytes, s.TTL, int64(s.MaxBytes))
+			msg = fmt.Sprintf("the account's Idempotency-Key answers hold %d bytes within %s; at most %d bytes are kept", u.Bytes, s.TTL, int64(s.MaxBytes))
 		}
 		errs.WriteBody(w, http.StatusTooManyRequests, errs.CodeIdempotencyLimit, msg)
 		return

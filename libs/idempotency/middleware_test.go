@@ -142,7 +142,7 @@ func TestRecordsPastTheAccountBoundAre429(t *testing.T) {
 	hs.post("/things", "k1", "a", `{}`)
 	hs.post("/things", "k2", "a", `{}`)
 	w := hs.post("/things", "k3", "a", `{}`)
-	if w.Code != 429 || code(t, w) != "idempotency_limit" || !strings.Contains(w.Body.String(), "IDEMPOTENCY_MAX_RECORDS_PER_ACCOUNT=2") {
+	if w.Code != 429 || code(t, w) != "idempotency_limit" || !strings.Contains(w.Body.String(), "at most 2 are kept") {
 		t.Fatalf("third key = %d %s", w.Code, w.Body)
 	}
 	if hs.calls.Load() != 2 {

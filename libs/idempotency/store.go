@@ -2,7 +2,10 @@ package idempotency
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -61,4 +64,19 @@ type Store interface {
 	// Use adds records and bytes to account's usage in the window bucket of now (one an
 	// hour) and returns its usage over the buckets of the window ending at now.
 	Use(ctx context.Context, account string, now time.Time, window time.Duration, records, bytes int64) (Usage, error)
+}
+
+// Bucket is the span of one per-account usage counter.
+const Bucket = time.Hour
+
+// BucketID names account's usage counter of the bucket holding t.
+func BucketID(account string, t time.Time) string {
+	return fmt.Sprintf("%s/%d", account, t.Truncate(Bucket).Unix())
+}
+
+// NewToken returns a random claim token.
+func NewToken() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }

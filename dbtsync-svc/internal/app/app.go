@@ -21,6 +21,7 @@ import (
 	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/audit/publish"
 	"github.com/analyticsco/platform/libs/idempotency"
+	idemstore "github.com/analyticsco/platform/libs/idempotency/mongostore"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
 	"github.com/analyticsco/platform/libs/natsx"
@@ -135,7 +136,7 @@ func NewAPI(ctx context.Context, d Deps) (*API, error) {
 	svc = dbtsync.AuditingMiddleware(a.audit)(svc)
 	svc = dbtsync.LoggingMiddleware(d.Logger)(svc)
 	svc = dbtsync.InstrumentingMiddleware(a.metrics)(svc)
-	idemStore := idempotency.NewMongoStore(d.Mongo)
+	idemStore := idemstore.New(d.Mongo)
 	if err := mongox.EnsureIndexes(ctx, mongox.IndexWait, idemStore.EnsureIndexes); err != nil {
 		return nil, err
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/analyticsco/platform/libs/audit/publish"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/idempotency"
+	idemstore "github.com/analyticsco/platform/libs/idempotency/mongostore"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
 	"github.com/analyticsco/platform/libs/natsx"
@@ -91,7 +92,7 @@ func New(ctx context.Context, d Deps) (*App, error) {
 	st.WithSessionRetention(d.SessionRetention)
 	// Purged session records go, where the database has no TTL indexes.
 	go st.Sweep(ctx)
-	idemStore := idempotency.NewMongoStore(db)
+	idemStore := idemstore.New(db)
 	if err := mongox.EnsureIndexes(ctx, mongox.IndexWait, st.EnsureIndexes, idemStore.EnsureIndexes); err != nil {
 		return nil, err
 	}

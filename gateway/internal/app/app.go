@@ -30,6 +30,7 @@ import (
 	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/audit/publish"
 	"github.com/analyticsco/platform/libs/idempotency"
+	idemstore "github.com/analyticsco/platform/libs/idempotency/mongostore"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/identity/lookup"
 	"github.com/analyticsco/platform/libs/mongox"
@@ -151,7 +152,7 @@ func New(ctx context.Context, d Deps) (*App, error) {
 	}
 	go authn.RunLastUsedFlush(ctx, d.Store, cmp.Or(d.LastUsedFlush, time.Minute), func(n int) { lastUsedWrites.Add(float64(n)) })
 
-	idemStore := idempotency.NewMongoStore(d.Store.Database())
+	idemStore := idemstore.New(d.Store.Database())
 	if err := mongox.EnsureIndexes(ctx, mongox.IndexWait, idemStore.EnsureIndexes); err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/audit/publish"
 	"github.com/analyticsco/platform/libs/idempotency"
+	idemstore "github.com/analyticsco/platform/libs/idempotency/mongostore"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
 	"github.com/analyticsco/platform/libs/natsx"
@@ -72,7 +73,7 @@ func (a *App) Close() {
 // New wires the service. It creates the indexes first.
 func New(ctx context.Context, d Deps) (*App, error) {
 	store := mongostore.New(d.Mongo.Database(d.Database))
-	idemStore := idempotency.NewMongoStore(d.Mongo.Database(d.Database))
+	idemStore := idemstore.New(d.Mongo.Database(d.Database))
 	if err := mongox.EnsureIndexes(ctx, mongox.IndexWait, store.EnsureIndexes, idemStore.EnsureIndexes); err != nil {
 		return nil, err
 	}

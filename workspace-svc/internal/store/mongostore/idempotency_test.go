@@ -6,8 +6,8 @@ import (
 
 	"github.com/analyticsco/platform/devstack"
 	"github.com/analyticsco/platform/devstack/mongoplan"
-	"github.com/analyticsco/platform/libs/idempotency"
 	"github.com/analyticsco/platform/libs/idempotency/idemtest"
+	idemstore "github.com/analyticsco/platform/libs/idempotency/mongostore"
 	"github.com/analyticsco/platform/libs/mongox"
 )
 
@@ -22,7 +22,7 @@ func TestIdempotencyStoreContract(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
 	db := client.Database(devstack.UniqueName(t, "ws"))
-	s := idempotency.NewMongoStore(db)
+	s := idemstore.New(db)
 	if err := s.EnsureIndexes(context.Background()); err != nil {
 		t.Fatal(err)
 	}

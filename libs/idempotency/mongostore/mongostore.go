@@ -1,9 +1,9 @@
-package idempotency
+// Package mongostore is the idempotency.Store on MongoDB, in the service's own database:
+// never Redis, whose memory (noeviction) is kept for revocation markers.
+package mongostore
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -13,6 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/analyticsco/platform/libs/idempotency"
 	"github.com/analyticsco/platform/libs/mongox"
 )
 
@@ -23,9 +24,8 @@ const (
 	UsageCollection = "idempotency_usage"
 )
 
-// MongoStore is the Store on MongoDB, in the service's own database: never Redis, whose
-// memory (noeviction) is kept for revocation markers.
-type MongoStore struct {
+// Store is the idempotency.Store on MongoDB.
+type Store struct {
 	records   *mongo.Collection
 	usage     *mongo.Collection
 	sweep     atomic.Bool  // the database has no TTL indexes: Claim deletes expired documents
@@ -47,14 +47,14 @@ func wrap(err error) error {
 	return err
 }
 
-// NewMongoStore returns the store on db's collections.
-func NewMongoStore(db *mongo.Database) *MongoStore {
-	return &MongoStore{records: db.Collection(Collection), usage: db.Collection(UsageCollection)}
+// New returns the store on db's collections.
+func New(db *mongo.Database) *Store {
+	return &Store{records: db.Collection(Collection), usage: db.Collection(UsageCollection)}
 }
 
 // EnsureIndexes creates the unique scope index (the claim's lock and every lookup's
 // index) and the TTL indexes that drop expired records and counters.
-func (s *MongoStore) EnsureIndexes(ctx context.Context) error {
+func (s *Store) EnsureIndexes(ctx context.Context) error {
 	_, err := s.records.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "acct", Value: 1}, {Key: "cred", Value: 1}, {Key: "key", Value: 1}},
 		Options: options.Index().SetName("acct_1_cred_1_key_1").SetUnique(true)})
 	if err != nil {
@@ -70,7 +70,7 @@ func (s *MongoStore) EnsureIndexes(ctx context.Context) error {
 
 // expiryIndex drops documents when exp passes: a TTL index where the database has them
 // (MongoDB), else a plain index that serves the sweep's range delete.
-func (s *MongoStore) expiryIndex(ctx context.Context, c *mongo.Collection) error {
+func (s *Store) expiryIndex(ctx context.Context, c *mongo.Collection) error {
 	keys := bson.D{{Key: "exp", Value: 1}}
 	_, err := c.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: keys, Options: options.Index().SetExpireAfterSeconds(0)})
 	switch mongox.ClassifyTTLRefusal(err) {
@@ -87,7 +87,7 @@ func (s *MongoStore) expiryIndex(ctx context.Context, c *mongo.Collection) error
 }
 
 // Sweep deletes the records and counters whose expiry passed.
-func (s *MongoStore) Sweep(ctx context.Context, now time.Time) error {
+func (s *Store) Sweep(ctx context.Context, now time.Time) error {
 	for _, c := range []*mongo.Collection{s.records, s.usage} {
 		if _, err := c.DeleteMany(ctx, bson.D{{Key: "exp", Value: bson.D{{Key: "$lt", Value: now}}}}); err != nil {
 			return wrap(err)
@@ -96,7 +96,7 @@ func (s *MongoStore) Sweep(ctx context.Context, now time.Time) error {
 	return nil
 }
 
-func (s *MongoStore) maybeSweep(ctx context.Context, now time.Time) {
+func (s *Store) maybeSweep(ctx context.Context, now time.Time) {
 	last := s.lastSweep.Load()
 	if !s.sweep.Load() || now.Unix()-last < int64(SweepEvery/time.Second) || !s.lastSweep.CompareAndSwap(last, now.Unix()) {
 		return
@@ -120,24 +120,18 @@ type recordDoc struct {
 	Omitted     bool              `bson:"omitted,omitempty"`
 }
 
-func scopeFilter(sc Scope) bson.D {
+func scopeFilter(sc idempotency.Scope) bson.D {
 	return bson.D{{Key: "acct", Value: sc.Account}, {Key: "cred", Value: sc.Credential}, {Key: "key", Value: sc.Key}}
 }
 
-func newToken() string {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
 // Claim inserts the running claim; the unique scope index makes the first insert win.
-func (s *MongoStore) Claim(ctx context.Context, sc Scope, now, leaseUntil, expires time.Time) (*Claim, *Record, error) {
+func (s *Store) Claim(ctx context.Context, sc idempotency.Scope, now, leaseUntil, expires time.Time) (*idempotency.Claim, *idempotency.Record, error) {
 	for range 3 {
-		tok := newToken()
+		tok := idempotency.NewToken()
 		_, err := s.records.InsertOne(ctx, recordDoc{Account: sc.Account, Credential: sc.Credential, Key: sc.Key, Token: tok, Running: true, Lease: leaseUntil, Expires: expires})
 		if err == nil {
 			s.maybeSweep(ctx, now)
-			return &Claim{Scope: sc, Token: tok}, nil, nil
+			return &idempotency.Claim{Scope: sc, Token: tok}, nil, nil
 		}
 		if !mongox.IsDuplicateKey(err) {
 			return nil, nil, wrap(err)
@@ -150,43 +144,43 @@ func (s *MongoStore) Claim(ctx context.Context, sc Scope, now, leaseUntil, expir
 			return nil, nil, wrap(err)
 		}
 		if d.Expires.After(now) && (!d.Running || d.Lease.After(now)) {
-			rec := &Record{Running: d.Running, LeaseUntil: d.Lease, Fingerprint: d.Fingerprint,
-				Answer: Answer{Status: d.Status, Header: d.Header, Body: d.Body, Omitted: d.Omitted}}
+			rec := &idempotency.Record{Running: d.Running, LeaseUntil: d.Lease, Fingerprint: d.Fingerprint,
+				Answer: idempotency.Answer{Status: d.Status, Header: d.Header, Body: d.Body, Omitted: d.Omitted}}
 			return nil, rec, nil
 		}
 		// A lapsed claim or an expired record the TTL monitor has not dropped yet: take
 		// it over, if no other request took it first (the old token is the condition).
-		tok = newToken()
+		tok = idempotency.NewToken()
 		f := append(scopeFilter(sc), bson.E{Key: "token", Value: d.Token})
 		res, err := s.records.ReplaceOne(ctx, f, recordDoc{Account: sc.Account, Credential: sc.Credential, Key: sc.Key, Token: tok, Running: true, Lease: leaseUntil, Expires: expires})
 		if err != nil {
 			return nil, nil, wrap(err)
 		}
 		if res.ModifiedCount == 1 {
-			return &Claim{Scope: sc, Token: tok}, nil, nil
+			return &idempotency.Claim{Scope: sc, Token: tok}, nil, nil
 		}
 	}
 	return nil, nil, fmt.Errorf("idempotency: key %q contended", sc.Key)
 }
 
-func (s *MongoStore) own(c *Claim) bson.D {
+func (s *Store) own(c *idempotency.Claim) bson.D {
 	return append(scopeFilter(c.Scope), bson.E{Key: "token", Value: c.Token})
 }
 
 // Renew extends the lease of a running claim.
-func (s *MongoStore) Renew(ctx context.Context, c *Claim, leaseUntil time.Time) error {
+func (s *Store) Renew(ctx context.Context, c *idempotency.Claim, leaseUntil time.Time) error {
 	res, err := s.records.UpdateOne(ctx, append(s.own(c), bson.E{Key: "running", Value: true}), bson.D{{Key: "$set", Value: bson.D{{Key: "lease", Value: leaseUntil}}}})
 	if err != nil {
 		return wrap(err)
 	}
 	if res.MatchedCount == 0 {
-		return ErrClaimLost
+		return idempotency.ErrClaimLost
 	}
 	return nil
 }
 
 // Complete stores the answer.
-func (s *MongoStore) Complete(ctx context.Context, c *Claim, fp []byte, a Answer) error {
+func (s *Store) Complete(ctx context.Context, c *idempotency.Claim, fp []byte, a idempotency.Answer) error {
 	set := bson.D{{Key: "running", Value: false}, {Key: "fp", Value: fp}, {Key: "status", Value: a.Status},
 		{Key: "hdr", Value: a.Header}, {Key: "body", Value: a.Body}, {Key: "omitted", Value: a.Omitted}}
 	res, err := s.records.UpdateOne(ctx, s.own(c), bson.D{{Key: "$set", Value: set}})
@@ -194,55 +188,49 @@ func (s *MongoStore) Complete(ctx context.Context, c *Claim, fp []byte, a Answer
 		return wrap(err)
 	}
 	if res.MatchedCount == 0 {
-		return ErrClaimLost
+		return idempotency.ErrClaimLost
 	}
 	return nil
 }
 
 // Release deletes the claim.
-func (s *MongoStore) Release(ctx context.Context, c *Claim) error {
+func (s *Store) Release(ctx context.Context, c *idempotency.Claim) error {
 	_, err := s.records.DeleteOne(ctx, s.own(c))
 	return wrap(err)
 }
 
-const bucket = time.Hour
-
-func bucketID(account string, t time.Time) string {
-	return fmt.Sprintf("%s/%d", account, t.Truncate(bucket).Unix())
-}
-
-// Use increments the hour bucket of now, then sums the buckets of the window: one upsert
+// Use increments the hour idempotency.Bucket of now, then sums the buckets of the window: one upsert
 // and one find by _id, never a count over the records.
-func (s *MongoStore) Use(ctx context.Context, account string, now time.Time, window time.Duration, records, bytes int64) (Usage, error) {
-	id := bucketID(account, now)
+func (s *Store) Use(ctx context.Context, account string, now time.Time, window time.Duration, records, bytes int64) (idempotency.Usage, error) {
+	id := idempotency.BucketID(account, now)
 	if records != 0 || bytes != 0 {
 		_, err := s.usage.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}},
 			bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: records}, {Key: "bytes", Value: bytes}}},
-				{Key: "$setOnInsert", Value: bson.D{{Key: "exp", Value: now.Truncate(bucket).Add(window + bucket)}}}},
+				{Key: "$setOnInsert", Value: bson.D{{Key: "exp", Value: now.Truncate(idempotency.Bucket).Add(window + idempotency.Bucket)}}}},
 			options.UpdateOne().SetUpsert(true))
 		if err != nil {
-			return Usage{}, wrap(err)
+			return idempotency.Usage{}, wrap(err)
 		}
 	}
 	var ids bson.A
-	for t := now.Add(-window); !t.After(now.Truncate(bucket)); t = t.Add(bucket) {
-		ids = append(ids, bucketID(account, t))
+	for t := now.Add(-window); !t.After(now.Truncate(idempotency.Bucket)); t = t.Add(idempotency.Bucket) {
+		ids = append(ids, idempotency.BucketID(account, t))
 	}
 	if len(ids) == 0 || ids[len(ids)-1] != id {
 		ids = append(ids, id)
 	}
 	cur, err := s.usage.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}})
 	if err != nil {
-		return Usage{}, wrap(err)
+		return idempotency.Usage{}, wrap(err)
 	}
 	var docs []struct {
 		N     int64 `bson:"n"`
 		Bytes int64 `bson:"bytes"`
 	}
 	if err := cur.All(ctx, &docs); err != nil {
-		return Usage{}, wrap(err)
+		return idempotency.Usage{}, wrap(err)
 	}
-	var u Usage
+	var u idempotency.Usage
 	for _, d := range docs {
 		u.Records += d.N
 		u.Bytes += d.Bytes
