@@ -1,13 +1,20 @@
 package app_test
 
 import (
+	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/analyticsco/platform/devstack/apitest"
 	"github.com/analyticsco/platform/devstack/gatewaytest"
 	"github.com/analyticsco/platform/libs/idempotency"
+	idemstore "github.com/analyticsco/platform/libs/idempotency/mongostore"
+	"github.com/analyticsco/platform/libs/mongox"
 )
 
 // newReplicatedEnv is two workspace-svc instances on one database behind the real
@@ -110,6 +117,48 @@ func TestEveryPOSTRetriedWithItsKeyActsOnce(t *testing.T) {
 		}
 		if evs := e.audit.Events(); len(evs) != 0 {
 			t.Fatalf("an invalid key acted: %+v", evs)
+		}
+	})
+}
+
+// TestKeyHeldByARunningRequestIs409UntilItsLeaseLapses: a claim of a request still
+// running on another replica answers a retry 409 with Retry-After, nothing done; once its
+// lease has lapsed (its process died), the key is free and the retry acts.
+func TestKeyHeldByARunningRequestIs409UntilItsLeaseLapses(t *testing.T) {
+	e := newEnv(t, 1)
+	dep := e.dep("acme", 0)
+	admin := e.bearer("acme", "admin")
+	ctx := context.Background()
+	client, err := mongox.Connect(ctx, e.mongoURI, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Disconnect(ctx) })
+	records := client.Database(e.database).Collection(idemstore.Collection)
+	claim := func(key string, lease time.Time) {
+		t.Helper()
+		_, err := records.InsertOne(ctx, bson.D{{Key: "acct", Value: strconv.FormatInt(e.acme().ID, 10)},
+			{Key: "cred", Value: "user:" + strconv.FormatInt(e.user("acme", "admin").ID, 10)}, {Key: "key", Value: key},
+			{Key: "token", Value: "elsewhere"}, {Key: "running", Value: true}, {Key: "lease", Value: lease}, {Key: "exp", Value: time.Now().Add(time.Hour)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	body := map[string]any{"name": "Held"}
+	t.Run("create-folder-409-key-in-use", func(t *testing.T) {
+		claim("held", time.Now().Add(time.Minute))
+		e.audit.Reset()
+		r := e.postWithKey(t, depPath(dep, "/folders"), admin, "held", body)
+		if r.Status != 409 || r.Error(t).Code != "idempotency_key_in_use" || r.Header.Get("Retry-After") == "" || len(e.audit.Events()) != 0 {
+			t.Fatalf("got %d %s Retry-After %q, %d events", r.Status, r.Body, r.Header.Get("Retry-After"), len(e.audit.Events()))
+		}
+	})
+	t.Run("create-folder-200-after-a-lapsed-lease", func(t *testing.T) {
+		claim("lapsed", time.Now().Add(-time.Second))
+		e.audit.Reset()
+		r := e.postWithKey(t, depPath(dep, "/folders"), admin, "lapsed", body)
+		if r.Status != 200 || len(e.audit.Events()) != 1 {
+			t.Fatalf("got %d %s, %d events", r.Status, r.Body, len(e.audit.Events()))
 		}
 	})
 }
