@@ -784,7 +784,11 @@ const (
 	ErrorCodeFolderCycle            ErrorCode = "folder_cycle"
 	ErrorCodeFolderNotEmpty         ErrorCode = "folder_not_empty"
 	ErrorCodeForbidden              ErrorCode = "forbidden"
+	ErrorCodeIdempotencyKeyInUse    ErrorCode = "idempotency_key_in_use"
+	ErrorCodeIdempotencyKeyReused   ErrorCode = "idempotency_key_reused"
+	ErrorCodeIdempotencyLimit       ErrorCode = "idempotency_limit"
 	ErrorCodeInternal               ErrorCode = "internal"
+	ErrorCodeInvalidIdempotencyKey  ErrorCode = "invalid_idempotency_key"
 	ErrorCodeInvalidRequest         ErrorCode = "invalid_request"
 	ErrorCodeItemLimit              ErrorCode = "item_limit"
 	ErrorCodeJobLimit               ErrorCode = "job_limit"
@@ -846,7 +850,15 @@ func (e ErrorCode) Valid() bool {
 		return true
 	case ErrorCodeForbidden:
 		return true
+	case ErrorCodeIdempotencyKeyInUse:
+		return true
+	case ErrorCodeIdempotencyKeyReused:
+		return true
+	case ErrorCodeIdempotencyLimit:
+		return true
 	case ErrorCodeInternal:
+		return true
+	case ErrorCodeInvalidIdempotencyKey:
 		return true
 	case ErrorCodeInvalidRequest:
 		return true
@@ -1694,6 +1706,10 @@ type AuditOutcome struct {
 	// - `service_account_limit`: 400: service accounts of one account (`SERVICE_ACCOUNT_MAX_PER_ACCOUNT`)
 	// - `client_secret_limit`: 400: live client secrets of one service account (`SERVICE_ACCOUNT_MAX_SECRETS`)
 	// - `concurrency_limit`: 429: an account's requests in flight on an expensive route of one replica (`WORKSPACE_MAX_INFLIGHT_PER_ACCOUNT`, `EMBED_MAX_INFLIGHT_PER_ACCOUNT`, `DBT_SYNC_MAX_INFLIGHT_PER_ACCOUNT`)
+	// - `invalid_idempotency_key`: 400: an Idempotency-Key that is not 1 to 255 visible ASCII characters
+	// - `idempotency_key_in_use`: 409: the key's first request is still running
+	// - `idempotency_key_reused`: 422: the key was used with another request
+	// - `idempotency_limit`: 429: the account's Idempotency-Key records or bytes within their window
 	Code   *ErrorCode         `json:"code,omitempty"`
 	Result AuditOutcomeResult `json:"result"`
 
@@ -2430,6 +2446,10 @@ type Error struct {
 	// - `service_account_limit`: 400: service accounts of one account (`SERVICE_ACCOUNT_MAX_PER_ACCOUNT`)
 	// - `client_secret_limit`: 400: live client secrets of one service account (`SERVICE_ACCOUNT_MAX_SECRETS`)
 	// - `concurrency_limit`: 429: an account's requests in flight on an expensive route of one replica (`WORKSPACE_MAX_INFLIGHT_PER_ACCOUNT`, `EMBED_MAX_INFLIGHT_PER_ACCOUNT`, `DBT_SYNC_MAX_INFLIGHT_PER_ACCOUNT`)
+	// - `invalid_idempotency_key`: 400: an Idempotency-Key that is not 1 to 255 visible ASCII characters
+	// - `idempotency_key_in_use`: 409: the key's first request is still running
+	// - `idempotency_key_reused`: 422: the key was used with another request
+	// - `idempotency_limit`: 429: the account's Idempotency-Key records or bytes within their window
 	Code ErrorCode `json:"code"`
 
 	// Message Example: folder 12 not found
@@ -2480,6 +2500,10 @@ type Error struct {
 // - `service_account_limit`: 400: service accounts of one account (`SERVICE_ACCOUNT_MAX_PER_ACCOUNT`)
 // - `client_secret_limit`: 400: live client secrets of one service account (`SERVICE_ACCOUNT_MAX_SECRETS`)
 // - `concurrency_limit`: 429: an account's requests in flight on an expensive route of one replica (`WORKSPACE_MAX_INFLIGHT_PER_ACCOUNT`, `EMBED_MAX_INFLIGHT_PER_ACCOUNT`, `DBT_SYNC_MAX_INFLIGHT_PER_ACCOUNT`)
+// - `invalid_idempotency_key`: 400: an Idempotency-Key that is not 1 to 255 visible ASCII characters
+// - `idempotency_key_in_use`: 409: the key's first request is still running
+// - `idempotency_key_reused`: 422: the key was used with another request
+// - `idempotency_limit`: 429: the account's Idempotency-Key records or bytes within their window
 type ErrorCode string
 
 // ExchangeSessionRequest defines model for ExchangeSessionRequest.
@@ -3395,6 +3419,9 @@ type First = int
 // FolderId defines model for FolderId.
 type FolderId = int64
 
+// IdempotencyKey defines model for IdempotencyKey.
+type IdempotencyKey = string
+
 // PublicId defines model for PublicId.
 type PublicId = string
 
@@ -3449,6 +3476,16 @@ type Forbidden = Error
 // HTTP status code; `code` is stable and machine-readable (branch on it, not on `message`);
 // `message` says what was wrong in words.
 type GatewayTimeout = Error
+
+// IdempotencyKeyInUse Error body of every failure (and of each failed bulk-move item). `status` repeats the
+// HTTP status code; `code` is stable and machine-readable (branch on it, not on `message`);
+// `message` says what was wrong in words.
+type IdempotencyKeyInUse = Error
+
+// IdempotencyKeyReused Error body of every failure (and of each failed bulk-move item). `status` repeats the
+// HTTP status code; `code` is stable and machine-readable (branch on it, not on `message`);
+// `message` says what was wrong in words.
+type IdempotencyKeyReused = Error
 
 // JobLimit Error body of every failure (and of each failed bulk-move item). `status` repeats the
 // HTTP status code; `code` is stable and machine-readable (branch on it, not on `message`);
@@ -3507,6 +3544,32 @@ type ListApiKeysParams struct {
 	After *After `form:"after,omitempty" json:"after,omitempty"`
 }
 
+// CreateApiKeyParams defines parameters for CreateApiKey.
+type CreateApiKeyParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// RotateApiKeyParams defines parameters for RotateApiKey.
+type RotateApiKeyParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
 // ListAuditEventsParams defines parameters for ListAuditEvents.
 type ListAuditEventsParams struct {
 	From         *time.Time `form:"from,omitempty" json:"from,omitempty"`
@@ -3539,6 +3602,45 @@ type ListDbtSyncJobsParams struct {
 	After *After `form:"after,omitempty" json:"after,omitempty"`
 }
 
+// StartDbtSyncParams defines parameters for StartDbtSync.
+type StartDbtSyncParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// CancelDbtSyncJobParams defines parameters for CancelDbtSyncJob.
+type CancelDbtSyncJobParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// RetryDbtSyncJobParams defines parameters for RetryDbtSyncJob.
+type RetryDbtSyncJobParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
 // ListEmbedTenantWorkbooksParams defines parameters for ListEmbedTenantWorkbooks.
 type ListEmbedTenantWorkbooksParams struct {
 	AccessSource *ListEmbedTenantWorkbooksParamsAccessSource `form:"accessSource,omitempty" json:"accessSource,omitempty"`
@@ -3555,6 +3657,84 @@ type ListEmbedTenantWorkbooksParams struct {
 
 // ListEmbedTenantWorkbooksParamsAccessSource defines parameters for ListEmbedTenantWorkbooks.
 type ListEmbedTenantWorkbooksParamsAccessSource string
+
+// CreateFolderParams defines parameters for CreateFolder.
+type CreateFolderParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// CreateReportParams defines parameters for CreateReport.
+type CreateReportParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// CreateDataApiTokenParams defines parameters for CreateDataApiToken.
+type CreateDataApiTokenParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// CreateWorkbookParams defines parameters for CreateWorkbook.
+type CreateWorkbookParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// PublishWorkbookParams defines parameters for PublishWorkbook.
+type PublishWorkbookParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// UnpublishWorkbookParams defines parameters for UnpublishWorkbook.
+type UnpublishWorkbookParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
 
 // ListWorkspaceItemsParams defines parameters for ListWorkspaceItems.
 type ListWorkspaceItemsParams struct {
@@ -3596,6 +3776,32 @@ type ListWorkspaceItemsParamsCreatedBy string
 // ListWorkspaceItemsParamsSort defines parameters for ListWorkspaceItems.
 type ListWorkspaceItemsParamsSort string
 
+// BulkMoveWorkspaceItemsParams defines parameters for BulkMoveWorkspaceItems.
+type BulkMoveWorkspaceItemsParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// MoveWorkspaceItemParams defines parameters for MoveWorkspaceItem.
+type MoveWorkspaceItemParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
 // ListEmbedTenantGroupsParams defines parameters for ListEmbedTenantGroups.
 type ListEmbedTenantGroupsParams struct {
 	// First Page size, 1 to 200; 50 when absent or empty. Anything else is `400` with the same message
@@ -3618,6 +3824,19 @@ type ListEmbedTenantGroupMembersParams struct {
 	// cursor the list cannot read (another list's, or another sort's) is `400` with the same
 	// message on every list: `after is not a cursor returned by this list`.
 	After *After `form:"after,omitempty" json:"after,omitempty"`
+}
+
+// AddEmbedTenantGroupMembersParams defines parameters for AddEmbedTenantGroupMembers.
+type AddEmbedTenantGroupMembersParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
 // ListEmbedTenantUserAttributesParams defines parameters for ListEmbedTenantUserAttributes.
@@ -3658,6 +3877,32 @@ type ListEmbedDashboardsParams struct {
 	After *After `form:"after,omitempty" json:"after,omitempty"`
 }
 
+// GenerateEmbedSessionParams defines parameters for GenerateEmbedSession.
+type GenerateEmbedSessionParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// CreateEmbedAiCredentialsParams defines parameters for CreateEmbedAiCredentials.
+type CreateEmbedAiCredentialsParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
 // ListEmbedSessionsParams defines parameters for ListEmbedSessions.
 type ListEmbedSessionsParams struct {
 	DeploymentId *int64                        `form:"deploymentId,omitempty" json:"deploymentId,omitempty"`
@@ -3691,6 +3936,19 @@ type ListGroupsParams struct {
 	After *After `form:"after,omitempty" json:"after,omitempty"`
 }
 
+// CreateGroupParams defines parameters for CreateGroup.
+type CreateGroupParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
 // ListGroupMembersParams defines parameters for ListGroupMembers.
 type ListGroupMembersParams struct {
 	// First Page size, 1 to 200; 50 when absent or empty. Anything else is `400` with the same message
@@ -3701,6 +3959,19 @@ type ListGroupMembersParams struct {
 	// cursor the list cannot read (another list's, or another sort's) is `400` with the same
 	// message on every list: `after is not a cursor returned by this list`.
 	After *After `form:"after,omitempty" json:"after,omitempty"`
+}
+
+// AddGroupMembersParams defines parameters for AddGroupMembers.
+type AddGroupMembersParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
 // ListServiceAccountsParams defines parameters for ListServiceAccounts.
@@ -3715,6 +3986,19 @@ type ListServiceAccountsParams struct {
 	After *After `form:"after,omitempty" json:"after,omitempty"`
 }
 
+// CreateServiceAccountParams defines parameters for CreateServiceAccount.
+type CreateServiceAccountParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
 // ListServiceAccountSecretsParams defines parameters for ListServiceAccountSecrets.
 type ListServiceAccountSecretsParams struct {
 	// First Page size, 1 to 200; 50 when absent or empty. Anything else is `400` with the same message
@@ -3727,6 +4011,32 @@ type ListServiceAccountSecretsParams struct {
 	After *After `form:"after,omitempty" json:"after,omitempty"`
 }
 
+// CreateServiceAccountSecretParams defines parameters for CreateServiceAccountSecret.
+type CreateServiceAccountSecretParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// RotateServiceAccountSecretParams defines parameters for RotateServiceAccountSecret.
+type RotateServiceAccountSecretParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
 // ListUserAttributesParams defines parameters for ListUserAttributes.
 type ListUserAttributesParams struct {
 	// First Page size, 1 to 200; 50 when absent or empty. Anything else is `400` with the same message
@@ -3737,6 +4047,19 @@ type ListUserAttributesParams struct {
 	// cursor the list cannot read (another list's, or another sort's) is `400` with the same
 	// message on every list: `after is not a cursor returned by this list`.
 	After *After `form:"after,omitempty" json:"after,omitempty"`
+}
+
+// CreateUserAttributeParams defines parameters for CreateUserAttribute.
+type CreateUserAttributeParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
 // ListBranchesParams defines parameters for ListBranches.
@@ -3761,6 +4084,19 @@ type ListBranchFilesParams struct {
 type GetBranchFileParams struct {
 	// Version A kept version of the branch (see `listBranchVersions`); omit for the latest.
 	Version *BranchVersionParam `form:"version,omitempty" json:"version,omitempty"`
+}
+
+// OpenBranchParams defines parameters for OpenBranch.
+type OpenBranchParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
 // ListBranchVersionsParams defines parameters for ListBranchVersions.
@@ -4380,7 +4716,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/api-keys (the `CreateApiKey` operationId).
-	CreateApiKeyWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateApiKeyWithBody(ctx context.Context, params *CreateApiKeyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateApiKey Create an API key
 	//
@@ -4399,7 +4735,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/api-keys (the `CreateApiKey` operationId).
-	CreateApiKey(ctx context.Context, body CreateApiKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateApiKey(ctx context.Context, params *CreateApiKeyParams, body CreateApiKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RevokeApiKey Revoke an API key
 	//
@@ -4433,7 +4769,7 @@ type ClientInterface interface {
 	// (`platform.api_key.rotate`). Who may: as `listApiKeys`.
 	//
 	// Corresponds with POST /api/v1/api-keys/{id}/rotate (the `RotateApiKey` operationId).
-	RotateApiKey(ctx context.Context, id ApiKeyId, reqEditors ...RequestEditorFn) (*http.Response, error)
+	RotateApiKey(ctx context.Context, id ApiKeyId, params *RotateApiKeyParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListAuditEvents List the account's audit events
 	//
@@ -4527,7 +4863,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/dbt-sync (the `StartDbtSync` operationId).
-	StartDbtSyncWithBody(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	StartDbtSyncWithBody(ctx context.Context, deploymentId DeploymentId, params *StartDbtSyncParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// StartDbtSync Start a dbt sync
 	//
@@ -4556,7 +4892,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/dbt-sync (the `StartDbtSync` operationId).
-	StartDbtSync(ctx context.Context, deploymentId DeploymentId, body StartDbtSyncJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	StartDbtSync(ctx context.Context, deploymentId DeploymentId, params *StartDbtSyncParams, body StartDbtSyncJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetDbtSyncJob Get a dbt sync job
 	//
@@ -4573,7 +4909,7 @@ type ClientInterface interface {
 	// keeps its outcome. A finished job is `409`. Requires `developer` or higher. No body.
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/dbt-sync/{syncJobId}/cancel (the `CancelDbtSyncJob` operationId).
-	CancelDbtSyncJob(ctx context.Context, deploymentId DeploymentId, syncJobId SyncJobId, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CancelDbtSyncJob(ctx context.Context, deploymentId DeploymentId, syncJobId SyncJobId, params *CancelDbtSyncJobParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RetryDbtSyncJob Retry a finished dbt sync job
 	//
@@ -4588,7 +4924,7 @@ type ClientInterface interface {
 	// `developer` or higher. No body.
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/dbt-sync/{syncJobId}/retry (the `RetryDbtSyncJob` operationId).
-	RetryDbtSyncJob(ctx context.Context, deploymentId DeploymentId, syncJobId SyncJobId, reqEditors ...RequestEditorFn) (*http.Response, error)
+	RetryDbtSyncJob(ctx context.Context, deploymentId DeploymentId, syncJobId SyncJobId, params *RetryDbtSyncJobParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetRootEmbedAccess Get the embed grants on the deployment's root
 	//
@@ -4644,7 +4980,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/folders (the `CreateFolder` operationId).
-	CreateFolderWithBody(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateFolderWithBody(ctx context.Context, deploymentId DeploymentId, params *CreateFolderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateFolder Create a folder
 	//
@@ -4656,7 +4992,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/folders (the `CreateFolder` operationId).
-	CreateFolder(ctx context.Context, deploymentId DeploymentId, body CreateFolderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateFolder(ctx context.Context, deploymentId DeploymentId, params *CreateFolderParams, body CreateFolderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DeleteFolder Delete an empty folder
 	//
@@ -4770,7 +5106,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/reports (the `CreateReport` operationId).
-	CreateReportWithBody(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateReportWithBody(ctx context.Context, deploymentId DeploymentId, params *CreateReportParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateReport Create a report
 	//
@@ -4780,7 +5116,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/reports (the `CreateReport` operationId).
-	CreateReport(ctx context.Context, deploymentId DeploymentId, body CreateReportJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateReport(ctx context.Context, deploymentId DeploymentId, params *CreateReportParams, body CreateReportJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DeleteReport Delete a report
 	//
@@ -4840,7 +5176,7 @@ type ClientInterface interface {
 	// `GET /api/v1/embed/session` shows the same values.
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/token (the `CreateDataApiToken` operationId).
-	CreateDataApiToken(ctx context.Context, deploymentId DeploymentId, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateDataApiToken(ctx context.Context, deploymentId DeploymentId, params *CreateDataApiTokenParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateWorkbookWithBody Create a workbook
 	//
@@ -4851,7 +5187,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks (the `CreateWorkbook` operationId).
-	CreateWorkbookWithBody(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateWorkbookWithBody(ctx context.Context, deploymentId DeploymentId, params *CreateWorkbookParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateWorkbook Create a workbook
 	//
@@ -4862,7 +5198,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks (the `CreateWorkbook` operationId).
-	CreateWorkbook(ctx context.Context, deploymentId DeploymentId, body CreateWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateWorkbook(ctx context.Context, deploymentId DeploymentId, params *CreateWorkbookParams, body CreateWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DeleteWorkbook Delete a workbook
 	//
@@ -4978,7 +5314,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/publish (the `PublishWorkbook` operationId).
-	PublishWorkbookWithBody(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	PublishWorkbookWithBody(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *PublishWorkbookParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PublishWorkbook Publish the workbook's dashboard draft
 	//
@@ -4998,7 +5334,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/publish (the `PublishWorkbook` operationId).
-	PublishWorkbook(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, body PublishWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	PublishWorkbook(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *PublishWorkbookParams, body PublishWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// UnpublishWorkbook Archive the workbook's published dashboard
 	//
@@ -5008,7 +5344,7 @@ type ClientInterface interface {
 	// `409`. No request body.
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/unpublish (the `UnpublishWorkbook` operationId).
-	UnpublishWorkbook(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, reqEditors ...RequestEditorFn) (*http.Response, error)
+	UnpublishWorkbook(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *UnpublishWorkbookParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListWorkspaceItems List the children of a folder or of the root
 	//
@@ -5068,7 +5404,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/bulk-move (the `BulkMoveWorkspaceItems` operationId).
-	BulkMoveWorkspaceItemsWithBody(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	BulkMoveWorkspaceItemsWithBody(ctx context.Context, deploymentId DeploymentId, params *BulkMoveWorkspaceItemsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// BulkMoveWorkspaceItems Move up to 100 workspace items
 	//
@@ -5105,7 +5441,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/bulk-move (the `BulkMoveWorkspaceItems` operationId).
-	BulkMoveWorkspaceItems(ctx context.Context, deploymentId DeploymentId, body BulkMoveWorkspaceItemsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	BulkMoveWorkspaceItems(ctx context.Context, deploymentId DeploymentId, params *BulkMoveWorkspaceItemsParams, body BulkMoveWorkspaceItemsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RemoveFavorite Remove an item from the caller's favorites
 	//
@@ -5138,7 +5474,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/move (the `MoveWorkspaceItem` operationId).
-	MoveWorkspaceItemWithBody(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	MoveWorkspaceItemWithBody(ctx context.Context, deploymentId DeploymentId, params *MoveWorkspaceItemParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// MoveWorkspaceItem Move one workspace item
 	//
@@ -5154,7 +5490,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/move (the `MoveWorkspaceItem` operationId).
-	MoveWorkspaceItem(ctx context.Context, deploymentId DeploymentId, body MoveWorkspaceItemJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	MoveWorkspaceItem(ctx context.Context, deploymentId DeploymentId, params *MoveWorkspaceItemParams, body MoveWorkspaceItemJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetApiReference This document as an interactive reference, in HTML
 	//
@@ -5211,7 +5547,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/embed-tenants/{embedTenantName}/groups/{id}/users (the `AddEmbedTenantGroupMembers` operationId).
-	AddEmbedTenantGroupMembersWithBody(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	AddEmbedTenantGroupMembersWithBody(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, params *AddEmbedTenantGroupMembersParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// AddEmbedTenantGroupMembers Add external users to an embed-tenant group
 	//
@@ -5228,7 +5564,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/embed-tenants/{embedTenantName}/groups/{id}/users (the `AddEmbedTenantGroupMembers` operationId).
-	AddEmbedTenantGroupMembers(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, body AddEmbedTenantGroupMembersJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	AddEmbedTenantGroupMembers(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, params *AddEmbedTenantGroupMembersParams, body AddEmbedTenantGroupMembersJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RemoveEmbedTenantGroupMember Remove an external user from an embed-tenant group
 	//
@@ -5396,7 +5732,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/embed/generate-session (the `GenerateEmbedSession` operationId).
-	GenerateEmbedSessionWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	GenerateEmbedSessionWithBody(ctx context.Context, params *GenerateEmbedSessionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GenerateEmbedSession Mint an embed session
 	//
@@ -5449,7 +5785,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/embed/generate-session (the `GenerateEmbedSession` operationId).
-	GenerateEmbedSession(ctx context.Context, body GenerateEmbedSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	GenerateEmbedSession(ctx context.Context, params *GenerateEmbedSessionParams, body GenerateEmbedSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetEmbedSession Describe the current embed session
 	//
@@ -5466,7 +5802,7 @@ type ClientInterface interface {
 	// setting it inherits) is `403`: the switch is enforced here, server-side.
 	//
 	// Corresponds with POST /api/v1/embed/session/ai-credentials (the `CreateEmbedAiCredentials` operationId).
-	CreateEmbedAiCredentials(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateEmbedAiCredentials(ctx context.Context, params *CreateEmbedAiCredentialsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ExchangeEmbedSessionWithBody Exchange a session identifier for an embed token
 	//
@@ -5654,7 +5990,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/groups (the `CreateGroup` operationId).
-	CreateGroupWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateGroupWithBody(ctx context.Context, params *CreateGroupParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateGroup Create an account-wide group
 	//
@@ -5667,7 +6003,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/groups (the `CreateGroup` operationId).
-	CreateGroup(ctx context.Context, body CreateGroupJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateGroup(ctx context.Context, params *CreateGroupParams, body CreateGroupJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DeleteGroup Delete an account-wide group
 	//
@@ -5702,7 +6038,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/groups/{id}/users (the `AddGroupMembers` operationId).
-	AddGroupMembersWithBody(ctx context.Context, id DefinitionId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	AddGroupMembersWithBody(ctx context.Context, id DefinitionId, params *AddGroupMembersParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// AddGroupMembers Add external users to an account-wide group
 	//
@@ -5716,7 +6052,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/groups/{id}/users (the `AddGroupMembers` operationId).
-	AddGroupMembers(ctx context.Context, id DefinitionId, body AddGroupMembersJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	AddGroupMembers(ctx context.Context, id DefinitionId, params *AddGroupMembersParams, body AddGroupMembersJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RemoveGroupMember Remove an external user from an account-wide group
 	//
@@ -5819,7 +6155,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/service-accounts (the `CreateServiceAccount` operationId).
-	CreateServiceAccountWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateServiceAccountWithBody(ctx context.Context, params *CreateServiceAccountParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateServiceAccount Create a service account
 	//
@@ -5835,7 +6171,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/service-accounts (the `CreateServiceAccount` operationId).
-	CreateServiceAccount(ctx context.Context, body CreateServiceAccountJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateServiceAccount(ctx context.Context, params *CreateServiceAccountParams, body CreateServiceAccountJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DeleteServiceAccount Delete a service account
 	//
@@ -5872,7 +6208,7 @@ type ClientInterface interface {
 	// (`platform.service_account_secret.create`). Who may: as `listServiceAccounts`.
 	//
 	// Corresponds with POST /api/v1/service-accounts/{id}/secrets (the `CreateServiceAccountSecret` operationId).
-	CreateServiceAccountSecret(ctx context.Context, id ServiceAccountId, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateServiceAccountSecret(ctx context.Context, id ServiceAccountId, params *CreateServiceAccountSecretParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RevokeServiceAccountSecret Revoke a client secret
 	//
@@ -5899,7 +6235,7 @@ type ClientInterface interface {
 	// Audited (`platform.service_account_secret.rotate`). Who may: as `listServiceAccounts`.
 	//
 	// Corresponds with POST /api/v1/service-accounts/{id}/secrets/{clientId}/rotate (the `RotateServiceAccountSecret` operationId).
-	RotateServiceAccountSecret(ctx context.Context, id ServiceAccountId, clientId ClientId, reqEditors ...RequestEditorFn) (*http.Response, error)
+	RotateServiceAccountSecret(ctx context.Context, id ServiceAccountId, clientId ClientId, params *RotateServiceAccountSecretParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListUserAttributes List the account-wide user-attribute definitions
 	//
@@ -5920,7 +6256,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/user-attributes (the `CreateUserAttribute` operationId).
-	CreateUserAttributeWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateUserAttributeWithBody(ctx context.Context, params *CreateUserAttributeParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateUserAttribute Create an account-wide user-attribute definition
 	//
@@ -5933,7 +6269,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/user-attributes (the `CreateUserAttribute` operationId).
-	CreateUserAttribute(ctx context.Context, body CreateUserAttributeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateUserAttribute(ctx context.Context, params *CreateUserAttributeParams, body CreateUserAttributeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DeleteUserAttribute Delete an account-wide user-attribute definition
 	//
@@ -5985,7 +6321,7 @@ type ClientInterface interface {
 	// No request body. Requires `developer` or higher.
 	//
 	// Corresponds with POST /build/api/v1/deployments/{deploymentId}/branches/{branchName}/open (the `OpenBranch` operationId).
-	OpenBranch(ctx context.Context, deploymentId DeploymentId, branchName BranchName, reqEditors ...RequestEditorFn) (*http.Response, error)
+	OpenBranch(ctx context.Context, deploymentId DeploymentId, branchName BranchName, params *OpenBranchParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SetBranchStagingWithBody Enable or disable the branch's staging environment
 	//
@@ -6056,8 +6392,8 @@ func (c *Client) ListApiKeys(ctx context.Context, params *ListApiKeysParams, req
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/api-keys (the `CreateApiKey` operationId).
-func (c *Client) CreateApiKeyWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateApiKeyRequestWithBody(c.Server, contentType, body)
+func (c *Client) CreateApiKeyWithBody(ctx context.Context, params *CreateApiKeyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateApiKeyRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -6085,8 +6421,8 @@ func (c *Client) CreateApiKeyWithBody(ctx context.Context, contentType string, b
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/api-keys (the `CreateApiKey` operationId).
-func (c *Client) CreateApiKey(ctx context.Context, body CreateApiKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateApiKeyRequest(c.Server, body)
+func (c *Client) CreateApiKey(ctx context.Context, params *CreateApiKeyParams, body CreateApiKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateApiKeyRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -6149,8 +6485,8 @@ func (c *Client) GetApiKey(ctx context.Context, id ApiKeyId, reqEditors ...Reque
 // (`platform.api_key.rotate`). Who may: as `listApiKeys`.
 //
 // Corresponds with POST /api/v1/api-keys/{id}/rotate (the `RotateApiKey` operationId).
-func (c *Client) RotateApiKey(ctx context.Context, id ApiKeyId, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewRotateApiKeyRequest(c.Server, id)
+func (c *Client) RotateApiKey(ctx context.Context, id ApiKeyId, params *RotateApiKeyParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRotateApiKeyRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -6303,8 +6639,8 @@ func (c *Client) ListDbtSyncJobs(ctx context.Context, deploymentId DeploymentId,
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/dbt-sync (the `StartDbtSync` operationId).
-func (c *Client) StartDbtSyncWithBody(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewStartDbtSyncRequestWithBody(c.Server, deploymentId, contentType, body)
+func (c *Client) StartDbtSyncWithBody(ctx context.Context, deploymentId DeploymentId, params *StartDbtSyncParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewStartDbtSyncRequestWithBody(c.Server, deploymentId, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -6342,8 +6678,8 @@ func (c *Client) StartDbtSyncWithBody(ctx context.Context, deploymentId Deployme
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/dbt-sync (the `StartDbtSync` operationId).
-func (c *Client) StartDbtSync(ctx context.Context, deploymentId DeploymentId, body StartDbtSyncJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewStartDbtSyncRequest(c.Server, deploymentId, body)
+func (c *Client) StartDbtSync(ctx context.Context, deploymentId DeploymentId, params *StartDbtSyncParams, body StartDbtSyncJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewStartDbtSyncRequest(c.Server, deploymentId, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -6379,8 +6715,8 @@ func (c *Client) GetDbtSyncJob(ctx context.Context, deploymentId DeploymentId, s
 // keeps its outcome. A finished job is `409`. Requires `developer` or higher. No body.
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/dbt-sync/{syncJobId}/cancel (the `CancelDbtSyncJob` operationId).
-func (c *Client) CancelDbtSyncJob(ctx context.Context, deploymentId DeploymentId, syncJobId SyncJobId, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCancelDbtSyncJobRequest(c.Server, deploymentId, syncJobId)
+func (c *Client) CancelDbtSyncJob(ctx context.Context, deploymentId DeploymentId, syncJobId SyncJobId, params *CancelDbtSyncJobParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCancelDbtSyncJobRequest(c.Server, deploymentId, syncJobId, params)
 	if err != nil {
 		return nil, err
 	}
@@ -6404,8 +6740,8 @@ func (c *Client) CancelDbtSyncJob(ctx context.Context, deploymentId DeploymentId
 // `developer` or higher. No body.
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/dbt-sync/{syncJobId}/retry (the `RetryDbtSyncJob` operationId).
-func (c *Client) RetryDbtSyncJob(ctx context.Context, deploymentId DeploymentId, syncJobId SyncJobId, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewRetryDbtSyncJobRequest(c.Server, deploymentId, syncJobId)
+func (c *Client) RetryDbtSyncJob(ctx context.Context, deploymentId DeploymentId, syncJobId SyncJobId, params *RetryDbtSyncJobParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRetryDbtSyncJobRequest(c.Server, deploymentId, syncJobId, params)
 	if err != nil {
 		return nil, err
 	}
@@ -6510,8 +6846,8 @@ func (c *Client) ListEmbedTenantWorkbooks(ctx context.Context, deploymentId Depl
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/folders (the `CreateFolder` operationId).
-func (c *Client) CreateFolderWithBody(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateFolderRequestWithBody(c.Server, deploymentId, contentType, body)
+func (c *Client) CreateFolderWithBody(ctx context.Context, deploymentId DeploymentId, params *CreateFolderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateFolderRequestWithBody(c.Server, deploymentId, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -6532,8 +6868,8 @@ func (c *Client) CreateFolderWithBody(ctx context.Context, deploymentId Deployme
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/folders (the `CreateFolder` operationId).
-func (c *Client) CreateFolder(ctx context.Context, deploymentId DeploymentId, body CreateFolderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateFolderRequest(c.Server, deploymentId, body)
+func (c *Client) CreateFolder(ctx context.Context, deploymentId DeploymentId, params *CreateFolderParams, body CreateFolderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateFolderRequest(c.Server, deploymentId, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -6756,8 +7092,8 @@ func (c *Client) SetFolderPermissions(ctx context.Context, deploymentId Deployme
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/reports (the `CreateReport` operationId).
-func (c *Client) CreateReportWithBody(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateReportRequestWithBody(c.Server, deploymentId, contentType, body)
+func (c *Client) CreateReportWithBody(ctx context.Context, deploymentId DeploymentId, params *CreateReportParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateReportRequestWithBody(c.Server, deploymentId, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -6776,8 +7112,8 @@ func (c *Client) CreateReportWithBody(ctx context.Context, deploymentId Deployme
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/reports (the `CreateReport` operationId).
-func (c *Client) CreateReport(ctx context.Context, deploymentId DeploymentId, body CreateReportJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateReportRequest(c.Server, deploymentId, body)
+func (c *Client) CreateReport(ctx context.Context, deploymentId DeploymentId, params *CreateReportParams, body CreateReportJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateReportRequest(c.Server, deploymentId, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -6887,8 +7223,8 @@ func (c *Client) UpdateReport(ctx context.Context, deploymentId DeploymentId, re
 // `GET /api/v1/embed/session` shows the same values.
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/token (the `CreateDataApiToken` operationId).
-func (c *Client) CreateDataApiToken(ctx context.Context, deploymentId DeploymentId, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateDataApiTokenRequest(c.Server, deploymentId)
+func (c *Client) CreateDataApiToken(ctx context.Context, deploymentId DeploymentId, params *CreateDataApiTokenParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateDataApiTokenRequest(c.Server, deploymentId, params)
 	if err != nil {
 		return nil, err
 	}
@@ -6908,8 +7244,8 @@ func (c *Client) CreateDataApiToken(ctx context.Context, deploymentId Deployment
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks (the `CreateWorkbook` operationId).
-func (c *Client) CreateWorkbookWithBody(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateWorkbookRequestWithBody(c.Server, deploymentId, contentType, body)
+func (c *Client) CreateWorkbookWithBody(ctx context.Context, deploymentId DeploymentId, params *CreateWorkbookParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateWorkbookRequestWithBody(c.Server, deploymentId, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -6929,8 +7265,8 @@ func (c *Client) CreateWorkbookWithBody(ctx context.Context, deploymentId Deploy
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks (the `CreateWorkbook` operationId).
-func (c *Client) CreateWorkbook(ctx context.Context, deploymentId DeploymentId, body CreateWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateWorkbookRequest(c.Server, deploymentId, body)
+func (c *Client) CreateWorkbook(ctx context.Context, deploymentId DeploymentId, params *CreateWorkbookParams, body CreateWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateWorkbookRequest(c.Server, deploymentId, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -7125,8 +7461,8 @@ func (c *Client) SetWorkbookEmbedAccess(ctx context.Context, deploymentId Deploy
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/publish (the `PublishWorkbook` operationId).
-func (c *Client) PublishWorkbookWithBody(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewPublishWorkbookRequestWithBody(c.Server, deploymentId, workbookId, contentType, body)
+func (c *Client) PublishWorkbookWithBody(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *PublishWorkbookParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPublishWorkbookRequestWithBody(c.Server, deploymentId, workbookId, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -7155,8 +7491,8 @@ func (c *Client) PublishWorkbookWithBody(ctx context.Context, deploymentId Deplo
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/publish (the `PublishWorkbook` operationId).
-func (c *Client) PublishWorkbook(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, body PublishWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewPublishWorkbookRequest(c.Server, deploymentId, workbookId, body)
+func (c *Client) PublishWorkbook(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *PublishWorkbookParams, body PublishWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPublishWorkbookRequest(c.Server, deploymentId, workbookId, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -7175,8 +7511,8 @@ func (c *Client) PublishWorkbook(ctx context.Context, deploymentId DeploymentId,
 // `409`. No request body.
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/unpublish (the `UnpublishWorkbook` operationId).
-func (c *Client) UnpublishWorkbook(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewUnpublishWorkbookRequest(c.Server, deploymentId, workbookId)
+func (c *Client) UnpublishWorkbook(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *UnpublishWorkbookParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUnpublishWorkbookRequest(c.Server, deploymentId, workbookId, params)
 	if err != nil {
 		return nil, err
 	}
@@ -7255,8 +7591,8 @@ func (c *Client) ListWorkspaceItems(ctx context.Context, deploymentId Deployment
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/bulk-move (the `BulkMoveWorkspaceItems` operationId).
-func (c *Client) BulkMoveWorkspaceItemsWithBody(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewBulkMoveWorkspaceItemsRequestWithBody(c.Server, deploymentId, contentType, body)
+func (c *Client) BulkMoveWorkspaceItemsWithBody(ctx context.Context, deploymentId DeploymentId, params *BulkMoveWorkspaceItemsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewBulkMoveWorkspaceItemsRequestWithBody(c.Server, deploymentId, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -7302,8 +7638,8 @@ func (c *Client) BulkMoveWorkspaceItemsWithBody(ctx context.Context, deploymentI
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/bulk-move (the `BulkMoveWorkspaceItems` operationId).
-func (c *Client) BulkMoveWorkspaceItems(ctx context.Context, deploymentId DeploymentId, body BulkMoveWorkspaceItemsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewBulkMoveWorkspaceItemsRequest(c.Server, deploymentId, body)
+func (c *Client) BulkMoveWorkspaceItems(ctx context.Context, deploymentId DeploymentId, params *BulkMoveWorkspaceItemsParams, body BulkMoveWorkspaceItemsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewBulkMoveWorkspaceItemsRequest(c.Server, deploymentId, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -7365,8 +7701,8 @@ func (c *Client) AddFavorite(ctx context.Context, deploymentId DeploymentId, pTy
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/move (the `MoveWorkspaceItem` operationId).
-func (c *Client) MoveWorkspaceItemWithBody(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewMoveWorkspaceItemRequestWithBody(c.Server, deploymentId, contentType, body)
+func (c *Client) MoveWorkspaceItemWithBody(ctx context.Context, deploymentId DeploymentId, params *MoveWorkspaceItemParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewMoveWorkspaceItemRequestWithBody(c.Server, deploymentId, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -7391,8 +7727,8 @@ func (c *Client) MoveWorkspaceItemWithBody(ctx context.Context, deploymentId Dep
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/move (the `MoveWorkspaceItem` operationId).
-func (c *Client) MoveWorkspaceItem(ctx context.Context, deploymentId DeploymentId, body MoveWorkspaceItemJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewMoveWorkspaceItemRequest(c.Server, deploymentId, body)
+func (c *Client) MoveWorkspaceItem(ctx context.Context, deploymentId DeploymentId, params *MoveWorkspaceItemParams, body MoveWorkspaceItemJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewMoveWorkspaceItemRequest(c.Server, deploymentId, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -7498,8 +7834,8 @@ func (c *Client) ListEmbedTenantGroupMembers(ctx context.Context, embedTenantNam
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/embed-tenants/{embedTenantName}/groups/{id}/users (the `AddEmbedTenantGroupMembers` operationId).
-func (c *Client) AddEmbedTenantGroupMembersWithBody(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewAddEmbedTenantGroupMembersRequestWithBody(c.Server, embedTenantName, id, contentType, body)
+func (c *Client) AddEmbedTenantGroupMembersWithBody(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, params *AddEmbedTenantGroupMembersParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAddEmbedTenantGroupMembersRequestWithBody(c.Server, embedTenantName, id, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -7525,8 +7861,8 @@ func (c *Client) AddEmbedTenantGroupMembersWithBody(ctx context.Context, embedTe
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/embed-tenants/{embedTenantName}/groups/{id}/users (the `AddEmbedTenantGroupMembers` operationId).
-func (c *Client) AddEmbedTenantGroupMembers(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, body AddEmbedTenantGroupMembersJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewAddEmbedTenantGroupMembersRequest(c.Server, embedTenantName, id, body)
+func (c *Client) AddEmbedTenantGroupMembers(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, params *AddEmbedTenantGroupMembersParams, body AddEmbedTenantGroupMembersJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAddEmbedTenantGroupMembersRequest(c.Server, embedTenantName, id, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -7793,8 +8129,8 @@ func (c *Client) GetEmbedDashboard(ctx context.Context, publicId PublicId, reqEd
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/embed/generate-session (the `GenerateEmbedSession` operationId).
-func (c *Client) GenerateEmbedSessionWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewGenerateEmbedSessionRequestWithBody(c.Server, contentType, body)
+func (c *Client) GenerateEmbedSessionWithBody(ctx context.Context, params *GenerateEmbedSessionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGenerateEmbedSessionRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -7856,8 +8192,8 @@ func (c *Client) GenerateEmbedSessionWithBody(ctx context.Context, contentType s
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/embed/generate-session (the `GenerateEmbedSession` operationId).
-func (c *Client) GenerateEmbedSession(ctx context.Context, body GenerateEmbedSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewGenerateEmbedSessionRequest(c.Server, body)
+func (c *Client) GenerateEmbedSession(ctx context.Context, params *GenerateEmbedSessionParams, body GenerateEmbedSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGenerateEmbedSessionRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -7893,8 +8229,8 @@ func (c *Client) GetEmbedSession(ctx context.Context, reqEditors ...RequestEdito
 // setting it inherits) is `403`: the switch is enforced here, server-side.
 //
 // Corresponds with POST /api/v1/embed/session/ai-credentials (the `CreateEmbedAiCredentials` operationId).
-func (c *Client) CreateEmbedAiCredentials(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateEmbedAiCredentialsRequest(c.Server)
+func (c *Client) CreateEmbedAiCredentials(ctx context.Context, params *CreateEmbedAiCredentialsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateEmbedAiCredentialsRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -8201,8 +8537,8 @@ func (c *Client) ListGroups(ctx context.Context, params *ListGroupsParams, reqEd
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/groups (the `CreateGroup` operationId).
-func (c *Client) CreateGroupWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateGroupRequestWithBody(c.Server, contentType, body)
+func (c *Client) CreateGroupWithBody(ctx context.Context, params *CreateGroupParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateGroupRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -8224,8 +8560,8 @@ func (c *Client) CreateGroupWithBody(ctx context.Context, contentType string, bo
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/groups (the `CreateGroup` operationId).
-func (c *Client) CreateGroup(ctx context.Context, body CreateGroupJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateGroupRequest(c.Server, body)
+func (c *Client) CreateGroup(ctx context.Context, params *CreateGroupParams, body CreateGroupJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateGroupRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -8289,8 +8625,8 @@ func (c *Client) ListGroupMembers(ctx context.Context, id DefinitionId, params *
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/groups/{id}/users (the `AddGroupMembers` operationId).
-func (c *Client) AddGroupMembersWithBody(ctx context.Context, id DefinitionId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewAddGroupMembersRequestWithBody(c.Server, id, contentType, body)
+func (c *Client) AddGroupMembersWithBody(ctx context.Context, id DefinitionId, params *AddGroupMembersParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAddGroupMembersRequestWithBody(c.Server, id, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -8313,8 +8649,8 @@ func (c *Client) AddGroupMembersWithBody(ctx context.Context, id DefinitionId, c
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/groups/{id}/users (the `AddGroupMembers` operationId).
-func (c *Client) AddGroupMembers(ctx context.Context, id DefinitionId, body AddGroupMembersJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewAddGroupMembersRequest(c.Server, id, body)
+func (c *Client) AddGroupMembers(ctx context.Context, id DefinitionId, params *AddGroupMembersParams, body AddGroupMembersJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAddGroupMembersRequest(c.Server, id, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -8476,8 +8812,8 @@ func (c *Client) ListServiceAccounts(ctx context.Context, params *ListServiceAcc
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/service-accounts (the `CreateServiceAccount` operationId).
-func (c *Client) CreateServiceAccountWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateServiceAccountRequestWithBody(c.Server, contentType, body)
+func (c *Client) CreateServiceAccountWithBody(ctx context.Context, params *CreateServiceAccountParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateServiceAccountRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -8502,8 +8838,8 @@ func (c *Client) CreateServiceAccountWithBody(ctx context.Context, contentType s
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/service-accounts (the `CreateServiceAccount` operationId).
-func (c *Client) CreateServiceAccount(ctx context.Context, body CreateServiceAccountJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateServiceAccountRequest(c.Server, body)
+func (c *Client) CreateServiceAccount(ctx context.Context, params *CreateServiceAccountParams, body CreateServiceAccountJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateServiceAccountRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -8579,8 +8915,8 @@ func (c *Client) ListServiceAccountSecrets(ctx context.Context, id ServiceAccoun
 // (`platform.service_account_secret.create`). Who may: as `listServiceAccounts`.
 //
 // Corresponds with POST /api/v1/service-accounts/{id}/secrets (the `CreateServiceAccountSecret` operationId).
-func (c *Client) CreateServiceAccountSecret(ctx context.Context, id ServiceAccountId, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateServiceAccountSecretRequest(c.Server, id)
+func (c *Client) CreateServiceAccountSecret(ctx context.Context, id ServiceAccountId, params *CreateServiceAccountSecretParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateServiceAccountSecretRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -8636,8 +8972,8 @@ func (c *Client) GetServiceAccountSecret(ctx context.Context, id ServiceAccountI
 // Audited (`platform.service_account_secret.rotate`). Who may: as `listServiceAccounts`.
 //
 // Corresponds with POST /api/v1/service-accounts/{id}/secrets/{clientId}/rotate (the `RotateServiceAccountSecret` operationId).
-func (c *Client) RotateServiceAccountSecret(ctx context.Context, id ServiceAccountId, clientId ClientId, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewRotateServiceAccountSecretRequest(c.Server, id, clientId)
+func (c *Client) RotateServiceAccountSecret(ctx context.Context, id ServiceAccountId, clientId ClientId, params *RotateServiceAccountSecretParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRotateServiceAccountSecretRequest(c.Server, id, clientId, params)
 	if err != nil {
 		return nil, err
 	}
@@ -8677,8 +9013,8 @@ func (c *Client) ListUserAttributes(ctx context.Context, params *ListUserAttribu
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/user-attributes (the `CreateUserAttribute` operationId).
-func (c *Client) CreateUserAttributeWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateUserAttributeRequestWithBody(c.Server, contentType, body)
+func (c *Client) CreateUserAttributeWithBody(ctx context.Context, params *CreateUserAttributeParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateUserAttributeRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -8700,8 +9036,8 @@ func (c *Client) CreateUserAttributeWithBody(ctx context.Context, contentType st
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/user-attributes (the `CreateUserAttribute` operationId).
-func (c *Client) CreateUserAttribute(ctx context.Context, body CreateUserAttributeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateUserAttributeRequest(c.Server, body)
+func (c *Client) CreateUserAttribute(ctx context.Context, params *CreateUserAttributeParams, body CreateUserAttributeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateUserAttributeRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -8812,8 +9148,8 @@ func (c *Client) GetBranchFile(ctx context.Context, deploymentId DeploymentId, b
 // No request body. Requires `developer` or higher.
 //
 // Corresponds with POST /build/api/v1/deployments/{deploymentId}/branches/{branchName}/open (the `OpenBranch` operationId).
-func (c *Client) OpenBranch(ctx context.Context, deploymentId DeploymentId, branchName BranchName, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewOpenBranchRequest(c.Server, deploymentId, branchName)
+func (c *Client) OpenBranch(ctx context.Context, deploymentId DeploymentId, branchName BranchName, params *OpenBranchParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOpenBranchRequest(c.Server, deploymentId, branchName, params)
 	if err != nil {
 		return nil, err
 	}
@@ -8950,18 +9286,18 @@ func NewListApiKeysRequest(server string, params *ListApiKeysParams) (*http.Requ
 }
 
 // NewCreateApiKeyRequest calls the generic CreateApiKey builder with application/json body
-func NewCreateApiKeyRequest(server string, body CreateApiKeyJSONRequestBody) (*http.Request, error) {
+func NewCreateApiKeyRequest(server string, params *CreateApiKeyParams, body CreateApiKeyJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewCreateApiKeyRequestWithBody(server, "application/json", bodyReader)
+	return NewCreateApiKeyRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewCreateApiKeyRequestWithBody constructs an http.Request for the CreateApiKey method, with any body, and a specified content type
-func NewCreateApiKeyRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewCreateApiKeyRequestWithBody(server string, params *CreateApiKeyParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -8985,6 +9321,21 @@ func NewCreateApiKeyRequestWithBody(server string, contentType string, body io.R
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -9058,7 +9409,7 @@ func NewGetApiKeyRequest(server string, id ApiKeyId) (*http.Request, error) {
 }
 
 // NewRotateApiKeyRequest constructs an http.Request for the RotateApiKey method
-func NewRotateApiKeyRequest(server string, id ApiKeyId) (*http.Request, error) {
+func NewRotateApiKeyRequest(server string, id ApiKeyId, params *RotateApiKeyParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -9086,6 +9437,21 @@ func NewRotateApiKeyRequest(server string, id ApiKeyId) (*http.Request, error) {
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -9396,18 +9762,18 @@ func NewListDbtSyncJobsRequest(server string, deploymentId DeploymentId, params 
 }
 
 // NewStartDbtSyncRequest calls the generic StartDbtSync builder with application/json body
-func NewStartDbtSyncRequest(server string, deploymentId DeploymentId, body StartDbtSyncJSONRequestBody) (*http.Request, error) {
+func NewStartDbtSyncRequest(server string, deploymentId DeploymentId, params *StartDbtSyncParams, body StartDbtSyncJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewStartDbtSyncRequestWithBody(server, deploymentId, "application/json", bodyReader)
+	return NewStartDbtSyncRequestWithBody(server, deploymentId, params, "application/json", bodyReader)
 }
 
 // NewStartDbtSyncRequestWithBody constructs an http.Request for the StartDbtSync method, with any body, and a specified content type
-func NewStartDbtSyncRequestWithBody(server string, deploymentId DeploymentId, contentType string, body io.Reader) (*http.Request, error) {
+func NewStartDbtSyncRequestWithBody(server string, deploymentId DeploymentId, params *StartDbtSyncParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -9438,6 +9804,21 @@ func NewStartDbtSyncRequestWithBody(server string, deploymentId DeploymentId, co
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -9484,7 +9865,7 @@ func NewGetDbtSyncJobRequest(server string, deploymentId DeploymentId, syncJobId
 }
 
 // NewCancelDbtSyncJobRequest constructs an http.Request for the CancelDbtSyncJob method
-func NewCancelDbtSyncJobRequest(server string, deploymentId DeploymentId, syncJobId SyncJobId) (*http.Request, error) {
+func NewCancelDbtSyncJobRequest(server string, deploymentId DeploymentId, syncJobId SyncJobId, params *CancelDbtSyncJobParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -9521,11 +9902,26 @@ func NewCancelDbtSyncJobRequest(server string, deploymentId DeploymentId, syncJo
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewRetryDbtSyncJobRequest constructs an http.Request for the RetryDbtSyncJob method
-func NewRetryDbtSyncJobRequest(server string, deploymentId DeploymentId, syncJobId SyncJobId) (*http.Request, error) {
+func NewRetryDbtSyncJobRequest(server string, deploymentId DeploymentId, syncJobId SyncJobId, params *RetryDbtSyncJobParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -9560,6 +9956,21 @@ func NewRetryDbtSyncJobRequest(server string, deploymentId DeploymentId, syncJob
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -9739,18 +10150,18 @@ func NewListEmbedTenantWorkbooksRequest(server string, deploymentId DeploymentId
 }
 
 // NewCreateFolderRequest calls the generic CreateFolder builder with application/json body
-func NewCreateFolderRequest(server string, deploymentId DeploymentId, body CreateFolderJSONRequestBody) (*http.Request, error) {
+func NewCreateFolderRequest(server string, deploymentId DeploymentId, params *CreateFolderParams, body CreateFolderJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewCreateFolderRequestWithBody(server, deploymentId, "application/json", bodyReader)
+	return NewCreateFolderRequestWithBody(server, deploymentId, params, "application/json", bodyReader)
 }
 
 // NewCreateFolderRequestWithBody constructs an http.Request for the CreateFolder method, with any body, and a specified content type
-func NewCreateFolderRequestWithBody(server string, deploymentId DeploymentId, contentType string, body io.Reader) (*http.Request, error) {
+func NewCreateFolderRequestWithBody(server string, deploymentId DeploymentId, params *CreateFolderParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -9781,6 +10192,21 @@ func NewCreateFolderRequestWithBody(server string, deploymentId DeploymentId, co
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -10112,18 +10538,18 @@ func NewSetFolderPermissionsRequestWithBody(server string, deploymentId Deployme
 }
 
 // NewCreateReportRequest calls the generic CreateReport builder with application/json body
-func NewCreateReportRequest(server string, deploymentId DeploymentId, body CreateReportJSONRequestBody) (*http.Request, error) {
+func NewCreateReportRequest(server string, deploymentId DeploymentId, params *CreateReportParams, body CreateReportJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewCreateReportRequestWithBody(server, deploymentId, "application/json", bodyReader)
+	return NewCreateReportRequestWithBody(server, deploymentId, params, "application/json", bodyReader)
 }
 
 // NewCreateReportRequestWithBody constructs an http.Request for the CreateReport method, with any body, and a specified content type
-func NewCreateReportRequestWithBody(server string, deploymentId DeploymentId, contentType string, body io.Reader) (*http.Request, error) {
+func NewCreateReportRequestWithBody(server string, deploymentId DeploymentId, params *CreateReportParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -10154,6 +10580,21 @@ func NewCreateReportRequestWithBody(server string, deploymentId DeploymentId, co
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -10295,7 +10736,7 @@ func NewUpdateReportRequestWithBody(server string, deploymentId DeploymentId, re
 }
 
 // NewCreateDataApiTokenRequest constructs an http.Request for the CreateDataApiToken method
-func NewCreateDataApiTokenRequest(server string, deploymentId DeploymentId) (*http.Request, error) {
+func NewCreateDataApiTokenRequest(server string, deploymentId DeploymentId, params *CreateDataApiTokenParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -10325,22 +10766,37 @@ func NewCreateDataApiTokenRequest(server string, deploymentId DeploymentId) (*ht
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewCreateWorkbookRequest calls the generic CreateWorkbook builder with application/json body
-func NewCreateWorkbookRequest(server string, deploymentId DeploymentId, body CreateWorkbookJSONRequestBody) (*http.Request, error) {
+func NewCreateWorkbookRequest(server string, deploymentId DeploymentId, params *CreateWorkbookParams, body CreateWorkbookJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewCreateWorkbookRequestWithBody(server, deploymentId, "application/json", bodyReader)
+	return NewCreateWorkbookRequestWithBody(server, deploymentId, params, "application/json", bodyReader)
 }
 
 // NewCreateWorkbookRequestWithBody constructs an http.Request for the CreateWorkbook method, with any body, and a specified content type
-func NewCreateWorkbookRequestWithBody(server string, deploymentId DeploymentId, contentType string, body io.Reader) (*http.Request, error) {
+func NewCreateWorkbookRequestWithBody(server string, deploymentId DeploymentId, params *CreateWorkbookParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -10371,6 +10827,21 @@ func NewCreateWorkbookRequestWithBody(server string, deploymentId DeploymentId, 
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -10607,18 +11078,18 @@ func NewSetWorkbookEmbedAccessRequestWithBody(server string, deploymentId Deploy
 }
 
 // NewPublishWorkbookRequest calls the generic PublishWorkbook builder with application/json body
-func NewPublishWorkbookRequest(server string, deploymentId DeploymentId, workbookId WorkbookId, body PublishWorkbookJSONRequestBody) (*http.Request, error) {
+func NewPublishWorkbookRequest(server string, deploymentId DeploymentId, workbookId WorkbookId, params *PublishWorkbookParams, body PublishWorkbookJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewPublishWorkbookRequestWithBody(server, deploymentId, workbookId, "application/json", bodyReader)
+	return NewPublishWorkbookRequestWithBody(server, deploymentId, workbookId, params, "application/json", bodyReader)
 }
 
 // NewPublishWorkbookRequestWithBody constructs an http.Request for the PublishWorkbook method, with any body, and a specified content type
-func NewPublishWorkbookRequestWithBody(server string, deploymentId DeploymentId, workbookId WorkbookId, contentType string, body io.Reader) (*http.Request, error) {
+func NewPublishWorkbookRequestWithBody(server string, deploymentId DeploymentId, workbookId WorkbookId, params *PublishWorkbookParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -10657,11 +11128,26 @@ func NewPublishWorkbookRequestWithBody(server string, deploymentId DeploymentId,
 
 	req.Header.Add("Content-Type", contentType)
 
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewUnpublishWorkbookRequest constructs an http.Request for the UnpublishWorkbook method
-func NewUnpublishWorkbookRequest(server string, deploymentId DeploymentId, workbookId WorkbookId) (*http.Request, error) {
+func NewUnpublishWorkbookRequest(server string, deploymentId DeploymentId, workbookId WorkbookId, params *UnpublishWorkbookParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -10696,6 +11182,21 @@ func NewUnpublishWorkbookRequest(server string, deploymentId DeploymentId, workb
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -10847,18 +11348,18 @@ func NewListWorkspaceItemsRequest(server string, deploymentId DeploymentId, para
 }
 
 // NewBulkMoveWorkspaceItemsRequest calls the generic BulkMoveWorkspaceItems builder with application/json body
-func NewBulkMoveWorkspaceItemsRequest(server string, deploymentId DeploymentId, body BulkMoveWorkspaceItemsJSONRequestBody) (*http.Request, error) {
+func NewBulkMoveWorkspaceItemsRequest(server string, deploymentId DeploymentId, params *BulkMoveWorkspaceItemsParams, body BulkMoveWorkspaceItemsJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewBulkMoveWorkspaceItemsRequestWithBody(server, deploymentId, "application/json", bodyReader)
+	return NewBulkMoveWorkspaceItemsRequestWithBody(server, deploymentId, params, "application/json", bodyReader)
 }
 
 // NewBulkMoveWorkspaceItemsRequestWithBody constructs an http.Request for the BulkMoveWorkspaceItems method, with any body, and a specified content type
-func NewBulkMoveWorkspaceItemsRequestWithBody(server string, deploymentId DeploymentId, contentType string, body io.Reader) (*http.Request, error) {
+func NewBulkMoveWorkspaceItemsRequestWithBody(server string, deploymentId DeploymentId, params *BulkMoveWorkspaceItemsParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -10889,6 +11390,21 @@ func NewBulkMoveWorkspaceItemsRequestWithBody(server string, deploymentId Deploy
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -10990,18 +11506,18 @@ func NewAddFavoriteRequest(server string, deploymentId DeploymentId, pType strin
 }
 
 // NewMoveWorkspaceItemRequest calls the generic MoveWorkspaceItem builder with application/json body
-func NewMoveWorkspaceItemRequest(server string, deploymentId DeploymentId, body MoveWorkspaceItemJSONRequestBody) (*http.Request, error) {
+func NewMoveWorkspaceItemRequest(server string, deploymentId DeploymentId, params *MoveWorkspaceItemParams, body MoveWorkspaceItemJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewMoveWorkspaceItemRequestWithBody(server, deploymentId, "application/json", bodyReader)
+	return NewMoveWorkspaceItemRequestWithBody(server, deploymentId, params, "application/json", bodyReader)
 }
 
 // NewMoveWorkspaceItemRequestWithBody constructs an http.Request for the MoveWorkspaceItem method, with any body, and a specified content type
-func NewMoveWorkspaceItemRequestWithBody(server string, deploymentId DeploymentId, contentType string, body io.Reader) (*http.Request, error) {
+func NewMoveWorkspaceItemRequestWithBody(server string, deploymentId DeploymentId, params *MoveWorkspaceItemParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -11032,6 +11548,21 @@ func NewMoveWorkspaceItemRequestWithBody(server string, deploymentId DeploymentI
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -11258,18 +11789,18 @@ func NewListEmbedTenantGroupMembersRequest(server string, embedTenantName EmbedT
 }
 
 // NewAddEmbedTenantGroupMembersRequest calls the generic AddEmbedTenantGroupMembers builder with application/json body
-func NewAddEmbedTenantGroupMembersRequest(server string, embedTenantName EmbedTenantNameParam, id DefinitionId, body AddEmbedTenantGroupMembersJSONRequestBody) (*http.Request, error) {
+func NewAddEmbedTenantGroupMembersRequest(server string, embedTenantName EmbedTenantNameParam, id DefinitionId, params *AddEmbedTenantGroupMembersParams, body AddEmbedTenantGroupMembersJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewAddEmbedTenantGroupMembersRequestWithBody(server, embedTenantName, id, "application/json", bodyReader)
+	return NewAddEmbedTenantGroupMembersRequestWithBody(server, embedTenantName, id, params, "application/json", bodyReader)
 }
 
 // NewAddEmbedTenantGroupMembersRequestWithBody constructs an http.Request for the AddEmbedTenantGroupMembers method, with any body, and a specified content type
-func NewAddEmbedTenantGroupMembersRequestWithBody(server string, embedTenantName EmbedTenantNameParam, id DefinitionId, contentType string, body io.Reader) (*http.Request, error) {
+func NewAddEmbedTenantGroupMembersRequestWithBody(server string, embedTenantName EmbedTenantNameParam, id DefinitionId, params *AddEmbedTenantGroupMembersParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -11307,6 +11838,21 @@ func NewAddEmbedTenantGroupMembersRequestWithBody(server string, embedTenantName
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -11768,18 +12314,18 @@ func NewGetEmbedDashboardRequest(server string, publicId PublicId) (*http.Reques
 }
 
 // NewGenerateEmbedSessionRequest calls the generic GenerateEmbedSession builder with application/json body
-func NewGenerateEmbedSessionRequest(server string, body GenerateEmbedSessionJSONRequestBody) (*http.Request, error) {
+func NewGenerateEmbedSessionRequest(server string, params *GenerateEmbedSessionParams, body GenerateEmbedSessionJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewGenerateEmbedSessionRequestWithBody(server, "application/json", bodyReader)
+	return NewGenerateEmbedSessionRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewGenerateEmbedSessionRequestWithBody constructs an http.Request for the GenerateEmbedSession method, with any body, and a specified content type
-func NewGenerateEmbedSessionRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewGenerateEmbedSessionRequestWithBody(server string, params *GenerateEmbedSessionParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -11803,6 +12349,21 @@ func NewGenerateEmbedSessionRequestWithBody(server string, contentType string, b
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -11835,7 +12396,7 @@ func NewGetEmbedSessionRequest(server string) (*http.Request, error) {
 }
 
 // NewCreateEmbedAiCredentialsRequest constructs an http.Request for the CreateEmbedAiCredentials method
-func NewCreateEmbedAiCredentialsRequest(server string) (*http.Request, error) {
+func NewCreateEmbedAiCredentialsRequest(server string, params *CreateEmbedAiCredentialsParams) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -11856,6 +12417,21 @@ func NewCreateEmbedAiCredentialsRequest(server string) (*http.Request, error) {
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -12241,18 +12817,18 @@ func NewListGroupsRequest(server string, params *ListGroupsParams) (*http.Reques
 }
 
 // NewCreateGroupRequest calls the generic CreateGroup builder with application/json body
-func NewCreateGroupRequest(server string, body CreateGroupJSONRequestBody) (*http.Request, error) {
+func NewCreateGroupRequest(server string, params *CreateGroupParams, body CreateGroupJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewCreateGroupRequestWithBody(server, "application/json", bodyReader)
+	return NewCreateGroupRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewCreateGroupRequestWithBody constructs an http.Request for the CreateGroup method, with any body, and a specified content type
-func NewCreateGroupRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewCreateGroupRequestWithBody(server string, params *CreateGroupParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -12276,6 +12852,21 @@ func NewCreateGroupRequestWithBody(server string, contentType string, body io.Re
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -12388,18 +12979,18 @@ func NewListGroupMembersRequest(server string, id DefinitionId, params *ListGrou
 }
 
 // NewAddGroupMembersRequest calls the generic AddGroupMembers builder with application/json body
-func NewAddGroupMembersRequest(server string, id DefinitionId, body AddGroupMembersJSONRequestBody) (*http.Request, error) {
+func NewAddGroupMembersRequest(server string, id DefinitionId, params *AddGroupMembersParams, body AddGroupMembersJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewAddGroupMembersRequestWithBody(server, id, "application/json", bodyReader)
+	return NewAddGroupMembersRequestWithBody(server, id, params, "application/json", bodyReader)
 }
 
 // NewAddGroupMembersRequestWithBody constructs an http.Request for the AddGroupMembers method, with any body, and a specified content type
-func NewAddGroupMembersRequestWithBody(server string, id DefinitionId, contentType string, body io.Reader) (*http.Request, error) {
+func NewAddGroupMembersRequestWithBody(server string, id DefinitionId, params *AddGroupMembersParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -12430,6 +13021,21 @@ func NewAddGroupMembersRequestWithBody(server string, id DefinitionId, contentTy
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -12609,18 +13215,18 @@ func NewListServiceAccountsRequest(server string, params *ListServiceAccountsPar
 }
 
 // NewCreateServiceAccountRequest calls the generic CreateServiceAccount builder with application/json body
-func NewCreateServiceAccountRequest(server string, body CreateServiceAccountJSONRequestBody) (*http.Request, error) {
+func NewCreateServiceAccountRequest(server string, params *CreateServiceAccountParams, body CreateServiceAccountJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewCreateServiceAccountRequestWithBody(server, "application/json", bodyReader)
+	return NewCreateServiceAccountRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewCreateServiceAccountRequestWithBody constructs an http.Request for the CreateServiceAccount method, with any body, and a specified content type
-func NewCreateServiceAccountRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewCreateServiceAccountRequestWithBody(server string, params *CreateServiceAccountParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -12644,6 +13250,21 @@ func NewCreateServiceAccountRequestWithBody(server string, contentType string, b
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -12790,7 +13411,7 @@ func NewListServiceAccountSecretsRequest(server string, id ServiceAccountId, par
 }
 
 // NewCreateServiceAccountSecretRequest constructs an http.Request for the CreateServiceAccountSecret method
-func NewCreateServiceAccountSecretRequest(server string, id ServiceAccountId) (*http.Request, error) {
+func NewCreateServiceAccountSecretRequest(server string, id ServiceAccountId, params *CreateServiceAccountSecretParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -12818,6 +13439,21 @@ func NewCreateServiceAccountSecretRequest(server string, id ServiceAccountId) (*
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -12906,7 +13542,7 @@ func NewGetServiceAccountSecretRequest(server string, id ServiceAccountId, clien
 }
 
 // NewRotateServiceAccountSecretRequest constructs an http.Request for the RotateServiceAccountSecret method
-func NewRotateServiceAccountSecretRequest(server string, id ServiceAccountId, clientId ClientId) (*http.Request, error) {
+func NewRotateServiceAccountSecretRequest(server string, id ServiceAccountId, clientId ClientId, params *RotateServiceAccountSecretParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -12941,6 +13577,21 @@ func NewRotateServiceAccountSecretRequest(server string, id ServiceAccountId, cl
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -13013,18 +13664,18 @@ func NewListUserAttributesRequest(server string, params *ListUserAttributesParam
 }
 
 // NewCreateUserAttributeRequest calls the generic CreateUserAttribute builder with application/json body
-func NewCreateUserAttributeRequest(server string, body CreateUserAttributeJSONRequestBody) (*http.Request, error) {
+func NewCreateUserAttributeRequest(server string, params *CreateUserAttributeParams, body CreateUserAttributeJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewCreateUserAttributeRequestWithBody(server, "application/json", bodyReader)
+	return NewCreateUserAttributeRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewCreateUserAttributeRequestWithBody constructs an http.Request for the CreateUserAttribute method, with any body, and a specified content type
-func NewCreateUserAttributeRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewCreateUserAttributeRequestWithBody(server string, params *CreateUserAttributeParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -13048,6 +13699,21 @@ func NewCreateUserAttributeRequestWithBody(server string, contentType string, bo
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -13344,7 +14010,7 @@ func NewGetBranchFileRequest(server string, deploymentId DeploymentId, branchNam
 }
 
 // NewOpenBranchRequest constructs an http.Request for the OpenBranch method
-func NewOpenBranchRequest(server string, deploymentId DeploymentId, branchName BranchName) (*http.Request, error) {
+func NewOpenBranchRequest(server string, deploymentId DeploymentId, branchName BranchName, params *OpenBranchParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -13379,6 +14045,21 @@ func NewOpenBranchRequest(server string, deploymentId DeploymentId, branchName B
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -13593,7 +14274,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/api-keys (the `CreateApiKey` operationId).
-	CreateApiKeyWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateApiKeyResponse, error)
+	CreateApiKeyWithBodyWithResponse(ctx context.Context, params *CreateApiKeyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateApiKeyResponse, error)
 
 	// CreateApiKeyWithResponse Create an API key
 	//
@@ -13612,7 +14293,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/api-keys (the `CreateApiKey` operationId).
-	CreateApiKeyWithResponse(ctx context.Context, body CreateApiKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateApiKeyResponse, error)
+	CreateApiKeyWithResponse(ctx context.Context, params *CreateApiKeyParams, body CreateApiKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateApiKeyResponse, error)
 
 	// RevokeApiKeyWithResponse Revoke an API key
 	//
@@ -13652,7 +14333,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/api-keys/{id}/rotate (the `RotateApiKey` operationId).
-	RotateApiKeyWithResponse(ctx context.Context, id ApiKeyId, reqEditors ...RequestEditorFn) (*RotateApiKeyResponse, error)
+	RotateApiKeyWithResponse(ctx context.Context, id ApiKeyId, params *RotateApiKeyParams, reqEditors ...RequestEditorFn) (*RotateApiKeyResponse, error)
 
 	// ListAuditEventsWithResponse List the account's audit events
 	//
@@ -13752,7 +14433,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/dbt-sync (the `StartDbtSync` operationId).
-	StartDbtSyncWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*StartDbtSyncResponse, error)
+	StartDbtSyncWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, params *StartDbtSyncParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*StartDbtSyncResponse, error)
 
 	// StartDbtSyncWithResponse Start a dbt sync
 	//
@@ -13781,7 +14462,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/dbt-sync (the `StartDbtSync` operationId).
-	StartDbtSyncWithResponse(ctx context.Context, deploymentId DeploymentId, body StartDbtSyncJSONRequestBody, reqEditors ...RequestEditorFn) (*StartDbtSyncResponse, error)
+	StartDbtSyncWithResponse(ctx context.Context, deploymentId DeploymentId, params *StartDbtSyncParams, body StartDbtSyncJSONRequestBody, reqEditors ...RequestEditorFn) (*StartDbtSyncResponse, error)
 
 	// GetDbtSyncJobWithResponse Get a dbt sync job
 	//
@@ -13802,7 +14483,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/dbt-sync/{syncJobId}/cancel (the `CancelDbtSyncJob` operationId).
-	CancelDbtSyncJobWithResponse(ctx context.Context, deploymentId DeploymentId, syncJobId SyncJobId, reqEditors ...RequestEditorFn) (*CancelDbtSyncJobResponse, error)
+	CancelDbtSyncJobWithResponse(ctx context.Context, deploymentId DeploymentId, syncJobId SyncJobId, params *CancelDbtSyncJobParams, reqEditors ...RequestEditorFn) (*CancelDbtSyncJobResponse, error)
 
 	// RetryDbtSyncJobWithResponse Retry a finished dbt sync job
 	//
@@ -13819,7 +14500,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/dbt-sync/{syncJobId}/retry (the `RetryDbtSyncJob` operationId).
-	RetryDbtSyncJobWithResponse(ctx context.Context, deploymentId DeploymentId, syncJobId SyncJobId, reqEditors ...RequestEditorFn) (*RetryDbtSyncJobResponse, error)
+	RetryDbtSyncJobWithResponse(ctx context.Context, deploymentId DeploymentId, syncJobId SyncJobId, params *RetryDbtSyncJobParams, reqEditors ...RequestEditorFn) (*RetryDbtSyncJobResponse, error)
 
 	// GetRootEmbedAccessWithResponse Get the embed grants on the deployment's root
 	//
@@ -13879,7 +14560,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/folders (the `CreateFolder` operationId).
-	CreateFolderWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateFolderResponse, error)
+	CreateFolderWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, params *CreateFolderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateFolderResponse, error)
 
 	// CreateFolderWithResponse Create a folder
 	//
@@ -13891,7 +14572,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/folders (the `CreateFolder` operationId).
-	CreateFolderWithResponse(ctx context.Context, deploymentId DeploymentId, body CreateFolderJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateFolderResponse, error)
+	CreateFolderWithResponse(ctx context.Context, deploymentId DeploymentId, params *CreateFolderParams, body CreateFolderJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateFolderResponse, error)
 
 	// DeleteFolderWithResponse Delete an empty folder
 	//
@@ -14013,7 +14694,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/reports (the `CreateReport` operationId).
-	CreateReportWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateReportResponse, error)
+	CreateReportWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, params *CreateReportParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateReportResponse, error)
 
 	// CreateReportWithResponse Create a report
 	//
@@ -14023,7 +14704,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/reports (the `CreateReport` operationId).
-	CreateReportWithResponse(ctx context.Context, deploymentId DeploymentId, body CreateReportJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateReportResponse, error)
+	CreateReportWithResponse(ctx context.Context, deploymentId DeploymentId, params *CreateReportParams, body CreateReportJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateReportResponse, error)
 
 	// DeleteReportWithResponse Delete a report
 	//
@@ -14089,7 +14770,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/token (the `CreateDataApiToken` operationId).
-	CreateDataApiTokenWithResponse(ctx context.Context, deploymentId DeploymentId, reqEditors ...RequestEditorFn) (*CreateDataApiTokenResponse, error)
+	CreateDataApiTokenWithResponse(ctx context.Context, deploymentId DeploymentId, params *CreateDataApiTokenParams, reqEditors ...RequestEditorFn) (*CreateDataApiTokenResponse, error)
 
 	// CreateWorkbookWithBodyWithResponse Create a workbook
 	//
@@ -14100,7 +14781,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks (the `CreateWorkbook` operationId).
-	CreateWorkbookWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateWorkbookResponse, error)
+	CreateWorkbookWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, params *CreateWorkbookParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateWorkbookResponse, error)
 
 	// CreateWorkbookWithResponse Create a workbook
 	//
@@ -14111,7 +14792,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks (the `CreateWorkbook` operationId).
-	CreateWorkbookWithResponse(ctx context.Context, deploymentId DeploymentId, body CreateWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateWorkbookResponse, error)
+	CreateWorkbookWithResponse(ctx context.Context, deploymentId DeploymentId, params *CreateWorkbookParams, body CreateWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateWorkbookResponse, error)
 
 	// DeleteWorkbookWithResponse Delete a workbook
 	//
@@ -14233,7 +14914,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/publish (the `PublishWorkbook` operationId).
-	PublishWorkbookWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PublishWorkbookResponse, error)
+	PublishWorkbookWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *PublishWorkbookParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PublishWorkbookResponse, error)
 
 	// PublishWorkbookWithResponse Publish the workbook's dashboard draft
 	//
@@ -14253,7 +14934,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/publish (the `PublishWorkbook` operationId).
-	PublishWorkbookWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, body PublishWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*PublishWorkbookResponse, error)
+	PublishWorkbookWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *PublishWorkbookParams, body PublishWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*PublishWorkbookResponse, error)
 
 	// UnpublishWorkbookWithResponse Archive the workbook's published dashboard
 	//
@@ -14265,7 +14946,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/unpublish (the `UnpublishWorkbook` operationId).
-	UnpublishWorkbookWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, reqEditors ...RequestEditorFn) (*UnpublishWorkbookResponse, error)
+	UnpublishWorkbookWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *UnpublishWorkbookParams, reqEditors ...RequestEditorFn) (*UnpublishWorkbookResponse, error)
 
 	// ListWorkspaceItemsWithResponse List the children of a folder or of the root
 	//
@@ -14327,7 +15008,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/bulk-move (the `BulkMoveWorkspaceItems` operationId).
-	BulkMoveWorkspaceItemsWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BulkMoveWorkspaceItemsResponse, error)
+	BulkMoveWorkspaceItemsWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, params *BulkMoveWorkspaceItemsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BulkMoveWorkspaceItemsResponse, error)
 
 	// BulkMoveWorkspaceItemsWithResponse Move up to 100 workspace items
 	//
@@ -14364,7 +15045,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/bulk-move (the `BulkMoveWorkspaceItems` operationId).
-	BulkMoveWorkspaceItemsWithResponse(ctx context.Context, deploymentId DeploymentId, body BulkMoveWorkspaceItemsJSONRequestBody, reqEditors ...RequestEditorFn) (*BulkMoveWorkspaceItemsResponse, error)
+	BulkMoveWorkspaceItemsWithResponse(ctx context.Context, deploymentId DeploymentId, params *BulkMoveWorkspaceItemsParams, body BulkMoveWorkspaceItemsJSONRequestBody, reqEditors ...RequestEditorFn) (*BulkMoveWorkspaceItemsResponse, error)
 
 	// RemoveFavoriteWithResponse Remove an item from the caller's favorites
 	//
@@ -14401,7 +15082,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/move (the `MoveWorkspaceItem` operationId).
-	MoveWorkspaceItemWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*MoveWorkspaceItemResponse, error)
+	MoveWorkspaceItemWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, params *MoveWorkspaceItemParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*MoveWorkspaceItemResponse, error)
 
 	// MoveWorkspaceItemWithResponse Move one workspace item
 	//
@@ -14417,7 +15098,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/move (the `MoveWorkspaceItem` operationId).
-	MoveWorkspaceItemWithResponse(ctx context.Context, deploymentId DeploymentId, body MoveWorkspaceItemJSONRequestBody, reqEditors ...RequestEditorFn) (*MoveWorkspaceItemResponse, error)
+	MoveWorkspaceItemWithResponse(ctx context.Context, deploymentId DeploymentId, params *MoveWorkspaceItemParams, body MoveWorkspaceItemJSONRequestBody, reqEditors ...RequestEditorFn) (*MoveWorkspaceItemResponse, error)
 
 	// GetApiReferenceWithResponse This document as an interactive reference, in HTML
 	//
@@ -14482,7 +15163,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/embed-tenants/{embedTenantName}/groups/{id}/users (the `AddEmbedTenantGroupMembers` operationId).
-	AddEmbedTenantGroupMembersWithBodyWithResponse(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AddEmbedTenantGroupMembersResponse, error)
+	AddEmbedTenantGroupMembersWithBodyWithResponse(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, params *AddEmbedTenantGroupMembersParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AddEmbedTenantGroupMembersResponse, error)
 
 	// AddEmbedTenantGroupMembersWithResponse Add external users to an embed-tenant group
 	//
@@ -14499,7 +15180,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/embed-tenants/{embedTenantName}/groups/{id}/users (the `AddEmbedTenantGroupMembers` operationId).
-	AddEmbedTenantGroupMembersWithResponse(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, body AddEmbedTenantGroupMembersJSONRequestBody, reqEditors ...RequestEditorFn) (*AddEmbedTenantGroupMembersResponse, error)
+	AddEmbedTenantGroupMembersWithResponse(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, params *AddEmbedTenantGroupMembersParams, body AddEmbedTenantGroupMembersJSONRequestBody, reqEditors ...RequestEditorFn) (*AddEmbedTenantGroupMembersResponse, error)
 
 	// RemoveEmbedTenantGroupMemberWithResponse Remove an external user from an embed-tenant group
 	//
@@ -14685,7 +15366,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/embed/generate-session (the `GenerateEmbedSession` operationId).
-	GenerateEmbedSessionWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*GenerateEmbedSessionResponse, error)
+	GenerateEmbedSessionWithBodyWithResponse(ctx context.Context, params *GenerateEmbedSessionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*GenerateEmbedSessionResponse, error)
 
 	// GenerateEmbedSessionWithResponse Mint an embed session
 	//
@@ -14738,7 +15419,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/embed/generate-session (the `GenerateEmbedSession` operationId).
-	GenerateEmbedSessionWithResponse(ctx context.Context, body GenerateEmbedSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*GenerateEmbedSessionResponse, error)
+	GenerateEmbedSessionWithResponse(ctx context.Context, params *GenerateEmbedSessionParams, body GenerateEmbedSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*GenerateEmbedSessionResponse, error)
 
 	// GetEmbedSessionWithResponse Describe the current embed session
 	//
@@ -14759,7 +15440,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/embed/session/ai-credentials (the `CreateEmbedAiCredentials` operationId).
-	CreateEmbedAiCredentialsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*CreateEmbedAiCredentialsResponse, error)
+	CreateEmbedAiCredentialsWithResponse(ctx context.Context, params *CreateEmbedAiCredentialsParams, reqEditors ...RequestEditorFn) (*CreateEmbedAiCredentialsResponse, error)
 
 	// ExchangeEmbedSessionWithBodyWithResponse Exchange a session identifier for an embed token
 	//
@@ -14953,7 +15634,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/groups (the `CreateGroup` operationId).
-	CreateGroupWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateGroupResponse, error)
+	CreateGroupWithBodyWithResponse(ctx context.Context, params *CreateGroupParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateGroupResponse, error)
 
 	// CreateGroupWithResponse Create an account-wide group
 	//
@@ -14966,7 +15647,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/groups (the `CreateGroup` operationId).
-	CreateGroupWithResponse(ctx context.Context, body CreateGroupJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateGroupResponse, error)
+	CreateGroupWithResponse(ctx context.Context, params *CreateGroupParams, body CreateGroupJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateGroupResponse, error)
 
 	// DeleteGroupWithResponse Delete an account-wide group
 	//
@@ -15005,7 +15686,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/groups/{id}/users (the `AddGroupMembers` operationId).
-	AddGroupMembersWithBodyWithResponse(ctx context.Context, id DefinitionId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AddGroupMembersResponse, error)
+	AddGroupMembersWithBodyWithResponse(ctx context.Context, id DefinitionId, params *AddGroupMembersParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AddGroupMembersResponse, error)
 
 	// AddGroupMembersWithResponse Add external users to an account-wide group
 	//
@@ -15019,7 +15700,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/groups/{id}/users (the `AddGroupMembers` operationId).
-	AddGroupMembersWithResponse(ctx context.Context, id DefinitionId, body AddGroupMembersJSONRequestBody, reqEditors ...RequestEditorFn) (*AddGroupMembersResponse, error)
+	AddGroupMembersWithResponse(ctx context.Context, id DefinitionId, params *AddGroupMembersParams, body AddGroupMembersJSONRequestBody, reqEditors ...RequestEditorFn) (*AddGroupMembersResponse, error)
 
 	// RemoveGroupMemberWithResponse Remove an external user from an account-wide group
 	//
@@ -15128,7 +15809,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/service-accounts (the `CreateServiceAccount` operationId).
-	CreateServiceAccountWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateServiceAccountResponse, error)
+	CreateServiceAccountWithBodyWithResponse(ctx context.Context, params *CreateServiceAccountParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateServiceAccountResponse, error)
 
 	// CreateServiceAccountWithResponse Create a service account
 	//
@@ -15144,7 +15825,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/service-accounts (the `CreateServiceAccount` operationId).
-	CreateServiceAccountWithResponse(ctx context.Context, body CreateServiceAccountJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateServiceAccountResponse, error)
+	CreateServiceAccountWithResponse(ctx context.Context, params *CreateServiceAccountParams, body CreateServiceAccountJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateServiceAccountResponse, error)
 
 	// DeleteServiceAccountWithResponse Delete a service account
 	//
@@ -15189,7 +15870,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/service-accounts/{id}/secrets (the `CreateServiceAccountSecret` operationId).
-	CreateServiceAccountSecretWithResponse(ctx context.Context, id ServiceAccountId, reqEditors ...RequestEditorFn) (*CreateServiceAccountSecretResponse, error)
+	CreateServiceAccountSecretWithResponse(ctx context.Context, id ServiceAccountId, params *CreateServiceAccountSecretParams, reqEditors ...RequestEditorFn) (*CreateServiceAccountSecretResponse, error)
 
 	// RevokeServiceAccountSecretWithResponse Revoke a client secret
 	//
@@ -15222,7 +15903,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/service-accounts/{id}/secrets/{clientId}/rotate (the `RotateServiceAccountSecret` operationId).
-	RotateServiceAccountSecretWithResponse(ctx context.Context, id ServiceAccountId, clientId ClientId, reqEditors ...RequestEditorFn) (*RotateServiceAccountSecretResponse, error)
+	RotateServiceAccountSecretWithResponse(ctx context.Context, id ServiceAccountId, clientId ClientId, params *RotateServiceAccountSecretParams, reqEditors ...RequestEditorFn) (*RotateServiceAccountSecretResponse, error)
 
 	// ListUserAttributesWithResponse List the account-wide user-attribute definitions
 	//
@@ -15245,7 +15926,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/user-attributes (the `CreateUserAttribute` operationId).
-	CreateUserAttributeWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateUserAttributeResponse, error)
+	CreateUserAttributeWithBodyWithResponse(ctx context.Context, params *CreateUserAttributeParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateUserAttributeResponse, error)
 
 	// CreateUserAttributeWithResponse Create an account-wide user-attribute definition
 	//
@@ -15258,7 +15939,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/user-attributes (the `CreateUserAttribute` operationId).
-	CreateUserAttributeWithResponse(ctx context.Context, body CreateUserAttributeJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateUserAttributeResponse, error)
+	CreateUserAttributeWithResponse(ctx context.Context, params *CreateUserAttributeParams, body CreateUserAttributeJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateUserAttributeResponse, error)
 
 	// DeleteUserAttributeWithResponse Delete an account-wide user-attribute definition
 	//
@@ -15322,7 +16003,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /build/api/v1/deployments/{deploymentId}/branches/{branchName}/open (the `OpenBranch` operationId).
-	OpenBranchWithResponse(ctx context.Context, deploymentId DeploymentId, branchName BranchName, reqEditors ...RequestEditorFn) (*OpenBranchResponse, error)
+	OpenBranchWithResponse(ctx context.Context, deploymentId DeploymentId, branchName BranchName, params *OpenBranchParams, reqEditors ...RequestEditorFn) (*OpenBranchResponse, error)
 
 	// SetBranchStagingWithBodyWithResponse Enable or disable the branch's staging environment
 	//
@@ -15458,14 +16139,20 @@ func (r ListApiKeysResponse) ContentType() string {
 
 // CreateApiKeyResponse201Headers the declared response headers of an HTTP 201 response for CreateApiKey
 type CreateApiKeyResponse201Headers struct {
-	Location        *string
-	RateLimit       *string
-	RateLimitPolicy *string
+	IdempotentReplayed *string
+	Location           *string
+	RateLimit          *string
+	RateLimitPolicy    *string
 }
 
 // CreateApiKeyResponse401Headers the declared response headers of an HTTP 401 response for CreateApiKey
 type CreateApiKeyResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// CreateApiKeyResponse409Headers the declared response headers of an HTTP 409 response for CreateApiKey
+type CreateApiKeyResponse409Headers struct {
+	RetryAfter int
 }
 
 // CreateApiKeyResponse429Headers the declared response headers of an HTTP 429 response for CreateApiKey
@@ -15486,10 +16173,14 @@ type CreateApiKeyResponse struct {
 	JSON401 *Unauthorized
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Forbidden
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *IdempotencyKeyInUse
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -15498,6 +16189,8 @@ type CreateApiKeyResponse struct {
 	Headers201 *CreateApiKeyResponse201Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreateApiKeyResponse401Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CreateApiKeyResponse409Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateApiKeyResponse429Headers
 }
@@ -15522,6 +16215,11 @@ func (r CreateApiKeyResponse) GetJSON403() *Forbidden {
 	return r.JSON403
 }
 
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CreateApiKeyResponse) GetJSON409() *IdempotencyKeyInUse {
+	return r.JSON409
+}
+
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
 func (r CreateApiKeyResponse) GetJSON413() *PayloadTooLarge {
 	return r.JSON413
@@ -15530,6 +16228,11 @@ func (r CreateApiKeyResponse) GetJSON413() *PayloadTooLarge {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r CreateApiKeyResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r CreateApiKeyResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -15773,8 +16476,9 @@ func (r GetApiKeyResponse) ContentType() string {
 
 // RotateApiKeyResponse200Headers the declared response headers of an HTTP 200 response for RotateApiKey
 type RotateApiKeyResponse200Headers struct {
-	RateLimit       *string
-	RateLimitPolicy *string
+	IdempotentReplayed *string
+	RateLimit          *string
+	RateLimitPolicy    *string
 }
 
 // RotateApiKeyResponse401Headers the declared response headers of an HTTP 401 response for RotateApiKey
@@ -15806,6 +16510,8 @@ type RotateApiKeyResponse struct {
 	JSON409 *Conflict
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -15851,6 +16557,11 @@ func (r RotateApiKeyResponse) GetJSON409() *Conflict {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r RotateApiKeyResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r RotateApiKeyResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -16378,13 +17089,19 @@ func (r ListDbtSyncJobsResponse) ContentType() string {
 
 // StartDbtSyncResponse202Headers the declared response headers of an HTTP 202 response for StartDbtSync
 type StartDbtSyncResponse202Headers struct {
-	RateLimit       *string
-	RateLimitPolicy *string
+	IdempotentReplayed *string
+	RateLimit          *string
+	RateLimitPolicy    *string
 }
 
 // StartDbtSyncResponse401Headers the declared response headers of an HTTP 401 response for StartDbtSync
 type StartDbtSyncResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// StartDbtSyncResponse409Headers the declared response headers of an HTTP 409 response for StartDbtSync
+type StartDbtSyncResponse409Headers struct {
+	RetryAfter int
 }
 
 // StartDbtSyncResponse429Headers the declared response headers of an HTTP 429 response for StartDbtSync
@@ -16405,10 +17122,14 @@ type StartDbtSyncResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *IdempotencyKeyInUse
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *UploadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *SyncLimit
 	// JSON502 the response for an HTTP 502 `application/json` response
@@ -16421,6 +17142,8 @@ type StartDbtSyncResponse struct {
 	Headers202 *StartDbtSyncResponse202Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *StartDbtSyncResponse401Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *StartDbtSyncResponse409Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *StartDbtSyncResponse429Headers
 }
@@ -16450,6 +17173,11 @@ func (r StartDbtSyncResponse) GetJSON404() *NotFound {
 	return r.JSON404
 }
 
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r StartDbtSyncResponse) GetJSON409() *IdempotencyKeyInUse {
+	return r.JSON409
+}
+
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
 func (r StartDbtSyncResponse) GetJSON413() *UploadTooLarge {
 	return r.JSON413
@@ -16458,6 +17186,11 @@ func (r StartDbtSyncResponse) GetJSON413() *UploadTooLarge {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r StartDbtSyncResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r StartDbtSyncResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -16625,8 +17358,9 @@ func (r GetDbtSyncJobResponse) ContentType() string {
 
 // CancelDbtSyncJobResponse200Headers the declared response headers of an HTTP 200 response for CancelDbtSyncJob
 type CancelDbtSyncJobResponse200Headers struct {
-	RateLimit       *string
-	RateLimitPolicy *string
+	IdempotentReplayed *string
+	RateLimit          *string
+	RateLimitPolicy    *string
 }
 
 // CancelDbtSyncJobResponse401Headers the declared response headers of an HTTP 401 response for CancelDbtSyncJob
@@ -16654,6 +17388,8 @@ type CancelDbtSyncJobResponse struct {
 	JSON404 *NotFound
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Conflict
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
@@ -16693,6 +17429,11 @@ func (r CancelDbtSyncJobResponse) GetJSON404() *NotFound {
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
 func (r CancelDbtSyncJobResponse) GetJSON409() *Conflict {
 	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r CancelDbtSyncJobResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -16746,8 +17487,9 @@ func (r CancelDbtSyncJobResponse) ContentType() string {
 
 // RetryDbtSyncJobResponse202Headers the declared response headers of an HTTP 202 response for RetryDbtSyncJob
 type RetryDbtSyncJobResponse202Headers struct {
-	RateLimit       *string
-	RateLimitPolicy *string
+	IdempotentReplayed *string
+	RateLimit          *string
+	RateLimitPolicy    *string
 }
 
 // RetryDbtSyncJobResponse401Headers the declared response headers of an HTTP 401 response for RetryDbtSyncJob
@@ -16770,6 +17512,8 @@ type RetryDbtSyncJobResponse struct {
 	JSON404 *NotFound
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Conflict
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *JobLimit
 	// JSON502 the response for an HTTP 502 `application/json` response
@@ -16812,6 +17556,11 @@ func (r RetryDbtSyncJobResponse) GetJSON404() *NotFound {
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
 func (r RetryDbtSyncJobResponse) GetJSON409() *Conflict {
 	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r RetryDbtSyncJobResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -17235,13 +17984,19 @@ func (r ListEmbedTenantWorkbooksResponse) ContentType() string {
 
 // CreateFolderResponse200Headers the declared response headers of an HTTP 200 response for CreateFolder
 type CreateFolderResponse200Headers struct {
-	RateLimit       *string
-	RateLimitPolicy *string
+	IdempotentReplayed *string
+	RateLimit          *string
+	RateLimitPolicy    *string
 }
 
 // CreateFolderResponse401Headers the declared response headers of an HTTP 401 response for CreateFolder
 type CreateFolderResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// CreateFolderResponse409Headers the declared response headers of an HTTP 409 response for CreateFolder
+type CreateFolderResponse409Headers struct {
+	RetryAfter int
 }
 
 // CreateFolderResponse429Headers the declared response headers of an HTTP 429 response for CreateFolder
@@ -17264,10 +18019,14 @@ type CreateFolderResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *IdempotencyKeyInUse
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
@@ -17280,6 +18039,8 @@ type CreateFolderResponse struct {
 	Headers200 *CreateFolderResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreateFolderResponse401Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CreateFolderResponse409Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateFolderResponse429Headers
 }
@@ -17309,6 +18070,11 @@ func (r CreateFolderResponse) GetJSON404() *NotFound {
 	return r.JSON404
 }
 
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CreateFolderResponse) GetJSON409() *IdempotencyKeyInUse {
+	return r.JSON409
+}
+
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
 func (r CreateFolderResponse) GetJSON413() *PayloadTooLarge {
 	return r.JSON413
@@ -17317,6 +18083,11 @@ func (r CreateFolderResponse) GetJSON413() *PayloadTooLarge {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r CreateFolderResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r CreateFolderResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -18259,13 +19030,19 @@ func (r SetFolderPermissionsResponse) ContentType() string {
 
 // CreateReportResponse200Headers the declared response headers of an HTTP 200 response for CreateReport
 type CreateReportResponse200Headers struct {
-	RateLimit       *string
-	RateLimitPolicy *string
+	IdempotentReplayed *string
+	RateLimit          *string
+	RateLimitPolicy    *string
 }
 
 // CreateReportResponse401Headers the declared response headers of an HTTP 401 response for CreateReport
 type CreateReportResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// CreateReportResponse409Headers the declared response headers of an HTTP 409 response for CreateReport
+type CreateReportResponse409Headers struct {
+	RetryAfter int
 }
 
 // CreateReportResponse429Headers the declared response headers of an HTTP 429 response for CreateReport
@@ -18288,10 +19065,14 @@ type CreateReportResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *IdempotencyKeyInUse
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
@@ -18304,6 +19085,8 @@ type CreateReportResponse struct {
 	Headers200 *CreateReportResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreateReportResponse401Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CreateReportResponse409Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateReportResponse429Headers
 }
@@ -18333,6 +19116,11 @@ func (r CreateReportResponse) GetJSON404() *NotFound {
 	return r.JSON404
 }
 
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CreateReportResponse) GetJSON409() *IdempotencyKeyInUse {
+	return r.JSON409
+}
+
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
 func (r CreateReportResponse) GetJSON413() *PayloadTooLarge {
 	return r.JSON413
@@ -18341,6 +19129,11 @@ func (r CreateReportResponse) GetJSON413() *PayloadTooLarge {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r CreateReportResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r CreateReportResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -18778,13 +19571,19 @@ func (r UpdateReportResponse) ContentType() string {
 
 // CreateDataApiTokenResponse200Headers the declared response headers of an HTTP 200 response for CreateDataApiToken
 type CreateDataApiTokenResponse200Headers struct {
-	RateLimit       *string
-	RateLimitPolicy *string
+	IdempotentReplayed *string
+	RateLimit          *string
+	RateLimitPolicy    *string
 }
 
 // CreateDataApiTokenResponse401Headers the declared response headers of an HTTP 401 response for CreateDataApiToken
 type CreateDataApiTokenResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// CreateDataApiTokenResponse409Headers the declared response headers of an HTTP 409 response for CreateDataApiToken
+type CreateDataApiTokenResponse409Headers struct {
+	RetryAfter int
 }
 
 // CreateDataApiTokenResponse429Headers the declared response headers of an HTTP 429 response for CreateDataApiToken
@@ -18805,6 +19604,10 @@ type CreateDataApiTokenResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *IdempotencyKeyInUse
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
@@ -18817,6 +19620,8 @@ type CreateDataApiTokenResponse struct {
 	Headers200 *CreateDataApiTokenResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreateDataApiTokenResponse401Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CreateDataApiTokenResponse409Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateDataApiTokenResponse429Headers
 }
@@ -18839,6 +19644,16 @@ func (r CreateDataApiTokenResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r CreateDataApiTokenResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CreateDataApiTokenResponse) GetJSON409() *IdempotencyKeyInUse {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r CreateDataApiTokenResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -18892,13 +19707,19 @@ func (r CreateDataApiTokenResponse) ContentType() string {
 
 // CreateWorkbookResponse200Headers the declared response headers of an HTTP 200 response for CreateWorkbook
 type CreateWorkbookResponse200Headers struct {
-	RateLimit       *string
-	RateLimitPolicy *string
+	IdempotentReplayed *string
+	RateLimit          *string
+	RateLimitPolicy    *string
 }
 
 // CreateWorkbookResponse401Headers the declared response headers of an HTTP 401 response for CreateWorkbook
 type CreateWorkbookResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// CreateWorkbookResponse409Headers the declared response headers of an HTTP 409 response for CreateWorkbook
+type CreateWorkbookResponse409Headers struct {
+	RetryAfter int
 }
 
 // CreateWorkbookResponse429Headers the declared response headers of an HTTP 429 response for CreateWorkbook
@@ -18921,10 +19742,14 @@ type CreateWorkbookResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *IdempotencyKeyInUse
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
@@ -18937,6 +19762,8 @@ type CreateWorkbookResponse struct {
 	Headers200 *CreateWorkbookResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreateWorkbookResponse401Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CreateWorkbookResponse409Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateWorkbookResponse429Headers
 }
@@ -18966,6 +19793,11 @@ func (r CreateWorkbookResponse) GetJSON404() *NotFound {
 	return r.JSON404
 }
 
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CreateWorkbookResponse) GetJSON409() *IdempotencyKeyInUse {
+	return r.JSON409
+}
+
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
 func (r CreateWorkbookResponse) GetJSON413() *PayloadTooLarge {
 	return r.JSON413
@@ -18974,6 +19806,11 @@ func (r CreateWorkbookResponse) GetJSON413() *PayloadTooLarge {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r CreateWorkbookResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r CreateWorkbookResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -19667,8 +20504,9 @@ func (r SetWorkbookEmbedAccessResponse) ContentType() string {
 
 // PublishWorkbookResponse200Headers the declared response headers of an HTTP 200 response for PublishWorkbook
 type PublishWorkbookResponse200Headers struct {
-	RateLimit       *string
-	RateLimitPolicy *string
+	IdempotentReplayed *string
+	RateLimit          *string
+	RateLimitPolicy    *string
 }
 
 // PublishWorkbookResponse401Headers the declared response headers of an HTTP 401 response for PublishWorkbook
@@ -19700,6 +20538,8 @@ type PublishWorkbookResponse struct {
 	JSON409 *Conflict
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *PayloadTooLarge
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *ConcurrencyLimit
 	// JSON502 the response for an HTTP 502 `application/json` response
@@ -19749,6 +20589,11 @@ func (r PublishWorkbookResponse) GetJSON409() *Conflict {
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
 func (r PublishWorkbookResponse) GetJSON413() *PayloadTooLarge {
 	return r.JSON413
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r PublishWorkbookResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -19802,8 +20647,9 @@ func (r PublishWorkbookResponse) ContentType() string {
 
 // UnpublishWorkbookResponse200Headers the declared response headers of an HTTP 200 response for UnpublishWorkbook
 type UnpublishWorkbookResponse200Headers struct {
-	RateLimit       *string
-	RateLimitPolicy *string
+	IdempotentReplayed *string
+	RateLimit          *string
+	RateLimitPolicy    *string
 }
 
 // UnpublishWorkbookResponse401Headers the declared response headers of an HTTP 401 response for UnpublishWorkbook
@@ -19833,6 +20679,8 @@ type UnpublishWorkbookResponse struct {
 	JSON404 *NotFound
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Conflict
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
@@ -19877,6 +20725,11 @@ func (r UnpublishWorkbookResponse) GetJSON404() *NotFound {
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
 func (r UnpublishWorkbookResponse) GetJSON409() *Conflict {
 	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r UnpublishWorkbookResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -20051,13 +20904,19 @@ func (r ListWorkspaceItemsResponse) ContentType() string {
 
 // BulkMoveWorkspaceItemsResponse200Headers the declared response headers of an HTTP 200 response for BulkMoveWorkspaceItems
 type BulkMoveWorkspaceItemsResponse200Headers struct {
-	RateLimit       *string
-	RateLimitPolicy *string
+	IdempotentReplayed *string
+	RateLimit          *string
+	RateLimitPolicy    *string
 }
 
 // BulkMoveWorkspaceItemsResponse401Headers the declared response headers of an HTTP 401 response for BulkMoveWorkspaceItems
 type BulkMoveWorkspaceItemsResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// BulkMoveWorkspaceItemsResponse409Headers the declared response headers of an HTTP 409 response for BulkMoveWorkspaceItems
+type BulkMoveWorkspaceItemsResponse409Headers struct {
+	RetryAfter int
 }
 
 // BulkMoveWorkspaceItemsResponse429Headers the declared response headers of an HTTP 429 response for BulkMoveWorkspaceItems
@@ -20080,10 +20939,14 @@ type BulkMoveWorkspaceItemsResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *IdempotencyKeyInUse
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *ConcurrencyLimit
 	// JSON502 the response for an HTTP 502 `application/json` response
@@ -20096,6 +20959,8 @@ type BulkMoveWorkspaceItemsResponse struct {
 	Headers200 *BulkMoveWorkspaceItemsResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *BulkMoveWorkspaceItemsResponse401Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *BulkMoveWorkspaceItemsResponse409Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *BulkMoveWorkspaceItemsResponse429Headers
 }
@@ -20125,6 +20990,11 @@ func (r BulkMoveWorkspaceItemsResponse) GetJSON404() *NotFound {
 	return r.JSON404
 }
 
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r BulkMoveWorkspaceItemsResponse) GetJSON409() *IdempotencyKeyInUse {
+	return r.JSON409
+}
+
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
 func (r BulkMoveWorkspaceItemsResponse) GetJSON413() *PayloadTooLarge {
 	return r.JSON413
@@ -20133,6 +21003,11 @@ func (r BulkMoveWorkspaceItemsResponse) GetJSON413() *PayloadTooLarge {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r BulkMoveWorkspaceItemsResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r BulkMoveWorkspaceItemsResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -20414,13 +21289,19 @@ func (r AddFavoriteResponse) ContentType() string {
 
 // MoveWorkspaceItemResponse200Headers the declared response headers of an HTTP 200 response for MoveWorkspaceItem
 type MoveWorkspaceItemResponse200Headers struct {
-	RateLimit       *string
-	RateLimitPolicy *string
+	IdempotentReplayed *string
+	RateLimit          *string
+	RateLimitPolicy    *string
 }
 
 // MoveWorkspaceItemResponse401Headers the declared response headers of an HTTP 401 response for MoveWorkspaceItem
 type MoveWorkspaceItemResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// MoveWorkspaceItemResponse409Headers the declared response headers of an HTTP 409 response for MoveWorkspaceItem
+type MoveWorkspaceItemResponse409Headers struct {
+	RetryAfter int
 }
 
 // MoveWorkspaceItemResponse429Headers the declared response headers of an HTTP 429 response for MoveWorkspaceItem
@@ -20443,10 +21324,14 @@ type MoveWorkspaceItemResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *IdempotencyKeyInUse
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
@@ -20459,6 +21344,8 @@ type MoveWorkspaceItemResponse struct {
 	Headers200 *MoveWorkspaceItemResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *MoveWorkspaceItemResponse401Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *MoveWorkspaceItemResponse409Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *MoveWorkspaceItemResponse429Headers
 }
@@ -20488,6 +21375,11 @@ func (r MoveWorkspaceItemResponse) GetJSON404() *NotFound {
 	return r.JSON404
 }
 
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r MoveWorkspaceItemResponse) GetJSON409() *IdempotencyKeyInUse {
+	return r.JSON409
+}
+
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
 func (r MoveWorkspaceItemResponse) GetJSON413() *PayloadTooLarge {
 	return r.JSON413
@@ -20496,6 +21388,11 @@ func (r MoveWorkspaceItemResponse) GetJSON413() *PayloadTooLarge {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r MoveWorkspaceItemResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r MoveWorkspaceItemResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -20932,13 +21829,19 @@ func (r ListEmbedTenantGroupMembersResponse) ContentType() string {
 
 // AddEmbedTenantGroupMembersResponse200Headers the declared response headers of an HTTP 200 response for AddEmbedTenantGroupMembers
 type AddEmbedTenantGroupMembersResponse200Headers struct {
-	RateLimit       *string
-	RateLimitPolicy *string
+	IdempotentReplayed *string
+	RateLimit          *string
+	RateLimitPolicy    *string
 }
 
 // AddEmbedTenantGroupMembersResponse401Headers the declared response headers of an HTTP 401 response for AddEmbedTenantGroupMembers
 type AddEmbedTenantGroupMembersResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// AddEmbedTenantGroupMembersResponse409Headers the declared response headers of an HTTP 409 response for AddEmbedTenantGroupMembers
+type AddEmbedTenantGroupMembersResponse409Headers struct {
+	RetryAfter int
 }
 
 // AddEmbedTenantGroupMembersResponse429Headers the declared response headers of an HTTP 429 response for AddEmbedTenantGroupMembers
@@ -20961,10 +21864,14 @@ type AddEmbedTenantGroupMembersResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *IdempotencyKeyInUse
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
@@ -20977,6 +21884,8 @@ type AddEmbedTenantGroupMembersResponse struct {
 	Headers200 *AddEmbedTenantGroupMembersResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *AddEmbedTenantGroupMembersResponse401Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *AddEmbedTenantGroupMembersResponse409Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *AddEmbedTenantGroupMembersResponse429Headers
 }
@@ -21006,6 +21915,11 @@ func (r AddEmbedTenantGroupMembersResponse) GetJSON404() *NotFound {
 	return r.JSON404
 }
 
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r AddEmbedTenantGroupMembersResponse) GetJSON409() *IdempotencyKeyInUse {
+	return r.JSON409
+}
+
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
 func (r AddEmbedTenantGroupMembersResponse) GetJSON413() *PayloadTooLarge {
 	return r.JSON413
@@ -21014,6 +21928,11 @@ func (r AddEmbedTenantGroupMembersResponse) GetJSON413() *PayloadTooLarge {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r AddEmbedTenantGroupMembersResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r AddEmbedTenantGroupMembersResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -22039,8 +22958,9 @@ func (r GetEmbedDashboardResponse) ContentType() string {
 
 // GenerateEmbedSessionResponse200Headers the declared response headers of an HTTP 200 response for GenerateEmbedSession
 type GenerateEmbedSessionResponse200Headers struct {
-	RateLimit       *string
-	RateLimitPolicy *string
+	IdempotentReplayed *string
+	RateLimit          *string
+	RateLimitPolicy    *string
 }
 
 // GenerateEmbedSessionResponse401Headers the declared response headers of an HTTP 401 response for GenerateEmbedSession
@@ -22074,6 +22994,8 @@ type GenerateEmbedSessionResponse struct {
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *ConcurrencyLimit
 	// JSON502 the response for an HTTP 502 `application/json` response
@@ -22128,6 +23050,11 @@ func (r GenerateEmbedSessionResponse) GetJSON413() *PayloadTooLarge {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r GenerateEmbedSessionResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r GenerateEmbedSessionResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -22288,13 +23215,19 @@ func (r GetEmbedSessionResponse) ContentType() string {
 
 // CreateEmbedAiCredentialsResponse200Headers the declared response headers of an HTTP 200 response for CreateEmbedAiCredentials
 type CreateEmbedAiCredentialsResponse200Headers struct {
-	RateLimit       *string
-	RateLimitPolicy *string
+	IdempotentReplayed *string
+	RateLimit          *string
+	RateLimitPolicy    *string
 }
 
 // CreateEmbedAiCredentialsResponse401Headers the declared response headers of an HTTP 401 response for CreateEmbedAiCredentials
 type CreateEmbedAiCredentialsResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// CreateEmbedAiCredentialsResponse409Headers the declared response headers of an HTTP 409 response for CreateEmbedAiCredentials
+type CreateEmbedAiCredentialsResponse409Headers struct {
+	RetryAfter int
 }
 
 // CreateEmbedAiCredentialsResponse429Headers the declared response headers of an HTTP 429 response for CreateEmbedAiCredentials
@@ -22313,6 +23246,10 @@ type CreateEmbedAiCredentialsResponse struct {
 	JSON401 *Unauthorized
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Forbidden
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *IdempotencyKeyInUse
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
@@ -22325,6 +23262,8 @@ type CreateEmbedAiCredentialsResponse struct {
 	Headers200 *CreateEmbedAiCredentialsResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreateEmbedAiCredentialsResponse401Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CreateEmbedAiCredentialsResponse409Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateEmbedAiCredentialsResponse429Headers
 }
@@ -22342,6 +23281,16 @@ func (r CreateEmbedAiCredentialsResponse) GetJSON401() *Unauthorized {
 // GetJSON403 returns the response for an HTTP 403 `application/json` response
 func (r CreateEmbedAiCredentialsResponse) GetJSON403() *Forbidden {
 	return r.JSON403
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CreateEmbedAiCredentialsResponse) GetJSON409() *IdempotencyKeyInUse {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r CreateEmbedAiCredentialsResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -23225,8 +24174,9 @@ func (r ListGroupsResponse) ContentType() string {
 
 // CreateGroupResponse200Headers the declared response headers of an HTTP 200 response for CreateGroup
 type CreateGroupResponse200Headers struct {
-	RateLimit       *string
-	RateLimitPolicy *string
+	IdempotentReplayed *string
+	RateLimit          *string
+	RateLimitPolicy    *string
 }
 
 // CreateGroupResponse401Headers the declared response headers of an HTTP 401 response for CreateGroup
@@ -23258,6 +24208,8 @@ type CreateGroupResponse struct {
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
@@ -23307,6 +24259,11 @@ func (r CreateGroupResponse) GetJSON413() *PayloadTooLarge {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r CreateGroupResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r CreateGroupResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -23588,13 +24545,19 @@ func (r ListGroupMembersResponse) ContentType() string {
 
 // AddGroupMembersResponse200Headers the declared response headers of an HTTP 200 response for AddGroupMembers
 type AddGroupMembersResponse200Headers struct {
-	RateLimit       *string
-	RateLimitPolicy *string
+	IdempotentReplayed *string
+	RateLimit          *string
+	RateLimitPolicy    *string
 }
 
 // AddGroupMembersResponse401Headers the declared response headers of an HTTP 401 response for AddGroupMembers
 type AddGroupMembersResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// AddGroupMembersResponse409Headers the declared response headers of an HTTP 409 response for AddGroupMembers
+type AddGroupMembersResponse409Headers struct {
+	RetryAfter int
 }
 
 // AddGroupMembersResponse429Headers the declared response headers of an HTTP 429 response for AddGroupMembers
@@ -23617,10 +24580,14 @@ type AddGroupMembersResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *IdempotencyKeyInUse
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
@@ -23633,6 +24600,8 @@ type AddGroupMembersResponse struct {
 	Headers200 *AddGroupMembersResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *AddGroupMembersResponse401Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *AddGroupMembersResponse409Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *AddGroupMembersResponse429Headers
 }
@@ -23662,6 +24631,11 @@ func (r AddGroupMembersResponse) GetJSON404() *NotFound {
 	return r.JSON404
 }
 
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r AddGroupMembersResponse) GetJSON409() *IdempotencyKeyInUse {
+	return r.JSON409
+}
+
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
 func (r AddGroupMembersResponse) GetJSON413() *PayloadTooLarge {
 	return r.JSON413
@@ -23670,6 +24644,11 @@ func (r AddGroupMembersResponse) GetJSON413() *PayloadTooLarge {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r AddGroupMembersResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r AddGroupMembersResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -24053,12 +25032,18 @@ func (r ListServiceAccountsResponse) ContentType() string {
 
 // CreateServiceAccountResponse201Headers the declared response headers of an HTTP 201 response for CreateServiceAccount
 type CreateServiceAccountResponse201Headers struct {
-	Location *string
+	IdempotentReplayed *string
+	Location           *string
 }
 
 // CreateServiceAccountResponse401Headers the declared response headers of an HTTP 401 response for CreateServiceAccount
 type CreateServiceAccountResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// CreateServiceAccountResponse409Headers the declared response headers of an HTTP 409 response for CreateServiceAccount
+type CreateServiceAccountResponse409Headers struct {
+	RetryAfter int
 }
 
 type CreateServiceAccountResponse struct {
@@ -24072,16 +25057,22 @@ type CreateServiceAccountResponse struct {
 	JSON401 *Unauthorized
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Forbidden
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *IdempotencyKeyInUse
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// Headers201 the parsed response headers for an HTTP 201 response
 	Headers201 *CreateServiceAccountResponse201Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreateServiceAccountResponse401Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CreateServiceAccountResponse409Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -24104,6 +25095,11 @@ func (r CreateServiceAccountResponse) GetJSON403() *Forbidden {
 	return r.JSON403
 }
 
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CreateServiceAccountResponse) GetJSON409() *IdempotencyKeyInUse {
+	return r.JSON409
+}
+
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
 func (r CreateServiceAccountResponse) GetJSON413() *PayloadTooLarge {
 	return r.JSON413
@@ -24112,6 +25108,11 @@ func (r CreateServiceAccountResponse) GetJSON413() *PayloadTooLarge {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r CreateServiceAccountResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r CreateServiceAccountResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
 }
 
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
@@ -24378,12 +25379,18 @@ func (r ListServiceAccountSecretsResponse) ContentType() string {
 
 // CreateServiceAccountSecretResponse201Headers the declared response headers of an HTTP 201 response for CreateServiceAccountSecret
 type CreateServiceAccountSecretResponse201Headers struct {
-	Location *string
+	IdempotentReplayed *string
+	Location           *string
 }
 
 // CreateServiceAccountSecretResponse401Headers the declared response headers of an HTTP 401 response for CreateServiceAccountSecret
 type CreateServiceAccountSecretResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// CreateServiceAccountSecretResponse409Headers the declared response headers of an HTTP 409 response for CreateServiceAccountSecret
+type CreateServiceAccountSecretResponse409Headers struct {
+	RetryAfter int
 }
 
 type CreateServiceAccountSecretResponse struct {
@@ -24399,14 +25406,20 @@ type CreateServiceAccountSecretResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *IdempotencyKeyInUse
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
 	// Headers201 the parsed response headers for an HTTP 201 response
 	Headers201 *CreateServiceAccountSecretResponse201Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreateServiceAccountSecretResponse401Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CreateServiceAccountSecretResponse409Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -24434,9 +25447,19 @@ func (r CreateServiceAccountSecretResponse) GetJSON404() *NotFound {
 	return r.JSON404
 }
 
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CreateServiceAccountSecretResponse) GetJSON409() *IdempotencyKeyInUse {
+	return r.JSON409
+}
+
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r CreateServiceAccountSecretResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r CreateServiceAccountSecretResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
 }
 
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
@@ -24625,6 +25648,11 @@ func (r GetServiceAccountSecretResponse) ContentType() string {
 	return ""
 }
 
+// RotateServiceAccountSecretResponse200Headers the declared response headers of an HTTP 200 response for RotateServiceAccountSecret
+type RotateServiceAccountSecretResponse200Headers struct {
+	IdempotentReplayed *string
+}
+
 // RotateServiceAccountSecretResponse401Headers the declared response headers of an HTTP 401 response for RotateServiceAccountSecret
 type RotateServiceAccountSecretResponse401Headers struct {
 	WWWAuthenticate string
@@ -24647,8 +25675,12 @@ type RotateServiceAccountSecretResponse struct {
 	JSON409 *Conflict
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ServiceUnavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *RotateServiceAccountSecretResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *RotateServiceAccountSecretResponse401Headers
 }
@@ -24686,6 +25718,11 @@ func (r RotateServiceAccountSecretResponse) GetJSON409() *Conflict {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r RotateServiceAccountSecretResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r RotateServiceAccountSecretResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
 }
 
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
@@ -24838,8 +25875,9 @@ func (r ListUserAttributesResponse) ContentType() string {
 
 // CreateUserAttributeResponse200Headers the declared response headers of an HTTP 200 response for CreateUserAttribute
 type CreateUserAttributeResponse200Headers struct {
-	RateLimit       *string
-	RateLimitPolicy *string
+	IdempotentReplayed *string
+	RateLimit          *string
+	RateLimitPolicy    *string
 }
 
 // CreateUserAttributeResponse401Headers the declared response headers of an HTTP 401 response for CreateUserAttribute
@@ -24871,6 +25909,8 @@ type CreateUserAttributeResponse struct {
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
@@ -24920,6 +25960,11 @@ func (r CreateUserAttributeResponse) GetJSON413() *PayloadTooLarge {
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
 func (r CreateUserAttributeResponse) GetJSON415() *UnsupportedMediaType {
 	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r CreateUserAttributeResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -25557,13 +26602,19 @@ func (r GetBranchFileResponse) ContentType() string {
 
 // OpenBranchResponse200Headers the declared response headers of an HTTP 200 response for OpenBranch
 type OpenBranchResponse200Headers struct {
-	RateLimit       *string
-	RateLimitPolicy *string
+	IdempotentReplayed *string
+	RateLimit          *string
+	RateLimitPolicy    *string
 }
 
 // OpenBranchResponse401Headers the declared response headers of an HTTP 401 response for OpenBranch
 type OpenBranchResponse401Headers struct {
 	WWWAuthenticate string
+}
+
+// OpenBranchResponse409Headers the declared response headers of an HTTP 409 response for OpenBranch
+type OpenBranchResponse409Headers struct {
+	RetryAfter int
 }
 
 // OpenBranchResponse429Headers the declared response headers of an HTTP 429 response for OpenBranch
@@ -25584,6 +26635,10 @@ type OpenBranchResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *IdempotencyKeyInUse
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
 	// JSON502 the response for an HTTP 502 `application/json` response
@@ -25596,6 +26651,8 @@ type OpenBranchResponse struct {
 	Headers200 *OpenBranchResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *OpenBranchResponse401Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *OpenBranchResponse409Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *OpenBranchResponse429Headers
 }
@@ -25618,6 +26675,16 @@ func (r OpenBranchResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r OpenBranchResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r OpenBranchResponse) GetJSON409() *IdempotencyKeyInUse {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r OpenBranchResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -25962,8 +27029,8 @@ func (c *ClientWithResponses) ListApiKeysWithResponse(ctx context.Context, param
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/api-keys (the `CreateApiKey` operationId).
-func (c *ClientWithResponses) CreateApiKeyWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateApiKeyResponse, error) {
-	rsp, err := c.CreateApiKeyWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) CreateApiKeyWithBodyWithResponse(ctx context.Context, params *CreateApiKeyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateApiKeyResponse, error) {
+	rsp, err := c.CreateApiKeyWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -25987,8 +27054,8 @@ func (c *ClientWithResponses) CreateApiKeyWithBodyWithResponse(ctx context.Conte
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/api-keys (the `CreateApiKey` operationId).
-func (c *ClientWithResponses) CreateApiKeyWithResponse(ctx context.Context, body CreateApiKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateApiKeyResponse, error) {
-	rsp, err := c.CreateApiKey(ctx, body, reqEditors...)
+func (c *ClientWithResponses) CreateApiKeyWithResponse(ctx context.Context, params *CreateApiKeyParams, body CreateApiKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateApiKeyResponse, error) {
+	rsp, err := c.CreateApiKey(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -26045,8 +27112,8 @@ func (c *ClientWithResponses) GetApiKeyWithResponse(ctx context.Context, id ApiK
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/api-keys/{id}/rotate (the `RotateApiKey` operationId).
-func (c *ClientWithResponses) RotateApiKeyWithResponse(ctx context.Context, id ApiKeyId, reqEditors ...RequestEditorFn) (*RotateApiKeyResponse, error) {
-	rsp, err := c.RotateApiKey(ctx, id, reqEditors...)
+func (c *ClientWithResponses) RotateApiKeyWithResponse(ctx context.Context, id ApiKeyId, params *RotateApiKeyParams, reqEditors ...RequestEditorFn) (*RotateApiKeyResponse, error) {
+	rsp, err := c.RotateApiKey(ctx, id, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -26181,8 +27248,8 @@ func (c *ClientWithResponses) ListDbtSyncJobsWithResponse(ctx context.Context, d
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/dbt-sync (the `StartDbtSync` operationId).
-func (c *ClientWithResponses) StartDbtSyncWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*StartDbtSyncResponse, error) {
-	rsp, err := c.StartDbtSyncWithBody(ctx, deploymentId, contentType, body, reqEditors...)
+func (c *ClientWithResponses) StartDbtSyncWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, params *StartDbtSyncParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*StartDbtSyncResponse, error) {
+	rsp, err := c.StartDbtSyncWithBody(ctx, deploymentId, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -26216,8 +27283,8 @@ func (c *ClientWithResponses) StartDbtSyncWithBodyWithResponse(ctx context.Conte
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/dbt-sync (the `StartDbtSync` operationId).
-func (c *ClientWithResponses) StartDbtSyncWithResponse(ctx context.Context, deploymentId DeploymentId, body StartDbtSyncJSONRequestBody, reqEditors ...RequestEditorFn) (*StartDbtSyncResponse, error) {
-	rsp, err := c.StartDbtSync(ctx, deploymentId, body, reqEditors...)
+func (c *ClientWithResponses) StartDbtSyncWithResponse(ctx context.Context, deploymentId DeploymentId, params *StartDbtSyncParams, body StartDbtSyncJSONRequestBody, reqEditors ...RequestEditorFn) (*StartDbtSyncResponse, error) {
+	rsp, err := c.StartDbtSync(ctx, deploymentId, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -26249,8 +27316,8 @@ func (c *ClientWithResponses) GetDbtSyncJobWithResponse(ctx context.Context, dep
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/dbt-sync/{syncJobId}/cancel (the `CancelDbtSyncJob` operationId).
-func (c *ClientWithResponses) CancelDbtSyncJobWithResponse(ctx context.Context, deploymentId DeploymentId, syncJobId SyncJobId, reqEditors ...RequestEditorFn) (*CancelDbtSyncJobResponse, error) {
-	rsp, err := c.CancelDbtSyncJob(ctx, deploymentId, syncJobId, reqEditors...)
+func (c *ClientWithResponses) CancelDbtSyncJobWithResponse(ctx context.Context, deploymentId DeploymentId, syncJobId SyncJobId, params *CancelDbtSyncJobParams, reqEditors ...RequestEditorFn) (*CancelDbtSyncJobResponse, error) {
+	rsp, err := c.CancelDbtSyncJob(ctx, deploymentId, syncJobId, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -26272,8 +27339,8 @@ func (c *ClientWithResponses) CancelDbtSyncJobWithResponse(ctx context.Context, 
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/dbt-sync/{syncJobId}/retry (the `RetryDbtSyncJob` operationId).
-func (c *ClientWithResponses) RetryDbtSyncJobWithResponse(ctx context.Context, deploymentId DeploymentId, syncJobId SyncJobId, reqEditors ...RequestEditorFn) (*RetryDbtSyncJobResponse, error) {
-	rsp, err := c.RetryDbtSyncJob(ctx, deploymentId, syncJobId, reqEditors...)
+func (c *ClientWithResponses) RetryDbtSyncJobWithResponse(ctx context.Context, deploymentId DeploymentId, syncJobId SyncJobId, params *RetryDbtSyncJobParams, reqEditors ...RequestEditorFn) (*RetryDbtSyncJobResponse, error) {
+	rsp, err := c.RetryDbtSyncJob(ctx, deploymentId, syncJobId, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -26362,8 +27429,8 @@ func (c *ClientWithResponses) ListEmbedTenantWorkbooksWithResponse(ctx context.C
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/folders (the `CreateFolder` operationId).
-func (c *ClientWithResponses) CreateFolderWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateFolderResponse, error) {
-	rsp, err := c.CreateFolderWithBody(ctx, deploymentId, contentType, body, reqEditors...)
+func (c *ClientWithResponses) CreateFolderWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, params *CreateFolderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateFolderResponse, error) {
+	rsp, err := c.CreateFolderWithBody(ctx, deploymentId, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -26380,8 +27447,8 @@ func (c *ClientWithResponses) CreateFolderWithBodyWithResponse(ctx context.Conte
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/folders (the `CreateFolder` operationId).
-func (c *ClientWithResponses) CreateFolderWithResponse(ctx context.Context, deploymentId DeploymentId, body CreateFolderJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateFolderResponse, error) {
-	rsp, err := c.CreateFolder(ctx, deploymentId, body, reqEditors...)
+func (c *ClientWithResponses) CreateFolderWithResponse(ctx context.Context, deploymentId DeploymentId, params *CreateFolderParams, body CreateFolderJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateFolderResponse, error) {
+	rsp, err := c.CreateFolder(ctx, deploymentId, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -26568,8 +27635,8 @@ func (c *ClientWithResponses) SetFolderPermissionsWithResponse(ctx context.Conte
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/reports (the `CreateReport` operationId).
-func (c *ClientWithResponses) CreateReportWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateReportResponse, error) {
-	rsp, err := c.CreateReportWithBody(ctx, deploymentId, contentType, body, reqEditors...)
+func (c *ClientWithResponses) CreateReportWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, params *CreateReportParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateReportResponse, error) {
+	rsp, err := c.CreateReportWithBody(ctx, deploymentId, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -26584,8 +27651,8 @@ func (c *ClientWithResponses) CreateReportWithBodyWithResponse(ctx context.Conte
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/reports (the `CreateReport` operationId).
-func (c *ClientWithResponses) CreateReportWithResponse(ctx context.Context, deploymentId DeploymentId, body CreateReportJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateReportResponse, error) {
-	rsp, err := c.CreateReport(ctx, deploymentId, body, reqEditors...)
+func (c *ClientWithResponses) CreateReportWithResponse(ctx context.Context, deploymentId DeploymentId, params *CreateReportParams, body CreateReportJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateReportResponse, error) {
+	rsp, err := c.CreateReport(ctx, deploymentId, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -26681,8 +27748,8 @@ func (c *ClientWithResponses) UpdateReportWithResponse(ctx context.Context, depl
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/token (the `CreateDataApiToken` operationId).
-func (c *ClientWithResponses) CreateDataApiTokenWithResponse(ctx context.Context, deploymentId DeploymentId, reqEditors ...RequestEditorFn) (*CreateDataApiTokenResponse, error) {
-	rsp, err := c.CreateDataApiToken(ctx, deploymentId, reqEditors...)
+func (c *ClientWithResponses) CreateDataApiTokenWithResponse(ctx context.Context, deploymentId DeploymentId, params *CreateDataApiTokenParams, reqEditors ...RequestEditorFn) (*CreateDataApiTokenResponse, error) {
+	rsp, err := c.CreateDataApiToken(ctx, deploymentId, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -26698,8 +27765,8 @@ func (c *ClientWithResponses) CreateDataApiTokenWithResponse(ctx context.Context
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks (the `CreateWorkbook` operationId).
-func (c *ClientWithResponses) CreateWorkbookWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateWorkbookResponse, error) {
-	rsp, err := c.CreateWorkbookWithBody(ctx, deploymentId, contentType, body, reqEditors...)
+func (c *ClientWithResponses) CreateWorkbookWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, params *CreateWorkbookParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateWorkbookResponse, error) {
+	rsp, err := c.CreateWorkbookWithBody(ctx, deploymentId, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -26715,8 +27782,8 @@ func (c *ClientWithResponses) CreateWorkbookWithBodyWithResponse(ctx context.Con
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks (the `CreateWorkbook` operationId).
-func (c *ClientWithResponses) CreateWorkbookWithResponse(ctx context.Context, deploymentId DeploymentId, body CreateWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateWorkbookResponse, error) {
-	rsp, err := c.CreateWorkbook(ctx, deploymentId, body, reqEditors...)
+func (c *ClientWithResponses) CreateWorkbookWithResponse(ctx context.Context, deploymentId DeploymentId, params *CreateWorkbookParams, body CreateWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateWorkbookResponse, error) {
+	rsp, err := c.CreateWorkbook(ctx, deploymentId, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -26885,8 +27952,8 @@ func (c *ClientWithResponses) SetWorkbookEmbedAccessWithResponse(ctx context.Con
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/publish (the `PublishWorkbook` operationId).
-func (c *ClientWithResponses) PublishWorkbookWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PublishWorkbookResponse, error) {
-	rsp, err := c.PublishWorkbookWithBody(ctx, deploymentId, workbookId, contentType, body, reqEditors...)
+func (c *ClientWithResponses) PublishWorkbookWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *PublishWorkbookParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PublishWorkbookResponse, error) {
+	rsp, err := c.PublishWorkbookWithBody(ctx, deploymentId, workbookId, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -26911,8 +27978,8 @@ func (c *ClientWithResponses) PublishWorkbookWithBodyWithResponse(ctx context.Co
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/publish (the `PublishWorkbook` operationId).
-func (c *ClientWithResponses) PublishWorkbookWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, body PublishWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*PublishWorkbookResponse, error) {
-	rsp, err := c.PublishWorkbook(ctx, deploymentId, workbookId, body, reqEditors...)
+func (c *ClientWithResponses) PublishWorkbookWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *PublishWorkbookParams, body PublishWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*PublishWorkbookResponse, error) {
+	rsp, err := c.PublishWorkbook(ctx, deploymentId, workbookId, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -26929,8 +27996,8 @@ func (c *ClientWithResponses) PublishWorkbookWithResponse(ctx context.Context, d
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/unpublish (the `UnpublishWorkbook` operationId).
-func (c *ClientWithResponses) UnpublishWorkbookWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, reqEditors ...RequestEditorFn) (*UnpublishWorkbookResponse, error) {
-	rsp, err := c.UnpublishWorkbook(ctx, deploymentId, workbookId, reqEditors...)
+func (c *ClientWithResponses) UnpublishWorkbookWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *UnpublishWorkbookParams, reqEditors ...RequestEditorFn) (*UnpublishWorkbookResponse, error) {
+	rsp, err := c.UnpublishWorkbook(ctx, deploymentId, workbookId, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -27003,8 +28070,8 @@ func (c *ClientWithResponses) ListWorkspaceItemsWithResponse(ctx context.Context
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/bulk-move (the `BulkMoveWorkspaceItems` operationId).
-func (c *ClientWithResponses) BulkMoveWorkspaceItemsWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BulkMoveWorkspaceItemsResponse, error) {
-	rsp, err := c.BulkMoveWorkspaceItemsWithBody(ctx, deploymentId, contentType, body, reqEditors...)
+func (c *ClientWithResponses) BulkMoveWorkspaceItemsWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, params *BulkMoveWorkspaceItemsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BulkMoveWorkspaceItemsResponse, error) {
+	rsp, err := c.BulkMoveWorkspaceItemsWithBody(ctx, deploymentId, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -27046,8 +28113,8 @@ func (c *ClientWithResponses) BulkMoveWorkspaceItemsWithBodyWithResponse(ctx con
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/bulk-move (the `BulkMoveWorkspaceItems` operationId).
-func (c *ClientWithResponses) BulkMoveWorkspaceItemsWithResponse(ctx context.Context, deploymentId DeploymentId, body BulkMoveWorkspaceItemsJSONRequestBody, reqEditors ...RequestEditorFn) (*BulkMoveWorkspaceItemsResponse, error) {
-	rsp, err := c.BulkMoveWorkspaceItems(ctx, deploymentId, body, reqEditors...)
+func (c *ClientWithResponses) BulkMoveWorkspaceItemsWithResponse(ctx context.Context, deploymentId DeploymentId, params *BulkMoveWorkspaceItemsParams, body BulkMoveWorkspaceItemsJSONRequestBody, reqEditors ...RequestEditorFn) (*BulkMoveWorkspaceItemsResponse, error) {
+	rsp, err := c.BulkMoveWorkspaceItems(ctx, deploymentId, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -27101,8 +28168,8 @@ func (c *ClientWithResponses) AddFavoriteWithResponse(ctx context.Context, deplo
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/move (the `MoveWorkspaceItem` operationId).
-func (c *ClientWithResponses) MoveWorkspaceItemWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*MoveWorkspaceItemResponse, error) {
-	rsp, err := c.MoveWorkspaceItemWithBody(ctx, deploymentId, contentType, body, reqEditors...)
+func (c *ClientWithResponses) MoveWorkspaceItemWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, params *MoveWorkspaceItemParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*MoveWorkspaceItemResponse, error) {
+	rsp, err := c.MoveWorkspaceItemWithBody(ctx, deploymentId, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -27123,8 +28190,8 @@ func (c *ClientWithResponses) MoveWorkspaceItemWithBodyWithResponse(ctx context.
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/move (the `MoveWorkspaceItem` operationId).
-func (c *ClientWithResponses) MoveWorkspaceItemWithResponse(ctx context.Context, deploymentId DeploymentId, body MoveWorkspaceItemJSONRequestBody, reqEditors ...RequestEditorFn) (*MoveWorkspaceItemResponse, error) {
-	rsp, err := c.MoveWorkspaceItem(ctx, deploymentId, body, reqEditors...)
+func (c *ClientWithResponses) MoveWorkspaceItemWithResponse(ctx context.Context, deploymentId DeploymentId, params *MoveWorkspaceItemParams, body MoveWorkspaceItemJSONRequestBody, reqEditors ...RequestEditorFn) (*MoveWorkspaceItemResponse, error) {
+	rsp, err := c.MoveWorkspaceItem(ctx, deploymentId, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -27218,8 +28285,8 @@ func (c *ClientWithResponses) ListEmbedTenantGroupMembersWithResponse(ctx contex
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/embed-tenants/{embedTenantName}/groups/{id}/users (the `AddEmbedTenantGroupMembers` operationId).
-func (c *ClientWithResponses) AddEmbedTenantGroupMembersWithBodyWithResponse(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AddEmbedTenantGroupMembersResponse, error) {
-	rsp, err := c.AddEmbedTenantGroupMembersWithBody(ctx, embedTenantName, id, contentType, body, reqEditors...)
+func (c *ClientWithResponses) AddEmbedTenantGroupMembersWithBodyWithResponse(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, params *AddEmbedTenantGroupMembersParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AddEmbedTenantGroupMembersResponse, error) {
+	rsp, err := c.AddEmbedTenantGroupMembersWithBody(ctx, embedTenantName, id, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -27241,8 +28308,8 @@ func (c *ClientWithResponses) AddEmbedTenantGroupMembersWithBodyWithResponse(ctx
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/embed-tenants/{embedTenantName}/groups/{id}/users (the `AddEmbedTenantGroupMembers` operationId).
-func (c *ClientWithResponses) AddEmbedTenantGroupMembersWithResponse(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, body AddEmbedTenantGroupMembersJSONRequestBody, reqEditors ...RequestEditorFn) (*AddEmbedTenantGroupMembersResponse, error) {
-	rsp, err := c.AddEmbedTenantGroupMembers(ctx, embedTenantName, id, body, reqEditors...)
+func (c *ClientWithResponses) AddEmbedTenantGroupMembersWithResponse(ctx context.Context, embedTenantName EmbedTenantNameParam, id DefinitionId, params *AddEmbedTenantGroupMembersParams, body AddEmbedTenantGroupMembersJSONRequestBody, reqEditors ...RequestEditorFn) (*AddEmbedTenantGroupMembersResponse, error) {
+	rsp, err := c.AddEmbedTenantGroupMembers(ctx, embedTenantName, id, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -27487,8 +28554,8 @@ func (c *ClientWithResponses) GetEmbedDashboardWithResponse(ctx context.Context,
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/embed/generate-session (the `GenerateEmbedSession` operationId).
-func (c *ClientWithResponses) GenerateEmbedSessionWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*GenerateEmbedSessionResponse, error) {
-	rsp, err := c.GenerateEmbedSessionWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) GenerateEmbedSessionWithBodyWithResponse(ctx context.Context, params *GenerateEmbedSessionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*GenerateEmbedSessionResponse, error) {
+	rsp, err := c.GenerateEmbedSessionWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -27546,8 +28613,8 @@ func (c *ClientWithResponses) GenerateEmbedSessionWithBodyWithResponse(ctx conte
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/embed/generate-session (the `GenerateEmbedSession` operationId).
-func (c *ClientWithResponses) GenerateEmbedSessionWithResponse(ctx context.Context, body GenerateEmbedSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*GenerateEmbedSessionResponse, error) {
-	rsp, err := c.GenerateEmbedSession(ctx, body, reqEditors...)
+func (c *ClientWithResponses) GenerateEmbedSessionWithResponse(ctx context.Context, params *GenerateEmbedSessionParams, body GenerateEmbedSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*GenerateEmbedSessionResponse, error) {
+	rsp, err := c.GenerateEmbedSession(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -27579,8 +28646,8 @@ func (c *ClientWithResponses) GetEmbedSessionWithResponse(ctx context.Context, r
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/embed/session/ai-credentials (the `CreateEmbedAiCredentials` operationId).
-func (c *ClientWithResponses) CreateEmbedAiCredentialsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*CreateEmbedAiCredentialsResponse, error) {
-	rsp, err := c.CreateEmbedAiCredentials(ctx, reqEditors...)
+func (c *ClientWithResponses) CreateEmbedAiCredentialsWithResponse(ctx context.Context, params *CreateEmbedAiCredentialsParams, reqEditors ...RequestEditorFn) (*CreateEmbedAiCredentialsResponse, error) {
+	rsp, err := c.CreateEmbedAiCredentials(ctx, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -27845,8 +28912,8 @@ func (c *ClientWithResponses) ListGroupsWithResponse(ctx context.Context, params
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/groups (the `CreateGroup` operationId).
-func (c *ClientWithResponses) CreateGroupWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateGroupResponse, error) {
-	rsp, err := c.CreateGroupWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) CreateGroupWithBodyWithResponse(ctx context.Context, params *CreateGroupParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateGroupResponse, error) {
+	rsp, err := c.CreateGroupWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -27864,8 +28931,8 @@ func (c *ClientWithResponses) CreateGroupWithBodyWithResponse(ctx context.Contex
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/groups (the `CreateGroup` operationId).
-func (c *ClientWithResponses) CreateGroupWithResponse(ctx context.Context, body CreateGroupJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateGroupResponse, error) {
-	rsp, err := c.CreateGroup(ctx, body, reqEditors...)
+func (c *ClientWithResponses) CreateGroupWithResponse(ctx context.Context, params *CreateGroupParams, body CreateGroupJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateGroupResponse, error) {
+	rsp, err := c.CreateGroup(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -27921,8 +28988,8 @@ func (c *ClientWithResponses) ListGroupMembersWithResponse(ctx context.Context, 
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/groups/{id}/users (the `AddGroupMembers` operationId).
-func (c *ClientWithResponses) AddGroupMembersWithBodyWithResponse(ctx context.Context, id DefinitionId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AddGroupMembersResponse, error) {
-	rsp, err := c.AddGroupMembersWithBody(ctx, id, contentType, body, reqEditors...)
+func (c *ClientWithResponses) AddGroupMembersWithBodyWithResponse(ctx context.Context, id DefinitionId, params *AddGroupMembersParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AddGroupMembersResponse, error) {
+	rsp, err := c.AddGroupMembersWithBody(ctx, id, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -27941,8 +29008,8 @@ func (c *ClientWithResponses) AddGroupMembersWithBodyWithResponse(ctx context.Co
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/groups/{id}/users (the `AddGroupMembers` operationId).
-func (c *ClientWithResponses) AddGroupMembersWithResponse(ctx context.Context, id DefinitionId, body AddGroupMembersJSONRequestBody, reqEditors ...RequestEditorFn) (*AddGroupMembersResponse, error) {
-	rsp, err := c.AddGroupMembers(ctx, id, body, reqEditors...)
+func (c *ClientWithResponses) AddGroupMembersWithResponse(ctx context.Context, id DefinitionId, params *AddGroupMembersParams, body AddGroupMembersJSONRequestBody, reqEditors ...RequestEditorFn) (*AddGroupMembersResponse, error) {
+	rsp, err := c.AddGroupMembers(ctx, id, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -28086,8 +29153,8 @@ func (c *ClientWithResponses) ListServiceAccountsWithResponse(ctx context.Contex
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/service-accounts (the `CreateServiceAccount` operationId).
-func (c *ClientWithResponses) CreateServiceAccountWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateServiceAccountResponse, error) {
-	rsp, err := c.CreateServiceAccountWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) CreateServiceAccountWithBodyWithResponse(ctx context.Context, params *CreateServiceAccountParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateServiceAccountResponse, error) {
+	rsp, err := c.CreateServiceAccountWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -28108,8 +29175,8 @@ func (c *ClientWithResponses) CreateServiceAccountWithBodyWithResponse(ctx conte
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/service-accounts (the `CreateServiceAccount` operationId).
-func (c *ClientWithResponses) CreateServiceAccountWithResponse(ctx context.Context, body CreateServiceAccountJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateServiceAccountResponse, error) {
-	rsp, err := c.CreateServiceAccount(ctx, body, reqEditors...)
+func (c *ClientWithResponses) CreateServiceAccountWithResponse(ctx context.Context, params *CreateServiceAccountParams, body CreateServiceAccountJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateServiceAccountResponse, error) {
+	rsp, err := c.CreateServiceAccount(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -28177,8 +29244,8 @@ func (c *ClientWithResponses) ListServiceAccountSecretsWithResponse(ctx context.
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/service-accounts/{id}/secrets (the `CreateServiceAccountSecret` operationId).
-func (c *ClientWithResponses) CreateServiceAccountSecretWithResponse(ctx context.Context, id ServiceAccountId, reqEditors ...RequestEditorFn) (*CreateServiceAccountSecretResponse, error) {
-	rsp, err := c.CreateServiceAccountSecret(ctx, id, reqEditors...)
+func (c *ClientWithResponses) CreateServiceAccountSecretWithResponse(ctx context.Context, id ServiceAccountId, params *CreateServiceAccountSecretParams, reqEditors ...RequestEditorFn) (*CreateServiceAccountSecretResponse, error) {
+	rsp, err := c.CreateServiceAccountSecret(ctx, id, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -28228,8 +29295,8 @@ func (c *ClientWithResponses) GetServiceAccountSecretWithResponse(ctx context.Co
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/service-accounts/{id}/secrets/{clientId}/rotate (the `RotateServiceAccountSecret` operationId).
-func (c *ClientWithResponses) RotateServiceAccountSecretWithResponse(ctx context.Context, id ServiceAccountId, clientId ClientId, reqEditors ...RequestEditorFn) (*RotateServiceAccountSecretResponse, error) {
-	rsp, err := c.RotateServiceAccountSecret(ctx, id, clientId, reqEditors...)
+func (c *ClientWithResponses) RotateServiceAccountSecretWithResponse(ctx context.Context, id ServiceAccountId, clientId ClientId, params *RotateServiceAccountSecretParams, reqEditors ...RequestEditorFn) (*RotateServiceAccountSecretResponse, error) {
+	rsp, err := c.RotateServiceAccountSecret(ctx, id, clientId, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -28263,8 +29330,8 @@ func (c *ClientWithResponses) ListUserAttributesWithResponse(ctx context.Context
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/user-attributes (the `CreateUserAttribute` operationId).
-func (c *ClientWithResponses) CreateUserAttributeWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateUserAttributeResponse, error) {
-	rsp, err := c.CreateUserAttributeWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) CreateUserAttributeWithBodyWithResponse(ctx context.Context, params *CreateUserAttributeParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateUserAttributeResponse, error) {
+	rsp, err := c.CreateUserAttributeWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -28282,8 +29349,8 @@ func (c *ClientWithResponses) CreateUserAttributeWithBodyWithResponse(ctx contex
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/user-attributes (the `CreateUserAttribute` operationId).
-func (c *ClientWithResponses) CreateUserAttributeWithResponse(ctx context.Context, body CreateUserAttributeJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateUserAttributeResponse, error) {
-	rsp, err := c.CreateUserAttribute(ctx, body, reqEditors...)
+func (c *ClientWithResponses) CreateUserAttributeWithResponse(ctx context.Context, params *CreateUserAttributeParams, body CreateUserAttributeJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateUserAttributeResponse, error) {
+	rsp, err := c.CreateUserAttribute(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -28382,8 +29449,8 @@ func (c *ClientWithResponses) GetBranchFileWithResponse(ctx context.Context, dep
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /build/api/v1/deployments/{deploymentId}/branches/{branchName}/open (the `OpenBranch` operationId).
-func (c *ClientWithResponses) OpenBranchWithResponse(ctx context.Context, deploymentId DeploymentId, branchName BranchName, reqEditors ...RequestEditorFn) (*OpenBranchResponse, error) {
-	rsp, err := c.OpenBranch(ctx, deploymentId, branchName, reqEditors...)
+func (c *ClientWithResponses) OpenBranchWithResponse(ctx context.Context, deploymentId DeploymentId, branchName BranchName, params *OpenBranchParams, reqEditors ...RequestEditorFn) (*OpenBranchResponse, error) {
+	rsp, err := c.OpenBranch(ctx, deploymentId, branchName, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -28596,6 +29663,13 @@ func ParseCreateApiKeyResponse(rsp *http.Response) (*CreateApiKeyResponse, error
 		}
 		response.JSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyKeyInUse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest PayloadTooLarge
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -28609,6 +29683,13 @@ func ParseCreateApiKeyResponse(rsp *http.Response) (*CreateApiKeyResponse, error
 			return nil, err
 		}
 		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
@@ -28629,6 +29710,13 @@ func ParseCreateApiKeyResponse(rsp *http.Response) (*CreateApiKeyResponse, error
 	switch {
 	case rsp.StatusCode == 201:
 		var headers CreateApiKeyResponse201Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
 		if values := rsp.Header.Values("Location"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -28661,6 +29749,16 @@ func ParseCreateApiKeyResponse(rsp *http.Response) (*CreateApiKeyResponse, error
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 409:
+		var headers CreateApiKeyResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers409 = &headers
 	case rsp.StatusCode == 429:
 		var headers CreateApiKeyResponse429Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
@@ -28983,6 +30081,13 @@ func ParseRotateApiKeyResponse(rsp *http.Response) (*RotateApiKeyResponse, error
 		}
 		response.JSON415 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -29002,6 +30107,13 @@ func ParseRotateApiKeyResponse(rsp *http.Response) (*RotateApiKeyResponse, error
 	switch {
 	case rsp.StatusCode == 200:
 		var headers RotateApiKeyResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -29649,6 +30761,13 @@ func ParseStartDbtSyncResponse(rsp *http.Response) (*StartDbtSyncResponse, error
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyKeyInUse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest UploadTooLarge
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -29662,6 +30781,13 @@ func ParseStartDbtSyncResponse(rsp *http.Response) (*StartDbtSyncResponse, error
 			return nil, err
 		}
 		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest SyncLimit
@@ -29696,6 +30822,13 @@ func ParseStartDbtSyncResponse(rsp *http.Response) (*StartDbtSyncResponse, error
 	switch {
 	case rsp.StatusCode == 202:
 		var headers StartDbtSyncResponse202Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -29721,6 +30854,16 @@ func ParseStartDbtSyncResponse(rsp *http.Response) (*StartDbtSyncResponse, error
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 409:
+		var headers StartDbtSyncResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers409 = &headers
 	case rsp.StatusCode == 429:
 		var headers StartDbtSyncResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -29914,6 +31057,13 @@ func ParseCancelDbtSyncJobResponse(rsp *http.Response) (*CancelDbtSyncJobRespons
 		}
 		response.JSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -29947,6 +31097,13 @@ func ParseCancelDbtSyncJobResponse(rsp *http.Response) (*CancelDbtSyncJobRespons
 	switch {
 	case rsp.StatusCode == 200:
 		var headers CancelDbtSyncJobResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -30057,6 +31214,13 @@ func ParseRetryDbtSyncJobResponse(rsp *http.Response) (*RetryDbtSyncJobResponse,
 		}
 		response.JSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest JobLimit
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -30090,6 +31254,13 @@ func ParseRetryDbtSyncJobResponse(rsp *http.Response) (*RetryDbtSyncJobResponse,
 	switch {
 	case rsp.StatusCode == 202:
 		var headers RetryDbtSyncJobResponse202Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -30584,6 +31755,13 @@ func ParseCreateFolderResponse(rsp *http.Response) (*CreateFolderResponse, error
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyKeyInUse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest PayloadTooLarge
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -30597,6 +31775,13 @@ func ParseCreateFolderResponse(rsp *http.Response) (*CreateFolderResponse, error
 			return nil, err
 		}
 		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
@@ -30631,6 +31816,13 @@ func ParseCreateFolderResponse(rsp *http.Response) (*CreateFolderResponse, error
 	switch {
 	case rsp.StatusCode == 200:
 		var headers CreateFolderResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -30656,6 +31848,16 @@ func ParseCreateFolderResponse(rsp *http.Response) (*CreateFolderResponse, error
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 409:
+		var headers CreateFolderResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers409 = &headers
 	case rsp.StatusCode == 429:
 		var headers CreateFolderResponse429Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
@@ -31731,6 +32933,13 @@ func ParseCreateReportResponse(rsp *http.Response) (*CreateReportResponse, error
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyKeyInUse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest PayloadTooLarge
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -31744,6 +32953,13 @@ func ParseCreateReportResponse(rsp *http.Response) (*CreateReportResponse, error
 			return nil, err
 		}
 		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
@@ -31778,6 +32994,13 @@ func ParseCreateReportResponse(rsp *http.Response) (*CreateReportResponse, error
 	switch {
 	case rsp.StatusCode == 200:
 		var headers CreateReportResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -31803,6 +33026,16 @@ func ParseCreateReportResponse(rsp *http.Response) (*CreateReportResponse, error
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 409:
+		var headers CreateReportResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers409 = &headers
 	case rsp.StatusCode == 429:
 		var headers CreateReportResponse429Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
@@ -32306,6 +33539,20 @@ func ParseCreateDataApiTokenResponse(rsp *http.Response) (*CreateDataApiTokenRes
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyKeyInUse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -32339,6 +33586,13 @@ func ParseCreateDataApiTokenResponse(rsp *http.Response) (*CreateDataApiTokenRes
 	switch {
 	case rsp.StatusCode == 200:
 		var headers CreateDataApiTokenResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -32364,6 +33618,16 @@ func ParseCreateDataApiTokenResponse(rsp *http.Response) (*CreateDataApiTokenRes
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 409:
+		var headers CreateDataApiTokenResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers409 = &headers
 	case rsp.StatusCode == 429:
 		var headers CreateDataApiTokenResponse429Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
@@ -32442,6 +33706,13 @@ func ParseCreateWorkbookResponse(rsp *http.Response) (*CreateWorkbookResponse, e
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyKeyInUse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest PayloadTooLarge
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -32455,6 +33726,13 @@ func ParseCreateWorkbookResponse(rsp *http.Response) (*CreateWorkbookResponse, e
 			return nil, err
 		}
 		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
@@ -32489,6 +33767,13 @@ func ParseCreateWorkbookResponse(rsp *http.Response) (*CreateWorkbookResponse, e
 	switch {
 	case rsp.StatusCode == 200:
 		var headers CreateWorkbookResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -32514,6 +33799,16 @@ func ParseCreateWorkbookResponse(rsp *http.Response) (*CreateWorkbookResponse, e
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 409:
+		var headers CreateWorkbookResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers409 = &headers
 	case rsp.StatusCode == 429:
 		var headers CreateWorkbookResponse429Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
@@ -33324,6 +34619,13 @@ func ParsePublishWorkbookResponse(rsp *http.Response) (*PublishWorkbookResponse,
 		}
 		response.JSON413 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest ConcurrencyLimit
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -33357,6 +34659,13 @@ func ParsePublishWorkbookResponse(rsp *http.Response) (*PublishWorkbookResponse,
 	switch {
 	case rsp.StatusCode == 200:
 		var headers PublishWorkbookResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -33467,6 +34776,13 @@ func ParseUnpublishWorkbookResponse(rsp *http.Response) (*UnpublishWorkbookRespo
 		}
 		response.JSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -33500,6 +34816,13 @@ func ParseUnpublishWorkbookResponse(rsp *http.Response) (*UnpublishWorkbookRespo
 	switch {
 	case rsp.StatusCode == 200:
 		var headers UnpublishWorkbookResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -33739,6 +35062,13 @@ func ParseBulkMoveWorkspaceItemsResponse(rsp *http.Response) (*BulkMoveWorkspace
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyKeyInUse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest PayloadTooLarge
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -33752,6 +35082,13 @@ func ParseBulkMoveWorkspaceItemsResponse(rsp *http.Response) (*BulkMoveWorkspace
 			return nil, err
 		}
 		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest ConcurrencyLimit
@@ -33786,6 +35123,13 @@ func ParseBulkMoveWorkspaceItemsResponse(rsp *http.Response) (*BulkMoveWorkspace
 	switch {
 	case rsp.StatusCode == 200:
 		var headers BulkMoveWorkspaceItemsResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -33811,6 +35155,16 @@ func ParseBulkMoveWorkspaceItemsResponse(rsp *http.Response) (*BulkMoveWorkspace
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 409:
+		var headers BulkMoveWorkspaceItemsResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers409 = &headers
 	case rsp.StatusCode == 429:
 		var headers BulkMoveWorkspaceItemsResponse429Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
@@ -34153,6 +35507,13 @@ func ParseMoveWorkspaceItemResponse(rsp *http.Response) (*MoveWorkspaceItemRespo
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyKeyInUse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest PayloadTooLarge
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -34166,6 +35527,13 @@ func ParseMoveWorkspaceItemResponse(rsp *http.Response) (*MoveWorkspaceItemRespo
 			return nil, err
 		}
 		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
@@ -34200,6 +35568,13 @@ func ParseMoveWorkspaceItemResponse(rsp *http.Response) (*MoveWorkspaceItemRespo
 	switch {
 	case rsp.StatusCode == 200:
 		var headers MoveWorkspaceItemResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -34225,6 +35600,16 @@ func ParseMoveWorkspaceItemResponse(rsp *http.Response) (*MoveWorkspaceItemRespo
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 409:
+		var headers MoveWorkspaceItemResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers409 = &headers
 	case rsp.StatusCode == 429:
 		var headers MoveWorkspaceItemResponse429Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
@@ -34716,6 +36101,13 @@ func ParseAddEmbedTenantGroupMembersResponse(rsp *http.Response) (*AddEmbedTenan
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyKeyInUse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest PayloadTooLarge
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -34729,6 +36121,13 @@ func ParseAddEmbedTenantGroupMembersResponse(rsp *http.Response) (*AddEmbedTenan
 			return nil, err
 		}
 		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
@@ -34763,6 +36162,13 @@ func ParseAddEmbedTenantGroupMembersResponse(rsp *http.Response) (*AddEmbedTenan
 	switch {
 	case rsp.StatusCode == 200:
 		var headers AddEmbedTenantGroupMembersResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -34788,6 +36194,16 @@ func ParseAddEmbedTenantGroupMembersResponse(rsp *http.Response) (*AddEmbedTenan
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 409:
+		var headers AddEmbedTenantGroupMembersResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers409 = &headers
 	case rsp.StatusCode == 429:
 		var headers AddEmbedTenantGroupMembersResponse429Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
@@ -35964,6 +37380,13 @@ func ParseGenerateEmbedSessionResponse(rsp *http.Response) (*GenerateEmbedSessio
 		}
 		response.JSON415 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest ConcurrencyLimit
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -35997,6 +37420,13 @@ func ParseGenerateEmbedSessionResponse(rsp *http.Response) (*GenerateEmbedSessio
 	switch {
 	case rsp.StatusCode == 200:
 		var headers GenerateEmbedSessionResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -36208,6 +37638,20 @@ func ParseCreateEmbedAiCredentialsResponse(rsp *http.Response) (*CreateEmbedAiCr
 		}
 		response.JSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyKeyInUse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -36241,6 +37685,13 @@ func ParseCreateEmbedAiCredentialsResponse(rsp *http.Response) (*CreateEmbedAiCr
 	switch {
 	case rsp.StatusCode == 200:
 		var headers CreateEmbedAiCredentialsResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -36266,6 +37717,16 @@ func ParseCreateEmbedAiCredentialsResponse(rsp *http.Response) (*CreateEmbedAiCr
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 409:
+		var headers CreateEmbedAiCredentialsResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers409 = &headers
 	case rsp.StatusCode == 429:
 		var headers CreateEmbedAiCredentialsResponse429Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
@@ -37294,6 +38755,13 @@ func ParseCreateGroupResponse(rsp *http.Response) (*CreateGroupResponse, error) 
 		}
 		response.JSON415 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -37327,6 +38795,13 @@ func ParseCreateGroupResponse(rsp *http.Response) (*CreateGroupResponse, error) 
 	switch {
 	case rsp.StatusCode == 200:
 		var headers CreateGroupResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -37691,6 +39166,13 @@ func ParseAddGroupMembersResponse(rsp *http.Response) (*AddGroupMembersResponse,
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyKeyInUse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest PayloadTooLarge
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -37704,6 +39186,13 @@ func ParseAddGroupMembersResponse(rsp *http.Response) (*AddGroupMembersResponse,
 			return nil, err
 		}
 		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
@@ -37738,6 +39227,13 @@ func ParseAddGroupMembersResponse(rsp *http.Response) (*AddGroupMembersResponse,
 	switch {
 	case rsp.StatusCode == 200:
 		var headers AddGroupMembersResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -37763,6 +39259,16 @@ func ParseAddGroupMembersResponse(rsp *http.Response) (*AddGroupMembersResponse,
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 409:
+		var headers AddGroupMembersResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers409 = &headers
 	case rsp.StatusCode == 429:
 		var headers AddGroupMembersResponse429Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
@@ -38167,6 +39673,13 @@ func ParseCreateServiceAccountResponse(rsp *http.Response) (*CreateServiceAccoun
 		}
 		response.JSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyKeyInUse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest PayloadTooLarge
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -38181,6 +39694,13 @@ func ParseCreateServiceAccountResponse(rsp *http.Response) (*CreateServiceAccoun
 		}
 		response.JSON415 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
 		var dest ServiceUnavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -38193,6 +39713,13 @@ func ParseCreateServiceAccountResponse(rsp *http.Response) (*CreateServiceAccoun
 	switch {
 	case rsp.StatusCode == 201:
 		var headers CreateServiceAccountResponse201Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
 		if values := rsp.Header.Values("Location"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -38211,6 +39738,16 @@ func ParseCreateServiceAccountResponse(rsp *http.Response) (*CreateServiceAccoun
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 409:
+		var headers CreateServiceAccountResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers409 = &headers
 	}
 
 	return response, nil
@@ -38469,12 +40006,26 @@ func ParseCreateServiceAccountSecretResponse(rsp *http.Response) (*CreateService
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyKeyInUse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
 		var dest UnsupportedMediaType
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
 		var dest ServiceUnavailable
@@ -38488,6 +40039,13 @@ func ParseCreateServiceAccountSecretResponse(rsp *http.Response) (*CreateService
 	switch {
 	case rsp.StatusCode == 201:
 		var headers CreateServiceAccountSecretResponse201Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
 		if values := rsp.Header.Values("Location"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -38506,6 +40064,16 @@ func ParseCreateServiceAccountSecretResponse(rsp *http.Response) (*CreateService
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 409:
+		var headers CreateServiceAccountSecretResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers409 = &headers
 	}
 
 	return response, nil
@@ -38708,6 +40276,13 @@ func ParseRotateServiceAccountSecretResponse(rsp *http.Response) (*RotateService
 		}
 		response.JSON415 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
 		var dest ServiceUnavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -38718,6 +40293,16 @@ func ParseRotateServiceAccountSecretResponse(rsp *http.Response) (*RotateService
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers RotateServiceAccountSecretResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers RotateServiceAccountSecretResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -38925,6 +40510,13 @@ func ParseCreateUserAttributeResponse(rsp *http.Response) (*CreateUserAttributeR
 		}
 		response.JSON415 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -38958,6 +40550,13 @@ func ParseCreateUserAttributeResponse(rsp *http.Response) (*CreateUserAttributeR
 	switch {
 	case rsp.StatusCode == 200:
 		var headers CreateUserAttributeResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -39716,6 +41315,20 @@ func ParseOpenBranchResponse(rsp *http.Response) (*OpenBranchResponse, error) {
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyKeyInUse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -39749,6 +41362,13 @@ func ParseOpenBranchResponse(rsp *http.Response) (*OpenBranchResponse, error) {
 	switch {
 	case rsp.StatusCode == 200:
 		var headers OpenBranchResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -39774,6 +41394,16 @@ func ParseOpenBranchResponse(rsp *http.Response) (*OpenBranchResponse, error) {
 			headers.WWWAuthenticate = value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 409:
+		var headers OpenBranchResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers409 = &headers
 	case rsp.StatusCode == 429:
 		var headers OpenBranchResponse429Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {

@@ -7,7 +7,7 @@
 //			r.Header.Set("Authorization", "Bearer "+token)
 //			return nil
 //		}))
-//	folder, err := c.CreateFolderWithResponse(ctx, deploymentID, client.CreateFolderJSONRequestBody{Name: "Finance"})
+//	folder, err := c.CreateFolderWithResponse(ctx, deploymentID, nil, client.CreateFolderJSONRequestBody{Name: "Finance"})
 //
 // Regenerate after a change to the document with `go generate ./...` in api/; a test
 // fails while client.gen.go is not what the pinned generator makes of the document.

@@ -9,6 +9,7 @@ import (
 	"github.com/analyticsco/platform/dbtsync-svc/internal/queue/jetstream"
 	"github.com/analyticsco/platform/libs/audit/publish"
 	"github.com/analyticsco/platform/libs/config"
+	"github.com/analyticsco/platform/libs/idempotency"
 )
 
 // Config is everything dbtsync-svc (API and worker mode) reads from its environment.
@@ -52,6 +53,7 @@ type Config struct {
 	JetStreamRetry        time.Duration `env:"DBT_SYNC_JETSTREAM_RETRY_TIMEOUT" default:"12s" help:"how long a call to JetStream (a job published and its acknowledgement awaited, a job-state or ledger write, a read) is retried while the cluster elects a leader or the connection moves to another node, within the request's own deadline; past it the request is answered 503 with Retry-After (a connection down for 2s ends the retries at once)"`
 	AllowedHosts          []string      `env:"DBT_SYNC_ALLOWED_HOSTS" help:"comma-separated host names, addresses or CIDR prefixes that may be cloned although they are loopback, private or link-local (an in-cluster git server)"`
 	publish.Config
+	idempotency.Settings
 }
 
 // GitLimits are the limits of one clone, and of every manifest read (an upload's, a

@@ -7,6 +7,7 @@ import (
 	"github.com/analyticsco/platform/embed-svc/internal/embed"
 	"github.com/analyticsco/platform/libs/audit/publish"
 	"github.com/analyticsco/platform/libs/config"
+	"github.com/analyticsco/platform/libs/idempotency"
 	"github.com/analyticsco/platform/libs/redisx"
 )
 
@@ -41,6 +42,7 @@ type Config struct {
 	ExchangeFailureAudit    time.Duration `env:"EMBED_EXCHANGE_FAILURE_AUDIT_INTERVAL" default:"1m" help:"the audit trail records refused exchanges of one session id at most once per this interval, each event counting the refusals since the previous one (details.failedAttempts)"`
 	SessionRetention        time.Duration `env:"EMBED_SESSION_RETENTION" default:"168h" help:"how long a session stays listed (GET /api/v1/embed/sessions) after its token expires"`
 	publish.Config
+	idempotency.Settings
 	// The audit trail's owner (embed-svc's audit module) reads the rest.
 	AuditDatabase       string          `env:"AUDIT_MONGODB_DATABASE" default:"audit" help:"database of the audit trail (owned by embed-svc's audit module): the events every service records"`
 	AuditRetention      time.Duration   `env:"AUDIT_RETENTION" default:"9600h" help:"how long audit events are kept (default 400 days): a TTL index on MongoDB, a sweep where the database has none; a shorter value also drops the events already past it"`

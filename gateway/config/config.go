@@ -7,6 +7,7 @@ import (
 	"github.com/analyticsco/platform/gateway/internal/apikeys"
 	"github.com/analyticsco/platform/gateway/internal/serviceaccounts"
 	"github.com/analyticsco/platform/libs/config"
+	"github.com/analyticsco/platform/libs/idempotency"
 	"github.com/analyticsco/platform/libs/redisx"
 )
 
@@ -60,6 +61,9 @@ type Config struct {
 	// ServiceAccounts bounds /api/v1/service-accounts and the tokens of
 	// /api/v1/oauth/token.
 	ServiceAccounts
+
+	// Idempotency bounds the Idempotency-Key records of the gateway's own POSTs.
+	idempotency.Settings
 
 	// Redis holds the embed-session revocations, checked on every embed-token request,
 	// and the rate-limit counters (REDIS_MODE, REDIS_URL).

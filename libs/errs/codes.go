@@ -25,30 +25,34 @@ const (
 	CodeServerError          = "server_error"           // any other 5xx
 
 	// Named rules.
-	CodeExternalUserLimit    = "external_user_limit"      // 403: the account's external-user limit
-	CodeLiveSessionLimit     = "live_session_limit"       // 403: the account's live embed sessions
-	CodeExternalUserDeleting = "external_user_deleting"   // 409: a mint for an external user whose delete has begun
-	CodeCreatorModeDisabled  = "creator_mode_disabled"    // 403: creatorMode without the useCreatorMode flag
-	CodePlanNotEligible      = "plan_not_eligible"        // 403: embedding needs a premium or enterprise plan
-	CodePersonalKey          = "personal_key"             // 403: a personal API key where an account key is needed
-	CodeKeyOutOfScope        = "key_out_of_scope"         // 403: an API key scoped to other deployments
-	CodeBranchNotFound       = "branch_not_found"         // 404: branchName is no branch of the deployment
-	CodeBranchNotServed      = "branch_not_served"        // 400: a branch nothing is serving
-	CodeSessionIDInvalid     = "session_id_invalid"       // 401: an unknown, expired or used embed session id
-	CodeDefinitionType       = "definition_type_conflict" // 409: a definition cannot change its type
-	CodeDepthLimit           = "depth_limit"              // 400: folders nest at most 8 levels deep
-	CodeFolderCycle          = "folder_cycle"             // 400: a folder into itself or its descendant
-	CodeFolderNotEmpty       = "folder_not_empty"         // 409: deleting a folder that holds items
-	CodeItemLimit            = "item_limit"               // 400: items per deployment
-	CodeFavoritesLimit       = "favorites_limit"          // 400: favorites per user and deployment
-	CodeNotApplied           = "not_applied"              // 503: a bulk-move item the store failure left unmoved
-	CodeJobLimit             = "job_limit"                // 429: a deployment's dbt sync jobs queued or running
-	CodeStorageQuota         = "storage_quota"            // 413: what a deployment or account keeps in the dbt sync object store
-	CodeEmbedAccessLimit     = "embed_access_limit"       // 400: entries of one object's embed grants
-	CodeAPIKeyLimit          = "api_key_limit"            // 400: live API keys per account
-	CodeServiceAccountLimit  = "service_account_limit"    // 400: service accounts per account
-	CodeClientSecretLimit    = "client_secret_limit"      // 400: live client secrets per service account
-	CodeConcurrencyLimit     = "concurrency_limit"        // 429: an account's requests in flight on an expensive route of one replica
+	CodeExternalUserLimit     = "external_user_limit"      // 403: the account's external-user limit
+	CodeLiveSessionLimit      = "live_session_limit"       // 403: the account's live embed sessions
+	CodeExternalUserDeleting  = "external_user_deleting"   // 409: a mint for an external user whose delete has begun
+	CodeCreatorModeDisabled   = "creator_mode_disabled"    // 403: creatorMode without the useCreatorMode flag
+	CodePlanNotEligible       = "plan_not_eligible"        // 403: embedding needs a premium or enterprise plan
+	CodePersonalKey           = "personal_key"             // 403: a personal API key where an account key is needed
+	CodeKeyOutOfScope         = "key_out_of_scope"         // 403: an API key scoped to other deployments
+	CodeBranchNotFound        = "branch_not_found"         // 404: branchName is no branch of the deployment
+	CodeBranchNotServed       = "branch_not_served"        // 400: a branch nothing is serving
+	CodeSessionIDInvalid      = "session_id_invalid"       // 401: an unknown, expired or used embed session id
+	CodeDefinitionType        = "definition_type_conflict" // 409: a definition cannot change its type
+	CodeDepthLimit            = "depth_limit"              // 400: folders nest at most 8 levels deep
+	CodeFolderCycle           = "folder_cycle"             // 400: a folder into itself or its descendant
+	CodeFolderNotEmpty        = "folder_not_empty"         // 409: deleting a folder that holds items
+	CodeItemLimit             = "item_limit"               // 400: items per deployment
+	CodeFavoritesLimit        = "favorites_limit"          // 400: favorites per user and deployment
+	CodeNotApplied            = "not_applied"              // 503: a bulk-move item the store failure left unmoved
+	CodeJobLimit              = "job_limit"                // 429: a deployment's dbt sync jobs queued or running
+	CodeStorageQuota          = "storage_quota"            // 413: what a deployment or account keeps in the dbt sync object store
+	CodeEmbedAccessLimit      = "embed_access_limit"       // 400: entries of one object's embed grants
+	CodeAPIKeyLimit           = "api_key_limit"            // 400: live API keys per account
+	CodeServiceAccountLimit   = "service_account_limit"    // 400: service accounts per account
+	CodeClientSecretLimit     = "client_secret_limit"      // 400: live client secrets per service account
+	CodeConcurrencyLimit      = "concurrency_limit"        // 429: an account's requests in flight on an expensive route of one replica
+	CodeIdempotencyKeyInvalid = "invalid_idempotency_key"  // 400: an Idempotency-Key that is not 1-255 visible ASCII characters
+	CodeIdempotencyKeyInUse   = "idempotency_key_in_use"   // 409: the key's first request is still running
+	CodeIdempotencyKeyReused  = "idempotency_key_reused"   // 422: the key was used with another request
+	CodeIdempotencyLimit      = "idempotency_limit"        // 429: the account's idempotency records or bytes within their window
 )
 
 // Codes maps every code to the statuses it is sent with (nil: any other status of its
@@ -64,6 +68,7 @@ var Codes = map[string][]int{
 	CodeItemLimit: {400}, CodeFavoritesLimit: {400}, CodeNotApplied: {503},
 	CodeJobLimit: {429}, CodeStorageQuota: {413}, CodeEmbedAccessLimit: {400},
 	CodeAPIKeyLimit: {400}, CodeServiceAccountLimit: {400}, CodeClientSecretLimit: {400}, CodeConcurrencyLimit: {429},
+	CodeIdempotencyKeyInvalid: {400}, CodeIdempotencyKeyInUse: {409}, CodeIdempotencyKeyReused: {422}, CodeIdempotencyLimit: {429},
 }
 
 // DefaultCode is the code of an error that no rule names: one per status.

@@ -19,6 +19,10 @@ type HandleOptions struct {
 	MaxBody int64                      // the body limit (413 past it); 0: DefaultMaxBody
 	Encode  kithttp.EncodeResponseFunc // the service's response encoder
 	Server  []kithttp.ServerOption     // more go-kit server options (the error encoder is set)
+	// Wrap, when set, wraps every route's handler inside the body limit (the service's
+	// Idempotency-Key middleware): it sees the method and the pattern of the route and
+	// returns the handler itself for the routes it leaves alone.
+	Wrap func(method, path string, h http.Handler) http.Handler
 	// Admit, when set, wraps the route's handler outside the body limit: what refuses a
 	// request before a byte of its body is read (fairshare's bound of requests in flight).
 	Admit func(http.Handler) http.Handler
@@ -50,7 +54,10 @@ func Handle(r *Router, method, path string, ep endpoint.Endpoint, dec kithttp.De
 		logger = slog.New(slog.DiscardHandler)
 	}
 	opts := append([]kithttp.ServerOption{kithttp.ServerErrorEncoder(errs.Encoder(logger))}, o.Server...)
-	srv := kithttp.NewServer(ep, dec, o.Encode, opts...)
+	var srv http.Handler = kithttp.NewServer(ep, dec, o.Encode, opts...)
+	if o.Wrap != nil {
+		srv = o.Wrap(method, path, srv)
+	}
 	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.Body != nil {
 			req.Body = http.MaxBytesReader(w, req.Body, limit)

@@ -241,6 +241,18 @@ func ServiceKey(base64Key, service string) (string, error) {
 	return serviceKeyPrefix + service + ":" + base64.StdEncoding.EncodeToString(deriveKey(s.key, service)), nil
 }
 
+// sealLabel separates the keys SealKey derives from every other use of the key.
+const sealLabel = "analytics-platform sealed at rest v1\x00"
+
+// SealKey is a 32-byte key for what the holder keeps at rest under label (its
+// Idempotency-Key answers, say), derived from its own key: a service's key derives a
+// key no other service's does, and the forwarded identity's MAC keys are not it.
+func (s *Signer) SealKey(label string) []byte {
+	m := hmac.New(sha256.New, s.key)
+	m.Write([]byte(sealLabel + s.service + "\x00" + label))
+	return m.Sum(nil)
+}
+
 // ForService returns a copy of s whose Verify accepts only principals whose Audience is
 // service, checked with service's own key: what every service verifies with, so a
 // forwarded identity is good for the one service the gateway sent it to. A signer made

@@ -34,14 +34,14 @@ var clientRules = []rule{
 
 		// Two folders at the root, then a bulk move of one of them and of a workbook that
 		// does not exist: each item is checked on its own.
-		r1, err := admin.CreateFolderWithResponse(ctx, p.dep1, client.CreateFolderJSONRequestBody{Name: p.unique("Finance")})
+		r1, err := admin.CreateFolderWithResponse(ctx, p.dep1, nil, client.CreateFolderJSONRequestBody{Name: p.unique("Finance")})
 		finance := *answered(t, r1, err, 200).JSON200
-		r2, err := admin.CreateFolderWithResponse(ctx, p.dep1, client.CreateFolderJSONRequestBody{Name: p.unique("Q3 close")})
+		r2, err := admin.CreateFolderWithResponse(ctx, p.dep1, nil, client.CreateFolderJSONRequestBody{Name: p.unique("Q3 close")})
 		q3 := *answered(t, r2, err, 200).JSON200
 		if finance.Type != client.WorkspaceItemTypeFOLDER || finance.ParentId != nil || q3.ParentId != nil {
 			t.Errorf("folders %+v and %+v: want two folders at the root", finance, q3)
 		}
-		r3, err := admin.BulkMoveWorkspaceItemsWithResponse(ctx, p.dep1, client.BulkMoveWorkspaceItemsJSONRequestBody{
+		r3, err := admin.BulkMoveWorkspaceItemsWithResponse(ctx, p.dep1, nil, client.BulkMoveWorkspaceItemsJSONRequestBody{
 			FolderId: &finance.Id,
 			Items:    []client.WorkspaceItemRef{{Type: client.WorkspaceItemTypeFOLDER, Id: q3.Id}, {Type: client.WorkspaceItemTypeWORKBOOK, Id: 999_999_999}},
 		})
@@ -78,7 +78,7 @@ var clientRules = []rule{
 			t.Fatal(err)
 		}
 		source, branch := client.DbtSyncRequestSourceManifest, "dbt/"+p.unique("quickstart")
-		r6, err := admin.StartDbtSyncWithResponse(ctx, p.dep1, client.StartDbtSyncJSONRequestBody{Source: &source, Manifest: &manifest, BranchName: &branch})
+		r6, err := admin.StartDbtSyncWithResponse(ctx, p.dep1, nil, client.StartDbtSyncJSONRequestBody{Source: &source, Manifest: &manifest, BranchName: &branch})
 		job := *answered(t, r6, err, 202).JSON202
 		var done client.SyncJob
 		apitest.Eventually(t, time.Minute, "the sync job ends", func() (bool, string) {
@@ -113,16 +113,16 @@ var clientRules = []rule{
 
 		// Workbooks: the answers hold the nulls the contract allows (no owner's
 		// dashboards yet), which a typed client reads as nil.
-		r1, err := admin.CreateWorkbookWithResponse(ctx, p.dep1, client.CreateWorkbookJSONRequestBody{Name: p.unique("typed")})
+		r1, err := admin.CreateWorkbookWithResponse(ctx, p.dep1, nil, client.CreateWorkbookJSONRequestBody{Name: p.unique("typed")})
 		created := *answered(t, r1, err, 200).JSON200
 		r2, err := admin.GetWorkbookWithResponse(ctx, p.dep1, created.Id)
 		workbook := *answered(t, r2, err, 200).JSON200
 		if workbook.PublishedDashboard != nil || workbook.DashboardPublished != nil || workbook.FolderId != nil {
 			t.Errorf("a new workbook at the root: %s; want publishedDashboard, dashboardPublished and folderId null", r2.Body)
 		}
-		r3, err := admin.CreateReportWithResponse(ctx, p.dep1, client.CreateReportJSONRequestBody{Name: p.unique("typed")})
+		r3, err := admin.CreateReportWithResponse(ctx, p.dep1, nil, client.CreateReportJSONRequestBody{Name: p.unique("typed")})
 		answered(t, r3, err, 200)
-		r4, err := admin.CreateFolderWithResponse(ctx, p.dep1, client.CreateFolderJSONRequestBody{Name: p.unique("typed")})
+		r4, err := admin.CreateFolderWithResponse(ctx, p.dep1, nil, client.CreateFolderJSONRequestBody{Name: p.unique("typed")})
 		folder := *answered(t, r4, err, 200).JSON200
 		r5, err := admin.ListWorkspaceItemsWithResponse(ctx, p.dep1, &client.ListWorkspaceItemsParams{FolderId: &folder.Id})
 		if page := answered(t, r5, err, 200).JSON200; len(page.Items) != 0 {
@@ -140,7 +140,7 @@ var clientRules = []rule{
 		r8, err := anonymous.ExchangeEmbedSessionWithResponse(ctx, client.ExchangeEmbedSessionJSONRequestBody{SessionId: session})
 		token := answered(t, r8, err, 200).JSON200.Token
 		embedded := p.typedClient(t, "Bearer "+token, reached)
-		r9, err := embedded.CreateDataApiTokenWithResponse(ctx, p.dep1)
+		r9, err := embedded.CreateDataApiTokenWithResponse(ctx, p.dep1, nil)
 		if data := answered(t, r9, err, 200).JSON200; data.TokenId == "" {
 			t.Errorf("data-API token %s: want its id", r9.Body)
 		}
@@ -251,7 +251,7 @@ func (p *platform) mintTyped(t *testing.T, key *client.ClientWithResponses, tena
 		t.Fatal(err)
 	}
 	externalID := p.unique("viewer")
-	r, err := key.GenerateEmbedSessionWithResponse(context.Background(), client.GenerateEmbedSessionJSONRequestBody{
+	r, err := key.GenerateEmbedSessionWithResponse(context.Background(), nil, client.GenerateEmbedSessionJSONRequestBody{
 		DeploymentId: p.dep1, ExternalId: &externalID, EmbedTenantName: tenant,
 		UserAttributes: &[]client.UserAttributeValue{{Name: "region", Value: region}},
 	})

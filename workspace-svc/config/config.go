@@ -6,6 +6,7 @@ import (
 
 	"github.com/analyticsco/platform/libs/audit/publish"
 	"github.com/analyticsco/platform/libs/config"
+	"github.com/analyticsco/platform/libs/idempotency"
 	"github.com/analyticsco/platform/workspace-svc/internal/workspace"
 )
 
@@ -33,6 +34,7 @@ type Config struct {
 	NATSURL                  string        `env:"NATS_URL" default:"nats://127.0.0.1:4223" secret:"true" help:"NATS with JetStream: the AUDIT stream the service's audit events go to, embed-svc's viewer lookups and the dashboard reach the service answers (outside the local stack it carries the user and password: nats://user:password@host:4222)"`
 	EmbedViewerTimeout       time.Duration `env:"EMBED_VIEWER_LOOKUP_TIMEOUT" default:"2s" help:"how long an embed viewer's request waits for embed-svc's answer of the viewer's current groups; past it the answer is 503"`
 	publish.Config
+	idempotency.Settings
 }
 
 // Limits are the domain's limits as configured.

@@ -21,6 +21,8 @@ import (
 	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/audit/publish"
 	"github.com/analyticsco/platform/libs/fairshare"
+	"github.com/analyticsco/platform/libs/idempotency"
+	idemstore "github.com/analyticsco/platform/libs/idempotency/mongostore"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
 	"github.com/analyticsco/platform/libs/natsx"
@@ -54,6 +56,8 @@ type Deps struct {
 	// receives the events instead (tests).
 	AuditMaxHeld int
 	Audit        audit.Recorder
+	// Idempotency are the Idempotency-Key settings of the API (zero fields: the defaults).
+	Idempotency idempotency.Settings
 	// Checks gate /readyz: the readiness checks main's server.Connect* returned (MongoDB
 	// and NATS, in both processes).
 	Checks []server.Check
@@ -136,8 +140,17 @@ func NewAPI(ctx context.Context, d Deps) (*API, error) {
 	svc = dbtsync.AuditingMiddleware(a.audit)(svc)
 	svc = dbtsync.LoggingMiddleware(d.Logger)(svc)
 	svc = dbtsync.InstrumentingMiddleware(a.metrics)(svc)
+	idemStore := idemstore.New(d.Mongo)
+	if err := mongox.EnsureIndexes(ctx, mongox.IndexWait, idemStore.EnsureIndexes); err != nil {
+		return nil, err
+	}
+	idemSealer, err := idempotency.NewSealer(d.Signer.SealKey("idempotency answers"))
+	if err != nil {
+		return nil, err
+	}
+	idem := idempotency.New(idempotency.Options{Store: idemStore, Settings: d.Idempotency, Sealer: idemSealer, Logger: d.Logger})
 	h := dbtsync.NewHTTPHandler(dbtsync.MakeEndpoints(svc), d.Logger, d.MaxBodyBytes, d.Git.ManifestLimits(),
-		fairshare.New(d.Registry, "dbtsync-svc", d.MaxInFlightPerAccount))
+		fairshare.New(d.Registry, "dbtsync-svc", d.MaxInFlightPerAccount), idem)
 	public, internal := Listeners("dbtsync-svc", d, identity.Require(d.Signer.ForService("dbtsync-svc"), h))
 	return &API{Handler: public, Internal: internal, resolver: resolver}, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/fairshare"
 	"github.com/analyticsco/platform/libs/httpx"
+	"github.com/analyticsco/platform/libs/idempotency"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -35,11 +36,16 @@ const ClassUpload = "upload"
 // bounds it (zero fields: the defaults). The caller wraps it in identity.Require.
 // Decoders only parse the request: the service decides who may do what. fair bounds one
 // account's start-sync uploads in flight before their body is read (nil: unbounded).
-func NewHTTPHandler(e Endpoints, logger *slog.Logger, maxSyncBodyBytes int64, manifest convert.ManifestLimits, fair *fairshare.Limiter) http.Handler {
+// idem (nil: none) deduplicates every POST by its Idempotency-Key; it hashes a manifest
+// upload as the decoder streams it, never holding the body.
+func NewHTTPHandler(e Endpoints, logger *slog.Logger, maxSyncBodyBytes int64, manifest convert.ManifestLimits, fair *fairshare.Limiter, idem *idempotency.Middleware) http.Handler {
 	router := httpx.NewRouter()
 	o := httpx.HandleOptions{Logger: logger, MaxBody: maxSmallBodyBytes, Encode: encodeResponse, Server: []kithttp.ServerOption{
 		kithttp.ServerBefore(kithttp.PopulateRequestContext),
 	}}
+	if idem != nil {
+		o.Wrap = idem.Wrap
+	}
 	const dep = "/api/v1/deployments/{deploymentId}"
 	httpx.Handle(router, "POST", dep+"/dbt-sync", e.StartSync, decodeStartSyncHTTP(manifest), o.WithMaxBody(maxSyncBodyBytes).WithAdmit(fair.Guard(ClassUpload)))
 	httpx.Handle(router, "GET", dep+"/dbt-sync", e.ListJobs, decodePageRequest, o)

@@ -24,6 +24,8 @@ import (
 	"github.com/analyticsco/platform/libs/audit/publish"
 	"github.com/analyticsco/platform/libs/fairshare"
 	"github.com/analyticsco/platform/libs/httpx"
+	"github.com/analyticsco/platform/libs/idempotency"
+	idemstore "github.com/analyticsco/platform/libs/idempotency/mongostore"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
 	"github.com/analyticsco/platform/libs/natsx"
@@ -57,6 +59,7 @@ type Deps struct {
 	// this replica; 0: unbounded.
 	MaxInFlightPerAccount int
 	Audit                 AuditDeps
+	Idempotency           idempotency.Settings // the Idempotency-Key records (zero fields: their defaults)
 	// Checks gate /readyz: the readiness checks main's server.Connect* returned (MongoDB,
 	// Redis and NATS: a session is minted, exchanged and resolved through all three).
 	Checks []server.Check
@@ -93,7 +96,8 @@ func New(ctx context.Context, d Deps) (*App, error) {
 	st.WithSessionRetention(d.SessionRetention)
 	// Purged session records go, where the database has no TTL indexes.
 	go st.Sweep(ctx)
-	if err := mongox.EnsureIndexes(ctx, mongox.IndexWait, st.EnsureIndexes); err != nil {
+	idemStore := idemstore.New(db)
+	if err := mongox.EnsureIndexes(ctx, mongox.IndexWait, st.EnsureIndexes, idemStore.EnsureIndexes); err != nil {
 		return nil, err
 	}
 	// Users stored before their memberships were kept beside their groups get them
@@ -151,7 +155,12 @@ func New(ctx context.Context, d Deps) (*App, error) {
 		return nil, err
 	}
 	fair := fairshare.New(d.Registry, "embed-svc", d.MaxInFlightPerAccount)
-	routes := newRouter(embed.MakeEndpoints(svc), audit.NewService(trail), d.Logger, fair)
+	idemSealer, err := idempotency.NewSealer(d.Signer.SealKey("idempotency answers"))
+	if err != nil {
+		return nil, err
+	}
+	idem := idempotency.New(embed.IdempotencyOptions(idempotency.Options{Store: idemStore, Settings: d.Idempotency, Sealer: idemSealer, Logger: d.Logger, Now: d.Now}))
+	routes := newRouter(embed.MakeEndpoints(svc), audit.NewService(trail), d.Logger, fair, idem)
 	o := server.Options{
 		Service:  "embed-svc",
 		Logger:   d.Logger,
@@ -164,9 +173,9 @@ func New(ctx context.Context, d Deps) (*App, error) {
 
 // newRouter is embed-svc's one router: the embed API and the audit trail's route; 404 and
 // 405 as everywhere.
-func newRouter(e embed.Endpoints, trail audit.Service, logger *slog.Logger, fair *fairshare.Limiter) *httpx.Router {
+func newRouter(e embed.Endpoints, trail audit.Service, logger *slog.Logger, fair *fairshare.Limiter, idem *idempotency.Middleware) *httpx.Router {
 	routes := httpx.NewRouter()
-	embed.RegisterRoutes(routes, e, logger, fair)
+	embed.RegisterRoutes(routes, e, logger, fair, idem)
 	audit.RegisterRoutes(routes, trail, logger)
 	return routes
 }

@@ -11,7 +11,7 @@ import (
 // endpoints behind it: only its table is read) holds exactly the operations openapi.yaml
 // says embed-svc serves.
 func TestRouterServesWhatTheDocumentSays(t *testing.T) {
-	if err := api.CheckRoutes("embed-svc", newRouter(embed.Endpoints{}, nil, nil, nil).Routes()); err != nil {
+	if err := api.CheckRoutes("embed-svc", newRouter(embed.Endpoints{}, nil, nil, nil, nil).Routes()); err != nil {
 		t.Fatal(err)
 	}
 }

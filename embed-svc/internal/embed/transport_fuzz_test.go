@@ -86,7 +86,7 @@ func serve(t *testing.T, method, path, rawQuery string, body []byte) any {
 	t.Helper()
 	rec := &recorder{}
 	h := httpx.NewRouter()
-	embed.RegisterRoutes(h, embed.MakeEndpoints(rec), slog.New(slog.NewJSONHandler(io.Discard, nil)), nil)
+	embed.RegisterRoutes(h, embed.MakeEndpoints(rec), slog.New(slog.NewJSONHandler(io.Discard, nil)), nil, nil)
 	r := httptest.NewRequest(method, path, bytes.NewReader(body))
 	r.URL.RawQuery = rawQuery // set directly: a hostile query need not survive a request line
 	r.Header.Set("Content-Type", "application/json")

@@ -5,12 +5,14 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"time"
 
 	httptransport "github.com/go-kit/kit/transport/http"
 
 	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/fairshare"
 	"github.com/analyticsco/platform/libs/httpx"
+	"github.com/analyticsco/platform/libs/idempotency"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -25,8 +27,13 @@ const MaxBodyBytes = 1 << 20
 // its endpoint through its decoder, every body bounded at MaxBodyBytes, every error
 // through the platform's one encoder (errs.Encoder). generate-session is bounded per
 // account by fair (EMBED_MAX_INFLIGHT_PER_ACCOUNT; nil: unbounded) before its body is read.
-func RegisterRoutes(r *httpx.Router, e Endpoints, logger *slog.Logger, fair *fairshare.Limiter) {
+// idem (nil: none) deduplicates the POSTs by their Idempotency-Key (IdempotencyOptions
+// names those that take none).
+func RegisterRoutes(r *httpx.Router, e Endpoints, logger *slog.Logger, fair *fairshare.Limiter, idem *idempotency.Middleware) {
 	o := httpx.HandleOptions{Logger: logger, MaxBody: MaxBodyBytes, Encode: encodeResponse}
+	if idem != nil {
+		o.Wrap = idem.Wrap
+	}
 	httpx.Handle(r, "POST", "/api/v1/embed/generate-session", e.GenerateSession, decodeGenerateSessionHTTP, o.WithAdmit(fair.Guard(ClassMint)))
 	httpx.Handle(r, "POST", "/api/v1/embed/session/exchange", e.ExchangeSession, decodeSessionIDRequest, o)
 	httpx.Handle(r, "POST", "/api/v1/embed/session/revoke", e.RevokeSession, decodeSessionIDRequest, o)
@@ -53,6 +60,16 @@ func RegisterRoutes(r *httpx.Router, e Endpoints, logger *slog.Logger, fair *fai
 		httpx.Handle(r, "POST", "/api/v1/"+c.path, e.CreateDefinition, decodeCreateDefinition(c.kind), o)
 		httpx.Handle(r, "DELETE", "/api/v1/"+c.path+"/{id}", e.DeleteDefinition, decodeDeleteDefinition(c.kind), o)
 	}
+}
+
+// IdempotencyOptions are o with the embed API's rules: the exchange (single use by
+// design: a second exchange must fail) and the revokes (idempotent already) take no key,
+// and generate-session's answer is replayed only while its session id could be
+// exchanged (SessionIDTTL).
+func IdempotencyOptions(o idempotency.Options) idempotency.Options {
+	o.Exclude = []string{"POST /api/v1/embed/session/exchange", "POST /api/v1/embed/session/revoke", "POST /api/v1/embed/sessions/revoke"}
+	o.TTL = map[string]time.Duration{"POST /api/v1/embed/generate-session": SessionIDTTL}
+	return o
 }
 
 func decodeGenerateSessionHTTP(_ context.Context, r *http.Request) (any, error) {

@@ -110,7 +110,8 @@ func deps(proc *server.Process, cfg config.Config) (app.Deps, func(), error) {
 		UpstreamTimeout: cfg.UpstreamTimeout, DialTimeout: cfg.DialTimeout, BodyTimeout: cfg.ClientBodyTimeout, UploadTimeout: cfg.ClientUploadTimeout,
 		CacheTTL: cfg.AuthCacheTTL, RevocationPoll: cfg.RevocationPoll, JWKSRefresh: cfg.JWKSRefresh, ThrottledKeyLookup: cfg.ThrottledKeyLookup,
 		APIKeys: cfg.APIKeys.Limits(), LastUsedFlush: cfg.APIKeys.LastUsedFlush,
-		ServiceAccounts: cfg.ServiceAccounts.Limits(cfg.APIKeys.RevokedRetention), TokenBodyLimit: int64(cfg.OAuthTokenBodyLimit)}
+		ServiceAccounts: cfg.ServiceAccounts.Limits(cfg.APIKeys.RevokedRetention), TokenBodyLimit: int64(cfg.OAuthTokenBodyLimit),
+		Idempotency: cfg.Settings}
 	if cfg.OAuthSigningKeyFile != "" {
 		if d.OAuthKey, err = credentials.LoadEd25519PrivateKey(cfg.OAuthSigningKeyFile); err != nil {
 			return fail(fmt.Errorf("OAUTH_SIGNING_KEY_FILE: %w", err))

@@ -31,8 +31,11 @@ import (
 	"github.com/analyticsco/platform/gateway/internal/store"
 	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/audit/publish"
+	"github.com/analyticsco/platform/libs/idempotency"
+	idemstore "github.com/analyticsco/platform/libs/idempotency/mongostore"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/identity/lookup"
+	"github.com/analyticsco/platform/libs/mongox"
 	"github.com/analyticsco/platform/libs/natsx"
 	"github.com/analyticsco/platform/libs/obs"
 	"github.com/analyticsco/platform/libs/server"
@@ -110,6 +113,9 @@ type Deps struct {
 	OAuthKey ed25519.PrivateKey
 	// TokenBodyLimit bounds the token endpoint's form body (default 8 KiB).
 	TokenBodyLimit int64
+	// Idempotency are the Idempotency-Key settings of the gateway's own POSTs, whose
+	// records live in the identity store's database (zero fields: the defaults).
+	Idempotency idempotency.Settings
 }
 
 // App is the wired gateway.
@@ -168,8 +174,17 @@ func New(ctx context.Context, d Deps) (*App, error) {
 	}
 	go authn.RunLastUsedFlush(ctx, d.Store, cmp.Or(d.LastUsedFlush, time.Minute), func(n int) { lastUsedWrites.Add(float64(n)) })
 
+	idemStore := idemstore.New(d.Store.Database())
+	if err := mongox.EnsureIndexes(ctx, mongox.IndexWait, idemStore.EnsureIndexes); err != nil {
+		return nil, err
+	}
+	idemSealer, err := idempotency.NewSealer(d.Signer.SealKey("idempotency answers"))
+	if err != nil {
+		return nil, err
+	}
 	o := gateway.Options{
-		Auth: authn, Embed: d.Embed, Signer: d.Signer, Upstreams: d.Upstreams,
+		Idempotency: idempotency.New(idempotency.Options{Store: idemStore, Settings: d.Idempotency, Sealer: idemSealer, Logger: d.Logger, Now: d.Now}),
+		Auth:        authn, Embed: d.Embed, Signer: d.Signer, Upstreams: d.Upstreams,
 		BodyLimit: cmp.Or(d.BodyLimit, 1<<20), BigBodyLimit: cmp.Or(d.BigBodyLimit, 256<<20),
 		UpstreamTimeout: cmp.Or(d.UpstreamTimeout, 30*time.Second), DialTimeout: cmp.Or(d.DialTimeout, 2*time.Second),
 		BodyTimeout: d.BodyTimeout, UploadTimeout: d.UploadTimeout, MaxURIBytes: d.MaxURIBytes,

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"io"
 	"mime"
 	"net/http"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 	"github.com/analyticsco/platform/gateway/internal/h1"
 	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
+	"github.com/analyticsco/platform/libs/idempotency"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/logging"
 )
@@ -85,30 +87,34 @@ func (g *Gateway) serveAPIKeys(w *h1.ResponseWriter, r *h1.Request, p *identity.
 		}
 		writeJSON(w, http.StatusOK, out)
 	case rest == "":
-		var req apikeys.CreateRequest
-		if err := decodeBody(r, &req, false); err != nil {
-			g.writeAPIKeyError(w, r, err)
-			return
-		}
-		out, err := svc.Create(ctx, c, req)
-		if err != nil {
-			g.writeAPIKeyError(w, r, err)
-			return
-		}
-		w.Header().Set("Location", apiKeysPath+"/"+out.ID)
-		writeJSON(w, http.StatusCreated, out)
+		g.idempotent(w, r, p, "POST "+apiKeysPath, func(w http.ResponseWriter, body io.Reader) {
+			var req apikeys.CreateRequest
+			if err := decodeBodyFrom(r, body, &req, false); err != nil {
+				g.writeAPIKeyError(w, r, err)
+				return
+			}
+			out, err := svc.Create(ctx, c, req)
+			if err != nil {
+				g.writeAPIKeyError(w, r, err)
+				return
+			}
+			w.Header().Set("Location", apiKeysPath+"/"+out.ID)
+			writeJSON(w, http.StatusCreated, out)
+		})
 	case action == "rotate":
-		var none struct{}
-		if err := decodeBody(r, &none, true); err != nil {
-			g.writeAPIKeyError(w, r, err)
-			return
-		}
-		out, err := svc.Rotate(ctx, c, id)
-		if err != nil {
-			g.writeAPIKeyError(w, r, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, out)
+		g.idempotent(w, r, p, "POST "+apiKeysPath+"/{id}/rotate", func(w http.ResponseWriter, body io.Reader) {
+			var none struct{}
+			if err := decodeBodyFrom(r, body, &none, true); err != nil {
+				g.writeAPIKeyError(w, r, err)
+				return
+			}
+			out, err := svc.Rotate(ctx, c, id)
+			if err != nil {
+				g.writeAPIKeyError(w, r, err)
+				return
+			}
+			writeJSON(w, http.StatusOK, out)
+		})
 	case method == http.MethodGet:
 		k, err := svc.Get(ctx, c, id)
 		if err != nil {
@@ -141,7 +147,31 @@ func validKeyID(s string) bool {
 
 // decodeBody decodes the JSON body strictly (the API's conventions); optional allows
 // an empty one.
-func decodeBody(r *h1.Request, dst any, optional bool) error {
+// idempotent runs act, the answer of a POST the gateway serves itself, through the
+// Idempotency-Key middleware: the body streams through its hash to act's decoder.
+func (g *Gateway) idempotent(w *h1.ResponseWriter, r *h1.Request, p *identity.Principal, route string, act func(http.ResponseWriter, io.Reader)) {
+	method, pattern, _ := strings.Cut(route, " ")
+	if g.o.Idempotency == nil {
+		act(w, r.Body)
+		return
+	}
+	req, err := http.NewRequestWithContext(identity.NewContext(r.Context(), p), method, r.URL.Path, io.NopCloser(r.Body))
+	if err != nil {
+		act(w, r.Body)
+		return
+	}
+	req.URL.RawQuery = r.URL.RawQuery
+	req.Header[idempotency.Header] = r.Header.Values(idempotency.Header)
+	if len(req.Header[idempotency.Header]) == 0 {
+		delete(req.Header, idempotency.Header)
+	}
+	g.o.Idempotency.Wrap(method, pattern, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		act(w, req.Body)
+	})).ServeHTTP(w, req)
+}
+
+// decodeBodyFrom is decodeBody reading the body from body (r's, through a hash).
+func decodeBodyFrom(r *h1.Request, body io.Reader, dst any, optional bool) error {
 	if !r.HasBody() {
 		if optional {
 			return nil
@@ -152,7 +182,7 @@ func decodeBody(r *h1.Request, dst any, optional bool) error {
 	if err != nil || mt != "application/json" {
 		return httpx.Errorf(http.StatusUnsupportedMediaType, "Content-Type must be application/json")
 	}
-	if err := httpx.DecodeJSONBody(r.Body, dst); err != nil {
+	if err := httpx.DecodeJSONBody(body, dst); err != nil {
 		if status, msg, ok := clientError(r); ok {
 			return httpx.Errorf(status, "%s", msg)
 		}
@@ -161,11 +191,11 @@ func decodeBody(r *h1.Request, dst any, optional bool) error {
 	return nil
 }
 
-func (g *Gateway) writeAPIKeyError(w *h1.ResponseWriter, r *h1.Request, err error) {
+func (g *Gateway) writeAPIKeyError(w http.ResponseWriter, r *h1.Request, err error) {
 	errs.Write(r.Context(), w, g.o.Logger, err)
 }
 
-func writeJSON(w *h1.ResponseWriter, status int, v any) {
+func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store") // a create or rotate answer carries a secret
 	w.WriteHeader(status)

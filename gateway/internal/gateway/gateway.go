@@ -35,6 +35,7 @@ import (
 	"github.com/analyticsco/platform/gateway/internal/serviceaccounts"
 	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
+	"github.com/analyticsco/platform/libs/idempotency"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/logging"
 	"github.com/analyticsco/platform/libs/obs"
@@ -90,6 +91,9 @@ type Options struct {
 	ServiceAccounts *serviceaccounts.Service
 	// TokenBodyLimit bounds the form body of /api/v1/oauth/token (default 8 KiB).
 	TokenBodyLimit int64
+	// Idempotency deduplicates the POSTs the gateway serves itself (create and rotate
+	// an API key) by their Idempotency-Key (nil: none).
+	Idempotency *idempotency.Middleware
 }
 
 // Gateway is the handler of the public API, served by the gateway's own HTTP/1.1

@@ -97,18 +97,20 @@ func (g *Gateway) serveServiceAccounts(w *h1.ResponseWriter, r *h1.Request, p *i
 		}
 		writePage(g, w, r, list, func(sa serviceaccounts.ServiceAccount) int64 { return sa.ID })
 	case rest == "":
-		var req serviceaccounts.CreateRequest
-		if err := decodeBody(r, &req, false); err != nil {
-			g.writeAPIKeyError(w, r, err)
-			return
-		}
-		out, err := svc.Create(ctx, c, req)
-		if err != nil {
-			g.writeAPIKeyError(w, r, err)
-			return
-		}
-		w.Header().Set("Location", serviceAccountsPath+"/"+strconv.FormatInt(out.ID, 10))
-		writeJSON(w, http.StatusCreated, out)
+		g.idempotent(w, r, p, "POST "+serviceAccountsPath, func(w http.ResponseWriter, body io.Reader) {
+			var req serviceaccounts.CreateRequest
+			if err := decodeBodyFrom(r, body, &req, false); err != nil {
+				g.writeAPIKeyError(w, r, err)
+				return
+			}
+			out, err := svc.Create(ctx, c, req)
+			if err != nil {
+				g.writeAPIKeyError(w, r, err)
+				return
+			}
+			w.Header().Set("Location", serviceAccountsPath+"/"+strconv.FormatInt(out.ID, 10))
+			writeJSON(w, http.StatusCreated, out)
+		})
 	case len(parts) == 1 && method == http.MethodGet:
 		out, err := svc.Get(ctx, c, saID)
 		if err != nil {
@@ -130,17 +132,19 @@ func (g *Gateway) serveServiceAccounts(w *h1.ResponseWriter, r *h1.Request, p *i
 		}
 		writePage(g, w, r, list, func(s serviceaccounts.Secret) string { return s.ClientID })
 	case len(parts) == 2:
-		if err := decodeBody(r, &none, true); err != nil {
-			g.writeAPIKeyError(w, r, err)
-			return
-		}
-		out, err := svc.CreateSecret(ctx, c, saID)
-		if err != nil {
-			g.writeAPIKeyError(w, r, err)
-			return
-		}
-		w.Header().Set("Location", serviceAccountsPath+"/"+strconv.FormatInt(saID, 10)+"/secrets/"+out.ClientID)
-		writeJSON(w, http.StatusCreated, out)
+		g.idempotent(w, r, p, "POST "+serviceAccountsPath+"/{id}/secrets", func(w http.ResponseWriter, body io.Reader) {
+			if err := decodeBodyFrom(r, body, &none, true); err != nil {
+				g.writeAPIKeyError(w, r, err)
+				return
+			}
+			out, err := svc.CreateSecret(ctx, c, saID)
+			if err != nil {
+				g.writeAPIKeyError(w, r, err)
+				return
+			}
+			w.Header().Set("Location", serviceAccountsPath+"/"+strconv.FormatInt(saID, 10)+"/secrets/"+out.ClientID)
+			writeJSON(w, http.StatusCreated, out)
+		})
 	case len(parts) == 3 && method == http.MethodGet:
 		out, err := svc.GetSecret(ctx, c, saID, parts[2])
 		if err != nil {
@@ -156,16 +160,18 @@ func (g *Gateway) serveServiceAccounts(w *h1.ResponseWriter, r *h1.Request, p *i
 		}
 		writeJSON(w, http.StatusOK, out)
 	default:
-		if err := decodeBody(r, &none, true); err != nil {
-			g.writeAPIKeyError(w, r, err)
-			return
-		}
-		out, err := svc.RotateSecret(ctx, c, saID, parts[2])
-		if err != nil {
-			g.writeAPIKeyError(w, r, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, out)
+		g.idempotent(w, r, p, "POST "+serviceAccountsPath+"/{id}/secrets/{clientId}/rotate", func(w http.ResponseWriter, body io.Reader) {
+			if err := decodeBodyFrom(r, body, &none, true); err != nil {
+				g.writeAPIKeyError(w, r, err)
+				return
+			}
+			out, err := svc.RotateSecret(ctx, c, saID, parts[2])
+			if err != nil {
+				g.writeAPIKeyError(w, r, err)
+				return
+			}
+			writeJSON(w, http.StatusOK, out)
+		})
 	}
 }
 

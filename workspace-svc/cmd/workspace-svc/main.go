@@ -53,7 +53,7 @@ func run() error {
 	a, err := app.New(proc.Ctx, app.Deps{Mongo: client, Database: cfg.MongoDatabase, Signer: signer,
 		Logger: proc.Logger, Registry: registry, NATS: nc, ViewerTimeout: cfg.EmbedViewerTimeout, AuditMaxHeld: cfg.AuditMaxHeld,
 		MaxInFlightPerAccount: cfg.MaxInFlightPerAccount,
-		Limits:                cfg.Limits(), Checks: []server.Check{mongoReady}})
+		Limits:                cfg.Limits(), Idempotency: cfg.Settings, Checks: []server.Check{mongoReady}})
 	if err != nil {
 		return err
 	}

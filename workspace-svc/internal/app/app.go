@@ -15,6 +15,8 @@ import (
 	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/audit/publish"
 	"github.com/analyticsco/platform/libs/fairshare"
+	"github.com/analyticsco/platform/libs/idempotency"
+	idemstore "github.com/analyticsco/platform/libs/idempotency/mongostore"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/mongox"
 	"github.com/analyticsco/platform/libs/natsx"
@@ -50,6 +52,8 @@ type Deps struct {
 	MaxInFlightPerAccount int
 	AuditRelay            time.Duration  // how often outboxed events are sent again (0: 1s)
 	Audit                 audit.Recorder // set: events go here instead (tests)
+	// Idempotency are the Idempotency-Key settings (zero fields: their defaults).
+	Idempotency idempotency.Settings
 	// Checks gate /readyz: the readiness checks main's server.Connect* returned for the
 	// connections the service cannot serve without (MongoDB).
 	Checks []server.Check
@@ -73,7 +77,8 @@ func (a *App) Close() {
 // New wires the service. It creates the indexes first.
 func New(ctx context.Context, d Deps) (*App, error) {
 	store := mongostore.New(d.Mongo.Database(d.Database))
-	if err := mongox.EnsureIndexes(ctx, mongox.IndexWait, store.EnsureIndexes); err != nil {
+	idemStore := idemstore.New(d.Mongo.Database(d.Database))
+	if err := mongox.EnsureIndexes(ctx, mongox.IndexWait, store.EnsureIndexes, idemStore.EnsureIndexes); err != nil {
 		return nil, err
 	}
 	rec := d.Audit
@@ -102,12 +107,17 @@ func New(ctx context.Context, d Deps) (*App, error) {
 	svc = workspace.AuditingMiddleware(rec)(svc)
 	svc = workspace.LoggingMiddleware(d.Logger)(svc)
 	svc = workspace.InstrumentingMiddleware(metrics)(svc)
+	idemSealer, err := idempotency.NewSealer(d.Signer.SealKey("idempotency answers"))
+	if err != nil {
+		return nil, err
+	}
+	idem := idempotency.New(idempotency.Options{Store: idemStore, Settings: d.Idempotency, Sealer: idemSealer, Logger: d.Logger})
 	o := server.Options{
 		Service:  ServiceName,
 		Logger:   d.Logger,
 		Registry: d.Registry,
 		API: identity.Require(d.Signer.ForService(ServiceName), workspace.NewHTTPHandler(workspace.MakeEndpoints(svc), d.Logger,
-			fairshare.New(d.Registry, ServiceName, d.MaxInFlightPerAccount))),
+			fairshare.New(d.Registry, ServiceName, d.MaxInFlightPerAccount), idem)),
 		Checks: d.Checks,
 	}
 	a := &App{Handler: server.Handler(o), Internal: server.Internal(o)}

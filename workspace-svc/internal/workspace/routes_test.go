@@ -15,7 +15,7 @@ import (
 // endpoints behind it: only its table is read) holds exactly the operations openapi.yaml
 // says workspace-svc serves.
 func TestRouterServesWhatTheDocumentSays(t *testing.T) {
-	h, ok := workspace.NewHTTPHandler(workspace.Endpoints{}, nil, nil).(interface{ Routes() []string })
+	h, ok := workspace.NewHTTPHandler(workspace.Endpoints{}, nil, nil, nil).(interface{ Routes() []string })
 	if !ok {
 		t.Fatal("NewHTTPHandler no longer returns a router that lists its routes")
 	}
@@ -33,7 +33,7 @@ func TestExpensiveRoutesBoundedPerAccount(t *testing.T) {
 	} {
 		t.Run(rt.class, func(t *testing.T) {
 			fair := fairshare.New(nil, "workspace-svc", 2)
-			fairsharetest.Check(t, fairsharetest.Route{Handler: workspace.NewHTTPHandler(workspace.Endpoints{}, slog.New(slog.DiscardHandler), fair),
+			fairsharetest.Check(t, fairsharetest.Route{Handler: workspace.NewHTTPHandler(workspace.Endpoints{}, slog.New(slog.DiscardHandler), fair, nil),
 				Limiter: fair, Class: rt.class, Method: "POST", Path: rt.path,
 				Principal: func(account int64) *identity.Principal {
 					return &identity.Principal{Account: identity.Account{ID: account}, User: &identity.User{ID: 1, Role: "admin"}, Deployment: &identity.Deployment{ID: 1}}

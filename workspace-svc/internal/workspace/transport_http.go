@@ -18,6 +18,7 @@ import (
 	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/fairshare"
 	"github.com/analyticsco/platform/libs/httpx"
+	"github.com/analyticsco/platform/libs/idempotency"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/workspace-svc/internal/embedaccess"
 )
@@ -40,10 +41,14 @@ const (
 // NewHTTPHandler routes the workspace API to the endpoints (MakeEndpoints) through
 // httpx.Handle: every body bounded at MaxBodyBytes, every error through errs.Encoder, the
 // expensive routes bounded per account by fair (nil: unbounded) before their body is
-// read. The caller wraps the handler in identity.Require.
-func NewHTTPHandler(e Endpoints, logger *slog.Logger, fair *fairshare.Limiter) http.Handler {
+// read. idem (nil: none) deduplicates every POST by its Idempotency-Key. The caller wraps
+// the handler in identity.Require.
+func NewHTTPHandler(e Endpoints, logger *slog.Logger, fair *fairshare.Limiter, idem *idempotency.Middleware) http.Handler {
 	r := httpx.NewRouter()
 	o := httpx.HandleOptions{Logger: logger, MaxBody: MaxBodyBytes, Encode: encodeResponse}
+	if idem != nil {
+		o.Wrap = idem.Wrap
+	}
 	httpx.Handle(r, "POST", base+"/folders", e.CreateFolder, decodeCreateFolderRequest, o)
 	httpx.Handle(r, "GET", base+"/folders/{folderId}", e.GetFolder, decodeFolderRequest, o)
 	httpx.Handle(r, "PATCH", base+"/folders/{folderId}", e.UpdateFolder, decodeUpdateFolderRequest, o)

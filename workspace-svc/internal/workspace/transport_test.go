@@ -23,7 +23,7 @@ import (
 func (f *fixture) serve(p *identity.Principal, method, path, body string) *httptest.ResponseRecorder {
 	f.t.Helper()
 	h := workspace.NewHTTPHandler(workspace.MakeEndpoints(f.svc), slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		fairshare.New(nil, "workspace-svc", 8)) // every route as served: the bound in front
+		fairshare.New(nil, "workspace-svc", 8), nil) // every route as served: the bound in front
 	req := httptest.NewRequest(method, path, bytes.NewBufferString(body))
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
