@@ -1,7 +1,9 @@
 package gateway_test
 
 import (
+	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -70,4 +72,49 @@ func TestAPIKeyPOSTsRetriedWithTheirKeyActOnce(t *testing.T) {
 			t.Fatalf("got %d %s", r.Status, r.Body)
 		}
 	})
+}
+
+func TestServiceAccountPOSTsRetriedWithTheirKeyActOnce(t *testing.T) {
+	h, rec, _ := saHarness(t, nil)
+	admin := "Bearer " + h.acme().Users["admin"].Bearer
+	send := func(path, key string, body any) apitest.Response {
+		t.Helper()
+		req, err := apitest.New(h.gw.URL).Request("POST", path, admin, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set(idempotency.Header, key)
+		return apitest.New(h.gw.URL).Send(t, req)
+	}
+	count := func(action string) int {
+		n := 0
+		for _, ev := range rec.Events() {
+			if ev.Action == action {
+				n++
+			}
+		}
+		return n
+	}
+	body := map[string]any{"name": "ci", "role": "developer"}
+	first := send("/api/v1/service-accounts", "sa-1", body)
+	again := send("/api/v1/service-accounts", "sa-1", body)
+	if first.Status != http.StatusCreated || again.Status != first.Status || string(again.Body) != string(first.Body) ||
+		again.Header.Get(idempotency.ReplayedHeader) != "true" || count("platform.service_account.create") != 1 {
+		t.Fatalf("first %d %s; retry %d %s; %d create events", first.Status, first.Body, again.Status, again.Body, count("platform.service_account.create"))
+	}
+	var sa struct {
+		ID int64 `json:"id"`
+	}
+	if err := json.Unmarshal(first.Body, &sa); err != nil {
+		t.Fatal(err)
+	}
+	path := "/api/v1/service-accounts/" + strconv.FormatInt(sa.ID, 10) + "/secrets"
+	s1 := send(path, "secret-1", nil)
+	s2 := send(path, "secret-1", nil)
+	if s1.Status != http.StatusCreated || string(s2.Body) != string(s1.Body) || count("platform.service_account_secret.create") != 1 {
+		t.Fatalf("secret: first %d %s; retry %d %s", s1.Status, s1.Body, s2.Status, s2.Body)
+	}
+	if r := send("/api/v1/service-accounts", "sa-1", map[string]any{"name": "other", "role": "viewer"}); r.Status != 422 || r.Error(t).Code != "idempotency_key_reused" {
+		t.Fatalf("another body: %d %s", r.Status, r.Body)
+	}
 }
