@@ -27,6 +27,8 @@ func TestDbtTenantsCannotTakeEachOthersShare(t *testing.T) {
 	const quota = 10 << 20
 	s := stacktest.Start(t, stacktest.Options{Env: append(slices.Clone(noRateLimits),
 		"DBT_SYNC_WORKER_CONCURRENCY=1", "DBT_SYNC_MAX_ATTEMPTS=2", "DBT_SYNC_MAX_QUEUED_JOBS=20",
+		// The quota is what is under test: the in-flight bound is off.
+		"DBT_SYNC_MAX_INFLIGHT_PER_ACCOUNT=0",
 		"DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES="+strconv.Itoa(quota))})
 	a := newAPI(s)
 	acme, globex := s.Seed.Accounts["acme"], s.Seed.Accounts["globex"]

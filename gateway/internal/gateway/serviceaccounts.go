@@ -202,7 +202,7 @@ func writePage[T any, K comparable](g *Gateway, w *h1.ResponseWriter, r *h1.Requ
 func (g *Gateway) serveOAuthToken(w *h1.ResponseWriter, r *h1.Request) {
 	svc := g.o.ServiceAccounts
 	if svc == nil || !svc.Issues() {
-		httpx.WriteError(w, http.StatusNotFound, "no route for "+r.URL.Path+": this gateway issues no tokens (OAUTH_SIGNING_KEY_FILE is not set)")
+		httpx.WriteError(w, http.StatusNotFound, "no route for "+r.URL.Path+": this gateway issues no tokens (it has no token signing key)")
 		return
 	}
 	if r.Method != http.MethodPost {

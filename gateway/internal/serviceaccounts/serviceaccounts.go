@@ -550,7 +550,7 @@ func (s *Service) issueToken(ctx context.Context, req TokenRequest) (Token, erro
 		return Token{}, err
 	}
 	if s.signing == nil {
-		return Token{}, oauthError(400, "unsupported_grant_type", "this gateway issues no tokens: OAUTH_SIGNING_KEY_FILE is not set")
+		return Token{}, oauthError(400, "unsupported_grant_type", "this gateway issues no tokens: it has no token signing key")
 	}
 	ttl := s.limits.TokenTTL
 	var jti [16]byte
