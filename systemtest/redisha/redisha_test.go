@@ -81,9 +81,11 @@ func TestAClusterFailoverUnderLoadBringsBackNoRevokedToken(t *testing.T) {
 // 503s.
 func failoverUnderLoad(t *testing.T, mode string, topo topology) {
 	s := stacktest.Start(t, stacktest.Options{Replicas: 2, Gateways: 2, RedisEnv: topo.env,
-		// The limiters and the failed-authentication counters run (they count in the same
-		// Redis and fail closed), but never refuse this traffic.
-		Env: []string{"RATE_LIMIT_GENERATE_SESSION=1000000/1m", "RATE_LIMIT_EXCHANGE=1000000/1m", "AUTH_FAILURE_LIMIT=1000000/1m"}})
+		// The limiters, the account budgets and the failed-authentication counters run in
+		// the same Redis (the route limits fail closed, the budgets open), but never refuse
+		// this traffic.
+		Env: []string{"RATE_LIMIT_GENERATE_SESSION=1000000/1m", "RATE_LIMIT_EXCHANGE=1000000/1m", "AUTH_FAILURE_LIMIT=1000000/1m",
+			"RATE_LIMIT_PLAN_FREE=1000000/1m", "RATE_LIMIT_PLAN_PREMIUM=1000000/1m", "RATE_LIMIT_PLAN_ENTERPRISE=1000000/1m"}})
 	acme := s.Seed.Accounts["acme"]
 	tr := newTraffic(s.Gateways, acme.APIKeys["admin"], acme.Deployments[0].ID)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
