@@ -169,7 +169,13 @@ func TestConnectionsPastTheGatewaysPerClientCapAreRefused(t *testing.T) {
 	}
 	held = nil
 	apitest.Eventually(t, 10*time.Second, "a slot freed once the connections closed", func() (bool, string) {
-		r := callFrom(t, s.Gateway, "GET", "/healthz", "", "", "")
-		return r.Status == 200, fmt.Sprintf("%d %s", r.Status, r.Body)
+		// The gateway may still count a closed connection for a moment, and then closes
+		// the new one unanswered: that is a try, not a failure.
+		resp, err := http.Get(s.Gateway + "/healthz")
+		if err != nil {
+			return false, err.Error()
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == 200, resp.Status
 	})
 }
