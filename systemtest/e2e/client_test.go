@@ -165,6 +165,9 @@ var clientRules = []rule{
 		if keys := answered(t, r16, err, 200).JSON200; len(keys.Items) == 0 {
 			t.Errorf("acme's keys %s: want the seed's", r16.Body)
 		}
+		// Service accounts, served by the gateway itself.
+		r17, err := admin.ListServiceAccountsWithResponse(ctx, nil)
+		answered(t, r17, err, 200)
 
 		ops, err := api.Operations()
 		if err != nil {
