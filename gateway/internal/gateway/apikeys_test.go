@@ -166,8 +166,8 @@ func TestAPIKeyLifecycle(t *testing.T) {
 		if code := h.generate(k.Token); code != 200 {
 			t.Fatalf("the old secret during the overlap: %d", code)
 		}
-		h.clock.offset = testOverlap + time.Second
-		defer func() { h.clock.offset = 0 }()
+		h.clock.set(testOverlap + time.Second)
+		defer func() { h.clock.set(0) }()
 		if code := h.generate(k.Token); code != 401 {
 			t.Fatalf("the old secret after the overlap: %d, want 401", code)
 		}
@@ -180,8 +180,8 @@ func TestAPIKeyLifecycle(t *testing.T) {
 		_, _ = h.authn.FlushLastUsed(t.Context(), h.st) // what the requests above marked
 		before := h.lastUsed(admin, k.ID)
 		// Later than every use above (the rotation's ran the clock past the overlap).
-		h.clock.offset = 2 * testOverlap
-		defer func() { h.clock.offset = 0 }()
+		h.clock.set(2 * testOverlap)
+		defer func() { h.clock.set(0) }()
 		for range 20 {
 			if code := h.generate(k.Token); code != 200 {
 				t.Fatalf("use: %d", code)
@@ -224,8 +224,8 @@ func TestAPIKeyLifecycle(t *testing.T) {
 		if code, _, _ := h.do("GET", "/api/v1/api-keys/"+k.ID, admin, nil); code != 200 {
 			t.Fatalf("a revoked key within the retention: %d", code)
 		}
-		h.clock.offset = 2 * time.Hour // past the retention (an hour here)
-		defer func() { h.clock.offset = 0 }()
+		h.clock.set(2 * time.Hour) // past the retention (an hour here)
+		defer func() { h.clock.set(0) }()
 		if code, _, _ := h.do("GET", "/api/v1/api-keys/"+k.ID, admin, nil); code != 404 {
 			t.Fatalf("a revoked key past the retention: %d, want 404", code)
 		}
@@ -240,8 +240,8 @@ func TestAPIKeyLifecycle(t *testing.T) {
 		if code := h.generate(e.Token); code != 200 {
 			t.Fatalf("before its expiry: %d", code)
 		}
-		h.clock.offset = 2 * time.Minute
-		defer func() { h.clock.offset = 0 }()
+		h.clock.set(2 * time.Minute)
+		defer func() { h.clock.set(0) }()
 		if code := h.generate(e.Token); code != 401 {
 			t.Fatalf("after its expiry: %d, want 401", code)
 		}

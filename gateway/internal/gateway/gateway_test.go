@@ -268,8 +268,8 @@ func TestCachedCredentialsHonourExpiryAndRevocation(t *testing.T) {
 		if code, _, body := h.do("GET", path, "Bearer "+tok, nil); code != 200 {
 			t.Fatalf("fresh token: %d %s", code, body)
 		}
-		h.clock.offset = 11 * time.Second
-		defer func() { h.clock.offset = 0 }()
+		h.clock.set(11 * time.Second)
+		defer func() { h.clock.set(0) }()
 		if code, _, _ := h.do("GET", path, "Bearer "+tok, nil); code != 401 {
 			t.Fatalf("cached token past expiry: %d, want 401", code)
 		}

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -65,9 +66,15 @@ func (h *harness) replica() (*app.App, *gatewayServer) {
 	return a, serveGateway(h.t, a)
 }
 
-type fakeClock struct{ offset time.Duration }
+// fakeClock is the gateway's clock, set forward by tests while the gateway's goroutines
+// read it.
+type fakeClock struct{ offset atomic.Int64 }
 
-func (c *fakeClock) now() time.Time { return time.Now().Add(c.offset) }
+func (c *fakeClock) now() time.Time { return time.Now().Add(time.Duration(c.offset.Load())) }
+
+// advance sets the clock d further; set puts it at d past the real time.
+func (c *fakeClock) advance(d time.Duration) { c.offset.Add(int64(d)) }
+func (c *fakeClock) set(d time.Duration)     { c.offset.Store(int64(d)) }
 
 // newHarness starts FerretDB (behind the serializing proxy), seeds the identity store,
 // and runs the real gateway in front of three echo services that verify the forwarded

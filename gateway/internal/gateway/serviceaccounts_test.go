@@ -255,11 +255,11 @@ func TestServiceAccountLifecycle(t *testing.T) {
 	}
 	h.tokenFor(rotated, "")
 	h.tokenFor(sec, "")
-	h.clock.offset += 6 * time.Second
+	h.clock.advance(6 * time.Second)
 	if code, _, raw := h.tokenRequest(url.Values{"grant_type": {"client_credentials"}, "client_id": {sec.ClientID}, "client_secret": {sec.ClientSecret}}); code != 401 {
 		t.Fatalf("the rotated-out secret after the overlap: %d %s", code, raw)
 	}
-	h.clock.offset = 0 // the change poller looks back from the gateway's clock; the store stamps the real one
+	h.clock.set(0) // the change poller looks back from the gateway's clock; the store stamps the real one
 
 	// Revocation: the token endpoint refuses the secret at once; it stays listed.
 	code, _, raw = h.do("DELETE", "/api/v1/service-accounts/"+strconv.FormatInt(sa.ID, 10)+"/secrets/"+sec.ClientID, admin, nil)

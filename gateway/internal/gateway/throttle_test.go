@@ -75,7 +75,7 @@ func TestValidCredentialsAreServedFromAnAddressOverTheFailureLimit(t *testing.T)
 		t.Fatalf("the admin's recently verified API key from the throttled address: %d %s, want 200", code, body)
 	}
 	// Its cache entry expired: looked up again, served.
-	h.clock.offset += 2 * time.Minute
+	h.clock.advance(2 * time.Minute)
 	if code, _, body := h.do("GET", "/api/v1/groups", adminKey, nil); code != 200 {
 		t.Fatalf("the admin's API key from the throttled address after its cache entry expired: %d %s, want 200", code, body)
 	}
@@ -94,7 +94,7 @@ func TestValidCredentialsAreServedFromAnAddressOverTheFailureLimit(t *testing.T)
 	if code, _, _ := h.do("GET", "/api/v1/groups", "Bearer still-not-a-token", nil); code != 429 {
 		t.Errorf("a bad bearer token from the throttled address: %d, want 429", code)
 	}
-	h.clock.offset += 2 * time.Minute
+	h.clock.advance(2 * time.Minute)
 	if code, _, body := h.do("GET", "/api/v1/groups", adminKey, nil); code != 200 {
 		t.Fatalf("the admin's API key after the budget was spent on guesses: %d %s, want 200", code, body)
 	}
@@ -135,7 +135,7 @@ func TestFailuresAreCountedPerCredentialAcrossAddresses(t *testing.T) {
 	}
 	// Once the gateway's caches have forgotten the key, its owner is still served: knowing
 	// a key's id and failing with it does not lock its owner out.
-	h.clock.offset += 2 * time.Minute
+	h.clock.advance(2 * time.Minute)
 	if code, body := from(9, "Api-Key "+key); code != 200 {
 		t.Fatalf("the key's right secret after the caches expired: %d %s, want 200", code, body)
 	}
