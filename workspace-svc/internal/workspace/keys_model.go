@@ -45,3 +45,62 @@ type KeyStore interface {
 	// MaxKeysPerRead), by key, with the large parts that parts names.
 	ItemsByKey(ctx context.Context, dep int64, typ ItemType, keys []string, parts Parts) (map[string]*Item, error)
 }
+
+// keyFree answers key_taken when a live item of typ holds key (one read by kslot_1); the
+// store decides races, this spares a create that would be refused its writes.
+func (s *service) keyFree(ctx context.Context, dep int64, typ ItemType, key string) error {
+	if key == "" {
+		return nil
+	}
+	held, err := s.store.ItemsByKey(ctx, dep, typ, []string{key}, 0)
+	if err != nil {
+		return err
+	}
+	if held[key] != nil {
+		return keyTaken(typ, key)
+	}
+	return nil
+}
+
+// checkVersion answers version_conflict when want is set and d is at another version.
+func checkVersion(d *Item, want *int64) error {
+	if want != nil && *want != d.Version {
+		return versionConflict(d.Type, d.ID, *want, d.Version)
+	}
+	return nil
+}
+
+// keyChange is the ItemUpdate.Key for a requested key k on d: nil when none is asked for
+// or d has it already; key_immutable when d has another.
+func keyChange(d *Item, k *string) (*string, error) {
+	switch {
+	case k == nil || *k == d.Key:
+		return nil, nil
+	case d.Key != "":
+		return nil, errs.New(errs.Conflict, "%s %d has the key %q; a key is set once and never changed", d.Type.lower(), d.ID, d.Key).
+			WithCode(errs.CodeKeyImmutable)
+	}
+	return k, nil
+}
+
+// updateRefused tells why a conditional update met no item: the version moved on
+// (version_conflict) or the item moved or went away.
+func (s *service) updateRefused(ctx context.Context, dep int64, typ ItemType, id int64, want *int64) error {
+	heads, err := s.store.Items(ctx, dep, []int64{id}, 0)
+	if err != nil {
+		return err
+	}
+	if d := heads[id]; d != nil && d.Type == typ && want != nil && d.Version != *want {
+		return versionConflict(typ, id, *want, d.Version)
+	}
+	return errs.Conflictf("%s %d was moved or deleted during the change; retry", typ.lower(), id)
+}
+
+// renderKey renders an item's key (null: none).
+func renderKey(d *Item) *string {
+	if d.Key == "" {
+		return nil
+	}
+	k := d.Key
+	return &k
+}

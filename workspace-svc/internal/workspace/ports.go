@@ -153,6 +153,8 @@ type ItemUpdate struct {
 	Published *Dashboard
 	UpdatedAt time.Time
 	UpdatedBy int64
+	// ClearDraft removes the dashboard draft (Draft is then ignored).
+	ClearDraft bool
 	// Key sets the key of an item that has none (an item with a key does not meet the
 	// update); a key a live item of the type holds is ErrKeyTaken.
 	Key *string

@@ -104,6 +104,9 @@ func (s *Store) UpdateItem(ctx context.Context, dep, id int64, typ workspace.Ite
 	if u.Draft != nil {
 		it.Draft = viaJSON(u.Draft)
 	}
+	if u.ClearDraft {
+		it.Draft = nil
+	}
 	if p := u.Published; p != nil {
 		it.Published, it.PublishedVersion, it.DashboardID, it.PublicID = viaJSON(p), p.VersionNumber, p.ID, p.PublicID
 		it.PublishedTitle, it.Embeddable = workspace.PublishedHead(p)

@@ -138,7 +138,10 @@ func itemSet(u workspace.ItemUpdate) (bson.D, error) {
 	if u.CalculatedFields != nil {
 		part("calculatedFields", string(u.CalculatedFields))
 	}
-	if u.Draft != nil {
+	switch {
+	case u.ClearDraft:
+		part("draft", "")
+	case u.Draft != nil:
 		draft, err := encodeJSON("dashboard draft", u.Draft)
 		if err != nil {
 			return nil, err
