@@ -789,10 +789,13 @@ const (
 	ErrorCodeIdempotencyLimit       ErrorCode = "idempotency_limit"
 	ErrorCodeInternal               ErrorCode = "internal"
 	ErrorCodeInvalidIdempotencyKey  ErrorCode = "invalid_idempotency_key"
+	ErrorCodeInvalidKey             ErrorCode = "invalid_key"
 	ErrorCodeInvalidRequest         ErrorCode = "invalid_request"
 	ErrorCodeItemLimit              ErrorCode = "item_limit"
 	ErrorCodeJobLimit               ErrorCode = "job_limit"
+	ErrorCodeKeyImmutable           ErrorCode = "key_immutable"
 	ErrorCodeKeyOutOfScope          ErrorCode = "key_out_of_scope"
+	ErrorCodeKeyTaken               ErrorCode = "key_taken"
 	ErrorCodeLiveSessionLimit       ErrorCode = "live_session_limit"
 	ErrorCodeMethodNotAllowed       ErrorCode = "method_not_allowed"
 	ErrorCodeNotApplied             ErrorCode = "not_applied"
@@ -809,6 +812,7 @@ const (
 	ErrorCodeUnauthenticated        ErrorCode = "unauthenticated"
 	ErrorCodeUnavailable            ErrorCode = "unavailable"
 	ErrorCodeUnsupportedMediaType   ErrorCode = "unsupported_media_type"
+	ErrorCodeVersionConflict        ErrorCode = "version_conflict"
 )
 
 // Valid indicates whether the value is a known member of the ErrorCode enum.
@@ -860,13 +864,19 @@ func (e ErrorCode) Valid() bool {
 		return true
 	case ErrorCodeInvalidIdempotencyKey:
 		return true
+	case ErrorCodeInvalidKey:
+		return true
 	case ErrorCodeInvalidRequest:
 		return true
 	case ErrorCodeItemLimit:
 		return true
 	case ErrorCodeJobLimit:
 		return true
+	case ErrorCodeKeyImmutable:
+		return true
 	case ErrorCodeKeyOutOfScope:
+		return true
+	case ErrorCodeKeyTaken:
 		return true
 	case ErrorCodeLiveSessionLimit:
 		return true
@@ -899,6 +909,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeUnavailable:
 		return true
 	case ErrorCodeUnsupportedMediaType:
+		return true
+	case ErrorCodeVersionConflict:
 		return true
 	default:
 		return false
@@ -1710,6 +1722,10 @@ type AuditOutcome struct {
 	// - `idempotency_key_in_use`: 409: the key's first request is still running
 	// - `idempotency_key_reused`: 422: the key was used with another request
 	// - `idempotency_limit`: 429: the account's Idempotency-Key records or bytes within their window
+	// - `invalid_key`: 400: an item key outside its grammar (`ItemKey`)
+	// - `key_taken`: 409: a live item of the type in the deployment holds the key
+	// - `key_immutable`: 409: a key sent for an item that has another one (a key is set once)
+	// - `version_conflict`: 409: `expectedVersion` is not the item's current version
 	Code   *ErrorCode         `json:"code,omitempty"`
 	Result AuditOutcomeResult `json:"result"`
 
@@ -1842,7 +1858,16 @@ type ColumnFormatType string
 
 // CreateFolderRequest defines model for CreateFolderRequest.
 type CreateFolderRequest struct {
-	Name string `json:"name"`
+	// Key A client-chosen key of a folder, workbook or report: 1 to 128 lower-case letters,
+	// digits, `_`, `.` and `-`, starting and ending with a letter or a digit (no `/`, so it is
+	// one path segment). Unique per deployment and type among live items; kept through
+	// renames and moves; a deleted item keeps it but no longer holds it. Outside the
+	// grammar: `400 invalid_key`.
+	//
+	//
+	// Example: sales.q1-board
+	Key  *ItemKey `json:"key,omitempty"`
+	Name string   `json:"name"`
 
 	// ParentId Parent folder; omit to create at the workspace root.
 	ParentId *int64 `json:"parentId,omitempty"`
@@ -1861,6 +1886,16 @@ type CreateWorkspaceItemRequest struct {
 
 	// FolderId Destination folder; null or absent means the workspace root.
 	FolderId *int64 `json:"folderId,omitempty"`
+
+	// Key A client-chosen key of a folder, workbook or report: 1 to 128 lower-case letters,
+	// digits, `_`, `.` and `-`, starting and ending with a letter or a digit (no `/`, so it is
+	// one path segment). Unique per deployment and type among live items; kept through
+	// renames and moves; a deleted item keeps it but no longer holds it. Outside the
+	// grammar: `400 invalid_key`.
+	//
+	//
+	// Example: sales.q1-board
+	Key *ItemKey `json:"key,omitempty"`
 
 	// Meta Free-form JSON object; any properties allowed.
 	Meta *FreeFormObject `json:"meta,omitempty"`
@@ -2450,6 +2485,10 @@ type Error struct {
 	// - `idempotency_key_in_use`: 409: the key's first request is still running
 	// - `idempotency_key_reused`: 422: the key was used with another request
 	// - `idempotency_limit`: 429: the account's Idempotency-Key records or bytes within their window
+	// - `invalid_key`: 400: an item key outside its grammar (`ItemKey`)
+	// - `key_taken`: 409: a live item of the type in the deployment holds the key
+	// - `key_immutable`: 409: a key sent for an item that has another one (a key is set once)
+	// - `version_conflict`: 409: `expectedVersion` is not the item's current version
 	Code ErrorCode `json:"code"`
 
 	// Message Example: folder 12 not found
@@ -2504,12 +2543,19 @@ type Error struct {
 // - `idempotency_key_in_use`: 409: the key's first request is still running
 // - `idempotency_key_reused`: 422: the key was used with another request
 // - `idempotency_limit`: 429: the account's Idempotency-Key records or bytes within their window
+// - `invalid_key`: 400: an item key outside its grammar (`ItemKey`)
+// - `key_taken`: 409: a live item of the type in the deployment holds the key
+// - `key_immutable`: 409: a key sent for an item that has another one (a key is set once)
+// - `version_conflict`: 409: `expectedVersion` is not the item's current version
 type ErrorCode string
 
 // ExchangeSessionRequest defines model for ExchangeSessionRequest.
 type ExchangeSessionRequest struct {
 	SessionId string `json:"sessionId"`
 }
+
+// ExpectedVersion The item's `version` the change is meant for; another is `409 version_conflict`, and nothing changes.
+type ExpectedVersion = int64
 
 // FillMissingRows How a report fills missing rows, or null.
 type FillMissingRows struct {
@@ -2531,8 +2577,11 @@ type Folder struct {
 	Id         int64             `json:"id"`
 
 	// IsFavorite Whether the caller marked this folder a favorite.
-	IsFavorite *bool  `json:"isFavorite,omitempty"`
-	Name       string `json:"name"`
+	IsFavorite *bool `json:"isFavorite,omitempty"`
+
+	// Key The item's key (`ItemKey`); null when it has none.
+	Key  *string `json:"key"`
+	Name string  `json:"name"`
 
 	// ParentId Parent folder; null at the workspace root.
 	ParentId  *int64            `json:"parentId"`
@@ -2541,6 +2590,9 @@ type Folder struct {
 	UpdatedAt time.Time         `json:"updatedAt"`
 	UpdatedBy int64             `json:"updatedBy"`
 	User      ResourceOwner     `json:"user"`
+
+	// Version 1 when the item was created; one more with every change of the item (content, name, place, position, grants, embed access, draft, publish, unpublish).
+	Version int64 `json:"version"`
 }
 
 // FolderAccessLevel defines model for FolderAccessLevel.
@@ -2766,6 +2818,15 @@ type InheritedEmbedAccess struct {
 // InheritedEmbedAccessSource defines model for InheritedEmbedAccess.Source.
 type InheritedEmbedAccessSource string
 
+// ItemKey A client-chosen key of a folder, workbook or report: 1 to 128 lower-case letters,
+// digits, `_`, `.` and `-`, starting and ending with a letter or a digit (no `/`, so it is
+// one path segment). Unique per deployment and type among live items; kept through
+// renames and moves; a deleted item keeps it but no longer holds it. Outside the
+// grammar: `400 invalid_key`.
+//
+// Example: sales.q1-board
+type ItemKey = string
+
 // JsonWebKey defines model for JsonWebKey.
 type JsonWebKey struct {
 	Alg JsonWebKeyAlg `json:"alg"`
@@ -2914,6 +2975,40 @@ type PeriodOffset struct {
 type PublishWorkbookRequest struct {
 	// AllowEmbed Whether the dashboard may be embedded; absent keeps the previous version's value (true at the first publish).
 	AllowEmbed *bool `json:"allowEmbed,omitempty"`
+}
+
+// PutFolderByKeyRequest The full desired state of the folder with the path's key.
+type PutFolderByKeyRequest struct {
+	// ExpectedVersion The item's `version` the change is meant for; another is `409 version_conflict`, and nothing changes.
+	ExpectedVersion *ExpectedVersion `json:"expectedVersion,omitempty"`
+	Name            string           `json:"name"`
+
+	// ParentId Parent folder; null or absent is the workspace root.
+	ParentId *int64 `json:"parentId,omitempty"`
+
+	// Position Ordering among siblings; absent keeps the folder's (a new one's as on create).
+	Position *float64 `json:"position,omitempty"`
+}
+
+// PutWorkspaceItemByKeyRequest The full desired state of the workbook or report with the path's key: an omitted
+// optional part is cleared (`meta` and `calculatedFields` to `{}`, the draft to none,
+// `folderId` the root). Only workbooks have a dashboardDraft.
+type PutWorkspaceItemByKeyRequest struct {
+	// CalculatedFields Free-form JSON object; any properties allowed.
+	CalculatedFields *FreeFormObject `json:"calculatedFields,omitempty"`
+
+	// DashboardDraft Dashboard configuration; every field optional and nullable.
+	DashboardDraft *DashboardConfig `json:"dashboardDraft,omitempty"`
+
+	// ExpectedVersion The item's `version` the change is meant for; another is `409 version_conflict`, and nothing changes.
+	ExpectedVersion *ExpectedVersion `json:"expectedVersion,omitempty"`
+
+	// FolderId Destination folder; null or absent means the workspace root.
+	FolderId *int64 `json:"folderId,omitempty"`
+
+	// Meta Free-form JSON object; any properties allowed.
+	Meta *FreeFormObject `json:"meta,omitempty"`
+	Name string          `json:"name"`
 }
 
 // ReportPreferences Display preferences of a report, or null.
@@ -3220,19 +3315,47 @@ type TenantWorkbookPage struct {
 	PageInfo PageInfo         `json:"pageInfo"`
 }
 
-// UpdateFolderRequest defines model for UpdateFolderRequest.
+// UpdateFolderRequest A change of a folder. `key` sets the key of a folder that has none (its own key again
+// is a no-op; another is `409 key_immutable`, a held one `409 key_taken`).
 type UpdateFolderRequest struct {
+	// ExpectedVersion The item's `version` the change is meant for; another is `409 version_conflict`, and nothing changes.
+	ExpectedVersion *ExpectedVersion `json:"expectedVersion,omitempty"`
+
+	// Key A client-chosen key of a folder, workbook or report: 1 to 128 lower-case letters,
+	// digits, `_`, `.` and `-`, starting and ending with a letter or a digit (no `/`, so it is
+	// one path segment). Unique per deployment and type among live items; kept through
+	// renames and moves; a deleted item keeps it but no longer holds it. Outside the
+	// grammar: `400 invalid_key`.
+	//
+	//
+	// Example: sales.q1-board
+	Key      *ItemKey `json:"key,omitempty"`
 	Name     *string  `json:"name,omitempty"`
 	Position *float64 `json:"position,omitempty"`
 }
 
-// UpdateWorkspaceItemRequest A change of a workbook or report; at least one field. Only workbooks have a dashboardDraft.
+// UpdateWorkspaceItemRequest A change of a workbook or report; at least one field. Only workbooks have a
+// dashboardDraft. `key` sets the key of an item that has none (its own key again is a
+// no-op; another is `409 key_immutable`, a held one `409 key_taken`).
 type UpdateWorkspaceItemRequest struct {
 	// CalculatedFields Free-form JSON object; any properties allowed.
 	CalculatedFields *FreeFormObject `json:"calculatedFields,omitempty"`
 
 	// DashboardDraft Dashboard configuration; every field optional and nullable.
 	DashboardDraft *DashboardConfig `json:"dashboardDraft,omitempty"`
+
+	// ExpectedVersion The item's `version` the change is meant for; another is `409 version_conflict`, and nothing changes.
+	ExpectedVersion *ExpectedVersion `json:"expectedVersion,omitempty"`
+
+	// Key A client-chosen key of a folder, workbook or report: 1 to 128 lower-case letters,
+	// digits, `_`, `.` and `-`, starting and ending with a letter or a digit (no `/`, so it is
+	// one path segment). Unique per deployment and type among live items; kept through
+	// renames and moves; a deleted item keeps it but no longer holds it. Outside the
+	// grammar: `400 invalid_key`.
+	//
+	//
+	// Example: sales.q1-board
+	Key *ItemKey `json:"key,omitempty"`
 
 	// Meta Free-form JSON object; any properties allowed.
 	Meta *FreeFormObject `json:"meta,omitempty"`
@@ -3319,6 +3442,9 @@ type Workbook struct {
 	Id         int64              `json:"id"`
 	IsFavorite *bool              `json:"isFavorite,omitempty"`
 
+	// Key The item's key (`ItemKey`); null when it has none.
+	Key *string `json:"key"`
+
 	// Meta Free-form JSON object; any properties allowed.
 	Meta FreeFormObject `json:"meta"`
 	Name string         `json:"name"`
@@ -3333,6 +3459,9 @@ type Workbook struct {
 	// of its own because `nullable` beside an `allOf` or `$ref` does not admit null.
 	User   *NullableResourceOwner `json:"user,omitempty"`
 	UserId *int64                 `json:"userId,omitempty"`
+
+	// Version 1 when the item was created; one more with every change of the item (content, name, place, position, grants, embed access, draft, publish, unpublish).
+	Version int64 `json:"version"`
 }
 
 // WorkspaceItem A listed folder, workbook or report: the Workbook shape without the parts that can be
@@ -3353,8 +3482,11 @@ type WorkspaceItem struct {
 	FolderPath []FolderPathEntry `json:"folderPath"`
 	Id         int64             `json:"id"`
 	IsFavorite *bool             `json:"isFavorite"`
-	Name       string            `json:"name"`
-	Position   float64           `json:"position"`
+
+	// Key The item's key (`ItemKey`); null when it has none.
+	Key      *string `json:"key"`
+	Name     string  `json:"name"`
+	Position float64 `json:"position"`
 
 	// Slug `<name-slug>-<id>` for workbooks and reports; null for folders.
 	Slug      *string           `json:"slug"`
@@ -3366,6 +3498,9 @@ type WorkspaceItem struct {
 	// of its own because `nullable` beside an `allOf` or `$ref` does not admit null.
 	User   *NullableResourceOwner `json:"user"`
 	UserId *int64                 `json:"userId"`
+
+	// Version 1 when the item was created; one more with every change of the item (content, name, place, position, grants, embed access, draft, publish, unpublish).
+	Version int64 `json:"version"`
 }
 
 // WorkspaceItemPage defines model for WorkspaceItemPage.
@@ -3421,6 +3556,15 @@ type FolderId = int64
 
 // IdempotencyKey defines model for IdempotencyKey.
 type IdempotencyKey = string
+
+// ItemKeyPath A client-chosen key of a folder, workbook or report: 1 to 128 lower-case letters,
+// digits, `_`, `.` and `-`, starting and ending with a letter or a digit (no `/`, so it is
+// one path segment). Unique per deployment and type among live items; kept through
+// renames and moves; a deleted item keeps it but no longer holds it. Outside the
+// grammar: `400 invalid_key`.
+//
+// Example: sales.q1-board
+type ItemKeyPath = ItemKey
 
 // PublicId defines model for PublicId.
 type PublicId = string
@@ -4126,6 +4270,9 @@ type SetRootEmbedAccessJSONRequestBody = EmbedAccess
 // CreateFolderJSONRequestBody defines body for CreateFolder for application/json ContentType.
 type CreateFolderJSONRequestBody = CreateFolderRequest
 
+// PutFolderByKeyJSONRequestBody defines body for PutFolderByKey for application/json ContentType.
+type PutFolderByKeyJSONRequestBody = PutFolderByKeyRequest
+
 // UpdateFolderJSONRequestBody defines body for UpdateFolder for application/json ContentType.
 type UpdateFolderJSONRequestBody = UpdateFolderRequest
 
@@ -4138,11 +4285,17 @@ type SetFolderPermissionsJSONRequestBody = FolderPermissions
 // CreateReportJSONRequestBody defines body for CreateReport for application/json ContentType.
 type CreateReportJSONRequestBody = CreateWorkspaceItemRequest
 
+// PutReportByKeyJSONRequestBody defines body for PutReportByKey for application/json ContentType.
+type PutReportByKeyJSONRequestBody = PutWorkspaceItemByKeyRequest
+
 // UpdateReportJSONRequestBody defines body for UpdateReport for application/json ContentType.
 type UpdateReportJSONRequestBody = UpdateWorkspaceItemRequest
 
 // CreateWorkbookJSONRequestBody defines body for CreateWorkbook for application/json ContentType.
 type CreateWorkbookJSONRequestBody = CreateWorkspaceItemRequest
+
+// PutWorkbookByKeyJSONRequestBody defines body for PutWorkbookByKey for application/json ContentType.
+type PutWorkbookByKeyJSONRequestBody = PutWorkspaceItemByKeyRequest
 
 // UpdateWorkbookJSONRequestBody defines body for UpdateWorkbook for application/json ContentType.
 type UpdateWorkbookJSONRequestBody = UpdateWorkspaceItemRequest
@@ -4994,6 +5147,38 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/folders (the `CreateFolder` operationId).
 	CreateFolder(ctx context.Context, deploymentId DeploymentId, params *CreateFolderParams, body CreateFolderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// PutFolderByKeyWithBody Create or replace a folder by its key
+	//
+	// Makes the live folder of the deployment with this `key` what the body says: `name`, `parentId` and `position`.
+	// An omitted `position` keeps the folder's (a new folder is placed as on create); an omitted `parentId` is the root.
+	// No live folder has the key: one is created with it (`201`), with the roles and access
+	// of the create. One has it: it is replaced (`200`), with the access of the change
+	// (`edit` on it); a `parentId` other than its place moves it, by the move's rules (access
+	// to both folders, cycles and depth). A body equal to the folder's state changes nothing: no new
+	// `version`, no audit event. `expectedVersion`, when sent, must be the folder's
+	// `version` (`409 version_conflict` otherwise, also when no folder has the key).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /api/v1/deployments/{deploymentId}/folders/by-key/{key} (the `PutFolderByKey` operationId).
+	PutFolderByKeyWithBody(ctx context.Context, deploymentId DeploymentId, key ItemKeyPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutFolderByKey Create or replace a folder by its key
+	//
+	// Makes the live folder of the deployment with this `key` what the body says: `name`, `parentId` and `position`.
+	// An omitted `position` keeps the folder's (a new folder is placed as on create); an omitted `parentId` is the root.
+	// No live folder has the key: one is created with it (`201`), with the roles and access
+	// of the create. One has it: it is replaced (`200`), with the access of the change
+	// (`edit` on it); a `parentId` other than its place moves it, by the move's rules (access
+	// to both folders, cycles and depth). A body equal to the folder's state changes nothing: no new
+	// `version`, no audit event. `expectedVersion`, when sent, must be the folder's
+	// `version` (`409 version_conflict` otherwise, also when no folder has the key).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /api/v1/deployments/{deploymentId}/folders/by-key/{key} (the `PutFolderByKey` operationId).
+	PutFolderByKey(ctx context.Context, deploymentId DeploymentId, key ItemKeyPath, body PutFolderByKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// DeleteFolder Delete an empty folder
 	//
 	// Deletes the folder when it has no children. Requires `manage` access to the folder. A
@@ -5011,8 +5196,9 @@ type ClientInterface interface {
 
 	// UpdateFolderWithBody Rename or reposition a folder
 	//
-	// Changes the folder's `name` and/or `position` among its siblings. Requires `edit` access to
-	// the folder. Moving a folder to another parent is done with the move operations.
+	// Changes the folder's `name` and/or `position` among its siblings, or sets its `key`.
+	// Requires `edit` access to the folder. Moving a folder to another parent is done with the
+	// move operations. A stale `expectedVersion` is `409 version_conflict`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -5021,8 +5207,9 @@ type ClientInterface interface {
 
 	// UpdateFolder Rename or reposition a folder
 	//
-	// Changes the folder's `name` and/or `position` among its siblings. Requires `edit` access to
-	// the folder. Moving a folder to another parent is done with the move operations.
+	// Changes the folder's `name` and/or `position` among its siblings, or sets its `key`.
+	// Requires `edit` access to the folder. Moving a folder to another parent is done with the
+	// move operations. A stale `expectedVersion` is `409 version_conflict`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -5118,6 +5305,38 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/reports (the `CreateReport` operationId).
 	CreateReport(ctx context.Context, deploymentId DeploymentId, params *CreateReportParams, body CreateReportJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// PutReportByKeyWithBody Create or replace a report by its key
+	//
+	// Makes the live report of the deployment with this `key` what the body says: `name`, `folderId`, `meta` and `calculatedFields`.
+	// Replace semantics: an omitted optional part is cleared (`meta` and `calculatedFields` become `{}`; an omitted `folderId` is the root).
+	// No live report has the key: one is created with it (`201`), with the roles and access
+	// of the create. One has it: it is replaced (`200`), with the access of the change
+	// (`edit` on it); a `folderId` other than its place moves it, by the move's rules (access
+	// to both folders). A body equal to the report's state changes nothing: no new
+	// `version`, no audit event. `expectedVersion`, when sent, must be the report's
+	// `version` (`409 version_conflict` otherwise, also when no report has the key).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /api/v1/deployments/{deploymentId}/reports/by-key/{key} (the `PutReportByKey` operationId).
+	PutReportByKeyWithBody(ctx context.Context, deploymentId DeploymentId, key ItemKeyPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutReportByKey Create or replace a report by its key
+	//
+	// Makes the live report of the deployment with this `key` what the body says: `name`, `folderId`, `meta` and `calculatedFields`.
+	// Replace semantics: an omitted optional part is cleared (`meta` and `calculatedFields` become `{}`; an omitted `folderId` is the root).
+	// No live report has the key: one is created with it (`201`), with the roles and access
+	// of the create. One has it: it is replaced (`200`), with the access of the change
+	// (`edit` on it); a `folderId` other than its place moves it, by the move's rules (access
+	// to both folders). A body equal to the report's state changes nothing: no new
+	// `version`, no audit event. `expectedVersion`, when sent, must be the report's
+	// `version` (`409 version_conflict` otherwise, also when no report has the key).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /api/v1/deployments/{deploymentId}/reports/by-key/{key} (the `PutReportByKey` operationId).
+	PutReportByKey(ctx context.Context, deploymentId DeploymentId, key ItemKeyPath, body PutReportByKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// DeleteReport Delete a report
 	//
 	// Requires `manage` on the report: its creator, an admin, or `manage` on its folder. The
@@ -5200,6 +5419,38 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks (the `CreateWorkbook` operationId).
 	CreateWorkbook(ctx context.Context, deploymentId DeploymentId, params *CreateWorkbookParams, body CreateWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// PutWorkbookByKeyWithBody Create or replace a workbook by its key
+	//
+	// Makes the live workbook of the deployment with this `key` what the body says: `name`, `folderId`, `meta`, `calculatedFields` and `dashboardDraft`.
+	// Replace semantics: an omitted optional part is cleared (`meta` and `calculatedFields` become `{}`, the draft none; an omitted `folderId` is the root).
+	// No live workbook has the key: one is created with it (`201`), with the roles and access
+	// of the create. One has it: it is replaced (`200`), with the access of the change
+	// (`edit` on it); a `folderId` other than its place moves it, by the move's rules (access
+	// to both folders). A body equal to the workbook's state changes nothing: no new
+	// `version`, no audit event. `expectedVersion`, when sent, must be the workbook's
+	// `version` (`409 version_conflict` otherwise, also when no workbook has the key).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /api/v1/deployments/{deploymentId}/workbooks/by-key/{key} (the `PutWorkbookByKey` operationId).
+	PutWorkbookByKeyWithBody(ctx context.Context, deploymentId DeploymentId, key ItemKeyPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutWorkbookByKey Create or replace a workbook by its key
+	//
+	// Makes the live workbook of the deployment with this `key` what the body says: `name`, `folderId`, `meta`, `calculatedFields` and `dashboardDraft`.
+	// Replace semantics: an omitted optional part is cleared (`meta` and `calculatedFields` become `{}`, the draft none; an omitted `folderId` is the root).
+	// No live workbook has the key: one is created with it (`201`), with the roles and access
+	// of the create. One has it: it is replaced (`200`), with the access of the change
+	// (`edit` on it); a `folderId` other than its place moves it, by the move's rules (access
+	// to both folders). A body equal to the workbook's state changes nothing: no new
+	// `version`, no audit event. `expectedVersion`, when sent, must be the workbook's
+	// `version` (`409 version_conflict` otherwise, also when no workbook has the key).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /api/v1/deployments/{deploymentId}/workbooks/by-key/{key} (the `PutWorkbookByKey` operationId).
+	PutWorkbookByKey(ctx context.Context, deploymentId DeploymentId, key ItemKeyPath, body PutWorkbookByKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// DeleteWorkbook Delete a workbook
 	//
 	// Requires `manage` on the workbook: its creator, an admin, or `manage` on its folder. The
@@ -5219,7 +5470,8 @@ type ClientInterface interface {
 	//
 	// Changes only the fields sent (at least one). Requires `edit` on the workbook: its creator,
 	// `edit` on its folder, or, at the root, the `ai_bi_user` role. A workbook moved or deleted
-	// during the change is `409`. A `dashboardDraft` whose widgets name more than
+	// during the change is `409` (code `conflict`); a stale `expectedVersion` is `409` code
+	// `version_conflict`. A `dashboardDraft` whose widgets name more than
 	// `WORKSPACE_MAX_DASHBOARD_REPORTS` (200) distinct reports (`config.reportId`) is `400`.
 	//
 	// Takes any type of body and a specified content type.
@@ -5231,7 +5483,8 @@ type ClientInterface interface {
 	//
 	// Changes only the fields sent (at least one). Requires `edit` on the workbook: its creator,
 	// `edit` on its folder, or, at the root, the `ai_bi_user` role. A workbook moved or deleted
-	// during the change is `409`. A `dashboardDraft` whose widgets name more than
+	// during the change is `409` (code `conflict`); a stale `expectedVersion` is `409` code
+	// `version_conflict`. A `dashboardDraft` whose widgets name more than
 	// `WORKSPACE_MAX_DASHBOARD_REPORTS` (200) distinct reports (`config.reportId`) is `400`.
 	//
 	// Takes a body of the `application/json` content type.
@@ -6880,6 +7133,58 @@ func (c *Client) CreateFolder(ctx context.Context, deploymentId DeploymentId, pa
 	return c.Client.Do(req)
 }
 
+// PutFolderByKeyWithBody Create or replace a folder by its key
+//
+// Makes the live folder of the deployment with this `key` what the body says: `name`, `parentId` and `position`.
+// An omitted `position` keeps the folder's (a new folder is placed as on create); an omitted `parentId` is the root.
+// No live folder has the key: one is created with it (`201`), with the roles and access
+// of the create. One has it: it is replaced (`200`), with the access of the change
+// (`edit` on it); a `parentId` other than its place moves it, by the move's rules (access
+// to both folders, cycles and depth). A body equal to the folder's state changes nothing: no new
+// `version`, no audit event. `expectedVersion`, when sent, must be the folder's
+// `version` (`409 version_conflict` otherwise, also when no folder has the key).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /api/v1/deployments/{deploymentId}/folders/by-key/{key} (the `PutFolderByKey` operationId).
+func (c *Client) PutFolderByKeyWithBody(ctx context.Context, deploymentId DeploymentId, key ItemKeyPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutFolderByKeyRequestWithBody(c.Server, deploymentId, key, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutFolderByKey Create or replace a folder by its key
+//
+// Makes the live folder of the deployment with this `key` what the body says: `name`, `parentId` and `position`.
+// An omitted `position` keeps the folder's (a new folder is placed as on create); an omitted `parentId` is the root.
+// No live folder has the key: one is created with it (`201`), with the roles and access
+// of the create. One has it: it is replaced (`200`), with the access of the change
+// (`edit` on it); a `parentId` other than its place moves it, by the move's rules (access
+// to both folders, cycles and depth). A body equal to the folder's state changes nothing: no new
+// `version`, no audit event. `expectedVersion`, when sent, must be the folder's
+// `version` (`409 version_conflict` otherwise, also when no folder has the key).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /api/v1/deployments/{deploymentId}/folders/by-key/{key} (the `PutFolderByKey` operationId).
+func (c *Client) PutFolderByKey(ctx context.Context, deploymentId DeploymentId, key ItemKeyPath, body PutFolderByKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutFolderByKeyRequest(c.Server, deploymentId, key, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // DeleteFolder Delete an empty folder
 //
 // Deletes the folder when it has no children. Requires `manage` access to the folder. A
@@ -6917,8 +7222,9 @@ func (c *Client) GetFolder(ctx context.Context, deploymentId DeploymentId, folde
 
 // UpdateFolderWithBody Rename or reposition a folder
 //
-// Changes the folder's `name` and/or `position` among its siblings. Requires `edit` access to
-// the folder. Moving a folder to another parent is done with the move operations.
+// Changes the folder's `name` and/or `position` among its siblings, or sets its `key`.
+// Requires `edit` access to the folder. Moving a folder to another parent is done with the
+// move operations. A stale `expectedVersion` is `409 version_conflict`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -6937,8 +7243,9 @@ func (c *Client) UpdateFolderWithBody(ctx context.Context, deploymentId Deployme
 
 // UpdateFolder Rename or reposition a folder
 //
-// Changes the folder's `name` and/or `position` among its siblings. Requires `edit` access to
-// the folder. Moving a folder to another parent is done with the move operations.
+// Changes the folder's `name` and/or `position` among its siblings, or sets its `key`.
+// Requires `edit` access to the folder. Moving a folder to another parent is done with the
+// move operations. A stale `expectedVersion` is `409 version_conflict`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -7124,6 +7431,58 @@ func (c *Client) CreateReport(ctx context.Context, deploymentId DeploymentId, pa
 	return c.Client.Do(req)
 }
 
+// PutReportByKeyWithBody Create or replace a report by its key
+//
+// Makes the live report of the deployment with this `key` what the body says: `name`, `folderId`, `meta` and `calculatedFields`.
+// Replace semantics: an omitted optional part is cleared (`meta` and `calculatedFields` become `{}`; an omitted `folderId` is the root).
+// No live report has the key: one is created with it (`201`), with the roles and access
+// of the create. One has it: it is replaced (`200`), with the access of the change
+// (`edit` on it); a `folderId` other than its place moves it, by the move's rules (access
+// to both folders). A body equal to the report's state changes nothing: no new
+// `version`, no audit event. `expectedVersion`, when sent, must be the report's
+// `version` (`409 version_conflict` otherwise, also when no report has the key).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /api/v1/deployments/{deploymentId}/reports/by-key/{key} (the `PutReportByKey` operationId).
+func (c *Client) PutReportByKeyWithBody(ctx context.Context, deploymentId DeploymentId, key ItemKeyPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutReportByKeyRequestWithBody(c.Server, deploymentId, key, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutReportByKey Create or replace a report by its key
+//
+// Makes the live report of the deployment with this `key` what the body says: `name`, `folderId`, `meta` and `calculatedFields`.
+// Replace semantics: an omitted optional part is cleared (`meta` and `calculatedFields` become `{}`; an omitted `folderId` is the root).
+// No live report has the key: one is created with it (`201`), with the roles and access
+// of the create. One has it: it is replaced (`200`), with the access of the change
+// (`edit` on it); a `folderId` other than its place moves it, by the move's rules (access
+// to both folders). A body equal to the report's state changes nothing: no new
+// `version`, no audit event. `expectedVersion`, when sent, must be the report's
+// `version` (`409 version_conflict` otherwise, also when no report has the key).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /api/v1/deployments/{deploymentId}/reports/by-key/{key} (the `PutReportByKey` operationId).
+func (c *Client) PutReportByKey(ctx context.Context, deploymentId DeploymentId, key ItemKeyPath, body PutReportByKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutReportByKeyRequest(c.Server, deploymentId, key, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // DeleteReport Delete a report
 //
 // Requires `manage` on the report: its creator, an admin, or `manage` on its folder. The
@@ -7277,6 +7636,58 @@ func (c *Client) CreateWorkbook(ctx context.Context, deploymentId DeploymentId, 
 	return c.Client.Do(req)
 }
 
+// PutWorkbookByKeyWithBody Create or replace a workbook by its key
+//
+// Makes the live workbook of the deployment with this `key` what the body says: `name`, `folderId`, `meta`, `calculatedFields` and `dashboardDraft`.
+// Replace semantics: an omitted optional part is cleared (`meta` and `calculatedFields` become `{}`, the draft none; an omitted `folderId` is the root).
+// No live workbook has the key: one is created with it (`201`), with the roles and access
+// of the create. One has it: it is replaced (`200`), with the access of the change
+// (`edit` on it); a `folderId` other than its place moves it, by the move's rules (access
+// to both folders). A body equal to the workbook's state changes nothing: no new
+// `version`, no audit event. `expectedVersion`, when sent, must be the workbook's
+// `version` (`409 version_conflict` otherwise, also when no workbook has the key).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /api/v1/deployments/{deploymentId}/workbooks/by-key/{key} (the `PutWorkbookByKey` operationId).
+func (c *Client) PutWorkbookByKeyWithBody(ctx context.Context, deploymentId DeploymentId, key ItemKeyPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutWorkbookByKeyRequestWithBody(c.Server, deploymentId, key, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutWorkbookByKey Create or replace a workbook by its key
+//
+// Makes the live workbook of the deployment with this `key` what the body says: `name`, `folderId`, `meta`, `calculatedFields` and `dashboardDraft`.
+// Replace semantics: an omitted optional part is cleared (`meta` and `calculatedFields` become `{}`, the draft none; an omitted `folderId` is the root).
+// No live workbook has the key: one is created with it (`201`), with the roles and access
+// of the create. One has it: it is replaced (`200`), with the access of the change
+// (`edit` on it); a `folderId` other than its place moves it, by the move's rules (access
+// to both folders). A body equal to the workbook's state changes nothing: no new
+// `version`, no audit event. `expectedVersion`, when sent, must be the workbook's
+// `version` (`409 version_conflict` otherwise, also when no workbook has the key).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /api/v1/deployments/{deploymentId}/workbooks/by-key/{key} (the `PutWorkbookByKey` operationId).
+func (c *Client) PutWorkbookByKey(ctx context.Context, deploymentId DeploymentId, key ItemKeyPath, body PutWorkbookByKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutWorkbookByKeyRequest(c.Server, deploymentId, key, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // DeleteWorkbook Delete a workbook
 //
 // Requires `manage` on the workbook: its creator, an admin, or `manage` on its folder. The
@@ -7316,7 +7727,8 @@ func (c *Client) GetWorkbook(ctx context.Context, deploymentId DeploymentId, wor
 //
 // Changes only the fields sent (at least one). Requires `edit` on the workbook: its creator,
 // `edit` on its folder, or, at the root, the `ai_bi_user` role. A workbook moved or deleted
-// during the change is `409`. A `dashboardDraft` whose widgets name more than
+// during the change is `409` (code `conflict`); a stale `expectedVersion` is `409` code
+// `version_conflict`. A `dashboardDraft` whose widgets name more than
 // `WORKSPACE_MAX_DASHBOARD_REPORTS` (200) distinct reports (`config.reportId`) is `400`.
 //
 // Takes any type of body and a specified content type.
@@ -7338,7 +7750,8 @@ func (c *Client) UpdateWorkbookWithBody(ctx context.Context, deploymentId Deploy
 //
 // Changes only the fields sent (at least one). Requires `edit` on the workbook: its creator,
 // `edit` on its folder, or, at the root, the `ai_bi_user` role. A workbook moved or deleted
-// during the change is `409`. A `dashboardDraft` whose widgets name more than
+// during the change is `409` (code `conflict`); a stale `expectedVersion` is `409` code
+// `version_conflict`. A `dashboardDraft` whose widgets name more than
 // `WORKSPACE_MAX_DASHBOARD_REPORTS` (200) distinct reports (`config.reportId`) is `400`.
 //
 // Takes a body of the `application/json` content type.
@@ -10211,6 +10624,60 @@ func NewCreateFolderRequestWithBody(server string, deploymentId DeploymentId, pa
 	return req, nil
 }
 
+// NewPutFolderByKeyRequest calls the generic PutFolderByKey builder with application/json body
+func NewPutFolderByKeyRequest(server string, deploymentId DeploymentId, key ItemKeyPath, body PutFolderByKeyJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutFolderByKeyRequestWithBody(server, deploymentId, key, "application/json", bodyReader)
+}
+
+// NewPutFolderByKeyRequestWithBody constructs an http.Request for the PutFolderByKey method, with any body, and a specified content type
+func NewPutFolderByKeyRequestWithBody(server string, deploymentId DeploymentId, key ItemKeyPath, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "deploymentId", deploymentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "key", key, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/deployments/%s/folders/by-key/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewDeleteFolderRequest constructs an http.Request for the DeleteFolder method
 func NewDeleteFolderRequest(server string, deploymentId DeploymentId, folderId FolderId) (*http.Request, error) {
 	var err error
@@ -10599,6 +11066,60 @@ func NewCreateReportRequestWithBody(server string, deploymentId DeploymentId, pa
 	return req, nil
 }
 
+// NewPutReportByKeyRequest calls the generic PutReportByKey builder with application/json body
+func NewPutReportByKeyRequest(server string, deploymentId DeploymentId, key ItemKeyPath, body PutReportByKeyJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutReportByKeyRequestWithBody(server, deploymentId, key, "application/json", bodyReader)
+}
+
+// NewPutReportByKeyRequestWithBody constructs an http.Request for the PutReportByKey method, with any body, and a specified content type
+func NewPutReportByKeyRequestWithBody(server string, deploymentId DeploymentId, key ItemKeyPath, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "deploymentId", deploymentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "key", key, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/deployments/%s/reports/by-key/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewDeleteReportRequest constructs an http.Request for the DeleteReport method
 func NewDeleteReportRequest(server string, deploymentId DeploymentId, reportId ReportId) (*http.Request, error) {
 	var err error
@@ -10842,6 +11363,60 @@ func NewCreateWorkbookRequestWithBody(server string, deploymentId DeploymentId, 
 		}
 
 	}
+
+	return req, nil
+}
+
+// NewPutWorkbookByKeyRequest calls the generic PutWorkbookByKey builder with application/json body
+func NewPutWorkbookByKeyRequest(server string, deploymentId DeploymentId, key ItemKeyPath, body PutWorkbookByKeyJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutWorkbookByKeyRequestWithBody(server, deploymentId, key, "application/json", bodyReader)
+}
+
+// NewPutWorkbookByKeyRequestWithBody constructs an http.Request for the PutWorkbookByKey method, with any body, and a specified content type
+func NewPutWorkbookByKeyRequestWithBody(server string, deploymentId DeploymentId, key ItemKeyPath, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "deploymentId", deploymentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "key", key, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/deployments/%s/workbooks/by-key/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -14574,6 +15149,38 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/folders (the `CreateFolder` operationId).
 	CreateFolderWithResponse(ctx context.Context, deploymentId DeploymentId, params *CreateFolderParams, body CreateFolderJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateFolderResponse, error)
 
+	// PutFolderByKeyWithBodyWithResponse Create or replace a folder by its key
+	//
+	// Makes the live folder of the deployment with this `key` what the body says: `name`, `parentId` and `position`.
+	// An omitted `position` keeps the folder's (a new folder is placed as on create); an omitted `parentId` is the root.
+	// No live folder has the key: one is created with it (`201`), with the roles and access
+	// of the create. One has it: it is replaced (`200`), with the access of the change
+	// (`edit` on it); a `parentId` other than its place moves it, by the move's rules (access
+	// to both folders, cycles and depth). A body equal to the folder's state changes nothing: no new
+	// `version`, no audit event. `expectedVersion`, when sent, must be the folder's
+	// `version` (`409 version_conflict` otherwise, also when no folder has the key).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/v1/deployments/{deploymentId}/folders/by-key/{key} (the `PutFolderByKey` operationId).
+	PutFolderByKeyWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, key ItemKeyPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutFolderByKeyResponse, error)
+
+	// PutFolderByKeyWithResponse Create or replace a folder by its key
+	//
+	// Makes the live folder of the deployment with this `key` what the body says: `name`, `parentId` and `position`.
+	// An omitted `position` keeps the folder's (a new folder is placed as on create); an omitted `parentId` is the root.
+	// No live folder has the key: one is created with it (`201`), with the roles and access
+	// of the create. One has it: it is replaced (`200`), with the access of the change
+	// (`edit` on it); a `parentId` other than its place moves it, by the move's rules (access
+	// to both folders, cycles and depth). A body equal to the folder's state changes nothing: no new
+	// `version`, no audit event. `expectedVersion`, when sent, must be the folder's
+	// `version` (`409 version_conflict` otherwise, also when no folder has the key).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/v1/deployments/{deploymentId}/folders/by-key/{key} (the `PutFolderByKey` operationId).
+	PutFolderByKeyWithResponse(ctx context.Context, deploymentId DeploymentId, key ItemKeyPath, body PutFolderByKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*PutFolderByKeyResponse, error)
+
 	// DeleteFolderWithResponse Delete an empty folder
 	//
 	// Deletes the folder when it has no children. Requires `manage` access to the folder. A
@@ -14595,8 +15202,9 @@ type ClientWithResponsesInterface interface {
 
 	// UpdateFolderWithBodyWithResponse Rename or reposition a folder
 	//
-	// Changes the folder's `name` and/or `position` among its siblings. Requires `edit` access to
-	// the folder. Moving a folder to another parent is done with the move operations.
+	// Changes the folder's `name` and/or `position` among its siblings, or sets its `key`.
+	// Requires `edit` access to the folder. Moving a folder to another parent is done with the
+	// move operations. A stale `expectedVersion` is `409 version_conflict`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -14605,8 +15213,9 @@ type ClientWithResponsesInterface interface {
 
 	// UpdateFolderWithResponse Rename or reposition a folder
 	//
-	// Changes the folder's `name` and/or `position` among its siblings. Requires `edit` access to
-	// the folder. Moving a folder to another parent is done with the move operations.
+	// Changes the folder's `name` and/or `position` among its siblings, or sets its `key`.
+	// Requires `edit` access to the folder. Moving a folder to another parent is done with the
+	// move operations. A stale `expectedVersion` is `409 version_conflict`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -14706,6 +15315,38 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/reports (the `CreateReport` operationId).
 	CreateReportWithResponse(ctx context.Context, deploymentId DeploymentId, params *CreateReportParams, body CreateReportJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateReportResponse, error)
 
+	// PutReportByKeyWithBodyWithResponse Create or replace a report by its key
+	//
+	// Makes the live report of the deployment with this `key` what the body says: `name`, `folderId`, `meta` and `calculatedFields`.
+	// Replace semantics: an omitted optional part is cleared (`meta` and `calculatedFields` become `{}`; an omitted `folderId` is the root).
+	// No live report has the key: one is created with it (`201`), with the roles and access
+	// of the create. One has it: it is replaced (`200`), with the access of the change
+	// (`edit` on it); a `folderId` other than its place moves it, by the move's rules (access
+	// to both folders). A body equal to the report's state changes nothing: no new
+	// `version`, no audit event. `expectedVersion`, when sent, must be the report's
+	// `version` (`409 version_conflict` otherwise, also when no report has the key).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/v1/deployments/{deploymentId}/reports/by-key/{key} (the `PutReportByKey` operationId).
+	PutReportByKeyWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, key ItemKeyPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutReportByKeyResponse, error)
+
+	// PutReportByKeyWithResponse Create or replace a report by its key
+	//
+	// Makes the live report of the deployment with this `key` what the body says: `name`, `folderId`, `meta` and `calculatedFields`.
+	// Replace semantics: an omitted optional part is cleared (`meta` and `calculatedFields` become `{}`; an omitted `folderId` is the root).
+	// No live report has the key: one is created with it (`201`), with the roles and access
+	// of the create. One has it: it is replaced (`200`), with the access of the change
+	// (`edit` on it); a `folderId` other than its place moves it, by the move's rules (access
+	// to both folders). A body equal to the report's state changes nothing: no new
+	// `version`, no audit event. `expectedVersion`, when sent, must be the report's
+	// `version` (`409 version_conflict` otherwise, also when no report has the key).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/v1/deployments/{deploymentId}/reports/by-key/{key} (the `PutReportByKey` operationId).
+	PutReportByKeyWithResponse(ctx context.Context, deploymentId DeploymentId, key ItemKeyPath, body PutReportByKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*PutReportByKeyResponse, error)
+
 	// DeleteReportWithResponse Delete a report
 	//
 	// Requires `manage` on the report: its creator, an admin, or `manage` on its folder. The
@@ -14794,6 +15435,38 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks (the `CreateWorkbook` operationId).
 	CreateWorkbookWithResponse(ctx context.Context, deploymentId DeploymentId, params *CreateWorkbookParams, body CreateWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateWorkbookResponse, error)
 
+	// PutWorkbookByKeyWithBodyWithResponse Create or replace a workbook by its key
+	//
+	// Makes the live workbook of the deployment with this `key` what the body says: `name`, `folderId`, `meta`, `calculatedFields` and `dashboardDraft`.
+	// Replace semantics: an omitted optional part is cleared (`meta` and `calculatedFields` become `{}`, the draft none; an omitted `folderId` is the root).
+	// No live workbook has the key: one is created with it (`201`), with the roles and access
+	// of the create. One has it: it is replaced (`200`), with the access of the change
+	// (`edit` on it); a `folderId` other than its place moves it, by the move's rules (access
+	// to both folders). A body equal to the workbook's state changes nothing: no new
+	// `version`, no audit event. `expectedVersion`, when sent, must be the workbook's
+	// `version` (`409 version_conflict` otherwise, also when no workbook has the key).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/v1/deployments/{deploymentId}/workbooks/by-key/{key} (the `PutWorkbookByKey` operationId).
+	PutWorkbookByKeyWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, key ItemKeyPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutWorkbookByKeyResponse, error)
+
+	// PutWorkbookByKeyWithResponse Create or replace a workbook by its key
+	//
+	// Makes the live workbook of the deployment with this `key` what the body says: `name`, `folderId`, `meta`, `calculatedFields` and `dashboardDraft`.
+	// Replace semantics: an omitted optional part is cleared (`meta` and `calculatedFields` become `{}`, the draft none; an omitted `folderId` is the root).
+	// No live workbook has the key: one is created with it (`201`), with the roles and access
+	// of the create. One has it: it is replaced (`200`), with the access of the change
+	// (`edit` on it); a `folderId` other than its place moves it, by the move's rules (access
+	// to both folders). A body equal to the workbook's state changes nothing: no new
+	// `version`, no audit event. `expectedVersion`, when sent, must be the workbook's
+	// `version` (`409 version_conflict` otherwise, also when no workbook has the key).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/v1/deployments/{deploymentId}/workbooks/by-key/{key} (the `PutWorkbookByKey` operationId).
+	PutWorkbookByKeyWithResponse(ctx context.Context, deploymentId DeploymentId, key ItemKeyPath, body PutWorkbookByKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*PutWorkbookByKeyResponse, error)
+
 	// DeleteWorkbookWithResponse Delete a workbook
 	//
 	// Requires `manage` on the workbook: its creator, an admin, or `manage` on its folder. The
@@ -14817,7 +15490,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// Changes only the fields sent (at least one). Requires `edit` on the workbook: its creator,
 	// `edit` on its folder, or, at the root, the `ai_bi_user` role. A workbook moved or deleted
-	// during the change is `409`. A `dashboardDraft` whose widgets name more than
+	// during the change is `409` (code `conflict`); a stale `expectedVersion` is `409` code
+	// `version_conflict`. A `dashboardDraft` whose widgets name more than
 	// `WORKSPACE_MAX_DASHBOARD_REPORTS` (200) distinct reports (`config.reportId`) is `400`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -14829,7 +15503,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// Changes only the fields sent (at least one). Requires `edit` on the workbook: its creator,
 	// `edit` on its folder, or, at the root, the `ai_bi_user` role. A workbook moved or deleted
-	// during the change is `409`. A `dashboardDraft` whose widgets name more than
+	// during the change is `409` (code `conflict`); a stale `expectedVersion` is `409` code
+	// `version_conflict`. A `dashboardDraft` whose widgets name more than
 	// `WORKSPACE_MAX_DASHBOARD_REPORTS` (200) distinct reports (`config.reportId`) is `400`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
@@ -18139,6 +18814,163 @@ func (r CreateFolderResponse) ContentType() string {
 	return ""
 }
 
+// PutFolderByKeyResponse200Headers the declared response headers of an HTTP 200 response for PutFolderByKey
+type PutFolderByKeyResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
+// PutFolderByKeyResponse201Headers the declared response headers of an HTTP 201 response for PutFolderByKey
+type PutFolderByKeyResponse201Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
+// PutFolderByKeyResponse401Headers the declared response headers of an HTTP 401 response for PutFolderByKey
+type PutFolderByKeyResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// PutFolderByKeyResponse429Headers the declared response headers of an HTTP 429 response for PutFolderByKey
+type PutFolderByKeyResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
+}
+
+type PutFolderByKeyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Folder
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Folder
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *PayloadTooLarge
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *BadGateway
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *PutFolderByKeyResponse200Headers
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *PutFolderByKeyResponse201Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PutFolderByKeyResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PutFolderByKeyResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PutFolderByKeyResponse) GetJSON200() *Folder {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PutFolderByKeyResponse) GetJSON201() *Folder {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PutFolderByKeyResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PutFolderByKeyResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PutFolderByKeyResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r PutFolderByKeyResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r PutFolderByKeyResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r PutFolderByKeyResponse) GetJSON413() *PayloadTooLarge {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r PutFolderByKeyResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r PutFolderByKeyResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r PutFolderByKeyResponse) GetJSON502() *BadGateway {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r PutFolderByKeyResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r PutFolderByKeyResponse) GetJSON504() *GatewayTimeout {
+	return r.JSON504
+}
+
+// GetBody returns the raw response body bytes
+func (r PutFolderByKeyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutFolderByKeyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutFolderByKeyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutFolderByKeyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // DeleteFolderResponse204Headers the declared response headers of an HTTP 204 response for DeleteFolder
 type DeleteFolderResponse204Headers struct {
 	RateLimit       *string
@@ -18412,6 +19244,8 @@ type UpdateFolderResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
@@ -18455,6 +19289,11 @@ func (r UpdateFolderResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r UpdateFolderResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r UpdateFolderResponse) GetJSON409() *Conflict {
+	return r.JSON409
 }
 
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
@@ -19185,6 +20024,163 @@ func (r CreateReportResponse) ContentType() string {
 	return ""
 }
 
+// PutReportByKeyResponse200Headers the declared response headers of an HTTP 200 response for PutReportByKey
+type PutReportByKeyResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
+// PutReportByKeyResponse201Headers the declared response headers of an HTTP 201 response for PutReportByKey
+type PutReportByKeyResponse201Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
+// PutReportByKeyResponse401Headers the declared response headers of an HTTP 401 response for PutReportByKey
+type PutReportByKeyResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// PutReportByKeyResponse429Headers the declared response headers of an HTTP 429 response for PutReportByKey
+type PutReportByKeyResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
+}
+
+type PutReportByKeyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Workbook
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Workbook
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *PayloadTooLarge
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *BadGateway
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *PutReportByKeyResponse200Headers
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *PutReportByKeyResponse201Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PutReportByKeyResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PutReportByKeyResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PutReportByKeyResponse) GetJSON200() *Workbook {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PutReportByKeyResponse) GetJSON201() *Workbook {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PutReportByKeyResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PutReportByKeyResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PutReportByKeyResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r PutReportByKeyResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r PutReportByKeyResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r PutReportByKeyResponse) GetJSON413() *PayloadTooLarge {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r PutReportByKeyResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r PutReportByKeyResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r PutReportByKeyResponse) GetJSON502() *BadGateway {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r PutReportByKeyResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r PutReportByKeyResponse) GetJSON504() *GatewayTimeout {
+	return r.JSON504
+}
+
+// GetBody returns the raw response body bytes
+func (r PutReportByKeyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutReportByKeyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutReportByKeyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutReportByKeyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // DeleteReportResponse204Headers the declared response headers of an HTTP 204 response for DeleteReport
 type DeleteReportResponse204Headers struct {
 	RateLimit       *string
@@ -19856,6 +20852,163 @@ func (r CreateWorkbookResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r CreateWorkbookResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PutWorkbookByKeyResponse200Headers the declared response headers of an HTTP 200 response for PutWorkbookByKey
+type PutWorkbookByKeyResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
+// PutWorkbookByKeyResponse201Headers the declared response headers of an HTTP 201 response for PutWorkbookByKey
+type PutWorkbookByKeyResponse201Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
+// PutWorkbookByKeyResponse401Headers the declared response headers of an HTTP 401 response for PutWorkbookByKey
+type PutWorkbookByKeyResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// PutWorkbookByKeyResponse429Headers the declared response headers of an HTTP 429 response for PutWorkbookByKey
+type PutWorkbookByKeyResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
+}
+
+type PutWorkbookByKeyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Workbook
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Workbook
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *PayloadTooLarge
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *BadGateway
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *PutWorkbookByKeyResponse200Headers
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *PutWorkbookByKeyResponse201Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PutWorkbookByKeyResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PutWorkbookByKeyResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PutWorkbookByKeyResponse) GetJSON200() *Workbook {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PutWorkbookByKeyResponse) GetJSON201() *Workbook {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PutWorkbookByKeyResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PutWorkbookByKeyResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PutWorkbookByKeyResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r PutWorkbookByKeyResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r PutWorkbookByKeyResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r PutWorkbookByKeyResponse) GetJSON413() *PayloadTooLarge {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r PutWorkbookByKeyResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r PutWorkbookByKeyResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r PutWorkbookByKeyResponse) GetJSON502() *BadGateway {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r PutWorkbookByKeyResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r PutWorkbookByKeyResponse) GetJSON504() *GatewayTimeout {
+	return r.JSON504
+}
+
+// GetBody returns the raw response body bytes
+func (r PutWorkbookByKeyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutWorkbookByKeyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutWorkbookByKeyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutWorkbookByKeyResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -27455,6 +28608,50 @@ func (c *ClientWithResponses) CreateFolderWithResponse(ctx context.Context, depl
 	return ParseCreateFolderResponse(rsp)
 }
 
+// PutFolderByKeyWithBodyWithResponse Create or replace a folder by its key
+//
+// Makes the live folder of the deployment with this `key` what the body says: `name`, `parentId` and `position`.
+// An omitted `position` keeps the folder's (a new folder is placed as on create); an omitted `parentId` is the root.
+// No live folder has the key: one is created with it (`201`), with the roles and access
+// of the create. One has it: it is replaced (`200`), with the access of the change
+// (`edit` on it); a `parentId` other than its place moves it, by the move's rules (access
+// to both folders, cycles and depth). A body equal to the folder's state changes nothing: no new
+// `version`, no audit event. `expectedVersion`, when sent, must be the folder's
+// `version` (`409 version_conflict` otherwise, also when no folder has the key).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/v1/deployments/{deploymentId}/folders/by-key/{key} (the `PutFolderByKey` operationId).
+func (c *ClientWithResponses) PutFolderByKeyWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, key ItemKeyPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutFolderByKeyResponse, error) {
+	rsp, err := c.PutFolderByKeyWithBody(ctx, deploymentId, key, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutFolderByKeyResponse(rsp)
+}
+
+// PutFolderByKeyWithResponse Create or replace a folder by its key
+//
+// Makes the live folder of the deployment with this `key` what the body says: `name`, `parentId` and `position`.
+// An omitted `position` keeps the folder's (a new folder is placed as on create); an omitted `parentId` is the root.
+// No live folder has the key: one is created with it (`201`), with the roles and access
+// of the create. One has it: it is replaced (`200`), with the access of the change
+// (`edit` on it); a `parentId` other than its place moves it, by the move's rules (access
+// to both folders, cycles and depth). A body equal to the folder's state changes nothing: no new
+// `version`, no audit event. `expectedVersion`, when sent, must be the folder's
+// `version` (`409 version_conflict` otherwise, also when no folder has the key).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/v1/deployments/{deploymentId}/folders/by-key/{key} (the `PutFolderByKey` operationId).
+func (c *ClientWithResponses) PutFolderByKeyWithResponse(ctx context.Context, deploymentId DeploymentId, key ItemKeyPath, body PutFolderByKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*PutFolderByKeyResponse, error) {
+	rsp, err := c.PutFolderByKey(ctx, deploymentId, key, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutFolderByKeyResponse(rsp)
+}
+
 // DeleteFolderWithResponse Delete an empty folder
 //
 // Deletes the folder when it has no children. Requires `manage` access to the folder. A
@@ -27488,8 +28685,9 @@ func (c *ClientWithResponses) GetFolderWithResponse(ctx context.Context, deploym
 
 // UpdateFolderWithBodyWithResponse Rename or reposition a folder
 //
-// Changes the folder's `name` and/or `position` among its siblings. Requires `edit` access to
-// the folder. Moving a folder to another parent is done with the move operations.
+// Changes the folder's `name` and/or `position` among its siblings, or sets its `key`.
+// Requires `edit` access to the folder. Moving a folder to another parent is done with the
+// move operations. A stale `expectedVersion` is `409 version_conflict`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -27504,8 +28702,9 @@ func (c *ClientWithResponses) UpdateFolderWithBodyWithResponse(ctx context.Conte
 
 // UpdateFolderWithResponse Rename or reposition a folder
 //
-// Changes the folder's `name` and/or `position` among its siblings. Requires `edit` access to
-// the folder. Moving a folder to another parent is done with the move operations.
+// Changes the folder's `name` and/or `position` among its siblings, or sets its `key`.
+// Requires `edit` access to the folder. Moving a folder to another parent is done with the
+// move operations. A stale `expectedVersion` is `409 version_conflict`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -27659,6 +28858,50 @@ func (c *ClientWithResponses) CreateReportWithResponse(ctx context.Context, depl
 	return ParseCreateReportResponse(rsp)
 }
 
+// PutReportByKeyWithBodyWithResponse Create or replace a report by its key
+//
+// Makes the live report of the deployment with this `key` what the body says: `name`, `folderId`, `meta` and `calculatedFields`.
+// Replace semantics: an omitted optional part is cleared (`meta` and `calculatedFields` become `{}`; an omitted `folderId` is the root).
+// No live report has the key: one is created with it (`201`), with the roles and access
+// of the create. One has it: it is replaced (`200`), with the access of the change
+// (`edit` on it); a `folderId` other than its place moves it, by the move's rules (access
+// to both folders). A body equal to the report's state changes nothing: no new
+// `version`, no audit event. `expectedVersion`, when sent, must be the report's
+// `version` (`409 version_conflict` otherwise, also when no report has the key).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/v1/deployments/{deploymentId}/reports/by-key/{key} (the `PutReportByKey` operationId).
+func (c *ClientWithResponses) PutReportByKeyWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, key ItemKeyPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutReportByKeyResponse, error) {
+	rsp, err := c.PutReportByKeyWithBody(ctx, deploymentId, key, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutReportByKeyResponse(rsp)
+}
+
+// PutReportByKeyWithResponse Create or replace a report by its key
+//
+// Makes the live report of the deployment with this `key` what the body says: `name`, `folderId`, `meta` and `calculatedFields`.
+// Replace semantics: an omitted optional part is cleared (`meta` and `calculatedFields` become `{}`; an omitted `folderId` is the root).
+// No live report has the key: one is created with it (`201`), with the roles and access
+// of the create. One has it: it is replaced (`200`), with the access of the change
+// (`edit` on it); a `folderId` other than its place moves it, by the move's rules (access
+// to both folders). A body equal to the report's state changes nothing: no new
+// `version`, no audit event. `expectedVersion`, when sent, must be the report's
+// `version` (`409 version_conflict` otherwise, also when no report has the key).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/v1/deployments/{deploymentId}/reports/by-key/{key} (the `PutReportByKey` operationId).
+func (c *ClientWithResponses) PutReportByKeyWithResponse(ctx context.Context, deploymentId DeploymentId, key ItemKeyPath, body PutReportByKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*PutReportByKeyResponse, error) {
+	rsp, err := c.PutReportByKey(ctx, deploymentId, key, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutReportByKeyResponse(rsp)
+}
+
 // DeleteReportWithResponse Delete a report
 //
 // Requires `manage` on the report: its creator, an admin, or `manage` on its folder. The
@@ -27790,6 +29033,50 @@ func (c *ClientWithResponses) CreateWorkbookWithResponse(ctx context.Context, de
 	return ParseCreateWorkbookResponse(rsp)
 }
 
+// PutWorkbookByKeyWithBodyWithResponse Create or replace a workbook by its key
+//
+// Makes the live workbook of the deployment with this `key` what the body says: `name`, `folderId`, `meta`, `calculatedFields` and `dashboardDraft`.
+// Replace semantics: an omitted optional part is cleared (`meta` and `calculatedFields` become `{}`, the draft none; an omitted `folderId` is the root).
+// No live workbook has the key: one is created with it (`201`), with the roles and access
+// of the create. One has it: it is replaced (`200`), with the access of the change
+// (`edit` on it); a `folderId` other than its place moves it, by the move's rules (access
+// to both folders). A body equal to the workbook's state changes nothing: no new
+// `version`, no audit event. `expectedVersion`, when sent, must be the workbook's
+// `version` (`409 version_conflict` otherwise, also when no workbook has the key).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/v1/deployments/{deploymentId}/workbooks/by-key/{key} (the `PutWorkbookByKey` operationId).
+func (c *ClientWithResponses) PutWorkbookByKeyWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, key ItemKeyPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutWorkbookByKeyResponse, error) {
+	rsp, err := c.PutWorkbookByKeyWithBody(ctx, deploymentId, key, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutWorkbookByKeyResponse(rsp)
+}
+
+// PutWorkbookByKeyWithResponse Create or replace a workbook by its key
+//
+// Makes the live workbook of the deployment with this `key` what the body says: `name`, `folderId`, `meta`, `calculatedFields` and `dashboardDraft`.
+// Replace semantics: an omitted optional part is cleared (`meta` and `calculatedFields` become `{}`, the draft none; an omitted `folderId` is the root).
+// No live workbook has the key: one is created with it (`201`), with the roles and access
+// of the create. One has it: it is replaced (`200`), with the access of the change
+// (`edit` on it); a `folderId` other than its place moves it, by the move's rules (access
+// to both folders). A body equal to the workbook's state changes nothing: no new
+// `version`, no audit event. `expectedVersion`, when sent, must be the workbook's
+// `version` (`409 version_conflict` otherwise, also when no workbook has the key).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/v1/deployments/{deploymentId}/workbooks/by-key/{key} (the `PutWorkbookByKey` operationId).
+func (c *ClientWithResponses) PutWorkbookByKeyWithResponse(ctx context.Context, deploymentId DeploymentId, key ItemKeyPath, body PutWorkbookByKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*PutWorkbookByKeyResponse, error) {
+	rsp, err := c.PutWorkbookByKey(ctx, deploymentId, key, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutWorkbookByKeyResponse(rsp)
+}
+
 // DeleteWorkbookWithResponse Delete a workbook
 //
 // Requires `manage` on the workbook: its creator, an admin, or `manage` on its folder. The
@@ -27825,7 +29112,8 @@ func (c *ClientWithResponses) GetWorkbookWithResponse(ctx context.Context, deplo
 //
 // Changes only the fields sent (at least one). Requires `edit` on the workbook: its creator,
 // `edit` on its folder, or, at the root, the `ai_bi_user` role. A workbook moved or deleted
-// during the change is `409`. A `dashboardDraft` whose widgets name more than
+// during the change is `409` (code `conflict`); a stale `expectedVersion` is `409` code
+// `version_conflict`. A `dashboardDraft` whose widgets name more than
 // `WORKSPACE_MAX_DASHBOARD_REPORTS` (200) distinct reports (`config.reportId`) is `400`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -27843,7 +29131,8 @@ func (c *ClientWithResponses) UpdateWorkbookWithBodyWithResponse(ctx context.Con
 //
 // Changes only the fields sent (at least one). Requires `edit` on the workbook: its creator,
 // `edit` on its folder, or, at the root, the `ai_bi_user` role. A workbook moved or deleted
-// during the change is `409`. A `dashboardDraft` whose widgets name more than
+// during the change is `409` (code `conflict`); a stale `expectedVersion` is `409` code
+// `version_conflict`. A `dashboardDraft` whose widgets name more than
 // `WORKSPACE_MAX_DASHBOARD_REPORTS` (200) distinct reports (`config.reportId`) is `400`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
@@ -31887,6 +33176,187 @@ func ParseCreateFolderResponse(rsp *http.Response) (*CreateFolderResponse, error
 	return response, nil
 }
 
+// ParsePutFolderByKeyResponse parses an HTTP response from a PutFolderByKeyWithResponse call
+func ParsePutFolderByKeyResponse(rsp *http.Response) (*PutFolderByKeyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutFolderByKeyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Folder
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Folder
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest BadGateway
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest GatewayTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers PutFolderByKeyResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 201:
+		var headers PutFolderByKeyResponse201Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 401:
+		var headers PutFolderByKeyResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers PutFolderByKeyResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseDeleteFolderResponse parses an HTTP response from a DeleteFolderWithResponse call
 func ParseDeleteFolderResponse(rsp *http.Response) (*DeleteFolderResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -32210,6 +33680,13 @@ func ParseUpdateFolderResponse(rsp *http.Response) (*UpdateFolderResponse, error
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest PayloadTooLarge
@@ -33065,6 +34542,187 @@ func ParseCreateReportResponse(rsp *http.Response) (*CreateReportResponse, error
 	return response, nil
 }
 
+// ParsePutReportByKeyResponse parses an HTTP response from a PutReportByKeyWithResponse call
+func ParsePutReportByKeyResponse(rsp *http.Response) (*PutReportByKeyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutReportByKeyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Workbook
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Workbook
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest BadGateway
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest GatewayTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers PutReportByKeyResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 201:
+		var headers PutReportByKeyResponse201Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 401:
+		var headers PutReportByKeyResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers PutReportByKeyResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseDeleteReportResponse parses an HTTP response from a DeleteReportWithResponse call
 func ParseDeleteReportResponse(rsp *http.Response) (*DeleteReportResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -33811,6 +35469,187 @@ func ParseCreateWorkbookResponse(rsp *http.Response) (*CreateWorkbookResponse, e
 		response.Headers409 = &headers
 	case rsp.StatusCode == 429:
 		var headers CreateWorkbookResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePutWorkbookByKeyResponse parses an HTTP response from a PutWorkbookByKeyWithResponse call
+func ParsePutWorkbookByKeyResponse(rsp *http.Response) (*PutWorkbookByKeyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutWorkbookByKeyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Workbook
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Workbook
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest BadGateway
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest GatewayTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers PutWorkbookByKeyResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 201:
+		var headers PutWorkbookByKeyResponse201Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 401:
+		var headers PutWorkbookByKeyResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers PutWorkbookByKeyResponse429Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

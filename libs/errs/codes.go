@@ -53,6 +53,10 @@ const (
 	CodeIdempotencyKeyInUse   = "idempotency_key_in_use"   // 409: the key's first request is still running
 	CodeIdempotencyKeyReused  = "idempotency_key_reused"   // 422: the key was used with another request
 	CodeIdempotencyLimit      = "idempotency_limit"        // 429: the account's idempotency records or bytes within their window
+	CodeInvalidKey            = "invalid_key"              // 400: an item key outside its grammar
+	CodeKeyTaken              = "key_taken"                // 409: an item key a live item of the type holds
+	CodeKeyImmutable          = "key_immutable"            // 409: changing the key of an item that has one
+	CodeVersionConflict       = "version_conflict"         // 409: expectedVersion is not the item's version
 )
 
 // Codes maps every code to the statuses it is sent with (nil: any other status of its
@@ -69,6 +73,7 @@ var Codes = map[string][]int{
 	CodeJobLimit: {429}, CodeStorageQuota: {413}, CodeEmbedAccessLimit: {400},
 	CodeAPIKeyLimit: {400}, CodeServiceAccountLimit: {400}, CodeClientSecretLimit: {400}, CodeConcurrencyLimit: {429},
 	CodeIdempotencyKeyInvalid: {400}, CodeIdempotencyKeyInUse: {409}, CodeIdempotencyKeyReused: {422}, CodeIdempotencyLimit: {429},
+	CodeInvalidKey: {400}, CodeKeyTaken: {409}, CodeKeyImmutable: {409}, CodeVersionConflict: {409},
 }
 
 // DefaultCode is the code of an error that no rule names: one per status.

@@ -26,6 +26,15 @@ type HandleOptions struct {
 	// Admit, when set, wraps the route's handler outside the body limit: what refuses a
 	// request before a byte of its body is read (fairshare's bound of requests in flight).
 	Admit func(http.Handler) http.Handler
+	// First serves the route before the ServeMux's patterns (Router.HandleFirst): for a
+	// path with a literal segment where other routes have a wildcard.
+	First bool
+}
+
+// WithFirst is o for a route matched before the others (Router.HandleFirst).
+func (o HandleOptions) WithFirst() HandleOptions {
+	o.First = true
+	return o
 }
 
 // WithAdmit is o with the admission wrapper of one route.
@@ -66,6 +75,10 @@ func Handle(r *Router, method, path string, ep endpoint.Endpoint, dec kithttp.De
 	})
 	if o.Admit != nil {
 		h = o.Admit(h)
+	}
+	if o.First {
+		r.HandleFirst(method, path, h)
+		return
 	}
 	r.Handle(method, path, h)
 }

@@ -178,6 +178,20 @@ var accessRoutes = []accessRoute{
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.path("/reports"), map[string]any{"name": p.unique("matrix report"), "folderId": sc.folder}
 		}},
+	// Create-or-replace by key: a fresh key each call, so every allowed call creates (201),
+	// with the create's roles; the folder F of the scope is the destination.
+	{"put-folder-by-key", "PUT", "/api/v1/deployments/{deploymentId}/folders/by-key/{key}", schemeBearer, "401 401 401 401 401 401 401 401 201 201 201 403 401 401 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return sc.path("/folders/by-key/%s", p.key("matrix-folder")), map[string]any{"name": "by key", "parentId": sc.folder}
+		}},
+	{"put-workbook-by-key", "PUT", "/api/v1/deployments/{deploymentId}/workbooks/by-key/{key}", schemeBearer, "401 401 401 401 401 401 401 401 201 201 201 403 401 401 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return sc.path("/workbooks/by-key/%s", p.key("matrix-workbook")), map[string]any{"name": "by key", "folderId": sc.folder}
+		}},
+	{"put-report-by-key", "PUT", "/api/v1/deployments/{deploymentId}/reports/by-key/{key}", schemeBearer, "401 401 401 401 401 401 401 401 201 201 201 403 401 401 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return sc.path("/reports/by-key/%s", p.key("matrix-report")), map[string]any{"name": "by key", "folderId": sc.folder}
+		}},
 	{"get-report", "GET", "/api/v1/deployments/{deploymentId}/reports/{reportId}", schemeBearer, "401 401 401 401 401 401 401 401 200 200 200 200 401 401 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.path("/reports/%d", sc.report), nil
@@ -1395,6 +1409,11 @@ func (p *platform) gitIntegration() map[string]any {
 
 func (p *platform) unique(prefix string) string {
 	return fmt.Sprintf("%s %d", prefix, p.counter.Add(1))
+}
+
+// key is an item key no other call uses.
+func (p *platform) key(prefix string) string {
+	return fmt.Sprintf("%s-%d", prefix, p.counter.Add(1))
 }
 
 // sharedFolder is a new folder of sc, created by its admin with the edit grants, for a

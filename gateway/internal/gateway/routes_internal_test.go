@@ -19,6 +19,8 @@ func TestMatch(t *testing.T) {
 	}{
 		{"/api/v1/deployments/7/workspace/bulk-move", true, svcWorkspace, policyBearer, 7, false},
 		{"/api/v1/deployments/7/folders", true, svcWorkspace, policyBearer, 7, false},
+		{"/api/v1/deployments/7/folders/by-key/team-a", true, svcWorkspace, policyBearer, 7, false},
+		{"/api/v1/deployments/7/workbooks/by-key/sales.q1", true, svcWorkspace, policyBearer, 7, false},
 		{"/api/v1/deployments/7/dbt-sync", true, svcDBTSync, policyBearer, 7, true},
 		{"/api/v1/deployments/7/dbt-sync/job-1", true, svcDBTSync, policyBearer, 7, false},
 		{"/api/v1/deployments/7/token", true, svcEmbed, policyEmbedToken, 7, false},

@@ -58,18 +58,24 @@ func folderRef(id int64) any {
 func (a *auditing) CreateFolder(ctx context.Context, p *identity.Principal, dep int64, in CreateFolderInput) (Folder, error) {
 	f, err := a.Service.CreateFolder(ctx, p, dep, in)
 	d := map[string]any{"name": in.Name, "parentId": folderRef(in.ParentID)}
+	if in.Key != "" {
+		d["key"] = in.Key
+	}
 	audit.Record(ctx, a.rec, p, ItemAction(TypeFolder, "create"), target(TypeFolder, f.ID), err, http.StatusOK, d)
 	return f, err
 }
 
-func (a *auditing) UpdateFolder(ctx context.Context, p *identity.Principal, dep, id int64, name *string, position *float64) (Folder, error) {
-	f, err := a.Service.UpdateFolder(ctx, p, dep, id, name, position)
+func (a *auditing) UpdateFolder(ctx context.Context, p *identity.Principal, dep, id int64, in UpdateFolderInput) (Folder, error) {
+	f, err := a.Service.UpdateFolder(ctx, p, dep, id, in)
 	d := map[string]any{}
-	if name != nil {
-		d["name"] = *name
+	if in.Name != nil {
+		d["name"] = *in.Name
 	}
-	if position != nil {
-		d["position"] = *position
+	if in.Position != nil {
+		d["position"] = *in.Position
+	}
+	if in.Key != nil {
+		d["key"] = *in.Key
 	}
 	audit.Record(ctx, a.rec, p, ItemAction(TypeFolder, "update"), target(TypeFolder, id), err, http.StatusOK, d)
 	return f, err
@@ -174,6 +180,9 @@ func (a *auditing) bulkMove(ctx context.Context, p *identity.Principal, dep int6
 func (a *auditing) CreateItem(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, in CreateItemInput) (Workbook, error) {
 	w, err := a.Service.CreateItem(ctx, p, dep, typ, in)
 	d := map[string]any{"name": in.Name, "folderId": folderRef(in.FolderID)}
+	if in.Key != "" {
+		d["key"] = in.Key
+	}
 	audit.Record(ctx, a.rec, p, ItemAction(typ, "create"), target(typ, w.ID), err, http.StatusOK, d)
 	return w, err
 }
@@ -192,6 +201,9 @@ func (a *auditing) UpdateItem(ctx context.Context, p *identity.Principal, dep in
 	}
 	if in.DashboardDraft != nil {
 		changed = append(changed, "dashboardDraft")
+	}
+	if in.Key != nil {
+		changed = append(changed, "key")
 	}
 	d := map[string]any{"changed": changed}
 	if in.Name != nil {

@@ -27,9 +27,8 @@ type (
 	}
 	updateFolderRequest struct {
 		scope
-		ID       int64
-		Name     *string
-		Position *float64
+		ID int64
+		In UpdateFolderInput
 	}
 	setPermissionsRequest struct {
 		scope
@@ -117,11 +116,13 @@ type Endpoints struct {
 	Search, Favorite                                    endpoint.Endpoint
 	GetEmbedAccess, PutEmbedAccess, TenantWorkbooks     endpoint.Endpoint
 	EmbedDashboards, EmbedDashboard                     endpoint.Endpoint
+	KeyEndpoints
 }
 
 // MakeEndpoints adapts s.
 func MakeEndpoints(s Service) Endpoints {
 	return Endpoints{
+		KeyEndpoints: makeKeyEndpoints(s),
 		CreateFolder: func(ctx context.Context, req any) (any, error) {
 			r := req.(createFolderRequest)
 			return s.CreateFolder(ctx, r.P, r.Dep, r.In)
@@ -132,7 +133,7 @@ func MakeEndpoints(s Service) Endpoints {
 		},
 		UpdateFolder: func(ctx context.Context, req any) (any, error) {
 			r := req.(updateFolderRequest)
-			return s.UpdateFolder(ctx, r.P, r.Dep, r.ID, r.Name, r.Position)
+			return s.UpdateFolder(ctx, r.P, r.Dep, r.ID, r.In)
 		},
 		DeleteFolder: func(ctx context.Context, req any) (any, error) {
 			r := req.(folderRequest)

@@ -19,6 +19,17 @@ func notFound(t ItemType, id int64) *errs.Error {
 	return errs.New(errs.NotFound, "%s %d not found", t.lower(), id)
 }
 
+// keyTaken: a create or a key change whose key a live item of the type holds
+// (ErrKeyTaken).
+func keyTaken(t ItemType, key string) *errs.Error {
+	return errs.New(errs.Conflict, "a live %s of this deployment has the key %q already", t.lower(), key).WithCode(errs.CodeKeyTaken)
+}
+
+// versionConflict: expectedVersion is not the item's version.
+func versionConflict(t ItemType, id, want, got int64) *errs.Error {
+	return errs.New(errs.Conflict, "%s %d is at version %d, not the expected version %d", t.lower(), id, got, want).WithCode(errs.CodeVersionConflict)
+}
+
 // idTaken: a create whose allocated id turned out to be another item's (ErrIDTaken).
 // Nothing was stored and the next id is a fresh one, so the client retries.
 func idTaken(t ItemType, id int64) *errs.Error {

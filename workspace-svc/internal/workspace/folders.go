@@ -30,8 +30,16 @@ func (s *service) CreateFolder(ctx context.Context, p *identity.Principal, dep i
 	if err != nil {
 		return Folder{}, err
 	}
+	if in.Key != "" {
+		if err := ValidKey(in.Key); err != nil {
+			return Folder{}, err
+		}
+	}
 	if !p.HasRole(identity.RoleAIBIUser) {
 		return Folder{}, errs.Forbiddenf("creating a folder needs the ai_bi_user role or higher")
+	}
+	if err := s.keyFree(ctx, dep, TypeFolder, in.Key); err != nil {
+		return Folder{}, err
 	}
 	id, err := s.store.NextID(ctx)
 	if err != nil {
@@ -79,20 +87,23 @@ func (s *service) CreateFolder(ctx context.Context, p *identity.Principal, dep i
 		}
 		anc, depth := t.ancestorsOf(in.ParentID)
 		doc = &Item{ID: id, DeploymentID: dep, Type: TypeFolder, Name: name, Position: pos, Parent: in.ParentID,
-			CreatedBy: p.User.ID, UpdatedBy: p.User.ID, CreatedAt: now, UpdatedAt: now, Anc: anc, Depth: depth}
+			CreatedBy: p.User.ID, UpdatedBy: p.User.ID, CreatedAt: now, UpdatedAt: now, Anc: anc, Depth: depth, Key: in.Key, Version: 1}
 		return &TreeOp{Kind: OpCreate, Folder: id, To: in.ParentID, By: p.User.ID, At: now, Created: doc}, nil
 	})
 	if err != nil {
 		// The slot goes back when nothing was stored: the op was never recorded, or it
-		// was and is void (its id was another item's). An op that was or may have been
-		// recorded (its compare-and-set failed without an answer) keeps it: whoever
-		// finishes the op stores the folder.
-		taken := errors.Is(err, ErrIDTaken)
-		if slotted && (!r.committing || taken) {
+		// was and is void (its id was another item's, or its key a live folder's). An op
+		// that was or may have been recorded (its compare-and-set failed without an
+		// answer) keeps it: whoever finishes the op stores the folder.
+		taken, keyHeld := errors.Is(err, ErrIDTaken), errors.Is(err, ErrKeyTaken)
+		if slotted && (!r.committing || taken || keyHeld) {
 			s.returnSlot(ctx, dep)
 		}
 		if taken {
 			return Folder{}, idTaken(TypeFolder, id)
+		}
+		if keyHeld {
+			return Folder{}, keyTaken(TypeFolder, in.Key)
 		}
 		return Folder{}, err
 	}
@@ -150,29 +161,50 @@ func (s *service) GetFolder(ctx context.Context, p *identity.Principal, dep, id 
 }
 
 // UpdateFolder renames or repositions a folder the caller can edit.
-func (s *service) UpdateFolder(ctx context.Context, p *identity.Principal, dep, id int64, name *string, position *float64) (Folder, error) {
-	u := ItemUpdate{Position: position}
-	if name != nil {
-		n, err := validName("name", *name)
+func (s *service) UpdateFolder(ctx context.Context, p *identity.Principal, dep, id int64, in UpdateFolderInput) (Folder, error) {
+	u := ItemUpdate{Position: in.Position}
+	if in.Name != nil {
+		n, err := validName("name", *in.Name)
 		if err != nil {
 			return Folder{}, err
 		}
 		u.Name = &n
 	}
-	if name == nil && position == nil {
-		return Folder{}, errs.Invalidf("nothing to update: send name and/or position")
+	if in.Key != nil {
+		if err := ValidKey(*in.Key); err != nil {
+			return Folder{}, err
+		}
 	}
-	r, _, err := s.folderForRead(ctx, p, dep, id, LevelEdit, "change it")
+	if in.Name == nil && in.Position == nil && in.Key == nil {
+		return Folder{}, errs.Invalidf("nothing to update: send name, position or key")
+	}
+	r, cur, err := s.folderForRead(ctx, p, dep, id, LevelEdit, "change it")
 	if err != nil {
 		return Folder{}, err
 	}
+	if err := checkVersion(cur, in.ExpectedVersion); err != nil {
+		return Folder{}, err
+	}
+	if u.Key, err = keyChange(cur, in.Key); err != nil {
+		return Folder{}, err
+	}
+	if u.Name == nil && u.Position == nil && u.Key == nil { // only the key it has
+		return s.renderFolder(ctx, r, cur)
+	}
+	pre := ItemPrecondition{Version: in.ExpectedVersion}
 	u.UpdatedAt, u.UpdatedBy = s.now(), p.User.ID
-	d, err := s.store.UpdateItem(ctx, dep, id, TypeFolder, ItemPrecondition{}, u)
+	d, err := s.store.UpdateItem(ctx, dep, id, TypeFolder, pre, u)
+	if errors.Is(err, ErrKeyTaken) {
+		return Folder{}, keyTaken(TypeFolder, *u.Key)
+	}
 	if err != nil {
 		return Folder{}, err
 	}
 	if d == nil {
-		return Folder{}, notFound(TypeFolder, id)
+		if pre.Version == nil && u.Key == nil {
+			return Folder{}, notFound(TypeFolder, id)
+		}
+		return Folder{}, s.updateRefused(ctx, dep, TypeFolder, id, in.ExpectedVersion)
 	}
 	if n := r.tree.folders[id]; n != nil {
 		n.Name = d.Name

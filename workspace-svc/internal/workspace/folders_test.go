@@ -106,7 +106,7 @@ func TestAccessIsInherited(t *testing.T) {
 	if _, err := f.svc.GetFolder(f.ctx, viewer, f.dep, child); err != nil {
 		t.Fatal(err)
 	}
-	_, err = f.svc.UpdateFolder(f.ctx, viewer, f.dep, child, nil, new(float64))
+	_, err = f.svc.UpdateFolder(f.ctx, viewer, f.dep, child, workspace.UpdateFolderInput{Position: new(float64)})
 	wantErr(t, err, errs.Forbidden, "")
 	// The listing of the root shows ai only what ai can view.
 	f.folder(admin, "admin only", 0)

@@ -23,6 +23,11 @@ func (s *service) CreateItem(ctx context.Context, p *identity.Principal, dep int
 	if err := in.DashboardDraft.Validate("dashboardDraft"); err != nil {
 		return Workbook{}, err
 	}
+	if in.Key != "" {
+		if err := ValidKey(in.Key); err != nil {
+			return Workbook{}, err
+		}
+	}
 	if !p.HasRole(identity.RoleAIBIUser) {
 		return Workbook{}, errs.Forbiddenf("creating a %s needs the ai_bi_user role or higher", typ.lower())
 	}
@@ -49,6 +54,9 @@ func (s *service) CreateItem(ctx context.Context, p *identity.Principal, dep int
 		}
 		defer s.release(ctx, dep, in.FolderID)
 	}
+	if err := s.keyFree(ctx, dep, typ, in.Key); err != nil {
+		return Workbook{}, err
+	}
 	// The item limit, once access is decided: one update of the deployment's counter.
 	if err := s.takeSlot(ctx, dep); err != nil {
 		return Workbook{}, err
@@ -60,13 +68,19 @@ func (s *service) CreateItem(ctx context.Context, p *identity.Principal, dep int
 	}
 	now := s.now()
 	d := &Item{ID: id, DeploymentID: dep, Type: typ, Name: name, Parent: in.FolderID, CreatedBy: p.User.ID, UpdatedBy: p.User.ID,
-		CreatedAt: now, UpdatedAt: now, Meta: in.Meta, CalculatedFields: in.CalculatedFields, Draft: in.DashboardDraft}
+		CreatedAt: now, UpdatedAt: now, Meta: in.Meta, CalculatedFields: in.CalculatedFields, Draft: in.DashboardDraft,
+		Key: in.Key, Version: 1}
 	if err := s.store.InsertItem(ctx, d); err != nil {
-		// Another item's id: nothing was stored. Any other failure may have stored it
-		// (a write the database did not confirm): the slot stays taken.
+		// Another item's id, or its key another live item's: nothing was stored. Any
+		// other failure may have stored it (a write the database did not confirm): the
+		// slot stays taken.
 		if errors.Is(err, ErrIDTaken) {
 			s.returnSlot(ctx, dep)
 			return Workbook{}, idTaken(typ, id)
+		}
+		if errors.Is(err, ErrKeyTaken) {
+			s.returnSlot(ctx, dep)
+			return Workbook{}, keyTaken(typ, in.Key)
 		}
 		return Workbook{}, err
 	}
@@ -162,20 +176,47 @@ func (s *service) UpdateItem(ctx context.Context, p *identity.Principal, dep int
 	if err := s.checkSizes(in.Meta, in.CalculatedFields, in.DashboardDraft); err != nil {
 		return Workbook{}, err
 	}
-	if in.Name == nil && in.Meta == nil && in.CalculatedFields == nil && in.DashboardDraft == nil {
-		return Workbook{}, errs.Invalidf("nothing to update: send name, meta, calculatedFields or dashboardDraft")
+	if in.Key != nil {
+		if err := ValidKey(*in.Key); err != nil {
+			return Workbook{}, err
+		}
+	}
+	if in.Name == nil && in.Meta == nil && in.CalculatedFields == nil && in.DashboardDraft == nil && in.Key == nil {
+		return Workbook{}, errs.Invalidf("nothing to update: send name, meta, calculatedFields, dashboardDraft or key")
 	}
 	r, d, err := s.itemForAccess(ctx, p, dep, typ, id, LevelEdit, "change it")
 	if err != nil {
 		return Workbook{}, err
 	}
+	if err := checkVersion(d, in.ExpectedVersion); err != nil {
+		return Workbook{}, err
+	}
+	if u.Key, err = keyChange(d, in.Key); err != nil {
+		return Workbook{}, err
+	}
+	pre := ItemPrecondition{Parent: &d.Parent, Version: in.ExpectedVersion}
+	if u.Name == nil && u.Meta == nil && u.CalculatedFields == nil && u.Draft == nil && u.Key == nil {
+		// only the key it has: nothing changes
+		full, err := s.withParts(ctx, r, d, AllParts, LevelEdit, "change it")
+		if err != nil {
+			return Workbook{}, err
+		}
+		out, err := s.render(ctx, r, []*Item{full})
+		if err != nil {
+			return Workbook{}, err
+		}
+		return out[0], nil
+	}
 	u.UpdatedAt, u.UpdatedBy = s.now(), p.User.ID
-	nd, err := s.store.UpdateItem(ctx, dep, id, typ, ItemPrecondition{Parent: &d.Parent}, u)
+	nd, err := s.store.UpdateItem(ctx, dep, id, typ, pre, u)
+	if errors.Is(err, ErrKeyTaken) {
+		return Workbook{}, keyTaken(typ, *u.Key)
+	}
 	if err != nil {
 		return Workbook{}, err
 	}
 	if nd == nil {
-		return Workbook{}, errs.Conflictf("%s %d was moved or deleted during the change; retry", typ.lower(), id)
+		return Workbook{}, s.updateRefused(ctx, dep, typ, id, in.ExpectedVersion)
 	}
 	out, err := s.render(ctx, r, []*Item{nd})
 	if err != nil {

@@ -32,8 +32,8 @@ func (l *logging) CreateFolder(ctx context.Context, p *identity.Principal, dep i
 	return f, err
 }
 
-func (l *logging) UpdateFolder(ctx context.Context, p *identity.Principal, dep, id int64, name *string, position *float64) (Folder, error) {
-	f, err := l.Service.UpdateFolder(ctx, p, dep, id, name, position)
+func (l *logging) UpdateFolder(ctx context.Context, p *identity.Principal, dep, id int64, in UpdateFolderInput) (Folder, error) {
+	f, err := l.Service.UpdateFolder(ctx, p, dep, id, in)
 	l.done(ctx, err, "folder updated", "deploymentId", dep, "folderId", id)
 	return f, err
 }

@@ -50,6 +50,8 @@ type Workbook struct {
 	DeploymentID       int64             `json:"deploymentId"`
 	Name               string            `json:"name"`
 	Type               ItemType          `json:"type"`
+	Key                *string           `json:"key"`
+	Version            int64             `json:"version"`
 	Meta               json.RawMessage   `json:"meta"`
 	CalculatedFields   json.RawMessage   `json:"calculatedFields"`
 	CreatedAt          string            `json:"createdAt"`
@@ -73,6 +75,8 @@ type ItemSummary struct {
 	DeploymentID int64             `json:"deploymentId"`
 	Name         string            `json:"name"`
 	Type         ItemType          `json:"type"`
+	Key          *string           `json:"key"`
+	Version      int64             `json:"version"`
 	Position     float64           `json:"position"`
 	CreatedAt    string            `json:"createdAt"`
 	UpdatedAt    string            `json:"updatedAt"`
@@ -93,6 +97,8 @@ type Folder struct {
 	Name         string            `json:"name"`
 	Position     float64           `json:"position"`
 	Type         ItemType          `json:"type"`
+	Key          *string           `json:"key"`
+	Version      int64             `json:"version"`
 	CreatedAt    string            `json:"createdAt"`
 	UpdatedAt    string            `json:"updatedAt"`
 	CreatedBy    int64             `json:"createdBy"`

@@ -17,7 +17,7 @@ func (s *service) renderFolder(ctx context.Context, r *request, d *Item) (Folder
 		return Folder{}, err
 	}
 	isFav := fav[d.ID]
-	return Folder{ID: d.ID, DeploymentID: d.DeploymentID, Name: d.Name, Position: d.Position, Type: TypeFolder,
+	return Folder{ID: d.ID, DeploymentID: d.DeploymentID, Name: d.Name, Position: d.Position, Type: TypeFolder, Key: renderKey(d), Version: d.Version,
 		CreatedAt: formatTime(d.CreatedAt), UpdatedAt: formatTime(d.UpdatedAt), CreatedBy: d.CreatedBy, UpdatedBy: d.UpdatedBy,
 		ParentID: optionalID(d.Parent), FolderPath: r.tree.path(r.p, d.Parent), User: owner(users, d.CreatedBy), IsFavorite: &isFav}, nil
 }
@@ -69,7 +69,7 @@ func (s *service) renderSummaries(ctx context.Context, r *request, docs []*Item)
 	out := make([]ItemSummary, len(docs))
 	for i, d := range docs {
 		createdBy, isFav := d.CreatedBy, fav[d.ID]
-		out[i] = ItemSummary{ID: d.ID, DeploymentID: d.DeploymentID, Name: d.Name, Type: d.Type, Position: d.Position,
+		out[i] = ItemSummary{ID: d.ID, DeploymentID: d.DeploymentID, Name: d.Name, Type: d.Type, Key: renderKey(d), Version: d.Version, Position: d.Position,
 			CreatedAt: formatTime(d.CreatedAt), UpdatedAt: formatTime(d.UpdatedAt), CreatedBy: d.CreatedBy, UpdatedBy: d.UpdatedBy,
 			UserID: &createdBy, User: owner(users, d.CreatedBy), FolderID: optionalID(d.Parent), FolderPath: t.path(r.p, d.Parent), Slug: slugOf(d), IsFavorite: &isFav}
 	}
@@ -103,7 +103,7 @@ func (s *service) ownersAndFavorites(ctx context.Context, r *request, docs []*It
 // renderItem is d in the Workbook shape, in its folder d.Parent at path.
 func renderItem(users map[int64]User, d *Item, path []FolderPathEntry) Workbook {
 	createdBy := d.CreatedBy
-	w := Workbook{ID: d.ID, DeploymentID: d.DeploymentID, Name: d.Name, Type: d.Type,
+	w := Workbook{ID: d.ID, DeploymentID: d.DeploymentID, Name: d.Name, Type: d.Type, Key: renderKey(d), Version: d.Version,
 		Meta: rawOrEmpty(d.Meta), CalculatedFields: rawOrEmpty(d.CalculatedFields),
 		CreatedAt: formatTime(d.CreatedAt), UpdatedAt: formatTime(d.UpdatedAt), CreatedBy: d.CreatedBy,
 		UserID: &createdBy, User: owner(users, d.CreatedBy), FolderID: optionalID(d.Parent), FolderPath: path}

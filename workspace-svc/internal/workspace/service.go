@@ -35,7 +35,7 @@ const (
 type Service interface {
 	CreateFolder(ctx context.Context, p *identity.Principal, dep int64, in CreateFolderInput) (Folder, error)
 	GetFolder(ctx context.Context, p *identity.Principal, dep, id int64) (Folder, error)
-	UpdateFolder(ctx context.Context, p *identity.Principal, dep, id int64, name *string, position *float64) (Folder, error)
+	UpdateFolder(ctx context.Context, p *identity.Principal, dep, id int64, in UpdateFolderInput) (Folder, error)
 	DeleteFolder(ctx context.Context, p *identity.Principal, dep, id int64) error
 	GetPermissions(ctx context.Context, p *identity.Principal, dep, id int64) ([]Grant, error)
 	SetPermissions(ctx context.Context, p *identity.Principal, dep, id int64, grants []Grant) ([]Grant, error)
@@ -58,6 +58,8 @@ type Service interface {
 	// narrowing are the principal's (identity.Embed).
 	EmbedDashboards(ctx context.Context, p *identity.Principal, first int, after string) (httpx.Page[EmbedDashboardSummary], error)
 	EmbedDashboard(ctx context.Context, p *identity.Principal, publicID string) (Dashboard, error)
+	// Create-or-replace by key (keys.go).
+	KeyService
 }
 
 // service implements Service over the store's ports.
@@ -142,6 +144,17 @@ type CreateFolderInput struct {
 	Name     string
 	ParentID int64 // 0: the root
 	Position *float64
+	Key      string // "": none (KeyPattern)
+}
+
+// UpdateFolderInput is a change of a folder; nil fields stay as they are.
+type UpdateFolderInput struct {
+	Name     *string
+	Position *float64
+	// Key sets the key of a folder without one (the key it has is a no-op, another is
+	// key_immutable); ExpectedVersion requires the folder to be at that version.
+	Key             *string
+	ExpectedVersion *int64
 }
 
 // CreateItemInput is the body of workbook and report creation.
@@ -151,6 +164,7 @@ type CreateItemInput struct {
 	Meta             json.RawMessage
 	CalculatedFields json.RawMessage
 	DashboardDraft   *DashboardConfig
+	Key              string // "": none (KeyPattern)
 }
 
 // UpdateItemInput is a change of a workbook or report; nil fields stay as they are.
@@ -159,6 +173,10 @@ type UpdateItemInput struct {
 	Meta             json.RawMessage
 	CalculatedFields json.RawMessage
 	DashboardDraft   *DashboardConfig
+	// Key sets the key of an item without one (the key it has is a no-op, another is
+	// key_immutable); ExpectedVersion requires the item to be at that version.
+	Key             *string
+	ExpectedVersion *int64
 }
 
 // SearchInput is a filtered listing: GET /workspace with q, type, createdBy, favorites or

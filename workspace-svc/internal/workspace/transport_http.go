@@ -80,6 +80,7 @@ func NewHTTPHandler(e Endpoints, logger *slog.Logger, fair *fairshare.Limiter, i
 	// The embed viewer's read path: an embed token, whose session names the deployment.
 	httpx.Handle(r, "GET", "/api/v1/embed/dashboards", e.EmbedDashboards, decodeEmbedDashboardsRequest, o)
 	httpx.Handle(r, "GET", "/api/v1/embed/dashboards/{publicId}", e.EmbedDashboard, decodeEmbedDashboardRequest, o)
+	registerKeys(r, e.KeyEndpoints, o)
 	return r
 }
 
@@ -165,6 +166,10 @@ func decodeEmbedDashboardRequest(_ context.Context, r *http.Request) (any, error
 // encodeResponse is httpx.EncodeResponse, a bulk move's failures answered as their
 // single moves would have been.
 func encodeResponse(ctx context.Context, w http.ResponseWriter, resp any) error {
+	if v, ok := resp.(createdAnswer); ok {
+		httpx.WriteJSON(w, http.StatusCreated, v.Body)
+		return nil
+	}
 	if v, ok := resp.(BulkMoveResult); ok {
 		resp = encodeBulkMoveResult(v)
 	}
@@ -214,6 +219,7 @@ func decodeCreateFolderRequest(_ context.Context, r *http.Request) (any, error) 
 		Name     *string  `json:"name"`
 		ParentID *int64   `json:"parentId"`
 		Position *float64 `json:"position"`
+		Key      *string  `json:"key"`
 	}
 	if err := httpx.DecodeJSON(r, &body); err != nil {
 		return nil, err
@@ -221,7 +227,13 @@ func decodeCreateFolderRequest(_ context.Context, r *http.Request) (any, error) 
 	if body.Name == nil {
 		return nil, errs.Invalidf("name is required")
 	}
+	if err := decodeKeyFields(body.Key, nil); err != nil {
+		return nil, err
+	}
 	in := CreateFolderInput{Name: *body.Name, Position: body.Position}
+	if body.Key != nil {
+		in.Key = *body.Key
+	}
 	if body.ParentID != nil {
 		if *body.ParentID <= 0 {
 			return nil, errs.Invalidf("parentId must be a positive integer; omit it to create at the workspace root")
@@ -249,17 +261,23 @@ func decodeUpdateFolderRequest(ctx context.Context, r *http.Request) (any, error
 		return nil, err
 	}
 	var body struct {
-		Name     *string  `json:"name"`
-		Position *float64 `json:"position"`
+		Name            *string  `json:"name"`
+		Position        *float64 `json:"position"`
+		Key             *string  `json:"key"`
+		ExpectedVersion *int64   `json:"expectedVersion"`
 	}
 	if err := httpx.DecodeJSON(r, &body); err != nil {
 		return nil, err
 	}
-	if body.Name == nil && body.Position == nil {
-		return nil, errs.Invalidf("nothing to update: send name and/or position")
+	if body.Name == nil && body.Position == nil && body.Key == nil {
+		return nil, errs.Invalidf("nothing to update: send name, position or key")
+	}
+	if err := decodeKeyFields(body.Key, body.ExpectedVersion); err != nil {
+		return nil, err
 	}
 	f := fr.(folderRequest)
-	return updateFolderRequest{scope: f.scope, ID: f.ID, Name: body.Name, Position: body.Position}, nil
+	return updateFolderRequest{scope: f.scope, ID: f.ID, In: UpdateFolderInput{Name: body.Name, Position: body.Position,
+		Key: body.Key, ExpectedVersion: body.ExpectedVersion}}, nil
 }
 
 func decodeSetPermissionsRequest(ctx context.Context, r *http.Request) (any, error) {
@@ -410,19 +428,24 @@ func decodeUpdateItemRequest(t ItemType, param string) kithttp.DecodeRequestFunc
 			Meta             json.RawMessage  `json:"meta"`
 			CalculatedFields json.RawMessage  `json:"calculatedFields"`
 			DashboardDraft   *DashboardConfig `json:"dashboardDraft"`
+			Key              *string          `json:"key"`
+			ExpectedVersion  *int64           `json:"expectedVersion"`
 		}
 		if err := httpx.DecodeJSON(r, &body); err != nil {
 			return nil, err
 		}
-		in := UpdateItemInput{Name: body.Name, DashboardDraft: body.DashboardDraft}
+		if err := decodeKeyFields(body.Key, body.ExpectedVersion); err != nil {
+			return nil, err
+		}
+		in := UpdateItemInput{Name: body.Name, DashboardDraft: body.DashboardDraft, Key: body.Key, ExpectedVersion: body.ExpectedVersion}
 		if in.Meta, err = jsonObject("meta", body.Meta); err != nil {
 			return nil, err
 		}
 		if in.CalculatedFields, err = jsonObject("calculatedFields", body.CalculatedFields); err != nil {
 			return nil, err
 		}
-		if in.Name == nil && in.Meta == nil && in.CalculatedFields == nil && in.DashboardDraft == nil {
-			return nil, errs.Invalidf("nothing to update: send name, meta, calculatedFields or dashboardDraft")
+		if in.Name == nil && in.Meta == nil && in.CalculatedFields == nil && in.DashboardDraft == nil && in.Key == nil {
+			return nil, errs.Invalidf("nothing to update: send name, meta, calculatedFields, dashboardDraft or key")
 		}
 		if in.DashboardDraft != nil && t != TypeWorkbook {
 			return nil, errs.Invalidf("only workbooks have a dashboardDraft")
@@ -545,6 +568,7 @@ func decodeCreateItemRequest(t ItemType) kithttp.DecodeRequestFunc {
 			Meta             json.RawMessage  `json:"meta"`
 			CalculatedFields json.RawMessage  `json:"calculatedFields"`
 			DashboardDraft   *DashboardConfig `json:"dashboardDraft"`
+			Key              *string          `json:"key"`
 		}
 		if err := httpx.DecodeJSON(r, &body); err != nil {
 			return nil, err
@@ -552,7 +576,13 @@ func decodeCreateItemRequest(t ItemType) kithttp.DecodeRequestFunc {
 		if body.Name == nil {
 			return nil, errs.Invalidf("name is required")
 		}
+		if err := decodeKeyFields(body.Key, nil); err != nil {
+			return nil, err
+		}
 		in := CreateItemInput{Name: *body.Name, DashboardDraft: body.DashboardDraft}
+		if body.Key != nil {
+			in.Key = *body.Key
+		}
 		if in.FolderID, err = destination(body.FolderID); err != nil {
 			return nil, err
 		}
