@@ -28,9 +28,9 @@ func (f *fixture) version(dep, wb, n int64) *workspace.DashboardVersion {
 	desc := "description"
 	meta := []byte(`{"q":1}`)
 	d := &workspace.Dashboard{ID: 40, PublicID: "pub", DeploymentID: dep, WorkbookID: wb, Status: workspace.StatusPublished,
-		AllowEmbed: n%2 == 0, VersionNumber: n, VersionID: f.id(), Config: workspace.DashboardConfig{Title: &title, Description: &desc},
-		ReportSnapshots: []workspace.ReportSnapshot{{ID: 9, ReportID: 8, VersionNumber: n, Name: &title, Title: &title, Meta: meta}},
-		Title: &title, Description: &desc}
+		AllowEmbed: n%2 == 0, VersionNumber: n, VersionID: f.id(), Title: &title, Description: &desc,
+		Config:          workspace.DashboardConfig{Title: &title, Description: &desc},
+		ReportSnapshots: []workspace.ReportSnapshot{{ID: 9, ReportID: 8, VersionNumber: n, Name: &title, Title: &title, Meta: meta}}}
 	return &workspace.DashboardVersion{VersionID: d.VersionID, DeploymentID: dep, WorkbookID: wb, VersionNumber: n, Title: &title,
 		AllowEmbed: d.AllowEmbed, PublishedAt: at.Add(time.Duration(n) * time.Second), PublishedBy: 7, RestoredFrom: n / 3, Dashboard: d}
 }
