@@ -250,10 +250,14 @@ func (s *service) keptVersion(ctx context.Context, r *request, head *Item, numbe
 		return nil, err
 	}
 	if v == nil || v.Dashboard == nil {
-		return nil, errs.NotFoundf("version %d of the dashboard of workbook %d not found: the versions kept are the last %d published since versions are kept",
-			number, head.ID, s.limits.DashboardVersionsKept)
+		return nil, s.versionNotFound(head.ID, number)
 	}
 	return v, nil
+}
+
+func (s *service) versionNotFound(workbook, number int64) error {
+	return errs.NotFoundf("version %d of the dashboard of workbook %d not found: the versions kept are the last %d published since versions are kept",
+		number, workbook, s.limits.DashboardVersionsKept)
 }
 
 // RestoreDashboardVersion publishes a new version of the workbook's dashboard equal to
@@ -273,10 +277,15 @@ func (s *service) RestoreDashboardVersion(ctx context.Context, p *identity.Princ
 		if err != nil {
 			return Workbook{}, err
 		}
-		s.settleVersion(ctx, d)
-		v, err := s.keptVersion(ctx, r, d, number)
+		if number == d.PublishedVersion {
+			s.settleVersion(ctx, d) // the version to restore may be the current one, still pending
+		}
+		v, err := s.store.DashboardVersion(ctx, dep, id, number)
 		if err != nil {
 			return Workbook{}, err
+		}
+		if v == nil || v.Dashboard == nil {
+			return Workbook{}, s.versionNotFound(id, number)
 		}
 		versionID, err := s.store.NextID(ctx)
 		if err != nil {

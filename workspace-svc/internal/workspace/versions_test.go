@@ -255,3 +255,28 @@ func TestRacingPublishesKeepOneVersionPerNumber(t *testing.T) {
 		}
 	}
 }
+
+// TestTheCurrentVersionRestoresBeforeItsRecordIsCommitted: a publish that stopped before
+// committing its record still has its version: a restore of it finds it.
+func TestTheCurrentVersionRestoresBeforeItsRecordIsCommitted(t *testing.T) {
+	f := newFixture(t)
+	wb := f.item(ai, workspace.TypeWorkbook, "board", 0)
+	f.store.Fault = func(m string) error {
+		if m == "CommitDashboardVersion" {
+			return errors.New("down")
+		}
+		return nil
+	}
+	v1 := f.publishDraft(wb, "a", false)
+	f.store.Fault = nil
+	w, err := f.svc.RestoreDashboardVersion(f.ctx, ai, f.dep, wb, 1)
+	if err != nil {
+		t.Fatalf("restore of a version whose record was left pending: %v", err)
+	}
+	if d := w.PublishedDashboard; d.VersionNumber != 2 || d.AllowEmbed || asJSON(d.Config) != asJSON(v1.Config) {
+		t.Fatalf("restored %s", asJSON(d))
+	}
+	if got := f.versionNumbers(wb, 10); !reflect.DeepEqual(got, []int64{2, 1}) {
+		t.Fatalf("versions %v, want [2 1]", got)
+	}
+}
