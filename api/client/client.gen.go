@@ -1988,6 +1988,47 @@ type DashboardLayout struct {
 // DashboardStatus defines model for DashboardStatus.
 type DashboardStatus string
 
+// DashboardVersion A kept version in full (its summary's fields too), what a restore of it publishes.
+type DashboardVersion struct {
+	AllowEmbed bool `json:"allowEmbed"`
+
+	// Config Dashboard configuration; every field optional and nullable.
+	Config          DashboardConfig  `json:"config"`
+	Description     *string          `json:"description"`
+	PublishedAt     time.Time        `json:"publishedAt"`
+	PublishedBy     int64            `json:"publishedBy"`
+	ReportSnapshots []ReportSnapshot `json:"reportSnapshots"`
+	RestoredFrom    *int64           `json:"restoredFrom"`
+	Title           *string          `json:"title"`
+	VersionId       int64            `json:"versionId"`
+	VersionNumber   int64            `json:"versionNumber"`
+}
+
+// DashboardVersionPage defines model for DashboardVersionPage.
+type DashboardVersionPage struct {
+	Items    []DashboardVersionSummary `json:"items"`
+	PageInfo PageInfo                  `json:"pageInfo"`
+}
+
+// DashboardVersionSummary A kept version of a workbook's published dashboard, in summary.
+type DashboardVersionSummary struct {
+	AllowEmbed  bool      `json:"allowEmbed"`
+	PublishedAt time.Time `json:"publishedAt"`
+
+	// PublishedBy The user who published (or restored) it.
+	PublishedBy int64 `json:"publishedBy"`
+
+	// RestoredFrom The version this one restored; null for a publish of the draft.
+	RestoredFrom *int64 `json:"restoredFrom"`
+
+	// Title The dashboard's title (`config.title`), at most 255 bytes of it.
+	Title *string `json:"title"`
+
+	// VersionId The published dashboard's `versionId` of this version.
+	VersionId     int64 `json:"versionId"`
+	VersionNumber int64 `json:"versionNumber"`
+}
+
 // DashboardWidget defines model for DashboardWidget.
 type DashboardWidget struct {
 	// Config Free-form JSON object; any properties allowed.
@@ -3578,6 +3619,9 @@ type ServiceAccountId = int64
 // SyncJobId defines model for SyncJobId.
 type SyncJobId = string
 
+// VersionNumber defines model for VersionNumber.
+type VersionNumber = int64
+
 // WorkbookId defines model for WorkbookId.
 type WorkbookId = int64
 
@@ -3843,6 +3887,31 @@ type CreateDataApiTokenParams struct {
 
 // CreateWorkbookParams defines parameters for CreateWorkbook.
 type CreateWorkbookParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// ListDashboardVersionsParams defines parameters for ListDashboardVersions.
+type ListDashboardVersionsParams struct {
+	// First Page size, 1 to 200; 50 when absent or empty. Anything else is `400` with the same message
+	// on every list: `first must be an integer from 1 to 200, not "<value>"`.
+	First *First `form:"first,omitempty" json:"first,omitempty"`
+
+	// After Opaque cursor, the `endCursor` of the previous page; absent or empty is the first page. A
+	// cursor the list cannot read (another list's, or another sort's) is `400` with the same
+	// message on every list: `after is not a cursor returned by this list`.
+	After *After `form:"after,omitempty" json:"after,omitempty"`
+}
+
+// RestoreDashboardVersionParams defines parameters for RestoreDashboardVersion.
+type RestoreDashboardVersionParams struct {
 	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
 	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
 	// with the same request (method, path, query and body) answers the first answer again
@@ -5491,6 +5560,44 @@ type ClientInterface interface {
 	//
 	// Corresponds with PATCH /api/v1/deployments/{deploymentId}/workbooks/{workbookId} (the `UpdateWorkbook` operationId).
 	UpdateWorkbook(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, body UpdateWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListDashboardVersions List the kept versions of the workbook's published dashboard
+	//
+	// Every publish, and every restore, keeps the dashboard it published as a version, newest
+	// first here, in summary (no `config` or `reportSnapshots`: get one version for those). The
+	// last `WORKSPACE_DASHBOARD_VERSIONS_KEPT` (50 by default) versions of each workbook are
+	// kept; the publish past them removes the oldest. Only versions published since versions
+	// are kept are listed: a dashboard published before has none until its next publish. An
+	// unpublish is no version (it archives the version published). A publish that failed, or
+	// lost a race for its version number, is never listed. Requires `view` on the workbook; a
+	// deleted workbook, or one of another deployment, is `404`.
+	//
+	// Corresponds with GET /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/dashboard/versions (the `ListDashboardVersions` operationId).
+	ListDashboardVersions(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *ListDashboardVersionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetDashboardVersion Get one kept version of the workbook's published dashboard
+	//
+	// The version in full: what a restore of it would publish (`config`, `reportSnapshots` as
+	// they were taken, `allowEmbed`). Requires `view` on the workbook. A version not kept (never
+	// published, published before versions are kept, or past the retention) is `404`.
+	//
+	// Corresponds with GET /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/dashboard/versions/{versionNumber} (the `GetDashboardVersion` operationId).
+	GetDashboardVersion(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, versionNumber VersionNumber, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RestoreDashboardVersion Publish a kept version of the workbook's dashboard again
+	//
+	// Publishes a new version (the next `versionNumber`, a new `versionId`) equal to the kept
+	// one: its `config`, its `reportSnapshots` as they were taken (not taken again) and its
+	// `allowEmbed`, with status `published`, under the dashboard's `id` and `publicId` (live
+	// embeds keep working). No kept version changes, the new one is kept like any publish
+	// (`restoredFrom` names the version it restored) and `dashboardDraft` stays as it is. As a
+	// publish: requires `edit` on the workbook, is bounded by `WORKSPACE_MAX_PUBLISHED_BYTES`
+	// (`413`), shares the publishes' bound on requests in flight (`429`) and is audited
+	// (`workspace.workbook.dashboard_restore`, naming the version restored and the new one). A
+	// version not kept is `404`. No request body.
+	//
+	// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/dashboard/versions/{versionNumber}/restore (the `RestoreDashboardVersion` operationId).
+	RestoreDashboardVersion(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, versionNumber VersionNumber, params *RestoreDashboardVersionParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetWorkbookEmbedAccess Get the embed grants of a workbook and what it inherits
 	//
@@ -7759,6 +7866,74 @@ func (c *Client) UpdateWorkbookWithBody(ctx context.Context, deploymentId Deploy
 // Corresponds with PATCH /api/v1/deployments/{deploymentId}/workbooks/{workbookId} (the `UpdateWorkbook` operationId).
 func (c *Client) UpdateWorkbook(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, body UpdateWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewUpdateWorkbookRequest(c.Server, deploymentId, workbookId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListDashboardVersions List the kept versions of the workbook's published dashboard
+//
+// Every publish, and every restore, keeps the dashboard it published as a version, newest
+// first here, in summary (no `config` or `reportSnapshots`: get one version for those). The
+// last `WORKSPACE_DASHBOARD_VERSIONS_KEPT` (50 by default) versions of each workbook are
+// kept; the publish past them removes the oldest. Only versions published since versions
+// are kept are listed: a dashboard published before has none until its next publish. An
+// unpublish is no version (it archives the version published). A publish that failed, or
+// lost a race for its version number, is never listed. Requires `view` on the workbook; a
+// deleted workbook, or one of another deployment, is `404`.
+//
+// Corresponds with GET /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/dashboard/versions (the `ListDashboardVersions` operationId).
+func (c *Client) ListDashboardVersions(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *ListDashboardVersionsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListDashboardVersionsRequest(c.Server, deploymentId, workbookId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetDashboardVersion Get one kept version of the workbook's published dashboard
+//
+// The version in full: what a restore of it would publish (`config`, `reportSnapshots` as
+// they were taken, `allowEmbed`). Requires `view` on the workbook. A version not kept (never
+// published, published before versions are kept, or past the retention) is `404`.
+//
+// Corresponds with GET /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/dashboard/versions/{versionNumber} (the `GetDashboardVersion` operationId).
+func (c *Client) GetDashboardVersion(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, versionNumber VersionNumber, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetDashboardVersionRequest(c.Server, deploymentId, workbookId, versionNumber)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RestoreDashboardVersion Publish a kept version of the workbook's dashboard again
+//
+// Publishes a new version (the next `versionNumber`, a new `versionId`) equal to the kept
+// one: its `config`, its `reportSnapshots` as they were taken (not taken again) and its
+// `allowEmbed`, with status `published`, under the dashboard's `id` and `publicId` (live
+// embeds keep working). No kept version changes, the new one is kept like any publish
+// (`restoredFrom` names the version it restored) and `dashboardDraft` stays as it is. As a
+// publish: requires `edit` on the workbook, is bounded by `WORKSPACE_MAX_PUBLISHED_BYTES`
+// (`413`), shares the publishes' bound on requests in flight (`429`) and is audited
+// (`workspace.workbook.dashboard_restore`, naming the version restored and the new one). A
+// version not kept is `404`. No request body.
+//
+// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/dashboard/versions/{versionNumber}/restore (the `RestoreDashboardVersion` operationId).
+func (c *Client) RestoreDashboardVersion(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, versionNumber VersionNumber, params *RestoreDashboardVersionParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRestoreDashboardVersionRequest(c.Server, deploymentId, workbookId, versionNumber, params)
 	if err != nil {
 		return nil, err
 	}
@@ -11553,6 +11728,197 @@ func NewUpdateWorkbookRequestWithBody(server string, deploymentId DeploymentId, 
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewListDashboardVersionsRequest constructs an http.Request for the ListDashboardVersions method
+func NewListDashboardVersionsRequest(server string, deploymentId DeploymentId, workbookId WorkbookId, params *ListDashboardVersionsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "deploymentId", deploymentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "workbookId", workbookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/deployments/%s/workbooks/%s/dashboard/versions", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.First != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "first", *params.First, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetDashboardVersionRequest constructs an http.Request for the GetDashboardVersion method
+func NewGetDashboardVersionRequest(server string, deploymentId DeploymentId, workbookId WorkbookId, versionNumber VersionNumber) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "deploymentId", deploymentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "workbookId", workbookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "versionNumber", versionNumber, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/deployments/%s/workbooks/%s/dashboard/versions/%s", pathParam0, pathParam1, pathParam2)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRestoreDashboardVersionRequest constructs an http.Request for the RestoreDashboardVersion method
+func NewRestoreDashboardVersionRequest(server string, deploymentId DeploymentId, workbookId WorkbookId, versionNumber VersionNumber, params *RestoreDashboardVersionParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "deploymentId", deploymentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "workbookId", workbookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "versionNumber", versionNumber, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/deployments/%s/workbooks/%s/dashboard/versions/%s/restore", pathParam0, pathParam1, pathParam2)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -15511,6 +15877,50 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PATCH /api/v1/deployments/{deploymentId}/workbooks/{workbookId} (the `UpdateWorkbook` operationId).
 	UpdateWorkbookWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, body UpdateWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateWorkbookResponse, error)
+
+	// ListDashboardVersionsWithResponse List the kept versions of the workbook's published dashboard
+	//
+	// Every publish, and every restore, keeps the dashboard it published as a version, newest
+	// first here, in summary (no `config` or `reportSnapshots`: get one version for those). The
+	// last `WORKSPACE_DASHBOARD_VERSIONS_KEPT` (50 by default) versions of each workbook are
+	// kept; the publish past them removes the oldest. Only versions published since versions
+	// are kept are listed: a dashboard published before has none until its next publish. An
+	// unpublish is no version (it archives the version published). A publish that failed, or
+	// lost a race for its version number, is never listed. Requires `view` on the workbook; a
+	// deleted workbook, or one of another deployment, is `404`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/dashboard/versions (the `ListDashboardVersions` operationId).
+	ListDashboardVersionsWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *ListDashboardVersionsParams, reqEditors ...RequestEditorFn) (*ListDashboardVersionsResponse, error)
+
+	// GetDashboardVersionWithResponse Get one kept version of the workbook's published dashboard
+	//
+	// The version in full: what a restore of it would publish (`config`, `reportSnapshots` as
+	// they were taken, `allowEmbed`). Requires `view` on the workbook. A version not kept (never
+	// published, published before versions are kept, or past the retention) is `404`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/dashboard/versions/{versionNumber} (the `GetDashboardVersion` operationId).
+	GetDashboardVersionWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, versionNumber VersionNumber, reqEditors ...RequestEditorFn) (*GetDashboardVersionResponse, error)
+
+	// RestoreDashboardVersionWithResponse Publish a kept version of the workbook's dashboard again
+	//
+	// Publishes a new version (the next `versionNumber`, a new `versionId`) equal to the kept
+	// one: its `config`, its `reportSnapshots` as they were taken (not taken again) and its
+	// `allowEmbed`, with status `published`, under the dashboard's `id` and `publicId` (live
+	// embeds keep working). No kept version changes, the new one is kept like any publish
+	// (`restoredFrom` names the version it restored) and `dashboardDraft` stays as it is. As a
+	// publish: requires `edit` on the workbook, is bounded by `WORKSPACE_MAX_PUBLISHED_BYTES`
+	// (`413`), shares the publishes' bound on requests in flight (`429`) and is audited
+	// (`workspace.workbook.dashboard_restore`, naming the version restored and the new one). A
+	// version not kept is `404`. No request body.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/dashboard/versions/{versionNumber}/restore (the `RestoreDashboardVersion` operationId).
+	RestoreDashboardVersionWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, versionNumber VersionNumber, params *RestoreDashboardVersionParams, reqEditors ...RequestEditorFn) (*RestoreDashboardVersionResponse, error)
 
 	// GetWorkbookEmbedAccessWithResponse Get the embed grants of a workbook and what it inherits
 	//
@@ -21393,6 +21803,391 @@ func (r UpdateWorkbookResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r UpdateWorkbookResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListDashboardVersionsResponse200Headers the declared response headers of an HTTP 200 response for ListDashboardVersions
+type ListDashboardVersionsResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
+// ListDashboardVersionsResponse401Headers the declared response headers of an HTTP 401 response for ListDashboardVersions
+type ListDashboardVersionsResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// ListDashboardVersionsResponse429Headers the declared response headers of an HTTP 429 response for ListDashboardVersions
+type ListDashboardVersionsResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
+}
+
+type ListDashboardVersionsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DashboardVersionPage
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *BadGateway
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListDashboardVersionsResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListDashboardVersionsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListDashboardVersionsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListDashboardVersionsResponse) GetJSON200() *DashboardVersionPage {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListDashboardVersionsResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListDashboardVersionsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListDashboardVersionsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ListDashboardVersionsResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListDashboardVersionsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r ListDashboardVersionsResponse) GetJSON502() *BadGateway {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListDashboardVersionsResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r ListDashboardVersionsResponse) GetJSON504() *GatewayTimeout {
+	return r.JSON504
+}
+
+// GetBody returns the raw response body bytes
+func (r ListDashboardVersionsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListDashboardVersionsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListDashboardVersionsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListDashboardVersionsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetDashboardVersionResponse200Headers the declared response headers of an HTTP 200 response for GetDashboardVersion
+type GetDashboardVersionResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
+// GetDashboardVersionResponse401Headers the declared response headers of an HTTP 401 response for GetDashboardVersion
+type GetDashboardVersionResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// GetDashboardVersionResponse429Headers the declared response headers of an HTTP 429 response for GetDashboardVersion
+type GetDashboardVersionResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
+}
+
+type GetDashboardVersionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DashboardVersion
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *BadGateway
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetDashboardVersionResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetDashboardVersionResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetDashboardVersionResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetDashboardVersionResponse) GetJSON200() *DashboardVersion {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetDashboardVersionResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetDashboardVersionResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetDashboardVersionResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetDashboardVersionResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetDashboardVersionResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r GetDashboardVersionResponse) GetJSON502() *BadGateway {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetDashboardVersionResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r GetDashboardVersionResponse) GetJSON504() *GatewayTimeout {
+	return r.JSON504
+}
+
+// GetBody returns the raw response body bytes
+func (r GetDashboardVersionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetDashboardVersionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetDashboardVersionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetDashboardVersionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RestoreDashboardVersionResponse200Headers the declared response headers of an HTTP 200 response for RestoreDashboardVersion
+type RestoreDashboardVersionResponse200Headers struct {
+	IdempotentReplayed *string
+	RateLimit          *string
+	RateLimitPolicy    *string
+}
+
+// RestoreDashboardVersionResponse401Headers the declared response headers of an HTTP 401 response for RestoreDashboardVersion
+type RestoreDashboardVersionResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// RestoreDashboardVersionResponse429Headers the declared response headers of an HTTP 429 response for RestoreDashboardVersion
+type RestoreDashboardVersionResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
+}
+
+type RestoreDashboardVersionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Workbook
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *PayloadTooLarge
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ConcurrencyLimit
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *BadGateway
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *RestoreDashboardVersionResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RestoreDashboardVersionResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RestoreDashboardVersionResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RestoreDashboardVersionResponse) GetJSON200() *Workbook {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r RestoreDashboardVersionResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RestoreDashboardVersionResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RestoreDashboardVersionResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RestoreDashboardVersionResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r RestoreDashboardVersionResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r RestoreDashboardVersionResponse) GetJSON413() *PayloadTooLarge {
+	return r.JSON413
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r RestoreDashboardVersionResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RestoreDashboardVersionResponse) GetJSON429() *ConcurrencyLimit {
+	return r.JSON429
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r RestoreDashboardVersionResponse) GetJSON502() *BadGateway {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r RestoreDashboardVersionResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r RestoreDashboardVersionResponse) GetJSON504() *GatewayTimeout {
+	return r.JSON504
+}
+
+// GetBody returns the raw response body bytes
+func (r RestoreDashboardVersionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RestoreDashboardVersionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RestoreDashboardVersionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RestoreDashboardVersionResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -29146,6 +29941,68 @@ func (c *ClientWithResponses) UpdateWorkbookWithResponse(ctx context.Context, de
 	return ParseUpdateWorkbookResponse(rsp)
 }
 
+// ListDashboardVersionsWithResponse List the kept versions of the workbook's published dashboard
+//
+// Every publish, and every restore, keeps the dashboard it published as a version, newest
+// first here, in summary (no `config` or `reportSnapshots`: get one version for those). The
+// last `WORKSPACE_DASHBOARD_VERSIONS_KEPT` (50 by default) versions of each workbook are
+// kept; the publish past them removes the oldest. Only versions published since versions
+// are kept are listed: a dashboard published before has none until its next publish. An
+// unpublish is no version (it archives the version published). A publish that failed, or
+// lost a race for its version number, is never listed. Requires `view` on the workbook; a
+// deleted workbook, or one of another deployment, is `404`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/dashboard/versions (the `ListDashboardVersions` operationId).
+func (c *ClientWithResponses) ListDashboardVersionsWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *ListDashboardVersionsParams, reqEditors ...RequestEditorFn) (*ListDashboardVersionsResponse, error) {
+	rsp, err := c.ListDashboardVersions(ctx, deploymentId, workbookId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListDashboardVersionsResponse(rsp)
+}
+
+// GetDashboardVersionWithResponse Get one kept version of the workbook's published dashboard
+//
+// The version in full: what a restore of it would publish (`config`, `reportSnapshots` as
+// they were taken, `allowEmbed`). Requires `view` on the workbook. A version not kept (never
+// published, published before versions are kept, or past the retention) is `404`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/dashboard/versions/{versionNumber} (the `GetDashboardVersion` operationId).
+func (c *ClientWithResponses) GetDashboardVersionWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, versionNumber VersionNumber, reqEditors ...RequestEditorFn) (*GetDashboardVersionResponse, error) {
+	rsp, err := c.GetDashboardVersion(ctx, deploymentId, workbookId, versionNumber, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetDashboardVersionResponse(rsp)
+}
+
+// RestoreDashboardVersionWithResponse Publish a kept version of the workbook's dashboard again
+//
+// Publishes a new version (the next `versionNumber`, a new `versionId`) equal to the kept
+// one: its `config`, its `reportSnapshots` as they were taken (not taken again) and its
+// `allowEmbed`, with status `published`, under the dashboard's `id` and `publicId` (live
+// embeds keep working). No kept version changes, the new one is kept like any publish
+// (`restoredFrom` names the version it restored) and `dashboardDraft` stays as it is. As a
+// publish: requires `edit` on the workbook, is bounded by `WORKSPACE_MAX_PUBLISHED_BYTES`
+// (`413`), shares the publishes' bound on requests in flight (`429`) and is audited
+// (`workspace.workbook.dashboard_restore`, naming the version restored and the new one). A
+// version not kept is `404`. No request body.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/dashboard/versions/{versionNumber}/restore (the `RestoreDashboardVersion` operationId).
+func (c *ClientWithResponses) RestoreDashboardVersionWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, versionNumber VersionNumber, params *RestoreDashboardVersionParams, reqEditors ...RequestEditorFn) (*RestoreDashboardVersionResponse, error) {
+	rsp, err := c.RestoreDashboardVersion(ctx, deploymentId, workbookId, versionNumber, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRestoreDashboardVersionResponse(rsp)
+}
+
 // GetWorkbookEmbedAccessWithResponse Get the embed grants of a workbook and what it inherits
 //
 // The workbook's own embed grants (`allEmbedUsers`, `tenants`, `groups`) and, in
@@ -36082,6 +36939,442 @@ func ParseUpdateWorkbookResponse(rsp *http.Response) (*UpdateWorkbookResponse, e
 		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers UpdateWorkbookResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListDashboardVersionsResponse parses an HTTP response from a ListDashboardVersionsWithResponse call
+func ParseListDashboardVersionsResponse(rsp *http.Response) (*ListDashboardVersionsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListDashboardVersionsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DashboardVersionPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest BadGateway
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest GatewayTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListDashboardVersionsResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListDashboardVersionsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListDashboardVersionsResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetDashboardVersionResponse parses an HTTP response from a GetDashboardVersionWithResponse call
+func ParseGetDashboardVersionResponse(rsp *http.Response) (*GetDashboardVersionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetDashboardVersionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DashboardVersion
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest BadGateway
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest GatewayTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetDashboardVersionResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetDashboardVersionResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetDashboardVersionResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRestoreDashboardVersionResponse parses an HTTP response from a RestoreDashboardVersionWithResponse call
+func ParseRestoreDashboardVersionResponse(rsp *http.Response) (*RestoreDashboardVersionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RestoreDashboardVersionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Workbook
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ConcurrencyLimit
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest BadGateway
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest GatewayTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers RestoreDashboardVersionResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers RestoreDashboardVersionResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers RestoreDashboardVersionResponse429Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

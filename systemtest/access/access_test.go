@@ -166,6 +166,18 @@ var accessRoutes = []accessRoute{
 			p.must(t, "POST", sc.path("/workbooks/%d/publish", sc.workbook), "Bearer "+sc.admin, nil, 200)
 			return sc.path("/workbooks/%d/unpublish", sc.workbook), nil
 		}},
+	{"list-dashboard-versions", "GET", "/api/v1/deployments/{deploymentId}/workbooks/{workbookId}/dashboard/versions", schemeBearer, "401 401 401 401 401 401 401 401 200 200 200 200 401 401 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return sc.path("/workbooks/%d/dashboard/versions", sc.workbook), nil
+		}},
+	{"get-dashboard-version", "GET", "/api/v1/deployments/{deploymentId}/workbooks/{workbookId}/dashboard/versions/{versionNumber}", schemeBearer, "401 401 401 401 401 401 401 401 200 200 200 200 401 401 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return sc.path("/workbooks/%d/dashboard/versions/%d", sc.workbook, p.publishedVersion(t, sc)), nil
+		}},
+	{"restore-dashboard-version", "POST", "/api/v1/deployments/{deploymentId}/workbooks/{workbookId}/dashboard/versions/{versionNumber}/restore", schemeBearer, "401 401 401 401 401 401 401 401 200 200 200 403 401 401 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return sc.path("/workbooks/%d/dashboard/versions/%d/restore", sc.workbook, p.publishedVersion(t, sc)), nil
+		}},
 	{"add-favorite", "PUT", "/api/v1/deployments/{deploymentId}/workspace/favorites/{type}/{itemId}", schemeBearer, "401 401 401 401 401 401 401 401 204 204 204 204 401 401 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.path("/workspace/favorites/workbook/%d", sc.workbook), nil
@@ -741,6 +753,19 @@ var crossObjectCases = []crossObjectCase{
 	}, 404, nil},
 	{"delete-report-404-other-account", "DELETE", adminBearer, func(p *platform, t *testing.T) (string, any) {
 		return p.scopes["acme-1"].path("/reports/%d", p.scopes["globex"].report), nil
+	}, 404, nil},
+	{"list-dashboard-versions-404-other-deployment", "GET", adminBearer, func(p *platform, t *testing.T) (string, any) {
+		return p.scopes["acme-1"].path("/workbooks/%d/dashboard/versions", p.scopes["acme-2"].workbook), nil
+	}, 404, nil},
+	{"restore-dashboard-version-404-other-deployment", "POST", adminBearer, func(p *platform, t *testing.T) (string, any) {
+		// Version 1 whether or not it is kept: publishing there first would change what
+		// rejected-cross-object-requests-change-nothing holds still.
+		return p.scopes["acme-1"].path("/workbooks/%d/dashboard/versions/1/restore", p.scopes["acme-2"].workbook), nil
+	}, 404, nil},
+	{"restore-dashboard-version-404-other-account", "POST", adminBearer, func(p *platform, t *testing.T) (string, any) {
+		// Version 1 whether or not it is kept: publishing there first would change what
+		// rejected-cross-object-requests-change-nothing holds still.
+		return p.scopes["acme-1"].path("/workbooks/%d/dashboard/versions/1/restore", p.scopes["globex"].workbook), nil
 	}, 404, nil},
 	{"unpublish-workbook-404-other-account", "POST", adminBearer, func(p *platform, t *testing.T) (string, any) {
 		return p.scopes["acme-1"].path("/workbooks/%d/unpublish", p.scopes["globex"].workbook), nil
@@ -1616,6 +1641,19 @@ func (p *platform) call(t *testing.T, method, path, authz string, body any, head
 	}
 	r := p.api.Send(t, req)
 	return response{status: r.Status, header: r.Header, body: r.Body}
+}
+
+// publishedVersion publishes the scope's workbook as its admin and answers the version
+// number it published: a kept version of its dashboard.
+func (p *platform) publishedVersion(t *testing.T, sc *scope) int64 {
+	t.Helper()
+	w := p.must(t, "POST", sc.path("/workbooks/%d/publish", sc.workbook), "Bearer "+sc.admin, nil, 200)
+	d, _ := w["publishedDashboard"].(map[string]any)
+	n, _ := d["versionNumber"].(float64)
+	if n < 1 {
+		t.Fatalf("publish answered no version number: %v", w)
+	}
+	return int64(n)
 }
 
 func (p *platform) must(t *testing.T, method, path, authz string, body any, want int) map[string]any {

@@ -11,7 +11,8 @@ import (
 
 // Publish turns a workbook's dashboard draft into its published dashboard: a new
 // version number and version id, the same dashboard id and public id as before, and a
-// snapshot of each report that a widget refers to by `config.reportId`.
+// snapshot of each report that a widget refers to by `config.reportId`. Each version is
+// kept (publishVersion) for the workbook's version history.
 // The dashboard's createdBy stays its first publisher and updatedBy is the last;
 // allowEmbed is what the publish says, else what the previous version had (true at first).
 func (s *service) Publish(ctx context.Context, p *identity.Principal, dep, id int64, allowEmbed *bool) (Workbook, error) {
@@ -66,8 +67,7 @@ func (s *service) Publish(ctx context.Context, p *identity.Principal, dep, id in
 		if err := s.checkPublishedSize(id, &dash); err != nil {
 			return Workbook{}, err
 		}
-		nd, err := s.store.UpdateItem(ctx, dep, id, TypeWorkbook, ItemPrecondition{PublishedVersion: &d.PublishedVersion},
-			ItemUpdate{Published: &dash, UpdatedAt: s.now(), UpdatedBy: p.User.ID})
+		nd, err := s.publishVersion(ctx, d, &dash, p.User.ID, s.now(), 0) // keeps the version (versions.go)
 		if err != nil {
 			return Workbook{}, err
 		}

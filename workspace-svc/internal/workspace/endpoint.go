@@ -117,12 +117,14 @@ type Endpoints struct {
 	GetEmbedAccess, PutEmbedAccess, TenantWorkbooks     endpoint.Endpoint
 	EmbedDashboards, EmbedDashboard                     endpoint.Endpoint
 	KeyEndpoints
+	VersionEndpoints
 }
 
 // MakeEndpoints adapts s.
 func MakeEndpoints(s Service) Endpoints {
 	return Endpoints{
-		KeyEndpoints: makeKeyEndpoints(s),
+		KeyEndpoints:     makeKeyEndpoints(s),
+		VersionEndpoints: makeVersionEndpoints(s),
 		CreateFolder: func(ctx context.Context, req any) (any, error) {
 			r := req.(createFolderRequest)
 			return s.CreateFolder(ctx, r.P, r.Dep, r.In)

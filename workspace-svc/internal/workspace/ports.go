@@ -338,4 +338,5 @@ type Store interface {
 	UserStore
 	FavoriteStore
 	EmbedAccessStore
+	VersionStore
 }

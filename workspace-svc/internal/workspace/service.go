@@ -60,6 +60,8 @@ type Service interface {
 	EmbedDashboard(ctx context.Context, p *identity.Principal, publicID string) (Dashboard, error)
 	// Create-or-replace by key (keys.go).
 	KeyService
+	// The published versions of workbooks' dashboards (versions.go).
+	VersionService
 }
 
 // service implements Service over the store's ports.
@@ -95,12 +97,16 @@ type Limits struct {
 	// MoveAnswerBytes bounds the moved workbooks and reports (their large parts, as
 	// stored) one bulk move answers with; the first moved item always fits.
 	MoveAnswerBytes int
+	// DashboardVersionsKept is how many published versions of one workbook's dashboard
+	// are kept: the publish past it removes the oldest.
+	DashboardVersionsKept int
 }
 
 // DefaultLimits are the limits when none are configured: the defaults of the config
 // tags (WORKSPACE_MAX_*), which a fitness test keeps equal (systemtest/architecture).
 var DefaultLimits = Limits{ItemsPerDeployment: 100_000, MetaBytes: 256 << 10, CalculatedFieldsBytes: 256 << 10, DraftBytes: 512 << 10,
-	PublishedBytes: 4 << 20, Grants: 1000, EmbedAccessEntries: embedaccess.DefaultMaxEntries, Favorites: 1000, SearchScan: 1000, ListScan: 1000, DashboardReports: 200, MoveAnswerBytes: 16 << 20}
+	PublishedBytes: 4 << 20, Grants: 1000, EmbedAccessEntries: embedaccess.DefaultMaxEntries, Favorites: 1000, SearchScan: 1000, ListScan: 1000, DashboardReports: 200, MoveAnswerBytes: 16 << 20,
+	DashboardVersionsKept: 50}
 
 // WithDefaults is l with every limit not set (zero or less) at its DefaultLimits value.
 func (l Limits) WithDefaults() Limits { return config.OrDefaults(l, DefaultLimits) }

@@ -66,6 +66,7 @@ func NewHTTPHandler(e Endpoints, logger *slog.Logger, fair *fairshare.Limiter, i
 	httpx.Handle(r, "DELETE", base+"/workbooks/{workbookId}", e.DeleteItem, decodeItemRequest(TypeWorkbook, "workbookId"), o)
 	httpx.Handle(r, "POST", base+"/workbooks/{workbookId}/publish", e.Publish, decodePublishRequest, o.WithAdmit(fair.Guard(ClassPublish)))
 	httpx.Handle(r, "POST", base+"/workbooks/{workbookId}/unpublish", e.Unpublish, decodeItemRequest(TypeWorkbook, "workbookId"), o)
+	registerVersions(r, e, o, fair)
 	httpx.Handle(r, "POST", base+"/reports", e.CreateItem, decodeCreateItemRequest(TypeReport), o)
 	httpx.Handle(r, "GET", base+"/reports/{reportId}", e.GetItem, decodeItemRequest(TypeReport, "reportId"), o)
 	httpx.Handle(r, "PATCH", base+"/reports/{reportId}", e.UpdateItem, decodeUpdateItemRequest(TypeReport, "reportId"), o)

@@ -39,6 +39,7 @@ type Store struct {
 	favorites map[string]*favorite // by dep:user:item
 	favSeq    int64
 	roots     map[int64]embedaccess.Grants // by deployment: the root's embed grants
+	versions  map[int64]*versionRecord     // by versionId: the kept dashboard versions (versions.go)
 }
 
 var _ workspace.Store = (*Store)(nil)

@@ -5,7 +5,8 @@
 // Collections: items (folders, workbooks and reports), trees (one tree version per
 // deployment), users, favorites, counters (id blocks), slots (the item slots each
 // deployment has taken: {_id: dep, items}), embedroots (each deployment's root embed
-// grants: {_id: dep, grants}), migrations (one marker per data migration done at start).
+// grants: {_id: dep, grants}), migrations (one marker per data migration done at start),
+// dashboard_versions (the kept versions of workbooks' published dashboards: versions.go).
 package mongostore
 
 import (
@@ -34,6 +35,7 @@ type Store struct {
 	// the data migrations done at start.
 	embedRoots *mongo.Collection
 	migrations *mongo.Collection
+	versions   *mongo.Collection // dashboard_versions (versions.go)
 	// ids is this replica's allocator; an insert that finds its id taken replaces it,
 	// dropping the rest of a block that was handed out twice (newIDs).
 	ids atomic.Pointer[mongox.IDAllocator]
@@ -55,6 +57,7 @@ func New(db *mongo.Database) *Store {
 		counters:   db.Collection("counters"),
 		embedRoots: db.Collection("embedroots"),
 		migrations: db.Collection("migrations"),
+		versions:   db.Collection("dashboard_versions"),
 	}
 	s.newIDs()
 	return s
@@ -117,6 +120,9 @@ func (s *Store) EnsureIndexes(ctx context.Context) error {
 		return err
 	}
 	if err := ensure(ctx, s.favorites, []index{{"dep_1_user_1", bson.D{{Key: "dep", Value: 1}, {Key: "user", Value: 1}}}}); err != nil {
+		return err
+	}
+	if err := ensure(ctx, s.versions, versionIndexes); err != nil {
 		return err
 	}
 	return s.backfillPublishedHeads(ctx)
