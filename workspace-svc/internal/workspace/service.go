@@ -58,6 +58,8 @@ type Service interface {
 	// narrowing are the principal's (identity.Embed).
 	EmbedDashboards(ctx context.Context, p *identity.Principal, first int, after string) (httpx.Page[EmbedDashboardSummary], error)
 	EmbedDashboard(ctx context.Context, p *identity.Principal, publicID string) (Dashboard, error)
+	// The trash (trash.go).
+	TrashService
 }
 
 // service implements Service over the store's ports.
@@ -93,12 +95,16 @@ type Limits struct {
 	// MoveAnswerBytes bounds the moved workbooks and reports (their large parts, as
 	// stored) one bulk move answers with; the first moved item always fits.
 	MoveAnswerBytes int
+	// RecursiveDeleteItems bounds the items (the folder, the folders below it and the
+	// workbooks and reports inside them) one recursive folder delete trashes.
+	RecursiveDeleteItems int
 }
 
 // DefaultLimits are the limits when none are configured: the defaults of the config
 // tags (WORKSPACE_MAX_*), which a fitness test keeps equal (systemtest/architecture).
 var DefaultLimits = Limits{ItemsPerDeployment: 100_000, MetaBytes: 256 << 10, CalculatedFieldsBytes: 256 << 10, DraftBytes: 512 << 10,
-	PublishedBytes: 4 << 20, Grants: 1000, EmbedAccessEntries: embedaccess.DefaultMaxEntries, Favorites: 1000, SearchScan: 1000, ListScan: 1000, DashboardReports: 200, MoveAnswerBytes: 16 << 20}
+	PublishedBytes: 4 << 20, Grants: 1000, EmbedAccessEntries: embedaccess.DefaultMaxEntries, Favorites: 1000, SearchScan: 1000, ListScan: 1000, DashboardReports: 200, MoveAnswerBytes: 16 << 20,
+	RecursiveDeleteItems: 10_000}
 
 // WithDefaults is l with every limit not set (zero or less) at its DefaultLimits value.
 func (l Limits) WithDefaults() Limits { return config.OrDefaults(l, DefaultLimits) }

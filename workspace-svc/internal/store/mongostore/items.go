@@ -75,7 +75,7 @@ func (s *Store) UpdateItem(ctx context.Context, dep, id int64, typ workspace.Ite
 // sends back no document.
 func (s *Store) DeleteItem(ctx context.Context, dep, id int64, typ workspace.ItemType, pre workspace.ItemPrecondition, by int64, at time.Time) (bool, error) {
 	res, err := s.items.UpdateOne(ctx, itemFilter(dep, id, typ, pre),
-		bson.D{{Key: "$set", Value: bson.D{{Key: "deleted", Value: true}, {Key: "updatedAt", Value: at}, {Key: "updatedBy", Value: by}}}})
+		bson.D{{Key: "$set", Value: bson.D{{Key: "deleted", Value: true}, {Key: "updatedAt", Value: at}, {Key: "updatedBy", Value: by}, trashOf(id, by, at)}}})
 	if err != nil {
 		return false, wrap("delete item", err)
 	}
@@ -399,7 +399,7 @@ func (s *Store) EndFolderDelete(ctx context.Context, dep, folder int64, deleted 
 	update := bson.D{{Key: "$unset", Value: bson.D{{Key: "deletingUntil", Value: ""}}}}
 	if deleted {
 		filter = append(filter, bson.E{Key: "deleted", Value: notDeleted})
-		update = bson.D{{Key: "$set", Value: bson.D{{Key: "deleted", Value: true}, {Key: "updatedAt", Value: at}, {Key: "updatedBy", Value: by}}}}
+		update = bson.D{{Key: "$set", Value: bson.D{{Key: "deleted", Value: true}, {Key: "updatedAt", Value: at}, {Key: "updatedBy", Value: by}, trashOf(folder, by, at)}}}
 	}
 	res, err := s.items.UpdateOne(ctx, filter, update)
 	if err != nil {
