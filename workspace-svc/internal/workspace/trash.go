@@ -112,7 +112,7 @@ func (s *service) BulkDelete(ctx context.Context, p *identity.Principal, dep int
 
 // recursiveDeleteLimit refuses a recursive delete of more than the configured items.
 func (s *service) recursiveDeleteLimit(id int64, n int) error {
-	return errs.New(errs.Invalid, "folder %d holds more than %d items (folders, workbooks and reports, itself included), the most one recursive delete trashes (WORKSPACE_MAX_RECURSIVE_DELETE_ITEMS); delete parts of it first",
+	return errs.New(errs.Invalid, "folder %d holds more than %d items (folders, workbooks and reports, itself included), the most one recursive delete trashes; delete parts of it first",
 		id, s.limits.RecursiveDeleteItems).WithCode(errs.CodeRecursiveDeleteLimit)
 }
 

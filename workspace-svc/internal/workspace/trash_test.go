@@ -304,7 +304,7 @@ func TestRecursiveDeleteIsBounded(t *testing.T) {
 	f.svc = workspace.NewService(workspace.Ports{Store: f.store}, workspace.Options{Limits: workspace.Limits{RecursiveDeleteItems: 5}})
 	s := f.subtree(0)
 	err := f.svc.DeleteFolderTree(f.ctx, admin, f.dep, s.a)
-	if e := wantErr(t, err, errs.Invalid, errs.CodeRecursiveDeleteLimit); !strings.Contains(e.Message, "WORKSPACE_MAX_RECURSIVE_DELETE_ITEMS") || !strings.Contains(e.Message, "5") {
+	if e := wantErr(t, err, errs.Invalid, errs.CodeRecursiveDeleteLimit); !strings.Contains(e.Message, "recursive delete") || !strings.Contains(e.Message, " 5 ") {
 		t.Fatalf("message %q", e.Message)
 	}
 	if live := f.stored(s.ids()); len(live) != 6 {
