@@ -21,7 +21,7 @@ func TestTrash(t *testing.T) {
 	e := newEnvWithLimits(t, 1, workspace.Limits{ItemsPerDeployment: 8})
 	dep, other := e.dep("acme", 0), e.dep("acme", 1)
 	admin, viewer := e.bearer("acme", "admin"), e.bearer("acme", "viewer")
-	aiUser := e.user("acme", "ai_bi_user").ID
+	aiUser := e.user("acme", "developer").ID
 
 	a := e.mkFolder(t, dep, admin, "A", 0)
 	b := e.mkFolder(t, dep, admin, "B", a)
