@@ -146,17 +146,23 @@ const (
 	AuditActionWorkspaceFolderEmbedAccessChange     AuditAction = "workspace.folder.embed_access_change"
 	AuditActionWorkspaceFolderMove                  AuditAction = "workspace.folder.move"
 	AuditActionWorkspaceFolderPermissionsChange     AuditAction = "workspace.folder.permissions_change"
+	AuditActionWorkspaceFolderPurge                 AuditAction = "workspace.folder.purge"
 	AuditActionWorkspaceFolderUpdate                AuditAction = "workspace.folder.update"
+	AuditActionWorkspaceItemsDelete                 AuditAction = "workspace.items.delete"
 	AuditActionWorkspaceItemsMove                   AuditAction = "workspace.items.move"
+	AuditActionWorkspaceItemsPurge                  AuditAction = "workspace.items.purge"
+	AuditActionWorkspaceItemsRestore                AuditAction = "workspace.items.restore"
 	AuditActionWorkspaceReportCreate                AuditAction = "workspace.report.create"
 	AuditActionWorkspaceReportDelete                AuditAction = "workspace.report.delete"
 	AuditActionWorkspaceReportMove                  AuditAction = "workspace.report.move"
+	AuditActionWorkspaceReportPurge                 AuditAction = "workspace.report.purge"
 	AuditActionWorkspaceReportUpdate                AuditAction = "workspace.report.update"
 	AuditActionWorkspaceWorkbookCreate              AuditAction = "workspace.workbook.create"
 	AuditActionWorkspaceWorkbookDelete              AuditAction = "workspace.workbook.delete"
 	AuditActionWorkspaceWorkbookEmbedAccessChange   AuditAction = "workspace.workbook.embed_access_change"
 	AuditActionWorkspaceWorkbookMove                AuditAction = "workspace.workbook.move"
 	AuditActionWorkspaceWorkbookPublish             AuditAction = "workspace.workbook.publish"
+	AuditActionWorkspaceWorkbookPurge               AuditAction = "workspace.workbook.purge"
 	AuditActionWorkspaceWorkbookUnpublish           AuditAction = "workspace.workbook.unpublish"
 	AuditActionWorkspaceWorkbookUpdate              AuditAction = "workspace.workbook.update"
 )
@@ -226,15 +232,25 @@ func (e AuditAction) Valid() bool {
 		return true
 	case AuditActionWorkspaceFolderPermissionsChange:
 		return true
+	case AuditActionWorkspaceFolderPurge:
+		return true
 	case AuditActionWorkspaceFolderUpdate:
 		return true
+	case AuditActionWorkspaceItemsDelete:
+		return true
 	case AuditActionWorkspaceItemsMove:
+		return true
+	case AuditActionWorkspaceItemsPurge:
+		return true
+	case AuditActionWorkspaceItemsRestore:
 		return true
 	case AuditActionWorkspaceReportCreate:
 		return true
 	case AuditActionWorkspaceReportDelete:
 		return true
 	case AuditActionWorkspaceReportMove:
+		return true
+	case AuditActionWorkspaceReportPurge:
 		return true
 	case AuditActionWorkspaceReportUpdate:
 		return true
@@ -247,6 +263,8 @@ func (e AuditAction) Valid() bool {
 	case AuditActionWorkspaceWorkbookMove:
 		return true
 	case AuditActionWorkspaceWorkbookPublish:
+		return true
+	case AuditActionWorkspaceWorkbookPurge:
 		return true
 	case AuditActionWorkspaceWorkbookUnpublish:
 		return true
@@ -800,15 +818,18 @@ const (
 	ErrorCodeMethodNotAllowed       ErrorCode = "method_not_allowed"
 	ErrorCodeNotApplied             ErrorCode = "not_applied"
 	ErrorCodeNotFound               ErrorCode = "not_found"
+	ErrorCodeOriginalFolderGone     ErrorCode = "original_folder_gone"
 	ErrorCodePersonalKey            ErrorCode = "personal_key"
 	ErrorCodePlanNotEligible        ErrorCode = "plan_not_eligible"
 	ErrorCodeRateLimited            ErrorCode = "rate_limited"
+	ErrorCodeRecursiveDeleteLimit   ErrorCode = "recursive_delete_limit"
 	ErrorCodeServerError            ErrorCode = "server_error"
 	ErrorCodeServiceAccountLimit    ErrorCode = "service_account_limit"
 	ErrorCodeSessionIdInvalid       ErrorCode = "session_id_invalid"
 	ErrorCodeStorageQuota           ErrorCode = "storage_quota"
 	ErrorCodeTimeout                ErrorCode = "timeout"
 	ErrorCodeTooLarge               ErrorCode = "too_large"
+	ErrorCodeTrashedWithFolder      ErrorCode = "trashed_with_folder"
 	ErrorCodeUnauthenticated        ErrorCode = "unauthenticated"
 	ErrorCodeUnavailable            ErrorCode = "unavailable"
 	ErrorCodeUnsupportedMediaType   ErrorCode = "unsupported_media_type"
@@ -886,11 +907,15 @@ func (e ErrorCode) Valid() bool {
 		return true
 	case ErrorCodeNotFound:
 		return true
+	case ErrorCodeOriginalFolderGone:
+		return true
 	case ErrorCodePersonalKey:
 		return true
 	case ErrorCodePlanNotEligible:
 		return true
 	case ErrorCodeRateLimited:
+		return true
+	case ErrorCodeRecursiveDeleteLimit:
 		return true
 	case ErrorCodeServerError:
 		return true
@@ -903,6 +928,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeTimeout:
 		return true
 	case ErrorCodeTooLarge:
+		return true
+	case ErrorCodeTrashedWithFolder:
 		return true
 	case ErrorCodeUnauthenticated:
 		return true
@@ -1584,7 +1611,11 @@ type AttributeType string
 // AuditAction What was done; `<context>.<object>.<verb>`. A move, single or bulk, is one
 // `workspace.items.move` whose target is the destination folder (no id: the root);
 // `workspace.folder.move`, `workspace.workbook.move` and `workspace.report.move` (one
-// event per moved item, the item the target) are only on events recorded before.
+// event per moved item, the item the target) are only on events recorded before. A bulk
+// delete, a restore and a purge of the trash are one `workspace.items.delete`,
+// `.restore` or `.purge` each, listing their items; a recursive folder delete is
+// `workspace.folder.delete` with `recursive: true`; the retention sweep's purge of one
+// trashed root is `workspace.<type>.purge` by the system.
 type AuditAction string
 
 // AuditActor Who acted; never a secret (an API key by its id, a session by its public id).
@@ -1619,7 +1650,11 @@ type AuditEvent struct {
 	// Action What was done; `<context>.<object>.<verb>`. A move, single or bulk, is one
 	// `workspace.items.move` whose target is the destination folder (no id: the root);
 	// `workspace.folder.move`, `workspace.workbook.move` and `workspace.report.move` (one
-	// event per moved item, the item the target) are only on events recorded before.
+	// event per moved item, the item the target) are only on events recorded before. A bulk
+	// delete, a restore and a purge of the trash are one `workspace.items.delete`,
+	// `.restore` or `.purge` each, listing their items; a recursive folder delete is
+	// `workspace.folder.delete` with `recursive: true`; the retention sweep's purge of one
+	// trashed root is `workspace.<type>.purge` by the system.
 	Action AuditAction `json:"action"`
 
 	// Actor Who acted; never a secret (an API key by its id, a session by its public id).
@@ -1711,6 +1746,9 @@ type AuditOutcome struct {
 	// - `item_limit`: 400: items per deployment
 	// - `favorites_limit`: 400: favorites per user and deployment
 	// - `not_applied`: 503: a bulk-move item the store failure left unmoved
+	// - `recursive_delete_limit`: 400: items one recursive folder delete trashes (`WORKSPACE_MAX_RECURSIVE_DELETE_ITEMS`)
+	// - `original_folder_gone`: 409: a restore whose original folder is gone, without folderId
+	// - `trashed_with_folder`: 409: a restore or purge of an item trashed with a folder
 	// - `job_limit`: 429: a deployment's dbt sync jobs queued or running
 	// - `storage_quota`: 413: what a deployment or account keeps in the dbt sync object store
 	// - `embed_access_limit`: 400: embed access entries of one workbook, folder or the root
@@ -1817,6 +1855,15 @@ type BranchVersion struct {
 type BranchVersionPage struct {
 	Items    []BranchVersion `json:"items"`
 	PageInfo PageInfo        `json:"pageInfo"`
+}
+
+// BulkDeleteResponse defines model for BulkDeleteResponse.
+type BulkDeleteResponse struct {
+	// Deleted The items deleted (now in the trash).
+	Deleted []WorkspaceItemRef `json:"deleted"`
+
+	// Failed Items that were not deleted; empty when every item was.
+	Failed []BulkFailure `json:"failed"`
 }
 
 // BulkFailure defines model for BulkFailure.
@@ -2515,6 +2562,9 @@ type Error struct {
 	// - `item_limit`: 400: items per deployment
 	// - `favorites_limit`: 400: favorites per user and deployment
 	// - `not_applied`: 503: a bulk-move item the store failure left unmoved
+	// - `recursive_delete_limit`: 400: items one recursive folder delete trashes (`WORKSPACE_MAX_RECURSIVE_DELETE_ITEMS`)
+	// - `original_folder_gone`: 409: a restore whose original folder is gone, without folderId
+	// - `trashed_with_folder`: 409: a restore or purge of an item trashed with a folder
 	// - `job_limit`: 429: a deployment's dbt sync jobs queued or running
 	// - `storage_quota`: 413: what a deployment or account keeps in the dbt sync object store
 	// - `embed_access_limit`: 400: embed access entries of one workbook, folder or the root
@@ -2573,6 +2623,9 @@ type Error struct {
 // - `item_limit`: 400: items per deployment
 // - `favorites_limit`: 400: favorites per user and deployment
 // - `not_applied`: 503: a bulk-move item the store failure left unmoved
+// - `recursive_delete_limit`: 400: items one recursive folder delete trashes (`WORKSPACE_MAX_RECURSIVE_DELETE_ITEMS`)
+// - `original_folder_gone`: 409: a restore whose original folder is gone, without folderId
+// - `trashed_with_folder`: 409: a restore or purge of an item trashed with a folder
 // - `job_limit`: 429: a deployment's dbt sync jobs queued or running
 // - `storage_quota`: 413: what a deployment or account keeps in the dbt sync object store
 // - `embed_access_limit`: 400: embed access entries of one workbook, folder or the root
@@ -3356,6 +3409,50 @@ type TenantWorkbookPage struct {
 	PageInfo PageInfo         `json:"pageInfo"`
 }
 
+// TrashEntry A trashed root.
+type TrashEntry struct {
+	DeletedAt time.Time `json:"deletedAt"`
+
+	// DeletedBy The user who deleted it.
+	DeletedBy int64 `json:"deletedBy"`
+
+	// FolderId The original folder (null for the workspace root); it may be gone.
+	FolderId *int64 `json:"folderId"`
+	Id       int64  `json:"id"`
+	Name     string `json:"name"`
+
+	// TrashedWith Folders only; how many items (folders, workbooks, reports) were trashed with it.
+	TrashedWith *int              `json:"trashedWith,omitempty"`
+	Type        WorkspaceItemType `json:"type"`
+}
+
+// TrashPage defines model for TrashPage.
+type TrashPage struct {
+	Items    []TrashEntry `json:"items"`
+	PageInfo PageInfo     `json:"pageInfo"`
+}
+
+// TrashPurgeResponse defines model for TrashPurgeResponse.
+type TrashPurgeResponse struct {
+	Failed []BulkFailure      `json:"failed"`
+	Purged []WorkspaceItemRef `json:"purged"`
+}
+
+// TrashRestoreRequest defines model for TrashRestoreRequest.
+type TrashRestoreRequest struct {
+	// FolderId Where an item whose original folder is gone goes; absent, such an item fails `409`.
+	FolderId *int64 `json:"folderId,omitempty"`
+
+	// Items Trashed roots to restore, in order; repeated references are collapsed.
+	Items []WorkspaceItemRef `json:"items"`
+}
+
+// TrashRestoreResponse defines model for TrashRestoreResponse.
+type TrashRestoreResponse struct {
+	Failed   []BulkFailure      `json:"failed"`
+	Restored []WorkspaceItemRef `json:"restored"`
+}
+
 // UpdateFolderRequest A change of a folder. `key` sets the key of a folder that has none (its own key again
 // is a no-op; another is `409 key_immutable`, a held one `409 key_taken`).
 type UpdateFolderRequest struct {
@@ -3559,6 +3656,12 @@ type WorkspaceItemRef struct {
 
 // WorkspaceItemType defines model for WorkspaceItemType.
 type WorkspaceItemType string
+
+// WorkspaceItemsRequest defines model for WorkspaceItemsRequest.
+type WorkspaceItemsRequest struct {
+	// Items Items, applied in order; repeated references are collapsed.
+	Items []WorkspaceItemRef `json:"items"`
+}
 
 // After defines model for After.
 type After = string
@@ -3859,6 +3962,12 @@ type CreateFolderParams struct {
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
+// DeleteFolderParams defines parameters for DeleteFolder.
+type DeleteFolderParams struct {
+	// Recursive `true`: delete the folder with everything in it.
+	Recursive *bool `form:"recursive,omitempty" json:"recursive,omitempty"`
+}
+
 // CreateReportParams defines parameters for CreateReport.
 type CreateReportParams struct {
 	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
@@ -3989,6 +4098,19 @@ type ListWorkspaceItemsParamsCreatedBy string
 // ListWorkspaceItemsParamsSort defines parameters for ListWorkspaceItems.
 type ListWorkspaceItemsParamsSort string
 
+// BulkDeleteWorkspaceItemsParams defines parameters for BulkDeleteWorkspaceItems.
+type BulkDeleteWorkspaceItemsParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
 // BulkMoveWorkspaceItemsParams defines parameters for BulkMoveWorkspaceItems.
 type BulkMoveWorkspaceItemsParams struct {
 	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
@@ -4004,6 +4126,44 @@ type BulkMoveWorkspaceItemsParams struct {
 
 // MoveWorkspaceItemParams defines parameters for MoveWorkspaceItem.
 type MoveWorkspaceItemParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// ListWorkspaceTrashParams defines parameters for ListWorkspaceTrash.
+type ListWorkspaceTrashParams struct {
+	// First Page size, 1 to 200; 50 when absent or empty. Anything else is `400` with the same message
+	// on every list: `first must be an integer from 1 to 200, not "<value>"`.
+	First *First `form:"first,omitempty" json:"first,omitempty"`
+
+	// After Opaque cursor, the `endCursor` of the previous page; absent or empty is the first page. A
+	// cursor the list cannot read (another list's, or another sort's) is `400` with the same
+	// message on every list: `after is not a cursor returned by this list`.
+	After *After `form:"after,omitempty" json:"after,omitempty"`
+}
+
+// PurgeWorkspaceTrashParams defines parameters for PurgeWorkspaceTrash.
+type PurgeWorkspaceTrashParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// RestoreWorkspaceTrashParams defines parameters for RestoreWorkspaceTrash.
+type RestoreWorkspaceTrashParams struct {
 	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
 	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
 	// with the same request (method, path, query and body) answers the first answer again
@@ -4375,11 +4535,20 @@ type SetWorkbookEmbedAccessJSONRequestBody = EmbedAccess
 // PublishWorkbookJSONRequestBody defines body for PublishWorkbook for application/json ContentType.
 type PublishWorkbookJSONRequestBody = PublishWorkbookRequest
 
+// BulkDeleteWorkspaceItemsJSONRequestBody defines body for BulkDeleteWorkspaceItems for application/json ContentType.
+type BulkDeleteWorkspaceItemsJSONRequestBody = WorkspaceItemsRequest
+
 // BulkMoveWorkspaceItemsJSONRequestBody defines body for BulkMoveWorkspaceItems for application/json ContentType.
 type BulkMoveWorkspaceItemsJSONRequestBody = BulkMoveRequest
 
 // MoveWorkspaceItemJSONRequestBody defines body for MoveWorkspaceItem for application/json ContentType.
 type MoveWorkspaceItemJSONRequestBody = MoveRequest
+
+// PurgeWorkspaceTrashJSONRequestBody defines body for PurgeWorkspaceTrash for application/json ContentType.
+type PurgeWorkspaceTrashJSONRequestBody = WorkspaceItemsRequest
+
+// RestoreWorkspaceTrashJSONRequestBody defines body for RestoreWorkspaceTrash for application/json ContentType.
+type RestoreWorkspaceTrashJSONRequestBody = TrashRestoreRequest
 
 // AddEmbedTenantGroupMembersJSONRequestBody defines body for AddEmbedTenantGroupMembers for application/json ContentType.
 type AddEmbedTenantGroupMembersJSONRequestBody = GroupMembersInput
@@ -5248,13 +5417,19 @@ type ClientInterface interface {
 	// Corresponds with PUT /api/v1/deployments/{deploymentId}/folders/by-key/{key} (the `PutFolderByKey` operationId).
 	PutFolderByKey(ctx context.Context, deploymentId DeploymentId, key ItemKeyPath, body PutFolderByKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// DeleteFolder Delete an empty folder
+	// DeleteFolder Delete a folder
 	//
 	// Deletes the folder when it has no children. Requires `manage` access to the folder. A
-	// folder that still holds folders, workbooks or reports is `409`.
+	// folder that still holds folders, workbooks or reports is `409` (`folder_not_empty`),
+	// unless `recursive=true`: then the folder goes with its whole subtree (its folders and
+	// the workbooks and reports inside them), as one change of the tree, at most
+	// `WORKSPACE_MAX_RECURSIVE_DELETE_ITEMS` (10000) items, the folder included (`400`
+	// `recursive_delete_limit` past it, nothing deleted). Deleted items go to the trash
+	// (`listWorkspaceTrash`), from which `restoreWorkspaceTrash` brings them back. A folder, or
+	// one below it, receiving items at that moment is `409`: retry.
 	//
 	// Corresponds with DELETE /api/v1/deployments/{deploymentId}/folders/{folderId} (the `DeleteFolder` operationId).
-	DeleteFolder(ctx context.Context, deploymentId DeploymentId, folderId FolderId, reqEditors ...RequestEditorFn) (*http.Response, error)
+	DeleteFolder(ctx context.Context, deploymentId DeploymentId, folderId FolderId, params *DeleteFolderParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetFolder Get a folder
 	//
@@ -5729,6 +5904,40 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/deployments/{deploymentId}/workspace (the `ListWorkspaceItems` operationId).
 	ListWorkspaceItems(ctx context.Context, deploymentId DeploymentId, params *ListWorkspaceItemsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// BulkDeleteWorkspaceItemsWithBody Delete up to 100 workspace items
+	//
+	// Deletes 1 to 100 items (mixed types), each exactly as its single `DELETE` would (a
+	// folder only when empty: `409` `folder_not_empty` otherwise; use `DELETE` of the folder
+	// with `recursive=true` for a subtree), applied one at a time in the given order. Deleted
+	// items go to the trash (`listWorkspaceTrash`). The rules of bulk move hold: repeated
+	// references collapse, `200` whenever the request is well formed, one failure does not
+	// undo the others, an empty `failed` means everything was deleted, and each `failed`
+	// entry carries the error its single delete would have been answered with. When the store
+	// fails midway, the items deleted before are in `deleted` and the rest fail `503`
+	// `not_applied` (the one in flight "may not have been deleted").
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/bulk-delete (the `BulkDeleteWorkspaceItems` operationId).
+	BulkDeleteWorkspaceItemsWithBody(ctx context.Context, deploymentId DeploymentId, params *BulkDeleteWorkspaceItemsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// BulkDeleteWorkspaceItems Delete up to 100 workspace items
+	//
+	// Deletes 1 to 100 items (mixed types), each exactly as its single `DELETE` would (a
+	// folder only when empty: `409` `folder_not_empty` otherwise; use `DELETE` of the folder
+	// with `recursive=true` for a subtree), applied one at a time in the given order. Deleted
+	// items go to the trash (`listWorkspaceTrash`). The rules of bulk move hold: repeated
+	// references collapse, `200` whenever the request is well formed, one failure does not
+	// undo the others, an empty `failed` means everything was deleted, and each `failed`
+	// entry carries the error its single delete would have been answered with. When the store
+	// fails midway, the items deleted before are in `deleted` and the rest fail `503`
+	// `not_applied` (the one in flight "may not have been deleted").
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/bulk-delete (the `BulkDeleteWorkspaceItems` operationId).
+	BulkDeleteWorkspaceItems(ctx context.Context, deploymentId DeploymentId, params *BulkDeleteWorkspaceItemsParams, body BulkDeleteWorkspaceItemsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// BulkMoveWorkspaceItemsWithBody Move up to 100 workspace items
 	//
 	// Moves 1 to 100 items (mixed types) into one destination.
@@ -5851,6 +6060,87 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/move (the `MoveWorkspaceItem` operationId).
 	MoveWorkspaceItem(ctx context.Context, deploymentId DeploymentId, params *MoveWorkspaceItemParams, body MoveWorkspaceItemJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListWorkspaceTrash List the trash
+	//
+	// The trashed roots (the items deletes were called on; what went with a folder is
+	// counted in its `trashedWith`), newest first, that the caller may see: what it could
+	// view where the item was (the original folder's grants, or its own as the item's
+	// creator; admins see everything), and what it deleted itself. Items stay in the trash
+	// for `WORKSPACE_TRASH_RETENTION` (30 days), then the retention sweep purges them. A page
+	// examines at most `WORKSPACE_MAX_LIST_SCAN` trashed roots, then answers what it has with
+	// `hasNextPage` and a cursor that goes on.
+	//
+	// Corresponds with GET /api/v1/deployments/{deploymentId}/workspace/trash (the `ListWorkspaceTrash` operationId).
+	ListWorkspaceTrash(ctx context.Context, deploymentId DeploymentId, params *ListWorkspaceTrashParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PurgeWorkspaceTrashWithBody Purge up to 100 trashed items for good
+	//
+	// Removes 1 to 100 trashed roots for good, each with everything trashed with it (the
+	// documents are removed; nothing can restore them). The caller needs `edit` on the item
+	// where it was (admins, the item's editors), or to have deleted it. Purging changes no
+	// item count (a trashed item holds no slot). An item trashed with a folder fails `409`
+	// `trashed_with_folder`; one not in the trash `404`. The answer has bulk move's shape
+	// and rules.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/trash/purge (the `PurgeWorkspaceTrash` operationId).
+	PurgeWorkspaceTrashWithBody(ctx context.Context, deploymentId DeploymentId, params *PurgeWorkspaceTrashParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PurgeWorkspaceTrash Purge up to 100 trashed items for good
+	//
+	// Removes 1 to 100 trashed roots for good, each with everything trashed with it (the
+	// documents are removed; nothing can restore them). The caller needs `edit` on the item
+	// where it was (admins, the item's editors), or to have deleted it. Purging changes no
+	// item count (a trashed item holds no slot). An item trashed with a folder fails `409`
+	// `trashed_with_folder`; one not in the trash `404`. The answer has bulk move's shape
+	// and rules.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/trash/purge (the `PurgeWorkspaceTrash` operationId).
+	PurgeWorkspaceTrash(ctx context.Context, deploymentId DeploymentId, params *PurgeWorkspaceTrashParams, body PurgeWorkspaceTrashJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RestoreWorkspaceTrashWithBody Restore up to 100 trashed items
+	//
+	// Brings back 1 to 100 trashed roots, one at a time in order, each to its original
+	// folder, or into `folderId` when the original folder is gone (without `folderId` that
+	// item fails `409` `original_folder_gone`). A folder comes back with everything trashed
+	// with it, as one change of the tree: the same ids, names, places, grants and content;
+	// into `folderId` it is checked for depth (`400` `depth_limit`) and cycles
+	// (`400` `folder_cycle`). Grants come back; favorites do not (they are dropped when an
+	// item is trashed). Each item restored takes its slots of
+	// `WORKSPACE_MAX_ITEMS_PER_DEPLOYMENT` again (a folder: one per item trashed with it):
+	// past the limit it fails `400` `item_limit`. The caller needs `edit` on the item where it
+	// was (or to have deleted it; `ai_bi_user` or higher) and `edit` on where it goes. An
+	// item trashed with a folder fails `409` `trashed_with_folder`; one not in the trash (or
+	// of another deployment) `404`. The answer has bulk move's shape and rules.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/trash/restore (the `RestoreWorkspaceTrash` operationId).
+	RestoreWorkspaceTrashWithBody(ctx context.Context, deploymentId DeploymentId, params *RestoreWorkspaceTrashParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RestoreWorkspaceTrash Restore up to 100 trashed items
+	//
+	// Brings back 1 to 100 trashed roots, one at a time in order, each to its original
+	// folder, or into `folderId` when the original folder is gone (without `folderId` that
+	// item fails `409` `original_folder_gone`). A folder comes back with everything trashed
+	// with it, as one change of the tree: the same ids, names, places, grants and content;
+	// into `folderId` it is checked for depth (`400` `depth_limit`) and cycles
+	// (`400` `folder_cycle`). Grants come back; favorites do not (they are dropped when an
+	// item is trashed). Each item restored takes its slots of
+	// `WORKSPACE_MAX_ITEMS_PER_DEPLOYMENT` again (a folder: one per item trashed with it):
+	// past the limit it fails `400` `item_limit`. The caller needs `edit` on the item where it
+	// was (or to have deleted it; `ai_bi_user` or higher) and `edit` on where it goes. An
+	// item trashed with a folder fails `409` `trashed_with_folder`; one not in the trash (or
+	// of another deployment) `404`. The answer has bulk move's shape and rules.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/trash/restore (the `RestoreWorkspaceTrash` operationId).
+	RestoreWorkspaceTrash(ctx context.Context, deploymentId DeploymentId, params *RestoreWorkspaceTrashParams, body RestoreWorkspaceTrashJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetApiReference This document as an interactive reference, in HTML
 	//
@@ -7292,14 +7582,20 @@ func (c *Client) PutFolderByKey(ctx context.Context, deploymentId DeploymentId, 
 	return c.Client.Do(req)
 }
 
-// DeleteFolder Delete an empty folder
+// DeleteFolder Delete a folder
 //
 // Deletes the folder when it has no children. Requires `manage` access to the folder. A
-// folder that still holds folders, workbooks or reports is `409`.
+// folder that still holds folders, workbooks or reports is `409` (`folder_not_empty`),
+// unless `recursive=true`: then the folder goes with its whole subtree (its folders and
+// the workbooks and reports inside them), as one change of the tree, at most
+// `WORKSPACE_MAX_RECURSIVE_DELETE_ITEMS` (10000) items, the folder included (`400`
+// `recursive_delete_limit` past it, nothing deleted). Deleted items go to the trash
+// (`listWorkspaceTrash`), from which `restoreWorkspaceTrash` brings them back. A folder, or
+// one below it, receiving items at that moment is `409`: retry.
 //
 // Corresponds with DELETE /api/v1/deployments/{deploymentId}/folders/{folderId} (the `DeleteFolder` operationId).
-func (c *Client) DeleteFolder(ctx context.Context, deploymentId DeploymentId, folderId FolderId, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewDeleteFolderRequest(c.Server, deploymentId, folderId)
+func (c *Client) DeleteFolder(ctx context.Context, deploymentId DeploymentId, folderId FolderId, params *DeleteFolderParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteFolderRequest(c.Server, deploymentId, folderId, params)
 	if err != nil {
 		return nil, err
 	}
@@ -8144,6 +8440,60 @@ func (c *Client) ListWorkspaceItems(ctx context.Context, deploymentId Deployment
 	return c.Client.Do(req)
 }
 
+// BulkDeleteWorkspaceItemsWithBody Delete up to 100 workspace items
+//
+// Deletes 1 to 100 items (mixed types), each exactly as its single `DELETE` would (a
+// folder only when empty: `409` `folder_not_empty` otherwise; use `DELETE` of the folder
+// with `recursive=true` for a subtree), applied one at a time in the given order. Deleted
+// items go to the trash (`listWorkspaceTrash`). The rules of bulk move hold: repeated
+// references collapse, `200` whenever the request is well formed, one failure does not
+// undo the others, an empty `failed` means everything was deleted, and each `failed`
+// entry carries the error its single delete would have been answered with. When the store
+// fails midway, the items deleted before are in `deleted` and the rest fail `503`
+// `not_applied` (the one in flight "may not have been deleted").
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/bulk-delete (the `BulkDeleteWorkspaceItems` operationId).
+func (c *Client) BulkDeleteWorkspaceItemsWithBody(ctx context.Context, deploymentId DeploymentId, params *BulkDeleteWorkspaceItemsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewBulkDeleteWorkspaceItemsRequestWithBody(c.Server, deploymentId, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// BulkDeleteWorkspaceItems Delete up to 100 workspace items
+//
+// Deletes 1 to 100 items (mixed types), each exactly as its single `DELETE` would (a
+// folder only when empty: `409` `folder_not_empty` otherwise; use `DELETE` of the folder
+// with `recursive=true` for a subtree), applied one at a time in the given order. Deleted
+// items go to the trash (`listWorkspaceTrash`). The rules of bulk move hold: repeated
+// references collapse, `200` whenever the request is well formed, one failure does not
+// undo the others, an empty `failed` means everything was deleted, and each `failed`
+// entry carries the error its single delete would have been answered with. When the store
+// fails midway, the items deleted before are in `deleted` and the rest fail `503`
+// `not_applied` (the one in flight "may not have been deleted").
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/bulk-delete (the `BulkDeleteWorkspaceItems` operationId).
+func (c *Client) BulkDeleteWorkspaceItems(ctx context.Context, deploymentId DeploymentId, params *BulkDeleteWorkspaceItemsParams, body BulkDeleteWorkspaceItemsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewBulkDeleteWorkspaceItemsRequest(c.Server, deploymentId, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // BulkMoveWorkspaceItemsWithBody Move up to 100 workspace items
 //
 // Moves 1 to 100 items (mixed types) into one destination.
@@ -8317,6 +8667,137 @@ func (c *Client) MoveWorkspaceItemWithBody(ctx context.Context, deploymentId Dep
 // Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/move (the `MoveWorkspaceItem` operationId).
 func (c *Client) MoveWorkspaceItem(ctx context.Context, deploymentId DeploymentId, params *MoveWorkspaceItemParams, body MoveWorkspaceItemJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewMoveWorkspaceItemRequest(c.Server, deploymentId, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListWorkspaceTrash List the trash
+//
+// The trashed roots (the items deletes were called on; what went with a folder is
+// counted in its `trashedWith`), newest first, that the caller may see: what it could
+// view where the item was (the original folder's grants, or its own as the item's
+// creator; admins see everything), and what it deleted itself. Items stay in the trash
+// for `WORKSPACE_TRASH_RETENTION` (30 days), then the retention sweep purges them. A page
+// examines at most `WORKSPACE_MAX_LIST_SCAN` trashed roots, then answers what it has with
+// `hasNextPage` and a cursor that goes on.
+//
+// Corresponds with GET /api/v1/deployments/{deploymentId}/workspace/trash (the `ListWorkspaceTrash` operationId).
+func (c *Client) ListWorkspaceTrash(ctx context.Context, deploymentId DeploymentId, params *ListWorkspaceTrashParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListWorkspaceTrashRequest(c.Server, deploymentId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PurgeWorkspaceTrashWithBody Purge up to 100 trashed items for good
+//
+// Removes 1 to 100 trashed roots for good, each with everything trashed with it (the
+// documents are removed; nothing can restore them). The caller needs `edit` on the item
+// where it was (admins, the item's editors), or to have deleted it. Purging changes no
+// item count (a trashed item holds no slot). An item trashed with a folder fails `409`
+// `trashed_with_folder`; one not in the trash `404`. The answer has bulk move's shape
+// and rules.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/trash/purge (the `PurgeWorkspaceTrash` operationId).
+func (c *Client) PurgeWorkspaceTrashWithBody(ctx context.Context, deploymentId DeploymentId, params *PurgeWorkspaceTrashParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPurgeWorkspaceTrashRequestWithBody(c.Server, deploymentId, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PurgeWorkspaceTrash Purge up to 100 trashed items for good
+//
+// Removes 1 to 100 trashed roots for good, each with everything trashed with it (the
+// documents are removed; nothing can restore them). The caller needs `edit` on the item
+// where it was (admins, the item's editors), or to have deleted it. Purging changes no
+// item count (a trashed item holds no slot). An item trashed with a folder fails `409`
+// `trashed_with_folder`; one not in the trash `404`. The answer has bulk move's shape
+// and rules.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/trash/purge (the `PurgeWorkspaceTrash` operationId).
+func (c *Client) PurgeWorkspaceTrash(ctx context.Context, deploymentId DeploymentId, params *PurgeWorkspaceTrashParams, body PurgeWorkspaceTrashJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPurgeWorkspaceTrashRequest(c.Server, deploymentId, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RestoreWorkspaceTrashWithBody Restore up to 100 trashed items
+//
+// Brings back 1 to 100 trashed roots, one at a time in order, each to its original
+// folder, or into `folderId` when the original folder is gone (without `folderId` that
+// item fails `409` `original_folder_gone`). A folder comes back with everything trashed
+// with it, as one change of the tree: the same ids, names, places, grants and content;
+// into `folderId` it is checked for depth (`400` `depth_limit`) and cycles
+// (`400` `folder_cycle`). Grants come back; favorites do not (they are dropped when an
+// item is trashed). Each item restored takes its slots of
+// `WORKSPACE_MAX_ITEMS_PER_DEPLOYMENT` again (a folder: one per item trashed with it):
+// past the limit it fails `400` `item_limit`. The caller needs `edit` on the item where it
+// was (or to have deleted it; `ai_bi_user` or higher) and `edit` on where it goes. An
+// item trashed with a folder fails `409` `trashed_with_folder`; one not in the trash (or
+// of another deployment) `404`. The answer has bulk move's shape and rules.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/trash/restore (the `RestoreWorkspaceTrash` operationId).
+func (c *Client) RestoreWorkspaceTrashWithBody(ctx context.Context, deploymentId DeploymentId, params *RestoreWorkspaceTrashParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRestoreWorkspaceTrashRequestWithBody(c.Server, deploymentId, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RestoreWorkspaceTrash Restore up to 100 trashed items
+//
+// Brings back 1 to 100 trashed roots, one at a time in order, each to its original
+// folder, or into `folderId` when the original folder is gone (without `folderId` that
+// item fails `409` `original_folder_gone`). A folder comes back with everything trashed
+// with it, as one change of the tree: the same ids, names, places, grants and content;
+// into `folderId` it is checked for depth (`400` `depth_limit`) and cycles
+// (`400` `folder_cycle`). Grants come back; favorites do not (they are dropped when an
+// item is trashed). Each item restored takes its slots of
+// `WORKSPACE_MAX_ITEMS_PER_DEPLOYMENT` again (a folder: one per item trashed with it):
+// past the limit it fails `400` `item_limit`. The caller needs `edit` on the item where it
+// was (or to have deleted it; `ai_bi_user` or higher) and `edit` on where it goes. An
+// item trashed with a folder fails `409` `trashed_with_folder`; one not in the trash (or
+// of another deployment) `404`. The answer has bulk move's shape and rules.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/trash/restore (the `RestoreWorkspaceTrash` operationId).
+func (c *Client) RestoreWorkspaceTrash(ctx context.Context, deploymentId DeploymentId, params *RestoreWorkspaceTrashParams, body RestoreWorkspaceTrashJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRestoreWorkspaceTrashRequest(c.Server, deploymentId, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -10854,7 +11335,7 @@ func NewPutFolderByKeyRequestWithBody(server string, deploymentId DeploymentId, 
 }
 
 // NewDeleteFolderRequest constructs an http.Request for the DeleteFolder method
-func NewDeleteFolderRequest(server string, deploymentId DeploymentId, folderId FolderId) (*http.Request, error) {
+func NewDeleteFolderRequest(server string, deploymentId DeploymentId, folderId FolderId, params *DeleteFolderParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -10884,6 +11365,33 @@ func NewDeleteFolderRequest(server string, deploymentId DeploymentId, folderId F
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Recursive != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "recursive", *params.Recursive, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
@@ -12288,6 +12796,68 @@ func NewListWorkspaceItemsRequest(server string, deploymentId DeploymentId, para
 	return req, nil
 }
 
+// NewBulkDeleteWorkspaceItemsRequest calls the generic BulkDeleteWorkspaceItems builder with application/json body
+func NewBulkDeleteWorkspaceItemsRequest(server string, deploymentId DeploymentId, params *BulkDeleteWorkspaceItemsParams, body BulkDeleteWorkspaceItemsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewBulkDeleteWorkspaceItemsRequestWithBody(server, deploymentId, params, "application/json", bodyReader)
+}
+
+// NewBulkDeleteWorkspaceItemsRequestWithBody constructs an http.Request for the BulkDeleteWorkspaceItems method, with any body, and a specified content type
+func NewBulkDeleteWorkspaceItemsRequestWithBody(server string, deploymentId DeploymentId, params *BulkDeleteWorkspaceItemsParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "deploymentId", deploymentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/deployments/%s/workspace/bulk-delete", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 // NewBulkMoveWorkspaceItemsRequest calls the generic BulkMoveWorkspaceItems builder with application/json body
 func NewBulkMoveWorkspaceItemsRequest(server string, deploymentId DeploymentId, params *BulkMoveWorkspaceItemsParams, body BulkMoveWorkspaceItemsJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -12474,6 +13044,203 @@ func NewMoveWorkspaceItemRequestWithBody(server string, deploymentId DeploymentI
 	}
 
 	operationPath := fmt.Sprintf("/api/v1/deployments/%s/workspace/move", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewListWorkspaceTrashRequest constructs an http.Request for the ListWorkspaceTrash method
+func NewListWorkspaceTrashRequest(server string, deploymentId DeploymentId, params *ListWorkspaceTrashParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "deploymentId", deploymentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/deployments/%s/workspace/trash", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.First != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "first", *params.First, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPurgeWorkspaceTrashRequest calls the generic PurgeWorkspaceTrash builder with application/json body
+func NewPurgeWorkspaceTrashRequest(server string, deploymentId DeploymentId, params *PurgeWorkspaceTrashParams, body PurgeWorkspaceTrashJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPurgeWorkspaceTrashRequestWithBody(server, deploymentId, params, "application/json", bodyReader)
+}
+
+// NewPurgeWorkspaceTrashRequestWithBody constructs an http.Request for the PurgeWorkspaceTrash method, with any body, and a specified content type
+func NewPurgeWorkspaceTrashRequestWithBody(server string, deploymentId DeploymentId, params *PurgeWorkspaceTrashParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "deploymentId", deploymentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/deployments/%s/workspace/trash/purge", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewRestoreWorkspaceTrashRequest calls the generic RestoreWorkspaceTrash builder with application/json body
+func NewRestoreWorkspaceTrashRequest(server string, deploymentId DeploymentId, params *RestoreWorkspaceTrashParams, body RestoreWorkspaceTrashJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRestoreWorkspaceTrashRequestWithBody(server, deploymentId, params, "application/json", bodyReader)
+}
+
+// NewRestoreWorkspaceTrashRequestWithBody constructs an http.Request for the RestoreWorkspaceTrash method, with any body, and a specified content type
+func NewRestoreWorkspaceTrashRequestWithBody(server string, deploymentId DeploymentId, params *RestoreWorkspaceTrashParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "deploymentId", deploymentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/deployments/%s/workspace/trash/restore", pathParam0)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -15547,15 +16314,21 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PUT /api/v1/deployments/{deploymentId}/folders/by-key/{key} (the `PutFolderByKey` operationId).
 	PutFolderByKeyWithResponse(ctx context.Context, deploymentId DeploymentId, key ItemKeyPath, body PutFolderByKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*PutFolderByKeyResponse, error)
 
-	// DeleteFolderWithResponse Delete an empty folder
+	// DeleteFolderWithResponse Delete a folder
 	//
 	// Deletes the folder when it has no children. Requires `manage` access to the folder. A
-	// folder that still holds folders, workbooks or reports is `409`.
+	// folder that still holds folders, workbooks or reports is `409` (`folder_not_empty`),
+	// unless `recursive=true`: then the folder goes with its whole subtree (its folders and
+	// the workbooks and reports inside them), as one change of the tree, at most
+	// `WORKSPACE_MAX_RECURSIVE_DELETE_ITEMS` (10000) items, the folder included (`400`
+	// `recursive_delete_limit` past it, nothing deleted). Deleted items go to the trash
+	// (`listWorkspaceTrash`), from which `restoreWorkspaceTrash` brings them back. A folder, or
+	// one below it, receiving items at that moment is `409`: retry.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with DELETE /api/v1/deployments/{deploymentId}/folders/{folderId} (the `DeleteFolder` operationId).
-	DeleteFolderWithResponse(ctx context.Context, deploymentId DeploymentId, folderId FolderId, reqEditors ...RequestEditorFn) (*DeleteFolderResponse, error)
+	DeleteFolderWithResponse(ctx context.Context, deploymentId DeploymentId, folderId FolderId, params *DeleteFolderParams, reqEditors ...RequestEditorFn) (*DeleteFolderResponse, error)
 
 	// GetFolderWithResponse Get a folder
 	//
@@ -16058,6 +16831,40 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/deployments/{deploymentId}/workspace (the `ListWorkspaceItems` operationId).
 	ListWorkspaceItemsWithResponse(ctx context.Context, deploymentId DeploymentId, params *ListWorkspaceItemsParams, reqEditors ...RequestEditorFn) (*ListWorkspaceItemsResponse, error)
 
+	// BulkDeleteWorkspaceItemsWithBodyWithResponse Delete up to 100 workspace items
+	//
+	// Deletes 1 to 100 items (mixed types), each exactly as its single `DELETE` would (a
+	// folder only when empty: `409` `folder_not_empty` otherwise; use `DELETE` of the folder
+	// with `recursive=true` for a subtree), applied one at a time in the given order. Deleted
+	// items go to the trash (`listWorkspaceTrash`). The rules of bulk move hold: repeated
+	// references collapse, `200` whenever the request is well formed, one failure does not
+	// undo the others, an empty `failed` means everything was deleted, and each `failed`
+	// entry carries the error its single delete would have been answered with. When the store
+	// fails midway, the items deleted before are in `deleted` and the rest fail `503`
+	// `not_applied` (the one in flight "may not have been deleted").
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/bulk-delete (the `BulkDeleteWorkspaceItems` operationId).
+	BulkDeleteWorkspaceItemsWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, params *BulkDeleteWorkspaceItemsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BulkDeleteWorkspaceItemsResponse, error)
+
+	// BulkDeleteWorkspaceItemsWithResponse Delete up to 100 workspace items
+	//
+	// Deletes 1 to 100 items (mixed types), each exactly as its single `DELETE` would (a
+	// folder only when empty: `409` `folder_not_empty` otherwise; use `DELETE` of the folder
+	// with `recursive=true` for a subtree), applied one at a time in the given order. Deleted
+	// items go to the trash (`listWorkspaceTrash`). The rules of bulk move hold: repeated
+	// references collapse, `200` whenever the request is well formed, one failure does not
+	// undo the others, an empty `failed` means everything was deleted, and each `failed`
+	// entry carries the error its single delete would have been answered with. When the store
+	// fails midway, the items deleted before are in `deleted` and the rest fail `503`
+	// `not_applied` (the one in flight "may not have been deleted").
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/bulk-delete (the `BulkDeleteWorkspaceItems` operationId).
+	BulkDeleteWorkspaceItemsWithResponse(ctx context.Context, deploymentId DeploymentId, params *BulkDeleteWorkspaceItemsParams, body BulkDeleteWorkspaceItemsJSONRequestBody, reqEditors ...RequestEditorFn) (*BulkDeleteWorkspaceItemsResponse, error)
+
 	// BulkMoveWorkspaceItemsWithBodyWithResponse Move up to 100 workspace items
 	//
 	// Moves 1 to 100 items (mixed types) into one destination.
@@ -16184,6 +16991,89 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/move (the `MoveWorkspaceItem` operationId).
 	MoveWorkspaceItemWithResponse(ctx context.Context, deploymentId DeploymentId, params *MoveWorkspaceItemParams, body MoveWorkspaceItemJSONRequestBody, reqEditors ...RequestEditorFn) (*MoveWorkspaceItemResponse, error)
+
+	// ListWorkspaceTrashWithResponse List the trash
+	//
+	// The trashed roots (the items deletes were called on; what went with a folder is
+	// counted in its `trashedWith`), newest first, that the caller may see: what it could
+	// view where the item was (the original folder's grants, or its own as the item's
+	// creator; admins see everything), and what it deleted itself. Items stay in the trash
+	// for `WORKSPACE_TRASH_RETENTION` (30 days), then the retention sweep purges them. A page
+	// examines at most `WORKSPACE_MAX_LIST_SCAN` trashed roots, then answers what it has with
+	// `hasNextPage` and a cursor that goes on.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/deployments/{deploymentId}/workspace/trash (the `ListWorkspaceTrash` operationId).
+	ListWorkspaceTrashWithResponse(ctx context.Context, deploymentId DeploymentId, params *ListWorkspaceTrashParams, reqEditors ...RequestEditorFn) (*ListWorkspaceTrashResponse, error)
+
+	// PurgeWorkspaceTrashWithBodyWithResponse Purge up to 100 trashed items for good
+	//
+	// Removes 1 to 100 trashed roots for good, each with everything trashed with it (the
+	// documents are removed; nothing can restore them). The caller needs `edit` on the item
+	// where it was (admins, the item's editors), or to have deleted it. Purging changes no
+	// item count (a trashed item holds no slot). An item trashed with a folder fails `409`
+	// `trashed_with_folder`; one not in the trash `404`. The answer has bulk move's shape
+	// and rules.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/trash/purge (the `PurgeWorkspaceTrash` operationId).
+	PurgeWorkspaceTrashWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, params *PurgeWorkspaceTrashParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PurgeWorkspaceTrashResponse, error)
+
+	// PurgeWorkspaceTrashWithResponse Purge up to 100 trashed items for good
+	//
+	// Removes 1 to 100 trashed roots for good, each with everything trashed with it (the
+	// documents are removed; nothing can restore them). The caller needs `edit` on the item
+	// where it was (admins, the item's editors), or to have deleted it. Purging changes no
+	// item count (a trashed item holds no slot). An item trashed with a folder fails `409`
+	// `trashed_with_folder`; one not in the trash `404`. The answer has bulk move's shape
+	// and rules.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/trash/purge (the `PurgeWorkspaceTrash` operationId).
+	PurgeWorkspaceTrashWithResponse(ctx context.Context, deploymentId DeploymentId, params *PurgeWorkspaceTrashParams, body PurgeWorkspaceTrashJSONRequestBody, reqEditors ...RequestEditorFn) (*PurgeWorkspaceTrashResponse, error)
+
+	// RestoreWorkspaceTrashWithBodyWithResponse Restore up to 100 trashed items
+	//
+	// Brings back 1 to 100 trashed roots, one at a time in order, each to its original
+	// folder, or into `folderId` when the original folder is gone (without `folderId` that
+	// item fails `409` `original_folder_gone`). A folder comes back with everything trashed
+	// with it, as one change of the tree: the same ids, names, places, grants and content;
+	// into `folderId` it is checked for depth (`400` `depth_limit`) and cycles
+	// (`400` `folder_cycle`). Grants come back; favorites do not (they are dropped when an
+	// item is trashed). Each item restored takes its slots of
+	// `WORKSPACE_MAX_ITEMS_PER_DEPLOYMENT` again (a folder: one per item trashed with it):
+	// past the limit it fails `400` `item_limit`. The caller needs `edit` on the item where it
+	// was (or to have deleted it; `ai_bi_user` or higher) and `edit` on where it goes. An
+	// item trashed with a folder fails `409` `trashed_with_folder`; one not in the trash (or
+	// of another deployment) `404`. The answer has bulk move's shape and rules.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/trash/restore (the `RestoreWorkspaceTrash` operationId).
+	RestoreWorkspaceTrashWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, params *RestoreWorkspaceTrashParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RestoreWorkspaceTrashResponse, error)
+
+	// RestoreWorkspaceTrashWithResponse Restore up to 100 trashed items
+	//
+	// Brings back 1 to 100 trashed roots, one at a time in order, each to its original
+	// folder, or into `folderId` when the original folder is gone (without `folderId` that
+	// item fails `409` `original_folder_gone`). A folder comes back with everything trashed
+	// with it, as one change of the tree: the same ids, names, places, grants and content;
+	// into `folderId` it is checked for depth (`400` `depth_limit`) and cycles
+	// (`400` `folder_cycle`). Grants come back; favorites do not (they are dropped when an
+	// item is trashed). Each item restored takes its slots of
+	// `WORKSPACE_MAX_ITEMS_PER_DEPLOYMENT` again (a folder: one per item trashed with it):
+	// past the limit it fails `400` `item_limit`. The caller needs `edit` on the item where it
+	// was (or to have deleted it; `ai_bi_user` or higher) and `edit` on where it goes. An
+	// item trashed with a folder fails `409` `trashed_with_folder`; one not in the trash (or
+	// of another deployment) `404`. The answer has bulk move's shape and rules.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/trash/restore (the `RestoreWorkspaceTrash` operationId).
+	RestoreWorkspaceTrashWithResponse(ctx context.Context, deploymentId DeploymentId, params *RestoreWorkspaceTrashParams, body RestoreWorkspaceTrashJSONRequestBody, reqEditors ...RequestEditorFn) (*RestoreWorkspaceTrashResponse, error)
 
 	// GetApiReferenceWithResponse This document as an interactive reference, in HTML
 	//
@@ -22850,6 +23740,163 @@ func (r ListWorkspaceItemsResponse) ContentType() string {
 	return ""
 }
 
+// BulkDeleteWorkspaceItemsResponse200Headers the declared response headers of an HTTP 200 response for BulkDeleteWorkspaceItems
+type BulkDeleteWorkspaceItemsResponse200Headers struct {
+	IdempotentReplayed *string
+	RateLimit          *string
+	RateLimitPolicy    *string
+}
+
+// BulkDeleteWorkspaceItemsResponse401Headers the declared response headers of an HTTP 401 response for BulkDeleteWorkspaceItems
+type BulkDeleteWorkspaceItemsResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// BulkDeleteWorkspaceItemsResponse409Headers the declared response headers of an HTTP 409 response for BulkDeleteWorkspaceItems
+type BulkDeleteWorkspaceItemsResponse409Headers struct {
+	RetryAfter int
+}
+
+// BulkDeleteWorkspaceItemsResponse429Headers the declared response headers of an HTTP 429 response for BulkDeleteWorkspaceItems
+type BulkDeleteWorkspaceItemsResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
+}
+
+type BulkDeleteWorkspaceItemsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BulkDeleteResponse
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *IdempotencyKeyInUse
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *PayloadTooLarge
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ConcurrencyLimit
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *BadGateway
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *BulkDeleteWorkspaceItemsResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *BulkDeleteWorkspaceItemsResponse401Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *BulkDeleteWorkspaceItemsResponse409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *BulkDeleteWorkspaceItemsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r BulkDeleteWorkspaceItemsResponse) GetJSON200() *BulkDeleteResponse {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r BulkDeleteWorkspaceItemsResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r BulkDeleteWorkspaceItemsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r BulkDeleteWorkspaceItemsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r BulkDeleteWorkspaceItemsResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r BulkDeleteWorkspaceItemsResponse) GetJSON409() *IdempotencyKeyInUse {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r BulkDeleteWorkspaceItemsResponse) GetJSON413() *PayloadTooLarge {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r BulkDeleteWorkspaceItemsResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r BulkDeleteWorkspaceItemsResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r BulkDeleteWorkspaceItemsResponse) GetJSON429() *ConcurrencyLimit {
+	return r.JSON429
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r BulkDeleteWorkspaceItemsResponse) GetJSON502() *BadGateway {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r BulkDeleteWorkspaceItemsResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r BulkDeleteWorkspaceItemsResponse) GetJSON504() *GatewayTimeout {
+	return r.JSON504
+}
+
+// GetBody returns the raw response body bytes
+func (r BulkDeleteWorkspaceItemsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r BulkDeleteWorkspaceItemsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r BulkDeleteWorkspaceItemsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r BulkDeleteWorkspaceItemsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // BulkMoveWorkspaceItemsResponse200Headers the declared response headers of an HTTP 200 response for BulkMoveWorkspaceItems
 type BulkMoveWorkspaceItemsResponse200Headers struct {
 	IdempotentReplayed *string
@@ -23386,6 +24433,441 @@ func (r MoveWorkspaceItemResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r MoveWorkspaceItemResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListWorkspaceTrashResponse200Headers the declared response headers of an HTTP 200 response for ListWorkspaceTrash
+type ListWorkspaceTrashResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
+// ListWorkspaceTrashResponse401Headers the declared response headers of an HTTP 401 response for ListWorkspaceTrash
+type ListWorkspaceTrashResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// ListWorkspaceTrashResponse429Headers the declared response headers of an HTTP 429 response for ListWorkspaceTrash
+type ListWorkspaceTrashResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
+}
+
+type ListWorkspaceTrashResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TrashPage
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *BadGateway
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListWorkspaceTrashResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListWorkspaceTrashResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListWorkspaceTrashResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListWorkspaceTrashResponse) GetJSON200() *TrashPage {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListWorkspaceTrashResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListWorkspaceTrashResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListWorkspaceTrashResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ListWorkspaceTrashResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListWorkspaceTrashResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r ListWorkspaceTrashResponse) GetJSON502() *BadGateway {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListWorkspaceTrashResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r ListWorkspaceTrashResponse) GetJSON504() *GatewayTimeout {
+	return r.JSON504
+}
+
+// GetBody returns the raw response body bytes
+func (r ListWorkspaceTrashResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListWorkspaceTrashResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListWorkspaceTrashResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListWorkspaceTrashResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PurgeWorkspaceTrashResponse200Headers the declared response headers of an HTTP 200 response for PurgeWorkspaceTrash
+type PurgeWorkspaceTrashResponse200Headers struct {
+	IdempotentReplayed *string
+	RateLimit          *string
+	RateLimitPolicy    *string
+}
+
+// PurgeWorkspaceTrashResponse401Headers the declared response headers of an HTTP 401 response for PurgeWorkspaceTrash
+type PurgeWorkspaceTrashResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// PurgeWorkspaceTrashResponse409Headers the declared response headers of an HTTP 409 response for PurgeWorkspaceTrash
+type PurgeWorkspaceTrashResponse409Headers struct {
+	RetryAfter int
+}
+
+// PurgeWorkspaceTrashResponse429Headers the declared response headers of an HTTP 429 response for PurgeWorkspaceTrash
+type PurgeWorkspaceTrashResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
+}
+
+type PurgeWorkspaceTrashResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TrashPurgeResponse
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *IdempotencyKeyInUse
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *PayloadTooLarge
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ConcurrencyLimit
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *BadGateway
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *PurgeWorkspaceTrashResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PurgeWorkspaceTrashResponse401Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *PurgeWorkspaceTrashResponse409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PurgeWorkspaceTrashResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PurgeWorkspaceTrashResponse) GetJSON200() *TrashPurgeResponse {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PurgeWorkspaceTrashResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PurgeWorkspaceTrashResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PurgeWorkspaceTrashResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r PurgeWorkspaceTrashResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r PurgeWorkspaceTrashResponse) GetJSON409() *IdempotencyKeyInUse {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r PurgeWorkspaceTrashResponse) GetJSON413() *PayloadTooLarge {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r PurgeWorkspaceTrashResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r PurgeWorkspaceTrashResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r PurgeWorkspaceTrashResponse) GetJSON429() *ConcurrencyLimit {
+	return r.JSON429
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r PurgeWorkspaceTrashResponse) GetJSON502() *BadGateway {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r PurgeWorkspaceTrashResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r PurgeWorkspaceTrashResponse) GetJSON504() *GatewayTimeout {
+	return r.JSON504
+}
+
+// GetBody returns the raw response body bytes
+func (r PurgeWorkspaceTrashResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PurgeWorkspaceTrashResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PurgeWorkspaceTrashResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PurgeWorkspaceTrashResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RestoreWorkspaceTrashResponse200Headers the declared response headers of an HTTP 200 response for RestoreWorkspaceTrash
+type RestoreWorkspaceTrashResponse200Headers struct {
+	IdempotentReplayed *string
+	RateLimit          *string
+	RateLimitPolicy    *string
+}
+
+// RestoreWorkspaceTrashResponse401Headers the declared response headers of an HTTP 401 response for RestoreWorkspaceTrash
+type RestoreWorkspaceTrashResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// RestoreWorkspaceTrashResponse409Headers the declared response headers of an HTTP 409 response for RestoreWorkspaceTrash
+type RestoreWorkspaceTrashResponse409Headers struct {
+	RetryAfter int
+}
+
+// RestoreWorkspaceTrashResponse429Headers the declared response headers of an HTTP 429 response for RestoreWorkspaceTrash
+type RestoreWorkspaceTrashResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
+}
+
+type RestoreWorkspaceTrashResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TrashRestoreResponse
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *IdempotencyKeyInUse
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *PayloadTooLarge
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ConcurrencyLimit
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *BadGateway
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *RestoreWorkspaceTrashResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RestoreWorkspaceTrashResponse401Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *RestoreWorkspaceTrashResponse409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RestoreWorkspaceTrashResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RestoreWorkspaceTrashResponse) GetJSON200() *TrashRestoreResponse {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r RestoreWorkspaceTrashResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RestoreWorkspaceTrashResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RestoreWorkspaceTrashResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RestoreWorkspaceTrashResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r RestoreWorkspaceTrashResponse) GetJSON409() *IdempotencyKeyInUse {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r RestoreWorkspaceTrashResponse) GetJSON413() *PayloadTooLarge {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r RestoreWorkspaceTrashResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r RestoreWorkspaceTrashResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RestoreWorkspaceTrashResponse) GetJSON429() *ConcurrencyLimit {
+	return r.JSON429
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r RestoreWorkspaceTrashResponse) GetJSON502() *BadGateway {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r RestoreWorkspaceTrashResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r RestoreWorkspaceTrashResponse) GetJSON504() *GatewayTimeout {
+	return r.JSON504
+}
+
+// GetBody returns the raw response body bytes
+func (r RestoreWorkspaceTrashResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RestoreWorkspaceTrashResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RestoreWorkspaceTrashResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RestoreWorkspaceTrashResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -29447,16 +30929,22 @@ func (c *ClientWithResponses) PutFolderByKeyWithResponse(ctx context.Context, de
 	return ParsePutFolderByKeyResponse(rsp)
 }
 
-// DeleteFolderWithResponse Delete an empty folder
+// DeleteFolderWithResponse Delete a folder
 //
 // Deletes the folder when it has no children. Requires `manage` access to the folder. A
-// folder that still holds folders, workbooks or reports is `409`.
+// folder that still holds folders, workbooks or reports is `409` (`folder_not_empty`),
+// unless `recursive=true`: then the folder goes with its whole subtree (its folders and
+// the workbooks and reports inside them), as one change of the tree, at most
+// `WORKSPACE_MAX_RECURSIVE_DELETE_ITEMS` (10000) items, the folder included (`400`
+// `recursive_delete_limit` past it, nothing deleted). Deleted items go to the trash
+// (`listWorkspaceTrash`), from which `restoreWorkspaceTrash` brings them back. A folder, or
+// one below it, receiving items at that moment is `409`: retry.
 //
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with DELETE /api/v1/deployments/{deploymentId}/folders/{folderId} (the `DeleteFolder` operationId).
-func (c *ClientWithResponses) DeleteFolderWithResponse(ctx context.Context, deploymentId DeploymentId, folderId FolderId, reqEditors ...RequestEditorFn) (*DeleteFolderResponse, error) {
-	rsp, err := c.DeleteFolder(ctx, deploymentId, folderId, reqEditors...)
+func (c *ClientWithResponses) DeleteFolderWithResponse(ctx context.Context, deploymentId DeploymentId, folderId FolderId, params *DeleteFolderParams, reqEditors ...RequestEditorFn) (*DeleteFolderResponse, error) {
+	rsp, err := c.DeleteFolder(ctx, deploymentId, folderId, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -30181,6 +31669,52 @@ func (c *ClientWithResponses) ListWorkspaceItemsWithResponse(ctx context.Context
 	return ParseListWorkspaceItemsResponse(rsp)
 }
 
+// BulkDeleteWorkspaceItemsWithBodyWithResponse Delete up to 100 workspace items
+//
+// Deletes 1 to 100 items (mixed types), each exactly as its single `DELETE` would (a
+// folder only when empty: `409` `folder_not_empty` otherwise; use `DELETE` of the folder
+// with `recursive=true` for a subtree), applied one at a time in the given order. Deleted
+// items go to the trash (`listWorkspaceTrash`). The rules of bulk move hold: repeated
+// references collapse, `200` whenever the request is well formed, one failure does not
+// undo the others, an empty `failed` means everything was deleted, and each `failed`
+// entry carries the error its single delete would have been answered with. When the store
+// fails midway, the items deleted before are in `deleted` and the rest fail `503`
+// `not_applied` (the one in flight "may not have been deleted").
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/bulk-delete (the `BulkDeleteWorkspaceItems` operationId).
+func (c *ClientWithResponses) BulkDeleteWorkspaceItemsWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, params *BulkDeleteWorkspaceItemsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BulkDeleteWorkspaceItemsResponse, error) {
+	rsp, err := c.BulkDeleteWorkspaceItemsWithBody(ctx, deploymentId, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseBulkDeleteWorkspaceItemsResponse(rsp)
+}
+
+// BulkDeleteWorkspaceItemsWithResponse Delete up to 100 workspace items
+//
+// Deletes 1 to 100 items (mixed types), each exactly as its single `DELETE` would (a
+// folder only when empty: `409` `folder_not_empty` otherwise; use `DELETE` of the folder
+// with `recursive=true` for a subtree), applied one at a time in the given order. Deleted
+// items go to the trash (`listWorkspaceTrash`). The rules of bulk move hold: repeated
+// references collapse, `200` whenever the request is well formed, one failure does not
+// undo the others, an empty `failed` means everything was deleted, and each `failed`
+// entry carries the error its single delete would have been answered with. When the store
+// fails midway, the items deleted before are in `deleted` and the rest fail `503`
+// `not_applied` (the one in flight "may not have been deleted").
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/bulk-delete (the `BulkDeleteWorkspaceItems` operationId).
+func (c *ClientWithResponses) BulkDeleteWorkspaceItemsWithResponse(ctx context.Context, deploymentId DeploymentId, params *BulkDeleteWorkspaceItemsParams, body BulkDeleteWorkspaceItemsJSONRequestBody, reqEditors ...RequestEditorFn) (*BulkDeleteWorkspaceItemsResponse, error) {
+	rsp, err := c.BulkDeleteWorkspaceItems(ctx, deploymentId, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseBulkDeleteWorkspaceItemsResponse(rsp)
+}
+
 // BulkMoveWorkspaceItemsWithBodyWithResponse Move up to 100 workspace items
 //
 // Moves 1 to 100 items (mixed types) into one destination.
@@ -30342,6 +31876,119 @@ func (c *ClientWithResponses) MoveWorkspaceItemWithResponse(ctx context.Context,
 		return nil, err
 	}
 	return ParseMoveWorkspaceItemResponse(rsp)
+}
+
+// ListWorkspaceTrashWithResponse List the trash
+//
+// The trashed roots (the items deletes were called on; what went with a folder is
+// counted in its `trashedWith`), newest first, that the caller may see: what it could
+// view where the item was (the original folder's grants, or its own as the item's
+// creator; admins see everything), and what it deleted itself. Items stay in the trash
+// for `WORKSPACE_TRASH_RETENTION` (30 days), then the retention sweep purges them. A page
+// examines at most `WORKSPACE_MAX_LIST_SCAN` trashed roots, then answers what it has with
+// `hasNextPage` and a cursor that goes on.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/deployments/{deploymentId}/workspace/trash (the `ListWorkspaceTrash` operationId).
+func (c *ClientWithResponses) ListWorkspaceTrashWithResponse(ctx context.Context, deploymentId DeploymentId, params *ListWorkspaceTrashParams, reqEditors ...RequestEditorFn) (*ListWorkspaceTrashResponse, error) {
+	rsp, err := c.ListWorkspaceTrash(ctx, deploymentId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListWorkspaceTrashResponse(rsp)
+}
+
+// PurgeWorkspaceTrashWithBodyWithResponse Purge up to 100 trashed items for good
+//
+// Removes 1 to 100 trashed roots for good, each with everything trashed with it (the
+// documents are removed; nothing can restore them). The caller needs `edit` on the item
+// where it was (admins, the item's editors), or to have deleted it. Purging changes no
+// item count (a trashed item holds no slot). An item trashed with a folder fails `409`
+// `trashed_with_folder`; one not in the trash `404`. The answer has bulk move's shape
+// and rules.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/trash/purge (the `PurgeWorkspaceTrash` operationId).
+func (c *ClientWithResponses) PurgeWorkspaceTrashWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, params *PurgeWorkspaceTrashParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PurgeWorkspaceTrashResponse, error) {
+	rsp, err := c.PurgeWorkspaceTrashWithBody(ctx, deploymentId, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePurgeWorkspaceTrashResponse(rsp)
+}
+
+// PurgeWorkspaceTrashWithResponse Purge up to 100 trashed items for good
+//
+// Removes 1 to 100 trashed roots for good, each with everything trashed with it (the
+// documents are removed; nothing can restore them). The caller needs `edit` on the item
+// where it was (admins, the item's editors), or to have deleted it. Purging changes no
+// item count (a trashed item holds no slot). An item trashed with a folder fails `409`
+// `trashed_with_folder`; one not in the trash `404`. The answer has bulk move's shape
+// and rules.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/trash/purge (the `PurgeWorkspaceTrash` operationId).
+func (c *ClientWithResponses) PurgeWorkspaceTrashWithResponse(ctx context.Context, deploymentId DeploymentId, params *PurgeWorkspaceTrashParams, body PurgeWorkspaceTrashJSONRequestBody, reqEditors ...RequestEditorFn) (*PurgeWorkspaceTrashResponse, error) {
+	rsp, err := c.PurgeWorkspaceTrash(ctx, deploymentId, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePurgeWorkspaceTrashResponse(rsp)
+}
+
+// RestoreWorkspaceTrashWithBodyWithResponse Restore up to 100 trashed items
+//
+// Brings back 1 to 100 trashed roots, one at a time in order, each to its original
+// folder, or into `folderId` when the original folder is gone (without `folderId` that
+// item fails `409` `original_folder_gone`). A folder comes back with everything trashed
+// with it, as one change of the tree: the same ids, names, places, grants and content;
+// into `folderId` it is checked for depth (`400` `depth_limit`) and cycles
+// (`400` `folder_cycle`). Grants come back; favorites do not (they are dropped when an
+// item is trashed). Each item restored takes its slots of
+// `WORKSPACE_MAX_ITEMS_PER_DEPLOYMENT` again (a folder: one per item trashed with it):
+// past the limit it fails `400` `item_limit`. The caller needs `edit` on the item where it
+// was (or to have deleted it; `ai_bi_user` or higher) and `edit` on where it goes. An
+// item trashed with a folder fails `409` `trashed_with_folder`; one not in the trash (or
+// of another deployment) `404`. The answer has bulk move's shape and rules.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/trash/restore (the `RestoreWorkspaceTrash` operationId).
+func (c *ClientWithResponses) RestoreWorkspaceTrashWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, params *RestoreWorkspaceTrashParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RestoreWorkspaceTrashResponse, error) {
+	rsp, err := c.RestoreWorkspaceTrashWithBody(ctx, deploymentId, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRestoreWorkspaceTrashResponse(rsp)
+}
+
+// RestoreWorkspaceTrashWithResponse Restore up to 100 trashed items
+//
+// Brings back 1 to 100 trashed roots, one at a time in order, each to its original
+// folder, or into `folderId` when the original folder is gone (without `folderId` that
+// item fails `409` `original_folder_gone`). A folder comes back with everything trashed
+// with it, as one change of the tree: the same ids, names, places, grants and content;
+// into `folderId` it is checked for depth (`400` `depth_limit`) and cycles
+// (`400` `folder_cycle`). Grants come back; favorites do not (they are dropped when an
+// item is trashed). Each item restored takes its slots of
+// `WORKSPACE_MAX_ITEMS_PER_DEPLOYMENT` again (a folder: one per item trashed with it):
+// past the limit it fails `400` `item_limit`. The caller needs `edit` on the item where it
+// was (or to have deleted it; `ai_bi_user` or higher) and `edit` on where it goes. An
+// item trashed with a folder fails `409` `trashed_with_folder`; one not in the trash (or
+// of another deployment) `404`. The answer has bulk move's shape and rules.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/trash/restore (the `RestoreWorkspaceTrash` operationId).
+func (c *ClientWithResponses) RestoreWorkspaceTrashWithResponse(ctx context.Context, deploymentId DeploymentId, params *RestoreWorkspaceTrashParams, body RestoreWorkspaceTrashJSONRequestBody, reqEditors ...RequestEditorFn) (*RestoreWorkspaceTrashResponse, error) {
+	rsp, err := c.RestoreWorkspaceTrash(ctx, deploymentId, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRestoreWorkspaceTrashResponse(rsp)
 }
 
 // GetApiReferenceWithResponse This document as an interactive reference, in HTML
@@ -38145,6 +39792,187 @@ func ParseListWorkspaceItemsResponse(rsp *http.Response) (*ListWorkspaceItemsRes
 	return response, nil
 }
 
+// ParseBulkDeleteWorkspaceItemsResponse parses an HTTP response from a BulkDeleteWorkspaceItemsWithResponse call
+func ParseBulkDeleteWorkspaceItemsResponse(rsp *http.Response) (*BulkDeleteWorkspaceItemsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &BulkDeleteWorkspaceItemsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BulkDeleteResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyKeyInUse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ConcurrencyLimit
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest BadGateway
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest GatewayTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers BulkDeleteWorkspaceItemsResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers BulkDeleteWorkspaceItemsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 409:
+		var headers BulkDeleteWorkspaceItemsResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers BulkDeleteWorkspaceItemsResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseBulkMoveWorkspaceItemsResponse parses an HTTP response from a BulkMoveWorkspaceItemsWithResponse call
 func ParseBulkMoveWorkspaceItemsResponse(rsp *http.Response) (*BulkMoveWorkspaceItemsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -38744,6 +40572,504 @@ func ParseMoveWorkspaceItemResponse(rsp *http.Response) (*MoveWorkspaceItemRespo
 		response.Headers409 = &headers
 	case rsp.StatusCode == 429:
 		var headers MoveWorkspaceItemResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListWorkspaceTrashResponse parses an HTTP response from a ListWorkspaceTrashWithResponse call
+func ParseListWorkspaceTrashResponse(rsp *http.Response) (*ListWorkspaceTrashResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListWorkspaceTrashResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TrashPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest BadGateway
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest GatewayTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListWorkspaceTrashResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListWorkspaceTrashResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListWorkspaceTrashResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePurgeWorkspaceTrashResponse parses an HTTP response from a PurgeWorkspaceTrashWithResponse call
+func ParsePurgeWorkspaceTrashResponse(rsp *http.Response) (*PurgeWorkspaceTrashResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PurgeWorkspaceTrashResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TrashPurgeResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyKeyInUse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ConcurrencyLimit
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest BadGateway
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest GatewayTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers PurgeWorkspaceTrashResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers PurgeWorkspaceTrashResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 409:
+		var headers PurgeWorkspaceTrashResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers PurgeWorkspaceTrashResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRestoreWorkspaceTrashResponse parses an HTTP response from a RestoreWorkspaceTrashWithResponse call
+func ParseRestoreWorkspaceTrashResponse(rsp *http.Response) (*RestoreWorkspaceTrashResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RestoreWorkspaceTrashResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TrashRestoreResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyKeyInUse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ConcurrencyLimit
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest BadGateway
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest GatewayTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers RestoreWorkspaceTrashResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers RestoreWorkspaceTrashResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 409:
+		var headers RestoreWorkspaceTrashResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers RestoreWorkspaceTrashResponse429Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

@@ -42,6 +42,9 @@ const (
 	CodeItemLimit             = "item_limit"               // 400: items per deployment
 	CodeFavoritesLimit        = "favorites_limit"          // 400: favorites per user and deployment
 	CodeNotApplied            = "not_applied"              // 503: a bulk-move item the store failure left unmoved
+	CodeRecursiveDeleteLimit  = "recursive_delete_limit"   // 400: items one recursive folder delete trashes
+	CodeOriginalFolderGone    = "original_folder_gone"     // 409: a restore whose original folder is gone, without folderId
+	CodeTrashedWithFolder     = "trashed_with_folder"      // 409: a restore or purge of an item trashed with a folder
 	CodeJobLimit              = "job_limit"                // 429: a deployment's dbt sync jobs queued or running
 	CodeStorageQuota          = "storage_quota"            // 413: what a deployment or account keeps in the dbt sync object store
 	CodeEmbedAccessLimit      = "embed_access_limit"       // 400: entries of one object's embed grants
@@ -70,6 +73,7 @@ var Codes = map[string][]int{
 	CodeKeyOutOfScope: {403}, CodeBranchNotFound: {404}, CodeBranchNotServed: {400}, CodeSessionIDInvalid: {401},
 	CodeDefinitionType: {409}, CodeDepthLimit: {400}, CodeFolderCycle: {400}, CodeFolderNotEmpty: {409},
 	CodeItemLimit: {400}, CodeFavoritesLimit: {400}, CodeNotApplied: {503},
+	CodeRecursiveDeleteLimit: {400}, CodeOriginalFolderGone: {409}, CodeTrashedWithFolder: {409},
 	CodeJobLimit: {429}, CodeStorageQuota: {413}, CodeEmbedAccessLimit: {400},
 	CodeAPIKeyLimit: {400}, CodeServiceAccountLimit: {400}, CodeClientSecretLimit: {400}, CodeConcurrencyLimit: {429},
 	CodeIdempotencyKeyInvalid: {400}, CodeIdempotencyKeyInUse: {409}, CodeIdempotencyKeyReused: {422}, CodeIdempotencyLimit: {429},

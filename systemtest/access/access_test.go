@@ -141,6 +141,22 @@ var accessRoutes = []accessRoute{
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.path("/workspace/bulk-move"), map[string]any{"items": []any{map[string]any{"type": "WORKBOOK", "id": p.freshWorkbook(t, sc)}}, "folderId": nil}
 		}},
+	{"bulk-delete", "POST", "/api/v1/deployments/{deploymentId}/workspace/bulk-delete", schemeBearer, "401 401 401 401 401 401 401 401 200 200 200 200 401 401 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return sc.path("/workspace/bulk-delete"), map[string]any{"items": []any{map[string]any{"type": "WORKBOOK", "id": p.freshWorkbook(t, sc)}}}
+		}},
+	{"list-trash", "GET", "/api/v1/deployments/{deploymentId}/workspace/trash", schemeBearer, "401 401 401 401 401 401 401 401 200 200 200 200 401 401 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return sc.path("/workspace/trash"), nil
+		}},
+	{"restore-trash", "POST", "/api/v1/deployments/{deploymentId}/workspace/trash/restore", schemeBearer, "401 401 401 401 401 401 401 401 200 200 200 200 401 401 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return sc.path("/workspace/trash/restore"), map[string]any{"items": []any{map[string]any{"type": "WORKBOOK", "id": p.trashedWorkbook(t, sc)}}}
+		}},
+	{"purge-trash", "POST", "/api/v1/deployments/{deploymentId}/workspace/trash/purge", schemeBearer, "401 401 401 401 401 401 401 401 200 200 200 200 401 401 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return sc.path("/workspace/trash/purge"), map[string]any{"items": []any{map[string]any{"type": "WORKBOOK", "id": p.trashedWorkbook(t, sc)}}}
+		}},
 	{"create-workbook", "POST", "/api/v1/deployments/{deploymentId}/workbooks", schemeBearer, "401 401 401 401 401 401 401 401 200 200 200 403 401 401 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.path("/workbooks"), map[string]any{"name": p.unique("matrix workbook"), "folderId": sc.folder}

@@ -31,7 +31,10 @@ type Config struct {
 	MaxDashboardReports      int           `env:"WORKSPACE_MAX_DASHBOARD_REPORTS" default:"200" help:"distinct reports (widgets' config.reportId) one dashboard draft names; a draft naming more is 400, at save and at publish"`
 	MaxBulkMoveBytes         int           `env:"WORKSPACE_MAX_BULK_MOVE_BYTES" default:"16777216" help:"most bytes of moved workbooks and reports (meta, calculated fields and dashboards, as stored) one move answers with; an item past it is not moved and fails 413 (the first item always moves)"`
 	DashboardVersionsKept    int           `env:"WORKSPACE_DASHBOARD_VERSIONS_KEPT" default:"50" help:"published versions of one workbook's dashboard kept for its version history (list and restore); the publish past it removes the oldest"`
-	MaxInFlightPerAccount    int           `env:"WORKSPACE_MAX_INFLIGHT_PER_ACCOUNT" default:"8" help:"requests of one account a replica runs at once per expensive route class (bulk move, publish); past it 429 concurrency_limit with Retry-After, before the body is read (0: unbounded)"`
+	MaxRecursiveDelete       int           `env:"WORKSPACE_MAX_RECURSIVE_DELETE_ITEMS" default:"10000" help:"most items (the folder, the folders below it and their workbooks and reports) one DELETE of a folder with recursive=true sends to the trash; a larger subtree is 400 recursive_delete_limit and nothing is trashed"`
+	TrashRetention           time.Duration `env:"WORKSPACE_TRASH_RETENTION" default:"720h" help:"how long deleted items stay in the trash before the retention sweep purges them for good (0: kept until purged)"`
+	TrashSweepInterval       time.Duration `env:"WORKSPACE_TRASH_SWEEP_INTERVAL" default:"1h" help:"how often each replica runs the retention sweep of the trash (bounded batches; replicas may sweep at once)"`
+	MaxInFlightPerAccount    int           `env:"WORKSPACE_MAX_INFLIGHT_PER_ACCOUNT" default:"8" help:"requests of one account a replica runs at once per expensive route class (bulk move, publish, bulk delete and the trash's restore and purge); past it 429 concurrency_limit with Retry-After, before the body is read (0: unbounded)"`
 	NATSURL                  string        `env:"NATS_URL" default:"nats://127.0.0.1:4223" secret:"true" help:"NATS with JetStream: the AUDIT stream the service's audit events go to, embed-svc's viewer lookups and the dashboard reach the service answers (outside the local stack it carries the user and password: nats://user:password@host:4222)"`
 	EmbedViewerTimeout       time.Duration `env:"EMBED_VIEWER_LOOKUP_TIMEOUT" default:"2s" help:"how long an embed viewer's request waits for embed-svc's answer of the viewer's current groups; past it the answer is 503"`
 	publish.Config
@@ -43,7 +46,7 @@ func (c Config) Limits() workspace.Limits {
 	return workspace.Limits{ItemsPerDeployment: c.MaxItemsPerDeployment, MetaBytes: c.MaxMetaBytes, Favorites: c.MaxFavorites,
 		SearchScan: c.MaxSearchScan, ListScan: c.MaxListScan, CalculatedFieldsBytes: c.MaxCalculatedFieldsBytes, DraftBytes: c.MaxDraftBytes,
 		PublishedBytes: c.MaxPublishedBytes, Grants: c.MaxFolderGrants, EmbedAccessEntries: c.MaxEmbedAccessEntries, DashboardReports: c.MaxDashboardReports, MoveAnswerBytes: c.MaxBulkMoveBytes,
-		DashboardVersionsKept: c.DashboardVersionsKept}
+		DashboardVersionsKept: c.DashboardVersionsKept, RecursiveDeleteItems: c.MaxRecursiveDelete}
 }
 
 // Load reads the configuration from the environment.

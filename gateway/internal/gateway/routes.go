@@ -67,7 +67,7 @@ type route struct {
 
 // Route costs above 1 (docs/rate-limits.md).
 const (
-	costBulkMove     = 10 // POST .../workspace/bulk-move: up to a page of items moved
+	costBulkMove     = 10 // POST .../workspace/bulk-move, bulk-delete, trash/restore, trash/purge: up to a page of items
 	costImport       = 20 // POST .../workspace/import: a whole tree written
 	costManifestSync = 20 // POST .../dbt-sync: a manifest upload and a sync job
 )
@@ -94,7 +94,7 @@ func match(p string) (route, bool) {
 			// with the object, by workspace-svc.
 			r := route{name: first, svc: svcWorkspace, policy: policyBearer, deployment: id}
 			switch rest {
-			case "workspace/bulk-move":
+			case "workspace/bulk-move", "workspace/bulk-delete", "workspace/trash/restore", "workspace/trash/purge":
 				r.writeCost = costBulkMove
 			case "workspace/import":
 				r.writeCost = costImport

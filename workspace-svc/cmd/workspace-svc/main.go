@@ -53,7 +53,8 @@ func run() error {
 	a, err := app.New(proc.Ctx, app.Deps{Mongo: client, Database: cfg.MongoDatabase, Signer: signer,
 		Logger: proc.Logger, Registry: registry, NATS: nc, ViewerTimeout: cfg.EmbedViewerTimeout, AuditMaxHeld: cfg.AuditMaxHeld,
 		MaxInFlightPerAccount: cfg.MaxInFlightPerAccount,
-		Limits:                cfg.Limits(), Idempotency: cfg.Settings, Checks: []server.Check{mongoReady}})
+		Limits:                cfg.Limits(), Idempotency: cfg.Settings, Checks: []server.Check{mongoReady},
+		Trash: app.TrashSweep{Retention: cfg.TrashRetention, Interval: cfg.TrashSweepInterval}})
 	if err != nil {
 		return err
 	}

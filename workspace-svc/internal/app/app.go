@@ -57,6 +57,8 @@ type Deps struct {
 	// Checks gate /readyz: the readiness checks main's server.Connect* returned for the
 	// connections the service cannot serve without (MongoDB).
 	Checks []server.Check
+	// Trash is the retention sweep's settings (Retention 0: the sweep does not run).
+	Trash TrashSweep
 }
 
 // App is the wired service: its public and internal handlers, and the server of the
@@ -65,13 +67,15 @@ type App struct {
 	Handler  http.Handler // the public listener: the API behind identity verification, /healthz
 	Internal http.Handler // the internal listener: /healthz, /readyz, /metrics
 	reach    *natsx.Server
+	sweep    *sweepRun
 }
 
-// Close stops answering the dashboard reach.
+// Close stops answering the dashboard reach and stops the trash sweep.
 func (a *App) Close() {
 	if a.reach != nil {
 		_ = a.reach.Close()
 	}
+	a.sweep.stop()
 }
 
 // New wires the service. It creates the indexes first.
@@ -121,6 +125,7 @@ func New(ctx context.Context, d Deps) (*App, error) {
 		Checks: d.Checks,
 	}
 	a := &App{Handler: server.Handler(o), Internal: server.Internal(o)}
+	a.sweep = startTrashSweep(ctx, d, ports, metrics, rec)
 	if d.NATS != nil {
 		reach, err := serveReach(d.NATS, workspace.NewReach(ports, workspace.Options{Limits: d.Limits}), d.Logger, requests)
 		if err != nil {

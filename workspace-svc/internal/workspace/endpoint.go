@@ -118,6 +118,7 @@ type Endpoints struct {
 	EmbedDashboards, EmbedDashboard                     endpoint.Endpoint
 	KeyEndpoints
 	VersionEndpoints
+	TrashEndpoints
 }
 
 // MakeEndpoints adapts s.
@@ -125,6 +126,7 @@ func MakeEndpoints(s Service) Endpoints {
 	return Endpoints{
 		KeyEndpoints:     makeKeyEndpoints(s),
 		VersionEndpoints: makeVersionEndpoints(s),
+		TrashEndpoints:   makeTrashEndpoints(s),
 		CreateFolder: func(ctx context.Context, req any) (any, error) {
 			r := req.(createFolderRequest)
 			return s.CreateFolder(ctx, r.P, r.Dep, r.In)

@@ -250,7 +250,7 @@ func (s *service) DeleteFolder(ctx context.Context, p *identity.Principal, dep, 
 	if deleted { // only the delete that tombstoned it: a concurrent second one gives nothing back
 		s.returnSlot(ctx, dep)
 	}
-	return nil
+	return s.store.RemoveItemFavorites(ctx, dep, id) // a trashed item is nobody's favorite
 }
 
 // GetPermissions returns the grants set directly on a folder the caller manages.

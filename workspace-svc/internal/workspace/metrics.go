@@ -18,6 +18,7 @@ type Metrics struct {
 	DashboardsPublished prometheus.Counter
 	EmbedAccessChanges  *prometheus.CounterVec
 	EmbedDashboardReads *prometheus.CounterVec
+	Trash               *TrashMetrics
 }
 
 // NewMetrics registers the counters on reg (nil: unregistered, for tests).
@@ -48,7 +49,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Published dashboards asked for by embed sessions, by outcome (opened, not_found, forbidden, unavailable, other).",
 		}, []string{"outcome"}),
 	}
+	m.Trash = newTrashMetrics()
 	if reg != nil {
+		reg.MustRegister(m.Trash.Items)
 		reg.MustRegister(m.ItemsMoved, m.FoldersCreated, m.TreeConflicts, m.DashboardsPublished, m.EmbedAccessChanges, m.EmbedDashboardReads)
 	}
 	return m

@@ -62,6 +62,8 @@ type Item struct {
 	// request can bound what it will read before reading it; -1 when the store holds no
 	// record of it (an item written before sizes were kept). Writes ignore it.
 	Bytes int
+	// Trash is set on an item read from the trash (TrashStore), nil on a live one.
+	Trash *TrashInfo
 }
 
 // FolderNode is what a request keeps of a folder to check access and paths.
@@ -105,6 +107,8 @@ type TreeOp struct {
 	Pull    []int64
 	Push    []int64
 	Delta   int
+	IDs     []int64 // OpTrash: the items trashed with Folder
+	N       int     // OpTrash: how many items that is, Folder included
 }
 
 // TreeVersion is a deployment's tree version and the op that made it (nil: none yet).
@@ -339,4 +343,5 @@ type Store interface {
 	FavoriteStore
 	EmbedAccessStore
 	VersionStore
+	TrashStore
 }

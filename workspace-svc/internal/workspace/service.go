@@ -62,6 +62,8 @@ type Service interface {
 	KeyService
 	// The published versions of workbooks' dashboards (versions.go).
 	VersionService
+	// The trash (trash.go).
+	TrashService
 }
 
 // service implements Service over the store's ports.
@@ -100,13 +102,16 @@ type Limits struct {
 	// DashboardVersionsKept is how many published versions of one workbook's dashboard
 	// are kept: the publish past it removes the oldest.
 	DashboardVersionsKept int
+	// RecursiveDeleteItems bounds the items (the folder, the folders below it and the
+	// workbooks and reports inside them) one recursive folder delete trashes.
+	RecursiveDeleteItems int
 }
 
 // DefaultLimits are the limits when none are configured: the defaults of the config
 // tags (WORKSPACE_MAX_*), which a fitness test keeps equal (systemtest/architecture).
 var DefaultLimits = Limits{ItemsPerDeployment: 100_000, MetaBytes: 256 << 10, CalculatedFieldsBytes: 256 << 10, DraftBytes: 512 << 10,
 	PublishedBytes: 4 << 20, Grants: 1000, EmbedAccessEntries: embedaccess.DefaultMaxEntries, Favorites: 1000, SearchScan: 1000, ListScan: 1000, DashboardReports: 200, MoveAnswerBytes: 16 << 20,
-	DashboardVersionsKept: 50}
+	DashboardVersionsKept: 50, RecursiveDeleteItems: 10_000}
 
 // WithDefaults is l with every limit not set (zero or less) at its DefaultLimits value.
 func (l Limits) WithDefaults() Limits { return config.OrDefaults(l, DefaultLimits) }

@@ -52,7 +52,7 @@ func NewHTTPHandler(e Endpoints, logger *slog.Logger, fair *fairshare.Limiter, i
 	httpx.Handle(r, "POST", base+"/folders", e.CreateFolder, decodeCreateFolderRequest, o)
 	httpx.Handle(r, "GET", base+"/folders/{folderId}", e.GetFolder, decodeFolderRequest, o)
 	httpx.Handle(r, "PATCH", base+"/folders/{folderId}", e.UpdateFolder, decodeUpdateFolderRequest, o)
-	httpx.Handle(r, "DELETE", base+"/folders/{folderId}", e.DeleteFolder, decodeFolderRequest, o)
+	httpx.Handle(r, "DELETE", base+"/folders/{folderId}", deleteFolder(e), decodeDeleteFolderRequest, o)
 	httpx.Handle(r, "GET", base+"/folders/{folderId}/permissions", e.GetPermissions, decodeFolderRequest, o)
 	httpx.Handle(r, "PUT", base+"/folders/{folderId}/permissions", e.SetPermissions, decodeSetPermissionsRequest, o)
 	httpx.Handle(r, "GET", base+"/workspace", listOrSearch(e), decodeListRequest, o)
@@ -78,6 +78,7 @@ func NewHTTPHandler(e Endpoints, logger *slog.Logger, fair *fairshare.Limiter, i
 	httpx.Handle(r, "GET", base+"/workbooks/{workbookId}/embed-access", e.GetEmbedAccess, decodeEmbedAccessRequest(TypeWorkbook), o)
 	httpx.Handle(r, "PUT", base+"/workbooks/{workbookId}/embed-access", e.PutEmbedAccess, decodePutEmbedAccessRequest(TypeWorkbook), o)
 	httpx.Handle(r, "GET", base+"/embed-tenants/{embedTenantName}/workbooks", e.TenantWorkbooks, decodeTenantWorkbooksRequest, o)
+	registerTrash(r, e, o, fair)
 	// The embed viewer's read path: an embed token, whose session names the deployment.
 	httpx.Handle(r, "GET", "/api/v1/embed/dashboards", e.EmbedDashboards, decodeEmbedDashboardsRequest, o)
 	httpx.Handle(r, "GET", "/api/v1/embed/dashboards/{publicId}", e.EmbedDashboard, decodeEmbedDashboardRequest, o)

@@ -144,6 +144,7 @@ func (s *Store) DeleteItem(ctx context.Context, dep, id int64, typ workspace.Ite
 	}
 	r.deleted, r.item.UpdatedAt, r.item.UpdatedBy = true, at, by
 	r.item.Version++
+	r.item.Trash = &workspace.TrashInfo{At: at, By: by, Root: id, Items: 1}
 	return true, nil
 }
 
@@ -322,5 +323,6 @@ func (s *Store) EndFolderDelete(ctx context.Context, dep, folder int64, deleted 
 	}
 	r.deleted, r.item.UpdatedAt, r.item.UpdatedBy = true, at, by
 	r.item.Version++
+	r.item.Trash = &workspace.TrashInfo{At: at, By: by, Root: folder, Items: 1}
 	return true, nil
 }

@@ -104,6 +104,10 @@ func clone(it *workspace.Item) *workspace.Item {
 	out.Grants = slices.Clone(it.Grants)
 	out.Anc = slices.Clone(it.Anc)
 	out.EmbedAccess = cloneGrants(it.EmbedAccess)
+	if it.Trash != nil {
+		t := *it.Trash
+		out.Trash = &t
+	}
 	if it.PublishedTitle != nil {
 		t := *it.PublishedTitle
 		out.PublishedTitle = &t
@@ -160,7 +164,7 @@ func cloneOp(op *workspace.TreeOp) *workspace.TreeOp {
 		return nil
 	}
 	out := *op
-	out.Anc, out.Pull, out.Push = slices.Clone(op.Anc), slices.Clone(op.Pull), slices.Clone(op.Push)
+	out.Anc, out.Pull, out.Push, out.IDs = slices.Clone(op.Anc), slices.Clone(op.Pull), slices.Clone(op.Push), slices.Clone(op.IDs)
 	if op.Created != nil {
 		out.Created = clone(op.Created)
 	}

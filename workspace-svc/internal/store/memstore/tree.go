@@ -48,6 +48,9 @@ func (s *Store) ApplyTreeOp(ctx context.Context, dep, v int64, op *workspace.Tre
 		return nil
 	case workspace.OpNone:
 		return nil
+	case workspace.OpTrash, workspace.OpRestore, workspace.OpPurge:
+		s.applyTrashOp(dep, v, op)
+		return nil
 	case workspace.OpCreate:
 		c := op.Created
 		r := s.items[c.ID]

@@ -82,7 +82,7 @@ func (s *Store) UpdateItem(ctx context.Context, dep, id int64, typ workspace.Ite
 // DeleteItem tombstones a live item of the deployment that meets pre: one update, which
 // sends back no document.
 func (s *Store) DeleteItem(ctx context.Context, dep, id int64, typ workspace.ItemType, pre workspace.ItemPrecondition, by int64, at time.Time) (bool, error) {
-	res, err := s.items.UpdateOne(ctx, itemFilter(dep, id, typ, pre), tombstone(by, at))
+	res, err := s.items.UpdateOne(ctx, itemFilter(dep, id, typ, pre), tombstone(by, at, trashOf(id, by, at)))
 	if err != nil {
 		return false, wrap("delete item", err)
 	}
@@ -416,7 +416,7 @@ func (s *Store) EndFolderDelete(ctx context.Context, dep, folder int64, deleted 
 	update := bson.D{{Key: "$unset", Value: bson.D{{Key: "deletingUntil", Value: ""}}}}
 	if deleted {
 		filter = append(filter, bson.E{Key: "deleted", Value: notDeleted})
-		update = tombstone(by, at)
+		update = tombstone(by, at, trashOf(folder, by, at))
 	}
 	res, err := s.items.UpdateOne(ctx, filter, update)
 	if err != nil {

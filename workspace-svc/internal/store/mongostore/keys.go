@@ -35,8 +35,8 @@ var versionInc = bson.E{Key: "$inc", Value: bson.D{{Key: "version", Value: int64
 
 // tombstone is the update that deletes an item: marked deleted, its key's hold given up
 // (the key itself stays), counted as a change.
-func tombstone(by int64, at time.Time) bson.D {
-	return bson.D{{Key: "$set", Value: bson.D{{Key: "deleted", Value: true}, {Key: "updatedAt", Value: at}, {Key: "updatedBy", Value: by}}},
+func tombstone(by int64, at time.Time, set ...bson.E) bson.D {
+	return bson.D{{Key: "$set", Value: append(bson.D{{Key: "deleted", Value: true}, {Key: "updatedAt", Value: at}, {Key: "updatedBy", Value: by}}, set...)},
 		{Key: "$unset", Value: bson.D{{Key: "kslot", Value: ""}}}, versionInc}
 }
 

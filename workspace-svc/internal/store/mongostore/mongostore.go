@@ -86,7 +86,7 @@ var uniqueSparse = map[string]bool{keyIndex: true}
 // path's: a workbook by its dashboard's public id (publicIDIndex), and the keyset pages
 // by _id of a deployment's workbooks (workbookIndex, whose prefix {dep, type} serves
 // every query by type) and of its embeddable ones (embeddableIndex).
-var itemIndexes = []index{
+var itemIndexes = append([]index{
 	{workbookIndex, bson.D{{Key: "dep", Value: 1}, {Key: "type", Value: 1}, {Key: "_id", Value: 1}}},
 	{embeddableIndex, bson.D{{Key: "dep", Value: 1}, {Key: "embeddable", Value: 1}, {Key: "_id", Value: 1}}},
 	{publicIDIndex, bson.D{{Key: "dep", Value: 1}, {Key: "publicId", Value: 1}}},
@@ -97,7 +97,7 @@ var itemIndexes = []index{
 	{"dep_1_name_1__id_1", bson.D{{Key: "dep", Value: 1}, {Key: "name", Value: 1}, {Key: "_id", Value: 1}}},
 	{"dep_1_updatedAt_1__id_1", bson.D{{Key: "dep", Value: 1}, {Key: "updatedAt", Value: 1}, {Key: "_id", Value: 1}}},
 	{keyIndex, bson.D{{Key: "kslot", Value: 1}}},
-}
+}, trashIndexes...)
 
 // listIndex is the listing's index (Children hints it).
 const listIndex = "dep_1_parent_1_position_1_name_1__id_1_type_1_deleted_1"

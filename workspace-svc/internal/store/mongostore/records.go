@@ -63,6 +63,8 @@ type itemDoc struct {
 	// Sizes are the bytes of each of the four strings above them, kept beside them so a
 	// projected read knows what the content would cost (workspace.Item.Bytes).
 	Sizes *sizesDoc `bson:"sizes,omitempty"`
+	// Trash is what a trashed item keeps for its restore (trashDoc); absent on live items.
+	Trash *trashDoc `bson:"trash,omitempty"`
 }
 
 // sizesDoc is the size of each large part as stored. Every write of a part sets its
@@ -120,6 +122,8 @@ type treeOpDoc struct {
 	Pull   []int64   `bson:"pull,omitempty"`
 	Push   []int64   `bson:"push,omitempty"`
 	Delta  int       `bson:"delta,omitempty"`
+	IDs    []int64   `bson:"ids,omitempty"`
+	N      int       `bson:"n,omitempty"`
 }
 
 // treeDoc is a deployment's tree version: {_id: dep, v, op}.
@@ -228,6 +232,12 @@ func rawJSON(s string) json.RawMessage {
 
 // item is the domain's view of the record.
 func (d *itemDoc) item() *workspace.Item {
+	it := d.live()
+	it.Trash = d.Trash.info()
+	return it
+}
+
+func (d *itemDoc) live() *workspace.Item {
 	return &workspace.Item{ID: d.ID, DeploymentID: d.Dep, Type: d.Type, Name: d.Name, Position: d.Position, Parent: d.Parent,
 		Key: d.Key, Version: d.Version,
 		CreatedBy: d.CreatedBy, UpdatedBy: d.UpdatedBy, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt,
@@ -254,7 +264,7 @@ func (d *folderDoc) node() *workspace.FolderNode {
 // is recorded and applied is exactly what was validated.
 func toTreeOpDoc(op *workspace.TreeOp) (*treeOpDoc, error) {
 	d := &treeOpDoc{Kind: string(op.Kind), Folder: op.Folder, To: op.To, By: op.By, At: op.At,
-		Anc: op.Anc, Depth: op.Depth, Pull: op.Pull, Push: op.Push, Delta: op.Delta}
+		Anc: op.Anc, Depth: op.Depth, Pull: op.Pull, Push: op.Push, Delta: op.Delta, IDs: op.IDs, N: op.N}
 	if op.Created != nil {
 		doc, err := toItemDoc(op.Created)
 		if err != nil {
@@ -267,7 +277,7 @@ func toTreeOpDoc(op *workspace.TreeOp) (*treeOpDoc, error) {
 
 func (d *treeOpDoc) op() *workspace.TreeOp {
 	op := &workspace.TreeOp{Kind: workspace.TreeOpKind(d.Kind), Folder: d.Folder, To: d.To, By: d.By, At: d.At,
-		Anc: d.Anc, Depth: d.Depth, Pull: d.Pull, Push: d.Push, Delta: d.Delta}
+		Anc: d.Anc, Depth: d.Depth, Pull: d.Pull, Push: d.Push, Delta: d.Delta, IDs: d.IDs, N: d.N}
 	if d.Doc != nil {
 		op.Created = d.Doc.item()
 	}

@@ -79,6 +79,8 @@ func (s *Store) ApplyTreeOp(ctx context.Context, dep, v int64, op *workspace.Tre
 		return wrap("apply folder move", err)
 	case workspace.OpNone:
 		return nil
+	case workspace.OpTrash, workspace.OpRestore, workspace.OpPurge:
+		return s.applyTrashOp(ctx, dep, v, op)
 	case workspace.OpCreate:
 		doc, err := toItemDoc(op.Created)
 		if err != nil {
