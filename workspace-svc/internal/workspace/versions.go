@@ -118,7 +118,8 @@ type versionCursor struct {
 	N int64 `json:"n"`
 }
 
-// versionRecord is the record of the published dashboard dash, published by p at.
+// versionRecord is the record of the published dashboard dash, published by user by at
+// time at (restoredFrom: the version it restores, 0 for none).
 func versionRecord(dash *Dashboard, by int64, at time.Time, restoredFrom int64) *DashboardVersion {
 	title, _ := PublishedHead(&Dashboard{Config: dash.Config, Title: dash.Title})
 	return &DashboardVersion{VersionID: dash.VersionID, DeploymentID: dash.DeploymentID, WorkbookID: dash.WorkbookID,
@@ -297,7 +298,7 @@ func (s *service) RestoreDashboardVersion(ctx context.Context, p *identity.Princ
 		if prev := d.Published; prev != nil && prev.CreatedBy != nil {
 			createdBy = *prev.CreatedBy
 		}
-		if dashID == 0 { // kept versions outlive no publish: never reached
+		if dashID == 0 { // a workbook with kept versions has been published: defensive only
 			dashID, publicID = old.ID, old.PublicID
 		}
 		dash := Dashboard{ID: dashID, PublicID: publicID, DeploymentID: dep, WorkbookID: id, Status: StatusPublished,
