@@ -53,6 +53,8 @@ const (
 	CodeIdempotencyKeyInUse   = "idempotency_key_in_use"   // 409: the key's first request is still running
 	CodeIdempotencyKeyReused  = "idempotency_key_reused"   // 422: the key was used with another request
 	CodeIdempotencyLimit      = "idempotency_limit"        // 429: the account's idempotency records or bytes within their window
+	CodeInvalidSelector       = "invalid_selector"         // 400: a dbt model selector (select, exclude) that cannot be read or is over a limit
+	CodeSelectorNeedsManifest = "selector_needs_manifest"  // 400: a model selector's graph operators without a dbt manifest to read the graph from
 )
 
 // Codes maps every code to the statuses it is sent with (nil: any other status of its
@@ -69,6 +71,7 @@ var Codes = map[string][]int{
 	CodeJobLimit: {429}, CodeStorageQuota: {413}, CodeEmbedAccessLimit: {400},
 	CodeAPIKeyLimit: {400}, CodeServiceAccountLimit: {400}, CodeClientSecretLimit: {400}, CodeConcurrencyLimit: {429},
 	CodeIdempotencyKeyInvalid: {400}, CodeIdempotencyKeyInUse: {409}, CodeIdempotencyKeyReused: {422}, CodeIdempotencyLimit: {429},
+	CodeInvalidSelector: {400}, CodeSelectorNeedsManifest: {400},
 }
 
 // DefaultCode is the code of an error that no rule names: one per status.

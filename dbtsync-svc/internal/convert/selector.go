@@ -250,8 +250,6 @@ func (s *Selector) Empty() bool { return s == nil || len(s.include) == 0 && len(
 // Selection is what a selector kept of a project's models and what it dropped: the
 // counts, and the unique ids of at most SelectionListMax of each, in order.
 type Selection struct {
-	Select        string   `json:"select,omitempty"`
-	Exclude       string   `json:"exclude,omitempty"`
 	ModelsTotal   int      `json:"modelsTotal"`
 	ModelsKept    int      `json:"modelsKept"`
 	ModelsDropped int      `json:"modelsDropped"`
@@ -268,7 +266,7 @@ const SelectionListMax = 100
 // dropped. A selector with graph operators needs p read from a manifest
 // (ErrSelectorNeedsManifest); the graph walks stop at MaxSteps (*SelectorLimitError).
 func (s *Selector) Apply(p *Project) (Selection, error) {
-	sel := Selection{Select: s.Select, Exclude: s.Exclude, ModelsTotal: len(p.Models), Kept: []string{}, Dropped: []string{}}
+	sel := Selection{ModelsTotal: len(p.Models), Kept: []string{}, Dropped: []string{}}
 	if s.NeedsManifest() && !p.FromManifest {
 		return sel, ErrSelectorNeedsManifest
 	}
@@ -297,18 +295,27 @@ func (s *Selector) Apply(p *Project) (Selection, error) {
 			kept = append(kept, m)
 			sel.ModelsKept++
 			if len(sel.Kept) < SelectionListMax {
-				sel.Kept = append(sel.Kept, m.UniqueID)
+				sel.Kept = append(sel.Kept, listName(m.UniqueID))
 			}
 		} else {
 			sel.ModelsDropped++
 			if len(sel.Dropped) < SelectionListMax {
-				sel.Dropped = append(sel.Dropped, m.UniqueID)
+				sel.Dropped = append(sel.Dropped, listName(m.UniqueID))
 			}
 		}
 	}
 	sel.Truncated = sel.ModelsKept > len(sel.Kept) || sel.ModelsDropped > len(sel.Dropped)
 	p.Models = kept
 	return sel, nil
+}
+
+// listName is a model's unique id as a Selection lists it: at most 256 bytes (a hostile
+// manifest's ids may be far longer), cut at a character.
+func listName(id string) string {
+	if len(id) <= 256 {
+		return id
+	}
+	return strings.ToValidUTF8(id[:256], "") + "…"
 }
 
 // selectGraph is the project's nodes (its models first, in order, then the other nodes
