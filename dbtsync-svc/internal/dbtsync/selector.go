@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"strings"
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
 	"github.com/analyticsco/platform/libs/errs"
@@ -170,4 +171,24 @@ func describeSelector(sel, excl *string) string {
 		return fmt.Sprintf("select %q", *sel)
 	}
 	return fmt.Sprintf("exclude %q", strOf(excl))
+}
+
+// auditSelector records the select and exclude a request sent (null as nil), each cut at
+// 512 bytes: a refused one may be as long as the body.
+func auditSelector(d map[string]any, fields ...SelectorField) {
+	for i, f := range fields {
+		if !f.Set {
+			continue
+		}
+		key := [...]string{"select", "exclude"}[i]
+		if f.Value == nil {
+			d[key] = nil
+			continue
+		}
+		v := *f.Value
+		if len(v) > 512 {
+			v = strings.ToValidUTF8(v[:512], "") + "…"
+		}
+		d[key] = v
+	}
 }

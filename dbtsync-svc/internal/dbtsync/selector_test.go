@@ -8,6 +8,7 @@ import (
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
+	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/errs"
 )
 
@@ -184,5 +185,28 @@ func TestApplySelector(t *testing.T) {
 	}
 	if sel, err := dbtsync.ApplySelector(project(false), nil, nil, convert.SelectorLimits{}); sel != nil || err != nil {
 		t.Errorf("no selector: %+v %v", sel, err)
+	}
+}
+
+// The audit trail names the selector a request sent (null as null), cut to a bound.
+func TestSelectorIsAudited(t *testing.T) {
+	f := newFixture(t)
+	rec := &audit.Memory{}
+	svc := dbtsync.AuditingMiddleware(rec)(f.svc)
+	in := decodeIntegration(t, `{"repoUrl":"https://example.test/acme/dbt.git","branch":"main","projectPath":".","select":"tag:daily","exclude":null}`)
+	if _, err := svc.PutIntegration(context.Background(), admin, dep, in); err != nil {
+		t.Fatal(err)
+	}
+	_, err := svc.StartSync(context.Background(), developer, dep, dbtsync.BodyOf(`{"select":"`+strings.Repeat("a", 5000)+`"}`))
+	wantCode(t, err, 400, errs.CodeInvalidSelector, "over the limit")
+	evs := rec.Events()
+	if len(evs) != 2 || evs[0].Details["select"] != "tag:daily" || evs[0].Details["exclude"] != nil {
+		t.Fatalf("events %+v", evs)
+	}
+	if _, has := evs[0].Details["exclude"]; !has {
+		t.Error("exclude null is not recorded")
+	}
+	if s, _ := evs[1].Details["select"].(string); len(s) > 520 || !strings.HasPrefix(s, "aaa") {
+		t.Errorf("the refused sync's select recorded as %d bytes", len(s))
 	}
 }
