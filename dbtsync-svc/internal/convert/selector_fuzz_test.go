@@ -2,6 +2,7 @@ package convert_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -26,6 +27,7 @@ func FuzzParseSelector(f *testing.F) {
 	}
 	nodes["model.p.c.v1"].(map[string]any)["version"] = 1
 	nodes["model.p.b"].(map[string]any)["tags"] = []string{"x", "y.z"}
+	base := manifestOf(f, nodes)
 	f.Fuzz(func(t *testing.T, sel, excl string) {
 		s, err := convert.ParseSelector(sel, excl, convert.SelectorLimits{MaxSteps: 1000})
 		if err != nil {
@@ -35,9 +37,10 @@ func FuzzParseSelector(f *testing.F) {
 			}
 			return
 		}
-		p := manifestOf(t, nodes)
+		p := *base // Apply changes only which models the project holds
+		p.Models = slices.Clone(base.Models)
 		total := len(p.Models)
-		res, err := s.Apply(p)
+		res, err := s.Apply(&p)
 		if err != nil {
 			t.Fatalf("Apply(%q, %q): %v", sel, excl, err)
 		}

@@ -150,7 +150,7 @@ func TestSelectorOnRealManifests(t *testing.T) {
 }
 
 // manifestOf builds a manifest from nodes (as dbt writes them) and decodes it.
-func manifestOf(t *testing.T, nodes map[string]any) *convert.Project {
+func manifestOf(t testing.TB, nodes map[string]any) *convert.Project {
 	t.Helper()
 	raw, err := json.Marshal(map[string]any{"metadata": map[string]any{"dbt_schema_version": "https://schemas.getdbt.com/dbt/manifest/v12.json",
 		"project_name": "p"}, "nodes": nodes})
