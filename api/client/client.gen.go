@@ -3355,7 +3355,7 @@ type SyncJobProgress struct {
 	// ModelsDone Models converted so far; advances every 100 models while `converting` (skipped models count as done).
 	ModelsDone int `json:"modelsDone"`
 
-	// ModelsTotal Null until the number of models is known.
+	// ModelsTotal Null until the number of models is known; with a model selector, the models it kept (`selection`).
 	ModelsTotal *int `json:"modelsTotal"`
 
 	// Phase Current step, e.g. `queued`, `fetching`, `converting`, `writing`, `retrying`, `done`.
