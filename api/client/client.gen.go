@@ -809,6 +809,7 @@ const (
 	ErrorCodeInvalidIdempotencyKey  ErrorCode = "invalid_idempotency_key"
 	ErrorCodeInvalidKey             ErrorCode = "invalid_key"
 	ErrorCodeInvalidRequest         ErrorCode = "invalid_request"
+	ErrorCodeInvalidSelector        ErrorCode = "invalid_selector"
 	ErrorCodeItemLimit              ErrorCode = "item_limit"
 	ErrorCodeJobLimit               ErrorCode = "job_limit"
 	ErrorCodeKeyImmutable           ErrorCode = "key_immutable"
@@ -823,6 +824,7 @@ const (
 	ErrorCodePlanNotEligible        ErrorCode = "plan_not_eligible"
 	ErrorCodeRateLimited            ErrorCode = "rate_limited"
 	ErrorCodeRecursiveDeleteLimit   ErrorCode = "recursive_delete_limit"
+	ErrorCodeSelectorNeedsManifest  ErrorCode = "selector_needs_manifest"
 	ErrorCodeServerError            ErrorCode = "server_error"
 	ErrorCodeServiceAccountLimit    ErrorCode = "service_account_limit"
 	ErrorCodeSessionIdInvalid       ErrorCode = "session_id_invalid"
@@ -889,6 +891,8 @@ func (e ErrorCode) Valid() bool {
 		return true
 	case ErrorCodeInvalidRequest:
 		return true
+	case ErrorCodeInvalidSelector:
+		return true
 	case ErrorCodeItemLimit:
 		return true
 	case ErrorCodeJobLimit:
@@ -916,6 +920,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeRateLimited:
 		return true
 	case ErrorCodeRecursiveDeleteLimit:
+		return true
+	case ErrorCodeSelectorNeedsManifest:
 		return true
 	case ErrorCodeServerError:
 		return true
@@ -1269,10 +1275,12 @@ const (
 	SyncJobErrorCodeInvalidManifest       SyncJobErrorCode = "invalid_manifest"
 	SyncJobErrorCodeInvalidProject        SyncJobErrorCode = "invalid_project"
 	SyncJobErrorCodeJobTimeout            SyncJobErrorCode = "job_timeout"
+	SyncJobErrorCodeNothingSelected       SyncJobErrorCode = "nothing_selected"
 	SyncJobErrorCodeRefNotFound           SyncJobErrorCode = "ref_not_found"
 	SyncJobErrorCodeRepositoryLimit       SyncJobErrorCode = "repository_limit"
 	SyncJobErrorCodeRepositoryRefused     SyncJobErrorCode = "repository_refused"
 	SyncJobErrorCodeRepositoryUnavailable SyncJobErrorCode = "repository_unavailable"
+	SyncJobErrorCodeSelectorNeedsManifest SyncJobErrorCode = "selector_needs_manifest"
 	SyncJobErrorCodeStorageQuota          SyncJobErrorCode = "storage_quota"
 	SyncJobErrorCodeWorkLimit             SyncJobErrorCode = "work_limit"
 	SyncJobErrorCodeWorkerStopped         SyncJobErrorCode = "worker_stopped"
@@ -1291,6 +1299,8 @@ func (e SyncJobErrorCode) Valid() bool {
 		return true
 	case SyncJobErrorCodeJobTimeout:
 		return true
+	case SyncJobErrorCodeNothingSelected:
+		return true
 	case SyncJobErrorCodeRefNotFound:
 		return true
 	case SyncJobErrorCodeRepositoryLimit:
@@ -1298,6 +1308,8 @@ func (e SyncJobErrorCode) Valid() bool {
 	case SyncJobErrorCodeRepositoryRefused:
 		return true
 	case SyncJobErrorCodeRepositoryUnavailable:
+		return true
+	case SyncJobErrorCodeSelectorNeedsManifest:
 		return true
 	case SyncJobErrorCodeStorageQuota:
 		return true
@@ -1764,6 +1776,8 @@ type AuditOutcome struct {
 	// - `key_taken`: 409: a live item of the type in the deployment holds the key
 	// - `key_immutable`: 409: a key sent for an item that has another one (a key is set once)
 	// - `version_conflict`: 409: `expectedVersion` is not the item's current version
+	// - `invalid_selector`: 400: a dbt model selector (`select`, `exclude`) that cannot be read, or over `DBT_SYNC_SELECTOR_MAX_BYTES` or `DBT_SYNC_SELECTOR_MAX_TERMS`
+	// - `selector_needs_manifest`: 400: a dbt model selector's graph operators without a manifest to read the graph from (an upload, or the integration's `manifestPath`)
 	Code   *ErrorCode         `json:"code,omitempty"`
 	Result AuditOutcomeResult `json:"result"`
 
@@ -2114,21 +2128,55 @@ type DbtGitIntegration struct {
 	Branch       string `json:"branch"`
 	DeploymentId int64  `json:"deploymentId"`
 
+	// Exclude The saved model selector's exclude, or null.
+	Exclude *string `json:"exclude"`
+
 	// HasCredentials Whether credentials are saved (they are never returned).
-	HasCredentials bool      `json:"hasCredentials"`
-	ManifestPath   *string   `json:"manifestPath"`
-	ProjectPath    string    `json:"projectPath"`
-	RepoUrl        string    `json:"repoUrl"`
-	UpdatedAt      time.Time `json:"updatedAt"`
+	HasCredentials bool    `json:"hasCredentials"`
+	ManifestPath   *string `json:"manifestPath"`
+	ProjectPath    string  `json:"projectPath"`
+	RepoUrl        string  `json:"repoUrl"`
+
+	// Select The saved model selector's select, or null.
+	Select    *string   `json:"select"`
+	UpdatedAt time.Time `json:"updatedAt"`
 }
 
-// DbtGitIntegrationRequest defines model for DbtGitIntegrationRequest.
+// DbtGitIntegrationRequest `select` and `exclude` are the model selector of the integration's syncs
+// (`ModelSelector`), which a sync's own fields replace for that sync. A field left out
+// keeps the saved value (so changing the branch keeps the selector); `null` clears it.
 type DbtGitIntegrationRequest struct {
 	// Branch Default branch synced when a request has no `ref`.
 	Branch string `json:"branch"`
 
 	// Credentials Stored encrypted; never returned.
 	Credentials *DbtGitCredentials `json:"credentials,omitempty"`
+
+	// Exclude A dbt model selector (null: none) in dbt's node-selection syntax, read as `dbt ls --select` (or
+	// `--exclude`) reads it: space-separated terms are a union, the comma-separated parts
+	// of a term an intersection, each part `[@][N+][method:]value[+N]`. Methods: `fqn`
+	// (the default: a model's name, or a dotted prefix of its fully qualified name, so a
+	// directory name selects the models under it; wildcards `*`, `?`, `[…]` match from
+	// the first part that has one to the end of the name), `tag`, `path` (a glob of the
+	// node's file or of a directory above it, relative to the project), `file` (its file
+	// name or stem), `package` (`this` is the project). A value with a `/` is a path, one
+	// ending in `.sql`, `.py` or `.csv` a file. Graph operators: `+model` and `N+model`
+	// add its ancestors (all, or N levels), `model+` and `model+N` its descendants,
+	// `@model` its descendants and all of their ancestors; they walk the manifest's
+	// dependency graph (seeds, snapshots and other packages' models included), so they
+	// need a manifest: an uploaded one, or the integration's `manifestPath` (`400`
+	// `selector_needs_manifest` otherwise; a job whose repository has no manifest there
+	// fails `selector_needs_manifest`). Only the selected models become cubes: no model is
+	// added for being a parent of a selected one, and a reference to a model left out (a
+	// join, a semantic model, a metric) is a warning, as for any model the data model
+	// lacks. The other methods of dbt (`config`, `source`, `state`…) and `@` with a `+`
+	// suffix are `400` `invalid_selector`, and so is a selector over
+	// `DBT_SYNC_SELECTOR_MAX_BYTES` (4096 bytes each) or with more than
+	// `DBT_SYNC_SELECTOR_MAX_TERMS` criteria (64, select and exclude together).
+	//
+	//
+	// Example: +customers tag:finance,path:models/marts
+	Exclude *ModelSelector `json:"exclude,omitempty"`
 
 	// ManifestPath Path of a committed `manifest.json`, used when it exists at the synced ref.
 	ManifestPath *string `json:"manifestPath,omitempty"`
@@ -2140,6 +2188,32 @@ type DbtGitIntegrationRequest struct {
 	//
 	// Example: https://github.com/acme/analytics-dbt.git
 	RepoUrl string `json:"repoUrl"`
+
+	// Select A dbt model selector (null: none) in dbt's node-selection syntax, read as `dbt ls --select` (or
+	// `--exclude`) reads it: space-separated terms are a union, the comma-separated parts
+	// of a term an intersection, each part `[@][N+][method:]value[+N]`. Methods: `fqn`
+	// (the default: a model's name, or a dotted prefix of its fully qualified name, so a
+	// directory name selects the models under it; wildcards `*`, `?`, `[…]` match from
+	// the first part that has one to the end of the name), `tag`, `path` (a glob of the
+	// node's file or of a directory above it, relative to the project), `file` (its file
+	// name or stem), `package` (`this` is the project). A value with a `/` is a path, one
+	// ending in `.sql`, `.py` or `.csv` a file. Graph operators: `+model` and `N+model`
+	// add its ancestors (all, or N levels), `model+` and `model+N` its descendants,
+	// `@model` its descendants and all of their ancestors; they walk the manifest's
+	// dependency graph (seeds, snapshots and other packages' models included), so they
+	// need a manifest: an uploaded one, or the integration's `manifestPath` (`400`
+	// `selector_needs_manifest` otherwise; a job whose repository has no manifest there
+	// fails `selector_needs_manifest`). Only the selected models become cubes: no model is
+	// added for being a parent of a selected one, and a reference to a model left out (a
+	// join, a semantic model, a metric) is a warning, as for any model the data model
+	// lacks. The other methods of dbt (`config`, `source`, `state`…) and `@` with a `+`
+	// suffix are `400` `invalid_selector`, and so is a selector over
+	// `DBT_SYNC_SELECTOR_MAX_BYTES` (4096 bytes each) or with more than
+	// `DBT_SYNC_SELECTOR_MAX_TERMS` criteria (64, select and exclude together).
+	//
+	//
+	// Example: +customers tag:finance,path:models/marts
+	Select *ModelSelector `json:"select,omitempty"`
 }
 
 // DbtSyncAccepted defines model for DbtSyncAccepted.
@@ -2150,11 +2224,40 @@ type DbtSyncAccepted struct {
 	WorkflowId string `json:"workflowId"`
 }
 
-// DbtSyncRequest Every field is optional except `manifest` when `source` is `manifest`.
+// DbtSyncRequest Every field is optional except `manifest` when `source` is `manifest`. `select` and
+// `exclude` are the sync's model selector (`ModelSelector`): for `source` `git`, a field
+// sent replaces the integration's saved one for this sync (`null`: none), one left out
+// keeps it; a `manifest` sync applies only its own.
 type DbtSyncRequest struct {
 	// BranchName Data-model branch to write, overriding the derived name. The production branch only for
 	// `admin` callers (`403` otherwise).
 	BranchName *string `json:"branchName,omitempty"`
+
+	// Exclude A dbt model selector (null: none) in dbt's node-selection syntax, read as `dbt ls --select` (or
+	// `--exclude`) reads it: space-separated terms are a union, the comma-separated parts
+	// of a term an intersection, each part `[@][N+][method:]value[+N]`. Methods: `fqn`
+	// (the default: a model's name, or a dotted prefix of its fully qualified name, so a
+	// directory name selects the models under it; wildcards `*`, `?`, `[…]` match from
+	// the first part that has one to the end of the name), `tag`, `path` (a glob of the
+	// node's file or of a directory above it, relative to the project), `file` (its file
+	// name or stem), `package` (`this` is the project). A value with a `/` is a path, one
+	// ending in `.sql`, `.py` or `.csv` a file. Graph operators: `+model` and `N+model`
+	// add its ancestors (all, or N levels), `model+` and `model+N` its descendants,
+	// `@model` its descendants and all of their ancestors; they walk the manifest's
+	// dependency graph (seeds, snapshots and other packages' models included), so they
+	// need a manifest: an uploaded one, or the integration's `manifestPath` (`400`
+	// `selector_needs_manifest` otherwise; a job whose repository has no manifest there
+	// fails `selector_needs_manifest`). Only the selected models become cubes: no model is
+	// added for being a parent of a selected one, and a reference to a model left out (a
+	// join, a semantic model, a metric) is a warning, as for any model the data model
+	// lacks. The other methods of dbt (`config`, `source`, `state`…) and `@` with a `+`
+	// suffix are `400` `invalid_selector`, and so is a selector over
+	// `DBT_SYNC_SELECTOR_MAX_BYTES` (4096 bytes each) or with more than
+	// `DBT_SYNC_SELECTOR_MAX_TERMS` criteria (64, select and exclude together).
+	//
+	//
+	// Example: +customers tag:finance,path:models/marts
+	Exclude *ModelSelector `json:"exclude,omitempty"`
 
 	// Manifest Contents of a dbt `manifest.json` (from dbt parse, compile or build), schema v7 to v12
 	// or v20; required when `source` is `manifest`, ignored otherwise: with `source` `git`
@@ -2172,6 +2275,32 @@ type DbtSyncRequest struct {
 	// only when it is neither a branch nor a tag. Overrides, for this sync only, the integration's saved branch; the generated
 	// data-model branch is named `dbt/<ref>` (sanitized).
 	Ref *string `json:"ref,omitempty"`
+
+	// Select A dbt model selector (null: none) in dbt's node-selection syntax, read as `dbt ls --select` (or
+	// `--exclude`) reads it: space-separated terms are a union, the comma-separated parts
+	// of a term an intersection, each part `[@][N+][method:]value[+N]`. Methods: `fqn`
+	// (the default: a model's name, or a dotted prefix of its fully qualified name, so a
+	// directory name selects the models under it; wildcards `*`, `?`, `[…]` match from
+	// the first part that has one to the end of the name), `tag`, `path` (a glob of the
+	// node's file or of a directory above it, relative to the project), `file` (its file
+	// name or stem), `package` (`this` is the project). A value with a `/` is a path, one
+	// ending in `.sql`, `.py` or `.csv` a file. Graph operators: `+model` and `N+model`
+	// add its ancestors (all, or N levels), `model+` and `model+N` its descendants,
+	// `@model` its descendants and all of their ancestors; they walk the manifest's
+	// dependency graph (seeds, snapshots and other packages' models included), so they
+	// need a manifest: an uploaded one, or the integration's `manifestPath` (`400`
+	// `selector_needs_manifest` otherwise; a job whose repository has no manifest there
+	// fails `selector_needs_manifest`). Only the selected models become cubes: no model is
+	// added for being a parent of a selected one, and a reference to a model left out (a
+	// join, a semantic model, a metric) is a warning, as for any model the data model
+	// lacks. The other methods of dbt (`config`, `source`, `state`…) and `@` with a `+`
+	// suffix are `400` `invalid_selector`, and so is a selector over
+	// `DBT_SYNC_SELECTOR_MAX_BYTES` (4096 bytes each) or with more than
+	// `DBT_SYNC_SELECTOR_MAX_TERMS` criteria (64, select and exclude together).
+	//
+	//
+	// Example: +customers tag:finance,path:models/marts
+	Select *ModelSelector `json:"select,omitempty"`
 
 	// Source Where the sync input comes from.
 	Source *DbtSyncRequestSource `json:"source,omitempty"`
@@ -2580,6 +2709,8 @@ type Error struct {
 	// - `key_taken`: 409: a live item of the type in the deployment holds the key
 	// - `key_immutable`: 409: a key sent for an item that has another one (a key is set once)
 	// - `version_conflict`: 409: `expectedVersion` is not the item's current version
+	// - `invalid_selector`: 400: a dbt model selector (`select`, `exclude`) that cannot be read, or over `DBT_SYNC_SELECTOR_MAX_BYTES` or `DBT_SYNC_SELECTOR_MAX_TERMS`
+	// - `selector_needs_manifest`: 400: a dbt model selector's graph operators without a manifest to read the graph from (an upload, or the integration's `manifestPath`)
 	Code ErrorCode `json:"code"`
 
 	// Message Example: folder 12 not found
@@ -2641,6 +2772,8 @@ type Error struct {
 // - `key_taken`: 409: a live item of the type in the deployment holds the key
 // - `key_immutable`: 409: a key sent for an item that has another one (a key is set once)
 // - `version_conflict`: 409: `expectedVersion` is not the item's current version
+// - `invalid_selector`: 400: a dbt model selector (`select`, `exclude`) that cannot be read, or over `DBT_SYNC_SELECTOR_MAX_BYTES` or `DBT_SYNC_SELECTOR_MAX_TERMS`
+// - `selector_needs_manifest`: 400: a dbt model selector's graph operators without a manifest to read the graph from (an upload, or the integration's `manifestPath`)
 type ErrorCode string
 
 // ExchangeSessionRequest defines model for ExchangeSessionRequest.
@@ -2949,6 +3082,46 @@ type JsonWebKeyUse string
 type JsonWebKeySet struct {
 	Keys []JsonWebKey `json:"keys"`
 }
+
+// ModelSelection What the job's model selector kept of its input's models, and what it dropped.
+type ModelSelection struct {
+	// Dropped Unique ids of the dropped models, in input order, at most 100.
+	Dropped []string `json:"dropped"`
+
+	// Kept Unique ids of the kept models, in input order, at most 100.
+	Kept          []string `json:"kept"`
+	ModelsDropped int      `json:"modelsDropped"`
+	ModelsKept    int      `json:"modelsKept"`
+	ModelsTotal   int      `json:"modelsTotal"`
+
+	// Truncated A list holds fewer ids than its count.
+	Truncated bool `json:"truncated"`
+}
+
+// ModelSelector A dbt model selector (null: none) in dbt's node-selection syntax, read as `dbt ls --select` (or
+// `--exclude`) reads it: space-separated terms are a union, the comma-separated parts
+// of a term an intersection, each part `[@][N+][method:]value[+N]`. Methods: `fqn`
+// (the default: a model's name, or a dotted prefix of its fully qualified name, so a
+// directory name selects the models under it; wildcards `*`, `?`, `[…]` match from
+// the first part that has one to the end of the name), `tag`, `path` (a glob of the
+// node's file or of a directory above it, relative to the project), `file` (its file
+// name or stem), `package` (`this` is the project). A value with a `/` is a path, one
+// ending in `.sql`, `.py` or `.csv` a file. Graph operators: `+model` and `N+model`
+// add its ancestors (all, or N levels), `model+` and `model+N` its descendants,
+// `@model` its descendants and all of their ancestors; they walk the manifest's
+// dependency graph (seeds, snapshots and other packages' models included), so they
+// need a manifest: an uploaded one, or the integration's `manifestPath` (`400`
+// `selector_needs_manifest` otherwise; a job whose repository has no manifest there
+// fails `selector_needs_manifest`). Only the selected models become cubes: no model is
+// added for being a parent of a selected one, and a reference to a model left out (a
+// join, a semantic model, a metric) is a warning, as for any model the data model
+// lacks. The other methods of dbt (`config`, `source`, `state`…) and `@` with a `+`
+// suffix are `400` `invalid_selector`, and so is a selector over
+// `DBT_SYNC_SELECTOR_MAX_BYTES` (4096 bytes each) or with more than
+// `DBT_SYNC_SELECTOR_MAX_TERMS` criteria (64, select and exclude together).
+//
+// Example: +customers tag:finance,path:models/marts
+type ModelSelector = string
 
 // MoveRequest Single-item move.
 //
@@ -3295,8 +3468,13 @@ type SyncJob struct {
 	// - `work_limit`: reading the job's input (the clone, the tree walk, links, the project and YAML files, the manifest scan, the conversion) passed a total work budget, or the isolated run was stopped by its CPU or memory limit; the message names the limit and its value
 	// - `worker_stopped`: the job's runs alone each stopped their worker
 	// - `storage_quota`: the files result would pass a storage quota
+	// - `selector_needs_manifest`: the model selector has graph operators and the repository has no manifest at `manifestPath` at the synced ref
+	// - `nothing_selected`: the model selector selects none of the input's models (nothing is written)
 	// - `internal_error`: a failure of the platform, not of the job's input
 	ErrorCode *SyncJobErrorCode `json:"errorCode"`
+
+	// Exclude The model selector's exclude the job applies, or null.
+	Exclude *string `json:"exclude"`
 
 	// Files The generated files, sorted by path; present only when `output` is `files` and the job succeeded.
 	Files *[]GeneratedFile `json:"files,omitempty"`
@@ -3312,9 +3490,15 @@ type SyncJob struct {
 	Ref *string `json:"ref,omitempty"`
 
 	// RetryOf The job this one retries (`POST .../retry`), or null.
-	RetryOf   *string       `json:"retryOf"`
-	Source    SyncJobSource `json:"source"`
-	StartedAt *time.Time    `json:"startedAt"`
+	RetryOf *string `json:"retryOf"`
+
+	// Select The model selector's select the job applies (the request's, else the integration's), or null.
+	Select *string `json:"select"`
+
+	// Selection What the job's model selector kept of its input's models, and what it dropped.
+	Selection *ModelSelection `json:"selection"`
+	Source    SyncJobSource   `json:"source"`
+	StartedAt *time.Time      `json:"startedAt"`
 
 	// Status `queued` (also between attempts), `running`, then one of `succeeded`, `failed` or
 	// `canceled` (by `POST .../cancel`).
@@ -3344,6 +3528,8 @@ type SyncJobSource string
 // - `work_limit`: reading the job's input (the clone, the tree walk, links, the project and YAML files, the manifest scan, the conversion) passed a total work budget, or the isolated run was stopped by its CPU or memory limit; the message names the limit and its value
 // - `worker_stopped`: the job's runs alone each stopped their worker
 // - `storage_quota`: the files result would pass a storage quota
+// - `selector_needs_manifest`: the model selector has graph operators and the repository has no manifest at `manifestPath` at the synced ref
+// - `nothing_selected`: the model selector selects none of the input's models (nothing is written)
 // - `internal_error`: a failure of the platform, not of the job's input
 type SyncJobErrorCode string
 
@@ -3358,7 +3544,7 @@ type SyncJobProgress struct {
 	// ModelsDone Models converted so far; advances every 100 models while `converting` (skipped models count as done).
 	ModelsDone int `json:"modelsDone"`
 
-	// ModelsTotal Null until the number of models is known.
+	// ModelsTotal Null until the number of models is known; with a model selector, the models it kept (`selection`).
 	ModelsTotal *int `json:"modelsTotal"`
 
 	// Phase Current step, e.g. `queued`, `fetching`, `converting`, `writing`, `retrying`, `done`.
@@ -5203,7 +5389,10 @@ type ClientInterface interface {
 	// SetDbtGitIntegrationWithBody Create or replace the deployment's dbt git integration
 	//
 	// Saves the dbt repository used by `source: git` syncs. Requires `admin`. Credentials are
-	// stored encrypted and never returned; omitting `credentials` removes saved ones.
+	// stored encrypted and never returned; omitting `credentials` removes saved ones. The
+	// model selector (`select`, `exclude`) is kept when the body leaves it out and cleared by
+	// `null`; one that cannot be read is `400` `invalid_selector`, graph operators without
+	// `manifestPath` `400` `selector_needs_manifest`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -5213,7 +5402,10 @@ type ClientInterface interface {
 	// SetDbtGitIntegration Create or replace the deployment's dbt git integration
 	//
 	// Saves the dbt repository used by `source: git` syncs. Requires `admin`. Credentials are
-	// stored encrypted and never returned; omitting `credentials` removes saved ones.
+	// stored encrypted and never returned; omitting `credentials` removes saved ones. The
+	// model selector (`select`, `exclude`) is kept when the body leaves it out and cleared by
+	// `null`; one that cannot be read is `400` `invalid_selector`, graph operators without
+	// `manifestPath` `400` `selector_needs_manifest`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -5237,7 +5429,7 @@ type ClientInterface interface {
 	// repository has neither as a branch nor as a tag (so a commit SHA); `source` `git` without a saved dbt git integration; unknown fields or wrong
 	// types; a body that JSON readers could read two ways: a duplicate member name in any
 	// object, or invalid UTF-8 (a lone UTF-16 surrogate escape included) in any string, the
-	// message naming where as a JSON pointer. `branchName` naming the production branch is `403` unless the caller is `admin`.
+	// message naming where as a JSON pointer; a model selector (`select`, `exclude`) that cannot be read or is over a limit (`invalid_selector`), or whose graph operators have no manifest to walk (`selector_needs_manifest`: a `git` sync whose integration has no `manifestPath`). `branchName` naming the production branch is `403` unless the caller is `admin`.
 	// The body may be up to 256 MiB (configurable); a larger one is `413` `too_large`, and so
 	// is a manifest whose objects open at once hold more than 524,288 member names together. An
 	// uploaded manifest counts against its deployment's and its account's storage quotas
@@ -5266,7 +5458,7 @@ type ClientInterface interface {
 	// repository has neither as a branch nor as a tag (so a commit SHA); `source` `git` without a saved dbt git integration; unknown fields or wrong
 	// types; a body that JSON readers could read two ways: a duplicate member name in any
 	// object, or invalid UTF-8 (a lone UTF-16 surrogate escape included) in any string, the
-	// message naming where as a JSON pointer. `branchName` naming the production branch is `403` unless the caller is `admin`.
+	// message naming where as a JSON pointer; a model selector (`select`, `exclude`) that cannot be read or is over a limit (`invalid_selector`), or whose graph operators have no manifest to walk (`selector_needs_manifest`: a `git` sync whose integration has no `manifestPath`). `branchName` naming the production branch is `403` unless the caller is `admin`.
 	// The body may be up to 256 MiB (configurable); a larger one is `413` `too_large`, and so
 	// is a manifest whose objects open at once hold more than 524,288 member names together. An
 	// uploaded manifest counts against its deployment's and its account's storage quotas
@@ -7208,7 +7400,10 @@ func (c *Client) GetDbtGitIntegration(ctx context.Context, deploymentId Deployme
 // SetDbtGitIntegrationWithBody Create or replace the deployment's dbt git integration
 //
 // Saves the dbt repository used by `source: git` syncs. Requires `admin`. Credentials are
-// stored encrypted and never returned; omitting `credentials` removes saved ones.
+// stored encrypted and never returned; omitting `credentials` removes saved ones. The
+// model selector (`select`, `exclude`) is kept when the body leaves it out and cleared by
+// `null`; one that cannot be read is `400` `invalid_selector`, graph operators without
+// `manifestPath` `400` `selector_needs_manifest`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -7228,7 +7423,10 @@ func (c *Client) SetDbtGitIntegrationWithBody(ctx context.Context, deploymentId 
 // SetDbtGitIntegration Create or replace the deployment's dbt git integration
 //
 // Saves the dbt repository used by `source: git` syncs. Requires `admin`. Credentials are
-// stored encrypted and never returned; omitting `credentials` removes saved ones.
+// stored encrypted and never returned; omitting `credentials` removes saved ones. The
+// model selector (`select`, `exclude`) is kept when the body leaves it out and cleared by
+// `null`; one that cannot be read is `400` `invalid_selector`, graph operators without
+// `manifestPath` `400` `selector_needs_manifest`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -7272,7 +7470,7 @@ func (c *Client) ListDbtSyncJobs(ctx context.Context, deploymentId DeploymentId,
 // repository has neither as a branch nor as a tag (so a commit SHA); `source` `git` without a saved dbt git integration; unknown fields or wrong
 // types; a body that JSON readers could read two ways: a duplicate member name in any
 // object, or invalid UTF-8 (a lone UTF-16 surrogate escape included) in any string, the
-// message naming where as a JSON pointer. `branchName` naming the production branch is `403` unless the caller is `admin`.
+// message naming where as a JSON pointer; a model selector (`select`, `exclude`) that cannot be read or is over a limit (`invalid_selector`), or whose graph operators have no manifest to walk (`selector_needs_manifest`: a `git` sync whose integration has no `manifestPath`). `branchName` naming the production branch is `403` unless the caller is `admin`.
 // The body may be up to 256 MiB (configurable); a larger one is `413` `too_large`, and so
 // is a manifest whose objects open at once hold more than 524,288 member names together. An
 // uploaded manifest counts against its deployment's and its account's storage quotas
@@ -7311,7 +7509,7 @@ func (c *Client) StartDbtSyncWithBody(ctx context.Context, deploymentId Deployme
 // repository has neither as a branch nor as a tag (so a commit SHA); `source` `git` without a saved dbt git integration; unknown fields or wrong
 // types; a body that JSON readers could read two ways: a duplicate member name in any
 // object, or invalid UTF-8 (a lone UTF-16 surrogate escape included) in any string, the
-// message naming where as a JSON pointer. `branchName` naming the production branch is `403` unless the caller is `admin`.
+// message naming where as a JSON pointer; a model selector (`select`, `exclude`) that cannot be read or is over a limit (`invalid_selector`), or whose graph operators have no manifest to walk (`selector_needs_manifest`: a `git` sync whose integration has no `manifestPath`). `branchName` naming the production branch is `403` unless the caller is `admin`.
 // The body may be up to 256 MiB (configurable); a larger one is `413` `too_large`, and so
 // is a manifest whose objects open at once hold more than 524,288 member names together. An
 // uploaded manifest counts against its deployment's and its account's storage quotas
@@ -16088,7 +16286,10 @@ type ClientWithResponsesInterface interface {
 	// SetDbtGitIntegrationWithBodyWithResponse Create or replace the deployment's dbt git integration
 	//
 	// Saves the dbt repository used by `source: git` syncs. Requires `admin`. Credentials are
-	// stored encrypted and never returned; omitting `credentials` removes saved ones.
+	// stored encrypted and never returned; omitting `credentials` removes saved ones. The
+	// model selector (`select`, `exclude`) is kept when the body leaves it out and cleared by
+	// `null`; one that cannot be read is `400` `invalid_selector`, graph operators without
+	// `manifestPath` `400` `selector_needs_manifest`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -16098,7 +16299,10 @@ type ClientWithResponsesInterface interface {
 	// SetDbtGitIntegrationWithResponse Create or replace the deployment's dbt git integration
 	//
 	// Saves the dbt repository used by `source: git` syncs. Requires `admin`. Credentials are
-	// stored encrypted and never returned; omitting `credentials` removes saved ones.
+	// stored encrypted and never returned; omitting `credentials` removes saved ones. The
+	// model selector (`select`, `exclude`) is kept when the body leaves it out and cleared by
+	// `null`; one that cannot be read is `400` `invalid_selector`, graph operators without
+	// `manifestPath` `400` `selector_needs_manifest`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -16124,7 +16328,7 @@ type ClientWithResponsesInterface interface {
 	// repository has neither as a branch nor as a tag (so a commit SHA); `source` `git` without a saved dbt git integration; unknown fields or wrong
 	// types; a body that JSON readers could read two ways: a duplicate member name in any
 	// object, or invalid UTF-8 (a lone UTF-16 surrogate escape included) in any string, the
-	// message naming where as a JSON pointer. `branchName` naming the production branch is `403` unless the caller is `admin`.
+	// message naming where as a JSON pointer; a model selector (`select`, `exclude`) that cannot be read or is over a limit (`invalid_selector`), or whose graph operators have no manifest to walk (`selector_needs_manifest`: a `git` sync whose integration has no `manifestPath`). `branchName` naming the production branch is `403` unless the caller is `admin`.
 	// The body may be up to 256 MiB (configurable); a larger one is `413` `too_large`, and so
 	// is a manifest whose objects open at once hold more than 524,288 member names together. An
 	// uploaded manifest counts against its deployment's and its account's storage quotas
@@ -16153,7 +16357,7 @@ type ClientWithResponsesInterface interface {
 	// repository has neither as a branch nor as a tag (so a commit SHA); `source` `git` without a saved dbt git integration; unknown fields or wrong
 	// types; a body that JSON readers could read two ways: a duplicate member name in any
 	// object, or invalid UTF-8 (a lone UTF-16 surrogate escape included) in any string, the
-	// message naming where as a JSON pointer. `branchName` naming the production branch is `403` unless the caller is `admin`.
+	// message naming where as a JSON pointer; a model selector (`select`, `exclude`) that cannot be read or is over a limit (`invalid_selector`), or whose graph operators have no manifest to walk (`selector_needs_manifest`: a `git` sync whose integration has no `manifestPath`). `branchName` naming the production branch is `403` unless the caller is `admin`.
 	// The body may be up to 256 MiB (configurable); a larger one is `413` `too_large`, and so
 	// is a manifest whose objects open at once hold more than 524,288 member names together. An
 	// uploaded manifest counts against its deployment's and its account's storage quotas
@@ -30607,7 +30811,10 @@ func (c *ClientWithResponses) GetDbtGitIntegrationWithResponse(ctx context.Conte
 // SetDbtGitIntegrationWithBodyWithResponse Create or replace the deployment's dbt git integration
 //
 // Saves the dbt repository used by `source: git` syncs. Requires `admin`. Credentials are
-// stored encrypted and never returned; omitting `credentials` removes saved ones.
+// stored encrypted and never returned; omitting `credentials` removes saved ones. The
+// model selector (`select`, `exclude`) is kept when the body leaves it out and cleared by
+// `null`; one that cannot be read is `400` `invalid_selector`, graph operators without
+// `manifestPath` `400` `selector_needs_manifest`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -30623,7 +30830,10 @@ func (c *ClientWithResponses) SetDbtGitIntegrationWithBodyWithResponse(ctx conte
 // SetDbtGitIntegrationWithResponse Create or replace the deployment's dbt git integration
 //
 // Saves the dbt repository used by `source: git` syncs. Requires `admin`. Credentials are
-// stored encrypted and never returned; omitting `credentials` removes saved ones.
+// stored encrypted and never returned; omitting `credentials` removes saved ones. The
+// model selector (`select`, `exclude`) is kept when the body leaves it out and cleared by
+// `null`; one that cannot be read is `400` `invalid_selector`, graph operators without
+// `manifestPath` `400` `selector_needs_manifest`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -30661,7 +30871,7 @@ func (c *ClientWithResponses) ListDbtSyncJobsWithResponse(ctx context.Context, d
 // repository has neither as a branch nor as a tag (so a commit SHA); `source` `git` without a saved dbt git integration; unknown fields or wrong
 // types; a body that JSON readers could read two ways: a duplicate member name in any
 // object, or invalid UTF-8 (a lone UTF-16 surrogate escape included) in any string, the
-// message naming where as a JSON pointer. `branchName` naming the production branch is `403` unless the caller is `admin`.
+// message naming where as a JSON pointer; a model selector (`select`, `exclude`) that cannot be read or is over a limit (`invalid_selector`), or whose graph operators have no manifest to walk (`selector_needs_manifest`: a `git` sync whose integration has no `manifestPath`). `branchName` naming the production branch is `403` unless the caller is `admin`.
 // The body may be up to 256 MiB (configurable); a larger one is `413` `too_large`, and so
 // is a manifest whose objects open at once hold more than 524,288 member names together. An
 // uploaded manifest counts against its deployment's and its account's storage quotas
@@ -30696,7 +30906,7 @@ func (c *ClientWithResponses) StartDbtSyncWithBodyWithResponse(ctx context.Conte
 // repository has neither as a branch nor as a tag (so a commit SHA); `source` `git` without a saved dbt git integration; unknown fields or wrong
 // types; a body that JSON readers could read two ways: a duplicate member name in any
 // object, or invalid UTF-8 (a lone UTF-16 surrogate escape included) in any string, the
-// message naming where as a JSON pointer. `branchName` naming the production branch is `403` unless the caller is `admin`.
+// message naming where as a JSON pointer; a model selector (`select`, `exclude`) that cannot be read or is over a limit (`invalid_selector`), or whose graph operators have no manifest to walk (`selector_needs_manifest`: a `git` sync whose integration has no `manifestPath`). `branchName` naming the production branch is `403` unless the caller is `admin`.
 // The body may be up to 256 MiB (configurable); a larger one is `413` `too_large`, and so
 // is a manifest whose objects open at once hold more than 524,288 member names together. An
 // uploaded manifest counts against its deployment's and its account's storage quotas

@@ -4,6 +4,7 @@ package config
 import (
 	"time"
 
+	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/gitsource"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/isolate"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/queue/jetstream"
@@ -39,6 +40,9 @@ type Config struct {
 	MaxMemberBytes        int64         `env:"DBT_SYNC_MANIFEST_MAX_MEMBER_BYTES" default:"33554432" help:"most bytes of one manifest value the conversion reads whole: a node's members it reads, together (not its SQL, which streams past), the metadata, one metric, semantic model or saved query; over it a sync job fails (work_limit) naming the limit (an upload is not refused for it: the worker's read decides)"`
 	MaxManifestNames      int           `env:"DBT_SYNC_MANIFEST_MAX_NAMES" default:"524288" help:"most member names a manifest's objects open at once hold together (each is remembered to refuse a duplicate name; the nodes object's names are its node ids): over it an upload is refused (413) and a sync job fails (work_limit), naming the limit; the API and the workers must agree"`
 	MaxRefAdvertBytes     int64         `env:"DBT_SYNC_MAX_REF_ADVERTISEMENT_BYTES" default:"8388608" help:"most bytes of a git server's list of references read: the API's check that a SHA-like ref is a branch or tag stops there (the job then finds out), and a clone over it fails naming the limit"`
+	MaxSelectorBytes      int           `env:"DBT_SYNC_SELECTOR_MAX_BYTES" default:"4096" help:"most bytes of a dbt model selector's select, and of its exclude, each (the integration's or a sync's); over it the request is 400 (invalid_selector) naming the limit"`
+	MaxSelectorTerms      int           `env:"DBT_SYNC_SELECTOR_MAX_TERMS" default:"64" help:"most criteria of a dbt model selector, select and exclude together; over it the request is 400 (invalid_selector) naming the limit"`
+	MaxSelectorSteps      int           `env:"DBT_SYNC_SELECTOR_MAX_STEPS" default:"20000000" help:"worker mode: most dependency edges the graph operators of one job's model selector walk, all its criteria together (each walk visits a node once); over it the job fails (work_limit) naming the limit"`
 	RefListings           int           `env:"DBT_SYNC_REF_LISTINGS" default:"4" help:"API mode: git servers' reference lists read at once by this process (the check of a SHA-like ref); more wait, within their request's deadline"`
 	AllowFileURLs         bool          `env:"DBT_SYNC_ALLOW_FILE_URLS" default:"false" help:"accept file:// repoUrl values (the local stack and tests; never in production)"`
 	JobRetention          time.Duration `env:"DBT_SYNC_JOB_RETENTION" default:"720h" help:"job records untouched this long are removed from JetStream (finished jobs' retention)"`
@@ -65,6 +69,11 @@ func (c Config) GitLimits() gitsource.Limits {
 		MaxTreeEntries: c.MaxTreeEntries, MaxPathBytes: c.MaxPathBytes, MaxLookupSteps: c.MaxLookupSteps,
 		MaxRefAdverts: c.MaxRefAdvertBytes, RefListings: c.RefListings,
 		MaxManifestMemberBytes: c.MaxMemberBytes, MaxManifestNames: c.MaxManifestNames}
+}
+
+// SelectorLimits bound the dbt model selectors of the API and of the jobs.
+func (c Config) SelectorLimits() convert.SelectorLimits {
+	return convert.SelectorLimits{MaxBytes: c.MaxSelectorBytes, MaxTerms: c.MaxSelectorTerms, MaxSteps: c.MaxSelectorSteps}
 }
 
 // ChildLimits are what the child process that reads and converts one job's input may use.

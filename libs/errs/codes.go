@@ -60,6 +60,8 @@ const (
 	CodeKeyTaken              = "key_taken"                // 409: an item key a live item of the type holds
 	CodeKeyImmutable          = "key_immutable"            // 409: changing the key of an item that has one
 	CodeVersionConflict       = "version_conflict"         // 409: expectedVersion is not the item's version
+	CodeInvalidSelector       = "invalid_selector"         // 400: a dbt model selector (select, exclude) that cannot be read or is over a limit
+	CodeSelectorNeedsManifest = "selector_needs_manifest"  // 400: a model selector's graph operators without a dbt manifest to read the graph from
 )
 
 // Codes maps every code to the statuses it is sent with (nil: any other status of its
@@ -78,6 +80,7 @@ var Codes = map[string][]int{
 	CodeAPIKeyLimit: {400}, CodeServiceAccountLimit: {400}, CodeClientSecretLimit: {400}, CodeConcurrencyLimit: {429},
 	CodeIdempotencyKeyInvalid: {400}, CodeIdempotencyKeyInUse: {409}, CodeIdempotencyKeyReused: {422}, CodeIdempotencyLimit: {429},
 	CodeInvalidKey: {400}, CodeKeyTaken: {409}, CodeKeyImmutable: {409}, CodeVersionConflict: {409},
+	CodeInvalidSelector: {400}, CodeSelectorNeedsManifest: {400},
 }
 
 // DefaultCode is the code of an error that no rule names: one per status.

@@ -92,6 +92,9 @@ func TestLimitDefaultsAreTheConfigTags(t *testing.T) {
 	if got, want := dbt.ChildLimits(), (dbtconfig.Config{}).ChildLimits().WithDefaults(); got != want {
 		t.Errorf("dbtsync-svc: the config tags give %+v, isolate.DefaultLimits %+v", got, want)
 	}
+	if got, want := dbt.SelectorLimits(), (dbtconfig.Config{}).SelectorLimits().WithDefaults(); got != want {
+		t.Errorf("dbtsync-svc: the config tags give %+v, convert.DefaultSelectorLimits %+v", got, want)
+	}
 }
 
 // load fills cfg from its tags' defaults alone (a required variable gets a placeholder).

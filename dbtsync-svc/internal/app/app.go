@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/credentials"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/gitsource"
@@ -47,6 +48,9 @@ type Deps struct {
 	// the defaults).
 	Storage jetstream.Limits
 	Quotas  dbtsync.StorageQuotas
+	// Selector bounds the dbt model selectors, in the API and the jobs (zero fields: the
+	// defaults).
+	Selector convert.SelectorLimits
 	// Replicas of the JetStream resources (0: 1), and how long a JetStream call is
 	// retried across a leader election (0: natsx.DefaultRetryBudget).
 	Replicas    int
@@ -135,7 +139,7 @@ func NewAPI(ctx context.Context, d Deps) (*API, error) {
 	go reseal(ctx, a, d.Logger)
 	svc := dbtsync.NewService(dbtsync.Ports{Branches: a.store, Integrations: a.store, Jobs: a.queue, Manifests: a.queue, Ledgers: a.queue,
 		Git: gitsource.New(a.sealer, d.Git), Sealer: a.sealer},
-		dbtsync.Options{Quotas: d.Quotas, ObjectMaxAge: d.Storage.ObjectMaxAge, MaxQueuedJobs: d.Storage.MaxQueuedJobs})
+		dbtsync.Options{Quotas: d.Quotas, ObjectMaxAge: d.Storage.ObjectMaxAge, MaxQueuedJobs: d.Storage.MaxQueuedJobs, Selector: d.Selector})
 	// The decorators in every service's order: Auditing, Logging, Instrumenting.
 	svc = dbtsync.AuditingMiddleware(a.audit)(svc)
 	svc = dbtsync.LoggingMiddleware(d.Logger)(svc)
@@ -194,6 +198,7 @@ func NewWorker(ctx context.Context, d Deps, opts worker.Options, cloneDir string
 	// Every manifest read, here or in a child, within the limits the API's upload check
 	// applies (d.Git's).
 	opts.Manifest = d.Git.ManifestLimits()
+	opts.Selector = d.Selector
 	git, err := gitsource.NewCloner(a.sealer, cloneDir, d.Git)
 	if err != nil {
 		return nil, err
@@ -202,6 +207,7 @@ func NewWorker(ctx context.Context, d Deps, opts worker.Options, cloneDir string
 		opts.Isolate.CloneDir = git.Root() // the children clone under the worker's own locked directory
 	}
 	if opts.Isolate != nil {
+		opts.Isolate.Selector = d.Selector
 		opts.Isolate.Git.MaxManifestMemberBytes, opts.Isolate.Git.MaxManifestNames = d.Git.MaxManifestMemberBytes, d.Git.MaxManifestNames
 	}
 	// The worker removes no object itself: the API does, when it asks (remoteObjects).

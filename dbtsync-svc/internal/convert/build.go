@@ -34,6 +34,9 @@ type warnFunc func(model, format string, args ...any)
 type Result struct {
 	Files    []File // sorted by path
 	Warnings []Warning
+	// Selection is what a model selector kept and dropped of the project's models (nil:
+	// no selector).
+	Selection *Selection
 }
 
 // Build turns a project into data-model files. It is deterministic: the same project

@@ -77,7 +77,7 @@ func ReadProjectContext(ctx context.Context, fsys fs.FS, dir string, limits Read
 	if dir == "" {
 		dir = "."
 	}
-	r := &projectReader{ctx: ctx, fsys: fsys, limits: limits.WithDefaults()}
+	r := &projectReader{ctx: ctx, fsys: fsys, limits: limits.WithDefaults(), dir: dir}
 	proj, err := r.readProjectFile(dir)
 	if err != nil {
 		return nil, err
@@ -86,7 +86,7 @@ func ReadProjectContext(ctx context.Context, fsys fs.FS, dir string, limits Read
 	if err != nil {
 		return nil, err
 	}
-	p := &Project{}
+	p := &Project{ProjectName: proj.name}
 	for _, f := range schemaFiles {
 		tests, err := r.applySchemaFile(f, models)
 		if err != nil {
@@ -100,7 +100,9 @@ func ReadProjectContext(ctx context.Context, fsys fs.FS, dir string, limits Read
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		p.Models = append(p.Models, models[n])
+		m := models[n]
+		m.Node.Tags = mergeTags(m.Node.Tags)
+		p.Models = append(p.Models, m)
 	}
 	if len(p.Models) == 0 {
 		return nil, fmt.Errorf("%w: the dbt project has no models under %s", ErrNoNodes, listPaths(proj.paths))
@@ -113,6 +115,7 @@ type projectReader struct {
 	ctx            context.Context
 	fsys           fs.FS
 	limits         ReadLimits
+	dir            string // the project's directory
 	entries, files int
 	bytes          int64
 }
@@ -122,6 +125,9 @@ type dbtProject struct {
 	name                 string
 	paths                []string // the model directories to walk: distinct, none inside another
 	materialized, schema string   // the project's defaults
+	// models is dbt_project.yml's models: config of the project, read for the tags
+	// each directory gives its models (+tags, at any level).
+	models map[string]any
 }
 
 func (r *projectReader) readProjectFile(dir string) (dbtProject, error) {
@@ -156,6 +162,9 @@ func (r *projectReader) readProjectFile(dir string) (dbtProject, error) {
 	proj := dbtProject{name: y.Name}
 	if proj.paths, err = r.walkRoots(dir, paths); err != nil {
 		return dbtProject{}, err
+	}
+	if tree, ok := y.Models[y.Name]; ok {
+		proj.models = tree
 	}
 	defaults := y.Models[y.Name]
 	proj.materialized, _ = firstString(defaults, "+materialized", "materialized")
@@ -244,6 +253,7 @@ func (r *projectReader) findModels(dir string, proj dbtProject) (map[string]*Mod
 			case ".sql":
 				name := strings.TrimSuffix(path.Base(p), ".sql")
 				m := &Model{UniqueID: "model." + proj.name + "." + name, Name: name, Alias: name, Schema: proj.schema, Materialized: proj.materialized, Enabled: true}
+				m.Node = projectNodeInfo(proj, dir, root, p, name)
 				body, err := r.readFile(p)
 				switch {
 				case stopped(err):
@@ -252,6 +262,7 @@ func (r *projectReader) findModels(dir string, proj dbtProject) (map[string]*Mod
 					if mm := configMaterializedRE.FindSubmatch(body); mm != nil {
 						m.Materialized = string(mm[1])
 					}
+					m.Node.Tags = append(m.Node.Tags, configTags(body)...)
 				}
 				models[name] = m
 			case ".yml", ".yaml":
@@ -390,6 +401,11 @@ func (r *projectReader) applySchemaFile(p string, models map[string]*Model) ([]T
 		if ym.Config.Enabled != nil {
 			m.Enabled = *ym.Config.Enabled
 		}
+		m.Node.Tags = append(m.Node.Tags, stringList(ym.Tags)...)
+		m.Node.Tags = append(m.Node.Tags, stringList(ym.Config.Tags)...)
+		if m.Node.PatchPath == "" {
+			m.Node.PatchPath = relToProject(r.dir, p)
+		}
 		for _, c := range ym.Columns {
 			m.Columns = append(m.Columns, Column{Name: c.Name, Description: c.Description, DataType: c.DataType, Meta: mergeMeta(c.Meta, c.Config.Meta)})
 			for _, t := range append(c.Tests, c.DataTests...) {
@@ -414,7 +430,9 @@ type yamlModel struct {
 		Materialized string         `yaml:"materialized"`
 		Schema       string         `yaml:"schema"`
 		Enabled      *bool          `yaml:"enabled"`
+		Tags         any            `yaml:"tags"`
 	} `yaml:"config"`
+	Tags    any `yaml:"tags"`
 	Columns []struct {
 		Name        string         `yaml:"name"`
 		Description string         `yaml:"description"`
@@ -461,4 +479,76 @@ func firstString(m map[string]any, keys ...string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// projectNodeInfo is what model selection reads of the model at p (a .sql file under the
+// model directory root of the project at dir), as dbt names it: its path relative to
+// the project, and its fqn (the project, the directories under the model path, the
+// name). Its tags start with those dbt_project.yml gives its directories.
+func projectNodeInfo(proj dbtProject, dir, root, p, name string) NodeInfo {
+	info := NodeInfo{Package: proj.name, Path: relToProject(dir, p)}
+	rel := strings.TrimPrefix(p, root+"/")
+	if root == "." {
+		rel = p
+	}
+	dirs := strings.Split(rel, "/")
+	dirs = dirs[:len(dirs)-1]
+	info.FQN = append(append([]string{proj.name}, dirs...), name)
+	// models: <project>: {+tags, <dir>: {+tags, <dir>: …}}: each level's tags apply below it.
+	level := proj.models
+	for i := 0; level != nil; i++ {
+		for _, k := range []string{"+tags", "tags"} {
+			info.Tags = append(info.Tags, stringList(level[k])...)
+		}
+		if i >= len(dirs) {
+			break
+		}
+		next, _ := level[dirs[i]].(map[string]any)
+		level = next
+	}
+	return info
+}
+
+// relToProject is the path p relative to the project directory dir.
+func relToProject(dir, p string) string {
+	if dir == "." || dir == "" {
+		return p
+	}
+	return strings.TrimPrefix(p, dir+"/")
+}
+
+// stringList reads a tags value: a string or a list of strings.
+func stringList(v any) []string {
+	switch t := v.(type) {
+	case string:
+		return []string{t}
+	case []any:
+		var out []string
+		for _, e := range t {
+			if s, ok := e.(string); ok {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+var (
+	configTagsRE = regexp.MustCompile(`config\([^)]*\btags\s*=\s*(\[[^\]]*\]|'[^']*'|"[^"]*")`)
+	quotedRE     = regexp.MustCompile(`'([^']*)'|"([^"]*)"`)
+)
+
+// configTags reads the tags of a model's {{ config(tags=…) }} call: a string or a list
+// of strings.
+func configTags(body []byte) []string {
+	mm := configTagsRE.FindSubmatch(body)
+	if mm == nil {
+		return nil
+	}
+	var out []string
+	for _, q := range quotedRE.FindAllSubmatch(mm[1], 64) {
+		out = append(out, string(q[1])+string(q[2]))
+	}
+	return out
 }

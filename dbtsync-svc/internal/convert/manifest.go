@@ -159,6 +159,10 @@ func (b *batch) parse(np *nodeParser) {
 			if m.model != nil {
 				m.model.UniqueID = string(b.buf[m.id0:m.id1])
 			}
+			if np.other != nil {
+				np.other.UniqueID = string(b.buf[m.id0:m.id1])
+				m.other = np.other
+			}
 		case memberMetadata:
 			m.err = s.skip() // validated by the splitter; read by the collector
 		default:
@@ -349,7 +353,7 @@ func (d *decoding) flush() bool {
 
 // collect takes the batches' members in manifest order into a project.
 func (d *decoding) collect(onModel func(*Model)) (*Project, error) {
-	p := &Project{}
+	p := &Project{FromManifest: true}
 	for b := range d.order {
 		<-b.done
 		err := d.apply(p, b, onModel)
@@ -401,6 +405,9 @@ func (d *decoding) apply(p *Project, b *batch, onModel func(*Model)) error {
 			if m.isTest {
 				p.Tests = append(p.Tests, m.test)
 			}
+			if g, ok := m.other.(*GraphNode); ok {
+				p.Others = append(p.Others, *g)
+			}
 		case memberMetric:
 			switch v := m.other.(*rawMetric); {
 			case v.Type != "":
@@ -423,6 +430,7 @@ func applyMetadata(p *Project, raw []byte) error {
 	var md struct {
 		Version string `json:"dbt_schema_version"`
 		Adapter string `json:"adapter_type"`
+		Project string `json:"project_name"`
 	}
 	if raw[0] != '{' {
 		return nil // metadata that is no object says nothing
@@ -430,7 +438,7 @@ func applyMetadata(p *Project, raw []byte) error {
 	if err := json.Unmarshal(raw, &md); err != nil {
 		return &FieldError{Path: "metadata", Err: fmt.Errorf("%w: %v", ErrMemberShape, err)}
 	}
-	p.Adapter = md.Adapter
+	p.Adapter, p.ProjectName = md.Adapter, md.Project
 	if md.Version != "" {
 		v, err := CheckSchemaVersion(md.Version)
 		if err != nil {

@@ -2,6 +2,7 @@ package convert
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"unsafe"
 
@@ -21,6 +22,9 @@ type nodeParser struct {
 	columns  []Column // a node's columns as they are read; the model gets an exact copy
 	sc       scanner  // the scanner of the member being read
 	n        node     // the node being read
+	// other is the last node parseNode read when it was neither a model nor a test:
+	// what model selection reads of it (nil for a model or a test).
+	other *GraphNode
 }
 
 // reset points the parser at the bytes of the next member.
@@ -241,6 +245,7 @@ type node struct {
 	attached     string
 	refs         []Ref
 	constraints  []rawConstraint
+	tags         []string // tags and config.tags, as dbt merges them
 }
 
 // parseNode reads a node from np's scanner: a model, or a test the data model uses
@@ -248,11 +253,13 @@ type node struct {
 func (np *nodeParser) parseNode() (m *Model, t Test, isTest bool, err error) {
 	n := &np.n
 	*n = node{m: &Model{Enabled: true}, columns: np.columns[:0], refs: n.refs[:0]}
+	np.other = nil
 	err = np.s.object(func(key []byte) error { return np.member(n, key) })
 	np.columns = n.columns[:0]
 	if err != nil {
 		return nil, Test{}, false, err
 	}
+	n.m.Node.Tags = mergeTags(n.tags)
 	switch n.resourceType {
 	case "model":
 		m := n.m
@@ -270,6 +277,9 @@ func (np *nodeParser) parseNode() (m *Model, t Test, isTest bool, err error) {
 		t, ok := toTest(n.testMeta, n.columnName, n.attached, n.refs)
 		return nil, t, ok, nil
 	}
+	if n.m.Enabled {
+		np.other = &GraphNode{Node: n.m.Node}
+	}
 	return nil, Test{}, false, nil
 }
 
@@ -279,7 +289,7 @@ func nodeReads(name []byte) bool {
 	switch string(name) {
 	case "resource_type", "name", "alias", "relation_name", "constraints", "database", "schema", "description",
 		"column_name", "attached_node", "meta", "primary_key", "test_metadata", "refs", "config", "columns",
-		"version", "latest_version":
+		"version", "latest_version", "package_name", "fqn", "tags", "original_file_path", "patch_path", "depends_on":
 		return true
 	}
 	return false
@@ -341,8 +351,72 @@ func (np *nodeParser) member(n *node, key []byte) error {
 		return np.version(&m.Version)
 	case "latest_version":
 		return np.version(&m.Latest)
+	case "package_name":
+		return np.text(&m.Node.Package)
+	case "original_file_path":
+		return np.text(&m.Node.Path)
+	case "patch_path":
+		var pp string
+		err := np.text(&pp)
+		if _, rest, ok := strings.Cut(pp, "://"); ok { // "<project>://models/schema.yml"
+			pp = rest
+		}
+		m.Node.PatchPath = pp
+		return err
+	case "fqn":
+		m.Node.FQN = m.Node.FQN[:0]
+		return np.strings(&m.Node.FQN)
+	case "tags":
+		return np.strings(&n.tags)
+	case "depends_on":
+		if s.peek() != '{' {
+			return s.skip()
+		}
+		return s.object(func(key []byte) error {
+			if string(key) == "nodes" {
+				return np.strings(&m.Node.DependsOn)
+			}
+			return s.skip()
+		})
 	}
 	return s.skip()
+}
+
+// strings appends the strings of an array value (or a lone string, as dbt accepts for
+// tags) to dst; other values are skipped.
+func (np *nodeParser) strings(dst *[]string) error {
+	s := np.s
+	one := func() error {
+		var v string
+		if err := np.text(&v); err != nil {
+			return err
+		}
+		if v != "" {
+			*dst = append(*dst, v)
+		}
+		return nil
+	}
+	switch s.peek() {
+	case '[':
+		return s.array(one)
+	case '"':
+		return one()
+	}
+	return s.skip()
+}
+
+// mergeTags is tags without repeats, in order.
+func mergeTags(tags []string) []string {
+	if len(tags) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(tags))
+	for _, t := range tags {
+		if !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // resourceType reads a node's resource_type; the two the data model uses cost no
@@ -412,6 +486,8 @@ func (np *nodeParser) config(n *node) error {
 				n.cmeta, err = unmarshalMeta(val, nil)
 			}
 			return err
+		case "tags":
+			return np.strings(&n.tags)
 		}
 		return s.skip()
 	})

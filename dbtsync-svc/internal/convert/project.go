@@ -14,6 +14,30 @@ type Project struct {
 	Metrics        []Metric
 	SavedQueries   []SavedQuery
 	LegacyMetrics  []LegacyMetric
+	// What model selection reads: the project's name (metadata.project_name, or
+	// dbt_project.yml's name), whether the project was read from a manifest (which has
+	// the dependency graph), and the manifest's nodes that are neither models nor tests
+	// (seeds, snapshots, analyses…), which a graph operator walks through.
+	ProjectName  string
+	FromManifest bool
+	Others       []GraphNode
+}
+
+// NodeInfo is what model selection reads of a node.
+type NodeInfo struct {
+	Package   string   // package_name
+	FQN       []string // fully qualified name: package, directories, name (and version)
+	Tags      []string
+	Path      string   // original_file_path, relative to the project
+	PatchPath string   // the schema file that documents it, relative to its project
+	DependsOn []string // depends_on.nodes: unique ids of its parents
+	versioned bool
+}
+
+// GraphNode is a manifest node other than a model or a test.
+type GraphNode struct {
+	UniqueID string
+	Node     NodeInfo
 }
 
 // Model is one dbt model node, reduced to the fields the data model uses.
@@ -33,6 +57,7 @@ type Model struct {
 	Version      string         // dbt 1.5+ model version ("" when the model is not versioned)
 	Latest       string         // the model's latest_version
 	Err          string         // a problem found while reading the node (the model becomes a warning)
+	Node         NodeInfo       // what model selection reads
 }
 
 // Column is one documented column of a model.

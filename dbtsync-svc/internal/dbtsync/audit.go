@@ -64,6 +64,7 @@ func (a *auditing) StartSync(ctx context.Context, p *identity.Principal, dep int
 	if res.ManifestBytes > 0 {
 		d["manifestBytes"] = res.ManifestBytes
 	}
+	auditSelector(d, in.Select, in.Exclude)
 	audit.Record(ctx, a.rec, p, ActionSyncStart, audit.Target{Type: TargetSyncJob, ID: res.Accepted.SyncJobID}, err, http.StatusAccepted, d)
 	return res, err
 }
@@ -97,6 +98,7 @@ func (a *auditing) PutIntegration(ctx context.Context, p *identity.Principal, de
 	if in.ProjectPath != nil {
 		d["projectPath"] = *in.ProjectPath
 	}
+	auditSelector(d, in.Select, in.Exclude)
 	audit.Record(ctx, a.rec, p, ActionIntegrationUpdate, audit.Target{Type: TargetIntegration, ID: deploymentID(dep)}, err, http.StatusOK, d)
 	return out, err
 }

@@ -93,6 +93,8 @@ func (d *startSyncDecoder) member(key string) error {
 		return d.stringMember(key)
 	case "manifest":
 		return d.manifestMember()
+	case "select", "exclude":
+		return d.selectorMember(key)
 	}
 	return errs.Invalidf("unknown field %q", key)
 }
@@ -308,4 +310,27 @@ func (d *startSyncDecoder) copyManifest(stopOnCheck bool) (int, error) {
 func isSyntactic(err error) bool {
 	var se *jsontext.SyntacticError
 	return errors.As(err, &se)
+}
+
+// selectorMember reads select or exclude: a string, or null (no selector for this sync).
+func (d *startSyncDecoder) selectorMember(key string) error {
+	tok, err := d.dec.ReadToken()
+	if err != nil {
+		return syntaxError(err)
+	}
+	f := SelectorField{Set: true}
+	switch tok.Kind() {
+	case 'n':
+	case '"':
+		v := tok.String()
+		f.Value = &v
+	default:
+		return errs.Invalidf("field %q must be a string or null, not %s", key, kindName(tok.Kind()))
+	}
+	if key == "select" {
+		d.in.Select = f
+	} else {
+		d.in.Exclude = f
+	}
+	return nil
 }

@@ -19,6 +19,8 @@ type Integration struct {
 	Branch       string
 	ProjectPath  string
 	ManifestPath string // "": none
+	Select       string // the model selector's select ("": every model)
+	Exclude      string // and its exclude ("": none)
 	Credentials  []byte // sealed GitCredentials (see Sealer); empty: none
 	UpdatedAt    time.Time
 }
@@ -73,6 +75,7 @@ func integrationView(d Integration) DbtGitIntegration {
 		mp := d.ManifestPath
 		v.ManifestPath = &mp
 	}
+	v.Select, v.Exclude = strPtr(d.Select), strPtr(d.Exclude)
 	return v
 }
 
@@ -93,6 +96,10 @@ func (s *service) PutIntegration(ctx context.Context, p *identity.Principal, dep
 	d := Integration{DeploymentID: dep, RepoURL: in.RepoURL, Branch: in.Branch, ProjectPath: *in.ProjectPath, UpdatedAt: s.now().UTC()}
 	if in.ManifestPath != nil {
 		d.ManifestPath = *in.ManifestPath
+	}
+	var err error
+	if d.Select, d.Exclude, err = s.integrationSelector(ctx, dep, in, d.ManifestPath); err != nil {
+		return DbtGitIntegration{}, err
 	}
 	if in.Credentials != nil {
 		plain, _ := json.Marshal(in.Credentials)

@@ -92,6 +92,10 @@ type Job struct {
 	// audit trail holds its finish event (FinishEvent), which a redelivery records again
 	// under the same id in case the worker stopped before it could.
 	FinishedByWorker bool
+	// Select and Exclude are the model selector the job applies (nil: none), as its
+	// request and the integration made it; Selection is what it kept and dropped.
+	Select, Exclude *string
+	Selection       *convert.Selection
 }
 
 // Terminal reports whether the job is over: it runs no more and cannot be canceled.
@@ -114,7 +118,7 @@ func jobView(j Job) SyncJob {
 	v := SyncJob{SyncJobID: j.SyncJobID, DeploymentID: j.DeploymentID, Status: j.Status, Source: j.Source, Output: j.Output,
 		Ref: j.Ref, BranchName: j.BranchName, WorkflowID: j.WorkflowID, Progress: j.Progress, Attempts: j.Attempts, Warnings: j.Warnings,
 		CreatedAt: httpx.At(j.CreatedAt), StartedAt: httpx.AtPtr(j.StartedAt), FinishedAt: httpx.AtPtr(j.FinishedAt), Changed: j.Changed,
-		CancelRequested: j.CancelRequested && !j.Terminal()}
+		CancelRequested: j.CancelRequested && !j.Terminal(), Select: j.Select, Exclude: j.Exclude, Selection: j.Selection}
 	if j.RetryOf != "" {
 		r := j.RetryOf
 		v.RetryOf = &r

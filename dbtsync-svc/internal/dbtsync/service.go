@@ -68,6 +68,9 @@ type Options struct {
 	// MaxQueuedJobs is the limit of a deployment's jobs queued or running, which the
 	// job queue enforces (DefaultMaxQueuedJobs); the service names it when refusing.
 	MaxQueuedJobs int
+	// Selector bounds the model selectors the service accepts
+	// (convert.DefaultSelectorLimits).
+	Selector convert.SelectorLimits
 	// Now is the clock (time.Now).
 	Now func() time.Time
 }
@@ -103,15 +106,16 @@ func (o *Options) defaults() {
 // service implements Service over the ports.
 type service struct {
 	Ports
-	storage   *Storage
-	maxQueued int
-	now       func() time.Time
+	storage        *Storage
+	maxQueued      int
+	selectorLimits convert.SelectorLimits
+	now            func() time.Time
 }
 
 // NewService builds the Service.
 func NewService(p Ports, o Options) Service {
 	o.defaults()
-	return &service{Ports: p, maxQueued: o.MaxQueuedJobs, now: o.Now,
+	return &service{Ports: p, maxQueued: o.MaxQueuedJobs, now: o.Now, selectorLimits: o.Selector.WithDefaults(),
 		storage: &Storage{Ledgers: p.Ledgers, Quotas: o.Quotas, ObjectMaxAge: o.ObjectMaxAge, Now: o.Now}}
 }
 
@@ -135,6 +139,9 @@ type StartSyncInput struct {
 	// SchemaVersion is its metadata.dbt_schema_version (0 when it had none).
 	HasManifest   bool
 	SchemaVersion int
+	// Select and Exclude: the model selector of this sync; a field sent replaces the
+	// integration's (null: none), one omitted keeps it.
+	Select, Exclude SelectorField
 }
 
 // SyncAccepted is the answer to a queued sync job.
@@ -182,6 +189,11 @@ type SyncJob struct {
 	CancelRequested bool `json:"cancelRequested"`
 	// RetryOf is the job this one retries.
 	RetryOf *string `json:"retryOf"`
+	// Select and Exclude are the model selector the job applies (null: none), and
+	// Selection what it kept and dropped once the job has read its input.
+	Select    *string            `json:"select"`
+	Exclude   *string            `json:"exclude"`
+	Selection *convert.Selection `json:"selection"`
 	// Files is a succeeded files job's result, the JSON array as stored: the transport
 	// streams it into the answer as "files" (and closes it), never holding it whole.
 	Files io.ReadCloser `json:"-"`
@@ -198,6 +210,9 @@ type IntegrationInput struct {
 	ProjectPath  *string // required; "" is the repository's root
 	ManifestPath *string
 	Credentials  *GitCredentials // nil: none
+	// Select and Exclude: the model selector; omitted keeps the stored value, null
+	// clears it.
+	Select, Exclude SelectorField
 }
 
 // DbtGitIntegration is the saved integration as the API shows it (never the credentials).
@@ -207,6 +222,8 @@ type DbtGitIntegration struct {
 	Branch         string     `json:"branch"`
 	ProjectPath    string     `json:"projectPath"`
 	ManifestPath   *string    `json:"manifestPath"`
+	Select         *string    `json:"select"`
+	Exclude        *string    `json:"exclude"`
 	HasCredentials bool       `json:"hasCredentials"`
 	UpdatedAt      httpx.Time `json:"updatedAt"`
 }

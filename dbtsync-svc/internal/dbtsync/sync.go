@@ -63,7 +63,12 @@ func (s *service) StartSync(ctx context.Context, p *identity.Principal, dep int6
 	if branch == production && !p.HasRole(identity.RoleAdmin) {
 		return rollback(errs.Forbiddenf("only admins may sync into the production branch %q", production))
 	}
-	job := s.newJob(ctx, p, dep, id, Job{Source: in.Source, Output: in.Output, Ref: in.Ref, BranchName: branch, HasManifest: kept, ManifestCharge: charge})
+	sel, excl, err := s.syncSelector(ctx, dep, in)
+	if err != nil {
+		return rollback(err)
+	}
+	job := s.newJob(ctx, p, dep, id, Job{Source: in.Source, Output: in.Output, Ref: in.Ref, BranchName: branch, HasManifest: kept, ManifestCharge: charge,
+		Select: sel, Exclude: excl})
 	if in.Source != SourceGit {
 		job.Ref = nil
 	}
@@ -212,7 +217,8 @@ func (s *service) RetryJob(ctx context.Context, p *identity.Principal, dep int64
 	}
 	nid := NewSyncJobID(s.now().UTC())
 	job := s.newJob(ctx, p, dep, nid, Job{Source: old.Source, Output: old.Output, Ref: old.Ref, BranchName: old.BranchName,
-		HasManifest: old.HasManifest, ManifestOf: manifestOf, ManifestCharge: old.ManifestCharge, RetryOf: id})
+		HasManifest: old.HasManifest, ManifestOf: manifestOf, ManifestCharge: old.ManifestCharge, RetryOf: id,
+		Select: old.Select, Exclude: old.Exclude})
 	if err := s.enqueue(ctx, job); err != nil {
 		return SyncAccepted{}, err
 	}

@@ -236,11 +236,13 @@ func decodeIntegrationRequest(body io.Reader) (IntegrationInput, error) {
 		ProjectPath  *string         `json:"projectPath"`
 		ManifestPath *string         `json:"manifestPath"`
 		Credentials  *GitCredentials `json:"credentials"`
+		Select       SelectorField   `json:"select"`
+		Exclude      SelectorField   `json:"exclude"`
 	}
 	if err := httpx.DecodeJSONBody(body, &req); err != nil {
 		return IntegrationInput{}, err
 	}
-	in := IntegrationInput{ProjectPath: req.ProjectPath, ManifestPath: req.ManifestPath, Credentials: req.Credentials}
+	in := IntegrationInput{ProjectPath: req.ProjectPath, ManifestPath: req.ManifestPath, Credentials: req.Credentials, Select: req.Select, Exclude: req.Exclude}
 	if req.RepoURL != nil {
 		in.RepoURL = *req.RepoURL
 	}

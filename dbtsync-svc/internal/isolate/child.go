@@ -81,7 +81,7 @@ func Serve(in io.Reader, out io.Writer, opts ChildOptions) error {
 			return err
 		}
 	}
-	if err := send(frame{Kind: frameDone, Warnings: res.Warnings}); err != nil {
+	if err := send(frame{Kind: frameDone, Warnings: res.Warnings, Selection: res.Selection}); err != nil {
 		return err
 	}
 	return bw.Flush()
@@ -90,6 +90,10 @@ func Serve(in io.Reader, out io.Writer, opts ChildOptions) error {
 // produce reads the input and converts it, sending the models found and the progress.
 func produce(ctx context.Context, req request, in io.Reader, opts ChildOptions, send func(frame) error) (convert.Result, error) {
 	proj, err := load(ctx, req, in)
+	if err != nil {
+		return convert.Result{}, err
+	}
+	selection, err := dbtsync.ApplySelector(proj, req.Select, req.Exclude, req.Selector)
 	if err != nil {
 		return convert.Result{}, err
 	}
@@ -102,7 +106,7 @@ func produce(ctx context.Context, req request, in io.Reader, opts ChildOptions, 
 	}
 	every := max(req.ProgressEvery, 1)
 	conv := convert.Prepare(proj)
-	res := convert.Result{Files: make([]convert.File, conv.Len()), Warnings: conv.Warnings}
+	res := convert.Result{Files: make([]convert.File, conv.Len()), Warnings: conv.Warnings, Selection: selection}
 	for i := range res.Files {
 		res.Files[i] = conv.File(i)
 		// Skipped models (warnings) count as done with the first file, so done reaches

@@ -42,6 +42,9 @@ type request struct {
 	CPU           time.Duration
 	Memory        int64 // GOMEMLIMIT; the address space limit is Memory plus addressHeadroom
 	ProgressEvery int
+	// The job's model selector (nil: none), applied to the input before conversion.
+	Select, Exclude *string
+	Selector        convert.SelectorLimits
 }
 
 // Frame kinds, in the order the child sends them.
@@ -60,7 +63,9 @@ type frame struct {
 	Done     int
 	File     convert.File
 	Warnings []convert.Warning
-	Failure  failure
+	// Selection (frameDone): what the model selector kept and dropped (nil: no selector).
+	Selection *convert.Selection
+	Failure   failure
 }
 
 // failure is an error of the child as the worker needs it: the job failure's code and

@@ -60,6 +60,8 @@ type Runner struct {
 	// child left there.
 	CloneDir string
 	Logger   *slog.Logger
+	// Selector bounds the model selector the child applies (zero: the defaults).
+	Selector convert.SelectorLimits
 }
 
 // SelfCommand is the child's argv for this process's own executable.
@@ -77,6 +79,8 @@ type Input struct {
 	Manifest    io.Reader
 	Integration dbtsync.Integration
 	Ref         string
+	// Select and Exclude are the job's model selector (nil: none).
+	Select, Exclude *string
 	// ProgressEvery is how many converted models make a Progress call.
 	ProgressEvery int
 	// Loaded is called once the input is read, with its models; an error stops the child
@@ -93,7 +97,8 @@ type Input struct {
 // otherwise is an internal failure, which a retry may mend.
 func (r *Runner) Run(ctx context.Context, in Input) (convert.Result, error) {
 	limits := r.Limits.WithDefaults()
-	req := request{Source: in.Source, Ref: in.Ref, Git: r.Git, CloneDir: r.CloneDir, CPU: limits.CPU, Memory: limits.Memory, ProgressEvery: in.ProgressEvery}
+	req := request{Source: in.Source, Ref: in.Ref, Git: r.Git, CloneDir: r.CloneDir, CPU: limits.CPU, Memory: limits.Memory, ProgressEvery: in.ProgressEvery,
+		Select: in.Select, Exclude: in.Exclude, Selector: r.Selector}
 	if req.CloneDir == "" {
 		req.CloneDir = os.TempDir()
 	}
@@ -220,7 +225,7 @@ func (r *Runner) read(stdout io.Reader, in Input) (res convert.Result, end strin
 		case f.Kind == frameFile && loaded:
 			res.Files = append(res.Files, f.File)
 		case f.Kind == frameDone && loaded:
-			res.Warnings = f.Warnings
+			res.Warnings, res.Selection = f.Warnings, f.Selection
 			return res, frameDone, nil
 		case f.Kind == frameFailed:
 			return convert.Result{}, frameFailed, f.Failure.err()

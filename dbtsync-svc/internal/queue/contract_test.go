@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -147,6 +148,21 @@ var jobCases = []testCase{
 			got.ManifestCharge != j.ManifestCharge || !got.Alone || got.ErrorCode != dbtsync.CodeInternal ||
 			got.ResultCharge != j.ResultCharge || !got.FinishedByWorker {
 			t.Errorf("read back %+v %v", got, err)
+		}
+	}},
+	{"a-jobs-model-selector-and-selection-read-back", func(t *testing.T, q queue) {
+		ctx := context.Background()
+		j := job(1, "b")
+		sel := "+customers tag:daily"
+		j.Select = &sel
+		enqueue(t, q, j)
+		report := &convert.Selection{ModelsTotal: 3, ModelsKept: 2, ModelsDropped: 1, Kept: []string{"model.p.a", "model.p.b"}, Dropped: []string{"model.p.c"}}
+		if _, err := q.UpdateJob(ctx, dep, j.SyncJobID, func(j *dbtsync.Job) error { j.Selection = report; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		got, err := q.Job(ctx, dep, j.SyncJobID)
+		if err != nil || got.Select == nil || *got.Select != sel || got.Exclude != nil || got.Selection == nil || !reflect.DeepEqual(*got.Selection, *report) {
+			t.Errorf("read back select %v exclude %v selection %+v (%v)", got.Select, got.Exclude, got.Selection, err)
 		}
 	}},
 	{"unknown-jobs-are-not-found", func(t *testing.T, q queue) {

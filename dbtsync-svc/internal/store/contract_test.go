@@ -315,6 +315,23 @@ var integrationCases = []struct {
 			t.Errorf("another deployment's: %v", err)
 		}
 	}},
+	{"model-selector-reads-back-and-a-replace-without-it-clears-it", func(t *testing.T, s dbtsync.IntegrationStore) {
+		ctx := context.Background()
+		in := dbtsync.Integration{DeploymentID: dep, RepoURL: "https://example.test/a.git", Branch: "main", Select: "+customers tag:daily", Exclude: "staging", UpdatedAt: at(0)}
+		if err := s.SaveIntegration(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.Integration(ctx, dep); err != nil || got.Select != in.Select || got.Exclude != in.Exclude {
+			t.Fatalf("read back %+v %v", got, err)
+		}
+		in.Select, in.Exclude = "", "" // the service decides what a PUT keeps; the store replaces
+		if err := s.SaveIntegration(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.Integration(ctx, dep); err != nil || got.Select != "" || got.Exclude != "" {
+			t.Fatalf("after a replace without a selector %+v %v", got, err)
+		}
+	}},
 }
 
 func TestIntegrationStoreContract(t *testing.T) {

@@ -142,7 +142,7 @@ func (w *Worker) finish(ctx context.Context, job dbtsync.Job, o outcome) error {
 			j.Error, j.ErrorCode = &msg, code
 		}
 		if o.res != nil {
-			j.Warnings, j.Version = o.res.Warnings, o.version
+			j.Warnings, j.Version, j.Selection = o.res.Warnings, o.version, o.res.Selection
 			if j.Output == dbtsync.OutputBranch {
 				changed := !o.unchanged
 				j.Changed = &changed

@@ -158,11 +158,16 @@ func (w *Worker) produce(ctx context.Context, job dbtsync.Job) (convert.Result, 
 	if err != nil {
 		return convert.Result{}, 0, err
 	}
+	selection, err := dbtsync.ApplySelector(proj, job.Select, job.Exclude, w.opts.Selector)
+	if err != nil {
+		return convert.Result{}, 0, err
+	}
 	total := len(proj.Models)
 	if err := w.loaded(ctx, job, total); err != nil {
 		return convert.Result{}, 0, err
 	}
 	res, err := w.convert(ctx, job, proj)
+	res.Selection = selection
 	return res, total, err
 }
 
@@ -172,7 +177,7 @@ func (w *Worker) produce(ctx context.Context, job dbtsync.Job) (convert.Result, 
 // write; the child reads what the tenant supplied and converts it.
 func (w *Worker) produceIsolated(ctx context.Context, job dbtsync.Job) (convert.Result, int, error) {
 	total := 0
-	in := isolate.Input{Source: job.Source, ProgressEvery: w.opts.ProgressEvery,
+	in := isolate.Input{Source: job.Source, ProgressEvery: w.opts.ProgressEvery, Select: job.Select, Exclude: job.Exclude,
 		Loaded:   func(n int) error { total = n; return w.loaded(ctx, job, n) },
 		Progress: func(done, n int) { w.converted(ctx, job, done, n) },
 		Logger:   w.logger.With("sync_job_id", job.SyncJobID, "deployment_id", job.DeploymentID)}

@@ -47,6 +47,9 @@ type Options struct {
 	// defaults); with Isolate, the child reads it within Isolate.Git's manifest limits.
 	// app.NewWorker sets both from the configuration, the API's upload check's limits.
 	Manifest convert.ManifestLimits
+	// Selector bounds the jobs' model selectors read in this process (zero fields: the
+	// defaults); with Isolate, the child applies Isolate.Selector.
+	Selector convert.SelectorLimits
 	// Isolate, when set, reads and converts each job's input in a child process it can
 	// kill (the worker's command and the local stack always set it); nil runs them in
 	// this process (tests of the worker's rules over fakes).

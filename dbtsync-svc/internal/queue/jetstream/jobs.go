@@ -25,35 +25,38 @@ import (
 
 // jobRecord is a job's state in the KV bucket (key job.<deploymentId>.<syncJobId>).
 type jobRecord struct {
-	SyncJobID        string            `json:"syncJobId"`
-	DeploymentID     int64             `json:"deploymentId"`
-	Status           string            `json:"status"`
-	Source           string            `json:"source"`
-	Output           string            `json:"output"`
-	Ref              *string           `json:"ref"`
-	BranchName       string            `json:"branchName"`
-	WorkflowID       string            `json:"workflowId"`
-	Progress         dbtsync.Progress  `json:"progress"`
-	Error            *string           `json:"error"`
-	ErrorCode        string            `json:"errorCode,omitempty"`
-	Warnings         []convert.Warning `json:"warnings"`
-	CreatedAt        httpx.Time        `json:"createdAt"`
-	StartedAt        *httpx.Time       `json:"startedAt"`
-	FinishedAt       *httpx.Time       `json:"finishedAt"`
-	Attempts         int               `json:"attempts"`
-	Runs             int               `json:"runs,omitempty"`
-	Alone            bool              `json:"alone,omitempty"`
-	ProductionBranch string            `json:"productionBranch"`
-	HasManifest      bool              `json:"hasManifest"`
-	Version          int64             `json:"version,omitempty"`
-	Changed          *bool             `json:"changed,omitempty"`
-	CancelRequested  bool              `json:"cancelRequested,omitempty"`
-	CanceledBy       int64             `json:"canceledBy,omitempty"`
-	AccountID        int64             `json:"accountId,omitempty"`
-	StartedBy        int64             `json:"startedBy,omitempty"`
-	RequestID        string            `json:"requestId,omitempty"`
-	RetryOf          string            `json:"retryOf,omitempty"`
-	ManifestOf       string            `json:"manifestOf,omitempty"`
+	SyncJobID        string             `json:"syncJobId"`
+	DeploymentID     int64              `json:"deploymentId"`
+	Status           string             `json:"status"`
+	Source           string             `json:"source"`
+	Output           string             `json:"output"`
+	Ref              *string            `json:"ref"`
+	BranchName       string             `json:"branchName"`
+	WorkflowID       string             `json:"workflowId"`
+	Progress         dbtsync.Progress   `json:"progress"`
+	Error            *string            `json:"error"`
+	ErrorCode        string             `json:"errorCode,omitempty"`
+	Warnings         []convert.Warning  `json:"warnings"`
+	CreatedAt        httpx.Time         `json:"createdAt"`
+	StartedAt        *httpx.Time        `json:"startedAt"`
+	FinishedAt       *httpx.Time        `json:"finishedAt"`
+	Attempts         int                `json:"attempts"`
+	Runs             int                `json:"runs,omitempty"`
+	Alone            bool               `json:"alone,omitempty"`
+	ProductionBranch string             `json:"productionBranch"`
+	HasManifest      bool               `json:"hasManifest"`
+	Version          int64              `json:"version,omitempty"`
+	Changed          *bool              `json:"changed,omitempty"`
+	CancelRequested  bool               `json:"cancelRequested,omitempty"`
+	CanceledBy       int64              `json:"canceledBy,omitempty"`
+	AccountID        int64              `json:"accountId,omitempty"`
+	StartedBy        int64              `json:"startedBy,omitempty"`
+	RequestID        string             `json:"requestId,omitempty"`
+	RetryOf          string             `json:"retryOf,omitempty"`
+	ManifestOf       string             `json:"manifestOf,omitempty"`
+	Select           *string            `json:"select,omitempty"`
+	Exclude          *string            `json:"exclude,omitempty"`
+	Selection        *convert.Selection `json:"selection,omitempty"`
 	// The stored manifest's charge in the storage ledgers (dbtsync.Charge's stored part).
 	ManifestBytes int64 `json:"manifestBytes,omitempty"`
 	ManifestHour  int64 `json:"manifestHour,omitempty"`
@@ -132,7 +135,8 @@ func recordOf(j dbtsync.Job) jobRecord {
 		CancelRequested: j.CancelRequested, CanceledBy: j.CanceledBy, AccountID: j.AccountID, StartedBy: j.StartedBy,
 		RequestID: j.RequestID, RetryOf: j.RetryOf, ManifestOf: j.ManifestOf,
 		ManifestBytes: j.ManifestCharge.Stored, ManifestHour: j.ManifestCharge.StoredHour,
-		ResultBytes: j.ResultCharge.Stored, ResultHour: j.ResultCharge.StoredHour, FinishedByWorker: j.FinishedByWorker}
+		ResultBytes: j.ResultCharge.Stored, ResultHour: j.ResultCharge.StoredHour, FinishedByWorker: j.FinishedByWorker,
+		Select: j.Select, Exclude: j.Exclude, Selection: j.Selection}
 }
 
 func (r jobRecord) job() dbtsync.Job {
@@ -143,7 +147,8 @@ func (r jobRecord) job() dbtsync.Job {
 		CancelRequested: r.CancelRequested, CanceledBy: r.CanceledBy, AccountID: r.AccountID, StartedBy: r.StartedBy,
 		RequestID: r.RequestID, RetryOf: r.RetryOf, ManifestOf: r.ManifestOf,
 		ManifestCharge: dbtsync.Charge{Stored: r.ManifestBytes, StoredHour: r.ManifestHour},
-		ResultCharge:   dbtsync.Charge{Stored: r.ResultBytes, StoredHour: r.ResultHour}, FinishedByWorker: r.FinishedByWorker}
+		ResultCharge:   dbtsync.Charge{Stored: r.ResultBytes, StoredHour: r.ResultHour}, FinishedByWorker: r.FinishedByWorker,
+		Select: r.Select, Exclude: r.Exclude, Selection: r.Selection}
 }
 
 func timePtr(t *httpx.Time) *time.Time {

@@ -152,6 +152,12 @@ func copyJob(j dbtsync.Job) dbtsync.Job {
 	j.FinishedAt = clonePtr(j.FinishedAt)
 	j.Changed = clonePtr(j.Changed)
 	j.Progress.ModelsTotal = clonePtr(j.Progress.ModelsTotal)
+	j.Select, j.Exclude = clonePtr(j.Select), clonePtr(j.Exclude)
+	if j.Selection != nil {
+		sel := *j.Selection
+		sel.Kept, sel.Dropped = slices.Clone(sel.Kept), slices.Clone(sel.Dropped)
+		j.Selection = &sel
+	}
 	return j
 }
 

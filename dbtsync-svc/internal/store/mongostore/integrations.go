@@ -19,6 +19,8 @@ type integrationDoc struct {
 	Branch       string    `bson:"branch"`
 	ProjectPath  string    `bson:"projectPath"`
 	ManifestPath string    `bson:"manifestPath,omitempty"`
+	Select       string    `bson:"select,omitempty"`
+	Exclude      string    `bson:"exclude,omitempty"`
 	Credentials  []byte    `bson:"credentials,omitempty"` // sealed JSON
 	UpdatedAt    time.Time `bson:"updatedAt"`
 }
@@ -26,7 +28,7 @@ type integrationDoc struct {
 // SaveIntegration creates or replaces the deployment's integration.
 func (s *Store) SaveIntegration(ctx context.Context, in dbtsync.Integration) error {
 	d := integrationDoc{DeploymentID: in.DeploymentID, RepoURL: in.RepoURL, Branch: in.Branch, ProjectPath: in.ProjectPath,
-		ManifestPath: in.ManifestPath, Credentials: in.Credentials, UpdatedAt: in.UpdatedAt}
+		ManifestPath: in.ManifestPath, Select: in.Select, Exclude: in.Exclude, Credentials: in.Credentials, UpdatedAt: in.UpdatedAt}
 	_, err := s.integrations.ReplaceOne(ctx, bson.D{{Key: "_id", Value: d.DeploymentID}}, d, options.Replace().SetUpsert(true))
 	return wrap(err)
 }
@@ -42,7 +44,7 @@ func (s *Store) Integration(ctx context.Context, dep int64) (dbtsync.Integration
 		return dbtsync.Integration{}, wrap(err)
 	}
 	return dbtsync.Integration{DeploymentID: d.DeploymentID, RepoURL: d.RepoURL, Branch: d.Branch, ProjectPath: d.ProjectPath,
-		ManifestPath: d.ManifestPath, Credentials: d.Credentials, UpdatedAt: d.UpdatedAt.UTC()}, nil
+		ManifestPath: d.ManifestPath, Select: d.Select, Exclude: d.Exclude, Credentials: d.Credentials, UpdatedAt: d.UpdatedAt.UTC()}, nil
 }
 
 // Resealer moves sealed credentials to the sealing key (internal/credentials).
