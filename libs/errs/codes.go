@@ -53,6 +53,8 @@ const (
 	CodeIdempotencyKeyInUse   = "idempotency_key_in_use"   // 409: the key's first request is still running
 	CodeIdempotencyKeyReused  = "idempotency_key_reused"   // 422: the key was used with another request
 	CodeIdempotencyLimit      = "idempotency_limit"        // 429: the account's idempotency records or bytes within their window
+	CodeSourceChanged         = "source_changed"           // 409: a promotion whose source changed since its preview
+	CodeDuplicateLimit        = "duplicate_limit"          // 400: items one duplicate creates
 )
 
 // Codes maps every code to the statuses it is sent with (nil: any other status of its
@@ -69,6 +71,7 @@ var Codes = map[string][]int{
 	CodeJobLimit: {429}, CodeStorageQuota: {413}, CodeEmbedAccessLimit: {400},
 	CodeAPIKeyLimit: {400}, CodeServiceAccountLimit: {400}, CodeClientSecretLimit: {400}, CodeConcurrencyLimit: {429},
 	CodeIdempotencyKeyInvalid: {400}, CodeIdempotencyKeyInUse: {409}, CodeIdempotencyKeyReused: {422}, CodeIdempotencyLimit: {429},
+	CodeSourceChanged: {409}, CodeDuplicateLimit: {400},
 }
 
 // DefaultCode is the code of an error that no rule names: one per status.

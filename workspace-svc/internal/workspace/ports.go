@@ -325,4 +325,5 @@ type Store interface {
 	UserStore
 	FavoriteStore
 	EmbedAccessStore
+	PromotionStore // promotion_ports.go
 }

@@ -39,6 +39,7 @@ type Store struct {
 	favorites map[string]*favorite // by dep:user:item
 	favSeq    int64
 	roots     map[int64]embedaccess.Grants // by deployment: the root's embed grants
+	promo     promotions                   // promotions.go
 }
 
 var _ workspace.Store = (*Store)(nil)

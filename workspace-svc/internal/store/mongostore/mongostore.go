@@ -5,7 +5,7 @@
 // Collections: items (folders, workbooks and reports), trees (one tree version per
 // deployment), users, favorites, counters (id blocks), slots (the item slots each
 // deployment has taken: {_id: dep, items}), embedroots (each deployment's root embed
-// grants: {_id: dep, grants}), migrations (one marker per data migration done at start).
+// grants: {_id: dep, grants}), promotions and promotionlinks (promotions.go), migrations (one marker per data migration done at start).
 package mongostore
 
 import (
@@ -34,6 +34,7 @@ type Store struct {
 	// the data migrations done at start.
 	embedRoots *mongo.Collection
 	migrations *mongo.Collection
+	promo      promotionColls // promotions.go
 	// ids is this replica's allocator; an insert that finds its id taken replaces it,
 	// dropping the rest of a block that was handed out twice (newIDs).
 	ids atomic.Pointer[mongox.IDAllocator]
@@ -56,6 +57,7 @@ func New(db *mongo.Database) *Store {
 		embedRoots: db.Collection("embedroots"),
 		migrations: db.Collection("migrations"),
 	}
+	s.promo = newPromotionColls(db)
 	s.newIDs()
 	return s
 }
@@ -112,6 +114,9 @@ func (s *Store) EnsureIndexes(ctx context.Context) error {
 		return err
 	}
 	if err := ensure(ctx, s.favorites, []index{{"dep_1_user_1", bson.D{{Key: "dep", Value: 1}, {Key: "user", Value: 1}}}}); err != nil {
+		return err
+	}
+	if err := s.ensurePromotionIndexes(ctx); err != nil {
 		return err
 	}
 	return s.backfillPublishedHeads(ctx)
