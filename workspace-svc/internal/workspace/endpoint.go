@@ -117,6 +117,7 @@ type Endpoints struct {
 	Search, Favorite                                    endpoint.Endpoint
 	GetEmbedAccess, PutEmbedAccess, TenantWorkbooks     endpoint.Endpoint
 	EmbedDashboards, EmbedDashboard                     endpoint.Endpoint
+	PromotionEndpoints                                  // transport_promotion.go
 }
 
 // MakeEndpoints adapts s.
@@ -212,5 +213,6 @@ func MakeEndpoints(s Service) Endpoints {
 			r := req.(embedDashboardRequest)
 			return s.EmbedDashboard(ctx, r.P, r.PublicID)
 		},
+		PromotionEndpoints: makePromotionEndpoints(s),
 	}
 }

@@ -80,6 +80,7 @@ func NewHTTPHandler(e Endpoints, logger *slog.Logger, fair *fairshare.Limiter, i
 	// The embed viewer's read path: an embed token, whose session names the deployment.
 	httpx.Handle(r, "GET", "/api/v1/embed/dashboards", e.EmbedDashboards, decodeEmbedDashboardsRequest, o)
 	httpx.Handle(r, "GET", "/api/v1/embed/dashboards/{publicId}", e.EmbedDashboard, decodeEmbedDashboardRequest, o)
+	registerPromotion(r, e.PromotionEndpoints, o, fair)
 	return r
 }
 
