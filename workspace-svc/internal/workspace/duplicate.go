@@ -57,7 +57,7 @@ func copyName(asked *string, original string) (string, error) {
 }
 
 func (s *service) duplicateLimit(n int) error {
-	return errs.New(errs.Invalid, "the duplicate would create %d items (folders, workbooks and reports), over the limit of %d (WORKSPACE_MAX_DUPLICATE_ITEMS)", n, s.limits.DuplicateItems).WithCode(errs.CodeDuplicateLimit)
+	return errs.New(errs.Invalid, "the duplicate would create %d items (folders, workbooks and reports), over the limit of %d of one duplicate", n, s.limits.DuplicateItems).WithCode(errs.CodeDuplicateLimit)
 }
 
 // copyOf is a new item of r's deployment with d's content, in folder, created by the caller now.

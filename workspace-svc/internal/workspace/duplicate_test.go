@@ -100,7 +100,7 @@ func TestFolderDuplicateCopiesTheSubtreeWithinItsBound(t *testing.T) {
 	}
 	before, _ := f.svc.List(f.ctx, ai, f.dep, 0, 50, "")
 	_, err = f.svc.DuplicateFolder(f.ctx, ai, f.dep, top, workspace.DuplicateInput{})
-	if e := wantErr(t, err, errs.Invalid, errs.CodeDuplicateLimit); !strings.Contains(e.Message, "WORKSPACE_MAX_DUPLICATE_ITEMS") || !strings.Contains(e.Message, "limit of 5") {
+	if e := wantErr(t, err, errs.Invalid, errs.CodeDuplicateLimit); !strings.Contains(e.Message, "limit of 5 of one duplicate") {
 		t.Fatalf("message %q", e.Message)
 	}
 	after, _ := f.svc.List(f.ctx, ai, f.dep, 0, 50, "")

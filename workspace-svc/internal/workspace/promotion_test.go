@@ -180,11 +180,11 @@ func TestPromotionTargetIsCheckedLikeThePath(t *testing.T) {
 	embed.Credential = identity.CredentialEmbed
 	var msgs []string
 	for _, c := range []struct {
-		name   string
-		p      *identity.Principal
-		in     workspace.PromotionInput
-		kind   errs.Kind
-		code   string
+		name string
+		p    *identity.Principal
+		in   workspace.PromotionInput
+		kind errs.Kind
+		code string
 	}{
 		{"another-account-404", admin, workspace.PromotionInput{TargetDeploymentID: 50}, errs.NotFound, ""},
 		{"unknown-404", admin, workspace.PromotionInput{TargetDeploymentID: 51}, errs.NotFound, ""},
