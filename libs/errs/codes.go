@@ -55,6 +55,10 @@ const (
 	CodeIdempotencyLimit      = "idempotency_limit"        // 429: the account's idempotency records or bytes within their window
 	CodeSourceChanged         = "source_changed"           // 409: a promotion whose source changed since its preview
 	CodeDuplicateLimit        = "duplicate_limit"          // 400: items one duplicate creates
+	CodeInvalidKey            = "invalid_key"              // 400: an item key outside its grammar
+	CodeKeyTaken              = "key_taken"                // 409: an item key a live item of the type holds
+	CodeKeyImmutable          = "key_immutable"            // 409: changing the key of an item that has one
+	CodeVersionConflict       = "version_conflict"         // 409: expectedVersion is not the item's version
 )
 
 // Codes maps every code to the statuses it is sent with (nil: any other status of its
@@ -72,6 +76,7 @@ var Codes = map[string][]int{
 	CodeAPIKeyLimit: {400}, CodeServiceAccountLimit: {400}, CodeClientSecretLimit: {400}, CodeConcurrencyLimit: {429},
 	CodeIdempotencyKeyInvalid: {400}, CodeIdempotencyKeyInUse: {409}, CodeIdempotencyKeyReused: {422}, CodeIdempotencyLimit: {429},
 	CodeSourceChanged: {409}, CodeDuplicateLimit: {400},
+	CodeInvalidKey: {400}, CodeKeyTaken: {409}, CodeKeyImmutable: {409}, CodeVersionConflict: {409},
 }
 
 // DefaultCode is the code of an error that no rule names: one per status.
