@@ -235,3 +235,41 @@ func TestPromotionOfAnUnpublishedWorkbookLeavesTheTargetUnpublished(t *testing.T
 		t.Fatalf("promoted %+v %v", res, err)
 	}
 }
+
+// insertKeyed stores a workbook with a key directly (as a by-key create would).
+func (f *fixture) insertKeyed(dep int64, p *identity.Principal, name, key string) int64 {
+	f.t.Helper()
+	id, err := f.store.NextID(f.ctx)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if err := f.store.InsertItem(f.ctx, &workspace.Item{ID: id, DeploymentID: dep, Type: workspace.TypeWorkbook, Name: name, Key: key,
+		CreatedBy: p.User.ID, UpdatedBy: p.User.ID}); err != nil {
+		f.t.Fatal(err)
+	}
+	return id
+}
+
+// TestPromotionFindsTheTargetByKey: a keyed workbook never promoted before lands on the
+// target's workbook holding its key, which keeps its id and key; a duplicate of it has
+// no key.
+func TestPromotionFindsTheTargetByKey(t *testing.T) {
+	f := newPromotionFixture(t)
+	src := f.insertKeyed(f.dep, ai, "Sales", "sales-board")
+	there := f.insertKeyed(8, ai, "Sales (old)", "sales-board")
+	pv, res := f.promote(ai, src, 8)
+	if pv.Workbook.Action != workspace.ActionUpdate || pv.Workbook.TargetID == nil || *pv.Workbook.TargetID != there || res.Workbook.ID != there || res.Workbook.Name != "Sales" {
+		t.Fatalf("promotion of a keyed workbook: preview %+v, result %+v; want workbook %d updated", pv.Workbook, res.Workbook, there)
+	}
+	got, err := f.store.Items(f.ctx, 8, []int64{there}, 0)
+	if err != nil || got[there].Key != "sales-board" {
+		t.Fatalf("target after the promotion: %+v %v, want its key kept", got[there], err)
+	}
+	dup, err := f.svc.DuplicateWorkbook(f.ctx, ai, f.dep, src, workspace.DuplicateInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := f.store.Items(f.ctx, f.dep, []int64{dup.Workbook.ID}, 0); err != nil || got[dup.Workbook.ID].Key != "" {
+		t.Fatalf("duplicate %+v %v, want no key", got[dup.Workbook.ID], err)
+	}
+}
