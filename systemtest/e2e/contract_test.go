@@ -35,6 +35,7 @@ func TestContract(t *testing.T) {
 		{"audit", auditRules},
 		{"generated-client", clientRules},
 		{"service-accounts", serviceAccountRules},
+		{"promotion", promotionRules},
 	} {
 		for _, r := range group.rules {
 			t.Run(group.name+"/"+r.name, func(t *testing.T) { r.check(t, p) })
