@@ -32,9 +32,9 @@ type Item struct {
 	// item itself (ItemStore); 0 for an item stored before versions were kept.
 	Version   int64
 	CreatedBy int64
-	UpdatedBy    int64
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
+	UpdatedBy int64
+	CreatedAt time.Time
+	UpdatedAt time.Time
 	// Folders only: the grants set on the folder, every ancestor's id (in no particular
 	// order) and the folder's level (1 at the root), kept by the structural ops (TreeOp).
 	Grants []Grant
