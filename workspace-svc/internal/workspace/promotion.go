@@ -97,7 +97,7 @@ func viewOf(pr *Promotion) PromotionView {
 		v.TargetHash = &h
 	}
 	for _, r := range pr.Reports {
-		v.Reports = append(v.Reports, PromotedReportView{SourceID: r.SourceID, TargetID: r.TargetID, Action: r.Action})
+		v.Reports = append(v.Reports, PromotedReportView(r))
 	}
 	return v
 }
