@@ -125,6 +125,8 @@ func workerPipeline() []string {
 //   - embed-svc answers workspace-svc's embed viewer lookups (a viewer's current groups),
 //     and workspace-svc answers embed-svc's dashboard reach (the dry-run mint's
 //     dashboards): each asks only the other, and nobody else may ask either;
+//   - embed-svc asks both identity lookups; workspace-svc asks only whose a deployment is
+//     (a promotion's target), never for a user;
 //   - the dbt worker, which runs untrusted repositories, gets its jobs (and hears them
 //     published, to wake up), the job-state and ledger buckets, the manifest store and its
 //     own audit subject: it answers no request and sends only dbtsync-svc's object
@@ -140,7 +142,7 @@ func workerPipeline() []string {
 func NATSUsers() []NATSUser {
 	return []NATSUser{
 		{Name: "gateway", Publish: auditPublisher("gateway"), Subscribe: []string{inbox("gateway"), identityLookupsAll}, Responds: true},
-		{Name: "workspace-svc", Publish: append(auditPublisher("workspace-svc"), viewerGroups),
+		{Name: "workspace-svc", Publish: append(auditPublisher("workspace-svc"), viewerGroups, lookup.DeploymentSubject),
 			Subscribe: []string{inbox("workspace-svc"), dashboardReach}, Responds: true},
 		{Name: "embed-svc",
 			Publish: slices.Concat([]string{publish.Subject("embed-svc"), lookup.DeploymentSubject, lookup.UserSubject, branchResolve, dashboardReach},

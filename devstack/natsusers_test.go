@@ -131,7 +131,7 @@ func TestEachNATSUserIsRefusedWhatIsNotItsOwn(t *testing.T) {
 		{"gateway", "Publish", []string{"audit.events.platformctl", "audit.events.workspace-svc", "identity.lookup.user", "dbtsync.jobs.1", "_INBOX.x",
 			"$JS.API.CONSUMER.CREATE.AUDIT.x", "$JS.API.STREAM.DELETE.AUDIT"}},
 		{"gateway", "Subscription", []string{"audit.events.>", "_INBOX.>", "_INBOX_embed-svc.>"}},
-		{"workspace-svc", "Publish", []string{"audit.events.embed-svc", "identity.lookup.deployment", "dbtsync.jobs.1",
+		{"workspace-svc", "Publish", []string{"audit.events.embed-svc", "identity.lookup.user", "dbtsync.jobs.1",
 			"$JS.API.CONSUMER.CREATE.AUDIT.x", "$JS.API.STREAM.UPDATE.AUDIT", "$KV.dbtsync_jobs.job.1.x"}},
 		{"workspace-svc", "Subscription", []string{"identity.lookup.*", "audit.events.>"}},
 		{"embed-svc", "Publish", []string{"audit.events.workspace-svc", "dbtsync.jobs.1", "$KV.dbtsync_jobs.job.1.x",

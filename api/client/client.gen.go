@@ -795,6 +795,7 @@ const (
 	ErrorCodeCreatorModeDisabled    ErrorCode = "creator_mode_disabled"
 	ErrorCodeDefinitionTypeConflict ErrorCode = "definition_type_conflict"
 	ErrorCodeDepthLimit             ErrorCode = "depth_limit"
+	ErrorCodeDuplicateLimit         ErrorCode = "duplicate_limit"
 	ErrorCodeEmbedAccessLimit       ErrorCode = "embed_access_limit"
 	ErrorCodeExternalUserDeleting   ErrorCode = "external_user_deleting"
 	ErrorCodeExternalUserLimit      ErrorCode = "external_user_limit"
@@ -828,6 +829,7 @@ const (
 	ErrorCodeServerError            ErrorCode = "server_error"
 	ErrorCodeServiceAccountLimit    ErrorCode = "service_account_limit"
 	ErrorCodeSessionIdInvalid       ErrorCode = "session_id_invalid"
+	ErrorCodeSourceChanged          ErrorCode = "source_changed"
 	ErrorCodeStorageQuota           ErrorCode = "storage_quota"
 	ErrorCodeTimeout                ErrorCode = "timeout"
 	ErrorCodeTooLarge               ErrorCode = "too_large"
@@ -862,6 +864,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeDefinitionTypeConflict:
 		return true
 	case ErrorCodeDepthLimit:
+		return true
+	case ErrorCodeDuplicateLimit:
 		return true
 	case ErrorCodeEmbedAccessLimit:
 		return true
@@ -928,6 +932,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeServiceAccountLimit:
 		return true
 	case ErrorCodeSessionIdInvalid:
+		return true
+	case ErrorCodeSourceChanged:
 		return true
 	case ErrorCodeStorageQuota:
 		return true
@@ -1148,6 +1154,87 @@ const (
 func (e OAuthTokenRequestGrantType) Valid() bool {
 	switch e {
 	case OAuthTokenRequestGrantTypeClientCredentials:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PromotedReportAction.
+const (
+	PromotedReportActionCreate    PromotedReportAction = "create"
+	PromotedReportActionUnchanged PromotedReportAction = "unchanged"
+	PromotedReportActionUpdate    PromotedReportAction = "update"
+)
+
+// Valid indicates whether the value is a known member of the PromotedReportAction enum.
+func (e PromotedReportAction) Valid() bool {
+	switch e {
+	case PromotedReportActionCreate:
+		return true
+	case PromotedReportActionUnchanged:
+		return true
+	case PromotedReportActionUpdate:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PromotionResult.
+const (
+	PromotionResultCreated   PromotionResult = "created"
+	PromotionResultUnchanged PromotionResult = "unchanged"
+	PromotionResultUpdated   PromotionResult = "updated"
+)
+
+// Valid indicates whether the value is a known member of the PromotionResult enum.
+func (e PromotionResult) Valid() bool {
+	switch e {
+	case PromotionResultCreated:
+		return true
+	case PromotionResultUnchanged:
+		return true
+	case PromotionResultUpdated:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PromotionChangeAction.
+const (
+	PromotionChangeActionCreate    PromotionChangeAction = "create"
+	PromotionChangeActionUnchanged PromotionChangeAction = "unchanged"
+	PromotionChangeActionUpdate    PromotionChangeAction = "update"
+)
+
+// Valid indicates whether the value is a known member of the PromotionChangeAction enum.
+func (e PromotionChangeAction) Valid() bool {
+	switch e {
+	case PromotionChangeActionCreate:
+		return true
+	case PromotionChangeActionUnchanged:
+		return true
+	case PromotionChangeActionUpdate:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PromotionChangeType.
+const (
+	PromotionChangeTypeREPORT   PromotionChangeType = "REPORT"
+	PromotionChangeTypeWORKBOOK PromotionChangeType = "WORKBOOK"
+)
+
+// Valid indicates whether the value is a known member of the PromotionChangeType enum.
+func (e PromotionChangeType) Valid() bool {
+	switch e {
+	case PromotionChangeTypeREPORT:
+		return true
+	case PromotionChangeTypeWORKBOOK:
 		return true
 	default:
 		return false
@@ -1778,6 +1865,8 @@ type AuditOutcome struct {
 	// - `version_conflict`: 409: `expectedVersion` is not the item's current version
 	// - `invalid_selector`: 400: a dbt model selector (`select`, `exclude`) that cannot be read, or over `DBT_SYNC_SELECTOR_MAX_BYTES` or `DBT_SYNC_SELECTOR_MAX_TERMS`
 	// - `selector_needs_manifest`: 400: a dbt model selector's graph operators without a manifest to read the graph from (an upload, or the integration's `manifestPath`)
+	// - `source_changed`: 409: a promotion whose workbook changed since its preview
+	// - `duplicate_limit`: 400: folders, workbooks and reports one duplicate creates (`WORKSPACE_MAX_DUPLICATE_ITEMS`)
 	Code   *ErrorCode         `json:"code,omitempty"`
 	Result AuditOutcomeResult `json:"result"`
 
@@ -2313,6 +2402,30 @@ type DbtSyncRequestOutput string
 // DbtSyncRequestSource Where the sync input comes from.
 type DbtSyncRequestSource string
 
+// DuplicateCounts defines model for DuplicateCounts.
+type DuplicateCounts struct {
+	Folders   int `json:"folders"`
+	Reports   int `json:"reports"`
+	Workbooks int `json:"workbooks"`
+}
+
+// DuplicateFolderRequest defines model for DuplicateFolderRequest.
+type DuplicateFolderRequest struct {
+	// FolderId The destination; absent, beside the original; null, the workspace root.
+	FolderId *int64  `json:"folderId,omitempty"`
+	Name     *string `json:"name,omitempty"`
+}
+
+// DuplicateWorkbookRequest defines model for DuplicateWorkbookRequest.
+type DuplicateWorkbookRequest struct {
+	// Deep Copy the reports the draft names too, and point the copy's widgets at the copies.
+	Deep *bool `json:"deep,omitempty"`
+
+	// FolderId The destination; absent, beside the original; null, the workspace root.
+	FolderId *int64  `json:"folderId,omitempty"`
+	Name     *string `json:"name,omitempty"`
+}
+
 // EmbedAccess An object's own embed grants, as a PUT sends them. A missing key or an empty list is no
 // entry (the object inherits), never `none`. `inherited` is ignored, so a GET's answer can
 // be sent back as it is.
@@ -2711,6 +2824,8 @@ type Error struct {
 	// - `version_conflict`: 409: `expectedVersion` is not the item's current version
 	// - `invalid_selector`: 400: a dbt model selector (`select`, `exclude`) that cannot be read, or over `DBT_SYNC_SELECTOR_MAX_BYTES` or `DBT_SYNC_SELECTOR_MAX_TERMS`
 	// - `selector_needs_manifest`: 400: a dbt model selector's graph operators without a manifest to read the graph from (an upload, or the integration's `manifestPath`)
+	// - `source_changed`: 409: a promotion whose workbook changed since its preview
+	// - `duplicate_limit`: 400: folders, workbooks and reports one duplicate creates (`WORKSPACE_MAX_DUPLICATE_ITEMS`)
 	Code ErrorCode `json:"code"`
 
 	// Message Example: folder 12 not found
@@ -2774,6 +2889,8 @@ type Error struct {
 // - `version_conflict`: 409: `expectedVersion` is not the item's current version
 // - `invalid_selector`: 400: a dbt model selector (`select`, `exclude`) that cannot be read, or over `DBT_SYNC_SELECTOR_MAX_BYTES` or `DBT_SYNC_SELECTOR_MAX_TERMS`
 // - `selector_needs_manifest`: 400: a dbt model selector's graph operators without a manifest to read the graph from (an upload, or the integration's `manifestPath`)
+// - `source_changed`: 409: a promotion whose workbook changed since its preview
+// - `duplicate_limit`: 400: folders, workbooks and reports one duplicate creates (`WORKSPACE_MAX_DUPLICATE_ITEMS`)
 type ErrorCode string
 
 // ExchangeSessionRequest defines model for ExchangeSessionRequest.
@@ -2824,6 +2941,14 @@ type Folder struct {
 
 // FolderAccessLevel defines model for FolderAccessLevel.
 type FolderAccessLevel string
+
+// FolderDuplicate defines model for FolderDuplicate.
+type FolderDuplicate struct {
+	Created DuplicateCounts `json:"created"`
+
+	// Folder A folder. Every field is always present.
+	Folder Folder `json:"folder"`
+}
 
 // FolderGrant defines model for FolderGrant.
 type FolderGrant struct {
@@ -3236,6 +3361,108 @@ type PeriodOffset struct {
 
 	// Unit Example: year
 	Unit string `json:"unit"`
+}
+
+// PromotedReport defines model for PromotedReport.
+type PromotedReport struct {
+	Action   PromotedReportAction `json:"action"`
+	SourceId int64                `json:"sourceId"`
+	TargetId int64                `json:"targetId"`
+}
+
+// PromotedReportAction defines model for PromotedReport.Action.
+type PromotedReportAction string
+
+// PromotedWorkbook defines model for PromotedWorkbook.
+type PromotedWorkbook struct {
+	// Promotion One promotion of a workbook.
+	Promotion Promotion `json:"promotion"`
+
+	// Workbook A workbook; also the representation of a moved or listed item of any of the three types
+	// (a FOLDER has `meta` and `calculatedFields` `{}`).
+	Workbook Workbook `json:"workbook"`
+}
+
+// Promotion One promotion of a workbook.
+type Promotion struct {
+	CreatedAt time.Time `json:"createdAt"`
+
+	// CreatedBy The user who promoted it.
+	CreatedBy          int64            `json:"createdBy"`
+	DeploymentId       int64            `json:"deploymentId"`
+	Id                 int64            `json:"id"`
+	Published          bool             `json:"published"`
+	Reports            []PromotedReport `json:"reports"`
+	Result             PromotionResult  `json:"result"`
+	SourceHash         string           `json:"sourceHash"`
+	TargetDeploymentId int64            `json:"targetDeploymentId"`
+	TargetFolderId     *int64           `json:"targetFolderId"`
+
+	// TargetHash The target's hash before the promotion; null when it created the target.
+	TargetHash       *string `json:"targetHash"`
+	TargetWorkbookId int64   `json:"targetWorkbookId"`
+	WorkbookId       int64   `json:"workbookId"`
+}
+
+// PromotionResult defines model for Promotion.Result.
+type PromotionResult string
+
+// PromotionChange defines model for PromotionChange.
+type PromotionChange struct {
+	Action   PromotionChangeAction `json:"action"`
+	Name     string                `json:"name"`
+	SourceId int64                 `json:"sourceId"`
+
+	// TargetId The target item; null when it would be created.
+	TargetId *int64              `json:"targetId"`
+	Type     PromotionChangeType `json:"type"`
+}
+
+// PromotionChangeAction defines model for PromotionChange.Action.
+type PromotionChangeAction string
+
+// PromotionChangeType defines model for PromotionChange.Type.
+type PromotionChangeType string
+
+// PromotionPage defines model for PromotionPage.
+type PromotionPage struct {
+	Items    []Promotion `json:"items"`
+	PageInfo PageInfo    `json:"pageInfo"`
+}
+
+// PromotionPreview defines model for PromotionPreview.
+type PromotionPreview struct {
+	// Publish Whether the promotion publishes the target (the source is published and differs).
+	Publish bool `json:"publish"`
+
+	// Reports The reports that go along, in the order the dashboards name them.
+	Reports []PromotionChange `json:"reports"`
+
+	// SkippedReportIds Reports the dashboards name that do not go along (gone, or not viewable by the caller).
+	SkippedReportIds   []int64 `json:"skippedReportIds"`
+	SourceHash         string  `json:"sourceHash"`
+	TargetDeploymentId int64   `json:"targetDeploymentId"`
+
+	// TargetHash The target workbook's hash; null when there is none yet.
+	TargetHash *string         `json:"targetHash"`
+	Workbook   PromotionChange `json:"workbook"`
+}
+
+// PromotionPreviewRequest defines model for PromotionPreviewRequest.
+type PromotionPreviewRequest struct {
+	// TargetDeploymentId A deployment of the caller's account other than the workbook's.
+	TargetDeploymentId int64 `json:"targetDeploymentId"`
+
+	// TargetFolderId Where a first promotion creates the workbook (absent or null, the target's root).
+	TargetFolderId *int64 `json:"targetFolderId,omitempty"`
+}
+
+// PromotionRequest defines model for PromotionRequest.
+type PromotionRequest struct {
+	// SourceHash The `sourceHash` the preview answered.
+	SourceHash         string `json:"sourceHash"`
+	TargetDeploymentId int64  `json:"targetDeploymentId"`
+	TargetFolderId     *int64 `json:"targetFolderId,omitempty"`
 }
 
 // PublishWorkbookRequest defines model for PublishWorkbookRequest.
@@ -3788,6 +4015,16 @@ type Workbook struct {
 	Version int64 `json:"version"`
 }
 
+// WorkbookDuplicate defines model for WorkbookDuplicate.
+type WorkbookDuplicate struct {
+	Created DuplicateCounts `json:"created"`
+	Reports []Workbook      `json:"reports"`
+
+	// Workbook A workbook; also the representation of a moved or listed item of any of the three types
+	// (a FOLDER has `meta` and `calculatedFields` `{}`).
+	Workbook Workbook `json:"workbook"`
+}
+
 // WorkspaceItem A listed folder, workbook or report: the Workbook shape without the parts that can be
 // large (`meta`, `calculatedFields`, dashboards; GET the item for those), plus `position`
 // and `updatedBy`.
@@ -4154,6 +4391,19 @@ type DeleteFolderParams struct {
 	Recursive *bool `form:"recursive,omitempty" json:"recursive,omitempty"`
 }
 
+// DuplicateFolderParams defines parameters for DuplicateFolder.
+type DuplicateFolderParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
 // CreateReportParams defines parameters for CreateReport.
 type CreateReportParams struct {
 	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
@@ -4207,6 +4457,57 @@ type ListDashboardVersionsParams struct {
 
 // RestoreDashboardVersionParams defines parameters for RestoreDashboardVersion.
 type RestoreDashboardVersionParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// DuplicateWorkbookParams defines parameters for DuplicateWorkbook.
+type DuplicateWorkbookParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// PreviewWorkbookPromotionParams defines parameters for PreviewWorkbookPromotion.
+type PreviewWorkbookPromotionParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// ListWorkbookPromotionsParams defines parameters for ListWorkbookPromotions.
+type ListWorkbookPromotionsParams struct {
+	// First Page size, 1 to 200; 50 when absent or empty. Anything else is `400` with the same message
+	// on every list: `first must be an integer from 1 to 200, not "<value>"`.
+	First *First `form:"first,omitempty" json:"first,omitempty"`
+
+	// After Opaque cursor, the `endCursor` of the previous page; absent or empty is the first page. A
+	// cursor the list cannot read (another list's, or another sort's) is `400` with the same
+	// message on every list: `after is not a cursor returned by this list`.
+	After *After `form:"after,omitempty" json:"after,omitempty"`
+}
+
+// PromoteWorkbookParams defines parameters for PromoteWorkbook.
+type PromoteWorkbookParams struct {
 	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
 	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
 	// with the same request (method, path, query and body) answers the first answer again
@@ -4691,6 +4992,9 @@ type PutFolderByKeyJSONRequestBody = PutFolderByKeyRequest
 // UpdateFolderJSONRequestBody defines body for UpdateFolder for application/json ContentType.
 type UpdateFolderJSONRequestBody = UpdateFolderRequest
 
+// DuplicateFolderJSONRequestBody defines body for DuplicateFolder for application/json ContentType.
+type DuplicateFolderJSONRequestBody = DuplicateFolderRequest
+
 // SetFolderEmbedAccessJSONRequestBody defines body for SetFolderEmbedAccess for application/json ContentType.
 type SetFolderEmbedAccessJSONRequestBody = EmbedAccess
 
@@ -4715,8 +5019,17 @@ type PutWorkbookByKeyJSONRequestBody = PutWorkspaceItemByKeyRequest
 // UpdateWorkbookJSONRequestBody defines body for UpdateWorkbook for application/json ContentType.
 type UpdateWorkbookJSONRequestBody = UpdateWorkspaceItemRequest
 
+// DuplicateWorkbookJSONRequestBody defines body for DuplicateWorkbook for application/json ContentType.
+type DuplicateWorkbookJSONRequestBody = DuplicateWorkbookRequest
+
 // SetWorkbookEmbedAccessJSONRequestBody defines body for SetWorkbookEmbedAccess for application/json ContentType.
 type SetWorkbookEmbedAccessJSONRequestBody = EmbedAccess
+
+// PreviewWorkbookPromotionJSONRequestBody defines body for PreviewWorkbookPromotion for application/json ContentType.
+type PreviewWorkbookPromotionJSONRequestBody = PromotionPreviewRequest
+
+// PromoteWorkbookJSONRequestBody defines body for PromoteWorkbook for application/json ContentType.
+type PromoteWorkbookJSONRequestBody = PromotionRequest
 
 // PublishWorkbookJSONRequestBody defines body for PublishWorkbook for application/json ContentType.
 type PublishWorkbookJSONRequestBody = PublishWorkbookRequest
@@ -5652,6 +5965,40 @@ type ClientInterface interface {
 	// Corresponds with PATCH /api/v1/deployments/{deploymentId}/folders/{folderId} (the `UpdateFolder` operationId).
 	UpdateFolder(ctx context.Context, deploymentId DeploymentId, folderId FolderId, body UpdateFolderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// DuplicateFolderWithBody Duplicate the folder with its subtree
+	//
+	// Copies the folder, every folder below it and every workbook and report in them into
+	// `folderId` (absent: beside the original; null: the workspace root), the top copy named
+	// `name` or "<name> (copy)"; a workbook naming a report copied with it names the copy.
+	// The subtree is counted before anything is written: more than
+	// `WORKSPACE_MAX_DUPLICATE_ITEMS` (1,000) folders, workbooks and reports is `400
+	// duplicate_limit`, and a copy deeper than 8 levels is `400 depth_limit`, both with
+	// nothing created. Grants and embed access are not copied; copies are the caller's, have
+	// no key and are not published, each taking an item slot. Requires the `ai_bi_user` role,
+	// `view` on the folder and `edit` on the destination. The body is optional.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/deployments/{deploymentId}/folders/{folderId}/duplicate (the `DuplicateFolder` operationId).
+	DuplicateFolderWithBody(ctx context.Context, deploymentId DeploymentId, folderId FolderId, params *DuplicateFolderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DuplicateFolder Duplicate the folder with its subtree
+	//
+	// Copies the folder, every folder below it and every workbook and report in them into
+	// `folderId` (absent: beside the original; null: the workspace root), the top copy named
+	// `name` or "<name> (copy)"; a workbook naming a report copied with it names the copy.
+	// The subtree is counted before anything is written: more than
+	// `WORKSPACE_MAX_DUPLICATE_ITEMS` (1,000) folders, workbooks and reports is `400
+	// duplicate_limit`, and a copy deeper than 8 levels is `400 depth_limit`, both with
+	// nothing created. Grants and embed access are not copied; copies are the caller's, have
+	// no key and are not published, each taking an item slot. Requires the `ai_bi_user` role,
+	// `view` on the folder and `edit` on the destination. The body is optional.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/deployments/{deploymentId}/folders/{folderId}/duplicate (the `DuplicateFolder` operationId).
+	DuplicateFolder(ctx context.Context, deploymentId DeploymentId, folderId FolderId, params *DuplicateFolderParams, body DuplicateFolderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetFolderEmbedAccess Get the embed grants of a folder and what it inherits
 	//
 	// The folder's own embed grants, which reach every workbook below it at any depth, and in
@@ -5966,6 +6313,36 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/dashboard/versions/{versionNumber}/restore (the `RestoreDashboardVersion` operationId).
 	RestoreDashboardVersion(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, versionNumber VersionNumber, params *RestoreDashboardVersionParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// DuplicateWorkbookWithBody Duplicate the workbook
+	//
+	// Copies the workbook (name, meta, calculated fields, dashboard draft) into `folderId`
+	// (absent: beside the original; null: the workspace root), named `name` or
+	// "<name> (copy)". With `deep`, the reports its draft names that the caller can view are
+	// copied beside it first and the copy's widgets name the copies. Copies are the caller's,
+	// have no key and are not published; each takes an item slot (`item_limit`). Requires the
+	// `ai_bi_user` role, `view` on the workbook and `edit` on the destination. The body is
+	// optional.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/duplicate (the `DuplicateWorkbook` operationId).
+	DuplicateWorkbookWithBody(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *DuplicateWorkbookParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DuplicateWorkbook Duplicate the workbook
+	//
+	// Copies the workbook (name, meta, calculated fields, dashboard draft) into `folderId`
+	// (absent: beside the original; null: the workspace root), named `name` or
+	// "<name> (copy)". With `deep`, the reports its draft names that the caller can view are
+	// copied beside it first and the copy's widgets name the copies. Copies are the caller's,
+	// have no key and are not published; each takes an item slot (`item_limit`). Requires the
+	// `ai_bi_user` role, `view` on the workbook and `edit` on the destination. The body is
+	// optional.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/duplicate (the `DuplicateWorkbook` operationId).
+	DuplicateWorkbook(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *DuplicateWorkbookParams, body DuplicateWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetWorkbookEmbedAccess Get the embed grants of a workbook and what it inherits
 	//
 	// The workbook's own embed grants (`allEmbedUsers`, `tenants`, `groups`) and, in
@@ -6022,6 +6399,97 @@ type ClientInterface interface {
 	//
 	// Corresponds with PUT /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/embed-access (the `SetWorkbookEmbedAccess` operationId).
 	SetWorkbookEmbedAccess(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, body SetWorkbookEmbedAccessJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PreviewWorkbookPromotionWithBody Preview promoting the workbook into another deployment
+	//
+	// What promoting the workbook, with the reports its draft's and published dashboard's
+	// widgets name (`config.reportId`), into `targetDeploymentId` would change, and the hashes
+	// of both sides: `sourceHash` and `targetHash` are the SHA-256 (lowercase hex) of the RFC
+	// 8785 canonical JSON of the promoted content (docs/promotion.md states it); `targetHash`
+	// is null when the workbook was never promoted there. The target workbook is the one an
+	// earlier promotion of this workbook made in that deployment (or the target's live
+	// workbook with the source's key). Writes nothing.
+	//
+	// The target must be a deployment of the caller's account (another account's and an
+	// unknown one are the same `404`), within the token's scope (`403 key_out_of_scope`), and
+	// the caller must be able to create there (the `ai_bi_user` role, `edit` on
+	// `targetFolderId`, `edit` on a target workbook or report already there). Requires `view`
+	// on the workbook and a user's bearer token (never an embed token). Reports the caller
+	// cannot view, or that are gone, do not go along (`skippedReportIds`).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/promotion-previews (the `PreviewWorkbookPromotion` operationId).
+	PreviewWorkbookPromotionWithBody(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *PreviewWorkbookPromotionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PreviewWorkbookPromotion Preview promoting the workbook into another deployment
+	//
+	// What promoting the workbook, with the reports its draft's and published dashboard's
+	// widgets name (`config.reportId`), into `targetDeploymentId` would change, and the hashes
+	// of both sides: `sourceHash` and `targetHash` are the SHA-256 (lowercase hex) of the RFC
+	// 8785 canonical JSON of the promoted content (docs/promotion.md states it); `targetHash`
+	// is null when the workbook was never promoted there. The target workbook is the one an
+	// earlier promotion of this workbook made in that deployment (or the target's live
+	// workbook with the source's key). Writes nothing.
+	//
+	// The target must be a deployment of the caller's account (another account's and an
+	// unknown one are the same `404`), within the token's scope (`403 key_out_of_scope`), and
+	// the caller must be able to create there (the `ai_bi_user` role, `edit` on
+	// `targetFolderId`, `edit` on a target workbook or report already there). Requires `view`
+	// on the workbook and a user's bearer token (never an embed token). Reports the caller
+	// cannot view, or that are gone, do not go along (`skippedReportIds`).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/promotion-previews (the `PreviewWorkbookPromotion` operationId).
+	PreviewWorkbookPromotion(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *PreviewWorkbookPromotionParams, body PreviewWorkbookPromotionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListWorkbookPromotions List the workbook's promotions
+	//
+	// The workbook's promotion history, newest first: who promoted it, when, into which
+	// deployment, folder and workbook, both hashes (`targetHash` as it was before) and the
+	// result (`created`, `updated`, `unchanged`). Requires `view` on the workbook.
+	//
+	// Corresponds with GET /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/promotions (the `ListWorkbookPromotions` operationId).
+	ListWorkbookPromotions(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *ListWorkbookPromotionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PromoteWorkbookWithBody Promote the workbook into another deployment
+	//
+	// Applies what the preview said, only while the workbook still hashes to `sourceHash`
+	// (else `409 source_changed`: preview again). The reports go first (created in the target
+	// workbook's folder where none was promoted before, else updated in place), then the
+	// workbook, its widgets' `config.reportId` and its snapshots' `reportId` mapped to the
+	// target's reports; when the source is published, the target is published with the
+	// source's config, snapshots and `allowEmbed`. An unpublished source leaves the target's
+	// published dashboard as it is. Across promotions the target workbook keeps its id (so
+	// its slug), its key and its dashboard's `publicId`: live embeds keep working.
+	// `targetFolderId` places a first promotion; later ones leave the target where it is.
+	// Honours `Idempotency-Key`: a retry with the same key and body is applied once. Audited
+	// in both deployments (`workspace.workbook.promote`). Access as for the preview.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/promotions (the `PromoteWorkbook` operationId).
+	PromoteWorkbookWithBody(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *PromoteWorkbookParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PromoteWorkbook Promote the workbook into another deployment
+	//
+	// Applies what the preview said, only while the workbook still hashes to `sourceHash`
+	// (else `409 source_changed`: preview again). The reports go first (created in the target
+	// workbook's folder where none was promoted before, else updated in place), then the
+	// workbook, its widgets' `config.reportId` and its snapshots' `reportId` mapped to the
+	// target's reports; when the source is published, the target is published with the
+	// source's config, snapshots and `allowEmbed`. An unpublished source leaves the target's
+	// published dashboard as it is. Across promotions the target workbook keeps its id (so
+	// its slug), its key and its dashboard's `publicId`: live embeds keep working.
+	// `targetFolderId` places a first promotion; later ones leave the target where it is.
+	// Honours `Idempotency-Key`: a retry with the same key and body is applied once. Audited
+	// in both deployments (`workspace.workbook.promote`). Access as for the preview.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/promotions (the `PromoteWorkbook` operationId).
+	PromoteWorkbook(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *PromoteWorkbookParams, body PromoteWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PublishWorkbookWithBody Publish the workbook's dashboard draft
 	//
@@ -7863,6 +8331,60 @@ func (c *Client) UpdateFolder(ctx context.Context, deploymentId DeploymentId, fo
 	return c.Client.Do(req)
 }
 
+// DuplicateFolderWithBody Duplicate the folder with its subtree
+//
+// Copies the folder, every folder below it and every workbook and report in them into
+// `folderId` (absent: beside the original; null: the workspace root), the top copy named
+// `name` or "<name> (copy)"; a workbook naming a report copied with it names the copy.
+// The subtree is counted before anything is written: more than
+// `WORKSPACE_MAX_DUPLICATE_ITEMS` (1,000) folders, workbooks and reports is `400
+// duplicate_limit`, and a copy deeper than 8 levels is `400 depth_limit`, both with
+// nothing created. Grants and embed access are not copied; copies are the caller's, have
+// no key and are not published, each taking an item slot. Requires the `ai_bi_user` role,
+// `view` on the folder and `edit` on the destination. The body is optional.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/deployments/{deploymentId}/folders/{folderId}/duplicate (the `DuplicateFolder` operationId).
+func (c *Client) DuplicateFolderWithBody(ctx context.Context, deploymentId DeploymentId, folderId FolderId, params *DuplicateFolderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDuplicateFolderRequestWithBody(c.Server, deploymentId, folderId, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DuplicateFolder Duplicate the folder with its subtree
+//
+// Copies the folder, every folder below it and every workbook and report in them into
+// `folderId` (absent: beside the original; null: the workspace root), the top copy named
+// `name` or "<name> (copy)"; a workbook naming a report copied with it names the copy.
+// The subtree is counted before anything is written: more than
+// `WORKSPACE_MAX_DUPLICATE_ITEMS` (1,000) folders, workbooks and reports is `400
+// duplicate_limit`, and a copy deeper than 8 levels is `400 depth_limit`, both with
+// nothing created. Grants and embed access are not copied; copies are the caller's, have
+// no key and are not published, each taking an item slot. Requires the `ai_bi_user` role,
+// `view` on the folder and `edit` on the destination. The body is optional.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/deployments/{deploymentId}/folders/{folderId}/duplicate (the `DuplicateFolder` operationId).
+func (c *Client) DuplicateFolder(ctx context.Context, deploymentId DeploymentId, folderId FolderId, params *DuplicateFolderParams, body DuplicateFolderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDuplicateFolderRequest(c.Server, deploymentId, folderId, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // GetFolderEmbedAccess Get the embed grants of a folder and what it inherits
 //
 // The folder's own embed grants, which reach every workbook below it at any depth, and in
@@ -8438,6 +8960,56 @@ func (c *Client) RestoreDashboardVersion(ctx context.Context, deploymentId Deplo
 	return c.Client.Do(req)
 }
 
+// DuplicateWorkbookWithBody Duplicate the workbook
+//
+// Copies the workbook (name, meta, calculated fields, dashboard draft) into `folderId`
+// (absent: beside the original; null: the workspace root), named `name` or
+// "<name> (copy)". With `deep`, the reports its draft names that the caller can view are
+// copied beside it first and the copy's widgets name the copies. Copies are the caller's,
+// have no key and are not published; each takes an item slot (`item_limit`). Requires the
+// `ai_bi_user` role, `view` on the workbook and `edit` on the destination. The body is
+// optional.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/duplicate (the `DuplicateWorkbook` operationId).
+func (c *Client) DuplicateWorkbookWithBody(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *DuplicateWorkbookParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDuplicateWorkbookRequestWithBody(c.Server, deploymentId, workbookId, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DuplicateWorkbook Duplicate the workbook
+//
+// Copies the workbook (name, meta, calculated fields, dashboard draft) into `folderId`
+// (absent: beside the original; null: the workspace root), named `name` or
+// "<name> (copy)". With `deep`, the reports its draft names that the caller can view are
+// copied beside it first and the copy's widgets name the copies. Copies are the caller's,
+// have no key and are not published; each takes an item slot (`item_limit`). Requires the
+// `ai_bi_user` role, `view` on the workbook and `edit` on the destination. The body is
+// optional.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/duplicate (the `DuplicateWorkbook` operationId).
+func (c *Client) DuplicateWorkbook(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *DuplicateWorkbookParams, body DuplicateWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDuplicateWorkbookRequest(c.Server, deploymentId, workbookId, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // GetWorkbookEmbedAccess Get the embed grants of a workbook and what it inherits
 //
 // The workbook's own embed grants (`allEmbedUsers`, `tenants`, `groups`) and, in
@@ -8515,6 +9087,147 @@ func (c *Client) SetWorkbookEmbedAccessWithBody(ctx context.Context, deploymentI
 // Corresponds with PUT /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/embed-access (the `SetWorkbookEmbedAccess` operationId).
 func (c *Client) SetWorkbookEmbedAccess(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, body SetWorkbookEmbedAccessJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSetWorkbookEmbedAccessRequest(c.Server, deploymentId, workbookId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PreviewWorkbookPromotionWithBody Preview promoting the workbook into another deployment
+//
+// What promoting the workbook, with the reports its draft's and published dashboard's
+// widgets name (`config.reportId`), into `targetDeploymentId` would change, and the hashes
+// of both sides: `sourceHash` and `targetHash` are the SHA-256 (lowercase hex) of the RFC
+// 8785 canonical JSON of the promoted content (docs/promotion.md states it); `targetHash`
+// is null when the workbook was never promoted there. The target workbook is the one an
+// earlier promotion of this workbook made in that deployment (or the target's live
+// workbook with the source's key). Writes nothing.
+//
+// The target must be a deployment of the caller's account (another account's and an
+// unknown one are the same `404`), within the token's scope (`403 key_out_of_scope`), and
+// the caller must be able to create there (the `ai_bi_user` role, `edit` on
+// `targetFolderId`, `edit` on a target workbook or report already there). Requires `view`
+// on the workbook and a user's bearer token (never an embed token). Reports the caller
+// cannot view, or that are gone, do not go along (`skippedReportIds`).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/promotion-previews (the `PreviewWorkbookPromotion` operationId).
+func (c *Client) PreviewWorkbookPromotionWithBody(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *PreviewWorkbookPromotionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPreviewWorkbookPromotionRequestWithBody(c.Server, deploymentId, workbookId, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PreviewWorkbookPromotion Preview promoting the workbook into another deployment
+//
+// What promoting the workbook, with the reports its draft's and published dashboard's
+// widgets name (`config.reportId`), into `targetDeploymentId` would change, and the hashes
+// of both sides: `sourceHash` and `targetHash` are the SHA-256 (lowercase hex) of the RFC
+// 8785 canonical JSON of the promoted content (docs/promotion.md states it); `targetHash`
+// is null when the workbook was never promoted there. The target workbook is the one an
+// earlier promotion of this workbook made in that deployment (or the target's live
+// workbook with the source's key). Writes nothing.
+//
+// The target must be a deployment of the caller's account (another account's and an
+// unknown one are the same `404`), within the token's scope (`403 key_out_of_scope`), and
+// the caller must be able to create there (the `ai_bi_user` role, `edit` on
+// `targetFolderId`, `edit` on a target workbook or report already there). Requires `view`
+// on the workbook and a user's bearer token (never an embed token). Reports the caller
+// cannot view, or that are gone, do not go along (`skippedReportIds`).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/promotion-previews (the `PreviewWorkbookPromotion` operationId).
+func (c *Client) PreviewWorkbookPromotion(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *PreviewWorkbookPromotionParams, body PreviewWorkbookPromotionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPreviewWorkbookPromotionRequest(c.Server, deploymentId, workbookId, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListWorkbookPromotions List the workbook's promotions
+//
+// The workbook's promotion history, newest first: who promoted it, when, into which
+// deployment, folder and workbook, both hashes (`targetHash` as it was before) and the
+// result (`created`, `updated`, `unchanged`). Requires `view` on the workbook.
+//
+// Corresponds with GET /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/promotions (the `ListWorkbookPromotions` operationId).
+func (c *Client) ListWorkbookPromotions(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *ListWorkbookPromotionsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListWorkbookPromotionsRequest(c.Server, deploymentId, workbookId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PromoteWorkbookWithBody Promote the workbook into another deployment
+//
+// Applies what the preview said, only while the workbook still hashes to `sourceHash`
+// (else `409 source_changed`: preview again). The reports go first (created in the target
+// workbook's folder where none was promoted before, else updated in place), then the
+// workbook, its widgets' `config.reportId` and its snapshots' `reportId` mapped to the
+// target's reports; when the source is published, the target is published with the
+// source's config, snapshots and `allowEmbed`. An unpublished source leaves the target's
+// published dashboard as it is. Across promotions the target workbook keeps its id (so
+// its slug), its key and its dashboard's `publicId`: live embeds keep working.
+// `targetFolderId` places a first promotion; later ones leave the target where it is.
+// Honours `Idempotency-Key`: a retry with the same key and body is applied once. Audited
+// in both deployments (`workspace.workbook.promote`). Access as for the preview.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/promotions (the `PromoteWorkbook` operationId).
+func (c *Client) PromoteWorkbookWithBody(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *PromoteWorkbookParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPromoteWorkbookRequestWithBody(c.Server, deploymentId, workbookId, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PromoteWorkbook Promote the workbook into another deployment
+//
+// Applies what the preview said, only while the workbook still hashes to `sourceHash`
+// (else `409 source_changed`: preview again). The reports go first (created in the target
+// workbook's folder where none was promoted before, else updated in place), then the
+// workbook, its widgets' `config.reportId` and its snapshots' `reportId` mapped to the
+// target's reports; when the source is published, the target is published with the
+// source's config, snapshots and `allowEmbed`. An unpublished source leaves the target's
+// published dashboard as it is. Across promotions the target workbook keeps its id (so
+// its slug), its key and its dashboard's `publicId`: live embeds keep working.
+// `targetFolderId` places a first promotion; later ones leave the target where it is.
+// Honours `Idempotency-Key`: a retry with the same key and body is applied once. Audited
+// in both deployments (`workspace.workbook.promote`). Access as for the preview.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/promotions (the `PromoteWorkbook` operationId).
+func (c *Client) PromoteWorkbook(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *PromoteWorkbookParams, body PromoteWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPromoteWorkbookRequest(c.Server, deploymentId, workbookId, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -11695,6 +12408,75 @@ func NewUpdateFolderRequestWithBody(server string, deploymentId DeploymentId, fo
 	return req, nil
 }
 
+// NewDuplicateFolderRequest calls the generic DuplicateFolder builder with application/json body
+func NewDuplicateFolderRequest(server string, deploymentId DeploymentId, folderId FolderId, params *DuplicateFolderParams, body DuplicateFolderJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewDuplicateFolderRequestWithBody(server, deploymentId, folderId, params, "application/json", bodyReader)
+}
+
+// NewDuplicateFolderRequestWithBody constructs an http.Request for the DuplicateFolder method, with any body, and a specified content type
+func NewDuplicateFolderRequestWithBody(server string, deploymentId DeploymentId, folderId FolderId, params *DuplicateFolderParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "deploymentId", deploymentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "folderId", folderId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/deployments/%s/folders/%s/duplicate", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 // NewGetFolderEmbedAccessRequest constructs an http.Request for the GetFolderEmbedAccess method
 func NewGetFolderEmbedAccessRequest(server string, deploymentId DeploymentId, folderId FolderId) (*http.Request, error) {
 	var err error
@@ -12629,6 +13411,75 @@ func NewRestoreDashboardVersionRequest(server string, deploymentId DeploymentId,
 	return req, nil
 }
 
+// NewDuplicateWorkbookRequest calls the generic DuplicateWorkbook builder with application/json body
+func NewDuplicateWorkbookRequest(server string, deploymentId DeploymentId, workbookId WorkbookId, params *DuplicateWorkbookParams, body DuplicateWorkbookJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewDuplicateWorkbookRequestWithBody(server, deploymentId, workbookId, params, "application/json", bodyReader)
+}
+
+// NewDuplicateWorkbookRequestWithBody constructs an http.Request for the DuplicateWorkbook method, with any body, and a specified content type
+func NewDuplicateWorkbookRequestWithBody(server string, deploymentId DeploymentId, workbookId WorkbookId, params *DuplicateWorkbookParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "deploymentId", deploymentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "workbookId", workbookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/deployments/%s/workbooks/%s/duplicate", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 // NewGetWorkbookEmbedAccessRequest constructs an http.Request for the GetWorkbookEmbedAccess method
 func NewGetWorkbookEmbedAccessRequest(server string, deploymentId DeploymentId, workbookId WorkbookId) (*http.Request, error) {
 	var err error
@@ -12720,6 +13571,224 @@ func NewSetWorkbookEmbedAccessRequestWithBody(server string, deploymentId Deploy
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewPreviewWorkbookPromotionRequest calls the generic PreviewWorkbookPromotion builder with application/json body
+func NewPreviewWorkbookPromotionRequest(server string, deploymentId DeploymentId, workbookId WorkbookId, params *PreviewWorkbookPromotionParams, body PreviewWorkbookPromotionJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPreviewWorkbookPromotionRequestWithBody(server, deploymentId, workbookId, params, "application/json", bodyReader)
+}
+
+// NewPreviewWorkbookPromotionRequestWithBody constructs an http.Request for the PreviewWorkbookPromotion method, with any body, and a specified content type
+func NewPreviewWorkbookPromotionRequestWithBody(server string, deploymentId DeploymentId, workbookId WorkbookId, params *PreviewWorkbookPromotionParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "deploymentId", deploymentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "workbookId", workbookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/deployments/%s/workbooks/%s/promotion-previews", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewListWorkbookPromotionsRequest constructs an http.Request for the ListWorkbookPromotions method
+func NewListWorkbookPromotionsRequest(server string, deploymentId DeploymentId, workbookId WorkbookId, params *ListWorkbookPromotionsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "deploymentId", deploymentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "workbookId", workbookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/deployments/%s/workbooks/%s/promotions", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.First != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "first", *params.First, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPromoteWorkbookRequest calls the generic PromoteWorkbook builder with application/json body
+func NewPromoteWorkbookRequest(server string, deploymentId DeploymentId, workbookId WorkbookId, params *PromoteWorkbookParams, body PromoteWorkbookJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPromoteWorkbookRequestWithBody(server, deploymentId, workbookId, params, "application/json", bodyReader)
+}
+
+// NewPromoteWorkbookRequestWithBody constructs an http.Request for the PromoteWorkbook method, with any body, and a specified content type
+func NewPromoteWorkbookRequestWithBody(server string, deploymentId DeploymentId, workbookId WorkbookId, params *PromoteWorkbookParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "deploymentId", deploymentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "workbookId", workbookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/deployments/%s/workbooks/%s/promotions", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -16565,6 +17634,40 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PATCH /api/v1/deployments/{deploymentId}/folders/{folderId} (the `UpdateFolder` operationId).
 	UpdateFolderWithResponse(ctx context.Context, deploymentId DeploymentId, folderId FolderId, body UpdateFolderJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateFolderResponse, error)
 
+	// DuplicateFolderWithBodyWithResponse Duplicate the folder with its subtree
+	//
+	// Copies the folder, every folder below it and every workbook and report in them into
+	// `folderId` (absent: beside the original; null: the workspace root), the top copy named
+	// `name` or "<name> (copy)"; a workbook naming a report copied with it names the copy.
+	// The subtree is counted before anything is written: more than
+	// `WORKSPACE_MAX_DUPLICATE_ITEMS` (1,000) folders, workbooks and reports is `400
+	// duplicate_limit`, and a copy deeper than 8 levels is `400 depth_limit`, both with
+	// nothing created. Grants and embed access are not copied; copies are the caller's, have
+	// no key and are not published, each taking an item slot. Requires the `ai_bi_user` role,
+	// `view` on the folder and `edit` on the destination. The body is optional.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/deployments/{deploymentId}/folders/{folderId}/duplicate (the `DuplicateFolder` operationId).
+	DuplicateFolderWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, folderId FolderId, params *DuplicateFolderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DuplicateFolderResponse, error)
+
+	// DuplicateFolderWithResponse Duplicate the folder with its subtree
+	//
+	// Copies the folder, every folder below it and every workbook and report in them into
+	// `folderId` (absent: beside the original; null: the workspace root), the top copy named
+	// `name` or "<name> (copy)"; a workbook naming a report copied with it names the copy.
+	// The subtree is counted before anything is written: more than
+	// `WORKSPACE_MAX_DUPLICATE_ITEMS` (1,000) folders, workbooks and reports is `400
+	// duplicate_limit`, and a copy deeper than 8 levels is `400 depth_limit`, both with
+	// nothing created. Grants and embed access are not copied; copies are the caller's, have
+	// no key and are not published, each taking an item slot. Requires the `ai_bi_user` role,
+	// `view` on the folder and `edit` on the destination. The body is optional.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/deployments/{deploymentId}/folders/{folderId}/duplicate (the `DuplicateFolder` operationId).
+	DuplicateFolderWithResponse(ctx context.Context, deploymentId DeploymentId, folderId FolderId, params *DuplicateFolderParams, body DuplicateFolderJSONRequestBody, reqEditors ...RequestEditorFn) (*DuplicateFolderResponse, error)
+
 	// GetFolderEmbedAccessWithResponse Get the embed grants of a folder and what it inherits
 	//
 	// The folder's own embed grants, which reach every workbook below it at any depth, and in
@@ -16899,6 +18002,36 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/dashboard/versions/{versionNumber}/restore (the `RestoreDashboardVersion` operationId).
 	RestoreDashboardVersionWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, versionNumber VersionNumber, params *RestoreDashboardVersionParams, reqEditors ...RequestEditorFn) (*RestoreDashboardVersionResponse, error)
 
+	// DuplicateWorkbookWithBodyWithResponse Duplicate the workbook
+	//
+	// Copies the workbook (name, meta, calculated fields, dashboard draft) into `folderId`
+	// (absent: beside the original; null: the workspace root), named `name` or
+	// "<name> (copy)". With `deep`, the reports its draft names that the caller can view are
+	// copied beside it first and the copy's widgets name the copies. Copies are the caller's,
+	// have no key and are not published; each takes an item slot (`item_limit`). Requires the
+	// `ai_bi_user` role, `view` on the workbook and `edit` on the destination. The body is
+	// optional.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/duplicate (the `DuplicateWorkbook` operationId).
+	DuplicateWorkbookWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *DuplicateWorkbookParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DuplicateWorkbookResponse, error)
+
+	// DuplicateWorkbookWithResponse Duplicate the workbook
+	//
+	// Copies the workbook (name, meta, calculated fields, dashboard draft) into `folderId`
+	// (absent: beside the original; null: the workspace root), named `name` or
+	// "<name> (copy)". With `deep`, the reports its draft names that the caller can view are
+	// copied beside it first and the copy's widgets name the copies. Copies are the caller's,
+	// have no key and are not published; each takes an item slot (`item_limit`). Requires the
+	// `ai_bi_user` role, `view` on the workbook and `edit` on the destination. The body is
+	// optional.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/duplicate (the `DuplicateWorkbook` operationId).
+	DuplicateWorkbookWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *DuplicateWorkbookParams, body DuplicateWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*DuplicateWorkbookResponse, error)
+
 	// GetWorkbookEmbedAccessWithResponse Get the embed grants of a workbook and what it inherits
 	//
 	// The workbook's own embed grants (`allEmbedUsers`, `tenants`, `groups`) and, in
@@ -16957,6 +18090,99 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PUT /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/embed-access (the `SetWorkbookEmbedAccess` operationId).
 	SetWorkbookEmbedAccessWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, body SetWorkbookEmbedAccessJSONRequestBody, reqEditors ...RequestEditorFn) (*SetWorkbookEmbedAccessResponse, error)
+
+	// PreviewWorkbookPromotionWithBodyWithResponse Preview promoting the workbook into another deployment
+	//
+	// What promoting the workbook, with the reports its draft's and published dashboard's
+	// widgets name (`config.reportId`), into `targetDeploymentId` would change, and the hashes
+	// of both sides: `sourceHash` and `targetHash` are the SHA-256 (lowercase hex) of the RFC
+	// 8785 canonical JSON of the promoted content (docs/promotion.md states it); `targetHash`
+	// is null when the workbook was never promoted there. The target workbook is the one an
+	// earlier promotion of this workbook made in that deployment (or the target's live
+	// workbook with the source's key). Writes nothing.
+	//
+	// The target must be a deployment of the caller's account (another account's and an
+	// unknown one are the same `404`), within the token's scope (`403 key_out_of_scope`), and
+	// the caller must be able to create there (the `ai_bi_user` role, `edit` on
+	// `targetFolderId`, `edit` on a target workbook or report already there). Requires `view`
+	// on the workbook and a user's bearer token (never an embed token). Reports the caller
+	// cannot view, or that are gone, do not go along (`skippedReportIds`).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/promotion-previews (the `PreviewWorkbookPromotion` operationId).
+	PreviewWorkbookPromotionWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *PreviewWorkbookPromotionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PreviewWorkbookPromotionResponse, error)
+
+	// PreviewWorkbookPromotionWithResponse Preview promoting the workbook into another deployment
+	//
+	// What promoting the workbook, with the reports its draft's and published dashboard's
+	// widgets name (`config.reportId`), into `targetDeploymentId` would change, and the hashes
+	// of both sides: `sourceHash` and `targetHash` are the SHA-256 (lowercase hex) of the RFC
+	// 8785 canonical JSON of the promoted content (docs/promotion.md states it); `targetHash`
+	// is null when the workbook was never promoted there. The target workbook is the one an
+	// earlier promotion of this workbook made in that deployment (or the target's live
+	// workbook with the source's key). Writes nothing.
+	//
+	// The target must be a deployment of the caller's account (another account's and an
+	// unknown one are the same `404`), within the token's scope (`403 key_out_of_scope`), and
+	// the caller must be able to create there (the `ai_bi_user` role, `edit` on
+	// `targetFolderId`, `edit` on a target workbook or report already there). Requires `view`
+	// on the workbook and a user's bearer token (never an embed token). Reports the caller
+	// cannot view, or that are gone, do not go along (`skippedReportIds`).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/promotion-previews (the `PreviewWorkbookPromotion` operationId).
+	PreviewWorkbookPromotionWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *PreviewWorkbookPromotionParams, body PreviewWorkbookPromotionJSONRequestBody, reqEditors ...RequestEditorFn) (*PreviewWorkbookPromotionResponse, error)
+
+	// ListWorkbookPromotionsWithResponse List the workbook's promotions
+	//
+	// The workbook's promotion history, newest first: who promoted it, when, into which
+	// deployment, folder and workbook, both hashes (`targetHash` as it was before) and the
+	// result (`created`, `updated`, `unchanged`). Requires `view` on the workbook.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/promotions (the `ListWorkbookPromotions` operationId).
+	ListWorkbookPromotionsWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *ListWorkbookPromotionsParams, reqEditors ...RequestEditorFn) (*ListWorkbookPromotionsResponse, error)
+
+	// PromoteWorkbookWithBodyWithResponse Promote the workbook into another deployment
+	//
+	// Applies what the preview said, only while the workbook still hashes to `sourceHash`
+	// (else `409 source_changed`: preview again). The reports go first (created in the target
+	// workbook's folder where none was promoted before, else updated in place), then the
+	// workbook, its widgets' `config.reportId` and its snapshots' `reportId` mapped to the
+	// target's reports; when the source is published, the target is published with the
+	// source's config, snapshots and `allowEmbed`. An unpublished source leaves the target's
+	// published dashboard as it is. Across promotions the target workbook keeps its id (so
+	// its slug), its key and its dashboard's `publicId`: live embeds keep working.
+	// `targetFolderId` places a first promotion; later ones leave the target where it is.
+	// Honours `Idempotency-Key`: a retry with the same key and body is applied once. Audited
+	// in both deployments (`workspace.workbook.promote`). Access as for the preview.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/promotions (the `PromoteWorkbook` operationId).
+	PromoteWorkbookWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *PromoteWorkbookParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PromoteWorkbookResponse, error)
+
+	// PromoteWorkbookWithResponse Promote the workbook into another deployment
+	//
+	// Applies what the preview said, only while the workbook still hashes to `sourceHash`
+	// (else `409 source_changed`: preview again). The reports go first (created in the target
+	// workbook's folder where none was promoted before, else updated in place), then the
+	// workbook, its widgets' `config.reportId` and its snapshots' `reportId` mapped to the
+	// target's reports; when the source is published, the target is published with the
+	// source's config, snapshots and `allowEmbed`. An unpublished source leaves the target's
+	// published dashboard as it is. Across promotions the target workbook keeps its id (so
+	// its slug), its key and its dashboard's `publicId`: live embeds keep working.
+	// `targetFolderId` places a first promotion; later ones leave the target where it is.
+	// Honours `Idempotency-Key`: a retry with the same key and body is applied once. Audited
+	// in both deployments (`workspace.workbook.promote`). Access as for the preview.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/promotions (the `PromoteWorkbook` operationId).
+	PromoteWorkbookWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *PromoteWorkbookParams, body PromoteWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*PromoteWorkbookResponse, error)
 
 	// PublishWorkbookWithBodyWithResponse Publish the workbook's dashboard draft
 	//
@@ -20859,6 +22085,135 @@ func (r UpdateFolderResponse) ContentType() string {
 	return ""
 }
 
+// DuplicateFolderResponse200Headers the declared response headers of an HTTP 200 response for DuplicateFolder
+type DuplicateFolderResponse200Headers struct {
+	IdempotentReplayed *string
+	RateLimit          *string
+	RateLimitPolicy    *string
+}
+
+// DuplicateFolderResponse401Headers the declared response headers of an HTTP 401 response for DuplicateFolder
+type DuplicateFolderResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// DuplicateFolderResponse429Headers the declared response headers of an HTTP 429 response for DuplicateFolder
+type DuplicateFolderResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
+}
+
+type DuplicateFolderResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *FolderDuplicate
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ConcurrencyLimit
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *BadGateway
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *DuplicateFolderResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DuplicateFolderResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DuplicateFolderResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DuplicateFolderResponse) GetJSON200() *FolderDuplicate {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DuplicateFolderResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DuplicateFolderResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r DuplicateFolderResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DuplicateFolderResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r DuplicateFolderResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DuplicateFolderResponse) GetJSON429() *ConcurrencyLimit {
+	return r.JSON429
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r DuplicateFolderResponse) GetJSON502() *BadGateway {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r DuplicateFolderResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r DuplicateFolderResponse) GetJSON504() *GatewayTimeout {
+	return r.JSON504
+}
+
+// GetBody returns the raw response body bytes
+func (r DuplicateFolderResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DuplicateFolderResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DuplicateFolderResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DuplicateFolderResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetFolderEmbedAccessResponse200Headers the declared response headers of an HTTP 200 response for GetFolderEmbedAccess
 type GetFolderEmbedAccessResponse200Headers struct {
 	RateLimit       *string
@@ -23288,6 +24643,135 @@ func (r RestoreDashboardVersionResponse) ContentType() string {
 	return ""
 }
 
+// DuplicateWorkbookResponse200Headers the declared response headers of an HTTP 200 response for DuplicateWorkbook
+type DuplicateWorkbookResponse200Headers struct {
+	IdempotentReplayed *string
+	RateLimit          *string
+	RateLimitPolicy    *string
+}
+
+// DuplicateWorkbookResponse401Headers the declared response headers of an HTTP 401 response for DuplicateWorkbook
+type DuplicateWorkbookResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// DuplicateWorkbookResponse429Headers the declared response headers of an HTTP 429 response for DuplicateWorkbook
+type DuplicateWorkbookResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
+}
+
+type DuplicateWorkbookResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WorkbookDuplicate
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ConcurrencyLimit
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *BadGateway
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *DuplicateWorkbookResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DuplicateWorkbookResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DuplicateWorkbookResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DuplicateWorkbookResponse) GetJSON200() *WorkbookDuplicate {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DuplicateWorkbookResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DuplicateWorkbookResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r DuplicateWorkbookResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DuplicateWorkbookResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r DuplicateWorkbookResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DuplicateWorkbookResponse) GetJSON429() *ConcurrencyLimit {
+	return r.JSON429
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r DuplicateWorkbookResponse) GetJSON502() *BadGateway {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r DuplicateWorkbookResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r DuplicateWorkbookResponse) GetJSON504() *GatewayTimeout {
+	return r.JSON504
+}
+
+// GetBody returns the raw response body bytes
+func (r DuplicateWorkbookResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DuplicateWorkbookResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DuplicateWorkbookResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DuplicateWorkbookResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetWorkbookEmbedAccessResponse200Headers the declared response headers of an HTTP 200 response for GetWorkbookEmbedAccess
 type GetWorkbookEmbedAccessResponse200Headers struct {
 	RateLimit       *string
@@ -23538,6 +25022,406 @@ func (r SetWorkbookEmbedAccessResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r SetWorkbookEmbedAccessResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PreviewWorkbookPromotionResponse200Headers the declared response headers of an HTTP 200 response for PreviewWorkbookPromotion
+type PreviewWorkbookPromotionResponse200Headers struct {
+	IdempotentReplayed *string
+	RateLimit          *string
+	RateLimitPolicy    *string
+}
+
+// PreviewWorkbookPromotionResponse401Headers the declared response headers of an HTTP 401 response for PreviewWorkbookPromotion
+type PreviewWorkbookPromotionResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// PreviewWorkbookPromotionResponse429Headers the declared response headers of an HTTP 429 response for PreviewWorkbookPromotion
+type PreviewWorkbookPromotionResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
+}
+
+type PreviewWorkbookPromotionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PromotionPreview
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *BadGateway
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *PreviewWorkbookPromotionResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PreviewWorkbookPromotionResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PreviewWorkbookPromotionResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PreviewWorkbookPromotionResponse) GetJSON200() *PromotionPreview {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PreviewWorkbookPromotionResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PreviewWorkbookPromotionResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PreviewWorkbookPromotionResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r PreviewWorkbookPromotionResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r PreviewWorkbookPromotionResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r PreviewWorkbookPromotionResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r PreviewWorkbookPromotionResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r PreviewWorkbookPromotionResponse) GetJSON502() *BadGateway {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r PreviewWorkbookPromotionResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r PreviewWorkbookPromotionResponse) GetJSON504() *GatewayTimeout {
+	return r.JSON504
+}
+
+// GetBody returns the raw response body bytes
+func (r PreviewWorkbookPromotionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PreviewWorkbookPromotionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PreviewWorkbookPromotionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PreviewWorkbookPromotionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListWorkbookPromotionsResponse200Headers the declared response headers of an HTTP 200 response for ListWorkbookPromotions
+type ListWorkbookPromotionsResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
+// ListWorkbookPromotionsResponse401Headers the declared response headers of an HTTP 401 response for ListWorkbookPromotions
+type ListWorkbookPromotionsResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// ListWorkbookPromotionsResponse429Headers the declared response headers of an HTTP 429 response for ListWorkbookPromotions
+type ListWorkbookPromotionsResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
+}
+
+type ListWorkbookPromotionsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PromotionPage
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *BadGateway
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListWorkbookPromotionsResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListWorkbookPromotionsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListWorkbookPromotionsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListWorkbookPromotionsResponse) GetJSON200() *PromotionPage {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListWorkbookPromotionsResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListWorkbookPromotionsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListWorkbookPromotionsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ListWorkbookPromotionsResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListWorkbookPromotionsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r ListWorkbookPromotionsResponse) GetJSON502() *BadGateway {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListWorkbookPromotionsResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r ListWorkbookPromotionsResponse) GetJSON504() *GatewayTimeout {
+	return r.JSON504
+}
+
+// GetBody returns the raw response body bytes
+func (r ListWorkbookPromotionsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListWorkbookPromotionsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListWorkbookPromotionsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListWorkbookPromotionsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PromoteWorkbookResponse200Headers the declared response headers of an HTTP 200 response for PromoteWorkbook
+type PromoteWorkbookResponse200Headers struct {
+	IdempotentReplayed *string
+	RateLimit          *string
+	RateLimitPolicy    *string
+}
+
+// PromoteWorkbookResponse401Headers the declared response headers of an HTTP 401 response for PromoteWorkbook
+type PromoteWorkbookResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// PromoteWorkbookResponse429Headers the declared response headers of an HTTP 429 response for PromoteWorkbook
+type PromoteWorkbookResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
+}
+
+type PromoteWorkbookResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PromotedWorkbook
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *PayloadTooLarge
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ConcurrencyLimit
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *BadGateway
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *PromoteWorkbookResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PromoteWorkbookResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PromoteWorkbookResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PromoteWorkbookResponse) GetJSON200() *PromotedWorkbook {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PromoteWorkbookResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PromoteWorkbookResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PromoteWorkbookResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r PromoteWorkbookResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r PromoteWorkbookResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r PromoteWorkbookResponse) GetJSON413() *PayloadTooLarge {
+	return r.JSON413
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r PromoteWorkbookResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r PromoteWorkbookResponse) GetJSON429() *ConcurrencyLimit {
+	return r.JSON429
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r PromoteWorkbookResponse) GetJSON502() *BadGateway {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r PromoteWorkbookResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r PromoteWorkbookResponse) GetJSON504() *GatewayTimeout {
+	return r.JSON504
+}
+
+// GetBody returns the raw response body bytes
+func (r PromoteWorkbookResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PromoteWorkbookResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PromoteWorkbookResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PromoteWorkbookResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -31210,6 +33094,52 @@ func (c *ClientWithResponses) UpdateFolderWithResponse(ctx context.Context, depl
 	return ParseUpdateFolderResponse(rsp)
 }
 
+// DuplicateFolderWithBodyWithResponse Duplicate the folder with its subtree
+//
+// Copies the folder, every folder below it and every workbook and report in them into
+// `folderId` (absent: beside the original; null: the workspace root), the top copy named
+// `name` or "<name> (copy)"; a workbook naming a report copied with it names the copy.
+// The subtree is counted before anything is written: more than
+// `WORKSPACE_MAX_DUPLICATE_ITEMS` (1,000) folders, workbooks and reports is `400
+// duplicate_limit`, and a copy deeper than 8 levels is `400 depth_limit`, both with
+// nothing created. Grants and embed access are not copied; copies are the caller's, have
+// no key and are not published, each taking an item slot. Requires the `ai_bi_user` role,
+// `view` on the folder and `edit` on the destination. The body is optional.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/deployments/{deploymentId}/folders/{folderId}/duplicate (the `DuplicateFolder` operationId).
+func (c *ClientWithResponses) DuplicateFolderWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, folderId FolderId, params *DuplicateFolderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DuplicateFolderResponse, error) {
+	rsp, err := c.DuplicateFolderWithBody(ctx, deploymentId, folderId, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDuplicateFolderResponse(rsp)
+}
+
+// DuplicateFolderWithResponse Duplicate the folder with its subtree
+//
+// Copies the folder, every folder below it and every workbook and report in them into
+// `folderId` (absent: beside the original; null: the workspace root), the top copy named
+// `name` or "<name> (copy)"; a workbook naming a report copied with it names the copy.
+// The subtree is counted before anything is written: more than
+// `WORKSPACE_MAX_DUPLICATE_ITEMS` (1,000) folders, workbooks and reports is `400
+// duplicate_limit`, and a copy deeper than 8 levels is `400 depth_limit`, both with
+// nothing created. Grants and embed access are not copied; copies are the caller's, have
+// no key and are not published, each taking an item slot. Requires the `ai_bi_user` role,
+// `view` on the folder and `edit` on the destination. The body is optional.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/deployments/{deploymentId}/folders/{folderId}/duplicate (the `DuplicateFolder` operationId).
+func (c *ClientWithResponses) DuplicateFolderWithResponse(ctx context.Context, deploymentId DeploymentId, folderId FolderId, params *DuplicateFolderParams, body DuplicateFolderJSONRequestBody, reqEditors ...RequestEditorFn) (*DuplicateFolderResponse, error) {
+	rsp, err := c.DuplicateFolder(ctx, deploymentId, folderId, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDuplicateFolderResponse(rsp)
+}
+
 // GetFolderEmbedAccessWithResponse Get the embed grants of a folder and what it inherits
 //
 // The folder's own embed grants, which reach every workbook below it at any depth, and in
@@ -31701,6 +33631,48 @@ func (c *ClientWithResponses) RestoreDashboardVersionWithResponse(ctx context.Co
 	return ParseRestoreDashboardVersionResponse(rsp)
 }
 
+// DuplicateWorkbookWithBodyWithResponse Duplicate the workbook
+//
+// Copies the workbook (name, meta, calculated fields, dashboard draft) into `folderId`
+// (absent: beside the original; null: the workspace root), named `name` or
+// "<name> (copy)". With `deep`, the reports its draft names that the caller can view are
+// copied beside it first and the copy's widgets name the copies. Copies are the caller's,
+// have no key and are not published; each takes an item slot (`item_limit`). Requires the
+// `ai_bi_user` role, `view` on the workbook and `edit` on the destination. The body is
+// optional.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/duplicate (the `DuplicateWorkbook` operationId).
+func (c *ClientWithResponses) DuplicateWorkbookWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *DuplicateWorkbookParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DuplicateWorkbookResponse, error) {
+	rsp, err := c.DuplicateWorkbookWithBody(ctx, deploymentId, workbookId, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDuplicateWorkbookResponse(rsp)
+}
+
+// DuplicateWorkbookWithResponse Duplicate the workbook
+//
+// Copies the workbook (name, meta, calculated fields, dashboard draft) into `folderId`
+// (absent: beside the original; null: the workspace root), named `name` or
+// "<name> (copy)". With `deep`, the reports its draft names that the caller can view are
+// copied beside it first and the copy's widgets name the copies. Copies are the caller's,
+// have no key and are not published; each takes an item slot (`item_limit`). Requires the
+// `ai_bi_user` role, `view` on the workbook and `edit` on the destination. The body is
+// optional.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/duplicate (the `DuplicateWorkbook` operationId).
+func (c *ClientWithResponses) DuplicateWorkbookWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *DuplicateWorkbookParams, body DuplicateWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*DuplicateWorkbookResponse, error) {
+	rsp, err := c.DuplicateWorkbook(ctx, deploymentId, workbookId, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDuplicateWorkbookResponse(rsp)
+}
+
 // GetWorkbookEmbedAccessWithResponse Get the embed grants of a workbook and what it inherits
 //
 // The workbook's own embed grants (`allEmbedUsers`, `tenants`, `groups`) and, in
@@ -31776,6 +33748,129 @@ func (c *ClientWithResponses) SetWorkbookEmbedAccessWithResponse(ctx context.Con
 		return nil, err
 	}
 	return ParseSetWorkbookEmbedAccessResponse(rsp)
+}
+
+// PreviewWorkbookPromotionWithBodyWithResponse Preview promoting the workbook into another deployment
+//
+// What promoting the workbook, with the reports its draft's and published dashboard's
+// widgets name (`config.reportId`), into `targetDeploymentId` would change, and the hashes
+// of both sides: `sourceHash` and `targetHash` are the SHA-256 (lowercase hex) of the RFC
+// 8785 canonical JSON of the promoted content (docs/promotion.md states it); `targetHash`
+// is null when the workbook was never promoted there. The target workbook is the one an
+// earlier promotion of this workbook made in that deployment (or the target's live
+// workbook with the source's key). Writes nothing.
+//
+// The target must be a deployment of the caller's account (another account's and an
+// unknown one are the same `404`), within the token's scope (`403 key_out_of_scope`), and
+// the caller must be able to create there (the `ai_bi_user` role, `edit` on
+// `targetFolderId`, `edit` on a target workbook or report already there). Requires `view`
+// on the workbook and a user's bearer token (never an embed token). Reports the caller
+// cannot view, or that are gone, do not go along (`skippedReportIds`).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/promotion-previews (the `PreviewWorkbookPromotion` operationId).
+func (c *ClientWithResponses) PreviewWorkbookPromotionWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *PreviewWorkbookPromotionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PreviewWorkbookPromotionResponse, error) {
+	rsp, err := c.PreviewWorkbookPromotionWithBody(ctx, deploymentId, workbookId, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePreviewWorkbookPromotionResponse(rsp)
+}
+
+// PreviewWorkbookPromotionWithResponse Preview promoting the workbook into another deployment
+//
+// What promoting the workbook, with the reports its draft's and published dashboard's
+// widgets name (`config.reportId`), into `targetDeploymentId` would change, and the hashes
+// of both sides: `sourceHash` and `targetHash` are the SHA-256 (lowercase hex) of the RFC
+// 8785 canonical JSON of the promoted content (docs/promotion.md states it); `targetHash`
+// is null when the workbook was never promoted there. The target workbook is the one an
+// earlier promotion of this workbook made in that deployment (or the target's live
+// workbook with the source's key). Writes nothing.
+//
+// The target must be a deployment of the caller's account (another account's and an
+// unknown one are the same `404`), within the token's scope (`403 key_out_of_scope`), and
+// the caller must be able to create there (the `ai_bi_user` role, `edit` on
+// `targetFolderId`, `edit` on a target workbook or report already there). Requires `view`
+// on the workbook and a user's bearer token (never an embed token). Reports the caller
+// cannot view, or that are gone, do not go along (`skippedReportIds`).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/promotion-previews (the `PreviewWorkbookPromotion` operationId).
+func (c *ClientWithResponses) PreviewWorkbookPromotionWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *PreviewWorkbookPromotionParams, body PreviewWorkbookPromotionJSONRequestBody, reqEditors ...RequestEditorFn) (*PreviewWorkbookPromotionResponse, error) {
+	rsp, err := c.PreviewWorkbookPromotion(ctx, deploymentId, workbookId, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePreviewWorkbookPromotionResponse(rsp)
+}
+
+// ListWorkbookPromotionsWithResponse List the workbook's promotions
+//
+// The workbook's promotion history, newest first: who promoted it, when, into which
+// deployment, folder and workbook, both hashes (`targetHash` as it was before) and the
+// result (`created`, `updated`, `unchanged`). Requires `view` on the workbook.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/promotions (the `ListWorkbookPromotions` operationId).
+func (c *ClientWithResponses) ListWorkbookPromotionsWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *ListWorkbookPromotionsParams, reqEditors ...RequestEditorFn) (*ListWorkbookPromotionsResponse, error) {
+	rsp, err := c.ListWorkbookPromotions(ctx, deploymentId, workbookId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListWorkbookPromotionsResponse(rsp)
+}
+
+// PromoteWorkbookWithBodyWithResponse Promote the workbook into another deployment
+//
+// Applies what the preview said, only while the workbook still hashes to `sourceHash`
+// (else `409 source_changed`: preview again). The reports go first (created in the target
+// workbook's folder where none was promoted before, else updated in place), then the
+// workbook, its widgets' `config.reportId` and its snapshots' `reportId` mapped to the
+// target's reports; when the source is published, the target is published with the
+// source's config, snapshots and `allowEmbed`. An unpublished source leaves the target's
+// published dashboard as it is. Across promotions the target workbook keeps its id (so
+// its slug), its key and its dashboard's `publicId`: live embeds keep working.
+// `targetFolderId` places a first promotion; later ones leave the target where it is.
+// Honours `Idempotency-Key`: a retry with the same key and body is applied once. Audited
+// in both deployments (`workspace.workbook.promote`). Access as for the preview.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/promotions (the `PromoteWorkbook` operationId).
+func (c *ClientWithResponses) PromoteWorkbookWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *PromoteWorkbookParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PromoteWorkbookResponse, error) {
+	rsp, err := c.PromoteWorkbookWithBody(ctx, deploymentId, workbookId, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePromoteWorkbookResponse(rsp)
+}
+
+// PromoteWorkbookWithResponse Promote the workbook into another deployment
+//
+// Applies what the preview said, only while the workbook still hashes to `sourceHash`
+// (else `409 source_changed`: preview again). The reports go first (created in the target
+// workbook's folder where none was promoted before, else updated in place), then the
+// workbook, its widgets' `config.reportId` and its snapshots' `reportId` mapped to the
+// target's reports; when the source is published, the target is published with the
+// source's config, snapshots and `allowEmbed`. An unpublished source leaves the target's
+// published dashboard as it is. Across promotions the target workbook keeps its id (so
+// its slug), its key and its dashboard's `publicId`: live embeds keep working.
+// `targetFolderId` places a first promotion; later ones leave the target where it is.
+// Honours `Idempotency-Key`: a retry with the same key and body is applied once. Audited
+// in both deployments (`workspace.workbook.promote`). Access as for the preview.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/deployments/{deploymentId}/workbooks/{workbookId}/promotions (the `PromoteWorkbook` operationId).
+func (c *ClientWithResponses) PromoteWorkbookWithResponse(ctx context.Context, deploymentId DeploymentId, workbookId WorkbookId, params *PromoteWorkbookParams, body PromoteWorkbookJSONRequestBody, reqEditors ...RequestEditorFn) (*PromoteWorkbookResponse, error) {
+	rsp, err := c.PromoteWorkbook(ctx, deploymentId, workbookId, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePromoteWorkbookResponse(rsp)
 }
 
 // PublishWorkbookWithBodyWithResponse Publish the workbook's dashboard draft
@@ -36503,6 +38598,156 @@ func ParseUpdateFolderResponse(rsp *http.Response) (*UpdateFolderResponse, error
 	return response, nil
 }
 
+// ParseDuplicateFolderResponse parses an HTTP response from a DuplicateFolderWithResponse call
+func ParseDuplicateFolderResponse(rsp *http.Response) (*DuplicateFolderResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DuplicateFolderResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest FolderDuplicate
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ConcurrencyLimit
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest BadGateway
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest GatewayTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers DuplicateFolderResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers DuplicateFolderResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers DuplicateFolderResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseGetFolderEmbedAccessResponse parses an HTTP response from a GetFolderEmbedAccessWithResponse call
 func ParseGetFolderEmbedAccessResponse(rsp *http.Response) (*GetFolderEmbedAccessResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -39259,6 +41504,156 @@ func ParseRestoreDashboardVersionResponse(rsp *http.Response) (*RestoreDashboard
 	return response, nil
 }
 
+// ParseDuplicateWorkbookResponse parses an HTTP response from a DuplicateWorkbookWithResponse call
+func ParseDuplicateWorkbookResponse(rsp *http.Response) (*DuplicateWorkbookResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DuplicateWorkbookResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WorkbookDuplicate
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ConcurrencyLimit
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest BadGateway
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest GatewayTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers DuplicateWorkbookResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers DuplicateWorkbookResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers DuplicateWorkbookResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseGetWorkbookEmbedAccessResponse parses an HTTP response from a GetWorkbookEmbedAccessWithResponse call
 func ParseGetWorkbookEmbedAccessResponse(rsp *http.Response) (*GetWorkbookEmbedAccessResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -39518,6 +41913,463 @@ func ParseSetWorkbookEmbedAccessResponse(rsp *http.Response) (*SetWorkbookEmbedA
 		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers SetWorkbookEmbedAccessResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePreviewWorkbookPromotionResponse parses an HTTP response from a PreviewWorkbookPromotionWithResponse call
+func ParsePreviewWorkbookPromotionResponse(rsp *http.Response) (*PreviewWorkbookPromotionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PreviewWorkbookPromotionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PromotionPreview
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest BadGateway
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest GatewayTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers PreviewWorkbookPromotionResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers PreviewWorkbookPromotionResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers PreviewWorkbookPromotionResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListWorkbookPromotionsResponse parses an HTTP response from a ListWorkbookPromotionsWithResponse call
+func ParseListWorkbookPromotionsResponse(rsp *http.Response) (*ListWorkbookPromotionsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListWorkbookPromotionsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PromotionPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest BadGateway
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest GatewayTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListWorkbookPromotionsResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListWorkbookPromotionsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListWorkbookPromotionsResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePromoteWorkbookResponse parses an HTTP response from a PromoteWorkbookWithResponse call
+func ParsePromoteWorkbookResponse(rsp *http.Response) (*PromoteWorkbookResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PromoteWorkbookResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PromotedWorkbook
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ConcurrencyLimit
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest BadGateway
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest GatewayTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers PromoteWorkbookResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers PromoteWorkbookResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers PromoteWorkbookResponse429Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

@@ -56,6 +56,8 @@ const (
 	CodeIdempotencyKeyInUse   = "idempotency_key_in_use"   // 409: the key's first request is still running
 	CodeIdempotencyKeyReused  = "idempotency_key_reused"   // 422: the key was used with another request
 	CodeIdempotencyLimit      = "idempotency_limit"        // 429: the account's idempotency records or bytes within their window
+	CodeSourceChanged         = "source_changed"           // 409: a promotion whose source changed since its preview
+	CodeDuplicateLimit        = "duplicate_limit"          // 400: items one duplicate creates
 	CodeInvalidKey            = "invalid_key"              // 400: an item key outside its grammar
 	CodeKeyTaken              = "key_taken"                // 409: an item key a live item of the type holds
 	CodeKeyImmutable          = "key_immutable"            // 409: changing the key of an item that has one
@@ -79,6 +81,7 @@ var Codes = map[string][]int{
 	CodeJobLimit: {429}, CodeStorageQuota: {413}, CodeEmbedAccessLimit: {400},
 	CodeAPIKeyLimit: {400}, CodeServiceAccountLimit: {400}, CodeClientSecretLimit: {400}, CodeConcurrencyLimit: {429},
 	CodeIdempotencyKeyInvalid: {400}, CodeIdempotencyKeyInUse: {409}, CodeIdempotencyKeyReused: {422}, CodeIdempotencyLimit: {429},
+	CodeSourceChanged: {409}, CodeDuplicateLimit: {400},
 	CodeInvalidKey: {400}, CodeKeyTaken: {409}, CodeKeyImmutable: {409}, CodeVersionConflict: {409},
 	CodeInvalidSelector: {400}, CodeSelectorNeedsManifest: {400},
 }

@@ -194,6 +194,32 @@ var accessRoutes = []accessRoute{
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.path("/workbooks/%d/dashboard/versions/%d/restore", sc.workbook, p.publishedVersion(t, sc)), nil
 		}},
+	// Promotion: from the scope's workbook into the account's other deployment's shared
+	// folder (edit for every acme role); a viewer cannot create there (403).
+	{"preview-workbook-promotion", "POST", "/api/v1/deployments/{deploymentId}/workbooks/{workbookId}/promotion-previews", schemeBearer, "401 401 401 401 401 401 401 401 200 200 200 403 401 401 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			to := p.otherAcme(sc)
+			return sc.path("/workbooks/%d/promotion-previews", sc.workbook), map[string]any{"targetDeploymentId": to.dep, "targetFolderId": to.folder}
+		}},
+	{"promote-workbook", "POST", "/api/v1/deployments/{deploymentId}/workbooks/{workbookId}/promotions", schemeBearer, "401 401 401 401 401 401 401 401 200 200 200 403 401 401 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			to, wb := p.otherAcme(sc), p.freshWorkbook(t, sc)
+			body := map[string]any{"targetDeploymentId": to.dep, "targetFolderId": to.folder}
+			body["sourceHash"] = p.must(t, "POST", sc.path("/workbooks/%d/promotion-previews", wb), "Bearer "+sc.admin, body, 200)["sourceHash"]
+			return sc.path("/workbooks/%d/promotions", wb), body
+		}},
+	{"list-workbook-promotions", "GET", "/api/v1/deployments/{deploymentId}/workbooks/{workbookId}/promotions", schemeBearer, "401 401 401 401 401 401 401 401 200 200 200 200 401 401 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return sc.path("/workbooks/%d/promotions", sc.workbook), nil
+		}},
+	{"duplicate-workbook", "POST", "/api/v1/deployments/{deploymentId}/workbooks/{workbookId}/duplicate", schemeBearer, "401 401 401 401 401 401 401 401 200 200 200 403 401 401 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return sc.path("/workbooks/%d/duplicate", sc.workbook), map[string]any{"folderId": sc.folder, "deep": true}
+		}},
+	{"duplicate-folder", "POST", "/api/v1/deployments/{deploymentId}/folders/{folderId}/duplicate", schemeBearer, "401 401 401 401 401 401 401 401 200 200 200 403 401 401 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return sc.path("/folders/%d/duplicate", p.sharedFolder(t, sc)), map[string]any{"folderId": sc.folder}
+		}},
 	{"add-favorite", "PUT", "/api/v1/deployments/{deploymentId}/workspace/favorites/{type}/{itemId}", schemeBearer, "401 401 401 401 401 401 401 401 204 204 204 204 401 401 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.path("/workspace/favorites/workbook/%d", sc.workbook), nil
@@ -782,6 +808,19 @@ var crossObjectCases = []crossObjectCase{
 		// Version 1 whether or not it is kept: publishing there first would change what
 		// rejected-cross-object-requests-change-nothing holds still.
 		return p.scopes["acme-1"].path("/workbooks/%d/dashboard/versions/1/restore", p.scopes["globex"].workbook), nil
+	}, 404, nil},
+	{"preview-promotion-404-into-other-account", "POST", adminBearer, func(p *platform, t *testing.T) (string, any) {
+		return p.scopes["acme-1"].path("/workbooks/%d/promotion-previews", p.scopes["acme-1"].workbook), map[string]any{"targetDeploymentId": p.scopes["globex"].dep}
+	}, 404, nil},
+	{"preview-promotion-404-into-other-account-folder", "POST", adminBearer, func(p *platform, t *testing.T) (string, any) {
+		return p.scopes["acme-1"].path("/workbooks/%d/promotion-previews", p.scopes["acme-1"].workbook),
+			map[string]any{"targetDeploymentId": p.scopes["acme-2"].dep, "targetFolderId": p.scopes["globex"].folder}
+	}, 404, nil},
+	{"duplicate-workbook-404-other-deployment", "POST", adminBearer, func(p *platform, t *testing.T) (string, any) {
+		return p.scopes["acme-1"].path("/workbooks/%d/duplicate", p.scopes["acme-2"].workbook), nil
+	}, 404, nil},
+	{"duplicate-folder-404-into-other-account-folder", "POST", adminBearer, func(p *platform, t *testing.T) (string, any) {
+		return p.scopes["acme-1"].path("/folders/%d/duplicate", p.scopes["acme-1"].emptyFolder), map[string]any{"folderId": p.scopes["globex"].folder}
 	}, 404, nil},
 	{"unpublish-workbook-404-other-account", "POST", adminBearer, func(p *platform, t *testing.T) (string, any) {
 		return p.scopes["acme-1"].path("/workbooks/%d/unpublish", p.scopes["globex"].workbook), nil
@@ -1463,6 +1502,14 @@ func (p *platform) sharedFolder(t *testing.T, sc *scope) int64 {
 	f := id(t, p.must(t, "POST", sc.path("/folders"), "Bearer "+sc.admin, map[string]any{"name": p.unique("doomed")}, 200))
 	p.must(t, "PUT", sc.path("/folders/%d/permissions", f), "Bearer "+sc.admin, p.editGrants(), 200)
 	return f
+}
+
+// otherAcme is the scope of acme's other deployment: where sc's workbooks are promoted.
+func (p *platform) otherAcme(sc *scope) *scope {
+	if sc == p.scopes["acme-1"] {
+		return p.scopes["acme-2"]
+	}
+	return p.scopes["acme-1"]
 }
 
 // freshWorkbook is a new workbook in sc's shared folder, for a call that moves it.

@@ -36,6 +36,7 @@ func TestContract(t *testing.T) {
 		{"generated-client", clientRules},
 		{"service-accounts", serviceAccountRules},
 		{"dashboard-versions", dashboardVersionRules},
+		{"promotion", promotionRules},
 	} {
 		for _, r := range group.rules {
 			t.Run(group.name+"/"+r.name, func(t *testing.T) { r.check(t, p) })

@@ -37,6 +37,8 @@ type Config struct {
 	MaxInFlightPerAccount    int           `env:"WORKSPACE_MAX_INFLIGHT_PER_ACCOUNT" default:"8" help:"requests of one account a replica runs at once per expensive route class (bulk move, publish, bulk delete and the trash's restore and purge); past it 429 concurrency_limit with Retry-After, before the body is read (0: unbounded)"`
 	NATSURL                  string        `env:"NATS_URL" default:"nats://127.0.0.1:4223" secret:"true" help:"NATS with JetStream: the AUDIT stream the service's audit events go to, embed-svc's viewer lookups and the dashboard reach the service answers (outside the local stack it carries the user and password: nats://user:password@host:4222)"`
 	EmbedViewerTimeout       time.Duration `env:"EMBED_VIEWER_LOOKUP_TIMEOUT" default:"2s" help:"how long an embed viewer's request waits for embed-svc's answer of the viewer's current groups; past it the answer is 503"`
+	IdentityLookupTimeout    time.Duration `env:"IDENTITY_LOOKUP_TIMEOUT" default:"2s" help:"how long a promotion waits for the gateway's answer to the identity lookup of its target deployment (whose account it is); past it the answer is 503"`
+	MaxDuplicateItems        int           `env:"WORKSPACE_MAX_DUPLICATE_ITEMS" default:"1000" help:"folders, workbooks and reports one duplicate (of a workbook with its reports, or of a folder's subtree) creates; a duplicate past it is 400 duplicate_limit, with nothing created"`
 	publish.Config
 	idempotency.Settings
 }
@@ -46,7 +48,7 @@ func (c Config) Limits() workspace.Limits {
 	return workspace.Limits{ItemsPerDeployment: c.MaxItemsPerDeployment, MetaBytes: c.MaxMetaBytes, Favorites: c.MaxFavorites,
 		SearchScan: c.MaxSearchScan, ListScan: c.MaxListScan, CalculatedFieldsBytes: c.MaxCalculatedFieldsBytes, DraftBytes: c.MaxDraftBytes,
 		PublishedBytes: c.MaxPublishedBytes, Grants: c.MaxFolderGrants, EmbedAccessEntries: c.MaxEmbedAccessEntries, DashboardReports: c.MaxDashboardReports, MoveAnswerBytes: c.MaxBulkMoveBytes,
-		DashboardVersionsKept: c.DashboardVersionsKept, RecursiveDeleteItems: c.MaxRecursiveDelete}
+		DashboardVersionsKept: c.DashboardVersionsKept, RecursiveDeleteItems: c.MaxRecursiveDelete, DuplicateItems: c.MaxDuplicateItems}
 }
 
 // Load reads the configuration from the environment.

@@ -69,6 +69,8 @@ type route struct {
 const (
 	costBulkMove     = 10 // POST .../workspace/bulk-move, bulk-delete, trash/restore, trash/purge: up to a page of items
 	costImport       = 20 // POST .../workspace/import: a whole tree written
+	costPromotion    = 10 // POST .../workbooks/{id}/promotions: a workbook and its reports written in another deployment
+	costDuplicate    = 10 // POST .../folders/{id}/duplicate: a subtree copied
 	costManifestSync = 20 // POST .../dbt-sync: a manifest upload and a sync job
 )
 
@@ -98,6 +100,12 @@ func match(p string) (route, bool) {
 				r.writeCost = costBulkMove
 			case "workspace/import":
 				r.writeCost = costImport
+			}
+			switch seg := strings.Split(rest, "/"); {
+			case len(seg) == 3 && seg[0] == "workbooks" && seg[2] == "promotions":
+				r.writeCost = costPromotion
+			case len(seg) == 3 && seg[0] == "folders" && seg[2] == "duplicate":
+				r.writeCost = costDuplicate
 			}
 			return r, true
 		case "embed-access":

@@ -95,3 +95,22 @@ func FuzzParseAPIKey(f *testing.F) {
 		}
 	})
 }
+
+// TestWritesThatCopyManyItemsCostMore: a promotion and a folder duplicate spend more of
+// the account budget than a single write (docs/rate-limits.md).
+func TestWritesThatCopyManyItemsCostMore(t *testing.T) {
+	for _, c := range []struct {
+		path string
+		want int64
+	}{
+		{"/api/v1/deployments/7/workbooks/3/promotions", costPromotion},
+		{"/api/v1/deployments/7/folders/3/duplicate", costDuplicate},
+		{"/api/v1/deployments/7/workbooks/3/duplicate", 0},
+		{"/api/v1/deployments/7/workbooks/3/promotion-previews", 0},
+	} {
+		r, ok := match(c.path)
+		if !ok || r.writeCost != c.want {
+			t.Errorf("%s: matched %v, writeCost %d, want %d", c.path, ok, r.writeCost, c.want)
+		}
+	}
+}

@@ -51,7 +51,7 @@ func run() error {
 	defer nc.Drain()
 
 	a, err := app.New(proc.Ctx, app.Deps{Mongo: client, Database: cfg.MongoDatabase, Signer: signer,
-		Logger: proc.Logger, Registry: registry, NATS: nc, ViewerTimeout: cfg.EmbedViewerTimeout, AuditMaxHeld: cfg.AuditMaxHeld,
+		Logger: proc.Logger, Registry: registry, NATS: nc, ViewerTimeout: cfg.EmbedViewerTimeout, IdentityTimeout: cfg.IdentityLookupTimeout, AuditMaxHeld: cfg.AuditMaxHeld,
 		MaxInFlightPerAccount: cfg.MaxInFlightPerAccount,
 		Limits:                cfg.Limits(), Idempotency: cfg.Settings, Checks: []server.Check{mongoReady},
 		Trash: app.TrashSweep{Retention: cfg.TrashRetention, Interval: cfg.TrashSweepInterval}})

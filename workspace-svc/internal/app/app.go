@@ -45,8 +45,13 @@ type Deps struct {
 	// ViewerTimeout bounds the wait for embed-svc's answer to a viewer lookup (0: 2s).
 	ViewerTimeout time.Duration
 	// Viewers answers the viewer lookups instead of embed-svc over NATS (tests).
-	Viewers      workspace.ViewerGroups
-	AuditMaxHeld int
+	Viewers workspace.ViewerGroups
+	// Deployments answers whose a promotion's target deployment is instead of the
+	// gateway's identity lookup over NATS (tests); IdentityTimeout bounds the wait for the
+	// gateway's answer (0: 2s).
+	Deployments     workspace.Deployments
+	IdentityTimeout time.Duration
+	AuditMaxHeld    int
 	// MaxInFlightPerAccount bounds one account's requests in flight on this replica per
 	// expensive route class (bulk move, publish); 0: unbounded.
 	MaxInFlightPerAccount int
@@ -96,12 +101,15 @@ func New(ctx context.Context, d Deps) (*App, error) {
 		rec = pub
 	}
 	metrics := workspace.NewMetrics(d.Registry)
-	ports := workspace.Ports{Store: store, Viewers: d.Viewers}
+	ports := workspace.Ports{Store: store, Viewers: d.Viewers, Deployments: d.Deployments}
 	var requests *natsx.RequestMetrics
 	if d.NATS != nil {
 		requests = natsx.NewRequestMetrics(d.Registry)
 		if ports.Viewers == nil {
 			ports.Viewers = client.NewViewers(natsx.NewClient(d.NATS, natsx.ClientOptions{Metrics: requests}), d.ViewerTimeout)
+		}
+		if ports.Deployments == nil {
+			ports.Deployments = newDeploymentLookup(natsx.NewClient(d.NATS, natsx.ClientOptions{Metrics: requests}), d.IdentityTimeout)
 		}
 	}
 	svc := workspace.NewService(ports, workspace.Options{Limits: d.Limits, TreeConflicts: metrics.TreeConflicts})

@@ -94,7 +94,8 @@ func (e *env) startInstance(t *testing.T, counter *mongox.CommandCounter) string
 		t.Fatal(err)
 	}
 	a, err := app.New(ctx, app.Deps{Mongo: client, Database: e.database, Signer: signer,
-		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Registry: obs.NewRegistry(), Limits: e.limits, Audit: e.audit})
+		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Registry: obs.NewRegistry(), Limits: e.limits, Audit: e.audit,
+		Deployments: seedDeployments{e}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,6 +62,8 @@ func TestEveryPOSTRetriedWithItsKeyActsOnce(t *testing.T) {
 		{"bulk-move", "/workspace/bulk-move", "workspace.items.move", map[string]any{"folderId": nil, "items": []any{ref("REPORT", rep)}}},
 		{"publish", fmt.Sprintf("/workbooks/%d/publish", wb), "workspace.workbook.publish", map[string]any{}},
 		{"unpublish", fmt.Sprintf("/workbooks/%d/unpublish", wb), "workspace.workbook.unpublish", nil},
+		{"duplicate-workbook", fmt.Sprintf("/workbooks/%d/duplicate", wb), "workspace.workbook.duplicate", map[string]any{"deep": true}},
+		{"duplicate-folder", fmt.Sprintf("/folders/%d/duplicate", folder), "workspace.folder.duplicate", map[string]any{}},
 	}
 	for _, c := range cases {
 		t.Run(c.route, func(t *testing.T) {

@@ -119,6 +119,7 @@ type Endpoints struct {
 	KeyEndpoints
 	VersionEndpoints
 	TrashEndpoints
+	PromotionEndpoints // transport_promotion.go
 }
 
 // MakeEndpoints adapts s.
@@ -217,5 +218,6 @@ func MakeEndpoints(s Service) Endpoints {
 			r := req.(embedDashboardRequest)
 			return s.EmbedDashboard(ctx, r.P, r.PublicID)
 		},
+		PromotionEndpoints: makePromotionEndpoints(s),
 	}
 }

@@ -344,4 +344,5 @@ type Store interface {
 	EmbedAccessStore
 	VersionStore
 	TrashStore
+	PromotionStore // promotion_ports.go
 }

@@ -64,6 +64,8 @@ type Service interface {
 	VersionService
 	// The trash (trash.go).
 	TrashService
+	PromotionService // promotion.go
+	DuplicateService // duplicate.go
 }
 
 // service implements Service over the store's ports.
@@ -78,9 +80,10 @@ type service struct {
 	// applied remembers, per deployment, the tree version whose op this replica has
 	// applied in full, so a request does not apply it again (one write saved per
 	// structural request; another replica applies it once, then remembers too).
-	applied sync.Map // deployment id -> int64
-	limits  Limits
-	viewers ViewerGroups // nil: every embed viewer has no groups
+	applied     sync.Map // deployment id -> int64
+	limits      Limits
+	viewers     ViewerGroups // nil: every embed viewer has no groups
+	deployments Deployments  // nil: promotions answer 503
 }
 
 // Limits bound what clients can store; zero fields take the defaults.
@@ -105,13 +108,14 @@ type Limits struct {
 	// RecursiveDeleteItems bounds the items (the folder, the folders below it and the
 	// workbooks and reports inside them) one recursive folder delete trashes.
 	RecursiveDeleteItems int
+	DuplicateItems       int // folders, workbooks and reports one duplicate creates
 }
 
 // DefaultLimits are the limits when none are configured: the defaults of the config
 // tags (WORKSPACE_MAX_*), which a fitness test keeps equal (systemtest/architecture).
 var DefaultLimits = Limits{ItemsPerDeployment: 100_000, MetaBytes: 256 << 10, CalculatedFieldsBytes: 256 << 10, DraftBytes: 512 << 10,
 	PublishedBytes: 4 << 20, Grants: 1000, EmbedAccessEntries: embedaccess.DefaultMaxEntries, Favorites: 1000, SearchScan: 1000, ListScan: 1000, DashboardReports: 200, MoveAnswerBytes: 16 << 20,
-	DashboardVersionsKept: 50, RecursiveDeleteItems: 10_000}
+	DashboardVersionsKept: 50, RecursiveDeleteItems: 10_000, DuplicateItems: 1000}
 
 // WithDefaults is l with every limit not set (zero or less) at its DefaultLimits value.
 func (l Limits) WithDefaults() Limits { return config.OrDefaults(l, DefaultLimits) }
@@ -129,6 +133,9 @@ type Ports struct {
 	Store Store
 	// Viewers answers an embed viewer's current groups (nil: every viewer has none).
 	Viewers ViewerGroups
+	// Deployments answers whose a promotion's target deployment is (nil: promotions
+	// answer 503).
+	Deployments Deployments
 }
 
 // Options tune the service; zero values take the defaults.
@@ -146,7 +153,7 @@ func NewService(p Ports, o Options) Service {
 	if treeConflicts == nil {
 		treeConflicts = noCounter{}
 	}
-	return &service{store: p.Store, treeConflicts: treeConflicts, limits: o.Limits.WithDefaults(), viewers: p.Viewers,
+	return &service{store: p.Store, treeConflicts: treeConflicts, limits: o.Limits.WithDefaults(), viewers: p.Viewers, deployments: p.Deployments,
 		now: func() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }}
 }
 

@@ -83,6 +83,7 @@ func NewHTTPHandler(e Endpoints, logger *slog.Logger, fair *fairshare.Limiter, i
 	httpx.Handle(r, "GET", "/api/v1/embed/dashboards", e.EmbedDashboards, decodeEmbedDashboardsRequest, o)
 	httpx.Handle(r, "GET", "/api/v1/embed/dashboards/{publicId}", e.EmbedDashboard, decodeEmbedDashboardRequest, o)
 	registerKeys(r, e.KeyEndpoints, o)
+	registerPromotion(r, e.PromotionEndpoints, o, fair)
 	return r
 }
 

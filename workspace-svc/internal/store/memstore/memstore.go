@@ -40,6 +40,7 @@ type Store struct {
 	favSeq    int64
 	roots     map[int64]embedaccess.Grants // by deployment: the root's embed grants
 	versions  map[int64]*versionRecord     // by versionId: the kept dashboard versions (versions.go)
+	promo     promotions                   // promotions.go
 }
 
 var _ workspace.Store = (*Store)(nil)

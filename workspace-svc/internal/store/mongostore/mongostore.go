@@ -6,7 +6,8 @@
 // deployment), users, favorites, counters (id blocks), slots (the item slots each
 // deployment has taken: {_id: dep, items}), embedroots (each deployment's root embed
 // grants: {_id: dep, grants}), migrations (one marker per data migration done at start),
-// dashboard_versions (the kept versions of workbooks' published dashboards: versions.go).
+// dashboard_versions (the kept versions of workbooks' published dashboards: versions.go),
+// promotions and promotionlinks (promotions.go).
 package mongostore
 
 import (
@@ -36,6 +37,7 @@ type Store struct {
 	embedRoots *mongo.Collection
 	migrations *mongo.Collection
 	versions   *mongo.Collection // dashboard_versions (versions.go)
+	promo      promotionColls    // promotions.go
 	// ids is this replica's allocator; an insert that finds its id taken replaces it,
 	// dropping the rest of a block that was handed out twice (newIDs).
 	ids atomic.Pointer[mongox.IDAllocator]
@@ -59,6 +61,7 @@ func New(db *mongo.Database) *Store {
 		migrations: db.Collection("migrations"),
 		versions:   db.Collection("dashboard_versions"),
 	}
+	s.promo = newPromotionColls(db)
 	s.newIDs()
 	return s
 }
@@ -123,6 +126,9 @@ func (s *Store) EnsureIndexes(ctx context.Context) error {
 		return err
 	}
 	if err := ensure(ctx, s.versions, versionIndexes); err != nil {
+		return err
+	}
+	if err := s.ensurePromotionIndexes(ctx); err != nil {
 		return err
 	}
 	return s.backfillPublishedHeads(ctx)

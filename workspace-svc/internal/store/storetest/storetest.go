@@ -56,6 +56,8 @@ var cases = []struct {
 	{"published-title-and-embeddable-follow-every-publish", testPublishedHead},
 	{"workbook-by-public-id-is-of-its-deployment-and-live", testWorkbookByPublicID},
 	{"workbook-heads-page-by-id", testWorkbookHeadsPage},
+	{"promotion-links-are-made-once-and-change-by-compare-and-set", testPromotionLinks},
+	{"promotion-history-lists-newest-first-in-pages", testPromotionHistory},
 	{"keys-are-found-by-deployment-type-and-key", testKeysFound},
 	{"a-key-is-held-once-per-deployment-and-type", testKeyTaken},
 	{"a-key-is-held-once-under-concurrent-inserts", testKeyUnderConcurrency},
