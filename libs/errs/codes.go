@@ -53,6 +53,8 @@ const (
 	CodeIdempotencyKeyInUse   = "idempotency_key_in_use"   // 409: the key's first request is still running
 	CodeIdempotencyKeyReused  = "idempotency_key_reused"   // 422: the key was used with another request
 	CodeIdempotencyLimit      = "idempotency_limit"        // 429: the account's idempotency records or bytes within their window
+	CodeBundleFormat          = "bundle_format"            // 400: an import bundle of another format (or none)
+	CodeBundleInvalid         = "bundle_invalid"           // 400: an import bundle item that is malformed or names what the bundle lacks
 )
 
 // Codes maps every code to the statuses it is sent with (nil: any other status of its
@@ -69,6 +71,7 @@ var Codes = map[string][]int{
 	CodeJobLimit: {429}, CodeStorageQuota: {413}, CodeEmbedAccessLimit: {400},
 	CodeAPIKeyLimit: {400}, CodeServiceAccountLimit: {400}, CodeClientSecretLimit: {400}, CodeConcurrencyLimit: {429},
 	CodeIdempotencyKeyInvalid: {400}, CodeIdempotencyKeyInUse: {409}, CodeIdempotencyKeyReused: {422}, CodeIdempotencyLimit: {429},
+	CodeBundleFormat: {400}, CodeBundleInvalid: {400},
 }
 
 // DefaultCode is the code of an error that no rule names: one per status.

@@ -117,11 +117,13 @@ type Endpoints struct {
 	Search, Favorite                                    endpoint.Endpoint
 	GetEmbedAccess, PutEmbedAccess, TenantWorkbooks     endpoint.Endpoint
 	EmbedDashboards, EmbedDashboard                     endpoint.Endpoint
+	TransferEndpoints
 }
 
 // MakeEndpoints adapts s.
 func MakeEndpoints(s Service) Endpoints {
 	return Endpoints{
+		TransferEndpoints: makeTransferEndpoints(s),
 		CreateFolder: func(ctx context.Context, req any) (any, error) {
 			r := req.(createFolderRequest)
 			return s.CreateFolder(ctx, r.P, r.Dep, r.In)

@@ -77,6 +77,7 @@ func NewHTTPHandler(e Endpoints, logger *slog.Logger, fair *fairshare.Limiter, i
 	httpx.Handle(r, "GET", base+"/workbooks/{workbookId}/embed-access", e.GetEmbedAccess, decodeEmbedAccessRequest(TypeWorkbook), o)
 	httpx.Handle(r, "PUT", base+"/workbooks/{workbookId}/embed-access", e.PutEmbedAccess, decodePutEmbedAccessRequest(TypeWorkbook), o)
 	httpx.Handle(r, "GET", base+"/embed-tenants/{embedTenantName}/workbooks", e.TenantWorkbooks, decodeTenantWorkbooksRequest, o)
+	registerTransfer(r, e, o, fair)
 	// The embed viewer's read path: an embed token, whose session names the deployment.
 	httpx.Handle(r, "GET", "/api/v1/embed/dashboards", e.EmbedDashboards, decodeEmbedDashboardsRequest, o)
 	httpx.Handle(r, "GET", "/api/v1/embed/dashboards/{publicId}", e.EmbedDashboard, decodeEmbedDashboardRequest, o)
