@@ -30,7 +30,11 @@ type Config struct {
 	MaxListScan              int           `env:"WORKSPACE_MAX_LIST_SCAN" default:"1000" help:"children a folder listing examines per page before it answers the page so far (hasNextPage true, a cursor to go on): the bound when the caller can view few of many"`
 	MaxDashboardReports      int           `env:"WORKSPACE_MAX_DASHBOARD_REPORTS" default:"200" help:"distinct reports (widgets' config.reportId) one dashboard draft names; a draft naming more is 400, at save and at publish"`
 	MaxBulkMoveBytes         int           `env:"WORKSPACE_MAX_BULK_MOVE_BYTES" default:"16777216" help:"most bytes of moved workbooks and reports (meta, calculated fields and dashboards, as stored) one move answers with; an item past it is not moved and fails 413 (the first item always moves)"`
-	MaxInFlightPerAccount    int           `env:"WORKSPACE_MAX_INFLIGHT_PER_ACCOUNT" default:"8" help:"requests of one account a replica runs at once per expensive route class (bulk move, publish); past it 429 concurrency_limit with Retry-After, before the body is read (0: unbounded)"`
+	MaxImportBytes           int64         `env:"WORKSPACE_IMPORT_MAX_BYTES" default:"67108864" help:"largest import request body (POST .../workspace/import), read as a stream and never held whole; past it 413 too_large, nothing written (the gateway bounds it by BODY_LIMIT_DBT_SYNC, which must not be lower)"`
+	MaxImportItems           int           `env:"WORKSPACE_IMPORT_MAX_ITEMS" default:"10000" help:"most folders, reports and workbooks one imported bundle holds; one more is 413 too_large, nothing written"`
+	MaxExportItems           int           `env:"WORKSPACE_EXPORT_MAX_ITEMS" default:"10000" help:"most folders, reports and workbooks one export writes; past it the export is 413 too_large before its first byte (export a folder at a time)"`
+	MaxExportBytes           int64         `env:"WORKSPACE_EXPORT_MAX_BYTES" default:"67108864" help:"most bytes one export writes, estimated from the items' stored sizes before its first byte; past it 413 too_large (export a folder at a time)"`
+	MaxInFlightPerAccount    int           `env:"WORKSPACE_MAX_INFLIGHT_PER_ACCOUNT" default:"8" help:"requests of one account a replica runs at once per expensive route class (bulk move, publish, import); past it 429 concurrency_limit with Retry-After, before the body is read (0: unbounded)"`
 	NATSURL                  string        `env:"NATS_URL" default:"nats://127.0.0.1:4223" secret:"true" help:"NATS with JetStream: the AUDIT stream the service's audit events go to, embed-svc's viewer lookups and the dashboard reach the service answers (outside the local stack it carries the user and password: nats://user:password@host:4222)"`
 	EmbedViewerTimeout       time.Duration `env:"EMBED_VIEWER_LOOKUP_TIMEOUT" default:"2s" help:"how long an embed viewer's request waits for embed-svc's answer of the viewer's current groups; past it the answer is 503"`
 	publish.Config
@@ -41,7 +45,8 @@ type Config struct {
 func (c Config) Limits() workspace.Limits {
 	return workspace.Limits{ItemsPerDeployment: c.MaxItemsPerDeployment, MetaBytes: c.MaxMetaBytes, Favorites: c.MaxFavorites,
 		SearchScan: c.MaxSearchScan, ListScan: c.MaxListScan, CalculatedFieldsBytes: c.MaxCalculatedFieldsBytes, DraftBytes: c.MaxDraftBytes,
-		PublishedBytes: c.MaxPublishedBytes, Grants: c.MaxFolderGrants, EmbedAccessEntries: c.MaxEmbedAccessEntries, DashboardReports: c.MaxDashboardReports, MoveAnswerBytes: c.MaxBulkMoveBytes}
+		PublishedBytes: c.MaxPublishedBytes, Grants: c.MaxFolderGrants, EmbedAccessEntries: c.MaxEmbedAccessEntries, DashboardReports: c.MaxDashboardReports, MoveAnswerBytes: c.MaxBulkMoveBytes,
+		ImportBytes: c.MaxImportBytes, ImportItems: c.MaxImportItems, ExportItems: c.MaxExportItems, ExportBytes: c.MaxExportBytes}
 }
 
 // Load reads the configuration from the environment.

@@ -18,6 +18,8 @@ func TestMatch(t *testing.T) {
 		bigBody bool
 	}{
 		{"/api/v1/deployments/7/workspace/bulk-move", true, svcWorkspace, policyBearer, 7, false},
+		{"/api/v1/deployments/7/workspace/import", true, svcWorkspace, policyBearer, 7, true},
+		{"/api/v1/deployments/7/workspace/export", true, svcWorkspace, policyBearer, 7, false},
 		{"/api/v1/deployments/7/folders", true, svcWorkspace, policyBearer, 7, false},
 		{"/api/v1/deployments/7/dbt-sync", true, svcDBTSync, policyBearer, 7, true},
 		{"/api/v1/deployments/7/dbt-sync/job-1", true, svcDBTSync, policyBearer, 7, false},
