@@ -830,10 +830,13 @@ const (
 	ErrorCodeIdempotencyLimit       ErrorCode = "idempotency_limit"
 	ErrorCodeInternal               ErrorCode = "internal"
 	ErrorCodeInvalidIdempotencyKey  ErrorCode = "invalid_idempotency_key"
+	ErrorCodeInvalidKey             ErrorCode = "invalid_key"
 	ErrorCodeInvalidRequest         ErrorCode = "invalid_request"
 	ErrorCodeItemLimit              ErrorCode = "item_limit"
 	ErrorCodeJobLimit               ErrorCode = "job_limit"
+	ErrorCodeKeyImmutable           ErrorCode = "key_immutable"
 	ErrorCodeKeyOutOfScope          ErrorCode = "key_out_of_scope"
+	ErrorCodeKeyTaken               ErrorCode = "key_taken"
 	ErrorCodeLiveSessionLimit       ErrorCode = "live_session_limit"
 	ErrorCodeMethodNotAllowed       ErrorCode = "method_not_allowed"
 	ErrorCodeNotApplied             ErrorCode = "not_applied"
@@ -850,6 +853,7 @@ const (
 	ErrorCodeUnauthenticated        ErrorCode = "unauthenticated"
 	ErrorCodeUnavailable            ErrorCode = "unavailable"
 	ErrorCodeUnsupportedMediaType   ErrorCode = "unsupported_media_type"
+	ErrorCodeVersionConflict        ErrorCode = "version_conflict"
 )
 
 // Valid indicates whether the value is a known member of the ErrorCode enum.
@@ -905,13 +909,19 @@ func (e ErrorCode) Valid() bool {
 		return true
 	case ErrorCodeInvalidIdempotencyKey:
 		return true
+	case ErrorCodeInvalidKey:
+		return true
 	case ErrorCodeInvalidRequest:
 		return true
 	case ErrorCodeItemLimit:
 		return true
 	case ErrorCodeJobLimit:
 		return true
+	case ErrorCodeKeyImmutable:
+		return true
 	case ErrorCodeKeyOutOfScope:
+		return true
+	case ErrorCodeKeyTaken:
 		return true
 	case ErrorCodeLiveSessionLimit:
 		return true
@@ -944,6 +954,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeUnavailable:
 		return true
 	case ErrorCodeUnsupportedMediaType:
+		return true
+	case ErrorCodeVersionConflict:
 		return true
 	default:
 		return false
@@ -1818,6 +1830,10 @@ type AuditOutcome struct {
 	// - `idempotency_key_in_use`: 409: the key's first request is still running
 	// - `idempotency_key_reused`: 422: the key was used with another request
 	// - `idempotency_limit`: 429: the account's Idempotency-Key records or bytes within their window
+	// - `invalid_key`: 400: an item key outside its grammar (`ItemKey`)
+	// - `key_taken`: 409: a live item of the type in the deployment holds the key
+	// - `key_immutable`: 409: a key sent for an item that has another one (a key is set once)
+	// - `version_conflict`: 409: `expectedVersion` is not the item's current version
 	// - `bundle_format`: 400: an import bundle of another format, or one that does not begin with its format
 	// - `bundle_invalid`: 400: an import bundle item that is malformed or names what the bundle lacks
 	Code   *ErrorCode         `json:"code,omitempty"`
@@ -2650,6 +2666,10 @@ type Error struct {
 	// - `idempotency_key_in_use`: 409: the key's first request is still running
 	// - `idempotency_key_reused`: 422: the key was used with another request
 	// - `idempotency_limit`: 429: the account's Idempotency-Key records or bytes within their window
+	// - `invalid_key`: 400: an item key outside its grammar (`ItemKey`)
+	// - `key_taken`: 409: a live item of the type in the deployment holds the key
+	// - `key_immutable`: 409: a key sent for an item that has another one (a key is set once)
+	// - `version_conflict`: 409: `expectedVersion` is not the item's current version
 	// - `bundle_format`: 400: an import bundle of another format, or one that does not begin with its format
 	// - `bundle_invalid`: 400: an import bundle item that is malformed or names what the bundle lacks
 	Code ErrorCode `json:"code"`
@@ -2706,6 +2726,10 @@ type Error struct {
 // - `idempotency_key_in_use`: 409: the key's first request is still running
 // - `idempotency_key_reused`: 422: the key was used with another request
 // - `idempotency_limit`: 429: the account's Idempotency-Key records or bytes within their window
+// - `invalid_key`: 400: an item key outside its grammar (`ItemKey`)
+// - `key_taken`: 409: a live item of the type in the deployment holds the key
+// - `key_immutable`: 409: a key sent for an item that has another one (a key is set once)
+// - `version_conflict`: 409: `expectedVersion` is not the item's current version
 // - `bundle_format`: 400: an import bundle of another format, or one that does not begin with its format
 // - `bundle_invalid`: 400: an import bundle item that is malformed or names what the bundle lacks
 type ErrorCode string

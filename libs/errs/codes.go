@@ -53,6 +53,10 @@ const (
 	CodeIdempotencyKeyInUse   = "idempotency_key_in_use"   // 409: the key's first request is still running
 	CodeIdempotencyKeyReused  = "idempotency_key_reused"   // 422: the key was used with another request
 	CodeIdempotencyLimit      = "idempotency_limit"        // 429: the account's idempotency records or bytes within their window
+	CodeInvalidKey            = "invalid_key"              // 400: an item key outside its grammar
+	CodeKeyTaken              = "key_taken"                // 409: an item key a live item of the type holds
+	CodeKeyImmutable          = "key_immutable"            // 409: changing the key of an item that has one
+	CodeVersionConflict       = "version_conflict"         // 409: expectedVersion is not the item's version
 	CodeBundleFormat          = "bundle_format"            // 400: an import bundle of another format (or none)
 	CodeBundleInvalid         = "bundle_invalid"           // 400: an import bundle item that is malformed or names what the bundle lacks
 )
@@ -71,6 +75,7 @@ var Codes = map[string][]int{
 	CodeJobLimit: {429}, CodeStorageQuota: {413}, CodeEmbedAccessLimit: {400},
 	CodeAPIKeyLimit: {400}, CodeServiceAccountLimit: {400}, CodeClientSecretLimit: {400}, CodeConcurrencyLimit: {429},
 	CodeIdempotencyKeyInvalid: {400}, CodeIdempotencyKeyInUse: {409}, CodeIdempotencyKeyReused: {422}, CodeIdempotencyLimit: {429},
+	CodeInvalidKey: {400}, CodeKeyTaken: {409}, CodeKeyImmutable: {409}, CodeVersionConflict: {409},
 	CodeBundleFormat: {400}, CodeBundleInvalid: {400},
 }
 

@@ -25,7 +25,13 @@ type Item struct {
 	Name         string
 	Position     float64
 	Parent       int64
-	CreatedBy    int64
+	// Key is the client-chosen key ("" = none; KeyPattern): kept through renames, moves
+	// and deletes, held (unique per deployment and type) only while the item is live.
+	Key string
+	// Version is 1 when the item is stored and grows by one with every change of the
+	// item itself (ItemStore); 0 for an item stored before versions were kept.
+	Version   int64
+	CreatedBy int64
 	UpdatedBy    int64
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
@@ -147,6 +153,9 @@ type ItemUpdate struct {
 	Published *Dashboard
 	UpdatedAt time.Time
 	UpdatedBy int64
+	// Key sets the key of an item that has none (an item with a key does not meet the
+	// update); a key a live item of the type holds is ErrKeyTaken.
+	Key *string
 }
 
 // ItemPrecondition is what an update requires of the item besides being live and of its
@@ -154,6 +163,7 @@ type ItemUpdate struct {
 type ItemPrecondition struct {
 	Parent           *int64 // still in this folder (0: the root)
 	PublishedVersion *int64 // still at this published version (0: never published)
+	Version          *int64 // still at this version (Item.Version)
 }
 
 // Parts selects the large parts of an item that a read returns. Every read returns the
@@ -322,6 +332,7 @@ type Store interface {
 	TreeStore
 	ItemStore
 	LeaseStore
+	KeyStore
 	UserStore
 	FavoriteStore
 	EmbedAccessStore

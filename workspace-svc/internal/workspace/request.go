@@ -27,8 +27,8 @@ type request struct {
 }
 
 // load reads the tree version and finishes the structural op recorded there
-// (idempotent; a creation void because its id was another item's, ErrIDTaken, has
-// nothing to finish), then forgets what the request had read: every folder read afterwards
+// (idempotent; a creation void because its id was another item's, ErrIDTaken, or its
+// key a live folder's, ErrKeyTaken, has nothing to finish), then forgets what the request had read: every folder read afterwards
 // reflects that version or a later one, and a later one makes the commit's
 // compare-and-set fail, so what a committed change was checked against is exactly the
 // tree at the version it replaced.
@@ -38,7 +38,7 @@ func (r *request) load(ctx context.Context) error {
 		return err
 	}
 	if v, ok := r.s.applied.Load(r.dep); d.Op != nil && (!ok || v.(int64) != d.V) {
-		if err := r.s.store.ApplyTreeOp(ctx, r.dep, d.V, d.Op); err != nil && !errors.Is(err, ErrIDTaken) {
+		if err := r.s.store.ApplyTreeOp(ctx, r.dep, d.V, d.Op); err != nil && !errors.Is(err, ErrIDTaken) && !errors.Is(err, ErrKeyTaken) {
 			return err
 		}
 		r.s.applied.Store(r.dep, d.V)

@@ -17,8 +17,9 @@ import (
 	"github.com/analyticsco/platform/workspace-svc/internal/embedaccess"
 )
 
-// importBatch is how many bundle items an import matches against the target at once.
-const importBatch = 100
+// importBatch is how many bundle items an import matches against the target at once:
+// one ItemsByKey read.
+const importBatch = MaxKeysPerRead
 
 // importer is the state of an import once its body has passed the checks: the bundle's
 // keys mapped to the target's ids (bounded by the import's item limit), the folders
@@ -119,7 +120,7 @@ func asClientError(err error) error {
 		return e
 	}
 	if errors.Is(err, ErrKeyTaken) {
-		return errs.Conflictf("%s", err.Error())
+		return errs.Conflictf("another live item of this type holds the key").WithCode(errs.CodeKeyTaken)
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return notAppliedf("the item may not have been imported: its deadline passed; import again")

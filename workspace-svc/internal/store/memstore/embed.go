@@ -25,6 +25,7 @@ func (s *Store) SetEmbedAccess(ctx context.Context, dep, id int64, typ workspace
 		return false, nil
 	}
 	r.item.EmbedAccess = cloneGrants(g)
+	r.item.Version++
 	return true, nil
 }
 

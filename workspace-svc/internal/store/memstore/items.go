@@ -55,7 +55,11 @@ func (s *Store) InsertItem(ctx context.Context, it *workspace.Item) error {
 	if s.items[it.ID] != nil {
 		return fmt.Errorf("insert item %d: %w", it.ID, workspace.ErrIDTaken)
 	}
+	if s.keyHolder(it.DeploymentID, it.Type, it.Key) != nil {
+		return fmt.Errorf("insert item %d: %w", it.ID, workspace.ErrKeyTaken)
+	}
 	r := &record{item: *clone(it)}
+	r.item.Version = max(r.item.Version, 1)
 	r.item.PublishedTitle, r.item.Embeddable = workspace.PublishedHead(it.Published)
 	s.items[it.ID] = r
 	return nil
@@ -71,6 +75,15 @@ func (s *Store) UpdateItem(ctx context.Context, dep, id int64, typ workspace.Ite
 	r := s.meeting(dep, id, typ, pre)
 	if r == nil {
 		return nil, nil
+	}
+	if u.Key != nil {
+		if r.item.Key != "" {
+			return nil, nil
+		}
+		if s.keyHolder(dep, typ, *u.Key) != nil {
+			return nil, fmt.Errorf("set key of item %d: %w", id, workspace.ErrKeyTaken)
+		}
+		r.item.Key = *u.Key
 	}
 	it := &r.item
 	if u.Name != nil {
@@ -96,6 +109,7 @@ func (s *Store) UpdateItem(ctx context.Context, dep, id int64, typ workspace.Ite
 		it.PublishedTitle, it.Embeddable = workspace.PublishedHead(p)
 	}
 	it.UpdatedAt, it.UpdatedBy = u.UpdatedAt, u.UpdatedBy
+	it.Version++
 	return clone(it), nil
 }
 
@@ -108,6 +122,8 @@ func (s *Store) meeting(dep, id int64, typ workspace.ItemType, pre workspace.Ite
 	case pre.Parent != nil && r.item.Parent != *pre.Parent:
 		return nil
 	case pre.PublishedVersion != nil && r.item.PublishedVersion != *pre.PublishedVersion:
+		return nil
+	case pre.Version != nil && r.item.Version != *pre.Version:
 		return nil
 	}
 	return r
@@ -124,6 +140,7 @@ func (s *Store) DeleteItem(ctx context.Context, dep, id int64, typ workspace.Ite
 		return false, nil
 	}
 	r.deleted, r.item.UpdatedAt, r.item.UpdatedBy = true, at, by
+	r.item.Version++
 	return true, nil
 }
 
@@ -138,6 +155,7 @@ func (s *Store) MoveItem(ctx context.Context, dep, id, from, to, by int64, at ti
 		return false, nil
 	}
 	r.item.Parent, r.item.UpdatedAt, r.item.UpdatedBy = to, at, by
+	r.item.Version++
 	return true, nil
 }
 
@@ -300,5 +318,6 @@ func (s *Store) EndFolderDelete(ctx context.Context, dep, folder int64, deleted 
 		return false, nil
 	}
 	r.deleted, r.item.UpdatedAt, r.item.UpdatedBy = true, at, by
+	r.item.Version++
 	return true, nil
 }

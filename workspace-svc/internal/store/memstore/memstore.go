@@ -51,6 +51,9 @@ type record struct {
 	leaseUntil    time.Time // zero: never leased
 	deletingUntil time.Time // zero: not being deleted
 	deleted       bool
+	// void: a folder creation applied when its key was taken, kept as a tombstone that
+	// was never live (no later application of its op makes it live).
+	void bool
 }
 
 type favorite struct {

@@ -53,11 +53,23 @@ func (s *Store) ApplyTreeOp(ctx context.Context, dep, v int64, op *workspace.Tre
 		r := s.items[c.ID]
 		switch {
 		case r == nil:
-			s.items[c.ID] = &record{item: *clone(c), treeV: v}
+			nr := &record{item: *clone(c), treeV: v}
+			nr.item.Version = max(nr.item.Version, 1)
+			if s.keyHolder(c.DeploymentID, c.Type, c.Key) != nil {
+				// void: stored as a tombstone, so no later application makes it live
+				nr.deleted, nr.void = true, true
+			}
+			s.items[c.ID] = nr
+			if nr.void {
+				return fmt.Errorf("apply folder creation %d: %w", c.ID, workspace.ErrKeyTaken)
+			}
 		case r.item.DeploymentID == c.DeploymentID && r.item.Type == workspace.TypeFolder && r.item.CreatedBy == c.CreatedBy &&
 			r.item.CreatedAt.Equal(c.CreatedAt) && r.treeV >= v:
 			// applied before (a tombstone keeps it all; a rename or a move since may
 			// have changed its name, place and position)
+			if r.void {
+				return fmt.Errorf("apply folder creation %d: %w", c.ID, workspace.ErrKeyTaken)
+			}
 		default:
 			return fmt.Errorf("apply folder creation %d: %w", c.ID, workspace.ErrIDTaken)
 		}
@@ -74,6 +86,7 @@ func (s *Store) applyMove(dep, v int64, op *workspace.TreeOp) {
 	if f != nil && f.item.DeploymentID == dep && f.treeV < v {
 		f.item.Parent, f.treeV = op.To, v
 		f.item.Anc, f.item.Depth, f.item.UpdatedAt, f.item.UpdatedBy = slices.Clone(op.Anc), op.Depth, op.At, op.By
+		f.item.Version++
 	}
 	for _, id := range s.sortedIDs() {
 		r := s.items[id]

@@ -84,9 +84,9 @@ func (s *Store) SetEmbedAccess(ctx context.Context, dep, id int64, typ workspace
 	if typ != workspace.TypeFolder && typ != workspace.TypeWorkbook {
 		return false, nil
 	}
-	update := bson.D{{Key: "$unset", Value: bson.D{{Key: "embedAccess", Value: ""}}}}
+	update := bson.D{{Key: "$unset", Value: bson.D{{Key: "embedAccess", Value: ""}}}, versionInc}
 	if d := toEmbedAccessDoc(g, by, at); d != nil {
-		update = bson.D{{Key: "$set", Value: bson.D{{Key: "embedAccess", Value: d}}}}
+		update = bson.D{{Key: "$set", Value: bson.D{{Key: "embedAccess", Value: d}}}, versionInc}
 	}
 	res, err := s.items.UpdateOne(ctx, itemFilter(dep, id, typ, workspace.ItemPrecondition{}), update)
 	if err != nil {

@@ -3,6 +3,7 @@ package mongostore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"regexp"
 	"time"
 
@@ -44,8 +45,8 @@ func (s *Store) InsertItem(ctx context.Context, it *workspace.Item) error {
 		return err
 	}
 	_, err = s.items.InsertOne(ctx, doc)
-	if mongox.IsDuplicateKey(err) { // only _id is unique in items: the id was handed out twice
-		return s.idTaken("insert item", it.ID)
+	if mongox.IsDuplicateKey(err) { // _id or kslot_1
+		return s.duplicate(ctx, "insert item", it.ID)
 	}
 	return wrap("insert item", err)
 }
@@ -59,11 +60,18 @@ func (s *Store) UpdateItem(ctx context.Context, dep, id int64, typ workspace.Ite
 	if err != nil {
 		return nil, err
 	}
+	if u.Key != nil { // only on an item without a key; the hold with it
+		filter = append(filter, bson.E{Key: "key", Value: bson.D{{Key: "$exists", Value: false}}})
+		set = append(set, bson.E{Key: "key", Value: *u.Key}, bson.E{Key: "kslot", Value: kslot(dep, typ, *u.Key)})
+	}
 	var d itemDoc
-	err = s.items.FindOneAndUpdate(ctx, filter, bson.D{{Key: "$set", Value: set}},
+	err = s.items.FindOneAndUpdate(ctx, filter, bson.D{{Key: "$set", Value: set}, versionInc},
 		options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&d)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return nil, nil
+	}
+	if duplicateHold(err) { // only kslot_1 can be: _id is not written
+		return nil, fmt.Errorf("set key of item %d: %w", id, workspace.ErrKeyTaken)
 	}
 	if err != nil {
 		return nil, wrap("update item", err)
@@ -74,8 +82,7 @@ func (s *Store) UpdateItem(ctx context.Context, dep, id int64, typ workspace.Ite
 // DeleteItem tombstones a live item of the deployment that meets pre: one update, which
 // sends back no document.
 func (s *Store) DeleteItem(ctx context.Context, dep, id int64, typ workspace.ItemType, pre workspace.ItemPrecondition, by int64, at time.Time) (bool, error) {
-	res, err := s.items.UpdateOne(ctx, itemFilter(dep, id, typ, pre),
-		bson.D{{Key: "$set", Value: bson.D{{Key: "deleted", Value: true}, {Key: "updatedAt", Value: at}, {Key: "updatedBy", Value: by}}}})
+	res, err := s.items.UpdateOne(ctx, itemFilter(dep, id, typ, pre), tombstone(by, at))
 	if err != nil {
 		return false, wrap("delete item", err)
 	}
@@ -87,6 +94,13 @@ func itemFilter(dep, id int64, typ workspace.ItemType, pre workspace.ItemPrecond
 	filter := bson.D{{Key: "_id", Value: id}, {Key: "dep", Value: dep}, {Key: "type", Value: typ}, {Key: "deleted", Value: notDeleted}}
 	if pre.Parent != nil {
 		filter = append(filter, bson.E{Key: "parent", Value: *pre.Parent})
+	}
+	if pre.Version != nil {
+		var v any = *pre.Version
+		if *pre.Version == 0 { // stored before versions were kept: the field is not there
+			v = bson.D{{Key: "$exists", Value: false}}
+		}
+		filter = append(filter, bson.E{Key: "version", Value: v})
 	}
 	if pre.PublishedVersion != nil {
 		var v any = *pre.PublishedVersion
@@ -150,7 +164,7 @@ func itemSet(u workspace.ItemUpdate) (bson.D, error) {
 func (s *Store) MoveItem(ctx context.Context, dep, id, from, to, by int64, at time.Time) (bool, error) {
 	res, err := s.items.UpdateOne(ctx,
 		bson.D{{Key: "_id", Value: id}, {Key: "dep", Value: dep}, {Key: "parent", Value: from}, {Key: "deleted", Value: notDeleted}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "parent", Value: to}, {Key: "updatedAt", Value: at}, {Key: "updatedBy", Value: by}}}})
+		bson.D{{Key: "$set", Value: bson.D{{Key: "parent", Value: to}, {Key: "updatedAt", Value: at}, {Key: "updatedBy", Value: by}}}, versionInc})
 	if err != nil {
 		return false, wrap("move item", err)
 	}
@@ -177,7 +191,7 @@ func (s *Store) HasChildren(ctx context.Context, dep, folder int64) (bool, error
 var listProjection = bson.D{{Key: "_id", Value: 1}, {Key: "dep", Value: 1}, {Key: "type", Value: 1}, {Key: "name", Value: 1},
 	{Key: "position", Value: 1}, {Key: "parent", Value: 1}, {Key: "createdBy", Value: 1}, {Key: "updatedBy", Value: 1},
 	{Key: "createdAt", Value: 1}, {Key: "updatedAt", Value: 1}, {Key: "grants", Value: 1}, {Key: "anc", Value: 1}, {Key: "depth", Value: 1},
-	{Key: "sizes", Value: 1}}
+	{Key: "sizes", Value: 1}, {Key: "key", Value: 1}, {Key: "version", Value: 1}}
 
 // headProjection is an item's head (workspace.Parts): listProjection and the published
 // version, dashboard id and public id, the embed grants, the published title and
@@ -399,7 +413,7 @@ func (s *Store) EndFolderDelete(ctx context.Context, dep, folder int64, deleted 
 	update := bson.D{{Key: "$unset", Value: bson.D{{Key: "deletingUntil", Value: ""}}}}
 	if deleted {
 		filter = append(filter, bson.E{Key: "deleted", Value: notDeleted})
-		update = bson.D{{Key: "$set", Value: bson.D{{Key: "deleted", Value: true}, {Key: "updatedAt", Value: at}, {Key: "updatedBy", Value: by}}}}
+		update = tombstone(by, at)
 	}
 	res, err := s.items.UpdateOne(ctx, filter, update)
 	if err != nil {

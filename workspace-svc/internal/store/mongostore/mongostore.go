@@ -71,6 +71,10 @@ type index struct {
 	keys bson.D
 }
 
+// uniqueSparse are the indexes that hold each value once, of the documents that have
+// the field (keyIndex).
+var uniqueSparse = map[string]bool{keyIndex: true}
+
 // itemIndexes are the indexes of items. The listing's (listIndex) ends in type and
 // deleted, so the database filters a folder's children by kind and tombstone on the index
 // keys and reads only the documents it returns; its prefix {dep, parent} serves every
@@ -89,6 +93,7 @@ var itemIndexes = []index{
 	{"dep_1_deleted_1", bson.D{{Key: "dep", Value: 1}, {Key: "deleted", Value: 1}}},
 	{"dep_1_name_1__id_1", bson.D{{Key: "dep", Value: 1}, {Key: "name", Value: 1}, {Key: "_id", Value: 1}}},
 	{"dep_1_updatedAt_1__id_1", bson.D{{Key: "dep", Value: 1}, {Key: "updatedAt", Value: 1}, {Key: "_id", Value: 1}}},
+	{keyIndex, bson.D{{Key: "kslot", Value: 1}}},
 }
 
 // listIndex is the listing's index (Children hints it).
@@ -143,7 +148,11 @@ func ensure(ctx context.Context, coll *mongo.Collection, want []index, retired .
 	var missing []mongo.IndexModel
 	for _, ix := range want {
 		if !have[ix.name] {
-			missing = append(missing, mongo.IndexModel{Keys: ix.keys, Options: options.Index().SetName(ix.name)})
+			opts := options.Index().SetName(ix.name)
+			if uniqueSparse[ix.name] {
+				opts.SetUnique(true).SetSparse(true)
+			}
+			missing = append(missing, mongo.IndexModel{Keys: ix.keys, Options: opts})
 		}
 	}
 	if len(missing) == 0 {

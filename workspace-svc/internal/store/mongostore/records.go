@@ -10,16 +10,22 @@ import (
 
 // itemDoc is one folder, workbook or report as stored in items.
 type itemDoc struct {
-	ID        int64              `bson:"_id"`
-	Dep       int64              `bson:"dep"`
-	Type      workspace.ItemType `bson:"type"`
-	Name      string             `bson:"name"`
-	Position  float64            `bson:"position"`
-	Parent    int64              `bson:"parent"`
-	CreatedBy int64              `bson:"createdBy"`
-	UpdatedBy int64              `bson:"updatedBy"`
-	CreatedAt time.Time          `bson:"createdAt"`
-	UpdatedAt time.Time          `bson:"updatedAt"`
+	ID       int64              `bson:"_id"`
+	Dep      int64              `bson:"dep"`
+	Type     workspace.ItemType `bson:"type"`
+	Name     string             `bson:"name"`
+	Position float64            `bson:"position"`
+	Parent   int64              `bson:"parent"`
+	// Key is the item's key (absent: none), kept for good; KSlot is its hold, "dep/TYPE/key",
+	// there only while the item is live, under the unique sparse index kslot_1 (keys.go).
+	Key   string `bson:"key,omitempty"`
+	KSlot string `bson:"kslot,omitempty"`
+	// Version is the item's version (absent: stored before versions were kept, 0).
+	Version   int64     `bson:"version,omitempty"`
+	CreatedBy int64     `bson:"createdBy"`
+	UpdatedBy int64     `bson:"updatedBy"`
+	CreatedAt time.Time `bson:"createdAt"`
+	UpdatedAt time.Time `bson:"updatedAt"`
 	// TreeV is, for folders, the tree version of the last structural change applied to
 	// it: the fence that makes a late re-application of an older move a no-op.
 	TreeV  int64      `bson:"treeV"`
@@ -36,6 +42,9 @@ type itemDoc struct {
 	LeaseCount    int64     `bson:"leaseCount,omitempty"`
 	DeletingUntil time.Time `bson:"deletingUntil,omitempty"`
 	Deleted       bool      `bson:"deleted,omitempty"`
+	// Void marks a folder creation applied when its key was taken: a tombstone that was
+	// never live.
+	Void bool `bson:"void,omitempty"`
 	// JSON documents kept as strings: meta and calculated fields verbatim, the draft
 	// and the published dashboard encoded.
 	Meta             string `bson:"meta,omitempty"`
@@ -197,6 +206,7 @@ func toItemDoc(it *workspace.Item) (*itemDoc, error) {
 		return nil, err
 	}
 	d := &itemDoc{ID: it.ID, Dep: it.DeploymentID, Type: it.Type, Name: it.Name, Position: it.Position, Parent: it.Parent,
+		Key: it.Key, KSlot: kslot(it.DeploymentID, it.Type, it.Key), Version: max(it.Version, 1),
 		CreatedBy: it.CreatedBy, UpdatedBy: it.UpdatedBy, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt,
 		Grants: grantDocs(it.Grants), Anc: it.Anc, Depth: it.Depth, Meta: string(it.Meta), CalculatedFields: string(it.CalculatedFields),
 		Draft: draft, Published: published, PublishedVersion: it.PublishedVersion, PublicID: it.PublicID, DashboardID: it.DashboardID}
@@ -219,6 +229,7 @@ func rawJSON(s string) json.RawMessage {
 // item is the domain's view of the record.
 func (d *itemDoc) item() *workspace.Item {
 	return &workspace.Item{ID: d.ID, DeploymentID: d.Dep, Type: d.Type, Name: d.Name, Position: d.Position, Parent: d.Parent,
+		Key: d.Key, Version: d.Version,
 		CreatedBy: d.CreatedBy, UpdatedBy: d.UpdatedBy, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt,
 		Grants: grants(d.Grants), Anc: d.Anc, Depth: d.Depth, Meta: rawJSON(d.Meta), CalculatedFields: rawJSON(d.CalculatedFields),
 		Draft: decodeJSON[workspace.DashboardConfig](d.Draft), Published: decodeJSON[workspace.Dashboard](d.Published),

@@ -65,7 +65,7 @@ func (s *Store) ApplyTreeOp(ctx context.Context, dep, v int64, op *workspace.Tre
 			SetFilter(bson.D{{Key: "_id", Value: op.Folder}, {Key: "dep", Value: dep}, {Key: "treeV", Value: bson.D{{Key: "$lt", Value: v}}}}).
 			SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: "parent", Value: op.To}, {Key: "treeV", Value: v},
 				{Key: "anc", Value: op.Anc}, {Key: "depth", Value: op.Depth},
-				{Key: "updatedAt", Value: op.At}, {Key: "updatedBy", Value: op.By}}}})}
+				{Key: "updatedAt", Value: op.At}, {Key: "updatedBy", Value: op.By}}}, versionInc})}
 		if len(op.Pull) > 0 {
 			models = append(models, mongo.NewUpdateManyModel().SetFilter(below).
 				SetUpdate(bson.D{{Key: "$pullAll", Value: bson.D{{Key: "anc", Value: op.Pull}}}}))
@@ -86,8 +86,14 @@ func (s *Store) ApplyTreeOp(ctx context.Context, dep, v int64, op *workspace.Tre
 		}
 		doc.TreeV = v
 		_, err = s.items.InsertOne(ctx, doc)
+		if mongox.IsDuplicateKey(err) && doc.KSlot != "" {
+			err = s.voidCreation(ctx, doc) // the id or the key: the id's is a duplicate again
+		}
 		if mongox.IsDuplicateKey(err) {
 			return s.createdBefore(ctx, v, doc)
+		}
+		if err == nil && doc.Void {
+			return fmt.Errorf("apply folder creation %d: %w", doc.ID, workspace.ErrKeyTaken)
 		}
 		return wrap("apply folder creation", err)
 	}
@@ -105,12 +111,15 @@ func (s *Store) createdBefore(ctx context.Context, v int64, want *itemDoc) error
 	var got itemDoc
 	err := s.items.FindOne(ctx, bson.D{{Key: "_id", Value: want.ID}},
 		options.FindOne().SetProjection(bson.D{{Key: "dep", Value: 1}, {Key: "type", Value: 1}, {Key: "createdBy", Value: 1},
-			{Key: "createdAt", Value: 1}, {Key: "treeV", Value: 1}})).Decode(&got)
+			{Key: "createdAt", Value: 1}, {Key: "treeV", Value: 1}, {Key: "void", Value: 1}})).Decode(&got)
 	if err != nil {
 		return wrap("check folder creation", err)
 	}
 	if got.Dep == want.Dep && got.Type == workspace.TypeFolder && got.CreatedBy == want.CreatedBy &&
 		got.CreatedAt.Equal(want.CreatedAt.Truncate(time.Millisecond)) && got.TreeV >= v {
+		if got.Void {
+			return fmt.Errorf("apply folder creation %d: %w", want.ID, workspace.ErrKeyTaken)
+		}
 		return nil
 	}
 	return s.idTaken("apply folder creation", want.ID)

@@ -56,6 +56,13 @@ var cases = []struct {
 	{"published-title-and-embeddable-follow-every-publish", testPublishedHead},
 	{"workbook-by-public-id-is-of-its-deployment-and-live", testWorkbookByPublicID},
 	{"workbook-heads-page-by-id", testWorkbookHeadsPage},
+	{"keys-are-found-by-deployment-type-and-key", testKeysFound},
+	{"a-key-is-held-once-per-deployment-and-type", testKeyTaken},
+	{"a-key-is-held-once-under-concurrent-inserts", testKeyUnderConcurrency},
+	{"a-folder-creation-whose-key-is-taken-is-void-for-good", testKeyTakenAtApply},
+	{"a-deleted-item-gives-its-key-up-and-keeps-it", testKeyReleasedByDelete},
+	{"a-key-is-set-once-and-kept-by-renames-and-moves", testKeySetOnce},
+	{"versions-count-every-change-of-the-item", testVersions},
 }
 
 // deps hands out deployment ids no other case (or run) uses.
@@ -128,7 +135,7 @@ func (f *fixture) folderIn(dep int64, name string, parent int64) int64 {
 	id := f.id()
 	f.commit(dep, &workspace.TreeOp{Kind: workspace.OpCreate, Folder: id, To: parent, By: 7, At: at, Created: &workspace.Item{
 		ID: id, DeploymentID: dep, Type: workspace.TypeFolder, Name: name, Parent: parent, CreatedBy: 7, UpdatedBy: 7,
-		CreatedAt: at, UpdatedAt: at, Anc: anc, Depth: depth}})
+		CreatedAt: at, UpdatedAt: at, Anc: anc, Depth: depth, Version: 1}})
 	return id
 }
 
@@ -141,7 +148,7 @@ func (f *fixture) folder(name string, parent int64) int64 {
 func (f *fixture) item(dep int64, typ workspace.ItemType, name string, folder int64, mod func(*workspace.Item)) *workspace.Item {
 	f.t.Helper()
 	it := &workspace.Item{ID: f.id(), DeploymentID: dep, Type: typ, Name: name, Parent: folder, CreatedBy: 7, UpdatedBy: 7,
-		CreatedAt: at, UpdatedAt: at}
+		CreatedAt: at, UpdatedAt: at, Version: 1}
 	if mod != nil {
 		mod(it)
 	}
@@ -161,10 +168,10 @@ func (f *fixture) wantAncestors(id int64, depth int, anc ...int64) {
 
 // normal is it with what adapters may represent differently made equal: times in UTC,
 // empty slices as nil; Bytes, which only reads set, is checked on its own
-// (testItemParts).
+// (testItemParts), and so is Version, which every change counts (testVersions).
 func normal(it *workspace.Item) workspace.Item {
 	out := *it
-	out.Bytes = 0
+	out.Bytes, out.Version = 0, 0
 	out.CreatedAt, out.UpdatedAt = it.CreatedAt.UTC(), it.UpdatedAt.UTC()
 	if len(out.Grants) == 0 {
 		out.Grants = nil

@@ -1,0 +1,40 @@
+package memstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/analyticsco/platform/workspace-svc/internal/workspace"
+)
+
+// keyHolder is the live item of type typ of deployment dep holding key, or nil ("" is
+// no key and held by nothing).
+func (s *Store) keyHolder(dep int64, typ workspace.ItemType, key string) *record {
+	if key == "" {
+		return nil
+	}
+	for _, r := range s.items {
+		if !r.deleted && r.item.DeploymentID == dep && r.item.Type == typ && r.item.Key == key {
+			return r
+		}
+	}
+	return nil
+}
+
+// ItemsByKey returns the live items of type typ among keys, by key.
+func (s *Store) ItemsByKey(ctx context.Context, dep int64, typ workspace.ItemType, keys []string, parts workspace.Parts) (map[string]*workspace.Item, error) {
+	if len(keys) > workspace.MaxKeysPerRead {
+		return nil, fmt.Errorf("items by key: %d keys, at most %d per read", len(keys), workspace.MaxKeysPerRead)
+	}
+	if err := s.begin(ctx, "ItemsByKey"); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	out := make(map[string]*workspace.Item, len(keys))
+	for _, k := range keys {
+		if r := s.keyHolder(dep, typ, k); r != nil {
+			out[k] = withParts(&r.item, parts)
+		}
+	}
+	return out, nil
+}
