@@ -234,8 +234,15 @@ func (im *importer) withContent(ctx context.Context, heads map[string]*Item) (ma
 
 func (im *importer) one(ctx context.Context, it *BundleItem, have *Item) {
 	parent, planned, err := im.parentOf(it)
+	if err == nil {
+		err = im.reportsImported(it)
+	}
 	if err != nil {
-		im.entry(it, ImportConflict, 0, err)
+		id := int64(0)
+		if have != nil {
+			id = have.ID
+		}
+		im.entry(it, ImportConflict, id, err)
 		return
 	}
 	if have == nil {
@@ -287,6 +294,31 @@ func (im *importer) mapped(it *BundleItem, id int64) {
 			im.reportKeys[id] = it.Key
 		}
 	}
+}
+
+// reportsImported refuses a workbook whose dashboards name a report that was not
+// imported: its widgets would lose their report.
+func (im *importer) reportsImported(it *BundleItem) error {
+	var cfgs []*DashboardConfig
+	if it.DashboardDraft != nil {
+		cfgs = append(cfgs, it.DashboardDraft)
+	}
+	if it.DashboardPublished != nil {
+		cfgs = append(cfgs, &it.DashboardPublished.Config)
+		for _, sn := range it.DashboardPublished.ReportSnapshots {
+			if sn.ReportKey != nil && im.failed[TypeReport][*sn.ReportKey] {
+				return errs.Conflictf("its report %q was not imported", *sn.ReportKey)
+			}
+		}
+	}
+	for _, cfg := range cfgs {
+		for _, w := range cfg.Widgets {
+			if k, ok := w.Config[widgetReportKey].(string); ok && im.failed[TypeReport][k] {
+				return errs.Conflictf("its report %q was not imported", k)
+			}
+		}
+	}
+	return nil
 }
 
 // reportID is the target's id of a bundle report (0: none, or only planned).

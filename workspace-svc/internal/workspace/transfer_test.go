@@ -334,7 +334,8 @@ func TestImportRefusesBadBundles(t *testing.T) {
 }
 
 // TestImportPerItemConflicts: items the caller may not create or change are conflicts
-// with the error their own request would get, and the others are applied; folder grants
+// with the error their own request would get (an item whose folder or report was not
+// imported too), and the others are applied; folder grants
 // of a bundle from another account are dropped, and the answer says so.
 func TestImportPerItemConflicts(t *testing.T) {
 	f := newFixture(t)
@@ -345,7 +346,8 @@ func TestImportPerItemConflicts(t *testing.T) {
 	const head = `{"format":"analytics-workspace-bundle/1","source":{"accountId":999,"deploymentId":1,"folderId":null},"items":[`
 	b := head + `{"type":"FOLDER","key":"mine","folderKey":null,"name":"mine","position":1,"grants":[{"userId":5,"level":"view"}]},` +
 		`{"type":"REPORT","key":"r1","folderKey":"mine","name":"r1","position":0},` +
-		`{"type":"REPORT","key":"r2","folderKey":null,"name":"r2","position":0}]}`
+		`{"type":"REPORT","key":"r2","folderKey":null,"name":"r2","position":0},` +
+		`{"type":"WORKBOOK","key":"wb","folderKey":null,"name":"wb","position":0,"dashboardDraft":{"widgets":[{"id":"a","type":"CHART","position":{"x":0,"y":0,"w":1,"h":1},"config":{"reportKey":"r1"}}]}}]}`
 	res := f.importInto(ai, 7, importBody([]byte(b), false, locked))
 	if !res.GrantsDropped {
 		t.Fatal("grants of another account's bundle not reported dropped")
@@ -360,9 +362,12 @@ func TestImportPerItemConflicts(t *testing.T) {
 		if e.Key == "r1" && !strings.Contains(e.Err.Error(), `folder "mine" was not imported`) {
 			t.Fatalf("r1: %v", e.Err)
 		}
+		if e.Key == "wb" && !strings.Contains(e.Err.Error(), `report "r1" was not imported`) {
+			t.Fatalf("wb: %v", e.Err)
+		}
 	}
 	res = f.importInto(ai, 7, importBody([]byte(b), false, open))
-	if c := actions(res); c[workspace.ImportCreate] != 3 {
+	if c := actions(res); c[workspace.ImportCreate] != 4 {
 		t.Fatalf("into a folder the caller may edit: %v (%+v)", c, firstConflict(res))
 	}
 	g, err := f.svc.GetPermissions(f.ctx, admin, 7, res.Items[0].ID)
