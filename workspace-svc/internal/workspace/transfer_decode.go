@@ -131,7 +131,7 @@ func (s *service) checkImport(body io.Reader) (*parsedImport, error) {
 		books: map[string]int{}, reportRefs: map[string]int{}, folderRefs: map[string]int{}, itemBytes: s.maxBundleItemBytes()}
 	c.enc = json.NewEncoder(c.out)
 	c.body = &bodyReader{r: body, limit: s.limits.ImportBytes,
-		errBody: errs.New(errs.TooLarge, "the import body is larger than the limit of %d bytes (WORKSPACE_IMPORT_MAX_BYTES)", s.limits.ImportBytes)}
+		errBody: errs.New(errs.TooLarge, "the import body is larger than the limit of %d bytes", s.limits.ImportBytes)}
 	c.dec = json.NewDecoder(c.body)
 	c.dec.DisallowUnknownFields()
 	if err := c.envelope(); err != nil {
@@ -311,7 +311,7 @@ func (c *bundleCheck) items() error {
 	}
 	for i := 0; c.dec.More(); i++ {
 		if i >= c.s.limits.ImportItems {
-			return errs.New(errs.TooLarge, "the bundle holds more than %d items, the limit of one import (WORKSPACE_IMPORT_MAX_ITEMS); import it in parts, a folder at a time", c.s.limits.ImportItems)
+			return errs.New(errs.TooLarge, "the bundle holds more than %d items, the limit of one import; import it in parts, a folder at a time", c.s.limits.ImportItems)
 		}
 		c.body.mark, c.body.window = c.body.n, c.itemBytes
 		c.body.errItem = errs.New(errs.TooLarge, "bundle.items[%d] is larger than %d bytes, the most one item may hold (its meta, calculated fields, dashboards and grants at their limits)", i, c.itemBytes)

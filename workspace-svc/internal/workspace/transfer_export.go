@@ -120,7 +120,7 @@ func (s *service) Export(ctx context.Context, p *identity.Principal, dep, folder
 	}
 	estimate += int64(len(folders)) * 256
 	if estimate > s.limits.ExportBytes {
-		return sum, errs.New(errs.TooLarge, "the export would write about %d bytes, over the limit of %d bytes (WORKSPACE_EXPORT_MAX_BYTES); export a folder at a time", estimate, s.limits.ExportBytes)
+		return sum, errs.New(errs.TooLarge, "the export would write about %d bytes, over the limit of %d bytes; export a folder at a time", estimate, s.limits.ExportBytes)
 	}
 
 	var root *embedaccess.Grants
@@ -219,7 +219,7 @@ func (s *service) Export(ctx context.Context, p *identity.Principal, dep, folder
 }
 
 func (s *service) exportTooMany(n int) error {
-	return errs.New(errs.TooLarge, "the export would hold more than %d items (it has reached %d), the limit (WORKSPACE_EXPORT_MAX_ITEMS); export a folder at a time", s.limits.ExportItems, n)
+	return errs.New(errs.TooLarge, "the export would hold more than %d items (it has reached %d), the limit of one export; export a folder at a time", s.limits.ExportItems, n)
 }
 
 // loadAllFolders puts every live folder of the deployment into r's tree: the ids by the

@@ -300,7 +300,7 @@ func TestImportRefusesBadBundles(t *testing.T) {
 		{"import-400-too-deep", bundle(folder("l1", ""), folder("l2", "l1"), folder("l3", "l2"), folder("l4", "l3"), folder("l5", "l4")), errs.Invalid, "", ""},
 		{"import-413-too-many-items", bundle(good, folder("b", ""), folder("c", ""), folder("d", ""), folder("e", ""), folder("f", "")), errs.TooLarge, "", "more than 5 items"},
 		{"import-413-meta-over-limit", bundle(`{"type":"REPORT","key":"r","name":"r","meta":{"sql":"` + strings.Repeat("x", 100) + `"}}`), errs.TooLarge, "", "meta is"},
-		{"import-413-body-over-limit", bundle(`{"type":"REPORT","key":"r","name":"` + strings.Repeat("x", 9000) + `"}`), errs.TooLarge, "", "WORKSPACE_IMPORT_MAX_BYTES"},
+		{"import-413-body-over-limit", bundle(`{"type":"REPORT","key":"r","name":"` + strings.Repeat("x", 9000) + `"}`), errs.TooLarge, "", "larger than the limit of 8192 bytes"},
 		{"import-400-truncated", head + good, errs.Invalid, "", "malformed JSON"},
 		{"import-400-no-items", `{"format":"analytics-workspace-bundle/1"}`, errs.Invalid, "", "bundle.items is required"},
 	}
