@@ -139,6 +139,8 @@ const (
 	AuditActionPlatformApiKeyRevoke                 AuditAction = "platform.api_key.revoke"
 	AuditActionPlatformApiKeyRotate                 AuditAction = "platform.api_key.rotate"
 	AuditActionWorkspaceDeploymentEmbedAccessChange AuditAction = "workspace.deployment.embed_access_change"
+	AuditActionWorkspaceDeploymentExport            AuditAction = "workspace.deployment.export"
+	AuditActionWorkspaceDeploymentImport            AuditAction = "workspace.deployment.import"
 	AuditActionWorkspaceFavoriteAdd                 AuditAction = "workspace.favorite.add"
 	AuditActionWorkspaceFavoriteRemove              AuditAction = "workspace.favorite.remove"
 	AuditActionWorkspaceFolderCreate                AuditAction = "workspace.folder.create"
@@ -211,6 +213,10 @@ func (e AuditAction) Valid() bool {
 	case AuditActionPlatformApiKeyRotate:
 		return true
 	case AuditActionWorkspaceDeploymentEmbedAccessChange:
+		return true
+	case AuditActionWorkspaceDeploymentExport:
+		return true
+	case AuditActionWorkspaceDeploymentImport:
 		return true
 	case AuditActionWorkspaceFavoriteAdd:
 		return true
@@ -1692,7 +1698,9 @@ type AttributeType string
 // AuditAction What was done; `<context>.<object>.<verb>`. A move, single or bulk, is one
 // `workspace.items.move` whose target is the destination folder (no id: the root);
 // `workspace.folder.move`, `workspace.workbook.move` and `workspace.report.move` (one
-// event per moved item, the item the target) are only on events recorded before.
+// event per moved item, the item the target) are only on events recorded before. An
+// export (`workspace.deployment.export`) and an import (`workspace.deployment.import`)
+// are one event each, their target the folder (no id: the whole deployment).
 type AuditAction string
 
 // AuditActor Who acted; never a secret (an API key by its id, a session by its public id).
@@ -1727,7 +1735,9 @@ type AuditEvent struct {
 	// Action What was done; `<context>.<object>.<verb>`. A move, single or bulk, is one
 	// `workspace.items.move` whose target is the destination folder (no id: the root);
 	// `workspace.folder.move`, `workspace.workbook.move` and `workspace.report.move` (one
-	// event per moved item, the item the target) are only on events recorded before.
+	// event per moved item, the item the target) are only on events recorded before. An
+	// export (`workspace.deployment.export`) and an import (`workspace.deployment.import`)
+	// are one event each, their target the folder (no id: the whole deployment).
 	Action AuditAction `json:"action"`
 
 	// Actor Who acted; never a secret (an API key by its id, a session by its public id).

@@ -5,13 +5,15 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+
+	"github.com/analyticsco/platform/workspace-svc/internal/workspace"
 )
 
 // TestExportImportOverMongo drives export and import through the gateway on FerretDB
 // (every query checked against the declared indexes): a small tree with grants, embed
 // grants, a dashboard naming a report and a publish, exported, imported into another
 // deployment of the account, exported again (equal), imported again (all unchanged); a
-// bundle of another format is 400 bundle_format.
+// bundle of another format is 400 bundle_format; each is one audit event.
 func TestExportImportOverMongo(t *testing.T) {
 	e := newEnv(t, 1)
 	src, dst := e.dep("acme", 0), e.dep("acme", 1)
@@ -84,5 +86,18 @@ func TestExportImportOverMongo(t *testing.T) {
 	r = e.do(t, "POST", depPath(dst, "/workspace/import"), admin, map[string]any{"bundle": map[string]any{"format": "analytics-workspace-bundle/0", "items": []any{}}})
 	if r.Status != 400 || r.Error(t).Code != "bundle_format" {
 		t.Fatalf("another format: %d %s", r.Status, r.Body)
+	}
+	// One event per export and per import, refused ones included, with the counts.
+	var exports, imports []map[string]any
+	for _, ev := range e.audit.Events() {
+		switch ev.Action {
+		case workspace.ActionExport:
+			exports = append(exports, ev.Details)
+		case workspace.ActionImport:
+			imports = append(imports, ev.Details)
+		}
+	}
+	if len(exports) != 2 || len(imports) != 3 || imports[0]["create"] != 4 || imports[1]["unchanged"] != 4 || exports[0]["reports"] != 1 {
+		t.Fatalf("audit: exports %v, imports %v", exports, imports)
 	}
 }
