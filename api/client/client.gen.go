@@ -139,6 +139,8 @@ const (
 	AuditActionPlatformApiKeyRevoke                 AuditAction = "platform.api_key.revoke"
 	AuditActionPlatformApiKeyRotate                 AuditAction = "platform.api_key.rotate"
 	AuditActionWorkspaceDeploymentEmbedAccessChange AuditAction = "workspace.deployment.embed_access_change"
+	AuditActionWorkspaceDeploymentExport            AuditAction = "workspace.deployment.export"
+	AuditActionWorkspaceDeploymentImport            AuditAction = "workspace.deployment.import"
 	AuditActionWorkspaceFavoriteAdd                 AuditAction = "workspace.favorite.add"
 	AuditActionWorkspaceFavoriteRemove              AuditAction = "workspace.favorite.remove"
 	AuditActionWorkspaceFolderCreate                AuditAction = "workspace.folder.create"
@@ -217,6 +219,10 @@ func (e AuditAction) Valid() bool {
 	case AuditActionPlatformApiKeyRotate:
 		return true
 	case AuditActionWorkspaceDeploymentEmbedAccessChange:
+		return true
+	case AuditActionWorkspaceDeploymentExport:
+		return true
+	case AuditActionWorkspaceDeploymentImport:
 		return true
 	case AuditActionWorkspaceFavoriteAdd:
 		return true
@@ -410,6 +416,45 @@ func (e AuditTargetType) Valid() bool {
 	case AuditTargetTypeUserAttribute:
 		return true
 	case AuditTargetTypeWorkbook:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BundleDashboardStatus.
+const (
+	BundleDashboardStatusArchived  BundleDashboardStatus = "archived"
+	BundleDashboardStatusPublished BundleDashboardStatus = "published"
+)
+
+// Valid indicates whether the value is a known member of the BundleDashboardStatus enum.
+func (e BundleDashboardStatus) Valid() bool {
+	switch e {
+	case BundleDashboardStatusArchived:
+		return true
+	case BundleDashboardStatusPublished:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BundleItemType.
+const (
+	BundleItemTypeFOLDER   BundleItemType = "FOLDER"
+	BundleItemTypeREPORT   BundleItemType = "REPORT"
+	BundleItemTypeWORKBOOK BundleItemType = "WORKBOOK"
+)
+
+// Valid indicates whether the value is a known member of the BundleItemType enum.
+func (e BundleItemType) Valid() bool {
+	switch e {
+	case BundleItemTypeFOLDER:
+		return true
+	case BundleItemTypeREPORT:
+		return true
+	case BundleItemTypeWORKBOOK:
 		return true
 	default:
 		return false
@@ -788,6 +833,8 @@ const (
 	ErrorCodeBadGateway             ErrorCode = "bad_gateway"
 	ErrorCodeBranchNotFound         ErrorCode = "branch_not_found"
 	ErrorCodeBranchNotServed        ErrorCode = "branch_not_served"
+	ErrorCodeBundleFormat           ErrorCode = "bundle_format"
+	ErrorCodeBundleInvalid          ErrorCode = "bundle_invalid"
 	ErrorCodeClientError            ErrorCode = "client_error"
 	ErrorCodeClientSecretLimit      ErrorCode = "client_secret_limit"
 	ErrorCodeConcurrencyLimit       ErrorCode = "concurrency_limit"
@@ -850,6 +897,10 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeBranchNotFound:
 		return true
 	case ErrorCodeBranchNotServed:
+		return true
+	case ErrorCodeBundleFormat:
+		return true
+	case ErrorCodeBundleInvalid:
 		return true
 	case ErrorCodeClientError:
 		return true
@@ -1004,6 +1055,54 @@ const (
 func (e GenerateSessionResponseDryRun) Valid() bool {
 	switch e {
 	case GenerateSessionResponseDryRunTrue:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ImportEntryAction.
+const (
+	ImportEntryActionConflict  ImportEntryAction = "conflict"
+	ImportEntryActionCreate    ImportEntryAction = "create"
+	ImportEntryActionUnchanged ImportEntryAction = "unchanged"
+	ImportEntryActionUpdate    ImportEntryAction = "update"
+)
+
+// Valid indicates whether the value is a known member of the ImportEntryAction enum.
+func (e ImportEntryAction) Valid() bool {
+	switch e {
+	case ImportEntryActionConflict:
+		return true
+	case ImportEntryActionCreate:
+		return true
+	case ImportEntryActionUnchanged:
+		return true
+	case ImportEntryActionUpdate:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ImportEntryType.
+const (
+	ImportEntryTypeFOLDER   ImportEntryType = "FOLDER"
+	ImportEntryTypeREPORT   ImportEntryType = "REPORT"
+	ImportEntryTypeROOT     ImportEntryType = "ROOT"
+	ImportEntryTypeWORKBOOK ImportEntryType = "WORKBOOK"
+)
+
+// Valid indicates whether the value is a known member of the ImportEntryType enum.
+func (e ImportEntryType) Valid() bool {
+	switch e {
+	case ImportEntryTypeFOLDER:
+		return true
+	case ImportEntryTypeREPORT:
+		return true
+	case ImportEntryTypeROOT:
+		return true
+	case ImportEntryTypeWORKBOOK:
 		return true
 	default:
 		return false
@@ -1460,6 +1559,21 @@ func (e TenantWorkbookAccessSource) Valid() bool {
 	}
 }
 
+// Defines values for WorkspaceBundleFormat.
+const (
+	WorkspaceBundleFormatAnalyticsWorkspaceBundle1 WorkspaceBundleFormat = "analytics-workspace-bundle/1"
+)
+
+// Valid indicates whether the value is a known member of the WorkspaceBundleFormat enum.
+func (e WorkspaceBundleFormat) Valid() bool {
+	switch e {
+	case WorkspaceBundleFormatAnalyticsWorkspaceBundle1:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for WorkspaceItemType.
 const (
 	WorkspaceItemTypeFOLDER   WorkspaceItemType = "FOLDER"
@@ -1710,7 +1824,9 @@ type AttributeType string
 // AuditAction What was done; `<context>.<object>.<verb>`. A move, single or bulk, is one
 // `workspace.items.move` whose target is the destination folder (no id: the root);
 // `workspace.folder.move`, `workspace.workbook.move` and `workspace.report.move` (one
-// event per moved item, the item the target) are only on events recorded before. A bulk
+// event per moved item, the item the target) are only on events recorded before. An
+// export (`workspace.deployment.export`) and an import (`workspace.deployment.import`)
+// are one event each, their target the folder (no id: the whole deployment). A bulk
 // delete, a restore and a purge of the trash are one `workspace.items.delete`,
 // `.restore` or `.purge` each, listing their items; a recursive folder delete is
 // `workspace.folder.delete` with `recursive: true`; the retention sweep's purge of one
@@ -1749,7 +1865,9 @@ type AuditEvent struct {
 	// Action What was done; `<context>.<object>.<verb>`. A move, single or bulk, is one
 	// `workspace.items.move` whose target is the destination folder (no id: the root);
 	// `workspace.folder.move`, `workspace.workbook.move` and `workspace.report.move` (one
-	// event per moved item, the item the target) are only on events recorded before. A bulk
+	// event per moved item, the item the target) are only on events recorded before. An
+	// export (`workspace.deployment.export`) and an import (`workspace.deployment.import`)
+	// are one event each, their target the folder (no id: the whole deployment). A bulk
 	// delete, a restore and a purge of the trash are one `workspace.items.delete`,
 	// `.restore` or `.purge` each, listing their items; a recursive folder delete is
 	// `workspace.folder.delete` with `recursive: true`; the retention sweep's purge of one
@@ -1867,6 +1985,8 @@ type AuditOutcome struct {
 	// - `selector_needs_manifest`: 400: a dbt model selector's graph operators without a manifest to read the graph from (an upload, or the integration's `manifestPath`)
 	// - `source_changed`: 409: a promotion whose workbook changed since its preview
 	// - `duplicate_limit`: 400: folders, workbooks and reports one duplicate creates (`WORKSPACE_MAX_DUPLICATE_ITEMS`)
+	// - `bundle_format`: 400: an import bundle of another format, or one that does not begin with its format
+	// - `bundle_invalid`: 400: an import bundle item that is malformed or names what the bundle lacks
 	Code   *ErrorCode         `json:"code,omitempty"`
 	Result AuditOutcomeResult `json:"result"`
 
@@ -1995,6 +2115,96 @@ type BulkMoveResponse struct {
 
 	// Moved Moved items, each exactly as the single-item move returns it.
 	Moved []Workbook `json:"moved"`
+}
+
+// BundleDashboard A published dashboard without its ids, version numbers and publishers.
+type BundleDashboard struct {
+	AllowEmbed bool `json:"allowEmbed"`
+
+	// Config Dashboard configuration; every field optional and nullable.
+	Config               DashboardConfig       `json:"config"`
+	Description          *string               `json:"description,omitempty"`
+	FromSharedWorkspace  *bool                 `json:"fromSharedWorkspace,omitempty"`
+	ReportSnapshots      []BundleSnapshot      `json:"reportSnapshots"`
+	RestrictDataDownload *bool                 `json:"restrictDataDownload,omitempty"`
+	Status               BundleDashboardStatus `json:"status"`
+	Title                *string               `json:"title,omitempty"`
+	UseBoardDashboards   *bool                 `json:"useBoardDashboards,omitempty"`
+}
+
+// BundleDashboardStatus defines model for BundleDashboard.Status.
+type BundleDashboardStatus string
+
+// BundleEmbedAccess An object's own embed grants, as `EmbedAccess` without `inherited`.
+type BundleEmbedAccess struct {
+	// AllEmbedUsers `read` lets the viewers the entry names open the dashboard; `none` refuses it to them.
+	AllEmbedUsers *EmbedAccessLevel   `json:"allEmbedUsers,omitempty"`
+	Groups        *[]EmbedGroupGrant  `json:"groups,omitempty"`
+	Tenants       *[]EmbedTenantGrant `json:"tenants,omitempty"`
+}
+
+// BundleItem One folder, report or workbook. `folderKey` names its folder in the bundle (null: the
+// bundle's top level). A part left out is left as the target has it on import.
+type BundleItem struct {
+	// CalculatedFields Free-form JSON object; any properties allowed.
+	CalculatedFields *FreeFormObject `json:"calculatedFields,omitempty"`
+
+	// DashboardDraft Dashboard configuration; every field optional and nullable.
+	DashboardDraft *DashboardConfig `json:"dashboardDraft,omitempty"`
+
+	// DashboardPublished A published dashboard without its ids, version numbers and publishers.
+	DashboardPublished *BundleDashboard `json:"dashboardPublished,omitempty"`
+
+	// EmbedAccess An object's own embed grants, as `EmbedAccess` without `inherited`.
+	EmbedAccess *BundleEmbedAccess `json:"embedAccess,omitempty"`
+	FolderKey   *string            `json:"folderKey,omitempty"`
+
+	// Grants Folders only; within the source account only.
+	Grants *[]FolderGrant `json:"grants,omitempty"`
+	Key    string         `json:"key"`
+
+	// Meta Free-form JSON object; any properties allowed.
+	Meta     *FreeFormObject `json:"meta,omitempty"`
+	Name     string          `json:"name"`
+	Position *float64        `json:"position,omitempty"`
+	Type     BundleItemType  `json:"type"`
+}
+
+// BundleItemType defines model for BundleItemType.
+type BundleItemType string
+
+// BundleSnapshot defines model for BundleSnapshot.
+type BundleSnapshot struct {
+	Description *string `json:"description,omitempty"`
+
+	// FillMissingRows How a report fills missing rows, or null.
+	FillMissingRows *FillMissingRows `json:"fillMissingRows,omitempty"`
+	IsSourceReport  *bool            `json:"isSourceReport,omitempty"`
+	Kind            *string          `json:"kind,omitempty"`
+
+	// Meta Free-form JSON object; any properties allowed.
+	Meta              *FreeFormObject     `json:"meta,omitempty"`
+	Name              *string             `json:"name,omitempty"`
+	PeriodComparisons *[]PeriodComparison `json:"periodComparisons,omitempty"`
+
+	// Preferences Display preferences of a report, or null.
+	Preferences *ReportPreferences `json:"preferences,omitempty"`
+	PythonCode  *string            `json:"pythonCode,omitempty"`
+
+	// ReportKey The report in the bundle (null when the bundle does not hold it).
+	ReportKey *string `json:"reportKey,omitempty"`
+
+	// Spec Free-form JSON object; any properties allowed.
+	Spec     *FreeFormObject `json:"spec,omitempty"`
+	SqlQuery *string         `json:"sqlQuery,omitempty"`
+	Title    *string         `json:"title,omitempty"`
+}
+
+// BundleSource Where the bundle was exported from; on import only `accountId` counts (folder grants stay within it).
+type BundleSource struct {
+	AccountId    *int64 `json:"accountId,omitempty"`
+	DeploymentId *int64 `json:"deploymentId,omitempty"`
+	FolderId     *int64 `json:"folderId,omitempty"`
 }
 
 // ColumnFormat defines model for ColumnFormat.
@@ -2826,6 +3036,8 @@ type Error struct {
 	// - `selector_needs_manifest`: 400: a dbt model selector's graph operators without a manifest to read the graph from (an upload, or the integration's `manifestPath`)
 	// - `source_changed`: 409: a promotion whose workbook changed since its preview
 	// - `duplicate_limit`: 400: folders, workbooks and reports one duplicate creates (`WORKSPACE_MAX_DUPLICATE_ITEMS`)
+	// - `bundle_format`: 400: an import bundle of another format, or one that does not begin with its format
+	// - `bundle_invalid`: 400: an import bundle item that is malformed or names what the bundle lacks
 	Code ErrorCode `json:"code"`
 
 	// Message Example: folder 12 not found
@@ -2891,6 +3103,8 @@ type Error struct {
 // - `selector_needs_manifest`: 400: a dbt model selector's graph operators without a manifest to read the graph from (an upload, or the integration's `manifestPath`)
 // - `source_changed`: 409: a promotion whose workbook changed since its preview
 // - `duplicate_limit`: 400: folders, workbooks and reports one duplicate creates (`WORKSPACE_MAX_DUPLICATE_ITEMS`)
+// - `bundle_format`: 400: an import bundle of another format, or one that does not begin with its format
+// - `bundle_invalid`: 400: an import bundle item that is malformed or names what the bundle lacks
 type ErrorCode string
 
 // ExchangeSessionRequest defines model for ExchangeSessionRequest.
@@ -3152,6 +3366,55 @@ type GroupMembersAdded struct {
 // GroupMembersInput defines model for GroupMembersInput.
 type GroupMembersInput struct {
 	ExternalIds []string `json:"externalIds"`
+}
+
+// ImportEntry defines model for ImportEntry.
+type ImportEntry struct {
+	Action ImportEntryAction `json:"action"`
+
+	// Error Error body of every failure (and of each failed bulk-move item). `status` repeats the
+	// HTTP status code; `code` is stable and machine-readable (branch on it, not on `message`);
+	// `message` says what was wrong in words.
+	Error *Error `json:"error,omitempty"`
+
+	// Id The target item (absent for a planned create).
+	Id *int64 `json:"id,omitempty"`
+
+	// Key The bundle key (null for the root's embed grants).
+	Key  *string         `json:"key"`
+	Type ImportEntryType `json:"type"`
+}
+
+// ImportEntryAction defines model for ImportEntry.Action.
+type ImportEntryAction string
+
+// ImportEntryType defines model for ImportEntry.Type.
+type ImportEntryType string
+
+// ImportRequest defines model for ImportRequest.
+type ImportRequest struct {
+	// Bundle A workspace bundle (docs/content-as-code.md). `format` comes first: an import reads it
+	// before anything else.
+	Bundle WorkspaceBundle `json:"bundle"`
+	DryRun *bool           `json:"dryRun,omitempty"`
+
+	// FolderId Where the bundle's top-level items go (null or omitted: the root).
+	FolderId *int64 `json:"folderId,omitempty"`
+}
+
+// ImportResult defines model for ImportResult.
+type ImportResult struct {
+	Counts struct {
+		Conflict  int `json:"conflict"`
+		Create    int `json:"create"`
+		Unchanged int `json:"unchanged"`
+		Update    int `json:"update"`
+	} `json:"counts"`
+	DryRun bool `json:"dryRun"`
+
+	// GrantsDropped The bundle comes from another account; its folder grants were not applied.
+	GrantsDropped bool          `json:"grantsDropped"`
+	Items         []ImportEntry `json:"items"`
 }
 
 // InheritedEmbedAccess The own grants of one object above: a folder (`source` `folder`, its `folderId`, and its
@@ -4025,6 +4288,22 @@ type WorkbookDuplicate struct {
 	Workbook Workbook `json:"workbook"`
 }
 
+// WorkspaceBundle A workspace bundle (docs/content-as-code.md). `format` comes first: an import reads it
+// before anything else.
+type WorkspaceBundle struct {
+	Format WorkspaceBundleFormat `json:"format"`
+	Items  []BundleItem          `json:"items"`
+
+	// RootEmbedAccess An object's own embed grants, as `EmbedAccess` without `inherited`.
+	RootEmbedAccess *BundleEmbedAccess `json:"rootEmbedAccess,omitempty"`
+
+	// Source Where the bundle was exported from; on import only `accountId` counts (folder grants stay within it).
+	Source *BundleSource `json:"source,omitempty"`
+}
+
+// WorkspaceBundleFormat defines model for WorkspaceBundle.Format.
+type WorkspaceBundleFormat string
+
 // WorkspaceItem A listed folder, workbook or report: the Workbook shape without the parts that can be
 // large (`meta`, `calculatedFields`, dashboards; GET the item for those), plus `position`
 // and `updatedBy`.
@@ -4611,6 +4890,25 @@ type BulkMoveWorkspaceItemsParams struct {
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
+// ExportWorkspaceParams defines parameters for ExportWorkspace.
+type ExportWorkspaceParams struct {
+	// FolderId Export this folder's subtree (omit for the whole deployment).
+	FolderId *int64 `form:"folderId,omitempty" json:"folderId,omitempty"`
+}
+
+// ImportWorkspaceParams defines parameters for ImportWorkspace.
+type ImportWorkspaceParams struct {
+	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
+	// visible ASCII characters, bare or as a structured-field string (`"..."`). The same key
+	// with the same request (method, path, query and body) answers the first answer again
+	// without acting, with `Idempotent-Replayed: true`; another request under the key is `422
+	// idempotency_key_reused`; while the first still runs, `409 idempotency_key_in_use` with
+	// `Retry-After`. Keys are per account and credential, kept `IDEMPOTENCY_TTL` (24 h;
+	// generate-session: its session id's 5 minutes). An invalid key is `400
+	// invalid_idempotency_key`, nothing done. See docs/idempotency.md.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
 // MoveWorkspaceItemParams defines parameters for MoveWorkspaceItem.
 type MoveWorkspaceItemParams struct {
 	// IdempotencyKey Makes a retry of this POST safe (draft-ietf-httpapi-idempotency-key-header): 1 to 255
@@ -5039,6 +5337,9 @@ type BulkDeleteWorkspaceItemsJSONRequestBody = WorkspaceItemsRequest
 
 // BulkMoveWorkspaceItemsJSONRequestBody defines body for BulkMoveWorkspaceItems for application/json ContentType.
 type BulkMoveWorkspaceItemsJSONRequestBody = BulkMoveRequest
+
+// ImportWorkspaceJSONRequestBody defines body for ImportWorkspace for application/json ContentType.
+type ImportWorkspaceJSONRequestBody = ImportRequest
 
 // MoveWorkspaceItemJSONRequestBody defines body for MoveWorkspaceItem for application/json ContentType.
 type MoveWorkspaceItemJSONRequestBody = MoveRequest
@@ -6672,6 +6973,28 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/bulk-move (the `BulkMoveWorkspaceItems` operationId).
 	BulkMoveWorkspaceItems(ctx context.Context, deploymentId DeploymentId, params *BulkMoveWorkspaceItemsParams, body BulkMoveWorkspaceItemsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ExportWorkspace Export the workspace (or a folder's subtree) as a bundle
+	//
+	// Answers a self-contained, versioned bundle (`format: analytics-workspace-bundle/1`,
+	// docs/content-as-code.md) of the folders, reports and workbooks the caller can view: the
+	// whole deployment, or with `folderId` that folder and everything below it. Items refer to
+	// each other by `key` only, never by this deployment's ids; an item without a key is given
+	// `<type>-<id>` in the bundle, so two exports of the same content are equal. Widgets name
+	// reports by `config.reportKey` and snapshots by `reportKey`; a reference to a report the
+	// bundle does not hold is left out. A folder's `grants` and an object's `embedAccess` are
+	// written where the caller manages it, `rootEmbedAccess` for an admin exporting the whole
+	// deployment. Order is fixed: folders by level (parents first) then key, then reports by
+	// key, then workbooks by key.
+	//
+	// The bundle is written as it is read, page by page. Everything that can refuse the export
+	// does so before its first byte: `403`, `404`, and `413` past `WORKSPACE_EXPORT_MAX_ITEMS`
+	// items or `WORKSPACE_EXPORT_MAX_BYTES` (estimated from the stored sizes). A store failure
+	// after the first byte aborts the connection, so a broken transfer is never taken for a
+	// whole bundle.
+	//
+	// Corresponds with GET /api/v1/deployments/{deploymentId}/workspace/export (the `ExportWorkspace` operationId).
+	ExportWorkspace(ctx context.Context, deploymentId DeploymentId, params *ExportWorkspaceParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// RemoveFavorite Remove an item from the caller's favorites
 	//
 	// Idempotent; removing an item that is not a favorite is a `204` too.
@@ -6688,6 +7011,70 @@ type ClientInterface interface {
 	//
 	// Corresponds with PUT /api/v1/deployments/{deploymentId}/workspace/favorites/{type}/{itemId} (the `AddFavorite` operationId).
 	AddFavorite(ctx context.Context, deploymentId DeploymentId, pType string, itemId int64, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ImportWorkspaceWithBody Import a bundle (or plan it with dryRun)
+	//
+	// Takes `{"bundle": <what export answered>, "dryRun": true|false, "folderId"?}`. The body is
+	// read once, as a stream, and never held whole; it is bounded by
+	// `WORKSPACE_IMPORT_MAX_BYTES` (64 MiB) and `WORKSPACE_IMPORT_MAX_ITEMS` (10,000 items),
+	// each item by what the single routes allow its parts. The whole bundle is checked before
+	// anything is written: a bundle whose first member is not `format` or of another format
+	// (`400 bundle_format`), an item of unknown type, with a key outside the grammar, listed
+	// twice, naming a folder or report the bundle lacks, a folder listed before its parent or
+	// in a cycle (`folder_cycle`), too deep (`depth_limit`), a widget naming a report by id,
+	// or over a size limit (`413`) is refused with a message naming the item
+	// (`bundle.items[3] (FOLDER "sales"): ...`) and nothing is written.
+	//
+	// Items are matched with the deployment's live items by (type, key): folders first (in
+	// bundle order), then reports, then workbooks, and the root's embed grants last. Each is
+	// `create` (no such item: created with the bundle's key, in its bundle folder or, at the
+	// top level, in `folderId` or the root), `update` (its name, position, place, content,
+	// grants or embed grants differ), `unchanged` (equal: nothing written, no new version) or
+	// `conflict` (its own request would be refused: `error` is that request's answer). A part
+	// the bundle leaves out is left as the target has it. With `dryRun` the plan is answered
+	// and nothing is applied; otherwise each item is applied as its own writes, like a bulk
+	// move's items: a failure does not undo the others, and an item whose folder or report
+	// failed is a conflict too. Folder grants name users of the account the bundle was
+	// exported from (`source.accountId`): imported into another account's deployment they are
+	// dropped (`grantsDropped: true`), never applied. Importing the same bundle twice is all
+	// `unchanged`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/import (the `ImportWorkspace` operationId).
+	ImportWorkspaceWithBody(ctx context.Context, deploymentId DeploymentId, params *ImportWorkspaceParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ImportWorkspace Import a bundle (or plan it with dryRun)
+	//
+	// Takes `{"bundle": <what export answered>, "dryRun": true|false, "folderId"?}`. The body is
+	// read once, as a stream, and never held whole; it is bounded by
+	// `WORKSPACE_IMPORT_MAX_BYTES` (64 MiB) and `WORKSPACE_IMPORT_MAX_ITEMS` (10,000 items),
+	// each item by what the single routes allow its parts. The whole bundle is checked before
+	// anything is written: a bundle whose first member is not `format` or of another format
+	// (`400 bundle_format`), an item of unknown type, with a key outside the grammar, listed
+	// twice, naming a folder or report the bundle lacks, a folder listed before its parent or
+	// in a cycle (`folder_cycle`), too deep (`depth_limit`), a widget naming a report by id,
+	// or over a size limit (`413`) is refused with a message naming the item
+	// (`bundle.items[3] (FOLDER "sales"): ...`) and nothing is written.
+	//
+	// Items are matched with the deployment's live items by (type, key): folders first (in
+	// bundle order), then reports, then workbooks, and the root's embed grants last. Each is
+	// `create` (no such item: created with the bundle's key, in its bundle folder or, at the
+	// top level, in `folderId` or the root), `update` (its name, position, place, content,
+	// grants or embed grants differ), `unchanged` (equal: nothing written, no new version) or
+	// `conflict` (its own request would be refused: `error` is that request's answer). A part
+	// the bundle leaves out is left as the target has it. With `dryRun` the plan is answered
+	// and nothing is applied; otherwise each item is applied as its own writes, like a bulk
+	// move's items: a failure does not undo the others, and an item whose folder or report
+	// failed is a conflict too. Folder grants name users of the account the bundle was
+	// exported from (`source.accountId`): imported into another account's deployment they are
+	// dropped (`grantsDropped: true`), never applied. Importing the same bundle twice is all
+	// `unchanged`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/import (the `ImportWorkspace` operationId).
+	ImportWorkspace(ctx context.Context, deploymentId DeploymentId, params *ImportWorkspaceParams, body ImportWorkspaceJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// MoveWorkspaceItemWithBody Move one workspace item
 	//
@@ -9499,6 +9886,38 @@ func (c *Client) BulkMoveWorkspaceItems(ctx context.Context, deploymentId Deploy
 	return c.Client.Do(req)
 }
 
+// ExportWorkspace Export the workspace (or a folder's subtree) as a bundle
+//
+// Answers a self-contained, versioned bundle (`format: analytics-workspace-bundle/1`,
+// docs/content-as-code.md) of the folders, reports and workbooks the caller can view: the
+// whole deployment, or with `folderId` that folder and everything below it. Items refer to
+// each other by `key` only, never by this deployment's ids; an item without a key is given
+// `<type>-<id>` in the bundle, so two exports of the same content are equal. Widgets name
+// reports by `config.reportKey` and snapshots by `reportKey`; a reference to a report the
+// bundle does not hold is left out. A folder's `grants` and an object's `embedAccess` are
+// written where the caller manages it, `rootEmbedAccess` for an admin exporting the whole
+// deployment. Order is fixed: folders by level (parents first) then key, then reports by
+// key, then workbooks by key.
+//
+// The bundle is written as it is read, page by page. Everything that can refuse the export
+// does so before its first byte: `403`, `404`, and `413` past `WORKSPACE_EXPORT_MAX_ITEMS`
+// items or `WORKSPACE_EXPORT_MAX_BYTES` (estimated from the stored sizes). A store failure
+// after the first byte aborts the connection, so a broken transfer is never taken for a
+// whole bundle.
+//
+// Corresponds with GET /api/v1/deployments/{deploymentId}/workspace/export (the `ExportWorkspace` operationId).
+func (c *Client) ExportWorkspace(ctx context.Context, deploymentId DeploymentId, params *ExportWorkspaceParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewExportWorkspaceRequest(c.Server, deploymentId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // RemoveFavorite Remove an item from the caller's favorites
 //
 // Idempotent; removing an item that is not a favorite is a `204` too.
@@ -9526,6 +9945,90 @@ func (c *Client) RemoveFavorite(ctx context.Context, deploymentId DeploymentId, 
 // Corresponds with PUT /api/v1/deployments/{deploymentId}/workspace/favorites/{type}/{itemId} (the `AddFavorite` operationId).
 func (c *Client) AddFavorite(ctx context.Context, deploymentId DeploymentId, pType string, itemId int64, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewAddFavoriteRequest(c.Server, deploymentId, pType, itemId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ImportWorkspaceWithBody Import a bundle (or plan it with dryRun)
+//
+// Takes `{"bundle": <what export answered>, "dryRun": true|false, "folderId"?}`. The body is
+// read once, as a stream, and never held whole; it is bounded by
+// `WORKSPACE_IMPORT_MAX_BYTES` (64 MiB) and `WORKSPACE_IMPORT_MAX_ITEMS` (10,000 items),
+// each item by what the single routes allow its parts. The whole bundle is checked before
+// anything is written: a bundle whose first member is not `format` or of another format
+// (`400 bundle_format`), an item of unknown type, with a key outside the grammar, listed
+// twice, naming a folder or report the bundle lacks, a folder listed before its parent or
+// in a cycle (`folder_cycle`), too deep (`depth_limit`), a widget naming a report by id,
+// or over a size limit (`413`) is refused with a message naming the item
+// (`bundle.items[3] (FOLDER "sales"): ...`) and nothing is written.
+//
+// Items are matched with the deployment's live items by (type, key): folders first (in
+// bundle order), then reports, then workbooks, and the root's embed grants last. Each is
+// `create` (no such item: created with the bundle's key, in its bundle folder or, at the
+// top level, in `folderId` or the root), `update` (its name, position, place, content,
+// grants or embed grants differ), `unchanged` (equal: nothing written, no new version) or
+// `conflict` (its own request would be refused: `error` is that request's answer). A part
+// the bundle leaves out is left as the target has it. With `dryRun` the plan is answered
+// and nothing is applied; otherwise each item is applied as its own writes, like a bulk
+// move's items: a failure does not undo the others, and an item whose folder or report
+// failed is a conflict too. Folder grants name users of the account the bundle was
+// exported from (`source.accountId`): imported into another account's deployment they are
+// dropped (`grantsDropped: true`), never applied. Importing the same bundle twice is all
+// `unchanged`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/import (the `ImportWorkspace` operationId).
+func (c *Client) ImportWorkspaceWithBody(ctx context.Context, deploymentId DeploymentId, params *ImportWorkspaceParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewImportWorkspaceRequestWithBody(c.Server, deploymentId, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ImportWorkspace Import a bundle (or plan it with dryRun)
+//
+// Takes `{"bundle": <what export answered>, "dryRun": true|false, "folderId"?}`. The body is
+// read once, as a stream, and never held whole; it is bounded by
+// `WORKSPACE_IMPORT_MAX_BYTES` (64 MiB) and `WORKSPACE_IMPORT_MAX_ITEMS` (10,000 items),
+// each item by what the single routes allow its parts. The whole bundle is checked before
+// anything is written: a bundle whose first member is not `format` or of another format
+// (`400 bundle_format`), an item of unknown type, with a key outside the grammar, listed
+// twice, naming a folder or report the bundle lacks, a folder listed before its parent or
+// in a cycle (`folder_cycle`), too deep (`depth_limit`), a widget naming a report by id,
+// or over a size limit (`413`) is refused with a message naming the item
+// (`bundle.items[3] (FOLDER "sales"): ...`) and nothing is written.
+//
+// Items are matched with the deployment's live items by (type, key): folders first (in
+// bundle order), then reports, then workbooks, and the root's embed grants last. Each is
+// `create` (no such item: created with the bundle's key, in its bundle folder or, at the
+// top level, in `folderId` or the root), `update` (its name, position, place, content,
+// grants or embed grants differ), `unchanged` (equal: nothing written, no new version) or
+// `conflict` (its own request would be refused: `error` is that request's answer). A part
+// the bundle leaves out is left as the target has it. With `dryRun` the plan is answered
+// and nothing is applied; otherwise each item is applied as its own writes, like a bulk
+// move's items: a failure does not undo the others, and an item whose folder or report
+// failed is a conflict too. Folder grants name users of the account the bundle was
+// exported from (`source.accountId`): imported into another account's deployment they are
+// dropped (`grantsDropped: true`), never applied. Importing the same bundle twice is all
+// `unchanged`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/import (the `ImportWorkspace` operationId).
+func (c *Client) ImportWorkspace(ctx context.Context, deploymentId DeploymentId, params *ImportWorkspaceParams, body ImportWorkspaceJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewImportWorkspaceRequest(c.Server, deploymentId, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -14187,6 +14690,67 @@ func NewBulkMoveWorkspaceItemsRequestWithBody(server string, deploymentId Deploy
 	return req, nil
 }
 
+// NewExportWorkspaceRequest constructs an http.Request for the ExportWorkspace method
+func NewExportWorkspaceRequest(server string, deploymentId DeploymentId, params *ExportWorkspaceParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "deploymentId", deploymentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/deployments/%s/workspace/export", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.FolderId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "folderId", *params.FolderId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewRemoveFavoriteRequest constructs an http.Request for the RemoveFavorite method
 func NewRemoveFavoriteRequest(server string, deploymentId DeploymentId, pType string, itemId int64) (*http.Request, error) {
 	var err error
@@ -14278,6 +14842,68 @@ func NewAddFavoriteRequest(server string, deploymentId DeploymentId, pType strin
 	req, err := http.NewRequest(http.MethodPut, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewImportWorkspaceRequest calls the generic ImportWorkspace builder with application/json body
+func NewImportWorkspaceRequest(server string, deploymentId DeploymentId, params *ImportWorkspaceParams, body ImportWorkspaceJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewImportWorkspaceRequestWithBody(server, deploymentId, params, "application/json", bodyReader)
+}
+
+// NewImportWorkspaceRequestWithBody constructs an http.Request for the ImportWorkspace method, with any body, and a specified content type
+func NewImportWorkspaceRequestWithBody(server string, deploymentId DeploymentId, params *ImportWorkspaceParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "deploymentId", deploymentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/deployments/%s/workspace/import", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -18369,6 +18995,30 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/bulk-move (the `BulkMoveWorkspaceItems` operationId).
 	BulkMoveWorkspaceItemsWithResponse(ctx context.Context, deploymentId DeploymentId, params *BulkMoveWorkspaceItemsParams, body BulkMoveWorkspaceItemsJSONRequestBody, reqEditors ...RequestEditorFn) (*BulkMoveWorkspaceItemsResponse, error)
 
+	// ExportWorkspaceWithResponse Export the workspace (or a folder's subtree) as a bundle
+	//
+	// Answers a self-contained, versioned bundle (`format: analytics-workspace-bundle/1`,
+	// docs/content-as-code.md) of the folders, reports and workbooks the caller can view: the
+	// whole deployment, or with `folderId` that folder and everything below it. Items refer to
+	// each other by `key` only, never by this deployment's ids; an item without a key is given
+	// `<type>-<id>` in the bundle, so two exports of the same content are equal. Widgets name
+	// reports by `config.reportKey` and snapshots by `reportKey`; a reference to a report the
+	// bundle does not hold is left out. A folder's `grants` and an object's `embedAccess` are
+	// written where the caller manages it, `rootEmbedAccess` for an admin exporting the whole
+	// deployment. Order is fixed: folders by level (parents first) then key, then reports by
+	// key, then workbooks by key.
+	//
+	// The bundle is written as it is read, page by page. Everything that can refuse the export
+	// does so before its first byte: `403`, `404`, and `413` past `WORKSPACE_EXPORT_MAX_ITEMS`
+	// items or `WORKSPACE_EXPORT_MAX_BYTES` (estimated from the stored sizes). A store failure
+	// after the first byte aborts the connection, so a broken transfer is never taken for a
+	// whole bundle.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/deployments/{deploymentId}/workspace/export (the `ExportWorkspace` operationId).
+	ExportWorkspaceWithResponse(ctx context.Context, deploymentId DeploymentId, params *ExportWorkspaceParams, reqEditors ...RequestEditorFn) (*ExportWorkspaceResponse, error)
+
 	// RemoveFavoriteWithResponse Remove an item from the caller's favorites
 	//
 	// Idempotent; removing an item that is not a favorite is a `204` too.
@@ -18389,6 +19039,70 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PUT /api/v1/deployments/{deploymentId}/workspace/favorites/{type}/{itemId} (the `AddFavorite` operationId).
 	AddFavoriteWithResponse(ctx context.Context, deploymentId DeploymentId, pType string, itemId int64, reqEditors ...RequestEditorFn) (*AddFavoriteResponse, error)
+
+	// ImportWorkspaceWithBodyWithResponse Import a bundle (or plan it with dryRun)
+	//
+	// Takes `{"bundle": <what export answered>, "dryRun": true|false, "folderId"?}`. The body is
+	// read once, as a stream, and never held whole; it is bounded by
+	// `WORKSPACE_IMPORT_MAX_BYTES` (64 MiB) and `WORKSPACE_IMPORT_MAX_ITEMS` (10,000 items),
+	// each item by what the single routes allow its parts. The whole bundle is checked before
+	// anything is written: a bundle whose first member is not `format` or of another format
+	// (`400 bundle_format`), an item of unknown type, with a key outside the grammar, listed
+	// twice, naming a folder or report the bundle lacks, a folder listed before its parent or
+	// in a cycle (`folder_cycle`), too deep (`depth_limit`), a widget naming a report by id,
+	// or over a size limit (`413`) is refused with a message naming the item
+	// (`bundle.items[3] (FOLDER "sales"): ...`) and nothing is written.
+	//
+	// Items are matched with the deployment's live items by (type, key): folders first (in
+	// bundle order), then reports, then workbooks, and the root's embed grants last. Each is
+	// `create` (no such item: created with the bundle's key, in its bundle folder or, at the
+	// top level, in `folderId` or the root), `update` (its name, position, place, content,
+	// grants or embed grants differ), `unchanged` (equal: nothing written, no new version) or
+	// `conflict` (its own request would be refused: `error` is that request's answer). A part
+	// the bundle leaves out is left as the target has it. With `dryRun` the plan is answered
+	// and nothing is applied; otherwise each item is applied as its own writes, like a bulk
+	// move's items: a failure does not undo the others, and an item whose folder or report
+	// failed is a conflict too. Folder grants name users of the account the bundle was
+	// exported from (`source.accountId`): imported into another account's deployment they are
+	// dropped (`grantsDropped: true`), never applied. Importing the same bundle twice is all
+	// `unchanged`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/import (the `ImportWorkspace` operationId).
+	ImportWorkspaceWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, params *ImportWorkspaceParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ImportWorkspaceResponse, error)
+
+	// ImportWorkspaceWithResponse Import a bundle (or plan it with dryRun)
+	//
+	// Takes `{"bundle": <what export answered>, "dryRun": true|false, "folderId"?}`. The body is
+	// read once, as a stream, and never held whole; it is bounded by
+	// `WORKSPACE_IMPORT_MAX_BYTES` (64 MiB) and `WORKSPACE_IMPORT_MAX_ITEMS` (10,000 items),
+	// each item by what the single routes allow its parts. The whole bundle is checked before
+	// anything is written: a bundle whose first member is not `format` or of another format
+	// (`400 bundle_format`), an item of unknown type, with a key outside the grammar, listed
+	// twice, naming a folder or report the bundle lacks, a folder listed before its parent or
+	// in a cycle (`folder_cycle`), too deep (`depth_limit`), a widget naming a report by id,
+	// or over a size limit (`413`) is refused with a message naming the item
+	// (`bundle.items[3] (FOLDER "sales"): ...`) and nothing is written.
+	//
+	// Items are matched with the deployment's live items by (type, key): folders first (in
+	// bundle order), then reports, then workbooks, and the root's embed grants last. Each is
+	// `create` (no such item: created with the bundle's key, in its bundle folder or, at the
+	// top level, in `folderId` or the root), `update` (its name, position, place, content,
+	// grants or embed grants differ), `unchanged` (equal: nothing written, no new version) or
+	// `conflict` (its own request would be refused: `error` is that request's answer). A part
+	// the bundle leaves out is left as the target has it. With `dryRun` the plan is answered
+	// and nothing is applied; otherwise each item is applied as its own writes, like a bulk
+	// move's items: a failure does not undo the others, and an item whose folder or report
+	// failed is a conflict too. Folder grants name users of the account the bundle was
+	// exported from (`source.accountId`): imported into another account's deployment they are
+	// dropped (`grantsDropped: true`), never applied. Importing the same bundle twice is all
+	// `unchanged`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/import (the `ImportWorkspace` operationId).
+	ImportWorkspaceWithResponse(ctx context.Context, deploymentId DeploymentId, params *ImportWorkspaceParams, body ImportWorkspaceJSONRequestBody, reqEditors ...RequestEditorFn) (*ImportWorkspaceResponse, error)
 
 	// MoveWorkspaceItemWithBodyWithResponse Move one workspace item
 	//
@@ -26142,6 +26856,134 @@ func (r BulkMoveWorkspaceItemsResponse) ContentType() string {
 	return ""
 }
 
+// ExportWorkspaceResponse200Headers the declared response headers of an HTTP 200 response for ExportWorkspace
+type ExportWorkspaceResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
+// ExportWorkspaceResponse401Headers the declared response headers of an HTTP 401 response for ExportWorkspace
+type ExportWorkspaceResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// ExportWorkspaceResponse429Headers the declared response headers of an HTTP 429 response for ExportWorkspace
+type ExportWorkspaceResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
+}
+
+type ExportWorkspaceResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WorkspaceBundle
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *PayloadTooLarge
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *BadGateway
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ExportWorkspaceResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ExportWorkspaceResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ExportWorkspaceResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ExportWorkspaceResponse) GetJSON200() *WorkspaceBundle {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ExportWorkspaceResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ExportWorkspaceResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ExportWorkspaceResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ExportWorkspaceResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r ExportWorkspaceResponse) GetJSON413() *PayloadTooLarge {
+	return r.JSON413
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ExportWorkspaceResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r ExportWorkspaceResponse) GetJSON502() *BadGateway {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ExportWorkspaceResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r ExportWorkspaceResponse) GetJSON504() *GatewayTimeout {
+	return r.JSON504
+}
+
+// GetBody returns the raw response body bytes
+func (r ExportWorkspaceResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ExportWorkspaceResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ExportWorkspaceResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ExportWorkspaceResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // RemoveFavoriteResponse204Headers the declared response headers of an HTTP 204 response for RemoveFavorite
 type RemoveFavoriteResponse204Headers struct {
 	RateLimit       *string
@@ -26364,6 +27206,163 @@ func (r AddFavoriteResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r AddFavoriteResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ImportWorkspaceResponse200Headers the declared response headers of an HTTP 200 response for ImportWorkspace
+type ImportWorkspaceResponse200Headers struct {
+	IdempotentReplayed *string
+	RateLimit          *string
+	RateLimitPolicy    *string
+}
+
+// ImportWorkspaceResponse401Headers the declared response headers of an HTTP 401 response for ImportWorkspace
+type ImportWorkspaceResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// ImportWorkspaceResponse409Headers the declared response headers of an HTTP 409 response for ImportWorkspace
+type ImportWorkspaceResponse409Headers struct {
+	RetryAfter int
+}
+
+// ImportWorkspaceResponse429Headers the declared response headers of an HTTP 429 response for ImportWorkspace
+type ImportWorkspaceResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
+}
+
+type ImportWorkspaceResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ImportResult
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *IdempotencyKeyInUse
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *PayloadTooLarge
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *IdempotencyKeyReused
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ConcurrencyLimit
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *BadGateway
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ImportWorkspaceResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ImportWorkspaceResponse401Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *ImportWorkspaceResponse409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ImportWorkspaceResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ImportWorkspaceResponse) GetJSON200() *ImportResult {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ImportWorkspaceResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ImportWorkspaceResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ImportWorkspaceResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ImportWorkspaceResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r ImportWorkspaceResponse) GetJSON409() *IdempotencyKeyInUse {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r ImportWorkspaceResponse) GetJSON413() *PayloadTooLarge {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r ImportWorkspaceResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r ImportWorkspaceResponse) GetJSON422() *IdempotencyKeyReused {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ImportWorkspaceResponse) GetJSON429() *ConcurrencyLimit {
+	return r.JSON429
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r ImportWorkspaceResponse) GetJSON502() *BadGateway {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ImportWorkspaceResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r ImportWorkspaceResponse) GetJSON504() *GatewayTimeout {
+	return r.JSON504
+}
+
+// GetBody returns the raw response body bytes
+func (r ImportWorkspaceResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ImportWorkspaceResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ImportWorkspaceResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ImportWorkspaceResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -34106,6 +35105,36 @@ func (c *ClientWithResponses) BulkMoveWorkspaceItemsWithResponse(ctx context.Con
 	return ParseBulkMoveWorkspaceItemsResponse(rsp)
 }
 
+// ExportWorkspaceWithResponse Export the workspace (or a folder's subtree) as a bundle
+//
+// Answers a self-contained, versioned bundle (`format: analytics-workspace-bundle/1`,
+// docs/content-as-code.md) of the folders, reports and workbooks the caller can view: the
+// whole deployment, or with `folderId` that folder and everything below it. Items refer to
+// each other by `key` only, never by this deployment's ids; an item without a key is given
+// `<type>-<id>` in the bundle, so two exports of the same content are equal. Widgets name
+// reports by `config.reportKey` and snapshots by `reportKey`; a reference to a report the
+// bundle does not hold is left out. A folder's `grants` and an object's `embedAccess` are
+// written where the caller manages it, `rootEmbedAccess` for an admin exporting the whole
+// deployment. Order is fixed: folders by level (parents first) then key, then reports by
+// key, then workbooks by key.
+//
+// The bundle is written as it is read, page by page. Everything that can refuse the export
+// does so before its first byte: `403`, `404`, and `413` past `WORKSPACE_EXPORT_MAX_ITEMS`
+// items or `WORKSPACE_EXPORT_MAX_BYTES` (estimated from the stored sizes). A store failure
+// after the first byte aborts the connection, so a broken transfer is never taken for a
+// whole bundle.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/deployments/{deploymentId}/workspace/export (the `ExportWorkspace` operationId).
+func (c *ClientWithResponses) ExportWorkspaceWithResponse(ctx context.Context, deploymentId DeploymentId, params *ExportWorkspaceParams, reqEditors ...RequestEditorFn) (*ExportWorkspaceResponse, error) {
+	rsp, err := c.ExportWorkspace(ctx, deploymentId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseExportWorkspaceResponse(rsp)
+}
+
 // RemoveFavoriteWithResponse Remove an item from the caller's favorites
 //
 // Idempotent; removing an item that is not a favorite is a `204` too.
@@ -34137,6 +35166,82 @@ func (c *ClientWithResponses) AddFavoriteWithResponse(ctx context.Context, deplo
 		return nil, err
 	}
 	return ParseAddFavoriteResponse(rsp)
+}
+
+// ImportWorkspaceWithBodyWithResponse Import a bundle (or plan it with dryRun)
+//
+// Takes `{"bundle": <what export answered>, "dryRun": true|false, "folderId"?}`. The body is
+// read once, as a stream, and never held whole; it is bounded by
+// `WORKSPACE_IMPORT_MAX_BYTES` (64 MiB) and `WORKSPACE_IMPORT_MAX_ITEMS` (10,000 items),
+// each item by what the single routes allow its parts. The whole bundle is checked before
+// anything is written: a bundle whose first member is not `format` or of another format
+// (`400 bundle_format`), an item of unknown type, with a key outside the grammar, listed
+// twice, naming a folder or report the bundle lacks, a folder listed before its parent or
+// in a cycle (`folder_cycle`), too deep (`depth_limit`), a widget naming a report by id,
+// or over a size limit (`413`) is refused with a message naming the item
+// (`bundle.items[3] (FOLDER "sales"): ...`) and nothing is written.
+//
+// Items are matched with the deployment's live items by (type, key): folders first (in
+// bundle order), then reports, then workbooks, and the root's embed grants last. Each is
+// `create` (no such item: created with the bundle's key, in its bundle folder or, at the
+// top level, in `folderId` or the root), `update` (its name, position, place, content,
+// grants or embed grants differ), `unchanged` (equal: nothing written, no new version) or
+// `conflict` (its own request would be refused: `error` is that request's answer). A part
+// the bundle leaves out is left as the target has it. With `dryRun` the plan is answered
+// and nothing is applied; otherwise each item is applied as its own writes, like a bulk
+// move's items: a failure does not undo the others, and an item whose folder or report
+// failed is a conflict too. Folder grants name users of the account the bundle was
+// exported from (`source.accountId`): imported into another account's deployment they are
+// dropped (`grantsDropped: true`), never applied. Importing the same bundle twice is all
+// `unchanged`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/import (the `ImportWorkspace` operationId).
+func (c *ClientWithResponses) ImportWorkspaceWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, params *ImportWorkspaceParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ImportWorkspaceResponse, error) {
+	rsp, err := c.ImportWorkspaceWithBody(ctx, deploymentId, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseImportWorkspaceResponse(rsp)
+}
+
+// ImportWorkspaceWithResponse Import a bundle (or plan it with dryRun)
+//
+// Takes `{"bundle": <what export answered>, "dryRun": true|false, "folderId"?}`. The body is
+// read once, as a stream, and never held whole; it is bounded by
+// `WORKSPACE_IMPORT_MAX_BYTES` (64 MiB) and `WORKSPACE_IMPORT_MAX_ITEMS` (10,000 items),
+// each item by what the single routes allow its parts. The whole bundle is checked before
+// anything is written: a bundle whose first member is not `format` or of another format
+// (`400 bundle_format`), an item of unknown type, with a key outside the grammar, listed
+// twice, naming a folder or report the bundle lacks, a folder listed before its parent or
+// in a cycle (`folder_cycle`), too deep (`depth_limit`), a widget naming a report by id,
+// or over a size limit (`413`) is refused with a message naming the item
+// (`bundle.items[3] (FOLDER "sales"): ...`) and nothing is written.
+//
+// Items are matched with the deployment's live items by (type, key): folders first (in
+// bundle order), then reports, then workbooks, and the root's embed grants last. Each is
+// `create` (no such item: created with the bundle's key, in its bundle folder or, at the
+// top level, in `folderId` or the root), `update` (its name, position, place, content,
+// grants or embed grants differ), `unchanged` (equal: nothing written, no new version) or
+// `conflict` (its own request would be refused: `error` is that request's answer). A part
+// the bundle leaves out is left as the target has it. With `dryRun` the plan is answered
+// and nothing is applied; otherwise each item is applied as its own writes, like a bulk
+// move's items: a failure does not undo the others, and an item whose folder or report
+// failed is a conflict too. Folder grants name users of the account the bundle was
+// exported from (`source.accountId`): imported into another account's deployment they are
+// dropped (`grantsDropped: true`), never applied. Importing the same bundle twice is all
+// `unchanged`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/deployments/{deploymentId}/workspace/import (the `ImportWorkspace` operationId).
+func (c *ClientWithResponses) ImportWorkspaceWithResponse(ctx context.Context, deploymentId DeploymentId, params *ImportWorkspaceParams, body ImportWorkspaceJSONRequestBody, reqEditors ...RequestEditorFn) (*ImportWorkspaceResponse, error) {
+	rsp, err := c.ImportWorkspace(ctx, deploymentId, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseImportWorkspaceResponse(rsp)
 }
 
 // MoveWorkspaceItemWithBodyWithResponse Move one workspace item
@@ -43216,6 +44321,149 @@ func ParseBulkMoveWorkspaceItemsResponse(rsp *http.Response) (*BulkMoveWorkspace
 	return response, nil
 }
 
+// ParseExportWorkspaceResponse parses an HTTP response from a ExportWorkspaceWithResponse call
+func ParseExportWorkspaceResponse(rsp *http.Response) (*ExportWorkspaceResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ExportWorkspaceResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WorkspaceBundle
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest BadGateway
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest GatewayTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ExportWorkspaceResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers ExportWorkspaceResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ExportWorkspaceResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseRemoveFavoriteResponse parses an HTTP response from a RemoveFavoriteWithResponse call
 func ParseRemoveFavoriteResponse(rsp *http.Response) (*RemoveFavoriteResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -43453,6 +44701,187 @@ func ParseAddFavoriteResponse(rsp *http.Response) (*AddFavoriteResponse, error) 
 		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers AddFavoriteResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseImportWorkspaceResponse parses an HTTP response from a ImportWorkspaceWithResponse call
+func ParseImportWorkspaceResponse(rsp *http.Response) (*ImportWorkspaceResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ImportWorkspaceResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ImportResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyKeyInUse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ConcurrencyLimit
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest BadGateway
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest GatewayTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ImportWorkspaceResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers ImportWorkspaceResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 409:
+		var headers ImportWorkspaceResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers ImportWorkspaceResponse429Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

@@ -33,7 +33,7 @@ type Config struct {
 	EmbedTokenIssuer         string          `env:"EMBED_TOKEN_ISSUER" default:"https://embed.platform.local" help:"required iss of embed session tokens (must match embed-svc)"`
 	EmbedJWKSURL             string          `env:"EMBED_JWKS_URL" help:"JWKS of embed session tokens; default EMBED_URL + /api/v1/embed/.well-known/jwks.json"`
 	BodyLimitDefault         config.ByteSize `env:"BODY_LIMIT_DEFAULT" default:"1MiB" help:"largest request body on every route but dbt-sync"`
-	BodyLimitDBTSync         config.ByteSize `env:"BODY_LIMIT_DBT_SYNC" default:"256MiB" help:"largest request body on the dbt-sync route (uploaded manifests)"`
+	BodyLimitDBTSync         config.ByteSize `env:"BODY_LIMIT_DBT_SYNC" default:"256MiB" help:"largest request body on the dbt-sync route (uploaded manifests) and on workspace import (bundles)"`
 	MaxHeaderBytes           config.ByteSize `env:"GATEWAY_MAX_HEADER_BYTES" default:"16KiB" help:"largest header section of a request, its fields together (431 beyond); at most nginx's default, so the gateway never accepts a head an nginx ingress would refuse"`
 	MaxHeaderFieldBytes      config.ByteSize `env:"GATEWAY_MAX_HEADER_FIELD_BYTES" default:"8KiB" help:"longest header field line of a request (431 beyond); nginx's default"`
 	MaxURIBytes              config.ByteSize `env:"GATEWAY_MAX_URI_BYTES" default:"8KiB" help:"longest request target (path and query) on a route (414 beyond; a path that matches no route is 404 at any length); nginx's default"`

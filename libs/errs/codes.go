@@ -64,6 +64,8 @@ const (
 	CodeVersionConflict       = "version_conflict"         // 409: expectedVersion is not the item's version
 	CodeInvalidSelector       = "invalid_selector"         // 400: a dbt model selector (select, exclude) that cannot be read or is over a limit
 	CodeSelectorNeedsManifest = "selector_needs_manifest"  // 400: a model selector's graph operators without a dbt manifest to read the graph from
+	CodeBundleFormat          = "bundle_format"            // 400: an import bundle of another format (or none)
+	CodeBundleInvalid         = "bundle_invalid"           // 400: an import bundle item that is malformed or names what the bundle lacks
 )
 
 // Codes maps every code to the statuses it is sent with (nil: any other status of its
@@ -84,6 +86,7 @@ var Codes = map[string][]int{
 	CodeSourceChanged: {409}, CodeDuplicateLimit: {400},
 	CodeInvalidKey: {400}, CodeKeyTaken: {409}, CodeKeyImmutable: {409}, CodeVersionConflict: {409},
 	CodeInvalidSelector: {400}, CodeSelectorNeedsManifest: {400},
+	CodeBundleFormat: {400}, CodeBundleInvalid: {400},
 }
 
 // DefaultCode is the code of an error that no rule names: one per status.

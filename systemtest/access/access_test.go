@@ -71,7 +71,9 @@ type accessRoute struct {
 //   - folder F of each acme scope grants edit to developer, ai-bi-user and viewer; a viewer
 //     is capped at view, so it reads but does not write (403); manage (delete, permissions)
 //     stays with the admin and the creator.
-//   - bulk-move answers 200 for every well-formed request, the viewer's item failing inside.
+//   - bulk-move answers 200 for every well-formed request, the viewer's item failing inside;
+//     so does import (a viewer's item is a conflict inside); export reads what the caller
+//     can view, so every role reads folder F's.
 //   - dbt-sync and /build need developer; the git integration needs admin.
 //   - generate-session: only an admin's account key (personal 403, out of scope 403,
 //     another account's deployment 404); exchange, JWKS and the document are public and
@@ -156,6 +158,16 @@ var accessRoutes = []accessRoute{
 	{"purge-trash", "POST", "/api/v1/deployments/{deploymentId}/workspace/trash/purge", schemeBearer, "401 401 401 401 401 401 401 401 200 200 200 200 401 401 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.path("/workspace/trash/purge"), map[string]any{"items": []any{map[string]any{"type": "WORKBOOK", "id": p.trashedWorkbook(t, sc)}}}
+		}},
+	{"export-workspace", "GET", "/api/v1/deployments/{deploymentId}/workspace/export", schemeBearer, "401 401 401 401 401 401 401 401 200 200 200 200 401 401 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return sc.path("/workspace/export?folderId=%d", sc.folder), nil
+		}},
+	{"import-workspace", "POST", "/api/v1/deployments/{deploymentId}/workspace/import", schemeBearer, "401 401 401 401 401 401 401 401 200 200 200 200 401 401 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			key := strings.ReplaceAll(p.unique("matrix-report"), " ", "-")
+			return sc.path("/workspace/import"), map[string]any{"folderId": sc.folder, "bundle": map[string]any{
+				"format": "analytics-workspace-bundle/1", "items": []any{map[string]any{"type": "REPORT", "key": key, "name": key}}}}
 		}},
 	{"create-workbook", "POST", "/api/v1/deployments/{deploymentId}/workbooks", schemeBearer, "401 401 401 401 401 401 401 401 200 200 200 403 401 401 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {

@@ -128,6 +128,17 @@ var clientRules = []rule{
 		if page := answered(t, r5, err, 200).JSON200; len(page.Items) != 0 {
 			t.Errorf("a new folder lists %+v", page.Items)
 		}
+		// Content as code: the folder's bundle, and the plan of importing it at the root.
+		r18, err := admin.ExportWorkspaceWithResponse(ctx, p.dep1, &client.ExportWorkspaceParams{FolderId: &folder.Id})
+		bundle := *answered(t, r18, err, 200).JSON200
+		if len(bundle.Items) != 1 || bundle.Items[0].Name != folder.Name || bundle.Items[0].FolderKey != nil {
+			t.Errorf("the bundle of an empty folder: %s; want the folder alone at its top level", r18.Body)
+		}
+		dryRun := true
+		r19, err := admin.ImportWorkspaceWithResponse(ctx, p.dep1, nil, client.ImportWorkspaceJSONRequestBody{Bundle: bundle, DryRun: &dryRun})
+		if plan := answered(t, r19, err, 200).JSON200; !plan.DryRun || plan.Counts.Create != 1 || len(plan.Items) != 1 {
+			t.Errorf("the plan of importing it: %s; want one create", r19.Body)
+		}
 		r6, err := admin.ListDbtSyncJobsWithResponse(ctx, p.dep1, nil)
 		answered(t, r6, err, 200)
 		r7, err := admin.ListBranchesWithResponse(ctx, p.dep1, nil)

@@ -34,7 +34,11 @@ type Config struct {
 	MaxRecursiveDelete       int           `env:"WORKSPACE_MAX_RECURSIVE_DELETE_ITEMS" default:"10000" help:"most items (the folder, the folders below it and their workbooks and reports) one DELETE of a folder with recursive=true sends to the trash; a larger subtree is 400 recursive_delete_limit and nothing is trashed"`
 	TrashRetention           time.Duration `env:"WORKSPACE_TRASH_RETENTION" default:"720h" help:"how long deleted items stay in the trash before the retention sweep purges them for good (0: kept until purged)"`
 	TrashSweepInterval       time.Duration `env:"WORKSPACE_TRASH_SWEEP_INTERVAL" default:"1h" help:"how often each replica runs the retention sweep of the trash (bounded batches; replicas may sweep at once)"`
-	MaxInFlightPerAccount    int           `env:"WORKSPACE_MAX_INFLIGHT_PER_ACCOUNT" default:"8" help:"requests of one account a replica runs at once per expensive route class (bulk move, publish, bulk delete and the trash's restore and purge); past it 429 concurrency_limit with Retry-After, before the body is read (0: unbounded)"`
+	MaxInFlightPerAccount    int           `env:"WORKSPACE_MAX_INFLIGHT_PER_ACCOUNT" default:"8" help:"requests of one account a replica runs at once per expensive route class (bulk move, publish, bulk delete, the trash's restore and purge, import); past it 429 concurrency_limit with Retry-After, before the body is read (0: unbounded)"`
+	MaxImportBytes           int64         `env:"WORKSPACE_IMPORT_MAX_BYTES" default:"67108864" help:"largest import request body (POST .../workspace/import), read as a stream and never held whole; past it 413 too_large, nothing written (the gateway bounds it by BODY_LIMIT_DBT_SYNC, which must not be lower)"`
+	MaxImportItems           int           `env:"WORKSPACE_IMPORT_MAX_ITEMS" default:"10000" help:"most folders, reports and workbooks one imported bundle holds; one more is 413 too_large, nothing written"`
+	MaxExportItems           int           `env:"WORKSPACE_EXPORT_MAX_ITEMS" default:"10000" help:"most folders, reports and workbooks one export writes; past it the export is 413 too_large before its first byte (export a folder at a time)"`
+	MaxExportBytes           int64         `env:"WORKSPACE_EXPORT_MAX_BYTES" default:"67108864" help:"most bytes one export writes, estimated from the items' stored sizes before its first byte; past it 413 too_large (export a folder at a time)"`
 	NATSURL                  string        `env:"NATS_URL" default:"nats://127.0.0.1:4223" secret:"true" help:"NATS with JetStream: the AUDIT stream the service's audit events go to, embed-svc's viewer lookups and the dashboard reach the service answers (outside the local stack it carries the user and password: nats://user:password@host:4222)"`
 	EmbedViewerTimeout       time.Duration `env:"EMBED_VIEWER_LOOKUP_TIMEOUT" default:"2s" help:"how long an embed viewer's request waits for embed-svc's answer of the viewer's current groups; past it the answer is 503"`
 	IdentityLookupTimeout    time.Duration `env:"IDENTITY_LOOKUP_TIMEOUT" default:"2s" help:"how long a promotion waits for the gateway's answer to the identity lookup of its target deployment (whose account it is); past it the answer is 503"`
@@ -48,7 +52,8 @@ func (c Config) Limits() workspace.Limits {
 	return workspace.Limits{ItemsPerDeployment: c.MaxItemsPerDeployment, MetaBytes: c.MaxMetaBytes, Favorites: c.MaxFavorites,
 		SearchScan: c.MaxSearchScan, ListScan: c.MaxListScan, CalculatedFieldsBytes: c.MaxCalculatedFieldsBytes, DraftBytes: c.MaxDraftBytes,
 		PublishedBytes: c.MaxPublishedBytes, Grants: c.MaxFolderGrants, EmbedAccessEntries: c.MaxEmbedAccessEntries, DashboardReports: c.MaxDashboardReports, MoveAnswerBytes: c.MaxBulkMoveBytes,
-		DashboardVersionsKept: c.DashboardVersionsKept, RecursiveDeleteItems: c.MaxRecursiveDelete, DuplicateItems: c.MaxDuplicateItems}
+		DashboardVersionsKept: c.DashboardVersionsKept, RecursiveDeleteItems: c.MaxRecursiveDelete, DuplicateItems: c.MaxDuplicateItems,
+		ImportBytes: c.MaxImportBytes, ImportItems: c.MaxImportItems, ExportItems: c.MaxExportItems, ExportBytes: c.MaxExportBytes}
 }
 
 // Load reads the configuration from the environment.

@@ -57,7 +57,7 @@ type route struct {
 	svc        service
 	policy     policy
 	deployment int64 // the {deploymentId} of the path, 0 when there is none
-	bigBody    bool  // manifest uploads: the dbt-sync body limit applies
+	bigBody    bool  // manifest uploads and workspace imports: the big-body limit applies
 	tokenBody  bool  // the token endpoint: its own, small body limit applies
 	limit      rateLimit
 	// writeCost is what a POST, PUT, PATCH or DELETE of the route spends of the account
@@ -99,7 +99,9 @@ func match(p string) (route, bool) {
 			case "workspace/bulk-move", "workspace/bulk-delete", "workspace/trash/restore", "workspace/trash/purge":
 				r.writeCost = costBulkMove
 			case "workspace/import":
-				r.writeCost = costImport
+				// A bundle: the big-body limit, which workspace-svc's own import limit
+				// (WORKSPACE_IMPORT_MAX_BYTES) sits under.
+				r.writeCost, r.bigBody = costImport, true
 			}
 			switch seg := strings.Split(rest, "/"); {
 			case len(seg) == 3 && seg[0] == "workbooks" && seg[2] == "promotions":

@@ -18,6 +18,8 @@ func TestMatch(t *testing.T) {
 		bigBody bool
 	}{
 		{"/api/v1/deployments/7/workspace/bulk-move", true, svcWorkspace, policyBearer, 7, false},
+		{"/api/v1/deployments/7/workspace/import", true, svcWorkspace, policyBearer, 7, true},
+		{"/api/v1/deployments/7/workspace/export", true, svcWorkspace, policyBearer, 7, false},
 		{"/api/v1/deployments/7/folders", true, svcWorkspace, policyBearer, 7, false},
 		{"/api/v1/deployments/7/folders/by-key/team-a", true, svcWorkspace, policyBearer, 7, false},
 		{"/api/v1/deployments/7/workbooks/by-key/sales.q1", true, svcWorkspace, policyBearer, 7, false},

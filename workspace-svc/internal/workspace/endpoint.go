@@ -120,14 +120,16 @@ type Endpoints struct {
 	VersionEndpoints
 	TrashEndpoints
 	PromotionEndpoints // transport_promotion.go
+	TransferEndpoints
 }
 
 // MakeEndpoints adapts s.
 func MakeEndpoints(s Service) Endpoints {
 	return Endpoints{
-		KeyEndpoints:     makeKeyEndpoints(s),
-		VersionEndpoints: makeVersionEndpoints(s),
-		TrashEndpoints:   makeTrashEndpoints(s),
+		KeyEndpoints:      makeKeyEndpoints(s),
+		VersionEndpoints:  makeVersionEndpoints(s),
+		TrashEndpoints:    makeTrashEndpoints(s),
+		TransferEndpoints: makeTransferEndpoints(s),
 		CreateFolder: func(ctx context.Context, req any) (any, error) {
 			r := req.(createFolderRequest)
 			return s.CreateFolder(ctx, r.P, r.Dep, r.In)

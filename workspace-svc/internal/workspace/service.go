@@ -66,6 +66,7 @@ type Service interface {
 	TrashService
 	PromotionService // promotion.go
 	DuplicateService // duplicate.go
+	TransferService  // export and import (transfer.go)
 }
 
 // service implements Service over the store's ports.
@@ -109,13 +110,20 @@ type Limits struct {
 	// workbooks and reports inside them) one recursive folder delete trashes.
 	RecursiveDeleteItems int
 	DuplicateItems       int // folders, workbooks and reports one duplicate creates
+	// Export and import (transfer.go): an import's request body and items, an export's
+	// items and its size as estimated from the stored sizes before it starts.
+	ImportBytes int64
+	ImportItems int
+	ExportItems int
+	ExportBytes int64
 }
 
 // DefaultLimits are the limits when none are configured: the defaults of the config
 // tags (WORKSPACE_MAX_*), which a fitness test keeps equal (systemtest/architecture).
 var DefaultLimits = Limits{ItemsPerDeployment: 100_000, MetaBytes: 256 << 10, CalculatedFieldsBytes: 256 << 10, DraftBytes: 512 << 10,
 	PublishedBytes: 4 << 20, Grants: 1000, EmbedAccessEntries: embedaccess.DefaultMaxEntries, Favorites: 1000, SearchScan: 1000, ListScan: 1000, DashboardReports: 200, MoveAnswerBytes: 16 << 20,
-	DashboardVersionsKept: 50, RecursiveDeleteItems: 10_000, DuplicateItems: 1000}
+	DashboardVersionsKept: 50, RecursiveDeleteItems: 10_000, DuplicateItems: 1000,
+	ImportBytes: 64 << 20, ImportItems: 10_000, ExportItems: 10_000, ExportBytes: 64 << 20}
 
 // WithDefaults is l with every limit not set (zero or less) at its DefaultLimits value.
 func (l Limits) WithDefaults() Limits { return config.OrDefaults(l, DefaultLimits) }

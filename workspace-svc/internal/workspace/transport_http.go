@@ -79,6 +79,7 @@ func NewHTTPHandler(e Endpoints, logger *slog.Logger, fair *fairshare.Limiter, i
 	httpx.Handle(r, "PUT", base+"/workbooks/{workbookId}/embed-access", e.PutEmbedAccess, decodePutEmbedAccessRequest(TypeWorkbook), o)
 	httpx.Handle(r, "GET", base+"/embed-tenants/{embedTenantName}/workbooks", e.TenantWorkbooks, decodeTenantWorkbooksRequest, o)
 	registerTrash(r, e, o, fair)
+	registerTransfer(r, e, o, fair)
 	// The embed viewer's read path: an embed token, whose session names the deployment.
 	httpx.Handle(r, "GET", "/api/v1/embed/dashboards", e.EmbedDashboards, decodeEmbedDashboardsRequest, o)
 	httpx.Handle(r, "GET", "/api/v1/embed/dashboards/{publicId}", e.EmbedDashboard, decodeEmbedDashboardRequest, o)
