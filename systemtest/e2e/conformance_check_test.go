@@ -9,7 +9,7 @@ import (
 // rejects what the document forbids, so a passing suite means conforming responses.
 func TestResponseCheckCatchesNonConformingResponses(t *testing.T) {
 	_, router := loadContract(t)
-	folder := `{"id":1,"deploymentId":1,"name":"f","position":0,"type":"FOLDER","createdAt":"2026-01-01T00:00:00.000Z",` +
+	folder := `{"id":1,"deploymentId":1,"name":"f","position":0,"type":"FOLDER","key":null,"version":1,"createdAt":"2026-01-01T00:00:00.000Z",` +
 		`"updatedAt":"2026-01-01T00:00:00.000Z","createdBy":1,"updatedBy":1,"parentId":null,"folderPath":[],"user":{"id":1,"email":"a@b.c"}}`
 	jsonHeader := http.Header{"Content-Type": {"application/json"}}
 	for _, c := range []struct {

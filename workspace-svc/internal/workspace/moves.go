@@ -347,6 +347,8 @@ func (s *service) moveFolder(ctx context.Context, r *request, d *Item, dest int6
 		}
 		return r.needSubtree(ctx, d.ID)
 	}
+	// The op's application counts the move in the folder's version; the answer shows it.
+	version := d.Version
 	return r.commit(ctx, prepare, func(t *tree) (*TreeOp, error) {
 		if t.folders[d.ID] == nil {
 			return nil, notFound(TypeFolder, d.ID)
@@ -378,7 +380,7 @@ func (s *service) moveFolder(ctx context.Context, r *request, d *Item, dest int6
 			return nil, notFound(TypeFolder, dest)
 		}
 		now := s.now()
-		d.Parent, d.UpdatedAt, d.UpdatedBy = dest, now, p.User.ID
+		d.Parent, d.UpdatedAt, d.UpdatedBy, d.Version = dest, now, p.User.ID, version+1
 		op := t.moveOp(d.ID, dest)
 		op.By, op.At = p.User.ID, now
 		return op, nil
