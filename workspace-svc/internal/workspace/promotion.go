@@ -578,12 +578,31 @@ func (s *service) promoteWorkbook(ctx context.Context, pl *promotionPlan, mapped
 	if u.Name == nil && u.Published == nil {
 		return cur, nil
 	}
+	// A promoted publish is a kept version of the target's dashboard, recorded as a
+	// publish's is (publishVersion): pending before the write, committed after it.
+	var rec *DashboardVersion
+	if u.Published != nil {
+		rec = versionRecord(u.Published, by, u.UpdatedAt, 0)
+		if err := s.store.InsertDashboardVersion(ctx, rec); errors.Is(err, ErrIDTaken) {
+			return nil, errs.Unavailablef("the dashboard version id of workbook %d of deployment %d was handed out twice; retry", cur.ID, target)
+		} else if err != nil {
+			return nil, err
+		}
+	}
 	nd, err := s.store.UpdateItem(ctx, target, cur.ID, TypeWorkbook, ItemPrecondition{Parent: &cur.Parent, PublishedVersion: &cur.PublishedVersion}, u)
 	if err != nil {
-		return nil, err
+		return nil, err // a record stays pending: committed later if the write was done
 	}
 	if nd == nil {
+		if rec != nil {
+			cctx, cancel := cleanupContext(ctx)
+			defer cancel()
+			_ = s.store.DropDashboardVersion(cctx, target, cur.ID, rec.VersionID)
+		}
 		return nil, errs.Conflictf("workbook %d of deployment %d was moved, deleted or published during the promotion; retry", cur.ID, target)
+	}
+	if rec != nil {
+		s.settleVersion(ctx, nd)
 	}
 	return nd, nil
 }

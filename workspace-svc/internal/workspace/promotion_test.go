@@ -273,3 +273,29 @@ func TestPromotionFindsTheTargetByKey(t *testing.T) {
 		t.Fatalf("duplicate %+v %v, want no key", got[dup.Workbook.ID], err)
 	}
 }
+
+// TestPromotionIsAKeptVersionInTheTarget: each promotion that publishes in the target
+// is one of the target's kept dashboard versions, under the target's one publicId.
+func TestPromotionIsAKeptVersionInTheTarget(t *testing.T) {
+	f := newPromotionFixture(t)
+	wb, reports := f.source(ai)
+	_, first := f.promote(ai, wb, 8)
+	if _, err := f.svc.UpdateItem(f.ctx, ai, f.dep, workspace.TypeReport, reports[0], workspace.UpdateItemInput{Meta: json.RawMessage(`{"sql":"select 2"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.Publish(f.ctx, ai, f.dep, wb, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, second := f.promote(ai, wb, 8)
+	target := second.Workbook
+	pg, err := f.svc.DashboardVersions(f.ctx, ai, 8, target.ID, 10, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pg.Items) != 2 || pg.Items[0].VersionNumber != target.PublishedDashboard.VersionNumber || pg.Items[1].VersionNumber != first.Workbook.PublishedDashboard.VersionNumber {
+		t.Fatalf("the target's kept versions %+v, want the two promoted publishes newest first", pg.Items)
+	}
+	if first.Workbook.PublishedDashboard.PublicID != target.PublishedDashboard.PublicID {
+		t.Fatalf("publicId changed: %s then %s", first.Workbook.PublishedDashboard.PublicID, target.PublishedDashboard.PublicID)
+	}
+}
