@@ -263,6 +263,7 @@ func (s *Store) applyTrashOp(dep, v int64, op *workspace.TreeOp) {
 			}
 			r.deleted, r.treeV, r.item.Trash = true, v, t
 			r.item.UpdatedAt, r.item.UpdatedBy = op.At, op.By
+			r.item.Version++
 		}
 	case workspace.OpRestore:
 		for _, id := range s.sortedIDs() {

@@ -298,7 +298,8 @@ func (s *Store) applyTrashOp(ctx context.Context, dep, v int64, op *workspace.Tr
 	case workspace.OpTrash:
 		set := func(t trashDoc) bson.D {
 			return bson.D{{Key: "$set", Value: bson.D{{Key: "deleted", Value: true}, {Key: "treeV", Value: v}, {Key: "trash", Value: t},
-				{Key: "updatedAt", Value: op.At}, {Key: "updatedBy", Value: op.By}}}}
+				{Key: "updatedAt", Value: op.At}, {Key: "updatedBy", Value: op.By}}},
+				{Key: "$unset", Value: bson.D{{Key: "kslot", Value: ""}}}, versionInc}
 		}
 		t := trashDoc{At: op.At, By: op.By, Root: op.Folder}
 		top := t
