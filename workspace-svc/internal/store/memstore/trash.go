@@ -156,8 +156,12 @@ func (s *Store) RestoreItem(ctx context.Context, dep, id int64, typ workspace.It
 	if r == nil || typ == workspace.TypeFolder {
 		return false, nil
 	}
+	if s.keyHolder(dep, typ, r.item.Key) != nil {
+		return false, workspace.ErrKeyTaken
+	}
 	r.deleted, r.item.Trash, r.item.Parent, r.treeV = false, nil, parent, max(r.treeV, treeV)
 	r.item.UpdatedAt, r.item.UpdatedBy = at, by
+	r.item.Version++
 	return true, nil
 }
 

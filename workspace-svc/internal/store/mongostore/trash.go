@@ -189,10 +189,28 @@ func (s *Store) RestoreItem(ctx context.Context, dep, id int64, typ workspace.It
 	if typ == workspace.TypeFolder {
 		return false, nil
 	}
-	res, err := s.items.UpdateOne(ctx, rootFilter(dep, id, typ), bson.D{
-		{Key: "$set", Value: bson.D{{Key: "deleted", Value: false}, {Key: "parent", Value: parent}, {Key: "updatedAt", Value: at}, {Key: "updatedBy", Value: by}}},
+	var doc struct {
+		Key string `bson:"key"`
+	}
+	err := s.items.FindOne(ctx, rootFilter(dep, id, typ), options.FindOne().SetProjection(bson.D{{Key: "key", Value: 1}})).Decode(&doc)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return false, nil
+	}
+	if err != nil {
+		return false, wrap("restore item", err)
+	}
+	set := bson.D{{Key: "deleted", Value: false}, {Key: "parent", Value: parent}, {Key: "updatedAt", Value: at}, {Key: "updatedBy", Value: by}}
+	if doc.Key != "" {
+		set = append(set, bson.E{Key: "kslot", Value: kslot(dep, typ, doc.Key)})
+	}
+	// The key is part of the filter: the hold taken is the key the item has.
+	res, err := s.items.UpdateOne(ctx, append(rootFilter(dep, id, typ), bson.E{Key: "key", Value: keyOrAbsent(doc.Key)}), bson.D{
+		{Key: "$set", Value: set},
 		{Key: "$max", Value: bson.D{{Key: "treeV", Value: treeV}}},
-		{Key: "$unset", Value: bson.D{{Key: "trash", Value: ""}}}})
+		{Key: "$unset", Value: bson.D{{Key: "trash", Value: ""}}}, versionInc})
+	if duplicateHold(err) {
+		return false, workspace.ErrKeyTaken
+	}
 	if err != nil {
 		return false, wrap("restore item", err)
 	}
@@ -338,4 +356,12 @@ func (s *Store) applyTrashOp(ctx context.Context, dep, v int64, op *workspace.Tr
 	}
 	_, err := s.items.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(true))
 	return wrap("apply "+string(op.Kind), err)
+}
+
+// keyOrAbsent matches a document's key field: key, or no key at all for "".
+func keyOrAbsent(key string) any {
+	if key == "" {
+		return bson.D{{Key: "$in", Value: bson.A{nil, ""}}}
+	}
+	return key
 }
