@@ -174,6 +174,7 @@ func (s *Store) PurgeItem(ctx context.Context, dep, id int64, typ workspace.Item
 	if s.rootRecord(dep, id, typ) == nil || typ == workspace.TypeFolder {
 		return false, nil
 	}
+	s.dropVersions(dep, id)
 	delete(s.items, id)
 	return true, nil
 }
@@ -300,7 +301,17 @@ func (s *Store) applyTrashOp(dep, v int64, op *workspace.TreeOp) {
 				r.item.Trash, r.treeV = nil, v // a bare tombstone, out of the trash
 				continue
 			}
+			s.dropVersions(dep, id)
 			delete(s.items, id)
+		}
+	}
+}
+
+// dropVersions removes the kept dashboard versions of workbook wb (none for another item).
+func (s *Store) dropVersions(dep, wb int64) {
+	for vid, r := range s.versions {
+		if r.v.DeploymentID == dep && r.v.WorkbookID == wb {
+			delete(s.versions, vid)
 		}
 	}
 }

@@ -226,6 +226,11 @@ func (s *Store) PurgeItem(ctx context.Context, dep, id int64, typ workspace.Item
 	if err != nil {
 		return false, wrap("purge item", err)
 	}
+	if res.DeletedCount == 1 && typ == workspace.TypeWorkbook {
+		if err := s.DeleteDashboardVersions(ctx, dep, id); err != nil {
+			return true, err
+		}
+	}
 	return res.DeletedCount == 1, nil
 }
 
@@ -349,6 +354,11 @@ func (s *Store) applyTrashOp(ctx context.Context, dep, v int64, op *workspace.Tr
 				SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: "deleted", Value: false}, {Key: "treeV", Value: v}}}, {Key: "$unset", Value: untrash}}))
 	case workspace.OpPurge:
 		mine := bson.E{Key: "trash.root", Value: op.Folder}
+		// The kept versions of the workbooks go first: a crash before the items' delete
+		// is finished by applying the op again, which finds the same workbooks.
+		if err := s.purgeVersionsOf(ctx, fenced(mine, bson.E{Key: "type", Value: workspace.TypeWorkbook})); err != nil {
+			return err
+		}
 		models = append(models, mongo.NewUpdateManyModel().
 			SetFilter(fenced(mine, bson.E{Key: "type", Value: workspace.TypeFolder}, bson.E{Key: "createdAt", Value: bson.D{{Key: "$gt", Value: op.At}}})).
 			SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: "treeV", Value: v}}}, {Key: "$unset", Value: bson.D{{Key: "trash", Value: ""}}}}),
@@ -364,4 +374,32 @@ func keyOrAbsent(key string) any {
 		return bson.D{{Key: "$in", Value: bson.A{nil, ""}}}
 	}
 	return key
+}
+
+// purgeVersionsOf deletes the kept dashboard versions of the workbooks filter matches,
+// a thousand workbooks per command.
+func (s *Store) purgeVersionsOf(ctx context.Context, filter bson.D) error {
+	cur, err := s.items.Find(ctx, filter, options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}, {Key: "dep", Value: 1}}))
+	if err != nil {
+		return wrap("find purged workbooks", err)
+	}
+	var docs []struct {
+		ID  int64 `bson:"_id"`
+		Dep int64 `bson:"dep"`
+	}
+	if err := cur.All(ctx, &docs); err != nil {
+		return wrap("find purged workbooks", err)
+	}
+	for len(docs) > 0 {
+		batch := docs[:min(len(docs), 1000)]
+		docs = docs[len(batch):]
+		ids := make([]int64, len(batch))
+		for i, d := range batch {
+			ids[i] = d.ID
+		}
+		if _, err := s.versions.DeleteMany(ctx, bson.D{{Key: "dep", Value: batch[0].Dep}, {Key: "wb", Value: bson.D{{Key: "$in", Value: ids}}}}); err != nil {
+			return wrap("delete dashboard versions", err)
+		}
+	}
+	return nil
 }
