@@ -290,6 +290,7 @@ func (s *Store) applyTrashOp(dep, v int64, op *workspace.TreeOp) {
 				r.item.Anc, r.item.Depth = anc, r.item.Depth+op.Delta
 			}
 			r.deleted, r.treeV, r.item.Trash, r.deletingUntil = false, v, nil, time.Time{}
+			r.item.Version++
 		}
 	case workspace.OpPurge:
 		for _, id := range s.sortedIDs() {

@@ -339,19 +339,19 @@ func (s *Store) applyTrashOp(ctx context.Context, dep, v int64, op *workspace.Tr
 		models = append(models, mongo.NewUpdateManyModel().SetFilter(fenced(bson.E{Key: "_id", Value: op.Folder}, mine)).
 			SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: "parent", Value: op.To}, {Key: "anc", Value: op.Anc}, {Key: "depth", Value: op.Depth},
 				{Key: "deleted", Value: false}, {Key: "treeV", Value: v}, {Key: "updatedAt", Value: op.At}, {Key: "updatedBy", Value: op.By}}},
-				{Key: "$unset", Value: untrash}}))
+				{Key: "$unset", Value: untrash}, versionInc}))
 		if len(op.Pull) > 0 {
 			models = append(models, mongo.NewUpdateManyModel().SetFilter(below).
 				SetUpdate(bson.D{{Key: "$pullAll", Value: bson.D{{Key: "anc", Value: op.Pull}}}}))
 		}
 		push := bson.D{{Key: "$set", Value: bson.D{{Key: "deleted", Value: false}, {Key: "treeV", Value: v}}},
-			{Key: "$inc", Value: bson.D{{Key: "depth", Value: op.Delta}}}, {Key: "$unset", Value: untrash}}
+			{Key: "$inc", Value: bson.D{{Key: "depth", Value: op.Delta}, {Key: "version", Value: int64(1)}}}, {Key: "$unset", Value: untrash}}
 		if len(op.Push) > 0 {
 			push = append(push, bson.E{Key: "$addToSet", Value: bson.D{{Key: "anc", Value: bson.D{{Key: "$each", Value: op.Push}}}}})
 		}
 		models = append(models, mongo.NewUpdateManyModel().SetFilter(below).SetUpdate(push),
 			mongo.NewUpdateManyModel().SetFilter(fenced(mine)).
-				SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: "deleted", Value: false}, {Key: "treeV", Value: v}}}, {Key: "$unset", Value: untrash}}))
+				SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: "deleted", Value: false}, {Key: "treeV", Value: v}}}, {Key: "$unset", Value: untrash}, versionInc}))
 	case workspace.OpPurge:
 		mine := bson.E{Key: "trash.root", Value: op.Folder}
 		// The kept versions of the workbooks go first: a crash before the items' delete
