@@ -13,7 +13,6 @@ import (
 	"github.com/analyticsco/platform/workspace-svc/internal/workspace"
 )
 
-
 // TestKeyGrammar: what a key may be, by example; an invalid key on create is 400
 // invalid_key and creates nothing.
 func TestKeyGrammar(t *testing.T) {
