@@ -405,6 +405,9 @@ func (s *service) restoreOne(ctx context.Context, p *identity.Principal, dep int
 	}
 	if d.Type != TypeFolder {
 		ok, err := s.store.RestoreItem(ctx, dep, d.ID, d.Type, to, r.v, p.User.ID, s.now())
+		if errors.Is(err, ErrKeyTaken) {
+			return keyTaken(d.Type, d.Key)
+		}
 		if err != nil {
 			giveBack = false // it may have been restored
 			return err

@@ -156,8 +156,12 @@ func (s *Store) RestoreItem(ctx context.Context, dep, id int64, typ workspace.It
 	if r == nil || typ == workspace.TypeFolder {
 		return false, nil
 	}
+	if s.keyHolder(dep, typ, r.item.Key) != nil {
+		return false, workspace.ErrKeyTaken
+	}
 	r.deleted, r.item.Trash, r.item.Parent, r.treeV = false, nil, parent, max(r.treeV, treeV)
 	r.item.UpdatedAt, r.item.UpdatedBy = at, by
+	r.item.Version++
 	return true, nil
 }
 
@@ -170,6 +174,7 @@ func (s *Store) PurgeItem(ctx context.Context, dep, id int64, typ workspace.Item
 	if s.rootRecord(dep, id, typ) == nil || typ == workspace.TypeFolder {
 		return false, nil
 	}
+	s.dropVersions(dep, id)
 	delete(s.items, id)
 	return true, nil
 }
@@ -263,6 +268,7 @@ func (s *Store) applyTrashOp(dep, v int64, op *workspace.TreeOp) {
 			}
 			r.deleted, r.treeV, r.item.Trash = true, v, t
 			r.item.UpdatedAt, r.item.UpdatedBy = op.At, op.By
+			r.item.Version++
 		}
 	case workspace.OpRestore:
 		for _, id := range s.sortedIDs() {
@@ -284,6 +290,7 @@ func (s *Store) applyTrashOp(dep, v int64, op *workspace.TreeOp) {
 				r.item.Anc, r.item.Depth = anc, r.item.Depth+op.Delta
 			}
 			r.deleted, r.treeV, r.item.Trash, r.deletingUntil = false, v, nil, time.Time{}
+			r.item.Version++
 		}
 	case workspace.OpPurge:
 		for _, id := range s.sortedIDs() {
@@ -295,7 +302,17 @@ func (s *Store) applyTrashOp(dep, v int64, op *workspace.TreeOp) {
 				r.item.Trash, r.treeV = nil, v // a bare tombstone, out of the trash
 				continue
 			}
+			s.dropVersions(dep, id)
 			delete(s.items, id)
+		}
+	}
+}
+
+// dropVersions removes the kept dashboard versions of workbook wb (none for another item).
+func (s *Store) dropVersions(dep, wb int64) {
+	for vid, r := range s.versions {
+		if r.v.DeploymentID == dep && r.v.WorkbookID == wb {
+			delete(s.versions, vid)
 		}
 	}
 }

@@ -189,10 +189,28 @@ func (s *Store) RestoreItem(ctx context.Context, dep, id int64, typ workspace.It
 	if typ == workspace.TypeFolder {
 		return false, nil
 	}
-	res, err := s.items.UpdateOne(ctx, rootFilter(dep, id, typ), bson.D{
-		{Key: "$set", Value: bson.D{{Key: "deleted", Value: false}, {Key: "parent", Value: parent}, {Key: "updatedAt", Value: at}, {Key: "updatedBy", Value: by}}},
+	var doc struct {
+		Key string `bson:"key"`
+	}
+	err := s.items.FindOne(ctx, rootFilter(dep, id, typ), options.FindOne().SetProjection(bson.D{{Key: "key", Value: 1}})).Decode(&doc)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return false, nil
+	}
+	if err != nil {
+		return false, wrap("restore item", err)
+	}
+	set := bson.D{{Key: "deleted", Value: false}, {Key: "parent", Value: parent}, {Key: "updatedAt", Value: at}, {Key: "updatedBy", Value: by}}
+	if doc.Key != "" {
+		set = append(set, bson.E{Key: "kslot", Value: kslot(dep, typ, doc.Key)})
+	}
+	// The key is part of the filter: the hold taken is the key the item has.
+	res, err := s.items.UpdateOne(ctx, append(rootFilter(dep, id, typ), bson.E{Key: "key", Value: keyOrAbsent(doc.Key)}), bson.D{
+		{Key: "$set", Value: set},
 		{Key: "$max", Value: bson.D{{Key: "treeV", Value: treeV}}},
-		{Key: "$unset", Value: bson.D{{Key: "trash", Value: ""}}}})
+		{Key: "$unset", Value: bson.D{{Key: "trash", Value: ""}}}, versionInc})
+	if duplicateHold(err) {
+		return false, workspace.ErrKeyTaken
+	}
 	if err != nil {
 		return false, wrap("restore item", err)
 	}
@@ -207,6 +225,11 @@ func (s *Store) PurgeItem(ctx context.Context, dep, id int64, typ workspace.Item
 	res, err := s.items.DeleteOne(ctx, rootFilter(dep, id, typ))
 	if err != nil {
 		return false, wrap("purge item", err)
+	}
+	if res.DeletedCount == 1 && typ == workspace.TypeWorkbook {
+		if err := s.DeleteDashboardVersions(ctx, dep, id); err != nil {
+			return true, err
+		}
 	}
 	return res.DeletedCount == 1, nil
 }
@@ -298,7 +321,8 @@ func (s *Store) applyTrashOp(ctx context.Context, dep, v int64, op *workspace.Tr
 	case workspace.OpTrash:
 		set := func(t trashDoc) bson.D {
 			return bson.D{{Key: "$set", Value: bson.D{{Key: "deleted", Value: true}, {Key: "treeV", Value: v}, {Key: "trash", Value: t},
-				{Key: "updatedAt", Value: op.At}, {Key: "updatedBy", Value: op.By}}}}
+				{Key: "updatedAt", Value: op.At}, {Key: "updatedBy", Value: op.By}}},
+				{Key: "$unset", Value: bson.D{{Key: "kslot", Value: ""}}}, versionInc}
 		}
 		t := trashDoc{At: op.At, By: op.By, Root: op.Folder}
 		top := t
@@ -315,21 +339,26 @@ func (s *Store) applyTrashOp(ctx context.Context, dep, v int64, op *workspace.Tr
 		models = append(models, mongo.NewUpdateManyModel().SetFilter(fenced(bson.E{Key: "_id", Value: op.Folder}, mine)).
 			SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: "parent", Value: op.To}, {Key: "anc", Value: op.Anc}, {Key: "depth", Value: op.Depth},
 				{Key: "deleted", Value: false}, {Key: "treeV", Value: v}, {Key: "updatedAt", Value: op.At}, {Key: "updatedBy", Value: op.By}}},
-				{Key: "$unset", Value: untrash}}))
+				{Key: "$unset", Value: untrash}, versionInc}))
 		if len(op.Pull) > 0 {
 			models = append(models, mongo.NewUpdateManyModel().SetFilter(below).
 				SetUpdate(bson.D{{Key: "$pullAll", Value: bson.D{{Key: "anc", Value: op.Pull}}}}))
 		}
 		push := bson.D{{Key: "$set", Value: bson.D{{Key: "deleted", Value: false}, {Key: "treeV", Value: v}}},
-			{Key: "$inc", Value: bson.D{{Key: "depth", Value: op.Delta}}}, {Key: "$unset", Value: untrash}}
+			{Key: "$inc", Value: bson.D{{Key: "depth", Value: op.Delta}, {Key: "version", Value: int64(1)}}}, {Key: "$unset", Value: untrash}}
 		if len(op.Push) > 0 {
 			push = append(push, bson.E{Key: "$addToSet", Value: bson.D{{Key: "anc", Value: bson.D{{Key: "$each", Value: op.Push}}}}})
 		}
 		models = append(models, mongo.NewUpdateManyModel().SetFilter(below).SetUpdate(push),
 			mongo.NewUpdateManyModel().SetFilter(fenced(mine)).
-				SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: "deleted", Value: false}, {Key: "treeV", Value: v}}}, {Key: "$unset", Value: untrash}}))
+				SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: "deleted", Value: false}, {Key: "treeV", Value: v}}}, {Key: "$unset", Value: untrash}, versionInc}))
 	case workspace.OpPurge:
 		mine := bson.E{Key: "trash.root", Value: op.Folder}
+		// The kept versions of the workbooks go first: a crash before the items' delete
+		// is finished by applying the op again, which finds the same workbooks.
+		if err := s.purgeVersionsOf(ctx, fenced(mine, bson.E{Key: "type", Value: workspace.TypeWorkbook})); err != nil {
+			return err
+		}
 		models = append(models, mongo.NewUpdateManyModel().
 			SetFilter(fenced(mine, bson.E{Key: "type", Value: workspace.TypeFolder}, bson.E{Key: "createdAt", Value: bson.D{{Key: "$gt", Value: op.At}}})).
 			SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: "treeV", Value: v}}}, {Key: "$unset", Value: bson.D{{Key: "trash", Value: ""}}}}),
@@ -337,4 +366,40 @@ func (s *Store) applyTrashOp(ctx context.Context, dep, v int64, op *workspace.Tr
 	}
 	_, err := s.items.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(true))
 	return wrap("apply "+string(op.Kind), err)
+}
+
+// keyOrAbsent matches a document's key field: key, or no key at all for "".
+func keyOrAbsent(key string) any {
+	if key == "" {
+		return bson.D{{Key: "$in", Value: bson.A{nil, ""}}}
+	}
+	return key
+}
+
+// purgeVersionsOf deletes the kept dashboard versions of the workbooks filter matches,
+// a thousand workbooks per command.
+func (s *Store) purgeVersionsOf(ctx context.Context, filter bson.D) error {
+	cur, err := s.items.Find(ctx, filter, options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}, {Key: "dep", Value: 1}}))
+	if err != nil {
+		return wrap("find purged workbooks", err)
+	}
+	var docs []struct {
+		ID  int64 `bson:"_id"`
+		Dep int64 `bson:"dep"`
+	}
+	if err := cur.All(ctx, &docs); err != nil {
+		return wrap("find purged workbooks", err)
+	}
+	for len(docs) > 0 {
+		batch := docs[:min(len(docs), 1000)]
+		docs = docs[len(batch):]
+		ids := make([]int64, len(batch))
+		for i, d := range batch {
+			ids[i] = d.ID
+		}
+		if _, err := s.versions.DeleteMany(ctx, bson.D{{Key: "dep", Value: batch[0].Dep}, {Key: "wb", Value: bson.D{{Key: "$in", Value: ids}}}}); err != nil {
+			return wrap("delete dashboard versions", err)
+		}
+	}
+	return nil
 }

@@ -1,0 +1,81 @@
+package storetest
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/analyticsco/platform/workspace-svc/internal/workspace"
+)
+
+func init() {
+	cases = append(cases, []struct {
+		name string
+		run  func(t *testing.T, f *fixture)
+	}{
+		{"a-recursive-delete-releases-the-keys-below", testTrashOpReleasesKeys},
+		{"a-restored-item-takes-its-key-back", testRestoreTakesKey},
+		{"a-restore-whose-key-is-taken-fails-key-taken", testRestoreKeyTaken},
+	}...)
+}
+
+// testTrashOpReleasesKeys: the trash op gives up the key holds of every item it trashes
+// and counts a version on each; another item may then take the key.
+func testTrashOpReleasesKeys(t *testing.T, f *fixture) {
+	a := f.folder("a", 0)
+	wb := f.item(f.dep, workspace.TypeWorkbook, "wb", a, func(it *workspace.Item) { it.Key = "below.wb" })
+	f.commit(f.dep, f.trashOp(a, wb.ID))
+	if got := f.byKey(f.dep, workspace.TypeWorkbook, 0, "below.wb"); len(got) != 0 {
+		t.Fatalf("a trashed workbook found by key: %v", got)
+	}
+	got := f.inTrash(f.dep, wb.ID)
+	if it := got[wb.ID]; it == nil || it.Key != "below.wb" || it.Version != wb.Version+1 {
+		t.Fatalf("trashed workbook %+v, want key below.wb at version %d", it, wb.Version+1)
+	}
+	next := f.keyed(f.dep, workspace.TypeWorkbook, "below.wb")
+	if got := f.byKey(f.dep, workspace.TypeWorkbook, 0, "below.wb"); got["below.wb"] == nil || got["below.wb"].ID != next.ID {
+		t.Fatalf("by key after a new workbook took a trashed one's key: %v, want %d", got, next.ID)
+	}
+}
+
+func (f *fixture) trashKeyed(key string) *workspace.Item {
+	f.t.Helper()
+	wb := f.keyed(f.dep, workspace.TypeWorkbook, key)
+	if ok, err := f.s.DeleteItem(f.ctx, f.dep, wb.ID, workspace.TypeWorkbook, workspace.ItemPrecondition{}, 7, at); err != nil || !ok {
+		f.t.Fatalf("delete: %v %v", ok, err)
+	}
+	return wb
+}
+
+// testRestoreTakesKey: a restored workbook holds its key again (found by key, a new
+// item cannot take it) and counts a version.
+func testRestoreTakesKey(t *testing.T, f *fixture) {
+	wb := f.trashKeyed("back.wb")
+	if ok, err := f.s.RestoreItem(f.ctx, f.dep, wb.ID, workspace.TypeWorkbook, 0, 0, 7, at); err != nil || !ok {
+		t.Fatalf("restore: %v %v", ok, err)
+	}
+	got := f.byKey(f.dep, workspace.TypeWorkbook, 0, "back.wb")
+	if it := got["back.wb"]; it == nil || it.ID != wb.ID || it.Version != wb.Version+2 {
+		t.Fatalf("by key after the restore: %+v, want %d at version %d", got["back.wb"], wb.ID, wb.Version+2)
+	}
+	it := &workspace.Item{ID: f.id(), DeploymentID: f.dep, Type: workspace.TypeWorkbook, Name: "again", Key: "back.wb",
+		CreatedBy: 7, UpdatedBy: 7, CreatedAt: at, UpdatedAt: at, Version: 1}
+	if err := f.s.InsertItem(f.ctx, it); !errors.Is(err, workspace.ErrKeyTaken) {
+		t.Fatalf("insert with a restored item's key: %v, want ErrKeyTaken", err)
+	}
+}
+
+// testRestoreKeyTaken: a restore whose key a live item now holds is ErrKeyTaken and
+// leaves the item in the trash.
+func testRestoreKeyTaken(t *testing.T, f *fixture) {
+	wb := f.trashKeyed("taken.wb")
+	next := f.keyed(f.dep, workspace.TypeWorkbook, "taken.wb")
+	if _, err := f.s.RestoreItem(f.ctx, f.dep, wb.ID, workspace.TypeWorkbook, 0, 0, 7, at); !errors.Is(err, workspace.ErrKeyTaken) {
+		t.Fatalf("restore of a taken key: %v, want ErrKeyTaken", err)
+	}
+	if got := f.inTrash(f.dep, wb.ID); got[wb.ID] == nil {
+		t.Fatalf("a restore refused took the workbook out of the trash")
+	}
+	if got := f.byKey(f.dep, workspace.TypeWorkbook, 0, "taken.wb"); got["taken.wb"] == nil || got["taken.wb"].ID != next.ID {
+		t.Fatalf("by key after a refused restore: %v, want %d", got, next.ID)
+	}
+}
