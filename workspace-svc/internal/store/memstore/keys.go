@@ -7,14 +7,15 @@ import (
 	"github.com/analyticsco/platform/workspace-svc/internal/workspace"
 )
 
-// keyHolder is the live item of type typ of deployment dep holding key, or nil ("" is
-// no key and held by nothing).
+// keyHolder is the item of type typ of deployment dep holding key, or nil ("" is no key
+// and held by nothing): a live item, or one trashed with a folder, whose key stays held
+// while it is in the trash.
 func (s *Store) keyHolder(dep int64, typ workspace.ItemType, key string) *record {
 	if key == "" {
 		return nil
 	}
 	for _, r := range s.items {
-		if !r.deleted && r.item.DeploymentID == dep && r.item.Type == typ && r.item.Key == key {
+		if (!r.deleted || r.heldInTrash) && r.item.DeploymentID == dep && r.item.Type == typ && r.item.Key == key {
 			return r
 		}
 	}
@@ -32,7 +33,7 @@ func (s *Store) ItemsByKey(ctx context.Context, dep int64, typ workspace.ItemTyp
 	defer s.mu.Unlock()
 	out := make(map[string]*workspace.Item, len(keys))
 	for _, k := range keys {
-		if r := s.keyHolder(dep, typ, k); r != nil {
+		if r := s.keyHolder(dep, typ, k); r != nil && !r.deleted {
 			out[k] = withParts(&r.item, parts)
 		}
 	}

@@ -56,6 +56,9 @@ type record struct {
 	// void: a folder creation applied when its key was taken, kept as a tombstone that
 	// was never live (no later application of its op makes it live).
 	void bool
+	// heldInTrash: trashed with a folder (a recursive delete), the item still holds its
+	// key, until the folder is restored or purged.
+	heldInTrash bool
 }
 
 type favorite struct {

@@ -266,7 +266,7 @@ func (s *Store) applyTrashOp(dep, v int64, op *workspace.TreeOp) {
 			if id == op.Folder {
 				t.Items = op.N
 			}
-			r.deleted, r.treeV, r.item.Trash = true, v, t
+			r.deleted, r.treeV, r.item.Trash, r.heldInTrash = true, v, t, r.item.Key != ""
 			r.item.UpdatedAt, r.item.UpdatedBy = op.At, op.By
 			r.item.Version++
 		}
@@ -289,7 +289,7 @@ func (s *Store) applyTrashOp(dep, v int64, op *workspace.TreeOp) {
 				}
 				r.item.Anc, r.item.Depth = anc, r.item.Depth+op.Delta
 			}
-			r.deleted, r.treeV, r.item.Trash, r.deletingUntil = false, v, nil, time.Time{}
+			r.deleted, r.treeV, r.item.Trash, r.deletingUntil, r.heldInTrash = false, v, nil, time.Time{}, false
 			r.item.Version++
 		}
 	case workspace.OpPurge:
@@ -299,7 +299,7 @@ func (s *Store) applyTrashOp(dep, v int64, op *workspace.TreeOp) {
 				continue
 			}
 			if r.item.Type == workspace.TypeFolder && r.item.CreatedAt.After(op.At) {
-				r.item.Trash, r.treeV = nil, v // a bare tombstone, out of the trash
+				r.item.Trash, r.treeV, r.heldInTrash = nil, v, false // a bare tombstone, out of the trash
 				continue
 			}
 			s.dropVersions(dep, id)

@@ -321,8 +321,7 @@ func (s *Store) applyTrashOp(ctx context.Context, dep, v int64, op *workspace.Tr
 	case workspace.OpTrash:
 		set := func(t trashDoc) bson.D {
 			return bson.D{{Key: "$set", Value: bson.D{{Key: "deleted", Value: true}, {Key: "treeV", Value: v}, {Key: "trash", Value: t},
-				{Key: "updatedAt", Value: op.At}, {Key: "updatedBy", Value: op.By}}},
-				{Key: "$unset", Value: bson.D{{Key: "kslot", Value: ""}}}, versionInc}
+				{Key: "updatedAt", Value: op.At}, {Key: "updatedBy", Value: op.By}}}, versionInc}
 		}
 		t := trashDoc{At: op.At, By: op.By, Root: op.Folder}
 		top := t
@@ -361,7 +360,7 @@ func (s *Store) applyTrashOp(ctx context.Context, dep, v int64, op *workspace.Tr
 		}
 		models = append(models, mongo.NewUpdateManyModel().
 			SetFilter(fenced(mine, bson.E{Key: "type", Value: workspace.TypeFolder}, bson.E{Key: "createdAt", Value: bson.D{{Key: "$gt", Value: op.At}}})).
-			SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: "treeV", Value: v}}}, {Key: "$unset", Value: bson.D{{Key: "trash", Value: ""}}}}),
+			SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: "treeV", Value: v}}}, {Key: "$unset", Value: bson.D{{Key: "trash", Value: ""}, {Key: "kslot", Value: ""}}}}),
 			mongo.NewDeleteManyModel().SetFilter(fenced(mine)))
 	}
 	_, err := s.items.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(true))

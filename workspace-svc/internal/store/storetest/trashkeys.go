@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/analyticsco/platform/workspace-svc/internal/workspace"
 )
@@ -12,15 +13,18 @@ func init() {
 		name string
 		run  func(t *testing.T, f *fixture)
 	}{
-		{"a-recursive-delete-releases-the-keys-below", testTrashOpReleasesKeys},
+		{"a-recursive-delete-keeps-the-keys-below-held", testTrashOpKeepsKeysHeld},
 		{"a-restored-item-takes-its-key-back", testRestoreTakesKey},
 		{"a-restore-whose-key-is-taken-fails-key-taken", testRestoreKeyTaken},
 	}...)
 }
 
-// testTrashOpReleasesKeys: the trash op gives up the key holds of every item it trashes
-// and counts a version on each; another item may then take the key.
-func testTrashOpReleasesKeys(t *testing.T, f *fixture) {
+// testTrashOpKeepsKeysHeld: the items a recursive delete trashes keep their keys held
+// while they are in the trash (not found by key, but no other item may take the key),
+// so restoring the folder never meets a key taken meanwhile; the trash op counts a
+// version on each; the restore op brings them back by key, and the purge op frees the
+// keys for good.
+func testTrashOpKeepsKeysHeld(t *testing.T, f *fixture) {
 	a := f.folder("a", 0)
 	wb := f.item(f.dep, workspace.TypeWorkbook, "wb", a, func(it *workspace.Item) { it.Key = "below.wb" })
 	f.commit(f.dep, f.trashOp(a, wb.ID))
@@ -31,9 +35,22 @@ func testTrashOpReleasesKeys(t *testing.T, f *fixture) {
 	if it := got[wb.ID]; it == nil || it.Key != "below.wb" || it.Version != wb.Version+1 {
 		t.Fatalf("trashed workbook %+v, want key below.wb at version %d", it, wb.Version+1)
 	}
-	next := f.keyed(f.dep, workspace.TypeWorkbook, "below.wb")
-	if got := f.byKey(f.dep, workspace.TypeWorkbook, 0, "below.wb"); got["below.wb"] == nil || got["below.wb"].ID != next.ID {
-		t.Fatalf("by key after a new workbook took a trashed one's key: %v, want %d", got, next.ID)
+	other := &workspace.Item{ID: f.id(), DeploymentID: f.dep, Type: workspace.TypeWorkbook, Name: "other", Key: "below.wb",
+		CreatedBy: 7, UpdatedBy: 7, CreatedAt: at, UpdatedAt: at, Version: 1}
+	if err := f.s.InsertItem(f.ctx, other); !errors.Is(err, workspace.ErrKeyTaken) {
+		t.Fatalf("insert with the key of an item trashed with a folder: %v, want ErrKeyTaken", err)
+	}
+	f.commit(f.dep, &workspace.TreeOp{Kind: workspace.OpRestore, Folder: a, To: 0, Anc: []int64{}, Depth: 1, Pull: []int64{}, Push: []int64{}, By: 8, At: at})
+	if got := f.byKey(f.dep, workspace.TypeWorkbook, 0, "below.wb"); got["below.wb"] == nil || got["below.wb"].ID != wb.ID {
+		t.Fatalf("by key after the folder's restore: %v, want %d", got, wb.ID)
+	}
+	b := f.folder("b", 0)
+	w2 := f.item(f.dep, workspace.TypeWorkbook, "w2", b, func(it *workspace.Item) { it.Key = "purged.wb" })
+	f.commit(f.dep, f.trashOp(b, w2.ID))
+	f.commit(f.dep, &workspace.TreeOp{Kind: workspace.OpPurge, Folder: b, At: at.Add(-time.Hour)})
+	next := f.keyed(f.dep, workspace.TypeWorkbook, "purged.wb")
+	if got := f.byKey(f.dep, workspace.TypeWorkbook, 0, "purged.wb"); got["purged.wb"] == nil || got["purged.wb"].ID != next.ID {
+		t.Fatalf("by key after a purged workbook's key was taken again: %v, want %d", got, next.ID)
 	}
 }
 
