@@ -95,7 +95,7 @@ func TestPrismOnTheDocument(t *testing.T) {
 // a value of the wrong type there.
 func admitsTheNullsOfTheDocument(t *testing.T, v *prism.Validator) {
 	workbook := func(draft string) string {
-		return `{"id":1,"deploymentId":1,"name":"w","type":"WORKBOOK","meta":{},"calculatedFields":{},` +
+		return `{"id":1,"deploymentId":1,"name":"w","type":"WORKBOOK","key":null,"version":1,"meta":{},"calculatedFields":{},` +
 			`"createdAt":"2026-01-01T00:00:00.000Z","updatedAt":"2026-01-01T00:00:00.000Z","createdBy":1,"userId":null,"user":null,` +
 			`"folderId":null,"folderPath":[],"slug":"w-1","isFavorite":null,"dashboardDraft":` + draft + `,"dashboardPublished":null,"publishedDashboard":null}`
 	}
