@@ -4095,7 +4095,11 @@ type TrashEntry struct {
 	// FolderId The original folder (null for the workspace root); it may be gone.
 	FolderId *int64 `json:"folderId"`
 	Id       int64  `json:"id"`
-	Name     string `json:"name"`
+
+	// Key The item's key (null: none). A restore takes it back, or answers `409 key_taken`
+	// when a live item of the type has taken it since the delete.
+	Key  *string `json:"key"`
+	Name string  `json:"name"`
 
 	// TrashedWith Folders only; how many items (folders, workbooks, reports) were trashed with it.
 	TrashedWith *int              `json:"trashedWith,omitempty"`

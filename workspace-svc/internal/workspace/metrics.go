@@ -101,6 +101,15 @@ func (i *instrumenting) CreateFolder(ctx context.Context, p *identity.Principal,
 }
 
 // Move counts its item: moved, or the outcome it was refused with.
+// PutFolderByKey counts a folder the PUT created, as CreateFolder does.
+func (i *instrumenting) PutFolderByKey(ctx context.Context, p *identity.Principal, dep int64, key string, in PutFolderInput) (Folder, PutOutcome, error) {
+	f, outcome, err := i.Service.PutFolderByKey(ctx, p, dep, key, in)
+	if err == nil && outcome == PutCreated {
+		i.m.FoldersCreated.Inc()
+	}
+	return f, outcome, err
+}
+
 func (i *instrumenting) Move(ctx context.Context, p *identity.Principal, dep int64, ref ItemRef, dest int64) (Workbook, error) {
 	w, err := i.Service.Move(ctx, p, dep, ref, dest)
 	outcome := "moved"

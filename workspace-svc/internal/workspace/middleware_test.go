@@ -36,6 +36,11 @@ func TestInstrumentingMiddlewareCountsFromResults(t *testing.T) {
 	if _, err := f.svc.Move(f.ctx, ai, f.dep, ref(workspace.TypeFolder, dest), 0); err != nil {
 		t.Fatal(err)
 	}
+	for range 2 { // created, then unchanged: one folder created
+		if _, _, err := f.svc.PutFolderByKey(f.ctx, ai, f.dep, "by-key", workspace.PutFolderInput{Name: "by key"}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	draft := &workspace.DashboardConfig{}
 	if _, err := f.svc.UpdateItem(f.ctx, ai, f.dep, workspace.TypeWorkbook, wb, workspace.UpdateItemInput{DashboardDraft: draft}); err != nil {
 		t.Fatal(err)
@@ -48,7 +53,7 @@ func TestInstrumentingMiddlewareCountsFromResults(t *testing.T) {
 		c    prometheus.Collector
 		want float64
 	}{
-		{"folders created (the viewer's refused)", m.FoldersCreated, 2},
+		{"folders created (the viewer's refused, one by key)", m.FoldersCreated, 3},
 		{"dashboards published", m.DashboardsPublished, 1},
 		{"workbooks moved", m.ItemsMoved.WithLabelValues("WORKBOOK", "moved"), 1},
 		{"folders moved (the single move)", m.ItemsMoved.WithLabelValues("FOLDER", "moved"), 1},

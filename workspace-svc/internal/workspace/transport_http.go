@@ -514,6 +514,25 @@ func decodeMoveRequest(_ context.Context, r *http.Request) (any, error) {
 	return moveRequest{scope: sc, Ref: ref, Dest: dest}, nil
 }
 
+// bulkRefs reads the items of a bulk request: 1 to MaxBulkItems references, each named by
+// its index when it is wrong.
+func bulkRefs(items *[]rawRef) ([]ItemRef, error) {
+	if items == nil {
+		return nil, errs.Invalidf("items is required: 1 to %d item references", MaxBulkItems)
+	}
+	if n := len(*items); n < 1 || n > MaxBulkItems {
+		return nil, errs.Invalidf("items must hold 1 to %d item references, not %d", MaxBulkItems, n)
+	}
+	refs := make([]ItemRef, len(*items))
+	for i, rr := range *items {
+		var err error
+		if refs[i], err = rr.ref("items[" + strconv.Itoa(i) + "]."); err != nil {
+			return nil, err
+		}
+	}
+	return refs, nil
+}
+
 func decodeBulkMoveRequest(_ context.Context, r *http.Request) (any, error) {
 	sc, err := scopeOf(r)
 	if err != nil {
@@ -526,17 +545,9 @@ func decodeBulkMoveRequest(_ context.Context, r *http.Request) (any, error) {
 	if err := httpx.DecodeJSON(r, &body); err != nil {
 		return nil, err
 	}
-	if body.Items == nil {
-		return nil, errs.Invalidf("items is required: 1 to %d item references", MaxBulkItems)
-	}
-	if n := len(*body.Items); n < 1 || n > MaxBulkItems {
-		return nil, errs.Invalidf("items must hold 1 to %d item references, not %d", MaxBulkItems, n)
-	}
-	refs := make([]ItemRef, len(*body.Items))
-	for i, rr := range *body.Items {
-		if refs[i], err = rr.ref("items[" + strconv.Itoa(i) + "]."); err != nil {
-			return nil, err
-		}
+	refs, err := bulkRefs(body.Items)
+	if err != nil {
+		return nil, err
 	}
 	dest, err := destination(body.FolderID)
 	if err != nil {

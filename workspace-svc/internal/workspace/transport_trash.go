@@ -3,7 +3,6 @@ package workspace
 import (
 	"context"
 	"net/http"
-	"strconv"
 
 	"github.com/go-kit/kit/endpoint"
 
@@ -145,17 +144,9 @@ func decodeTrashItemsRequest(restore bool) func(context.Context, *http.Request) 
 		if err := httpx.DecodeJSON(r, &body); err != nil {
 			return nil, err
 		}
-		if body.Items == nil {
-			return nil, errs.Invalidf("items is required: 1 to %d item references", MaxBulkItems)
-		}
-		if n := len(*body.Items); n < 1 || n > MaxBulkItems {
-			return nil, errs.Invalidf("items must hold 1 to %d item references, not %d", MaxBulkItems, n)
-		}
-		refs := make([]ItemRef, len(*body.Items))
-		for i, rr := range *body.Items {
-			if refs[i], err = rr.ref("items[" + strconv.Itoa(i) + "]."); err != nil {
-				return nil, err
-			}
+		refs, err := bulkRefs(body.Items)
+		if err != nil {
+			return nil, err
 		}
 		req := trashItemsRequest{scope: sc, Refs: refs}
 		if body.FolderID != nil {

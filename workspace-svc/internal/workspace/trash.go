@@ -37,6 +37,7 @@ type TrashEntry struct {
 	Type      ItemType `json:"type"`
 	ID        int64    `json:"id"`
 	Name      string   `json:"name"`
+	Key       *string  `json:"key"`      // the item's key (null: none); a restore takes it back
 	FolderID  *int64   `json:"folderId"` // the original folder (null: the root)
 	DeletedAt string   `json:"deletedAt"`
 	DeletedBy int64    `json:"deletedBy"`
@@ -311,7 +312,7 @@ func (s *service) ListTrash(ctx context.Context, p *identity.Principal, dep int6
 }
 
 func trashEntry(d *Item) TrashEntry {
-	e := TrashEntry{Type: d.Type, ID: d.ID, Name: d.Name, FolderID: optionalID(d.Parent), DeletedAt: formatTime(d.Trash.At), DeletedBy: d.Trash.By}
+	e := TrashEntry{Type: d.Type, ID: d.ID, Name: d.Name, Key: renderKey(d), FolderID: optionalID(d.Parent), DeletedAt: formatTime(d.Trash.At), DeletedBy: d.Trash.By}
 	if d.Type == TypeFolder {
 		n := max(d.Trash.Items-1, 0)
 		e.TrashedWith = &n

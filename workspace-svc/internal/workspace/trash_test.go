@@ -441,3 +441,33 @@ func TestTrashListPages(t *testing.T) {
 		t.Fatal("a bad cursor was accepted")
 	}
 }
+
+// TestTrashEntriesShowTheKey: a trashed item's entry names its key, which a restore
+// takes back.
+func TestTrashEntriesShowTheKey(t *testing.T) {
+	f := newFixture(t)
+	w, err := f.svc.CreateItem(f.ctx, admin, f.dep, workspace.TypeWorkbook, workspace.CreateItemInput{Name: "w", Key: "sales.board"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := f.item(admin, workspace.TypeWorkbook, "plain", 0)
+	for _, id := range []int64{w.ID, plain} {
+		if err := f.svc.DeleteItem(f.ctx, admin, f.dep, workspace.TypeWorkbook, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	page, err := f.svc.ListTrash(f.ctx, admin, f.dep, 10, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := map[int64]*string{}
+	for _, e := range page.Items {
+		keys[e.ID] = e.Key
+	}
+	if k := keys[w.ID]; k == nil || *k != "sales.board" {
+		t.Fatalf("the keyed workbook's entry has key %v, want sales.board", k)
+	}
+	if k, ok := keys[plain]; !ok || k != nil {
+		t.Fatalf("the workbook without a key has entry key %v (listed %v), want null", k, ok)
+	}
+}
