@@ -52,7 +52,7 @@ func cloner(t *testing.T, l Limits) *Source {
 }
 
 func load(s *Source, url, manifestPath string) (*convert.Project, error) {
-	return s.Load(context.Background(), dbtsync.Integration{DeploymentID: 1, RepoURL: url, Branch: "main", ManifestPath: manifestPath}, "main")
+	return s.Load(context.Background(), dbtsync.Integration{DeploymentID: 1, RepoURL: url, Branch: "main", ManifestPath: manifestPath}, "main", "")
 }
 
 // zeroModelRepo is a dbt project whose one model file is size zero bytes: a few hundred
@@ -280,7 +280,7 @@ func TestFetchedTreeIsAFileSystem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tree, err := s.clone(context.Background(), dbtsync.Integration{RepoURL: repo(t, func(r *gitrepo.Repo) (gitrepo.Hash, error) { return r.Files(files) })}, "main", dir)
+	tree, err := s.clone(context.Background(), dbtsync.Integration{RepoURL: repo(t, func(r *gitrepo.Repo) (gitrepo.Hash, error) { return r.Files(files) })}, "main", "", dir)
 	if err != nil {
 		t.Fatal(err)
 	}
