@@ -81,11 +81,7 @@ type pushPayload struct {
 // errPushUnauthenticated is the one answer to a push nobody can vouch for: an unknown
 // deployment, no integration, no secret or a missing or bad signature all read the same,
 // so the answer tells a sender nothing about which.
-var errPushUnauthenticated = httpx.CodedErrorf(http.StatusUnauthorized, errs.CodeUnauthenticated, PushUnauthenticatedMessage)
-
-// PushUnauthenticatedMessage is that answer's message; the gateway answers an unknown
-// deployment with the same.
-const PushUnauthenticatedMessage = "the push webhook's signature does not verify against the deployment's dbt git integration"
+var errPushUnauthenticated = httpx.CodedErrorf(http.StatusUnauthorized, errs.CodeUnauthenticated, errs.PushUnverified)
 
 // dummySecret stands in when a deployment has no secret, so a push to it takes the time
 // of one that verifies.
