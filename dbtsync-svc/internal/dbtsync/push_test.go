@@ -252,3 +252,29 @@ func TestPutIntegrationKeepsOrClearsTheWebhookSecret(t *testing.T) {
 	}
 }
 
+// FuzzPushWebhook: any signed body and provider headers are answered 200, 202 or a 4xx;
+// never a panic or a 5xx, and a started sync names a commit of 40 or 64 hex digits.
+func FuzzPushWebhook(f *testing.F) {
+	for _, s := range []string{`{}`, `{"ref":"refs/heads/main","after":"0d1a26e67d8f5eaf1f6ba5c57fc3c7d91ac0fd1c"}`,
+		`{"ref":"refs/tags/v1","after":"0d1a26e67d8f5eaf1f6ba5c57fc3c7d91ac0fd1c"}`, `{"ref":"refs/heads/main","after":"zz"}`,
+		`{"ref":"refs/heads/main","deleted":true,"after":"0000000000000000000000000000000000000000"}`, `[`, `{"ref":1}`, "\"\xff\""} {
+		f.Add(s, "push", "d-1")
+		f.Add(s, "Push Hook", "")
+	}
+	f.Fuzz(func(t *testing.T, body, event, delivery string) {
+		fx := pushFixture(t)
+		headers := github(event, delivery, githubSign(pushSecret, body))
+		if strings.HasSuffix(event, "Hook") {
+			headers = map[string]string{"X-Gitlab-Event": event, "X-Gitlab-Token": pushSecret, "X-Gitlab-Event-UUID": delivery}
+		}
+		code, out := fx.push(t, pusher, headers, body)
+		switch {
+		case code >= 500 || code < 200 || (code >= 300 && code < 400):
+			t.Fatalf("%d %v", code, out)
+		case code == http.StatusAccepted:
+			if c, _ := out["commit"].(string); !(len(c) == 40 || len(c) == 64) {
+				t.Fatalf("started with commit %q", c)
+			}
+		}
+	})
+}

@@ -206,7 +206,7 @@ func (s *Store) SaveIntegration(_ context.Context, in dbtsync.Integration) error
 		return err
 	}
 	defer s.mu.Unlock()
-	in.Credentials = slices.Clone(in.Credentials)
+	in.Credentials, in.WebhookSecret = slices.Clone(in.Credentials), slices.Clone(in.WebhookSecret)
 	s.integrations[in.DeploymentID] = in
 	return nil
 }
@@ -221,7 +221,7 @@ func (s *Store) Integration(_ context.Context, dep int64) (dbtsync.Integration, 
 	if !ok {
 		return dbtsync.Integration{}, dbtsync.ErrNotFound
 	}
-	in.Credentials = slices.Clone(in.Credentials)
+	in.Credentials, in.WebhookSecret = slices.Clone(in.Credentials), slices.Clone(in.WebhookSecret)
 	return in, nil
 }
 
