@@ -121,6 +121,7 @@ const (
 	AuditActionDbtsyncIntegrationUpdate             AuditAction = "dbtsync.integration.update"
 	AuditActionDbtsyncSyncCancel                    AuditAction = "dbtsync.sync.cancel"
 	AuditActionDbtsyncSyncFinish                    AuditAction = "dbtsync.sync.finish"
+	AuditActionDbtsyncSyncPush                      AuditAction = "dbtsync.sync.push"
 	AuditActionDbtsyncSyncRetry                     AuditAction = "dbtsync.sync.retry"
 	AuditActionDbtsyncSyncStart                     AuditAction = "dbtsync.sync.start"
 	AuditActionEmbedAiCredentialsIssue              AuditAction = "embed.ai_credentials.issue"
@@ -183,6 +184,8 @@ func (e AuditAction) Valid() bool {
 	case AuditActionDbtsyncSyncCancel:
 		return true
 	case AuditActionDbtsyncSyncFinish:
+		return true
+	case AuditActionDbtsyncSyncPush:
 		return true
 	case AuditActionDbtsyncSyncRetry:
 		return true
@@ -557,6 +560,39 @@ func (e DashboardWidgetType) Valid() bool {
 	case DashboardWidgetTypeTEXT:
 		return true
 	case DashboardWidgetTypeTIMEGRAIN:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for DbtPushResultReason.
+const (
+	DbtPushResultReasonBranchDeleted     DbtPushResultReason = "branch_deleted"
+	DbtPushResultReasonDuplicateCommit   DbtPushResultReason = "duplicate_commit"
+	DbtPushResultReasonDuplicateDelivery DbtPushResultReason = "duplicate_delivery"
+	DbtPushResultReasonNotAPushEvent     DbtPushResultReason = "not_a_push_event"
+	DbtPushResultReasonOtherBranch       DbtPushResultReason = "other_branch"
+	DbtPushResultReasonPing              DbtPushResultReason = "ping"
+	DbtPushResultReasonTagPush           DbtPushResultReason = "tag_push"
+)
+
+// Valid indicates whether the value is a known member of the DbtPushResultReason enum.
+func (e DbtPushResultReason) Valid() bool {
+	switch e {
+	case DbtPushResultReasonBranchDeleted:
+		return true
+	case DbtPushResultReasonDuplicateCommit:
+		return true
+	case DbtPushResultReasonDuplicateDelivery:
+		return true
+	case DbtPushResultReasonNotAPushEvent:
+		return true
+	case DbtPushResultReasonOtherBranch:
+		return true
+	case DbtPushResultReasonPing:
+		return true
+	case DbtPushResultReasonTagPush:
 		return true
 	default:
 		return false
@@ -1454,8 +1490,27 @@ func (e SyncJobSource) Valid() bool {
 	}
 }
 
+// Defines values for SyncJobTrigger.
+const (
+	SyncJobTriggerApi  SyncJobTrigger = "api"
+	SyncJobTriggerPush SyncJobTrigger = "push"
+)
+
+// Valid indicates whether the value is a known member of the SyncJobTrigger enum.
+func (e SyncJobTrigger) Valid() bool {
+	switch e {
+	case SyncJobTriggerApi:
+		return true
+	case SyncJobTriggerPush:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for SyncJobErrorCode.
 const (
+	SyncJobErrorCodeCommitSuperseded      SyncJobErrorCode = "commit_superseded"
 	SyncJobErrorCodeInputGone             SyncJobErrorCode = "input_gone"
 	SyncJobErrorCodeInternalError         SyncJobErrorCode = "internal_error"
 	SyncJobErrorCodeInvalidManifest       SyncJobErrorCode = "invalid_manifest"
@@ -1475,6 +1530,8 @@ const (
 // Valid indicates whether the value is a known member of the SyncJobErrorCode enum.
 func (e SyncJobErrorCode) Valid() bool {
 	switch e {
+	case SyncJobErrorCodeCommitSuperseded:
+		return true
 	case SyncJobErrorCodeInputGone:
 		return true
 	case SyncJobErrorCodeInternalError:
@@ -2439,6 +2496,9 @@ type DbtGitIntegration struct {
 	// Select The saved model selector's select, or null.
 	Select    *string   `json:"select"`
 	UpdatedAt time.Time `json:"updatedAt"`
+
+	// WebhookSecretSet Whether a push webhook secret is saved (it is never returned).
+	WebhookSecretSet bool `json:"webhookSecretSet"`
 }
 
 // DbtGitIntegrationRequest `select` and `exclude` are the model selector of the integration's syncs
@@ -2513,7 +2573,34 @@ type DbtGitIntegrationRequest struct {
 	//
 	// Example: +customers tag:finance,path:models/marts
 	Select *ModelSelector `json:"select,omitempty"`
+
+	// WebhookSecret The push webhook's secret (`POST .../dbt-git-integration/webhook`), as entered in the
+	// GitHub or GitLab webhook: stored encrypted, never returned. Left out keeps the saved
+	// one (changing the branch does not disable the trigger); `null` removes it.
+	WebhookSecret *string `json:"webhookSecret,omitempty"`
 }
+
+// DbtPushResult defines model for DbtPushResult.
+type DbtPushResult struct {
+	// Commit The pushed commit.
+	Commit *string `json:"commit,omitempty"`
+
+	// Reason Why no sync started: GitHub's `ping`; an event that is not a push; a tag push; a
+	// branch deletion; a push to another branch than the integration's; a delivery id seen
+	// before; a commit another push already started a sync of (`syncJobId` names it).
+	Reason *DbtPushResultReason `json:"reason,omitempty"`
+
+	// Started Whether a sync started (`202`); `false` with `reason` otherwise (`200`).
+	Started bool `json:"started"`
+
+	// SyncJobId The job started, or the one a duplicate's first delivery started.
+	SyncJobId *string `json:"syncJobId,omitempty"`
+}
+
+// DbtPushResultReason Why no sync started: GitHub's `ping`; an event that is not a push; a tag push; a
+// branch deletion; a push to another branch than the integration's; a delivery id seen
+// before; a commit another push already started a sync of (`syncJobId` names it).
+type DbtPushResultReason string
 
 // DbtSyncAccepted defines model for DbtSyncAccepted.
 type DbtSyncAccepted struct {
@@ -3936,7 +4023,12 @@ type SyncJob struct {
 	// Changed Set when a job with `output` `branch` has succeeded: `false` when the generated files
 	// were byte-identical to the branch's latest version, so no version was written (the
 	// latest stays current); `true` when it wrote a new version. Null otherwise.
-	Changed      *bool     `json:"changed"`
+	Changed *bool `json:"changed"`
+
+	// Commit The pushed commit a `push` job syncs (null otherwise). The branch's head must still be
+	// that commit when the job clones; otherwise the job fails `commit_superseded` (the
+	// newer push syncs the branch).
+	Commit       *string   `json:"commit"`
 	CreatedAt    time.Time `json:"createdAt"`
 	DeploymentId int64     `json:"deploymentId"`
 
@@ -3960,6 +4052,7 @@ type SyncJob struct {
 	// - `storage_quota`: the files result would pass a storage quota
 	// - `selector_needs_manifest`: the model selector has graph operators and the repository has no manifest at `manifestPath` at the synced ref
 	// - `nothing_selected`: the model selector selects none of the input's models (nothing is written)
+	// - `commit_superseded`: a push's commit is no longer its branch's head when the job clones (the newer push's job syncs the branch)
 	// - `internal_error`: a failure of the platform, not of the job's input
 	ErrorCode *SyncJobErrorCode `json:"errorCode"`
 
@@ -3995,6 +4088,9 @@ type SyncJob struct {
 	Status    SyncJobStatus `json:"status"`
 	SyncJobId string        `json:"syncJobId"`
 
+	// Trigger What started the job, a request (`api`) or a push webhook (`push`).
+	Trigger SyncJobTrigger `json:"trigger"`
+
 	// Warnings Models or columns skipped or coerced, and why.
 	Warnings   []SyncWarning `json:"warnings"`
 	WorkflowId string        `json:"workflowId"`
@@ -4005,6 +4101,9 @@ type SyncJobOutput string
 
 // SyncJobSource defines model for SyncJob.Source.
 type SyncJobSource string
+
+// SyncJobTrigger What started the job, a request (`api`) or a push webhook (`push`).
+type SyncJobTrigger string
 
 // SyncJobErrorCode The code of a failed job's `error` (null unless `status` is `failed`):
 // - `invalid_manifest`: the manifest is not JSON (a duplicate member name or invalid UTF-8 anywhere included), has no nodes, has an unsupported schema version, or a member the conversion reads (the metadata, a metric, a semantic model, a saved query) is not of the shape dbt writes; the message names the field (`nodes["model.p.m"].name`, `metadata`)
@@ -4020,6 +4119,7 @@ type SyncJobSource string
 // - `storage_quota`: the files result would pass a storage quota
 // - `selector_needs_manifest`: the model selector has graph operators and the repository has no manifest at `manifestPath` at the synced ref
 // - `nothing_selected`: the model selector selects none of the input's models (nothing is written)
+// - `commit_superseded`: a push's commit is no longer its branch's head when the job clones (the newer push's job syncs the branch)
 // - `internal_error`: a failure of the platform, not of the job's input
 type SyncJobErrorCode string
 
@@ -4585,6 +4685,23 @@ type ListAuditEventsParams struct {
 	// cursor the list cannot read (another list's, or another sort's) is `400` with the same
 	// message on every list: `after is not a cursor returned by this list`.
 	After *After `form:"after,omitempty" json:"after,omitempty"`
+}
+
+// PushDbtGitWebhookJSONBody defines parameters for PushDbtGitWebhook.
+type PushDbtGitWebhookJSONBody struct {
+	After   *string `json:"after,omitempty"`
+	Deleted *bool   `json:"deleted,omitempty"`
+	Ref     *string `json:"ref,omitempty"`
+}
+
+// PushDbtGitWebhookParams defines parameters for PushDbtGitWebhook.
+type PushDbtGitWebhookParams struct {
+	XGitHubEvent     *string `json:"X-GitHub-Event,omitempty"`
+	XGitHubDelivery  *string `json:"X-GitHub-Delivery,omitempty"`
+	XHubSignature256 *string `json:"X-Hub-Signature-256,omitempty"`
+	XGitlabEvent     *string `json:"X-Gitlab-Event,omitempty"`
+	XGitlabEventUUID *string `json:"X-Gitlab-Event-UUID,omitempty"`
+	XGitlabToken     *string `json:"X-Gitlab-Token,omitempty"`
 }
 
 // ListDbtSyncJobsParams defines parameters for ListDbtSyncJobs.
@@ -5278,6 +5395,9 @@ type CreateApiKeyJSONRequestBody = ApiKeyInput
 
 // SetDbtGitIntegrationJSONRequestBody defines body for SetDbtGitIntegration for application/json ContentType.
 type SetDbtGitIntegrationJSONRequestBody = DbtGitIntegrationRequest
+
+// PushDbtGitWebhookJSONRequestBody defines body for PushDbtGitWebhook for application/json ContentType.
+type PushDbtGitWebhookJSONRequestBody PushDbtGitWebhookJSONBody
 
 // StartDbtSyncJSONRequestBody defines body for StartDbtSync for application/json ContentType.
 type StartDbtSyncJSONRequestBody = DbtSyncRequest
@@ -6029,6 +6149,52 @@ type ClientInterface interface {
 	//
 	// Corresponds with PUT /api/v1/deployments/{deploymentId}/dbt-git-integration (the `SetDbtGitIntegration` operationId).
 	SetDbtGitIntegration(ctx context.Context, deploymentId DeploymentId, body SetDbtGitIntegrationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PushDbtGitWebhookWithBody Start a sync from a GitHub or GitLab push
+	//
+	// The address to give GitHub (`application/json`, the `push` event) or GitLab (a push
+	// event webhook) with the integration's `webhookSecret`. No Authorization header: the
+	// signature is the credential, GitHub's `X-Hub-Signature-256` (HMAC-SHA256 of the body)
+	// or GitLab's `X-Gitlab-Token`, compared in constant time. An unknown deployment, no
+	// integration, no secret, a missing or a bad signature are all the same `401`.
+	//
+	// A push to the integration's branch starts one sync of the pushed commit (`after`) into
+	// the integration's branch (`202`, the job's `trigger` is `push` and `commit` the
+	// commit); the job applies the integration's model selector. A delivery id
+	// (`X-GitHub-Delivery`, `X-Gitlab-Event-UUID`) or a commit seen within
+	// `DBT_SYNC_WEBHOOK_DEDUP_RETENTION` (7 days) starts nothing; nor do tag pushes, branch
+	// deletions, other branches and GitHub's `ping` (`200` with `reason`). A full queue is
+	// `429` `job_limit` (the provider retries); the body is bounded by
+	// `DBT_SYNC_WEBHOOK_MAX_BYTES` (1 MiB, `413`); the route is rate limited per deployment
+	// (`RATE_LIMIT_DBT_WEBHOOK`), not per address.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/deployments/{deploymentId}/dbt-git-integration/webhook (the `PushDbtGitWebhook` operationId).
+	PushDbtGitWebhookWithBody(ctx context.Context, deploymentId DeploymentId, params *PushDbtGitWebhookParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PushDbtGitWebhook Start a sync from a GitHub or GitLab push
+	//
+	// The address to give GitHub (`application/json`, the `push` event) or GitLab (a push
+	// event webhook) with the integration's `webhookSecret`. No Authorization header: the
+	// signature is the credential, GitHub's `X-Hub-Signature-256` (HMAC-SHA256 of the body)
+	// or GitLab's `X-Gitlab-Token`, compared in constant time. An unknown deployment, no
+	// integration, no secret, a missing or a bad signature are all the same `401`.
+	//
+	// A push to the integration's branch starts one sync of the pushed commit (`after`) into
+	// the integration's branch (`202`, the job's `trigger` is `push` and `commit` the
+	// commit); the job applies the integration's model selector. A delivery id
+	// (`X-GitHub-Delivery`, `X-Gitlab-Event-UUID`) or a commit seen within
+	// `DBT_SYNC_WEBHOOK_DEDUP_RETENTION` (7 days) starts nothing; nor do tag pushes, branch
+	// deletions, other branches and GitHub's `ping` (`200` with `reason`). A full queue is
+	// `429` `job_limit` (the provider retries); the body is bounded by
+	// `DBT_SYNC_WEBHOOK_MAX_BYTES` (1 MiB, `413`); the route is rate limited per deployment
+	// (`RATE_LIMIT_DBT_WEBHOOK`), not per address.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/deployments/{deploymentId}/dbt-git-integration/webhook (the `PushDbtGitWebhook` operationId).
+	PushDbtGitWebhook(ctx context.Context, deploymentId DeploymentId, params *PushDbtGitWebhookParams, body PushDbtGitWebhookJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListDbtSyncJobs List dbt sync jobs
 	//
@@ -8292,6 +8458,72 @@ func (c *Client) SetDbtGitIntegrationWithBody(ctx context.Context, deploymentId 
 // Corresponds with PUT /api/v1/deployments/{deploymentId}/dbt-git-integration (the `SetDbtGitIntegration` operationId).
 func (c *Client) SetDbtGitIntegration(ctx context.Context, deploymentId DeploymentId, body SetDbtGitIntegrationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSetDbtGitIntegrationRequest(c.Server, deploymentId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PushDbtGitWebhookWithBody Start a sync from a GitHub or GitLab push
+//
+// The address to give GitHub (`application/json`, the `push` event) or GitLab (a push
+// event webhook) with the integration's `webhookSecret`. No Authorization header: the
+// signature is the credential, GitHub's `X-Hub-Signature-256` (HMAC-SHA256 of the body)
+// or GitLab's `X-Gitlab-Token`, compared in constant time. An unknown deployment, no
+// integration, no secret, a missing or a bad signature are all the same `401`.
+//
+// A push to the integration's branch starts one sync of the pushed commit (`after`) into
+// the integration's branch (`202`, the job's `trigger` is `push` and `commit` the
+// commit); the job applies the integration's model selector. A delivery id
+// (`X-GitHub-Delivery`, `X-Gitlab-Event-UUID`) or a commit seen within
+// `DBT_SYNC_WEBHOOK_DEDUP_RETENTION` (7 days) starts nothing; nor do tag pushes, branch
+// deletions, other branches and GitHub's `ping` (`200` with `reason`). A full queue is
+// `429` `job_limit` (the provider retries); the body is bounded by
+// `DBT_SYNC_WEBHOOK_MAX_BYTES` (1 MiB, `413`); the route is rate limited per deployment
+// (`RATE_LIMIT_DBT_WEBHOOK`), not per address.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/deployments/{deploymentId}/dbt-git-integration/webhook (the `PushDbtGitWebhook` operationId).
+func (c *Client) PushDbtGitWebhookWithBody(ctx context.Context, deploymentId DeploymentId, params *PushDbtGitWebhookParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPushDbtGitWebhookRequestWithBody(c.Server, deploymentId, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PushDbtGitWebhook Start a sync from a GitHub or GitLab push
+//
+// The address to give GitHub (`application/json`, the `push` event) or GitLab (a push
+// event webhook) with the integration's `webhookSecret`. No Authorization header: the
+// signature is the credential, GitHub's `X-Hub-Signature-256` (HMAC-SHA256 of the body)
+// or GitLab's `X-Gitlab-Token`, compared in constant time. An unknown deployment, no
+// integration, no secret, a missing or a bad signature are all the same `401`.
+//
+// A push to the integration's branch starts one sync of the pushed commit (`after`) into
+// the integration's branch (`202`, the job's `trigger` is `push` and `commit` the
+// commit); the job applies the integration's model selector. A delivery id
+// (`X-GitHub-Delivery`, `X-Gitlab-Event-UUID`) or a commit seen within
+// `DBT_SYNC_WEBHOOK_DEDUP_RETENTION` (7 days) starts nothing; nor do tag pushes, branch
+// deletions, other branches and GitHub's `ping` (`200` with `reason`). A full queue is
+// `429` `job_limit` (the provider retries); the body is bounded by
+// `DBT_SYNC_WEBHOOK_MAX_BYTES` (1 MiB, `413`); the route is rate limited per deployment
+// (`RATE_LIMIT_DBT_WEBHOOK`), not per address.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/deployments/{deploymentId}/dbt-git-integration/webhook (the `PushDbtGitWebhook` operationId).
+func (c *Client) PushDbtGitWebhook(ctx context.Context, deploymentId DeploymentId, params *PushDbtGitWebhookParams, body PushDbtGitWebhookJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPushDbtGitWebhookRequest(c.Server, deploymentId, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -12171,6 +12403,123 @@ func NewSetDbtGitIntegrationRequestWithBody(server string, deploymentId Deployme
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewPushDbtGitWebhookRequest calls the generic PushDbtGitWebhook builder with application/json body
+func NewPushDbtGitWebhookRequest(server string, deploymentId DeploymentId, params *PushDbtGitWebhookParams, body PushDbtGitWebhookJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPushDbtGitWebhookRequestWithBody(server, deploymentId, params, "application/json", bodyReader)
+}
+
+// NewPushDbtGitWebhookRequestWithBody constructs an http.Request for the PushDbtGitWebhook method, with any body, and a specified content type
+func NewPushDbtGitWebhookRequestWithBody(server string, deploymentId DeploymentId, params *PushDbtGitWebhookParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "deploymentId", deploymentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/deployments/%s/dbt-git-integration/webhook", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.XGitHubEvent != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-GitHub-Event", *params.XGitHubEvent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-GitHub-Event", headerParam0)
+		}
+
+		if params.XGitHubDelivery != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "X-GitHub-Delivery", *params.XGitHubDelivery, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-GitHub-Delivery", headerParam1)
+		}
+
+		if params.XHubSignature256 != nil {
+			var headerParam2 string
+
+			headerParam2, err = runtime.StyleParamWithOptions("simple", false, "X-Hub-Signature-256", *params.XHubSignature256, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Hub-Signature-256", headerParam2)
+		}
+
+		if params.XGitlabEvent != nil {
+			var headerParam3 string
+
+			headerParam3, err = runtime.StyleParamWithOptions("simple", false, "X-Gitlab-Event", *params.XGitlabEvent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Gitlab-Event", headerParam3)
+		}
+
+		if params.XGitlabEventUUID != nil {
+			var headerParam4 string
+
+			headerParam4, err = runtime.StyleParamWithOptions("simple", false, "X-Gitlab-Event-UUID", *params.XGitlabEventUUID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Gitlab-Event-UUID", headerParam4)
+		}
+
+		if params.XGitlabToken != nil {
+			var headerParam5 string
+
+			headerParam5, err = runtime.StyleParamWithOptions("simple", false, "X-Gitlab-Token", *params.XGitlabToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Gitlab-Token", headerParam5)
+		}
+
+	}
 
 	return req, nil
 }
@@ -18008,6 +18357,52 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PUT /api/v1/deployments/{deploymentId}/dbt-git-integration (the `SetDbtGitIntegration` operationId).
 	SetDbtGitIntegrationWithResponse(ctx context.Context, deploymentId DeploymentId, body SetDbtGitIntegrationJSONRequestBody, reqEditors ...RequestEditorFn) (*SetDbtGitIntegrationResponse, error)
 
+	// PushDbtGitWebhookWithBodyWithResponse Start a sync from a GitHub or GitLab push
+	//
+	// The address to give GitHub (`application/json`, the `push` event) or GitLab (a push
+	// event webhook) with the integration's `webhookSecret`. No Authorization header: the
+	// signature is the credential, GitHub's `X-Hub-Signature-256` (HMAC-SHA256 of the body)
+	// or GitLab's `X-Gitlab-Token`, compared in constant time. An unknown deployment, no
+	// integration, no secret, a missing or a bad signature are all the same `401`.
+	//
+	// A push to the integration's branch starts one sync of the pushed commit (`after`) into
+	// the integration's branch (`202`, the job's `trigger` is `push` and `commit` the
+	// commit); the job applies the integration's model selector. A delivery id
+	// (`X-GitHub-Delivery`, `X-Gitlab-Event-UUID`) or a commit seen within
+	// `DBT_SYNC_WEBHOOK_DEDUP_RETENTION` (7 days) starts nothing; nor do tag pushes, branch
+	// deletions, other branches and GitHub's `ping` (`200` with `reason`). A full queue is
+	// `429` `job_limit` (the provider retries); the body is bounded by
+	// `DBT_SYNC_WEBHOOK_MAX_BYTES` (1 MiB, `413`); the route is rate limited per deployment
+	// (`RATE_LIMIT_DBT_WEBHOOK`), not per address.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/deployments/{deploymentId}/dbt-git-integration/webhook (the `PushDbtGitWebhook` operationId).
+	PushDbtGitWebhookWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, params *PushDbtGitWebhookParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PushDbtGitWebhookResponse, error)
+
+	// PushDbtGitWebhookWithResponse Start a sync from a GitHub or GitLab push
+	//
+	// The address to give GitHub (`application/json`, the `push` event) or GitLab (a push
+	// event webhook) with the integration's `webhookSecret`. No Authorization header: the
+	// signature is the credential, GitHub's `X-Hub-Signature-256` (HMAC-SHA256 of the body)
+	// or GitLab's `X-Gitlab-Token`, compared in constant time. An unknown deployment, no
+	// integration, no secret, a missing or a bad signature are all the same `401`.
+	//
+	// A push to the integration's branch starts one sync of the pushed commit (`after`) into
+	// the integration's branch (`202`, the job's `trigger` is `push` and `commit` the
+	// commit); the job applies the integration's model selector. A delivery id
+	// (`X-GitHub-Delivery`, `X-Gitlab-Event-UUID`) or a commit seen within
+	// `DBT_SYNC_WEBHOOK_DEDUP_RETENTION` (7 days) starts nothing; nor do tag pushes, branch
+	// deletions, other branches and GitHub's `ping` (`200` with `reason`). A full queue is
+	// `429` `job_limit` (the provider retries); the body is bounded by
+	// `DBT_SYNC_WEBHOOK_MAX_BYTES` (1 MiB, `413`); the route is rate limited per deployment
+	// (`RATE_LIMIT_DBT_WEBHOOK`), not per address.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/deployments/{deploymentId}/dbt-git-integration/webhook (the `PushDbtGitWebhook` operationId).
+	PushDbtGitWebhookWithResponse(ctx context.Context, deploymentId DeploymentId, params *PushDbtGitWebhookParams, body PushDbtGitWebhookJSONRequestBody, reqEditors ...RequestEditorFn) (*PushDbtGitWebhookResponse, error)
+
 	// ListDbtSyncJobsWithResponse List dbt sync jobs
 	//
 	// The deployment's sync jobs, newest first. Requires `developer` or higher.
@@ -21083,6 +21478,142 @@ func (r SetDbtGitIntegrationResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r SetDbtGitIntegrationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PushDbtGitWebhookResponse200Headers the declared response headers of an HTTP 200 response for PushDbtGitWebhook
+type PushDbtGitWebhookResponse200Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
+// PushDbtGitWebhookResponse202Headers the declared response headers of an HTTP 202 response for PushDbtGitWebhook
+type PushDbtGitWebhookResponse202Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+}
+
+// PushDbtGitWebhookResponse401Headers the declared response headers of an HTTP 401 response for PushDbtGitWebhook
+type PushDbtGitWebhookResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// PushDbtGitWebhookResponse429Headers the declared response headers of an HTTP 429 response for PushDbtGitWebhook
+type PushDbtGitWebhookResponse429Headers struct {
+	RateLimit       *string
+	RateLimitPolicy *string
+	RetryAfter      int
+}
+
+type PushDbtGitWebhookResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DbtPushResult
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *DbtPushResult
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *PayloadTooLarge
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *BadGateway
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ServiceUnavailable
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *GatewayTimeout
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *PushDbtGitWebhookResponse200Headers
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *PushDbtGitWebhookResponse202Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PushDbtGitWebhookResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PushDbtGitWebhookResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PushDbtGitWebhookResponse) GetJSON200() *DbtPushResult {
+	return r.JSON200
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r PushDbtGitWebhookResponse) GetJSON202() *DbtPushResult {
+	return r.JSON202
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PushDbtGitWebhookResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PushDbtGitWebhookResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r PushDbtGitWebhookResponse) GetJSON413() *PayloadTooLarge {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r PushDbtGitWebhookResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r PushDbtGitWebhookResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r PushDbtGitWebhookResponse) GetJSON502() *BadGateway {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r PushDbtGitWebhookResponse) GetJSON503() *ServiceUnavailable {
+	return r.JSON503
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r PushDbtGitWebhookResponse) GetJSON504() *GatewayTimeout {
+	return r.JSON504
+}
+
+// GetBody returns the raw response body bytes
+func (r PushDbtGitWebhookResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PushDbtGitWebhookResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PushDbtGitWebhookResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PushDbtGitWebhookResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -33733,6 +34264,64 @@ func (c *ClientWithResponses) SetDbtGitIntegrationWithResponse(ctx context.Conte
 	return ParseSetDbtGitIntegrationResponse(rsp)
 }
 
+// PushDbtGitWebhookWithBodyWithResponse Start a sync from a GitHub or GitLab push
+//
+// The address to give GitHub (`application/json`, the `push` event) or GitLab (a push
+// event webhook) with the integration's `webhookSecret`. No Authorization header: the
+// signature is the credential, GitHub's `X-Hub-Signature-256` (HMAC-SHA256 of the body)
+// or GitLab's `X-Gitlab-Token`, compared in constant time. An unknown deployment, no
+// integration, no secret, a missing or a bad signature are all the same `401`.
+//
+// A push to the integration's branch starts one sync of the pushed commit (`after`) into
+// the integration's branch (`202`, the job's `trigger` is `push` and `commit` the
+// commit); the job applies the integration's model selector. A delivery id
+// (`X-GitHub-Delivery`, `X-Gitlab-Event-UUID`) or a commit seen within
+// `DBT_SYNC_WEBHOOK_DEDUP_RETENTION` (7 days) starts nothing; nor do tag pushes, branch
+// deletions, other branches and GitHub's `ping` (`200` with `reason`). A full queue is
+// `429` `job_limit` (the provider retries); the body is bounded by
+// `DBT_SYNC_WEBHOOK_MAX_BYTES` (1 MiB, `413`); the route is rate limited per deployment
+// (`RATE_LIMIT_DBT_WEBHOOK`), not per address.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/deployments/{deploymentId}/dbt-git-integration/webhook (the `PushDbtGitWebhook` operationId).
+func (c *ClientWithResponses) PushDbtGitWebhookWithBodyWithResponse(ctx context.Context, deploymentId DeploymentId, params *PushDbtGitWebhookParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PushDbtGitWebhookResponse, error) {
+	rsp, err := c.PushDbtGitWebhookWithBody(ctx, deploymentId, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePushDbtGitWebhookResponse(rsp)
+}
+
+// PushDbtGitWebhookWithResponse Start a sync from a GitHub or GitLab push
+//
+// The address to give GitHub (`application/json`, the `push` event) or GitLab (a push
+// event webhook) with the integration's `webhookSecret`. No Authorization header: the
+// signature is the credential, GitHub's `X-Hub-Signature-256` (HMAC-SHA256 of the body)
+// or GitLab's `X-Gitlab-Token`, compared in constant time. An unknown deployment, no
+// integration, no secret, a missing or a bad signature are all the same `401`.
+//
+// A push to the integration's branch starts one sync of the pushed commit (`after`) into
+// the integration's branch (`202`, the job's `trigger` is `push` and `commit` the
+// commit); the job applies the integration's model selector. A delivery id
+// (`X-GitHub-Delivery`, `X-Gitlab-Event-UUID`) or a commit seen within
+// `DBT_SYNC_WEBHOOK_DEDUP_RETENTION` (7 days) starts nothing; nor do tag pushes, branch
+// deletions, other branches and GitHub's `ping` (`200` with `reason`). A full queue is
+// `429` `job_limit` (the provider retries); the body is bounded by
+// `DBT_SYNC_WEBHOOK_MAX_BYTES` (1 MiB, `413`); the route is rate limited per deployment
+// (`RATE_LIMIT_DBT_WEBHOOK`), not per address.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/deployments/{deploymentId}/dbt-git-integration/webhook (the `PushDbtGitWebhook` operationId).
+func (c *ClientWithResponses) PushDbtGitWebhookWithResponse(ctx context.Context, deploymentId DeploymentId, params *PushDbtGitWebhookParams, body PushDbtGitWebhookJSONRequestBody, reqEditors ...RequestEditorFn) (*PushDbtGitWebhookResponse, error) {
+	rsp, err := c.PushDbtGitWebhook(ctx, deploymentId, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePushDbtGitWebhookResponse(rsp)
+}
+
 // ListDbtSyncJobsWithResponse List dbt sync jobs
 //
 // The deployment's sync jobs, newest first. Requires `developer` or higher.
@@ -37756,6 +38345,166 @@ func ParseSetDbtGitIntegrationResponse(rsp *http.Response) (*SetDbtGitIntegratio
 		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers SetDbtGitIntegrationResponse429Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePushDbtGitWebhookResponse parses an HTTP response from a PushDbtGitWebhookWithResponse call
+func ParsePushDbtGitWebhookResponse(rsp *http.Response) (*PushDbtGitWebhookResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PushDbtGitWebhookResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DbtPushResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest DbtPushResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest BadGateway
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ServiceUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest GatewayTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers PushDbtGitWebhookResponse200Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 202:
+		var headers PushDbtGitWebhookResponse202Headers
+		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		response.Headers202 = &headers
+	case rsp.StatusCode == 401:
+		var headers PushDbtGitWebhookResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers PushDbtGitWebhookResponse429Headers
 		if values := rsp.Header.Values("RateLimit"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

@@ -124,3 +124,8 @@ func DefaultCode(status int) string {
 	}
 	return CodeClientError
 }
+
+// PushUnverified is the message of the one 401 of a dbt push webhook that cannot be
+// verified: the gateway answers it for an unknown deployment, dbtsync-svc for no
+// integration, no secret or a bad signature, so a sender cannot tell which.
+const PushUnverified = "the push webhook's signature does not verify against the deployment's dbt git integration"

@@ -300,6 +300,12 @@ var accessRoutes = []accessRoute{
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.path("/dbt-git-integration"), p.gitIntegration()
 		}},
+	// The push webhook is public: its signature is the credential, so whatever
+	// Authorization a sender adds, an unsigned push is the same 401.
+	{"push-dbt-git-webhook", "POST", "/api/v1/deployments/{deploymentId}/dbt-git-integration/webhook", schemePublic, "401 401 401 401 401 401 401 401 401 401 401 401 401 401 401",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return sc.path("/dbt-git-integration/webhook"), map[string]any{"ref": "refs/heads/main", "after": "0d1a26e67d8f5eaf1f6ba5c57fc3c7d91ac0fd1c"}
+		}},
 	{"list-branches", "GET", "/build/api/v1/deployments/{deploymentId}/branches", schemeBearer, "401 401 401 401 401 401 401 401 200 200 403 403 401 401 404",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return sc.buildPath(""), nil

@@ -110,7 +110,7 @@ func appDeps(cfg config.Config, db *mongo.Database, nc *nats.Conn, signer *ident
 		Quotas: dbtsync.StorageQuotas{Deployment: cfg.DeploymentUploads, Account: cfg.AccountUploads}, AuditMaxHeld: cfg.AuditMaxHeld,
 		MaxInFlightPerAccount: cfg.MaxInFlightPerAccount,
 		Replicas:              cfg.JetStreamReplicas, RetryBudget: cfg.JetStreamRetry,
-		Storage: cfg.StorageLimits(), Idempotency: cfg.Settings, Selector: cfg.SelectorLimits()}
+		Storage: cfg.StorageLimits(), Idempotency: cfg.Settings, Selector: cfg.SelectorLimits(), MaxPushBodyBytes: cfg.PushMaxBytes, PushDedupRetention: cfg.PushDedup}
 }
 
 // startWorker runs the job consumer until ctx ends; wait waits for it to stop.

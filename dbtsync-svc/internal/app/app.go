@@ -39,6 +39,10 @@ type Deps struct {
 	Registry       *prometheus.Registry
 	Logger         *slog.Logger
 	MaxBodyBytes   int64 // POST .../dbt-sync body limit (default 256 MiB)
+	// MaxPushBodyBytes bounds a push webhook's body (dbtsync.DefaultMaxPushBodyBytes);
+	// PushDedupRetention is how long its delivery id and commit are remembered.
+	MaxPushBodyBytes   int64
+	PushDedupRetention time.Duration
 	// MaxInFlightPerAccount bounds one account's POST .../dbt-sync requests in flight on
 	// this replica; 0: unbounded.
 	MaxInFlightPerAccount int
@@ -138,8 +142,8 @@ func NewAPI(ctx context.Context, d Deps) (*API, error) {
 	}
 	go reseal(ctx, a, d.Logger)
 	svc := dbtsync.NewService(dbtsync.Ports{Branches: a.store, Integrations: a.store, Jobs: a.queue, Manifests: a.queue, Ledgers: a.queue,
-		Git: gitsource.New(a.sealer, d.Git), Sealer: a.sealer},
-		dbtsync.Options{Quotas: d.Quotas, ObjectMaxAge: d.Storage.ObjectMaxAge, MaxQueuedJobs: d.Storage.MaxQueuedJobs, Selector: d.Selector})
+		Git: gitsource.New(a.sealer, d.Git), Sealer: a.sealer, Pushes: a.store},
+		dbtsync.Options{Quotas: d.Quotas, ObjectMaxAge: d.Storage.ObjectMaxAge, MaxQueuedJobs: d.Storage.MaxQueuedJobs, Selector: d.Selector, PushDedupRetention: d.PushDedupRetention})
 	// The decorators in every service's order: Auditing, Logging, Instrumenting.
 	svc = dbtsync.AuditingMiddleware(a.audit)(svc)
 	svc = dbtsync.LoggingMiddleware(d.Logger)(svc)
@@ -154,7 +158,7 @@ func NewAPI(ctx context.Context, d Deps) (*API, error) {
 	}
 	idem := idempotency.New(idempotency.Options{Store: idemStore, Settings: d.Idempotency, Sealer: idemSealer, Logger: d.Logger})
 	h := dbtsync.NewHTTPHandler(dbtsync.MakeEndpoints(svc), d.Logger, d.MaxBodyBytes, d.Git.ManifestLimits(),
-		fairshare.New(d.Registry, "dbtsync-svc", d.MaxInFlightPerAccount), idem)
+		fairshare.New(d.Registry, "dbtsync-svc", d.MaxInFlightPerAccount), idem, d.MaxPushBodyBytes)
 	public, internal := Listeners("dbtsync-svc", d, identity.Require(d.Signer.ForService("dbtsync-svc"), h))
 	return &API{Handler: public, Internal: internal, resolver: resolver}, nil
 }

@@ -19,6 +19,7 @@ const (
 	ActionSyncRetry         = "dbtsync.sync.retry"
 	ActionSyncCancel        = "dbtsync.sync.cancel"
 	ActionSyncFinish        = "dbtsync.sync.finish" // the worker, when a job ends
+	ActionSyncPush          = "dbtsync.sync.push"   // a push webhook: a sync started, or why none did
 	ActionIntegrationUpdate = "dbtsync.integration.update"
 	ActionBranchOpen        = "dbtsync.branch.open"
 	ActionBranchStaging     = "dbtsync.branch.staging_update"
@@ -95,12 +96,39 @@ func (a *auditing) PutIntegration(ctx context.Context, p *identity.Principal, de
 	// The repository, never the credentials: only whether there are some, and the URL
 	// without any a user pasted into it (also when it was refused for carrying them).
 	d := map[string]any{"repoUrl": RedactRepoURL(in.RepoURL), "branch": in.Branch, "hasCredentials": in.Credentials != nil}
+	if in.WebhookSecret.Set {
+		d["webhookSecretSet"] = in.WebhookSecret.Value != nil // never the secret
+	}
 	if in.ProjectPath != nil {
 		d["projectPath"] = *in.ProjectPath
 	}
 	auditSelector(d, in.Select, in.Exclude)
 	audit.Record(ctx, a.rec, p, ActionIntegrationUpdate, audit.Target{Type: TargetIntegration, ID: deploymentID(dep)}, err, http.StatusOK, d)
 	return out, err
+}
+
+func (a *auditing) PushWebhook(ctx context.Context, p *identity.Principal, dep int64, req PushRequest) (PushResult, error) {
+	res, err := a.Service.PushWebhook(ctx, p, dep, req)
+	d := map[string]any{"provider": req.Provider, "started": res.Started}
+	if req.DeliveryID != "" {
+		d["deliveryId"] = req.DeliveryID
+	}
+	if res.Reason != "" {
+		d["reason"] = res.Reason
+	}
+	if res.Commit != "" {
+		d["commit"] = res.Commit
+	}
+	var id string
+	if res.SyncJobID != nil {
+		id = *res.SyncJobID
+	}
+	status := http.StatusOK
+	if res.Started {
+		status = http.StatusAccepted
+	}
+	audit.Record(ctx, a.rec, p, ActionSyncPush, audit.Target{Type: TargetSyncJob, ID: id}, err, status, d)
+	return res, err
 }
 
 func (a *auditing) OpenBranch(ctx context.Context, p *identity.Principal, dep int64, name string) (Branch, error) {

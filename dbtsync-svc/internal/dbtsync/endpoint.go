@@ -66,6 +66,7 @@ type Endpoints struct {
 	PutIntegration, GetIntegration              endpoint.Endpoint
 	ListBranches, GetBranch, ListFiles, GetFile endpoint.Endpoint
 	ListVersions, OpenBranch, SetStaging        endpoint.Endpoint
+	PushWebhook                                 endpoint.Endpoint
 }
 
 // MakeEndpoints adapts s.
@@ -95,6 +96,10 @@ func MakeEndpoints(s Service) Endpoints {
 		PutIntegration: func(ctx context.Context, req any) (any, error) {
 			r := req.(putIntegrationRequest)
 			return s.PutIntegration(ctx, r.P, r.Dep, r.In)
+		},
+		PushWebhook: func(ctx context.Context, req any) (any, error) {
+			r := req.(pushRequest)
+			return s.PushWebhook(ctx, r.P, r.Dep, r.Req)
 		},
 		GetIntegration: func(ctx context.Context, req any) (any, error) {
 			r := req.(scope)

@@ -37,13 +37,14 @@ const (
 	CodeStorageQuota          = "storage_quota"           // the files result would pass a storage quota
 	CodeSelectorNeedsManifest = "selector_needs_manifest" // the model selector has graph operators and the repository has no manifest at manifestPath
 	CodeNothingSelected       = "nothing_selected"        // the model selector selects none of the project's models
+	CodeCommitSuperseded      = "commit_superseded"       // a push's commit is no longer its branch's head: the newer push syncs the branch
 	CodeInternal              = "internal_error"          // anything else: the detail is in the worker's log
 )
 
 // JobFailureCodes are the codes a failed job can carry.
 var JobFailureCodes = []string{CodeInvalidManifest, CodeInvalidProject, CodeRepositoryLimit, CodeRepositoryRefused,
 	CodeRepositoryUnavailable, CodeRefNotFound, CodeInputGone, CodeJobTimeout, CodeWorkLimit, CodeWorkerStopped, CodeStorageQuota,
-	CodeSelectorNeedsManifest, CodeNothingSelected, CodeInternal}
+	CodeSelectorNeedsManifest, CodeNothingSelected, CodeCommitSuperseded, CodeInternal}
 
 // internalMessage is what a tenant reads of a job that failed on the platform's side.
 const internalMessage = "the sync job failed on an error of the platform, not of its input; retry it, and if it keeps failing, contact support with the job id"

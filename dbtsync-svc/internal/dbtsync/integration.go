@@ -22,7 +22,10 @@ type Integration struct {
 	Select       string // the model selector's select ("": every model)
 	Exclude      string // and its exclude ("": none)
 	Credentials  []byte // sealed GitCredentials (see Sealer); empty: none
-	UpdatedAt    time.Time
+	// WebhookSecret is the push webhook's secret, sealed (webhookSecretPrefix and the
+	// secret); empty: none, and pushes are refused.
+	WebhookSecret []byte
+	UpdatedAt     time.Time
 }
 
 // GitCredentials authenticate https clones; they are stored sealed and never returned.
@@ -58,6 +61,8 @@ func (in IntegrationInput) validate() error {
 		return errs.Invalidf("field \"manifestPath\" must stay inside the repository (no \"..\")")
 	case in.Credentials != nil && in.Credentials.Token == "":
 		return errs.Invalidf("field \"credentials.token\" is required")
+	case in.WebhookSecret.Value != nil && (len(*in.WebhookSecret.Value) < MinWebhookSecretBytes || len(*in.WebhookSecret.Value) > MaxWebhookSecretBytes):
+		return errs.Invalidf("field \"webhookSecret\" must be %d to %d bytes long, not %d", MinWebhookSecretBytes, MaxWebhookSecretBytes, len(*in.WebhookSecret.Value))
 	}
 	return nil
 }
@@ -70,7 +75,7 @@ func urlAuthority(u string) string {
 
 func integrationView(d Integration) DbtGitIntegration {
 	v := DbtGitIntegration{DeploymentID: d.DeploymentID, RepoURL: d.RepoURL, Branch: d.Branch, ProjectPath: d.ProjectPath,
-		HasCredentials: len(d.Credentials) > 0, UpdatedAt: httpx.At(d.UpdatedAt.UTC())}
+		HasCredentials: len(d.Credentials) > 0, WebhookSecretSet: len(d.WebhookSecret) > 0, UpdatedAt: httpx.At(d.UpdatedAt.UTC())}
 	if d.ManifestPath != "" {
 		mp := d.ManifestPath
 		v.ManifestPath = &mp
@@ -104,6 +109,16 @@ func (s *service) PutIntegration(ctx context.Context, p *identity.Principal, dep
 	if in.Credentials != nil {
 		plain, _ := json.Marshal(in.Credentials)
 		d.Credentials = s.Sealer.Seal(plain, dep)
+	}
+	switch {
+	case in.WebhookSecret.Value != nil:
+		d.WebhookSecret = s.sealWebhookSecret(dep, *in.WebhookSecret.Value)
+	case !in.WebhookSecret.Set:
+		stored, err := s.Integrations.Integration(ctx, dep)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return DbtGitIntegration{}, err
+		}
+		d.WebhookSecret = stored.WebhookSecret
 	}
 	// As for a sync's ref: a name that looks like a commit SHA is accepted when the
 	// repository has it as a branch or tag.

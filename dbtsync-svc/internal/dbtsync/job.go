@@ -96,7 +96,16 @@ type Job struct {
 	// request and the integration made it; Selection is what it kept and dropped.
 	Select, Exclude *string
 	Selection       *convert.Selection
+	// Trigger is what started the job: TriggerAPI (a request) or TriggerPush (a push
+	// webhook, DeliveryID its provider's delivery id). Commit is the pushed commit the
+	// job syncs: the branch's head must still be it when the job clones.
+	Trigger    string
+	Commit     string
+	DeliveryID string
 }
+
+// TriggerAPI is the trigger of a job a request to the API started.
+const TriggerAPI = "api"
 
 // Terminal reports whether the job is over: it runs no more and cannot be canceled.
 func (j *Job) Terminal() bool {
@@ -118,7 +127,11 @@ func jobView(j Job) SyncJob {
 	v := SyncJob{SyncJobID: j.SyncJobID, DeploymentID: j.DeploymentID, Status: j.Status, Source: j.Source, Output: j.Output,
 		Ref: j.Ref, BranchName: j.BranchName, WorkflowID: j.WorkflowID, Progress: j.Progress, Attempts: j.Attempts, Warnings: j.Warnings,
 		CreatedAt: httpx.At(j.CreatedAt), StartedAt: httpx.AtPtr(j.StartedAt), FinishedAt: httpx.AtPtr(j.FinishedAt), Changed: j.Changed,
-		CancelRequested: j.CancelRequested && !j.Terminal(), Select: j.Select, Exclude: j.Exclude, Selection: j.Selection}
+		CancelRequested: j.CancelRequested && !j.Terminal(), Select: j.Select, Exclude: j.Exclude, Selection: j.Selection,
+		Trigger: j.Trigger, Commit: strPtr(j.Commit)}
+	if v.Trigger == "" {
+		v.Trigger = TriggerAPI
+	}
 	if j.RetryOf != "" {
 		r := j.RetryOf
 		v.RetryOf = &r

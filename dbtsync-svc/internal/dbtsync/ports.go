@@ -40,6 +40,17 @@ type BranchStore interface {
 }
 
 // IntegrationStore keeps each deployment's dbt git integration (MongoDB).
+// PushLog remembers the push webhooks that started syncs, so a delivery or a commit
+// starts one.
+type PushLog interface {
+	// ClaimPush records key (a delivery id or a commit) of deployment dep for job, unless
+	// another job holds it since less than retention: it returns the job that holds it
+	// after the call (job itself when the claim is new).
+	ClaimPush(ctx context.Context, dep int64, key, job string, now time.Time, retention time.Duration) (string, error)
+	// ReleasePush drops job's claim of key (its sync did not start).
+	ReleasePush(ctx context.Context, dep int64, key, job string) error
+}
+
 type IntegrationStore interface {
 	// SaveIntegration creates or replaces the deployment's integration.
 	SaveIntegration(ctx context.Context, in Integration) error
@@ -149,10 +160,14 @@ type GitSource interface {
 	// Load reads the dbt project at ref (a branch, else a tag): the manifest at the
 	// integration's manifestPath when it exists there, otherwise the project files. A
 	// failure retrying cannot mend is a PermanentError.
-	Load(ctx context.Context, in Integration, ref string) (*convert.Project, error)
+	// Load reads the project at ref; commit, when set, must be ref's head
+	// (CodeCommitSuperseded otherwise).
+	Load(ctx context.Context, in Integration, ref, commit string) (*convert.Project, error)
 }
 
 // Sealer encrypts saved git credentials for one deployment.
 type Sealer interface {
 	Seal(plain []byte, deploymentID int64) []byte
+	// Open opens what Seal sealed for the deployment.
+	Open(sealed []byte, deploymentID int64) ([]byte, error)
 }

@@ -18,7 +18,7 @@ import (
 // endpoints behind it: only its table is read) holds exactly the operations openapi.yaml
 // says dbtsync-svc serves.
 func TestRouterServesWhatTheDocumentSays(t *testing.T) {
-	h, ok := dbtsync.NewHTTPHandler(dbtsync.Endpoints{}, nil, 1, convert.ManifestLimits{}, nil, nil).(interface{ Routes() []string })
+	h, ok := dbtsync.NewHTTPHandler(dbtsync.Endpoints{}, nil, 1, convert.ManifestLimits{}, nil, nil, 0).(interface{ Routes() []string })
 	if !ok {
 		t.Fatal("NewHTTPHandler no longer returns a router that lists its routes")
 	}
@@ -37,7 +37,7 @@ func TestStartSyncBoundedPerAccount(t *testing.T) {
 		<-gate // a start that takes its time: its upload streams, its job is published
 		return nil, errors.New("ended by the test")
 	}}
-	fairsharetest.Check(t, fairsharetest.Route{Handler: dbtsync.NewHTTPHandler(e, slog.New(slog.DiscardHandler), 1<<20, convert.ManifestLimits{}, fair, nil),
+	fairsharetest.Check(t, fairsharetest.Route{Handler: dbtsync.NewHTTPHandler(e, slog.New(slog.DiscardHandler), 1<<20, convert.ManifestLimits{}, fair, nil, 0),
 		Limiter: fair, Class: dbtsync.ClassUpload, Method: "POST", Path: "/api/v1/deployments/1/dbt-sync",
 		Principal: func(account int64) *identity.Principal {
 			return &identity.Principal{Account: identity.Account{ID: account}, User: &identity.User{ID: 1, Role: "admin"}, Deployment: &identity.Deployment{ID: 1}}

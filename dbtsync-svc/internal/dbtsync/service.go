@@ -45,6 +45,10 @@ type Service interface {
 	ListVersions(ctx context.Context, p *identity.Principal, dep int64, name string, pg httpx.PageQuery) (httpx.Page[BranchVersion], error)
 	OpenBranch(ctx context.Context, p *identity.Principal, dep int64, name string) (Branch, error)
 	SetStaging(ctx context.Context, p *identity.Principal, dep int64, name string, enabled bool) (Branch, error)
+	// PushWebhook starts a sync of the commit a GitHub or GitLab push to the integration's
+	// branch names, once per delivery and per commit. Its signature is its authentication:
+	// p is the gateway's anonymous principal for the deployment of the path.
+	PushWebhook(ctx context.Context, p *identity.Principal, dep int64, req PushRequest) (PushResult, error)
 }
 
 // Ports are the adapters the service works through.
@@ -56,6 +60,7 @@ type Ports struct {
 	Ledgers      LedgerStore
 	Git          GitSource
 	Sealer       Sealer
+	Pushes       PushLog
 }
 
 // Options tune the service; zero values take the defaults.
@@ -71,6 +76,9 @@ type Options struct {
 	// Selector bounds the model selectors the service accepts
 	// (convert.DefaultSelectorLimits).
 	Selector convert.SelectorLimits
+	// PushDedupRetention is how long a push webhook's delivery id and commit are
+	// remembered (DefaultPushDedupRetention).
+	PushDedupRetention time.Duration
 	// Now is the clock (time.Now).
 	Now func() time.Time
 }
@@ -86,6 +94,9 @@ const (
 const DefaultObjectMaxAge = 7 * 24 * time.Hour
 
 func (o *Options) defaults() {
+	if o.PushDedupRetention <= 0 {
+		o.PushDedupRetention = DefaultPushDedupRetention
+	}
 	if o.Quotas.Deployment <= 0 {
 		o.Quotas.Deployment = DefaultDeploymentUploadBytes
 	}
@@ -109,13 +120,14 @@ type service struct {
 	storage        *Storage
 	maxQueued      int
 	selectorLimits convert.SelectorLimits
+	pushDedup      time.Duration
 	now            func() time.Time
 }
 
 // NewService builds the Service.
 func NewService(p Ports, o Options) Service {
 	o.defaults()
-	return &service{Ports: p, maxQueued: o.MaxQueuedJobs, now: o.Now, selectorLimits: o.Selector.WithDefaults(),
+	return &service{Ports: p, maxQueued: o.MaxQueuedJobs, now: o.Now, selectorLimits: o.Selector.WithDefaults(), pushDedup: o.PushDedupRetention,
 		storage: &Storage{Ledgers: p.Ledgers, Quotas: o.Quotas, ObjectMaxAge: o.ObjectMaxAge, Now: o.Now}}
 }
 
@@ -182,6 +194,10 @@ type SyncJob struct {
 	CreatedAt  httpx.Time        `json:"createdAt"`
 	StartedAt  *httpx.Time       `json:"startedAt"`
 	FinishedAt *httpx.Time       `json:"finishedAt"`
+	// Trigger is what started the job ("api" or "push"); Commit the pushed commit of a
+	// push's job.
+	Trigger string  `json:"trigger"`
+	Commit  *string `json:"commit"`
 	// Changed is set when a branch job has succeeded: false when its output was
 	// byte-identical to the branch's latest version, so no version was written.
 	Changed *bool `json:"changed"`
@@ -213,19 +229,23 @@ type IntegrationInput struct {
 	// Select and Exclude: the model selector; omitted keeps the stored value, null
 	// clears it.
 	Select, Exclude SelectorField
+	// WebhookSecret: the push webhook's secret, by the same rule (write-only).
+	WebhookSecret SelectorField
 }
 
 // DbtGitIntegration is the saved integration as the API shows it (never the credentials).
 type DbtGitIntegration struct {
-	DeploymentID   int64      `json:"deploymentId"`
-	RepoURL        string     `json:"repoUrl"`
-	Branch         string     `json:"branch"`
-	ProjectPath    string     `json:"projectPath"`
-	ManifestPath   *string    `json:"manifestPath"`
-	Select         *string    `json:"select"`
-	Exclude        *string    `json:"exclude"`
-	HasCredentials bool       `json:"hasCredentials"`
-	UpdatedAt      httpx.Time `json:"updatedAt"`
+	DeploymentID   int64   `json:"deploymentId"`
+	RepoURL        string  `json:"repoUrl"`
+	Branch         string  `json:"branch"`
+	ProjectPath    string  `json:"projectPath"`
+	ManifestPath   *string `json:"manifestPath"`
+	Select         *string `json:"select"`
+	Exclude        *string `json:"exclude"`
+	HasCredentials bool    `json:"hasCredentials"`
+	// WebhookSecretSet: a push webhook secret is stored (it is never answered).
+	WebhookSecretSet bool       `json:"webhookSecretSet"`
+	UpdatedAt        httpx.Time `json:"updatedAt"`
 }
 
 // FileList is the files of one branch version, without contents.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -51,7 +52,7 @@ func (g *fakeGit) HasRef(_ context.Context, _ dbtsync.Integration, ref string) (
 	return g.refs[ref], nil
 }
 
-func (g *fakeGit) Load(context.Context, dbtsync.Integration, string) (*convert.Project, error) {
+func (g *fakeGit) Load(context.Context, dbtsync.Integration, string, string) (*convert.Project, error) {
 	return nil, errors.New("the service never clones")
 }
 
@@ -60,6 +61,14 @@ type sealer struct{}
 
 func (sealer) Seal(plain []byte, dep int64) []byte {
 	return []byte(fmt.Sprintf("sealed:%d:%x", dep, plain))
+}
+
+func (sealer) Open(sealed []byte, dep int64) ([]byte, error) {
+	var plain []byte
+	if _, err := fmt.Sscanf(string(sealed), "sealed:"+strconv.FormatInt(dep, 10)+":%x", &plain); err != nil {
+		return nil, err
+	}
+	return plain, nil
 }
 
 // clock is the service's time, moved by the tests.
@@ -95,7 +104,7 @@ func newFixtureWith(t *testing.T, o dbtsync.Options) *fixture {
 		git: &fakeGit{refs: map[string]bool{}, refused: map[string]string{}}, clock: &clock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}}
 	o.Now = f.clock.Now
 	f.svc = dbtsync.NewService(dbtsync.Ports{Branches: f.store, Integrations: f.store, Jobs: f.queue, Manifests: f.queue, Ledgers: f.queue,
-		Git: f.git, Sealer: sealer{}}, o)
+		Git: f.git, Sealer: sealer{}, Pushes: f.store}, o)
 	return f
 }
 

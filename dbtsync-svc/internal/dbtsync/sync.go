@@ -177,7 +177,13 @@ func (s *service) targetBranch(ctx context.Context, dep int64, in StartSyncInput
 func (s *service) newJob(ctx context.Context, p *identity.Principal, dep int64, id string, in Job) Job {
 	in.SyncJobID, in.DeploymentID, in.Status, in.WorkflowID = id, dep, StatusQueued, "dbt-sync-"+id
 	in.Progress, in.Warnings, in.CreatedAt = Progress{Phase: "queued"}, []convert.Warning{}, s.now().UTC()
-	in.ProductionBranch, in.AccountID, in.StartedBy, in.RequestID = p.Deployment.ProductionBranch, p.Account.ID, p.User.ID, logging.RequestID(ctx)
+	in.ProductionBranch, in.AccountID, in.RequestID = p.Deployment.ProductionBranch, p.Account.ID, logging.RequestID(ctx)
+	if p.User != nil {
+		in.StartedBy = p.User.ID
+	}
+	if in.Trigger == "" {
+		in.Trigger = TriggerAPI
+	}
 	return in
 }
 

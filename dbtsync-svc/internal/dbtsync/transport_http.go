@@ -38,7 +38,10 @@ const ClassUpload = "upload"
 // account's start-sync uploads in flight before their body is read (nil: unbounded).
 // idem (nil: none) deduplicates every POST by its Idempotency-Key; it hashes a manifest
 // upload as the decoder streams it, never holding the body.
-func NewHTTPHandler(e Endpoints, logger *slog.Logger, maxSyncBodyBytes int64, manifest convert.ManifestLimits, fair *fairshare.Limiter, idem *idempotency.Middleware) http.Handler {
+func NewHTTPHandler(e Endpoints, logger *slog.Logger, maxSyncBodyBytes int64, manifest convert.ManifestLimits, fair *fairshare.Limiter, idem *idempotency.Middleware, maxPushBodyBytes int64) http.Handler {
+	if maxPushBodyBytes <= 0 {
+		maxPushBodyBytes = DefaultMaxPushBodyBytes
+	}
 	router := httpx.NewRouter()
 	o := httpx.HandleOptions{Logger: logger, MaxBody: maxSmallBodyBytes, Encode: encodeResponse, Server: []kithttp.ServerOption{
 		kithttp.ServerBefore(kithttp.PopulateRequestContext),
@@ -54,6 +57,9 @@ func NewHTTPHandler(e Endpoints, logger *slog.Logger, maxSyncBodyBytes int64, ma
 	httpx.Handle(router, "POST", dep+"/dbt-sync/{syncJobId}/retry", e.RetryJob, decodeJobRequest, o)
 	httpx.Handle(router, "GET", dep+"/dbt-git-integration", e.GetIntegration, decodeScope, o)
 	httpx.Handle(router, "PUT", dep+"/dbt-git-integration", e.PutIntegration, decodeIntegrationHTTP, o)
+	push := o
+	push.Wrap = nil // a provider sends no Idempotency-Key: deliveries are deduplicated by their id
+	httpx.Handle(router, "POST", dep+"/dbt-git-integration/webhook", e.PushWebhook, decodePushRequest, push.WithMaxBody(maxPushBodyBytes))
 	const build = "/build/api/v1/deployments/{deploymentId}/branches"
 	httpx.Handle(router, "GET", build, e.ListBranches, decodePageRequest, o)
 	httpx.Handle(router, "GET", build+"/{branchName}", e.GetBranch, decodeBranchRequest, o)
@@ -70,6 +76,10 @@ func encodeResponse(_ context.Context, w http.ResponseWriter, resp any) error {
 	switch r := resp.(type) {
 	case SyncAccepted:
 		status = http.StatusAccepted
+	case PushResult:
+		if r.Started {
+			status = http.StatusAccepted
+		}
 	case SyncJob:
 		if r.Files != nil {
 			writeJobWithFiles(w, r)
@@ -238,11 +248,12 @@ func decodeIntegrationRequest(body io.Reader) (IntegrationInput, error) {
 		Credentials  *GitCredentials `json:"credentials"`
 		Select       SelectorField   `json:"select"`
 		Exclude      SelectorField   `json:"exclude"`
+		Secret       SelectorField   `json:"webhookSecret"`
 	}
 	if err := httpx.DecodeJSONBody(body, &req); err != nil {
 		return IntegrationInput{}, err
 	}
-	in := IntegrationInput{ProjectPath: req.ProjectPath, ManifestPath: req.ManifestPath, Credentials: req.Credentials, Select: req.Select, Exclude: req.Exclude}
+	in := IntegrationInput{ProjectPath: req.ProjectPath, ManifestPath: req.ManifestPath, Credentials: req.Credentials, Select: req.Select, Exclude: req.Exclude, WebhookSecret: req.Secret}
 	if req.RepoURL != nil {
 		in.RepoURL = *req.RepoURL
 	}
@@ -277,3 +288,41 @@ func versionParam(r *http.Request) (int64, error) {
 	}
 	return v, nil
 }
+
+// pushRequest is a push webhook for the deployment of the path.
+type pushRequest struct {
+	scope
+	Req PushRequest
+}
+
+// decodePushRequest reads a push webhook: the provider's headers and the raw body
+// (413 past the route's limit). A request the gateway vouched for no deployment of is
+// the one 401 of every push that cannot be verified.
+func decodePushRequest(_ context.Context, r *http.Request) (any, error) {
+	p := identity.FromContext(r.Context())
+	dep, err := strconv.ParseInt(r.PathValue("deploymentId"), 10, 64)
+	if err != nil || p == nil || p.Deployment == nil || p.Deployment.ID != dep {
+		return nil, errPushUnauthenticated
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, httpx.JSONError(err)
+	}
+	req := PushRequest{Body: body}
+	switch {
+	case r.Header.Get("X-GitHub-Event") != "":
+		req.Provider, req.Event = ProviderGitHub, r.Header.Get("X-GitHub-Event")
+		req.DeliveryID, req.Signature = r.Header.Get("X-GitHub-Delivery"), r.Header.Get("X-Hub-Signature-256")
+	case r.Header.Get("X-Gitlab-Event") != "":
+		req.Provider, req.Event = ProviderGitLab, r.Header.Get("X-Gitlab-Event")
+		req.DeliveryID, req.Token = r.Header.Get("X-Gitlab-Event-UUID"), r.Header.Get("X-Gitlab-Token")
+	}
+	if len(req.DeliveryID) > maxDeliveryIDBytes {
+		req.DeliveryID = "" // not an id a provider sends: deduplicated by the commit alone
+	}
+	return pushRequest{scope: scope{P: p, Dep: dep}, Req: req}, nil
+}
+
+// maxDeliveryIDBytes bounds a delivery id kept for deduplication (GitHub's and
+// GitLab's are UUIDs).
+const maxDeliveryIDBytes = 64

@@ -31,7 +31,7 @@ func (f *fixture) handler(p *identity.Principal, maxSyncBody int64) http.Handler
 
 // handlerWith is handler with the upload's manifest read within manifest.
 func (f *fixture) handlerWith(p *identity.Principal, maxSyncBody int64, manifest convert.ManifestLimits) http.Handler {
-	h := dbtsync.NewHTTPHandler(dbtsync.MakeEndpoints(f.svc), slog.New(slog.DiscardHandler), maxSyncBody, manifest, nil, nil)
+	h := dbtsync.NewHTTPHandler(dbtsync.MakeEndpoints(f.svc), slog.New(slog.DiscardHandler), maxSyncBody, manifest, nil, nil, 0)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.ServeHTTP(w, r.WithContext(identity.NewContext(r.Context(), p)))
 	})

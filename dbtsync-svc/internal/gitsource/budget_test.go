@@ -31,7 +31,7 @@ func loadWithin(t *testing.T, ctx context.Context, s *Source, url string, d time
 	done := make(chan result, 1)
 	start := time.Now()
 	go func() {
-		p, err := s.Load(ctx, dbtsync.Integration{DeploymentID: 1, RepoURL: url, Branch: "main"}, "main")
+		p, err := s.Load(ctx, dbtsync.Integration{DeploymentID: 1, RepoURL: url, Branch: "main"}, "main", "")
 		done <- result{p, err}
 	}()
 	select {
@@ -253,7 +253,7 @@ func TestTheTreeReadsNothingOnceItsJobEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	tree, err := s.clone(ctx, dbtsync.Integration{RepoURL: repo(t, func(r *gitrepo.Repo) (gitrepo.Hash, error) { return r.Files(files) })}, "main", dir)
+	tree, err := s.clone(ctx, dbtsync.Integration{RepoURL: repo(t, func(r *gitrepo.Repo) (gitrepo.Hash, error) { return r.Files(files) })}, "main", "", dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -95,7 +95,7 @@ func (s *Source) CheckRepository(ctx context.Context, url string) error {
 // exists there, otherwise the dbt project files. Nothing is checked out: the fetched pack
 // is inflated object by object within the limits (explodePack), the commit's tree is
 // walked within them (walkTree), and the conversion reads that tree (treeFS).
-func (s *Source) Load(ctx context.Context, in dbtsync.Integration, ref string) (*convert.Project, error) {
+func (s *Source) Load(ctx context.Context, in dbtsync.Integration, ref, commit string) (*convert.Project, error) {
 	if s.root == "" {
 		return nil, errors.New("this process does not clone repositories (gitsource.New)")
 	}
@@ -107,7 +107,7 @@ func (s *Source) Load(ctx context.Context, in dbtsync.Integration, ref string) (
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	tree, err := s.clone(ctx, in, ref, dir)
+	tree, err := s.clone(ctx, in, ref, commit, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -127,13 +127,17 @@ func (s *Source) Load(ctx context.Context, in dbtsync.Integration, ref string) (
 // clone fetches ref into dir and indexes its tree, within the clone's time and size
 // limits and its work budget. The tree it returns reads within ctx (the job's) and on
 // the same budget.
-func (s *Source) clone(ctx context.Context, in dbtsync.Integration, ref, dir string) (*treeFS, error) {
+func (s *Source) clone(ctx context.Context, in dbtsync.Integration, ref, commit, dir string) (*treeFS, error) {
 	cloneCtx, cancel := context.WithTimeout(ctx, s.limits.CloneTimeout)
 	defer cancel()
 	host := dbtsync.RepoHost(in.RepoURL)
 	head, err := s.fetch(cloneCtx, in, ref, dir)
 	if err != nil {
 		return nil, cloneFailure(cloneCtx, host, ref, err, s.limits)
+	}
+	if commit != "" && !strings.EqualFold(head.String(), commit) {
+		return nil, dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeCommitSuperseded,
+			"the pushed commit %s is no longer the head of %q (now %s): the push of the newer commit syncs the branch", commit, ref, head))
 	}
 	store, err := explodePack(cloneCtx, filepath.Join(dir, "pack"), dir, s.limits)
 	if err == nil {

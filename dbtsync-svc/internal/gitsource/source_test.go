@@ -2,6 +2,7 @@ package gitsource
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -52,7 +53,7 @@ func cloner(t *testing.T, l Limits) *Source {
 }
 
 func load(s *Source, url, manifestPath string) (*convert.Project, error) {
-	return s.Load(context.Background(), dbtsync.Integration{DeploymentID: 1, RepoURL: url, Branch: "main", ManifestPath: manifestPath}, "main")
+	return s.Load(context.Background(), dbtsync.Integration{DeploymentID: 1, RepoURL: url, Branch: "main", ManifestPath: manifestPath}, "main", "")
 }
 
 // zeroModelRepo is a dbt project whose one model file is size zero bytes: a few hundred
@@ -280,7 +281,7 @@ func TestFetchedTreeIsAFileSystem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tree, err := s.clone(context.Background(), dbtsync.Integration{RepoURL: repo(t, func(r *gitrepo.Repo) (gitrepo.Hash, error) { return r.Files(files) })}, "main", dir)
+	tree, err := s.clone(context.Background(), dbtsync.Integration{RepoURL: repo(t, func(r *gitrepo.Repo) (gitrepo.Hash, error) { return r.Files(files) })}, "main", "", dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,5 +299,37 @@ func TestFetchedTreeIsAFileSystem(t *testing.T) {
 		} else if b, _ := io.ReadAll(got); string(b) != string(content) {
 			t.Errorf("%s reads %q", p, b)
 		}
+	}
+}
+
+// A push's job names its commit: the clone syncs it when it is still the branch's head,
+// and fails commit_superseded (the newer push syncs the branch) when it is not.
+func TestAPushsCommitMustStillBeTheHead(t *testing.T) {
+	t.Parallel()
+	files := similar(2)
+	files["dbt_project.yml"] = []byte(project)
+	dir := t.TempDir()
+	r, err := gitrepo.Init(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	extra, _ := r.Blob([]byte("select 1"))
+	root, err := withEntry(r, files, gitrepo.TreeEntry{Name: "extra.sql", Mode: gitrepo.ModeFile, Hash: extra})
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, err := r.Commit(root, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := cloner(t, Limits{})
+	in := dbtsync.Integration{DeploymentID: 1, RepoURL: "file://" + dir, Branch: "main"}
+	if p, err := s.Load(context.Background(), in, "main", fmt.Sprint(head)); err != nil || len(p.Models) != 3 {
+		t.Fatalf("the head's commit: %v", err)
+	}
+	_, err = s.Load(context.Background(), in, "main", "1111111111111111111111111111111111111111")
+	var f *dbtsync.JobFailure
+	if !errors.As(err, &f) || f.Code != dbtsync.CodeCommitSuperseded || !dbtsync.IsPermanent(err) {
+		t.Fatalf("another commit: %v", err)
 	}
 }

@@ -138,7 +138,7 @@ func load(ctx context.Context, req request, in io.Reader) (*convert.Project, err
 		if err != nil {
 			return nil, err
 		}
-		return src.Load(ctx, integ, req.Ref)
+		return src.Load(ctx, integ, req.Ref, req.Commit)
 	}
 	return nil, fmt.Errorf("unknown job source %q", req.Source)
 }

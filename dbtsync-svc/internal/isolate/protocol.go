@@ -35,6 +35,7 @@ type request struct {
 	// clones go under. Git's manifest limits bound the manifest read of both sources.
 	Integration dbtsync.Integration
 	Ref         string
+	Commit      string // a push's commit, which must be ref's head ("": any)
 	Credentials []byte
 	Git         gitsource.Limits // gob leaves out the policy's resolver: the child uses the system's
 	CloneDir    string

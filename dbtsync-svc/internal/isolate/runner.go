@@ -79,6 +79,7 @@ type Input struct {
 	Manifest    io.Reader
 	Integration dbtsync.Integration
 	Ref         string
+	Commit      string // a push's commit: ref's head must be it ("": any)
 	// Select and Exclude are the job's model selector (nil: none).
 	Select, Exclude *string
 	// ProgressEvery is how many converted models make a Progress call.
@@ -97,7 +98,7 @@ type Input struct {
 // otherwise is an internal failure, which a retry may mend.
 func (r *Runner) Run(ctx context.Context, in Input) (convert.Result, error) {
 	limits := r.Limits.WithDefaults()
-	req := request{Source: in.Source, Ref: in.Ref, Git: r.Git, CloneDir: r.CloneDir, CPU: limits.CPU, Memory: limits.Memory, ProgressEvery: in.ProgressEvery,
+	req := request{Source: in.Source, Ref: in.Ref, Commit: in.Commit, Git: r.Git, CloneDir: r.CloneDir, CPU: limits.CPU, Memory: limits.Memory, ProgressEvery: in.ProgressEvery,
 		Select: in.Select, Exclude: in.Exclude, Selector: r.Selector}
 	if req.CloneDir == "" {
 		req.CloneDir = os.TempDir()

@@ -26,6 +26,7 @@ import (
 type stores interface {
 	dbtsync.BranchStore
 	dbtsync.IntegrationStore
+	dbtsync.PushLog
 }
 
 type adapter struct {
@@ -294,13 +295,14 @@ var integrationCases = []struct {
 	{"saved-reads-back-and-is-replaced-whole", func(t *testing.T, s dbtsync.IntegrationStore) {
 		ctx := context.Background()
 		first := dbtsync.Integration{DeploymentID: dep, RepoURL: "https://example.test/a.git", Branch: "main", ProjectPath: "analytics",
-			ManifestPath: "target/manifest.json", Credentials: []byte{1, 2, 3}, UpdatedAt: at(0)}
+			ManifestPath: "target/manifest.json", Credentials: []byte{1, 2, 3}, WebhookSecret: []byte{4, 5}, UpdatedAt: at(0)}
 		if err := s.SaveIntegration(ctx, first); err != nil {
 			t.Fatal(err)
 		}
 		got, err := s.Integration(ctx, dep)
 		if err != nil || got.RepoURL != first.RepoURL || got.Branch != first.Branch || got.ProjectPath != first.ProjectPath ||
-			got.ManifestPath != first.ManifestPath || string(got.Credentials) != string(first.Credentials) || !got.UpdatedAt.Equal(at(0)) {
+			got.ManifestPath != first.ManifestPath || string(got.Credentials) != string(first.Credentials) || !got.UpdatedAt.Equal(at(0)) ||
+			string(got.WebhookSecret) != string(first.WebhookSecret) {
 			t.Fatalf("read back %+v %v", got, err)
 		}
 		second := dbtsync.Integration{DeploymentID: dep, RepoURL: "https://example.test/b.git", Branch: "dev", UpdatedAt: at(1)}
@@ -308,7 +310,7 @@ var integrationCases = []struct {
 			t.Fatal(err)
 		}
 		got, err = s.Integration(ctx, dep)
-		if err != nil || got.RepoURL != second.RepoURL || got.ManifestPath != "" || len(got.Credentials) != 0 || got.ProjectPath != "" {
+		if err != nil || got.RepoURL != second.RepoURL || got.ManifestPath != "" || len(got.Credentials) != 0 || got.ProjectPath != "" || len(got.WebhookSecret) != 0 {
 			t.Errorf("after a replace %+v %v", got, err)
 		}
 		if _, err := s.Integration(ctx, dep+1); !errors.Is(err, dbtsync.ErrNotFound) {
@@ -332,6 +334,72 @@ var integrationCases = []struct {
 			t.Fatalf("after a replace without a selector %+v %v", got, err)
 		}
 	}},
+}
+
+var pushCases = []struct {
+	name string
+	test func(t *testing.T, s dbtsync.PushLog)
+}{
+	{"a-key-is-claimed-once-per-deployment", func(t *testing.T, s dbtsync.PushLog) {
+		ctx := context.Background()
+		if owner, err := s.ClaimPush(ctx, dep, "commit:abc", "job-1", at(0), time.Hour); err != nil || owner != "job-1" {
+			t.Fatalf("first claim: %q %v", owner, err)
+		}
+		if owner, err := s.ClaimPush(ctx, dep, "commit:abc", "job-2", at(10), time.Hour); err != nil || owner != "job-1" {
+			t.Fatalf("second claim: %q %v", owner, err)
+		}
+		if owner, err := s.ClaimPush(ctx, dep+1, "commit:abc", "job-3", at(10), time.Hour); err != nil || owner != "job-3" {
+			t.Fatalf("another deployment's claim: %q %v", owner, err)
+		}
+	}},
+	{"a-claim-past-its-retention-is-taken-over", func(t *testing.T, s dbtsync.PushLog) {
+		ctx := context.Background()
+		if _, err := s.ClaimPush(ctx, dep, "delivery:github:d-1", "job-1", at(0), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if owner, err := s.ClaimPush(ctx, dep, "delivery:github:d-1", "job-2", at(3601), time.Hour); err != nil || owner != "job-2" {
+			t.Fatalf("after the retention: %q %v", owner, err)
+		}
+	}},
+	{"release-frees-only-its-own-claim", func(t *testing.T, s dbtsync.PushLog) {
+		ctx := context.Background()
+		if _, err := s.ClaimPush(ctx, dep, "commit:abc", "job-1", at(0), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.ReleasePush(ctx, dep, "commit:abc", "job-2"); err != nil {
+			t.Fatal(err)
+		}
+		if owner, _ := s.ClaimPush(ctx, dep, "commit:abc", "job-3", at(1), time.Hour); owner != "job-1" {
+			t.Fatalf("another job's release freed the claim: %q", owner)
+		}
+		if err := s.ReleasePush(ctx, dep, "commit:abc", "job-1"); err != nil {
+			t.Fatal(err)
+		}
+		if owner, _ := s.ClaimPush(ctx, dep, "commit:abc", "job-3", at(2), time.Hour); owner != "job-3" {
+			t.Fatalf("after the release: %q", owner)
+		}
+	}},
+	{"concurrent-claims-have-one-winner", func(t *testing.T, s dbtsync.PushLog) {
+		var wg sync.WaitGroup
+		owners := make([]string, 8)
+		for i := range owners {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				owners[i], _ = s.ClaimPush(context.Background(), dep, "commit:race", fmt.Sprintf("job-%d", i), at(0), time.Hour)
+			}()
+		}
+		wg.Wait()
+		for _, o := range owners {
+			if o == "" || o != owners[0] {
+				t.Fatalf("owners %v", owners)
+			}
+		}
+	}},
+}
+
+func TestPushLogContract(t *testing.T) {
+	run(t, pushCases, func(a adapter, t *testing.T) dbtsync.PushLog { return a.open(t) })
 }
 
 func TestIntegrationStoreContract(t *testing.T) {

@@ -196,7 +196,7 @@ func (w *Worker) produceIsolated(ctx context.Context, job dbtsync.Job) (convert.
 		if err != nil {
 			return convert.Result{}, 0, err
 		}
-		in.Integration, in.Ref = integ, ref
+		in.Integration, in.Ref, in.Commit = integ, ref, job.Commit
 	}
 	res, err := w.opts.Isolate.Run(ctx, in)
 	return res, total, err
@@ -242,7 +242,7 @@ func (w *Worker) load(ctx context.Context, job dbtsync.Job) (*convert.Project, e
 	if err != nil {
 		return nil, err
 	}
-	return w.Git.Load(ctx, integ, ref)
+	return w.Git.Load(ctx, integ, ref, job.Commit)
 }
 
 var errManifestGone = dbtsync.Permanent(dbtsync.Failure(dbtsync.CodeInputGone, "the uploaded manifest is gone from the object store"))

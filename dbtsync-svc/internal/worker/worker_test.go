@@ -34,7 +34,7 @@ type git struct{ err error }
 
 func (git) CheckRepository(context.Context, string) error                     { return nil }
 func (git) HasRef(context.Context, dbtsync.Integration, string) (bool, error) { return true, nil }
-func (g git) Load(context.Context, dbtsync.Integration, string) (*convert.Project, error) {
+func (g git) Load(context.Context, dbtsync.Integration, string, string) (*convert.Project, error) {
 	return nil, g.err
 }
 

@@ -123,6 +123,9 @@ func deps(proc *server.Process, cfg config.Config) (app.Deps, func(), error) {
 	if d.ExchangeLimit, err = ratelimit.ParseLimit(cfg.RateLimitExchange); err != nil {
 		return fail(fmt.Errorf("RATE_LIMIT_EXCHANGE: %w", err))
 	}
+	if d.DbtWebhookLimit, err = ratelimit.ParseLimit(cfg.RateLimitDbtWebhook); err != nil {
+		return fail(fmt.Errorf("RATE_LIMIT_DBT_WEBHOOK: %w", err))
+	}
 	if d.AuthFailureLimit, err = ratelimit.ParseLimit(cfg.AuthFailureLimit); err != nil {
 		return fail(fmt.Errorf("AUTH_FAILURE_LIMIT: %w", err))
 	}

@@ -80,6 +80,7 @@ type Deps struct {
 	UpstreamTimeout, DialTimeout        time.Duration
 	BodyTimeout, UploadTimeout          time.Duration
 	GenerateSessionLimit, ExchangeLimit ratelimit.Limit
+	DbtWebhookLimit                     ratelimit.Limit // dbt push webhooks per deployment
 	AuthFailureLimit                    ratelimit.Limit
 	// PlanLimits are the account budgets by plan (nil: none; docs/rate-limits.md).
 	PlanLimits            gateway.PlanLimits
@@ -189,7 +190,7 @@ func New(ctx context.Context, d Deps) (*App, error) {
 		UpstreamTimeout: cmp.Or(d.UpstreamTimeout, 30*time.Second), DialTimeout: cmp.Or(d.DialTimeout, 2*time.Second),
 		BodyTimeout: d.BodyTimeout, UploadTimeout: d.UploadTimeout, MaxURIBytes: d.MaxURIBytes,
 		OpenAPIJSON: d.OpenAPIJSON, Logger: d.Logger,
-		GenerateSessionLimit: d.GenerateSessionLimit, ExchangeLimit: d.ExchangeLimit, AuthFailureLimit: d.AuthFailureLimit,
+		GenerateSessionLimit: d.GenerateSessionLimit, ExchangeLimit: d.ExchangeLimit, DbtWebhookLimit: d.DbtWebhookLimit, AuthFailureLimit: d.AuthFailureLimit,
 		PlanLimits:      d.PlanLimits,
 		TrustedProxies:  d.TrustedProxies,
 		APIKeys:         apikeys.New(d.Store, rec, d.APIKeys, d.Now),

@@ -37,7 +37,7 @@ func (g *Gateway) authenticate(w *h1.ResponseWriter, r *h1.Request, rt route) (*
 		return p, true
 	case throttled && (isAuthFailure(err) || errors.Is(err, auth.ErrNotCached)):
 		g.writeAuthThrottled(w, throttle)
-	case isAuthFailure(err) && g.countFailedAuth(r.Context(), w, r):
+	case isAuthFailure(err) && rt.policy != policySigned && g.countFailedAuth(r.Context(), w, r):
 	default:
 		g.writeAuthError(w, r, rt, err)
 	}
@@ -66,7 +66,8 @@ func (g *Gateway) writeAuthError(w *h1.ResponseWriter, r *h1.Request, rt route, 
 	var ae *authError
 	switch {
 	case errors.As(err, &ae):
-		if ae.status == http.StatusUnauthorized {
+		if ae.status == http.StatusUnauthorized && rt.policy != policySigned {
+			// A signed route has no scheme to ask for: its answer is the service's own.
 			w.Header().Set("WWW-Authenticate", challenge(rt.policy))
 		}
 		httpx.WriteCodedError(w, ae.status, ae.code, ae.msg)
@@ -131,6 +132,9 @@ func (g *Gateway) authorize(ctx context.Context, r *h1.Request, rt route) (*iden
 	if rt.policy == policyPublic {
 		return &identity.Principal{Credential: identity.CredentialNone}, nil
 	}
+	if rt.policy == policySigned {
+		return g.signedRoute(ctx, rt.deployment)
+	}
 	scheme, value := credential(r)
 	if value == "" {
 		return nil, unauthorized(missingCredential(rt.policy))
@@ -170,6 +174,21 @@ func (g *Gateway) authorize(ctx context.Context, r *h1.Request, rt route) (*iden
 		}
 	}
 	return p, nil
+}
+
+// signedRoute is the anonymous principal of a route a signature authenticates, with the
+// path's deployment attached. An unknown deployment is answered as the service answers a
+// signature that does not verify: the same 401, so a sender learns nothing of which.
+func (g *Gateway) signedRoute(ctx context.Context, id int64) (*identity.Principal, error) {
+	d, err := g.o.Auth.Deployment(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, unauthorized(errs.PushUnverified)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &identity.Principal{Credential: identity.CredentialNone, Account: identity.Account{ID: d.AccountID},
+		Deployment: &identity.Deployment{ID: id, ProductionBranch: d.ProductionBranch}}, nil
 }
 
 func (g *Gateway) embed(ctx context.Context, token string) (*identity.Principal, error) {

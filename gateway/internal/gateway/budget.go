@@ -21,6 +21,7 @@ const (
 	policyNameEmbed           = "embed"            // embed session tokens of an account
 	policyNameGenerateSession = "generate-session" // per API key
 	policyNameExchange        = "exchange"         // per client address
+	policyNameDbtWebhook      = "dbt-webhook"      // dbt push webhooks, per deployment
 )
 
 // budgetPause is how long the account budgets go unchecked after a decision failed
@@ -93,6 +94,8 @@ func (g *Gateway) withinRateLimit(w *h1.ResponseWriter, r *h1.Request, rt route,
 		key, limit, st[0].Policy = "gs:"+p.KeyID, g.o.GenerateSessionLimit, policyNameGenerateSession
 	case limitPerClient:
 		key, limit, st[0].Policy = "ex:"+g.clientAddr(r), g.o.ExchangeLimit, policyNameExchange
+	case limitPerDeployment:
+		key, limit, st[0].Policy = "dw:"+strconv.FormatInt(rt.deployment, 10), g.o.DbtWebhookLimit, policyNameDbtWebhook
 	}
 	if limit.Enabled() {
 		d, err := g.o.RateLimiter.Allow(r.Context(), key, limit)
@@ -200,6 +203,8 @@ func policySubject(policy string) string {
 		return "this API key"
 	case policyNameExchange:
 		return "this client address"
+	case policyNameDbtWebhook:
+		return "this deployment's push webhooks"
 	case policyNameEmbed:
 		return "this account's embed session tokens"
 	}

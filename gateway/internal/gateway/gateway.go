@@ -68,6 +68,7 @@ type Options struct {
 	RateLimiter          *ratelimit.Limiter
 	GenerateSessionLimit ratelimit.Limit
 	ExchangeLimit        ratelimit.Limit
+	DbtWebhookLimit      ratelimit.Limit // dbt push webhooks per deployment
 	// AuthFailureLimit bounds failed authentications per client address (zero: off).
 	AuthFailureLimit ratelimit.Limit
 	// PlanLimits are the account budgets by plan, spent per account and credential kind

@@ -40,15 +40,20 @@ const (
 	policyTenantAdmin                   // an API key
 	policyAccountAdmin                  // an API key or a user's bearer token
 	policyEmbedToken                    // an embed session token
+	// policySigned: no credential; the body's signature, which the service verifies,
+	// authenticates the request. The gateway attaches the path's deployment (an unknown
+	// one is the service's own 401) and limits the route per deployment.
+	policySigned
 )
 
 // rateLimit is how a route is rate limited.
 type rateLimit int
 
 const (
-	limitNone      rateLimit = iota
-	limitPerKey              // generate-session: per API key
-	limitPerClient           // the session exchange: per client address
+	limitNone          rateLimit = iota
+	limitPerKey                  // generate-session: per API key
+	limitPerClient               // the session exchange: per client address
+	limitPerDeployment           // dbt push webhooks: per deployment (senders share a few addresses)
 )
 
 // route is the outcome of matching a request path.
@@ -126,6 +131,9 @@ func match(p string) (route, bool) {
 			}
 			return r, true
 		case "dbt-git-integration":
+			if rest == "dbt-git-integration/webhook" {
+				return route{name: "dbt-git-webhook", svc: svcDBTSync, policy: policySigned, deployment: id, limit: limitPerDeployment}, true
+			}
 			return route{name: "dbt-git-integration", svc: svcDBTSync, policy: policyBearer, deployment: id}, true
 		case "token":
 			if rest == "token" {

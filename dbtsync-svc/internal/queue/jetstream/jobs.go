@@ -57,6 +57,9 @@ type jobRecord struct {
 	Select           *string            `json:"select,omitempty"`
 	Exclude          *string            `json:"exclude,omitempty"`
 	Selection        *convert.Selection `json:"selection,omitempty"`
+	Trigger          string             `json:"trigger,omitempty"`
+	Commit           string             `json:"commit,omitempty"`
+	DeliveryID       string             `json:"deliveryId,omitempty"`
 	// The stored manifest's charge in the storage ledgers (dbtsync.Charge's stored part).
 	ManifestBytes int64 `json:"manifestBytes,omitempty"`
 	ManifestHour  int64 `json:"manifestHour,omitempty"`
@@ -136,7 +139,7 @@ func recordOf(j dbtsync.Job) jobRecord {
 		RequestID: j.RequestID, RetryOf: j.RetryOf, ManifestOf: j.ManifestOf,
 		ManifestBytes: j.ManifestCharge.Stored, ManifestHour: j.ManifestCharge.StoredHour,
 		ResultBytes: j.ResultCharge.Stored, ResultHour: j.ResultCharge.StoredHour, FinishedByWorker: j.FinishedByWorker,
-		Select: j.Select, Exclude: j.Exclude, Selection: j.Selection}
+		Select: j.Select, Exclude: j.Exclude, Selection: j.Selection, Trigger: j.Trigger, Commit: j.Commit, DeliveryID: j.DeliveryID}
 }
 
 func (r jobRecord) job() dbtsync.Job {
@@ -148,7 +151,7 @@ func (r jobRecord) job() dbtsync.Job {
 		RequestID: r.RequestID, RetryOf: r.RetryOf, ManifestOf: r.ManifestOf,
 		ManifestCharge: dbtsync.Charge{Stored: r.ManifestBytes, StoredHour: r.ManifestHour},
 		ResultCharge:   dbtsync.Charge{Stored: r.ResultBytes, StoredHour: r.ResultHour}, FinishedByWorker: r.FinishedByWorker,
-		Select: r.Select, Exclude: r.Exclude, Selection: r.Selection}
+		Select: r.Select, Exclude: r.Exclude, Selection: r.Selection, Trigger: r.Trigger, Commit: r.Commit, DeliveryID: r.DeliveryID}
 }
 
 func timePtr(t *httpx.Time) *time.Time {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -21,6 +22,7 @@ type Store struct {
 	mu           sync.Mutex
 	branches     map[branchKey]*branch
 	integrations map[int64]dbtsync.Integration
+	pushes       map[string]pushClaim
 	unavailable  bool
 }
 
@@ -38,7 +40,7 @@ type branch struct {
 
 // New returns an empty store.
 func New() *Store {
-	return &Store{branches: map[branchKey]*branch{}, integrations: map[int64]dbtsync.Integration{}}
+	return &Store{branches: map[branchKey]*branch{}, integrations: map[int64]dbtsync.Integration{}, pushes: map[string]pushClaim{}}
 }
 
 // SetUnavailable makes every call fail as an unreachable MongoDB would (true), or work
@@ -204,7 +206,7 @@ func (s *Store) SaveIntegration(_ context.Context, in dbtsync.Integration) error
 		return err
 	}
 	defer s.mu.Unlock()
-	in.Credentials = slices.Clone(in.Credentials)
+	in.Credentials, in.WebhookSecret = slices.Clone(in.Credentials), slices.Clone(in.WebhookSecret)
 	s.integrations[in.DeploymentID] = in
 	return nil
 }
@@ -219,6 +221,39 @@ func (s *Store) Integration(_ context.Context, dep int64) (dbtsync.Integration, 
 	if !ok {
 		return dbtsync.Integration{}, dbtsync.ErrNotFound
 	}
-	in.Credentials = slices.Clone(in.Credentials)
+	in.Credentials, in.WebhookSecret = slices.Clone(in.Credentials), slices.Clone(in.WebhookSecret)
 	return in, nil
+}
+
+// pushClaim is a push's delivery id or commit, claimed by the job it started.
+type pushClaim struct {
+	job string
+	at  time.Time
+}
+
+// ClaimPush records key of dep for job unless another job claimed it within retention.
+func (s *Store) ClaimPush(_ context.Context, dep int64, key, job string, now time.Time, retention time.Duration) (string, error) {
+	if err := s.lock(); err != nil {
+		return "", err
+	}
+	defer s.mu.Unlock()
+	k := strconv.FormatInt(dep, 10) + "/" + key
+	if c, ok := s.pushes[k]; ok && now.Sub(c.at) < retention {
+		return c.job, nil
+	}
+	s.pushes[k] = pushClaim{job: job, at: now}
+	return job, nil
+}
+
+// ReleasePush drops job's claim of key.
+func (s *Store) ReleasePush(_ context.Context, dep int64, key, job string) error {
+	if err := s.lock(); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	k := strconv.FormatInt(dep, 10) + "/" + key
+	if c, ok := s.pushes[k]; ok && c.job == job {
+		delete(s.pushes, k)
+	}
+	return nil
 }

@@ -21,14 +21,15 @@ type integrationDoc struct {
 	ManifestPath string    `bson:"manifestPath,omitempty"`
 	Select       string    `bson:"select,omitempty"`
 	Exclude      string    `bson:"exclude,omitempty"`
-	Credentials  []byte    `bson:"credentials,omitempty"` // sealed JSON
+	Credentials  []byte    `bson:"credentials,omitempty"`   // sealed JSON
+	Webhook      []byte    `bson:"webhookSecret,omitempty"` // sealed
 	UpdatedAt    time.Time `bson:"updatedAt"`
 }
 
 // SaveIntegration creates or replaces the deployment's integration.
 func (s *Store) SaveIntegration(ctx context.Context, in dbtsync.Integration) error {
 	d := integrationDoc{DeploymentID: in.DeploymentID, RepoURL: in.RepoURL, Branch: in.Branch, ProjectPath: in.ProjectPath,
-		ManifestPath: in.ManifestPath, Select: in.Select, Exclude: in.Exclude, Credentials: in.Credentials, UpdatedAt: in.UpdatedAt}
+		ManifestPath: in.ManifestPath, Select: in.Select, Exclude: in.Exclude, Credentials: in.Credentials, Webhook: in.WebhookSecret, UpdatedAt: in.UpdatedAt}
 	_, err := s.integrations.ReplaceOne(ctx, bson.D{{Key: "_id", Value: d.DeploymentID}}, d, options.Replace().SetUpsert(true))
 	return wrap(err)
 }
@@ -44,7 +45,7 @@ func (s *Store) Integration(ctx context.Context, dep int64) (dbtsync.Integration
 		return dbtsync.Integration{}, wrap(err)
 	}
 	return dbtsync.Integration{DeploymentID: d.DeploymentID, RepoURL: d.RepoURL, Branch: d.Branch, ProjectPath: d.ProjectPath,
-		ManifestPath: d.ManifestPath, Select: d.Select, Exclude: d.Exclude, Credentials: d.Credentials, UpdatedAt: d.UpdatedAt.UTC()}, nil
+		ManifestPath: d.ManifestPath, Select: d.Select, Exclude: d.Exclude, Credentials: d.Credentials, WebhookSecret: d.Webhook, UpdatedAt: d.UpdatedAt.UTC()}, nil
 }
 
 // Resealer moves sealed credentials to the sealing key (internal/credentials).

@@ -25,11 +25,12 @@ type Store struct {
 	branches     *mongo.Collection
 	files        *mongo.Collection
 	integrations *mongo.Collection
+	pushes       *mongo.Collection
 }
 
 // New uses db's collections branches, branch_files and dbt_git_integrations.
 func New(db *mongo.Database) *Store {
-	return &Store{branches: db.Collection("branches"), files: db.Collection("branch_files"), integrations: db.Collection("dbt_git_integrations")}
+	return &Store{branches: db.Collection("branches"), files: db.Collection("branch_files"), integrations: db.Collection("dbt_git_integrations"), pushes: db.Collection("dbt_push_claims")}
 }
 
 // EnsureIndexes creates the indexes the queries use (the app retries it while the
