@@ -39,7 +39,6 @@ type BranchStore interface {
 	SetStaging(ctx context.Context, dep int64, name string, enabled bool, now time.Time) (BranchState, error)
 }
 
-// IntegrationStore keeps each deployment's dbt git integration (MongoDB).
 // PushLog remembers the push webhooks that started syncs, so a delivery or a commit
 // starts one.
 type PushLog interface {
@@ -51,6 +50,7 @@ type PushLog interface {
 	ReleasePush(ctx context.Context, dep int64, key, job string) error
 }
 
+// IntegrationStore keeps each deployment's dbt git integration (MongoDB).
 type IntegrationStore interface {
 	// SaveIntegration creates or replaces the deployment's integration.
 	SaveIntegration(ctx context.Context, in Integration) error
