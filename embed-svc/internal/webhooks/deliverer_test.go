@@ -51,7 +51,11 @@ func newEngine(t *testing.T, tune func(*webhooks.DelivererOptions)) *engine {
 	o := webhooks.DelivererOptions{Store: e.store, Open: func(b []byte, _ string) ([]byte, error) { return b, nil },
 		Workers: 8, MaxInFlight: 2, AttemptTimeout: 300 * time.Millisecond, FirstRetry: 100 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
 		AllowedHosts: []string{"127.0.0.1/8"}, Poll: 20 * time.Millisecond,
-		Disabled: func(_ context.Context, s webhooks.Subscription) { e.mu.Lock(); e.disabled = append(e.disabled, s.ID); e.mu.Unlock() }}
+		Disabled: func(_ context.Context, s webhooks.Subscription) {
+			e.mu.Lock()
+			e.disabled = append(e.disabled, s.ID)
+			e.mu.Unlock()
+		}}
 	if tune != nil {
 		tune(&o)
 	}
