@@ -17,9 +17,9 @@ type Subscription struct {
 	// DeploymentIDs: nil, every event of the account (account-level ones included);
 	// otherwise only events of these deployments. A scoped credential's subscriptions
 	// always name deployments, all within its scope.
-	DeploymentIDs  []int64 `bson:"deps,omitempty"`
-	URL            string  `bson:"url"`
-	Events         []string `bson:"events"` // patterns: an action, or a prefix ending in ".*"
+	DeploymentIDs  []int64  `bson:"deps,omitempty"`
+	URL            string   `bson:"url"`
+	Events         []string `bson:"events"`  // patterns: an action, or a prefix ending in ".*"
 	IncludeRefused bool     `bson:"refused"` // refused operations too (outcome "failure")
 	Enabled        bool     `bson:"enabled"`
 	Description    string   `bson:"description,omitempty"` // the account's note, at most MaxDescriptionBytes

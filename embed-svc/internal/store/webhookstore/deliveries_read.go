@@ -15,7 +15,7 @@ import (
 )
 
 // ErrPending: a redelivery of a delivery that is pending already.
-var ErrPending = errors.New("webhookstore: the delivery is pending already")
+var ErrPending = webhooks.ErrPending
 
 // noBody leaves a delivery's payload out of what a read returns: the API never shows it.
 var noBody = bson.D{{Key: "body", Value: 0}}

@@ -17,7 +17,7 @@ import (
 
 // ErrChanged: the subscription changed since the caller read it (UpdateSubscription's and
 // RotateSecret's precondition); the caller reads it again and retries.
-var ErrChanged = errors.New("webhookstore: the subscription changed since it was read")
+var ErrChanged = webhooks.ErrChanged
 
 // subsField is the count of an account's subscriptions in its webhook_accounts document.
 const subsField = "subs"
@@ -101,23 +101,12 @@ func (m *Mongo) ListSubscriptions(ctx context.Context, account int64, afterID st
 	return out, nil
 }
 
-// SubscriptionFields are what PATCH /api/v1/webhooks/{id} sets: the whole new value of
-// each, the caller having merged its patch into the subscription it read.
-type SubscriptionFields struct {
-	URL            string
-	Events         []string
-	DeploymentIDs  []int64 // nil: every event of the account
-	Enabled        bool
-	IncludeRefused bool
-	Description    string
-}
-
 // UpdateSubscription sets f on the account's subscription id if it is unchanged since
 // the caller read it (its updatedAt is still readAt; else ErrChanged) and returns it as
 // stored. Enabling a subscription the deliverer disabled starts it afresh: no disabled
 // time or reason, no run of failures. The deliverer's own fields (the sequence, the
 // failing run while it stays enabled) are left as they are.
-func (m *Mongo) UpdateSubscription(ctx context.Context, account int64, id string, readAt time.Time, f SubscriptionFields, now time.Time) (webhooks.Subscription, error) {
+func (m *Mongo) UpdateSubscription(ctx context.Context, account int64, id string, readAt time.Time, f webhooks.Fields, now time.Time) (webhooks.Subscription, error) {
 	set := bson.D{{Key: "url", Value: f.URL}, {Key: "events", Value: f.Events}, {Key: "enabled", Value: f.Enabled},
 		{Key: "refused", Value: f.IncludeRefused}, {Key: "updatedAt", Value: now.UTC()}}
 	unset := bson.D{}

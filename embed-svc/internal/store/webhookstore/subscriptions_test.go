@@ -192,7 +192,7 @@ func TestSubscriptionsContract(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f := webhookstore.SubscriptionFields{URL: "https://other.example.com/h", Events: []string{"*"}, Enabled: false}
+		f := webhooks.Fields{URL: "https://other.example.com/h", Events: []string{"*"}, Enabled: false}
 		got, err := s.UpdateSubscription(ctx, 30, x.ID, read.UpdatedAt, f, base.Add(time.Minute))
 		if err != nil {
 			t.Fatal(err)
@@ -326,7 +326,7 @@ func TestDeliveriesReadContract(t *testing.T) {
 			t.Fatalf("get: %+v, %v", d, err)
 		}
 		for _, c := range []struct {
-			acc    int64
+			acc     int64
 			sub, id string
 		}{{2, x.ID, ds[0].ID}, {1, other.ID, ds[0].ID}, {1, x.ID, "dlv_nope"}} {
 			if _, err := s.GetDelivery(ctx, c.acc, c.sub, c.id); !errors.Is(err, webhooks.ErrNotFound) {
