@@ -223,7 +223,7 @@ func TestWebhooksAPI(t *testing.T) {
 		// first and scopedHook exist; the limit is testWebhookLimits.MaxSubscriptions (4).
 		create(t, key, basic(3))
 		create(t, key, basic(4))
-				wantError(t, e.do(t, "POST", "/api/v1/webhooks", key, basic(5)), 409, "webhook_limit", "4 webhooks")
+		wantError(t, e.do(t, "POST", "/api/v1/webhooks", key, basic(5)), 409, "webhook_limit", "4 webhooks")
 		// Another account has its own.
 		create(t, apiKey(globex.APIKeys["admin"]), basic(6))
 	})
