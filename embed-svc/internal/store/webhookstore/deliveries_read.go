@@ -14,7 +14,7 @@ import (
 	"github.com/analyticsco/platform/libs/audit"
 )
 
-// ErrPending: a redelivery of a delivery that is pending already.
+// ErrPending is the answer to a redelivery of a delivery that is pending already.
 var ErrPending = webhooks.ErrPending
 
 // noBody leaves a delivery's payload out of what a read returns: the API never shows it.

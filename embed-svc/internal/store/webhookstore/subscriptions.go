@@ -15,8 +15,8 @@ import (
 	"github.com/analyticsco/platform/libs/mongox"
 )
 
-// ErrChanged: the subscription changed since the caller read it (UpdateSubscription's and
-// RotateSecret's precondition); the caller reads it again and retries.
+// ErrChanged means the subscription changed since the caller read it (UpdateSubscription's
+// and RotateSecret's precondition); the caller reads it again and retries.
 var ErrChanged = webhooks.ErrChanged
 
 // subsField is the count of an account's subscriptions in its webhook_accounts document.
