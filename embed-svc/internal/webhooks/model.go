@@ -22,6 +22,7 @@ type Subscription struct {
 	Events         []string `bson:"events"`  // patterns: an action, or a prefix ending in ".*"
 	IncludeRefused bool     `bson:"refused"` // refused operations too (outcome "failure")
 	Enabled        bool     `bson:"enabled"`
+	Description    string   `bson:"description,omitempty"` // the account's note, at most MaxDescriptionBytes
 	// Secret is the signing secret's 32 random bytes, sealed by the embed key box with
 	// the subscription's id as associated data. PrevSecret, sealed the same way, stays
 	// valid until PrevUntil after a rotation: deliveries carry both signatures.
