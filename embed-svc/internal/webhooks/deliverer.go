@@ -33,7 +33,6 @@ const (
 	DefaultWorkers        = 32
 	DefaultMaxInFlight    = 4
 	DefaultAttemptTimeout = 10 * time.Second
-	DefaultRetryPeriod    = 24 * time.Hour
 	DefaultDisableAfter   = 72 * time.Hour
 	DefaultFirstRetry     = 5 * time.Second
 	DefaultMaxBackoff     = time.Hour

@@ -11,10 +11,6 @@ import (
 	"time"
 )
 
-// SecretPrefix starts a signing secret's text form: "whsec_" and the base64 of its
-// bytes, the form the Standard Webhooks libraries take.
-const SecretPrefix = "whsec_"
-
 // SecretBytes is the length of a signing secret.
 const SecretBytes = 32
 

@@ -22,18 +22,13 @@ var ErrDuplicate = errors.New("webhookstore: the subscription already has a deli
 // enqueueing together never pass the bound.
 func (m *Mongo) Enqueue(ctx context.Context, d webhooks.Delivery, maxQueued int64) (queued bool, err error) {
 	size := int64(len(d.Body))
-	_, err = m.accounts.UpdateOne(ctx,
-		bson.D{{Key: "_id", Value: d.AccountID}, {Key: "queued", Value: bson.D{{Key: "$lte", Value: maxQueued - size}}}},
-		bson.D{{Key: "$inc", Value: bson.D{{Key: "queued", Value: size}}}}, options.UpdateOne().SetUpsert(true))
-	switch {
-	case err == nil:
-		queued = true
-	case mongo.IsDuplicateKeyError(err):
-		// The account's document exists and is past the bound: the upsert's insert met it.
+	queued, err = m.addQueued(ctx, d.AccountID, size, maxQueued)
+	if err != nil {
+		return false, err
+	}
+	if !queued {
 		d.Status, d.DoneAt = webhooks.StatusFailed, d.CreatedAt
 		d.Last = &webhooks.Attempt{At: d.CreatedAt, Error: "queue_full"}
-	default:
-		return false, err
 	}
 	if _, err := m.dels.InsertOne(ctx, d); err != nil {
 		if queued {
@@ -46,6 +41,38 @@ func (m *Mongo) Enqueue(ctx context.Context, d webhooks.Delivery, maxQueued int6
 		return false, err
 	}
 	return queued, nil
+}
+
+// addQueued adds size to the account's queued bytes unless that passes maxQueued. The
+// account's document may hold its subscription count alone (no queued field yet), or not
+// exist: then it is created with size, and an insert that meets a document made
+// meanwhile tries the conditional update again.
+func (m *Mongo) addQueued(ctx context.Context, account, size, maxQueued int64) (bool, error) {
+	if size > maxQueued {
+		return false, nil
+	}
+	within := bson.D{{Key: "_id", Value: account}, {Key: "$or", Value: bson.A{
+		bson.D{{Key: "queued", Value: bson.D{{Key: "$lte", Value: maxQueued - size}}}},
+		bson.D{{Key: "queued", Value: bson.D{{Key: "$exists", Value: false}}}},
+	}}}
+	for range 2 {
+		res, err := m.accounts.UpdateOne(ctx, within, bson.D{{Key: "$inc", Value: bson.D{{Key: "queued", Value: size}}}})
+		if err != nil {
+			return false, err
+		}
+		if res.MatchedCount == 1 {
+			return true, nil
+		}
+		_, err = m.accounts.InsertOne(ctx, bson.D{{Key: "_id", Value: account}, {Key: "queued", Value: size}})
+		if err == nil {
+			return true, nil
+		}
+		if !mongo.IsDuplicateKeyError(err) {
+			return false, err
+		}
+		// The document exists: past the bound, or made by another writer meanwhile.
+	}
+	return false, nil
 }
 
 // Claim takes up to limit due pending deliveries of accounts not in exclude, oldest due

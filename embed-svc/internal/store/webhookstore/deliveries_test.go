@@ -37,7 +37,7 @@ func engineStore(t *testing.T) *webhookstore.Mongo {
 
 var t0 = time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 
-func delivery(account int64, sub, event string, body string) webhooks.Delivery {
+func queuedDelivery(account int64, sub, event string, body string) webhooks.Delivery {
 	return webhooks.Delivery{ID: "dlv_" + sub + "_" + event, AccountID: account, SubscriptionID: sub, EventID: event, Type: "workspace.folder.create",
 		Body: []byte(body), Status: webhooks.StatusPending, Due: t0, Expires: t0.Add(time.Hour), CreatedAt: t0}
 }
@@ -46,10 +46,10 @@ func TestDeliveryStore(t *testing.T) {
 	s := engineStore(t)
 	ctx := context.Background()
 	t.Run("one-delivery-per-subscription-and-event", func(t *testing.T) {
-		if q, err := s.Enqueue(ctx, delivery(1, "wh_a", "ev1", `{"a":1}`), 1<<20); err != nil || !q {
+		if q, err := s.Enqueue(ctx, queuedDelivery(1, "wh_a", "ev1", `{"a":1}`), 1<<20); err != nil || !q {
 			t.Fatalf("first: %v %v", q, err)
 		}
-		if _, err := s.Enqueue(ctx, delivery(1, "wh_a", "ev1", `{"a":1}`), 1<<20); !errors.Is(err, webhookstore.ErrDuplicate) {
+		if _, err := s.Enqueue(ctx, queuedDelivery(1, "wh_a", "ev1", `{"a":1}`), 1<<20); !errors.Is(err, webhookstore.ErrDuplicate) {
 			t.Fatalf("again: %v", err)
 		}
 		if n, _ := s.QueuedBytes(ctx, 1); n != 7 {
@@ -57,10 +57,10 @@ func TestDeliveryStore(t *testing.T) {
 		}
 	})
 	t.Run("past-the-queued-bytes-it-is-stored-failed", func(t *testing.T) {
-		if q, err := s.Enqueue(ctx, delivery(2, "wh_b", "ev1", "0123456789"), 15); err != nil || !q {
+		if q, err := s.Enqueue(ctx, queuedDelivery(2, "wh_b", "ev1", "0123456789"), 15); err != nil || !q {
 			t.Fatalf("within: %v %v", q, err)
 		}
-		if q, err := s.Enqueue(ctx, delivery(2, "wh_b", "ev2", "0123456789"), 15); err != nil || q {
+		if q, err := s.Enqueue(ctx, queuedDelivery(2, "wh_b", "ev2", "0123456789"), 15); err != nil || q {
 			t.Fatalf("past the bound: %v %v", q, err)
 		}
 		if n, _ := s.QueuedBytes(ctx, 2); n != 10 {
@@ -73,9 +73,20 @@ func TestDeliveryStore(t *testing.T) {
 			}
 		}
 	})
+	t.Run("an-account-with-only-its-subscription-count-queues", func(t *testing.T) {
+		if err := s.SetSubscriptionCountForTest(ctx, 9, 2); err != nil {
+			t.Fatal(err)
+		}
+		if q, err := s.Enqueue(ctx, queuedDelivery(9, "wh_z", "ev1", "{}"), 1<<20); err != nil || !q {
+			t.Fatalf("queued %v %v", q, err)
+		}
+		if n, _ := s.QueuedBytes(ctx, 9); n != 2 {
+			t.Fatalf("queued %d", n)
+		}
+	})
 	t.Run("a-claim-holds-it-for-its-lease-and-record-applies-once", func(t *testing.T) {
 		s := engineStore(t)
-		if _, err := s.Enqueue(ctx, delivery(3, "wh_c", "ev1", "{}"), 1<<20); err != nil {
+		if _, err := s.Enqueue(ctx, queuedDelivery(3, "wh_c", "ev1", "{}"), 1<<20); err != nil {
 			t.Fatal(err)
 		}
 		got, err := s.Claim(ctx, t0, time.Minute, nil, 10)
@@ -109,7 +120,7 @@ func TestDeliveryStore(t *testing.T) {
 	t.Run("concurrent-claims-take-each-delivery-once", func(t *testing.T) {
 		s := engineStore(t)
 		for i := range 20 {
-			if _, err := s.Enqueue(ctx, delivery(4, "wh_d", fmt.Sprint("ev", i), "{}"), 1<<20); err != nil {
+			if _, err := s.Enqueue(ctx, queuedDelivery(4, "wh_d", fmt.Sprint("ev", i), "{}"), 1<<20); err != nil {
 				t.Fatal(err)
 			}
 		}
