@@ -24,6 +24,7 @@ import (
 	"github.com/analyticsco/platform/embed-svc/internal/store/redisstore"
 	"github.com/analyticsco/platform/embed-svc/internal/store/webhookstore"
 	"github.com/analyticsco/platform/embed-svc/internal/webhooks"
+	libaudit "github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/audit/publish"
 	"github.com/analyticsco/platform/libs/fairshare"
 	"github.com/analyticsco/platform/libs/httpx"
@@ -33,6 +34,7 @@ import (
 	"github.com/analyticsco/platform/libs/mongox"
 	"github.com/analyticsco/platform/libs/natsx"
 	"github.com/analyticsco/platform/libs/redisx"
+	"github.com/analyticsco/platform/libs/sealbox"
 	"github.com/analyticsco/platform/libs/server"
 )
 
@@ -63,6 +65,7 @@ type Deps struct {
 	MaxInFlightPerAccount int
 	Audit                 AuditDeps
 	Webhooks              webhooks.Limits      // the webhooks API's limits (zero fields: their defaults)
+	Delivery              WebhookDelivery      // the webhook dispatcher and deliverer
 	Idempotency           idempotency.Settings // the Idempotency-Key records (zero fields: their defaults)
 	// Checks gate /readyz: the readiness checks main's server.Connect* returned (MongoDB,
 	// Redis and NATS: a session is minted, exchanged and resolved through all three).
@@ -82,6 +85,19 @@ type AuditDeps struct {
 	// bound); the rest are merged into the window's summary event.
 	AccountMax    int
 	AccountWindow time.Duration
+}
+
+// WebhookDelivery configure the webhook engine: the stream of stored events the
+// ingester republishes to, the dispatcher reading it, the deliverer sending (zero
+// fields: their defaults).
+type WebhookDelivery struct {
+	Stored         audit.StoredLimits
+	MaxQueuedBytes int64
+	Workers        int
+	MaxInFlight    int
+	AttemptTimeout time.Duration
+	FirstRetry     time.Duration
+	DisableAfter   time.Duration
 }
 
 // App is the wired service.
@@ -215,10 +231,36 @@ func newWebhooks(ctx context.Context, d Deps, dir *directory.Lookup, rec *publis
 		return nil, err
 	}
 	svc := webhooks.NewService(webhooks.Ports{Store: store, Deployments: deploymentOwners{dir}, Box: box}, webhooks.Options{Limits: d.Webhooks, Now: d.Now})
+	startWebhookEngine(ctx, d, store, box, rec)
 	svc = webhooks.AuditingMiddleware(rec)(svc)
 	svc = webhooks.LoggingMiddleware(d.Logger)(svc)
 	svc = webhooks.InstrumentingMiddleware(webhooks.NewAPIMetrics(d.Registry))(svc)
 	return svc, nil
+}
+
+// startWebhookEngine runs the dispatcher (stored events to deliveries) and the deliverer
+// (deliveries to receivers) until ctx ends.
+func startWebhookEngine(ctx context.Context, d Deps, store *webhookstore.Mongo, box *sealbox.Box, rec libaudit.Recorder) {
+	now := d.Now
+	if now == nil {
+		now = time.Now
+	}
+	dv := d.Delivery
+	deliverer := webhooks.NewDeliverer(webhooks.DelivererOptions{Store: store,
+		Open:    func(sealed []byte, id string) ([]byte, error) { return box.Open(sealed, []byte(id)) },
+		Workers: dv.Workers, MaxInFlight: dv.MaxInFlight, AttemptTimeout: dv.AttemptTimeout, FirstRetry: dv.FirstRetry,
+		DisableAfter: dv.DisableAfter, AllowedHosts: d.Webhooks.AllowedHosts, Logger: d.Logger, Registry: d.Registry, Now: d.Now,
+		Disabled: func(ctx context.Context, s webhooks.Subscription) {
+			at := now().UTC().Truncate(time.Millisecond)
+			rec.Record(ctx, libaudit.Event{ID: libaudit.NewID(at), Time: at, Service: "embed-svc", AccountID: s.AccountID,
+				Actor: libaudit.Actor{Type: libaudit.ActorSystem, ID: "webhook-deliverer"}, Action: webhooks.ActionDisable,
+				Target: libaudit.Target{Type: webhooks.TargetWebhook, ID: s.ID}, Outcome: libaudit.Outcome{Result: libaudit.Success},
+				Details: map[string]any{"reason": webhooks.DisabledFailing, "failingSince": s.FailingSince.UTC().Format(time.RFC3339)}})
+		}})
+	dispatcher := webhooks.NewDispatcher(webhooks.DispatcherOptions{NATS: d.NATS, Store: store, Stored: dv.Stored,
+		MaxQueuedBytes: dv.MaxQueuedBytes, RetryPeriod: d.Webhooks.RetryPeriod, Queued: deliverer.Wake, Logger: d.Logger, Registry: d.Registry, Now: d.Now})
+	go deliverer.Run(ctx)
+	go dispatcher.Run(ctx)
 }
 
 // deploymentOwners says whose a deployment is, by the identity lookup.
@@ -241,7 +283,7 @@ func newAuditTrail(ctx context.Context, d Deps) (*auditstore.Mongo, error) {
 	}
 	go store.Sweep(ctx)
 	in := audit.NewIngester(audit.IngesterOptions{NATS: d.NATS, Store: store, Limits: d.Audit.Stream, Logger: d.Logger, Registry: d.Registry, Now: d.Now,
-		AccountLimit: d.Audit.AccountMax, AccountWindow: d.Audit.AccountWindow})
+		AccountLimit: d.Audit.AccountMax, AccountWindow: d.Audit.AccountWindow, Stored: &d.Delivery.Stored})
 	go in.Run(ctx)
 	return store, nil
 }

@@ -148,6 +148,7 @@ const (
 	ActionRotate    = "embed.webhook.secret.rotate"
 	ActionPing      = "embed.webhook.ping"
 	ActionRedeliver = "embed.webhook.redeliver"
+	ActionDisable   = "embed.webhook.disable" // the deliverer, after failures lasting WEBHOOK_DISABLE_AFTER
 	TargetWebhook   = "webhook"
 )
 

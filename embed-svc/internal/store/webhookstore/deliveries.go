@@ -14,7 +14,7 @@ import (
 
 // ErrDuplicate is an Enqueue of a delivery its subscription already has for the event
 // (a redelivered stream message): nothing is added.
-var ErrDuplicate = errors.New("webhookstore: the subscription already has a delivery of the event")
+var ErrDuplicate = webhooks.ErrDuplicateDelivery
 
 // Enqueue stores d as pending when its account's queued bytes stay within maxQueued;
 // past it, d is stored failed with error queue_full (listed, redeliverable) and queued
