@@ -6,6 +6,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +16,7 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"github.com/analyticsco/platform/devstack"
 	"github.com/analyticsco/platform/systemtest/stacktest"
 )
 
@@ -203,6 +207,31 @@ func wantSigned(t *testing.T, g received, ev auditEvent) {
 	}
 }
 
+// standardwebhooksNpmVersion is the npm Standard Webhooks library that gives a second
+// opinion on a delivery's signature.
+const standardwebhooksNpmVersion = "1.1.1"
+
+// verifyWithNpm verifies g with the npm Standard Webhooks library (pinned, installed
+// outside the repository) and secret.
+func verifyWithNpm(t *testing.T, secret string, g received) {
+	t.Helper()
+	modules := devstack.NpmPackage(t, "standardwebhooks", standardwebhooksNpmVersion, "the webhook signature's second opinion")
+	dir := t.TempDir()
+	msg, _ := json.Marshal(map[string]any{"secret": secret, "body": string(g.body), "headers": map[string]string{
+		"webhook-id": g.id, "webhook-timestamp": g.timestamp, "webhook-signature": g.signature}})
+	if err := os.WriteFile(filepath.Join(dir, "delivery.json"), msg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	script := `const { Webhook } = require("standardwebhooks");
+const d = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+new Webhook(d.secret).verify(d.body, d.headers);`
+	cmd := exec.Command("node", "-e", script, filepath.Join(dir, "delivery.json"))
+	cmd.Env = append(os.Environ(), "NODE_PATH="+modules)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("npm standardwebhooks@%s refuses delivery %s: %v\n%s", standardwebhooksNpmVersion, g.id, err, out)
+	}
+}
+
 // TestWebhooks proves the webhooks through the gateway of a running stack: signed
 // deliveries of three services' events, retries and failure, redelivery, ping, hostile
 // receivers bounded without delaying another account, and the secret rotation overlap.
@@ -217,7 +246,9 @@ func TestWebhooks(t *testing.T) {
 
 		f := p.createFolder(t, p.acme.Users["admin"], p.unique("hooked"), 0)
 		ev := p.awaitEvent(t, "workspace.folder.create", id64(f.ID))
-		wantSigned(t, rc.await(t, ev.ID, 30*time.Second), ev)
+		g := rc.await(t, ev.ID, 30*time.Second)
+		wantSigned(t, g, ev)
+		verifyWithNpm(t, s.Secret, g)
 
 		body := p.external(nil)
 		sid := p.mintID(t, body)
