@@ -314,8 +314,8 @@ func TestWebhooks(t *testing.T) {
 	})
 
 	t.Run("hostile-receivers-are-bounded-and-delay-no-other-account", func(t *testing.T) {
+		// Closed before the receivers close (cleanups run last first): a held answer ends.
 		stop := make(chan struct{})
-		t.Cleanup(func() { close(stop) })
 		slow := newReceiver(t, func(w http.ResponseWriter, r *http.Request) {
 			select {
 			case <-r.Context().Done():
@@ -323,11 +323,22 @@ func TestWebhooks(t *testing.T) {
 			case <-time.After(30 * time.Second):
 			}
 		})
+		var hugeMu sync.Mutex
+		hugeMax := 0 // the most bytes of one answer the deliverer took
 		huge := newReceiver(t, func(w http.ResponseWriter, r *http.Request) {
+			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(20 * time.Second))
 			w.WriteHeader(http.StatusInternalServerError)
 			chunk := []byte(strings.Repeat("x", 64<<10))
+			sent := 0
+			defer func() {
+				hugeMu.Lock()
+				hugeMax = max(hugeMax, sent)
+				hugeMu.Unlock()
+			}()
 			for range 1 << 10 { // 64 MiB unless the deliverer stops reading
-				if _, err := w.Write(chunk); err != nil {
+				n, err := w.Write(chunk)
+				sent += n
+				if err != nil {
 					return
 				}
 			}
@@ -335,6 +346,7 @@ func TestWebhooks(t *testing.T) {
 		redirect := newReceiver(t, func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, "http://10.0.0.1/internal", http.StatusFound)
 		})
+		t.Cleanup(func() { close(stop) })
 		var hostile []subscription
 		for _, rc := range []*receiver{slow, huge, redirect} {
 			s := p.subscribe(t, admin, rc.srv.URL, "workspace.folder.create")
@@ -377,6 +389,11 @@ func TestWebhooks(t *testing.T) {
 				t.Errorf("slow receiver's attempt lasted %d ms, past the 2 s attempt timeout", d.LastAttempt.LatencyMs)
 			}
 		}
+		hugeMu.Lock()
+		if hugeMax >= 64<<20 {
+			t.Errorf("the deliverer read the whole %d-byte answer of the huge receiver", hugeMax)
+		}
+		hugeMu.Unlock()
 		if redirect.count(evs[0].ID) == 0 {
 			t.Errorf("redirecting receiver got no request")
 		}
