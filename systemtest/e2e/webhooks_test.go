@@ -84,6 +84,9 @@ func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
 			g.verifiedBy = append(g.verifiedBy, i)
 		}
 	}
+	if r.Header.Get("User-Agent") == "" {
+		rc.t.Errorf("delivery %s has no User-Agent", g.id)
+	}
 	if r.Header.Get("Content-Type") != "application/json" {
 		rc.t.Errorf("delivery %s: Content-Type %q", g.id, r.Header.Get("Content-Type"))
 	}
@@ -249,20 +252,28 @@ func TestWebhooks(t *testing.T) {
 		g := rc.await(t, ev.ID, 30*time.Second)
 		wantSigned(t, g, ev)
 		verifyWithNpm(t, s.Secret, g)
+		seqs := []int64{g.env.Sequence}
 
 		body := p.external(nil)
 		sid := p.mintID(t, body)
 		pub := p.sessionPublicID(t, body["externalId"].(string))
 		p.call(t, "POST", revokePath, admin, map[string]any{"sessionId": sid}).want(t, 204)
 		ev = p.awaitEvent(t, "embed.session.revoke", pub)
-		wantSigned(t, rc.await(t, ev.ID, 30*time.Second), ev)
+		g = rc.await(t, ev.ID, 30*time.Second)
+		wantSigned(t, g, ev)
+		seqs = append(seqs, g.env.Sequence)
 
 		a := p.startSync(t, map[string]any{"source": "manifest", "manifest": manifest(t), "branchName": p.unique("hooked")})
 		if job := p.waitJob(t, a.SyncJobID); job["status"] != "succeeded" {
 			t.Fatalf("sync job %v", job)
 		}
 		ev = p.awaitEvent(t, "dbtsync.sync.finish", a.SyncJobID)
-		wantSigned(t, rc.await(t, ev.ID, 30*time.Second), ev)
+		g = rc.await(t, ev.ID, 30*time.Second)
+		wantSigned(t, g, ev)
+		// The sync's start is delivered too (dbtsync.sync.*): the finish comes later.
+		if seqs = append(seqs, g.env.Sequence); !(seqs[0] < seqs[1] && seqs[1] < seqs[2]) {
+			t.Errorf("sequences %v of events one after the other, want increasing", seqs)
+		}
 		d := p.awaitDelivery(t, admin, s.ID, ev.ID, 20*time.Second, "succeeded", func(d webhookDelivery) bool { return d.Status == "succeeded" })
 		if d.Attempts != 1 || d.Type != "dbtsync.sync.finish" {
 			t.Errorf("delivery %+v", d)
