@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -218,6 +219,14 @@ const standardwebhooksNpmVersion = "1.1.1"
 // outside the repository) and secret.
 func verifyWithNpm(t *testing.T, secret string, g received) {
 	t.Helper()
+	if err := npmVerify(t, secret, g); err != nil {
+		t.Errorf("npm standardwebhooks@%s refuses delivery %s: %v", standardwebhooksNpmVersion, g.id, err)
+	}
+}
+
+// npmVerify is the npm library's verdict on g with secret.
+func npmVerify(t *testing.T, secret string, g received) error {
+	t.Helper()
 	modules := devstack.NpmPackage(t, "standardwebhooks", standardwebhooksNpmVersion, "the webhook signature's second opinion")
 	dir := t.TempDir()
 	msg, _ := json.Marshal(map[string]any{"secret": secret, "body": string(g.body), "headers": map[string]string{
@@ -231,8 +240,9 @@ new Webhook(d.secret).verify(d.body, d.headers);`
 	cmd := exec.Command("node", "-e", script, filepath.Join(dir, "delivery.json"))
 	cmd.Env = append(os.Environ(), "NODE_PATH="+modules)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Errorf("npm standardwebhooks@%s refuses delivery %s: %v\n%s", standardwebhooksNpmVersion, g.id, err, out)
+		return fmt.Errorf("%w\n%s", err, out)
 	}
+	return nil
 }
 
 // TestWebhooks proves the webhooks through the gateway of a running stack: signed
