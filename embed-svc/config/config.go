@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/analyticsco/platform/embed-svc/internal/embed"
+	"github.com/analyticsco/platform/embed-svc/internal/webhooks"
 	"github.com/analyticsco/platform/libs/audit/publish"
 	"github.com/analyticsco/platform/libs/config"
 	"github.com/analyticsco/platform/libs/idempotency"
@@ -51,6 +52,10 @@ type Config struct {
 	AuditStreamReplicas int             `env:"AUDIT_STREAM_REPLICAS" default:"1" help:"replicas of the AUDIT stream: 1 on a single NATS server, 3 on a three-node cluster (a node lost is then a leader election, not lost events); applied to an existing stream at start"`
 	AuditAccountMax     int             `env:"AUDIT_ACCOUNT_MAX_EVENTS" default:"3000" help:"audit events one account stores one by one per AUDIT_ACCOUNT_WINDOW; the rest of the window's events are merged into its one summary event (action audit.events.merge, details.merged: how many) and counted in audit_events_merged_total; 0: no bound"`
 	AuditAccountWindow  time.Duration   `env:"AUDIT_ACCOUNT_WINDOW" default:"1m" help:"the window of AUDIT_ACCOUNT_MAX_EVENTS"`
+	// The webhooks API (subscriptions to the audit trail's events).
+	WebhookMaxSubscriptions int           `env:"WEBHOOK_MAX_SUBSCRIPTIONS" default:"25" help:"most webhooks of one account; a create past it is 409 webhook_limit"`
+	WebhookSecretOverlap    time.Duration `env:"WEBHOOK_SECRET_OVERLAP" default:"24h" help:"after a webhook's secret is rotated, how long the previous secret stays valid: deliveries carry a signature by each until then"`
+	WebhookAllowedHosts     []string      `env:"WEBHOOK_ALLOWED_HOSTS" help:"comma-separated host names, addresses or CIDR prefixes webhooks may be delivered to although they are loopback, private or link-local, and over http (a receiver on the local stack); every other webhook URL is https to a public internet address"`
 
 	// Redis keeps single-use session ids, live sessions and revocations (REDIS_MODE,
 	// REDIS_URL), and exchanges and revocations wait for its replicas (REDIS_DURABLE_*).
@@ -64,6 +69,11 @@ func (c Config) Limits() embed.Limits {
 		AttributeValueBytes: c.MaxAttributeValueBytes, UserAttributeBytes: c.MaxUserAttributeBytes, PictureURLBytes: c.MaxPictureURLBytes,
 		LiveSessionsPerAccount: c.MaxLiveSessions, ExchangeFailureAudit: c.ExchangeFailureAudit, ListScan: c.MaxListScan,
 		DefinitionsPerScope: c.MaxDefinitionsPerScope, TenantsPerAccount: c.MaxTenantsPerAccount, DefinitionChanges: c.MaxDefinitionChanges}
+}
+
+// Webhooks are the webhooks API's limits as configured.
+func (c Config) Webhooks() webhooks.Limits {
+	return webhooks.Limits{MaxSubscriptions: c.WebhookMaxSubscriptions, SecretOverlap: c.WebhookSecretOverlap, AllowedHosts: c.WebhookAllowedHosts}
 }
 
 // Load reads the configuration from the environment.

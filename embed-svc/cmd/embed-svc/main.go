@@ -154,6 +154,7 @@ func deps(cfg config.Config, proc *server.Process, registry *prometheus.Registry
 		MaxInFlightPerAccount: cfg.MaxInFlightPerAccount,
 		SessionRetention:      cfg.SessionRetention,
 		Idempotency:           cfg.Settings,
+		Webhooks:              cfg.Webhooks(),
 		Audit: app.AuditDeps{Database: cfg.AuditDatabase, Retention: cfg.AuditRetention, MaxHeld: cfg.AuditMaxHeld,
 			AccountMax: cfg.AuditAccountMax, AccountWindow: cfg.AuditAccountWindow,
 			Stream: publish.StreamLimits{MaxBytes: int64(cfg.AuditStreamMaxBytes), MaxAge: cfg.AuditStreamMaxAge, Replicas: cfg.AuditStreamReplicas}},

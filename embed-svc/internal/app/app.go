@@ -4,6 +4,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"time"
@@ -21,6 +22,8 @@ import (
 	"github.com/analyticsco/platform/embed-svc/internal/store/auditstore"
 	"github.com/analyticsco/platform/embed-svc/internal/store/mongostore"
 	"github.com/analyticsco/platform/embed-svc/internal/store/redisstore"
+	"github.com/analyticsco/platform/embed-svc/internal/store/webhookstore"
+	"github.com/analyticsco/platform/embed-svc/internal/webhooks"
 	"github.com/analyticsco/platform/libs/audit/publish"
 	"github.com/analyticsco/platform/libs/fairshare"
 	"github.com/analyticsco/platform/libs/httpx"
@@ -59,6 +62,7 @@ type Deps struct {
 	// this replica; 0: unbounded.
 	MaxInFlightPerAccount int
 	Audit                 AuditDeps
+	Webhooks              webhooks.Limits      // the webhooks API's limits (zero fields: their defaults)
 	Idempotency           idempotency.Settings // the Idempotency-Key records (zero fields: their defaults)
 	// Checks gate /readyz: the readiness checks main's server.Connect* returned (MongoDB,
 	// Redis and NATS: a session is minted, exchanged and resolved through all three).
@@ -138,8 +142,9 @@ func New(ctx context.Context, d Deps) (*App, error) {
 	// the identity lookups, the branch resolver and the dashboard reach.
 	natsMetrics := natsx.NewRequestMetrics(d.Registry) // one per registry: the client's and the viewer lookup's
 	rr := natsx.NewClient(d.NATS, natsx.ClientOptions{Metrics: natsMetrics})
+	dir := directory.New(rr, d.IdentityTimeout)
 	svc := embed.NewService(embed.Ports{
-		Catalog: st, Users: st, Directory: directory.New(rr, d.IdentityTimeout), Sessions: sessions, Records: st,
+		Catalog: st, Users: st, Directory: dir, Sessions: sessions, Records: st,
 		Branches: branches.New(rr, d.BranchTimeout), Signer: kr, Audit: pub, Reach: newReach(rr, d.ReachTimeout),
 	}, embed.Options{Issuer: d.TokenIssuer, Now: d.Now, Limits: d.Limits})
 	// The decorators in every service's order, less Auditing: embed records its events
@@ -160,7 +165,11 @@ func New(ctx context.Context, d Deps) (*App, error) {
 		return nil, err
 	}
 	idem := idempotency.New(embed.IdempotencyOptions(idempotency.Options{Store: idemStore, Settings: d.Idempotency, Sealer: idemSealer, Logger: d.Logger, Now: d.Now}))
-	routes := newRouter(embed.MakeEndpoints(svc), audit.NewService(trail), d.Logger, fair, idem)
+	hooks, err := newWebhooks(ctx, d, dir, pub)
+	if err != nil {
+		return nil, err
+	}
+	routes := newRouter(embed.MakeEndpoints(svc), audit.NewService(trail), webhooks.MakeEndpoints(hooks), d.Logger, fair, idem)
 	o := server.Options{
 		Service:  "embed-svc",
 		Logger:   d.Logger,
@@ -171,18 +180,18 @@ func New(ctx context.Context, d Deps) (*App, error) {
 	return &App{Handler: server.Handler(o), Internal: server.Internal(o), Keyring: kr, Store: st, AuditStore: trail}, nil
 }
 
-// newRouter is embed-svc's one router: the embed API and the audit trail's route; 404 and
-// 405 as everywhere.
-func newRouter(e embed.Endpoints, trail audit.Service, logger *slog.Logger, fair *fairshare.Limiter, idem *idempotency.Middleware) *httpx.Router {
+// newRouter is embed-svc's one router: the embed API, the audit trail's route and its
+// webhooks; 404 and 405 as everywhere.
+func newRouter(e embed.Endpoints, trail audit.Service, hooks webhooks.Endpoints, logger *slog.Logger, fair *fairshare.Limiter, idem *idempotency.Middleware) *httpx.Router {
 	routes := httpx.NewRouter()
 	embed.RegisterRoutes(routes, e, logger, fair, idem)
 	audit.RegisterRoutes(routes, trail, logger)
+	webhooks.RegisterRoutes(routes, hooks, logger, idem)
 	return routes
 }
 
-// newAuditTrail sets up the trail's owner: its store (indexes, retention) and the
-// ingester of the AUDIT stream.
-func newAuditTrail(ctx context.Context, d Deps) (*auditstore.Mongo, error) {
+// auditDatabase is the audit trail's database, where its webhooks live too.
+func auditDatabase(d Deps) *mongo.Database {
 	client := d.Audit.Mongo
 	if client == nil {
 		client = d.Mongo
@@ -191,7 +200,42 @@ func newAuditTrail(ctx context.Context, d Deps) (*auditstore.Mongo, error) {
 	if name == "" {
 		name = "audit"
 	}
-	store := auditstore.NewMongo(client.Database(name), d.Audit.Retention)
+	return client.Database(name)
+}
+
+// newWebhooks is the webhooks API over its store in the trail's database, the secrets
+// sealed by the embed key box, recording its changes in the trail.
+func newWebhooks(ctx context.Context, d Deps, dir *directory.Lookup, rec *publish.Publisher) (webhooks.Service, error) {
+	store := webhookstore.NewMongo(auditDatabase(d))
+	if err := mongox.EnsureIndexes(ctx, mongox.IndexWait, store.EnsureIndexes); err != nil {
+		return nil, err
+	}
+	box, err := keys.ParseEncryptionKey(d.KeyEncryptionKey)
+	if err != nil {
+		return nil, err
+	}
+	svc := webhooks.NewService(webhooks.Ports{Store: store, Deployments: deploymentOwners{dir}, Box: box}, webhooks.Options{Limits: d.Webhooks, Now: d.Now})
+	svc = webhooks.AuditingMiddleware(rec)(svc)
+	svc = webhooks.LoggingMiddleware(d.Logger)(svc)
+	svc = webhooks.InstrumentingMiddleware(webhooks.NewAPIMetrics(d.Registry))(svc)
+	return svc, nil
+}
+
+// deploymentOwners says whose a deployment is, by the identity lookup.
+type deploymentOwners struct{ dir *directory.Lookup }
+
+func (o deploymentOwners) AccountOf(ctx context.Context, id int64) (int64, error) {
+	dep, err := o.dir.Deployment(ctx, id)
+	if errors.Is(err, embed.ErrNotFound) {
+		return 0, webhooks.ErrNotFound
+	}
+	return dep.AccountID, err
+}
+
+// newAuditTrail sets up the trail's owner: its store (indexes, retention) and the
+// ingester of the AUDIT stream.
+func newAuditTrail(ctx context.Context, d Deps) (*auditstore.Mongo, error) {
+	store := auditstore.NewMongo(auditDatabase(d), d.Audit.Retention)
 	if err := mongox.EnsureIndexes(ctx, mongox.IndexWait, store.EnsureIndexes); err != nil {
 		return nil, err
 	}

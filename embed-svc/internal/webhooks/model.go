@@ -17,11 +17,12 @@ type Subscription struct {
 	// DeploymentIDs: nil, every event of the account (account-level ones included);
 	// otherwise only events of these deployments. A scoped credential's subscriptions
 	// always name deployments, all within its scope.
-	DeploymentIDs  []int64 `bson:"deps,omitempty"`
-	URL            string  `bson:"url"`
-	Events         []string `bson:"events"` // patterns: an action, or a prefix ending in ".*"
+	DeploymentIDs  []int64  `bson:"deps,omitempty"`
+	URL            string   `bson:"url"`
+	Events         []string `bson:"events"`  // patterns: an action, or a prefix ending in ".*"
 	IncludeRefused bool     `bson:"refused"` // refused operations too (outcome "failure")
 	Enabled        bool     `bson:"enabled"`
+	Description    string   `bson:"description,omitempty"` // the account's note, at most MaxDescriptionBytes
 	// Secret is the signing secret's 32 random bytes, sealed by the embed key box with
 	// the subscription's id as associated data. PrevSecret, sealed the same way, stays
 	// valid until PrevUntil after a rotation: deliveries carry both signatures.
