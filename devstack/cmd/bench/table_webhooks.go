@@ -32,7 +32,7 @@ func init() {
 		Title: fmt.Sprintf("webhook deliveries: %d folder creations a run (%d workers) on acme, each delivered to %d receivers on loopback, beside a dead one",
 			webhookEvents, webhookWorkers, webhookReceivers),
 		Baseline:  "deliver",
-		Scenarios: []Scenario{{Key: "deliver", Name: "deliveries (req/s = deliveries/s, p50/p99 = event time -> received)", Setup: setupWebhooks}},
+		Scenarios: []Scenario{{Key: "deliver", Name: "deliveries, one receiver dead", Setup: setupWebhooks}},
 		Notes:     func(map[string]*Summary) []string { return webhookNotes() },
 		Legend: []string{
 			"legend: a run creates the folders through the gateway and waits until every well-behaved receiver got every",
