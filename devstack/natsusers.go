@@ -28,11 +28,11 @@ type NATSUser struct {
 // devstack cannot import: the stack tests (every sync, mint, embed read and audit read
 // of the e2e suite) fail if they drift.
 const (
-	auditStream        = publish.StreamName
+	auditStream = publish.StreamName
 	// storedStream is embed-svc's stream of the events the trail stored, which its
 	// webhook dispatcher reads (limits retention; only embed-svc publishes or reads it).
-	storedStream   = "AUDIT_STORED"
-	storedSubjects = "audit.stored.>"
+	storedStream       = "AUDIT_STORED"
+	storedSubjects     = "audit.stored.>"
 	jobsStream         = "DBTSYNC_JOBS"
 	jobsSubjects       = "dbtsync.jobs.>"
 	jobsKV             = "dbtsync_jobs"
