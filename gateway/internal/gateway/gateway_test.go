@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -479,10 +480,9 @@ func TestRoutingAndLimits(t *testing.T) {
 }
 
 func TestUnavailableServices(t *testing.T) {
-	// A port nothing listens on: the service is down.
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	down, _ := url.Parse("http://" + ln.Addr().String())
-	ln.Close()
+	// A port nothing listens on: the service is down. The port stays bound (not
+	// listening) for the test, so no server another test starts meanwhile takes it.
+	down, _ := url.Parse("http://" + boundNotListening(t))
 	// A service that accepts connections but never answers.
 	hang, _ := net.Listen("tcp", "127.0.0.1:0")
 	defer hang.Close()
@@ -679,4 +679,23 @@ func TestDefaultEmbedTenantIsValidated(t *testing.T) {
 	if err != nil || a.DefaultEmbedTenant != "north-region" {
 		t.Fatalf("a valid default tenant: %+v %v", a, err)
 	}
+}
+
+// boundNotListening is a loopback address whose port a socket of the test holds without
+// listening: a connection to it is refused, and no other listener can take the port.
+func boundNotListening(t *testing.T) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
 }
