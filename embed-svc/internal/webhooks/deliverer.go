@@ -23,6 +23,7 @@ import (
 type DeliveryStore interface {
 	Claim(ctx context.Context, now time.Time, lease time.Duration, exclude []int64, limit int) ([]Delivery, error)
 	Record(ctx context.Context, d Delivery, a Attempt, status string, next time.Time) (bool, error)
+	Release(ctx context.Context, d Delivery, due time.Time) error
 	Subscription(ctx context.Context, account int64, id string) (Subscription, error)
 	Succeeded(ctx context.Context, account int64, id string) error
 	Failed(ctx context.Context, account int64, id string, now time.Time, disableAfter time.Duration) (bool, error)
@@ -189,9 +190,10 @@ func (d *Deliverer) claim(ctx context.Context, wg *sync.WaitGroup) {
 	for _, dl := range due {
 		d.mu.Lock()
 		if d.inFlight[dl.AccountID] >= d.o.MaxInFlight {
-			// Claimed by the same query as the account's earlier ones: left for its lease
-			// to run out, or for the next claim once the account has room.
+			// Claimed by the same query as the account's earlier ones: handed back, due
+			// now, for a claim once the account has room.
 			d.mu.Unlock()
+			_ = d.o.Store.Release(ctx, dl, d.o.Now())
 			continue
 		}
 		d.inFlight[dl.AccountID]++

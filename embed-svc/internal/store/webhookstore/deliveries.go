@@ -114,6 +114,14 @@ func (m *Mongo) Claim(ctx context.Context, now time.Time, lease time.Duration, e
 	return out, nil
 }
 
+// Release hands back a delivery claimed but not attempted (its account reached its
+// bound meanwhile): due at due again, for the next claim.
+func (m *Mongo) Release(ctx context.Context, d webhooks.Delivery, due time.Time) error {
+	_, err := m.dels.UpdateOne(ctx, bson.D{{Key: "_id", Value: d.ID}, {Key: "status", Value: webhooks.StatusPending}, {Key: "attempts", Value: d.Attempts}, {Key: "due", Value: d.Due}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "due", Value: due}}}})
+	return err
+}
+
 // Record stores the outcome of an attempt of d, which the caller claimed: status
 // pending with the next due time, or succeeded or failed (then the account's queued
 // bytes give back d's). It applies only while d is as claimed (its attempts and due

@@ -96,6 +96,13 @@ func TestDeliveryStore(t *testing.T) {
 		if again, _ := s.Claim(ctx, t0.Add(30*time.Second), time.Minute, nil, 10); len(again) != 0 {
 			t.Fatalf("claimed twice within the lease: %v", again)
 		}
+		// Handed back unattempted, it is due again at once.
+		if err := s.Release(ctx, got[0], t0); err != nil {
+			t.Fatal(err)
+		}
+		if got, err = s.Claim(ctx, t0, time.Minute, nil, 10); err != nil || len(got) != 1 {
+			t.Fatalf("claim after the release: %v %v", got, err)
+		}
 		if excl, _ := s.Claim(ctx, t0.Add(2*time.Minute), time.Minute, []int64{3}, 10); len(excl) != 0 {
 			t.Fatal("an excluded account's delivery was claimed")
 		}
