@@ -8,30 +8,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/analyticsco/platform/devstack"
-	"github.com/analyticsco/platform/devstack/mongoplan"
 	"github.com/analyticsco/platform/embed-svc/internal/store/webhookstore"
 	"github.com/analyticsco/platform/embed-svc/internal/webhooks"
-	"github.com/analyticsco/platform/libs/mongox"
 )
 
-// engineStore is a store of the case's own, on FerretDB behind the serializing proxy,
-// with every filter checked against the declared indexes.
+// engineStore is a store of the case's own (storeDB's).
 func engineStore(t *testing.T) *webhookstore.Mongo {
 	t.Helper()
-	mongo := devstack.MongoForTest(t)
-	plan := mongoplan.NewRecorder()
-	client, err := mongox.ConnectWith(context.Background(), mongo.URI, mongox.ConnectOptions{Observe: plan.Observe})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
-	db := client.Database(devstack.UniqueName(t, "webhooks"))
-	t.Cleanup(func() { plan.Check(t, db) })
-	s := webhookstore.NewMongo(db)
-	if err := s.EnsureIndexes(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	s, _ := storeDB(t)
 	return s
 }
 
