@@ -46,7 +46,8 @@ type DelivererOptions struct {
 	// data).
 	Open func(sealed []byte, subscriptionID string) ([]byte, error)
 	// Workers bounds the attempts in flight on this replica, MaxInFlight those of one
-	// account, so one account's slow receivers hold at most MaxInFlight of them.
+	// account, so one account's slow receivers hold at most MaxInFlight of them; one
+	// subscription holds at most half of its account's.
 	Workers, MaxInFlight int
 	// AttemptTimeout bounds one attempt, connection to the last byte read.
 	AttemptTimeout time.Duration
@@ -74,7 +75,8 @@ type Deliverer struct {
 	wake   chan struct{}
 
 	mu       sync.Mutex
-	inFlight map[int64]int
+	inFlight map[int64]int  // by account
+	bySub    map[string]int // by subscription: at most half the account's bound each
 	total    int
 
 	m delivererMetrics
@@ -126,7 +128,7 @@ func NewDeliverer(o DelivererOptions) *Deliverer {
 		IdleConnTimeout:        30 * time.Second,
 		ForceAttemptHTTP2:      true,
 	}
-	d := &Deliverer{o: o, wake: make(chan struct{}, 1), inFlight: map[int64]int{},
+	d := &Deliverer{o: o, wake: make(chan struct{}, 1), inFlight: map[int64]int{}, bySub: map[string]int{},
 		client: &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 	d.m = delivererMetrics{
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "webhook_attempts_total", Help: "Webhook delivery attempts, by outcome (success, or the failure's word)."}, []string{"outcome"}),
@@ -189,31 +191,39 @@ func (d *Deliverer) claim(ctx context.Context, wg *sync.WaitGroup) {
 	}
 	for _, dl := range due {
 		d.mu.Lock()
-		if d.inFlight[dl.AccountID] >= d.o.MaxInFlight {
-			// Claimed by the same query as the account's earlier ones: handed back, due
-			// now, for a claim once the account has room.
+		if d.inFlight[dl.AccountID] >= d.o.MaxInFlight || d.bySub[dl.SubscriptionID] >= d.subBound() {
+			// Claimed by the same query as the account's (or the subscription's) earlier
+			// ones: handed back, due now, for a claim once there is room. One dead
+			// receiver of an account thus holds half its bound, not all of it.
 			d.mu.Unlock()
 			_ = d.o.Store.Release(ctx, dl, d.o.Now())
 			continue
 		}
 		d.inFlight[dl.AccountID]++
+		d.bySub[dl.SubscriptionID]++
 		d.total++
 		d.mu.Unlock()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer d.done(dl.AccountID)
+			defer d.done(dl.AccountID, dl.SubscriptionID)
 			d.attempt(context.WithoutCancel(ctx), dl)
 		}()
 	}
 }
 
-func (d *Deliverer) done(acct int64) {
+// subBound is the attempts one subscription may have in flight: half its account's.
+func (d *Deliverer) subBound() int { return max(1, d.o.MaxInFlight/2) }
+
+func (d *Deliverer) done(acct int64, sub string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.total--
 	if d.inFlight[acct]--; d.inFlight[acct] <= 0 {
 		delete(d.inFlight, acct)
+	}
+	if d.bySub[sub]--; d.bySub[sub] <= 0 {
+		delete(d.bySub, sub)
 	}
 	d.Wake()
 }

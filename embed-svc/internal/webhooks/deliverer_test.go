@@ -247,3 +247,35 @@ func TestASlowAccountDelaysNoOther(t *testing.T) {
 		t.Fatalf("the other account's delivery took %s behind the slow account", took)
 	}
 }
+
+// A dead receiver of an account holds half the account's bound: the account's other
+// subscription still gets its deliveries while the dead one's attempts hang.
+func TestADeadReceiverHoldsHalfItsAccount(t *testing.T) {
+	e := newEngine(t, func(o *webhooks.DelivererOptions) { o.AttemptTimeout = 3 * time.Second; o.MaxInFlight = 4 })
+	hang := make(chan struct{})
+	dead := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		select {
+		case <-hang:
+		case <-r.Context().Done():
+		}
+	}))
+	defer func() { close(hang); dead.Close() }()
+	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }))
+	defer ok.Close()
+	deadSub := e.subscribe(t, 20, dead.URL)
+	for range 10 {
+		e.queue(t, 20, deadSub, time.Minute)
+	}
+	time.Sleep(200 * time.Millisecond)
+	var ids []string
+	okSub := e.subscribe(t, 20, ok.URL)
+	for range 4 {
+		ids = append(ids, e.queue(t, 20, okSub, time.Minute))
+	}
+	for _, id := range ids {
+		if d := e.wait(t, id, 2*time.Second); d.Status != webhooks.StatusSucceeded {
+			t.Fatalf("%+v", d)
+		}
+	}
+}
