@@ -28,7 +28,11 @@ type NATSUser struct {
 // devstack cannot import: the stack tests (every sync, mint, embed read and audit read
 // of the e2e suite) fail if they drift.
 const (
-	auditStream        = publish.StreamName
+	auditStream = publish.StreamName
+	// storedStream is embed-svc's stream of the events the trail stored, which its
+	// webhook dispatcher reads (limits retention; only embed-svc publishes or reads it).
+	storedStream       = "AUDIT_STORED"
+	storedSubjects     = "audit.stored.>"
 	jobsStream         = "DBTSYNC_JOBS"
 	jobsSubjects       = "dbtsync.jobs.>"
 	jobsKV             = "dbtsync_jobs"
@@ -121,7 +125,8 @@ func workerPipeline() []string {
 //   - only the gateway answers identity lookups; it publishes only its own audit subject
 //     (the API keys it manages);
 //   - each service publishes only its own audit subject, and only embed-svc, the trail's
-//     owner, reads the AUDIT stream;
+//     owner, reads the AUDIT stream and publishes and reads the stream of stored events
+//     (AUDIT_STORED, its webhook dispatcher's input);
 //   - embed-svc answers workspace-svc's embed viewer lookups (a viewer's current groups),
 //     and workspace-svc answers embed-svc's dashboard reach (the dry-run mint's
 //     dashboards): each asks only the other, and nobody else may ask either;
@@ -146,7 +151,7 @@ func NATSUsers() []NATSUser {
 			Subscribe: []string{inbox("workspace-svc"), dashboardReach}, Responds: true},
 		{Name: "embed-svc",
 			Publish: slices.Concat([]string{publish.Subject("embed-svc"), lookup.DeploymentSubject, lookup.UserSubject, branchResolve, dashboardReach},
-				streamAPI(auditStream)),
+				streamAPI(auditStream), []string{storedSubjects}, streamAPI(storedStream)),
 			Subscribe: []string{inbox("embed-svc"), viewerGroups}, Responds: true},
 		{Name: "dbtsync-svc", Publish: slices.Concat(auditPublisher("dbtsync-svc"), dbtsyncPipeline()),
 			Subscribe: []string{inbox("dbtsync-svc"), branchResolve, objectRemove}, Responds: true},

@@ -143,7 +143,10 @@ func (l Layout) env(p Proc, urls map[string][]string) ([]string, error) {
 			"OAUTH_SIGNING_KEY_FILE="+l.Keys.OAuthSigningKeyFile)
 		env = append(env, l.GatewayEnv...)
 	case EmbedSvc.Name:
-		env = append(env, "HTTP_ADDR="+p.Addr, "EMBED_KEY_ENCRYPTION_KEY="+l.Keys.EmbedKeyEncryption)
+		env = append(env, "HTTP_ADDR="+p.Addr, "EMBED_KEY_ENCRYPTION_KEY="+l.Keys.EmbedKeyEncryption,
+			// Webhook receivers of the local stack and its tests listen on loopback, which
+			// only this setting lets the deliverer dial.
+			"WEBHOOK_ALLOWED_HOSTS=127.0.0.1/8")
 	case DBTSyncSvc.Name:
 		// file:// repositories are for the local stack and tests only.
 		env = append(env, "HTTP_ADDR="+p.Addr, "DBT_CREDENTIALS_KEY="+l.Keys.DBTCredentialsKey, "DBT_SYNC_ALLOW_FILE_URLS=true")

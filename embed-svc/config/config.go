@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/analyticsco/platform/embed-svc/internal/embed"
+	"github.com/analyticsco/platform/embed-svc/internal/webhooks"
 	"github.com/analyticsco/platform/libs/audit/publish"
 	"github.com/analyticsco/platform/libs/config"
 	"github.com/analyticsco/platform/libs/idempotency"
@@ -51,6 +52,19 @@ type Config struct {
 	AuditStreamReplicas int             `env:"AUDIT_STREAM_REPLICAS" default:"1" help:"replicas of the AUDIT stream: 1 on a single NATS server, 3 on a three-node cluster (a node lost is then a leader election, not lost events); applied to an existing stream at start"`
 	AuditAccountMax     int             `env:"AUDIT_ACCOUNT_MAX_EVENTS" default:"3000" help:"audit events one account stores one by one per AUDIT_ACCOUNT_WINDOW; the rest of the window's events are merged into its one summary event (action audit.events.merge, details.merged: how many) and counted in audit_events_merged_total; 0: no bound"`
 	AuditAccountWindow  time.Duration   `env:"AUDIT_ACCOUNT_WINDOW" default:"1m" help:"the window of AUDIT_ACCOUNT_MAX_EVENTS"`
+	// The webhooks API (subscriptions to the audit trail's events).
+	WebhookMaxSubscriptions int             `env:"WEBHOOK_MAX_SUBSCRIPTIONS" default:"25" help:"most webhooks of one account; a create past it is 409 webhook_limit"`
+	WebhookSecretOverlap    time.Duration   `env:"WEBHOOK_SECRET_OVERLAP" default:"24h" help:"after a webhook's secret is rotated, how long the previous secret stays valid: deliveries carry a signature by each until then"`
+	WebhookRetryPeriod      time.Duration   `env:"WEBHOOK_RETRY_PERIOD" default:"24h" help:"how long a webhook delivery is retried (the first retry within WEBHOOK_FIRST_RETRY, then doubling up to an hour, each with jitter); past it the delivery is failed"`
+	WebhookFirstRetry       time.Duration   `env:"WEBHOOK_FIRST_RETRY" default:"5s" help:"the delay before a failed webhook delivery's first retry (drawn between its half and itself); each later one doubles, up to an hour"`
+	WebhookAttemptTimeout   time.Duration   `env:"WEBHOOK_ATTEMPT_TIMEOUT" default:"10s" help:"one webhook delivery attempt's deadline, from the dial to the last byte of the answer read"`
+	WebhookDisableAfter     time.Duration   `env:"WEBHOOK_DISABLE_AFTER" default:"72h" help:"a webhook whose attempts all fail for this long is disabled (disabledReason failing, audit event embed.webhook.disable); PATCH enabled: true turns it on again"`
+	WebhookWorkers          int             `env:"WEBHOOK_WORKERS" default:"32" help:"webhook delivery attempts one replica makes at once, all accounts together"`
+	WebhookMaxInFlight      int             `env:"WEBHOOK_MAX_IN_FLIGHT" default:"4" help:"webhook delivery attempts of one account one replica makes at once: one account's slow receivers hold no more of the workers"`
+	WebhookMaxQueuedBytes   config.ByteSize `env:"WEBHOOK_MAX_QUEUED_BYTES" default:"16MiB" help:"bytes of one account's webhook deliveries waiting to succeed; past it a new delivery is stored failed (lastAttempt.error queue_full), listed and redeliverable"`
+	WebhookStreamMaxAge     time.Duration   `env:"WEBHOOK_STREAM_MAX_AGE" default:"24h" help:"how long the AUDIT_STORED stream (stored audit events, which the webhook dispatcher reads) keeps an event; a dispatcher stopped longer misses the older ones"`
+	WebhookStreamMaxBytes   config.ByteSize `env:"WEBHOOK_STREAM_MAX_BYTES" default:"1GiB" help:"most bytes of the AUDIT_STORED stream; past it its oldest events go (limits retention: it never blocks the audit trail)"`
+	WebhookAllowedHosts     []string        `env:"WEBHOOK_ALLOWED_HOSTS" help:"comma-separated host names, addresses or CIDR prefixes webhooks may be delivered to although they are loopback, private or link-local, and over http (a receiver on the local stack); every other webhook URL is https to a public internet address"`
 
 	// Redis keeps single-use session ids, live sessions and revocations (REDIS_MODE,
 	// REDIS_URL), and exchanges and revocations wait for its replicas (REDIS_DURABLE_*).
@@ -64,6 +78,12 @@ func (c Config) Limits() embed.Limits {
 		AttributeValueBytes: c.MaxAttributeValueBytes, UserAttributeBytes: c.MaxUserAttributeBytes, PictureURLBytes: c.MaxPictureURLBytes,
 		LiveSessionsPerAccount: c.MaxLiveSessions, ExchangeFailureAudit: c.ExchangeFailureAudit, ListScan: c.MaxListScan,
 		DefinitionsPerScope: c.MaxDefinitionsPerScope, TenantsPerAccount: c.MaxTenantsPerAccount, DefinitionChanges: c.MaxDefinitionChanges}
+}
+
+// Webhooks are the webhooks API's limits as configured.
+func (c Config) Webhooks() webhooks.Limits {
+	return webhooks.Limits{MaxSubscriptions: c.WebhookMaxSubscriptions, SecretOverlap: c.WebhookSecretOverlap, AllowedHosts: c.WebhookAllowedHosts,
+		RetryPeriod: c.WebhookRetryPeriod}
 }
 
 // Load reads the configuration from the environment.

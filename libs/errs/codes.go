@@ -66,6 +66,12 @@ const (
 	CodeSelectorNeedsManifest = "selector_needs_manifest"  // 400: a model selector's graph operators without a dbt manifest to read the graph from
 	CodeBundleFormat          = "bundle_format"            // 400: an import bundle of another format (or none)
 	CodeBundleInvalid         = "bundle_invalid"           // 400: an import bundle item that is malformed or names what the bundle lacks
+	CodeWebhookNotFound       = "webhook_not_found"        // 404: no webhook of that id the caller may see
+	CodeDeliveryNotFound      = "delivery_not_found"       // 404: no delivery of that id in the webhook
+	CodeInvalidWebhookURL     = "invalid_webhook_url"      // 400: a webhook URL that is not absolute https (or http to an allowed host) or names a private address
+	CodeInvalidEventPattern   = "invalid_event_pattern"    // 400: a webhook's events entry that is no action, prefix.* or *
+	CodeWebhookLimit          = "webhook_limit"            // 409: the account's webhooks (WEBHOOK_MAX_SUBSCRIPTIONS)
+	CodeDeliveryPending       = "delivery_pending"         // 409: a redelivery of a delivery that is pending already
 )
 
 // Codes maps every code to the statuses it is sent with (nil: any other status of its
@@ -87,6 +93,8 @@ var Codes = map[string][]int{
 	CodeInvalidKey: {400}, CodeKeyTaken: {409}, CodeKeyImmutable: {409}, CodeVersionConflict: {409},
 	CodeInvalidSelector: {400}, CodeSelectorNeedsManifest: {400},
 	CodeBundleFormat: {400}, CodeBundleInvalid: {400},
+	CodeWebhookNotFound: {404}, CodeDeliveryNotFound: {404}, CodeInvalidWebhookURL: {400}, CodeInvalidEventPattern: {400},
+	CodeWebhookLimit: {409}, CodeDeliveryPending: {409},
 }
 
 // DefaultCode is the code of an error that no rule names: one per status.

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -467,6 +468,48 @@ var accessRoutes = []accessRoute{
 	{"list-audit-events", "GET", "/api/v1/audit", schemeAPIKeyOrBearer, "401 401 401 401 200 200 403 200 200 403 403 403 401 200 200",
 		func(p *platform, t *testing.T, sc *scope) (string, any) {
 			return fmt.Sprintf("/api/v1/audit?deploymentId=%d", sc.dep), nil
+		}},
+	// Webhooks (embed-svc, beside the trail they deliver): admins, as the audit trail; a key
+	// scoped to deployment 1 creates and sees webhooks of its deployments only (deployment
+	// 2's: 403 on create, 404 otherwise); another account names a deployment it does not
+	// own (404) and never sees acme's webhooks (404). A ping stays pending (its receiver
+	// never answers), so redelivering it is 409 delivery_pending for whoever may.
+	{"list-webhooks", "GET", "/api/v1/webhooks", schemeAPIKeyOrBearer, "401 401 401 401 200 200 200 200 200 403 403 403 401 200 200",
+		func(p *platform, t *testing.T, sc *scope) (string, any) { return "/api/v1/webhooks", nil }},
+	{"create-webhook", "POST", "/api/v1/webhooks", schemeAPIKeyOrBearer, "401 401 401 401 201 201 403 201 201 403 403 403 401 404 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return "/api/v1/webhooks", map[string]any{"url": "https://hooks.example.com/matrix", "events": []string{"*"}, "deploymentIds": []int64{sc.dep}}
+		}},
+	{"get-webhook", "GET", "/api/v1/webhooks/{id}", schemeAPIKeyOrBearer, "401 401 401 401 200 200 404 200 200 403 403 403 401 404 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return "/api/v1/webhooks/" + p.webhook(t, sc), nil
+		}},
+	{"update-webhook", "PATCH", "/api/v1/webhooks/{id}", schemeAPIKeyOrBearer, "401 401 401 401 200 200 404 200 200 403 403 403 401 404 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return "/api/v1/webhooks/" + p.webhook(t, sc), map[string]any{"description": "matrix"}
+		}},
+	{"delete-webhook", "DELETE", "/api/v1/webhooks/{id}", schemeAPIKeyOrBearer, "401 401 401 401 204 204 404 204 204 403 403 403 401 404 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return "/api/v1/webhooks/" + p.freshWebhook(t, sc), nil
+		}},
+	{"rotate-webhook-secret", "POST", "/api/v1/webhooks/{id}/secret/rotate", schemeAPIKeyOrBearer, "401 401 401 401 200 200 404 200 200 403 403 403 401 404 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return "/api/v1/webhooks/" + p.webhook(t, sc) + "/secret/rotate", nil
+		}},
+	{"ping-webhook", "POST", "/api/v1/webhooks/{id}/ping", schemeAPIKeyOrBearer, "401 401 401 401 202 202 404 202 202 403 403 403 401 404 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return "/api/v1/webhooks/" + p.webhook(t, sc) + "/ping", nil
+		}},
+	{"list-webhook-deliveries", "GET", "/api/v1/webhooks/{id}/deliveries", schemeAPIKeyOrBearer, "401 401 401 401 200 200 404 200 200 403 403 403 401 404 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			return "/api/v1/webhooks/" + p.webhook(t, sc) + "/deliveries", nil
+		}},
+	{"redeliver-webhook-delivery", "POST", "/api/v1/webhooks/{id}/deliveries/{deliveryId}/redeliver", schemeAPIKeyOrBearer, "401 401 401 401 409 409 404 409 409 403 403 403 401 404 404",
+		func(p *platform, t *testing.T, sc *scope) (string, any) {
+			id := p.webhook(t, sc)
+			ping := p.must(t, "POST", "/api/v1/webhooks/"+id+"/ping", adminBearer(p), nil, 202)
+			dlv, _ := ping["id"].(string)
+			return "/api/v1/webhooks/" + id + "/deliveries/" + dlv + "/redeliver", nil
 		}},
 	// API keys, served by the gateway: managing them is account-wide, so an admin's bearer
 	// or unscoped account key only (scoped 403 key_out_of_scope, personal 403
@@ -1615,6 +1658,28 @@ func (p *platform) freshAPIKey(t *testing.T) string {
 		map[string]any{"name": "matrix", "kind": "account", "expiresAt": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)}, 201)
 	idv, _ := out["id"].(string)
 	return idv
+}
+
+// matrixWebhooks are the webhooks the matrix reads and changes, one per deployment.
+var matrixWebhooks sync.Map // deployment id → webhook id
+
+// webhook is acme's webhook of sc's deployment, made once (by acme's admin).
+func (p *platform) webhook(t *testing.T, sc *scope) string {
+	if id, ok := matrixWebhooks.Load(sc.dep); ok {
+		return id.(string)
+	}
+	id := p.freshWebhook(t, sc)
+	matrixWebhooks.Store(sc.dep, id)
+	return id
+}
+
+// freshWebhook is a new webhook of acme for sc's deployment, for a call that deletes it.
+// The matrix leaves fewer webhooks than an account may have (WEBHOOK_MAX_SUBSCRIPTIONS).
+func (p *platform) freshWebhook(t *testing.T, sc *scope) string {
+	out := p.must(t, "POST", "/api/v1/webhooks", adminBearer(p),
+		map[string]any{"url": "https://hooks.example.com/matrix", "events": []string{"*"}, "deploymentIds": []int64{sc.dep}}, 201)
+	id, _ := out["id"].(string)
+	return id
 }
 
 // freshTenantMember is a new external user of tenant A made a member of groupID, of

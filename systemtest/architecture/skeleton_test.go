@@ -39,6 +39,7 @@ type skeleton struct {
 var skeletons = map[string]skeleton{
 	"workspace-svc/internal/workspace": {order: houseOrder, constructor: true},
 	"dbtsync-svc/internal/dbtsync":     {order: houseOrder, constructor: true},
+	"embed-svc/internal/webhooks":      {order: houseOrder, constructor: true},
 	// embed-svc records its audit events inside the service (Ports.Audit), not in an
 	// Auditing decorator: a mint's event needs what only the mint resolves (the plan, the
 	// tenant, the session), and refused exchanges of one session id are recorded at most

@@ -25,6 +25,7 @@ import (
 
 	"github.com/analyticsco/platform/embed-svc/config"
 	"github.com/analyticsco/platform/embed-svc/internal/app"
+	"github.com/analyticsco/platform/embed-svc/internal/audit"
 	"github.com/analyticsco/platform/embed-svc/internal/embed"
 	"github.com/analyticsco/platform/embed-svc/internal/store/mongostore"
 	"github.com/analyticsco/platform/libs/audit/publish"
@@ -154,6 +155,10 @@ func deps(cfg config.Config, proc *server.Process, registry *prometheus.Registry
 		MaxInFlightPerAccount: cfg.MaxInFlightPerAccount,
 		SessionRetention:      cfg.SessionRetention,
 		Idempotency:           cfg.Settings,
+		Webhooks:              cfg.Webhooks(),
+		Delivery: app.WebhookDelivery{Stored: audit.StoredLimits{MaxAge: cfg.WebhookStreamMaxAge, MaxBytes: int64(cfg.WebhookStreamMaxBytes), Replicas: cfg.AuditStreamReplicas},
+			MaxQueuedBytes: int64(cfg.WebhookMaxQueuedBytes), Workers: cfg.WebhookWorkers, MaxInFlight: cfg.WebhookMaxInFlight,
+			AttemptTimeout: cfg.WebhookAttemptTimeout, FirstRetry: cfg.WebhookFirstRetry, DisableAfter: cfg.WebhookDisableAfter},
 		Audit: app.AuditDeps{Database: cfg.AuditDatabase, Retention: cfg.AuditRetention, MaxHeld: cfg.AuditMaxHeld,
 			AccountMax: cfg.AuditAccountMax, AccountWindow: cfg.AuditAccountWindow,
 			Stream: publish.StreamLimits{MaxBytes: int64(cfg.AuditStreamMaxBytes), MaxAge: cfg.AuditStreamMaxAge, Replicas: cfg.AuditStreamReplicas}},

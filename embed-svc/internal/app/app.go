@@ -4,6 +4,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"time"
@@ -21,6 +22,9 @@ import (
 	"github.com/analyticsco/platform/embed-svc/internal/store/auditstore"
 	"github.com/analyticsco/platform/embed-svc/internal/store/mongostore"
 	"github.com/analyticsco/platform/embed-svc/internal/store/redisstore"
+	"github.com/analyticsco/platform/embed-svc/internal/store/webhookstore"
+	"github.com/analyticsco/platform/embed-svc/internal/webhooks"
+	libaudit "github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/audit/publish"
 	"github.com/analyticsco/platform/libs/fairshare"
 	"github.com/analyticsco/platform/libs/httpx"
@@ -30,6 +34,7 @@ import (
 	"github.com/analyticsco/platform/libs/mongox"
 	"github.com/analyticsco/platform/libs/natsx"
 	"github.com/analyticsco/platform/libs/redisx"
+	"github.com/analyticsco/platform/libs/sealbox"
 	"github.com/analyticsco/platform/libs/server"
 )
 
@@ -59,6 +64,8 @@ type Deps struct {
 	// this replica; 0: unbounded.
 	MaxInFlightPerAccount int
 	Audit                 AuditDeps
+	Webhooks              webhooks.Limits      // the webhooks API's limits (zero fields: their defaults)
+	Delivery              WebhookDelivery      // the webhook dispatcher and deliverer
 	Idempotency           idempotency.Settings // the Idempotency-Key records (zero fields: their defaults)
 	// Checks gate /readyz: the readiness checks main's server.Connect* returned (MongoDB,
 	// Redis and NATS: a session is minted, exchanged and resolved through all three).
@@ -78,6 +85,19 @@ type AuditDeps struct {
 	// bound); the rest are merged into the window's summary event.
 	AccountMax    int
 	AccountWindow time.Duration
+}
+
+// WebhookDelivery configure the webhook engine: the stream of stored events the
+// ingester republishes to, the dispatcher reading it, the deliverer sending (zero
+// fields: their defaults).
+type WebhookDelivery struct {
+	Stored         audit.StoredLimits
+	MaxQueuedBytes int64
+	Workers        int
+	MaxInFlight    int
+	AttemptTimeout time.Duration
+	FirstRetry     time.Duration
+	DisableAfter   time.Duration
 }
 
 // App is the wired service.
@@ -138,8 +158,9 @@ func New(ctx context.Context, d Deps) (*App, error) {
 	// the identity lookups, the branch resolver and the dashboard reach.
 	natsMetrics := natsx.NewRequestMetrics(d.Registry) // one per registry: the client's and the viewer lookup's
 	rr := natsx.NewClient(d.NATS, natsx.ClientOptions{Metrics: natsMetrics})
+	dir := directory.New(rr, d.IdentityTimeout)
 	svc := embed.NewService(embed.Ports{
-		Catalog: st, Users: st, Directory: directory.New(rr, d.IdentityTimeout), Sessions: sessions, Records: st,
+		Catalog: st, Users: st, Directory: dir, Sessions: sessions, Records: st,
 		Branches: branches.New(rr, d.BranchTimeout), Signer: kr, Audit: pub, Reach: newReach(rr, d.ReachTimeout),
 	}, embed.Options{Issuer: d.TokenIssuer, Now: d.Now, Limits: d.Limits})
 	// The decorators in every service's order, less Auditing: embed records its events
@@ -160,7 +181,11 @@ func New(ctx context.Context, d Deps) (*App, error) {
 		return nil, err
 	}
 	idem := idempotency.New(embed.IdempotencyOptions(idempotency.Options{Store: idemStore, Settings: d.Idempotency, Sealer: idemSealer, Logger: d.Logger, Now: d.Now}))
-	routes := newRouter(embed.MakeEndpoints(svc), audit.NewService(trail), d.Logger, fair, idem)
+	hooks, err := newWebhooks(ctx, d, dir, pub)
+	if err != nil {
+		return nil, err
+	}
+	routes := newRouter(embed.MakeEndpoints(svc), audit.NewService(trail), webhooks.MakeEndpoints(hooks), d.Logger, fair, idem)
 	o := server.Options{
 		Service:  "embed-svc",
 		Logger:   d.Logger,
@@ -171,18 +196,18 @@ func New(ctx context.Context, d Deps) (*App, error) {
 	return &App{Handler: server.Handler(o), Internal: server.Internal(o), Keyring: kr, Store: st, AuditStore: trail}, nil
 }
 
-// newRouter is embed-svc's one router: the embed API and the audit trail's route; 404 and
-// 405 as everywhere.
-func newRouter(e embed.Endpoints, trail audit.Service, logger *slog.Logger, fair *fairshare.Limiter, idem *idempotency.Middleware) *httpx.Router {
+// newRouter is embed-svc's one router: the embed API, the audit trail's route and its
+// webhooks; 404 and 405 as everywhere.
+func newRouter(e embed.Endpoints, trail audit.Service, hooks webhooks.Endpoints, logger *slog.Logger, fair *fairshare.Limiter, idem *idempotency.Middleware) *httpx.Router {
 	routes := httpx.NewRouter()
 	embed.RegisterRoutes(routes, e, logger, fair, idem)
 	audit.RegisterRoutes(routes, trail, logger)
+	webhooks.RegisterRoutes(routes, hooks, logger, idem)
 	return routes
 }
 
-// newAuditTrail sets up the trail's owner: its store (indexes, retention) and the
-// ingester of the AUDIT stream.
-func newAuditTrail(ctx context.Context, d Deps) (*auditstore.Mongo, error) {
+// auditDatabase is the audit trail's database, where its webhooks live too.
+func auditDatabase(d Deps) *mongo.Database {
 	client := d.Audit.Mongo
 	if client == nil {
 		client = d.Mongo
@@ -191,13 +216,74 @@ func newAuditTrail(ctx context.Context, d Deps) (*auditstore.Mongo, error) {
 	if name == "" {
 		name = "audit"
 	}
-	store := auditstore.NewMongo(client.Database(name), d.Audit.Retention)
+	return client.Database(name)
+}
+
+// newWebhooks is the webhooks API over its store in the trail's database, the secrets
+// sealed by the embed key box, recording its changes in the trail.
+func newWebhooks(ctx context.Context, d Deps, dir *directory.Lookup, rec *publish.Publisher) (webhooks.Service, error) {
+	store := webhookstore.NewMongo(auditDatabase(d))
+	if err := mongox.EnsureIndexes(ctx, mongox.IndexWait, store.EnsureIndexes); err != nil {
+		return nil, err
+	}
+	box, err := keys.ParseEncryptionKey(d.KeyEncryptionKey)
+	if err != nil {
+		return nil, err
+	}
+	svc := webhooks.NewService(webhooks.Ports{Store: store, Deployments: deploymentOwners{dir}, Box: box}, webhooks.Options{Limits: d.Webhooks, Now: d.Now})
+	startWebhookEngine(ctx, d, store, box, rec)
+	svc = webhooks.AuditingMiddleware(rec)(svc)
+	svc = webhooks.LoggingMiddleware(d.Logger)(svc)
+	svc = webhooks.InstrumentingMiddleware(webhooks.NewAPIMetrics(d.Registry))(svc)
+	return svc, nil
+}
+
+// startWebhookEngine runs the dispatcher (stored events to deliveries) and the deliverer
+// (deliveries to receivers) until ctx ends.
+func startWebhookEngine(ctx context.Context, d Deps, store *webhookstore.Mongo, box *sealbox.Box, rec libaudit.Recorder) {
+	now := d.Now
+	if now == nil {
+		now = time.Now
+	}
+	dv := d.Delivery
+	deliverer := webhooks.NewDeliverer(webhooks.DelivererOptions{Store: store,
+		Open:    func(sealed []byte, id string) ([]byte, error) { return box.Open(sealed, []byte(id)) },
+		Workers: dv.Workers, MaxInFlight: dv.MaxInFlight, AttemptTimeout: dv.AttemptTimeout, FirstRetry: dv.FirstRetry,
+		DisableAfter: dv.DisableAfter, AllowedHosts: d.Webhooks.AllowedHosts, Logger: d.Logger, Registry: d.Registry, Now: d.Now,
+		Disabled: func(ctx context.Context, s webhooks.Subscription) {
+			at := now().UTC().Truncate(time.Millisecond)
+			rec.Record(ctx, libaudit.Event{ID: libaudit.NewID(at), Time: at, Service: "embed-svc", AccountID: s.AccountID,
+				Actor: libaudit.Actor{Type: libaudit.ActorSystem, ID: "webhook-deliverer"}, Action: webhooks.ActionDisable,
+				Target: libaudit.Target{Type: webhooks.TargetWebhook, ID: s.ID}, Outcome: libaudit.Outcome{Result: libaudit.Success},
+				Details: map[string]any{"reason": webhooks.DisabledFailing, "failingSince": s.FailingSince.UTC().Format(time.RFC3339)}})
+		}})
+	dispatcher := webhooks.NewDispatcher(webhooks.DispatcherOptions{NATS: d.NATS, Store: store, Stored: dv.Stored,
+		MaxQueuedBytes: dv.MaxQueuedBytes, RetryPeriod: d.Webhooks.RetryPeriod, Queued: deliverer.Wake, Logger: d.Logger, Registry: d.Registry, Now: d.Now})
+	go deliverer.Run(ctx)
+	go dispatcher.Run(ctx)
+}
+
+// deploymentOwners says whose a deployment is, by the identity lookup.
+type deploymentOwners struct{ dir *directory.Lookup }
+
+func (o deploymentOwners) AccountOf(ctx context.Context, id int64) (int64, error) {
+	dep, err := o.dir.Deployment(ctx, id)
+	if errors.Is(err, embed.ErrNotFound) {
+		return 0, webhooks.ErrNotFound
+	}
+	return dep.AccountID, err
+}
+
+// newAuditTrail sets up the trail's owner: its store (indexes, retention) and the
+// ingester of the AUDIT stream.
+func newAuditTrail(ctx context.Context, d Deps) (*auditstore.Mongo, error) {
+	store := auditstore.NewMongo(auditDatabase(d), d.Audit.Retention)
 	if err := mongox.EnsureIndexes(ctx, mongox.IndexWait, store.EnsureIndexes); err != nil {
 		return nil, err
 	}
 	go store.Sweep(ctx)
 	in := audit.NewIngester(audit.IngesterOptions{NATS: d.NATS, Store: store, Limits: d.Audit.Stream, Logger: d.Logger, Registry: d.Registry, Now: d.Now,
-		AccountLimit: d.Audit.AccountMax, AccountWindow: d.Audit.AccountWindow})
+		AccountLimit: d.Audit.AccountMax, AccountWindow: d.Audit.AccountWindow, Stored: &d.Delivery.Stored})
 	go in.Run(ctx)
 	return store, nil
 }

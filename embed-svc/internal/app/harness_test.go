@@ -219,7 +219,8 @@ func newEnvOn(t *testing.T, mongo *devstack.Mongo) *env {
 		KeyPublishDelay: 10 * time.Minute, KeyRefresh: time.Hour, BranchTimeout: 2 * time.Second, Now: e.clock.Now,
 		// The trail's ingester gets a client of its own: the round-trip budgets count the
 		// service's own commands.
-		Audit: app.AuditDeps{Mongo: auditClient, Relay: 100 * time.Millisecond},
+		Audit:    app.AuditDeps{Mongo: auditClient, Relay: 100 * time.Millisecond},
+		Webhooks: testWebhookLimits,
 	})
 	if err != nil {
 		t.Fatal(err)

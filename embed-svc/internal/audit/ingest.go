@@ -38,7 +38,11 @@ type IngesterOptions struct {
 	// (ActionMerged) and counted in audit_events_merged_total. Zero: no bound.
 	AccountLimit  int
 	AccountWindow time.Duration
-	Now           func() time.Time
+	// Stored, when set, republishes every stored event (and each merge's summary) on
+	// the stream of stored events, after the store write and before the acknowledgement:
+	// a failed republish hands the batch back like a failed store write.
+	Stored *StoredLimits
+	Now    func() time.Time
 }
 
 // Ingester stores the events of the AUDIT stream: the trail's only consumer, a durable
@@ -80,12 +84,12 @@ func NewIngester(o IngesterOptions) *Ingester {
 		merged: prometheus.NewCounter(prometheus.CounterOpts{Name: "audit_events_merged_total",
 			Help: "Audit events past their account's budget (AUDIT_ACCOUNT_MAX_EVENTS per AUDIT_ACCOUNT_WINDOW), counted in their window's summary event instead of stored one by one."}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "audit_ingest_failures_total",
-			Help: "Audit ingest failures: store (the batch is redelivered), undecodable (the message is dropped), forged (an event on another service's subject or outside its actions: dropped), stream (fetch failed)."}, []string{"reason"}),
+			Help: "Audit ingest failures: store (the batch is redelivered), undecodable (the message is dropped), forged (an event on another service's subject or outside its actions: dropped), stream (fetch failed), republish (the stream of stored events did not take the batch: it is redelivered)."}, []string{"reason"}),
 		delay: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "audit_ingest_delay_seconds",
 			Help:    "From an event's time to its storage: how long after an action its event is readable.",
 			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 3600}}),
 	}}
-	for _, r := range []string{"store", "undecodable", "forged", "stream"} {
+	for _, r := range []string{"store", "undecodable", "forged", "stream", "republish"} {
 		in.m.failures.WithLabelValues(r)
 	}
 	if o.Registry != nil {
@@ -141,6 +145,11 @@ func (in *Ingester) consumer(ctx context.Context) (jetstream.Consumer, error) {
 	s, err := publish.EnsureStream(ctx, js, in.o.Limits)
 	if err != nil {
 		return nil, err
+	}
+	if in.o.Stored != nil {
+		if _, err := EnsureStoredStream(ctx, js, *in.o.Stored); err != nil {
+			return nil, err
+		}
 	}
 	// The consumer is created once (replicas share it); an existing one is used as it is.
 	if c, err := s.Consumer(ctx, publish.ConsumerName); err == nil {
@@ -206,6 +215,9 @@ func (in *Ingester) store(ctx context.Context, msgs []jetstream.Msg) {
 	if err == nil && len(merged) > 0 {
 		err = in.o.Store.Merge(sctx, merged)
 	}
+	if err == nil && in.o.Stored != nil {
+		err = in.republish(sctx, events, fresh, stored, merged)
+	}
 	span.End()
 	if err != nil {
 		in.m.failures.WithLabelValues("store").Inc()
@@ -224,6 +236,41 @@ func (in *Ingester) store(ctx context.Context, msgs []jetstream.Msg) {
 	for _, mg := range merged {
 		in.m.merged.Add(float64(mg.Count))
 	}
+}
+
+// republish puts the batch's events on the stream of stored events: those stored now
+// and those a redelivery found stored already, not those merged past their account's
+// budget, whose summary events go instead.
+func (in *Ingester) republish(ctx context.Context, events, fresh, stored []audit.Event, merged []Merged) error {
+	kept := make(map[string]bool, len(stored))
+	for _, ev := range stored {
+		kept[ev.ID] = true
+	}
+	dropped := map[string]bool{}
+	for _, ev := range fresh {
+		if !kept[ev.ID] {
+			dropped[ev.ID] = true
+		}
+	}
+	out := make([]audit.Event, 0, len(events))
+	for _, ev := range events {
+		if !dropped[ev.ID] {
+			out = append(out, ev)
+		}
+	}
+	summaries := make([]audit.Event, len(merged))
+	for i, mg := range merged {
+		summaries[i] = mg.Event()
+	}
+	js, err := jetstream.New(in.o.NATS)
+	if err != nil {
+		return err
+	}
+	if err := republish(ctx, js, out, summaries); err != nil {
+		in.m.failures.WithLabelValues("republish").Inc()
+		return err
+	}
+	return nil
 }
 
 // serviceActions are the actions each recording process may record: an event on its

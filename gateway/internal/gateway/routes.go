@@ -190,6 +190,9 @@ func match(p string) (route, bool) {
 	case p == "/api/v1/audit":
 		// The audit trail is served by its owner, embed-svc's audit module.
 		return route{name: "audit", svc: svcEmbed, policy: policyAccountAdmin}, true
+	case p == "/api/v1/webhooks", strings.HasPrefix(p, "/api/v1/webhooks/"):
+		// The audit trail's webhooks, served by embed-svc beside the trail they deliver.
+		return route{name: "webhooks", svc: svcEmbed, policy: policyAccountAdmin}, true
 	}
 	return route{}, false
 }
