@@ -54,10 +54,16 @@ func (m *Mongo) takeSlot(ctx context.Context, account int64, max int) error {
 	}}}
 	update := bson.D{{Key: "$inc", Value: bson.D{{Key: subsField, Value: int64(1)}}}}
 	_, err := m.accounts.UpdateOne(ctx, filter, update, options.UpdateOne().SetUpsert(true))
-	switch {
-	case mongo.IsDuplicateKeyError(err):
-		return webhooks.ErrLimit
-	case err != nil:
+	if mongo.IsDuplicateKeyError(err) {
+		// The document exists: past the limit, or made by a concurrent first create of
+		// the account (MongoDB retries no upsert whose filter is an $or). Once more
+		// without the upsert tells the two apart.
+		var res *mongo.UpdateResult
+		if res, err = m.accounts.UpdateOne(ctx, filter, update); err == nil && res.MatchedCount == 0 {
+			return webhooks.ErrLimit
+		}
+	}
+	if err != nil {
 		return unavailable(err)
 	}
 	return nil
