@@ -36,21 +36,63 @@ func NewMongo(db *mongo.Database) *Mongo {
 	}
 }
 
-// EnsureIndexes creates the indexes every query of the store is served by.
-func (m *Mongo) EnsureIndexes(ctx context.Context) error {
-	if _, err := m.subs.Indexes().CreateMany(ctx, []mongo.IndexModel{
+// index is a declared index: its name, its keys, whether it is unique.
+type index struct {
+	name   string
+	keys   bson.D
+	unique bool
+}
+
+var (
+	subscriptionIndexes = []index{
 		// an account's subscriptions, paged by id; one by id within its account
-		{Keys: bson.D{{Key: "account", Value: 1}, {Key: "_id", Value: 1}}},
-	}); err != nil {
+		{"account_1__id_1", bson.D{{Key: "account", Value: 1}, {Key: "_id", Value: 1}}, false},
+	}
+	deliveryIndexes = []index{
+		// one delivery per subscription and event: a redelivered stream message adds none
+		{"sub_1_event_1", bson.D{{Key: "sub", Value: 1}, {Key: "event", Value: 1}}, true},
+		// a subscription's deliveries, newest first
+		{"account_1_sub_1__id_-1", bson.D{{Key: "account", Value: 1}, {Key: "sub", Value: 1}, {Key: "_id", Value: -1}}, false},
+		// the deliverer's due work
+		{"status_1_due_1", bson.D{{Key: "status", Value: 1}, {Key: "due", Value: 1}}, false},
+	}
+)
+
+// EnsureIndexes creates the indexes every query of the store is served by, skipping
+// those that exist (FerretDB v1 drops the connection when asked to create an index that
+// is already there, so every replica's start but the first would fail).
+func (m *Mongo) EnsureIndexes(ctx context.Context) error {
+	if err := ensure(ctx, m.subs, subscriptionIndexes); err != nil {
 		return err
 	}
-	_, err := m.dels.Indexes().CreateMany(ctx, []mongo.IndexModel{
-		// one delivery per subscription and event: a redelivered stream message adds none
-		{Keys: bson.D{{Key: "sub", Value: 1}, {Key: "event", Value: 1}}, Options: options.Index().SetUnique(true)},
-		// a subscription's deliveries, newest first
-		{Keys: bson.D{{Key: "account", Value: 1}, {Key: "sub", Value: 1}, {Key: "_id", Value: -1}}},
-		// the deliverer's due work
-		{Keys: bson.D{{Key: "status", Value: 1}, {Key: "due", Value: 1}}},
-	})
+	return ensure(ctx, m.dels, deliveryIndexes)
+}
+
+// ensure creates the indexes of want that coll lacks, by name.
+func ensure(ctx context.Context, coll *mongo.Collection, want []index) error {
+	cur, err := coll.Indexes().List(ctx)
+	if err != nil {
+		return err
+	}
+	var existing []struct {
+		Name string `bson:"name"`
+	}
+	if err := cur.All(ctx, &existing); err != nil {
+		return err
+	}
+	have := map[string]bool{}
+	for _, ix := range existing {
+		have[ix.Name] = true
+	}
+	var missing []mongo.IndexModel
+	for _, ix := range want {
+		if !have[ix.name] {
+			missing = append(missing, mongo.IndexModel{Keys: ix.keys, Options: options.Index().SetName(ix.name).SetUnique(ix.unique)})
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	_, err = coll.Indexes().CreateMany(ctx, missing)
 	return err
 }
