@@ -230,8 +230,8 @@ func newWebhooks(ctx context.Context, d Deps, dir *directory.Lookup, rec *publis
 	if err != nil {
 		return nil, err
 	}
-	svc := webhooks.NewService(webhooks.Ports{Store: store, Deployments: deploymentOwners{dir}, Box: box}, webhooks.Options{Limits: d.Webhooks, Now: d.Now})
 	startWebhookEngine(ctx, d, store, box, rec)
+	svc := webhooks.NewService(webhooks.Ports{Store: store, Deployments: deploymentOwners{dir}, Box: box}, webhooks.Options{Limits: d.Webhooks, Now: d.Now})
 	svc = webhooks.AuditingMiddleware(rec)(svc)
 	svc = webhooks.LoggingMiddleware(d.Logger)(svc)
 	svc = webhooks.InstrumentingMiddleware(webhooks.NewAPIMetrics(d.Registry))(svc)
