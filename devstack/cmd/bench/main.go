@@ -10,6 +10,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -54,6 +55,10 @@ type options struct {
 	neighbourClientCores float64
 
 	loadBefore string // 1-minute load average when the run began
+	// docsDir is where each table is also written as <table>.md (relative: under the
+	// repository root); "" writes none.
+	docsDir string
+	args    []string // the flags as given, recorded in the docs files
 }
 
 func main() {
@@ -78,18 +83,20 @@ func main() {
 	flag.IntVar(&o.neighbourLaps, "neighbour-laps", 30, "laps of the neighbour's workload in each phase of the noisy-neighbour run (quiet, flood); 0 = no run")
 	flag.Float64Var(&o.neighbourClientCores, "neighbour-client-cores", 0.5, "CPU quota, in cores, of each of the noisy-neighbour run's two client processes (the flood's and the neighbour's), each in a CPU cgroup of its own")
 	flag.IntVar(&o.neighbourSyncs, "neighbour-syncs", 5, "dbt syncs of the neighbour's in each phase of the noisy-neighbour run")
+	flag.StringVar(&o.docsDir, "docs-dir", "docs/bench", "also write each table as <table>.md here (relative: under the repository root); \"\" writes none (-short writes none unless given)")
 	short := flag.Bool("short", false, "CI-sized run: 1 round x 1 s, warm-up 500ms, soak 9 s, a 10 MiB manifest, 5 neighbour laps and 2 syncs (flags given explicitly win)")
 	flag.Parse()
 	if *short {
 		set := map[string]bool{}
 		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		for name, value := range map[string]string{"rounds": "1", "duration": "1s", "warmup": "500ms", "soak": "9s", "manifest-size": "10MiB",
-			"neighbour-laps": "5", "neighbour-syncs": "2"} {
+			"neighbour-laps": "5", "neighbour-syncs": "2", "docs-dir": ""} {
 			if !set[name] {
 				_ = flag.Set(name, value)
 			}
 		}
 	}
+	o.args = os.Args[1:]
 	benchOpts = o
 
 	var err error
@@ -136,13 +143,18 @@ func selectTables(o options) (selected []*Table, soak, neighbour bool) {
 	return selected, o.soak > 0 && (o.only == "" || o.only == "soak"), o.neighbourLaps > 0 && (o.only == "" || o.only == "neighbour")
 }
 
-// defaultBinDir is the repository's bin/, where make builds the binaries.
-func defaultBinDir() (string, error) {
+// repoRoot is the directory holding go.work, above the working directory.
+func repoRoot() (string, error) {
 	wd, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
-	root, err := devstack.FindRepoRoot(wd)
+	return devstack.FindRepoRoot(wd)
+}
+
+// defaultBinDir is the repository's bin/, where make builds the binaries.
+func defaultBinDir() (string, error) {
+	root, err := repoRoot()
 	if err != nil {
 		return "", fmt.Errorf("run from the repository (or pass -bin): %w", err)
 	}
@@ -164,6 +176,13 @@ func run(o options) error {
 		}
 		o.binDir = dir
 	}
+	if o.docsDir != "" && !filepath.IsAbs(o.docsDir) {
+		root, err := repoRoot()
+		if err != nil {
+			return fmt.Errorf("run from the repository (or pass an absolute -docs-dir, or -docs-dir \"\"): %w", err)
+		}
+		o.docsDir = docsDirFor(o.docsDir, root)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -177,41 +196,59 @@ func run(o options) error {
 
 	failed, printed := false, false
 	// runOne runs a table, the soak or the noisy-neighbour run, after a blank line but for
-	// the first.
-	runOne := func(f func(ctx context.Context, env *Env, o options) (bool, error)) error {
+	// the first, and writes what it printed to the docs directory.
+	runOne := func(doc *benchDoc, f func(ctx context.Context, env *Env, o options) (bool, error)) error {
 		if printed {
 			fmt.Println()
 		}
 		printed = true
+		var buf bytes.Buffer
+		stdout = io.MultiWriter(os.Stdout, &buf)
+		doc.Date, doc.Machine, doc.Args, doc.LoadStart = time.Now(), machine(), o.args, loadAvg()
 		ok, err := f(ctx, env, o)
+		stdout = os.Stdout
 		if ctx.Err() != nil {
 			return errors.New("interrupted; children stopped and temp dir removed")
 		}
 		failed = failed || !ok
+		if err == nil && buf.Len() > 0 {
+			doc.LoadEnd, doc.Output = loadAvg(), buf.String()
+			if path, werr := writeBenchDoc(o.docsDir, *doc); werr != nil {
+				logf("writing %s.md: %v", doc.Name, werr)
+			} else if path != "" {
+				logf("wrote %s", path)
+			}
+		}
 		return err
 	}
+	soakDoc := func() *benchDoc { return &benchDoc{Name: "soak", Title: "the soak"} }
 	for _, t := range selected {
 		// The soak runs on the platform as it is after start-up, before the operations
 		// table fills it with thousands of folders and sessions: it measures stability at
 		// a steady state, which the table's leftovers would turn into a different test.
 		if t.Name == "operations" && runSoakToo {
-			if err := runOne(runSoak); err != nil {
+			if err := runOne(soakDoc(), runSoak); err != nil {
 				return err
 			}
 			runSoakToo = false
 		}
-		if err := runOne(func(ctx context.Context, env *Env, o options) (bool, error) { return runTable(ctx, env, t, o) }); err != nil {
+		doc := &benchDoc{Name: t.Name, Title: t.Title, Baseline: t.Baseline}
+		if err := runOne(doc, func(ctx context.Context, env *Env, o options) (bool, error) {
+			ok, rows, err := runTable(ctx, env, t, o)
+			doc.Rows = rows
+			return ok, err
+		}); err != nil {
 			return err
 		}
 	}
 	if runSoakToo {
-		if err := runOne(runSoak); err != nil {
+		if err := runOne(soakDoc(), runSoak); err != nil {
 			return err
 		}
 	}
 	// Last, on a platform of its own: the flood fills its store and queues.
 	if runNeighbourToo {
-		if err := runOne(runNeighbour); err != nil {
+		if err := runOne(&benchDoc{Name: "neighbour", Title: "the noisy neighbour"}, runNeighbour); err != nil {
 			return err
 		}
 	}
@@ -258,7 +295,7 @@ func (r *row) workers(o options) int {
 	return o.workers
 }
 
-func runTable(ctx context.Context, env *Env, t *Table, o options) (ok bool, err error) {
+func runTable(ctx context.Context, env *Env, t *Table, o options) (ok bool, sums []*Summary, err error) {
 	rows := make([]*row, 0, len(t.Scenarios))
 	for _, sc := range t.Scenarios {
 		r := &row{sc: sc, sum: &Summary{Key: sc.Key, Name: sc.Name}}
@@ -269,7 +306,7 @@ func runTable(ctx context.Context, env *Env, t *Table, o options) (ok bool, err 
 			err = probe(ctx, tgt)
 		}
 		if ctx.Err() != nil {
-			return false, ctx.Err()
+			return false, nil, ctx.Err()
 		}
 		if err != nil {
 			r.sum.Err = err
@@ -291,7 +328,7 @@ func runTable(ctx context.Context, env *Env, t *Table, o options) (ok bool, err 
 		for _, r := range rows {
 			if r.target != nil {
 				if _, err := measure(ctx, r, o, o.warmup); err != nil {
-					return false, err
+					return false, nil, err
 				}
 			}
 		}
@@ -304,7 +341,7 @@ func runTable(ctx context.Context, env *Env, t *Table, o options) (ok bool, err 
 			}
 			rr, err := measure(ctx, r, o, o.duration)
 			if err != nil {
-				return false, err
+				return false, nil, err
 			}
 			r.sum.rounds = append(r.sum.rounds, rr)
 		}
@@ -315,15 +352,16 @@ func runTable(ctx context.Context, env *Env, t *Table, o options) (ok bool, err 
 		r.sum.finish()
 		results[r.sum.Key] = r.sum
 	}
-	printTable(os.Stdout, t, rows, results, o)
+	printTable(stdout, t, rows, results, o)
 	ok = true
 	for _, r := range rows {
+		sums = append(sums, r.sum)
 		var skip ErrSkip
 		if r.sum.Err != nil && !errors.As(r.sum.Err, &skip) {
 			ok = false
 		}
 	}
-	return ok, nil
+	return ok, sums, nil
 }
 
 // loadClient is the load generator's HTTP client for one row, kept across rounds

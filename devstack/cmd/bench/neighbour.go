@@ -129,8 +129,8 @@ func runNeighbour(ctx context.Context, env *Env, o options) (bool, error) {
 	for _, j := range jobs {
 		longest = max(longest, j.Ran)
 	}
-	ok := printNeighbour(os.Stdout, quiet, loud, stats, longest, o, load0)
-	printNeighbourCost(os.Stdout, quietM, loudM, groups, o)
+	ok := printNeighbour(stdout, quiet, loud, stats, longest, o, load0)
+	printNeighbourCost(stdout, quietM, loudM, groups, o)
 	return ok, nil
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -107,16 +106,16 @@ func runSoak(ctx context.Context, env *Env, o options) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	printSoak(os.Stdout, "mixed traffic on the real platform (globex's deployment)", r, procs, o)
-	printSoakOps(os.Stdout, r.perOp)
-	printProxyStats(os.Stdout, diffProxyStats(before, after), r.wall)
+	printSoak(stdout, "mixed traffic on the real platform (globex's deployment)", r, procs, o)
+	printSoakOps(stdout, r.perOp)
+	printProxyStats(stdout, diffProxyStats(before, after), r.wall)
 	failed := r.metrics.Requests - uint64(r.metrics.Success*float64(r.metrics.Requests)+0.5)
 	ok := failed == 0 && r.metrics.Requests > 0
 	for _, v := range r.verdicts {
 		ok = ok && !v.leak
 	}
 	if workerPaused.Load() {
-		fmt.Fprintln(os.Stdout, "dbtsync-worker: paused since the operations table's dbt-sync row (not sampled; the soak sends no dbt-sync)")
+		fmt.Fprintln(stdout, "dbtsync-worker: paused since the operations table's dbt-sync row (not sampled; the soak sends no dbt-sync)")
 	}
 	return ok, nil
 }
