@@ -1,34 +1,27 @@
-// Command envdoc prints the environment variables every process reads, as the Markdown
-// tables of the README's "Configuration" section (`go run ./systemtest/cmd/envdoc`).
-// A test checks the README lists every variable, so the tables cannot go stale quietly.
+// Command envdoc prints the configuration reference, the environment variables every
+// process reads (`go run ./systemtest/cmd/envdoc`), or writes it to a file
+// (`go run ./systemtest/cmd/envdoc -write docs/configuration.md`). A test checks that
+// docs/configuration.md is what it writes, so the reference cannot go stale quietly.
 package main
 
 import (
+	"flag"
 	"fmt"
-	"strings"
+	"os"
 
 	"github.com/analyticsco/platform/systemtest/internal/envdoc"
 )
 
 func main() {
-	for _, p := range envdoc.Processes() {
-		fmt.Printf("#### %s\n\n| Variable | Default | Meaning |\n|---|---|---|\n", p.Name)
-		for _, v := range p.Vars {
-			def := v.Default
-			switch {
-			case v.Required:
-				def = "required"
-			case def == "":
-				def = "unset"
-			default:
-				def = "`" + def + "`"
-			}
-			help := v.Help
-			if v.Secret {
-				help += " (secret: never logged)"
-			}
-			fmt.Printf("| `%s` | %s | %s |\n", v.Name, def, strings.ReplaceAll(help, "|", "\\|"))
-		}
-		fmt.Println()
+	write := flag.String("write", "", "write the reference to this file instead of printing it")
+	flag.Parse()
+	doc := envdoc.Document()
+	if *write == "" {
+		fmt.Print(doc)
+		return
+	}
+	if err := os.WriteFile(*write, []byte(doc), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, "envdoc:", err)
+		os.Exit(1)
 	}
 }
