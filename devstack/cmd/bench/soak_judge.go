@@ -16,7 +16,7 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 )
 
-// The soak's method (README "The soak and its verdict"). A leak is growth that scales
+// The soak's method (docs/operations.md, "The soak and its verdict"). A leak is growth that scales
 // with the requests served; goroutines and heap that follow open connections, pools
 // filling up or a warm-up are not. So:
 //

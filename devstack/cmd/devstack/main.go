@@ -59,7 +59,7 @@ Environment:
                        collections (writes one at a time per collection, reads beside
                        them), interleave (collections, with writes of many documents run
                        one document at a time, as MongoDB does) or writes (every write
-                       one at a time, reads beside them); for comparison (README "The
+                       one at a time, reads beside them); for comparison (docs/local-stack.md, "The
                        embedded MongoDB is atomic")
   DEVSTACK_MONGO_GIN   0: no GIN indexes beside FerretDB's own (postgresql; for comparison only)
   DEVSTACK_NATS_ADDR   embedded NATS address (default 127.0.0.1:4223; "random" = free port)

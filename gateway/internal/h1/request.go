@@ -7,7 +7,7 @@
 // It is strict where HTTP/1.1 lets a reader guess: a request whose framing or header
 // syntax two parsers could read differently is refused with 400 and the connection
 // closed, never repaired. What it refuses, and why each is safe, is listed in the
-// gateway's README ("The gateway's HTTP/1.1"); the differential test against nginx
+// docs/security.md ("Request framing"); the differential test against nginx
 // (gateway/internal/gateway, TestFramingNeverMorePermissiveThanNginx) proves it refuses
 // at least what nginx refuses.
 package h1

@@ -118,7 +118,7 @@ type TreeVersion struct {
 }
 
 // TreeStore keeps each deployment's tree version and the folders' ancestors: the
-// tree-consistency protocol (README "Storage and consistency").
+// tree-consistency protocol (docs/workspace.md, "Storage and consistency").
 type TreeStore interface {
 	// ReadTree returns the deployment's tree version, starting it at 0 on first use.
 	ReadTree(ctx context.Context, dep int64) (TreeVersion, error)
