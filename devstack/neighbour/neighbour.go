@@ -1,4 +1,4 @@
-// Package neighbour is the noisy-neighbour run of issue 22, shared by the attack suite
+// Package neighbour is the noisy-neighbour run, shared by the attack suite
 // (which asserts function) and make bench (which prints latencies): one account, the
 // flooder (acme), uses every share the platform's tenants have in common at once, while
 // another, the neighbour (globex), runs a fixed workload through the same gateway.

@@ -126,7 +126,7 @@ func TestRequireAndDeploymentFromPath(t *testing.T) {
 	}
 }
 
-// Security review #17: a forwarded identity is good for the one service it was signed
+// A forwarded identity is good for the one service it was signed
 // for; a header captured on its way to one service is refused by another.
 func TestForwardedIdentityIsBoundToItsService(t *testing.T) {
 	s, err := identity.NewSigner(base64.StdEncoding.EncodeToString(make([]byte, 32)))
@@ -153,7 +153,7 @@ func TestForwardedIdentityIsBoundToItsService(t *testing.T) {
 
 // TestEachServiceHoldsOnlyItsOwnKey: a service given its own key (ServiceKey)
 // verifies what the gateway sends it, but can sign nothing another service accepts: a
-// compromised service cannot mint an identity for the others (review #9).
+// compromised service cannot mint an identity for the others.
 func TestEachServiceHoldsOnlyItsOwnKey(t *testing.T) {
 	gatewayKey := base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
 	gw, err := identity.NewSigner(gatewayKey)

@@ -48,9 +48,8 @@ func rawRequestReply(fset *token.FileSet, name string, src any) ([]string, error
 }
 
 // TestRequestReplyGoesThroughTheKit: no non-test file outside libs/natsx subscribes in a
-// queue group, sends a request or answers one itself. A second request-reply stack (the
-// drift issue 29 removed: one with spans, a timeout and a cap, one without) cannot come
-// back unnoticed.
+// queue group, sends a request or answers one itself, so no second request-reply stack
+// (one with spans, a timeout and a cap beside one without) grows unnoticed.
 func TestRequestReplyGoesThroughTheKit(t *testing.T) {
 	fset := token.NewFileSet()
 	kit := filepath.Join(devstack.RepoRoot(t), kitDir) + string(filepath.Separator)

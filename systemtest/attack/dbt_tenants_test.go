@@ -21,8 +21,7 @@ import (
 
 // One tenant of dbt sync must not take what the others share: the workers' memory, the
 // job queue, the object store; nor read another's secrets or the platform's insides in a
-// job's error (security review 3: N3, N4, N5, N10, N13). Each case attacks the real stack
-// through the gateway.
+// job's error. Each case attacks the real stack through the gateway.
 func TestDbtTenantsCannotTakeEachOthersShare(t *testing.T) {
 	const quota = 10 << 20
 	s := stacktest.Start(t, stacktest.Options{Env: append(slices.Clone(noRateLimits),
@@ -47,9 +46,9 @@ func TestDbtTenantsCannotTakeEachOthersShare(t *testing.T) {
 		return job
 	}
 
-	// N3: a blob of 1.5 GiB of zeros is a few MB packed; the worker inflated it in memory
-	// and on disk before any limit (8.5 GB peak RSS). It is refused from its header now,
-	// the job fails naming the limit, and the worker's peak RSS stays small.
+	// A compressed bomb: a blob of 1.5 GiB of zeros is a few MB packed, and inflated in
+	// memory before any limit it takes gigabytes. It is refused from its header, the job
+	// fails naming the limit, and the worker's peak RSS stays small.
 	t.Run("a-compressed-bomb-fails-naming-the-limit-with-bounded-worker-memory", func(t *testing.T) {
 		dep := acme.Deployments[0].ID
 		repo := zeroBlobRepo(t, 1536<<20)
@@ -72,8 +71,8 @@ func TestDbtTenantsCannotTakeEachOthersShare(t *testing.T) {
 		}
 	})
 
-	// N5: 20 uploads of 5 MB at once against a 10 MiB quota. Each compared the quota with
-	// what was stored when it started, so all passed; the charge is atomic now.
+	// 20 uploads of 5 MB at once against a 10 MiB quota: each fits what is stored when it
+	// starts, but the charge is atomic, so they cannot all pass.
 	t.Run("concurrent-uploads-never-pass-the-deployment-quota", func(t *testing.T) {
 		dep := acme.Deployments[1].ID
 		body := neighbour.UploadSync("quota", 5_000_000)
@@ -97,7 +96,7 @@ func TestDbtTenantsCannotTakeEachOthersShare(t *testing.T) {
 		}
 	})
 
-	// N4: one deployment floods its queue; past DBT_SYNC_MAX_QUEUED_JOBS it is 429 naming
+	// One deployment floods its queue; past DBT_SYNC_MAX_QUEUED_JOBS it is 429 naming
 	// the limit, and another account's job, queued last, is not served after the whole
 	// flood (a FIFO) but second at most: the workers serve the accounts in turn.
 	t.Run("a-flooded-queue-is-429-and-another-accounts-job-is-served-in-turn", func(t *testing.T) {
@@ -139,7 +138,7 @@ func TestDbtTenantsCannotTakeEachOthersShare(t *testing.T) {
 		}
 	})
 
-	// N10: a token pasted into repoUrl is refused (400), and the refused request's audit
+	// A token pasted into repoUrl is refused (400), and the refused request's audit
 	// event and every log line keep the URL without it.
 	t.Run("credentials-in-a-repo-url-appear-in-no-audit-event-and-no-log", func(t *testing.T) {
 		dep := acme.Deployments[0].ID
@@ -161,7 +160,7 @@ func TestDbtTenantsCannotTakeEachOthersShare(t *testing.T) {
 		}
 	})
 
-	// N13: a job the platform fails (here the worker's clone directory is not a
+	// A job the platform fails (here the worker's clone directory is not a
 	// directory any more) shows the tenant a code and a generic message; the path is in the
 	// worker's log only.
 	t.Run("a-job-failed-by-the-platform-shows-a-code-and-a-generic-message", func(t *testing.T) {

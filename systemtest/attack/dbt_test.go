@@ -49,7 +49,8 @@ func hostileRepo(t *testing.T, files, links map[string]string) string {
 	return dir
 }
 
-// TestDbtAttacks: repositories are hostile (security review #2, #3, #7).
+// TestDbtAttacks: repositories are hostile: their URLs aim at the worker's network and
+// their symbolic links lead outside the clone.
 func TestDbtAttacks(t *testing.T) {
 	s := stacktest.Start(t, stacktest.Options{Env: []string{"DBT_SYNC_MAX_FILE_BYTES=65536"}})
 	a := newAPI(s)
@@ -59,8 +60,8 @@ func TestDbtAttacks(t *testing.T) {
 	integration := fmt.Sprintf("/api/v1/deployments/%d/dbt-git-integration", dep)
 	syncs := fmt.Sprintf("/api/v1/deployments/%d/dbt-sync", dep)
 
-	// #7: repoUrl reached the worker's network: loopback, metadata and private addresses
-	// were saved and cloned. They are refused before anything dials them.
+	// A repoUrl must not reach the worker's network: loopback, metadata and private
+	// addresses are refused before anything saves or dials them.
 	t.Run("RepoURLToInternalAddressesIs400", func(t *testing.T) {
 		for _, u := range []string{"https://127.0.0.1:9/x.git", "https://169.254.169.254/latest/meta-data", "https://10.0.0.1/x.git",
 			"https://[::1]/x.git", "https://localhost/x.git", "https://100.64.0.1/x.git", "http://example.com/x.git", "git@github.com:a/b.git"} {
@@ -74,8 +75,8 @@ func TestDbtAttacks(t *testing.T) {
 		}
 	})
 
-	// #2 and #3: symbolic links in a clone led outside it (other tenants' clones, the
-	// worker's file system, /dev/zero). Each job fails naming the file; no content leaks.
+	// Symbolic links in a clone that lead outside it (other tenants' clones, the worker's
+	// file system, /dev/zero): each job fails naming the file; no content leaks.
 	project := map[string]string{"dbt_project.yml": "name: shop\nmodel-paths: [models]\n", "models/orders.sql": "select 1 as id\n"}
 	secretDir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(secretDir, "secret.yml"), []byte("version: 2\nmodels:\n  - name: orders\n    description: TOP-SECRET-OTHER-TENANT\n"), 0o644); err != nil {

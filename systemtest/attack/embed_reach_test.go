@@ -10,10 +10,10 @@ import (
 	"github.com/analyticsco/platform/systemtest/stacktest"
 )
 
-// Security review 4, F2: a key scoped to deployment 1 minted a session in deployment 1 for
-// alice, whom deployment 2 had stored with an email, a group and `region: EU-only`; it then
-// read those back and, with one more mint (`"value": null`, `"groups": []`), cleared them
-// for deployment 2 too. External users are the account's, stored once per externalId: a
+// A key scoped to deployment 1 must not mint a session in deployment 1 for alice, whom
+// deployment 2 stored with an email, a group and `region: EU-only`: that would read those
+// back and, with one more mint (`"value": null`, `"groups": []`), clear them for
+// deployment 2 too. External users are the account's, stored once per externalId: a
 // scoped key must reach only the users whose every deployment is in its scope.
 func TestAScopedKeyCannotMintOrReadAUserOfAnotherDeployment(t *testing.T) {
 	s := stacktest.Start(t, stacktest.Options{Env: noRateLimits})

@@ -18,10 +18,9 @@ import (
 	"github.com/analyticsco/platform/systemtest/stacktest"
 )
 
-// The embed findings of security review 3 (issue 22): one tenant, or one key, must not
-// act outside its scope nor take more than its share of what every tenant shares
-// (Redis, the embed database, the audit trail). One stack for all of them; each attack
-// works on users, tenants and sessions of its own.
+// One embed tenant, or one key, must not act outside its scope nor take more than its
+// share of what every tenant shares (Redis, the embed database, the audit trail). One
+// stack for all of them; each attack works on users, tenants and sessions of its own.
 func TestEmbedTenantAttacks(t *testing.T) {
 	s := stacktest.Start(t, stacktest.Options{Env: append([]string{
 		"EMBED_MAX_LIVE_SESSIONS_PER_ACCOUNT=150", "EMBED_MAX_LIST_SCAN=50", "EMBED_MAX_DEFINITION_CHANGES=60",
@@ -37,8 +36,8 @@ func TestEmbedTenantAttacks(t *testing.T) {
 	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { _ = rdb.Close() })
 
-	// N8: a key scoped to deployment 1 listed and revoked deployment 2's sessions and
-	// replaced the account's embed settings.
+	// A key scoped to deployment 1 must not list or revoke deployment 2's sessions nor
+	// replace the account's embed settings.
 	t.Run("TestScopedKeyActsOnlyOnItsDeployments", func(t *testing.T) {
 		victim := embedSessionID(t, embedMint(a, acme.APIKeys["admin"], dep2, map[string]any{"externalId": "scope-victim", "embedTenantName": "scope-tenant"}))
 		embedSessionID(t, embedMint(a, acme.APIKeys["admin"], dep1, map[string]any{"externalId": "scope-own", "embedTenantName": "scope-tenant"}))
@@ -87,7 +86,7 @@ func TestEmbedTenantAttacks(t *testing.T) {
 		}
 	})
 
-	// N2: values accumulated on a user without bound, and every session copied them into
+	// Values must not accumulate on a user without bound, each session copying them into
 	// Redis.
 	t.Run("TestUserValuesAreBoundedAndSessionsStaySmall", func(t *testing.T) {
 		fifteen := strings.Repeat("v", 15000)
@@ -120,7 +119,7 @@ func TestEmbedTenantAttacks(t *testing.T) {
 		}
 	})
 
-	// N2: no tenant can fill Redis: an account's live sessions are bounded, and another
+	// No tenant can fill Redis: an account's live sessions are bounded, and another
 	// account mints and revokes as before.
 	t.Run("TestAnAccountsLiveSessionsAreBounded", func(t *testing.T) {
 		gkey, gdep := globex.APIKeys["admin"], globex.Deployments[0].ID
@@ -139,7 +138,7 @@ func TestEmbedTenantAttacks(t *testing.T) {
 		}
 	})
 
-	// N9: one generate-session could force 2,000 definition writes. The stack's limit is
+	// One generate-session must not force 2,000 definition writes. The stack's limit is
 	// 60: above the 50 statements of one update command that FerretDB alone never answers.
 	t.Run("TestDefinitionChurnIsOneCappedBatch", func(t *testing.T) {
 		body := func(n int, desc string) map[string]any {
@@ -163,7 +162,7 @@ func TestEmbedTenantAttacks(t *testing.T) {
 		}
 	})
 
-	// N17: a mint racing a delete of its user left a working session of a deleted user.
+	// A mint racing a delete of its user must not leave a working session of a deleted user.
 	t.Run("TestDeletingAUserWinsOverMintsRacingIt", func(t *testing.T) {
 		for round := range 8 {
 			ext := fmt.Sprintf("racer-%d", round)
@@ -204,8 +203,8 @@ func TestEmbedTenantAttacks(t *testing.T) {
 		}
 	})
 
-	// N7: anyone holding a used session id wrote an event into its account's trail on
-	// every request, without credentials.
+	// Anyone holding a used session id, without credentials, must not write an event into
+	// its account's trail on every request.
 	t.Run("TestRefusedExchangesOfOneIDAreAuditedOnceAMinute", func(t *testing.T) {
 		id := embedSessionID(t, embedMint(a, acme.APIKeys["admin"], dep1, map[string]any{"externalId": "replayed"}))
 		embedToken(t, a, id)

@@ -44,7 +44,8 @@ func embedSessionID(t *testing.T, r reply) string {
 	return id
 }
 
-// The embed findings of the security review (#4, #13) and the embed caps of issue 9.
+// Oversized embed input (a securityContext, arrays) against the embed caps, and a full
+// Redis against revocation.
 func TestEmbedAttacks(t *testing.T) {
 	s := stacktest.Start(t, stacktest.Options{Env: append([]string{
 		"EMBED_MAX_ARRAY_ENTRIES=20", "EMBED_MAX_DEFINITIONS_PER_SCOPE=30", "EMBED_MAX_TENANTS_PER_ACCOUNT=4",
@@ -53,7 +54,7 @@ func TestEmbedAttacks(t *testing.T) {
 	acme := s.Seed.Accounts["acme"]
 	key, dep := acme.APIKeys["admin"], acme.Deployments[0].ID
 
-	// #4: an ~800 KiB securityContext was accepted and kept in Redis for 24 h.
+	// An ~800 KiB securityContext must not be accepted and kept in Redis for 24 h.
 	t.Run("SecurityContextOverTheCapIs413", func(t *testing.T) {
 		big := map[string]any{"blob": strings.Repeat("s", 17<<10)}
 		r := embedMint(a, key, dep, map[string]any{"externalId": "sc-big", "securityContext": big})
@@ -64,7 +65,7 @@ func TestEmbedAttacks(t *testing.T) {
 		embedSessionID(t, embedMint(a, key, dep, map[string]any{"externalId": "sc-ok", "securityContext": ok}))
 	})
 
-	// #13: unbounded arrays meant tens of thousands of upserts per request.
+	// Unbounded arrays would mean tens of thousands of upserts per request.
 	t.Run("ArraysOverTheCapAre400", func(t *testing.T) {
 		var groups []string
 		var attrs, defs []map[string]any
@@ -130,7 +131,7 @@ func TestEmbedAttacks(t *testing.T) {
 		embedSessionID(t, embedMint(a, key, dep, map[string]any{"externalId": "tenants", "embedTenantName": "cap-tenant-0"}))
 	})
 
-	// #4: Redis filled to maxmemory must not bring a revoked session back, and a mint that
+	// Redis filled to maxmemory must not bring a revoked session back, and a mint that
 	// cannot be stored is a clean 503.
 	t.Run("RevokedStaysRevokedWhenRedisIsFull", func(t *testing.T) {
 		revoked := embedSessionID(t, embedMint(a, key, dep, map[string]any{"externalId": "full-revoked"}))
@@ -201,8 +202,8 @@ func TestEmbedAttacks(t *testing.T) {
 	})
 }
 
-// Security review #15: an embed token kept working after embedding was turned off or the
-// plan changed. Within a second of the change its next request is refused.
+// An embed token must not keep working after embedding is turned off or the plan
+// changes: within a second of the change its next request is refused.
 func TestEmbedTokensEndWithEmbedding(t *testing.T) {
 	s := stacktest.Start(t, stacktest.Options{Env: noRateLimits})
 	a := newAPI(s)

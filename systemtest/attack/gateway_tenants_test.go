@@ -67,13 +67,13 @@ func trail(t *testing.T, a *api, admin, query string) []trailEvent {
 	}
 }
 
-// Review 3, N11: after 80 bad bearer tokens from one address, the admin's valid token
-// from that address got 429 for a minute (an office NAT locked out by one client). The
-// address is throttled only for what fails: the admin's bearer token, and an API key in
-// use, are served; a bad token is still 429. From a throttled address an API key the
-// gateway's caches do not hold is looked up at a bounded rate (once per key id and
-// second); the poller evicts every key changed in its look-back window (the seed's, in
-// the first seconds of a stack), so the key being served is waited for, not assumed.
+// After 80 bad bearer tokens from one address, the admin's valid token from that address
+// must not be 429 for a minute (an office NAT locked out by one client). The address is
+// throttled only for what fails: the admin's bearer token, and an API key in use, are
+// served; a bad token is still 429. From a throttled address an API key the gateway's
+// caches do not hold is looked up at a bounded rate (once per key id and second); the
+// poller evicts every key changed in its look-back window (the seed's, in the first
+// seconds of a stack), so the key being served is waited for, not assumed.
 func TestValidCredentialsAreServedFromAnAddressThrottledForBadTokens(t *testing.T) {
 	s := stacktest.Start(t, stacktest.Options{Env: []string{"AUTH_FAILURE_LIMIT=10/1m", "GATEWAY_TRUSTED_PROXIES=127.0.0.1"}})
 	const throttled, office = "203.0.113.7", "203.0.113.8"
@@ -107,7 +107,7 @@ func TestValidCredentialsAreServedFromAnAddressThrottledForBadTokens(t *testing.
 	}
 }
 
-// Review 3, N15: a client-chosen X-Request-Id became the audit event's requestId, so an
+// A client-chosen X-Request-Id must not become the audit event's requestId, or an
 // attacker could give its events the id of someone else's request. The gateway answers
 // with its own id, which the event records; the client's id is kept apart.
 func TestClientRequestIDNeverBecomesTheAuditRequestID(t *testing.T) {
@@ -142,11 +142,11 @@ func TestClientRequestIDNeverBecomesTheAuditRequestID(t *testing.T) {
 	}
 }
 
-// Review 3, N18: with the worker's NATS credentials (the process that runs untrusted
-// repositories) one could forge audit events for any account and answer identity lookups.
-// Its user cannot publish another service's audit subject nor subscribe to the lookups,
-// and what it may publish on its own subject is stored only when it is its own kind of
-// action: a forged workspace.folder.delete never reaches globex's trail.
+// The worker's NATS credentials (the process that runs untrusted repositories) must not
+// forge audit events for any account nor answer identity lookups. Its user cannot publish
+// another service's audit subject nor subscribe to the lookups, and what it may publish
+// on its own subject is stored only when it is its own kind of action: a forged
+// workspace.folder.delete never reaches globex's trail.
 func TestWorkerNATSCredentialsCannotForgeAuditOrAnswerLookups(t *testing.T) {
 	s := stacktest.Start(t, stacktest.Options{})
 	globex := s.Seed.Accounts["globex"]
@@ -202,8 +202,8 @@ func TestWorkerNATSCredentialsCannotForgeAuditOrAnswerLookups(t *testing.T) {
 	}
 }
 
-// Review 3, N7: the lowest role could write the audit trail without bound (each refused
-// call is an event). Past AUDIT_ACCOUNT_MAX_EVENTS in a window, an account's events are
+// The lowest role must not write the audit trail without bound (each refused call is
+// an event). Past AUDIT_ACCOUNT_MAX_EVENTS in a window, an account's events are
 // merged into the window's one summary event, which counts them; nothing is lost from
 // the count, and another account's events are stored one by one.
 func TestOneAccountsAuditFloodIsMergedAndCounted(t *testing.T) {

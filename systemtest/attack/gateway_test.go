@@ -84,8 +84,8 @@ func flood(t *testing.T, base string, n int, seed uint64) {
 	failures.Range(func(k, _ any) bool { t.Errorf("flood: %v", k); return true })
 }
 
-// Finding 1: the HTTP method was a metric label, so random methods minted a new series per
-// request until the gateway ran out of memory. 10,000 requests with random methods and
+// Were the HTTP method a metric label, random methods would mint a new series per request
+// until the gateway ran out of memory. 10,000 requests with random methods and
 // paths must not add a single series to any process.
 func TestRandomMethodsAndPathsAddNoSeries(t *testing.T) {
 	s := stacktest.Start(t, stacktest.Options{Env: noRateLimits})
@@ -141,8 +141,9 @@ func callFrom(t *testing.T, base, method, path, authz, xff string, body string) 
 	return c.Send(t, req)
 }
 
-// Security review #10 and #12: the exchange limit was keyed on the connection address (the
-// ingress, shared by every viewer), and failed authentication was not throttled at all.
+// Per-client limits (the exchange limit, the failed-authentication throttle) are keyed on
+// the real client address, not on the connection address (the ingress, shared by every
+// viewer).
 func TestPerClientLimitsUseTheRealClientAddress(t *testing.T) {
 	s := stacktest.Start(t, stacktest.Options{Env: []string{
 		"GATEWAY_TRUSTED_PROXIES=127.0.0.1", "RATE_LIMIT_EXCHANGE=5/1m", "AUTH_FAILURE_LIMIT=10/1m",
@@ -189,10 +190,10 @@ func TestPerClientLimitsUseTheRealClientAddress(t *testing.T) {
 	})
 }
 
-// Security review #17: the forwarded identity was not bound to its target, so a header on
-// its way to one service could be replayed against any other for 30 s. A header signed
-// for workspace-svc (here with the stack's own key, as the gateway signs) is refused by
-// embed-svc and dbtsync-svc, and accepted by workspace-svc.
+// A forwarded identity is bound to its target, so a header on its way to one service
+// cannot be replayed against any other. A header signed for workspace-svc (here with the
+// stack's own key, as the gateway signs) is refused by embed-svc and dbtsync-svc, and
+// accepted by workspace-svc.
 func TestForwardedIdentityReplayedToAnotherServiceIs401(t *testing.T) {
 	s := stacktest.Start(t, stacktest.Options{})
 	signer, err := identity.NewSigner(s.Secrets()[0])
@@ -229,7 +230,7 @@ func TestForwardedIdentityReplayedToAnotherServiceIs401(t *testing.T) {
 	}
 }
 
-// Finding 16: metrics and readiness describe internals (dependency state, every series)
+// Metrics and readiness describe internals (dependency state, every series)
 // and a scrape is not free, so no public listener serves them: not the gateway's, and
 // not a service's. The internal listener does, and names a failing dependency without
 // its error text.

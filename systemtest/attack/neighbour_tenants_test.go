@@ -25,7 +25,7 @@ const neighbourManifest = "manifest-v12-dbt-1.10.json"
 // answer everyone late, which is make bench's question (-only neighbour), not this test's.
 const floodPause = 250 * time.Millisecond
 
-// The noisy-neighbour run of issue 22, function only (its latencies are make bench's
+// The noisy-neighbour run, function only (its latencies are make bench's
 // -only neighbour): while acme floods every share tenants have in common at once (its
 // viewer's bulk moves of 100 workbooks of the maximum size, mints with maximal attribute
 // sets until its live-session cap, its deployments' dbt queues at their caps with a

@@ -9,9 +9,9 @@ import (
 	"github.com/analyticsco/platform/systemtest/stacktest"
 )
 
-// The workspace findings of the security review (#5, #6) and the caps of issue 9, against
-// the real stack through the gateway. Small caps keep the attacks cheap; the defaults are
-// the same code with larger numbers.
+// Workspace attacks (a publish that leaks a private report, a huge folder, oversized
+// items) and the workspace caps, against the real stack through the gateway. Small caps
+// keep the attacks cheap; the defaults are the same code with larger numbers.
 func TestWorkspaceAttacks(t *testing.T) {
 	s := stacktest.Start(t, stacktest.Options{Env: []string{
 		"WORKSPACE_MAX_ITEMS_PER_DEPLOYMENT=40", "WORKSPACE_MAX_META_BYTES=4096",
@@ -23,7 +23,7 @@ func TestWorkspaceAttacks(t *testing.T) {
 	ws := func(dep int64, rest string) string { return fmt.Sprintf("/api/v1/deployments/%d%s", dep, rest) }
 	dep := acme.Deployments[0].ID
 
-	// #6: a developer publishing a workbook whose widget names an admin's private report
+	// A developer publishing a workbook whose widget names an admin's private report
 	// must not get that report's name or meta in the published dashboard.
 	t.Run("PublishLeavesOutReportsThePublisherCannotView", func(t *testing.T) {
 		private := a.call("POST", ws(dep, "/folders"), admin, map[string]any{"name": "private"})
@@ -60,7 +60,7 @@ func TestWorkspaceAttacks(t *testing.T) {
 		}
 	})
 
-	// #5: a listing reads only the page. The bytes it reads are measured in
+	// A listing reads only the page. The bytes it reads are measured in
 	// workspace-svc/internal/app TestListReadsOnlyThePage; here a hostile folder of
 	// maximal items must list page by page.
 	t.Run("ListingAHugeFolderAnswersThePage", func(t *testing.T) {

@@ -1075,7 +1075,7 @@ func TestK8sWorkloads(t *testing.T) {
 				}
 			}
 			// Scratch space is bounded: a clone (or anything) filling /tmp evicts the pod
-			// instead of filling the node's disk (review #7).
+			// instead of filling the node's disk.
 			for _, vol := range pod.Volumes {
 				if vol.EmptyDir != nil && vol.EmptyDir.SizeLimit == "" {
 					t.Errorf("Deployment %s: emptyDir volume %s has no sizeLimit", p.name, vol.Name)
@@ -1158,7 +1158,7 @@ func TestK8sGatewayUpstreams(t *testing.T) {
 
 // TestK8sNetworkPolicies: every platform pod denies ingress by default; only the
 // gateway's public port is open to all, the services' API port admits the gateway
-// alone, and the internal port (metrics, readiness) admits Prometheus (review #9).
+// alone, and the internal port (metrics, readiness) admits Prometheus.
 func TestK8sNetworkPolicies(t *testing.T) {
 	m := loadK8s(t)
 	type peer struct {
@@ -1235,7 +1235,7 @@ func TestK8sNetworkPolicies(t *testing.T) {
 
 // TestEachServiceHoldsOnlyItsOwnIdentityKey: in compose and Kubernetes only the gateway
 // gets the identity key; each service gets its own key derived from it, the worker none;
-// and deploy/gen-env.sh derives exactly what the services' code derives (review #9).
+// and deploy/gen-env.sh derives exactly what the services' code derives.
 func TestEachServiceHoldsOnlyItsOwnIdentityKey(t *testing.T) {
 	own := map[string]string{"workspace-svc": "IDENTITY_KEY_WORKSPACE_SVC", "embed-svc": "IDENTITY_KEY_EMBED_SVC", "dbtsync-svc": "IDENTITY_KEY_DBTSYNC_SVC"}
 	c := loadCompose(t)

@@ -251,7 +251,8 @@ func TestMongoStoppedAndRestarted(t *testing.T) {
 
 // A 100-item bulk move with MongoDB stopped midway still answers 200 with one outcome
 // per item: what it applied before the fault is in moved (and is in the destination),
-// the rest failed 503 "not moved" (and is where it was) (issue 12, Rules 2 and 4).
+// the rest failed 503 "not moved" (and is where it was), as the bulk-move rules ask: 200
+// for a well-formed request, and a failed entry for every item not applied.
 func TestBulkMoveWithMongoStoppedMidway(t *testing.T) {
 	s := stacktest.Start(t, stacktest.Options{Env: noRateLimits})
 	a := newAPI(s)

@@ -550,8 +550,8 @@ func (h *harness) start(branch, model string) string {
 	return acc["syncJobId"].(string)
 }
 
-// Security review #8: one deployment's uploads could fill the object store for every
-// tenant. The manifests of a deployment waiting to be converted are bounded: an upload past
+// One deployment's uploads must not fill the object store every tenant shares. The
+// manifests of a deployment waiting to be converted are bounded: an upload past
 // DBT_SYNC_MAX_DEPLOYMENT_UPLOAD_BYTES is 413 naming the limit and its value (never the
 // setting), and queues nothing.
 func TestManifestUploadsPerDeploymentAreBounded(t *testing.T) {
@@ -585,7 +585,7 @@ func TestManifestUploadsPerDeploymentAreBounded(t *testing.T) {
 
 // DBT_CREDENTIALS_KEY rotates without downtime: with the new key listed first, an API
 // start re-seals saved credentials under it, and a process holding only the new key
-// opens them afterwards (review #19).
+// opens them afterwards.
 func TestCredentialsKeyRotation(t *testing.T) {
 	h := newHarness(t)
 	p := fmt.Sprintf("/api/v1/deployments/%d/dbt-git-integration", h.dep)

@@ -16,7 +16,7 @@ import (
 // results) is charged to them in ledgers, one per deployment and one per account, each
 // changed with compare-and-set (LedgerStore): a charge that would pass a quota is
 // refused atomically, so concurrent uploads cannot all pass a quota that each of them
-// alone fits (security review 3, N5), and the account's quota, well below the store's
+// alone fits, and the account's quota, well below the store's
 // size, keeps one account from filling the store every tenant writes to.
 //
 // A charge is never kept per object, so a ledger stays small whatever the count of

@@ -70,7 +70,7 @@ func withProject(r *gitrepo.Repo, entries ...gitrepo.TreeEntry) (gitrepo.Hash, e
 	return r.Tree(append(entries, gitrepo.TreeEntry{Name: "dbt_project.yml", Mode: gitrepo.ModeFile, Hash: proj}))
 }
 
-// The review's link bomb: a0 is ".", and each of a1..a5 names the previous one 1,300
+// A link bomb: a0 is ".", and each of a1..a5 names the previous one 1,300
 // times. Counting nesting, a3 alone is 1300^3 link follows; counted per lookup, as the
 // kernel does, a1 passes the 40 links a path may follow at its 41st.
 func TestALinkBombFailsOnTheLinksAPathMayFollow(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 
 // A clone is fetched as one pack, which is never handed to go-git's object storage: its
 // index builder and its checkout inflate every object whole in memory, before anything
-// could bound them (security review 3, N3). Instead the pack is read here once, object by
+// could bound them. Instead the pack is read here once, object by
 // object, and each object is inflated into one file of the job's own (objectStore)
 // through writers that stop at the declared size. Every object's declared size is
 // charged against the repository's byte limit from its header, before a byte of it is

@@ -113,9 +113,8 @@ func setupConversion(ctx context.Context, env *Env) (*Target, error) {
 	}}, nil
 }
 
-// conversionLine reports the conversion against issue 27's bars: at least
-// 400 MiB/s and peak RSS at most 0.5x the manifest (issue 4's were 150 MiB/s and
-// 0.75x). The first run is the warm-up.
+// conversionLine reports the conversion against its bars: at least 400 MiB/s and
+// peak RSS at most 0.5x the manifest. The first run is the warm-up.
 func conversionLine() string {
 	conversionRuns.Lock()
 	defer conversionRuns.Unlock()

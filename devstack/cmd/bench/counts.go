@@ -58,7 +58,7 @@ func countBulkMoveCommands(ctx context.Context, p platformInfo, c *apiClient, be
 		return
 	}
 	// The gateway's revocation poll adds a few commands a second, counted too.
-	addCountLine("bulk move of 100 mixed: %.2f MongoDB commands and %.2f documents read per item (%.0f and %.0f for %d serial moves of 100, the processes' command monitors; budget of issue 3's test: 2N+10 commands per request)",
+	addCountLine("bulk move of 100 mixed: %.2f MongoDB commands and %.2f documents read per item (%.0f and %.0f for %d serial moves of 100, the processes' command monitors; budget of the bulk-move tests: 2N+10 commands per request)",
 		(cmd1-cmd0)/(moves*100), (doc1-doc0)/(moves*100), cmd1-cmd0, doc1-doc0, moves)
 }
 

@@ -15,7 +15,7 @@ import (
 	"github.com/analyticsco/platform/devstack/neighbour"
 )
 
-// The noisy-neighbour run of issue 22 (devstack/neighbour): on a platform of its own,
+// The noisy-neighbour run (devstack/neighbour): on a platform of its own,
 // configured with neighbour.StackEnv, globex's fixed workload runs -neighbour-laps laps
 // and -neighbour-syncs dbt syncs on the quiet platform, then the same while acme floods
 // every share tenants have in common (from the moment the flood has met each of its
@@ -27,7 +27,7 @@ import (
 // fixtures (as the attack suite's run).
 const neighbourManifest = "manifest-v12-dbt-1.10.json"
 
-// neighbourTarget is the largest ratio, flooded over quiet, the issue accepts.
+// neighbourTarget is the largest ratio, flooded over quiet, that the run accepts.
 const neighbourTarget = 2.0
 
 // neighbourPhase is one phase's samples, by operation.
@@ -190,7 +190,7 @@ func failures(samples []neighbour.Sample) (n int, first string) {
 // answered as expected (the ratios are reported against the target, not judged: the
 // embedded store serializes every tenant's commands).
 func printNeighbour(w io.Writer, quiet, loud neighbourPhase, stats neighbour.Stats, longestJob time.Duration, o options, load0 string) bool {
-	fmt.Fprintf(w, "# noisy neighbour: globex's fixed workload, quiet and while acme floods (issue 22), one platform, one run\n")
+	fmt.Fprintf(w, "# noisy neighbour: globex's fixed workload, quiet and while acme floods, one platform, one run\n")
 	fmt.Fprintf(w, "# %d CPU cores (%s): %d laps and %d dbt syncs quiet, then the same under the flood; load average (1 min) at start %s, at end %s\n",
 		runtime.NumCPU(), runtime.Version(), o.neighbourLaps, o.neighbourSyncs, load0, loadAvg())
 	fmt.Fprintf(w, "%-24s %5s %10s %10s %10s %10s %7s %7s %7s %s\n", "operation", "n", "quiet p50", "quiet p99", "flood p50", "flood p99", "p50 x", "p99 x", "errors", "target")

@@ -128,7 +128,7 @@ func (c *apiClient) createItem(ctx context.Context, bearer string, dep int64, ki
 }
 
 // mint mints a session for a known external user (the pool of ids is small, so
-// every user exists after the first lap: the case the issue's round-trip budget is for).
+// every user exists after the first lap: the case the round-trip budget is for).
 func (c *apiClient) mint(ctx context.Context, apiKey string, dep int64, externalID string) (string, error) {
 	var out struct {
 		SessionID string `json:"sessionId"`

@@ -16,7 +16,8 @@ type Table struct {
 	Scenarios []Scenario
 	Baseline  string  // key of the row the ratio columns divide by
 	Ratios    []Ratio // printed under the table
-	// Notes, when set, adds lines under the ratios (for example the bars).
+	// Notes, when set, adds lines under the ratios (for example the bars a table is
+	// judged against).
 	Notes func(results map[string]*Summary) []string
 	// Legend, when set, replaces the gateway table's legend lines.
 	Legend []string

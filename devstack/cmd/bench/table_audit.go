@@ -11,7 +11,7 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 )
 
-// Issue 13's row: a page of the audit trail, and, printed under the table, how long
+// The audit row: a page of the audit trail, and, printed under the table, how long
 // after an action's answer its event is readable (the README states that delay).
 
 // auditDelaySamples is how many serial actions the delay is measured on.

@@ -13,7 +13,7 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 )
 
-// Issue 11's operator rows: a generate-session dry run, a page of the session list, and
+// The embed operator rows: a generate-session dry run, a page of the session list, and
 // revoking every session of one user (100 sessions) in one call.
 
 func setupDryRun(ctx context.Context, env *Env) (*Target, error) {

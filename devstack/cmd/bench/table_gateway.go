@@ -9,12 +9,11 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 )
 
-// The gateway table: what the gateway costs per request against the backend alone, a
-// bare Go reverse proxy, nginx, Caddy, HAProxy and a tuned Go reverse proxy (issues 2
-// and 27). Every row sends the
-// same request: POST /api/v1/embed/session/revoke with a 64-byte JSON body, a route that
-// takes a user's bearer token and an API key alike, so the two gateway rows differ in
-// the credential only.
+// The gateway table: what the gateway costs per request against the backend alone, a bare
+// Go reverse proxy, nginx, Caddy, HAProxy and a tuned Go reverse proxy. Every row sends
+// the same request: POST /api/v1/embed/session/revoke with a 64-byte JSON body, a route
+// that takes a user's bearer token and an API key alike, so the two gateway rows differ
+// in the credential only.
 func init() {
 	registerTable(&Table{
 		Name:     "gateway",
@@ -79,7 +78,7 @@ func gatewayRow(authorization func(gatewayInfo) string) func(context.Context, *E
 	}
 }
 
-// gatewayBars compares (f) and (g) with issue 27's targets, as ratios of this run: at
+// gatewayBars compares (f) and (g) with the gateway's targets, as ratios of this run: at
 // least 0.8x nginx's requests/s at most 1.5x its CPU per request, more requests/s and
 // less CPU per request than Caddy, peak RSS at most 40 MiB, and an API key no dearer
 // than a bearer token.

@@ -12,10 +12,9 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 )
 
-// The operations table: every operation of issues 3, 4 and 5 through the gateway of
-// the real platform (bin/devstack), against the cheapest request that takes the
-// same path (gateway, authentication, a service), from one run (issue 6, "Load and
-// scale").
+// The operations table: every workspace, dbt sync and embed operation through the
+// gateway of the real platform (bin/devstack), against the cheapest request that takes
+// the same path (gateway, authentication, a service), from one run.
 func init() {
 	registerTable(&Table{
 		Name:     "operations",

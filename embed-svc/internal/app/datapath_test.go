@@ -42,7 +42,7 @@ func verifyIndependently(t *testing.T, e *env, token, audience string) map[strin
 // The security context, effective groups and typed user attributes reach the data path:
 // the data-API token carries them with tenant, user, deployment, branch and creator mode;
 // GET /api/v1/embed/session shows the same values; and both tokens expire 24 h after
-// generate-session, not after the exchange (issue 11).
+// generate-session, not after the exchange.
 func testDataPathClaims(t *testing.T, e *env) {
 	acme := e.acme()
 	dep := acme.Deployments[0].ID

@@ -12,7 +12,7 @@ import (
 )
 
 // generate-session with "dryRun": true resolves everything a mint resolves and answers
-// what the session would carry, writing nothing; its errors are the mint's (issue 11).
+// what the session would carry, writing nothing; its errors are the mint's.
 // Sequential: it compares Redis and MongoDB before and after.
 func testDryRun(t *testing.T, e *env) {
 	ctx := context.Background()

@@ -199,8 +199,8 @@ func TestEmbedService(t *testing.T) {
 		t.Run("viewer-lookup", func(t *testing.T) { testViewerLookup(t, e) })
 		t.Run("generate-session-resources", func(t *testing.T) { testResources(t, e) })
 		t.Run("delete-wins-over-concurrent-mints", func(t *testing.T) { testDeleteWinsOverMints(t, e) })
-		// GET/PUT /api/v1/embed/settings: the account-wide layer, by the account's admins
-		// (issue 11), with the layering above applied to the next sessions.
+		// GET/PUT /api/v1/embed/settings: the account-wide layer, by the account's admins,
+		// with the layering above applied to the next sessions.
 		t.Run("account-settings-api", func(t *testing.T) {
 			// The layer the operator command sets, as the subtest before leaves it: set here
 			// too, so this subtest passes alone.
@@ -656,7 +656,7 @@ func testRevoke(t *testing.T, e *env) {
 		sid := embed.PublicSessionHandle(id)
 		ttl, err := e.rdb.PTTL(context.Background(), revocation.SessionKey(sid)).Result()
 		remaining := time.Until(tok.ExpiresAt)
-		// The marker outlives the token by a minute's margin (review #19), never less. The
+		// The marker outlives the token by a minute's margin, never less. The
 		// token's exp counts from the mint truncated to the second, the marker from the
 		// exchange: up to a second and the mint-to-exchange time more.
 		if err != nil || ttl < remaining || ttl > remaining+time.Minute+2*time.Second {
@@ -1004,7 +1004,7 @@ func testKeyRotation(t *testing.T, e *env) {
 	}
 }
 
-// A compromised signing key is withdrawn at once (review #19): its tokens, cached by the
+// A compromised signing key is withdrawn at once: its tokens, cached by the
 // gateway or not, are refused on their next request; it leaves the JWKS; a replacement
 // signs the next sessions without the publish delay.
 func testRevokeSigningKey(t *testing.T, e *env) {

@@ -33,8 +33,8 @@ type sessionList struct {
 	} `json:"pageInfo"`
 }
 
-// Operators list an account's embed sessions by public id and revoke them in bulk
-// (issue 11). Sequential: bulk revokes by deployment touch every session of it.
+// Operators list an account's embed sessions by public id and revoke them in bulk.
+// Sequential: bulk revokes by deployment touch every session of it.
 func testSessionControl(t *testing.T, e *env) {
 	acme, globex := e.acme(), e.globex()
 	dep, dep2 := acme.Deployments[0].ID, acme.Deployments[1].ID

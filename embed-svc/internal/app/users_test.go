@@ -8,8 +8,7 @@ import (
 )
 
 // An embed tenant's external users can be listed, read and deleted by the account's
-// admin; deleting revokes the user's sessions and frees its place under the limit
-// (issue 11).
+// admin; deleting revokes the user's sessions and frees its place under the limit.
 func testTenantUsers(t *testing.T, e *env) {
 	acme := e.acme()
 	dep := acme.Deployments[0].ID

@@ -18,7 +18,7 @@ import (
 	"github.com/analyticsco/platform/libs/mongox"
 )
 
-// EMBED_KEY_ENCRYPTION_KEY rotates without downtime (review #19): with the new key
+// EMBED_KEY_ENCRYPTION_KEY rotates without downtime: with the new key
 // listed first, loading the keyring re-seals the signing keys under it, after which a
 // process holding only the new key signs with the same keys.
 func TestEncryptionKeyRotation(t *testing.T) {

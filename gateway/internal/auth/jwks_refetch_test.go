@@ -11,8 +11,8 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 )
 
-// Security review #11: every token naming an unknown kid started its own JWKS fetch while
-// the endpoint failed. Concurrent refetches are merged, a failing endpoint is not asked
+// Tokens naming unknown kids must not each start a JWKS fetch while the endpoint fails.
+// Concurrent refetches are merged, a failing endpoint is not asked
 // again within minRefresh, and the wait doubles with each failure.
 func TestUnknownKidRefetchesAreMergedAndBackedOff(t *testing.T) {
 	var hits atomic.Int64

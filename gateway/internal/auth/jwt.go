@@ -32,7 +32,7 @@ type KeySet struct {
 	minRefresh time.Duration
 	// Unknown-kid refetches: one at a time (others wait for it), at most once per
 	// minRefresh after the last attempt (successful or not), backing off exponentially
-	// while the JWKS endpoint fails (security review #11).
+	// while the JWKS endpoint fails.
 	lastAttempt time.Time
 	failures    int
 	inflight    chan struct{}

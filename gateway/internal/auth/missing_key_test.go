@@ -41,9 +41,9 @@ func (d *keyDirectory) ChangedSince(context.Context, time.Time) (store.Changes, 
 	return store.Changes{Keys: d.changed}, nil
 }
 
-// Security review #12: every well-formed unknown API key cost one identity-store query.
-// A miss is remembered for MissingKeyTTL, and forgotten as soon as the change poller sees
-// the key created.
+// Well-formed unknown API keys must not each cost an identity-store query. A miss is
+// remembered for MissingKeyTTL, and forgotten as soon as the change poller sees the key
+// created.
 func TestUnknownAPIKeyIdsAreNegativeCached(t *testing.T) {
 	dir := &keyDirectory{}
 	a := New(Options{Directory: dir})

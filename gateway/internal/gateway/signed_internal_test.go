@@ -8,9 +8,9 @@ import (
 	"github.com/analyticsco/platform/libs/identity"
 )
 
-// Security review #14: the signed-identity cache was keyed on the raw Authorization
-// header, so padding one valid token differently on each request pinned a new entry
-// holding the whole header. Variants of one credential now share one fixed-size key.
+// Padding one valid token differently on each request must not pin a new signed-identity
+// cache entry holding the whole Authorization header: variants of one credential share
+// one fixed-size key.
 func TestSignedIdentityCacheKeyIsNormalisedAndBounded(t *testing.T) {
 	key := func(h string) [32]byte {
 		return credentialKey(parseCredential(h))

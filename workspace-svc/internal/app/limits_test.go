@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// Security review #5: a listing reads only the page (projected documents in database-sorted
+// A listing reads only the page (projected documents in database-sorted
 // batches, then the page's items in full), never every child with its meta.
 func TestListReadsOnlyThePage(t *testing.T) {
 	e := newEnv(t, 1)

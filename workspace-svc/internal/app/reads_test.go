@@ -99,7 +99,7 @@ func (e *env) fillFolders(t *testing.T, dep int64, total int) {
 
 // TestReadsFollowTheRequest measures what each request reads at 100 and at 10,000
 // folders (chains of eight levels): the figures must not grow with the deployment and
-// must stay within the bounds of issue 12. The region the requests touch is the same in
+// must stay within the bounds below. The region the requests touch is the same in
 // both deployments: a chain of eight folders, the seventh holding 30 workbooks and three
 // folders, a folder with a subtree of three folders, and a destination. Creates are
 // measured too: neither counts the deployment's items nor reads a folder's siblings.

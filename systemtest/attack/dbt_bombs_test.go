@@ -16,13 +16,13 @@ import (
 	"github.com/analyticsco/platform/systemtest/stacktest"
 )
 
-// Review 4, F1: a repository of five links, each naming the previous one 1,300 times, held
-// a worker slot and a core past cancel and the job timeout, and six bytes of YAML panicked
-// the worker (every job on it lost). A job's input is now read and converted in a child
-// process the worker kills: the hostile jobs fail while another account's manifest sync on
+// A repository of five links, each naming the previous one 1,300 times, must not hold a
+// worker slot and a core past cancel and the job timeout, nor six bytes of YAML panic the
+// worker (every job on it lost). A job's input is read and converted in a child process
+// the worker kills: the hostile jobs fail while another account's manifest sync on
 // the same worker succeeds within twice its quiet time plus the kill latency, the worker
 // stays up, and a cancel of a hostile job in progress ends it within seconds.
-func TestDbtReview4LinkBombAndYAMLFailBesideAnotherAccountsSync(t *testing.T) {
+func TestDbtLinkBombAndYAMLFailBesideAnotherAccountsSync(t *testing.T) {
 	const cpuLimit = time.Second // the child's CPU limit: the longest a hostile job holds a slot, in CPU time
 	s := stacktest.Start(t, stacktest.Options{Env: append(slices.Clone(noRateLimits), "DBT_SYNC_CHILD_CPU_LIMIT="+cpuLimit.String())})
 	a := newAPI(s)
@@ -157,7 +157,7 @@ func TestDbtReview4LinkBombAndYAMLFailBesideAnotherAccountsSync(t *testing.T) {
 	})
 }
 
-// linkBombRepo is the review's repository: a0 links to ".", and each of a1..a5 names the
+// linkBombRepo is a link bomb: a0 links to ".", and each of a1..a5 names the
 // one before it 1,300 times (about 20 KB in all).
 func linkBombRepo(t *testing.T) string {
 	links := map[string]string{"a0": "."}

@@ -17,10 +17,10 @@ import (
 	"github.com/analyticsco/platform/systemtest/stacktest"
 )
 
-// Review 4, F3: every NATS user could subscribe to _INBOX.>, so the dbt worker's
-// credentials (the process that runs untrusted repositories) received every other
-// process's replies and JetStream deliveries (every tenant's audit events, the identity
-// lookups), and could delete or purge the jobs stream. With the worker's credentials,
+// Were every NATS user allowed to subscribe to _INBOX.>, the dbt worker's credentials (the
+// process that runs untrusted repositories) would receive every other process's replies
+// and JetStream deliveries (every tenant's audit events, the identity lookups); they must
+// not delete or purge the jobs stream either. With the worker's credentials,
 // subscribing to every inbox, to embed-svc's or to the gateway's is refused, and while
 // globex creates a folder (an audit event embed-svc pulls from the AUDIT stream) and
 // mints an embed session (identity lookups embed-svc asks the gateway) nothing arrives;

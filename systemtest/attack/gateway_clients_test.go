@@ -17,10 +17,10 @@ import (
 	"github.com/analyticsco/platform/systemtest/stacktest"
 )
 
-// Review 4, F6: from an address over AUTH_FAILURE_LIMIT, an API key the gateway's cache
-// had forgotten (entries live AUTH_CACHE_TTL, 2 s here) was 429 for as long as someone
-// behind the same address kept failing. It is looked up again at a bounded rate and
-// served; what fails is still 429.
+// From an address over AUTH_FAILURE_LIMIT, an API key the gateway's cache has forgotten
+// (entries live AUTH_CACHE_TTL, 2 s here) must not be 429 for as long as someone behind
+// the same address keeps failing: it is looked up again at a bounded rate and served;
+// what fails is still 429.
 func TestValidAPIKeyIsServedFromAThrottledAddressAfterItsCacheEntryExpired(t *testing.T) {
 	s := stacktest.Start(t, stacktest.Options{Env: []string{"AUTH_FAILURE_LIMIT=10/1m", "GATEWAY_TRUSTED_PROXIES=127.0.0.1", "AUTH_CACHE_TTL=2s"}})
 	const throttled = "203.0.113.61"
@@ -53,8 +53,8 @@ func TestValidAPIKeyIsServedFromAThrottledAddressAfterItsCacheEntryExpired(t *te
 	}
 }
 
-// Review 4, F7: a client's traceparent trace id became the audit event's traceId, so a
-// caller could give its events another request's trace. The gateway starts a trace of its
+// A client's traceparent trace id must not become the audit event's traceId, or a caller
+// could give its events another request's trace. The gateway starts a trace of its
 // own for a client that is no trusted proxy; the event records that trace.
 func TestClientTraceparentNeverBecomesTheAuditTraceId(t *testing.T) {
 	s := stacktest.Start(t, stacktest.Options{})
@@ -110,10 +110,10 @@ func TestClientTraceparentNeverBecomesTheAuditTraceId(t *testing.T) {
 	}
 }
 
-// Review 4 (libraries, h1): the gateway capped no connections, so one address could
-// hold every descriptor it has. Past GATEWAY_MAX_CONNS_PER_CLIENT (3 here) a connection
-// from the same address is answered 503 with Connection: close and the JSON error naming
-// the limit and its value (not the setting), then closed; closing one frees its slot.
+// One address must not hold every descriptor the gateway has. Past
+// GATEWAY_MAX_CONNS_PER_CLIENT (3 here) a connection from the same address is answered
+// 503 with Connection: close and the JSON error naming the limit and its value (not the
+// setting), then closed; closing one frees its slot.
 func TestConnectionsPastTheGatewaysPerClientCapAreRefused(t *testing.T) {
 	s := stacktest.Start(t, stacktest.Options{Env: []string{"GATEWAY_MAX_CONNS_PER_CLIENT=3"}})
 	addr := strings.TrimPrefix(s.Gateway, "http://")
