@@ -143,78 +143,26 @@ lint: $(TOOLS)/staticcheck
 redoc:
 	@cd gateway && $(GO) test -count=1 -run TestEmbeddedRedocIsTheNpmRelease ./internal/apidocs/ -update
 
-# redis-server is a real child process of the stack and of the tests; the tests of the
-# Sentinel and Cluster modes also run redis-sentinel and redis-cli (redis-tools).
+# What the stack and the tests run as child processes, from Debian's packages, installed
+# when missing by tools/install-deps.sh (as root; otherwise it names the packages and fails).
+# .ci/run calls the same script.
 ensure-redis:
-	@if [ -z "$$REDIS_URL" ] && ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-sentinel >/dev/null 2>&1; then \
-		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-			echo "installing redis-server and redis-sentinel (Debian packages)" >&2; \
-			apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-sentinel >&2; \
-		else \
-			echo "redis-server or redis-sentinel not found: install them with 'sudo apt-get install -y redis-server redis-sentinel' (or set REDIS_URL)" >&2; exit 1; \
-		fi; \
-	fi
+	@./tools/install-deps.sh redis
 
-# The embedded MongoDB (FerretDB) keeps its data in a PostgreSQL child process of the stack
-# and of the tests: Debian's postgresql package. Its own cluster (main, a system service) is
-# not wanted, so it is not created.
 ensure-postgres:
-	@if ! command -v postgres >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then \
-		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-			echo "installing postgresql (Debian package)" >&2; \
-			mkdir -p /etc/postgresql-common/createcluster.d && \
-			echo "create_main_cluster = false" >/etc/postgresql-common/createcluster.d/devstack.conf && \
-			apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >&2; \
-		else \
-			echo "PostgreSQL not found: install it with 'sudo apt-get install -y postgresql'" >&2; exit 1; \
-		fi; \
-	fi
+	@./tools/install-deps.sh postgres
 
-# Debian's prometheus package brings prometheus (make run OBS=1) and promtool (the rule
-# and dashboard tests of make test).
 ensure-prometheus:
-	@if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then \
-		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-			echo "installing prometheus (Debian package)" >&2; \
-			apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >&2; \
-		else \
-			echo "prometheus/promtool not found: install them with 'sudo apt-get install -y prometheus'" >&2; exit 1; \
-		fi; \
-	fi
+	@./tools/install-deps.sh prometheus
 
-# Debian's nginx: the gateway's differential framing test runs the same requests through it.
 ensure-nginx:
-	@if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then \
-		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-			echo "installing nginx (Debian package)" >&2; \
-			apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx >&2; \
-		else \
-			echo "nginx not found: install it with 'sudo apt-get install -y nginx'" >&2; exit 1; \
-		fi; \
-	fi
+	@./tools/install-deps.sh nginx
 
-# curl and jq: the README's quickstart uses them, and a test runs it.
 ensure-cli:
-	@missing=""; for c in curl jq; do command -v $$c >/dev/null 2>&1 || missing="$$missing $$c"; done; \
-	if [ -n "$$missing" ]; then \
-		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-			echo "installing$$missing (Debian packages)" >&2; \
-			apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >&2; \
-		else \
-			echo "not found:$$missing: install with 'sudo apt-get install -y$$missing'" >&2; exit 1; \
-		fi; \
-	fi
+	@./tools/install-deps.sh cli
 
-# Debian's chromium: a test opens the API reference (/api/v1/docs) in it, headless.
 ensure-chromium:
-	@if ! command -v chromium >/dev/null 2>&1; then \
-		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-			echo "installing chromium (Debian package)" >&2; \
-			apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >&2; \
-		else \
-			echo "chromium not found: install it with 'sudo apt-get install -y chromium'" >&2; exit 1; \
-		fi; \
-	fi
+	@./tools/install-deps.sh chromium
 
 clean:
 	rm -rf $(BIN)

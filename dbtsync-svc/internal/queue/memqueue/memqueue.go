@@ -1,7 +1,7 @@
 // Package memqueue is an in-memory dbtsync.JobQueue, dbtsync.JobFeed,
 // dbtsync.ManifestStore and dbtsync.LedgerStore, for unit tests of the service and the
-// worker without NATS. The contract suite of internal/queue runs against it and against
-// the JetStream adapter, so both behave alike.
+// worker without NATS. The contract suite (internal/queue/queuetest) runs against it and
+// against the JetStream adapter, so both behave alike.
 package memqueue
 
 import (

@@ -1,5 +1,5 @@
 // Package memstore is an in-memory dbtsync.BranchStore and dbtsync.IntegrationStore, for
-// unit tests of the service without MongoDB. The contract suite of internal/store runs
+// unit tests of the service without MongoDB. The contract suite (internal/store/storetest) runs
 // against it and against mongostore, so both behave alike.
 package memstore
 

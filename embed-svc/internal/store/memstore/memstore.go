@@ -2,7 +2,7 @@
 // MongoDB (the catalog, external users, session records), Sessions what redisstore keeps
 // in Redis (session ids, live sessions, revocations), and Directory answers as the
 // identity lookup does. They exist so the service's rules can be tested without servers;
-// the contract suites (internal/store/contract) hold each store to the real adapter's
+// the contract suites (internal/store/storetest) hold each store to the real adapter's
 // behaviour, including its concurrency guarantees.
 //
 // Every method copies what it takes and what it returns, so a caller can never change

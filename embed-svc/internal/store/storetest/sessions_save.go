@@ -1,4 +1,4 @@
-package contract_test
+package storetest
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 // (it reads the session's record, written in between) ends the id for good: the save
 // stores nothing and says so, the id is never exchangeable, and the marker stays.
 func revokedBeforeSave(t *testing.T, s embed.SessionStore) {
-	ctx, id, acc := context.Background(), embed.NewSessionID(), account()
+	ctx, id, acc := context.Background(), embed.NewSessionID(), Account()
 	sid := embed.PublicSessionHandle(id)
 	if err := s.ReserveSession(ctx, acc, id, 1000); err != nil {
 		t.Fatal(err)
@@ -21,7 +21,7 @@ func revokedBeforeSave(t *testing.T, s embed.SessionStore) {
 	if n, err := s.RevokeSIDs(ctx, acc, []string{sid}); n != 1 || err != nil {
 		t.Fatalf("bulk revoke of the reserved id: %d %v", n, err)
 	}
-	err := s.SaveSession(ctx, id, embed.Session{SID: sid, RecordID: hexID(16), AccountID: acc, DeploymentID: 7, Branch: "main", GeneratedAt: at(0)})
+	err := s.SaveSession(ctx, id, embed.Session{SID: sid, RecordID: HexID(16), AccountID: acc, DeploymentID: 7, Branch: "main", GeneratedAt: at(0)})
 	if !errors.Is(err, embed.ErrSessionRevoked) {
 		t.Fatalf("save after the revoke: %v, want ErrSessionRevoked", err)
 	}
@@ -40,9 +40,9 @@ func revokedBeforeSave(t *testing.T, s embed.SessionStore) {
 // savedOnlyIfReserved: an id that was never reserved (or whose reservation is gone
 // without a revocation) is not made exchangeable by a save.
 func savedOnlyIfReserved(t *testing.T, s embed.SessionStore) {
-	ctx, id, acc := context.Background(), embed.NewSessionID(), account()
+	ctx, id, acc := context.Background(), embed.NewSessionID(), Account()
 	sid := embed.PublicSessionHandle(id)
-	err := s.SaveSession(ctx, id, embed.Session{SID: sid, RecordID: hexID(16), AccountID: acc, GeneratedAt: at(0)})
+	err := s.SaveSession(ctx, id, embed.Session{SID: sid, RecordID: HexID(16), AccountID: acc, GeneratedAt: at(0)})
 	if !errors.Is(err, embed.ErrSessionUnusable) {
 		t.Fatalf("save of an id never reserved: %v, want ErrSessionUnusable", err)
 	}

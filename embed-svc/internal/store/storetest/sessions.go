@@ -1,4 +1,4 @@
-package contract_test
+package storetest
 
 import (
 	"context"
@@ -13,34 +13,33 @@ import (
 	"github.com/analyticsco/platform/embed-svc/internal/embed"
 )
 
-func TestSessionStoreContract(t *testing.T) {
-	run(t, sessionStores(t), map[string]func(*testing.T, embed.SessionStore){
-		"a-session-id-is-exchanged-once":                  exchangedOnce,
-		"a-reserved-id-is-never-exchangeable":             reservedNotExchangeable,
-		"of-concurrent-exchanges-exactly-one-wins":        concurrentExchanges,
-		"revoke-before-the-exchange-ends-the-id":          revokePending,
-		"revoke-after-the-exchange-marks-the-sid":         revokeLive,
-		"revoke-leaves-other-accounts-sessions-alone":     revokeOtherAccount,
-		"bulk-revoke-counts-what-it-revoked":              revokeSIDs,
-		"states-tell-pending-live-revoked-and-unknown":    liveStates,
-		"a-reserved-id-can-be-revoked-before-it-is-saved": revokeReserved,
-		"a-revoke-before-the-save-stays":                  revokedBeforeSave,
-		"only-a-reserved-id-is-saved":                     savedOnlyIfReserved,
-		"a-session-over-its-cap-is-not-stored":            overCap,
-		"an-accounts-live-sessions-are-bounded":           liveSessionsBounded,
-		"refused-exchanges-are-reported-once-a-window":    exchangeFailuresCounted,
-	})
+// sessionCases are the contract of embed.SessionStore.
+var sessionCases = map[string]func(*testing.T, embed.SessionStore){
+	"a-session-id-is-exchanged-once":                  exchangedOnce,
+	"a-reserved-id-is-never-exchangeable":             reservedNotExchangeable,
+	"of-concurrent-exchanges-exactly-one-wins":        concurrentExchanges,
+	"revoke-before-the-exchange-ends-the-id":          revokePending,
+	"revoke-after-the-exchange-marks-the-sid":         revokeLive,
+	"revoke-leaves-other-accounts-sessions-alone":     revokeOtherAccount,
+	"bulk-revoke-counts-what-it-revoked":              revokeSIDs,
+	"states-tell-pending-live-revoked-and-unknown":    liveStates,
+	"a-reserved-id-can-be-revoked-before-it-is-saved": revokeReserved,
+	"a-revoke-before-the-save-stays":                  revokedBeforeSave,
+	"only-a-reserved-id-is-saved":                     savedOnlyIfReserved,
+	"a-session-over-its-cap-is-not-stored":            overCap,
+	"an-accounts-live-sessions-are-bounded":           liveSessionsBounded,
+	"refused-exchanges-are-reported-once-a-window":    exchangeFailuresCounted,
 }
 
-// saved reserves and saves a fresh session of acc and returns its id and sid.
-func saved(t *testing.T, s embed.SessionStore, acc int64) (string, string) {
+// Saved reserves and saves a fresh session of acc and returns its id and sid.
+func Saved(t *testing.T, s embed.SessionStore, acc int64) (string, string) {
 	t.Helper()
 	ctx, id := context.Background(), embed.NewSessionID()
 	if err := s.ReserveSession(ctx, acc, id, 1000); err != nil {
 		t.Fatal(err)
 	}
 	sid := embed.PublicSessionHandle(id)
-	if err := s.SaveSession(ctx, id, embed.Session{SID: sid, RecordID: hexID(16), AccountID: acc, DeploymentID: 7, Branch: "main", GeneratedAt: at(0)}); err != nil {
+	if err := s.SaveSession(ctx, id, embed.Session{SID: sid, RecordID: HexID(16), AccountID: acc, DeploymentID: 7, Branch: "main", GeneratedAt: at(0)}); err != nil {
 		t.Fatal(err)
 	}
 	return id, sid
@@ -49,8 +48,8 @@ func saved(t *testing.T, s embed.SessionStore, acc int64) (string, string) {
 // pendingAndLive saves two sessions of acc and exchanges the second; it returns their sids.
 func pendingAndLive(t *testing.T, s embed.SessionStore, acc int64) (pending, live string) {
 	t.Helper()
-	_, pending = saved(t, s, acc)
-	liveID, live := saved(t, s, acc)
+	_, pending = Saved(t, s, acc)
+	liveID, live := Saved(t, s, acc)
 	if _, err := s.ExchangeSession(context.Background(), liveID, time.Hour); err != nil {
 		t.Fatal(err)
 	}
@@ -58,8 +57,8 @@ func pendingAndLive(t *testing.T, s embed.SessionStore, acc int64) (pending, liv
 }
 
 func exchangedOnce(t *testing.T, s embed.SessionStore) {
-	ctx, acc := context.Background(), account()
-	id, sid := saved(t, s, acc)
+	ctx, acc := context.Background(), Account()
+	id, sid := Saved(t, s, acc)
 	sess, err := s.ExchangeSession(ctx, id, time.Hour)
 	if err != nil || sess.SID != sid || sess.AccountID != acc || sess.Branch != "main" {
 		t.Fatalf("exchange: %+v %v", sess, err)
@@ -73,17 +72,17 @@ func exchangedOnce(t *testing.T, s embed.SessionStore) {
 	if _, err := s.ExchangeSession(ctx, embed.NewSessionID(), time.Hour); !errors.Is(err, embed.ErrSessionUnusable) {
 		t.Fatalf("an unknown id: %v", err)
 	}
-	if _, err := s.LiveSession(ctx, hexID(32)); !errors.Is(err, embed.ErrNotFound) {
+	if _, err := s.LiveSession(ctx, HexID(32)); !errors.Is(err, embed.ErrNotFound) {
 		t.Fatalf("an unknown sid: %v", err)
 	}
 }
 
 func reservedNotExchangeable(t *testing.T, s embed.SessionStore) {
 	ctx, id := context.Background(), embed.NewSessionID()
-	if err := s.ReserveSession(ctx, account(), id, 1000); err != nil {
+	if err := s.ReserveSession(ctx, Account(), id, 1000); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.ReserveSession(ctx, account(), id, 1000); err == nil {
+	if err := s.ReserveSession(ctx, Account(), id, 1000); err == nil {
 		t.Fatal("an id reserved twice")
 	}
 	if _, err := s.ExchangeSession(ctx, id, time.Hour); !errors.Is(err, embed.ErrSessionUnusable) {
@@ -92,7 +91,7 @@ func reservedNotExchangeable(t *testing.T, s embed.SessionStore) {
 }
 
 func concurrentExchanges(t *testing.T, s embed.SessionStore) {
-	id, _ := saved(t, s, account())
+	id, _ := Saved(t, s, Account())
 	var ok, unusable atomic.Int64
 	together(20, func(int) {
 		_, err := s.ExchangeSession(context.Background(), id, time.Hour)
@@ -109,8 +108,8 @@ func concurrentExchanges(t *testing.T, s embed.SessionStore) {
 }
 
 func revokePending(t *testing.T, s embed.SessionStore) {
-	ctx, acc := context.Background(), account()
-	id, sid := saved(t, s, acc)
+	ctx, acc := context.Background(), Account()
+	id, sid := Saved(t, s, acc)
 	sess, revoked, err := s.RevokeSession(ctx, acc, id, sid)
 	if err != nil || !revoked || sess.SID != sid || sess.RecordID == "" {
 		t.Fatalf("revoke: %+v %v %v", sess, revoked, err)
@@ -124,8 +123,8 @@ func revokePending(t *testing.T, s embed.SessionStore) {
 }
 
 func revokeLive(t *testing.T, s embed.SessionStore) {
-	ctx, acc := context.Background(), account()
-	id, sid := saved(t, s, acc)
+	ctx, acc := context.Background(), Account()
+	id, sid := Saved(t, s, acc)
 	if _, err := s.ExchangeSession(ctx, id, time.Hour); err != nil {
 		t.Fatal(err)
 	}
@@ -149,9 +148,9 @@ func revokeLive(t *testing.T, s embed.SessionStore) {
 }
 
 func revokeOtherAccount(t *testing.T, s embed.SessionStore) {
-	ctx, acc, other := context.Background(), account(), account()
-	pendingID, pendingSID := saved(t, s, acc)
-	liveID, liveSID := saved(t, s, acc)
+	ctx, acc, other := context.Background(), Account(), Account()
+	pendingID, pendingSID := Saved(t, s, acc)
+	liveID, liveSID := Saved(t, s, acc)
 	if _, err := s.ExchangeSession(ctx, liveID, time.Hour); err != nil {
 		t.Fatal(err)
 	}
@@ -172,10 +171,10 @@ func revokeOtherAccount(t *testing.T, s embed.SessionStore) {
 }
 
 func revokeSIDs(t *testing.T, s embed.SessionStore) {
-	ctx, acc := context.Background(), account()
+	ctx, acc := context.Background(), Account()
 	pending, live := pendingAndLive(t, s, acc)
-	_, others := saved(t, s, account())
-	if n, err := s.RevokeSIDs(ctx, acc, []string{pending, live, others, hexID(32)}); n != 2 || err != nil {
+	_, others := Saved(t, s, Account())
+	if n, err := s.RevokeSIDs(ctx, acc, []string{pending, live, others, HexID(32)}); n != 2 || err != nil {
 		t.Fatalf("revoked %d (%v), want 2", n, err)
 	}
 	if n, err := s.RevokeSIDs(ctx, acc, []string{pending, live}); n != 0 || err != nil {
@@ -191,9 +190,9 @@ func revokeSIDs(t *testing.T, s embed.SessionStore) {
 }
 
 func liveStates(t *testing.T, s embed.SessionStore) {
-	ctx, acc := context.Background(), account()
+	ctx, acc := context.Background(), Account()
 	pending, live := pendingAndLive(t, s, acc)
-	states, err := s.LiveStates(ctx, []string{pending, live, hexID(32)})
+	states, err := s.LiveStates(ctx, []string{pending, live, HexID(32)})
 	if err != nil || len(states) != 3 {
 		t.Fatalf("%+v %v", states, err)
 	}
@@ -212,11 +211,11 @@ func liveStates(t *testing.T, s embed.SessionStore) {
 }
 
 func revokeReserved(t *testing.T, s embed.SessionStore) {
-	ctx, id, acc := context.Background(), embed.NewSessionID(), account()
+	ctx, id, acc := context.Background(), embed.NewSessionID(), Account()
 	if err := s.ReserveSession(ctx, acc, id, 1000); err != nil {
 		t.Fatal(err)
 	}
-	if _, revoked, err := s.RevokeSession(ctx, account(), id, embed.PublicSessionHandle(id)); revoked || err != nil {
+	if _, revoked, err := s.RevokeSession(ctx, Account(), id, embed.PublicSessionHandle(id)); revoked || err != nil {
 		t.Fatalf("another account revoked a reserved id: %v %v", revoked, err)
 	}
 	sess, revoked, err := s.RevokeSession(ctx, acc, id, embed.PublicSessionHandle(id))
@@ -227,7 +226,7 @@ func revokeReserved(t *testing.T, s embed.SessionStore) {
 
 // overCap: a session over embed.MaxSessionBytes is a bug of the caps; no store keeps it.
 func overCap(t *testing.T, s embed.SessionStore) {
-	ctx, id, acc := context.Background(), embed.NewSessionID(), account()
+	ctx, id, acc := context.Background(), embed.NewSessionID(), Account()
 	if err := s.ReserveSession(ctx, acc, id, 1000); err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +243,7 @@ func overCap(t *testing.T, s embed.SessionStore) {
 // expired; a refused reservation reserves nothing; a revoked session still counts (its
 // marker lives as long as its token); other accounts have their own count.
 func liveSessionsBounded(t *testing.T, s embed.SessionStore) {
-	ctx, acc := context.Background(), account()
+	ctx, acc := context.Background(), Account()
 	var ids []string
 	for range 3 {
 		id := embed.NewSessionID()
@@ -269,7 +268,7 @@ func liveSessionsBounded(t *testing.T, s embed.SessionStore) {
 	if err := s.ReserveSession(ctx, acc, embed.NewSessionID(), 4); err != nil {
 		t.Fatalf("under a higher limit: %v", err)
 	}
-	if err := s.ReserveSession(ctx, account(), embed.NewSessionID(), 3); err != nil {
+	if err := s.ReserveSession(ctx, Account(), embed.NewSessionID(), 3); err != nil {
 		t.Fatalf("another account: %v", err)
 	}
 }
@@ -278,7 +277,7 @@ func liveSessionsBounded(t *testing.T, s embed.SessionStore) {
 // once; the next ones within the window are counted, not reported; the first after it
 // reports them all. Each id has its own count.
 func exchangeFailuresCounted(t *testing.T, s embed.SessionStore) {
-	ctx, sid, other := context.Background(), hexID(32), hexID(32)
+	ctx, sid, other := context.Background(), HexID(32), HexID(32)
 	const window = 300 * time.Millisecond
 	if n, err := s.CountExchangeFailure(ctx, sid, window); n != 1 || err != nil {
 		t.Fatalf("the first refusal: %d %v", n, err)

@@ -1,4 +1,4 @@
-package queue_test
+package jetstream_test
 
 import (
 	"context"

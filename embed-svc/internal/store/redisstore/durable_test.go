@@ -1,4 +1,4 @@
-package contract_test
+package redisstore_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/analyticsco/platform/devstack/apitest"
 	"github.com/analyticsco/platform/embed-svc/internal/embed"
 	"github.com/analyticsco/platform/embed-svc/internal/store/redisstore"
+	"github.com/analyticsco/platform/embed-svc/internal/store/storetest"
 	"github.com/analyticsco/platform/libs/redisx"
 )
 
@@ -55,9 +56,9 @@ func TestRedisDurableWritesWaitForAReplica(t *testing.T) {
 			}
 			defer rdb.Close()
 			s := redisstore.New(redisx.NewDurable(rdb, 1, time.Second))
-			acc := account()
-			pending, pendingSID := saved(t, s, acc)
-			live, liveSID := saved(t, s, acc)
+			acc := storetest.Account()
+			pending, pendingSID := storetest.Saved(t, s, acc)
+			live, liveSID := storetest.Saved(t, s, acc)
 			if _, err := s.ExchangeSession(ctx, live, time.Hour); err != nil {
 				t.Fatal(err)
 			}
@@ -69,14 +70,14 @@ func TestRedisDurableWritesWaitForAReplica(t *testing.T) {
 			unavailable := map[string]error{}
 			_, unavailable["exchange"] = s.ExchangeSession(ctx, pending, time.Hour)
 			_, _, unavailable["revoke"] = s.RevokeSession(ctx, acc, live, liveSID)
-			_, unavailable["bulk revoke"] = s.RevokeSIDs(ctx, acc, []string{pendingSID, liveSID, hexID(32), hexID(32)})
-			unavailable["signing-key revocation"] = s.RevokeSigningKey(ctx, hexID(8), time.Hour)
+			_, unavailable["bulk revoke"] = s.RevokeSIDs(ctx, acc, []string{pendingSID, liveSID, storetest.HexID(32), storetest.HexID(32)})
+			unavailable["signing-key revocation"] = s.RevokeSigningKey(ctx, storetest.HexID(8), time.Hour)
 			for what, err := range unavailable {
 				if !errors.Is(err, embed.ErrUnavailable) || !errors.Is(err, redisx.ErrNotDurable) {
 					t.Errorf("%s with no replica: want unavailable (not durable), got %v", what, err)
 				}
 			}
-			if _, _ = saved(t, s, acc); t.Failed() {
+			if _, _ = storetest.Saved(t, s, acc); t.Failed() {
 				return
 			}
 
@@ -88,7 +89,7 @@ func TestRedisDurableWritesWaitForAReplica(t *testing.T) {
 			if err := c.healthy(ctx); err != nil {
 				t.Fatal(err)
 			}
-			id, sid := saved(t, s, acc)
+			id, sid := storetest.Saved(t, s, acc)
 			if _, err := s.ExchangeSession(ctx, id, time.Hour); err != nil {
 				t.Errorf("exchange with the replicas back: %v", err)
 			}
@@ -99,7 +100,7 @@ func TestRedisDurableWritesWaitForAReplica(t *testing.T) {
 			// the bulk revoke loads its script on the primaries that lack it.
 			var sids []string
 			for range 12 {
-				_, sid := saved(t, s, acc)
+				_, sid := storetest.Saved(t, s, acc)
 				sids = append(sids, sid)
 			}
 			if err := rdb.ScriptFlush(ctx).Err(); err != nil {
@@ -131,8 +132,8 @@ func TestRedisARetriedRevokeIsAcknowledgedOnlyOnceTheFirstTrysMarkerIsReplicated
 		return redisstore.New(redisx.NewDurable(rdb, 1, 300*time.Millisecond))
 	}
 	first, second := store(), store()
-	acc := account()
-	id, sid := saved(t, first, acc)
+	acc := storetest.Account()
+	id, sid := storetest.Saved(t, first, acc)
 	if _, err := first.ExchangeSession(ctx, id, time.Hour); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package queue_test
+package jetstream_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/queue/jetstream"
+	"github.com/analyticsco/platform/dbtsync-svc/internal/queue/queuetest"
 	"github.com/analyticsco/platform/devstack"
 	"github.com/analyticsco/platform/devstack/apitest"
 )
@@ -45,7 +46,7 @@ func streamsOf(n jetstream.Names) []string {
 func openQueue(t *testing.T, nc *nats.Conn, names jetstream.Names, replicas int) *jetstream.Queue {
 	t.Helper()
 	q, err := jetstream.Open(context.Background(), nc, jetstream.Options{Replicas: replicas, Names: names,
-		Limits: jetstream.Limits{ObjectMaxBytes: 8 << 20, MaxQueuedJobs: 100_000, MaxRunningJobs: maxRunning}})
+		Limits: jetstream.Limits{ObjectMaxBytes: 8 << 20, MaxQueuedJobs: 100_000, MaxRunningJobs: queuetest.MaxRunning}})
 	if err != nil {
 		t.Fatalf("open with %d replicas: %v", replicas, err)
 	}
@@ -97,8 +98,8 @@ func TestEnqueueAndUpdateAcrossKilledLeadersApplyOnce(t *testing.T) {
 	names := clusterNames(t)
 	q := openQueue(t, nc, names, 3)
 	ctx := context.Background()
-	counter := job(0, "counter")
-	enqueue(t, q, counter)
+	counter := queuetest.Job(0, "counter")
+	queuetest.Enqueue(t, q, counter)
 
 	var accepted sync.Map // job id -> true
 	var refused, increments, unknown, enqueues atomic.Int64
@@ -107,7 +108,7 @@ func TestEnqueueAndUpdateAcrossKilledLeadersApplyOnce(t *testing.T) {
 	sent := 0
 	untilStopped(&wg, stop, func() { // enqueues, each job its own branch's
 		sent++
-		j := job(sent, fmt.Sprintf("b%d", sent))
+		j := queuetest.Job(sent, fmt.Sprintf("b%d", sent))
 		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		err := q.Enqueue(rctx, j)
 		cancel()
@@ -124,7 +125,7 @@ func TestEnqueueAndUpdateAcrossKilledLeadersApplyOnce(t *testing.T) {
 	for range 2 { // increments of one job's attempts
 		untilStopped(&wg, stop, func() {
 			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			_, err := q.UpdateJob(rctx, dep, counter.SyncJobID, func(j *dbtsync.Job) error { j.Attempts++; return nil })
+			_, err := q.UpdateJob(rctx, queuetest.Dep, counter.SyncJobID, func(j *dbtsync.Job) error { j.Attempts++; return nil })
 			cancel()
 			switch {
 			case err == nil:
@@ -157,14 +158,14 @@ func TestEnqueueAndUpdateAcrossKilledLeadersApplyOnce(t *testing.T) {
 
 	// A read may come from a replica a little behind the leader: it catches up.
 	apitest.Eventually(t, 30*time.Second, "every increment that succeeded counted once", func() (bool, string) {
-		got, err := q.Job(ctx, dep, counter.SyncJobID)
+		got, err := q.Job(ctx, queuetest.Dep, counter.SyncJobID)
 		n := int64(got.Attempts)
 		return err == nil && n >= increments.Load() && n <= increments.Load()+unknown.Load(),
 			fmt.Sprintf("attempts %d (%v) after %d increments that succeeded and %d unanswered", n, err, increments.Load(), unknown.Load())
 	})
 	published := publishedJobs(t, nc, names.Stream)
 	apitest.Eventually(t, 30*time.Second, "every accepted job in the index and the stream once", func() (bool, string) {
-		ids, _, _, err := q.JobPage(ctx, dep, "", 10_000)
+		ids, _, _, err := q.JobPage(ctx, queuetest.Dep, "", 10_000)
 		if err != nil {
 			return false, err.Error()
 		}
@@ -184,7 +185,7 @@ func TestEnqueueAndUpdateAcrossKilledLeadersApplyOnce(t *testing.T) {
 	})
 	for id, times := range published {
 		if _, ok := accepted.Load(id); !ok && id != counter.SyncJobID {
-			if _, err := q.Job(ctx, dep, id); !errors.Is(err, dbtsync.ErrNotFound) {
+			if _, err := q.Job(ctx, queuetest.Dep, id); !errors.Is(err, dbtsync.ErrNotFound) {
 				t.Errorf("job %s was refused, but its message (%d) and record (%v) stayed", id, times, err)
 			}
 		}

@@ -1,4 +1,4 @@
-package contract_test
+package storetest
 
 import (
 	"context"
@@ -12,20 +12,19 @@ import (
 	"github.com/analyticsco/platform/libs/httpx"
 )
 
-func TestCatalogStoreContract(t *testing.T) {
-	run(t, durableStores(t), map[string]func(*testing.T, durable){
-		"account-settings-are-replaced-whole":           settingsReplaced,
-		"tenants-are-recorded-once-and-counted":         tenantsRecorded,
-		"definitions-created-listed-and-deleted":        definitionsLifecycle,
-		"upsert-creates-updates-and-keeps-the-type":     upsertDefinitions,
-		"a-batch-upserts-many-and-races-make-one-each":  upsertBatches,
-		"deleting-a-definition-removes-what-used-it":    deleteRemovesUses,
-		"definitions-of-other-accounts-are-not-visible": definitionsIsolated,
-	})
+// catalogCases are the contract of embed.CatalogStore.
+var catalogCases = map[string]func(*testing.T, Durable){
+	"account-settings-are-replaced-whole":           settingsReplaced,
+	"tenants-are-recorded-once-and-counted":         tenantsRecorded,
+	"definitions-created-listed-and-deleted":        definitionsLifecycle,
+	"upsert-creates-updates-and-keeps-the-type":     upsertDefinitions,
+	"a-batch-upserts-many-and-races-make-one-each":  upsertBatches,
+	"deleting-a-definition-removes-what-used-it":    deleteRemovesUses,
+	"definitions-of-other-accounts-are-not-visible": definitionsIsolated,
 }
 
-func settingsReplaced(t *testing.T, s durable) {
-	ctx, acc := context.Background(), account()
+func settingsReplaced(t *testing.T, s Durable) {
+	ctx, acc := context.Background(), Account()
 	if got, err := s.AccountSettings(ctx, acc); err != nil || !reflect.DeepEqual(got, embed.AccountSettings{}) {
 		t.Fatalf("no settings: %+v %v", got, err)
 	}
@@ -43,13 +42,13 @@ func settingsReplaced(t *testing.T, s durable) {
 	if got, _ := s.AccountSettings(ctx, acc); !reflect.DeepEqual(got, second) {
 		t.Fatalf("after a replace %+v, want %+v (nothing of the first left)", got, second)
 	}
-	if got, _ := s.AccountSettings(ctx, account()); !reflect.DeepEqual(got, embed.AccountSettings{}) {
+	if got, _ := s.AccountSettings(ctx, Account()); !reflect.DeepEqual(got, embed.AccountSettings{}) {
 		t.Fatalf("another account sees %+v", got)
 	}
 }
 
-func tenantsRecorded(t *testing.T, s durable) {
-	ctx, acc := context.Background(), account()
+func tenantsRecorded(t *testing.T, s Durable) {
+	ctx, acc := context.Background(), Account()
 	if created, err := s.EnsureTenant(ctx, acc, "north-tenant"); !created || err != nil {
 		t.Fatalf("first ensure: %v %v", created, err)
 	}
@@ -64,7 +63,7 @@ func tenantsRecorded(t *testing.T, s durable) {
 	if ok, _ := s.TenantExists(ctx, acc, "north-tenant"); !ok {
 		t.Fatal("the tenant does not exist")
 	}
-	if ok, _ := s.TenantExists(ctx, account(), "north-tenant"); ok {
+	if ok, _ := s.TenantExists(ctx, Account(), "north-tenant"); ok {
 		t.Fatal("another account has the tenant")
 	}
 	if n, _ := s.CountTenants(ctx, acc, 10); n != 3 {
@@ -101,8 +100,8 @@ func names(ds []embed.Definition) []string {
 	return out
 }
 
-func definitionsLifecycle(t *testing.T, s durable) {
-	ctx, acc := context.Background(), account()
+func definitionsLifecycle(t *testing.T, s Durable) {
+	ctx, acc := context.Background(), Account()
 	var ids []string
 	for _, n := range []string{"g1", "g2", "g3"} {
 		d, err := s.CreateDefinition(ctx, definition(acc, embed.AccountScope, embed.KindGroup, n))
@@ -157,7 +156,7 @@ func definitionsLifecycle(t *testing.T, s durable) {
 }
 
 // upsertOne upserts one definition through the batch.
-func upsertOne(t *testing.T, s durable, acc int64, scope string, u embed.DefinitionUpsert, now time.Time) (embed.Definition, error) {
+func upsertOne(t *testing.T, s Durable, acc int64, scope string, u embed.DefinitionUpsert, now time.Time) (embed.Definition, error) {
 	t.Helper()
 	defs, err := s.UpsertDefinitions(context.Background(), acc, scope, []embed.DefinitionUpsert{u}, now)
 	if err != nil {
@@ -169,8 +168,8 @@ func upsertOne(t *testing.T, s durable, acc int64, scope string, u embed.Definit
 	return defs[0], nil
 }
 
-func upsertDefinitions(t *testing.T, s durable) {
-	ctx, acc, scope := context.Background(), account(), "cm-tenant"
+func upsertDefinitions(t *testing.T, s Durable) {
+	ctx, acc, scope := context.Background(), Account(), "cm-tenant"
 	t0 := at(-time.Hour)
 	in := embed.DefinitionInput{Name: "level", Type: embed.TypeNumber, Description: ptr("Level")}
 	d, err := upsertOne(t, s, acc, scope, embed.DefinitionUpsert{Input: in, Kind: embed.KindAttribute}, t0)
@@ -208,8 +207,8 @@ func upsertDefinitions(t *testing.T, s durable) {
 // upsertBatches: one batch creates and updates many definitions and answers them in
 // order; batches racing to create the same names make one definition per name, which
 // every batch answers.
-func upsertBatches(t *testing.T, s durable) {
-	ctx, acc, scope := context.Background(), account(), "batch-tenant"
+func upsertBatches(t *testing.T, s Durable) {
+	ctx, acc, scope := context.Background(), Account(), "batch-tenant"
 	t0 := at(-time.Hour)
 	existing, err := upsertOne(t, s, acc, scope, embed.DefinitionUpsert{Input: embed.DefinitionInput{Name: "kept"}, Kind: embed.KindGroup}, t0)
 	if err != nil {
@@ -281,8 +280,8 @@ func upsertBatches(t *testing.T, s durable) {
 	}
 }
 
-func deleteRemovesUses(t *testing.T, s durable) {
-	ctx, acc := context.Background(), account()
+func deleteRemovesUses(t *testing.T, s Durable) {
+	ctx, acc := context.Background(), Account()
 	g, _ := s.CreateDefinition(ctx, definition(acc, embed.AccountScope, embed.KindGroup, "crew"))
 	a, _ := s.CreateDefinition(ctx, definition(acc, embed.AccountScope, embed.KindAttribute, "region"))
 	keep, _ := s.CreateDefinition(ctx, definition(acc, embed.AccountScope, embed.KindAttribute, "floor"))
@@ -303,8 +302,8 @@ func deleteRemovesUses(t *testing.T, s durable) {
 	}
 }
 
-func definitionsIsolated(t *testing.T, s durable) {
-	ctx, acc, other := context.Background(), account(), account()
+func definitionsIsolated(t *testing.T, s Durable) {
+	ctx, acc, other := context.Background(), Account(), Account()
 	d, _ := s.CreateDefinition(ctx, definition(acc, embed.AccountScope, embed.KindGroup, "mine"))
 	if found, _ := s.FindDefinitions(ctx, other, embed.AccountScope, []string{"mine"}); len(found) != 0 {
 		t.Fatalf("another account finds %v", names(found))

@@ -1,4 +1,4 @@
-package queue_test
+package jetstream_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/queue/jetstream"
+	"github.com/analyticsco/platform/dbtsync-svc/internal/queue/queuetest"
 	"github.com/analyticsco/platform/devstack"
 	"github.com/analyticsco/platform/libs/natsx"
 )
@@ -63,13 +64,13 @@ func TestTheWorkersQueueWaitsForAndBindsToWhatDbtsyncSvcMakes(t *testing.T) {
 	if w.err != nil {
 		t.Fatalf("the worker binds: %v", w.err)
 	}
-	j := job(1, "main")
-	enqueue(t, api, j)
-	if got, err := w.q.Job(ctx, dep, j.SyncJobID); err != nil || got.SyncJobID != j.SyncJobID {
+	j := queuetest.Job(1, "main")
+	queuetest.Enqueue(t, api, j)
+	if got, err := w.q.Job(ctx, queuetest.Dep, j.SyncJobID); err != nil || got.SyncJobID != j.SyncJobID {
 		t.Fatalf("the worker reads the job dbtsync-svc queued: %+v %v", got, err)
 	}
 	taken := make(chan string, 1)
-	consume(t, w.q, 1, 5*time.Second, func(_ context.Context, d dbtsync.Delivery) {
+	queuetest.Consume(t, w.q, 1, 5*time.Second, func(_ context.Context, d dbtsync.Delivery) {
 		select {
 		case taken <- d.SyncJobID():
 		default:

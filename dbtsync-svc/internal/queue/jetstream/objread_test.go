@@ -1,4 +1,4 @@
-package queue_test
+package jetstream_test
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/queue/jetstream"
+	"github.com/analyticsco/platform/dbtsync-svc/internal/queue/queuetest"
 	"github.com/analyticsco/platform/devstack"
 	"github.com/analyticsco/platform/libs/natsx"
 )
@@ -30,7 +31,7 @@ func TestAManifestReadWhoseChunksNeverComeFailsUnavailableBeforeTheJobsDeadline(
 		t.Fatal(err)
 	}
 	ctx := contextWithin(t, 3*time.Minute) // the job's deadline
-	if err := q.PutManifest(ctx, dep, "lost", bytes.NewReader(make([]byte, 1<<20))); err != nil {
+	if err := q.PutManifest(ctx, queuetest.Dep, "lost", bytes.NewReader(make([]byte, 1<<20))); err != nil {
 		t.Fatal(err)
 	}
 	js, err := natsjs.New(nc)

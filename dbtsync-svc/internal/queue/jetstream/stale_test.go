@@ -1,4 +1,4 @@
-package queue_test
+package jetstream_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
+	"github.com/analyticsco/platform/dbtsync-svc/internal/queue/queuetest"
 	"github.com/analyticsco/platform/devstack"
 )
 
@@ -32,8 +33,8 @@ func TestAReplicaBehindTheJobsCreationNeitherLosesNorHidesTheJob(t *testing.T) {
 	t.Cleanup(nc.Close)
 	names := clusterNames(t)
 	q := openQueue(t, nc, names, 1)
-	j := job(1, "main")
-	enqueue(t, q, j)
+	j := queuetest.Job(1, "main")
+	queuetest.Enqueue(t, q, j)
 
 	js, err := natsjs.New(nc)
 	if err != nil {
@@ -53,25 +54,25 @@ func TestAReplicaBehindTheJobsCreationNeitherLosesNorHidesTheJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the mirror answers reads of the bucket", func() bool {
-		_, err := kv.Get(ctx, fmt.Sprintf("job.%d.%s", dep, j.SyncJobID))
+	queuetest.Eventually(t, "the mirror answers reads of the bucket", func() bool {
+		_, err := kv.Get(ctx, fmt.Sprintf("job.%d.%s", queuetest.Dep, j.SyncJobID))
 		return errors.Is(err, natsjs.ErrKeyNotFound)
 	})
 
 	for i := range 40 {
-		got, err := q.Job(ctx, dep, j.SyncJobID)
+		got, err := q.Job(ctx, queuetest.Dep, j.SyncJobID)
 		if errors.Is(err, dbtsync.ErrNotFound) {
 			t.Fatalf("read %d: the job queued is not found", i)
 		}
 		if err != nil || got.SyncJobID != j.SyncJobID || got.Status != dbtsync.StatusQueued {
 			t.Fatalf("read %d: %+v %v", i, got, err)
 		}
-		head, err := q.LineHead(ctx, dep, "main")
+		head, err := q.LineHead(ctx, queuetest.Dep, "main")
 		if err != nil || head != j.SyncJobID {
 			t.Fatalf("read %d: the line's head is %q (%v), want %s", i, head, err, j.SyncJobID)
 		}
 	}
-	if _, err := q.Job(ctx, dep, job(2, "main").SyncJobID); !errors.Is(err, dbtsync.ErrNotFound) {
+	if _, err := q.Job(ctx, queuetest.Dep, queuetest.Job(2, "main").SyncJobID); !errors.Is(err, dbtsync.ErrNotFound) {
 		t.Fatalf("a job never queued: want ErrNotFound, got %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package contract_test
+package redisstore_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/analyticsco/platform/embed-svc/internal/embed"
 	"github.com/analyticsco/platform/embed-svc/internal/store/redisstore"
+	"github.com/analyticsco/platform/embed-svc/internal/store/storetest"
 	"github.com/analyticsco/platform/libs/redisx"
 )
 
@@ -25,7 +26,7 @@ func TestRedisSessionValues(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("a-value-is-the-account-then-the-session", func(t *testing.T) {
-		acc, id := account(), embed.NewSessionID()
+		acc, id := storetest.Account(), embed.NewSessionID()
 		if err := s.ReserveSession(ctx, acc, id, 1000); err != nil {
 			t.Fatal(err)
 		}
@@ -42,11 +43,11 @@ func TestRedisSessionValues(t *testing.T) {
 	})
 	t.Run("revoke-reads-the-account-without-decoding-the-session", func(t *testing.T) {
 		// A value whose session part is no JSON at all: a script that decoded it would fail.
-		acc := account()
-		pendingSID, liveSID := hexID(32), hexID(32)
+		acc := storetest.Account()
+		pendingSID, liveSID := storetest.HexID(32), storetest.HexID(32)
 		rdb.Set(ctx, redisstore.SessionPrefix+pendingSID, strconv.FormatInt(acc, 10)+"|{not json", time.Minute)
 		rdb.Set(ctx, redisstore.LivePrefix+liveSID, strconv.FormatInt(acc, 10)+"|{not json either", time.Minute)
-		if n, err := s.RevokeSIDs(ctx, account(), []string{pendingSID, liveSID}); n != 0 || err != nil {
+		if n, err := s.RevokeSIDs(ctx, storetest.Account(), []string{pendingSID, liveSID}); n != 0 || err != nil {
 			t.Fatalf("another account revoked %d: %v", n, err)
 		}
 		if n, err := s.RevokeSIDs(ctx, acc, []string{pendingSID, liveSID}); n != 2 || err != nil {
@@ -54,7 +55,7 @@ func TestRedisSessionValues(t *testing.T) {
 		}
 	})
 	t.Run("expired-sessions-leave-the-live-count", func(t *testing.T) {
-		acc := account()
+		acc := storetest.Account()
 		key := redisstore.AccountSessionsPrefix + strconv.FormatInt(acc, 10)
 		past := float64(time.Now().Add(-time.Second).UnixMilli())
 		rdb.ZAdd(ctx, key, redis.Z{Score: past, Member: "expired-1"}, redis.Z{Score: past, Member: "expired-2"})
@@ -69,9 +70,9 @@ func TestRedisSessionValues(t *testing.T) {
 		}
 	})
 	t.Run("values-stored-before-the-account-prefix", func(t *testing.T) {
-		acc := account()
+		acc := storetest.Account()
 		legacy := func(sid string) string {
-			return `{"sid":"` + sid + `","rid":"` + hexID(16) + `","acc":` + strconv.FormatInt(acc, 10) + `,"dep":7,"br":"main|x","sc":{"a":"|"},"gen":"2026-01-01T00:00:00Z"}`
+			return `{"sid":"` + sid + `","rid":"` + storetest.HexID(16) + `","acc":` + strconv.FormatInt(acc, 10) + `,"dep":7,"br":"main|x","sc":{"a":"|"},"gen":"2026-01-01T00:00:00Z"}`
 		}
 		id := embed.NewSessionID()
 		sid := embed.PublicSessionHandle(id)
@@ -80,7 +81,7 @@ func TestRedisSessionValues(t *testing.T) {
 		if err != nil || sess.AccountID != acc || sess.Branch != "main|x" {
 			t.Fatalf("exchange of a session stored before the prefix: %+v %v", sess, err)
 		}
-		if _, revoked, err := s.RevokeSession(ctx, account(), id, sid); revoked || err != nil {
+		if _, revoked, err := s.RevokeSession(ctx, storetest.Account(), id, sid); revoked || err != nil {
 			t.Fatalf("another account revoked it: %v %v", revoked, err)
 		}
 		if _, revoked, err := s.RevokeSession(ctx, acc, id, sid); !revoked || err != nil {

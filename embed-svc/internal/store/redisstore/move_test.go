@@ -1,4 +1,4 @@
-package contract_test
+package redisstore_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/analyticsco/platform/devstack"
 	"github.com/analyticsco/platform/embed-svc/internal/store/redisstore"
+	"github.com/analyticsco/platform/embed-svc/internal/store/storetest"
 	"github.com/analyticsco/platform/embed-svc/revocation"
 	"github.com/analyticsco/platform/libs/redisx"
 )
@@ -31,9 +32,9 @@ func TestMovingToAClusterForgetsNoRevocation(t *testing.T) {
 	}
 	defer before.Close()
 	old := redisstore.New(redisx.NewDurable(before, 0, time.Second))
-	acc, other := account(), account()
+	acc, other := storetest.Account(), storetest.Account()
 	exchanged := func(acc int64) (string, string) {
-		id, sid := saved(t, old, acc)
+		id, sid := storetest.Saved(t, old, acc)
 		if _, err := old.ExchangeSession(ctx, id, time.Hour); err != nil {
 			t.Fatal(err)
 		}
@@ -43,9 +44,9 @@ func TestMovingToAClusterForgetsNoRevocation(t *testing.T) {
 	if _, ok, err := old.RevokeSession(ctx, acc, revokedID, revokedSID); !ok || err != nil {
 		t.Fatalf("revoke before the move: %v %v", ok, err)
 	}
-	pendingID, pendingSID := saved(t, old, acc)
+	pendingID, pendingSID := storetest.Saved(t, old, acc)
 	liveID, liveSID := exchanged(acc)
-	_, bulkPendingSID := saved(t, old, acc)
+	_, bulkPendingSID := storetest.Saved(t, old, acc)
 	_, bulkLiveSID := exchanged(acc)
 	otherID, otherSID := exchanged(other)
 
@@ -89,7 +90,7 @@ func TestMovingToAClusterForgetsNoRevocation(t *testing.T) {
 			t.Errorf("revoke a %s session from before the move twice: the second found it too (%v, %v)", c.name, again, err)
 		}
 	}
-	if n, err := s.RevokeSIDs(ctx, acc, []string{bulkPendingSID, bulkLiveSID, hexID(32)}); n != 2 || err != nil {
+	if n, err := s.RevokeSIDs(ctx, acc, []string{bulkPendingSID, bulkLiveSID, storetest.HexID(32)}); n != 2 || err != nil {
 		t.Errorf("bulk revoke of two sessions from before the move and an unknown sid: %d, %v; want 2", n, err)
 	}
 	if _, ok, err := s.RevokeSession(ctx, acc, otherID, otherSID); ok || err != nil {

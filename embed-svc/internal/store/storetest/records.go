@@ -1,4 +1,4 @@
-package contract_test
+package storetest
 
 import (
 	"context"
@@ -14,20 +14,19 @@ import (
 	"github.com/analyticsco/platform/embed-svc/internal/embed"
 )
 
-func TestSessionRecordStoreContract(t *testing.T) {
-	run(t, durableStores(t), map[string]func(*testing.T, durable){
-		"a-record-is-read-by-sid-in-any-account":     recordBySID,
-		"records-list-newest-first-filtered-by-page": recordsListed,
-		"purged-records-go":                          recordsByState,
-		"revocable-records-come-in-batches":          revocableBatches,
-		"a-record-keeps-what-the-session-shows":      recordContent,
-	})
+// recordCases are the contract of embed.SessionRecordStore.
+var recordCases = map[string]func(*testing.T, Durable){
+	"a-record-is-read-by-sid-in-any-account":     recordBySID,
+	"records-list-newest-first-filtered-by-page": recordsListed,
+	"purged-records-go":                          recordsByState,
+	"revocable-records-come-in-batches":          revocableBatches,
+	"a-record-keeps-what-the-session-shows":      recordContent,
 }
 
 // recordContent: a record keeps the session's profile and securityContext (as sent,
 // byte for byte); reading it by sid returns them, a listing leaves them out.
-func recordContent(t *testing.T, s durable) {
-	ctx, acc := context.Background(), account()
+func recordContent(t *testing.T, s Durable) {
+	ctx, acc := context.Background(), Account()
 	sc := json.RawMessage(`{"region": "north", "ids": [1, 2.50]}`)
 	r := record(acc, at(0), func(r *embed.SessionRecord) {
 		r.Profile = &embed.SessionProfile{Email: ptr("a@example.com"), Picture: ptr("https://cdn.example.com/a.png")}
@@ -44,7 +43,8 @@ func recordContent(t *testing.T, s durable) {
 	}
 }
 
-func hexID(n int) string {
+// HexID is n random bytes in hex: a fresh id.
+func HexID(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
@@ -52,8 +52,8 @@ func hexID(n int) string {
 
 // record is a session record of acc created at created, live for a day.
 func record(acc int64, created time.Time, mod func(*embed.SessionRecord)) embed.SessionRecord {
-	ext := "ext-" + hexID(4)
-	r := embed.SessionRecord{ID: hexID(16), AccountID: acc, SID: hexID(32), Tenant: "north-tenant", DeploymentID: 7, Branch: "main",
+	ext := "ext-" + HexID(4)
+	r := embed.SessionRecord{ID: HexID(16), AccountID: acc, SID: HexID(32), Tenant: "north-tenant", DeploymentID: 7, Branch: "main",
 		User:      embed.SessionRecordUser{Kind: "external", ID: 1, ExternalID: &ext},
 		CreatedAt: created, PendingUntil: created.Add(embed.SessionIDTTL), ExpiresAt: created.Add(embed.TokenLifetime)}
 	if mod != nil {
@@ -62,7 +62,7 @@ func record(acc int64, created time.Time, mod func(*embed.SessionRecord)) embed.
 	return r
 }
 
-func insert(t *testing.T, s durable, rs ...embed.SessionRecord) {
+func insert(t *testing.T, s Durable, rs ...embed.SessionRecord) {
 	t.Helper()
 	for _, r := range rs {
 		if err := s.InsertSessionRecord(context.Background(), r); err != nil {
@@ -79,24 +79,24 @@ func recordIDs(rs []embed.SessionRecord) []string {
 	return out
 }
 
-func recordBySID(t *testing.T, s durable) {
+func recordBySID(t *testing.T, s Durable) {
 	ctx := context.Background()
-	r := record(account(), at(0), nil)
+	r := record(Account(), at(0), nil)
 	insert(t, s, r)
 	got, err := s.SessionRecordBySID(ctx, r.SID)
 	if err != nil || !reflect.DeepEqual(got, r) {
 		t.Fatalf("by sid:\n%+v\nwant\n%+v (%v)", got, r, err)
 	}
-	if err := s.InsertSessionRecord(ctx, record(account(), at(0), func(x *embed.SessionRecord) { x.SID = r.SID })); !errors.Is(err, embed.ErrDuplicate) {
+	if err := s.InsertSessionRecord(ctx, record(Account(), at(0), func(x *embed.SessionRecord) { x.SID = r.SID })); !errors.Is(err, embed.ErrDuplicate) {
 		t.Fatalf("a second record with the sid: %v", err)
 	}
-	if _, err := s.SessionRecordBySID(ctx, hexID(32)); !errors.Is(err, embed.ErrNotFound) {
+	if _, err := s.SessionRecordBySID(ctx, HexID(32)); !errors.Is(err, embed.ErrNotFound) {
 		t.Fatalf("an unknown sid: %v", err)
 	}
 }
 
-func recordsListed(t *testing.T, s durable) {
-	ctx, acc, now := context.Background(), account(), at(0)
+func recordsListed(t *testing.T, s Durable) {
+	ctx, acc, now := context.Background(), Account(), at(0)
 	var rs []embed.SessionRecord
 	for i := range 5 {
 		rs = append(rs, record(acc, now.Add(time.Duration(i-10)*time.Second), func(r *embed.SessionRecord) {
@@ -109,7 +109,7 @@ func recordsListed(t *testing.T, s durable) {
 	internal := record(acc, now.Add(-time.Second), func(r *embed.SessionRecord) {
 		r.User = embed.SessionRecordUser{Kind: "internal", ID: 9, Username: &admin}
 	})
-	insert(t, s, append(rs, internal, record(account(), now, nil))...)
+	insert(t, s, append(rs, internal, record(Account(), now, nil))...)
 	list := func(id string, after embed.SessionCursor, limit int) []string {
 		t.Helper()
 		got, err := s.ListSessionRecords(ctx, acc, id, after, now, limit)
@@ -160,8 +160,8 @@ func recordsListed(t *testing.T, s durable) {
 	}
 }
 
-func recordsByState(t *testing.T, s durable) {
-	ctx, acc, now := context.Background(), account(), at(0)
+func recordsByState(t *testing.T, s Durable) {
+	ctx, acc, now := context.Background(), Account(), at(0)
 	pending := record(acc, now.Add(-time.Minute), nil)
 	exchangedLong := record(acc, now.Add(-time.Hour), nil)
 	expired := record(acc, now.Add(-25*time.Hour), nil)
@@ -173,8 +173,8 @@ func recordsByState(t *testing.T, s durable) {
 	}
 }
 
-func revocableBatches(t *testing.T, s durable) {
-	ctx, acc, now := context.Background(), account(), at(0)
+func revocableBatches(t *testing.T, s Durable) {
+	ctx, acc, now := context.Background(), Account(), at(0)
 	var want []string
 	for i := range 7 {
 		r := record(acc, now.Add(-time.Duration(i)*time.Minute), nil)

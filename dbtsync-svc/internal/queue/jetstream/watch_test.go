@@ -1,4 +1,4 @@
-package queue_test
+package jetstream_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/queue/jetstream"
+	"github.com/analyticsco/platform/dbtsync-svc/internal/queue/queuetest"
 	"github.com/analyticsco/platform/devstack"
 	"github.com/analyticsco/platform/devstack/apitest"
 	"github.com/analyticsco/platform/libs/natsx"
@@ -32,20 +33,20 @@ func TestACancelWatchWhoseConsumerIsNeverCreatedFailsUnavailableBeforeTheJobsDea
 	if err != nil {
 		t.Fatal(err)
 	}
-	j := job(1, "main")
-	enqueue(t, q, j)
+	j := queuetest.Job(1, "main")
+	queuetest.Enqueue(t, q, j)
 	quiet := nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}) // the server's refusals, expected
 	q, err = jetstream.Open(context.Background(), devstack.NATSConnForTest(t, n.UserURL("nowatch"), quiet), jetstream.Options{Names: names,
 		Limits: jetstream.Limits{ObjectMaxBytes: 8 << 20}, Retry: natsx.Retrier{Budget: time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := q.Job(context.Background(), dep, j.SyncJobID); err != nil || got.SyncJobID != j.SyncJobID {
+	if got, err := q.Job(context.Background(), queuetest.Dep, j.SyncJobID); err != nil || got.SyncJobID != j.SyncJobID {
 		t.Fatalf("the job read by the watching queue: %v, %v", got.SyncJobID, err)
 	}
 
 	ctx := contextWithin(t, time.Minute) // the job's deadline
-	requested, err := q.WatchCancel(ctx, dep, j.SyncJobID)
+	requested, err := q.WatchCancel(ctx, queuetest.Dep, j.SyncJobID)
 	if !errors.Is(err, dbtsync.ErrQueueUnavailable) || requested != nil || ctx.Err() != nil {
 		t.Fatalf("watch: %v (the job's deadline: %v); want unavailable before the deadline", err, ctx.Err())
 	}
@@ -61,8 +62,8 @@ func TestCancelWatchesAcrossAKilledLeaderEndBeforeTheJobsDeadline(t *testing.T) 
 	c := devstack.NATSClusterForTest(t, 3)
 	names := clusterNames(t)
 	q := openQueue(t, clusterConn(t, c), names, 3)
-	j := job(1, "main")
-	enqueue(t, q, j)
+	j := queuetest.Job(1, "main")
+	queuetest.Enqueue(t, q, j)
 
 	var mu sync.Mutex
 	var made, refused int
@@ -73,7 +74,7 @@ func TestCancelWatchesAcrossAKilledLeaderEndBeforeTheJobsDeadline(t *testing.T) 
 		untilStopped(&wg, stop, func() {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // the job's deadline
 			defer cancel()                                                        // ends the watch
-			_, err := q.WatchCancel(ctx, dep, j.SyncJobID)
+			_, err := q.WatchCancel(ctx, queuetest.Dep, j.SyncJobID)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -111,5 +112,5 @@ func TestCancelWatchesAcrossAKilledLeaderEndBeforeTheJobsDeadline(t *testing.T) 
 		t.Errorf("%d watches ended at their job's deadline: %v", len(late), late)
 	}
 
-	cancelIsSeen(contextWithin(t, time.Minute), t, q, j)
+	queuetest.CancelIsSeen(contextWithin(t, time.Minute), t, q, j)
 }

@@ -1,8 +1,8 @@
-// Package store_test is the contract of dbtsync's store ports (dbtsync.BranchStore and
-// dbtsync.IntegrationStore): one suite, run against the MongoDB adapter (on FerretDB)
-// and the in-memory fake the service's unit tests use, in parallel, every case with a
-// store of its own.
-package store_test
+// Package storetest is the contract of dbtsync's store ports (dbtsync.BranchStore,
+// dbtsync.IntegrationStore and dbtsync.PushLog): one suite that every adapter runs
+// (mongostore on FerretDB, memstore in memory), so the service's unit tests on the fake
+// test what production does. Every case runs in parallel with a store of its own.
+package storetest
 
 import (
 	"context"
@@ -15,64 +15,40 @@ import (
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/dbtsync"
-	"github.com/analyticsco/platform/dbtsync-svc/internal/store/memstore"
-	"github.com/analyticsco/platform/dbtsync-svc/internal/store/mongostore"
-	"github.com/analyticsco/platform/devstack"
-	"github.com/analyticsco/platform/devstack/mongoplan"
-	"github.com/analyticsco/platform/libs/mongox"
 )
 
-// stores is what both adapters implement.
-type stores interface {
+// Store is what every adapter implements.
+type Store interface {
 	dbtsync.BranchStore
 	dbtsync.IntegrationStore
 	dbtsync.PushLog
 }
 
-type adapter struct {
-	name string
-	open func(t *testing.T) stores // a store of the case's own
+// Run runs every case of the contract against a store newStore returns (one per case).
+func Run(t *testing.T, newStore func(t *testing.T) Store) {
+	t.Run("branch-store", func(t *testing.T) {
+		t.Parallel()
+		run(t, branchCases, func(t *testing.T) dbtsync.BranchStore { return newStore(t) })
+	})
+	t.Run("push-log", func(t *testing.T) {
+		t.Parallel()
+		run(t, pushCases, func(t *testing.T) dbtsync.PushLog { return newStore(t) })
+	})
+	t.Run("integration-store", func(t *testing.T) {
+		t.Parallel()
+		run(t, integrationCases, func(t *testing.T) dbtsync.IntegrationStore { return newStore(t) })
+	})
 }
 
-// adapters returns the real adapter (one FerretDB for the calling test, a database per
-// case) and the fake.
-func adapters(t *testing.T) []adapter {
-	t.Helper()
-	mongo := devstack.MongoForTest(t)
-	plan := mongoplan.NewRecorder()
-	client, err := mongox.ConnectWith(context.Background(), mongo.URI, mongox.ConnectOptions{Observe: plan.Observe})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
-	return []adapter{
-		{"mongostore", func(t *testing.T) stores {
-			db := client.Database(devstack.UniqueName(t, "store"))
-			t.Cleanup(func() { plan.Check(t, db) })
-			s := mongostore.New(db)
-			if err := mongox.EnsureIndexes(context.Background(), 10*time.Second, s.EnsureIndexes); err != nil {
-				t.Fatal(err)
-			}
-			return s
-		}},
-		{"memstore", func(*testing.T) stores { return memstore.New() }},
-	}
-}
-
-// run runs every case against every adapter, in parallel.
+// run runs every case, in parallel, each on a store of its own.
 func run[T any](t *testing.T, cases []struct {
 	name string
 	test func(t *testing.T, s T)
-}, open func(a adapter, t *testing.T) T) {
-	for _, a := range adapters(t) {
-		t.Run(a.name, func(t *testing.T) {
+}, open func(t *testing.T) T) {
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			for _, c := range cases {
-				t.Run(c.name, func(t *testing.T) {
-					t.Parallel()
-					c.test(t, open(a, t))
-				})
-			}
+			c.test(t, open(t))
 		})
 	}
 }
@@ -279,10 +255,6 @@ var branchCases = []struct {
 	}},
 }
 
-func TestBranchStoreContract(t *testing.T) {
-	run(t, branchCases, func(a adapter, t *testing.T) dbtsync.BranchStore { return a.open(t) })
-}
-
 var integrationCases = []struct {
 	name string
 	test func(t *testing.T, s dbtsync.IntegrationStore)
@@ -396,12 +368,4 @@ var pushCases = []struct {
 			}
 		}
 	}},
-}
-
-func TestPushLogContract(t *testing.T) {
-	run(t, pushCases, func(a adapter, t *testing.T) dbtsync.PushLog { return a.open(t) })
-}
-
-func TestIntegrationStoreContract(t *testing.T) {
-	run(t, integrationCases, func(a adapter, t *testing.T) dbtsync.IntegrationStore { return a.open(t) })
 }

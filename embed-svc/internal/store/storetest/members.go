@@ -1,4 +1,4 @@
-package contract_test
+package storetest
 
 import (
 	"context"
@@ -11,20 +11,19 @@ import (
 	"github.com/analyticsco/platform/embed-svc/internal/embed"
 )
 
-func TestGroupMembersContract(t *testing.T) {
-	run(t, durableStores(t), map[string]func(*testing.T, durable){
-		"members-are-added-listed-by-id-and-removed":     membersLifecycle,
-		"a-change-of-members-is-a-new-revision":          membersRevisions,
-		"a-mints-groups-keep-their-meaning-over-members": membersAndMints,
-		"deleting-a-group-ends-its-memberships":          membersOfDeletedGroup,
-		"concurrent-adds-count-each-new-member-once":     membersAddedConcurrently,
-		"a-user-being-deleted-gains-no-membership":       membersNotOfDeleting,
-		"users-and-groups-are-found-by-id-per-account":   membersLookups,
-	})
+// memberCases are the contract of group membership (embed.UserStore over embed.CatalogStore).
+var memberCases = map[string]func(*testing.T, Durable){
+	"members-are-added-listed-by-id-and-removed":     membersLifecycle,
+	"a-change-of-members-is-a-new-revision":          membersRevisions,
+	"a-mints-groups-keep-their-meaning-over-members": membersAndMints,
+	"deleting-a-group-ends-its-memberships":          membersOfDeletedGroup,
+	"concurrent-adds-count-each-new-member-once":     membersAddedConcurrently,
+	"a-user-being-deleted-gains-no-membership":       membersNotOfDeleting,
+	"users-and-groups-are-found-by-id-per-account":   membersLookups,
 }
 
 // newUsers creates external users ext... in acc with no groups and returns them.
-func newUsers(t *testing.T, s durable, acc int64, tenant string, exts ...string) []embed.ExternalUser {
+func newUsers(t *testing.T, s Durable, acc int64, tenant string, exts ...string) []embed.ExternalUser {
 	t.Helper()
 	var out []embed.ExternalUser
 	for _, ext := range exts {
@@ -38,7 +37,7 @@ func newUsers(t *testing.T, s durable, acc int64, tenant string, exts ...string)
 }
 
 // memberIDs lists the group's members' external ids, a page of first at a time.
-func memberIDs(t *testing.T, s durable, acc int64, scope, group string, first int) []string {
+func memberIDs(t *testing.T, s Durable, acc int64, scope, group string, first int) []string {
 	t.Helper()
 	var out []string
 	var after int64
@@ -65,8 +64,8 @@ func memberIDs(t *testing.T, s durable, acc int64, scope, group string, first in
 	return nil
 }
 
-func membersLifecycle(t *testing.T, s durable) {
-	ctx, acc := context.Background(), account()
+func membersLifecycle(t *testing.T, s Durable) {
+	ctx, acc := context.Background(), Account()
 	g, _ := s.CreateDefinition(ctx, definition(acc, embed.AccountScope, embed.KindGroup, "sales"))
 	tg, _ := s.CreateDefinition(ctx, definition(acc, "north-tenant", embed.KindGroup, "sales"))
 	newUsers(t, s, acc, "north-tenant", "ann", "bob", "cy")
@@ -108,8 +107,8 @@ func membersLifecycle(t *testing.T, s durable) {
 
 // membersRevisions: adding and removing a membership moves the user to a new revision,
 // so a mint computed from the user before is refused and computed again.
-func membersRevisions(t *testing.T, s durable) {
-	ctx, acc := context.Background(), account()
+func membersRevisions(t *testing.T, s Durable) {
+	ctx, acc := context.Background(), Account()
 	g, _ := s.CreateDefinition(ctx, definition(acc, embed.AccountScope, embed.KindGroup, "ops"))
 	u := newUsers(t, s, acc, "", "dee")[0]
 	if _, err := s.AddGroupMembers(ctx, acc, embed.AccountScope, g.ID, "ops", []string{"dee"}, at(0)); err != nil {
@@ -130,8 +129,8 @@ func membersRevisions(t *testing.T, s durable) {
 // membersAndMints: a mint's groups (an update with Groups) replace its scope's
 // memberships, routes' included, and leave the other scopes'; an update without groups
 // keeps them.
-func membersAndMints(t *testing.T, s durable) {
-	ctx, acc := context.Background(), account()
+func membersAndMints(t *testing.T, s Durable) {
+	ctx, acc := context.Background(), Account()
 	a1, _ := s.CreateDefinition(ctx, definition(acc, embed.AccountScope, embed.KindGroup, "a1"))
 	a2, _ := s.CreateDefinition(ctx, definition(acc, embed.AccountScope, embed.KindGroup, "a2"))
 	t1, _ := s.CreateDefinition(ctx, definition(acc, "cm-tenant", embed.KindGroup, "t1"))
@@ -183,8 +182,8 @@ func membersAndMints(t *testing.T, s durable) {
 	}
 }
 
-func membersOfDeletedGroup(t *testing.T, s durable) {
-	ctx, acc := context.Background(), account()
+func membersOfDeletedGroup(t *testing.T, s Durable) {
+	ctx, acc := context.Background(), Account()
 	g, _ := s.CreateDefinition(ctx, definition(acc, embed.AccountScope, embed.KindGroup, "gone"))
 	kept, _ := s.CreateDefinition(ctx, definition(acc, embed.AccountScope, embed.KindGroup, "kept"))
 	newUsers(t, s, acc, "", "gil", "hal")
@@ -206,8 +205,8 @@ func membersOfDeletedGroup(t *testing.T, s durable) {
 	}
 }
 
-func membersAddedConcurrently(t *testing.T, s durable) {
-	ctx, acc := context.Background(), account()
+func membersAddedConcurrently(t *testing.T, s Durable) {
+	ctx, acc := context.Background(), Account()
 	g, _ := s.CreateDefinition(ctx, definition(acc, embed.AccountScope, embed.KindGroup, "crowd"))
 	newUsers(t, s, acc, "", "ivy", "jon")
 	var total atomic.Int64
@@ -227,8 +226,8 @@ func membersAddedConcurrently(t *testing.T, s durable) {
 	}
 }
 
-func membersNotOfDeleting(t *testing.T, s durable) {
-	ctx, acc := context.Background(), account()
+func membersNotOfDeleting(t *testing.T, s Durable) {
+	ctx, acc := context.Background(), Account()
 	g, _ := s.CreateDefinition(ctx, definition(acc, embed.AccountScope, embed.KindGroup, "late"))
 	newUsers(t, s, acc, "", "kim")
 	if _, err := s.MarkExternalUserDeleting(ctx, acc, "kim"); err != nil {
@@ -242,8 +241,8 @@ func membersNotOfDeleting(t *testing.T, s durable) {
 	}
 }
 
-func membersLookups(t *testing.T, s durable) {
-	ctx, acc, other := context.Background(), account(), account()
+func membersLookups(t *testing.T, s Durable) {
+	ctx, acc, other := context.Background(), Account(), Account()
 	g, _ := s.CreateDefinition(ctx, definition(acc, embed.AccountScope, embed.KindGroup, "mine"))
 	attr, _ := s.CreateDefinition(ctx, definition(acc, embed.AccountScope, embed.KindAttribute, "region"))
 	if d, err := s.Definition(ctx, acc, embed.AccountScope, embed.KindGroup, g.ID); err != nil || d.ID != g.ID || d.Name != "mine" {

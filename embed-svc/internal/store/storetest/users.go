@@ -1,4 +1,4 @@
-package contract_test
+package storetest
 
 import (
 	"context"
@@ -12,27 +12,26 @@ import (
 	"github.com/analyticsco/platform/embed-svc/internal/embed"
 )
 
-func TestUserStoreContract(t *testing.T) {
-	run(t, durableStores(t), map[string]func(*testing.T, durable){
-		"a-user-is-created-updated-and-read":               userLifecycle,
-		"attribute-values-read-back-as-stored-json":        valuesNormalized,
-		"a-read-has-only-the-scopes-it-asks-for":           readsProjectScopes,
-		"an-update-from-a-stale-revision-is-refused":       staleUpdates,
-		"an-update-within-deployments-needs-all-of-them":   updatesWithinDeployments,
-		"deleting-a-definition-recounts-the-values":        deleteRecountsValues,
-		"a-user-being-deleted-is-not-written":              markedDeleting,
-		"the-limit-counts-users-and-deletes-free-places":   limitAndDeletes,
-		"one-new-user-minted-at-once-is-one-user":          sameUserConcurrently,
-		"the-limit-holds-under-concurrent-creations":       limitUnderConcurrency,
-		"deletes-and-creates-racing-keep-the-limit":        deletesAndCreatesRacing,
-		"a-tenants-users-are-listed-by-id":                 tenantUsersListed,
-		"users-of-other-accounts-are-neither-read-nor-met": usersIsolated,
-	})
+// userCases are the contract of embed.UserStore.
+var userCases = map[string]func(*testing.T, Durable){
+	"a-user-is-created-updated-and-read":               userLifecycle,
+	"attribute-values-read-back-as-stored-json":        valuesNormalized,
+	"a-read-has-only-the-scopes-it-asks-for":           readsProjectScopes,
+	"an-update-from-a-stale-revision-is-refused":       staleUpdates,
+	"an-update-within-deployments-needs-all-of-them":   updatesWithinDeployments,
+	"deleting-a-definition-recounts-the-values":        deleteRecountsValues,
+	"a-user-being-deleted-is-not-written":              markedDeleting,
+	"the-limit-counts-users-and-deletes-free-places":   limitAndDeletes,
+	"one-new-user-minted-at-once-is-one-user":          sameUserConcurrently,
+	"the-limit-holds-under-concurrent-creations":       limitUnderConcurrency,
+	"deletes-and-creates-racing-keep-the-limit":        deletesAndCreatesRacing,
+	"a-tenants-users-are-listed-by-id":                 tenantUsersListed,
+	"users-of-other-accounts-are-neither-read-nor-met": usersIsolated,
 }
 
 // update applies upd to the user at its current revision and returns the user as read
 // afterwards with upd.Scope's memberships and values; it fails t on an error.
-func update(t *testing.T, s durable, acc int64, ext string, upd embed.UserUpdate, now time.Time) embed.ExternalUser {
+func update(t *testing.T, s Durable, acc int64, ext string, upd embed.UserUpdate, now time.Time) embed.ExternalUser {
 	t.Helper()
 	cur, err := s.ExternalUser(context.Background(), acc, ext)
 	if err != nil {
@@ -48,8 +47,8 @@ func update(t *testing.T, s durable, acc int64, ext string, upd embed.UserUpdate
 	return u
 }
 
-func userLifecycle(t *testing.T, s durable) {
-	ctx, acc := context.Background(), account()
+func userLifecycle(t *testing.T, s Durable) {
+	ctx, acc := context.Background(), Account()
 	t0 := at(-time.Hour)
 	u, err := s.CreateExternalUser(ctx, acc, "ada", 10, embed.UserUpdate{Email: ptr("ada@example.com"), DisplayName: ptr("Ada"),
 		Scope: embed.AccountScope, Tenant: "north-tenant", Groups: map[string]string{"g1": "sales"},
@@ -97,8 +96,8 @@ func userLifecycle(t *testing.T, s durable) {
 
 // readsProjectScopes: a read carries the memberships and values of the scopes it names,
 // and the size of all values whatever it names; an update answers its own scope's.
-func readsProjectScopes(t *testing.T, s durable) {
-	ctx, acc := context.Background(), account()
+func readsProjectScopes(t *testing.T, s Durable) {
+	ctx, acc := context.Background(), Account()
 	if _, err := s.CreateExternalUser(ctx, acc, "pat", 10, embed.UserUpdate{Scope: "north-tenant", Groups: map[string]string{"g1": "crew"},
 		SetAttributes: map[string]embed.StoredValue{"a1": {Name: "tier", Value: []byte(`"gold"`)}}, AttributeBytes: 6}, at(0)); err != nil {
 		t.Fatal(err)
@@ -126,8 +125,8 @@ func readsProjectScopes(t *testing.T, s durable) {
 
 // staleUpdates: an update names the revision it was computed from; when another write
 // came first it is refused and writes nothing.
-func staleUpdates(t *testing.T, s durable) {
-	ctx, acc := context.Background(), account()
+func staleUpdates(t *testing.T, s Durable) {
+	ctx, acc := context.Background(), Account()
 	u, err := s.CreateExternalUser(ctx, acc, "sam", 10, embed.UserUpdate{Scope: embed.AccountScope}, at(0))
 	if err != nil {
 		t.Fatal(err)
@@ -164,8 +163,8 @@ func staleUpdates(t *testing.T, s durable) {
 
 // deleteRecountsValues: deleting an attribute definition removes its values, and the
 // user's size of values counts what is left.
-func deleteRecountsValues(t *testing.T, s durable) {
-	ctx, acc := context.Background(), account()
+func deleteRecountsValues(t *testing.T, s Durable) {
+	ctx, acc := context.Background(), Account()
 	gone, _ := s.CreateDefinition(ctx, definition(acc, embed.AccountScope, embed.KindAttribute, "region"))
 	kept, _ := s.CreateDefinition(ctx, definition(acc, embed.AccountScope, embed.KindAttribute, "floor"))
 	vals := map[string]embed.StoredValue{gone.ID: {Name: "region", Value: []byte(`"north-east"`)}, kept.ID: {Name: "floor", Value: []byte(`12`)}}
@@ -182,8 +181,8 @@ func deleteRecountsValues(t *testing.T, s durable) {
 	}
 }
 
-func valuesNormalized(t *testing.T, s durable) {
-	ctx, acc := context.Background(), account()
+func valuesNormalized(t *testing.T, s Durable) {
+	ctx, acc := context.Background(), Account()
 	u, err := s.CreateExternalUser(ctx, acc, "bo", 10, embed.UserUpdate{Scope: embed.AccountScope, SetAttributes: map[string]embed.StoredValue{
 		"a": {Name: "regions", Value: []byte(`[ "eu" , "us" ]`)}, "b": {Name: "quota", Value: []byte(`1e2`)}, "c": {Name: "levels", Value: []byte(`[1, 2.5]`)},
 	}}, at(0))
@@ -199,8 +198,8 @@ func valuesNormalized(t *testing.T, s durable) {
 	}
 }
 
-func limitAndDeletes(t *testing.T, s durable) {
-	ctx, acc := context.Background(), account()
+func limitAndDeletes(t *testing.T, s Durable) {
+	ctx, acc := context.Background(), Account()
 	for _, ext := range []string{"a", "b"} {
 		if _, err := s.CreateExternalUser(ctx, acc, ext, 2, embed.UserUpdate{Scope: embed.AccountScope}, at(0)); err != nil {
 			t.Fatalf("user %s: %v", ext, err)
@@ -234,8 +233,8 @@ func limitAndDeletes(t *testing.T, s durable) {
 	}
 }
 
-func sameUserConcurrently(t *testing.T, s durable) {
-	ctx, acc := context.Background(), account()
+func sameUserConcurrently(t *testing.T, s Durable) {
+	ctx, acc := context.Background(), Account()
 	var created, exists atomic.Int64
 	together(8, func(i int) {
 		_, err := s.CreateExternalUser(ctx, acc, "same-user", 1000, embed.UserUpdate{Scope: embed.AccountScope, Tenant: "north-tenant"}, at(0))
@@ -256,8 +255,8 @@ func sameUserConcurrently(t *testing.T, s durable) {
 	}
 }
 
-func limitUnderConcurrency(t *testing.T, s durable) {
-	ctx, acc := context.Background(), account()
+func limitUnderConcurrency(t *testing.T, s Durable) {
+	ctx, acc := context.Background(), Account()
 	if _, err := s.CreateExternalUser(ctx, acc, "first", 5, embed.UserUpdate{Scope: embed.AccountScope}, at(0)); err != nil {
 		t.Fatal(err)
 	}
@@ -281,8 +280,8 @@ func limitUnderConcurrency(t *testing.T, s durable) {
 	}
 }
 
-func deletesAndCreatesRacing(t *testing.T, s durable) {
-	ctx, acc := context.Background(), account()
+func deletesAndCreatesRacing(t *testing.T, s Durable) {
+	ctx, acc := context.Background(), Account()
 	const limit = 5
 	create := func(ext string) error {
 		_, err := s.CreateExternalUser(ctx, acc, ext, limit, embed.UserUpdate{Scope: embed.AccountScope, Tenant: "race-tenant"}, at(0))
@@ -321,8 +320,8 @@ func deletesAndCreatesRacing(t *testing.T, s durable) {
 	}
 }
 
-func tenantUsersListed(t *testing.T, s durable) {
-	ctx, acc := context.Background(), account()
+func tenantUsersListed(t *testing.T, s Durable) {
+	ctx, acc := context.Background(), Account()
 	for _, c := range []struct {
 		ext, tenant string
 		dep         int64
@@ -362,8 +361,8 @@ func tenantUsersListed(t *testing.T, s durable) {
 	}
 }
 
-func usersIsolated(t *testing.T, s durable) {
-	ctx, acc, other := context.Background(), account(), account()
+func usersIsolated(t *testing.T, s Durable) {
+	ctx, acc, other := context.Background(), Account(), Account()
 	if _, err := s.CreateExternalUser(ctx, acc, "mine", 1, embed.UserUpdate{Scope: embed.AccountScope, Tenant: "north-tenant"}, at(0)); err != nil {
 		t.Fatal(err)
 	}
@@ -384,8 +383,8 @@ func usersIsolated(t *testing.T, s durable) {
 
 // markedDeleting: once a delete of a user has begun, reads show it and no update writes
 // the user, whatever revision it names.
-func markedDeleting(t *testing.T, s durable) {
-	ctx, acc := context.Background(), account()
+func markedDeleting(t *testing.T, s Durable) {
+	ctx, acc := context.Background(), Account()
 	if _, err := s.CreateExternalUser(ctx, acc, "gone", 10, embed.UserUpdate{Scope: embed.AccountScope}, at(0)); err != nil {
 		t.Fatal(err)
 	}
@@ -416,8 +415,8 @@ func markedDeleting(t *testing.T, s durable) {
 // updatesWithinDeployments: an update that names deployments (a scoped key's reach) is
 // made only on a user whose recorded deployments are all among them, at the right
 // revision too; one outside them, or with none recorded, is refused and not written.
-func updatesWithinDeployments(t *testing.T, s durable) {
-	ctx, acc := context.Background(), account()
+func updatesWithinDeployments(t *testing.T, s Durable) {
+	ctx, acc := context.Background(), Account()
 	if _, err := s.CreateExternalUser(ctx, acc, "ola", 10, embed.UserUpdate{Scope: embed.AccountScope, Deployment: 5,
 		SetAttributes: map[string]embed.StoredValue{"a1": {Name: "region", Value: []byte(`"eu"`)}}, AttributeBytes: 4}, at(0)); err != nil {
 		t.Fatal(err)
