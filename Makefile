@@ -96,7 +96,7 @@ test-nats-ha: ensure-redis ensure-postgres
 attack: ensure-redis ensure-postgres
 	@cd systemtest && $(GO) test -race -count=1 -timeout 20m ./attack/
 
-# The Redis high-availability suite (issue 25): the platform (two gateways, two of every
+# The Redis high-availability suite: the platform (two gateways, two of every
 # service) on a Sentinel group (a primary, two replicas, three sentinels) and on a Redis
 # Cluster (three primaries, three replicas), redis-server and redis-sentinel as children; a
 # primary killed under mints, exchanges, revocations and embed requests, the failover
