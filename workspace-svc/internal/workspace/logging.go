@@ -8,10 +8,14 @@ import (
 	"github.com/analyticsco/platform/workspace-svc/internal/embedaccess"
 )
 
-// LoggingMiddleware logs the workspace's changes of state once they are done, with the
+// loggingMiddleware logs the workspace's changes of state once they are done, with the
 // ids they concern (names and contents are the users' data: not logged). Failures are
 // logged by the transport's error encoder, which knows which of them are the caller's.
-func LoggingMiddleware(logger *slog.Logger) func(Service) Service {
+// (nil logger: no decorator.)
+func loggingMiddleware(logger *slog.Logger) func(Service) Service {
+	if logger == nil {
+		return nil
+	}
 	return func(next Service) Service { return &logging{Service: next, logger: logger} }
 }
 

@@ -7,14 +7,17 @@ package workspace
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/config"
 	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
+	"github.com/analyticsco/platform/libs/kit"
 	"github.com/analyticsco/platform/workspace-svc/internal/embedaccess"
 )
 
@@ -150,19 +153,29 @@ type Ports struct {
 type Options struct {
 	Limits Limits // zero fields: DefaultLimits
 	// TreeConflicts counts structural changes retried after another change of the
-	// deployment committed first (nil: not counted). The other domain counters are
-	// InstrumentingMiddleware's.
+	// deployment committed first (nil: Metrics.TreeConflicts, or not counted).
 	TreeConflicts Counter
+	// What the service's decorators are built from, each nil to leave its decorator out:
+	// the audit trail (audit.go), the logger of the changes done (logging.go) and the
+	// domain counters (metrics.go).
+	Audit   audit.Recorder
+	Logger  *slog.Logger
+	Metrics *Metrics
 }
 
-// NewService builds the service over p.
+// NewService builds the service over p, wrapped in its decorators in the platform's
+// order (kit.Decorate).
 func NewService(p Ports, o Options) Service {
 	treeConflicts := o.TreeConflicts
+	if treeConflicts == nil && o.Metrics != nil {
+		treeConflicts = o.Metrics.TreeConflicts
+	}
 	if treeConflicts == nil {
 		treeConflicts = noCounter{}
 	}
-	return &service{store: p.Store, treeConflicts: treeConflicts, limits: o.Limits.WithDefaults(), viewers: p.Viewers, deployments: p.Deployments,
+	s := &service{store: p.Store, treeConflicts: treeConflicts, limits: o.Limits.WithDefaults(), viewers: p.Viewers, deployments: p.Deployments,
 		now: func() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }}
+	return kit.Decorate[Service](s, kit.Decorators[Service]{Audit: auditingMiddleware(o.Audit), Log: loggingMiddleware(o.Logger), Metrics: instrumentingMiddleware(o.Metrics)})
 }
 
 // CreateFolderInput is the body of folder creation.
