@@ -54,7 +54,7 @@ func (l *logging) SetPermissions(ctx context.Context, p *identity.Principal, dep
 	return g, err
 }
 
-func (l *logging) Move(ctx context.Context, p *identity.Principal, dep int64, ref ItemRef, dest int64) (Workbook, error) {
+func (l *logging) Move(ctx context.Context, p *identity.Principal, dep int64, ref ItemRef, dest int64) (MoveResult, error) {
 	w, err := l.Service.Move(ctx, p, dep, ref, dest)
 	l.done(ctx, err, "item moved", "deploymentId", dep, "type", ref.Type, "id", ref.ID, "folderId", dest)
 	return w, err

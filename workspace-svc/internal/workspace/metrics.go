@@ -113,7 +113,7 @@ func (i *instrumenting) PutFolderByKey(ctx context.Context, p *identity.Principa
 	return f, outcome, err
 }
 
-func (i *instrumenting) Move(ctx context.Context, p *identity.Principal, dep int64, ref ItemRef, dest int64) (Workbook, error) {
+func (i *instrumenting) Move(ctx context.Context, p *identity.Principal, dep int64, ref ItemRef, dest int64) (MoveResult, error) {
 	w, err := i.Service.Move(ctx, p, dep, ref, dest)
 	outcome := "moved"
 	if err != nil {

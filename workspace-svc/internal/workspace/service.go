@@ -44,7 +44,7 @@ type Service interface {
 	SetPermissions(ctx context.Context, p *identity.Principal, dep, id int64, grants []Grant) ([]Grant, error)
 	List(ctx context.Context, p *identity.Principal, dep, folder int64, first int, after string) (httpx.Page[ItemSummary], error)
 	Search(ctx context.Context, p *identity.Principal, dep int64, in SearchInput) (httpx.Page[ItemSummary], error)
-	Move(ctx context.Context, p *identity.Principal, dep int64, ref ItemRef, dest int64) (Workbook, error)
+	Move(ctx context.Context, p *identity.Principal, dep int64, ref ItemRef, dest int64) (MoveResult, error)
 	BulkMove(ctx context.Context, p *identity.Principal, dep int64, refs []ItemRef, dest int64) (BulkMoveResult, error)
 	CreateItem(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, in CreateItemInput) (Workbook, error)
 	GetItem(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, id int64) (Workbook, error)
@@ -239,6 +239,15 @@ var SearchSorts = []string{"name", "-name", "updatedAt", "-updatedAt"}
 type BulkFailure struct {
 	Ref ItemRef
 	Err *errs.Error
+}
+
+// MoveResult is a single move's answer: the item as the move left it, and where it was.
+type MoveResult struct {
+	Item Workbook
+	// From is where the item was before the request (0: the root), when Read: the request
+	// read the item. It is what the audit trail records of a move.
+	From int64
+	Read bool
 }
 
 // BulkMoveResult is the outcome of a bulk move, in request order.
