@@ -143,11 +143,8 @@ func NewAPI(ctx context.Context, d Deps) (*API, error) {
 	go reseal(ctx, a, d.Logger)
 	svc := dbtsync.NewService(dbtsync.Ports{Branches: a.store, Integrations: a.store, Jobs: a.queue, Manifests: a.queue, Ledgers: a.queue,
 		Git: gitsource.New(a.sealer, d.Git), Sealer: a.sealer, Pushes: a.store},
-		dbtsync.Options{Quotas: d.Quotas, ObjectMaxAge: d.Storage.ObjectMaxAge, MaxQueuedJobs: d.Storage.MaxQueuedJobs, Selector: d.Selector, PushDedupRetention: d.PushDedupRetention})
-	// The decorators in every service's order: Auditing, Logging, Instrumenting.
-	svc = dbtsync.AuditingMiddleware(a.audit)(svc)
-	svc = dbtsync.LoggingMiddleware(d.Logger)(svc)
-	svc = dbtsync.InstrumentingMiddleware(a.metrics)(svc)
+		dbtsync.Options{Quotas: d.Quotas, ObjectMaxAge: d.Storage.ObjectMaxAge, MaxQueuedJobs: d.Storage.MaxQueuedJobs, Selector: d.Selector, PushDedupRetention: d.PushDedupRetention,
+			Audit: a.audit, Logger: d.Logger, Metrics: a.metrics})
 	idemStore := idemstore.New(d.Mongo)
 	if err := mongox.EnsureIndexes(ctx, mongox.IndexWait, idemStore.EnsureIndexes); err != nil {
 		return nil, err

@@ -32,8 +32,12 @@ const (
 	TargetBranch      = "branch"
 )
 
-// AuditingMiddleware records every state-changing call of s in the audit trail.
-func AuditingMiddleware(rec audit.Recorder) func(Service) Service {
+// auditingMiddleware records every state-changing call of s in the audit trail (nil
+// rec: no decorator).
+func auditingMiddleware(rec audit.Recorder) func(Service) Service {
+	if rec == nil {
+		return nil
+	}
 	return func(next Service) Service { return &auditing{Service: next, rec: rec} }
 }
 

@@ -41,3 +41,6 @@ func BodyOf(body string) SyncRequestBody {
 func MoveCharge(l *Ledger, op string, from, to Charge, quota int64, now time.Time) error {
 	return l.move(op, from, to, quota, now)
 }
+
+// AuditingMiddleware is the auditing decorator NewService applies (Options.Audit), alone.
+var AuditingMiddleware = auditingMiddleware

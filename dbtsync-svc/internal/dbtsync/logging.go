@@ -7,9 +7,13 @@ import (
 	"github.com/analyticsco/platform/libs/identity"
 )
 
-// LoggingMiddleware logs the API's changes of state once they are done. Failures are
+// loggingMiddleware logs the API's changes of state once they are done. Failures are
 // logged by the transport's error encoder, which knows which of them are the caller's.
-func LoggingMiddleware(logger *slog.Logger) func(Service) Service {
+// (nil logger: no decorator.)
+func loggingMiddleware(logger *slog.Logger) func(Service) Service {
+	if logger == nil {
+		return nil
+	}
 	return func(next Service) Service { return &loggingService{Service: next, logger: logger} }
 }
 

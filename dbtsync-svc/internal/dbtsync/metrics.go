@@ -39,9 +39,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// InstrumentingMiddleware counts the API's domain outcomes: sync jobs queued (by source)
-// and manifest bytes streamed to the object store.
-func InstrumentingMiddleware(m *Metrics) func(Service) Service {
+// instrumentingMiddleware counts the API's domain outcomes: sync jobs queued (by source)
+// and manifest bytes streamed to the object store (nil m: no decorator).
+func instrumentingMiddleware(m *Metrics) func(Service) Service {
+	if m == nil {
+		return nil
+	}
 	return func(next Service) Service { return &instrumenting{Service: next, m: m} }
 }
 

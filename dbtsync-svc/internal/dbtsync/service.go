@@ -10,11 +10,14 @@ package dbtsync
 import (
 	"context"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
+	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
+	"github.com/analyticsco/platform/libs/kit"
 )
 
 // Service is the dbt sync and data-model branch domain. Every method takes the verified
@@ -81,6 +84,12 @@ type Options struct {
 	PushDedupRetention time.Duration
 	// Now is the clock (time.Now).
 	Now func() time.Time
+	// What the service's decorators are built from, each nil to leave its decorator out:
+	// the audit trail (audit.go), the logger of the changes done (logging.go) and the
+	// domain counters (metrics.go).
+	Audit   audit.Recorder
+	Logger  *slog.Logger
+	Metrics *Metrics
 }
 
 // DefaultMaxQueuedJobs is the default of DBT_SYNC_MAX_QUEUED_JOBS, and
@@ -124,11 +133,13 @@ type service struct {
 	now            func() time.Time
 }
 
-// NewService builds the Service.
+// NewService builds the Service, wrapped in its decorators in the platform's order
+// (kit.Decorate).
 func NewService(p Ports, o Options) Service {
 	o.defaults()
-	return &service{Ports: p, maxQueued: o.MaxQueuedJobs, now: o.Now, selectorLimits: o.Selector.WithDefaults(), pushDedup: o.PushDedupRetention,
+	s := &service{Ports: p, maxQueued: o.MaxQueuedJobs, now: o.Now, selectorLimits: o.Selector.WithDefaults(), pushDedup: o.PushDedupRetention,
 		storage: &Storage{Ledgers: p.Ledgers, Quotas: o.Quotas, ObjectMaxAge: o.ObjectMaxAge, Now: o.Now}}
+	return kit.Decorate[Service](s, kit.Decorators[Service]{Audit: auditingMiddleware(o.Audit), Log: loggingMiddleware(o.Logger), Metrics: instrumentingMiddleware(o.Metrics)})
 }
 
 // The role each operation needs.

@@ -162,15 +162,7 @@ func New(ctx context.Context, d Deps) (*App, error) {
 	svc := embed.NewService(embed.Ports{
 		Catalog: st, Users: st, Directory: dir, Sessions: sessions, Records: st,
 		Branches: branches.New(rr, d.BranchTimeout), Signer: kr, Audit: pub, Reach: newReach(rr, d.ReachTimeout),
-	}, embed.Options{Issuer: d.TokenIssuer, Now: d.Now, Limits: d.Limits})
-	// The decorators in every service's order, less Auditing: embed records its events
-	// inside the service (Ports.Audit), since a mint's event needs what only the mint
-	// resolves (plan, tenant, session), and refused exchanges of one session id are
-	// recorded at most once per Limits.ExchangeFailureAudit, counted in the session store.
-	// (systemtest/architecture's skeleton test holds every service to the order and names
-	// this exception.)
-	svc = embed.LoggingMiddleware(d.Logger)(svc)
-	svc = embed.InstrumentingMiddleware(embed.NewMetrics(d.Registry))(svc)
+	}, embed.Options{Issuer: d.TokenIssuer, Now: d.Now, Limits: d.Limits, Logger: d.Logger, Metrics: embed.NewMetrics(d.Registry)})
 	// The viewer lookup workspace-svc asks on every embed read of a dashboard.
 	if _, err := serveViewers(d.NATS, svc, d.Logger, natsMetrics); err != nil {
 		return nil, err
@@ -231,11 +223,8 @@ func newWebhooks(ctx context.Context, d Deps, dir *directory.Lookup, rec *publis
 		return nil, err
 	}
 	startWebhookEngine(ctx, d, store, box, rec)
-	svc := webhooks.NewService(webhooks.Ports{Store: store, Deployments: deploymentOwners{dir}, Box: box}, webhooks.Options{Limits: d.Webhooks, Now: d.Now})
-	svc = webhooks.AuditingMiddleware(rec)(svc)
-	svc = webhooks.LoggingMiddleware(d.Logger)(svc)
-	svc = webhooks.InstrumentingMiddleware(webhooks.NewAPIMetrics(d.Registry))(svc)
-	return svc, nil
+	return webhooks.NewService(webhooks.Ports{Store: store, Deployments: deploymentOwners{dir}, Box: box},
+		webhooks.Options{Limits: d.Webhooks, Now: d.Now, Audit: rec, Logger: d.Logger, Metrics: webhooks.NewAPIMetrics(d.Registry)}), nil
 }
 
 // startWebhookEngine runs the dispatcher (stored events to deliveries) and the deliverer

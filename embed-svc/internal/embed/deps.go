@@ -1,10 +1,12 @@
 package embed
 
 import (
+	"log/slog"
 	"time"
 
 	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/config"
+	"github.com/analyticsco/platform/libs/kit"
 )
 
 // Ports are what the service is built on: its stores, the directory, the branch
@@ -27,6 +29,10 @@ type Options struct {
 	Issuer string           // iss of every token
 	Now    func() time.Time // nil: time.Now
 	Limits Limits           // zero fields: DefaultLimits
+	// What the service's decorators are built from, each nil to leave its decorator out:
+	// the logger of the changes done (logging.go) and the domain counters (metrics.go).
+	Logger  *slog.Logger
+	Metrics *Metrics
 }
 
 // Limits bound what one request or one account can make embed-svc store.
@@ -69,11 +75,21 @@ type service struct {
 	tenants *knownTenants
 }
 
-// NewService builds the embed service.
+// NewService builds the embed service, wrapped in its decorators in the platform's order
+// (kit.Decorate).
 func NewService(p Ports, o Options) Service {
 	now := o.Now
 	if now == nil {
 		now = time.Now
 	}
-	return &service{d: p, issuer: o.Issuer, now: now, limits: o.Limits.WithDefaults(), tenants: &knownTenants{}}
+	s := &service{d: p, issuer: o.Issuer, now: now, limits: o.Limits.WithDefaults(), tenants: &knownTenants{}}
+	return kit.Decorate[Service](s, kit.Decorators[Service]{
+		// No auditing decorator: the service records its events itself (Ports.Audit). A
+		// mint's event needs what only the mint resolves (the plan, the tenant, the
+		// session), and the refused exchanges of one session id are recorded at most once
+		// per Limits.ExchangeFailureAudit, counted in the session store.
+		Audit:   nil,
+		Log:     loggingMiddleware(o.Logger),
+		Metrics: instrumentingMiddleware(o.Metrics),
+	})
 }

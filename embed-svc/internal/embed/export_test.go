@@ -15,3 +15,6 @@ func (l Limits) Check(req *GenerateSessionRequest) error { return l.check(req) }
 
 // NormalizeMembers is normalizeMembers: a membership POST's external ids checked.
 func NormalizeMembers(in GroupMembersInput) ([]string, error) { return normalizeMembers(in) }
+
+// LoggingMiddleware is the logging decorator NewService applies (Options.Logger), alone.
+var LoggingMiddleware = loggingMiddleware

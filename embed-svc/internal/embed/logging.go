@@ -7,11 +7,15 @@ import (
 	"github.com/analyticsco/platform/libs/identity"
 )
 
-// LoggingMiddleware logs the service's changes of state once they are done: sessions
+// loggingMiddleware logs the service's changes of state once they are done: sessions
 // minted and revoked, definitions created and deleted, users deleted, settings replaced.
 // Never a session id or a token (they are credentials); failures are logged by the
-// transport's error encoder, which knows which of them are the caller's.
-func LoggingMiddleware(logger *slog.Logger) func(Service) Service {
+// transport's error encoder, which knows which of them are the caller's. (nil logger: no
+// decorator.)
+func loggingMiddleware(logger *slog.Logger) func(Service) Service {
+	if logger == nil {
+		return nil
+	}
 	return func(next Service) Service { return &logging{Service: next, logger: logger} }
 }
 

@@ -38,8 +38,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// InstrumentingMiddleware counts the domain outcomes of s.
-func InstrumentingMiddleware(m *Metrics) func(Service) Service {
+// instrumentingMiddleware counts the domain outcomes of s (nil m: no decorator).
+func instrumentingMiddleware(m *Metrics) func(Service) Service {
+	if m == nil {
+		return nil
+	}
 	return func(next Service) Service { return &instrumenting{Service: next, m: m} }
 }
 

@@ -9,10 +9,13 @@ import (
 	"github.com/analyticsco/platform/libs/identity"
 )
 
-// AuditingMiddleware records every change of state the API makes, refused or not, in
+// auditingMiddleware records every change of state the API makes, refused or not, in
 // the audit trail (embed.webhook.*). A URL is recorded by its host only: its path or
 // query may carry a receiver's token.
-func AuditingMiddleware(rec audit.Recorder) func(Service) Service {
+func auditingMiddleware(rec audit.Recorder) func(Service) Service {
+	if rec == nil {
+		return nil
+	}
 	return func(next Service) Service { return &auditing{Service: next, rec: rec} }
 }
 

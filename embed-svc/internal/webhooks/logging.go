@@ -7,9 +7,13 @@ import (
 	"github.com/analyticsco/platform/libs/identity"
 )
 
-// LoggingMiddleware logs the API's changes of state once they are done (never a secret,
-// a URL by its host only). Failures are logged by the transport's error encoder.
-func LoggingMiddleware(logger *slog.Logger) func(Service) Service {
+// loggingMiddleware logs the API's changes of state once they are done (never a secret,
+// a URL by its host only). Failures are logged by the transport's error encoder. (nil
+// logger: no decorator.)
+func loggingMiddleware(logger *slog.Logger) func(Service) Service {
+	if logger == nil {
+		return nil
+	}
 	return func(next Service) Service { return &logging{Service: next, logger: logger} }
 }
 

@@ -30,8 +30,12 @@ func NewAPIMetrics(reg prometheus.Registerer) *APIMetrics {
 	return m
 }
 
-// InstrumentingMiddleware counts the API's changes of state by outcome.
-func InstrumentingMiddleware(m *APIMetrics) func(Service) Service {
+// instrumentingMiddleware counts the API's changes of state by outcome (nil m: no
+// decorator).
+func instrumentingMiddleware(m *APIMetrics) func(Service) Service {
+	if m == nil {
+		return nil
+	}
 	return func(next Service) Service { return &instrumenting{Service: next, m: m} }
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"net/url"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
+	"github.com/analyticsco/platform/libs/kit"
 	"github.com/analyticsco/platform/libs/netguard"
 	"github.com/analyticsco/platform/libs/sealbox"
 )
@@ -98,6 +100,12 @@ const (
 type Options struct {
 	Limits Limits
 	Now    func() time.Time
+	// What the service's decorators are built from, each nil to leave its decorator out:
+	// the audit trail (audit.go), the logger of the changes done (logging.go) and the
+	// API's counters (metrics.go).
+	Audit   audit.Recorder
+	Logger  *slog.Logger
+	Metrics *APIMetrics
 }
 
 // Created is a new subscription with its secret, shown this once.
@@ -175,7 +183,8 @@ type service struct {
 	g   *netguard.Guard
 }
 
-// NewService serves the webhooks API over p.
+// NewService serves the webhooks API over p, wrapped in its decorators in the platform's
+// order (kit.Decorate).
 func NewService(p Ports, o Options) Service {
 	if o.Now == nil {
 		o.Now = time.Now
@@ -189,7 +198,8 @@ func NewService(p Ports, o Options) Service {
 	if o.Limits.RetryPeriod <= 0 {
 		o.Limits.RetryPeriod = DefaultRetryPeriod
 	}
-	return &service{p: p, lim: o.Limits, now: o.Now, g: netguard.New(o.Limits.AllowedHosts)}
+	s := &service{p: p, lim: o.Limits, now: o.Now, g: netguard.New(o.Limits.AllowedHosts)}
+	return kit.Decorate[Service](s, kit.Decorators[Service]{Audit: auditingMiddleware(o.Audit), Log: loggingMiddleware(o.Logger), Metrics: instrumentingMiddleware(o.Metrics)})
 }
 
 func (s *service) clock() time.Time { return s.now().UTC().Truncate(time.Millisecond) }

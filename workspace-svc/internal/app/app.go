@@ -112,13 +112,7 @@ func New(ctx context.Context, d Deps) (*App, error) {
 			ports.Deployments = newDeploymentLookup(natsx.NewClient(d.NATS, natsx.ClientOptions{Metrics: requests}), d.IdentityTimeout)
 		}
 	}
-	svc := workspace.NewService(ports, workspace.Options{Limits: d.Limits, TreeConflicts: metrics.TreeConflicts})
-	// The decorators in every service's order: Auditing, Logging, Instrumenting. Auditing
-	// goes innermost: it records a single move from the bulk move of one it asks the
-	// service for, so the outer decorators still see the call as a Move.
-	svc = workspace.AuditingMiddleware(rec)(svc)
-	svc = workspace.LoggingMiddleware(d.Logger)(svc)
-	svc = workspace.InstrumentingMiddleware(metrics)(svc)
+	svc := workspace.NewService(ports, workspace.Options{Limits: d.Limits, Audit: rec, Logger: d.Logger, Metrics: metrics})
 	idemSealer, err := idempotency.NewSealer(d.Signer.SealKey("idempotency answers"))
 	if err != nil {
 		return nil, err

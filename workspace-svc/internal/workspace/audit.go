@@ -30,8 +30,12 @@ const (
 // ItemAction is the action verb on an item of type t ("workspace.workbook.create").
 func ItemAction(t ItemType, verb string) string { return "workspace." + t.lower() + "." + verb }
 
-// AuditingMiddleware records every state-changing call of s in the audit trail.
-func AuditingMiddleware(rec audit.Recorder) func(Service) Service {
+// auditingMiddleware records every state-changing call of s in the audit trail (nil
+// rec: no decorator).
+func auditingMiddleware(rec audit.Recorder) func(Service) Service {
+	if rec == nil {
+		return nil
+	}
 	return func(next Service) Service { return &auditing{Service: next, rec: rec} }
 }
 
@@ -102,56 +106,69 @@ func (a *auditing) SetPermissions(ctx context.Context, p *identity.Principal, de
 	return out, err
 }
 
-func (a *auditing) Move(ctx context.Context, p *identity.Principal, dep int64, ref ItemRef, dest int64) (Workbook, error) {
-	res, err := a.bulkMove(ctx, p, dep, []ItemRef{ref}, dest, false)
-	if err != nil {
-		return Workbook{}, err
-	}
-	if len(res.Failed) > 0 {
-		return Workbook{}, res.Failed[0].Err
-	}
-	return res.Moved[0], nil
+func (a *auditing) Move(ctx context.Context, p *identity.Principal, dep int64, ref ItemRef, dest int64) (MoveResult, error) {
+	res, err := a.Service.Move(ctx, p, dep, ref, dest)
+	out := audit.OutcomeOf(err, http.StatusOK) // a single move answers with its item's error
+	a.recordMove(ctx, p, dest, false, []movedRef{{ref: ref, from: res.From, read: res.Read, out: out}}, out)
+	return res, err
 }
 
+// BulkMove records the request's outcome, and each distinct item's as its answer has it.
 func (a *auditing) BulkMove(ctx context.Context, p *identity.Principal, dep int64, refs []ItemRef, dest int64) (BulkMoveResult, error) {
-	return a.bulkMove(ctx, p, dep, refs, dest, true)
-}
-
-// maxAuditedMoveBytes bounds the items a move's event lists, as JSON: the rest of its
-// details fit beside them in audit.MaxDetailsBytes.
-const maxAuditedMoveBytes = audit.MaxDetailsBytes - 512
-
-// bulkMove records one event per request, whatever the number of items: its target is
-// the destination folder (no id: the root), its outcome what the caller was answered, and
-// its details list the distinct items in request order, each with where it was (from)
-// and its own outcome (status, and code when it failed), as many as fit in
-// maxAuditedMoveBytes; the counts cover them all.
-func (a *auditing) bulkMove(ctx context.Context, p *identity.Principal, dep int64, refs []ItemRef, dest int64, bulk bool) (BulkMoveResult, error) {
 	res, err := a.Service.BulkMove(ctx, p, dep, refs, dest)
 	failed := make(map[ItemRef]*errs.Error, len(res.Failed))
 	for _, f := range res.Failed {
 		failed[f.Ref] = f.Err
 	}
 	distinct := distinctRefs(refs) // the service's Rule 1: the items its answer has one entry each for
-	items := make([]map[string]any, 0, len(distinct))
-	size, moved, listing := 2, 0, true
+	items := make([]movedRef, 0, len(distinct))
 	for _, ref := range distinct {
-		it := map[string]any{"type": string(ref.Type), "id": ref.ID}
-		if from, ok := res.From[ref]; ok {
-			it["from"] = folderRef(from)
-		}
-		out := audit.Succeeded(http.StatusOK)
+		it := movedRef{ref: ref, out: audit.Succeeded(http.StatusOK)}
+		it.from, it.read = res.From[ref]
 		switch {
 		case err != nil:
-			out = audit.OutcomeOf(err, http.StatusOK)
+			it.out = audit.OutcomeOf(err, http.StatusOK)
 		case failed[ref] != nil:
-			out = audit.OutcomeOf(failed[ref], http.StatusOK)
-		default:
+			it.out = audit.OutcomeOf(failed[ref], http.StatusOK)
+		}
+		items = append(items, it)
+	}
+	a.recordMove(ctx, p, dest, true, items, audit.OutcomeOf(err, http.StatusOK))
+	return res, err
+}
+
+// movedRef is an item of a move as its event lists it: where it was (from, when the
+// request read it) and its own outcome.
+type movedRef struct {
+	ref  ItemRef
+	from int64
+	read bool
+	out  audit.Outcome
+}
+
+// maxAuditedMoveBytes bounds the items a move's event lists, as JSON: the rest of its
+// details fit beside them in audit.MaxDetailsBytes.
+const maxAuditedMoveBytes = audit.MaxDetailsBytes - 512
+
+// recordMove records one event per request, whatever the number of items: its target is
+// the destination folder (no id: the root), its outcome what the caller was answered, and
+// its details list the distinct items in request order, each with where it was (from)
+// and its own outcome (status, and code when it failed), as many as fit in
+// maxAuditedMoveBytes; the counts cover them all.
+func (a *auditing) recordMove(ctx context.Context, p *identity.Principal, dest int64, bulk bool, refs []movedRef, outcome audit.Outcome) {
+	items := make([]map[string]any, 0, len(refs))
+	size, moved, listing := 2, 0, true
+	for _, r := range refs {
+		it := map[string]any{"type": string(r.ref.Type), "id": r.ref.ID}
+		if r.read {
+			it["from"] = folderRef(r.from)
+		}
+		if r.out.Result == audit.Success {
 			moved++
 		}
-		it["status"] = out.Status
-		if out.Code != "" {
-			it["code"] = out.Code
+		it["status"] = r.out.Status
+		if r.out.Code != "" {
+			it["code"] = r.out.Code
 		}
 		if b, _ := json.Marshal(it); listing && size+len(b)+1 <= maxAuditedMoveBytes {
 			size += len(b) + 1
@@ -161,20 +178,12 @@ func (a *auditing) bulkMove(ctx context.Context, p *identity.Principal, dep int6
 		}
 	}
 	ev := audit.New(p, ActionItemsMove, target(TypeFolder, dest))
-	ev.Details = map[string]any{"to": folderRef(dest), "bulk": bulk, "items": items, "moved": moved, "failed": len(distinct) - moved}
-	if len(items) < len(distinct) {
-		ev.Details["unlisted"] = len(distinct) - len(items)
+	ev.Details = map[string]any{"to": folderRef(dest), "bulk": bulk, "items": items, "moved": moved, "failed": len(refs) - moved}
+	if len(items) < len(refs) {
+		ev.Details["unlisted"] = len(refs) - len(items)
 	}
-	switch {
-	case err != nil:
-		ev.Outcome = audit.OutcomeOf(err, http.StatusOK)
-	case !bulk && len(res.Failed) > 0: // a single move answers with its item's error
-		ev.Outcome = audit.OutcomeOf(res.Failed[0].Err, http.StatusOK)
-	default:
-		ev.Outcome = audit.Succeeded(http.StatusOK)
-	}
+	ev.Outcome = outcome
 	a.rec.Record(ctx, ev)
-	return res, err
 }
 
 func (a *auditing) CreateItem(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, in CreateItemInput) (Workbook, error) {

@@ -162,7 +162,8 @@ func MakeEndpoints(s Service) Endpoints {
 		},
 		Move: func(ctx context.Context, req any) (any, error) {
 			r := req.(moveRequest)
-			return s.Move(ctx, r.P, r.Dep, r.Ref, r.Dest)
+			res, err := s.Move(ctx, r.P, r.Dep, r.Ref, r.Dest)
+			return res.Item, err
 		},
 		BulkMove: func(ctx context.Context, req any) (any, error) {
 			r := req.(bulkMoveRequest)

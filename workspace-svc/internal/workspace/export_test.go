@@ -19,3 +19,10 @@ type (
 	ListRequest   = listRequest
 	SearchRequest = searchRequest
 )
+
+// The decorators NewService applies (Options.Audit, Logger, Metrics), one at a time.
+var (
+	AuditingMiddleware      = auditingMiddleware
+	LoggingMiddleware       = loggingMiddleware
+	InstrumentingMiddleware = instrumentingMiddleware
+)

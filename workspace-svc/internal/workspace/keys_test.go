@@ -92,7 +92,8 @@ func TestRenameAndMoveKeepTheKey(t *testing.T) {
 	if err != nil || *w.Key != "board" || w.Version != 2 {
 		t.Fatalf("rename: key %v version %d %v", w.Key, w.Version, err)
 	}
-	w, err = f.svc.Move(f.ctx, admin, f.dep, ref(workspace.TypeWorkbook, w.ID), dest)
+	moved, err := f.svc.Move(f.ctx, admin, f.dep, ref(workspace.TypeWorkbook, w.ID), dest)
+	w = moved.Item
 	if err != nil || *w.Key != "board" || w.Version != 3 {
 		t.Fatalf("move: key %v version %d %v", w.Key, w.Version, err)
 	}

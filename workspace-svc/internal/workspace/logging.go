@@ -8,10 +8,14 @@ import (
 	"github.com/analyticsco/platform/workspace-svc/internal/embedaccess"
 )
 
-// LoggingMiddleware logs the workspace's changes of state once they are done, with the
+// loggingMiddleware logs the workspace's changes of state once they are done, with the
 // ids they concern (names and contents are the users' data: not logged). Failures are
 // logged by the transport's error encoder, which knows which of them are the caller's.
-func LoggingMiddleware(logger *slog.Logger) func(Service) Service {
+// (nil logger: no decorator.)
+func loggingMiddleware(logger *slog.Logger) func(Service) Service {
+	if logger == nil {
+		return nil
+	}
 	return func(next Service) Service { return &logging{Service: next, logger: logger} }
 }
 
@@ -50,7 +54,7 @@ func (l *logging) SetPermissions(ctx context.Context, p *identity.Principal, dep
 	return g, err
 }
 
-func (l *logging) Move(ctx context.Context, p *identity.Principal, dep int64, ref ItemRef, dest int64) (Workbook, error) {
+func (l *logging) Move(ctx context.Context, p *identity.Principal, dep int64, ref ItemRef, dest int64) (MoveResult, error) {
 	w, err := l.Service.Move(ctx, p, dep, ref, dest)
 	l.done(ctx, err, "item moved", "deploymentId", dep, "type", ref.Type, "id", ref.ID, "folderId", dest)
 	return w, err

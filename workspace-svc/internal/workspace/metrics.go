@@ -57,11 +57,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// InstrumentingMiddleware counts the domain outcomes of s from its results: folders
+// instrumentingMiddleware counts the domain outcomes of s from its results: folders
 // created, dashboards published, and every item of a single or bulk move by type and
-// outcome. (Tree conflicts happen inside the service's commit loop: NewService counts
-// them.)
-func InstrumentingMiddleware(m *Metrics) func(Service) Service {
+// outcome (nil m: no decorator). Tree conflicts happen inside the service's commit
+// loop: NewService counts them.
+func instrumentingMiddleware(m *Metrics) func(Service) Service {
+	if m == nil {
+		return nil
+	}
 	return func(next Service) Service { return &instrumenting{Service: next, m: m} }
 }
 
@@ -110,7 +113,7 @@ func (i *instrumenting) PutFolderByKey(ctx context.Context, p *identity.Principa
 	return f, outcome, err
 }
 
-func (i *instrumenting) Move(ctx context.Context, p *identity.Principal, dep int64, ref ItemRef, dest int64) (Workbook, error) {
+func (i *instrumenting) Move(ctx context.Context, p *identity.Principal, dep int64, ref ItemRef, dest int64) (MoveResult, error) {
 	w, err := i.Service.Move(ctx, p, dep, ref, dest)
 	outcome := "moved"
 	if err != nil {

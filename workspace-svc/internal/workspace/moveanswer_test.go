@@ -96,8 +96,12 @@ func TestMoveAnswersTheStateItsOwnMoveMade(t *testing.T) {
 					t.Fatalf("bulk move: %+v %v", res, err)
 				}
 				got = res.Moved[0]
-			} else if got, err = svc.Move(f.ctx, admin, f.dep, ref(workspace.TypeWorkbook, w.ID), dest); err != nil {
-				t.Fatal(err)
+			} else {
+				res, err := svc.Move(f.ctx, admin, f.dep, ref(workspace.TypeWorkbook, w.ID), dest)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = res.Item
 			}
 			if rs.afterMoveItem != nil {
 				t.Fatal("the other client never ran")

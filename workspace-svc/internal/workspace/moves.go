@@ -9,16 +9,20 @@ import (
 	"github.com/analyticsco/platform/libs/identity"
 )
 
-// Move moves one item; it is BulkMove of one item, so both answer the same.
-func (s *service) Move(ctx context.Context, p *identity.Principal, dep int64, ref ItemRef, dest int64) (Workbook, error) {
+// Move moves one item; it is BulkMove of one item, so both answer the same: a refused
+// item is the error, and where the item was is From as BulkMove read it.
+func (s *service) Move(ctx context.Context, p *identity.Principal, dep int64, ref ItemRef, dest int64) (MoveResult, error) {
 	res, err := s.BulkMove(ctx, p, dep, []ItemRef{ref}, dest)
 	if err != nil {
-		return Workbook{}, err
+		return MoveResult{}, err
 	}
+	var out MoveResult
+	out.From, out.Read = res.From[ref]
 	if len(res.Failed) > 0 {
-		return Workbook{}, res.Failed[0].Err
+		return out, res.Failed[0].Err
 	}
-	return res.Moved[0], nil
+	out.Item = res.Moved[0]
+	return out, nil
 }
 
 // BulkMove moves items, one at a time in order, into dest (0: the root). Repeated

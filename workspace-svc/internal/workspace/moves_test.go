@@ -124,11 +124,11 @@ func TestBulkMoveRules(t *testing.T) {
 		d2 := f.folder(admin, "d2", d1)
 		wb := f.item(admin, workspace.TypeWorkbook, "wb", 0)
 		bulk := f.bulk(admin, d2, ref(workspace.TypeWorkbook, wb)).Moved[0]
-		single, err := f.svc.Move(f.ctx, admin, f.dep, ref(workspace.TypeWorkbook, wb), d2) // already there: a no-op
+		res, err := f.svc.Move(f.ctx, admin, f.dep, ref(workspace.TypeWorkbook, wb), d2) // already there: a no-op
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !reflect.DeepEqual(bulk, single) {
+		if single := res.Item; !reflect.DeepEqual(bulk, single) {
 			t.Fatalf("bulk entry %+v, single move %+v", bulk, single)
 		}
 	})

@@ -7,14 +7,17 @@ package workspace
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/analyticsco/platform/libs/audit"
 	"github.com/analyticsco/platform/libs/config"
 	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
+	"github.com/analyticsco/platform/libs/kit"
 	"github.com/analyticsco/platform/workspace-svc/internal/embedaccess"
 )
 
@@ -41,7 +44,7 @@ type Service interface {
 	SetPermissions(ctx context.Context, p *identity.Principal, dep, id int64, grants []Grant) ([]Grant, error)
 	List(ctx context.Context, p *identity.Principal, dep, folder int64, first int, after string) (httpx.Page[ItemSummary], error)
 	Search(ctx context.Context, p *identity.Principal, dep int64, in SearchInput) (httpx.Page[ItemSummary], error)
-	Move(ctx context.Context, p *identity.Principal, dep int64, ref ItemRef, dest int64) (Workbook, error)
+	Move(ctx context.Context, p *identity.Principal, dep int64, ref ItemRef, dest int64) (MoveResult, error)
 	BulkMove(ctx context.Context, p *identity.Principal, dep int64, refs []ItemRef, dest int64) (BulkMoveResult, error)
 	CreateItem(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, in CreateItemInput) (Workbook, error)
 	GetItem(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, id int64) (Workbook, error)
@@ -150,19 +153,29 @@ type Ports struct {
 type Options struct {
 	Limits Limits // zero fields: DefaultLimits
 	// TreeConflicts counts structural changes retried after another change of the
-	// deployment committed first (nil: not counted). The other domain counters are
-	// InstrumentingMiddleware's.
+	// deployment committed first (nil: Metrics.TreeConflicts, or not counted).
 	TreeConflicts Counter
+	// What the service's decorators are built from, each nil to leave its decorator out:
+	// the audit trail (audit.go), the logger of the changes done (logging.go) and the
+	// domain counters (metrics.go).
+	Audit   audit.Recorder
+	Logger  *slog.Logger
+	Metrics *Metrics
 }
 
-// NewService builds the service over p.
+// NewService builds the service over p, wrapped in its decorators in the platform's
+// order (kit.Decorate).
 func NewService(p Ports, o Options) Service {
 	treeConflicts := o.TreeConflicts
+	if treeConflicts == nil && o.Metrics != nil {
+		treeConflicts = o.Metrics.TreeConflicts
+	}
 	if treeConflicts == nil {
 		treeConflicts = noCounter{}
 	}
-	return &service{store: p.Store, treeConflicts: treeConflicts, limits: o.Limits.WithDefaults(), viewers: p.Viewers, deployments: p.Deployments,
+	s := &service{store: p.Store, treeConflicts: treeConflicts, limits: o.Limits.WithDefaults(), viewers: p.Viewers, deployments: p.Deployments,
 		now: func() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }}
+	return kit.Decorate[Service](s, kit.Decorators[Service]{Audit: auditingMiddleware(o.Audit), Log: loggingMiddleware(o.Logger), Metrics: instrumentingMiddleware(o.Metrics)})
 }
 
 // CreateFolderInput is the body of folder creation.
@@ -226,6 +239,15 @@ var SearchSorts = []string{"name", "-name", "updatedAt", "-updatedAt"}
 type BulkFailure struct {
 	Ref ItemRef
 	Err *errs.Error
+}
+
+// MoveResult is a single move's answer: the item as the move left it, and where it was.
+type MoveResult struct {
+	Item Workbook
+	// From is where the item was before the request (0: the root), when Read: the request
+	// read the item. It is what the audit trail records of a move.
+	From int64
+	Read bool
 }
 
 // BulkMoveResult is the outcome of a bulk move, in request order.

@@ -23,7 +23,7 @@ const (
 )
 
 // trashEvent records one event of a bulk trash call: its items in request order, each
-// with its own outcome, as many as fit (bulkMove's rule), and the counts.
+// with its own outcome, as many as fit (recordMove's rule), and the counts.
 func (a *auditing) trashEvent(ctx context.Context, p *identity.Principal, action string, tgt audit.Target, refs []ItemRef, res TrashResult, err error, details map[string]any) {
 	failed := make(map[ItemRef]*errs.Error, len(res.Failed))
 	for _, f := range res.Failed {
