@@ -28,7 +28,7 @@ var logCalls = map[string]bool{
 // that names them: errors at start-up (a process refusing its configuration) and errors
 // a client is shown only as internal_error.
 var operatorOnly = map[string][]string{
-	"gateway/internal/gateway/client.go":         {"GATEWAY_BEHIND_PROXY", "GATEWAY_TRUSTED_PROXIES"}, // start-up check of the proxy settings
+	"gateway/internal/gateway/clientaddr.go":     {"GATEWAY_BEHIND_PROXY", "GATEWAY_TRUSTED_PROXIES"}, // start-up check of the proxy settings
 	"gateway/internal/platformctl/audit.go":      {"NATS_URL"},                                        // the platformctl CLI
 	"embed-svc/internal/keys/keys.go":            {"EMBED_KEY_ENCRYPTION_KEY"},                        // loading the signing keys at start-up
 	"dbtsync-svc/internal/credentials/sealer.go": {"DBT_CREDENTIALS_KEY"},                             // parsing the key list at start-up
