@@ -180,7 +180,7 @@ func TestSkeletonCheckFailsOnAnotherConstructorOrOrder(t *testing.T) {
 func invalid(format string, args ...any) error { return errs.New(errs.Invalid, format, args...) }`), shopApp(house), nil,
 			"invalid copies errs's shorthand of errs.Invalid"},
 		{"a 400 of its own", shopDomain(ports + `
-func badRequest(format string, args ...any) error { return httpx.Errorf(http.StatusBadRequest, format, args...) }`), shopApp(house), nil,
+func badRequest(format string, args ...any) error { return errs.Statusf(http.StatusBadRequest, format, args...) }`), shopApp(house), nil,
 			"badRequest copies errs's shorthand of http.StatusBadRequest"},
 		{"a fourth decorator", shopDomain(ports + `
 func CachingMiddleware(c Cache) func(Service) Service { return nil }`), shopApp(house), nil,
@@ -353,7 +353,7 @@ func wrapped(stmt ast.Stmt, v, pkg string, imports map[string]string) (string, b
 	return name, true
 }
 
-// errorShorthand: fn only forwards its arguments to errs.New (or httpx.Errorf), a copy of
+// errorShorthand: fn only forwards its arguments to errs.New (or errs.Statusf), a copy of
 // one of errs's shorthands (errs.Invalidf, ...); kind is the kind or status it passes.
 // A helper that adds something (a code, a message of its own) is not one.
 func errorShorthand(fn *ast.FuncDecl, imports map[string]string) (kind string, ok bool) {
@@ -369,7 +369,7 @@ func errorShorthand(fn *ast.FuncDecl, imports map[string]string) (kind string, o
 		return "", false
 	}
 	pkg, name, isQualified := qualified(call.Fun, imports)
-	if !isQualified || !(pkg == prefix+"libs/errs" && name == "New" || pkg == prefix+"libs/httpx" && name == "Errorf") {
+	if !isQualified || !(pkg == prefix+"libs/errs" && (name == "New" || name == "Statusf")) {
 		return "", false
 	}
 	return types(&ast.FieldList{List: []*ast.Field{{Type: call.Args[0]}}}), true
