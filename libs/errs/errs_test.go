@@ -36,6 +36,7 @@ func TestWriteAnswersEveryKindOfError(t *testing.T) {
 		{"unavailable-sentinel", errors.Join(errs.ErrUnavailable, errors.New("dial tcp: refused")), 503, "unavailable", true, false},
 		{"deadline", context.DeadlineExceeded, 503, "unavailable", true, false},
 		{"status", errs.Statusf(415, "Content-Type must be application/json"), 415, "unsupported_media_type", false, false},
+		{"status-and-header", errs.Statusf(429, "slow down").WithCode(errs.CodeJobLimit).WithHeader("Retry-After", "7"), 429, "job_limit", true, false},
 		{"bug", errors.New("nil map"), 500, "internal", false, false},
 	}
 	for _, c := range cases {
