@@ -66,15 +66,28 @@ func KindOf(status int) Kind {
 	return Invalid
 }
 
-// Error is a domain error with a client-facing message and, for a named rule, its code
-// (one of the codes in codes.go; "" takes the code of the kind's status).
+// Error is the one error type of every service and of the gateway: a domain error with
+// a client-facing message and, for a named rule, its code (one of the codes in codes.go;
+// "" takes the code of the status). A transport's refusal that no kind names (a 415, a
+// 408, a limit's 429) sets Status beside the kind that status falls in (Statusf), and an
+// answer that needs header fields beside the body carries them in Header (WithHeader).
 type Error struct {
 	Kind    Kind
 	Code    string
 	Message string
+	Status  int         // the answer's status where it is not the kind's; 0: Status(Kind)
+	Header  http.Header // fields the answer carries, set over those Write sets itself
 }
 
 func (e *Error) Error() string { return e.Message }
+
+// StatusCode is the status e is answered with (go-kit's StatusCoder).
+func (e *Error) StatusCode() int {
+	if e.Status != 0 {
+		return e.Status
+	}
+	return Status(e.Kind)
+}
 
 // New builds an *Error of kind k.
 func New(k Kind, format string, args ...any) *Error {
@@ -106,9 +119,27 @@ func TooLargef(format string, args ...any) *Error { return New(TooLarge, format,
 // kept changing); the client retries.
 func Unavailablef(format string, args ...any) *Error { return New(Unavailable, format, args...) }
 
+// Statusf is an error answered with status, for a refusal no kind names (415: the body
+// is not JSON; 429: a limit of requests or jobs in flight); its kind is the status's
+// (KindOf).
+func Statusf(status int, format string, args ...any) *Error {
+	e := New(KindOf(status), format, args...)
+	e.Status = status
+	return e
+}
+
 // WithCode sets the error's code and returns it.
 func (e *Error) WithCode(code string) *Error {
 	e.Code = code
+	return e
+}
+
+// WithHeader adds the header field key: value to the error's answer and returns it.
+func (e *Error) WithHeader(key, value string) *Error {
+	if e.Header == nil {
+		e.Header = http.Header{}
+	}
+	e.Header.Add(key, value)
 	return e
 }
 
@@ -125,30 +156,18 @@ func As(err error) (*Error, bool) {
 // a 500.
 var ErrUnavailable = errors.New("a dependency is unavailable")
 
-// Answerer is an error that carries its own answer (httpx.Error: the transport's errors,
-// built with a status).
-type Answerer interface {
-	error
-	Answer() (status int, code, message string)
-}
-
 // Answer is what a request that failed with err is answered: status, code and message.
 // ok is false for an error no client caused (the caller logs it; the answer is a 500).
 func Answer(err error) (status int, code, message string, ok bool) {
-	var a Answerer
 	if e, isErr := As(err); isErr {
-		status = Status(e.Kind)
+		status = e.StatusCode()
 		code = e.Code
 		if code == "" {
 			code = DefaultCode(status)
 		}
 		return status, code, e.Message, true
 	}
-	switch {
-	case errors.As(err, &a):
-		status, code, message = a.Answer()
-		return status, code, message, true
-	case IsUnavailable(err):
+	if IsUnavailable(err) {
 		return http.StatusServiceUnavailable, CodeUnavailable, "a dependency of the service is unavailable; retry shortly", true
 	}
 	return http.StatusInternalServerError, CodeInternal, "", false
@@ -185,7 +204,27 @@ func Write(ctx context.Context, w http.ResponseWriter, logger *slog.Logger, err 
 		}
 		w.Header().Set("Retry-After", "1")
 	}
+	if e, isErr := As(err); isErr {
+		for k, v := range e.Header {
+			w.Header()[k] = v
+		}
+	}
 	WriteBody(w, status, code, msg)
+}
+
+// Body is the JSON error body: {"status": 404, "code": "not_found", "message": "folder
+// 12 not found"}. It is what a client decodes, and what a bulk answer's failed items
+// carry (BodyOf); an error is built as an *Error, never as a Body.
+type Body struct {
+	Status  int    `json:"status"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// BodyOf is the body err is answered with (Answer's status, code and message).
+func BodyOf(err error) Body {
+	status, code, message, _ := Answer(err)
+	return Body{Status: status, Code: code, Message: message}
 }
 
 // WriteBody writes the JSON error body {"status", "code", "message"} ("" code: the code
@@ -198,11 +237,7 @@ func WriteBody(w http.ResponseWriter, status int, code, message string) {
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false) // an API answer, not HTML: "<token>" stays readable
-	_ = enc.Encode(struct {
-		Status  int    `json:"status"`
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	}{status, code, message})
+	_ = enc.Encode(Body{Status: status, Code: code, Message: message})
 }
 
 // Internal logs err with its request id (and attrs) and answers a 500 that reveals

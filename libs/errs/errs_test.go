@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/analyticsco/platform/libs/errs"
-	"github.com/analyticsco/platform/libs/httpx"
 )
 
 // TestWriteAnswersEveryKindOfError: each kind (built with its shorthand) is answered
@@ -36,14 +35,15 @@ func TestWriteAnswersEveryKindOfError(t *testing.T) {
 		{"unavailable-kind", errs.Unavailablef("busy"), 503, "unavailable", true, false},
 		{"unavailable-sentinel", errors.Join(errs.ErrUnavailable, errors.New("dial tcp: refused")), 503, "unavailable", true, false},
 		{"deadline", context.DeadlineExceeded, 503, "unavailable", true, false},
-		{"httpx", httpx.Errorf(415, "Content-Type must be application/json"), 415, "unsupported_media_type", false, false},
+		{"status", errs.Statusf(415, "Content-Type must be application/json"), 415, "unsupported_media_type", false, false},
+		{"status-and-header", errs.Statusf(429, "slow down").WithCode(errs.CodeJobLimit).WithHeader("Retry-After", "7"), 429, "job_limit", true, false},
 		{"bug", errors.New("nil map"), 500, "internal", false, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			w := httptest.NewRecorder()
 			errs.Write(context.Background(), w, slog.New(slog.NewJSONHandler(io.Discard, nil)), c.err)
-			var body httpx.Error
+			var body errs.Body
 			if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
 				t.Fatal(err)
 			}

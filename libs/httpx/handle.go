@@ -52,7 +52,9 @@ func (o HandleOptions) WithMaxBody(n int64) HandleOptions {
 // Handle serves method on path with the go-kit endpoint ep, decoding with dec: the one
 // way a service registers a route. The body is bounded before dec reads it, with the
 // response writer, so a request over the limit is answered 413 and its connection is
-// closed instead of drained; every error goes through errs.Encoder.
+// closed instead of drained; every error goes through errs.Encoder. A client's error
+// comes back from the endpoint as a failed response (BusinessErrors), which the response
+// encoder answers with errs.Encoder too.
 func Handle(r *Router, method, path string, ep endpoint.Endpoint, dec kithttp.DecodeRequestFunc, o HandleOptions) {
 	limit := o.MaxBody
 	if limit <= 0 {
@@ -62,8 +64,9 @@ func Handle(r *Router, method, path string, ep endpoint.Endpoint, dec kithttp.De
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	opts := append([]kithttp.ServerOption{kithttp.ServerErrorEncoder(errs.Encoder(logger))}, o.Server...)
-	var srv http.Handler = kithttp.NewServer(ep, dec, o.Encode, opts...)
+	encodeError := errs.Encoder(logger)
+	opts := append([]kithttp.ServerOption{kithttp.ServerErrorEncoder(encodeError)}, o.Server...)
+	var srv http.Handler = kithttp.NewServer(BusinessErrors(ep), dec, encodeFailures(o.Encode, encodeError), opts...)
 	if o.Wrap != nil {
 		srv = o.Wrap(method, path, srv)
 	}

@@ -38,14 +38,14 @@ func TestHandleBoundsBodiesAndEncodesErrors(t *testing.T) {
 	srv := httptest.NewServer(r)
 	defer srv.Close()
 
-	post := func(path, body string) (*http.Response, httpx.Error) {
+	post := func(path, body string) (*http.Response, errs.Body) {
 		t.Helper()
 		resp, err := http.Post(srv.URL+path, "application/json", strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		var e httpx.Error
+		var e errs.Body
 		_ = json.NewDecoder(resp.Body).Decode(&e)
 		return resp, e
 	}

@@ -1,13 +1,12 @@
 // Package httpx holds the HTTP plumbing every service shares: the router, route
-// registration (Handle), the status-coded JSON error, strict JSON request decoding,
-// JSON responses and pagination. The error codes and the one error encoder are errs's.
+// registration (Handle), strict JSON request decoding, JSON responses and pagination.
+// The error type, its codes and the one error encoder are errs's.
 package httpx
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"mime"
@@ -17,35 +16,6 @@ import (
 
 	"github.com/analyticsco/platform/libs/errs"
 )
-
-// Error is a client-facing error: an HTTP status, a stable machine-readable code and a
-// message naming what was wrong. It is also the JSON error body:
-// {"status": 404, "code": "not_found", "message": "folder 12 not found"}.
-// Code is one of errs's codes (api/openapi.yaml lists them as an enum); an error built
-// without one gets the code of its status (errs.DefaultCode).
-type Error struct {
-	Status  int    `json:"status"`
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
-
-func (e *Error) Error() string { return e.Message }
-
-// StatusCode lets go-kit's DefaultErrorEncoder and others pick the status.
-func (e *Error) StatusCode() int { return e.Status }
-
-// Answer is how errs.Write answers the error (errs.Answerer).
-func (e *Error) Answer() (status int, code, message string) { return e.Status, e.Code, e.Message }
-
-// Errorf builds an *Error with the code of its status.
-func Errorf(status int, format string, args ...any) *Error {
-	return &Error{Status: status, Code: errs.DefaultCode(status), Message: fmt.Sprintf(format, args...)}
-}
-
-// CodedErrorf builds an *Error with a specific code.
-func CodedErrorf(status int, code, format string, args ...any) *Error {
-	return &Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
-}
 
 // WriteJSON writes v as JSON with the given status.
 func WriteJSON(w http.ResponseWriter, status int, v any) {
@@ -102,7 +72,7 @@ func RequireJSON(r *http.Request) error {
 	ct := r.Header.Get("Content-Type")
 	mt, _, err := mime.ParseMediaType(ct)
 	if ct == "" || err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-		return Errorf(http.StatusUnsupportedMediaType, "Content-Type must be application/json")
+		return errs.Statusf(http.StatusUnsupportedMediaType, "Content-Type must be application/json")
 	}
 	return nil
 }
@@ -115,10 +85,10 @@ func DecodeJSONBody(body io.Reader, dst any) error {
 		return JSONError(err)
 	}
 	if dec.More() {
-		return Errorf(http.StatusBadRequest, "request body must be a single JSON object")
+		return errs.Invalidf("request body must be a single JSON object")
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return Errorf(http.StatusBadRequest, "request body must be a single JSON object")
+		return errs.Invalidf("request body must be a single JSON object")
 	}
 	return nil
 }
@@ -129,28 +99,28 @@ func JSONError(err error) error {
 		syntax  *json.SyntaxError
 		typ     *json.UnmarshalTypeError
 		maxSize *http.MaxBytesError
-		client  *Error
+		client  *errs.Error
 	)
 	switch {
 	case errors.As(err, &client):
 		return client
 	case errors.As(err, &maxSize):
-		return Errorf(http.StatusRequestEntityTooLarge, "request body is larger than %d bytes", maxSize.Limit)
+		return errs.TooLargef("request body is larger than %d bytes", maxSize.Limit)
 	case errors.Is(err, io.EOF):
-		return Errorf(http.StatusBadRequest, "request body is empty: a JSON object is required")
+		return errs.Invalidf("request body is empty: a JSON object is required")
 	case errors.Is(err, io.ErrUnexpectedEOF):
-		return Errorf(http.StatusBadRequest, "malformed JSON: unexpected end of input")
+		return errs.Invalidf("malformed JSON: unexpected end of input")
 	case errors.As(err, &syntax):
-		return Errorf(http.StatusBadRequest, "malformed JSON at byte %d: %s", syntax.Offset, syntax.Error())
+		return errs.Invalidf("malformed JSON at byte %d: %s", syntax.Offset, syntax.Error())
 	case errors.As(err, &typ):
 		if typ.Field == "" {
-			return Errorf(http.StatusBadRequest, "request body must be %s, not %s", jsonKind(typ.Type), typ.Value)
+			return errs.Invalidf("request body must be %s, not %s", jsonKind(typ.Type), typ.Value)
 		}
-		return Errorf(http.StatusBadRequest, "field %q must be %s, not %s", typ.Field, jsonKind(typ.Type), typ.Value)
+		return errs.Invalidf("field %q must be %s, not %s", typ.Field, jsonKind(typ.Type), typ.Value)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return Errorf(http.StatusBadRequest, "unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
+		return errs.Invalidf("unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
 	default:
-		return Errorf(http.StatusBadRequest, "malformed JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
+		return errs.Invalidf("malformed JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
 	}
 }
 

@@ -52,8 +52,8 @@ func TestDecodeJSON(t *testing.T) {
 				}
 				return
 			}
-			e, ok := err.(*httpx.Error)
-			if !ok || e.Status != c.status || !strings.Contains(e.Message, c.msg) {
+			e, ok := err.(*errs.Error)
+			if !ok || e.StatusCode() != c.status || !strings.Contains(e.Message, c.msg) {
 				t.Fatalf("got %v, want %d containing %q", err, c.status, c.msg)
 			}
 		})
@@ -67,7 +67,7 @@ func TestDecodeJSONTooLarge(t *testing.T) {
 	req.Body = http.MaxBytesReader(rec, req.Body, 10)
 	var b body
 	err := httpx.DecodeJSON(req, &b)
-	if e, ok := err.(*httpx.Error); !ok || e.Status != 413 {
+	if e, ok := err.(*errs.Error); !ok || e.StatusCode() != 413 {
 		t.Fatalf("got %v, want 413", err)
 	}
 }

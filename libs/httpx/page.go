@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+
+	"github.com/analyticsco/platform/libs/errs"
 )
 
 // Pagination: one contract for every list of every service. `first` is 1 to MaxPage
@@ -38,26 +40,18 @@ func ParsePage(r *http.Request) (PageQuery, error) {
 }
 
 // BadFirst is the error of a `first` that is not an integer from 1 to MaxPage.
-func BadFirst(raw string) *Error {
-	return Errorf(http.StatusBadRequest, "first must be an integer from 1 to %d, not %q", MaxPage, raw)
+func BadFirst(raw string) *errs.Error {
+	return errs.Invalidf("first must be an integer from 1 to %d, not %q", MaxPage, raw)
 }
 
 // ErrBadCursor is what DecodeCursor, a store or a queue returns for an `after` the list
-// did not issue. It carries its answer (BadCursor's), so a list returns it as it is.
-var ErrBadCursor error = badCursor{}
-
-type badCursor struct{}
-
-func (badCursor) Error() string { return "after is not a cursor returned by this list" }
-
-func (e badCursor) Answer() (status int, code, message string) {
-	return BadCursor().Answer()
-}
+// did not issue: BadCursor's error, so a list returns it as it is.
+var ErrBadCursor error = BadCursor()
 
 // BadCursor is the error of an `after` the list cannot read: the one wording of every
 // list.
-func BadCursor() *Error {
-	return Errorf(http.StatusBadRequest, "%s", ErrBadCursor.Error())
+func BadCursor() *errs.Error {
+	return errs.Invalidf("after is not a cursor returned by this list")
 }
 
 // PageInfo is the cursor state of a page: `endCursor` is null on an empty page.

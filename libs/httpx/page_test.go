@@ -107,7 +107,7 @@ func FuzzDecodeCursor(f *testing.F) {
 func TestBadCursorAnswersTheOneBadRequest(t *testing.T) {
 	_, err := DecodeCursor[string]("!!!")
 	status, code, message, ok := errs.Answer(fmt.Errorf("list jobs: %w", err))
-	want := BadCursor()
+	want := errs.BodyOf(BadCursor())
 	if !ok || status != http.StatusBadRequest || code != want.Code || message != want.Message {
 		t.Fatalf("a bad cursor answers %d %s %q, want 400 %s %q", status, code, message, want.Code, want.Message)
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
 )
 
@@ -37,7 +38,7 @@ func TestRouterAnswersUnknownPathsAndMethodsInJSON(t *testing.T) {
 			t.Errorf("%s %s: %d Allow %q, want %d Allow %q", c.method, c.path, w.Code, w.Header().Get("Allow"), c.status, c.allow)
 		}
 		if c.status >= 400 {
-			var e httpx.Error
+			var e errs.Body
 			if json.Unmarshal(w.Body.Bytes(), &e) != nil || e.Status != c.status || e.Code == "" || e.Message == "" {
 				t.Errorf("%s %s: body %s", c.method, c.path, w.Body)
 			}

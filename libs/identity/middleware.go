@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
 )
 
@@ -33,11 +34,11 @@ func DeploymentFromPath(r *http.Request) (int64, error) {
 	raw := r.PathValue("deploymentId")
 	id, err := strconv.ParseInt(raw, 10, 64)
 	if err != nil || id <= 0 {
-		return 0, httpx.Errorf(http.StatusNotFound, "deployment %q not found", raw)
+		return 0, errs.NotFoundf("deployment %q not found", raw)
 	}
 	p := FromContext(r.Context())
 	if p == nil || p.Deployment == nil || p.Deployment.ID != id {
-		return 0, httpx.Errorf(http.StatusNotFound, "deployment %d not found", id)
+		return 0, errs.NotFoundf("deployment %d not found", id)
 	}
 	return id, nil
 }

@@ -16,7 +16,7 @@ import (
 // TestDomainsBuildErrorsWithErrs: no domain package (a package under internal/ that
 // declares a Service interface and NewService) declares a copy of one of errs's
 // shorthands (errs.Invalidf, errs.Forbiddenf, ...): a function that only forwards its
-// arguments to errs.New or httpx.Errorf. The order of a domain's decorators needs no
+// arguments to errs.New or errs.Statusf. The order of a domain's decorators needs no
 // check: its NewService applies them through kit.Decorate, and nothing else can reach
 // them.
 func TestDomainsBuildErrorsWithErrs(t *testing.T) {
@@ -40,14 +40,11 @@ func TestDomainsBuildErrorsWithErrs(t *testing.T) {
 }
 
 // TestErrorCopiesAreFound: the check reports a helper that forwards to errs.New or
-// httpx.Errorf, and passes one that adds something of its own.
+// errs.Statusf, and passes one that adds something of its own.
 func TestErrorCopiesAreFound(t *testing.T) {
 	const head = `package shop
 
-import (
-	"github.com/analyticsco/platform/libs/errs"
-	"github.com/analyticsco/platform/libs/httpx"
-)
+import "github.com/analyticsco/platform/libs/errs"
 
 `
 	for _, c := range []struct {
@@ -55,7 +52,7 @@ import (
 	}{
 		{"an error helper of its own", `func invalid(format string, args ...any) error { return errs.New(errs.Invalid, format, args...) }`,
 			"invalid copies errs's shorthand of errs.Invalid"},
-		{"a 400 of its own", `func badRequest(format string, args ...any) error { return httpx.Errorf(http.StatusBadRequest, format, args...) }`,
+		{"a 400 of its own", `func badRequest(format string, args ...any) error { return errs.Statusf(http.StatusBadRequest, format, args...) }`,
 			"badRequest copies errs's shorthand of http.StatusBadRequest"},
 		{"a helper with a code", `func taken(format string, args ...any) error { return errs.New(errs.Conflict, format, args...).WithCode("taken") }`, ""},
 	} {
@@ -86,7 +83,7 @@ func errorCopies(fset *token.FileSet, files []*ast.File) []string {
 	return problems
 }
 
-// errorShorthand: fn only forwards its arguments to errs.New (or httpx.Errorf), a copy of
+// errorShorthand: fn only forwards its arguments to errs.New (or errs.Statusf), a copy of
 // one of errs's shorthands (errs.Invalidf, ...); kind is the kind or status it passes.
 // A helper that adds something (a code, a message of its own) is not one.
 func errorShorthand(fn *ast.FuncDecl, imports map[string]string) (kind string, ok bool) {
@@ -102,7 +99,7 @@ func errorShorthand(fn *ast.FuncDecl, imports map[string]string) (kind string, o
 		return "", false
 	}
 	pkg, name, isQualified := qualified(call.Fun, imports)
-	if !isQualified || !(pkg == prefix+"libs/errs" && name == "New" || pkg == prefix+"libs/httpx" && name == "Errorf") {
+	if !isQualified || !(pkg == prefix+"libs/errs" && (name == "New" || name == "Statusf")) {
 		return "", false
 	}
 	return selector(call.Args[0]), true

@@ -8,12 +8,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"net/http"
 	"strings"
 	"time"
 
 	"github.com/analyticsco/platform/libs/errs"
-	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
 
@@ -81,7 +79,7 @@ type pushPayload struct {
 // errPushUnauthenticated is the one answer to a push nobody can vouch for: an unknown
 // deployment, no integration, no secret or a missing or bad signature all read the same,
 // so the answer tells a sender nothing about which.
-var errPushUnauthenticated = httpx.CodedErrorf(http.StatusUnauthorized, errs.CodeUnauthenticated, errs.PushUnverified)
+var errPushUnauthenticated = errs.Unauthorizedf("%s", errs.PushUnverified).WithCode(errs.CodeUnauthenticated)
 
 // dummySecret stands in when a deployment has no secret, so a push to it takes the time
 // of one that verifies.

@@ -5,13 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"reflect"
 	"strings"
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
 	"github.com/analyticsco/platform/libs/errs"
-	"github.com/analyticsco/platform/libs/httpx"
 )
 
 // SelectorField is a select or exclude field as a request sends it: omitted (Set
@@ -57,17 +55,17 @@ func checkSelector(sel, excl *string, hasManifest bool, limits convert.SelectorL
 			continue
 		}
 		if isBlank(*f.v) {
-			return httpx.CodedErrorf(http.StatusBadRequest, errs.CodeInvalidSelector, "field %q is empty: send null (or leave it out) for no selector", f.name)
+			return errs.Invalidf("field %q is empty: send null (or leave it out) for no selector", f.name).WithCode(errs.CodeInvalidSelector)
 		}
 		g, err := convert.CheckSelector(f.name, *f.v, limits)
 		if err != nil {
-			return httpx.CodedErrorf(http.StatusBadRequest, errs.CodeInvalidSelector, "%s", err)
+			return errs.Invalidf("%s", err).WithCode(errs.CodeInvalidSelector)
 		}
 		graph = graph || g
 	}
 	if graph && !hasManifest {
-		return httpx.CodedErrorf(http.StatusBadRequest, errs.CodeSelectorNeedsManifest,
-			"the graph operators of a model selector (+model, model+, N+model, model+N, @model) need a dbt manifest: %s", withoutManifest)
+		return errs.Invalidf("the graph operators of a model selector (+model, model+, N+model, model+N, @model) need a dbt manifest: %s", withoutManifest).
+			WithCode(errs.CodeSelectorNeedsManifest)
 	}
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/analyticsco/platform/dbtsync-svc/internal/convert"
 	"github.com/analyticsco/platform/libs/errs"
-	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 	"github.com/analyticsco/platform/libs/logging"
 )
@@ -132,8 +131,8 @@ func (s *service) enqueue(ctx context.Context, job Job) error {
 }
 
 func (s *service) jobLimit(dep int64) error {
-	return httpx.CodedErrorf(http.StatusTooManyRequests, errs.CodeJobLimit,
-		"deployment %d has %d sync jobs queued or running, the most it may have; retry when one has finished", dep, s.maxQueued)
+	return errs.Statusf(http.StatusTooManyRequests,
+		"deployment %d has %d sync jobs queued or running, the most it may have; retry when one has finished", dep, s.maxQueued).WithCode(errs.CodeJobLimit)
 }
 
 // targetBranch is the branch the sync writes: branchName, else dbt/<ref>, else

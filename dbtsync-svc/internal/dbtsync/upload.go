@@ -5,11 +5,9 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net/http"
 	"time"
 
 	"github.com/analyticsco/platform/libs/errs"
-	"github.com/analyticsco/platform/libs/httpx"
 )
 
 // lazyUpload streams a start-sync request's manifest into the manifest store. It starts
@@ -108,7 +106,7 @@ func (u *lazyUpload) hold(need int64) error {
 func asUploadRefusal(err error) error {
 	var q *QuotaError
 	if errors.As(err, &q) {
-		return httpx.CodedErrorf(http.StatusRequestEntityTooLarge, errs.CodeStorageQuota, "the upload to %s", q)
+		return errs.TooLargef("the upload to %s", q).WithCode(errs.CodeStorageQuota)
 	}
 	return QueueUnavailable(err)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/analyticsco/platform/embed-svc/internal/audit"
 	"github.com/analyticsco/platform/embed-svc/internal/store/auditstore"
 	libaudit "github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
@@ -100,7 +101,7 @@ func TestListRules(t *testing.T) {
 				t.Fatalf("%d %s, want %d", w.Code, w.Body, c.want)
 			}
 			if c.want != 200 {
-				var e httpx.Error
+				var e errs.Body
 				if json.Unmarshal(w.Body.Bytes(), &e) != nil || e.Status != c.want || e.Code == "" || e.Message == "" {
 					t.Fatalf("error body %s", w.Body)
 				}
@@ -163,7 +164,7 @@ func FuzzListQuery(f *testing.F) {
 				}
 			}
 		case w.Code >= 400 && w.Code < 500:
-			var e httpx.Error
+			var e errs.Body
 			if json.Unmarshal(w.Body.Bytes(), &e) != nil || e.Status != w.Code || e.Message == "" {
 				t.Fatalf("query %q: %d with body %s", query, w.Code, w.Body)
 			}

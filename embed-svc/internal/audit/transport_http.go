@@ -12,6 +12,7 @@ import (
 	"github.com/go-kit/kit/endpoint"
 
 	"github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/libs/errs"
 	"github.com/analyticsco/platform/libs/httpx"
 	"github.com/analyticsco/platform/libs/identity"
 )
@@ -67,24 +68,24 @@ func decodeListRequest(_ context.Context, r *http.Request) (any, error) {
 		return nil, err
 	}
 	if !q.From.IsZero() && !q.To.IsZero() && !q.From.Before(q.To) {
-		return nil, httpx.Errorf(http.StatusBadRequest, "from must be before to")
+		return nil, errs.Invalidf("from must be before to")
 	}
 	if q.Action != "" && (len(q.Action) > maxActionLen || !actionPattern.MatchString(q.Action)) {
-		return nil, httpx.Errorf(http.StatusBadRequest, "action must be an action name such as workspace.folder.create, or a group of them such as workspace.folder.* (at most %d characters)", maxActionLen)
+		return nil, errs.Invalidf("action must be an action name such as workspace.folder.create, or a group of them such as workspace.folder.* (at most %d characters)", maxActionLen)
 	}
 	if len(q.Actor) > maxActorLen {
-		return nil, httpx.Errorf(http.StatusBadRequest, "actor must be at most %d characters", maxActorLen)
+		return nil, errs.Invalidf("actor must be at most %d characters", maxActorLen)
 	}
 	if q.TargetType != "" && !targetTypePattern.MatchString(q.TargetType) {
-		return nil, httpx.Errorf(http.StatusBadRequest, "targetType must be a target type such as folder or embed_session")
+		return nil, errs.Invalidf("targetType must be a target type such as folder or embed_session")
 	}
 	if len(q.TargetID) > maxTargetLen {
-		return nil, httpx.Errorf(http.StatusBadRequest, "targetId must be at most %d characters", maxTargetLen)
+		return nil, errs.Invalidf("targetId must be at most %d characters", maxTargetLen)
 	}
 	if raw := v.Get("deploymentId"); raw != "" {
 		n, err := strconv.ParseInt(raw, 10, 64)
 		if err != nil || n <= 0 {
-			return nil, httpx.Errorf(http.StatusBadRequest, "deploymentId must be a positive integer, not %q", raw)
+			return nil, errs.Invalidf("deploymentId must be a positive integer, not %q", raw)
 		}
 		q.DeploymentID = n
 	}
@@ -104,7 +105,7 @@ func parseTime(name, raw string) (time.Time, error) {
 	}
 	t, err := time.Parse(time.RFC3339Nano, raw)
 	if err != nil {
-		return time.Time{}, httpx.Errorf(http.StatusBadRequest, "%s must be an RFC 3339 date-time such as 2026-11-25T08:00:00Z, not %q", name, raw)
+		return time.Time{}, errs.Invalidf("%s must be an RFC 3339 date-time such as 2026-11-25T08:00:00Z, not %q", name, raw)
 	}
 	return t, nil
 }

@@ -97,7 +97,7 @@ func serve(t *testing.T, method, path, rawQuery string, body []byte) any {
 	case w.Code >= 200 && w.Code < 300 && rec.got != nil:
 		return rec.got
 	case w.Code >= 400 && w.Code < 500:
-		var e httpx.Error
+		var e errs.Body
 		if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || e.Status != w.Code || e.Code == "" || e.Message == "" {
 			t.Fatalf("%s %s?%s %q: %d with body %s", method, path, rawQuery, body, w.Code, w.Body)
 		}

@@ -176,15 +176,15 @@ func decodeBodyFrom(r *h1.Request, body io.Reader, dst any, optional bool) error
 		if optional {
 			return nil
 		}
-		return httpx.Errorf(http.StatusBadRequest, "request body is empty: a JSON object is required")
+		return errs.Invalidf("request body is empty: a JSON object is required")
 	}
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "application/json" {
-		return httpx.Errorf(http.StatusUnsupportedMediaType, "Content-Type must be application/json")
+		return errs.Statusf(http.StatusUnsupportedMediaType, "Content-Type must be application/json")
 	}
 	if err := httpx.DecodeJSONBody(body, dst); err != nil {
 		if status, msg, ok := clientError(r); ok {
-			return httpx.Errorf(status, "%s", msg)
+			return errs.Statusf(status, "%s", msg)
 		}
 		return err
 	}

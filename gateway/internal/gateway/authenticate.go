@@ -44,33 +44,23 @@ func (g *Gateway) authenticate(w *h1.ResponseWriter, r *h1.Request, rt route) (*
 	return nil, false
 }
 
-// authError is an authorization failure with its status, message and, for a named rule,
-// its code ("": the status's).
-type authError struct {
-	status int
-	msg    string
-	code   string
-}
-
-func (e *authError) Error() string { return e.msg }
-
-func unauthorized(msg string) error { return &authError{status: http.StatusUnauthorized, msg: msg} }
-func notFound(msg string) error     { return &authError{status: http.StatusNotFound, msg: msg} }
+// The gateway's authorization failures are the one error type (*errs.Error); a 401's
+// challenge depends on the route, so writeAuthError adds it.
+func unauthorized(msg string) error { return errs.Unauthorizedf("%s", msg) }
+func notFound(msg string) error     { return errs.NotFoundf("%s", msg) }
 
 // forbiddenCode is forbidden for a named rule.
-func forbiddenCode(code, msg string) error {
-	return &authError{status: http.StatusForbidden, msg: msg, code: code}
-}
+func forbiddenCode(code, msg string) error { return errs.Forbiddenf("%s", msg).WithCode(code) }
 
 func (g *Gateway) writeAuthError(w *h1.ResponseWriter, r *h1.Request, rt route, err error) {
-	var ae *authError
+	e, isErr := errs.As(err)
 	switch {
-	case errors.As(err, &ae):
-		if ae.status == http.StatusUnauthorized && rt.policy != policySigned {
+	case isErr:
+		if e.Kind == errs.Unauthorized && rt.policy != policySigned {
 			// A signed route has no scheme to ask for: its answer is the service's own.
 			w.Header().Set("WWW-Authenticate", challenge(rt.policy))
 		}
-		httpx.WriteCodedError(w, ae.status, ae.code, ae.msg)
+		errs.WriteBody(w, e.StatusCode(), e.Code, e.Message)
 	case errors.Is(err, auth.ErrUnauthenticated):
 		w.Header().Set("WWW-Authenticate", challenge(rt.policy))
 		httpx.WriteError(w, http.StatusUnauthorized, "invalid credentials: "+strings.TrimPrefix(err.Error(), "unauthenticated: "))
@@ -89,9 +79,8 @@ func (g *Gateway) writeAuthError(w *h1.ResponseWriter, r *h1.Request, rt route, 
 
 // isAuthFailure: the credential was missing or wrong (a 401), not a dependency failure.
 func isAuthFailure(err error) bool {
-	var ae *authError
-	if errors.As(err, &ae) {
-		return ae.status == http.StatusUnauthorized
+	if e, ok := errs.As(err); ok {
+		return e.Kind == errs.Unauthorized
 	}
 	return errors.Is(err, auth.ErrUnauthenticated)
 }

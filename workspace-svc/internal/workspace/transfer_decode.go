@@ -154,9 +154,8 @@ func (c *bundleCheck) jsonErr(where string, err error) error {
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return errs.Invalidf("%s: malformed JSON: unexpected end of input", where)
 	}
-	var h *httpx.Error
-	if errors.As(httpx.JSONError(err), &h) {
-		if h.Status == 413 {
+	if h, ok := errs.As(httpx.JSONError(err)); ok {
+		if h.Kind == errs.TooLarge {
 			return h
 		}
 		return errs.Invalidf("%s: %s", where, h.Message)

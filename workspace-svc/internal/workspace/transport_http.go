@@ -181,9 +181,9 @@ func encodeResponse(ctx context.Context, w http.ResponseWriter, resp any) error 
 }
 
 type bulkFailureBody struct {
-	Type  ItemType    `json:"type"`
-	ID    int64       `json:"id"`
-	Error httpx.Error `json:"error"`
+	Type  ItemType  `json:"type"`
+	ID    int64     `json:"id"`
+	Error errs.Body `json:"error"`
 }
 
 // encodeBulkMoveResult answers each failed item with the status, code and message its
@@ -191,8 +191,7 @@ type bulkFailureBody struct {
 func encodeBulkMoveResult(r BulkMoveResult) map[string]any {
 	failed := make([]bulkFailureBody, len(r.Failed))
 	for i, f := range r.Failed {
-		status, code, msg, _ := errs.Answer(f.Err)
-		failed[i] = bulkFailureBody{Type: f.Ref.Type, ID: f.Ref.ID, Error: httpx.Error{Status: status, Code: code, Message: msg}}
+		failed[i] = bulkFailureBody{Type: f.Ref.Type, ID: f.Ref.ID, Error: errs.BodyOf(f.Err)}
 	}
 	return map[string]any{"moved": r.Moved, "failed": failed}
 }

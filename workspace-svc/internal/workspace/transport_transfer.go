@@ -119,11 +119,11 @@ func encodeExport(ctx context.Context, w http.ResponseWriter, resp any) error {
 }
 
 type importEntryBody struct {
-	Type   ItemType     `json:"type"`
-	Key    *string      `json:"key"`
-	Action string       `json:"action"`
-	ID     *int64       `json:"id,omitempty"`
-	Error  *httpx.Error `json:"error,omitempty"`
+	Type   ItemType   `json:"type"`
+	Key    *string    `json:"key"`
+	Action string     `json:"action"`
+	ID     *int64     `json:"id,omitempty"`
+	Error  *errs.Body `json:"error,omitempty"`
 }
 
 type importResultBody struct {
@@ -156,8 +156,8 @@ func importBody(res ImportResult) importResultBody {
 			b.ID = &id
 		}
 		if e.Err != nil {
-			status, code, msg, _ := errs.Answer(e.Err)
-			b.Error = &httpx.Error{Status: status, Code: code, Message: msg}
+			body := errs.BodyOf(e.Err)
+			b.Error = &body
 		}
 		out.Items[i] = b
 	}

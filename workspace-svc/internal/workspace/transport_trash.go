@@ -69,8 +69,7 @@ func makeTrashEndpoints(s Service) TrashEndpoints {
 func trashBody(verb string, res TrashResult) trashResultBody {
 	failed := make([]bulkFailureBody, len(res.Failed))
 	for i, f := range res.Failed {
-		status, code, msg, _ := errs.Answer(f.Err)
-		failed[i] = bulkFailureBody{Type: f.Ref.Type, ID: f.Ref.ID, Error: httpx.Error{Status: status, Code: code, Message: msg}}
+		failed[i] = bulkFailureBody{Type: f.Ref.Type, ID: f.Ref.ID, Error: errs.BodyOf(f.Err)}
 	}
 	done := res.Done
 	if done == nil {
