@@ -179,6 +179,9 @@ var clientRules = []rule{
 		// Service accounts, served by the gateway itself.
 		r17, err := admin.ListServiceAccountsWithResponse(ctx, nil)
 		answered(t, r17, err, 200)
+		// Webhooks, served by embed-svc beside the audit trail they deliver.
+		r20, err := admin.ListWebhooksWithResponse(ctx, nil)
+		answered(t, r20, err, 200)
 
 		ops, err := api.Operations()
 		if err != nil {
