@@ -352,8 +352,8 @@ func newSelectGraph(p *Project) *selectGraph {
 	g.parents = make([][]int32, len(g.nodes))
 	g.children = make([][]int32, len(g.nodes))
 	for i, n := range g.nodes {
-		for _, dep := range n.DependsOn {
-			j, ok := index[dep]
+		for _, deploymentID := range n.DependsOn {
+			j, ok := index[deploymentID]
 			if !ok || int(j) == i {
 				continue
 			}

@@ -131,8 +131,8 @@ func branchError(name string, err error) error {
 }
 
 // branch reads a branch as the API shows it; the production branch always exists.
-func (s *service) branch(ctx context.Context, dep int64, name, production string) (Branch, error) {
-	st, err := s.Branches.Branch(ctx, dep, name)
+func (s *service) branch(ctx context.Context, deploymentID int64, name, production string) (Branch, error) {
+	st, err := s.Branches.Branch(ctx, deploymentID, name)
 	if errors.Is(err, ErrNotFound) && name == production {
 		return productionBranch(name), nil
 	}
@@ -142,7 +142,7 @@ func (s *service) branch(ctx context.Context, dep int64, name, production string
 	return st.View(production, s.now()), nil
 }
 
-func (s *service) ListBranches(ctx context.Context, p *identity.Principal, dep int64, pg httpx.PageQuery) (httpx.Page[Branch], error) {
+func (s *service) ListBranches(ctx context.Context, p *identity.Principal, deploymentID int64, pg httpx.PageQuery) (httpx.Page[Branch], error) {
 	if err := authorize(p, roleBranches); err != nil {
 		return httpx.Page[Branch]{}, err
 	}
@@ -159,7 +159,7 @@ func (s *service) ListBranches(ctx context.Context, p *identity.Principal, dep i
 	}
 	items := make([]Branch, 0, pg.First+1)
 	if after == "" {
-		prod, err := s.branch(ctx, dep, production, production)
+		prod, err := s.branch(ctx, deploymentID, production, production)
 		if err != nil {
 			return httpx.Page[Branch]{}, err
 		}
@@ -167,7 +167,7 @@ func (s *service) ListBranches(ctx context.Context, p *identity.Principal, dep i
 	} else if after == production {
 		after = ""
 	}
-	states, err := s.Branches.Branches(ctx, dep, after, production, pg.First+1-len(items))
+	states, err := s.Branches.Branches(ctx, deploymentID, after, production, pg.First+1-len(items))
 	if err != nil {
 		return httpx.Page[Branch]{}, err
 	}
@@ -177,18 +177,18 @@ func (s *service) ListBranches(ctx context.Context, p *identity.Principal, dep i
 	return httpx.PageOf(items[:min(len(items), pg.First)], len(items) > pg.First, func(b Branch) string { return b.Name }), nil
 }
 
-func (s *service) GetBranch(ctx context.Context, p *identity.Principal, dep int64, name string) (Branch, error) {
+func (s *service) GetBranch(ctx context.Context, p *identity.Principal, deploymentID int64, name string) (Branch, error) {
 	if err := authorize(p, roleBranches); err != nil {
 		return Branch{}, err
 	}
-	return s.branch(ctx, dep, name, p.Deployment.ProductionBranch)
+	return s.branch(ctx, deploymentID, name, p.Deployment.ProductionBranch)
 }
 
-func (s *service) ListFiles(ctx context.Context, p *identity.Principal, dep int64, name string, version int64) (FileList, error) {
+func (s *service) ListFiles(ctx context.Context, p *identity.Principal, deploymentID int64, name string, version int64) (FileList, error) {
 	if err := authorize(p, roleBranches); err != nil {
 		return FileList{}, err
 	}
-	v, files, err := s.Branches.Files(ctx, dep, name, version, "", false)
+	v, files, err := s.Branches.Files(ctx, deploymentID, name, version, "", false)
 	if err != nil {
 		return FileList{}, branchError(name, err)
 	}
@@ -199,14 +199,14 @@ func (s *service) ListFiles(ctx context.Context, p *identity.Principal, dep int6
 	return out, nil
 }
 
-func (s *service) GetFile(ctx context.Context, p *identity.Principal, dep int64, name, path string, version int64) (FileContent, error) {
+func (s *service) GetFile(ctx context.Context, p *identity.Principal, deploymentID int64, name, path string, version int64) (FileContent, error) {
 	if err := authorize(p, roleBranches); err != nil {
 		return FileContent{}, err
 	}
 	if !validFilePath(path) {
 		return FileContent{}, errs.Invalidf("file path %q must be relative, without empty, '.' or '..' segments", path)
 	}
-	v, files, err := s.Branches.Files(ctx, dep, name, version, path, true)
+	v, files, err := s.Branches.Files(ctx, deploymentID, name, version, path, true)
 	if err == nil && len(files) == 0 {
 		return FileContent{}, errs.NotFoundf("file %q not found in branch %q", path, name)
 	}
@@ -216,11 +216,11 @@ func (s *service) GetFile(ctx context.Context, p *identity.Principal, dep int64,
 	return FileContent{BranchName: name, Version: v, Path: path, Content: files[0].Content}, nil
 }
 
-func (s *service) ListVersions(ctx context.Context, p *identity.Principal, dep int64, name string, pg httpx.PageQuery) (httpx.Page[BranchVersion], error) {
+func (s *service) ListVersions(ctx context.Context, p *identity.Principal, deploymentID int64, name string, pg httpx.PageQuery) (httpx.Page[BranchVersion], error) {
 	if err := authorize(p, roleBranches); err != nil {
 		return httpx.Page[BranchVersion]{}, err
 	}
-	st, err := s.Branches.Branch(ctx, dep, name)
+	st, err := s.Branches.Branch(ctx, deploymentID, name)
 	if err != nil {
 		return httpx.Page[BranchVersion]{}, branchError(name, err)
 	}
@@ -235,23 +235,23 @@ func (s *service) ListVersions(ctx context.Context, p *identity.Principal, dep i
 
 // OpenBranch renews the branch's lease: it is served for LeaseDuration from now. The
 // production branch is always served, and keeps no lease.
-func (s *service) OpenBranch(ctx context.Context, p *identity.Principal, dep int64, name string) (Branch, error) {
+func (s *service) OpenBranch(ctx context.Context, p *identity.Principal, deploymentID int64, name string) (Branch, error) {
 	if err := authorize(p, roleBranches); err != nil {
 		return Branch{}, err
 	}
 	production := p.Deployment.ProductionBranch
 	if name == production {
-		return s.branch(ctx, dep, name, production)
+		return s.branch(ctx, deploymentID, name, production)
 	}
 	now := s.now().UTC()
-	st, err := s.Branches.SetLease(ctx, dep, name, now.Add(LeaseDuration), now)
+	st, err := s.Branches.SetLease(ctx, deploymentID, name, now.Add(LeaseDuration), now)
 	if err != nil {
 		return Branch{}, branchError(name, err)
 	}
 	return st.View(production, s.now()), nil
 }
 
-func (s *service) SetStaging(ctx context.Context, p *identity.Principal, dep int64, name string, enabled bool) (Branch, error) {
+func (s *service) SetStaging(ctx context.Context, p *identity.Principal, deploymentID int64, name string, enabled bool) (Branch, error) {
 	if err := authorize(p, roleBranches); err != nil {
 		return Branch{}, err
 	}
@@ -259,7 +259,7 @@ func (s *service) SetStaging(ctx context.Context, p *identity.Principal, dep int
 	if name == production {
 		return Branch{}, errs.Invalidf("branch %q is the production branch, which is always served", name)
 	}
-	st, err := s.Branches.SetStaging(ctx, dep, name, enabled, s.now().UTC())
+	st, err := s.Branches.SetStaging(ctx, deploymentID, name, enabled, s.now().UTC())
 	if err != nil {
 		return Branch{}, branchError(name, err)
 	}

@@ -13,8 +13,8 @@ import (
 // decoded body or parameters.
 type (
 	scope struct {
-		P   *identity.Principal
-		Dep int64
+		P            *identity.Principal
+		DeploymentID int64
 	}
 	syncRequest struct {
 		scope
@@ -74,64 +74,64 @@ func MakeEndpoints(s Service) Endpoints {
 	return Endpoints{
 		StartSync: func(ctx context.Context, req any) (any, error) {
 			r := req.(syncRequest)
-			res, err := s.StartSync(ctx, r.P, r.Dep, r.Body)
+			res, err := s.StartSync(ctx, r.P, r.DeploymentID, r.Body)
 			return res.Accepted, err
 		},
 		GetJob: func(ctx context.Context, req any) (any, error) {
 			r := req.(jobRequest)
-			return s.GetJob(ctx, r.P, r.Dep, r.SyncJobID)
+			return s.GetJob(ctx, r.P, r.DeploymentID, r.SyncJobID)
 		},
 		CancelJob: func(ctx context.Context, req any) (any, error) {
 			r := req.(jobRequest)
-			return s.CancelJob(ctx, r.P, r.Dep, r.SyncJobID)
+			return s.CancelJob(ctx, r.P, r.DeploymentID, r.SyncJobID)
 		},
 		RetryJob: func(ctx context.Context, req any) (any, error) {
 			r := req.(jobRequest)
-			return s.RetryJob(ctx, r.P, r.Dep, r.SyncJobID)
+			return s.RetryJob(ctx, r.P, r.DeploymentID, r.SyncJobID)
 		},
 		ListJobs: func(ctx context.Context, req any) (any, error) {
 			r := req.(pageRequest)
-			return s.ListJobs(ctx, r.P, r.Dep, r.Page)
+			return s.ListJobs(ctx, r.P, r.DeploymentID, r.Page)
 		},
 		PutIntegration: func(ctx context.Context, req any) (any, error) {
 			r := req.(putIntegrationRequest)
-			return s.PutIntegration(ctx, r.P, r.Dep, r.In)
+			return s.PutIntegration(ctx, r.P, r.DeploymentID, r.In)
 		},
 		PushWebhook: func(ctx context.Context, req any) (any, error) {
 			r := req.(pushRequest)
-			return s.PushWebhook(ctx, r.P, r.Dep, r.Req)
+			return s.PushWebhook(ctx, r.P, r.DeploymentID, r.Req)
 		},
 		GetIntegration: func(ctx context.Context, req any) (any, error) {
 			r := req.(scope)
-			return s.GetIntegration(ctx, r.P, r.Dep)
+			return s.GetIntegration(ctx, r.P, r.DeploymentID)
 		},
 		ListBranches: func(ctx context.Context, req any) (any, error) {
 			r := req.(pageRequest)
-			return s.ListBranches(ctx, r.P, r.Dep, r.Page)
+			return s.ListBranches(ctx, r.P, r.DeploymentID, r.Page)
 		},
 		GetBranch: func(ctx context.Context, req any) (any, error) {
 			r := req.(branchRequest)
-			return s.GetBranch(ctx, r.P, r.Dep, r.Name)
+			return s.GetBranch(ctx, r.P, r.DeploymentID, r.Name)
 		},
 		ListFiles: func(ctx context.Context, req any) (any, error) {
 			r := req.(filesRequest)
-			return s.ListFiles(ctx, r.P, r.Dep, r.Name, r.Version)
+			return s.ListFiles(ctx, r.P, r.DeploymentID, r.Name, r.Version)
 		},
 		GetFile: func(ctx context.Context, req any) (any, error) {
 			r := req.(fileRequest)
-			return s.GetFile(ctx, r.P, r.Dep, r.Name, r.Path, r.Version)
+			return s.GetFile(ctx, r.P, r.DeploymentID, r.Name, r.Path, r.Version)
 		},
 		ListVersions: func(ctx context.Context, req any) (any, error) {
 			r := req.(branchPageRequest)
-			return s.ListVersions(ctx, r.P, r.Dep, r.Name, r.Page)
+			return s.ListVersions(ctx, r.P, r.DeploymentID, r.Name, r.Page)
 		},
 		OpenBranch: func(ctx context.Context, req any) (any, error) {
 			r := req.(branchRequest)
-			return s.OpenBranch(ctx, r.P, r.Dep, r.Name)
+			return s.OpenBranch(ctx, r.P, r.DeploymentID, r.Name)
 		},
 		SetStaging: func(ctx context.Context, req any) (any, error) {
 			r := req.(stagingRequest)
-			return s.SetStaging(ctx, r.P, r.Dep, r.Name, r.Enabled)
+			return s.SetStaging(ctx, r.P, r.DeploymentID, r.Name, r.Enabled)
 		},
 	}
 }

@@ -84,7 +84,7 @@ func integrationView(d Integration) DbtGitIntegration {
 	return v
 }
 
-func (s *service) PutIntegration(ctx context.Context, p *identity.Principal, dep int64, in IntegrationInput) (DbtGitIntegration, error) {
+func (s *service) PutIntegration(ctx context.Context, p *identity.Principal, deploymentID int64, in IntegrationInput) (DbtGitIntegration, error) {
 	if err := authorize(p, roleIntegration); err != nil {
 		return DbtGitIntegration{}, err
 	}
@@ -98,23 +98,23 @@ func (s *service) PutIntegration(ctx context.Context, p *identity.Principal, dep
 		}
 		return DbtGitIntegration{}, err
 	}
-	d := Integration{DeploymentID: dep, RepoURL: in.RepoURL, Branch: in.Branch, ProjectPath: *in.ProjectPath, UpdatedAt: s.now().UTC()}
+	d := Integration{DeploymentID: deploymentID, RepoURL: in.RepoURL, Branch: in.Branch, ProjectPath: *in.ProjectPath, UpdatedAt: s.now().UTC()}
 	if in.ManifestPath != nil {
 		d.ManifestPath = *in.ManifestPath
 	}
 	var err error
-	if d.Select, d.Exclude, err = s.integrationSelector(ctx, dep, in, d.ManifestPath); err != nil {
+	if d.Select, d.Exclude, err = s.integrationSelector(ctx, deploymentID, in, d.ManifestPath); err != nil {
 		return DbtGitIntegration{}, err
 	}
 	if in.Credentials != nil {
 		plain, _ := json.Marshal(in.Credentials)
-		d.Credentials = s.Sealer.Seal(plain, dep)
+		d.Credentials = s.Sealer.Seal(plain, deploymentID)
 	}
 	switch {
 	case in.WebhookSecret.Value != nil:
-		d.WebhookSecret = s.sealWebhookSecret(dep, *in.WebhookSecret.Value)
+		d.WebhookSecret = s.sealWebhookSecret(deploymentID, *in.WebhookSecret.Value)
 	case !in.WebhookSecret.Set:
-		stored, err := s.Integrations.Integration(ctx, dep)
+		stored, err := s.Integrations.Integration(ctx, deploymentID)
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return DbtGitIntegration{}, err
 		}
@@ -133,13 +133,13 @@ func (s *service) PutIntegration(ctx context.Context, p *identity.Principal, dep
 	return integrationView(d), nil
 }
 
-func (s *service) GetIntegration(ctx context.Context, p *identity.Principal, dep int64) (DbtGitIntegration, error) {
+func (s *service) GetIntegration(ctx context.Context, p *identity.Principal, deploymentID int64) (DbtGitIntegration, error) {
 	if err := authorize(p, roleIntegration); err != nil {
 		return DbtGitIntegration{}, err
 	}
-	d, err := s.Integrations.Integration(ctx, dep)
+	d, err := s.Integrations.Integration(ctx, deploymentID)
 	if errors.Is(err, ErrNotFound) {
-		return DbtGitIntegration{}, errs.NotFoundf("deployment %d has no dbt git integration", dep)
+		return DbtGitIntegration{}, errs.NotFoundf("deployment %d has no dbt git integration", deploymentID)
 	}
 	if err != nil {
 		return DbtGitIntegration{}, err

@@ -190,22 +190,22 @@ func ResultJSON(files []convert.File) []byte {
 }
 
 // job reads a job of the deployment, 404 when there is none.
-func (s *service) job(ctx context.Context, dep int64, id string) (Job, error) {
+func (s *service) job(ctx context.Context, deploymentID int64, id string) (Job, error) {
 	if !ValidJobID(id) {
 		return Job{}, errs.NotFoundf("sync job %q not found", id)
 	}
-	j, err := s.Jobs.Job(ctx, dep, id)
+	j, err := s.Jobs.Job(ctx, deploymentID, id)
 	if errors.Is(err, ErrNotFound) {
 		return Job{}, errs.NotFoundf("sync job %q not found", id)
 	}
 	return j, err
 }
 
-func (s *service) GetJob(ctx context.Context, p *identity.Principal, dep int64, id string) (SyncJob, error) {
+func (s *service) GetJob(ctx context.Context, p *identity.Principal, deploymentID int64, id string) (SyncJob, error) {
 	if err := authorize(p, roleSync); err != nil {
 		return SyncJob{}, err
 	}
-	j, err := s.job(ctx, dep, id)
+	j, err := s.job(ctx, deploymentID, id)
 	if err != nil {
 		return SyncJob{}, err
 	}
@@ -226,7 +226,7 @@ func (s *service) GetJob(ctx context.Context, p *identity.Principal, dep int64, 
 	return v, nil
 }
 
-func (s *service) ListJobs(ctx context.Context, p *identity.Principal, dep int64, pg httpx.PageQuery) (httpx.Page[SyncJob], error) {
+func (s *service) ListJobs(ctx context.Context, p *identity.Principal, deploymentID int64, pg httpx.PageQuery) (httpx.Page[SyncJob], error) {
 	if err := authorize(p, roleSync); err != nil {
 		return httpx.Page[SyncJob]{}, err
 	}
@@ -240,7 +240,7 @@ func (s *service) ListJobs(ctx context.Context, p *identity.Principal, dep int64
 			return httpx.Page[SyncJob]{}, err
 		}
 	}
-	ids, end, more, err := s.Jobs.JobPage(ctx, dep, after, pg.First)
+	ids, end, more, err := s.Jobs.JobPage(ctx, deploymentID, after, pg.First)
 	if err != nil {
 		return httpx.Page[SyncJob]{}, err
 	}
@@ -250,7 +250,7 @@ func (s *service) ListJobs(ctx context.Context, p *identity.Principal, dep int64
 		out.PageInfo.EndCursor = &c
 	}
 	for _, id := range ids {
-		j, err := s.Jobs.Job(ctx, dep, id)
+		j, err := s.Jobs.Job(ctx, deploymentID, id)
 		if errors.Is(err, ErrNotFound) {
 			continue // expired since it was listed
 		}
@@ -262,7 +262,7 @@ func (s *service) ListJobs(ctx context.Context, p *identity.Principal, dep int64
 	return out, nil
 }
 
-func (s *service) CancelJob(ctx context.Context, p *identity.Principal, dep int64, id string) (SyncJob, error) {
+func (s *service) CancelJob(ctx context.Context, p *identity.Principal, deploymentID int64, id string) (SyncJob, error) {
 	if err := authorize(p, roleSync); err != nil {
 		return SyncJob{}, err
 	}
@@ -270,7 +270,7 @@ func (s *service) CancelJob(ctx context.Context, p *identity.Principal, dep int6
 		return SyncJob{}, errs.NotFoundf("sync job %q not found", id)
 	}
 	dequeued := false
-	j, err := s.Jobs.UpdateJob(ctx, dep, id, func(j *Job) error {
+	j, err := s.Jobs.UpdateJob(ctx, deploymentID, id, func(j *Job) error {
 		dequeued = false
 		if j.Terminal() {
 			return errs.Conflictf("sync job %s is already %s", id, j.Status)
@@ -294,7 +294,7 @@ func (s *service) CancelJob(ctx context.Context, p *identity.Principal, dep int6
 	if dequeued {
 		// Let the branch's next job go; the queue's delivery is acknowledged by the worker
 		// that receives it and finds the job over.
-		_ = s.Jobs.LeaveLine(context.WithoutCancel(ctx), dep, j.BranchName, id)
+		_ = s.Jobs.LeaveLine(context.WithoutCancel(ctx), deploymentID, j.BranchName, id)
 	}
 	return jobView(j), nil
 }

@@ -17,44 +17,44 @@ import (
 // BranchStore keeps data-model branches: their kept versions, the immutable file set of
 // each version, and their served state (MongoDB).
 type BranchStore interface {
-	Branch(ctx context.Context, dep int64, name string) (BranchState, error)
+	Branch(ctx context.Context, deploymentID int64, name string) (BranchState, error)
 	// Branches returns up to limit of the deployment's branches by name, those after the
 	// name after ("": from the first), leaving out the branch named except: a page read
 	// with an index, whatever the count of branches.
-	Branches(ctx context.Context, dep int64, after, except string, limit int) ([]BranchState, error)
+	Branches(ctx context.Context, deploymentID int64, after, except string, limit int) ([]BranchState, error)
 	// Files returns the files of one version (0: the latest) sorted by path, and the
 	// version read; path "" means every file, and contents are read only withContent.
 	// A version the branch does not keep is ErrNotFound; a path it lacks, no file.
-	Files(ctx context.Context, dep int64, name string, version int64, path string, withContent bool) (int64, []StoredFile, error)
+	Files(ctx context.Context, deploymentID int64, name string, version int64, path string, withContent bool) (int64, []StoredFile, error)
 	// WriteVersion writes files as a new version of the branch (created when it does not
 	// exist), keeping the last KeptVersions. It is idempotent by syncJobID: when a version
 	// of that job exists, nothing is written and its number is returned (changed true).
 	// When files are byte-identical to the latest version (FilesDigest), nothing is
 	// written either: the latest version's number is returned with changed false.
 	// Readers see the old or the new file set, never a mix.
-	WriteVersion(ctx context.Context, dep int64, name, syncJobID string, files []convert.File, now time.Time) (version int64, changed bool, err error)
+	WriteVersion(ctx context.Context, deploymentID int64, name, syncJobID string, files []convert.File, now time.Time) (version int64, changed bool, err error)
 	// SetLease sets the branch's lease to until and returns the branch.
-	SetLease(ctx context.Context, dep int64, name string, until, now time.Time) (BranchState, error)
+	SetLease(ctx context.Context, deploymentID int64, name string, until, now time.Time) (BranchState, error)
 	// SetStaging enables or disables the branch's staging and returns the branch.
-	SetStaging(ctx context.Context, dep int64, name string, enabled bool, now time.Time) (BranchState, error)
+	SetStaging(ctx context.Context, deploymentID int64, name string, enabled bool, now time.Time) (BranchState, error)
 }
 
 // PushLog remembers the push webhooks that started syncs, so a delivery or a commit
 // starts one.
 type PushLog interface {
-	// ClaimPush records key (a delivery id or a commit) of deployment dep for job, unless
+	// ClaimPush records key (a delivery id or a commit) of deployment deploymentID for job, unless
 	// another job holds it since less than retention: it returns the job that holds it
 	// after the call (job itself when the claim is new).
-	ClaimPush(ctx context.Context, dep int64, key, job string, now time.Time, retention time.Duration) (string, error)
+	ClaimPush(ctx context.Context, deploymentID int64, key, job string, now time.Time, retention time.Duration) (string, error)
 	// ReleasePush drops job's claim of key (its sync did not start).
-	ReleasePush(ctx context.Context, dep int64, key, job string) error
+	ReleasePush(ctx context.Context, deploymentID int64, key, job string) error
 }
 
 // IntegrationStore keeps each deployment's dbt git integration (MongoDB).
 type IntegrationStore interface {
 	// SaveIntegration creates or replaces the deployment's integration.
 	SaveIntegration(ctx context.Context, in Integration) error
-	Integration(ctx context.Context, dep int64) (Integration, error)
+	Integration(ctx context.Context, deploymentID int64) (Integration, error)
 }
 
 // JobQueue keeps sync jobs and their order (NATS JetStream): each job's state, each
@@ -71,22 +71,22 @@ type JobQueue interface {
 	Enqueue(ctx context.Context, j Job) error
 	// QueuedJobs is how many jobs of the deployment are queued or running.
 	QueuedJobs(ctx context.Context, k QueueKey) (int, error)
-	Job(ctx context.Context, dep int64, id string) (Job, error)
+	Job(ctx context.Context, deploymentID int64, id string) (Job, error)
 	// UpdateJob applies fn to the job and stores the result if nobody changed the job
 	// in between (else it reads the job again and retries); fn's error aborts the update.
-	UpdateJob(ctx context.Context, dep int64, id string, fn func(*Job) error) (Job, error)
+	UpdateJob(ctx context.Context, deploymentID int64, id string, fn func(*Job) error) (Job, error)
 	// JobPage returns the ids of up to first jobs of the deployment, newest first, after
 	// the cursor after ("": from the newest). It reads about one page of the index per first ids, whatever the deployment's jobs
 	// number. A cursor it did not return is ErrBadCursor.
 	// The cursor of the last id returned is end; more tells whether older jobs follow.
-	JobPage(ctx context.Context, dep int64, after string, first int) (ids []string, end string, more bool, err error)
+	JobPage(ctx context.Context, deploymentID int64, after string, first int) (ids []string, end string, more bool, err error)
 	// LineHead is the id of the job at the head of the branch's line ("" when empty).
-	LineHead(ctx context.Context, dep int64, branch string) (string, error)
+	LineHead(ctx context.Context, deploymentID int64, branch string) (string, error)
 	// LeaveLine takes the job out of its branch's line (nothing when it is not in it).
-	LeaveLine(ctx context.Context, dep int64, branch, id string) error
+	LeaveLine(ctx context.Context, deploymentID int64, branch, id string) error
 	// WatchCancel returns a channel that is closed once a cancel is requested for the job
 	// (CancelRequested), or never; the watch ends with ctx.
-	WatchCancel(ctx context.Context, dep int64, id string) (<-chan struct{}, error)
+	WatchCancel(ctx context.Context, deploymentID int64, id string) (<-chan struct{}, error)
 }
 
 // JobFeed delivers queued jobs to workers (JetStream's pull consumers, one per
@@ -123,9 +123,9 @@ type Delivery interface {
 // remove what is left behind). What each deployment and account keeps there is charged
 // to them in the ledgers (LedgerStore, Storage).
 type ManifestStore interface {
-	// PutManifest stores what r yields as the upload of job id, a job of dep; an error
+	// PutManifest stores what r yields as the upload of job id, a job of deploymentID; an error
 	// reading r aborts it.
-	PutManifest(ctx context.Context, dep int64, id string, r io.Reader) error
+	PutManifest(ctx context.Context, deploymentID int64, id string, r io.Reader) error
 	// Manifest opens the upload of job id.
 	Manifest(ctx context.Context, id string) (io.ReadCloser, error)
 	// HasManifest reports whether the upload of job id is still stored.

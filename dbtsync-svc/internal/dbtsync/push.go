@@ -136,15 +136,15 @@ func (s *service) openWebhookSecret(in Integration) []byte {
 // of the deployment (its git credentials) moved into this one opens to nothing.
 const webhookSecretPrefix = "dbt-push-webhook:"
 
-func (s *service) sealWebhookSecret(dep int64, secret string) []byte {
-	return s.Sealer.Seal([]byte(webhookSecretPrefix+secret), dep)
+func (s *service) sealWebhookSecret(deploymentID int64, secret string) []byte {
+	return s.Sealer.Seal([]byte(webhookSecretPrefix+secret), deploymentID)
 }
 
-func (s *service) PushWebhook(ctx context.Context, p *identity.Principal, dep int64, req PushRequest) (PushResult, error) {
-	if p == nil || p.Deployment == nil || p.Deployment.ID != dep {
+func (s *service) PushWebhook(ctx context.Context, p *identity.Principal, deploymentID int64, req PushRequest) (PushResult, error) {
+	if p == nil || p.Deployment == nil || p.Deployment.ID != deploymentID {
 		return PushResult{}, errPushUnauthenticated
 	}
-	integ, err := s.Integrations.Integration(ctx, dep)
+	integ, err := s.Integrations.Integration(ctx, deploymentID)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return PushResult{}, err
 	}
@@ -187,11 +187,11 @@ func (s *service) PushWebhook(ctx context.Context, p *identity.Principal, dep in
 	var claimed []string
 	release := func() {
 		for _, k := range claimed {
-			_ = s.Pushes.ReleasePush(context.WithoutCancel(ctx), dep, k, id)
+			_ = s.Pushes.ReleasePush(context.WithoutCancel(ctx), deploymentID, k, id)
 		}
 	}
 	for _, k := range keys {
-		owner, err := s.Pushes.ClaimPush(ctx, dep, k, id, s.now().UTC(), s.pushDedup)
+		owner, err := s.Pushes.ClaimPush(ctx, deploymentID, k, id, s.now().UTC(), s.pushDedup)
 		if err != nil {
 			release()
 			return res, QueueUnavailable(err)
@@ -206,13 +206,13 @@ func (s *service) PushWebhook(ctx context.Context, p *identity.Principal, dep in
 		}
 		claimed = append(claimed, k)
 	}
-	queue := QueueKey{Account: p.Account.ID, Deployment: dep}
+	queue := QueueKey{Account: p.Account.ID, Deployment: deploymentID}
 	if err := s.queueHasRoom(ctx, queue); err != nil {
 		release()
 		return res, err
 	}
 	ref := integ.Branch
-	job := s.newJob(ctx, p, dep, id, Job{Source: SourceGit, Output: OutputBranch, Ref: &ref, BranchName: derivedBranchName(integ.Branch),
+	job := s.newJob(ctx, p, deploymentID, id, Job{Source: SourceGit, Output: OutputBranch, Ref: &ref, BranchName: derivedBranchName(integ.Branch),
 		Commit: commit, Trigger: TriggerPush, DeliveryID: req.DeliveryID})
 	job.Select, job.Exclude = strPtr(integ.Select), strPtr(integ.Exclude)
 	if err := s.enqueue(ctx, job); err != nil {

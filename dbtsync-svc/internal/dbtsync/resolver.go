@@ -28,13 +28,13 @@ func NewResolver(branches BranchStore, now func() time.Time) *Resolver {
 	return &Resolver{branches: branches, now: now}
 }
 
-// Resolve reports on branch name of deployment dep, whose production branch is
+// Resolve reports on branch name of deployment deploymentID, whose production branch is
 // production: that one always exists and is served.
-func (r *Resolver) Resolve(ctx context.Context, dep int64, name, production string) (BranchStatus, error) {
+func (r *Resolver) Resolve(ctx context.Context, deploymentID int64, name, production string) (BranchStatus, error) {
 	if name == production {
 		return BranchStatus{Exists: true, Served: true, Production: true}, nil
 	}
-	st, err := r.branches.Branch(ctx, dep, name)
+	st, err := r.branches.Branch(ctx, deploymentID, name)
 	if errors.Is(err, ErrNotFound) {
 		return BranchStatus{}, nil
 	}

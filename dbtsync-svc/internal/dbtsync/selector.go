@@ -83,11 +83,11 @@ func isBlank(s string) bool {
 // exclude, each replaced by the request's when it sends the field (null: none for this
 // sync); for a manifest, the request's alone. Graph operators need a manifest: the
 // upload, or the integration's manifestPath.
-func (s *service) syncSelector(ctx context.Context, dep int64, in StartSyncInput) (sel, excl *string, err error) {
+func (s *service) syncSelector(ctx context.Context, deploymentID int64, in StartSyncInput) (sel, excl *string, err error) {
 	hasManifest := in.Source == SourceManifest
 	why := "send the manifest (source \"manifest\")"
 	if in.Source == SourceGit {
-		integ, err := s.Integrations.Integration(ctx, dep)
+		integ, err := s.Integrations.Integration(ctx, deploymentID)
 		if err != nil {
 			return nil, nil, err // targetBranch has answered a missing integration already
 		}
@@ -118,10 +118,10 @@ func strOf(p *string) string {
 
 // integrationSelector is the select and exclude a PUT saves: each field omitted keeps
 // the stored value, null clears it.
-func (s *service) integrationSelector(ctx context.Context, dep int64, in IntegrationInput, manifestPath string) (sel, excl string, err error) {
+func (s *service) integrationSelector(ctx context.Context, deploymentID int64, in IntegrationInput, manifestPath string) (sel, excl string, err error) {
 	var stored Integration
 	if !in.Select.Set || !in.Exclude.Set {
-		stored, err = s.Integrations.Integration(ctx, dep)
+		stored, err = s.Integrations.Integration(ctx, deploymentID)
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return "", "", err
 		}

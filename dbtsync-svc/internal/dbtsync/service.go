@@ -28,30 +28,30 @@ type Service interface {
 	// is read by body, which StartSync calls once the caller is authorized, with the sink
 	// the manifest streams into: an upload never sits in memory, and a caller without
 	// the role never reaches the manifest store.
-	StartSync(ctx context.Context, p *identity.Principal, dep int64, body SyncRequestBody) (SyncStarted, error)
-	GetJob(ctx context.Context, p *identity.Principal, dep int64, syncJobID string) (SyncJob, error)
-	ListJobs(ctx context.Context, p *identity.Principal, dep int64, pg httpx.PageQuery) (httpx.Page[SyncJob], error)
+	StartSync(ctx context.Context, p *identity.Principal, deploymentID int64, body SyncRequestBody) (SyncStarted, error)
+	GetJob(ctx context.Context, p *identity.Principal, deploymentID int64, syncJobID string) (SyncJob, error)
+	ListJobs(ctx context.Context, p *identity.Principal, deploymentID int64, pg httpx.PageQuery) (httpx.Page[SyncJob], error)
 	// CancelJob cancels a queued job (it never runs) or asks a running one to stop at its
 	// next model; a finished job is a conflict.
-	CancelJob(ctx context.Context, p *identity.Principal, dep int64, syncJobID string) (SyncJob, error)
+	CancelJob(ctx context.Context, p *identity.Principal, deploymentID int64, syncJobID string) (SyncJob, error)
 	// RetryJob queues a new job with the finished job's input.
-	RetryJob(ctx context.Context, p *identity.Principal, dep int64, syncJobID string) (SyncAccepted, error)
+	RetryJob(ctx context.Context, p *identity.Principal, deploymentID int64, syncJobID string) (SyncAccepted, error)
 
-	PutIntegration(ctx context.Context, p *identity.Principal, dep int64, in IntegrationInput) (DbtGitIntegration, error)
-	GetIntegration(ctx context.Context, p *identity.Principal, dep int64) (DbtGitIntegration, error)
+	PutIntegration(ctx context.Context, p *identity.Principal, deploymentID int64, in IntegrationInput) (DbtGitIntegration, error)
+	GetIntegration(ctx context.Context, p *identity.Principal, deploymentID int64) (DbtGitIntegration, error)
 
-	ListBranches(ctx context.Context, p *identity.Principal, dep int64, pg httpx.PageQuery) (httpx.Page[Branch], error)
-	GetBranch(ctx context.Context, p *identity.Principal, dep int64, name string) (Branch, error)
+	ListBranches(ctx context.Context, p *identity.Principal, deploymentID int64, pg httpx.PageQuery) (httpx.Page[Branch], error)
+	GetBranch(ctx context.Context, p *identity.Principal, deploymentID int64, name string) (Branch, error)
 	// ListFiles and GetFile read one version of the branch; version 0 is the latest.
-	ListFiles(ctx context.Context, p *identity.Principal, dep int64, name string, version int64) (FileList, error)
-	GetFile(ctx context.Context, p *identity.Principal, dep int64, name, path string, version int64) (FileContent, error)
-	ListVersions(ctx context.Context, p *identity.Principal, dep int64, name string, pg httpx.PageQuery) (httpx.Page[BranchVersion], error)
-	OpenBranch(ctx context.Context, p *identity.Principal, dep int64, name string) (Branch, error)
-	SetStaging(ctx context.Context, p *identity.Principal, dep int64, name string, enabled bool) (Branch, error)
+	ListFiles(ctx context.Context, p *identity.Principal, deploymentID int64, name string, version int64) (FileList, error)
+	GetFile(ctx context.Context, p *identity.Principal, deploymentID int64, name, path string, version int64) (FileContent, error)
+	ListVersions(ctx context.Context, p *identity.Principal, deploymentID int64, name string, pg httpx.PageQuery) (httpx.Page[BranchVersion], error)
+	OpenBranch(ctx context.Context, p *identity.Principal, deploymentID int64, name string) (Branch, error)
+	SetStaging(ctx context.Context, p *identity.Principal, deploymentID int64, name string, enabled bool) (Branch, error)
 	// PushWebhook starts a sync of the commit a GitHub or GitLab push to the integration's
 	// branch names, once per delivery and per commit. Its signature is its authentication:
 	// p is the gateway's anonymous principal for the deployment of the path.
-	PushWebhook(ctx context.Context, p *identity.Principal, dep int64, req PushRequest) (PushResult, error)
+	PushWebhook(ctx context.Context, p *identity.Principal, deploymentID int64, req PushRequest) (PushResult, error)
 }
 
 // Ports are the adapters the service works through.

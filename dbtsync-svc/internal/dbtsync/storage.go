@@ -38,8 +38,8 @@ type Ledger struct {
 // LedgerKey names a ledger.
 type LedgerKey string
 
-func deploymentLedger(dep int64) LedgerKey {
-	return LedgerKey("deployment." + strconv.FormatInt(dep, 10))
+func deploymentLedger(deploymentID int64) LedgerKey {
+	return LedgerKey("deployment." + strconv.FormatInt(deploymentID, 10))
 }
 func accountLedger(acc int64) LedgerKey { return LedgerKey("account." + strconv.FormatInt(acc, 10)) }
 
@@ -144,20 +144,20 @@ const holdLease = 10 * time.Minute
 // charge moves the charge of an object of owner (account, deployment) from from to to
 // in both ledgers, the deployment's first; a refusal names the quota it would pass
 // (413) and leaves both as they were.
-func (s *Storage) charge(ctx context.Context, acc, dep int64, from, to Charge) error {
+func (s *Storage) charge(ctx context.Context, acc, deploymentID int64, from, to Charge) error {
 	now := s.Now()
 	op := newOpID()
-	if err := s.Ledgers.UpdateLedger(ctx, deploymentLedger(dep), func(l *Ledger) error {
+	if err := s.Ledgers.UpdateLedger(ctx, deploymentLedger(deploymentID), func(l *Ledger) error {
 		return l.move(op, from, to, s.Quotas.Deployment, now)
 	}); err != nil {
-		return quotaError(err, "deployment", dep, s.Quotas.Deployment)
+		return quotaError(err, "deployment", deploymentID, s.Quotas.Deployment)
 	}
 	err := s.Ledgers.UpdateLedger(ctx, accountLedger(acc), func(l *Ledger) error {
 		return l.move(op, from, to, s.Quotas.Account, now)
 	})
 	if err != nil {
 		back := newOpID()
-		_ = s.Ledgers.UpdateLedger(context.WithoutCancel(ctx), deploymentLedger(dep), func(l *Ledger) error {
+		_ = s.Ledgers.UpdateLedger(context.WithoutCancel(ctx), deploymentLedger(deploymentID), func(l *Ledger) error {
 			return l.move(back, to, from, s.Quotas.Deployment, now)
 		})
 		return quotaError(err, "account", acc, s.Quotas.Account)
@@ -191,9 +191,9 @@ func newOpID() string {
 }
 
 // Hold makes held's hold cover need bytes (renewing it), taking room from both quotas.
-func (s *Storage) Hold(ctx context.Context, acc, dep int64, held Charge, need int64) (Charge, error) {
+func (s *Storage) Hold(ctx context.Context, acc, deploymentID int64, held Charge, need int64) (Charge, error) {
 	to := Charge{Held: need, HoldMinute: s.Now().Add(holdLease).Unix()/60 + 1}
-	if err := s.charge(ctx, acc, dep, held, to); err != nil {
+	if err := s.charge(ctx, acc, deploymentID, held, to); err != nil {
 		return held, err
 	}
 	return to, nil
@@ -207,11 +207,11 @@ func (s *Storage) StoredCharge(size int64, written time.Time) Charge {
 
 // Move replaces a charge (a hold by the stored object's charge, or nothing by a
 // result's); it refuses a growth past a quota.
-func (s *Storage) Move(ctx context.Context, acc, dep int64, from, to Charge) error {
-	return s.charge(ctx, acc, dep, from, to)
+func (s *Storage) Move(ctx context.Context, acc, deploymentID int64, from, to Charge) error {
+	return s.charge(ctx, acc, deploymentID, from, to)
 }
 
 // Free releases a charge.
-func (s *Storage) Free(ctx context.Context, acc, dep int64, c Charge) error {
-	return s.charge(ctx, acc, dep, c, Charge{})
+func (s *Storage) Free(ctx context.Context, acc, deploymentID int64, c Charge) error {
+	return s.charge(ctx, acc, deploymentID, c, Charge{})
 }

@@ -29,12 +29,12 @@ func (in StartSyncInput) validate() error {
 	return nil
 }
 
-func (s *service) StartSync(ctx context.Context, p *identity.Principal, dep int64, body SyncRequestBody) (SyncStarted, error) {
+func (s *service) StartSync(ctx context.Context, p *identity.Principal, deploymentID int64, body SyncRequestBody) (SyncStarted, error) {
 	var res SyncStarted
 	if err := authorize(p, roleSync); err != nil {
 		return res, err
 	}
-	queue := QueueKey{Account: p.Account.ID, Deployment: dep}
+	queue := QueueKey{Account: p.Account.ID, Deployment: deploymentID}
 	if err := s.queueHasRoom(ctx, queue); err != nil {
 		return res, err
 	}
@@ -49,12 +49,12 @@ func (s *service) StartSync(ctx context.Context, p *identity.Principal, dep int6
 		if kept {
 			bg := context.WithoutCancel(ctx)
 			if deleted, _ := s.Manifests.DeleteManifest(bg, id); deleted {
-				_ = s.storage.Free(bg, queue.Account, dep, charge)
+				_ = s.storage.Free(bg, queue.Account, deploymentID, charge)
 			}
 		}
 		return res, err
 	}
-	branch, err := s.targetBranch(ctx, dep, in)
+	branch, err := s.targetBranch(ctx, deploymentID, in)
 	if err != nil {
 		return rollback(err)
 	}
@@ -62,11 +62,11 @@ func (s *service) StartSync(ctx context.Context, p *identity.Principal, dep int6
 	if branch == production && !p.HasRole(identity.RoleAdmin) {
 		return rollback(errs.Forbiddenf("only admins may sync into the production branch %q", production))
 	}
-	sel, excl, err := s.syncSelector(ctx, dep, in)
+	sel, excl, err := s.syncSelector(ctx, deploymentID, in)
 	if err != nil {
 		return rollback(err)
 	}
-	job := s.newJob(ctx, p, dep, id, Job{Source: in.Source, Output: in.Output, Ref: in.Ref, BranchName: branch, HasManifest: kept, ManifestCharge: charge,
+	job := s.newJob(ctx, p, deploymentID, id, Job{Source: in.Source, Output: in.Output, Ref: in.Ref, BranchName: branch, HasManifest: kept, ManifestCharge: charge,
 		Select: sel, Exclude: excl})
 	if in.Source != SourceGit {
 		job.Ref = nil
@@ -130,16 +130,16 @@ func (s *service) enqueue(ctx context.Context, job Job) error {
 	return err
 }
 
-func (s *service) jobLimit(dep int64) error {
+func (s *service) jobLimit(deploymentID int64) error {
 	return errs.Statusf(http.StatusTooManyRequests,
-		"deployment %d has %d sync jobs queued or running, the most it may have; retry when one has finished", dep, s.maxQueued).WithCode(errs.CodeJobLimit)
+		"deployment %d has %d sync jobs queued or running, the most it may have; retry when one has finished", deploymentID, s.maxQueued).WithCode(errs.CodeJobLimit)
 }
 
 // targetBranch is the branch the sync writes: branchName, else dbt/<ref>, else
 // dbt/<integration branch> for git and dbt/manifest for a manifest. A git sync needs a
 // saved integration, and a ref that looks like a commit SHA must be a branch or tag of
 // its repository.
-func (s *service) targetBranch(ctx context.Context, dep int64, in StartSyncInput) (string, error) {
+func (s *service) targetBranch(ctx context.Context, deploymentID int64, in StartSyncInput) (string, error) {
 	var branch string
 	switch {
 	case in.BranchName != nil:
@@ -153,9 +153,9 @@ func (s *service) targetBranch(ctx context.Context, dep int64, in StartSyncInput
 		}
 		return branch, nil
 	}
-	integ, err := s.Integrations.Integration(ctx, dep)
+	integ, err := s.Integrations.Integration(ctx, deploymentID)
 	if errors.Is(err, ErrNotFound) {
-		return "", errs.Invalidf("source \"git\" needs a dbt git integration: save one with PUT /api/v1/deployments/%d/dbt-git-integration, or send source \"manifest\" with the manifest", dep)
+		return "", errs.Invalidf("source \"git\" needs a dbt git integration: save one with PUT /api/v1/deployments/%d/dbt-git-integration, or send source \"manifest\" with the manifest", deploymentID)
 	}
 	if err != nil {
 		return "", err
@@ -173,8 +173,8 @@ func (s *service) targetBranch(ctx context.Context, dep int64, in StartSyncInput
 }
 
 // newJob is a queued job of p's with the fields of in that say what it does.
-func (s *service) newJob(ctx context.Context, p *identity.Principal, dep int64, id string, in Job) Job {
-	in.SyncJobID, in.DeploymentID, in.Status, in.WorkflowID = id, dep, StatusQueued, "dbt-sync-"+id
+func (s *service) newJob(ctx context.Context, p *identity.Principal, deploymentID int64, id string, in Job) Job {
+	in.SyncJobID, in.DeploymentID, in.Status, in.WorkflowID = id, deploymentID, StatusQueued, "dbt-sync-"+id
 	in.Progress, in.Warnings, in.CreatedAt = Progress{Phase: "queued"}, []convert.Warning{}, s.now().UTC()
 	in.ProductionBranch, in.AccountID, in.RequestID = p.Deployment.ProductionBranch, p.Account.ID, logging.RequestID(ctx)
 	if p.User != nil {
@@ -186,18 +186,18 @@ func (s *service) newJob(ctx context.Context, p *identity.Principal, dep int64, 
 	return in
 }
 
-func (s *service) RetryJob(ctx context.Context, p *identity.Principal, dep int64, id string) (SyncAccepted, error) {
+func (s *service) RetryJob(ctx context.Context, p *identity.Principal, deploymentID int64, id string) (SyncAccepted, error) {
 	if err := authorize(p, roleSync); err != nil {
 		return SyncAccepted{}, err
 	}
-	old, err := s.job(ctx, dep, id)
+	old, err := s.job(ctx, deploymentID, id)
 	if err != nil {
 		return SyncAccepted{}, err
 	}
 	if !old.Terminal() {
 		return SyncAccepted{}, errs.Conflictf("sync job %s is still %s: wait for it to finish, or cancel it, before retrying", id, old.Status)
 	}
-	if err := s.queueHasRoom(ctx, QueueKey{Account: p.Account.ID, Deployment: dep}); err != nil {
+	if err := s.queueHasRoom(ctx, QueueKey{Account: p.Account.ID, Deployment: deploymentID}); err != nil {
 		return SyncAccepted{}, err
 	}
 	production := p.Deployment.ProductionBranch
@@ -205,8 +205,8 @@ func (s *service) RetryJob(ctx context.Context, p *identity.Principal, dep int64
 		return SyncAccepted{}, errs.Forbiddenf("only admins may sync into the production branch %q", production)
 	}
 	if old.Source == SourceGit {
-		if _, err := s.Integrations.Integration(ctx, dep); errors.Is(err, ErrNotFound) {
-			return SyncAccepted{}, errs.Invalidf("source \"git\" needs a dbt git integration: save one with PUT /api/v1/deployments/%d/dbt-git-integration", dep)
+		if _, err := s.Integrations.Integration(ctx, deploymentID); errors.Is(err, ErrNotFound) {
+			return SyncAccepted{}, errs.Invalidf("source \"git\" needs a dbt git integration: save one with PUT /api/v1/deployments/%d/dbt-git-integration", deploymentID)
 		} else if err != nil {
 			return SyncAccepted{}, err
 		}
@@ -221,7 +221,7 @@ func (s *service) RetryJob(ctx context.Context, p *identity.Principal, dep int64
 		}
 	}
 	nid := NewSyncJobID(s.now().UTC())
-	job := s.newJob(ctx, p, dep, nid, Job{Source: old.Source, Output: old.Output, Ref: old.Ref, BranchName: old.BranchName,
+	job := s.newJob(ctx, p, deploymentID, nid, Job{Source: old.Source, Output: old.Output, Ref: old.Ref, BranchName: old.BranchName,
 		HasManifest: old.HasManifest, ManifestOf: manifestOf, ManifestCharge: old.ManifestCharge, RetryOf: id,
 		Select: old.Select, Exclude: old.Exclude})
 	if err := s.enqueue(ctx, job); err != nil {

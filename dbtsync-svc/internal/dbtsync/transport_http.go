@@ -116,11 +116,11 @@ func writeJobWithFiles(w http.ResponseWriter, j SyncJob) {
 // scopeOf is the verified caller and the deployment of the path (404 unless it is the
 // caller's).
 func scopeOf(r *http.Request) (scope, error) {
-	dep, err := identity.DeploymentFromPath(r)
+	deploymentID, err := identity.DeploymentFromPath(r)
 	if err != nil {
 		return scope{}, err
 	}
-	return scope{P: identity.FromContext(r.Context()), Dep: dep}, nil
+	return scope{P: identity.FromContext(r.Context()), DeploymentID: deploymentID}, nil
 }
 
 func decodeScope(_ context.Context, r *http.Request) (any, error) { return scopeOf(r) }
@@ -300,8 +300,8 @@ type pushRequest struct {
 // the one 401 of every push that cannot be verified.
 func decodePushRequest(_ context.Context, r *http.Request) (any, error) {
 	p := identity.FromContext(r.Context())
-	dep, err := strconv.ParseInt(r.PathValue("deploymentId"), 10, 64)
-	if err != nil || p == nil || p.Deployment == nil || p.Deployment.ID != dep {
+	deploymentID, err := strconv.ParseInt(r.PathValue("deploymentId"), 10, 64)
+	if err != nil || p == nil || p.Deployment == nil || p.Deployment.ID != deploymentID {
 		return nil, errPushUnauthenticated
 	}
 	body, err := io.ReadAll(r.Body)
@@ -320,7 +320,7 @@ func decodePushRequest(_ context.Context, r *http.Request) (any, error) {
 	if len(req.DeliveryID) > maxDeliveryIDBytes {
 		req.DeliveryID = "" // not an id a provider sends: deduplicated by the commit alone
 	}
-	return pushRequest{scope: scope{P: p, Dep: dep}, Req: req}, nil
+	return pushRequest{scope: scope{P: p, DeploymentID: deploymentID}, Req: req}, nil
 }
 
 // maxDeliveryIDBytes bounds a delivery id kept for deduplication (GitHub's and

@@ -17,21 +17,21 @@ import (
 // atomic): an upload past a quota stops there with 413, however many uploads run at
 // once.
 type lazyUpload struct {
-	ctx     context.Context
-	storage *Storage
-	store   ManifestStore
-	acc     int64
-	dep     int64
-	id      string
-	pw      *io.PipeWriter
-	bw      *bufio.Writer
-	done    chan error
-	written int64     // bytes the request wrote (the manifest's size once it is complete)
-	sent    int64     // bytes sent to the store
-	held    Charge    // what the upload holds in the ledgers
-	heldAt  time.Time // when the hold was last renewed
-	stored  Charge    // once kept: the stored manifest's charge
-	refused error     // the first refusal (the 413), or the ledgers out of reach (503)
+	ctx          context.Context
+	storage      *Storage
+	store        ManifestStore
+	acc          int64
+	deploymentID int64
+	id           string
+	pw           *io.PipeWriter
+	bw           *bufio.Writer
+	done         chan error
+	written      int64     // bytes the request wrote (the manifest's size once it is complete)
+	sent         int64     // bytes sent to the store
+	held         Charge    // what the upload holds in the ledgers
+	heldAt       time.Time // when the hold was last renewed
+	stored       Charge    // once kept: the stored manifest's charge
+	refused      error     // the first refusal (the 413), or the ledgers out of reach (503)
 }
 
 // uploadBuffer is the bytes an upload sends to the store at a time (one hold each at
@@ -42,8 +42,8 @@ const (
 	holdStep     = 1 << 20
 )
 
-func (s *service) newUpload(ctx context.Context, acc, dep int64, id string) *lazyUpload {
-	return &lazyUpload{ctx: ctx, storage: s.storage, store: s.Manifests, acc: acc, dep: dep, id: id}
+func (s *service) newUpload(ctx context.Context, acc, deploymentID int64, id string) *lazyUpload {
+	return &lazyUpload{ctx: ctx, storage: s.storage, store: s.Manifests, acc: acc, deploymentID: deploymentID, id: id}
 }
 
 func (u *lazyUpload) Write(b []byte) (int, error) {
@@ -54,7 +54,7 @@ func (u *lazyUpload) Write(b []byte) (int, error) {
 		pr, pw := io.Pipe()
 		u.pw, u.bw, u.done = pw, bufio.NewWriterSize(heldWriter{u}, uploadBuffer), make(chan error, 1)
 		go func() {
-			err := u.store.PutManifest(u.ctx, u.dep, u.id, pr)
+			err := u.store.PutManifest(u.ctx, u.deploymentID, u.id, pr)
 			pr.CloseWithError(err)
 			u.done <- err
 		}()
@@ -90,9 +90,9 @@ func (w heldWriter) Write(p []byte) (int, error) {
 // The ledgers out of reach answer 503 within seconds, not at the client's patience: the
 // adapter retries only while NATS elects a leader (DBT_SYNC_JETSTREAM_RETRY_TIMEOUT).
 func (u *lazyUpload) hold(need int64) error {
-	held, err := u.storage.Hold(u.ctx, u.acc, u.dep, u.held, need+max(holdStep, need/8))
+	held, err := u.storage.Hold(u.ctx, u.acc, u.deploymentID, u.held, need+max(holdStep, need/8))
 	if isQuotaRefusal(err) {
-		held, err = u.storage.Hold(u.ctx, u.acc, u.dep, u.held, need)
+		held, err = u.storage.Hold(u.ctx, u.acc, u.deploymentID, u.held, need)
 	}
 	if err != nil {
 		return err
@@ -135,7 +135,7 @@ func (u *lazyUpload) finish(keep bool) error {
 		}
 		if err == nil {
 			stored := u.storage.StoredCharge(u.sent, u.storage.Now())
-			if err = u.storage.Move(bg, u.acc, u.dep, u.held, stored); err == nil {
+			if err = u.storage.Move(bg, u.acc, u.deploymentID, u.held, stored); err == nil {
 				u.stored = stored
 				return nil
 			}
@@ -144,12 +144,12 @@ func (u *lazyUpload) finish(keep bool) error {
 			err = nil // answered as the refusal
 		}
 		_, _ = u.store.DeleteManifest(bg, u.id) // not kept, whatever part was stored
-		_ = u.storage.Free(bg, u.acc, u.dep, u.held)
+		_ = u.storage.Free(bg, u.acc, u.deploymentID, u.held)
 		return err
 	}
 	u.pw.CloseWithError(errors.New("upload aborted"))
 	<-u.done
 	_, _ = u.store.DeleteManifest(bg, u.id)
-	_ = u.storage.Free(bg, u.acc, u.dep, u.held)
+	_ = u.storage.Free(bg, u.acc, u.deploymentID, u.held)
 	return nil
 }

@@ -52,9 +52,9 @@ func keyReach(p *identity.Principal) reach {
 	return reach{deployments: []int64{}}
 }
 
-// covers reports whether deployment dep is within reach.
-func (r reach) covers(dep int64) bool {
-	return r.deployments == nil || slices.Contains(r.deployments, dep)
+// covers reports whether deploymentID is within reach.
+func (r reach) covers(deploymentID int64) bool {
+	return r.deployments == nil || slices.Contains(r.deployments, deploymentID)
 }
 
 // coversUser reports whether an external user with sessions in deps is within reach:
@@ -76,11 +76,11 @@ func userOutOfScope(externalID string) error {
 }
 
 // deployment refuses a deployment outside the reach: 403 key_out_of_scope.
-func (r reach) deployment(dep int64) error {
-	if r.covers(dep) {
+func (r reach) deployment(deploymentID int64) error {
+	if r.covers(deploymentID) {
 		return nil
 	}
-	return errs.Forbiddenf("this API key is scoped to other deployments than %d", dep).WithCode(errs.CodeKeyOutOfScope)
+	return errs.Forbiddenf("this API key is scoped to other deployments than %d", deploymentID).WithCode(errs.CodeKeyOutOfScope)
 }
 
 // narrow keeps a session query inside the reach: a deployment it names outside the reach

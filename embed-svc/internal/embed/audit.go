@@ -117,8 +117,8 @@ func exchangeEvent(ctx context.Context) audit.Event {
 }
 
 // forSession attributes an exchange's event to the session it named.
-func forSession(ev *audit.Event, acc, dep int64, recordID, tenant string, user SessionRecordUser) {
-	ev.AccountID, ev.DeploymentID, ev.Target.ID = acc, dep, recordID
+func forSession(ev *audit.Event, acc, deploymentID int64, recordID, tenant string, user SessionRecordUser) {
+	ev.AccountID, ev.DeploymentID, ev.Target.ID = acc, deploymentID, recordID
 	ev.Actor = audit.Actor{Type: audit.ActorEmbedUser, EmbedTenant: tenant}
 	switch {
 	case user.ExternalID != nil:

@@ -98,11 +98,11 @@ func decodePrincipalRequest(_ context.Context, r *http.Request) (any, error) {
 }
 
 func decodeDataTokenRequest(_ context.Context, r *http.Request) (any, error) {
-	id, err := identity.DeploymentFromPath(r)
+	deploymentID, err := identity.DeploymentFromPath(r)
 	if err != nil {
 		return nil, err
 	}
-	return dataTokenRequest{P: identity.FromContext(r.Context()), DeploymentID: id}, nil
+	return dataTokenRequest{P: identity.FromContext(r.Context()), DeploymentID: deploymentID}, nil
 }
 
 func scopeOf(r *http.Request) string {

@@ -122,7 +122,7 @@ func (g *Gateway) authorize(ctx context.Context, r *h1.Request, rt route) (*iden
 		return &identity.Principal{Credential: identity.CredentialNone}, nil
 	}
 	if rt.policy == policySigned {
-		return g.signedRoute(ctx, rt.deployment)
+		return g.signedRoute(ctx, rt.deploymentID)
 	}
 	scheme, value := credential(r)
 	if value == "" {
@@ -155,10 +155,10 @@ func (g *Gateway) authorize(ctx context.Context, r *h1.Request, rt route) (*iden
 	// (and audited) there: the gateway authenticates, routes and checks that a deployment
 	// in the path belongs to the caller's account. A deployment in a body (generate-
 	// session's) is the service's to check: it asks the identity store (lookup.Client).
-	if rt.deployment > 0 {
+	if rt.deploymentID > 0 {
 		// A scoped credential (an API key, a service account's token) is checked against
 		// its scope.
-		if err := g.attachDeployment(ctx, p, rt.deployment, len(p.KeyScope) > 0); err != nil {
+		if err := g.attachDeployment(ctx, p, rt.deploymentID, len(p.KeyScope) > 0); err != nil {
 			return nil, err
 		}
 	}
@@ -168,8 +168,8 @@ func (g *Gateway) authorize(ctx context.Context, r *h1.Request, rt route) (*iden
 // signedRoute is the anonymous principal of a route a signature authenticates, with the
 // path's deployment attached. An unknown deployment is answered as the service answers a
 // signature that does not verify: the same 401, so a sender learns nothing of which.
-func (g *Gateway) signedRoute(ctx context.Context, id int64) (*identity.Principal, error) {
-	d, err := g.o.Auth.Deployment(ctx, id)
+func (g *Gateway) signedRoute(ctx context.Context, deploymentID int64) (*identity.Principal, error) {
+	d, err := g.o.Auth.Deployment(ctx, deploymentID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, unauthorized(errs.PushUnverified)
 	}
@@ -177,7 +177,7 @@ func (g *Gateway) signedRoute(ctx context.Context, id int64) (*identity.Principa
 		return nil, err
 	}
 	return &identity.Principal{Credential: identity.CredentialNone, Account: identity.Account{ID: d.AccountID},
-		Deployment: &identity.Deployment{ID: id, ProductionBranch: d.ProductionBranch}}, nil
+		Deployment: &identity.Deployment{ID: deploymentID, ProductionBranch: d.ProductionBranch}}, nil
 }
 
 func (g *Gateway) embed(ctx context.Context, token string) (*identity.Principal, error) {
@@ -210,24 +210,24 @@ func missingCredential(p policy) string {
 // attachDeployment checks that deployment id belongs to the caller's account (404
 // otherwise, exactly as for a deployment that does not exist) and, when checkScope, to
 // the API key's scope (403), and records it on the principal.
-func (g *Gateway) attachDeployment(ctx context.Context, p *identity.Principal, id int64, checkScope bool) error {
-	d, err := g.o.Auth.Deployment(ctx, id)
+func (g *Gateway) attachDeployment(ctx context.Context, p *identity.Principal, deploymentID int64, checkScope bool) error {
+	d, err := g.o.Auth.Deployment(ctx, deploymentID)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && d.AccountID != p.Account.ID) {
-		return notFound(fmt.Sprintf("deployment %d not found", id))
+		return notFound(fmt.Sprintf("deployment %d not found", deploymentID))
 	}
 	if err != nil {
 		return err
 	}
-	if p.Credential == identity.CredentialEmbed && (p.Embed == nil || p.Embed.DeploymentID != id) {
-		return notFound(fmt.Sprintf("deployment %d not found", id))
+	if p.Credential == identity.CredentialEmbed && (p.Embed == nil || p.Embed.DeploymentID != deploymentID) {
+		return notFound(fmt.Sprintf("deployment %d not found", deploymentID))
 	}
-	if checkScope && !p.InScope(id) {
+	if checkScope && !p.InScope(deploymentID) {
 		what := "API key"
 		if p.Credential == identity.CredentialBearer {
 			what = "token"
 		}
-		return forbiddenCode(errs.CodeKeyOutOfScope, fmt.Sprintf("this %s is scoped to other deployments than %d", what, id))
+		return forbiddenCode(errs.CodeKeyOutOfScope, fmt.Sprintf("this %s is scoped to other deployments than %d", what, deploymentID))
 	}
-	p.Deployment = &identity.Deployment{ID: id, ProductionBranch: d.ProductionBranch}
+	p.Deployment = &identity.Deployment{ID: deploymentID, ProductionBranch: d.ProductionBranch}
 	return nil
 }

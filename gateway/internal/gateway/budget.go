@@ -95,7 +95,7 @@ func (g *Gateway) withinRateLimit(w *h1.ResponseWriter, r *h1.Request, rt route,
 	case limitPerClient:
 		key, limit, st[0].Policy = "ex:"+g.clientAddr(r), g.o.ExchangeLimit, policyNameExchange
 	case limitPerDeployment:
-		key, limit, st[0].Policy = "dw:"+strconv.FormatInt(rt.deployment, 10), g.o.DbtWebhookLimit, policyNameDbtWebhook
+		key, limit, st[0].Policy = "dw:"+strconv.FormatInt(rt.deploymentID, 10), g.o.DbtWebhookLimit, policyNameDbtWebhook
 	}
 	if limit.Enabled() {
 		d, err := g.o.RateLimiter.Allow(r.Context(), key, limit)

@@ -58,13 +58,13 @@ const (
 
 // route is the outcome of matching a request path.
 type route struct {
-	name       string // metrics and log label
-	svc        service
-	policy     policy
-	deployment int64 // the {deploymentId} of the path, 0 when there is none
-	bigBody    bool  // manifest uploads and workspace imports: the big-body limit applies
-	tokenBody  bool  // the token endpoint: its own, small body limit applies
-	limit      rateLimit
+	name         string // metrics and log label
+	svc          service
+	policy       policy
+	deploymentID int64 // the {deploymentId} of the path, 0 when there is none
+	bigBody      bool  // manifest uploads and workspace imports: the big-body limit applies
+	tokenBody    bool  // the token endpoint: its own, small body limit applies
+	limit        rateLimit
 	// writeCost is what a POST, PUT, PATCH or DELETE of the route spends of the account
 	// budget (0: 1); reads cost 1. The table is in docs/rate-limits.md.
 	writeCost int64
@@ -90,7 +90,7 @@ func match(p string) (route, bool) {
 	switch {
 	case strings.HasPrefix(p, "/api/v1/deployments/"):
 		idPart, rest, _ := strings.Cut(strings.TrimPrefix(p, "/api/v1/deployments/"), "/")
-		id, ok := parseID(idPart)
+		deploymentID, ok := parseID(idPart)
 		if !ok || rest == "" {
 			return route{}, false
 		}
@@ -99,7 +99,7 @@ func match(p string) (route, bool) {
 		case "workspace", "folders", "workbooks", "reports":
 			// The embed grants of a folder or a workbook (.../{id}/embed-access) are served
 			// with the object, by workspace-svc.
-			r := route{name: first, svc: svcWorkspace, policy: policyBearer, deployment: id}
+			r := route{name: first, svc: svcWorkspace, policy: policyBearer, deploymentID: deploymentID}
 			switch rest {
 			case "workspace/bulk-move", "workspace/bulk-delete", "workspace/trash/restore", "workspace/trash/purge":
 				r.writeCost = costBulkMove
@@ -118,26 +118,26 @@ func match(p string) (route, bool) {
 		case "embed-access":
 			// The grants on the deployment's root.
 			if rest == "embed-access" {
-				return route{name: "embed-access", svc: svcWorkspace, policy: policyBearer, deployment: id}, true
+				return route{name: "embed-access", svc: svcWorkspace, policy: policyBearer, deploymentID: deploymentID}, true
 			}
 		case "embed-tenants":
 			// A tenant's effective access to the deployment's workbooks; the embed tenants'
 			// own routes (/api/v1/embed-tenants/...) are embed-svc's.
-			return route{name: "embed-tenant-workbooks", svc: svcWorkspace, policy: policyBearer, deployment: id}, true
+			return route{name: "embed-tenant-workbooks", svc: svcWorkspace, policy: policyBearer, deploymentID: deploymentID}, true
 		case "dbt-sync":
-			r := route{name: "dbt-sync", svc: svcDBTSync, policy: policyBearer, deployment: id, bigBody: rest == "dbt-sync"}
+			r := route{name: "dbt-sync", svc: svcDBTSync, policy: policyBearer, deploymentID: deploymentID, bigBody: rest == "dbt-sync"}
 			if r.bigBody {
 				r.writeCost = costManifestSync
 			}
 			return r, true
 		case "dbt-git-integration":
 			if rest == "dbt-git-integration/webhook" {
-				return route{name: "dbt-git-webhook", svc: svcDBTSync, policy: policySigned, deployment: id, limit: limitPerDeployment}, true
+				return route{name: "dbt-git-webhook", svc: svcDBTSync, policy: policySigned, deploymentID: deploymentID, limit: limitPerDeployment}, true
 			}
-			return route{name: "dbt-git-integration", svc: svcDBTSync, policy: policyBearer, deployment: id}, true
+			return route{name: "dbt-git-integration", svc: svcDBTSync, policy: policyBearer, deploymentID: deploymentID}, true
 		case "token":
 			if rest == "token" {
-				return route{name: "data-token", svc: svcEmbed, policy: policyEmbedToken, deployment: id}, true
+				return route{name: "data-token", svc: svcEmbed, policy: policyEmbedToken, deploymentID: deploymentID}, true
 			}
 		}
 		return route{}, false
@@ -145,11 +145,11 @@ func match(p string) (route, bool) {
 		r := route{name: "build", svc: svcDBTSync, policy: policyBearer}
 		if rest, ok := strings.CutPrefix(p, "/build/api/v1/deployments/"); ok {
 			idPart, _, _ := strings.Cut(rest, "/")
-			id, ok := parseID(idPart)
+			deploymentID, ok := parseID(idPart)
 			if !ok {
 				return route{}, false
 			}
-			r.deployment = id
+			r.deploymentID = deploymentID
 		}
 		return r, true
 	case p == "/api/v1/embed/generate-session":

@@ -68,7 +68,7 @@ func TestMatch(t *testing.T) {
 		{"/api/v2/anything", false, 0, 0, 0, false},
 	} {
 		rt, ok := match(c.path)
-		if ok != c.ok || (ok && (rt.svc != c.svc || rt.policy != c.pol || rt.deployment != c.dep || rt.bigBody != c.bigBody)) {
+		if ok != c.ok || (ok && (rt.svc != c.svc || rt.policy != c.pol || rt.deploymentID != c.dep || rt.bigBody != c.bigBody)) {
 			t.Errorf("%s: got %+v %v", c.path, rt, ok)
 		}
 	}
@@ -88,7 +88,7 @@ func FuzzMatch(f *testing.F) {
 		if path.Clean(p) != p || rt.svc == svcNone {
 			t.Fatalf("matched unclean or unrouted path %q: %+v", p, rt)
 		}
-		if strings.HasPrefix(p, "/api/v1/deployments/") && rt.deployment <= 0 {
+		if strings.HasPrefix(p, "/api/v1/deployments/") && rt.deploymentID <= 0 {
 			t.Fatalf("deployment route without a deployment: %q", p)
 		}
 	})

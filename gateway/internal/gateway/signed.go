@@ -24,9 +24,9 @@ type signedIdentities struct {
 // (lower-case scheme, trimmed value), so padding or case variants of one credential share
 // an entry and no entry holds a client's header.
 type signedKey struct {
-	credential [sha256.Size]byte
-	deployment int64
-	audience   string // the target service: a header signed for one is never sent to another
+	credential   [sha256.Size]byte
+	deploymentID int64
+	audience     string // the target service: a header signed for one is never sent to another
 }
 
 // credentialKey is the cache key of a credential: scheme and value as authentication
@@ -86,11 +86,11 @@ func newSignedIdentities(now func() time.Time) *signedIdentities {
 
 // header returns the signed header for p, presented with the credential of that key.
 func (s *signedIdentities) header(signer *identity.Signer, credential [sha256.Size]byte, p *identity.Principal) (string, error) {
-	var dep int64
+	var deploymentID int64
 	if p.Deployment != nil {
-		dep = p.Deployment.ID
+		deploymentID = p.Deployment.ID
 	}
-	key := signedKey{credential: credential, deployment: dep, audience: p.Audience}
+	key := signedKey{credential: credential, deploymentID: deploymentID, audience: p.Audience}
 	fp := fingerprintOf(p)
 	if e, ok := s.cache.Get(key); ok && e.fp == fp {
 		return e.header, nil

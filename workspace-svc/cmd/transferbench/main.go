@@ -126,9 +126,9 @@ type indexedStore struct {
 }
 
 type storeKey struct {
-	dep int64
-	typ workspace.ItemType
-	key string
+	deploymentID int64
+	typ          workspace.ItemType
+	key          string
 }
 
 func (s *indexedStore) note(it *workspace.Item) {
@@ -147,24 +147,24 @@ func (s *indexedStore) InsertItem(ctx context.Context, it *workspace.Item) error
 	return err
 }
 
-func (s *indexedStore) ApplyTreeOp(ctx context.Context, dep, v int64, op *workspace.TreeOp) error {
-	err := s.Store.ApplyTreeOp(ctx, dep, v, op)
+func (s *indexedStore) ApplyTreeOp(ctx context.Context, deploymentID, v int64, op *workspace.TreeOp) error {
+	err := s.Store.ApplyTreeOp(ctx, deploymentID, v, op)
 	if err == nil && op != nil && op.Created != nil {
 		s.note(op.Created)
 	}
 	return err
 }
 
-func (s *indexedStore) ItemsByKey(ctx context.Context, dep int64, typ workspace.ItemType, keys []string, parts workspace.Parts) (map[string]*workspace.Item, error) {
+func (s *indexedStore) ItemsByKey(ctx context.Context, deploymentID int64, typ workspace.ItemType, keys []string, parts workspace.Parts) (map[string]*workspace.Item, error) {
 	s.mu.Lock()
 	ids := make([]int64, 0, len(keys))
 	for _, k := range keys {
-		if id, ok := s.ids[storeKey{dep, typ, k}]; ok {
+		if id, ok := s.ids[storeKey{deploymentID, typ, k}]; ok {
 			ids = append(ids, id)
 		}
 	}
 	s.mu.Unlock()
-	got, err := s.Store.Items(ctx, dep, ids, parts)
+	got, err := s.Store.Items(ctx, deploymentID, ids, parts)
 	if err != nil {
 		return nil, err
 	}
@@ -235,26 +235,26 @@ func measure(f func() error) (time.Duration, uint64, error) {
 	return elapsed, peak - base, err
 }
 
-// seed fills dep with n items: folders two levels deep with grants and embed grants, a
+// seed fills deploymentID with n items: folders two levels deep with grants and embed grants, a
 // third of the rest reports, the others workbooks whose drafts name two reports, one in
 // five of them published.
-func seed(ctx context.Context, svc workspace.Service, dep int64, n int) error {
+func seed(ctx context.Context, svc workspace.Service, deploymentID int64, n int) error {
 	tenant := embedaccess.Grants{Tenants: []embedaccess.TenantEntry{{EmbedTenantName: "acme-corp", Access: embedaccess.Read}}}
 	var folders []int64
 	for len(folders) < max(n/50, 1) {
-		top, err := svc.CreateFolder(ctx, admin, dep, workspace.CreateFolderInput{Name: fmt.Sprint("team ", len(folders))})
+		top, err := svc.CreateFolder(ctx, admin, deploymentID, workspace.CreateFolderInput{Name: fmt.Sprint("team ", len(folders))})
 		if err != nil {
 			return err
 		}
 		folders = append(folders, top.ID)
-		if _, err := svc.SetPermissions(ctx, admin, dep, top.ID, []workspace.Grant{{UserID: 2, Level: "edit"}}); err != nil {
+		if _, err := svc.SetPermissions(ctx, admin, deploymentID, top.ID, []workspace.Grant{{UserID: 2, Level: "edit"}}); err != nil {
 			return err
 		}
-		if _, err := svc.PutEmbedAccess(ctx, admin, dep, workspace.EmbedObject{Type: workspace.TypeFolder, ID: top.ID}, tenant); err != nil {
+		if _, err := svc.PutEmbedAccess(ctx, admin, deploymentID, workspace.EmbedObject{Type: workspace.TypeFolder, ID: top.ID}, tenant); err != nil {
 			return err
 		}
 		for j := 0; j < 4; j++ {
-			sub, err := svc.CreateFolder(ctx, admin, dep, workspace.CreateFolderInput{Name: fmt.Sprint("area ", j), ParentID: top.ID})
+			sub, err := svc.CreateFolder(ctx, admin, deploymentID, workspace.CreateFolderInput{Name: fmt.Sprint("area ", j), ParentID: top.ID})
 			if err != nil {
 				return err
 			}
@@ -264,20 +264,20 @@ func seed(ctx context.Context, svc workspace.Service, dep int64, n int) error {
 	var reports []int64
 	for i := 0; len(folders)+len(reports) < n/3; i++ {
 		meta := json.RawMessage(fmt.Sprintf(`{"sql":"select measure_%d from orders group by region","chart":{"type":"bar","stacked":false}}`, i))
-		r, err := svc.CreateItem(ctx, admin, dep, workspace.TypeReport, workspace.CreateItemInput{Name: fmt.Sprint("report ", i), FolderID: folders[i%len(folders)], Meta: meta})
+		r, err := svc.CreateItem(ctx, admin, deploymentID, workspace.TypeReport, workspace.CreateItemInput{Name: fmt.Sprint("report ", i), FolderID: folders[i%len(folders)], Meta: meta})
 		if err != nil {
 			return err
 		}
 		reports = append(reports, r.ID)
 	}
 	for i := 0; len(folders)+len(reports)+i < n; i++ {
-		w, err := svc.CreateItem(ctx, admin, dep, workspace.TypeWorkbook, workspace.CreateItemInput{Name: fmt.Sprint("board ", i), FolderID: folders[(i*7)%len(folders)],
+		w, err := svc.CreateItem(ctx, admin, deploymentID, workspace.TypeWorkbook, workspace.CreateItemInput{Name: fmt.Sprint("board ", i), FolderID: folders[(i*7)%len(folders)],
 			Meta: json.RawMessage(`{"theme":"dark"}`), DashboardDraft: draft(reports[i%len(reports)], reports[(i*3)%len(reports)])})
 		if err != nil {
 			return err
 		}
 		if i%5 == 0 {
-			if _, err := svc.Publish(ctx, admin, dep, w.ID, nil); err != nil {
+			if _, err := svc.Publish(ctx, admin, deploymentID, w.ID, nil); err != nil {
 				return err
 			}
 		}

@@ -15,11 +15,11 @@ import (
 // kept (publishVersion) for the workbook's version history.
 // The dashboard's createdBy stays its first publisher and updatedBy is the last;
 // allowEmbed is what the publish says, else what the previous version had (true at first).
-func (s *service) Publish(ctx context.Context, p *identity.Principal, dep, id int64, allowEmbed *bool) (Workbook, error) {
+func (s *service) Publish(ctx context.Context, p *identity.Principal, deploymentID, id int64, allowEmbed *bool) (Workbook, error) {
 	ctx, cancel := context.WithTimeout(ctx, writeDeadline)
 	defer cancel()
 	for attempt := 0; attempt < maxTreeRetries; attempt++ {
-		r, d, err := s.itemForAccess(ctx, p, dep, TypeWorkbook, id, LevelEdit, "publish it")
+		r, d, err := s.itemForAccess(ctx, p, deploymentID, TypeWorkbook, id, LevelEdit, "publish it")
 		if err != nil {
 			return Workbook{}, err
 		}
@@ -61,7 +61,7 @@ func (s *service) Publish(ctx context.Context, p *identity.Principal, dep, id in
 		if allowEmbed != nil {
 			embed = *allowEmbed
 		}
-		dash := Dashboard{ID: dashID, PublicID: publicID, DeploymentID: dep, WorkbookID: id, Status: StatusPublished,
+		dash := Dashboard{ID: dashID, PublicID: publicID, DeploymentID: deploymentID, WorkbookID: id, Status: StatusPublished,
 			AllowEmbed: embed, Config: cfg, VersionNumber: version, VersionID: versionID, ReportSnapshots: snaps,
 			CreatedBy: &createdBy, UpdatedBy: &updatedBy, Title: cfg.Title, Description: cfg.Description}
 		if err := s.checkPublishedSize(id, &dash); err != nil {
@@ -86,9 +86,9 @@ func (s *service) Publish(ctx context.Context, p *identity.Principal, dep, id in
 // Unpublish archives a workbook's published dashboard (status archived; the version
 // stays, and a later publish makes it published again). Archiving an archived dashboard
 // changes nothing. It needs edit on the workbook.
-func (s *service) Unpublish(ctx context.Context, p *identity.Principal, dep, id int64) (Workbook, error) {
+func (s *service) Unpublish(ctx context.Context, p *identity.Principal, deploymentID, id int64) (Workbook, error) {
 	for attempt := 0; attempt < maxTreeRetries; attempt++ {
-		r, d, err := s.itemForAccess(ctx, p, dep, TypeWorkbook, id, LevelEdit, "unpublish it")
+		r, d, err := s.itemForAccess(ctx, p, deploymentID, TypeWorkbook, id, LevelEdit, "unpublish it")
 		if err != nil {
 			return Workbook{}, err
 		}
@@ -103,7 +103,7 @@ func (s *service) Unpublish(ctx context.Context, p *identity.Principal, dep, id 
 			by := p.User.ID
 			dash := *d.Published
 			dash.Status, dash.UpdatedBy = StatusArchived, &by
-			if nd, err = s.store.UpdateItem(ctx, dep, id, TypeWorkbook, ItemPrecondition{PublishedVersion: &d.PublishedVersion},
+			if nd, err = s.store.UpdateItem(ctx, deploymentID, id, TypeWorkbook, ItemPrecondition{PublishedVersion: &d.PublishedVersion},
 				ItemUpdate{Published: &dash, UpdatedAt: s.now(), UpdatedBy: by}); err != nil {
 				return Workbook{}, err
 			}
@@ -173,7 +173,7 @@ func (s *service) snapshotReports(ctx context.Context, r *request, cfg Dashboard
 	if len(ids) == 0 {
 		return out, nil
 	}
-	heads, err := s.store.Items(ctx, r.dep, ids, 0)
+	heads, err := s.store.Items(ctx, r.deploymentID, ids, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +195,7 @@ func (s *service) snapshotReports(ctx context.Context, r *request, cfg Dashboard
 		n := min(len(allowed), max(1, (s.limits.PublishedBytes-size)/s.limits.MetaBytes), maxSnapshotBatch)
 		batch := allowed[:n]
 		allowed = allowed[n:]
-		docs, err := s.store.Items(ctx, r.dep, batch, PartMeta)
+		docs, err := s.store.Items(ctx, r.deploymentID, batch, PartMeta)
 		if err != nil {
 			return nil, err
 		}

@@ -12,8 +12,8 @@ import (
 // folder's subtree into a folder the caller may edit. Copies are the caller's, have no
 // key (keys are unique) and are not published; each takes an item slot.
 type DuplicateService interface {
-	DuplicateWorkbook(ctx context.Context, p *identity.Principal, dep, id int64, in DuplicateInput) (WorkbookDuplicate, error)
-	DuplicateFolder(ctx context.Context, p *identity.Principal, dep, id int64, in DuplicateInput) (FolderDuplicate, error)
+	DuplicateWorkbook(ctx context.Context, p *identity.Principal, deploymentID, id int64, in DuplicateInput) (WorkbookDuplicate, error)
+	DuplicateFolder(ctx context.Context, p *identity.Principal, deploymentID, id int64, in DuplicateInput) (FolderDuplicate, error)
 }
 
 // DuplicateInput is the body of a duplicate.
@@ -67,7 +67,7 @@ func (s *service) copyOf(ctx context.Context, r *request, d *Item, name string, 
 		return nil, err
 	}
 	now := s.now()
-	return &Item{ID: id, DeploymentID: r.dep, Type: d.Type, Name: name, Position: d.Position, Parent: folder, CreatedBy: r.p.User.ID,
+	return &Item{ID: id, DeploymentID: r.deploymentID, Type: d.Type, Name: name, Position: d.Position, Parent: folder, CreatedBy: r.p.User.ID,
 		UpdatedBy: r.p.User.ID, CreatedAt: now, UpdatedAt: now, Meta: d.Meta, CalculatedFields: d.CalculatedFields}, nil
 }
 
@@ -84,13 +84,13 @@ func copyDraft(draft *DashboardConfig, mapped map[int64]int64) *DashboardConfig 
 
 // DuplicateWorkbook copies a workbook the caller can view into in's folder; with Deep,
 // the reports its draft names that the caller can view are copied beside it first.
-func (s *service) DuplicateWorkbook(ctx context.Context, p *identity.Principal, dep, id int64, in DuplicateInput) (WorkbookDuplicate, error) {
+func (s *service) DuplicateWorkbook(ctx context.Context, p *identity.Principal, deploymentID, id int64, in DuplicateInput) (WorkbookDuplicate, error) {
 	ctx, cancel := context.WithTimeout(ctx, writeDeadline)
 	defer cancel()
 	if p != nil && !p.HasRole(identity.RoleAIBIUser) {
 		return WorkbookDuplicate{}, errs.Forbiddenf("duplicating a workbook needs the ai_bi_user role or higher")
 	}
-	r, head, err := s.itemForAccess(ctx, p, dep, TypeWorkbook, id, LevelView, "duplicate it")
+	r, head, err := s.itemForAccess(ctx, p, deploymentID, TypeWorkbook, id, LevelView, "duplicate it")
 	if err != nil {
 		return WorkbookDuplicate{}, err
 	}
@@ -167,13 +167,13 @@ const duplicateBatch = 100
 // operation), then the reports, then the workbooks, whose widgets name the copies of the
 // reports copied with them. Grants and embed access are not copied: the copies are the
 // caller's. A failure part-way leaves what was created (each item is its own write).
-func (s *service) DuplicateFolder(ctx context.Context, p *identity.Principal, dep, id int64, in DuplicateInput) (FolderDuplicate, error) {
+func (s *service) DuplicateFolder(ctx context.Context, p *identity.Principal, deploymentID, id int64, in DuplicateInput) (FolderDuplicate, error) {
 	ctx, cancel := context.WithTimeout(ctx, writeDeadline)
 	defer cancel()
 	if p != nil && !p.HasRole(identity.RoleAIBIUser) {
 		return FolderDuplicate{}, errs.Forbiddenf("duplicating a folder needs the ai_bi_user role or higher")
 	}
-	r, d, err := s.folderForRead(ctx, p, dep, id, LevelView, "duplicate it")
+	r, d, err := s.folderForRead(ctx, p, deploymentID, id, LevelView, "duplicate it")
 	if err != nil {
 		return FolderDuplicate{}, err
 	}
@@ -211,7 +211,7 @@ func (s *service) DuplicateFolder(ctx context.Context, p *identity.Principal, de
 	for _, f := range folders {
 		var after *ListKey
 		for {
-			batch, err := s.store.Children(ctx, dep, ChildrenQuery{Parent: f.ID, After: after, Limit: duplicateBatch})
+			batch, err := s.store.Children(ctx, deploymentID, ChildrenQuery{Parent: f.ID, After: after, Limit: duplicateBatch})
 			if err != nil {
 				return FolderDuplicate{}, err
 			}
@@ -243,7 +243,7 @@ func (s *service) DuplicateFolder(ctx context.Context, p *identity.Principal, de
 			parent = copied[f.Parent]
 		}
 		pos := f.Position
-		c, err := s.CreateFolder(ctx, p, dep, CreateFolderInput{Name: fname, ParentID: parent, Position: &pos})
+		c, err := s.CreateFolder(ctx, p, deploymentID, CreateFolderInput{Name: fname, ParentID: parent, Position: &pos})
 		if err != nil {
 			return FolderDuplicate{}, err
 		}
@@ -261,7 +261,7 @@ func (s *service) DuplicateFolder(ctx context.Context, p *identity.Principal, de
 			for i, it := range group[:n] {
 				ids[i] = it.ID
 			}
-			docs, err := s.store.Items(ctx, dep, ids, PartMeta|PartCalculatedFields|PartDraft)
+			docs, err := s.store.Items(ctx, deploymentID, ids, PartMeta|PartCalculatedFields|PartDraft)
 			if err != nil {
 				return FolderDuplicate{}, err
 			}

@@ -46,20 +46,20 @@ type embedTarget struct {
 
 // embedObjectFor reads obj's own grants and its ancestor chain, and checks that the
 // caller manages it (verb says what for, in a 403's message).
-func (s *service) embedObjectFor(ctx context.Context, p *identity.Principal, dep int64, obj EmbedObject, verb string) (*embedTarget, error) {
+func (s *service) embedObjectFor(ctx context.Context, p *identity.Principal, deploymentID int64, obj EmbedObject, verb string) (*embedTarget, error) {
 	if err := embedManager(p); err != nil {
 		return nil, err
 	}
 	switch obj.Type {
 	case "":
-		r, err := s.begin(ctx, p, dep)
+		r, err := s.begin(ctx, p, deploymentID)
 		if err != nil {
 			return nil, err
 		}
 		if !p.HasRole(identity.RoleAdmin) {
 			return nil, errs.Forbiddenf("you need the admin role to %s of the deployment's root", verb)
 		}
-		g, err := s.store.RootEmbedAccess(ctx, dep)
+		g, err := s.store.RootEmbedAccess(ctx, deploymentID)
 		if err != nil {
 			return nil, err
 		}
@@ -72,13 +72,13 @@ func (s *service) embedObjectFor(ctx context.Context, p *identity.Principal, dep
 		return nil, errs.Invalidf("embed access is set on a workbook, a folder or the deployment's root, not a %s", obj.Type.lower())
 	}
 	if obj.Type == TypeFolder {
-		r, d, err := s.folderForRead(ctx, p, dep, obj.ID, LevelManage, verb)
+		r, d, err := s.folderForRead(ctx, p, deploymentID, obj.ID, LevelManage, verb)
 		if err != nil {
 			return nil, err
 		}
 		return &embedTarget{r: r, own: canonicalGrants(d.EmbedAccess), parent: r.tree.folders[obj.ID].Parent}, nil
 	}
-	r, d, err := s.itemForAccess(ctx, p, dep, TypeWorkbook, obj.ID, LevelManage, verb)
+	r, d, err := s.itemForAccess(ctx, p, deploymentID, TypeWorkbook, obj.ID, LevelManage, verb)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +103,7 @@ func (s *service) embedView(ctx context.Context, t *embedTarget, obj EmbedObject
 		}
 		v.Inherited = append(v.Inherited, in)
 	}
-	root, err := s.store.RootEmbedAccess(ctx, t.r.dep)
+	root, err := s.store.RootEmbedAccess(ctx, t.r.deploymentID)
 	if err != nil {
 		return EmbedAccessView{}, err
 	}
@@ -114,8 +114,8 @@ func (s *service) embedView(ctx context.Context, t *embedTarget, obj EmbedObject
 }
 
 // GetEmbedAccess answers obj's embed grants and what it inherits.
-func (s *service) GetEmbedAccess(ctx context.Context, p *identity.Principal, dep int64, obj EmbedObject) (EmbedAccessView, error) {
-	t, err := s.embedObjectFor(ctx, p, dep, obj, "see its embed access")
+func (s *service) GetEmbedAccess(ctx context.Context, p *identity.Principal, deploymentID int64, obj EmbedObject) (EmbedAccessView, error) {
+	t, err := s.embedObjectFor(ctx, p, deploymentID, obj, "see its embed access")
 	if err != nil {
 		return EmbedAccessView{}, err
 	}
@@ -125,7 +125,7 @@ func (s *service) GetEmbedAccess(ctx context.Context, p *identity.Principal, dep
 // PutEmbedAccess replaces obj's own embed grants. The grants are validated before
 // anything is read; grants equal to those already there (in any order) write nothing,
 // and the answer says so (Changed false).
-func (s *service) PutEmbedAccess(ctx context.Context, p *identity.Principal, dep int64, obj EmbedObject, g embedaccess.Grants) (EmbedAccessView, error) {
+func (s *service) PutEmbedAccess(ctx context.Context, p *identity.Principal, deploymentID int64, obj EmbedObject, g embedaccess.Grants) (EmbedAccessView, error) {
 	if err := embedManager(p); err != nil {
 		return EmbedAccessView{}, err
 	}
@@ -133,7 +133,7 @@ func (s *service) PutEmbedAccess(ctx context.Context, p *identity.Principal, dep
 		return EmbedAccessView{}, err
 	}
 	g = canonicalGrants(g)
-	t, err := s.embedObjectFor(ctx, p, dep, obj, "change its embed access")
+	t, err := s.embedObjectFor(ctx, p, deploymentID, obj, "change its embed access")
 	if err != nil {
 		return EmbedAccessView{}, err
 	}
@@ -141,10 +141,10 @@ func (s *service) PutEmbedAccess(ctx context.Context, p *identity.Principal, dep
 	if changed {
 		now := s.now()
 		if obj.Root() {
-			err = s.store.SetRootEmbedAccess(ctx, dep, g, p.User.ID, now)
+			err = s.store.SetRootEmbedAccess(ctx, deploymentID, g, p.User.ID, now)
 		} else {
 			var ok bool
-			ok, err = s.store.SetEmbedAccess(ctx, dep, obj.ID, obj.Type, g, p.User.ID, now)
+			ok, err = s.store.SetEmbedAccess(ctx, deploymentID, obj.ID, obj.Type, g, p.User.ID, now)
 			if err == nil && !ok {
 				err = notFound(obj.Type, obj.ID)
 			}
@@ -197,14 +197,14 @@ type tenantCursor struct {
 }
 
 // TenantWorkbooks answers a page of an embed tenant's effective access: the workbooks of
-// dep some viewer of the tenant reads (embedaccess.TenantReach), by id, each with the
+// deploymentID some viewer of the tenant reads (embedaccess.TenantReach), by id, each with the
 // grant that decided it, optionally only those decided by one accessSource. What a page
 // costs does not depend on how many grants there are: it reads the root's grants once,
 // then batches of workbook heads (their own grants come with them) and, per batch, their
 // folders and those folders' ancestors (at most two reads). A page examines at most
 // ListScan workbooks, then answers what it has with hasNextPage and a cursor that goes on
 // from the last one examined.
-func (s *service) TenantWorkbooks(ctx context.Context, p *identity.Principal, dep int64, tenant string, in TenantWorkbooksInput) (httpx.Page[TenantWorkbook], error) {
+func (s *service) TenantWorkbooks(ctx context.Context, p *identity.Principal, deploymentID int64, tenant string, in TenantWorkbooksInput) (httpx.Page[TenantWorkbook], error) {
 	if err := embedManager(p); err != nil {
 		return httpx.Page[TenantWorkbook]{}, err
 	}
@@ -230,14 +230,14 @@ func (s *service) TenantWorkbooks(ctx context.Context, p *identity.Principal, de
 		}
 		after = from.ID
 	}
-	r, err := s.begin(ctx, p, dep)
+	r, err := s.begin(ctx, p, deploymentID)
 	if err != nil {
 		return httpx.Page[TenantWorkbook]{}, err
 	}
 	if !p.HasRole(identity.RoleAdmin) {
 		return httpx.Page[TenantWorkbook]{}, errs.Forbiddenf("you need the admin role to list an embed tenant's workbooks")
 	}
-	root, err := s.store.RootEmbedAccess(ctx, dep)
+	root, err := s.store.RootEmbedAccess(ctx, deploymentID)
 	if err != nil {
 		return httpx.Page[TenantWorkbook]{}, err
 	}
@@ -256,7 +256,7 @@ func (s *service) TenantWorkbooks(ctx context.Context, p *identity.Principal, de
 	scanned := 0
 	for {
 		limit := min(max(first+1-len(out), minListBatch), s.limits.ListScan-scanned)
-		batch, err := s.store.WorkbookHeads(ctx, dep, after, limit)
+		batch, err := s.store.WorkbookHeads(ctx, deploymentID, after, limit)
 		if err != nil {
 			return httpx.Page[TenantWorkbook]{}, err
 		}

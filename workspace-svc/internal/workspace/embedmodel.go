@@ -86,21 +86,21 @@ type ViewerGroups interface {
 type EmbedAccessStore interface {
 	// SetEmbedAccess replaces the own grants of the live item id of type typ (a folder
 	// or a workbook); an empty g clears them. False when there is no such item.
-	SetEmbedAccess(ctx context.Context, dep, id int64, typ ItemType, g embedaccess.Grants, by int64, at time.Time) (bool, error)
+	SetEmbedAccess(ctx context.Context, deploymentID, id int64, typ ItemType, g embedaccess.Grants, by int64, at time.Time) (bool, error)
 	// RootEmbedAccess returns the grants on the deployment's root (empty when none).
-	RootEmbedAccess(ctx context.Context, dep int64) (embedaccess.Grants, error)
+	RootEmbedAccess(ctx context.Context, deploymentID int64) (embedaccess.Grants, error)
 	// SetRootEmbedAccess replaces the grants on the deployment's root.
-	SetRootEmbedAccess(ctx context.Context, dep int64, g embedaccess.Grants, by int64, at time.Time) error
-	// WorkbookByPublicID returns the live workbook of dep whose published dashboard has
+	SetRootEmbedAccess(ctx context.Context, deploymentID int64, g embedaccess.Grants, by int64, at time.Time) error
+	// WorkbookByPublicID returns the live workbook of deploymentID whose published dashboard has
 	// publicID, with the large parts that parts names, or nil when there is none: one
 	// read by the {dep, publicId} index.
-	WorkbookByPublicID(ctx context.Context, dep int64, publicID string, parts Parts) (*Item, error)
-	// EmbeddableWorkbooks returns heads of at most limit live workbooks of dep, by id
+	WorkbookByPublicID(ctx context.Context, deploymentID int64, publicID string, parts Parts) (*Item, error)
+	// EmbeddableWorkbooks returns heads of at most limit live workbooks of deploymentID, by id
 	// after afterID, whose dashboard is published with allowEmbed.
-	EmbeddableWorkbooks(ctx context.Context, dep, afterID int64, limit int) ([]*Item, error)
-	// WorkbookHeads returns heads of at most limit live workbooks of dep, by id after
+	EmbeddableWorkbooks(ctx context.Context, deploymentID, afterID int64, limit int) ([]*Item, error)
+	// WorkbookHeads returns heads of at most limit live workbooks of deploymentID, by id after
 	// afterID.
-	WorkbookHeads(ctx context.Context, dep, afterID int64, limit int) ([]*Item, error)
+	WorkbookHeads(ctx context.Context, deploymentID, afterID int64, limit int) ([]*Item, error)
 }
 
 // MaxPublishedTitleBytes bounds the title a workbook's head keeps of its published

@@ -38,9 +38,9 @@ func viewerUnavailable(err error) error {
 
 // embedSession is what the read path keeps of an embed session.
 type embedSession struct {
-	p        *identity.Principal
-	dep      int64
-	internal bool // an internal user: their own access decides, not embed grants
+	p            *identity.Principal
+	deploymentID int64
+	internal     bool // an internal user: their own access decides, not embed grants
 	// narrowed: the session opens only the dashboards of resources (its well-formed,
 	// distinct public ids; none when every id was malformed).
 	narrowed  bool
@@ -58,7 +58,7 @@ func embedSessionOf(p *identity.Principal) (*embedSession, error) {
 	if e.Internal && p.User == nil || !e.Internal && e.Subject == "" {
 		return nil, errs.Forbiddenf("the embed dashboards need an embed session token")
 	}
-	sess := &embedSession{p: p, dep: e.DeploymentID, internal: e.Internal}
+	sess := &embedSession{p: p, deploymentID: e.DeploymentID, internal: e.Internal}
 	if e.Resources != nil {
 		sess.narrowed, sess.resources = true, publicIDs(e.Resources.Dashboards)
 	}
@@ -120,8 +120,8 @@ type embedJudge struct {
 	rootRead bool
 }
 
-func (s *service) newJudge(p *identity.Principal, dep int64, internal bool, v embedaccess.Viewer) *embedJudge {
-	return &embedJudge{r: &request{s: s, p: p, dep: dep, tree: newTree()}, internal: internal, viewer: v}
+func (s *service) newJudge(p *identity.Principal, deploymentID int64, internal bool, v embedaccess.Viewer) *embedJudge {
+	return &embedJudge{r: &request{s: s, p: p, deploymentID: deploymentID, tree: newTree()}, internal: internal, viewer: v}
 }
 
 // load reads what deciding docs needs and the judge has not read yet.
@@ -141,7 +141,7 @@ func (j *embedJudge) load(ctx context.Context, docs []*Item) error {
 		}
 	}
 	if !j.internal && !j.rootRead {
-		g, err := j.r.s.store.RootEmbedAccess(ctx, j.r.dep)
+		g, err := j.r.s.store.RootEmbedAccess(ctx, j.r.deploymentID)
 		if err != nil {
 			return err
 		}
@@ -196,7 +196,7 @@ func (s *service) EmbedDashboard(ctx context.Context, p *identity.Principal, pub
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	viewer := s.lookupViewer(ctx, sess)
-	d, err := s.store.WorkbookByPublicID(ctx, sess.dep, publicID, PartPublished)
+	d, err := s.store.WorkbookByPublicID(ctx, sess.deploymentID, publicID, PartPublished)
 	if err != nil {
 		return Dashboard{}, err
 	}
@@ -209,7 +209,7 @@ func (s *service) EmbedDashboard(ctx context.Context, p *identity.Principal, pub
 	if d == nil || d.Type != TypeWorkbook || d.PublicID != publicID || !openable(d.Published) {
 		return Dashboard{}, embedDashboardNotFound(publicID)
 	}
-	j := s.newJudge(p, sess.dep, sess.internal, v)
+	j := s.newJudge(p, sess.deploymentID, sess.internal, v)
 	if err := j.load(ctx, []*Item{d}); err != nil {
 		return Dashboard{}, err
 	}
@@ -273,7 +273,7 @@ func (s *service) EmbedDashboards(ctx context.Context, p *identity.Principal, fi
 		if err != nil {
 			return nil, err
 		}
-		return s.newJudge(p, sess.dep, sess.internal, v), nil
+		return s.newJudge(p, sess.deploymentID, sess.internal, v), nil
 	}
 	if sess.narrowed {
 		return s.narrowedDashboards(ctx, sess, wait, afterID, first)
@@ -291,7 +291,7 @@ func (s *service) EmbedDashboards(ctx context.Context, p *identity.Principal, fi
 			limit = max(need, minListBatch)
 		}
 		limit = max(1, min(limit, s.limits.ListScan-scanned))
-		batch, err := s.store.EmbeddableWorkbooks(ctx, sess.dep, afterID, limit)
+		batch, err := s.store.EmbeddableWorkbooks(ctx, sess.deploymentID, afterID, limit)
 		if err != nil {
 			return httpx.Page[EmbedDashboardSummary]{}, err
 		}
@@ -338,10 +338,10 @@ func pageOfEmbed(out []EmbedDashboardSummary, more bool) httpx.Page[EmbedDashboa
 
 // narrowedHeads reads the heads of the embeddable workbooks among a narrowed session's
 // dashboards, by id: one read by public id each (at most the resources' bound).
-func (s *service) narrowedHeads(ctx context.Context, dep int64, ids []string) ([]*Item, error) {
+func (s *service) narrowedHeads(ctx context.Context, deploymentID int64, ids []string) ([]*Item, error) {
 	var out []*Item
 	for _, id := range ids {
-		d, err := s.store.WorkbookByPublicID(ctx, dep, id, 0)
+		d, err := s.store.WorkbookByPublicID(ctx, deploymentID, id, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -366,7 +366,7 @@ func compareIDs(a, b int64) int {
 // narrowedDashboards is the listing of a narrowed session: its dashboards, those it may
 // open, by workbook id after afterID.
 func (s *service) narrowedDashboards(ctx context.Context, sess *embedSession, wait func() (*embedJudge, error), afterID int64, first int) (httpx.Page[EmbedDashboardSummary], error) {
-	heads, err := s.narrowedHeads(ctx, sess.dep, sess.resources)
+	heads, err := s.narrowedHeads(ctx, sess.deploymentID, sess.resources)
 	if err != nil {
 		return httpx.Page[EmbedDashboardSummary]{}, err
 	}

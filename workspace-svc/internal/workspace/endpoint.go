@@ -14,8 +14,8 @@ import (
 // decoded body or parameters.
 type (
 	scope struct {
-		P   *identity.Principal
-		Dep int64
+		P            *identity.Principal
+		DeploymentID int64
 	}
 	createFolderRequest struct {
 		scope
@@ -132,86 +132,86 @@ func MakeEndpoints(s Service) Endpoints {
 		TransferEndpoints: makeTransferEndpoints(s),
 		CreateFolder: func(ctx context.Context, req any) (any, error) {
 			r := req.(createFolderRequest)
-			return s.CreateFolder(ctx, r.P, r.Dep, r.In)
+			return s.CreateFolder(ctx, r.P, r.DeploymentID, r.In)
 		},
 		GetFolder: func(ctx context.Context, req any) (any, error) {
 			r := req.(folderRequest)
-			return s.GetFolder(ctx, r.P, r.Dep, r.ID)
+			return s.GetFolder(ctx, r.P, r.DeploymentID, r.ID)
 		},
 		UpdateFolder: func(ctx context.Context, req any) (any, error) {
 			r := req.(updateFolderRequest)
-			return s.UpdateFolder(ctx, r.P, r.Dep, r.ID, r.In)
+			return s.UpdateFolder(ctx, r.P, r.DeploymentID, r.ID, r.In)
 		},
 		DeleteFolder: func(ctx context.Context, req any) (any, error) {
 			r := req.(folderRequest)
-			return httpx.NoContent{}, s.DeleteFolder(ctx, r.P, r.Dep, r.ID)
+			return httpx.NoContent{}, s.DeleteFolder(ctx, r.P, r.DeploymentID, r.ID)
 		},
 		GetPermissions: func(ctx context.Context, req any) (any, error) {
 			r := req.(folderRequest)
-			g, err := s.GetPermissions(ctx, r.P, r.Dep, r.ID)
+			g, err := s.GetPermissions(ctx, r.P, r.DeploymentID, r.ID)
 			return permissions{Grants: g}, err
 		},
 		SetPermissions: func(ctx context.Context, req any) (any, error) {
 			r := req.(setPermissionsRequest)
-			g, err := s.SetPermissions(ctx, r.P, r.Dep, r.ID, r.Grants)
+			g, err := s.SetPermissions(ctx, r.P, r.DeploymentID, r.ID, r.Grants)
 			return permissions{Grants: g}, err
 		},
 		List: func(ctx context.Context, req any) (any, error) {
 			r := req.(listRequest)
-			return s.List(ctx, r.P, r.Dep, r.Folder, r.First, r.After)
+			return s.List(ctx, r.P, r.DeploymentID, r.Folder, r.First, r.After)
 		},
 		Move: func(ctx context.Context, req any) (any, error) {
 			r := req.(moveRequest)
-			res, err := s.Move(ctx, r.P, r.Dep, r.Ref, r.Dest)
+			res, err := s.Move(ctx, r.P, r.DeploymentID, r.Ref, r.Dest)
 			return res.Item, err
 		},
 		BulkMove: func(ctx context.Context, req any) (any, error) {
 			r := req.(bulkMoveRequest)
-			return s.BulkMove(ctx, r.P, r.Dep, r.Refs, r.Dest)
+			return s.BulkMove(ctx, r.P, r.DeploymentID, r.Refs, r.Dest)
 		},
 		CreateItem: func(ctx context.Context, req any) (any, error) {
 			r := req.(createItemRequest)
-			return s.CreateItem(ctx, r.P, r.Dep, r.Type, r.In)
+			return s.CreateItem(ctx, r.P, r.DeploymentID, r.Type, r.In)
 		},
 		GetItem: func(ctx context.Context, req any) (any, error) {
 			r := req.(itemRequest)
-			return s.GetItem(ctx, r.P, r.Dep, r.Type, r.ID)
+			return s.GetItem(ctx, r.P, r.DeploymentID, r.Type, r.ID)
 		},
 		Publish: func(ctx context.Context, req any) (any, error) {
 			r := req.(publishRequest)
-			return s.Publish(ctx, r.P, r.Dep, r.ID, r.AllowEmbed)
+			return s.Publish(ctx, r.P, r.DeploymentID, r.ID, r.AllowEmbed)
 		},
 		Unpublish: func(ctx context.Context, req any) (any, error) {
 			r := req.(itemRequest)
-			return s.Unpublish(ctx, r.P, r.Dep, r.ID)
+			return s.Unpublish(ctx, r.P, r.DeploymentID, r.ID)
 		},
 		UpdateItem: func(ctx context.Context, req any) (any, error) {
 			r := req.(updateItemRequest)
-			return s.UpdateItem(ctx, r.P, r.Dep, r.Type, r.ID, r.In)
+			return s.UpdateItem(ctx, r.P, r.DeploymentID, r.Type, r.ID, r.In)
 		},
 		DeleteItem: func(ctx context.Context, req any) (any, error) {
 			r := req.(itemRequest)
-			return httpx.NoContent{}, s.DeleteItem(ctx, r.P, r.Dep, r.Type, r.ID)
+			return httpx.NoContent{}, s.DeleteItem(ctx, r.P, r.DeploymentID, r.Type, r.ID)
 		},
 		Search: func(ctx context.Context, req any) (any, error) {
 			r := req.(searchRequest)
-			return s.Search(ctx, r.P, r.Dep, r.In)
+			return s.Search(ctx, r.P, r.DeploymentID, r.In)
 		},
 		Favorite: func(ctx context.Context, req any) (any, error) {
 			r := req.(favoriteRequest)
-			return httpx.NoContent{}, s.SetFavorite(ctx, r.P, r.Dep, r.Ref, r.On)
+			return httpx.NoContent{}, s.SetFavorite(ctx, r.P, r.DeploymentID, r.Ref, r.On)
 		},
 		GetEmbedAccess: func(ctx context.Context, req any) (any, error) {
 			r := req.(embedAccessRequest)
-			return s.GetEmbedAccess(ctx, r.P, r.Dep, r.Object)
+			return s.GetEmbedAccess(ctx, r.P, r.DeploymentID, r.Object)
 		},
 		PutEmbedAccess: func(ctx context.Context, req any) (any, error) {
 			r := req.(putEmbedAccessRequest)
-			return s.PutEmbedAccess(ctx, r.P, r.Dep, r.Object, r.Grants)
+			return s.PutEmbedAccess(ctx, r.P, r.DeploymentID, r.Object, r.Grants)
 		},
 		TenantWorkbooks: func(ctx context.Context, req any) (any, error) {
 			r := req.(tenantWorkbooksRequest)
-			return s.TenantWorkbooks(ctx, r.P, r.Dep, r.Tenant, r.In)
+			return s.TenantWorkbooks(ctx, r.P, r.DeploymentID, r.Tenant, r.In)
 		},
 		EmbedDashboards: func(ctx context.Context, req any) (any, error) {
 			r := req.(embedDashboardsRequest)

@@ -19,10 +19,10 @@ import (
 // wherever each was created or moved since; a position the client gives is kept as
 // given. (A folder positioned by the highest sibling plus one, before, sits below any
 // such version: each folder created took a version.)
-func (s *service) CreateFolder(ctx context.Context, p *identity.Principal, dep int64, in CreateFolderInput) (Folder, error) {
+func (s *service) CreateFolder(ctx context.Context, p *identity.Principal, deploymentID int64, in CreateFolderInput) (Folder, error) {
 	ctx, cancel := context.WithTimeout(ctx, writeDeadline)
 	defer cancel()
-	r, err := s.begin(ctx, p, dep)
+	r, err := s.begin(ctx, p, deploymentID)
 	if err != nil {
 		return Folder{}, err
 	}
@@ -38,7 +38,7 @@ func (s *service) CreateFolder(ctx context.Context, p *identity.Principal, dep i
 	if !p.HasRole(identity.RoleAIBIUser) {
 		return Folder{}, errs.Forbiddenf("creating a folder needs the ai_bi_user role or higher")
 	}
-	if err := s.keyFree(ctx, dep, TypeFolder, in.Key); err != nil {
+	if err := s.keyFree(ctx, deploymentID, TypeFolder, in.Key); err != nil {
 		return Folder{}, err
 	}
 	id, err := s.store.NextID(ctx)
@@ -49,7 +49,7 @@ func (s *service) CreateFolder(ctx context.Context, p *identity.Principal, dep i
 	leased, slotted := false, false
 	defer func() {
 		if leased {
-			s.release(ctx, dep, in.ParentID)
+			s.release(ctx, deploymentID, in.ParentID)
 		}
 	}()
 	var doc *Item
@@ -65,7 +65,7 @@ func (s *service) CreateFolder(ctx context.Context, p *identity.Principal, dep i
 				return nil, errs.Invalidf("folder %d is at level %d: a folder in it would be at level %d, and folders nest at most %d levels deep", in.ParentID, lvl-1, lvl, MaxDepth).WithCode(errs.CodeDepthLimit)
 			}
 			if !leased {
-				ok, err := s.store.LeaseFolder(ctx, dep, in.ParentID, now, now.Add(leaseTTL))
+				ok, err := s.store.LeaseFolder(ctx, deploymentID, in.ParentID, now, now.Add(leaseTTL))
 				if err != nil {
 					return nil, err
 				}
@@ -76,7 +76,7 @@ func (s *service) CreateFolder(ctx context.Context, p *identity.Principal, dep i
 			}
 		}
 		if !slotted {
-			if err := s.takeSlot(ctx, dep); err != nil {
+			if err := s.takeSlot(ctx, deploymentID); err != nil {
 				return nil, err
 			}
 			slotted = true
@@ -86,7 +86,7 @@ func (s *service) CreateFolder(ctx context.Context, p *identity.Principal, dep i
 			pos = *in.Position
 		}
 		anc, depth := t.ancestorsOf(in.ParentID)
-		doc = &Item{ID: id, DeploymentID: dep, Type: TypeFolder, Name: name, Position: pos, Parent: in.ParentID,
+		doc = &Item{ID: id, DeploymentID: deploymentID, Type: TypeFolder, Name: name, Position: pos, Parent: in.ParentID,
 			CreatedBy: p.User.ID, UpdatedBy: p.User.ID, CreatedAt: now, UpdatedAt: now, Anc: anc, Depth: depth, Key: in.Key, Version: 1}
 		return &TreeOp{Kind: OpCreate, Folder: id, To: in.ParentID, By: p.User.ID, At: now, Created: doc}, nil
 	})
@@ -97,7 +97,7 @@ func (s *service) CreateFolder(ctx context.Context, p *identity.Principal, dep i
 		// answer) keeps it: whoever finishes the op stores the folder.
 		taken, keyHeld := errors.Is(err, ErrIDTaken), errors.Is(err, ErrKeyTaken)
 		if slotted && (!r.committing || taken || keyHeld) {
-			s.returnSlot(ctx, dep)
+			s.returnSlot(ctx, deploymentID)
 		}
 		if taken {
 			return Folder{}, idTaken(TypeFolder, id)
@@ -113,22 +113,22 @@ func (s *service) CreateFolder(ctx context.Context, p *identity.Principal, dep i
 
 // release gives a folder lease back, even when the request's context has ended, within
 // cleanupTimeout: a lease not given back lapses on its own.
-func (s *service) release(ctx context.Context, dep, folder int64) {
+func (s *service) release(ctx context.Context, deploymentID, folder int64) {
 	ctx, cancel := cleanupContext(ctx)
 	defer cancel()
-	_ = s.store.ReleaseFolder(ctx, dep, folder)
+	_ = s.store.ReleaseFolder(ctx, deploymentID, folder)
 }
 
 // folderForRead reads folder id (a folder is all head: it has no large parts) and its
 // ancestor chain, and checks the caller's level on it. The document read is the folder's node in the tree too, so the chain
 // costs only the ancestors' query; its place (parent, name, position) is the one the
 // check saw.
-func (s *service) folderForRead(ctx context.Context, p *identity.Principal, dep, id int64, need Level, verb string) (*request, *Item, error) {
-	r, err := s.begin(ctx, p, dep)
+func (s *service) folderForRead(ctx context.Context, p *identity.Principal, deploymentID, id int64, need Level, verb string) (*request, *Item, error) {
+	r, err := s.begin(ctx, p, deploymentID)
 	if err != nil {
 		return nil, nil, err
 	}
-	docs, err := s.store.Items(ctx, dep, []int64{id}, 0)
+	docs, err := s.store.Items(ctx, deploymentID, []int64{id}, 0)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -152,8 +152,8 @@ func (s *service) folderForRead(ctx context.Context, p *identity.Principal, dep,
 }
 
 // GetFolder returns a folder the caller can view.
-func (s *service) GetFolder(ctx context.Context, p *identity.Principal, dep, id int64) (Folder, error) {
-	r, d, err := s.folderForRead(ctx, p, dep, id, LevelView, "view it")
+func (s *service) GetFolder(ctx context.Context, p *identity.Principal, deploymentID, id int64) (Folder, error) {
+	r, d, err := s.folderForRead(ctx, p, deploymentID, id, LevelView, "view it")
 	if err != nil {
 		return Folder{}, err
 	}
@@ -161,7 +161,7 @@ func (s *service) GetFolder(ctx context.Context, p *identity.Principal, dep, id 
 }
 
 // UpdateFolder renames or repositions a folder the caller can edit.
-func (s *service) UpdateFolder(ctx context.Context, p *identity.Principal, dep, id int64, in UpdateFolderInput) (Folder, error) {
+func (s *service) UpdateFolder(ctx context.Context, p *identity.Principal, deploymentID, id int64, in UpdateFolderInput) (Folder, error) {
 	u := ItemUpdate{Position: in.Position}
 	if in.Name != nil {
 		n, err := validName("name", *in.Name)
@@ -178,7 +178,7 @@ func (s *service) UpdateFolder(ctx context.Context, p *identity.Principal, dep, 
 	if in.Name == nil && in.Position == nil && in.Key == nil {
 		return Folder{}, errs.Invalidf("nothing to update: send name, position or key")
 	}
-	r, cur, err := s.folderForRead(ctx, p, dep, id, LevelEdit, "change it")
+	r, cur, err := s.folderForRead(ctx, p, deploymentID, id, LevelEdit, "change it")
 	if err != nil {
 		return Folder{}, err
 	}
@@ -193,7 +193,7 @@ func (s *service) UpdateFolder(ctx context.Context, p *identity.Principal, dep, 
 	}
 	pre := ItemPrecondition{Version: in.ExpectedVersion}
 	u.UpdatedAt, u.UpdatedBy = s.now(), p.User.ID
-	d, err := s.store.UpdateItem(ctx, dep, id, TypeFolder, pre, u)
+	d, err := s.store.UpdateItem(ctx, deploymentID, id, TypeFolder, pre, u)
 	if errors.Is(err, ErrKeyTaken) {
 		return Folder{}, keyTaken(TypeFolder, *u.Key)
 	}
@@ -204,7 +204,7 @@ func (s *service) UpdateFolder(ctx context.Context, p *identity.Principal, dep, 
 		if pre.Version == nil && u.Key == nil {
 			return Folder{}, notFound(TypeFolder, id)
 		}
-		return Folder{}, s.updateRefused(ctx, dep, TypeFolder, id, in.ExpectedVersion)
+		return Folder{}, s.updateRefused(ctx, deploymentID, TypeFolder, id, in.ExpectedVersion)
 	}
 	if n := r.tree.folders[id]; n != nil {
 		n.Name = d.Name
@@ -216,46 +216,46 @@ func (s *service) UpdateFolder(ctx context.Context, p *identity.Principal, dep, 
 // deleted (refused while a request holds a lease on it for putting items in), the last
 // structural op is finished, and only then is emptiness checked: nothing can land in it
 // after the check. The delete that tombstones it gives its item slot back.
-func (s *service) DeleteFolder(ctx context.Context, p *identity.Principal, dep, id int64) error {
+func (s *service) DeleteFolder(ctx context.Context, p *identity.Principal, deploymentID, id int64) error {
 	ctx, cancel := context.WithTimeout(ctx, writeDeadline)
 	defer cancel()
-	if _, _, err := s.folderForRead(ctx, p, dep, id, LevelManage, "delete it"); err != nil {
+	if _, _, err := s.folderForRead(ctx, p, deploymentID, id, LevelManage, "delete it"); err != nil {
 		return err
 	}
 	now := s.now()
-	ok, err := s.store.BeginFolderDelete(ctx, dep, id, now, now.Add(leaseTTL))
+	ok, err := s.store.BeginFolderDelete(ctx, deploymentID, id, now, now.Add(leaseTTL))
 	if err != nil {
 		return err
 	}
 	if !ok {
 		return errs.Conflictf("folder %d is receiving items right now; retry the delete shortly", id)
 	}
-	r := &request{s: s, p: p, dep: dep}
+	r := &request{s: s, p: p, deploymentID: deploymentID}
 	if err := r.load(ctx); err != nil {
-		s.liftDeleteMark(ctx, dep, id, p.User.ID, now)
+		s.liftDeleteMark(ctx, deploymentID, id, p.User.ID, now)
 		return err
 	}
-	busy, err := s.store.HasChildren(ctx, dep, id)
+	busy, err := s.store.HasChildren(ctx, deploymentID, id)
 	if err != nil || busy {
-		s.liftDeleteMark(ctx, dep, id, p.User.ID, now)
+		s.liftDeleteMark(ctx, deploymentID, id, p.User.ID, now)
 		if err != nil {
 			return err
 		}
 		return errs.Conflictf("folder %d is not empty: move or delete its contents first", id).WithCode(errs.CodeFolderNotEmpty)
 	}
-	deleted, err := s.store.EndFolderDelete(ctx, dep, id, true, p.User.ID, now)
+	deleted, err := s.store.EndFolderDelete(ctx, deploymentID, id, true, p.User.ID, now)
 	if err != nil {
 		return err
 	}
 	if deleted { // only the delete that tombstoned it: a concurrent second one gives nothing back
-		s.returnSlot(ctx, dep)
+		s.returnSlot(ctx, deploymentID)
 	}
-	return s.store.RemoveItemFavorites(ctx, dep, id) // a trashed item is nobody's favorite
+	return s.store.RemoveItemFavorites(ctx, deploymentID, id) // a trashed item is nobody's favorite
 }
 
 // GetPermissions returns the grants set directly on a folder the caller manages.
-func (s *service) GetPermissions(ctx context.Context, p *identity.Principal, dep, id int64) ([]Grant, error) {
-	r, _, err := s.folderForRead(ctx, p, dep, id, LevelManage, "see its permissions")
+func (s *service) GetPermissions(ctx context.Context, p *identity.Principal, deploymentID, id int64) ([]Grant, error) {
+	r, _, err := s.folderForRead(ctx, p, deploymentID, id, LevelManage, "see its permissions")
 	if err != nil {
 		return nil, err
 	}
@@ -263,7 +263,7 @@ func (s *service) GetPermissions(ctx context.Context, p *identity.Principal, dep
 }
 
 // SetPermissions replaces the grants of a folder the caller manages.
-func (s *service) SetPermissions(ctx context.Context, p *identity.Principal, dep, id int64, grants []Grant) ([]Grant, error) {
+func (s *service) SetPermissions(ctx context.Context, p *identity.Principal, deploymentID, id int64, grants []Grant) ([]Grant, error) {
 	// Bounded: every request that touches the folder or its subtree reads its grants, and
 	// a listing reads those of every folder on its page.
 	if len(grants) > s.limits.Grants {
@@ -282,13 +282,13 @@ func (s *service) SetPermissions(ctx context.Context, p *identity.Principal, dep
 		}
 		seen[g.UserID] = true
 	}
-	if _, _, err := s.folderForRead(ctx, p, dep, id, LevelManage, "change its permissions"); err != nil {
+	if _, _, err := s.folderForRead(ctx, p, deploymentID, id, LevelManage, "change its permissions"); err != nil {
 		return nil, err
 	}
 	if grants == nil {
 		grants = []Grant{}
 	}
-	d, err := s.store.UpdateItem(ctx, dep, id, TypeFolder, ItemPrecondition{}, ItemUpdate{Grants: &grants, UpdatedAt: s.now(), UpdatedBy: p.User.ID})
+	d, err := s.store.UpdateItem(ctx, deploymentID, id, TypeFolder, ItemPrecondition{}, ItemUpdate{Grants: &grants, UpdatedAt: s.now(), UpdatedBy: p.User.ID})
 	if err != nil {
 		return nil, err
 	}

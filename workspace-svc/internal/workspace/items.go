@@ -9,10 +9,10 @@ import (
 )
 
 // CreateItem creates a workbook or report at the root or in a folder the caller can edit.
-func (s *service) CreateItem(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, in CreateItemInput) (Workbook, error) {
+func (s *service) CreateItem(ctx context.Context, p *identity.Principal, deploymentID int64, typ ItemType, in CreateItemInput) (Workbook, error) {
 	ctx, cancel := context.WithTimeout(ctx, writeDeadline)
 	defer cancel()
-	r, err := s.begin(ctx, p, dep)
+	r, err := s.begin(ctx, p, deploymentID)
 	if err != nil {
 		return Workbook{}, err
 	}
@@ -45,29 +45,29 @@ func (s *service) CreateItem(ctx context.Context, p *identity.Principal, dep int
 			return Workbook{}, errs.Forbiddenf("you need edit access to folder %d to create a %s in it", in.FolderID, typ.lower())
 		}
 		now := s.now()
-		ok, err := s.store.LeaseFolder(ctx, dep, in.FolderID, now, now.Add(leaseTTL))
+		ok, err := s.store.LeaseFolder(ctx, deploymentID, in.FolderID, now, now.Add(leaseTTL))
 		if err != nil {
 			return Workbook{}, err
 		}
 		if !ok {
 			return Workbook{}, notFound(TypeFolder, in.FolderID)
 		}
-		defer s.release(ctx, dep, in.FolderID)
+		defer s.release(ctx, deploymentID, in.FolderID)
 	}
-	if err := s.keyFree(ctx, dep, typ, in.Key); err != nil {
+	if err := s.keyFree(ctx, deploymentID, typ, in.Key); err != nil {
 		return Workbook{}, err
 	}
 	// The item limit, once access is decided: one update of the deployment's counter.
-	if err := s.takeSlot(ctx, dep); err != nil {
+	if err := s.takeSlot(ctx, deploymentID); err != nil {
 		return Workbook{}, err
 	}
 	id, err := s.store.NextID(ctx)
 	if err != nil {
-		s.returnSlot(ctx, dep)
+		s.returnSlot(ctx, deploymentID)
 		return Workbook{}, err
 	}
 	now := s.now()
-	d := &Item{ID: id, DeploymentID: dep, Type: typ, Name: name, Parent: in.FolderID, CreatedBy: p.User.ID, UpdatedBy: p.User.ID,
+	d := &Item{ID: id, DeploymentID: deploymentID, Type: typ, Name: name, Parent: in.FolderID, CreatedBy: p.User.ID, UpdatedBy: p.User.ID,
 		CreatedAt: now, UpdatedAt: now, Meta: in.Meta, CalculatedFields: in.CalculatedFields, Draft: in.DashboardDraft,
 		Key: in.Key, Version: 1}
 	if err := s.store.InsertItem(ctx, d); err != nil {
@@ -75,11 +75,11 @@ func (s *service) CreateItem(ctx context.Context, p *identity.Principal, dep int
 		// other failure may have stored it (a write the database did not confirm): the
 		// slot stays taken.
 		if errors.Is(err, ErrIDTaken) {
-			s.returnSlot(ctx, dep)
+			s.returnSlot(ctx, deploymentID)
 			return Workbook{}, idTaken(typ, id)
 		}
 		if errors.Is(err, ErrKeyTaken) {
-			s.returnSlot(ctx, dep)
+			s.returnSlot(ctx, deploymentID)
 			return Workbook{}, keyTaken(typ, in.Key)
 		}
 		return Workbook{}, err
@@ -94,12 +94,12 @@ func (s *service) CreateItem(ctx context.Context, p *identity.Principal, dep int
 
 // itemForAccess reads the head of a workbook or report (none of its content) and checks
 // the caller's level on it; withParts reads the content once access is decided.
-func (s *service) itemForAccess(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, id int64, need Level, verb string) (*request, *Item, error) {
-	r, err := s.begin(ctx, p, dep)
+func (s *service) itemForAccess(ctx context.Context, p *identity.Principal, deploymentID int64, typ ItemType, id int64, need Level, verb string) (*request, *Item, error) {
+	r, err := s.begin(ctx, p, deploymentID)
 	if err != nil {
 		return nil, nil, err
 	}
-	docs, err := s.store.Items(ctx, dep, []int64{id}, 0)
+	docs, err := s.store.Items(ctx, deploymentID, []int64{id}, 0)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -119,7 +119,7 @@ func (s *service) itemForAccess(ctx context.Context, p *identity.Principal, dep 
 // withParts reads the parts of an item whose head passed itemForAccess. An item that
 // moved in between is checked again where it is now.
 func (s *service) withParts(ctx context.Context, r *request, head *Item, parts Parts, need Level, verb string) (*Item, error) {
-	docs, err := s.store.Items(ctx, r.dep, []int64{head.ID}, parts)
+	docs, err := s.store.Items(ctx, r.deploymentID, []int64{head.ID}, parts)
 	if err != nil {
 		return nil, err
 	}
@@ -139,8 +139,8 @@ func (s *service) withParts(ctx context.Context, r *request, head *Item, parts P
 }
 
 // GetItem returns a workbook or report the caller can view.
-func (s *service) GetItem(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, id int64) (Workbook, error) {
-	r, d, err := s.itemForAccess(ctx, p, dep, typ, id, LevelView, "view it")
+func (s *service) GetItem(ctx context.Context, p *identity.Principal, deploymentID int64, typ ItemType, id int64) (Workbook, error) {
+	r, d, err := s.itemForAccess(ctx, p, deploymentID, typ, id, LevelView, "view it")
 	if err != nil {
 		return Workbook{}, err
 	}
@@ -156,7 +156,7 @@ func (s *service) GetItem(ctx context.Context, p *identity.Principal, dep int64,
 
 // UpdateItem renames a workbook or report, or replaces its meta, calculated fields or
 // dashboard draft; it needs edit on the item.
-func (s *service) UpdateItem(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, id int64, in UpdateItemInput) (Workbook, error) {
+func (s *service) UpdateItem(ctx context.Context, p *identity.Principal, deploymentID int64, typ ItemType, id int64, in UpdateItemInput) (Workbook, error) {
 	u := ItemUpdate{Meta: in.Meta, CalculatedFields: in.CalculatedFields, Draft: in.DashboardDraft}
 	if in.Name != nil {
 		n, err := validName("name", *in.Name)
@@ -184,7 +184,7 @@ func (s *service) UpdateItem(ctx context.Context, p *identity.Principal, dep int
 	if in.Name == nil && in.Meta == nil && in.CalculatedFields == nil && in.DashboardDraft == nil && in.Key == nil {
 		return Workbook{}, errs.Invalidf("nothing to update: send name, meta, calculatedFields, dashboardDraft or key")
 	}
-	r, d, err := s.itemForAccess(ctx, p, dep, typ, id, LevelEdit, "change it")
+	r, d, err := s.itemForAccess(ctx, p, deploymentID, typ, id, LevelEdit, "change it")
 	if err != nil {
 		return Workbook{}, err
 	}
@@ -208,7 +208,7 @@ func (s *service) UpdateItem(ctx context.Context, p *identity.Principal, dep int
 		return out[0], nil
 	}
 	u.UpdatedAt, u.UpdatedBy = s.now(), p.User.ID
-	nd, err := s.store.UpdateItem(ctx, dep, id, typ, pre, u)
+	nd, err := s.store.UpdateItem(ctx, deploymentID, id, typ, pre, u)
 	if errors.Is(err, ErrKeyTaken) {
 		return Workbook{}, keyTaken(typ, *u.Key)
 	}
@@ -216,7 +216,7 @@ func (s *service) UpdateItem(ctx context.Context, p *identity.Principal, dep int
 		return Workbook{}, err
 	}
 	if nd == nil {
-		return Workbook{}, s.updateRefused(ctx, dep, typ, id, in.ExpectedVersion)
+		return Workbook{}, s.updateRefused(ctx, deploymentID, typ, id, in.ExpectedVersion)
 	}
 	out, err := s.render(ctx, r, []*Item{nd})
 	if err != nil {
@@ -228,33 +228,33 @@ func (s *service) UpdateItem(ctx context.Context, p *identity.Principal, dep int
 // DeleteItem deletes a workbook or report the caller manages (its creator, or manage on
 // its folder). It leaves a tombstone and gives the item's slot back; later publishes no
 // longer snapshot a deleted report, and every user's favorite of it is dropped.
-func (s *service) DeleteItem(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, id int64) error {
-	_, d, err := s.itemForAccess(ctx, p, dep, typ, id, LevelManage, "delete it")
+func (s *service) DeleteItem(ctx context.Context, p *identity.Principal, deploymentID int64, typ ItemType, id int64) error {
+	_, d, err := s.itemForAccess(ctx, p, deploymentID, typ, id, LevelManage, "delete it")
 	if err != nil {
 		return err
 	}
-	deleted, err := s.store.DeleteItem(ctx, dep, id, typ, ItemPrecondition{Parent: &d.Parent}, p.User.ID, s.now())
+	deleted, err := s.store.DeleteItem(ctx, deploymentID, id, typ, ItemPrecondition{Parent: &d.Parent}, p.User.ID, s.now())
 	if err != nil {
 		return err
 	}
 	if !deleted {
 		return errs.Conflictf("%s %d was moved or deleted during the delete; retry", typ.lower(), id)
 	}
-	s.returnSlot(ctx, dep) // only a live item matches: exactly one delete gives its slot back
-	return s.store.RemoveItemFavorites(ctx, dep, id)
+	s.returnSlot(ctx, deploymentID) // only a live item matches: exactly one delete gives its slot back
+	return s.store.RemoveItemFavorites(ctx, deploymentID, id)
 }
 
 // SetFavorite marks (on) or unmarks an item the caller can view as one of their
 // favorites. Both are idempotent.
-func (s *service) SetFavorite(ctx context.Context, p *identity.Principal, dep int64, ref ItemRef, on bool) error {
-	r, err := s.begin(ctx, p, dep)
+func (s *service) SetFavorite(ctx context.Context, p *identity.Principal, deploymentID int64, ref ItemRef, on bool) error {
+	r, err := s.begin(ctx, p, deploymentID)
 	if err != nil {
 		return err
 	}
 	if !on {
-		return s.store.RemoveFavorite(ctx, dep, p.User.ID, ref.ID)
+		return s.store.RemoveFavorite(ctx, deploymentID, p.User.ID, ref.ID)
 	}
-	docs, err := s.store.Items(ctx, dep, []int64{ref.ID}, 0)
+	docs, err := s.store.Items(ctx, deploymentID, []int64{ref.ID}, 0)
 	if err != nil {
 		return err
 	}
@@ -273,12 +273,12 @@ func (s *service) SetFavorite(ctx context.Context, p *identity.Principal, dep in
 	if !r.visible(d) {
 		return errs.Forbiddenf("you need view access to %s %d to make it a favorite", ref.Type.lower(), ref.ID)
 	}
-	have, err := s.store.FavoriteIDs(ctx, dep, p.User.ID, s.limits.Favorites)
+	have, err := s.store.FavoriteIDs(ctx, deploymentID, p.User.ID, s.limits.Favorites)
 	if err != nil {
 		return err
 	}
 	if len(have) >= s.limits.Favorites && !containsID(have, ref.ID) {
-		return errs.New(errs.Invalid, "you already have %d favorites in deployment %d, the limit; remove one first", s.limits.Favorites, dep).WithCode(errs.CodeFavoritesLimit)
+		return errs.New(errs.Invalid, "you already have %d favorites in deployment %d, the limit; remove one first", s.limits.Favorites, deploymentID).WithCode(errs.CodeFavoritesLimit)
 	}
-	return s.store.AddFavorite(ctx, dep, p.User.ID, ref, s.now())
+	return s.store.AddFavorite(ctx, deploymentID, p.User.ID, ref, s.now())
 }

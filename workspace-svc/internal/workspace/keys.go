@@ -45,15 +45,15 @@ type KeyService interface {
 	// PutItemByKey makes the live workbook or report of typ with key what in says:
 	// created when none has the key, else moved (when in.FolderID is elsewhere, by the
 	// move's rules) and changed; nothing is written when it is in's state already.
-	PutItemByKey(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, key string, in PutItemInput) (Workbook, PutOutcome, error)
+	PutItemByKey(ctx context.Context, p *identity.Principal, deploymentID int64, typ ItemType, key string, in PutItemInput) (Workbook, PutOutcome, error)
 	// PutFolderByKey does the same for the folder with key.
-	PutFolderByKey(ctx context.Context, p *identity.Principal, dep int64, key string, in PutFolderInput) (Folder, PutOutcome, error)
+	PutFolderByKey(ctx context.Context, p *identity.Principal, deploymentID int64, key string, in PutFolderInput) (Folder, PutOutcome, error)
 }
 
 // putAttempts bounds a PUT that keeps meeting a concurrent create of its key.
 const putAttempts = 3
 
-func (s *service) PutItemByKey(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, key string, in PutItemInput) (Workbook, PutOutcome, error) {
+func (s *service) PutItemByKey(ctx context.Context, p *identity.Principal, deploymentID int64, typ ItemType, key string, in PutItemInput) (Workbook, PutOutcome, error) {
 	if err := ValidKey(key); err != nil {
 		return Workbook{}, "", err
 	}
@@ -72,7 +72,7 @@ func (s *service) PutItemByKey(ctx context.Context, p *identity.Principal, dep i
 		return Workbook{}, "", err
 	}
 	for range putAttempts {
-		held, err := s.store.ItemsByKey(ctx, dep, typ, []string{key}, 0)
+		held, err := s.store.ItemsByKey(ctx, deploymentID, typ, []string{key}, 0)
 		if err != nil {
 			return Workbook{}, "", err
 		}
@@ -82,7 +82,7 @@ func (s *service) PutItemByKey(ctx context.Context, p *identity.Principal, dep i
 				return Workbook{}, "", errs.New(errs.Conflict, "no %s has the key %q, so it is at no version (expectedVersion %d)",
 					typ.lower(), key, *in.ExpectedVersion).WithCode(errs.CodeVersionConflict)
 			}
-			w, err := s.CreateItem(ctx, p, dep, typ, CreateItemInput{Name: in.Name, FolderID: in.FolderID, Meta: in.Meta,
+			w, err := s.CreateItem(ctx, p, deploymentID, typ, CreateItemInput{Name: in.Name, FolderID: in.FolderID, Meta: in.Meta,
 				CalculatedFields: in.CalculatedFields, DashboardDraft: in.DashboardDraft, Key: key})
 			if isCode(err, errs.CodeKeyTaken) {
 				continue // created meanwhile: replace it
@@ -92,7 +92,7 @@ func (s *service) PutItemByKey(ctx context.Context, p *identity.Principal, dep i
 			}
 			return w, PutCreated, nil
 		}
-		w, outcome, err := s.replaceItem(ctx, p, dep, cur, in)
+		w, outcome, err := s.replaceItem(ctx, p, deploymentID, cur, in)
 		if errors.Is(err, errKeyGone) {
 			continue // deleted meanwhile: create it
 		}
@@ -105,9 +105,9 @@ func (s *service) PutItemByKey(ctx context.Context, p *identity.Principal, dep i
 var errKeyGone = errors.New("the item with the key is gone")
 
 // replaceItem makes cur what in says.
-func (s *service) replaceItem(ctx context.Context, p *identity.Principal, dep int64, cur *Item, in PutItemInput) (Workbook, PutOutcome, error) {
+func (s *service) replaceItem(ctx context.Context, p *identity.Principal, deploymentID int64, cur *Item, in PutItemInput) (Workbook, PutOutcome, error) {
 	typ := cur.Type
-	r, d, err := s.itemForAccess(ctx, p, dep, typ, cur.ID, LevelEdit, "change it")
+	r, d, err := s.itemForAccess(ctx, p, deploymentID, typ, cur.ID, LevelEdit, "change it")
 	if isKind(err, errs.NotFound) {
 		return Workbook{}, "", errKeyGone
 	}
@@ -119,12 +119,12 @@ func (s *service) replaceItem(ctx context.Context, p *identity.Principal, dep in
 	}
 	moved := false
 	if in.FolderID != d.Parent {
-		if _, err := s.Move(ctx, p, dep, ItemRef{Type: typ, ID: d.ID}, in.FolderID); err != nil {
+		if _, err := s.Move(ctx, p, deploymentID, ItemRef{Type: typ, ID: d.ID}, in.FolderID); err != nil {
 			return Workbook{}, "", err
 		}
 		moved = true
 		// Where it is now, checked again there.
-		if r, d, err = s.itemForAccess(ctx, p, dep, typ, cur.ID, LevelEdit, "change it"); err != nil {
+		if r, d, err = s.itemForAccess(ctx, p, deploymentID, typ, cur.ID, LevelEdit, "change it"); err != nil {
 			return Workbook{}, "", err
 		}
 		if in.ExpectedVersion != nil && d.Version != *in.ExpectedVersion+1 {
@@ -159,12 +159,12 @@ func (s *service) replaceItem(ctx context.Context, p *identity.Principal, dep in
 		return out[0], PutUnchanged, nil
 	}
 	u.UpdatedAt, u.UpdatedBy = s.now(), p.User.ID
-	nd, err := s.store.UpdateItem(ctx, dep, d.ID, typ, ItemPrecondition{Parent: &full.Parent, Version: &full.Version}, u)
+	nd, err := s.store.UpdateItem(ctx, deploymentID, d.ID, typ, ItemPrecondition{Parent: &full.Parent, Version: &full.Version}, u)
 	if err != nil {
 		return Workbook{}, "", err
 	}
 	if nd == nil {
-		return Workbook{}, "", s.updateRefused(ctx, dep, typ, d.ID, in.ExpectedVersion)
+		return Workbook{}, "", s.updateRefused(ctx, deploymentID, typ, d.ID, in.ExpectedVersion)
 	}
 	out, err := s.render(ctx, r, []*Item{nd})
 	if err != nil {
@@ -173,7 +173,7 @@ func (s *service) replaceItem(ctx context.Context, p *identity.Principal, dep in
 	return out[0], PutUpdated, nil
 }
 
-func (s *service) PutFolderByKey(ctx context.Context, p *identity.Principal, dep int64, key string, in PutFolderInput) (Folder, PutOutcome, error) {
+func (s *service) PutFolderByKey(ctx context.Context, p *identity.Principal, deploymentID int64, key string, in PutFolderInput) (Folder, PutOutcome, error) {
 	if err := ValidKey(key); err != nil {
 		return Folder{}, "", err
 	}
@@ -183,7 +183,7 @@ func (s *service) PutFolderByKey(ctx context.Context, p *identity.Principal, dep
 	}
 	in.Name = name
 	for range putAttempts {
-		held, err := s.store.ItemsByKey(ctx, dep, TypeFolder, []string{key}, 0)
+		held, err := s.store.ItemsByKey(ctx, deploymentID, TypeFolder, []string{key}, 0)
 		if err != nil {
 			return Folder{}, "", err
 		}
@@ -193,7 +193,7 @@ func (s *service) PutFolderByKey(ctx context.Context, p *identity.Principal, dep
 				return Folder{}, "", errs.New(errs.Conflict, "no folder has the key %q, so it is at no version (expectedVersion %d)",
 					key, *in.ExpectedVersion).WithCode(errs.CodeVersionConflict)
 			}
-			f, err := s.CreateFolder(ctx, p, dep, CreateFolderInput{Name: in.Name, ParentID: in.ParentID, Position: in.Position, Key: key})
+			f, err := s.CreateFolder(ctx, p, deploymentID, CreateFolderInput{Name: in.Name, ParentID: in.ParentID, Position: in.Position, Key: key})
 			if isCode(err, errs.CodeKeyTaken) {
 				continue
 			}
@@ -202,7 +202,7 @@ func (s *service) PutFolderByKey(ctx context.Context, p *identity.Principal, dep
 			}
 			return f, PutCreated, nil
 		}
-		f, outcome, err := s.replaceFolder(ctx, p, dep, cur, in)
+		f, outcome, err := s.replaceFolder(ctx, p, deploymentID, cur, in)
 		if errors.Is(err, errKeyGone) {
 			continue
 		}
@@ -212,8 +212,8 @@ func (s *service) PutFolderByKey(ctx context.Context, p *identity.Principal, dep
 }
 
 // replaceFolder makes cur what in says.
-func (s *service) replaceFolder(ctx context.Context, p *identity.Principal, dep int64, cur *Item, in PutFolderInput) (Folder, PutOutcome, error) {
-	_, d, err := s.folderForRead(ctx, p, dep, cur.ID, LevelEdit, "change it")
+func (s *service) replaceFolder(ctx context.Context, p *identity.Principal, deploymentID int64, cur *Item, in PutFolderInput) (Folder, PutOutcome, error) {
+	_, d, err := s.folderForRead(ctx, p, deploymentID, cur.ID, LevelEdit, "change it")
 	if isKind(err, errs.NotFound) {
 		return Folder{}, "", errKeyGone
 	}
@@ -225,12 +225,12 @@ func (s *service) replaceFolder(ctx context.Context, p *identity.Principal, dep 
 	}
 	moved := false
 	if in.ParentID != d.Parent {
-		if _, err := s.Move(ctx, p, dep, ItemRef{Type: TypeFolder, ID: d.ID}, in.ParentID); err != nil {
+		if _, err := s.Move(ctx, p, deploymentID, ItemRef{Type: TypeFolder, ID: d.ID}, in.ParentID); err != nil {
 			return Folder{}, "", err
 		}
 		moved = true
 	}
-	r, now, err := s.folderForRead(ctx, p, dep, d.ID, LevelEdit, "change it")
+	r, now, err := s.folderForRead(ctx, p, deploymentID, d.ID, LevelEdit, "change it")
 	if err != nil {
 		return Folder{}, "", err
 	}
@@ -252,12 +252,12 @@ func (s *service) replaceFolder(ctx context.Context, p *identity.Principal, dep 
 		return f, PutUnchanged, err
 	}
 	u.UpdatedAt, u.UpdatedBy = s.now(), p.User.ID
-	nd, err := s.store.UpdateItem(ctx, dep, d.ID, TypeFolder, ItemPrecondition{Version: &now.Version}, u)
+	nd, err := s.store.UpdateItem(ctx, deploymentID, d.ID, TypeFolder, ItemPrecondition{Version: &now.Version}, u)
 	if err != nil {
 		return Folder{}, "", err
 	}
 	if nd == nil {
-		return Folder{}, "", s.updateRefused(ctx, dep, TypeFolder, d.ID, in.ExpectedVersion)
+		return Folder{}, "", s.updateRefused(ctx, deploymentID, TypeFolder, d.ID, in.ExpectedVersion)
 	}
 	if n := r.tree.folders[d.ID]; n != nil {
 		n.Name = nd.Name

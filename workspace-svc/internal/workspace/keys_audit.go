@@ -13,8 +13,8 @@ import (
 // the item in the body's state already changed nothing and records nothing. A refused
 // one is recorded as an update of the key's item (its id when known).
 
-func (a *auditing) PutItemByKey(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, key string, in PutItemInput) (Workbook, PutOutcome, error) {
-	w, outcome, err := a.Service.PutItemByKey(ctx, p, dep, typ, key, in)
+func (a *auditing) PutItemByKey(ctx context.Context, p *identity.Principal, deploymentID int64, typ ItemType, key string, in PutItemInput) (Workbook, PutOutcome, error) {
+	w, outcome, err := a.Service.PutItemByKey(ctx, p, deploymentID, typ, key, in)
 	if outcome == PutUnchanged {
 		return w, outcome, err
 	}
@@ -27,8 +27,8 @@ func (a *auditing) PutItemByKey(ctx context.Context, p *identity.Principal, dep 
 	return w, outcome, err
 }
 
-func (a *auditing) PutFolderByKey(ctx context.Context, p *identity.Principal, dep int64, key string, in PutFolderInput) (Folder, PutOutcome, error) {
-	f, outcome, err := a.Service.PutFolderByKey(ctx, p, dep, key, in)
+func (a *auditing) PutFolderByKey(ctx context.Context, p *identity.Principal, deploymentID int64, key string, in PutFolderInput) (Folder, PutOutcome, error) {
+	f, outcome, err := a.Service.PutFolderByKey(ctx, p, deploymentID, key, in)
 	if outcome == PutUnchanged {
 		return f, outcome, err
 	}
@@ -44,18 +44,18 @@ func (a *auditing) PutFolderByKey(ctx context.Context, p *identity.Principal, de
 	return f, outcome, err
 }
 
-func (l *logging) PutItemByKey(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, key string, in PutItemInput) (Workbook, PutOutcome, error) {
-	w, outcome, err := l.Service.PutItemByKey(ctx, p, dep, typ, key, in)
+func (l *logging) PutItemByKey(ctx context.Context, p *identity.Principal, deploymentID int64, typ ItemType, key string, in PutItemInput) (Workbook, PutOutcome, error) {
+	w, outcome, err := l.Service.PutItemByKey(ctx, p, deploymentID, typ, key, in)
 	if outcome != PutUnchanged {
-		l.done(ctx, err, "item put by key", "deploymentId", dep, "type", typ, "id", w.ID, "outcome", outcome)
+		l.done(ctx, err, "item put by key", "deploymentId", deploymentID, "type", typ, "id", w.ID, "outcome", outcome)
 	}
 	return w, outcome, err
 }
 
-func (l *logging) PutFolderByKey(ctx context.Context, p *identity.Principal, dep int64, key string, in PutFolderInput) (Folder, PutOutcome, error) {
-	f, outcome, err := l.Service.PutFolderByKey(ctx, p, dep, key, in)
+func (l *logging) PutFolderByKey(ctx context.Context, p *identity.Principal, deploymentID int64, key string, in PutFolderInput) (Folder, PutOutcome, error) {
+	f, outcome, err := l.Service.PutFolderByKey(ctx, p, deploymentID, key, in)
 	if outcome != PutUnchanged {
-		l.done(ctx, err, "folder put by key", "deploymentId", dep, "folderId", f.ID, "outcome", outcome)
+		l.done(ctx, err, "folder put by key", "deploymentId", deploymentID, "folderId", f.ID, "outcome", outcome)
 	}
 	return f, outcome, err
 }

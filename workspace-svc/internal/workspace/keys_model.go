@@ -43,16 +43,16 @@ var ErrKeyTaken = errors.New("the key is held by another live item of the type")
 type KeyStore interface {
 	// ItemsByKey returns the live items of type typ among keys (at most
 	// MaxKeysPerRead), by key, with the large parts that parts names.
-	ItemsByKey(ctx context.Context, dep int64, typ ItemType, keys []string, parts Parts) (map[string]*Item, error)
+	ItemsByKey(ctx context.Context, deploymentID int64, typ ItemType, keys []string, parts Parts) (map[string]*Item, error)
 }
 
 // keyFree answers key_taken when a live item of typ holds key (one read by kslot_1); the
 // store decides races, this spares a create that would be refused its writes.
-func (s *service) keyFree(ctx context.Context, dep int64, typ ItemType, key string) error {
+func (s *service) keyFree(ctx context.Context, deploymentID int64, typ ItemType, key string) error {
 	if key == "" {
 		return nil
 	}
-	held, err := s.store.ItemsByKey(ctx, dep, typ, []string{key}, 0)
+	held, err := s.store.ItemsByKey(ctx, deploymentID, typ, []string{key}, 0)
 	if err != nil {
 		return err
 	}
@@ -85,8 +85,8 @@ func keyChange(d *Item, k *string) (*string, error) {
 
 // updateRefused tells why a conditional update met no item: the version moved on
 // (version_conflict) or the item moved or went away.
-func (s *service) updateRefused(ctx context.Context, dep int64, typ ItemType, id int64, want *int64) error {
-	heads, err := s.store.Items(ctx, dep, []int64{id}, 0)
+func (s *service) updateRefused(ctx context.Context, deploymentID int64, typ ItemType, id int64, want *int64) error {
+	heads, err := s.store.Items(ctx, deploymentID, []int64{id}, 0)
 	if err != nil {
 		return err
 	}

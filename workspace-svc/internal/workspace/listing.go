@@ -34,7 +34,7 @@ func (c *cursor) resolve(ctx context.Context, r *request, folder int64) error {
 	if c == nil || !c.Hidden {
 		return nil
 	}
-	docs, err := r.s.store.Items(ctx, r.dep, []int64{c.ID}, 0)
+	docs, err := r.s.store.Items(ctx, r.deploymentID, []int64{c.ID}, 0)
 	if err != nil {
 		return err
 	}
@@ -58,12 +58,12 @@ func (c *cursor) listKey() *ListKey {
 // ListScan children: when the caller can view few of many (a root full of other users'
 // private folders), the page ends early with hasNextPage and a cursor that goes on from
 // the last child examined, so no request reads without bound.
-func (s *service) List(ctx context.Context, p *identity.Principal, dep, folder int64, first int, after string) (httpx.Page[ItemSummary], error) {
+func (s *service) List(ctx context.Context, p *identity.Principal, deploymentID, folder int64, first int, after string) (httpx.Page[ItemSummary], error) {
 	from, err := httpx.AfterCursor[cursor](after)
 	if err != nil {
 		return httpx.Page[ItemSummary]{}, err
 	}
-	r, err := s.begin(ctx, p, dep)
+	r, err := s.begin(ctx, p, deploymentID)
 	if err != nil {
 		return httpx.Page[ItemSummary]{}, err
 	}
@@ -139,7 +139,7 @@ func (s *service) visibleChildren(ctx context.Context, r *request, folder int64,
 			if hidden {
 				limit = max(need, min(minListBatch, s.limits.ListScan-scanned))
 			}
-			batch, err := s.store.Children(ctx, r.dep, ChildrenQuery{Parent: folder, Folders: folders, After: after.listKey(), Limit: limit})
+			batch, err := s.store.Children(ctx, r.deploymentID, ChildrenQuery{Parent: folder, Folders: folders, After: after.listKey(), Limit: limit})
 			if err != nil {
 				return nil, nil, false, err
 			}

@@ -46,8 +46,8 @@ func (s *service) Move(ctx context.Context, p *identity.Principal, dep int64, re
 // Each moved item is answered as its own move left it (movedItem): in the destination,
 // at the destination's path as that move checked it, never at a later place or path that
 // another client's move, or a reload of the tree for a later item, made.
-func (s *service) BulkMove(ctx context.Context, p *identity.Principal, dep int64, refs []ItemRef, dest int64) (BulkMoveResult, error) {
-	r, err := s.begin(ctx, p, dep)
+func (s *service) BulkMove(ctx context.Context, p *identity.Principal, deploymentID int64, refs []ItemRef, dest int64) (BulkMoveResult, error) {
+	r, err := s.begin(ctx, p, deploymentID)
 	if err != nil {
 		return BulkMoveResult{}, err
 	}
@@ -75,7 +75,7 @@ func (s *service) BulkMove(ctx context.Context, p *identity.Principal, dep int64
 			res.From[ref] = d.Parent
 		}
 	}
-	lease := &destLease{s: s, dep: dep, dest: dest}
+	lease := &destLease{s: s, deploymentID: deploymentID, dest: dest}
 	defer lease.release(ctx)
 	answer := &moveAnswer{max: s.limits.MoveAnswerBytes, read: map[int64]bool{}}
 	var moved []movedItem
@@ -172,10 +172,10 @@ func (res *BulkMoveResult) notApplied(rest []ItemRef, inFlight bool, cause error
 // moved, and given back when the request ends. gone records that the destination was not
 // there to lease (deleted meanwhile).
 type destLease struct {
-	s         *service
-	dep, dest int64
-	leased    bool
-	gone      bool
+	s                  *service
+	deploymentID, dest int64
+	leased             bool
+	gone               bool
 }
 
 func (l *destLease) take(ctx context.Context) error {
@@ -183,7 +183,7 @@ func (l *destLease) take(ctx context.Context) error {
 		return nil
 	}
 	now := l.s.now()
-	ok, err := l.s.store.LeaseFolder(ctx, l.dep, l.dest, now, now.Add(leaseTTL))
+	ok, err := l.s.store.LeaseFolder(ctx, l.deploymentID, l.dest, now, now.Add(leaseTTL))
 	if err != nil {
 		return err
 	}
@@ -193,7 +193,7 @@ func (l *destLease) take(ctx context.Context) error {
 
 func (l *destLease) release(ctx context.Context) {
 	if l.leased && !l.gone {
-		l.s.release(ctx, l.dep, l.dest)
+		l.s.release(ctx, l.deploymentID, l.dest)
 	}
 }
 
@@ -249,7 +249,7 @@ func (s *service) readMoved(ctx context.Context, r *request, moved []movedItem, 
 	if len(ids) == 0 {
 		return nil
 	}
-	full, err := s.store.Items(ctx, r.dep, ids, AllParts)
+	full, err := s.store.Items(ctx, r.deploymentID, ids, AllParts)
 	if err != nil {
 		return err
 	}
@@ -301,7 +301,7 @@ func (s *service) loadForMove(ctx context.Context, r *request, refs []ItemRef, d
 	if dest != 0 {
 		ids = append(ids, dest)
 	}
-	docs, err := s.store.Items(ctx, r.dep, ids, 0)
+	docs, err := s.store.Items(ctx, r.deploymentID, ids, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -406,7 +406,7 @@ func (s *service) moveItem(ctx context.Context, r *request, d *Item, dest int64,
 			return err
 		}
 		// Moved or deleted since we read it: check again against where it is now.
-		fresh, err := s.store.Items(ctx, r.dep, []int64{d.ID}, 0)
+		fresh, err := s.store.Items(ctx, r.deploymentID, []int64{d.ID}, 0)
 		if err != nil {
 			return err
 		}
@@ -447,7 +447,7 @@ func (r *request) checkItemMove(d *Item, dest int64, lease *destLease) error {
 // the store does not know (written before sizes were kept) is read in full to learn it.
 func (s *service) applyItemMove(ctx context.Context, r *request, d *Item, dest int64, lease *destLease, answer *moveAnswer) (bool, error) {
 	if d.Bytes < 0 {
-		full, err := s.store.Items(ctx, r.dep, []int64{d.ID}, AllParts)
+		full, err := s.store.Items(ctx, r.deploymentID, []int64{d.ID}, AllParts)
 		if err != nil {
 			return false, err
 		}
@@ -469,7 +469,7 @@ func (s *service) applyItemMove(ctx context.Context, r *request, d *Item, dest i
 			return false, notFound(TypeFolder, dest)
 		}
 		now := s.now()
-		ok, err := s.store.MoveItem(ctx, r.dep, d.ID, d.Parent, dest, r.p.User.ID, now)
+		ok, err := s.store.MoveItem(ctx, r.deploymentID, d.ID, d.Parent, dest, r.p.User.ID, now)
 		if err != nil || !ok {
 			return false, err
 		}

@@ -121,10 +121,10 @@ type TreeVersion struct {
 // tree-consistency protocol (docs/workspace.md, "Storage and consistency").
 type TreeStore interface {
 	// ReadTree returns the deployment's tree version, starting it at 0 on first use.
-	ReadTree(ctx context.Context, dep int64) (TreeVersion, error)
+	ReadTree(ctx context.Context, deploymentID int64) (TreeVersion, error)
 	// CommitTreeOp records op as version v+1 if the tree is still at version v
 	// (compare-and-set); false when another change got in first.
-	CommitTreeOp(ctx context.Context, dep, v int64, op *TreeOp) (bool, error)
+	CommitTreeOp(ctx context.Context, deploymentID, v int64, op *TreeOp) (bool, error)
 	// ApplyTreeOp applies the op recorded as version v: idempotent, and fenced so that a
 	// folder already changed at version v or later is left alone (a late or repeated
 	// application never undoes a newer change). A create inserts op.Created once (ids
@@ -134,13 +134,13 @@ type TreeStore interface {
 	// (nothing of it is stored, nor ever will be). A move writes the folder, then its
 	// subfolders.
 	//
-	// Every statement is bounded by the deployment dep, whose op it is: it reads only
+	// Every statement is bounded by the deployment deploymentID, whose op it is: it reads only
 	// that deployment's index keys.
-	ApplyTreeOp(ctx context.Context, dep, v int64, op *TreeOp) error
+	ApplyTreeOp(ctx context.Context, deploymentID, v int64, op *TreeOp) error
 	// Folders returns the live folders among ids.
-	Folders(ctx context.Context, dep int64, ids []int64) ([]*FolderNode, error)
+	Folders(ctx context.Context, deploymentID int64, ids []int64) ([]*FolderNode, error)
 	// SubtreeFolders returns every live folder below any of ids.
-	SubtreeFolders(ctx context.Context, dep int64, ids []int64) ([]*FolderNode, error)
+	SubtreeFolders(ctx context.Context, deploymentID int64, ids []int64) ([]*FolderNode, error)
 }
 
 // ItemUpdate is a change of an item's fields; nil fields stay as they are. UpdatedAt and
@@ -240,20 +240,20 @@ type ItemStore interface {
 	// Items returns the live items among ids, by id, with the large parts that parts
 	// names; Items(..., 0) is a head read: what access and moves are decided on, never
 	// an item's content.
-	Items(ctx context.Context, dep int64, ids []int64, parts Parts) (map[int64]*Item, error)
+	Items(ctx context.Context, deploymentID int64, ids []int64, parts Parts) (map[int64]*Item, error)
 	// InsertItem stores a new workbook or report; ErrIDTaken when its id is another
 	// item's.
 	InsertItem(ctx context.Context, it *Item) error
 	// UpdateItem changes a live item of type typ that meets pre and returns it as
 	// changed, or nil when there is no such item. It answers the whole item: what every
 	// caller answers with (a workbook or report in full; a folder is all head).
-	UpdateItem(ctx context.Context, dep, id int64, typ ItemType, pre ItemPrecondition, u ItemUpdate) (*Item, error)
+	UpdateItem(ctx context.Context, deploymentID, id int64, typ ItemType, pre ItemPrecondition, u ItemUpdate) (*Item, error)
 	// DeleteItem tombstones a live item of type typ that meets pre (by, at: its
 	// updatedBy and updatedAt); false when there is no such item. It answers nothing of
 	// the item, which a delete does not need.
-	DeleteItem(ctx context.Context, dep, id int64, typ ItemType, pre ItemPrecondition, by int64, at time.Time) (bool, error)
+	DeleteItem(ctx context.Context, deploymentID, id int64, typ ItemType, pre ItemPrecondition, by int64, at time.Time) (bool, error)
 	// MoveItem re-parents a workbook or report if it is still in folder from.
-	MoveItem(ctx context.Context, dep, id, from, to, by int64, at time.Time) (bool, error)
+	MoveItem(ctx context.Context, deploymentID, id, from, to, by int64, at time.Time) (bool, error)
 	// TakeItemSlot takes one of the deployment's limit item slots (folders, workbooks
 	// and reports together) in one atomic step: false, and nothing taken, when all are
 	// taken. The slots taken are a per-deployment counter kept beside the items, never
@@ -262,35 +262,35 @@ type ItemStore interface {
 	// there first. Every live item holds one slot: a create takes it before storing the
 	// item and gives it back (ReturnItemSlot) when nothing was stored; a delete gives it
 	// back once the item is a tombstone.
-	TakeItemSlot(ctx context.Context, dep, limit int64) (bool, error)
+	TakeItemSlot(ctx context.Context, deploymentID, limit int64) (bool, error)
 	// ReturnItemSlot gives one slot back (never below none taken).
-	ReturnItemSlot(ctx context.Context, dep int64) error
+	ReturnItemSlot(ctx context.Context, deploymentID int64) error
 	// HasChildren reports whether anything is inside folder.
-	HasChildren(ctx context.Context, dep, folder int64) (bool, error)
+	HasChildren(ctx context.Context, deploymentID, folder int64) (bool, error)
 	// Children returns at most q.Limit children of q.Parent after q.After, by position,
 	// name and id, without the parts that can be large (meta, calculated fields,
 	// dashboards).
-	Children(ctx context.Context, dep int64, q ChildrenQuery) ([]*Item, error)
+	Children(ctx context.Context, deploymentID int64, q ChildrenQuery) ([]*Item, error)
 	// Search returns at most q.Limit items matching q after q.After, in q's order
 	// (Desc reverses the field and the id), projected like Children.
-	Search(ctx context.Context, dep int64, q SearchQuery) ([]*Item, error)
+	Search(ctx context.Context, deploymentID int64, q SearchQuery) ([]*Item, error)
 }
 
 // LeaseStore keeps folder deletes from racing the requests that put items into them.
 type LeaseStore interface {
 	// LeaseFolder marks folder as receiving items until `until`, unless it is gone or
 	// being deleted; false means the folder is not there for the request.
-	LeaseFolder(ctx context.Context, dep, folder int64, now, until time.Time) (bool, error)
+	LeaseFolder(ctx context.Context, deploymentID, folder int64, now, until time.Time) (bool, error)
 	// ReleaseFolder gives a lease back. A holder that never does (a crash) only delays
 	// deletes until the lease has lapsed.
-	ReleaseFolder(ctx context.Context, dep, folder int64) error
+	ReleaseFolder(ctx context.Context, deploymentID, folder int64) error
 	// BeginFolderDelete marks folder as being deleted until `until` if no lease on it is
 	// live; false when one is (or the folder is gone).
-	BeginFolderDelete(ctx context.Context, dep, folder int64, now, until time.Time) (bool, error)
+	BeginFolderDelete(ctx context.Context, deploymentID, folder int64, now, until time.Time) (bool, error)
 	// EndFolderDelete tombstones the folder (deleted) or lifts the delete mark; true
 	// when it tombstoned a live folder (a second delete of the same folder is false, so
 	// exactly one delete gives the folder's item slot back).
-	EndFolderDelete(ctx context.Context, dep, folder int64, deleted bool, by int64, at time.Time) (bool, error)
+	EndFolderDelete(ctx context.Context, deploymentID, folder int64, deleted bool, by int64, at time.Time) (bool, error)
 }
 
 // User is what the service keeps of a user it has seen: what renders an item's `user`,
@@ -315,16 +315,16 @@ type UserStore interface {
 // FavoriteStore keeps each user's favorite items, per deployment.
 type FavoriteStore interface {
 	// AddFavorite records ref as a favorite of user (idempotent).
-	AddFavorite(ctx context.Context, dep, user int64, ref ItemRef, at time.Time) error
+	AddFavorite(ctx context.Context, deploymentID, user int64, ref ItemRef, at time.Time) error
 	// RemoveFavorite forgets one favorite (idempotent).
-	RemoveFavorite(ctx context.Context, dep, user, item int64) error
+	RemoveFavorite(ctx context.Context, deploymentID, user, item int64) error
 	// RemoveItemFavorites forgets every user's favorite of item.
-	RemoveItemFavorites(ctx context.Context, dep, item int64) error
+	RemoveItemFavorites(ctx context.Context, deploymentID, item int64) error
 	// FavoriteIDs returns the ids of user's favorites, at most max+1 (so a caller tells
 	// "at the limit" from "over it").
-	FavoriteIDs(ctx context.Context, dep, user int64, max int) ([]int64, error)
+	FavoriteIDs(ctx context.Context, deploymentID, user int64, max int) ([]int64, error)
 	// FavoriteSet tells which of ids are favorites of user.
-	FavoriteSet(ctx context.Context, dep, user int64, ids []int64) (map[int64]bool, error)
+	FavoriteSet(ctx context.Context, deploymentID, user int64, ids []int64) (map[int64]bool, error)
 }
 
 // ErrIDTaken is an insert that found its allocated id stored for another item: the id

@@ -16,9 +16,9 @@ import (
 // sides and says what would change, the promotion that applies it only while the
 // source still hashes as previewed, and the source workbook's promotion history.
 type PromotionService interface {
-	PreviewPromotion(ctx context.Context, p *identity.Principal, dep, workbook int64, in PromotionInput) (PromotionPreview, error)
-	Promote(ctx context.Context, p *identity.Principal, dep, workbook int64, in PromotionInput) (PromotionResult, error)
-	Promotions(ctx context.Context, p *identity.Principal, dep, workbook int64, first int, after string) (httpx.Page[PromotionView], error)
+	PreviewPromotion(ctx context.Context, p *identity.Principal, deploymentID, workbook int64, in PromotionInput) (PromotionPreview, error)
+	Promote(ctx context.Context, p *identity.Principal, deploymentID, workbook int64, in PromotionInput) (PromotionResult, error)
+	Promotions(ctx context.Context, p *identity.Principal, deploymentID, workbook int64, first int, after string) (httpx.Page[PromotionView], error)
 }
 
 // PromotionInput is the body of a preview or a promotion.
@@ -116,9 +116,9 @@ func promotionCaller(p *identity.Principal) error {
 // and an unknown one are the same 404), within the token's scope (403 key_out_of_scope,
 // as the gateway answers for a deployment in the path), and a role that creates items.
 // The target's folders are checked by the workspace's own rules, as for a create there.
-func (s *service) checkTarget(ctx context.Context, p *identity.Principal, dep, target int64) error {
-	if target == dep {
-		return errs.Invalidf("targetDeploymentId must be another deployment than the workbook's (%d)", dep)
+func (s *service) checkTarget(ctx context.Context, p *identity.Principal, deploymentID, target int64) error {
+	if target == deploymentID {
+		return errs.Invalidf("targetDeploymentId must be another deployment than the workbook's (%d)", deploymentID)
 	}
 	if s.deployments == nil {
 		return errs.Unavailablef("the target deployment cannot be checked: the identity store is not reachable from workspace-svc; retry shortly")
@@ -157,7 +157,7 @@ func (s *service) readReports(ctx context.Context, r *request, ids []int64, need
 	if len(ids) == 0 {
 		return out, nil
 	}
-	heads, err := s.store.Items(ctx, r.dep, ids, 0)
+	heads, err := s.store.Items(ctx, r.deploymentID, ids, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +175,7 @@ func (s *service) readReports(ctx context.Context, r *request, ids []int64, need
 	}
 	for len(allowed) > 0 {
 		n := min(len(allowed), maxSnapshotBatch)
-		docs, err := s.store.Items(ctx, r.dep, allowed[:n], PartMeta|PartCalculatedFields)
+		docs, err := s.store.Items(ctx, r.deploymentID, allowed[:n], PartMeta|PartCalculatedFields)
 		if err != nil {
 			return nil, err
 		}
@@ -192,14 +192,14 @@ func (s *service) readReports(ctx context.Context, r *request, ids []int64, need
 // plan reads the source workbook and its reports, finds the target workbook and
 // reports (by the promotion link, else by key), checks the caller's access on both
 // sides, and hashes both.
-func (s *service) plan(ctx context.Context, p *identity.Principal, dep, workbook int64, in PromotionInput) (*promotionPlan, error) {
+func (s *service) plan(ctx context.Context, p *identity.Principal, deploymentID, workbook int64, in PromotionInput) (*promotionPlan, error) {
 	if err := promotionCaller(p); err != nil {
 		return nil, err
 	}
-	if err := s.checkTarget(ctx, p, dep, in.TargetDeploymentID); err != nil {
+	if err := s.checkTarget(ctx, p, deploymentID, in.TargetDeploymentID); err != nil {
 		return nil, err
 	}
-	r, head, err := s.itemForAccess(ctx, p, dep, TypeWorkbook, workbook, LevelView, "promote it")
+	r, head, err := s.itemForAccess(ctx, p, deploymentID, TypeWorkbook, workbook, LevelView, "promote it")
 	if err != nil {
 		return nil, err
 	}
@@ -221,7 +221,7 @@ func (s *service) plan(ctx context.Context, p *identity.Principal, dep, workbook
 		return nil, err
 	}
 	pl.rt = rt
-	if pl.link, err = s.store.PromotionLink(ctx, dep, workbook, target); err != nil {
+	if pl.link, err = s.store.PromotionLink(ctx, deploymentID, workbook, target); err != nil {
 		return nil, err
 	}
 	if err := s.findTargets(ctx, pl); err != nil {
@@ -292,7 +292,7 @@ func (s *service) checkCreateIn(ctx context.Context, r *request, folder int64, t
 // while it is live and of its type, else the live item of the target that holds the
 // source's key.
 func (s *service) findTargets(ctx context.Context, pl *promotionPlan) error {
-	dep := pl.rt.dep
+	deploymentID := pl.rt.deploymentID
 	var ids []int64
 	if pl.link != nil {
 		ids = append(ids, pl.link.Workbook)
@@ -302,7 +302,7 @@ func (s *service) findTargets(ctx context.Context, pl *promotionPlan) error {
 			}
 		}
 	}
-	found, err := s.store.Items(ctx, dep, ids, AllParts)
+	found, err := s.store.Items(ctx, deploymentID, ids, AllParts)
 	if err != nil {
 		return err
 	}
@@ -325,7 +325,7 @@ func (s *service) findTargets(ctx context.Context, pl *promotionPlan) error {
 // describe fills the preview: the target's hash and each item's action.
 func (s *service) describe(ctx context.Context, pl *promotionPlan) error {
 	pv := &pl.preview
-	pv.TargetDeploymentID = pl.rt.dep
+	pv.TargetDeploymentID = pl.rt.deploymentID
 	pv.SkippedReportIDs = append([]int64{}, pl.src.skipped...)
 	pv.Workbook = PromotionChange{Type: TypeWorkbook, SourceID: pl.src.wb.ID, Name: pl.src.wb.Name, Action: ActionCreate}
 	srcPublished := pl.src.canonicalPublished()
@@ -363,8 +363,8 @@ func (s *service) describe(ctx context.Context, pl *promotionPlan) error {
 
 // PreviewPromotion answers what promoting the workbook into in.TargetDeploymentID would
 // change, and the hashes of both sides; it writes nothing.
-func (s *service) PreviewPromotion(ctx context.Context, p *identity.Principal, dep, workbook int64, in PromotionInput) (PromotionPreview, error) {
-	pl, err := s.plan(ctx, p, dep, workbook, in)
+func (s *service) PreviewPromotion(ctx context.Context, p *identity.Principal, deploymentID, workbook int64, in PromotionInput) (PromotionPreview, error) {
+	pl, err := s.plan(ctx, p, deploymentID, workbook, in)
 	if err != nil {
 		return PromotionPreview{}, err
 	}
@@ -376,17 +376,17 @@ func (s *service) PreviewPromotion(ctx context.Context, p *identity.Principal, d
 // updated), then the workbook with its widgets' and snapshots' report ids mapped to the
 // target's, published in the target when the source is published. The target keeps its
 // id (so its slug), its key and its dashboard's publicId across promotions.
-func (s *service) Promote(ctx context.Context, p *identity.Principal, dep, workbook int64, in PromotionInput) (PromotionResult, error) {
+func (s *service) Promote(ctx context.Context, p *identity.Principal, deploymentID, workbook int64, in PromotionInput) (PromotionResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, writeDeadline)
 	defer cancel()
-	pl, err := s.plan(ctx, p, dep, workbook, in)
+	pl, err := s.plan(ctx, p, deploymentID, workbook, in)
 	if err != nil {
 		return PromotionResult{}, err
 	}
 	if pl.preview.SourceHash != in.SourceHash {
 		return PromotionResult{}, errs.New(errs.Conflict, "workbook %d changed since its preview: it hashes to %s now, not %s; preview it again", workbook, pl.preview.SourceHash, in.SourceHash).WithCode(errs.CodeSourceChanged)
 	}
-	target := pl.rt.dep
+	target := pl.rt.deploymentID
 	// The link names the target workbook before anything is written, so a promotion
 	// that fails part-way, or runs beside another, finds the same target next time.
 	want := int64(0)
@@ -400,7 +400,7 @@ func (s *service) Promote(ctx context.Context, p *identity.Principal, dep, workb
 		if pl.link != nil {
 			was = pl.link.Workbook
 		}
-		link, err := s.store.LinkPromotionWorkbook(ctx, dep, workbook, target, was, want)
+		link, err := s.store.LinkPromotionWorkbook(ctx, deploymentID, workbook, target, was, want)
 		if err != nil {
 			return PromotionResult{}, err
 		}
@@ -409,7 +409,7 @@ func (s *service) Promote(ctx context.Context, p *identity.Principal, dep, workb
 		}
 		pl.link = link
 	}
-	rec := &Promotion{DeploymentID: dep, WorkbookID: workbook, TargetDeploymentID: target, TargetFolderID: pl.folder, By: p.User.ID,
+	rec := &Promotion{DeploymentID: deploymentID, WorkbookID: workbook, TargetDeploymentID: target, TargetFolderID: pl.folder, By: p.User.ID,
 		SourceHash: pl.preview.SourceHash, Result: PromotionUnchanged}
 	if pl.preview.TargetHash != nil {
 		rec.TargetHash = *pl.preview.TargetHash
@@ -455,7 +455,7 @@ func (s *service) Promote(ctx context.Context, p *identity.Principal, dep, workb
 
 // promoteReport creates or updates the target of source report src and returns its id.
 func (s *service) promoteReport(ctx context.Context, pl *promotionPlan, src, t *Item) (int64, error) {
-	target, now, by := pl.rt.dep, s.now(), pl.rt.p.User.ID
+	target, now, by := pl.rt.deploymentID, s.now(), pl.rt.p.User.ID
 	want := int64(0)
 	if t != nil {
 		want = t.ID
@@ -504,28 +504,28 @@ func (s *service) promoteReport(ctx context.Context, pl *promotionPlan, src, t *
 // folder leased while it is written and one item slot taken (given back when nothing was
 // stored).
 func (s *service) insertInto(ctx context.Context, r *request, it *Item) error {
-	dep := r.dep
+	deploymentID := r.deploymentID
 	if it.Parent != 0 {
 		now := s.now()
-		ok, err := s.store.LeaseFolder(ctx, dep, it.Parent, now, now.Add(leaseTTL))
+		ok, err := s.store.LeaseFolder(ctx, deploymentID, it.Parent, now, now.Add(leaseTTL))
 		if err != nil {
 			return err
 		}
 		if !ok {
 			return notFound(TypeFolder, it.Parent)
 		}
-		defer s.release(ctx, dep, it.Parent)
+		defer s.release(ctx, deploymentID, it.Parent)
 	}
-	if err := s.takeSlot(ctx, dep); err != nil {
+	if err := s.takeSlot(ctx, deploymentID); err != nil {
 		return err
 	}
 	if err := s.store.InsertItem(ctx, it); err != nil {
 		if errors.Is(err, ErrIDTaken) {
-			s.returnSlot(ctx, dep)
+			s.returnSlot(ctx, deploymentID)
 			return idTaken(it.Type, it.ID)
 		}
 		if keyErr := insertKeyError(it, err); keyErr != nil {
-			s.returnSlot(ctx, dep)
+			s.returnSlot(ctx, deploymentID)
 			return keyErr
 		}
 		return err
@@ -536,7 +536,7 @@ func (s *service) insertInto(ctx context.Context, r *request, it *Item) error {
 // promoteWorkbook creates or updates the target workbook and publishes it when the
 // preview says so; it answers the target workbook as stored.
 func (s *service) promoteWorkbook(ctx context.Context, pl *promotionPlan, mapped map[int64]int64) (*Item, error) {
-	target, by := pl.rt.dep, pl.rt.p.User.ID
+	target, by := pl.rt.deploymentID, pl.rt.p.User.ID
 	src := pl.src.wb
 	toTarget := func(id int64) any {
 		if t, ok := mapped[id]; ok {
@@ -654,7 +654,7 @@ func (s *service) promotedDashboard(ctx context.Context, cur *Item, src *Dashboa
 }
 
 // Promotions lists the workbook's promotions, newest first; it needs view on the workbook.
-func (s *service) Promotions(ctx context.Context, p *identity.Principal, dep, workbook int64, first int, after string) (httpx.Page[PromotionView], error) {
+func (s *service) Promotions(ctx context.Context, p *identity.Principal, deploymentID, workbook int64, first int, after string) (httpx.Page[PromotionView], error) {
 	if err := promotionCaller(p); err != nil {
 		return httpx.Page[PromotionView]{}, err
 	}
@@ -662,10 +662,10 @@ func (s *service) Promotions(ctx context.Context, p *identity.Principal, dep, wo
 	if err != nil {
 		return httpx.Page[PromotionView]{}, err
 	}
-	if _, _, err := s.itemForAccess(ctx, p, dep, TypeWorkbook, workbook, LevelView, "see its promotions"); err != nil {
+	if _, _, err := s.itemForAccess(ctx, p, deploymentID, TypeWorkbook, workbook, LevelView, "see its promotions"); err != nil {
 		return httpx.Page[PromotionView]{}, err
 	}
-	got, err := s.store.Promotions(ctx, dep, workbook, from, first+1)
+	got, err := s.store.Promotions(ctx, deploymentID, workbook, from, first+1)
 	if err != nil {
 		return httpx.Page[PromotionView]{}, err
 	}

@@ -18,9 +18,9 @@ var (
 	ActionFolderDuplicate   = ItemAction(TypeFolder, "duplicate")
 )
 
-func (a *auditing) Promote(ctx context.Context, p *identity.Principal, dep, workbook int64, in PromotionInput) (PromotionResult, error) {
-	res, err := a.Service.Promote(ctx, p, dep, workbook, in)
-	d := map[string]any{"sourceDeploymentId": dep, "sourceWorkbookId": workbook, "targetDeploymentId": in.TargetDeploymentID,
+func (a *auditing) Promote(ctx context.Context, p *identity.Principal, deploymentID, workbook int64, in PromotionInput) (PromotionResult, error) {
+	res, err := a.Service.Promote(ctx, p, deploymentID, workbook, in)
+	d := map[string]any{"sourceDeploymentId": deploymentID, "sourceWorkbookId": workbook, "targetDeploymentId": in.TargetDeploymentID,
 		"targetFolderId": folderRef(in.TargetFolderID), "sourceHash": in.SourceHash}
 	if err == nil {
 		pr := res.Promotion
@@ -47,8 +47,8 @@ func withSide(d map[string]any, side string) map[string]any {
 	return out
 }
 
-func (a *auditing) DuplicateWorkbook(ctx context.Context, p *identity.Principal, dep, id int64, in DuplicateInput) (WorkbookDuplicate, error) {
-	res, err := a.Service.DuplicateWorkbook(ctx, p, dep, id, in)
+func (a *auditing) DuplicateWorkbook(ctx context.Context, p *identity.Principal, deploymentID, id int64, in DuplicateInput) (WorkbookDuplicate, error) {
+	res, err := a.Service.DuplicateWorkbook(ctx, p, deploymentID, id, in)
 	d := map[string]any{"sourceId": id, "deep": in.Deep}
 	if in.FolderSet {
 		d["folderId"] = folderRef(in.FolderID)
@@ -60,8 +60,8 @@ func (a *auditing) DuplicateWorkbook(ctx context.Context, p *identity.Principal,
 	return res, err
 }
 
-func (a *auditing) DuplicateFolder(ctx context.Context, p *identity.Principal, dep, id int64, in DuplicateInput) (FolderDuplicate, error) {
-	res, err := a.Service.DuplicateFolder(ctx, p, dep, id, in)
+func (a *auditing) DuplicateFolder(ctx context.Context, p *identity.Principal, deploymentID, id int64, in DuplicateInput) (FolderDuplicate, error) {
+	res, err := a.Service.DuplicateFolder(ctx, p, deploymentID, id, in)
 	d := map[string]any{"sourceId": id}
 	if in.FolderSet {
 		d["folderId"] = folderRef(in.FolderID)
@@ -73,22 +73,22 @@ func (a *auditing) DuplicateFolder(ctx context.Context, p *identity.Principal, d
 	return res, err
 }
 
-func (l *logging) Promote(ctx context.Context, p *identity.Principal, dep, workbook int64, in PromotionInput) (PromotionResult, error) {
-	res, err := l.Service.Promote(ctx, p, dep, workbook, in)
-	l.done(ctx, err, "workbook promoted", "deploymentId", dep, "workbookId", workbook, "targetDeploymentId", in.TargetDeploymentID,
+func (l *logging) Promote(ctx context.Context, p *identity.Principal, deploymentID, workbook int64, in PromotionInput) (PromotionResult, error) {
+	res, err := l.Service.Promote(ctx, p, deploymentID, workbook, in)
+	l.done(ctx, err, "workbook promoted", "deploymentId", deploymentID, "workbookId", workbook, "targetDeploymentId", in.TargetDeploymentID,
 		"targetWorkbookId", res.Promotion.TargetWorkbookID, "result", res.Promotion.Result)
 	return res, err
 }
 
-func (l *logging) DuplicateWorkbook(ctx context.Context, p *identity.Principal, dep, id int64, in DuplicateInput) (WorkbookDuplicate, error) {
-	res, err := l.Service.DuplicateWorkbook(ctx, p, dep, id, in)
-	l.done(ctx, err, "workbook duplicated", "deploymentId", dep, "workbookId", id, "copyId", res.Workbook.ID, "reports", res.Created.Reports)
+func (l *logging) DuplicateWorkbook(ctx context.Context, p *identity.Principal, deploymentID, id int64, in DuplicateInput) (WorkbookDuplicate, error) {
+	res, err := l.Service.DuplicateWorkbook(ctx, p, deploymentID, id, in)
+	l.done(ctx, err, "workbook duplicated", "deploymentId", deploymentID, "workbookId", id, "copyId", res.Workbook.ID, "reports", res.Created.Reports)
 	return res, err
 }
 
-func (l *logging) DuplicateFolder(ctx context.Context, p *identity.Principal, dep, id int64, in DuplicateInput) (FolderDuplicate, error) {
-	res, err := l.Service.DuplicateFolder(ctx, p, dep, id, in)
-	l.done(ctx, err, "folder duplicated", "deploymentId", dep, "folderId", id, "copyId", res.Folder.ID,
+func (l *logging) DuplicateFolder(ctx context.Context, p *identity.Principal, deploymentID, id int64, in DuplicateInput) (FolderDuplicate, error) {
+	res, err := l.Service.DuplicateFolder(ctx, p, deploymentID, id, in)
+	l.done(ctx, err, "folder duplicated", "deploymentId", deploymentID, "folderId", id, "copyId", res.Folder.ID,
 		"folders", res.Created.Folders, "workbooks", res.Created.Workbooks, "reports", res.Created.Reports)
 	return res, err
 }

@@ -11,9 +11,9 @@ import (
 // no linked target, the live item of the target deployment that holds that key: content
 // kept as code converges on the same items whichever way it first got there.
 func (s *service) findTargetsByKey(ctx context.Context, pl *promotionPlan) error {
-	dep := pl.rt.dep
+	deploymentID := pl.rt.deploymentID
 	if pl.target == nil && pl.src.wb.Key != "" {
-		got, err := s.store.ItemsByKey(ctx, dep, TypeWorkbook, []string{pl.src.wb.Key}, AllParts)
+		got, err := s.store.ItemsByKey(ctx, deploymentID, TypeWorkbook, []string{pl.src.wb.Key}, AllParts)
 		if err != nil {
 			return err
 		}
@@ -27,7 +27,7 @@ func (s *service) findTargetsByKey(ctx context.Context, pl *promotionPlan) error
 	}
 	for len(keys) > 0 {
 		n := min(len(keys), MaxKeysPerRead)
-		got, err := s.store.ItemsByKey(ctx, dep, TypeReport, keys[:n], PartMeta|PartCalculatedFields)
+		got, err := s.store.ItemsByKey(ctx, deploymentID, TypeReport, keys[:n], PartMeta|PartCalculatedFields)
 		if err != nil {
 			return err
 		}

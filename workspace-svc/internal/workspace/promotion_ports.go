@@ -47,20 +47,20 @@ type PromotionKey struct {
 
 // PromotionStore keeps the promotion history and links. Every write is one document.
 type PromotionStore interface {
-	// PromotionLink returns the link of workbook (of dep) into target; nil when none.
-	PromotionLink(ctx context.Context, dep, workbook, target int64) (*PromotionLink, error)
+	// PromotionLink returns the link of workbook (of deploymentID) into target; nil when none.
+	PromotionLink(ctx context.Context, deploymentID, workbook, target int64) (*PromotionLink, error)
 	// LinkPromotionWorkbook makes id the link's target workbook if the link's is still
 	// was (0: no link yet, which it creates) and answers the link as it is then: when
 	// another promotion got in first, with its workbook.
-	LinkPromotionWorkbook(ctx context.Context, dep, workbook, target, was, id int64) (*PromotionLink, error)
+	LinkPromotionWorkbook(ctx context.Context, deploymentID, workbook, target, was, id int64) (*PromotionLink, error)
 	// LinkPromotionReport makes id the target of source report if the link's is still
 	// was (0: none recorded yet) and answers the link as it is then. The link exists.
-	LinkPromotionReport(ctx context.Context, dep, workbook, target, report, was, id int64) (*PromotionLink, error)
+	LinkPromotionReport(ctx context.Context, deploymentID, workbook, target, report, was, id int64) (*PromotionLink, error)
 	// AddPromotion records one promotion in the source workbook's history.
 	AddPromotion(ctx context.Context, pr *Promotion) error
-	// Promotions returns at most limit promotions of workbook (of dep), newest first (at,
+	// Promotions returns at most limit promotions of workbook (of deploymentID), newest first (at,
 	// then id, descending), after after (nil: from the newest).
-	Promotions(ctx context.Context, dep, workbook int64, after *PromotionKey, limit int) ([]*Promotion, error)
+	Promotions(ctx context.Context, deploymentID, workbook int64, after *PromotionKey, limit int) ([]*Promotion, error)
 }
 
 // DeploymentInfo is whose a deployment is, as the identity store knows it.

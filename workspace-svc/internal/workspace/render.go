@@ -93,7 +93,7 @@ func (s *service) ownersAndFavorites(ctx context.Context, r *request, docs []*It
 	if len(ids) == 0 {
 		return users, map[int64]bool{}, nil
 	}
-	fav, err := s.store.FavoriteSet(ctx, r.dep, r.p.User.ID, ids)
+	fav, err := s.store.FavoriteSet(ctx, r.deploymentID, r.p.User.ID, ids)
 	if err != nil {
 		return nil, nil, err
 	}

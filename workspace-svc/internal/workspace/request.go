@@ -11,11 +11,11 @@ import (
 // request is the state of one request: the part of the folder tree it has read and, for
 // a request that changes the tree's structure, the tree version that part was read at.
 type request struct {
-	s    *service
-	p    *identity.Principal
-	dep  int64
-	v    int64
-	tree *tree
+	s            *service
+	p            *identity.Principal
+	deploymentID int64
+	v            int64
+	tree         *tree
 	// loaded: the tree version has been read (load) and r.v is the version the tree
 	// read since then is checked against.
 	loaded bool
@@ -33,15 +33,15 @@ type request struct {
 // compare-and-set fail, so what a committed change was checked against is exactly the
 // tree at the version it replaced.
 func (r *request) load(ctx context.Context) error {
-	d, err := r.s.store.ReadTree(ctx, r.dep)
+	d, err := r.s.store.ReadTree(ctx, r.deploymentID)
 	if err != nil {
 		return err
 	}
-	if v, ok := r.s.applied.Load(r.dep); d.Op != nil && (!ok || v.(int64) != d.V) {
-		if err := r.s.store.ApplyTreeOp(ctx, r.dep, d.V, d.Op); err != nil && !errors.Is(err, ErrIDTaken) && !errors.Is(err, ErrKeyTaken) {
+	if v, ok := r.s.applied.Load(r.deploymentID); d.Op != nil && (!ok || v.(int64) != d.V) {
+		if err := r.s.store.ApplyTreeOp(ctx, r.deploymentID, d.V, d.Op); err != nil && !errors.Is(err, ErrIDTaken) && !errors.Is(err, ErrKeyTaken) {
 			return err
 		}
-		r.s.applied.Store(r.dep, d.V)
+		r.s.applied.Store(r.deploymentID, d.V)
 	}
 	r.v, r.tree, r.loaded = d.V, newTree(), true
 	return nil
@@ -70,7 +70,7 @@ func (r *request) need(ctx context.Context, ids ...int64) error {
 				missing = append(missing, id)
 			}
 		}
-		nodes, err := r.s.store.Folders(ctx, r.dep, missing)
+		nodes, err := r.s.store.Folders(ctx, r.deploymentID, missing)
 		if err != nil {
 			return err
 		}
@@ -87,7 +87,7 @@ func (r *request) need(ctx context.Context, ids ...int64) error {
 				}
 			}
 		}
-		if nodes, err = r.s.store.Folders(ctx, r.dep, anc); err != nil {
+		if nodes, err = r.s.store.Folders(ctx, r.deploymentID, anc); err != nil {
 			return err
 		}
 		for _, n := range nodes {
@@ -119,7 +119,7 @@ func (r *request) needSubtree(ctx context.Context, ids ...int64) error {
 			missing = append(missing, id)
 		}
 	}
-	nodes, err := r.s.store.SubtreeFolders(ctx, r.dep, missing)
+	nodes, err := r.s.store.SubtreeFolders(ctx, r.deploymentID, missing)
 	if err != nil {
 		return err
 	}
@@ -155,7 +155,7 @@ func (r *request) commit(ctx context.Context, prepare func(ctx context.Context) 
 			return err
 		}
 		r.committing = true
-		ok, err := r.s.store.CommitTreeOp(ctx, r.dep, r.v, op)
+		ok, err := r.s.store.CommitTreeOp(ctx, r.deploymentID, r.v, op)
 		if err != nil {
 			return err
 		}
@@ -165,10 +165,10 @@ func (r *request) commit(ctx context.Context, prepare func(ctx context.Context) 
 			continue
 		}
 		r.v++
-		if err := r.s.store.ApplyTreeOp(ctx, r.dep, r.v, op); err != nil {
+		if err := r.s.store.ApplyTreeOp(ctx, r.deploymentID, r.v, op); err != nil {
 			return err
 		}
-		r.s.applied.Store(r.dep, r.v)
+		r.s.applied.Store(r.deploymentID, r.v)
 		r.tree.apply(op)
 		return nil
 	}

@@ -35,7 +35,7 @@ func (c *searchCursor) searchKey() *SearchKey {
 // checked from its folder's chain. A page examines at most SearchScan items: when the
 // caller can see few of many matches, the page ends early with hasNextPage and a cursor
 // to go on, so no request reads without bound.
-func (s *service) Search(ctx context.Context, p *identity.Principal, dep int64, in SearchInput) (httpx.Page[ItemSummary], error) {
+func (s *service) Search(ctx context.Context, p *identity.Principal, deploymentID int64, in SearchInput) (httpx.Page[ItemSummary], error) {
 	if in.Sort == "" {
 		in.Sort = "name"
 	}
@@ -43,7 +43,7 @@ func (s *service) Search(ctx context.Context, p *identity.Principal, dep int64, 
 	if err != nil {
 		return httpx.Page[ItemSummary]{}, err
 	}
-	r, err := s.begin(ctx, p, dep)
+	r, err := s.begin(ctx, p, deploymentID)
 	if err != nil {
 		return httpx.Page[ItemSummary]{}, err
 	}
@@ -66,7 +66,7 @@ func (s *service) Search(ctx context.Context, p *identity.Principal, dep int64, 
 		}
 	}
 	if in.Favorites {
-		if q.IDs, err = s.store.FavoriteIDs(ctx, dep, p.User.ID, s.limits.Favorites); err != nil {
+		if q.IDs, err = s.store.FavoriteIDs(ctx, deploymentID, p.User.ID, s.limits.Favorites); err != nil {
 			return httpx.Page[ItemSummary]{}, err
 		}
 	}
@@ -113,7 +113,7 @@ func (s *service) scan(ctx context.Context, r *request, q SearchQuery, in Search
 	for !more {
 		limit := in.First + 1 - len(out)
 		q.After, q.Limit = from.searchKey(), limit
-		batch, err := s.store.Search(ctx, r.dep, q)
+		batch, err := s.store.Search(ctx, r.deploymentID, q)
 		if err != nil {
 			return nil, nil, false, err
 		}

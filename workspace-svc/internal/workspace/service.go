@@ -36,27 +36,27 @@ const (
 // Service is the workspace of the deployments of the caller's account: folders, their
 // permissions, workbooks and reports, moves, dashboards, favorites and search.
 type Service interface {
-	CreateFolder(ctx context.Context, p *identity.Principal, dep int64, in CreateFolderInput) (Folder, error)
-	GetFolder(ctx context.Context, p *identity.Principal, dep, id int64) (Folder, error)
-	UpdateFolder(ctx context.Context, p *identity.Principal, dep, id int64, in UpdateFolderInput) (Folder, error)
-	DeleteFolder(ctx context.Context, p *identity.Principal, dep, id int64) error
-	GetPermissions(ctx context.Context, p *identity.Principal, dep, id int64) ([]Grant, error)
-	SetPermissions(ctx context.Context, p *identity.Principal, dep, id int64, grants []Grant) ([]Grant, error)
-	List(ctx context.Context, p *identity.Principal, dep, folder int64, first int, after string) (httpx.Page[ItemSummary], error)
-	Search(ctx context.Context, p *identity.Principal, dep int64, in SearchInput) (httpx.Page[ItemSummary], error)
-	Move(ctx context.Context, p *identity.Principal, dep int64, ref ItemRef, dest int64) (MoveResult, error)
-	BulkMove(ctx context.Context, p *identity.Principal, dep int64, refs []ItemRef, dest int64) (BulkMoveResult, error)
-	CreateItem(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, in CreateItemInput) (Workbook, error)
-	GetItem(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, id int64) (Workbook, error)
-	UpdateItem(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, id int64, in UpdateItemInput) (Workbook, error)
-	DeleteItem(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, id int64) error
-	Publish(ctx context.Context, p *identity.Principal, dep, id int64, allowEmbed *bool) (Workbook, error)
-	Unpublish(ctx context.Context, p *identity.Principal, dep, id int64) (Workbook, error)
-	SetFavorite(ctx context.Context, p *identity.Principal, dep int64, ref ItemRef, on bool) error
+	CreateFolder(ctx context.Context, p *identity.Principal, deploymentID int64, in CreateFolderInput) (Folder, error)
+	GetFolder(ctx context.Context, p *identity.Principal, deploymentID, id int64) (Folder, error)
+	UpdateFolder(ctx context.Context, p *identity.Principal, deploymentID, id int64, in UpdateFolderInput) (Folder, error)
+	DeleteFolder(ctx context.Context, p *identity.Principal, deploymentID, id int64) error
+	GetPermissions(ctx context.Context, p *identity.Principal, deploymentID, id int64) ([]Grant, error)
+	SetPermissions(ctx context.Context, p *identity.Principal, deploymentID, id int64, grants []Grant) ([]Grant, error)
+	List(ctx context.Context, p *identity.Principal, deploymentID, folder int64, first int, after string) (httpx.Page[ItemSummary], error)
+	Search(ctx context.Context, p *identity.Principal, deploymentID int64, in SearchInput) (httpx.Page[ItemSummary], error)
+	Move(ctx context.Context, p *identity.Principal, deploymentID int64, ref ItemRef, dest int64) (MoveResult, error)
+	BulkMove(ctx context.Context, p *identity.Principal, deploymentID int64, refs []ItemRef, dest int64) (BulkMoveResult, error)
+	CreateItem(ctx context.Context, p *identity.Principal, deploymentID int64, typ ItemType, in CreateItemInput) (Workbook, error)
+	GetItem(ctx context.Context, p *identity.Principal, deploymentID int64, typ ItemType, id int64) (Workbook, error)
+	UpdateItem(ctx context.Context, p *identity.Principal, deploymentID int64, typ ItemType, id int64, in UpdateItemInput) (Workbook, error)
+	DeleteItem(ctx context.Context, p *identity.Principal, deploymentID int64, typ ItemType, id int64) error
+	Publish(ctx context.Context, p *identity.Principal, deploymentID, id int64, allowEmbed *bool) (Workbook, error)
+	Unpublish(ctx context.Context, p *identity.Principal, deploymentID, id int64) (Workbook, error)
+	SetFavorite(ctx context.Context, p *identity.Principal, deploymentID int64, ref ItemRef, on bool) error
 	// Embed grants (embedgrants.go).
-	GetEmbedAccess(ctx context.Context, p *identity.Principal, dep int64, obj EmbedObject) (EmbedAccessView, error)
-	PutEmbedAccess(ctx context.Context, p *identity.Principal, dep int64, obj EmbedObject, g embedaccess.Grants) (EmbedAccessView, error)
-	TenantWorkbooks(ctx context.Context, p *identity.Principal, dep int64, tenant string, in TenantWorkbooksInput) (httpx.Page[TenantWorkbook], error)
+	GetEmbedAccess(ctx context.Context, p *identity.Principal, deploymentID int64, obj EmbedObject) (EmbedAccessView, error)
+	PutEmbedAccess(ctx context.Context, p *identity.Principal, deploymentID int64, obj EmbedObject, g embedaccess.Grants) (EmbedAccessView, error)
+	TenantWorkbooks(ctx context.Context, p *identity.Principal, deploymentID int64, tenant string, in TenantWorkbooksInput) (httpx.Page[TenantWorkbook], error)
 	// The embed viewer's read path (embedview.go): the session's deployment, tenant and
 	// narrowing are the principal's (identity.Embed).
 	EmbedDashboards(ctx context.Context, p *identity.Principal, first int, after string) (httpx.Page[EmbedDashboardSummary], error)
@@ -259,7 +259,7 @@ type BulkMoveResult struct {
 	From map[ItemRef]int64
 }
 
-func (s *service) begin(ctx context.Context, p *identity.Principal, dep int64) (*request, error) {
+func (s *service) begin(ctx context.Context, p *identity.Principal, deploymentID int64) (*request, error) {
 	if p == nil || p.User == nil {
 		return nil, errs.Forbiddenf("the workspace needs a user's bearer token")
 	}
@@ -269,7 +269,7 @@ func (s *service) begin(ctx context.Context, p *identity.Principal, dep int64) (
 	if err := s.recordUser(ctx, p); err != nil && errs.IsUnavailable(err) {
 		return nil, err
 	}
-	return &request{s: s, p: p, dep: dep, tree: newTree()}, nil
+	return &request{s: s, p: p, deploymentID: deploymentID, tree: newTree()}, nil
 }
 
 // recordUser keeps the users projection that renders `user` of items, writing only when
@@ -325,13 +325,13 @@ func validName(field, name string) (string, error) {
 // one atomic step on a per-deployment counter (Store.TakeItemSlot), never by counting
 // the items, so it holds exactly under concurrent creates and costs one write whatever
 // the deployment holds.
-func (s *service) takeSlot(ctx context.Context, dep int64) error {
-	ok, err := s.store.TakeItemSlot(ctx, dep, s.limits.ItemsPerDeployment)
+func (s *service) takeSlot(ctx context.Context, deploymentID int64) error {
+	ok, err := s.store.TakeItemSlot(ctx, deploymentID, s.limits.ItemsPerDeployment)
 	if err != nil {
 		return err
 	}
 	if !ok {
-		return errs.New(errs.Invalid, "deployment %d holds %d items (folders, workbooks and reports), the limit; delete some before creating more", dep, s.limits.ItemsPerDeployment).WithCode(errs.CodeItemLimit)
+		return errs.New(errs.Invalid, "deployment %d holds %d items (folders, workbooks and reports), the limit; delete some before creating more", deploymentID, s.limits.ItemsPerDeployment).WithCode(errs.CodeItemLimit)
 	}
 	return nil
 }
@@ -339,17 +339,17 @@ func (s *service) takeSlot(ctx context.Context, dep int64) error {
 // returnSlot gives back the slot of a create that stored nothing, or of an item just
 // tombstoned, even when the request's context has ended. A return that fails leaves
 // the counter one high: the limit then errs toward refusing, never toward more items.
-func (s *service) returnSlot(ctx context.Context, dep int64) {
+func (s *service) returnSlot(ctx context.Context, deploymentID int64) {
 	ctx, cancel := cleanupContext(ctx)
 	defer cancel()
-	_ = s.store.ReturnItemSlot(ctx, dep)
+	_ = s.store.ReturnItemSlot(ctx, deploymentID)
 }
 
 // liftDeleteMark ends a folder delete that did not happen (the mark lapses on its own).
-func (s *service) liftDeleteMark(ctx context.Context, dep, folder, by int64, now time.Time) {
+func (s *service) liftDeleteMark(ctx context.Context, deploymentID, folder, by int64, now time.Time) {
 	ctx, cancel := cleanupContext(ctx)
 	defer cancel()
-	_, _ = s.store.EndFolderDelete(ctx, dep, folder, false, by, now)
+	_, _ = s.store.EndFolderDelete(ctx, deploymentID, folder, false, by, now)
 }
 
 // cleanupTimeout bounds the writes that tidy up after a request (a lease given back, a

@@ -18,14 +18,14 @@ const BundleFormat = "analytics-workspace-bundle/1"
 // written out as a self-contained bundle (docs/content-as-code.md) and read back into a
 // deployment, matching items by (type, key).
 type TransferService interface {
-	// Export writes the bundle of dep (folder 0: the whole deployment; else that folder
+	// Export writes the bundle of deploymentID (folder 0: the whole deployment; else that folder
 	// with its subtree) to w as it reads it, in pages. Everything that can refuse the
 	// export (access, limits) does so before the first byte; a store failure after it
 	// leaves w with an unterminated bundle, which no reader takes for a whole one.
-	Export(ctx context.Context, p *identity.Principal, dep, folder int64, w io.Writer) (ExportSummary, error)
+	Export(ctx context.Context, p *identity.Principal, deploymentID, folder int64, w io.Writer) (ExportSummary, error)
 	// Import reads a request body {"bundle", "dryRun", "folderId"} from in.Body and plans
 	// (dryRun) or applies it item by item.
-	Import(ctx context.Context, p *identity.Principal, dep int64, in ImportInput) (ImportResult, error)
+	Import(ctx context.Context, p *identity.Principal, deploymentID int64, in ImportInput) (ImportResult, error)
 }
 
 // ExportSummary is what an export wrote: the counts the audit trail and the log record.

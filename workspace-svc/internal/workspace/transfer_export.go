@@ -35,7 +35,7 @@ const (
 	exportScanBatch = 1000
 )
 
-// Export writes the bundle of dep's workspace, or of folder's subtree: the folders,
+// Export writes the bundle of deploymentID's workspace, or of folder's subtree: the folders,
 // reports and workbooks the caller can view, in a fixed order (folders parents first, by
 // level then key; then reports by key; then workbooks by key), each naming others by key.
 // An item without a key is given one, "<type>-<id>" (with a suffix should that be another
@@ -43,14 +43,14 @@ const (
 // object's embed grants are written only where the caller manages it, the root's only
 // for an admin exporting the whole deployment. A dashboard's reference to a report the
 // bundle does not hold (deleted, elsewhere, not visible) is left out.
-func (s *service) Export(ctx context.Context, p *identity.Principal, dep, folder int64, w io.Writer) (ExportSummary, error) {
+func (s *service) Export(ctx context.Context, p *identity.Principal, deploymentID, folder int64, w io.Writer) (ExportSummary, error) {
 	var sum ExportSummary
-	r, err := s.begin(ctx, p, dep)
+	r, err := s.begin(ctx, p, deploymentID)
 	if err != nil {
 		return sum, err
 	}
 	if folder != 0 {
-		if r, _, err = s.folderForRead(ctx, p, dep, folder, LevelView, "export it"); err != nil {
+		if r, _, err = s.folderForRead(ctx, p, deploymentID, folder, LevelView, "export it"); err != nil {
 			return sum, err
 		}
 		if err := r.needSubtree(ctx, folder); err != nil {
@@ -125,7 +125,7 @@ func (s *service) Export(ctx context.Context, p *identity.Principal, dep, folder
 
 	var root *embedaccess.Grants
 	if folder == 0 && embedOK && p.HasRole(identity.RoleAdmin) {
-		g, err := s.store.RootEmbedAccess(ctx, dep)
+		g, err := s.store.RootEmbedAccess(ctx, deploymentID)
 		if err != nil {
 			return sum, err
 		}
@@ -139,7 +139,7 @@ func (s *service) Export(ctx context.Context, p *identity.Principal, dep, folder
 		Format string              `json:"format"`
 		Source BundleSource        `json:"source"`
 		Root   *embedaccess.Grants `json:"rootEmbedAccess,omitempty"`
-	}{Format: BundleFormat, Source: BundleSource{AccountID: p.Account.ID, DeploymentID: dep, FolderID: optionalID(folder)}, Root: root}
+	}{Format: BundleFormat, Source: BundleSource{AccountID: p.Account.ID, DeploymentID: deploymentID, FolderID: optionalID(folder)}, Root: root}
 	b, _ := json.Marshal(head)
 	cw.write(b[:len(b)-1])
 	cw.write([]byte(`,"items":[`))
@@ -188,7 +188,7 @@ func (s *service) Export(ctx context.Context, p *identity.Principal, dep, folder
 			for i, h := range page {
 				ids[i] = h.id
 			}
-			docs, err := s.store.Items(ctx, dep, ids, AllParts)
+			docs, err := s.store.Items(ctx, deploymentID, ids, AllParts)
 			if err != nil {
 				return sum, err
 			}
@@ -227,7 +227,7 @@ func (s *service) exportTooMany(n int) error {
 func (s *service) loadAllFolders(ctx context.Context, r *request) error {
 	var after *SearchKey
 	for {
-		batch, err := s.store.Search(ctx, r.dep, SearchQuery{Type: TypeFolder, Sort: ByName, After: after, Limit: exportScanBatch})
+		batch, err := s.store.Search(ctx, r.deploymentID, SearchQuery{Type: TypeFolder, Sort: ByName, After: after, Limit: exportScanBatch})
 		if err != nil {
 			return err
 		}
@@ -238,7 +238,7 @@ func (s *service) loadAllFolders(ctx context.Context, r *request) error {
 		for i, d := range batch {
 			ids[i] = d.ID
 		}
-		docs, err := s.store.Items(ctx, r.dep, ids, 0)
+		docs, err := s.store.Items(ctx, r.deploymentID, ids, 0)
 		if err != nil {
 			return err
 		}
@@ -281,7 +281,7 @@ func (s *service) exportItems(ctx context.Context, r *request, folder int64, fol
 		for _, typ := range []ItemType{TypeReport, TypeWorkbook} {
 			var after *SearchKey
 			for {
-				batch, err := s.store.Search(ctx, r.dep, SearchQuery{Type: typ, Sort: ByName, After: after, Limit: exportScanBatch})
+				batch, err := s.store.Search(ctx, r.deploymentID, SearchQuery{Type: typ, Sort: ByName, After: after, Limit: exportScanBatch})
 				if err != nil {
 					return nil, err
 				}
@@ -300,7 +300,7 @@ func (s *service) exportItems(ctx context.Context, r *request, folder int64, fol
 	for _, f := range folders {
 		var after *ListKey
 		for {
-			batch, err := s.store.Children(ctx, r.dep, ChildrenQuery{Parent: f.id, After: after, Limit: exportScanBatch})
+			batch, err := s.store.Children(ctx, r.deploymentID, ChildrenQuery{Parent: f.id, After: after, Limit: exportScanBatch})
 			if err != nil {
 				return nil, err
 			}
@@ -325,7 +325,7 @@ func (s *service) exportKeys(ctx context.Context, r *request, folders []*exportH
 		for j, h := range page {
 			ids[j] = h.id
 		}
-		docs, err := s.store.Items(ctx, r.dep, ids, 0)
+		docs, err := s.store.Items(ctx, r.deploymentID, ids, 0)
 		if err != nil {
 			return err
 		}

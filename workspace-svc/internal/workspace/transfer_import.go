@@ -47,8 +47,8 @@ type importer struct {
 // own request would be refused: the error says why). Without dryRun each planned item is
 // applied as its own writes, like a bulk move's items: a failure does not undo the
 // others, and an item whose folder or report failed fails too.
-func (s *service) Import(ctx context.Context, p *identity.Principal, dep int64, in ImportInput) (ImportResult, error) {
-	r, err := s.begin(ctx, p, dep)
+func (s *service) Import(ctx context.Context, p *identity.Principal, deploymentID int64, in ImportInput) (ImportResult, error) {
+	r, err := s.begin(ctx, p, deploymentID)
 	if err != nil {
 		return ImportResult{}, err
 	}
@@ -59,7 +59,7 @@ func (s *service) Import(ctx context.Context, p *identity.Principal, dep int64, 
 	defer pi.Close()
 	res := ImportResult{DryRun: pi.DryRun, Items: []ImportEntry{}, Folder: pi.FolderID}
 	if pi.FolderID != 0 {
-		if r, _, err = s.folderForRead(ctx, p, dep, pi.FolderID, LevelView, "import into it"); err != nil {
+		if r, _, err = s.folderForRead(ctx, p, deploymentID, pi.FolderID, LevelView, "import into it"); err != nil {
 			return ImportResult{}, err
 		}
 		if lvl := r.tree.level(pi.FolderID) + pi.Depth; pi.Depth > 0 && lvl > MaxDepth {
@@ -150,7 +150,7 @@ func (im *importer) batch(ctx context.Context, typ ItemType, batch []*BundleItem
 	for i, it := range batch {
 		keys[i] = it.Key
 	}
-	heads, err := s.store.ItemsByKey(ctx, r.dep, typ, keys, 0)
+	heads, err := s.store.ItemsByKey(ctx, r.deploymentID, typ, keys, 0)
 	if err != nil {
 		return err
 	}
@@ -200,7 +200,7 @@ func (im *importer) withContent(ctx context.Context, heads map[string]*Item) (ma
 		if len(ids) == 0 {
 			return nil
 		}
-		docs, err := im.s.store.Items(ctx, im.r.dep, ids, AllParts)
+		docs, err := im.s.store.Items(ctx, im.r.deploymentID, ids, AllParts)
 		if err != nil {
 			return err
 		}
@@ -443,7 +443,7 @@ func (im *importer) lease(ctx context.Context, folder int64) error {
 	if at, ok := im.leases[folder]; ok && now.Sub(at) < leaseTTL/4 {
 		return nil
 	}
-	ok, err := im.s.store.LeaseFolder(ctx, im.r.dep, folder, now, now.Add(leaseTTL))
+	ok, err := im.s.store.LeaseFolder(ctx, im.r.deploymentID, folder, now, now.Add(leaseTTL))
 	if err != nil {
 		return err
 	}
@@ -456,7 +456,7 @@ func (im *importer) lease(ctx context.Context, folder int64) error {
 
 func (im *importer) releaseLeases(ctx context.Context) {
 	for f := range im.leases {
-		im.s.release(ctx, im.r.dep, f)
+		im.s.release(ctx, im.r.deploymentID, f)
 	}
 }
 
@@ -477,7 +477,7 @@ func (im *importer) create(ctx context.Context, it *BundleItem, parent int64) (i
 	now := s.now()
 	if it.Type == TypeFolder && it.Grants != nil && len(*it.Grants) > 0 {
 		g := sortedGrants(*it.Grants)
-		if _, err := s.store.UpdateItem(ctx, r.dep, id, TypeFolder, ItemPrecondition{}, ItemUpdate{Grants: &g, UpdatedAt: now, UpdatedBy: p.User.ID}); err != nil {
+		if _, err := s.store.UpdateItem(ctx, r.deploymentID, id, TypeFolder, ItemPrecondition{}, ItemUpdate{Grants: &g, UpdatedAt: now, UpdatedBy: p.User.ID}); err != nil {
 			return id, err
 		}
 		if n := r.tree.folders[id]; n != nil {
@@ -485,7 +485,7 @@ func (im *importer) create(ctx context.Context, it *BundleItem, parent int64) (i
 		}
 	}
 	if it.EmbedAccess != nil && !it.EmbedAccess.Empty() {
-		if _, err := s.store.SetEmbedAccess(ctx, r.dep, id, it.Type, canonicalGrants(*it.EmbedAccess), p.User.ID, now); err != nil {
+		if _, err := s.store.SetEmbedAccess(ctx, r.deploymentID, id, it.Type, canonicalGrants(*it.EmbedAccess), p.User.ID, now); err != nil {
 			return id, err
 		}
 	}
@@ -522,20 +522,20 @@ func (im *importer) createFolder(ctx context.Context, it *BundleItem, parent int
 			return nil, err
 		}
 		if !slotted {
-			if err := s.takeSlot(ctx, r.dep); err != nil {
+			if err := s.takeSlot(ctx, r.deploymentID); err != nil {
 				return nil, err
 			}
 			slotted = true
 		}
 		anc, depth := t.ancestorsOf(parent)
-		doc := &Item{ID: id, DeploymentID: r.dep, Type: TypeFolder, Key: it.Key, Name: it.Name, Position: it.Position, Parent: parent,
+		doc := &Item{ID: id, DeploymentID: r.deploymentID, Type: TypeFolder, Key: it.Key, Name: it.Name, Position: it.Position, Parent: parent,
 			CreatedBy: p.User.ID, UpdatedBy: p.User.ID, CreatedAt: now, UpdatedAt: now, Anc: anc, Depth: depth}
 		return &TreeOp{Kind: OpCreate, Folder: id, To: parent, By: p.User.ID, At: now, Created: doc}, nil
 	})
 	if err != nil {
 		voided := errors.Is(err, ErrIDTaken) || errors.Is(err, ErrKeyTaken)
 		if slotted && (!r.committing || voided) {
-			s.returnSlot(ctx, r.dep)
+			s.returnSlot(ctx, r.deploymentID)
 		}
 		if errors.Is(err, ErrIDTaken) {
 			return 0, idTaken(TypeFolder, id)
@@ -551,16 +551,16 @@ func (im *importer) createItem(ctx context.Context, it *BundleItem, parent int64
 	if err := im.lease(ctx, parent); err != nil {
 		return 0, err
 	}
-	if err := s.takeSlot(ctx, r.dep); err != nil {
+	if err := s.takeSlot(ctx, r.deploymentID); err != nil {
 		return 0, err
 	}
 	id, err := s.store.NextID(ctx)
 	if err != nil {
-		s.returnSlot(ctx, r.dep)
+		s.returnSlot(ctx, r.deploymentID)
 		return 0, err
 	}
 	now := s.now()
-	d := &Item{ID: id, DeploymentID: r.dep, Type: it.Type, Key: it.Key, Name: it.Name, Position: it.Position, Parent: parent,
+	d := &Item{ID: id, DeploymentID: r.deploymentID, Type: it.Type, Key: it.Key, Name: it.Name, Position: it.Position, Parent: parent,
 		CreatedBy: p.User.ID, UpdatedBy: p.User.ID, CreatedAt: now, UpdatedAt: now, Meta: it.Meta, CalculatedFields: it.CalculatedFields}
 	if it.DashboardDraft != nil {
 		cfg := configToIDs(*it.DashboardDraft, im.reportID)
@@ -568,7 +568,7 @@ func (im *importer) createItem(ctx context.Context, it *BundleItem, parent int64
 	}
 	if err := s.store.InsertItem(ctx, d); err != nil {
 		if errors.Is(err, ErrIDTaken) || errors.Is(err, ErrKeyTaken) {
-			s.returnSlot(ctx, r.dep)
+			s.returnSlot(ctx, r.deploymentID)
 		}
 		if errors.Is(err, ErrIDTaken) {
 			return 0, idTaken(it.Type, id)
@@ -582,7 +582,7 @@ func (im *importer) createItem(ctx context.Context, it *BundleItem, parent int64
 func (im *importer) update(ctx context.Context, it *BundleItem, have *Item, parent int64, c itemChanges) error {
 	s, r, p := im.s, im.r, im.r.p
 	if c.move {
-		lease := &destLease{s: s, dep: r.dep, dest: parent}
+		lease := &destLease{s: s, deploymentID: r.deploymentID, dest: parent}
 		var err error
 		if have.Type == TypeFolder {
 			err = s.moveFolder(ctx, r, have, parent, lease)
@@ -620,7 +620,7 @@ func (im *importer) update(ctx context.Context, it *BundleItem, have *Item, pare
 		if have.Type != TypeFolder {
 			pre.Parent = &parent
 		}
-		nd, err := s.store.UpdateItem(ctx, r.dep, have.ID, have.Type, pre, u)
+		nd, err := s.store.UpdateItem(ctx, r.deploymentID, have.ID, have.Type, pre, u)
 		if err != nil {
 			return err
 		}
@@ -633,7 +633,7 @@ func (im *importer) update(ctx context.Context, it *BundleItem, have *Item, pare
 		have.PublishedVersion = nd.PublishedVersion
 	}
 	if c.embed {
-		ok, err := s.store.SetEmbedAccess(ctx, r.dep, have.ID, have.Type, canonicalGrants(*it.EmbedAccess), p.User.ID, s.now())
+		ok, err := s.store.SetEmbedAccess(ctx, r.deploymentID, have.ID, have.Type, canonicalGrants(*it.EmbedAccess), p.User.ID, s.now())
 		if err != nil {
 			return err
 		}
@@ -685,14 +685,14 @@ func (im *importer) publish(ctx context.Context, d *Item, bd *BundleDashboard) e
 	if d.Published != nil && d.Published.CreatedBy != nil {
 		createdBy = *d.Published.CreatedBy
 	}
-	dash := Dashboard{ID: dashID, PublicID: publicID, DeploymentID: r.dep, WorkbookID: d.ID, Status: bd.Status, AllowEmbed: bd.AllowEmbed,
+	dash := Dashboard{ID: dashID, PublicID: publicID, DeploymentID: r.deploymentID, WorkbookID: d.ID, Status: bd.Status, AllowEmbed: bd.AllowEmbed,
 		Config: configToIDs(bd.Config, im.reportID), VersionNumber: version, VersionID: versionID, ReportSnapshots: snaps,
 		CreatedBy: &createdBy, UpdatedBy: &updatedBy, Description: bd.Description, Title: bd.Title,
 		FromSharedWorkspace: bd.FromSharedWorkspace, RestrictDataDownload: bd.RestrictDataDownload, UseBoardDashboards: bd.UseBoardDashboards}
 	if err := s.checkPublishedSize(d.ID, &dash); err != nil {
 		return err
 	}
-	nd, err := s.store.UpdateItem(ctx, r.dep, d.ID, TypeWorkbook, ItemPrecondition{PublishedVersion: &d.PublishedVersion},
+	nd, err := s.store.UpdateItem(ctx, r.deploymentID, d.ID, TypeWorkbook, ItemPrecondition{PublishedVersion: &d.PublishedVersion},
 		ItemUpdate{Published: &dash, UpdatedAt: s.now(), UpdatedBy: p.User.ID})
 	if err != nil {
 		return err
@@ -708,7 +708,7 @@ func (im *importer) publish(ctx context.Context, d *Item, bd *BundleDashboard) e
 func (im *importer) root(ctx context.Context, g embedaccess.Grants) {
 	s, r, p := im.s, im.r, im.r.p
 	it := &BundleItem{Type: TypeRoot}
-	have, err := s.store.RootEmbedAccess(ctx, r.dep)
+	have, err := s.store.RootEmbedAccess(ctx, r.deploymentID)
 	if err != nil {
 		im.entry(it, ImportConflict, 0, err)
 		return
@@ -726,7 +726,7 @@ func (im *importer) root(ctx context.Context, g embedaccess.Grants) {
 		return
 	}
 	if !im.pi.DryRun {
-		if err := s.store.SetRootEmbedAccess(ctx, r.dep, canonicalGrants(g), p.User.ID, s.now()); err != nil {
+		if err := s.store.SetRootEmbedAccess(ctx, r.deploymentID, canonicalGrants(g), p.User.ID, s.now()); err != nil {
 			im.entry(it, ImportConflict, 0, err)
 			return
 		}

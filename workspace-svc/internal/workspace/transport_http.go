@@ -197,11 +197,11 @@ func encodeBulkMoveResult(r BulkMoveResult) map[string]any {
 }
 
 func scopeOf(r *http.Request) (scope, error) {
-	dep, err := identity.DeploymentFromPath(r)
+	deploymentID, err := identity.DeploymentFromPath(r)
 	if err != nil {
 		return scope{}, err
 	}
-	return scope{P: identity.FromContext(r.Context()), Dep: dep}, nil
+	return scope{P: identity.FromContext(r.Context()), DeploymentID: deploymentID}, nil
 }
 
 func pathID(r *http.Request, name string) (int64, error) {

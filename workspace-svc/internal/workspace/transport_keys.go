@@ -37,7 +37,7 @@ func makeKeyEndpoints(s Service) KeyEndpoints {
 	return KeyEndpoints{
 		PutItemByKey: func(ctx context.Context, req any) (any, error) {
 			r := req.(putItemByKeyRequest)
-			w, outcome, err := s.PutItemByKey(ctx, r.P, r.Dep, r.Type, r.Key, r.In)
+			w, outcome, err := s.PutItemByKey(ctx, r.P, r.DeploymentID, r.Type, r.Key, r.In)
 			if err != nil {
 				return nil, err
 			}
@@ -48,7 +48,7 @@ func makeKeyEndpoints(s Service) KeyEndpoints {
 		},
 		PutFolderByKey: func(ctx context.Context, req any) (any, error) {
 			r := req.(putFolderByKeyRequest)
-			f, outcome, err := s.PutFolderByKey(ctx, r.P, r.Dep, r.Key, r.In)
+			f, outcome, err := s.PutFolderByKey(ctx, r.P, r.DeploymentID, r.Key, r.In)
 			if err != nil {
 				return nil, err
 			}

@@ -40,23 +40,23 @@ func makePromotionEndpoints(s Service) PromotionEndpoints {
 	return PromotionEndpoints{
 		PreviewPromotion: func(ctx context.Context, req any) (any, error) {
 			r := req.(promotionRequest)
-			return s.PreviewPromotion(ctx, r.P, r.Dep, r.ID, r.In)
+			return s.PreviewPromotion(ctx, r.P, r.DeploymentID, r.ID, r.In)
 		},
 		Promote: func(ctx context.Context, req any) (any, error) {
 			r := req.(promotionRequest)
-			return s.Promote(ctx, r.P, r.Dep, r.ID, r.In)
+			return s.Promote(ctx, r.P, r.DeploymentID, r.ID, r.In)
 		},
 		Promotions: func(ctx context.Context, req any) (any, error) {
 			r := req.(promotionsRequest)
-			return s.Promotions(ctx, r.P, r.Dep, r.ID, r.First, r.After)
+			return s.Promotions(ctx, r.P, r.DeploymentID, r.ID, r.First, r.After)
 		},
 		DuplicateWorkbook: func(ctx context.Context, req any) (any, error) {
 			r := req.(duplicateRequest)
-			return s.DuplicateWorkbook(ctx, r.P, r.Dep, r.ID, r.In)
+			return s.DuplicateWorkbook(ctx, r.P, r.DeploymentID, r.ID, r.In)
 		},
 		DuplicateFolder: func(ctx context.Context, req any) (any, error) {
 			r := req.(duplicateRequest)
-			return s.DuplicateFolder(ctx, r.P, r.Dep, r.ID, r.In)
+			return s.DuplicateFolder(ctx, r.P, r.DeploymentID, r.ID, r.In)
 		},
 	}
 }

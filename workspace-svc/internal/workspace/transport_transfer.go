@@ -43,7 +43,7 @@ func makeTransferEndpoints(s Service) TransferEndpoints {
 		},
 		Import: func(ctx context.Context, req any) (any, error) {
 			r := req.(importRequest)
-			return s.Import(ctx, r.P, r.Dep, ImportInput{Body: r.Body})
+			return s.Import(ctx, r.P, r.DeploymentID, ImportInput{Body: r.Body})
 		},
 	}
 }
@@ -109,7 +109,7 @@ func (s *startWriter) Write(b []byte) (int, error) {
 func encodeExport(ctx context.Context, w http.ResponseWriter, resp any) error {
 	st := resp.(exportStream)
 	sw := &startWriter{w: w}
-	if _, err := st.s.Export(ctx, st.P, st.Dep, st.Folder, sw); err != nil {
+	if _, err := st.s.Export(ctx, st.P, st.DeploymentID, st.Folder, sw); err != nil {
 		if !sw.started {
 			return err
 		}

@@ -40,26 +40,26 @@ func makeTrashEndpoints(s Service) TrashEndpoints {
 	return TrashEndpoints{
 		ListTrash: func(ctx context.Context, req any) (any, error) {
 			r := req.(trashListRequest)
-			return s.ListTrash(ctx, r.P, r.Dep, r.First, r.After)
+			return s.ListTrash(ctx, r.P, r.DeploymentID, r.First, r.After)
 		},
 		RestoreTrash: func(ctx context.Context, req any) (any, error) {
 			r := req.(trashItemsRequest)
-			res, err := s.RestoreTrash(ctx, r.P, r.Dep, r.Refs, r.Folder)
+			res, err := s.RestoreTrash(ctx, r.P, r.DeploymentID, r.Refs, r.Folder)
 			return trashBody("restored", res), err
 		},
 		PurgeTrash: func(ctx context.Context, req any) (any, error) {
 			r := req.(trashItemsRequest)
-			res, err := s.PurgeTrash(ctx, r.P, r.Dep, r.Refs)
+			res, err := s.PurgeTrash(ctx, r.P, r.DeploymentID, r.Refs)
 			return trashBody("purged", res), err
 		},
 		BulkDelete: func(ctx context.Context, req any) (any, error) {
 			r := req.(trashItemsRequest)
-			res, err := s.BulkDelete(ctx, r.P, r.Dep, r.Refs)
+			res, err := s.BulkDelete(ctx, r.P, r.DeploymentID, r.Refs)
 			return trashBody("deleted", res), err
 		},
 		DeleteFolderTree: func(ctx context.Context, req any) (any, error) {
 			r := req.(folderRequest)
-			return httpx.NoContent{}, s.DeleteFolderTree(ctx, r.P, r.Dep, r.ID)
+			return httpx.NoContent{}, s.DeleteFolderTree(ctx, r.P, r.DeploymentID, r.ID)
 		},
 	}
 }

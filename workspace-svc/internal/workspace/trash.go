@@ -17,19 +17,19 @@ import (
 type TrashService interface {
 	// ListTrash pages the trashed roots (the items deletes were called on) the caller
 	// may see, newest first.
-	ListTrash(ctx context.Context, p *identity.Principal, dep int64, first int, after string) (httpx.Page[TrashEntry], error)
+	ListTrash(ctx context.Context, p *identity.Principal, deploymentID int64, first int, after string) (httpx.Page[TrashEntry], error)
 	// RestoreTrash brings back each trashed root of refs, a folder with everything
 	// trashed with it, to its original folder or, when that is gone, into folder (nil:
 	// none given).
-	RestoreTrash(ctx context.Context, p *identity.Principal, dep int64, refs []ItemRef, folder *int64) (TrashResult, error)
+	RestoreTrash(ctx context.Context, p *identity.Principal, deploymentID int64, refs []ItemRef, folder *int64) (TrashResult, error)
 	// PurgeTrash removes each trashed root of refs, and what was trashed with it, for good.
-	PurgeTrash(ctx context.Context, p *identity.Principal, dep int64, refs []ItemRef) (TrashResult, error)
+	PurgeTrash(ctx context.Context, p *identity.Principal, deploymentID int64, refs []ItemRef) (TrashResult, error)
 	// DeleteFolderTree sends a folder and its subtree (its folders, workbooks and
 	// reports) to the trash as one structural change.
-	DeleteFolderTree(ctx context.Context, p *identity.Principal, dep, id int64) error
+	DeleteFolderTree(ctx context.Context, p *identity.Principal, deploymentID, id int64) error
 	// BulkDelete deletes each item of refs as its single delete would (a folder only
 	// when empty), one at a time; one failure does not undo the others.
-	BulkDelete(ctx context.Context, p *identity.Principal, dep int64, refs []ItemRef) (TrashResult, error)
+	BulkDelete(ctx context.Context, p *identity.Principal, deploymentID int64, refs []ItemRef) (TrashResult, error)
 }
 
 // TrashEntry is one trashed root in the trash listing.
@@ -99,15 +99,15 @@ func eachRef(ctx context.Context, refs []ItemRef, verb string, one func(ctx cont
 }
 
 // BulkDelete deletes each item as DELETE of that item would.
-func (s *service) BulkDelete(ctx context.Context, p *identity.Principal, dep int64, refs []ItemRef) (TrashResult, error) {
-	if _, err := s.begin(ctx, p, dep); err != nil {
+func (s *service) BulkDelete(ctx context.Context, p *identity.Principal, deploymentID int64, refs []ItemRef) (TrashResult, error) {
+	if _, err := s.begin(ctx, p, deploymentID); err != nil {
 		return TrashResult{}, err
 	}
 	return eachRef(ctx, refs, "deleted", func(ctx context.Context, ref ItemRef) error {
 		if ref.Type == TypeFolder {
-			return s.DeleteFolder(ctx, p, dep, ref.ID)
+			return s.DeleteFolder(ctx, p, deploymentID, ref.ID)
 		}
-		return s.DeleteItem(ctx, p, dep, ref.Type, ref.ID)
+		return s.DeleteItem(ctx, p, deploymentID, ref.Type, ref.ID)
 	}), nil
 }
 
@@ -123,10 +123,10 @@ func (s *service) recursiveDeleteLimit(id int64, n int) error {
 // one to put items in), so nothing lands in the subtree once its contents are read; the
 // marks stay on the trashed folders and are lifted when the delete does not happen. The
 // subtree is bounded (RecursiveDeleteItems) and read before anything is written.
-func (s *service) DeleteFolderTree(ctx context.Context, p *identity.Principal, dep, id int64) error {
+func (s *service) DeleteFolderTree(ctx context.Context, p *identity.Principal, deploymentID, id int64) error {
 	ctx, cancel := context.WithTimeout(ctx, writeDeadline)
 	defer cancel()
-	r, _, err := s.folderForRead(ctx, p, dep, id, LevelManage, "delete it")
+	r, _, err := s.folderForRead(ctx, p, deploymentID, id, LevelManage, "delete it")
 	if err != nil {
 		return err
 	}
@@ -137,14 +137,14 @@ func (s *service) DeleteFolderTree(ctx context.Context, p *identity.Principal, d
 		if !done && len(marked) > 0 {
 			cctx, cancel := cleanupContext(ctx)
 			defer cancel()
-			_ = s.store.EndSubtreeDelete(cctx, dep, marked)
+			_ = s.store.EndSubtreeDelete(cctx, deploymentID, marked)
 		}
 	}()
 	prepare := func(ctx context.Context) error {
 		if err := r.need(ctx, id); err != nil {
 			return err
 		}
-		sub, err := s.store.SubtreeFolders(ctx, dep, []int64{id})
+		sub, err := s.store.SubtreeFolders(ctx, deploymentID, []int64{id})
 		if err != nil {
 			return err
 		}
@@ -161,7 +161,7 @@ func (s *service) DeleteFolderTree(ctx context.Context, p *identity.Principal, d
 				unmarked = append(unmarked, f)
 			}
 		}
-		ok, err := s.store.BeginSubtreeDelete(ctx, dep, unmarked, now, now.Add(leaseTTL))
+		ok, err := s.store.BeginSubtreeDelete(ctx, deploymentID, unmarked, now, now.Add(leaseTTL))
 		if err != nil {
 			return err
 		}
@@ -169,7 +169,7 @@ func (s *service) DeleteFolderTree(ctx context.Context, p *identity.Principal, d
 			return errs.Conflictf("folder %d or a folder inside it is receiving items right now; retry the delete shortly", id)
 		}
 		marked = append(marked, unmarked...)
-		refs, err := s.store.SubtreeItems(ctx, dep, folders, s.limits.RecursiveDeleteItems-len(folders))
+		refs, err := s.store.SubtreeItems(ctx, deploymentID, folders, s.limits.RecursiveDeleteItems-len(folders))
 		if err != nil {
 			return err
 		}
@@ -197,20 +197,20 @@ func (s *service) DeleteFolderTree(ctx context.Context, p *identity.Principal, d
 	done = true
 	// The slots of exactly what this op trashed go back (another request may have
 	// applied it first, or an item may have been deleted on its own meanwhile).
-	n, err := s.store.CountTrashed(ctx, dep, id, r.v)
+	n, err := s.store.CountTrashed(ctx, deploymentID, id, r.v)
 	if err != nil {
 		return err
 	}
 	cctx, ccancel := cleanupContext(ctx)
 	defer ccancel()
-	_ = s.store.ReturnItemSlots(cctx, dep, int64(n))
-	return s.store.RemoveFavoritesOf(cctx, dep, append([]int64{id}, trashed...))
+	_ = s.store.ReturnItemSlots(cctx, deploymentID, int64(n))
+	return s.store.RemoveFavoritesOf(cctx, deploymentID, append([]int64{id}, trashed...))
 }
 
 // trashedRoot reads the trashed root ref (404 when it is not in the trash; 409 when it
 // went there with a folder, whose restore or purge it follows).
-func (s *service) trashedRoot(ctx context.Context, dep int64, ref ItemRef) (*Item, error) {
-	got, err := s.store.TrashedItems(ctx, dep, []int64{ref.ID})
+func (s *service) trashedRoot(ctx context.Context, deploymentID int64, ref ItemRef) (*Item, error) {
+	got, err := s.store.TrashedItems(ctx, deploymentID, []int64{ref.ID})
 	if err != nil {
 		return nil, err
 	}
@@ -253,8 +253,8 @@ type trashCursor struct {
 // ListTrash pages the trashed roots the caller may see: what they could view where the
 // item was (its original folder's grants, its creator, admins everything) or what they
 // trashed themselves. A page examines at most ListScan roots, as a listing does.
-func (s *service) ListTrash(ctx context.Context, p *identity.Principal, dep int64, first int, after string) (httpx.Page[TrashEntry], error) {
-	r, err := s.begin(ctx, p, dep)
+func (s *service) ListTrash(ctx context.Context, p *identity.Principal, deploymentID int64, first int, after string) (httpx.Page[TrashEntry], error) {
+	r, err := s.begin(ctx, p, deploymentID)
 	if err != nil {
 		return httpx.Page[TrashEntry]{}, err
 	}
@@ -274,7 +274,7 @@ func (s *service) ListTrash(ctx context.Context, p *identity.Principal, dep int6
 		if len(out) < examined {
 			limit = min(max(limit, 100), s.limits.ListScan-examined) // some were not visible: read more at once
 		}
-		batch, err := s.store.TrashRoots(ctx, dep, from, limit)
+		batch, err := s.store.TrashRoots(ctx, deploymentID, from, limit)
 		if err != nil {
 			return httpx.Page[TrashEntry]{}, err
 		}
@@ -321,8 +321,8 @@ func trashEntry(d *Item) TrashEntry {
 }
 
 // RestoreTrash restores each root of refs on its own (restoreOne).
-func (s *service) RestoreTrash(ctx context.Context, p *identity.Principal, dep int64, refs []ItemRef, folder *int64) (TrashResult, error) {
-	if _, err := s.begin(ctx, p, dep); err != nil {
+func (s *service) RestoreTrash(ctx context.Context, p *identity.Principal, deploymentID int64, refs []ItemRef, folder *int64) (TrashResult, error) {
+	if _, err := s.begin(ctx, p, deploymentID); err != nil {
 		return TrashResult{}, err
 	}
 	if !p.HasRole(identity.RoleAIBIUser) {
@@ -332,7 +332,7 @@ func (s *service) RestoreTrash(ctx context.Context, p *identity.Principal, dep i
 		}
 		return res, nil
 	}
-	return eachRef(ctx, refs, "restored", func(ctx context.Context, ref ItemRef) error { return s.restoreOne(ctx, p, dep, ref, folder) }), nil
+	return eachRef(ctx, refs, "restored", func(ctx context.Context, ref ItemRef) error { return s.restoreOne(ctx, p, deploymentID, ref, folder) }), nil
 }
 
 // restoreOne brings back one trashed root: into its original folder when that is live,
@@ -342,12 +342,12 @@ func (s *service) RestoreTrash(ctx context.Context, p *identity.Principal, dep i
 // with it) before writing, and gives them back when nothing was restored. A workbook or
 // report comes back with one conditional update; a folder with an OpRestore, checked
 // for depth and cycles against the tree at the version it commits on.
-func (s *service) restoreOne(ctx context.Context, p *identity.Principal, dep int64, ref ItemRef, folder *int64) error {
-	r := &request{s: s, p: p, dep: dep, tree: newTree()}
+func (s *service) restoreOne(ctx context.Context, p *identity.Principal, deploymentID int64, ref ItemRef, folder *int64) error {
+	r := &request{s: s, p: p, deploymentID: deploymentID, tree: newTree()}
 	if err := r.load(ctx); err != nil {
 		return err
 	}
-	d, err := s.trashedRoot(ctx, dep, ref)
+	d, err := s.trashedRoot(ctx, deploymentID, ref)
 	if err != nil {
 		return err
 	}
@@ -376,27 +376,27 @@ func (s *service) restoreOne(ctx context.Context, p *identity.Principal, dep int
 	}
 	n := 1
 	if d.Type == TypeFolder {
-		if n, err = s.store.CountTrashed(ctx, dep, d.ID, 0); err != nil {
+		if n, err = s.store.CountTrashed(ctx, deploymentID, d.ID, 0); err != nil {
 			return err
 		}
 	}
-	ok, err := s.store.TakeItemSlots(ctx, dep, int64(n), s.limits.ItemsPerDeployment)
+	ok, err := s.store.TakeItemSlots(ctx, deploymentID, int64(n), s.limits.ItemsPerDeployment)
 	if err != nil {
 		return err
 	}
 	if !ok {
 		return errs.New(errs.Invalid, "restoring %s %d brings back %d items, and deployment %d would then hold more than %d items (folders, workbooks and reports), the limit; delete some first",
-			ref.Type.lower(), ref.ID, n, dep, s.limits.ItemsPerDeployment).WithCode(errs.CodeItemLimit)
+			ref.Type.lower(), ref.ID, n, deploymentID, s.limits.ItemsPerDeployment).WithCode(errs.CodeItemLimit)
 	}
 	giveBack := true
 	defer func() {
 		if giveBack {
 			cctx, cancel := cleanupContext(ctx)
 			defer cancel()
-			_ = s.store.ReturnItemSlots(cctx, dep, int64(n))
+			_ = s.store.ReturnItemSlots(cctx, deploymentID, int64(n))
 		}
 	}()
-	lease := &destLease{s: s, dep: dep, dest: to}
+	lease := &destLease{s: s, deploymentID: deploymentID, dest: to}
 	defer lease.release(ctx)
 	if err := lease.take(ctx); err != nil {
 		return err
@@ -405,7 +405,7 @@ func (s *service) restoreOne(ctx context.Context, p *identity.Principal, dep int
 		return notFound(TypeFolder, to)
 	}
 	if d.Type != TypeFolder {
-		ok, err := s.store.RestoreItem(ctx, dep, d.ID, d.Type, to, r.v, p.User.ID, s.now())
+		ok, err := s.store.RestoreItem(ctx, deploymentID, d.ID, d.Type, to, r.v, p.User.ID, s.now())
 		if errors.Is(err, ErrKeyTaken) {
 			return keyTaken(d.Type, d.Key)
 		}
@@ -425,7 +425,7 @@ func (s *service) restoreOne(ctx context.Context, p *identity.Principal, dep int
 			return err
 		}
 		var err error
-		nodes, err = s.store.TrashedFolders(ctx, dep, d.ID)
+		nodes, err = s.store.TrashedFolders(ctx, deploymentID, d.ID)
 		return err
 	}, func(t *tree) (*TreeOp, error) {
 		if to != 0 && t.folders[to] == nil {
@@ -469,13 +469,13 @@ func folderWords(id int64) string {
 }
 
 // PurgeTrash purges each root of refs on its own (purgeOne).
-func (s *service) PurgeTrash(ctx context.Context, p *identity.Principal, dep int64, refs []ItemRef) (TrashResult, error) {
-	if _, err := s.begin(ctx, p, dep); err != nil {
+func (s *service) PurgeTrash(ctx context.Context, p *identity.Principal, deploymentID int64, refs []ItemRef) (TrashResult, error) {
+	if _, err := s.begin(ctx, p, deploymentID); err != nil {
 		return TrashResult{}, err
 	}
 	return eachRef(ctx, refs, "purged", func(ctx context.Context, ref ItemRef) error {
-		r := &request{s: s, p: p, dep: dep, tree: newTree()}
-		d, err := s.trashedRoot(ctx, dep, ref)
+		r := &request{s: s, p: p, deploymentID: deploymentID, tree: newTree()}
+		d, err := s.trashedRoot(ctx, deploymentID, ref)
 		if err != nil {
 			return err
 		}
@@ -485,7 +485,7 @@ func (s *service) PurgeTrash(ctx context.Context, p *identity.Principal, dep int
 		if trashLevel(r.tree, p, d) < LevelEdit {
 			return errs.Forbiddenf("you need edit access to %s %d where it was to purge it", ref.Type.lower(), ref.ID)
 		}
-		return s.purgeRoot(ctx, dep, d)
+		return s.purgeRoot(ctx, deploymentID, d)
 	}), nil
 }
 
@@ -499,9 +499,9 @@ const createSettle = 2 * writeDeadline
 // report with one conditional delete, a folder's set with an OpPurge (serialized with
 // restores by the tree version). Purging takes no item slot and gives none back: a
 // trashed item holds none.
-func (s *service) purgeRoot(ctx context.Context, dep int64, d *Item) error {
+func (s *service) purgeRoot(ctx context.Context, deploymentID int64, d *Item) error {
 	if d.Type != TypeFolder {
-		ok, err := s.store.PurgeItem(ctx, dep, d.ID, d.Type)
+		ok, err := s.store.PurgeItem(ctx, deploymentID, d.ID, d.Type)
 		if err != nil {
 			return err
 		}
@@ -510,10 +510,10 @@ func (s *service) purgeRoot(ctx context.Context, dep int64, d *Item) error {
 		}
 		return nil
 	}
-	r := &request{s: s, dep: dep, tree: newTree()}
+	r := &request{s: s, deploymentID: deploymentID, tree: newTree()}
 	gone := false
 	return r.commit(ctx, func(ctx context.Context) error {
-		got, err := s.store.TrashedItems(ctx, dep, []int64{d.ID})
+		got, err := s.store.TrashedItems(ctx, deploymentID, []int64{d.ID})
 		gone = err == nil && (got[d.ID] == nil || got[d.ID].Trash.Root != d.ID)
 		return err
 	}, func(*tree) (*TreeOp, error) {

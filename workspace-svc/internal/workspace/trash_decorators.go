@@ -66,59 +66,59 @@ func (a *auditing) trashEvent(ctx context.Context, p *identity.Principal, action
 	a.rec.Record(ctx, ev)
 }
 
-func deploymentTarget(dep int64) audit.Target {
-	return audit.Target{Type: "deployment", ID: strconv.FormatInt(dep, 10)}
+func deploymentTarget(deploymentID int64) audit.Target {
+	return audit.Target{Type: "deployment", ID: strconv.FormatInt(deploymentID, 10)}
 }
 
-func (a *auditing) BulkDelete(ctx context.Context, p *identity.Principal, dep int64, refs []ItemRef) (TrashResult, error) {
-	res, err := a.Service.BulkDelete(ctx, p, dep, refs)
-	a.trashEvent(ctx, p, ActionItemsDelete, deploymentTarget(dep), refs, res, err, nil)
+func (a *auditing) BulkDelete(ctx context.Context, p *identity.Principal, deploymentID int64, refs []ItemRef) (TrashResult, error) {
+	res, err := a.Service.BulkDelete(ctx, p, deploymentID, refs)
+	a.trashEvent(ctx, p, ActionItemsDelete, deploymentTarget(deploymentID), refs, res, err, nil)
 	return res, err
 }
 
-func (a *auditing) RestoreTrash(ctx context.Context, p *identity.Principal, dep int64, refs []ItemRef, folder *int64) (TrashResult, error) {
-	res, err := a.Service.RestoreTrash(ctx, p, dep, refs, folder)
+func (a *auditing) RestoreTrash(ctx context.Context, p *identity.Principal, deploymentID int64, refs []ItemRef, folder *int64) (TrashResult, error) {
+	res, err := a.Service.RestoreTrash(ctx, p, deploymentID, refs, folder)
 	d := map[string]any{"folderId": nil}
 	if folder != nil {
 		d["folderId"] = *folder
 	}
-	a.trashEvent(ctx, p, ActionItemsRestore, deploymentTarget(dep), refs, res, err, d)
+	a.trashEvent(ctx, p, ActionItemsRestore, deploymentTarget(deploymentID), refs, res, err, d)
 	return res, err
 }
 
-func (a *auditing) PurgeTrash(ctx context.Context, p *identity.Principal, dep int64, refs []ItemRef) (TrashResult, error) {
-	res, err := a.Service.PurgeTrash(ctx, p, dep, refs)
-	a.trashEvent(ctx, p, ActionItemsPurge, deploymentTarget(dep), refs, res, err, nil)
+func (a *auditing) PurgeTrash(ctx context.Context, p *identity.Principal, deploymentID int64, refs []ItemRef) (TrashResult, error) {
+	res, err := a.Service.PurgeTrash(ctx, p, deploymentID, refs)
+	a.trashEvent(ctx, p, ActionItemsPurge, deploymentTarget(deploymentID), refs, res, err, nil)
 	return res, err
 }
 
-func (a *auditing) DeleteFolderTree(ctx context.Context, p *identity.Principal, dep, id int64) error {
-	err := a.Service.DeleteFolderTree(ctx, p, dep, id)
+func (a *auditing) DeleteFolderTree(ctx context.Context, p *identity.Principal, deploymentID, id int64) error {
+	err := a.Service.DeleteFolderTree(ctx, p, deploymentID, id)
 	audit.Record(ctx, a.rec, p, ItemAction(TypeFolder, "delete"), target(TypeFolder, id), err, http.StatusNoContent, map[string]any{"recursive": true})
 	return err
 }
 
-func (l *logging) BulkDelete(ctx context.Context, p *identity.Principal, dep int64, refs []ItemRef) (TrashResult, error) {
-	res, err := l.Service.BulkDelete(ctx, p, dep, refs)
-	l.done(ctx, err, "items deleted", "deploymentId", dep, "deleted", len(res.Done), "failed", len(res.Failed))
+func (l *logging) BulkDelete(ctx context.Context, p *identity.Principal, deploymentID int64, refs []ItemRef) (TrashResult, error) {
+	res, err := l.Service.BulkDelete(ctx, p, deploymentID, refs)
+	l.done(ctx, err, "items deleted", "deploymentId", deploymentID, "deleted", len(res.Done), "failed", len(res.Failed))
 	return res, err
 }
 
-func (l *logging) RestoreTrash(ctx context.Context, p *identity.Principal, dep int64, refs []ItemRef, folder *int64) (TrashResult, error) {
-	res, err := l.Service.RestoreTrash(ctx, p, dep, refs, folder)
-	l.done(ctx, err, "items restored", "deploymentId", dep, "restored", len(res.Done), "failed", len(res.Failed))
+func (l *logging) RestoreTrash(ctx context.Context, p *identity.Principal, deploymentID int64, refs []ItemRef, folder *int64) (TrashResult, error) {
+	res, err := l.Service.RestoreTrash(ctx, p, deploymentID, refs, folder)
+	l.done(ctx, err, "items restored", "deploymentId", deploymentID, "restored", len(res.Done), "failed", len(res.Failed))
 	return res, err
 }
 
-func (l *logging) PurgeTrash(ctx context.Context, p *identity.Principal, dep int64, refs []ItemRef) (TrashResult, error) {
-	res, err := l.Service.PurgeTrash(ctx, p, dep, refs)
-	l.done(ctx, err, "items purged", "deploymentId", dep, "purged", len(res.Done), "failed", len(res.Failed))
+func (l *logging) PurgeTrash(ctx context.Context, p *identity.Principal, deploymentID int64, refs []ItemRef) (TrashResult, error) {
+	res, err := l.Service.PurgeTrash(ctx, p, deploymentID, refs)
+	l.done(ctx, err, "items purged", "deploymentId", deploymentID, "purged", len(res.Done), "failed", len(res.Failed))
 	return res, err
 }
 
-func (l *logging) DeleteFolderTree(ctx context.Context, p *identity.Principal, dep, id int64) error {
-	err := l.Service.DeleteFolderTree(ctx, p, dep, id)
-	l.done(ctx, err, "folder deleted with its subtree", "deploymentId", dep, "folderId", id)
+func (l *logging) DeleteFolderTree(ctx context.Context, p *identity.Principal, deploymentID, id int64) error {
+	err := l.Service.DeleteFolderTree(ctx, p, deploymentID, id)
+	l.done(ctx, err, "folder deleted with its subtree", "deploymentId", deploymentID, "folderId", id)
 	return err
 }
 
@@ -149,26 +149,26 @@ func (i *instrumenting) countTrash(op string, res TrashResult, err error) {
 	}
 }
 
-func (i *instrumenting) BulkDelete(ctx context.Context, p *identity.Principal, dep int64, refs []ItemRef) (TrashResult, error) {
-	res, err := i.Service.BulkDelete(ctx, p, dep, refs)
+func (i *instrumenting) BulkDelete(ctx context.Context, p *identity.Principal, deploymentID int64, refs []ItemRef) (TrashResult, error) {
+	res, err := i.Service.BulkDelete(ctx, p, deploymentID, refs)
 	i.countTrash("delete", res, err)
 	return res, err
 }
 
-func (i *instrumenting) RestoreTrash(ctx context.Context, p *identity.Principal, dep int64, refs []ItemRef, folder *int64) (TrashResult, error) {
-	res, err := i.Service.RestoreTrash(ctx, p, dep, refs, folder)
+func (i *instrumenting) RestoreTrash(ctx context.Context, p *identity.Principal, deploymentID int64, refs []ItemRef, folder *int64) (TrashResult, error) {
+	res, err := i.Service.RestoreTrash(ctx, p, deploymentID, refs, folder)
 	i.countTrash("restore", res, err)
 	return res, err
 }
 
-func (i *instrumenting) PurgeTrash(ctx context.Context, p *identity.Principal, dep int64, refs []ItemRef) (TrashResult, error) {
-	res, err := i.Service.PurgeTrash(ctx, p, dep, refs)
+func (i *instrumenting) PurgeTrash(ctx context.Context, p *identity.Principal, deploymentID int64, refs []ItemRef) (TrashResult, error) {
+	res, err := i.Service.PurgeTrash(ctx, p, deploymentID, refs)
 	i.countTrash("purge", res, err)
 	return res, err
 }
 
-func (i *instrumenting) DeleteFolderTree(ctx context.Context, p *identity.Principal, dep, id int64) error {
-	err := i.Service.DeleteFolderTree(ctx, p, dep, id)
+func (i *instrumenting) DeleteFolderTree(ctx context.Context, p *identity.Principal, deploymentID, id int64) error {
+	err := i.Service.DeleteFolderTree(ctx, p, deploymentID, id)
 	outcome := "done"
 	if err != nil {
 		outcome = moveOutcome(err)

@@ -53,16 +53,16 @@ func (w *TrashSweeper) Sweep(ctx context.Context) (int, error) {
 			if err := ctx.Err(); err != nil {
 				return n, err
 			}
-			d := &Item{ID: root.ID, DeploymentID: root.Dep, Type: root.Type}
+			d := &Item{ID: root.ID, DeploymentID: root.DeploymentID, Type: root.Type}
 			ictx, cancel := context.WithTimeout(ctx, writeDeadline)
-			err := w.s.purgeRoot(ictx, root.Dep, d)
+			err := w.s.purgeRoot(ictx, root.DeploymentID, d)
 			cancel()
 			w.record(ctx, root, err)
 			if err == nil {
 				n++
 				progress = true
 			} else if w.o.Logger != nil {
-				w.o.Logger.WarnContext(ctx, "trash sweep: purge failed", "deploymentId", root.Dep, "type", root.Type, "id", root.ID, "error", err)
+				w.o.Logger.WarnContext(ctx, "trash sweep: purge failed", "deploymentId", root.DeploymentID, "type", root.Type, "id", root.ID, "error", err)
 			}
 		}
 		if len(roots) < sweepBatch || !progress {
@@ -102,7 +102,7 @@ func (w *TrashSweeper) record(ctx context.Context, root TrashRoot, err error) {
 		return
 	}
 	ev := audit.New(nil, ItemAction(root.Type, "purge"), target(root.Type, root.ID))
-	ev.Actor, ev.DeploymentID = audit.Actor{Type: audit.ActorSystem}, root.Dep
+	ev.Actor, ev.DeploymentID = audit.Actor{Type: audit.ActorSystem}, root.DeploymentID
 	ev.Outcome = audit.OutcomeOf(err, http.StatusOK)
 	ev.Details = map[string]any{"reason": "retention", "retentionSeconds": int64(w.o.Retention.Seconds())}
 	w.o.Audit.Record(ctx, ev)

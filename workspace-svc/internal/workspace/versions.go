@@ -53,34 +53,34 @@ type VersionStore interface {
 	// number, one of its versions (idempotent), then removes the workbook's records
 	// numbered keep or more below it, pending ones too; false when no such record is
 	// stored (pruned, or never written).
-	CommitDashboardVersion(ctx context.Context, dep, workbook, versionID, number int64, keep int) (bool, error)
+	CommitDashboardVersion(ctx context.Context, deploymentID, workbook, versionID, number int64, keep int) (bool, error)
 	// DropDashboardVersion removes the record versionID of the workbook if it is still
 	// pending (a committed one stays).
-	DropDashboardVersion(ctx context.Context, dep, workbook, versionID int64) error
+	DropDashboardVersion(ctx context.Context, deploymentID, workbook, versionID int64) error
 	// PendingDashboardVersion reports whether a pending record of the workbook has the
 	// number.
-	PendingDashboardVersion(ctx context.Context, dep, workbook, number int64) (bool, error)
+	PendingDashboardVersion(ctx context.Context, deploymentID, workbook, number int64) (bool, error)
 	// DashboardVersions returns at most limit committed versions of the workbook
 	// numbered below before (0: from the newest), newest first, without their
 	// Dashboard.
-	DashboardVersions(ctx context.Context, dep, workbook, before int64, limit int) ([]*DashboardVersion, error)
+	DashboardVersions(ctx context.Context, deploymentID, workbook, before int64, limit int) ([]*DashboardVersion, error)
 	// DashboardVersion returns the committed version of the workbook with the number,
 	// in full; nil when there is none.
-	DashboardVersion(ctx context.Context, dep, workbook, number int64) (*DashboardVersion, error)
+	DashboardVersion(ctx context.Context, deploymentID, workbook, number int64) (*DashboardVersion, error)
 	// DeleteDashboardVersions removes every record of the workbook (its purge).
-	DeleteDashboardVersions(ctx context.Context, dep, workbook int64) error
+	DeleteDashboardVersions(ctx context.Context, deploymentID, workbook int64) error
 }
 
 // VersionService is the published versions of a workbook's dashboard.
 type VersionService interface {
 	// DashboardVersions lists a workbook's kept versions, newest first; view on the
 	// workbook.
-	DashboardVersions(ctx context.Context, p *identity.Principal, dep, workbook int64, first int, after string) (httpx.Page[DashboardVersionSummary], error)
+	DashboardVersions(ctx context.Context, p *identity.Principal, deploymentID, workbook int64, first int, after string) (httpx.Page[DashboardVersionSummary], error)
 	// GetDashboardVersion is one kept version in full; view on the workbook.
-	GetDashboardVersion(ctx context.Context, p *identity.Principal, dep, workbook, number int64) (DashboardVersionDetail, error)
+	GetDashboardVersion(ctx context.Context, p *identity.Principal, deploymentID, workbook, number int64) (DashboardVersionDetail, error)
 	// RestoreDashboardVersion publishes a new version equal to kept version number;
 	// edit on the workbook, as a publish.
-	RestoreDashboardVersion(ctx context.Context, p *identity.Principal, dep, workbook, number int64) (Workbook, error)
+	RestoreDashboardVersion(ctx context.Context, p *identity.Principal, deploymentID, workbook, number int64) (Workbook, error)
 }
 
 // DashboardVersionSummary is a listed version.
@@ -175,7 +175,7 @@ func (s *service) settleHead(ctx context.Context, r *request, head *Item) error 
 	if head.PublishedVersion == 0 {
 		return nil
 	}
-	pending, err := s.store.PendingDashboardVersion(ctx, r.dep, head.ID, head.PublishedVersion)
+	pending, err := s.store.PendingDashboardVersion(ctx, r.deploymentID, head.ID, head.PublishedVersion)
 	if err != nil || !pending {
 		return err
 	}
@@ -188,7 +188,7 @@ func (s *service) settleHead(ctx context.Context, r *request, head *Item) error 
 }
 
 // DashboardVersions lists the kept versions of a workbook's dashboard, newest first.
-func (s *service) DashboardVersions(ctx context.Context, p *identity.Principal, dep, id int64, first int, after string) (httpx.Page[DashboardVersionSummary], error) {
+func (s *service) DashboardVersions(ctx context.Context, p *identity.Principal, deploymentID, id int64, first int, after string) (httpx.Page[DashboardVersionSummary], error) {
 	from, err := httpx.AfterCursor[versionCursor](after)
 	if err != nil {
 		return httpx.Page[DashboardVersionSummary]{}, err
@@ -196,7 +196,7 @@ func (s *service) DashboardVersions(ctx context.Context, p *identity.Principal, 
 	if from != nil && from.N < 1 {
 		return httpx.Page[DashboardVersionSummary]{}, httpx.ErrBadCursor
 	}
-	r, head, err := s.itemForAccess(ctx, p, dep, TypeWorkbook, id, LevelView, "list its dashboard versions")
+	r, head, err := s.itemForAccess(ctx, p, deploymentID, TypeWorkbook, id, LevelView, "list its dashboard versions")
 	if err != nil {
 		return httpx.Page[DashboardVersionSummary]{}, err
 	}
@@ -206,7 +206,7 @@ func (s *service) DashboardVersions(ctx context.Context, p *identity.Principal, 
 	} else if err := s.settleHead(ctx, r, head); err != nil {
 		return httpx.Page[DashboardVersionSummary]{}, err
 	}
-	vs, err := s.store.DashboardVersions(ctx, dep, id, before, first+1)
+	vs, err := s.store.DashboardVersions(ctx, deploymentID, id, before, first+1)
 	if err != nil {
 		return httpx.Page[DashboardVersionSummary]{}, err
 	}
@@ -222,8 +222,8 @@ func (s *service) DashboardVersions(ctx context.Context, p *identity.Principal, 
 }
 
 // GetDashboardVersion returns one kept version of a workbook's dashboard in full.
-func (s *service) GetDashboardVersion(ctx context.Context, p *identity.Principal, dep, id, number int64) (DashboardVersionDetail, error) {
-	r, head, err := s.itemForAccess(ctx, p, dep, TypeWorkbook, id, LevelView, "read its dashboard versions")
+func (s *service) GetDashboardVersion(ctx context.Context, p *identity.Principal, deploymentID, id, number int64) (DashboardVersionDetail, error) {
+	r, head, err := s.itemForAccess(ctx, p, deploymentID, TypeWorkbook, id, LevelView, "read its dashboard versions")
 	if err != nil {
 		return DashboardVersionDetail{}, err
 	}
@@ -246,7 +246,7 @@ func (s *service) keptVersion(ctx context.Context, r *request, head *Item, numbe
 			return nil, err
 		}
 	}
-	v, err := s.store.DashboardVersion(ctx, r.dep, head.ID, number)
+	v, err := s.store.DashboardVersion(ctx, r.deploymentID, head.ID, number)
 	if err != nil {
 		return nil, err
 	}
@@ -265,12 +265,12 @@ func (s *service) versionNotFound(workbook, number int64) error {
 // kept version number: its config, report snapshots (as they were taken) and
 // allowEmbed, with the dashboard's id and public id as they are. The draft stays as it
 // is and no kept version changes.
-func (s *service) RestoreDashboardVersion(ctx context.Context, p *identity.Principal, dep, id, number int64) (Workbook, error) {
+func (s *service) RestoreDashboardVersion(ctx context.Context, p *identity.Principal, deploymentID, id, number int64) (Workbook, error) {
 	ctx, cancel := context.WithTimeout(ctx, writeDeadline)
 	defer cancel()
 	const verb = "restore a version of its dashboard"
 	for attempt := 0; attempt < maxTreeRetries; attempt++ {
-		r, head, err := s.itemForAccess(ctx, p, dep, TypeWorkbook, id, LevelEdit, verb)
+		r, head, err := s.itemForAccess(ctx, p, deploymentID, TypeWorkbook, id, LevelEdit, verb)
 		if err != nil {
 			return Workbook{}, err
 		}
@@ -281,7 +281,7 @@ func (s *service) RestoreDashboardVersion(ctx context.Context, p *identity.Princ
 		if number == d.PublishedVersion {
 			s.settleVersion(ctx, d) // the version to restore may be the current one, still pending
 		}
-		v, err := s.store.DashboardVersion(ctx, dep, id, number)
+		v, err := s.store.DashboardVersion(ctx, deploymentID, id, number)
 		if err != nil {
 			return Workbook{}, err
 		}
@@ -301,7 +301,7 @@ func (s *service) RestoreDashboardVersion(ctx context.Context, p *identity.Princ
 		if dashID == 0 { // a workbook with kept versions has been published: defensive only
 			dashID, publicID = old.ID, old.PublicID
 		}
-		dash := Dashboard{ID: dashID, PublicID: publicID, DeploymentID: dep, WorkbookID: id, Status: StatusPublished,
+		dash := Dashboard{ID: dashID, PublicID: publicID, DeploymentID: deploymentID, WorkbookID: id, Status: StatusPublished,
 			AllowEmbed: old.AllowEmbed, Config: old.Config, VersionNumber: d.PublishedVersion + 1, VersionID: versionID,
 			ReportSnapshots: old.ReportSnapshots, CreatedBy: &createdBy, UpdatedBy: &updatedBy, Title: old.Config.Title,
 			Description: old.Config.Description, FromSharedWorkspace: old.FromSharedWorkspace,

@@ -35,15 +35,15 @@ func makeVersionEndpoints(s Service) VersionEndpoints {
 	return VersionEndpoints{
 		DashboardVersions: func(ctx context.Context, req any) (any, error) {
 			r := req.(dashboardVersionsRequest)
-			return s.DashboardVersions(ctx, r.P, r.Dep, r.Workbook, r.First, r.After)
+			return s.DashboardVersions(ctx, r.P, r.DeploymentID, r.Workbook, r.First, r.After)
 		},
 		GetDashboardVersion: func(ctx context.Context, req any) (any, error) {
 			r := req.(dashboardVersionRequest)
-			return s.GetDashboardVersion(ctx, r.P, r.Dep, r.Workbook, r.Number)
+			return s.GetDashboardVersion(ctx, r.P, r.DeploymentID, r.Workbook, r.Number)
 		},
 		RestoreDashboardVersion: func(ctx context.Context, req any) (any, error) {
 			r := req.(dashboardVersionRequest)
-			return s.RestoreDashboardVersion(ctx, r.P, r.Dep, r.Workbook, r.Number)
+			return s.RestoreDashboardVersion(ctx, r.P, r.DeploymentID, r.Workbook, r.Number)
 		},
 	}
 }
@@ -94,8 +94,8 @@ func decodeDashboardVersionRequest(_ context.Context, r *http.Request) (any, err
 // "dashboard_restore"), its details the version restored and the version it published.
 var ActionDashboardRestore = ItemAction(TypeWorkbook, "dashboard_restore")
 
-func (a *auditing) RestoreDashboardVersion(ctx context.Context, p *identity.Principal, dep, id, number int64) (Workbook, error) {
-	w, err := a.Service.RestoreDashboardVersion(ctx, p, dep, id, number)
+func (a *auditing) RestoreDashboardVersion(ctx context.Context, p *identity.Principal, deploymentID, id, number int64) (Workbook, error) {
+	w, err := a.Service.RestoreDashboardVersion(ctx, p, deploymentID, id, number)
 	d := map[string]any{"restoredVersion": number}
 	if db := w.PublishedDashboard; db != nil {
 		d["versionNumber"], d["allowEmbed"] = db.VersionNumber, db.AllowEmbed
@@ -104,19 +104,19 @@ func (a *auditing) RestoreDashboardVersion(ctx context.Context, p *identity.Prin
 	return w, err
 }
 
-func (l *logging) RestoreDashboardVersion(ctx context.Context, p *identity.Principal, dep, id, number int64) (Workbook, error) {
-	w, err := l.Service.RestoreDashboardVersion(ctx, p, dep, id, number)
+func (l *logging) RestoreDashboardVersion(ctx context.Context, p *identity.Principal, deploymentID, id, number int64) (Workbook, error) {
+	w, err := l.Service.RestoreDashboardVersion(ctx, p, deploymentID, id, number)
 	var version int64
 	if w.PublishedDashboard != nil {
 		version = w.PublishedDashboard.VersionNumber
 	}
-	l.done(ctx, err, "dashboard version restored", "deploymentId", dep, "workbookId", id, "restoredVersion", number, "versionNumber", version)
+	l.done(ctx, err, "dashboard version restored", "deploymentId", deploymentID, "workbookId", id, "restoredVersion", number, "versionNumber", version)
 	return w, err
 }
 
 // RestoreDashboardVersion counts a restore as the publish it is.
-func (i *instrumenting) RestoreDashboardVersion(ctx context.Context, p *identity.Principal, dep, id, number int64) (Workbook, error) {
-	w, err := i.Service.RestoreDashboardVersion(ctx, p, dep, id, number)
+func (i *instrumenting) RestoreDashboardVersion(ctx context.Context, p *identity.Principal, deploymentID, id, number int64) (Workbook, error) {
+	w, err := i.Service.RestoreDashboardVersion(ctx, p, deploymentID, id, number)
 	if err == nil {
 		i.m.DashboardsPublished.Inc()
 	}

@@ -25,13 +25,15 @@ type indexHead struct {
 	IDs  []string `json:"ids"`
 }
 
-func indexHeadKey(dep int64) string        { return fmt.Sprintf("jobidx.%d.head", dep) }
-func indexPageKey(dep int64, n int) string { return fmt.Sprintf("jobidx.%d.%d", dep, n) }
+func indexHeadKey(deploymentID int64) string { return fmt.Sprintf("jobidx.%d.head", deploymentID) }
+func indexPageKey(deploymentID int64, n int) string {
+	return fmt.Sprintf("jobidx.%d.%d", deploymentID, n)
+}
 
 // indexJob adds id to the deployment's index. It is safe to repeat: an id the head
 // already holds is not added twice.
-func (q *Queue) indexJob(ctx context.Context, dep int64, id string) error {
-	return casUpdate(ctx, q, q.kv, indexHeadKey(dep), func(head *indexHead) error {
+func (q *Queue) indexJob(ctx context.Context, deploymentID int64, id string) error {
+	return casUpdate(ctx, q, q.kv, indexHeadKey(deploymentID), func(head *indexHead) error {
 		if slices.Contains(head.IDs, id) {
 			return errSkip
 		}
@@ -39,7 +41,7 @@ func (q *Queue) indexJob(ctx context.Context, dep int64, id string) error {
 			// Sealed first: a seal repeated by a racing writer puts the same page.
 			b, _ := json.Marshal(head.IDs)
 			if err := q.do(ctx, func(ctx context.Context) error {
-				_, err := q.kv.Put(ctx, indexPageKey(dep, head.Page), b)
+				_, err := q.kv.Put(ctx, indexPageKey(deploymentID, head.Page), b)
 				return err
 			}); err != nil {
 				return unavailable(err)
@@ -53,11 +55,11 @@ func (q *Queue) indexJob(ctx context.Context, dep int64, id string) error {
 
 // indexPage reads page n of the index (the head when it is n), newest first; ok is
 // false when it is gone (expired) or never was.
-func (q *Queue) indexPage(ctx context.Context, dep int64, n int, head indexHead) (ids []string, ok bool, err error) {
+func (q *Queue) indexPage(ctx context.Context, deploymentID int64, n int, head indexHead) (ids []string, ok bool, err error) {
 	if n == head.Page {
 		ids = slices.Clone(head.IDs)
 	} else {
-		e, err := q.getEntry(ctx, q.kv, indexPageKey(dep, n))
+		e, err := q.getEntry(ctx, q.kv, indexPageKey(deploymentID, n))
 		if errors.Is(err, natsjs.ErrKeyNotFound) {
 			return nil, false, nil
 		}
@@ -76,9 +78,9 @@ func (q *Queue) indexPage(ctx context.Context, dep int64, n int, head indexHead)
 
 // JobPage lists up to first job ids of the deployment, newest first, after the cursor
 // "<page>:<id>".
-func (q *Queue) JobPage(ctx context.Context, dep int64, after string, first int) ([]string, string, bool, error) {
+func (q *Queue) JobPage(ctx context.Context, deploymentID int64, after string, first int) ([]string, string, bool, error) {
 	var head indexHead
-	e, err := q.getEntry(ctx, q.kv, indexHeadKey(dep))
+	e, err := q.getEntry(ctx, q.kv, indexHeadKey(deploymentID))
 	switch {
 	case errors.Is(err, natsjs.ErrKeyNotFound):
 		if after != "" {
@@ -101,7 +103,7 @@ func (q *Queue) JobPage(ctx context.Context, dep int64, after string, first int)
 	var out []string
 	end := ""
 	for ; page >= 0; page-- {
-		ids, ok, err := q.indexPage(ctx, dep, page, head)
+		ids, ok, err := q.indexPage(ctx, deploymentID, page, head)
 		if err != nil {
 			return nil, "", false, err
 		}

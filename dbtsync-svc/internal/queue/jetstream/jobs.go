@@ -168,8 +168,8 @@ type jobMessage struct {
 	DeploymentID int64  `json:"deploymentId"`
 }
 
-func (q *Queue) get(ctx context.Context, dep int64, id string) (jobRecord, uint64, error) {
-	e, err := q.getEntry(ctx, q.kv, jobKey(dep, id))
+func (q *Queue) get(ctx context.Context, deploymentID int64, id string) (jobRecord, uint64, error) {
+	e, err := q.getEntry(ctx, q.kv, jobKey(deploymentID, id))
 	if errors.Is(err, natsjs.ErrKeyNotFound) {
 		return jobRecord{}, 0, dbtsync.ErrNotFound
 	}
@@ -184,8 +184,8 @@ func (q *Queue) get(ctx context.Context, dep int64, id string) (jobRecord, uint6
 }
 
 // Job reads a job.
-func (q *Queue) Job(ctx context.Context, dep int64, id string) (dbtsync.Job, error) {
-	r, _, err := q.get(ctx, dep, id)
+func (q *Queue) Job(ctx context.Context, deploymentID int64, id string) (dbtsync.Job, error) {
+	r, _, err := q.get(ctx, deploymentID, id)
 	if err != nil {
 		return dbtsync.Job{}, err
 	}
@@ -197,10 +197,10 @@ func (q *Queue) Job(ctx context.Context, dep int64, id string) (dbtsync.Job, err
 // finds the revision moved, the record read back says whether the write was its own
 // (a read may come from a replica a little behind; only a current one lets a write
 // through, and it holds the op if the write landed).
-func (q *Queue) UpdateJob(ctx context.Context, dep int64, id string, fn func(*dbtsync.Job) error) (dbtsync.Job, error) {
+func (q *Queue) UpdateJob(ctx context.Context, deploymentID int64, id string, fn func(*dbtsync.Job) error) (dbtsync.Job, error) {
 	op := newOp()
 	for {
-		r, rev, err := q.get(ctx, dep, id)
+		r, rev, err := q.get(ctx, deploymentID, id)
 		if err != nil {
 			return dbtsync.Job{}, err
 		}
@@ -213,7 +213,7 @@ func (q *Queue) UpdateJob(ctx context.Context, dep int64, id string, fn func(*db
 		}
 		b, _ := json.Marshal(recordOf(j).withOp(r.Ops, op, time.Now(), q.opRetention()))
 		err = q.do(ctx, func(ctx context.Context) error {
-			_, err := q.kv.Update(ctx, jobKey(dep, id), b, rev)
+			_, err := q.kv.Update(ctx, jobKey(deploymentID, id), b, rev)
 			return err
 		})
 		switch {
@@ -264,8 +264,8 @@ func (q *Queue) create(ctx context.Context, j dbtsync.Job) error {
 }
 
 // deleteJob removes a job record (an enqueue undone), retried.
-func (q *Queue) deleteJob(ctx context.Context, dep int64, id string) {
-	_ = q.do(ctx, func(ctx context.Context) error { return q.kv.Delete(ctx, jobKey(dep, id)) })
+func (q *Queue) deleteJob(ctx context.Context, deploymentID int64, id string) {
+	_ = q.do(ctx, func(ctx context.Context) error { return q.kv.Delete(ctx, jobKey(deploymentID, id)) })
 }
 
 // Enqueue records the job, puts it in its branch's line, publishes its message on its
@@ -357,8 +357,8 @@ func removeID(ids []string, id string) []string {
 }
 
 // LineHead is the job at the head of the branch's line.
-func (q *Queue) LineHead(ctx context.Context, dep int64, branch string) (string, error) {
-	e, err := q.getEntry(ctx, q.kv, lineKey(dep, branch))
+func (q *Queue) LineHead(ctx context.Context, deploymentID int64, branch string) (string, error) {
+	e, err := q.getEntry(ctx, q.kv, lineKey(deploymentID, branch))
 	if errors.Is(err, natsjs.ErrKeyNotFound) {
 		return "", nil
 	}
@@ -374,20 +374,20 @@ func (q *Queue) LineHead(ctx context.Context, dep int64, branch string) (string,
 }
 
 // LeaveLine takes the job out of its branch's line.
-func (q *Queue) LeaveLine(ctx context.Context, dep int64, branch, id string) error {
-	_, err := q.updateLine(ctx, lineKey(dep, branch), func(ids []string) []string { return removeID(ids, id) })
+func (q *Queue) LeaveLine(ctx context.Context, deploymentID int64, branch, id string) error {
+	_, err := q.updateLine(ctx, lineKey(deploymentID, branch), func(ids []string) []string { return removeID(ids, id) })
 	return err
 }
 
 // WatchCancel watches the job's entry and closes the channel at the first update that
 // requests a cancel. Making the watch (a consumer's creation) is retried like every
 // call; the watch then lives as long as ctx.
-func (q *Queue) WatchCancel(ctx context.Context, dep int64, id string) (<-chan struct{}, error) {
+func (q *Queue) WatchCancel(ctx context.Context, deploymentID int64, id string) (<-chan struct{}, error) {
 	var watcher natsjs.KeyWatcher
 	var stop context.CancelFunc
 	err := q.do(ctx, func(actx context.Context) (err error) {
 		watcher, stop, err = outlive(ctx, actx, func(ctx context.Context) (natsjs.KeyWatcher, error) {
-			return q.kv.Watch(ctx, jobKey(dep, id), natsjs.UpdatesOnly())
+			return q.kv.Watch(ctx, jobKey(deploymentID, id), natsjs.UpdatesOnly())
 		}, func(w natsjs.KeyWatcher) { _ = w.Stop() })
 		return err
 	})

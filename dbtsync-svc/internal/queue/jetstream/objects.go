@@ -20,8 +20,8 @@ func resultObject(id string) string   { return "result/" + id }
 const deploymentMetaKey = "deployment"
 
 // PutManifest stores an upload as it is read.
-func (q *Queue) PutManifest(ctx context.Context, dep int64, id string, r io.Reader) error {
-	meta := natsjs.ObjectMeta{Name: manifestObject(id), Metadata: map[string]string{deploymentMetaKey: strconv.FormatInt(dep, 10)}}
+func (q *Queue) PutManifest(ctx context.Context, deploymentID int64, id string, r io.Reader) error {
+	meta := natsjs.ObjectMeta{Name: manifestObject(id), Metadata: map[string]string{deploymentMetaKey: strconv.FormatInt(deploymentID, 10)}}
 	if _, err := q.obj.Put(ctx, meta, r); err != nil {
 		return unavailable(err)
 	}

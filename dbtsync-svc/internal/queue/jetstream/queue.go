@@ -191,7 +191,7 @@ func outlive[T any](ctx, actx context.Context, open func(context.Context) (T, er
 // unavailable wraps a NATS error as the domain's ErrQueueUnavailable.
 func unavailable(err error) error { return dbtsync.QueueUnavailable(err) }
 
-func jobKey(dep int64, id string) string { return fmt.Sprintf("job.%d.%s", dep, id) }
+func jobKey(deploymentID int64, id string) string { return fmt.Sprintf("job.%d.%s", deploymentID, id) }
 
 // subject is the deployment's queue subject.
 func (q *Queue) subject(k dbtsync.QueueKey) string {
@@ -200,7 +200,7 @@ func (q *Queue) subject(k dbtsync.QueueKey) string {
 
 // lineKey is the key of a branch's line of jobs (the name hashed: any branch name makes
 // a valid key).
-func lineKey(dep int64, branch string) string {
+func lineKey(deploymentID int64, branch string) string {
 	sum := sha256.Sum256([]byte(branch))
-	return fmt.Sprintf("branchq.%d.%s", dep, hex.EncodeToString(sum[:12]))
+	return fmt.Sprintf("branchq.%d.%s", deploymentID, hex.EncodeToString(sum[:12]))
 }

@@ -45,13 +45,13 @@ type ledger struct {
 }
 
 type jobKey struct {
-	dep int64
-	id  string
+	deploymentID int64
+	id           string
 }
 
 type lineKey struct {
-	dep    int64
-	branch string
+	deploymentID int64
+	branch       string
 }
 
 // entry is a job with its revision (for UpdateJob's compare-and-set) and the channels of
@@ -63,8 +63,8 @@ type entry struct {
 }
 
 type manifest struct {
-	dep  int64
-	data []byte
+	deploymentID int64
+	data         []byte
 }
 
 // New returns an empty queue with the default limits.
@@ -170,12 +170,12 @@ func clonePtr[T any](p *T) *T {
 }
 
 // Job reads a job.
-func (q *Queue) Job(_ context.Context, dep int64, id string) (dbtsync.Job, error) {
+func (q *Queue) Job(_ context.Context, deploymentID int64, id string) (dbtsync.Job, error) {
 	if err := q.lock(); err != nil {
 		return dbtsync.Job{}, err
 	}
 	defer q.mu.Unlock()
-	e, ok := q.jobs[jobKey{dep, id}]
+	e, ok := q.jobs[jobKey{deploymentID, id}]
 	if !ok {
 		return dbtsync.Job{}, dbtsync.ErrNotFound
 	}
@@ -184,12 +184,12 @@ func (q *Queue) Job(_ context.Context, dep int64, id string) (dbtsync.Job, error
 
 // UpdateJob applies fn outside the lock and stores the result if nobody changed the job
 // in between, as the JetStream adapter's compare-and-set does.
-func (q *Queue) UpdateJob(_ context.Context, dep int64, id string, fn func(*dbtsync.Job) error) (dbtsync.Job, error) {
+func (q *Queue) UpdateJob(_ context.Context, deploymentID int64, id string, fn func(*dbtsync.Job) error) (dbtsync.Job, error) {
 	for {
 		if err := q.lock(); err != nil {
 			return dbtsync.Job{}, err
 		}
-		e, ok := q.jobs[jobKey{dep, id}]
+		e, ok := q.jobs[jobKey{deploymentID, id}]
 		if !ok {
 			q.mu.Unlock()
 			return dbtsync.Job{}, dbtsync.ErrNotFound
@@ -220,14 +220,14 @@ func (q *Queue) UpdateJob(_ context.Context, dep int64, id string, fn func(*dbts
 
 // JobPage lists the deployment's job ids, newest first (ids are time-ordered), a page
 // after the cursor (a job id).
-func (q *Queue) JobPage(_ context.Context, dep int64, after string, first int) ([]string, string, bool, error) {
+func (q *Queue) JobPage(_ context.Context, deploymentID int64, after string, first int) ([]string, string, bool, error) {
 	if err := q.lock(); err != nil {
 		return nil, "", false, err
 	}
 	defer q.mu.Unlock()
 	var ids []string
 	for k := range q.jobs {
-		if k.dep == dep {
+		if k.deploymentID == deploymentID {
 			ids = append(ids, k.id)
 		}
 	}
@@ -284,37 +284,37 @@ func copyLedger(l dbtsync.Ledger) dbtsync.Ledger {
 }
 
 // LineHead is the job at the head of the branch's line.
-func (q *Queue) LineHead(_ context.Context, dep int64, branch string) (string, error) {
+func (q *Queue) LineHead(_ context.Context, deploymentID int64, branch string) (string, error) {
 	if err := q.lock(); err != nil {
 		return "", err
 	}
 	defer q.mu.Unlock()
-	if line := q.lines[lineKey{dep, branch}]; len(line) > 0 {
+	if line := q.lines[lineKey{deploymentID, branch}]; len(line) > 0 {
 		return line[0], nil
 	}
 	return "", nil
 }
 
 // LeaveLine takes the job out of its branch's line.
-func (q *Queue) LeaveLine(_ context.Context, dep int64, branch, id string) error {
+func (q *Queue) LeaveLine(_ context.Context, deploymentID int64, branch, id string) error {
 	if err := q.lock(); err != nil {
 		return err
 	}
 	defer q.mu.Unlock()
-	lk := lineKey{dep, branch}
+	lk := lineKey{deploymentID, branch}
 	q.lines[lk] = slices.DeleteFunc(q.lines[lk], func(s string) bool { return s == id })
 	return nil
 }
 
 // WatchCancel returns a channel closed at the first update that requests a cancel (the
 // watch outlives ctx: closing it then is harmless).
-func (q *Queue) WatchCancel(_ context.Context, dep int64, id string) (<-chan struct{}, error) {
+func (q *Queue) WatchCancel(_ context.Context, deploymentID int64, id string) (<-chan struct{}, error) {
 	if err := q.lock(); err != nil {
 		return nil, err
 	}
 	defer q.mu.Unlock()
 	ch := make(chan struct{})
-	if e, ok := q.jobs[jobKey{dep, id}]; ok {
+	if e, ok := q.jobs[jobKey{deploymentID, id}]; ok {
 		e.watchers = append(e.watchers, ch)
 	}
 	return ch, nil

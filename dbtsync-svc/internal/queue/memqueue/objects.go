@@ -11,7 +11,7 @@ import (
 
 // PutManifest reads r to its end and keeps what it yielded; an error reading r stores
 // nothing.
-func (q *Queue) PutManifest(_ context.Context, dep int64, id string, r io.Reader) error {
+func (q *Queue) PutManifest(_ context.Context, deploymentID int64, id string, r io.Reader) error {
 	data, err := io.ReadAll(r)
 	if err != nil {
 		return err
@@ -20,7 +20,7 @@ func (q *Queue) PutManifest(_ context.Context, dep int64, id string, r io.Reader
 		return err
 	}
 	defer q.mu.Unlock()
-	q.manifests[id] = manifest{dep: dep, data: data}
+	q.manifests[id] = manifest{deploymentID: deploymentID, data: data}
 	return nil
 }
 

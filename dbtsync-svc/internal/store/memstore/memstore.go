@@ -27,8 +27,8 @@ type Store struct {
 }
 
 type branchKey struct {
-	dep  int64
-	name string
+	deploymentID int64
+	name         string
 }
 
 // branch is a branch with the file sets of its kept versions (by sync job id).
@@ -75,12 +75,12 @@ func copyState(st dbtsync.BranchState) dbtsync.BranchState {
 }
 
 // Branch reads one branch.
-func (s *Store) Branch(_ context.Context, dep int64, name string) (dbtsync.BranchState, error) {
+func (s *Store) Branch(_ context.Context, deploymentID int64, name string) (dbtsync.BranchState, error) {
 	if err := s.lock(); err != nil {
 		return dbtsync.BranchState{}, err
 	}
 	defer s.mu.Unlock()
-	b, ok := s.branches[branchKey{dep, name}]
+	b, ok := s.branches[branchKey{deploymentID, name}]
 	if !ok {
 		return dbtsync.BranchState{}, dbtsync.ErrNotFound
 	}
@@ -88,14 +88,14 @@ func (s *Store) Branch(_ context.Context, dep int64, name string) (dbtsync.Branc
 }
 
 // Branches reads the deployment's branches.
-func (s *Store) Branches(_ context.Context, dep int64, after, except string, limit int) ([]dbtsync.BranchState, error) {
+func (s *Store) Branches(_ context.Context, deploymentID int64, after, except string, limit int) ([]dbtsync.BranchState, error) {
 	if err := s.lock(); err != nil {
 		return nil, err
 	}
 	defer s.mu.Unlock()
 	out := []dbtsync.BranchState{}
 	for k, b := range s.branches {
-		if k.dep == dep && k.name > after && k.name != except {
+		if k.deploymentID == deploymentID && k.name > after && k.name != except {
 			out = append(out, copyState(b.state))
 		}
 	}
@@ -104,12 +104,12 @@ func (s *Store) Branches(_ context.Context, dep int64, after, except string, lim
 }
 
 // Files reads one version's files.
-func (s *Store) Files(_ context.Context, dep int64, name string, version int64, path string, withContent bool) (int64, []dbtsync.StoredFile, error) {
+func (s *Store) Files(_ context.Context, deploymentID int64, name string, version int64, path string, withContent bool) (int64, []dbtsync.StoredFile, error) {
 	if err := s.lock(); err != nil {
 		return 0, nil, err
 	}
 	defer s.mu.Unlock()
-	b, ok := s.branches[branchKey{dep, name}]
+	b, ok := s.branches[branchKey{deploymentID, name}]
 	if !ok {
 		return 0, nil, dbtsync.ErrNotFound
 	}
@@ -135,16 +135,16 @@ func (s *Store) Files(_ context.Context, dep int64, name string, version int64, 
 
 // WriteVersion writes a new version unless the job wrote one or the files are the latest
 // version's.
-func (s *Store) WriteVersion(_ context.Context, dep int64, name, syncJobID string, files []convert.File, now time.Time) (int64, bool, error) {
+func (s *Store) WriteVersion(_ context.Context, deploymentID int64, name, syncJobID string, files []convert.File, now time.Time) (int64, bool, error) {
 	if err := s.lock(); err != nil {
 		return 0, false, err
 	}
 	defer s.mu.Unlock()
 	digest := dbtsync.FilesDigest(files)
-	b, ok := s.branches[branchKey{dep, name}]
+	b, ok := s.branches[branchKey{deploymentID, name}]
 	if !ok {
 		b = &branch{state: dbtsync.BranchState{Name: name}, digests: map[string]string{}, sets: map[string][]dbtsync.StoredFile{}}
-		s.branches[branchKey{dep, name}] = b
+		s.branches[branchKey{deploymentID, name}] = b
 	}
 	for _, v := range b.state.Versions {
 		if v.SyncJobID == syncJobID {
@@ -174,24 +174,24 @@ func (s *Store) WriteVersion(_ context.Context, dep int64, name, syncJobID strin
 }
 
 // SetLease sets the branch's lease.
-func (s *Store) SetLease(_ context.Context, dep int64, name string, until, now time.Time) (dbtsync.BranchState, error) {
-	return s.update(dep, name, now, func(st *dbtsync.BranchState) {
+func (s *Store) SetLease(_ context.Context, deploymentID int64, name string, until, now time.Time) (dbtsync.BranchState, error) {
+	return s.update(deploymentID, name, now, func(st *dbtsync.BranchState) {
 		u := until.UTC()
 		st.LeaseExpiresAt = &u
 	})
 }
 
 // SetStaging enables or disables the branch's staging.
-func (s *Store) SetStaging(_ context.Context, dep int64, name string, enabled bool, now time.Time) (dbtsync.BranchState, error) {
-	return s.update(dep, name, now, func(st *dbtsync.BranchState) { st.StagingEnabled = enabled })
+func (s *Store) SetStaging(_ context.Context, deploymentID int64, name string, enabled bool, now time.Time) (dbtsync.BranchState, error) {
+	return s.update(deploymentID, name, now, func(st *dbtsync.BranchState) { st.StagingEnabled = enabled })
 }
 
-func (s *Store) update(dep int64, name string, now time.Time, fn func(*dbtsync.BranchState)) (dbtsync.BranchState, error) {
+func (s *Store) update(deploymentID int64, name string, now time.Time, fn func(*dbtsync.BranchState)) (dbtsync.BranchState, error) {
 	if err := s.lock(); err != nil {
 		return dbtsync.BranchState{}, err
 	}
 	defer s.mu.Unlock()
-	b, ok := s.branches[branchKey{dep, name}]
+	b, ok := s.branches[branchKey{deploymentID, name}]
 	if !ok {
 		return dbtsync.BranchState{}, dbtsync.ErrNotFound
 	}
@@ -212,12 +212,12 @@ func (s *Store) SaveIntegration(_ context.Context, in dbtsync.Integration) error
 }
 
 // Integration reads the deployment's integration.
-func (s *Store) Integration(_ context.Context, dep int64) (dbtsync.Integration, error) {
+func (s *Store) Integration(_ context.Context, deploymentID int64) (dbtsync.Integration, error) {
 	if err := s.lock(); err != nil {
 		return dbtsync.Integration{}, err
 	}
 	defer s.mu.Unlock()
-	in, ok := s.integrations[dep]
+	in, ok := s.integrations[deploymentID]
 	if !ok {
 		return dbtsync.Integration{}, dbtsync.ErrNotFound
 	}
@@ -231,13 +231,13 @@ type pushClaim struct {
 	at  time.Time
 }
 
-// ClaimPush records key of dep for job unless another job claimed it within retention.
-func (s *Store) ClaimPush(_ context.Context, dep int64, key, job string, now time.Time, retention time.Duration) (string, error) {
+// ClaimPush records key of deploymentID for job unless another job claimed it within retention.
+func (s *Store) ClaimPush(_ context.Context, deploymentID int64, key, job string, now time.Time, retention time.Duration) (string, error) {
 	if err := s.lock(); err != nil {
 		return "", err
 	}
 	defer s.mu.Unlock()
-	k := strconv.FormatInt(dep, 10) + "/" + key
+	k := strconv.FormatInt(deploymentID, 10) + "/" + key
 	if c, ok := s.pushes[k]; ok && now.Sub(c.at) < retention {
 		return c.job, nil
 	}
@@ -246,12 +246,12 @@ func (s *Store) ClaimPush(_ context.Context, dep int64, key, job string, now tim
 }
 
 // ReleasePush drops job's claim of key.
-func (s *Store) ReleasePush(_ context.Context, dep int64, key, job string) error {
+func (s *Store) ReleasePush(_ context.Context, deploymentID int64, key, job string) error {
 	if err := s.lock(); err != nil {
 		return err
 	}
 	defer s.mu.Unlock()
-	k := strconv.FormatInt(dep, 10) + "/" + key
+	k := strconv.FormatInt(deploymentID, 10) + "/" + key
 	if c, ok := s.pushes[k]; ok && c.job == job {
 		delete(s.pushes, k)
 	}

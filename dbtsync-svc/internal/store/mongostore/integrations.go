@@ -35,9 +35,9 @@ func (s *Store) SaveIntegration(ctx context.Context, in dbtsync.Integration) err
 }
 
 // Integration reads the deployment's integration.
-func (s *Store) Integration(ctx context.Context, dep int64) (dbtsync.Integration, error) {
+func (s *Store) Integration(ctx context.Context, deploymentID int64) (dbtsync.Integration, error) {
 	var d integrationDoc
-	err := s.integrations.FindOne(ctx, bson.D{{Key: "_id", Value: dep}}).Decode(&d)
+	err := s.integrations.FindOne(ctx, bson.D{{Key: "_id", Value: deploymentID}}).Decode(&d)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return dbtsync.Integration{}, dbtsync.ErrNotFound
 	}

@@ -92,11 +92,13 @@ func (b *branchDoc) state() dbtsync.BranchState {
 	return st
 }
 
-func branchID(dep int64, name string) string { return fmt.Sprintf("%d/%s", dep, name) }
+func branchID(deploymentID int64, name string) string {
+	return fmt.Sprintf("%d/%s", deploymentID, name)
+}
 
-func (s *Store) branch(ctx context.Context, dep int64, name string) (*branchDoc, error) {
+func (s *Store) branch(ctx context.Context, deploymentID int64, name string) (*branchDoc, error) {
 	var b branchDoc
-	err := s.branches.FindOne(ctx, bson.D{{Key: "_id", Value: branchID(dep, name)}}).Decode(&b)
+	err := s.branches.FindOne(ctx, bson.D{{Key: "_id", Value: branchID(deploymentID, name)}}).Decode(&b)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return nil, dbtsync.ErrNotFound
 	}
@@ -107,8 +109,8 @@ func (s *Store) branch(ctx context.Context, dep int64, name string) (*branchDoc,
 }
 
 // Branch reads one branch.
-func (s *Store) Branch(ctx context.Context, dep int64, name string) (dbtsync.BranchState, error) {
-	b, err := s.branch(ctx, dep, name)
+func (s *Store) Branch(ctx context.Context, deploymentID int64, name string) (dbtsync.BranchState, error) {
+	b, err := s.branch(ctx, deploymentID, name)
 	if err != nil {
 		return dbtsync.BranchState{}, err
 	}
@@ -116,8 +118,8 @@ func (s *Store) Branch(ctx context.Context, dep int64, name string) (dbtsync.Bra
 }
 
 // Branches reads the deployment's branches.
-func (s *Store) Branches(ctx context.Context, dep int64, after, except string, limit int) ([]dbtsync.BranchState, error) {
-	filter := bson.D{{Key: "deploymentId", Value: dep}, {Key: "name", Value: bson.D{{Key: "$gt", Value: after}, {Key: "$ne", Value: except}}}}
+func (s *Store) Branches(ctx context.Context, deploymentID int64, after, except string, limit int) ([]dbtsync.BranchState, error) {
+	filter := bson.D{{Key: "deploymentId", Value: deploymentID}, {Key: "name", Value: bson.D{{Key: "$gt", Value: after}, {Key: "$ne", Value: except}}}}
 	cur, err := s.branches.Find(ctx, filter, options.Find().SetSort(bson.D{{Key: "name", Value: 1}}).SetLimit(int64(limit)))
 	if err != nil {
 		return nil, wrap(err)
@@ -134,18 +136,18 @@ func (s *Store) Branches(ctx context.Context, dep int64, after, except string, l
 }
 
 // SetLease sets the branch's lease.
-func (s *Store) SetLease(ctx context.Context, dep int64, name string, until, now time.Time) (dbtsync.BranchState, error) {
-	return s.update(ctx, dep, name, bson.D{{Key: "leaseExpiresAt", Value: until}, {Key: "updatedAt", Value: now}})
+func (s *Store) SetLease(ctx context.Context, deploymentID int64, name string, until, now time.Time) (dbtsync.BranchState, error) {
+	return s.update(ctx, deploymentID, name, bson.D{{Key: "leaseExpiresAt", Value: until}, {Key: "updatedAt", Value: now}})
 }
 
 // SetStaging enables or disables the branch's staging.
-func (s *Store) SetStaging(ctx context.Context, dep int64, name string, enabled bool, now time.Time) (dbtsync.BranchState, error) {
-	return s.update(ctx, dep, name, bson.D{{Key: "stagingEnabled", Value: enabled}, {Key: "updatedAt", Value: now}})
+func (s *Store) SetStaging(ctx context.Context, deploymentID int64, name string, enabled bool, now time.Time) (dbtsync.BranchState, error) {
+	return s.update(ctx, deploymentID, name, bson.D{{Key: "stagingEnabled", Value: enabled}, {Key: "updatedAt", Value: now}})
 }
 
-func (s *Store) update(ctx context.Context, dep int64, name string, set bson.D) (dbtsync.BranchState, error) {
+func (s *Store) update(ctx context.Context, deploymentID int64, name string, set bson.D) (dbtsync.BranchState, error) {
 	var b branchDoc
-	err := s.branches.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: branchID(dep, name)}}, bson.D{{Key: "$set", Value: set}},
+	err := s.branches.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: branchID(deploymentID, name)}}, bson.D{{Key: "$set", Value: set}},
 		options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&b)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return dbtsync.BranchState{}, dbtsync.ErrNotFound

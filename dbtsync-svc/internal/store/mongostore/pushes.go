@@ -21,11 +21,11 @@ type pushDoc struct {
 	At  time.Time `bson:"at"`
 }
 
-// ClaimPush records key of dep for job unless another job claimed it within retention;
+// ClaimPush records key of deploymentID for job unless another job claimed it within retention;
 // it answers the job holding the claim. One single-document write decides: an insert
 // (the unique _id), or a takeover of a claim older than the retention.
-func (s *Store) ClaimPush(ctx context.Context, dep int64, key, job string, now time.Time, retention time.Duration) (string, error) {
-	id := strconv.FormatInt(dep, 10) + "/" + key
+func (s *Store) ClaimPush(ctx context.Context, deploymentID int64, key, job string, now time.Time, retention time.Duration) (string, error) {
+	id := strconv.FormatInt(deploymentID, 10) + "/" + key
 	for range 3 {
 		_, err := s.pushes.InsertOne(ctx, pushDoc{ID: id, Job: job, At: now})
 		if err == nil {
@@ -57,7 +57,7 @@ func (s *Store) ClaimPush(ctx context.Context, dep int64, key, job string, now t
 }
 
 // ReleasePush drops job's claim of key (its sync did not start).
-func (s *Store) ReleasePush(ctx context.Context, dep int64, key, job string) error {
-	_, err := s.pushes.DeleteOne(ctx, bson.D{{Key: "_id", Value: strconv.FormatInt(dep, 10) + "/" + key}, {Key: "job", Value: job}})
+func (s *Store) ReleasePush(ctx context.Context, deploymentID int64, key, job string) error {
+	_, err := s.pushes.DeleteOne(ctx, bson.D{{Key: "_id", Value: strconv.FormatInt(deploymentID, 10) + "/" + key}, {Key: "job", Value: job}})
 	return wrap(err)
 }

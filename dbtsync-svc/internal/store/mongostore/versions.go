@@ -26,22 +26,22 @@ type fileDoc struct {
 	SHA256       string `bson:"sha256"`
 }
 
-func setFilter(dep int64, branch, setID string) bson.D {
-	return bson.D{{Key: "deploymentId", Value: dep}, {Key: "branch", Value: branch}, {Key: "setId", Value: setID}}
+func setFilter(deploymentID int64, branch, setID string) bson.D {
+	return bson.D{{Key: "deploymentId", Value: deploymentID}, {Key: "branch", Value: branch}, {Key: "setId", Value: setID}}
 }
 
 // WriteVersion writes files as a new version of the branch (dbtsync.BranchStore): the
 // files land under the job's own set id first, and the branch switches to it in one
 // conditional update.
-func (s *Store) WriteVersion(ctx context.Context, dep int64, name, syncJobID string, files []convert.File, now time.Time) (int64, bool, error) {
+func (s *Store) WriteVersion(ctx context.Context, deploymentID int64, name, syncJobID string, files []convert.File, now time.Time) (int64, bool, error) {
 	digest := dbtsync.FilesDigest(files)
-	if b, err := s.branch(ctx, dep, name); err == nil {
+	if b, err := s.branch(ctx, deploymentID, name); err == nil {
 		if v, ok := versionOfJob(b, syncJobID); ok {
 			return v, true, nil
 		}
 		// Byte-identical to the latest version: no new version, the latest stays.
 		if n := len(b.Versions); n > 0 && b.Versions[n-1].Version == b.LatestVersion {
-			latest, err := s.storedDigest(ctx, dep, name, b.Versions[n-1])
+			latest, err := s.storedDigest(ctx, deploymentID, name, b.Versions[n-1])
 			if err != nil {
 				return 0, false, err
 			}
@@ -52,20 +52,20 @@ func (s *Store) WriteVersion(ctx context.Context, dep int64, name, syncJobID str
 	} else if !errors.Is(err, dbtsync.ErrNotFound) {
 		return 0, false, err
 	}
-	if err := s.writeSet(ctx, dep, name, syncJobID, files); err != nil {
+	if err := s.writeSet(ctx, deploymentID, name, syncJobID, files); err != nil {
 		return 0, false, err
 	}
-	v, err := s.switchVersion(ctx, dep, name, versionDoc{CreatedAt: now, SyncJobID: syncJobID, FileCount: len(files), Digest: digest})
+	v, err := s.switchVersion(ctx, deploymentID, name, versionDoc{CreatedAt: now, SyncJobID: syncJobID, FileCount: len(files), Digest: digest})
 	return v, err == nil, err
 }
 
 // storedDigest is the digest of a stored version, read from its files' paths and sums
 // (never their contents) when the version predates digests.
-func (s *Store) storedDigest(ctx context.Context, dep int64, name string, v versionDoc) (string, error) {
+func (s *Store) storedDigest(ctx context.Context, deploymentID int64, name string, v versionDoc) (string, error) {
 	if v.Digest != "" {
 		return v.Digest, nil
 	}
-	cur, err := s.files.Find(ctx, setFilter(dep, name, v.SyncJobID), options.Find().SetProjection(bson.D{{Key: "path", Value: 1}, {Key: "sha256", Value: 1}}))
+	cur, err := s.files.Find(ctx, setFilter(deploymentID, name, v.SyncJobID), options.Find().SetProjection(bson.D{{Key: "path", Value: 1}, {Key: "sha256", Value: 1}}))
 	if err != nil {
 		return "", wrap(err)
 	}
@@ -84,8 +84,8 @@ func (s *Store) storedDigest(ctx context.Context, dep int64, name string, v vers
 }
 
 // writeSet writes the job's file set, replacing whatever a retried run of it left.
-func (s *Store) writeSet(ctx context.Context, dep int64, name, syncJobID string, files []convert.File) error {
-	if _, err := s.files.DeleteMany(ctx, setFilter(dep, name, syncJobID)); err != nil {
+func (s *Store) writeSet(ctx context.Context, deploymentID int64, name, syncJobID string, files []convert.File) error {
+	if _, err := s.files.DeleteMany(ctx, setFilter(deploymentID, name, syncJobID)); err != nil {
 		return wrap(err)
 	}
 	const batch = 500
@@ -93,7 +93,7 @@ func (s *Store) writeSet(ctx context.Context, dep int64, name, syncJobID string,
 		end := min(i+batch, len(files))
 		docs := make([]any, 0, end-i)
 		for _, f := range files[i:end] {
-			docs = append(docs, fileDoc{ID: branchID(dep, name) + "\x00" + syncJobID + "\x00" + f.Path, DeploymentID: dep, Branch: name, SetID: syncJobID,
+			docs = append(docs, fileDoc{ID: branchID(deploymentID, name) + "\x00" + syncJobID + "\x00" + f.Path, DeploymentID: deploymentID, Branch: name, SetID: syncJobID,
 				Path: f.Path, Content: f.Content, Size: int64(len(f.Content)), SHA256: dbtsync.ContentSHA256(f.Content)})
 		}
 		if _, err := s.files.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false)); err != nil {
@@ -106,12 +106,12 @@ func (s *Store) writeSet(ctx context.Context, dep int64, name, syncJobID string,
 // switchVersion makes v (its Version unset) the branch's latest version, creating the
 // branch when it has none, and drops the sets of the versions past KeptVersions. It is a
 // compare-and-set on latestVersion, retried while other writers win.
-func (s *Store) switchVersion(ctx context.Context, dep int64, name string, v versionDoc) (int64, error) {
+func (s *Store) switchVersion(ctx context.Context, deploymentID int64, name string, v versionDoc) (int64, error) {
 	for attempt := 0; attempt < 20; attempt++ {
-		b, err := s.branch(ctx, dep, name)
+		b, err := s.branch(ctx, deploymentID, name)
 		if errors.Is(err, dbtsync.ErrNotFound) {
 			v.Version = 1
-			doc := branchDoc{ID: branchID(dep, name), DeploymentID: dep, Name: name, LatestVersion: 1, Versions: []versionDoc{v}, UpdatedAt: v.CreatedAt}
+			doc := branchDoc{ID: branchID(deploymentID, name), DeploymentID: deploymentID, Name: name, LatestVersion: 1, Versions: []versionDoc{v}, UpdatedAt: v.CreatedAt}
 			if _, err := s.branches.InsertOne(ctx, doc); err != nil {
 				if mongox.IsDuplicateKey(err) {
 					continue
@@ -143,7 +143,7 @@ func (s *Store) switchVersion(ctx context.Context, dep int64, name string, v ver
 			continue // another writer won: re-read and retry
 		}
 		for _, d := range dropped {
-			if _, err := s.files.DeleteMany(ctx, setFilter(dep, name, d.SyncJobID)); err != nil {
+			if _, err := s.files.DeleteMany(ctx, setFilter(deploymentID, name, d.SyncJobID)); err != nil {
 				return v.Version, wrap(err)
 			}
 		}
@@ -162,8 +162,8 @@ func versionOfJob(b *branchDoc, syncJobID string) (int64, bool) {
 }
 
 // Files reads the files of one version (dbtsync.BranchStore).
-func (s *Store) Files(ctx context.Context, dep int64, name string, version int64, path string, withContent bool) (int64, []dbtsync.StoredFile, error) {
-	b, err := s.branch(ctx, dep, name)
+func (s *Store) Files(ctx context.Context, deploymentID int64, name string, version int64, path string, withContent bool) (int64, []dbtsync.StoredFile, error) {
+	b, err := s.branch(ctx, deploymentID, name)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -179,7 +179,7 @@ func (s *Store) Files(ctx context.Context, dep int64, name string, version int64
 	if set == "" {
 		return 0, nil, dbtsync.ErrNotFound
 	}
-	filter := setFilter(dep, name, set)
+	filter := setFilter(deploymentID, name, set)
 	if path != "" {
 		filter = append(filter, bson.E{Key: "path", Value: path})
 	}
@@ -200,7 +200,7 @@ func (s *Store) Files(ctx context.Context, dep int64, name string, version int64
 	// MongoDB this read may have met a part of them. Still kept after the read, it
 	// was whole; gone, it answers as a version no longer kept would.
 	if latest := b.Versions[len(b.Versions)-1].Version; version != latest {
-		if kept, err := s.keeps(ctx, dep, name, set); err != nil {
+		if kept, err := s.keeps(ctx, deploymentID, name, set); err != nil {
 			return 0, nil, err
 		} else if !kept {
 			return 0, nil, dbtsync.ErrNotFound
@@ -214,8 +214,8 @@ func (s *Store) Files(ctx context.Context, dep int64, name string, version int64
 }
 
 // keeps reports whether the branch still keeps the file set of sync job set.
-func (s *Store) keeps(ctx context.Context, dep int64, name, set string) (bool, error) {
-	err := s.branches.FindOne(ctx, bson.D{{Key: "_id", Value: branchID(dep, name)}, {Key: "versions.syncJobId", Value: set}},
+func (s *Store) keeps(ctx context.Context, deploymentID int64, name, set string) (bool, error) {
+	err := s.branches.FindOne(ctx, bson.D{{Key: "_id", Value: branchID(deploymentID, name)}, {Key: "versions.syncJobId", Value: set}},
 		options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}})).Err()
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return false, nil

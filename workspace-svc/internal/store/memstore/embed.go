@@ -12,7 +12,7 @@ import (
 // SetEmbedAccess replaces the own embed grants of the live folder or workbook id of type
 // typ; an empty g clears them. A grant change is not a change of the item's content: its
 // updatedAt and updatedBy stay as they are.
-func (s *Store) SetEmbedAccess(ctx context.Context, dep, id int64, typ workspace.ItemType, g embedaccess.Grants, by int64, at time.Time) (bool, error) {
+func (s *Store) SetEmbedAccess(ctx context.Context, deploymentID, id int64, typ workspace.ItemType, g embedaccess.Grants, by int64, at time.Time) (bool, error) {
 	if err := s.begin(ctx, "SetEmbedAccess"); err != nil {
 		return false, err
 	}
@@ -20,7 +20,7 @@ func (s *Store) SetEmbedAccess(ctx context.Context, dep, id int64, typ workspace
 	if typ != workspace.TypeFolder && typ != workspace.TypeWorkbook {
 		return false, nil
 	}
-	r := s.meeting(dep, id, typ, workspace.ItemPrecondition{})
+	r := s.meeting(deploymentID, id, typ, workspace.ItemPrecondition{})
 	if r == nil {
 		return false, nil
 	}
@@ -30,31 +30,31 @@ func (s *Store) SetEmbedAccess(ctx context.Context, dep, id int64, typ workspace
 }
 
 // RootEmbedAccess returns the grants on the deployment's root (empty when none).
-func (s *Store) RootEmbedAccess(ctx context.Context, dep int64) (embedaccess.Grants, error) {
+func (s *Store) RootEmbedAccess(ctx context.Context, deploymentID int64) (embedaccess.Grants, error) {
 	if err := s.begin(ctx, "RootEmbedAccess"); err != nil {
 		return embedaccess.Grants{}, err
 	}
 	defer s.mu.Unlock()
-	return cloneGrants(s.roots[dep]), nil
+	return cloneGrants(s.roots[deploymentID]), nil
 }
 
 // SetRootEmbedAccess replaces the grants on the deployment's root.
-func (s *Store) SetRootEmbedAccess(ctx context.Context, dep int64, g embedaccess.Grants, by int64, at time.Time) error {
+func (s *Store) SetRootEmbedAccess(ctx context.Context, deploymentID int64, g embedaccess.Grants, by int64, at time.Time) error {
 	if err := s.begin(ctx, "SetRootEmbedAccess"); err != nil {
 		return err
 	}
 	defer s.mu.Unlock()
 	if g.Empty() {
-		delete(s.roots, dep)
+		delete(s.roots, deploymentID)
 		return nil
 	}
-	s.roots[dep] = cloneGrants(g)
+	s.roots[deploymentID] = cloneGrants(g)
 	return nil
 }
 
-// WorkbookByPublicID returns the live workbook of dep whose published dashboard has
+// WorkbookByPublicID returns the live workbook of deploymentID whose published dashboard has
 // publicID, with the large parts that parts names; nil when there is none.
-func (s *Store) WorkbookByPublicID(ctx context.Context, dep int64, publicID string, parts workspace.Parts) (*workspace.Item, error) {
+func (s *Store) WorkbookByPublicID(ctx context.Context, deploymentID int64, publicID string, parts workspace.Parts) (*workspace.Item, error) {
 	if err := s.begin(ctx, "WorkbookByPublicID"); err != nil {
 		return nil, err
 	}
@@ -63,7 +63,7 @@ func (s *Store) WorkbookByPublicID(ctx context.Context, dep int64, publicID stri
 		return nil, nil
 	}
 	for _, id := range s.sortedIDs() {
-		r := s.live(dep, id)
+		r := s.live(deploymentID, id)
 		if r != nil && r.item.Type == workspace.TypeWorkbook && r.item.PublicID == publicID {
 			return withParts(&r.item, parts), nil
 		}
@@ -71,33 +71,33 @@ func (s *Store) WorkbookByPublicID(ctx context.Context, dep int64, publicID stri
 	return nil, nil
 }
 
-// EmbeddableWorkbooks returns heads of at most limit live workbooks of dep, by id after
+// EmbeddableWorkbooks returns heads of at most limit live workbooks of deploymentID, by id after
 // afterID, whose dashboard is published with allowEmbed.
-func (s *Store) EmbeddableWorkbooks(ctx context.Context, dep, afterID int64, limit int) ([]*workspace.Item, error) {
+func (s *Store) EmbeddableWorkbooks(ctx context.Context, deploymentID, afterID int64, limit int) ([]*workspace.Item, error) {
 	if err := s.begin(ctx, "EmbeddableWorkbooks"); err != nil {
 		return nil, err
 	}
 	defer s.mu.Unlock()
-	return s.workbookHeads(dep, afterID, limit, func(it *workspace.Item) bool { return it.Embeddable }), nil
+	return s.workbookHeads(deploymentID, afterID, limit, func(it *workspace.Item) bool { return it.Embeddable }), nil
 }
 
-// WorkbookHeads returns heads of at most limit live workbooks of dep, by id after
+// WorkbookHeads returns heads of at most limit live workbooks of deploymentID, by id after
 // afterID.
-func (s *Store) WorkbookHeads(ctx context.Context, dep, afterID int64, limit int) ([]*workspace.Item, error) {
+func (s *Store) WorkbookHeads(ctx context.Context, deploymentID, afterID int64, limit int) ([]*workspace.Item, error) {
 	if err := s.begin(ctx, "WorkbookHeads"); err != nil {
 		return nil, err
 	}
 	defer s.mu.Unlock()
-	return s.workbookHeads(dep, afterID, limit, func(*workspace.Item) bool { return true }), nil
+	return s.workbookHeads(deploymentID, afterID, limit, func(*workspace.Item) bool { return true }), nil
 }
 
-func (s *Store) workbookHeads(dep, afterID int64, limit int, keep func(*workspace.Item) bool) []*workspace.Item {
+func (s *Store) workbookHeads(deploymentID, afterID int64, limit int, keep func(*workspace.Item) bool) []*workspace.Item {
 	out := []*workspace.Item{}
 	for _, id := range s.sortedIDs() {
 		if len(out) >= limit {
 			break
 		}
-		r := s.live(dep, id)
+		r := s.live(deploymentID, id)
 		if id <= afterID || r == nil || r.item.Type != workspace.TypeWorkbook || !keep(&r.item) {
 			continue
 		}

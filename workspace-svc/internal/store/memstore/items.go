@@ -13,14 +13,14 @@ import (
 
 // Items returns the live items of the deployment among ids, by id, with the large parts
 // that parts names.
-func (s *Store) Items(ctx context.Context, dep int64, ids []int64, parts workspace.Parts) (map[int64]*workspace.Item, error) {
+func (s *Store) Items(ctx context.Context, deploymentID int64, ids []int64, parts workspace.Parts) (map[int64]*workspace.Item, error) {
 	if err := s.begin(ctx, "Items"); err != nil {
 		return nil, err
 	}
 	defer s.mu.Unlock()
 	out := make(map[int64]*workspace.Item, len(ids))
 	for _, id := range ids {
-		if r := s.live(dep, id); r != nil {
+		if r := s.live(deploymentID, id); r != nil {
 			out[id] = withParts(&r.item, parts)
 		}
 	}
@@ -67,12 +67,12 @@ func (s *Store) InsertItem(ctx context.Context, it *workspace.Item) error {
 
 // UpdateItem changes a live item of type typ that meets pre and returns it as changed,
 // or nil when there is none.
-func (s *Store) UpdateItem(ctx context.Context, dep, id int64, typ workspace.ItemType, pre workspace.ItemPrecondition, u workspace.ItemUpdate) (*workspace.Item, error) {
+func (s *Store) UpdateItem(ctx context.Context, deploymentID, id int64, typ workspace.ItemType, pre workspace.ItemPrecondition, u workspace.ItemUpdate) (*workspace.Item, error) {
 	if err := s.begin(ctx, "UpdateItem"); err != nil {
 		return nil, err
 	}
 	defer s.mu.Unlock()
-	r := s.meeting(dep, id, typ, pre)
+	r := s.meeting(deploymentID, id, typ, pre)
 	if r == nil {
 		return nil, nil
 	}
@@ -80,7 +80,7 @@ func (s *Store) UpdateItem(ctx context.Context, dep, id int64, typ workspace.Ite
 		if r.item.Key != "" {
 			return nil, nil
 		}
-		if s.keyHolder(dep, typ, *u.Key) != nil {
+		if s.keyHolder(deploymentID, typ, *u.Key) != nil {
 			return nil, fmt.Errorf("set key of item %d: %w", id, workspace.ErrKeyTaken)
 		}
 		r.item.Key = *u.Key
@@ -117,8 +117,8 @@ func (s *Store) UpdateItem(ctx context.Context, dep, id int64, typ workspace.Ite
 }
 
 // meeting is the live item id of type typ meeting pre, or nil.
-func (s *Store) meeting(dep, id int64, typ workspace.ItemType, pre workspace.ItemPrecondition) *record {
-	r := s.live(dep, id)
+func (s *Store) meeting(deploymentID, id int64, typ workspace.ItemType, pre workspace.ItemPrecondition) *record {
+	r := s.live(deploymentID, id)
 	switch {
 	case r == nil || r.item.Type != typ:
 		return nil
@@ -133,12 +133,12 @@ func (s *Store) meeting(dep, id int64, typ workspace.ItemType, pre workspace.Ite
 }
 
 // DeleteItem tombstones a live item of type typ that meets pre; false when there is none.
-func (s *Store) DeleteItem(ctx context.Context, dep, id int64, typ workspace.ItemType, pre workspace.ItemPrecondition, by int64, at time.Time) (bool, error) {
+func (s *Store) DeleteItem(ctx context.Context, deploymentID, id int64, typ workspace.ItemType, pre workspace.ItemPrecondition, by int64, at time.Time) (bool, error) {
 	if err := s.begin(ctx, "DeleteItem"); err != nil {
 		return false, err
 	}
 	defer s.mu.Unlock()
-	r := s.meeting(dep, id, typ, pre)
+	r := s.meeting(deploymentID, id, typ, pre)
 	if r == nil {
 		return false, nil
 	}
@@ -149,12 +149,12 @@ func (s *Store) DeleteItem(ctx context.Context, dep, id int64, typ workspace.Ite
 }
 
 // MoveItem re-parents a live item if it is still in folder from.
-func (s *Store) MoveItem(ctx context.Context, dep, id, from, to, by int64, at time.Time) (bool, error) {
+func (s *Store) MoveItem(ctx context.Context, deploymentID, id, from, to, by int64, at time.Time) (bool, error) {
 	if err := s.begin(ctx, "MoveItem"); err != nil {
 		return false, err
 	}
 	defer s.mu.Unlock()
-	r := s.live(dep, id)
+	r := s.live(deploymentID, id)
 	if r == nil || r.item.Parent != from {
 		return false, nil
 	}
@@ -164,13 +164,13 @@ func (s *Store) MoveItem(ctx context.Context, dep, id, from, to, by int64, at ti
 }
 
 // HasChildren reports whether anything live is inside folder.
-func (s *Store) HasChildren(ctx context.Context, dep, folder int64) (bool, error) {
+func (s *Store) HasChildren(ctx context.Context, deploymentID, folder int64) (bool, error) {
 	if err := s.begin(ctx, "HasChildren"); err != nil {
 		return false, err
 	}
 	defer s.mu.Unlock()
 	for _, r := range s.items {
-		if !r.deleted && r.item.DeploymentID == dep && r.item.Parent == folder {
+		if !r.deleted && r.item.DeploymentID == deploymentID && r.item.Parent == folder {
 			return true, nil
 		}
 	}
@@ -183,7 +183,7 @@ func listOrder(a, b *workspace.Item) int {
 
 // Children returns at most q.Limit live children of q.Parent after q.After, by
 // position, name and id, projected.
-func (s *Store) Children(ctx context.Context, dep int64, q workspace.ChildrenQuery) ([]*workspace.Item, error) {
+func (s *Store) Children(ctx context.Context, deploymentID int64, q workspace.ChildrenQuery) ([]*workspace.Item, error) {
 	if err := s.begin(ctx, "Children"); err != nil {
 		return nil, err
 	}
@@ -195,7 +195,7 @@ func (s *Store) Children(ctx context.Context, dep int64, q workspace.ChildrenQue
 	var out []*workspace.Item
 	for _, r := range s.items {
 		it := &r.item
-		if r.deleted || it.DeploymentID != dep || it.Parent != q.Parent || (it.Type == workspace.TypeFolder) != q.Folders {
+		if r.deleted || it.DeploymentID != deploymentID || it.Parent != q.Parent || (it.Type == workspace.TypeFolder) != q.Folders {
 			continue
 		}
 		if after == nil || listOrder(it, after) > 0 {
@@ -216,7 +216,7 @@ func projectAll(its []*workspace.Item) []*workspace.Item {
 
 // Search returns at most q.Limit live items matching q after q.After, in q's order,
 // projected.
-func (s *Store) Search(ctx context.Context, dep int64, q workspace.SearchQuery) ([]*workspace.Item, error) {
+func (s *Store) Search(ctx context.Context, deploymentID int64, q workspace.SearchQuery) ([]*workspace.Item, error) {
 	if err := s.begin(ctx, "Search"); err != nil {
 		return nil, err
 	}
@@ -241,7 +241,7 @@ func (s *Store) Search(ctx context.Context, dep int64, q workspace.SearchQuery) 
 	for _, r := range s.items {
 		it := &r.item
 		switch {
-		case r.deleted || it.DeploymentID != dep:
+		case r.deleted || it.DeploymentID != deploymentID:
 		case q.Parent != nil && it.Parent != *q.Parent:
 		case q.Type != "" && it.Type != q.Type:
 		case q.CreatedBy != 0 && it.CreatedBy != q.CreatedBy:
@@ -258,12 +258,12 @@ func (s *Store) Search(ctx context.Context, dep int64, q workspace.SearchQuery) 
 
 // LeaseFolder marks folder as receiving items until `until`, unless it is gone or being
 // deleted.
-func (s *Store) LeaseFolder(ctx context.Context, dep, folder int64, now, until time.Time) (bool, error) {
+func (s *Store) LeaseFolder(ctx context.Context, deploymentID, folder int64, now, until time.Time) (bool, error) {
 	if err := s.begin(ctx, "LeaseFolder"); err != nil {
 		return false, err
 	}
 	defer s.mu.Unlock()
-	r := s.live(dep, folder)
+	r := s.live(deploymentID, folder)
 	if r == nil || r.item.Type != workspace.TypeFolder || (!r.deletingUntil.IsZero() && !r.deletingUntil.Before(now)) {
 		return false, nil
 	}
@@ -275,24 +275,24 @@ func (s *Store) LeaseFolder(ctx context.Context, dep, folder int64, now, until t
 }
 
 // ReleaseFolder gives a lease back.
-func (s *Store) ReleaseFolder(ctx context.Context, dep, folder int64) error {
+func (s *Store) ReleaseFolder(ctx context.Context, deploymentID, folder int64) error {
 	if err := s.begin(ctx, "ReleaseFolder"); err != nil {
 		return err
 	}
 	defer s.mu.Unlock()
-	if r := s.items[folder]; r != nil && r.item.DeploymentID == dep {
+	if r := s.items[folder]; r != nil && r.item.DeploymentID == deploymentID {
 		r.leaseCount--
 	}
 	return nil
 }
 
 // BeginFolderDelete marks folder as being deleted if no lease on it is live.
-func (s *Store) BeginFolderDelete(ctx context.Context, dep, folder int64, now, until time.Time) (bool, error) {
+func (s *Store) BeginFolderDelete(ctx context.Context, deploymentID, folder int64, now, until time.Time) (bool, error) {
 	if err := s.begin(ctx, "BeginFolderDelete"); err != nil {
 		return false, err
 	}
 	defer s.mu.Unlock()
-	r := s.live(dep, folder)
+	r := s.live(deploymentID, folder)
 	if r == nil || r.item.Type != workspace.TypeFolder {
 		return false, nil
 	}
@@ -305,13 +305,13 @@ func (s *Store) BeginFolderDelete(ctx context.Context, dep, folder int64, now, u
 
 // EndFolderDelete tombstones the folder (deleted) or lifts the delete mark; true when
 // it tombstoned a live folder.
-func (s *Store) EndFolderDelete(ctx context.Context, dep, folder int64, deleted bool, by int64, at time.Time) (bool, error) {
+func (s *Store) EndFolderDelete(ctx context.Context, deploymentID, folder int64, deleted bool, by int64, at time.Time) (bool, error) {
 	if err := s.begin(ctx, "EndFolderDelete"); err != nil {
 		return false, err
 	}
 	defer s.mu.Unlock()
 	r := s.items[folder]
-	if r == nil || r.item.DeploymentID != dep {
+	if r == nil || r.item.DeploymentID != deploymentID {
 		return false, nil
 	}
 	if !deleted {

@@ -62,10 +62,10 @@ type record struct {
 }
 
 type favorite struct {
-	dep, user, item int64
-	typ             workspace.ItemType
-	at              time.Time
-	seq             int64 // the order favorites were added in
+	deploymentID, user, item int64
+	typ                      workspace.ItemType
+	at                       time.Time
+	seq                      int64 // the order favorites were added in
 }
 
 // New returns an empty store.
@@ -92,10 +92,10 @@ func (s *Store) begin(ctx context.Context, method string) error {
 	return nil
 }
 
-// live returns the live item id of deployment dep, or nil.
-func (s *Store) live(dep, id int64) *record {
+// live returns the live item id of deployment deploymentID, or nil.
+func (s *Store) live(deploymentID, id int64) *record {
 	r := s.items[id]
-	if r == nil || r.deleted || r.item.DeploymentID != dep {
+	if r == nil || r.deleted || r.item.DeploymentID != deploymentID {
 		return nil
 	}
 	return r
@@ -200,35 +200,35 @@ func (s *Store) NextID(ctx context.Context) (int64, error) {
 
 // TakeItemSlot takes one of the deployment's limit item slots; a deployment without a
 // counter has it built from a count of its live items first, as in mongostore.
-func (s *Store) TakeItemSlot(ctx context.Context, dep, limit int64) (bool, error) {
+func (s *Store) TakeItemSlot(ctx context.Context, deploymentID, limit int64) (bool, error) {
 	if err := s.begin(ctx, "TakeItemSlot"); err != nil {
 		return false, err
 	}
 	defer s.mu.Unlock()
-	n, ok := s.slots[dep]
+	n, ok := s.slots[deploymentID]
 	if !ok {
 		for _, r := range s.items {
-			if !r.deleted && r.item.DeploymentID == dep {
+			if !r.deleted && r.item.DeploymentID == deploymentID {
 				n++
 			}
 		}
 	}
 	if n >= limit {
-		s.slots[dep] = n
+		s.slots[deploymentID] = n
 		return false, nil
 	}
-	s.slots[dep] = n + 1
+	s.slots[deploymentID] = n + 1
 	return true, nil
 }
 
 // ReturnItemSlot gives one slot back, never below none taken.
-func (s *Store) ReturnItemSlot(ctx context.Context, dep int64) error {
+func (s *Store) ReturnItemSlot(ctx context.Context, deploymentID int64) error {
 	if err := s.begin(ctx, "ReturnItemSlot"); err != nil {
 		return err
 	}
 	defer s.mu.Unlock()
-	if n, ok := s.slots[dep]; ok && n > 0 {
-		s.slots[dep] = n - 1
+	if n, ok := s.slots[deploymentID]; ok && n > 0 {
+		s.slots[deploymentID] = n - 1
 	}
 	return nil
 }
@@ -258,40 +258,42 @@ func (s *Store) Users(ctx context.Context, ids []int64) (map[int64]workspace.Use
 	return out, nil
 }
 
-func favoriteKey(dep, user, item int64) string { return fmt.Sprintf("%d:%d:%d", dep, user, item) }
+func favoriteKey(deploymentID, user, item int64) string {
+	return fmt.Sprintf("%d:%d:%d", deploymentID, user, item)
+}
 
 // AddFavorite records ref as a favorite of user (idempotent: the first time stays).
-func (s *Store) AddFavorite(ctx context.Context, dep, user int64, ref workspace.ItemRef, at time.Time) error {
+func (s *Store) AddFavorite(ctx context.Context, deploymentID, user int64, ref workspace.ItemRef, at time.Time) error {
 	if err := s.begin(ctx, "AddFavorite"); err != nil {
 		return err
 	}
 	defer s.mu.Unlock()
-	k := favoriteKey(dep, user, ref.ID)
+	k := favoriteKey(deploymentID, user, ref.ID)
 	if s.favorites[k] == nil {
 		s.favSeq++
-		s.favorites[k] = &favorite{dep: dep, user: user, item: ref.ID, typ: ref.Type, at: at, seq: s.favSeq}
+		s.favorites[k] = &favorite{deploymentID: deploymentID, user: user, item: ref.ID, typ: ref.Type, at: at, seq: s.favSeq}
 	}
 	return nil
 }
 
 // RemoveFavorite forgets one favorite (idempotent).
-func (s *Store) RemoveFavorite(ctx context.Context, dep, user, item int64) error {
+func (s *Store) RemoveFavorite(ctx context.Context, deploymentID, user, item int64) error {
 	if err := s.begin(ctx, "RemoveFavorite"); err != nil {
 		return err
 	}
 	defer s.mu.Unlock()
-	delete(s.favorites, favoriteKey(dep, user, item))
+	delete(s.favorites, favoriteKey(deploymentID, user, item))
 	return nil
 }
 
 // RemoveItemFavorites forgets every user's favorite of item.
-func (s *Store) RemoveItemFavorites(ctx context.Context, dep, item int64) error {
+func (s *Store) RemoveItemFavorites(ctx context.Context, deploymentID, item int64) error {
 	if err := s.begin(ctx, "RemoveItemFavorites"); err != nil {
 		return err
 	}
 	defer s.mu.Unlock()
 	for k, f := range s.favorites {
-		if f.dep == dep && f.item == item {
+		if f.deploymentID == deploymentID && f.item == item {
 			delete(s.favorites, k)
 		}
 	}
@@ -300,14 +302,14 @@ func (s *Store) RemoveItemFavorites(ctx context.Context, dep, item int64) error 
 
 // FavoriteIDs returns the ids of user's favorites in the order they were added, at most
 // max+1.
-func (s *Store) FavoriteIDs(ctx context.Context, dep, user int64, max int) ([]int64, error) {
+func (s *Store) FavoriteIDs(ctx context.Context, deploymentID, user int64, max int) ([]int64, error) {
 	if err := s.begin(ctx, "FavoriteIDs"); err != nil {
 		return nil, err
 	}
 	defer s.mu.Unlock()
 	var mine []*favorite
 	for _, f := range s.favorites {
-		if f.dep == dep && f.user == user {
+		if f.deploymentID == deploymentID && f.user == user {
 			mine = append(mine, f)
 		}
 	}
@@ -320,14 +322,14 @@ func (s *Store) FavoriteIDs(ctx context.Context, dep, user int64, max int) ([]in
 }
 
 // FavoriteSet tells which of ids are favorites of user.
-func (s *Store) FavoriteSet(ctx context.Context, dep, user int64, ids []int64) (map[int64]bool, error) {
+func (s *Store) FavoriteSet(ctx context.Context, deploymentID, user int64, ids []int64) (map[int64]bool, error) {
 	if err := s.begin(ctx, "FavoriteSet"); err != nil {
 		return nil, err
 	}
 	defer s.mu.Unlock()
 	out := map[int64]bool{}
 	for _, id := range ids {
-		if s.favorites[favoriteKey(dep, user, id)] != nil {
+		if s.favorites[favoriteKey(deploymentID, user, id)] != nil {
 			out[id] = true
 		}
 	}

@@ -16,8 +16,8 @@ type promotions struct {
 	links   map[string]*workspace.PromotionLink
 }
 
-func linkID(dep, workbook, target int64) string {
-	return fmt.Sprintf("%d:%d:%d", dep, workbook, target)
+func linkID(deploymentID, workbook, target int64) string {
+	return fmt.Sprintf("%d:%d:%d", deploymentID, workbook, target)
 }
 
 func cloneLink(l *workspace.PromotionLink) *workspace.PromotionLink {
@@ -28,16 +28,16 @@ func cloneLink(l *workspace.PromotionLink) *workspace.PromotionLink {
 }
 
 // PromotionLink returns the link of workbook into target.
-func (s *Store) PromotionLink(ctx context.Context, dep, workbook, target int64) (*workspace.PromotionLink, error) {
+func (s *Store) PromotionLink(ctx context.Context, deploymentID, workbook, target int64) (*workspace.PromotionLink, error) {
 	if err := s.begin(ctx, "PromotionLink"); err != nil {
 		return nil, err
 	}
 	defer s.mu.Unlock()
-	return cloneLink(s.promo.links[linkID(dep, workbook, target)]), nil
+	return cloneLink(s.promo.links[linkID(deploymentID, workbook, target)]), nil
 }
 
 // LinkPromotionWorkbook sets the link's workbook to id if it is still was.
-func (s *Store) LinkPromotionWorkbook(ctx context.Context, dep, workbook, target, was, id int64) (*workspace.PromotionLink, error) {
+func (s *Store) LinkPromotionWorkbook(ctx context.Context, deploymentID, workbook, target, was, id int64) (*workspace.PromotionLink, error) {
 	if err := s.begin(ctx, "LinkPromotionWorkbook"); err != nil {
 		return nil, err
 	}
@@ -45,7 +45,7 @@ func (s *Store) LinkPromotionWorkbook(ctx context.Context, dep, workbook, target
 	if s.promo.links == nil {
 		s.promo.links = map[string]*workspace.PromotionLink{}
 	}
-	k := linkID(dep, workbook, target)
+	k := linkID(deploymentID, workbook, target)
 	l := s.promo.links[k]
 	switch {
 	case l == nil && was == 0:
@@ -58,12 +58,12 @@ func (s *Store) LinkPromotionWorkbook(ctx context.Context, dep, workbook, target
 }
 
 // LinkPromotionReport sets the link's target of report to id if it is still was.
-func (s *Store) LinkPromotionReport(ctx context.Context, dep, workbook, target, report, was, id int64) (*workspace.PromotionLink, error) {
+func (s *Store) LinkPromotionReport(ctx context.Context, deploymentID, workbook, target, report, was, id int64) (*workspace.PromotionLink, error) {
 	if err := s.begin(ctx, "LinkPromotionReport"); err != nil {
 		return nil, err
 	}
 	defer s.mu.Unlock()
-	l := s.promo.links[linkID(dep, workbook, target)]
+	l := s.promo.links[linkID(deploymentID, workbook, target)]
 	if l == nil {
 		return nil, nil
 	}
@@ -86,7 +86,7 @@ func (s *Store) AddPromotion(ctx context.Context, pr *workspace.Promotion) error
 }
 
 // Promotions returns a workbook's promotions, newest first.
-func (s *Store) Promotions(ctx context.Context, dep, workbook int64, after *workspace.PromotionKey, limit int) ([]*workspace.Promotion, error) {
+func (s *Store) Promotions(ctx context.Context, deploymentID, workbook int64, after *workspace.PromotionKey, limit int) ([]*workspace.Promotion, error) {
 	if err := s.begin(ctx, "Promotions"); err != nil {
 		return nil, err
 	}
@@ -94,7 +94,7 @@ func (s *Store) Promotions(ctx context.Context, dep, workbook int64, after *work
 	var out []*workspace.Promotion
 	for i := range s.promo.history {
 		pr := s.promo.history[i]
-		if pr.DeploymentID != dep || pr.WorkbookID != workbook {
+		if pr.DeploymentID != deploymentID || pr.WorkbookID != workbook {
 			continue
 		}
 		if after != nil && !(pr.At.Before(after.At) || (pr.At.Equal(after.At) && pr.ID < after.ID)) {

@@ -8,24 +8,24 @@ import (
 	"github.com/analyticsco/platform/workspace-svc/internal/workspace"
 )
 
-// trashed returns the trashed item id of deployment dep, or nil.
-func (s *Store) trashed(dep, id int64) *record {
+// trashed returns the trashed item id of deployment deploymentID, or nil.
+func (s *Store) trashed(deploymentID, id int64) *record {
 	r := s.items[id]
-	if r == nil || !r.deleted || r.item.Trash == nil || r.item.DeploymentID != dep {
+	if r == nil || !r.deleted || r.item.Trash == nil || r.item.DeploymentID != deploymentID {
 		return nil
 	}
 	return r
 }
 
 // TrashedItems returns the trashed items among ids: heads with their TrashInfo.
-func (s *Store) TrashedItems(ctx context.Context, dep int64, ids []int64) (map[int64]*workspace.Item, error) {
+func (s *Store) TrashedItems(ctx context.Context, deploymentID int64, ids []int64) (map[int64]*workspace.Item, error) {
 	if err := s.begin(ctx, "TrashedItems"); err != nil {
 		return nil, err
 	}
 	defer s.mu.Unlock()
 	out := make(map[int64]*workspace.Item, len(ids))
 	for _, id := range ids {
-		if r := s.trashed(dep, id); r != nil {
+		if r := s.trashed(deploymentID, id); r != nil {
 			out[id] = withParts(&r.item, 0)
 		}
 	}
@@ -33,14 +33,14 @@ func (s *Store) TrashedItems(ctx context.Context, dep int64, ids []int64) (map[i
 }
 
 // TrashRoots returns a page of the deployment's trashed roots, newest first.
-func (s *Store) TrashRoots(ctx context.Context, dep int64, after *workspace.TrashKey, limit int) ([]*workspace.Item, error) {
+func (s *Store) TrashRoots(ctx context.Context, deploymentID int64, after *workspace.TrashKey, limit int) ([]*workspace.Item, error) {
 	if err := s.begin(ctx, "TrashRoots"); err != nil {
 		return nil, err
 	}
 	defer s.mu.Unlock()
 	var roots []*record
 	for _, r := range s.items {
-		if t := r.item.Trash; r.deleted && t != nil && r.item.DeploymentID == dep && t.Root == r.item.ID {
+		if t := r.item.Trash; r.deleted && t != nil && r.item.DeploymentID == deploymentID && t.Root == r.item.ID {
 			if after == nil || t.At.Before(after.At) || (t.At.Equal(after.At) && r.item.ID < after.ID) {
 				roots = append(roots, r)
 			}
@@ -60,14 +60,14 @@ func (s *Store) TrashRoots(ctx context.Context, dep int64, after *workspace.Tras
 }
 
 // TrashedFolders returns the folders trashed with root.
-func (s *Store) TrashedFolders(ctx context.Context, dep, root int64) ([]*workspace.FolderNode, error) {
+func (s *Store) TrashedFolders(ctx context.Context, deploymentID, root int64) ([]*workspace.FolderNode, error) {
 	if err := s.begin(ctx, "TrashedFolders"); err != nil {
 		return nil, err
 	}
 	defer s.mu.Unlock()
 	var out []*workspace.FolderNode
 	for _, id := range s.sortedIDs() {
-		if r := s.trashed(dep, id); r != nil && r.item.Trash.Root == root && r.item.Type == workspace.TypeFolder {
+		if r := s.trashed(deploymentID, id); r != nil && r.item.Trash.Root == root && r.item.Type == workspace.TypeFolder {
 			out = append(out, node(&r.item))
 		}
 	}
@@ -75,14 +75,14 @@ func (s *Store) TrashedFolders(ctx context.Context, dep, root int64) ([]*workspa
 }
 
 // CountTrashed counts the items trashed with root (with treeV > 0: by that op).
-func (s *Store) CountTrashed(ctx context.Context, dep, root, treeV int64) (int, error) {
+func (s *Store) CountTrashed(ctx context.Context, deploymentID, root, treeV int64) (int, error) {
 	if err := s.begin(ctx, "CountTrashed"); err != nil {
 		return 0, err
 	}
 	defer s.mu.Unlock()
 	n := 0
 	for _, r := range s.items {
-		if r.deleted && r.item.Trash != nil && r.item.DeploymentID == dep && r.item.Trash.Root == root && (treeV == 0 || r.treeV == treeV) {
+		if r.deleted && r.item.Trash != nil && r.item.DeploymentID == deploymentID && r.item.Trash.Root == root && (treeV == 0 || r.treeV == treeV) {
 			n++
 		}
 	}
@@ -90,14 +90,14 @@ func (s *Store) CountTrashed(ctx context.Context, dep, root, treeV int64) (int, 
 }
 
 // SubtreeItems returns the live workbooks and reports inside folders, at most max+1.
-func (s *Store) SubtreeItems(ctx context.Context, dep int64, folders []int64, max int) ([]workspace.ItemRef, error) {
+func (s *Store) SubtreeItems(ctx context.Context, deploymentID int64, folders []int64, max int) ([]workspace.ItemRef, error) {
 	if err := s.begin(ctx, "SubtreeItems"); err != nil {
 		return nil, err
 	}
 	defer s.mu.Unlock()
 	out := []workspace.ItemRef{}
 	for _, id := range s.sortedIDs() {
-		r := s.live(dep, id)
+		r := s.live(deploymentID, id)
 		if r != nil && r.item.Type != workspace.TypeFolder && slices.Contains(folders, r.item.Parent) && len(out) <= max {
 			out = append(out, workspace.ItemRef{Type: r.item.Type, ID: id})
 		}
@@ -106,13 +106,13 @@ func (s *Store) SubtreeItems(ctx context.Context, dep int64, folders []int64, ma
 }
 
 // BeginSubtreeDelete marks every folder of ids as being deleted, or none.
-func (s *Store) BeginSubtreeDelete(ctx context.Context, dep int64, ids []int64, now, until time.Time) (bool, error) {
+func (s *Store) BeginSubtreeDelete(ctx context.Context, deploymentID int64, ids []int64, now, until time.Time) (bool, error) {
 	if err := s.begin(ctx, "BeginSubtreeDelete"); err != nil {
 		return false, err
 	}
 	defer s.mu.Unlock()
 	for _, id := range ids {
-		r := s.live(dep, id)
+		r := s.live(deploymentID, id)
 		if r == nil || r.item.Type != workspace.TypeFolder || (r.leaseCount > 0 && !r.leaseUntil.IsZero() && !r.leaseUntil.Before(now)) {
 			return false, nil
 		}
@@ -124,22 +124,22 @@ func (s *Store) BeginSubtreeDelete(ctx context.Context, dep int64, ids []int64, 
 }
 
 // EndSubtreeDelete lifts the delete marks of ids.
-func (s *Store) EndSubtreeDelete(ctx context.Context, dep int64, ids []int64) error {
+func (s *Store) EndSubtreeDelete(ctx context.Context, deploymentID int64, ids []int64) error {
 	if err := s.begin(ctx, "EndSubtreeDelete"); err != nil {
 		return err
 	}
 	defer s.mu.Unlock()
 	for _, id := range ids {
-		if r := s.items[id]; r != nil && r.item.DeploymentID == dep {
+		if r := s.items[id]; r != nil && r.item.DeploymentID == deploymentID {
 			r.deletingUntil = time.Time{}
 		}
 	}
 	return nil
 }
 
-// rootRecord is the trashed root id of type typ of dep, or nil.
-func (s *Store) rootRecord(dep, id int64, typ workspace.ItemType) *record {
-	r := s.trashed(dep, id)
+// rootRecord is the trashed root id of type typ of deploymentID, or nil.
+func (s *Store) rootRecord(deploymentID, id int64, typ workspace.ItemType) *record {
+	r := s.trashed(deploymentID, id)
 	if r == nil || r.item.Type != typ || r.item.Trash.Root != id {
 		return nil
 	}
@@ -147,16 +147,16 @@ func (s *Store) rootRecord(dep, id int64, typ workspace.ItemType) *record {
 }
 
 // RestoreItem brings back a workbook or report trashed as a root.
-func (s *Store) RestoreItem(ctx context.Context, dep, id int64, typ workspace.ItemType, parent, treeV, by int64, at time.Time) (bool, error) {
+func (s *Store) RestoreItem(ctx context.Context, deploymentID, id int64, typ workspace.ItemType, parent, treeV, by int64, at time.Time) (bool, error) {
 	if err := s.begin(ctx, "RestoreItem"); err != nil {
 		return false, err
 	}
 	defer s.mu.Unlock()
-	r := s.rootRecord(dep, id, typ)
+	r := s.rootRecord(deploymentID, id, typ)
 	if r == nil || typ == workspace.TypeFolder {
 		return false, nil
 	}
-	if s.keyHolder(dep, typ, r.item.Key) != nil {
+	if s.keyHolder(deploymentID, typ, r.item.Key) != nil {
 		return false, workspace.ErrKeyTaken
 	}
 	r.deleted, r.item.Trash, r.item.Parent, r.treeV = false, nil, parent, max(r.treeV, treeV)
@@ -166,15 +166,15 @@ func (s *Store) RestoreItem(ctx context.Context, dep, id int64, typ workspace.It
 }
 
 // PurgeItem removes a workbook or report trashed as a root.
-func (s *Store) PurgeItem(ctx context.Context, dep, id int64, typ workspace.ItemType) (bool, error) {
+func (s *Store) PurgeItem(ctx context.Context, deploymentID, id int64, typ workspace.ItemType) (bool, error) {
 	if err := s.begin(ctx, "PurgeItem"); err != nil {
 		return false, err
 	}
 	defer s.mu.Unlock()
-	if s.rootRecord(dep, id, typ) == nil || typ == workspace.TypeFolder {
+	if s.rootRecord(deploymentID, id, typ) == nil || typ == workspace.TypeFolder {
 		return false, nil
 	}
-	s.dropVersions(dep, id)
+	s.dropVersions(deploymentID, id)
 	delete(s.items, id)
 	return true, nil
 }
@@ -199,53 +199,53 @@ func (s *Store) ExpiredTrashRoots(ctx context.Context, before time.Time, limit i
 	})
 	out := []workspace.TrashRoot{}
 	for _, r := range roots[:min(len(roots), limit)] {
-		out = append(out, workspace.TrashRoot{Dep: r.item.DeploymentID, ID: r.item.ID, Type: r.item.Type})
+		out = append(out, workspace.TrashRoot{DeploymentID: r.item.DeploymentID, ID: r.item.ID, Type: r.item.Type})
 	}
 	return out, nil
 }
 
 // TakeItemSlots takes n slots at once, or none.
-func (s *Store) TakeItemSlots(ctx context.Context, dep, n, limit int64) (bool, error) {
+func (s *Store) TakeItemSlots(ctx context.Context, deploymentID, n, limit int64) (bool, error) {
 	if err := s.begin(ctx, "TakeItemSlots"); err != nil {
 		return false, err
 	}
 	defer s.mu.Unlock()
-	have, ok := s.slots[dep]
+	have, ok := s.slots[deploymentID]
 	if !ok {
 		for _, r := range s.items {
-			if !r.deleted && r.item.DeploymentID == dep {
+			if !r.deleted && r.item.DeploymentID == deploymentID {
 				have++
 			}
 		}
 	}
 	if have+n > limit {
-		s.slots[dep] = have
+		s.slots[deploymentID] = have
 		return false, nil
 	}
-	s.slots[dep] = have + n
+	s.slots[deploymentID] = have + n
 	return true, nil
 }
 
 // ReturnItemSlots gives n slots back, never below none taken.
-func (s *Store) ReturnItemSlots(ctx context.Context, dep, n int64) error {
+func (s *Store) ReturnItemSlots(ctx context.Context, deploymentID, n int64) error {
 	if err := s.begin(ctx, "ReturnItemSlots"); err != nil {
 		return err
 	}
 	defer s.mu.Unlock()
-	if have, ok := s.slots[dep]; ok {
-		s.slots[dep] = max(0, have-n)
+	if have, ok := s.slots[deploymentID]; ok {
+		s.slots[deploymentID] = max(0, have-n)
 	}
 	return nil
 }
 
 // RemoveFavoritesOf forgets every user's favorites of ids.
-func (s *Store) RemoveFavoritesOf(ctx context.Context, dep int64, ids []int64) error {
+func (s *Store) RemoveFavoritesOf(ctx context.Context, deploymentID int64, ids []int64) error {
 	if err := s.begin(ctx, "RemoveFavoritesOf"); err != nil {
 		return err
 	}
 	defer s.mu.Unlock()
 	for k, f := range s.favorites {
-		if f.dep == dep && slices.Contains(ids, f.item) {
+		if f.deploymentID == deploymentID && slices.Contains(ids, f.item) {
 			delete(s.favorites, k)
 		}
 	}
@@ -254,12 +254,12 @@ func (s *Store) RemoveFavoritesOf(ctx context.Context, dep int64, ids []int64) e
 
 // applyTrashOp applies a trash, restore or purge op recorded as version v, fenced by
 // each document's treeV as mongostore's statements are.
-func (s *Store) applyTrashOp(dep, v int64, op *workspace.TreeOp) {
+func (s *Store) applyTrashOp(deploymentID, v int64, op *workspace.TreeOp) {
 	switch op.Kind {
 	case workspace.OpTrash:
 		for _, id := range append([]int64{op.Folder}, op.IDs...) {
 			r := s.items[id]
-			if r == nil || r.deleted || r.item.DeploymentID != dep || r.treeV >= v {
+			if r == nil || r.deleted || r.item.DeploymentID != deploymentID || r.treeV >= v {
 				continue
 			}
 			t := &workspace.TrashInfo{At: op.At, By: op.By, Root: op.Folder}
@@ -273,7 +273,7 @@ func (s *Store) applyTrashOp(dep, v int64, op *workspace.TreeOp) {
 	case workspace.OpRestore:
 		for _, id := range s.sortedIDs() {
 			r := s.items[id]
-			if r.item.DeploymentID != dep || !r.deleted || r.item.Trash == nil || r.item.Trash.Root != op.Folder || r.treeV >= v {
+			if r.item.DeploymentID != deploymentID || !r.deleted || r.item.Trash == nil || r.item.Trash.Root != op.Folder || r.treeV >= v {
 				continue
 			}
 			switch {
@@ -295,23 +295,23 @@ func (s *Store) applyTrashOp(dep, v int64, op *workspace.TreeOp) {
 	case workspace.OpPurge:
 		for _, id := range s.sortedIDs() {
 			r := s.items[id]
-			if r.item.DeploymentID != dep || !r.deleted || r.item.Trash == nil || r.item.Trash.Root != op.Folder || r.treeV >= v {
+			if r.item.DeploymentID != deploymentID || !r.deleted || r.item.Trash == nil || r.item.Trash.Root != op.Folder || r.treeV >= v {
 				continue
 			}
 			if r.item.Type == workspace.TypeFolder && r.item.CreatedAt.After(op.At) {
 				r.item.Trash, r.treeV, r.heldInTrash = nil, v, false // a bare tombstone, out of the trash
 				continue
 			}
-			s.dropVersions(dep, id)
+			s.dropVersions(deploymentID, id)
 			delete(s.items, id)
 		}
 	}
 }
 
 // dropVersions removes the kept dashboard versions of workbook wb (none for another item).
-func (s *Store) dropVersions(dep, wb int64) {
+func (s *Store) dropVersions(deploymentID, wb int64) {
 	for vid, r := range s.versions {
-		if r.v.DeploymentID == dep && r.v.WorkbookID == wb {
+		if r.v.DeploymentID == deploymentID && r.v.WorkbookID == wb {
 			delete(s.versions, vid)
 		}
 	}

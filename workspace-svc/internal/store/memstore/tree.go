@@ -9,26 +9,26 @@ import (
 )
 
 // ReadTree returns the deployment's tree version, starting it at 0 on first use.
-func (s *Store) ReadTree(ctx context.Context, dep int64) (workspace.TreeVersion, error) {
+func (s *Store) ReadTree(ctx context.Context, deploymentID int64) (workspace.TreeVersion, error) {
 	if err := s.begin(ctx, "ReadTree"); err != nil {
 		return workspace.TreeVersion{}, err
 	}
 	defer s.mu.Unlock()
-	tv := s.trees[dep]
+	tv := s.trees[deploymentID]
 	if tv == nil {
 		tv = &workspace.TreeVersion{}
-		s.trees[dep] = tv
+		s.trees[deploymentID] = tv
 	}
 	return workspace.TreeVersion{V: tv.V, Op: cloneOp(tv.Op)}, nil
 }
 
 // CommitTreeOp records op as version v+1 if the tree is still at version v.
-func (s *Store) CommitTreeOp(ctx context.Context, dep, v int64, op *workspace.TreeOp) (bool, error) {
+func (s *Store) CommitTreeOp(ctx context.Context, deploymentID, v int64, op *workspace.TreeOp) (bool, error) {
 	if err := s.begin(ctx, "CommitTreeOp"); err != nil {
 		return false, err
 	}
 	defer s.mu.Unlock()
-	tv := s.trees[dep]
+	tv := s.trees[deploymentID]
 	if tv == nil || tv.V != v {
 		return false, nil
 	}
@@ -37,19 +37,19 @@ func (s *Store) CommitTreeOp(ctx context.Context, dep, v int64, op *workspace.Tr
 }
 
 // ApplyTreeOp applies the op recorded as version v, fenced by each folder's treeV.
-func (s *Store) ApplyTreeOp(ctx context.Context, dep, v int64, op *workspace.TreeOp) error {
+func (s *Store) ApplyTreeOp(ctx context.Context, deploymentID, v int64, op *workspace.TreeOp) error {
 	if err := s.begin(ctx, "ApplyTreeOp"); err != nil {
 		return err
 	}
 	defer s.mu.Unlock()
 	switch op.Kind {
 	case workspace.OpMove:
-		s.applyMove(dep, v, op)
+		s.applyMove(deploymentID, v, op)
 		return nil
 	case workspace.OpNone:
 		return nil
 	case workspace.OpTrash, workspace.OpRestore, workspace.OpPurge:
-		s.applyTrashOp(dep, v, op)
+		s.applyTrashOp(deploymentID, v, op)
 		return nil
 	case workspace.OpCreate:
 		c := op.Created
@@ -81,19 +81,19 @@ func (s *Store) ApplyTreeOp(ctx context.Context, dep, v int64, op *workspace.Tre
 	return fmt.Errorf("unknown tree op %q", op.Kind)
 }
 
-// applyMove writes the folder, then every folder below it, each of deployment dep and
+// applyMove writes the folder, then every folder below it, each of deployment deploymentID and
 // only if its treeV is older than v (tombstones included), as mongostore's statements by
 // id and by ancestor do.
-func (s *Store) applyMove(dep, v int64, op *workspace.TreeOp) {
+func (s *Store) applyMove(deploymentID, v int64, op *workspace.TreeOp) {
 	f := s.items[op.Folder]
-	if f != nil && f.item.DeploymentID == dep && f.treeV < v {
+	if f != nil && f.item.DeploymentID == deploymentID && f.treeV < v {
 		f.item.Parent, f.treeV = op.To, v
 		f.item.Anc, f.item.Depth, f.item.UpdatedAt, f.item.UpdatedBy = slices.Clone(op.Anc), op.Depth, op.At, op.By
 		f.item.Version++
 	}
 	for _, id := range s.sortedIDs() {
 		r := s.items[id]
-		if r.item.DeploymentID != dep || r.treeV >= v || !slices.Contains(r.item.Anc, op.Folder) {
+		if r.item.DeploymentID != deploymentID || r.treeV >= v || !slices.Contains(r.item.Anc, op.Folder) {
 			continue
 		}
 		anc := slices.DeleteFunc(slices.Clone(r.item.Anc), func(a int64) bool { return slices.Contains(op.Pull, a) })
@@ -107,7 +107,7 @@ func (s *Store) applyMove(dep, v int64, op *workspace.TreeOp) {
 }
 
 // Folders returns the live folders among ids.
-func (s *Store) Folders(ctx context.Context, dep int64, ids []int64) ([]*workspace.FolderNode, error) {
+func (s *Store) Folders(ctx context.Context, deploymentID int64, ids []int64) ([]*workspace.FolderNode, error) {
 	if err := s.begin(ctx, "Folders"); err != nil {
 		return nil, err
 	}
@@ -115,7 +115,7 @@ func (s *Store) Folders(ctx context.Context, dep int64, ids []int64) ([]*workspa
 	var out []*workspace.FolderNode
 	seen := map[int64]bool{}
 	for _, id := range ids {
-		if r := s.live(dep, id); r != nil && r.item.Type == workspace.TypeFolder && !seen[id] {
+		if r := s.live(deploymentID, id); r != nil && r.item.Type == workspace.TypeFolder && !seen[id] {
 			seen[id] = true
 			out = append(out, node(&r.item))
 		}
@@ -124,7 +124,7 @@ func (s *Store) Folders(ctx context.Context, dep int64, ids []int64) ([]*workspa
 }
 
 // SubtreeFolders returns every live folder below any of ids.
-func (s *Store) SubtreeFolders(ctx context.Context, dep int64, ids []int64) ([]*workspace.FolderNode, error) {
+func (s *Store) SubtreeFolders(ctx context.Context, deploymentID int64, ids []int64) ([]*workspace.FolderNode, error) {
 	if err := s.begin(ctx, "SubtreeFolders"); err != nil {
 		return nil, err
 	}
@@ -134,7 +134,7 @@ func (s *Store) SubtreeFolders(ctx context.Context, dep int64, ids []int64) ([]*
 		return out, nil
 	}
 	for _, id := range s.sortedIDs() {
-		r := s.live(dep, id)
+		r := s.live(deploymentID, id)
 		if r != nil && r.item.Type == workspace.TypeFolder && slices.ContainsFunc(r.item.Anc, func(a int64) bool { return slices.Contains(ids, a) }) {
 			out = append(out, node(&r.item))
 		}

@@ -44,9 +44,9 @@ func (s *Store) InsertDashboardVersion(ctx context.Context, v *workspace.Dashboa
 }
 
 // versionOf is the workbook's record versionID, or nil.
-func (s *Store) versionOf(dep, workbook, versionID int64) *versionRecord {
+func (s *Store) versionOf(deploymentID, workbook, versionID int64) *versionRecord {
 	r := s.versions[versionID]
-	if r == nil || r.v.DeploymentID != dep || r.v.WorkbookID != workbook {
+	if r == nil || r.v.DeploymentID != deploymentID || r.v.WorkbookID != workbook {
 		return nil
 	}
 	return r
@@ -54,19 +54,19 @@ func (s *Store) versionOf(dep, workbook, versionID int64) *versionRecord {
 
 // CommitDashboardVersion commits the record and prunes the workbook's records numbered
 // keep or more below it.
-func (s *Store) CommitDashboardVersion(ctx context.Context, dep, workbook, versionID, number int64, keep int) (bool, error) {
+func (s *Store) CommitDashboardVersion(ctx context.Context, deploymentID, workbook, versionID, number int64, keep int) (bool, error) {
 	if err := s.begin(ctx, "CommitDashboardVersion"); err != nil {
 		return false, err
 	}
 	defer s.mu.Unlock()
-	r := s.versionOf(dep, workbook, versionID)
+	r := s.versionOf(deploymentID, workbook, versionID)
 	if r == nil || r.v.VersionNumber != number {
 		return false, nil
 	}
 	r.committed = true
 	below := number - int64(keep)
 	for id, o := range s.versions {
-		if o.v.DeploymentID == dep && o.v.WorkbookID == workbook && o.v.VersionNumber <= below {
+		if o.v.DeploymentID == deploymentID && o.v.WorkbookID == workbook && o.v.VersionNumber <= below {
 			delete(s.versions, id)
 		}
 	}
@@ -74,12 +74,12 @@ func (s *Store) CommitDashboardVersion(ctx context.Context, dep, workbook, versi
 }
 
 // DropDashboardVersion removes a pending record.
-func (s *Store) DropDashboardVersion(ctx context.Context, dep, workbook, versionID int64) error {
+func (s *Store) DropDashboardVersion(ctx context.Context, deploymentID, workbook, versionID int64) error {
 	if err := s.begin(ctx, "DropDashboardVersion"); err != nil {
 		return err
 	}
 	defer s.mu.Unlock()
-	if r := s.versionOf(dep, workbook, versionID); r != nil && !r.committed {
+	if r := s.versionOf(deploymentID, workbook, versionID); r != nil && !r.committed {
 		delete(s.versions, versionID)
 	}
 	return nil
@@ -87,13 +87,13 @@ func (s *Store) DropDashboardVersion(ctx context.Context, dep, workbook, version
 
 // PendingDashboardVersion reports whether a pending record of the workbook has the
 // number.
-func (s *Store) PendingDashboardVersion(ctx context.Context, dep, workbook, number int64) (bool, error) {
+func (s *Store) PendingDashboardVersion(ctx context.Context, deploymentID, workbook, number int64) (bool, error) {
 	if err := s.begin(ctx, "PendingDashboardVersion"); err != nil {
 		return false, err
 	}
 	defer s.mu.Unlock()
 	for _, r := range s.versions {
-		if r.v.DeploymentID == dep && r.v.WorkbookID == workbook && r.v.VersionNumber == number && !r.committed {
+		if r.v.DeploymentID == deploymentID && r.v.WorkbookID == workbook && r.v.VersionNumber == number && !r.committed {
 			return true, nil
 		}
 	}
@@ -101,14 +101,14 @@ func (s *Store) PendingDashboardVersion(ctx context.Context, dep, workbook, numb
 }
 
 // DashboardVersions returns committed versions numbered below before, newest first.
-func (s *Store) DashboardVersions(ctx context.Context, dep, workbook, before int64, limit int) ([]*workspace.DashboardVersion, error) {
+func (s *Store) DashboardVersions(ctx context.Context, deploymentID, workbook, before int64, limit int) ([]*workspace.DashboardVersion, error) {
 	if err := s.begin(ctx, "DashboardVersions"); err != nil {
 		return nil, err
 	}
 	defer s.mu.Unlock()
 	var out []*workspace.DashboardVersion
 	for _, r := range s.versions {
-		if r.committed && r.v.DeploymentID == dep && r.v.WorkbookID == workbook && (before == 0 || r.v.VersionNumber < before) {
+		if r.committed && r.v.DeploymentID == deploymentID && r.v.WorkbookID == workbook && (before == 0 || r.v.VersionNumber < before) {
 			out = append(out, cloneVersion(&r.v, false))
 		}
 	}
@@ -128,13 +128,13 @@ func (s *Store) DashboardVersions(ctx context.Context, dep, workbook, before int
 }
 
 // DashboardVersion returns the committed version with the number, in full.
-func (s *Store) DashboardVersion(ctx context.Context, dep, workbook, number int64) (*workspace.DashboardVersion, error) {
+func (s *Store) DashboardVersion(ctx context.Context, deploymentID, workbook, number int64) (*workspace.DashboardVersion, error) {
 	if err := s.begin(ctx, "DashboardVersion"); err != nil {
 		return nil, err
 	}
 	defer s.mu.Unlock()
 	for _, r := range s.versions {
-		if r.committed && r.v.DeploymentID == dep && r.v.WorkbookID == workbook && r.v.VersionNumber == number {
+		if r.committed && r.v.DeploymentID == deploymentID && r.v.WorkbookID == workbook && r.v.VersionNumber == number {
 			return cloneVersion(&r.v, true), nil
 		}
 	}
@@ -142,13 +142,13 @@ func (s *Store) DashboardVersion(ctx context.Context, dep, workbook, number int6
 }
 
 // DeleteDashboardVersions removes every record of the workbook.
-func (s *Store) DeleteDashboardVersions(ctx context.Context, dep, workbook int64) error {
+func (s *Store) DeleteDashboardVersions(ctx context.Context, deploymentID, workbook int64) error {
 	if err := s.begin(ctx, "DeleteDashboardVersions"); err != nil {
 		return err
 	}
 	defer s.mu.Unlock()
 	for id, r := range s.versions {
-		if r.v.DeploymentID == dep && r.v.WorkbookID == workbook {
+		if r.v.DeploymentID == deploymentID && r.v.WorkbookID == workbook {
 			delete(s.versions, id)
 		}
 	}

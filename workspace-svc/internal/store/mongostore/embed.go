@@ -80,7 +80,7 @@ func (d *embedAccessDoc) grants() embedaccess.Grants {
 
 // SetEmbedAccess replaces the own embed grants of the live folder or workbook id of
 // type typ: one update by _id of the embedAccess field alone (unset when g is empty).
-func (s *Store) SetEmbedAccess(ctx context.Context, dep, id int64, typ workspace.ItemType, g embedaccess.Grants, by int64, at time.Time) (bool, error) {
+func (s *Store) SetEmbedAccess(ctx context.Context, deploymentID, id int64, typ workspace.ItemType, g embedaccess.Grants, by int64, at time.Time) (bool, error) {
 	if typ != workspace.TypeFolder && typ != workspace.TypeWorkbook {
 		return false, nil
 	}
@@ -88,7 +88,7 @@ func (s *Store) SetEmbedAccess(ctx context.Context, dep, id int64, typ workspace
 	if d := toEmbedAccessDoc(g, by, at); d != nil {
 		update = bson.D{{Key: "$set", Value: bson.D{{Key: "embedAccess", Value: d}}}, versionInc}
 	}
-	res, err := s.items.UpdateOne(ctx, itemFilter(dep, id, typ, workspace.ItemPrecondition{}), update)
+	res, err := s.items.UpdateOne(ctx, itemFilter(deploymentID, id, typ, workspace.ItemPrecondition{}), update)
 	if err != nil {
 		return false, wrap("set embed access", err)
 	}
@@ -96,9 +96,9 @@ func (s *Store) SetEmbedAccess(ctx context.Context, dep, id int64, typ workspace
 }
 
 // RootEmbedAccess returns the grants on the deployment's root: one read by _id.
-func (s *Store) RootEmbedAccess(ctx context.Context, dep int64) (embedaccess.Grants, error) {
+func (s *Store) RootEmbedAccess(ctx context.Context, deploymentID int64) (embedaccess.Grants, error) {
 	var d embedRootDoc
-	err := s.embedRoots.FindOne(ctx, bson.D{{Key: "_id", Value: dep}}).Decode(&d)
+	err := s.embedRoots.FindOne(ctx, bson.D{{Key: "_id", Value: deploymentID}}).Decode(&d)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return embedaccess.Grants{}, nil
 	}
@@ -110,16 +110,16 @@ func (s *Store) RootEmbedAccess(ctx context.Context, dep int64) (embedaccess.Gra
 
 // SetRootEmbedAccess replaces the grants on the deployment's root: the root's document
 // replaced (upserted), or deleted when g is empty.
-func (s *Store) SetRootEmbedAccess(ctx context.Context, dep int64, g embedaccess.Grants, by int64, at time.Time) error {
+func (s *Store) SetRootEmbedAccess(ctx context.Context, deploymentID int64, g embedaccess.Grants, by int64, at time.Time) error {
 	d := toEmbedAccessDoc(g, by, at)
 	if d == nil {
-		_, err := s.embedRoots.DeleteOne(ctx, bson.D{{Key: "_id", Value: dep}})
+		_, err := s.embedRoots.DeleteOne(ctx, bson.D{{Key: "_id", Value: deploymentID}})
 		return wrap("clear root embed access", err)
 	}
-	doc := embedRootDoc{ID: dep, Grants: d}
-	_, err := s.embedRoots.ReplaceOne(ctx, bson.D{{Key: "_id", Value: dep}}, doc, options.Replace().SetUpsert(true))
+	doc := embedRootDoc{ID: deploymentID, Grants: d}
+	_, err := s.embedRoots.ReplaceOne(ctx, bson.D{{Key: "_id", Value: deploymentID}}, doc, options.Replace().SetUpsert(true))
 	if mongox.IsDuplicateKey(err) { // two first sets raced on MongoDB: the document exists now
-		_, err = s.embedRoots.ReplaceOne(ctx, bson.D{{Key: "_id", Value: dep}}, doc)
+		_, err = s.embedRoots.ReplaceOne(ctx, bson.D{{Key: "_id", Value: deploymentID}}, doc)
 	}
 	return wrap("set root embed access", err)
 }
@@ -133,14 +133,14 @@ const (
 	workbookIndex   = "dep_1_type_1__id_1"
 )
 
-// WorkbookByPublicID returns the live workbook of dep whose published dashboard has
+// WorkbookByPublicID returns the live workbook of deploymentID whose published dashboard has
 // publicID, with the large parts that parts names: one find on {dep, publicId}.
-func (s *Store) WorkbookByPublicID(ctx context.Context, dep int64, publicID string, parts workspace.Parts) (*workspace.Item, error) {
+func (s *Store) WorkbookByPublicID(ctx context.Context, deploymentID int64, publicID string, parts workspace.Parts) (*workspace.Item, error) {
 	if publicID == "" {
 		return nil, nil
 	}
 	var d itemDoc
-	err := s.items.FindOne(ctx, bson.D{{Key: "dep", Value: dep}, {Key: "publicId", Value: publicID},
+	err := s.items.FindOne(ctx, bson.D{{Key: "dep", Value: deploymentID}, {Key: "publicId", Value: publicID},
 		{Key: "type", Value: workspace.TypeWorkbook}, {Key: "deleted", Value: notDeleted}},
 		options.FindOne().SetProjection(itemProjection(parts)).SetHint(publicIDIndex)).Decode(&d)
 	if errors.Is(err, mongo.ErrNoDocuments) {
@@ -152,18 +152,18 @@ func (s *Store) WorkbookByPublicID(ctx context.Context, dep int64, publicID stri
 	return d.item(), nil
 }
 
-// EmbeddableWorkbooks returns heads of at most limit live workbooks of dep, by id after
+// EmbeddableWorkbooks returns heads of at most limit live workbooks of deploymentID, by id after
 // afterID, whose dashboard is published with allowEmbed (embeddable: true).
-func (s *Store) EmbeddableWorkbooks(ctx context.Context, dep, afterID int64, limit int) ([]*workspace.Item, error) {
-	return s.workbookHeads(ctx, "list embeddable workbooks", bson.D{{Key: "dep", Value: dep}, {Key: "embeddable", Value: true},
+func (s *Store) EmbeddableWorkbooks(ctx context.Context, deploymentID, afterID int64, limit int) ([]*workspace.Item, error) {
+	return s.workbookHeads(ctx, "list embeddable workbooks", bson.D{{Key: "dep", Value: deploymentID}, {Key: "embeddable", Value: true},
 		{Key: "_id", Value: bson.D{{Key: "$gt", Value: afterID}}}, {Key: "type", Value: workspace.TypeWorkbook}, {Key: "deleted", Value: notDeleted}},
 		embeddableIndex, limit)
 }
 
-// WorkbookHeads returns heads of at most limit live workbooks of dep, by id after
+// WorkbookHeads returns heads of at most limit live workbooks of deploymentID, by id after
 // afterID.
-func (s *Store) WorkbookHeads(ctx context.Context, dep, afterID int64, limit int) ([]*workspace.Item, error) {
-	return s.workbookHeads(ctx, "list workbook heads", bson.D{{Key: "dep", Value: dep}, {Key: "type", Value: workspace.TypeWorkbook},
+func (s *Store) WorkbookHeads(ctx context.Context, deploymentID, afterID int64, limit int) ([]*workspace.Item, error) {
+	return s.workbookHeads(ctx, "list workbook heads", bson.D{{Key: "dep", Value: deploymentID}, {Key: "type", Value: workspace.TypeWorkbook},
 		{Key: "_id", Value: bson.D{{Key: "$gt", Value: afterID}}}, {Key: "deleted", Value: notDeleted}},
 		workbookIndex, limit)
 }

@@ -18,12 +18,12 @@ import (
 // Items returns the live items of the deployment among ids, by id, with the large parts
 // that parts names: the others are left out of the projection, so the database never
 // sends them.
-func (s *Store) Items(ctx context.Context, dep int64, ids []int64, parts workspace.Parts) (map[int64]*workspace.Item, error) {
+func (s *Store) Items(ctx context.Context, deploymentID int64, ids []int64, parts workspace.Parts) (map[int64]*workspace.Item, error) {
 	out := make(map[int64]*workspace.Item, len(ids))
 	if len(ids) == 0 {
 		return out, nil
 	}
-	cur, err := s.items.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}, {Key: "dep", Value: dep}, {Key: "deleted", Value: notDeleted}},
+	cur, err := s.items.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}, {Key: "dep", Value: deploymentID}, {Key: "deleted", Value: notDeleted}},
 		options.Find().SetProjection(itemProjection(parts)).SetBatchSize(1000))
 	if err != nil {
 		return nil, wrap("find items", err)
@@ -54,15 +54,15 @@ func (s *Store) InsertItem(ctx context.Context, it *workspace.Item) error {
 // UpdateItem sets fields of a live item of the deployment that meets pre and returns it
 // as changed (the whole document: what every caller answers with); nil when there is no
 // such item.
-func (s *Store) UpdateItem(ctx context.Context, dep, id int64, typ workspace.ItemType, pre workspace.ItemPrecondition, u workspace.ItemUpdate) (*workspace.Item, error) {
-	filter := itemFilter(dep, id, typ, pre)
+func (s *Store) UpdateItem(ctx context.Context, deploymentID, id int64, typ workspace.ItemType, pre workspace.ItemPrecondition, u workspace.ItemUpdate) (*workspace.Item, error) {
+	filter := itemFilter(deploymentID, id, typ, pre)
 	set, err := itemSet(u)
 	if err != nil {
 		return nil, err
 	}
 	if u.Key != nil { // only on an item without a key; the hold with it
 		filter = append(filter, bson.E{Key: "key", Value: bson.D{{Key: "$exists", Value: false}}})
-		set = append(set, bson.E{Key: "key", Value: *u.Key}, bson.E{Key: "kslot", Value: kslot(dep, typ, *u.Key)})
+		set = append(set, bson.E{Key: "key", Value: *u.Key}, bson.E{Key: "kslot", Value: kslot(deploymentID, typ, *u.Key)})
 	}
 	var d itemDoc
 	err = s.items.FindOneAndUpdate(ctx, filter, bson.D{{Key: "$set", Value: set}, versionInc},
@@ -81,8 +81,8 @@ func (s *Store) UpdateItem(ctx context.Context, dep, id int64, typ workspace.Ite
 
 // DeleteItem tombstones a live item of the deployment that meets pre: one update, which
 // sends back no document.
-func (s *Store) DeleteItem(ctx context.Context, dep, id int64, typ workspace.ItemType, pre workspace.ItemPrecondition, by int64, at time.Time) (bool, error) {
-	res, err := s.items.UpdateOne(ctx, itemFilter(dep, id, typ, pre), tombstone(by, at, trashOf(id, by, at)))
+func (s *Store) DeleteItem(ctx context.Context, deploymentID, id int64, typ workspace.ItemType, pre workspace.ItemPrecondition, by int64, at time.Time) (bool, error) {
+	res, err := s.items.UpdateOne(ctx, itemFilter(deploymentID, id, typ, pre), tombstone(by, at, trashOf(id, by, at)))
 	if err != nil {
 		return false, wrap("delete item", err)
 	}
@@ -90,8 +90,8 @@ func (s *Store) DeleteItem(ctx context.Context, dep, id int64, typ workspace.Ite
 }
 
 // itemFilter matches item id of the deployment, live, of type typ, meeting pre.
-func itemFilter(dep, id int64, typ workspace.ItemType, pre workspace.ItemPrecondition) bson.D {
-	filter := bson.D{{Key: "_id", Value: id}, {Key: "dep", Value: dep}, {Key: "type", Value: typ}, {Key: "deleted", Value: notDeleted}}
+func itemFilter(deploymentID, id int64, typ workspace.ItemType, pre workspace.ItemPrecondition) bson.D {
+	filter := bson.D{{Key: "_id", Value: id}, {Key: "dep", Value: deploymentID}, {Key: "type", Value: typ}, {Key: "deleted", Value: notDeleted}}
 	if pre.Parent != nil {
 		filter = append(filter, bson.E{Key: "parent", Value: *pre.Parent})
 	}
@@ -164,9 +164,9 @@ func itemSet(u workspace.ItemUpdate) (bson.D, error) {
 
 // MoveItem re-parents a workbook or report if it is still where the caller's access
 // check saw it.
-func (s *Store) MoveItem(ctx context.Context, dep, id, from, to, by int64, at time.Time) (bool, error) {
+func (s *Store) MoveItem(ctx context.Context, deploymentID, id, from, to, by int64, at time.Time) (bool, error) {
 	res, err := s.items.UpdateOne(ctx,
-		bson.D{{Key: "_id", Value: id}, {Key: "dep", Value: dep}, {Key: "parent", Value: from}, {Key: "deleted", Value: notDeleted}},
+		bson.D{{Key: "_id", Value: id}, {Key: "dep", Value: deploymentID}, {Key: "parent", Value: from}, {Key: "deleted", Value: notDeleted}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "parent", Value: to}, {Key: "updatedAt", Value: at}, {Key: "updatedBy", Value: by}}}, versionInc})
 	if err != nil {
 		return false, wrap("move item", err)
@@ -175,13 +175,13 @@ func (s *Store) MoveItem(ctx context.Context, dep, id, from, to, by int64, at ti
 }
 
 // countFilter matches the live items of a deployment (index dep_1_deleted_1).
-func countFilter(dep int64) bson.D {
-	return bson.D{{Key: "dep", Value: dep}, {Key: "deleted", Value: notDeleted}}
+func countFilter(deploymentID int64) bson.D {
+	return bson.D{{Key: "dep", Value: deploymentID}, {Key: "deleted", Value: notDeleted}}
 }
 
 // HasChildren reports whether anything live is inside folder.
-func (s *Store) HasChildren(ctx context.Context, dep, folder int64) (bool, error) {
-	err := s.items.FindOne(ctx, bson.D{{Key: "dep", Value: dep}, {Key: "parent", Value: folder}, {Key: "deleted", Value: notDeleted}},
+func (s *Store) HasChildren(ctx context.Context, deploymentID, folder int64) (bool, error) {
+	err := s.items.FindOne(ctx, bson.D{{Key: "dep", Value: deploymentID}, {Key: "parent", Value: folder}, {Key: "deleted", Value: notDeleted}},
 		options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}})).Err()
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return false, nil
@@ -223,8 +223,8 @@ func itemProjection(parts workspace.Parts) bson.D {
 // Children returns, in page order (position, name, id), at most q.Limit live children of
 // q.Parent after q.After: folders, or workbooks and reports. Only the fields of
 // listProjection are read; the database sorts and limits.
-func (s *Store) Children(ctx context.Context, dep int64, q workspace.ChildrenQuery) ([]*workspace.Item, error) {
-	cur, err := s.items.Find(ctx, childrenFilter(dep, q), options.Find().SetProjection(listProjection).
+func (s *Store) Children(ctx context.Context, deploymentID int64, q workspace.ChildrenQuery) ([]*workspace.Item, error) {
+	cur, err := s.items.Find(ctx, childrenFilter(deploymentID, q), options.Find().SetProjection(listProjection).
 		SetSort(childrenSort).SetHint(listIndex).SetLimit(int64(q.Limit)).SetBatchSize(oneBatch(q.Limit)))
 	if err != nil {
 		return nil, wrap("list children", err)
@@ -258,13 +258,13 @@ var childrenSort = bson.D{{Key: "position", Value: 1}, {Key: "name", Value: 1}, 
 // and reads only what the page returns, however deep the page. Left as one $or beside the
 // equalities instead, it may scan the folder's children from its first key and filter:
 // each page then costs its offset. Children hints listIndex so no other plan is tried.
-func childrenFilter(dep int64, q workspace.ChildrenQuery) bson.D {
+func childrenFilter(deploymentID int64, q workspace.ChildrenQuery) bson.D {
 	typ := bson.D{{Key: "$ne", Value: workspace.TypeFolder}}
 	if q.Folders {
 		typ = bson.D{{Key: "$eq", Value: workspace.TypeFolder}}
 	}
 	base := func(more ...bson.E) bson.D {
-		return append(bson.D{{Key: "dep", Value: dep}, {Key: "parent", Value: q.Parent}}, append(more,
+		return append(bson.D{{Key: "dep", Value: deploymentID}, {Key: "parent", Value: q.Parent}}, append(more,
 			bson.E{Key: "type", Value: typ}, bson.E{Key: "deleted", Value: notDeleted})...)
 	}
 	a := q.After
@@ -280,8 +280,8 @@ func childrenFilter(dep int64, q workspace.ChildrenQuery) bson.D {
 
 // Search returns at most q.Limit live items matching q after q.After, in the order of
 // q.Sort (name or updatedAt, then id; Desc reverses both), projected like a listing.
-func (s *Store) Search(ctx context.Context, dep int64, q workspace.SearchQuery) ([]*workspace.Item, error) {
-	filter, sort, hint := searchQuery(dep, q)
+func (s *Store) Search(ctx context.Context, deploymentID int64, q workspace.SearchQuery) ([]*workspace.Item, error) {
+	filter, sort, hint := searchQuery(deploymentID, q)
 	opts := options.Find().SetProjection(listProjection).SetSort(sort).SetLimit(int64(q.Limit)).SetBatchSize(oneBatch(q.Limit))
 	if hint != "" {
 		opts.SetHint(hint)
@@ -311,7 +311,7 @@ var searchIndexes = map[workspace.SearchSort]string{workspace.ByName: "dep_1_nam
 // Within a folder (Parent) or among given ids (IDs, the favorites) the planner chooses:
 // the folder's children (listIndex) or the ids (_id) bound the read better than the
 // deployment's range of the order's index.
-func searchQuery(dep int64, q workspace.SearchQuery) (filter, sort bson.D, hint string) {
+func searchQuery(deploymentID int64, q workspace.SearchQuery) (filter, sort bson.D, hint string) {
 	sortKey, dir, cmp := "name", 1, "$gt"
 	if q.Sort == workspace.ByUpdatedAt {
 		sortKey = "updatedAt"
@@ -326,7 +326,7 @@ func searchQuery(dep int64, q workspace.SearchQuery) (filter, sort bson.D, hint 
 	// base is the filter with the predicates of a branch on name, updatedAt and _id
 	// merged into the operators of each field (a document holds a field once).
 	base := func(name, updatedAt, id bson.D) bson.D {
-		f := bson.D{{Key: "dep", Value: dep}, {Key: "deleted", Value: notDeleted}}
+		f := bson.D{{Key: "dep", Value: deploymentID}, {Key: "deleted", Value: notDeleted}}
 		if q.Parent != nil {
 			f = append(f, bson.E{Key: "parent", Value: *q.Parent})
 		}
@@ -371,9 +371,9 @@ func searchQuery(dep int64, q workspace.SearchQuery) (filter, sort bson.D, hint 
 
 // LeaseFolder marks folder as receiving items until `until`, unless it is gone or being
 // deleted; false means the folder is not there.
-func (s *Store) LeaseFolder(ctx context.Context, dep, folder int64, now, until time.Time) (bool, error) {
+func (s *Store) LeaseFolder(ctx context.Context, deploymentID, folder int64, now, until time.Time) (bool, error) {
 	res, err := s.items.UpdateOne(ctx,
-		bson.D{{Key: "_id", Value: folder}, {Key: "dep", Value: dep}, {Key: "type", Value: workspace.TypeFolder}, {Key: "deleted", Value: notDeleted},
+		bson.D{{Key: "_id", Value: folder}, {Key: "dep", Value: deploymentID}, {Key: "type", Value: workspace.TypeFolder}, {Key: "deleted", Value: notDeleted},
 			{Key: "$or", Value: bson.A{
 				bson.D{{Key: "deletingUntil", Value: bson.D{{Key: "$exists", Value: false}}}},
 				bson.D{{Key: "deletingUntil", Value: bson.D{{Key: "$lt", Value: now}}}},
@@ -387,16 +387,16 @@ func (s *Store) LeaseFolder(ctx context.Context, dep, folder int64, now, until t
 
 // ReleaseFolder gives a lease back. A holder that never releases (a crash) only delays
 // deletes until leaseUntil has passed.
-func (s *Store) ReleaseFolder(ctx context.Context, dep, folder int64) error {
-	_, err := s.items.UpdateOne(ctx, bson.D{{Key: "_id", Value: folder}, {Key: "dep", Value: dep}},
+func (s *Store) ReleaseFolder(ctx context.Context, deploymentID, folder int64) error {
+	_, err := s.items.UpdateOne(ctx, bson.D{{Key: "_id", Value: folder}, {Key: "dep", Value: deploymentID}},
 		bson.D{{Key: "$inc", Value: bson.D{{Key: "leaseCount", Value: -1}}}})
 	return wrap("release folder", err)
 }
 
 // BeginFolderDelete marks folder as being deleted if no request holds a lease on it.
-func (s *Store) BeginFolderDelete(ctx context.Context, dep, folder int64, now, until time.Time) (bool, error) {
+func (s *Store) BeginFolderDelete(ctx context.Context, deploymentID, folder int64, now, until time.Time) (bool, error) {
 	res, err := s.items.UpdateOne(ctx,
-		bson.D{{Key: "_id", Value: folder}, {Key: "dep", Value: dep}, {Key: "type", Value: workspace.TypeFolder}, {Key: "deleted", Value: notDeleted},
+		bson.D{{Key: "_id", Value: folder}, {Key: "dep", Value: deploymentID}, {Key: "type", Value: workspace.TypeFolder}, {Key: "deleted", Value: notDeleted},
 			{Key: "$or", Value: bson.A{
 				bson.D{{Key: "leaseCount", Value: bson.D{{Key: "$lte", Value: 0}}}},
 				bson.D{{Key: "leaseUntil", Value: bson.D{{Key: "$exists", Value: false}}}},
@@ -411,8 +411,8 @@ func (s *Store) BeginFolderDelete(ctx context.Context, dep, folder int64, now, u
 
 // EndFolderDelete tombstones the folder (deleted) or lifts the delete mark; true when
 // it tombstoned a live folder.
-func (s *Store) EndFolderDelete(ctx context.Context, dep, folder int64, deleted bool, by int64, at time.Time) (bool, error) {
-	filter := bson.D{{Key: "_id", Value: folder}, {Key: "dep", Value: dep}}
+func (s *Store) EndFolderDelete(ctx context.Context, deploymentID, folder int64, deleted bool, by int64, at time.Time) (bool, error) {
+	filter := bson.D{{Key: "_id", Value: folder}, {Key: "dep", Value: deploymentID}}
 	update := bson.D{{Key: "$unset", Value: bson.D{{Key: "deletingUntil", Value: ""}}}}
 	if deleted {
 		filter = append(filter, bson.E{Key: "deleted", Value: notDeleted})

@@ -23,11 +23,11 @@ import (
 const keyIndex = "kslot_1"
 
 // kslot is the hold of key ("" for no key).
-func kslot(dep int64, typ workspace.ItemType, key string) string {
+func kslot(deploymentID int64, typ workspace.ItemType, key string) string {
 	if key == "" {
 		return ""
 	}
-	return fmt.Sprintf("%d/%s/%s", dep, typ, key)
+	return fmt.Sprintf("%d/%s/%s", deploymentID, typ, key)
 }
 
 // versionInc is the part of every update of an item's own state that counts it.
@@ -49,7 +49,7 @@ func duplicateHold(err error) bool {
 
 // ItemsByKey returns the live items of type typ of the deployment among keys, by key:
 // one find on kslot_1.
-func (s *Store) ItemsByKey(ctx context.Context, dep int64, typ workspace.ItemType, keys []string, parts workspace.Parts) (map[string]*workspace.Item, error) {
+func (s *Store) ItemsByKey(ctx context.Context, deploymentID int64, typ workspace.ItemType, keys []string, parts workspace.Parts) (map[string]*workspace.Item, error) {
 	if len(keys) > workspace.MaxKeysPerRead {
 		return nil, fmt.Errorf("items by key: %d keys, at most %d per read", len(keys), workspace.MaxKeysPerRead)
 	}
@@ -57,13 +57,13 @@ func (s *Store) ItemsByKey(ctx context.Context, dep int64, typ workspace.ItemTyp
 	slots := make([]string, 0, len(keys))
 	for _, k := range keys {
 		if k != "" {
-			slots = append(slots, kslot(dep, typ, k))
+			slots = append(slots, kslot(deploymentID, typ, k))
 		}
 	}
 	if len(slots) == 0 {
 		return out, nil
 	}
-	cur, err := s.items.Find(ctx, bson.D{{Key: "kslot", Value: bson.D{{Key: "$in", Value: slots}}}, {Key: "dep", Value: dep},
+	cur, err := s.items.Find(ctx, bson.D{{Key: "kslot", Value: bson.D{{Key: "$in", Value: slots}}}, {Key: "dep", Value: deploymentID},
 		{Key: "type", Value: typ}, {Key: "deleted", Value: notDeleted}},
 		options.Find().SetProjection(itemProjection(parts)).SetHint(keyIndex).SetBatchSize(oneBatch(len(slots))))
 	if err != nil {

@@ -44,7 +44,7 @@ type promotedReportDoc struct {
 
 type promotionDoc struct {
 	ID             int64               `bson:"_id"`
-	Dep            int64               `bson:"dep"`
+	DeploymentID   int64               `bson:"dep"`
 	Workbook       int64               `bson:"workbook"`
 	Target         int64               `bson:"target"`
 	TargetFolder   int64               `bson:"targetFolder"`
@@ -74,14 +74,14 @@ func (d *linkDoc) link() *workspace.PromotionLink {
 	return l
 }
 
-func linkID(dep, workbook, target int64) string {
-	return fmt.Sprintf("%d:%d:%d", dep, workbook, target)
+func linkID(deploymentID, workbook, target int64) string {
+	return fmt.Sprintf("%d:%d:%d", deploymentID, workbook, target)
 }
 
 // PromotionLink returns the link of workbook into target.
-func (s *Store) PromotionLink(ctx context.Context, dep, workbook, target int64) (*workspace.PromotionLink, error) {
+func (s *Store) PromotionLink(ctx context.Context, deploymentID, workbook, target int64) (*workspace.PromotionLink, error) {
 	var d linkDoc
-	err := s.promo.links.FindOne(ctx, bson.D{{Key: "_id", Value: linkID(dep, workbook, target)}}).Decode(&d)
+	err := s.promo.links.FindOne(ctx, bson.D{{Key: "_id", Value: linkID(deploymentID, workbook, target)}}).Decode(&d)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return nil, nil
 	}
@@ -93,8 +93,8 @@ func (s *Store) PromotionLink(ctx context.Context, dep, workbook, target int64) 
 
 // LinkPromotionWorkbook sets the link's workbook to id if it is still was (0: creates
 // the link), then reads the link as it is.
-func (s *Store) LinkPromotionWorkbook(ctx context.Context, dep, workbook, target, was, id int64) (*workspace.PromotionLink, error) {
-	k := linkID(dep, workbook, target)
+func (s *Store) LinkPromotionWorkbook(ctx context.Context, deploymentID, workbook, target, was, id int64) (*workspace.PromotionLink, error) {
+	k := linkID(deploymentID, workbook, target)
 	var err error
 	if was == 0 {
 		_, err = s.promo.links.UpdateOne(ctx, bson.D{{Key: "_id", Value: k}},
@@ -108,28 +108,28 @@ func (s *Store) LinkPromotionWorkbook(ctx context.Context, dep, workbook, target
 	if err != nil {
 		return nil, wrap("link promotion workbook", err)
 	}
-	return s.PromotionLink(ctx, dep, workbook, target)
+	return s.PromotionLink(ctx, deploymentID, workbook, target)
 }
 
 // LinkPromotionReport sets the link's target of report to id if it is still was (0:
 // none), then reads the link as it is.
-func (s *Store) LinkPromotionReport(ctx context.Context, dep, workbook, target, report, was, id int64) (*workspace.PromotionLink, error) {
+func (s *Store) LinkPromotionReport(ctx context.Context, deploymentID, workbook, target, report, was, id int64) (*workspace.PromotionLink, error) {
 	field := "reports." + strconv.FormatInt(report, 10)
 	cond := bson.D{{Key: "$exists", Value: false}}
 	if was != 0 {
 		cond = bson.D{{Key: "$eq", Value: was}}
 	}
-	_, err := s.promo.links.UpdateOne(ctx, bson.D{{Key: "_id", Value: linkID(dep, workbook, target)}, {Key: field, Value: cond}},
+	_, err := s.promo.links.UpdateOne(ctx, bson.D{{Key: "_id", Value: linkID(deploymentID, workbook, target)}, {Key: field, Value: cond}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: field, Value: id}}}})
 	if err != nil {
 		return nil, wrap("link promotion report", err)
 	}
-	return s.PromotionLink(ctx, dep, workbook, target)
+	return s.PromotionLink(ctx, deploymentID, workbook, target)
 }
 
 // AddPromotion records a promotion.
 func (s *Store) AddPromotion(ctx context.Context, pr *workspace.Promotion) error {
-	d := promotionDoc{ID: pr.ID, Dep: pr.DeploymentID, Workbook: pr.WorkbookID, Target: pr.TargetDeploymentID, TargetFolder: pr.TargetFolderID,
+	d := promotionDoc{ID: pr.ID, DeploymentID: pr.DeploymentID, Workbook: pr.WorkbookID, Target: pr.TargetDeploymentID, TargetFolder: pr.TargetFolderID,
 		TargetWorkbook: pr.TargetWorkbookID, By: pr.By, At: pr.At, SourceHash: pr.SourceHash, TargetHash: pr.TargetHash, Result: pr.Result,
 		Published: pr.Published, Reports: make([]promotedReportDoc, len(pr.Reports))}
 	for i, r := range pr.Reports {
@@ -140,8 +140,8 @@ func (s *Store) AddPromotion(ctx context.Context, pr *workspace.Promotion) error
 }
 
 // Promotions returns a workbook's promotions, newest first (at, then id, descending).
-func (s *Store) Promotions(ctx context.Context, dep, workbook int64, after *workspace.PromotionKey, limit int) ([]*workspace.Promotion, error) {
-	filter := bson.D{{Key: "dep", Value: dep}, {Key: "workbook", Value: workbook}}
+func (s *Store) Promotions(ctx context.Context, deploymentID, workbook int64, after *workspace.PromotionKey, limit int) ([]*workspace.Promotion, error) {
+	filter := bson.D{{Key: "dep", Value: deploymentID}, {Key: "workbook", Value: workbook}}
 	if after != nil {
 		filter = append(filter, bson.E{Key: "$or", Value: bson.A{
 			bson.D{{Key: "at", Value: bson.D{{Key: "$lt", Value: after.At}}}},
@@ -158,7 +158,7 @@ func (s *Store) Promotions(ctx context.Context, dep, workbook int64, after *work
 	}
 	out := make([]*workspace.Promotion, len(docs))
 	for i, d := range docs {
-		pr := &workspace.Promotion{ID: d.ID, DeploymentID: d.Dep, WorkbookID: d.Workbook, TargetDeploymentID: d.Target, TargetFolderID: d.TargetFolder,
+		pr := &workspace.Promotion{ID: d.ID, DeploymentID: d.DeploymentID, WorkbookID: d.Workbook, TargetDeploymentID: d.Target, TargetFolderID: d.TargetFolder,
 			TargetWorkbookID: d.TargetWorkbook, By: d.By, At: d.At.UTC(), SourceHash: d.SourceHash, TargetHash: d.TargetHash, Result: d.Result,
 			Published: d.Published, Reports: make([]workspace.PromotedReport, len(d.Reports))}
 		for j, r := range d.Reports {

@@ -10,12 +10,12 @@ import (
 
 // itemDoc is one folder, workbook or report as stored in items.
 type itemDoc struct {
-	ID       int64              `bson:"_id"`
-	Dep      int64              `bson:"dep"`
-	Type     workspace.ItemType `bson:"type"`
-	Name     string             `bson:"name"`
-	Position float64            `bson:"position"`
-	Parent   int64              `bson:"parent"`
+	ID           int64              `bson:"_id"`
+	DeploymentID int64              `bson:"dep"`
+	Type         workspace.ItemType `bson:"type"`
+	Name         string             `bson:"name"`
+	Position     float64            `bson:"position"`
+	Parent       int64              `bson:"parent"`
 	// Key is the item's key (absent: none), kept for good; KSlot is its hold, "dep/TYPE/key",
 	// there only while the item is live, under the unique sparse index kslot_1 (keys.go).
 	Key   string `bson:"key,omitempty"`
@@ -144,12 +144,12 @@ type userDoc struct {
 
 // favoriteDoc is one item a user marked as a favorite in one deployment.
 type favoriteDoc struct {
-	ID   string             `bson:"_id"` // dep:user:item
-	Dep  int64              `bson:"dep"`
-	User int64              `bson:"user"`
-	Item int64              `bson:"item"`
-	Type workspace.ItemType `bson:"type"`
-	At   time.Time          `bson:"at"`
+	ID           string             `bson:"_id"` // dep:user:item
+	DeploymentID int64              `bson:"dep"`
+	User         int64              `bson:"user"`
+	Item         int64              `bson:"item"`
+	Type         workspace.ItemType `bson:"type"`
+	At           time.Time          `bson:"at"`
 }
 
 func grantDocs(g []workspace.Grant) []grantDoc {
@@ -209,7 +209,7 @@ func toItemDoc(it *workspace.Item) (*itemDoc, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &itemDoc{ID: it.ID, Dep: it.DeploymentID, Type: it.Type, Name: it.Name, Position: it.Position, Parent: it.Parent,
+	d := &itemDoc{ID: it.ID, DeploymentID: it.DeploymentID, Type: it.Type, Name: it.Name, Position: it.Position, Parent: it.Parent,
 		Key: it.Key, KSlot: kslot(it.DeploymentID, it.Type, it.Key), Version: max(it.Version, 1),
 		CreatedBy: it.CreatedBy, UpdatedBy: it.UpdatedBy, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt,
 		Grants: grantDocs(it.Grants), Anc: it.Anc, Depth: it.Depth, Meta: string(it.Meta), CalculatedFields: string(it.CalculatedFields),
@@ -238,7 +238,7 @@ func (d *itemDoc) item() *workspace.Item {
 }
 
 func (d *itemDoc) live() *workspace.Item {
-	return &workspace.Item{ID: d.ID, DeploymentID: d.Dep, Type: d.Type, Name: d.Name, Position: d.Position, Parent: d.Parent,
+	return &workspace.Item{ID: d.ID, DeploymentID: d.DeploymentID, Type: d.Type, Name: d.Name, Position: d.Position, Parent: d.Parent,
 		Key: d.Key, Version: d.Version,
 		CreatedBy: d.CreatedBy, UpdatedBy: d.UpdatedBy, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt,
 		Grants: grants(d.Grants), Anc: d.Anc, Depth: d.Depth, Meta: rawJSON(d.Meta), CalculatedFields: rawJSON(d.CalculatedFields),

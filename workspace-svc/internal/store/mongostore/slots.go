@@ -29,9 +29,9 @@ type slotDoc struct {
 // exists, so the count includes no item that also took a slot; a delete between the
 // count and the insert finds no counter to give its slot back to and leaves the counter
 // one high, which errs toward refusing.
-func (s *Store) TakeItemSlot(ctx context.Context, dep, limit int64) (bool, error) {
+func (s *Store) TakeItemSlot(ctx context.Context, deploymentID, limit int64) (bool, error) {
 	for range 3 {
-		res, err := s.slots.UpdateOne(ctx, bson.D{{Key: "_id", Value: dep}, {Key: "items", Value: bson.D{{Key: "$lt", Value: limit}}}},
+		res, err := s.slots.UpdateOne(ctx, bson.D{{Key: "_id", Value: deploymentID}, {Key: "items", Value: bson.D{{Key: "$lt", Value: limit}}}},
 			bson.D{{Key: "$inc", Value: bson.D{{Key: "items", Value: int64(1)}}}})
 		if err != nil {
 			return false, wrap("take item slot", err)
@@ -39,14 +39,14 @@ func (s *Store) TakeItemSlot(ctx context.Context, dep, limit int64) (bool, error
 		if res.MatchedCount == 1 {
 			return true, nil
 		}
-		err = s.slots.FindOne(ctx, bson.D{{Key: "_id", Value: dep}}, options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}})).Err()
+		err = s.slots.FindOne(ctx, bson.D{{Key: "_id", Value: deploymentID}}, options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}})).Err()
 		if err == nil {
 			return false, nil // every slot is taken
 		}
 		if !errors.Is(err, mongo.ErrNoDocuments) {
 			return false, wrap("find item slots", err)
 		}
-		if err := s.buildSlots(ctx, dep); err != nil {
+		if err := s.buildSlots(ctx, deploymentID); err != nil {
 			return false, err
 		}
 	}
@@ -55,12 +55,12 @@ func (s *Store) TakeItemSlot(ctx context.Context, dep, limit int64) (bool, error
 
 // buildSlots creates the deployment's counter from a count of its live items, unless
 // another request created it first.
-func (s *Store) buildSlots(ctx context.Context, dep int64) error {
-	n, err := s.items.CountDocuments(ctx, countFilter(dep))
+func (s *Store) buildSlots(ctx context.Context, deploymentID int64) error {
+	n, err := s.items.CountDocuments(ctx, countFilter(deploymentID))
 	if err != nil {
 		return wrap("count items", err)
 	}
-	_, err = s.slots.InsertOne(ctx, slotDoc{ID: dep, Items: n})
+	_, err = s.slots.InsertOne(ctx, slotDoc{ID: deploymentID, Items: n})
 	if err != nil && !mongox.IsDuplicateKey(err) {
 		return wrap("build item slots", err)
 	}
@@ -69,8 +69,8 @@ func (s *Store) buildSlots(ctx context.Context, dep int64) error {
 
 // ReturnItemSlot gives one slot back, never below none taken; without a counter there
 // is nothing to give back (the count that builds it sees the item gone).
-func (s *Store) ReturnItemSlot(ctx context.Context, dep int64) error {
-	_, err := s.slots.UpdateOne(ctx, bson.D{{Key: "_id", Value: dep}, {Key: "items", Value: bson.D{{Key: "$gt", Value: int64(0)}}}},
+func (s *Store) ReturnItemSlot(ctx context.Context, deploymentID int64) error {
+	_, err := s.slots.UpdateOne(ctx, bson.D{{Key: "_id", Value: deploymentID}, {Key: "items", Value: bson.D{{Key: "$gt", Value: int64(0)}}}},
 		bson.D{{Key: "$inc", Value: bson.D{{Key: "items", Value: int64(-1)}}}})
 	return wrap("return item slot", err)
 }

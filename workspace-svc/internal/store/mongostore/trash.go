@@ -70,12 +70,12 @@ func (s *Store) findTrash(ctx context.Context, what string, filter bson.D, opts 
 }
 
 // TrashedItems returns the trashed items among ids: heads with their trash field.
-func (s *Store) TrashedItems(ctx context.Context, dep int64, ids []int64) (map[int64]*workspace.Item, error) {
+func (s *Store) TrashedItems(ctx context.Context, deploymentID int64, ids []int64) (map[int64]*workspace.Item, error) {
 	out := make(map[int64]*workspace.Item, len(ids))
 	if len(ids) == 0 {
 		return out, nil
 	}
-	got, err := s.findTrash(ctx, "find trashed items", bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}, {Key: "dep", Value: dep},
+	got, err := s.findTrash(ctx, "find trashed items", bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}, {Key: "dep", Value: deploymentID},
 		{Key: "deleted", Value: true}, {Key: "trash", Value: bson.D{{Key: "$exists", Value: true}}}},
 		options.Find().SetProjection(trashProjection))
 	for _, it := range got {
@@ -86,9 +86,9 @@ func (s *Store) TrashedItems(ctx context.Context, dep int64, ids []int64) (map[i
 
 // TrashRoots returns a page of the deployment's trashed roots, newest first, as a rooted
 // $or whose branches each carry the whole filter and one range (as childrenFilter).
-func (s *Store) TrashRoots(ctx context.Context, dep int64, after *workspace.TrashKey, limit int) ([]*workspace.Item, error) {
+func (s *Store) TrashRoots(ctx context.Context, deploymentID int64, after *workspace.TrashKey, limit int) ([]*workspace.Item, error) {
 	base := func(more ...bson.E) bson.D {
-		return append(bson.D{{Key: "dep", Value: dep}, {Key: "trash.top", Value: true}}, more...)
+		return append(bson.D{{Key: "dep", Value: deploymentID}, {Key: "trash.top", Value: true}}, more...)
 	}
 	filter := base()
 	if after != nil {
@@ -102,13 +102,13 @@ func (s *Store) TrashRoots(ctx context.Context, dep int64, after *workspace.Tras
 }
 
 // TrashedFolders returns the folders trashed with root.
-func (s *Store) TrashedFolders(ctx context.Context, dep, root int64) ([]*workspace.FolderNode, error) {
-	return s.folders(ctx, "load trashed folders", bson.D{{Key: "dep", Value: dep}, {Key: "trash.root", Value: root}, {Key: "type", Value: workspace.TypeFolder}})
+func (s *Store) TrashedFolders(ctx context.Context, deploymentID, root int64) ([]*workspace.FolderNode, error) {
+	return s.folders(ctx, "load trashed folders", bson.D{{Key: "dep", Value: deploymentID}, {Key: "trash.root", Value: root}, {Key: "type", Value: workspace.TypeFolder}})
 }
 
 // CountTrashed counts the items trashed with root (with treeV > 0: by that op).
-func (s *Store) CountTrashed(ctx context.Context, dep, root, treeV int64) (int, error) {
-	filter := bson.D{{Key: "dep", Value: dep}, {Key: "trash.root", Value: root}}
+func (s *Store) CountTrashed(ctx context.Context, deploymentID, root, treeV int64) (int, error) {
+	filter := bson.D{{Key: "dep", Value: deploymentID}, {Key: "trash.root", Value: root}}
 	if treeV > 0 {
 		filter = append(filter, bson.E{Key: "treeV", Value: treeV})
 	}
@@ -118,12 +118,12 @@ func (s *Store) CountTrashed(ctx context.Context, dep, root, treeV int64) (int, 
 
 // SubtreeItems returns the live workbooks and reports inside folders, at most max+1
 // (listIndex: dep, then parent).
-func (s *Store) SubtreeItems(ctx context.Context, dep int64, folders []int64, max int) ([]workspace.ItemRef, error) {
+func (s *Store) SubtreeItems(ctx context.Context, deploymentID int64, folders []int64, max int) ([]workspace.ItemRef, error) {
 	out := []workspace.ItemRef{}
 	if len(folders) == 0 {
 		return out, nil
 	}
-	cur, err := s.items.Find(ctx, bson.D{{Key: "dep", Value: dep}, {Key: "parent", Value: bson.D{{Key: "$in", Value: folders}}},
+	cur, err := s.items.Find(ctx, bson.D{{Key: "dep", Value: deploymentID}, {Key: "parent", Value: bson.D{{Key: "$in", Value: folders}}},
 		{Key: "type", Value: bson.D{{Key: "$ne", Value: workspace.TypeFolder}}}, {Key: "deleted", Value: notDeleted}},
 		options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}, {Key: "type", Value: 1}}).SetLimit(int64(max+1)).SetBatchSize(1000))
 	if err != nil {
@@ -145,13 +145,13 @@ func (s *Store) SubtreeItems(ctx context.Context, dep int64, folders []int64, ma
 // BeginSubtreeDelete marks every folder of ids as being deleted where no lease is live,
 // in one update; when it marked fewer than all, it lifts the marks it set (they carry its
 // `until`) and answers false.
-func (s *Store) BeginSubtreeDelete(ctx context.Context, dep int64, ids []int64, now, until time.Time) (bool, error) {
+func (s *Store) BeginSubtreeDelete(ctx context.Context, deploymentID int64, ids []int64, now, until time.Time) (bool, error) {
 	if len(ids) == 0 {
 		return true, nil
 	}
 	in := bson.D{{Key: "$in", Value: ids}}
 	res, err := s.items.UpdateMany(ctx,
-		bson.D{{Key: "_id", Value: in}, {Key: "dep", Value: dep}, {Key: "type", Value: workspace.TypeFolder}, {Key: "deleted", Value: notDeleted},
+		bson.D{{Key: "_id", Value: in}, {Key: "dep", Value: deploymentID}, {Key: "type", Value: workspace.TypeFolder}, {Key: "deleted", Value: notDeleted},
 			{Key: "$or", Value: bson.A{
 				bson.D{{Key: "leaseCount", Value: bson.D{{Key: "$lte", Value: 0}}}},
 				bson.D{{Key: "leaseUntil", Value: bson.D{{Key: "$exists", Value: false}}}},
@@ -164,35 +164,35 @@ func (s *Store) BeginSubtreeDelete(ctx context.Context, dep int64, ids []int64, 
 	if res.MatchedCount == int64(len(ids)) {
 		return true, nil
 	}
-	_, err = s.items.UpdateMany(ctx, bson.D{{Key: "_id", Value: in}, {Key: "dep", Value: dep}, {Key: "deletingUntil", Value: until}},
+	_, err = s.items.UpdateMany(ctx, bson.D{{Key: "_id", Value: in}, {Key: "dep", Value: deploymentID}, {Key: "deletingUntil", Value: until}},
 		bson.D{{Key: "$unset", Value: bson.D{{Key: "deletingUntil", Value: ""}}}})
 	return false, wrap("lift subtree delete", err)
 }
 
 // EndSubtreeDelete lifts the delete marks of ids.
-func (s *Store) EndSubtreeDelete(ctx context.Context, dep int64, ids []int64) error {
+func (s *Store) EndSubtreeDelete(ctx context.Context, deploymentID int64, ids []int64) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	_, err := s.items.UpdateMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}, {Key: "dep", Value: dep}},
+	_, err := s.items.UpdateMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}, {Key: "dep", Value: deploymentID}},
 		bson.D{{Key: "$unset", Value: bson.D{{Key: "deletingUntil", Value: ""}}}})
 	return wrap("end subtree delete", err)
 }
 
 // rootFilter matches the trashed root id of type typ.
-func rootFilter(dep, id int64, typ workspace.ItemType) bson.D {
-	return bson.D{{Key: "_id", Value: id}, {Key: "dep", Value: dep}, {Key: "type", Value: typ}, {Key: "deleted", Value: true}, {Key: "trash.root", Value: id}}
+func rootFilter(deploymentID, id int64, typ workspace.ItemType) bson.D {
+	return bson.D{{Key: "_id", Value: id}, {Key: "dep", Value: deploymentID}, {Key: "type", Value: typ}, {Key: "deleted", Value: true}, {Key: "trash.root", Value: id}}
 }
 
 // RestoreItem brings back a workbook or report trashed as a root: one conditional update.
-func (s *Store) RestoreItem(ctx context.Context, dep, id int64, typ workspace.ItemType, parent, treeV, by int64, at time.Time) (bool, error) {
+func (s *Store) RestoreItem(ctx context.Context, deploymentID, id int64, typ workspace.ItemType, parent, treeV, by int64, at time.Time) (bool, error) {
 	if typ == workspace.TypeFolder {
 		return false, nil
 	}
 	var doc struct {
 		Key string `bson:"key"`
 	}
-	err := s.items.FindOne(ctx, rootFilter(dep, id, typ), options.FindOne().SetProjection(bson.D{{Key: "key", Value: 1}})).Decode(&doc)
+	err := s.items.FindOne(ctx, rootFilter(deploymentID, id, typ), options.FindOne().SetProjection(bson.D{{Key: "key", Value: 1}})).Decode(&doc)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return false, nil
 	}
@@ -201,10 +201,10 @@ func (s *Store) RestoreItem(ctx context.Context, dep, id int64, typ workspace.It
 	}
 	set := bson.D{{Key: "deleted", Value: false}, {Key: "parent", Value: parent}, {Key: "updatedAt", Value: at}, {Key: "updatedBy", Value: by}}
 	if doc.Key != "" {
-		set = append(set, bson.E{Key: "kslot", Value: kslot(dep, typ, doc.Key)})
+		set = append(set, bson.E{Key: "kslot", Value: kslot(deploymentID, typ, doc.Key)})
 	}
 	// The key is part of the filter: the hold taken is the key the item has.
-	res, err := s.items.UpdateOne(ctx, append(rootFilter(dep, id, typ), bson.E{Key: "key", Value: keyOrAbsent(doc.Key)}), bson.D{
+	res, err := s.items.UpdateOne(ctx, append(rootFilter(deploymentID, id, typ), bson.E{Key: "key", Value: keyOrAbsent(doc.Key)}), bson.D{
 		{Key: "$set", Value: set},
 		{Key: "$max", Value: bson.D{{Key: "treeV", Value: treeV}}},
 		{Key: "$unset", Value: bson.D{{Key: "trash", Value: ""}}}, versionInc})
@@ -218,16 +218,16 @@ func (s *Store) RestoreItem(ctx context.Context, dep, id int64, typ workspace.It
 }
 
 // PurgeItem removes a workbook or report trashed as a root: one conditional delete.
-func (s *Store) PurgeItem(ctx context.Context, dep, id int64, typ workspace.ItemType) (bool, error) {
+func (s *Store) PurgeItem(ctx context.Context, deploymentID, id int64, typ workspace.ItemType) (bool, error) {
 	if typ == workspace.TypeFolder {
 		return false, nil
 	}
-	res, err := s.items.DeleteOne(ctx, rootFilter(dep, id, typ))
+	res, err := s.items.DeleteOne(ctx, rootFilter(deploymentID, id, typ))
 	if err != nil {
 		return false, wrap("purge item", err)
 	}
 	if res.DeletedCount == 1 && typ == workspace.TypeWorkbook {
-		if err := s.DeleteDashboardVersions(ctx, dep, id); err != nil {
+		if err := s.DeleteDashboardVersions(ctx, deploymentID, id); err != nil {
 			return true, err
 		}
 	}
@@ -243,25 +243,25 @@ func (s *Store) ExpiredTrashRoots(ctx context.Context, before time.Time, limit i
 		return nil, wrap("find expired trash", err)
 	}
 	var docs []struct {
-		ID   int64              `bson:"_id"`
-		Dep  int64              `bson:"dep"`
-		Type workspace.ItemType `bson:"type"`
+		ID           int64              `bson:"_id"`
+		DeploymentID int64              `bson:"dep"`
+		Type         workspace.ItemType `bson:"type"`
 	}
 	if err := cur.All(ctx, &docs); err != nil {
 		return nil, wrap("find expired trash", err)
 	}
 	out := make([]workspace.TrashRoot, len(docs))
 	for i, d := range docs {
-		out[i] = workspace.TrashRoot{Dep: d.Dep, ID: d.ID, Type: d.Type}
+		out[i] = workspace.TrashRoot{DeploymentID: d.DeploymentID, ID: d.ID, Type: d.Type}
 	}
 	return out, nil
 }
 
 // TakeItemSlots takes n slots in one conditional $inc (items <= limit-n), building the
 // counter first where there is none (TakeItemSlot).
-func (s *Store) TakeItemSlots(ctx context.Context, dep, n, limit int64) (bool, error) {
+func (s *Store) TakeItemSlots(ctx context.Context, deploymentID, n, limit int64) (bool, error) {
 	for range 3 {
-		res, err := s.slots.UpdateOne(ctx, bson.D{{Key: "_id", Value: dep}, {Key: "items", Value: bson.D{{Key: "$lte", Value: limit - n}}}},
+		res, err := s.slots.UpdateOne(ctx, bson.D{{Key: "_id", Value: deploymentID}, {Key: "items", Value: bson.D{{Key: "$lte", Value: limit - n}}}},
 			bson.D{{Key: "$inc", Value: bson.D{{Key: "items", Value: n}}}})
 		if err != nil {
 			return false, wrap("take item slots", err)
@@ -269,14 +269,14 @@ func (s *Store) TakeItemSlots(ctx context.Context, dep, n, limit int64) (bool, e
 		if res.MatchedCount == 1 {
 			return true, nil
 		}
-		err = s.slots.FindOne(ctx, bson.D{{Key: "_id", Value: dep}}, options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}})).Err()
+		err = s.slots.FindOne(ctx, bson.D{{Key: "_id", Value: deploymentID}}, options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}})).Err()
 		if err == nil {
 			return false, nil
 		}
 		if !errors.Is(err, mongo.ErrNoDocuments) {
 			return false, wrap("find item slots", err)
 		}
-		if err := s.buildSlots(ctx, dep); err != nil {
+		if err := s.buildSlots(ctx, deploymentID); err != nil {
 			return false, err
 		}
 	}
@@ -284,23 +284,23 @@ func (s *Store) TakeItemSlots(ctx context.Context, dep, n, limit int64) (bool, e
 }
 
 // ReturnItemSlots gives n slots back, never below none taken.
-func (s *Store) ReturnItemSlots(ctx context.Context, dep, n int64) error {
-	res, err := s.slots.UpdateOne(ctx, bson.D{{Key: "_id", Value: dep}, {Key: "items", Value: bson.D{{Key: "$gte", Value: n}}}},
+func (s *Store) ReturnItemSlots(ctx context.Context, deploymentID, n int64) error {
+	res, err := s.slots.UpdateOne(ctx, bson.D{{Key: "_id", Value: deploymentID}, {Key: "items", Value: bson.D{{Key: "$gte", Value: n}}}},
 		bson.D{{Key: "$inc", Value: bson.D{{Key: "items", Value: -n}}}})
 	if err != nil || res.MatchedCount == 1 {
 		return wrap("return item slots", err)
 	}
-	_, err = s.slots.UpdateOne(ctx, bson.D{{Key: "_id", Value: dep}, {Key: "items", Value: bson.D{{Key: "$lt", Value: n}}}},
+	_, err = s.slots.UpdateOne(ctx, bson.D{{Key: "_id", Value: deploymentID}, {Key: "items", Value: bson.D{{Key: "$lt", Value: n}}}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "items", Value: int64(0)}}}})
 	return wrap("return item slots", err)
 }
 
 // RemoveFavoritesOf forgets every user's favorites of ids, a thousand ids per command.
-func (s *Store) RemoveFavoritesOf(ctx context.Context, dep int64, ids []int64) error {
+func (s *Store) RemoveFavoritesOf(ctx context.Context, deploymentID int64, ids []int64) error {
 	for len(ids) > 0 {
 		batch := ids[:min(len(ids), 1000)]
 		ids = ids[len(batch):]
-		if _, err := s.favorites.DeleteMany(ctx, bson.D{{Key: "dep", Value: dep}, {Key: "item", Value: bson.D{{Key: "$in", Value: batch}}}}); err != nil {
+		if _, err := s.favorites.DeleteMany(ctx, bson.D{{Key: "dep", Value: deploymentID}, {Key: "item", Value: bson.D{{Key: "$in", Value: batch}}}}); err != nil {
 			return wrap("remove favorites", err)
 		}
 	}
@@ -311,9 +311,9 @@ func (s *Store) RemoveFavoritesOf(ctx context.Context, dep int64, ids []int64) e
 // command of statements, each fenced (treeV < v) and setting the fence where it changes
 // a document, so a crash between two is finished by applying the op again and a late
 // application never undoes a newer change. Every statement names the deployment.
-func (s *Store) applyTrashOp(ctx context.Context, dep, v int64, op *workspace.TreeOp) error {
+func (s *Store) applyTrashOp(ctx context.Context, deploymentID, v int64, op *workspace.TreeOp) error {
 	fenced := func(more ...bson.E) bson.D {
-		return append(bson.D{{Key: "dep", Value: dep}}, append(more, bson.E{Key: "treeV", Value: before(v)})...)
+		return append(bson.D{{Key: "dep", Value: deploymentID}}, append(more, bson.E{Key: "treeV", Value: before(v)})...)
 	}
 	untrash := bson.D{{Key: "trash", Value: ""}, {Key: "deletingUntil", Value: ""}}
 	var models []mongo.WriteModel
@@ -383,8 +383,8 @@ func (s *Store) purgeVersionsOf(ctx context.Context, filter bson.D) error {
 		return wrap("find purged workbooks", err)
 	}
 	var docs []struct {
-		ID  int64 `bson:"_id"`
-		Dep int64 `bson:"dep"`
+		ID           int64 `bson:"_id"`
+		DeploymentID int64 `bson:"dep"`
 	}
 	if err := cur.All(ctx, &docs); err != nil {
 		return wrap("find purged workbooks", err)
@@ -396,7 +396,7 @@ func (s *Store) purgeVersionsOf(ctx context.Context, filter bson.D) error {
 		for i, d := range batch {
 			ids[i] = d.ID
 		}
-		if _, err := s.versions.DeleteMany(ctx, bson.D{{Key: "dep", Value: batch[0].Dep}, {Key: "wb", Value: bson.D{{Key: "$in", Value: ids}}}}); err != nil {
+		if _, err := s.versions.DeleteMany(ctx, bson.D{{Key: "dep", Value: batch[0].DeploymentID}, {Key: "wb", Value: bson.D{{Key: "$in", Value: ids}}}}); err != nil {
 			return wrap("delete dashboard versions", err)
 		}
 	}

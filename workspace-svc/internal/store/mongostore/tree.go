@@ -15,13 +15,13 @@ import (
 
 // ReadTree returns the deployment's tree version and its last structural op, creating
 // the tree document on first use.
-func (s *Store) ReadTree(ctx context.Context, dep int64) (workspace.TreeVersion, error) {
+func (s *Store) ReadTree(ctx context.Context, deploymentID int64) (workspace.TreeVersion, error) {
 	var d treeDoc
-	err := s.trees.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: dep}},
+	err := s.trees.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: deploymentID}},
 		bson.D{{Key: "$setOnInsert", Value: bson.D{{Key: "v", Value: int64(0)}}}},
 		options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)).Decode(&d)
 	if mongox.IsDuplicateKey(err) { // two first uses raced on MongoDB: the document exists now
-		err = s.trees.FindOne(ctx, bson.D{{Key: "_id", Value: dep}}).Decode(&d)
+		err = s.trees.FindOne(ctx, bson.D{{Key: "_id", Value: deploymentID}}).Decode(&d)
 	}
 	if err != nil {
 		return workspace.TreeVersion{}, wrap("read tree version", err)
@@ -34,12 +34,12 @@ func (s *Store) ReadTree(ctx context.Context, dep int64) (workspace.TreeVersion,
 }
 
 // CommitTreeOp records op as version v+1 if the tree is still at version v.
-func (s *Store) CommitTreeOp(ctx context.Context, dep, v int64, op *workspace.TreeOp) (bool, error) {
+func (s *Store) CommitTreeOp(ctx context.Context, deploymentID, v int64, op *workspace.TreeOp) (bool, error) {
 	doc, err := toTreeOpDoc(op)
 	if err != nil {
 		return false, err
 	}
-	res, err := s.trees.UpdateOne(ctx, bson.D{{Key: "_id", Value: dep}, {Key: "v", Value: v}},
+	res, err := s.trees.UpdateOne(ctx, bson.D{{Key: "_id", Value: deploymentID}, {Key: "v", Value: v}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "v", Value: v + 1}, {Key: "op", Value: doc}}}})
 	if err != nil {
 		return false, wrap("commit tree version", err)
@@ -55,14 +55,14 @@ func (s *Store) CommitTreeOp(ctx context.Context, dep, v int64, op *workspace.Tr
 // them is finished by applying the op again. Every statement names the deployment: the
 // subfolders' statements are bounded by dep_1_anc_1 (dep, then the ancestor), the
 // folder's by _id, so a move reads only its own subtree's index keys.
-func (s *Store) ApplyTreeOp(ctx context.Context, dep, v int64, op *workspace.TreeOp) error {
+func (s *Store) ApplyTreeOp(ctx context.Context, deploymentID, v int64, op *workspace.TreeOp) error {
 	switch op.Kind {
 	case workspace.OpMove:
-		below := bson.D{{Key: "dep", Value: dep}, {Key: "anc", Value: op.Folder}, {Key: "treeV", Value: bson.D{{Key: "$lt", Value: v}}}}
+		below := bson.D{{Key: "dep", Value: deploymentID}, {Key: "anc", Value: op.Folder}, {Key: "treeV", Value: bson.D{{Key: "$lt", Value: v}}}}
 		// Every statement an UpdateMany (the folder's matches one document by id): the
 		// driver sends a retryable UpdateOne and an UpdateMany as separate commands.
 		models := []mongo.WriteModel{mongo.NewUpdateManyModel().
-			SetFilter(bson.D{{Key: "_id", Value: op.Folder}, {Key: "dep", Value: dep}, {Key: "treeV", Value: bson.D{{Key: "$lt", Value: v}}}}).
+			SetFilter(bson.D{{Key: "_id", Value: op.Folder}, {Key: "dep", Value: deploymentID}, {Key: "treeV", Value: bson.D{{Key: "$lt", Value: v}}}}).
 			SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: "parent", Value: op.To}, {Key: "treeV", Value: v},
 				{Key: "anc", Value: op.Anc}, {Key: "depth", Value: op.Depth},
 				{Key: "updatedAt", Value: op.At}, {Key: "updatedBy", Value: op.By}}}, versionInc})}
@@ -80,7 +80,7 @@ func (s *Store) ApplyTreeOp(ctx context.Context, dep, v int64, op *workspace.Tre
 	case workspace.OpNone:
 		return nil
 	case workspace.OpTrash, workspace.OpRestore, workspace.OpPurge:
-		return s.applyTrashOp(ctx, dep, v, op)
+		return s.applyTrashOp(ctx, deploymentID, v, op)
 	case workspace.OpCreate:
 		doc, err := toItemDoc(op.Created)
 		if err != nil {
@@ -117,7 +117,7 @@ func (s *Store) createdBefore(ctx context.Context, v int64, want *itemDoc) error
 	if err != nil {
 		return wrap("check folder creation", err)
 	}
-	if got.Dep == want.Dep && got.Type == workspace.TypeFolder && got.CreatedBy == want.CreatedBy &&
+	if got.DeploymentID == want.DeploymentID && got.Type == workspace.TypeFolder && got.CreatedBy == want.CreatedBy &&
 		got.CreatedAt.Equal(want.CreatedAt.Truncate(time.Millisecond)) && got.TreeV >= v {
 		if got.Void {
 			return fmt.Errorf("apply folder creation %d: %w", want.ID, workspace.ErrKeyTaken)
@@ -133,20 +133,20 @@ var folderProjection = bson.D{{Key: "_id", Value: 1}, {Key: "parent", Value: 1},
 	{Key: "embedAccess", Value: 1}}
 
 // Folders returns the live folders of the deployment among ids.
-func (s *Store) Folders(ctx context.Context, dep int64, ids []int64) ([]*workspace.FolderNode, error) {
+func (s *Store) Folders(ctx context.Context, deploymentID int64, ids []int64) ([]*workspace.FolderNode, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	return s.folders(ctx, "load folders", bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}, {Key: "dep", Value: dep},
+	return s.folders(ctx, "load folders", bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}, {Key: "dep", Value: deploymentID},
 		{Key: "type", Value: workspace.TypeFolder}, {Key: "deleted", Value: notDeleted}})
 }
 
 // SubtreeFolders returns every live folder below any of ids.
-func (s *Store) SubtreeFolders(ctx context.Context, dep int64, ids []int64) ([]*workspace.FolderNode, error) {
+func (s *Store) SubtreeFolders(ctx context.Context, deploymentID int64, ids []int64) ([]*workspace.FolderNode, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	return s.folders(ctx, "load subtree", bson.D{{Key: "dep", Value: dep}, {Key: "anc", Value: bson.D{{Key: "$in", Value: ids}}},
+	return s.folders(ctx, "load subtree", bson.D{{Key: "dep", Value: deploymentID}, {Key: "anc", Value: bson.D{{Key: "$in", Value: ids}}},
 		{Key: "type", Value: workspace.TypeFolder}, {Key: "deleted", Value: notDeleted}})
 }
 

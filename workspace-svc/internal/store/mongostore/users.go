@@ -44,12 +44,14 @@ func (s *Store) Users(ctx context.Context, ids []int64) (map[int64]workspace.Use
 	return out, nil
 }
 
-func favoriteID(dep, user, item int64) string { return fmt.Sprintf("%d:%d:%d", dep, user, item) }
+func favoriteID(deploymentID, user, item int64) string {
+	return fmt.Sprintf("%d:%d:%d", deploymentID, user, item)
+}
 
 // AddFavorite records item as a favorite of user (idempotent).
-func (s *Store) AddFavorite(ctx context.Context, dep, user int64, ref workspace.ItemRef, at time.Time) error {
-	_, err := s.favorites.UpdateOne(ctx, bson.D{{Key: "_id", Value: favoriteID(dep, user, ref.ID)}},
-		bson.D{{Key: "$setOnInsert", Value: bson.D{{Key: "dep", Value: dep}, {Key: "user", Value: user}, {Key: "item", Value: ref.ID},
+func (s *Store) AddFavorite(ctx context.Context, deploymentID, user int64, ref workspace.ItemRef, at time.Time) error {
+	_, err := s.favorites.UpdateOne(ctx, bson.D{{Key: "_id", Value: favoriteID(deploymentID, user, ref.ID)}},
+		bson.D{{Key: "$setOnInsert", Value: bson.D{{Key: "dep", Value: deploymentID}, {Key: "user", Value: user}, {Key: "item", Value: ref.ID},
 			{Key: "type", Value: ref.Type}, {Key: "at", Value: at}}}},
 		options.UpdateOne().SetUpsert(true))
 	if err != nil && !mongox.IsDuplicateKey(err) {
@@ -59,21 +61,21 @@ func (s *Store) AddFavorite(ctx context.Context, dep, user int64, ref workspace.
 }
 
 // RemoveFavorite forgets a favorite (idempotent).
-func (s *Store) RemoveFavorite(ctx context.Context, dep, user, item int64) error {
-	_, err := s.favorites.DeleteOne(ctx, bson.D{{Key: "_id", Value: favoriteID(dep, user, item)}})
+func (s *Store) RemoveFavorite(ctx context.Context, deploymentID, user, item int64) error {
+	_, err := s.favorites.DeleteOne(ctx, bson.D{{Key: "_id", Value: favoriteID(deploymentID, user, item)}})
 	return wrap("remove favorite", err)
 }
 
 // RemoveItemFavorites forgets every user's favorite of a deleted item.
-func (s *Store) RemoveItemFavorites(ctx context.Context, dep, item int64) error {
-	_, err := s.favorites.DeleteMany(ctx, bson.D{{Key: "dep", Value: dep}, {Key: "item", Value: item}})
+func (s *Store) RemoveItemFavorites(ctx context.Context, deploymentID, item int64) error {
+	_, err := s.favorites.DeleteMany(ctx, bson.D{{Key: "dep", Value: deploymentID}, {Key: "item", Value: item}})
 	return wrap("remove favorites", err)
 }
 
 // FavoriteIDs returns the ids of user's favorites in the deployment, at most max+1 (the
 // caller tells "at the limit" from "over it").
-func (s *Store) FavoriteIDs(ctx context.Context, dep, user int64, max int) ([]int64, error) {
-	cur, err := s.favorites.Find(ctx, bson.D{{Key: "dep", Value: dep}, {Key: "user", Value: user}},
+func (s *Store) FavoriteIDs(ctx context.Context, deploymentID, user int64, max int) ([]int64, error) {
+	cur, err := s.favorites.Find(ctx, bson.D{{Key: "dep", Value: deploymentID}, {Key: "user", Value: user}},
 		options.Find().SetProjection(bson.D{{Key: "item", Value: 1}}).SetLimit(int64(max+1)))
 	if err != nil {
 		return nil, wrap("find favorites", err)
@@ -91,14 +93,14 @@ func (s *Store) FavoriteIDs(ctx context.Context, dep, user int64, max int) ([]in
 
 // FavoriteSet tells which of ids are favorites of user: one query, at most len(ids)
 // documents.
-func (s *Store) FavoriteSet(ctx context.Context, dep, user int64, ids []int64) (map[int64]bool, error) {
+func (s *Store) FavoriteSet(ctx context.Context, deploymentID, user int64, ids []int64) (map[int64]bool, error) {
 	out := map[int64]bool{}
 	if len(ids) == 0 {
 		return out, nil
 	}
 	keys := make([]string, len(ids))
 	for i, id := range ids {
-		keys[i] = favoriteID(dep, user, id)
+		keys[i] = favoriteID(deploymentID, user, id)
 	}
 	cur, err := s.favorites.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: keys}}}},
 		options.Find().SetProjection(bson.D{{Key: "item", Value: 1}}))

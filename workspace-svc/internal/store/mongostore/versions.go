@@ -19,7 +19,7 @@ import (
 // committed once the workbook is known to have reached it (workspace.VersionStore).
 type versionDoc struct {
 	ID           int64     `bson:"_id"`
-	Dep          int64     `bson:"dep"`
+	DeploymentID int64     `bson:"dep"`
 	Workbook     int64     `bson:"wb"`
 	Number       int64     `bson:"number"`
 	Committed    bool      `bson:"committed"`
@@ -46,7 +46,7 @@ var versionIndexes = []index{
 var versionSummary = bson.D{{Key: "dashboard", Value: 0}}
 
 func (d *versionDoc) version() *workspace.DashboardVersion {
-	v := &workspace.DashboardVersion{VersionID: d.ID, DeploymentID: d.Dep, WorkbookID: d.Workbook, VersionNumber: d.Number,
+	v := &workspace.DashboardVersion{VersionID: d.ID, DeploymentID: d.DeploymentID, WorkbookID: d.Workbook, VersionNumber: d.Number,
 		Title: d.Title, AllowEmbed: d.AllowEmbed, PublishedAt: d.PublishedAt, PublishedBy: d.PublishedBy, RestoredFrom: d.RestoredFrom}
 	if d.Dashboard != "" {
 		v.Dashboard = decodeJSON[workspace.Dashboard](d.Dashboard)
@@ -61,7 +61,7 @@ func (s *Store) InsertDashboardVersion(ctx context.Context, v *workspace.Dashboa
 	if err != nil {
 		return err
 	}
-	doc := versionDoc{ID: v.VersionID, Dep: v.DeploymentID, Workbook: v.WorkbookID, Number: v.VersionNumber, Title: v.Title,
+	doc := versionDoc{ID: v.VersionID, DeploymentID: v.DeploymentID, Workbook: v.WorkbookID, Number: v.VersionNumber, Title: v.Title,
 		AllowEmbed: v.AllowEmbed, PublishedAt: v.PublishedAt, PublishedBy: v.PublishedBy, RestoredFrom: v.RestoredFrom, Dashboard: dash}
 	_, err = s.versions.InsertOne(ctx, doc)
 	if mongox.IsDuplicateKey(err) {
@@ -72,8 +72,8 @@ func (s *Store) InsertDashboardVersion(ctx context.Context, v *workspace.Dashboa
 
 // CommitDashboardVersion commits the record by _id, then deletes the workbook's records
 // numbered keep or more below it: a delete bounded on versionIndex.
-func (s *Store) CommitDashboardVersion(ctx context.Context, dep, workbook, versionID, number int64, keep int) (bool, error) {
-	res, err := s.versions.UpdateOne(ctx, bson.D{{Key: "_id", Value: versionID}, {Key: "dep", Value: dep}, {Key: "wb", Value: workbook},
+func (s *Store) CommitDashboardVersion(ctx context.Context, deploymentID, workbook, versionID, number int64, keep int) (bool, error) {
+	res, err := s.versions.UpdateOne(ctx, bson.D{{Key: "_id", Value: versionID}, {Key: "dep", Value: deploymentID}, {Key: "wb", Value: workbook},
 		{Key: "number", Value: number}}, bson.D{{Key: "$set", Value: bson.D{{Key: "committed", Value: true}}}})
 	if err != nil {
 		return false, wrap("commit dashboard version", err)
@@ -82,7 +82,7 @@ func (s *Store) CommitDashboardVersion(ctx context.Context, dep, workbook, versi
 		return false, nil
 	}
 	if below := number - int64(keep); below >= 1 {
-		_, err = s.versions.DeleteMany(ctx, bson.D{{Key: "dep", Value: dep}, {Key: "wb", Value: workbook},
+		_, err = s.versions.DeleteMany(ctx, bson.D{{Key: "dep", Value: deploymentID}, {Key: "wb", Value: workbook},
 			{Key: "number", Value: bson.D{{Key: "$lte", Value: below}}}})
 		if err != nil {
 			return true, wrap("prune dashboard versions", err)
@@ -92,15 +92,15 @@ func (s *Store) CommitDashboardVersion(ctx context.Context, dep, workbook, versi
 }
 
 // DropDashboardVersion deletes the record if it is still pending.
-func (s *Store) DropDashboardVersion(ctx context.Context, dep, workbook, versionID int64) error {
-	_, err := s.versions.DeleteOne(ctx, bson.D{{Key: "_id", Value: versionID}, {Key: "dep", Value: dep}, {Key: "wb", Value: workbook},
+func (s *Store) DropDashboardVersion(ctx context.Context, deploymentID, workbook, versionID int64) error {
+	_, err := s.versions.DeleteOne(ctx, bson.D{{Key: "_id", Value: versionID}, {Key: "dep", Value: deploymentID}, {Key: "wb", Value: workbook},
 		{Key: "committed", Value: false}})
 	return wrap("drop dashboard version", err)
 }
 
 // PendingDashboardVersion reports whether a pending record has the number.
-func (s *Store) PendingDashboardVersion(ctx context.Context, dep, workbook, number int64) (bool, error) {
-	err := s.versions.FindOne(ctx, bson.D{{Key: "dep", Value: dep}, {Key: "wb", Value: workbook}, {Key: "number", Value: number},
+func (s *Store) PendingDashboardVersion(ctx context.Context, deploymentID, workbook, number int64) (bool, error) {
+	err := s.versions.FindOne(ctx, bson.D{{Key: "dep", Value: deploymentID}, {Key: "wb", Value: workbook}, {Key: "number", Value: number},
 		{Key: "committed", Value: false}}, options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}})).Err()
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return false, nil
@@ -110,8 +110,8 @@ func (s *Store) PendingDashboardVersion(ctx context.Context, dep, workbook, numb
 
 // DashboardVersions returns committed versions numbered below before, newest first:
 // versionIndex walked backwards from before, without the dashboards.
-func (s *Store) DashboardVersions(ctx context.Context, dep, workbook, before int64, limit int) ([]*workspace.DashboardVersion, error) {
-	filter := bson.D{{Key: "dep", Value: dep}, {Key: "wb", Value: workbook}}
+func (s *Store) DashboardVersions(ctx context.Context, deploymentID, workbook, before int64, limit int) ([]*workspace.DashboardVersion, error) {
+	filter := bson.D{{Key: "dep", Value: deploymentID}, {Key: "wb", Value: workbook}}
 	if before > 0 {
 		filter = append(filter, bson.E{Key: "number", Value: bson.D{{Key: "$lt", Value: before}}})
 	}
@@ -133,9 +133,9 @@ func (s *Store) DashboardVersions(ctx context.Context, dep, workbook, before int
 }
 
 // DashboardVersion returns the committed version with the number, in full.
-func (s *Store) DashboardVersion(ctx context.Context, dep, workbook, number int64) (*workspace.DashboardVersion, error) {
+func (s *Store) DashboardVersion(ctx context.Context, deploymentID, workbook, number int64) (*workspace.DashboardVersion, error) {
 	var d versionDoc
-	err := s.versions.FindOne(ctx, bson.D{{Key: "dep", Value: dep}, {Key: "wb", Value: workbook}, {Key: "number", Value: number},
+	err := s.versions.FindOne(ctx, bson.D{{Key: "dep", Value: deploymentID}, {Key: "wb", Value: workbook}, {Key: "number", Value: number},
 		{Key: "committed", Value: true}}).Decode(&d)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return nil, nil
@@ -147,7 +147,7 @@ func (s *Store) DashboardVersion(ctx context.Context, dep, workbook, number int6
 }
 
 // DeleteDashboardVersions deletes every record of the workbook.
-func (s *Store) DeleteDashboardVersions(ctx context.Context, dep, workbook int64) error {
-	_, err := s.versions.DeleteMany(ctx, bson.D{{Key: "dep", Value: dep}, {Key: "wb", Value: workbook}})
+func (s *Store) DeleteDashboardVersions(ctx context.Context, deploymentID, workbook int64) error {
+	_, err := s.versions.DeleteMany(ctx, bson.D{{Key: "dep", Value: deploymentID}, {Key: "wb", Value: workbook}})
 	return wrap("delete dashboard versions", err)
 }

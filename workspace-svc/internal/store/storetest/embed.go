@@ -43,7 +43,7 @@ func normalGrants(g embedaccess.Grants) embedaccess.Grants {
 
 func (f *fixture) setEmbed(id int64, typ workspace.ItemType, g embedaccess.Grants) {
 	f.t.Helper()
-	ok, err := f.s.SetEmbedAccess(f.ctx, f.dep, id, typ, g, 9, at.Add(time.Hour))
+	ok, err := f.s.SetEmbedAccess(f.ctx, f.deploymentID, id, typ, g, 9, at.Add(time.Hour))
 	f.check(err)
 	if !ok {
 		f.t.Fatalf("set embed access on %s %d refused", typ, id)
@@ -52,7 +52,7 @@ func (f *fixture) setEmbed(id int64, typ workspace.ItemType, g embedaccess.Grant
 
 func (f *fixture) head(id int64) *workspace.Item {
 	f.t.Helper()
-	got, err := f.s.Items(f.ctx, f.dep, []int64{id}, 0)
+	got, err := f.s.Items(f.ctx, f.deploymentID, []int64{id}, 0)
 	f.check(err)
 	if got[id] == nil {
 		f.t.Fatalf("item %d not found", id)
@@ -67,21 +67,21 @@ func (f *fixture) head(id int64) *workspace.Item {
 func testEmbedAccess(t *testing.T, f *fixture) {
 	top := f.folder("top", 0)
 	folder := f.folder("f", top)
-	wb := f.item(f.dep, workspace.TypeWorkbook, "wb", folder, nil)
+	wb := f.item(f.deploymentID, workspace.TypeWorkbook, "wb", folder, nil)
 	f.setEmbed(folder, workspace.TypeFolder, grantsA)
 	f.setEmbed(wb.ID, workspace.TypeWorkbook, grantsB)
 
 	wantGrants(t, "folder head", f.head(folder).EmbedAccess, grantsA)
 	wantGrants(t, "workbook head", f.head(wb.ID).EmbedAccess, grantsB)
-	wantGrants(t, "folder node", f.node(f.dep, folder).EmbedAccess, grantsA)
-	wantGrants(t, "top folder node", f.node(f.dep, top).EmbedAccess, embedaccess.Grants{})
-	sub, err := f.s.SubtreeFolders(f.ctx, f.dep, []int64{top})
+	wantGrants(t, "folder node", f.node(f.deploymentID, folder).EmbedAccess, grantsA)
+	wantGrants(t, "top folder node", f.node(f.deploymentID, top).EmbedAccess, embedaccess.Grants{})
+	sub, err := f.s.SubtreeFolders(f.ctx, f.deploymentID, []int64{top})
 	f.check(err)
 	if len(sub) != 1 || sub[0].ID != folder {
 		t.Fatalf("subtree of top: %v, want %d", nodeIDs(sub), folder)
 	}
 	wantGrants(t, "subtree folder node", sub[0].EmbedAccess, grantsA)
-	full, err := f.s.Items(f.ctx, f.dep, []int64{wb.ID}, workspace.AllParts)
+	full, err := f.s.Items(f.ctx, f.deploymentID, []int64{wb.ID}, workspace.AllParts)
 	f.check(err)
 	wantGrants(t, "workbook in full", full[wb.ID].EmbedAccess, grantsB)
 	// The item is otherwise as it was: a grant change bumps no updatedAt.
@@ -92,7 +92,7 @@ func testEmbedAccess(t *testing.T, f *fixture) {
 		t.Fatalf("folder after a grant change: updated by %d at %v, want 7 at %v", h.UpdatedBy, h.UpdatedAt, at)
 	}
 	// An update of the item answers it with its grants, and keeps them.
-	renamed, err := f.s.UpdateItem(f.ctx, f.dep, wb.ID, workspace.TypeWorkbook, workspace.ItemPrecondition{},
+	renamed, err := f.s.UpdateItem(f.ctx, f.deploymentID, wb.ID, workspace.TypeWorkbook, workspace.ItemPrecondition{},
 		workspace.ItemUpdate{Name: ptr("renamed"), UpdatedAt: at, UpdatedBy: 7})
 	f.check(err)
 	wantGrants(t, "updated workbook", renamed.EmbedAccess, grantsB)
@@ -102,9 +102,9 @@ func testEmbedAccess(t *testing.T, f *fixture) {
 	wantGrants(t, "folder head after changing a copy", f.head(folder).EmbedAccess, grantsA)
 	// Replaced, then cleared.
 	f.setEmbed(folder, workspace.TypeFolder, grantsC)
-	wantGrants(t, "folder replaced", f.node(f.dep, folder).EmbedAccess, grantsC)
+	wantGrants(t, "folder replaced", f.node(f.deploymentID, folder).EmbedAccess, grantsC)
 	f.setEmbed(folder, workspace.TypeFolder, embedaccess.Grants{Tenants: []embedaccess.TenantEntry{}})
-	wantGrants(t, "folder cleared", f.node(f.dep, folder).EmbedAccess, embedaccess.Grants{})
+	wantGrants(t, "folder cleared", f.node(f.deploymentID, folder).EmbedAccess, embedaccess.Grants{})
 	wantGrants(t, "workbook kept", f.head(wb.ID).EmbedAccess, grantsB)
 	f.setEmbed(wb.ID, workspace.TypeWorkbook, embedaccess.Grants{})
 	if g := f.head(wb.ID).EmbedAccess; !g.Empty() {
@@ -112,26 +112,26 @@ func testEmbedAccess(t *testing.T, f *fixture) {
 	}
 
 	// The root.
-	root, err := f.s.RootEmbedAccess(f.ctx, f.dep)
+	root, err := f.s.RootEmbedAccess(f.ctx, f.deploymentID)
 	f.check(err)
 	wantGrants(t, "a root never set", root, embedaccess.Grants{})
-	f.check(f.s.SetRootEmbedAccess(f.ctx, f.dep, grantsA, 9, at))
-	root, err = f.s.RootEmbedAccess(f.ctx, f.dep)
+	f.check(f.s.SetRootEmbedAccess(f.ctx, f.deploymentID, grantsA, 9, at))
+	root, err = f.s.RootEmbedAccess(f.ctx, f.deploymentID)
 	f.check(err)
 	wantGrants(t, "root", root, grantsA)
 	other, err := f.s.RootEmbedAccess(f.ctx, f.other)
 	f.check(err)
 	wantGrants(t, "another deployment's root", other, embedaccess.Grants{})
-	f.check(f.s.SetRootEmbedAccess(f.ctx, f.dep, grantsB, 9, at))
-	root, err = f.s.RootEmbedAccess(f.ctx, f.dep)
+	f.check(f.s.SetRootEmbedAccess(f.ctx, f.deploymentID, grantsB, 9, at))
+	root, err = f.s.RootEmbedAccess(f.ctx, f.deploymentID)
 	f.check(err)
 	wantGrants(t, "root replaced", root, grantsB)
-	f.check(f.s.SetRootEmbedAccess(f.ctx, f.dep, embedaccess.Grants{}, 9, at))
-	root, err = f.s.RootEmbedAccess(f.ctx, f.dep)
+	f.check(f.s.SetRootEmbedAccess(f.ctx, f.deploymentID, embedaccess.Grants{}, 9, at))
+	root, err = f.s.RootEmbedAccess(f.ctx, f.deploymentID)
 	f.check(err)
 	wantGrants(t, "root cleared", root, embedaccess.Grants{})
-	f.check(f.s.SetRootEmbedAccess(f.ctx, f.dep, grantsC, 9, at))
-	root, err = f.s.RootEmbedAccess(f.ctx, f.dep)
+	f.check(f.s.SetRootEmbedAccess(f.ctx, f.deploymentID, grantsC, 9, at))
+	root, err = f.s.RootEmbedAccess(f.ctx, f.deploymentID)
 	f.check(err)
 	wantGrants(t, "root set again", root, grantsC)
 }
@@ -140,34 +140,34 @@ func testEmbedAccess(t *testing.T, f *fixture) {
 // deployment, of the type named; anything else is false and changes nothing.
 func testEmbedAccessRefused(t *testing.T, f *fixture) {
 	folder := f.folder("f", 0)
-	wb := f.item(f.dep, workspace.TypeWorkbook, "wb", folder, nil)
-	rp := f.item(f.dep, workspace.TypeReport, "rp", folder, nil)
-	gone := f.item(f.dep, workspace.TypeWorkbook, "gone", folder, nil)
-	if ok, err := f.s.DeleteItem(f.ctx, f.dep, gone.ID, workspace.TypeWorkbook, workspace.ItemPrecondition{}, 7, at); err != nil || !ok {
+	wb := f.item(f.deploymentID, workspace.TypeWorkbook, "wb", folder, nil)
+	rp := f.item(f.deploymentID, workspace.TypeReport, "rp", folder, nil)
+	gone := f.item(f.deploymentID, workspace.TypeWorkbook, "gone", folder, nil)
+	if ok, err := f.s.DeleteItem(f.ctx, f.deploymentID, gone.ID, workspace.TypeWorkbook, workspace.ItemPrecondition{}, 7, at); err != nil || !ok {
 		t.Fatalf("delete: %v %v", ok, err)
 	}
 	goneFolder := f.folder("gone", 0)
-	if _, err := f.s.EndFolderDelete(f.ctx, f.dep, goneFolder, true, 7, at); err != nil {
+	if _, err := f.s.EndFolderDelete(f.ctx, f.deploymentID, goneFolder, true, 7, at); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
-		name    string
-		dep, id int64
-		typ     workspace.ItemType
+		name             string
+		deploymentID, id int64
+		typ              workspace.ItemType
 	}{
-		{"a-workbook-named-as-a-folder", f.dep, wb.ID, workspace.TypeFolder},
-		{"a-folder-named-as-a-workbook", f.dep, folder, workspace.TypeWorkbook},
-		{"a-report", f.dep, rp.ID, workspace.TypeReport},
-		{"a-deleted-workbook", f.dep, gone.ID, workspace.TypeWorkbook},
-		{"a-deleted-folder", f.dep, goneFolder, workspace.TypeFolder},
+		{"a-workbook-named-as-a-folder", f.deploymentID, wb.ID, workspace.TypeFolder},
+		{"a-folder-named-as-a-workbook", f.deploymentID, folder, workspace.TypeWorkbook},
+		{"a-report", f.deploymentID, rp.ID, workspace.TypeReport},
+		{"a-deleted-workbook", f.deploymentID, gone.ID, workspace.TypeWorkbook},
+		{"a-deleted-folder", f.deploymentID, goneFolder, workspace.TypeFolder},
 		{"another-deployment", f.other, wb.ID, workspace.TypeWorkbook},
-		{"missing", f.dep, 999_999_999_999, workspace.TypeWorkbook},
+		{"missing", f.deploymentID, 999_999_999_999, workspace.TypeWorkbook},
 	} {
-		if ok, err := f.s.SetEmbedAccess(f.ctx, c.dep, c.id, c.typ, grantsA, 9, at); err != nil || ok {
+		if ok, err := f.s.SetEmbedAccess(f.ctx, c.deploymentID, c.id, c.typ, grantsA, 9, at); err != nil || ok {
 			t.Fatalf("%s: %v %v, want refused", c.name, ok, err)
 		}
 	}
-	got, err := f.s.Items(f.ctx, f.dep, []int64{folder, wb.ID, rp.ID}, 0)
+	got, err := f.s.Items(f.ctx, f.deploymentID, []int64{folder, wb.ID, rp.ID}, 0)
 	f.check(err)
 	for id, it := range got {
 		if !it.EmbedAccess.Empty() {
@@ -188,9 +188,9 @@ func testEmbedAccessFollowsMoves(t *testing.T, f *fixture) {
 	f.setEmbed(a, workspace.TypeFolder, grantsA)
 	f.setEmbed(b, workspace.TypeFolder, grantsB)
 	f.setEmbed(d, workspace.TypeFolder, grantsC)
-	f.commit(f.dep, &workspace.TreeOp{Kind: workspace.OpMove, Folder: b, To: d, By: 8, At: at, Anc: []int64{d}, Depth: 2,
+	f.commit(f.deploymentID, &workspace.TreeOp{Kind: workspace.OpMove, Folder: b, To: d, By: 8, At: at, Anc: []int64{d}, Depth: 2,
 		Pull: []int64{a}, Push: []int64{d}, Delta: 0})
-	above, err := f.s.Folders(f.ctx, f.dep, f.node(f.dep, c).Anc)
+	above, err := f.s.Folders(f.ctx, f.deploymentID, f.node(f.deploymentID, c).Anc)
 	f.check(err)
 	if want := sorted(b, d); !slices.Equal(nodeIDs(above), want) {
 		t.Fatalf("folders above c after the move: %v, want %v", nodeIDs(above), want)
@@ -199,21 +199,21 @@ func testEmbedAccessFollowsMoves(t *testing.T, f *fixture) {
 		want := map[int64]embedaccess.Grants{b: grantsB, d: grantsC}[n.ID]
 		wantGrants(t, "a folder above c", n.EmbedAccess, want)
 	}
-	wantGrants(t, "the moved folder", f.node(f.dep, b).EmbedAccess, grantsB)
+	wantGrants(t, "the moved folder", f.node(f.deploymentID, b).EmbedAccess, grantsB)
 }
 
 // testPublishedHead: every write of the published dashboard keeps the head's published
 // title (config.title, else the dashboard's title) and whether it is published with
 // allowEmbed, which EmbeddableWorkbooks pages by.
 func testPublishedHead(t *testing.T, f *fixture) {
-	wb := f.item(f.dep, workspace.TypeWorkbook, "wb", 0, nil)
+	wb := f.item(f.deploymentID, workspace.TypeWorkbook, "wb", 0, nil)
 	if h := f.head(wb.ID); h.PublishedTitle != nil || h.Embeddable {
 		t.Fatalf("a workbook never published: title %v, embeddable %v", h.PublishedTitle, h.Embeddable)
 	}
 	publish := func(what string, d workspace.Dashboard, wantTitle *string, wantEmbeddable bool) {
 		t.Helper()
-		d.ID, d.PublicID, d.DeploymentID, d.WorkbookID, d.ReportSnapshots = 41, "pub-"+what, f.dep, wb.ID, []workspace.ReportSnapshot{}
-		got, err := f.s.UpdateItem(f.ctx, f.dep, wb.ID, workspace.TypeWorkbook, workspace.ItemPrecondition{},
+		d.ID, d.PublicID, d.DeploymentID, d.WorkbookID, d.ReportSnapshots = 41, "pub-"+what, f.deploymentID, wb.ID, []workspace.ReportSnapshot{}
+		got, err := f.s.UpdateItem(f.ctx, f.deploymentID, wb.ID, workspace.TypeWorkbook, workspace.ItemPrecondition{},
 			workspace.ItemUpdate{Published: &d, UpdatedAt: at, UpdatedBy: 7})
 		f.check(err)
 		for _, it := range []*workspace.Item{got, f.head(wb.ID)} {
@@ -221,7 +221,7 @@ func testPublishedHead(t *testing.T, f *fixture) {
 				t.Fatalf("%s: title %v, embeddable %v; want %v, %v", what, deref(it.PublishedTitle), it.Embeddable, deref(wantTitle), wantEmbeddable)
 			}
 		}
-		page, err := f.s.EmbeddableWorkbooks(f.ctx, f.dep, 0, 10)
+		page, err := f.s.EmbeddableWorkbooks(f.ctx, f.deploymentID, 0, 10)
 		f.check(err)
 		if listed := slices.Contains(ids(page), wb.ID); listed != wantEmbeddable {
 			t.Fatalf("%s: listed as embeddable %v, want %v", what, listed, wantEmbeddable)
@@ -237,9 +237,9 @@ func testPublishedHead(t *testing.T, f *fixture) {
 		Config: workspace.DashboardConfig{Title: &config}}, &config, false)
 	// Listings (Children, Search) carry no more than they did: no grants, no title.
 	f.setEmbed(wb.ID, workspace.TypeWorkbook, grantsB)
-	listed, err := f.s.Children(f.ctx, f.dep, workspace.ChildrenQuery{Parent: 0, Limit: 10})
+	listed, err := f.s.Children(f.ctx, f.deploymentID, workspace.ChildrenQuery{Parent: 0, Limit: 10})
 	f.check(err)
-	found, err := f.s.Search(f.ctx, f.dep, workspace.SearchQuery{Limit: 10})
+	found, err := f.s.Search(f.ctx, f.deploymentID, workspace.SearchQuery{Limit: 10})
 	f.check(err)
 	for _, it := range append(listed, found...) {
 		if !it.EmbedAccess.Empty() || it.PublishedTitle != nil || it.Embeddable {
@@ -247,7 +247,7 @@ func testPublishedHead(t *testing.T, f *fixture) {
 		}
 	}
 	// A workbook inserted with a published dashboard (a copy) has its head too.
-	cp := f.item(f.dep, workspace.TypeWorkbook, "copy", 0, func(it *workspace.Item) {
+	cp := f.item(f.deploymentID, workspace.TypeWorkbook, "copy", 0, func(it *workspace.Item) {
 		it.Published = &workspace.Dashboard{ID: 43, PublicID: "pub-copy", Status: workspace.StatusPublished, AllowEmbed: true,
 			Title: &title, ReportSnapshots: []workspace.ReportSnapshot{}}
 		it.PublishedVersion, it.PublicID, it.DashboardID = 1, "pub-copy", 43
@@ -265,11 +265,11 @@ func deref(s *string) any {
 }
 
 // published publishes wb's dashboard as publicID, embeddable or not.
-func (f *fixture) published(dep int64, wb *workspace.Item, publicID string, embed bool) {
+func (f *fixture) published(deploymentID int64, wb *workspace.Item, publicID string, embed bool) {
 	f.t.Helper()
-	d := &workspace.Dashboard{ID: wb.ID + 1_000_000, PublicID: publicID, DeploymentID: dep, WorkbookID: wb.ID, Status: workspace.StatusPublished,
+	d := &workspace.Dashboard{ID: wb.ID + 1_000_000, PublicID: publicID, DeploymentID: deploymentID, WorkbookID: wb.ID, Status: workspace.StatusPublished,
 		AllowEmbed: embed, VersionNumber: 1, ReportSnapshots: []workspace.ReportSnapshot{}, Title: ptr("t " + publicID)}
-	got, err := f.s.UpdateItem(f.ctx, dep, wb.ID, workspace.TypeWorkbook, workspace.ItemPrecondition{},
+	got, err := f.s.UpdateItem(f.ctx, deploymentID, wb.ID, workspace.TypeWorkbook, workspace.ItemPrecondition{},
 		workspace.ItemUpdate{Published: d, UpdatedAt: at, UpdatedBy: 7})
 	f.check(err)
 	if got == nil {
@@ -282,40 +282,40 @@ func (f *fixture) published(dep int64, wb *workspace.Item, publicID string, embe
 // workbook's, an unknown or empty one find nothing.
 func testWorkbookByPublicID(t *testing.T, f *fixture) {
 	folder := f.folder("f", 0)
-	wb := f.item(f.dep, workspace.TypeWorkbook, "wb", folder, func(it *workspace.Item) { it.Meta = json.RawMessage(`{"a":1}`) })
-	f.published(f.dep, wb, "pub-mine", true)
+	wb := f.item(f.deploymentID, workspace.TypeWorkbook, "wb", folder, func(it *workspace.Item) { it.Meta = json.RawMessage(`{"a":1}`) })
+	f.published(f.deploymentID, wb, "pub-mine", true)
 	f.setEmbed(wb.ID, workspace.TypeWorkbook, grantsB)
 	theirs := f.item(f.other, workspace.TypeWorkbook, "theirs", 0, nil)
 	f.published(f.other, theirs, "pub-theirs", true)
-	gone := f.item(f.dep, workspace.TypeWorkbook, "gone", 0, nil)
-	f.published(f.dep, gone, "pub-gone", true)
-	if ok, err := f.s.DeleteItem(f.ctx, f.dep, gone.ID, workspace.TypeWorkbook, workspace.ItemPrecondition{}, 7, at); err != nil || !ok {
+	gone := f.item(f.deploymentID, workspace.TypeWorkbook, "gone", 0, nil)
+	f.published(f.deploymentID, gone, "pub-gone", true)
+	if ok, err := f.s.DeleteItem(f.ctx, f.deploymentID, gone.ID, workspace.TypeWorkbook, workspace.ItemPrecondition{}, 7, at); err != nil || !ok {
 		t.Fatalf("delete: %v %v", ok, err)
 	}
-	got, err := f.s.WorkbookByPublicID(f.ctx, f.dep, "pub-mine", workspace.PartPublished)
+	got, err := f.s.WorkbookByPublicID(f.ctx, f.deploymentID, "pub-mine", workspace.PartPublished)
 	f.check(err)
 	if got == nil || got.ID != wb.ID || got.Published == nil || got.Published.PublicID != "pub-mine" || got.Meta != nil ||
 		got.PublicID != "pub-mine" || got.Parent != folder || !got.Embeddable || got.PublishedTitle == nil || *got.PublishedTitle != "t pub-mine" {
 		t.Fatalf("by public id, with the published dashboard: %+v", got)
 	}
 	wantGrants(t, "by public id", got.EmbedAccess, grantsB)
-	head, err := f.s.WorkbookByPublicID(f.ctx, f.dep, "pub-mine", 0)
+	head, err := f.s.WorkbookByPublicID(f.ctx, f.deploymentID, "pub-mine", 0)
 	f.check(err)
 	if head == nil || head.Published != nil || head.Meta != nil || head.PublicID != "pub-mine" || head.Bytes != got.Bytes {
 		t.Fatalf("by public id, its head: %+v", head)
 	}
 	for _, c := range []struct {
-		name     string
-		dep      int64
-		publicID string
+		name         string
+		deploymentID int64
+		publicID     string
 	}{
-		{"another-deployments-public-id", f.dep, "pub-theirs"},
+		{"another-deployments-public-id", f.deploymentID, "pub-theirs"},
 		{"seen-from-another-deployment", f.other, "pub-mine"},
-		{"a-deleted-workbook", f.dep, "pub-gone"},
-		{"unknown", f.dep, "pub-nothing"},
-		{"empty", f.dep, ""},
+		{"a-deleted-workbook", f.deploymentID, "pub-gone"},
+		{"unknown", f.deploymentID, "pub-nothing"},
+		{"empty", f.deploymentID, ""},
 	} {
-		if got, err := f.s.WorkbookByPublicID(f.ctx, c.dep, c.publicID, workspace.AllParts); err != nil || got != nil {
+		if got, err := f.s.WorkbookByPublicID(f.ctx, c.deploymentID, c.publicID, workspace.AllParts); err != nil || got != nil {
 			t.Fatalf("%s: %+v %v, want none", c.name, got, err)
 		}
 	}
@@ -330,20 +330,20 @@ func testWorkbookHeadsPage(t *testing.T, f *fixture) {
 	folder := f.folder("f", 0)
 	var all, embeddable []int64
 	for i := range 7 {
-		wb := f.item(f.dep, workspace.TypeWorkbook, "wb", folder, func(it *workspace.Item) { it.Meta = json.RawMessage(`{"a":1}`) })
+		wb := f.item(f.deploymentID, workspace.TypeWorkbook, "wb", folder, func(it *workspace.Item) { it.Meta = json.RawMessage(`{"a":1}`) })
 		switch i % 3 {
 		case 0:
-			f.published(f.dep, wb, "pub-"+wb.Name+string(rune('a'+i)), true)
+			f.published(f.deploymentID, wb, "pub-"+wb.Name+string(rune('a'+i)), true)
 			embeddable = append(embeddable, wb.ID)
 		case 1:
-			f.published(f.dep, wb, "pub-"+wb.Name+string(rune('a'+i)), false)
+			f.published(f.deploymentID, wb, "pub-"+wb.Name+string(rune('a'+i)), false)
 		}
 		all = append(all, wb.ID)
 	}
-	f.item(f.dep, workspace.TypeReport, "rp", folder, nil)
-	gone := f.item(f.dep, workspace.TypeWorkbook, "gone", 0, nil)
-	f.published(f.dep, gone, "pub-gone", true)
-	if ok, err := f.s.DeleteItem(f.ctx, f.dep, gone.ID, workspace.TypeWorkbook, workspace.ItemPrecondition{}, 7, at); err != nil || !ok {
+	f.item(f.deploymentID, workspace.TypeReport, "rp", folder, nil)
+	gone := f.item(f.deploymentID, workspace.TypeWorkbook, "gone", 0, nil)
+	f.published(f.deploymentID, gone, "pub-gone", true)
+	if ok, err := f.s.DeleteItem(f.ctx, f.deploymentID, gone.ID, workspace.TypeWorkbook, workspace.ItemPrecondition{}, 7, at); err != nil || !ok {
 		t.Fatalf("delete: %v %v", ok, err)
 	}
 	theirs := f.item(f.other, workspace.TypeWorkbook, "theirs", 0, nil)
@@ -356,10 +356,10 @@ func testWorkbookHeadsPage(t *testing.T, f *fixture) {
 		want []int64
 	}{
 		{"workbook-heads", func(after int64, limit int) ([]*workspace.Item, error) {
-			return f.s.WorkbookHeads(f.ctx, f.dep, after, limit)
+			return f.s.WorkbookHeads(f.ctx, f.deploymentID, after, limit)
 		}, all},
 		{"embeddable-workbooks", func(after int64, limit int) ([]*workspace.Item, error) {
-			return f.s.EmbeddableWorkbooks(f.ctx, f.dep, after, limit)
+			return f.s.EmbeddableWorkbooks(f.ctx, f.deploymentID, after, limit)
 		}, embeddable},
 	} {
 		var got []int64
@@ -371,7 +371,7 @@ func testWorkbookHeadsPage(t *testing.T, f *fixture) {
 				t.Fatalf("%s: a page of %d, limit 2", c.name, len(page))
 			}
 			for _, it := range page {
-				if it.Type != workspace.TypeWorkbook || it.Meta != nil || it.Published != nil || it.DeploymentID != f.dep {
+				if it.Type != workspace.TypeWorkbook || it.Meta != nil || it.Published != nil || it.DeploymentID != f.deploymentID {
 					t.Fatalf("%s: not a head of the deployment's workbook: %+v", c.name, it)
 				}
 				if it.ID == all[0] {

@@ -21,7 +21,7 @@ func Run(t *testing.T, newStore func(t *testing.T) workspace.Store) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			c.run(t, &fixture{t: t, s: newStore(t), ctx: context.Background(), dep: nextDep(), other: nextDep()})
+			c.run(t, &fixture{t: t, s: newStore(t), ctx: context.Background(), deploymentID: nextDep(), other: nextDep()})
 		})
 	}
 }
@@ -77,12 +77,12 @@ func nextDep() int64 { return deps.Add(1) }
 // at is a time with MongoDB's precision (milliseconds).
 var at = time.Date(2026, 3, 4, 5, 6, 7, 8_000_000, time.UTC)
 
-// fixture is one case's store and deployments (dep, and other for isolation checks).
+// fixture is one case's store and deployments (deploymentID, and other for isolation checks).
 type fixture struct {
-	t          *testing.T
-	s          workspace.Store
-	ctx        context.Context
-	dep, other int64
+	t                   *testing.T
+	s                   workspace.Store
+	ctx                 context.Context
+	deploymentID, other int64
 }
 
 func (f *fixture) check(err error) {
@@ -101,23 +101,23 @@ func (f *fixture) id() int64 {
 
 // commit records op as the deployment's next tree version and applies it; it returns
 // the version.
-func (f *fixture) commit(dep int64, op *workspace.TreeOp) int64 {
+func (f *fixture) commit(deploymentID int64, op *workspace.TreeOp) int64 {
 	f.t.Helper()
-	tv, err := f.s.ReadTree(f.ctx, dep)
+	tv, err := f.s.ReadTree(f.ctx, deploymentID)
 	f.check(err)
-	ok, err := f.s.CommitTreeOp(f.ctx, dep, tv.V, op)
+	ok, err := f.s.CommitTreeOp(f.ctx, deploymentID, tv.V, op)
 	f.check(err)
 	if !ok {
 		f.t.Fatalf("commit at version %d refused", tv.V)
 	}
-	f.check(f.s.ApplyTreeOp(f.ctx, dep, tv.V+1, op))
+	f.check(f.s.ApplyTreeOp(f.ctx, deploymentID, tv.V+1, op))
 	return tv.V + 1
 }
 
-// node reads one live folder of dep.
-func (f *fixture) node(dep, id int64) *workspace.FolderNode {
+// node reads one live folder of deploymentID.
+func (f *fixture) node(deploymentID, id int64) *workspace.FolderNode {
 	f.t.Helper()
-	got, err := f.s.Folders(f.ctx, dep, []int64{id})
+	got, err := f.s.Folders(f.ctx, deploymentID, []int64{id})
 	f.check(err)
 	if len(got) != 1 {
 		f.t.Fatalf("folder %d: %d found", id, len(got))
@@ -125,31 +125,31 @@ func (f *fixture) node(dep, id int64) *workspace.FolderNode {
 	return got[0]
 }
 
-// folderIn creates a folder of dep inside parent (0: the root) as the service does: a
+// folderIn creates a folder of deploymentID inside parent (0: the root) as the service does: a
 // create op with the ancestors and depth its parent implies.
-func (f *fixture) folderIn(dep int64, name string, parent int64) int64 {
+func (f *fixture) folderIn(deploymentID int64, name string, parent int64) int64 {
 	f.t.Helper()
 	anc, depth := []int64{}, 1
 	if parent != 0 {
-		p := f.node(dep, parent)
+		p := f.node(deploymentID, parent)
 		anc, depth = append(slices.Clone(p.Anc), parent), p.Depth+1
 	}
 	id := f.id()
-	f.commit(dep, &workspace.TreeOp{Kind: workspace.OpCreate, Folder: id, To: parent, By: 7, At: at, Created: &workspace.Item{
-		ID: id, DeploymentID: dep, Type: workspace.TypeFolder, Name: name, Parent: parent, CreatedBy: 7, UpdatedBy: 7,
+	f.commit(deploymentID, &workspace.TreeOp{Kind: workspace.OpCreate, Folder: id, To: parent, By: 7, At: at, Created: &workspace.Item{
+		ID: id, DeploymentID: deploymentID, Type: workspace.TypeFolder, Name: name, Parent: parent, CreatedBy: 7, UpdatedBy: 7,
 		CreatedAt: at, UpdatedAt: at, Anc: anc, Depth: depth, Version: 1}})
 	return id
 }
 
 func (f *fixture) folder(name string, parent int64) int64 {
 	f.t.Helper()
-	return f.folderIn(f.dep, name, parent)
+	return f.folderIn(f.deploymentID, name, parent)
 }
 
-// item inserts a workbook or report of dep into folder and returns it as inserted.
-func (f *fixture) item(dep int64, typ workspace.ItemType, name string, folder int64, mod func(*workspace.Item)) *workspace.Item {
+// item inserts a workbook or report of deploymentID into folder and returns it as inserted.
+func (f *fixture) item(deploymentID int64, typ workspace.ItemType, name string, folder int64, mod func(*workspace.Item)) *workspace.Item {
 	f.t.Helper()
-	it := &workspace.Item{ID: f.id(), DeploymentID: dep, Type: typ, Name: name, Parent: folder, CreatedBy: 7, UpdatedBy: 7,
+	it := &workspace.Item{ID: f.id(), DeploymentID: deploymentID, Type: typ, Name: name, Parent: folder, CreatedBy: 7, UpdatedBy: 7,
 		CreatedAt: at, UpdatedAt: at, Version: 1}
 	if mod != nil {
 		mod(it)
@@ -161,7 +161,7 @@ func (f *fixture) item(dep int64, typ workspace.ItemType, name string, folder in
 // wantAncestors fails unless folder id keeps exactly anc (in any order) at depth.
 func (f *fixture) wantAncestors(id int64, depth int, anc ...int64) {
 	f.t.Helper()
-	n := f.node(f.dep, id)
+	n := f.node(f.deploymentID, id)
 	got, want := slices.Sorted(slices.Values(n.Anc)), slices.Sorted(slices.Values(anc))
 	if n.Depth != depth || !slices.Equal(got, want) {
 		f.t.Fatalf("folder %d keeps ancestors %v at depth %d, want %v at depth %d", id, got, n.Depth, want, depth)

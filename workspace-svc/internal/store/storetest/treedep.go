@@ -17,15 +17,15 @@ func testMoveOpOfAnotherDeployment(t *testing.T, f *fixture) {
 	d := f.folder("d", 0)
 	op := &workspace.TreeOp{Kind: workspace.OpMove, Folder: b, To: d, By: 8, At: at, Anc: []int64{d}, Depth: 2,
 		Pull: []int64{a}, Push: []int64{d}, Delta: 0}
-	tv, err := f.s.ReadTree(f.ctx, f.dep)
+	tv, err := f.s.ReadTree(f.ctx, f.deploymentID)
 	f.check(err)
 	f.check(f.s.ApplyTreeOp(f.ctx, f.other, tv.V+1, op))
 	f.wantAncestors(b, 2, a)
 	f.wantAncestors(c, 3, a, b)
-	if n := f.node(f.dep, b); n.Parent != a {
+	if n := f.node(f.deploymentID, b); n.Parent != a {
 		t.Fatalf("a move applied for another deployment re-parented the folder under %d", n.Parent)
 	}
-	f.commit(f.dep, op)
+	f.commit(f.deploymentID, op)
 	f.wantAncestors(b, 2, d)
 	f.wantAncestors(c, 3, b, d)
 }
