@@ -46,14 +46,14 @@ type auditing struct {
 	rec audit.Recorder
 }
 
-func (a *auditing) StartSync(ctx context.Context, p *identity.Principal, dep int64, body SyncRequestBody) (SyncStarted, error) {
+func (a *auditing) StartSync(ctx context.Context, p *identity.Principal, deploymentID int64, body SyncRequestBody) (SyncStarted, error) {
 	var in StartSyncInput
 	read := func(w io.Writer) (StartSyncInput, error) {
 		v, err := body(w)
 		in = v
 		return v, err
 	}
-	res, err := a.Service.StartSync(ctx, p, dep, read)
+	res, err := a.Service.StartSync(ctx, p, deploymentID, read)
 	d := map[string]any{}
 	if in.Source != "" {
 		d["source"], d["output"] = in.Source, in.Output
@@ -74,8 +74,8 @@ func (a *auditing) StartSync(ctx context.Context, p *identity.Principal, dep int
 	return res, err
 }
 
-func (a *auditing) RetryJob(ctx context.Context, p *identity.Principal, dep int64, id string) (SyncAccepted, error) {
-	res, err := a.Service.RetryJob(ctx, p, dep, id)
+func (a *auditing) RetryJob(ctx context.Context, p *identity.Principal, deploymentID int64, id string) (SyncAccepted, error) {
+	res, err := a.Service.RetryJob(ctx, p, deploymentID, id)
 	d := map[string]any{"retryOf": id}
 	if res.BranchName != "" {
 		d["branchName"] = res.BranchName
@@ -84,8 +84,8 @@ func (a *auditing) RetryJob(ctx context.Context, p *identity.Principal, dep int6
 	return res, err
 }
 
-func (a *auditing) CancelJob(ctx context.Context, p *identity.Principal, dep int64, id string) (SyncJob, error) {
-	job, err := a.Service.CancelJob(ctx, p, dep, id)
+func (a *auditing) CancelJob(ctx context.Context, p *identity.Principal, deploymentID int64, id string) (SyncJob, error) {
+	job, err := a.Service.CancelJob(ctx, p, deploymentID, id)
 	var d map[string]any
 	if err == nil {
 		// canceled: it never ran; running: it stops at its next model.
@@ -95,8 +95,8 @@ func (a *auditing) CancelJob(ctx context.Context, p *identity.Principal, dep int
 	return job, err
 }
 
-func (a *auditing) PutIntegration(ctx context.Context, p *identity.Principal, dep int64, in IntegrationInput) (DbtGitIntegration, error) {
-	out, err := a.Service.PutIntegration(ctx, p, dep, in)
+func (a *auditing) PutIntegration(ctx context.Context, p *identity.Principal, deploymentID int64, in IntegrationInput) (DbtGitIntegration, error) {
+	out, err := a.Service.PutIntegration(ctx, p, deploymentID, in)
 	// The repository, never the credentials: only whether there are some, and the URL
 	// without any a user pasted into it (also when it was refused for carrying them).
 	d := map[string]any{"repoUrl": RedactRepoURL(in.RepoURL), "branch": in.Branch, "hasCredentials": in.Credentials != nil}
@@ -107,12 +107,12 @@ func (a *auditing) PutIntegration(ctx context.Context, p *identity.Principal, de
 		d["projectPath"] = *in.ProjectPath
 	}
 	auditSelector(d, in.Select, in.Exclude)
-	audit.Record(ctx, a.rec, p, ActionIntegrationUpdate, audit.Target{Type: TargetIntegration, ID: deploymentID(dep)}, err, http.StatusOK, d)
+	audit.Record(ctx, a.rec, p, ActionIntegrationUpdate, audit.Target{Type: TargetIntegration, ID: strconv.FormatInt(deploymentID, 10)}, err, http.StatusOK, d)
 	return out, err
 }
 
-func (a *auditing) PushWebhook(ctx context.Context, p *identity.Principal, dep int64, req PushRequest) (PushResult, error) {
-	res, err := a.Service.PushWebhook(ctx, p, dep, req)
+func (a *auditing) PushWebhook(ctx context.Context, p *identity.Principal, deploymentID int64, req PushRequest) (PushResult, error) {
+	res, err := a.Service.PushWebhook(ctx, p, deploymentID, req)
 	d := map[string]any{"provider": req.Provider, "started": res.Started}
 	if req.DeliveryID != "" {
 		d["deliveryId"] = req.DeliveryID
@@ -135,8 +135,8 @@ func (a *auditing) PushWebhook(ctx context.Context, p *identity.Principal, dep i
 	return res, err
 }
 
-func (a *auditing) OpenBranch(ctx context.Context, p *identity.Principal, dep int64, name string) (Branch, error) {
-	b, err := a.Service.OpenBranch(ctx, p, dep, name)
+func (a *auditing) OpenBranch(ctx context.Context, p *identity.Principal, deploymentID int64, name string) (Branch, error) {
+	b, err := a.Service.OpenBranch(ctx, p, deploymentID, name)
 	var d map[string]any
 	if b.LeaseExpiresAt != nil {
 		d = map[string]any{"leaseExpiresAt": b.LeaseExpiresAt.UTC().Format(httpx.TimeLayout)}
@@ -145,13 +145,11 @@ func (a *auditing) OpenBranch(ctx context.Context, p *identity.Principal, dep in
 	return b, err
 }
 
-func (a *auditing) SetStaging(ctx context.Context, p *identity.Principal, dep int64, name string, enabled bool) (Branch, error) {
-	b, err := a.Service.SetStaging(ctx, p, dep, name, enabled)
+func (a *auditing) SetStaging(ctx context.Context, p *identity.Principal, deploymentID int64, name string, enabled bool) (Branch, error) {
+	b, err := a.Service.SetStaging(ctx, p, deploymentID, name, enabled)
 	audit.Record(ctx, a.rec, p, ActionBranchStaging, audit.Target{Type: TargetBranch, ID: name}, err, http.StatusOK, map[string]any{"enabled": enabled})
 	return b, err
 }
-
-func deploymentID(dep int64) string { return strconv.FormatInt(dep, 10) }
 
 // FinishEvent is the audit event of the end of a job a worker ran, read from the job as
 // the worker recorded it: its status, what it wrote, and who started it (the actor is

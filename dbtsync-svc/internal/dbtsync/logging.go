@@ -22,28 +22,28 @@ type loggingService struct {
 	logger *slog.Logger
 }
 
-func (l *loggingService) StartSync(ctx context.Context, p *identity.Principal, dep int64, body SyncRequestBody) (SyncStarted, error) {
-	res, err := l.Service.StartSync(ctx, p, dep, body)
+func (l *loggingService) StartSync(ctx context.Context, p *identity.Principal, deploymentID int64, body SyncRequestBody) (SyncStarted, error) {
+	res, err := l.Service.StartSync(ctx, p, deploymentID, body)
 	if err == nil {
-		l.logger.InfoContext(ctx, "sync job queued", "deploymentId", dep, "syncJobId", res.Accepted.SyncJobID, "branchName", res.Accepted.BranchName,
+		l.logger.InfoContext(ctx, "sync job queued", "deploymentId", deploymentID, "syncJobId", res.Accepted.SyncJobID, "branchName", res.Accepted.BranchName,
 			"source", res.Source, "manifestBytes", res.ManifestBytes)
 	}
 	return res, err
 }
 
 // PutIntegration logs the save without the repository URL or credentials.
-func (l *loggingService) PutIntegration(ctx context.Context, p *identity.Principal, dep int64, in IntegrationInput) (DbtGitIntegration, error) {
-	res, err := l.Service.PutIntegration(ctx, p, dep, in)
+func (l *loggingService) PutIntegration(ctx context.Context, p *identity.Principal, deploymentID int64, in IntegrationInput) (DbtGitIntegration, error) {
+	res, err := l.Service.PutIntegration(ctx, p, deploymentID, in)
 	if err == nil {
-		l.logger.InfoContext(ctx, "dbt git integration saved", "deploymentId", dep, "hasCredentials", res.HasCredentials)
+		l.logger.InfoContext(ctx, "dbt git integration saved", "deploymentId", deploymentID, "hasCredentials", res.HasCredentials)
 	}
 	return res, err
 }
 
-func (l *loggingService) SetStaging(ctx context.Context, p *identity.Principal, dep int64, name string, enabled bool) (Branch, error) {
-	res, err := l.Service.SetStaging(ctx, p, dep, name, enabled)
+func (l *loggingService) SetStaging(ctx context.Context, p *identity.Principal, deploymentID int64, name string, enabled bool) (Branch, error) {
+	res, err := l.Service.SetStaging(ctx, p, deploymentID, name, enabled)
 	if err == nil {
-		l.logger.InfoContext(ctx, "branch staging set", "deploymentId", dep, "branchName", name, "enabled", enabled)
+		l.logger.InfoContext(ctx, "branch staging set", "deploymentId", deploymentID, "branchName", name, "enabled", enabled)
 	}
 	return res, err
 }

@@ -53,8 +53,8 @@ type instrumenting struct {
 	m *Metrics
 }
 
-func (i *instrumenting) StartSync(ctx context.Context, p *identity.Principal, dep int64, body SyncRequestBody) (SyncStarted, error) {
-	res, err := i.Service.StartSync(ctx, p, dep, body)
+func (i *instrumenting) StartSync(ctx context.Context, p *identity.Principal, deploymentID int64, body SyncRequestBody) (SyncStarted, error) {
+	res, err := i.Service.StartSync(ctx, p, deploymentID, body)
 	if res.ManifestBytes > 0 {
 		i.m.Uploaded.Add(float64(res.ManifestBytes))
 	}

@@ -59,8 +59,8 @@ func folderRef(id int64) any {
 	return id
 }
 
-func (a *auditing) CreateFolder(ctx context.Context, p *identity.Principal, dep int64, in CreateFolderInput) (Folder, error) {
-	f, err := a.Service.CreateFolder(ctx, p, dep, in)
+func (a *auditing) CreateFolder(ctx context.Context, p *identity.Principal, deploymentID int64, in CreateFolderInput) (Folder, error) {
+	f, err := a.Service.CreateFolder(ctx, p, deploymentID, in)
 	d := map[string]any{"name": in.Name, "parentId": folderRef(in.ParentID)}
 	if in.Key != "" {
 		d["key"] = in.Key
@@ -69,8 +69,8 @@ func (a *auditing) CreateFolder(ctx context.Context, p *identity.Principal, dep 
 	return f, err
 }
 
-func (a *auditing) UpdateFolder(ctx context.Context, p *identity.Principal, dep, id int64, in UpdateFolderInput) (Folder, error) {
-	f, err := a.Service.UpdateFolder(ctx, p, dep, id, in)
+func (a *auditing) UpdateFolder(ctx context.Context, p *identity.Principal, deploymentID, id int64, in UpdateFolderInput) (Folder, error) {
+	f, err := a.Service.UpdateFolder(ctx, p, deploymentID, id, in)
 	d := map[string]any{}
 	if in.Name != nil {
 		d["name"] = *in.Name
@@ -85,8 +85,8 @@ func (a *auditing) UpdateFolder(ctx context.Context, p *identity.Principal, dep,
 	return f, err
 }
 
-func (a *auditing) DeleteFolder(ctx context.Context, p *identity.Principal, dep, id int64) error {
-	err := a.Service.DeleteFolder(ctx, p, dep, id)
+func (a *auditing) DeleteFolder(ctx context.Context, p *identity.Principal, deploymentID, id int64) error {
+	err := a.Service.DeleteFolder(ctx, p, deploymentID, id)
 	audit.Record(ctx, a.rec, p, ItemAction(TypeFolder, "delete"), target(TypeFolder, id), err, http.StatusNoContent, nil)
 	return err
 }
@@ -94,8 +94,8 @@ func (a *auditing) DeleteFolder(ctx context.Context, p *identity.Principal, dep,
 // maxAuditedGrants bounds the grants an event lists (a request may set many more).
 const maxAuditedGrants = 20
 
-func (a *auditing) SetPermissions(ctx context.Context, p *identity.Principal, dep, id int64, grants []Grant) ([]Grant, error) {
-	out, err := a.Service.SetPermissions(ctx, p, dep, id, grants)
+func (a *auditing) SetPermissions(ctx context.Context, p *identity.Principal, deploymentID, id int64, grants []Grant) ([]Grant, error) {
+	out, err := a.Service.SetPermissions(ctx, p, deploymentID, id, grants)
 	d := map[string]any{"grants": len(grants)}
 	listed := make([]string, 0, min(len(grants), maxAuditedGrants))
 	for _, g := range grants[:min(len(grants), maxAuditedGrants)] {
@@ -106,16 +106,16 @@ func (a *auditing) SetPermissions(ctx context.Context, p *identity.Principal, de
 	return out, err
 }
 
-func (a *auditing) Move(ctx context.Context, p *identity.Principal, dep int64, ref ItemRef, dest int64) (MoveResult, error) {
-	res, err := a.Service.Move(ctx, p, dep, ref, dest)
+func (a *auditing) Move(ctx context.Context, p *identity.Principal, deploymentID int64, ref ItemRef, dest int64) (MoveResult, error) {
+	res, err := a.Service.Move(ctx, p, deploymentID, ref, dest)
 	out := audit.OutcomeOf(err, http.StatusOK) // a single move answers with its item's error
 	a.recordMove(ctx, p, dest, false, []movedRef{{ref: ref, from: res.From, read: res.Read, out: out}}, out)
 	return res, err
 }
 
 // BulkMove records the request's outcome, and each distinct item's as its answer has it.
-func (a *auditing) BulkMove(ctx context.Context, p *identity.Principal, dep int64, refs []ItemRef, dest int64) (BulkMoveResult, error) {
-	res, err := a.Service.BulkMove(ctx, p, dep, refs, dest)
+func (a *auditing) BulkMove(ctx context.Context, p *identity.Principal, deploymentID int64, refs []ItemRef, dest int64) (BulkMoveResult, error) {
+	res, err := a.Service.BulkMove(ctx, p, deploymentID, refs, dest)
 	failed := make(map[ItemRef]*errs.Error, len(res.Failed))
 	for _, f := range res.Failed {
 		failed[f.Ref] = f.Err
@@ -186,8 +186,8 @@ func (a *auditing) recordMove(ctx context.Context, p *identity.Principal, dest i
 	a.rec.Record(ctx, ev)
 }
 
-func (a *auditing) CreateItem(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, in CreateItemInput) (Workbook, error) {
-	w, err := a.Service.CreateItem(ctx, p, dep, typ, in)
+func (a *auditing) CreateItem(ctx context.Context, p *identity.Principal, deploymentID int64, typ ItemType, in CreateItemInput) (Workbook, error) {
+	w, err := a.Service.CreateItem(ctx, p, deploymentID, typ, in)
 	d := map[string]any{"name": in.Name, "folderId": folderRef(in.FolderID)}
 	if in.Key != "" {
 		d["key"] = in.Key
@@ -196,8 +196,8 @@ func (a *auditing) CreateItem(ctx context.Context, p *identity.Principal, dep in
 	return w, err
 }
 
-func (a *auditing) UpdateItem(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, id int64, in UpdateItemInput) (Workbook, error) {
-	w, err := a.Service.UpdateItem(ctx, p, dep, typ, id, in)
+func (a *auditing) UpdateItem(ctx context.Context, p *identity.Principal, deploymentID int64, typ ItemType, id int64, in UpdateItemInput) (Workbook, error) {
+	w, err := a.Service.UpdateItem(ctx, p, deploymentID, typ, id, in)
 	changed := []string{}
 	if in.Name != nil {
 		changed = append(changed, "name")
@@ -222,14 +222,14 @@ func (a *auditing) UpdateItem(ctx context.Context, p *identity.Principal, dep in
 	return w, err
 }
 
-func (a *auditing) DeleteItem(ctx context.Context, p *identity.Principal, dep int64, typ ItemType, id int64) error {
-	err := a.Service.DeleteItem(ctx, p, dep, typ, id)
+func (a *auditing) DeleteItem(ctx context.Context, p *identity.Principal, deploymentID int64, typ ItemType, id int64) error {
+	err := a.Service.DeleteItem(ctx, p, deploymentID, typ, id)
 	audit.Record(ctx, a.rec, p, ItemAction(typ, "delete"), target(typ, id), err, http.StatusNoContent, nil)
 	return err
 }
 
-func (a *auditing) Publish(ctx context.Context, p *identity.Principal, dep, id int64, allowEmbed *bool) (Workbook, error) {
-	w, err := a.Service.Publish(ctx, p, dep, id, allowEmbed)
+func (a *auditing) Publish(ctx context.Context, p *identity.Principal, deploymentID, id int64, allowEmbed *bool) (Workbook, error) {
+	w, err := a.Service.Publish(ctx, p, deploymentID, id, allowEmbed)
 	d := map[string]any{}
 	if db := w.PublishedDashboard; db != nil {
 		d["versionNumber"], d["allowEmbed"] = db.VersionNumber, db.AllowEmbed
@@ -238,14 +238,14 @@ func (a *auditing) Publish(ctx context.Context, p *identity.Principal, dep, id i
 	return w, err
 }
 
-func (a *auditing) Unpublish(ctx context.Context, p *identity.Principal, dep, id int64) (Workbook, error) {
-	w, err := a.Service.Unpublish(ctx, p, dep, id)
+func (a *auditing) Unpublish(ctx context.Context, p *identity.Principal, deploymentID, id int64) (Workbook, error) {
+	w, err := a.Service.Unpublish(ctx, p, deploymentID, id)
 	audit.Record(ctx, a.rec, p, ItemAction(TypeWorkbook, "unpublish"), target(TypeWorkbook, id), err, http.StatusOK, nil)
 	return w, err
 }
 
-func (a *auditing) SetFavorite(ctx context.Context, p *identity.Principal, dep int64, ref ItemRef, on bool) error {
-	err := a.Service.SetFavorite(ctx, p, dep, ref, on)
+func (a *auditing) SetFavorite(ctx context.Context, p *identity.Principal, deploymentID int64, ref ItemRef, on bool) error {
+	err := a.Service.SetFavorite(ctx, p, deploymentID, ref, on)
 	action := ActionFavoriteRemove
 	if on {
 		action = ActionFavoriteAdd
@@ -255,9 +255,9 @@ func (a *auditing) SetFavorite(ctx context.Context, p *identity.Principal, dep i
 }
 
 // embedAccessEvent is the action and target of a change of obj's embed access.
-func embedAccessEvent(dep int64, obj EmbedObject) (string, audit.Target) {
+func embedAccessEvent(deploymentID int64, obj EmbedObject) (string, audit.Target) {
 	if obj.Root() {
-		return ActionRootEmbedAccess, audit.Target{Type: "deployment", ID: strconv.FormatInt(dep, 10)}
+		return ActionRootEmbedAccess, audit.Target{Type: "deployment", ID: strconv.FormatInt(deploymentID, 10)}
 	}
 	return ItemAction(obj.Type, EmbedAccessVerb), target(obj.Type, obj.ID)
 }
@@ -271,12 +271,12 @@ const maxAuditedEmbedBytes = audit.MaxDetailsBytes - 512
 // lists each entry added, removed or changed (subject, before and after: absent when
 // there was no entry), in subject order, as many as fit in maxAuditedEmbedBytes
 // ("unlisted" counts the rest); a refusal, how many entries were sent.
-func (a *auditing) PutEmbedAccess(ctx context.Context, p *identity.Principal, dep int64, obj EmbedObject, g embedaccess.Grants) (EmbedAccessView, error) {
-	v, err := a.Service.PutEmbedAccess(ctx, p, dep, obj, g)
+func (a *auditing) PutEmbedAccess(ctx context.Context, p *identity.Principal, deploymentID int64, obj EmbedObject, g embedaccess.Grants) (EmbedAccessView, error) {
+	v, err := a.Service.PutEmbedAccess(ctx, p, deploymentID, obj, g)
 	if err == nil && !v.Changed {
 		return v, err
 	}
-	action, tgt := embedAccessEvent(dep, obj)
+	action, tgt := embedAccessEvent(deploymentID, obj)
 	d := map[string]any{"entries": g.Entries()}
 	if err == nil {
 		d = embedAccessChanges(v.Previous, v.Grants)

@@ -95,8 +95,8 @@ func moveOutcome(err error) string {
 	return "other"
 }
 
-func (i *instrumenting) CreateFolder(ctx context.Context, p *identity.Principal, dep int64, in CreateFolderInput) (Folder, error) {
-	f, err := i.Service.CreateFolder(ctx, p, dep, in)
+func (i *instrumenting) CreateFolder(ctx context.Context, p *identity.Principal, deploymentID int64, in CreateFolderInput) (Folder, error) {
+	f, err := i.Service.CreateFolder(ctx, p, deploymentID, in)
 	if err == nil {
 		i.m.FoldersCreated.Inc()
 	}
@@ -105,16 +105,16 @@ func (i *instrumenting) CreateFolder(ctx context.Context, p *identity.Principal,
 
 // Move counts its item: moved, or the outcome it was refused with.
 // PutFolderByKey counts a folder the PUT created, as CreateFolder does.
-func (i *instrumenting) PutFolderByKey(ctx context.Context, p *identity.Principal, dep int64, key string, in PutFolderInput) (Folder, PutOutcome, error) {
-	f, outcome, err := i.Service.PutFolderByKey(ctx, p, dep, key, in)
+func (i *instrumenting) PutFolderByKey(ctx context.Context, p *identity.Principal, deploymentID int64, key string, in PutFolderInput) (Folder, PutOutcome, error) {
+	f, outcome, err := i.Service.PutFolderByKey(ctx, p, deploymentID, key, in)
 	if err == nil && outcome == PutCreated {
 		i.m.FoldersCreated.Inc()
 	}
 	return f, outcome, err
 }
 
-func (i *instrumenting) Move(ctx context.Context, p *identity.Principal, dep int64, ref ItemRef, dest int64) (MoveResult, error) {
-	w, err := i.Service.Move(ctx, p, dep, ref, dest)
+func (i *instrumenting) Move(ctx context.Context, p *identity.Principal, deploymentID int64, ref ItemRef, dest int64) (MoveResult, error) {
+	w, err := i.Service.Move(ctx, p, deploymentID, ref, dest)
 	outcome := "moved"
 	if err != nil {
 		outcome = moveOutcome(err)
@@ -125,8 +125,8 @@ func (i *instrumenting) Move(ctx context.Context, p *identity.Principal, dep int
 
 // BulkMove counts each distinct item of the answer; a request refused as a whole (no
 // item tried) counts nothing.
-func (i *instrumenting) BulkMove(ctx context.Context, p *identity.Principal, dep int64, refs []ItemRef, dest int64) (BulkMoveResult, error) {
-	res, err := i.Service.BulkMove(ctx, p, dep, refs, dest)
+func (i *instrumenting) BulkMove(ctx context.Context, p *identity.Principal, deploymentID int64, refs []ItemRef, dest int64) (BulkMoveResult, error) {
+	res, err := i.Service.BulkMove(ctx, p, deploymentID, refs, dest)
 	if err == nil {
 		for _, w := range res.Moved {
 			i.m.ItemsMoved.WithLabelValues(string(w.Type), "moved").Inc()
@@ -138,8 +138,8 @@ func (i *instrumenting) BulkMove(ctx context.Context, p *identity.Principal, dep
 	return res, err
 }
 
-func (i *instrumenting) Publish(ctx context.Context, p *identity.Principal, dep, id int64, allowEmbed *bool) (Workbook, error) {
-	w, err := i.Service.Publish(ctx, p, dep, id, allowEmbed)
+func (i *instrumenting) Publish(ctx context.Context, p *identity.Principal, deploymentID, id int64, allowEmbed *bool) (Workbook, error) {
+	w, err := i.Service.Publish(ctx, p, deploymentID, id, allowEmbed)
 	if err == nil {
 		i.m.DashboardsPublished.Inc()
 	}
@@ -154,8 +154,8 @@ func embedObjectLabel(obj EmbedObject) string {
 	return obj.Type.lower()
 }
 
-func (i *instrumenting) PutEmbedAccess(ctx context.Context, p *identity.Principal, dep int64, obj EmbedObject, g embedaccess.Grants) (EmbedAccessView, error) {
-	v, err := i.Service.PutEmbedAccess(ctx, p, dep, obj, g)
+func (i *instrumenting) PutEmbedAccess(ctx context.Context, p *identity.Principal, deploymentID int64, obj EmbedObject, g embedaccess.Grants) (EmbedAccessView, error) {
+	v, err := i.Service.PutEmbedAccess(ctx, p, deploymentID, obj, g)
 	if err == nil && v.Changed {
 		i.m.EmbedAccessChanges.WithLabelValues(embedObjectLabel(obj)).Inc()
 	}

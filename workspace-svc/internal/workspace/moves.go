@@ -11,8 +11,8 @@ import (
 
 // Move moves one item; it is BulkMove of one item, so both answer the same: a refused
 // item is the error, and where the item was is From as BulkMove read it.
-func (s *service) Move(ctx context.Context, p *identity.Principal, dep int64, ref ItemRef, dest int64) (MoveResult, error) {
-	res, err := s.BulkMove(ctx, p, dep, []ItemRef{ref}, dest)
+func (s *service) Move(ctx context.Context, p *identity.Principal, deploymentID int64, ref ItemRef, dest int64) (MoveResult, error) {
+	res, err := s.BulkMove(ctx, p, deploymentID, []ItemRef{ref}, dest)
 	if err != nil {
 		return MoveResult{}, err
 	}

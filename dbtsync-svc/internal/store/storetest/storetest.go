@@ -212,10 +212,10 @@ var branchCases = []struct {
 	{"branches-are-the-deployments-own", func(t *testing.T, s dbtsync.BranchStore) {
 		ctx := context.Background()
 		for _, w := range []struct {
-			dep  int64
-			name string
+			deploymentID int64
+			name         string
 		}{{dep, "a"}, {dep, "b"}, {dep + 1, "a"}} {
-			if _, _, err := s.WriteVersion(ctx, w.dep, w.name, "sj-"+w.name, files(w.name), at(0)); err != nil {
+			if _, _, err := s.WriteVersion(ctx, w.deploymentID, w.name, "sj-"+w.name, files(w.name), at(0)); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -323,10 +323,10 @@ func deletesAndCreatesRacing(t *testing.T, s Durable) {
 func tenantUsersListed(t *testing.T, s Durable) {
 	ctx, acc := context.Background(), Account()
 	for _, c := range []struct {
-		ext, tenant string
-		dep         int64
+		ext, tenant  string
+		deploymentID int64
 	}{{"ann", "north-tenant", 1}, {"bob", "south-tenant", 1}, {"anna", "north-tenant", 2}, {"amy", "north-tenant", 1}, {"al", "south-tenant", 2}} {
-		if _, err := s.CreateExternalUser(ctx, acc, c.ext, 100, embed.UserUpdate{Scope: embed.AccountScope, Tenant: c.tenant, Deployment: c.dep}, at(0)); err != nil {
+		if _, err := s.CreateExternalUser(ctx, acc, c.ext, 100, embed.UserUpdate{Scope: embed.AccountScope, Tenant: c.tenant, Deployment: c.deploymentID}, at(0)); err != nil {
 			t.Fatal(err)
 		}
 	}
