@@ -19,9 +19,18 @@ import (
 	"github.com/analyticsco/platform/libs/netguard"
 )
 
+// Exclude names whose due deliveries a claim leaves for later: accounts at their bound
+// of attempts in flight, and subscriptions at theirs.
+type Exclude struct {
+	Accounts      []int64
+	Subscriptions []string
+}
+
 // DeliveryStore is what the deliverer needs of the store.
 type DeliveryStore interface {
-	Claim(ctx context.Context, now time.Time, lease time.Duration, exclude []int64, limit int) ([]Delivery, error)
+	// Claim leases up to limit due deliveries, earliest due first, of neither the
+	// accounts nor the subscriptions excluded (those at their bound of attempts).
+	Claim(ctx context.Context, now time.Time, lease time.Duration, exclude Exclude, limit int) ([]Delivery, error)
 	Record(ctx context.Context, d Delivery, a Attempt, status string, next time.Time) (bool, error)
 	Release(ctx context.Context, d Delivery, due time.Time) error
 	Subscription(ctx context.Context, account int64, id string) (Subscription, error)
@@ -173,10 +182,17 @@ func (d *Deliverer) Run(ctx context.Context) {
 func (d *Deliverer) claim(ctx context.Context, wg *sync.WaitGroup) {
 	d.mu.Lock()
 	free := d.o.Workers - d.total
-	var capped []int64
+	// Accounts and subscriptions at their bound are left out of the claim, so a dead
+	// receiver's due retries, however many, never take the places of others' deliveries.
+	var capped Exclude
 	for acct, n := range d.inFlight {
 		if n >= d.o.MaxInFlight {
-			capped = append(capped, acct)
+			capped.Accounts = append(capped.Accounts, acct)
+		}
+	}
+	for sub, n := range d.bySub {
+		if n >= d.subBound() {
+			capped.Subscriptions = append(capped.Subscriptions, sub)
 		}
 	}
 	d.mu.Unlock()

@@ -79,10 +79,13 @@ func (m *Mongo) addQueued(ctx context.Context, account, size, maxQueued int64) (
 // first, each for lease: its due time moves to now+lease, so another deliverer takes it
 // only once the lease ran out (its holder stopped). Each is taken by a conditional
 // update of its own, so two deliverers never hold one delivery.
-func (m *Mongo) Claim(ctx context.Context, now time.Time, lease time.Duration, exclude []int64, limit int) ([]webhooks.Delivery, error) {
+func (m *Mongo) Claim(ctx context.Context, now time.Time, lease time.Duration, exclude webhooks.Exclude, limit int) ([]webhooks.Delivery, error) {
 	f := bson.D{{Key: "status", Value: webhooks.StatusPending}, {Key: "due", Value: bson.D{{Key: "$lte", Value: now}}}}
-	if len(exclude) > 0 {
-		f = append(f, bson.E{Key: "account", Value: bson.D{{Key: "$nin", Value: exclude}}})
+	if len(exclude.Accounts) > 0 {
+		f = append(f, bson.E{Key: "account", Value: bson.D{{Key: "$nin", Value: exclude.Accounts}}})
+	}
+	if len(exclude.Subscriptions) > 0 {
+		f = append(f, bson.E{Key: "sub", Value: bson.D{{Key: "$nin", Value: exclude.Subscriptions}}})
 	}
 	cur, err := m.dels.Find(ctx, f, options.Find().SetSort(bson.D{{Key: "due", Value: 1}}).SetLimit(int64(limit)).
 		SetProjection(bson.D{{Key: "_id", Value: 1}, {Key: "due", Value: 1}}))

@@ -50,7 +50,7 @@ func TestDeliveryStore(t *testing.T) {
 		if n, _ := s.QueuedBytes(ctx, 2); n != 10 {
 			t.Fatalf("queued %d", n)
 		}
-		got, _ := s.Claim(ctx, t0, time.Minute, nil, 100)
+		got, _ := s.Claim(ctx, t0, time.Minute, webhooks.Exclude{}, 100)
 		for _, d := range got {
 			if d.EventID == "ev2" && d.SubscriptionID == "wh_b" {
 				t.Fatal("a queue_full delivery was claimed")
@@ -73,22 +73,25 @@ func TestDeliveryStore(t *testing.T) {
 		if _, err := s.Enqueue(ctx, queuedDelivery(3, "wh_c", "ev1", "{}"), 1<<20); err != nil {
 			t.Fatal(err)
 		}
-		got, err := s.Claim(ctx, t0, time.Minute, nil, 10)
+		got, err := s.Claim(ctx, t0, time.Minute, webhooks.Exclude{}, 10)
 		if err != nil || len(got) != 1 {
 			t.Fatalf("claim: %v %v", got, err)
 		}
-		if again, _ := s.Claim(ctx, t0.Add(30*time.Second), time.Minute, nil, 10); len(again) != 0 {
+		if again, _ := s.Claim(ctx, t0.Add(30*time.Second), time.Minute, webhooks.Exclude{}, 10); len(again) != 0 {
 			t.Fatalf("claimed twice within the lease: %v", again)
 		}
 		// Handed back unattempted, it is due again at once.
 		if err := s.Release(ctx, got[0], t0); err != nil {
 			t.Fatal(err)
 		}
-		if got, err = s.Claim(ctx, t0, time.Minute, nil, 10); err != nil || len(got) != 1 {
+		if got, err = s.Claim(ctx, t0, time.Minute, webhooks.Exclude{}, 10); err != nil || len(got) != 1 {
 			t.Fatalf("claim after the release: %v %v", got, err)
 		}
-		if excl, _ := s.Claim(ctx, t0.Add(2*time.Minute), time.Minute, []int64{3}, 10); len(excl) != 0 {
+		if excl, _ := s.Claim(ctx, t0.Add(2*time.Minute), time.Minute, webhooks.Exclude{Accounts: []int64{3}}, 10); len(excl) != 0 {
 			t.Fatal("an excluded account's delivery was claimed")
+		}
+		if excl, _ := s.Claim(ctx, t0.Add(2*time.Minute), time.Minute, webhooks.Exclude{Subscriptions: []string{got[0].SubscriptionID}}, 10); len(excl) != 0 {
+			t.Fatal("an excluded subscription's delivery was claimed")
 		}
 		ok, err := s.Record(ctx, got[0], webhooks.Attempt{At: t0, Status: 500}, webhooks.StatusPending, t0.Add(5*time.Second))
 		if err != nil || !ok {
@@ -97,7 +100,7 @@ func TestDeliveryStore(t *testing.T) {
 		if ok, _ := s.Record(ctx, got[0], webhooks.Attempt{At: t0}, webhooks.StatusSucceeded, time.Time{}); ok {
 			t.Fatal("a stale claim recorded over a newer attempt")
 		}
-		next, _ := s.Claim(ctx, t0.Add(6*time.Second), time.Minute, nil, 10)
+		next, _ := s.Claim(ctx, t0.Add(6*time.Second), time.Minute, webhooks.Exclude{}, 10)
 		if len(next) != 1 || next[0].Attempts != 1 || next[0].Last == nil || next[0].Last.Status != 500 {
 			t.Fatalf("the retry: %+v", next)
 		}
@@ -122,7 +125,7 @@ func TestDeliveryStore(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				got, _ := s.Claim(ctx, t0, time.Minute, nil, 20)
+				got, _ := s.Claim(ctx, t0, time.Minute, webhooks.Exclude{}, 20)
 				mu.Lock()
 				defer mu.Unlock()
 				for _, d := range got {
