@@ -279,7 +279,7 @@ func TestAJobThatStopsItsWorkerRunsAloneAndItsNeighbourIsNotBlamed(t *testing.T)
 	const maxAttempts = 2
 	poison, innocent := f.sync(t, "poison", manifest("p")), f.sync(t, "innocent", manifest("i"))
 	crash := workertest.NewCrash(poison, innocent)
-	opts := worker.Options{Concurrency: 2, MaxAttempts: maxAttempts, AckWait: 200 * time.Millisecond, Phase: crash.Phase}
+	opts := worker.Options{Concurrency: 2, MaxAttempts: maxAttempts, AckWait: time.Second, Phase: crash.Phase}
 	crash.Rounds(t, maxAttempts, func() func() { return f.start(t, opts) }, func() bool {
 		j, _ := f.svc.GetJob(context.Background(), developer, dep, poison)
 		return j.Status == dbtsync.StatusFailed
