@@ -55,7 +55,7 @@ func forbiddenCode(code, msg string) error { return errs.Forbiddenf("%s", msg).W
 func (g *Gateway) writeAuthError(w *h1.ResponseWriter, r *h1.Request, rt route, err error) {
 	e, isErr := errs.As(err)
 	switch {
-	case isErr:
+	case isErr && e.StatusCode() < http.StatusInternalServerError: // a refusal: the client's answer
 		if e.Kind == errs.Unauthorized && rt.policy != policySigned {
 			// A signed route has no scheme to ask for: its answer is the service's own.
 			w.Header().Set("WWW-Authenticate", challenge(rt.policy))
