@@ -8,7 +8,6 @@ import (
 	"github.com/analyticsco/platform/dbtsync-svc/internal/store/mongostore"
 	"github.com/analyticsco/platform/dbtsync-svc/internal/store/storetest"
 	"github.com/analyticsco/platform/devstack"
-	"github.com/analyticsco/platform/devstack/mongoplan"
 	"github.com/analyticsco/platform/libs/mongox"
 )
 
@@ -16,16 +15,9 @@ import (
 // database of its own, and holds every query the cases sent against the declared
 // indexes (mongoplan).
 func TestStoreContract(t *testing.T) {
-	plan := mongoplan.NewRecorder()
-	client, err := mongox.ConnectWith(context.Background(), devstack.MongoForTest(t).URI, mongox.ConnectOptions{Observe: plan.Observe})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	database := devstack.CaseDatabases(t, "store")
 	storetest.Run(t, func(t *testing.T) storetest.Store {
-		db := client.Database(devstack.UniqueName(t, "store"))
-		t.Cleanup(func() { plan.Check(t, db) })
-		s := mongostore.New(db)
+		s := mongostore.New(database(t))
 		if err := mongox.EnsureIndexes(context.Background(), 10*time.Second, s.EnsureIndexes); err != nil {
 			t.Fatal(err)
 		}

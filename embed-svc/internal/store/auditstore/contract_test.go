@@ -18,18 +18,10 @@ import (
 // serializing proxy) and the in-memory fake, so tests that use the fake test what
 // production does. Each case works in accounts of its own.
 func TestStoreContract(t *testing.T) {
-	mongo := devstack.MongoForTest(t)
-	plan := mongoplan.NewRecorder()
-	client, err := mongox.ConnectWith(context.Background(), mongo.URI, mongox.ConnectOptions{Observe: plan.Observe})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	database := devstack.CaseDatabases(t, "audit")
 	stores := map[string]func(t *testing.T) auditsvc.Store{
 		"mongo": func(t *testing.T) auditsvc.Store {
-			db := client.Database(devstack.UniqueName(t, "audit"))
-			t.Cleanup(func() { plan.Check(t, db) })
-			s := auditstore.NewMongo(db, 0)
+			s := auditstore.NewMongo(database(t), 0)
 			if err := s.EnsureIndexes(context.Background()); err != nil {
 				t.Fatal(err)
 			}

@@ -8,7 +8,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/analyticsco/platform/devstack"
-	"github.com/analyticsco/platform/devstack/mongoplan"
 	"github.com/analyticsco/platform/libs/mongox"
 	"github.com/analyticsco/platform/workspace-svc/internal/store/mongostore"
 	"github.com/analyticsco/platform/workspace-svc/internal/store/storetest"
@@ -19,19 +18,12 @@ import (
 // serializing proxy), each case in a database of its own, and holds every query the
 // cases sent against the declared indexes (mongoplan).
 func TestStoreContract(t *testing.T) {
-	plan := mongoplan.NewRecorder()
-	client, err := mongox.ConnectWith(context.Background(), devstack.MongoForTest(t).URI, mongox.ConnectOptions{Observe: plan.Observe})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	database := devstack.CaseDatabases(t, "ws")
 	storetest.Run(t, func(t *testing.T) workspace.Store {
-		db := client.Database(devstack.UniqueName(t, "ws"))
-		s := mongostore.New(db)
+		s := mongostore.New(database(t))
 		if err := s.EnsureIndexes(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { plan.Check(t, db) })
 		return s
 	})
 }
