@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/analyticsco/platform/libs/audit"
+	"github.com/analyticsco/platform/libs/audit/publish"
 )
 
 // The stream of stored events: every event the trail stores (and each summary of
@@ -45,7 +46,9 @@ func EnsureStoredStream(ctx context.Context, js jetstream.JetStream, l StoredLim
 	if l.Replicas <= 0 {
 		l.Replicas = 1
 	}
-	s, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: StoredStreamName, Subjects: []string{StoredSubjectPrefix + ">"},
+	// Created, or updated only when its limits differ (publish.Ensure): embed-svc's
+	// replicas start together, and one's update must not race another's consumer create.
+	s, err := publish.Ensure(ctx, js, jetstream.StreamConfig{Name: StoredStreamName, Subjects: []string{StoredSubjectPrefix + ">"},
 		Retention: jetstream.LimitsPolicy, Discard: jetstream.DiscardOld, MaxAge: l.MaxAge, MaxBytes: l.MaxBytes, Replicas: l.Replicas,
 		Storage: jetstream.FileStorage, Duplicates: 2 * time.Minute})
 	if err != nil {

@@ -60,27 +60,32 @@ func StreamConfig(l StreamLimits) jetstream.StreamConfig {
 }
 
 // EnsureStream creates the stream or brings its configuration to l (the owner's job).
-// An update is sent only when the configuration differs: replicas starting together
-// would otherwise rewrite the stream while another creates its consumer.
 func EnsureStream(ctx context.Context, js jetstream.JetStream, l StreamLimits) (jetstream.Stream, error) {
-	want := StreamConfig(l)
-	s, err := js.Stream(ctx, StreamName)
-	switch {
-	case errors.Is(err, jetstream.ErrStreamNotFound):
-		s, err = js.CreateStream(ctx, want)
-		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) { // another replica was first
-			s, err = js.Stream(ctx, StreamName)
-		}
-	case err == nil && !sameLimits(s.CachedInfo().Config, want):
-		s, err = js.UpdateStream(ctx, want)
-	}
+	s, err := Ensure(ctx, js, StreamConfig(l))
 	if err != nil {
 		return nil, errors.Join(errors.New("audit stream"), err)
 	}
 	return s, nil
 }
 
-// sameLimits compares what StreamConfig sets.
+// Ensure creates the stream want names, or brings an existing one to want. An update is
+// sent only when the limits differ: replicas starting together would otherwise rewrite
+// the stream while another creates its consumer.
+func Ensure(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) (jetstream.Stream, error) {
+	s, err := js.Stream(ctx, want.Name)
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		s, err = js.CreateStream(ctx, want)
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) { // another replica was first
+			s, err = js.Stream(ctx, want.Name)
+		}
+	case err == nil && !sameLimits(s.CachedInfo().Config, want):
+		s, err = js.UpdateStream(ctx, want)
+	}
+	return s, err
+}
+
+// sameLimits compares what StreamConfig (and the other streams Ensure makes) set.
 func sameLimits(a, b jetstream.StreamConfig) bool {
 	return a.MaxBytes == b.MaxBytes && a.MaxAge == b.MaxAge && a.Replicas == b.Replicas && a.Discard == b.Discard &&
 		a.Duplicates == b.Duplicates && a.Retention == b.Retention && a.Storage == b.Storage &&
